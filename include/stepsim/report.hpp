@@ -1,0 +1,67 @@
+// The report of one simulated or measured step (DESIGN.md §3), and the one entry point
+// that runs a simulation.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim {
+
+using PerKind = std::array<double, kCommKinds>;  // seconds, indexed by CommKind
+
+struct Throughput {
+  double tokens_per_s = 0;
+  double samples_per_s = 0;
+  double tflops_per_gpu = 0;  // model FLOPs (no recompute) per GPU per second, in TFLOPS
+  double mfu = 0;             // model FLOPs utilisation against dense peak of the precision
+};
+
+struct Breakdown {
+  double compute = 0;     // s: compute kernels running (not optimizer)
+  PerKind exposed_comm{};  // s: communication running, no compute running
+  double bubble = 0;      // s: compute stream idle for lack of work
+  double optimizer = 0;   // s: optimizer kernels
+  double other = 0;       // s: the rest (memcpy-only, idle waiting on nothing modelled)
+  double exposed_total() const;
+};
+
+struct Overlap {
+  double hidden_fraction = 0;           // overlap(comm, compute) / union(comm)
+  double exposed_fraction_of_step = 0;  // exposed comm / step time
+};
+
+struct MemoryReport {
+  double peak = 0, params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  double capacity = 0;
+  bool fits = true;
+  bool modelled = false;  // false until a memory model filled it in
+};
+
+struct Report {
+  std::string stepsim_version;
+  int gpus = 0;
+  double step_time_s = 0;
+  Throughput throughput;
+  Breakdown breakdown_s;
+  PerKind comm_s{};  // total busy (union) time per kind
+  Overlap overlap;
+  MemoryReport memory_bytes;
+  std::string config_json;  // the fully resolved scenario (JSON text), "{}" when none
+  std::vector<std::string> notes;  // placement, warnings: shown in the table, "notes" in JSON
+};
+
+struct SimulationResult {
+  Report report;
+  Timeline timeline;
+};
+
+// Simulate one training step of a validated scenario.
+SimulationResult simulate(const Scenario& scenario);
+
+const char* stepsim_version();
+
+}  // namespace stepsim

@@ -1,0 +1,175 @@
+// The validated, typed scenario: what io produces from a scenario file and what every later
+// layer consumes. Field names follow the scenario-file keys of DESIGN.md §2.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepsim/units.hpp"
+
+namespace stepsim {
+
+enum class Precision { bf16, fp16, fp8, tf32, fp32 };
+enum class MlpKind { gelu, swiglu };
+enum class Recompute { none, selective, full };
+enum class Schedule { gpipe, one_f_one_b, interleaved };
+enum class DpKind { ddp, zero1, zero2, fsdp, hsdp };
+enum class BackwardPrefetch { pre, post, none };
+enum class IntraFabric { nvswitch, nvlink_mesh, pcie };
+enum class InterFabric { infiniband, roce, ethernet };
+enum class InterTopology { rail_optimized, fat_tree };
+enum class RankMode { representative, all };
+enum class GpuArch { ampere, hopper, blackwell };
+
+// Bytes per element of a precision (fp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4).
+int element_bytes(Precision p);
+const char* to_string(Precision p);
+
+struct GpuFlops {
+  FlopRate bf16, fp16, fp8, tf32, fp32;  // dense peak; fp8 zero when unsupported
+  FlopRate for_precision(Precision p) const;
+};
+
+// Efficiency of the GPU compute model: every number traceable to a published measurement
+// (REFERENCE.md §8), documented where the preset sets it.
+struct GpuEfficiency {
+  double gemm_max = 0.8;            // large-GEMM fraction of dense peak (A100 ≈ 0.82, H100 ≈ 0.80)
+  double gemm_half_flops = 2e10;    // GEMM size (FLOPs) at which efficiency is half of gemm_max
+  double attention_max = 0.6;       // fused attention fraction of dense peak at long sequences
+  double hbm = 0.82;                // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
+  Time kernel_min = Time::from_us(3.0);   // smallest duration of any kernel
+  double comm_slowdown = 0.1;       // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
+};
+
+struct GpuSpec {
+  std::string name;
+  GpuArch arch = GpuArch::hopper;
+  GpuFlops flops;
+  Bytes memory;
+  Bandwidth memory_bandwidth;
+  int sms = 0;
+  GpuEfficiency efficiency;
+  Time kernel_launch = Time::from_us(5.0);  // host (CPU) cost to launch one kernel
+};
+
+struct IntraNode {
+  IntraFabric fabric = IntraFabric::nvswitch;
+  Bandwidth bandwidth;          // per GPU per direction
+  Time latency = Time::from_us(0.6);
+  bool nvls = false;            // NVLink SHARP (NVSwitch reduction), Hopper and later
+};
+
+struct InterNode {
+  InterFabric fabric = InterFabric::infiniband;
+  int nics_per_node = 8;
+  Bandwidth nic_bandwidth;      // per NIC per direction
+  Time latency = Time::from_us(2.7);
+  InterTopology topology = InterTopology::rail_optimized;
+  double oversubscription = 1.0;  // ≥ 1
+};
+
+// Measured NCCL behaviour that NCCL's own tuning model does not capture (nccl-tests floors,
+// bandwidth ramps). Fitted once per cluster type; see the cluster presets.
+struct CollectiveTuning {
+  Time launch_overhead = Time::zero();   // added to every collective (kernel launch + sync)
+  double bus_efficiency = 1.0;           // achieved fraction of NCCL's modelled bus bandwidth
+  Bytes ramp_half_bytes{0};              // per-rank size at which Simple reaches half efficiency
+};
+
+struct ClusterSpec {
+  std::string name;
+  int nodes = 0;
+  int gpus_per_node = 8;
+  GpuSpec gpu;
+  IntraNode intra_node;
+  InterNode inter_node;
+  CollectiveTuning tuning;
+  int gpus() const { return nodes * gpus_per_node; }
+};
+
+struct MoeSpec {
+  int experts = 0;  // 0: dense model
+  int top_k = 1;
+  long long expert_ffn_hidden = 0;
+};
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  long long hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  long long ffn_hidden = 0;
+  long long vocab = 0;
+  long long seq_len = 0;
+  MlpKind mlp = MlpKind::gelu;
+  bool tied_embeddings = false;
+  MoeSpec moe;
+};
+
+struct ParallelSpec {
+  int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  bool sequence_parallel = false;
+  Schedule schedule = Schedule::one_f_one_b;
+  int virtual_stages = 1;
+  std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
+  int gpus() const { return tp * pp * dp * cp; }
+};
+
+struct TrainingSpec {
+  long long global_batch = 0;  // sequences
+  long long micro_batch = 1;
+  Precision precision = Precision::bf16;
+  Recompute recompute = Recompute::none;
+  std::string optimizer = "adam";
+  // micro-batches per step on one pipeline replica
+  long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
+};
+
+struct DataParallelSpec {
+  DpKind kind = DpKind::ddp;
+  double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
+  double first_bucket_mb = 1.0;  // MiB
+  bool overlap_grad_reduce = true;
+  Precision grad_reduce_dtype = Precision::bf16;
+  bool reshard_after_forward = true;
+  bool forward_prefetch = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  int max_inflight_all_gathers = 2;
+  bool overlap_param_gather = false;
+  int fsdp_version = 1;
+  int shard_group = 0;  // hsdp: GPUs per shard group (0 = one node)
+};
+
+struct TensorParallelSpec {
+  bool comm_overlap = false;  // TransformerEngine userbuffers (--tp-comm-overlap)
+};
+
+enum class Algorithm { automatic, ring, tree, nvls, nvls_tree, collnet, pat, direct };
+enum class Protocol { automatic, ll, ll128, simple };
+
+struct CollectivesSpec {
+  Algorithm algorithm = Algorithm::automatic;  // forced algorithm, or NCCL's choice
+  Protocol protocol = Protocol::automatic;
+};
+
+struct SimulationSpec {
+  RankMode ranks = RankMode::representative;
+};
+
+struct Scenario {
+  std::string source;  // file name, or "<default>"
+  ModelSpec model;
+  ClusterSpec cluster;
+  ParallelSpec parallel;
+  TrainingSpec training;
+  DataParallelSpec data_parallel;
+  TensorParallelSpec tensor_parallel;
+  CollectivesSpec collectives;
+  SimulationSpec simulation;
+  std::vector<std::string> calibration;  // calibration files (later)
+  std::string resolved_json;  // the fully resolved scenario as canonical JSON text
+};
+
+}  // namespace stepsim

@@ -1,0 +1,79 @@
+// What ran where and when: intervals per rank and stream, tagged. Produced by the engine
+// (simulation) and by analysis (real profiler traces); consumed by the one report code.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stepsim/units.hpp"
+
+namespace stepsim {
+
+enum class Activity : std::uint8_t { compute, comm, memory, bubble };
+enum class Phase : std::uint8_t { forward, backward, recompute, optimizer, other };
+// Kinds of communication in the report (DESIGN.md §3). Keep `other` last.
+enum class CommKind : std::uint8_t { tp, cp, ep, dp, fsdp, pp, other };
+inline constexpr std::size_t kCommKinds = 7;
+enum class CollOp : std::uint8_t { allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, other };
+
+const char* to_string(CommKind k);
+const char* to_string(CollOp op);
+const char* to_string(Activity a);
+const char* to_string(Phase p);
+const char* nccl_name(CollOp op);  // "AllReduce", "AllGather", ...
+
+struct Interval {
+  Time start;
+  Time end;
+  std::uint32_t name = 0;    // index into Timeline::names
+  std::uint16_t stream = 0;  // index into RankTimeline::streams
+  Activity activity = Activity::compute;
+  Phase phase = Phase::other;        // compute only
+  CommKind kind = CommKind::other;   // comm only
+  CollOp op = CollOp::other;         // comm only
+  std::int32_t group = -1;           // comm only: index into Timeline::groups, -1 unknown
+  Bytes bytes{0};                    // comm: nccl-tests size S; memory: bytes copied
+};
+
+struct CounterSample {
+  Time at;
+  Bytes value;
+};
+
+struct ProcessGroup {
+  std::string name;     // "tp", "dp", or the Kineto "Process Group Name"
+  CommKind kind = CommKind::other;
+  int size = 0;         // members
+  std::string ranks;    // "[0, 1, 2, 3]" where known
+};
+
+struct RankTimeline {
+  int rank = 0;                        // global rank it stands for (the first of its class)
+  int multiplicity = 1;                // real ranks this one represents
+  std::string label;                   // "rank 0 (stage 0)"
+  std::vector<std::string> streams;    // "compute", "tp", "dp", ...
+  std::vector<Interval> intervals;     // in start order per stream; streams interleaved
+  std::vector<CounterSample> memory;   // allocated bytes over time
+};
+
+struct StepWindow {
+  std::string name;  // "step", "ProfilerStep#4"
+  Time start;
+  Time end;
+};
+
+struct Timeline {
+  std::vector<std::string> names;
+  std::vector<ProcessGroup> groups;
+  std::vector<RankTimeline> ranks;
+  std::vector<StepWindow> steps;  // at least one window
+
+  std::unordered_map<std::string, std::uint32_t> name_index;  // kept by intern()
+
+  std::uint32_t intern(const std::string& name);
+};
+
+}  // namespace stepsim

@@ -1,0 +1,73 @@
+// Names of the enumerations shared by every layer, as they appear in reports and traces.
+#include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
+
+namespace stepsim {
+
+int element_bytes(Precision p) {
+  switch (p) {
+    case Precision::fp8: return 1;
+    case Precision::bf16:
+    case Precision::fp16: return 2;
+    case Precision::tf32:
+    case Precision::fp32: return 4;
+  }
+  return 2;
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp8: return "fp8";
+    case Precision::tf32: return "tf32";
+    case Precision::fp32: return "fp32";
+  }
+  return "?";
+}
+
+FlopRate GpuFlops::for_precision(Precision p) const {
+  switch (p) {
+    case Precision::bf16: return bf16;
+    case Precision::fp16: return fp16;
+    case Precision::fp8: return fp8;
+    case Precision::tf32: return tf32;
+    case Precision::fp32: return fp32;
+  }
+  return bf16;
+}
+
+const char* to_string(CommKind k) {
+  static constexpr const char* names[] = {"tp", "cp", "ep", "dp", "fsdp", "pp", "other"};
+  return names[static_cast<int>(k)];
+}
+
+const char* to_string(CollOp op) {
+  static constexpr const char* names[] = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                          "reduce",    "alltoall",  "sendrecv",      "other"};
+  return names[static_cast<int>(op)];
+}
+
+const char* nccl_name(CollOp op) {
+  static constexpr const char* names[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                                          "Reduce",    "AllToAll",  "SendRecv",      "Generic"};
+  return names[static_cast<int>(op)];
+}
+
+const char* to_string(Activity a) {
+  static constexpr const char* names[] = {"compute", "comm", "memory", "bubble"};
+  return names[static_cast<int>(a)];
+}
+
+const char* to_string(Phase p) {
+  static constexpr const char* names[] = {"forward", "backward", "recompute", "optimizer", "other"};
+  return names[static_cast<int>(p)];
+}
+
+std::uint32_t Timeline::intern(const std::string& name) {
+  auto [it, inserted] = name_index.try_emplace(name, static_cast<std::uint32_t>(names.size()));
+  if (inserted) names.push_back(name);
+  return it->second;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,64 @@
+// NCCL's cost model: for one collective on one group shape, the (algorithm, protocol) pair
+// NCCL would choose (or the forced one), its latency and algorithm bandwidth.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "network/resource.hpp"
+#include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim::collectives {
+
+// How the members of a communicator are spread over the cluster.
+struct GroupShape {
+  int ranks = 1;
+  int nodes = 1;           // nodes spanned
+  int ranks_per_node = 1;  // members per node (ranks = nodes · ranks_per_node)
+};
+
+struct Request {
+  CollOp op = CollOp::allreduce;
+  Bytes size{0};  // nccl-tests S: per-rank buffer (AllReduce), whole buffer (AllGather, ...)
+  GroupShape shape;
+};
+
+struct Choice {
+  Algorithm algorithm = Algorithm::ring;
+  Protocol protocol = Protocol::simple;
+  int channels = 1;
+  Time latency;
+  Bandwidth algbw;
+  Time time() const;  // latency + size / algbw for the request it was made for
+  Bytes size{0};
+};
+
+// nccl-tests' bus-bandwidth factor: 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ...
+double bus_factor(CollOp op, int ranks);
+
+const char* to_string(Algorithm a);
+const char* to_string(Protocol p);
+
+// The fastest enabled (algorithm, protocol) pair, or the one `forced` names.
+Choice predict(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
+
+// Every enabled pair with its prediction, fastest first (for `stepsim collective -v`).
+std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced,
+                               const Request& request);
+
+}  // namespace stepsim::collectives
+
+namespace stepsim::collectives {
+
+// Link bytes that one member moves per algorithm byte (size / time) on its intra-node port
+// and on its NIC, so that concurrent collectives can share links max-min fairly.
+struct LinkLoad {
+  double intra = 0;
+  double inter = 0;
+};
+
+LinkLoad link_load(const Request& request, const Choice& choice);
+
+}  // namespace stepsim::collectives

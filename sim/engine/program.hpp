@@ -1,0 +1,75 @@
+// The per-rank program the parallelism layer builds and the engine executes: ops on
+// streams, in host issue order, with cross-stream events and collective groups.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "network/resource.hpp"
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim::engine {
+
+using OpIndex = std::uint32_t;
+using StreamIndex = std::uint16_t;
+
+enum class OpKind : std::uint8_t { compute, collective };
+
+// The data phase of a collective as NCCL's cost model sees it: a fixed latency, then `size`
+// bytes (nccl-tests S) at up to `algbw`, loading link resources while it runs.
+struct CollectiveCall {
+  CollOp op = CollOp::allreduce;
+  CommKind kind = CommKind::other;
+  std::int32_t group = -1;  // index into Program::groups
+  Bytes size{0};
+  Time latency;
+  Bandwidth algbw;
+  std::vector<network::ResourceUse> uses;
+};
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  StreamIndex stream = 0;
+  std::uint32_t name = 0;        // index into Program::names
+  Phase phase = Phase::other;
+  Time duration;                 // compute: duration at full speed on an idle GPU
+  std::int32_t call = -1;        // collective: index into RankProgram::calls
+  std::vector<OpIndex> waits;    // ops of the same rank that must end first (CUDA events)
+  bool host_blocks = false;      // the host waits for `waits` before launching this op
+  Bytes memory_delta{0};         // allocation change when the op ends (memory counter)
+};
+
+struct RankProgram {
+  int rank = 0;
+  int multiplicity = 1;
+  std::string label;
+  std::vector<std::string> streams;      // stream 0 is "compute"
+  std::vector<Op> ops;                   // host issue order
+  std::vector<CollectiveCall> calls;
+  Bytes memory_base{0};                  // allocated before the step starts
+};
+
+// A communicator. Its k-th collective on every member rank is the same collective
+// (NCCL orders calls per communicator); it starts when all simulated members reach it.
+struct Group {
+  std::string name;
+  CommKind kind = CommKind::other;
+  int size = 0;                  // real members
+  std::vector<int> members;      // indices into Program::ranks that take part
+  std::string ranks;             // "[0, 8, 16, ...]" for the report
+};
+
+struct Program {
+  std::vector<std::string> names;
+  std::vector<Group> groups;
+  std::vector<RankProgram> ranks;
+  std::vector<network::Resource> resources;
+  Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
+  double comm_slowdown = 0.0;               // compute slows by this fraction while comm runs
+
+  std::uint32_t intern(const std::string& name);
+};
+
+}  // namespace stepsim::engine

@@ -1,0 +1,28 @@
+// The GPU compute model: a roofline over FLOPs and bytes with efficiency by op kind and
+// size, plus the slowdown of compute while NCCL kernels share the GPU.
+#pragma once
+
+#include "stepsim/scenario.hpp"
+#include "stepsim/units.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::hardware {
+
+class GpuModel {
+ public:
+  GpuModel(const GpuSpec& gpu, Precision precision);
+
+  // Duration of `op` on an otherwise idle GPU.
+  Time duration(const workload::OpCost& op) const;
+  // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
+  double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
+  Time kernel_launch() const { return gpu_.kernel_launch; }
+  FlopRate peak() const { return peak_; }
+  const GpuSpec& spec() const { return gpu_; }
+
+ private:
+  GpuSpec gpu_;
+  FlopRate peak_;
+};
+
+}  // namespace stepsim::hardware

@@ -1,0 +1,38 @@
+// Reading scenarios: JSON with comments and trailing commas, units, embedded presets,
+// --set overrides and validation, into a typed Scenario. All failures are InputError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::io {
+
+// `path` empty: the embedded default scenario. `sets`: "a.b=value" overrides, applied in
+// order after the file and before validation.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets = {});
+
+// The same from text already in memory; `source` names it in errors.
+Scenario load_scenario_text(const std::string& text, const std::string& source,
+                            const std::vector<std::string>& sets = {});
+
+// A cluster preset by name with `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)).
+ClusterSpec load_cluster(const std::string& name, int gpus);
+
+struct PresetInfo {
+  std::string kind;  // "gpu", "cluster", "model", "example"
+  std::string name;
+  std::string summary;
+};
+std::vector<PresetInfo> list_presets();
+// The JSON text of one embedded preset (kind as in PresetInfo), or InputError.
+std::string preset_text(const std::string& kind, const std::string& name);
+
+// Unit parsing, for command-line values too. `where` names the place in errors.
+Bytes parse_bytes(const std::string& text, const std::string& file, const std::string& where);
+Time parse_time(const std::string& text, const std::string& file, const std::string& where);
+Bandwidth parse_bandwidth(const std::string& text, const std::string& file, const std::string& where);
+FlopRate parse_flop_rate(const std::string& text, const std::string& file, const std::string& where);
+
+}  // namespace stepsim::io
