@@ -4,7 +4,9 @@
 
 #include <functional>
 #include <iosfwd>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "stepsim/report.hpp"
 #include "stepsim/timeline.hpp"
@@ -26,7 +28,34 @@ struct WindowMetrics {
   double hidden_fraction() const { return comm_union > 0 ? overlap / comm_union : 0.0; }
 };
 
+// Sweeps the rank's intervals clipped to [begin, end): O(n log n), one buffer.
 WindowMetrics measure(const RankTimeline& rank, Time begin, Time end);
+
+// The facts a Report needs besides the timeline itself.
+struct ReportInputs {
+  std::string version;             // stepsim_version
+  int gpus = 0;                    // real GPUs in the job
+  double tokens_per_step = 0;      // global batch × sequence length
+  double samples_per_step = 0;     // global batch in sequences
+  double model_flops_per_step = 0; // all GPUs together, no recompute
+  FlopRate peak_per_gpu;           // dense peak of the training precision
+  MemoryReport memory;             // as modelled; `modelled` false leaves zeros and a note
+  std::string config_json = "{}";  // the fully resolved scenario
+  std::vector<std::string> notes;
+  int representative = -1;         // index into Timeline::ranks; -1: the critical-path rank
+};
+
+// The window a report measures: the first step window, or the span of all intervals when
+// the timeline has none.
+StepWindow report_window(const Timeline& timeline);
+
+// The rank that finishes its last activity latest inside `window` (the critical path);
+// the first such rank on ties. -1 when the timeline has no ranks.
+int critical_rank(const Timeline& timeline, const StepWindow& window);
+
+// The report of the timeline's step window, measured on `inputs.representative` or on the
+// critical-path rank: breakdown_s sums to step_time_s (other = memory-only + idle).
+Report make_report(const Timeline& timeline, const ReportInputs& inputs);
 
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);

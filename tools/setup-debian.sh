@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what stepsim needs on Debian 12, only what is missing (apt-get, as root or via sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config python3
+  libboost-json1.81-dev libboost-program-options1.81-dev
+  libfmt-dev libspdlog-dev catch2 libbenchmark-dev zlib1g-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-debian: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup-debian: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
