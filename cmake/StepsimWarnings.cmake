@@ -2,7 +2,7 @@
 function(stepsim_set_warnings target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-    -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    -Wunused -Woverloaded-virtual -Wimplicit-fallthrough
     $<$<BOOL:${STEPSIM_WERROR}>:-Werror>)
 endfunction()
 

@@ -13,6 +13,9 @@ namespace stepsim {
 enum class Precision { bf16, fp16, fp8, tf32, fp32 };
 enum class MlpKind { gelu, swiglu };
 enum class Recompute { none, selective, full };
+// Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
+// unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
+enum class AttentionKind { flash, unfused };
 enum class Schedule { gpipe, one_f_one_b, interleaved };
 enum class DpKind { ddp, zero1, zero2, fsdp, hsdp };
 enum class BackwardPrefetch { pre, post, none };
@@ -75,6 +78,9 @@ struct CollectiveTuning {
   Time launch_overhead = Time::zero();   // added to every collective (kernel launch + sync)
   double bus_efficiency = 1.0;           // achieved fraction of NCCL's modelled bus bandwidth
   Bytes ramp_half_bytes{0};              // per-rank size at which Simple reaches half efficiency
+  double ramp_exponent = 1.0;            // steepness of that ramp: 1 / (1 + (half / size)^exponent)
+  Time latency_floor = Time::zero();     // no collective is faster; NCCL's protocol latency overlaps it
+  double ll128_efficiency = 1.0;         // achieved fraction of NCCL's modelled LL128 bandwidth
 };
 
 struct ClusterSpec {
@@ -122,6 +128,7 @@ struct TrainingSpec {
   long long micro_batch = 1;
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
+  AttentionKind attention = AttentionKind::flash;  // key training.attention: "flash" | "unfused"
   std::string optimizer = "adam";
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }

@@ -52,9 +52,9 @@ class Bytes {
  public:
   constexpr Bytes() = default;
   constexpr explicit Bytes(std::int64_t n) : n_(n) {}
-  static constexpr Bytes kib(double k) { return Bytes(static_cast<std::int64_t>(k * 1024.0 + 0.5)); }
-  static constexpr Bytes mib(double m) { return Bytes(static_cast<std::int64_t>(m * 1048576.0 + 0.5)); }
-  static constexpr Bytes gib(double g) { return Bytes(static_cast<std::int64_t>(g * 1073741824.0 + 0.5)); }
+  static constexpr Bytes kib(double k) { return Bytes(round_bytes(k * 1024.0)); }
+  static constexpr Bytes mib(double m) { return Bytes(round_bytes(m * 1048576.0)); }
+  static constexpr Bytes gib(double g) { return Bytes(round_bytes(g * 1073741824.0)); }
   constexpr std::int64_t count() const { return n_; }
   constexpr double as_double() const { return static_cast<double>(n_); }
   constexpr double mib_value() const { return static_cast<double>(n_) / 1048576.0; }
@@ -66,6 +66,10 @@ class Bytes {
   constexpr auto operator<=>(const Bytes&) const = default;
 
  private:
+  // Rounds half away from zero, so that negative sizes (memory releases) are exact too.
+  static constexpr std::int64_t round_bytes(double v) {
+    return static_cast<std::int64_t>(v < 0 ? v - 0.5 : v + 0.5);
+  }
   std::int64_t n_ = 0;
 };
 

@@ -1,6 +1,6 @@
 // The `stepsim` program: picks the subcommand and turns failures into exit statuses
 // (0 success, 2 bad input, 1 internal error).
-#include <spdlog/sinks/stderr_color_sinks.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstring>

@@ -25,6 +25,7 @@ SimulationResult simulate(const Scenario& scenario) {
   inputs.peak_flops_per_gpu = gpu.peak();
   inputs.config_json = scenario.resolved_json;
   inputs.version = stepsim_version();
+  inputs.notes.push_back(parallelism::placement_notes(scenario));
   result.report = report::make_report(result.timeline, inputs);
   return result;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "network/resource.hpp"
@@ -68,6 +69,8 @@ struct Program {
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
   double comm_slowdown = 0.0;               // compute slows by this fraction while comm runs
+
+  std::unordered_map<std::string, std::uint32_t> name_index;  // kept by intern()
 
   std::uint32_t intern(const std::string& name);
 };

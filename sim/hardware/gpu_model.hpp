@@ -12,8 +12,13 @@ class GpuModel {
  public:
   GpuModel(const GpuSpec& gpu, Precision precision);
 
-  // Duration of `op` on an otherwise idle GPU.
+  // Duration of `op` on an otherwise idle GPU: the roofline
+  //   max(flops / (peak · efficiency(op)), bytes / (HBM bandwidth · efficiency.hbm)),
+  // never below efficiency.kernel_min.
   Time duration(const workload::OpCost& op) const;
+  // Fraction of the dense peak `op` reaches when compute-bound: GEMMs and fused attention
+  // follow a saturating curve max · F / (F + gemm_half_flops) in their FLOPs F.
+  double efficiency(const workload::OpCost& op) const;
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }
@@ -21,6 +26,8 @@ class GpuModel {
   const GpuSpec& spec() const { return gpu_; }
 
  private:
+  FlopRate rate(const workload::OpCost& op) const;
+
   GpuSpec gpu_;
   FlopRate peak_;
 };

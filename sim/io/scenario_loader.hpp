@@ -9,8 +9,16 @@
 
 namespace stepsim::io {
 
-// `path` empty: the embedded default scenario. `sets`: "a.b=value" overrides, applied in
-// order after the file and before validation.
+// `path` empty: the embedded default scenario; a path that is no file but names an example
+// preset loads that example. `sets`: "a.b=value" overrides, applied in order after the file
+// and before validation (the value is JSON when it parses, else a string; "model=NAME"
+// replaces a section by a preset).
+//
+// Conventions of the loaded Scenario: `model` and `cluster` are required, `training` needs
+// global_batch, every other section has defaults. cluster.nodes defaults to
+// ceil(tp·pp·dp·cp / gpus_per_node) and, when given, must equal it (the last node may be
+// partly used). Sequence parallelism is switched off when tp is 1, as Megatron does. TP
+// beyond one node is accepted (it is slow, not invalid).
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets = {});
 
 // The same from text already in memory; `source` names it in errors.

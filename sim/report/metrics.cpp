@@ -25,10 +25,14 @@ struct Edge {
 
 std::size_t slot_of(const Interval& iv) {
   switch (iv.activity) {
-    case Activity::compute: return iv.phase == Phase::optimizer ? kOptimizer : kCompute;
-    case Activity::comm: return static_cast<std::size_t>(iv.kind);
-    case Activity::memory: return kMemory;
-    case Activity::bubble: return kBubble;
+    case Activity::compute:
+      return iv.phase == Phase::optimizer ? kOptimizer : kCompute;
+    case Activity::comm:
+      return static_cast<std::size_t>(iv.kind);
+    case Activity::memory:
+      return kMemory;
+    case Activity::bubble:
+      return kBubble;
   }
   return kCompute;
 }
@@ -83,11 +87,12 @@ std::vector<Edge> clipped_edges(const RankTimeline& rank, Time begin, Time end) 
   return edges;
 }
 
-double to_s(double ps) { return ps * 1e-12; }
+// Division (not multiplication by 1e-12) gives the double nearest to the exact value.
+double to_s(double ps) { return ps / 1e12; }
 
 WindowMetrics to_metrics(const Totals& t, Time begin, Time end) {
   WindowMetrics m;
-  m.length = (end - begin).seconds();
+  m.length = to_s(static_cast<double>((end - begin).ps()));
   m.compute = to_s(static_cast<double>(t.compute));
   m.optimizer = to_s(static_cast<double>(t.optimizer));
   m.memory_only = to_s(static_cast<double>(t.memory));

@@ -4,7 +4,6 @@
 
 #include <functional>
 #include <iosfwd>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,18 +30,21 @@ struct WindowMetrics {
 // Sweeps the rank's intervals clipped to [begin, end): O(n log n), one buffer.
 WindowMetrics measure(const RankTimeline& rank, Time begin, Time end);
 
+// "rank 3 (stage 1)": the label, or "rank N" without one.
+std::string rank_title(const RankTimeline& rank);
+
 // The facts a Report needs besides the timeline itself.
 struct ReportInputs {
-  std::string version;             // stepsim_version
-  int gpus = 0;                    // real GPUs in the job
-  double tokens_per_step = 0;      // global batch × sequence length
-  double samples_per_step = 0;     // global batch in sequences
-  double model_flops_per_step = 0; // all GPUs together, no recompute
-  FlopRate peak_per_gpu;           // dense peak of the training precision
-  MemoryReport memory;             // as modelled; `modelled` false leaves zeros and a note
-  std::string config_json = "{}";  // the fully resolved scenario
+  std::string version;              // stepsim_version
+  int gpus = 0;                     // real GPUs in the job
+  double tokens_per_step = 0;       // global batch × sequence length
+  double samples_per_step = 0;      // global batch in sequences
+  double model_flops_per_step = 0;  // all GPUs together, no recompute
+  FlopRate peak_flops_per_gpu;      // dense peak of the training precision
+  MemoryReport memory;              // as modelled; `modelled` false leaves zeros and a note
+  std::string config_json = "{}";   // the fully resolved scenario
   std::vector<std::string> notes;
-  int representative = -1;         // index into Timeline::ranks; -1: the critical-path rank
+  int representative = -1;  // index into Timeline::ranks; -1: the critical-path rank
 };
 
 // The window a report measures: the first step window, or the span of all intervals when

@@ -52,7 +52,12 @@ struct ModelWork {
   long long params_total = 0;       // whole model
 };
 
-// The work of one micro-batch of `scenario` on one GPU.
+// The work of one micro-batch of `scenario` on one GPU. SwiGLU models follow Llama (RMSNorm,
+// no biases or dropout, rotary positions), GeLU models GPT (LayerNorm, biases, dropout,
+// learned positions). MoE dimensions are accepted but the MLP is modelled as dense ffn_hidden.
 ModelWork build_work(const Scenario& scenario);
+
+// One Adam step over `params` parameters (memory-bound; bytes per parameter in work.cpp).
+OpCost optimizer_step(long long params, Precision precision);
 
 }  // namespace stepsim::workload

@@ -1,0 +1,300 @@
+// Tables and JSON of `analyze` and `compare`. Times print in milliseconds, sizes in MiB,
+// bandwidths in GB/s as nccl-tests does.
+#include "analysis/analysis_output.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <map>
+#include <ostream>
+#include <tuple>
+
+#include "analysis/nccl_kernels.hpp"
+#include "report/json_text.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::analysis {
+namespace {
+
+namespace json = boost::json;
+
+double exposed_of(const report::WindowMetrics& m) {
+  double sum = 0;
+  for (double e : m.exposed) sum += e;
+  return sum;
+}
+
+std::string group_title(const Timeline& t, std::int32_t g) {
+  return g >= 0 && static_cast<std::size_t>(g) < t.groups.size() ? t.groups[static_cast<std::size_t>(g)].name : "unnamed";
+}
+
+std::string source_line(const Analysis& a) {
+  const DistributedInfo& d = a.trace.dist[a.metrics.rank_index];
+  std::string who = d.rank < 0 ? "rank unknown" : d.world_size > 0 ? fmt::format("rank {} of {}", d.rank, d.world_size)
+                                                                   : fmt::format("rank {}", d.rank);
+  if (!d.backend.empty()) who += ", " + d.backend;
+  if (!d.nccl_version.empty()) who += " " + d.nccl_version;
+  return fmt::format("trace {} ({}), {} step{}", a.trace.files[a.metrics.rank_index], who, a.metrics.steps.size(),
+                     a.metrics.steps.size() == 1 ? "" : "s");
+}
+
+void write_step_row(std::ostream& out, const std::string& name, const report::WindowMetrics& m, double n) {
+  fmt::print(out, "{:<20} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f}%\n", name,
+             m.length / n * 1e3, (m.compute + m.optimizer) / n * 1e3, m.comm_union / n * 1e3,
+             exposed_of(m) / n * 1e3, m.memory_only / n * 1e3, (m.idle + m.bubble) / n * 1e3,
+             m.hidden_fraction() * 100);
+}
+
+void write_steps(const Analysis& a, std::ostream& out) {
+  fmt::print(out, "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n", "step", "time ms", "compute",
+             "comm busy", "exposed", "mem only", "idle", "hidden");
+  for (const StepMetrics& s : a.metrics.steps) write_step_row(out, s.name, s.metrics, 1.0);
+  if (a.metrics.steps.size() > 1)
+    write_step_row(out, "mean", a.metrics.total.metrics, static_cast<double>(a.metrics.steps.size()));
+}
+
+void write_exposure(const Analysis& a, std::ostream& out) {
+  const double n = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
+  const StepMetrics& t = a.metrics.total;
+  std::string ops, groups, kinds;
+  for (std::size_t k = 0; k < t.exposed_by_op.size(); ++k)
+    if (t.exposed_by_op[k] > 0)
+      ops += fmt::format("  {} {:.3f}", nccl_name(static_cast<CollOp>(k)), t.exposed_by_op[k] / n * 1e3);
+  for (std::size_t g = 0; g < t.exposed_by_group.size(); ++g)
+    if (t.exposed_by_group[g] > 0)
+      groups += fmt::format("  {} {:.3f}", group_title(a.trace.timeline, static_cast<std::int32_t>(g)),
+                            t.exposed_by_group[g] / n * 1e3);
+  for (std::size_t k = 0; k < kCommKinds; ++k)
+    if (t.metrics.exposed[k] > 0) kinds += fmt::format("  {} {:.3f}", to_string(static_cast<CommKind>(k)), t.metrics.exposed[k] / n * 1e3);
+  fmt::print(out, "\nexposed communication, ms per step\n");
+  fmt::print(out, "  by collective:    {}\n", ops.empty() ? "  none" : ops);
+  fmt::print(out, "  by process group: {}\n", groups.empty() ? "  none" : groups);
+  fmt::print(out, "  by kind:          {}\n", kinds.empty() ? "  none" : kinds);
+  fmt::print(out, "hidden fraction over the whole trace (HTA comm-comp overlap): {:.1f}%\n",
+             a.metrics.whole_trace_hidden_fraction * 100);
+}
+
+// Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets.
+struct CollectiveRow {
+  std::size_t first = 0;
+  int count = 0, ranks = 0;
+  double seconds = 0, min_s = 0, max_s = 0;
+};
+
+std::string readable_size(std::int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1048576) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (bytes < 1073741824) return fmt::format("{:.2f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+void write_collectives(const Analysis& a, std::ostream& out) {
+  if (a.metrics.collectives.empty()) return;
+  std::map<std::tuple<CollOp, std::int32_t, std::int64_t>, CollectiveRow> rows;
+  for (std::size_t i = 0; i < a.metrics.collectives.size(); ++i) {
+    const CollectiveRecord& c = a.metrics.collectives[i];
+    const double s = c.duration.seconds();
+    auto [it, fresh] = rows.try_emplace({c.op, c.group, c.bytes.count()}, CollectiveRow{i, 0, c.ranks, 0, s, s});
+    CollectiveRow& r = it->second;
+    ++r.count;
+    r.seconds += s;
+    r.min_s = std::min(r.min_s, s);
+    r.max_s = std::max(r.max_s, s);
+  }
+  std::vector<std::pair<std::tuple<CollOp, std::int32_t, std::int64_t>, CollectiveRow>> ordered(rows.begin(), rows.end());
+  std::sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
+  const double steps = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
+  fmt::print(out, "\ncollectives (grouped by op, process group and size; algbw and busbw in GB/s as nccl-tests)\n");
+  fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group", "ranks",
+             "per step", "size", "mean us", "min us", "max us", "algbw", "busbw");
+  for (const auto& [key, r] : ordered) {
+    const auto [op, group, bytes] = key;
+    const double mean = r.seconds / r.count;
+    const std::string size = bytes > 0 ? readable_size(bytes) : "-";
+    const double algbw = bytes > 0 && mean > 0 ? static_cast<double>(bytes) / mean * 1e-9 : 0;
+    const std::string alg = bytes > 0 ? fmt::format("{:.2f}", algbw) : "-";
+    const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * busbw_factor(op, r.ranks)) : "-";
+    fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n", nccl_name(op),
+               group_title(a.trace.timeline, group), r.ranks, r.count / steps, size, mean * 1e6, r.min_s * 1e6,
+               r.max_s * 1e6, alg, bus);
+  }
+}
+
+json::object per_kind(const PerKind& v, double scale) {
+  json::object o;
+  for (std::size_t k = 0; k + 1 < kCommKinds; ++k) o[to_string(static_cast<CommKind>(k))] = v[k] * scale;
+  o["other"] = v[kCommKinds - 1] * scale;
+  return o;
+}
+
+json::object breakdown_json(const report::WindowMetrics& m, double n) {
+  json::object b;
+  b["compute"] = m.compute / n;
+  b["exposed_comm"] = per_kind(m.exposed, 1.0 / n);
+  b["bubble"] = m.bubble / n;
+  b["optimizer"] = m.optimizer / n;
+  b["other"] = (m.memory_only + m.idle) / n;
+  return b;
+}
+
+json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
+  const report::WindowMetrics& m = s.metrics;
+  json::object o;
+  o["name"] = s.name;
+  o["step_time_s"] = m.length / n;
+  o["breakdown_s"] = breakdown_json(m, n);
+  o["comm_s"] = per_kind(m.busy, 1.0 / n);
+  o["comm_union_s"] = m.comm_union / n;
+  o["memory_only_s"] = m.memory_only / n;
+  o["idle_s"] = m.idle / n;
+  json::object overlap;
+  overlap["hidden_fraction"] = m.hidden_fraction();
+  overlap["exposed_fraction_of_step"] = m.length > 0 ? exposed_of(m) / m.length : 0.0;
+  o["overlap"] = overlap;
+  json::object by_op;
+  for (std::size_t k = 0; k < s.exposed_by_op.size(); ++k)
+    if (s.exposed_by_op[k] > 0) by_op[to_string(static_cast<CollOp>(k))] = s.exposed_by_op[k] / n;
+  o["exposed_by_collective_s"] = by_op;
+  json::object by_group;
+  for (std::size_t g = 0; g < s.exposed_by_group.size(); ++g)
+    if (s.exposed_by_group[g] > 0)
+      by_group[g < t.groups.size() ? t.groups[g].name : std::string("unknown")] = s.exposed_by_group[g] / n;
+  o["exposed_by_group_s"] = by_group;
+  return o;
+}
+
+json::array collectives_json(const Analysis& a) {
+  json::array arr;
+  for (const CollectiveRecord& c : a.metrics.collectives) {
+    json::object o;
+    o["step"] = c.step;
+    o["op"] = to_string(c.op);
+    o["group"] = group_title(a.trace.timeline, c.group);
+    o["ranks"] = c.ranks;
+    o["bytes"] = c.bytes.count();
+    o["start_s"] = (c.start - a.metrics.steps.front().start).seconds();
+    o["duration_s"] = c.duration.seconds();
+    o["algbw_GBps"] = c.algbw.gbytes_per_s();
+    o["busbw_GBps"] = c.busbw.gbytes_per_s();
+    o["kernel"] = a.trace.timeline.names[c.name];
+    arr.push_back(std::move(o));
+  }
+  return arr;
+}
+
+double relative(double predicted, double measured) { return measured != 0 ? (predicted - measured) / measured : 0.0; }
+
+struct Row {
+  std::string what;
+  double measured, predicted;
+  bool fraction;
+};
+
+std::vector<Row> comparison_rows(const Report& m, const Report& p) {
+  std::vector<Row> rows{{"step time", m.step_time_s, p.step_time_s, false},
+                        {"exposed comm", m.breakdown_s.exposed_total(), p.breakdown_s.exposed_total(), false}};
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    const double a = m.breakdown_s.exposed_comm[k], b = p.breakdown_s.exposed_comm[k];
+    if (a > 0 || b > 0) rows.push_back({fmt::format("  exposed {}", to_string(static_cast<CommKind>(k))), a, b, false});
+  }
+  double mc = 0, pc = 0;
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    mc += m.comm_s[k];
+    pc += p.comm_s[k];
+  }
+  rows.push_back({"comm busy (sum of kinds)", mc, pc, false});
+  rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer, p.breakdown_s.compute + p.breakdown_s.optimizer, false});
+  rows.push_back({"hidden fraction", m.overlap.hidden_fraction, p.overlap.hidden_fraction, true});
+  rows.push_back({"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
+  return rows;
+}
+
+}  // namespace
+
+Analysis analyze_trace(const std::string& path, std::size_t rank_index, const std::optional<std::string>& step) {
+  Analysis a;
+  a.trace = load_trace(path);
+  if (rank_index >= a.trace.timeline.ranks.size())
+    throw InputError("--rank", std::to_string(rank_index),
+                     fmt::format("the trace has {} rank(s) (expected 0 to {})", a.trace.timeline.ranks.size(),
+                                 a.trace.timeline.ranks.size() - 1));
+  const int world = a.trace.dist[rank_index].world_size;
+  a.metrics = measure_steps(a.trace.timeline, rank_index, step, world);
+  a.mean = mean_report(a.metrics, world > 0 ? world : static_cast<int>(a.trace.timeline.ranks.size()));
+  return a;
+}
+
+void write_analysis_table(const Analysis& a, std::ostream& out) {
+  fmt::print(out, "{}, measured on {}\n\n", source_line(a), a.trace.timeline.ranks[a.metrics.rank_index].label);
+  write_steps(a, out);
+  write_exposure(a, out);
+  write_collectives(a, out);
+}
+
+void write_analysis_json(const Analysis& a, std::ostream& out) {
+  const double n = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
+  const DistributedInfo& d = a.trace.dist[a.metrics.rank_index];
+  json::object o;
+  o["stepsim_version"] = a.mean.stepsim_version;
+  o["source"] = a.trace.files[a.metrics.rank_index];
+  o["rank"] = d.rank;
+  o["world_size"] = d.world_size;
+  o["backend"] = d.backend;
+  o["nccl_version"] = d.nccl_version;
+  o["gpus"] = a.mean.gpus;
+  o["steps"] = a.metrics.steps.size();
+  json::object mean = step_json(a.trace.timeline, a.metrics.total, n);
+  for (auto& kv : mean)
+    if (kv.key() != "name") o[kv.key()] = kv.value();
+  o["whole_trace_hidden_fraction"] = a.metrics.whole_trace_hidden_fraction;
+  json::array steps;
+  for (const StepMetrics& s : a.metrics.steps) steps.push_back(step_json(a.trace.timeline, s, 1.0));
+  o["per_step"] = std::move(steps);
+  o["collectives"] = collectives_json(a);
+  report::write_pretty_json(o, out);
+}
+
+void write_comparison_table(const Analysis& measured, const Report& predicted, std::ostream& out) {
+  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n\n", source_line(measured),
+             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.gpus);
+  fmt::print(out, "{:<26} {:>12} {:>12} {:>10}\n", "", "measured", "predicted", "diff");
+  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+    const double scale = r.fraction ? 100.0 : 1e3;
+    const char* unit = r.fraction ? "%" : "ms";
+    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {:>+9.1f}%\n", r.what, r.measured * scale, unit,
+               r.predicted * scale, unit, relative(r.predicted, r.measured) * 100);
+  }
+}
+
+void write_comparison_json(const Analysis& measured, const Report& predicted, std::ostream& out) {
+  json::object o;
+  o["stepsim_version"] = predicted.stepsim_version;
+  o["source"] = measured.trace.files[measured.metrics.rank_index];
+  json::array rows;
+  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+    json::object row;
+    row["what"] = r.what.substr(r.what.find_first_not_of(' '));
+    row["measured"] = r.measured;
+    row["predicted"] = r.predicted;
+    row["relative_difference"] = relative(r.predicted, r.measured);
+    rows.push_back(std::move(row));
+  }
+  o["comparison"] = std::move(rows);
+  json::object m;
+  m["step_time_s"] = measured.mean.step_time_s;
+  m["exposed_comm_s"] = per_kind(measured.mean.breakdown_s.exposed_comm, 1.0);
+  m["comm_s"] = per_kind(measured.mean.comm_s, 1.0);
+  m["hidden_fraction"] = measured.mean.overlap.hidden_fraction;
+  o["measured"] = m;
+  json::object p;
+  p["step_time_s"] = predicted.step_time_s;
+  p["exposed_comm_s"] = per_kind(predicted.breakdown_s.exposed_comm, 1.0);
+  p["comm_s"] = per_kind(predicted.comm_s, 1.0);
+  p["hidden_fraction"] = predicted.overlap.hidden_fraction;
+  o["predicted"] = p;
+  report::write_pretty_json(o, out);
+}
+
+}  // namespace stepsim::analysis

@@ -1,0 +1,30 @@
+// What `stepsim analyze` and `stepsim compare` print: readable tables and JSON with the
+// report contract's field names (DESIGN.md §3) where they apply.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "analysis/step_analysis.hpp"
+#include "analysis/trace_timeline.hpp"
+#include "stepsim/report.hpp"
+
+namespace stepsim::analysis {
+
+struct Analysis {
+  LoadedTrace trace;
+  TraceMetrics metrics;
+  Report mean;  // the mean step, as a report
+};
+
+// Loads `path`, measures rank `rank_index` over its steps (all, or `step`).
+Analysis analyze_trace(const std::string& path, std::size_t rank_index, const std::optional<std::string>& step);
+
+void write_analysis_table(const Analysis& a, std::ostream& out);
+void write_analysis_json(const Analysis& a, std::ostream& out);
+
+// Measured (the trace's mean step) against predicted (a simulation).
+void write_comparison_table(const Analysis& measured, const Report& predicted, std::ostream& out);
+void write_comparison_json(const Analysis& measured, const Report& predicted, std::ostream& out);
+
+}  // namespace stepsim::analysis

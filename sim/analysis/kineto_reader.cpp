@@ -1,0 +1,537 @@
+// A Boost.JSON SAX handler over Kineto traces: one pass, fed in chunks, that keeps only the
+// few fields stepsim measures, so memory grows with the kept events and not with the file.
+#include <boost/json/basic_parser_impl.hpp>
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+
+#include "analysis/byte_source.hpp"
+#include "analysis/kineto_trace.hpp"
+#include "analysis/nccl_kernels.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::analysis {
+
+std::uint32_t KinetoTrace::intern(std::string_view s) {
+  auto it = string_index.find(std::string(s));
+  if (it != string_index.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(strings.size());
+  strings.emplace_back(s);
+  string_index.emplace(strings.back(), id);
+  return id;
+}
+
+namespace {
+
+namespace json = boost::json;
+
+enum class Ctx : std::uint8_t { top, events, event, args, dist, skip };
+
+enum class Field : std::uint8_t {
+  none, trace_events, dist_info,
+  name, ph, cat, ts, dur, pid, tid, args,
+  stream, correlation, bytes, collective, in_nelems, out_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks,
+  kind, op, phase,
+  rank, world_size, backend, nccl_version
+};
+
+// The last five are the categories of stepsim's own traces.
+enum class Cat : std::uint8_t { other, kernel, memcpy, memset, runtime, user_annotation, compute, comm, memory, bubble, step };
+
+struct KeyName {
+  std::string_view key;
+  Field field;
+};
+
+constexpr std::array kEventKeys{KeyName{"ph", Field::ph},   KeyName{"cat", Field::cat}, KeyName{"name", Field::name},
+                                KeyName{"ts", Field::ts},   KeyName{"dur", Field::dur}, KeyName{"pid", Field::pid},
+                                KeyName{"tid", Field::tid}, KeyName{"args", Field::args}};
+constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
+                              KeyName{"correlation", Field::correlation},
+                              KeyName{"bytes", Field::bytes},
+                              KeyName{"Collective name", Field::collective},
+                              KeyName{"In msg nelems", Field::in_nelems},
+                              KeyName{"Out msg nelems", Field::out_nelems},
+                              KeyName{"Group size", Field::group_size},
+                              KeyName{"dtype", Field::dtype},
+                              KeyName{"Process Group Name", Field::pg_name},
+                              KeyName{"Process Group Description", Field::pg_desc},
+                              KeyName{"Process Group Ranks", Field::pg_ranks},
+                              KeyName{"kind", Field::kind},
+                              KeyName{"op", Field::op},
+                              KeyName{"phase", Field::phase},
+                              KeyName{"group", Field::pg_name},
+                              KeyName{"group_size", Field::group_size}};
+constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events},
+                              KeyName{"distributedInfo", Field::dist_info}};
+constexpr std::array kDistKeys{KeyName{"rank", Field::rank}, KeyName{"world_size", Field::world_size},
+                               KeyName{"backend", Field::backend}, KeyName{"nccl_version", Field::nccl_version}};
+
+template <std::size_t N>
+Field lookup(const std::array<KeyName, N>& table, std::string_view key) {
+  for (const KeyName& k : table)
+    if (k.key == key) return k.field;
+  return Field::none;
+}
+
+// Old Kineto wrote "Kernel"/"Memcpy"/"Memset"/"Runtime"; current Kineto the lower-case forms.
+Cat category_of(std::string_view c) {
+  if (c == "kernel" || c == "Kernel") return Cat::kernel;
+  if (c == "gpu_memcpy" || c == "Memcpy") return Cat::memcpy;
+  if (c == "gpu_memset" || c == "Memset") return Cat::memset;
+  if (c == "cuda_runtime" || c == "Runtime" || c == "cuda_driver") return Cat::runtime;
+  if (c == "user_annotation") return Cat::user_annotation;
+  if (c == "compute") return Cat::compute;
+  if (c == "comm") return Cat::comm;
+  if (c == "memory") return Cat::memory;
+  if (c == "bubble") return Cat::bubble;
+  if (c == "step") return Cat::step;
+  return Cat::other;
+}
+
+// A timestamp as whole microseconds plus picoseconds, read from the number's text so that
+// epoch timestamps (16 digits and more) keep their nanoseconds.
+struct Micros {
+  std::int64_t whole = 0;
+  std::int64_t frac_ps = 0;
+};
+
+bool parse_plain_decimal(std::string_view text, Micros& out) {
+  bool neg = !text.empty() && text.front() == '-';
+  if (neg) text.remove_prefix(1);
+  std::int64_t whole = 0, frac = 0, scale = 1000000;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + (text[i] - '0');
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (scale == 1) continue;  // beyond picoseconds: truncated
+      scale /= 10;
+      frac += (text[i] - '0') * scale;
+    }
+  }
+  if (i != text.size()) return false;  // exponent form
+  out = neg ? Micros{-whole - (frac > 0 ? 1 : 0), frac > 0 ? 1000000 - frac : 0} : Micros{whole, frac};
+  return true;
+}
+
+Micros micros_of(std::string_view text, double value) {
+  Micros m;
+  if (parse_plain_decimal(text, m)) return m;
+  const double whole = std::floor(value);
+  return {static_cast<std::int64_t>(whole), static_cast<std::int64_t>(std::llround((value - whole) * 1e6))};
+}
+
+// The fields of the event being read.
+struct RawEvent {
+  std::string name;
+  char ph = 0;
+  Cat cat = Cat::other;
+  bool has_ts = false, has_dur = false, has_stream = false;
+  Micros ts, dur;
+  std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
+  NcclArgs nccl;
+  CommKind kind = CommKind::other;
+  CollOp op = CollOp::other;
+  Phase phase = Phase::other;
+};
+
+CommKind kind_named(std::string_view s) {
+  for (std::size_t k = 0; k < kCommKinds; ++k)
+    if (s == to_string(static_cast<CommKind>(k))) return static_cast<CommKind>(k);
+  return CommKind::other;
+}
+
+Phase phase_named(std::string_view s) {
+  for (Phase p : {Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer})
+    if (s == to_string(p)) return p;
+  return Phase::other;
+}
+
+class Handler {
+ public:
+  static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+
+  Handler(KinetoTrace& trace, TimeOrigin& origin) : trace_(trace), origin_(origin) {}
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code& ec) {
+    if (saw_events_) return true;
+    return fail(ec, "", "no \"traceEvents\" array at the top level (is this a PyTorch profiler trace?)");
+  }
+  bool on_object_begin(json::error_code& ec) { return open(ec, false); }
+  bool on_array_begin(json::error_code& ec) { return open(ec, true); }
+  bool on_object_end(std::size_t, json::error_code&) { return close(); }
+  bool on_array_end(std::size_t, json::error_code&) { return close(); }
+
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
+    if (ctx() != Ctx::skip) key_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
+    if (ctx() == Ctx::skip) return true;
+    key_.append(s.data(), s.size());
+    field_ = field_of(key_);
+    key_.clear();
+    return true;
+  }
+
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
+    if (wants_string()) text_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
+    if (!check_scalar(ec, "a string")) return false;
+    if (!wants_string()) return true;
+    text_.append(s.data(), s.size());
+    const bool ok = take_string(ec);
+    text_.clear();
+    return ok;
+  }
+
+  bool on_number_part(json::string_view s, json::error_code&) {
+    if (wants_time()) text_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(std::int64_t v, json::string_view s, json::error_code& ec) {
+    return on_number(static_cast<double>(v), v, s, ec);
+  }
+  bool on_uint64(std::uint64_t v, json::string_view s, json::error_code& ec) {
+    return on_number(static_cast<double>(v), static_cast<std::int64_t>(v), s, ec);
+  }
+  bool on_double(double v, json::string_view s, json::error_code& ec) {
+    return on_number(v, static_cast<std::int64_t>(v), s, ec);
+  }
+  bool on_bool(bool, json::error_code& ec) { return not_a_number(ec, "true/false"); }
+  bool on_null(json::error_code& ec) { return not_a_number(ec, "null"); }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+
+  const std::string& error_where() const { return error_where_; }
+  const std::string& error_message() const { return error_message_; }
+
+ private:
+  Ctx ctx() const { return stack_.empty() ? Ctx::top : stack_.back(); }
+
+  Field field_of(std::string_view key) const {
+    switch (ctx()) {
+      case Ctx::top: return lookup(kTopKeys, key);
+      case Ctx::event: return lookup(kEventKeys, key);
+      case Ctx::args: return lookup(kArgKeys, key);
+      case Ctx::dist: return lookup(kDistKeys, key);
+      default: return Field::none;
+    }
+  }
+
+  std::string pointer(std::string_view field) const {
+    return fmt::format("/traceEvents/{}{}{}", event_index_, field.empty() ? "" : "/", field);
+  }
+
+  bool fail(json::error_code& ec, std::string where, std::string message) {
+    error_where_ = std::move(where);
+    error_message_ = std::move(message);
+    ec = json::error::syntax;  // stops the parser; the message above replaces it
+    return false;
+  }
+
+  bool open(json::error_code& ec, bool array) {
+    if (stack_.empty()) {
+      // The JSON Array Format of Chrome traces: a bare array of events.
+      saw_events_ = array;
+      stack_.push_back(array ? Ctx::events : Ctx::top);
+      return true;
+    }
+    const Ctx parent = ctx();
+    const Field field = field_;
+    field_ = Field::none;
+    if (parent == Ctx::top && field == Field::trace_events) {
+      if (!array) return fail(ec, "/traceEvents", "expected an array of events, got an object");
+      saw_events_ = true;
+      stack_.push_back(Ctx::events);
+      return true;
+    }
+    if (parent == Ctx::events) {
+      ++event_index_;
+      if (array) return fail(ec, pointer(""), "expected an event object, got an array");
+      event_ = RawEvent{};
+      stack_.push_back(Ctx::event);
+      return true;
+    }
+    if (!array && parent == Ctx::top && field == Field::dist_info) return push(Ctx::dist);
+    if (!array && parent == Ctx::event && field == Field::args) return push(Ctx::args);
+    if (field == Field::ts || field == Field::dur) return not_a_number(ec, array ? "an array" : "an object", field);
+    return push(Ctx::skip);
+  }
+
+  bool push(Ctx c) {
+    stack_.push_back(c);
+    return true;
+  }
+
+  bool close() {
+    const Ctx c = ctx();
+    stack_.pop_back();
+    field_ = Field::none;
+    if (c == Ctx::event) finish_event();
+    return true;
+  }
+
+  bool wants_string() const {
+    if (ctx() == Ctx::skip) return false;
+    switch (field_) {
+      case Field::name: case Field::ph: case Field::cat: case Field::collective: case Field::dtype:
+      case Field::kind: case Field::op: case Field::phase:
+      case Field::pg_name: case Field::pg_desc: case Field::pg_ranks: case Field::backend:
+      case Field::nccl_version: case Field::ts: case Field::dur: case Field::in_nelems: case Field::out_nelems:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  bool wants_time() const { return ctx() == Ctx::event && (field_ == Field::ts || field_ == Field::dur); }
+
+  // Scalars where an array or an object must be.
+  bool check_scalar(json::error_code& ec, const char* got) {
+    if (stack_.empty()) return fail(ec, "", fmt::format("expected a JSON object with \"traceEvents\", got {}", got));
+    if (ctx() == Ctx::top && field_ == Field::trace_events)
+      return fail(ec, "/traceEvents", fmt::format("expected an array of events, got {}", got));
+    if (ctx() == Ctx::events) {
+      ++event_index_;
+      return fail(ec, pointer(""), fmt::format("expected an event object, got {}", got));
+    }
+    return true;
+  }
+
+  bool not_a_number(json::error_code& ec, const char* got, Field field) {
+    return fail(ec, pointer(field == Field::ts ? "ts" : "dur"),
+                fmt::format("expected a number of microseconds, got {}", got));
+  }
+
+  bool not_a_number(json::error_code& ec, const char* got) {
+    if (!check_scalar(ec, got)) return false;
+    if (wants_time()) return not_a_number(ec, got, field_);
+    field_ = Field::none;
+    return true;
+  }
+
+  bool take_string(json::error_code& ec) {
+    const std::string_view s = text_;
+    switch (ctx()) {
+      case Ctx::event: return take_event_string(ec, s);
+      case Ctx::args: take_arg_string(s); return true;
+      case Ctx::dist: take_dist_string(s); return true;
+      default: return true;
+    }
+  }
+
+  bool take_event_string(json::error_code& ec, std::string_view s) {
+    switch (field_) {
+      case Field::name: event_.name.assign(s); break;
+      case Field::ph: event_.ph = s.empty() ? '\0' : s.front(); break;
+      case Field::cat: event_.cat = category_of(s); break;
+      case Field::ts: case Field::dur: return not_a_number(ec, "a string", field_);
+      default: break;  // pid/tid as strings ("Spans"): not a GPU
+    }
+    return true;
+  }
+
+  void take_arg_string(std::string_view s) {
+    NcclArgs& n = event_.nccl;
+    switch (field_) {
+      case Field::collective: n.collective = trace_.intern(s); break;
+      case Field::dtype: n.dtype = trace_.intern(s); break;
+      case Field::pg_name: n.group_name = trace_.intern(s); break;
+      case Field::pg_desc: n.group_desc = trace_.intern(s); break;
+      case Field::pg_ranks: n.group_ranks = trace_.intern(s); break;
+      case Field::kind: event_.kind = kind_named(s); break;
+      case Field::op: event_.op = coll_op_of(s, ""); break;
+      case Field::phase: event_.phase = phase_named(s); break;
+      case Field::in_nelems: n.in_nelems = std::atoll(std::string(s).c_str()); break;
+      case Field::out_nelems: n.out_nelems = std::atoll(std::string(s).c_str()); break;
+      default: break;
+    }
+  }
+
+  void take_dist_string(std::string_view s) {
+    if (field_ == Field::backend) trace_.dist.backend.assign(s);
+    if (field_ == Field::nccl_version) trace_.dist.nccl_version.assign(s);
+  }
+
+  bool on_number(double v, std::int64_t i, json::string_view last, json::error_code& ec) {
+    if (!check_scalar(ec, "a number")) return false;
+    if (wants_time()) {
+      text_.append(last.data(), last.size());
+      take_time(micros_of(text_, v));
+      text_.clear();
+      return true;
+    }
+    if (ctx() == Ctx::event) take_event_number(i);
+    if (ctx() == Ctx::args) take_arg_number(i);
+    if (ctx() == Ctx::dist) take_dist_number(i);
+    return true;
+  }
+
+  void take_time(Micros m) {
+    if (field_ == Field::dur) {
+      event_.dur = m;
+      event_.has_dur = true;
+      return;
+    }
+    if (!origin_.set) origin_ = {true, m.whole};
+    event_.ts = m;
+    event_.has_ts = true;
+  }
+
+  void take_event_number(std::int64_t i) {
+    if (field_ == Field::pid) event_.pid = i;
+    if (field_ == Field::tid) event_.tid = i;
+  }
+
+  void take_arg_number(std::int64_t i) {
+    switch (field_) {
+      case Field::stream: event_.stream = i; event_.has_stream = true; break;
+      case Field::correlation: event_.correlation = i; break;
+      case Field::bytes: event_.bytes = i; break;
+      case Field::in_nelems: event_.nccl.in_nelems = i; break;
+      case Field::out_nelems: event_.nccl.out_nelems = i; break;
+      case Field::group_size: event_.nccl.group_size = static_cast<int>(i); break;
+      default: break;
+    }
+  }
+
+  void take_dist_number(std::int64_t i) {
+    if (field_ == Field::rank) trace_.dist.rank = static_cast<int>(i);
+    if (field_ == Field::world_size) trace_.dist.world_size = static_cast<int>(i);
+  }
+
+  Time relative(Micros m) const {
+    return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps);
+  }
+
+  void finish_event() {
+    if (event_.ph != 'X' || !event_.has_ts) return;
+    const Time start = relative(event_.ts);
+    const Time dur = Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
+    switch (event_.cat) {
+      case Cat::kernel: case Cat::memcpy: case Cat::memset: keep_gpu(start, dur); return;
+      case Cat::runtime:
+        if (event_.correlation >= 0) trace_.launches.push_back({event_.correlation, start});
+        return;
+      case Cat::user_annotation:
+        if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
+          trace_.steps.push_back({trace_.intern(event_.name), start, start + dur});
+        return;
+      case Cat::compute: keep_tagged(start, dur, Activity::compute); return;
+      case Cat::comm: keep_tagged(start, dur, Activity::comm); return;
+      case Cat::memory: keep_tagged(start, dur, Activity::memory); return;
+      case Cat::bubble: keep_tagged(start, dur, Activity::bubble); return;
+      case Cat::step:
+        trace_.stepsim_format = true;
+        if (event_.has_dur) trace_.windows.push_back({trace_.intern(event_.name), start, start + dur});
+        return;
+      case Cat::other: return;
+    }
+  }
+
+  void keep_tagged(Time start, Time dur, Activity activity) {
+    trace_.stepsim_format = true;
+    keep_gpu(start, dur);
+    if (!event_.has_dur) return;
+    GpuEvent& g = trace_.gpu.back();
+    g.tagged = true;
+    g.activity = activity;
+    g.phase = event_.phase;
+    g.kind = event_.kind;
+    g.op = event_.op;
+  }
+
+  void keep_gpu(Time start, Time dur) {
+    if (!event_.has_dur) return;  // an instant on a GPU stream occupies nothing
+    GpuEvent g;
+    g.start = start;
+    g.end = start + dur;
+    g.name = trace_.intern(event_.name);
+    g.category = event_.cat == Cat::kernel ? GpuCategory::kernel
+                 : event_.cat == Cat::memcpy ? GpuCategory::memcpy : GpuCategory::memset;
+    g.device = event_.pid;
+    g.stream = event_.has_stream ? event_.stream : event_.tid;
+    g.correlation = event_.correlation;
+    g.bytes = event_.bytes;
+    g.nccl = event_.nccl;
+    trace_.gpu.push_back(g);
+  }
+
+  KinetoTrace& trace_;
+  TimeOrigin& origin_;
+  std::vector<Ctx> stack_;
+  Field field_ = Field::none;
+  std::string key_, text_;
+  RawEvent event_;
+  std::int64_t event_index_ = -1;
+  bool saw_events_ = false;
+  std::string error_where_, error_message_;
+};
+
+// Line and column of the byte where parsing stopped, counted as the text streams by.
+struct Position {
+  std::uint64_t offset = 0;
+  std::uint64_t line = 1;
+  std::uint64_t column = 1;
+
+  void advance(const char* p, std::size_t n) {
+    const char* end = p + n;
+    const char* last_newline = nullptr;
+    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\n', static_cast<std::size_t>(end - q)))) != nullptr; ++q) {
+      ++line;
+      last_newline = q;
+    }
+    column = last_newline != nullptr ? static_cast<std::uint64_t>(end - last_newline) : column + n;
+    offset += n;
+  }
+  std::string where() const { return fmt::format("line {}, column {} (byte {})", line, column, offset); }
+};
+
+[[noreturn]] void throw_parse_error(const std::string& path, const Handler& h, const Position& at,
+                                    const json::error_code& ec) {
+  if (!h.error_message().empty()) throw InputError(path, h.error_where(), h.error_message());
+  if (ec == json::error::incomplete)
+    throw InputError(path, at.where(), "the JSON ends early (truncated file?)");
+  throw InputError(path, at.where(), fmt::format("invalid JSON: {}", ec.message()));
+}
+
+}  // namespace
+
+KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
+  KinetoTrace trace;
+  trace.path = path;
+  ByteSource source(path);
+  json::parse_options options;
+  options.allow_comments = true;
+  options.allow_trailing_commas = true;
+  options.max_depth = 1024;
+  json::basic_parser<Handler> parser(options, trace, origin);
+  std::vector<char> chunk(std::size_t{1} << 20);
+  Position at;
+  json::error_code ec;
+  for (;;) {
+    const std::size_t n = source.read(chunk.data(), chunk.size());
+    if (n == 0 && at.offset == 0) throw InputError(path, "", "the file is empty (expected a JSON trace)");
+    const std::size_t used = parser.write_some(n > 0, chunk.data(), n, ec);
+    if (ec) {
+      at.advance(chunk.data(), used);
+      throw_parse_error(path, parser.handler(), at, ec);
+    }
+    at.advance(chunk.data(), n);
+    if (n == 0) break;
+  }
+  trace.content_bytes = at.offset;
+  return trace;
+}
+
+}  // namespace stepsim::analysis

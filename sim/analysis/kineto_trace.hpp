@@ -1,0 +1,96 @@
+// What stepsim keeps from one Kineto (PyTorch profiler) trace file: GPU activities, the
+// CPU step annotations and kernel launches (to tie kernels to steps), and distributedInfo.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim::analysis {
+
+enum class GpuCategory : std::uint8_t { kernel, memcpy, memset };
+
+// The NCCL arguments of a communication kernel; strings are indexes into KinetoTrace::strings
+// (0 = absent).
+struct NcclArgs {
+  std::uint32_t collective = 0;   // "Collective name": "allreduce", "broadcast", ...
+  std::uint32_t dtype = 0;        // "Float", "BFloat16", ...
+  std::uint32_t group_name = 0;   // "Process Group Name"
+  std::uint32_t group_desc = 0;   // "Process Group Description"
+  std::uint32_t group_ranks = 0;  // "Process Group Ranks": "[0, 1]"
+  std::int64_t in_nelems = -1;
+  std::int64_t out_nelems = -1;
+  int group_size = 0;
+};
+
+struct GpuEvent {
+  Time start;
+  Time end;
+  std::uint32_t name = 0;        // index into KinetoTrace::strings
+  GpuCategory category = GpuCategory::kernel;
+  std::int64_t device = 0;       // pid
+  std::int64_t stream = 0;       // args.stream, else tid
+  std::int64_t correlation = -1;
+  std::int64_t bytes = 0;        // memcpy/memset: args.bytes
+  NcclArgs nccl;
+  // Traces written by stepsim (`--trace`) say what each slice is: category compute, comm,
+  // memory or bubble, with args kind, op, phase, bytes, group and group_size.
+  bool tagged = false;
+  Activity activity = Activity::compute;
+  Phase phase = Phase::other;
+  CommKind kind = CommKind::other;
+  CollOp op = CollOp::other;
+};
+
+// A CPU-side span: a ProfilerStep#N annotation.
+struct CpuSpan {
+  std::uint32_t name = 0;
+  Time start;
+  Time end;
+};
+
+// A kernel launch on the CPU (cuda_runtime), matched to GPU events by correlation id.
+struct Launch {
+  std::int64_t correlation = 0;
+  Time at;
+};
+
+struct DistributedInfo {
+  int rank = -1;  // -1: not in the trace
+  int world_size = 0;
+  std::string backend;
+  std::string nccl_version;
+};
+
+struct KinetoTrace {
+  std::string path;
+  DistributedInfo dist;
+  std::vector<std::string> strings{""};  // index 0: absent
+  std::unordered_map<std::string, std::uint32_t> string_index{{"", 0}};
+  std::vector<GpuEvent> gpu;
+  std::vector<CpuSpan> steps;
+  std::vector<Launch> launches;
+  std::vector<CpuSpan> windows;     // stepsim traces: the step windows (category "step")
+  bool stepsim_format = false;      // written by stepsim: one rank per pid
+  std::uint64_t content_bytes = 0;  // decompressed JSON size
+
+  std::uint32_t intern(std::string_view s);
+};
+
+// Timestamps are microseconds since some epoch; Time holds ±106 days of picoseconds, so
+// every timestamp is taken relative to an origin (whole microseconds). The first file read
+// sets it; later files of the same job reuse it so that ranks stay aligned.
+struct TimeOrigin {
+  bool set = false;
+  std::int64_t us = 0;
+};
+
+// Streams `path` (plain or gzip JSON). Throws InputError naming the file and the line/byte
+// or JSON pointer on truncated, non-JSON or wrongly shaped input.
+KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin);
+
+}  // namespace stepsim::analysis

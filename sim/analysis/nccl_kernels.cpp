@@ -1,0 +1,135 @@
+// Name rules for communication kernels and collectives; see nccl_kernels.hpp.
+#include "analysis/nccl_kernels.hpp"
+
+#include <array>
+#include <cctype>
+#include <string>
+
+namespace stepsim::analysis {
+namespace {
+
+// Lower-case letters and digits only: "_reduce_scatter_base" -> "reducescatterbase".
+std::string squeeze(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) out.push_back(static_cast<char>(std::tolower(u)));
+  }
+  return out;
+}
+
+struct OpPrefix {
+  std::string_view prefix;
+  CollOp op;
+};
+
+// Longest prefixes first: "reducescatter" before "reduce".
+constexpr std::array kOpPrefixes{
+    OpPrefix{"allreduce", CollOp::allreduce},         OpPrefix{"allgather", CollOp::allgather},
+    OpPrefix{"reducescatter", CollOp::reducescatter}, OpPrefix{"broadcast", CollOp::broadcast},
+    OpPrefix{"bcast", CollOp::broadcast},             OpPrefix{"alltoall", CollOp::alltoall},
+    OpPrefix{"sendrecv", CollOp::sendrecv},           OpPrefix{"send", CollOp::sendrecv},
+    OpPrefix{"recv", CollOp::sendrecv},               OpPrefix{"reduce", CollOp::reduce}};
+
+CollOp op_of_squeezed(std::string_view s) {
+  for (const OpPrefix& p : kOpPrefixes)
+    if (s.starts_with(p.prefix)) return p.op;
+  return CollOp::other;
+}
+
+// The word after "ncclKernel_" / "ncclDevKernel_" up to the next '_' or '('.
+std::string_view kernel_word(std::string_view name) {
+  for (std::string_view lead : {std::string_view("ncclDevKernel_"), std::string_view("ncclKernel_")}) {
+    const std::size_t at = name.find(lead);
+    if (at == std::string_view::npos) continue;
+    std::string_view rest = name.substr(at + lead.size());
+    return rest.substr(0, rest.find_first_of("_("));
+  }
+  return {};
+}
+
+struct DtypeSize {
+  std::string_view name;
+  int bytes;
+};
+
+constexpr std::array kDtypes{
+    DtypeSize{"float", 4},    DtypeSize{"float32", 4}, DtypeSize{"half", 2},   DtypeSize{"float16", 2},
+    DtypeSize{"bfloat16", 2}, DtypeSize{"double", 8},  DtypeSize{"float64", 8}, DtypeSize{"int", 4},
+    DtypeSize{"int32", 4},    DtypeSize{"long", 8},    DtypeSize{"int64", 8},  DtypeSize{"short", 2},
+    DtypeSize{"int16", 2},    DtypeSize{"char", 1},    DtypeSize{"byte", 1},   DtypeSize{"int8", 1},
+    DtypeSize{"uint8", 1},    DtypeSize{"bool", 1}};
+
+struct GroupWord {
+  std::string_view word;
+  CommKind kind;
+};
+
+// Whole words (split at non-letters) that name a parallelism.
+constexpr std::array kGroupWords{
+    GroupWord{"tp", CommKind::tp},      GroupWord{"tensor", CommKind::tp},      GroupWord{"cp", CommKind::cp},
+    GroupWord{"context", CommKind::cp}, GroupWord{"ep", CommKind::ep},          GroupWord{"expert", CommKind::ep},
+    GroupWord{"moe", CommKind::ep},     GroupWord{"dp", CommKind::dp},          GroupWord{"data", CommKind::dp},
+    GroupWord{"ddp", CommKind::dp},     GroupWord{"fsdp", CommKind::fsdp},      GroupWord{"shard", CommKind::fsdp},
+    GroupWord{"pp", CommKind::pp},      GroupWord{"pipeline", CommKind::pp},    GroupWord{"pipe", CommKind::pp}};
+
+CommKind kind_of_words(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && !std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::size_t j = i;
+    while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
+    const std::string word = squeeze(text.substr(i, j - i));
+    for (const GroupWord& g : kGroupWords)
+      if (word == g.word) return g.kind;
+    i = j;
+  }
+  return CommKind::other;
+}
+
+}  // namespace
+
+bool is_comm_kernel(std::string_view name) {
+  return name.starts_with("nccl") || name.find("ncclKernel") != std::string_view::npos;
+}
+
+bool is_memory_name(std::string_view name) {
+  return name.find("Memcpy") != std::string_view::npos || name.find("Memset") != std::string_view::npos;
+}
+
+CollOp coll_op_of(std::string_view collective_name, std::string_view kernel_name) {
+  if (!collective_name.empty()) {
+    const CollOp op = op_of_squeezed(squeeze(collective_name));
+    if (op != CollOp::other) return op;
+  }
+  return op_of_squeezed(squeeze(kernel_word(kernel_name)));
+}
+
+int dtype_bytes(std::string_view dtype) {
+  const std::size_t colon = dtype.rfind(':');  // "c10::Half"
+  const std::string key = squeeze(colon == std::string_view::npos ? dtype : dtype.substr(colon + 1));
+  for (const DtypeSize& d : kDtypes)
+    if (key == d.name) return d.bytes;
+  if (key.starts_with("float8")) return 1;
+  return 0;
+}
+
+CommKind kind_of_group(std::string_view name, std::string_view description) {
+  const CommKind k = kind_of_words(description);
+  return k != CommKind::other ? k : kind_of_words(name);
+}
+
+double busbw_factor(CollOp op, int n) {
+  if (n <= 0) return 1.0;
+  const double ranks = n;
+  switch (op) {
+    case CollOp::allreduce: return 2.0 * (ranks - 1) / ranks;
+    case CollOp::allgather:
+    case CollOp::reducescatter:
+    case CollOp::alltoall: return (ranks - 1) / ranks;
+    default: return 1.0;
+  }
+}
+
+}  // namespace stepsim::analysis

@@ -1,0 +1,32 @@
+// How a profiler names communication: HolisticTraceAnalysis' kernel classes, NCCL kernel
+// and PyTorch collective names to CollOp, dtype sizes, and process-group kinds.
+#pragma once
+
+#include <string_view>
+
+#include "stepsim/timeline.hpp"
+
+namespace stepsim::analysis {
+
+// HTA: a kernel whose name starts with "nccl" or contains "ncclKernel" is communication.
+bool is_comm_kernel(std::string_view name);
+
+// HTA: Memcpy/Memset activities are memory, whatever their category says.
+bool is_memory_name(std::string_view name);
+
+// From the "Collective name" argument ("allreduce", "_allgather_base", "all_to_all", ...)
+// or, when it is absent, from the kernel name: old "ncclKernel_AllReduce_RING_LL_Sum_float"
+// and new "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...)", "ncclDevKernel_SendRecv".
+CollOp coll_op_of(std::string_view collective_name, std::string_view kernel_name);
+
+// Bytes per element of a PyTorch dtype name ("Float", "BFloat16", "c10::Half", ...); 0 unknown.
+int dtype_bytes(std::string_view dtype);
+
+// A process group's kind from its name or description ("tp", "data_parallel", ...);
+// `other` when nothing says (PyTorch's "default_pg" could be any).
+CommKind kind_of_group(std::string_view name, std::string_view description);
+
+// nccl-tests' bus bandwidth factor for `op` on `n` ranks (REFERENCE.md §2).
+double busbw_factor(CollOp op, int n);
+
+}  // namespace stepsim::analysis

@@ -1,0 +1,254 @@
+// Kineto events to Timeline intervals, process groups and step windows (the rules are in
+// trace_timeline.hpp).
+#include "analysis/trace_timeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "analysis/nccl_kernels.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_trace_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.ends_with(".json") || name.ends_with(".json.gz");
+}
+
+std::vector<std::string> trace_files(const std::string& path) {
+  if (!fs::is_directory(path)) return {path};
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path))
+    if (e.is_regular_file() && is_trace_file(e.path())) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw InputError(path, "", "the folder holds no *.json or *.json.gz trace files");
+  return files;
+}
+
+// Which step launched each GPU activity: launches sorted by correlation id, steps by start.
+class StepAssigner {
+ public:
+  explicit StepAssigner(const KinetoTrace& trace) : steps_(trace.steps), launches_(trace.launches) {
+    std::sort(launches_.begin(), launches_.end(),
+              [](const Launch& a, const Launch& b) { return a.correlation < b.correlation; });
+    std::sort(steps_.begin(), steps_.end(), [](const CpuSpan& a, const CpuSpan& b) { return a.start < b.start; });
+  }
+
+  // The index into steps() of the step of `g`, or nullopt.
+  std::optional<std::size_t> step_of(const GpuEvent& g) const {
+    const std::optional<Time> launched = launch_time(g.correlation);
+    return step_at(launched ? *launched : g.start);
+  }
+  const std::vector<CpuSpan>& steps() const { return steps_; }
+
+ private:
+  std::optional<Time> launch_time(std::int64_t correlation) const {
+    if (correlation < 0) return std::nullopt;
+    auto it = std::lower_bound(launches_.begin(), launches_.end(), correlation,
+                               [](const Launch& l, std::int64_t c) { return l.correlation < c; });
+    if (it == launches_.end() || it->correlation != correlation) return std::nullopt;
+    return it->at;
+  }
+
+  std::optional<std::size_t> step_at(Time t) const {
+    auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
+                               [](Time at, const CpuSpan& s) { return at < s.start; });
+    if (it == steps_.begin()) return std::nullopt;
+    --it;
+    if (t >= it->end) return std::nullopt;
+    return static_cast<std::size_t>(it - steps_.begin());
+  }
+
+  std::vector<CpuSpan> steps_;
+  std::vector<Launch> launches_;
+};
+
+std::int64_t step_number(const std::string& name) {
+  const std::size_t hash = name.find('#');
+  if (hash == std::string::npos) return -1;
+  return std::atoll(name.c_str() + hash + 1);
+}
+
+struct Window {
+  Time start = Time::max();
+  Time end;
+  bool used = false;
+  void add(Time s, Time e) {
+    start = used ? min(start, s) : s;
+    end = used ? max(end, e) : e;
+    used = true;
+  }
+};
+
+// Builds the Timeline rank by rank; shares names, groups and step windows across ranks.
+class Builder {
+ public:
+  // One rank: the whole file (Kineto), or the events of one pid (`device`, stepsim traces).
+  void add_rank(const KinetoTrace& trace, int rank_id, std::optional<std::int64_t> device) {
+    RankTimeline rank;
+    rank.rank = rank_id;
+    rank.label = fmt::format("rank {}", rank.rank);
+    const StepAssigner steps(trace);
+    const bool many_devices = !device && devices(trace).size() > 1;
+    for (const GpuEvent& g : trace.gpu) {
+      if (device && g.device != *device) continue;
+      rank.intervals.push_back(interval_of(trace, g, stream_index(rank, g, many_devices)));
+      if (!trace.stepsim_format) note_step(trace, steps, g);
+      whole_.add(g.start, g.end);
+    }
+    for (const CpuSpan& w : trace.windows) add_window(trace.strings[w.name], w.start, w.end);
+    std::stable_sort(rank.intervals.begin(), rank.intervals.end(),
+                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    timeline_.ranks.push_back(std::move(rank));
+  }
+
+  static std::vector<std::int64_t> devices(const KinetoTrace& trace) {
+    std::vector<std::int64_t> seen;
+    for (const GpuEvent& g : trace.gpu)
+      if (std::find(seen.begin(), seen.end(), g.device) == seen.end()) seen.push_back(g.device);
+    return seen;
+  }
+
+  Timeline finish() {
+    for (const auto& [key, w] : windows_) timeline_.steps.push_back({key.second, w.start, w.end});
+    // Steps tile the time: each ends where the next begins; the last one where its work ends.
+    for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
+    for (const StepWindow& w : given_) timeline_.steps.push_back(w);
+    if (timeline_.steps.empty())
+      timeline_.steps.push_back({"trace", whole_.used ? whole_.start : Time::zero(), whole_.used ? whole_.end : Time::zero()});
+    return std::move(timeline_);
+  }
+
+ private:
+  // A window given by the trace itself (stepsim traces repeat it for every rank).
+  void add_window(const std::string& name, Time start, Time end) {
+    for (const StepWindow& w : given_)
+      if (w.name == name && w.start == start && w.end == end) return;
+    given_.push_back({name, start, end});
+  }
+
+  std::uint16_t stream_index(RankTimeline& rank, const GpuEvent& g, bool many_devices) {
+    const std::string name = many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream)
+                                          : fmt::format("stream {}", g.stream);
+    auto it = std::find(rank.streams.begin(), rank.streams.end(), name);
+    if (it != rank.streams.end()) return static_cast<std::uint16_t>(it - rank.streams.begin());
+    STEPSIM_CHECK(rank.streams.size() < 65535, "too many streams on one rank");
+    rank.streams.push_back(name);
+    return static_cast<std::uint16_t>(rank.streams.size() - 1);
+  }
+
+  Interval interval_of(const KinetoTrace& trace, const GpuEvent& g, std::uint16_t stream) {
+    const std::string& name = trace.strings[g.name];
+    Interval iv;
+    iv.start = g.start;
+    iv.end = g.end;
+    iv.name = timeline_.intern(name);
+    iv.stream = stream;
+    if (g.tagged) return tagged_interval(trace, g, iv);
+    if (g.category != GpuCategory::kernel || is_memory_name(name)) {
+      iv.activity = Activity::memory;
+      iv.bytes = Bytes(g.bytes);
+      return iv;
+    }
+    if (!is_comm_kernel(name)) return iv;
+    iv.activity = Activity::comm;
+    iv.op = coll_op_of(trace.strings[g.nccl.collective], name);
+    iv.group = group_index(trace, g.nccl, std::nullopt);
+    iv.kind = iv.group >= 0 ? timeline_.groups[static_cast<std::size_t>(iv.group)].kind : CommKind::other;
+    iv.bytes = message_bytes(trace, g.nccl);
+    return iv;
+  }
+
+  // stepsim's own trace says what the slice is; nothing is guessed from the name.
+  Interval tagged_interval(const KinetoTrace& trace, const GpuEvent& g, Interval iv) {
+    iv.activity = g.activity;
+    iv.phase = g.phase;
+    iv.bytes = Bytes(g.bytes);
+    if (g.activity != Activity::comm) return iv;
+    iv.kind = g.kind;
+    iv.op = g.op;
+    iv.group = group_index(trace, g.nccl, g.kind);
+    return iv;
+  }
+
+  // nccl-tests' size S: the per-rank buffer of AllReduce, the whole buffer of AllGather and
+  // ReduceScatter: the larger of the input and output element counts times the dtype size.
+  static Bytes message_bytes(const KinetoTrace& trace, const NcclArgs& n) {
+    const std::int64_t elems = std::max(n.in_nelems, n.out_nelems);
+    if (elems <= 0) return Bytes(0);
+    return Bytes(elems * dtype_bytes(trace.strings[n.dtype]));
+  }
+
+  std::int32_t group_index(const KinetoTrace& trace, const NcclArgs& n, std::optional<CommKind> kind) {
+    if (n.group_name == 0 && n.group_ranks == 0) return -1;
+    const std::string& name = trace.strings[n.group_name];
+    const std::string& desc = trace.strings[n.group_desc];
+    const std::string label = desc.empty() || desc == name ? name : fmt::format("{} ({})", desc, name);
+    const std::string& ranks = trace.strings[n.group_ranks];
+    for (std::size_t i = 0; i < timeline_.groups.size(); ++i)
+      if (timeline_.groups[i].name == label && timeline_.groups[i].ranks == ranks) return static_cast<std::int32_t>(i);
+    timeline_.groups.push_back({label, kind ? *kind : kind_of_group(name, desc), n.group_size, ranks});
+    return static_cast<std::int32_t>(timeline_.groups.size() - 1);
+  }
+
+  void note_step(const KinetoTrace& trace, const StepAssigner& steps, const GpuEvent& g) {
+    const std::optional<std::size_t> s = steps.step_of(g);
+    if (!s) return;
+    const CpuSpan& span = steps.steps()[*s];
+    const std::string& name = trace.strings[span.name];
+    windows_[{step_number(name), name}].add(g.start, g.end);
+  }
+
+  Timeline timeline_;
+  // Keyed by (N of ProfilerStep#N, name): steps in order; ranks share a window by name.
+  std::map<std::pair<std::int64_t, std::string>, Window> windows_;
+  Window whole_;
+  std::vector<StepWindow> given_;
+};
+
+}  // namespace
+
+LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
+  const bool ranked = std::all_of(traces.begin(), traces.end(), [](const KinetoTrace& t) { return t.dist.rank >= 0; });
+  if (ranked)
+    std::stable_sort(traces.begin(), traces.end(),
+                     [](const KinetoTrace& a, const KinetoTrace& b) { return a.dist.rank < b.dist.rank; });
+  LoadedTrace out;
+  Builder builder;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const KinetoTrace& t = traces[i];
+    out.content_bytes += t.content_bytes;
+    if (!t.stepsim_format) {
+      builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
+      out.dist.push_back(t.dist);
+      out.files.push_back(t.path);
+      continue;
+    }
+    const std::vector<std::int64_t> pids = Builder::devices(t);
+    for (std::int64_t pid : pids) {
+      builder.add_rank(t, static_cast<int>(pid), pid);
+      out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
+      out.files.push_back(t.path);
+    }
+  }
+  out.timeline = builder.finish();
+  return out;
+}
+
+LoadedTrace load_trace(const std::string& path) {
+  if (!fs::exists(path)) throw InputError(path, "", "no such file or folder");
+  std::vector<KinetoTrace> traces;
+  TimeOrigin origin;
+  for (const std::string& file : trace_files(path)) traces.push_back(read_kineto(file, origin));
+  return to_timeline(std::move(traces));
+}
+
+}  // namespace stepsim::analysis

@@ -1,0 +1,41 @@
+// Real profiler traces as a stepsim Timeline, so that `analyze` and `compare` measure them
+// with the same code and definitions as a simulated step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/kineto_trace.hpp"
+#include "stepsim/timeline.hpp"
+
+namespace stepsim::analysis {
+
+struct LoadedTrace {
+  Timeline timeline;
+  std::vector<DistributedInfo> dist;  // per rank, in Timeline::ranks order
+  std::vector<std::string> files;     // per rank
+  std::uint64_t content_bytes = 0;    // decompressed JSON read, all files
+};
+
+// One trace file (plain or .gz), or a folder whose *.json and *.json.gz files are the ranks
+// of one job. Throws InputError on unreadable or malformed input.
+LoadedTrace load_trace(const std::string& path);
+
+// How the intervals and steps are made (HolisticTraceAnalysis' classes):
+// - GPU activities are the complete events of category kernel, gpu_memcpy and gpu_memset
+//   (synchronisation events are not activities). Each (device, stream) is one stream.
+// - A kernel is communication when its name starts with "nccl" or contains "ncclKernel";
+//   Memcpy/Memset are memory; every other kernel is compute.
+// - A step is a CPU annotation ProfilerStep#N. A GPU activity belongs to the step during
+//   whose CPU span it was launched (its cuda_runtime event with the same correlation id);
+//   without a launch, to the step whose CPU span contains the activity's own start.
+// - A step's window starts at the first start of its activities (over all ranks) and ends
+//   where the next step's window starts, so that steps tile the time like the period of a
+//   training loop even when the CPU runs ahead of the GPU; the last step ends at the last
+//   end of its own activities (it includes the drain). Steps without GPU activity are
+//   dropped; a trace without ProfilerStep annotations has one window "trace" over all its
+//   GPU activity.
+LoadedTrace to_timeline(std::vector<KinetoTrace> traces);
+
+}  // namespace stepsim::analysis

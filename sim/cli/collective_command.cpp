@@ -1,0 +1,187 @@
+// `stepsim collective`: predicted time, algbw and busbw of one collective per size, printed
+// like an nccl-tests table, with the (algorithm, protocol) pair NCCL would choose.
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "collectives/collective.hpp"
+#include "io/scenario_loader.hpp"
+#include "report/report_io.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stepsim collective OP [--size S | --sweep MIN:MAX [--factor F]] [--gpus N]\n"
+    "                             [--cluster C] [--algorithm A] [--protocol P] [--json FILE|-] [-v]\n\n"
+    "Predicts the time, algorithm bandwidth and bus bandwidth of one NCCL collective, as\n"
+    "nccl-tests would print them, and the (algorithm, protocol) pair NCCL would choose.\n"
+    "OP: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv.\n"
+    "S is nccl-tests' size: the per-rank buffer for AllReduce, the whole buffer for\n"
+    "AllGather, ReduceScatter and AllToAll. busbw = algbw x bus factor (2(n-1)/n for\n"
+    "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).";
+
+constexpr const char* kExamples =
+    "  stepsim collective allreduce --size 256MiB\n"
+    "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --sweep 8B:4GiB\n"
+    "  stepsim collective allgather --gpus 64 --sweep 1MiB:1GiB --factor 4 --json -\n"
+    "  stepsim collective allreduce --size 64MiB --algorithm ring --protocol ll128 -v\n";
+
+struct Options {
+  std::string op, size, sweep, cluster = "dgx-h100-ndr", algorithm = "auto", protocol = "auto", json;
+  int gpus = 8;
+  double factor = 2;
+  bool verbose = false;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+
+// Looks `text` up among the names `to_string` gives to enumerators first..last.
+template <class Enum, class Name>
+Enum parse_name(const std::string& text, Enum first, Enum last, Name name, const std::string& where) {
+  std::string choices;
+  for (int i = static_cast<int>(first); i <= static_cast<int>(last); ++i) {
+    const auto e = static_cast<Enum>(i);
+    if (lower(text) == name(e)) return e;
+    choices += fmt::format("{}{}", choices.empty() ? "" : ", ", name(e));
+  }
+  throw InputError("<command line>", where, fmt::format("unknown value '{}' (choices: {})", text, choices));
+}
+
+CollOp parse_op(const std::string& text) {
+  return parse_name(text, CollOp::allreduce, CollOp::sendrecv, [](CollOp op) { return std::string(to_string(op)); },
+                    "OP");
+}
+
+std::vector<Bytes> sizes(const Options& o) {
+  if (!o.size.empty() && !o.sweep.empty())
+    throw InputError("<command line>", "--sweep", "give either --size or --sweep, not both");
+  if (o.sweep.empty()) return {io::parse_bytes(o.size.empty() ? "256MiB" : o.size, "<command line>", "--size")};
+  const auto colon = o.sweep.find(':');
+  if (colon == std::string::npos)
+    throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", o.sweep));
+  const Bytes lo = io::parse_bytes(o.sweep.substr(0, colon), "<command line>", "--sweep");
+  const Bytes hi = io::parse_bytes(o.sweep.substr(colon + 1), "<command line>", "--sweep");
+  if (o.factor <= 1) throw InputError("<command line>", "--factor", fmt::format("expected a factor above 1, got {}", o.factor));
+  if (lo.count() < 1 || hi < lo)
+    throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", o.sweep));
+  std::vector<Bytes> out;
+  for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= o.factor)
+    out.emplace_back(static_cast<std::int64_t>(std::llround(s)));
+  return out;
+}
+
+collectives::GroupShape shape_of(const ClusterSpec& cluster, int gpus) {
+  const int per_node = std::min(gpus, cluster.gpus_per_node);
+  return {gpus, (gpus + per_node - 1) / per_node, per_node};
+}
+
+struct Row {
+  Bytes size;
+  collectives::Choice choice;
+  std::vector<collectives::Choice> all;
+};
+
+double busbw(const Row& r, CollOp op, int gpus) {
+  const double t = r.choice.time().seconds();
+  return t > 0 ? r.size.as_double() / t * collectives::bus_factor(op, gpus) * 1e-9 : 0.0;
+}
+
+void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& cluster, int gpus, bool verbose) {
+  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s))\n", to_string(op), gpus, cluster.name, cluster.nodes);
+  fmt::print("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw", "busbw",
+             "algorithm/protocol");
+  for (const Row& r : rows) {
+    const double t = r.choice.time().us();
+    const double algbw = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
+    fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4, "float",
+               t, algbw, busbw(r, op, gpus), collectives::to_string(r.choice.algorithm),
+               collectives::to_string(r.choice.protocol));
+    if (!verbose) continue;
+    for (const auto& c : r.all)
+      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (latency {:.1f} us, {} channels)\n", "", "",
+                 "", c.time().us(), "", "", collectives::to_string(c.algorithm),
+                 collectives::to_string(c.protocol), c.latency.us(), c.channels);
+  }
+}
+
+boost::json::value to_json(const std::vector<Row>& rows, CollOp op, const ClusterSpec& cluster, int gpus) {
+  boost::json::array out;
+  for (const Row& r : rows) {
+    const double t = r.choice.time().us();
+    boost::json::object o;
+    o["op"] = to_string(op);
+    o["cluster"] = cluster.name;
+    o["gpus"] = gpus;
+    o["size_bytes"] = r.size.count();
+    o["time_us"] = t;
+    o["algbw_gbps"] = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
+    o["busbw_gbps"] = busbw(r, op, gpus);
+    o["algorithm"] = collectives::to_string(r.choice.algorithm);
+    o["protocol"] = collectives::to_string(r.choice.protocol);
+    o["channels"] = r.choice.channels;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+po::options_description describe(Options& o) {
+  po::options_description desc("Options");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("op", po::value(&o.op)->value_name("OP"), "collective (case-insensitive)")
+      ("size", po::value(&o.size)->value_name("S"), "one size, e.g. 256MiB (default 256MiB)")
+      ("sweep", po::value(&o.sweep)->value_name("MIN:MAX"), "sizes from MIN to MAX, e.g. 8B:4GiB")
+      ("factor", po::value(&o.factor)->value_name("F"), "size step of --sweep (default 2)")
+      ("gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")
+      ("cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")
+      ("algorithm", po::value(&o.algorithm)->value_name("A"), "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")
+      ("protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")
+      ("json", po::value(&o.json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")
+      ("verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time");
+  return desc;
+}
+
+}  // namespace
+
+int run_collective(const Args& args) {
+  Options o;
+  const po::options_description desc = describe(o);
+  po::positional_options_description positional;
+  positional.add("op", 1);
+  const auto vm = parse_args("collective", args, desc, positional);
+  if (vm.count("help")) {
+    print_help(kUsage, desc, kExamples);
+    return 0;
+  }
+  if (o.op.empty()) throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
+  const CollOp op = parse_op(o.op);
+  if (o.gpus < 1) throw InputError("<command line>", "--gpus", fmt::format("expected at least 1 GPU, got {}", o.gpus));
+  const ClusterSpec cluster = io::load_cluster(o.cluster, o.gpus);
+  CollectivesSpec forced;
+  forced.algorithm = parse_name(o.algorithm, Algorithm::automatic, Algorithm::direct,
+                                [](Algorithm a) { return std::string(collectives::to_string(a)); }, "--algorithm");
+  forced.protocol = parse_name(o.protocol, Protocol::automatic, Protocol::simple,
+                               [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
+  std::vector<Row> rows;
+  for (Bytes s : sizes(o)) {
+    const collectives::Request request{op, s, shape_of(cluster, o.gpus)};
+    auto all = collectives::candidates(cluster, forced, request);
+    rows.push_back({s, all.front(), o.verbose ? all : std::vector<collectives::Choice>{}});
+  }
+  if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);
+  if (!o.json.empty())
+    report::write_output(o.json, [&](std::ostream& os) { os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n"; });
+  return 0;
+}
+
+}  // namespace stepsim::cli

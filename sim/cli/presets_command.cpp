@@ -1,0 +1,140 @@
+// `stepsim presets`: the GPUs, clusters, models and example scenarios compiled into stepsim,
+// one line each; with a name, that preset's JSON; with --keys, every scenario key.
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <iostream>
+#include <optional>
+
+#include "cli/options.hpp"
+#include "io/reader.hpp"
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stepsim presets [NAME] [--kind KIND] [--json] [--resolved] [--keys]\n\n"
+    "Lists the GPUs, clusters, models and example scenarios compiled into stepsim, with a\n"
+    "one-line summary each. A scenario names them as section values: \"model\": \"llama3-70b\",\n"
+    "\"cluster\": \"dgx-h100-ndr\", \"cluster\": { \"preset\": \"dgx-h100-ndr\", \"gpu\": \"h200\" }.\n"
+    "With NAME (or KIND/NAME when a name is both a model and an example), prints that preset's\n"
+    "JSON file; example presets can also be simulated by name: 'stepsim simulate bloom-176b'.";
+
+constexpr const char* kExamples =
+    "  stepsim presets\n"
+    "  stepsim presets --kind model\n"
+    "  stepsim presets h100-sxm5-80gb\n"
+    "  stepsim presets example/bloom-176b --resolved\n"
+    "  stepsim presets --keys | grep data_parallel\n"
+    "  stepsim presets --json | jq '.[] | select(.kind == \"cluster\") | .name'\n";
+
+struct Kind {
+  const char* name;
+  const char* heading;
+};
+
+constexpr Kind kKinds[] = {
+    {"gpu", "GPUs (cluster.gpu)"},
+    {"cluster", "Clusters (cluster)"},
+    {"model", "Models (model)"},
+    {"example", "Example scenarios (stepsim simulate NAME)"},
+};
+
+void print_table(const std::vector<io::PresetInfo>& presets, const std::string& kind) {
+  std::size_t width = 0;
+  for (const auto& p : presets) width = std::max(width, p.name.size());
+  bool first = true;
+  for (const auto& k : kKinds) {
+    if (!kind.empty() && kind != k.name) continue;
+    std::cout << (first ? "" : "\n") << k.heading << "\n";
+    first = false;
+    for (const auto& p : presets)
+      if (p.kind == k.name) std::cout << fmt::format("  {:<{}}  {}\n", p.name, width, p.summary);
+  }
+}
+
+void print_json(const std::vector<io::PresetInfo>& presets, const std::string& kind) {
+  boost::json::array out;
+  for (const auto& p : presets)
+    if (kind.empty() || p.kind == kind) out.push_back({{"kind", p.kind}, {"name", p.name}, {"summary", p.summary}});
+  std::cout << boost::json::serialize(out) << "\n";
+}
+
+// Every key of a scenario with the default scenario's value, e.g. "parallel.tp = 8".
+void print_keys(const boost::json::value& v, const std::string& prefix) {
+  if (!v.is_object()) {
+    std::cout << fmt::format("{} = {}\n", prefix, boost::json::serialize(v));
+    return;
+  }
+  for (const auto& [key, value] : v.get_object())
+    print_keys(value, prefix.empty() ? std::string(key) : prefix + "." + std::string(key));
+}
+
+// The one preset that NAME or KIND/NAME designates.
+io::PresetInfo find(const std::vector<io::PresetInfo>& presets, const std::string& spec) {
+  const auto slash = spec.find('/');
+  std::string kind = slash == std::string::npos ? "" : spec.substr(0, slash);
+  if (kind.ends_with('s')) kind.pop_back();  // "gpus/h200" as well as "gpu/h200"
+  const std::string name = slash == std::string::npos ? spec : spec.substr(slash + 1);
+  std::vector<io::PresetInfo> matches;
+  std::vector<std::string_view> names;
+  for (const auto& p : presets) {
+    names.push_back(p.name);
+    if (p.name == name && (kind.empty() || p.kind == kind)) matches.push_back(p);
+  }
+  if (matches.size() == 1) return matches.front();
+  if (matches.empty()) throw InputError("<command line>", "stepsim presets", io::unknown_name_message("preset", name, names));
+  throw InputError("<command line>", "stepsim presets",
+                   fmt::format("'{}' is both a {} and an {} preset; write {}/{} or {}/{}", name, matches[0].kind,
+                               matches[1].kind, matches[0].kind, name, matches[1].kind, name));
+}
+
+}  // namespace
+
+int run_presets(const Args& args) {
+  // Lists rather than strings: GCC 12 warns (-Wnull-dereference) inside Boost's inlined
+  // typed_value<std::string>::notify when there are several of them.
+  std::vector<std::string> names, kinds;
+  po::options_description desc("Options");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("name", po::value(&names)->value_name("NAME"), "a preset to print")
+      ("kind", po::value(&kinds)->value_name("KIND"), "list only gpu, cluster, model or example presets")
+      ("json", "list as JSON: [{\"kind\", \"name\", \"summary\"}, ...]")
+      ("resolved", "with an example NAME: print the fully resolved scenario instead of the file")
+      ("keys", "list every scenario key with the default scenario's value");
+  po::positional_options_description positional;
+  positional.add("name", 1);
+  const auto vm = parse_args("presets", args, desc, positional);
+  if (vm.count("help")) {
+    print_help(kUsage, desc, kExamples);
+    return 0;
+  }
+  const std::string name = names.empty() ? "" : names.back();
+  const std::string kind = kinds.empty() ? "" : kinds.back();
+  if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")
+    throw InputError("<command line>", "--kind", fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));
+  if (vm.count("keys")) {
+    print_keys(boost::json::parse(io::load_scenario("").resolved_json), "");
+    return 0;
+  }
+  const auto presets = io::list_presets();
+  if (name.empty()) {
+    if (vm.count("json")) print_json(presets, kind);
+    else print_table(presets, kind);
+    return 0;
+  }
+  const io::PresetInfo preset = find(presets, kind.empty() ? name : kind + "/" + name);
+  if (vm.count("resolved")) {
+    if (preset.kind != "example")
+      throw InputError("<command line>", "--resolved", fmt::format("applies to example presets, and '{}' is a {}", name, preset.kind));
+    std::cout << io::load_scenario(preset.name).resolved_json;
+    return 0;
+  }
+  std::cout << io::preset_text(preset.kind, preset.name);
+  return 0;
+}
+
+}  // namespace stepsim::cli

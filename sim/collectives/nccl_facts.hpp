@@ -1,0 +1,49 @@
+// The constants of NCCL's tuning model (src/graph/tuning.cc and search.cc, NCCL 2.18–2.28),
+// per GPU architecture and per (algorithm, protocol), as stepsim's algorithms read them.
+#pragma once
+
+#include <array>
+#include <span>
+
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::collectives {
+
+// Index of a protocol in the per-protocol arrays below (LL, LL128, Simple).
+int protocol_index(Protocol p);
+
+// Per-architecture figures. The [3] arrays are indexed by node count: 1, 2, more than 2.
+struct ArchFacts {
+  // NCCL's per-NVLink figure over the line rate (A100 20 of 25 GB/s, H100 20.6 of 25,
+  // B200 40.1 of 50): what the topology search believes a GPU's NVLink bandwidth is.
+  double nvlink_fraction;
+  std::span<const double> intra_speeds;  // per-channel bandwidths the graph search tries, GB/s
+  std::span<const double> inter_speeds;
+  double dup_min_speed;                  // channels are doubled (and halved) from this speed up
+  std::array<double, 3> ll_max_bw;       // LL bus bandwidth cap, GB/s
+  std::array<double, 3> ring_ll128_per_channel;
+  std::array<double, 3> tree_ll128_per_channel;
+  std::array<double, 3> tree_per_channel;
+  std::array<double, 3> nvls_tree_per_channel;
+  double nvls_efficiency;                // 0: no NVLink SHARP on this architecture
+  bool tree_pattern_penalty;             // Hopper+ multi-node trees lose 15 % (pattern TREE)
+};
+
+const ArchFacts& arch_facts(GpuArch arch);
+
+// Index into the [3] arrays for a node count.
+int nodes_index(int nodes);
+
+enum class Hw { nvlink, pci, net };
+
+// Base latency and per-hop latency (µs) of NCCL's model. Algorithms without a figure read 0.
+double base_latency_us(Algorithm a, Protocol p);
+double hop_latency_us(Hw hw, Algorithm a, Protocol p);
+
+// Network post overhead per inter-node ring step (µs), ×3 for Simple.
+inline constexpr double kNetOverheadUs = 1.0;
+
+// NCCL's Tree correction factor for AllReduce, indexed by log2(bytes / 64), 64 B to 256 MiB.
+double tree_correction(Protocol p, double bytes);
+
+}  // namespace stepsim::collectives

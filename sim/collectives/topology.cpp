@@ -1,0 +1,69 @@
+// What NCCL's topology search would find on a cluster: channel counts and per-channel
+// bandwidths of the ring/tree and NVLS graphs, and the hop-latency scales.
+#include "collectives/topology.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepsim::collectives {
+namespace {
+
+// NCCL's graph search holds at most 16 channels before duplication.
+constexpr int kMaxSearchChannels = 16;
+
+// The search tries speeds from the top and keeps the first one at which channels fit.
+Graph search(std::span<const double> speeds, double limit, const ArchFacts& arch) {
+  Graph best{1, limit, limit};
+  for (double s : speeds) {
+    const int channels = std::min(kMaxSearchChannels, static_cast<int>(std::floor(limit / s + 1e-9)));
+    if (channels < 1) continue;
+    best = {channels, s, s};
+    break;
+  }
+  // Fast channels are split in two, which lets more SMs share the work.
+  if (best.bw_intra >= arch.dup_min_speed) best = {best.channels * 2, best.bw_intra / 2, best.bw_inter / 2};
+  return best;
+}
+
+double first_speed_at_most(std::span<const double> speeds, double limit) {
+  for (double s : speeds)
+    if (s <= limit + 1e-9) return s;
+  return limit;
+}
+
+double nic_speed(const ClusterSpec& cluster, const ArchFacts& arch, double intra_total) {
+  const InterNode& net = cluster.inter_node;
+  const double nic = net.nic_bandwidth.gbytes_per_s() / std::max(1.0, net.oversubscription);
+  return first_speed_at_most(arch.inter_speeds, std::min(nic, intra_total));
+}
+
+}  // namespace
+
+Context make_context(const ClusterSpec& cluster, const Request& request) {
+  const ArchFacts& arch = arch_facts(cluster.gpu.arch);
+  const bool pcie = cluster.intra_node.fabric == IntraFabric::pcie;
+  Context c{cluster, arch, request.op, request.size, request.shape};
+  c.intra_total = cluster.intra_node.bandwidth.gbytes_per_s() * (pcie ? 1.0 : arch.nvlink_fraction);
+  c.intra_hw = pcie ? Hw::pci : Hw::nvlink;
+  c.ll128 = !pcie;
+  c.intra_hop_scale = cluster.intra_node.latency.us() / (pcie ? 1.0 : 0.6);
+  c.net_hop_scale = cluster.inter_node.latency.us() / 2.7;
+  const int ppn = std::max(1, request.shape.ranks_per_node);
+  const double nic = nic_speed(cluster, arch, c.intra_total);
+  const int nics = std::max(1, std::min(cluster.inter_node.nics_per_node, ppn));
+  c.nic_per_gpu = nic * std::max(1, cluster.inter_node.nics_per_node) / std::max(1, cluster.gpus_per_node);
+  if (request.shape.nodes <= 1) {
+    c.ring = search(arch.intra_speeds, c.intra_total, arch);
+    const double nvls_speed = first_speed_at_most(arch.intra_speeds, c.intra_total / ppn);
+    c.nvls = {ppn, nvls_speed, nvls_speed};
+    return c;
+  }
+  // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel.
+  c.ring = {nics, nic, nic};
+  if (nic >= arch.dup_min_speed) c.ring = {nics * 2, nic / 2, nic / 2};
+  const double nvls_speed = first_speed_at_most(arch.intra_speeds, c.intra_total / ppn);
+  c.nvls = {ppn, nvls_speed, nic};
+  return c;
+}
+
+}  // namespace stepsim::collectives

@@ -1,0 +1,46 @@
+// Tree: AllReduce as a chain inside each node and NCCL's double binary tree across nodes.
+#include <algorithm>
+#include <cmath>
+
+#include "collectives/algorithm.hpp"
+
+namespace stepsim::collectives::tree {
+namespace {
+
+double bus_bw(const Context& c, Protocol p) {
+  const auto idx = static_cast<std::size_t>(nodes_index(c.nodes()));
+  const double bw = c.nodes() <= 2 ? c.ring.bw_intra : c.ring.bw_inter;
+  const int ch = c.ring.channels;
+  double bus = std::min(ch * bw * 0.92, ch * c.arch.tree_per_channel[idx]);
+  if (p == Protocol::ll) bus = std::min(bus / 3.8, ll_cap(c));
+  if (p == Protocol::ll128) {
+    if (!c.ll128) return 0.0;
+    bus = std::min(bus * (c.nodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0), ch * c.arch.tree_ll128_per_channel[idx]);
+  }
+  // Hopper and later fall back to the plain TREE pattern across nodes.
+  if (c.arch.tree_pattern_penalty && c.nodes() > 1) bus *= 0.85;
+  return bus;
+}
+
+}  // namespace
+
+std::optional<std::string> unsupported(const Context& c) { return only_ops(c, {CollOp::allreduce}); }
+
+Estimate estimate(const Context& c, Protocol p) {
+  const double intra = hop_latency_us(c.intra_hw, Algorithm::tree, p) * c.intra_hop_scale;
+  const double inter = hop_latency_us(Hw::net, Algorithm::tree, p) * c.net_hop_scale;
+  const double depth = std::floor(std::log2(c.nodes()));
+  const double lat = base_latency_us(Algorithm::tree, p) + 2 * ((c.ppn() - 1) * intra + depth * inter);
+  // Bus bandwidth to algorithm bandwidth: data goes up and down the tree.
+  const double algbw = bus_bw(c, p) * 0.5 * tree_correction(p, c.nbytes());
+  return {lat, algbw, c.ring.channels};
+}
+
+LinkLoad load(const Context& c) {
+  // Each GPU of the chain sends the buffer up (reduce) and down (broadcast); each node
+  // sends about twice the buffer over the two trees, spread over its NICs.
+  const double intra = 2.0 * (c.ppn() - 1) / c.ppn();
+  return {intra, c.nodes() > 1 ? 2.0 / c.ppn() : 0.0};
+}
+
+}  // namespace stepsim::collectives::tree

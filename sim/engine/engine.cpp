@@ -1,0 +1,248 @@
+// Engine setup, the event loop, and the deadlock report.
+#include "engine/engine.hpp"
+
+#include <fmt/format.h>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::engine {
+
+Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
+  ranks_.resize(program_.ranks.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    validate_rank(r);
+    index_streams(r);
+    index_dependents(r);
+  }
+  resource_flows_.resize(program_.resources.size());
+  resource_mark_.resize(program_.resources.size());
+  index_collectives();
+  summarize_collectives();
+}
+
+void Engine::validate_rank(std::size_t r) const {
+  const RankProgram& rank = program_.ranks[r];
+  STEPSIM_CHECK(!rank.streams.empty(), fmt::format("rank {} has no streams", rank.rank));
+  // Messages are formatted only on failure: validation runs over every op.
+  const auto bad = [&rank](std::size_t o, const char* what) {
+    return fmt::format("rank {} op {}: {}", rank.rank, o, what);
+  };
+  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
+    const Op& op = rank.ops[o];
+    STEPSIM_CHECK(op.stream < rank.streams.size(), bad(o, "unknown stream"));
+    STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
+    for (OpIndex w : op.waits) STEPSIM_CHECK(w < rank.ops.size() && w != o, bad(o, "bad wait"));
+    if (op.kind == OpKind::compute) {
+      STEPSIM_CHECK(op.duration >= Time::zero(), bad(o, "negative duration"));
+      continue;
+    }
+    STEPSIM_CHECK(op.call >= 0 && static_cast<std::size_t>(op.call) < rank.calls.size(),
+                  bad(o, "unknown call"));
+    const CollectiveCall& call = rank.calls[static_cast<std::size_t>(op.call)];
+    STEPSIM_CHECK(call.group >= 0 && static_cast<std::size_t>(call.group) < program_.groups.size(),
+                  bad(o, "unknown group"));
+    STEPSIM_CHECK(call.size.count() == 0 || call.algbw.positive(), bad(o, "data without bandwidth"));
+    for (const network::ResourceUse& u : call.uses) {
+      STEPSIM_CHECK(u.resource < program_.resources.size(), bad(o, "unknown resource"));
+    }
+  }
+}
+
+void Engine::index_streams(std::size_t r) {
+  const RankProgram& rank = program_.ranks[r];
+  RankState& state = ranks_[r];
+  state.ops.resize(rank.ops.size());
+  state.streams.resize(rank.streams.size());
+  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
+    state.streams[rank.ops[o].stream].ops.push_back(static_cast<OpIndex>(o));
+  }
+}
+
+// Reverse edges of `waits`, so that a finished op releases exactly the ops waiting on it.
+void Engine::index_dependents(std::size_t r) {
+  const RankProgram& rank = program_.ranks[r];
+  RankState& state = ranks_[r];
+  std::vector<std::uint32_t> count(rank.ops.size() + 1, 0);
+  for (const Op& op : rank.ops) {
+    for (OpIndex w : op.waits) ++count[w + 1];
+  }
+  for (std::size_t o = 1; o < count.size(); ++o) count[o] += count[o - 1];
+  state.dependents_begin = count;
+  state.dependents.resize(count.back());
+  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
+    state.ops[o].pending_waits = static_cast<std::uint32_t>(rank.ops[o].waits.size());
+    for (OpIndex w : rank.ops[o].waits) state.dependents[count[w]++] = static_cast<OpIndex>(o);
+  }
+}
+
+// Matches the k-th collective of each group across its members.
+void Engine::index_collectives() {
+  std::size_t calls = 0;
+  for (const RankProgram& rank : program_.ranks) calls += rank.calls.size();
+  collectives_.reserve(calls);
+  members_.reserve(calls);
+  std::vector<std::vector<std::uint32_t>> by_group(program_.groups.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankProgram& rank = program_.ranks[r];
+    std::vector<std::uint32_t> next(program_.groups.size(), 0);
+    for (std::size_t o = 0; o < rank.ops.size(); ++o) {
+      if (rank.ops[o].kind != OpKind::collective) continue;
+      const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(rank.ops[o].call)].group);
+      const Group& group = program_.groups[g];
+      const std::uint32_t k = next[g]++;
+      if (k == by_group[g].size()) {
+        by_group[g].push_back(static_cast<std::uint32_t>(collectives_.size()));
+        const auto count = static_cast<std::uint32_t>(group.members.size());
+        Collective& coll = collectives_.emplace_back();
+        coll.group = g;
+        coll.call_index = k;
+        coll.first_member = static_cast<std::uint32_t>(members_.size());
+        coll.member_count = count;
+        members_.resize(members_.size() + count, Member{UINT32_MAX, 0});
+      }
+      const std::uint32_t c = by_group[g][k];
+      std::uint32_t pos = 0;
+      while (pos < group.members.size() && static_cast<std::size_t>(group.members[pos]) != r) ++pos;
+      STEPSIM_CHECK(pos < group.members.size(),
+                    fmt::format("rank {} calls group '{}' without being a member", rank.rank, group.name));
+      members_[collectives_[c].first_member + pos] = {static_cast<std::uint32_t>(r), static_cast<OpIndex>(o)};
+      ranks_[r].ops[o].collective = c;
+    }
+  }
+}
+
+// Checks that every member takes part and merges the members' views of each collective.
+void Engine::summarize_collectives() {
+  for (Collective& c : collectives_) {
+    const Group& group = program_.groups[c.group];
+    c.uses_begin = static_cast<std::uint32_t>(collective_uses_.size());
+    for (std::uint32_t m = 0; m < c.member_count; ++m) {
+      const Member& member = members_[c.first_member + m];
+      STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}",
+                                                           group.name, c.call_index, group.members[m]));
+      const CollectiveCall& call = call_of(member.rank, member.op);
+      STEPSIM_CHECK(
+          m == 0 || call.size == c.size,
+          fmt::format("group '{}' call {} has different sizes on its members", group.name, c.call_index));
+      c.size = call.size;
+      c.latency = max(c.latency, call.latency);
+      if (m == 0 || call.algbw < c.cap) c.cap = call.algbw;
+      collective_uses_.insert(collective_uses_.end(), call.uses.begin(), call.uses.end());
+    }
+    c.uses_end = static_cast<std::uint32_t>(collective_uses_.size());
+  }
+}
+
+const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
+  const RankProgram& rank = program_.ranks[r];
+  return rank.calls[static_cast<std::size_t>(rank.ops[o].call)];
+}
+
+Timeline Engine::run() {
+  STEPSIM_CHECK(!ran_, "an engine runs its program once");
+  ran_ = true;
+  start_timeline();
+  std::size_t total_ops = 0;
+  for (const RankProgram& rank : program_.ranks) total_ops += rank.ops.size();
+  queue_.reserve(total_ops / 4 + 64);
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    issue_from_host(r);
+    advance_rank(r);
+  }
+  while (!queue_.empty()) {
+    const Event e = queue_.pop();
+    now_ = e.at;
+    ++stats_.events;
+    dispatch(e);
+  }
+  check_finished();
+  Time end;
+  for (const RankTimeline& rank : timeline_.ranks) {
+    for (const Interval& i : rank.intervals) end = max(end, i.end);
+  }
+  timeline_.steps.push_back({"step", Time::zero(), end});
+  return std::move(timeline_);
+}
+
+void Engine::start_timeline() {
+  name_map_.reserve(program_.names.size());
+  for (const std::string& name : program_.names) name_map_.push_back(timeline_.intern(name));
+  bubble_name_ = timeline_.intern("bubble");
+  for (const Group& g : program_.groups) timeline_.groups.push_back({g.name, g.kind, g.size, g.ranks});
+  timeline_.ranks.resize(program_.ranks.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankProgram& rank = program_.ranks[r];
+    RankTimeline& out = timeline_.ranks[r];
+    out.rank = rank.rank;
+    out.multiplicity = rank.multiplicity;
+    out.label = rank.label;
+    out.streams = rank.streams;
+    out.intervals.reserve(rank.ops.size());
+    out.memory.push_back({Time::zero(), rank.memory_base});
+    ranks_[r].memory = rank.memory_base;
+  }
+}
+
+void Engine::dispatch(const Event& e) {
+  switch (e.kind) {
+    case EventKind::wake:
+      ranks_[e.a].ops[e.b].wake_pending = false;
+      try_start(e.a, program_.ranks[e.a].ops[e.b].stream);
+      return;
+    case EventKind::compute_end:
+      on_compute_end(e.a, e.b, e.version);
+      return;
+    case EventKind::latency_end:
+      on_latency_end(e.a);
+      return;
+    case EventKind::flow_end:
+      on_flow_end(e.a, e.version);
+      return;
+  }
+}
+
+void Engine::check_finished() const {
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r].done == ranks_[r].ops.size()) continue;
+    const std::string stuck = describe_stuck(r);
+    STEPSIM_CHECK(stuck.empty(), stuck);
+  }
+}
+
+// Names the first stream of a stuck rank whose head cannot start, and why.
+std::string Engine::describe_stuck(std::size_t r) const {
+  const RankProgram& rank = program_.ranks[r];
+  const RankState& state = ranks_[r];
+  for (std::size_t s = 0; s < state.streams.size(); ++s) {
+    const StreamState& stream = state.streams[s];
+    if (stream.head == stream.ops.size()) continue;
+    const OpIndex o = stream.ops[stream.head];
+    return fmt::format("deadlock: rank {} ({}) stream {} '{}' op {} '{}' {}", rank.rank, rank.label, s,
+                       rank.streams[s], o, program_.names[rank.ops[o].name], describe_wait(r, o));
+  }
+  return fmt::format("deadlock: rank {} ({}) has ops left on no stream", rank.rank, rank.label);
+}
+
+std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
+  const RankProgram& rank = program_.ranks[r];
+  const RankState& state = ranks_[r];
+  if (state.ops[o].launch == Time::max()) {
+    return fmt::format("is never issued: the host blocks before op {} '{}'", state.host_next,
+                       program_.names[rank.ops[state.host_next].name]);
+  }
+  for (OpIndex w : rank.ops[o].waits) {
+    if (state.ops[w].status != Status::done) {
+      return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops[w].name]);
+    }
+  }
+  const Collective& c = collectives_[state.ops[o].collective];
+  return fmt::format("waits at the rendezvous of group '{}' call {} ({} of {} members arrived)",
+                     program_.groups[c.group].name, c.call_index, c.arrived, c.member_count);
+}
+
+Timeline run(const Program& program) {
+  Engine engine(program);
+  return engine.run();
+}
+
+}  // namespace stepsim::engine

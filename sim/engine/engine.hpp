@@ -1,0 +1,168 @@
+// The discrete-event engine: executes a Program (ops on streams, host launches, collectives
+// with rendezvous and max-min shared flows) and records what ran as a Timeline.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/event_queue.hpp"
+#include "engine/program.hpp"
+#include "network/max_min.hpp"
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim::engine {
+
+struct RunStats {
+  std::uint64_t events = 0;       // events popped from the queue, stale ones included
+  std::uint64_t rate_solves = 0;  // max-min solves (active flow set changed)
+};
+
+class Engine {
+ public:
+  // Validates the program's internal consistency (a failed check is a builder bug). The
+  // program must outlive the engine.
+  explicit Engine(const Program& program);
+
+  // Runs the program once to completion.
+  Timeline run();
+  const RunStats& stats() const { return stats_; }
+
+ private:
+  enum class Status : std::uint8_t { waiting, arrived, running, done };
+
+  struct OpState {
+    Time launch = Time::max();  // when the host has issued it; max() while not yet issued
+    Time start;
+    Time end;
+    Time last;                        // compute: when `work` was last brought up to date
+    std::int64_t work = 0;            // compute: picoseconds of full-speed work still to do
+    std::uint32_t version = 0;        // invalidates compute_end events after a reschedule
+    std::uint32_t collective = 0;     // collective: index into collectives_
+    std::uint32_t pending_waits = 0;  // entries of `waits` not yet done
+    Status status = Status::waiting;
+    bool wake_pending = false;
+  };
+
+  struct StreamState {
+    std::vector<OpIndex> ops;  // this stream's ops in issue order
+    std::size_t head = 0;      // first op not yet done
+  };
+
+  struct RankState {
+    std::vector<OpState> ops;
+    std::vector<StreamState> streams;
+    std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
+    std::vector<OpIndex> dependents;              // ops whose `waits` name the op
+    OpIndex host_next = 0;                        // next op the host issues
+    Time host_time;                               // when the host is free to issue it
+    bool host_issued = false;                     // an op's end unblocked the host: every stream may move
+    int comm_running = 0;                         // collectives of this rank in their latency or data phase
+    int at_rendezvous = 0;                        // collectives waiting for peers
+    bool in_bubble = false;
+    Time bubble_since;
+    Bytes memory{0};
+    std::size_t done = 0;
+  };
+
+  struct Member {
+    std::uint32_t rank = 0;
+    OpIndex op = 0;
+  };
+
+  // One collective: the k-th call of a group, on every simulated member.
+  struct Collective {
+    std::uint32_t group = 0;
+    std::uint32_t call_index = 0;    // k
+    std::uint32_t first_member = 0;  // into members_
+    std::uint32_t member_count = 0;
+    std::uint32_t arrived = 0;
+    std::uint32_t uses_begin = 0;  // into collective_uses_: all members' link loads
+    std::uint32_t uses_end = 0;
+    Bytes size{0};
+    Time latency;
+    Bandwidth cap;
+  };
+
+  struct Flow {
+    std::uint32_t collective = 0;
+    double remaining = 0;  // bytes
+    double rate = 0;       // bytes per second
+    Time last;
+    std::uint32_t version = 0;
+    Bandwidth cap;
+    std::span<const network::ResourceUse> uses;  // the collective's, in collective_uses_
+  };
+
+  // Setup (engine.cpp).
+  void validate_rank(std::size_t r) const;
+  void index_streams(std::size_t r);
+  void index_dependents(std::size_t r);
+  void index_collectives();
+  void summarize_collectives();
+  void start_timeline();
+  void dispatch(const Event& e);
+  void check_finished() const;
+  std::string describe_stuck(std::size_t r) const;
+  std::string describe_wait(std::size_t r, OpIndex o) const;
+
+  // Host, streams and compute (engine_streams.cpp).
+  void issue_from_host(std::size_t r);
+  bool waits_done(std::size_t r, OpIndex o) const;
+  void advance_rank(std::size_t r);
+  void advance_after(std::size_t r, OpIndex o);
+  void try_start(std::size_t r, std::size_t stream);
+  void start_compute(std::size_t r, OpIndex o);
+  void on_compute_end(std::size_t r, OpIndex o, std::uint32_t version);
+  void schedule_compute_end(std::size_t r, OpIndex o);
+  void reschedule_compute(std::size_t r, double old_factor);
+  double compute_factor(std::size_t r) const;
+  void complete_op(std::size_t r, OpIndex o);
+  void record(std::size_t r, OpIndex o);
+  void update_bubble(std::size_t r);
+
+  // Collectives and flows (engine_comm.cpp).
+  void arrive(std::size_t r, OpIndex o);
+  void start_collective(std::uint32_t c);
+  void set_comm_running(std::size_t r, int delta);
+  void on_latency_end(std::uint32_t c);
+  void end_collective(std::uint32_t c);
+  void add_flow(std::uint32_t c);
+  void on_flow_end(std::uint32_t f, std::uint32_t version);
+  void collect_component(std::uint32_t f, bool with_seed);
+  void visit_resource(network::ResourceId r);
+  void reshare(std::uint32_t f, bool with_seed);
+  void schedule_flow_end(std::uint32_t f);
+  const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
+
+  const Program& program_;
+  std::vector<RankState> ranks_;
+  std::vector<Collective> collectives_;
+  std::vector<Member> members_;
+  std::vector<network::ResourceUse> collective_uses_;
+  std::vector<Flow> flows_;
+  std::vector<std::uint32_t> free_flows_;
+  // Flows sharing a resource, transitively, form a component; only the component of a flow
+  // that starts or ends can change rates, so only it is solved again.
+  std::vector<std::vector<std::uint32_t>> resource_flows_;  // active flows per resource
+  std::vector<std::uint32_t> component_;
+  std::vector<std::uint32_t> flow_mark_;      // per flow slot: epoch_ when visited
+  std::vector<std::uint32_t> resource_mark_;  // per resource: epoch_ when visited
+  std::uint32_t epoch_ = 0;
+  std::vector<network::FlowDemand> demands_;
+  network::MaxMinSolver solver_;
+  EventQueue queue_;
+  Time now_;
+  RunStats stats_;
+  Timeline timeline_;
+  std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
+  std::uint32_t bubble_name_ = 0;
+  bool ran_ = false;
+};
+
+// Runs `program` once and returns its timeline.
+Timeline run(const Program& program);
+
+}  // namespace stepsim::engine

@@ -1,0 +1,160 @@
+// Collectives: rendezvous of the members, the latency phase, and the data phase as a flow
+// whose rate the max-min solver sets whenever the set of active flows changes.
+#include "engine/engine.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::engine {
+
+void Engine::arrive(std::size_t r, OpIndex o) {
+  RankState& state = ranks_[r];
+  state.ops[o].status = Status::arrived;
+  ++state.at_rendezvous;
+  const std::uint32_t c = state.ops[o].collective;
+  if (++collectives_[c].arrived < collectives_[c].member_count) {
+    update_bubble(r);
+    return;
+  }
+  start_collective(c);
+}
+
+// Every member has reached the call: it starts on all of them at once.
+void Engine::start_collective(std::uint32_t c) {
+  const Collective& coll = collectives_[c];
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const Member& member = members_[coll.first_member + m];
+    RankState& state = ranks_[member.rank];
+    OpState& op = state.ops[member.op];
+    op.status = Status::running;
+    op.start = now_;
+    --state.at_rendezvous;
+    set_comm_running(member.rank, +1);
+  }
+  queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
+}
+
+void Engine::set_comm_running(std::size_t r, int delta) {
+  RankState& state = ranks_[r];
+  const double old_factor = compute_factor(r);
+  state.comm_running += delta;
+  if (program_.comm_slowdown != 0.0 && compute_factor(r) != old_factor) reschedule_compute(r, old_factor);
+  update_bubble(r);
+}
+
+void Engine::on_latency_end(std::uint32_t c) {
+  if (collectives_[c].size.count() == 0) {
+    end_collective(c);
+    return;
+  }
+  add_flow(c);
+}
+
+// All members finish together; only then may any of them move on.
+void Engine::end_collective(std::uint32_t c) {
+  const Collective& coll = collectives_[c];
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const Member& member = members_[coll.first_member + m];
+    complete_op(member.rank, member.op);
+    set_comm_running(member.rank, -1);
+  }
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const Member& member = members_[coll.first_member + m];
+    advance_after(member.rank, member.op);
+  }
+}
+
+void Engine::add_flow(std::uint32_t c) {
+  std::uint32_t f = 0;
+  if (free_flows_.empty()) {
+    f = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+    flow_mark_.push_back(0);
+  } else {
+    f = free_flows_.back();
+    free_flows_.pop_back();
+  }
+  const Collective& coll = collectives_[c];
+  Flow& flow = flows_[f];
+  flow.collective = c;
+  flow.remaining = coll.size.as_double();
+  flow.rate = 0;
+  flow.last = now_;
+  flow.cap = coll.cap;
+  flow.uses = std::span(collective_uses_).subspan(coll.uses_begin, coll.uses_end - coll.uses_begin);
+  for (const network::ResourceUse& u : flow.uses) {
+    auto& users = resource_flows_[u.resource];
+    if (users.empty() || users.back() != f) users.push_back(f);
+  }
+  reshare(f, true);
+}
+
+void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
+  Flow& flow = flows_[f];
+  if (flow.version != version) return;
+  ++flow.version;  // no later event of this slot's previous life may fire
+  for (const network::ResourceUse& u : flow.uses) std::erase(resource_flows_[u.resource], f);
+  reshare(f, false);
+  free_flows_.push_back(f);
+  end_collective(flow.collective);  // starts no flow synchronously: `flow` stays intact
+}
+
+// The flows connected to `f` through shared resources (`f` itself only if `with_seed`).
+void Engine::collect_component(std::uint32_t f, bool with_seed) {
+  ++epoch_;
+  component_.clear();
+  if (with_seed) {
+    flow_mark_[f] = epoch_;
+    component_.push_back(f);
+  } else {
+    for (const network::ResourceUse& u : flows_[f].uses) visit_resource(u.resource);
+  }
+  for (std::size_t i = 0; i < component_.size(); ++i) {
+    for (const network::ResourceUse& u : flows_[component_[i]].uses) visit_resource(u.resource);
+  }
+}
+
+void Engine::visit_resource(network::ResourceId r) {
+  if (resource_mark_[r] == epoch_) return;
+  resource_mark_[r] = epoch_;
+  for (std::uint32_t g : resource_flows_[r]) {
+    if (flow_mark_[g] == epoch_) continue;
+    flow_mark_[g] = epoch_;
+    component_.push_back(g);
+  }
+}
+
+// Brings the flows of `f`'s component up to date at their old rates, solves for new rates,
+// and reschedules the flows whose rate changed.
+void Engine::reshare(std::uint32_t f, bool with_seed) {
+  collect_component(f, with_seed);
+  if (component_.empty()) return;
+  demands_.clear();
+  for (std::uint32_t g : component_) {
+    Flow& flow = flows_[g];
+    flow.remaining -= flow.rate * (now_ - flow.last).seconds();
+    flow.last = now_;
+    demands_.push_back({flow.cap, flow.uses});
+  }
+  ++stats_.rate_solves;
+  const auto rates = solver_.solve(demands_);
+  for (std::size_t i = 0; i < component_.size(); ++i) {
+    Flow& flow = flows_[component_[i]];
+    if (rates[i] == flow.rate) continue;
+    STEPSIM_CHECK(rates[i] > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
+    flow.rate = rates[i];
+    schedule_flow_end(component_[i]);
+  }
+}
+
+void Engine::schedule_flow_end(std::uint32_t f) {
+  Flow& flow = flows_[f];
+  const double ps = std::max(0.0, flow.remaining) * 1e12 / flow.rate;
+  const Time at = now_ + Time::from_ps(std::llround(ps));
+  queue_.push({at, 0, f, 0, ++flow.version, EventKind::flow_end});
+}
+
+}  // namespace stepsim::engine

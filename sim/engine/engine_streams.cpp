@@ -1,0 +1,177 @@
+// Host issue, in-order streams, compute ops with their slowdown under communication, and
+// what a finished op leaves in the timeline.
+#include "engine/engine.hpp"
+
+#include <cmath>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::engine {
+
+// The host issues ops back to back, one launch cost each, until an op that blocks the host
+// on unfinished work.
+void Engine::issue_from_host(std::size_t r) {
+  const RankProgram& rank = program_.ranks[r];
+  RankState& state = ranks_[r];
+  while (state.host_next < rank.ops.size()) {
+    const Op& op = rank.ops[state.host_next];
+    if (op.host_blocks) {
+      if (!waits_done(r, state.host_next)) return;
+      for (OpIndex w : op.waits) state.host_time = max(state.host_time, state.ops[w].end);
+    }
+    state.host_time += program_.kernel_launch;
+    state.ops[state.host_next].launch = state.host_time;
+    ++state.host_next;
+  }
+}
+
+bool Engine::waits_done(std::size_t r, OpIndex o) const { return ranks_[r].ops[o].pending_waits == 0; }
+
+void Engine::advance_rank(std::size_t r) {
+  for (std::size_t s = 0; s < ranks_[r].streams.size(); ++s) try_start(r, s);
+}
+
+// After `o` ends only its stream's next op and the ops waiting on it can become startable,
+// unless the host issued more ops.
+void Engine::advance_after(std::size_t r, OpIndex o) {
+  RankState& state = ranks_[r];
+  if (state.host_issued) {
+    state.host_issued = false;
+    advance_rank(r);
+    return;
+  }
+  const auto& ops = program_.ranks[r].ops;
+  try_start(r, ops[o].stream);
+  for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
+    try_start(r, ops[state.dependents[d]].stream);
+  }
+}
+
+// Starts the head of a stream if it is issued, its events have fired and, for a collective,
+// it reaches its rendezvous.
+void Engine::try_start(std::size_t r, std::size_t stream) {
+  RankState& state = ranks_[r];
+  const StreamState& s = state.streams[stream];
+  if (s.head == s.ops.size()) return;
+  const OpIndex o = s.ops[s.head];
+  OpState& op = state.ops[o];
+  if (op.status != Status::waiting || op.launch == Time::max()) return;
+  if (op.launch > now_) {
+    if (op.wake_pending) return;
+    op.wake_pending = true;
+    queue_.push({op.launch, 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
+    return;
+  }
+  if (!waits_done(r, o)) return;
+  if (program_.ranks[r].ops[o].kind == OpKind::compute) {
+    start_compute(r, o);
+  } else {
+    arrive(r, o);
+  }
+}
+
+void Engine::start_compute(std::size_t r, OpIndex o) {
+  OpState& op = ranks_[r].ops[o];
+  op.status = Status::running;
+  op.start = now_;
+  op.last = now_;
+  op.work = program_.ranks[r].ops[o].duration.ps();
+  schedule_compute_end(r, o);
+  if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
+}
+
+void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
+  OpState& op = ranks_[r].ops[o];
+  const double factor = compute_factor(r);
+  const Time left = factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor);
+  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, ++op.version, EventKind::compute_end});
+}
+
+void Engine::on_compute_end(std::size_t r, OpIndex o, std::uint32_t version) {
+  if (ranks_[r].ops[o].version != version) return;
+  complete_op(r, o);
+  advance_after(r, o);
+}
+
+double Engine::compute_factor(std::size_t r) const {
+  return ranks_[r].comm_running > 0 ? 1.0 + program_.comm_slowdown : 1.0;
+}
+
+// Brings running compute ops up to date at the old speed and reschedules them at the new.
+void Engine::reschedule_compute(std::size_t r, double old_factor) {
+  RankState& state = ranks_[r];
+  for (const StreamState& s : state.streams) {
+    if (s.head == s.ops.size()) continue;
+    const OpIndex o = s.ops[s.head];
+    OpState& op = state.ops[o];
+    if (op.status != Status::running || program_.ranks[r].ops[o].kind != OpKind::compute) continue;
+    const auto elapsed = static_cast<double>((now_ - op.last).ps());
+    op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
+    op.last = now_;
+    schedule_compute_end(r, o);
+  }
+}
+
+// Marks an op finished and records it; the caller advances the rank afterwards.
+void Engine::complete_op(std::size_t r, OpIndex o) {
+  RankState& state = ranks_[r];
+  const Op& op = program_.ranks[r].ops[o];
+  OpState& st = state.ops[o];
+  st.status = Status::done;
+  st.end = now_;
+  ++state.done;
+  ++state.streams[op.stream].head;
+  for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
+    --state.ops[state.dependents[d]].pending_waits;
+  }
+  record(r, o);
+  if (op.memory_delta.count() != 0) {
+    state.memory += op.memory_delta;
+    timeline_.ranks[r].memory.push_back({now_, state.memory});
+  }
+  const OpIndex host_next = state.host_next;
+  if (host_next < program_.ranks[r].ops.size()) issue_from_host(r);
+  state.host_issued = state.host_issued || state.host_next != host_next;
+  if (op.stream == 0) update_bubble(r);
+}
+
+void Engine::record(std::size_t r, OpIndex o) {
+  const Op& op = program_.ranks[r].ops[o];
+  Interval i{ranks_[r].ops[o].start, now_};
+  i.name = name_map_[op.name];
+  i.stream = op.stream;
+  i.phase = op.phase;
+  if (op.kind == OpKind::collective) {
+    const CollectiveCall& call = call_of(r, o);
+    i.activity = Activity::comm;
+    i.kind = call.kind;
+    i.op = call.op;
+    i.group = call.group;
+    i.bytes = call.size;
+  }
+  timeline_.ranks[r].intervals.push_back(i);
+}
+
+// A bubble: the compute stream idles while the rank waits for a peer at a rendezvous and
+// none of its own communication runs (that time is exposed communication instead).
+void Engine::update_bubble(std::size_t r) {
+  RankState& state = ranks_[r];
+  const StreamState& compute = state.streams[0];
+  const bool busy =
+      compute.head < compute.ops.size() && state.ops[compute.ops[compute.head]].status == Status::running;
+  const bool bubble = !busy && state.at_rendezvous > 0 && state.comm_running == 0;
+  if (bubble == state.in_bubble) return;
+  state.in_bubble = bubble;
+  if (bubble) {
+    state.bubble_since = now_;
+    return;
+  }
+  if (now_ == state.bubble_since) return;
+  Interval i{state.bubble_since, now_};
+  i.name = bubble_name_;
+  i.stream = 0;
+  i.activity = Activity::bubble;
+  timeline_.ranks[r].intervals.push_back(i);
+}
+
+}  // namespace stepsim::engine

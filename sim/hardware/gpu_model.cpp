@@ -1,0 +1,50 @@
+// The roofline GPU model: tensor-core ops limited by a size-dependent fraction of the dense
+// peak, everything else by the achievable HBM bandwidth.
+#include "hardware/gpu_model.hpp"
+
+#include <fmt/format.h>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::hardware {
+
+GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
+    : gpu_(gpu), peak_(gpu.flops.for_precision(precision)) {
+  if (!peak_.positive()) {
+    throw InputError("scenario", "/training/precision",
+                     fmt::format("{} has no {} peak FLOP rate", gpu.name, to_string(precision)));
+  }
+  if (!gpu.memory_bandwidth.positive()) {
+    throw InputError("scenario", "/cluster/gpu/memory_bandwidth",
+                     fmt::format("{} needs a positive memory_bandwidth", gpu.name));
+  }
+}
+
+double GpuModel::efficiency(const workload::OpCost& op) const {
+  const GpuEfficiency& e = gpu_.efficiency;
+  // A fixed per-kernel cost t0 (launch ramp, tail wave) in front of the peak-rate work gives
+  // F / (F + peak·t0): half of the maximum at F = gemm_half_flops.
+  const double saturation = op.flops / (op.flops + e.gemm_half_flops);
+  switch (op.cls) {
+    case workload::OpClass::gemm: return e.gemm_max * saturation;
+    case workload::OpClass::attention: return e.attention_max * saturation;
+    default: return 1.0;
+  }
+}
+
+FlopRate GpuModel::rate(const workload::OpCost& op) const {
+  const bool tensor_core =
+      op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
+  if (tensor_core) return peak_.scaled(efficiency(op));
+  // Element-wise kernels run on the CUDA cores at the fp32 vector rate.
+  return gpu_.flops.fp32.positive() ? gpu_.flops.fp32 : peak_;
+}
+
+Time GpuModel::duration(const workload::OpCost& op) const {
+  const GpuEfficiency& e = gpu_.efficiency;
+  const Time compute = op.flops > 0 ? compute_time(op.flops, rate(op)) : Time::zero();
+  const Time memory = transfer_time(op.bytes, gpu_.memory_bandwidth.scaled(e.hbm));
+  return max(max(compute, memory), e.kernel_min);
+}
+
+}  // namespace stepsim::hardware

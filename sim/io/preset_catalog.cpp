@@ -1,0 +1,116 @@
+// `stepsim presets`: the embedded presets with one-line summaries computed from their typed
+// content (so a summary cannot disagree with the preset), and their JSON text.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "io/json_document.hpp"
+#include "io/presets.hpp"
+#include "io/scenario_loader.hpp"
+#include "io/scenario_schema.hpp"
+#include "io/units_text.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::io {
+namespace json = boost::json;
+namespace {
+
+constexpr std::string_view kFolders[] = {"gpus", "clusters", "models", "examples"};
+
+std::string_view kind_of(std::string_view folder) { return folder.substr(0, folder.size() - 1); }
+
+const char* arch_name(GpuArch a) {
+  switch (a) {
+    case GpuArch::ampere: return "Ampere";
+    case GpuArch::hopper: return "Hopper";
+    case GpuArch::blackwell: return "Blackwell";
+  }
+  return "?";
+}
+
+std::string gpu_summary(const GpuSpec& g) {
+  std::string fp8 = g.flops.fp8.positive() ? fmt::format(", {} fp8", format_flop_rate(g.flops.fp8)) : "";
+  return fmt::format("{}, {} bf16{}, {} HBM at {}, {} SMs", arch_name(g.arch), format_flop_rate(g.flops.bf16), fp8,
+                     format_bytes(g.memory), format_bandwidth(g.memory_bandwidth, false), g.sms);
+}
+
+std::string cluster_summary(const ClusterSpec& c) {
+  return fmt::format("{} x {} per node, NVLink {}{}, {} x {} NICs", c.gpus_per_node, c.gpu.name,
+                     format_bandwidth(c.intra_node.bandwidth, false), c.intra_node.nvls ? " + NVLS" : "",
+                     c.inter_node.nics_per_node, format_bandwidth(c.inter_node.nic_bandwidth, true));
+}
+
+// Parameters of the transformer: attention (GQA-aware), MLP (experts included), embeddings.
+double parameters(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
+  const double kv = m.kv_heads > 0 ? static_cast<double>(m.kv_heads) : m.heads;
+  const double ffn = m.ffn_hidden > 0 ? static_cast<double>(m.ffn_hidden) : 4 * h;
+  const double attention = 2 * h * h + 2 * h * h * kv / m.heads;
+  const double mlp_matrices = m.mlp == MlpKind::swiglu ? 3 : 2;
+  const double experts = m.moe.experts > 0 ? m.moe.experts : 1;
+  const double expert_ffn = m.moe.experts > 0 && m.moe.expert_ffn_hidden > 0 ? static_cast<double>(m.moe.expert_ffn_hidden) : ffn;
+  const double mlp = mlp_matrices * h * expert_ffn * experts;
+  const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
+  return m.layers * (attention + mlp) + embeddings;
+}
+
+std::string model_summary(const ModelSpec& m) {
+  const double p = parameters(m);
+  const std::string size = p >= 1e12 ? fmt::format("{:.2f}T", p / 1e12) : fmt::format("{:.1f}B", p / 1e9);
+  const std::string moe = m.moe.experts > 0 ? fmt::format(", {} experts top-{}", m.moe.experts, m.moe.top_k) : "";
+  const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  return fmt::format("~{} params: {} layers, hidden {}, {} heads ({} kv), seq {}, {}{}", size, m.layers, m.hidden,
+                     m.heads, kv, m.seq_len, m.mlp == MlpKind::swiglu ? "SwiGLU" : "GeLU", moe);
+}
+
+// The first comment line of the file: what the example shows.
+std::string example_summary(std::string_view text) {
+  if (!text.starts_with("//")) return "";
+  std::string_view line = text.substr(2, text.find('\n') - 2);
+  while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+  return std::string(line);
+}
+
+std::string summary(const EmbeddedFile& file) {
+  const std::string_view folder = preset_folder(file);
+  const json::value name(json::string(preset_name(file)));
+  const Reader r("presets", true);
+  if (folder == "gpus") {
+    GpuSpec g;
+    read_gpu(g, name, r);
+    return gpu_summary(g);
+  }
+  if (folder == "clusters") {
+    ClusterSpec c;
+    read_cluster(c, name, r);
+    return cluster_summary(c);
+  }
+  if (folder == "models") {
+    ModelSpec m;
+    read_model(m, name, r);
+    return model_summary(m);
+  }
+  return example_summary(file.text);
+}
+
+}  // namespace
+
+std::vector<PresetInfo> list_presets() {
+  std::vector<PresetInfo> out;
+  for (const auto folder : kFolders)
+    for (const auto& file : embedded_files())
+      if (preset_folder(file) == folder)
+        out.push_back({std::string(kind_of(folder)), std::string(preset_name(file)), summary(file)});
+  return out;
+}
+
+std::string preset_text(const std::string& kind, const std::string& name) {
+  std::vector<std::string_view> kinds;
+  for (const auto folder : kFolders) {
+    kinds.push_back(kind_of(folder));
+    if (kind_of(folder) == kind) return std::string(find_preset(folder, name, Reader("presets", true).at(kind)).text);
+  }
+  throw InputError("presets", "", unknown_name_message("preset kind", kind, kinds));
+}
+
+}  // namespace stepsim::io

@@ -1,0 +1,90 @@
+// Loading a scenario: the file (or an embedded example), then the --set overrides, then
+// defaults and validation, then the canonical resolved text.
+#include "io/scenario_loader.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "io/json_document.hpp"
+#include "io/presets.hpp"
+#include "io/scenario_schema.hpp"
+#include "io/validate.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::io {
+namespace json = boost::json;
+namespace {
+
+// "a.b.c=value": the value is JSON when it parses (numbers, true, lists), else a string.
+void apply_set(Scenario& s, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--set", assignment, "expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth=\"200 Gb/s\"");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  json::value value;
+  if (!try_parse_json(text, value)) value = json::string(text);
+  std::vector<std::string> parts;
+  std::stringstream stream(key);
+  for (std::string part; std::getline(stream, part, '.');) {
+    if (part.empty()) throw InputError("--set", key, "empty key name (expected e.g. model.layers)");
+    parts.push_back(part);
+  }
+  if (key.back() == '.') throw InputError("--set", key, "empty key name (expected e.g. model.layers)");
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = json::object{{*it, std::move(value)}};
+  read_scenario(s, value, Reader("--set", true));
+}
+
+std::string read_file(const std::string& path, bool& found) {
+  std::ifstream in(path, std::ios::binary);
+  found = static_cast<bool>(in);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Scenario load_scenario_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
+  Scenario s;
+  const json::value document = parse_json(text, source);
+  if (!document.is_object()) throw InputError(source, "", "a scenario must be a JSON object");
+  read_scenario(s, document, Reader(source, false));
+  for (const auto& assignment : sets) apply_set(s, assignment);
+  s.source = source;
+  complete_and_validate(s);
+  s.resolved_json = pretty_json(write_scenario(s));
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
+  if (path.empty()) {
+    Scenario s = load_scenario_text(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
+    return s;
+  }
+  bool found = false;
+  const std::string text = read_file(path, found);
+  if (found) return load_scenario_text(text, path, sets);
+  if (const EmbeddedFile* example = lookup_preset("examples", path))
+    return load_scenario_text(std::string(example->text), "configs/" + std::string(example->path), sets);
+  throw InputError(path, "", fmt::format("cannot open the file, and it is not an example preset ({})",
+                                         fmt::join(preset_names("examples"), ", ")));
+}
+
+ClusterSpec load_cluster(const std::string& name, int gpus) {
+  ClusterSpec cluster;
+  bool found = false;
+  const std::string text = name.ends_with(".json") ? read_file(name, found) : std::string();
+  if (found) {
+    read_cluster(cluster, parse_json(text, name), Reader(name, false));
+  } else {
+    read_cluster(cluster, json::value(json::string(name)), Reader("<command line>", true).at("cluster"));
+  }
+  complete_and_validate(cluster, gpus, found ? name : "<command line>");
+  return cluster;
+}
+
+}  // namespace stepsim::io

@@ -1,0 +1,286 @@
+// The scenario schema: one table of keys per struct of stepsim/scenario.hpp and one table of
+// names per enumeration. Adding a key is one row here; parsing, unknown-key suggestions,
+// the resolved scenario and `stepsim presets --keys` all follow from the tables.
+#include "io/scenario_schema.hpp"
+
+#include "io/schema.hpp"
+
+namespace stepsim::io {
+
+// Declared first so that the field templates below can refer to any section.
+Schema<GpuFlops> schema_of(Tag<GpuFlops>);
+Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>);
+Schema<GpuSpec> schema_of(Tag<GpuSpec>);
+Schema<IntraNode> schema_of(Tag<IntraNode>);
+Schema<InterNode> schema_of(Tag<InterNode>);
+Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>);
+Schema<ClusterSpec> schema_of(Tag<ClusterSpec>);
+Schema<MoeSpec> schema_of(Tag<MoeSpec>);
+Schema<ModelSpec> schema_of(Tag<ModelSpec>);
+Schema<ParallelSpec> schema_of(Tag<ParallelSpec>);
+Schema<TrainingSpec> schema_of(Tag<TrainingSpec>);
+Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>);
+Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>);
+Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>);
+Schema<SimulationSpec> schema_of(Tag<SimulationSpec>);
+Schema<Scenario> schema_of(Tag<Scenario>);
+
+// ---- names of the enumerations (the first name of a value is the one written back) ----
+
+std::span<const EnumName<Precision>> enum_names(Tag<Precision>) {
+  static constexpr EnumName<Precision> names[] = {
+      {"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8},
+      {"tf32", Precision::tf32}, {"fp32", Precision::fp32}};
+  return names;
+}
+
+std::span<const EnumName<MlpKind>> enum_names(Tag<MlpKind>) {
+  static constexpr EnumName<MlpKind> names[] = {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}};
+  return names;
+}
+
+std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
+  static constexpr EnumName<Recompute> names[] = {
+      {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
+  return names;
+}
+
+std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
+  static constexpr EnumName<AttentionKind> names[] = {{"flash", AttentionKind::flash}, {"unfused", AttentionKind::unfused}};
+  return names;
+}
+
+std::span<const EnumName<Schedule>> enum_names(Tag<Schedule>) {
+  static constexpr EnumName<Schedule> names[] = {
+      {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved}};
+  return names;
+}
+
+std::span<const EnumName<DpKind>> enum_names(Tag<DpKind>) {
+  static constexpr EnumName<DpKind> names[] = {{"ddp", DpKind::ddp},   {"zero1", DpKind::zero1},
+                                               {"zero2", DpKind::zero2}, {"fsdp", DpKind::fsdp},
+                                               {"hsdp", DpKind::hsdp}};
+  return names;
+}
+
+std::span<const EnumName<BackwardPrefetch>> enum_names(Tag<BackwardPrefetch>) {
+  static constexpr EnumName<BackwardPrefetch> names[] = {
+      {"pre", BackwardPrefetch::pre}, {"post", BackwardPrefetch::post}, {"none", BackwardPrefetch::none}};
+  return names;
+}
+
+std::span<const EnumName<IntraFabric>> enum_names(Tag<IntraFabric>) {
+  static constexpr EnumName<IntraFabric> names[] = {
+      {"nvswitch", IntraFabric::nvswitch}, {"nvlink-mesh", IntraFabric::nvlink_mesh}, {"pcie", IntraFabric::pcie}};
+  return names;
+}
+
+std::span<const EnumName<InterFabric>> enum_names(Tag<InterFabric>) {
+  static constexpr EnumName<InterFabric> names[] = {
+      {"infiniband", InterFabric::infiniband}, {"roce", InterFabric::roce}, {"ethernet", InterFabric::ethernet}};
+  return names;
+}
+
+std::span<const EnumName<InterTopology>> enum_names(Tag<InterTopology>) {
+  static constexpr EnumName<InterTopology> names[] = {
+      {"rail-optimized", InterTopology::rail_optimized}, {"fat-tree", InterTopology::fat_tree}};
+  return names;
+}
+
+std::span<const EnumName<RankMode>> enum_names(Tag<RankMode>) {
+  static constexpr EnumName<RankMode> names[] = {{"representative", RankMode::representative}, {"all", RankMode::all}};
+  return names;
+}
+
+std::span<const EnumName<GpuArch>> enum_names(Tag<GpuArch>) {
+  static constexpr EnumName<GpuArch> names[] = {
+      {"ampere", GpuArch::ampere}, {"hopper", GpuArch::hopper}, {"blackwell", GpuArch::blackwell}};
+  return names;
+}
+
+std::span<const EnumName<Algorithm>> enum_names(Tag<Algorithm>) {
+  static constexpr EnumName<Algorithm> names[] = {
+      {"auto", Algorithm::automatic}, {"ring", Algorithm::ring},       {"tree", Algorithm::tree},
+      {"nvls", Algorithm::nvls},      {"nvls-tree", Algorithm::nvls_tree}, {"collnet", Algorithm::collnet},
+      {"pat", Algorithm::pat},        {"direct", Algorithm::direct}};
+  return names;
+}
+
+std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
+  static constexpr EnumName<Protocol> names[] = {
+      {"auto", Protocol::automatic}, {"LL", Protocol::ll}, {"LL128", Protocol::ll128}, {"Simple", Protocol::simple}};
+  return names;
+}
+
+// ---- the keys of each section (DESIGN.md §2) ----
+
+Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
+  static constexpr Field<GpuFlops> fields[] = {
+      field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"), field<&GpuFlops::fp8>("fp8"),
+      field<&GpuFlops::tf32>("tf32"), field<&GpuFlops::fp32>("fp32")};
+  return {fields, ""};
+}
+
+Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
+  static constexpr Field<GpuEfficiency> fields[] = {
+      field<&GpuEfficiency::gemm_max>("gemm_max"),
+      field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
+      field<&GpuEfficiency::attention_max>("attention_max"),
+      field<&GpuEfficiency::hbm>("hbm"),
+      field<&GpuEfficiency::kernel_min>("kernel_min"),
+      field<&GpuEfficiency::comm_slowdown>("comm_slowdown")};
+  return {fields, ""};
+}
+
+Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
+  static constexpr Field<GpuSpec> fields[] = {
+      field<&GpuSpec::name>("name"),
+      field<&GpuSpec::arch>("arch"),
+      field<&GpuSpec::flops>("flops"),
+      field<&GpuSpec::memory>("memory"),
+      field<&GpuSpec::memory_bandwidth>("memory_bandwidth"),
+      field<&GpuSpec::sms>("sms"),
+      field<&GpuSpec::kernel_launch>("kernel_launch"),
+      field<&GpuSpec::efficiency>("efficiency")};
+  return {fields, "gpus"};
+}
+
+Schema<IntraNode> schema_of(Tag<IntraNode>) {
+  static constexpr Field<IntraNode> fields[] = {
+      field<&IntraNode::fabric>("fabric"), field<&IntraNode::bandwidth>("bandwidth"),
+      field<&IntraNode::latency>("latency"), field<&IntraNode::nvls>("nvls")};
+  return {fields, ""};
+}
+
+Schema<InterNode> schema_of(Tag<InterNode>) {
+  static constexpr Field<InterNode> fields[] = {
+      field<&InterNode::fabric>("fabric"),
+      field<&InterNode::nics_per_node>("nics_per_node"),
+      field<&InterNode::nic_bandwidth, UnitStyle::bits>("nic_bandwidth"),
+      field<&InterNode::latency>("latency"),
+      field<&InterNode::topology>("topology"),
+      field<&InterNode::oversubscription>("oversubscription")};
+  return {fields, ""};
+}
+
+Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>) {
+  static constexpr Field<CollectiveTuning> fields[] = {
+      field<&CollectiveTuning::launch_overhead>("launch_overhead"),
+      field<&CollectiveTuning::bus_efficiency>("bus_efficiency"),
+      field<&CollectiveTuning::ramp_half_bytes>("ramp_half_bytes"),
+      field<&CollectiveTuning::ramp_exponent>("ramp_exponent"),
+      field<&CollectiveTuning::latency_floor>("latency_floor"),
+      field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency")};
+  return {fields, ""};
+}
+
+Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
+  static constexpr Field<ClusterSpec> fields[] = {
+      field<&ClusterSpec::name>("name"),
+      field<&ClusterSpec::nodes>("nodes"),
+      field<&ClusterSpec::gpus_per_node>("gpus_per_node"),
+      field<&ClusterSpec::gpu>("gpu"),
+      field<&ClusterSpec::intra_node>("intra_node"),
+      field<&ClusterSpec::inter_node>("inter_node"),
+      field<&ClusterSpec::tuning>("collective_tuning")};
+  return {fields, "clusters"};
+}
+
+Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
+  static constexpr Field<MoeSpec> fields[] = {
+      field<&MoeSpec::experts>("experts"), field<&MoeSpec::top_k>("top_k"),
+      field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden")};
+  return {fields, ""};
+}
+
+Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
+  static constexpr Field<ModelSpec> fields[] = {
+      field<&ModelSpec::name>("name"),         field<&ModelSpec::layers>("layers"),
+      field<&ModelSpec::hidden>("hidden"),     field<&ModelSpec::heads>("heads"),
+      field<&ModelSpec::kv_heads>("kv_heads"), field<&ModelSpec::ffn_hidden>("ffn_hidden"),
+      field<&ModelSpec::vocab>("vocab"),       field<&ModelSpec::seq_len>("seq_len"),
+      field<&ModelSpec::mlp>("mlp"),           field<&ModelSpec::tied_embeddings>("tied_embeddings"),
+      field<&ModelSpec::moe>("moe")};
+  return {fields, "models"};
+}
+
+Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
+  static constexpr Field<ParallelSpec> fields[] = {
+      field<&ParallelSpec::tp>("tp"),
+      field<&ParallelSpec::pp>("pp"),
+      field<&ParallelSpec::dp>("dp"),
+      field<&ParallelSpec::cp>("cp"),
+      field<&ParallelSpec::ep>("ep"),
+      field<&ParallelSpec::sequence_parallel>("sequence_parallel"),
+      field<&ParallelSpec::schedule>("schedule"),
+      field<&ParallelSpec::virtual_stages>("virtual_stages"),
+      field<&ParallelSpec::stage_layers>("stage_layers")};
+  return {fields, ""};
+}
+
+Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
+  static constexpr Field<TrainingSpec> fields[] = {
+      field<&TrainingSpec::global_batch>("global_batch"), field<&TrainingSpec::micro_batch>("micro_batch"),
+      field<&TrainingSpec::precision>("precision"),       field<&TrainingSpec::recompute>("recompute"),
+      field<&TrainingSpec::attention>("attention"),       field<&TrainingSpec::optimizer>("optimizer")};
+  return {fields, ""};
+}
+
+Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>) {
+  static constexpr Field<DataParallelSpec> fields[] = {
+      field<&DataParallelSpec::kind>("kind"),
+      field<&DataParallelSpec::bucket_cap_mb>("bucket_cap_mb"),
+      field<&DataParallelSpec::first_bucket_mb>("first_bucket_mb"),
+      field<&DataParallelSpec::overlap_grad_reduce>("overlap_grad_reduce"),
+      field<&DataParallelSpec::grad_reduce_dtype>("grad_reduce_dtype"),
+      field<&DataParallelSpec::reshard_after_forward>("reshard_after_forward"),
+      field<&DataParallelSpec::forward_prefetch>("forward_prefetch"),
+      field<&DataParallelSpec::backward_prefetch>("backward_prefetch"),
+      field<&DataParallelSpec::max_inflight_all_gathers>("max_inflight_all_gathers"),
+      field<&DataParallelSpec::overlap_param_gather>("overlap_param_gather"),
+      field<&DataParallelSpec::fsdp_version>("fsdp_version"),
+      field<&DataParallelSpec::shard_group>("shard_group")};
+  return {fields, ""};
+}
+
+Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>) {
+  static constexpr Field<TensorParallelSpec> fields[] = {field<&TensorParallelSpec::comm_overlap>("comm_overlap")};
+  return {fields, ""};
+}
+
+Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>) {
+  static constexpr Field<CollectivesSpec> fields[] = {
+      field<&CollectivesSpec::algorithm>("algorithm"), field<&CollectivesSpec::protocol>("protocol")};
+  return {fields, ""};
+}
+
+Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
+  static constexpr Field<SimulationSpec> fields[] = {field<&SimulationSpec::ranks>("ranks")};
+  return {fields, ""};
+}
+
+Schema<Scenario> schema_of(Tag<Scenario>) {
+  static constexpr Field<Scenario> fields[] = {
+      field<&Scenario::model>("model"),
+      field<&Scenario::cluster>("cluster"),
+      field<&Scenario::parallel>("parallel"),
+      field<&Scenario::training>("training"),
+      field<&Scenario::data_parallel>("data_parallel"),
+      field<&Scenario::tensor_parallel>("tensor_parallel"),
+      field<&Scenario::collectives>("collectives"),
+      field<&Scenario::calibration>("calibration"),
+      field<&Scenario::simulation>("simulation")};
+  return {fields, "examples"};
+}
+
+// ---- entry points ----
+
+void read_scenario(Scenario& out, const json::value& v, const Reader& r) { read_value(out, v, r); }
+void read_cluster(ClusterSpec& out, const json::value& v, const Reader& r) { read_value(out, v, r); }
+void read_gpu(GpuSpec& out, const json::value& v, const Reader& r) { read_value(out, v, r); }
+void read_model(ModelSpec& out, const json::value& v, const Reader& r) { read_value(out, v, r); }
+
+json::value write_scenario(const Scenario& s) { return write_value(s, UnitStyle::bytes); }
+json::value write_cluster(const ClusterSpec& c) { return write_value(c, UnitStyle::bytes); }
+
+}  // namespace stepsim::io

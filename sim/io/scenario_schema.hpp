@@ -1,0 +1,23 @@
+// The scenario schema as code: read a scenario (or one of its sections) from JSON onto a
+// typed value, and write it back as canonical JSON. Keys are declared in scenario_schema.cpp.
+#pragma once
+
+#include <boost/json/value.hpp>
+
+#include "io/reader.hpp"
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::io {
+
+// Applies `v` (a scenario object, or an example preset name) onto `out`: keys present
+// override, preset names replace. Unknown keys and bad values throw InputError at `r`.
+void read_scenario(Scenario& out, const boost::json::value& v, const Reader& r);
+void read_cluster(ClusterSpec& out, const boost::json::value& v, const Reader& r);
+void read_gpu(GpuSpec& out, const boost::json::value& v, const Reader& r);
+void read_model(ModelSpec& out, const boost::json::value& v, const Reader& r);
+
+// Every key of the schema with its value, in schema order.
+boost::json::value write_scenario(const Scenario& s);
+boost::json::value write_cluster(const ClusterSpec& c);
+
+}  // namespace stepsim::io

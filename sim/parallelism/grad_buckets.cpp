@@ -1,0 +1,103 @@
+// Per-tensor gradients and DDP bucket assignment. Tensor shapes follow Megatron-Core's GPT:
+// column-parallel qkv/fc1 split their output rows by TP, row-parallel proj/fc2 their input
+// columns (their biases are whole), the vocabulary-parallel embedding splits the vocabulary.
+#include "parallelism/grad_buckets.hpp"
+
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace stepsim::parallelism {
+
+namespace {
+
+using workload::Role;
+
+struct LayerShape {
+  long long hidden, qkv_out, attn, fc1_out, ffn;  // per GPU, after TP
+  bool gelu;
+};
+
+void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
+         long long elements, int block, Role role) {
+  out.push_back({fmt::format("{} {}", prefix, name), elements, block, role});
+}
+
+void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
+              const LayerShape& s, int block, Role role) {
+  add(out, prefix, fmt::format("{}.weight", name).c_str(), s.hidden, block, role);
+  if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), s.hidden, block, role);
+}
+
+void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
+                long long weight, long long bias, const LayerShape& s, int block, Role role) {
+  add(out, prefix, fmt::format("{}.weight", name).c_str(), weight, block, role);
+  if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), bias, block, role);
+}
+
+LayerShape layer_shape(const ModelSpec& m, int tp) {
+  const long long head_dim = m.hidden / m.heads;
+  const long long kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  const long long fc1 = m.mlp == MlpKind::swiglu ? 2 * ffn : ffn;
+  return {m.hidden, (m.hidden + 2 * kv * head_dim) / tp, m.hidden / tp, fc1 / tp, ffn / tp,
+          m.mlp == MlpKind::gelu};
+}
+
+void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
+  const std::string p = fmt::format("L{}", layer);
+  const int block = layer + 1;
+  const long long h = s.hidden;
+  add_norm(out, p, "input_norm", s, block, Role::input_norm);
+  add_linear(out, p, "qkv", s.qkv_out * h, s.qkv_out, s, block, Role::qkv);
+  add_linear(out, p, "proj", s.attn * h, h, s, block, Role::attn_proj);
+  add_norm(out, p, "post_norm", s, block, Role::post_norm);
+  add_linear(out, p, "fc1", s.fc1_out * h, s.fc1_out, s, block, Role::fc1);
+  add_linear(out, p, "fc2", s.ffn * h, h, s, block, Role::fc2);
+}
+
+}  // namespace
+
+std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec& p) {
+  const LayerShape s = layer_shape(m, p.tp);
+  std::vector<GradTensor> out;
+  // The tied word embedding's gradient is complete only after the embedding's backward.
+  add(out, "embedding", "word.weight", m.vocab / p.tp * m.hidden, 0, Role::embedding);
+  if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
+  for (int l = 0; l < m.layers; ++l) add_layer(out, s, l);
+  add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
+  if (!m.tied_embeddings) {
+    add(out, "head", "lm_head.weight", m.vocab / p.tp * m.hidden, m.layers + 1, Role::lm_head);
+  }
+  return out;
+}
+
+std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors,
+                                   const std::vector<int>& order, int element_bytes,
+                                   Bytes first_cap, Bytes cap) {
+  std::vector<Bucket> buckets;
+  Bucket current;
+  for (int t : order) {
+    current.size += Bytes(tensors[static_cast<std::size_t>(t)].elements * element_bytes);
+    current.tensors.push_back(t);
+    if (current.size >= (buckets.empty() ? first_cap : cap)) {
+      buckets.push_back(std::move(current));
+      current = Bucket{};
+    }
+  }
+  if (!current.tensors.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+BucketLayout bucket_layout(const Scenario& scenario) {
+  BucketLayout layout;
+  layout.tensors = gradient_tensors(scenario.model, scenario.parallel);
+  std::vector<int> order(layout.tensors.size());
+  std::iota(order.rbegin(), order.rend(), 0);
+  const DataParallelSpec& dp = scenario.data_parallel;
+  layout.buckets = assign_buckets(layout.tensors, order, element_bytes(dp.grad_reduce_dtype),
+                                  Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb));
+  return layout;
+}
+
+}  // namespace stepsim::parallelism

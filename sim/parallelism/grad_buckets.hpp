@@ -1,0 +1,47 @@
+// Gradient tensors of a Megatron GPT as one GPU holds them (after TP sharding), in
+// registration order, and PyTorch DDP's assignment of them to buckets (REFERENCE.md §3).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stepsim/scenario.hpp"
+#include "stepsim/units.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+struct GradTensor {
+  std::string name;     // "L3 fc1.weight"
+  long long elements = 0;
+  int block = 0;        // OpSite::block numbering: 0 embedding, 1..layers, layers+1 head
+  workload::Role role;  // the op whose backward produces this gradient
+};
+
+struct Bucket {
+  Bytes size{0};
+  std::vector<int> tensors;  // indices into the tensor list the buckets were made from
+};
+
+// Parameters in registration order: word (and, for learned positions, position)
+// embeddings; per layer input norm, qkv, proj, post norm, fc1, fc2 (weights, then biases
+// where the model has them: GELU models use LayerNorm and biases, SwiGLU models RMSNorm and
+// none); final norm; the LM head unless tied.
+std::vector<GradTensor> gradient_tensors(const ModelSpec& model, const ParallelSpec& parallel);
+
+// Buckets over `tensors` taken in `order`: the first capped at `first_cap`, the others at
+// `cap`; a bucket closes once it reaches its cap, so it exceeds it by at most its last tensor.
+std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors,
+                                   const std::vector<int>& order, int element_bytes,
+                                   Bytes first_cap, Bytes cap);
+
+struct BucketLayout {
+  std::vector<GradTensor> tensors;  // registration order
+  std::vector<Bucket> buckets;      // launch order; tensors in reverse registration order
+};
+
+// DDP's buckets for `scenario` (data_parallel.bucket_cap_mb, first_bucket_mb,
+// grad_reduce_dtype), for the program and for the report notes.
+BucketLayout bucket_layout(const Scenario& scenario);
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,46 @@
+// Rank placement (Megatron order: TP innermost, then CP, DP, PP outermost), the shape of
+// each communicator over the cluster, and the ranks that are actually simulated.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/collective.hpp"
+#include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
+
+namespace stepsim::parallelism {
+
+// The dimensions of the mesh, innermost first (Megatron's tp-cp-ep-dp-pp with EP folded
+// into DP, as Megatron carves expert groups out of the data-parallel ranks).
+enum class Dim { tp, cp, dp, pp };
+
+struct Coord {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+};
+
+int global_rank(const ParallelSpec& p, const Coord& c);
+Coord coord_of(const ParallelSpec& p, int rank);
+int dim_size(const ParallelSpec& p, Dim d);
+
+// Global ranks of the `d` communicator that contains `rank`, in group order.
+std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d);
+// How `ranks` spread over nodes of `gpus_per_node` consecutive GPUs.
+collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_node);
+// "[0, 8, 16, 24]", abbreviated with "..." beyond eight members.
+std::string ranks_string(const std::vector<int>& ranks);
+
+struct SimulatedRank {
+  int rank = 0;          // the global rank it stands for (the first of its class)
+  int multiplicity = 1;  // real ranks it represents
+  int stage = 0;         // pipeline stage
+  std::string label;     // "rank 0 (stage 0)"
+};
+
+// One simulated rank per pipeline stage (representative), or every rank (all).
+std::vector<SimulatedRank> simulated_ranks(const ParallelSpec& p, RankMode mode);
+
+// One sentence per communicator for the report notes.
+std::string placement_description(const Scenario& scenario);
+
+}  // namespace stepsim::parallelism

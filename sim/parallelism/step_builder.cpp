@@ -1,0 +1,134 @@
+// One rank's ops in host issue order, with deferred waits so that a strategy can say "the
+// next op that consumes this gradient waits for its collective" without knowing that op.
+#include "parallelism/step_builder.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::parallelism {
+
+std::uint32_t BuildState::name(const std::string& text) {
+  // Program::intern's bookkeeping, kept here so that building needs no engine code.
+  auto [it, inserted] =
+      program_.name_index.try_emplace(text, static_cast<std::uint32_t>(program_.names.size()));
+  if (inserted) program_.names.push_back(text);
+  return it->second;
+}
+
+const CollectiveCost& BuildState::collective(const collectives::Request& r) {
+  const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node};
+  auto it = collectives_.find(key);
+  if (it == collectives_.end()) it = collectives_.emplace(key, costs_.collective(r)).first;
+  return it->second;
+}
+
+std::string site_label(const OpSite& site, int layers) {
+  if (site.block == 0 || site.block == layers + 1) return site.cost->name;
+  return fmt::format("L{} {}", site.block - 1, site.cost->name);
+}
+
+std::string format_size(Bytes size) {
+  if (size >= Bytes::mib(1)) return fmt::format("{:.1f} MiB", size.mib_value());
+  if (size >= Bytes::kib(1)) return fmt::format("{:.1f} KiB", size.as_double() / 1024.0);
+  return fmt::format("{} B", size.count());
+}
+
+StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index)
+    : state_(state), rank_index_(rank_index) {}
+
+engine::RankProgram& StepBuilder::rank() { return state_.program().ranks[rank_index_]; }
+
+void StepBuilder::set_links(network::ResourceId intra, network::ResourceId nic) {
+  intra_ = intra;
+  nic_ = nic;
+}
+
+void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) {
+  comms_[static_cast<std::size_t>(kind)] = comm;
+}
+
+bool StepBuilder::has_communicator(CommKind kind) const {
+  return comms_[static_cast<std::size_t>(kind)].group >= 0;
+}
+
+OpIndex StepBuilder::append(engine::Op op) {
+  auto& ops = rank().ops;
+  std::sort(op.waits.begin(), op.waits.end());
+  op.waits.erase(std::unique(op.waits.begin(), op.waits.end()), op.waits.end());
+  ops.push_back(std::move(op));
+  return static_cast<OpIndex>(ops.size() - 1);
+}
+
+bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
+  switch (d.rule) {
+    case WaitRule::next_op: return true;
+    case WaitRule::next_other_role: return op.role != d.role;
+    case WaitRule::wgrad_of_role:
+      return op.role != d.role || op.pass != workload::Pass::backward_data;
+  }
+  return true;
+}
+
+OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, const std::string& name,
+                             std::vector<OpIndex> waits) {
+  auto keep = std::stable_partition(deferred_.begin(), deferred_.end(),
+                                    [&](const Deferred& d) { return !attaches(d, cost); });
+  for (auto it = keep; it != deferred_.end(); ++it) waits.push_back(it->op);
+  deferred_.erase(keep, deferred_.end());
+  engine::Op op;
+  op.kind = engine::OpKind::compute;
+  op.stream = 0;
+  op.name = state_.name(name);
+  op.phase = phase;
+  op.duration = state_.costs().compute(cost);
+  op.waits = std::move(waits);
+  const OpIndex index = append(std::move(op));
+  last_compute_ = index;
+  return index;
+}
+
+std::vector<network::ResourceUse> StepBuilder::uses(const collectives::LinkLoad& load) const {
+  std::vector<network::ResourceUse> out;
+  if (load.intra > 0) out.push_back({intra_, load.intra});
+  if (load.inter > 0) out.push_back({nic_, load.inter});
+  return out;
+}
+
+OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
+                                std::vector<OpIndex> waits) {
+  const Communicator& comm = comms_[static_cast<std::size_t>(kind)];
+  STEPSIM_CHECK(comm.group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
+  const CollectiveCost& cost = state_.collective({op, size, comm.shape});
+  engine::CollectiveCall call{op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)};
+  auto& calls = rank().calls;
+  calls.push_back(std::move(call));
+  engine::Op e;
+  e.kind = engine::OpKind::collective;
+  e.stream = comm.stream;
+  e.name = state_.name(
+      fmt::format("{} {} {}, {}", nccl_name(op), to_string(kind), what, format_size(size)));
+  e.call = static_cast<std::int32_t>(calls.size() - 1);
+  e.waits = std::move(waits);
+  return append(std::move(e));
+}
+
+void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) {
+  deferred_.push_back({op, rule, role});
+}
+
+std::vector<OpIndex> StepBuilder::take_deferred() {
+  std::vector<OpIndex> out;
+  for (const Deferred& d : deferred_) out.push_back(d.op);
+  deferred_.clear();
+  return out;
+}
+
+std::vector<OpIndex> StepBuilder::last_compute() const {
+  if (last_compute_ < 0) return {};
+  return {static_cast<OpIndex>(last_compute_)};
+}
+
+}  // namespace stepsim::parallelism

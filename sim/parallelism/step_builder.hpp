@@ -1,0 +1,106 @@
+// Appends one rank's ops in host issue order: compute ops with their durations, collectives
+// with their cost and link loads, and the cross-stream waits (CUDA events) between them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collectives/collective.hpp"
+#include "engine/program.hpp"
+#include "parallelism/costs.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+using engine::OpIndex;
+
+// Where an op sits in the step, for the strategies' hooks.
+struct OpSite {
+  int block = 0;  // 0: embedding, 1..layers: transformer layer block-1, layers+1: LM head
+  const workload::OpCost* cost = nullptr;
+  Phase phase = Phase::forward;
+  bool last_micro_batch = false;
+};
+
+// When a deferred wait attaches to a later compute op.
+enum class WaitRule : std::uint8_t {
+  next_op,          // the very next compute op (exposed communication)
+  next_other_role,  // the first op of another role (overlaps the rest of this GEMM)
+  wgrad_of_role,    // the weight-gradient op of this role, or the first op of another role
+};
+
+// A communicator as one rank sees it.
+struct Communicator {
+  std::int32_t group = -1;  // index into Program::groups
+  engine::StreamIndex stream = 0;
+  collectives::GroupShape shape;
+};
+
+// State shared by every rank of one program: interned names and collective costs.
+class BuildState {
+ public:
+  BuildState(engine::Program& program, const Costs& costs) : program_(program), costs_(costs) {}
+  std::uint32_t name(const std::string& text);
+  const CollectiveCost& collective(const collectives::Request& request);
+  engine::Program& program() { return program_; }
+  const Costs& costs() const { return costs_; }
+
+ private:
+  using Key = std::tuple<CollOp, std::int64_t, int, int, int>;
+  engine::Program& program_;
+  const Costs& costs_;
+  std::map<Key, CollectiveCost> collectives_;
+};
+
+class StepBuilder {
+ public:
+  StepBuilder(BuildState& state, std::size_t rank_index);
+
+  void set_links(network::ResourceId intra, network::ResourceId nic);
+  void add_communicator(CommKind kind, const Communicator& comm);
+  bool has_communicator(CommKind kind) const;
+
+  // A compute op; it also waits for every deferred wait whose rule it meets.
+  OpIndex compute(const workload::OpCost& op, Phase phase, const std::string& name,
+                  std::vector<OpIndex> waits = {});
+  // A collective on `kind`'s stream, named "AllReduce dp bucket 3, 25.0 MiB".
+  OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
+                     std::vector<OpIndex> waits);
+  void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
+  // Deferred waits not yet attached (the optimizer takes them).
+  std::vector<OpIndex> take_deferred();
+  // The last compute op issued, if any.
+  std::vector<OpIndex> last_compute() const;
+
+  engine::RankProgram& rank();
+
+ private:
+  struct Deferred {
+    OpIndex op;
+    WaitRule rule;
+    workload::Role role;
+  };
+  bool attaches(const Deferred& d, const workload::OpCost& op) const;
+  std::vector<network::ResourceUse> uses(const collectives::LinkLoad& load) const;
+  OpIndex append(engine::Op op);
+
+  BuildState& state_;
+  std::size_t rank_index_;
+  network::ResourceId intra_ = 0;
+  network::ResourceId nic_ = 0;
+  std::array<Communicator, kCommKinds> comms_{};
+  std::vector<Deferred> deferred_;
+  std::int64_t last_compute_ = -1;
+};
+
+// "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.
+std::string site_label(const OpSite& site, int layers);
+
+// "48.0 MiB", "12.0 KiB", "512 B".
+std::string format_size(Bytes size);
+
+}  // namespace stepsim::parallelism

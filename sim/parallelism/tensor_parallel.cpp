@@ -1,0 +1,128 @@
+// Megatron TP as a table: each row says which op (role and pass) a collective precedes or
+// follows, with or without sequence parallelism, and which later op must wait for it.
+// Forward collectives are exposed; backward ones overlap the GEMM's weight gradient.
+#include "parallelism/tensor_parallel.hpp"
+
+#include <array>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace stepsim::parallelism {
+
+namespace {
+
+using workload::Pass;
+using workload::Role;
+
+enum class When : std::uint8_t { before, after };
+enum class Sp : std::uint8_t { off, on, any };
+enum class Producer : std::uint8_t { last_compute, this_op, none };
+enum class PassSel : std::uint8_t { forward, dgrad };  // dgrad: backward_data or fused backward
+
+// One TP collective placement.
+struct Rule {
+  Role role;
+  PassSel pass;
+  When when;
+  Sp sp;
+  CollOp op;
+  Producer producer;  // what the collective waits for
+  WaitRule rule;      // which later compute op waits for it
+  int count;          // collectives issued back to back
+  const char* what;
+};
+
+constexpr auto AR = CollOp::allreduce;
+constexpr auto AG = CollOp::allgather;
+constexpr auto RS = CollOp::reducescatter;
+
+// Without SP: g (AllReduce) after the row-parallel GEMMs forward, f's conjugate (AllReduce)
+// after the column-parallel GEMMs' input gradient. With SP: AllGather before the
+// column-parallel GEMMs, ReduceScatter after the row-parallel ones; backward mirrors them
+// and re-gathers the column-parallel input for the weight gradient.
+constexpr std::array<Rule, 21> kRules{{
+    {Role::embedding, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::embedding, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::qkv, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
+    {Role::attn_proj, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::attn_proj, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::fc1, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
+    {Role::fc2, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::fc2, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::lm_head, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
+    {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 3, "fwd"},
+    {Role::lm_head, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::lm_head, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::lm_head, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::fc2, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "output grad"},
+    {Role::fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::fc1, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::fc1, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::attn_proj, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "output grad"},
+    {Role::qkv, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::qkv, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::qkv, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+}};
+
+bool pass_matches(PassSel sel, Pass pass) {
+  if (sel == PassSel::forward) return pass == Pass::forward;
+  return pass == Pass::backward_data || pass == Pass::backward;
+}
+
+bool matches(const Rule& rule, const OpSite& site, bool after, bool sequence_parallel) {
+  if (rule.role != site.cost->role || (rule.when == When::after) != after) return false;
+  if (rule.sp != Sp::any && (rule.sp == Sp::on) != sequence_parallel) return false;
+  return pass_matches(rule.pass, site.cost->pass);
+}
+
+// "L3 fc1" for the GEMM an op belongs to: workload names backward GEMMs "fc1 dgrad".
+std::string gemm_label(const OpSite& site, int layers) {
+  std::string label = site_label(site, layers);
+  constexpr std::string_view kDgrad = " dgrad";
+  if (label.ends_with(kDgrad)) label.resize(label.size() - kDgrad.size());
+  return label;
+}
+
+}  // namespace
+
+TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWork& work)
+    : enabled_(scenario.parallel.tp > 1),
+      sequence_parallel_(scenario.parallel.sequence_parallel),
+      layers_(scenario.model.layers),
+      layer_message_(work.layer.tp_message),
+      pre_message_(work.pre.tp_message.count() > 0 ? work.pre.tp_message : work.layer.tp_message),
+      post_message_(work.post.tp_message.count() > 0 ? work.post.tp_message : work.layer.tp_message),
+      loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len /
+                          scenario.parallel.cp * 4)) {}
+
+Bytes TensorParallel::message(const OpSite& site) const {
+  if (site.cost->role == Role::loss) return loss_message_;
+  if (site.block == 0) return pre_message_;
+  if (site.block == layers_ + 1) return post_message_;
+  return layer_message_;
+}
+
+void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after,
+                           std::vector<OpIndex> producer) const {
+  for (const Rule& rule : kRules) {
+    if (!matches(rule, site, after, sequence_parallel_)) continue;
+    const std::string what = fmt::format("{} {}", gemm_label(site, layers_), rule.what);
+    std::vector<OpIndex> waits = rule.producer == Producer::none ? std::vector<OpIndex>{} : producer;
+    OpIndex last = 0;
+    for (int i = 0; i < rule.count; ++i) {
+      last = b.collective(CommKind::tp, rule.op, message(site), what, waits);
+    }
+    b.defer_wait(last, rule.rule, site.cost->role);
+  }
+}
+
+void TensorParallel::before_op(StepBuilder& b, const OpSite& site) const {
+  if (enabled_) issue(b, site, false, b.last_compute());
+}
+
+void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) const {
+  if (enabled_) issue(b, site, true, {op});
+}
+
+}  // namespace stepsim::parallelism

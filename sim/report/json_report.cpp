@@ -1,0 +1,86 @@
+// write_json(): the DESIGN.md §3 report with exactly the contract's field names, in a
+// fixed key order, so that two runs give byte-identical files.
+#include <boost/json.hpp>
+
+#include "report/json_text.hpp"
+#include "report/report_io.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::report {
+namespace {
+
+constexpr CommKind kReportedKinds[] = {CommKind::tp, CommKind::cp,   CommKind::ep,
+                                       CommKind::dp, CommKind::fsdp, CommKind::pp};
+
+double of(const PerKind& per_kind, CommKind k) { return per_kind[static_cast<std::size_t>(k)]; }
+
+// The six contract kinds; "other" only when communication of unknown kind (from a real
+// trace) took time, so that no measured time disappears from the report.
+boost::json::object per_kind_json(const PerKind& per_kind) {
+  boost::json::object o;
+  for (CommKind k : kReportedKinds) o[to_string(k)] = of(per_kind, k);
+  if (of(per_kind, CommKind::other) > 0) o["other"] = of(per_kind, CommKind::other);
+  return o;
+}
+
+boost::json::object throughput_json(const Throughput& t) {
+  return {{"tokens_per_s", t.tokens_per_s},
+          {"samples_per_s", t.samples_per_s},
+          {"tflops_per_gpu", t.tflops_per_gpu},
+          {"mfu", t.mfu}};
+}
+
+boost::json::object breakdown_json(const Breakdown& b) {
+  return {{"compute", b.compute},
+          {"exposed_comm", per_kind_json(b.exposed_comm)},
+          {"bubble", b.bubble},
+          {"optimizer", b.optimizer},
+          {"other", b.other}};
+}
+
+boost::json::object memory_json(const MemoryReport& m) {
+  return {{"peak", m.peak},
+          {"params", m.params},
+          {"grads", m.grads},
+          {"optimizer", m.optimizer},
+          {"activations", m.activations},
+          {"buffers", m.buffers},
+          {"capacity", m.capacity},
+          {"fits", m.fits}};
+}
+
+boost::json::value config_json(const std::string& text) {
+  boost::json::parse_options options;
+  options.allow_comments = true;
+  options.allow_trailing_commas = true;
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text.empty() ? "{}" : text, ec, {}, options);
+  STEPSIM_CHECK(!ec, "the report's config is not JSON: " + ec.message());
+  return v;
+}
+
+boost::json::array notes_json(const std::vector<std::string>& notes) {
+  boost::json::array a;
+  for (const std::string& n : notes) a.emplace_back(n);
+  return a;
+}
+
+}  // namespace
+
+void write_json(const Report& r, std::ostream& out) {
+  boost::json::object o;
+  o["stepsim_version"] = r.stepsim_version;
+  o["gpus"] = r.gpus;
+  o["step_time_s"] = r.step_time_s;
+  o["throughput"] = throughput_json(r.throughput);
+  o["breakdown_s"] = breakdown_json(r.breakdown_s);
+  o["comm_s"] = per_kind_json(r.comm_s);
+  o["overlap"] = {{"hidden_fraction", r.overlap.hidden_fraction},
+                  {"exposed_fraction_of_step", r.overlap.exposed_fraction_of_step}};
+  o["memory_bytes"] = memory_json(r.memory_bytes);
+  o["config"] = config_json(r.config_json);
+  o["notes"] = notes_json(r.notes);
+  write_pretty_json(o, out);
+}
+
+}  // namespace stepsim::report

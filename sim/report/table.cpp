@@ -1,0 +1,108 @@
+// write_table(): the report as a fixed-width table for a terminal, the same numbers as
+// the JSON report.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ostream>
+#include <string>
+
+#include "report/report_io.hpp"
+
+namespace stepsim::report {
+namespace {
+
+constexpr int kLabel = 30;
+
+// "13.750 s", "250.0 ms", "12.5 us": three or four significant digits in a unit that fits.
+std::string duration(double s) {
+  const double a = std::fabs(s);
+  if (a == 0) return "0 s";
+  if (a >= 1) return fmt::format("{:.3f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  if (a >= 1e-6) return fmt::format("{:.3f} us", s * 1e6);
+  return fmt::format("{:.3f} ns", s * 1e9);
+}
+
+std::string percent(double part, double whole) {
+  return whole > 0 ? fmt::format("{:.1f} %", 100.0 * part / whole) : std::string("-");
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
+
+void row(std::ostream& out, const std::string& label, const std::string& a, const std::string& b = "") {
+  out << fmt::format("{:<{}}{:>14}{:>12}\n", label, kLabel, a, b);
+}
+
+double per_kind(const PerKind& v, std::size_t k) { return v[k]; }
+
+void write_header(const Report& r, std::ostream& out) {
+  out << fmt::format("stepsim {}, {} GPUs\n\n", r.stepsim_version, r.gpus);
+  row(out, "step time", duration(r.step_time_s));
+  row(out, "tokens per second", fmt::format("{:.1f}", r.throughput.tokens_per_s));
+  row(out, "samples per second", fmt::format("{:.2f}", r.throughput.samples_per_s));
+  row(out, "model TFLOPS per GPU", fmt::format("{:.1f}", r.throughput.tflops_per_gpu));
+  row(out, "MFU", fmt::format("{:.1f} %", 100.0 * r.throughput.mfu));
+}
+
+void write_breakdown(const Report& r, std::ostream& out) {
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s;
+  out << '\n';
+  row(out, "breakdown of the step", "time", "of step");
+  row(out, "  compute", duration(b.compute), percent(b.compute, step));
+  row(out, "  exposed communication", duration(b.exposed_total()), percent(b.exposed_total(), step));
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    const double s = per_kind(b.exposed_comm, k);
+    if (s > 0)
+      row(out, fmt::format("    {}", to_string(static_cast<CommKind>(k))), duration(s), percent(s, step));
+  }
+  row(out, "  bubble", duration(b.bubble), percent(b.bubble, step));
+  row(out, "  optimizer", duration(b.optimizer), percent(b.optimizer, step));
+  row(out, "  other", duration(b.other), percent(b.other, step));
+}
+
+void write_comm(const Report& r, std::ostream& out) {
+  out << '\n';
+  row(out, "communication", "busy", "exposed");
+  bool any = false;
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    const double busy = per_kind(r.comm_s, k);
+    const double exposed = per_kind(r.breakdown_s.exposed_comm, k);
+    if (busy <= 0 && exposed <= 0) continue;
+    any = true;
+    row(out, fmt::format("  {}", to_string(static_cast<CommKind>(k))), duration(busy), duration(exposed));
+  }
+  if (!any) row(out, "  none", "");
+  row(out, "hidden behind compute", fmt::format("{:.1f} %", 100.0 * r.overlap.hidden_fraction));
+  row(out, "exposed, of the step", fmt::format("{:.1f} %", 100.0 * r.overlap.exposed_fraction_of_step));
+}
+
+void write_memory(const MemoryReport& m, std::ostream& out) {
+  out << '\n';
+  if (!m.modelled) return row(out, "memory per GPU", "not modelled");
+  row(out, "memory per GPU", gib(m.peak), m.fits ? "fits" : "DOES NOT FIT");
+  row(out, "  capacity", gib(m.capacity));
+  row(out, "  parameters", gib(m.params));
+  row(out, "  gradients", gib(m.grads));
+  row(out, "  optimizer state", gib(m.optimizer));
+  row(out, "  activations", gib(m.activations));
+  row(out, "  buffers", gib(m.buffers));
+}
+
+void write_notes(const std::vector<std::string>& notes, std::ostream& out) {
+  if (notes.empty()) return;
+  out << "\nnotes\n";
+  for (const std::string& n : notes) out << "  - " << n << '\n';
+}
+
+}  // namespace
+
+void write_table(const Report& report, std::ostream& out) {
+  write_header(report, out);
+  write_breakdown(report, out);
+  write_comm(report, out);
+  write_memory(report.memory_bytes, out);
+  write_notes(report.notes, out);
+}
+
+}  // namespace stepsim::report

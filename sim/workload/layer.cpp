@@ -1,0 +1,126 @@
+// The ops of one transformer layer (Megatron-LM order): norm, QKV, attention core, projection,
+// residual, norm, fc1, activation, fc2, residual; and their backward and recomputation.
+#include "workload/layer.hpp"
+
+#include <cmath>
+
+#include "workload/op_builder.hpp"
+
+namespace stepsim::workload {
+namespace {
+
+// Vector FLOPs per element; small next to the bytes, they only keep the roofline honest.
+constexpr double norm_flops = 8.0;
+constexpr double softmax_flops = 5.0;
+constexpr double activation_flops = 8.0;
+
+OpCost norm(const char* name, Role role, const LayerShape& s) {
+  // Read x, write y (statistics per row are negligible). The norm runs on s/t rows with SP.
+  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, 2.0 * s.act_bytes,
+                     norm_flops);
+}
+
+OpCost residual(const char* name, Role role, const LayerShape& s) {
+  // Fused bias-dropout-add: read the branch and the residual, write the sum (and a 1-byte
+  // dropout mask when the model trains with dropout).
+  const double bytes = 3.0 * s.act_bytes + (s.dropout() ? 1.0 : 0.0);
+  return elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, bytes, 2.0);
+}
+
+OpCost activation(const LayerShape& s) {
+  // GeLU reads and writes ffn elements; SwiGLU reads gate and up (2·ffn) and writes ffn.
+  const double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
+  return elementwise(s.llama_style ? "swiglu" : "gelu", Role::activation, OpClass::elementwise,
+                     s.tokens() * s.ffn, bytes, activation_flops);
+}
+
+std::vector<OpCost> unfused_attention(const LayerShape& s) {
+  // Megatron 2022: baddbmm QKᵀ, fused scale-mask-softmax, dropout, bmm ·V, per local head,
+  // over the full s×s scores (the causal mask is applied, not skipped).
+  const long long heads = s.batch * s.q_heads;
+  const long long scores = heads * s.seq * s.seq;
+  const double ab = s.act_bytes;
+  std::vector<OpCost> ops;
+  ops.push_back(gemm("attention scores", Role::attention_core, Pass::forward, s.seq, s.seq,
+                     s.head_dim, s, heads));
+  ops.push_back(elementwise("attention softmax", Role::attention_core, OpClass::elementwise, scores,
+                            2.0 * ab, softmax_flops));
+  if (s.dropout()) {
+    ops.push_back(elementwise("attention dropout", Role::attention_core, OpClass::elementwise,
+                              scores, 2.0 * ab + 1.0, 1.0));
+  }
+  ops.push_back(gemm("attention values", Role::attention_core, Pass::forward, s.seq, s.head_dim,
+                     s.seq, s, heads));
+  return ops;
+}
+
+OpCost flash_attention(const LayerShape& s) {
+  // One fused kernel: Q, K, V read and O written once, plus fp32 log-sum-exp per row. Causal
+  // tiles above the diagonal are skipped, so it executes half of the 4·b·s²·h/t FLOPs that
+  // the model-FLOPs formula counts.
+  OpCost op;
+  op.name = "flash attention";
+  op.role = Role::attention_core;
+  op.cls = OpClass::attention;
+  op.m = s.seq;
+  op.n = s.seq;
+  op.k = s.head_dim;
+  const double heads = static_cast<double>(s.batch * s.q_heads);
+  const double seq = static_cast<double>(s.seq);
+  op.flops = 0.5 * 4.0 * heads * seq * seq * static_cast<double>(s.head_dim);
+  const double io = static_cast<double>(s.tokens() * (2 * s.q_width() + 2 * s.kv_width()));
+  op.bytes = Bytes(std::llround(io * s.act_bytes + heads * seq * 4.0));
+  return op;
+}
+
+}  // namespace
+
+std::vector<OpCost> attention_core_forward(const LayerShape& s) {
+  if (s.attention == AttentionKind::unfused) return unfused_attention(s);
+  return {flash_attention(s)};
+}
+
+std::vector<OpCost> layer_forward(const LayerShape& s) {
+  const long long t = s.tokens();
+  std::vector<OpCost> ops;
+  ops.push_back(norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
+  ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
+  for (OpCost& op : attention_core_forward(s)) ops.push_back(std::move(op));
+  ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden,
+                     s.q_width(), s));
+  ops.push_back(residual("attention residual", Role::attn_residual, s));
+  ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm",
+                     Role::post_norm, s));
+  ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
+  ops.push_back(activation(s));
+  ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
+  ops.push_back(residual("mlp residual", Role::mlp_residual, s));
+  return ops;
+}
+
+std::vector<OpCost> layer_backward(const LayerShape& s) {
+  const std::vector<OpCost> fwd = layer_forward(s);
+  std::vector<OpCost> ops;
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
+    append_backward(*it, s, ops);
+    // Flash attention's backward recomputes QKᵀ inside the kernel: five GEMMs against the
+    // forward's two, 2.5× its FLOPs.
+    if (it->cls == OpClass::attention) ops.back().flops = 2.5 * it->flops;
+  }
+  return ops;
+}
+
+LayerWork build_layer(const LayerShape& s, Recompute recompute) {
+  LayerWork w;
+  w.forward = layer_forward(s);
+  if (recompute == Recompute::selective) w.recompute = attention_core_forward(s);
+  if (recompute == Recompute::full) w.recompute = w.forward;
+  w.backward = layer_backward(s);
+  w.param_count = layer_param_count(s);
+  w.params = Bytes(w.param_count * s.act_bytes);
+  w.activations = layer_activations(s, recompute);
+  w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  return w;
+}
+
+}  // namespace stepsim::workload

@@ -1,0 +1,27 @@
+// One Megatron transformer layer on one GPU: its ops in execution order, parameters and the
+// activation memory it keeps per micro-batch.
+#pragma once
+
+#include <vector>
+
+#include "workload/shape.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::workload {
+
+// Forward ops of the attention core alone (what selective recomputation re-runs).
+std::vector<OpCost> attention_core_forward(const LayerShape& shape);
+// All forward ops of one layer, in execution order.
+std::vector<OpCost> layer_forward(const LayerShape& shape);
+// Backward ops of one layer: forward reversed, each weight GEMM as dgrad then wgrad.
+std::vector<OpCost> layer_backward(const LayerShape& shape);
+
+// Parameters of one layer held by one GPU (row-parallel biases and norms are replicated).
+long long layer_param_count(const LayerShape& shape);
+// Activation bytes one layer keeps per micro-batch (Korthikanti et al. 2022, generalised to
+// GQA and SwiGLU).
+Bytes layer_activations(const LayerShape& shape, Recompute recompute);
+
+LayerWork build_layer(const LayerShape& shape, Recompute recompute);
+
+}  // namespace stepsim::workload

@@ -1,0 +1,45 @@
+// Parameters and stored activations of one transformer layer on one GPU.
+#include <cmath>
+
+#include "workload/layer.hpp"
+
+namespace stepsim::workload {
+
+long long layer_param_count(const LayerShape& s) {
+  const long long h = s.hidden;
+  const long long weights = h * s.qkv_width() + s.q_width() * h + h * s.fc1_out + s.ffn * h;
+  if (s.llama_style) return weights + 2 * h;  // two RMSNorm scales, no biases
+  // Column-parallel biases are split, row-parallel ones (projection, fc2) and the two
+  // LayerNorms (scale and shift) are replicated on every TP rank.
+  const long long biases = s.qkv_width() + s.fc1_out + 2 * h;
+  return weights + biases + 4 * h;
+}
+
+Bytes layer_activations(const LayerShape& s, Recompute recompute) {
+  // Korthikanti et al. 2022 §4: with A bytes per element, per layer
+  //   replicated over TP (split s/t with SP): two norm inputs, QKV and fc1 inputs, two
+  //   1-byte dropout masks — 10·sbh for GPT;
+  //   split by TP: Q, K, V, projection input, activation input, fc2 input — 24·sbh/t;
+  //   attention scores: softmax output, dropout mask and output — 5·a·s²·b/t.
+  const double ab = s.act_bytes;
+  const double rows = static_cast<double>(s.norm_tokens());
+  const double tokens = static_cast<double>(s.tokens());
+  const double h = static_cast<double>(s.hidden);
+  if (recompute == Recompute::full) return Bytes(std::llround(rows * h * ab));  // layer input
+  const double masks = s.dropout() ? 2.0 : 0.0;
+  const double replicated = rows * h * (4.0 * ab + masks);
+  const double widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width() +
+                                            s.fc1_out + s.ffn);
+  const double split = tokens * widths * ab;
+  const double heads = static_cast<double>(s.batch * s.q_heads);
+  const double seq = static_cast<double>(s.seq);
+  double attention = 0.0;
+  if (s.attention == AttentionKind::flash) {
+    attention = heads * seq * 4.0;  // fp32 log-sum-exp per row; scores never stored
+  } else if (recompute == Recompute::none) {
+    attention = heads * seq * seq * (s.dropout() ? 2.0 * ab + 1.0 : ab);
+  }
+  return Bytes(std::llround(replicated + split + attention));
+}
+
+}  // namespace stepsim::workload

@@ -1,0 +1,122 @@
+// Whole-model work: embedding (first stage), final norm, LM head and loss (last stage), the
+// optimizer step, model FLOPs and parameter totals.
+#include <algorithm>
+
+#include "workload/layer.hpp"
+#include "workload/op_builder.hpp"
+
+namespace stepsim::workload {
+namespace {
+
+// Adam per parameter: read the fp32 gradient (4), read and write the fp32 master weight, m
+// and v (3 × 8); mixed precision also writes the 16-bit model copy (2): 30 bytes in all for
+// bf16 (REFERENCE.md §6: 2 + 4 + 12 bytes of state), and ~10 FLOPs.
+constexpr double adam_state_bytes = 28.0;
+constexpr double adam_flops = 10.0;
+
+bool learned_positions(const LayerShape& s) { return !s.llama_style; }
+
+LayerWork build_pre(const LayerShape& s) {
+  // Vocab-parallel lookup: each TP rank writes b·s·h (zeros outside its shard) before the TP
+  // reduction; GPT adds learned positions and dropout on top.
+  const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.act_bytes;
+  LayerWork w;
+  w.forward.push_back(elementwise("embedding", Role::embedding, OpClass::embedding,
+                                  s.tokens() * s.hidden, per_element, 1.0));
+  append_backward(w.forward.back(), s, w.backward);
+  w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.seq * s.hidden : 0);
+  w.params = Bytes(w.param_count * s.act_bytes);
+  w.activations = Bytes(s.dropout() ? s.norm_tokens() * s.hidden : 0);  // dropout mask
+  w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  return w;
+}
+
+LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
+  // Vocab-parallel cross-entropy reads the logits and keeps fp32 softmax for the backward.
+  const long long logits = s.tokens() * s.vocab;
+  LayerWork w;
+  w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm",
+                                  Role::final_norm, OpClass::norm, s.norm_tokens() * s.hidden,
+                                  2.0 * s.act_bytes, 8.0));
+  w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab,
+                           s.hidden, s));
+  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits,
+                                  s.act_bytes + 4.0, 6.0));
+  for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
+    append_backward(*it, s, w.backward);
+  }
+  const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
+  w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
+  w.params = Bytes(w.param_count * s.act_bytes);
+  w.activations = Bytes(s.norm_tokens() * s.hidden * s.act_bytes + logits * 4);
+  w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  return w;
+}
+
+// Weight elements of one layer's GEMMs in the whole (unsharded) model.
+double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
+  const double t = static_cast<double>(s.tp);
+  const double h = static_cast<double>(m.hidden);
+  const double kv = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
+  const double d = static_cast<double>(s.head_dim);
+  const double q = static_cast<double>(m.heads) * d;
+  const double ffn = static_cast<double>(s.ffn) * t;
+  const double fc1 = static_cast<double>(s.fc1_out) * t;
+  return h * (q + 2.0 * kv * d) + q * h + h * fc1 + ffn * h;
+}
+
+// 6·tokens·(GEMM weights) + 12·B·s²·l·(heads·head_dim): for GPT with a 4h MLP exactly
+// Korthikanti's 72·B·l·s·h²·(1 + s/(6h) + V/(12·h·l)). Full s² attention, as Megatron counts.
+double model_flops(const Scenario& sc, const LayerShape& s) {
+  const ModelSpec& m = sc.model;
+  const double batch = static_cast<double>(sc.training.global_batch);
+  const double seq = static_cast<double>(m.seq_len);
+  const double layers = static_cast<double>(m.layers);
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.heads * s.head_dim);
+  const double vocab = static_cast<double>(m.vocab);
+  const double gemm_weights = layers * layer_gemm_weights(m, s) + h * vocab;
+  return 6.0 * batch * seq * gemm_weights + 12.0 * batch * seq * seq * layers * q;
+}
+
+long long params_total(const ModelSpec& m, const LayerShape& s) {
+  LayerShape whole = s;
+  whole.tp = 1;
+  whole.q_heads = m.heads;
+  whole.kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  whole.ffn = s.ffn * s.tp;
+  whole.fc1_out = s.fc1_out * s.tp;
+  whole.vocab = m.vocab;
+  const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
+  return m.layers * layer_param_count(whole) + build_pre(whole).param_count +
+         build_post(whole, false).param_count + output;
+}
+
+}  // namespace
+
+OpCost optimizer_step(long long params, Precision precision) {
+  const bool mixed = element_bytes(precision) < 4;
+  const double model_copy = mixed ? 2.0 : 0.0;  // fp8 runs keep a bf16 model copy too
+  return elementwise("adam", Role::optimizer, OpClass::optimizer, params,
+                     adam_state_bytes + model_copy, adam_flops);
+}
+
+ModelWork build_work(const Scenario& sc) {
+  const LayerShape s = layer_shape(sc);
+  const int pp = std::max(sc.parallel.pp, 1);
+  ModelWork w;
+  w.layer = build_layer(s, sc.training.recompute);
+  w.pre = build_pre(s);
+  // The last stage holds the output weight unless it shares the first stage's embedding.
+  w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);
+  // The most loaded stage: ⌈l/p⌉ layers plus the embedding (and the head when p = 1).
+  const long long stage_layers = (sc.model.layers + pp - 1) / pp;
+  const long long stage_params = stage_layers * w.layer.param_count + w.pre.param_count +
+                                 (pp == 1 ? w.post.param_count : 0);
+  w.optimizer = optimizer_step(stage_params, sc.training.precision);
+  w.model_flops_per_step = model_flops(sc, s);
+  w.params_total = params_total(sc.model, s);
+  return w;
+}
+
+}  // namespace stepsim::workload

@@ -1,0 +1,77 @@
+// OpCost constructors: FLOPs and HBM bytes of GEMMs and memory-bound kernels.
+#include "workload/op_builder.hpp"
+
+#include <cmath>
+#include <utility>
+
+namespace stepsim::workload {
+namespace {
+
+Bytes to_bytes(double b) { return Bytes(std::llround(b)); }
+
+// Megatron accumulates weight gradients straight into fp32 main gradients
+// (gradient_accumulation_fusion): the output is read and written in fp32.
+constexpr double main_grad_bytes = 8.0;
+
+}  // namespace
+
+OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k,
+            const LayerShape& shape, long long batch) {
+  OpCost op;
+  op.name = std::move(name);
+  op.role = role;
+  op.pass = pass;
+  op.cls = OpClass::gemm;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  const double bm = static_cast<double>(batch);
+  const double dm = static_cast<double>(m);
+  const double dn = static_cast<double>(n);
+  const double dk = static_cast<double>(k);
+  op.flops = 2.0 * bm * dm * dn * dk;
+  const double out_bytes = pass == Pass::backward_weight ? main_grad_bytes : shape.act_bytes;
+  op.bytes = to_bytes(bm * ((dm * dk + dk * dn) * shape.gemm_bytes + dm * dn * out_bytes));
+  return op;
+}
+
+OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
+                   double bytes_per_element, double flops_per_element) {
+  OpCost op;
+  op.name = std::move(name);
+  op.role = role;
+  op.pass = Pass::forward;
+  op.cls = cls;
+  const double e = static_cast<double>(elements);
+  op.flops = e * flops_per_element;
+  op.bytes = to_bytes(e * bytes_per_element);
+  return op;
+}
+
+bool has_weight(const OpCost& op) {
+  switch (op.role) {
+    case Role::qkv:
+    case Role::attn_proj:
+    case Role::fc1:
+    case Role::fc2:
+    case Role::lm_head: return op.cls == OpClass::gemm;
+    default: return false;
+  }
+}
+
+void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCost>& out) {
+  if (has_weight(f)) {
+    // dX[m×k] = dY[m×n]·Wᵀ, then dW[k×n] = Xᵀ·dY: each the FLOPs of the forward.
+    out.push_back(gemm(f.name + " dgrad", f.role, Pass::backward_data, f.m, f.k, f.n, shape));
+    out.push_back(gemm(f.name + " wgrad", f.role, Pass::backward_weight, f.k, f.n, f.m, shape));
+    return;
+  }
+  OpCost b = f;
+  b.name = f.name + " backward";
+  b.pass = Pass::backward;
+  b.flops = 2.0 * f.flops;
+  b.bytes = f.bytes * 2;
+  out.push_back(std::move(b));
+}
+
+}  // namespace stepsim::workload

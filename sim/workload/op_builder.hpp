@@ -1,0 +1,29 @@
+// Small constructors for OpCost: a GEMM from its shape, an element-wise kernel from its element
+// count and bytes per element, and the backward ops derived from a forward op.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "workload/shape.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::workload {
+
+// C[m×n] = A[m×k]·B[k×n], `batch` times (batched GEMMs of the unfused attention core).
+OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k,
+            const LayerShape& shape, long long batch = 1);
+
+// A memory-bound kernel touching `elements` elements with `bytes_per_element` bytes of HBM
+// traffic and `flops_per_element` vector FLOPs each.
+OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
+                   double bytes_per_element, double flops_per_element);
+
+// Appends the backward of forward op `f` to `out`: a weight GEMM gives its data gradient
+// then its weight gradient; anything else one op of twice the bytes and FLOPs.
+void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCost>& out);
+
+// Whether `op` is a GEMM against a weight matrix (it has a weight gradient).
+bool has_weight(const OpCost& op);
+
+}  // namespace stepsim::workload

@@ -1,0 +1,66 @@
+// Derives the per-GPU layer dimensions and rejects models that tensor parallelism cannot split.
+#include "workload/shape.hpp"
+
+#include <fmt/format.h>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::workload {
+namespace {
+
+void require(const Scenario& sc, bool ok, const char* where, const std::string& message) {
+  if (!ok) throw InputError(sc.source, where, message);
+}
+
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+void validate(const Scenario& sc, long long kv_heads, long long ffn) {
+  const ModelSpec& m = sc.model;
+  const long long t = sc.parallel.tp;
+  require(sc, m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0,
+          "/model", "layers, hidden, heads, seq_len and vocab must be positive");
+  require(sc, t > 0 && sc.training.micro_batch > 0, "/parallel/tp",
+          "tp and training.micro_batch must be positive");
+  require(sc, m.hidden % m.heads == 0, "/model/heads",
+          fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
+  require(sc, m.heads % t == 0, "/parallel/tp",
+          fmt::format("tp {} does not divide the {} attention heads", t, m.heads));
+  require(sc, m.heads % kv_heads == 0 && (kv_heads % t == 0 || t % kv_heads == 0),
+          "/model/kv_heads",
+          fmt::format("kv_heads {} must divide heads {} and divide or be divided by tp {}",
+                      kv_heads, m.heads, t));
+  require(sc, ffn % t == 0, "/model/ffn_hidden",
+          fmt::format("tp {} does not divide ffn_hidden {}", t, ffn));
+  require(sc, !sc.parallel.sequence_parallel || m.seq_len % t == 0, "/parallel/sequence_parallel",
+          fmt::format("sequence parallelism needs seq_len {} to be a multiple of tp {}",
+                      m.seq_len, t));
+}
+
+}  // namespace
+
+LayerShape layer_shape(const Scenario& sc) {
+  const ModelSpec& m = sc.model;
+  // The io layer fills these defaults; scenarios built in code may leave them zero.
+  const long long kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  validate(sc, kv_heads, ffn);
+  LayerShape s;
+  s.batch = sc.training.micro_batch;
+  s.seq = m.seq_len;
+  s.hidden = m.hidden;
+  s.tp = sc.parallel.tp;
+  s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
+  s.head_dim = m.hidden / m.heads;
+  s.q_heads = m.heads / s.tp;
+  s.kv_heads = ceil_div(kv_heads, s.tp);
+  s.ffn = ffn / s.tp;
+  s.llama_style = m.mlp == MlpKind::swiglu;
+  s.fc1_out = s.llama_style ? 2 * s.ffn : s.ffn;
+  s.vocab = ceil_div(m.vocab, s.tp);
+  s.attention = sc.training.attention;
+  s.gemm_bytes = element_bytes(sc.training.precision);
+  s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
+  return s;
+}
+
+}  // namespace stepsim::workload

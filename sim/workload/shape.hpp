@@ -1,0 +1,40 @@
+// The per-GPU dimensions of one transformer layer once tensor and sequence parallelism have
+// split it; every op, parameter and activation count of the workload derives from these.
+#pragma once
+
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::workload {
+
+struct LayerShape {
+  long long batch = 1;     // micro-batch b
+  long long seq = 1;       // sequence s
+  long long hidden = 1;    // h
+  long long tp = 1;        // t
+  bool sequence_parallel = false;
+  long long head_dim = 1;  // h / heads
+  long long q_heads = 1;   // local query heads: heads / t
+  long long kv_heads = 1;  // local key/value heads, one replicated head when t > kv_heads
+  long long ffn = 1;       // local ffn hidden: ffn_hidden / t
+  long long fc1_out = 1;   // local fc1 width: ffn (GeLU) or 2·ffn (SwiGLU gate and up fused)
+  long long vocab = 1;     // local vocabulary: ⌈V / t⌉ (vocab-parallel embedding and LM head)
+  // SwiGLU models follow Llama (RMSNorm, no biases, no dropout, rotary positions);
+  // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
+  bool llama_style = false;
+  AttentionKind attention = AttentionKind::flash;
+  int act_bytes = 2;       // one activation element (fp8 training keeps activations in bf16)
+  int gemm_bytes = 2;      // one GEMM input element
+
+  long long tokens() const { return batch * seq; }
+  // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
+  long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
+  long long q_width() const { return q_heads * head_dim; }
+  long long kv_width() const { return kv_heads * head_dim; }
+  long long qkv_width() const { return q_width() + 2 * kv_width(); }
+  bool dropout() const { return !llama_style; }
+};
+
+// The local shape of `scenario`'s layers; throws InputError when TP does not divide them.
+LayerShape layer_shape(const Scenario& scenario);
+
+}  // namespace stepsim::workload

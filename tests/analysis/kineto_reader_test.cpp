@@ -1,0 +1,218 @@
+// Reading Kineto traces: tolerant of what real traces vary in, strict about broken input,
+// with the exact messages a user sees.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "analysis/kineto_trace.hpp"
+#include "analysis/step_analysis.hpp"
+#include "analysis/trace_timeline.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the system temporary directory, removed at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name) : path_(fs::temp_directory_path() / ("stepsim-analysis-" + name)) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  std::string write_gz(const std::string& name, const std::string& text) const {
+    const std::string p = (path_ / name).string();
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+    return p;
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string error_of(const std::string& path) {
+  try {
+    analysis::load_trace(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text(fs::file_size(path), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return text;
+}
+
+// One rank, no distributedInfo, new NCCL kernel names, an event without dur, an unknown
+// category, string pids, and a kernel without a launch (assigned by its own start).
+constexpr const char* kSmallTrace = R"trace({
+  "schemaVersion": 1,
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 9, "tid": 9, "ts": 1000, "dur": 100},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 9, "tid": 9, "ts": 1100, "dur": 100},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1001, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1002, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1101, "dur": 1, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 1010.5, "dur": 40, "args": {"stream": 7, "correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 20, "ts": 1030.5, "dur": 30,
+     "args": {"stream": 20, "correlation": 2, "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 4, "dtype": "BFloat16",
+              "Process Group Name": "3", "Process Group Description": "tensor parallel group", "Process Group Ranks": "[0, 1, 2, 3]"}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 21, "ts": 1110, "dur": 10, "args": {"stream": 21, "correlation": 3}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 21, "ts": 1125, "dur": 5, "args": {"stream": 21}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 1130, "dur": 2, "args": {"stream": 7, "bytes": 64}},
+    {"ph": "X", "cat": "kernel", "name": "no_duration_kernel", "pid": 0, "tid": 7, "ts": 1140},
+    {"ph": "X", "cat": "some_future_category", "name": "x", "pid": "Spans", "tid": "y", "ts": 1000, "dur": 1},
+    {"ph": "i", "name": "instant", "pid": "", "tid": "", "ts": 1000, "s": "g"}
+  ]
+})trace";
+
+}  // namespace
+
+TEST_CASE("a small trace with new NCCL names and no distributedInfo reads into steps") {
+  const TempDir dir("small");
+  const analysis::LoadedTrace t = analysis::load_trace(dir.write("small.json", kSmallTrace));
+  REQUIRE(t.timeline.ranks.size() == 1);
+  CHECK(t.dist[0].rank == -1);
+  const RankTimeline& r = t.timeline.ranks[0];
+  CHECK(r.streams == std::vector<std::string>{"stream 7", "stream 20", "stream 21"});
+  REQUIRE(r.intervals.size() == 5);
+  CHECK(r.intervals[0].activity == Activity::compute);
+  CHECK(r.intervals[0].start.ps() == 10'500'000);  // 10.5 us after the first timestamp
+  const Interval& ar = r.intervals[1];
+  CHECK(ar.activity == Activity::comm);
+  CHECK(ar.op == CollOp::allreduce);
+  CHECK(ar.kind == CommKind::tp);
+  CHECK(ar.bytes.count() == 2000);
+  REQUIRE(t.timeline.groups.size() == 1);
+  CHECK(t.timeline.groups[0].name == "tensor parallel group (3)");
+  CHECK(t.timeline.groups[0].size == 4);
+  CHECK(r.intervals[2].op == CollOp::sendrecv);
+  CHECK(r.intervals[3].op == CollOp::other);
+  CHECK(r.intervals[3].activity == Activity::comm);
+  CHECK(r.intervals[4].activity == Activity::memory);
+  CHECK(r.intervals[4].bytes.count() == 64);
+  // Step 1: gemm and AllReduce (launched in it) from 1010.5; step 2 from the SendRecv at 1110
+  // to the end of the Generic kernel (no launch; starts inside step 2) and the memcpy.
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#1");
+  CHECK(t.timeline.steps[0].start.ps() == 10'500'000);
+  CHECK(t.timeline.steps[0].end.ps() == 110'000'000);
+  CHECK(t.timeline.steps[1].end.ps() == 132'000'000);
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::nullopt);
+  // Step 1: compute 1010.5-1050.5, AllReduce 1030.5-1060.5: 20 us hidden, 10 us exposed.
+  CHECK(m.steps[0].metrics.overlap == Approx(20e-6));
+  CHECK(m.steps[0].metrics.exposed[static_cast<int>(CommKind::tp)] == Approx(10e-6));
+  CHECK(m.steps[0].metrics.hidden_fraction() == Approx(20.0 / 30.0));
+  CHECK(m.collectives.size() == 3);
+  CHECK(m.collectives[0].busbw.gbytes_per_s() == Approx(2000.0 / 30e-6 * 1.5 * 1e-9));
+}
+
+TEST_CASE("old Kineto names and categories are understood") {
+  const TempDir dir("old");
+  const std::string path = dir.write("old.json", R"trace({"traceEvents": [
+    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "pid": 0, "tid": 1, "ts": 5, "dur": 2},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 1, "ts": 8, "dur": 1},
+    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 2, "ts": 5, "dur": 1}]})trace");
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  const RankTimeline& r = t.timeline.ranks[0];
+  REQUIRE(r.intervals.size() == 3);
+  CHECK(r.intervals[0].op == CollOp::allgather);
+  CHECK(r.intervals[2].activity == Activity::memory);
+  REQUIRE(t.timeline.steps.size() == 1);
+  CHECK(t.timeline.steps[0].name == "trace");
+  CHECK(t.timeline.steps[0].end.ps() == 4'000'000);
+}
+
+TEST_CASE("a gzip trace reads the same as the plain one") {
+  const TempDir dir("gzip");
+  const analysis::LoadedTrace plain = analysis::load_trace(dir.write("a.json", kSmallTrace));
+  const analysis::LoadedTrace gz = analysis::load_trace(dir.write_gz("a.json.gz", kSmallTrace));
+  REQUIRE(gz.timeline.ranks.size() == 1);
+  CHECK(gz.timeline.ranks[0].intervals.size() == plain.timeline.ranks[0].intervals.size());
+  CHECK(gz.content_bytes == plain.content_bytes);
+}
+
+TEST_CASE("a folder of rank files gives one rank each, aligned in time and sorted by rank") {
+  const TempDir dir("folder");
+  auto rank_file = [](int rank, int offset_us) {
+    return fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 2, "backend": "nccl"}}, "traceEvents": [
+      {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": {}, "tid": 7, "ts": {}, "dur": 10}}]}})",
+                       rank, rank, 1000 + offset_us);
+  };
+  dir.write("b.json", rank_file(0, 0));
+  dir.write("a.json", rank_file(1, 5));
+  dir.write("notes.txt", "not a trace");
+  const analysis::LoadedTrace t = analysis::load_trace(dir.path());
+  REQUIRE(t.timeline.ranks.size() == 2);
+  CHECK(t.timeline.ranks[0].rank == 0);
+  CHECK(t.timeline.ranks[1].rank == 1);
+  CHECK(t.timeline.ranks[1].intervals[0].start - t.timeline.ranks[0].intervals[0].start == Time::from_us(5));
+  CHECK(t.dist[1].backend == "nccl");
+}
+
+TEST_CASE("a truncated gzip file is an error that says so") {
+  const TempDir dir("truncgz");
+  const std::string real = slurp(std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
+  const std::string path = dir.write("cut.json.gz", real.substr(0, 100000));
+  CHECK(error_of(path) == path + ": compressed byte 100000: gzip data ends early (truncated file?)");
+}
+
+TEST_CASE("corrupt gzip data is an error that says so") {
+  const TempDir dir("corruptgz");
+  std::string real = slurp(std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
+  real[real.size() - 8] = static_cast<char>(real[real.size() - 8] ^ 0x55);  // the CRC-32 of the trailer
+  const std::string path = dir.write("bad.json.gz", real);
+  CHECK(error_of(path) == path + ": compressed byte " + std::to_string(real.size() - 4) +
+                              ": corrupt gzip data: incorrect data check");
+}
+
+TEST_CASE("a truncated JSON trace is an error with the line and byte where it stops") {
+  const TempDir dir("truncjson");
+  const std::string path = dir.write("cut.json", "{\"traceEvents\": [\n  {\"ph\": \"X\", \"ts\": 12");
+  CHECK(error_of(path) == path + ": line 2, column 23 (byte 40): the JSON ends early (truncated file?)");
+}
+
+TEST_CASE("a file that is not JSON is an error with the line and column") {
+  const TempDir dir("notjson");
+  const std::string path = dir.write("trace.json", "{\"traceEvents\": [\n  {\"ph\": X}\n]}");
+  CHECK(error_of(path) == path + ": line 2, column 10 (byte 27): invalid JSON: syntax error");
+  const std::string empty = dir.write("empty.json", "");
+  CHECK(error_of(empty) == empty + ": the file is empty (expected a JSON trace)");
+}
+
+TEST_CASE("JSON of the wrong shape is an error naming the JSON pointer and what was expected") {
+  const TempDir dir("schema");
+  const std::string no_events = dir.write("a.json", R"({"schemaVersion": 1, "events": []})");
+  CHECK(error_of(no_events) ==
+        no_events + ": no \"traceEvents\" array at the top level (is this a PyTorch profiler trace?)");
+  const std::string not_array = dir.write("b.json", R"({"traceEvents": {"ph": "X"}})");
+  CHECK(error_of(not_array) == not_array + ": /traceEvents: expected an array of events, got an object");
+  const std::string scalar_event = dir.write("c.json", R"({"traceEvents": [{"ph": "M"}, 42]})");
+  CHECK(error_of(scalar_event) == scalar_event + ": /traceEvents/1: expected an event object, got a number");
+  const std::string string_ts = dir.write("d.json", R"({"traceEvents": [{"ph": "M"}, {"ph": "X", "ts": "12.5"}]})");
+  CHECK(error_of(string_ts) == string_ts + ": /traceEvents/1/ts: expected a number of microseconds, got a string");
+  const std::string null_dur = dir.write("e.json", R"({"traceEvents": [{"ph": "X", "ts": 1, "dur": null}]})");
+  CHECK(error_of(null_dur) == null_dur + ": /traceEvents/0/dur: expected a number of microseconds, got null");
+  const std::string top_array = dir.write("f.json", R"([1])");
+  CHECK(error_of(top_array) == top_array + ": /traceEvents/0: expected an event object, got a number");
+  const std::string missing = dir.path() + "/missing.json";
+  CHECK(error_of(missing) == missing + ": no such file or folder");
+}

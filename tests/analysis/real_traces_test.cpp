@@ -1,0 +1,140 @@
+// stepsim analyze on the three real Kineto traces of tests/data/traces. Every pinned number
+// comes from tests/analysis/hta_overlap.py, an independent plain-Python reading of the raw
+// events by HolisticTraceAnalysis' definitions (its output is tests/analysis/pinned_steps.json).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "analysis/step_analysis.hpp"
+#include "analysis/trace_timeline.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+// Picoseconds, exactly as the script computes them from the decimal timestamps.
+struct PinnedStep {
+  const char* name;
+  std::int64_t step, compute, comm, overlap, exposed, memory_only, idle;
+};
+
+std::string trace(const char* file) { return std::string(STEPSIM_TEST_DATA) + "/traces/" + file; }
+
+std::int64_t ps(double seconds) { return std::llround(seconds * 1e12); }
+
+void check_steps(const char* file, const std::vector<PinnedStep>& pinned, double whole_hidden) {
+  const analysis::LoadedTrace t = analysis::load_trace(trace(file));
+  REQUIRE(t.timeline.ranks.size() == 1);
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::nullopt);
+  REQUIRE(m.steps.size() == pinned.size());
+  for (std::size_t i = 0; i < pinned.size(); ++i) {
+    const PinnedStep& p = pinned[i];
+    const report::WindowMetrics& w = m.steps[i].metrics;
+    INFO(p.name);
+    CHECK(m.steps[i].name == p.name);
+    CHECK(ps(w.length) == p.step);
+    CHECK(ps(w.compute + w.optimizer) == p.compute);
+    CHECK(ps(w.comm_union) == p.comm);
+    CHECK(ps(w.overlap) == p.overlap);
+    double exposed = 0;
+    for (double e : w.exposed) exposed += e;
+    CHECK(ps(exposed) == p.exposed);
+    CHECK(ps(w.memory_only) == p.memory_only);
+    CHECK(ps(w.idle) == p.idle);
+    CHECK(w.hidden_fraction() == Approx(static_cast<double>(p.overlap) / static_cast<double>(p.comm)).epsilon(1e-12));
+    double by_op = 0;
+    for (double e : m.steps[i].exposed_by_op) by_op += e;
+    CHECK(by_op == Approx(exposed).epsilon(1e-9));
+  }
+  CHECK(m.whole_trace_hidden_fraction == Approx(whole_hidden).epsilon(1e-9));
+}
+
+}  // namespace
+
+TEST_CASE("resnet-50 DDP steps match the independent HTA reading") {
+  check_steps("resnet50-ddp-a100-rank0of2.json.gz",
+              {{"ProfilerStep#4", 222054811000, 38506406000, 11989021000, 1825259000, 10163762000, 768753000, 172615890000},
+               {"ProfilerStep#5", 219732155000, 38429422000, 12300029000, 1760420000, 10539609000, 759895000, 170003229000},
+               {"ProfilerStep#6", 218764039000, 38720019000, 22587443000, 3731346000, 18856097000, 756051000, 160431872000}},
+              0.156091561713);
+}
+
+TEST_CASE("recsys rank 3 of 8 steps match the independent HTA reading") {
+  check_steps("recsys-a100-rank3of8.json.gz",
+              {{"ProfilerStep#1009", 75467000000, 45364000000, 16256000000, 6552000000, 9704000000, 3007000000, 17392000000},
+               {"ProfilerStep#1010", 76989000000, 47024000000, 21122000000, 8811000000, 12311000000, 2965000000, 14689000000},
+               {"ProfilerStep#1011", 76247000000, 48105000000, 31488000000, 17004000000, 14484000000, 3042000000, 10616000000},
+               {"ProfilerStep#1012", 76786000000, 47228000000, 29164000000, 14576000000, 14588000000, 4214000000, 10756000000},
+               {"ProfilerStep#1013", 78520000000, 47039000000, 34480000000, 15370000000, 19110000000, 3100000000, 9271000000},
+               {"ProfilerStep#1014", 80585000000, 46576000000, 31025000000, 13301000000, 17724000000, 3002000000, 13283000000}},
+              0.462371969303);
+}
+
+TEST_CASE("recsys rank 0 of 16 steps match the independent HTA reading") {
+  check_steps("recsys-a100-rank0of16.json.gz",
+              {{"ProfilerStep#550", 211086000000, 36213000000, 29532000000, 460000000, 29072000000, 7158000000, 138643000000},
+               {"ProfilerStep#551", 216392000000, 36019000000, 36850000000, 495000000, 36355000000, 7887000000, 136131000000},
+               {"ProfilerStep#552", 216331000000, 36226000000, 30134000000, 483000000, 29651000000, 8205000000, 142249000000},
+               {"ProfilerStep#553", 215375000000, 36049000000, 36810000000, 433000000, 36377000000, 7701000000, 135248000000},
+               {"ProfilerStep#554", 372277000000, 66491000000, 54544000000, 682000000, 53862000000, 11158000000, 240766000000}},
+              0.013589184010);
+}
+
+TEST_CASE("resnet-50 DDP shows five AllReduce buckets and two Broadcasts per step") {
+  const analysis::LoadedTrace t = analysis::load_trace(trace("resnet50-ddp-a100-rank0of2.json.gz"));
+  CHECK(t.dist.front().rank == 0);
+  CHECK(t.dist.front().world_size == 2);
+  CHECK(t.dist.front().nccl_version == "2.17.1");
+  REQUIRE(t.timeline.groups.size() == 1);
+  CHECK(t.timeline.groups[0].name == "default_pg (0)");
+  CHECK(t.timeline.groups[0].size == 2);
+  CHECK(t.timeline.groups[0].ranks == "[0, 1]");
+  CHECK(t.timeline.groups[0].kind == CommKind::other);
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::string("5"));
+  REQUIRE(m.steps.size() == 1);
+  REQUIRE(m.collectives.size() == 7);
+  const std::int64_t elements[] = {2049000, 7875584, 6563840, 6637568, 2431040};
+  // Durations (ps) and busbw (GB/s) of ProfilerStep#5 from hta_overlap.py.
+  const std::int64_t durations[] = {2520607000, 2673916000, 2621533000, 2417184000, 2028293000};
+  const double busbw[] = {3.2515977302292667, 11.78134840436274, 10.01526969143627, 10.983968121582803,
+                          4.794258028795643};
+  CHECK(m.collectives[0].op == CollOp::broadcast);
+  CHECK(m.collectives[0].bytes.count() == 53120 * 4);
+  CHECK(m.collectives[1].op == CollOp::broadcast);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const analysis::CollectiveRecord& c = m.collectives[i + 2];
+    INFO("bucket " << i);
+    CHECK(c.op == CollOp::allreduce);
+    CHECK(c.ranks == 2);
+    CHECK(c.bytes.count() == elements[i] * 4);
+    CHECK(c.duration.ps() == durations[i]);
+    // Two ranks: AllReduce's factor 2(n-1)/n is 1, busbw = algbw.
+    CHECK(c.busbw.gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
+    CHECK(c.algbw.gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
+  }
+  std::int64_t total = 0;
+  for (std::int64_t e : elements) total += e;
+  CHECK(total == 25557032);  // ResNet-50's parameters
+}
+
+TEST_CASE("recsys SendRecv kernels are all_to_all traffic without message sizes") {
+  const analysis::LoadedTrace t = analysis::load_trace(trace("recsys-a100-rank3of8.json.gz"));
+  CHECK(t.dist.front().rank == 3);
+  CHECK(t.timeline.groups.empty());
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::string("ProfilerStep#1011"), 8);
+  REQUIRE(m.collectives.size() == 10);
+  int sendrecv = 0, allreduce = 0;
+  for (const analysis::CollectiveRecord& c : m.collectives) {
+    sendrecv += c.op == CollOp::sendrecv;
+    allreduce += c.op == CollOp::allreduce;
+    CHECK(c.bytes.count() == 0);
+    CHECK(c.ranks == 8);  // no process group in the trace: the world
+  }
+  CHECK(sendrecv == 7);
+  CHECK(allreduce == 3);
+  // Exposed time per op, ProfilerStep#1011, from hta_overlap.py.
+  CHECK(std::llround(m.steps[0].exposed_by_op[static_cast<int>(CollOp::allreduce)] * 1e12) == 596000000);
+  CHECK(std::llround(m.steps[0].exposed_by_op[static_cast<int>(CollOp::sendrecv)] * 1e12) == 13888000000);
+}

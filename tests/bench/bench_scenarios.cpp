@@ -1,0 +1,48 @@
+// Whole-scenario benchmarks: the wall time of `simulate()` on the embedded default and on a
+// 16,384-GPU Llama-3-405B job, each from a loaded scenario to a finished report.
+#include <benchmark/benchmark.h>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/report.hpp"
+
+namespace {
+
+// Llama 3 405B on 2,048 DGX H100 nodes: TP 8 inside each node, DDP over 2,048 replicas,
+// 2,048 sequences of 8,192 tokens per step (Meta's 16M-token batch).
+constexpr const char* kLlama405b16k = R"({
+  "model": "llama3-405b",
+  "cluster": "dgx-h100-ndr",
+  "parallel": { "tp": 8, "pp": 1, "dp": 2048, "sequence_parallel": true },
+  "training": { "global_batch": 2048, "micro_batch": 1, "precision": "bf16", "recompute": "full" },
+  "data_parallel": { "kind": "ddp", "bucket_cap_mb": 25 }
+})";
+
+void run_scenario(benchmark::State& state, const stepsim::Scenario& scenario) {
+  std::size_t intervals = 0;
+  for (auto _ : state) {
+    auto result = stepsim::simulate(scenario);
+    intervals = 0;
+    for (const auto& rank : result.timeline.ranks) intervals += rank.intervals.size();
+    benchmark::DoNotOptimize(result.report.step_time_s);
+  }
+  state.counters["intervals"] = static_cast<double>(intervals);
+  state.counters["gpus"] = scenario.parallel.gpus();
+}
+
+void BM_DefaultScenario(benchmark::State& state) { run_scenario(state, stepsim::io::load_scenario("")); }
+BENCHMARK(BM_DefaultScenario)->Unit(benchmark::kMillisecond);
+
+void BM_DefaultScenarioWithLoading(benchmark::State& state) {
+  for (auto _ : state) {
+    auto result = stepsim::simulate(stepsim::io::load_scenario(""));
+    benchmark::DoNotOptimize(result.report.step_time_s);
+  }
+}
+BENCHMARK(BM_DefaultScenarioWithLoading)->Unit(benchmark::kMillisecond);
+
+void BM_Llama405bTp8Dp2048(benchmark::State& state) {
+  run_scenario(state, stepsim::io::load_scenario_text(kLlama405b16k, "llama3-405b-16k"));
+}
+BENCHMARK(BM_Llama405bTp8Dp2048)->Unit(benchmark::kMillisecond);
+
+}  // namespace

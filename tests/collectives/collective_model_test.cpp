@@ -1,0 +1,116 @@
+// NCCL's cost model: bus factors, protocol and algorithm choice, forcing, link loads.
+#include <catch2/catch.hpp>
+
+#include "cluster_fixtures.hpp"
+#include "collectives/collective.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+using collectives::Request;
+
+namespace {
+
+collectives::Choice choose(const ClusterSpec& c, CollOp op, Bytes size, collectives::GroupShape shape,
+                           CollectivesSpec forced = {}) {
+  return collectives::predict(c, forced, Request{op, size, shape});
+}
+
+std::string error_of(const ClusterSpec& c, CollOp op, CollectivesSpec forced) {
+  try {
+    choose(c, op, Bytes::mib(64), {8, 1, 8}, forced);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("bus factors follow nccl-tests") {
+  CHECK(collectives::bus_factor(CollOp::allreduce, 8) == Approx(1.75));
+  CHECK(collectives::bus_factor(CollOp::allgather, 8) == Approx(0.875));
+  CHECK(collectives::bus_factor(CollOp::reducescatter, 4) == Approx(0.75));
+  CHECK(collectives::bus_factor(CollOp::alltoall, 2) == Approx(0.5));
+  CHECK(collectives::bus_factor(CollOp::broadcast, 8) == Approx(1.0));
+  CHECK(collectives::bus_factor(CollOp::sendrecv, 8) == Approx(1.0));
+}
+
+TEST_CASE("small messages use LL and large ones Simple") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  CHECK(choose(a100, CollOp::allreduce, Bytes(1024), {8, 1, 8}).protocol == Protocol::ll);
+  CHECK(choose(a100, CollOp::allreduce, Bytes::mib(4), {8, 1, 8}).protocol == Protocol::ll128);
+  const auto large = choose(a100, CollOp::allreduce, Bytes::gib(1), {8, 1, 8});
+  CHECK(large.protocol == Protocol::simple);
+  CHECK(large.algorithm == Algorithm::ring);
+}
+
+TEST_CASE("the unfitted NCCL model gives 240 GB/s ring busbw on 8 A100") {
+  ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  a100.tuning = {};
+  const auto c = choose(a100, CollOp::allreduce, Bytes::gib(64), {8, 1, 8}, {Algorithm::ring, Protocol::simple});
+  CHECK(c.algbw.gbytes_per_s() * 1.75 == Approx(240.0));
+  CHECK(c.latency.us() == Approx(8.4 + 14 * 3.4));
+  CHECK(c.channels == 12);
+}
+
+TEST_CASE("a forced pair is used as given") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  const auto c = choose(h100, CollOp::allreduce, Bytes::gib(1), {8, 1, 8}, {Algorithm::ring, Protocol::ll});
+  CHECK(c.algorithm == Algorithm::ring);
+  CHECK(c.protocol == Protocol::ll);
+}
+
+TEST_CASE("forcing NVLS on A100 names the key and the choices") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  CHECK(error_of(a100, CollOp::allreduce, {Algorithm::nvls, Protocol::automatic}) ==
+        "/collectives/algorithm: 'nvls' does not apply to AllReduce on 8 GPUs over 1 node(s): the cluster has no "
+        "NVLink SHARP (intra_node.nvls is false or the GPU predates Hopper) (choices: auto, tree, ring)");
+}
+
+TEST_CASE("forcing PAT for AllReduce is an input error") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  CHECK(error_of(h100, CollOp::allreduce, {Algorithm::pat, Protocol::automatic}) ==
+        "/collectives/algorithm: 'pat' does not apply to AllReduce on 8 GPUs over 1 node(s): it does not implement "
+        "AllReduce (choices: auto, tree, ring, nvls)");
+}
+
+TEST_CASE("forcing LL on NVLS is an input error on the protocol") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  CHECK_THROWS_AS(choose(h100, CollOp::allreduce, Bytes::mib(64), {8, 1, 8}, {Algorithm::nvls, Protocol::ll}),
+                  InputError);
+}
+
+TEST_CASE("PAT runs AllGather with one GPU per node") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
+  const auto all = collectives::candidates(h100, {}, Request{CollOp::allgather, Bytes::mib(1), {16, 16, 1}});
+  CHECK(std::any_of(all.begin(), all.end(), [](const auto& c) { return c.algorithm == Algorithm::pat; }));
+}
+
+TEST_CASE("AllToAll and SendRecv go point to point") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 2);
+  CHECK(choose(h100, CollOp::alltoall, Bytes::mib(64), {16, 2, 8}).algorithm == Algorithm::direct);
+  CHECK(choose(h100, CollOp::sendrecv, Bytes::mib(64), {2, 2, 1}).algorithm == Algorithm::direct);
+}
+
+TEST_CASE("a group of one only pays the launch") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  CHECK(choose(a100, CollOp::allreduce, Bytes::gib(1), {1, 1, 1}).time() == Time::from_us(36));
+}
+
+TEST_CASE("link loads per algorithm byte follow the algorithm") {
+  const Request intra{CollOp::allreduce, Bytes::mib(64), {8, 1, 8}};
+  collectives::Choice ring;
+  ring.algorithm = Algorithm::ring;
+  const auto load = collectives::link_load(intra, ring);
+  CHECK(load.intra == Approx(1.75));
+  CHECK(load.inter == 0.0);
+  collectives::Choice nvls;
+  nvls.algorithm = Algorithm::nvls;
+  CHECK(collectives::link_load(intra, nvls).intra == Approx(1.0));
+  const Request across{CollOp::allgather, Bytes::mib(64), {16, 16, 1}};
+  collectives::Choice pat;
+  pat.algorithm = Algorithm::pat;
+  CHECK(collectives::link_load(across, pat).inter == Approx(15.0 / 16.0));
+  const auto multi = collectives::link_load({CollOp::allreduce, Bytes::mib(64), {16, 2, 8}}, ring);
+  CHECK(multi.intra + multi.inter == Approx(2.0 * 15 / 16));
+}

@@ -1,0 +1,80 @@
+// The collective model against real nccl-tests sweeps, read with stepsim's own parser.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "calibration/nccl_tests_log.hpp"
+#include "cluster_fixtures.hpp"
+#include "collectives/collective.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+double predicted_busbw(const ClusterSpec& cluster, CollOp op, Bytes size, int gpus) {
+  const int per_node = std::min(gpus, cluster.gpus_per_node);
+  const collectives::Request request{op, size, {gpus, gpus / per_node, per_node}};
+  const Time t = collectives::predict(cluster, {}, request).time();
+  return size.as_double() / t.seconds() * collectives::bus_factor(op, gpus) * 1e-9;
+}
+
+Time predicted_time(const ClusterSpec& cluster, Bytes size) {
+  return collectives::predict(cluster, {}, {CollOp::allreduce, size, {8, 1, 8}}).time();
+}
+
+}  // namespace
+
+TEST_CASE("8x A100 AllReduce matches nccl-tests within 15 percent from 1 MiB up") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  int checked = 0;
+  for (const auto& row : log.rows) {
+    if (row.size < Bytes::mib(1)) continue;
+    const double measured = row.out_of_place.busbw.gbytes_per_s();
+    INFO(fmt::format("size {} measured {:.1f} GB/s", row.size.count(), measured));
+    CHECK(predicted_busbw(a100, CollOp::allreduce, row.size, 8) == Approx(measured).epsilon(0.15));
+    ++checked;
+  }
+  CHECK(checked == 13);
+}
+
+TEST_CASE("8x A100 AllReduce latency floor matches nccl-tests within 25 percent") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  for (const auto& row : log.rows) {
+    if (row.size > Bytes(4096)) continue;
+    INFO(fmt::format("size {}", row.size.count()));
+    CHECK(predicted_time(a100, row.size).us() == Approx(row.out_of_place.time.us()).epsilon(0.25));
+  }
+}
+
+TEST_CASE("8x H100 NVLS AllReduce reaches about 480 GB/s busbw at 4 GiB") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  const collectives::Request request{CollOp::allreduce, Bytes::gib(4), {8, 1, 8}};
+  CHECK(collectives::predict(h100, {}, request).algorithm == Algorithm::nvls);
+  CHECK(predicted_busbw(h100, CollOp::allreduce, Bytes::gib(4), 8) == Approx(480).epsilon(0.05));
+}
+
+TEST_CASE("8x H100 ring AllGather reaches 360 to 370 GB/s busbw at large sizes") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  CHECK(predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 8) == Approx(365).epsilon(0.05));
+}
+
+TEST_CASE("8x H200 AllReduce at 8 GiB matches the measured 477 GB/s") {
+  const ClusterSpec h200 = test::dgx_hopper("dgx-h200-ndr", 1);
+  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/h200-8gpu-allreduce-8GiB.txt");
+  REQUIRE(log.rows.size() == 1);
+  const auto& row = log.rows[0];
+  CHECK(predicted_busbw(h200, CollOp::allreduce, row.size, 8) ==
+        Approx(row.out_of_place.busbw.gbytes_per_s()).epsilon(0.05));
+}
+
+TEST_CASE("multi-node DGX A100 AllReduce approaches 8 HDR NICs at 24 GB/s") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(16);
+  CHECK(predicted_busbw(a100, CollOp::allreduce, Bytes::gib(8), 128) == Approx(192).epsilon(0.08));
+}
+
+TEST_CASE("multi-node NDR AllGather moves 46 to 49 GB/s per NIC") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
+  CHECK(predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 128) / 8 == Approx(47.5).epsilon(0.05));
+}

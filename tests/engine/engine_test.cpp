@@ -1,0 +1,302 @@
+// Execution semantics of the engine (DESIGN.md §5) with exact integer-time expectations.
+#include <catch2/catch.hpp>
+
+#include "engine/engine.hpp"
+#include "program_builder.hpp"
+#include "stepsim/error.hpp"
+
+namespace Catch {
+template <>
+struct StringMaker<stepsim::Time> {
+  static std::string convert(stepsim::Time t) { return std::to_string(t.ps()) + " ps"; }
+};
+}  // namespace Catch
+
+namespace {
+
+using stepsim::Activity;
+using stepsim::Bandwidth;
+using stepsim::Bytes;
+using stepsim::CollOp;
+using stepsim::CommKind;
+using stepsim::Interval;
+using stepsim::Time;
+using stepsim::Timeline;
+using stepsim::engine::run;
+using stepsim::engine::testing::call;
+using stepsim::engine::testing::interval;
+using stepsim::engine::testing::ProgramBuilder;
+using stepsim::engine::testing::us;
+
+const Bandwidth k100GBps = Bandwidth::gbytes_per_s(100);
+const Bytes kMB{1'000'000};
+
+std::vector<Interval> of_activity(const Timeline& t, int rank, Activity a) {
+  std::vector<Interval> out;
+  for (const Interval& i : t.ranks[static_cast<std::size_t>(rank)].intervals) {
+    if (i.activity == a) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ops on one stream run one after another") {
+  ProgramBuilder b(1);
+  b.compute(0, 0, "a", us(10));
+  b.compute(0, 0, "b", us(20));
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "a").start == us(0));
+  CHECK(interval(t, 0, "a").end == us(10));
+  CHECK(interval(t, 0, "b").start == us(10));
+  CHECK(interval(t, 0, "b").end == us(30));
+  REQUIRE(t.steps.size() == 1);
+  CHECK(t.steps[0].name == "step");
+  CHECK(t.steps[0].end == us(30));
+}
+
+TEST_CASE("ops on different streams run concurrently unless an event orders them") {
+  ProgramBuilder b(1);
+  const auto side = b.stream(0, "side");
+  const auto a = b.compute(0, 0, "a", us(10));
+  b.compute(0, side, "free", us(3));
+  b.compute(0, side, "after a", us(5), {a});
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "free").start == us(0));
+  CHECK(interval(t, 0, "free").end == us(3));
+  CHECK(interval(t, 0, "after a").start == us(10));
+  CHECK(interval(t, 0, "after a").end == us(15));
+  CHECK(interval(t, 0, "after a").stream == side);
+}
+
+TEST_CASE("the host launch cost delays tiny kernels") {
+  ProgramBuilder b(1, us(5));
+  b.compute(0, 0, "a", us(1));
+  b.compute(0, 0, "b", us(1));
+  b.compute(0, 0, "c", us(1));
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "a").start == us(5));
+  CHECK(interval(t, 0, "b").start == us(10));
+  CHECK(interval(t, 0, "c").start == us(15));
+  CHECK(t.steps[0].end == us(16));
+}
+
+TEST_CASE("a host-blocking op holds back the issue of every later op") {
+  ProgramBuilder b(1, us(5));
+  const auto a = b.compute(0, 0, "a", us(10));
+  b.compute(0, 0, "sync", us(1), {a});
+  b.op(0, 1).host_blocks = true;
+  b.compute(0, 0, "c", us(1));
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "a").end == us(15));
+  CHECK(interval(t, 0, "sync").start == us(20));
+  CHECK(interval(t, 0, "c").start == us(25));
+}
+
+TEST_CASE("a collective starts when its slowest member reaches it") {
+  ProgramBuilder b(2);
+  const auto g = b.group("dp", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    const auto comm = b.stream(r, "dp");
+    const auto work = b.compute(r, 0, "work", us(r == 0 ? 10 : 30));
+    b.collective(r, comm, "allreduce", g, call(Bytes{0}, us(2)), {work});
+  }
+  const Timeline t = run(b.program());
+  for (int r = 0; r < 2; ++r) {
+    const Interval& ar = interval(t, r, "allreduce");
+    CHECK(ar.start == us(30));
+    CHECK(ar.end == us(32));
+    CHECK(ar.activity == Activity::comm);
+    CHECK(ar.kind == CommKind::dp);
+    CHECK(ar.op == CollOp::allreduce);
+    CHECK(ar.group == g);
+  }
+}
+
+TEST_CASE("the compute stream waiting for a peer is a bubble") {
+  ProgramBuilder b(2);
+  const auto g = b.group("pp", {0, 1}, CommKind::pp);
+  for (int r = 0; r < 2; ++r) {
+    const auto comm = b.stream(r, "pp");
+    const auto work = b.compute(r, 0, "work", us(r == 0 ? 10 : 30));
+    const auto recv = b.collective(r, comm, "sendrecv", g, call(kMB, us(2)), {work});
+    b.compute(r, 0, "next", us(1), {recv});
+  }
+  const Timeline t = run(b.program());
+  const auto bubbles = of_activity(t, 0, Activity::bubble);
+  REQUIRE(bubbles.size() == 1);
+  CHECK(bubbles[0].start == us(10));
+  CHECK(bubbles[0].end == us(30));
+  CHECK(bubbles[0].stream == 0);
+  CHECK(t.names[bubbles[0].name] == "bubble");
+  // The slower member never waits, and waiting on the transfer itself is no bubble.
+  CHECK(of_activity(t, 1, Activity::bubble).empty());
+  CHECK(interval(t, 0, "sendrecv").end == us(42));
+  CHECK(interval(t, 0, "next").start == us(42));
+}
+
+TEST_CASE("compute slows down while communication of its rank runs") {
+  ProgramBuilder b(1);
+  b.program().comm_slowdown = 0.5;
+  const auto g = b.group("tp", {0}, CommKind::tp);
+  const auto comm = b.stream(0, "tp");
+  b.compute(0, 0, "gemm", us(100));
+  const auto lead = b.compute(0, comm, "lead", us(20));
+  b.collective(0, comm, "allreduce", g, call(Bytes{0}, us(30)), {lead});
+  const Timeline t = run(b.program());
+  // 20 us at full speed, 30 us at 1/1.5 speed (20 us of work), then the last 60 us.
+  CHECK(interval(t, 0, "allreduce").start == us(20));
+  CHECK(interval(t, 0, "allreduce").end == us(50));
+  CHECK(interval(t, 0, "gemm").end == us(110));
+}
+
+TEST_CASE("a lone collective moves its bytes at its algorithm bandwidth") {
+  ProgramBuilder b(1);
+  const auto link = b.link(Bandwidth::gbytes_per_s(400));
+  const auto g = b.group("dp", {0});
+  b.collective(0, 0, "allreduce", g, call(kMB, us(3), k100GBps, {{link, 1.0}}));
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "allreduce").end == us(13));
+  CHECK(interval(t, 0, "allreduce").bytes == kMB);
+}
+
+TEST_CASE("two concurrent collectives sharing one link take longer than one") {
+  ProgramBuilder b(1);
+  const auto link = b.link(k100GBps);
+  const auto g1 = b.group("dp", {0});
+  const auto g2 = b.group("tp", {0}, CommKind::tp);
+  const auto s1 = b.stream(0, "dp");
+  const auto s2 = b.stream(0, "tp");
+  b.collective(0, s1, "first", g1, call(kMB, Time::zero(), k100GBps, {{link, 1.0}}));
+  const auto lead = b.compute(0, s2, "lead", us(5));
+  b.collective(0, s2, "second", g2, call(kMB, Time::zero(), k100GBps, {{link, 1.0}}), {lead});
+  const Timeline t = run(b.program());
+  // Alone for 5 us (half its bytes), then 50 GB/s each: first ends at 15 us; the second
+  // has half its bytes left then and gets the whole link back.
+  CHECK(interval(t, 0, "first").end == us(15));
+  CHECK(interval(t, 0, "second").start == us(5));
+  CHECK(interval(t, 0, "second").end == us(20));
+}
+
+TEST_CASE("every member of a collective finishes at the same time") {
+  ProgramBuilder b(2);
+  const auto slow = b.link(Bandwidth::gbytes_per_s(50));
+  const auto fast = b.link(Bandwidth::gbytes_per_s(500));
+  const auto g = b.group("dp", {0, 1});
+  b.collective(0, 0, "allreduce", g, call(kMB, Time::zero(), k100GBps, {{slow, 1.0}}));
+  b.collective(1, 0, "allreduce", g, call(kMB, Time::zero(), k100GBps, {{fast, 1.0}}));
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "allreduce").end == us(20));
+  CHECK(interval(t, 1, "allreduce").end == us(20));
+}
+
+TEST_CASE("the memory counter follows the ops' allocations") {
+  ProgramBuilder b(1);
+  b.program().ranks[0].memory_base = Bytes::gib(1);
+  b.compute(0, 0, "forward", us(10));
+  b.op(0, 0).memory_delta = Bytes::mib(100);
+  b.compute(0, 0, "backward", us(10));
+  b.op(0, 1).memory_delta = Bytes{0} - Bytes::mib(60);
+  b.compute(0, 0, "idle", us(10));
+  const Timeline t = run(b.program());
+  const auto& memory = t.ranks[0].memory;
+  REQUIRE(memory.size() == 3);
+  CHECK(memory[0].at == us(0));
+  CHECK(memory[0].value == Bytes::gib(1));
+  CHECK(memory[1].at == us(10));
+  CHECK(memory[1].value == Bytes::gib(1) + Bytes::mib(100));
+  CHECK(memory[2].at == us(20));
+  CHECK(memory[2].value == Bytes::gib(1) + Bytes::mib(40));
+}
+
+TEST_CASE("the timeline carries ranks, streams and groups of the program") {
+  ProgramBuilder b(2);
+  b.program().ranks[1].multiplicity = 8;
+  const auto g = b.group("dp", {0, 1});
+  b.program().groups[0].size = 16;
+  b.program().groups[0].ranks = "[0, 8]";
+  for (int r = 0; r < 2; ++r) b.collective(r, b.stream(r, "dp"), "allreduce", g, call(Bytes{0}, us(1)));
+  const Timeline t = run(b.program());
+  REQUIRE(t.ranks.size() == 2);
+  CHECK(t.ranks[1].rank == 1);
+  CHECK(t.ranks[1].multiplicity == 8);
+  CHECK(t.ranks[1].label == "r1");
+  CHECK(t.ranks[1].streams == std::vector<std::string>{"compute", "dp"});
+  REQUIRE(t.groups.size() == 1);
+  CHECK(t.groups[0].name == "dp");
+  CHECK(t.groups[0].size == 16);
+  CHECK(t.groups[0].ranks == "[0, 8]");
+}
+
+TEST_CASE("two runs of one program give identical timelines") {
+  ProgramBuilder b(3, us(2));
+  b.program().comm_slowdown = 0.3;
+  const auto link = b.link(Bandwidth::gbytes_per_s(80));
+  const auto g = b.group("dp", {0, 1, 2});
+  for (int r = 0; r < 3; ++r) {
+    const auto comm = b.stream(r, "dp");
+    b.compute(r, 0, "fwd", us(7 + r));
+    stepsim::engine::OpIndex last = 0;
+    for (int k = 0; k < 5; ++k) {
+      last = b.compute(r, 0, "bwd", us(3 + k));
+      b.collective(r, comm, "allreduce", g, call(Bytes{300'017}, us(1), k100GBps, {{link, 0.7}}), {last});
+    }
+    b.compute(r, 0, "step", us(4), {last});
+  }
+  const Timeline first = run(b.program());
+  const Timeline second = run(b.program());
+  REQUIRE(first.ranks.size() == second.ranks.size());
+  for (std::size_t r = 0; r < first.ranks.size(); ++r) {
+    const auto& x = first.ranks[r].intervals;
+    const auto& y = second.ranks[r].intervals;
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CHECK(x[i].start == y[i].start);
+      CHECK(x[i].end == y[i].end);
+      CHECK(x[i].name == y[i].name);
+      CHECK(x[i].stream == y[i].stream);
+    }
+  }
+  CHECK(first.steps[0].end == second.steps[0].end);
+}
+
+TEST_CASE("ops that wait on each other are reported as a deadlock") {
+  ProgramBuilder b(1);
+  const auto side = b.stream(0, "side");
+  b.compute(0, 0, "a", us(1), {1});
+  b.compute(0, side, "b", us(1), {0});
+  REQUIRE_THROWS_WITH(run(b.program()),
+                      Catch::Contains("deadlock: rank 0 (r0) stream 0 'compute' op 0 'a' waits on op 1 'b'"));
+}
+
+TEST_CASE("collectives called in different orders are reported as a deadlock") {
+  ProgramBuilder b(2);
+  const auto x = b.group("x", {0, 1});
+  const auto y = b.group("y", {0, 1});
+  b.collective(0, 0, "first", x, call(Bytes{0}, us(1)));
+  b.collective(0, 0, "second", y, call(Bytes{0}, us(1)));
+  b.collective(1, 0, "second", y, call(Bytes{0}, us(1)));
+  b.collective(1, 0, "first", x, call(Bytes{0}, us(1)));
+  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
+  REQUIRE_THROWS_WITH(run(b.program()),
+                      Catch::Contains("waits at the rendezvous of group 'x' call 0 (1 of 2"));
+}
+
+TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
+  ProgramBuilder b(1);
+  const auto side = b.stream(0, "side");
+  const auto g = b.group("pp", {0});
+  b.compute(0, side, "late", us(1), {2});
+  b.compute(0, 0, "sync", us(1), {0});
+  b.op(0, 1).host_blocks = true;
+  b.collective(0, 0, "never issued", g, call(Bytes{0}, us(1)));
+  REQUIRE_THROWS_WITH(run(b.program()),
+                      Catch::Contains("is never issued: the host blocks before op 1 'sync'"));
+}
+
+TEST_CASE("a collective naming an unknown link is a program bug") {
+  ProgramBuilder b(1);
+  const auto g = b.group("dp", {0});
+  b.collective(0, 0, "allreduce", g, call(kMB, us(1), k100GBps, {{7, 1.0}}));
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("rank 0 op 0: unknown resource"));
+}

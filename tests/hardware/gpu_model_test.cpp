@@ -1,0 +1,76 @@
+// The roofline GPU model: GEMM efficiency by size, memory-bound element-wise kernels, floors.
+#include <catch2/catch.hpp>
+
+#include "hardware/gpu_model.hpp"
+#include "scenarios.hpp"
+#include "stepsim/error.hpp"
+#include "workload/work.hpp"
+
+namespace st = stepsim::testing;
+using stepsim::Bytes;
+using stepsim::Precision;
+using stepsim::Time;
+using stepsim::hardware::GpuModel;
+using stepsim::workload::OpClass;
+using stepsim::workload::OpCost;
+
+namespace {
+
+OpCost square_gemm(long long n) {
+  OpCost op;
+  op.cls = OpClass::gemm;
+  op.m = op.n = op.k = n;
+  op.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  op.bytes = Bytes(3 * n * n * 2);
+  return op;
+}
+
+double achieved_tflops(const GpuModel& gpu, const OpCost& op) {
+  return op.flops / gpu.duration(op).seconds() * 1e-12;
+}
+
+}  // namespace
+
+TEST_CASE("a large GEMM reaches the measured 80% of H100's bf16 peak") {
+  const GpuModel gpu(st::h100(), Precision::bf16);
+  CHECK(achieved_tflops(gpu, square_gemm(8192)) == Approx(790).epsilon(0.02));
+}
+
+TEST_CASE("a large GEMM reaches the measured 82% of A100's bf16 peak") {
+  const GpuModel gpu(st::a100(), Precision::bf16);
+  CHECK(achieved_tflops(gpu, square_gemm(8192)) == Approx(0.82 * 312).epsilon(0.01));
+}
+
+TEST_CASE("GEMM efficiency rises with size and small GEMMs fall far below the peak") {
+  const GpuModel gpu(st::a100(), Precision::bf16);
+  double previous = 0;
+  for (long long n = 64; n <= 16384; n *= 2) {
+    const double eff = gpu.efficiency(square_gemm(n));
+    CHECK(eff > previous);
+    CHECK(eff <= st::a100().efficiency.gemm_max);
+    previous = eff;
+  }
+  CHECK(achieved_tflops(gpu, square_gemm(512)) < 0.3 * 312);
+}
+
+TEST_CASE("an element-wise kernel runs at the achievable HBM bandwidth") {
+  const GpuModel gpu(st::a100(), Precision::bf16);
+  OpCost op;
+  op.cls = OpClass::elementwise;
+  op.flops = 1e8;
+  op.bytes = Bytes(400'000'000);
+  const double seconds = 4e8 / (2039e9 * 0.82);
+  CHECK(gpu.duration(op).seconds() == Approx(seconds).epsilon(1e-6));
+}
+
+TEST_CASE("no kernel is shorter than kernel_min") {
+  const GpuModel gpu(st::a100(), Precision::bf16);
+  OpCost op;
+  op.cls = OpClass::elementwise;
+  op.bytes = Bytes(64);
+  CHECK(gpu.duration(op) == Time::from_us(3.0));
+}
+
+TEST_CASE("a precision the GPU lacks is an input error") {
+  CHECK_THROWS_AS(GpuModel(st::a100(), Precision::fp8), stepsim::InputError);
+}

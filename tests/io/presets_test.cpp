@@ -1,0 +1,91 @@
+// Every file under configs/ is embedded and loads; the preset listing covers them all.
+#include <catch2/catch.hpp>
+
+#include <boost/json/value.hpp>
+#include <filesystem>
+#include <set>
+
+#include "io/embedded_files.hpp"
+#include "io/presets.hpp"
+#include "io/scenario_loader.hpp"
+#include "io/scenario_schema.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+TEST_CASE("every file under configs is embedded") {
+  std::set<std::string> on_disk, embedded;
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs";
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root))
+    if (entry.is_regular_file() && entry.path().extension() == ".json")
+      on_disk.insert(std::filesystem::relative(entry.path(), root).generic_string());
+  for (const auto& file : io::embedded_files()) embedded.insert(std::string(file.path));
+  CHECK(embedded == on_disk);
+}
+
+TEST_CASE("every embedded preset loads") {
+  for (const auto& file : io::embedded_files()) {
+    INFO(file.path);
+    const std::string_view folder = io::preset_folder(file);
+    const boost::json::value name(boost::json::string(io::preset_name(file)));
+    const io::Reader r("test", true);
+    if (folder == "gpus") {
+      GpuSpec g;
+      io::read_gpu(g, name, r);
+      CHECK(g.name == io::preset_name(file));
+      CHECK(g.flops.bf16.positive());
+      CHECK(g.memory_bandwidth.positive());
+    } else if (folder == "clusters") {
+      const ClusterSpec c = io::load_cluster(std::string(io::preset_name(file)), 16);
+      CHECK(c.name == io::preset_name(file));
+      CHECK(c.nodes == 2);
+    } else if (folder == "models") {
+      ModelSpec m;
+      io::read_model(m, name, r);
+      CHECK(m.name == io::preset_name(file));
+      // Loaded in a one-GPU scenario so that validation checks the dimensions.
+      const Scenario s = io::load_scenario_text(
+          R"({"cluster": "dgx-h100-ndr", "training": {"global_batch": 1}})", "test.json",
+          {"model=" + std::string(io::preset_name(file))});
+      CHECK(s.model.layers > 0);
+    } else {
+      REQUIRE(folder == "examples");
+      const Scenario s = io::load_scenario(std::string(io::preset_name(file)));
+      CHECK(s.cluster.gpus() >= s.parallel.gpus());
+    }
+  }
+}
+
+TEST_CASE("the GPU presets carry the datasheet figures") {
+  const Scenario a100 = io::load_scenario_text(R"({"model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": {"global_batch": 1}})", "t.json");
+  CHECK(a100.cluster.gpu.flops.bf16.tflops() == Approx(312));
+  CHECK(a100.cluster.gpu.flops.fp32.tflops() == Approx(19.5));
+  CHECK(a100.cluster.gpu.sms == 108);
+  CHECK(a100.cluster.gpu.arch == GpuArch::ampere);
+  CHECK_FALSE(a100.cluster.intra_node.nvls);
+  CHECK(a100.cluster.inter_node.nic_bandwidth.bytes_per_s() == 25e9);
+  const Scenario h200 = io::load_scenario_text(R"({"model": "gpt-1.3b", "cluster": "dgx-h200-ndr", "training": {"global_batch": 1}})", "t.json");
+  CHECK(h200.cluster.gpu.memory.count() == 141'000'000'000);
+  CHECK(h200.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(4.8e12));
+  CHECK(h200.cluster.gpu.flops.fp8.tflops() == Approx(1979));
+}
+
+TEST_CASE("the preset listing has a summary for every preset") {
+  const auto presets = io::list_presets();
+  CHECK(presets.size() == io::embedded_files().size());
+  std::set<std::string> kinds;
+  for (const auto& p : presets) {
+    INFO(p.name);
+    CHECK_FALSE(p.summary.empty());
+    kinds.insert(p.kind);
+  }
+  CHECK(kinds == std::set<std::string>{"gpu", "cluster", "model", "example"});
+}
+
+TEST_CASE("a preset's text is its file, and unknown presets are named") {
+  CHECK(io::preset_text("gpu", "h200").find("\"4.8 TB/s\"") != std::string::npos);
+  CHECK_THROWS_WITH(io::preset_text("model", "llama3-9b"),
+                    "presets: model: unknown model preset 'llama3-9b' (did you mean 'llama3-8b'?)");
+  CHECK_THROWS_WITH(io::preset_text("modle", "x"),
+                    "presets: unknown preset kind 'modle' (did you mean 'model'?)");
+}

@@ -1,0 +1,166 @@
+// Loading scenarios: presets and overrides merge as documented, defaults are filled, --set
+// applies after the file, and the resolved scenario loads back to the same values.
+#include <catch2/catch.hpp>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+const char* const kBase = R"({
+  "model": "llama3-8b",
+  "cluster": "dgx-h100-ndr",
+  "parallel": { "tp": 8, "dp": 8 },
+  "training": { "global_batch": 128, "micro_batch": 2 },
+})";
+
+}  // namespace
+
+TEST_CASE("the embedded default is Llama 3 8B on 64 H100 with TP 8 and DDP") {
+  const Scenario s = io::load_scenario("");
+  CHECK(s.source == "<default>");
+  CHECK(s.model.name == "llama3-8b");
+  CHECK(s.model.kv_heads == 8);
+  CHECK(s.model.ffn_hidden == 14336);
+  CHECK(s.cluster.name == "dgx-h100-ndr");
+  CHECK(s.cluster.gpu.name == "h100-sxm5-80gb");
+  CHECK(s.cluster.nodes == 8);
+  CHECK(s.cluster.gpus() == 64);
+  CHECK(s.parallel.gpus() == 64);
+  CHECK(s.training.micro_batches(s.parallel.dp) == 8);
+  CHECK(s.cluster.inter_node.nic_bandwidth.bytes_per_s() == 50e9);
+  CHECK(s.cluster.intra_node.bandwidth.bytes_per_s() == 450e9);
+  CHECK(s.cluster.gpu.flops.bf16.tflops() == Approx(989));
+  CHECK(s.data_parallel.kind == DpKind::ddp);
+  CHECK(s.data_parallel.bucket_cap_mb == 25.0);
+}
+
+TEST_CASE("an example preset can be loaded by name") {
+  const Scenario s = io::load_scenario("korthikanti-22b");
+  CHECK(s.model.name == "gpt-22b");
+  CHECK(s.cluster.gpu.name == "a100-sxm4-80gb");
+  CHECK(s.training.micro_batch == 4);
+}
+
+TEST_CASE("a section object overrides its preset key by key") {
+  const Scenario s = io::load_scenario_text(R"({
+    "model": { "preset": "llama3-8b", "layers": 16 },
+    "cluster": { "preset": "dgx-a100-80g-hdr", "inter_node": { "nics_per_node": 4 }, "gpu": { "sms": 100 } },
+    "parallel": { "tp": 8, "dp": 8 },
+    "training": { "global_batch": 128, "micro_batch": 2 }
+  })", "s.json");
+  CHECK(s.model.layers == 16);
+  CHECK(s.model.hidden == 4096);
+  CHECK(s.cluster.inter_node.nics_per_node == 4);
+  CHECK(s.cluster.inter_node.nic_bandwidth.bytes_per_s() == 25e9);
+  CHECK(s.cluster.gpu.sms == 100);
+  CHECK(s.cluster.gpu.name == "a100-sxm4-80gb");
+  CHECK(s.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(2.04e12));
+}
+
+TEST_CASE("a model given by its dimensions gets Megatron's defaults") {
+  const Scenario s = io::load_scenario_text(R"({
+    "model": { "layers": 4, "hidden": 1024, "heads": 16, "vocab": 51200, "seq_len": 1024 },
+    "cluster": "dgx-h100-ndr",
+    "training": { "global_batch": 8 }
+  })", "s.json");
+  CHECK(s.model.name == "custom");
+  CHECK(s.model.kv_heads == 16);
+  CHECK(s.model.ffn_hidden == 4096);
+  CHECK(s.parallel.gpus() == 1);
+  CHECK(s.cluster.nodes == 1);
+}
+
+TEST_CASE("overrides from --set apply after the file, and a preset name replaces a section") {
+  const Scenario s = io::load_scenario_text(kBase, "s.json",
+                                            {"parallel.tp=4", "parallel.dp=16", "training.global_batch=256",
+                                             "model=llama3-70b", "cluster.inter_node.nic_bandwidth=200 Gb/s",
+                                             "data_parallel.bucket_cap_mb=100", "parallel.sequence_parallel=true",
+                                             "collectives.protocol=ll128"});
+  CHECK(s.parallel.tp == 4);
+  CHECK(s.parallel.dp == 16);
+  CHECK(s.parallel.sequence_parallel);
+  CHECK(s.model.name == "llama3-70b");
+  CHECK(s.model.heads == 64);
+  CHECK(s.model.layers == 80);
+  CHECK(s.cluster.inter_node.nic_bandwidth.bytes_per_s() == 25e9);
+  CHECK(s.cluster.nodes == 8);
+  CHECK(s.data_parallel.bucket_cap_mb == 100.0);
+  CHECK(s.collectives.protocol == Protocol::ll128);
+}
+
+TEST_CASE("sequence parallelism without tensor parallelism is switched off as Megatron does") {
+  const Scenario s = io::load_scenario_text(kBase, "s.json", {"parallel.tp=1", "parallel.dp=64", "parallel.sequence_parallel=true"});
+  CHECK_FALSE(s.parallel.sequence_parallel);
+}
+
+TEST_CASE("uneven pipeline stages are accepted when they sum to the layers") {
+  const Scenario s = io::load_scenario("bloom-176b");
+  CHECK(s.parallel.stage_layers.size() == 12);
+  CHECK(s.parallel.stage_layers.front() == 5);
+  CHECK(s.cluster.inter_node.nics_per_node == 4);
+  CHECK(s.cluster.nodes == 48);
+  CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
+}
+
+TEST_CASE("calibration accepts one file or a list") {
+  const Scenario one = io::load_scenario_text(kBase, "s.json", {"calibration=h100.json"});
+  CHECK(one.calibration == std::vector<std::string>{"h100.json"});
+  const Scenario two = io::load_scenario_text(kBase, "s.json", {R"(calibration=["a.json", "b.json"])"});
+  CHECK(two.calibration == std::vector<std::string>{"a.json", "b.json"});
+}
+
+TEST_CASE("the resolved scenario loads back to the same scenario") {
+  for (const auto& info : io::list_presets()) {
+    if (info.kind != "example") continue;
+    INFO(info.name);
+    const Scenario first = io::load_scenario(info.name, {"calibration=x.json"});
+    const Scenario second = io::load_scenario_text(first.resolved_json, "resolved.json");
+    CHECK(second.resolved_json == first.resolved_json);
+    CHECK(second.model.hidden == first.model.hidden);
+    CHECK(second.cluster.gpu.flops.fp32 == first.cluster.gpu.flops.fp32);
+    CHECK(second.cluster.gpu.memory_bandwidth == first.cluster.gpu.memory_bandwidth);
+    CHECK(second.cluster.gpu.efficiency.kernel_min == first.cluster.gpu.efficiency.kernel_min);
+    CHECK(second.cluster.gpu.efficiency.gemm_half_flops == first.cluster.gpu.efficiency.gemm_half_flops);
+    CHECK(second.cluster.intra_node.latency == first.cluster.intra_node.latency);
+    CHECK(second.cluster.inter_node.nic_bandwidth == first.cluster.inter_node.nic_bandwidth);
+    CHECK(second.cluster.tuning.ramp_half_bytes == first.cluster.tuning.ramp_half_bytes);
+    CHECK(second.cluster.nodes == first.cluster.nodes);
+    CHECK(second.parallel.stage_layers == first.parallel.stage_layers);
+    CHECK(second.data_parallel.bucket_cap_mb == first.data_parallel.bucket_cap_mb);
+    CHECK(second.calibration == first.calibration);
+  }
+}
+
+TEST_CASE("the resolved scenario writes quantities with their units") {
+  const std::string text = io::load_scenario("").resolved_json;
+  CHECK(text.find(R"("nic_bandwidth": "400 Gb/s")") != std::string::npos);
+  CHECK(text.find(R"("bandwidth": "450 GB/s")") != std::string::npos);
+  CHECK(text.find(R"("bf16": "989 TFLOPS")") != std::string::npos);
+  CHECK(text.find(R"("memory": "80 GB")") != std::string::npos);
+  CHECK(text.find(R"("kernel_launch": "5 us")") != std::string::npos);
+  CHECK(text.find(R"("schedule": "1f1b")") != std::string::npos);
+}
+
+TEST_CASE("a cluster preset is sized for a number of GPUs") {
+  const ClusterSpec c = io::load_cluster("dgx-h100-ndr", 20);
+  CHECK(c.nodes == 3);
+  CHECK(c.gpus_per_node == 8);
+  CHECK(c.intra_node.nvls);
+  CHECK_THROWS_WITH(io::load_cluster("dgx-h100", 8),
+                    "<command line>: cluster: unknown cluster preset 'dgx-h100' (did you mean 'dgx-h100-ndr'?)");
+}
+
+TEST_CASE("a scenario can start from an example preset and override it") {
+  const Scenario s = io::load_scenario_text(R"({ "preset": "korthikanti-22b", "training": { "recompute": "full" } })", "s.json");
+  CHECK(s.model.name == "gpt-22b");
+  CHECK(s.training.micro_batch == 4);
+  CHECK(s.training.recompute == Recompute::full);
+}
+
+TEST_CASE("a missing scenario file that is no example preset lists the examples") {
+  CHECK_THROWS_WITH(io::load_scenario("nope.json"),
+                    Catch::StartsWith("nope.json: cannot open the file, and it is not an example preset (default, "));
+}

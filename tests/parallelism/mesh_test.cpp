@@ -1,0 +1,89 @@
+// Rank placement, communicator shapes and the simulated ranks.
+#include <catch2/catch.hpp>
+
+#include "parallelism/mesh.hpp"
+
+namespace sp = stepsim::parallelism;
+using stepsim::ParallelSpec;
+using stepsim::RankMode;
+
+namespace {
+
+ParallelSpec mesh(int tp, int dp, int pp = 1) {
+  ParallelSpec p;
+  p.tp = tp;
+  p.dp = dp;
+  p.pp = pp;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("tensor-parallel ranks are consecutive and data-parallel ranks stride by tp") {
+  const ParallelSpec p = mesh(8, 8);
+  CHECK(sp::group_ranks(p, 0, sp::Dim::tp) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(sp::group_ranks(p, 9, sp::Dim::dp) == std::vector<int>{1, 9, 17, 25, 33, 41, 49, 57});
+  CHECK(sp::coord_of(p, 42).tp == 2);
+  CHECK(sp::coord_of(p, 42).dp == 5);
+  CHECK(sp::global_rank(p, sp::coord_of(p, 42)) == 42);
+}
+
+TEST_CASE("TP 8 x DP 8 on 8-GPU nodes: tp inside one node, dp one rank per node") {
+  const ParallelSpec p = mesh(8, 8);
+  const auto tp = sp::shape_of(sp::group_ranks(p, 0, sp::Dim::tp), 8);
+  CHECK(tp.ranks == 8);
+  CHECK(tp.nodes == 1);
+  CHECK(tp.ranks_per_node == 8);
+  const auto dp = sp::shape_of(sp::group_ranks(p, 0, sp::Dim::dp), 8);
+  CHECK(dp.ranks == 8);
+  CHECK(dp.nodes == 8);
+  CHECK(dp.ranks_per_node == 1);
+}
+
+TEST_CASE("TP 2 x DP 8 on 8-GPU nodes: dp spans two nodes with four ranks each") {
+  const auto dp = sp::shape_of(sp::group_ranks(mesh(2, 8), 0, sp::Dim::dp), 8);
+  CHECK(dp.ranks == 8);
+  CHECK(dp.nodes == 2);
+  CHECK(dp.ranks_per_node == 4);
+}
+
+TEST_CASE("representative mode simulates one rank for all GPUs when pp is 1") {
+  const auto ranks = sp::simulated_ranks(mesh(8, 16), RankMode::representative);
+  REQUIRE(ranks.size() == 1);
+  CHECK(ranks[0].rank == 0);
+  CHECK(ranks[0].multiplicity == 128);
+}
+
+TEST_CASE("representative mode simulates one rank per pipeline stage") {
+  const auto ranks = sp::simulated_ranks(mesh(2, 2, 4), RankMode::representative);
+  REQUIRE(ranks.size() == 4);
+  CHECK(ranks[3].rank == 12);
+  CHECK(ranks[3].stage == 3);
+  CHECK(ranks[3].multiplicity == 4);
+  CHECK(ranks[3].label == "rank 12 (stage 3)");
+}
+
+TEST_CASE("all-ranks mode simulates every rank once") {
+  const auto ranks = sp::simulated_ranks(mesh(2, 2), RankMode::all);
+  REQUIRE(ranks.size() == 4);
+  CHECK(ranks[3].rank == 3);
+  CHECK(ranks[3].multiplicity == 1);
+}
+
+TEST_CASE("long rank lists are abbreviated") {
+  CHECK(sp::ranks_string({0, 8, 16}) == "[0, 8, 16]");
+  std::vector<int> many;
+  for (int i = 0; i < 16; ++i) many.push_back(i * 8);
+  CHECK(sp::ranks_string(many) == "[0, 8, 16, 24, 32, 40, 48, ..., 120]");
+}
+
+TEST_CASE("the placement notes name each communicator's shape") {
+  stepsim::Scenario s;
+  s.parallel = mesh(8, 4);
+  s.cluster.gpus_per_node = 8;
+  CHECK(sp::placement_description(s) ==
+        "ranks placed TP innermost, then CP, DP, PP outermost (Megatron order tp-cp-ep-dp-pp); "
+        "tp group of rank 0: 8 ranks on 1 node(s), 8 per node [0, 1, 2, 3, 4, 5, 6, 7]; "
+        "dp group of rank 0: 4 ranks on 4 node(s), 1 per node [0, 8, 16, 24]; "
+        "1 simulated rank(s) standing for 32 GPUs");
+}

@@ -1,0 +1,90 @@
+// Parameters and activation memory per GPU against Korthikanti et al. 2022's formulas.
+#include <catch2/catch.hpp>
+
+#include "scenarios.hpp"
+#include "workload/work.hpp"
+
+namespace st = stepsim::testing;
+using stepsim::Recompute;
+
+namespace {
+
+// The 22B GPT of Korthikanti Table 4 with unfused attention, as the paper measured it.
+stepsim::Scenario gpt22b(int tp, bool sp, Recompute recompute) {
+  auto sc = st::scenario(st::gpt(48, 6144, 64), tp, 4);
+  sc.parallel.sequence_parallel = sp;
+  sc.training.recompute = recompute;
+  sc.training.attention = stepsim::AttentionKind::unfused;
+  return sc;
+}
+
+std::int64_t activations(int tp, bool sp, Recompute recompute) {
+  return stepsim::workload::build_work(gpt22b(tp, sp, recompute)).layer.activations.count();
+}
+
+constexpr std::int64_t s = 2048, b = 4, h = 6144, a = 64;
+constexpr std::int64_t sbh = s * b * h;
+constexpr std::int64_t scores = a * s * s * b;  // a·s²·b = sbh·a·s/h
+
+}  // namespace
+
+TEST_CASE("activations without parallelism are s·b·h·(34 + 5·a·s/h)") {
+  CHECK(activations(1, false, Recompute::none) == 34 * sbh + 5 * scores);
+}
+
+TEST_CASE("activations with TP alone are s·b·h·(10 + 24/t + 5·a·s/(h·t))") {
+  CHECK(activations(8, false, Recompute::none) == 10 * sbh + 24 * sbh / 8 + 5 * scores / 8);
+}
+
+TEST_CASE("activations with TP and sequence parallelism are s·b·h/t·(34 + 5·a·s/h)") {
+  CHECK(activations(8, true, Recompute::none) == (34 * sbh + 5 * scores) / 8);
+}
+
+TEST_CASE("selective recomputation drops the 5·a·s/h term") {
+  CHECK(activations(1, false, Recompute::selective) == 34 * sbh);
+  CHECK(activations(8, false, Recompute::selective) == 10 * sbh + 24 * sbh / 8);
+  CHECK(activations(8, true, Recompute::selective) == 34 * sbh / 8);
+}
+
+TEST_CASE("full recomputation keeps only the 2·s·b·h layer input") {
+  CHECK(activations(8, false, Recompute::full) == 2 * sbh);
+  CHECK(activations(8, true, Recompute::full) == 2 * sbh / 8);
+}
+
+TEST_CASE("flash attention keeps no s² scores, only a log-sum-exp per row") {
+  auto sc = gpt22b(8, true, Recompute::none);
+  sc.training.attention = stepsim::AttentionKind::flash;
+  const auto w = stepsim::workload::build_work(sc);
+  CHECK(w.layer.activations.count() == 34 * sbh / 8 + b * (a / 8) * s * 4);
+}
+
+TEST_CASE("one TP message is b·s·h elements") {
+  CHECK(stepsim::workload::build_work(gpt22b(8, false, Recompute::none)).layer.tp_message.count() ==
+        sbh * 2);
+}
+
+TEST_CASE("a GPT layer at TP 8 holds its 12·h² weights split eight ways") {
+  const auto w = stepsim::workload::build_work(gpt22b(8, false, Recompute::none));
+  // Split weights and column biases, replicated row biases (2h) and LayerNorms (4h).
+  const std::int64_t expected = 12 * h * h / 8 + (3 * h + 4 * h) / 8 + 2 * h + 4 * h;
+  CHECK(w.layer.param_count == expected);
+  CHECK(w.layer.params.count() == 2 * expected);
+}
+
+TEST_CASE("Adam moves 30 bytes per parameter in mixed precision") {
+  const auto op = stepsim::workload::optimizer_step(1000000, stepsim::Precision::bf16);
+  CHECK(op.bytes.count() == 30000000);
+  CHECK(op.role == stepsim::workload::Role::optimizer);
+}
+
+TEST_CASE("Llama activations follow the GQA and SwiGLU widths") {
+  auto sc = st::scenario(st::llama3_8b(), 8, 1);
+  sc.parallel.sequence_parallel = true;
+  const auto w = stepsim::workload::build_work(sc);
+  constexpr std::int64_t tokens = 8192, hidden = 4096;
+  // Norm and GEMM inputs on s/t rows (no dropout masks); Q, K, V, projection input,
+  // SwiGLU input (gate and up) and fc2 input split by TP; log-sum-exp of 4 local heads.
+  const std::int64_t replicated = tokens / 8 * hidden * 4 * 2;
+  const std::int64_t split = tokens * (512 + 2 * 128 + 512 + 2 * 1792 + 1792) * 2;
+  CHECK(w.layer.activations.count() == replicated + split + 4 * tokens * 4);
+}

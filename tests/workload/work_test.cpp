@@ -1,0 +1,179 @@
+// The workload of a transformer layer: op order, GEMM shapes, FLOPs and parameter counts.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "scenarios.hpp"
+#include "stepsim/error.hpp"
+#include "workload/work.hpp"
+
+namespace st = stepsim::testing;
+using stepsim::Recompute;
+using stepsim::workload::OpClass;
+using stepsim::workload::OpCost;
+using stepsim::workload::Pass;
+using stepsim::workload::Role;
+
+namespace {
+
+double korthikanti_model_flops(double B, double l, double s, double h, double V) {
+  return 72.0 * B * l * s * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * l));
+}
+
+double gpt_params(double l, double h, double V, double s) {
+  return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (V + s) / (12.0 * l * h));
+}
+
+double total_flops(const std::vector<OpCost>& ops, Pass pass) {
+  double f = 0;
+  for (const OpCost& op : ops) f += op.pass == pass ? op.flops : 0.0;
+  return f;
+}
+
+const OpCost& find(const std::vector<OpCost>& ops, Role role, Pass pass = Pass::forward) {
+  auto it = std::find_if(ops.begin(), ops.end(),
+                         [&](const OpCost& op) { return op.role == role && op.pass == pass; });
+  REQUIRE(it != ops.end());
+  return *it;
+}
+
+}  // namespace
+
+TEST_CASE("model FLOPs of a GPT equal Korthikanti's 72·B·l·s·h² formula") {
+  struct Row { int layers; long long hidden; int heads; long long batch; };
+  for (const Row& r : {Row{48, 6144, 64, 4}, Row{96, 12288, 96, 64}, Row{105, 20480, 128, 280},
+                       Row{128, 25600, 160, 512}}) {
+    const auto sc = st::scenario(st::gpt(r.layers, r.hidden, r.heads), 8, 1, r.batch);
+    const auto w = stepsim::workload::build_work(sc);
+    const double expected =
+        korthikanti_model_flops(static_cast<double>(r.batch), r.layers, 2048.0,
+                                static_cast<double>(r.hidden), 51200.0);
+    CHECK(w.model_flops_per_step == Approx(expected).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("model FLOPs of Llama count six FLOPs per GEMM weight per token plus attention") {
+  const auto sc = st::scenario(st::llama3_8b(), 8, 1, 16);
+  const auto w = stepsim::workload::build_work(sc);
+  const double tokens = 16.0 * 8192.0;
+  const double layer_weights = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3.0 * 4096 * 14336;
+  const double gemm_weights = 32 * layer_weights + 4096.0 * 128256;
+  const double attention = 12.0 * tokens * 8192.0 * 32 * 4096;
+  CHECK(w.model_flops_per_step == Approx(6.0 * tokens * gemm_weights + attention));
+}
+
+TEST_CASE("GPT parameter counts match 12·l·h² within one percent") {
+  for (auto [l, h, a] : {std::tuple{48, 6144LL, 64}, std::tuple{96, 12288LL, 96},
+                         std::tuple{128, 25600LL, 160}}) {
+    const auto w = stepsim::workload::build_work(st::scenario(st::gpt(l, h, a), 8, 1));
+    const double expected = gpt_params(l, static_cast<double>(h), 51200.0, 2048.0);
+    CHECK(static_cast<double>(w.params_total) == Approx(expected).epsilon(0.01));
+  }
+}
+
+TEST_CASE("Llama 3 parameter counts are 8.03 B, 70.6 B and 405.8 B") {
+  auto total = [](const stepsim::ModelSpec& m) {
+    return static_cast<double>(stepsim::workload::build_work(st::scenario(m, 8, 1)).params_total);
+  };
+  CHECK(total(st::llama3_8b()) == Approx(8.03e9).epsilon(0.01));
+  CHECK(total(st::llama3_70b()) == Approx(70.6e9).epsilon(0.01));
+  CHECK(total(st::llama3_405b()) == Approx(405.8e9).epsilon(0.01));
+}
+
+TEST_CASE("a GPT layer runs its forward ops in Megatron order") {
+  const auto w = stepsim::workload::build_work(st::scenario(st::gpt(48, 6144, 64), 8, 4));
+  std::vector<Role> roles;
+  for (const OpCost& op : w.layer.forward) {
+    if (roles.empty() || roles.back() != op.role) roles.push_back(op.role);
+  }
+  CHECK(roles == std::vector<Role>{Role::input_norm, Role::qkv, Role::attention_core,
+                                   Role::attn_proj, Role::attn_residual, Role::post_norm,
+                                   Role::fc1, Role::activation, Role::fc2, Role::mlp_residual});
+}
+
+TEST_CASE("Llama 3 8B at TP 8 has GQA and SwiGLU GEMM shapes") {
+  const auto w = stepsim::workload::build_work(st::scenario(st::llama3_8b(), 8, 1));
+  const auto& fwd = w.layer.forward;
+  const OpCost& qkv = find(fwd, Role::qkv);
+  CHECK(qkv.m == 8192);
+  CHECK(qkv.k == 4096);
+  CHECK(qkv.n == (4 + 2 * 1) * 128);  // 4 local query heads, 1 key and 1 value head
+  CHECK(find(fwd, Role::attn_proj).k == 512);
+  CHECK(find(fwd, Role::fc1).n == 2 * 1792);  // gate and up fused
+  CHECK(find(fwd, Role::fc2).k == 1792);
+  CHECK(find(fwd, Role::fc2).n == 4096);
+  CHECK(find(fwd, Role::input_norm).name == "input rmsnorm");
+  CHECK(find(fwd, Role::activation).name == "swiglu");
+}
+
+TEST_CASE("key and value heads are replicated when TP exceeds them") {
+  const auto w = stepsim::workload::build_work(st::scenario(st::llama3_8b(), 16, 1));
+  CHECK(find(w.layer.forward, Role::qkv).n == (2 + 2 * 1) * 128);
+}
+
+TEST_CASE("backward GEMMs run dgrad then wgrad with the forward's FLOPs each") {
+  const auto w = stepsim::workload::build_work(st::scenario(st::gpt(48, 6144, 64), 8, 4));
+  for (Role role : {Role::qkv, Role::attn_proj, Role::fc1, Role::fc2}) {
+    const auto& bwd = w.layer.backward;
+    const auto data = std::find_if(bwd.begin(), bwd.end(), [&](const OpCost& op) {
+      return op.role == role && op.pass == Pass::backward_data;
+    });
+    REQUIRE(data != bwd.end());
+    REQUIRE(std::next(data) != bwd.end());
+    CHECK(std::next(data)->pass == Pass::backward_weight);
+    CHECK(std::next(data)->role == role);
+    CHECK(data->flops == find(w.layer.forward, role).flops);
+    CHECK(std::next(data)->flops == data->flops);
+  }
+  CHECK(w.layer.backward.front().role == Role::mlp_residual);
+  CHECK(w.layer.backward.back().role == Role::input_norm);
+}
+
+TEST_CASE("unfused attention core runs the full s² scores at 4·b·s²·h/t FLOPs") {
+  auto sc = st::scenario(st::gpt(48, 6144, 64), 8, 4);
+  sc.training.attention = stepsim::AttentionKind::unfused;
+  const auto w = stepsim::workload::build_work(sc);
+  double core = 0;
+  for (const OpCost& op : w.layer.forward) {
+    core += op.role == Role::attention_core && op.cls == OpClass::gemm ? op.flops : 0;
+  }
+  CHECK(core == Approx(4.0 * 4 * 2048.0 * 2048.0 * 6144.0 / 8).epsilon(1e-12));
+  double linear = 0;
+  for (const OpCost& op : w.layer.forward) {
+    linear += op.cls == OpClass::gemm && op.role != Role::attention_core ? op.flops : 0;
+  }
+  CHECK(linear == Approx(24.0 * 4 * 2048 * 6144.0 * 6144.0 / 8).epsilon(1e-12));
+  const double bwd = total_flops(w.layer.backward, Pass::backward_data) +
+                     total_flops(w.layer.backward, Pass::backward_weight) +
+                     total_flops(w.layer.backward, Pass::backward);
+  CHECK(bwd == Approx(2.0 * total_flops(w.layer.forward, Pass::forward)).epsilon(1e-12));
+}
+
+TEST_CASE("recomputation re-runs nothing, the attention core, or the whole forward") {
+  auto sc = st::scenario(st::gpt(48, 6144, 64), 8, 4);
+  sc.training.attention = stepsim::AttentionKind::unfused;
+  sc.training.recompute = Recompute::none;
+  CHECK(stepsim::workload::build_work(sc).layer.recompute.empty());
+  sc.training.recompute = Recompute::selective;
+  const auto selective = stepsim::workload::build_work(sc).layer.recompute;
+  REQUIRE(selective.size() == 4);  // QKᵀ, softmax, dropout, ·V
+  for (const OpCost& op : selective) CHECK(op.role == Role::attention_core);
+  sc.training.recompute = Recompute::full;
+  const auto full = stepsim::workload::build_work(sc).layer;
+  CHECK(full.recompute.size() == full.forward.size());
+}
+
+TEST_CASE("the last stage runs a vocab-parallel LM head and its backward") {
+  const auto w = stepsim::workload::build_work(st::scenario(st::gpt(48, 6144, 64), 8, 4));
+  const OpCost& head = find(w.post.forward, Role::lm_head);
+  CHECK(head.n == 6400);
+  CHECK(head.flops == Approx(2.0 * 4 * 2048 * 6144 * 6400.0));
+  CHECK(w.post.backward.front().role == Role::loss);
+  CHECK(find(w.post.backward, Role::lm_head, Pass::backward_weight).flops == head.flops);
+  CHECK(w.pre.forward.front().role == Role::embedding);
+}
+
+TEST_CASE("tensor parallelism that does not divide the heads is an input error") {
+  const auto sc = st::scenario(st::gpt(48, 6144, 64), 3, 1);
+  CHECK_THROWS_AS(stepsim::workload::build_work(sc), stepsim::InputError);
+}
