@@ -5,7 +5,7 @@
 # deleted afterwards, and measures with /usr/bin/time -v (apt-get install -y time).
 #
 #   tools/bench_analyze.sh [STEPSIM_BINARY] [SIZE_GB]
-#   STEPSIM_BINARY defaults to build/dev/stepsim; GZIP=1 also measures the gzip-compressed file.
+#   STEPSIM_BINARY defaults to build/dev/stepsim; BENCH_GZIP=1 also measures the gzip-compressed file.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,7 +70,7 @@ PY
 }
 
 measure "$work/big.json"
-if [[ "${GZIP:-0}" == "1" ]]; then
+if [[ "${BENCH_GZIP:-0}" == "1" ]]; then
   gzip -1 -k "$work/big.json"
   echo "(throughput of the .gz counts compressed bytes)"
   measure "$work/big.json.gz"

@@ -3,6 +3,7 @@
 // columns (their biases are whole), the vocabulary-parallel embedding splits the vocabulary.
 #include "parallelism/grad_buckets.hpp"
 
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -95,8 +96,13 @@ BucketLayout bucket_layout(const Scenario& scenario) {
   std::vector<int> order(layout.tensors.size());
   std::iota(order.rbegin(), order.rend(), 0);
   const DataParallelSpec& dp = scenario.data_parallel;
+  // Without overlap the whole gradient is reduced in one pass after the backward: one
+  // bucket, as Megatron does (REFERENCE.md §5).
+  const Bytes unbounded{std::numeric_limits<std::int64_t>::max() / 4};
+  const bool one_pass = !dp.overlap_grad_reduce;
   layout.buckets = assign_buckets(layout.tensors, order, element_bytes(dp.grad_reduce_dtype),
-                                  Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb));
+                                  one_pass ? unbounded : Bytes::mib(dp.first_bucket_mb),
+                                  one_pass ? unbounded : Bytes::mib(dp.bucket_cap_mb));
   return layout;
 }
 

@@ -1,0 +1,56 @@
+// `stepsim collective` on the shipped cluster preset against the real nccl-tests log:
+// the preset that users get, not a copy of its numbers.
+#include <catch2/catch.hpp>
+
+#include "calibration/nccl_tests_log.hpp"
+#include "collectives/collective.hpp"
+#include "io/scenario_loader.hpp"
+
+namespace stepsim {
+namespace {
+
+double predicted_busbw(const ClusterSpec& cluster, Bytes size) {
+  collectives::Request req;
+  req.op = CollOp::allreduce;
+  req.size = size;
+  req.shape = {8, 1, 8};
+  const auto choice = collectives::predict(cluster, CollectivesSpec{}, req);
+  const double algbw = size.as_double() / choice.time().seconds();
+  return algbw * collectives::bus_factor(CollOp::allreduce, 8) * 1e-9;
+}
+
+}  // namespace
+
+TEST_CASE("the dgx-a100-80g-hdr preset matches nccl-tests AllReduce within 15 percent from 1 MiB") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  REQUIRE(log.rows.size() == 30);
+  int checked = 0;
+  for (const auto& row : log.rows) {
+    if (row.size < Bytes::mib(1)) continue;
+    const double measured = row.out_of_place.busbw.gbytes_per_s();
+    INFO("size " << row.size.count() << " B: measured " << measured << " GB/s");
+    CHECK(predicted_busbw(cluster, row.size) == Approx(measured).epsilon(0.15));
+    ++checked;
+  }
+  CHECK(checked == 13);
+}
+
+TEST_CASE("the dgx-a100-80g-hdr preset's latency floor is within 25 percent of nccl-tests") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  for (const auto& row : log.rows) {
+    if (row.size > Bytes::kib(4)) continue;
+    collectives::Request req{CollOp::allreduce, row.size, {8, 1, 8}};
+    const double predicted_us = collectives::predict(cluster, CollectivesSpec{}, req).time().us();
+    INFO("size " << row.size.count() << " B");
+    CHECK(predicted_us == Approx(row.out_of_place.time.us()).epsilon(0.25));
+  }
+}
+
+TEST_CASE("the dgx-h100-ndr preset predicts about 480 GB/s NVLS AllReduce busbw at large sizes") {
+  const ClusterSpec cluster = io::load_cluster("dgx-h100-ndr", 8);
+  CHECK(predicted_busbw(cluster, Bytes::gib(8)) == Approx(480).epsilon(0.05));
+}
+
+}  // namespace stepsim

@@ -1,0 +1,145 @@
+// The stepsim program as users run it: exit statuses, error messages that name the file
+// and the place in it, and outputs that are whole or absent.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("stepsim-cli-" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path file(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return path_ / name;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+Run stepsim(const TempDir& dir, const std::string& args) {
+  const fs::path out = dir.path() / "stdout.txt";
+  const fs::path err = dir.path() / "stderr.txt";
+  const std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+constexpr const char* kScenario = R"({
+  "model": "gpt-1.3b",
+  "cluster": { "preset": "dgx-a100-80g-hdr", "inter_node": { "nic_bandwidth": 400 } },
+  "parallel": { "tp": 1, "dp": 16 },
+  "training": { "global_batch": 32 },
+})";
+
+}  // namespace
+
+TEST_CASE("stepsim simulate with no arguments prints the default scenario's report") {
+  TempDir dir;
+  const Run r = stepsim(dir, "simulate");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("64 GPUs") != std::string::npos);
+  CHECK(r.out.find("step time") != std::string::npos);
+  CHECK(r.out.find("exposed communication") != std::string::npos);
+}
+
+TEST_CASE("a bare number for a bandwidth fails with exit status 2 naming file, path and units") {
+  TempDir dir;
+  const fs::path scenario = dir.file("bad-nic.json", kScenario);
+  const Run r = stepsim(dir, "simulate " + scenario.string());
+  CHECK(r.status == 2);
+  CHECK(r.err.find(scenario.string()) != std::string::npos);
+  CHECK(r.err.find("/cluster/inter_node/nic_bandwidth") != std::string::npos);
+  CHECK(r.err.find("Gb/s") != std::string::npos);
+  CHECK(r.err.find("GB/s") != std::string::npos);
+}
+
+TEST_CASE("malformed JSON is reported with line and column") {
+  TempDir dir;
+  const fs::path scenario = dir.file("broken.json", "{\n  \"model\": \"gpt-1.3b\",\n  \"parallel\": { tp: 2 }\n}\n");
+  const Run r = stepsim(dir, "simulate " + scenario.string());
+  CHECK(r.status == 2);
+  CHECK(r.err.find("broken.json") != std::string::npos);
+  CHECK(r.err.find("line 3") != std::string::npos);
+  CHECK(r.err.find("column") != std::string::npos);
+}
+
+TEST_CASE("bad input leaves no half-written output file") {
+  TempDir dir;
+  const fs::path scenario = dir.file("bad-nic.json", kScenario);
+  const fs::path json = dir.path() / "report.json";
+  const Run r = stepsim(dir, "simulate " + scenario.string() + " --json " + json.string());
+  CHECK(r.status == 2);
+  CHECK_FALSE(fs::exists(json));
+}
+
+TEST_CASE("the JSON report goes to stdout alone with --json -") {
+  TempDir dir;
+  const Run r = stepsim(dir, "simulate --json -");
+  CHECK(r.status == 0);
+  REQUIRE_FALSE(r.out.empty());
+  CHECK(r.out.front() == '{');
+  CHECK(r.out.find("\"step_time_s\"") != std::string::npos);
+}
+
+TEST_CASE("bad command lines fail with exit status 2 and say why") {
+  TempDir dir;
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"frobnicate", "unknown command 'frobnicate'"},
+      {"simulate --bogus", "bogus"},
+      {"simulate no-such-file.json", "no-such-file.json"},
+      {"simulate --set parallel.tpp=2", "tpp"},
+      {"simulate --set parallel.tp=3", "parallel"},
+      {"collective allreduce --size \"12 parsecs\"", "parsecs"},
+      {"collective allreduce --size banana", "banana"},
+      {"collective teleport --size 1MiB", "teleport"},
+      {"analyze no-such-trace.json", "no-such-trace.json"},
+  };
+  for (const Case& c : cases) {
+    const Run r = stepsim(dir, c.args);
+    INFO("stepsim " << c.args << " said: " << r.err);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(c.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("every command answers --help with examples") {
+  TempDir dir;
+  for (const char* command : {"simulate", "collective", "analyze", "compare", "presets"}) {
+    const Run r = stepsim(dir, std::string(command) + " --help");
+    INFO(command);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("xample") != std::string::npos);
+  }
+}
