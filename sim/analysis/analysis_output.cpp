@@ -7,6 +7,7 @@
 #include <fmt/ostream.h>
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <tuple>
 
@@ -107,8 +108,8 @@ void write_collectives(const Analysis& a, std::ostream& out) {
   std::sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
   const double steps = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
   fmt::print(out, "\ncollectives (grouped by op, process group and size; algbw and busbw in GB/s as nccl-tests)\n");
-  fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group", "ranks",
-             "per step", "size", "mean us", "min us", "max us", "algbw", "busbw");
+  fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group", "ranks",
+             "per step", "size", "bytes", "mean us", "min us", "max us", "algbw", "busbw");
   for (const auto& [key, r] : ordered) {
     const auto [op, group, bytes] = key;
     const double mean = r.seconds / r.count;
@@ -116,9 +117,10 @@ void write_collectives(const Analysis& a, std::ostream& out) {
     const double algbw = bytes > 0 && mean > 0 ? static_cast<double>(bytes) / mean * 1e-9 : 0;
     const std::string alg = bytes > 0 ? fmt::format("{:.2f}", algbw) : "-";
     const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * busbw_factor(op, r.ranks)) : "-";
-    fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n", nccl_name(op),
-               group_title(a.trace.timeline, group), r.ranks, r.count / steps, size, mean * 1e6, r.min_s * 1e6,
-               r.max_s * 1e6, alg, bus);
+    const std::string exact = bytes > 0 ? fmt::format("{}", bytes) : "-";
+    fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n",
+               nccl_name(op), group_title(a.trace.timeline, group), r.ranks, r.count / steps, size, exact, mean * 1e6,
+               r.min_s * 1e6, r.max_s * 1e6, alg, bus);
   }
 }
 
@@ -184,7 +186,16 @@ json::array collectives_json(const Analysis& a) {
   return arr;
 }
 
-double relative(double predicted, double measured) { return measured != 0 ? (predicted - measured) / measured : 0.0; }
+// Relative difference of the prediction; undefined (nullopt) when nothing was measured.
+std::optional<double> relative(double predicted, double measured) {
+  if (measured == 0) return predicted == 0 ? std::optional<double>(0.0) : std::nullopt;
+  return (predicted - measured) / measured;
+}
+
+std::string relative_text(double predicted, double measured) {
+  const auto rel = relative(predicted, measured);
+  return rel ? fmt::format("{:>+9.1f}%", *rel * 100) : fmt::format("{:>10}", "n/a");
+}
 
 struct Row {
   std::string what;
@@ -263,8 +274,8 @@ void write_comparison_table(const Analysis& measured, const Report& predicted, s
   for (const Row& r : comparison_rows(measured.mean, predicted)) {
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
-    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {:>+9.1f}%\n", r.what, r.measured * scale, unit,
-               r.predicted * scale, unit, relative(r.predicted, r.measured) * 100);
+    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit,
+               r.predicted * scale, unit, relative_text(r.predicted, r.measured));
   }
 }
 
@@ -278,7 +289,8 @@ void write_comparison_json(const Analysis& measured, const Report& predicted, st
     row["what"] = r.what.substr(r.what.find_first_not_of(' '));
     row["measured"] = r.measured;
     row["predicted"] = r.predicted;
-    row["relative_difference"] = relative(r.predicted, r.measured);
+    const auto rel = relative(r.predicted, r.measured);
+    row["relative_difference"] = rel ? json::value(*rel) : json::value(nullptr);
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);

@@ -143,3 +143,24 @@ TEST_CASE("every command answers --help with examples") {
     CHECK(r.out.find("xample") != std::string::npos);
   }
 }
+
+TEST_CASE("compare puts a simulated trace beside its own scenario with no difference") {
+  TempDir dir;
+  const fs::path trace = dir.path() / "step.json";
+  REQUIRE(stepsim(dir, "simulate ddp-1.3b-64xa100 --trace " + trace.string()).status == 0);
+  const Run r = stepsim(dir, "compare " + trace.string() + " ddp-1.3b-64xa100");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("step time") != std::string::npos);
+  CHECK(r.out.find("hidden fraction") != std::string::npos);
+  CHECK(r.out.find("+0.0%") != std::string::npos);
+  CHECK(r.out.find("n/a") == std::string::npos);
+}
+
+TEST_CASE("analyze prints per-step times, the hidden fraction and DDP's buckets of a real trace") {
+  TempDir dir;
+  const Run r = stepsim(dir, std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("ProfilerStep#4") != std::string::npos);
+  CHECK(r.out.find("hidden fraction") != std::string::npos);
+  CHECK(r.out.find("AllReduce") != std::string::npos);
+}
