@@ -1,6 +1,8 @@
 // Name rules for communication kernels and collectives; see nccl_kernels.hpp.
 #include "analysis/nccl_kernels.hpp"
 
+#include "collectives/collective.hpp"
+
 #include <array>
 #include <cctype>
 #include <string>
@@ -120,16 +122,6 @@ CommKind kind_of_group(std::string_view name, std::string_view description) {
   return k != CommKind::other ? k : kind_of_words(name);
 }
 
-double busbw_factor(CollOp op, int n) {
-  if (n <= 0) return 1.0;
-  const double ranks = n;
-  switch (op) {
-    case CollOp::allreduce: return 2.0 * (ranks - 1) / ranks;
-    case CollOp::allgather:
-    case CollOp::reducescatter:
-    case CollOp::alltoall: return (ranks - 1) / ranks;
-    default: return 1.0;
-  }
-}
+double busbw_factor(CollOp op, int n) { return n > 0 ? collectives::bus_factor(op, n) : 1.0; }
 
 }  // namespace stepsim::analysis
