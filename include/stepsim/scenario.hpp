@@ -120,6 +120,9 @@ struct ParallelSpec {
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;
   std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
+  // Not a scenario key: set on the copy of the scenario that one pipeline stage's
+  // data-parallel strategy sees, so that it syncs only that stage's gradients (-1: all).
+  int stage = -1;
   int gpus() const { return tp * pp * dp * cp; }
 };
 

@@ -1,13 +1,30 @@
 // simulate(): the layers in order — workload, hardware, parallelism, engine, report.
 #include "stepsim/report.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
+#include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "report/report_io.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim {
+
+namespace {
+
+// The memory model's breakdown for the report, and a warning when the peak exceeds capacity.
+void add_memory(const Scenario& scenario, const workload::ModelWork& work, report::ReportInputs& inputs) {
+  const parallelism::MemoryEstimate estimate = parallelism::estimate_memory(scenario, work);
+  inputs.memory = parallelism::memory_report(estimate);
+  const std::string note = parallelism::memory_note(estimate);
+  if (note.empty()) return;
+  spdlog::warn("{}", note);
+  inputs.notes.push_back(note);
+}
+
+}  // namespace
 
 const char* stepsim_version() { return STEPSIM_VERSION; }
 
@@ -26,6 +43,7 @@ SimulationResult simulate(const Scenario& scenario) {
   inputs.config_json = scenario.resolved_json;
   inputs.version = stepsim_version();
   inputs.notes.push_back(parallelism::placement_notes(scenario));
+  add_memory(scenario, work, inputs);
   result.report = report::make_report(result.timeline, inputs);
   return result;
 }

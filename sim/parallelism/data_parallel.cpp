@@ -1,10 +1,10 @@
-// The registry of data-parallel strategies. Adding one: a file with its factory, one row.
+// The registry of data-parallel strategies. Adding one: a file with its factory and its
+// communicators, one row.
 #include "parallelism/data_parallel.hpp"
 
 #include <array>
 
-#include <fmt/format.h>
-
+#include "parallelism/mesh.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::parallelism {
@@ -19,22 +19,29 @@ class NoDataParallel final : public DataParallel {
   std::vector<OpIndex> optimizer_waits() const override { return {}; }
 };
 
-std::unique_ptr<DataParallel> not_simulated(const Scenario& scenario) {
-  const char* name = "?";
-  for (const DataParallelKind& k : data_parallel_kinds()) {
-    if (k.kind == scenario.data_parallel.kind) name = k.name;
-  }
-  throw InputError(scenario.source, "/data_parallel/kind",
-                   fmt::format("'{}' is not simulated yet (simulated: ddp)", name));
+// DDP and the distributed optimizer use one communicator over the whole DP dimension.
+std::vector<DpCommunicator> whole_dp_group(const Scenario& scenario, int rank) {
+  return {{CommKind::dp, "dp", group_ranks(scenario.parallel, rank, Dim::dp)}};
 }
 
+// The program builder describes DDP's buckets itself.
+std::string no_notes(const Scenario&) { return {}; }
+
 constexpr std::array<DataParallelKind, 5> kKinds{{
-    {DpKind::ddp, "ddp", make_ddp},
-    {DpKind::zero1, "zero1", not_simulated},
-    {DpKind::zero2, "zero2", not_simulated},
-    {DpKind::fsdp, "fsdp", not_simulated},
-    {DpKind::hsdp, "hsdp", not_simulated},
+    {DpKind::ddp, "ddp", make_ddp, whole_dp_group, no_notes},
+    {DpKind::zero1, "zero1", make_zero, whole_dp_group, zero_notes},
+    {DpKind::zero2, "zero2", make_zero, whole_dp_group, zero_notes},
+    {DpKind::fsdp, "fsdp", make_fsdp, fsdp_communicators, fsdp_notes},
+    {DpKind::hsdp, "hsdp", make_hsdp, hsdp_communicators, hsdp_notes},
 }};
+
+const DataParallelKind& row(DpKind kind) {
+  for (const DataParallelKind& k : kKinds) {
+    if (k.kind == kind) return k;
+  }
+  STEPSIM_CHECK(false, "data_parallel.kind missing from the registry");
+  return kKinds.front();
+}
 
 }  // namespace
 
@@ -42,11 +49,25 @@ std::span<const DataParallelKind> data_parallel_kinds() { return kKinds; }
 
 std::unique_ptr<DataParallel> make_data_parallel(const Scenario& scenario) {
   if (scenario.parallel.dp <= 1) return std::make_unique<NoDataParallel>();
-  for (const DataParallelKind& k : kKinds) {
-    if (k.kind == scenario.data_parallel.kind) return k.make(scenario);
-  }
-  STEPSIM_CHECK(false, "data_parallel.kind missing from the registry");
-  return nullptr;
+  return row(scenario.data_parallel.kind).make(scenario);
+}
+
+std::vector<DpCommunicator> data_parallel_communicators(const Scenario& scenario, int rank) {
+  if (scenario.parallel.dp <= 1) return {};
+  return row(scenario.data_parallel.kind).communicators(scenario, rank);
+}
+
+std::string data_parallel_notes(const Scenario& scenario) {
+  if (scenario.parallel.dp <= 1) return {};
+  return row(scenario.data_parallel.kind).notes(scenario);
+}
+
+workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards) {
+  STEPSIM_CHECK(shards >= 1, "an optimizer shard count below one");
+  workload::OpCost op = whole;
+  op.flops /= shards;
+  op.bytes = whole.bytes / shards;
+  return op;
 }
 
 }  // namespace stepsim::parallelism

@@ -1,18 +1,30 @@
 // The data-parallel strategy interface and its registry: one row per data_parallel.kind,
-// one file per strategy (data_parallel_ddp.cpp, ...).
+// one file per strategy (data_parallel_ddp.cpp, data_parallel_zero.cpp, ...).
 #pragma once
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "parallelism/step_builder.hpp"
 #include "stepsim/scenario.hpp"
+#include "workload/work.hpp"
 
 namespace stepsim::parallelism {
 
-// One rank's gradient synchronisation. The program builder calls it for every backward
-// compute op of the step's last micro-batch (earlier ones run under no_sync()).
+// Where a block's ops start or end in the step, for strategies that act per module (FSDP
+// units, ZeRO's parameter buckets). Blocks are numbered as in OpSite.
+struct BlockSite {
+  int block = 0;
+  Phase phase = Phase::forward;  // forward, recompute or backward
+  long long micro_batch = 0;
+  bool last_micro_batch = false;
+};
+
+// One rank's gradient synchronisation. The program builder calls after_backward_op for
+// every backward compute op of the step's last micro-batch (earlier ones run under
+// no_sync()), and the block hooks around every block of every micro-batch.
 class DataParallel {
  public:
   virtual ~DataParallel() = default;
@@ -21,14 +33,32 @@ class DataParallel {
   virtual void end_backward(StepBuilder& b) = 0;
   // The optimizer step waits for these.
   virtual std::vector<OpIndex> optimizer_waits() const = 0;
+
+  // Before the first op of a block's forward, recompute or backward, and after its last.
+  virtual void before_block(StepBuilder&, const BlockSite&) {}
+  virtual void after_block(StepBuilder&, const BlockSite&) {}
+  // The optimizer step this rank runs: sharded strategies update only their shard.
+  virtual workload::OpCost optimizer_op(const workload::OpCost& whole) const { return whole; }
+  virtual void after_optimizer(StepBuilder&, OpIndex) {}
+};
+
+// A communicator the strategy needs on one rank: its kind, stream name and global ranks.
+struct DpCommunicator {
+  CommKind kind = CommKind::dp;
+  const char* name = "dp";
+  std::vector<int> members;
 };
 
 using DataParallelFactory = std::unique_ptr<DataParallel> (*)(const Scenario&);
+using DataParallelComms = std::vector<DpCommunicator> (*)(const Scenario&, int rank);
+using DataParallelNotes = std::string (*)(const Scenario&);
 
 struct DataParallelKind {
   DpKind kind;
   const char* name;  // the data_parallel.kind value
   DataParallelFactory make;
+  DataParallelComms communicators;
+  DataParallelNotes notes;  // a sentence for the report ("" when the caller says it)
 };
 
 std::span<const DataParallelKind> data_parallel_kinds();
@@ -36,7 +66,30 @@ std::span<const DataParallelKind> data_parallel_kinds();
 // The strategy of scenario.data_parallel.kind for one rank; nothing to do when dp = 1.
 std::unique_ptr<DataParallel> make_data_parallel(const Scenario& scenario);
 
+// The communicators of the data-parallel dimension for global rank `rank` (none when
+// dp = 1); the program builder creates their groups and streams.
+std::vector<DpCommunicator> data_parallel_communicators(const Scenario& scenario, int rank);
+
+// What the strategy does, in a sentence for the report notes ("" for none).
+std::string data_parallel_notes(const Scenario& scenario);
+
 // The strategies (one file each).
 std::unique_ptr<DataParallel> make_ddp(const Scenario& scenario);
+std::unique_ptr<DataParallel> make_zero(const Scenario& scenario);
+std::unique_ptr<DataParallel> make_fsdp(const Scenario& scenario);
+std::unique_ptr<DataParallel> make_hsdp(const Scenario& scenario);
+std::vector<DpCommunicator> fsdp_communicators(const Scenario& scenario, int rank);
+std::vector<DpCommunicator> hsdp_communicators(const Scenario& scenario, int rank);
+std::string zero_notes(const Scenario& scenario);
+std::string fsdp_notes(const Scenario& scenario);
+std::string hsdp_notes(const Scenario& scenario);
+
+// FSDP over shard groups of `shard_ranks` DP ranks; with more than one group (HSDP) each
+// unit's gradient shard is also all-reduced across the groups on the dp communicator.
+std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int shard_ranks);
+std::string sharded_fsdp_notes(const Scenario& scenario, int shard_ranks);
+
+// Divides an optimizer step's work by `shards` (each rank updates 1/shards of it).
+workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards);
 
 }  // namespace stepsim::parallelism

@@ -3,10 +3,13 @@
 // columns (their biases are whole), the vocabulary-parallel embedding splits the vocabulary.
 #include "parallelism/grad_buckets.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
+
+#include "parallelism/stage_layout.hpp"
 
 namespace stepsim::parallelism {
 
@@ -67,9 +70,12 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
   for (int l = 0; l < m.layers; ++l) add_layer(out, s, l);
   add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
-  if (!m.tied_embeddings) {
+  // With pipeline stages the last one keeps its own copy of a tied embedding.
+  if (!m.tied_embeddings || p.pp > 1) {
     add(out, "head", "lm_head.weight", m.vocab / p.tp * m.hidden, m.layers + 1, Role::lm_head);
   }
+  if (p.stage < 0) return out;
+  std::erase_if(out, [&](const GradTensor& t) { return !stage_holds_block(p, m.layers, p.stage, t.block); });
   return out;
 }
 
@@ -104,6 +110,26 @@ BucketLayout bucket_layout(const Scenario& scenario) {
                                   one_pass ? unbounded : Bytes::mib(dp.first_bucket_mb),
                                   one_pass ? unbounded : Bytes::mib(dp.bucket_cap_mb));
   return layout;
+}
+
+BucketLayout megatron_bucket_layout(const Scenario& scenario) {
+  BucketLayout layout;
+  layout.tensors = gradient_tensors(scenario.model, scenario.parallel);
+  std::vector<int> order(layout.tensors.size());
+  std::iota(order.rbegin(), order.rend(), 0);
+  const DataParallelSpec& dp = scenario.data_parallel;
+  const int bytes = element_bytes(dp.grad_reduce_dtype);
+  const long long elements = std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
+  const Bytes cap = dp.overlap_grad_reduce ? Bytes(elements * bytes)
+                                           : Bytes{std::numeric_limits<std::int64_t>::max() / 4};
+  layout.buckets = assign_buckets(layout.tensors, order, bytes, cap, cap);
+  return layout;
+}
+
+long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {
+  long long n = 0;
+  for (int t : bucket.tensors) n += layout.tensors[static_cast<std::size_t>(t)].elements;
+  return n;
 }
 
 }  // namespace stepsim::parallelism

@@ -26,7 +26,8 @@ struct Bucket {
 // Parameters in registration order: word (and, for learned positions, position)
 // embeddings; per layer input norm, qkv, proj, post norm, fc1, fc2 (weights, then biases
 // where the model has them: GELU models use LayerNorm and biases, SwiGLU models RMSNorm and
-// none); final norm; the LM head unless tied.
+// none); final norm; the LM head unless tied (with pp > 1 the last stage's copy of a tied
+// embedding). With parallel.stage set, only the tensors of that pipeline stage.
 std::vector<GradTensor> gradient_tensors(const ModelSpec& model, const ParallelSpec& parallel);
 
 // Buckets over `tensors` taken in `order`: the first capped at `first_cap`, the others at
@@ -43,5 +44,12 @@ struct BucketLayout {
 // DDP's buckets for `scenario` (data_parallel.bucket_cap_mb, first_bucket_mb,
 // grad_reduce_dtype), for the program and for the report notes.
 BucketLayout bucket_layout(const Scenario& scenario);
+
+// Megatron's buckets for the distributed optimizer (ZeRO-1/2): max(4e7, 1e6·dp) parameters
+// each, no smaller first bucket, one bucket without overlap_grad_reduce (REFERENCE.md §5).
+BucketLayout megatron_bucket_layout(const Scenario& scenario);
+
+// Parameters (elements) of bucket `bucket`.
+long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);
 
 }  // namespace stepsim::parallelism

@@ -1,6 +1,7 @@
-// The step of one rank with pipeline depth 1: every micro-batch runs forward then backward
-// (recompute just before each layer's backward), gradient synchronisation hooks into the
-// last backward, and the optimizer step runs once every bucket has been reduced.
+// The step of one rank: its pipeline stage's passes in schedule order (recompute just before
+// each layer's backward), activations and gradients to and from the neighbouring stages,
+// gradient synchronisation hooked into the last micro-batch's backward, and the optimizer
+// step once every bucket (and a tied embedding's gradient) has been reduced.
 #include "parallelism/program_builder.hpp"
 
 #include <algorithm>
@@ -11,7 +12,11 @@
 
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
+#include "parallelism/pipeline_comm.hpp"
+#include "parallelism/pipeline_schedule.hpp"
+#include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
 #include "parallelism/tensor_parallel.hpp"
 #include "stepsim/error.hpp"
@@ -28,7 +33,6 @@ void require_one(const Scenario& s, int value, const char* where, const char* wh
 }
 
 void check_supported(const Scenario& s) {
-  require_one(s, s.parallel.pp, "/parallel/pp", "pipeline parallelism");
   require_one(s, s.parallel.cp, "/parallel/cp", "context parallelism");
   require_one(s, s.parallel.ep, "/parallel/ep", "expert parallelism");
   if (s.training.micro_batches(s.parallel.dp) < 1) {
@@ -36,6 +40,33 @@ void check_supported(const Scenario& s) {
                      fmt::format("global batch {} is smaller than micro_batch {} times dp {}",
                                  s.training.global_batch, s.training.micro_batch, s.parallel.dp));
   }
+  const long long m = s.training.micro_batches(s.parallel.dp);
+  if (s.parallel.schedule == Schedule::interleaved && m % s.parallel.pp != 0) {
+    throw InputError(s.source, "/training/global_batch",
+                     fmt::format("the interleaved schedule needs the micro-batches per replica ({}) "
+                                 "to be a multiple of pp ({})", m, s.parallel.pp));
+  }
+}
+
+PipelineShape pipeline_shape(const Scenario& s) {
+  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)),
+          s.parallel.virtual_stages};
+}
+
+// The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of
+// the layers (and embedding or head) that the stage holds.
+Scenario stage_scenario(const Scenario& s, int stage) {
+  Scenario out = s;
+  if (s.parallel.pp > 1) out.parallel.stage = stage;
+  return out;
+}
+
+// Adam over the parameters this stage's GPU holds.
+OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
+  if (s.parallel.pp <= 1) return work.optimizer;
+  long long params = 0;
+  for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) params += t.elements;
+  return workload::optimizer_step(params, s.training.precision);
 }
 
 // Workload names backward ops already ("fc1 dgrad", "gelu backward"); forward and
@@ -50,40 +81,61 @@ std::string op_name(const OpSite& site, int layers) {
 // Issues one rank's step.
 class StepWriter {
  public:
-  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b)
-      : s_(s), work_(work), b_(b), tp_(s, work), dp_(make_data_parallel(s)) {}
+  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b, int stage)
+      : s_(s),
+        work_(work),
+        b_(b),
+        stage_s_(stage_scenario(s, stage)),
+        chunks_(chunk_layers(s.parallel, s.model.layers)),
+        stage_(stage),
+        tp_(s, work),
+        pp_(s, work, stage),
+        dp_(make_data_parallel(stage_s_)),
+        optimizer_(stage_optimizer(stage_s_, work)) {}
 
   void step() {
-    const long long micro_batches = s_.training.micro_batches(s_.parallel.dp);
-    for (long long mb = 0; mb < micro_batches; ++mb) {
-      last_ = mb + 1 == micro_batches;
-      forward();
-      backward();
+    const PipelineShape shape = pipeline_shape(s_);
+    for (const PipelineOp& op : stage_order(s_.parallel.schedule, shape, stage_)) {
+      last_ = op.micro_batch + 1 == shape.micro_batches;
+      micro_batch_ = op.micro_batch;
+      const ChunkLayers& chunk = chunk_of(chunks_, s_.parallel, stage_, op.chunk);
+      pp_.receive(b_, op);
+      if (op.forward) forward(chunk);
+      if (!op.forward) backward(chunk);
+      pp_.send(b_, op);
     }
     dp_->end_backward(b_);
     std::vector<OpIndex> waits = dp_->optimizer_waits();
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
-    b_.compute(work_.optimizer, Phase::optimizer, "optimizer step", std::move(waits));
+    for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
+    const OpIndex optimizer =
+        b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", std::move(waits));
+    dp_->after_optimizer(b_, optimizer);
   }
 
  private:
-  void forward() {
-    ops(work_.pre.forward, 0, Phase::forward);
-    for (int l = 0; l < s_.model.layers; ++l) ops(work_.layer.forward, l + 1, Phase::forward);
-    ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
+  void forward(const ChunkLayers& chunk) {
+    if (chunk.pre) ops(work_.pre.forward, 0, Phase::forward);
+    for (int l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
+      ops(work_.layer.forward, l + 1, Phase::forward);
+    }
+    if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
 
-  void backward() {
-    ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
-    for (int l = s_.model.layers - 1; l >= 0; --l) {
+  void backward(const ChunkLayers& chunk) {
+    if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
+    for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
       ops(work_.layer.recompute, l + 1, Phase::recompute);
       ops(work_.layer.backward, l + 1, Phase::backward);
     }
-    ops(work_.pre.backward, 0, Phase::backward);
+    if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward);
   }
 
   void ops(const std::vector<OpCost>& list, int block, Phase phase) {
+    const BlockSite site{block, phase, micro_batch_, last_};
+    dp_->before_block(b_, site);
     for (const OpCost& cost : list) one(cost, block, phase);
+    dp_->after_block(b_, site);
   }
 
   void one(const OpCost& cost, int block, Phase phase) {
@@ -97,9 +149,15 @@ class StepWriter {
   const Scenario& s_;
   const workload::ModelWork& work_;
   StepBuilder& b_;
+  Scenario stage_s_;  // outlives dp_, which may keep a reference
+  std::vector<ChunkLayers> chunks_;
+  int stage_;
   TensorParallel tp_;
+  PipelineComm pp_;
   std::unique_ptr<DataParallel> dp_;
+  OpCost optimizer_;
   bool last_ = false;
+  int micro_batch_ = 0;
 };
 
 // Each GPU's share of its node's NICs. Behind an oversubscribed fat tree, traffic leaving
@@ -117,7 +175,7 @@ struct Comm {
   Dim dim;
   const char* name;
 };
-constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}, {CommKind::dp, Dim::dp, "dp"}};
+constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}};
 
 // Simulated ranks get communicators: one Group per real group that has simulated members.
 class Layout {
@@ -138,6 +196,8 @@ class Layout {
     b.set_links(add_resource(fmt::format("rank {} nvlink", r.rank), s_.cluster.intra_node.bandwidth),
                 add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
     for (const Comm& c : kComms) add_comm(index, c, b);
+    add_data_parallel_comms(index, b);
+    add_pipeline_links(index, b);
   }
 
  private:
@@ -156,6 +216,63 @@ class Layout {
                                 shape_of(members, s_.cluster.gpus_per_node)});
   }
 
+  // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
+  void add_data_parallel_comms(std::size_t index, StepBuilder& b) {
+    for (const DpCommunicator& c : data_parallel_communicators(s_, ranks_[index].rank)) {
+      auto& streams = program_.ranks[index].streams;
+      streams.push_back(c.name);
+      const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
+      b.add_communicator(c.kind, {group({c.kind, Dim::dp, c.name}, c.members, index), stream,
+                                  shape_of(c.members, s_.cluster.gpus_per_node)});
+    }
+  }
+
+  // A stage's SendRecv links to its neighbours, one 2-member group and stream per direction,
+  // and the tied embedding's group of the first and the last stage.
+  void add_pipeline_links(std::size_t index, StepBuilder& b) {
+    const ParallelSpec& p = s_.parallel;
+    const int rank = ranks_[index].rank;
+    const int stage = ranks_[index].stage;
+    const int before = stage_rank(rank, stage - 1);
+    const int after = stage_rank(rank, stage + 1);
+    if (has_pipeline_peer(p, stage, -1)) {
+      add_pp_link(index, b, PpLink::forward_in, "pp fwd", {before, rank}, "pp activation recv");
+      add_pp_link(index, b, PpLink::backward_out, "pp bwd", {rank, before}, "pp gradient send");
+    }
+    if (has_pipeline_peer(p, stage, 1)) {
+      add_pp_link(index, b, PpLink::forward_out, "pp fwd", {rank, after}, "pp activation send");
+      add_pp_link(index, b, PpLink::backward_in, "pp bwd", {after, rank}, "pp gradient recv");
+    }
+    const bool outer = stage == 0 || stage == p.pp - 1;
+    if (s_.model.tied_embeddings && p.pp > 1 && outer) {
+      add_pp_link(index, b, PpLink::embedding, "pp embedding",
+                  {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)}, "pp embedding");
+    }
+  }
+
+  // The rank at the same TP, CP and DP coordinates in pipeline stage `stage` (modulo pp).
+  int stage_rank(int rank, int stage) const {
+    Coord c = coord_of(s_.parallel, rank);
+    c.pp = (stage + s_.parallel.pp) % s_.parallel.pp;
+    return global_rank(s_.parallel, c);
+  }
+
+  // Pipeline groups are keyed by name and members (the sender first).
+  void add_pp_link(std::size_t index, StepBuilder& b, PpLink link, const char* name,
+                   std::vector<int> members, const char* stream_name) {
+    auto& streams = program_.ranks[index].streams;
+    streams.push_back(stream_name);
+    const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
+    const auto [it, inserted] = pp_groups_.try_emplace({name, members},
+                                                       static_cast<std::int32_t>(program_.groups.size()));
+    if (inserted) {
+      program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {},
+                                 ranks_string(members)});
+    }
+    program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
+    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.gpus_per_node)});
+  }
+
   // Groups partition the ranks, so a group's first member names it.
   std::int32_t group(const Comm& c, const std::vector<int>& members, std::size_t index) {
     const auto [it, inserted] = groups_.try_emplace({c.kind, members.front()},
@@ -172,6 +289,7 @@ class Layout {
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
+  std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
 };
 
 }  // namespace
@@ -187,19 +305,43 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   for (std::size_t r = 0; r < layout.ranks().size(); ++r) {
     StepBuilder b(state, r);
     layout.add_rank(r, b);
-    StepWriter(scenario, work, b).step();
+    StepWriter(scenario, work, b, layout.ranks()[r].stage).step();
   }
+  annotate_memory(program, scenario, work);
   return program;
 }
 
+// The schedule, the layers per stage and the SendRecv message, when there is a pipeline.
+std::string pipeline_notes(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  if (p.pp <= 1) return "";
+  const char* schedule = "?";
+  for (const ScheduleKind& k : pipeline_schedules()) {
+    if (k.schedule == p.schedule) schedule = k.name;
+  }
+  std::vector<int> layers;
+  for (const ChunkLayers& c : chunk_layers(p, s.model.layers)) layers.push_back(c.layers);
+  const Bytes message(s.training.micro_batch * s.model.seq_len / p.cp * s.model.hidden *
+                      element_bytes(s.training.precision) / p.tp);
+  return fmt::format("; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
+                     "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
+                     "between adjacent stages of the pp group",
+                     schedule, s.training.micro_batches(p.dp), p.virtual_stages, ranks_string(layers),
+                     format_size(message));
+}
+
 std::string placement_notes(const Scenario& scenario) {
-  std::string notes = placement_description(scenario);
-  if (scenario.parallel.dp <= 1 || scenario.data_parallel.kind != DpKind::ddp) return notes;
-  const BucketLayout layout = bucket_layout(scenario);
+  std::string notes = placement_description(scenario) + pipeline_notes(scenario);
+  if (scenario.parallel.dp <= 1) return notes;
+  if (scenario.data_parallel.kind != DpKind::ddp) return notes + "; " + data_parallel_notes(scenario);
+  Scenario first = scenario;
+  if (scenario.parallel.pp > 1) first.parallel.stage = 0;
+  const BucketLayout layout = bucket_layout(first);
   Bytes total{0};
   for (const Bucket& b : layout.buckets) total += b.size;
-  return fmt::format("{}; DDP: {} gradient tensors in {} buckets, {} in all", notes,
-                     layout.tensors.size(), layout.buckets.size(), format_size(total));
+  return fmt::format("{}; DDP{}: {} gradient tensors in {} buckets, {} in all", notes,
+                     scenario.parallel.pp > 1 ? " on stage 0" : "", layout.tensors.size(),
+                     layout.buckets.size(), format_size(total));
 }
 
 }  // namespace stepsim::parallelism

@@ -54,6 +54,14 @@ bool StepBuilder::has_communicator(CommKind kind) const {
   return comms_[static_cast<std::size_t>(kind)].group >= 0;
 }
 
+void StepBuilder::add_pp_link(PpLink link, const Communicator& comm) {
+  pp_links_[static_cast<std::size_t>(link)] = comm;
+}
+
+bool StepBuilder::has_pp_link(PpLink link) const {
+  return pp_links_[static_cast<std::size_t>(link)].group >= 0;
+}
+
 OpIndex StepBuilder::append(engine::Op op) {
   auto& ops = rank().ops;
   std::sort(op.waits.begin(), op.waits.end());
@@ -101,6 +109,18 @@ OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, const std:
                                 std::vector<OpIndex> waits) {
   const Communicator& comm = comms_[static_cast<std::size_t>(kind)];
   STEPSIM_CHECK(comm.group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
+  return collective_on(comm, kind, op, size, what, std::move(waits));
+}
+
+OpIndex StepBuilder::pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
+                                   std::vector<OpIndex> waits) {
+  const Communicator& comm = pp_links_[static_cast<std::size_t>(link)];
+  STEPSIM_CHECK(comm.group >= 0, "no pipeline link of that direction on this rank");
+  return collective_on(comm, CommKind::pp, op, size, what, std::move(waits));
+}
+
+OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size,
+                                   const std::string& what, std::vector<OpIndex> waits) {
   const CollectiveCost& cost = state_.collective({op, size, comm.shape});
   engine::CollectiveCall call{op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)};
   auto& calls = rank().calls;

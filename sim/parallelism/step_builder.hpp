@@ -40,6 +40,12 @@ struct Communicator {
   collectives::GroupShape shape;
 };
 
+// The pipeline's point-to-point links of one rank, each a 2-member group of one direction
+// (NCCL matches sends and receives per peer and direction, in order), and the tied
+// embedding's group between the first and the last stage.
+enum class PpLink : std::uint8_t { forward_in, forward_out, backward_in, backward_out, embedding };
+inline constexpr std::size_t kPpLinks = 5;
+
 // State shared by every rank of one program: interned names and collective costs.
 class BuildState {
  public:
@@ -63,6 +69,8 @@ class StepBuilder {
   void set_links(network::ResourceId intra, network::ResourceId nic);
   void add_communicator(CommKind kind, const Communicator& comm);
   bool has_communicator(CommKind kind) const;
+  void add_pp_link(PpLink link, const Communicator& comm);
+  bool has_pp_link(PpLink link) const;
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
   OpIndex compute(const workload::OpCost& op, Phase phase, const std::string& name,
@@ -70,6 +78,9 @@ class StepBuilder {
   // A collective on `kind`'s stream, named "AllReduce dp bucket 3, 25.0 MiB".
   OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
                      std::vector<OpIndex> waits);
+  // The same on one of the pipeline's links (CommKind::pp).
+  OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
+                        std::vector<OpIndex> waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Deferred waits not yet attached (the optimizer takes them).
   std::vector<OpIndex> take_deferred();
@@ -87,12 +98,15 @@ class StepBuilder {
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
   std::vector<network::ResourceUse> uses(const collectives::LinkLoad& load) const;
   OpIndex append(engine::Op op);
+  OpIndex collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size,
+                        const std::string& what, std::vector<OpIndex> waits);
 
   BuildState& state_;
   std::size_t rank_index_;
   network::ResourceId intra_ = 0;
   network::ResourceId nic_ = 0;
   std::array<Communicator, kCommKinds> comms_{};
+  std::array<Communicator, kPpLinks> pp_links_{};
   std::vector<Deferred> deferred_;
   std::int64_t last_compute_ = -1;
 };

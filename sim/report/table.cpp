@@ -80,7 +80,7 @@ void write_comm(const Report& r, std::ostream& out) {
 void write_memory(const MemoryReport& m, std::ostream& out) {
   out << '\n';
   if (!m.modelled) return row(out, "memory per GPU", "not modelled");
-  row(out, "memory per GPU", gib(m.peak), m.fits ? "fits" : "DOES NOT FIT");
+  row(out, "memory per GPU", gib(m.peak), m.fits ? "fits" : "too large");
   row(out, "  capacity", gib(m.capacity));
   row(out, "  parameters", gib(m.params));
   row(out, "  gradients", gib(m.grads));

@@ -1,5 +1,6 @@
 // Whole-scenario benchmarks: the wall time of `simulate()` on the embedded default and on a
-// 16,384-GPU Llama-3-405B job, each from a loaded scenario to a finished report.
+// 16,384-GPU Llama-3-405B job, each from a loaded scenario to a finished report; the 405B
+// job both as pure DP and as 3D parallelism with an interleaved pipeline.
 #include <benchmark/benchmark.h>
 
 #include "io/scenario_loader.hpp"
@@ -15,6 +16,23 @@ constexpr const char* kLlama405b16k = R"({
   "parallel": { "tp": 8, "pp": 1, "dp": 2048, "sequence_parallel": true },
   "training": { "global_batch": 2048, "micro_batch": 1, "precision": "bf16", "recompute": "full" },
   "data_parallel": { "kind": "ddp", "bucket_cap_mb": 25 }
+})";
+
+// The same job as Meta trained it: TP 8, PP 16, DP 128 on 16,384 GPUs, interleaved with two
+// model chunks per stage (126 layers: 3, 4 × 30, 3 per virtual stage, the outer ones lighter
+// for the embedding and the head), 16 micro-batches of one sequence per replica, the
+// optimizer sharded over DP (ZeRO-1) as Meta's FSDP-style sharding of optimizer states.
+constexpr const char* kLlama405b3d = R"({
+  "model": "llama3-405b",
+  "cluster": "dgx-h100-ndr",
+  "parallel": {
+    "tp": 8, "pp": 16, "dp": 128, "sequence_parallel": true,
+    "schedule": "interleaved", "virtual_stages": 2,
+    "stage_layers": [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                     4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3]
+  },
+  "training": { "global_batch": 2048, "micro_batch": 1, "precision": "bf16", "recompute": "full" },
+  "data_parallel": { "kind": "zero1" }
 })";
 
 void run_scenario(benchmark::State& state, const stepsim::Scenario& scenario) {
@@ -44,5 +62,10 @@ void BM_Llama405bTp8Dp2048(benchmark::State& state) {
   run_scenario(state, stepsim::io::load_scenario_text(kLlama405b16k, "llama3-405b-16k"));
 }
 BENCHMARK(BM_Llama405bTp8Dp2048)->Unit(benchmark::kMillisecond);
+
+void BM_Llama405bTp8Pp16Dp128Interleaved(benchmark::State& state) {
+  run_scenario(state, stepsim::io::load_scenario_text(kLlama405b3d, "llama3-405b-3d"));
+}
+BENCHMARK(BM_Llama405bTp8Pp16Dp128Interleaved)->Unit(benchmark::kMillisecond);
 
 }  // namespace

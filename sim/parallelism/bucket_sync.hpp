@@ -1,0 +1,43 @@
+// Bucketed gradient synchronisation shared by DDP (AllReduce) and the distributed optimizer
+// (ReduceScatter): a bucket is launched once all its gradients exist, strictly in bucket
+// order, and only in the last micro-batch (REFERENCE.md §3, §5).
+#pragma once
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "parallelism/grad_buckets.hpp"
+#include "parallelism/step_builder.hpp"
+
+namespace stepsim::parallelism {
+
+class BucketSync {
+ public:
+  // `overlap`: launch buckets during the backward as they fill; otherwise all at its end.
+  BucketSync(BucketLayout layout, bool overlap, CollOp op);
+
+  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op);
+  // Launches every bucket not launched yet (gradients no op was seen to produce).
+  void end_backward(StepBuilder& b);
+  const std::vector<OpIndex>& launched() const { return launched_; }
+  const BucketLayout& layout() const { return layout_; }
+
+ private:
+  void produced(int tensor, OpIndex op);
+  void launch_ready(StepBuilder& b);
+  void launch(StepBuilder& b, std::vector<OpIndex> waits);
+
+  BucketLayout layout_;
+  bool overlap_;
+  CollOp op_;
+  std::vector<int> bucket_of_;     // per tensor
+  std::vector<bool> done_;         // per tensor: gradient produced
+  std::vector<int> missing_;       // per bucket: gradients still to come
+  std::vector<OpIndex> producer_;  // per bucket: the op producing its last gradient
+  std::map<std::pair<int, workload::Role>, std::vector<int>> tensors_at_;  // by (block, role)
+  std::size_t next_ = 0;  // next bucket to launch
+  std::vector<OpIndex> launched_;
+};
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,251 @@
+// FSDP (ZeRO-3, REFERENCE.md §4): units are the transformer layers plus the root (embedding,
+// final norm, LM head). Each unit's parameters are all-gathered before its forward and, when
+// resharded after the forward, again before its backward; its gradient is reduce-scattered
+// after its backward, in every micro-batch (no no_sync()). AllGather and ReduceScatter share
+// the group's NCCL stream, so one "fsdp" stream in issue order decides what overlaps.
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "parallelism/data_parallel.hpp"
+#include "parallelism/grad_buckets.hpp"
+#include "parallelism/mesh.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+struct Unit {
+  std::string label;  // "root", "L3"
+  Bytes params{0};    // the gathered buffer in the training precision
+  Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
+};
+
+// Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
+std::vector<Unit> fsdp_units(const Scenario& s) {
+  std::vector<long long> elements(static_cast<std::size_t>(s.model.layers) + 1, 0);
+  for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) {
+    const bool root = t.block == 0 || t.block == s.model.layers + 1;
+    elements[root ? 0 : static_cast<std::size_t>(t.block)] += t.elements;
+  }
+  std::vector<Unit> units;
+  for (std::size_t u = 0; u < elements.size(); ++u) {
+    units.push_back({u == 0 ? std::string("root") : fmt::format("L{}", u - 1),
+                     Bytes(elements[u] * element_bytes(s.training.precision)),
+                     Bytes(elements[u] * element_bytes(s.data_parallel.grad_reduce_dtype))});
+  }
+  return units;
+}
+
+// FSDP1's knobs as FullyShardedDataParallel applies them, and FSDP2's fixed behaviour:
+// - FSDP1: the compute stream waits for a unit's AllGather right before it; forward_prefetch
+//   issues the next unit's AllGather after that wait; backward_prefetch pre issues the next
+//   unit's before the current backward, post after the current backward (its parameters
+//   freed, so it waits for that compute), none not at all (it then queues behind the
+//   previous ReduceScatter). limit_all_gathers: before an AllGather the host blocks on the
+//   oldest free event once max_inflight_all_gathers of them are pending.
+// - FSDP2: depth-1 prefetch both ways without host blocking; each AllGather waits for the
+//   unit before it to be freed (two gathered buffers at most), and the compute stream waits
+//   for the previous ReduceScatter before the next one is issued.
+class Fsdp final : public DataParallel {
+ public:
+  Fsdp(const Scenario& s, int shard_ranks);
+  void after_backward_op(StepBuilder&, const OpSite&, OpIndex) override {}
+  void end_backward(StepBuilder&) override {}
+  std::vector<OpIndex> optimizer_waits() const override;
+  void before_block(StepBuilder& b, const BlockSite& site) override;
+  void after_block(StepBuilder& b, const BlockSite& site) override;
+  workload::OpCost optimizer_op(const workload::OpCost& whole) const override {
+    return sharded_optimizer(whole, shard_ranks_);
+  }
+
+ private:
+  int unit_of(int block) const { return block == 0 || block == layers_ + 1 ? 0 : block; }
+  bool fsdp2() const { return version_ == 2; }
+  void forward_start(StepBuilder& b, const BlockSite& site);
+  void backward_start(StepBuilder& b, int unit);
+  void backward_end(StepBuilder& b, int unit);
+  void gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits = {});
+  void wait_for(StepBuilder& b, int unit);
+  void free(int unit, OpIndex last);
+  void reduce(StepBuilder& b, int unit, OpIndex last);
+
+  std::vector<Unit> units_;
+  int layers_;
+  int shard_ranks_;
+  bool replicate_;  // HSDP: all-reduce gradient shards across shard groups
+  int version_;
+  BackwardPrefetch backward_prefetch_;
+  bool forward_prefetch_;
+  bool reshard_after_forward_;
+  std::size_t max_inflight_;
+  std::vector<std::optional<OpIndex>> pending_;  // per unit: AllGather not yet waited for
+  std::vector<bool> unsharded_;
+  std::vector<bool> in_backward_;  // per unit: its backward (or recompute) has started
+  std::deque<OpIndex> frees_;      // FSDP1: free events the rate limiter has not consumed
+  std::optional<OpIndex> last_free_;
+  std::optional<OpIndex> last_reduce_scatter_;
+  std::optional<OpIndex> last_all_reduce_;
+};
+
+Fsdp::Fsdp(const Scenario& s, int shard_ranks)
+    : units_(fsdp_units(s)),
+      layers_(s.model.layers),
+      shard_ranks_(shard_ranks),
+      replicate_(shard_ranks < s.parallel.dp),
+      version_(s.data_parallel.fsdp_version),
+      backward_prefetch_(s.data_parallel.backward_prefetch),
+      forward_prefetch_(s.data_parallel.forward_prefetch),
+      reshard_after_forward_(s.data_parallel.reshard_after_forward),
+      max_inflight_(static_cast<std::size_t>(s.data_parallel.max_inflight_all_gathers)),
+      pending_(units_.size()),
+      unsharded_(units_.size(), false),
+      in_backward_(units_.size(), false) {}
+
+std::vector<OpIndex> Fsdp::optimizer_waits() const {
+  std::vector<OpIndex> waits;
+  if (last_reduce_scatter_) waits.push_back(*last_reduce_scatter_);
+  if (last_all_reduce_) waits.push_back(*last_all_reduce_);
+  return waits;
+}
+
+void Fsdp::before_block(StepBuilder& b, const BlockSite& site) {
+  if (site.phase == Phase::forward) {
+    forward_start(b, site);
+    return;
+  }
+  const int unit = unit_of(site.block);
+  if (site.block != 0 && !in_backward_[static_cast<std::size_t>(unit)]) backward_start(b, unit);
+}
+
+void Fsdp::after_block(StepBuilder& b, const BlockSite& site) {
+  const std::vector<OpIndex> last = b.last_compute();
+  if (last.empty()) return;
+  const int unit = unit_of(site.block);
+  if (site.phase == Phase::forward) {
+    // The root stays gathered from forward to backward, as FSDP leaves it.
+    if (unit != 0 && reshard_after_forward_) free(unit, last.front());
+    return;
+  }
+  if (site.phase == Phase::backward && (unit != 0 || site.block == 0)) backward_end(b, unit);
+}
+
+// The root's pre-forward also makes the AllGathers wait for earlier compute (the previous
+// micro-batch's backward).
+void Fsdp::forward_start(StepBuilder& b, const BlockSite& site) {
+  const int unit = unit_of(site.block);
+  if (site.block == layers_ + 1) return;
+  gather(b, unit, "forward", unit == 0 ? b.last_compute() : std::vector<OpIndex>{});
+  wait_for(b, unit);
+  if ((forward_prefetch_ || fsdp2()) && unit < layers_) gather(b, unit + 1, "forward");
+  if (unit == 0) in_backward_.assign(units_.size(), false);
+}
+
+// The head's backward starts the root's; a layer's starts with its recompute, if any.
+void Fsdp::backward_start(StepBuilder& b, int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  in_backward_[u] = true;
+  gather(b, unit, "backward");
+  wait_for(b, unit);
+  const int next = unit == 0 ? layers_ : unit - 1;
+  if (next >= 1 && (fsdp2() || backward_prefetch_ == BackwardPrefetch::pre)) {
+    gather(b, next, "backward");
+  }
+}
+
+void Fsdp::backward_end(StepBuilder& b, int unit) {
+  const OpIndex last = b.last_compute().front();
+  free(unit, last);
+  const int next = unit - 1;
+  if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) {
+    gather(b, next, "backward", {last});
+  }
+  reduce(b, unit, last);
+}
+
+void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits) {
+  const auto u = static_cast<std::size_t>(unit);
+  // Units of other pipeline stages hold nothing here.
+  if (unsharded_[u] || units_[u].params.count() == 0) return;
+  unsharded_[u] = true;
+  bool host_blocks = false;
+  if (fsdp2() && last_free_) waits.push_back(*last_free_);
+  if (!fsdp2() && frees_.size() >= max_inflight_) {
+    waits.push_back(frees_.front());
+    frees_.pop_front();
+    host_blocks = true;
+  }
+  const Unit& unit_info = units_[u];
+  const OpIndex op = b.collective(CommKind::fsdp, CollOp::allgather, unit_info.params,
+                                  fmt::format("{} {}", unit_info.label, pass), std::move(waits));
+  b.rank().ops[op].host_blocks = host_blocks;
+  pending_[u] = op;
+}
+
+void Fsdp::wait_for(StepBuilder& b, int unit) {
+  auto& pending = pending_[static_cast<std::size_t>(unit)];
+  if (!pending) return;
+  b.defer_wait(*pending, WaitRule::next_op, workload::Role::embedding);
+  pending.reset();
+}
+
+void Fsdp::free(int unit, OpIndex last) {
+  unsharded_[static_cast<std::size_t>(unit)] = false;
+  if (!fsdp2()) frees_.push_back(last);
+  last_free_ = last;
+}
+
+void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
+  const Unit& u = units_[static_cast<std::size_t>(unit)];
+  if (fsdp2() && last_reduce_scatter_) {
+    b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
+  }
+  last_reduce_scatter_ =
+      b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
+  if (!replicate_) return;
+  last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.grads / shard_ranks_,
+                                  fmt::format("{} shard", u.label), {*last_reduce_scatter_});
+}
+
+}  // namespace
+
+std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int shard_ranks) {
+  return std::make_unique<Fsdp>(scenario, shard_ranks);
+}
+
+std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
+  const std::vector<Unit> units = fsdp_units(s);
+  const Bytes layer = units.size() > 1 ? units[1].params : Bytes(0);
+  const DataParallelSpec& d = s.data_parallel;
+  const std::string knobs =
+      d.fsdp_version == 2
+          ? std::string("implicit one-unit prefetch both ways")
+          : fmt::format("backward prefetch {}, forward prefetch {}, at most {} AllGathers in flight",
+                        d.backward_prefetch == BackwardPrefetch::pre    ? "pre"
+                        : d.backward_prefetch == BackwardPrefetch::post ? "post"
+                                                                        : "none",
+                        d.forward_prefetch ? "on" : "off", d.max_inflight_all_gathers);
+  return fmt::format("FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
+                     "{} gathered per layer over {} DP ranks, {}, {}; AllGather and "
+                     "ReduceScatter every micro-batch; Adam on 1/{} of the parameters",
+                     d.fsdp_version, units.size(), format_size(layer), shard_ranks, knobs,
+                     d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward",
+                     shard_ranks);
+}
+
+std::string fsdp_notes(const Scenario& scenario) {
+  return sharded_fsdp_notes(scenario, scenario.parallel.dp);
+}
+
+std::unique_ptr<DataParallel> make_fsdp(const Scenario& scenario) {
+  return make_sharded_fsdp(scenario, scenario.parallel.dp);
+}
+
+std::vector<DpCommunicator> fsdp_communicators(const Scenario& scenario, int rank) {
+  return {{CommKind::fsdp, "fsdp", group_ranks(scenario.parallel, rank, Dim::dp)}};
+}
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,132 @@
+// Megatron's distributed optimizer (REFERENCE.md §5): gradient buckets reduce-scattered
+// during the last micro-batch's backward, the optimizer updates this rank's 1/dp shard, and
+// the updated parameters are all-gathered bucket by bucket. zero1 and zero2 communicate
+// alike (Megatron reduces only in the last micro-batch; DeepSpeed's ZeRO-2 would reduce in
+// every one); they differ in gradient memory only.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "parallelism/bucket_sync.hpp"
+#include "parallelism/data_parallel.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+// With overlap_param_gather the step sees the gather of the previous step's update: the
+// first bucket's AllGather at the start of the forward (exposed), and each later one
+// dispatched when the forward reaches the bucket before it. Without it every AllGather
+// follows the optimizer step, before the next forward.
+class Zero final : public DataParallel {
+ public:
+  explicit Zero(const Scenario& scenario);
+  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
+    sync_.after_backward_op(b, site, op);
+  }
+  void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
+  std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
+  void before_block(StepBuilder& b, const BlockSite& site) override;
+  workload::OpCost optimizer_op(const workload::OpCost& whole) const override {
+    return sharded_optimizer(whole, dp_);
+  }
+  void after_optimizer(StepBuilder& b, OpIndex optimizer) override;
+
+ private:
+  std::size_t gradient_bucket(std::size_t gather) const { return gathered_.size() - 1 - gather; }
+  void reach(StepBuilder& b, std::size_t gather);
+  void dispatch(StepBuilder& b, std::size_t gather, std::vector<OpIndex> waits);
+
+  BucketSync sync_;
+  int dp_;
+  bool overlap_param_gather_;
+  int param_bytes_;
+  // Buckets in forward order (the reverse of the gradient buckets), and which of them hold
+  // each block's parameters.
+  std::map<int, std::vector<std::size_t>> gathers_at_;
+  std::vector<bool> reached_;
+  std::vector<std::optional<OpIndex>> gathered_;
+};
+
+Zero::Zero(const Scenario& s)
+    : sync_(megatron_bucket_layout(s), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter),
+      dp_(s.parallel.dp),
+      overlap_param_gather_(s.data_parallel.overlap_param_gather),
+      param_bytes_(element_bytes(s.training.precision)) {
+  if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
+    throw InputError(s.source, "/data_parallel/overlap_param_gather",
+                     "needs overlap_grad_reduce, as in Megatron");
+  }
+  const BucketLayout& layout = sync_.layout();
+  const std::size_t n = layout.buckets.size();
+  reached_.assign(n, false);
+  gathered_.assign(n, std::nullopt);
+  for (std::size_t g = 0; g < n; ++g) {
+    for (int t : layout.buckets[gradient_bucket(g)].tensors) {
+      auto& at = gathers_at_[layout.tensors[static_cast<std::size_t>(t)].block];
+      if (at.empty() || at.back() != g) at.push_back(g);
+    }
+  }
+  for (auto& [block, list] : gathers_at_) std::sort(list.begin(), list.end());
+}
+
+void Zero::before_block(StepBuilder& b, const BlockSite& site) {
+  if (!overlap_param_gather_ || site.phase != Phase::forward || site.micro_batch != 0) return;
+  const auto it = gathers_at_.find(site.block);
+  if (it == gathers_at_.end()) return;
+  for (std::size_t g : it->second) reach(b, g);
+}
+
+// The forward reaches bucket g: its parameters must have arrived, and bucket g + 1's
+// gather starts now.
+void Zero::reach(StepBuilder& b, std::size_t g) {
+  if (reached_[g]) return;
+  reached_[g] = true;
+  if (!gathered_[g]) dispatch(b, g, {});
+  if (g + 1 < gathered_.size() && !gathered_[g + 1]) dispatch(b, g + 1, {});
+  b.defer_wait(*gathered_[g], WaitRule::next_op, workload::Role::embedding);
+}
+
+void Zero::dispatch(StepBuilder& b, std::size_t g, std::vector<OpIndex> waits) {
+  const BucketLayout& layout = sync_.layout();
+  const std::size_t k = gradient_bucket(g);
+  const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
+  gathered_[g] = b.collective(CommKind::dp, CollOp::allgather, size,
+                              fmt::format("bucket {} params", k), std::move(waits));
+}
+
+// Buckets the forward did not gather (all of them without overlap_param_gather).
+void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
+  for (std::size_t g = 0; g < gathered_.size(); ++g) {
+    if (!gathered_[g]) dispatch(b, g, {optimizer});
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<DataParallel> make_zero(const Scenario& scenario) {
+  return std::make_unique<Zero>(scenario);
+}
+
+std::string zero_notes(const Scenario& s) {
+  const BucketLayout layout = megatron_bucket_layout(s);
+  long long elements = 0;
+  for (const Bucket& b : layout.buckets) elements += bucket_elements(layout, b);
+  const bool zero2 = s.data_parallel.kind == DpKind::zero2;
+  return fmt::format(
+      "distributed optimizer ({}): {} gradient buckets of at least {} M parameters "
+      "reduce-scattered in the last micro-batch, Adam on 1/{} of {} M parameters, parameters "
+      "all-gathered {}{}",
+      zero2 ? "zero2" : "zero1", layout.buckets.size(),
+      std::max(40LL, static_cast<long long>(s.parallel.dp)), s.parallel.dp, elements / 1'000'000,
+      s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward"
+                                           : "after the optimizer step",
+      zero2 ? " (gradients sharded too; communication as zero1, as in Megatron)" : "");
+}
+
+}  // namespace stepsim::parallelism

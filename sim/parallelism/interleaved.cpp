@@ -1,0 +1,41 @@
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron's schedule with virtual pipeline stages):
+// each stage holds v model chunks; micro-batches go through the chunks in groups of p, so the
+// warm-up is 2(p − stage − 1) + (v − 1)·p passes and the bubble shrinks to (p − 1)/(m·v).
+#include <algorithm>
+
+#include "parallelism/pipeline_schedule.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+// The k-th forward (or backward) pass of a stage, numbered as Megatron numbers virtual
+// micro-batches: groups of p micro-batches go through chunk 0, then chunk 1, ... (backward
+// from the last chunk down).
+PipelineOp virtual_op(const PipelineShape& s, int k, bool forward) {
+  const int group = s.stages * s.chunks;
+  const int in_group = k % group;
+  const int chunk = in_group / s.stages;
+  const int micro_batch = (k / group) * s.stages + k % s.stages;
+  return {micro_batch, forward ? chunk : s.chunks - 1 - chunk, forward};
+}
+
+}  // namespace
+
+std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage) {
+  const int total = shape.micro_batches * shape.chunks;
+  // With exactly p micro-batches Megatron runs every forward first.
+  const int warmup = shape.micro_batches == shape.stages
+                         ? total
+                         : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages, total);
+  std::vector<PipelineOp> order;
+  for (int k = 0; k < warmup; ++k) order.push_back(virtual_op(shape, k, true));
+  for (int k = 0; k < total - warmup; ++k) {
+    order.push_back(virtual_op(shape, warmup + k, true));
+    order.push_back(virtual_op(shape, k, false));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(virtual_op(shape, k, false));
+  return order;
+}
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,68 @@
+// Memory counter of the trace: each rank starts the step with its stage's states allocated;
+// forward ops allocate the activations their layer keeps and backward ops free them.
+#include <map>
+#include <string>
+
+#include "parallelism/memory_model.hpp"
+#include "parallelism/mesh.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+// Allocation changes keyed by the op-name ending they attach to. Ops are named after the
+// workload's ops ("L3 mlp residual fwd", "L3 input layernorm backward", "cross entropy fwd"),
+// whatever prefix the schedule puts before them.
+using DeltaTable = std::map<std::string, Bytes>;
+
+void add_block(DeltaTable& table, const workload::LayerWork& block, Bytes kept, Bytes working) {
+  if (block.forward.empty() || block.backward.empty()) return;
+  table[block.forward.back().name + " fwd"] += kept;
+  if (!block.recompute.empty()) table[block.recompute.back().name + " recompute"] += working;
+  table[block.backward.back().name] += Bytes(0) - kept - working;
+}
+
+DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
+  DeltaTable table;
+  add_block(table, w.layer, w.layer.activations, recompute_working_set(s, w));
+  add_block(table, w.pre, w.pre.activations, Bytes(0));
+  add_block(table, w.post, w.post.activations, Bytes(0));
+  return table;
+}
+
+bool ends_with_word(const std::string& name, const std::string& key) {
+  if (name.size() < key.size()) return false;
+  if (name.compare(name.size() - key.size(), key.size(), key) != 0) return false;
+  return name.size() == key.size() || name[name.size() - key.size() - 1] == ' ';
+}
+
+// The delta of the longest key that `name` ends with, as a word; zero if none.
+Bytes delta_of(const DeltaTable& table, const std::string& name) {
+  std::size_t best = 0;
+  Bytes delta{0};
+  for (const auto& [key, bytes] : table) {
+    if (key.size() <= best || !ends_with_word(name, key)) continue;
+    best = key.size();
+    delta = bytes;
+  }
+  return delta;
+}
+
+}  // namespace
+
+void annotate_memory(engine::Program& program, const Scenario& s, const workload::ModelWork& w) {
+  const MemoryEstimate estimate = estimate_memory(s, w);
+  const DeltaTable table = delta_table(s, w);
+  std::vector<Bytes> by_name;
+  by_name.reserve(program.names.size());
+  for (const std::string& name : program.names) by_name.push_back(delta_of(table, name));
+  for (engine::RankProgram& rank : program.ranks) {
+    const auto stage = static_cast<std::size_t>(coord_of(s.parallel, rank.rank).pp);
+    rank.memory_base = estimate.stages[stage].states();
+    for (engine::Op& op : rank.ops) {
+      if (op.kind == engine::OpKind::compute) op.memory_delta = by_name[op.name];
+    }
+  }
+}
+
+}  // namespace stepsim::parallelism

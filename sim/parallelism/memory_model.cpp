@@ -1,0 +1,174 @@
+// The analytic memory model: states by sharding mode and precision (REFERENCE.md §3, §4, §6)
+// and activations by the Korthikanti formulas times the micro-batches kept in flight.
+//
+// Choices, each the behaviour of the system stepsim models:
+// - Megatron mixed precision: bf16 weights (2 B), fp32 main gradients (4 B: Megatron
+//   accumulates micro-batch gradients in fp32, and forces it for bf16), fp32 master weights
+//   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B).
+// - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
+//   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer.
+// - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
+//   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters.
+// - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
+//   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
+//   time plus the prefetched one; gradients of two units wait unsharded for ReduceScatter
+//   (the current one and the one in flight), the root's until the end of backward.
+// - No CUDA context, NCCL or allocator overhead: REFERENCE.md gives no figure for them.
+#include "parallelism/memory_model.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "parallelism/stage_layout.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+bool mixed_precision(const Scenario& s) { return element_bytes(s.training.precision) < 4; }
+bool fully_sharded(const Scenario& s) {
+  return s.data_parallel.kind == DpKind::fsdp || s.data_parallel.kind == DpKind::hsdp;
+}
+
+// Data-parallel ranks of one HSDP shard group: data_parallel.shard_group, or one node.
+int hsdp_shard(const Scenario& s) {
+  if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group;
+  const int per_node = s.cluster.gpus_per_node / std::max(s.parallel.tp * s.parallel.cp, 1);
+  return std::clamp(per_node, 1, s.parallel.dp);
+}
+
+Bytes sharded(long long count, int bytes, int shards) {
+  const long long total = count * bytes;
+  return Bytes((total + shards - 1) / shards);  // FSDP pads the flat parameter to divide
+}
+
+// Bytes of one element as the GPU computes with it (fp8 training keeps a bf16 copy).
+int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
+
+struct StageShape {
+  long long layers = 0;
+  long long root_params = 0;  // embedding and head parameters on this stage
+};
+
+StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stage) {
+  const std::vector<ChunkLayers> layout = chunk_layers(s.parallel, s.model.layers);
+  StageShape out;
+  for (int k = 0; k < std::max(s.parallel.virtual_stages, 1); ++k) {
+    const ChunkLayers& c = chunk_of(layout, s.parallel, stage, k);
+    out.layers += c.layers;
+    if (c.pre) out.root_params += w.pre.param_count;
+    if (c.post) out.root_params += w.post.param_count;
+  }
+  return out;
+}
+
+// FSDP's gathered parameters and unsharded gradients on top of the sharded states.
+void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
+  const DataParallelSpec& d = s.data_parallel;
+  const bool prefetch = d.fsdp_version == 2 || d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
+  long long units = std::min<long long>(prefetch ? 2 : 1, std::max(d.max_inflight_all_gathers, 1));
+  if (!d.reshard_after_forward) units = shape.layers;  // SHARD_GRAD_OP keeps them gathered
+  units = std::min(units, shape.layers);
+  const long long gathered = shape.root_params + units * w.layer.param_count;
+  m.params += Bytes(gathered * compute_bytes(s));
+  const long long unsharded_grads = shape.root_params + std::min(2LL, shape.layers) * w.layer.param_count;
+  m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
+}
+
+// Two of Megatron's gradient buckets of max(4e7, 1e6·dp) parameters (fewer when the stage
+// has less).
+Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
+  const long long bucket = std::max(40'000'000LL, 1'000'000LL * s.parallel.dp);
+  return Bytes(std::min(params, 2 * bucket) * grad_bytes);
+}
+
+StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int stage) {
+  const StageShape shape = stage_shape(s, w, stage);
+  const StateBytes bytes = state_bytes(s);
+  const Sharding shards = state_sharding(s);
+  StageMemory m;
+  m.stage = stage;
+  m.param_count = shape.layers * w.layer.param_count + shape.root_params;
+  m.params = sharded(m.param_count, bytes.params, shards.params);
+  m.grads = sharded(m.param_count, bytes.grads, shards.grads);
+  m.optimizer = sharded(m.param_count, bytes.optimizer, shards.optimizer);
+  if (fully_sharded(s)) add_fsdp_units(s, w, shape, m);
+  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp > 1) {
+    m.buffers = zero2_buckets(s, m.param_count, bytes.grads);
+  }
+  const KeptActivations kept = kept_activations(s, w, stage);
+  m.activations = kept.bytes;
+  m.micro_batches_in_flight = kept.chunks;
+  return m;
+}
+
+double gib(Bytes b) { return b.as_double() / 1073741824.0; }
+
+}  // namespace
+
+StateBytes state_bytes(const Scenario& s) {
+  const bool mixed = mixed_precision(s);
+  const int moments = s.training.optimizer == "sgd" ? 4 : 8;  // momentum, or Adam's m and v
+  const int master = mixed ? 4 : 0;
+  if (fully_sharded(s)) return {4, 4, moments};  // the fp32 shard is the master copy
+  return {compute_bytes(s), 4, master + moments};
+}
+
+Sharding state_sharding(const Scenario& s) {
+  const int dp = std::max(s.parallel.dp, 1);
+  switch (s.data_parallel.kind) {
+    case DpKind::ddp:
+      return {1, 1, 1};
+    case DpKind::zero1:
+      return {1, 1, dp};
+    case DpKind::zero2:
+      return {1, dp, dp};
+    case DpKind::fsdp:
+      return {dp, dp, dp};
+    case DpKind::hsdp: {
+      const int shard = hsdp_shard(s);
+      return {shard, shard, shard};
+    }
+  }
+  return {1, 1, 1};
+}
+
+const StageMemory& MemoryEstimate::peak_stage() const {
+  STEPSIM_CHECK(!stages.empty(), "a memory estimate without stages");
+  return *std::max_element(stages.begin(), stages.end(),
+                           [](const StageMemory& a, const StageMemory& b) { return a.peak() < b.peak(); });
+}
+
+MemoryEstimate estimate_memory(const Scenario& s, const workload::ModelWork& w) {
+  MemoryEstimate e;
+  e.capacity = s.cluster.gpu.memory;
+  for (int stage = 0; stage < std::max(s.parallel.pp, 1); ++stage) {
+    e.stages.push_back(stage_memory(s, w, stage));
+  }
+  return e;
+}
+
+MemoryReport memory_report(const MemoryEstimate& e) {
+  const StageMemory& m = e.peak_stage();
+  MemoryReport r;
+  r.peak = m.peak().as_double();
+  r.params = m.params.as_double();
+  r.grads = m.grads.as_double();
+  r.optimizer = m.optimizer.as_double();
+  r.activations = m.activations.as_double();
+  r.buffers = m.buffers.as_double();
+  r.capacity = e.capacity.as_double();
+  r.fits = e.fits();
+  r.modelled = true;
+  return r;
+}
+
+std::string memory_note(const MemoryEstimate& e) {
+  if (e.fits()) return {};
+  return fmt::format("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB (stage {})", gib(e.peak()), gib(e.capacity),
+                     e.peak_stage().stage);
+}
+
+}  // namespace stepsim::parallelism

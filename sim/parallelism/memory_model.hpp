@@ -1,0 +1,78 @@
+// Memory per GPU and pipeline stage: parameters, gradients and optimizer state by sharding
+// mode and precision, the activations the schedule keeps in flight, and buffers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/program.hpp"
+#include "stepsim/report.hpp"
+#include "stepsim/scenario.hpp"
+#include "stepsim/units.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+// Bytes per parameter of each state before sharding (REFERENCE.md §6).
+struct StateBytes {
+  int params = 0;     // what the model holds for compute (FSDP: its fp32 flat-parameter shard)
+  int grads = 0;      // main gradients
+  int optimizer = 0;  // fp32 master copy (mixed precision) and the optimizer's moments
+};
+
+// How many data-parallel ranks share each state (1: replicated).
+struct Sharding {
+  int params = 1, grads = 1, optimizer = 1;
+};
+
+StateBytes state_bytes(const Scenario& scenario);
+Sharding state_sharding(const Scenario& scenario);
+
+// One GPU of a pipeline stage at its peak.
+struct StageMemory {
+  int stage = 0;
+  long long param_count = 0;  // parameters it holds after TP, before DP sharding
+  Bytes params{0}, grads{0}, optimizer{0}, buffers{0};
+  Bytes activations{0};                   // kept activations at the peak, with one layer's recompute
+  long long micro_batches_in_flight = 0;  // model chunks' forwards kept at the peak
+  Bytes states() const { return params + grads + optimizer + buffers; }
+  Bytes peak() const { return states() + activations; }
+};
+
+struct MemoryEstimate {
+  std::vector<StageMemory> stages;  // one per pipeline stage
+  Bytes capacity{0};
+  const StageMemory& peak_stage() const;  // the first stage with the largest peak
+  Bytes peak() const { return peak_stage().peak(); }
+  bool fits() const { return peak() <= capacity; }
+};
+
+// The analytic model of `scenario` whose per-micro-batch work is `work`.
+MemoryEstimate estimate_memory(const Scenario& scenario, const workload::ModelWork& work);
+
+// The report's memory_bytes: the breakdown of the stage with the peak.
+MemoryReport memory_report(const MemoryEstimate& estimate);
+
+// "does not fit: peak 81.2 GiB > capacity 74.5 GiB (stage 0)", or empty when it fits.
+std::string memory_note(const MemoryEstimate& estimate);
+
+// Activations one layer re-materialises before its backward (full: all but its input;
+// selective: the attention scores) and holds until that backward frees them.
+Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work);
+
+struct KeptActivations {
+  Bytes bytes{0};        // at the stage's peak, the recompute working set included
+  long long chunks = 0;  // model-chunk forwards run and not yet backpropagated at the peak
+};
+
+// Replays pipeline stage `stage`'s schedule (GPipe keeps m micro-batches, 1F1B
+// min(p − stage, m), interleaved Megatron's warm-up plus one) over its model chunks.
+KeptActivations kept_activations(const Scenario& scenario, const workload::ModelWork& work, int stage);
+
+// Sets each rank's memory_base (its stage's states) and each op's memory_delta: a layer's
+// activations allocated by its last forward op, its recompute working set by its last
+// recompute op, both freed by its last backward op; so the trace's memory counter follows
+// the step and peaks at the analytic estimate.
+void annotate_memory(engine::Program& program, const Scenario& scenario, const workload::ModelWork& work);
+
+}  // namespace stepsim::parallelism

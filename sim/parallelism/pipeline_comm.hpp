@@ -1,0 +1,46 @@
+// Pipeline-parallel communication of one stage: activations forward and gradients backward as
+// SendRecv between adjacent stages, and the tied embedding's gradient AllReduce.
+#pragma once
+
+#include <vector>
+
+#include "parallelism/pipeline_schedule.hpp"
+#include "parallelism/stage_layout.hpp"
+#include "parallelism/step_builder.hpp"
+#include "stepsim/scenario.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+class PipelineComm {
+ public:
+  PipelineComm(const Scenario& scenario, const workload::ModelWork& work, int stage);
+
+  // Before a pass: the receive its first compute op waits for, if the pass has a sender.
+  void receive(StepBuilder& b, const PipelineOp& op) const;
+  // After a pass: the send of its output, waiting for the pass's last compute op.
+  void send(StepBuilder& b, const PipelineOp& op) const;
+  // Tied embeddings split over the first and the last stage: the AllReduce of the word
+  // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
+  std::vector<OpIndex> sync_embedding(StepBuilder& b, std::vector<OpIndex> waits) const;
+
+  // The SendRecv message: one micro-batch's b·s·h activations, split over TP (sequence
+  // parallelism, or Megatron's scatter/gather of the replicated tensor without it).
+  Bytes message() const { return message_; }
+
+ private:
+  int virtual_stage(const PipelineOp& op) const { return op.chunk * stages_ + stage_; }
+  int peer(int offset) const { return ((stage_ + offset) % stages_ + stages_) % stages_; }
+
+  int stage_;
+  int stages_;
+  int last_virtual_;
+  Bytes message_;
+  Bytes embedding_grad_;  // 0 unless this stage holds one copy of a tied embedding
+};
+
+// The pipeline peers of a stage: the stage before (-1) or after (+1), wrapping around only
+// for the interleaved schedule, whose chunks pass from the last stage back to the first.
+bool has_pipeline_peer(const ParallelSpec& parallel, int stage, int offset);
+
+}  // namespace stepsim::parallelism

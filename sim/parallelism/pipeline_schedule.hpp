@@ -1,0 +1,47 @@
+// Pipeline schedules (REFERENCE.md §5): each stage's ordered list of forward and backward
+// passes of (micro-batch, model chunk). One file per schedule, one row in the registry.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::parallelism {
+
+// One pass of one micro-batch through one model chunk of a stage.
+struct PipelineOp {
+  int micro_batch = 0;
+  int chunk = 0;  // model chunk (virtual stage) of the stage: 0..chunks-1
+  bool forward = true;
+  friend bool operator==(const PipelineOp&, const PipelineOp&) = default;
+};
+
+struct PipelineShape {
+  int stages = 1;        // p
+  int micro_batches = 1; // m, per pipeline replica and step
+  int chunks = 1;        // v, model chunks per stage
+};
+
+using ScheduleOrder = std::vector<PipelineOp> (*)(const PipelineShape& shape, int stage);
+
+struct ScheduleKind {
+  Schedule schedule;
+  const char* name;  // the parallel.schedule value
+  ScheduleOrder order;
+};
+
+std::span<const ScheduleKind> pipeline_schedules();
+
+// The passes of `stage` in execution order under `schedule`.
+std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage);
+
+// Forwards a stage runs before its first backward.
+int warmup_forwards(const std::vector<PipelineOp>& order);
+
+// The schedules (one file each).
+std::vector<PipelineOp> gpipe_order(const PipelineShape& shape, int stage);
+std::vector<PipelineOp> one_f_one_b_order(const PipelineShape& shape, int stage);
+std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage);
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,131 @@
+// Sharded data parallelism end to end: FSDP's backward prefetch settings on a
+// communication-bound step, ZeRO-1's overlap_param_gather, ZeRO-2 against ZeRO-1, and the
+// FSDP and HSDP examples.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cli/simulate_support.hpp"
+
+namespace stepsim {
+namespace {
+
+double exposed(const Report& r, CommKind k) { return r.breakdown_s.exposed_comm[static_cast<int>(k)]; }
+double busy(const Report& r, CommKind k) { return r.comm_s[static_cast<int>(k)]; }
+
+struct CollectiveTime {
+  double busy = 0;     // s: the collectives run
+  double exposed = 0;  // s: of which no compute runs
+};
+
+// Busy and exposed time of rank 0's `op` collectives of `kind`. Compute intervals sit on one
+// stream and so do not overlap each other.
+CollectiveTime collective_time(const SimulationResult& r, CommKind kind, CollOp op) {
+  const auto& intervals = r.timeline.ranks.front().intervals;
+  std::vector<const Interval*> compute;
+  for (const Interval& i : intervals) {
+    if (i.activity == Activity::compute) compute.push_back(&i);
+  }
+  CollectiveTime t;
+  for (const Interval& i : intervals) {
+    if (i.activity != Activity::comm || i.kind != kind || i.op != op) continue;
+    double hidden = 0;
+    for (const Interval* c : compute) {
+      const Time from = max(i.start, c->start);
+      const Time to = min(i.end, c->end);
+      if (from < to) hidden += (to - from).seconds();
+    }
+    t.busy += (i.end - i.start).seconds();
+    t.exposed += (i.end - i.start).seconds() - hidden;
+  }
+  return t;
+}
+
+// Llama 3 70B on 64 GPUs with 2048-token sequences: FSDP communication about as long as
+// the compute it should hide behind.
+SimulationResult communication_bound(const std::string& prefetch) {
+  return test::run("fsdp-llama3-70b", {"model.seq_len=2048",
+                                       test::set("data_parallel.backward_prefetch", prefetch)});
+}
+
+SimulationResult zero1(bool overlap_param_gather) {
+  return test::run("zero1-llama3-8b-64xh100",
+                   {test::set("data_parallel.overlap_param_gather", overlap_param_gather ? "true" : "false")});
+}
+
+}  // namespace
+
+TEST_CASE("FSDP backward_prefetch none exposes more AllGather time than pre") {
+  const SimulationResult pre = communication_bound("pre");
+  const SimulationResult post = communication_bound("post");
+  const SimulationResult none = communication_bound("none");
+  const double busy_fsdp = busy(pre.report, CommKind::fsdp);
+  CHECK(busy_fsdp > 0.8 * pre.report.step_time_s);  // communication-bound indeed
+  const CollectiveTime ag_pre = collective_time(pre, CommKind::fsdp, CollOp::allgather);
+  const CollectiveTime ag_none = collective_time(none, CommKind::fsdp, CollOp::allgather);
+  CHECK(ag_none.busy == Approx(ag_pre.busy).epsilon(1e-6));
+  CHECK(ag_none.exposed > ag_pre.exposed + 0.2 * ag_pre.busy);
+  CHECK(exposed(none.report, CommKind::fsdp) > exposed(pre.report, CommKind::fsdp));
+  CHECK(exposed(post.report, CommKind::fsdp) >= exposed(pre.report, CommKind::fsdp));
+  CHECK(exposed(post.report, CommKind::fsdp) < exposed(none.report, CommKind::fsdp));
+  CHECK(none.report.step_time_s > pre.report.step_time_s);
+}
+
+TEST_CASE("FSDP hides the AllGathers of a compute-bound step whatever the forward prefetch") {
+  for (bool forward_prefetch : {false, true}) {
+    const Report r = test::run("fsdp-llama3-70b", {test::set("data_parallel.forward_prefetch",
+                                                              forward_prefetch ? "true" : "false")})
+                         .report;
+    CHECK(exposed(r, CommKind::fsdp) < 0.1 * busy(r, CommKind::fsdp));
+    CHECK(busy(r, CommKind::dp) == 0);
+  }
+}
+
+TEST_CASE("ZeRO-1 overlap_param_gather hides most of the parameter AllGather behind the forward") {
+  const SimulationResult on = zero1(true);
+  const SimulationResult off = zero1(false);
+  const CollectiveTime ag_on = collective_time(on, CommKind::dp, CollOp::allgather);
+  const CollectiveTime ag_off = collective_time(off, CommKind::dp, CollOp::allgather);
+  REQUIRE(ag_off.busy > 0);
+  CHECK(ag_off.exposed == Approx(ag_off.busy).epsilon(1e-6));  // after the optimizer step
+  CHECK(ag_on.exposed < 0.3 * ag_on.busy);
+  CHECK(exposed(on.report, CommKind::dp) < exposed(off.report, CommKind::dp));
+  CHECK(on.report.step_time_s < off.report.step_time_s);
+}
+
+TEST_CASE("ZeRO-2 communicates as ZeRO-1 and both shard the optimizer step") {
+  const Report one = zero1(true).report;
+  const Report two = test::run("zero1-llama3-8b-64xh100", {"data_parallel.kind=zero2"}).report;
+  const Report ddp = test::run("zero1-llama3-8b-64xh100",
+                               {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=false"})
+                         .report;
+  CHECK(two.step_time_s == one.step_time_s);
+  CHECK(busy(two, CommKind::dp) == busy(one, CommKind::dp));
+  CHECK(one.breakdown_s.optimizer < ddp.breakdown_s.optimizer / 8);
+}
+
+TEST_CASE("FSDP of a 7B model on 8 GPUs runs with its communication on NVLink") {
+  const Report r = test::run("fsdp-llama2-7b-8xh100").report;
+  CHECK(r.gpus == 8);
+  CHECK(busy(r, CommKind::fsdp) > 0);
+  CHECK(busy(r, CommKind::dp) == 0);
+  CHECK(exposed(r, CommKind::fsdp) < 0.05 * r.step_time_s);
+  CHECK(r.throughput.mfu > 0.3);
+  CHECK(r.throughput.mfu < 0.8);
+  const Report v2 = test::run("fsdp-llama2-7b-8xh100", {"data_parallel.fsdp_version=2"}).report;
+  CHECK(v2.step_time_s == Approx(r.step_time_s).epsilon(0.1));
+}
+
+TEST_CASE("HSDP gathers inside the node and all-reduces across nodes") {
+  const SimulationResult hsdp = test::run("hsdp-llama3-8b-64xh100");
+  const SimulationResult fsdp = test::run("hsdp-llama3-8b-64xh100", {"data_parallel.kind=fsdp"});
+  CHECK(busy(hsdp.report, CommKind::dp) > 0);
+  CHECK(busy(fsdp.report, CommKind::dp) == 0);
+  // The same AllGathers over NVLink alone take less time than over the 64-GPU ring.
+  CHECK(collective_time(hsdp, CommKind::fsdp, CollOp::allgather).busy <
+        collective_time(fsdp, CommKind::fsdp, CollOp::allgather).busy);
+}
+
+}  // namespace stepsim

@@ -1,0 +1,188 @@
+// The memory model: state bytes per sharding mode, activations kept by each pipeline
+// schedule (Korthikanti et al. 2022 per layer), and the trace's memory counter.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "engine/engine.hpp"
+#include "parallelism/memory_model.hpp"
+#include "parallelism/program_builder.hpp"
+#include "support.hpp"
+#include "workload/work.hpp"
+
+namespace sp = stepsim::parallelism;
+using stepsim::Bytes;
+using stepsim::DpKind;
+using stepsim::Recompute;
+using stepsim::Schedule;
+
+namespace {
+
+// 4 layers of 1M parameters, a 0.5M embedding and a 0.25M head: 4.75M parameters.
+stepsim::Scenario states_scenario(DpKind kind, int dp) {
+  auto s = sp::test::small_scenario(1, dp, 1);
+  s.model.layers = 4;
+  s.data_parallel.kind = kind;
+  return s;
+}
+
+stepsim::workload::ModelWork states_work() {
+  stepsim::workload::ModelWork w;
+  w.layer.param_count = 1'000'000;
+  w.pre.param_count = 500'000;
+  w.post.param_count = 250'000;
+  return w;
+}
+
+sp::StageMemory states(DpKind kind, int dp) {
+  return sp::estimate_memory(states_scenario(kind, dp), states_work()).stages.front();
+}
+
+constexpr std::int64_t P = 4'750'000;
+
+// A GPT layer of Korthikanti Table 4's 22B shape (s 2048, h 6144, a 64) at TP 8 with sequence
+// parallelism and flash attention, micro-batch 1, vocabulary 51,200.
+stepsim::Scenario gpt(int layers, int pp, Schedule schedule, int v, long long m, Recompute r) {
+  stepsim::Scenario s = sp::test::small_scenario(8, 1, 1);
+  s.model = {"gpt", layers, 6144, 64, 64, 4 * 6144, 51200, 2048, stepsim::MlpKind::gelu, true, {}};
+  s.cluster.nodes = pp;
+  s.parallel.pp = pp;
+  s.parallel.sequence_parallel = true;
+  s.parallel.schedule = schedule;
+  s.parallel.virtual_stages = v;
+  s.training.global_batch = m;
+  s.training.recompute = r;
+  s.training.attention = stepsim::AttentionKind::flash;
+  return s;
+}
+
+constexpr std::int64_t sbh = 2048LL * 1 * 6144;
+// Korthikanti with TP and SP: s·b·h/t·34 (selective or flash: no s² scores), plus flash
+// attention's fp32 log-sum-exp per query row of the 8 local heads.
+constexpr std::int64_t layer_kept = 34 * sbh / 8 + 4 * 8 * 2048;
+// The last stage's final norm input (SP) and fp32 logits b·s·V/t.
+constexpr std::int64_t head_kept = 2 * sbh / 8 + 4 * 2048LL * 51200 / 8;
+
+std::int64_t kept(const stepsim::Scenario& s, int stage) {
+  return sp::kept_activations(s, stepsim::workload::build_work(s), stage).bytes.count();
+}
+
+// The largest value of each simulated rank's memory counter.
+std::vector<std::int64_t> counter_peaks(const stepsim::Scenario& s) {
+  const auto work = stepsim::workload::build_work(s);
+  const sp::test::FixedCosts costs;
+  stepsim::engine::Program program = sp::build_program(s, work, costs);
+  sp::annotate_memory(program, s, work);
+  const stepsim::Timeline timeline = stepsim::engine::run(program);
+  std::vector<std::int64_t> peaks;
+  for (const auto& rank : timeline.ranks) {
+    std::int64_t peak = 0;
+    for (const auto& sample : rank.memory) peak = std::max(peak, sample.value.count());
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+void check_counter_matches_model(const stepsim::Scenario& s) {
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  const auto peaks = counter_peaks(s);
+  REQUIRE(peaks.size() == estimate.stages.size());
+  for (std::size_t i = 0; i < peaks.size(); ++i) {
+    INFO("stage " << i);
+    CHECK(static_cast<double>(peaks[i]) == Approx(estimate.stages[i].peak().as_double()).epsilon(0.02));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("DDP holds 2 + 4 + 12 bytes per parameter on every GPU") {
+  const auto m = states(DpKind::ddp, 8);
+  CHECK(m.param_count == P);
+  CHECK(m.params.count() == 2 * P);
+  CHECK(m.grads.count() == 4 * P);
+  CHECK(m.optimizer.count() == 12 * P);
+  CHECK(m.buffers.count() == 0);  // buckets are views into the gradient buffer
+}
+
+TEST_CASE("ZeRO-1 shards the 12 bytes of optimizer state over dp") {
+  const auto m = states(DpKind::zero1, 8);
+  CHECK(m.params.count() == 2 * P);
+  CHECK(m.grads.count() == 4 * P);
+  CHECK(m.optimizer.count() == 12 * P / 8);
+}
+
+TEST_CASE("ZeRO-2 also shards gradients but keeps two buckets unsharded") {
+  const auto m = states(DpKind::zero2, 8);
+  CHECK(m.grads.count() == 4 * P / 8);
+  CHECK(m.optimizer.count() == 12 * P / 8);
+  CHECK(m.buffers.count() == 4 * P);  // the whole stage fits in two 4e7-parameter buckets
+}
+
+TEST_CASE("FSDP shards everything and gathers the root plus two layers") {
+  const auto m = states(DpKind::fsdp, 8);
+  // fp32 flat-parameter shard (the master copy) plus bf16 root and current + prefetched layer.
+  CHECK(m.params.count() == 4 * P / 8 + 2 * (750'000 + 2 * 1'000'000));
+  // fp32 gradient shard plus bf16 gradients of the root and two layers awaiting ReduceScatter.
+  CHECK(m.grads.count() == 4 * P / 8 + 2 * (750'000 + 2 * 1'000'000));
+  CHECK(m.optimizer.count() == 8 * P / 8);  // Adam's m and v
+}
+
+TEST_CASE("FSDP without prefetch gathers one layer; without resharding all of them") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  s.data_parallel.backward_prefetch = stepsim::BackwardPrefetch::none;
+  const auto none = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(none.params.count() == 4 * P / 8 + 2 * (750'000 + 1'000'000));
+  s.data_parallel.reshard_after_forward = false;
+  const auto kept = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(kept.params.count() == 4 * P / 8 + 2 * P);
+}
+
+TEST_CASE("HSDP shards within one node") {
+  const auto m = states(DpKind::hsdp, 32);
+  CHECK(m.optimizer.count() == 8 * P / 8);
+  CHECK(m.params.count() == 4 * P / 8 + 2 * (750'000 + 2 * 1'000'000));
+}
+
+TEST_CASE("1F1B keeps p - stage micro-batches of Korthikanti activations") {
+  const auto s = gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::selective);
+  CHECK(kept(s, 1) == 3 * 2 * layer_kept);
+  CHECK(kept(s, 2) == 2 * 2 * layer_kept);
+  CHECK(kept(s, 3) == 1 * 2 * layer_kept + head_kept);  // the last stage adds the logits
+  // The first stage adds the embedding's dropout mask (1 byte per local element with SP).
+  CHECK(kept(s, 0) == 4 * (2 * layer_kept + sbh / 8));
+}
+
+TEST_CASE("GPipe keeps every micro-batch of activations") {
+  const auto s = gpt(8, 4, Schedule::gpipe, 1, 8, Recompute::selective);
+  CHECK(kept(s, 1) == 8 * 2 * layer_kept);
+}
+
+TEST_CASE("the interleaved schedule keeps its warm-up plus one model chunk") {
+  // Stage 1 of 4 with 2 chunks of 2 layers: warm-up 2·(4 − 1 − 1) + (2 − 1)·4 = 8 chunks.
+  const auto s = gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::selective);
+  const auto kept_1 = sp::kept_activations(s, stepsim::workload::build_work(s), 1);
+  CHECK(kept_1.chunks == 9);
+  CHECK(kept_1.bytes.count() == 9 * 2 * layer_kept);
+}
+
+TEST_CASE("full recomputation keeps layer inputs plus one layer's working set") {
+  const auto s = gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::full);
+  const std::int64_t input = 2 * sbh / 8;
+  CHECK(kept(s, 1) == 3 * 2 * input + (layer_kept - input));
+}
+
+TEST_CASE("the trace's memory counter peaks at the modelled peak of each stage") {
+  check_counter_matches_model(gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::selective));
+  check_counter_matches_model(gpt(8, 4, Schedule::gpipe, 1, 8, Recompute::full));
+  check_counter_matches_model(gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::selective));
+}
+
+TEST_CASE("a model larger than the GPU does not fit and says by how much") {
+  auto s = gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::none);
+  s.cluster.gpu.memory = Bytes::gib(1);
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  CHECK_FALSE(estimate.fits());
+  CHECK_FALSE(sp::memory_report(estimate).fits);
+  CHECK(sp::memory_note(estimate).rfind("does not fit: peak ", 0) == 0);
+  CHECK(sp::memory_note(estimate).find("> capacity 1.0 GiB (stage 0)") != std::string::npos);
+}

@@ -1,0 +1,151 @@
+// Pipeline programs: with free communication and uniform compute the bubble fraction is
+// Megatron's (p − 1)/m, or (p − 1)/(m·v) interleaved; SendRecv links and the tied embedding.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "engine/engine.hpp"
+#include "parallelism/program_builder.hpp"
+#include "support.hpp"
+
+namespace sp = stepsim::parallelism;
+namespace spt = stepsim::parallelism::test;
+using stepsim::Bytes;
+using stepsim::CollOp;
+using stepsim::CommKind;
+using stepsim::Schedule;
+using stepsim::Time;
+
+namespace {
+
+// Every transformer-layer op 1 µs, the embedding and head free, communication and kernel
+// launches free: the stages are uniform and only the schedule leaves them idle.
+class FreeCosts final : public sp::Costs {
+ public:
+  Time compute(const stepsim::workload::OpCost& op) const override {
+    using stepsim::workload::Role;
+    const bool outer = op.role == Role::embedding || op.role == Role::final_norm ||
+                       op.role == Role::lm_head || op.role == Role::loss || op.role == Role::optimizer;
+    return outer ? Time::zero() : Time::from_us(1.0);
+  }
+  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
+    return {Time::zero(), stepsim::Bandwidth::gbytes_per_s(1e12), {0.0, 0.0}};
+  }
+  Time kernel_launch() const override { return Time::zero(); }
+  double comm_slowdown() const override { return 0.0; }
+};
+
+stepsim::Scenario pipeline(Schedule schedule, int p, int m, int v) {
+  auto s = spt::small_scenario(1, 1, m);
+  s.parallel.pp = p;
+  s.parallel.schedule = schedule;
+  s.parallel.virtual_stages = v;
+  s.model.layers = 2 * p * v;
+  s.cluster.nodes = (p + 7) / 8;
+  return s;
+}
+
+// Megatron's bubble fraction: the step's pipeline time minus a stage's ideal compute time,
+// over that ideal time (the largest over the stages).
+double bubble_fraction(const stepsim::Scenario& s) {
+  const FreeCosts costs;
+  const auto program = sp::build_program(s, spt::small_work(s), costs);
+  const stepsim::Timeline t = stepsim::engine::run(program);
+  Time end = Time::zero();
+  std::vector<double> busy;
+  for (const auto& rank : t.ranks) {
+    Time compute = Time::zero();
+    for (const auto& iv : rank.intervals) {
+      if (iv.activity != stepsim::Activity::compute || iv.phase == stepsim::Phase::optimizer) continue;
+      compute += iv.end - iv.start;
+      end = std::max(end, iv.end);
+    }
+    busy.push_back(compute.seconds());
+  }
+  double worst = 0;
+  for (double b : busy) worst = std::max(worst, (end.seconds() - b) / b);
+  return worst;
+}
+
+struct Case {
+  Schedule schedule;
+  int p, m, v;
+};
+
+}  // namespace
+
+TEST_CASE("with free communication GPipe and 1F1B leave a (p - 1)/m bubble") {
+  for (const Case c : {Case{Schedule::gpipe, 4, 8, 1}, Case{Schedule::gpipe, 8, 16, 1},
+                       Case{Schedule::one_f_one_b, 2, 8, 1}, Case{Schedule::one_f_one_b, 4, 8, 1},
+                       Case{Schedule::one_f_one_b, 8, 32, 1}, Case{Schedule::one_f_one_b, 4, 2, 1}}) {
+    const double expected = (c.p - 1.0) / c.m;
+    const double measured = bubble_fraction(pipeline(c.schedule, c.p, c.m, c.v));
+    INFO("p " << c.p << ", m " << c.m << ": bubble " << measured << ", expected " << expected);
+    CHECK(measured == Approx(expected).epsilon(0.02));
+  }
+}
+
+TEST_CASE("with free communication interleaved 1F1B leaves a (p - 1)/(m v) bubble") {
+  for (const Case c : {Case{Schedule::interleaved, 2, 4, 2}, Case{Schedule::interleaved, 4, 8, 2},
+                       Case{Schedule::interleaved, 4, 8, 3}, Case{Schedule::interleaved, 8, 16, 2},
+                       Case{Schedule::interleaved, 4, 16, 4}}) {
+    const double expected = (c.p - 1.0) / (c.m * c.v);
+    const double measured = bubble_fraction(pipeline(c.schedule, c.p, c.m, c.v));
+    INFO("p " << c.p << ", m " << c.m << ", v " << c.v << ": bubble " << measured << ", expected " << expected);
+    CHECK(measured == Approx(expected).epsilon(0.02));
+  }
+}
+
+TEST_CASE("activations and gradients cross each stage boundary once per micro-batch") {
+  const auto s = pipeline(Schedule::one_f_one_b, 4, 8, 1);
+  const spt::FixedCosts costs;
+  const auto program = sp::build_program(s, spt::small_work(s), costs);
+  REQUIRE(program.ranks.size() == 4);
+  const auto stage1 = spt::collectives_of(program, CommKind::pp, 1);
+  CHECK(stage1.size() == 4 * 8);  // receive and send, forward and backward
+  for (auto i : stage1) {
+    const auto& call = program.ranks[1].calls[static_cast<std::size_t>(program.ranks[1].ops[i].call)];
+    CHECK(call.op == CollOp::sendrecv);
+    CHECK(call.size == Bytes(2048 * 1024 * 2));
+  }
+  CHECK(spt::collectives_of(program, CommKind::pp, 0).size() == 2 * 8);
+  // Three boundaries, two directions each.
+  CHECK(std::count_if(program.groups.begin(), program.groups.end(),
+                      [](const auto& g) { return g.kind == CommKind::pp; }) == 6);
+}
+
+TEST_CASE("tied embeddings are all-reduced between the first and last stage only when split") {
+  auto s = pipeline(Schedule::one_f_one_b, 4, 4, 1);
+  const spt::FixedCosts costs;
+  auto embedding_reduces = [&](std::size_t r) {
+    const auto program = sp::build_program(s, spt::small_work(s), costs);
+    long n = 0;
+    for (auto i : spt::collectives_of(program, CommKind::pp, r)) {
+      const auto& call = program.ranks[r].calls[static_cast<std::size_t>(program.ranks[r].ops[i].call)];
+      n += call.op == CollOp::allreduce ? 1 : 0;
+    }
+    return n;
+  };
+  CHECK(embedding_reduces(0) == 0);
+  s.model.tied_embeddings = true;
+  CHECK(embedding_reduces(0) == 1);
+  CHECK(embedding_reduces(3) == 1);
+  CHECK(embedding_reduces(1) == 0);
+  // One stage keeps both ends: nothing to reduce.
+  s.parallel.pp = 1;
+  s.cluster.nodes = 1;
+  const auto program = sp::build_program(s, spt::small_work(s), costs);
+  CHECK(spt::collectives_of(program, CommKind::pp).empty());
+}
+
+TEST_CASE("the optimizer waits for the tied embedding's AllReduce") {
+  auto s = pipeline(Schedule::one_f_one_b, 2, 2, 1);
+  s.model.tied_embeddings = true;
+  const spt::FixedCosts costs;
+  const auto program = sp::build_program(s, spt::small_work(s), costs);
+  const long optimizer = spt::find_op(program, "optimizer step");
+  REQUIRE(optimizer >= 0);
+  const auto reduces = spt::collectives_of(program, CommKind::pp);
+  const auto& waits = program.ranks[0].ops[static_cast<std::size_t>(optimizer)].waits;
+  CHECK(std::find(waits.begin(), waits.end(), reduces.back()) != waits.end());
+}

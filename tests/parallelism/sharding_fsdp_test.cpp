@@ -1,0 +1,218 @@
+// FSDP and HSDP programs: which AllGather each prefetch setting issues before which compute
+// op, the rate limiter's host blocking, resharding, FSDP2's waits, and HSDP's groups.
+#include <algorithm>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "parallelism/data_parallel.hpp"
+#include "parallelism/program_builder.hpp"
+#include "support.hpp"
+
+namespace sp = stepsim::parallelism;
+namespace spt = stepsim::parallelism::test;
+using stepsim::BackwardPrefetch;
+using stepsim::Bytes;
+using stepsim::CollOp;
+using stepsim::CommKind;
+using stepsim::DpKind;
+using stepsim::Precision;
+using stepsim::Scenario;
+using stepsim::engine::OpIndex;
+using stepsim::engine::Program;
+
+namespace {
+
+// Two layers on 4 GPUs, one micro-batch, FSDP1 defaults.
+Scenario fsdp(int dp = 4) {
+  Scenario s = spt::small_scenario(1, dp, 1);
+  s.data_parallel.kind = DpKind::fsdp;
+  return s;
+}
+
+Program build(const Scenario& s) {
+  const spt::FixedCosts costs;
+  return sp::build_program(s, spt::small_work(s), costs);
+}
+
+// Position of the op named `name`; fails the test when it is missing.
+long at(const Program& p, const std::string& name) {
+  const long i = spt::find_op(p, name);
+  INFO(name);
+  REQUIRE(i >= 0);
+  return i;
+}
+
+// Position of the first op whose name starts with `prefix`.
+long starting(const Program& p, const std::string& prefix) {
+  const auto names = spt::op_names(p);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
+  }
+  INFO(prefix);
+  FAIL("no op starts with the prefix");
+  return -1;
+}
+
+const stepsim::engine::Op& op(const Program& p, long i) { return p.ranks[0].ops[static_cast<std::size_t>(i)]; }
+
+bool waits_on(const Program& p, long i, long on) {
+  const auto& w = op(p, i).waits;
+  return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
+}
+
+const stepsim::engine::CollectiveCall& call(const Program& p, long i) {
+  return p.ranks[0].calls[static_cast<std::size_t>(op(p, i).call)];
+}
+
+Scenario with_prefetch(BackwardPrefetch prefetch) {
+  Scenario s = fsdp();
+  s.data_parallel.backward_prefetch = prefetch;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("FSDP gathers every unit before its forward and backward and reduce-scatters after") {
+  const Program p = build(fsdp());
+  CHECK(spt::collectives_of(p, CommKind::fsdp).size() == 3 + 2 + 3);  // root once, layers twice
+  CHECK(spt::collectives_of(p, CommKind::dp).empty());
+  const long gather = starting(p, "AllGather fsdp L0 forward");
+  CHECK(call(p, gather).op == CollOp::allgather);
+  CHECK(waits_on(p, at(p, "L0 input norm fwd"), gather));
+  CHECK(at(p, "embedding fwd") > starting(p, "AllGather fsdp root forward"));
+  const long rs = starting(p, "ReduceScatter fsdp L1");
+  CHECK(waits_on(p, rs, at(p, "L1 input norm backward")));
+  CHECK(rs < at(p, "L0 mlp residual backward"));
+  CHECK(starting(p, "ReduceScatter fsdp root") > at(p, "embedding backward"));
+  CHECK(waits_on(p, at(p, "optimizer step"), starting(p, "ReduceScatter fsdp root")));
+}
+
+TEST_CASE("gathers use the training precision and reductions grad_reduce_dtype") {
+  Scenario s = fsdp();
+  s.data_parallel.grad_reduce_dtype = Precision::fp32;
+  const Program p = build(s);
+  // Layer: qkv 3h², proj h², fc1 and fc2 4h² each, biases and two LayerNorms (h = 1024).
+  const long long h = 1024;
+  const long long layer = 12 * h * h + 3 * h + h + 4 * h + h + 4 * h;
+  CHECK(call(p, starting(p, "AllGather fsdp L0 forward")).size == Bytes(layer * 2));
+  CHECK(call(p, starting(p, "ReduceScatter fsdp L0")).size == Bytes(layer * 4));
+}
+
+TEST_CASE("backward_prefetch pre issues the next unit's AllGather before the current backward") {
+  const Program p = build(with_prefetch(BackwardPrefetch::pre));
+  const long next = starting(p, "AllGather fsdp L0 backward");
+  CHECK(next < at(p, "L1 mlp residual backward"));
+  CHECK(next < starting(p, "ReduceScatter fsdp L1"));
+  CHECK(op(p, next).waits.empty());
+  // The first layer of the backward is prefetched when the head's backward starts.
+  CHECK(starting(p, "AllGather fsdp L1 backward") < at(p, "loss backward"));
+}
+
+TEST_CASE("backward_prefetch post issues it after the current backward, before its ReduceScatter") {
+  const Program p = build(with_prefetch(BackwardPrefetch::post));
+  const long next = starting(p, "AllGather fsdp L0 backward");
+  const long last = at(p, "L1 input norm backward");
+  CHECK(next > last);
+  CHECK(waits_on(p, next, last));
+  CHECK(next < starting(p, "ReduceScatter fsdp L1"));
+  // Nothing prefetches the first layer of the backward.
+  CHECK(starting(p, "AllGather fsdp L1 backward") > at(p, "final norm backward"));
+}
+
+TEST_CASE("backward_prefetch none queues each AllGather behind the previous ReduceScatter") {
+  const Program p = build(with_prefetch(BackwardPrefetch::none));
+  const long gather = starting(p, "AllGather fsdp L0 backward");
+  CHECK(gather > starting(p, "ReduceScatter fsdp L1"));
+  CHECK(gather < at(p, "L0 mlp residual backward"));
+  CHECK(waits_on(p, at(p, "L0 mlp residual backward"), gather));
+}
+
+TEST_CASE("forward_prefetch issues the next unit's AllGather before the current forward") {
+  Scenario s = fsdp();
+  const Program plain = build(s);
+  CHECK(starting(plain, "AllGather fsdp L1 forward") > at(plain, "L0 mlp residual fwd"));
+  s.data_parallel.forward_prefetch = true;
+  const Program p = build(s);
+  CHECK(starting(p, "AllGather fsdp L0 forward") < at(p, "embedding fwd"));
+  CHECK(starting(p, "AllGather fsdp L1 forward") < at(p, "L0 input norm fwd"));
+  CHECK(waits_on(p, at(p, "L1 input norm fwd"), starting(p, "AllGather fsdp L1 forward")));
+}
+
+TEST_CASE("the AllGather limit blocks the host on the oldest unit still gathered") {
+  Scenario s = fsdp();
+  s.data_parallel.max_inflight_all_gathers = 1;
+  const Program one = build(s);
+  const long gather = starting(one, "AllGather fsdp L1 forward");
+  CHECK(op(one, gather).host_blocks);
+  CHECK(waits_on(one, gather, at(one, "L0 mlp residual fwd")));
+  s.data_parallel.max_inflight_all_gathers = 2;
+  const Program two = build(s);
+  CHECK_FALSE(op(two, starting(two, "AllGather fsdp L1 forward")).host_blocks);
+  // In the backward two layers' free events are pending: the prefetch waits for the older.
+  const long prefetch = starting(two, "AllGather fsdp L1 backward");
+  CHECK(op(two, prefetch).host_blocks);
+  CHECK(waits_on(two, prefetch, at(two, "L0 mlp residual fwd")));
+}
+
+TEST_CASE("without reshard_after_forward the backward gathers nothing") {
+  Scenario s = fsdp();
+  s.data_parallel.reshard_after_forward = false;
+  const Program p = build(s);
+  CHECK(spt::collectives_of(p, CommKind::fsdp).size() == 3 + 3);
+  CHECK(spt::find_op(p, "AllGather fsdp L0 backward, 24.1 MiB") < 0);
+}
+
+TEST_CASE("every micro-batch gathers and reduce-scatters again") {
+  Scenario s = spt::small_scenario(1, 4, 3);
+  s.data_parallel.kind = DpKind::fsdp;
+  CHECK(spt::collectives_of(build(s), CommKind::fsdp).size() == 3 * 8);
+}
+
+TEST_CASE("FSDP2 prefetches one unit ahead on the GPU and serialises ReduceScatters") {
+  Scenario s = fsdp();
+  s.model.layers = 3;
+  s.data_parallel.fsdp_version = 2;
+  s.data_parallel.backward_prefetch = BackwardPrefetch::none;  // FSDP1 knobs do not apply
+  const Program p = build(s);
+  const long ahead = starting(p, "AllGather fsdp L2 forward");
+  CHECK(ahead < at(p, "L1 input norm fwd"));
+  CHECK(waits_on(p, ahead, at(p, "L0 mlp residual fwd")));  // two gathered buffers at most
+  CHECK_FALSE(op(p, ahead).host_blocks);
+  const long back = starting(p, "AllGather fsdp L0 backward");
+  CHECK(back < at(p, "L1 mlp residual backward"));
+  CHECK(waits_on(p, back, at(p, "L2 input norm backward")));
+  // Before L0's ReduceScatter the compute stream waits for L1's.
+  CHECK(waits_on(p, at(p, "embedding backward"), starting(p, "ReduceScatter fsdp L1")));
+}
+
+TEST_CASE("a sharded optimizer step does 1/n of the work") {
+  stepsim::workload::OpCost whole;
+  whole.flops = 1e9;
+  whole.bytes = Bytes(4000);
+  const auto shard = sp::sharded_optimizer(whole, 4);
+  CHECK(shard.flops == Approx(2.5e8));
+  CHECK(shard.bytes == Bytes(1000));
+}
+
+TEST_CASE("HSDP shards inside a node and all-reduces the shard across nodes") {
+  Scenario s = fsdp(16);
+  s.data_parallel.kind = DpKind::hsdp;
+  const Program p = build(s);
+  REQUIRE(p.groups.size() == 2);
+  CHECK(p.groups[0].kind == CommKind::fsdp);
+  CHECK(p.groups[0].size == 8);
+  CHECK(p.groups[0].ranks == "[0, 1, 2, 3, 4, 5, 6, 7]");
+  CHECK(p.groups[1].kind == CommKind::dp);
+  CHECK(p.groups[1].size == 2);
+  CHECK(p.groups[1].ranks == "[0, 8]");
+  const long rs = starting(p, "ReduceScatter fsdp L1");
+  const long ar = starting(p, "AllReduce dp L1 shard");
+  CHECK(waits_on(p, ar, rs));
+  CHECK(call(p, ar).size == call(p, rs).size / 8);
+  s.data_parallel.shard_group = 4;
+  const Program four = build(s);
+  CHECK(four.groups[0].size == 4);
+  CHECK(four.groups[1].ranks == "[0, 4, 8, 12]");
+}
+

@@ -1,0 +1,124 @@
+// The distributed optimizer (zero1, zero2): Megatron's buckets reduce-scattered in the last
+// micro-batch, and the parameter AllGather before the forward (overlap_param_gather) or
+// after the optimizer step.
+#include <algorithm>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "parallelism/grad_buckets.hpp"
+#include "parallelism/program_builder.hpp"
+#include "stepsim/error.hpp"
+#include "support.hpp"
+
+namespace sp = stepsim::parallelism;
+namespace spt = stepsim::parallelism::test;
+using stepsim::Bytes;
+using stepsim::CollOp;
+using stepsim::CommKind;
+using stepsim::DpKind;
+using stepsim::Scenario;
+using stepsim::engine::OpIndex;
+using stepsim::engine::Program;
+
+namespace {
+
+Scenario zero(bool overlap_param_gather, DpKind kind = DpKind::zero1) {
+  Scenario s = spt::small_scenario(1, 4, 2);
+  s.data_parallel.kind = kind;
+  s.data_parallel.overlap_param_gather = overlap_param_gather;
+  return s;
+}
+
+Program build(const Scenario& s) {
+  const spt::FixedCosts costs;
+  return sp::build_program(s, spt::small_work(s), costs);
+}
+
+long starting(const Program& p, const std::string& prefix) {
+  const auto names = spt::op_names(p);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
+  }
+  INFO(prefix);
+  FAIL("no op starts with the prefix");
+  return -1;
+}
+
+bool waits_on(const Program& p, long i, long on) {
+  const auto& w = p.ranks[0].ops[static_cast<std::size_t>(i)].waits;
+  return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
+}
+
+std::vector<CollOp> dp_ops(const Program& p) {
+  std::vector<CollOp> out;
+  for (OpIndex i : spt::collectives_of(p, CommKind::dp)) {
+    out.push_back(p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops[i].call)].op);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Megatron's buckets hold max(4e7, 1e6 dp) parameters") {
+  // ~92.9M parameters per GPU, the last ones the 32.8M-parameter word embedding.
+  Scenario s = zero(false);
+  const auto small = sp::megatron_bucket_layout(s);
+  REQUIRE(small.buckets.size() == 2);
+  CHECK(sp::bucket_elements(small, small.buckets[0]) >= 40'000'000);
+  CHECK(sp::bucket_elements(small, small.buckets[0]) < 45'000'000);
+  s.parallel.dp = 64;  // a 64M cap: the embedding crosses it, one bucket
+  CHECK(sp::megatron_bucket_layout(s).buckets.size() == 1);
+  s.parallel.dp = 4;
+  s.data_parallel.overlap_grad_reduce = false;
+  CHECK(sp::megatron_bucket_layout(s).buckets.size() == 1);
+}
+
+TEST_CASE("ZeRO reduce-scatters gradient buckets in the last micro-batch only") {
+  const Program p = build(zero(false));
+  const long first = starting(p, "ReduceScatter dp bucket 0");
+  CHECK(first > starting(p, "L1 mlp residual backward"));
+  // Two micro-batches: the first backward's ops come before every ReduceScatter.
+  CHECK(first > spt::find_op(p, "L0 fc1 wgrad"));
+  CHECK(spt::find_op(p, "L0 fc1 wgrad", static_cast<std::size_t>(first)) > first);
+}
+
+TEST_CASE("without overlap_param_gather every parameter AllGather follows the optimizer") {
+  const Program p = build(zero(false));
+  const long optimizer = starting(p, "optimizer step");
+  const auto ops = dp_ops(p);
+  REQUIRE(ops.size() == 4);  // two buckets reduced, two gathered
+  CHECK(ops == std::vector<CollOp>{CollOp::reducescatter, CollOp::reducescatter,
+                                   CollOp::allgather, CollOp::allgather});
+  const long gather = starting(p, "AllGather dp bucket 1 params");
+  CHECK(gather > optimizer);
+  CHECK(waits_on(p, gather, optimizer));
+}
+
+TEST_CASE("with overlap_param_gather the forward dispatches the next bucket's AllGather") {
+  const Program p = build(zero(true));
+  const long embedding = spt::find_op(p, "embedding fwd");
+  const long first = starting(p, "AllGather dp bucket 1 params");   // embedding .. L1 fc1
+  const long second = starting(p, "AllGather dp bucket 0 params");  // the rest of L1, head
+  CHECK(first < embedding);
+  CHECK(second < embedding);
+  CHECK(waits_on(p, embedding, first));
+  CHECK_FALSE(waits_on(p, embedding, second));
+  CHECK(waits_on(p, spt::find_op(p, "L1 input norm fwd"), second));
+  CHECK(starting(p, "optimizer step") == static_cast<long>(p.ranks[0].ops.size()) - 1);
+}
+
+TEST_CASE("zero2 communicates exactly as zero1") {
+  for (bool overlap : {false, true}) {
+    const Program one = build(zero(overlap));
+    const Program two = build(zero(overlap, DpKind::zero2));
+    CHECK(spt::op_names(one) == spt::op_names(two));
+  }
+}
+
+TEST_CASE("overlap_param_gather without overlap_grad_reduce is an input error") {
+  Scenario s = zero(true);
+  s.data_parallel.overlap_grad_reduce = false;
+  CHECK_THROWS_WITH(build(s), "test.json: /data_parallel/overlap_param_gather: needs "
+                              "overlap_grad_reduce, as in Megatron");
+}
