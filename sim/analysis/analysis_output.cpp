@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -194,7 +195,10 @@ std::optional<double> relative(double predicted, double measured) {
 
 std::string relative_text(double predicted, double measured) {
   const auto rel = relative(predicted, measured);
-  return rel ? fmt::format("{:>+9.1f}%", *rel * 100) : fmt::format("{:>10}", "n/a");
+  if (!rel) return fmt::format("{:>10}", "n/a");
+  // Rounded to the printed digit first, so that a difference that rounds to zero is "+0.0%".
+  const double percent = std::round(*rel * 1000.0) / 10.0 + 0.0;
+  return fmt::format("{:>+9.1f}%", percent);
 }
 
 struct Row {

@@ -153,6 +153,7 @@ TEST_CASE("compare puts a simulated trace beside its own scenario with no differ
   CHECK(r.out.find("step time") != std::string::npos);
   CHECK(r.out.find("hidden fraction") != std::string::npos);
   CHECK(r.out.find("+0.0%") != std::string::npos);
+  CHECK(r.out.find("-0.0%") == std::string::npos);
   CHECK(r.out.find("n/a") == std::string::npos);
 }
 
