@@ -165,3 +165,17 @@ TEST_CASE("analyze prints per-step times, the hidden fraction and DDP's buckets 
   CHECK(r.out.find("hidden fraction") != std::string::npos);
   CHECK(r.out.find("AllReduce") != std::string::npos);
 }
+
+TEST_CASE("broken traces fail analyze with exit status 2 and a message naming the file") {
+  TempDir dir;
+  const fs::path truncated = dir.file("truncated.json", R"({"traceEvents": [{"ph": "X", "name": "k", "ts": 1)");
+  const fs::path not_json = dir.file("not-json.json", "this is not a trace\n");
+  const fs::path wrong = dir.file("wrong-schema.json", R"({"traceEvents": {"ph": "X"}})");
+  for (const fs::path& p : {truncated, not_json, wrong}) {
+    const Run r = stepsim(dir, "analyze " + p.string());
+    INFO(p.filename().string() << ": " << r.err);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(p.filename().string()) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
