@@ -41,32 +41,28 @@ constexpr const char* kExamples =
 }  // namespace
 
 int run_analyze(const Args& args) {
-  std::string path, step;
-  std::size_t rank = 0;
+  std::string path;
+  TraceSelection selection;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()
       ("help,h", "show this help")
-      ("trace-file", po::value(&path)->value_name("TRACE"), "Kineto trace file or folder of rank files")
-      ("step", po::value(&step)->value_name("N"), "measure only ProfilerStep#N (N or the full name)")
-      ("rank", po::value(&rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
+      ("trace-file", po::value(&path)->value_name("TRACE"), "Kineto trace file or folder of rank files");
+  add_trace_options(desc, selection);
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("trace-file", 1);
   auto vm = parse_args("analyze", args, desc, positional);
-  if (vm.count("help")) {
-    print_help(kUsage, desc, kExamples);
-    return 0;
-  }
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (path.empty()) throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
 
-  analysis::Analysis a = analysis::analyze_trace(path, rank, vm.count("step") ? std::optional(step) : std::nullopt);
+  analysis::Analysis a = analysis::analyze_trace(path, selection.rank, selection.step_name());
   a.mean.stepsim_version = stepsim_version();
   spdlog::debug("read {} bytes of JSON from {}", a.trace.content_bytes, path);
-  if (out.json != "-") analysis::write_analysis_table(a, std::cout);
-  if (!out.json.empty()) report::write_output(out.json, [&](std::ostream& os) { analysis::write_analysis_json(a, os); });
-  if (!out.trace.empty())
-    report::write_output(out.trace, [&](std::ostream& os) { report::write_trace(a.trace.timeline, os); });
+  emit(
+      out, [&](std::ostream& os) { analysis::write_analysis_table(a, os); },
+      [&](std::ostream& os) { analysis::write_analysis_json(a, os); },
+      [&](std::ostream& os) { report::write_trace(a.trace.timeline, os); });
   return 0;
 }
 

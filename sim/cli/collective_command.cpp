@@ -159,10 +159,7 @@ int run_collective(const Args& args) {
   po::positional_options_description positional;
   positional.add("op", 1);
   const auto vm = parse_args("collective", args, desc, positional);
-  if (vm.count("help")) {
-    print_help(kUsage, desc, kExamples);
-    return 0;
-  }
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (o.op.empty()) throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
   if (o.gpus < 1) throw InputError("<command line>", "--gpus", fmt::format("expected at least 1 GPU, got {}", o.gpus));

@@ -23,44 +23,38 @@ constexpr const char* kUsage =
     "pp, ep, cp or fsdp, so compare the total exposed communication first.";
 
 constexpr const char* kExamples =
-    "  stepsim compare rank0.json.gz configs/examples/ddp-resnet50-2xa100.json\n"
+    "  stepsim compare rank0.json.gz my-ddp-scenario.json\n"
+    "  stepsim simulate ddp-1.3b-64xa100 --trace sim.json && stepsim compare sim.json ddp-1.3b-64xa100\n"
     "  stepsim compare traces/ my.json --set data_parallel.bucket_cap_mb=50 --json -\n";
 
 }  // namespace
 
 int run_compare(const Args& args) {
-  // TRACE and SCENARIO as one positional list: GCC 12 warns (-Wnull-dereference) inside
-  // Boost's typed_value<std::string>::notify when it is inlined here several times.
-  std::vector<std::string> inputs, sets, step;
-  std::size_t rank = 0;
+  // TRACE and SCENARIO as one positional list (see add_trace_options on GCC 12's warning).
+  std::vector<std::string> inputs, sets;
+  TraceSelection selection;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()
       ("help,h", "show this help")
       ("inputs", po::value(&inputs)->value_name("TRACE SCENARIO.json"), "trace (file or folder) and scenario")
-      ("set", po::value(&sets)->value_name("KEY=VALUE")->composing(), "override a scenario key (repeatable)")
-      ("step", po::value(&step)->value_name("N"), "measure only ProfilerStep#N")
-      ("rank", po::value(&rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
+      ("set", po::value(&sets)->value_name("KEY=VALUE")->composing(), "override a scenario key (repeatable)");
+  add_trace_options(desc, selection);
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("inputs", 2);
   auto vm = parse_args("compare", args, desc, positional);
-  if (vm.count("help")) {
-    print_help(kUsage, desc, kExamples);
-    return 0;
-  }
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (inputs.size() != 2)
     throw InputError("<command line>", "stepsim compare", "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
 
-  const analysis::Analysis measured =
-      analysis::analyze_trace(inputs[0], rank, step.empty() ? std::nullopt : std::optional(step.back()));
+  const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);
   const SimulationResult predicted = simulate(scenario);
-  if (out.json != "-") analysis::write_comparison_table(measured, predicted.report, std::cout);
-  if (!out.json.empty())
-    report::write_output(out.json, [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted.report, os); });
-  if (!out.trace.empty())
-    report::write_output(out.trace, [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
+  emit(
+      out, [&](std::ostream& os) { analysis::write_comparison_table(measured, predicted.report, os); },
+      [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted.report, os); },
+      [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::cli {
@@ -29,10 +30,31 @@ po::variables_map parse_args(const std::string& command, const Args& args,
   return vm;
 }
 
-void print_help(const std::string& usage, const po::options_description& desc,
-                const std::string& examples) {
+void add_trace_options(po::options_description& desc, TraceSelection& selection) {
+  // The step as a list: GCC 12 warns (-Wnull-dereference) inside Boost's
+  // typed_value<std::string>::notify when several string options are inlined in one function.
+  desc.add_options()
+      ("step", po::value(&selection.step)->value_name("N"), "measure only ProfilerStep#N (N or the full name)")
+      ("rank", po::value(&selection.rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
+}
+
+std::optional<std::string> TraceSelection::step_name() const {
+  if (step.empty()) return std::nullopt;
+  return step.back();
+}
+
+void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace) {
+  if (out.json != "-") table(std::cout);
+  if (!out.json.empty()) report::write_output(out.json, json);
+  if (!out.trace.empty()) report::write_output(out.trace, trace);
+}
+
+bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,
+                    const std::string& examples) {
+  if (vm.count("help") == 0) return false;
   std::cout << usage << "\n\n" << desc << "\n";
   if (!examples.empty()) std::cout << "Examples:\n" << examples << "\n";
+  return true;
 }
 
 }  // namespace stepsim::cli

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <functional>
+#include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,14 +23,29 @@ struct OutputOptions {
 
 void add_output_options(po::options_description& desc, OutputOptions& out);
 
+// Which rank and profiler step of a trace to measure (analyze, compare).
+struct TraceSelection {
+  std::vector<std::string> step;  // the last one given wins; empty: every step
+  std::size_t rank = 0;
+  std::optional<std::string> step_name() const;
+};
+
+void add_trace_options(po::options_description& desc, TraceSelection& selection);
+
+using Writer = std::function<void(std::ostream&)>;
+
+// Writes what `out` asks for: the table on stdout (unless the JSON goes there), the JSON
+// report and the trace, each file atomically.
+void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace);
+
 // Parses `args` for `command`; unknown options, missing values and bad numbers become
 // InputError("<command line>", "stepsim COMMAND", message). Returns the variables map.
 po::variables_map parse_args(const std::string& command, const Args& args,
                              const po::options_description& desc,
                              const po::positional_options_description& positional);
 
-// Prints "usage" then the options then the examples block.
-void print_help(const std::string& usage, const po::options_description& desc,
-                const std::string& examples);
+// With --help in `vm`, prints "usage", the options and the examples, and returns true.
+bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,
+                    const std::string& examples);
 
 }  // namespace stepsim::cli

@@ -108,10 +108,7 @@ int run_presets(const Args& args) {
   po::positional_options_description positional;
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
-  if (vm.count("help")) {
-    print_help(kUsage, desc, kExamples);
-    return 0;
-  }
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   const std::string name = names.empty() ? "" : names.back();
   const std::string kind = kinds.empty() ? "" : kinds.back();
   if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")

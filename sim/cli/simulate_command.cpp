@@ -49,18 +49,16 @@ int run_simulate(const Args& args) {
   po::positional_options_description positional;
   positional.add("scenario", 1);
   auto vm = parse_args("simulate", args, desc, positional);
-  if (vm.count("help")) {
-    print_help(kUsage, desc, kExamples);
-    return 0;
-  }
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
 
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   const SimulationResult result = simulate(scenario);
 
-  if (out.json != "-") report::write_table(result.report, std::cout);
-  if (!out.json.empty()) report::write_output(out.json, [&](std::ostream& os) { report::write_json(result.report, os); });
-  if (!out.trace.empty()) report::write_output(out.trace, [&](std::ostream& os) { report::write_trace(result.timeline, os); });
+  emit(
+      out, [&](std::ostream& os) { report::write_table(result.report, os); },
+      [&](std::ostream& os) { report::write_json(result.report, os); },
+      [&](std::ostream& os) { report::write_trace(result.timeline, os); });
   return 0;
 }
 
