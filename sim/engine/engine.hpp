@@ -60,6 +60,7 @@ class Engine {
     Time host_time;                               // when the host is free to issue it
     bool host_issued = false;                     // an op's end unblocked the host: every stream may move
     int comm_running = 0;                         // collectives of this rank in their latency or data phase
+    int compute_running = 0;                      // compute ops of this rank that run
     int at_rendezvous = 0;                        // collectives waiting for peers
     bool in_bubble = false;
     Time bubble_since;

@@ -17,7 +17,7 @@ void Engine::issue_from_host(std::size_t r) {
     const Op& op = rank.ops[state.host_next];
     if (op.host_blocks) {
       if (!waits_done(r, state.host_next)) return;
-      for (OpIndex w : op.waits) state.host_time = max(state.host_time, state.ops[w].end);
+      for (OpIndex w : rank.waits_of(state.host_next)) state.host_time = max(state.host_time, state.ops[w].end);
     }
     state.host_time += program_.kernel_launch;
     state.ops[state.host_next].launch = state.host_time;
@@ -75,6 +75,7 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   op.status = Status::running;
   op.start = now_;
   op.last = now_;
+  ++ranks_[r].compute_running;
   op.work = program_.ranks[r].ops[o].duration.ps();
   schedule_compute_end(r, o);
   if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
@@ -100,6 +101,7 @@ double Engine::compute_factor(std::size_t r) const {
 // Brings running compute ops up to date at the old speed and reschedules them at the new.
 void Engine::reschedule_compute(std::size_t r, double old_factor) {
   RankState& state = ranks_[r];
+  if (state.compute_running == 0) return;  // the common case while a rank waits on communication
   for (const StreamState& s : state.streams) {
     if (s.head == s.ops.size()) continue;
     const OpIndex o = s.ops[s.head];
@@ -120,6 +122,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   st.status = Status::done;
   st.end = now_;
   ++state.done;
+  if (op.kind == OpKind::compute) --state.compute_running;
   ++state.streams[op.stream].head;
   for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
     --state.ops[state.dependents[d]].pending_waits;

@@ -45,10 +45,14 @@ class EventQueue {
   }
 
  private:
-  static bool later(const Event& x, const Event& y) {
-    if (x.at != y.at) return x.at > y.at;
-    return x.seq > y.seq;
-  }
+  // A function object rather than a function pointer, so the heap operations inline it.
+  struct Later {
+    bool operator()(const Event& x, const Event& y) const {
+      if (x.at != y.at) return x.at > y.at;
+      return x.seq > y.seq;
+    }
+  };
+  static constexpr Later later{};
 
   std::vector<Event> heap_;
   std::uint64_t next_seq_ = 0;

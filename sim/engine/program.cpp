@@ -1,4 +1,4 @@
-// Name interning for programs, so ops refer to names by index.
+// Name interning for programs, so ops refer to names by index, and the ops' flat wait lists.
 #include "engine/program.hpp"
 
 namespace stepsim::engine {
@@ -7,6 +7,19 @@ std::uint32_t Program::intern(const std::string& name) {
   auto [it, inserted] = name_index.try_emplace(name, static_cast<std::uint32_t>(names.size()));
   if (inserted) names.push_back(name);
   return it->second;
+}
+
+OpIndex RankProgram::add_op(Op op, std::span<const OpIndex> op_waits) {
+  op.waits_begin = static_cast<std::uint32_t>(waits.size());
+  op.wait_count = static_cast<std::uint32_t>(op_waits.size());
+  waits.insert(waits.end(), op_waits.begin(), op_waits.end());
+  ops.push_back(op);
+  return static_cast<OpIndex>(ops.size() - 1);
+}
+
+std::span<const OpIndex> RankProgram::waits_of(OpIndex o) const {
+  const Op& op = ops[o];
+  return std::span(waits).subspan(op.waits_begin, op.wait_count);
 }
 
 }  // namespace stepsim::engine

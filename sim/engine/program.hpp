@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,16 +31,18 @@ struct CollectiveCall {
   std::vector<network::ResourceUse> uses;
 };
 
+// Large programs hold millions of ops: the fields are ordered to leave no padding.
 struct Op {
-  OpKind kind = OpKind::compute;
+  Time duration;                  // compute: duration at full speed on an idle GPU
+  Bytes memory_delta{0};          // allocation change when the op ends (memory counter)
+  std::uint32_t name = 0;         // index into Program::names
+  std::int32_t call = -1;         // collective: index into RankProgram::calls
+  std::uint32_t waits_begin = 0;  // into RankProgram::waits: see RankProgram::waits_of
+  std::uint32_t wait_count = 0;
   StreamIndex stream = 0;
-  std::uint32_t name = 0;        // index into Program::names
+  OpKind kind = OpKind::compute;
   Phase phase = Phase::other;
-  Time duration;                 // compute: duration at full speed on an idle GPU
-  std::int32_t call = -1;        // collective: index into RankProgram::calls
-  std::vector<OpIndex> waits;    // ops of the same rank that must end first (CUDA events)
-  bool host_blocks = false;      // the host waits for `waits` before launching this op
-  Bytes memory_delta{0};         // allocation change when the op ends (memory counter)
+  bool host_blocks = false;  // the host waits for the op's waits before launching it
 };
 
 struct RankProgram {
@@ -48,8 +51,13 @@ struct RankProgram {
   std::string label;
   std::vector<std::string> streams;      // stream 0 is "compute"
   std::vector<Op> ops;                   // host issue order
+  std::vector<OpIndex> waits;            // every op's waits, one run per op (no vector per op)
   std::vector<CollectiveCall> calls;
   Bytes memory_base{0};                  // allocated before the step starts
+
+  // Appends `op`, which waits for `op_waits` (ops of this rank that must end first: CUDA events).
+  OpIndex add_op(Op op, std::span<const OpIndex> op_waits = {});
+  std::span<const OpIndex> waits_of(OpIndex o) const;
 };
 
 // A communicator. Its k-th collective on every member rank is the same collective

@@ -75,7 +75,8 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
     add(out, "head", "lm_head.weight", m.vocab / p.tp * m.hidden, m.layers + 1, Role::lm_head);
   }
   if (p.stage < 0) return out;
-  std::erase_if(out, [&](const GradTensor& t) { return !stage_holds_block(p, m.layers, p.stage, t.block); });
+  const std::vector<ChunkLayers> chunks = chunk_layers(p, m.layers);
+  std::erase_if(out, [&](const GradTensor& t) { return !stage_holds_block(chunks, p, m.layers, p.stage, t.block); });
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -141,9 +142,16 @@ class StepWriter {
   void one(const OpCost& cost, int block, Phase phase) {
     const OpSite site{block, &cost, phase, last_};
     tp_.before_op(b_, site);
-    const OpIndex op = b_.compute(cost, phase, op_name(site, s_.model.layers));
+    const OpIndex op = b_.compute(cost, phase, name(site));
     tp_.after_op(b_, site, op);
     if (phase == Phase::backward && last_) dp_->after_backward_op(b_, site, op);
+  }
+
+  // Names do not depend on the micro-batch: each is formatted and interned once.
+  std::uint32_t name(const OpSite& site) {
+    const auto [it, inserted] = names_.try_emplace({site.block, site.cost, site.phase}, 0);
+    if (inserted) it->second = b_.state().name(op_name(site, s_.model.layers));
+    return it->second;
   }
 
   const Scenario& s_;
@@ -156,6 +164,7 @@ class StepWriter {
   PipelineComm pp_;
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
+  std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t> names_;
   bool last_ = false;
   int micro_batch_ = 0;
 };
@@ -306,6 +315,9 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
     StepBuilder b(state, r);
     layout.add_rank(r, b);
     StepWriter(scenario, work, b, layout.ranks()[r].stage).step();
+    // Grown by doubling; large pipelines hold millions of ops, so give back the slack.
+    program.ranks[r].ops.shrink_to_fit();
+    program.ranks[r].waits.shrink_to_fit();
   }
   annotate_memory(program, scenario, work);
   return program;

@@ -39,7 +39,11 @@ const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const Parall
 }
 
 bool stage_holds_block(const ParallelSpec& parallel, int layers, int stage, int block) {
-  const std::vector<ChunkLayers> chunks = chunk_layers(parallel, layers);
+  return stage_holds_block(chunk_layers(parallel, layers), parallel, layers, stage, block);
+}
+
+bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers,
+                       int stage, int block) {
   for (int c = 0; c < std::max(parallel.virtual_stages, 1); ++c) {
     const ChunkLayers& k = chunk_of(chunks, parallel, stage, c);
     if (block == 0 && k.pre) return true;

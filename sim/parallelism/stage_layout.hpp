@@ -27,5 +27,8 @@ const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const Parall
 
 // Whether `stage` holds OpSite block `block` (0 embedding, 1..layers, layers+1 head).
 bool stage_holds_block(const ParallelSpec& parallel, int layers, int stage, int block);
+// The same with chunk_layers(parallel, layers) computed once by a caller that asks often.
+bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers,
+                       int stage, int block);
 
 }  // namespace stepsim::parallelism

@@ -62,12 +62,13 @@ bool StepBuilder::has_pp_link(PpLink link) const {
   return pp_links_[static_cast<std::size_t>(link)].group >= 0;
 }
 
-OpIndex StepBuilder::append(engine::Op op) {
-  auto& ops = rank().ops;
-  std::sort(op.waits.begin(), op.waits.end());
-  op.waits.erase(std::unique(op.waits.begin(), op.waits.end()), op.waits.end());
-  ops.push_back(std::move(op));
-  return static_cast<OpIndex>(ops.size() - 1);
+OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& waits) {
+  waits_.insert(waits_.end(), waits.begin(), waits.end());
+  std::sort(waits_.begin(), waits_.end());
+  waits_.erase(std::unique(waits_.begin(), waits_.end()), waits_.end());
+  const OpIndex index = rank().add_op(op, waits_);
+  waits_.clear();
+  return index;
 }
 
 bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
@@ -81,19 +82,23 @@ bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const 
 }
 
 OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, const std::string& name,
-                             std::vector<OpIndex> waits) {
+                             const std::vector<OpIndex>& waits) {
+  return compute(cost, phase, state_.name(name), waits);
+}
+
+OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uint32_t name,
+                             const std::vector<OpIndex>& waits) {
   auto keep = std::stable_partition(deferred_.begin(), deferred_.end(),
                                     [&](const Deferred& d) { return !attaches(d, cost); });
-  for (auto it = keep; it != deferred_.end(); ++it) waits.push_back(it->op);
+  for (auto it = keep; it != deferred_.end(); ++it) waits_.push_back(it->op);
   deferred_.erase(keep, deferred_.end());
   engine::Op op;
   op.kind = engine::OpKind::compute;
   op.stream = 0;
-  op.name = state_.name(name);
+  op.name = name;
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
-  op.waits = std::move(waits);
-  const OpIndex index = append(std::move(op));
+  const OpIndex index = append(op, waits);
   last_compute_ = index;
   return index;
 }
@@ -105,34 +110,48 @@ std::vector<network::ResourceUse> StepBuilder::uses(const collectives::LinkLoad&
   return out;
 }
 
+std::uint32_t StepBuilder::collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what) {
+  return state_.name(fmt::format("{} {} {}, {}", nccl_name(op), to_string(kind), what, format_size(size)));
+}
+
 OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
-                                std::vector<OpIndex> waits) {
+                                const std::vector<OpIndex>& waits) {
+  return collective(kind, op, size, collective_name(kind, op, size, what), waits);
+}
+
+OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+                                const std::vector<OpIndex>& waits) {
   const Communicator& comm = comms_[static_cast<std::size_t>(kind)];
   STEPSIM_CHECK(comm.group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
-  return collective_on(comm, kind, op, size, what, std::move(waits));
+  return collective_on(comm, kind, op, size, name, waits);
 }
 
 OpIndex StepBuilder::pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
-                                   std::vector<OpIndex> waits) {
+                                   const std::vector<OpIndex>& waits) {
   const Communicator& comm = pp_links_[static_cast<std::size_t>(link)];
   STEPSIM_CHECK(comm.group >= 0, "no pipeline link of that direction on this rank");
-  return collective_on(comm, CommKind::pp, op, size, what, std::move(waits));
+  return collective_on(comm, CommKind::pp, op, size, collective_name(CommKind::pp, op, size, what), waits);
+}
+
+// The call's cost and link loads follow from the key: a communicator's shape is fixed per group.
+std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size) {
+  auto& calls = rank().calls;
+  const auto [it, inserted] = calls_.try_emplace({op, kind, comm.group, size.count()},
+                                                 static_cast<std::int32_t>(calls.size()));
+  if (!inserted) return it->second;
+  const CollectiveCost& cost = state_.collective({op, size, comm.shape});
+  calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
+  return it->second;
 }
 
 OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size,
-                                   const std::string& what, std::vector<OpIndex> waits) {
-  const CollectiveCost& cost = state_.collective({op, size, comm.shape});
-  engine::CollectiveCall call{op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)};
-  auto& calls = rank().calls;
-  calls.push_back(std::move(call));
+                                   std::uint32_t name, const std::vector<OpIndex>& waits) {
   engine::Op e;
   e.kind = engine::OpKind::collective;
   e.stream = comm.stream;
-  e.name = state_.name(
-      fmt::format("{} {} {}, {}", nccl_name(op), to_string(kind), what, format_size(size)));
-  e.call = static_cast<std::int32_t>(calls.size() - 1);
-  e.waits = std::move(waits);
-  return append(std::move(e));
+  e.name = name;
+  e.call = call_of(comm, kind, op, size);
+  return append(e, waits);
 }
 
 void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) {

@@ -74,13 +74,21 @@ class StepBuilder {
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
   OpIndex compute(const workload::OpCost& op, Phase phase, const std::string& name,
-                  std::vector<OpIndex> waits = {});
+                  const std::vector<OpIndex>& waits = {});
+  // The same with a name already interned (BuildState::name), for names reused across
+  // micro-batches.
+  OpIndex compute(const workload::OpCost& op, Phase phase, std::uint32_t name,
+                  const std::vector<OpIndex>& waits = {});
   // A collective on `kind`'s stream, named "AllReduce dp bucket 3, 25.0 MiB".
   OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
-                     std::vector<OpIndex> waits);
+                     const std::vector<OpIndex>& waits);
+  // The same with the name from collective_name().
+  OpIndex collective(CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+                     const std::vector<OpIndex>& waits);
+  std::uint32_t collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what);
   // The same on one of the pipeline's links (CommKind::pp).
   OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
-                        std::vector<OpIndex> waits);
+                        const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Deferred waits not yet attached (the optimizer takes them).
   std::vector<OpIndex> take_deferred();
@@ -88,6 +96,7 @@ class StepBuilder {
   std::vector<OpIndex> last_compute() const;
 
   engine::RankProgram& rank();
+  BuildState& state() { return state_; }
 
  private:
   struct Deferred {
@@ -95,11 +104,15 @@ class StepBuilder {
     WaitRule rule;
     workload::Role role;
   };
+  // A collective call as the engine sees it; equal ones are shared by their ops.
+  using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
+
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
   std::vector<network::ResourceUse> uses(const collectives::LinkLoad& load) const;
-  OpIndex append(engine::Op op);
-  OpIndex collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size,
-                        const std::string& what, std::vector<OpIndex> waits);
+  OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
+  std::int32_t call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size);
+  OpIndex collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+                        const std::vector<OpIndex>& waits);
 
   BuildState& state_;
   std::size_t rank_index_;
@@ -108,6 +121,8 @@ class StepBuilder {
   std::array<Communicator, kCommKinds> comms_{};
   std::array<Communicator, kPpLinks> pp_links_{};
   std::vector<Deferred> deferred_;
+  std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
+  std::map<CallKey, std::int32_t> calls_;
   std::int64_t last_compute_ = -1;
 };
 

@@ -3,6 +3,7 @@
 // Forward collectives are exposed; backward ones overlap the GEMM's weight gradient.
 #include "parallelism/tensor_parallel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -103,26 +104,41 @@ Bytes TensorParallel::message(const OpSite& site) const {
   return layer_message_;
 }
 
-void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after,
-                           std::vector<OpIndex> producer) const {
-  for (const Rule& rule : kRules) {
+bool TensorParallel::has_rule(const OpSite& site, bool after) const {
+  return std::ranges::any_of(kRules, [&](const Rule& rule) { return matches(rule, site, after, sequence_parallel_); });
+}
+
+void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after, const std::vector<OpIndex>& producer) {
+  const std::vector<OpIndex> none;
+  for (std::size_t r = 0; r < kRules.size(); ++r) {
+    const Rule& rule = kRules[r];
     if (!matches(rule, site, after, sequence_parallel_)) continue;
-    const std::string what = fmt::format("{} {}", gemm_label(site, layers_), rule.what);
-    std::vector<OpIndex> waits = rule.producer == Producer::none ? std::vector<OpIndex>{} : producer;
+    const std::uint32_t collective = name(b, r, site);
+    const std::vector<OpIndex>& waits = rule.producer == Producer::none ? none : producer;
     OpIndex last = 0;
     for (int i = 0; i < rule.count; ++i) {
-      last = b.collective(CommKind::tp, rule.op, message(site), what, waits);
+      last = b.collective(CommKind::tp, rule.op, message(site), collective, waits);
     }
     b.defer_wait(last, rule.rule, site.cost->role);
   }
 }
 
-void TensorParallel::before_op(StepBuilder& b, const OpSite& site) const {
-  if (enabled_) issue(b, site, false, b.last_compute());
+// Formatted and interned once per layer and op; later micro-batches reuse the name.
+std::uint32_t TensorParallel::name(StepBuilder& b, std::size_t rule, const OpSite& site) {
+  const auto [it, inserted] = names_.try_emplace({rule, site.block, site.cost}, 0);
+  if (inserted) {
+    const std::string what = fmt::format("{} {}", gemm_label(site, layers_), kRules[rule].what);
+    it->second = b.collective_name(CommKind::tp, kRules[rule].op, message(site), what);
+  }
+  return it->second;
 }
 
-void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) const {
-  if (enabled_) issue(b, site, true, {op});
+void TensorParallel::before_op(StepBuilder& b, const OpSite& site) {
+  if (enabled_ && has_rule(site, false)) issue(b, site, false, b.last_compute());
+}
+
+void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+  if (enabled_ && has_rule(site, true)) issue(b, site, true, {op});
 }
 
 }  // namespace stepsim::parallelism

@@ -62,18 +62,16 @@ class StageBuilder {
   std::int32_t pp_group(int lower_stage) const { return lower_stage * 3 + 2; }
 
   OpIndex compute(Phase phase, Time duration, OpIndex wait) {
-    Op& op = add(kCompute);
+    Op& op = add(kCompute, wait == kNone ? std::vector<OpIndex>{} : std::vector<OpIndex>{wait});
     op.phase = phase;
     op.duration = duration;
-    if (wait != kNone) op.waits.push_back(wait);
     return index();
   }
 
   OpIndex collective(engine::StreamIndex stream, std::int32_t group, CollOp coll, Bytes size,
                      std::vector<OpIndex> waits) {
-    Op& op = add(stream);
+    Op& op = add(stream, waits);
     op.kind = OpKind::collective;
-    op.waits = std::move(waits);
     op.call = static_cast<std::int32_t>(rank_.calls.size());
     CollectiveCall& call = rank_.calls.emplace_back();
     call.op = coll;
@@ -87,12 +85,13 @@ class StageBuilder {
     return index();
   }
 
-  Op& add(engine::StreamIndex stream) {
-    Op& op = rank_.ops.emplace_back();
+  Op& add(engine::StreamIndex stream, const std::vector<OpIndex>& waits) {
+    Op op;
     op.stream = stream;
     static constexpr const char* kNames[] = {"gemm", "tp allreduce", "dp allreduce", "pp sendrecv"};
     op.name = program_.intern(kNames[stream]);
-    return op;
+    rank_.add_op(op, waits);
+    return rank_.ops.back();
   }
 
   OpIndex index() const { return static_cast<OpIndex>(rank_.ops.size() - 1); }

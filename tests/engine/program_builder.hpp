@@ -68,12 +68,13 @@ class ProgramBuilder {
   Op& op(int rank, OpIndex o) { return program_.ranks[static_cast<std::size_t>(rank)].ops[o]; }
 
  private:
-  Op& add(int rank, StreamIndex stream, const std::string& name, std::vector<OpIndex> waits) {
-    Op& op = program_.ranks[static_cast<std::size_t>(rank)].ops.emplace_back();
+  Op& add(int rank, StreamIndex stream, const std::string& name, const std::vector<OpIndex>& waits) {
+    RankProgram& program = program_.ranks[static_cast<std::size_t>(rank)];
+    Op op;
     op.stream = stream;
     op.name = program_.intern(name);
-    op.waits = std::move(waits);
-    return op;
+    program.add_op(op, waits);
+    return program.ops.back();
   }
 
   OpIndex last(int rank) const {

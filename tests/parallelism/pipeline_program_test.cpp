@@ -146,6 +146,6 @@ TEST_CASE("the optimizer waits for the tied embedding's AllReduce") {
   const long optimizer = spt::find_op(program, "optimizer step");
   REQUIRE(optimizer >= 0);
   const auto reduces = spt::collectives_of(program, CommKind::pp);
-  const auto& waits = program.ranks[0].ops[static_cast<std::size_t>(optimizer)].waits;
+  const auto waits = program.ranks[0].waits_of(static_cast<stepsim::engine::OpIndex>(optimizer));
   CHECK(std::find(waits.begin(), waits.end(), reduces.back()) != waits.end());
 }

@@ -57,7 +57,7 @@ long starting(const Program& p, const std::string& prefix) {
 const stepsim::engine::Op& op(const Program& p, long i) { return p.ranks[0].ops[static_cast<std::size_t>(i)]; }
 
 bool waits_on(const Program& p, long i, long on) {
-  const auto& w = op(p, i).waits;
+  const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(i));
   return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("backward_prefetch pre issues the next unit's AllGather before the cur
   const long next = starting(p, "AllGather fsdp L0 backward");
   CHECK(next < at(p, "L1 mlp residual backward"));
   CHECK(next < starting(p, "ReduceScatter fsdp L1"));
-  CHECK(op(p, next).waits.empty());
+  CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(next)).empty());
   // The first layer of the backward is prefetched when the head's backward starts.
   CHECK(starting(p, "AllGather fsdp L1 backward") < at(p, "loss backward"));
 }

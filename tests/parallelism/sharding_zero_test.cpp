@@ -46,7 +46,7 @@ long starting(const Program& p, const std::string& prefix) {
 }
 
 bool waits_on(const Program& p, long i, long on) {
-  const auto& w = p.ranks[0].ops[static_cast<std::size_t>(i)].waits;
+  const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(i));
   return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
 }
 
