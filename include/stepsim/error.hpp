@@ -33,7 +33,7 @@ class InternalError : public std::logic_error {
 
 }  // namespace stepsim
 
-#define STEPSIM_CHECK(cond, msg)                                        \
-  do {                                                                  \
+#define STEPSIM_CHECK(cond, msg)                                            \
+  do {                                                                      \
     if (!(cond)) ::stepsim::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (false)

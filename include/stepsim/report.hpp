@@ -21,11 +21,11 @@ struct Throughput {
 };
 
 struct Breakdown {
-  double compute = 0;     // s: compute kernels running (not optimizer)
+  double compute = 0;      // s: compute kernels running (not optimizer)
   PerKind exposed_comm{};  // s: communication running, no compute running
-  double bubble = 0;      // s: compute stream idle for lack of work
-  double optimizer = 0;   // s: optimizer kernels
-  double other = 0;       // s: the rest (memcpy-only, idle waiting on nothing modelled)
+  double bubble = 0;       // s: compute stream idle for lack of work
+  double optimizer = 0;    // s: optimizer kernels
+  double other = 0;        // s: the rest (memcpy-only, idle waiting on nothing modelled)
   double exposed_total() const;
 };
 
@@ -50,7 +50,7 @@ struct Report {
   PerKind comm_s{};  // total busy (union) time per kind
   Overlap overlap;
   MemoryReport memory_bytes;
-  std::string config_json;  // the fully resolved scenario (JSON text), "{}" when none
+  std::string config_json;         // the fully resolved scenario (JSON text), "{}" when none
   std::vector<std::string> notes;  // placement, warnings: shown in the table, "notes" in JSON
 };
 

@@ -37,12 +37,12 @@ struct GpuFlops {
 // Efficiency of the GPU compute model: every number traceable to a published measurement
 // (REFERENCE.md §8), documented where the preset sets it.
 struct GpuEfficiency {
-  double gemm_max = 0.8;            // large-GEMM fraction of dense peak (A100 ≈ 0.82, H100 ≈ 0.80)
-  double gemm_half_flops = 2e10;    // GEMM size (FLOPs) at which efficiency is half of gemm_max
-  double attention_max = 0.6;       // fused attention fraction of dense peak at long sequences
-  double hbm = 0.82;                // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
-  Time kernel_min = Time::from_us(3.0);   // smallest duration of any kernel
-  double comm_slowdown = 0.1;       // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
+  double gemm_max = 0.8;                 // large-GEMM fraction of dense peak (A100 ≈ 0.82, H100 ≈ 0.80)
+  double gemm_half_flops = 2e10;         // GEMM size (FLOPs) at which efficiency is half of gemm_max
+  double attention_max = 0.6;            // fused attention fraction of dense peak at long sequences
+  double hbm = 0.82;                     // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
+  Time kernel_min = Time::from_us(3.0);  // smallest duration of any kernel
+  double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
 };
 
 struct GpuSpec {
@@ -58,15 +58,15 @@ struct GpuSpec {
 
 struct IntraNode {
   IntraFabric fabric = IntraFabric::nvswitch;
-  Bandwidth bandwidth;          // per GPU per direction
+  Bandwidth bandwidth;  // per GPU per direction
   Time latency = Time::from_us(0.6);
-  bool nvls = false;            // NVLink SHARP (NVSwitch reduction), Hopper and later
+  bool nvls = false;  // NVLink SHARP (NVSwitch reduction), Hopper and later
 };
 
 struct InterNode {
   InterFabric fabric = InterFabric::infiniband;
   int nics_per_node = 8;
-  Bandwidth nic_bandwidth;      // per NIC per direction
+  Bandwidth nic_bandwidth;  // per NIC per direction
   Time latency = Time::from_us(2.7);
   InterTopology topology = InterTopology::rail_optimized;
   double oversubscription = 1.0;  // ≥ 1
@@ -75,12 +75,12 @@ struct InterNode {
 // Measured NCCL behaviour that NCCL's own tuning model does not capture (nccl-tests floors,
 // bandwidth ramps). Fitted once per cluster type; see the cluster presets.
 struct CollectiveTuning {
-  Time launch_overhead = Time::zero();   // added to every collective (kernel launch + sync)
-  double bus_efficiency = 1.0;           // achieved fraction of NCCL's modelled bus bandwidth
-  Bytes ramp_half_bytes{0};              // per-rank size at which Simple reaches half efficiency
-  double ramp_exponent = 1.0;            // steepness of that ramp: 1 / (1 + (half / size)^exponent)
-  Time latency_floor = Time::zero();     // no collective is faster; NCCL's protocol latency overlaps it
-  double ll128_efficiency = 1.0;         // achieved fraction of NCCL's modelled LL128 bandwidth
+  Time launch_overhead = Time::zero();  // added to every collective (kernel launch + sync)
+  double bus_efficiency = 1.0;          // achieved fraction of NCCL's modelled bus bandwidth
+  Bytes ramp_half_bytes{0};             // per-rank size at which Simple reaches half efficiency
+  double ramp_exponent = 1.0;           // steepness of that ramp: 1 / (1 + (half / size)^exponent)
+  Time latency_floor = Time::zero();    // no collective is faster; NCCL's protocol latency overlaps it
+  double ll128_efficiency = 1.0;        // achieved fraction of NCCL's modelled LL128 bandwidth
 };
 
 struct ClusterSpec {
@@ -179,7 +179,7 @@ struct Scenario {
   CollectivesSpec collectives;
   SimulationSpec simulation;
   std::vector<std::string> calibration;  // calibration files (later)
-  std::string resolved_json;  // the fully resolved scenario as canonical JSON text
+  std::string resolved_json;             // the fully resolved scenario as canonical JSON text
 };
 
 }  // namespace stepsim

@@ -31,11 +31,11 @@ struct Interval {
   std::uint32_t name = 0;    // index into Timeline::names
   std::uint16_t stream = 0;  // index into RankTimeline::streams
   Activity activity = Activity::compute;
-  Phase phase = Phase::other;        // compute only
-  CommKind kind = CommKind::other;   // comm only
-  CollOp op = CollOp::other;         // comm only
-  std::int32_t group = -1;           // comm only: index into Timeline::groups, -1 unknown
-  Bytes bytes{0};                    // comm: nccl-tests size S; memory: bytes copied
+  Phase phase = Phase::other;       // compute only
+  CommKind kind = CommKind::other;  // comm only
+  CollOp op = CollOp::other;        // comm only
+  std::int32_t group = -1;          // comm only: index into Timeline::groups, -1 unknown
+  Bytes bytes{0};                   // comm: nccl-tests size S; memory: bytes copied
 };
 
 struct CounterSample {
@@ -44,19 +44,19 @@ struct CounterSample {
 };
 
 struct ProcessGroup {
-  std::string name;     // "tp", "dp", or the Kineto "Process Group Name"
+  std::string name;  // "tp", "dp", or the Kineto "Process Group Name"
   CommKind kind = CommKind::other;
-  int size = 0;         // members
-  std::string ranks;    // "[0, 1, 2, 3]" where known
+  int size = 0;       // members
+  std::string ranks;  // "[0, 1, 2, 3]" where known
 };
 
 struct RankTimeline {
-  int rank = 0;                        // global rank it stands for (the first of its class)
-  int multiplicity = 1;                // real ranks this one represents
-  std::string label;                   // "rank 0 (stage 0)"
-  std::vector<std::string> streams;    // "compute", "tp", "dp", ...
-  std::vector<Interval> intervals;     // in start order per stream; streams interleaved
-  std::vector<CounterSample> memory;   // allocated bytes over time
+  int rank = 0;                       // global rank it stands for (the first of its class)
+  int multiplicity = 1;               // real ranks this one represents
+  std::string label;                  // "rank 0 (stage 0)"
+  std::vector<std::string> streams;   // "compute", "tp", "dp", ...
+  std::vector<Interval> intervals;    // in start order per stream; streams interleaved
+  std::vector<CounterSample> memory;  // allocated bytes over time
 };
 
 struct StepWindow {

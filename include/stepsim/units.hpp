@@ -29,8 +29,14 @@ class Time {
 
   constexpr Time operator+(Time o) const { return Time(ps_ + o.ps_); }
   constexpr Time operator-(Time o) const { return Time(ps_ - o.ps_); }
-  constexpr Time& operator+=(Time o) { ps_ += o.ps_; return *this; }
-  constexpr Time& operator-=(Time o) { ps_ -= o.ps_; return *this; }
+  constexpr Time& operator+=(Time o) {
+    ps_ += o.ps_;
+    return *this;
+  }
+  constexpr Time& operator-=(Time o) {
+    ps_ -= o.ps_;
+    return *this;
+  }
   constexpr Time operator*(std::int64_t k) const { return Time(ps_ * k); }
   // Scaling by a real factor (efficiency, slowdown) rounds once to the nearest picosecond.
   constexpr Time scaled(double f) const { return Time(round_ps(static_cast<double>(ps_) * f)); }
@@ -38,9 +44,7 @@ class Time {
 
  private:
   constexpr explicit Time(std::int64_t ps) : ps_(ps) {}
-  static constexpr std::int64_t round_ps(double v) {
-    return static_cast<std::int64_t>(v < 0 ? v - 0.5 : v + 0.5);
-  }
+  static constexpr std::int64_t round_ps(double v) { return static_cast<std::int64_t>(v < 0 ? v - 0.5 : v + 0.5); }
   std::int64_t ps_ = 0;
 };
 
@@ -60,16 +64,17 @@ class Bytes {
   constexpr double mib_value() const { return static_cast<double>(n_) / 1048576.0; }
   constexpr Bytes operator+(Bytes o) const { return Bytes(n_ + o.n_); }
   constexpr Bytes operator-(Bytes o) const { return Bytes(n_ - o.n_); }
-  constexpr Bytes& operator+=(Bytes o) { n_ += o.n_; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    n_ += o.n_;
+    return *this;
+  }
   constexpr Bytes operator*(std::int64_t k) const { return Bytes(n_ * k); }
   constexpr Bytes operator/(std::int64_t k) const { return Bytes(n_ / k); }
   constexpr auto operator<=>(const Bytes&) const = default;
 
  private:
   // Rounds half away from zero, so that negative sizes (memory releases) are exact too.
-  static constexpr std::int64_t round_bytes(double v) {
-    return static_cast<std::int64_t>(v < 0 ? v - 0.5 : v + 0.5);
-  }
+  static constexpr std::int64_t round_bytes(double v) { return static_cast<std::int64_t>(v < 0 ? v - 0.5 : v + 0.5); }
   std::int64_t n_ = 0;
 };
 

@@ -2,9 +2,9 @@
 // bandwidths in GB/s as nccl-tests does.
 #include "analysis/analysis_output.hpp"
 
-#include <boost/json.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <boost/json.hpp>
 
 #include <cmath>
 #include <map>
@@ -28,13 +28,15 @@ double exposed_of(const report::WindowMetrics& m) {
 }
 
 std::string group_title(const Timeline& t, std::int32_t g) {
-  return g >= 0 && static_cast<std::size_t>(g) < t.groups.size() ? t.groups[static_cast<std::size_t>(g)].name : "unnamed";
+  return g >= 0 && static_cast<std::size_t>(g) < t.groups.size() ? t.groups[static_cast<std::size_t>(g)].name
+                                                                 : "unnamed";
 }
 
 std::string source_line(const Analysis& a) {
   const DistributedInfo& d = a.trace.dist[a.metrics.rank_index];
-  std::string who = d.rank < 0 ? "rank unknown" : d.world_size > 0 ? fmt::format("rank {} of {}", d.rank, d.world_size)
-                                                                   : fmt::format("rank {}", d.rank);
+  std::string who = d.rank < 0         ? "rank unknown"
+                    : d.world_size > 0 ? fmt::format("rank {} of {}", d.rank, d.world_size)
+                                       : fmt::format("rank {}", d.rank);
   if (!d.backend.empty()) who += ", " + d.backend;
   if (!d.nccl_version.empty()) who += " " + d.nccl_version;
   return fmt::format("trace {} ({}), {} step{}", a.trace.files[a.metrics.rank_index], who, a.metrics.steps.size(),
@@ -43,14 +45,13 @@ std::string source_line(const Analysis& a) {
 
 void write_step_row(std::ostream& out, const std::string& name, const report::WindowMetrics& m, double n) {
   fmt::print(out, "{:<20} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f}%\n", name,
-             m.length / n * 1e3, (m.compute + m.optimizer) / n * 1e3, m.comm_union / n * 1e3,
-             exposed_of(m) / n * 1e3, m.memory_only / n * 1e3, (m.idle + m.bubble) / n * 1e3,
-             m.hidden_fraction() * 100);
+             m.length / n * 1e3, (m.compute + m.optimizer) / n * 1e3, m.comm_union / n * 1e3, exposed_of(m) / n * 1e3,
+             m.memory_only / n * 1e3, (m.idle + m.bubble) / n * 1e3, m.hidden_fraction() * 100);
 }
 
 void write_steps(const Analysis& a, std::ostream& out) {
-  fmt::print(out, "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n", "step", "time ms", "compute",
-             "comm busy", "exposed", "mem only", "idle", "hidden");
+  fmt::print(out, "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n", "step", "time ms", "compute", "comm busy",
+             "exposed", "mem only", "idle", "hidden");
   for (const StepMetrics& s : a.metrics.steps) write_step_row(out, s.name, s.metrics, 1.0);
   if (a.metrics.steps.size() > 1)
     write_step_row(out, "mean", a.metrics.total.metrics, static_cast<double>(a.metrics.steps.size()));
@@ -68,7 +69,8 @@ void write_exposure(const Analysis& a, std::ostream& out) {
       groups += fmt::format("  {} {:.3f}", group_title(a.trace.timeline, static_cast<std::int32_t>(g)),
                             t.exposed_by_group[g] / n * 1e3);
   for (std::size_t k = 0; k < kCommKinds; ++k)
-    if (t.metrics.exposed[k] > 0) kinds += fmt::format("  {} {:.3f}", to_string(static_cast<CommKind>(k)), t.metrics.exposed[k] / n * 1e3);
+    if (t.metrics.exposed[k] > 0)
+      kinds += fmt::format("  {} {:.3f}", to_string(static_cast<CommKind>(k)), t.metrics.exposed[k] / n * 1e3);
   fmt::print(out, "\nexposed communication, ms per step\n");
   fmt::print(out, "  by collective:    {}\n", ops.empty() ? "  none" : ops);
   fmt::print(out, "  by process group: {}\n", groups.empty() ? "  none" : groups);
@@ -105,12 +107,14 @@ void write_collectives(const Analysis& a, std::ostream& out) {
     r.min_s = std::min(r.min_s, s);
     r.max_s = std::max(r.max_s, s);
   }
-  std::vector<std::pair<std::tuple<CollOp, std::int32_t, std::int64_t>, CollectiveRow>> ordered(rows.begin(), rows.end());
-  std::sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
+  std::vector<std::pair<std::tuple<CollOp, std::int32_t, std::int64_t>, CollectiveRow>> ordered(rows.begin(),
+                                                                                                rows.end());
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
   const double steps = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
   fmt::print(out, "\ncollectives (grouped by op, process group and size; algbw and busbw in GB/s as nccl-tests)\n");
-  fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group", "ranks",
-             "per step", "size", "bytes", "mean us", "min us", "max us", "algbw", "busbw");
+  fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group",
+             "ranks", "per step", "size", "bytes", "mean us", "min us", "max us", "algbw", "busbw");
   for (const auto& [key, r] : ordered) {
     const auto [op, group, bytes] = key;
     const double mean = r.seconds / r.count;
@@ -220,9 +224,11 @@ std::vector<Row> comparison_rows(const Report& m, const Report& p) {
     pc += p.comm_s[k];
   }
   rows.push_back({"comm busy (sum of kinds)", mc, pc, false});
-  rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer, p.breakdown_s.compute + p.breakdown_s.optimizer, false});
+  rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer,
+                  p.breakdown_s.compute + p.breakdown_s.optimizer, false});
   rows.push_back({"hidden fraction", m.overlap.hidden_fraction, p.overlap.hidden_fraction, true});
-  rows.push_back({"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
+  rows.push_back(
+      {"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
   return rows;
 }
 
@@ -278,8 +284,8 @@ void write_comparison_table(const Analysis& measured, const Report& predicted, s
   for (const Row& r : comparison_rows(measured.mean, predicted)) {
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
-    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit,
-               r.predicted * scale, unit, relative_text(r.predicted, r.measured));
+    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit, r.predicted * scale,
+               unit, relative_text(r.predicted, r.measured));
   }
 }
 

@@ -65,8 +65,7 @@ std::size_t ByteSource::inflate_some(char* out, std::size_t capacity) {
   zs_.avail_out = static_cast<uInt>(capacity);
   while (zs_.avail_out == capacity) {
     if (!refill()) {
-      throw InputError(path_, fmt::format("compressed byte {}", file_bytes_),
-                       "gzip data ends early (truncated file?)");
+      throw InputError(path_, fmt::format("compressed byte {}", file_bytes_), "gzip data ends early (truncated file?)");
     }
     const int rc = inflate(&zs_, Z_NO_FLUSH);
     if (rc == Z_STREAM_END) {

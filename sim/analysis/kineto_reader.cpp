@@ -1,7 +1,7 @@
 // A Boost.JSON SAX handler over Kineto traces: one pass, fed in chunks, that keeps only the
 // few fields stepsim measures, so memory grows with the kept events and not with the file.
-#include <boost/json/basic_parser_impl.hpp>
 #include <fmt/format.h>
+#include <boost/json/basic_parser_impl.hpp>
 
 #include <array>
 #include <cmath>
@@ -31,23 +31,59 @@ namespace json = boost::json;
 enum class Ctx : std::uint8_t { top, events, event, args, dist, skip };
 
 enum class Field : std::uint8_t {
-  none, trace_events, dist_info,
-  name, ph, cat, ts, dur, pid, tid, args,
-  stream, correlation, bytes, collective, in_nelems, out_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks,
-  kind, op, phase,
-  rank, world_size, backend, nccl_version
+  none,
+  trace_events,
+  dist_info,
+  name,
+  ph,
+  cat,
+  ts,
+  dur,
+  pid,
+  tid,
+  args,
+  stream,
+  correlation,
+  bytes,
+  collective,
+  in_nelems,
+  out_nelems,
+  group_size,
+  dtype,
+  pg_name,
+  pg_desc,
+  pg_ranks,
+  kind,
+  op,
+  phase,
+  rank,
+  world_size,
+  backend,
+  nccl_version
 };
 
 // The last five are the categories of stepsim's own traces.
-enum class Cat : std::uint8_t { other, kernel, memcpy, memset, runtime, user_annotation, compute, comm, memory, bubble, step };
+enum class Cat : std::uint8_t {
+  other,
+  kernel,
+  memcpy,
+  memset,
+  runtime,
+  user_annotation,
+  compute,
+  comm,
+  memory,
+  bubble,
+  step
+};
 
 struct KeyName {
   std::string_view key;
   Field field;
 };
 
-constexpr std::array kEventKeys{KeyName{"ph", Field::ph},   KeyName{"cat", Field::cat}, KeyName{"name", Field::name},
-                                KeyName{"ts", Field::ts},   KeyName{"dur", Field::dur}, KeyName{"pid", Field::pid},
+constexpr std::array kEventKeys{KeyName{"ph", Field::ph},   KeyName{"cat", Field::cat},  KeyName{"name", Field::name},
+                                KeyName{"ts", Field::ts},   KeyName{"dur", Field::dur},  KeyName{"pid", Field::pid},
                                 KeyName{"tid", Field::tid}, KeyName{"args", Field::args}};
 constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"correlation", Field::correlation},
@@ -220,11 +256,16 @@ class Handler {
 
   Field field_of(std::string_view key) const {
     switch (ctx()) {
-      case Ctx::top: return lookup(kTopKeys, key);
-      case Ctx::event: return lookup(kEventKeys, key);
-      case Ctx::args: return lookup(kArgKeys, key);
-      case Ctx::dist: return lookup(kDistKeys, key);
-      default: return Field::none;
+      case Ctx::top:
+        return lookup(kTopKeys, key);
+      case Ctx::event:
+        return lookup(kEventKeys, key);
+      case Ctx::args:
+        return lookup(kArgKeys, key);
+      case Ctx::dist:
+        return lookup(kDistKeys, key);
+      default:
+        return Field::none;
     }
   }
 
@@ -284,10 +325,23 @@ class Handler {
   bool wants_string() const {
     if (ctx() == Ctx::skip) return false;
     switch (field_) {
-      case Field::name: case Field::ph: case Field::cat: case Field::collective: case Field::dtype:
-      case Field::kind: case Field::op: case Field::phase:
-      case Field::pg_name: case Field::pg_desc: case Field::pg_ranks: case Field::backend:
-      case Field::nccl_version: case Field::ts: case Field::dur: case Field::in_nelems: case Field::out_nelems:
+      case Field::name:
+      case Field::ph:
+      case Field::cat:
+      case Field::collective:
+      case Field::dtype:
+      case Field::kind:
+      case Field::op:
+      case Field::phase:
+      case Field::pg_name:
+      case Field::pg_desc:
+      case Field::pg_ranks:
+      case Field::backend:
+      case Field::nccl_version:
+      case Field::ts:
+      case Field::dur:
+      case Field::in_nelems:
+      case Field::out_nelems:
         return true;
       default:
         return false;
@@ -323,20 +377,35 @@ class Handler {
   bool take_string(json::error_code& ec) {
     const std::string_view s = text_;
     switch (ctx()) {
-      case Ctx::event: return take_event_string(ec, s);
-      case Ctx::args: take_arg_string(s); return true;
-      case Ctx::dist: take_dist_string(s); return true;
-      default: return true;
+      case Ctx::event:
+        return take_event_string(ec, s);
+      case Ctx::args:
+        take_arg_string(s);
+        return true;
+      case Ctx::dist:
+        take_dist_string(s);
+        return true;
+      default:
+        return true;
     }
   }
 
   bool take_event_string(json::error_code& ec, std::string_view s) {
     switch (field_) {
-      case Field::name: event_.name.assign(s); break;
-      case Field::ph: event_.ph = s.empty() ? '\0' : s.front(); break;
-      case Field::cat: event_.cat = category_of(s); break;
-      case Field::ts: case Field::dur: return not_a_number(ec, "a string", field_);
-      default: break;  // pid/tid as strings ("Spans"): not a GPU
+      case Field::name:
+        event_.name.assign(s);
+        break;
+      case Field::ph:
+        event_.ph = s.empty() ? '\0' : s.front();
+        break;
+      case Field::cat:
+        event_.cat = category_of(s);
+        break;
+      case Field::ts:
+      case Field::dur:
+        return not_a_number(ec, "a string", field_);
+      default:
+        break;  // pid/tid as strings ("Spans"): not a GPU
     }
     return true;
   }
@@ -344,17 +413,38 @@ class Handler {
   void take_arg_string(std::string_view s) {
     NcclArgs& n = event_.nccl;
     switch (field_) {
-      case Field::collective: n.collective = trace_.intern(s); break;
-      case Field::dtype: n.dtype = trace_.intern(s); break;
-      case Field::pg_name: n.group_name = trace_.intern(s); break;
-      case Field::pg_desc: n.group_desc = trace_.intern(s); break;
-      case Field::pg_ranks: n.group_ranks = trace_.intern(s); break;
-      case Field::kind: event_.kind = kind_named(s); break;
-      case Field::op: event_.op = coll_op_of(s, ""); break;
-      case Field::phase: event_.phase = phase_named(s); break;
-      case Field::in_nelems: n.in_nelems = std::atoll(std::string(s).c_str()); break;
-      case Field::out_nelems: n.out_nelems = std::atoll(std::string(s).c_str()); break;
-      default: break;
+      case Field::collective:
+        n.collective = trace_.intern(s);
+        break;
+      case Field::dtype:
+        n.dtype = trace_.intern(s);
+        break;
+      case Field::pg_name:
+        n.group_name = trace_.intern(s);
+        break;
+      case Field::pg_desc:
+        n.group_desc = trace_.intern(s);
+        break;
+      case Field::pg_ranks:
+        n.group_ranks = trace_.intern(s);
+        break;
+      case Field::kind:
+        event_.kind = kind_named(s);
+        break;
+      case Field::op:
+        event_.op = coll_op_of(s, "");
+        break;
+      case Field::phase:
+        event_.phase = phase_named(s);
+        break;
+      case Field::in_nelems:
+        n.in_nelems = std::atoll(std::string(s).c_str());
+        break;
+      case Field::out_nelems:
+        n.out_nelems = std::atoll(std::string(s).c_str());
+        break;
+      default:
+        break;
     }
   }
 
@@ -395,13 +485,27 @@ class Handler {
 
   void take_arg_number(std::int64_t i) {
     switch (field_) {
-      case Field::stream: event_.stream = i; event_.has_stream = true; break;
-      case Field::correlation: event_.correlation = i; break;
-      case Field::bytes: event_.bytes = i; break;
-      case Field::in_nelems: event_.nccl.in_nelems = i; break;
-      case Field::out_nelems: event_.nccl.out_nelems = i; break;
-      case Field::group_size: event_.nccl.group_size = static_cast<int>(i); break;
-      default: break;
+      case Field::stream:
+        event_.stream = i;
+        event_.has_stream = true;
+        break;
+      case Field::correlation:
+        event_.correlation = i;
+        break;
+      case Field::bytes:
+        event_.bytes = i;
+        break;
+      case Field::in_nelems:
+        event_.nccl.in_nelems = i;
+        break;
+      case Field::out_nelems:
+        event_.nccl.out_nelems = i;
+        break;
+      case Field::group_size:
+        event_.nccl.group_size = static_cast<int>(i);
+        break;
+      default:
+        break;
     }
   }
 
@@ -410,16 +514,18 @@ class Handler {
     if (field_ == Field::world_size) trace_.dist.world_size = static_cast<int>(i);
   }
 
-  Time relative(Micros m) const {
-    return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps);
-  }
+  Time relative(Micros m) const { return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps); }
 
   void finish_event() {
     if (event_.ph != 'X' || !event_.has_ts) return;
     const Time start = relative(event_.ts);
     const Time dur = Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
     switch (event_.cat) {
-      case Cat::kernel: case Cat::memcpy: case Cat::memset: keep_gpu(start, dur); return;
+      case Cat::kernel:
+      case Cat::memcpy:
+      case Cat::memset:
+        keep_gpu(start, dur);
+        return;
       case Cat::runtime:
         if (event_.correlation >= 0) trace_.launches.push_back({event_.correlation, start});
         return;
@@ -427,15 +533,24 @@ class Handler {
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
           trace_.steps.push_back({trace_.intern(event_.name), start, start + dur});
         return;
-      case Cat::compute: keep_tagged(start, dur, Activity::compute); return;
-      case Cat::comm: keep_tagged(start, dur, Activity::comm); return;
-      case Cat::memory: keep_tagged(start, dur, Activity::memory); return;
-      case Cat::bubble: keep_tagged(start, dur, Activity::bubble); return;
+      case Cat::compute:
+        keep_tagged(start, dur, Activity::compute);
+        return;
+      case Cat::comm:
+        keep_tagged(start, dur, Activity::comm);
+        return;
+      case Cat::memory:
+        keep_tagged(start, dur, Activity::memory);
+        return;
+      case Cat::bubble:
+        keep_tagged(start, dur, Activity::bubble);
+        return;
       case Cat::step:
         trace_.stepsim_format = true;
         if (event_.has_dur) trace_.windows.push_back({trace_.intern(event_.name), start, start + dur});
         return;
-      case Cat::other: return;
+      case Cat::other:
+        return;
     }
   }
 
@@ -457,8 +572,9 @@ class Handler {
     g.start = start;
     g.end = start + dur;
     g.name = trace_.intern(event_.name);
-    g.category = event_.cat == Cat::kernel ? GpuCategory::kernel
-                 : event_.cat == Cat::memcpy ? GpuCategory::memcpy : GpuCategory::memset;
+    g.category = event_.cat == Cat::kernel   ? GpuCategory::kernel
+                 : event_.cat == Cat::memcpy ? GpuCategory::memcpy
+                                             : GpuCategory::memset;
     g.device = event_.pid;
     g.stream = event_.has_stream ? event_.stream : event_.tid;
     g.correlation = event_.correlation;
@@ -487,7 +603,8 @@ struct Position {
   void advance(const char* p, std::size_t n) {
     const char* end = p + n;
     const char* last_newline = nullptr;
-    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\n', static_cast<std::size_t>(end - q)))) != nullptr; ++q) {
+    for (const char* q = p;
+         (q = static_cast<const char*>(std::memchr(q, '\n', static_cast<std::size_t>(end - q)))) != nullptr; ++q) {
       ++line;
       last_newline = q;
     }
@@ -500,8 +617,7 @@ struct Position {
 [[noreturn]] void throw_parse_error(const std::string& path, const Handler& h, const Position& at,
                                     const json::error_code& ec) {
   if (!h.error_message().empty()) throw InputError(path, h.error_where(), h.error_message());
-  if (ec == json::error::incomplete)
-    throw InputError(path, at.where(), "the JSON ends early (truncated file?)");
+  if (ec == json::error::incomplete) throw InputError(path, at.where(), "the JSON ends early (truncated file?)");
   throw InputError(path, at.where(), fmt::format("invalid JSON: {}", ec.message()));
 }
 

@@ -30,12 +30,12 @@ struct NcclArgs {
 struct GpuEvent {
   Time start;
   Time end;
-  std::uint32_t name = 0;        // index into KinetoTrace::strings
+  std::uint32_t name = 0;  // index into KinetoTrace::strings
   GpuCategory category = GpuCategory::kernel;
-  std::int64_t device = 0;       // pid
-  std::int64_t stream = 0;       // args.stream, else tid
+  std::int64_t device = 0;  // pid
+  std::int64_t stream = 0;  // args.stream, else tid
   std::int64_t correlation = -1;
-  std::int64_t bytes = 0;        // memcpy/memset: args.bytes
+  std::int64_t bytes = 0;  // memcpy/memset: args.bytes
   NcclArgs nccl;
   // Traces written by stepsim (`--trace`) say what each slice is: category compute, comm,
   // memory or bubble, with args kind, op, phase, bytes, group and group_size.

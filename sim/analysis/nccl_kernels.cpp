@@ -27,12 +27,16 @@ struct OpPrefix {
 };
 
 // Longest prefixes first: "reducescatter" before "reduce".
-constexpr std::array kOpPrefixes{
-    OpPrefix{"allreduce", CollOp::allreduce},         OpPrefix{"allgather", CollOp::allgather},
-    OpPrefix{"reducescatter", CollOp::reducescatter}, OpPrefix{"broadcast", CollOp::broadcast},
-    OpPrefix{"bcast", CollOp::broadcast},             OpPrefix{"alltoall", CollOp::alltoall},
-    OpPrefix{"sendrecv", CollOp::sendrecv},           OpPrefix{"send", CollOp::sendrecv},
-    OpPrefix{"recv", CollOp::sendrecv},               OpPrefix{"reduce", CollOp::reduce}};
+constexpr std::array kOpPrefixes{OpPrefix{"allreduce", CollOp::allreduce},
+                                 OpPrefix{"allgather", CollOp::allgather},
+                                 OpPrefix{"reducescatter", CollOp::reducescatter},
+                                 OpPrefix{"broadcast", CollOp::broadcast},
+                                 OpPrefix{"bcast", CollOp::broadcast},
+                                 OpPrefix{"alltoall", CollOp::alltoall},
+                                 OpPrefix{"sendrecv", CollOp::sendrecv},
+                                 OpPrefix{"send", CollOp::sendrecv},
+                                 OpPrefix{"recv", CollOp::sendrecv},
+                                 OpPrefix{"reduce", CollOp::reduce}};
 
 CollOp op_of_squeezed(std::string_view s) {
   for (const OpPrefix& p : kOpPrefixes)
@@ -56,12 +60,12 @@ struct DtypeSize {
   int bytes;
 };
 
-constexpr std::array kDtypes{
-    DtypeSize{"float", 4},    DtypeSize{"float32", 4}, DtypeSize{"half", 2},   DtypeSize{"float16", 2},
-    DtypeSize{"bfloat16", 2}, DtypeSize{"double", 8},  DtypeSize{"float64", 8}, DtypeSize{"int", 4},
-    DtypeSize{"int32", 4},    DtypeSize{"long", 8},    DtypeSize{"int64", 8},  DtypeSize{"short", 2},
-    DtypeSize{"int16", 2},    DtypeSize{"char", 1},    DtypeSize{"byte", 1},   DtypeSize{"int8", 1},
-    DtypeSize{"uint8", 1},    DtypeSize{"bool", 1}};
+constexpr std::array kDtypes{DtypeSize{"float", 4},   DtypeSize{"float32", 4},  DtypeSize{"half", 2},
+                             DtypeSize{"float16", 2}, DtypeSize{"bfloat16", 2}, DtypeSize{"double", 8},
+                             DtypeSize{"float64", 8}, DtypeSize{"int", 4},      DtypeSize{"int32", 4},
+                             DtypeSize{"long", 8},    DtypeSize{"int64", 8},    DtypeSize{"short", 2},
+                             DtypeSize{"int16", 2},   DtypeSize{"char", 1},     DtypeSize{"byte", 1},
+                             DtypeSize{"int8", 1},    DtypeSize{"uint8", 1},    DtypeSize{"bool", 1}};
 
 struct GroupWord {
   std::string_view word;
@@ -70,11 +74,11 @@ struct GroupWord {
 
 // Whole words (split at non-letters) that name a parallelism.
 constexpr std::array kGroupWords{
-    GroupWord{"tp", CommKind::tp},      GroupWord{"tensor", CommKind::tp},      GroupWord{"cp", CommKind::cp},
-    GroupWord{"context", CommKind::cp}, GroupWord{"ep", CommKind::ep},          GroupWord{"expert", CommKind::ep},
-    GroupWord{"moe", CommKind::ep},     GroupWord{"dp", CommKind::dp},          GroupWord{"data", CommKind::dp},
-    GroupWord{"ddp", CommKind::dp},     GroupWord{"fsdp", CommKind::fsdp},      GroupWord{"shard", CommKind::fsdp},
-    GroupWord{"pp", CommKind::pp},      GroupWord{"pipeline", CommKind::pp},    GroupWord{"pipe", CommKind::pp}};
+    GroupWord{"tp", CommKind::tp},      GroupWord{"tensor", CommKind::tp},   GroupWord{"cp", CommKind::cp},
+    GroupWord{"context", CommKind::cp}, GroupWord{"ep", CommKind::ep},       GroupWord{"expert", CommKind::ep},
+    GroupWord{"moe", CommKind::ep},     GroupWord{"dp", CommKind::dp},       GroupWord{"data", CommKind::dp},
+    GroupWord{"ddp", CommKind::dp},     GroupWord{"fsdp", CommKind::fsdp},   GroupWord{"shard", CommKind::fsdp},
+    GroupWord{"pp", CommKind::pp},      GroupWord{"pipeline", CommKind::pp}, GroupWord{"pipe", CommKind::pp}};
 
 CommKind kind_of_words(std::string_view text) {
   std::size_t i = 0;

@@ -45,8 +45,10 @@ std::vector<double> exposed_by(const RankTimeline& rank, Time begin, Time end, s
         if (running[k] > 0) exposed[k] += static_cast<double>(edges[i].at - now) * 1e-12 / active;
     now = edges[i].at;
     for (; i < edges.size() && edges[i].at == now; ++i) {
-      if (edges[i].key == kNoKey) computing += edges[i].delta;
-      else running[edges[i].key] += edges[i].delta;
+      if (edges[i].key == kNoKey)
+        computing += edges[i].delta;
+      else
+        running[edges[i].key] += edges[i].delta;
     }
   }
   return exposed;
@@ -102,8 +104,8 @@ void add_collectives(const Timeline& timeline, const RankTimeline& rank, const S
 }  // namespace
 
 PerOp exposed_by_op(const RankTimeline& rank, Time begin, Time end) {
-  const std::vector<double> v = exposed_by(rank, begin, end, PerOp{}.size(),
-                                           [](const Interval& iv) { return static_cast<std::size_t>(iv.op); });
+  const std::vector<double> v =
+      exposed_by(rank, begin, end, PerOp{}.size(), [](const Interval& iv) { return static_cast<std::size_t>(iv.op); });
   PerOp out{};
   std::copy(v.begin(), v.end(), out.begin());
   return out;

@@ -29,8 +29,8 @@ struct CollectiveRecord {
   std::uint32_t name = 0;  // index into Timeline::names
   CollOp op = CollOp::other;
   std::int32_t group = -1;
-  int ranks = 0;           // group size; 0 unknown
-  Bytes bytes{0};          // 0 unknown
+  int ranks = 0;   // group size; 0 unknown
+  Bytes bytes{0};  // 0 unknown
   Time start;
   Time duration;
   Bandwidth algbw;
@@ -38,9 +38,9 @@ struct CollectiveRecord {
 };
 
 struct TraceMetrics {
-  std::size_t rank_index = 0;          // into Timeline::ranks
+  std::size_t rank_index = 0;  // into Timeline::ranks
   std::vector<StepMetrics> steps;
-  StepMetrics total;                   // sums over the steps
+  StepMetrics total;                       // sums over the steps
   double whole_trace_hidden_fraction = 0;  // HTA's number: every activity of the rank
   std::vector<CollectiveRecord> collectives;
 };

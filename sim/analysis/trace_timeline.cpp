@@ -59,8 +59,7 @@ class StepAssigner {
   }
 
   std::optional<std::size_t> step_at(Time t) const {
-    auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
-                               [](Time at, const CpuSpan& s) { return at < s.start; });
+    auto it = std::upper_bound(steps_.begin(), steps_.end(), t, [](Time at, const CpuSpan& s) { return at < s.start; });
     if (it == steps_.begin()) return std::nullopt;
     --it;
     if (t >= it->end) return std::nullopt;
@@ -123,7 +122,8 @@ class Builder {
     for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
     for (const StepWindow& w : given_) timeline_.steps.push_back(w);
     if (timeline_.steps.empty())
-      timeline_.steps.push_back({"trace", whole_.used ? whole_.start : Time::zero(), whole_.used ? whole_.end : Time::zero()});
+      timeline_.steps.push_back(
+          {"trace", whole_.used ? whole_.start : Time::zero(), whole_.used ? whole_.end : Time::zero()});
     return std::move(timeline_);
   }
 
@@ -136,8 +136,8 @@ class Builder {
   }
 
   std::uint16_t stream_index(RankTimeline& rank, const GpuEvent& g, bool many_devices) {
-    const std::string name = many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream)
-                                          : fmt::format("stream {}", g.stream);
+    const std::string name =
+        many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream) : fmt::format("stream {}", g.stream);
     auto it = std::find(rank.streams.begin(), rank.streams.end(), name);
     if (it != rank.streams.end()) return static_cast<std::uint16_t>(it - rank.streams.begin());
     STEPSIM_CHECK(rank.streams.size() < 65535, "too many streams on one rank");

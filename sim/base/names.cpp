@@ -6,33 +6,46 @@ namespace stepsim {
 
 int element_bytes(Precision p) {
   switch (p) {
-    case Precision::fp8: return 1;
+    case Precision::fp8:
+      return 1;
     case Precision::bf16:
-    case Precision::fp16: return 2;
+    case Precision::fp16:
+      return 2;
     case Precision::tf32:
-    case Precision::fp32: return 4;
+    case Precision::fp32:
+      return 4;
   }
   return 2;
 }
 
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::fp8: return "fp8";
-    case Precision::tf32: return "tf32";
-    case Precision::fp32: return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp8:
+      return "fp8";
+    case Precision::tf32:
+      return "tf32";
+    case Precision::fp32:
+      return "fp32";
   }
   return "?";
 }
 
 FlopRate GpuFlops::for_precision(Precision p) const {
   switch (p) {
-    case Precision::bf16: return bf16;
-    case Precision::fp16: return fp16;
-    case Precision::fp8: return fp8;
-    case Precision::tf32: return tf32;
-    case Precision::fp32: return fp32;
+    case Precision::bf16:
+      return bf16;
+    case Precision::fp16:
+      return fp16;
+    case Precision::fp8:
+      return fp8;
+    case Precision::tf32:
+      return tf32;
+    case Precision::fp32:
+      return fp32;
   }
   return bf16;
 }

@@ -13,8 +13,7 @@
 namespace stepsim::calibration {
 namespace {
 
-constexpr const char* kLayout =
-    "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong";
+constexpr const char* kLayout = "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong";
 
 struct LineReader {
   const std::string& source;

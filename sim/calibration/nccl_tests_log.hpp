@@ -20,11 +20,11 @@ struct NcclTestsResult {
 };
 
 struct NcclTestsRow {
-  Bytes size;            // nccl-tests S
+  Bytes size;  // nccl-tests S
   long long count = 0;
-  std::string type;      // "float", "half", ...
-  std::string redop;     // "sum", "none", ...
-  int root = -1;         // -1: unrooted, or the legacy layout without a root column
+  std::string type;   // "float", "half", ...
+  std::string redop;  // "sum", "none", ...
+  int root = -1;      // -1: unrooted, or the legacy layout without a root column
   NcclTestsResult out_of_place;
   NcclTestsResult in_place;
 };

@@ -45,16 +45,16 @@ int run_analyze(const Args& args) {
   TraceSelection selection;
   OutputOptions out;
   po::options_description desc("Options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("trace-file", po::value(&path)->value_name("TRACE"), "Kineto trace file or folder of rank files");
+  desc.add_options()("help,h", "show this help")("trace-file", po::value(&path)->value_name("TRACE"),
+                                                 "Kineto trace file or folder of rank files");
   add_trace_options(desc, selection);
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("trace-file", 1);
   auto vm = parse_args("analyze", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
-  if (path.empty()) throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  if (path.empty())
+    throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
 
   analysis::Analysis a = analysis::analyze_trace(path, selection.rank, selection.step_name());
   a.mean.stepsim_version = stepsim_version();

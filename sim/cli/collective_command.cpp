@@ -1,7 +1,7 @@
 // `stepsim collective`: predicted time, algbw and busbw of one collective per size, printed
 // like an nccl-tests table, with the (algorithm, protocol) pair NCCL would choose.
-#include <boost/json.hpp>
 #include <fmt/format.h>
+#include <boost/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -58,8 +58,8 @@ Enum parse_name(const std::string& text, Enum first, Enum last, Name name, const
 }
 
 CollOp parse_op(const std::string& text) {
-  return parse_name(text, CollOp::allreduce, CollOp::sendrecv, [](CollOp op) { return std::string(to_string(op)); },
-                    "OP");
+  return parse_name(
+      text, CollOp::allreduce, CollOp::sendrecv, [](CollOp op) { return std::string(to_string(op)); }, "OP");
 }
 
 std::vector<Bytes> sizes(const Options& o) {
@@ -71,7 +71,8 @@ std::vector<Bytes> sizes(const Options& o) {
     throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", o.sweep));
   const Bytes lo = io::parse_bytes(o.sweep.substr(0, colon), "<command line>", "--sweep");
   const Bytes hi = io::parse_bytes(o.sweep.substr(colon + 1), "<command line>", "--sweep");
-  if (o.factor <= 1) throw InputError("<command line>", "--factor", fmt::format("expected a factor above 1, got {}", o.factor));
+  if (o.factor <= 1)
+    throw InputError("<command line>", "--factor", fmt::format("expected a factor above 1, got {}", o.factor));
   if (lo.count() < 1 || hi < lo)
     throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", o.sweep));
   std::vector<Bytes> out;
@@ -97,19 +98,20 @@ double busbw(const Row& r, CollOp op, int gpus) {
 }
 
 void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& cluster, int gpus, bool verbose) {
-  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s))\n", to_string(op), gpus, cluster.name, cluster.nodes);
+  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s))\n", to_string(op), gpus, cluster.name,
+             cluster.nodes);
   fmt::print("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw", "busbw",
              "algorithm/protocol");
   for (const Row& r : rows) {
     const double t = r.choice.time().us();
     const double algbw = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
-    fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4, "float",
-               t, algbw, busbw(r, op, gpus), collectives::to_string(r.choice.algorithm),
+    fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4,
+               "float", t, algbw, busbw(r, op, gpus), collectives::to_string(r.choice.algorithm),
                collectives::to_string(r.choice.protocol));
     if (!verbose) continue;
     for (const auto& c : r.all)
-      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (latency {:.1f} us, {} channels)\n", "", "",
-                 "", c.time().us(), "", "", collectives::to_string(c.algorithm),
+      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (latency {:.1f} us, {} channels)\n",
+                 "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm),
                  collectives::to_string(c.protocol), c.latency.us(), c.channels);
   }
 }
@@ -136,18 +138,18 @@ boost::json::value to_json(const std::vector<Row>& rows, CollOp op, const Cluste
 
 po::options_description describe(Options& o) {
   po::options_description desc("Options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("op", po::value(&o.op)->value_name("OP"), "collective (case-insensitive)")
-      ("size", po::value(&o.size)->value_name("S"), "one size, e.g. 256MiB (default 256MiB)")
-      ("sweep", po::value(&o.sweep)->value_name("MIN:MAX"), "sizes from MIN to MAX, e.g. 8B:4GiB")
-      ("factor", po::value(&o.factor)->value_name("F"), "size step of --sweep (default 2)")
-      ("gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")
-      ("cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")
-      ("algorithm", po::value(&o.algorithm)->value_name("A"), "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")
-      ("protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")
-      ("json", po::value(&o.json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")
-      ("verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time");
+  desc.add_options()("help,h", "show this help")("op", po::value(&o.op)->value_name("OP"),
+                                                 "collective (case-insensitive)")(
+      "size", po::value(&o.size)->value_name("S"), "one size, e.g. 256MiB (default 256MiB)")(
+      "sweep", po::value(&o.sweep)->value_name("MIN:MAX"), "sizes from MIN to MAX, e.g. 8B:4GiB")(
+      "factor", po::value(&o.factor)->value_name("F"), "size step of --sweep (default 2)")(
+      "gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")(
+      "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")(
+      "algorithm", po::value(&o.algorithm)->value_name("A"),
+      "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")(
+      "protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")(
+      "json", po::value(&o.json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
+      "verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time");
   return desc;
 }
 
@@ -160,15 +162,18 @@ int run_collective(const Args& args) {
   positional.add("op", 1);
   const auto vm = parse_args("collective", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
-  if (o.op.empty()) throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
+  if (o.op.empty())
+    throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
   if (o.gpus < 1) throw InputError("<command line>", "--gpus", fmt::format("expected at least 1 GPU, got {}", o.gpus));
   const ClusterSpec cluster = io::load_cluster(o.cluster, o.gpus);
   CollectivesSpec forced;
-  forced.algorithm = parse_name(o.algorithm, Algorithm::automatic, Algorithm::direct,
-                                [](Algorithm a) { return std::string(collectives::to_string(a)); }, "--algorithm");
-  forced.protocol = parse_name(o.protocol, Protocol::automatic, Protocol::simple,
-                               [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
+  forced.algorithm = parse_name(
+      o.algorithm, Algorithm::automatic, Algorithm::direct,
+      [](Algorithm a) { return std::string(collectives::to_string(a)); }, "--algorithm");
+  forced.protocol = parse_name(
+      o.protocol, Protocol::automatic, Protocol::simple,
+      [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
   std::vector<Row> rows;
   for (Bytes s : sizes(o)) {
     const collectives::Request request{op, s, shape_of(cluster, o.gpus)};
@@ -177,7 +182,8 @@ int run_collective(const Args& args) {
   }
   if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);
   if (!o.json.empty())
-    report::write_output(o.json, [&](std::ostream& os) { os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n"; });
+    report::write_output(
+        o.json, [&](std::ostream& os) { os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n"; });
   return 0;
 }
 

@@ -35,10 +35,9 @@ int run_compare(const Args& args) {
   TraceSelection selection;
   OutputOptions out;
   po::options_description desc("Options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("inputs", po::value(&inputs)->value_name("TRACE SCENARIO.json"), "trace (file or folder) and scenario")
-      ("set", po::value(&sets)->value_name("KEY=VALUE")->composing(), "override a scenario key (repeatable)");
+  desc.add_options()("help,h", "show this help")("inputs", po::value(&inputs)->value_name("TRACE SCENARIO.json"),
+                                                 "trace (file or folder) and scenario")(
+      "set", po::value(&sets)->value_name("KEY=VALUE")->composing(), "override a scenario key (repeatable)");
   add_trace_options(desc, selection);
   add_output_options(desc, out);
   po::positional_options_description positional;
@@ -46,7 +45,8 @@ int run_compare(const Args& args) {
   auto vm = parse_args("compare", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (inputs.size() != 2)
-    throw InputError("<command line>", "stepsim compare", "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
+    throw InputError("<command line>", "stepsim compare",
+                     "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);

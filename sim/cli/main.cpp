@@ -36,7 +36,8 @@ void print_usage() {
                "stepsim predicts the step time of large-model training on GPU clusters and how\n"
                "much of the step's communication is exposed rather than hidden behind compute.\n\n"
                "Commands:\n";
-  for (const auto& row : kCommands) std::cout << "  " << row.name << std::string(12 - std::strlen(row.name), ' ') << row.summary << "\n";
+  for (const auto& row : kCommands)
+    std::cout << "  " << row.name << std::string(12 - std::strlen(row.name), ' ') << row.summary << "\n";
   std::cout << "\nGlobal options:\n"
                "  -v, --verbose   more log output on stderr\n"
                "  -q, --quiet     only errors on stderr\n"
@@ -51,7 +52,8 @@ int dispatch(std::vector<std::string> args) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("stepsim: %l: %v");
   spdlog::set_level(spdlog::level::warn);
-  while (!args.empty() && (args.front() == "-v" || args.front() == "--verbose" || args.front() == "-q" || args.front() == "--quiet")) {
+  while (!args.empty() &&
+         (args.front() == "-v" || args.front() == "--verbose" || args.front() == "-q" || args.front() == "--quiet")) {
     spdlog::set_level(args.front()[1] == 'q' || args.front() == "--quiet" ? spdlog::level::err : spdlog::level::debug);
     args.erase(args.begin());
   }

@@ -11,13 +11,12 @@
 namespace stepsim::cli {
 
 void add_output_options(po::options_description& desc, OutputOptions& out) {
-  desc.add_options()
-      ("json", po::value(&out.json)->value_name("FILE"), "write the JSON report to FILE ('-' for stdout)")
-      ("trace", po::value(&out.trace)->value_name("FILE"), "write a Chrome/Perfetto trace to FILE");
+  desc.add_options()("json", po::value(&out.json)->value_name("FILE"),
+                     "write the JSON report to FILE ('-' for stdout)")(
+      "trace", po::value(&out.trace)->value_name("FILE"), "write a Chrome/Perfetto trace to FILE");
 }
 
-po::variables_map parse_args(const std::string& command, const Args& args,
-                             const po::options_description& desc,
+po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
                              const po::positional_options_description& positional) {
   po::variables_map vm;
   try {
@@ -33,9 +32,9 @@ po::variables_map parse_args(const std::string& command, const Args& args,
 void add_trace_options(po::options_description& desc, TraceSelection& selection) {
   // The step as a list: GCC 12 warns (-Wnull-dereference) inside Boost's
   // typed_value<std::string>::notify when several string options are inlined in one function.
-  desc.add_options()
-      ("step", po::value(&selection.step)->value_name("N"), "measure only ProfilerStep#N (N or the full name)")
-      ("rank", po::value(&selection.rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
+  desc.add_options()("step", po::value(&selection.step)->value_name("N"),
+                     "measure only ProfilerStep#N (N or the full name)")(
+      "rank", po::value(&selection.rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
 }
 
 std::optional<std::string> TraceSelection::step_name() const {

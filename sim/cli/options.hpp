@@ -40,8 +40,7 @@ void emit(const OutputOptions& out, const Writer& table, const Writer& json, con
 
 // Parses `args` for `command`; unknown options, missing values and bad numbers become
 // InputError("<command line>", "stepsim COMMAND", message). Returns the variables map.
-po::variables_map parse_args(const std::string& command, const Args& args,
-                             const po::options_description& desc,
+po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
                              const po::positional_options_description& positional);
 
 // With --help in `vm`, prints "usage", the options and the examples, and returns true.

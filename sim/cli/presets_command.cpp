@@ -85,7 +85,8 @@ io::PresetInfo find(const std::vector<io::PresetInfo>& presets, const std::strin
     if (p.name == name && (kind.empty() || p.kind == kind)) matches.push_back(p);
   }
   if (matches.size() == 1) return matches.front();
-  if (matches.empty()) throw InputError("<command line>", "stepsim presets", io::unknown_name_message("preset", name, names));
+  if (matches.empty())
+    throw InputError("<command line>", "stepsim presets", io::unknown_name_message("preset", name, names));
   throw InputError("<command line>", "stepsim presets",
                    fmt::format("'{}' is both a {} and an {} preset; write {}/{} or {}/{}", name, matches[0].kind,
                                matches[1].kind, matches[0].kind, name, matches[1].kind, name));
@@ -98,13 +99,11 @@ int run_presets(const Args& args) {
   // typed_value<std::string>::notify when there are several of them.
   std::vector<std::string> names, kinds;
   po::options_description desc("Options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("name", po::value(&names)->value_name("NAME"), "a preset to print")
-      ("kind", po::value(&kinds)->value_name("KIND"), "list only gpu, cluster, model or example presets")
-      ("json", "list as JSON: [{\"kind\", \"name\", \"summary\"}, ...]")
-      ("resolved", "with an example NAME: print the fully resolved scenario instead of the file")
-      ("keys", "list every scenario key with the default scenario's value");
+  desc.add_options()("help,h", "show this help")("name", po::value(&names)->value_name("NAME"), "a preset to print")(
+      "kind", po::value(&kinds)->value_name("KIND"), "list only gpu, cluster, model or example presets")(
+      "json", "list as JSON: [{\"kind\", \"name\", \"summary\"}, ...]")(
+      "resolved", "with an example NAME: print the fully resolved scenario instead of the file")(
+      "keys", "list every scenario key with the default scenario's value");
   po::positional_options_description positional;
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
@@ -112,21 +111,25 @@ int run_presets(const Args& args) {
   const std::string name = names.empty() ? "" : names.back();
   const std::string kind = kinds.empty() ? "" : kinds.back();
   if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")
-    throw InputError("<command line>", "--kind", fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));
+    throw InputError("<command line>", "--kind",
+                     fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));
   if (vm.count("keys")) {
     print_keys(boost::json::parse(io::load_scenario("").resolved_json), "");
     return 0;
   }
   const auto presets = io::list_presets();
   if (name.empty()) {
-    if (vm.count("json")) print_json(presets, kind);
-    else print_table(presets, kind);
+    if (vm.count("json"))
+      print_json(presets, kind);
+    else
+      print_table(presets, kind);
     return 0;
   }
   const io::PresetInfo preset = find(presets, kind.empty() ? name : kind + "/" + name);
   if (vm.count("resolved")) {
     if (preset.kind != "example")
-      throw InputError("<command line>", "--resolved", fmt::format("applies to example presets, and '{}' is a {}", name, preset.kind));
+      throw InputError("<command line>", "--resolved",
+                       fmt::format("applies to example presets, and '{}' is a {}", name, preset.kind));
     std::cout << io::load_scenario(preset.name).resolved_json;
     return 0;
   }

@@ -41,10 +41,10 @@ int run_simulate(const Args& args) {
   std::vector<std::string> sets;
   OutputOptions out;
   po::options_description desc("Options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"), "scenario file")
-      ("set", po::value(&sets)->value_name("KEY=VALUE")->composing(), "override a scenario key, e.g. parallel.tp=4 (repeatable)");
+  desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
+                                                 "scenario file")(
+      "set", po::value(&sets)->value_name("KEY=VALUE")->composing(),
+      "override a scenario key, e.g. parallel.tp=4 (repeatable)");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);

@@ -24,12 +24,12 @@ struct Context {
   const ClusterSpec& cluster;
   const ArchFacts& arch;
   CollOp op;
-  Bytes size;            // nccl-tests S
+  Bytes size;  // nccl-tests S
   GroupShape shape;
-  Graph ring{};          // ring and tree graphs (NCCL searches them alike on these systems)
-  Graph nvls{};          // NVLS heads: one channel per GPU of the node
-  double intra_total = 0;      // NCCL's NVLink (or PCIe) bandwidth of one GPU, GB/s
-  double nic_per_gpu = 0;      // one GPU's share of the node's NICs as NCCL sees them, GB/s
+  Graph ring{};            // ring and tree graphs (NCCL searches them alike on these systems)
+  Graph nvls{};            // NVLS heads: one channel per GPU of the node
+  double intra_total = 0;  // NCCL's NVLink (or PCIe) bandwidth of one GPU, GB/s
+  double nic_per_gpu = 0;  // one GPU's share of the node's NICs as NCCL sees them, GB/s
   Hw intra_hw = Hw::nvlink;
   double intra_hop_scale = 1;  // cluster's per-hop latency over NCCL's NVLink/PCIe figure
   double net_hop_scale = 1;    // cluster's network latency over NCCL's 2.7 µs
@@ -68,11 +68,11 @@ double ll_cap(const Context& c);
 std::optional<std::string> only_ops(const Context& c, std::initializer_list<CollOp> ops);
 
 // The three functions of each algorithm file; registry.cpp lists them in one table.
-#define STEPSIM_COLLECTIVE_ALGORITHM(ns)                       \
-  namespace ns {                                               \
-  std::optional<std::string> unsupported(const Context& c);    \
-  Estimate estimate(const Context& c, Protocol p);             \
-  LinkLoad load(const Context& c);                             \
+#define STEPSIM_COLLECTIVE_ALGORITHM(ns)                    \
+  namespace ns {                                            \
+  std::optional<std::string> unsupported(const Context& c); \
+  Estimate estimate(const Context& c, Protocol p);          \
+  LinkLoad load(const Context& c);                          \
   }
 STEPSIM_COLLECTIVE_ALGORITHM(ring)
 STEPSIM_COLLECTIVE_ALGORITHM(tree)

@@ -46,8 +46,7 @@ const char* to_string(Protocol p);
 Choice predict(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
 
 // Every enabled pair with its prediction, fastest first (for `stepsim collective -v`).
-std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced,
-                               const Request& request);
+std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
 
 }  // namespace stepsim::collectives
 

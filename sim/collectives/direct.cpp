@@ -22,9 +22,7 @@ double transfer_bw(const Context& c) {
 
 }  // namespace
 
-std::optional<std::string> unsupported(const Context& c) {
-  return only_ops(c, {CollOp::alltoall, CollOp::sendrecv});
-}
+std::optional<std::string> unsupported(const Context& c) { return only_ops(c, {CollOp::alltoall, CollOp::sendrecv}); }
 
 Estimate estimate(const Context& c, Protocol p) {
   if (p == Protocol::ll128) return {};

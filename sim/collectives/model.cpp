@@ -91,11 +91,14 @@ Time Choice::time() const {
 double bus_factor(CollOp op, int ranks) {
   const double n = ranks;
   switch (op) {
-    case CollOp::allreduce: return 2.0 * (n - 1) / n;
+    case CollOp::allreduce:
+      return 2.0 * (n - 1) / n;
     case CollOp::allgather:
     case CollOp::reducescatter:
-    case CollOp::alltoall: return (n - 1) / n;
-    default: return 1.0;
+    case CollOp::alltoall:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 

@@ -10,14 +10,13 @@ namespace stepsim::collectives {
 namespace {
 
 constexpr std::array<double, 13> kAmpereIntra{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3};
-constexpr std::array<double, 19> kAmpereInter{48, 30, 28, 24, 20, 18, 15, 12, 10, 9,
+constexpr std::array<double, 19> kAmpereInter{48, 30, 28, 24, 20, 18,  15,  12,   10,  9,
                                               7,  6,  5,  4,  3,  2.4, 1.2, 0.24, 0.12};
 constexpr std::array<double, 11> kHopperIntra{60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
-constexpr std::array<double, 17> kHopperInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5,
-                                              15, 12, 6,  3,  2.4, 1.2, 0.24, 0.12};
+constexpr std::array<double, 17> kHopperInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr std::array<double, 10> kBlackwellIntra{90, 80, 70, 60, 50, 40, 30, 24, 20, 19};
-constexpr std::array<double, 18> kBlackwellInter{96, 48, 45.1, 42, 40, 30, 24, 22, 20,
-                                                 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
+constexpr std::array<double, 18> kBlackwellInter{96,   48, 45.1, 42, 40, 30,  24,  22,   20,
+                                                 17.5, 15, 12,   6,  3,  2.4, 1.2, 0.24, 0.12};
 
 const ArchFacts kAmpere{
     .nvlink_fraction = 20.0 / 25.0,
@@ -73,11 +72,16 @@ constexpr LatencyTable kNet{{{5.0, 8.5, 14}, {2.7, 4.0, 14}, {0, 0, 18}, {0, 0, 
 // the Ring figures for its one hop).
 int latency_row(Algorithm a) {
   switch (a) {
-    case Algorithm::tree: return 0;
-    case Algorithm::nvls: return 2;
-    case Algorithm::nvls_tree: return 3;
-    case Algorithm::pat: return 4;
-    default: return 1;
+    case Algorithm::tree:
+      return 0;
+    case Algorithm::nvls:
+      return 2;
+    case Algorithm::nvls_tree:
+      return 3;
+    case Algorithm::pat:
+      return 4;
+    default:
+      return 1;
   }
 }
 
@@ -96,9 +100,12 @@ int protocol_index(Protocol p) {
 
 const ArchFacts& arch_facts(GpuArch arch) {
   switch (arch) {
-    case GpuArch::ampere: return kAmpere;
-    case GpuArch::hopper: return kHopper;
-    case GpuArch::blackwell: return kBlackwell;
+    case GpuArch::ampere:
+      return kAmpere;
+    case GpuArch::hopper:
+      return kHopper;
+    case GpuArch::blackwell:
+      return kBlackwell;
   }
   return kHopper;
 }

@@ -19,14 +19,14 @@ struct ArchFacts {
   double nvlink_fraction;
   std::span<const double> intra_speeds;  // per-channel bandwidths the graph search tries, GB/s
   std::span<const double> inter_speeds;
-  double dup_min_speed;                  // channels are doubled (and halved) from this speed up
-  std::array<double, 3> ll_max_bw;       // LL bus bandwidth cap, GB/s
+  double dup_min_speed;             // channels are doubled (and halved) from this speed up
+  std::array<double, 3> ll_max_bw;  // LL bus bandwidth cap, GB/s
   std::array<double, 3> ring_ll128_per_channel;
   std::array<double, 3> tree_ll128_per_channel;
   std::array<double, 3> tree_per_channel;
   std::array<double, 3> nvls_tree_per_channel;
-  double nvls_efficiency;                // 0: no NVLink SHARP on this architecture
-  bool tree_pattern_penalty;             // Hopper+ multi-node trees lose 15 % (pattern TREE)
+  double nvls_efficiency;     // 0: no NVLink SHARP on this architecture
+  bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE)
 };
 
 const ArchFacts& arch_facts(GpuArch arch);

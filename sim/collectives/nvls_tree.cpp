@@ -24,9 +24,9 @@ Estimate estimate(const Context& c, Protocol p) {
   const double cap = c.arch.nvls_tree_per_channel[static_cast<std::size_t>(nodes_index(c.nodes()))];
   const double bw = std::min({intra, inter, cap});
   const double algbw = ch * bw * c.ranks() / nsteps(c.op, c.ranks());
-  const double lat = hop_latency_us(Hw::nvlink, Algorithm::nvls_tree, p) * c.intra_hop_scale +
-                     2 * std::floor(std::log2(c.nodes())) *
-                         hop_latency_us(Hw::net, Algorithm::nvls_tree, p) * c.net_hop_scale;
+  const double lat =
+      hop_latency_us(Hw::nvlink, Algorithm::nvls_tree, p) * c.intra_hop_scale +
+      2 * std::floor(std::log2(c.nodes())) * hop_latency_us(Hw::net, Algorithm::nvls_tree, p) * c.net_hop_scale;
   return {lat, algbw, ch};
 }
 

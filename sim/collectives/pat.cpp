@@ -18,8 +18,8 @@ Estimate estimate(const Context& c, Protocol p) {
   const double algbw = c.ring.channels * bw * 0.75;
   // With one GPU per node the network latency is NCCL's Tree figure.
   const double inter = hop_latency_us(Hw::net, Algorithm::tree, p) * c.net_hop_scale;
-  const double lat = base_latency_us(Algorithm::pat, p) + std::floor(std::log2(c.nodes())) * inter / 3.5 +
-                     c.ranks() * 2.8;
+  const double lat =
+      base_latency_us(Algorithm::pat, p) + std::floor(std::log2(c.nodes())) * inter / 3.5 + c.ranks() * 2.8;
   return {lat, algbw, c.ring.channels};
 }
 

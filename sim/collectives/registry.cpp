@@ -26,8 +26,8 @@ constexpr std::array<AlgorithmRow, 7> kAlgorithms{{
 std::span<const AlgorithmRow> algorithms() { return kAlgorithms; }
 
 const AlgorithmRow& algorithm_row(Algorithm a) {
-  const auto* it = std::find_if(kAlgorithms.begin(), kAlgorithms.end(),
-                                [a](const AlgorithmRow& row) { return row.id == a; });
+  const auto* it =
+      std::find_if(kAlgorithms.begin(), kAlgorithms.end(), [a](const AlgorithmRow& row) { return row.id == a; });
   STEPSIM_CHECK(it != kAlgorithms.end(), "no registry row for this algorithm");
   return *it;
 }
@@ -38,9 +38,7 @@ double nsteps(CollOp op, int ranks) {
   return ranks;
 }
 
-double ll_cap(const Context& c) {
-  return c.arch.ll_max_bw[static_cast<std::size_t>(nodes_index(c.nodes()))];
-}
+double ll_cap(const Context& c) { return c.arch.ll_max_bw[static_cast<std::size_t>(nodes_index(c.nodes()))]; }
 
 std::optional<std::string> only_ops(const Context& c, std::initializer_list<CollOp> ops) {
   if (std::find(ops.begin(), ops.end(), c.op) != ops.end()) return std::nullopt;

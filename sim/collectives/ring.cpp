@@ -12,10 +12,14 @@ double bus_bw(const Context& c, Protocol p) {
   const double bus = c.ring.channels * bw;
   const int idx = nodes_index(c.nodes());
   switch (p) {
-    case Protocol::ll: return std::min(ll_cap(c), bus * 0.5);
+    case Protocol::ll:
+      return std::min(ll_cap(c), bus * 0.5);
     case Protocol::ll128:
-      return c.ll128 ? std::min(bus * 0.92, c.ring.channels * c.arch.ring_ll128_per_channel[static_cast<std::size_t>(idx)]) : 0.0;
-    default: return bus;
+      return c.ll128
+                 ? std::min(bus * 0.92, c.ring.channels * c.arch.ring_ll128_per_channel[static_cast<std::size_t>(idx)])
+                 : 0.0;
+    default:
+      return bus;
   }
 }
 
@@ -54,8 +58,7 @@ double bus_factor_of(CollOp op, int n) {
 }  // namespace
 
 std::optional<std::string> unsupported(const Context& c) {
-  return only_ops(c, {CollOp::allreduce, CollOp::allgather, CollOp::reducescatter,
-                      CollOp::broadcast, CollOp::reduce});
+  return only_ops(c, {CollOp::allreduce, CollOp::allgather, CollOp::reducescatter, CollOp::broadcast, CollOp::reduce});
 }
 
 Estimate estimate(const Context& c, Protocol p) {

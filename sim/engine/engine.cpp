@@ -41,8 +41,7 @@ void Engine::validate_rank(std::size_t r) const {
       STEPSIM_CHECK(op.duration >= Time::zero(), bad(o, "negative duration"));
       continue;
     }
-    STEPSIM_CHECK(op.call >= 0 && static_cast<std::size_t>(op.call) < rank.calls.size(),
-                  bad(o, "unknown call"));
+    STEPSIM_CHECK(op.call >= 0 && static_cast<std::size_t>(op.call) < rank.calls.size(), bad(o, "unknown call"));
     const CollectiveCall& call = rank.calls[static_cast<std::size_t>(op.call)];
     STEPSIM_CHECK(call.group >= 0 && static_cast<std::size_t>(call.group) < program_.groups.size(),
                   bad(o, "unknown group"));
@@ -131,12 +130,11 @@ void Engine::summarize_collectives() {
     c.uses_begin = static_cast<std::uint32_t>(collective_uses_.size());
     for (std::uint32_t m = 0; m < c.member_count; ++m) {
       const Member& member = members_[c.first_member + m];
-      STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}",
-                                                           group.name, c.call_index, group.members[m]));
+      STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}", group.name,
+                                                           c.call_index, group.members[m]));
       const CollectiveCall& call = call_of(member.rank, member.op);
-      STEPSIM_CHECK(
-          m == 0 || call.size == c.size,
-          fmt::format("group '{}' call {} has different sizes on its members", group.name, c.call_index));
+      STEPSIM_CHECK(m == 0 || call.size == c.size,
+                    fmt::format("group '{}' call {} has different sizes on its members", group.name, c.call_index));
       c.size = call.size;
       c.latency = max(c.latency, call.latency);
       if (m == 0 || call.algbw < c.cap) c.cap = call.algbw;
@@ -232,8 +230,8 @@ std::string Engine::describe_stuck(std::size_t r) const {
     const StreamState& stream = state.streams[s];
     if (stream.head == stream.ops.size()) continue;
     const OpIndex o = stream.ops[stream.head];
-    return fmt::format("deadlock: rank {} ({}) stream {} '{}' op {} '{}' {}", rank.rank, rank.label, s,
-                       rank.streams[s], o, program_.names[rank.ops[o].name], describe_wait(r, o));
+    return fmt::format("deadlock: rank {} ({}) stream {} '{}' op {} '{}' {}", rank.rank, rank.label, s, rank.streams[s],
+                       o, program_.names[rank.ops[o].name], describe_wait(r, o));
   }
   return fmt::format("deadlock: rank {} ({}) has ops left on no stream", rank.rank, rank.label);
 }

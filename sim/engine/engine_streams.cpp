@@ -160,8 +160,7 @@ void Engine::record(std::size_t r, OpIndex o) {
 void Engine::update_bubble(std::size_t r) {
   RankState& state = ranks_[r];
   const StreamState& compute = state.streams[0];
-  const bool busy =
-      compute.head < compute.ops.size() && state.ops[compute.ops[compute.head]].status == Status::running;
+  const bool busy = compute.head < compute.ops.size() && state.ops[compute.ops[compute.head]].status == Status::running;
   const bool bubble = !busy && state.at_rendezvous > 0 && state.comm_running == 0;
   if (bubble == state.in_bubble) return;
   state.in_bubble = bubble;

@@ -49,11 +49,11 @@ struct RankProgram {
   int rank = 0;
   int multiplicity = 1;
   std::string label;
-  std::vector<std::string> streams;      // stream 0 is "compute"
-  std::vector<Op> ops;                   // host issue order
-  std::vector<OpIndex> waits;            // every op's waits, one run per op (no vector per op)
+  std::vector<std::string> streams;  // stream 0 is "compute"
+  std::vector<Op> ops;               // host issue order
+  std::vector<OpIndex> waits;        // every op's waits, one run per op (no vector per op)
   std::vector<CollectiveCall> calls;
-  Bytes memory_base{0};                  // allocated before the step starts
+  Bytes memory_base{0};  // allocated before the step starts
 
   // Appends `op`, which waits for `op_waits` (ops of this rank that must end first: CUDA events).
   OpIndex add_op(Op op, std::span<const OpIndex> op_waits = {});
@@ -65,9 +65,9 @@ struct RankProgram {
 struct Group {
   std::string name;
   CommKind kind = CommKind::other;
-  int size = 0;                  // real members
-  std::vector<int> members;      // indices into Program::ranks that take part
-  std::string ranks;             // "[0, 8, 16, ...]" for the report
+  int size = 0;              // real members
+  std::vector<int> members;  // indices into Program::ranks that take part
+  std::string ranks;         // "[0, 8, 16, ...]" for the report
 };
 
 struct Program {

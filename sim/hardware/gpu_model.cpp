@@ -8,8 +8,7 @@
 
 namespace stepsim::hardware {
 
-GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
-    : gpu_(gpu), peak_(gpu.flops.for_precision(precision)) {
+GpuModel::GpuModel(const GpuSpec& gpu, Precision precision) : gpu_(gpu), peak_(gpu.flops.for_precision(precision)) {
   if (!peak_.positive()) {
     throw InputError("scenario", "/training/precision",
                      fmt::format("{} has no {} peak FLOP rate", gpu.name, to_string(precision)));
@@ -26,15 +25,17 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
   // F / (F + peak·t0): half of the maximum at F = gemm_half_flops.
   const double saturation = op.flops / (op.flops + e.gemm_half_flops);
   switch (op.cls) {
-    case workload::OpClass::gemm: return e.gemm_max * saturation;
-    case workload::OpClass::attention: return e.attention_max * saturation;
-    default: return 1.0;
+    case workload::OpClass::gemm:
+      return e.gemm_max * saturation;
+    case workload::OpClass::attention:
+      return e.attention_max * saturation;
+    default:
+      return 1.0;
   }
 }
 
 FlopRate GpuModel::rate(const workload::OpCost& op) const {
-  const bool tensor_core =
-      op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
+  const bool tensor_core = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
   if (tensor_core) return peak_.scaled(efficiency(op));
   // Element-wise kernels run on the CUDA cores at the fp32 vector rate.
   return gpu_.flops.fp32.positive() ? gpu_.flops.fp32 : peak_;

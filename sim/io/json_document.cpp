@@ -61,11 +61,16 @@ json::value parse_json(std::string_view text, const std::string& source) {
   json::stream_parser parser({}, scenario_options());
   boost::system::error_code ec;
   const std::size_t used = parser.write_some(text.data(), text.size(), ec);
-  if (ec) throw InputError(source, position(text, used), fmt::format("invalid JSON: {} at {}", ec.message(), excerpt(text, used)));
+  if (ec)
+    throw InputError(source, position(text, used),
+                     fmt::format("invalid JSON: {} at {}", ec.message(), excerpt(text, used)));
   if (used != text.size())
-    throw InputError(source, position(text, used), fmt::format("invalid JSON: unexpected {} after the end of the document", excerpt(text, used)));
+    throw InputError(source, position(text, used),
+                     fmt::format("invalid JSON: unexpected {} after the end of the document", excerpt(text, used)));
   parser.finish(ec);
-  if (ec) throw InputError(source, position(text, used), "invalid JSON: the document ends before every '{', '[' and '\"' is closed");
+  if (ec)
+    throw InputError(source, position(text, used),
+                     "invalid JSON: the document ends before every '{', '[' and '\"' is closed");
   return parser.release();
 }
 
@@ -121,12 +126,18 @@ std::string pretty_json(const json::value& v) {
 
 std::string describe_value(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return v.get_bool() ? "true" : "false";
-    case json::kind::string: return fmt::format("a string (\"{}\")", std::string_view(v.get_string()));
-    case json::kind::object: return "an object";
-    case json::kind::array: return "a list";
-    default: return fmt::format("a number ({})", number_text(v));
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return v.get_bool() ? "true" : "false";
+    case json::kind::string:
+      return fmt::format("a string (\"{}\")", std::string_view(v.get_string()));
+    case json::kind::object:
+      return "an object";
+    case json::kind::array:
+      return "a list";
+    default:
+      return fmt::format("a number ({})", number_text(v));
   }
 }
 

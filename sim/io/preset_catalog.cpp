@@ -21,9 +21,12 @@ std::string_view kind_of(std::string_view folder) { return folder.substr(0, fold
 
 const char* arch_name(GpuArch a) {
   switch (a) {
-    case GpuArch::ampere: return "Ampere";
-    case GpuArch::hopper: return "Hopper";
-    case GpuArch::blackwell: return "Blackwell";
+    case GpuArch::ampere:
+      return "Ampere";
+    case GpuArch::hopper:
+      return "Hopper";
+    case GpuArch::blackwell:
+      return "Blackwell";
   }
   return "?";
 }
@@ -48,7 +51,8 @@ double parameters(const ModelSpec& m) {
   const double attention = 2 * h * h + 2 * h * h * kv / m.heads;
   const double mlp_matrices = m.mlp == MlpKind::swiglu ? 3 : 2;
   const double experts = m.moe.experts > 0 ? m.moe.experts : 1;
-  const double expert_ffn = m.moe.experts > 0 && m.moe.expert_ffn_hidden > 0 ? static_cast<double>(m.moe.expert_ffn_hidden) : ffn;
+  const double expert_ffn =
+      m.moe.experts > 0 && m.moe.expert_ffn_hidden > 0 ? static_cast<double>(m.moe.expert_ffn_hidden) : ffn;
   const double mlp = mlp_matrices * h * expert_ffn * experts;
   const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
   return m.layers * (attention + mlp) + embeddings;

@@ -14,8 +14,10 @@ namespace stepsim::io {
 
 Reader Reader::at(std::string_view key) const {
   Reader child = *this;
-  if (dotted_) child.where_ += (where_.empty() ? "" : ".") + std::string(key);
-  else child.where_ += "/" + std::string(key);
+  if (dotted_)
+    child.where_ += (where_.empty() ? "" : ".") + std::string(key);
+  else
+    child.where_ += "/" + std::string(key);
   return child;
 }
 
@@ -43,7 +45,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t above = row[j];
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      const bool same =
+          std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
       row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
       diagonal = above;
     }

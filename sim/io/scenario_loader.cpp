@@ -22,7 +22,8 @@ namespace {
 void apply_set(Scenario& s, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError("--set", assignment, "expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth=\"200 Gb/s\"");
+    throw InputError("--set", assignment,
+                     "expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth=\"200 Gb/s\"");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   json::value value;
@@ -62,7 +63,8 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
   if (path.empty()) {
-    Scenario s = load_scenario_text(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
+    Scenario s =
+        load_scenario_text(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
     return s;
   }
   bool found = false;
@@ -70,8 +72,9 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   if (found) return load_scenario_text(text, path, sets);
   if (const EmbeddedFile* example = lookup_preset("examples", path))
     return load_scenario_text(std::string(example->text), "configs/" + std::string(example->path), sets);
-  throw InputError(path, "", fmt::format("cannot open the file, and it is not an example preset ({})",
-                                         fmt::join(preset_names("examples"), ", ")));
+  throw InputError(path, "",
+                   fmt::format("cannot open the file, and it is not an example preset ({})",
+                               fmt::join(preset_names("examples"), ", ")));
 }
 
 ClusterSpec load_cluster(const std::string& name, int gpus) {

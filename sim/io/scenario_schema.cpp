@@ -28,9 +28,11 @@ Schema<Scenario> schema_of(Tag<Scenario>);
 // ---- names of the enumerations (the first name of a value is the one written back) ----
 
 std::span<const EnumName<Precision>> enum_names(Tag<Precision>) {
-  static constexpr EnumName<Precision> names[] = {
-      {"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp8", Precision::fp8},
-      {"tf32", Precision::tf32}, {"fp32", Precision::fp32}};
+  static constexpr EnumName<Precision> names[] = {{"bf16", Precision::bf16},
+                                                  {"fp16", Precision::fp16},
+                                                  {"fp8", Precision::fp8},
+                                                  {"tf32", Precision::tf32},
+                                                  {"fp32", Precision::fp32}};
   return names;
 }
 
@@ -46,7 +48,8 @@ std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
 }
 
 std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
-  static constexpr EnumName<AttentionKind> names[] = {{"flash", AttentionKind::flash}, {"unfused", AttentionKind::unfused}};
+  static constexpr EnumName<AttentionKind> names[] = {{"flash", AttentionKind::flash},
+                                                      {"unfused", AttentionKind::unfused}};
   return names;
 }
 
@@ -57,8 +60,10 @@ std::span<const EnumName<Schedule>> enum_names(Tag<Schedule>) {
 }
 
 std::span<const EnumName<DpKind>> enum_names(Tag<DpKind>) {
-  static constexpr EnumName<DpKind> names[] = {{"ddp", DpKind::ddp},   {"zero1", DpKind::zero1},
-                                               {"zero2", DpKind::zero2}, {"fsdp", DpKind::fsdp},
+  static constexpr EnumName<DpKind> names[] = {{"ddp", DpKind::ddp},
+                                               {"zero1", DpKind::zero1},
+                                               {"zero2", DpKind::zero2},
+                                               {"fsdp", DpKind::fsdp},
                                                {"hsdp", DpKind::hsdp}};
   return names;
 }
@@ -82,8 +87,8 @@ std::span<const EnumName<InterFabric>> enum_names(Tag<InterFabric>) {
 }
 
 std::span<const EnumName<InterTopology>> enum_names(Tag<InterTopology>) {
-  static constexpr EnumName<InterTopology> names[] = {
-      {"rail-optimized", InterTopology::rail_optimized}, {"fat-tree", InterTopology::fat_tree}};
+  static constexpr EnumName<InterTopology> names[] = {{"rail-optimized", InterTopology::rail_optimized},
+                                                      {"fat-tree", InterTopology::fat_tree}};
   return names;
 }
 
@@ -100,7 +105,7 @@ std::span<const EnumName<GpuArch>> enum_names(Tag<GpuArch>) {
 
 std::span<const EnumName<Algorithm>> enum_names(Tag<Algorithm>) {
   static constexpr EnumName<Algorithm> names[] = {
-      {"auto", Algorithm::automatic}, {"ring", Algorithm::ring},       {"tree", Algorithm::tree},
+      {"auto", Algorithm::automatic}, {"ring", Algorithm::ring},           {"tree", Algorithm::tree},
       {"nvls", Algorithm::nvls},      {"nvls-tree", Algorithm::nvls_tree}, {"collnet", Algorithm::collnet},
       {"pat", Algorithm::pat},        {"direct", Algorithm::direct}};
   return names;
@@ -115,106 +120,101 @@ std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
 // ---- the keys of each section (DESIGN.md §2) ----
 
 Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
-  static constexpr Field<GpuFlops> fields[] = {
-      field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"), field<&GpuFlops::fp8>("fp8"),
-      field<&GpuFlops::tf32>("tf32"), field<&GpuFlops::fp32>("fp32")};
+  static constexpr Field<GpuFlops> fields[] = {field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"),
+                                               field<&GpuFlops::fp8>("fp8"), field<&GpuFlops::tf32>("tf32"),
+                                               field<&GpuFlops::fp32>("fp32")};
   return {fields, ""};
 }
 
 Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   static constexpr Field<GpuEfficiency> fields[] = {
-      field<&GpuEfficiency::gemm_max>("gemm_max"),
-      field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
-      field<&GpuEfficiency::attention_max>("attention_max"),
-      field<&GpuEfficiency::hbm>("hbm"),
-      field<&GpuEfficiency::kernel_min>("kernel_min"),
-      field<&GpuEfficiency::comm_slowdown>("comm_slowdown")};
+      field<&GpuEfficiency::gemm_max>("gemm_max"),           field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
+      field<&GpuEfficiency::attention_max>("attention_max"), field<&GpuEfficiency::hbm>("hbm"),
+      field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown")};
   return {fields, ""};
 }
 
 Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
-  static constexpr Field<GpuSpec> fields[] = {
-      field<&GpuSpec::name>("name"),
-      field<&GpuSpec::arch>("arch"),
-      field<&GpuSpec::flops>("flops"),
-      field<&GpuSpec::memory>("memory"),
-      field<&GpuSpec::memory_bandwidth>("memory_bandwidth"),
-      field<&GpuSpec::sms>("sms"),
-      field<&GpuSpec::kernel_launch>("kernel_launch"),
-      field<&GpuSpec::efficiency>("efficiency")};
+  static constexpr Field<GpuSpec> fields[] = {field<&GpuSpec::name>("name"),
+                                              field<&GpuSpec::arch>("arch"),
+                                              field<&GpuSpec::flops>("flops"),
+                                              field<&GpuSpec::memory>("memory"),
+                                              field<&GpuSpec::memory_bandwidth>("memory_bandwidth"),
+                                              field<&GpuSpec::sms>("sms"),
+                                              field<&GpuSpec::kernel_launch>("kernel_launch"),
+                                              field<&GpuSpec::efficiency>("efficiency")};
   return {fields, "gpus"};
 }
 
 Schema<IntraNode> schema_of(Tag<IntraNode>) {
-  static constexpr Field<IntraNode> fields[] = {
-      field<&IntraNode::fabric>("fabric"), field<&IntraNode::bandwidth>("bandwidth"),
-      field<&IntraNode::latency>("latency"), field<&IntraNode::nvls>("nvls")};
+  static constexpr Field<IntraNode> fields[] = {field<&IntraNode::fabric>("fabric"),
+                                                field<&IntraNode::bandwidth>("bandwidth"),
+                                                field<&IntraNode::latency>("latency"), field<&IntraNode::nvls>("nvls")};
   return {fields, ""};
 }
 
 Schema<InterNode> schema_of(Tag<InterNode>) {
-  static constexpr Field<InterNode> fields[] = {
-      field<&InterNode::fabric>("fabric"),
-      field<&InterNode::nics_per_node>("nics_per_node"),
-      field<&InterNode::nic_bandwidth, UnitStyle::bits>("nic_bandwidth"),
-      field<&InterNode::latency>("latency"),
-      field<&InterNode::topology>("topology"),
-      field<&InterNode::oversubscription>("oversubscription")};
+  static constexpr Field<InterNode> fields[] = {field<&InterNode::fabric>("fabric"),
+                                                field<&InterNode::nics_per_node>("nics_per_node"),
+                                                field<&InterNode::nic_bandwidth, UnitStyle::bits>("nic_bandwidth"),
+                                                field<&InterNode::latency>("latency"),
+                                                field<&InterNode::topology>("topology"),
+                                                field<&InterNode::oversubscription>("oversubscription")};
   return {fields, ""};
 }
 
 Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>) {
-  static constexpr Field<CollectiveTuning> fields[] = {
-      field<&CollectiveTuning::launch_overhead>("launch_overhead"),
-      field<&CollectiveTuning::bus_efficiency>("bus_efficiency"),
-      field<&CollectiveTuning::ramp_half_bytes>("ramp_half_bytes"),
-      field<&CollectiveTuning::ramp_exponent>("ramp_exponent"),
-      field<&CollectiveTuning::latency_floor>("latency_floor"),
-      field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency")};
+  static constexpr Field<CollectiveTuning> fields[] = {field<&CollectiveTuning::launch_overhead>("launch_overhead"),
+                                                       field<&CollectiveTuning::bus_efficiency>("bus_efficiency"),
+                                                       field<&CollectiveTuning::ramp_half_bytes>("ramp_half_bytes"),
+                                                       field<&CollectiveTuning::ramp_exponent>("ramp_exponent"),
+                                                       field<&CollectiveTuning::latency_floor>("latency_floor"),
+                                                       field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency")};
   return {fields, ""};
 }
 
 Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
-  static constexpr Field<ClusterSpec> fields[] = {
-      field<&ClusterSpec::name>("name"),
-      field<&ClusterSpec::nodes>("nodes"),
-      field<&ClusterSpec::gpus_per_node>("gpus_per_node"),
-      field<&ClusterSpec::gpu>("gpu"),
-      field<&ClusterSpec::intra_node>("intra_node"),
-      field<&ClusterSpec::inter_node>("inter_node"),
-      field<&ClusterSpec::tuning>("collective_tuning")};
+  static constexpr Field<ClusterSpec> fields[] = {field<&ClusterSpec::name>("name"),
+                                                  field<&ClusterSpec::nodes>("nodes"),
+                                                  field<&ClusterSpec::gpus_per_node>("gpus_per_node"),
+                                                  field<&ClusterSpec::gpu>("gpu"),
+                                                  field<&ClusterSpec::intra_node>("intra_node"),
+                                                  field<&ClusterSpec::inter_node>("inter_node"),
+                                                  field<&ClusterSpec::tuning>("collective_tuning")};
   return {fields, "clusters"};
 }
 
 Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
-  static constexpr Field<MoeSpec> fields[] = {
-      field<&MoeSpec::experts>("experts"), field<&MoeSpec::top_k>("top_k"),
-      field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden")};
+  static constexpr Field<MoeSpec> fields[] = {field<&MoeSpec::experts>("experts"), field<&MoeSpec::top_k>("top_k"),
+                                              field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden")};
   return {fields, ""};
 }
 
 Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
-  static constexpr Field<ModelSpec> fields[] = {
-      field<&ModelSpec::name>("name"),         field<&ModelSpec::layers>("layers"),
-      field<&ModelSpec::hidden>("hidden"),     field<&ModelSpec::heads>("heads"),
-      field<&ModelSpec::kv_heads>("kv_heads"), field<&ModelSpec::ffn_hidden>("ffn_hidden"),
-      field<&ModelSpec::vocab>("vocab"),       field<&ModelSpec::seq_len>("seq_len"),
-      field<&ModelSpec::mlp>("mlp"),           field<&ModelSpec::tied_embeddings>("tied_embeddings"),
-      field<&ModelSpec::moe>("moe")};
+  static constexpr Field<ModelSpec> fields[] = {field<&ModelSpec::name>("name"),
+                                                field<&ModelSpec::layers>("layers"),
+                                                field<&ModelSpec::hidden>("hidden"),
+                                                field<&ModelSpec::heads>("heads"),
+                                                field<&ModelSpec::kv_heads>("kv_heads"),
+                                                field<&ModelSpec::ffn_hidden>("ffn_hidden"),
+                                                field<&ModelSpec::vocab>("vocab"),
+                                                field<&ModelSpec::seq_len>("seq_len"),
+                                                field<&ModelSpec::mlp>("mlp"),
+                                                field<&ModelSpec::tied_embeddings>("tied_embeddings"),
+                                                field<&ModelSpec::moe>("moe")};
   return {fields, "models"};
 }
 
 Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
-  static constexpr Field<ParallelSpec> fields[] = {
-      field<&ParallelSpec::tp>("tp"),
-      field<&ParallelSpec::pp>("pp"),
-      field<&ParallelSpec::dp>("dp"),
-      field<&ParallelSpec::cp>("cp"),
-      field<&ParallelSpec::ep>("ep"),
-      field<&ParallelSpec::sequence_parallel>("sequence_parallel"),
-      field<&ParallelSpec::schedule>("schedule"),
-      field<&ParallelSpec::virtual_stages>("virtual_stages"),
-      field<&ParallelSpec::stage_layers>("stage_layers")};
+  static constexpr Field<ParallelSpec> fields[] = {field<&ParallelSpec::tp>("tp"),
+                                                   field<&ParallelSpec::pp>("pp"),
+                                                   field<&ParallelSpec::dp>("dp"),
+                                                   field<&ParallelSpec::cp>("cp"),
+                                                   field<&ParallelSpec::ep>("ep"),
+                                                   field<&ParallelSpec::sequence_parallel>("sequence_parallel"),
+                                                   field<&ParallelSpec::schedule>("schedule"),
+                                                   field<&ParallelSpec::virtual_stages>("virtual_stages"),
+                                                   field<&ParallelSpec::stage_layers>("stage_layers")};
   return {fields, ""};
 }
 
@@ -249,8 +249,8 @@ Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>) {
 }
 
 Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>) {
-  static constexpr Field<CollectivesSpec> fields[] = {
-      field<&CollectivesSpec::algorithm>("algorithm"), field<&CollectivesSpec::protocol>("protocol")};
+  static constexpr Field<CollectivesSpec> fields[] = {field<&CollectivesSpec::algorithm>("algorithm"),
+                                                      field<&CollectivesSpec::protocol>("protocol")};
   return {fields, ""};
 }
 
@@ -260,16 +260,15 @@ Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
 }
 
 Schema<Scenario> schema_of(Tag<Scenario>) {
-  static constexpr Field<Scenario> fields[] = {
-      field<&Scenario::model>("model"),
-      field<&Scenario::cluster>("cluster"),
-      field<&Scenario::parallel>("parallel"),
-      field<&Scenario::training>("training"),
-      field<&Scenario::data_parallel>("data_parallel"),
-      field<&Scenario::tensor_parallel>("tensor_parallel"),
-      field<&Scenario::collectives>("collectives"),
-      field<&Scenario::calibration>("calibration"),
-      field<&Scenario::simulation>("simulation")};
+  static constexpr Field<Scenario> fields[] = {field<&Scenario::model>("model"),
+                                               field<&Scenario::cluster>("cluster"),
+                                               field<&Scenario::parallel>("parallel"),
+                                               field<&Scenario::training>("training"),
+                                               field<&Scenario::data_parallel>("data_parallel"),
+                                               field<&Scenario::tensor_parallel>("tensor_parallel"),
+                                               field<&Scenario::collectives>("collectives"),
+                                               field<&Scenario::calibration>("calibration"),
+                                               field<&Scenario::simulation>("simulation")};
   return {fields, "examples"};
 }
 

@@ -20,7 +20,8 @@ template <class Int>
 Int read_integer(const json::value& v, const Reader& r) {
   constexpr auto lo = static_cast<double>(std::numeric_limits<Int>::min());
   constexpr auto hi = static_cast<double>(std::numeric_limits<Int>::max());
-  if (v.is_int64() && v.get_int64() >= std::numeric_limits<Int>::min() && v.get_int64() <= std::numeric_limits<Int>::max())
+  if (v.is_int64() && v.get_int64() >= std::numeric_limits<Int>::min() &&
+      v.get_int64() <= std::numeric_limits<Int>::max())
     return static_cast<Int>(v.get_int64());
   if (v.is_double() && std::trunc(v.get_double()) == v.get_double() && v.get_double() >= lo && v.get_double() <= hi)
     return static_cast<Int>(v.get_double());
@@ -62,8 +63,12 @@ void read_value(std::string& out, const json::value& v, const Reader& r) {
   out = v.get_string();
 }
 
-void read_value(Time& out, const json::value& v, const Reader& r) { out = parse_time(quantity_text(v, r), r.file(), r.where()); }
-void read_value(Bytes& out, const json::value& v, const Reader& r) { out = parse_bytes(quantity_text(v, r), r.file(), r.where()); }
+void read_value(Time& out, const json::value& v, const Reader& r) {
+  out = parse_time(quantity_text(v, r), r.file(), r.where());
+}
+void read_value(Bytes& out, const json::value& v, const Reader& r) {
+  out = parse_bytes(quantity_text(v, r), r.file(), r.where());
+}
 void read_value(Bandwidth& out, const json::value& v, const Reader& r) {
   out = parse_bandwidth(quantity_text(v, r), r.file(), r.where());
 }
@@ -74,7 +79,8 @@ void read_value(FlopRate& out, const json::value& v, const Reader& r) {
 void read_value(std::vector<int>& out, const json::value& v, const Reader& r) {
   if (!v.is_array()) fail_type("a list of integers", v, r);
   out.clear();
-  for (std::size_t i = 0; i < v.get_array().size(); ++i) read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
+  for (std::size_t i = 0; i < v.get_array().size(); ++i)
+    read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
 }
 
 void read_value(std::vector<std::string>& out, const json::value& v, const Reader& r) {
@@ -84,7 +90,8 @@ void read_value(std::vector<std::string>& out, const json::value& v, const Reade
     return;
   }
   if (!v.is_array()) fail_type("a string or a list of strings", v, r);
-  for (std::size_t i = 0; i < v.get_array().size(); ++i) read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
+  for (std::size_t i = 0; i < v.get_array().size(); ++i)
+    read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
 }
 
 json::value write_value(int v, UnitStyle) { return json::value(static_cast<std::int64_t>(v)); }

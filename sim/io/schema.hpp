@@ -73,7 +73,7 @@ std::string_view enum_text(const json::value& v, const Reader& r);
 bool same_name(std::string_view a, std::string_view b);
 
 template <class E>
-  requires std::is_enum_v<E>
+requires std::is_enum_v<E>
 void read_value(E& out, const json::value& v, const Reader& r) {
   const std::string_view text = enum_text(v, r);
   const auto names = enum_names(Tag<E>{});
@@ -88,21 +88,20 @@ void read_value(E& out, const json::value& v, const Reader& r) {
 }
 
 template <class E>
-  requires std::is_enum_v<E>
-json::value write_value(E v, UnitStyle) {
+requires std::is_enum_v<E> json::value write_value(E v, UnitStyle) {
   for (const auto& row : enum_names(Tag<E>{}))
     if (row.value == v) return json::value(json::string(row.name));
   return json::value(nullptr);
 }
 
 // Sections and nested objects, through their field table (schema_of(Tag<T>)).
-void load_named_preset(std::string_view kind, const json::value& name, const Reader& r,
-                       json::value& document, Reader& preset_reader);
+void load_named_preset(std::string_view kind, const json::value& name, const Reader& r, json::value& document,
+                       Reader& preset_reader);
 [[noreturn]] void fail_unknown_key(std::string_view key, std::span<const std::string_view> keys, const Reader& r);
 [[noreturn]] void fail_type(std::string_view expected, const json::value& v, const Reader& r);
 
 template <class T>
-  requires requires { schema_of(Tag<T>{}); }
+requires requires { schema_of(Tag<T>{}); }
 void read_value(T& out, const json::value& v, const Reader& r);
 
 template <class T>
@@ -130,7 +129,7 @@ void read_fields(T& out, const Schema<T>& schema, const json::object& object, co
 // A preset name replaces the whole object by the preset; {"preset": name, ...} replaces it
 // by the preset and then applies the other keys; a plain object overrides key by key.
 template <class T>
-  requires requires { schema_of(Tag<T>{}); }
+requires requires { schema_of(Tag<T>{}); }
 void read_value(T& out, const json::value& v, const Reader& r) {
   const Schema<T> schema = schema_of(Tag<T>{});
   const bool named = v.is_string() || (v.is_object() && v.get_object().contains("preset"));
@@ -138,8 +137,8 @@ void read_value(T& out, const json::value& v, const Reader& r) {
     const bool bare = v.is_string();
     json::value document;
     Reader preset_reader = r;
-    load_named_preset(schema.preset_kind, bare ? v : v.get_object().at("preset"), bare ? r : r.at("preset"),
-                      document, preset_reader);
+    load_named_preset(schema.preset_kind, bare ? v : v.get_object().at("preset"), bare ? r : r.at("preset"), document,
+                      preset_reader);
     out = T{};
     read_value(out, document, preset_reader);
   }
@@ -149,7 +148,7 @@ void read_value(T& out, const json::value& v, const Reader& r) {
 }
 
 template <class T>
-  requires requires { schema_of(Tag<T>{}); }
+requires requires { schema_of(Tag<T>{}); }
 json::value write_value(const T& v, UnitStyle) {
   json::object object;
   for (const auto& f : schema_of(Tag<T>{}).fields) object[f.key] = f.write(v);

@@ -32,9 +32,8 @@ constexpr UnitRow kTimeUnits[] = {
 };
 
 constexpr UnitRow kByteUnits[] = {
-    {"B", 1.0},     {"KB", 1e3},          {"kB", 1e3},          {"MB", 1e6},
-    {"GB", 1e9},    {"TB", 1e12},         {"KiB", 1024.0},      {"MiB", 1048576.0},
-    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {"B", 1.0},   {"KB", 1e3},     {"kB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+    {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
 };
 
 // Units tried when writing a size back, largest first; "B" when none divides it.
@@ -44,19 +43,20 @@ constexpr UnitRow kByteFormats[] = {
 };
 
 constexpr UnitRow kBandwidthUnits[] = {
-    {"b/s", 1.0 / 8},    {"Kb/s", 1e3 / 8},   {"Mb/s", 1e6 / 8},   {"Gb/s", 1e9 / 8},
-    {"Tb/s", 1e12 / 8},  {"bps", 1.0 / 8},    {"Kbps", 1e3 / 8},   {"kbps", 1e3 / 8},
-    {"Mbps", 1e6 / 8},   {"Gbps", 1e9 / 8},   {"Tbps", 1e12 / 8},  {"B/s", 1.0},
-    {"KB/s", 1e3},       {"kB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
-    {"TB/s", 1e12},      {"KiB/s", 1024.0},   {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
-    {"TiB/s", 1099511627776.0}, {"Bps", 1.0}, {"KBps", 1e3},       {"MBps", 1e6},
-    {"GBps", 1e9},       {"TBps", 1e12},
+    {"b/s", 1.0 / 8},     {"Kb/s", 1e3 / 8},       {"Mb/s", 1e6 / 8},
+    {"Gb/s", 1e9 / 8},    {"Tb/s", 1e12 / 8},      {"bps", 1.0 / 8},
+    {"Kbps", 1e3 / 8},    {"kbps", 1e3 / 8},       {"Mbps", 1e6 / 8},
+    {"Gbps", 1e9 / 8},    {"Tbps", 1e12 / 8},      {"B/s", 1.0},
+    {"KB/s", 1e3},        {"kB/s", 1e3},           {"MB/s", 1e6},
+    {"GB/s", 1e9},        {"TB/s", 1e12},          {"KiB/s", 1024.0},
+    {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0}, {"TiB/s", 1099511627776.0},
+    {"Bps", 1.0},         {"KBps", 1e3},           {"MBps", 1e6},
+    {"GBps", 1e9},        {"TBps", 1e12},
 };
 
 constexpr UnitRow kFlopUnits[] = {
-    {"FLOPS", 1.0},    {"KFLOPS", 1e3},    {"MFLOPS", 1e6},    {"GFLOPS", 1e9},
-    {"TFLOPS", 1e12},  {"PFLOPS", 1e15},   {"EFLOPS", 1e18},   {"FLOP/s", 1.0},
-    {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12},  {"PFLOP/s", 1e15},
+    {"FLOPS", 1.0},   {"KFLOPS", 1e3}, {"MFLOPS", 1e6},  {"GFLOPS", 1e9},   {"TFLOPS", 1e12},  {"PFLOPS", 1e15},
+    {"EFLOPS", 1e18}, {"FLOP/s", 1.0}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
 };
 
 constexpr QuantityKind kTime{"a duration", "\"2.5 us\" or \"10 ms\"", kTimeUnits, false};
@@ -72,8 +72,9 @@ std::string_view trim(std::string_view s) {
 
 bool same_unit(std::string_view a, std::string_view b, bool case_insensitive) {
   if (!case_insensitive) return a == b;
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y)); });
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
 }
 
 std::string unit_list(const QuantityKind& kind) {
@@ -88,15 +89,18 @@ double parse_quantity(const std::string& text, const QuantityKind& kind, const s
   const std::string_view s = trim(text);
   double number = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
-  const bool numeric_start = !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.' || s[0] == '-');
+  const bool numeric_start =
+      !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.' || s[0] == '-');
   if (ec != std::errc() || !numeric_start || !std::isfinite(number))
     throw InputError(file, where, fmt::format("'{}' is not {} (expected e.g. {})", text, kind.what, kind.examples));
   const std::string_view unit = trim(s.substr(static_cast<std::size_t>(end - s.data())));
-  if (unit.empty()) throw InputError(file, where, fmt::format("'{}' has no unit (expected e.g. {})", text, kind.examples));
+  if (unit.empty())
+    throw InputError(file, where, fmt::format("'{}' has no unit (expected e.g. {})", text, kind.examples));
   if (number < 0) throw InputError(file, where, fmt::format("'{}' is negative", text));
   for (const auto& row : kind.units)
     if (same_unit(unit, row.name, kind.case_insensitive)) return number * row.factor;
-  throw InputError(file, where, fmt::format("'{}' has an unknown unit '{}' (expected one of {})", text, unit, unit_list(kind)));
+  throw InputError(file, where,
+                   fmt::format("'{}' has an unknown unit '{}' (expected one of {})", text, unit, unit_list(kind)));
 }
 
 // Writes `value / factor` with `unit` when that text parses back to exactly `value`.
@@ -156,9 +160,12 @@ std::string format_bandwidth(Bandwidth bw, bool bits) {
   const double v = bw.bytes_per_s();
   auto same = [v](const std::string& text) { return parse_bandwidth(text, "", "").bytes_per_s() == v; };
   std::string text;
-  if (bits) text = exact_text(v, 1e9 / 8, "Gb/s", same);
-  else if (v >= 1e12) text = exact_text(v, 1e12, "TB/s", same);
-  else text = exact_text(v, 1e9, "GB/s", same);
+  if (bits)
+    text = exact_text(v, 1e9 / 8, "Gb/s", same);
+  else if (v >= 1e12)
+    text = exact_text(v, 1e12, "TB/s", same);
+  else
+    text = exact_text(v, 1e9, "GB/s", same);
   if (text.empty()) text = exact_text(v, 1.0, "B/s", same);
   return text;
 }

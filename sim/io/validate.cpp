@@ -47,7 +47,8 @@ void check_model(const ModelSpec& m, const Checker& c) {
   c.positive(m.vocab, "/model/vocab");
   c.positive(m.seq_len, "/model/seq_len");
   c.require(m.hidden % m.heads == 0, "/model/heads", "hidden ({}) is not divisible by heads ({})", m.hidden, m.heads);
-  c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads, m.heads);
+  c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
+            m.heads);
   c.require(m.moe.experts >= 0, "/model/moe/experts", "must not be negative, got {}", m.moe.experts);
   if (m.moe.experts == 0) return;
   c.require(m.moe.top_k >= 1 && m.moe.top_k <= m.moe.experts, "/model/moe/top_k",
@@ -82,12 +83,15 @@ void check_cluster(const ClusterSpec& cl, const Checker& c) {
   c.require(cl.inter_node.latency >= Time::zero(), "/cluster/inter_node/latency", "must not be negative");
   c.require(cl.inter_node.oversubscription >= 1, "/cluster/inter_node/oversubscription",
             "must be at least 1 (1 = full bisection bandwidth), got {}", cl.inter_node.oversubscription);
-  c.require(cl.tuning.launch_overhead >= Time::zero(), "/cluster/collective_tuning/launch_overhead", "must not be negative");
+  c.require(cl.tuning.launch_overhead >= Time::zero(), "/cluster/collective_tuning/launch_overhead",
+            "must not be negative");
   c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
-  c.require(cl.tuning.ramp_half_bytes.count() >= 0, "/cluster/collective_tuning/ramp_half_bytes", "must not be negative");
+  c.require(cl.tuning.ramp_half_bytes.count() >= 0, "/cluster/collective_tuning/ramp_half_bytes",
+            "must not be negative");
   c.require(cl.tuning.ramp_exponent > 0, "/cluster/collective_tuning/ramp_exponent", "must be positive, got {}",
             cl.tuning.ramp_exponent);
-  c.require(cl.tuning.latency_floor >= Time::zero(), "/cluster/collective_tuning/latency_floor", "must not be negative");
+  c.require(cl.tuning.latency_floor >= Time::zero(), "/cluster/collective_tuning/latency_floor",
+            "must not be negative");
   c.fraction(cl.tuning.ll128_efficiency, "/cluster/collective_tuning/ll128_efficiency");
 }
 
@@ -108,12 +112,12 @@ void check_degrees(const ParallelSpec& p, const Checker& c) {
   c.positive(p.ep, "/parallel/ep");
   c.positive(p.virtual_stages, "/parallel/virtual_stages");
   if (p.schedule == Schedule::interleaved) {
-    c.require(p.virtual_stages >= 2, "/parallel/virtual_stages", "the interleaved schedule needs virtual_stages >= 2, got {}",
-              p.virtual_stages);
+    c.require(p.virtual_stages >= 2, "/parallel/virtual_stages",
+              "the interleaved schedule needs virtual_stages >= 2, got {}", p.virtual_stages);
     c.require(p.pp >= 2, "/parallel/pp", "the interleaved schedule needs pp >= 2, got {}", p.pp);
   } else {
-    c.require(p.virtual_stages == 1, "/parallel/virtual_stages", "virtual_stages {} needs \"schedule\": \"interleaved\"",
-              p.virtual_stages);
+    c.require(p.virtual_stages == 1, "/parallel/virtual_stages",
+              "virtual_stages {} needs \"schedule\": \"interleaved\"", p.virtual_stages);
   }
 }
 
@@ -123,17 +127,21 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
   // Megatron replicates KV heads when tp exceeds them.
   c.require(m.kv_heads % p.tp == 0 || p.tp % m.kv_heads == 0, "/parallel/tp",
             "model.kv_heads ({}) and tp ({}) must divide one another", m.kv_heads, p.tp);
-  c.require(m.ffn_hidden % p.tp == 0, "/parallel/tp", "model.ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden, p.tp);
+  c.require(m.ffn_hidden % p.tp == 0, "/parallel/tp", "model.ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden,
+            p.tp);
   if (p.sequence_parallel)
     c.require(m.seq_len % p.tp == 0, "/parallel/sequence_parallel", "model.seq_len ({}) is not divisible by tp ({})",
               m.seq_len, p.tp);
   if (p.cp > 1)
     c.require(m.seq_len % (2 * p.cp) == 0, "/parallel/cp",
-              "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len, 2 * p.cp);
+              "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len,
+              2 * p.cp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
-    c.require(m.layers % chunks == 0, "/parallel/pp", "model.layers ({}) is not divisible by pp·virtual_stages ({}); give parallel.stage_layers for an uneven split",
-              m.layers, chunks);
+    c.require(
+        m.layers % chunks == 0, "/parallel/pp",
+        "model.layers ({}) is not divisible by pp·virtual_stages ({}); give parallel.stage_layers for an uneven split",
+        m.layers, chunks);
   } else {
     c.require(static_cast<int>(p.stage_layers.size()) == chunks, "/parallel/stage_layers",
               "has {} entries but pp·virtual_stages is {}", p.stage_layers.size(), chunks);
@@ -146,14 +154,16 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(p.ep == 1, "/parallel/ep", "expert parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
-  c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})", m.moe.experts, p.ep);
-  c.require(p.dp * p.cp % p.ep == 0, "/parallel/ep", "ep ({}) must divide dp·cp ({}): experts are spread over data-parallel ranks",
-            p.ep, p.dp * p.cp);
+  c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
+            m.moe.experts, p.ep);
+  c.require(p.dp * p.cp % p.ep == 0, "/parallel/ep",
+            "ep ({}) must divide dp·cp ({}): experts are spread over data-parallel ranks", p.ep, p.dp * p.cp);
 }
 
 void check_training(const Scenario& s, const Checker& c) {
   const TrainingSpec& t = s.training;
-  c.require(t.global_batch > 0, "/training/global_batch", "must be positive (sequences per step), got {}", t.global_batch);
+  c.require(t.global_batch > 0, "/training/global_batch", "must be positive (sequences per step), got {}",
+            t.global_batch);
   c.positive(t.micro_batch, "/training/micro_batch");
   c.require(t.global_batch % (t.micro_batch * s.parallel.dp) == 0, "/training/global_batch",
             "{} is not divisible by micro_batch·dp ({}·{})", t.global_batch, t.micro_batch, s.parallel.dp);
@@ -166,14 +176,18 @@ void check_training(const Scenario& s, const Checker& c) {
 
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
   c.require(d.bucket_cap_mb > 0, "/data_parallel/bucket_cap_mb", "must be positive (MiB), got {}", d.bucket_cap_mb);
-  c.require(d.first_bucket_mb > 0, "/data_parallel/first_bucket_mb", "must be positive (MiB), got {}", d.first_bucket_mb);
-  c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 || d.grad_reduce_dtype == Precision::fp32,
+  c.require(d.first_bucket_mb > 0, "/data_parallel/first_bucket_mb", "must be positive (MiB), got {}",
+            d.first_bucket_mb);
+  c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
+                d.grad_reduce_dtype == Precision::fp32,
             "/data_parallel/grad_reduce_dtype", "must be bf16, fp16 or fp32, got {}", to_string(d.grad_reduce_dtype));
   c.positive(d.max_inflight_all_gathers, "/data_parallel/max_inflight_all_gathers");
-  c.require(d.fsdp_version == 1 || d.fsdp_version == 2, "/data_parallel/fsdp_version", "must be 1 or 2, got {}", d.fsdp_version);
+  c.require(d.fsdp_version == 1 || d.fsdp_version == 2, "/data_parallel/fsdp_version", "must be 1 or 2, got {}",
+            d.fsdp_version);
   c.require(d.shard_group >= 0, "/data_parallel/shard_group", "must not be negative, got {}", d.shard_group);
   if (d.kind == DpKind::hsdp && d.shard_group > 0)
-    c.require(p.dp % d.shard_group == 0, "/data_parallel/shard_group", "{} does not divide dp ({})", d.shard_group, p.dp);
+    c.require(p.dp % d.shard_group == 0, "/data_parallel/shard_group", "{} does not divide dp ({})", d.shard_group,
+              p.dp);
 }
 
 }  // namespace

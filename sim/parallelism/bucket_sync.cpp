@@ -49,8 +49,7 @@ void BucketSync::launch_ready(StepBuilder& b) {
 
 void BucketSync::launch(StepBuilder& b, std::vector<OpIndex> waits) {
   const Bucket& bucket = layout_.buckets[next_];
-  launched_.push_back(
-      b.collective(CommKind::dp, op_, bucket.size, fmt::format("bucket {}", next_), std::move(waits)));
+  launched_.push_back(b.collective(CommKind::dp, op_, bucket.size, fmt::format("bucket {}", next_), std::move(waits)));
   ++next_;
 }
 

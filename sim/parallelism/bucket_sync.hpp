@@ -36,7 +36,7 @@ class BucketSync {
   std::vector<int> missing_;       // per bucket: gradients still to come
   std::vector<OpIndex> producer_;  // per bucket: the op producing its last gradient
   std::map<std::pair<int, workload::Role>, std::vector<int>> tensors_at_;  // by (block, role)
-  std::size_t next_ = 0;  // next bucket to launch
+  std::size_t next_ = 0;                                                   // next bucket to launch
   std::vector<OpIndex> launched_;
 };
 

@@ -26,8 +26,6 @@ class Ddp final : public DataParallel {
 
 }  // namespace
 
-std::unique_ptr<DataParallel> make_ddp(const Scenario& scenario) {
-  return std::make_unique<Ddp>(scenario);
-}
+std::unique_ptr<DataParallel> make_ddp(const Scenario& scenario) { return std::make_unique<Ddp>(scenario); }
 
 }  // namespace stepsim::parallelism

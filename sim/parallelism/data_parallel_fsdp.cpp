@@ -203,8 +203,7 @@ void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   if (fsdp2() && last_reduce_scatter_) {
     b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
   }
-  last_reduce_scatter_ =
-      b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
+  last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
   if (!replicate_) return;
   last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.grads / shard_ranks_,
                                   fmt::format("{} shard", u.label), {*last_reduce_scatter_});
@@ -221,24 +220,21 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
   const Bytes layer = units.size() > 1 ? units[1].params : Bytes(0);
   const DataParallelSpec& d = s.data_parallel;
   const std::string knobs =
-      d.fsdp_version == 2
-          ? std::string("implicit one-unit prefetch both ways")
-          : fmt::format("backward prefetch {}, forward prefetch {}, at most {} AllGathers in flight",
-                        d.backward_prefetch == BackwardPrefetch::pre    ? "pre"
-                        : d.backward_prefetch == BackwardPrefetch::post ? "post"
-                                                                        : "none",
-                        d.forward_prefetch ? "on" : "off", d.max_inflight_all_gathers);
-  return fmt::format("FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
-                     "{} gathered per layer over {} DP ranks, {}, {}; AllGather and "
-                     "ReduceScatter every micro-batch; Adam on 1/{} of the parameters",
-                     d.fsdp_version, units.size(), format_size(layer), shard_ranks, knobs,
-                     d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward",
-                     shard_ranks);
+      d.fsdp_version == 2 ? std::string("implicit one-unit prefetch both ways")
+                          : fmt::format("backward prefetch {}, forward prefetch {}, at most {} AllGathers in flight",
+                                        d.backward_prefetch == BackwardPrefetch::pre    ? "pre"
+                                        : d.backward_prefetch == BackwardPrefetch::post ? "post"
+                                                                                        : "none",
+                                        d.forward_prefetch ? "on" : "off", d.max_inflight_all_gathers);
+  return fmt::format(
+      "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
+      "{} gathered per layer over {} DP ranks, {}, {}; AllGather and "
+      "ReduceScatter every micro-batch; Adam on 1/{} of the parameters",
+      d.fsdp_version, units.size(), format_size(layer), shard_ranks, knobs,
+      d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward", shard_ranks);
 }
 
-std::string fsdp_notes(const Scenario& scenario) {
-  return sharded_fsdp_notes(scenario, scenario.parallel.dp);
-}
+std::string fsdp_notes(const Scenario& scenario) { return sharded_fsdp_notes(scenario, scenario.parallel.dp); }
 
 std::unique_ptr<DataParallel> make_fsdp(const Scenario& scenario) {
   return make_sharded_fsdp(scenario, scenario.parallel.dp);

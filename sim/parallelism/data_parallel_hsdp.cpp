@@ -25,8 +25,7 @@ int shard_ranks(const Scenario& s) {
   const int shard = std::min(per_node, dp);
   if (dp % shard != 0) {
     throw InputError(s.source, "/data_parallel/shard_group",
-                     fmt::format("one node's {} DP ranks do not divide dp ({}); set shard_group",
-                                 shard, dp));
+                     fmt::format("one node's {} DP ranks do not divide dp ({}); set shard_group", shard, dp));
   }
   return shard;
 }
@@ -39,9 +38,10 @@ std::unique_ptr<DataParallel> make_hsdp(const Scenario& scenario) {
 
 std::string hsdp_notes(const Scenario& scenario) {
   const int shard = shard_ranks(scenario);
-  return fmt::format("HSDP: shard groups of {} DP ranks, gradient shards all-reduced across {} "
-                     "groups; {}", shard, scenario.parallel.dp / shard,
-                     sharded_fsdp_notes(scenario, shard));
+  return fmt::format(
+      "HSDP: shard groups of {} DP ranks, gradient shards all-reduced across {} "
+      "groups; {}",
+      shard, scenario.parallel.dp / shard, sharded_fsdp_notes(scenario, shard));
 }
 
 // The shard group: consecutive DP ranks; the replica group: the DP ranks at the same place

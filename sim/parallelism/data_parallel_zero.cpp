@@ -5,8 +5,8 @@
 // every one); they differ in gradient memory only.
 #include <algorithm>
 #include <map>
-#include <string>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -32,9 +32,7 @@ class Zero final : public DataParallel {
   void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
   std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
   void before_block(StepBuilder& b, const BlockSite& site) override;
-  workload::OpCost optimizer_op(const workload::OpCost& whole) const override {
-    return sharded_optimizer(whole, dp_);
-  }
+  workload::OpCost optimizer_op(const workload::OpCost& whole) const override { return sharded_optimizer(whole, dp_); }
   void after_optimizer(StepBuilder& b, OpIndex optimizer) override;
 
  private:
@@ -59,8 +57,7 @@ Zero::Zero(const Scenario& s)
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
       param_bytes_(element_bytes(s.training.precision)) {
   if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
-    throw InputError(s.source, "/data_parallel/overlap_param_gather",
-                     "needs overlap_grad_reduce, as in Megatron");
+    throw InputError(s.source, "/data_parallel/overlap_param_gather", "needs overlap_grad_reduce, as in Megatron");
   }
   const BucketLayout& layout = sync_.layout();
   const std::size_t n = layout.buckets.size();
@@ -96,8 +93,8 @@ void Zero::dispatch(StepBuilder& b, std::size_t g, std::vector<OpIndex> waits) {
   const BucketLayout& layout = sync_.layout();
   const std::size_t k = gradient_bucket(g);
   const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
-  gathered_[g] = b.collective(CommKind::dp, CollOp::allgather, size,
-                              fmt::format("bucket {} params", k), std::move(waits));
+  gathered_[g] =
+      b.collective(CommKind::dp, CollOp::allgather, size, fmt::format("bucket {} params", k), std::move(waits));
 }
 
 // Buckets the forward did not gather (all of them without overlap_param_gather).
@@ -109,9 +106,7 @@ void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
 
 }  // namespace
 
-std::unique_ptr<DataParallel> make_zero(const Scenario& scenario) {
-  return std::make_unique<Zero>(scenario);
-}
+std::unique_ptr<DataParallel> make_zero(const Scenario& scenario) { return std::make_unique<Zero>(scenario); }
 
 std::string zero_notes(const Scenario& s) {
   const BucketLayout layout = megatron_bucket_layout(s);
@@ -122,10 +117,9 @@ std::string zero_notes(const Scenario& s) {
       "distributed optimizer ({}): {} gradient buckets of at least {} M parameters "
       "reduce-scattered in the last micro-batch, Adam on 1/{} of {} M parameters, parameters "
       "all-gathered {}{}",
-      zero2 ? "zero2" : "zero1", layout.buckets.size(),
-      std::max(40LL, static_cast<long long>(s.parallel.dp)), s.parallel.dp, elements / 1'000'000,
-      s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward"
-                                           : "after the optimizer step",
+      zero2 ? "zero2" : "zero1", layout.buckets.size(), std::max(40LL, static_cast<long long>(s.parallel.dp)),
+      s.parallel.dp, elements / 1'000'000,
+      s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step",
       zero2 ? " (gradients sharded too; communication as zero1, as in Megatron)" : "");
 }
 

@@ -22,19 +22,19 @@ struct LayerShape {
   bool gelu;
 };
 
-void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
-         long long elements, int block, Role role) {
+void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long elements, int block,
+         Role role) {
   out.push_back({fmt::format("{} {}", prefix, name), elements, block, role});
 }
 
-void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
-              const LayerShape& s, int block, Role role) {
+void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const char* name, const LayerShape& s, int block,
+              Role role) {
   add(out, prefix, fmt::format("{}.weight", name).c_str(), s.hidden, block, role);
   if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), s.hidden, block, role);
 }
 
-void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name,
-                long long weight, long long bias, const LayerShape& s, int block, Role role) {
+void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long weight,
+                long long bias, const LayerShape& s, int block, Role role) {
   add(out, prefix, fmt::format("{}.weight", name).c_str(), weight, block, role);
   if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), bias, block, role);
 }
@@ -44,8 +44,7 @@ LayerShape layer_shape(const ModelSpec& m, int tp) {
   const long long kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
   const long long fc1 = m.mlp == MlpKind::swiglu ? 2 * ffn : ffn;
-  return {m.hidden, (m.hidden + 2 * kv * head_dim) / tp, m.hidden / tp, fc1 / tp, ffn / tp,
-          m.mlp == MlpKind::gelu};
+  return {m.hidden, (m.hidden + 2 * kv * head_dim) / tp, m.hidden / tp, fc1 / tp, ffn / tp, m.mlp == MlpKind::gelu};
 }
 
 void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
@@ -80,9 +79,8 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   return out;
 }
 
-std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors,
-                                   const std::vector<int>& order, int element_bytes,
-                                   Bytes first_cap, Bytes cap) {
+std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,
+                                   int element_bytes, Bytes first_cap, Bytes cap) {
   std::vector<Bucket> buckets;
   Bucket current;
   for (int t : order) {
@@ -121,8 +119,8 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
   const DataParallelSpec& dp = scenario.data_parallel;
   const int bytes = element_bytes(dp.grad_reduce_dtype);
   const long long elements = std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
-  const Bytes cap = dp.overlap_grad_reduce ? Bytes(elements * bytes)
-                                           : Bytes{std::numeric_limits<std::int64_t>::max() / 4};
+  const Bytes cap =
+      dp.overlap_grad_reduce ? Bytes(elements * bytes) : Bytes{std::numeric_limits<std::int64_t>::max() / 4};
   layout.buckets = assign_buckets(layout.tensors, order, bytes, cap, cap);
   return layout;
 }

@@ -12,7 +12,7 @@
 namespace stepsim::parallelism {
 
 struct GradTensor {
-  std::string name;     // "L3 fc1.weight"
+  std::string name;  // "L3 fc1.weight"
   long long elements = 0;
   int block = 0;        // OpSite::block numbering: 0 embedding, 1..layers, layers+1 head
   workload::Role role;  // the op whose backward produces this gradient
@@ -32,9 +32,8 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& model, const ParallelS
 
 // Buckets over `tensors` taken in `order`: the first capped at `first_cap`, the others at
 // `cap`; a bucket closes once it reaches its cap, so it exceeds it by at most its last tensor.
-std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors,
-                                   const std::vector<int>& order, int element_bytes,
-                                   Bytes first_cap, Bytes cap);
+std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,
+                                   int element_bytes, Bytes first_cap, Bytes cap);
 
 struct BucketLayout {
   std::vector<GradTensor> tensors;  // registration order

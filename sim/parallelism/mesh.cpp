@@ -12,17 +12,19 @@ namespace stepsim::parallelism {
 
 int dim_size(const ParallelSpec& p, Dim d) {
   switch (d) {
-    case Dim::tp: return p.tp;
-    case Dim::cp: return p.cp;
-    case Dim::dp: return p.dp;
-    case Dim::pp: return p.pp;
+    case Dim::tp:
+      return p.tp;
+    case Dim::cp:
+      return p.cp;
+    case Dim::dp:
+      return p.dp;
+    case Dim::pp:
+      return p.pp;
   }
   return 1;
 }
 
-int global_rank(const ParallelSpec& p, const Coord& c) {
-  return c.tp + p.tp * (c.cp + p.cp * (c.dp + p.dp * c.pp));
-}
+int global_rank(const ParallelSpec& p, const Coord& c) { return c.tp + p.tp * (c.cp + p.cp * (c.dp + p.dp * c.pp)); }
 
 Coord coord_of(const ParallelSpec& p, int rank) {
   Coord c;
@@ -39,10 +41,14 @@ namespace {
 
 int& coordinate(Coord& c, Dim d) {
   switch (d) {
-    case Dim::tp: return c.tp;
-    case Dim::cp: return c.cp;
-    case Dim::dp: return c.dp;
-    case Dim::pp: return c.pp;
+    case Dim::tp:
+      return c.tp;
+    case Dim::cp:
+      return c.cp;
+    case Dim::dp:
+      return c.dp;
+    case Dim::pp:
+      return c.pp;
   }
   return c.tp;
 }
@@ -96,8 +102,8 @@ std::vector<SimulatedRank> every_rank(const ParallelSpec& p) {
 
 std::string describe_group(const char* kind, const std::vector<int>& ranks, int gpus_per_node) {
   const collectives::GroupShape s = shape_of(ranks, gpus_per_node);
-  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node {}", kind, s.ranks,
-                     s.nodes, s.ranks_per_node, ranks_string(ranks));
+  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node {}", kind, s.ranks, s.nodes,
+                     s.ranks_per_node, ranks_string(ranks));
 }
 
 }  // namespace
@@ -108,10 +114,8 @@ std::vector<SimulatedRank> simulated_ranks(const ParallelSpec& p, RankMode mode)
 
 std::string placement_description(const Scenario& scenario) {
   const ParallelSpec& p = scenario.parallel;
-  std::string out =
-      "ranks placed TP innermost, then CP, DP, PP outermost (Megatron order tp-cp-ep-dp-pp)";
-  constexpr std::pair<Dim, const char*> kDims[] = {
-      {Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
+  std::string out = "ranks placed TP innermost, then CP, DP, PP outermost (Megatron order tp-cp-ep-dp-pp)";
+  constexpr std::pair<Dim, const char*> kDims[] = {{Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
     out += "; " + describe_group(name, group_ranks(p, 0, dim), scenario.cluster.gpus_per_node);

@@ -4,14 +4,12 @@
 
 namespace stepsim::parallelism {
 
-ModelCosts::ModelCosts(const Scenario& scenario, const hardware::GpuModel& gpu)
-    : scenario_(scenario), gpu_(gpu) {}
+ModelCosts::ModelCosts(const Scenario& scenario, const hardware::GpuModel& gpu) : scenario_(scenario), gpu_(gpu) {}
 
 Time ModelCosts::compute(const workload::OpCost& op) const { return gpu_.duration(op); }
 
 CollectiveCost ModelCosts::collective(const collectives::Request& request) const {
-  const collectives::Choice choice =
-      collectives::predict(scenario_.cluster, scenario_.collectives, request);
+  const collectives::Choice choice = collectives::predict(scenario_.cluster, scenario_.collectives, request);
   return {choice.latency, choice.algbw, collectives::link_load(request, choice)};
 }
 

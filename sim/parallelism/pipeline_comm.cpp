@@ -20,8 +20,8 @@ namespace {
 Bytes embedding_grad(const Scenario& s, int stage) {
   if (!s.model.tied_embeddings || s.parallel.pp <= 1) return Bytes{0};
   const ParallelSpec& p = s.parallel;
-  const bool holds = stage_holds_block(p, s.model.layers, stage, 0) ||
-                     stage_holds_block(p, s.model.layers, stage, s.model.layers + 1);
+  const bool holds =
+      stage_holds_block(p, s.model.layers, stage, 0) || stage_holds_block(p, s.model.layers, stage, s.model.layers + 1);
   if (!holds) return Bytes{0};
   return Bytes(s.model.vocab / p.tp * s.model.hidden * element_bytes(s.data_parallel.grad_reduce_dtype));
 }
@@ -39,8 +39,8 @@ void PipelineComm::receive(StepBuilder& b, const PipelineOp& op) const {
   const int vs = virtual_stage(op);
   if (op.forward ? vs == 0 : vs == last_virtual_) return;
   const PpLink link = op.forward ? PpLink::forward_in : PpLink::backward_in;
-  const std::string what = fmt::format("{} from stage {}", op.forward ? "activation" : "gradient",
-                                       peer(op.forward ? -1 : 1));
+  const std::string what =
+      fmt::format("{} from stage {}", op.forward ? "activation" : "gradient", peer(op.forward ? -1 : 1));
   const OpIndex recv = b.pp_collective(link, CollOp::sendrecv, message_, what, {});
   b.defer_wait(recv, WaitRule::next_op, workload::Role::optimizer);
 }
@@ -49,15 +49,14 @@ void PipelineComm::send(StepBuilder& b, const PipelineOp& op) const {
   const int vs = virtual_stage(op);
   if (op.forward ? vs == last_virtual_ : vs == 0) return;
   const PpLink link = op.forward ? PpLink::forward_out : PpLink::backward_out;
-  const std::string what = fmt::format("{} to stage {}", op.forward ? "activation" : "gradient",
-                                       peer(op.forward ? 1 : -1));
+  const std::string what =
+      fmt::format("{} to stage {}", op.forward ? "activation" : "gradient", peer(op.forward ? 1 : -1));
   b.pp_collective(link, CollOp::sendrecv, message_, what, b.last_compute());
 }
 
 std::vector<OpIndex> PipelineComm::sync_embedding(StepBuilder& b, std::vector<OpIndex> waits) const {
   if (embedding_grad_.count() == 0) return {};
-  return {b.pp_collective(PpLink::embedding, CollOp::allreduce, embedding_grad_,
-                          "embedding grad", std::move(waits))};
+  return {b.pp_collective(PpLink::embedding, CollOp::allreduce, embedding_grad_, "embedding grad", std::move(waits))};
 }
 
 }  // namespace stepsim::parallelism

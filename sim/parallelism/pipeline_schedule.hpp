@@ -18,9 +18,9 @@ struct PipelineOp {
 };
 
 struct PipelineShape {
-  int stages = 1;        // p
-  int micro_batches = 1; // m, per pipeline replica and step
-  int chunks = 1;        // v, model chunks per stage
+  int stages = 1;         // p
+  int micro_batches = 1;  // m, per pipeline replica and step
+  int chunks = 1;         // v, model chunks per stage
 };
 
 using ScheduleOrder = std::vector<PipelineOp> (*)(const PipelineShape& shape, int stage);

@@ -38,20 +38,20 @@ void check_supported(const Scenario& s) {
   require_one(s, s.parallel.ep, "/parallel/ep", "expert parallelism");
   if (s.training.micro_batches(s.parallel.dp) < 1) {
     throw InputError(s.source, "/training/global_batch",
-                     fmt::format("global batch {} is smaller than micro_batch {} times dp {}",
-                                 s.training.global_batch, s.training.micro_batch, s.parallel.dp));
+                     fmt::format("global batch {} is smaller than micro_batch {} times dp {}", s.training.global_batch,
+                                 s.training.micro_batch, s.parallel.dp));
   }
   const long long m = s.training.micro_batches(s.parallel.dp);
   if (s.parallel.schedule == Schedule::interleaved && m % s.parallel.pp != 0) {
     throw InputError(s.source, "/training/global_batch",
                      fmt::format("the interleaved schedule needs the micro-batches per replica ({}) "
-                                 "to be a multiple of pp ({})", m, s.parallel.pp));
+                                 "to be a multiple of pp ({})",
+                                 m, s.parallel.pp));
   }
 }
 
 PipelineShape pipeline_shape(const Scenario& s) {
-  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)),
-          s.parallel.virtual_stages};
+  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages};
 }
 
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of
@@ -221,8 +221,7 @@ class Layout {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-    b.add_communicator(c.kind, {group(c, members, index), stream,
-                                shape_of(members, s_.cluster.gpus_per_node)});
+    b.add_communicator(c.kind, {group(c, members, index), stream, shape_of(members, s_.cluster.gpus_per_node)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -254,8 +253,8 @@ class Layout {
     }
     const bool outer = stage == 0 || stage == p.pp - 1;
     if (s_.model.tied_embeddings && p.pp > 1 && outer) {
-      add_pp_link(index, b, PpLink::embedding, "pp embedding",
-                  {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)}, "pp embedding");
+      add_pp_link(index, b, PpLink::embedding, "pp embedding", {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)},
+                  "pp embedding");
     }
   }
 
@@ -267,16 +266,15 @@ class Layout {
   }
 
   // Pipeline groups are keyed by name and members (the sender first).
-  void add_pp_link(std::size_t index, StepBuilder& b, PpLink link, const char* name,
-                   std::vector<int> members, const char* stream_name) {
+  void add_pp_link(std::size_t index, StepBuilder& b, PpLink link, const char* name, std::vector<int> members,
+                   const char* stream_name) {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(stream_name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-    const auto [it, inserted] = pp_groups_.try_emplace({name, members},
-                                                       static_cast<std::int32_t>(program_.groups.size()));
+    const auto [it, inserted] =
+        pp_groups_.try_emplace({name, members}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) {
-      program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {},
-                                 ranks_string(members)});
+      program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.gpus_per_node)});
@@ -284,11 +282,10 @@ class Layout {
 
   // Groups partition the ranks, so a group's first member names it.
   std::int32_t group(const Comm& c, const std::vector<int>& members, std::size_t index) {
-    const auto [it, inserted] = groups_.try_emplace({c.kind, members.front()},
-                                                    static_cast<std::int32_t>(program_.groups.size()));
+    const auto [it, inserted] =
+        groups_.try_emplace({c.kind, members.front()}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) {
-      program_.groups.push_back({c.name, c.kind, static_cast<int>(members.size()), {},
-                                 ranks_string(members)});
+      program_.groups.push_back({c.name, c.kind, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     return it->second;
@@ -303,8 +300,7 @@ class Layout {
 
 }  // namespace
 
-engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work,
-                              const Costs& costs) {
+engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work, const Costs& costs) {
   check_supported(scenario);
   engine::Program program;
   program.kernel_launch = costs.kernel_launch();
@@ -335,11 +331,11 @@ std::string pipeline_notes(const Scenario& s) {
   for (const ChunkLayers& c : chunk_layers(p, s.model.layers)) layers.push_back(c.layers);
   const Bytes message(s.training.micro_batch * s.model.seq_len / p.cp * s.model.hidden *
                       element_bytes(s.training.precision) / p.tp);
-  return fmt::format("; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
-                     "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
-                     "between adjacent stages of the pp group",
-                     schedule, s.training.micro_batches(p.dp), p.virtual_stages, ranks_string(layers),
-                     format_size(message));
+  return fmt::format(
+      "; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
+      "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
+      "between adjacent stages of the pp group",
+      schedule, s.training.micro_batches(p.dp), p.virtual_stages, ranks_string(layers), format_size(message));
 }
 
 std::string placement_notes(const Scenario& scenario) {
@@ -352,8 +348,8 @@ std::string placement_notes(const Scenario& scenario) {
   Bytes total{0};
   for (const Bucket& b : layout.buckets) total += b.size;
   return fmt::format("{}; DDP{}: {} gradient tensors in {} buckets, {} in all", notes,
-                     scenario.parallel.pp > 1 ? " on stage 0" : "", layout.tensors.size(),
-                     layout.buckets.size(), format_size(total));
+                     scenario.parallel.pp > 1 ? " on stage 0" : "", layout.tensors.size(), layout.buckets.size(),
+                     format_size(total));
 }
 
 }  // namespace stepsim::parallelism

@@ -13,12 +13,10 @@
 namespace stepsim::parallelism {
 
 // One training step with the real cost models.
-engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work,
-                              const hardware::GpuModel& gpu);
+engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work, const hardware::GpuModel& gpu);
 
 // The same with any cost model (tests use hand-made costs).
-engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work,
-                              const Costs& costs);
+engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work, const Costs& costs);
 
 // Placement and gradient buckets in a few sentences, for the report notes.
 std::string placement_notes(const Scenario& scenario);

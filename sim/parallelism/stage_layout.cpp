@@ -31,8 +31,8 @@ std::vector<ChunkLayers> chunk_layers(const ParallelSpec& parallel, int layers) 
   return out;
 }
 
-const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel,
-                            int stage, int chunk) {
+const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int stage,
+                            int chunk) {
   const auto index = static_cast<std::size_t>(chunk * std::max(parallel.pp, 1) + stage);
   STEPSIM_CHECK(index < chunks.size(), "model chunk outside the stage layout");
   return chunks[index];
@@ -42,8 +42,8 @@ bool stage_holds_block(const ParallelSpec& parallel, int layers, int stage, int 
   return stage_holds_block(chunk_layers(parallel, layers), parallel, layers, stage, block);
 }
 
-bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers,
-                       int stage, int block) {
+bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers, int stage,
+                       int block) {
   for (int c = 0; c < std::max(parallel.virtual_stages, 1); ++c) {
     const ChunkLayers& k = chunk_of(chunks, parallel, stage, c);
     if (block == 0 && k.pre) return true;

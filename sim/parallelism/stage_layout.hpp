@@ -22,13 +22,12 @@ struct ChunkLayers {
 std::vector<ChunkLayers> chunk_layers(const ParallelSpec& parallel, int layers);
 
 // Model chunk `chunk` of pipeline stage `stage`.
-const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel,
-                            int stage, int chunk);
+const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int stage, int chunk);
 
 // Whether `stage` holds OpSite block `block` (0 embedding, 1..layers, layers+1 head).
 bool stage_holds_block(const ParallelSpec& parallel, int layers, int stage, int block);
 // The same with chunk_layers(parallel, layers) computed once by a caller that asks often.
-bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers,
-                       int stage, int block);
+bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers, int stage,
+                       int block);
 
 }  // namespace stepsim::parallelism

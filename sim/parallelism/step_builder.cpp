@@ -12,8 +12,7 @@ namespace stepsim::parallelism {
 
 std::uint32_t BuildState::name(const std::string& text) {
   // Program::intern's bookkeeping, kept here so that building needs no engine code.
-  auto [it, inserted] =
-      program_.name_index.try_emplace(text, static_cast<std::uint32_t>(program_.names.size()));
+  auto [it, inserted] = program_.name_index.try_emplace(text, static_cast<std::uint32_t>(program_.names.size()));
   if (inserted) program_.names.push_back(text);
   return it->second;
 }
@@ -36,8 +35,7 @@ std::string format_size(Bytes size) {
   return fmt::format("{} B", size.count());
 }
 
-StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index)
-    : state_(state), rank_index_(rank_index) {}
+StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index) : state_(state), rank_index_(rank_index) {}
 
 engine::RankProgram& StepBuilder::rank() { return state_.program().ranks[rank_index_]; }
 
@@ -50,17 +48,13 @@ void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) {
   comms_[static_cast<std::size_t>(kind)] = comm;
 }
 
-bool StepBuilder::has_communicator(CommKind kind) const {
-  return comms_[static_cast<std::size_t>(kind)].group >= 0;
-}
+bool StepBuilder::has_communicator(CommKind kind) const { return comms_[static_cast<std::size_t>(kind)].group >= 0; }
 
 void StepBuilder::add_pp_link(PpLink link, const Communicator& comm) {
   pp_links_[static_cast<std::size_t>(link)] = comm;
 }
 
-bool StepBuilder::has_pp_link(PpLink link) const {
-  return pp_links_[static_cast<std::size_t>(link)].group >= 0;
-}
+bool StepBuilder::has_pp_link(PpLink link) const { return pp_links_[static_cast<std::size_t>(link)].group >= 0; }
 
 OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& waits) {
   waits_.insert(waits_.end(), waits.begin(), waits.end());
@@ -73,8 +67,10 @@ OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& wa
 
 bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
   switch (d.rule) {
-    case WaitRule::next_op: return true;
-    case WaitRule::next_other_role: return op.role != d.role;
+    case WaitRule::next_op:
+      return true;
+    case WaitRule::next_other_role:
+      return op.role != d.role;
     case WaitRule::wgrad_of_role:
       return op.role != d.role || op.pass != workload::Pass::backward_data;
   }
@@ -88,8 +84,8 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, const st
 
 OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uint32_t name,
                              const std::vector<OpIndex>& waits) {
-  auto keep = std::stable_partition(deferred_.begin(), deferred_.end(),
-                                    [&](const Deferred& d) { return !attaches(d, cost); });
+  auto keep =
+      std::stable_partition(deferred_.begin(), deferred_.end(), [&](const Deferred& d) { return !attaches(d, cost); });
   for (auto it = keep; it != deferred_.end(); ++it) waits_.push_back(it->op);
   deferred_.erase(keep, deferred_.end());
   engine::Op op;
@@ -136,16 +132,16 @@ OpIndex StepBuilder::pp_collective(PpLink link, CollOp op, Bytes size, const std
 // The call's cost and link loads follow from the key: a communicator's shape is fixed per group.
 std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size) {
   auto& calls = rank().calls;
-  const auto [it, inserted] = calls_.try_emplace({op, kind, comm.group, size.count()},
-                                                 static_cast<std::int32_t>(calls.size()));
+  const auto [it, inserted] =
+      calls_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (!inserted) return it->second;
   const CollectiveCost& cost = state_.collective({op, size, comm.shape});
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
   return it->second;
 }
 
-OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size,
-                                   std::uint32_t name, const std::vector<OpIndex>& waits) {
+OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+                                   const std::vector<OpIndex>& waits) {
   engine::Op e;
   e.kind = engine::OpKind::collective;
   e.stream = comm.stream;
@@ -154,9 +150,7 @@ OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, Coll
   return append(e, waits);
 }
 
-void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) {
-  deferred_.push_back({op, rule, role});
-}
+void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) { deferred_.push_back({op, rule, role}); }
 
 std::vector<OpIndex> StepBuilder::take_deferred() {
   std::vector<OpIndex> out;

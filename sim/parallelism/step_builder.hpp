@@ -77,18 +77,14 @@ class StepBuilder {
                   const std::vector<OpIndex>& waits = {});
   // The same with a name already interned (BuildState::name), for names reused across
   // micro-batches.
-  OpIndex compute(const workload::OpCost& op, Phase phase, std::uint32_t name,
-                  const std::vector<OpIndex>& waits = {});
+  OpIndex compute(const workload::OpCost& op, Phase phase, std::uint32_t name, const std::vector<OpIndex>& waits = {});
   // A collective on `kind`'s stream, named "AllReduce dp bucket 3, 25.0 MiB".
-  OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what,
-                     const std::vector<OpIndex>& waits);
+  OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   // The same with the name from collective_name().
-  OpIndex collective(CommKind kind, CollOp op, Bytes size, std::uint32_t name,
-                     const std::vector<OpIndex>& waits);
+  OpIndex collective(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const std::vector<OpIndex>& waits);
   std::uint32_t collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what);
   // The same on one of the pipeline's links (CommKind::pp).
-  OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
-                        const std::vector<OpIndex>& waits);
+  OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Deferred waits not yet attached (the optimizer takes them).
   std::vector<OpIndex> take_deferred();

@@ -53,14 +53,16 @@ constexpr std::array<Rule, 21> kRules{{
     {Role::fc2, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::lm_head, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
     {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 3, "fwd"},
-    {Role::lm_head, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::lm_head, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
+     "wgrad input"},
     {Role::lm_head, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::lm_head, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::fc2, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "output grad"},
     {Role::fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
     {Role::fc1, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::fc1, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
-    {Role::attn_proj, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "output grad"},
+    {Role::attn_proj, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
+     "output grad"},
     {Role::qkv, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
@@ -94,8 +96,7 @@ TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWo
       layer_message_(work.layer.tp_message),
       pre_message_(work.pre.tp_message.count() > 0 ? work.pre.tp_message : work.layer.tp_message),
       post_message_(work.post.tp_message.count() > 0 ? work.post.tp_message : work.layer.tp_message),
-      loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len /
-                          scenario.parallel.cp * 4)) {}
+      loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len / scenario.parallel.cp * 4)) {}
 
 Bytes TensorParallel::message(const OpSite& site) const {
   if (site.cost->role == Role::loss) return loss_message_;

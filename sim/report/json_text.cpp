@@ -26,8 +26,7 @@ void append_escape(fmt::memory_buffer& buf, char c) {
       buf.append(std::string_view("\\t"));
       return;
     default:
-      fmt::format_to(std::back_inserter(buf), "\\u{:04x}",
-                     static_cast<unsigned>(static_cast<unsigned char>(c)));
+      fmt::format_to(std::back_inserter(buf), "\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
   }
 }
 

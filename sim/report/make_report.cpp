@@ -105,8 +105,7 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
   if (chosen >= 0) {
     const RankTimeline& rank = timeline.ranks[static_cast<std::size_t>(chosen)];
     add_metrics(r, measure(rank, window.start, window.end));
-    if (timeline.ranks.size() > 1)
-      r.notes.push_back(fmt::format("breakdown measured on {}", rank_title(rank)));
+    if (timeline.ranks.size() > 1) r.notes.push_back(fmt::format("breakdown measured on {}", rank_title(rank)));
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");
   return r;

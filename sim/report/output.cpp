@@ -14,13 +14,10 @@
 namespace stepsim::report {
 namespace {
 
-void write_file(const std::string& path, const std::string& tmp,
-                const std::function<void(std::ostream&)>& writer) {
+void write_file(const std::string& path, const std::string& tmp, const std::function<void(std::ostream&)>& writer) {
   errno = 0;
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out)
-    throw InputError(path, "",
-                     fmt::format("cannot open for writing: {}", std::strerror(errno ? errno : EIO)));
+  if (!out) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno ? errno : EIO)));
   writer(out);
   out.flush();
   if (!out) throw InputError(path, "", fmt::format("cannot write: {}", std::strerror(errno ? errno : EIO)));

@@ -53,8 +53,7 @@ void write_breakdown(const Report& r, std::ostream& out) {
   row(out, "  exposed communication", duration(b.exposed_total()), percent(b.exposed_total(), step));
   for (std::size_t k = 0; k < kCommKinds; ++k) {
     const double s = per_kind(b.exposed_comm, k);
-    if (s > 0)
-      row(out, fmt::format("    {}", to_string(static_cast<CommKind>(k))), duration(s), percent(s, step));
+    if (s > 0) row(out, fmt::format("    {}", to_string(static_cast<CommKind>(k))), duration(s), percent(s, step));
   }
   row(out, "  bubble", duration(b.bubble), percent(b.bubble, step));
   row(out, "  optimizer", duration(b.optimizer), percent(b.optimizer, step));

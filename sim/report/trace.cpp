@@ -123,14 +123,12 @@ void RankTraceWriter::collect_slices(const RankTimeline& rank) {
   for (const Interval& iv : rank.intervals) threads_ = std::max<std::uint32_t>(threads_, iv.stream + 1u);
   for (std::size_t i = 0; i < timeline_.steps.size(); ++i) {
     const StepWindow& w = timeline_.steps[i];
-    slices_.push_back(
-        {kStepsTid, ps_to_ns(w.start.ps()), ps_to_ns(w.end.ps()), static_cast<std::uint32_t>(i)});
+    slices_.push_back({kStepsTid, ps_to_ns(w.start.ps()), ps_to_ns(w.end.ps()), static_cast<std::uint32_t>(i)});
   }
   for (std::size_t i = 0; i < rank.intervals.size(); ++i) {
     const Interval& iv = rank.intervals[i];
     const std::uint32_t thread = iv.activity == Activity::bubble ? threads_ + 1 : iv.stream + 1u;
-    slices_.push_back(
-        {thread, ps_to_ns(iv.start.ps()), ps_to_ns(iv.end.ps()), static_cast<std::uint32_t>(i)});
+    slices_.push_back({thread, ps_to_ns(iv.start.ps()), ps_to_ns(iv.end.ps()), static_cast<std::uint32_t>(i)});
   }
   std::sort(slices_.begin(), slices_.end(), slice_order);
 }
@@ -144,8 +142,7 @@ void RankTraceWriter::write_slices(const RankTimeline& rank) {
       lane_tids_.assign(1, thread);
       thread_name(thread, thread_title(rank, thread));
     }
-    const std::size_t lane =
-        lanes_.place(slices_[i].start_ns, std::max(slices_[i].start_ns, slices_[i].end_ns));
+    const std::size_t lane = lanes_.place(slices_[i].start_ns, std::max(slices_[i].start_ns, slices_[i].end_ns));
     if (lane == lane_tids_.size()) {
       lane_tids_.push_back(next_extra_tid_++);
       thread_name(lane_tids_.back(), fmt::format("{} (overlap {})", thread_title(rank, thread), lane));
@@ -160,8 +157,7 @@ void RankTraceWriter::write_slice(const RankTimeline& rank, const Slice& s, std:
   write_interval(rank.intervals[s.index], tid, s.start_ns, dur);
 }
 
-void RankTraceWriter::write_step(const StepWindow& w, std::int64_t tid, std::int64_t start_ns,
-                                 std::int64_t dur_ns) {
+void RankTraceWriter::write_step(const StepWindow& w, std::int64_t tid, std::int64_t start_ns, std::int64_t dur_ns) {
   fmt::memory_buffer& buf = open_event("X", tid);
   buf.append(std::string_view(",\"ts\":"));
   append_us(buf, start_ns);
@@ -174,8 +170,7 @@ void RankTraceWriter::write_step(const StepWindow& w, std::int64_t tid, std::int
 
 // Communication kernels start with "nccl" so that trace tools (HTA) classify them as such.
 void append_interval_name(fmt::memory_buffer& buf, const Timeline& timeline, const Interval& iv) {
-  const std::string_view stored =
-      iv.name < timeline.names.size() ? std::string_view(timeline.names[iv.name]) : "";
+  const std::string_view stored = iv.name < timeline.names.size() ? std::string_view(timeline.names[iv.name]) : "";
   if (iv.activity != Activity::comm || stored.starts_with("nccl")) {
     append_json_string(buf, stored.empty() ? std::string_view(to_string(iv.activity)) : stored);
     return;
@@ -209,8 +204,7 @@ void RankTraceWriter::write_args(fmt::memory_buffer& buf, const Interval& iv) {
   buf.push_back('}');
 }
 
-void RankTraceWriter::write_interval(const Interval& iv, std::int64_t tid, std::int64_t start_ns,
-                                     std::int64_t dur_ns) {
+void RankTraceWriter::write_interval(const Interval& iv, std::int64_t tid, std::int64_t start_ns, std::int64_t dur_ns) {
   fmt::memory_buffer& buf = open_event("X", tid);
   buf.append(std::string_view(",\"ts\":"));
   append_us(buf, start_ns);
@@ -227,8 +221,7 @@ void RankTraceWriter::write_counters(const RankTimeline& rank) {
     fmt::memory_buffer& buf = open_event("C", 0);
     buf.append(std::string_view(",\"ts\":"));
     append_us(buf, ps_to_ns(c.at.ps()));
-    fmt::format_to(std::back_inserter(buf), ",\"name\":\"memory\",\"args\":{{\"allocated\":{}}}",
-                   c.value.count());
+    fmt::format_to(std::back_inserter(buf), ",\"name\":\"memory\",\"args\":{{\"allocated\":{}}}", c.value.count());
     stream_.end_event();
   }
 }

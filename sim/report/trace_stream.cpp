@@ -21,9 +21,7 @@ void append_us(fmt::memory_buffer& buf, std::int64_t ns) {
   fmt::format_to(std::back_inserter(buf), "{}{}.{:03}", sign, mag / 1000, mag % 1000);
 }
 
-TraceStream::TraceStream(std::ostream& out) : out_(out) {
-  buf_.append(std::string_view("{\"traceEvents\":["));
-}
+TraceStream::TraceStream(std::ostream& out) : out_(out) { buf_.append(std::string_view("{\"traceEvents\":[")); }
 
 // A writer abandoned by an exception leaves its partial text unflushed: the caller's
 // write_output removes the file anyway.

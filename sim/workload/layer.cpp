@@ -16,8 +16,7 @@ constexpr double activation_flops = 8.0;
 
 OpCost norm(const char* name, Role role, const LayerShape& s) {
   // Read x, write y (statistics per row are negligible). The norm runs on s/t rows with SP.
-  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, 2.0 * s.act_bytes,
-                     norm_flops);
+  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, 2.0 * s.act_bytes, norm_flops);
 }
 
 OpCost residual(const char* name, Role role, const LayerShape& s) {
@@ -30,8 +29,8 @@ OpCost residual(const char* name, Role role, const LayerShape& s) {
 OpCost activation(const LayerShape& s) {
   // GeLU reads and writes ffn elements; SwiGLU reads gate and up (2·ffn) and writes ffn.
   const double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
-  return elementwise(s.llama_style ? "swiglu" : "gelu", Role::activation, OpClass::elementwise,
-                     s.tokens() * s.ffn, bytes, activation_flops);
+  return elementwise(s.llama_style ? "swiglu" : "gelu", Role::activation, OpClass::elementwise, s.tokens() * s.ffn,
+                     bytes, activation_flops);
 }
 
 std::vector<OpCost> unfused_attention(const LayerShape& s) {
@@ -41,16 +40,14 @@ std::vector<OpCost> unfused_attention(const LayerShape& s) {
   const long long scores = heads * s.seq * s.seq;
   const double ab = s.act_bytes;
   std::vector<OpCost> ops;
-  ops.push_back(gemm("attention scores", Role::attention_core, Pass::forward, s.seq, s.seq,
-                     s.head_dim, s, heads));
-  ops.push_back(elementwise("attention softmax", Role::attention_core, OpClass::elementwise, scores,
-                            2.0 * ab, softmax_flops));
+  ops.push_back(gemm("attention scores", Role::attention_core, Pass::forward, s.seq, s.seq, s.head_dim, s, heads));
+  ops.push_back(
+      elementwise("attention softmax", Role::attention_core, OpClass::elementwise, scores, 2.0 * ab, softmax_flops));
   if (s.dropout()) {
-    ops.push_back(elementwise("attention dropout", Role::attention_core, OpClass::elementwise,
-                              scores, 2.0 * ab + 1.0, 1.0));
+    ops.push_back(
+        elementwise("attention dropout", Role::attention_core, OpClass::elementwise, scores, 2.0 * ab + 1.0, 1.0));
   }
-  ops.push_back(gemm("attention values", Role::attention_core, Pass::forward, s.seq, s.head_dim,
-                     s.seq, s, heads));
+  ops.push_back(gemm("attention values", Role::attention_core, Pass::forward, s.seq, s.head_dim, s.seq, s, heads));
   return ops;
 }
 
@@ -86,11 +83,9 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   ops.push_back(norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
   ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
   for (OpCost& op : attention_core_forward(s)) ops.push_back(std::move(op));
-  ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden,
-                     s.q_width(), s));
+  ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_width(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));
-  ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm",
-                     Role::post_norm, s));
+  ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
   ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
   ops.push_back(activation(s));
   ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));

@@ -28,8 +28,7 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   if (recompute == Recompute::full) return Bytes(std::llround(rows * h * ab));  // layer input
   const double masks = s.dropout() ? 2.0 : 0.0;
   const double replicated = rows * h * (4.0 * ab + masks);
-  const double widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width() +
-                                            s.fc1_out + s.ffn);
+  const double widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width() + s.fc1_out + s.ffn);
   const double split = tokens * widths * ab;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);

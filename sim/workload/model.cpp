@@ -21,8 +21,8 @@ LayerWork build_pre(const LayerShape& s) {
   // reduction; GPT adds learned positions and dropout on top.
   const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.act_bytes;
   LayerWork w;
-  w.forward.push_back(elementwise("embedding", Role::embedding, OpClass::embedding,
-                                  s.tokens() * s.hidden, per_element, 1.0));
+  w.forward.push_back(
+      elementwise("embedding", Role::embedding, OpClass::embedding, s.tokens() * s.hidden, per_element, 1.0));
   append_backward(w.forward.back(), s, w.backward);
   w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.seq * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
@@ -35,13 +35,10 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   // Vocab-parallel cross-entropy reads the logits and keeps fp32 softmax for the backward.
   const long long logits = s.tokens() * s.vocab;
   LayerWork w;
-  w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm",
-                                  Role::final_norm, OpClass::norm, s.norm_tokens() * s.hidden,
-                                  2.0 * s.act_bytes, 8.0));
-  w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab,
-                           s.hidden, s));
-  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits,
-                                  s.act_bytes + 4.0, 6.0));
+  w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, OpClass::norm,
+                                  s.norm_tokens() * s.hidden, 2.0 * s.act_bytes, 8.0));
+  w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
+  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, s.act_bytes + 4.0, 6.0));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
@@ -88,8 +85,8 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
   whole.fc1_out = s.fc1_out * s.tp;
   whole.vocab = m.vocab;
   const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
-  return m.layers * layer_param_count(whole) + build_pre(whole).param_count +
-         build_post(whole, false).param_count + output;
+  return m.layers * layer_param_count(whole) + build_pre(whole).param_count + build_post(whole, false).param_count +
+         output;
 }
 
 }  // namespace
@@ -97,8 +94,7 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
 OpCost optimizer_step(long long params, Precision precision) {
   const bool mixed = element_bytes(precision) < 4;
   const double model_copy = mixed ? 2.0 : 0.0;  // fp8 runs keep a bf16 model copy too
-  return elementwise("adam", Role::optimizer, OpClass::optimizer, params,
-                     adam_state_bytes + model_copy, adam_flops);
+  return elementwise("adam", Role::optimizer, OpClass::optimizer, params, adam_state_bytes + model_copy, adam_flops);
 }
 
 ModelWork build_work(const Scenario& sc) {
@@ -111,8 +107,8 @@ ModelWork build_work(const Scenario& sc) {
   w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);
   // The most loaded stage: ⌈l/p⌉ layers plus the embedding (and the head when p = 1).
   const long long stage_layers = (sc.model.layers + pp - 1) / pp;
-  const long long stage_params = stage_layers * w.layer.param_count + w.pre.param_count +
-                                 (pp == 1 ? w.post.param_count : 0);
+  const long long stage_params =
+      stage_layers * w.layer.param_count + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
   w.optimizer = optimizer_step(stage_params, sc.training.precision);
   w.model_flops_per_step = model_flops(sc, s);
   w.params_total = params_total(sc.model, s);

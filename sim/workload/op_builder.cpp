@@ -15,8 +15,8 @@ constexpr double main_grad_bytes = 8.0;
 
 }  // namespace
 
-OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k,
-            const LayerShape& shape, long long batch) {
+OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k, const LayerShape& shape,
+            long long batch) {
   OpCost op;
   op.name = std::move(name);
   op.role = role;
@@ -35,8 +35,8 @@ OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, lo
   return op;
 }
 
-OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
-                   double bytes_per_element, double flops_per_element) {
+OpCost elementwise(std::string name, Role role, OpClass cls, long long elements, double bytes_per_element,
+                   double flops_per_element) {
   OpCost op;
   op.name = std::move(name);
   op.role = role;
@@ -54,8 +54,10 @@ bool has_weight(const OpCost& op) {
     case Role::attn_proj:
     case Role::fc1:
     case Role::fc2:
-    case Role::lm_head: return op.cls == OpClass::gemm;
-    default: return false;
+    case Role::lm_head:
+      return op.cls == OpClass::gemm;
+    default:
+      return false;
   }
 }
 

@@ -11,13 +11,13 @@
 namespace stepsim::workload {
 
 // C[m×n] = A[m×k]·B[k×n], `batch` times (batched GEMMs of the unfused attention core).
-OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k,
-            const LayerShape& shape, long long batch = 1);
+OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k, const LayerShape& shape,
+            long long batch = 1);
 
 // A memory-bound kernel touching `elements` elements with `bytes_per_element` bytes of HBM
 // traffic and `flops_per_element` vector FLOPs each.
-OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
-                   double bytes_per_element, double flops_per_element);
+OpCost elementwise(std::string name, Role role, OpClass cls, long long elements, double bytes_per_element,
+                   double flops_per_element);
 
 // Appends the backward of forward op `f` to `out`: a weight GEMM gives its data gradient
 // then its weight gradient; anything else one op of twice the bytes and FLOPs.

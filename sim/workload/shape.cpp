@@ -17,23 +17,18 @@ long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 void validate(const Scenario& sc, long long kv_heads, long long ffn) {
   const ModelSpec& m = sc.model;
   const long long t = sc.parallel.tp;
-  require(sc, m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0,
-          "/model", "layers, hidden, heads, seq_len and vocab must be positive");
-  require(sc, t > 0 && sc.training.micro_batch > 0, "/parallel/tp",
-          "tp and training.micro_batch must be positive");
+  require(sc, m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0, "/model",
+          "layers, hidden, heads, seq_len and vocab must be positive");
+  require(sc, t > 0 && sc.training.micro_batch > 0, "/parallel/tp", "tp and training.micro_batch must be positive");
   require(sc, m.hidden % m.heads == 0, "/model/heads",
           fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
   require(sc, m.heads % t == 0, "/parallel/tp",
           fmt::format("tp {} does not divide the {} attention heads", t, m.heads));
-  require(sc, m.heads % kv_heads == 0 && (kv_heads % t == 0 || t % kv_heads == 0),
-          "/model/kv_heads",
-          fmt::format("kv_heads {} must divide heads {} and divide or be divided by tp {}",
-                      kv_heads, m.heads, t));
-  require(sc, ffn % t == 0, "/model/ffn_hidden",
-          fmt::format("tp {} does not divide ffn_hidden {}", t, ffn));
+  require(sc, m.heads % kv_heads == 0 && (kv_heads % t == 0 || t % kv_heads == 0), "/model/kv_heads",
+          fmt::format("kv_heads {} must divide heads {} and divide or be divided by tp {}", kv_heads, m.heads, t));
+  require(sc, ffn % t == 0, "/model/ffn_hidden", fmt::format("tp {} does not divide ffn_hidden {}", t, ffn));
   require(sc, !sc.parallel.sequence_parallel || m.seq_len % t == 0, "/parallel/sequence_parallel",
-          fmt::format("sequence parallelism needs seq_len {} to be a multiple of tp {}",
-                      m.seq_len, t));
+          fmt::format("sequence parallelism needs seq_len {} to be a multiple of tp {}", m.seq_len, t));
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 namespace stepsim::workload {
 
 struct LayerShape {
-  long long batch = 1;     // micro-batch b
-  long long seq = 1;       // sequence s
-  long long hidden = 1;    // h
-  long long tp = 1;        // t
+  long long batch = 1;   // micro-batch b
+  long long seq = 1;     // sequence s
+  long long hidden = 1;  // h
+  long long tp = 1;      // t
   bool sequence_parallel = false;
   long long head_dim = 1;  // h / heads
   long long q_heads = 1;   // local query heads: heads / t
@@ -22,8 +22,8 @@ struct LayerShape {
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
   AttentionKind attention = AttentionKind::flash;
-  int act_bytes = 2;       // one activation element (fp8 training keeps activations in bf16)
-  int gemm_bytes = 2;      // one GEMM input element
+  int act_bytes = 2;   // one activation element (fp8 training keeps activations in bf16)
+  int gemm_bytes = 2;  // one GEMM input element
 
   long long tokens() const { return batch * seq; }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.

@@ -16,9 +16,21 @@ enum class OpClass : std::uint8_t { gemm, attention, elementwise, norm, embeddin
 // Where an op sits in a Megatron transformer layer; the tensor-parallel strategy places its
 // collectives by role (REFERENCE.md §5).
 enum class Role : std::uint8_t {
-  input_norm, qkv, attention_core, attn_proj, attn_residual,
-  post_norm, fc1, activation, fc2, mlp_residual,
-  embedding, final_norm, lm_head, loss, optimizer
+  input_norm,
+  qkv,
+  attention_core,
+  attn_proj,
+  attn_residual,
+  post_norm,
+  fc1,
+  activation,
+  fc2,
+  mlp_residual,
+  embedding,
+  final_norm,
+  lm_head,
+  loss,
+  optimizer
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -28,8 +40,8 @@ struct OpCost {
   Role role = Role::qkv;
   Pass pass = Pass::forward;
   OpClass cls = OpClass::gemm;
-  double flops = 0;  // per GPU
-  Bytes bytes{0};    // HBM traffic per GPU
+  double flops = 0;               // per GPU
+  Bytes bytes{0};                 // HBM traffic per GPU
   long long m = 0, n = 0, k = 0;  // GEMM shape per GPU (gemm only)
 };
 
@@ -44,10 +56,10 @@ struct LayerWork {
 };
 
 struct ModelWork {
-  LayerWork layer;   // every transformer layer is the same
-  LayerWork pre;     // embedding (first stage)
-  LayerWork post;    // final norm, LM head, loss (last stage)
-  OpCost optimizer;  // one optimizer step over this GPU's parameters (before DP sharding)
+  LayerWork layer;                  // every transformer layer is the same
+  LayerWork pre;                    // embedding (first stage)
+  LayerWork post;                   // final norm, LM head, loss (last stage)
+  OpCost optimizer;                 // one optimizer step over this GPU's parameters (before DP sharding)
   double model_flops_per_step = 0;  // whole model, whole global batch, no recompute
   long long params_total = 0;       // whole model
 };

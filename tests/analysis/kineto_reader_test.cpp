@@ -1,8 +1,8 @@
 // Reading Kineto traces: tolerant of what real traces vary in, strict about broken input,
 // with the exact messages a user sees.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -180,8 +180,8 @@ TEST_CASE("corrupt gzip data is an error that says so") {
   std::string real = slurp(std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
   real[real.size() - 8] = static_cast<char>(real[real.size() - 8] ^ 0x55);  // the CRC-32 of the trailer
   const std::string path = dir.write("bad.json.gz", real);
-  CHECK(error_of(path) == path + ": compressed byte " + std::to_string(real.size() - 4) +
-                              ": corrupt gzip data: incorrect data check");
+  CHECK(error_of(path) ==
+        path + ": compressed byte " + std::to_string(real.size() - 4) + ": corrupt gzip data: incorrect data check");
 }
 
 TEST_CASE("a truncated JSON trace is an error with the line and byte where it stops") {

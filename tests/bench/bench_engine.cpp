@@ -51,16 +51,12 @@ void BM_EngineSetup(benchmark::State& state) {
     benchmark::DoNotOptimize(&engine);
   }
 }
-BENCHMARK(BM_EngineSetup)
-    ->ArgNames({"stages", "layers", "mb"})
-    ->Args({8, 64, 32})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EngineSetup)->ArgNames({"stages", "layers", "mb"})->Args({8, 64, 32})->Unit(benchmark::kMillisecond);
 
 void BM_MaxMinSolve(benchmark::State& state) {
   const auto flows = static_cast<std::size_t>(state.range(0));
   std::vector<stepsim::network::Resource> resources;
-  for (std::size_t r = 0; r < flows; ++r)
-    resources.push_back({"link", stepsim::Bandwidth::gbytes_per_s(50.0 + r)});
+  for (std::size_t r = 0; r < flows; ++r) resources.push_back({"link", stepsim::Bandwidth::gbytes_per_s(50.0 + r)});
   std::vector<std::vector<stepsim::network::ResourceUse>> uses(flows);
   std::vector<stepsim::network::FlowDemand> demands;
   for (std::size_t f = 0; f < flows; ++f) {

@@ -22,10 +22,7 @@ constexpr engine::StreamIndex kPp = 3;
 class StageBuilder {
  public:
   StageBuilder(Program& program, int stage, const SyntheticShape& shape)
-      : program_(program),
-        stage_(stage),
-        shape_(shape),
-        rank_(program.ranks[static_cast<std::size_t>(stage)]) {}
+      : program_(program), stage_(stage), shape_(shape), rank_(program.ranks[static_cast<std::size_t>(stage)]) {}
 
   void build() {
     for (int mb = 0; mb < shape_.micro_batches; ++mb) pass(Phase::forward, mb);

@@ -116,14 +116,10 @@ TEST_CASE("bad command lines fail with exit status 2 and say why") {
     const char* says;
   };
   const Case cases[] = {
-      {"frobnicate", "unknown command 'frobnicate'"},
-      {"simulate --bogus", "bogus"},
-      {"simulate no-such-file.json", "no-such-file.json"},
-      {"simulate --set parallel.tpp=2", "tpp"},
-      {"simulate --set parallel.tp=3", "parallel"},
-      {"collective allreduce --size \"12 parsecs\"", "parsecs"},
-      {"collective allreduce --size banana", "banana"},
-      {"collective teleport --size 1MiB", "teleport"},
+      {"frobnicate", "unknown command 'frobnicate'"},       {"simulate --bogus", "bogus"},
+      {"simulate no-such-file.json", "no-such-file.json"},  {"simulate --set parallel.tpp=2", "tpp"},
+      {"simulate --set parallel.tp=3", "parallel"},         {"collective allreduce --size \"12 parsecs\"", "parsecs"},
+      {"collective allreduce --size banana", "banana"},     {"collective teleport --size 1MiB", "teleport"},
       {"analyze no-such-trace.json", "no-such-trace.json"},
   };
   for (const Case& c : cases) {
@@ -159,7 +155,8 @@ TEST_CASE("compare puts a simulated trace beside its own scenario with no differ
 
 TEST_CASE("analyze prints per-step times, the hidden fraction and DDP's buckets of a real trace") {
   TempDir dir;
-  const Run r = stepsim(dir, std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
+  const Run r =
+      stepsim(dir, std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
   CHECK(r.status == 0);
   CHECK(r.out.find("ProfilerStep#4") != std::string::npos);
   CHECK(r.out.find("hidden fraction") != std::string::npos);

@@ -32,8 +32,8 @@ TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 15 perc
   for (const Row& row : kTable5) {
     const double full = step_time(row.scenario, "false", "full");
     const double selective = step_time(row.scenario, "true", "selective");
-    INFO(row.scenario << ": full recompute " << full << " s (measured " << row.full_recompute_s
-                      << "), SP + selective " << selective << " s (measured " << row.selective_s << ")");
+    INFO(row.scenario << ": full recompute " << full << " s (measured " << row.full_recompute_s << "), SP + selective "
+                      << selective << " s (measured " << row.selective_s << ")");
     CHECK(full == Approx(row.full_recompute_s).epsilon(0.15));
     CHECK(selective == Approx(row.selective_s).epsilon(0.15));
   }

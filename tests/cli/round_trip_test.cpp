@@ -50,10 +50,12 @@ TEST_CASE("simulate --trace read back by analyze gives the simulation's exposed 
     const Report& predicted = sim.report;
     INFO("scenario '" << c.scenario << "' " << (c.sets.empty() ? "" : c.sets.front()));
     CHECK(measured.step_time_s == Approx(predicted.step_time_s).epsilon(1e-6));
-    CHECK(measured.breakdown_s.exposed_total() == Approx(predicted.breakdown_s.exposed_total()).epsilon(1e-6).margin(1e-9));
+    CHECK(measured.breakdown_s.exposed_total() ==
+          Approx(predicted.breakdown_s.exposed_total()).epsilon(1e-6).margin(1e-9));
     for (CommKind k : {CommKind::tp, CommKind::dp}) {
       const auto i = static_cast<std::size_t>(k);
-      CHECK(measured.breakdown_s.exposed_comm[i] == Approx(predicted.breakdown_s.exposed_comm[i]).epsilon(1e-6).margin(1e-9));
+      CHECK(measured.breakdown_s.exposed_comm[i] ==
+            Approx(predicted.breakdown_s.exposed_comm[i]).epsilon(1e-6).margin(1e-9));
       CHECK(measured.comm_s[i] == Approx(predicted.comm_s[i]).epsilon(1e-6).margin(1e-9));
     }
     CHECK(measured.overlap.hidden_fraction == Approx(predicted.overlap.hidden_fraction).margin(1e-6));

@@ -46,8 +46,7 @@ CollectiveTime collective_time(const SimulationResult& r, CommKind kind, CollOp 
 // Llama 3 70B on 64 GPUs with 2048-token sequences: FSDP communication about as long as
 // the compute it should hide behind.
 SimulationResult communication_bound(const std::string& prefetch) {
-  return test::run("fsdp-llama3-70b", {"model.seq_len=2048",
-                                       test::set("data_parallel.backward_prefetch", prefetch)});
+  return test::run("fsdp-llama3-70b", {"model.seq_len=2048", test::set("data_parallel.backward_prefetch", prefetch)});
 }
 
 SimulationResult zero1(bool overlap_param_gather) {
@@ -75,9 +74,9 @@ TEST_CASE("FSDP backward_prefetch none exposes more AllGather time than pre") {
 
 TEST_CASE("FSDP hides the AllGathers of a compute-bound step whatever the forward prefetch") {
   for (bool forward_prefetch : {false, true}) {
-    const Report r = test::run("fsdp-llama3-70b", {test::set("data_parallel.forward_prefetch",
-                                                              forward_prefetch ? "true" : "false")})
-                         .report;
+    const Report r =
+        test::run("fsdp-llama3-70b", {test::set("data_parallel.forward_prefetch", forward_prefetch ? "true" : "false")})
+            .report;
     CHECK(exposed(r, CommKind::fsdp) < 0.1 * busy(r, CommKind::fsdp));
     CHECK(busy(r, CommKind::dp) == 0);
   }
@@ -98,9 +97,9 @@ TEST_CASE("ZeRO-1 overlap_param_gather hides most of the parameter AllGather beh
 TEST_CASE("ZeRO-2 communicates as ZeRO-1 and both shard the optimizer step") {
   const Report one = zero1(true).report;
   const Report two = test::run("zero1-llama3-8b-64xh100", {"data_parallel.kind=zero2"}).report;
-  const Report ddp = test::run("zero1-llama3-8b-64xh100",
-                               {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=false"})
-                         .report;
+  const Report ddp =
+      test::run("zero1-llama3-8b-64xh100", {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=false"})
+          .report;
   CHECK(two.step_time_s == one.step_time_s);
   CHECK(busy(two, CommKind::dp) == busy(one, CommKind::dp));
   CHECK(one.breakdown_s.optimizer < ddp.breakdown_s.optimizer / 8);

@@ -14,7 +14,7 @@ inline ClusterSpec dgx_a100_80g_hdr(int nodes) {
   c.gpu.name = "a100-sxm4-80gb";
   c.gpu.arch = GpuArch::ampere;
   c.intra_node = {IntraFabric::nvswitch, Bandwidth::gbytes_per_s(300), Time::from_us(0.6), false};
-  c.inter_node = {InterFabric::infiniband, 8, Bandwidth::gbits_per_s(200), Time::from_us(2.7),
+  c.inter_node = {InterFabric::infiniband,       8,  Bandwidth::gbits_per_s(200), Time::from_us(2.7),
                   InterTopology::rail_optimized, 1.0};
   c.tuning.launch_overhead = Time::zero();
   c.tuning.latency_floor = Time::from_us(36);

@@ -278,8 +278,7 @@ TEST_CASE("collectives called in different orders are reported as a deadlock") {
   b.collective(1, 0, "second", y, call(Bytes{0}, us(1)));
   b.collective(1, 0, "first", x, call(Bytes{0}, us(1)));
   REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
-  REQUIRE_THROWS_WITH(run(b.program()),
-                      Catch::Contains("waits at the rendezvous of group 'x' call 0 (1 of 2"));
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("waits at the rendezvous of group 'x' call 0 (1 of 2"));
 }
 
 TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
@@ -290,8 +289,7 @@ TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
   b.compute(0, 0, "sync", us(1), {0});
   b.op(0, 1).host_blocks = true;
   b.collective(0, 0, "never issued", g, call(Bytes{0}, us(1)));
-  REQUIRE_THROWS_WITH(run(b.program()),
-                      Catch::Contains("is never issued: the host blocks before op 1 'sync'"));
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("is never issued: the host blocks before op 1 'sync'"));
 }
 
 TEST_CASE("a collective naming an unknown link is a program bug") {

@@ -53,8 +53,8 @@ class ProgramBuilder {
     return last(rank);
   }
 
-  OpIndex collective(int rank, StreamIndex stream, const std::string& name, std::int32_t group,
-                     CollectiveCall call, std::vector<OpIndex> waits = {}) {
+  OpIndex collective(int rank, StreamIndex stream, const std::string& name, std::int32_t group, CollectiveCall call,
+                     std::vector<OpIndex> waits = {}) {
     Op& op = add(rank, stream, name, std::move(waits));
     op.kind = OpKind::collective;
     call.group = group;

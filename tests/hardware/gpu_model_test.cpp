@@ -25,9 +25,7 @@ OpCost square_gemm(long long n) {
   return op;
 }
 
-double achieved_tflops(const GpuModel& gpu, const OpCost& op) {
-  return op.flops / gpu.duration(op).seconds() * 1e-12;
-}
+double achieved_tflops(const GpuModel& gpu, const OpCost& op) { return op.flops / gpu.duration(op).seconds() * 1e-12; }
 
 }  // namespace
 

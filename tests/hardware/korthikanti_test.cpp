@@ -74,9 +74,8 @@ LayerTimes layer_times(const stepsim::Scenario& sc) {
 }
 
 void check_layer(const LayerTimes& t, double forward_ms, double backward_ms) {
-  INFO("forward compute " << t.forward_compute.ms() << " ms, backward compute "
-                          << t.backward_compute.ms() << " ms, recompute "
-                          << t.recompute_compute.ms() << " ms");
+  INFO("forward compute " << t.forward_compute.ms() << " ms, backward compute " << t.backward_compute.ms()
+                          << " ms, recompute " << t.recompute_compute.ms() << " ms");
   CHECK(t.forward.ms() == Approx(forward_ms).epsilon(0.20));
   CHECK(t.backward.ms() == Approx(backward_ms).epsilon(0.20));
 }

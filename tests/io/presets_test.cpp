@@ -44,9 +44,8 @@ TEST_CASE("every embedded preset loads") {
       io::read_model(m, name, r);
       CHECK(m.name == io::preset_name(file));
       // Loaded in a one-GPU scenario so that validation checks the dimensions.
-      const Scenario s = io::load_scenario_text(
-          R"({"cluster": "dgx-h100-ndr", "training": {"global_batch": 1}})", "test.json",
-          {"model=" + std::string(io::preset_name(file))});
+      const Scenario s = io::load_scenario_text(R"({"cluster": "dgx-h100-ndr", "training": {"global_batch": 1}})",
+                                                "test.json", {"model=" + std::string(io::preset_name(file))});
       CHECK(s.model.layers > 0);
     } else {
       REQUIRE(folder == "examples");
@@ -57,14 +56,16 @@ TEST_CASE("every embedded preset loads") {
 }
 
 TEST_CASE("the GPU presets carry the datasheet figures") {
-  const Scenario a100 = io::load_scenario_text(R"({"model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": {"global_batch": 1}})", "t.json");
+  const Scenario a100 = io::load_scenario_text(
+      R"({"model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": {"global_batch": 1}})", "t.json");
   CHECK(a100.cluster.gpu.flops.bf16.tflops() == Approx(312));
   CHECK(a100.cluster.gpu.flops.fp32.tflops() == Approx(19.5));
   CHECK(a100.cluster.gpu.sms == 108);
   CHECK(a100.cluster.gpu.arch == GpuArch::ampere);
   CHECK_FALSE(a100.cluster.intra_node.nvls);
   CHECK(a100.cluster.inter_node.nic_bandwidth.bytes_per_s() == 25e9);
-  const Scenario h200 = io::load_scenario_text(R"({"model": "gpt-1.3b", "cluster": "dgx-h200-ndr", "training": {"global_batch": 1}})", "t.json");
+  const Scenario h200 = io::load_scenario_text(
+      R"({"model": "gpt-1.3b", "cluster": "dgx-h200-ndr", "training": {"global_batch": 1}})", "t.json");
   CHECK(h200.cluster.gpu.memory.count() == 141'000'000'000);
   CHECK(h200.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(4.8e12));
   CHECK(h200.cluster.gpu.flops.fp8.tflops() == Approx(1979));
@@ -86,6 +87,5 @@ TEST_CASE("a preset's text is its file, and unknown presets are named") {
   CHECK(io::preset_text("gpu", "h200").find("\"4.8 TB/s\"") != std::string::npos);
   CHECK_THROWS_WITH(io::preset_text("model", "llama3-9b"),
                     "presets: model: unknown model preset 'llama3-9b' (did you mean 'llama3-8b'?)");
-  CHECK_THROWS_WITH(io::preset_text("modle", "x"),
-                    "presets: unknown preset kind 'modle' (did you mean 'model'?)");
+  CHECK_THROWS_WITH(io::preset_text("modle", "x"), "presets: unknown preset kind 'modle' (did you mean 'model'?)");
 }

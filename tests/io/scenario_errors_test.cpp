@@ -38,16 +38,19 @@ TEST_CASE("the valid scenario the error tests start from loads") {
 }
 
 TEST_CASE("a bare number for a NIC bandwidth names the file, the path and the units") {
-  const auto text = scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nic_bandwidth": 400 } })", kParallel);
-  CHECK(error_of(text) ==
-        R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
+  const auto text =
+      scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nic_bandwidth": 400 } })", kParallel);
+  CHECK(
+      error_of(text) ==
+      R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
 }
 
 TEST_CASE("an unknown key suggests the closest known one") {
   CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "layrs": 4 })", kCluster, kParallel)) ==
         "scenario.json: /model/layrs: unknown key 'layrs' (did you mean 'layers'?)");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_paralel": true })")) ==
-        "scenario.json: /parallel/sequence_paralel: unknown key 'sequence_paralel' (did you mean 'sequence_parallel'?)");
+  CHECK(
+      error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_paralel": true })")) ==
+      "scenario.json: /parallel/sequence_paralel: unknown key 'sequence_paralel' (did you mean 'sequence_parallel'?)");
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "zzz": 1 })")) ==
         "scenario.json: /parallel/zzz: unknown key 'zzz' (expected one of tp, pp, dp, cp, ep, sequence_parallel, "
         "schedule, virtual_stages, stage_layers)");
@@ -67,7 +70,8 @@ TEST_CASE("a value of the wrong type names the expected type") {
         R"(scenario.json: /parallel/tp: expected an integer, got a string ("8"))");
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8.5, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: expected an integer, got a number (8.5)");
-  CHECK(error_of(scenario(kModel, kCluster, R"([8, 8])")) == "scenario.json: /parallel: expected an object, got a list");
+  CHECK(error_of(scenario(kModel, kCluster, R"([8, 8])")) ==
+        "scenario.json: /parallel: expected an object, got a list");
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_parallel": 1 })")) ==
         "scenario.json: /parallel/sequence_parallel: expected true or false, got a number (1)");
 }
@@ -77,22 +81,26 @@ TEST_CASE("malformed JSON is reported with its line and column") {
   CHECK(error_of(text) == "scenario.json: line 3, column 25: invalid JSON: syntax error at '\"dp\": 8 }'");
   CHECK(error_of("{ \"model\": \"llama3-8b\",\n") ==
         "scenario.json: line 2, column 1: invalid JSON: the document ends before every '{', '[' and '\"' is closed");
-  CHECK(error_of("{} x") == "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
+  CHECK(error_of("{} x") ==
+        "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
 }
 
 TEST_CASE("heads that tp does not divide are rejected") {
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 3, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: model.heads (32) is not divisible by tp (3)");
-  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })")) == "no error");
+  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })")) ==
+        "no error");
   // Megatron replicates KV heads when tp exceeds them.
-  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })")) == "no error");
+  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })")) ==
+        "no error");
   CHECK(error_of(scenario(R"({ "preset": "gpt-18b", "kv_heads": 12 })", kCluster, kParallel)) ==
         "scenario.json: /parallel/tp: model.kv_heads (12) and tp (8) must divide one another");
 }
 
 TEST_CASE("a cluster whose GPU count differs from tp·pp·dp·cp is rejected") {
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 16 })", kParallel)) ==
-        "scenario.json: /cluster/nodes: 16 nodes of 8 GPUs do not match the 64 GPUs of tp·pp·dp·cp (that needs 8 nodes)");
+  CHECK(
+      error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 16 })", kParallel)) ==
+      "scenario.json: /cluster/nodes: 16 nodes of 8 GPUs do not match the 64 GPUs of tp·pp·dp·cp (that needs 8 nodes)");
   CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 8 })", kParallel)) == "no error");
 }
 
@@ -110,8 +118,10 @@ TEST_CASE("pipeline, batch and precision rules name the key at fault") {
         "scenario.json: /training/precision: fp8 needs cluster.gpu.flops.fp8 > 0 (a100-sxm4-80gb has none)");
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "ep": 2 })")) ==
         "scenario.json: /parallel/ep: expert parallelism needs an MoE model (model.moe.experts > 0)");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })", kParallel)) ==
-        "scenario.json: /cluster/inter_node/oversubscription: must be at least 1 (1 = full bisection bandwidth), got 0.5");
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })",
+                          kParallel)) ==
+        "scenario.json: /cluster/inter_node/oversubscription: must be at least 1 (1 = full bisection bandwidth), got "
+        "0.5");
 }
 
 TEST_CASE("bad --set overrides name --set and the key") {

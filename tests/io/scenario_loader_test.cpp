@@ -50,7 +50,8 @@ TEST_CASE("a section object overrides its preset key by key") {
     "cluster": { "preset": "dgx-a100-80g-hdr", "inter_node": { "nics_per_node": 4 }, "gpu": { "sms": 100 } },
     "parallel": { "tp": 8, "dp": 8 },
     "training": { "global_batch": 128, "micro_batch": 2 }
-  })", "s.json");
+  })",
+                                            "s.json");
   CHECK(s.model.layers == 16);
   CHECK(s.model.hidden == 4096);
   CHECK(s.cluster.inter_node.nics_per_node == 4);
@@ -65,7 +66,8 @@ TEST_CASE("a model given by its dimensions gets Megatron's defaults") {
     "model": { "layers": 4, "hidden": 1024, "heads": 16, "vocab": 51200, "seq_len": 1024 },
     "cluster": "dgx-h100-ndr",
     "training": { "global_batch": 8 }
-  })", "s.json");
+  })",
+                                            "s.json");
   CHECK(s.model.name == "custom");
   CHECK(s.model.kv_heads == 16);
   CHECK(s.model.ffn_hidden == 4096);
@@ -74,11 +76,11 @@ TEST_CASE("a model given by its dimensions gets Megatron's defaults") {
 }
 
 TEST_CASE("overrides from --set apply after the file, and a preset name replaces a section") {
-  const Scenario s = io::load_scenario_text(kBase, "s.json",
-                                            {"parallel.tp=4", "parallel.dp=16", "training.global_batch=256",
-                                             "model=llama3-70b", "cluster.inter_node.nic_bandwidth=200 Gb/s",
-                                             "data_parallel.bucket_cap_mb=100", "parallel.sequence_parallel=true",
-                                             "collectives.protocol=ll128"});
+  const Scenario s =
+      io::load_scenario_text(kBase, "s.json",
+                             {"parallel.tp=4", "parallel.dp=16", "training.global_batch=256", "model=llama3-70b",
+                              "cluster.inter_node.nic_bandwidth=200 Gb/s", "data_parallel.bucket_cap_mb=100",
+                              "parallel.sequence_parallel=true", "collectives.protocol=ll128"});
   CHECK(s.parallel.tp == 4);
   CHECK(s.parallel.dp == 16);
   CHECK(s.parallel.sequence_parallel);
@@ -92,7 +94,8 @@ TEST_CASE("overrides from --set apply after the file, and a preset name replaces
 }
 
 TEST_CASE("sequence parallelism without tensor parallelism is switched off as Megatron does") {
-  const Scenario s = io::load_scenario_text(kBase, "s.json", {"parallel.tp=1", "parallel.dp=64", "parallel.sequence_parallel=true"});
+  const Scenario s =
+      io::load_scenario_text(kBase, "s.json", {"parallel.tp=1", "parallel.dp=64", "parallel.sequence_parallel=true"});
   CHECK_FALSE(s.parallel.sequence_parallel);
 }
 
@@ -154,7 +157,8 @@ TEST_CASE("a cluster preset is sized for a number of GPUs") {
 }
 
 TEST_CASE("a scenario can start from an example preset and override it") {
-  const Scenario s = io::load_scenario_text(R"({ "preset": "korthikanti-22b", "training": { "recompute": "full" } })", "s.json");
+  const Scenario s =
+      io::load_scenario_text(R"({ "preset": "korthikanti-22b", "training": { "recompute": "full" } })", "s.json");
   CHECK(s.model.name == "gpt-22b");
   CHECK(s.training.micro_batch == 4);
   CHECK(s.training.recompute == Recompute::full);

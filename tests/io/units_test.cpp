@@ -68,12 +68,14 @@ TEST_CASE("one byte takes one nanosecond at 1 GB/s and at 8 Gb/s") {
   const Bytes one = io::parse_bytes("1 B", "f", "/x");
   CHECK(transfer_time(one, io::parse_bandwidth("1 GB/s", "f", "/x")).ps() == 1000);
   CHECK(transfer_time(one, io::parse_bandwidth("8 Gb/s", "f", "/x")).ps() == 1000);
-  CHECK(transfer_time(io::parse_bytes("1 GB", "f", "/x"), io::parse_bandwidth("400 Gb/s", "f", "/x")).ps() == 20'000'000'000);
+  CHECK(transfer_time(io::parse_bytes("1 GB", "f", "/x"), io::parse_bandwidth("400 Gb/s", "f", "/x")).ps() ==
+        20'000'000'000);
 }
 
 TEST_CASE("a bare number where a unit is needed lists the accepted units") {
-  CHECK(error_of([] { io::parse_bandwidth("400", "scenario.json", "/cluster/inter_node/nic_bandwidth"); }) ==
-        R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
+  CHECK(
+      error_of([] { io::parse_bandwidth("400", "scenario.json", "/cluster/inter_node/nic_bandwidth"); }) ==
+      R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
   CHECK(error_of([] { io::parse_time("5", "s.json", "/cluster/gpu/kernel_launch"); }) ==
         R"(s.json: /cluster/gpu/kernel_launch: '5' has no unit (expected e.g. "2.5 us" or "10 ms"))");
   CHECK(error_of([] { io::parse_bytes("80", "s.json", "/cluster/gpu/memory"); }) ==

@@ -24,8 +24,8 @@ class FreeCosts final : public sp::Costs {
  public:
   Time compute(const stepsim::workload::OpCost& op) const override {
     using stepsim::workload::Role;
-    const bool outer = op.role == Role::embedding || op.role == Role::final_norm ||
-                       op.role == Role::lm_head || op.role == Role::loss || op.role == Role::optimizer;
+    const bool outer = op.role == Role::embedding || op.role == Role::final_norm || op.role == Role::lm_head ||
+                       op.role == Role::loss || op.role == Role::optimizer;
     return outer ? Time::zero() : Time::from_us(1.0);
   }
   sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {

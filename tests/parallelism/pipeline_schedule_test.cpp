@@ -74,7 +74,8 @@ TEST_CASE("interleaved forwards take p micro-batches through each chunk in turn"
                                              {2, 0, true}, {3, 0, true}, {2, 1, true}, {3, 1, true}};
   CHECK(forwards == expected);
   // Backwards start from the last chunk.
-  const auto first_backward = std::find_if(order.begin(), order.end(), [](const sp::PipelineOp& op) { return !op.forward; });
+  const auto first_backward =
+      std::find_if(order.begin(), order.end(), [](const sp::PipelineOp& op) { return !op.forward; });
   REQUIRE(first_backward != order.end());
   CHECK(*first_backward == sp::PipelineOp{0, 1, false});
 }

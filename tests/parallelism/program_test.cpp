@@ -24,8 +24,7 @@ Program build(const stepsim::Scenario& s) {
 }
 
 // Collectives of `kind` named with `prefix` ("L0 "), as (op, size) pairs in issue order.
-std::vector<CollOp> ops_named(const Program& p, CommKind kind, const std::string& prefix,
-                              const std::string& suffix) {
+std::vector<CollOp> ops_named(const Program& p, CommKind kind, const std::string& prefix, const std::string& suffix) {
   std::vector<CollOp> out;
   for (OpIndex i : spt::collectives_of(p, kind)) {
     const std::string& name = p.names[p.ranks[0].ops[i].name];

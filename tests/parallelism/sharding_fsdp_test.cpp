@@ -215,4 +215,3 @@ TEST_CASE("HSDP shards inside a node and all-reduces the shard across nodes") {
   CHECK(four.groups[0].size == 4);
   CHECK(four.groups[1].ranks == "[0, 4, 8, 12]");
 }
-

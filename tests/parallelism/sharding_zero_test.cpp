@@ -88,8 +88,7 @@ TEST_CASE("without overlap_param_gather every parameter AllGather follows the op
   const long optimizer = starting(p, "optimizer step");
   const auto ops = dp_ops(p);
   REQUIRE(ops.size() == 4);  // two buckets reduced, two gathered
-  CHECK(ops == std::vector<CollOp>{CollOp::reducescatter, CollOp::reducescatter,
-                                   CollOp::allgather, CollOp::allgather});
+  CHECK(ops == std::vector<CollOp>{CollOp::reducescatter, CollOp::reducescatter, CollOp::allgather, CollOp::allgather});
   const long gather = starting(p, "AllGather dp bucket 1 params");
   CHECK(gather > optimizer);
   CHECK(waits_on(p, gather, optimizer));
@@ -119,6 +118,7 @@ TEST_CASE("zero2 communicates exactly as zero1") {
 TEST_CASE("overlap_param_gather without overlap_grad_reduce is an input error") {
   Scenario s = zero(true);
   s.data_parallel.overlap_grad_reduce = false;
-  CHECK_THROWS_WITH(build(s), "test.json: /data_parallel/overlap_param_gather: needs "
-                              "overlap_grad_reduce, as in Megatron");
+  CHECK_THROWS_WITH(build(s),
+                    "test.json: /data_parallel/overlap_param_gather: needs "
+                    "overlap_grad_reduce, as in Megatron");
 }

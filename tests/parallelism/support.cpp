@@ -33,15 +33,18 @@ workload::LayerWork layer(Bytes message) {
                op("fc2", Role::fc2, Pass::forward),
                op("mlp residual", Role::mlp_residual, Pass::forward, OpClass::elementwise)};
   w.backward = {op("mlp residual backward", Role::mlp_residual, Pass::backward, OpClass::elementwise),
-                op("fc2 dgrad", Role::fc2, Pass::backward_data), op("fc2 wgrad", Role::fc2, Pass::backward_weight),
+                op("fc2 dgrad", Role::fc2, Pass::backward_data),
+                op("fc2 wgrad", Role::fc2, Pass::backward_weight),
                 op("gelu backward", Role::activation, Pass::backward, OpClass::elementwise),
-                op("fc1 dgrad", Role::fc1, Pass::backward_data), op("fc1 wgrad", Role::fc1, Pass::backward_weight),
+                op("fc1 dgrad", Role::fc1, Pass::backward_data),
+                op("fc1 wgrad", Role::fc1, Pass::backward_weight),
                 op("post norm backward", Role::post_norm, Pass::backward, OpClass::norm),
                 op("attn residual backward", Role::attn_residual, Pass::backward, OpClass::elementwise),
                 op("attn proj dgrad", Role::attn_proj, Pass::backward_data),
                 op("attn proj wgrad", Role::attn_proj, Pass::backward_weight),
                 op("attention core backward", Role::attention_core, Pass::backward, OpClass::attention),
-                op("qkv dgrad", Role::qkv, Pass::backward_data), op("qkv wgrad", Role::qkv, Pass::backward_weight),
+                op("qkv dgrad", Role::qkv, Pass::backward_data),
+                op("qkv wgrad", Role::qkv, Pass::backward_weight),
                 op("input norm backward", Role::input_norm, Pass::backward, OpClass::norm)};
   w.tp_message = message;
   return w;
@@ -71,8 +74,7 @@ workload::ModelWork small_work(const Scenario& s) {
   w.pre.backward = {op("embedding backward", Role::embedding, Pass::backward, OpClass::embedding)};
   w.pre.tp_message = message;
   w.post.forward = {op("final norm", Role::final_norm, Pass::forward, OpClass::norm),
-                    op("lm head", Role::lm_head, Pass::forward),
-                    op("loss", Role::loss, Pass::forward, OpClass::loss)};
+                    op("lm head", Role::lm_head, Pass::forward), op("loss", Role::loss, Pass::forward, OpClass::loss)};
   w.post.backward = {op("loss backward", Role::loss, Pass::backward, OpClass::loss),
                      op("lm head dgrad", Role::lm_head, Pass::backward_data),
                      op("lm head wgrad", Role::lm_head, Pass::backward_weight),
@@ -88,8 +90,7 @@ std::vector<std::string> op_names(const engine::Program& program, std::size_t r)
   return out;
 }
 
-std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind,
-                                            std::size_t r) {
+std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind, std::size_t r) {
   const engine::RankProgram& rank = program.ranks[r];
   std::vector<engine::OpIndex> out;
   for (std::size_t i = 0; i < rank.ops.size(); ++i) {

@@ -33,8 +33,7 @@ workload::ModelWork small_work(const Scenario& scenario);
 // Op names of rank `r`, in issue order.
 std::vector<std::string> op_names(const engine::Program& program, std::size_t r = 0);
 // Indices of the collectives of `kind` on rank `r`.
-std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind,
-                                            std::size_t r = 0);
+std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind, std::size_t r = 0);
 // Index of the first op whose name is `name` at or after `from`; -1 if none.
 long find_op(const engine::Program& program, const std::string& name, std::size_t from = 0);
 

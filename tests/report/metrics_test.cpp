@@ -75,8 +75,7 @@ TEST_CASE("a bubble marker counts only while nothing else runs") {
 }
 
 TEST_CASE("intervals are clipped to the window") {
-  const auto m =
-      measure_us(rank_of({compute_us(-5, 5), comm_us(8, 30, CommKind::dp), compute_us(40, 50)}), 0, 10);
+  const auto m = measure_us(rank_of({compute_us(-5, 5), comm_us(8, 30, CommKind::dp), compute_us(40, 50)}), 0, 10);
   CHECK(us(m.length) == Approx(10));
   CHECK(us(m.compute) == Approx(5));
   CHECK(us(of(m.exposed, CommKind::dp)) == Approx(2));
@@ -106,10 +105,7 @@ RankTimeline random_rank(std::size_t n, unsigned seed) {
     const Time s = Time::from_ps(start(rng) * 1000);
     Interval iv{s, s + Time::from_ps(len(rng) * 1000)};
     const int p = pick(rng);
-    iv.activity = p < 4   ? Activity::compute
-                  : p < 8 ? Activity::comm
-                  : p < 9 ? Activity::memory
-                          : Activity::bubble;
+    iv.activity = p < 4 ? Activity::compute : p < 8 ? Activity::comm : p < 9 ? Activity::memory : Activity::bubble;
     iv.phase = p == 0 ? Phase::optimizer : Phase::backward;
     iv.kind = static_cast<CommKind>(p % 6);
     r.intervals.push_back(iv);
@@ -129,9 +125,9 @@ TEST_CASE("every instant of a large timeline lands in exactly one class") {
   CHECK(m.comm_union <= busy_sum * (1 + 1e-12));
   CHECK(m.overlap <= m.comm_union);
   CHECK(m.overlap <= m.compute + m.optimizer + m.comm_union);
-  CHECK(m.comm_union - m.overlap == Approx(m.exposed[0] + m.exposed[1] + m.exposed[2] + m.exposed[3] +
-                                           m.exposed[4] + m.exposed[5] + m.exposed[6])
-                                        .epsilon(1e-9));
+  CHECK(m.comm_union - m.overlap ==
+        Approx(m.exposed[0] + m.exposed[1] + m.exposed[2] + m.exposed[3] + m.exposed[4] + m.exposed[5] + m.exposed[6])
+            .epsilon(1e-9));
 }
 
 }  // namespace

@@ -30,9 +30,7 @@ class ScratchDir {
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::size_t entries() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path_), {}));
-  }
+  std::size_t entries() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(path_), {})); }
 
  private:
   fs::path path_;
@@ -65,8 +63,7 @@ TEST_CASE("a writer that throws leaves no file behind") {
 TEST_CASE("a writer that throws keeps the previous file intact") {
   ScratchDir dir("previous");
   report::write_output(dir.file("report.json"), [](std::ostream& out) { out << "old"; });
-  CHECK_THROWS(
-      report::write_output(dir.file("report.json"), [](std::ostream&) { throw std::runtime_error("x"); }));
+  CHECK_THROWS(report::write_output(dir.file("report.json"), [](std::ostream&) { throw std::runtime_error("x"); }));
   CHECK(read(dir.file("report.json")) == "old");
   CHECK(dir.entries() == 1);
 }
@@ -74,9 +71,8 @@ TEST_CASE("a writer that throws keeps the previous file intact") {
 TEST_CASE("an output in a missing directory is an input error naming the path") {
   ScratchDir dir("missing");
   const std::string path = dir.file("no/such/dir/report.json");
-  CHECK_THROWS_MATCHES(
-      report::write_output(path, [](std::ostream& out) { out << "x"; }), InputError,
-      Catch::Matchers::Message(path + ": cannot open for writing: No such file or directory"));
+  CHECK_THROWS_MATCHES(report::write_output(path, [](std::ostream& out) { out << "x"; }), InputError,
+                       Catch::Matchers::Message(path + ": cannot open for writing: No such file or directory"));
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ using test::rank_of;
 Timeline two_rank_timeline() {
   Timeline t;
   t.ranks.push_back(rank_of({compute_us(0, 60), comm_us(50, 90, CommKind::dp)}, 0));
-  t.ranks.push_back(rank_of(
-      {compute_us(0, 60), comm_us(40, 80, CommKind::tp, 2), compute_us(80, 100, Phase::optimizer)}, 1));
+  t.ranks.push_back(
+      rank_of({compute_us(0, 60), comm_us(40, 80, CommKind::tp, 2), compute_us(80, 100, Phase::optimizer)}, 1));
   t.steps.push_back({"step", Time::zero(), Time::from_us(100)});
   return t;
 }
@@ -100,18 +100,15 @@ TEST_CASE("unmodelled memory is reported as zeros with a note") {
 TEST_CASE("the JSON report has exactly the contract's fields") {
   const auto v = boost::json::parse(json_of(report::make_report(two_rank_timeline(), inputs())));
   const std::set<std::string> kinds{"tp", "cp", "ep", "dp", "fsdp", "pp"};
-  CHECK(keys(v) == std::set<std::string>{"stepsim_version", "gpus", "step_time_s", "throughput",
-                                         "breakdown_s", "comm_s", "overlap", "memory_bytes", "config",
-                                         "notes"});
-  CHECK(keys(v.at("throughput")) ==
-        std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu"});
-  CHECK(keys(v.at("breakdown_s")) ==
-        std::set<std::string>{"compute", "exposed_comm", "bubble", "optimizer", "other"});
+  CHECK(keys(v) == std::set<std::string>{"stepsim_version", "gpus", "step_time_s", "throughput", "breakdown_s",
+                                         "comm_s", "overlap", "memory_bytes", "config", "notes"});
+  CHECK(keys(v.at("throughput")) == std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu"});
+  CHECK(keys(v.at("breakdown_s")) == std::set<std::string>{"compute", "exposed_comm", "bubble", "optimizer", "other"});
   CHECK(keys(v.at("breakdown_s").at("exposed_comm")) == kinds);
   CHECK(keys(v.at("comm_s")) == kinds);
   CHECK(keys(v.at("overlap")) == std::set<std::string>{"hidden_fraction", "exposed_fraction_of_step"});
-  CHECK(keys(v.at("memory_bytes")) == std::set<std::string>{"peak", "params", "grads", "optimizer",
-                                                            "activations", "buffers", "capacity", "fits"});
+  CHECK(keys(v.at("memory_bytes")) ==
+        std::set<std::string>{"peak", "params", "grads", "optimizer", "activations", "buffers", "capacity", "fits"});
   CHECK(v.at("config").at("parallel").at("dp").as_int64() == 4);
   CHECK(v.at("gpus").as_int64() == 8);
   CHECK(v.at("memory_bytes").at("fits").as_bool());
@@ -138,8 +135,7 @@ TEST_CASE("the JSON report is laid out as documented") {
   r.config_json = "{}";
   r.notes = {"say \"hi\""};
   const std::string text = json_of(r);
-  CHECK(
-      text.starts_with("{\n  \"stepsim_version\": \"0.1.0\",\n  \"gpus\": 2,\n  \"step_time_s\": 13.75,\n"));
+  CHECK(text.starts_with("{\n  \"stepsim_version\": \"0.1.0\",\n  \"gpus\": 2,\n  \"step_time_s\": 13.75,\n"));
   CHECK(text.find("\"compute\": 1.5e-05,") != std::string::npos);
   CHECK(text.find("\"config\": {},") != std::string::npos);
   CHECK(text.find("\"notes\": [\n    \"say \\\"hi\\\"\"\n  ]\n}\n") != std::string::npos);

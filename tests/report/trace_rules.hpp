@@ -45,11 +45,9 @@ inline void check_complete(const boost::json::object& e, std::vector<std::string
   const auto* name = e.if_contains("name");
   if (name == nullptr || !name->is_string()) return errors.push_back("X event without a name");
   const auto* cat = e.if_contains("cat");
-  if (cat != nullptr && cat->is_string() && cat->get_string() == "comm" &&
-      !name->get_string().starts_with("nccl"))
+  if (cat != nullptr && cat->is_string() && cat->get_string() == "comm" && !name->get_string().starts_with("nccl"))
     errors.push_back("comm event not named nccl*: " + std::string(name->get_string()));
-  slices[{e.at("pid").to_number<std::int64_t>(), e.at("tid").to_number<std::int64_t>()}].push_back(
-      {ts, ts + dur});
+  slices[{e.at("pid").to_number<std::int64_t>(), e.at("tid").to_number<std::int64_t>()}].push_back({ts, ts + dur});
 }
 
 // Slices on one (pid, tid) must nest: each one lies within, or after, every earlier one.
@@ -73,8 +71,7 @@ inline std::vector<std::string> trace_rule_violations(const boost::json::value& 
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Slice>> slices;
   for (const auto& v : events->get_array()) {
     const auto* e = v.if_object();
-    if (e == nullptr || !e->contains("ph") || !is_number(e->if_contains("pid")) ||
-        !is_number(e->if_contains("tid"))) {
+    if (e == nullptr || !e->contains("ph") || !is_number(e->if_contains("pid")) || !is_number(e->if_contains("tid"))) {
       errors.push_back("event without ph, pid or tid");
       continue;
     }

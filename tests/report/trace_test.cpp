@@ -42,12 +42,9 @@ std::string trace_of(const Timeline& t) {
   return out.str();
 }
 
-boost::json::array events_of(const Timeline& t) {
-  return boost::json::parse(trace_of(t)).at("traceEvents").as_array();
-}
+boost::json::array events_of(const Timeline& t) { return boost::json::parse(trace_of(t)).at("traceEvents").as_array(); }
 
-const boost::json::object* find_event(const boost::json::array& events, std::string_view ph,
-                                      std::string_view name) {
+const boost::json::object* find_event(const boost::json::array& events, std::string_view ph, std::string_view name) {
   for (const auto& v : events) {
     const auto& e = v.as_object();
     if (e.at("ph").as_string() == ph && e.at("name").as_string() == name) return &e;
@@ -68,8 +65,8 @@ TEST_CASE("each rank is a process named by its label") {
   std::vector<std::string> names;
   for (const auto& v : events)
     if (v.at("name").as_string() == "process_name") names.emplace_back(v.at("args").at("name").as_string());
-  CHECK(names == std::vector<std::string>{"rank 0 (stage 0) [stands for 4 ranks]",
-                                          "rank 1 (stage 1) [stands for 4 ranks]"});
+  CHECK(names ==
+        std::vector<std::string>{"rank 0 (stage 0) [stands for 4 ranks]", "rank 1 (stage 1) [stands for 4 ranks]"});
 }
 
 TEST_CASE("communication kernels are named with an nccl prefix and described in args") {

@@ -59,8 +59,7 @@ TEST_CASE("flash attention keeps no s² scores, only a log-sum-exp per row") {
 }
 
 TEST_CASE("one TP message is b·s·h elements") {
-  CHECK(stepsim::workload::build_work(gpt22b(8, false, Recompute::none)).layer.tp_message.count() ==
-        sbh * 2);
+  CHECK(stepsim::workload::build_work(gpt22b(8, false, Recompute::none)).layer.tp_message.count() == sbh * 2);
 }
 
 TEST_CASE("a GPT layer at TP 8 holds its 12·h² weights split eight ways") {

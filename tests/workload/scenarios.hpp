@@ -14,7 +14,6 @@ GpuSpec a100();
 GpuSpec h100();
 
 // `model` at TP `tp` with micro-batch `micro_batch`, global batch `global_batch`, bf16.
-Scenario scenario(const ModelSpec& model, int tp, long long micro_batch,
-                  long long global_batch = 1);
+Scenario scenario(const ModelSpec& model, int tp, long long micro_batch, long long global_batch = 1);
 
 }  // namespace stepsim::testing

@@ -31,8 +31,7 @@ double total_flops(const std::vector<OpCost>& ops, Pass pass) {
 }
 
 const OpCost& find(const std::vector<OpCost>& ops, Role role, Pass pass = Pass::forward) {
-  auto it = std::find_if(ops.begin(), ops.end(),
-                         [&](const OpCost& op) { return op.role == role && op.pass == pass; });
+  auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.role == role && op.pass == pass; });
   REQUIRE(it != ops.end());
   return *it;
 }
@@ -40,14 +39,18 @@ const OpCost& find(const std::vector<OpCost>& ops, Role role, Pass pass = Pass::
 }  // namespace
 
 TEST_CASE("model FLOPs of a GPT equal Korthikanti's 72·B·l·s·h² formula") {
-  struct Row { int layers; long long hidden; int heads; long long batch; };
-  for (const Row& r : {Row{48, 6144, 64, 4}, Row{96, 12288, 96, 64}, Row{105, 20480, 128, 280},
-                       Row{128, 25600, 160, 512}}) {
+  struct Row {
+    int layers;
+    long long hidden;
+    int heads;
+    long long batch;
+  };
+  for (const Row& r :
+       {Row{48, 6144, 64, 4}, Row{96, 12288, 96, 64}, Row{105, 20480, 128, 280}, Row{128, 25600, 160, 512}}) {
     const auto sc = st::scenario(st::gpt(r.layers, r.hidden, r.heads), 8, 1, r.batch);
     const auto w = stepsim::workload::build_work(sc);
     const double expected =
-        korthikanti_model_flops(static_cast<double>(r.batch), r.layers, 2048.0,
-                                static_cast<double>(r.hidden), 51200.0);
+        korthikanti_model_flops(static_cast<double>(r.batch), r.layers, 2048.0, static_cast<double>(r.hidden), 51200.0);
     CHECK(w.model_flops_per_step == Approx(expected).epsilon(1e-12));
   }
 }
@@ -63,8 +66,7 @@ TEST_CASE("model FLOPs of Llama count six FLOPs per GEMM weight per token plus a
 }
 
 TEST_CASE("GPT parameter counts match 12·l·h² within one percent") {
-  for (auto [l, h, a] : {std::tuple{48, 6144LL, 64}, std::tuple{96, 12288LL, 96},
-                         std::tuple{128, 25600LL, 160}}) {
+  for (auto [l, h, a] : {std::tuple{48, 6144LL, 64}, std::tuple{96, 12288LL, 96}, std::tuple{128, 25600LL, 160}}) {
     const auto w = stepsim::workload::build_work(st::scenario(st::gpt(l, h, a), 8, 1));
     const double expected = gpt_params(l, static_cast<double>(h), 51200.0, 2048.0);
     CHECK(static_cast<double>(w.params_total) == Approx(expected).epsilon(0.01));
@@ -86,9 +88,9 @@ TEST_CASE("a GPT layer runs its forward ops in Megatron order") {
   for (const OpCost& op : w.layer.forward) {
     if (roles.empty() || roles.back() != op.role) roles.push_back(op.role);
   }
-  CHECK(roles == std::vector<Role>{Role::input_norm, Role::qkv, Role::attention_core,
-                                   Role::attn_proj, Role::attn_residual, Role::post_norm,
-                                   Role::fc1, Role::activation, Role::fc2, Role::mlp_residual});
+  CHECK(roles == std::vector<Role>{Role::input_norm, Role::qkv, Role::attention_core, Role::attn_proj,
+                                   Role::attn_residual, Role::post_norm, Role::fc1, Role::activation, Role::fc2,
+                                   Role::mlp_residual});
 }
 
 TEST_CASE("Llama 3 8B at TP 8 has GQA and SwiGLU GEMM shapes") {
@@ -115,9 +117,8 @@ TEST_CASE("backward GEMMs run dgrad then wgrad with the forward's FLOPs each") {
   const auto w = stepsim::workload::build_work(st::scenario(st::gpt(48, 6144, 64), 8, 4));
   for (Role role : {Role::qkv, Role::attn_proj, Role::fc1, Role::fc2}) {
     const auto& bwd = w.layer.backward;
-    const auto data = std::find_if(bwd.begin(), bwd.end(), [&](const OpCost& op) {
-      return op.role == role && op.pass == Pass::backward_data;
-    });
+    const auto data = std::find_if(bwd.begin(), bwd.end(),
+                                   [&](const OpCost& op) { return op.role == role && op.pass == Pass::backward_data; });
     REQUIRE(data != bwd.end());
     REQUIRE(std::next(data) != bwd.end());
     CHECK(std::next(data)->pass == Pass::backward_weight);
