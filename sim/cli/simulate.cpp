@@ -1,8 +1,6 @@
 // simulate(): the layers in order — workload, hardware, parallelism, engine, report.
 #include "stepsim/report.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/memory_model.hpp"
@@ -14,14 +12,13 @@ namespace stepsim {
 
 namespace {
 
-// The memory model's breakdown for the report, and a warning when the peak exceeds capacity.
+// The memory model's breakdown for the report, and a note when the peak exceeds capacity
+// (the simulate command also logs it; the library itself stays silent).
 void add_memory(const Scenario& scenario, const workload::ModelWork& work, report::ReportInputs& inputs) {
   const parallelism::MemoryEstimate estimate = parallelism::estimate_memory(scenario, work);
   inputs.memory = parallelism::memory_report(estimate);
   const std::string note = parallelism::memory_note(estimate);
-  if (note.empty()) return;
-  spdlog::warn("{}", note);
-  inputs.notes.push_back(note);
+  if (!note.empty()) inputs.notes.push_back(note);
 }
 
 }  // namespace

@@ -54,6 +54,9 @@ int run_simulate(const Args& args) {
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   const SimulationResult result = simulate(scenario);
+  if (!result.report.memory_bytes.fits)
+    spdlog::warn("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", result.report.memory_bytes.peak / 1073741824.0,
+                 result.report.memory_bytes.capacity / 1073741824.0);
 
   emit(
       out, [&](std::ostream& os) { report::write_table(result.report, os); },
