@@ -95,34 +95,38 @@ std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const
   return buckets;
 }
 
-BucketLayout bucket_layout(const Scenario& scenario) {
+namespace {
+
+// No cap: without overlap the whole gradient is reduced in one pass after the backward, one
+// bucket, as Megatron does (REFERENCE.md §5).
+constexpr Bytes kUnbounded{std::numeric_limits<std::int64_t>::max() / 4};
+
+// Buckets over this stage's gradients in reverse registration order (≈ gradient-ready order).
+BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Bytes cap) {
   BucketLayout layout;
   layout.tensors = gradient_tensors(scenario.model, scenario.parallel);
   std::vector<int> order(layout.tensors.size());
   std::iota(order.rbegin(), order.rend(), 0);
-  const DataParallelSpec& dp = scenario.data_parallel;
-  // Without overlap the whole gradient is reduced in one pass after the backward: one
-  // bucket, as Megatron does (REFERENCE.md §5).
-  const Bytes unbounded{std::numeric_limits<std::int64_t>::max() / 4};
-  const bool one_pass = !dp.overlap_grad_reduce;
-  layout.buckets = assign_buckets(layout.tensors, order, element_bytes(dp.grad_reduce_dtype),
-                                  one_pass ? unbounded : Bytes::mib(dp.first_bucket_mb),
-                                  one_pass ? unbounded : Bytes::mib(dp.bucket_cap_mb));
+  const int bytes = element_bytes(scenario.data_parallel.grad_reduce_dtype);
+  layout.buckets = assign_buckets(layout.tensors, order, bytes, first_cap, cap);
   return layout;
 }
 
-BucketLayout megatron_bucket_layout(const Scenario& scenario) {
-  BucketLayout layout;
-  layout.tensors = gradient_tensors(scenario.model, scenario.parallel);
-  std::vector<int> order(layout.tensors.size());
-  std::iota(order.rbegin(), order.rend(), 0);
+}  // namespace
+
+BucketLayout bucket_layout(const Scenario& scenario) {
   const DataParallelSpec& dp = scenario.data_parallel;
-  const int bytes = element_bytes(dp.grad_reduce_dtype);
+  if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
+  return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb));
+}
+
+BucketLayout megatron_bucket_layout(const Scenario& scenario) {
+  const DataParallelSpec& dp = scenario.data_parallel;
+  if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
+  // max(4e7, 1e6·dp) parameters per bucket (REFERENCE.md §5).
   const long long elements = std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
-  const Bytes cap =
-      dp.overlap_grad_reduce ? Bytes(elements * bytes) : Bytes{std::numeric_limits<std::int64_t>::max() / 4};
-  layout.buckets = assign_buckets(layout.tensors, order, bytes, cap, cap);
-  return layout;
+  const Bytes cap{elements * element_bytes(dp.grad_reduce_dtype)};
+  return reverse_order_layout(scenario, cap, cap);
 }
 
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {
