@@ -34,11 +34,11 @@ class EventQueue {
   void push(Event e) {
     e.seq = next_seq_++;
     heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), later);
+    std::push_heap(heap_.begin(), heap_.end(), kLater);
   }
 
   Event pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
+    std::pop_heap(heap_.begin(), heap_.end(), kLater);
     Event e = heap_.back();
     heap_.pop_back();
     return e;
@@ -52,7 +52,7 @@ class EventQueue {
       return x.seq > y.seq;
     }
   };
-  static constexpr Later later{};
+  static constexpr Later kLater{};
 
   std::vector<Event> heap_;
   std::uint64_t next_seq_ = 0;
