@@ -133,7 +133,7 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(m.seq_len % p.tp == 0, "/parallel/sequence_parallel", "model.seq_len ({}) is not divisible by tp ({})",
               m.seq_len, p.tp);
   if (p.cp > 1)
-    c.require(m.seq_len % (2 * p.cp) == 0, "/parallel/cp",
+    c.require(m.seq_len % (2LL * p.cp) == 0, "/parallel/cp",
               "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len,
               2 * p.cp);
   const int chunks = p.pp * p.virtual_stages;

@@ -47,9 +47,9 @@ void BucketSync::launch_ready(StepBuilder& b) {
   while (next_ < layout_.buckets.size() && missing_[next_] == 0) launch(b, {producer_[next_]});
 }
 
-void BucketSync::launch(StepBuilder& b, std::vector<OpIndex> waits) {
+void BucketSync::launch(StepBuilder& b, const std::vector<OpIndex>& waits) {
   const Bucket& bucket = layout_.buckets[next_];
-  launched_.push_back(b.collective(CommKind::dp, op_, bucket.size, fmt::format("bucket {}", next_), std::move(waits)));
+  launched_.push_back(b.collective(CommKind::dp, op_, bucket.size, fmt::format("bucket {}", next_), waits));
   ++next_;
 }
 

@@ -26,7 +26,7 @@ class BucketSync {
  private:
   void produced(int tensor, OpIndex op);
   void launch_ready(StepBuilder& b);
-  void launch(StepBuilder& b, std::vector<OpIndex> waits);
+  void launch(StepBuilder& b, const std::vector<OpIndex>& waits);
 
   BucketLayout layout_;
   bool overlap_;

@@ -38,7 +38,7 @@ class Zero final : public DataParallel {
  private:
   std::size_t gradient_bucket(std::size_t gather) const { return gathered_.size() - 1 - gather; }
   void reach(StepBuilder& b, std::size_t gather);
-  void dispatch(StepBuilder& b, std::size_t gather, std::vector<OpIndex> waits);
+  void dispatch(StepBuilder& b, std::size_t gather, const std::vector<OpIndex>& waits);
 
   BucketSync sync_;
   int dp_;
@@ -89,12 +89,11 @@ void Zero::reach(StepBuilder& b, std::size_t g) {
   b.defer_wait(*gathered_[g], WaitRule::next_op, workload::Role::embedding);
 }
 
-void Zero::dispatch(StepBuilder& b, std::size_t g, std::vector<OpIndex> waits) {
+void Zero::dispatch(StepBuilder& b, std::size_t g, const std::vector<OpIndex>& waits) {
   const BucketLayout& layout = sync_.layout();
   const std::size_t k = gradient_bucket(g);
   const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
-  gathered_[g] =
-      b.collective(CommKind::dp, CollOp::allgather, size, fmt::format("bucket {} params", k), std::move(waits));
+  gathered_[g] = b.collective(CommKind::dp, CollOp::allgather, size, fmt::format("bucket {} params", k), waits);
 }
 
 // Buckets the forward did not gather (all of them without overlap_param_gather).

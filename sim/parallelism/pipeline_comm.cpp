@@ -54,9 +54,9 @@ void PipelineComm::send(StepBuilder& b, const PipelineOp& op) const {
   b.pp_collective(link, CollOp::sendrecv, message_, what, b.last_compute());
 }
 
-std::vector<OpIndex> PipelineComm::sync_embedding(StepBuilder& b, std::vector<OpIndex> waits) const {
+std::vector<OpIndex> PipelineComm::sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const {
   if (embedding_grad_.count() == 0) return {};
-  return {b.pp_collective(PpLink::embedding, CollOp::allreduce, embedding_grad_, "embedding grad", std::move(waits))};
+  return {b.pp_collective(PpLink::embedding, CollOp::allreduce, embedding_grad_, "embedding grad", waits)};
 }
 
 }  // namespace stepsim::parallelism

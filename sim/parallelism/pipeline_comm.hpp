@@ -22,7 +22,7 @@ class PipelineComm {
   void send(StepBuilder& b, const PipelineOp& op) const;
   // Tied embeddings split over the first and the last stage: the AllReduce of the word
   // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
-  std::vector<OpIndex> sync_embedding(StepBuilder& b, std::vector<OpIndex> waits) const;
+  std::vector<OpIndex> sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const;
 
   // The SendRecv message: one micro-batch's b·s·h activations, split over TP (sequence
   // parallelism, or Megatron's scatter/gather of the replicated tensor without it).

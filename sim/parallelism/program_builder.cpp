@@ -73,7 +73,7 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
 // Workload names backward ops already ("fc1 dgrad", "gelu backward"); forward and
 // recomputed ones get a suffix.
 std::string op_name(const OpSite& site, int layers) {
-  const std::string label = site_label(site, layers);
+  std::string label = site_label(site, layers);
   if (site.phase == Phase::recompute) return label + " recompute";
   if (site.cost->pass == workload::Pass::forward) return label + " fwd";
   return label;
@@ -109,8 +109,7 @@ class StepWriter {
     std::vector<OpIndex> waits = dp_->optimizer_waits();
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
     for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
-    const OpIndex optimizer =
-        b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", std::move(waits));
+    const OpIndex optimizer = b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", waits);
     dp_->after_optimizer(b_, optimizer);
   }
 
@@ -266,7 +265,7 @@ class Layout {
   }
 
   // Pipeline groups are keyed by name and members (the sender first).
-  void add_pp_link(std::size_t index, StepBuilder& b, PpLink link, const char* name, std::vector<int> members,
+  void add_pp_link(std::size_t index, StepBuilder& b, PpLink link, const char* name, const std::vector<int>& members,
                    const char* stream_name) {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(stream_name);
