@@ -1,7 +1,9 @@
 // `stepsim collective`: predicted time, algbw and busbw of one collective per size, printed
 // like an nccl-tests table, with the (algorithm, protocol) pair NCCL would choose.
 #include <fmt/format.h>
+
 #include <boost/json.hpp>
+#include <cmath>
 
 #include <algorithm>
 #include <array>
@@ -62,19 +64,41 @@ CollOp parse_op(const std::string& text) {
       text, CollOp::allreduce, CollOp::sendrecv, [](CollOp op) { return std::string(to_string(op)); }, "OP");
 }
 
+// Beyond any GPU's memory; larger sizes would only test the simulator's integer range.
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
+constexpr int kMaxRows = 10000;
+constexpr int kMaxGpus = 1 << 20;
+
+void check_size(Bytes size, const char* flag) {
+  if (size.count() > kMaxSize)
+    throw InputError("<command line>", flag,
+                     fmt::format("{} bytes is more than the 1 TiB a rank can hold", size.count()));
+}
+
 std::vector<Bytes> sizes(const Options& o) {
   if (!o.size.empty() && !o.sweep.empty())
     throw InputError("<command line>", "--sweep", "give either --size or --sweep, not both");
-  if (o.sweep.empty()) return {io::parse_bytes(o.size.empty() ? "256MiB" : o.size, "<command line>", "--size")};
+  if (o.sweep.empty()) {
+    const Bytes size = io::parse_bytes(o.size.empty() ? "256MiB" : o.size, "<command line>", "--size");
+    check_size(size, "--size");
+    return {size};
+  }
   const auto colon = o.sweep.find(':');
   if (colon == std::string::npos)
     throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", o.sweep));
   const Bytes lo = io::parse_bytes(o.sweep.substr(0, colon), "<command line>", "--sweep");
   const Bytes hi = io::parse_bytes(o.sweep.substr(colon + 1), "<command line>", "--sweep");
-  if (o.factor <= 1)
-    throw InputError("<command line>", "--factor", fmt::format("expected a factor above 1, got {}", o.factor));
+  if (!(o.factor >= 1.001 && o.factor <= 1e6))
+    throw InputError("<command line>", "--factor",
+                     fmt::format("expected a factor between 1.001 and 1000000, got {}", o.factor));
   if (lo.count() < 1 || hi < lo)
     throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", o.sweep));
+  check_size(hi, "--sweep");
+  const double rows = std::log(hi.as_double() / lo.as_double()) / std::log(o.factor) + 1;
+  if (rows > kMaxRows)
+    throw InputError("<command line>", "--factor",
+                     fmt::format("{} from {} to {} gives {:.0f} sizes; at most {} (raise --factor)", o.factor,
+                                 o.sweep.substr(0, colon), o.sweep.substr(colon + 1), rows, kMaxRows));
   std::vector<Bytes> out;
   for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= o.factor)
     out.emplace_back(static_cast<std::int64_t>(std::llround(s)));
@@ -136,6 +160,17 @@ boost::json::value to_json(const std::vector<Row>& rows, CollOp op, const Cluste
   return out;
 }
 
+// The model names a forced algorithm or protocol by its scenario key; here it came from a flag.
+std::vector<collectives::Choice> candidates_for_command_line(const ClusterSpec& cluster, const CollectivesSpec& forced,
+                                                             const collectives::Request& request) {
+  try {
+    return collectives::candidates(cluster, forced, request);
+  } catch (const InputError& e) {
+    const bool protocol = e.where().ends_with("protocol");
+    throw InputError("<command line>", protocol ? "--protocol" : "--algorithm", e.message());
+  }
+}
+
 po::options_description describe(Options& o) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("op", po::value(&o.op)->value_name("OP"),
@@ -165,7 +200,8 @@ int run_collective(const Args& args) {
   if (o.op.empty())
     throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
-  if (o.gpus < 1) throw InputError("<command line>", "--gpus", fmt::format("expected at least 1 GPU, got {}", o.gpus));
+  if (o.gpus < 1 || o.gpus > kMaxGpus)
+    throw InputError("<command line>", "--gpus", fmt::format("expected 1 to {} GPUs, got {}", kMaxGpus, o.gpus));
   const ClusterSpec cluster = io::load_cluster(o.cluster, o.gpus);
   CollectivesSpec forced;
   forced.algorithm = parse_name(
@@ -177,7 +213,7 @@ int run_collective(const Args& args) {
   std::vector<Row> rows;
   for (Bytes s : sizes(o)) {
     const collectives::Request request{op, s, shape_of(cluster, o.gpus)};
-    auto all = collectives::candidates(cluster, forced, request);
+    auto all = candidates_for_command_line(cluster, forced, request);
     rows.push_back({s, all.front(), o.verbose ? all : std::vector<collectives::Choice>{}});
   }
   if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);

@@ -34,7 +34,13 @@ void add_trace_options(po::options_description& desc, TraceSelection& selection)
   // typed_value<std::string>::notify when several string options are inlined in one function.
   desc.add_options()("step", po::value(&selection.step)->value_name("N"),
                      "measure only ProfilerStep#N (N or the full name)")(
-      "rank", po::value(&selection.rank)->value_name("I"), "which rank of a folder to measure (index, default 0)");
+      "rank", po::value<long long>()->value_name("I")->notifier([&selection](long long rank) {
+        // Parsed signed: Program_options would read "-1" into an unsigned index as 2^64 - 1.
+        if (rank < 0)
+          throw InputError("<command line>", "--rank", fmt::format("expected a rank index of 0 or more, got {}", rank));
+        selection.rank = static_cast<std::size_t>(rank);
+      }),
+      "which rank of a folder to measure (index, default 0)");
 }
 
 std::optional<std::string> TraceSelection::step_name() const {

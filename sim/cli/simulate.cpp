@@ -1,11 +1,14 @@
 // simulate(): the layers in order — workload, hardware, parallelism, engine, report.
 #include "stepsim/report.hpp"
 
+#include <fmt/format.h>
+
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "report/report_io.hpp"
+#include "stepsim/error.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim {
@@ -21,11 +24,7 @@ void add_memory(const Scenario& scenario, const workload::ModelWork& work, repor
   if (!note.empty()) inputs.notes.push_back(note);
 }
 
-}  // namespace
-
-const char* stepsim_version() { return STEPSIM_VERSION; }
-
-SimulationResult simulate(const Scenario& scenario) {
+SimulationResult run_layers(const Scenario& scenario) {
   const workload::ModelWork work = workload::build_work(scenario);
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
   const engine::Program program = parallelism::build_program(scenario, work, gpu);
@@ -43,6 +42,25 @@ SimulationResult simulate(const Scenario& scenario) {
   add_memory(scenario, work, inputs);
   result.report = report::make_report(result.timeline, inputs);
   return result;
+}
+
+}  // namespace
+
+const char* stepsim_version() { return STEPSIM_VERSION; }
+
+SimulationResult simulate(const Scenario& scenario) {
+  try {
+    return run_layers(scenario);
+  } catch (const RangeOverflow& e) {
+    throw InputError(scenario.source, "",
+                     fmt::format("{} while simulating the step: the scenario's rates are too slow or its sizes too "
+                                 "large for one training step",
+                                 e.what()));
+  } catch (const InputError& e) {
+    // The model layers name the key at fault; the scenario knows which file it came from.
+    if (!e.file().empty()) throw;
+    throw InputError(scenario.source, e.where(), e.message());
+  }
 }
 
 }  // namespace stepsim

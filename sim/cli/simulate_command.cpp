@@ -7,6 +7,7 @@
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
+#include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
 
 namespace stepsim::cli {
@@ -51,6 +52,9 @@ int run_simulate(const Args& args) {
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
 
+  if (vm.count("scenario") != 0 && scenario_path.empty())
+    throw InputError("<command line>", "SCENARIO",
+                     "the scenario file name is empty (omit it to simulate the embedded default)");
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   const SimulationResult result = simulate(scenario);

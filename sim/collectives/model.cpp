@@ -23,7 +23,8 @@ double efficiency(const CollectiveTuning& t, Protocol p, Bytes size) {
   double eff = t.bus_efficiency;
   if (p == Protocol::ll128) eff *= t.ll128_efficiency;
   if (p == Protocol::simple && t.ramp_half_bytes.count() > 0 && size.count() > 0)
-    eff /= 1.0 + std::pow(t.ramp_half_bytes.as_double() / size.as_double(), t.ramp_exponent);
+    // Capped so that a steep ramp on a tiny message stays a (very) slow transfer, not zero.
+    eff /= 1.0 + std::min(1e9, std::pow(t.ramp_half_bytes.as_double() / size.as_double(), t.ramp_exponent));
   return eff;
 }
 

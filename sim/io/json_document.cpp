@@ -5,7 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
+#include <vector>
 
+#include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/stream_parser.hpp>
@@ -44,6 +48,99 @@ std::string excerpt(std::string_view text, std::size_t offset) {
   return rest.empty() ? "end of line" : fmt::format("'{}'", rest);
 }
 
+// A first pass over the text that Boost.JSON's DOM parser cannot make: it silently keeps the
+// last of duplicate keys and turns 1e999 into infinity. Stopping the parser at the offending
+// token gives its offset, hence the line and column.
+class StrictHandler {
+ public:
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+
+  using error_code = boost::system::error_code;
+
+  std::string problem;  // empty while the text is fine
+
+  bool on_document_begin(error_code&) { return true; }
+  bool on_document_end(error_code&) { return true; }
+  bool on_array_begin(error_code&) {
+    frames_.push_back({false, {}, 0, {}});
+    return true;
+  }
+  bool on_array_end(std::size_t, error_code&) { return close(); }
+  bool on_object_begin(error_code&) {
+    frames_.push_back({true, {}, 0, {}});
+    return true;
+  }
+  bool on_object_end(std::size_t, error_code&) { return close(); }
+  bool on_string_part(json::string_view, std::size_t, error_code&) { return true; }
+  bool on_string(json::string_view, std::size_t, error_code&) { return value(); }
+  bool on_key_part(json::string_view s, std::size_t, error_code&) {
+    key_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, error_code& ec) {
+    key_.append(s.data(), s.size());
+    Frame& f = frames_.back();
+    f.key = std::move(key_);
+    key_.clear();
+    if (f.seen.insert(f.key).second) return true;
+    problem = fmt::format("duplicate key '{}' at {} (each key may appear once in an object)", f.key, path());
+    return fail(ec);
+  }
+  bool on_number_part(json::string_view, error_code&) { return true; }
+  bool on_int64(std::int64_t, json::string_view, error_code&) { return value(); }
+  bool on_uint64(std::uint64_t, json::string_view, error_code&) { return value(); }
+  bool on_double(double d, json::string_view text, error_code& ec) {
+    if (std::isfinite(d)) return value();
+    problem =
+        fmt::format("the number {} at {} is out of range (at most about 1.8e308)", std::string_view(text), path());
+    return fail(ec);
+  }
+  bool on_bool(bool, error_code&) { return value(); }
+  bool on_null(error_code&) { return value(); }
+  bool on_comment_part(json::string_view, error_code&) { return true; }
+  bool on_comment(json::string_view, error_code&) { return true; }
+
+ private:
+  struct Frame {
+    bool object;
+    std::string key;
+    std::size_t index;
+    std::set<std::string, std::less<>> seen;
+  };
+
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  bool value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+    return true;
+  }
+  bool fail(error_code& ec) {
+    ec = boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
+    return false;
+  }
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) out += f.object ? "/" + f.key : fmt::format("/{}", f.index);
+    return out.empty() ? "/" : out;
+  }
+
+  std::vector<Frame> frames_;
+  std::string key_;
+};
+
+// Throws InputError at the first duplicate key or out-of-range number of `text`.
+void check_strict(std::string_view text, const std::string& source) {
+  json::basic_parser<StrictHandler> parser(scenario_options());
+  boost::system::error_code ec;
+  const std::size_t used = parser.write_some(false, text.data(), text.size(), ec);
+  if (ec && !parser.handler().problem.empty()) throw InputError(source, position(text, used), parser.handler().problem);
+}
+
 }  // namespace
 
 bool try_parse_json(std::string_view text, json::value& out) {
@@ -54,10 +151,11 @@ bool try_parse_json(std::string_view text, json::value& out) {
   parser.finish(ec);
   if (ec) return false;
   out = parser.release();
-  return true;
+  return !out.is_double() || std::isfinite(out.get_double());
 }
 
 json::value parse_json(std::string_view text, const std::string& source) {
+  check_strict(text, source);
   json::stream_parser parser({}, scenario_options());
   boost::system::error_code ec;
   const std::size_t used = parser.write_some(text.data(), text.size(), ec);

@@ -33,8 +33,12 @@ class Reader {
 // The choice closest to `word` by edit distance, or "" when none is close enough to suggest.
 std::string_view closest_match(std::string_view word, std::span<const std::string_view> choices);
 
-// "unknown KIND 'word' (did you mean 'x'?)" or "... (expected one of a, b, c)".
+// "unknown KIND 'word' (did you mean 'x'?)" or "... (expected one of a, b, c)"; a long word
+// is shown cut short.
 std::string unknown_name_message(std::string_view kind, std::string_view word,
                                  std::span<const std::string_view> choices);
+
+// True when `s` is well-formed UTF-8 (what JSON text, and so the report, must be).
+bool valid_utf8(std::string_view s);
 
 }  // namespace stepsim::io

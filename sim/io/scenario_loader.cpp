@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +27,8 @@ void apply_set(Scenario& s, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw InputError("--set", assignment,
                      "expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth=\"200 Gb/s\"");
+  if (!valid_utf8(assignment))
+    throw InputError("--set", "", "the assignment is not valid UTF-8 text (scenario keys and names are UTF-8)");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   json::value value;
@@ -39,12 +44,28 @@ void apply_set(Scenario& s, const std::string& assignment) {
   read_scenario(s, value, Reader("--set", true));
 }
 
+// Scenario and cluster files are small; a larger one is a mistake (or /dev/zero).
+constexpr std::size_t kMaxFileBytes = 64 << 20;
+
+// The text of `path`; `found` is false when there is no such file. Directories, unreadable
+// and oversized files are InputErrors naming the file.
 std::string read_file(const std::string& path, bool& found) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  found = !ec && std::filesystem::exists(status);
+  if (!found) return {};
+  if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory, not a scenario file");
   std::ifstream in(path, std::ios::binary);
-  found = static_cast<bool>(in);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (!in) throw InputError(path, "", fmt::format("cannot open for reading: {}", std::strerror(errno)));
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes)
+      throw InputError(path, "", "is larger than 64 MiB; a scenario file is far smaller");
+  }
+  if (in.bad()) throw InputError(path, "", "cannot read the file");
+  return text;
 }
 
 }  // namespace

@@ -97,8 +97,12 @@ double parse_quantity(const std::string& text, const QuantityKind& kind, const s
   if (unit.empty())
     throw InputError(file, where, fmt::format("'{}' has no unit (expected e.g. {})", text, kind.examples));
   if (number < 0) throw InputError(file, where, fmt::format("'{}' is negative", text));
-  for (const auto& row : kind.units)
-    if (same_unit(unit, row.name, kind.case_insensitive)) return number * row.factor;
+  for (const auto& row : kind.units) {
+    if (!same_unit(unit, row.name, kind.case_insensitive)) continue;
+    const double value = number * row.factor;
+    if (!std::isfinite(value)) throw InputError(file, where, fmt::format("'{}' is out of range", text));
+    return value;
+  }
   throw InputError(file, where,
                    fmt::format("'{}' has an unknown unit '{}' (expected one of {})", text, unit, unit_list(kind)));
 }

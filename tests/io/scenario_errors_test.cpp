@@ -120,7 +120,7 @@ TEST_CASE("pipeline, batch and precision rules name the key at fault") {
         "scenario.json: /parallel/ep: expert parallelism needs an MoE model (model.moe.experts > 0)");
   CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })",
                           kParallel)) ==
-        "scenario.json: /cluster/inter_node/oversubscription: must be at least 1 (1 = full bisection bandwidth), got "
+        "scenario.json: /cluster/inter_node/oversubscription: must be between 1 and 1024, got "
         "0.5");
 }
 

@@ -1,0 +1,192 @@
+// The range of every numeric scenario key, and the limits on what they multiply into. The
+// ranges are wide enough for any real cluster and model and narrow enough that no product of
+// them overflows and no step asks for unbounded work; each refusal names the key and the range.
+#include "io/validate_limits.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::io {
+namespace {
+
+constexpr long long kMaxGpus = 1LL << 20;                      // 1,048,576 GPUs in one job
+constexpr double kMaxLayerPasses = 4194304;                    // micro-batches × layers simulated per step
+constexpr double kMaxStepSeconds = 1e6;                        // about 11.6 days, well inside Time's range
+constexpr double kMaxParams = 1125899906842624.0;              // 2^50 parameters
+constexpr double kMaxTokensPerMicroBatch = 4294967296;         // 2^32 tokens
+constexpr double kMaxMicroBatchBytes = 1152921504606846976.0;  // 2^60 bytes of one layer's activations
+
+class Limits {
+ public:
+  explicit Limits(const std::string& file) : file_(file) {}
+
+  void integer(long long v, long long lo, long long hi, const char* where) const {
+    if (v < lo || v > hi) fail(where, fmt::format("must be between {} and {}, got {}", lo, hi, v));
+  }
+  void number(double v, double lo, double hi, const char* where) const {
+    if (!(v >= lo && v <= hi)) fail(where, fmt::format("must be between {} and {}, got {}", lo, hi, v));
+  }
+  void duration(Time v, double max_s, const char* where) const {
+    if (v < Time::zero() || v.seconds() > max_s)
+      fail(where, fmt::format("must be between 0 and {} s, got {} s", max_s, v.seconds()));
+  }
+  // A rate of 0 means "not available" where `zero_allowed`; otherwise within [lo, hi].
+  void rate(double v, double lo, double hi, const char* unit, bool zero_allowed, const char* where) const {
+    if (zero_allowed && v == 0) return;
+    if (!(v >= lo && v <= hi))
+      fail(where, fmt::format("must be between {:g} and {:g} {}{}, got {:g} {}", lo, hi, unit,
+                              zero_allowed ? " (or 0: not available)" : "", v, unit));
+  }
+  [[noreturn]] void fail(const char* where, const std::string& message) const {
+    throw InputError(file_, where, message);
+  }
+
+ private:
+  const std::string& file_;
+};
+
+void model_ranges(const ModelSpec& m, const Limits& l) {
+  l.integer(m.layers, 1, 2048, "/model/layers");
+  l.integer(m.hidden, 1, 1LL << 18, "/model/hidden");
+  l.integer(m.heads, 1, 4096, "/model/heads");
+  l.integer(m.kv_heads, 0, 4096, "/model/kv_heads");           // 0: as many as heads
+  l.integer(m.ffn_hidden, 0, 1LL << 21, "/model/ffn_hidden");  // 0: 4·hidden
+  l.integer(m.vocab, 1, 1LL << 24, "/model/vocab");
+  l.integer(m.seq_len, 1, 1LL << 23, "/model/seq_len");
+  l.integer(m.moe.experts, 0, 4096, "/model/moe/experts");
+  l.integer(m.moe.top_k, 1, 4096, "/model/moe/top_k");
+  l.integer(m.moe.expert_ffn_hidden, 0, 1LL << 21, "/model/moe/expert_ffn_hidden");
+}
+
+void gpu_ranges(const GpuSpec& g, const Limits& l) {
+  constexpr double kFlopsLo = 1e9, kFlopsHi = 1e21;  // 1 GFLOPS to 1 ZFLOPS
+  l.rate(g.flops.bf16.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/bf16");
+  l.rate(g.flops.fp16.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp16");
+  l.rate(g.flops.fp8.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp8");
+  l.rate(g.flops.tf32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/tf32");
+  l.rate(g.flops.fp32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp32");
+  l.rate(g.memory.as_double(), 1048576.0, 1125899906842624.0, "B", false, "/cluster/gpu/memory");
+  l.rate(g.memory_bandwidth.bytes_per_s(), 1e9, 1e15, "B/s", false, "/cluster/gpu/memory_bandwidth");
+  l.integer(g.sms, 1, 4096, "/cluster/gpu/sms");
+  l.number(g.efficiency.gemm_half_flops, 0, 1e18, "/cluster/gpu/efficiency/gemm_half_flops");
+  l.duration(g.efficiency.kernel_min, 1.0, "/cluster/gpu/efficiency/kernel_min");
+  l.duration(g.kernel_launch, 1.0, "/cluster/gpu/kernel_launch");
+}
+
+void cluster_ranges(const ClusterSpec& c, const Limits& l) {
+  l.integer(c.nodes, 0, kMaxGpus, "/cluster/nodes");  // 0: as many as the job needs
+  l.integer(c.gpus_per_node, 1, 1024, "/cluster/gpus_per_node");
+  gpu_ranges(c.gpu, l);
+  l.rate(c.intra_node.bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/intra_node/bandwidth");
+  l.duration(c.intra_node.latency, 1.0, "/cluster/intra_node/latency");
+  l.integer(c.inter_node.nics_per_node, 1, 1024, "/cluster/inter_node/nics_per_node");
+  l.rate(c.inter_node.nic_bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/inter_node/nic_bandwidth");
+  l.duration(c.inter_node.latency, 1.0, "/cluster/inter_node/latency");
+  l.number(c.inter_node.oversubscription, 1, 1024, "/cluster/inter_node/oversubscription");
+  l.duration(c.tuning.launch_overhead, 1.0, "/cluster/collective_tuning/launch_overhead");
+  l.rate(c.tuning.ramp_half_bytes.as_double(), 0, 1099511627776.0, "B", false,
+         "/cluster/collective_tuning/ramp_half_bytes");
+  // A ramp steeper than x^8 is a step function; larger exponents only lose precision.
+  l.number(c.tuning.ramp_exponent, 0.01, 8, "/cluster/collective_tuning/ramp_exponent");
+  l.duration(c.tuning.latency_floor, 1.0, "/cluster/collective_tuning/latency_floor");
+}
+
+void parallel_ranges(const ParallelSpec& p, const Limits& l) {
+  l.integer(p.tp, 1, 1024, "/parallel/tp");
+  l.integer(p.pp, 1, 2048, "/parallel/pp");
+  l.integer(p.dp, 1, kMaxGpus, "/parallel/dp");
+  l.integer(p.cp, 1, 1024, "/parallel/cp");
+  l.integer(p.ep, 1, 4096, "/parallel/ep");
+  l.integer(p.virtual_stages, 1, 2048, "/parallel/virtual_stages");
+  const double gpus = static_cast<double>(p.tp) * p.pp * p.dp * p.cp;
+  if (gpus > static_cast<double>(kMaxGpus))
+    l.fail("/parallel",
+           fmt::format("tp·pp·dp·cp = {}·{}·{}·{} = {:.0f} GPUs; stepsim simulates jobs of at most {} GPUs", p.tp, p.pp,
+                       p.dp, p.cp, gpus, kMaxGpus));
+}
+
+void training_ranges(const Scenario& s, const Limits& l) {
+  const TrainingSpec& t = s.training;
+  l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
+  l.integer(t.micro_batch, 1, 1LL << 20, "/training/micro_batch");
+  if (static_cast<double>(t.micro_batch) * s.parallel.dp > static_cast<double>(t.global_batch))
+    l.fail("/training/global_batch", fmt::format("{} is smaller than micro_batch·dp ({}·{}): each data-parallel rank "
+                                                 "needs at least one micro-batch",
+                                                 t.global_batch, t.micro_batch, s.parallel.dp));
+}
+
+void data_parallel_ranges(const DataParallelSpec& d, const Limits& l) {
+  l.number(d.bucket_cap_mb, 1.0 / 1024, 1048576, "/data_parallel/bucket_cap_mb");
+  l.number(d.first_bucket_mb, 1.0 / 1024, 1048576, "/data_parallel/first_bucket_mb");
+  l.integer(d.max_inflight_all_gathers, 1, 1024, "/data_parallel/max_inflight_all_gathers");
+  l.integer(d.shard_group, 0, kMaxGpus, "/data_parallel/shard_group");
+}
+
+std::string seconds_text(double s) { return s < 1e9 ? fmt::format("{:.0f} s", s) : fmt::format("{:.3g} s", s); }
+
+// Work and sizes that several keys multiply into; checked in floating point so that the
+// check itself cannot overflow.
+void products(const Scenario& s, const Limits& l) {
+  const ModelSpec& m = s.model;
+  const double b = static_cast<double>(s.training.micro_batch), seq = static_cast<double>(m.seq_len);
+  const double h = static_cast<double>(m.hidden), layers = m.layers, heads = m.heads;
+  const double micro_batches = static_cast<double>(s.training.global_batch) / (b * s.parallel.dp);
+  if (micro_batches * layers > kMaxLayerPasses)
+    l.fail("/training/global_batch",
+           fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers is more than "
+                       "the {:.0f} layer passes stepsim simulates per step: raise micro_batch or dp",
+                       micro_batches, m.layers, kMaxLayerPasses));
+  if (b * seq > kMaxTokensPerMicroBatch)
+    l.fail("/training/micro_batch", fmt::format("micro_batch·seq_len = {:.0f} tokens; at most {:.0f} per micro-batch",
+                                                b * seq, kMaxTokensPerMicroBatch));
+  const double ffn = static_cast<double>(m.ffn_hidden), vocab = static_cast<double>(m.vocab);
+  const double params = layers * (4 * h * h + 3 * h * ffn) * std::max(1, m.moe.experts) + 2 * vocab * h;
+  if (params > kMaxParams)
+    l.fail("/model", fmt::format("about {:.3g} parameters; stepsim models at most {:.3g}", params, kMaxParams));
+  // Korthikanti's per-layer activations, s·b·h·(34 + 5·a·s/h) bytes, without any parallelism.
+  if (seq * b * h * (34 + 5 * heads * seq / h) > kMaxMicroBatchBytes)
+    l.fail("/model/seq_len",
+           fmt::format("one layer's activations for one micro-batch exceed {:.3g} bytes (seq_len {}, micro_batch {}, "
+                       "hidden {}, heads {})",
+                       kMaxMicroBatchBytes, m.seq_len, s.training.micro_batch, m.hidden, m.heads));
+  // The step's model FLOPs at the GPU's peak, and its gradients over the slowest link: a
+  // lower bound on the step, which must stay inside the range the simulator times.
+  const double peak = s.cluster.gpu.flops.for_precision(s.training.precision).flops_per_s();
+  const double tokens = static_cast<double>(s.training.global_batch) * seq;
+  const double flops = 6 * tokens * params + 6 * tokens * seq * layers * h;
+  const double gpus = static_cast<double>(s.parallel.gpus());
+  if (peak > 0 && flops / gpus / peak > kMaxStepSeconds)
+    l.fail("/cluster/gpu/flops",
+           fmt::format("one step is at least {} of compute per GPU at the peak of {} ({:g} FLOPS); stepsim simulates "
+                       "steps of up to {:.0f} s",
+                       seconds_text(flops / gpus / peak), to_string(s.training.precision), peak, kMaxStepSeconds));
+  const double slowest =
+      std::min(s.cluster.intra_node.bandwidth.bytes_per_s(), s.cluster.inter_node.nic_bandwidth.bytes_per_s());
+  const double grad_bytes = 4 * params / (static_cast<double>(s.parallel.tp) * s.parallel.pp);
+  if (slowest > 0 && grad_bytes / slowest > kMaxStepSeconds)
+    l.fail("/cluster",
+           fmt::format("moving one GPU's {:.3g} bytes of gradients over its slowest link ({:g} B/s) takes {}; stepsim "
+                       "simulates steps of up to {:.0f} s",
+                       grad_bytes, slowest, seconds_text(grad_bytes / slowest), kMaxStepSeconds));
+}
+
+}  // namespace
+
+void check_key_ranges(const Scenario& s) {
+  const Limits l(s.source);
+  model_ranges(s.model, l);
+  cluster_ranges(s.cluster, l);
+  parallel_ranges(s.parallel, l);
+  training_ranges(s, l);
+  data_parallel_ranges(s.data_parallel, l);
+}
+
+void check_products(const Scenario& s) { products(s, Limits(s.source)); }
+
+void check_cluster_ranges(const ClusterSpec& c, const std::string& source) { cluster_ranges(c, Limits(source)); }
+
+}  // namespace stepsim::io

@@ -1,0 +1,83 @@
+// Hostile command lines: every one ends in exit status 0 with a sound answer or exit status
+// 2 with a message naming the flag or key, never a crash, a hang or an internal error.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "cli/stepsim_process.hpp"
+
+namespace {
+
+struct Case {
+  const char* args;
+  int status;
+  const char* says;  // on stderr
+};
+
+void check_cases(std::initializer_list<Case> cases) {
+  TempDir dir;
+  for (const Case& c : cases) {
+    const Run r = stepsim(dir, c.args);
+    INFO("stepsim " << c.args << "\nstdout: " << r.out.substr(0, 400) << "\nstderr: " << r.err);
+    CHECK(r.status == c.status);
+    CHECK(r.err.find(c.says) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
+  check_cases({
+      {"simulate --set training.micro_batch=4611686018427387904 --set parallel.dp=4", 2, "/training/micro_batch"},
+      {"simulate --set parallel.pp=4611686018427387904", 2, "parallel.pp: expected an integer"},
+      {"simulate --set training.global_batch=1099511627776", 2, "/training/global_batch"},
+      {"simulate --set 'cluster.gpu.flops.bf16=\"1 FLOPS\"'", 2, "/cluster/gpu/flops/bf16: must be between"},
+      {"simulate --set 'cluster.intra_node.bandwidth=\"1 b/s\"'", 2, "/cluster/intra_node/bandwidth"},
+      {"simulate --set 'cluster.intra_node.latency=\"1000 s\"'", 2, "/cluster/intra_node/latency"},
+      {"simulate --set model.hidden=1e18", 2, "/model/hidden: must be between 1 and 262144"},
+      {"simulate --set model.hidden=1e999", 2, "model.hidden"},
+      {"simulate --set cluster.collective_tuning.ramp_exponent=1000", 2, "ramp_exponent"},
+      {"simulate --set 'cluster.gpu.flops.bf16=\"1e308 PFLOPS\"'", 2, "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range"},
+  });
+}
+
+TEST_CASE("an empty scenario name is an error, not the default scenario") {
+  check_cases({{"simulate ''", 2, "the scenario file name is empty"}});
+}
+
+TEST_CASE("a forced algorithm that does not apply names the file and the key") {
+  check_cases({
+      {"simulate --set collectives.algorithm=nvls", 2, "<default>: /collectives/algorithm: 'nvls' does not apply"},
+      {"collective allreduce --gpus 16 --algorithm nvls", 2, "<command line>: --algorithm: 'nvls' does not apply"},
+  });
+}
+
+TEST_CASE("collective sizes, factors and GPU counts have limits") {
+  check_cases({
+      {"collective allreduce --size 1e18B", 2, "--size: 1000000000000000000 bytes is more than the 1 TiB"},
+      {"collective allreduce --sweep 1MiB:2MiB --factor 1.0000000000000002", 2,
+       "--factor: expected a factor between 1.001 and 1000000"},
+      {"collective allreduce --sweep 1MiB:2MiB --factor nan", 2, "--factor"},
+      {"collective allreduce --sweep 8B:1TiB --factor 1.001", 2, "at most 10000 (raise --factor)"},
+      {"collective allreduce --gpus 2147483647", 2, "--gpus: expected 1 to 1048576 GPUs"},
+      {"collective allreduce --size 1TiB", 0, ""},
+  });
+}
+
+TEST_CASE("a negative rank is refused as written, not wrapped to 2^64 - 1") {
+  check_cases({{"analyze x.json --rank -1", 2, "--rank: expected a rank index of 0 or more, got -1"}});
+}
+
+TEST_CASE("a scenario path that is a directory or /dev/zero is an error naming it") {
+  check_cases({
+      {"simulate /", 2, "/: is a directory, not a scenario file"},
+      {"simulate /dev/zero", 2, "/dev/zero: is larger than 64 MiB"},
+  });
+}
+
+TEST_CASE("the earlier internal errors on natural input are gone") {
+  check_cases({
+      {"simulate --set cluster.collective_tuning.ramp_exponent=8", 0, ""},
+      {"simulate --set \"model.name=$(printf '\\377')\" --json -", 2, "not valid UTF-8"},
+  });
+}

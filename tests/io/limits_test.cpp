@@ -1,0 +1,132 @@
+// Absurd numbers in scenarios: every numeric key has a range, products of keys stay inside
+// what the simulator represents, and JSON that readers would silently misread is refused.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "io/reader.hpp"
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+constexpr const char* kBase = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+  "training": { "global_batch": 128, "micro_batch": 2 } })";
+
+std::string error_of(const std::vector<std::string>& sets, const std::string& text = kBase) {
+  try {
+    io::load_scenario_text(text, "s.json", sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("products of integer keys that would overflow are refused with the key and the range") {
+  CHECK(error_of({"training.micro_batch=4611686018427387904"}) ==
+        "s.json: /training/micro_batch: must be between 1 and 1048576, got 4611686018427387904");
+  CHECK(error_of({"parallel.pp=2147483647"}) == "s.json: /parallel/pp: must be between 1 and 2048, got 2147483647");
+  CHECK(error_of({"parallel.dp=2147483647"}) == "s.json: /parallel/dp: must be between 1 and 1048576, got 2147483647");
+  CHECK(
+      error_of({"parallel.dp=1048576", "parallel.tp=8"}) ==
+      "s.json: /parallel: tp·pp·dp·cp = 8·1·1048576·1 = 8388608 GPUs; stepsim simulates jobs of at most 1048576 GPUs");
+}
+
+TEST_CASE("more micro-batches than a step can simulate are refused up front") {
+  CHECK(error_of({"training.global_batch=1099511627776"}) ==
+        "s.json: /training/global_batch: 68719476736 micro-batches per step (global_batch / (micro_batch·dp)) times 32 "
+        "layers is more than the 4194304 layer passes stepsim simulates per step: raise micro_batch or dp");
+  CHECK(error_of({"model.layers=100000"}) == "s.json: /model/layers: must be between 1 and 2048, got 100000");
+  CHECK(error_of({"training.global_batch=4"}) ==
+        "s.json: /training/global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
+        "least one micro-batch");
+}
+
+TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast step") {
+  CHECK(error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
+        "s.json: /cluster/gpu/flops/bf16: must be between 1e+09 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
+  CHECK(error_of({R"(cluster.intra_node.bandwidth="1 b/s")"}) ==
+        "s.json: /cluster/intra_node/bandwidth: must be between 1.25e+08 and 1e+14 B/s, got 0.125 B/s");
+  CHECK(error_of({R"(cluster.inter_node.latency="1000 s")"}) ==
+        "s.json: /cluster/inter_node/latency: must be between 0 and 1 s, got 1000 s");
+  CHECK(error_of({R"(cluster.gpu.flops.bf16="1e308 PFLOPS")"}) ==
+        "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range");
+  CHECK(error_of({"cluster.collective_tuning.ramp_exponent=1000"}) ==
+        "s.json: /cluster/collective_tuning/ramp_exponent: must be between 0.01 and 8, got 1000");
+}
+
+TEST_CASE("slow but valid hardware whose step would outlast the time range names the rate") {
+  const std::string error = error_of({R"(cluster.gpu.flops.bf16="1 GFLOPS")", "training.global_batch=1048576",
+                                      "training.micro_batch=1024", "parallel.dp=8"});
+  CHECK(error.rfind("s.json: /cluster/gpu/flops: one step is at least", 0) == 0);
+  CHECK(error.find("stepsim simulates steps of up to 1000000 s") != std::string::npos);
+}
+
+TEST_CASE("model sizes have an upper bound and memory cannot go negative") {
+  CHECK(error_of({"model.hidden=1e18"}) ==
+        "s.json: /model/hidden: must be between 1 and 262144, got 1000000000000000000");
+  // Within every key's range, but s·b·h·(34 + 5·a·s/h) ≈ 3.7e20 bytes for one layer.
+  const std::string error = error_of({"model.seq_len=8388608", "model.heads=4096", "model.kv_heads=4096",
+                                      "model.hidden=4096", "training.micro_batch=256", "training.global_batch=2048"});
+  CHECK(error.rfind("s.json: /model/seq_len: one layer's activations for one micro-batch exceed", 0) == 0);
+}
+
+TEST_CASE("a number beyond double range is refused with its line and column") {
+  const std::string text = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+  "parallel": { "tp": 8, "dp": 8 }, "training": { "global_batch": 1e999 } })";
+  CHECK(
+      error_of({}, text) ==
+      "s.json: line 2, column 72: the number 1e999 at /training/global_batch is out of range (at most about 1.8e308)");
+}
+
+TEST_CASE("duplicate keys are refused, not silently resolved to the last") {
+  const std::string text = R"({ "model": "llama3-8b", "model": "gpt3-175b", "cluster": "dgx-h100-ndr" })";
+  CHECK(error_of({}, text) ==
+        "s.json: line 1, column 31: duplicate key 'model' at /model (each key may appear once in an object)");
+  const std::string nested = R"({ "model": { "preset": "llama3-8b", "layers": 2,
+    "layers": 4 } })";
+  CHECK(error_of({}, nested).find("duplicate key 'layers' at /model/layers") != std::string::npos);
+  const std::string in_list = R"({ "calibration": [ {}, { "a": 1, "a": 2 } ] })";
+  CHECK(error_of({}, in_list).find("duplicate key 'a' at /calibration/1/a") != std::string::npos);
+}
+
+TEST_CASE("a --set value that is not UTF-8 is refused, so the report stays valid JSON") {
+  CHECK(error_of({"model.name=\xff"}) ==
+        "--set: the assignment is not valid UTF-8 text (scenario keys and names are UTF-8)");
+  CHECK(error_of({"model.name=caf\xc3\xa9"}) == "no error");
+  CHECK(io::valid_utf8("plain"));
+  CHECK(io::valid_utf8("\xe2\x82\xac"));            // the euro sign
+  CHECK_FALSE(io::valid_utf8("\xc0\xaf"));          // an overlong '/'
+  CHECK_FALSE(io::valid_utf8("\xed\xa0\x80"));      // a UTF-16 surrogate
+  CHECK_FALSE(io::valid_utf8("\xe2\x82"));          // cut short
+  CHECK_FALSE(io::valid_utf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
+}
+
+TEST_CASE("a 10 MB unknown name is answered at once and quoted short") {
+  const std::string huge(10'000'000, 'x');
+  const std::string error = error_of({"model=" + huge});
+  CHECK(error.find("unknown model preset 'xxxxxxxx") != std::string::npos);
+  CHECK(error.find("(10000000 bytes)") != std::string::npos);
+  CHECK(error.size() < 2000);
+}
+
+TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
+  const std::string a100 =
+      R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": { "global_batch": 8 } })";
+  CHECK(error_of({"cluster.intra_node.nvls=true"}, a100) ==
+        "s.json: /cluster/intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+  CHECK(error_of({"cluster.intra_node.fabric=pcie"}) ==
+        "s.json: /cluster/intra_node/nvls: NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the "
+        "switch)");
+}
+
+TEST_CASE("keys whose feature is not simulated yet are refused, not ignored") {
+  CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
+        "s.json: /tensor_parallel/comm_overlap: TP communication overlap is not simulated yet (set it to false)");
+  CHECK(error_of({"model=mixtral-8x7b"}).find("mixture-of-experts layers are not simulated yet") != std::string::npos);
+}
