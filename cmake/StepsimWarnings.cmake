@@ -7,13 +7,18 @@ function(stepsim_set_warnings target)
 endfunction()
 
 # A stepsim static library for one layer under sim/: headers beside the sources, included
-# as "layer/file.hpp" from sim/, the public API from include/.
+# as "layer/file.hpp", the public API from include/. Each layer's folder is visible only to
+# itself and to the targets that link it (directly or through a layer above): the include
+# path holds a folder per layer with one link, build/layers/<layer>/<layer> -> sim/<layer>,
+# so including a header of a layer that is not linked fails to compile.
 function(stepsim_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(stepsim_${name} STATIC ${ARG_SOURCES})
   add_library(stepsim::${name} ALIAS stepsim_${name})
-  target_include_directories(stepsim_${name} PUBLIC
-    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/sim)
+  set(root ${PROJECT_BINARY_DIR}/layers/${name})
+  file(MAKE_DIRECTORY ${root})
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/sim/${name} ${root}/${name} SYMBOLIC)
+  target_include_directories(stepsim_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
   target_link_libraries(stepsim_${name} PUBLIC ${ARG_DEPS})
   stepsim_set_warnings(stepsim_${name})
 endfunction()
