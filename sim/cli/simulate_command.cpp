@@ -27,7 +27,8 @@ constexpr const char* kUsage =
     "  bubble                 compute stream idle for lack of work (pipeline fill/drain, waiting\n"
     "                         on a peer), not waiting on its own communication\n"
     "  MFU                    model FLOPs (no recompute) per second per GPU over the GPU's dense\n"
-    "                         peak for the training precision";
+    "                         peak for the training precision; attention is counted causal\n"
+    "                         (half of the s^2 that Megatron's papers count)";
 
 constexpr const char* kExamples =
     "  stepsim simulate\n"
