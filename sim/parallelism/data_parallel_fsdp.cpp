@@ -289,6 +289,12 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
                                         : d.backward_prefetch == BackwardPrefetch::post ? "post"
                                                                                         : "none",
                                         d.forward_prefetch ? "on" : "off", d.max_inflight_all_gathers);
+  if (shard_ranks == 1) {
+    return fmt::format(
+        "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer) held whole "
+        "(a shard group of one DP rank: no AllGather or ReduceScatter)",
+        d.fsdp_version, units.size());
+  }
   return fmt::format(
       "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
       "{} gathered per layer over {} DP ranks, {}, {}; {}; Adam on 1/{} of the parameters",
