@@ -2,8 +2,8 @@
 // final norm, LM head). Each unit's parameters are all-gathered before its forward and, when
 // resharded after the forward, again before its backward; its gradient is reduce-scattered
 // after its backward, in every micro-batch (no no_sync()) unless a pipeline schedule drives
-// the stage (see Fsdp below). AllGather and ReduceScatter share
-// the group's NCCL stream, so one "fsdp" stream in issue order decides what overlaps.
+// the stage (see Fsdp below). AllGather and ReduceScatter share the group's NCCL stream, so
+// one "fsdp" stream in issue order decides what overlaps.
 #include <algorithm>
 #include <deque>
 #include <optional>
