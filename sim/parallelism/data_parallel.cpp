@@ -21,7 +21,7 @@ class NoDataParallel final : public DataParallel {
 
 // DDP and the distributed optimizer use one communicator over the whole DP dimension.
 std::vector<DpCommunicator> whole_dp_group(const Scenario& scenario, int rank) {
-  return {{CommKind::dp, "dp", group_ranks(scenario.parallel, rank, Dim::dp)}};
+  return {{CommKind::dp, "dp", group_of(scenario.parallel, rank, Dim::dp)}};
 }
 
 // The program builder describes DDP's buckets itself.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "parallelism/mesh.hpp"
 #include "parallelism/step_builder.hpp"
 #include "stepsim/scenario.hpp"
 #include "workload/work.hpp"
@@ -19,7 +20,8 @@ struct BlockSite {
   int block = 0;
   Phase phase = Phase::forward;  // forward, recompute or backward
   long long micro_batch = 0;
-  bool last_micro_batch = false;
+  int chunk = 0;                  // model chunk of the stage (interleaved schedule)
+  bool last_micro_batch = false;  // this chunk's last pass of this phase in the step
 };
 
 // One rank's gradient synchronisation. The program builder calls after_backward_op for
@@ -46,7 +48,7 @@ class DataParallel {
 struct DpCommunicator {
   CommKind kind = CommKind::dp;
   const char* name = "dp";
-  std::vector<int> members;
+  RankGroup members;
 };
 
 using DataParallelFactory = std::unique_ptr<DataParallel> (*)(const Scenario&);
@@ -88,6 +90,9 @@ std::string hsdp_notes(const Scenario& scenario);
 // unit's gradient shard is also all-reduced across the groups on the dp communicator.
 std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int shard_ranks);
 std::string sharded_fsdp_notes(const Scenario& scenario, int shard_ranks);
+
+// HSDP's DP ranks per shard group (data_parallel_hsdp.cpp says how the default is chosen).
+int hsdp_shard_ranks(const Scenario& scenario);
 
 // Divides an optimizer step's work by `shards` (each rank updates 1/shards of it).
 workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards);

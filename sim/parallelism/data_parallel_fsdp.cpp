@@ -1,11 +1,14 @@
 // FSDP (ZeRO-3, REFERENCE.md §4): units are the transformer layers plus the root (embedding,
 // final norm, LM head). Each unit's parameters are all-gathered before its forward and, when
 // resharded after the forward, again before its backward; its gradient is reduce-scattered
-// after its backward, in every micro-batch (no no_sync()). AllGather and ReduceScatter share
-// the group's NCCL stream, so one "fsdp" stream in issue order decides what overlaps.
+// after its backward, in every micro-batch (no no_sync()) unless a pipeline schedule drives
+// the stage (see Fsdp below). AllGather and ReduceScatter share the group's NCCL stream, so
+// one "fsdp" stream in issue order decides what overlaps.
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,6 +16,7 @@
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/mesh.hpp"
+#include "parallelism/stage_layout.hpp"
 
 namespace stepsim::parallelism {
 
@@ -50,11 +54,24 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 // - FSDP2: depth-1 prefetch both ways without host blocking; each AllGather waits for the
 //   unit before it to be freed (two gathered buffers at most), and the compute stream waits
 //   for the previous ReduceScatter before the next one is issued.
+//
+// With pipeline stages (pp > 1) each stage runs FSDP over the units it holds (its layers,
+// and a root made of whatever embedding or head it holds), as torchtitan applies
+// fully_shard to every model chunk, and the pipeline schedule drives the passes the way
+// PyTorch's pipelining stages do (PipelineStage.backward_maybe_with_nosync): every backward
+// but a chunk's last runs with requires_gradient_sync and reshard_after_backward off, so
+// - no ReduceScatter until the chunk's last backward; gradients accumulate unsharded;
+// - after a backward that is not the last the unit stays gathered, so the pass that follows
+//   on that unit (the next forward) needs no AllGather; reshard_after_forward then frees it
+//   after that forward, and the next backward gathers it again;
+// - after the chunk's last backward FSDP's post-backward runs for every unit of the chunk,
+//   root first then the layers in model order: one ReduceScatter per unit, issued once the
+//   chunk's backward compute is done, and the units are freed.
 class Fsdp final : public DataParallel {
  public:
   Fsdp(const Scenario& s, int shard_ranks);
   void after_backward_op(StepBuilder&, const OpSite&, OpIndex) override {}
-  void end_backward(StepBuilder&) override {}
+  void end_backward(StepBuilder& b) override { reduce_chunk(b); }
   std::vector<OpIndex> optimizer_waits() const override;
   void before_block(StepBuilder& b, const BlockSite& site) override;
   void after_block(StepBuilder& b, const BlockSite& site) override;
@@ -65,18 +82,27 @@ class Fsdp final : public DataParallel {
  private:
   int unit_of(int block) const { return block == 0 || block == layers_ + 1 ? 0 : block; }
   bool fsdp2() const { return version_ == 2; }
+  // The root's first block in forward order on this stage, and its first and last in
+  // backward order (the embedding, the head, or both).
+  int root_forward_first() const { return holds_embedding_ ? 0 : layers_ + 1; }
+  int root_backward_first() const { return holds_head_ ? layers_ + 1 : 0; }
+  int root_backward_last() const { return holds_embedding_ ? 0 : layers_ + 1; }
   void forward_start(StepBuilder& b, const BlockSite& site);
   void backward_start(StepBuilder& b, int unit);
-  void backward_end(StepBuilder& b, int unit);
+  void backward_end(StepBuilder& b, int unit, const BlockSite& site);
   void gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits = {});
   void wait_for(StepBuilder& b, int unit);
   void free(int unit, OpIndex last);
   void reduce(StepBuilder& b, int unit, OpIndex last);
+  void reduce_chunk(StepBuilder& b);
 
   std::vector<Unit> units_;
   int layers_;
   int shard_ranks_;
   bool replicate_;  // HSDP: all-reduce gradient shards across shard groups
+  bool pipelined_;  // gradient sync and resharding only at a chunk's last backward
+  bool holds_embedding_;
+  bool holds_head_;
   int version_;
   BackwardPrefetch backward_prefetch_;
   bool forward_prefetch_;
@@ -85,7 +111,11 @@ class Fsdp final : public DataParallel {
   std::vector<std::optional<OpIndex>> pending_;  // per unit: AllGather not yet waited for
   std::vector<bool> unsharded_;
   std::vector<bool> in_backward_;  // per unit: its backward (or recompute) has started
-  std::deque<OpIndex> frees_;      // FSDP1: free events the rate limiter has not consumed
+  std::vector<int> to_reduce_;     // pipelined: units whose last backward is done
+  // The pass (micro-batch, chunk, forward or not) the last block belonged to.
+  using Pass = std::tuple<long long, int, bool>;
+  Pass pass_{-1, 0, true};
+  std::deque<OpIndex> frees_;  // FSDP1: free events the rate limiter has not consumed
   std::optional<OpIndex> last_free_;
   std::optional<OpIndex> last_reduce_scatter_;
   std::optional<OpIndex> last_all_reduce_;
@@ -96,6 +126,9 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       layers_(s.model.layers),
       shard_ranks_(shard_ranks),
       replicate_(shard_ranks < s.parallel.dp),
+      pipelined_(s.parallel.pp > 1),
+      holds_embedding_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, 0)),
+      holds_head_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, layers_ + 1)),
       version_(s.data_parallel.fsdp_version),
       backward_prefetch_(s.data_parallel.backward_prefetch),
       forward_prefetch_(s.data_parallel.forward_prefetch),
@@ -113,12 +146,17 @@ std::vector<OpIndex> Fsdp::optimizer_waits() const {
 }
 
 void Fsdp::before_block(StepBuilder& b, const BlockSite& site) {
+  // A chunk's last backward ends where another pass starts.
+  const Pass pass{site.micro_batch, site.chunk, site.phase == Phase::forward};
+  if (pass != pass_) reduce_chunk(b);
+  pass_ = pass;
+  const int unit = unit_of(site.block);
   if (site.phase == Phase::forward) {
-    forward_start(b, site);
+    if (unit != 0 || site.block == root_forward_first()) forward_start(b, site);
     return;
   }
-  const int unit = unit_of(site.block);
-  if (site.block != 0 && !in_backward_[static_cast<std::size_t>(unit)]) backward_start(b, unit);
+  if (unit == 0 && site.block != root_backward_first()) return;
+  if (!in_backward_[static_cast<std::size_t>(unit)]) backward_start(b, unit);
 }
 
 void Fsdp::after_block(StepBuilder& b, const BlockSite& site) {
@@ -130,18 +168,18 @@ void Fsdp::after_block(StepBuilder& b, const BlockSite& site) {
     if (unit != 0 && reshard_after_forward_) free(unit, last.front());
     return;
   }
-  if (site.phase == Phase::backward && (unit != 0 || site.block == 0)) backward_end(b, unit);
+  if (site.phase != Phase::backward) return;
+  if (unit != 0 || site.block == root_backward_last()) backward_end(b, unit, site);
 }
 
 // The root's pre-forward also makes the AllGathers wait for earlier compute (the previous
 // micro-batch's backward).
 void Fsdp::forward_start(StepBuilder& b, const BlockSite& site) {
   const int unit = unit_of(site.block);
-  if (site.block == layers_ + 1) return;
   gather(b, unit, "forward", unit == 0 ? b.last_compute() : std::vector<OpIndex>{});
   wait_for(b, unit);
-  if ((forward_prefetch_ || fsdp2()) && unit < layers_) gather(b, unit + 1, "forward");
-  if (unit == 0) in_backward_.assign(units_.size(), false);
+  const bool next_in_stage = unit != 0 || site.block == 0;
+  if ((forward_prefetch_ || fsdp2()) && unit < layers_ && next_in_stage) gather(b, unit + 1, "forward");
 }
 
 // The head's backward starts the root's; a layer's starts with its recompute, if any.
@@ -156,20 +194,40 @@ void Fsdp::backward_start(StepBuilder& b, int unit) {
   }
 }
 
-void Fsdp::backward_end(StepBuilder& b, int unit) {
+// Without a pipeline every backward reshards and reduce-scatters; with one only a chunk's
+// last does, after the whole chunk (reduce_chunk).
+void Fsdp::backward_end(StepBuilder& b, int unit, const BlockSite& site) {
+  in_backward_[static_cast<std::size_t>(unit)] = false;
   const OpIndex last = b.last_compute().front();
-  free(unit, last);
+  const bool sync = !pipelined_ || site.last_micro_batch;
+  if (sync && !pipelined_) free(unit, last);
   const int next = unit - 1;
   if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) {
     gather(b, next, "backward", {last});
   }
+  if (!sync) return;
+  if (pipelined_) {
+    to_reduce_.push_back(unit);
+    return;
+  }
   reduce(b, unit, last);
+}
+
+void Fsdp::reduce_chunk(StepBuilder& b) {
+  if (to_reduce_.empty()) return;
+  std::sort(to_reduce_.begin(), to_reduce_.end());
+  const OpIndex last = b.last_compute().front();
+  for (int unit : to_reduce_) {
+    free(unit, last);
+    reduce(b, unit, last);
+  }
+  to_reduce_.clear();
 }
 
 void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits) {
   const auto u = static_cast<std::size_t>(unit);
-  // Units of other pipeline stages hold nothing here.
-  if (unsharded_[u] || units_[u].params.count() == 0) return;
+  // Units of other pipeline stages hold nothing here; a shard group of one holds them whole.
+  if (unsharded_[u] || units_[u].params.count() == 0 || shard_ranks_ == 1) return;
   unsharded_[u] = true;
   bool host_blocks = false;
   if (fsdp2() && last_free_) waits.push_back(*last_free_);
@@ -198,15 +256,20 @@ void Fsdp::free(int unit, OpIndex last) {
   last_free_ = last;
 }
 
+// HSDP all-reduces the shard across the replicas; a shard group of one has no
+// ReduceScatter and all-reduces the whole gradient.
 void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  if (fsdp2() && last_reduce_scatter_) {
-    b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
+  if (shard_ranks_ > 1) {
+    if (fsdp2() && last_reduce_scatter_) {
+      b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
+    }
+    last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
+    last = *last_reduce_scatter_;
   }
-  last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
   if (!replicate_) return;
-  last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.grads / shard_ranks_,
-                                  fmt::format("{} shard", u.label), {*last_reduce_scatter_});
+  last_all_reduce_ =
+      b.collective(CommKind::dp, CollOp::allreduce, u.grads / shard_ranks_, fmt::format("{} shard", u.label), {last});
 }
 
 }  // namespace
@@ -226,12 +289,21 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
                                         : d.backward_prefetch == BackwardPrefetch::post ? "post"
                                                                                         : "none",
                                         d.forward_prefetch ? "on" : "off", d.max_inflight_all_gathers);
+  if (shard_ranks == 1) {
+    return fmt::format(
+        "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer) held whole "
+        "(a shard group of one DP rank: no AllGather or ReduceScatter)",
+        d.fsdp_version, units.size());
+  }
   return fmt::format(
       "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
-      "{} gathered per layer over {} DP ranks, {}, {}; AllGather and "
-      "ReduceScatter every micro-batch; Adam on 1/{} of the parameters",
+      "{} gathered per layer over {} DP ranks, {}, {}; {}; Adam on 1/{} of the parameters",
       d.fsdp_version, units.size(), format_size(layer), shard_ranks, knobs,
-      d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward", shard_ranks);
+      d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward",
+      s.parallel.pp > 1 ? "per pipeline chunk, units kept gathered after each backward but the last, "
+                          "ReduceScatter once after the last"
+                        : "AllGather and ReduceScatter every micro-batch",
+      shard_ranks);
 }
 
 std::string fsdp_notes(const Scenario& scenario) { return sharded_fsdp_notes(scenario, scenario.parallel.dp); }
@@ -241,7 +313,7 @@ std::unique_ptr<DataParallel> make_fsdp(const Scenario& scenario) {
 }
 
 std::vector<DpCommunicator> fsdp_communicators(const Scenario& scenario, int rank) {
-  return {{CommKind::fsdp, "fsdp", group_ranks(scenario.parallel, rank, Dim::dp)}};
+  return {{CommKind::fsdp, "fsdp", group_of(scenario.parallel, rank, Dim::dp)}};
 }
 
 }  // namespace stepsim::parallelism

@@ -3,41 +3,35 @@
 // gradient shard all-reduced across the groups on the dp communicator after its
 // ReduceScatter.
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/mesh.hpp"
-#include "stepsim/error.hpp"
 
 namespace stepsim::parallelism {
 
-namespace {
-
-// DP ranks per shard group. Ranks are placed TP and CP innermost, so a node holds
-// gpus_per_node / (tp·cp) consecutive DP ranks.
-int shard_ranks(const Scenario& s) {
-  const int dp = s.parallel.dp;
+// DP ranks per shard group: data_parallel.shard_group, or the DP ranks of one node. Ranks
+// are placed TP and CP innermost, so a node holds gpus_per_node / (tp·cp) consecutive DP
+// ranks (at least one: a TP group wider than a node spreads over several); when that does
+// not divide dp, the largest group inside a node that does (their greatest common divisor),
+// as the (replicas, shard) device mesh must tile the DP ranks. A group of one shards
+// nothing: each unit's gradient is then all-reduced whole across the replicas.
+int hsdp_shard_ranks(const Scenario& s) {
   if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group;
   const int inner = s.parallel.tp * s.parallel.cp;
   const int per_node = std::max(s.cluster.gpus_per_node / inner, 1);
-  const int shard = std::min(per_node, dp);
-  if (dp % shard != 0) {
-    throw InputError(s.source, "/data_parallel/shard_group",
-                     fmt::format("one node's {} DP ranks do not divide dp ({}); set shard_group", shard, dp));
-  }
-  return shard;
+  return std::gcd(per_node, std::max(s.parallel.dp, 1));
 }
 
-}  // namespace
-
 std::unique_ptr<DataParallel> make_hsdp(const Scenario& scenario) {
-  return make_sharded_fsdp(scenario, shard_ranks(scenario));
+  return make_sharded_fsdp(scenario, hsdp_shard_ranks(scenario));
 }
 
 std::string hsdp_notes(const Scenario& scenario) {
-  const int shard = shard_ranks(scenario);
+  const int shard = hsdp_shard_ranks(scenario);
   return fmt::format(
       "HSDP: shard groups of {} DP ranks, gradient shards all-reduced across {} "
       "groups; {}",
@@ -45,20 +39,19 @@ std::string hsdp_notes(const Scenario& scenario) {
 }
 
 // The shard group: consecutive DP ranks; the replica group: the DP ranks at the same place
-// in every shard group.
+// in every shard group. Both are arithmetic in the DP group (no list of its ranks).
 std::vector<DpCommunicator> hsdp_communicators(const Scenario& scenario, int rank) {
-  const std::vector<int> dp = group_ranks(scenario.parallel, rank, Dim::dp);
-  const int shard = shard_ranks(scenario);
+  const RankGroup dp = group_of(scenario.parallel, rank, Dim::dp);
+  const int shard = hsdp_shard_ranks(scenario);
   const int position = coord_of(scenario.parallel, rank).dp;
-  std::vector<DpCommunicator> out{{CommKind::fsdp, "fsdp", {}}};
-  const int first = position - position % shard;
-  for (int i = first; i < first + shard; ++i) out[0].members.push_back(dp[static_cast<std::size_t>(i)]);
-  if (shard == scenario.parallel.dp) return out;
-  DpCommunicator replicas{CommKind::dp, "dp", {}};
-  for (int i = position % shard; i < scenario.parallel.dp; i += shard) {
-    replicas.members.push_back(dp[static_cast<std::size_t>(i)]);
+  std::vector<DpCommunicator> out;
+  if (shard > 1) {
+    const auto first = static_cast<int>(dp.at(position - position % shard));
+    out.push_back({CommKind::fsdp, "fsdp", {first, dp.stride, shard}});
   }
-  out.push_back(std::move(replicas));
+  if (shard == scenario.parallel.dp) return out;
+  const auto first = static_cast<int>(dp.at(position % shard));
+  out.push_back({CommKind::dp, "dp", {first, dp.stride * shard, scenario.parallel.dp / shard}});
   return out;
 }
 

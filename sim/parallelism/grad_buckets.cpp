@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "parallelism/stage_layout.hpp"
+#include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
@@ -20,6 +21,7 @@ using workload::Role;
 struct LayerShape {
   long long hidden, qkv_out, attn, fc1_out, ffn;  // per GPU, after TP
   bool gelu;
+  long long vocab;  // per GPU: the vocabulary-parallel share
 };
 
 void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long elements, int block,
@@ -39,12 +41,11 @@ void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const c
   if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), bias, block, role);
 }
 
+// The weights' local widths come from the workload's shape, so parameters and GEMMs agree
+// (one replicated kv head per GPU when TP exceeds the kv heads, a padded vocabulary).
 LayerShape layer_shape(const ModelSpec& m, int tp) {
-  const long long head_dim = m.hidden / m.heads;
-  const long long kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
-  const long long fc1 = m.mlp == MlpKind::swiglu ? 2 * ffn : ffn;
-  return {m.hidden, (m.hidden + 2 * kv * head_dim) / tp, m.hidden / tp, fc1 / tp, ffn / tp, m.mlp == MlpKind::gelu};
+  const workload::LayerShape w = workload::weight_shape(m, tp);
+  return {w.hidden, w.qkv_width(), w.q_width(), w.fc1_out, w.ffn, !w.llama_style, w.vocab};
 }
 
 void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
@@ -65,13 +66,13 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   const LayerShape s = layer_shape(m, p.tp);
   std::vector<GradTensor> out;
   // The tied word embedding's gradient is complete only after the embedding's backward.
-  add(out, "embedding", "word.weight", m.vocab / p.tp * m.hidden, 0, Role::embedding);
+  add(out, "embedding", "word.weight", s.vocab * m.hidden, 0, Role::embedding);
   if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
   for (int l = 0; l < m.layers; ++l) add_layer(out, s, l);
   add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
   // With pipeline stages the last one keeps its own copy of a tied embedding.
   if (!m.tied_embeddings || p.pp > 1) {
-    add(out, "head", "lm_head.weight", m.vocab / p.tp * m.hidden, m.layers + 1, Role::lm_head);
+    add(out, "head", "lm_head.weight", s.vocab * m.hidden, m.layers + 1, Role::lm_head);
   }
   if (p.stage < 0) return out;
   const std::vector<ChunkLayers> chunks = chunk_layers(p, m.layers);
@@ -123,10 +124,13 @@ BucketLayout bucket_layout(const Scenario& scenario) {
 BucketLayout megatron_bucket_layout(const Scenario& scenario) {
   const DataParallelSpec& dp = scenario.data_parallel;
   if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
-  // max(4e7, 1e6·dp) parameters per bucket (REFERENCE.md §5).
-  const long long elements = std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
-  const Bytes cap{elements * element_bytes(dp.grad_reduce_dtype)};
+  const Bytes cap{megatron_bucket_elements(scenario) * element_bytes(dp.grad_reduce_dtype)};
   return reverse_order_layout(scenario, cap, cap);
+}
+
+long long megatron_bucket_elements(const Scenario& scenario) {
+  // max(4e7, 1e6·dp) parameters per bucket (REFERENCE.md §5).
+  return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
 }
 
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {

@@ -48,6 +48,10 @@ BucketLayout bucket_layout(const Scenario& scenario);
 // each, no smaller first bucket, one bucket without overlap_grad_reduce (REFERENCE.md §5).
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
+// Parameters per Megatron bucket, max(4e7, 1e6·dp): the one place the program's buckets and
+// the memory model's ZeRO-2 buffers take it from.
+long long megatron_bucket_elements(const Scenario& scenario);
+
 // Parameters (elements) of bucket `bucket`.
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);
 

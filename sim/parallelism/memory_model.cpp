@@ -12,7 +12,9 @@
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
 //   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
 //   time plus the prefetched one; gradients of two units wait unsharded for ReduceScatter
-//   (the current one and the one in flight), the root's until the end of backward.
+//   (the current one and the one in flight), the root's until the end of backward. Under a
+//   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
+//   stage's units gathered and their gradients unsharded, so all of them count.
 // - No CUDA context, NCCL or allocator overhead: REFERENCE.md gives no figure for them.
 #include "parallelism/memory_model.hpp"
 
@@ -20,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/data_parallel.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "stepsim/error.hpp"
 
@@ -30,13 +34,6 @@ namespace {
 bool mixed_precision(const Scenario& s) { return element_bytes(s.training.precision) < 4; }
 bool fully_sharded(const Scenario& s) {
   return s.data_parallel.kind == DpKind::fsdp || s.data_parallel.kind == DpKind::hsdp;
-}
-
-// Data-parallel ranks of one HSDP shard group: data_parallel.shard_group, or one node.
-int hsdp_shard(const Scenario& s) {
-  if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group;
-  const int per_node = s.cluster.gpus_per_node / std::max(s.parallel.tp * s.parallel.cp, 1);
-  return std::clamp(per_node, 1, s.parallel.dp);
 }
 
 Bytes sharded(long long count, int bytes, int shards) {
@@ -69,18 +66,22 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   const DataParallelSpec& d = s.data_parallel;
   const bool prefetch = d.fsdp_version == 2 || d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
   long long units = std::min<long long>(prefetch ? 2 : 1, std::max(d.max_inflight_all_gathers, 1));
-  if (!d.reshard_after_forward) units = shape.layers;  // SHARD_GRAD_OP keeps them gathered
+  // SHARD_GRAD_OP keeps them gathered; under a pipeline schedule every backward but the
+  // last leaves its units gathered too, and their gradients unreduced until the last.
+  const bool pipelined = s.parallel.pp > 1;
+  if (!d.reshard_after_forward || pipelined) units = shape.layers;
   units = std::min(units, shape.layers);
   const long long gathered = shape.root_params + units * w.layer.param_count;
   m.params += Bytes(gathered * compute_bytes(s));
-  const long long unsharded_grads = shape.root_params + std::min(2LL, shape.layers) * w.layer.param_count;
+  const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
+  const long long unsharded_grads = shape.root_params + waiting * w.layer.param_count;
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
 }
 
 // Two of Megatron's gradient buckets of max(4e7, 1e6·dp) parameters (fewer when the stage
 // has less).
 Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
-  const long long bucket = std::max(40'000'000LL, 1'000'000LL * s.parallel.dp);
+  const long long bucket = megatron_bucket_elements(s);
   return Bytes(std::min(params, 2 * bucket) * grad_bytes);
 }
 
@@ -128,7 +129,7 @@ Sharding state_sharding(const Scenario& s) {
     case DpKind::fsdp:
       return {dp, dp, dp};
     case DpKind::hsdp: {
-      const int shard = hsdp_shard(s);
+      const int shard = hsdp_shard_ranks(s);
       return {shard, shard, shard};
     }
   }

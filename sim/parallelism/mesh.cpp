@@ -55,22 +55,101 @@ int& coordinate(Coord& c, Dim d) {
 
 }  // namespace
 
-std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) {
+std::vector<int> RankGroup::ranks() const {
+  std::vector<int> out;
+  out.reserve(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) out.push_back(static_cast<int>(at(i)));
+  return out;
+}
+
+RankGroup group_of(const ParallelSpec& p, int rank, Dim d) {
   Coord c = coord_of(p, rank);
-  std::vector<int> ranks;
-  for (int i = 0; i < dim_size(p, d); ++i) {
-    coordinate(c, d) = i;
-    ranks.push_back(global_rank(p, c));
+  coordinate(c, d) = 0;
+  Coord next = c;
+  coordinate(next, d) = 1;
+  const int first = global_rank(p, c);
+  const int size = dim_size(p, d);
+  return {first, size > 1 ? static_cast<long long>(global_rank(p, next)) - first : 1, size};
+}
+
+std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) { return group_of(p, rank, d).ranks(); }
+
+namespace {
+
+// The fewest members any node holds, and the most, of a group of `size` ranks placed at
+// first + i·stride on nodes of g GPUs, without listing them: the count on one node follows
+// from arithmetic, and the counts of the nodes between the first and the last repeat with
+// a period of at most g nodes, so at most g + 2 nodes are looked at.
+struct Spread {
+  long long nodes = 0;
+  long long fewest = 0;
+  long long most = 0;
+};
+
+long long members_on(const RankGroup& group, long long node, long long g) {
+  // Indices i with node·g <= first + i·stride < (node + 1)·g.
+  const auto first_at_least = [&](long long rank) {
+    if (rank <= group.first) return 0LL;
+    return (rank - group.first + group.stride - 1) / group.stride;
+  };
+  const long long lo = std::min<long long>(first_at_least(node * g), group.size);
+  const long long hi = std::min<long long>(first_at_least((node + 1) * g), group.size);
+  return hi - lo;
+}
+
+Spread spread_of(const RankGroup& group, int gpus_per_node) {
+  const long long g = gpus_per_node;
+  const long long first_node = group.first / g;
+  const long long last_node = group.at(group.size - 1) / g;
+  Spread out;
+  out.fewest = group.size;
+  if (group.stride >= g) {
+    // Members at least a node apart: one per node.
+    return {group.size, 1, 1};
   }
-  return ranks;
+  out.nodes = last_node - first_node + 1;
+  const auto look = [&](long long node) {
+    const long long n = members_on(group, node, g);
+    out.fewest = std::min(out.fewest, n);
+    out.most = std::max(out.most, n);
+  };
+  look(first_node);
+  look(last_node);
+  for (long long k = first_node + 1; k < last_node && k <= first_node + g; ++k) look(k);
+  return out;
+}
+
+}  // namespace
+
+// NCCL's cost model takes groups with the same number of members on every node. A group
+// that spreads unevenly (a partial last node, a TP group wider than a node) is costed as
+// the even group of as many ranks whose nodes hold the largest divisor of the rank count
+// not above the fewest members any node holds: across nodes every ring channel leaves
+// through the NICs of the emptiest node, so it bounds the bandwidth; the extra node
+// crossings make the latency a little pessimistic.
+collectives::GroupShape shape_of(const RankGroup& group, int gpus_per_node) {
+  const Spread spread = spread_of(group, gpus_per_node);
+  auto per = static_cast<int>(spread.fewest);
+  while (group.size % per != 0) --per;
+  return {group.size, group.size / per, per};
 }
 
 collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_node) {
   std::map<int, int> per_node;
   for (int r : ranks) ++per_node[r / gpus_per_node];
-  int most = 0;
-  for (const auto& [node, count] : per_node) most = std::max(most, count);
-  return {static_cast<int>(ranks.size()), static_cast<int>(per_node.size()), most};
+  int fewest = static_cast<int>(ranks.size());
+  for (const auto& [node, count] : per_node) fewest = std::min(fewest, count);
+  const int size = static_cast<int>(ranks.size());
+  while (size % fewest != 0) --fewest;
+  return {size, size / fewest, fewest};
+}
+
+std::string group_string(const RankGroup& group) {
+  constexpr int kShown = 8;
+  if (group.size <= kShown) return ranks_string(group.ranks());
+  std::vector<int> head;
+  for (int i = 0; i < kShown - 1; ++i) head.push_back(static_cast<int>(group.at(i)));
+  return fmt::format("[{}, ..., {}]", fmt::join(head, ", "), group.at(group.size - 1));
 }
 
 std::string ranks_string(const std::vector<int>& ranks) {
@@ -100,10 +179,12 @@ std::vector<SimulatedRank> every_rank(const ParallelSpec& p) {
   return out;
 }
 
-std::string describe_group(const char* kind, const std::vector<int>& ranks, int gpus_per_node) {
-  const collectives::GroupShape s = shape_of(ranks, gpus_per_node);
-  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node {}", kind, s.ranks, s.nodes,
-                     s.ranks_per_node, ranks_string(ranks));
+// The group as it is placed (an uneven spread says so), not as it is costed.
+std::string describe_group(const char* kind, const RankGroup& group, int gpus_per_node) {
+  const Spread s = spread_of(group, gpus_per_node);
+  const std::string per = s.fewest == s.most ? fmt::format("{}", s.most) : fmt::format("{} to {}", s.fewest, s.most);
+  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node {}", kind, group.size, s.nodes, per,
+                     group_string(group));
 }
 
 }  // namespace
@@ -118,7 +199,7 @@ std::string placement_description(const Scenario& scenario) {
   constexpr std::pair<Dim, const char*> kDims[] = {{Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
-    out += "; " + describe_group(name, group_ranks(p, 0, dim), scenario.cluster.gpus_per_node);
+    out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster.gpus_per_node);
   }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());

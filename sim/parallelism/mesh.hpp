@@ -23,11 +23,27 @@ int global_rank(const ParallelSpec& p, const Coord& c);
 Coord coord_of(const ParallelSpec& p, int rank);
 int dim_size(const ParallelSpec& p, Dim d);
 
-// Global ranks of the `d` communicator that contains `rank`, in group order.
+// The global ranks of one communicator: with Megatron's placement every group is an
+// arithmetic progression, so it is held as one (a DP group of 2^31 ranks costs nothing).
+struct RankGroup {
+  int first = 0;
+  long long stride = 1;
+  int size = 1;
+  long long at(long long i) const { return first + i * stride; }
+  std::vector<int> ranks() const;  // for small groups only
+  friend bool operator==(const RankGroup&, const RankGroup&) = default;
+};
+
+// The `d` communicator that contains `rank`, in group order.
+RankGroup group_of(const ParallelSpec& p, int rank, Dim d);
+// Its global ranks (for small groups only).
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d);
-// How `ranks` spread over nodes of `gpus_per_node` consecutive GPUs.
+// How a group spreads over nodes of `gpus_per_node` consecutive GPUs, as the collective cost
+// model takes it (an even spread; see mesh.cpp for uneven ones).
+collectives::GroupShape shape_of(const RankGroup& group, int gpus_per_node);
 collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_node);
 // "[0, 8, 16, 24]", abbreviated with "..." beyond eight members.
+std::string group_string(const RankGroup& group);
 std::string ranks_string(const std::vector<int>& ranks);
 
 struct SimulatedRank {

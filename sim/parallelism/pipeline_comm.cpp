@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "workload/shape.hpp"
+
 namespace stepsim::parallelism {
 
 bool has_pipeline_peer(const ParallelSpec& parallel, int stage, int offset) {
@@ -23,16 +25,22 @@ Bytes embedding_grad(const Scenario& s, int stage) {
   const bool holds =
       stage_holds_block(p, s.model.layers, stage, 0) || stage_holds_block(p, s.model.layers, stage, s.model.layers + 1);
   if (!holds) return Bytes{0};
-  return Bytes(s.model.vocab / p.tp * s.model.hidden * element_bytes(s.data_parallel.grad_reduce_dtype));
+  const long long vocab = workload::weight_shape(s.model, p.tp).vocab;
+  return Bytes(vocab * s.model.hidden * element_bytes(s.data_parallel.grad_reduce_dtype));
 }
 
 }  // namespace
 
-PipelineComm::PipelineComm(const Scenario& scenario, const workload::ModelWork& work, int stage)
+Bytes pipeline_message(const Scenario& scenario) {
+  const workload::LayerShape s = workload::layer_shape(scenario);
+  return Bytes(s.tokens() * s.hidden * s.act_bytes / s.tp / scenario.parallel.cp);
+}
+
+PipelineComm::PipelineComm(const Scenario& scenario, const workload::ModelWork&, int stage)
     : stage_(stage),
       stages_(scenario.parallel.pp),
       last_virtual_(scenario.parallel.pp * scenario.parallel.virtual_stages - 1),
-      message_(Bytes(work.layer.tp_message.count() / scenario.parallel.tp)),
+      message_(pipeline_message(scenario)),
       embedding_grad_(embedding_grad(scenario, stage)) {}
 
 void PipelineComm::receive(StepBuilder& b, const PipelineOp& op) const {

@@ -12,6 +12,12 @@
 
 namespace stepsim::parallelism {
 
+// The SendRecv message: one micro-batch's b·s·h activations in the activation precision (bf16
+// under fp8 training), split over TP (sequence parallelism, or Megatron's scatter/gather of
+// the replicated tensor without it) and over CP (each CP rank holds s/cp of the sequence).
+// The program and the report notes both take it from here.
+Bytes pipeline_message(const Scenario& scenario);
+
 class PipelineComm {
  public:
   PipelineComm(const Scenario& scenario, const workload::ModelWork& work, int stage);
@@ -24,8 +30,7 @@ class PipelineComm {
   // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
   std::vector<OpIndex> sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const;
 
-  // The SendRecv message: one micro-batch's b·s·h activations, split over TP (sequence
-  // parallelism, or Megatron's scatter/gather of the replicated tensor without it).
+  // The SendRecv message (pipeline_message).
   Bytes message() const { return message_; }
 
  private:

@@ -99,6 +99,7 @@ class StepWriter {
     for (const PipelineOp& op : stage_order(s_.parallel.schedule, shape, stage_)) {
       last_ = op.micro_batch + 1 == shape.micro_batches;
       micro_batch_ = op.micro_batch;
+      chunk_ = op.chunk;
       const ChunkLayers& chunk = chunk_of(chunks_, s_.parallel, stage_, op.chunk);
       pp_.receive(b_, op);
       if (op.forward) forward(chunk);
@@ -132,7 +133,7 @@ class StepWriter {
   }
 
   void ops(const std::vector<OpCost>& list, int block, Phase phase) {
-    const BlockSite site{block, phase, micro_batch_, last_};
+    const BlockSite site{block, phase, micro_batch_, chunk_, last_};
     dp_->before_block(b_, site);
     for (const OpCost& cost : list) one(cost, block, phase);
     dp_->after_block(b_, site);
@@ -166,16 +167,15 @@ class StepWriter {
   std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t> names_;
   bool last_ = false;
   int micro_batch_ = 0;
+  int chunk_ = 0;
 };
 
-// Each GPU's share of its node's NICs. Behind an oversubscribed fat tree, traffic leaving
-// the leaf switch gets only 1/oversubscription of it; a rail-optimized fabric keeps each
-// rail's traffic on its own switches at full rate.
+// Each GPU's share of its node's NICs, at their line rate. An oversubscribed fabric slows
+// the collectives that cross it once, in the collective cost model (its NIC speed), not
+// here as well.
 Bandwidth nic_share(const ClusterSpec& c) {
   const int nics = std::max(c.inter_node.nics_per_node, 1);
-  double share = static_cast<double>(nics) / c.gpus_per_node;
-  if (c.inter_node.topology == InterTopology::fat_tree) share /= c.inter_node.oversubscription;
-  return c.inter_node.nic_bandwidth.scaled(share);
+  return c.inter_node.nic_bandwidth.scaled(static_cast<double>(nics) / c.gpus_per_node);
 }
 
 struct Comm {
@@ -216,7 +216,7 @@ class Layout {
 
   void add_comm(std::size_t index, const Comm& c, StepBuilder& b) {
     if (dim_size(s_.parallel, c.dim) <= 1) return;
-    const std::vector<int> members = group_ranks(s_.parallel, ranks_[index].rank, c.dim);
+    const RankGroup members = group_of(s_.parallel, ranks_[index].rank, c.dim);
     auto& streams = program_.ranks[index].streams;
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
@@ -280,12 +280,10 @@ class Layout {
   }
 
   // Groups partition the ranks, so a group's first member names it.
-  std::int32_t group(const Comm& c, const std::vector<int>& members, std::size_t index) {
+  std::int32_t group(const Comm& c, const RankGroup& members, std::size_t index) {
     const auto [it, inserted] =
-        groups_.try_emplace({c.kind, members.front()}, static_cast<std::int32_t>(program_.groups.size()));
-    if (inserted) {
-      program_.groups.push_back({c.name, c.kind, static_cast<int>(members.size()), {}, ranks_string(members)});
-    }
+        groups_.try_emplace({c.kind, members.first}, static_cast<std::int32_t>(program_.groups.size()));
+    if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     return it->second;
   }
@@ -328,8 +326,7 @@ std::string pipeline_notes(const Scenario& s) {
   }
   std::vector<int> layers;
   for (const ChunkLayers& c : chunk_layers(p, s.model.layers)) layers.push_back(c.layers);
-  const Bytes message(s.training.micro_batch * s.model.seq_len / p.cp * s.model.hidden *
-                      element_bytes(s.training.precision) / p.tp);
+  const Bytes message = pipeline_message(s);
   return fmt::format(
       "; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
       "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "

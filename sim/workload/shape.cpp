@@ -33,18 +33,13 @@ void validate(const Scenario& sc, long long kv_heads, long long ffn) {
 
 }  // namespace
 
-LayerShape layer_shape(const Scenario& sc) {
-  const ModelSpec& m = sc.model;
+LayerShape weight_shape(const ModelSpec& m, int tp) {
   // The io layer fills these defaults; scenarios built in code may leave them zero.
   const long long kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
-  validate(sc, kv_heads, ffn);
   LayerShape s;
-  s.batch = sc.training.micro_batch;
-  s.seq = m.seq_len;
   s.hidden = m.hidden;
-  s.tp = sc.parallel.tp;
-  s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
+  s.tp = tp;
   s.head_dim = m.hidden / m.heads;
   s.q_heads = m.heads / s.tp;
   s.kv_heads = ceil_div(kv_heads, s.tp);
@@ -52,6 +47,16 @@ LayerShape layer_shape(const Scenario& sc) {
   s.llama_style = m.mlp == MlpKind::swiglu;
   s.fc1_out = s.llama_style ? 2 * s.ffn : s.ffn;
   s.vocab = ceil_div(m.vocab, s.tp);
+  return s;
+}
+
+LayerShape layer_shape(const Scenario& sc) {
+  const ModelSpec& m = sc.model;
+  validate(sc, m.kv_heads > 0 ? m.kv_heads : m.heads, m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden);
+  LayerShape s = weight_shape(m, sc.parallel.tp);
+  s.batch = sc.training.micro_batch;
+  s.seq = m.seq_len;
+  s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.gemm_bytes = element_bytes(sc.training.precision);
   s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;

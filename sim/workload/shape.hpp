@@ -37,4 +37,9 @@ struct LayerShape {
 // The local shape of `scenario`'s layers; throws InputError when TP does not divide them.
 LayerShape layer_shape(const Scenario& scenario);
 
+// The local widths of `model`'s weights under TP `tp` (heads, kv heads, ffn, vocabulary),
+// the one place parameter shapes come from; the batch fields keep their defaults. Does not
+// validate (layer_shape does).
+LayerShape weight_shape(const ModelSpec& model, int tp);
+
 }  // namespace stepsim::workload

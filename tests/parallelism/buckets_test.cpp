@@ -5,6 +5,7 @@
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "support.hpp"
+#include "workload/work.hpp"
 
 namespace sp = stepsim::parallelism;
 using stepsim::Bytes;
@@ -141,4 +142,28 @@ TEST_CASE("every data-parallel kind has a strategy and communicators") {
     CHECK(sp::make_data_parallel(s) != nullptr);
     CHECK_FALSE(sp::data_parallel_communicators(s, 0).empty());
   }
+}
+
+// Megatron replicates a kv head on every GPU once TP exceeds the kv heads: with 16 heads,
+// 2 kv heads and TP 8 each GPU's qkv has 2 query heads and 1 kv head, (2 + 2·1)·64 = 256
+// rows of h = 1024, not (16 + 2·2)·64 / 8 = 160 (what the gradients once assumed). The
+// gradients and the workload's parameters count the same layer.
+TEST_CASE("gradient tensors and the workload agree on a layer's parameters when tp exceeds the kv heads") {
+  stepsim::Scenario s = sp::test::small_scenario(8, 1, 1);
+  s.model.kv_heads = 2;
+  const auto tensors = sp::gradient_tensors(s.model, s.parallel);
+  long long qkv = 0;
+  long long layer = 0;
+  for (const sp::GradTensor& t : tensors) {
+    if (t.block != 1) continue;
+    layer += t.elements;
+    if (t.role == Role::qkv) qkv += t.elements;
+  }
+  CHECK(qkv == 256 * 1024 + 256);  // weight and bias (GeLU models have biases)
+  CHECK(layer == stepsim::workload::build_work(s).layer.param_count);
+}
+
+TEST_CASE("Megatron's bucket holds max(4e7, 1e6·dp) parameters") {
+  CHECK(sp::megatron_bucket_elements(sp::test::small_scenario(1, 8, 1)) == 40'000'000);
+  CHECK(sp::megatron_bucket_elements(sp::test::small_scenario(1, 64, 1)) == 64'000'000);
 }

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "engine/engine.hpp"
+#include "parallelism/data_parallel.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
@@ -185,4 +187,41 @@ TEST_CASE("a model larger than the GPU does not fit and says by how much") {
   CHECK_FALSE(sp::memory_report(estimate).fits);
   CHECK(sp::memory_note(estimate).rfind("does not fit: peak ", 0) == 0);
   CHECK(sp::memory_note(estimate).find("> capacity 1.0 GiB (stage 0)") != std::string::npos);
+}
+
+// The memory model and the program take the shard group from one place: TP 2 on 8-GPU
+// nodes gives 4 DP ranks per node, which do not divide dp 6, so the group is gcd(4, 6) = 2.
+TEST_CASE("HSDP's default shard group divides dp and the memory model shards over it") {
+  const auto s = states_scenario(DpKind::hsdp, 6);
+  auto tp2 = s;
+  tp2.parallel.tp = 2;
+  tp2.cluster.nodes = 2;
+  CHECK(sp::hsdp_shard_ranks(tp2) == 2);
+  CHECK(sp::state_sharding(tp2).optimizer == 2);
+  CHECK(sp::hsdp_shard_ranks(states_scenario(DpKind::hsdp, 32)) == 8);
+}
+
+// ZeRO-2's two unsharded buckets are Megatron's: with dp 64 they hold 6.4e7 parameters each,
+// more than the 4.75M of the stage, so the stage's gradients bound them.
+TEST_CASE("ZeRO-2's bucket buffers take Megatron's bucket size") {
+  auto s = states_scenario(DpKind::zero2, 64);
+  s.model.layers = 200;
+  auto w = states_work();
+  const auto m = sp::estimate_memory(s, w).stages.front();
+  const long long params = 200 * 1'000'000LL + 750'000;
+  CHECK(m.buffers.count() == 4 * std::min(params, 2 * sp::megatron_bucket_elements(s)));
+  CHECK(m.buffers.count() == 4 * 128'000'000LL);
+}
+
+// Under a pipeline schedule PyTorch keeps every unit of the stage gathered after a backward
+// that is not the last, and their gradients unsharded until the last.
+TEST_CASE("FSDP under a pipeline holds the stage's units gathered and their gradients unsharded") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  s.parallel.pp = 2;
+  s.cluster.nodes = 2;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  // Stage 0: 2 layers and the 0.5M embedding; shards of 4 bytes over 8.
+  const long long stage = 2 * 1'000'000 + 500'000;
+  CHECK(m.params.count() == 4 * stage / 8 + 2 * stage);
+  CHECK(m.grads.count() == 4 * stage / 8 + 2 * stage);
 }

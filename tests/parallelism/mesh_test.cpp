@@ -87,3 +87,38 @@ TEST_CASE("the placement notes name each communicator's shape") {
         "dp group of rank 0: 4 ranks on 4 node(s), 1 per node [0, 8, 16, 24]; "
         "1 simulated rank(s) standing for 32 GPUs");
 }
+
+// A partial last node: TP 4 x DP 3 on 8-GPU nodes puts DP ranks 0 and 4 on node 0 and 8 on
+// node 1. Every ring channel leaves through node 1's one GPU, so the group is costed as
+// three ranks on three nodes.
+TEST_CASE("an uneven group is costed with the fewest ranks any of its nodes holds") {
+  const auto dp = sp::shape_of(sp::group_of(mesh(4, 3), 0, sp::Dim::dp), 8);
+  CHECK(dp.ranks == 3);
+  CHECK(dp.nodes == 3);
+  CHECK(dp.ranks_per_node == 1);
+  // The vector form agrees.
+  const auto listed = sp::shape_of(sp::group_ranks(mesh(4, 3), 0, sp::Dim::dp), 8);
+  CHECK(listed.nodes == 3);
+  CHECK(listed.ranks_per_node == 1);
+  // TP 8 on 7-GPU nodes: 7 + 1 for rank 0's group, 6 + 2 for rank 8's (4 nodes of 2).
+  const auto tp0 = sp::shape_of(sp::group_of(mesh(8, 8), 0, sp::Dim::tp), 7);
+  CHECK(tp0.nodes == 8);
+  CHECK(tp0.ranks_per_node == 1);
+  const auto tp1 = sp::shape_of(sp::group_of(mesh(8, 8), 8, sp::Dim::tp), 7);
+  CHECK(tp1.nodes == 4);
+  CHECK(tp1.ranks_per_node == 2);
+}
+
+TEST_CASE("groups are arithmetic, so a DP group of 2^31 - 1 ranks is described without listing it") {
+  const ParallelSpec p = mesh(1, 2147483647);
+  const sp::RankGroup dp = sp::group_of(p, 5, sp::Dim::dp);
+  CHECK(dp.first == 0);
+  CHECK(dp.stride == 1);
+  CHECK(dp.size == 2147483647);
+  // 2^31 - 1 is prime and the last node holds 7 of them: one rank per node.
+  const auto shape = sp::shape_of(dp, 8);
+  CHECK(shape.ranks == 2147483647);
+  CHECK(shape.ranks_per_node == 1);
+  CHECK(sp::group_string(dp) == "[0, 1, 2, 3, 4, 5, 6, ..., 2147483646]");
+  CHECK(sp::group_of(mesh(8, 8), 9, sp::Dim::dp).ranks() == sp::group_ranks(mesh(8, 8), 9, sp::Dim::dp));
+}

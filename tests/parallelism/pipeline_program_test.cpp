@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/engine.hpp"
+#include "parallelism/pipeline_comm.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
 
@@ -148,4 +149,18 @@ TEST_CASE("the optimizer waits for the tied embedding's AllReduce") {
   const auto reduces = spt::collectives_of(program, CommKind::pp);
   const auto waits = program.ranks[0].waits_of(static_cast<stepsim::engine::OpIndex>(optimizer));
   CHECK(std::find(waits.begin(), waits.end(), reduces.back()) != waits.end());
+}
+
+// fp8 training keeps activations in bf16, so the SendRecv carries 2-byte elements: b·s·h·2
+// / tp = 1·2048·1024·2 / 2 = 2 MiB. The report notes once used the 1-byte fp8 element.
+TEST_CASE("the pipeline message is b·s·h / tp activations in bf16 under fp8, in the program and the notes") {
+  auto s = pipeline(Schedule::one_f_one_b, 2, 4, 1);
+  s.parallel.tp = 2;
+  s.cluster.nodes = 1;
+  s.training.precision = stepsim::Precision::fp8;
+  const Bytes message = sp::pipeline_message(s);
+  CHECK(message == Bytes(1LL * 2048 * 1024 * 2 / 2));
+  const sp::PipelineComm comm(s, spt::small_work(s), 0);
+  CHECK(comm.message() == message);
+  CHECK(sp::placement_notes(s).find("SendRecv of 2.0 MiB") != std::string::npos);
 }

@@ -164,3 +164,18 @@ TEST_CASE("context and expert parallelism are refused until they are simulated")
   s.parallel.ep = 2;
   CHECK_THROWS_AS(build(s), stepsim::InputError);
 }
+
+// Oversubscription slows cross-node collectives in the collective cost model (its NIC
+// speed); the NIC resource the flows share stays at the line rate, or the fabric would be
+// counted twice wherever flows contend for it.
+TEST_CASE("a GPU's NIC resource is its share of the line rate whatever the oversubscription") {
+  auto s = spt::small_scenario(1, 16, 1);
+  s.cluster.inter_node.topology = stepsim::InterTopology::fat_tree;
+  s.cluster.inter_node.nics_per_node = 8;
+  s.cluster.inter_node.oversubscription = 2;
+  const Program p = build(s);
+  const auto nic =
+      std::find_if(p.resources.begin(), p.resources.end(), [](const auto& r) { return r.name == "rank 0 nic"; });
+  REQUIRE(nic != p.resources.end());
+  CHECK(nic->capacity.gbytes_per_s() == Approx(s.cluster.inter_node.nic_bandwidth.gbytes_per_s()));
+}

@@ -215,3 +215,21 @@ TEST_CASE("HSDP shards inside a node and all-reduces the shard across nodes") {
   CHECK(four.groups[0].size == 4);
   CHECK(four.groups[1].ranks == "[0, 4, 8, 12]");
 }
+
+// TP 8 fills each 8-GPU node, so a node holds one DP rank: HSDP's shard group is that one
+// rank, which holds every unit whole; each unit's gradient is all-reduced whole across the
+// nodes and nothing is gathered or reduce-scattered.
+TEST_CASE("HSDP with one DP rank per node all-reduces whole units and gathers nothing") {
+  Scenario s = fsdp(2);
+  s.parallel.tp = 8;
+  s.cluster.nodes = 2;
+  s.data_parallel.kind = DpKind::hsdp;
+  CHECK(sp::hsdp_shard_ranks(s) == 1);
+  const Program p = build(s);
+  CHECK(spt::collectives_of(p, CommKind::fsdp).empty());
+  REQUIRE(std::count_if(p.groups.begin(), p.groups.end(), [](const auto& g) { return g.kind == CommKind::dp; }) == 1);
+  const long ar = starting(p, "AllReduce dp L1 shard");
+  const long root = starting(p, "AllReduce dp root shard");
+  CHECK(call(p, ar).size > call(p, root).size / 1000);      // a whole layer, not a shard of one
+  CHECK(spt::collectives_of(p, CommKind::dp).size() == 3);  // root and two layers
+}
