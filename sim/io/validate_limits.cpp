@@ -13,8 +13,10 @@
 namespace stepsim::io {
 namespace {
 
-constexpr long long kMaxGpus = 1LL << 20;                      // 1,048,576 GPUs in one job
-constexpr double kMaxLayerPasses = 4194304;                    // micro-batches × layers simulated per step
+constexpr long long kMaxGpus = 1LL << 20;   // 1,048,576 GPUs in one job
+constexpr double kMaxLayerPasses = 262144;  // micro-batches × layers per step: about 10 s and 1.2 GB
+// Every rank of the job in all-ranks mode: micro-batches × layers × tp·dp·cp.
+constexpr double kMaxRankLayerPasses = 8388608;
 constexpr double kMaxStepSeconds = 1e6;                        // about 11.6 days, well inside Time's range
 constexpr double kMaxParams = 1125899906842624.0;              // 2^50 parameters
 constexpr double kMaxTokensPerMicroBatch = 4294967296;         // 2^32 tokens
@@ -140,6 +142,13 @@ void products(const Scenario& s, const Limits& l) {
            fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers is more than "
                        "the {:.0f} layer passes stepsim simulates per step: raise micro_batch or dp",
                        micro_batches, m.layers, kMaxLayerPasses));
+  // All-ranks mode simulates every GPU of the model-parallel group and every DP replica.
+  const double ranks = static_cast<double>(s.parallel.tp) * s.parallel.dp * s.parallel.cp;
+  if (s.simulation.ranks == RankMode::all && micro_batches * layers * ranks > kMaxRankLayerPasses)
+    l.fail("/simulation/ranks",
+           fmt::format("simulating every rank is {:.0f} layer passes (micro-batches × layers × tp·dp·cp), more than "
+                       "the {:.0f} stepsim simulates per step: use \"representative\"",
+                       micro_batches * layers * ranks, kMaxRankLayerPasses));
   if (b * seq > kMaxTokensPerMicroBatch)
     l.fail("/training/micro_batch", fmt::format("micro_batch·seq_len = {:.0f} tokens; at most {:.0f} per micro-batch",
                                                 b * seq, kMaxTokensPerMicroBatch));

@@ -40,7 +40,11 @@ TEST_CASE("products of integer keys that would overflow are refused with the key
 TEST_CASE("more micro-batches than a step can simulate are refused up front") {
   CHECK(error_of({"training.global_batch=1099511627776"}) ==
         "s.json: /training/global_batch: 68719476736 micro-batches per step (global_batch / (micro_batch·dp)) times 32 "
-        "layers is more than the 4194304 layer passes stepsim simulates per step: raise micro_batch or dp");
+        "layers is more than the 262144 layer passes stepsim simulates per step: raise micro_batch or dp");
+  CHECK(error_of({"training.global_batch=131072"}) == "no error");  // 8192 micro-batches × 32 layers
+  CHECK(error_of({"simulation.ranks=all", "training.global_batch=131072"}) ==
+        "s.json: /simulation/ranks: simulating every rank is 16777216 layer passes (micro-batches × layers × "
+        "tp·dp·cp), more than the 8388608 stepsim simulates per step: use \"representative\"");
   CHECK(error_of({"model.layers=100000"}) == "s.json: /model/layers: must be between 1 and 2048, got 100000");
   CHECK(error_of({"training.global_batch=4"}) ==
         "s.json: /training/global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
