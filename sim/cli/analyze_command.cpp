@@ -55,6 +55,7 @@ int run_analyze(const Args& args) {
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (path.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  check_outputs(out);
 
   analysis::Analysis a = analysis::analyze_trace(path, selection.rank, selection.step_name());
   a.mean.stepsim_version = stepsim_version();

@@ -50,6 +50,7 @@ int run_simulate(const Args& args) {
   positional.add("scenario", 1);
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  check_outputs(out);
 
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
