@@ -3,8 +3,11 @@
 #include "analysis/trace_timeline.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -23,14 +26,44 @@ bool is_trace_file(const fs::path& p) {
   return name.ends_with(".json") || name.ends_with(".json.gz");
 }
 
-std::vector<std::string> trace_files(const std::string& path) {
-  if (!fs::is_directory(path)) return {path};
+[[noreturn]] void cannot_read(const std::string& path, int error) {
+  if (error == ENOENT) throw InputError(path, "", "no such file or folder");
+  throw InputError(path, "", fmt::format("cannot read the trace: {}", std::strerror(error)));
+}
+
+// The trace files of a folder, sorted by name. Entries that cannot be examined are skipped
+// like any other non-trace entry; a folder that cannot be listed is an error.
+std::vector<std::string> folder_files(const std::string& path) {
+  std::error_code ec;
+  fs::directory_iterator it(path, ec);
+  if (ec) cannot_read(path, ec.value());
   std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(path))
-    if (e.is_regular_file() && is_trace_file(e.path())) files.push_back(e.path().string());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) cannot_read(path, ec.value());
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && is_trace_file(it->path())) files.push_back(it->path().string());
+  }
+  if (ec) cannot_read(path, ec.value());
   std::sort(files.begin(), files.end());
   if (files.empty()) throw InputError(path, "", "the folder holds no *.json or *.json.gz trace files");
   return files;
+}
+
+std::vector<std::string> trace_files(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
+  if (!S_ISDIR(st.st_mode)) return {path};
+  return folder_files(path);
+}
+
+// A trace without one GPU activity of positive length has nothing to measure: its step
+// would be 0 s.
+void require_gpu_activity(const KinetoTrace& trace) {
+  for (const GpuEvent& g : trace.gpu)
+    if (g.end > g.start) return;
+  throw InputError(trace.path, "",
+                   "no timed GPU activity (complete events of category kernel, gpu_memcpy or gpu_memset with ts and "
+                   "dur): nothing to measure (was the profiler recording CUDA activities?)");
 }
 
 // Which step launched each GPU activity: launches sorted by correlation id, steps by start.
@@ -118,7 +151,10 @@ class Builder {
 
   Timeline finish() {
     for (const auto& [key, w] : windows_) timeline_.steps.push_back({key.second, w.start, w.end});
-    // Steps tile the time: each ends where the next begins; the last one where its work ends.
+    // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
+    // where the next begins; the last one where its work ends.
+    std::stable_sort(timeline_.steps.begin(), timeline_.steps.end(),
+                     [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
     for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
     for (const StepWindow& w : given_) timeline_.steps.push_back(w);
     if (timeline_.steps.empty())
@@ -208,7 +244,8 @@ class Builder {
   }
 
   Timeline timeline_;
-  // Keyed by (N of ProfilerStep#N, name): steps in order; ranks share a window by name.
+  // Keyed by (N of ProfilerStep#N, name), so that ranks share a window by name; ordered by
+  // time in finish().
   std::map<std::pair<std::int64_t, std::string>, Window> windows_;
   Window whole_;
   std::vector<StepWindow> given_;
@@ -244,10 +281,12 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
 }
 
 LoadedTrace load_trace(const std::string& path) {
-  if (!fs::exists(path)) throw InputError(path, "", "no such file or folder");
   std::vector<KinetoTrace> traces;
   TimeOrigin origin;
-  for (const std::string& file : trace_files(path)) traces.push_back(read_kineto(file, origin));
+  for (const std::string& file : trace_files(path)) {
+    traces.push_back(read_kineto(file, origin));
+    require_gpu_activity(traces.back());
+  }
   return to_timeline(std::move(traces));
 }
 
