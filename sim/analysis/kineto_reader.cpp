@@ -15,15 +15,6 @@
 
 namespace stepsim::analysis {
 
-std::uint32_t KinetoTrace::intern(std::string_view s) {
-  auto it = string_index.find(std::string(s));
-  if (it != string_index.end()) return it->second;
-  const auto id = static_cast<std::uint32_t>(strings.size());
-  strings.emplace_back(s);
-  string_index.emplace(strings.back(), id);
-  return id;
-}
-
 namespace {
 
 namespace json = boost::json;
