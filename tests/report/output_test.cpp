@@ -185,3 +185,27 @@ TEST_CASE("a full device is an input error naming the file and the flag") {
 
 }  // namespace
 }  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+TEST_CASE("a commit that fails says so and which outputs were already written") {
+  ScratchDir dir("commit");
+  const std::string first = dir.file("a.json");
+  const std::string second = dir.file("b.json");
+  // The first writer runs after both paths were resolved: it turns the second into a folder.
+  const auto sabotage = [&](std::ostream& out) {
+    fs::create_directory(second);
+    out << "a\n";
+  };
+  CHECK_THROWS_MATCHES(
+      report::write_outputs({{"--json", first, sabotage}, {"--trace", second, [](std::ostream& out) { out << "b"; }}}),
+      InputError,
+      Catch::Matchers::Message(second + ": --trace: cannot replace the file: Is a directory (already written: --json " +
+                               first + ")"));
+  CHECK(read(first) == "a\n");
+  CHECK(dir.entries() == 2);
+}
+
+}  // namespace
+}  // namespace stepsim
