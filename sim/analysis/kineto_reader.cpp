@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "analysis/byte_source.hpp"
@@ -164,6 +165,17 @@ Micros micros_of(std::string_view text, double value) {
   return {static_cast<std::int64_t>(whole), static_cast<std::int64_t>(std::llround((value - whole) * 1e6))};
 }
 
+// A JSON number where an integer id or count is expected; beyond int64 (1e300): -1, unknown.
+std::int64_t integer_of(double v) {
+  constexpr double kLimit = 9.2e18;
+  return std::isfinite(v) && std::fabs(v) < kLimit ? static_cast<std::int64_t>(v) : -1;
+}
+
+// An int field (rank, group size) or `unknown` when the trace's number does not fit.
+int int_or(std::int64_t i, int unknown) {
+  return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
+}
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
@@ -245,9 +257,7 @@ class Handler {
   bool on_uint64(std::uint64_t v, json::string_view s, json::error_code& ec) {
     return on_number(static_cast<double>(v), static_cast<std::int64_t>(v), s, ec);
   }
-  bool on_double(double v, json::string_view s, json::error_code& ec) {
-    return on_number(v, static_cast<std::int64_t>(v), s, ec);
-  }
+  bool on_double(double v, json::string_view s, json::error_code& ec) { return on_number(v, integer_of(v), s, ec); }
   bool on_bool(bool, json::error_code& ec) { return not_a_number(ec, "true/false"); }
   bool on_null(json::error_code& ec) { return not_a_number(ec, "null"); }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
@@ -508,7 +518,7 @@ class Handler {
         event_.nccl.out_nelems = i;
         break;
       case Field::group_size:
-        event_.nccl.group_size = static_cast<int>(i);
+        event_.nccl.group_size = int_or(i, 0);
         break;
       default:
         break;
@@ -516,8 +526,8 @@ class Handler {
   }
 
   void take_dist_number(std::int64_t i) {
-    if (field_ == Field::rank) trace_.dist.rank = static_cast<int>(i);
-    if (field_ == Field::world_size) trace_.dist.world_size = static_cast<int>(i);
+    if (field_ == Field::rank) trace_.dist.rank = int_or(i, -1);
+    if (field_ == Field::world_size) trace_.dist.world_size = int_or(i, 0);
   }
 
   Time relative(Micros m) const { return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps); }

@@ -21,6 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::size_t kMaxStreams = 65535;  // Interval::stream is 16 bits
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 58;
+
 bool is_trace_file(const fs::path& p) {
   const std::string name = p.filename().string();
   return name.ends_with(".json") || name.ends_with(".json.gz");
@@ -130,9 +133,10 @@ class Builder {
     rank.label = fmt::format("rank {}", rank.rank);
     const StepAssigner steps(trace);
     const bool many_devices = !device && devices(trace).size() > 1;
+    StreamIds ids;
     for (const GpuEvent& g : trace.gpu) {
       if (device && g.device != *device) continue;
-      rank.intervals.push_back(interval_of(trace, g, stream_index(rank, g, many_devices)));
+      rank.intervals.push_back(interval_of(trace, g, stream_index(trace, rank, ids, g, many_devices)));
       if (!trace.stepsim_format) note_step(trace, steps, g);
       whole_.add(g.start, g.end);
     }
@@ -171,14 +175,18 @@ class Builder {
     given_.push_back({name, start, end});
   }
 
-  std::uint16_t stream_index(RankTimeline& rank, const GpuEvent& g, bool many_devices) {
-    const std::string name =
-        many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream) : fmt::format("stream {}", g.stream);
-    auto it = std::find(rank.streams.begin(), rank.streams.end(), name);
-    if (it != rank.streams.end()) return static_cast<std::uint16_t>(it - rank.streams.begin());
-    STEPSIM_CHECK(rank.streams.size() < 65535, "too many streams on one rank");
-    rank.streams.push_back(name);
-    return static_cast<std::uint16_t>(rank.streams.size() - 1);
+  // (device, stream) to the index into RankTimeline::streams; the name is made once.
+  using StreamIds = std::map<std::pair<std::int64_t, std::int64_t>, std::uint16_t>;
+
+  static std::uint16_t stream_index(const KinetoTrace& trace, RankTimeline& rank, StreamIds& ids, const GpuEvent& g,
+                                    bool many_devices) {
+    const auto [it, fresh] = ids.try_emplace({g.device, g.stream}, static_cast<std::uint16_t>(rank.streams.size()));
+    if (!fresh) return it->second;
+    if (rank.streams.size() >= kMaxStreams)
+      throw InputError(trace.path, "", fmt::format("more than {} GPU streams on one rank", kMaxStreams));
+    rank.streams.push_back(many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream)
+                                        : fmt::format("stream {}", g.stream));
+    return it->second;
   }
 
   Interval interval_of(const KinetoTrace& trace, const GpuEvent& g, std::uint16_t stream) {
@@ -220,6 +228,11 @@ class Builder {
   static Bytes message_bytes(const KinetoTrace& trace, const NcclArgs& n) {
     const std::int64_t elems = std::max(n.in_nelems, n.out_nelems);
     if (elems <= 0) return Bytes(0);
+    // No real message comes near 2^58 elements; below it elements × bytes per element (at
+    // most 8) cannot overflow.
+    if (elems > kMaxElements)
+      throw InputError(trace.path, "",
+                       fmt::format("a message of {} elements is out of range (at most {})", elems, kMaxElements));
     return Bytes(elems * dtype_bytes(trace.strings[n.dtype]));
   }
 
