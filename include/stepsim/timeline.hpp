@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stepsim/name_table.hpp"
 #include "stepsim/units.hpp"
 
 namespace stepsim {
@@ -66,14 +67,12 @@ struct StepWindow {
 };
 
 struct Timeline {
-  std::vector<std::string> names;
+  NameTable names;
   std::vector<ProcessGroup> groups;
   std::vector<RankTimeline> ranks;
   std::vector<StepWindow> steps;  // at least one window
 
-  std::unordered_map<std::string, std::uint32_t> name_index;  // kept by intern()
-
-  std::uint32_t intern(const std::string& name);
+  std::uint32_t intern(std::string_view name) { return names.intern(name); }
 };
 
 }  // namespace stepsim

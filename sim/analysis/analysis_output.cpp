@@ -12,7 +12,7 @@
 #include <ostream>
 #include <tuple>
 
-#include "analysis/nccl_kernels.hpp"
+#include "collectives/collective.hpp"
 #include "report/json_text.hpp"
 #include "stepsim/error.hpp"
 
@@ -121,7 +121,7 @@ void write_collectives(const Analysis& a, std::ostream& out) {
     const std::string size = bytes > 0 ? readable_size(bytes) : "-";
     const double algbw = bytes > 0 && mean > 0 ? static_cast<double>(bytes) / mean * 1e-9 : 0;
     const std::string alg = bytes > 0 ? fmt::format("{:.2f}", algbw) : "-";
-    const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * busbw_factor(op, r.ranks)) : "-";
+    const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * collectives::bus_factor(op, r.ranks)) : "-";
     const std::string exact = bytes > 0 ? fmt::format("{}", bytes) : "-";
     fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n",
                nccl_name(op), group_title(a.trace.timeline, group), r.ranks, r.count / steps, size, exact, mean * 1e6,

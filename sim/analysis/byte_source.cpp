@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "stepsim/error.hpp"
@@ -15,8 +16,13 @@ constexpr std::size_t kInputChunk = 1 << 20;
 
 }  // namespace
 
-ByteSource::ByteSource(std::string path) : path_(std::move(path)), file_(path_, std::ios::binary) {
-  if (!file_) throw InputError(path_, "", "cannot open the file for reading");
+ByteSource::ByteSource(std::string path) : path_(std::move(path)) {
+  errno = 0;
+  file_.open(path_, std::ios::binary);
+  if (!file_) {
+    const int error = errno != 0 ? errno : EIO;
+    throw InputError(path_, "", fmt::format("cannot open the file for reading: {}", std::strerror(error)));
+  }
   in_.resize(kInputChunk);
   file_.read(reinterpret_cast<char*>(in_.data()), 2);
   const auto got = static_cast<std::size_t>(file_.gcount());

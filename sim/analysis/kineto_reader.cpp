@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "analysis/byte_source.hpp"
@@ -14,15 +15,6 @@
 #include "stepsim/error.hpp"
 
 namespace stepsim::analysis {
-
-std::uint32_t KinetoTrace::intern(std::string_view s) {
-  auto it = string_index.find(std::string(s));
-  if (it != string_index.end()) return it->second;
-  const auto id = static_cast<std::uint32_t>(strings.size());
-  strings.emplace_back(s);
-  string_index.emplace(strings.back(), id);
-  return id;
-}
 
 namespace {
 
@@ -128,11 +120,19 @@ Cat category_of(std::string_view c) {
   return Cat::other;
 }
 
+// Times are kept as picoseconds in an int64 (±106 days): a kept event's ts must lie within
+// kMaxSpanUs of the trace's first timestamp and its dur within [0, kMaxSpanUs], so that
+// ts + dur in picoseconds cannot overflow. 10^12 us is 11.6 days, longer than any profile.
+constexpr std::int64_t kMaxSpanUs = 1'000'000'000'000;
+// Epoch timestamps have 16 digits; beyond 10^17 the digits would overflow while parsed.
+constexpr std::int64_t kMaxAbsUs = 100'000'000'000'000'000;
+
 // A timestamp as whole microseconds plus picoseconds, read from the number's text so that
 // epoch timestamps (16 digits and more) keep their nanoseconds.
 struct Micros {
   std::int64_t whole = 0;
   std::int64_t frac_ps = 0;
+  bool in_range = true;  // false: beyond ±kMaxAbsUs, infinite or not a number
 };
 
 bool parse_plain_decimal(std::string_view text, Micros& out) {
@@ -140,7 +140,10 @@ bool parse_plain_decimal(std::string_view text, Micros& out) {
   if (neg) text.remove_prefix(1);
   std::int64_t whole = 0, frac = 0, scale = 1000000;
   std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + (text[i] - '0');
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (whole > kMaxAbsUs) continue;  // out of range already: stop before int64 overflows
+    whole = whole * 10 + (text[i] - '0');
+  }
   if (i < text.size() && text[i] == '.') {
     for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
       if (scale == 1) continue;  // beyond picoseconds: truncated
@@ -150,14 +153,27 @@ bool parse_plain_decimal(std::string_view text, Micros& out) {
   }
   if (i != text.size()) return false;  // exponent form
   out = neg ? Micros{-whole - (frac > 0 ? 1 : 0), frac > 0 ? 1000000 - frac : 0} : Micros{whole, frac};
+  out.in_range = whole <= kMaxAbsUs;
   return true;
 }
 
 Micros micros_of(std::string_view text, double value) {
   Micros m;
   if (parse_plain_decimal(text, m)) return m;
+  if (!std::isfinite(value) || std::fabs(value) > static_cast<double>(kMaxAbsUs)) return {0, 0, false};
   const double whole = std::floor(value);
   return {static_cast<std::int64_t>(whole), static_cast<std::int64_t>(std::llround((value - whole) * 1e6))};
+}
+
+// A JSON number where an integer id or count is expected; beyond int64 (1e300): -1, unknown.
+std::int64_t integer_of(double v) {
+  constexpr double kLimit = 9.2e18;
+  return std::isfinite(v) && std::fabs(v) < kLimit ? static_cast<std::int64_t>(v) : -1;
+}
+
+// An int field (rank, group size) or `unknown` when the trace's number does not fit.
+int int_or(std::int64_t i, int unknown) {
+  return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
 }
 
 // The fields of the event being read.
@@ -167,6 +183,7 @@ struct RawEvent {
   Cat cat = Cat::other;
   bool has_ts = false, has_dur = false, has_stream = false;
   Micros ts, dur;
+  double ts_value = 0, dur_value = 0;  // as written, for messages
   std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
   NcclArgs nccl;
   CommKind kind = CommKind::other;
@@ -202,8 +219,8 @@ class Handler {
   }
   bool on_object_begin(json::error_code& ec) { return open(ec, false); }
   bool on_array_begin(json::error_code& ec) { return open(ec, true); }
-  bool on_object_end(std::size_t, json::error_code&) { return close(); }
-  bool on_array_end(std::size_t, json::error_code&) { return close(); }
+  bool on_object_end(std::size_t, json::error_code& ec) { return close(ec); }
+  bool on_array_end(std::size_t, json::error_code& ec) { return close(ec); }
 
   bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
     if (ctx() != Ctx::skip) key_.append(s.data(), s.size());
@@ -240,9 +257,7 @@ class Handler {
   bool on_uint64(std::uint64_t v, json::string_view s, json::error_code& ec) {
     return on_number(static_cast<double>(v), static_cast<std::int64_t>(v), s, ec);
   }
-  bool on_double(double v, json::string_view s, json::error_code& ec) {
-    return on_number(v, static_cast<std::int64_t>(v), s, ec);
-  }
+  bool on_double(double v, json::string_view s, json::error_code& ec) { return on_number(v, integer_of(v), s, ec); }
   bool on_bool(bool, json::error_code& ec) { return not_a_number(ec, "true/false"); }
   bool on_null(json::error_code& ec) { return not_a_number(ec, "null"); }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
@@ -314,12 +329,11 @@ class Handler {
     return true;
   }
 
-  bool close() {
+  bool close(json::error_code& ec) {
     const Ctx c = ctx();
     stack_.pop_back();
     field_ = Field::none;
-    if (c == Ctx::event) finish_event();
-    return true;
+    return c != Ctx::event || finish_event(ec);
   }
 
   bool wants_string() const {
@@ -457,7 +471,7 @@ class Handler {
     if (!check_scalar(ec, "a number")) return false;
     if (wants_time()) {
       text_.append(last.data(), last.size());
-      take_time(micros_of(text_, v));
+      take_time(micros_of(text_, v), v);
       text_.clear();
       return true;
     }
@@ -467,14 +481,16 @@ class Handler {
     return true;
   }
 
-  void take_time(Micros m) {
+  void take_time(Micros m, double value) {
     if (field_ == Field::dur) {
       event_.dur = m;
+      event_.dur_value = value;
       event_.has_dur = true;
       return;
     }
-    if (!origin_.set) origin_ = {true, m.whole};
+    if (!origin_.set && m.in_range) origin_ = {true, m.whole};
     event_.ts = m;
+    event_.ts_value = value;
     event_.has_ts = true;
   }
 
@@ -502,7 +518,7 @@ class Handler {
         event_.nccl.out_nelems = i;
         break;
       case Field::group_size:
-        event_.nccl.group_size = static_cast<int>(i);
+        event_.nccl.group_size = int_or(i, 0);
         break;
       default:
         break;
@@ -510,14 +526,46 @@ class Handler {
   }
 
   void take_dist_number(std::int64_t i) {
-    if (field_ == Field::rank) trace_.dist.rank = static_cast<int>(i);
-    if (field_ == Field::world_size) trace_.dist.world_size = static_cast<int>(i);
+    if (field_ == Field::rank) trace_.dist.rank = int_or(i, -1);
+    if (field_ == Field::world_size) trace_.dist.world_size = int_or(i, 0);
   }
 
   Time relative(Micros m) const { return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps); }
 
-  void finish_event() {
-    if (event_.ph != 'X' || !event_.has_ts) return;
+  // The events stepsim keeps; the others' times are never read.
+  bool kept() const {
+    if (event_.cat == Cat::other) return false;
+    return event_.cat != Cat::user_annotation || event_.name.starts_with("ProfilerStep#");
+  }
+
+  std::string event_label() const {
+    constexpr std::size_t kShown = 80;
+    const std::string_view name(event_.name);
+    return fmt::format("event '{}{}'", name.substr(0, kShown), name.size() > kShown ? "..." : "");
+  }
+
+  bool check_times(json::error_code& ec) {
+    const Micros& ts = event_.ts;
+    if (!ts.in_range || ts.whole - origin_.us > kMaxSpanUs || origin_.us - ts.whole > kMaxSpanUs)
+      return fail(ec, pointer("ts"),
+                  fmt::format("{}: ts {} is more than {} us away from the trace's first timestamp {}", event_label(),
+                              event_.ts_value, kMaxSpanUs, origin_.us));
+    const Micros& dur = event_.dur;
+    if (event_.has_dur && (!dur.in_range || dur.whole < 0 || dur.whole >= kMaxSpanUs))
+      return fail(
+          ec, pointer("dur"),
+          fmt::format("{}: expected a duration from 0 to {} us, got {}", event_label(), kMaxSpanUs, event_.dur_value));
+    return true;
+  }
+
+  bool finish_event(json::error_code& ec) {
+    if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
+    if (!check_times(ec)) return false;
+    finish_kept_event();
+    return true;
+  }
+
+  void finish_kept_event() {
     const Time start = relative(event_.ts);
     const Time dur = Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
     switch (event_.cat) {

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "stepsim/timeline.hpp"
@@ -69,8 +68,7 @@ struct DistributedInfo {
 struct KinetoTrace {
   std::string path;
   DistributedInfo dist;
-  std::vector<std::string> strings{""};  // index 0: absent
-  std::unordered_map<std::string, std::uint32_t> string_index{{"", 0}};
+  NameTable strings{""};  // index 0: absent
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;
   std::vector<Launch> launches;
@@ -78,7 +76,7 @@ struct KinetoTrace {
   bool stepsim_format = false;      // written by stepsim: one rank per pid
   std::uint64_t content_bytes = 0;  // decompressed JSON size
 
-  std::uint32_t intern(std::string_view s);
+  std::uint32_t intern(std::string_view s) { return strings.intern(s); }
 };
 
 // Timestamps are microseconds since some epoch; Time holds ±106 days of picoseconds, so

@@ -1,8 +1,6 @@
 // Name rules for communication kernels and collectives; see nccl_kernels.hpp.
 #include "analysis/nccl_kernels.hpp"
 
-#include "collectives/collective.hpp"
-
 #include <array>
 #include <cctype>
 #include <string>
@@ -125,7 +123,5 @@ CommKind kind_of_group(std::string_view name, std::string_view description) {
   const CommKind k = kind_of_words(description);
   return k != CommKind::other ? k : kind_of_words(name);
 }
-
-double busbw_factor(CollOp op, int n) { return n > 0 ? collectives::bus_factor(op, n) : 1.0; }
 
 }  // namespace stepsim::analysis

@@ -26,7 +26,4 @@ int dtype_bytes(std::string_view dtype);
 // `other` when nothing says (PyTorch's "default_pg" could be any).
 CommKind kind_of_group(std::string_view name, std::string_view description);
 
-// nccl-tests' bus bandwidth factor (collectives::bus_factor); 1 when the group size is unknown.
-double busbw_factor(CollOp op, int n);
-
 }  // namespace stepsim::analysis

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "analysis/nccl_kernels.hpp"
+#include "collectives/collective.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::analysis {
@@ -124,12 +124,13 @@ CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv,
   r.group = iv.group;
   r.ranks = iv.group >= 0 ? timeline.groups[static_cast<std::size_t>(iv.group)].size : 0;
   if (r.ranks <= 0) r.ranks = world_size;
+  STEPSIM_CHECK(r.ranks > 0, "a collective without a group size needs the world size");
   r.bytes = iv.bytes;
   r.start = iv.start;
   r.duration = iv.end - iv.start;
   if (r.duration > Time::zero() && r.bytes.count() > 0) {
     r.algbw = Bandwidth::bytes_per_s(r.bytes.as_double() / r.duration.seconds());
-    r.busbw = r.algbw.scaled(busbw_factor(r.op, r.ranks));
+    r.busbw = r.algbw.scaled(collectives::bus_factor(r.op, r.ranks));
   }
   return r;
 }

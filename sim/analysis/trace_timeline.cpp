@@ -3,8 +3,11 @@
 #include "analysis/trace_timeline.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -18,19 +21,52 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::size_t kMaxStreams = 65535;  // Interval::stream is 16 bits
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 58;
+
 bool is_trace_file(const fs::path& p) {
   const std::string name = p.filename().string();
   return name.ends_with(".json") || name.ends_with(".json.gz");
 }
 
-std::vector<std::string> trace_files(const std::string& path) {
-  if (!fs::is_directory(path)) return {path};
+[[noreturn]] void cannot_read(const std::string& path, int error) {
+  if (error == ENOENT) throw InputError(path, "", "no such file or folder");
+  throw InputError(path, "", fmt::format("cannot read the trace: {}", std::strerror(error)));
+}
+
+// The trace files of a folder, sorted by name. Entries that cannot be examined are skipped
+// like any other non-trace entry; a folder that cannot be listed is an error.
+std::vector<std::string> folder_files(const std::string& path) {
+  std::error_code ec;
+  fs::directory_iterator it(path, ec);
+  if (ec) cannot_read(path, ec.value());
   std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(path))
-    if (e.is_regular_file() && is_trace_file(e.path())) files.push_back(e.path().string());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) cannot_read(path, ec.value());
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && is_trace_file(it->path())) files.push_back(it->path().string());
+  }
+  if (ec) cannot_read(path, ec.value());
   std::sort(files.begin(), files.end());
   if (files.empty()) throw InputError(path, "", "the folder holds no *.json or *.json.gz trace files");
   return files;
+}
+
+std::vector<std::string> trace_files(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
+  if (!S_ISDIR(st.st_mode)) return {path};
+  return folder_files(path);
+}
+
+// A trace without one GPU activity of positive length has nothing to measure: its step
+// would be 0 s.
+void require_gpu_activity(const KinetoTrace& trace) {
+  for (const GpuEvent& g : trace.gpu)
+    if (g.end > g.start) return;
+  throw InputError(trace.path, "",
+                   "no timed GPU activity (complete events of category kernel, gpu_memcpy or gpu_memset with ts and "
+                   "dur): nothing to measure (was the profiler recording CUDA activities?)");
 }
 
 // Which step launched each GPU activity: launches sorted by correlation id, steps by start.
@@ -97,9 +133,10 @@ class Builder {
     rank.label = fmt::format("rank {}", rank.rank);
     const StepAssigner steps(trace);
     const bool many_devices = !device && devices(trace).size() > 1;
+    StreamIds ids;
     for (const GpuEvent& g : trace.gpu) {
       if (device && g.device != *device) continue;
-      rank.intervals.push_back(interval_of(trace, g, stream_index(rank, g, many_devices)));
+      rank.intervals.push_back(interval_of(trace, g, stream_index(trace, rank, ids, g, many_devices)));
       if (!trace.stepsim_format) note_step(trace, steps, g);
       whole_.add(g.start, g.end);
     }
@@ -118,7 +155,10 @@ class Builder {
 
   Timeline finish() {
     for (const auto& [key, w] : windows_) timeline_.steps.push_back({key.second, w.start, w.end});
-    // Steps tile the time: each ends where the next begins; the last one where its work ends.
+    // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
+    // where the next begins; the last one where its work ends.
+    std::stable_sort(timeline_.steps.begin(), timeline_.steps.end(),
+                     [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
     for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
     for (const StepWindow& w : given_) timeline_.steps.push_back(w);
     if (timeline_.steps.empty())
@@ -135,14 +175,18 @@ class Builder {
     given_.push_back({name, start, end});
   }
 
-  std::uint16_t stream_index(RankTimeline& rank, const GpuEvent& g, bool many_devices) {
-    const std::string name =
-        many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream) : fmt::format("stream {}", g.stream);
-    auto it = std::find(rank.streams.begin(), rank.streams.end(), name);
-    if (it != rank.streams.end()) return static_cast<std::uint16_t>(it - rank.streams.begin());
-    STEPSIM_CHECK(rank.streams.size() < 65535, "too many streams on one rank");
-    rank.streams.push_back(name);
-    return static_cast<std::uint16_t>(rank.streams.size() - 1);
+  // (device, stream) to the index into RankTimeline::streams; the name is made once.
+  using StreamIds = std::map<std::pair<std::int64_t, std::int64_t>, std::uint16_t>;
+
+  static std::uint16_t stream_index(const KinetoTrace& trace, RankTimeline& rank, StreamIds& ids, const GpuEvent& g,
+                                    bool many_devices) {
+    const auto [it, fresh] = ids.try_emplace({g.device, g.stream}, static_cast<std::uint16_t>(rank.streams.size()));
+    if (!fresh) return it->second;
+    if (rank.streams.size() >= kMaxStreams)
+      throw InputError(trace.path, "", fmt::format("more than {} GPU streams on one rank", kMaxStreams));
+    rank.streams.push_back(many_devices ? fmt::format("gpu {} stream {}", g.device, g.stream)
+                                        : fmt::format("stream {}", g.stream));
+    return it->second;
   }
 
   Interval interval_of(const KinetoTrace& trace, const GpuEvent& g, std::uint16_t stream) {
@@ -184,6 +228,11 @@ class Builder {
   static Bytes message_bytes(const KinetoTrace& trace, const NcclArgs& n) {
     const std::int64_t elems = std::max(n.in_nelems, n.out_nelems);
     if (elems <= 0) return Bytes(0);
+    // No real message comes near 2^58 elements; below it elements × bytes per element (at
+    // most 8) cannot overflow.
+    if (elems > kMaxElements)
+      throw InputError(trace.path, "",
+                       fmt::format("a message of {} elements is out of range (at most {})", elems, kMaxElements));
     return Bytes(elems * dtype_bytes(trace.strings[n.dtype]));
   }
 
@@ -208,7 +257,8 @@ class Builder {
   }
 
   Timeline timeline_;
-  // Keyed by (N of ProfilerStep#N, name): steps in order; ranks share a window by name.
+  // Keyed by (N of ProfilerStep#N, name), so that ranks share a window by name; ordered by
+  // time in finish().
   std::map<std::pair<std::int64_t, std::string>, Window> windows_;
   Window whole_;
   std::vector<StepWindow> given_;
@@ -244,10 +294,12 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
 }
 
 LoadedTrace load_trace(const std::string& path) {
-  if (!fs::exists(path)) throw InputError(path, "", "no such file or folder");
   std::vector<KinetoTrace> traces;
   TimeOrigin origin;
-  for (const std::string& file : trace_files(path)) traces.push_back(read_kineto(file, origin));
+  for (const std::string& file : trace_files(path)) {
+    traces.push_back(read_kineto(file, origin));
+    require_gpu_activity(traces.back());
+  }
   return to_timeline(std::move(traces));
 }
 

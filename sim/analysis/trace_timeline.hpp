@@ -19,7 +19,9 @@ struct LoadedTrace {
 };
 
 // One trace file (plain or .gz), or a folder whose *.json and *.json.gz files are the ranks
-// of one job. Throws InputError on unreadable or malformed input.
+// of one job. Throws InputError naming the file on unreadable or malformed input, on times
+// out of range (a negative dur; ts or dur beyond 10^12 us, see kineto_reader.cpp) and on a
+// file without one GPU activity of positive length.
 LoadedTrace load_trace(const std::string& path);
 
 // How the intervals and steps are made (HolisticTraceAnalysis' classes):
@@ -31,9 +33,10 @@ LoadedTrace load_trace(const std::string& path);
 //   whose CPU span it was launched (its cuda_runtime event with the same correlation id);
 //   without a launch, to the step whose CPU span contains the activity's own start.
 // - A step's window starts at the first start of its activities (over all ranks) and ends
-//   where the next step's window starts, so that steps tile the time like the period of a
-//   training loop even when the CPU runs ahead of the GPU; the last step ends at the last
-//   end of its own activities (it includes the drain). Steps without GPU activity are
+//   where the next step's window starts (in time order, whatever the numbers N say), so
+//   that steps tile the time like the period of a training loop even when the CPU runs
+//   ahead of the GPU; the last step ends at the last end of its own activities (it
+//   includes the drain). Steps without GPU activity are
 //   dropped; a trace without ProfilerStep annotations has one window "trace" over all its
 //   GPU activity.
 LoadedTrace to_timeline(std::vector<KinetoTrace> traces);

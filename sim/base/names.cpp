@@ -77,10 +77,4 @@ const char* to_string(Phase p) {
   return names[static_cast<int>(p)];
 }
 
-std::uint32_t Timeline::intern(const std::string& name) {
-  auto [it, inserted] = name_index.try_emplace(name, static_cast<std::uint32_t>(names.size()));
-  if (inserted) names.push_back(name);
-  return it->second;
-}
-
 }  // namespace stepsim

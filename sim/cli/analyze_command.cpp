@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "  memory           Memcpy / Memset; every other kernel is compute\n"
     "  step             a GPU activity belongs to ProfilerStep#N when it was launched during that\n"
     "                   CPU annotation; a step's window runs from the first start of its\n"
-    "                   activities to the start of the next step's (the last step: to its last end)\n"
+    "                   activities to the start of the next one in time (the last step: to its last end)\n"
     "  exposed comm     communication running and no compute running\n"
     "  hidden fraction  communication and compute at once / union of communication time";
 
@@ -55,6 +55,7 @@ int run_analyze(const Args& args) {
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (path.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  check_outputs(out);
 
   analysis::Analysis a = analysis::analyze_trace(path, selection.rank, selection.step_name());
   a.mean.stepsim_version = stepsim_version();

@@ -197,6 +197,7 @@ int run_collective(const Args& args) {
   positional.add("op", 1);
   const auto vm = parse_args("collective", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (vm.count("json") != 0) report::check_outputs({{"--json", o.json, {}}});
   if (o.op.empty())
     throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
@@ -217,9 +218,10 @@ int run_collective(const Args& args) {
     rows.push_back({s, all.front(), o.verbose ? all : std::vector<collectives::Choice>{}});
   }
   if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);
-  if (!o.json.empty())
-    report::write_output(
-        o.json, [&](std::ostream& os) { os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n"; });
+  if (vm.count("json") != 0)
+    report::write_output({"--json", o.json, [&](std::ostream& os) {
+                            os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n";
+                          }});
   return 0;
 }
 

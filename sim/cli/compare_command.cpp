@@ -47,6 +47,8 @@ int run_compare(const Args& args) {
   if (inputs.size() != 2)
     throw InputError("<command line>", "stepsim compare",
                      "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
+  require_scenario_name(inputs[1]);
+  check_outputs(out);
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);

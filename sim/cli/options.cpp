@@ -11,9 +11,11 @@
 namespace stepsim::cli {
 
 void add_output_options(po::options_description& desc, OutputOptions& out) {
-  desc.add_options()("json", po::value(&out.json)->value_name("FILE"),
-                     "write the JSON report to FILE ('-' for stdout)")(
-      "trace", po::value(&out.trace)->value_name("FILE"), "write a Chrome/Perfetto trace to FILE");
+  desc.add_options()(
+      "json", po::value<std::string>()->value_name("FILE")->notifier([&out](const std::string& s) { out.json = s; }),
+      "write the JSON report to FILE ('-' for stdout)")(
+      "trace", po::value<std::string>()->value_name("FILE")->notifier([&out](const std::string& s) { out.trace = s; }),
+      "write a Chrome/Perfetto trace to FILE ('-' for stdout)");
 }
 
 po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
@@ -48,10 +50,28 @@ std::optional<std::string> TraceSelection::step_name() const {
   return step.back();
 }
 
+namespace {
+
+std::vector<report::Output> outputs_of(const OutputOptions& out, const Writer& json, const Writer& trace) {
+  std::vector<report::Output> outputs;
+  if (out.json) outputs.push_back({"--json", *out.json, json});
+  if (out.trace) outputs.push_back({"--trace", *out.trace, trace});
+  return outputs;
+}
+
+}  // namespace
+
+void check_outputs(const OutputOptions& out) { report::check_outputs(outputs_of(out, {}, {})); }
+
 void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace) {
   if (out.json != "-") table(std::cout);
-  if (!out.json.empty()) report::write_output(out.json, json);
-  if (!out.trace.empty()) report::write_output(out.trace, trace);
+  report::write_outputs(outputs_of(out, json, trace));
+}
+
+void require_scenario_name(const std::string& given) {
+  if (given.empty())
+    throw InputError("<command line>", "SCENARIO",
+                     "the scenario file name is empty (omit it to simulate the embedded default)");
 }
 
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,

@@ -15,10 +15,11 @@ namespace stepsim::cli {
 
 namespace po = boost::program_options;
 
-// Output options shared by simulate, analyze and compare.
+// Output options shared by simulate, analyze and compare; absent when not given (an empty
+// name is given, and refused).
 struct OutputOptions {
-  std::string json;   // --json FILE or "-"
-  std::string trace;  // --trace FILE
+  std::optional<std::string> json;   // --json FILE or "-"
+  std::optional<std::string> trace;  // --trace FILE
 };
 
 void add_output_options(po::options_description& desc, OutputOptions& out);
@@ -34,14 +35,21 @@ void add_trace_options(po::options_description& desc, TraceSelection& selection)
 
 using Writer = std::function<void(std::ostream&)>;
 
-// Writes what `out` asks for: the table on stdout (unless the JSON goes there), the JSON
-// report and the trace, each file atomically.
+// Refuses outputs that cannot be written (the same file twice, a folder, ...) before any
+// work is done.
+void check_outputs(const OutputOptions& out);
+
+// Writes what `out` asks for: the table on stdout (unless the JSON goes there), then the
+// JSON report and the trace, all or none (report::write_outputs).
 void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace);
 
 // Parses `args` for `command`; unknown options, missing values and bad numbers become
 // InputError("<command line>", "stepsim COMMAND", message). Returns the variables map.
 po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
                              const po::positional_options_description& positional);
+
+// A scenario argument that was given must name something: "" is an error, not the default.
+void require_scenario_name(const std::string& given);
 
 // With --help in `vm`, prints "usage", the options and the examples, and returns true.
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,

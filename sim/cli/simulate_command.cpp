@@ -52,10 +52,9 @@ int run_simulate(const Args& args) {
   positional.add("scenario", 1);
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  check_outputs(out);
 
-  if (vm.count("scenario") != 0 && scenario_path.empty())
-    throw InputError("<command line>", "SCENARIO",
-                     "the scenario file name is empty (omit it to simulate the embedded default)");
+  if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   const SimulationResult result = simulate(scenario);

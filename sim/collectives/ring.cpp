@@ -49,12 +49,6 @@ double latency_us(const Context& c, Protocol p) {
   return lat;
 }
 
-double bus_factor_of(CollOp op, int n) {
-  if (op == CollOp::allreduce) return 2.0 * (n - 1) / n;
-  if (op == CollOp::allgather || op == CollOp::reducescatter) return 1.0 * (n - 1) / n;
-  return 1.0;
-}
-
 }  // namespace
 
 std::optional<std::string> unsupported(const Context& c) {
@@ -67,7 +61,7 @@ Estimate estimate(const Context& c, Protocol p) {
 }
 
 LinkLoad load(const Context& c) {
-  const double f = bus_factor_of(c.op, c.ranks());
+  const double f = bus_factor(c.op, c.ranks());
   if (c.nodes() == 1) return {f, 0.0};
   return {f * (1.0 - 1.0 / c.ppn()), f / c.ppn()};
 }

@@ -1,13 +1,7 @@
-// Name interning for programs, so ops refer to names by index, and the ops' flat wait lists.
+// The ops' flat wait lists.
 #include "engine/program.hpp"
 
 namespace stepsim::engine {
-
-std::uint32_t Program::intern(const std::string& name) {
-  auto [it, inserted] = name_index.try_emplace(name, static_cast<std::uint32_t>(names.size()));
-  if (inserted) names.push_back(name);
-  return it->second;
-}
 
 OpIndex RankProgram::add_op(Op op, std::span<const OpIndex> op_waits) {
   op.waits_begin = static_cast<std::uint32_t>(waits.size());

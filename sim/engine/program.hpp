@@ -71,16 +71,14 @@ struct Group {
 };
 
 struct Program {
-  std::vector<std::string> names;
+  NameTable names;
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
   double comm_slowdown = 0.0;               // compute slows by this fraction while comm runs
 
-  std::unordered_map<std::string, std::uint32_t> name_index;  // kept by intern()
-
-  std::uint32_t intern(const std::string& name);
+  std::uint32_t intern(std::string_view name) { return names.intern(name); }
 };
 
 }  // namespace stepsim::engine

@@ -10,12 +10,7 @@
 
 namespace stepsim::parallelism {
 
-std::uint32_t BuildState::name(const std::string& text) {
-  // Program::intern's bookkeeping, kept here so that building needs no engine code.
-  auto [it, inserted] = program_.name_index.try_emplace(text, static_cast<std::uint32_t>(program_.names.size()));
-  if (inserted) program_.names.push_back(text);
-  return it->second;
-}
+std::uint32_t BuildState::name(const std::string& text) { return program_.names.intern(text); }
 
 const CollectiveCost& BuildState::collective(const collectives::Request& r) {
   const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node};

@@ -1,48 +1,106 @@
-// write_output(): a file appears whole or not at all (temporary file, then rename).
+// write_outputs(): every output appears whole or not at all, and only regular files are
+// replaced (see output_target.hpp for what is written through instead).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
+#include "report/fd_stream.hpp"
+#include "report/output_target.hpp"
 #include "report/report_io.hpp"
+#include "report/staged_file.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::report {
 namespace {
 
-void write_file(const std::string& path, const std::string& tmp, const std::function<void(std::ostream&)>& writer) {
-  errno = 0;
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno ? errno : EIO)));
-  writer(out);
+std::vector<OutputTarget> resolve_all(const std::vector<Output>& outputs) {
+  std::vector<OutputTarget> targets;
+  for (const Output& o : outputs) {
+    if (o.path.empty()) throw InputError("<command line>", o.flag, "expected a file name or '-', got ''");
+    targets.push_back(o.path == "-" ? stdout_target() : resolve_output(o.flag, o.path));
+    for (std::size_t j = 0; j + 1 < targets.size(); ++j) {
+      if (targets[j].identity != targets.back().identity) continue;
+      throw InputError(
+          "<command line>", fmt::format("{} and {}", outputs[j].flag, o.flag),
+          fmt::format("'{}' and '{}' are the same file (give each output its own)", outputs[j].path, o.path));
+    }
+  }
+  return targets;
+}
+
+void write_to(int fd, const Output& o) {
+  FdStreambuf buffer(fd);
+  std::ostream out(&buffer);
+  o.write(out);
   out.flush();
-  if (!out) throw InputError(path, "", fmt::format("cannot write: {}", std::strerror(errno ? errno : EIO)));
-  out.close();
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw InputError(path, "", fmt::format("cannot replace the file: {}", ec.message()));
+  if (buffer.error() == 0 && out) return;
+  throw InputError(o.path, o.flag,
+                   fmt::format("cannot write: {}", std::strerror(buffer.error() != 0 ? buffer.error() : EIO)));
+}
+
+// A device, a FIFO or a descriptor we hold: written in place, never replaced.
+void write_through(const OutputTarget& t, const Output& o) {
+  if (t.kind == TargetKind::fd) {
+    std::cout.flush();  // what went to stdout before (the table) stays first
+    std::fflush(stdout);
+    write_to(t.fd, o);
+    return;
+  }
+  const int fd = ::open(t.path.c_str(), O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw InputError(o.path, o.flag, fmt::format("cannot open for writing: {}", std::strerror(errno)));
+  try {
+    write_to(fd, o);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) throw InputError(o.path, o.flag, fmt::format("cannot write: {}", std::strerror(errno)));
+}
+
+std::string written_list(const std::vector<Output>& outputs, const std::vector<bool>& written) {
+  std::string list;
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (written[i]) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", outputs[i].flag, outputs[i].path);
+  return list;
 }
 
 }  // namespace
 
-void write_output(const std::string& path, const std::function<void(std::ostream&)>& writer) {
-  if (path == "-") {
-    writer(std::cout);
-    std::cout.flush();
-    return;
+void check_outputs(const std::vector<Output>& outputs) { resolve_all(outputs); }
+
+void write_outputs(const std::vector<Output>& outputs) {
+  const std::vector<OutputTarget> targets = resolve_all(outputs);
+  std::vector<StagedFile> staged;
+  std::vector<std::size_t> staged_output;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (targets[i].kind != TargetKind::file) continue;
+    staged.emplace_back(targets[i], outputs[i].flag, outputs[i].path);
+    staged_output.push_back(i);
+    write_to(staged.back().fd(), outputs[i]);
   }
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  try {
-    write_file(path, tmp, writer);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
+  std::vector<bool> written(outputs.size(), false);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (targets[i].kind == TargetKind::file) continue;
+    write_through(targets[i], outputs[i]);
+    written[i] = true;
+  }
+  for (std::size_t k = 0; k < staged.size(); ++k) {
+    try {
+      staged[k].commit();
+    } catch (const InputError& e) {
+      const std::string done = written_list(outputs, written);
+      if (done.empty()) throw;
+      throw InputError(e.file(), e.where(), fmt::format("{} (already written: {})", e.message(), done));
+    }
+    written[staged_output[k]] = true;
   }
 }
+
+void write_output(const Output& output) { write_outputs({output}); }
 
 }  // namespace stepsim::report

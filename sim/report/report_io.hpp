@@ -63,8 +63,23 @@ void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out);
 
-// Writes `path` atomically (temporary file, then rename) so that a failure never leaves a
-// half-written output; "-" writes to stdout.
-void write_output(const std::string& path, const std::function<void(std::ostream&)>& writer);
+// One output file of a command: the flag that asked for it, the path ("-": stdout) and
+// what to write.
+struct Output {
+  std::string flag;  // "--json", "--trace", ...
+  std::string path;
+  std::function<void(std::ostream&)> write;
+};
+
+// Refuses, with InputError, outputs that cannot be written: an empty name, a folder, a
+// symlink loop, and two outputs that name the same file (however spelled). Writes nothing.
+void check_outputs(const std::vector<Output>& outputs);
+
+// Writes every output or, when one fails, leaves every regular file as it was: regular files
+// are written to temporaries first and replaced (renamed over) only once all succeeded;
+// devices, FIFOs, /dev/fd/N and stdout are written through, never replaced. Errors are
+// InputError(path, flag, what went wrong).
+void write_outputs(const std::vector<Output>& outputs);
+void write_output(const Output& output);
 
 }  // namespace stepsim::report

@@ -24,7 +24,7 @@ void append_us(fmt::memory_buffer& buf, std::int64_t ns) {
 TraceStream::TraceStream(std::ostream& out) : out_(out) { buf_.append(std::string_view("{\"traceEvents\":[")); }
 
 // A writer abandoned by an exception leaves its partial text unflushed: the caller's
-// write_output removes the file anyway.
+// write_outputs discards the staged file anyway.
 TraceStream::~TraceStream() = default;
 
 fmt::memory_buffer& TraceStream::begin_event() {

@@ -216,3 +216,56 @@ TEST_CASE("JSON of the wrong shape is an error naming the JSON pointer and what 
   const std::string missing = dir.path() + "/missing.json";
   CHECK(error_of(missing) == missing + ": no such file or folder");
 }
+
+TEST_CASE("steps numbered out of time order tile the time in the order they ran") {
+  const TempDir dir("swapped");
+  const std::string path = dir.write("swapped.json", R"trace({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 9, "tid": 9, "ts": 1000, "dur": 100},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 9, "tid": 9, "ts": 1100, "dur": 100},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1110, "dur": 40}]})trace");
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#9");
+  CHECK(t.timeline.steps[0].start.ps() == 10'000'000);
+  CHECK(t.timeline.steps[0].end.ps() == 110'000'000);
+  CHECK(t.timeline.steps[1].name == "ProfilerStep#3");
+  CHECK(t.timeline.steps[1].end.ps() == 150'000'000);
+}
+
+TEST_CASE("times that are negative or too large for picoseconds name the event") {
+  const TempDir dir("times");
+  const std::string negative = dir.write("a.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": -0.5}]})");
+  CHECK(error_of(negative) == negative +
+                                  ": /traceEvents/0/dur: event 'Memcpy HtoD': expected a duration from 0 to "
+                                  "1000000000000 us, got -0.5");
+  const std::string far = dir.write("b.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 2000000000005, "dur": 1}]})");
+  CHECK(error_of(far) == far +
+                             ": /traceEvents/1/ts: event 'ProfilerStep#1': ts 2000000000005 is more than "
+                             "1000000000000 us away from the trace's first timestamp 5");
+  // Events stepsim does not keep are not checked.
+  const std::string ignored = dir.write("c.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 5, "dur": -3},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1}]})");
+  CHECK(error_of(ignored) == "no error");
+}
+
+TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, never wrapped") {
+  const TempDir dir("big-numbers");
+  const std::string ids = dir.write("a.json", R"({"distributedInfo": {"rank": 4294967296, "world_size": 1e300},
+    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300,
+      "tid": 7, "ts": 5, "dur": 1, "args": {"Group size": 4294967298}}]})");
+  const analysis::LoadedTrace t = analysis::load_trace(ids);
+  CHECK(t.dist[0].rank == -1);
+  CHECK(t.dist[0].world_size == -1);  // unknown, as a number beyond int64
+  CHECK(t.timeline.ranks[0].intervals.size() == 1);
+  const std::string elems = dir.write("b.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+    "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
+  CHECK(error_of(elems) == elems +
+                               ": a message of 1152921504606846976 elements is out of range (at most "
+                               "288230376151711744)");
+}

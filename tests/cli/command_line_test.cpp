@@ -4,7 +4,11 @@
 
 #include <string>
 
-#include "cli/stepsim_process.hpp"
+#include "run_stepsim.hpp"
+
+namespace fs = std::filesystem;
+using stepsim::testing::Run;
+using stepsim::testing::Scratch;
 
 namespace {
 
@@ -18,8 +22,8 @@ constexpr const char* kScenario = R"({
 }  // namespace
 
 TEST_CASE("stepsim simulate with no arguments prints the default scenario's report") {
-  TempDir dir;
-  const Run r = stepsim(dir, "simulate");
+  const Scratch dir("commands");
+  const Run r = dir.run("simulate");
   CHECK(r.status == 0);
   CHECK(r.out.find("64 GPUs") != std::string::npos);
   CHECK(r.out.find("step time") != std::string::npos);
@@ -27,9 +31,9 @@ TEST_CASE("stepsim simulate with no arguments prints the default scenario's repo
 }
 
 TEST_CASE("a bare number for a bandwidth fails with exit status 2 naming file, path and units") {
-  TempDir dir;
-  const fs::path scenario = dir.file("bad-nic.json", kScenario);
-  const Run r = stepsim(dir, "simulate " + scenario.string());
+  const Scratch dir("commands");
+  const fs::path scenario = dir.write("bad-nic.json", kScenario);
+  const Run r = dir.run("simulate " + scenario.string());
   CHECK(r.status == 2);
   CHECK(r.err.find(scenario.string()) != std::string::npos);
   CHECK(r.err.find("/cluster/inter_node/nic_bandwidth") != std::string::npos);
@@ -38,9 +42,9 @@ TEST_CASE("a bare number for a bandwidth fails with exit status 2 naming file, p
 }
 
 TEST_CASE("malformed JSON is reported with line and column") {
-  TempDir dir;
-  const fs::path scenario = dir.file("broken.json", "{\n  \"model\": \"gpt-1.3b\",\n  \"parallel\": { tp: 2 }\n}\n");
-  const Run r = stepsim(dir, "simulate " + scenario.string());
+  const Scratch dir("commands");
+  const fs::path scenario = dir.write("broken.json", "{\n  \"model\": \"gpt-1.3b\",\n  \"parallel\": { tp: 2 }\n}\n");
+  const Run r = dir.run("simulate " + scenario.string());
   CHECK(r.status == 2);
   CHECK(r.err.find("broken.json") != std::string::npos);
   CHECK(r.err.find("line 3") != std::string::npos);
@@ -48,17 +52,17 @@ TEST_CASE("malformed JSON is reported with line and column") {
 }
 
 TEST_CASE("bad input leaves no half-written output file") {
-  TempDir dir;
-  const fs::path scenario = dir.file("bad-nic.json", kScenario);
-  const fs::path json = dir.path() / "report.json";
-  const Run r = stepsim(dir, "simulate " + scenario.string() + " --json " + json.string());
+  const Scratch dir("commands");
+  const fs::path scenario = dir.write("bad-nic.json", kScenario);
+  const fs::path json = dir.work() / "report.json";
+  const Run r = dir.run("simulate " + scenario.string() + " --json " + json.string());
   CHECK(r.status == 2);
   CHECK_FALSE(fs::exists(json));
 }
 
 TEST_CASE("the JSON report goes to stdout alone with --json -") {
-  TempDir dir;
-  const Run r = stepsim(dir, "simulate --json -");
+  const Scratch dir("commands");
+  const Run r = dir.run("simulate --json -");
   CHECK(r.status == 0);
   REQUIRE_FALSE(r.out.empty());
   CHECK(r.out.front() == '{');
@@ -66,7 +70,7 @@ TEST_CASE("the JSON report goes to stdout alone with --json -") {
 }
 
 TEST_CASE("bad command lines fail with exit status 2 and say why") {
-  TempDir dir;
+  const Scratch dir("commands");
   struct Case {
     const char* args;
     const char* says;
@@ -79,7 +83,7 @@ TEST_CASE("bad command lines fail with exit status 2 and say why") {
       {"analyze no-such-trace.json", "no-such-trace.json"},
   };
   for (const Case& c : cases) {
-    const Run r = stepsim(dir, c.args);
+    const Run r = dir.run(c.args);
     INFO("stepsim " << c.args << " said: " << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find(c.says) != std::string::npos);
@@ -87,9 +91,9 @@ TEST_CASE("bad command lines fail with exit status 2 and say why") {
 }
 
 TEST_CASE("every command answers --help with examples") {
-  TempDir dir;
+  const Scratch dir("commands");
   for (const char* command : {"simulate", "collective", "analyze", "compare", "presets"}) {
-    const Run r = stepsim(dir, std::string(command) + " --help");
+    const Run r = dir.run(std::string(command) + " --help");
     INFO(command);
     CHECK(r.status == 0);
     CHECK(r.out.find("xample") != std::string::npos);
@@ -97,10 +101,10 @@ TEST_CASE("every command answers --help with examples") {
 }
 
 TEST_CASE("compare puts a simulated trace beside its own scenario with no difference") {
-  TempDir dir;
-  const fs::path trace = dir.path() / "step.json";
-  REQUIRE(stepsim(dir, "simulate ddp-1.3b-64xa100 --trace " + trace.string()).status == 0);
-  const Run r = stepsim(dir, "compare " + trace.string() + " ddp-1.3b-64xa100");
+  const Scratch dir("commands");
+  const fs::path trace = dir.work() / "step.json";
+  REQUIRE(dir.run("simulate ddp-1.3b-64xa100 --trace " + trace.string()).status == 0);
+  const Run r = dir.run("compare " + trace.string() + " ddp-1.3b-64xa100");
   CHECK(r.status == 0);
   CHECK(r.out.find("step time") != std::string::npos);
   CHECK(r.out.find("hidden fraction") != std::string::npos);
@@ -110,9 +114,8 @@ TEST_CASE("compare puts a simulated trace beside its own scenario with no differ
 }
 
 TEST_CASE("analyze prints per-step times, the hidden fraction and DDP's buckets of a real trace") {
-  TempDir dir;
-  const Run r =
-      stepsim(dir, std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
+  const Scratch dir("commands");
+  const Run r = dir.run(std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/resnet50-ddp-a100-rank0of2.json.gz");
   CHECK(r.status == 0);
   CHECK(r.out.find("ProfilerStep#4") != std::string::npos);
   CHECK(r.out.find("hidden fraction") != std::string::npos);
@@ -120,12 +123,12 @@ TEST_CASE("analyze prints per-step times, the hidden fraction and DDP's buckets 
 }
 
 TEST_CASE("broken traces fail analyze with exit status 2 and a message naming the file") {
-  TempDir dir;
-  const fs::path truncated = dir.file("truncated.json", R"({"traceEvents": [{"ph": "X", "name": "k", "ts": 1)");
-  const fs::path not_json = dir.file("not-json.json", "this is not a trace\n");
-  const fs::path wrong = dir.file("wrong-schema.json", R"({"traceEvents": {"ph": "X"}})");
+  const Scratch dir("commands");
+  const fs::path truncated = dir.write("truncated.json", R"({"traceEvents": [{"ph": "X", "name": "k", "ts": 1)");
+  const fs::path not_json = dir.write("not-json.json", "this is not a trace\n");
+  const fs::path wrong = dir.write("wrong-schema.json", R"({"traceEvents": {"ph": "X"}})");
   for (const fs::path& p : {truncated, not_json, wrong}) {
-    const Run r = stepsim(dir, "analyze " + p.string());
+    const Run r = dir.run("analyze " + p.string());
     INFO(p.filename().string() << ": " << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find(p.filename().string()) != std::string::npos);

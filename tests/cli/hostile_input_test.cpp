@@ -4,7 +4,11 @@
 
 #include <string>
 
-#include "cli/stepsim_process.hpp"
+#include "run_stepsim.hpp"
+
+namespace fs = std::filesystem;
+using stepsim::testing::Run;
+using stepsim::testing::Scratch;
 
 namespace {
 
@@ -15,9 +19,9 @@ struct Case {
 };
 
 void check_cases(std::initializer_list<Case> cases) {
-  TempDir dir;
+  const Scratch dir("commands");
   for (const Case& c : cases) {
-    const Run r = stepsim(dir, c.args);
+    const Run r = dir.run(c.args);
     INFO("stepsim " << c.args << "\nstdout: " << r.out.substr(0, 400) << "\nstderr: " << r.err);
     CHECK(r.status == c.status);
     CHECK(r.err.find(c.says) != std::string::npos);
@@ -37,12 +41,14 @@ TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
       {"simulate --set model.hidden=1e18", 2, "/model/hidden: must be between 1 and 262144"},
       {"simulate --set model.hidden=1e999", 2, "model.hidden"},
       {"simulate --set cluster.collective_tuning.ramp_exponent=1000", 2, "ramp_exponent"},
-      {"simulate --set 'cluster.gpu.flops.bf16=\"1e308 PFLOPS\"'", 2, "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range"},
+      {"simulate --set 'cluster.gpu.flops.bf16=\"1e308 PFLOPS\"'", 2,
+       "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range"},
   });
 }
 
 TEST_CASE("an empty scenario name is an error, not the default scenario") {
-  check_cases({{"simulate ''", 2, "the scenario file name is empty"}});
+  check_cases({{"simulate ''", 2, "the scenario file name is empty"},
+               {"compare trace.json ''", 2, "the scenario file name is empty"}});
 }
 
 TEST_CASE("a forced algorithm that does not apply names the file and the key") {

@@ -97,7 +97,7 @@ inline CollectiveCall call(Bytes size, Time latency, Bandwidth algbw = Bandwidth
 
 // The interval named `name` on rank `rank` (the first, in recorded order).
 inline const Interval& interval(const Timeline& t, int rank, const std::string& name) {
-  const std::uint32_t id = t.name_index.at(name);
+  const std::uint32_t id = t.names.find(name).value();
   for (const Interval& i : t.ranks[static_cast<std::size_t>(rank)].intervals) {
     if (i.name == id) return i;
   }

@@ -1,0 +1,166 @@
+// Output files of the stepsim program: regular files replaced whole or not at all, devices,
+// FIFOs, pipes and symlinks written through, and nothing left behind, not even by SIGKILL.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "run_stepsim.hpp"
+
+namespace stepsim::testing {
+namespace {
+
+constexpr const char* kSimulate = "simulate ddp-1.3b-64xa100";
+
+bool starts_as_json(const std::string& text) { return !text.empty() && text.front() == '{'; }
+
+// Files a staged output could leave behind: the old X.tmp.PID and the .stepsim-* names.
+bool has_leftovers(const Scratch& dir) {
+  for (const std::string& name : dir.entries())
+    if (name.find(".tmp") != std::string::npos || name.starts_with(".stepsim")) return true;
+  return false;
+}
+
+TEST_CASE("a FIFO given to --json is written through to its reader") {
+  const Scratch dir("fifo");
+  REQUIRE(::mkfifo(dir.file("report.fifo").c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] { got = slurp(dir.file("report.fifo")); });
+  const Run r = dir.run(std::string(kSimulate) + " --json report.fifo");
+  reader.join();
+  CHECK(r.status == 0);
+  CHECK(starts_as_json(got));
+  CHECK(fs::is_fifo(dir.file("report.fifo")));
+  CHECK(dir.entries() == std::vector<std::string>{"report.fifo"});
+}
+
+TEST_CASE("a symlink given to --json survives and its target gets the report") {
+  const Scratch dir("symlink");
+  dir.write("target.json", "old");
+  fs::create_symlink("target.json", dir.file("link.json"));
+  const Run r = dir.run(std::string(kSimulate) + " --json link.json");
+  CHECK(r.status == 0);
+  CHECK(fs::is_symlink(dir.file("link.json")));
+  CHECK(starts_as_json(slurp(dir.file("target.json"))));
+  CHECK(dir.entries() == std::vector<std::string>{"link.json", "target.json"});
+}
+
+TEST_CASE("writing a report to /dev/null leaves it a character device") {
+  REQUIRE(fs::is_character_file("/dev/null"));
+  const Scratch dir("devnull");
+  CHECK(dir.run(std::string(kSimulate) + " --json /dev/null").status == 0);
+  CHECK(dir.run("collective allreduce --json /dev/null").status == 0);
+  struct stat st {};
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("/dev/stdout and a process substitution are written through") {
+  const Scratch dir("stdout");
+  const Run r = dir.run(std::string(kSimulate) + " --json /dev/stdout");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("\"step_time_s\"") != std::string::npos);
+  const std::string substituted = "bash -c 'cd " + dir.work().string() + " && " + STEPSIM_BINARY + " " + kSimulate +
+                                  " --json >(cat > got.json); wait' >/dev/null 2>&1";
+  REQUIRE(std::system(substituted.c_str()) == 0);
+  for (int i = 0; i < 100 && slurp(dir.file("got.json")).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(starts_as_json(slurp(dir.file("got.json"))));
+  CHECK(dir.entries() == std::vector<std::string>{"got.json"});
+}
+
+TEST_CASE("two outputs naming the same file are refused with both flags named") {
+  const Scratch dir("same");
+  fs::create_symlink("x.json", dir.file("link.json"));
+  for (const char* other : {"x.json", "./x.json", "link.json", "../work/x.json"}) {
+    const Run r = dir.run(std::string(kSimulate) + " --json x.json --trace " + other);
+    CHECK(r.status == 2);
+    CHECK(r.err == fmt::format("stepsim: error: <command line>: --json and --trace: 'x.json' and '{}' are the same "
+                               "file (give each output its own)\n",
+                               other));
+  }
+  CHECK(dir.run(std::string(kSimulate) + " --json - --trace /dev/stdout").status == 2);
+  CHECK(dir.entries() == std::vector<std::string>{"link.json"});
+}
+
+TEST_CASE("a 255-byte output file name works") {
+  const Scratch dir("long-name");
+  const std::string name = std::string(250, 'r') + ".json";
+  const Run r = dir.run(std::string(kSimulate) + " --json " + name);
+  CHECK(r.status == 0);
+  CHECK(starts_as_json(slurp(dir.file(name))));
+  CHECK(dir.entries() == std::vector<std::string>{name});
+}
+
+TEST_CASE("when the second output fails the first is not written and nothing is left behind") {
+  const Scratch dir("second-fails");
+  const Run missing = dir.run(std::string(kSimulate) + " --json report.json --trace missing/trace.json");
+  CHECK(missing.status == 2);
+  CHECK(missing.err ==
+        "stepsim: error: missing/trace.json: --trace: cannot create the file: No such file or directory\n");
+  fs::create_directory(dir.file("folder"));
+  const Run folder = dir.run(std::string(kSimulate) + " --json report.json --trace folder");
+  CHECK(folder.status == 2);
+  CHECK(folder.err == "stepsim: error: folder: --trace: is a folder, not a file\n");
+  if (fs::is_character_file("/dev/full")) {
+    const Run full = dir.run(std::string(kSimulate) + " --json report.json --trace /dev/full");
+    CHECK(full.status == 2);
+    CHECK(full.err == "stepsim: error: /dev/full: --trace: cannot write: No space left on device\n");
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"folder"});
+}
+
+TEST_CASE("an existing report survives a failed run unchanged") {
+  const Scratch dir("survives");
+  dir.write("report.json", "old");
+  CHECK(dir.run(std::string(kSimulate) + " --json report.json --trace missing/trace.json").status == 2);
+  CHECK(slurp(dir.file("report.json")) == "old");
+  CHECK(dir.run(std::string(kSimulate) + " --json report.json").status == 0);
+  CHECK(starts_as_json(slurp(dir.file("report.json"))));
+  CHECK_FALSE(has_leftovers(dir));
+}
+
+// True once process `pid` holds an unnamed temporary file (its output, staged).
+bool holds_staged_file(pid_t pid) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
+    std::error_code link_ec;
+    if (fs::read_symlink(e.path(), link_ec).string().find("(deleted)") != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_CASE("a run killed with SIGKILL while writing leaves no temporary file") {
+  const Scratch dir("sigkill");
+  REQUIRE(::mkfifo(dir.file("trace.fifo").c_str(), 0600) == 0);
+  const std::string work = dir.work().string();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The JSON report is staged first; opening the FIFO, which has no reader, then blocks.
+    if (::chdir(work.c_str()) != 0) ::_exit(127);
+    ::execl(STEPSIM_BINARY, "stepsim", "-q", "simulate", "ddp-1.3b-64xa100", "--json", "report.json", "--trace",
+            "trace.fifo", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool staged = false;
+  for (int i = 0; i < 500 && !staged; ++i) {
+    staged = holds_staged_file(pid);
+    if (!staged) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(staged);
+  CHECK(WIFSIGNALED(status));
+  CHECK(dir.entries() == std::vector<std::string>{"trace.fifo"});
+}
+
+}  // namespace
+}  // namespace stepsim::testing

@@ -1,0 +1,121 @@
+// Traces that `stepsim analyze` and `compare` must refuse with exit status 2 and a message
+// naming the file (and the event), and step annotations whose numbers are out of time order.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include "run_stepsim.hpp"
+
+namespace stepsim::testing {
+namespace {
+
+std::string trace_of(const std::string& events) { return R"({"traceEvents": [)" + events + "\n]}"; }
+
+std::string kernel(const std::string& ts, const std::string& dur, int correlation = -1) {
+  return fmt::format(
+      R"(
+  {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {}, "dur": {}, "args": {{"stream": 7, "correlation": {}}}}})",
+      ts, dur, correlation);
+}
+
+std::string cpu(const std::string& cat, const std::string& name, int ts, int dur, int correlation = -1) {
+  return fmt::format(
+      R"(
+  {{"ph": "X", "cat": "{}", "name": "{}", "pid": 9, "tid": 9, "ts": {}, "dur": {}, "args": {{"correlation": {}}}}})",
+      cat, name, ts, dur, correlation);
+}
+
+TEST_CASE("a negative kernel duration is refused naming the file and the event") {
+  const Scratch dir("negative-dur");
+  dir.write("neg.json", trace_of(kernel("1000", "10") + "," + kernel("1020", "-5")));
+  const Run r = dir.run("analyze neg.json");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "stepsim: error: neg.json: /traceEvents/1/dur: event 'gemm': expected a duration from 0 to 1000000000000 us, "
+        "got -5\n");
+  CHECK(dir.run("compare neg.json ddp-1.3b-64xa100").status == 2);
+}
+
+TEST_CASE("durations and timestamps too large for picoseconds are refused, not overflowed") {
+  const Scratch dir("huge");
+  dir.write("dur.json", trace_of(kernel("1000", "10") + "," + kernel("1020", "9.3e12")));
+  const Run dur = dir.run("analyze dur.json");
+  CHECK(dur.status == 2);
+  CHECK(dur.err ==
+        "stepsim: error: dur.json: /traceEvents/1/dur: event 'gemm': expected a duration from 0 to 1000000000000 us, "
+        "got 9300000000000\n");
+  dir.write("ts.json", trace_of(kernel("1000", "10") + "," + kernel("1e300", "1")));
+  const Run ts = dir.run("analyze ts.json");
+  CHECK(ts.status == 2);
+  CHECK(ts.err.starts_with("stepsim: error: ts.json: /traceEvents/1/ts: event 'gemm': ts 1e+300 is more than"));
+  dir.write("digits.json", trace_of(kernel("1000", "10") + "," + kernel("1000", "123456789012345678901234567890")));
+  CHECK(dir.run("analyze digits.json").status == 2);
+}
+
+TEST_CASE("ProfilerStep numbers out of time order are tiled by time, so no step is empty") {
+  const Scratch dir("swapped");
+  // ProfilerStep#7 runs first, then ProfilerStep#6; one kernel launched in each.
+  dir.write("swapped.json", trace_of(cpu("user_annotation", "ProfilerStep#7", 1000, 100) + "," +
+                                     cpu("user_annotation", "ProfilerStep#6", 1100, 100) + "," +
+                                     cpu("cuda_runtime", "cudaLaunchKernel", 1001, 1, 1) + "," +
+                                     cpu("cuda_runtime", "cudaLaunchKernel", 1101, 1, 2) + "," +
+                                     kernel("1010", "40", 1) + "," + kernel("1110", "40", 2)));
+  const Run r = dir.run("analyze swapped.json --json -");
+  REQUIRE(r.status == 0);
+  const boost::json::array steps = boost::json::parse(r.out).at("per_step").as_array();
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].at("name").as_string() == "ProfilerStep#7");
+  CHECK(steps[0].at("step_time_s").as_double() == Approx(100e-6));
+  CHECK(steps[1].at("name").as_string() == "ProfilerStep#6");
+  CHECK(steps[1].at("step_time_s").as_double() == Approx(40e-6));
+  CHECK(steps[0].at("breakdown_s").at("compute").as_double() == Approx(40e-6));
+  CHECK(steps[1].at("breakdown_s").at("compute").as_double() == Approx(40e-6));
+}
+
+TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
+  const Scratch dir("no-gpu");
+  dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
+                                      cpu("cuda_runtime", "cudaLaunchKernel", 1001, 1, 1)));
+  const Run r = dir.run("analyze cpu-only.json");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "stepsim: error: cpu-only.json: no timed GPU activity (complete events of category kernel, gpu_memcpy or "
+        "gpu_memset with ts and dur): nothing to measure (was the profiler recording CUDA activities?)\n");
+  dir.write("zero.json", trace_of(kernel("1000", "0")));
+  CHECK(dir.run("analyze zero.json").status == 2);
+}
+
+TEST_CASE("trace paths that cannot be read fail with exit status 2 naming the file") {
+  const Scratch dir("unreadable");
+  fs::create_symlink("loop-b.json", dir.file("loop-a.json"));
+  fs::create_symlink("loop-a.json", dir.file("loop-b.json"));
+  fs::create_directory(dir.file("empty-folder"));
+  dir.write("empty.json", "");
+  dir.write("cut.json.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10));
+  const std::string long_name(300, 't');
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"loop-a.json", "loop-a.json: cannot read the trace: Too many levels of symbolic links"},
+      {long_name, long_name + ": cannot read the trace: File name too long"},
+      {"empty-folder", "empty-folder: the folder holds no *.json or *.json.gz trace files"},
+      {"missing.json", "missing.json: no such file or folder"},
+      {"empty.json", "empty.json: the file is empty (expected a JSON trace)"},
+      {"cut.json.gz", "cut.json.gz: compressed byte 10: gzip data ends early (truncated file?)"},
+  };
+  for (const auto& [path, message] : cases) {
+    const Run r = dir.run("analyze " + path);
+    CHECK(r.status == 2);
+    CHECK(r.err == "stepsim: error: " + message + "\n");
+  }
+  if (::geteuid() != 0) {  // root reads any file
+    dir.write("secret.json", trace_of(kernel("1000", "10")));
+    fs::permissions(dir.file("secret.json"), fs::perms::none);
+    const Run r = dir.run("analyze secret.json");
+    CHECK(r.status == 2);
+    CHECK(r.err == "stepsim: error: secret.json: cannot open the file for reading: Permission denied\n");
+  }
+}
+
+}  // namespace
+}  // namespace stepsim::testing
