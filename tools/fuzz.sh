@@ -5,7 +5,8 @@
 #   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s, every target)
 # Environment: STEPSIM_FUZZ_BUILD=0 skips the build; STEPSIM_FUZZ_KEEP_GOING=1 runs in fork
 # mode and carries on after a finding, to collect several in one run;
-# STEPSIM_FUZZ_ALLOW_FINDINGS=1 does that too and exits 0 despite findings (lists them).
+# STEPSIM_FUZZ_ALLOW_FINDINGS=1 does that too and exits 0 despite findings (lists them);
+# STEPSIM_FUZZ_ARGS adds libFuzzer flags (e.g. -only_ascii=1 to look past a known bug).
 # Prints the executions per target; exits 1 when any target found something: its inputs are
 # in build/fuzz/findings/TARGET/. Keep one under tests/fuzz/regressions/TARGET/ so that ctest
 # replays it in every build.
@@ -51,7 +52,7 @@ for t in "${targets[@]}"; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$build/tests/fuzz/fuzz_$t" "$corpus" "$build/seeds/$t" -dict="$build/seeds/$t.dict" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 "${max_len[@]}" -print_final_stats=1 \
-    -artifact_prefix="$findings/" "${extra[@]}" >"$log" 2>&1 || status=$?
+    -artifact_prefix="$findings/" "${extra[@]}" ${STEPSIM_FUZZ_ARGS:-} >"$log" 2>&1 || status=$?
   found=$(find "$findings" -type f | wc -l)
   runs=$(executions "$log")
   summary+=("$(printf '%-14s %12s executions  %3s findings  (exit %s)' "$t" "$runs" "$found" "$status")")
