@@ -56,7 +56,12 @@ for t in "${targets[@]}"; do
   found=$(find "$findings" -type f | wc -l)
   runs=$(executions "$log")
   summary+=("$(printf '%-14s %12s executions  %3s findings  (exit %s)' "$t" "$runs" "$found" "$status")")
-  if [ "$status" -ne 0 ] || [ "$found" -ne 0 ]; then
+  if [ "$status" -ne 0 ] && [ "$found" -eq 0 ]; then
+    echo "fuzz: fuzz_$t failed without a finding (exit $status), see $log" >&2
+    tail -20 "$log" >&2
+    exit 2
+  fi
+  if [ "$found" -ne 0 ]; then
     failed=1
     grep -E "ERROR|finding|runtime error|SUMMARY|Test unit written|deadly signal" "$log" | head -20 || true
   fi

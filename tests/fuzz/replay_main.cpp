@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s DIR [--skip LIST | --only LIST]\n", argv[0]);
     return 2;
   }
-  const fs::path dir = fs::path(argv[1]).lexically_normal();
+  fs::path dir = fs::path(argv[1]).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "DIR/" names DIR too
   const bool only = argc == 4 && std::string(argv[2]) == "--only";
   const std::set<std::string> listed = argc == 4 ? read_list(argv[3]) : std::set<std::string>{};
   int replayed = 0, still_failing = 0;
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (replay_in_child(file)) {
-      std::printf("  passes now: remove it from %s\n", argv[3]);
+      std::printf("  passes in this build: remove it from %s once it passes in the asan build too\n", argv[3]);
     } else {
       std::printf("  still fails\n");
       ++still_failing;
