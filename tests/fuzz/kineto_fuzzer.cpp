@@ -60,6 +60,7 @@ void check_mean_step(const stepsim::Report& r) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the name libFuzzer calls
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static MemoryFile file;
   const std::string& path = file.hold(data, size);

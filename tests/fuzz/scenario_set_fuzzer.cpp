@@ -4,6 +4,7 @@
 #include "fuzz/set_lines.hpp"
 #include "io/scenario_loader.hpp"
 
+// NOLINTNEXTLINE(readability-identifier-naming): the name libFuzzer calls
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::vector<std::string> sets = stepsim::fuzz::set_lines(data, size);
   return stepsim::fuzz::run_one([&] { stepsim::io::load_scenario("", sets); });

@@ -25,6 +25,7 @@ void check_report(const stepsim::Report& r) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the name libFuzzer calls
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::vector<std::string> sets = stepsim::fuzz::set_lines(data, size);
   return stepsim::fuzz::run_one([&] { check_report(stepsim::simulate(stepsim::io::load_scenario("", sets)).report); });
