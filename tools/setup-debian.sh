@@ -6,6 +6,8 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   libboost-json1.81-dev libboost-program-options1.81-dev
   libfmt-dev libspdlog-dev catch2 libbenchmark-dev zlib1g-dev
+  # tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()
