@@ -4,6 +4,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -688,7 +689,9 @@ KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
     if (n == 0 && at.offset == 0) throw InputError(path, "", "the file is empty (expected a JSON trace)");
     const std::size_t used = parser.write_some(n > 0, chunk.data(), n, ec);
     if (ec) {
-      at.advance(chunk.data(), used);
+      // Boost.JSON 1.81 can report a consumed count beyond the chunk when a handler stops the
+      // parser (a fuzzed trace showed it): never count past what was read.
+      at.advance(chunk.data(), std::min(used, n));
       throw_parse_error(path, parser.handler(), at, ec);
     }
     at.advance(chunk.data(), n);

@@ -36,7 +36,11 @@ struct LineReader {
 
   NcclTestsResult result(std::size_t first) const {
     NcclTestsResult r;
-    r.time = Time::from_us(number<double>(first, "time"));
+    const double us = number<double>(first, "time");
+    // Beyond a day a row is not a measurement of one collective, and beyond 106 days it
+    // would not fit in the simulator's time.
+    if (!(us >= 0 && us <= 86400e6)) fail(fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+    r.time = Time::from_us(us);
     r.algbw = Bandwidth::gbytes_per_s(number<double>(first + 1, "algbw"));
     r.busbw = Bandwidth::gbytes_per_s(number<double>(first + 2, "busbw"));
     if (tokens[first + 3] != "N/A") r.wrong = number<double>(first + 3, "#wrong");
