@@ -25,6 +25,10 @@ Int read_integer(const json::value& v, const Reader& r) {
     return static_cast<Int>(v.get_int64());
   if (v.is_double() && std::trunc(v.get_double()) == v.get_double() && v.get_double() >= lo && v.get_double() <= hi)
     return static_cast<Int>(v.get_double());
+  const bool whole = v.is_int64() || v.is_uint64() || (v.is_double() && std::trunc(v.get_double()) == v.get_double());
+  if (whole)
+    r.fail(fmt::format("expected an integer from {} to {}, got {}", std::numeric_limits<Int>::min(),
+                       std::numeric_limits<Int>::max(), describe_value(v)));
   fail_type("an integer", v, r);
 }
 

@@ -33,7 +33,8 @@ void check_cases(std::initializer_list<Case> cases) {
 TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
   check_cases({
       {"simulate --set training.micro_batch=4611686018427387904 --set parallel.dp=4", 2, "/training/micro_batch"},
-      {"simulate --set parallel.pp=4611686018427387904", 2, "parallel.pp: expected an integer"},
+      {"simulate --set parallel.pp=4611686018427387904", 2,
+       "parallel.pp: expected an integer from -2147483648 to 2147483647, got a number (4611686018427387904)"},
       {"simulate --set training.global_batch=1099511627776", 2, "/training/global_batch"},
       {"simulate --set 'cluster.gpu.flops.bf16=\"1 FLOPS\"'", 2, "/cluster/gpu/flops/bf16: must be between"},
       {"simulate --set 'cluster.intra_node.bandwidth=\"1 b/s\"'", 2, "/cluster/intra_node/bandwidth"},
