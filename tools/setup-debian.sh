@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   libboost-json1.81-dev libboost-program-options1.81-dev
   libfmt-dev libspdlog-dev catch2 libbenchmark-dev zlib1g-dev
+  slurm-wlm munge python3-matplotlib
 )
 
 missing=()
