@@ -137,3 +137,20 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
         "stepsim: error: --resume: needs an output file (-o FILE), not stdout\n");
   CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --best K)\n");
 }
+
+TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first") {
+  TempDir dir;
+  const Run run = stepsim(dir,
+                          "sweep --set model=gpt-1.3b --set data_parallel.kind=ddp --set training.recompute=none "
+                          "--set training.micro_batch=2 --gpus 8 --best 2");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.starts_with(
+      "8 GPUs: 58 configurations, 0 refused by validation, 0 do not fit, 0 internal errors, 58 fit\n"
+      "note: context parallelism is not simulated yet: cp stays 1\n"
+      "fixed by --set: training.micro_batch, data_parallel.kind, training.recompute\n"));
+  CHECK(run.out.find("\n  1    1   1    8   2  ") != std::string::npos);
+  CHECK(run.out.find("\n  2 ") != std::string::npos);
+  CHECK(run.out.find("\n  3 ") == std::string::npos);
+  CHECK(run.out.find("what limits #1 (tp=1 pp=1 dp=8 ") != std::string::npos);
+  CHECK(stepsim(dir, "sweep --best 2").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+}
