@@ -8,6 +8,8 @@ packages=(
   libfmt-dev libspdlog-dev catch2 libbenchmark-dev zlib1g-dev
   # tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks
   clang-14 libclang-rt-14-dev llvm-14
+  # the Slurm job-array test (a one-node Slurm) and tools/plot.py
+  slurm-wlm munge python3-matplotlib
 )
 
 missing=()

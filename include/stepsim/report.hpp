@@ -62,6 +62,10 @@ struct SimulationResult {
 // Simulate one training step of a validated scenario.
 SimulationResult simulate(const Scenario& scenario);
 
+// The memory model alone, as simulate() reports it in memory_bytes, without simulating:
+// cheap enough to discard configurations that do not fit before simulating them.
+MemoryReport estimate_memory(const Scenario& scenario);
+
 const char* stepsim_version();
 
 }  // namespace stepsim

@@ -15,5 +15,6 @@ int run_collective(const Args& args);
 int run_presets(const Args& args);
 int run_analyze(const Args& args);
 int run_compare(const Args& args);
+int run_sweep(const Args& args);
 
 }  // namespace stepsim::cli

@@ -28,6 +28,7 @@ constexpr CommandRow kCommands[] = {
     {"collective", stepsim::cli::run_collective, "predict one collective's time, algbw and busbw (nccl-tests style)"},
     {"analyze", stepsim::cli::run_analyze, "measure exposed communication in a PyTorch profiler trace"},
     {"compare", stepsim::cli::run_compare, "put a measured trace and a simulated scenario side by side"},
+    {"sweep", stepsim::cli::run_sweep, "simulate many variations of a scenario; find the fastest that fits"},
     {"presets", stepsim::cli::run_presets, "list the embedded GPUs, clusters, models and examples"},
 };
 

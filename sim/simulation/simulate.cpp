@@ -48,6 +48,15 @@ SimulationResult run_layers(const Scenario& scenario) {
 
 const char* stepsim_version() { return STEPSIM_VERSION; }
 
+MemoryReport estimate_memory(const Scenario& scenario) {
+  try {
+    return parallelism::memory_report(parallelism::estimate_memory(scenario, workload::build_work(scenario)));
+  } catch (const InputError& e) {
+    if (!e.file().empty()) throw;
+    throw InputError(scenario.source, e.where(), e.message());
+  }
+}
+
 SimulationResult simulate(const Scenario& scenario) {
   try {
     return run_layers(scenario);

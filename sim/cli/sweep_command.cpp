@@ -1,0 +1,154 @@
+// `stepsim sweep`: many simulations of one scenario with keys varied over lists and ranges,
+// rows streamed to CSV or JSON lines; resumable, shardable across a Slurm job array, and
+// mergeable; or, with --best, the fastest configurations that fit for a GPU count.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "stepsim/error.hpp"
+#include "sweep/best.hpp"
+#include "sweep/merge.hpp"
+#include "sweep/point.hpp"
+#include "sweep/progress.hpp"
+#include "sweep/runner.hpp"
+#include "sweep/shard.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stepsim sweep [SCENARIO.json] --vary KEY=VALUES [--vary ...] [--set KEY=VALUE]...\n"
+    "                     [--gpus N] [-o FILE] [--jobs J] [--keep-oom] [--resume] [--shard K/N]\n"
+    "       stepsim sweep [SCENARIO.json] --best K --gpus N [--set KEY=VALUE]... [--jobs J]\n"
+    "       stepsim sweep --merge OUT FILE...\n\n"
+    "Simulates every point of the cartesian product of the --vary keys (the first key varies\n"
+    "slowest) on all cores and writes one row per point, in point order, to FILE (.csv or\n"
+    ".jsonl; without -o or with '-o -', CSV on stdout). Without SCENARIO: the embedded default.\n\n"
+    "VALUES: a list v1,v2,... or a range LO:HI:xF (geometric, F > 1) or LO:HI:+S (arithmetic).\n\n"
+    "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
+    "assignments when they do not resolve), the varied keys, parallel.dp with --gpus, status,\n"
+    "reason, then step time, throughput, MFU, exposed communication per kind, hidden fraction,\n"
+    "bubble and memory. Status: ok; invalid (the scenario does not validate, or tp·pp·cp does\n"
+    "not divide --gpus: the reason says why); oom (peak memory above capacity: memory columns\n"
+    "only; --keep-oom reports such points as ok with fits=false and all columns); error (an\n"
+    "internal error in that point). No point stops the sweep.\n\n"
+    "Resume: each row is one append of a whole line, synced every few seconds and at the end,\n"
+    "so a killed sweep leaves whole rows; --resume keeps them (a torn last line is cut) and\n"
+    "runs the points not yet written.\n\n"
+    "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
+    "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
+    "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead).\n"
+    "--merge OUT FILE... joins shard files in point order, one row per point.\n\n"
+    "--best K: searches TP, PP, DP (derived from --gpus), micro-batch, pipeline schedule and\n"
+    "virtual stages, data-parallel kind and bucket size, drops what does not fit, and prints\n"
+    "the K fastest with their breakdown and what limits the first.";
+
+constexpr const char* kExamples =
+    "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"
+    "      --set model=llama3-8b --gpus 64 -o out.csv\n"
+    "  stepsim sweep --vary data_parallel.bucket_cap_mb=1:256:x2 -o buckets.jsonl\n"
+    "  stepsim sweep --vary parallel.tp=1:8:x2 --vary parallel.pp=1,2,4 --gpus 64 -o out.csv --resume\n"
+    "  stepsim sweep --vary training.micro_batch=1:4:+1 --shard 0/4 -o out.csv   # writes out.shard-0-of-4.csv\n"
+    "  stepsim sweep --merge out.csv out.shard-*-of-4.csv\n"
+    "  stepsim sweep --set model=gpt3-175b --set cluster=dgx-a100-80g-hdr --gpus 1024 --best 5\n";
+
+struct SweepFlags {
+  std::vector<std::string> positional, vary, sets;
+  std::string output = "-", shard, merge;
+  int gpus = 0, best = 0;
+  unsigned jobs = 0;
+  bool keep_oom = false, resume = false;
+};
+
+po::options_description describe(SweepFlags& f) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help")("vary", po::value(&f.vary)->value_name("KEY=VALUES")->composing(),
+                                                 "a key and its values or range (repeatable)")(
+      "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
+      "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
+      "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
+      "keep-oom", po::bool_switch(&f.keep_oom), "report points that do not fit as ok, with fits=false")(
+      "resume", po::bool_switch(&f.resume), "keep the rows already in FILE and run the rest")(
+      "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
+      "merge", po::value(&f.merge)->value_name("OUT"), "merge the shard FILEs given as arguments into OUT")(
+      "best", po::value(&f.best)->value_name("K"), "print the K fastest configurations that fit on --gpus N")(
+      "inputs", po::value(&f.positional)->value_name("SCENARIO.json"), "scenario file (or the files to merge)");
+  return desc;
+}
+
+int run_merge(const SweepFlags& f) {
+  const auto summary = sweep::merge_files(f.merge, f.positional);
+  if (summary.torn > 0) spdlog::warn("left out the torn last line of {} file(s)", summary.torn);
+  std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped)\n",
+                           summary.rows, f.positional.size(), f.merge, summary.duplicates);
+  return 0;
+}
+
+sweep::SweepSpec spec_of(const SweepFlags& f) {
+  if (f.positional.size() > 1)
+    throw InputError("<command line>", "SCENARIO",
+                     "expected at most one scenario file (several files go with --merge)");
+  if (!f.positional.empty() && f.positional.front().empty())
+    throw InputError("<command line>", "SCENARIO",
+                     "the scenario file name is empty (omit it to sweep the embedded default)");
+  if (f.gpus < 0 || (f.gpus == 0 && f.best > 0))
+    throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
+  sweep::SweepSpec spec;
+  spec.scenario_path = f.positional.empty() ? "" : f.positional.front();
+  spec.sets = f.sets;
+  spec.gpus = f.gpus;
+  spec.keep_oom = f.keep_oom;
+  for (const auto& text : f.vary) spec.axes.push_back(sweep::parse_axis(text));
+  (void)sweep::point_count(spec.axes);
+  return spec;
+}
+
+}  // namespace
+
+int run_sweep(const Args& args) {
+  SweepFlags f;
+  const auto desc = describe(f);
+  po::options_description visible("Options");
+  for (const auto& option : desc.options())
+    if (option->long_name() != "inputs") visible.add(option);
+  po::positional_options_description positional;
+  positional.add("inputs", -1);
+  const auto vm = parse_args("sweep", args, desc, positional);
+  if (help_requested(vm, kUsage, visible, kExamples)) return 0;
+  if (vm.count("merge") != 0) return run_merge(f);
+  if (vm.count("jobs") != 0 && f.jobs == 0) throw InputError("--jobs", "0", "expected 1 or more simulations at once");
+  sweep::SweepSpec spec = spec_of(f);
+  if (vm.count("best") != 0) {
+    if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
+    if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
+    sweep::print_best(spec, static_cast<std::size_t>(f.best), f.jobs, sweep::Progress::stderr_is_terminal(), std::cout);
+    return 0;
+  }
+  if (spec.axes.empty()) throw InputError("--vary", "", "expected at least one --vary KEY=VALUES (or --best K)");
+  sweep::prepare(spec);
+  sweep::RunOptions options;
+  options.jobs = f.jobs;
+  options.resume = f.resume;
+  options.progress = sweep::Progress::stderr_is_terminal();
+  if (vm.count("shard") != 0) {
+    options.shard = sweep::parse_shard(f.shard);
+  } else if (auto shard = sweep::shard_from_environment([](const char* name) { return std::getenv(name); })) {
+    options.shard = *shard;
+  }
+  (void)sweep::format_of(f.output, "-o");
+  options.output = sweep::shard_path(f.output, options.shard);
+  const auto s = sweep::run_sweep(spec, options);
+  std::cerr << fmt::format(
+      "stepsim: sweep: {} points{}: {} ok, {} invalid, {} oom, {} error{}{}\n", s.points,
+      options.shard.count > 1 ? fmt::format(" in shard {}/{}", options.shard.index, options.shard.count)
+                              : std::string(),
+      s.ok, s.invalid, s.oom, s.error, s.skipped ? fmt::format(", {} already written", s.skipped) : std::string(),
+      options.output == "-" ? std::string() : " -> " + options.output);
+  return 0;
+}
+
+}  // namespace stepsim::cli

@@ -1,0 +1,110 @@
+// Parsing of --vary axes: value lists and numeric ranges, and the product's point order.
+#include "sweep/axes.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::sweep {
+namespace {
+
+double parse_number(const std::string& text, const std::string& axis, const char* what) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value))
+    throw InputError("--vary", axis, fmt::format("expected a number as the range's {}, got '{}'", what, text));
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, separator);) parts.push_back(part);
+  if (!text.empty() && text.back() == separator) parts.emplace_back();
+  return parts;
+}
+
+// "lo:hi:xF" or "lo:hi:+S": every value from lo up to hi (inclusive, with a relative
+// tolerance so that 0.1 steps reach hi).
+std::vector<std::string> expand_range(const std::string& key, const std::string& text) {
+  const auto parts = split(text, ':');
+  if (parts.size() != 3 || parts[2].size() < 2 || (parts[2][0] != 'x' && parts[2][0] != '+'))
+    throw InputError("--vary", key,
+                     fmt::format("expected a range lo:hi:xF (geometric) or lo:hi:+S (arithmetic), got '{}'", text));
+  const double lo = parse_number(parts[0], key, "lower bound");
+  const double hi = parse_number(parts[1], key, "upper bound");
+  const bool geometric = parts[2][0] == 'x';
+  const double step = parse_number(parts[2].substr(1), key, geometric ? "factor" : "step");
+  if (geometric && !(step > 1))
+    throw InputError("--vary", key, fmt::format("the range's factor must be greater than 1, got {}", step));
+  if (!geometric && !(step > 0))
+    throw InputError("--vary", key, fmt::format("the range's step must be greater than 0, got {}", step));
+  if (geometric && !(lo > 0))
+    throw InputError("--vary", key, fmt::format("a geometric range must start above 0, got {}", lo));
+  if (hi < lo)
+    throw InputError("--vary", key, fmt::format("the range's upper bound {} is below its lower bound {}", hi, lo));
+  const double span = geometric ? std::log(hi / lo) / std::log(step) : (hi - lo) / step;
+  if (!(span < static_cast<double>(kMaxPoints)))
+    throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
+  std::vector<std::string> values;
+  const double limit = hi + std::abs(hi) * 1e-9;
+  for (double v = lo; v <= limit; v = geometric ? v * step : v + step) {
+    if (values.size() >= kMaxPoints)
+      throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
+    // Arithmetic steps accumulate rounding: recompute from lo, and print integers as such.
+    const double exact = geometric ? v : lo + step * static_cast<double>(values.size());
+    const double rounded = std::round(exact);
+    values.push_back(
+        fmt::format("{}", std::abs(exact - rounded) < 1e-9 * std::max(1.0, std::abs(exact)) ? rounded : exact));
+  }
+  return values;
+}
+
+}  // namespace
+
+Axis parse_axis(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--vary", text, "expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S");
+  Axis axis{text.substr(0, eq), {}};
+  const std::string values = text.substr(eq + 1);
+  if (values.empty()) throw InputError("--vary", axis.key, "no values given (expected e.g. parallel.tp=1,2,4)");
+  if (values.find(':') != std::string::npos && values.find(',') == std::string::npos && values.front() != '"') {
+    axis.values = expand_range(axis.key, values);
+    return axis;
+  }
+  for (auto& value : split(values, ',')) {
+    if (value.empty()) throw InputError("--vary", axis.key, fmt::format("empty value in '{}'", values));
+    axis.values.push_back(std::move(value));
+  }
+  if (axis.values.size() > kMaxPoints)
+    throw InputError("--vary", axis.key, fmt::format("more than {} values", kMaxPoints));
+  return axis;
+}
+
+std::size_t point_count(const std::vector<Axis>& axes) {
+  std::size_t count = 1;
+  for (const auto& axis : axes) {
+    if (axis.values.size() > kMaxPoints / count)
+      throw InputError("--vary", axis.key,
+                       fmt::format("the sweep would have more than {} points; narrow the ranges", kMaxPoints));
+    count *= axis.values.size();
+  }
+  return count;
+}
+
+std::vector<std::string> point_values(const std::vector<Axis>& axes, std::size_t index) {
+  std::vector<std::string> values(axes.size());
+  for (std::size_t i = axes.size(); i-- > 0;) {
+    values[i] = axes[i].values[index % axes[i].values.size()];
+    index /= axes[i].values.size();
+  }
+  return values;
+}
+
+}  // namespace stepsim::sweep

@@ -1,0 +1,58 @@
+// One point of a sweep: its --set assignments, the scenario they resolve to, and the outcome
+// of simulating it (a row's worth of results, or why there is none).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepsim/report.hpp"
+#include "sweep/axes.hpp"
+
+namespace stepsim::sweep {
+
+struct SweepSpec {
+  std::string scenario_path;      // empty: the embedded default scenario
+  std::vector<std::string> sets;  // --set, applied before the varied keys
+  std::vector<Axis> axes;         // --vary
+  int gpus = 0;                   // --gpus: dp = gpus / (tp·pp·cp) per point; 0: not derived
+  bool keep_oom = false;          // --keep-oom: a point that does not fit is still `ok`
+  // tp, pp, cp of the scenario with `sets` alone: the degrees of points that do not vary them.
+  int base_tp = 1, base_pp = 1, base_cp = 1;
+};
+
+enum class Status { ok, invalid, oom, error };
+const char* to_string(Status s);
+
+struct PointResult {
+  std::size_t index = 0;
+  std::vector<std::string> values;  // of the axes, in axis order
+  std::string dp;                   // the derived parallel.dp ("" without --gpus or when it does not divide)
+  std::uint64_t id = 0;             // point_id
+  Status status = Status::ok;
+  std::string reason;
+  std::optional<Report> report;  // absent unless the point was simulated
+};
+
+// FNV-1a, 64 bits: the point_id of a resolved scenario, stable across runs and machines.
+std::uint64_t fnv1a64(const std::string& text);
+
+// Loads the base scenario once: checks --set and --gpus against it, fills the base degrees,
+// and checks each axis key on its first value so that a misspelt key fails up front (exit 2)
+// rather than once per point.
+void prepare(SweepSpec& spec);
+
+// The assignments of point `index` (base sets, varied keys, derived dp). `dp` receives the
+// derived degree, or stays empty with `problem` set when the degrees do not divide --gpus.
+std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std::string>& values, std::string& dp,
+                                    std::string& problem);
+
+// Resolves point `index` (its id) without simulating it.
+PointResult resolve_point(const SweepSpec& spec, std::size_t index);
+
+// Resolves and simulates: never throws for one point's failure; an InputError becomes
+// status invalid, anything else status error.
+PointResult run_point(const SweepSpec& spec, std::size_t index);
+
+}  // namespace stepsim::sweep

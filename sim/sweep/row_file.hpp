@@ -1,0 +1,47 @@
+// A sweep's output file: rows appended whole (one write(2) of the line to a file opened with
+// O_APPEND, fsync now and then and at the end), so that a killed sweep leaves only whole
+// rows; and, to resume, the rows already there, a torn last line cut away.
+#pragma once
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sweep/rows.hpp"
+
+namespace stepsim::sweep {
+
+// The lines of a sweep file: the header and the data lines; a last line without its newline
+// (a torn write) is left out and reported in `torn_bytes`.
+struct FileLines {
+  std::vector<std::string> header;
+  std::vector<std::string> rows;
+  std::size_t whole_bytes = 0;  // bytes up to the last newline
+  std::size_t torn_bytes = 0;
+};
+FileLines read_lines(const std::string& path, Format format);
+
+class RowFile {
+ public:
+  // "-": stdout. Otherwise the file is created (or emptied) and gets the header; with
+  // `resume` an existing file keeps its rows, must have the same header, and loses a torn
+  // last line.
+  RowFile(const std::string& path, Format format, const std::vector<std::string>& header, bool resume);
+  ~RowFile();
+  RowFile(const RowFile&) = delete;
+  RowFile& operator=(const RowFile&) = delete;
+
+  const std::set<RowKey>& existing() const { return existing_; }
+  void append(const std::string& line);
+  void sync();  // fsync (a no-op on pipes and terminals)
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool owned_ = false;
+  std::set<RowKey> existing_;
+  std::chrono::steady_clock::time_point last_sync_;
+};
+
+}  // namespace stepsim::sweep

@@ -1,0 +1,218 @@
+// Formatting and reading the rows of a sweep: CSV per RFC 4180 and JSON lines with the
+// same fields in the same order.
+#include "sweep/rows.hpp"
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <charconv>
+
+#include "stepsim/error.hpp"
+#include "stepsim/timeline.hpp"
+
+namespace stepsim::sweep {
+namespace json = boost::json;
+namespace {
+
+// A value of a row, typed for JSON (CSV writes the text of every kind).
+struct Cell {
+  enum Kind { text, number, boolean, null } kind = null;
+  std::string value;
+};
+
+Cell text_cell(std::string s) { return {Cell::text, std::move(s)}; }
+Cell number_cell(double v) { return {Cell::number, fmt::format("{}", v)}; }
+
+// A varied value as the JSON scalar it is when it is one (numbers, true), else text.
+Cell varied_cell(const std::string& s) {
+  json::error_code ec;
+  const json::value v = json::parse(s, ec);
+  if (!ec && (v.is_number() || v.is_bool())) return {v.is_bool() ? Cell::boolean : Cell::number, s};
+  return text_cell(s);
+}
+
+std::vector<std::string> metric_columns() {
+  std::vector<std::string> names = {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "compute_s"};
+  for (std::size_t k = 0; k < kCommKinds; ++k)
+    names.push_back(fmt::format("exposed_{}_s", to_string(static_cast<CommKind>(k))));
+  for (const char* name : {"exposed_total_s", "hidden_fraction", "bubble_s", "optimizer_s", "memory_peak_bytes",
+                           "memory_capacity_bytes", "fits"})
+    names.emplace_back(name);
+  return names;
+}
+
+std::vector<Cell> metric_cells(const PointResult& r) {
+  std::vector<Cell> cells(metric_columns().size());
+  if (!r.report) return cells;
+  const Report& rep = *r.report;
+  std::size_t i = 0;
+  // A point that does not fit keeps only its memory figures unless --keep-oom made it `ok`.
+  const bool timings = r.status == Status::ok;
+  auto put = [&](double v) {
+    if (timings) cells[i] = number_cell(v);
+    ++i;
+  };
+  put(rep.step_time_s);
+  put(rep.throughput.tokens_per_s);
+  put(rep.throughput.tflops_per_gpu);
+  put(rep.throughput.mfu);
+  put(rep.breakdown_s.compute);
+  for (const double e : rep.breakdown_s.exposed_comm) put(e);
+  put(rep.breakdown_s.exposed_total());
+  put(rep.overlap.hidden_fraction);
+  put(rep.breakdown_s.bubble);
+  put(rep.breakdown_s.optimizer);
+  if (rep.memory_bytes.modelled) {
+    cells[i] = number_cell(rep.memory_bytes.peak);
+    cells[i + 1] = number_cell(rep.memory_bytes.capacity);
+    cells[i + 2] = {Cell::boolean, rep.memory_bytes.fits ? "true" : "false"};
+  }
+  return cells;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (const char c : s) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (std::size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(one_line(fields[i]));
+  return line + "\n";
+}
+
+json::value json_of(const Cell& c) {
+  switch (c.kind) {
+    case Cell::text:
+      return json::string(c.value);
+    case Cell::number:
+      return json::parse(c.value);
+    case Cell::boolean:
+      return c.value == "true";
+    case Cell::null:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Format format_of(const std::string& path, const std::string& flag) {
+  if (path == "-" || path.ends_with(".csv")) return Format::csv;
+  if (path.ends_with(".jsonl")) return Format::jsonl;
+  throw InputError(flag, path, "expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)");
+}
+
+std::string format_id(std::uint64_t id) { return fmt::format("{:016x}", id); }
+
+std::vector<std::string> columns(const SweepSpec& spec) {
+  std::vector<std::string> names = {"point", "point_id"};
+  for (const auto& axis : spec.axes) names.push_back(axis.key);
+  if (spec.gpus != 0) names.emplace_back("parallel.dp");
+  names.emplace_back("status");
+  names.emplace_back("reason");
+  for (auto& name : metric_columns()) names.push_back(std::move(name));
+  return names;
+}
+
+std::string format_header(const std::vector<std::string>& names, Format format) {
+  return format == Format::csv ? csv_line(names) : std::string();
+}
+
+std::string format_row(const SweepSpec& spec, const PointResult& r, Format format) {
+  std::vector<Cell> cells = {{Cell::number, std::to_string(r.index)}, text_cell(format_id(r.id))};
+  for (const auto& v : r.values) cells.push_back(varied_cell(v));
+  if (spec.gpus != 0) cells.push_back(r.dp.empty() ? Cell{} : Cell{Cell::number, r.dp});
+  cells.push_back(text_cell(to_string(r.status)));
+  cells.push_back(text_cell(one_line(r.reason)));
+  for (auto& c : metric_cells(r)) cells.push_back(std::move(c));
+  const auto names = columns(spec);
+  if (format == Format::csv) {
+    std::vector<std::string> fields;
+    for (const auto& c : cells) fields.push_back(c.value);
+    return csv_line(fields);
+  }
+  json::object object;
+  for (std::size_t i = 0; i < cells.size(); ++i) object[names[i]] = json_of(cells[i]);
+  return json::serialize(object) + "\n";
+}
+
+std::vector<std::string> parse_csv_line(const std::string& line, const std::string& file, std::size_t line_number) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c != '"') {
+        fields.back() += c;
+      } else if (i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else {
+        quoted = false;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  if (quoted) throw InputError(file, fmt::format("line {}", line_number), "unbalanced quote in a CSV row");
+  return fields;
+}
+
+std::vector<std::string> header_of(const std::string& first_line, Format format, const std::string& file) {
+  if (format == Format::csv) return parse_csv_line(first_line, file, 1);
+  json::error_code ec;
+  const json::value v = json::parse(first_line, ec);
+  if (ec || !v.is_object()) throw InputError(file, "line 1", "expected a JSON object per line");
+  std::vector<std::string> keys;
+  for (const auto& kv : v.as_object()) keys.emplace_back(kv.key());
+  return keys;
+}
+
+RowKey key_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
+              std::size_t line_number) {
+  const std::string where = fmt::format("line {}", line_number);
+  std::string point, id;
+  if (format == Format::csv) {
+    const auto fields = parse_csv_line(line, file, line_number);
+    if (fields.size() != header.size())
+      throw InputError(file, where,
+                       fmt::format("expected {} fields as in the header, got {}", header.size(), fields.size()));
+    point = fields[0];
+    id = fields[1];
+  } else {
+    json::error_code ec;
+    const json::value v = json::parse(line, ec);
+    const json::object* o = ec ? nullptr : v.if_object();
+    if (!o || !o->contains("point") || !o->contains("point_id") || !o->at("point").is_int64() ||
+        !o->at("point_id").is_string())
+      throw InputError(file, where, "expected a JSON object with \"point\" and \"point_id\"");
+    point = std::to_string(o->at("point").as_int64());
+    id = std::string(o->at("point_id").as_string());
+  }
+  RowKey key;
+  const auto [p1, e1] = std::from_chars(point.data(), point.data() + point.size(), key.point);
+  const auto [p2, e2] = std::from_chars(id.data(), id.data() + id.size(), key.id, 16);
+  if (e1 != std::errc() || p1 != point.data() + point.size() || e2 != std::errc() || p2 != id.data() + id.size() ||
+      id.size() != 16)
+    throw InputError(file, where,
+                     fmt::format("expected a point index and a 16-digit point_id, got '{}' and '{}'", point, id));
+  return key;
+}
+
+}  // namespace stepsim::sweep

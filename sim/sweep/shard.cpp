@@ -1,0 +1,59 @@
+// Shards: point i belongs to shard i mod N, so every shard gets a fair mix of the sweep.
+#include "sweep/shard.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::sweep {
+namespace {
+
+std::optional<long long> parse_count(const std::string& text) {
+  long long value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  const auto k = parse_count(text.substr(0, slash));
+  const auto n = slash == std::string::npos ? std::nullopt : parse_count(text.substr(slash + 1));
+  if (!k || !n || *n < 1 || *k < 0 || *k >= *n)
+    throw InputError("--shard", text, "expected K/N with 0 <= K < N, e.g. 0/4 for the first of four shards");
+  return {static_cast<std::size_t>(*k), static_cast<std::size_t>(*n)};
+}
+
+std::optional<Shard> shard_from_environment(const std::function<const char*(const char*)>& getenv) {
+  const char* id = getenv("SLURM_ARRAY_TASK_ID");
+  const char* count = getenv("SLURM_ARRAY_TASK_COUNT");
+  if (id == nullptr || count == nullptr) return std::nullopt;
+  const char* min = getenv("SLURM_ARRAY_TASK_MIN");
+  const auto k = parse_count(id);
+  const auto n = parse_count(count);
+  const auto lo = min ? parse_count(min) : std::optional<long long>(0);
+  if (!k || !n || !lo || *n < 1 || *k - *lo < 0 || *k - *lo >= *n)
+    throw InputError("SLURM_ARRAY_TASK_ID", id,
+                     fmt::format("expected a task id from SLURM_ARRAY_TASK_MIN ({}) on, below it plus "
+                                 "SLURM_ARRAY_TASK_COUNT ({}); submit with --array=0-{{N-1}}",
+                                 min ? min : "unset", count));
+  return Shard{static_cast<std::size_t>(*k - *lo), static_cast<std::size_t>(*n)};
+}
+
+std::string shard_path(const std::string& path, const Shard& shard) {
+  if (path == "-" || shard.count == 1) return path;
+  if (const auto at = path.find("{shard}"); at != std::string::npos)
+    return path.substr(0, at) + std::to_string(shard.index) + path.substr(at + 7);
+  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string stem = has_extension ? path.substr(0, dot) : path;
+  const std::string extension = has_extension ? path.substr(dot) : "";
+  return fmt::format("{}.shard-{}-of-{}{}", stem, shard.index, shard.count, extension);
+}
+
+}  // namespace stepsim::sweep

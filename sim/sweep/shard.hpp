@@ -1,0 +1,25 @@
+// Splitting a sweep across the tasks of a job array: which shard this process runs (from
+// --shard K/N or Slurm's SLURM_ARRAY_TASK_* variables) and the file each shard writes.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sweep/runner.hpp"
+
+namespace stepsim::sweep {
+
+// "K/N" with 0 ≤ K < N; InputError naming --shard otherwise.
+Shard parse_shard(const std::string& text);
+
+// The shard from a job array's environment: task K = SLURM_ARRAY_TASK_ID −
+// SLURM_ARRAY_TASK_MIN (0 when unset) of N = SLURM_ARRAY_TASK_COUNT; nothing outside an
+// array. `getenv` is a parameter so that tests need no process environment.
+std::optional<Shard> shard_from_environment(const std::function<const char*(const char*)>& getenv);
+
+// The output of shard K of N: "{shard}" in `path` becomes K; otherwise "out.csv" becomes
+// "out.shard-K-of-N.csv". One shard (N = 1) and stdout keep `path`.
+std::string shard_path(const std::string& path, const Shard& shard);
+
+}  // namespace stepsim::sweep

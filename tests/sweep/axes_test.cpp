@@ -1,0 +1,75 @@
+// Sweep axes: value lists, geometric and arithmetic ranges, the product's point order, and
+// the messages for axes that make no sense.
+#include <catch2/catch.hpp>
+
+#include "stepsim/error.hpp"
+#include "sweep/axes.hpp"
+
+using stepsim::InputError;
+using stepsim::sweep::Axis;
+using stepsim::sweep::parse_axis;
+
+namespace {
+
+std::string message_of(const std::string& text) {
+  try {
+    parse_axis(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a list axis keeps its values in the order given") {
+  const Axis a = parse_axis("data_parallel.bucket_cap_mb=1,5,25");
+  CHECK(a.key == "data_parallel.bucket_cap_mb");
+  CHECK(a.values == std::vector<std::string>{"1", "5", "25"});
+}
+
+TEST_CASE("a geometric range runs from its lower bound by its factor up to its upper bound") {
+  CHECK(parse_axis("data_parallel.bucket_cap_mb=1:256:x2").values ==
+        std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64", "128", "256"});
+  CHECK(parse_axis("parallel.tp=1:8:x2").values == std::vector<std::string>{"1", "2", "4", "8"});
+  CHECK(parse_axis("parallel.tp=1:10:x3").values == std::vector<std::string>{"1", "3", "9"});
+}
+
+TEST_CASE("an arithmetic range includes its upper bound despite rounding") {
+  CHECK(parse_axis("training.micro_batch=1:4:+1").values == std::vector<std::string>{"1", "2", "3", "4"});
+  CHECK(parse_axis("data_parallel.bucket_cap_mb=0.1:0.5:+0.1").values ==
+        std::vector<std::string>{"0.1", "0.2", "0.30000000000000004", "0.4", "0.5"});
+}
+
+TEST_CASE("axes that make no sense are refused with a message naming --vary") {
+  CHECK(message_of("parallel.tp=") == "--vary: parallel.tp: no values given (expected e.g. parallel.tp=1,2,4)");
+  CHECK(message_of("parallel.tp") == "--vary: parallel.tp: expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S");
+  CHECK(message_of("parallel.tp=1:8:x1") == "--vary: parallel.tp: the range's factor must be greater than 1, got 1");
+  CHECK(message_of("parallel.tp=1:8:x0.5") ==
+        "--vary: parallel.tp: the range's factor must be greater than 1, got 0.5");
+  CHECK(message_of("parallel.tp=1:8:+0") == "--vary: parallel.tp: the range's step must be greater than 0, got 0");
+  CHECK(message_of("parallel.tp=8:1:x2") ==
+        "--vary: parallel.tp: the range's upper bound 1 is below its lower bound 8");
+  CHECK(message_of("parallel.tp=1:8") ==
+        "--vary: parallel.tp: expected a range lo:hi:xF (geometric) or lo:hi:+S (arithmetic), got '1:8'");
+  CHECK(message_of("parallel.tp=1,,2") == "--vary: parallel.tp: empty value in '1,,2'");
+  CHECK(message_of("parallel.tp=0:1e300:+1") == "--vary: parallel.tp: the range has more than 1000000 values");
+}
+
+TEST_CASE("the first axis varies slowest as in nested loops") {
+  const std::vector<Axis> axes = {parse_axis("a=1,2"), parse_axis("b=x,y,z")};
+  REQUIRE(stepsim::sweep::point_count(axes) == 6);
+  CHECK(stepsim::sweep::point_values(axes, 0) == std::vector<std::string>{"1", "x"});
+  CHECK(stepsim::sweep::point_values(axes, 2) == std::vector<std::string>{"1", "z"});
+  CHECK(stepsim::sweep::point_values(axes, 3) == std::vector<std::string>{"2", "x"});
+}
+
+TEST_CASE("a product of more than a million points is refused") {
+  const std::vector<Axis> axes = {parse_axis("a=1:1000:+1"), parse_axis("b=1:1000:+1"), parse_axis("c=1,2")};
+  try {
+    stepsim::sweep::point_count(axes);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "--vary: c: the sweep would have more than 1000000 points; narrow the ranges");
+  }
+}

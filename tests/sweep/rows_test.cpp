@@ -1,0 +1,109 @@
+// Rows of a sweep: RFC 4180 quoting and its reading back, point ids, output names of shards
+// and the shard of a Slurm array task.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "stepsim/error.hpp"
+#include "sweep/rows.hpp"
+#include "sweep/shard.hpp"
+
+using namespace stepsim::sweep;
+
+TEST_CASE("point ids are FNV-1a 64 printed as 16 hex digits") {
+  CHECK(format_id(fnv1a64("")) == "cbf29ce484222325");
+  CHECK(format_id(fnv1a64("a")) == "af63dc4c8601ec8c");
+}
+
+TEST_CASE("a reason with commas and quotes survives a CSV row and its reading back") {
+  SweepSpec spec;
+  spec.axes = {{"parallel.tp", {"3"}}};
+  PointResult r;
+  r.index = 7;
+  r.id = 0x0123456789abcdefULL;
+  r.values = {"3"};
+  r.status = Status::invalid;
+  r.reason = "<default>: /parallel/tp: 32 heads, \"3\" does not divide them\nsecond line";
+  const std::string line = format_row(spec, r, Format::csv);
+  CHECK(
+      line.starts_with("7,0123456789abcdef,3,invalid,\"<default>: /parallel/tp: 32 heads, \"\"3\"\" does not "
+                       "divide them second line\","));
+  CHECK(line.back() == '\n');
+  CHECK(line.find('\n') == line.size() - 1);
+  const auto fields = parse_csv_line(line.substr(0, line.size() - 1), "f.csv", 2);
+  REQUIRE(fields.size() == columns(spec).size());
+  CHECK(fields[4] == "<default>: /parallel/tp: 32 heads, \"3\" does not divide them second line");
+  const RowKey key = key_of(line.substr(0, line.size() - 1), Format::csv, columns(spec), "f.csv", 2);
+  CHECK(key == RowKey{7, 0x0123456789abcdefULL});
+}
+
+TEST_CASE("a JSON line has the columns as keys with numbers as numbers and missing results as null") {
+  SweepSpec spec;
+  spec.axes = {{"data_parallel.bucket_cap_mb", {"25"}}, {"data_parallel.kind", {"fsdp"}}};
+  PointResult r;
+  r.index = 1;
+  r.values = {"25", "fsdp"};
+  r.status = Status::error;
+  r.reason = "internal error";
+  const std::string line = format_row(spec, r, Format::jsonl);
+  CHECK(
+      line.starts_with("{\"point\":1,\"point_id\":\"0000000000000000\",\"data_parallel.bucket_cap_mb\":25,"
+                       "\"data_parallel.kind\":\"fsdp\",\"status\":\"error\",\"reason\":\"internal error\","
+                       "\"step_time_s\":null,"));
+  CHECK(header_of(line, Format::jsonl, "f.jsonl") == columns(spec));
+}
+
+TEST_CASE("an unbalanced quote in a CSV row names the file and line") {
+  try {
+    parse_csv_line("1,\"abc", "out.csv", 9);
+    FAIL("no error");
+  } catch (const stepsim::InputError& e) {
+    CHECK(std::string(e.what()) == "out.csv: line 9: unbalanced quote in a CSV row");
+  }
+}
+
+TEST_CASE("the output format follows the file's extension") {
+  CHECK(format_of("out.csv", "-o") == Format::csv);
+  CHECK(format_of("-", "-o") == Format::csv);
+  CHECK(format_of("a/b.jsonl", "-o") == Format::jsonl);
+  CHECK_THROWS_WITH(format_of("out.txt", "-o"),
+                    "-o: out.txt: expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)");
+}
+
+TEST_CASE("each shard writes its own file unless a {shard} pattern names it") {
+  CHECK(shard_path("out.csv", {2, 4}) == "out.shard-2-of-4.csv");
+  CHECK(shard_path("dir.v1/out.jsonl", {0, 3}) == "dir.v1/out.shard-0-of-3.jsonl");
+  CHECK(shard_path("runs/part-{shard}.csv", {3, 8}) == "runs/part-3.csv");
+  CHECK(shard_path("out.csv", {0, 1}) == "out.csv");
+  CHECK(shard_path("-", {1, 2}) == "-");
+}
+
+TEST_CASE("a shard is given as K/N with K below N") {
+  const Shard s = parse_shard("3/4");
+  CHECK(s.index == 3);
+  CHECK(s.count == 4);
+  CHECK_THROWS_WITH(parse_shard("4/4"),
+                    "--shard: 4/4: expected K/N with 0 <= K < N, e.g. 0/4 for the first of four shards");
+  CHECK_THROWS_AS(parse_shard("1"), stepsim::InputError);
+  CHECK_THROWS_AS(parse_shard("a/2"), stepsim::InputError);
+}
+
+TEST_CASE("a Slurm array task's shard counts from SLURM_ARRAY_TASK_MIN") {
+  std::map<std::string, std::string> env = {
+      {"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_ARRAY_TASK_MIN", "3"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto shard = shard_from_environment(getenv);
+  REQUIRE(shard);
+  CHECK(shard->index == 2);
+  CHECK(shard->count == 4);
+  env.erase("SLURM_ARRAY_TASK_MIN");
+  env["SLURM_ARRAY_TASK_ID"] = "1";
+  CHECK(shard_from_environment(getenv)->index == 1);
+  env["SLURM_ARRAY_TASK_ID"] = "4";
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
+  env.clear();
+  CHECK_FALSE(shard_from_environment(getenv).has_value());
+}

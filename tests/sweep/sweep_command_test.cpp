@@ -1,0 +1,156 @@
+// `stepsim sweep` end to end: a sweep killed with SIGKILL and resumed writes exactly the
+// rows of an uninterrupted one; shards merge into the unsharded rows; bad flags exit 2.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "cli/stepsim_process.hpp"
+
+namespace {
+
+// The sweep of the kill test: 1,000 points of the default scenario (bucket sizes 1 to 1,000
+// MiB) on one thread: a few seconds, long enough to be killed part-way.
+const std::string kSweep = "--vary data_parallel.bucket_cap_mb=1:1000:+1 --jobs 1";
+
+std::size_t count_lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Starts `stepsim sweep ARGS -o out` without a shell, so that the pid is stepsim's own.
+pid_t start_sweep(const fs::path& out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stderr);
+    ::execl(STEPSIM_BINARY, STEPSIM_BINARY, "sweep", "--vary", "data_parallel.bucket_cap_mb=1:1000:+1", "--jobs", "1",
+            "-o", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an uninterrupted run") {
+  TempDir dir;
+  const Run whole = stepsim(dir, "sweep " + kSweep + " -o " + (dir.path() / "whole.csv").string());
+  REQUIRE(whole.status == 0);
+  const std::string expected = stepsim_test::slurp(dir.path() / "whole.csv");
+  REQUIRE(count_lines(expected) == 1001);
+
+  const fs::path out = dir.path() / "killed.csv";
+  const pid_t pid = start_sweep(out);
+  REQUIRE(pid > 0);
+  // Kill it once a few rows are there and well before the last.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count_lines(stepsim_test::slurp(out)) < 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  const std::string partial = stepsim_test::slurp(out);
+  INFO("rows before the kill: " << count_lines(partial) - 1);
+  REQUIRE(count_lines(partial) < 1001);
+  REQUIRE(expected.starts_with(partial.substr(0, partial.rfind('\n') + 1)));
+  // A torn write as a kill inside write(2) would leave it: half a row, no newline.
+  std::ofstream(out, std::ios::app) << expected.substr(partial.rfind('\n') + 1, 30);
+
+  const Run resumed = stepsim(dir, "sweep " + kSweep + " -o " + out.string() + " --resume");
+  REQUIRE(resumed.status == 0);
+  CHECK(stepsim_test::slurp(out) == expected);
+  CHECK(resumed.err.find("already written") != std::string::npos);
+
+  // Resuming a complete sweep runs nothing and changes nothing.
+  const Run again = stepsim(dir, "sweep " + kSweep + " -o " + out.string() + " --resume");
+  REQUIRE(again.status == 0);
+  CHECK(again.err.find("1000 already written") != std::string::npos);
+  CHECK(stepsim_test::slurp(out) == expected);
+}
+
+TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
+  TempDir dir;
+  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1:64:x2 --vary parallel.tp=1,2,3,4,8 --gpus 64";
+  REQUIRE(stepsim(dir, sweep + " -o " + (dir.path() / "all.jsonl").string()).status == 0);
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(stepsim(dir, sweep + " --shard " + std::to_string(k) + "/3 -o " + (dir.path() / "part.jsonl").string())
+                .status == 0);
+  REQUIRE(fs::exists(dir.path() / "part.shard-2-of-3.jsonl"));
+  const Run merge = stepsim(dir, "sweep --merge " + (dir.path() / "merged.jsonl").string() + " " +
+                                     (dir.path() / "part.shard-2-of-3.jsonl").string() + " " +
+                                     (dir.path() / "part.shard-0-of-3.jsonl").string() + " " +
+                                     (dir.path() / "part.shard-1-of-3.jsonl").string() + " " +
+                                     (dir.path() / "part.shard-1-of-3.jsonl").string());
+  REQUIRE(merge.status == 0);
+  CHECK(merge.err.find("merged 35 rows from 4 files") != std::string::npos);
+  CHECK(merge.err.find("(12 duplicates dropped)") != std::string::npos);
+  CHECK(stepsim_test::slurp(dir.path() / "merged.jsonl") == stepsim_test::slurp(dir.path() / "all.jsonl"));
+}
+
+TEST_CASE("points that do not divide --gpus or do not validate are rows with their reason") {
+  TempDir dir;
+  const Run run = stepsim(dir, "sweep --vary parallel.tp=3,8 --set model=llama3-8b --gpus 64");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("0,") != std::string::npos);
+  CHECK(run.out.find(",3,,invalid,tp·pp·cp = 3·1·1 = 3 does not divide --gpus 64,") != std::string::npos);
+  CHECK(run.out.find(",8,8,ok,,") != std::string::npos);
+}
+
+TEST_CASE("merging files whose columns differ is refused") {
+  TempDir dir;
+  REQUIRE(stepsim(dir, "sweep --vary parallel.tp=4,8 -o " + (dir.path() / "a.csv").string()).status == 0);
+  REQUIRE(stepsim(dir, "sweep --vary training.micro_batch=1,2 -o " + (dir.path() / "b.csv").string()).status == 0);
+  const Run merge = stepsim(dir, "sweep --merge " + (dir.path() / "m.csv").string() + " " +
+                                     (dir.path() / "a.csv").string() + " " + (dir.path() / "b.csv").string());
+  CHECK(merge.status == 2);
+  CHECK(merge.err == "stepsim: error: " + (dir.path() / "b.csv").string() +
+                         ": line 1: the columns differ from those of " + (dir.path() / "a.csv").string() + "\n");
+  CHECK_FALSE(fs::exists(dir.path() / "m.csv"));
+}
+
+TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
+  TempDir dir;
+  const auto err = [&](const std::string& args) {
+    const Run run = stepsim(dir, "sweep " + args);
+    CHECK(run.status == 2);
+    return run.err;
+  };
+  CHECK(err("--vary parallel.tp=") ==
+        "stepsim: error: --vary: parallel.tp: no values given (expected e.g. parallel.tp=1,2,4)\n");
+  CHECK(err("--vary parallel.tpp=1,2") ==
+        "stepsim: error: --vary: parallel.tpp: unknown key 'tpp' (did you mean 'tp'?)\n");
+  CHECK(err("--vary parallel.tp=1:8:x1") ==
+        "stepsim: error: --vary: parallel.tp: the range's factor must be greater than 1, got 1\n");
+  CHECK(err("--vary a=1:1000:+1 --vary b=1:1000:+1 --vary c=1,2") ==
+        "stepsim: error: --vary: c: the sweep would have more than 1000000 points; narrow the ranges\n");
+  CHECK(err("--vary parallel.tp=1,2 -o out.txt") ==
+        "stepsim: error: -o: out.txt: expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)\n");
+  CHECK(err("'' --vary parallel.tp=1,2") ==
+        "stepsim: error: <command line>: SCENARIO: the scenario file name is empty (omit it to sweep the embedded "
+        "default)\n");
+  CHECK(err("--vary parallel.dp=1,2 --gpus 8") ==
+        "stepsim: error: --vary: parallel.dp: cannot be combined with --gpus, which derives parallel.dp per point\n");
+  CHECK(err("--vary parallel.tp=1,2 --resume") ==
+        "stepsim: error: --resume: needs an output file (-o FILE), not stdout\n");
+  CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --best K)\n");
+}
+
+TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first") {
+  TempDir dir;
+  const Run run = stepsim(dir,
+                          "sweep --set model=gpt-1.3b --set data_parallel.kind=ddp --set training.recompute=none "
+                          "--set training.micro_batch=2 --gpus 8 --best 2");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.starts_with(
+      "8 GPUs: 58 configurations, 0 refused by validation, 0 do not fit, 0 internal errors, 58 fit\n"
+      "note: context parallelism is not simulated yet: cp stays 1\n"
+      "fixed by --set: training.micro_batch, data_parallel.kind, training.recompute\n"));
+  CHECK(run.out.find("\n  1    1   1    8   2  ") != std::string::npos);
+  CHECK(run.out.find("\n  2 ") != std::string::npos);
+  CHECK(run.out.find("\n  3 ") == std::string::npos);
+  CHECK(run.out.find("what limits #1 (tp=1 pp=1 dp=8 ") != std::string::npos);
+  CHECK(stepsim(dir, "sweep --best 2").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+}

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Pictures of stepsim results (matplotlib; Debian's python3-matplotlib).
+
+  plot.py curves SWEEP.csv -x data_parallel.bucket_cap_mb [--group parallel.tp] -o curves.png
+      step time and exposed communication against a varied key, one line per group value
+  plot.py breakdown SWEEP.csv [--label KEY]... -o bars.png
+      stacked bars of the step per configuration: compute, exposed communication per kind,
+      bubble, optimizer, the rest
+  plot.py timeline TRACE.json -o timeline.png [--ranks N]
+      the kernels of a trace (stepsim simulate --trace, or a PyTorch profiler trace) as lanes
+
+Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700).
+"""
+import argparse
+import csv
+import gzip
+import json
+import math
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+KINDS = ["tp", "cp", "ep", "dp", "fsdp", "pp", "other"]
+COLOURS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#8172B2", "rest": "#EEEEEE",
+           "tp": "#DD8452", "cp": "#937860", "ep": "#DA8BC3", "dp": "#C44E52", "fsdp": "#55A868",
+           "pp": "#CCB974", "other": "#64B5CD", "memory": "#999999"}
+
+
+def fail(message):
+    print(f"plot.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_rows(path):
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("step_time_s")]
+    if not ok:
+        fail(f"{path}: no row with status ok and a step time")
+    return ok
+
+
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def figure(args, rows=1):
+    dpi = 100
+    fig, axes = plt.subplots(rows, 1, figsize=(args.width / dpi, args.height / dpi), dpi=dpi, squeeze=False)
+    return fig, [a[0] for a in axes]
+
+
+def save(fig, path):
+    fig.tight_layout()  # layout inside the figure; the pixel size stays as asked
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def exposed(row):
+    return sum(float(row.get(f"exposed_{k}_s") or 0) for k in KINDS)
+
+
+def curves(args):
+    rows = read_rows(args.sweep)
+    if args.x not in rows[0]:
+        fail(f"{args.sweep}: no column '{args.x}' (the -x key must be a varied key)")
+    if args.group and args.group not in rows[0]:
+        fail(f"{args.sweep}: no column '{args.group}'")
+    groups = {}
+    for r in rows:
+        groups.setdefault(r[args.group] if args.group else "", []).append(r)
+    fig, (top, bottom) = figure(args, rows=2)
+    for name, members in sorted(groups.items(), key=lambda kv: (number(kv[0]) is None, number(kv[0]) or 0, kv[0])):
+        members.sort(key=lambda r: number(r[args.x]) or 0)
+        xs = [number(r[args.x]) for r in members]
+        label = f"{args.group}={name}" if args.group else None
+        top.plot(xs, [float(r["step_time_s"]) for r in members], marker="o", label=label)
+        bottom.plot(xs, [exposed(r) for r in members], marker="o", label=label)
+    numeric = all(number(r[args.x]) is not None and number(r[args.x]) > 0 for r in rows)
+    for axis in (top, bottom):
+        if numeric and max(number(r[args.x]) for r in rows) / min(number(r[args.x]) for r in rows) >= 20:
+            axis.set_xscale("log", base=2)
+        axis.set_xlabel(args.x)
+        axis.grid(True, alpha=0.3)
+        if args.group:
+            axis.legend(fontsize="small")
+    top.set_ylabel("step time (s)")
+    top.set_title("step time")
+    bottom.set_ylabel("exposed communication (s)")
+    bottom.set_title("exposed communication (all kinds)")
+    save(fig, args.output)
+
+
+def breakdown(args):
+    rows = read_rows(args.sweep)
+    labels = args.label or [c for c in rows[0] if "." in c]
+    fig, (axis,) = figure(args)
+    names = [" ".join(f"{k.split('.')[-1]}={r.get(k, '')}" for k in labels) or r["point"] for r in rows]
+    bottoms = [0.0] * len(rows)
+    parts = [("compute", lambda r: float(r["compute_s"] or 0))]
+    parts += [(k, (lambda kind: lambda r: float(r.get(f"exposed_{kind}_s") or 0))(k)) for k in KINDS]
+    parts += [("bubble", lambda r: float(r["bubble_s"] or 0)), ("optimizer", lambda r: float(r["optimizer_s"] or 0))]
+
+    measured = list(parts)
+
+    def rest(r):
+        return max(0.0, float(r["step_time_s"]) - sum(f(r) for _, f in measured))
+
+    parts.append(("rest", rest))
+    for name, value in parts:
+        heights = [value(r) for r in rows]
+        if not any(h > 0 for h in heights):
+            continue
+        shown = name if name in ("compute", "bubble", "optimizer", "rest") else f"exposed {name}"
+        axis.bar(range(len(rows)), heights, bottom=bottoms, color=COLOURS[name], label=shown)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    axis.set_xticks(range(len(rows)))
+    axis.set_xticklabels(names, rotation=60, ha="right", fontsize="x-small")
+    axis.set_ylabel("seconds per step")
+    axis.set_title("where the step goes")
+    axis.legend(fontsize="small")
+    save(fig, args.output)
+
+
+def load_trace(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def category(event):
+    """compute, bubble, memory or a communication kind (stepsim's args.kind; nccl kernels of
+    other traces count as dp unless their name says otherwise)."""
+    cat = event.get("cat", "")
+    kind = (event.get("args") or {}).get("kind")
+    if kind in KINDS:
+        return kind
+    name = event.get("name", "").lower()
+    if "nccl" in name:
+        return next((k for k in KINDS if f" {k} " in f" {name} "), "dp")
+    if cat in ("bubble", "optimizer"):
+        return cat
+    if "memcpy" in cat or "memset" in cat:
+        return "memory"
+    return "compute"
+
+
+def timeline(args):
+    trace = load_trace(args.trace)
+    names = {(e.get("pid", 0), e.get("tid", 0)): e["args"]["name"] for e in trace
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and "name" in (e.get("args") or {})}
+    # The whole-step markers span everything and would hide nothing but add a lane.
+    events = [e for e in trace if e.get("ph") == "X" and "dur" in e and e.get("cat") != "step"]
+    if not events:
+        fail(f"{args.trace}: no complete ('X') events")
+    lanes = sorted({(e.get("pid", 0), e.get("tid", 0)) for e in events}, key=lambda k: (str(k[0]), str(k[1])))
+    keep = set(sorted({p for p, _ in lanes}, key=str)[: args.ranks])
+    lanes = [lane for lane in lanes if lane[0] in keep]
+    index = {lane: i for i, lane in enumerate(lanes)}
+    t0 = min(float(e["ts"]) for e in events)
+    fig, (axis,) = figure(args)
+    by_colour = {}
+    for e in events:
+        lane = (e.get("pid", 0), e.get("tid", 0))
+        if lane in index:
+            by_colour.setdefault(category(e), []).append((index[lane], (float(e["ts"]) - t0) / 1e3, float(e["dur"]) / 1e3))
+    for name, bars in sorted(by_colour.items()):
+        colour = COLOURS.get(name, "#333333")
+        per_lane = {}
+        for lane, start, length in bars:
+            per_lane.setdefault(lane, []).append((start, max(length, 1e-3)))
+        for lane, ranges in per_lane.items():  # one call per lane: thousands of kernels stay fast
+            axis.broken_barh(ranges, (lane - 0.4, 0.8), color=colour)
+        axis.plot([], [], color=colour, linewidth=8, label=name)
+    axis.set_yticks(range(len(lanes)))
+    axis.set_yticklabels([f"{p}/{names.get((p, t), t)}" for p, t in lanes], fontsize="x-small")
+    axis.invert_yaxis()
+    axis.set_xlabel("time (ms)")
+    axis.set_ylabel("rank (pid) / stream")
+    axis.set_title(f"timeline of {args.trace.split('/')[-1]}")
+    axis.legend(fontsize="small", loc="upper right")
+    save(fig, args.output)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--width", type=int, default=1200)
+    parser.add_argument("--height", type=int, default=700)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("curves", help="step time and exposed communication against a varied key")
+    p.add_argument("sweep")
+    p.add_argument("-x", required=True)
+    p.add_argument("--group")
+    p.add_argument("-o", "--output", required=True)
+    p = sub.add_parser("breakdown", help="stacked breakdown bars per configuration")
+    p.add_argument("sweep")
+    p.add_argument("--label", action="append")
+    p.add_argument("-o", "--output", required=True)
+    p = sub.add_parser("timeline", help="a trace's kernels as lanes")
+    p.add_argument("trace")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("-o", "--output", required=True)
+    args = parser.parse_args()
+    if not (100 <= args.width <= 10000 and 100 <= args.height <= 10000):
+        fail("--width and --height: expected 100 to 10000 pixels")
+    {"curves": curves, "breakdown": breakdown, "timeline": timeline}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
