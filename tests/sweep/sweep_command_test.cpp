@@ -8,7 +8,16 @@
 #include <chrono>
 #include <thread>
 
-#include "cli/stepsim_process.hpp"
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "cli/run_stepsim.hpp"
+
+using stepsim::testing::Run;
+using stepsim::testing::Scratch;
+using stepsim::testing::slurp;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -35,64 +44,64 @@ pid_t start_sweep(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an uninterrupted run") {
-  TempDir dir;
-  const Run whole = stepsim(dir, "sweep " + kSweep + " -o " + (dir.path() / "whole.csv").string());
+  const Scratch dir("sweep");
+  const Run whole = dir.run("sweep " + kSweep + " -o " + (dir.work() / "whole.csv").string());
   REQUIRE(whole.status == 0);
-  const std::string expected = stepsim_test::slurp(dir.path() / "whole.csv");
+  const std::string expected = slurp(dir.work() / "whole.csv");
   REQUIRE(count_lines(expected) == 1001);
 
-  const fs::path out = dir.path() / "killed.csv";
+  const fs::path out = dir.work() / "killed.csv";
   const pid_t pid = start_sweep(out);
   REQUIRE(pid > 0);
   // Kill it once a few rows are there and well before the last.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count_lines(stepsim_test::slurp(out)) < 20 && std::chrono::steady_clock::now() < deadline)
+  while (count_lines(slurp(out)) < 20 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFSIGNALED(status));
-  const std::string partial = stepsim_test::slurp(out);
+  const std::string partial = slurp(out);
   INFO("rows before the kill: " << count_lines(partial) - 1);
   REQUIRE(count_lines(partial) < 1001);
   REQUIRE(expected.starts_with(partial.substr(0, partial.rfind('\n') + 1)));
   // A torn write as a kill inside write(2) would leave it: half a row, no newline.
   std::ofstream(out, std::ios::app) << expected.substr(partial.rfind('\n') + 1, 30);
 
-  const Run resumed = stepsim(dir, "sweep " + kSweep + " -o " + out.string() + " --resume");
+  const Run resumed = dir.run("sweep " + kSweep + " -o " + out.string() + " --resume");
   REQUIRE(resumed.status == 0);
-  CHECK(stepsim_test::slurp(out) == expected);
+  CHECK(slurp(out) == expected);
   CHECK(resumed.err.find("already written") != std::string::npos);
 
   // Resuming a complete sweep runs nothing and changes nothing.
-  const Run again = stepsim(dir, "sweep " + kSweep + " -o " + out.string() + " --resume");
+  const Run again = dir.run("sweep " + kSweep + " -o " + out.string() + " --resume");
   REQUIRE(again.status == 0);
   CHECK(again.err.find("1000 already written") != std::string::npos);
-  CHECK(stepsim_test::slurp(out) == expected);
+  CHECK(slurp(out) == expected);
 }
 
 TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
-  TempDir dir;
+  const Scratch dir("sweep");
   const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1:64:x2 --vary parallel.tp=1,2,3,4,8 --gpus 64";
-  REQUIRE(stepsim(dir, sweep + " -o " + (dir.path() / "all.jsonl").string()).status == 0);
+  REQUIRE(dir.run(sweep + " -o " + (dir.work() / "all.jsonl").string()).status == 0);
   for (int k = 0; k < 3; ++k)
-    REQUIRE(stepsim(dir, sweep + " --shard " + std::to_string(k) + "/3 -o " + (dir.path() / "part.jsonl").string())
-                .status == 0);
-  REQUIRE(fs::exists(dir.path() / "part.shard-2-of-3.jsonl"));
-  const Run merge = stepsim(dir, "sweep --merge " + (dir.path() / "merged.jsonl").string() + " " +
-                                     (dir.path() / "part.shard-2-of-3.jsonl").string() + " " +
-                                     (dir.path() / "part.shard-0-of-3.jsonl").string() + " " +
-                                     (dir.path() / "part.shard-1-of-3.jsonl").string() + " " +
-                                     (dir.path() / "part.shard-1-of-3.jsonl").string());
+    REQUIRE(dir.run(sweep + " --shard " + std::to_string(k) + "/3 -o " + (dir.work() / "part.jsonl").string()).status ==
+            0);
+  REQUIRE(fs::exists(dir.work() / "part.shard-2-of-3.jsonl"));
+  const Run merge = dir.run("sweep --merge " + (dir.work() / "merged.jsonl").string() + " " +
+                            (dir.work() / "part.shard-2-of-3.jsonl").string() + " " +
+                            (dir.work() / "part.shard-0-of-3.jsonl").string() + " " +
+                            (dir.work() / "part.shard-1-of-3.jsonl").string() + " " +
+                            (dir.work() / "part.shard-1-of-3.jsonl").string());
   REQUIRE(merge.status == 0);
   CHECK(merge.err.find("merged 35 rows from 4 files") != std::string::npos);
   CHECK(merge.err.find("(12 duplicates dropped)") != std::string::npos);
-  CHECK(stepsim_test::slurp(dir.path() / "merged.jsonl") == stepsim_test::slurp(dir.path() / "all.jsonl"));
+  CHECK(slurp(dir.work() / "merged.jsonl") == slurp(dir.work() / "all.jsonl"));
 }
 
 TEST_CASE("points that do not divide --gpus or do not validate are rows with their reason") {
-  TempDir dir;
-  const Run run = stepsim(dir, "sweep --vary parallel.tp=3,8 --set model=llama3-8b --gpus 64");
+  const Scratch dir("sweep");
+  const Run run = dir.run("sweep --vary parallel.tp=3,8 --set model=llama3-8b --gpus 64");
   REQUIRE(run.status == 0);
   CHECK(run.out.find("0,") != std::string::npos);
   CHECK(run.out.find(",3,,invalid,tp·pp·cp = 3·1·1 = 3 does not divide --gpus 64,") != std::string::npos);
@@ -100,21 +109,21 @@ TEST_CASE("points that do not divide --gpus or do not validate are rows with the
 }
 
 TEST_CASE("merging files whose columns differ is refused") {
-  TempDir dir;
-  REQUIRE(stepsim(dir, "sweep --vary parallel.tp=4,8 -o " + (dir.path() / "a.csv").string()).status == 0);
-  REQUIRE(stepsim(dir, "sweep --vary training.micro_batch=1,2 -o " + (dir.path() / "b.csv").string()).status == 0);
-  const Run merge = stepsim(dir, "sweep --merge " + (dir.path() / "m.csv").string() + " " +
-                                     (dir.path() / "a.csv").string() + " " + (dir.path() / "b.csv").string());
+  const Scratch dir("sweep");
+  REQUIRE(dir.run("sweep --vary parallel.tp=4,8 -o " + (dir.work() / "a.csv").string()).status == 0);
+  REQUIRE(dir.run("sweep --vary training.micro_batch=1,2 -o " + (dir.work() / "b.csv").string()).status == 0);
+  const Run merge = dir.run("sweep --merge " + (dir.work() / "m.csv").string() + " " + (dir.work() / "a.csv").string() +
+                            " " + (dir.work() / "b.csv").string());
   CHECK(merge.status == 2);
-  CHECK(merge.err == "stepsim: error: " + (dir.path() / "b.csv").string() +
-                         ": line 1: the columns differ from those of " + (dir.path() / "a.csv").string() + "\n");
-  CHECK_FALSE(fs::exists(dir.path() / "m.csv"));
+  CHECK(merge.err == "stepsim: error: " + (dir.work() / "b.csv").string() +
+                         ": line 1: the columns differ from those of " + (dir.work() / "a.csv").string() + "\n");
+  CHECK_FALSE(fs::exists(dir.work() / "m.csv"));
 }
 
 TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
-  TempDir dir;
+  const Scratch dir("sweep");
   const auto err = [&](const std::string& args) {
-    const Run run = stepsim(dir, "sweep " + args);
+    const Run run = dir.run("sweep " + args);
     CHECK(run.status == 2);
     return run.err;
   };
@@ -139,10 +148,10 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
 }
 
 TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first") {
-  TempDir dir;
-  const Run run = stepsim(dir,
-                          "sweep --set model=gpt-1.3b --set data_parallel.kind=ddp --set training.recompute=none "
-                          "--set training.micro_batch=2 --gpus 8 --best 2");
+  const Scratch dir("sweep");
+  const Run run = dir.run(
+      "sweep --set model=gpt-1.3b --set data_parallel.kind=ddp --set training.recompute=none "
+      "--set training.micro_batch=2 --gpus 8 --best 2");
   REQUIRE(run.status == 0);
   CHECK(run.out.starts_with(
       "8 GPUs: 58 configurations, 0 refused by validation, 0 do not fit, 0 internal errors, 58 fit\n"
@@ -152,5 +161,5 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
   CHECK(run.out.find("\n  2 ") != std::string::npos);
   CHECK(run.out.find("\n  3 ") == std::string::npos);
   CHECK(run.out.find("what limits #1 (tp=1 pp=1 dp=8 ") != std::string::npos);
-  CHECK(stepsim(dir, "sweep --best 2").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+  CHECK(dir.run("sweep --best 2").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
 }
