@@ -159,24 +159,18 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress) {
       [&](std::size_t i) {
         PointResult r;
         r.index = i;
-        try {
+        record_failures(r, [&] {
           auto sets = spec.sets;
           sets.insert(sets.end(), candidates[i].sets.begin(), candidates[i].sets.end());
           const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
           const MemoryReport memory = estimate_memory(scenario);
           if (memory.modelled && !memory.fits) {
             r.status = Status::oom;
-            return r;
+            return;
           }
           r.report = simulate(scenario).report;
           if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) r.status = Status::oom;
-        } catch (const InputError& e) {
-          r.status = Status::invalid;
-          r.reason = e.what();
-        } catch (const std::exception& e) {
-          r.status = Status::error;
-          r.reason = e.what();
-        }
+        });
         return r;
       },
       progress);

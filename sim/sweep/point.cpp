@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include <charconv>
 
 #include "io/scenario_loader.hpp"
@@ -133,10 +135,25 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index) {
   return r;
 }
 
+void record_failures(PointResult& r, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    r.status = Status::invalid;
+    r.reason = e.what();
+  } catch (const std::exception& e) {
+    r.status = Status::error;
+    r.reason = e.what();
+  } catch (...) {
+    r.status = Status::error;
+    r.reason = "unknown internal error";
+  }
+}
+
 PointResult run_point(const SweepSpec& spec, std::size_t index) {
   PointResult r;
   r.index = index;
-  try {
+  record_failures(r, [&] {
     r.values = point_values(spec.axes, index);
     std::string problem;
     const auto sets = point_sets(spec, r.values, r.dp, problem);
@@ -144,7 +161,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
     if (!problem.empty()) {
       r.status = Status::invalid;
       r.reason = problem;
-      return r;
+      return;
     }
     const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
     r.id = fnv1a64(scenario.resolved_json);
@@ -156,16 +173,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
                              memory.capacity / 1073741824.0);
     }
     r.report = std::move(report);
-  } catch (const InputError& e) {
-    r.status = Status::invalid;
-    r.reason = e.what();
-  } catch (const std::exception& e) {
-    r.status = Status::error;
-    r.reason = e.what();
-  } catch (...) {
-    r.status = Status::error;
-    r.reason = "unknown internal error";
-  }
+  });
   return r;
 }
 

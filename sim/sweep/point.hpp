@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,5 +55,9 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index);
 // Resolves and simulates: never throws for one point's failure; an InputError becomes
 // status invalid, anything else status error.
 PointResult run_point(const SweepSpec& spec, std::size_t index);
+
+// Runs `body`; an InputError marks `r` invalid, any other exception an error, each with its
+// message as the reason, so that one failing point never stops a sweep.
+void record_failures(PointResult& r, const std::function<void()>& body);
 
 }  // namespace stepsim::sweep
