@@ -156,6 +156,15 @@ struct TensorParallelSpec {
   bool comm_overlap = false;  // TransformerEngine userbuffers (--tp-comm-overlap)
 };
 
+// How attention gets the keys and values of the other context-parallel ranks: passed around
+// the CP ring one block per step, overlapped with attention (Megatron-Core's default `p2p`),
+// or gathered whole before attention (`all_gather`, as Llama 3 was trained).
+enum class CpComm { p2p, all_gather };
+
+struct ContextParallelSpec {
+  CpComm comm = CpComm::p2p;  // key context_parallel.comm
+};
+
 enum class Algorithm { automatic, ring, tree, nvls, nvls_tree, collnet, pat, direct };
 enum class Protocol { automatic, ll, ll128, simple };
 
@@ -178,6 +187,7 @@ struct Scenario {
   TensorParallelSpec tensor_parallel;
   CollectivesSpec collectives;
   SimulationSpec simulation;
+  ContextParallelSpec context_parallel;
   std::vector<std::string> calibration;  // calibration files (later)
   std::string resolved_json;             // the fully resolved scenario as canonical JSON text
 };

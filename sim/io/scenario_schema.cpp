@@ -23,6 +23,7 @@ Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>);
 Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>);
 Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>);
 Schema<SimulationSpec> schema_of(Tag<SimulationSpec>);
+Schema<ContextParallelSpec> schema_of(Tag<ContextParallelSpec>);
 Schema<Scenario> schema_of(Tag<Scenario>);
 
 // ---- names of the enumerations (the first name of a value is the one written back) ----
@@ -114,6 +115,11 @@ std::span<const EnumName<Algorithm>> enum_names(Tag<Algorithm>) {
 std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
   static constexpr EnumName<Protocol> names[] = {
       {"auto", Protocol::automatic}, {"LL", Protocol::ll}, {"LL128", Protocol::ll128}, {"Simple", Protocol::simple}};
+  return names;
+}
+
+std::span<const EnumName<CpComm>> enum_names(Tag<CpComm>) {
+  static constexpr EnumName<CpComm> names[] = {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}};
   return names;
 }
 
@@ -259,6 +265,11 @@ Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
   return {fields, ""};
 }
 
+Schema<ContextParallelSpec> schema_of(Tag<ContextParallelSpec>) {
+  static constexpr Field<ContextParallelSpec> fields[] = {field<&ContextParallelSpec::comm>("comm")};
+  return {fields, ""};
+}
+
 Schema<Scenario> schema_of(Tag<Scenario>) {
   static constexpr Field<Scenario> fields[] = {field<&Scenario::model>("model"),
                                                field<&Scenario::cluster>("cluster"),
@@ -268,7 +279,8 @@ Schema<Scenario> schema_of(Tag<Scenario>) {
                                                field<&Scenario::tensor_parallel>("tensor_parallel"),
                                                field<&Scenario::collectives>("collectives"),
                                                field<&Scenario::calibration>("calibration"),
-                                               field<&Scenario::simulation>("simulation")};
+                                               field<&Scenario::simulation>("simulation"),
+                                               field<&Scenario::context_parallel>("context_parallel")};
   return {fields, "examples"};
 }
 

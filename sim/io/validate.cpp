@@ -110,6 +110,10 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(m.seq_len % (2LL * p.cp) == 0, "/parallel/cp",
               "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len,
               2 * p.cp);
+  if (p.cp > 1 && p.sequence_parallel)
+    c.require(m.seq_len / p.cp % p.tp == 0, "/parallel/sequence_parallel",
+              "the sequence share of a CP rank (seq_len / cp = {}) is not divisible by tp ({})", m.seq_len / p.cp,
+              p.tp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
     c.require(
@@ -145,6 +149,32 @@ void check_training(const Scenario& s, const Checker& c) {
             s.cluster.gpu.name);
 }
 
+// Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
+// refuses --tp-comm-overlap without it) and only with a TP group to talk to.
+void check_tp_overlap(const Scenario& s, const Checker& c) {
+  if (!s.tensor_parallel.comm_overlap) return;
+  c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
+  c.require(s.parallel.tp <= s.cluster.gpus_per_node, "/tensor_parallel/comm_overlap",
+            "needs the TP group inside one node (tp {} > {} GPUs per node): the overlap copies over NVLink",
+            s.parallel.tp, s.cluster.gpus_per_node);
+  c.require(s.parallel.sequence_parallel, "/tensor_parallel/comm_overlap",
+            "needs \"sequence_parallel\": true (Transformer Engine overlaps the AllGather and ReduceScatter of "
+            "sequence parallelism)");
+}
+
+// Context parallelism runs inside fused attention kernels (Transformer Engine), and its
+// communication variant means something only when there is a CP group.
+void check_context_parallel(const Scenario& s, const Checker& c) {
+  if (s.parallel.cp > 1) {
+    c.require(s.training.attention == AttentionKind::flash, "/training/attention",
+              "context parallelism (cp {}) needs \"attention\": \"flash\" (the ring runs inside the fused kernel)",
+              s.parallel.cp);
+    return;
+  }
+  c.require(s.context_parallel.comm == CpComm::p2p, "/context_parallel/comm",
+            "\"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and values to gather)");
+}
+
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
@@ -161,8 +191,6 @@ void check_simulated(const Scenario& s, const Checker& c) {
   c.require(s.calibration.empty(), "/calibration",
             "calibration files are not applied by this version of stepsim (remove the key; measured tables are not "
             "supported yet)");
-  c.require(!s.tensor_parallel.comm_overlap, "/tensor_parallel/comm_overlap",
-            "TP communication overlap is not simulated yet (set it to false)");
   c.require(s.model.moe.experts == 0, "/model/moe/experts",
             "mixture-of-experts layers are not simulated yet ({} experts given; set experts to 0 to simulate the dense "
             "model)",
@@ -188,6 +216,8 @@ void complete_and_validate(Scenario& s) {
   check_split(s.model, s.parallel, c);
   check_training(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
+  check_context_parallel(s, c);
+  check_tp_overlap(s, c);
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

@@ -88,7 +88,7 @@ Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
 StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int stage) {
   const StageShape shape = stage_shape(s, w, stage);
   const StateBytes bytes = state_bytes(s);
-  const Sharding shards = state_sharding(s);
+  const Sharding shards = state_sharding(gradient_scenario(s));
   StageMemory m;
   m.stage = stage;
   m.param_count = shape.layers * w.layer.param_count + shape.root_params;
@@ -96,8 +96,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   m.grads = sharded(m.param_count, bytes.grads, shards.grads);
   m.optimizer = sharded(m.param_count, bytes.optimizer, shards.optimizer);
   if (fully_sharded(s)) add_fsdp_units(s, w, shape, m);
-  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp > 1) {
-    m.buffers = zero2_buckets(s, m.param_count, bytes.grads);
+  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
+    m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;

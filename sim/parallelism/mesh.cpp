@@ -201,6 +201,14 @@ std::string placement_description(const Scenario& scenario) {
     if (dim_size(p, dim) <= 1) continue;
     out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster.gpus_per_node);
   }
+  if (p.cp > 1) {
+    // CP ranks hold the same weights: their gradients are reduced together with DP's.
+    ParallelSpec folded = p;
+    folded.dp = p.dp * p.cp;
+    folded.cp = 1;
+    out += "; gradients reduced over dp·cp, " +
+           describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster.gpus_per_node);
+  }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());
 }

@@ -54,18 +54,20 @@ std::vector<OpCost> unfused_attention(const LayerShape& s) {
 OpCost flash_attention(const LayerShape& s) {
   // One fused kernel: Q, K, V read and O written once, plus fp32 log-sum-exp per row. Causal
   // tiles above the diagonal are skipped, so it executes half of the 4·b·s²·h/t FLOPs that
-  // the model-FLOPs formula counts.
+  // the model-FLOPs formula counts. With context parallelism the rank's s/cp queries (two
+  // chunks of 2·cp, one early and one late) meet on average half of all s keys, so every
+  // CP rank does 1/cp of that work and reads the keys and values of the whole sequence.
   OpCost op;
   op.name = "flash attention";
   op.role = Role::attention_core;
   op.cls = OpClass::attention;
   op.m = s.seq;
-  op.n = s.seq;
+  op.n = s.full_seq();
   op.k = s.head_dim;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
-  op.flops = 0.5 * 4.0 * heads * seq * seq * static_cast<double>(s.head_dim);
-  const double io = static_cast<double>(s.tokens() * (2 * s.q_width() + 2 * s.kv_width()));
+  op.flops = 0.5 * 4.0 * heads * seq * static_cast<double>(s.full_seq()) * static_cast<double>(s.head_dim);
+  const double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
   op.bytes = Bytes(std::llround(io * s.act_bytes + heads * seq * 4.0));
   return op;
 }
@@ -115,6 +117,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
   return w;
 }
 

@@ -24,7 +24,7 @@ LayerWork build_pre(const LayerShape& s) {
   w.forward.push_back(
       elementwise("embedding", Role::embedding, OpClass::embedding, s.tokens() * s.hidden, per_element, 1.0));
   append_backward(w.forward.back(), s, w.backward);
-  w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.seq * s.hidden : 0);
+  w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.full_seq() * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = Bytes(s.dropout() ? s.norm_tokens() * s.hidden : 0);  // dropout mask
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);

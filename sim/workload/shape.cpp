@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "stepsim/error.hpp"
 
 namespace stepsim::workload {
@@ -55,7 +57,10 @@ LayerShape layer_shape(const Scenario& sc) {
   validate(sc, m.kv_heads > 0 ? m.kv_heads : m.heads, m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden);
   LayerShape s = weight_shape(m, sc.parallel.tp);
   s.batch = sc.training.micro_batch;
-  s.seq = m.seq_len;
+  // Context parallelism gives each rank 2 of 2·cp chunks of the sequence (io checks that
+  // seq_len divides): every token-proportional op and activation shrinks by cp.
+  s.cp = std::max(sc.parallel.cp, 1);
+  s.seq = m.seq_len / s.cp;
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.gemm_bytes = element_bytes(sc.training.precision);

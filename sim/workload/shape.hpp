@@ -8,7 +8,8 @@ namespace stepsim::workload {
 
 struct LayerShape {
   long long batch = 1;   // micro-batch b
-  long long seq = 1;     // sequence s
+  long long seq = 1;     // this rank's share of the sequence: s / cp
+  long long cp = 1;      // context-parallel ranks sharing the sequence
   long long hidden = 1;  // h
   long long tp = 1;      // t
   bool sequence_parallel = false;
@@ -26,6 +27,9 @@ struct LayerShape {
   int gemm_bytes = 2;  // one GEMM input element
 
   long long tokens() const { return batch * seq; }
+  long long full_seq() const { return seq * cp; }
+  // K and V of this rank's tokens and local KV heads: what one CP ring step passes on.
+  long long kv_block_elements() const { return tokens() * 2 * kv_width(); }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
   long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
   long long q_width() const { return q_heads * head_dim; }

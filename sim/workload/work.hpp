@@ -53,6 +53,7 @@ struct LayerWork {
   long long param_count = 0;      // parameters per GPU
   Bytes activations{0};           // activation memory kept per micro-batch (Korthikanti)
   Bytes tp_message{0};            // b·s·h elements of the precision: one TP collective's S
+  Bytes kv_block{0};              // K and V of this rank's b·s/cp tokens: one CP ring step's message
 };
 
 struct ModelWork {

@@ -119,6 +119,22 @@ TEST_CASE("a 10 MB unknown name is answered at once and quoted short") {
   CHECK(error.size() < 2000);
 }
 
+TEST_CASE("TP overlap, context parallelism and its variant are refused where they cannot run") {
+  CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
+        "s.json: /tensor_parallel/comm_overlap: needs \"sequence_parallel\": true (Transformer Engine overlaps the "
+        "AllGather and ReduceScatter of sequence parallelism)");
+  CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.tp=1"}) ==
+        "s.json: /tensor_parallel/comm_overlap: needs parallel.tp > 1 (there is no TP communication)");
+  CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.sequence_parallel=true"}) == "no error");
+  CHECK(error_of({"context_parallel.comm=all_gather"}) ==
+        "s.json: /context_parallel/comm: \"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and "
+        "values to gather)");
+  CHECK(error_of({"parallel.cp=2", "training.attention=unfused"}) ==
+        "s.json: /training/attention: context parallelism (cp 2) needs \"attention\": \"flash\" (the ring runs "
+        "inside the fused kernel)");
+  CHECK(error_of({"parallel.cp=2", "context_parallel.comm=all_gather"}) == "no error");
+}
+
 TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
   const std::string a100 =
       R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": { "global_batch": 8 } })";
@@ -130,7 +146,5 @@ TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
 }
 
 TEST_CASE("keys whose feature is not simulated yet are refused, not ignored") {
-  CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
-        "s.json: /tensor_parallel/comm_overlap: TP communication overlap is not simulated yet (set it to false)");
   CHECK(error_of({"model=mixtral-8x7b"}).find("mixture-of-experts layers are not simulated yet") != std::string::npos);
 }

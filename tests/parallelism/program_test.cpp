@@ -156,11 +156,8 @@ TEST_CASE("groups carry the real size and the ranks of rank 0's communicator") {
   CHECK(p.resources.size() == 2);
 }
 
-TEST_CASE("context and expert parallelism are refused until they are simulated") {
+TEST_CASE("expert parallelism is refused until it is simulated") {
   auto s = spt::small_scenario(1, 1, 1);
-  s.parallel.cp = 2;
-  CHECK_THROWS_AS(build(s), stepsim::InputError);
-  s.parallel.cp = 1;
   s.parallel.ep = 2;
   CHECK_THROWS_AS(build(s), stepsim::InputError);
 }
