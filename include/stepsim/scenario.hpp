@@ -98,6 +98,9 @@ struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
   long long expert_ffn_hidden = 0;
+  double capacity_factor = 0;  // tokens an expert takes, in units of its fair share; 0: dropless
+  double imbalance = 1.0;      // tokens the busiest EP rank's experts get, over the mean (>= 1)
+  int shared_experts = 0;      // experts every token goes through (DeepSeek), expert_ffn_hidden wide
 };
 
 struct ModelSpec {

@@ -191,8 +191,12 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
 }
 
 Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
-  static constexpr Field<MoeSpec> fields[] = {field<&MoeSpec::experts>("experts"), field<&MoeSpec::top_k>("top_k"),
-                                              field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden")};
+  static constexpr Field<MoeSpec> fields[] = {field<&MoeSpec::experts>("experts"),
+                                              field<&MoeSpec::top_k>("top_k"),
+                                              field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden"),
+                                              field<&MoeSpec::capacity_factor>("capacity_factor"),
+                                              field<&MoeSpec::imbalance>("imbalance"),
+                                              field<&MoeSpec::shared_experts>("shared_experts")};
   return {fields, ""};
 }
 

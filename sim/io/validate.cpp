@@ -46,7 +46,16 @@ void check_model(const ModelSpec& m, const Checker& c) {
   c.require(m.hidden % m.heads == 0, "/model/heads", "hidden ({}) is not divisible by heads ({})", m.hidden, m.heads);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
-  if (m.moe.experts == 0) return;
+  if (m.moe.experts == 0) {
+    const MoeSpec dense;
+    const bool untouched = m.moe.top_k == dense.top_k && m.moe.expert_ffn_hidden == 0 &&
+                           m.moe.capacity_factor == dense.capacity_factor && m.moe.imbalance == dense.imbalance &&
+                           m.moe.shared_experts == dense.shared_experts;
+    c.require(untouched, "/model/moe",
+              "top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
+              "model.moe.experts > 0 (the model is dense)");
+    return;
+  }
   c.require(m.moe.top_k <= m.moe.experts, "/model/moe/top_k", "must be between 1 and experts ({}), got {}",
             m.moe.experts, m.moe.top_k);
 }
@@ -132,10 +141,16 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(p.ep == 1, "/parallel/ep", "expert parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
+  c.require(p.ep > 1 || m.moe.imbalance == 1.0, "/model/moe/imbalance",
+            "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
             m.moe.experts, p.ep);
-  c.require(p.dp * p.cp % p.ep == 0, "/parallel/ep",
-            "ep ({}) must divide dp·cp ({}): experts are spread over data-parallel ranks", p.ep, p.dp * p.cp);
+  c.require(p.tp * p.cp * p.dp % p.ep == 0, "/parallel/ep",
+            "ep ({}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline stage", p.ep,
+            p.tp * p.cp * p.dp);
+  if (p.tp > 1)
+    c.require(p.sequence_parallel, "/parallel/sequence_parallel",
+              "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
 void check_training(const Scenario& s, const Checker& c) {
@@ -191,10 +206,9 @@ void check_simulated(const Scenario& s, const Checker& c) {
   c.require(s.calibration.empty(), "/calibration",
             "calibration files are not applied by this version of stepsim (remove the key; measured tables are not "
             "supported yet)");
-  c.require(s.model.moe.experts == 0, "/model/moe/experts",
-            "mixture-of-experts layers are not simulated yet ({} experts given; set experts to 0 to simulate the dense "
-            "model)",
-            s.model.moe.experts);
+  if (s.model.moe.experts > 0)
+    c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
+              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");
 }
 
 }  // namespace

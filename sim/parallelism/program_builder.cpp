@@ -13,6 +13,7 @@
 
 #include "parallelism/context_parallel.hpp"
 #include "parallelism/data_parallel.hpp"
+#include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
@@ -29,13 +30,7 @@ namespace {
 
 using workload::OpCost;
 
-void require_one(const Scenario& s, int value, const char* where, const char* what) {
-  if (value == 1) return;
-  throw InputError(s.source, where, fmt::format("{} {} is not simulated yet (use 1)", what, value));
-}
-
 void check_supported(const Scenario& s) {
-  require_one(s, s.parallel.ep, "/parallel/ep", "expert parallelism");
   if (s.training.micro_batches(s.parallel.dp) < 1) {
     throw InputError(s.source, "/training/global_batch",
                      fmt::format("global batch {} is smaller than micro_batch {} times dp {}", s.training.global_batch,
@@ -82,6 +77,7 @@ class StepWriter {
         stage_(stage),
         tp_(s, work),
         cp_(s, work),
+        ep_(s, work),
         pp_(s, work, stage),
         dp_(make_data_parallel(stage_s_)),
         optimizer_(stage_optimizer(stage_s_, work)) {}
@@ -134,6 +130,7 @@ class StepWriter {
   void one(const OpCost& cost, int block, Phase phase) {
     const OpSite site{block, &cost, phase, last_};
     tp_.before_op(b_, site);
+    ep_.before_op(b_, site);
     OpIndex op = 0;
     if (cp_.handles(site)) {
       op = cp_.issue(b_, site);
@@ -143,6 +140,7 @@ class StepWriter {
       op = b_.compute(cost, phase, name(site));
     }
     tp_.after_op(b_, site, op);
+    ep_.after_op(b_, site, op);
     if (phase == Phase::backward && last_) dp_->after_backward_op(b_, site, op);
   }
 
@@ -161,6 +159,7 @@ class StepWriter {
   int stage_;
   TensorParallel tp_;
   ContextParallel cp_;
+  ExpertParallel ep_;
   PipelineComm pp_;
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
@@ -205,6 +204,7 @@ class Layout {
                 add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
     for (const Comm& c : kComms) add_comm(index, c, b);
     add_data_parallel_comms(index, b);
+    add_expert_comms(index, b);
     add_pipeline_links(index, b);
   }
 
@@ -231,6 +231,34 @@ class Layout {
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
       b.add_communicator(c.kind, {group({c.kind, Dim::dp, c.name}, c.members, index), stream,
                                   shape_of(c.members, s_.cluster.gpus_per_node)});
+    }
+  }
+
+  // The EP group's all-to-all communicator and the expert-dp group's, for an MoE model.
+  void add_expert_comms(std::size_t index, StepBuilder& b) {
+    if (s_.model.moe.experts == 0) return;
+    const int rank = ranks_[index].rank;
+    if (s_.parallel.ep > 1) {
+      add_group_comm(index, {CommKind::ep, Dim::dp, "ep"}, expert_group(s_.parallel, rank), b, false);
+    }
+    if (expert_dp_size(s_) > 1) {
+      add_group_comm(index, {CommKind::dp, Dim::dp, "dp experts"}, expert_data_group(s_.parallel, rank), b, true);
+    }
+  }
+
+  void add_group_comm(std::size_t index, const Comm& c, const RankGroup& members, StepBuilder& b, bool expert_dp) {
+    auto& streams = program_.ranks[index].streams;
+    streams.push_back(c.name);
+    const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
+    const auto [it, inserted] =
+        named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
+    if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
+    program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
+    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node)};
+    if (expert_dp) {
+      b.add_expert_dp(comm);
+    } else {
+      b.add_communicator(c.kind, comm);
     }
   }
 
@@ -293,6 +321,7 @@ class Layout {
   std::vector<SimulatedRank> ranks_;
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
+  std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
 };
 
 }  // namespace

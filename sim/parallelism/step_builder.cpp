@@ -142,6 +142,13 @@ std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollO
   return it->second;
 }
 
+OpIndex StepBuilder::expert_dp_collective(CollOp op, Bytes size, const std::string& what,
+                                          const std::vector<OpIndex>& waits) {
+  STEPSIM_CHECK(expert_dp_.group >= 0, "no expert-dp communicator on this rank");
+  return collective_on(expert_dp_, CommKind::dp, op, size, collective_name(CommKind::dp, op, size, "experts " + what),
+                       waits);
+}
+
 OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                               const std::vector<OpIndex>& waits) {
   const Communicator& comm = comms_[static_cast<std::size_t>(kind)];

@@ -70,6 +70,10 @@ class StepBuilder {
   void add_communicator(CommKind kind, const Communicator& comm);
   bool has_communicator(CommKind kind) const;
   void add_pp_link(PpLink link, const Communicator& comm);
+  // The expert-data-parallel communicator (kind dp) that reduces expert gradients.
+  void add_expert_dp(const Communicator& comm) { expert_dp_ = comm; }
+  bool has_expert_dp() const { return expert_dp_.group >= 0; }
+  OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   bool has_pp_link(PpLink link) const;
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
@@ -121,6 +125,7 @@ class StepBuilder {
   network::ResourceId nic_ = 0;
   std::array<Communicator, kCommKinds> comms_{};
   std::array<Communicator, kPpLinks> pp_links_{};
+  Communicator expert_dp_;
   std::vector<Deferred> deferred_;
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;

@@ -26,11 +26,36 @@ OpCost residual(const char* name, Role role, const LayerShape& s) {
   return elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, bytes, 2.0);
 }
 
-OpCost activation(const LayerShape& s) {
+OpCost activation(const LayerShape& s, const char* prefix, Role role, long long elements) {
   // GeLU reads and writes ffn elements; SwiGLU reads gate and up (2·ffn) and writes ffn.
   const double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
-  return elementwise(s.llama_style ? "swiglu" : "gelu", Role::activation, OpClass::elementwise, s.tokens() * s.ffn,
+  return elementwise(std::string(prefix) + (s.llama_style ? "swiglu" : "gelu"), role, OpClass::elementwise, elements,
                      bytes, activation_flops);
+}
+
+// A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
+// scores every expert, the permutation groups the top_k copies of each token by expert,
+// the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
+// (costed as one GEMM of all of them), and the unpermutation sums each token's copies
+// weighted by the router. Shared experts see every token.
+void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
+  const long long n = s.norm_tokens();
+  const long long copies = n * s.top_k;
+  const long long routed = s.routed_tokens();
+  ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
+  ops.push_back(
+      elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
+  ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
+  ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
+  ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
+                            3.0 * s.act_bytes, 2.0));
+  if (s.shared_experts == 0) return;
+  const long long width = s.shared_experts * s.expert_ffn;
+  ops.push_back(
+      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.expert_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
+  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
 }
 
 std::vector<OpCost> unfused_attention(const LayerShape& s) {
@@ -88,9 +113,13 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_width(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));
   ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
-  ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
-  ops.push_back(activation(s));
-  ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
+  if (s.moe()) {
+    append_moe(s, ops);
+  } else {
+    ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
+    ops.push_back(activation(s, "", Role::activation, t * s.ffn));
+    ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
+  }
   ops.push_back(residual("mlp residual", Role::mlp_residual, s));
   return ops;
 }
@@ -118,6 +147,8 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.activations = layer_activations(s, recompute);
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
   w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
+  w.expert_param_count = layer_expert_param_count(s);
+  w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);
   return w;
 }
 

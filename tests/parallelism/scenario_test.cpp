@@ -62,3 +62,28 @@ TEST_CASE("TP communication overlap lowers the exposed TP time of GPT 22B and of
   CHECK(exposed(llama_overlap, CommKind::tp) < 0.25 * exposed(llama, CommKind::tp));
   CHECK(llama_overlap.step_time_s < llama.step_time_s);
 }
+
+TEST_CASE("Mixtral 8x7B with EP 8 on 64 H100 runs and reports its all-to-all time as ep") {
+  const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100");
+  CHECK(r.gpus == 64);
+  CHECK(busy(r, CommKind::ep) > 0);
+  CHECK(exposed(r, CommKind::ep) > 0);
+  CHECK(r.memory_bytes.fits);
+}
+
+TEST_CASE("DeepSeek-V3 with EP 64 across 8 nodes runs, its all-to-all over InfiniBand") {
+  const stepsim::Report r = run("deepseek-v3-ep64-512xh100");
+  CHECK(r.gpus == 512);
+  CHECK(exposed(r, CommKind::ep) > 0);
+  // Across nodes the all-to-all is slower than Mixtral's inside one, per byte and per layer.
+  CHECK(busy(r, CommKind::ep) > busy(run("mixtral-8x7b-ep8-64xh100"), CommKind::ep));
+}
+
+TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically") {
+  double previous = 0;
+  for (const char* imbalance : {"1", "1.25", "1.5", "2", "3"}) {
+    const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.imbalance=") + imbalance});
+    CHECK(r.step_time_s > previous);
+    previous = r.step_time_s;
+  }
+}
