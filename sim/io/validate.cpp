@@ -77,8 +77,25 @@ void check_nvls(const ClusterSpec& cl, const Checker& c) {
             "NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the switch)");
 }
 
+// Fabrics the collective model tells apart: NCCL drives RoCE with the same IB verbs
+// transport as InfiniBand, so their nic_bandwidth and latency say all; an NVLink mesh
+// (point-to-point links, no switch) and NCCL's socket transport over plain Ethernet are not
+// modelled yet, so they are refused rather than simulated as an NVSwitch or InfiniBand.
+void check_fabrics(const ClusterSpec& cl, const Checker& c) {
+  c.require(cl.intra_node.fabric != IntraFabric::nvlink_mesh, "/cluster/intra_node/fabric",
+            "\"nvlink-mesh\" is not simulated yet (use \"nvswitch\" or \"pcie\")");
+  c.require(cl.inter_node.oversubscription == 1.0 || cl.inter_node.topology == InterTopology::fat_tree,
+            "/cluster/inter_node/oversubscription",
+            "{} needs \"topology\": \"fat-tree\" (a rail-optimized fabric keeps NCCL's rail-aligned traffic inside "
+            "its rail switches)",
+            cl.inter_node.oversubscription);
+  c.require(cl.inter_node.fabric != InterFabric::ethernet, "/cluster/inter_node/fabric",
+            "\"ethernet\" (NCCL's socket transport) is not simulated yet (use \"infiniband\" or \"roce\")");
+}
+
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
   check_nvls(cl, c);
+  check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
   c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
   c.fraction(cl.tuning.ll128_efficiency, "/cluster/collective_tuning/ll128_efficiency");
