@@ -16,7 +16,9 @@ enum class Recompute { none, selective, full };
 // Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
 // unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
 enum class AttentionKind { flash, unfused };
-enum class Schedule { gpipe, one_f_one_b, interleaved };
+// zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
+// so that a scenario asking for them is refused as not simulated yet, not as a typo.
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
 enum class DpKind { ddp, zero1, zero2, fsdp, hsdp };
 enum class BackwardPrefetch { pre, post, none };
 enum class IntraFabric { nvswitch, nvlink_mesh, pcie };

@@ -56,7 +56,8 @@ std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
 
 std::span<const EnumName<Schedule>> enum_names(Tag<Schedule>) {
   static constexpr EnumName<Schedule> names[] = {
-      {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved}};
+      {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved},
+      {"zb-h1", Schedule::zb_h1},      {"zb-h2", Schedule::zb_h2}, {"dualpipe", Schedule::dualpipe}};
   return names;
 }
 

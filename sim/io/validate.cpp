@@ -111,6 +111,10 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
 }
 
 void check_degrees(const ParallelSpec& p, const Checker& c) {
+  const bool later = p.schedule == Schedule::zb_h1 || p.schedule == Schedule::zb_h2 || p.schedule == Schedule::dualpipe;
+  c.require(!later, "/parallel/schedule",
+            "the zero-bubble and DualPipe schedules are not simulated yet (use \"1f1b\", \"interleaved\" or "
+            "\"gpipe\")");
   if (p.schedule == Schedule::interleaved) {
     c.require(p.virtual_stages >= 2, "/parallel/virtual_stages",
               "the interleaved schedule needs virtual_stages >= 2, got {}", p.virtual_stages);

@@ -145,6 +145,14 @@ TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
         "switch)");
 }
 
+TEST_CASE("the zero-bubble and DualPipe schedules are refused as not simulated yet") {
+  for (const char* schedule : {"zb-h1", "zb-h2", "dualpipe"}) {
+    CHECK(error_of({std::string("parallel.schedule=") + schedule}) ==
+          "s.json: /parallel/schedule: the zero-bubble and DualPipe schedules are not simulated yet (use \"1f1b\", "
+          "\"interleaved\" or \"gpipe\")");
+  }
+}
+
 TEST_CASE("mixture-of-experts keys are refused where they would do nothing or cannot run") {
   CHECK(error_of({"model.moe.top_k=2"}) ==
         "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
