@@ -16,7 +16,9 @@ enum class Recompute { none, selective, full };
 // Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
 // unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
 enum class AttentionKind { flash, unfused };
-enum class Schedule { gpipe, one_f_one_b, interleaved };
+// zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
+// so that a scenario asking for them is refused as not simulated yet, not as a typo.
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
 enum class DpKind { ddp, zero1, zero2, fsdp, hsdp };
 enum class BackwardPrefetch { pre, post, none };
 enum class IntraFabric { nvswitch, nvlink_mesh, pcie };
@@ -98,6 +100,9 @@ struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
   long long expert_ffn_hidden = 0;
+  double capacity_factor = 0;  // tokens an expert takes, in units of its fair share; 0: dropless
+  double imbalance = 1.0;      // tokens the busiest EP rank's experts get, over the mean (>= 1)
+  int shared_experts = 0;      // experts every token goes through (DeepSeek), expert_ffn_hidden wide
 };
 
 struct ModelSpec {
@@ -156,6 +161,15 @@ struct TensorParallelSpec {
   bool comm_overlap = false;  // TransformerEngine userbuffers (--tp-comm-overlap)
 };
 
+// How attention gets the keys and values of the other context-parallel ranks: passed around
+// the CP ring one block per step, overlapped with attention (Megatron-Core's default `p2p`),
+// or gathered whole before attention (`all_gather`, as Llama 3 was trained).
+enum class CpComm { p2p, all_gather };
+
+struct ContextParallelSpec {
+  CpComm comm = CpComm::p2p;  // key context_parallel.comm
+};
+
 enum class Algorithm { automatic, ring, tree, nvls, nvls_tree, collnet, pat, direct };
 enum class Protocol { automatic, ll, ll128, simple };
 
@@ -178,6 +192,7 @@ struct Scenario {
   TensorParallelSpec tensor_parallel;
   CollectivesSpec collectives;
   SimulationSpec simulation;
+  ContextParallelSpec context_parallel;
   std::vector<std::string> calibration;  // calibration files (later)
   std::string resolved_json;             // the fully resolved scenario as canonical JSON text
 };

@@ -23,6 +23,7 @@ Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>);
 Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>);
 Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>);
 Schema<SimulationSpec> schema_of(Tag<SimulationSpec>);
+Schema<ContextParallelSpec> schema_of(Tag<ContextParallelSpec>);
 Schema<Scenario> schema_of(Tag<Scenario>);
 
 // ---- names of the enumerations (the first name of a value is the one written back) ----
@@ -55,7 +56,8 @@ std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
 
 std::span<const EnumName<Schedule>> enum_names(Tag<Schedule>) {
   static constexpr EnumName<Schedule> names[] = {
-      {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved}};
+      {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved},
+      {"zb-h1", Schedule::zb_h1},      {"zb-h2", Schedule::zb_h2}, {"dualpipe", Schedule::dualpipe}};
   return names;
 }
 
@@ -114,6 +116,11 @@ std::span<const EnumName<Algorithm>> enum_names(Tag<Algorithm>) {
 std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
   static constexpr EnumName<Protocol> names[] = {
       {"auto", Protocol::automatic}, {"LL", Protocol::ll}, {"LL128", Protocol::ll128}, {"Simple", Protocol::simple}};
+  return names;
+}
+
+std::span<const EnumName<CpComm>> enum_names(Tag<CpComm>) {
+  static constexpr EnumName<CpComm> names[] = {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}};
   return names;
 }
 
@@ -185,8 +192,12 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
 }
 
 Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
-  static constexpr Field<MoeSpec> fields[] = {field<&MoeSpec::experts>("experts"), field<&MoeSpec::top_k>("top_k"),
-                                              field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden")};
+  static constexpr Field<MoeSpec> fields[] = {field<&MoeSpec::experts>("experts"),
+                                              field<&MoeSpec::top_k>("top_k"),
+                                              field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden"),
+                                              field<&MoeSpec::capacity_factor>("capacity_factor"),
+                                              field<&MoeSpec::imbalance>("imbalance"),
+                                              field<&MoeSpec::shared_experts>("shared_experts")};
   return {fields, ""};
 }
 
@@ -259,6 +270,11 @@ Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
   return {fields, ""};
 }
 
+Schema<ContextParallelSpec> schema_of(Tag<ContextParallelSpec>) {
+  static constexpr Field<ContextParallelSpec> fields[] = {field<&ContextParallelSpec::comm>("comm")};
+  return {fields, ""};
+}
+
 Schema<Scenario> schema_of(Tag<Scenario>) {
   static constexpr Field<Scenario> fields[] = {field<&Scenario::model>("model"),
                                                field<&Scenario::cluster>("cluster"),
@@ -268,7 +284,8 @@ Schema<Scenario> schema_of(Tag<Scenario>) {
                                                field<&Scenario::tensor_parallel>("tensor_parallel"),
                                                field<&Scenario::collectives>("collectives"),
                                                field<&Scenario::calibration>("calibration"),
-                                               field<&Scenario::simulation>("simulation")};
+                                               field<&Scenario::simulation>("simulation"),
+                                               field<&Scenario::context_parallel>("context_parallel")};
   return {fields, "examples"};
 }
 

@@ -46,7 +46,16 @@ void check_model(const ModelSpec& m, const Checker& c) {
   c.require(m.hidden % m.heads == 0, "/model/heads", "hidden ({}) is not divisible by heads ({})", m.hidden, m.heads);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
-  if (m.moe.experts == 0) return;
+  if (m.moe.experts == 0) {
+    const MoeSpec dense;
+    const bool untouched = m.moe.top_k == dense.top_k && m.moe.expert_ffn_hidden == 0 &&
+                           m.moe.capacity_factor == dense.capacity_factor && m.moe.imbalance == dense.imbalance &&
+                           m.moe.shared_experts == dense.shared_experts;
+    c.require(untouched, "/model/moe",
+              "top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
+              "model.moe.experts > 0 (the model is dense)");
+    return;
+  }
   c.require(m.moe.top_k <= m.moe.experts, "/model/moe/top_k", "must be between 1 and experts ({}), got {}",
             m.moe.experts, m.moe.top_k);
 }
@@ -68,8 +77,25 @@ void check_nvls(const ClusterSpec& cl, const Checker& c) {
             "NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the switch)");
 }
 
+// Fabrics the collective model tells apart: NCCL drives RoCE with the same IB verbs
+// transport as InfiniBand, so their nic_bandwidth and latency say all; an NVLink mesh
+// (point-to-point links, no switch) and NCCL's socket transport over plain Ethernet are not
+// modelled yet, so they are refused rather than simulated as an NVSwitch or InfiniBand.
+void check_fabrics(const ClusterSpec& cl, const Checker& c) {
+  c.require(cl.intra_node.fabric != IntraFabric::nvlink_mesh, "/cluster/intra_node/fabric",
+            "\"nvlink-mesh\" is not simulated yet (use \"nvswitch\" or \"pcie\")");
+  c.require(cl.inter_node.oversubscription == 1.0 || cl.inter_node.topology == InterTopology::fat_tree,
+            "/cluster/inter_node/oversubscription",
+            "{} needs \"topology\": \"fat-tree\" (a rail-optimized fabric keeps NCCL's rail-aligned traffic inside "
+            "its rail switches)",
+            cl.inter_node.oversubscription);
+  c.require(cl.inter_node.fabric != InterFabric::ethernet, "/cluster/inter_node/fabric",
+            "\"ethernet\" (NCCL's socket transport) is not simulated yet (use \"infiniband\" or \"roce\")");
+}
+
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
   check_nvls(cl, c);
+  check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
   c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
   c.fraction(cl.tuning.ll128_efficiency, "/cluster/collective_tuning/ll128_efficiency");
@@ -85,6 +111,10 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
 }
 
 void check_degrees(const ParallelSpec& p, const Checker& c) {
+  const bool later = p.schedule == Schedule::zb_h1 || p.schedule == Schedule::zb_h2 || p.schedule == Schedule::dualpipe;
+  c.require(!later, "/parallel/schedule",
+            "the zero-bubble and DualPipe schedules are not simulated yet (use \"1f1b\", \"interleaved\" or "
+            "\"gpipe\")");
   if (p.schedule == Schedule::interleaved) {
     c.require(p.virtual_stages >= 2, "/parallel/virtual_stages",
               "the interleaved schedule needs virtual_stages >= 2, got {}", p.virtual_stages);
@@ -110,6 +140,10 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(m.seq_len % (2LL * p.cp) == 0, "/parallel/cp",
               "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len,
               2 * p.cp);
+  if (p.cp > 1 && p.sequence_parallel)
+    c.require(m.seq_len / p.cp % p.tp == 0, "/parallel/sequence_parallel",
+              "the sequence share of a CP rank (seq_len / cp = {}) is not divisible by tp ({})", m.seq_len / p.cp,
+              p.tp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
     c.require(
@@ -128,10 +162,16 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(p.ep == 1, "/parallel/ep", "expert parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
+  c.require(p.ep > 1 || m.moe.imbalance == 1.0, "/model/moe/imbalance",
+            "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
             m.moe.experts, p.ep);
-  c.require(p.dp * p.cp % p.ep == 0, "/parallel/ep",
-            "ep ({}) must divide dp·cp ({}): experts are spread over data-parallel ranks", p.ep, p.dp * p.cp);
+  c.require(p.tp * p.cp * p.dp % p.ep == 0, "/parallel/ep",
+            "ep ({}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline stage", p.ep,
+            p.tp * p.cp * p.dp);
+  if (p.tp > 1)
+    c.require(p.sequence_parallel, "/parallel/sequence_parallel",
+              "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
 void check_training(const Scenario& s, const Checker& c) {
@@ -143,6 +183,32 @@ void check_training(const Scenario& s, const Checker& c) {
   c.require(s.cluster.gpu.flops.for_precision(t.precision).positive(), "/training/precision",
             "{} needs cluster.gpu.flops.{} > 0 ({} has none)", to_string(t.precision), to_string(t.precision),
             s.cluster.gpu.name);
+}
+
+// Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
+// refuses --tp-comm-overlap without it) and only with a TP group to talk to.
+void check_tp_overlap(const Scenario& s, const Checker& c) {
+  if (!s.tensor_parallel.comm_overlap) return;
+  c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
+  c.require(s.parallel.tp <= s.cluster.gpus_per_node, "/tensor_parallel/comm_overlap",
+            "needs the TP group inside one node (tp {} > {} GPUs per node): the overlap copies over NVLink",
+            s.parallel.tp, s.cluster.gpus_per_node);
+  c.require(s.parallel.sequence_parallel, "/tensor_parallel/comm_overlap",
+            "needs \"sequence_parallel\": true (Transformer Engine overlaps the AllGather and ReduceScatter of "
+            "sequence parallelism)");
+}
+
+// Context parallelism runs inside fused attention kernels (Transformer Engine), and its
+// communication variant means something only when there is a CP group.
+void check_context_parallel(const Scenario& s, const Checker& c) {
+  if (s.parallel.cp > 1) {
+    c.require(s.training.attention == AttentionKind::flash, "/training/attention",
+              "context parallelism (cp {}) needs \"attention\": \"flash\" (the ring runs inside the fused kernel)",
+              s.parallel.cp);
+    return;
+  }
+  c.require(s.context_parallel.comm == CpComm::p2p, "/context_parallel/comm",
+            "\"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and values to gather)");
 }
 
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
@@ -161,12 +227,9 @@ void check_simulated(const Scenario& s, const Checker& c) {
   c.require(s.calibration.empty(), "/calibration",
             "calibration files are not applied by this version of stepsim (remove the key; measured tables are not "
             "supported yet)");
-  c.require(!s.tensor_parallel.comm_overlap, "/tensor_parallel/comm_overlap",
-            "TP communication overlap is not simulated yet (set it to false)");
-  c.require(s.model.moe.experts == 0, "/model/moe/experts",
-            "mixture-of-experts layers are not simulated yet ({} experts given; set experts to 0 to simulate the dense "
-            "model)",
-            s.model.moe.experts);
+  if (s.model.moe.experts > 0)
+    c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
+              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");
 }
 
 }  // namespace
@@ -188,6 +251,8 @@ void complete_and_validate(Scenario& s) {
   check_split(s.model, s.parallel, c);
   check_training(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
+  check_context_parallel(s, c);
+  check_tp_overlap(s, c);
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

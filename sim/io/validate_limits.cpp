@@ -62,6 +62,9 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
   l.integer(m.moe.experts, 0, 4096, "/model/moe/experts");
   l.integer(m.moe.top_k, 1, 4096, "/model/moe/top_k");
   l.integer(m.moe.expert_ffn_hidden, 0, 1LL << 21, "/model/moe/expert_ffn_hidden");
+  l.number(m.moe.capacity_factor, 0, 1024, "/model/moe/capacity_factor");  // 0: dropless
+  l.number(m.moe.imbalance, 1, 1024, "/model/moe/imbalance");
+  l.integer(m.moe.shared_experts, 0, 64, "/model/moe/shared_experts");
 }
 
 void gpu_ranges(const GpuSpec& g, const Limits& l) {

@@ -8,8 +8,8 @@
 
 namespace stepsim::parallelism {
 
-BucketSync::BucketSync(BucketLayout layout, bool overlap, CollOp op)
-    : layout_(std::move(layout)), overlap_(overlap), op_(op) {
+BucketSync::BucketSync(BucketLayout layout, bool overlap, CollOp op, bool experts)
+    : layout_(std::move(layout)), overlap_(overlap), op_(op), experts_(experts) {
   bucket_of_.assign(layout_.tensors.size(), 0);
   done_.assign(layout_.tensors.size(), false);
   for (std::size_t k = 0; k < layout_.buckets.size(); ++k) {
@@ -49,7 +49,9 @@ void BucketSync::launch_ready(StepBuilder& b) {
 
 void BucketSync::launch(StepBuilder& b, const std::vector<OpIndex>& waits) {
   const Bucket& bucket = layout_.buckets[next_];
-  launched_.push_back(b.collective(CommKind::dp, op_, bucket.size, fmt::format("bucket {}", next_), waits));
+  const std::string what = fmt::format("bucket {}", next_);
+  launched_.push_back(experts_ ? b.expert_dp_collective(op_, bucket.size, what, waits)
+                               : b.collective(CommKind::dp, op_, bucket.size, what, waits));
   ++next_;
 }
 

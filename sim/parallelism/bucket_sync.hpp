@@ -15,7 +15,8 @@ namespace stepsim::parallelism {
 class BucketSync {
  public:
   // `overlap`: launch buckets during the backward as they fill; otherwise all at its end.
-  BucketSync(BucketLayout layout, bool overlap, CollOp op);
+  // `experts`: the buckets of expert gradients, on the expert-dp communicator.
+  BucketSync(BucketLayout layout, bool overlap, CollOp op, bool experts = false);
 
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op);
   // Launches every bucket not launched yet (gradients no op was seen to produce).
@@ -31,6 +32,7 @@ class BucketSync {
   BucketLayout layout_;
   bool overlap_;
   CollOp op_;
+  bool experts_;
   std::vector<int> bucket_of_;     // per tensor
   std::vector<bool> done_;         // per tensor: gradient produced
   std::vector<int> missing_;       // per bucket: gradients still to come

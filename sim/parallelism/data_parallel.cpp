@@ -2,6 +2,7 @@
 // communicators, one row.
 #include "parallelism/data_parallel.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "parallelism/mesh.hpp"
@@ -46,6 +47,13 @@ const DataParallelKind& row(DpKind kind) {
 }  // namespace
 
 std::span<const DataParallelKind> data_parallel_kinds() { return kKinds; }
+
+Scenario gradient_scenario(const Scenario& scenario) {
+  Scenario out = scenario;
+  out.parallel.dp = scenario.parallel.dp * std::max(scenario.parallel.cp, 1);
+  out.parallel.cp = 1;
+  return out;
+}
 
 std::unique_ptr<DataParallel> make_data_parallel(const Scenario& scenario) {
   if (scenario.parallel.dp <= 1) return std::make_unique<NoDataParallel>();

@@ -65,6 +65,12 @@ struct DataParallelKind {
 
 std::span<const DataParallelKind> data_parallel_kinds();
 
+// The scenario as the data-parallel strategies see it: gradients are reduced (and ZeRO or
+// FSDP state sharded) over DP × CP, as Megatron does, since CP ranks hold the same weights.
+// With TP innermost, then CP, then DP, the dp·cp ranks of one such group are the DP group of
+// a scenario with dp·cp in place of dp and cp 1, numbered exactly alike.
+Scenario gradient_scenario(const Scenario& scenario);
+
 // The strategy of scenario.data_parallel.kind for one rank; nothing to do when dp = 1.
 std::unique_ptr<DataParallel> make_data_parallel(const Scenario& scenario);
 

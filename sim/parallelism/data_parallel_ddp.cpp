@@ -1,6 +1,8 @@
 // PyTorch DDP (REFERENCE.md §3): gradients in buckets, each AllReduce launched on the DP
 // stream once its bucket is complete, strictly in bucket order, and only in the last
 // micro-batch; the optimizer waits for every bucket.
+#include <optional>
+
 #include "parallelism/bucket_sync.hpp"
 #include "parallelism/data_parallel.hpp"
 
@@ -8,20 +10,35 @@ namespace stepsim::parallelism {
 
 namespace {
 
+// Expert gradients have buckets of their own, all-reduced over the expert-dp group.
 class Ddp final : public DataParallel {
  public:
   explicit Ddp(const Scenario& scenario)
-      : sync_(bucket_layout(scenario), scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce) {}
+      : sync_(bucket_layout(scenario), scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce) {
+    if (expert_dp_size(scenario) > 1) {
+      experts_.emplace(expert_bucket_layout(scenario, false), scenario.data_parallel.overlap_grad_reduce,
+                       CollOp::allreduce, true);
+    }
+  }
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
     sync_.after_backward_op(b, site, op);
+    if (experts_) experts_->after_backward_op(b, site, op);
   }
   // Without overlap (or for gradients no op was seen to produce) every remaining bucket is
   // reduced after the whole backward.
-  void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
-  std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
+  void end_backward(StepBuilder& b) override {
+    sync_.end_backward(b);
+    if (experts_) experts_->end_backward(b);
+  }
+  std::vector<OpIndex> optimizer_waits() const override {
+    std::vector<OpIndex> waits = sync_.launched();
+    if (experts_) waits.insert(waits.end(), experts_->launched().begin(), experts_->launched().end());
+    return waits;
+  }
 
  private:
   BucketSync sync_;
+  std::optional<BucketSync> experts_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // alike (Megatron reduces only in the last micro-batch; DeepSpeed's ZeRO-2 would reduce in
 // every one); they differ in gradient memory only.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,17 +23,27 @@ namespace {
 // With overlap_param_gather the step sees the gather of the previous step's update: the
 // first bucket's AllGather at the start of the forward (exposed), and each later one
 // dispatched when the forward reaches the bucket before it. Without it every AllGather
-// follows the optimizer step, before the next forward.
+// follows the optimizer step, before the next forward. Expert gradients of an MoE model have
+// buckets of their own, reduce-scattered over the expert-dp group, whose ranks update 1/edp
+// of the experts and all-gather them after the optimizer step.
 class Zero final : public DataParallel {
  public:
   explicit Zero(const Scenario& scenario);
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
     sync_.after_backward_op(b, site, op);
+    if (experts_) experts_->after_backward_op(b, site, op);
   }
-  void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
-  std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
+  void end_backward(StepBuilder& b) override {
+    sync_.end_backward(b);
+    if (experts_) experts_->end_backward(b);
+  }
+  std::vector<OpIndex> optimizer_waits() const override {
+    std::vector<OpIndex> waits = sync_.launched();
+    if (experts_) waits.insert(waits.end(), experts_->launched().begin(), experts_->launched().end());
+    return waits;
+  }
   void before_block(StepBuilder& b, const BlockSite& site) override;
-  workload::OpCost optimizer_op(const workload::OpCost& whole) const override { return sharded_optimizer(whole, dp_); }
+  workload::OpCost optimizer_op(const workload::OpCost& whole) const override;
   void after_optimizer(StepBuilder& b, OpIndex optimizer) override;
 
  private:
@@ -41,7 +52,11 @@ class Zero final : public DataParallel {
   void dispatch(StepBuilder& b, std::size_t gather, const std::vector<OpIndex>& waits);
 
   BucketSync sync_;
+  std::optional<BucketSync> experts_;
   int dp_;
+  int expert_dp_;
+  long long dense_params_ = 0;   // this stage's parameters outside the routed experts
+  long long expert_params_ = 0;  // and inside them
   bool overlap_param_gather_;
   int param_bytes_;
   // Buckets in forward order (the reverse of the gradient buckets), and which of them hold
@@ -54,6 +69,7 @@ class Zero final : public DataParallel {
 Zero::Zero(const Scenario& s)
     : sync_(megatron_bucket_layout(s), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter),
       dp_(s.parallel.dp),
+      expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
       param_bytes_(element_bytes(s.training.precision)) {
   if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
@@ -70,6 +86,23 @@ Zero::Zero(const Scenario& s)
     }
   }
   for (auto& [block, list] : gathers_at_) std::sort(list.begin(), list.end());
+  for (const GradTensor& t : gradient_tensors(s.model, s.parallel))
+    (t.expert ? expert_params_ : dense_params_) += t.elements;
+  if (expert_dp_ > 1 && expert_params_ > 0) {
+    experts_.emplace(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter, true);
+  }
+}
+
+// Adam over 1/dp of the dense parameters and 1/edp of the experts.
+workload::OpCost Zero::optimizer_op(const workload::OpCost& whole) const {
+  if (expert_params_ == 0) return sharded_optimizer(whole, dp_);
+  const double all = static_cast<double>(dense_params_ + expert_params_);
+  const double share =
+      (static_cast<double>(dense_params_) / dp_ + static_cast<double>(expert_params_) / expert_dp_) / all;
+  workload::OpCost op = whole;
+  op.flops = whole.flops * share;
+  op.bytes = Bytes(std::llround(whole.bytes.as_double() * share));
+  return op;
 }
 
 void Zero::before_block(StepBuilder& b, const BlockSite& site) {
@@ -100,6 +133,12 @@ void Zero::dispatch(StepBuilder& b, std::size_t g, const std::vector<OpIndex>& w
 void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
   for (std::size_t g = 0; g < gathered_.size(); ++g) {
     if (!gathered_[g]) dispatch(b, g, {optimizer});
+  }
+  if (!experts_) return;
+  const BucketLayout& layout = experts_->layout();
+  for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
+    const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
+    b.expert_dp_collective(CollOp::allgather, size, fmt::format("bucket {} params", k), {optimizer});
   }
 }
 

@@ -22,6 +22,7 @@ struct LayerShape {
   long long hidden, qkv_out, attn, fc1_out, ffn;  // per GPU, after TP
   bool gelu;
   long long vocab;  // per GPU: the vocabulary-parallel share
+  workload::LayerShape work;
 };
 
 void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long elements, int block,
@@ -43,9 +44,22 @@ void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const c
 
 // The weights' local widths come from the workload's shape, so parameters and GEMMs agree
 // (one replicated kv head per GPU when TP exceeds the kv heads, a padded vocabulary).
-LayerShape layer_shape(const ModelSpec& m, int tp) {
-  const workload::LayerShape w = workload::weight_shape(m, tp);
-  return {w.hidden, w.qkv_width(), w.q_width(), w.fc1_out, w.ffn, !w.llama_style, w.vocab};
+LayerShape layer_shape(const ModelSpec& m, int tp, int ep) {
+  const workload::LayerShape w = workload::weight_shape(m, tp, ep);
+  return {w.hidden, w.qkv_width(), w.q_width(), w.fc1_out, w.ffn, !w.llama_style, w.vocab, w};
+}
+
+// An MoE layer's MLP: the router, the GPU's routed experts (one tensor per weight kind, as
+// Megatron's grouped GEMM holds them) and the shared experts.
+void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::string& p, int block) {
+  const workload::LayerShape& w = s.work;
+  const long long h = s.hidden;
+  add(out, p, "router.weight", w.experts * h, block, Role::router);
+  out.push_back({p + " experts.fc1.weight", w.local_experts * w.expert_fc1_out * h, block, Role::expert_fc1, true});
+  out.push_back({p + " experts.fc2.weight", w.local_experts * w.expert_ffn * h, block, Role::expert_fc2, true});
+  if (w.shared_experts == 0) return;
+  add(out, p, "shared_experts.fc1.weight", w.shared_experts * w.expert_fc1_out * h, block, Role::shared_fc1);
+  add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.expert_ffn * h, block, Role::shared_fc2);
 }
 
 void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
@@ -56,6 +70,10 @@ void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
   add_linear(out, p, "qkv", s.qkv_out * h, s.qkv_out, s, block, Role::qkv);
   add_linear(out, p, "proj", s.attn * h, h, s, block, Role::attn_proj);
   add_norm(out, p, "post_norm", s, block, Role::post_norm);
+  if (s.work.moe()) {
+    add_moe(out, s, p, block);
+    return;
+  }
   add_linear(out, p, "fc1", s.fc1_out * h, s.fc1_out, s, block, Role::fc1);
   add_linear(out, p, "fc2", s.ffn * h, h, s, block, Role::fc2);
 }
@@ -63,7 +81,7 @@ void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
 }  // namespace
 
 std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec& p) {
-  const LayerShape s = layer_shape(m, p.tp);
+  const LayerShape s = layer_shape(m, p.tp, p.ep);
   std::vector<GradTensor> out;
   // The tied word embedding's gradient is complete only after the embedding's backward.
   add(out, "embedding", "word.weight", s.vocab * m.hidden, 0, Role::embedding);
@@ -102,10 +120,12 @@ namespace {
 // bucket, as Megatron does (REFERENCE.md §5).
 constexpr Bytes kUnbounded{std::numeric_limits<std::int64_t>::max() / 4};
 
-// Buckets over this stage's gradients in reverse registration order (≈ gradient-ready order).
-BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Bytes cap) {
+// Buckets over this stage's gradients (the experts' or the others) in reverse registration
+// order (≈ gradient-ready order).
+BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Bytes cap, bool experts = false) {
   BucketLayout layout;
   layout.tensors = gradient_tensors(scenario.model, scenario.parallel);
+  std::erase_if(layout.tensors, [&](const GradTensor& t) { return t.expert != experts; });
   std::vector<int> order(layout.tensors.size());
   std::iota(order.rbegin(), order.rend(), 0);
   const int bytes = element_bytes(scenario.data_parallel.grad_reduce_dtype);
@@ -126,6 +146,21 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
   if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
   const Bytes cap{megatron_bucket_elements(scenario) * element_bytes(dp.grad_reduce_dtype)};
   return reverse_order_layout(scenario, cap, cap);
+}
+
+int expert_dp_size(const Scenario& s) {
+  if (s.model.moe.experts == 0) return 1;
+  return s.parallel.tp * s.parallel.cp * s.parallel.dp / std::max(s.parallel.ep, 1);
+}
+
+BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
+  const DataParallelSpec& dp = scenario.data_parallel;
+  if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded, true);
+  if (!megatron) {
+    return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb), true);
+  }
+  const Bytes cap{std::max(40'000'000LL, 1'000'000LL * expert_dp_size(scenario)) * element_bytes(dp.grad_reduce_dtype)};
+  return reverse_order_layout(scenario, cap, cap, true);
 }
 
 long long megatron_bucket_elements(const Scenario& scenario) {

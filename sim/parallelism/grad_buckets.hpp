@@ -16,6 +16,7 @@ struct GradTensor {
   long long elements = 0;
   int block = 0;        // OpSite::block numbering: 0 embedding, 1..layers, layers+1 head
   workload::Role role;  // the op whose backward produces this gradient
+  bool expert = false;  // a routed expert's weight: reduced over the expert-dp group
 };
 
 struct Bucket {
@@ -51,6 +52,13 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario);
 // Parameters per Megatron bucket, max(4e7, 1e6·dp): the one place the program's buckets and
 // the memory model's ZeRO-2 buffers take it from.
 long long megatron_bucket_elements(const Scenario& scenario);
+
+// Buckets of the expert gradients alone (bucket_layout and megatron_bucket_layout hold the
+// others), over the expert-data-parallel group; `megatron`: the distributed optimizer's sizes.
+BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron);
+
+// Ranks of the expert-data-parallel group: tp·cp·dp / ep (1 for a dense model).
+int expert_dp_size(const Scenario& scenario);
 
 // Parameters (elements) of bucket `bucket`.
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);

@@ -85,19 +85,33 @@ Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
   return Bytes(std::min(params, 2 * bucket) * grad_bytes);
 }
 
+// The scenario as the routed experts' states see it: data parallelism over the expert-dp
+// group (tp·cp·dp / ep ranks).
+Scenario expert_scenario(const Scenario& s) {
+  Scenario out = gradient_scenario(s);
+  out.parallel.dp = expert_dp_size(s);
+  out.parallel.tp = 1;
+  return out;
+}
+
 StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int stage) {
   const StageShape shape = stage_shape(s, w, stage);
   const StateBytes bytes = state_bytes(s);
-  const Sharding shards = state_sharding(s);
+  const Sharding shards = state_sharding(gradient_scenario(s));
   StageMemory m;
   m.stage = stage;
   m.param_count = shape.layers * w.layer.param_count + shape.root_params;
-  m.params = sharded(m.param_count, bytes.params, shards.params);
-  m.grads = sharded(m.param_count, bytes.grads, shards.grads);
-  m.optimizer = sharded(m.param_count, bytes.optimizer, shards.optimizer);
+  // Routed experts' states are sharded over their own expert-dp group.
+  const long long experts = shape.layers * w.layer.expert_param_count;
+  const long long dense = m.param_count - experts;
+  const Sharding expert_shards = state_sharding(expert_scenario(s));
+  m.params = sharded(dense, bytes.params, shards.params) + sharded(experts, bytes.params, expert_shards.params);
+  m.grads = sharded(dense, bytes.grads, shards.grads) + sharded(experts, bytes.grads, expert_shards.grads);
+  m.optimizer =
+      sharded(dense, bytes.optimizer, shards.optimizer) + sharded(experts, bytes.optimizer, expert_shards.optimizer);
   if (fully_sharded(s)) add_fsdp_units(s, w, shape, m);
-  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp > 1) {
-    m.buffers = zero2_buckets(s, m.param_count, bytes.grads);
+  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
+    m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;

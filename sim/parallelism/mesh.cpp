@@ -72,6 +72,19 @@ RankGroup group_of(const ParallelSpec& p, int rank, Dim d) {
   return {first, size > 1 ? static_cast<long long>(global_rank(p, next)) - first : 1, size};
 }
 
+RankGroup expert_group(const ParallelSpec& p, int rank) {
+  const int stage = p.tp * p.cp * p.dp;
+  const int base = rank - rank % stage;
+  const int q = rank % stage;
+  return {base + q / p.ep * p.ep, 1, p.ep};
+}
+
+RankGroup expert_data_group(const ParallelSpec& p, int rank) {
+  const int stage = p.tp * p.cp * p.dp;
+  const int base = rank - rank % stage;
+  return {base + rank % stage % p.ep, p.ep, stage / p.ep};
+}
+
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) { return group_of(p, rank, d).ranks(); }
 
 namespace {
@@ -200,6 +213,21 @@ std::string placement_description(const Scenario& scenario) {
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
     out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster.gpus_per_node);
+  }
+  if (p.ep > 1) {
+    out += "; " + describe_group("ep", expert_group(p, 0), scenario.cluster.gpus_per_node);
+    const RankGroup edp = expert_data_group(p, 0);
+    out += edp.size > 1 ? "; expert gradients reduced over the " +
+                              describe_group("expert-dp", edp, scenario.cluster.gpus_per_node)
+                        : "; every GPU holds its own experts (no expert-dp group)";
+  }
+  if (p.cp > 1) {
+    // CP ranks hold the same weights: their gradients are reduced together with DP's.
+    ParallelSpec folded = p;
+    folded.dp = p.dp * p.cp;
+    folded.cp = 1;
+    out += "; gradients reduced over dp·cp, " +
+           describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster.gpus_per_node);
   }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());

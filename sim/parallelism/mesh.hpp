@@ -34,6 +34,13 @@ struct RankGroup {
   friend bool operator==(const RankGroup&, const RankGroup&) = default;
 };
 
+// Expert groups (expert tensor parallelism 1, Megatron-Core's MoE parallel folding): the
+// tp·cp·dp ranks of a pipeline stage are cut into EP groups of ep consecutive ranks, and the
+// ranks at the same place of every EP group form the expert-data-parallel group over which
+// expert gradients are reduced.
+RankGroup expert_group(const ParallelSpec& p, int rank);
+RankGroup expert_data_group(const ParallelSpec& p, int rank);
+
 // The `d` communicator that contains `rank`, in group order.
 RankGroup group_of(const ParallelSpec& p, int rank, Dim d);
 // Its global ranks (for small groups only).

@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/context_parallel.hpp"
 #include "parallelism/data_parallel.hpp"
+#include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
@@ -28,14 +30,7 @@ namespace {
 
 using workload::OpCost;
 
-void require_one(const Scenario& s, int value, const char* where, const char* what) {
-  if (value == 1) return;
-  throw InputError(s.source, where, fmt::format("{} {} is not simulated yet (use 1)", what, value));
-}
-
 void check_supported(const Scenario& s) {
-  require_one(s, s.parallel.cp, "/parallel/cp", "context parallelism");
-  require_one(s, s.parallel.ep, "/parallel/ep", "expert parallelism");
   if (s.training.micro_batches(s.parallel.dp) < 1) {
     throw InputError(s.source, "/training/global_batch",
                      fmt::format("global batch {} is smaller than micro_batch {} times dp {}", s.training.global_batch,
@@ -55,9 +50,9 @@ PipelineShape pipeline_shape(const Scenario& s) {
 }
 
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of
-// the layers (and embedding or head) that the stage holds.
+// the layers (and embedding or head) that the stage holds, reduced over DP × CP.
 Scenario stage_scenario(const Scenario& s, int stage) {
-  Scenario out = s;
+  Scenario out = gradient_scenario(s);
   if (s.parallel.pp > 1) out.parallel.stage = stage;
   return out;
 }
@@ -68,15 +63,6 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
   long long params = 0;
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) params += t.elements;
   return workload::optimizer_step(params, s.training.precision);
-}
-
-// Workload names backward ops already ("fc1 dgrad", "gelu backward"); forward and
-// recomputed ones get a suffix.
-std::string op_name(const OpSite& site, int layers) {
-  std::string label = site_label(site, layers);
-  if (site.phase == Phase::recompute) return label + " recompute";
-  if (site.cost->pass == workload::Pass::forward) return label + " fwd";
-  return label;
 }
 
 // Issues one rank's step.
@@ -90,6 +76,8 @@ class StepWriter {
         chunks_(chunk_layers(s.parallel, s.model.layers)),
         stage_(stage),
         tp_(s, work),
+        cp_(s, work),
+        ep_(s, work),
         pp_(s, work, stage),
         dp_(make_data_parallel(stage_s_)),
         optimizer_(stage_optimizer(stage_s_, work)) {}
@@ -142,8 +130,17 @@ class StepWriter {
   void one(const OpCost& cost, int block, Phase phase) {
     const OpSite site{block, &cost, phase, last_};
     tp_.before_op(b_, site);
-    const OpIndex op = b_.compute(cost, phase, name(site));
+    ep_.before_op(b_, site);
+    OpIndex op = 0;
+    if (cp_.handles(site)) {
+      op = cp_.issue(b_, site);
+    } else if (tp_.pipelines(site)) {
+      op = tp_.issue_pipelined(b_, site);
+    } else {
+      op = b_.compute(cost, phase, name(site));
+    }
     tp_.after_op(b_, site, op);
+    ep_.after_op(b_, site, op);
     if (phase == Phase::backward && last_) dp_->after_backward_op(b_, site, op);
   }
 
@@ -161,6 +158,8 @@ class StepWriter {
   std::vector<ChunkLayers> chunks_;
   int stage_;
   TensorParallel tp_;
+  ContextParallel cp_;
+  ExpertParallel ep_;
   PipelineComm pp_;
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
@@ -183,7 +182,7 @@ struct Comm {
   Dim dim;
   const char* name;
 };
-constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}};
+constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}, {CommKind::cp, Dim::cp, "cp"}};
 
 // Simulated ranks get communicators: one Group per real group that has simulated members.
 class Layout {
@@ -205,6 +204,7 @@ class Layout {
                 add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
     for (const Comm& c : kComms) add_comm(index, c, b);
     add_data_parallel_comms(index, b);
+    add_expert_comms(index, b);
     add_pipeline_links(index, b);
   }
 
@@ -225,12 +225,40 @@ class Layout {
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
   void add_data_parallel_comms(std::size_t index, StepBuilder& b) {
-    for (const DpCommunicator& c : data_parallel_communicators(s_, ranks_[index].rank)) {
+    for (const DpCommunicator& c : data_parallel_communicators(gradient_scenario(s_), ranks_[index].rank)) {
       auto& streams = program_.ranks[index].streams;
       streams.push_back(c.name);
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
       b.add_communicator(c.kind, {group({c.kind, Dim::dp, c.name}, c.members, index), stream,
                                   shape_of(c.members, s_.cluster.gpus_per_node)});
+    }
+  }
+
+  // The EP group's all-to-all communicator and the expert-dp group's, for an MoE model.
+  void add_expert_comms(std::size_t index, StepBuilder& b) {
+    if (s_.model.moe.experts == 0) return;
+    const int rank = ranks_[index].rank;
+    if (s_.parallel.ep > 1) {
+      add_group_comm(index, {CommKind::ep, Dim::dp, "ep"}, expert_group(s_.parallel, rank), b, false);
+    }
+    if (expert_dp_size(s_) > 1) {
+      add_group_comm(index, {CommKind::dp, Dim::dp, "dp experts"}, expert_data_group(s_.parallel, rank), b, true);
+    }
+  }
+
+  void add_group_comm(std::size_t index, const Comm& c, const RankGroup& members, StepBuilder& b, bool expert_dp) {
+    auto& streams = program_.ranks[index].streams;
+    streams.push_back(c.name);
+    const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
+    const auto [it, inserted] =
+        named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
+    if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
+    program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
+    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node)};
+    if (expert_dp) {
+      b.add_expert_dp(comm);
+    } else {
+      b.add_communicator(c.kind, comm);
     }
   }
 
@@ -293,6 +321,7 @@ class Layout {
   std::vector<SimulatedRank> ranks_;
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
+  std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
 };
 
 }  // namespace
@@ -334,8 +363,9 @@ std::string pipeline_notes(const Scenario& s) {
       schedule, s.training.micro_batches(p.dp), p.virtual_stages, ranks_string(layers), format_size(message));
 }
 
-std::string placement_notes(const Scenario& scenario) {
-  std::string notes = placement_description(scenario) + pipeline_notes(scenario);
+std::string placement_notes(const Scenario& s) {
+  std::string notes = placement_description(s) + pipeline_notes(s);
+  const Scenario scenario = gradient_scenario(s);
   if (scenario.parallel.dp <= 1) return notes;
   if (scenario.data_parallel.kind != DpKind::ddp) return notes + "; " + data_parallel_notes(scenario);
   Scenario first = scenario;

@@ -24,6 +24,13 @@ std::string site_label(const OpSite& site, int layers) {
   return fmt::format("L{} {}", site.block - 1, site.cost->name);
 }
 
+std::string op_name(const OpSite& site, int layers) {
+  std::string label = site_label(site, layers);
+  if (site.phase == Phase::recompute) return label + " recompute";
+  if (site.cost->pass == workload::Pass::forward) return label + " fwd";
+  return label;
+}
+
 std::string format_size(Bytes size) {
   if (size >= Bytes::mib(1)) return fmt::format("{:.1f} MiB", size.mib_value());
   if (size >= Bytes::kib(1)) return fmt::format("{:.1f} KiB", size.as_double() / 1024.0);
@@ -133,6 +140,29 @@ std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollO
   const CollectiveCost& cost = state_.collective({op, size, comm.shape});
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
   return it->second;
+}
+
+OpIndex StepBuilder::expert_dp_collective(CollOp op, Bytes size, const std::string& what,
+                                          const std::vector<OpIndex>& waits) {
+  STEPSIM_CHECK(expert_dp_.group >= 0, "no expert-dp communicator on this rank");
+  return collective_on(expert_dp_, CommKind::dp, op, size, collective_name(CommKind::dp, op, size, "experts " + what),
+                       waits);
+}
+
+OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
+                              const std::vector<OpIndex>& waits) {
+  const Communicator& comm = comms_[static_cast<std::size_t>(kind)];
+  STEPSIM_CHECK(comm.group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
+  auto& calls = rank().calls;
+  const auto [it, inserted] =
+      transfers_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
+  if (inserted) calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
+  engine::Op e;
+  e.kind = engine::OpKind::collective;
+  e.stream = comm.stream;
+  e.name = name;
+  e.call = it->second;
+  return append(e, waits);
 }
 
 OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,

@@ -70,6 +70,10 @@ class StepBuilder {
   void add_communicator(CommKind kind, const Communicator& comm);
   bool has_communicator(CommKind kind) const;
   void add_pp_link(PpLink link, const Communicator& comm);
+  // The expert-data-parallel communicator (kind dp) that reduces expert gradients.
+  void add_expert_dp(const Communicator& comm) { expert_dp_ = comm; }
+  bool has_expert_dp() const { return expert_dp_.group >= 0; }
+  OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   bool has_pp_link(PpLink link) const;
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
@@ -85,6 +89,11 @@ class StepBuilder {
   std::uint32_t collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what);
   // The same on one of the pipeline's links (CommKind::pp).
   OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
+  // Communication outside NCCL on `kind`'s stream, at the given cost (Transformer Engine's
+  // userbuffers: copy engines and its own kernels over NVLink, without NCCL's launch and
+  // protocol latency).
+  OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
+                   const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Deferred waits not yet attached (the optimizer takes them).
   std::vector<OpIndex> take_deferred();
@@ -116,14 +125,19 @@ class StepBuilder {
   network::ResourceId nic_ = 0;
   std::array<Communicator, kCommKinds> comms_{};
   std::array<Communicator, kPpLinks> pp_links_{};
+  Communicator expert_dp_;
   std::vector<Deferred> deferred_;
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;
+  std::map<CallKey, std::int32_t> transfers_;
   std::int64_t last_compute_ = -1;
 };
 
 // "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.
 std::string site_label(const OpSite& site, int layers);
+// The compute op's full name: the label with " fwd" or " recompute" for those phases
+// (workload already names backward ops "fc1 dgrad", "gelu backward").
+std::string op_name(const OpSite& site, int layers);
 
 // "48.0 MiB", "12.0 KiB", "512 B".
 std::string format_size(Bytes size);

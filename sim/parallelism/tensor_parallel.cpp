@@ -91,12 +91,18 @@ std::string gemm_label(const OpSite& site, int layers) {
 
 TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWork& work)
     : enabled_(scenario.parallel.tp > 1),
+      overlap_(enabled_ && scenario.tensor_parallel.comm_overlap && scenario.parallel.sequence_parallel),
+      tp_(scenario.parallel.tp),
+      sms_(scenario.cluster.gpu.sms),
+      nvlink_latency_(scenario.cluster.intra_node.latency),
+      nvlink_(scenario.cluster.intra_node.bandwidth),
       sequence_parallel_(scenario.parallel.sequence_parallel),
       layers_(scenario.model.layers),
       layer_message_(work.layer.tp_message),
       pre_message_(work.pre.tp_message.count() > 0 ? work.pre.tp_message : work.layer.tp_message),
       post_message_(work.post.tp_message.count() > 0 ? work.post.tp_message : work.layer.tp_message),
-      loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len / scenario.parallel.cp * 4)) {}
+      loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len / scenario.parallel.cp * 4)),
+      pieces_(scenario.model.layers) {}
 
 Bytes TensorParallel::message(const OpSite& site) const {
   if (site.cost->role == Role::loss) return loss_message_;
@@ -134,12 +140,13 @@ std::uint32_t TensorParallel::name(StepBuilder& b, std::size_t rule, const OpSit
   return it->second;
 }
 
+// A pipelined GEMM issues its own collectives (issue_pipelined) in place of the table's.
 void TensorParallel::before_op(StepBuilder& b, const OpSite& site) {
-  if (enabled_ && has_rule(site, false)) issue(b, site, false, b.last_compute());
+  if (enabled_ && !pipelines(site) && has_rule(site, false)) issue(b, site, false, b.last_compute());
 }
 
 void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
-  if (enabled_ && has_rule(site, true)) issue(b, site, true, {op});
+  if (enabled_ && !pipelines(site) && has_rule(site, true)) issue(b, site, true, {op});
 }
 
 }  // namespace stepsim::parallelism

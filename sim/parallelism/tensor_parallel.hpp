@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "parallelism/split_op.hpp"
 #include "parallelism/step_builder.hpp"
 #include "stepsim/scenario.hpp"
 #include "workload/work.hpp"
@@ -22,6 +23,17 @@ class TensorParallel {
   void after_op(StepBuilder& b, const OpSite& site, OpIndex op);
   bool enabled() const { return enabled_; }
 
+  // With tensor_parallel.comm_overlap (tensor_parallel_overlap.cpp): whether this GEMM runs
+  // in pieces pipelined with its AllGather or ReduceScatter, and issuing it so.
+  bool pipelines(const OpSite& site) const;
+  OpIndex issue_pipelined(StepBuilder& b, const OpSite& site);
+  // The pieces of a GEMM pipelined with a ring AllGather (one per TP rank), and of one
+  // pipelined with a ReduceScatter (Transformer Engine's default split).
+  int ring_pieces() const { return tp_; }
+  static constexpr int kReduceScatterPieces = 4;
+  // How much longer a GEMM piece takes on the SMs the ReduceScatter leaves it.
+  double reduce_scatter_work_scale() const;
+
  private:
   // A collective's name follows from the rule, the block and the op (not the micro-batch).
   using NameKey = std::tuple<std::size_t, int, const workload::OpCost*>;
@@ -30,8 +42,18 @@ class TensorParallel {
   bool has_rule(const OpSite& site, bool after) const;
   void issue(StepBuilder& b, const OpSite& site, bool after, const std::vector<OpIndex>& producer);
   std::uint32_t name(StepBuilder& b, std::size_t rule, const OpSite& site);
+  OpIndex ring_gathered(StepBuilder& b, const OpSite& site);
+  OpIndex split_reduced(StepBuilder& b, const OpSite& site);
+  CollectiveCost ring_step_cost() const;
+  CollectiveCost reduce_scatter_cost() const;
+  std::uint32_t overlap_name(StepBuilder& b, const OpSite& site, CollOp op, Bytes size, const char* what);
 
   bool enabled_;
+  bool overlap_;
+  int tp_;
+  int sms_;
+  Time nvlink_latency_;
+  Bandwidth nvlink_;
   bool sequence_parallel_;
   int layers_;
   Bytes layer_message_;
@@ -39,6 +61,8 @@ class TensorParallel {
   Bytes post_message_;
   Bytes loss_message_;  // one fp32 per token: the cross-entropy max / sum AllReduces
   std::map<NameKey, std::uint32_t> names_;
+  PieceNames pieces_;
+  std::map<std::tuple<int, const workload::OpCost*, CollOp>, std::uint32_t> overlap_names_;
 };
 
 }  // namespace stepsim::parallelism

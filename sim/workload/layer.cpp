@@ -26,11 +26,36 @@ OpCost residual(const char* name, Role role, const LayerShape& s) {
   return elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, bytes, 2.0);
 }
 
-OpCost activation(const LayerShape& s) {
+OpCost activation(const LayerShape& s, const char* prefix, Role role, long long elements) {
   // GeLU reads and writes ffn elements; SwiGLU reads gate and up (2·ffn) and writes ffn.
   const double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
-  return elementwise(s.llama_style ? "swiglu" : "gelu", Role::activation, OpClass::elementwise, s.tokens() * s.ffn,
+  return elementwise(std::string(prefix) + (s.llama_style ? "swiglu" : "gelu"), role, OpClass::elementwise, elements,
                      bytes, activation_flops);
+}
+
+// A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
+// scores every expert, the permutation groups the top_k copies of each token by expert,
+// the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
+// (costed as one GEMM of all of them), and the unpermutation sums each token's copies
+// weighted by the router. Shared experts see every token.
+void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
+  const long long n = s.norm_tokens();
+  const long long copies = n * s.top_k;
+  const long long routed = s.routed_tokens();
+  ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
+  ops.push_back(
+      elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
+  ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
+  ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
+  ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
+                            3.0 * s.act_bytes, 2.0));
+  if (s.shared_experts == 0) return;
+  const long long width = s.shared_experts * s.expert_ffn;
+  ops.push_back(
+      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.expert_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
+  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
 }
 
 std::vector<OpCost> unfused_attention(const LayerShape& s) {
@@ -54,18 +79,20 @@ std::vector<OpCost> unfused_attention(const LayerShape& s) {
 OpCost flash_attention(const LayerShape& s) {
   // One fused kernel: Q, K, V read and O written once, plus fp32 log-sum-exp per row. Causal
   // tiles above the diagonal are skipped, so it executes half of the 4·b·s²·h/t FLOPs that
-  // the model-FLOPs formula counts.
+  // the model-FLOPs formula counts. With context parallelism the rank's s/cp queries (two
+  // chunks of 2·cp, one early and one late) meet on average half of all s keys, so every
+  // CP rank does 1/cp of that work and reads the keys and values of the whole sequence.
   OpCost op;
   op.name = "flash attention";
   op.role = Role::attention_core;
   op.cls = OpClass::attention;
   op.m = s.seq;
-  op.n = s.seq;
+  op.n = s.full_seq();
   op.k = s.head_dim;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
-  op.flops = 0.5 * 4.0 * heads * seq * seq * static_cast<double>(s.head_dim);
-  const double io = static_cast<double>(s.tokens() * (2 * s.q_width() + 2 * s.kv_width()));
+  op.flops = 0.5 * 4.0 * heads * seq * static_cast<double>(s.full_seq()) * static_cast<double>(s.head_dim);
+  const double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
   op.bytes = Bytes(std::llround(io * s.act_bytes + heads * seq * 4.0));
   return op;
 }
@@ -86,9 +113,13 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_width(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));
   ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
-  ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
-  ops.push_back(activation(s));
-  ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
+  if (s.moe()) {
+    append_moe(s, ops);
+  } else {
+    ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
+    ops.push_back(activation(s, "", Role::activation, t * s.ffn));
+    ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
+  }
   ops.push_back(residual("mlp residual", Role::mlp_residual, s));
   return ops;
 }
@@ -115,6 +146,9 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
+  w.expert_param_count = layer_expert_param_count(s);
+  w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);
   return w;
 }
 

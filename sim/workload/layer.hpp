@@ -18,6 +18,8 @@ std::vector<OpCost> layer_backward(const LayerShape& shape);
 
 // Parameters of one layer held by one GPU (row-parallel biases and norms are replicated).
 long long layer_param_count(const LayerShape& shape);
+// Of those, the weights of the GPU's routed experts (none in a dense layer).
+long long layer_expert_param_count(const LayerShape& shape);
 // Activation bytes one layer keeps per micro-batch (Korthikanti et al. 2022, generalised to
 // GQA and SwiGLU).
 Bytes layer_activations(const LayerShape& shape, Recompute recompute);

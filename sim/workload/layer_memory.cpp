@@ -5,7 +5,27 @@
 
 namespace stepsim::workload {
 
+long long layer_expert_param_count(const LayerShape& s) {
+  return s.local_experts * (s.hidden * s.expert_fc1_out + s.expert_ffn * s.hidden);
+}
+
+namespace {
+
+// An MoE layer: attention, the router, the local routed experts and the shared experts
+// (GeLU experts without biases), two norms.
+long long moe_layer_param_count(const LayerShape& s) {
+  const long long h = s.hidden;
+  const long long attention = h * s.qkv_width() + s.q_width() * h;
+  const long long shared = s.shared_experts * (h * s.expert_fc1_out + s.expert_ffn * h);
+  const long long norms = s.llama_style ? 2 * h : 4 * h;
+  const long long biases = s.llama_style ? 0 : s.qkv_width() + h;
+  return attention + biases + s.experts * h + layer_expert_param_count(s) + shared + norms;
+}
+
+}  // namespace
+
 long long layer_param_count(const LayerShape& s) {
+  if (s.moe()) return moe_layer_param_count(s);
   const long long h = s.hidden;
   const long long weights = h * s.qkv_width() + s.q_width() * h + h * s.fc1_out + s.ffn * h;
   if (s.llama_style) return weights + 2 * h;  // two RMSNorm scales, no biases
@@ -14,6 +34,24 @@ long long layer_param_count(const LayerShape& s) {
   const long long biases = s.qkv_width() + s.fc1_out + 2 * h;
   return weights + biases + 4 * h;
 }
+
+namespace {
+
+// What an MoE MLP keeps for its backward: the router's fp32 probabilities, each routed copy's
+// expert input, activation input and fc2 input, the expert outputs the unpermutation sums,
+// and the shared experts' fc1 output and fc2 input.
+double moe_activations(const LayerShape& s) {
+  const double ab = s.act_bytes;
+  const double n = static_cast<double>(s.norm_tokens());
+  const double routed = static_cast<double>(s.routed_tokens());
+  const double h = static_cast<double>(s.hidden);
+  const double experts = routed * (h + static_cast<double>(s.expert_fc1_out + s.expert_ffn)) * ab;
+  const double combine = n * static_cast<double>(s.top_k) * h * ab;
+  const double shared = n * static_cast<double>(s.shared_experts * (s.expert_fc1_out + s.expert_ffn)) * ab;
+  return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
+}
+
+}  // namespace
 
 Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   // Korthikanti et al. 2022 §4: with A bytes per element, per layer
@@ -28,8 +66,9 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   if (recompute == Recompute::full) return Bytes(std::llround(rows * h * ab));  // layer input
   const double masks = s.dropout() ? 2.0 : 0.0;
   const double replicated = rows * h * (4.0 * ab + masks);
-  const double widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width() + s.fc1_out + s.ffn);
-  const double split = tokens * widths * ab;
+  const double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
+  const double mlp = s.moe() ? moe_activations(s) : tokens * static_cast<double>(s.fc1_out + s.ffn) * ab;
+  const double split = tokens * attention_widths * ab + mlp;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
   double attention = 0.0;

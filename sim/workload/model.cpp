@@ -24,7 +24,7 @@ LayerWork build_pre(const LayerShape& s) {
   w.forward.push_back(
       elementwise("embedding", Role::embedding, OpClass::embedding, s.tokens() * s.hidden, per_element, 1.0));
   append_backward(w.forward.back(), s, w.backward);
-  w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.seq * s.hidden : 0);
+  w.param_count = s.vocab * s.hidden + (learned_positions(s) ? s.full_seq() * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = Bytes(s.dropout() ? s.norm_tokens() * s.hidden : 0);  // dropout mask
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
@@ -57,9 +57,15 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   const double kv = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
   const double d = static_cast<double>(s.head_dim);
   const double q = static_cast<double>(m.heads) * d;
+  const double attention = h * (q + 2.0 * kv * d) + q * h;
+  if (s.moe()) {
+    // Active weights: the router, top_k routed experts and the shared ones per token.
+    const double expert = h * static_cast<double>(s.expert_fc1_out) + static_cast<double>(s.expert_ffn) * h;
+    return attention + h * static_cast<double>(s.experts) + static_cast<double>(s.top_k + s.shared_experts) * expert;
+  }
   const double ffn = static_cast<double>(s.ffn) * t;
   const double fc1 = static_cast<double>(s.fc1_out) * t;
-  return h * (q + 2.0 * kv * d) + q * h + h * fc1 + ffn * h;
+  return attention + h * fc1 + ffn * h;
 }
 
 // 6·tokens·(GEMM weights) + 6·B·s²·l·(heads·head_dim). Attention is counted causal: a causal
@@ -87,6 +93,7 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
   whole.ffn = s.ffn * s.tp;
   whole.fc1_out = s.fc1_out * s.tp;
   whole.vocab = m.vocab;
+  whole.local_experts = whole.experts;
   const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
   return m.layers * layer_param_count(whole) + build_pre(whole).param_count + build_post(whole, false).param_count +
          output;

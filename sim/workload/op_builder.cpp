@@ -55,6 +55,11 @@ bool has_weight(const OpCost& op) {
     case Role::fc1:
     case Role::fc2:
     case Role::lm_head:
+    case Role::router:
+    case Role::expert_fc1:
+    case Role::expert_fc2:
+    case Role::shared_fc1:
+    case Role::shared_fc2:
       return op.cls == OpClass::gemm;
     default:
       return false;

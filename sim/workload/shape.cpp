@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "stepsim/error.hpp"
 
 namespace stepsim::workload {
@@ -33,7 +36,11 @@ void validate(const Scenario& sc, long long kv_heads, long long ffn) {
 
 }  // namespace
 
-LayerShape weight_shape(const ModelSpec& m, int tp) {
+long long LayerShape::routed_tokens() const {
+  return std::llround(static_cast<double>(norm_tokens() * top_k) * routed_load);
+}
+
+LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
   // The io layer fills these defaults; scenarios built in code may leave them zero.
   const long long kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
@@ -47,19 +54,35 @@ LayerShape weight_shape(const ModelSpec& m, int tp) {
   s.llama_style = m.mlp == MlpKind::swiglu;
   s.fc1_out = s.llama_style ? 2 * s.ffn : s.ffn;
   s.vocab = ceil_div(m.vocab, s.tp);
+  if (m.moe.experts > 0) {
+    s.experts = m.moe.experts;
+    s.local_experts = std::max<long long>(m.moe.experts / std::max(ep, 1), 1);
+    s.top_k = m.moe.top_k;
+    s.expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : ffn;
+    s.expert_fc1_out = s.llama_style ? 2 * s.expert_ffn : s.expert_ffn;
+    s.shared_experts = m.moe.shared_experts;
+  }
   return s;
 }
 
 LayerShape layer_shape(const Scenario& sc) {
   const ModelSpec& m = sc.model;
   validate(sc, m.kv_heads > 0 ? m.kv_heads : m.heads, m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden);
-  LayerShape s = weight_shape(m, sc.parallel.tp);
+  LayerShape s = weight_shape(m, sc.parallel.tp, sc.parallel.ep);
   s.batch = sc.training.micro_batch;
-  s.seq = m.seq_len;
+  // Context parallelism gives each rank 2 of 2·cp chunks of the sequence (io checks that
+  // seq_len divides): every token-proportional op and activation shrinks by cp.
+  s.cp = std::max(sc.parallel.cp, 1);
+  s.seq = m.seq_len / s.cp;
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.gemm_bytes = element_bytes(sc.training.precision);
   s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
+  // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed
+  // tokens, but no expert more than capacity_factor times its share (the rest are dropped).
+  const MoeSpec& moe = m.moe;
+  s.routed_load = sc.parallel.ep > 1 ? moe.imbalance : 1.0;
+  if (moe.capacity_factor > 0) s.routed_load = std::min(s.routed_load, moe.capacity_factor);
   return s;
 }
 

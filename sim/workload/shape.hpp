@@ -8,7 +8,8 @@ namespace stepsim::workload {
 
 struct LayerShape {
   long long batch = 1;   // micro-batch b
-  long long seq = 1;     // sequence s
+  long long seq = 1;     // this rank's share of the sequence: s / cp
+  long long cp = 1;      // context-parallel ranks sharing the sequence
   long long hidden = 1;  // h
   long long tp = 1;      // t
   bool sequence_parallel = false;
@@ -22,16 +23,31 @@ struct LayerShape {
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
   AttentionKind attention = AttentionKind::flash;
-  int act_bytes = 2;   // one activation element (fp8 training keeps activations in bf16)
-  int gemm_bytes = 2;  // one GEMM input element
+  // Mixture of experts (experts 0: a dense MLP). Experts stay whole on a GPU (expert tensor
+  // parallelism 1, Megatron's MoE parallel folding) and are spread over the EP group.
+  long long experts = 0;
+  long long local_experts = 0;  // experts / ep
+  long long top_k = 1;
+  long long expert_ffn = 0;      // one expert's ffn hidden
+  long long expert_fc1_out = 0;  // its fc1 width: expert_ffn (GeLU) or 2·expert_ffn (SwiGLU)
+  long long shared_experts = 0;  // experts every token goes through
+  double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
+  int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
+  int gemm_bytes = 2;            // one GEMM input element
 
   long long tokens() const { return batch * seq; }
+  long long full_seq() const { return seq * cp; }
+  // K and V of this rank's tokens and local KV heads: what one CP ring step passes on.
+  long long kv_block_elements() const { return tokens() * 2 * kv_width(); }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
   long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
   long long q_width() const { return q_heads * head_dim; }
   long long kv_width() const { return kv_heads * head_dim; }
   long long qkv_width() const { return q_width() + 2 * kv_width(); }
   bool dropout() const { return !llama_style; }
+  bool moe() const { return experts > 0; }
+  // Tokens this GPU routes (its sequence-parallel share) and token copies its experts compute.
+  long long routed_tokens() const;
 };
 
 // The local shape of `scenario`'s layers; throws InputError when TP does not divide them.
@@ -40,6 +56,6 @@ LayerShape layer_shape(const Scenario& scenario);
 // The local widths of `model`'s weights under TP `tp` (heads, kv heads, ffn, vocabulary),
 // the one place parameter shapes come from; the batch fields keep their defaults. Does not
 // validate (layer_shape does).
-LayerShape weight_shape(const ModelSpec& model, int tp);
+LayerShape weight_shape(const ModelSpec& model, int tp, int ep = 1);
 
 }  // namespace stepsim::workload

@@ -30,7 +30,17 @@ enum class Role : std::uint8_t {
   final_norm,
   lm_head,
   loss,
-  optimizer
+  optimizer,
+  // Mixture-of-experts layers, in place of fc1, activation and fc2.
+  router,
+  moe_permute,
+  expert_fc1,
+  expert_activation,
+  expert_fc2,
+  moe_unpermute,
+  shared_fc1,
+  shared_activation,
+  shared_fc2
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -46,13 +56,16 @@ struct OpCost {
 };
 
 struct LayerWork {
-  std::vector<OpCost> forward;    // execution order
-  std::vector<OpCost> recompute;  // re-run before backward (selective: attention core; full: all)
-  std::vector<OpCost> backward;   // execution order; each GEMM's dgrad before its wgrad
-  Bytes params{0};                // parameter bytes per GPU (training precision)
-  long long param_count = 0;      // parameters per GPU
-  Bytes activations{0};           // activation memory kept per micro-batch (Korthikanti)
-  Bytes tp_message{0};            // b·s·h elements of the precision: one TP collective's S
+  std::vector<OpCost> forward;       // execution order
+  std::vector<OpCost> recompute;     // re-run before backward (selective: attention core; full: all)
+  std::vector<OpCost> backward;      // execution order; each GEMM's dgrad before its wgrad
+  Bytes params{0};                   // parameter bytes per GPU (training precision)
+  long long param_count = 0;         // parameters per GPU
+  Bytes activations{0};              // activation memory kept per micro-batch (Korthikanti)
+  Bytes tp_message{0};               // b·s·h elements of the precision: one TP collective's S
+  Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
+  long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)
+  Bytes dispatch_message{0};         // routed tokens the busiest EP rank receives: one all-to-all's S
 };
 
 struct ModelWork {
@@ -66,7 +79,8 @@ struct ModelWork {
 
 // The work of one micro-batch of `scenario` on one GPU. SwiGLU models follow Llama (RMSNorm,
 // no biases or dropout, rotary positions), GeLU models GPT (LayerNorm, biases, dropout,
-// learned positions). MoE dimensions are accepted but the MLP is modelled as dense ffn_hidden.
+// learned positions). MoE layers route each token to top_k of the experts (router, permute,
+// grouped expert GEMMs, unpermute) plus any shared experts, in place of the dense MLP.
 ModelWork build_work(const Scenario& scenario);
 
 // One Adam step over `params` parameters (memory-bound; bytes per parameter in work.cpp).

@@ -119,6 +119,22 @@ TEST_CASE("a 10 MB unknown name is answered at once and quoted short") {
   CHECK(error.size() < 2000);
 }
 
+TEST_CASE("TP overlap, context parallelism and its variant are refused where they cannot run") {
+  CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
+        "s.json: /tensor_parallel/comm_overlap: needs \"sequence_parallel\": true (Transformer Engine overlaps the "
+        "AllGather and ReduceScatter of sequence parallelism)");
+  CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.tp=1"}) ==
+        "s.json: /tensor_parallel/comm_overlap: needs parallel.tp > 1 (there is no TP communication)");
+  CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.sequence_parallel=true"}) == "no error");
+  CHECK(error_of({"context_parallel.comm=all_gather"}) ==
+        "s.json: /context_parallel/comm: \"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and "
+        "values to gather)");
+  CHECK(error_of({"parallel.cp=2", "training.attention=unfused"}) ==
+        "s.json: /training/attention: context parallelism (cp 2) needs \"attention\": \"flash\" (the ring runs "
+        "inside the fused kernel)");
+  CHECK(error_of({"parallel.cp=2", "context_parallel.comm=all_gather"}) == "no error");
+}
+
 TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
   const std::string a100 =
       R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": { "global_batch": 8 } })";
@@ -129,8 +145,30 @@ TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
         "switch)");
 }
 
-TEST_CASE("keys whose feature is not simulated yet are refused, not ignored") {
-  CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
-        "s.json: /tensor_parallel/comm_overlap: TP communication overlap is not simulated yet (set it to false)");
-  CHECK(error_of({"model=mixtral-8x7b"}).find("mixture-of-experts layers are not simulated yet") != std::string::npos);
+TEST_CASE("the zero-bubble and DualPipe schedules are refused as not simulated yet") {
+  for (const char* schedule : {"zb-h1", "zb-h2", "dualpipe"}) {
+    CHECK(error_of({std::string("parallel.schedule=") + schedule}) ==
+          "s.json: /parallel/schedule: the zero-bubble and DualPipe schedules are not simulated yet (use \"1f1b\", "
+          "\"interleaved\" or \"gpipe\")");
+  }
+}
+
+TEST_CASE("mixture-of-experts keys are refused where they would do nothing or cannot run") {
+  CHECK(error_of({"model.moe.top_k=2"}) ==
+        "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
+        "model.moe.experts > 0 (the model is dense)");
+  CHECK(error_of({"model=mixtral-8x7b", "model.moe.imbalance=1.5"}) ==
+        "s.json: /model/moe/imbalance: is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got "
+        "1.5");
+  CHECK(error_of({"model=mixtral-8x7b"}) ==
+        "s.json: /parallel/sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
+        "(Megatron requires it)");
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8",
+                  "model.moe.imbalance=1.5"}) == "no error");
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=8", "data_parallel.kind=fsdp"}) ==
+        "s.json: /data_parallel/kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 "
+        "or zero2)");
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.dp=4", "parallel.ep=8"}) ==
+        "s.json: /parallel/ep: ep (8) must divide tp·cp·dp (4): expert groups are folded out of the ranks of one "
+        "pipeline stage");
 }

@@ -43,15 +43,9 @@ TEST_CASE("every embedded preset loads") {
       ModelSpec m;
       io::read_model(m, name, r);
       CHECK(m.name == io::preset_name(file));
-      // Loaded in a one-GPU scenario so that validation checks the dimensions; mixtures of
-      // experts are read but refused until they are simulated.
+      // Loaded in a one-GPU scenario so that validation checks the dimensions.
       const std::string base = R"({"cluster": "dgx-h100-ndr", "training": {"global_batch": 1}})";
       const std::vector<std::string> sets{"model=" + std::string(io::preset_name(file))};
-      if (m.moe.experts > 0) {
-        CHECK_THROWS_WITH(io::load_scenario_text(base, "test.json", sets),
-                          Catch::Contains("mixture-of-experts layers are not simulated yet"));
-        continue;
-      }
       const Scenario s = io::load_scenario_text(base, "test.json", sets);
       CHECK(s.model.layers > 0);
     } else {

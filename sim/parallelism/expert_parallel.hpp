@@ -1,0 +1,35 @@
+// Expert parallelism as Megatron-Core's all-to-all token dispatcher runs it: the routed
+// copies of this GPU's tokens go to the EP ranks that hold their experts before the expert
+// GEMMs (dispatch) and come back after them (combine); the backward mirrors both.
+#pragma once
+
+#include <map>
+
+#include "parallelism/step_builder.hpp"
+#include "stepsim/scenario.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+class ExpertParallel {
+ public:
+  ExpertParallel(const Scenario& scenario, const workload::ModelWork& work);
+
+  // Around every compute op: the all-to-alls that feed the expert GEMMs and those they feed.
+  void before_op(StepBuilder& b, const OpSite& site);
+  void after_op(StepBuilder& b, const OpSite& site, OpIndex op);
+
+  // One all-to-all's S: the routed tokens the busiest EP rank receives, b·s/(cp·tp)·top_k·h
+  // elements times the imbalance (capped by the capacity factor).
+  Bytes message() const { return message_; }
+
+ private:
+  OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
+
+  bool enabled_;
+  int layers_;
+  Bytes message_;
+  std::map<std::pair<int, std::string>, std::uint32_t> names_;
+};
+
+}  // namespace stepsim::parallelism

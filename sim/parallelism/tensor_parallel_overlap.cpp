@@ -1,0 +1,107 @@
+// TP communication overlap as Transformer Engine's userbuffers run it (Megatron's
+// --tp-comm-overlap, which needs sequence parallelism): the AllGather before a
+// column-parallel GEMM (QKV, fc1 forward; the output gradient before the projection and fc2
+// input gradients) becomes a ring of tp − 1 point-to-point steps, each passing one rank's
+// b·s/t·h chunk on while the GEMM computes the chunk in hand; the ReduceScatter after a
+// row-parallel GEMM (projection, fc2 forward) follows each of 4 GEMM pieces, the GEMM running
+// on the SMs that the 16-SM ReduceScatter kernel leaves it. These transfers are not NCCL
+// calls: each takes NVLink's latency and bandwidth (a ring step moves its chunk to one peer;
+// the ReduceScatter moves (t − 1)/t of its part). What it costs: tp (or 4) smaller,
+// less efficient GEMMs, and those of the ReduceScatter split slowed by sms/(sms − 16). What
+// stays exposed: the ring steps that outlast their piece, and the ReduceScatter of the last
+// piece. The backward's other collectives already run beside the weight-gradient GEMMs.
+#include <fmt/format.h>
+
+#include "parallelism/tensor_parallel.hpp"
+
+namespace stepsim::parallelism {
+
+namespace {
+
+using workload::Pass;
+using workload::Role;
+
+constexpr int kReduceScatterSms = 16;
+
+bool ring_site(const OpSite& site) {
+  const Role r = site.cost->role;
+  if (site.cost->pass == Pass::forward) return r == Role::qkv || r == Role::fc1;
+  return site.cost->pass == Pass::backward_data && (r == Role::attn_proj || r == Role::fc2);
+}
+
+bool split_site(const OpSite& site) {
+  const Role r = site.cost->role;
+  return site.cost->pass == Pass::forward && (r == Role::attn_proj || r == Role::fc2);
+}
+
+}  // namespace
+
+bool TensorParallel::pipelines(const OpSite& site) const {
+  if (!overlap_ || site.block < 1 || site.block > layers_) return false;
+  return site.cost->cls == workload::OpClass::gemm && (ring_site(site) || split_site(site));
+}
+
+double TensorParallel::reduce_scatter_work_scale() const {
+  if (sms_ <= 2 * kReduceScatterSms) return 2.0;  // a small GPU: the kernel takes half
+  return static_cast<double>(sms_) / (sms_ - kReduceScatterSms);
+}
+
+OpIndex TensorParallel::issue_pipelined(StepBuilder& b, const OpSite& site) {
+  return ring_site(site) ? ring_gathered(b, site) : split_reduced(b, site);
+}
+
+std::uint32_t TensorParallel::overlap_name(StepBuilder& b, const OpSite& site, CollOp op, Bytes size,
+                                           const char* what) {
+  const auto [it, inserted] = overlap_names_.try_emplace({site.block, site.cost, op}, 0);
+  if (inserted) {
+    it->second = b.collective_name(CommKind::tp, op, size, fmt::format("{} {}", op_name(site, layers_), what));
+  }
+  return it->second;
+}
+
+// One ring step: a copy of `chunk` to the next TP rank over NVLink.
+CollectiveCost TensorParallel::ring_step_cost() const { return {nvlink_latency_, nvlink_, {1.0, 0.0}}; }
+
+// A ReduceScatter of S bytes in NVLink's ring: (t − 1)/t of S leave each GPU.
+CollectiveCost TensorParallel::reduce_scatter_cost() const {
+  const double share = static_cast<double>(tp_ - 1) / tp_;
+  return {nvlink_latency_ * (tp_ - 1), nvlink_.scaled(1.0 / share), {share, 0.0}};
+}
+
+// Piece i computes the chunk in hand while step i passes it on; piece i + 1 waits for it.
+OpIndex TensorParallel::ring_gathered(StepBuilder& b, const OpSite& site) {
+  const Bytes chunk = message(site) / tp_;
+  const workload::OpCost piece = op_piece(*site.cost, tp_);
+  const std::vector<std::uint32_t>& names = pieces_.of(b, site, tp_);
+  const std::uint32_t step = overlap_name(b, site, CollOp::sendrecv, chunk, "AllGather ring step");
+  std::vector<OpIndex> producer = b.last_compute();
+  std::vector<OpIndex> arrived;
+  OpIndex op = 0;
+  for (int i = 0; i < tp_; ++i) {
+    std::vector<OpIndex> next;
+    if (i + 1 < tp_) next = {b.transfer(CommKind::tp, CollOp::sendrecv, chunk, step, ring_step_cost(), producer)};
+    producer.clear();
+    op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)], arrived);
+    arrived = next;
+  }
+  return op;
+}
+
+// Each piece's output is reduce-scattered while the next piece computes; the op after the
+// GEMM waits for the last.
+OpIndex TensorParallel::split_reduced(StepBuilder& b, const OpSite& site) {
+  const Bytes part = message(site) / kReduceScatterPieces;
+  const workload::OpCost piece = op_piece(*site.cost, kReduceScatterPieces, reduce_scatter_work_scale());
+  const std::vector<std::uint32_t>& names = pieces_.of(b, site, kReduceScatterPieces);
+  const std::uint32_t rs = overlap_name(b, site, CollOp::reducescatter, part, "split");
+  OpIndex op = 0;
+  OpIndex last = 0;
+  for (int i = 0; i < kReduceScatterPieces; ++i) {
+    op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)]);
+    last = b.transfer(CommKind::tp, CollOp::reducescatter, part, rs, reduce_scatter_cost(), {op});
+  }
+  b.defer_wait(last, WaitRule::next_op, site.cost->role);
+  return op;
+}
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,209 @@
+// Every key of the scenario schema, walked: changing it changes the simulated step (a time
+// or a memory figure of the report), or is refused with a reason, or the key is a name. A
+// key added to the schema without a row here fails the test, so no key can be accepted and
+// ignored unnoticed.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "io/scenario_loader.hpp"
+#include "io/scenario_schema.hpp"
+#include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
+
+namespace {
+
+enum class Expect { changes, refused, name };
+
+struct Row {
+  const char* key;
+  Expect expect;
+  const char* value = "";                 // the changed value (--set syntax)
+  std::vector<std::string> context = {};  // other keys set first, where the key matters only with them
+};
+
+// GPT 1.3B on 16 H100 in 2 nodes: TP 2 × PP 2 × DP 4, so that every kind of communication runs.
+constexpr const char* kBase = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
+  "parallel": { "tp": 2, "pp": 2, "dp": 4 },
+  "training": { "global_batch": 32, "micro_batch": 1 } })";
+
+const std::vector<std::string> kMoe{"model.moe.experts=8", "parallel.ep=2", "parallel.sequence_parallel=true"};
+const std::vector<std::string> kFsdp{"data_parallel.kind=fsdp"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> r{
+      {"model.name", Expect::name},
+      {"model.layers", Expect::changes, "16"},
+      {"model.hidden", Expect::changes, "2560"},
+      {"model.heads", Expect::changes, "32"},
+      {"model.kv_heads", Expect::changes, "8"},
+      {"model.ffn_hidden", Expect::changes, "4096"},
+      {"model.vocab", Expect::changes, "32000"},
+      {"model.seq_len", Expect::changes, "1024"},
+      {"model.mlp", Expect::changes, "swiglu"},
+      {"model.tied_embeddings", Expect::changes, "false"},
+      {"model.moe.experts", Expect::changes, "8", {"parallel.sequence_parallel=true"}},
+      {"model.moe.top_k", Expect::changes, "2", kMoe},
+      {"model.moe.expert_ffn_hidden", Expect::changes, "2048", kMoe},
+      {"model.moe.capacity_factor", Expect::changes, "0.5", kMoe},
+      {"model.moe.imbalance", Expect::changes, "2", kMoe},
+      {"model.moe.shared_experts", Expect::changes, "1", kMoe},
+      {"cluster.name", Expect::name},
+      {"cluster.nodes", Expect::refused, "3"},
+      {"cluster.gpus_per_node", Expect::changes, "4"},
+      {"cluster.gpu.name", Expect::name},
+      {"cluster.gpu.arch", Expect::changes, "ampere", {"cluster.intra_node.nvls=false"}},
+      {"cluster.gpu.flops.bf16", Expect::changes, "\"500 TFLOPS\""},
+      {"cluster.gpu.flops.fp16", Expect::changes, "\"500 TFLOPS\"", {"training.precision=fp16"}},
+      {"cluster.gpu.flops.fp8", Expect::changes, "\"1000 TFLOPS\"", {"training.precision=fp8"}},
+      {"cluster.gpu.flops.tf32", Expect::changes, "\"200 TFLOPS\"", {"training.precision=tf32"}},
+      {"cluster.gpu.flops.fp32", Expect::changes, "\"30 TFLOPS\"", {"training.precision=fp32"}},
+      {"cluster.gpu.memory", Expect::changes, "\"40 GB\""},
+      {"cluster.gpu.memory_bandwidth", Expect::changes, "\"2 TB/s\""},
+      {"cluster.gpu.sms",
+       Expect::changes,
+       "100",
+       {"parallel.sequence_parallel=true", "tensor_parallel.comm_overlap=true"}},
+      {"cluster.gpu.kernel_launch", Expect::changes, "\"50 us\""},
+      {"cluster.gpu.efficiency.gemm_max", Expect::changes, "0.5"},
+      {"cluster.gpu.efficiency.gemm_half_flops", Expect::changes, "6e10"},
+      {"cluster.gpu.efficiency.attention_max", Expect::changes, "0.3"},
+      {"cluster.gpu.efficiency.hbm", Expect::changes, "0.5"},
+      {"cluster.gpu.efficiency.kernel_min", Expect::changes, "\"30 us\""},
+      {"cluster.gpu.efficiency.comm_slowdown", Expect::changes, "0.5"},
+      {"cluster.intra_node.fabric", Expect::changes, "pcie", {"cluster.intra_node.nvls=false"}},
+      {"cluster.intra_node.bandwidth", Expect::changes, "\"100 GB/s\""},
+      {"cluster.intra_node.latency", Expect::changes, "\"20 us\""},
+      {"cluster.intra_node.nvls", Expect::changes, "false", {"parallel.tp=8", "parallel.dp=1"}},
+      // RoCE runs NCCL's IB verbs transport: the same model; plain Ethernet is refused.
+      {"cluster.inter_node.fabric", Expect::refused, "ethernet"},
+      {"cluster.inter_node.nics_per_node", Expect::changes, "2"},
+      {"cluster.inter_node.nic_bandwidth", Expect::changes, "\"100 Gb/s\""},
+      {"cluster.inter_node.latency", Expect::changes, "\"50 us\""},
+      // Oversubscription slows a fat tree's spine; on rail-optimized fabrics it is refused.
+      {"cluster.inter_node.topology",
+       Expect::refused,
+       "rail-optimized",
+       {"cluster.inter_node.topology=fat-tree", "cluster.inter_node.oversubscription=4"}},
+      {"cluster.inter_node.oversubscription", Expect::changes, "4", {"cluster.inter_node.topology=fat-tree"}},
+      {"cluster.collective_tuning.launch_overhead", Expect::changes, "\"20 us\""},
+      {"cluster.collective_tuning.bus_efficiency", Expect::changes, "0.5"},
+      {"cluster.collective_tuning.ramp_half_bytes", Expect::changes, "\"64 MiB\""},
+      {"cluster.collective_tuning.ramp_exponent", Expect::changes, "2"},
+      {"cluster.collective_tuning.latency_floor", Expect::changes, "\"100 us\""},
+      {"cluster.collective_tuning.ll128_efficiency",
+       Expect::changes,
+       "0.3",
+       {"collectives.protocol=LL128", "parallel.pp=1", "parallel.dp=8"}},
+      {"parallel.tp", Expect::changes, "4"},
+      {"parallel.pp", Expect::changes, "1"},
+      {"parallel.dp", Expect::changes, "2"},
+      {"parallel.cp", Expect::changes, "2"},
+      {"parallel.ep", Expect::changes, "4", kMoe},
+      {"parallel.sequence_parallel", Expect::changes, "true"},
+      {"parallel.schedule", Expect::changes, "gpipe"},
+      {"parallel.virtual_stages", Expect::changes, "3", {"parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
+      {"parallel.stage_layers", Expect::changes, "[10,14]"},
+      {"training.global_batch", Expect::changes, "64"},
+      {"training.micro_batch", Expect::changes, "2"},
+      {"training.precision", Expect::changes, "fp32"},
+      {"training.recompute", Expect::changes, "full"},
+      {"training.attention", Expect::changes, "unfused"},
+      {"training.optimizer", Expect::changes, "sgd"},
+      {"data_parallel.kind", Expect::changes, "zero1"},
+      {"data_parallel.bucket_cap_mb", Expect::changes, "1"},
+      {"data_parallel.first_bucket_mb", Expect::changes, "20"},
+      {"data_parallel.overlap_grad_reduce", Expect::changes, "false"},
+      {"data_parallel.grad_reduce_dtype", Expect::changes, "fp32"},
+      {"data_parallel.reshard_after_forward", Expect::changes, "false", kFsdp},
+      {"data_parallel.forward_prefetch", Expect::changes, "true", kFsdp},
+      {"data_parallel.backward_prefetch", Expect::changes, "none", kFsdp},
+      {"data_parallel.max_inflight_all_gathers", Expect::changes, "1", with(kFsdp, {"data_parallel.fsdp_version=1"})},
+      {"data_parallel.overlap_param_gather", Expect::changes, "true", {"data_parallel.kind=zero1"}},
+      {"data_parallel.fsdp_version", Expect::changes, "2", kFsdp},
+      {"data_parallel.shard_group", Expect::changes, "2", {"data_parallel.kind=hsdp"}},
+      {"tensor_parallel.comm_overlap", Expect::changes, "true", {"parallel.sequence_parallel=true"}},
+      // A forced algorithm applies to every collective: ring has no SendRecv, so no pipeline.
+      {"collectives.algorithm", Expect::changes, "ring", {"parallel.pp=1", "parallel.dp=8"}},
+      {"collectives.protocol", Expect::changes, "LL"},
+      {"calibration", Expect::refused, "[\"measured.json\"]"},
+      // Representative and all-ranks mode give one answer by contract; all-ranks simulates
+      // every GPU (checked below by the number of simulated ranks).
+      {"simulation.ranks", Expect::changes, "all"},
+      {"context_parallel.comm", Expect::changes, "all_gather", {"parallel.cp=2"}},
+  };
+  return r;
+}
+
+void flatten(const boost::json::value& v, const std::string& prefix, std::vector<std::string>& out) {
+  if (!v.is_object()) {
+    out.push_back(prefix);
+    return;
+  }
+  for (const auto& [key, value] : v.get_object())
+    flatten(value, prefix.empty() ? std::string(key) : prefix + "." + std::string(key), out);
+}
+
+// What a change must move: the step's times and memory, and how many ranks were simulated.
+std::vector<double> signature(const stepsim::SimulationResult& r) {
+  const stepsim::Report& p = r.report;
+  std::vector<double> out{
+      p.step_time_s,          p.memory_bytes.peak,      p.memory_bytes.params,
+      p.memory_bytes.grads,   p.memory_bytes.optimizer, p.memory_bytes.activations,
+      p.memory_bytes.buffers, p.memory_bytes.capacity,  static_cast<double>(r.timeline.ranks.size())};
+  for (double t : p.comm_s) out.push_back(t);
+  for (double t : p.breakdown_s.exposed_comm) out.push_back(t);
+  return out;
+}
+
+std::optional<std::string> refusal(const std::vector<std::string>& sets) {
+  try {
+    stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", sets));
+  } catch (const stepsim::InputError& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("every scenario key has a row in the walk, and every row is a key") {
+  const stepsim::Scenario s = stepsim::io::load_scenario_text(kBase, "walk.json");
+  std::vector<std::string> keys;
+  flatten(stepsim::io::write_scenario(s), "", keys);
+  std::set<std::string> walked;
+  for (const Row& row : rows()) walked.insert(row.key);
+  for (const std::string& key : keys) {
+    INFO(key);
+    CHECK(walked.count(key) == 1);
+  }
+  CHECK(walked.size() == keys.size());
+}
+
+TEST_CASE("changing any scenario key changes the simulated step or is refused with a reason") {
+  for (const Row& row : rows()) {
+    if (row.expect == Expect::name) continue;
+    const std::vector<std::string> changed = with(row.context, {std::string(row.key) + "=" + row.value});
+    INFO(row.key << " = " << row.value);
+    if (row.expect == Expect::refused) {
+      const std::optional<std::string> reason = refusal(changed);
+      REQUIRE(reason.has_value());
+      CHECK(reason->find("walk.json: /") == 0);
+      continue;
+    }
+    const auto before = stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", row.context));
+    const auto after = stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", changed));
+    CHECK(signature(before) != signature(after));
+  }
+}

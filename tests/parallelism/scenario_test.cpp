@@ -1,0 +1,89 @@
+// Context parallelism and TP communication overlap on whole scenarios: Llama 3 70B on 64
+// H100 and Korthikanti's GPT 22B, through the scenario loader and simulate().
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/report.hpp"
+
+using stepsim::CommKind;
+
+namespace {
+
+stepsim::Report run(const std::string& example, const std::vector<std::string>& sets = {}) {
+  return stepsim::simulate(stepsim::io::load_scenario(example, sets)).report;
+}
+
+double exposed(const stepsim::Report& r, CommKind kind) {
+  return r.breakdown_s.exposed_comm[static_cast<std::size_t>(kind)];
+}
+
+double busy(const stepsim::Report& r, CommKind kind) { return r.comm_s[static_cast<std::size_t>(kind)]; }
+
+const char* const kCp = "llama3-70b-cp2-64xh100";
+
+}  // namespace
+
+TEST_CASE("Llama 3 70B with cp 2 on 64 H100 runs and reports its CP time") {
+  const stepsim::Report r = run(kCp);
+  CHECK(r.gpus == 64);
+  CHECK(r.step_time_s > 0);
+  CHECK(busy(r, CommKind::cp) > 0);
+  // The ring overlaps most of its K/V traffic with attention.
+  CHECK(exposed(r, CommKind::cp) > 0);
+  CHECK(exposed(r, CommKind::cp) < busy(r, CommKind::cp) / 2);
+}
+
+TEST_CASE("context parallelism halves the activations a rank keeps and shards optimizer state over dp·cp") {
+  const stepsim::Report cp2 = run(kCp);
+  const stepsim::Report cp1 = run(kCp, {"parallel.cp=1", "parallel.dp=8"});
+  CHECK(cp2.memory_bytes.activations == Approx(cp1.memory_bytes.activations / 2).epsilon(0.01));
+  CHECK(cp2.memory_bytes.optimizer == Approx(cp1.memory_bytes.optimizer).epsilon(1e-6));
+}
+
+TEST_CASE("gathering K/V whole leaves more CP time exposed than the overlapped ring") {
+  const stepsim::Report ring = run(kCp);
+  const stepsim::Report gathered = run(kCp, {"context_parallel.comm=all_gather"});
+  CHECK(exposed(gathered, CommKind::cp) > exposed(ring, CommKind::cp));
+}
+
+TEST_CASE("TP communication overlap lowers the exposed TP time of GPT 22B and of Llama 3 70B at TP 8") {
+  const std::vector<std::string> sp{"parallel.sequence_parallel=true"};
+  const stepsim::Report gpt = run("korthikanti-22b", sp);
+  const stepsim::Report gpt_overlap = run("korthikanti-22b", {sp[0], "tensor_parallel.comm_overlap=true"});
+  CHECK(exposed(gpt_overlap, CommKind::tp) < 0.25 * exposed(gpt, CommKind::tp));
+  CHECK(gpt_overlap.step_time_s < gpt.step_time_s);
+
+  const std::vector<std::string> tp8{"parallel.cp=1", "parallel.dp=8"};
+  const stepsim::Report llama = run(kCp, tp8);
+  const stepsim::Report llama_overlap = run(kCp, {tp8[0], tp8[1], "tensor_parallel.comm_overlap=true"});
+  CHECK(exposed(llama_overlap, CommKind::tp) < 0.25 * exposed(llama, CommKind::tp));
+  CHECK(llama_overlap.step_time_s < llama.step_time_s);
+}
+
+TEST_CASE("Mixtral 8x7B with EP 8 on 64 H100 runs and reports its all-to-all time as ep") {
+  const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100");
+  CHECK(r.gpus == 64);
+  CHECK(busy(r, CommKind::ep) > 0);
+  CHECK(exposed(r, CommKind::ep) > 0);
+  CHECK(r.memory_bytes.fits);
+}
+
+TEST_CASE("DeepSeek-V3 with EP 64 across 8 nodes runs, its all-to-all over InfiniBand") {
+  const stepsim::Report r = run("deepseek-v3-ep64-512xh100");
+  CHECK(r.gpus == 512);
+  CHECK(exposed(r, CommKind::ep) > 0);
+  // Across nodes the all-to-all is slower than Mixtral's inside one, per byte and per layer.
+  CHECK(busy(r, CommKind::ep) > busy(run("mixtral-8x7b-ep8-64xh100"), CommKind::ep));
+}
+
+TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically") {
+  double previous = 0;
+  for (const char* imbalance : {"1", "1.25", "1.5", "2", "3"}) {
+    const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.imbalance=") + imbalance});
+    CHECK(r.step_time_s > previous);
+    previous = r.step_time_s;
+  }
+}

@@ -1,0 +1,112 @@
+// The work of a mixture-of-experts layer: parameters per GPU, active FLOPs per token and the
+// all-to-all message, against hand counts for Mixtral 8x7B and (approximated) DeepSeek-V3.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "scenarios.hpp"
+#include "workload/work.hpp"
+
+namespace st = stepsim::testing;
+using stepsim::workload::OpCost;
+using stepsim::workload::Role;
+
+namespace {
+
+stepsim::ModelSpec mixtral_8x7b() {
+  stepsim::ModelSpec m = st::llama3_8b();
+  m.name = "mixtral-8x7b";
+  m.layers = 32;
+  m.ffn_hidden = 14336;
+  m.vocab = 32000;
+  m.seq_len = 4096;
+  m.moe = {8, 2, 14336};
+  return m;
+}
+
+stepsim::ModelSpec deepseek_v3() {
+  stepsim::ModelSpec m = st::llama3_8b();
+  m.name = "deepseek-v3";
+  m.layers = 61;
+  m.hidden = 7168;
+  m.heads = 128;
+  m.kv_heads = 128;
+  m.ffn_hidden = 18432;
+  m.vocab = 129280;
+  m.seq_len = 4096;
+  m.moe = {256, 8, 2048};
+  m.moe.shared_experts = 1;
+  return m;
+}
+
+stepsim::Scenario moe(const stepsim::ModelSpec& m, int ep, long long global_batch) {
+  stepsim::Scenario s = st::scenario(m, 1, 1, global_batch);
+  s.parallel.ep = ep;
+  s.parallel.dp = 64;
+  return s;
+}
+
+double sum_flops(const std::vector<OpCost>& ops, Role role) {
+  double f = 0;
+  for (const OpCost& op : ops) f += op.role == role ? op.flops : 0.0;
+  return f;
+}
+
+// Attention 4096·(4096 + 2·1024) + 4096·4096, router 8·4096, one expert 3·4096·14336.
+constexpr long long kMixtralAttention = 41943040;
+constexpr long long kMixtralRouter = 32768;
+constexpr long long kMixtralExpert = 176160768;
+
+}  // namespace
+
+TEST_CASE("Mixtral 8x7B at EP 8 holds one expert per GPU and 46.7 B parameters in all") {
+  const auto w = stepsim::workload::build_work(moe(mixtral_8x7b(), 8, 64));
+  // Attention, router, one local expert and two RMSNorm scales.
+  CHECK(w.layer.param_count == kMixtralAttention + kMixtralRouter + kMixtralExpert + 2 * 4096);
+  CHECK(w.layer.param_count == 218144768);
+  CHECK(w.layer.expert_param_count == kMixtralExpert);
+  // 32 layers of 8 experts, embedding and LM head of 32000·4096, final norm.
+  const long long layer = kMixtralAttention + kMixtralRouter + 8 * kMixtralExpert + 2 * 4096;
+  CHECK(w.params_total == 32 * layer + 2 * 32000LL * 4096 + 4096);
+  CHECK(w.params_total == 46702792704);
+}
+
+TEST_CASE("Mixtral 8x7B's model FLOPs count the 2 active experts per token") {
+  const auto w = stepsim::workload::build_work(moe(mixtral_8x7b(), 8, 64));
+  // 6 · (32 · (attention + router + 2 experts) + LM head) + causal attention 6 · s · l · h.
+  const double active = 32.0 * (kMixtralAttention + kMixtralRouter + 2.0 * kMixtralExpert) + 4096.0 * 32000;
+  const double per_token = 6.0 * active + 6.0 * 4096 * 32 * 4096;
+  CHECK(per_token == Approx(79712747520.0));
+  CHECK(w.model_flops_per_step / (64.0 * 4096) == Approx(per_token).epsilon(1e-12));
+  // Each GPU's experts compute top_k copies of its 4096 tokens.
+  CHECK(sum_flops(w.layer.forward, Role::expert_fc1) == Approx(2.0 * 4096 * 2 * 2 * 14336 * 4096));
+}
+
+TEST_CASE("one MoE all-to-all carries the routed copies of the GPU's tokens, times the imbalance") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 8, 64);
+  // 4096 tokens · top 2 · hidden 4096 · 2 bytes.
+  CHECK(stepsim::workload::build_work(s).layer.dispatch_message.count() == 67108864);
+  s.model.moe.imbalance = 1.5;
+  CHECK(stepsim::workload::build_work(s).layer.dispatch_message.count() == 100663296);
+  s.model.moe.capacity_factor = 1.25;  // the busiest expert drops what exceeds 1.25× its share
+  CHECK(stepsim::workload::build_work(s).layer.dispatch_message.count() == 83886080);
+}
+
+TEST_CASE("DeepSeek-V3 as approximated holds 4 routed experts and the shared one per GPU at EP 64") {
+  const auto w = stepsim::workload::build_work(moe(deepseek_v3(), 64, 64));
+  const long long expert = 3LL * 7168 * 2048;  // 44,040,192
+  const long long attention = 4LL * 7168 * 7168;
+  const long long router = 256LL * 7168;
+  CHECK(w.layer.param_count == attention + router + 4 * expert + expert + 2 * 7168);
+  CHECK(w.layer.param_count == 427571200);
+  const long long layer = attention + router + 257 * expert + 2 * 7168;
+  CHECK(w.params_total == 61 * layer + 2 * 129280LL * 7168 + 7168);
+  CHECK(w.params_total == 704921039872);
+  // Active per token: attention, router, 8 routed and 1 shared expert, and the LM head
+  // (DeepSeek's 37 B); model FLOPs are 6 per active weight plus causal attention.
+  const double active = 61.0 * (attention + router + 9.0 * expert) + 129280.0 * 7168;
+  CHECK(active == Approx(37753454592.0));
+  CHECK(w.model_flops_per_step / (64.0 * 4096) == Approx(6.0 * active + 6.0 * 4096 * 61 * 7168).epsilon(1e-12));
+  // 4096 tokens · top 8 · 7168 · 2 bytes per all-to-all.
+  CHECK(w.layer.dispatch_message.count() == 4096LL * 8 * 7168 * 2);
+}
