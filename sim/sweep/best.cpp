@@ -105,7 +105,8 @@ std::vector<Candidate> enumerate_candidates(const SweepSpec& spec, BestResult& r
     if (fixed) result.fixed.emplace_back(key);
   if (user_sets(spec, "parallel.dp"))
     throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
-  result.notes.push_back("context parallelism is not simulated yet: cp stays " + std::to_string(base.parallel.cp));
+  result.notes.push_back("context parallelism is not searched: cp stays " + std::to_string(base.parallel.cp) +
+                         " (choose it with --set parallel.cp)");
   const std::vector<int> tps = fix_tp ? std::vector<int>{base.parallel.tp}
                                       : divisors(std::min<long long>(base.cluster.gpus_per_node, base.model.heads), n);
   std::vector<Candidate> out;

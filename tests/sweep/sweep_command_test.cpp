@@ -155,7 +155,7 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
   REQUIRE(run.status == 0);
   CHECK(run.out.starts_with(
       "8 GPUs: 58 configurations, 0 refused by validation, 0 do not fit, 0 internal errors, 58 fit\n"
-      "note: context parallelism is not simulated yet: cp stays 1\n"
+      "note: context parallelism is not searched: cp stays 1 (choose it with --set parallel.cp)\n"
       "fixed by --set: training.micro_batch, data_parallel.kind, training.recompute\n"));
   CHECK(run.out.find("\n  1    1   1    8   2  ") != std::string::npos);
   CHECK(run.out.find("\n  2 ") != std::string::npos);
