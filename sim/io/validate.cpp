@@ -158,9 +158,6 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
-  c.require(s.calibration.empty(), "/calibration",
-            "calibration files are not applied by this version of stepsim (remove the key; measured tables are not "
-            "supported yet)");
   c.require(!s.tensor_parallel.comm_overlap, "/tensor_parallel/comm_overlap",
             "TP communication overlap is not simulated yet (set it to false)");
   c.require(s.model.moe.experts == 0, "/model/moe/experts",
