@@ -289,13 +289,25 @@ Calibration parse_calibration(const std::string& text_in, const std::string& sou
   return c;
 }
 
-Calibration read_calibration(const std::string& path) {
+std::string read_measured_file(const std::string& path, const char* what) {
+  constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the calibration file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) throw InputError(path, "", "expected a calibration file (JSON), got an empty file");
-  return parse_calibration(text.str(), path);
+  if (!in) throw InputError(path, "", fmt::format("cannot open the {}", what));
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      throw InputError(path, "", fmt::format("the {} is larger than 256 MiB", what));
+  }
+  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the {}", what));
+  return text;
+}
+
+Calibration read_calibration(const std::string& path) {
+  const std::string text = read_measured_file(path, "calibration file");
+  if (text.empty()) throw InputError(path, "", "expected a calibration file (JSON), got an empty file");
+  return parse_calibration(text, path);
 }
 
 std::string calibration_json(const Calibration& c) {

@@ -91,6 +91,10 @@ struct Calibration {
   std::vector<CollectiveTable> collectives;
 };
 
+// The whole of a measured file, at most 256 MiB (a device or a pipe that never ends is an
+// InputError naming `path`, not a hang); `what` names the kind of file in errors.
+std::string read_measured_file(const std::string& path, const char* what);
+
 // Reads and checks a calibration file: unknown keys, wrong types, units, non-positive or
 // absurd numbers are InputErrors naming the file, the JSON pointer and what was expected.
 Calibration read_calibration(const std::string& path);

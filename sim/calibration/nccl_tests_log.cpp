@@ -4,11 +4,12 @@
 // that name the test, the devices and the hosts; and the JSON file that -J writes.
 #include "calibration/nccl_tests_log.hpp"
 
+#include "calibration/calibration.hpp"
+
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
 #include <charconv>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -307,8 +308,7 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
 }
 
 NcclTestsLog read_nccl_tests(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the nccl-tests log");
+  std::istringstream in(read_measured_file(path, "nccl-tests log"));
   return parse_nccl_tests(in, path);
 }
 

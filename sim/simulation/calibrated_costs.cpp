@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "stepsim/error.hpp"
+
 namespace stepsim {
 
 CalibratedCosts::CalibratedCosts(const Scenario& scenario, const hardware::GpuModel& gpu,
@@ -68,7 +70,11 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report) const 
 
 calibration::MeasuredTables load_calibration(const Scenario& scenario) {
   std::vector<calibration::Calibration> files;
-  for (const std::string& path : scenario.calibration) {
+  for (std::size_t i = 0; i < scenario.calibration.size(); ++i) {
+    const std::string& path = scenario.calibration[i];
+    if (path.empty())
+      throw InputError(scenario.source, fmt::format("/calibration/{}", i),
+                       "expected a calibration file name, got \"\"");
     files.push_back(calibration::read_calibration(path));
     calibration::check_gpu(files.back(), scenario.cluster.gpu.name);
   }

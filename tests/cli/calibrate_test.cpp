@@ -151,4 +151,16 @@ TEST_CASE("bad calibration files and logs are refused with the file and the plac
   }
 }
 
+TEST_CASE("endless and empty calibration inputs are refused, not waited on") {
+  Scratch s("calib-endless");
+  const auto zero = s.run("calibrate import-nccl-tests /dev/zero -o x.json");
+  CHECK(zero.status == 2);
+  CHECK(zero.err.find("/dev/zero: the nccl-tests log is larger than 256 MiB") != std::string::npos);
+  CHECK(s.run("simulate --calibration /dev/zero").status == 2);
+  const auto empty = s.run("simulate --set 'calibration=[\"\"]'");
+  CHECK(empty.status == 2);
+  CHECK(empty.err.find("<default>: /calibration/0: expected a calibration file name, got \"\"") != std::string::npos);
+  CHECK(s.entries().empty());
+}
+
 }  // namespace stepsim
