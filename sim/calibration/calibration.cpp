@@ -297,8 +297,7 @@ std::string read_measured_file(const std::string& path, const char* what) {
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
     text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxBytes)
-      throw InputError(path, "", fmt::format("the {} is larger than 256 MiB", what));
+    if (text.size() > kMaxBytes) throw InputError(path, "", fmt::format("the {} is larger than 256 MiB", what));
   }
   if (in.bad()) throw InputError(path, "", fmt::format("cannot read the {}", what));
   return text;
