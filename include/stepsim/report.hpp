@@ -41,6 +41,17 @@ struct MemoryReport {
   bool modelled = false;  // false until a memory model filled it in
 };
 
+// Which costs came from calibration files (the scenario key `calibration`) and how much of
+// the step they cover; empty `files` when the step was not calibrated.
+struct CalibrationReport {
+  std::vector<std::string> files;
+  double compute_fraction = 0;        // share of compute kernel time taken from measured tables
+  double comm_fraction = 0;           // share of communication time at measured sizes and shapes
+  double comm_scaled_fraction = 0;    // share of communication time scaled from a measured shape
+  double step_fraction = 0;           // (compute·compute_fraction + exposed comm·comm_fraction) / step
+  std::vector<std::string> measured;  // what was measured: "gemm", "allreduce 8 ranks on 1 node", ...
+};
+
 struct Report {
   std::string stepsim_version;
   int gpus = 0;
@@ -52,6 +63,7 @@ struct Report {
   MemoryReport memory_bytes;
   std::string config_json;         // the fully resolved scenario (JSON text), "{}" when none
   std::vector<std::string> notes;  // placement, warnings: shown in the table, "notes" in JSON
+  CalibrationReport calibration;   // "calibration" in JSON, only when calibrated
 };
 
 struct SimulationResult {

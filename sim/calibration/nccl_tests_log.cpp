@@ -1,13 +1,20 @@
 // nccl-tests table rows: `size count type redop root | time algbw busbw #wrong | time algbw
-// busbw #wrong` (current) or the same without root and with a float error (before mid-2022).
+// busbw #wrong` (current) or the same without root and with a float error (before mid-2022),
+// optionally followed by per-iteration statistics (-I) or a timestamp (-S); the header lines
+// that name the test, the devices and the hosts; and the JSON file that -J writes.
 #include "calibration/nccl_tests_log.hpp"
+
+#include "calibration/calibration.hpp"
 
 #include <fmt/format.h>
 
+#include <boost/json.hpp>
 #include <charconv>
-#include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
+#include "io/json_document.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::calibration {
@@ -66,40 +73,242 @@ void drop_mpi_prefix(std::vector<std::string>& tokens) {
   }
 }
 
+// `-S` appends "YYYY-MM-DD HH:MM:SS" to each row.
+void drop_timestamp(std::vector<std::string>& tokens) {
+  static const std::regex date(R"(\d{4}-\d{2}-\d{2})"), clock(R"(\d{2}:\d{2}:\d{2})");
+  const std::size_t n = tokens.size();
+  if (n >= 2 && std::regex_match(tokens[n - 2], date) && std::regex_match(tokens[n - 1], clock)) tokens.resize(n - 2);
+}
+
 NcclTestsRow parse_row(const LineReader& r) {
   const std::size_t n = r.tokens.size();
-  if (n != 12 && n != 13)
-    r.fail(fmt::format("expected an nccl-tests row of 12 or 13 columns ({}), got {} column(s)", kLayout, n));
-  const bool current = n == 13;
+  // 13 current, 12 legacy, 21 current with per-iteration statistics (4 more per half), 9 a
+  // replay row without its out-of-place half.
+  if (n != 9 && n != 12 && n != 13 && n != 21)
+    r.fail(
+        fmt::format("expected an nccl-tests row of 12 or 13 columns ({}), or 9 (in-place only) or 21 (with "
+                    "per-iteration statistics), got {} column(s)",
+                    kLayout, n));
+  const bool root = n != 12;
   NcclTestsRow row;
   row.size = Bytes(r.number<long long>(0, "size"));
   row.count = r.number<long long>(1, "count");
   row.type = r.tokens[2];
   row.redop = r.tokens[3];
-  if (current) row.root = r.number<int>(4, "root");
-  const std::size_t first = current ? 5 : 4;
-  row.out_of_place = r.result(first);
-  row.in_place = r.result(first + 4);
+  if (root) row.root = r.number<int>(4, "root");
+  const std::size_t first = root ? 5 : 4;
+  const std::size_t half = n == 21 ? 8 : 4;
+  if (n == 9) {
+    row.in_place = r.result(first);
+  } else {
+    row.out_of_place = r.result(first);
+    row.in_place = r.result(first + half);
+  }
   return row;
+}
+
+// What the header says about the test now being printed.
+struct Section {
+  std::string test;
+  int ranks_per_process = 0;
+  int max_rank = -1;
+  std::set<std::string> hosts;
+  int declared_ranks = 0;  // "-g 8" or "8x GPU" in a comment of a rows-only file
+  int declared_nodes = 0;
+
+  int ranks() const { return max_rank >= 0 ? max_rank + 1 : declared_ranks > 0 ? declared_ranks : ranks_per_process; }
+  int nodes() const { return !hosts.empty() ? static_cast<int>(hosts.size()) : declared_nodes; }
+};
+
+std::string nccl_version_of_code(long code) {
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code / 100 % 10, code % 100);
+}
+
+void read_header_line(const std::string& text, Section& s, NcclTestsHeader& h) {
+  static const std::regex starting(R"(Collective test starting:\s*(\S+))");
+  static const std::regex threads(R"(nThread\s+(\d+)\s+nGpus\s+(\d+))");
+  static const std::regex device(
+      R"(Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+\S))");
+  static const std::regex library(R"(nccl-library=(\d+))");
+  static const std::regex perf(R"((\S*_perf)\b(.*))");
+  static const std::regex gpus_flag(R"(\s-g\s+(\d+))");
+  static const std::regex count_x(R"((\d+)\s*x\s+((?:NVIDIA\s+)?[A-Za-z][\w-]*))");
+  static const std::regex nccl_said(R"(NCCL\s+(\d+\.\d+\.\d+))");
+  std::smatch m;
+  if (std::regex_search(text, m, starting)) {
+    s = Section{};
+    s.test = m[1];
+    return;
+  }
+  if (std::regex_search(text, m, threads)) {
+    s.ranks_per_process = std::stoi(m[1]) * std::stoi(m[2]);
+    return;
+  }
+  if (std::regex_search(text, m, device)) {
+    s.max_rank = std::max(s.max_rank, std::stoi(m[1]));
+    s.hosts.insert(m[2]);
+    if (h.host.empty()) h.host = m[2];
+    if (h.gpu.empty()) h.gpu = m[3];
+    return;
+  }
+  if (std::regex_search(text, m, library)) {
+    h.nccl = nccl_version_of_code(std::stol(m[1]));
+    return;
+  }
+  // Files that keep only the rows say what ran in a comment: "# all_reduce_perf -b 8 -g 8 on
+  // one node with 8x NVIDIA A100-SXM4-80GB".
+  if (std::regex_search(text, m, perf) && s.test.empty()) {
+    s.test = m[1];
+    if (h.command.empty()) h.command = m[1].str() + m[2].str();
+  }
+  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) s.declared_ranks = std::stoi(m[1]);
+  if (std::regex_search(text, m, count_x)) {
+    if (s.declared_ranks == 0) s.declared_ranks = std::stoi(m[1]);
+    if (h.gpu.empty()) h.gpu = m[2];
+  }
+  if (text.find("one node") != std::string::npos && s.declared_nodes == 0) s.declared_nodes = 1;
+  if (std::regex_search(text, m, nccl_said) && h.nccl.empty()) h.nccl = m[1];
+}
+
+// ---- JSON (-J) ----
+
+namespace json = boost::json;
+
+[[noreturn]] void json_fail(const std::string& source, const std::string& where, const std::string& what) {
+  throw InputError(source, where, what);
+}
+
+double json_number(const json::object& o, const char* key, const std::string& source, const std::string& where) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr) json_fail(source, where, fmt::format("missing key '{}'", key));
+  if (!v->is_number())
+    json_fail(source, where + "/" + key, fmt::format("expected a number, got {}", io::describe_value(*v)));
+  return v->to_number<double>();
+}
+
+NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where) {
+  NcclTestsResult r;
+  if (v.is_null()) return r;
+  if (!v.is_object())
+    json_fail(source, where, fmt::format("expected an object or null, got {}", io::describe_value(v)));
+  const auto& o = v.get_object();
+  const char* time_key = o.contains("cpu_time") ? "cpu_time" : "time";
+  const double us = json_number(o, time_key, source, where);
+  if (!(us >= 0 && us <= 86400e6))
+    json_fail(source, where + "/" + time_key, fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+  r.time = Time::from_us(us);
+  r.algbw = Bandwidth::gbytes_per_s(json_number(o, "alg_bw", source, where));
+  r.busbw = Bandwidth::gbytes_per_s(json_number(o, "bus_bw", source, where));
+  if (const auto* w = o.if_contains("nwrong"); w != nullptr && w->is_number()) r.wrong = w->to_number<double>();
+  return r;
+}
+
+NcclTestsLog parse_json_log(const std::string& text, const std::string& source) {
+  const json::value doc = io::parse_json(text, source);
+  if (!doc.is_object()) json_fail(source, "/", "expected the JSON object that nccl-tests -J writes");
+  const auto& o = doc.get_object();
+  NcclTestsLog log{source, {}, {}};
+  Section s;
+  if (const auto* args = o.if_contains("args"); args != nullptr && args->is_array() && !args->get_array().empty()) {
+    for (const auto& a : args->get_array())
+      if (a.is_string()) log.header.command += (log.header.command.empty() ? "" : " ") + std::string(a.get_string());
+    const auto& first = args->get_array().front();
+    if (first.is_string()) {
+      const std::string prog(first.get_string());
+      s.test = prog.substr(prog.find_last_of('/') + 1);
+    }
+  }
+  if (const auto* v = o.if_contains("nccl_version"); v != nullptr && v->is_number())
+    log.header.nccl = nccl_version_of_code(v->to_number<long>());
+  if (const auto* cfg = o.if_contains("config"); cfg != nullptr && cfg->is_object()) {
+    const auto& c = cfg->get_object();
+    if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array()) {
+      for (const auto& d : devices->get_array()) {
+        if (!d.is_object()) continue;
+        const auto& dev = d.get_object();
+        if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number())
+          s.max_rank = std::max(s.max_rank, r->to_number<int>());
+        if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
+          s.hosts.insert(std::string(host->get_string()));
+          if (log.header.host.empty()) log.header.host = std::string(host->get_string());
+        }
+        if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
+          if (log.header.gpu.empty()) log.header.gpu = std::string(info->get_string());
+      }
+    }
+    if (const auto* n = c.if_contains("ngpus"); n != nullptr && n->is_number() && s.max_rank < 0)
+      s.ranks_per_process = n->to_number<int>();
+  }
+  const auto* results = o.if_contains("results");
+  if (results == nullptr || !results->is_array())
+    json_fail(source, "/results", "expected the array of result rows that nccl-tests -J writes");
+  const auto& rows = results->get_array();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = fmt::format("/results/{}", i);
+    if (!rows[i].is_object()) json_fail(source, where, "expected a result object");
+    const auto& r = rows[i].get_object();
+    NcclTestsRow row;
+    const double size = json_number(r, "size", source, where);
+    if (!(size >= 0 && size <= 1099511627776.0))
+      json_fail(source, where + "/size", fmt::format("expected a size from 0 to 1 TiB, got {}", size));
+    row.size = Bytes(static_cast<std::int64_t>(size));
+    row.count = static_cast<long long>(json_number(r, "count", source, where));
+    if (const auto* t = r.if_contains("type"); t != nullptr && t->is_string()) row.type = std::string(t->get_string());
+    if (const auto* t = r.if_contains("redop"); t != nullptr && t->is_string())
+      row.redop = std::string(t->get_string());
+    if (const auto* t = r.if_contains("root"); t != nullptr && t->is_string()) {
+      const std::string root(t->get_string());
+      const auto b = root.find_first_not_of(' ');
+      if (b != std::string::npos) row.root = std::atoi(root.c_str() + b);
+    }
+    if (const auto* v = r.if_contains("out_of_place"))
+      row.out_of_place = json_result(*v, source, where + "/out_of_place");
+    const auto* in = r.if_contains("in_place");
+    if (in == nullptr) json_fail(source, where, "missing key 'in_place'");
+    row.in_place = json_result(*in, source, where + "/in_place");
+    row.test = s.test;
+    row.ranks = s.ranks();
+    row.nodes = s.nodes();
+    log.rows.push_back(row);
+  }
+  return log;
 }
 
 }  // namespace
 
 NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
-  NcclTestsLog log{source, {}};
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line) {
-    std::vector<std::string> tokens = split(text);
+  std::ostringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return parse_json_log(text, source);
+
+  NcclTestsLog log{source, {}, {}};
+  Section section;
+  std::istringstream lines(text);
+  std::string line_text;
+  for (int line = 1; std::getline(lines, line_text); ++line) {
+    std::vector<std::string> tokens = split(line_text);
     drop_mpi_prefix(tokens);
-    if (tokens.empty() || tokens.front().front() == '#') continue;
-    log.rows.push_back(parse_row(LineReader{source, line, tokens}));
+    if (tokens.empty()) continue;
+    if (tokens.front().front() == '#') {
+      read_header_line(line_text, section, log.header);
+      continue;
+    }
+    drop_timestamp(tokens);
+    NcclTestsRow row = parse_row(LineReader{source, line, tokens});
+    row.test = section.test;
+    row.ranks = section.ranks();
+    row.nodes = section.nodes();
+    row.line = line;
+    log.rows.push_back(row);
   }
   return log;
 }
 
 NcclTestsLog read_nccl_tests(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open the nccl-tests log");
+  std::istringstream in(read_measured_file(path, "nccl-tests log"));
   return parse_nccl_tests(in, path);
 }
 

@@ -1,5 +1,6 @@
 // Reading nccl-tests output (all_reduce_perf and friends): the table rows of current and
-// legacy versions, with or without MPI rank prefixes.
+// legacy versions, with or without MPI rank prefixes, timestamps or per-iteration columns,
+// several tests in one file, and the JSON output of `-J`.
 #pragma once
 
 #include <istream>
@@ -22,16 +23,29 @@ struct NcclTestsResult {
 struct NcclTestsRow {
   Bytes size;  // nccl-tests S
   long long count = 0;
-  std::string type;   // "float", "half", ...
-  std::string redop;  // "sum", "none", ...
-  int root = -1;      // -1: unrooted, or the legacy layout without a root column
-  NcclTestsResult out_of_place;
+  std::string type;              // "float", "half", ...
+  std::string redop;             // "sum", "none", ...
+  int root = -1;                 // -1: unrooted, or the legacy layout without a root column
+  NcclTestsResult out_of_place;  // time zero when the row has no out-of-place half
   NcclTestsResult in_place;
+  std::string test;  // the test that printed it ("all_reduce_perf"), empty when not said
+  int ranks = 0;     // ranks of the communicator, 0 when not said
+  int nodes = 0;     // hosts the ranks ran on, 0 when not said
+  int line = 0;      // where the row is in its file (JSON: 0)
+};
+
+// What the header lines say about the run (empty or 0 when they do not say it).
+struct NcclTestsHeader {
+  std::string gpu;   // device name, "NVIDIA A100-SXM4-80GB"
+  std::string host;  // the first host
+  std::string nccl;  // "2.19.3"
+  std::string command;
 };
 
 struct NcclTestsLog {
   std::string source;
   std::vector<NcclTestsRow> rows;
+  NcclTestsHeader header;
 };
 
 // `source` names the input in errors ("file: line N: expected ...").

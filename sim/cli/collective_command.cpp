@@ -9,7 +9,9 @@
 #include <array>
 #include <cctype>
 #include <iostream>
+#include <optional>
 
+#include "calibration/apply.hpp"
 #include "cli/options.hpp"
 #include "collectives/collective.hpp"
 #include "io/scenario_loader.hpp"
@@ -21,25 +23,30 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stepsim collective OP [--size S | --sweep MIN:MAX [--factor F]] [--gpus N]\n"
-    "                             [--cluster C] [--algorithm A] [--protocol P] [--json FILE|-] [-v]\n\n"
+    "                             [--cluster C] [--algorithm A] [--protocol P] [--json FILE|-] [-v]\n"
+    "                             [--calibration FILE]...\n\n"
     "Predicts the time, algorithm bandwidth and bus bandwidth of one NCCL collective, as\n"
     "nccl-tests would print them, and the (algorithm, protocol) pair NCCL would choose.\n"
     "OP: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv.\n"
     "S is nccl-tests' size: the per-rank buffer for AllReduce, the whole buffer for\n"
     "AllGather, ReduceScatter and AllToAll. busbw = algbw x bus factor (2(n-1)/n for\n"
-    "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).";
+    "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).\n"
+    "With --calibration, measured tables replace the model inside their measured sizes (and\n"
+    "scale it outside them); the model's time and, at measured sizes, both errors are shown.";
 
 constexpr const char* kExamples =
     "  stepsim collective allreduce --size 256MiB\n"
     "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --sweep 8B:4GiB\n"
     "  stepsim collective allgather --gpus 64 --sweep 1MiB:1GiB --factor 4 --json -\n"
-    "  stepsim collective allreduce --size 64MiB --algorithm ring --protocol ll128 -v\n";
+    "  stepsim collective allreduce --size 64MiB --algorithm ring --protocol ll128 -v\n"
+    "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --sweep 8B:4GiB --calibration a100.calib.json\n";
 
 struct Options {
   std::string op, size, sweep, cluster = "dgx-h100-ndr", algorithm = "auto", protocol = "auto", json;
   int gpus = 8;
   double factor = 2;
   bool verbose = false;
+  std::vector<std::string> calibrations;
 };
 
 std::string lower(std::string s) {
@@ -114,7 +121,13 @@ struct Row {
   Bytes size;
   collectives::Choice choice;
   std::vector<collectives::Choice> all;
+  // With --calibration: the uncalibrated model, where the time came from, the measurement.
+  std::optional<collectives::Choice> model;
+  calibration::Source source = calibration::Source::model;
+  std::optional<double> measured_us;
 };
+
+double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
 
 double busbw(const Row& r, CollOp op, int gpus) {
   const double t = r.choice.time().seconds();
@@ -132,6 +145,14 @@ void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& clu
     fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4,
                "float", t, algbw, busbw(r, op, gpus), collectives::to_string(r.choice.algorithm),
                collectives::to_string(r.choice.protocol));
+    if (r.model) {
+      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {})", "", "", "",
+                 r.model->time().us(), "", "", calibration::to_string(r.source));
+      if (r.measured_us)
+        fmt::print("; measured {:.2f}: error {:+.1f}% calibrated, {:+.1f}% model", *r.measured_us,
+                   100 * relative_error(t, *r.measured_us), 100 * relative_error(r.model->time().us(), *r.measured_us));
+      fmt::print("\n");
+    }
     if (!verbose) continue;
     for (const auto& c : r.all)
       fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (latency {:.1f} us, {} channels)\n",
@@ -155,6 +176,15 @@ boost::json::value to_json(const std::vector<Row>& rows, CollOp op, const Cluste
     o["algorithm"] = collectives::to_string(r.choice.algorithm);
     o["protocol"] = collectives::to_string(r.choice.protocol);
     o["channels"] = r.choice.channels;
+    if (r.model) {
+      o["source"] = calibration::to_string(r.source);
+      o["model_time_us"] = r.model->time().us();
+      if (r.measured_us) {
+        o["measured_time_us"] = *r.measured_us;
+        o["error"] = relative_error(t, *r.measured_us);
+        o["model_error"] = relative_error(r.model->time().us(), *r.measured_us);
+      }
+    }
     out.push_back(std::move(o));
   }
   return out;
@@ -171,6 +201,30 @@ std::vector<collectives::Choice> candidates_for_command_line(const ClusterSpec& 
   }
 }
 
+calibration::MeasuredTables read_tables(const std::vector<std::string>& files, const ClusterSpec& cluster) {
+  std::vector<calibration::Calibration> read;
+  for (const auto& f : files) {
+    read.push_back(calibration::read_calibration(f));
+    calibration::check_gpu(read.back(), cluster.gpu.name);
+  }
+  return calibration::MeasuredTables(std::move(read));
+}
+
+// The calibrated time in place of the model's, the model kept beside it, and the measured
+// time when this very size was measured on this shape.
+void calibrate(Row& row, const calibration::MeasuredTables& tables, const ClusterSpec& cluster,
+               const CollectivesSpec& forced, const collectives::Request& request) {
+  const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request);
+  row.model = row.choice;
+  row.choice = c.choice;
+  row.source = c.source;
+  const auto& s = request.shape;
+  if (const auto* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node)) {
+    for (const auto& p : t->points)
+      if (p.bytes == request.size.as_double()) row.measured_us = p.time_us;
+  }
+}
+
 po::options_description describe(Options& o) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("op", po::value(&o.op)->value_name("OP"),
@@ -184,7 +238,9 @@ po::options_description describe(Options& o) {
       "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")(
       "protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")(
       "json", po::value(&o.json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
-      "verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time");
+      "verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time")(
+      "calibration", po::value(&o.calibrations)->value_name("FILE")->composing(),
+      "measured tables to apply (stepsim calibrate; repeatable)");
   return desc;
 }
 
@@ -211,11 +267,17 @@ int run_collective(const Args& args) {
   forced.protocol = parse_name(
       o.protocol, Protocol::automatic, Protocol::simple,
       [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
+  const calibration::MeasuredTables tables = read_tables(o.calibrations, cluster);
   std::vector<Row> rows;
   for (Bytes s : sizes(o)) {
     const collectives::Request request{op, s, shape_of(cluster, o.gpus)};
     auto all = candidates_for_command_line(cluster, forced, request);
-    rows.push_back({s, all.front(), o.verbose ? all : std::vector<collectives::Choice>{}});
+    Row row;
+    row.size = s;
+    row.choice = all.front();
+    if (o.verbose) row.all = all;
+    rows.push_back(std::move(row));
+    if (!tables.empty()) calibrate(rows.back(), tables, cluster, forced, request);
   }
   if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);
   if (vm.count("json") != 0)

@@ -16,5 +16,6 @@ int run_presets(const Args& args);
 int run_analyze(const Args& args);
 int run_compare(const Args& args);
 int run_sweep(const Args& args);
+int run_calibrate(const Args& args);
 
 }  // namespace stepsim::cli

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/calibration_option.hpp"
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
@@ -14,7 +15,8 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--json FILE] [--trace FILE]\n\n"
+    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--json FILE]\n"
+    "                        [--trace FILE]\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
     "throughput, MFU and where the time goes.\n\n"
@@ -34,19 +36,22 @@ constexpr const char* kExamples =
     "  stepsim simulate\n"
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
-    "  stepsim simulate my.json --json - | jq .breakdown_s\n";
+    "  stepsim simulate my.json --json - | jq .breakdown_s\n"
+    "  stepsim simulate --set cluster=dgx-h200-ndr --calibration h200.calib.json\n";
 
 }  // namespace
 
 int run_simulate(const Args& args) {
   std::string scenario_path;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, calibrations;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
                                                  "scenario file")(
       "set", po::value(&sets)->value_name("KEY=VALUE")->composing(),
-      "override a scenario key, e.g. parallel.tp=4 (repeatable)");
+      "override a scenario key, e.g. parallel.tp=4 (repeatable)")(
+      "calibration", po::value(&calibrations)->value_name("FILE")->composing(),
+      "apply a calibration file (stepsim calibrate) after the scenario's own (repeatable)");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);
@@ -55,7 +60,7 @@ int run_simulate(const Args& args) {
   check_outputs(out);
 
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
-  const Scenario scenario = io::load_scenario(scenario_path, sets);
+  const Scenario scenario = load_with_calibration(scenario_path, sets, calibrations);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   const SimulationResult result = simulate(scenario);
   if (!result.report.memory_bytes.fits)

@@ -224,9 +224,6 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
-  c.require(s.calibration.empty(), "/calibration",
-            "calibration files are not applied by this version of stepsim (remove the key; measured tables are not "
-            "supported yet)");
   if (s.model.moe.experts > 0)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
               "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");

@@ -65,6 +65,15 @@ boost::json::array notes_json(const std::vector<std::string>& notes) {
   return a;
 }
 
+boost::json::object calibration_json(const CalibrationReport& c) {
+  boost::json::array files, measured;
+  for (const auto& f : c.files) files.emplace_back(f);
+  for (const auto& m : c.measured) measured.emplace_back(m);
+  return {{"files", std::move(files)},        {"compute_fraction", c.compute_fraction},
+          {"comm_fraction", c.comm_fraction}, {"comm_scaled_fraction", c.comm_scaled_fraction},
+          {"step_fraction", c.step_fraction}, {"measured", std::move(measured)}};
+}
+
 }  // namespace
 
 void write_json(const Report& r, std::ostream& out) {
@@ -80,6 +89,7 @@ void write_json(const Report& r, std::ostream& out) {
   o["memory_bytes"] = memory_json(r.memory_bytes);
   o["config"] = config_json(r.config_json);
   o["notes"] = notes_json(r.notes);
+  if (!r.calibration.files.empty()) o["calibration"] = calibration_json(r.calibration);
   write_pretty_json(o, out);
 }
 

@@ -8,6 +8,7 @@
 #include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "report/report_io.hpp"
+#include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
 #include "workload/work.hpp"
 
@@ -24,10 +25,21 @@ void add_memory(const Scenario& scenario, const workload::ModelWork& work, repor
   if (!note.empty()) inputs.notes.push_back(note);
 }
 
-SimulationResult run_layers(const Scenario& scenario) {
+SimulationResult run_layers(const Scenario& given) {
+  // Calibration files replace GPU figures (fitted efficiencies, launch overhead, slowdown)
+  // and, through CalibratedCosts, the costs they measured.
+  const calibration::MeasuredTables tables = load_calibration(given);
+  Scenario calibrated;
+  if (!tables.empty()) {
+    calibrated = given;
+    calibrated.cluster.gpu = calibration::calibrated_gpu(tables, given.cluster.gpu);
+  }
+  const Scenario& scenario = tables.empty() ? given : calibrated;
   const workload::ModelWork work = workload::build_work(scenario);
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
-  const engine::Program program = parallelism::build_program(scenario, work, gpu);
+  const CalibratedCosts costs(scenario, gpu, tables);
+  const engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
+                                                 : parallelism::build_program(scenario, work, costs);
   SimulationResult result;
   result.timeline = engine::run(program);
   report::ReportInputs inputs;
@@ -41,6 +53,7 @@ SimulationResult run_layers(const Scenario& scenario) {
   inputs.notes.push_back(parallelism::placement_notes(scenario));
   add_memory(scenario, work, inputs);
   result.report = report::make_report(result.timeline, inputs);
+  if (!tables.empty()) costs.summarise(result.timeline, result.report);
   return result;
 }
 

@@ -77,7 +77,8 @@ TEST_CASE("a bad line names the file, the line and what was expected") {
   } catch (const InputError& e) {
     CHECK(std::string(e.what()) ==
           "log.txt: line 1: expected an nccl-tests row of 12 or 13 columns (size count type redop [root] "
-          "time algbw busbw #wrong time algbw busbw #wrong), got 2 column(s)");
+          "time algbw busbw #wrong time algbw busbw #wrong), or 9 (in-place only) or 21 (with per-iteration "
+          "statistics), got 2 column(s)");
   }
 }
 
@@ -86,4 +87,93 @@ TEST_CASE("the shipped A100 sweep parses into 30 rows") {
   REQUIRE(log.rows.size() == 30);
   CHECK(log.rows.back().size == Bytes(4294967296LL));
   CHECK(log.rows.back().out_of_place.busbw.gbytes_per_s() == Approx(232.44));
+}
+
+TEST_CASE("a full log names the test, the ranks, the hosts, the GPU and the NCCL version") {
+  const auto log = parse(
+      "# nccl-tests version 2.13.8 nccl-headers=21903 nccl-library=21903\n"
+      "# Collective test starting: all_gather_perf\n"
+      "# nThread 1 nGpus 1 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+      "validation: 1 graph: 0\n"
+      "#\n"
+      "# Using devices\n"
+      "#  Rank  0 Group  0 Pid  11 on     node-a device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  12 on     node-a device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  2 Group  0 Pid  13 on     node-b device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  3 Group  0 Pid  14 on     node-b device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n"
+      "#\n"
+      "#                                                              out-of-place                       in-place\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+      "#wrong\n"
+      "        1024            64     float    none      -1    30.11    0.03    0.03      0    29.80    0.03    0.03"
+      "      0\n"
+      "        2048           128     float    none      -1    31.02    0.07    0.05    N/A    30.50    0.07    0.05"
+      "    N/A\n"
+      "# Out of bounds values : 0 OK\n"
+      "# Avg bus bandwidth    : 0.04\n"
+      "#\n"
+      "# Collective test concluded: all_gather_perf\n"
+      "# Collective test starting: reduce_scatter_perf\n"
+      "# nThread 1 nGpus 1 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20\n"
+      "#  Rank  0 Group  0 Pid  11 on     node-a device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  12 on     node-a device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n"
+      "        1024            64     float     sum      -1    25.00    0.04    0.03      0    24.00    0.04    0.03"
+      "      0\n");
+  REQUIRE(log.rows.size() == 3);
+  CHECK(log.header.gpu == "NVIDIA H100 80GB HBM3");
+  CHECK(log.header.host == "node-a");
+  CHECK(log.header.nccl == "2.19.3");
+  CHECK(log.rows[0].test == "all_gather_perf");
+  CHECK(log.rows[0].ranks == 4);
+  CHECK(log.rows[0].nodes == 2);
+  CHECK_FALSE(log.rows[1].in_place.wrong.has_value());
+  CHECK(log.rows[2].test == "reduce_scatter_perf");
+  CHECK(log.rows[2].ranks == 2);
+  CHECK(log.rows[2].nodes == 1);
+}
+
+TEST_CASE("timestamps, per-iteration statistics and replay rows are read") {
+  const auto log = parse(
+      "65536 16384 float sum -1 41.0 1.60 2.80 0 41.2 1.59 2.79 0 2026-11-30 12:00:01\n"
+      "65536 16384 float sum -1 41.0 1.60 2.80 0 39.0 41.9 45.0 3.1 41.2 1.59 2.79 0 39.5 42.0 44.8 2.9\n"
+      "65536 16384 float sum -1 41.2 1.59 2.79 0\n");
+  REQUIRE(log.rows.size() == 3);
+  CHECK(log.rows[0].in_place.time.us() == Approx(41.2));
+  CHECK(log.rows[1].in_place.busbw.gbytes_per_s() == Approx(2.79));
+  CHECK(log.rows[1].out_of_place.time.us() == Approx(41.0));
+  CHECK(log.rows[2].out_of_place.time == stepsim::Time::zero());
+  CHECK(log.rows[2].in_place.time.us() == Approx(41.2));
+}
+
+TEST_CASE("the JSON output of nccl-tests -J is read") {
+  const auto log = parse(R"({"version":2,"start_time":"2026-11-30 12:00:00","args":["./build/all_reduce_perf","-b","8"],
+    "env":[],"nccl_version":22703,"config":{"nthreads":1,"ngpus":8,"devices":[
+      {"rank":0,"group":0,"pid":1,"hostname":"gpu01","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H200"},
+      {"rank":7,"group":0,"pid":1,"hostname":"gpu01","device":7,"device_hex":"0000:db:00","device_info":"NVIDIA H200"}]},
+    "results":[{"size":8,"count":2,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":20.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0.0},
+      "in_place":{"time":20.1,"alg_bw":0.0,"bus_bw":0.0,"nwrong":null},"actual_iterations":20,"experiment_name":""},
+      {"size":1024,"count":256,"type":"float","redop":"sum","root":"    -1","out_of_place":null,
+      "in_place":{"time":21.0,"alg_bw":0.05,"bus_bw":0.09,"nwrong":0.0},"actual_iterations":20,"experiment_name":""}]})");
+  REQUIRE(log.rows.size() == 2);
+  CHECK(log.header.gpu == "NVIDIA H200");
+  CHECK(log.header.nccl == "2.27.3");
+  CHECK(log.rows[0].test == "all_reduce_perf");
+  CHECK(log.rows[0].ranks == 8);
+  CHECK(log.rows[0].nodes == 1);
+  CHECK(log.rows[0].root == -1);
+  CHECK(log.rows[0].out_of_place.time.us() == Approx(20.5));
+  CHECK(log.rows[1].out_of_place.time == stepsim::Time::zero());
+  CHECK(log.rows[1].in_place.time.us() == Approx(21.0));
+}
+
+TEST_CASE("truncated and garbage logs name the file and the place") {
+  CHECK_THROWS_WITH(parse("1024 256 float sum -1 40.0 0.03 0.05 0 39.0 0.03\n"),
+                    Catch::Contains("log.txt: line 1: expected an nccl-tests row of 12 or 13 columns") &&
+                        Catch::Contains("got 11 column(s)"));
+  CHECK_THROWS_WITH(parse("{\"version\":2,\"results\":[{\"size\":8,"), Catch::StartsWith("log.txt: line 1, column"));
+  CHECK_THROWS_WITH(parse("{\"version\":2,\"results\":[{\"size\":\"8 B\",\"count\":2,\"in_place\":null}]}"),
+                    "log.txt: /results/0/size: expected a number, got a string (\"8 B\")");
+  CHECK_THROWS_WITH(parse("\x01\x02 garbage\n"),
+                    Catch::Contains("log.txt: line 1: expected an nccl-tests row of 12 or 13 columns"));
 }

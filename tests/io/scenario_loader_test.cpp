@@ -108,12 +108,10 @@ TEST_CASE("uneven pipeline stages are accepted when they sum to the layers") {
   CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
 }
 
-TEST_CASE("calibration files are refused until they are applied") {
-  const std::string expected =
-      "s.json: /calibration: calibration files are not applied by this version of stepsim (remove the key; measured "
-      "tables are not supported yet)";
-  CHECK_THROWS_WITH(io::load_scenario_text(kBase, "s.json", {"calibration=h100.json"}), expected);
-  CHECK_THROWS_WITH(io::load_scenario_text(kBase, "s.json", {R"(calibration=["/nonexistent"])"}), expected);
+TEST_CASE("calibration files, one or a list, stay in the scenario for simulate to apply") {
+  CHECK(io::load_scenario_text(kBase, "s.json", {"calibration=h100.json"}).calibration ==
+        std::vector<std::string>{"h100.json"});
+  CHECK(io::load_scenario_text(kBase, "s.json", {R"(calibration=["a.json", "b.json"])"}).calibration.size() == 2);
   CHECK(io::load_scenario_text(kBase, "s.json", {"calibration=[]"}).calibration.empty());
 }
 

@@ -1,0 +1,153 @@
+// Measured costs in place of modelled ones, and the α–β fit of a measured collective table.
+#include "calibration/apply.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepsim::calibration {
+namespace {
+
+collectives::Choice model_at(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t,
+                             double bytes) {
+  const collectives::Request r{
+      t.op, Bytes(static_cast<std::int64_t>(std::llround(bytes))), {t.ranks, t.nodes, t.ranks_per_node}};
+  return collectives::predict(cluster, forced, r);
+}
+
+// Scales bounded so that one odd measurement cannot make a collective free or endless.
+double clamp_ratio(double r) { return std::isfinite(r) ? std::clamp(r, 0.05, 20.0) : 1.0; }
+
+struct Corrections {
+  double latency = 1, bandwidth = 1;
+};
+
+// What the table says about the model on the table's own shape: bandwidth from its largest
+// size, when the model spends most of that time moving bytes; latency from its smallest,
+// when the model spends most of that time in latency.
+Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
+  Corrections c;
+  const CollectivePoint& big = t.points.back();
+  const collectives::Choice at_big = model_at(cluster, forced, t, big.bytes);
+  const double big_bw_us = at_big.time().us() - at_big.latency.us();
+  if (big_bw_us >= 0.5 * at_big.time().us()) {
+    const double measured_bw_us = big.time_us - at_big.latency.us();
+    if (measured_bw_us > 0) c.bandwidth = clamp_ratio(big_bw_us / measured_bw_us);
+  }
+  if (t.points.size() > 1) {
+    const CollectivePoint& small = t.points.front();
+    const collectives::Choice at_small = model_at(cluster, forced, t, small.bytes);
+    const double lat_us = at_small.latency.us();
+    if (lat_us > 0 && lat_us >= 0.5 * at_small.time().us()) {
+      const double bw_us = (at_small.time().us() - lat_us) / c.bandwidth;
+      c.latency = clamp_ratio((small.time_us - bw_us) / lat_us);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* to_string(Source s) {
+  switch (s) {
+    case Source::model:
+      return "model";
+    case Source::measured:
+      return "measured";
+    case Source::scaled:
+      return "scaled";
+  }
+  return "model";
+}
+
+CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
+                                      const CollectivesSpec& forced, const collectives::Request& request) {
+  CalibratedChoice out{collectives::predict(cluster, forced, request), Source::model, nullptr};
+  if (tables.empty()) return out;
+  const auto& s = request.shape;
+  collectives::Choice& c = out.choice;
+  if (const CollectiveTable* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node)) {
+    if (const auto us = measured_us(*t, request.size.as_double())) {
+      const double model_us = c.time().us();
+      if (model_us > 0) {
+        const double f = *us / model_us;
+        c.latency = c.latency.scaled(f);
+        if (c.algbw.positive()) c.algbw = c.algbw.scaled(1.0 / f);
+        out.source = Source::measured;
+        out.table = t;
+        return out;
+      }
+    }
+  }
+  const CollectiveTable* ref = tables.reference(request.op, s.ranks, s.nodes, s.ranks_per_node);
+  if (ref == nullptr) return out;
+  const Corrections k = corrections(cluster, forced, *ref);
+  c.latency = c.latency.scaled(k.latency);
+  if (c.algbw.positive()) c.algbw = c.algbw.scaled(k.bandwidth);
+  out.source = Source::scaled;
+  out.table = ref;
+  return out;
+}
+
+CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu, Precision precision,
+                                 const workload::OpCost& op) {
+  std::optional<double> us;
+  switch (op.cls) {
+    case workload::OpClass::gemm:
+      us = tables.gemm_us(op.m, op.n, op.k, op.flops, precision);
+      break;
+    case workload::OpClass::attention:
+      us = tables.attention_us(op.flops, op.pass != workload::Pass::forward, precision);
+      break;
+    default:
+      if (op.bytes.count() > 0) us = tables.memory_us(op.bytes.as_double());
+      break;
+  }
+  if (!us) return {gpu.duration(op), false};
+  return {max(Time::from_us(*us), gpu.spec().efficiency.kernel_min), true};
+}
+
+GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
+  const FittedEfficiency& e = tables.efficiency();
+  if (e.gemm_max) gpu.efficiency.gemm_max = *e.gemm_max;
+  if (e.gemm_half_flops) gpu.efficiency.gemm_half_flops = *e.gemm_half_flops;
+  if (e.attention_max) gpu.efficiency.attention_max = *e.attention_max;
+  if (e.hbm) gpu.efficiency.hbm = *e.hbm;
+  if (e.comm_slowdown) gpu.efficiency.comm_slowdown = *e.comm_slowdown;
+  // A slowdown measured beside a running collective wins over one fitted to a trace.
+  if (tables.comm_slowdown()) gpu.efficiency.comm_slowdown = *tables.comm_slowdown();
+  if (tables.launch_overhead_us()) gpu.kernel_launch = Time::from_us(*tables.launch_overhead_us());
+  return gpu;
+}
+
+AlphaBeta fit_alpha_beta(const std::vector<CollectivePoint>& points, CollOp op, int ranks, double fallback_alpha_us) {
+  AlphaBeta f;
+  const double factor = collectives::bus_factor(op, ranks);
+  auto finish = [&](double alpha, double inv_bw) {
+    f.alpha_us = alpha;
+    f.algbw_gbps = inv_bw > 0 ? 1e-3 / inv_bw : 0;
+    f.busbw_gbps = f.algbw_gbps * factor;
+    for (const auto& p : points)
+      f.max_error = std::max(f.max_error, std::abs(alpha + p.bytes * inv_bw - p.time_us) / p.time_us);
+    return f;
+  };
+  if (points.empty()) return f;
+  if (points.size() == 1) {
+    f.alpha_fitted = false;
+    const double alpha = std::min(fallback_alpha_us, 0.5 * points[0].time_us);
+    return finish(alpha, (points[0].time_us - alpha) / points[0].bytes);
+  }
+  // α is the latency of the smallest message, algbw the bandwidth of the largest: the two
+  // ends of the curve where each term dominates (a least-squares line through all sizes
+  // would trade the bandwidth for the protocol changes in the middle). Two rounds remove
+  // each term's share from the other end.
+  const CollectivePoint& small = points.front();
+  const CollectivePoint& big = points.back();
+  double alpha = small.time_us, x = big.time_us / big.bytes;
+  for (int round = 0; round < 2; ++round) {
+    alpha = std::max(0.0, small.time_us - small.bytes * x);
+    x = std::max(1e-15, (big.time_us - std::min(alpha, 0.5 * big.time_us)) / big.bytes);
+  }
+  return finish(alpha, x);
+}
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,52 @@
+// Where measurements meet the model: a collective or compute kernel costs its measured time
+// inside a measured table's range; outside it the model answers, corrected by what the
+// nearest measured communicator shape says about the model's latency and bandwidth.
+#pragma once
+
+#include <vector>
+
+#include "calibration/tables.hpp"
+#include "collectives/collective.hpp"
+#include "hardware/gpu_model.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::calibration {
+
+enum class Source { model, measured, scaled };
+const char* to_string(Source s);
+
+struct CalibratedChoice {
+  collectives::Choice choice;  // latency and algbw adjusted; algorithm and protocol the model's
+  Source source = Source::model;
+  const CollectiveTable* table = nullptr;  // the measured table used, if any
+};
+
+// The model's choice for `request`, with its latency and bandwidth replaced by measurement:
+// - inside the sizes measured on this very shape, both are scaled so that the time equals
+//   the interpolated measurement (the link loads keep the model's shape);
+// - otherwise, with a measured table of the same tier (one node, or several), the latency
+//   is scaled by the measured/model ratio at the table's smallest size (when that size is
+//   latency-bound) and the bandwidth by the ratio at its largest (when bandwidth-bound);
+// - otherwise the model.
+CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
+                                      const CollectivesSpec& forced, const collectives::Request& request);
+
+struct CalibratedTime {
+  Time time;
+  bool measured = false;
+};
+
+// A compute op's duration: measured GEMM, attention or memory-bandwidth table inside its
+// range, else the (possibly refitted) GPU model.
+CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu, Precision precision,
+                                 const workload::OpCost& op);
+
+// The GPU with the calibration's fitted efficiencies, launch overhead and slowdown.
+GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu);
+
+// Fit of T = α + S/algbw: α from the smallest size, algbw from the largest, with the largest
+// relative error over all sizes. One point cannot separate the two:
+// α is then `fallback_alpha_us` (the model's latency) and marked as not fitted.
+AlphaBeta fit_alpha_beta(const std::vector<CollectivePoint>& points, CollOp op, int ranks, double fallback_alpha_us);
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,114 @@
+// A calibration file in memory: where the measurements come from, measured compute tables
+// (GEMM, attention, memory bandwidth, launch overhead, slowdown under communication) and
+// measured collective tables (op and communicator shape, size → time, with an α–β fit).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
+#include "stepsim/units.hpp"
+
+namespace stepsim::calibration {
+
+// The format version this stepsim reads and writes ("stepsim_calibration": 1).
+inline constexpr int kFormatVersion = 1;
+
+struct Provenance {
+  std::string gpu;  // the device name CUDA reports, e.g. "NVIDIA A100-SXM4-80GB"
+  int gpu_count = 0;
+  std::string driver, cuda, nccl, host, date, command;
+  std::vector<std::string> sources;  // measured files it was made from (logs, traces)
+};
+
+struct GemmPoint {
+  long long m = 0, n = 0, k = 0;
+  Precision dtype = Precision::bf16;
+  double time_us = 0;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+// A fused (flash) attention kernel. FLOPs are counted as a causal kernel executes them:
+// forward 2·b·h·s²·d, backward 2.5 times that (it recomputes QKᵀ).
+struct AttentionPoint {
+  bool backward = false;
+  long long batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  Precision dtype = Precision::bf16;
+  double time_us = 0;
+  double flops() const;
+};
+
+// Achieved bandwidth of a memory-bound kernel (element-wise or copy) moving `bytes` (read +
+// written) in total.
+struct BandwidthPoint {
+  double bytes = 0;
+  double gbytes_per_s = 0;
+};
+
+// GPU efficiencies fitted to a trace: each replaces the preset's value when present.
+struct FittedEfficiency {
+  std::optional<double> gemm_max, gemm_half_flops, attention_max, hbm, comm_slowdown;
+};
+
+struct ComputeTables {
+  std::vector<GemmPoint> gemm;
+  std::vector<AttentionPoint> attention;
+  std::vector<BandwidthPoint> memory;
+  std::optional<double> launch_overhead_us;
+  std::optional<double> comm_slowdown;  // fraction by which a GEMM slows beside a collective
+  FittedEfficiency efficiency;
+};
+
+struct CollectivePoint {
+  double bytes = 0;  // nccl-tests S
+  double time_us = 0;
+};
+
+// T(S) = alpha + S / algbw, fitted to the points by least relative squares.
+struct AlphaBeta {
+  double alpha_us = 0;
+  double algbw_gbps = 0;     // algorithm bandwidth
+  double busbw_gbps = 0;     // nccl-tests bus bandwidth: algbw × bus factor
+  double max_error = 0;      // largest |fit − measured| / measured over the points
+  bool alpha_fitted = true;  // false with a single point: alpha is then not known
+};
+
+struct CollectiveTable {
+  CollOp op = CollOp::allreduce;
+  int ranks = 0, nodes = 1, ranks_per_node = 0;
+  std::string dtype = "float";
+  std::string algorithm, protocol;      // empty when not known
+  std::vector<CollectivePoint> points;  // sorted by size, sizes distinct
+  AlphaBeta fit;
+};
+
+struct Calibration {
+  std::string source;  // file name, for errors and the report
+  Provenance provenance;
+  ComputeTables compute;
+  std::vector<CollectiveTable> collectives;
+};
+
+// The whole of a measured file, at most 256 MiB (a device or a pipe that never ends is an
+// InputError naming `path`, not a hang); `what` names the kind of file in errors.
+std::string read_measured_file(const std::string& path, const char* what);
+
+// Reads and checks a calibration file: unknown keys, wrong types, units, non-positive or
+// absurd numbers are InputErrors naming the file, the JSON pointer and what was expected.
+Calibration read_calibration(const std::string& path);
+Calibration parse_calibration(const std::string& text, const std::string& source);
+
+// The canonical JSON text of a calibration (what `stepsim calibrate` writes).
+std::string calibration_json(const Calibration& c);
+
+// True when a calibration measured on `measured_gpu` (CUDA's device name) may stand for the
+// preset GPU `preset` ("a100-sxm4-80gb", "h200"): the preset's family (a100, h100, …)
+// appears in the device name. An empty device name is not known to differ.
+bool gpu_matches(const std::string& measured_gpu, const std::string& preset);
+
+// Throws an InputError naming the calibration file when it was measured on another GPU.
+void check_gpu(const Calibration& c, const std::string& preset);
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,99 @@
+// Grouping nccl-tests rows into tables by test and communicator shape, and fitting each.
+#include "calibration/nccl_import.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "calibration/apply.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::calibration {
+namespace {
+
+struct ShapeKey {
+  CollOp op;
+  int ranks, nodes;
+  std::string type;
+  auto operator<=>(const ShapeKey&) const = default;
+};
+
+std::string row_place(const NcclTestsRow& row) { return row.line > 0 ? fmt::format("line {}", row.line) : ""; }
+
+}  // namespace
+
+CollOp op_of_test(const std::string& test, const std::string& source) {
+  static const std::pair<const char*, CollOp> kTests[] = {
+      {"all_reduce", CollOp::allreduce}, {"all_gather", CollOp::allgather}, {"reduce_scatter", CollOp::reducescatter},
+      {"broadcast", CollOp::broadcast},  {"alltoall", CollOp::alltoall},    {"sendrecv", CollOp::sendrecv},
+      {"reduce", CollOp::reduce}};
+  std::string name = test.substr(test.find_last_of('/') + 1);
+  if (name.ends_with("_perf")) name.resize(name.size() - 5);
+  if (name.ends_with("_mpi")) name.resize(name.size() - 4);
+  for (const auto& [prefix, op] : kTests)
+    if (name == prefix) return op;
+  for (int i = 0; i <= static_cast<int>(CollOp::sendrecv); ++i)
+    if (name == to_string(static_cast<CollOp>(i))) return static_cast<CollOp>(i);
+  throw InputError(source, "",
+                   fmt::format("test '{}' is not a collective stepsim models (all_reduce_perf, all_gather_perf, "
+                               "reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, sendrecv_perf)",
+                               test));
+}
+
+Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const ImportOverrides& o) {
+  Calibration c;
+  std::map<ShapeKey, std::map<double, std::vector<double>>> tables;
+  for (const NcclTestsLog& log : logs) {
+    c.provenance.sources.push_back(log.source);
+    const NcclTestsHeader& h = log.header;
+    if (c.provenance.gpu.empty()) c.provenance.gpu = h.gpu;
+    if (c.provenance.host.empty()) c.provenance.host = h.host;
+    if (c.provenance.nccl.empty()) c.provenance.nccl = h.nccl;
+    if (c.provenance.command.empty()) c.provenance.command = h.command;
+    if (log.rows.empty()) throw InputError(log.source, "", "expected nccl-tests result rows, found none");
+    for (const NcclTestsRow& row : log.rows) {
+      const std::string test = !o.op.empty() ? o.op : row.test;
+      if (test.empty())
+        throw InputError(log.source, row_place(row),
+                         "the log does not say which test printed this row (no '# Collective test starting' line); "
+                         "give --op");
+      const int ranks = o.ranks > 0 ? o.ranks : row.ranks;
+      if (ranks < 1)
+        throw InputError(log.source, row_place(row), "the log does not say how many ranks ran the test; give --ranks");
+      const int nodes = o.nodes > 0 ? o.nodes : std::max(1, row.nodes);
+      if (ranks % nodes != 0)
+        throw InputError(log.source, row_place(row),
+                         fmt::format("{} ranks do not spread evenly over {} nodes", ranks, nodes));
+      const NcclTestsResult& r = row.out_of_place.time > Time::zero() ? row.out_of_place : row.in_place;
+      // A zero time or size is no measurement (nccl-tests prints 0 for a skipped half).
+      if (!(r.time > Time::zero()) || row.size.count() <= 0) continue;
+      tables[{op_of_test(test, log.source), ranks, nodes, row.type}][row.size.as_double()].push_back(r.time.us());
+    }
+  }
+  if (!o.gpu.empty()) c.provenance.gpu = o.gpu;
+  if (c.provenance.gpu.empty())
+    throw InputError(logs.empty() ? "<command line>" : logs.front().source, "",
+                     "the logs do not name the GPU (no '#  Rank ... device' line); give --gpu NAME");
+  for (const auto& [key, sizes] : tables) {
+    CollectiveTable t;
+    t.op = key.op;
+    t.ranks = key.ranks;
+    t.nodes = key.nodes;
+    t.ranks_per_node = key.ranks / key.nodes;
+    t.dtype = key.type;
+    for (const auto& [bytes, times] : sizes) {
+      double sum = 0;
+      for (double x : times) sum += x;
+      t.points.push_back({bytes, sum / static_cast<double>(times.size())});
+    }
+    t.fit = fit_alpha_beta(t.points, t.op, t.ranks, 0.0);
+    c.collectives.push_back(std::move(t));
+  }
+  c.provenance.gpu_count = 0;
+  for (const auto& t : c.collectives) c.provenance.gpu_count = std::max(c.provenance.gpu_count, t.ranks_per_node);
+  return c;
+}
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,28 @@
+// nccl-tests logs into measured collective tables: one table per test and communicator
+// shape, the out-of-place time of each size (in-place where a row has no out-of-place half),
+// with an α–β fit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calibration/calibration.hpp"
+#include "calibration/nccl_tests_log.hpp"
+
+namespace stepsim::calibration {
+
+// What the logs do not say and the command line does (0 or empty: take the log's word).
+struct ImportOverrides {
+  std::string op;  // "allreduce", ...
+  int ranks = 0, nodes = 0;
+  std::string gpu;
+};
+
+// The collective of an nccl-tests program ("all_reduce_perf" → allreduce); throws an
+// InputError naming `source` for a test stepsim does not model.
+CollOp op_of_test(const std::string& test, const std::string& source);
+
+// One calibration from the logs: provenance from their headers, one table per shape.
+Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const ImportOverrides& overrides);
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,55 @@
+// Measured tables of one or more calibration files, ready for lookup: log-log interpolation
+// inside the measured range, nothing outside it (the model answers there).
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "calibration/calibration.hpp"
+
+namespace stepsim::calibration {
+
+// y at x on the polyline through `points` (sorted by x, x and y positive) in log-log space;
+// empty outside [first x, last x].
+std::optional<double> interpolate_loglog(const std::vector<std::pair<double, double>>& points, double x);
+
+// The measured time of `table` at `bytes`, when inside its measured sizes.
+std::optional<double> measured_us(const CollectiveTable& table, double bytes);
+
+class MeasuredTables {
+ public:
+  MeasuredTables() = default;
+  explicit MeasuredTables(std::vector<Calibration> files);
+
+  bool empty() const { return files_.empty(); }
+  const std::vector<Calibration>& files() const { return files_; }
+
+  // Measured durations (µs) of compute kernels, inside the measured range only.
+  std::optional<double> gemm_us(long long m, long long n, long long k, double flops, Precision dtype) const;
+  std::optional<double> attention_us(double flops, bool backward, Precision dtype) const;
+  std::optional<double> memory_us(double bytes) const;
+
+  // The table measured on exactly this communicator shape, or null.
+  const CollectiveTable* exact(CollOp op, int ranks, int nodes, int ranks_per_node) const;
+  // The measured table that best stands for this shape: the exact one, else one of the same
+  // op on the same tier (inside one node, or across nodes) with the nearest rank count.
+  const CollectiveTable* reference(CollOp op, int ranks, int nodes, int ranks_per_node) const;
+
+  // Later files win where several give the same figure.
+  std::optional<double> launch_overhead_us() const { return launch_us_; }
+  std::optional<double> comm_slowdown() const { return comm_slowdown_; }
+  const FittedEfficiency& efficiency() const { return efficiency_; }
+
+ private:
+  std::vector<Calibration> files_;
+  std::vector<CollectiveTable> collectives_;  // of every file, in file order
+  std::vector<GemmPoint> gemm_;
+  // time (µs) over FLOPs per dtype and pass, and achieved GB/s over bytes
+  std::vector<std::pair<double, double>> gemm_curve_[5], attention_curve_[2][5];
+  std::vector<std::pair<double, double>> memory_curve_;
+  std::optional<double> launch_us_, comm_slowdown_;
+  FittedEfficiency efficiency_;
+};
+
+}  // namespace stepsim::calibration

@@ -1,0 +1,11 @@
+// `stepsim calibrate from-trace`: GPU efficiencies and the slowdown under communication
+// fitted so that a scenario's simulation agrees with a profiler trace of it.
+#pragma once
+
+#include "cli/commands.hpp"
+
+namespace stepsim::cli {
+
+int run_from_trace(const Args& args);
+
+}  // namespace stepsim::cli

@@ -1,0 +1,41 @@
+// The cost models with calibration files applied: measured compute and collective tables
+// consulted before the model, and a tally of which costs were measured for the report.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "calibration/apply.hpp"
+#include "parallelism/costs.hpp"
+#include "stepsim/report.hpp"
+
+namespace stepsim {
+
+class CalibratedCosts final : public parallelism::Costs {
+ public:
+  CalibratedCosts(const Scenario& scenario, const hardware::GpuModel& gpu, const calibration::MeasuredTables& tables);
+  Time compute(const workload::OpCost& op) const override;
+  parallelism::CollectiveCost collective(const collectives::Request& request) const override;
+  Time kernel_launch() const override { return model_.kernel_launch(); }
+  double comm_slowdown() const override { return model_.comm_slowdown(); }
+
+  // Fills `report.calibration` from the tally and the simulated timeline, with a note.
+  void summarise(const Timeline& timeline, Report& report) const;
+
+ private:
+  using CollKey = std::tuple<CollOp, std::int64_t, int>;  // op, size, ranks
+  const Scenario& scenario_;
+  const hardware::GpuModel& gpu_;
+  const calibration::MeasuredTables& tables_;
+  parallelism::ModelCosts model_;
+  mutable double compute_total_us_ = 0, compute_measured_us_ = 0;
+  mutable std::map<CollKey, calibration::Source> collectives_;
+  mutable std::set<std::string> measured_;
+};
+
+// The calibration files a scenario names, read and checked against its GPU.
+calibration::MeasuredTables load_calibration(const Scenario& scenario);
+
+}  // namespace stepsim

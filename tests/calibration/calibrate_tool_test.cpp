@@ -1,0 +1,72 @@
+// stepsim-calibrate's GPU-free parts: sweep plans, statistics over timings, the output file.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "calibrate_core.hpp"
+#include "calibration/calibration.hpp"
+
+using namespace stepsim;
+using namespace stepsim::calibrate_tool;
+
+TEST_CASE("the GEMM plan covers transformer shapes without repeats, smallest first") {
+  const auto all = gemm_plan(0);
+  REQUIRE(all.size() > 100);
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    CHECK(all[i - 1].flops() <= all[i].flops());
+    CHECK(all[i - 1] != all[i]);
+  }
+  // Llama-3-8B's MLP up-projection at 8192 tokens with TP 8.
+  CHECK(std::find(all.begin(), all.end(), GemmShape{8192, 14336 / 8, 4096}) != all.end());
+  const auto some = gemm_plan(12);
+  CHECK(some.size() <= 12);
+  CHECK(some.front() == all.front());
+  CHECK(some.back() == all.back());
+}
+
+TEST_CASE("size plans and group sizes follow nccl-tests' -b -e -f and the local GPUs") {
+  CHECK(size_plan(8, 128, 2) == std::vector<double>{8, 16, 32, 64, 128});
+  CHECK(size_plan(1, 100, 10) == std::vector<double>{1, 10, 100});
+  CHECK_THROWS_AS(size_plan(0, 8, 2), std::invalid_argument);
+  CHECK_THROWS_AS(size_plan(8, 4, 2), std::invalid_argument);
+  CHECK_THROWS_AS(size_plan(8, 64, 1), std::invalid_argument);
+  CHECK(group_sizes(8) == std::vector<int>{2, 4, 8});
+  CHECK(group_sizes(6) == std::vector<int>{2, 4, 6});
+  CHECK(group_sizes(1).empty());
+}
+
+TEST_CASE("a summary is the median of positive timings and refuses zeros") {
+  const Summary s = summarize({5, 1, 3, 100}, "x");
+  CHECK(s.median == 4);
+  CHECK(s.min == 1);
+  CHECK(s.max == 100);
+  CHECK(s.samples == 4);
+  CHECK(summarize({2, 9, 4}, "x").median == 4);
+  CHECK_THROWS_WITH(summarize({}, "GEMM"), "GEMM: no timing was taken");
+  CHECK_THROWS_WITH(summarize({1, 0}, "copy"), "copy: a timing of 0 us is not a measurement");
+  CHECK_THROWS_AS(summarize({1, std::numeric_limits<double>::quiet_NaN()}, "copy"), std::runtime_error);
+}
+
+TEST_CASE("the recorder writes a calibration file that stepsim reads back") {
+  calibration::Provenance p;
+  p.gpu = "NVIDIA H200";
+  p.gpu_count = 8;
+  p.nccl = "2.27.3";
+  Recorder rec(p);
+  rec.gemm({8192, 8192, 8192}, Precision::bf16, summarize({1400, 1390, 1410}, "g"));
+  rec.copy(2e9, summarize({500}, "c"));
+  rec.launch_overhead(summarize({4.5}, "l"));
+  rec.collective(CollOp::allreduce, 8, 1048576, summarize({60}, "a"));
+  rec.collective(CollOp::allreduce, 8, 8, summarize({20}, "a"));
+  rec.slowdown(summarize({1000}, "alone"), summarize({1150}, "beside"));
+  const calibration::Calibration c = calibration::parse_calibration(rec.json(), "out.json");
+  CHECK(c.provenance.gpu == "NVIDIA H200");
+  REQUIRE(c.compute.gemm.size() == 1);
+  CHECK(c.compute.gemm[0].time_us == 1400);
+  CHECK(c.compute.memory[0].gbytes_per_s == Approx(4000));
+  CHECK(*c.compute.launch_overhead_us == 4.5);
+  CHECK(*c.compute.comm_slowdown == Approx(0.15));
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].points.front().bytes == 8);  // sorted on output
+  CHECK(c.collectives[0].fit.alpha_us > 0);
+}

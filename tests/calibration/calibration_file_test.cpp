@@ -1,0 +1,157 @@
+// Calibration files: the strict reader, the GPU check, interpolation in measured tables, the
+// alpha-beta fit, nccl-tests import and the trace fit.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "calibration/apply.hpp"
+#include "calibration/calibration.hpp"
+#include "calibration/nccl_import.hpp"
+#include "calibration/tables.hpp"
+#include "calibration/trace_fit.hpp"
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+using namespace stepsim::calibration;
+
+namespace {
+
+const std::string kMinimal = R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                   "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1048576, "time_us": 40}]}]})";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_calibration(text, "c.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("a calibration file is read and written back unchanged") {
+  const Calibration c = parse_calibration(kMinimal, "c.json");
+  CHECK(c.collectives.at(0).ranks_per_node == 8);
+  CHECK(parse_calibration(calibration_json(c), "again.json").collectives.at(0).points.size() == 2);
+  CHECK(calibration_json(parse_calibration(calibration_json(c), "x")) == calibration_json(c));
+}
+
+TEST_CASE("bad calibration files name the file, the JSON pointer and what was expected") {
+  CHECK(error_of(kMinimal.substr(0, 60)).starts_with("c.json: line "));
+  CHECK(error_of("[1, 2]") == "c.json: /: expected an object, got a list");
+  CHECK(error_of(replaced(kMinimal, "\"stepsim_calibration\": 1", "\"stepsim_calibration\": 2")) ==
+        "c.json: /stepsim_calibration: expected format version 1, got a number (2)");
+  CHECK(error_of(replaced(kMinimal, "\"time_us\": 40", "\"time_us\": \"40 us\"")) ==
+        "c.json: /collectives/0/points/1/time_us: expected a plain number of microseconds (the key names the "
+        "unit), got a string (\"40 us\")");
+  CHECK(error_of(replaced(kMinimal, "\"time_us\": 40", "\"time_us\": 0")) ==
+        "c.json: /collectives/0/points/1/time_us: expected microseconds from 0.001 to 8.64e+10, got 0");
+  CHECK(error_of(replaced(kMinimal, "\"bytes\": 1048576", "\"bytes\": 512")) ==
+        "c.json: /collectives/0/points/1/bytes: expected sizes in increasing order, got 512 after 1024");
+  CHECK(error_of(replaced(kMinimal, "\"nodes\": 1", "\"nodes\": 3")) ==
+        "c.json: /collectives/0: ranks (8) must be nodes (3) times ranks_per_node (2)");
+  CHECK(error_of(replaced(kMinimal, "\"op\": \"allreduce\"", "\"op\": \"allreduse\"")) ==
+        "c.json: /collectives/0/op: unknown value 'allreduse' (expected one of allreduce, allgather, reducescatter, "
+        "broadcast, reduce, alltoall, sendrecv)");
+  CHECK(error_of(replaced(kMinimal, "\"ranks\": 8", "\"rank\": 8"))
+            .starts_with("c.json: /collectives/0/rank: unknown key 'rank'"));
+}
+
+TEST_CASE("a table measured on another GPU is refused for the scenario") {
+  const Calibration c = parse_calibration(kMinimal, "c.json");
+  CHECK_NOTHROW(check_gpu(c, "a100-sxm4-80gb"));
+  CHECK_THROWS_WITH(check_gpu(c, "h100-sxm5-80gb"),
+                    "c.json: /provenance/gpu: measured on 'NVIDIA A100-SXM4-80GB', but the scenario's GPU is "
+                    "'h100-sxm5-80gb' (calibrate on that GPU, or choose a cluster with the measured GPU)");
+  CHECK(gpu_matches("NVIDIA H200", "h200"));
+  CHECK_FALSE(gpu_matches("NVIDIA H200", "h100-sxm5-80gb"));
+}
+
+TEST_CASE("measured tables interpolate in log-log space inside their range only") {
+  const std::vector<std::pair<double, double>> curve{{1, 10}, {100, 1000}};
+  CHECK(*interpolate_loglog(curve, 10) == Approx(100));
+  CHECK(*interpolate_loglog(curve, 1) == 10);
+  CHECK_FALSE(interpolate_loglog(curve, 0.5).has_value());
+  CHECK_FALSE(interpolate_loglog(curve, 101).has_value());
+  const MeasuredTables t({parse_calibration(kMinimal, "c.json")});
+  CHECK(*measured_us(*t.exact(CollOp::allreduce, 8, 1, 8), 32768) == Approx(20).epsilon(1e-9));
+  CHECK(t.exact(CollOp::allreduce, 16, 2, 8) == nullptr);
+  CHECK(t.reference(CollOp::allreduce, 4, 1, 4) != nullptr);
+  CHECK(t.reference(CollOp::allreduce, 16, 2, 8) == nullptr);  // one node says nothing about the network
+}
+
+TEST_CASE("a collective inside the measured range costs the measured time, outside it the scaled model") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const MeasuredTables t({parse_calibration(kMinimal, "c.json")});
+  const collectives::Request inside{CollOp::allreduce, Bytes(32768), {8, 1, 8}};
+  const auto c = calibrate_collective(t, cluster, {}, inside);
+  CHECK(c.source == Source::measured);
+  CHECK(c.choice.time().us() == Approx(20).epsilon(1e-6));
+  const collectives::Request outside{CollOp::allreduce, Bytes(1LL << 30), {8, 1, 8}};
+  CHECK(calibrate_collective(t, cluster, {}, outside).source == Source::scaled);
+  const collectives::Request network{CollOp::allreduce, Bytes(1LL << 30), {16, 2, 8}};
+  CHECK(calibrate_collective(t, cluster, {}, network).source == Source::model);
+}
+
+TEST_CASE("the alpha-beta fit takes latency from the smallest size and bandwidth from the largest") {
+  std::vector<CollectivePoint> pts;
+  for (double s = 8; s <= 1e9; s *= 8) pts.push_back({s, 20 + s / 100e3});  // 20 us + 100 GB/s
+  const AlphaBeta f = fit_alpha_beta(pts, CollOp::allreduce, 8, 0);
+  CHECK(f.alpha_us == Approx(20).epsilon(1e-3));
+  CHECK(f.algbw_gbps == Approx(100).epsilon(1e-3));
+  CHECK(f.busbw_gbps == Approx(175).epsilon(1e-3));
+  CHECK(f.max_error < 1e-3);
+  const AlphaBeta one = fit_alpha_beta({{1e9, 10020}}, CollOp::allreduce, 8, 20);
+  CHECK_FALSE(one.alpha_fitted);
+  CHECK(one.algbw_gbps == Approx(100).epsilon(1e-6));
+}
+
+TEST_CASE("importing logs groups rows by test and communicator shape") {
+  std::istringstream in(
+      "# all_reduce_perf -b 8 -e 16 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "8 2 float sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n"
+      "16 4 float sum -1 41.0 0.00 0.00 0 39.0 0.00 0.00 0\n");
+  const Calibration c = import_nccl_tests({parse_nccl_tests(in, "a.txt")}, {});
+  CHECK(c.provenance.gpu == "NVIDIA A100-SXM4-80GB");
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].ranks == 8);
+  CHECK(c.collectives[0].nodes == 1);
+  CHECK(c.collectives[0].points[1].time_us == 41.0);
+  std::istringstream bare("8 2 float sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n");
+  CHECK_THROWS_WITH(import_nccl_tests({parse_nccl_tests(bare, "b.txt")}, {}),
+                    "b.txt: line 1: the log does not say which test printed this row (no '# Collective test "
+                    "starting' line); give --op");
+  CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
+}
+
+TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
+  GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  GpuEfficiency truth = gpu.efficiency;
+  truth.gemm_max = 0.65;
+  truth.gemm_half_flops = 2e10;
+  const double peak = gpu.flops.bf16.flops_per_s();
+  std::vector<MeasuredKernel> ks;
+  for (double f = 1e11; f < 1e14; f *= 3) {
+    MeasuredKernel k;
+    k.flops = f;
+    k.bytes = 1e3;
+    k.time_us = (f + truth.gemm_half_flops) / (peak * truth.gemm_max) * 1e6;
+    k.matched = true;
+    ks.push_back(k);
+  }
+  const TraceFit fit = fit_kernels(ks, gpu, Precision::bf16);
+  const FittedEfficiency e = fit.efficiency();
+  CHECK(*e.gemm_max == Approx(0.65).epsilon(1e-6));
+  CHECK(*e.gemm_half_flops == Approx(2e10).epsilon(1e-6));
+  CHECK_FALSE(e.attention_max.has_value());
+  CHECK(fit.values[2].why_not == "no attention kernel of a known op ran without communication");
+}

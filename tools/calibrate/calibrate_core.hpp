@@ -1,0 +1,60 @@
+// The parts of stepsim-calibrate that need no GPU: what to measure (GEMM shapes of
+// transformer layers, message sizes, communicator sizes), robust statistics over repeated
+// timings, and the calibration file the measurements become.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calibration/calibration.hpp"
+
+namespace stepsim::calibrate_tool {
+
+struct GemmShape {
+  long long m = 0, n = 0, k = 0;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+// The GEMMs of Megatron transformer layers (QKV, projection, MLP up and down, forward and
+// both backward GEMMs) for a few model widths, token counts and tensor-parallel degrees,
+// without repeats, smallest first, at most `limit` of them (spread over the FLOPs range).
+std::vector<GemmShape> gemm_plan(std::size_t limit);
+
+// Sizes from `min_bytes` to `max_bytes` (inclusive) multiplying by `factor`, as nccl-tests -f.
+std::vector<double> size_plan(double min_bytes, double max_bytes, double factor);
+
+// Communicator sizes to measure on `gpus` local GPUs: 2, 4, 8, ... and `gpus` itself.
+std::vector<int> group_sizes(int gpus);
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+  int samples = 0;
+};
+
+// Median, min and max of repeated timings. No sample, a sample that is not a positive
+// finite number, or a zero median is an error (std::runtime_error naming `what`): a
+// measurement that timed nothing must not become a table entry.
+Summary summarize(std::vector<double> samples, const std::string& what);
+
+// Builds the calibration file out of measurements as they arrive.
+class Recorder {
+ public:
+  explicit Recorder(calibration::Provenance provenance);
+  void gemm(const GemmShape& s, Precision dtype, const Summary& us);
+  void attention(const calibration::AttentionPoint& shape, const Summary& us);
+  void copy(double bytes_moved, const Summary& us);
+  void launch_overhead(const Summary& us);
+  void collective(CollOp op, int ranks, double bytes, const Summary& us);
+  // Slowdown of a GEMM beside communication: alone and beside, in µs.
+  void slowdown(const Summary& alone, const Summary& beside);
+
+  // The file's text: the collective points sorted and fitted (alpha–beta).
+  std::string json() const;
+  const calibration::Calibration& calibration() const { return c_; }
+
+ private:
+  calibration::Calibration c_;
+};
+
+}  // namespace stepsim::calibrate_tool
