@@ -43,6 +43,8 @@ struct GpuEfficiency {
   double hbm = 0.82;                     // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
   Time kernel_min = Time::from_us(3.0);  // smallest duration of any kernel
   double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
+  double fp8_gemm_max = 0.6;             // large FP8 GEMM fraction of the FP8 dense peak (scaling and the
+                                         // narrower operands' overheads keep it below gemm_max)
 };
 
 struct GpuSpec {
