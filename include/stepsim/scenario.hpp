@@ -12,7 +12,9 @@ namespace stepsim {
 
 enum class Precision { bf16, fp16, fp8, tf32, fp32 };
 enum class MlpKind { gelu, swiglu };
-enum class Recompute { none, selective, full };
+// selective: Megatron's (the attention core); selective_op: torchtitan's per-op selective
+// checkpointing (every other matmul output saved, the rest and element-wise work recomputed).
+enum class Recompute { none, selective, full, selective_op };
 // Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
 // unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
 enum class AttentionKind { flash, unfused };

@@ -42,8 +42,10 @@ std::span<const EnumName<MlpKind>> enum_names(Tag<MlpKind>) {
 }
 
 std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
-  static constexpr EnumName<Recompute> names[] = {
-      {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
+  static constexpr EnumName<Recompute> names[] = {{"none", Recompute::none},
+                                                  {"selective", Recompute::selective},
+                                                  {"full", Recompute::full},
+                                                  {"selective-op", Recompute::selective_op}};
   return names;
 }
 

@@ -92,6 +92,29 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
   return out;
 }
 
+// torchtitan's per-op selective checkpointing saves the attention output and every second
+// matmul output of a block (wq, wv, w1, w2 of wq, wk, wv, wo, w1, w3, w2) and recomputes the
+// rest: wk, wo and w3 (in the fused layout: the projection and half of fc1) and the
+// element-wise work between them.
+std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward) {
+  std::vector<OpCost> out;
+  for (const OpCost& op : forward) {
+    if (op.cls == OpClass::attention || op.role == Role::attention_core) continue;
+    if (op.cls != OpClass::gemm && op.role != Role::fp8_cast) {
+      out.push_back(op);
+    } else if (op.role == Role::attn_proj) {
+      out.push_back(op);
+    } else if (op.role == Role::fc1) {
+      OpCost half = op;
+      half.name = op.name + " (up half)";
+      half.flops = op.flops / 2;
+      half.bytes = op.bytes / 2;
+      out.push_back(std::move(half));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<OpCost> attention_core_forward(const LayerShape& s) {
@@ -132,6 +155,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = attention_core_forward(s);
   if (recompute == Recompute::full) w.recompute = w.forward;
+  if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward);
   w.backward = with_fp8_casts(layer_backward(s), s);
   w.param_count = layer_param_count(s);
   w.params = Bytes(w.param_count * s.act_bytes);
