@@ -76,7 +76,8 @@ TEST_CASE("the GPU presets carry the datasheet figures") {
   CHECK(a100.cluster.inter_node.nic_bandwidth.bytes_per_s() == 25e9);
   const Scenario h200 = io::load_scenario_text(
       R"({"model": "gpt-1.3b", "cluster": "dgx-h200-ndr", "training": {"global_batch": 1}})", "t.json");
-  CHECK(h200.cluster.gpu.memory.count() == 141'000'000'000);
+  // The capacity the driver reports (143771 MiB, about 140.4 GiB), not 141·10⁹ bytes.
+  CHECK(h200.cluster.gpu.memory.count() == 143771LL * 1024 * 1024);
   CHECK(h200.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(4.8e12));
   CHECK(h200.cluster.gpu.flops.fp8.tflops() == Approx(1979));
 }
