@@ -12,7 +12,9 @@ namespace stepsim {
 
 enum class Precision { bf16, fp16, fp8, tf32, fp32 };
 enum class MlpKind { gelu, swiglu };
-enum class Recompute { none, selective, full };
+// selective: Megatron's (the attention core); selective_op: torchtitan's per-op selective
+// checkpointing (every other matmul output saved, the rest and element-wise work recomputed).
+enum class Recompute { none, selective, full, selective_op };
 // Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
 // unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
 enum class AttentionKind { flash, unfused };
@@ -45,6 +47,8 @@ struct GpuEfficiency {
   double hbm = 0.82;                     // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
   Time kernel_min = Time::from_us(3.0);  // smallest duration of any kernel
   double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
+  double fp8_gemm_max = 0.6;             // large FP8 GEMM fraction of the FP8 dense peak (scaling and the
+                                         // narrower operands' overheads keep it below gemm_max)
 };
 
 struct GpuSpec {

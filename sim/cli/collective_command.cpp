@@ -23,14 +23,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stepsim collective OP [--size S | --sweep MIN:MAX [--factor F]] [--gpus N]\n"
-    "                             [--cluster C] [--algorithm A] [--protocol P] [--json FILE|-] [-v]\n"
-    "                             [--calibration FILE]...\n\n"
+    "                             [--ranks-per-node K] [--cluster C] [--algorithm A] [--protocol P]\n"
+    "                             [--json FILE|-] [-v] [--calibration FILE]...\n\n"
     "Predicts the time, algorithm bandwidth and bus bandwidth of one NCCL collective, as\n"
     "nccl-tests would print them, and the (algorithm, protocol) pair NCCL would choose.\n"
     "OP: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv.\n"
     "S is nccl-tests' size: the per-rank buffer for AllReduce, the whole buffer for\n"
     "AllGather, ReduceScatter and AllToAll. busbw = algbw x bus factor (2(n-1)/n for\n"
     "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).\n"
+    "The N ranks fill whole nodes unless --ranks-per-node K places K on each of N/K nodes:\n"
+    "a data-parallel or FSDP communicator beside TP 8 has one rank per node.\n"
     "With --calibration, measured tables replace the model inside their measured sizes (and\n"
     "scale it outside them); the model's time and, at measured sizes, both errors are shown.";
 
@@ -39,11 +41,14 @@ constexpr const char* kExamples =
     "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --sweep 8B:4GiB\n"
     "  stepsim collective allgather --gpus 64 --sweep 1MiB:1GiB --factor 4 --json -\n"
     "  stepsim collective allreduce --size 64MiB --algorithm ring --protocol ll128 -v\n"
+    "  stepsim collective allreduce --cluster dgx-h100-ndr --gpus 16 --ranks-per-node 8 --size 1GiB\n"
+    "  stepsim collective reducescatter --gpus 64 --ranks-per-node 1 --sweep 1MiB:1GiB\n"
     "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --sweep 8B:4GiB --calibration a100.calib.json\n";
 
 struct Options {
   std::string op, size, sweep, cluster = "dgx-h100-ndr", algorithm = "auto", protocol = "auto", json;
   int gpus = 8;
+  int ranks_per_node = 0;  // 0: fill whole nodes
   double factor = 2;
   bool verbose = false;
   std::vector<std::string> calibrations;
@@ -112,9 +117,27 @@ std::vector<Bytes> sizes(const Options& o) {
   return out;
 }
 
-collectives::GroupShape shape_of(const ClusterSpec& cluster, int gpus) {
-  const int per_node = std::min(gpus, cluster.gpus_per_node);
+collectives::GroupShape shape_of(const ClusterSpec& cluster, int gpus, int ranks_per_node) {
+  const int per_node = ranks_per_node > 0 ? ranks_per_node : std::min(gpus, cluster.gpus_per_node);
   return {gpus, (gpus + per_node - 1) / per_node, per_node};
+}
+
+// The cluster that holds the communicator: N/K nodes when K ranks sit on each.
+ClusterSpec load_cluster_for(const Options& o) {
+  const ClusterSpec first = io::load_cluster(o.cluster, o.gpus);
+  if (o.ranks_per_node == 0) return first;
+  if (o.ranks_per_node < 1 || o.ranks_per_node > first.gpus_per_node)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("expected 1 to {} ({} has {} GPUs per node), got {}", first.gpus_per_node, first.name,
+                                 first.gpus_per_node, o.ranks_per_node));
+  if (o.gpus % o.ranks_per_node != 0)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("{} does not divide --gpus {}", o.ranks_per_node, o.gpus));
+  const long long nodes = o.gpus / o.ranks_per_node;
+  if (nodes * first.gpus_per_node > kMaxGpus)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("{} nodes of {} GPUs is more than {} GPUs", nodes, first.gpus_per_node, kMaxGpus));
+  return io::load_cluster(o.cluster, static_cast<int>(nodes) * first.gpus_per_node);
 }
 
 struct Row {
@@ -233,6 +256,8 @@ po::options_description describe(Options& o) {
       "sweep", po::value(&o.sweep)->value_name("MIN:MAX"), "sizes from MIN to MAX, e.g. 8B:4GiB")(
       "factor", po::value(&o.factor)->value_name("F"), "size step of --sweep (default 2)")(
       "gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")(
+      "ranks-per-node", po::value(&o.ranks_per_node)->value_name("K"),
+      "communicator ranks on each node, spanning N/K nodes (default: fill whole nodes)")(
       "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")(
       "algorithm", po::value(&o.algorithm)->value_name("A"),
       "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")(
@@ -259,7 +284,9 @@ int run_collective(const Args& args) {
   const CollOp op = parse_op(o.op);
   if (o.gpus < 1 || o.gpus > kMaxGpus)
     throw InputError("<command line>", "--gpus", fmt::format("expected 1 to {} GPUs, got {}", kMaxGpus, o.gpus));
-  const ClusterSpec cluster = io::load_cluster(o.cluster, o.gpus);
+  if (vm.count("ranks-per-node") != 0 && o.ranks_per_node < 1)
+    throw InputError("<command line>", "--ranks-per-node", fmt::format("expected 1 or more, got {}", o.ranks_per_node));
+  const ClusterSpec cluster = load_cluster_for(o);
   CollectivesSpec forced;
   forced.algorithm = parse_name(
       o.algorithm, Algorithm::automatic, Algorithm::direct,
@@ -270,7 +297,7 @@ int run_collective(const Args& args) {
   const calibration::MeasuredTables tables = read_tables(o.calibrations, cluster);
   std::vector<Row> rows;
   for (Bytes s : sizes(o)) {
-    const collectives::Request request{op, s, shape_of(cluster, o.gpus)};
+    const collectives::Request request{op, s, shape_of(cluster, o.gpus, o.ranks_per_node)};
     auto all = candidates_for_command_line(cluster, forced, request);
     Row row;
     row.size = s;

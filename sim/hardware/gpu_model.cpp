@@ -8,10 +8,17 @@
 
 namespace stepsim::hardware {
 
-GpuModel::GpuModel(const GpuSpec& gpu, Precision precision) : gpu_(gpu), peak_(gpu.flops.for_precision(precision)) {
+GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
+    : gpu_(gpu),
+      peak_(gpu.flops.for_precision(precision)),
+      tensor_peak_(gpu.flops.for_precision(precision == Precision::fp8 ? Precision::bf16 : precision)) {
   if (!peak_.positive()) {
     throw InputError("scenario", "/training/precision",
                      fmt::format("{} has no {} peak FLOP rate", gpu.name, to_string(precision)));
+  }
+  if (!tensor_peak_.positive()) {
+    throw InputError("scenario", "/cluster/gpu/flops/bf16",
+                     fmt::format("{} needs a bf16 peak for the work FP8 training leaves in BF16", gpu.name));
   }
   if (!gpu.memory_bandwidth.positive()) {
     throw InputError("scenario", "/cluster/gpu/memory_bandwidth",
@@ -26,7 +33,7 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
   const double saturation = op.flops / (op.flops + e.gemm_half_flops);
   switch (op.cls) {
     case workload::OpClass::gemm:
-      return e.gemm_max * saturation;
+      return (op.fp8 ? e.fp8_gemm_max : e.gemm_max) * saturation;
     case workload::OpClass::attention:
       return e.attention_max * saturation;
     default:
@@ -36,7 +43,8 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
 
 FlopRate GpuModel::rate(const workload::OpCost& op) const {
   const bool tensor_core = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
-  if (tensor_core) return peak_.scaled(efficiency(op));
+  // FP8 GEMMs run at the FP8 peak; attention and every other GEMM at the 16-bit one.
+  if (tensor_core) return (op.fp8 ? peak_ : tensor_peak_).scaled(efficiency(op));
   // Element-wise kernels run on the CUDA cores at the fp32 vector rate.
   return gpu_.flops.fp32.positive() ? gpu_.flops.fp32 : peak_;
 }

@@ -22,6 +22,7 @@ class GpuModel {
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }
+  // Dense peak of the training precision (the MFU denominator).
   FlopRate peak() const { return peak_; }
   const GpuSpec& spec() const { return gpu_; }
 
@@ -29,7 +30,8 @@ class GpuModel {
   FlopRate rate(const workload::OpCost& op) const;
 
   GpuSpec gpu_;
-  FlopRate peak_;
+  FlopRate peak_;         // the training precision's dense peak
+  FlopRate tensor_peak_;  // peak of the tensor-core work that is not an FP8 GEMM (BF16 under FP8 training)
 };
 
 }  // namespace stepsim::hardware

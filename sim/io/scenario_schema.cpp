@@ -43,8 +43,10 @@ std::span<const EnumName<MlpKind>> enum_names(Tag<MlpKind>) {
 }
 
 std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
-  static constexpr EnumName<Recompute> names[] = {
-      {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
+  static constexpr EnumName<Recompute> names[] = {{"none", Recompute::none},
+                                                  {"selective", Recompute::selective},
+                                                  {"full", Recompute::full},
+                                                  {"selective-op", Recompute::selective_op}};
   return names;
 }
 
@@ -137,7 +139,8 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   static constexpr Field<GpuEfficiency> fields[] = {
       field<&GpuEfficiency::gemm_max>("gemm_max"),           field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
       field<&GpuEfficiency::attention_max>("attention_max"), field<&GpuEfficiency::hbm>("hbm"),
-      field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown")};
+      field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown"),
+      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max")};
   return {fields, ""};
 }
 

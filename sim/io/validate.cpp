@@ -62,6 +62,7 @@ void check_model(const ModelSpec& m, const Checker& c) {
 
 void check_gpu(const GpuSpec& g, const Checker& c) {
   c.fraction(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max");
+  c.fraction(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max");
   c.fraction(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max");
   c.fraction(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm");
   c.require(g.efficiency.comm_slowdown >= 0 && g.efficiency.comm_slowdown < 1, "/cluster/gpu/efficiency/comm_slowdown",

@@ -97,6 +97,51 @@ OpCost flash_attention(const LayerShape& s) {
   return op;
 }
 
+// Before each FP8 GEMM, its BF16 input is cast to FP8 with the amax that sets its scale and
+// the transposed copy that the other backward GEMM reads (Transformer Engine's fused
+// cast-transpose; torchao's casts under torch.compile do the same traffic): read 2 bytes,
+// write 1 + 1 per element. Forward casts the activation and the weight (weights are cast on
+// every micro-batch's forward unless the framework caches them), dgrad casts the output
+// gradient; wgrad reuses the transposes.
+std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerShape& s) {
+  std::vector<OpCost> out;
+  for (const OpCost& op : ops) {
+    if (op.fp8 && op.pass != Pass::backward_weight) {
+      long long elements = op.m * op.k;
+      if (op.pass == Pass::forward) elements += op.k * op.n;
+      OpCost cast =
+          elementwise(op.name + " fp8 cast", Role::fp8_cast, OpClass::elementwise, elements, s.act_bytes + 2.0, 2.0);
+      cast.pass = op.pass;
+      out.push_back(std::move(cast));
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+// torchtitan's per-op selective checkpointing saves the attention output and every second
+// matmul output of a block (wq, wv, w1, w2 of wq, wk, wv, wo, w1, w3, w2) and recomputes the
+// rest: wk, wo and w3 (in the fused layout: the projection and half of fc1) and the
+// element-wise work between them.
+std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward) {
+  std::vector<OpCost> out;
+  for (const OpCost& op : forward) {
+    if (op.cls == OpClass::attention || op.role == Role::attention_core) continue;
+    if (op.cls != OpClass::gemm && op.role != Role::fp8_cast) {
+      out.push_back(op);
+    } else if (op.role == Role::attn_proj) {
+      out.push_back(op);
+    } else if (op.role == Role::fc1) {
+      OpCost half = op;
+      half.name = op.name + " (up half)";
+      half.flops = op.flops / 2;
+      half.bytes = op.bytes / 2;
+      out.push_back(std::move(half));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<OpCost> attention_core_forward(const LayerShape& s) {
@@ -138,10 +183,11 @@ std::vector<OpCost> layer_backward(const LayerShape& s) {
 
 LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   LayerWork w;
-  w.forward = layer_forward(s);
+  w.forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = attention_core_forward(s);
   if (recompute == Recompute::full) w.recompute = w.forward;
-  w.backward = layer_backward(s);
+  if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward);
+  w.backward = with_fp8_casts(layer_backward(s), s);
   w.param_count = layer_param_count(s);
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);

@@ -13,6 +13,25 @@ Bytes to_bytes(double b) { return Bytes(std::llround(b)); }
 // (gradient_accumulation_fusion): the output is read and written in fp32.
 constexpr double main_grad_bytes = 8.0;
 
+// The Linear layers of a transformer layer: the GEMMs that FP8 training runs in FP8, the
+// experts' (grouped) GEMMs included. The LM head, the router and the attention core stay in
+// BF16 (Transformer Engine and torchao both leave them).
+bool fp8_linear(Role role) {
+  switch (role) {
+    case Role::qkv:
+    case Role::attn_proj:
+    case Role::fc1:
+    case Role::fc2:
+    case Role::expert_fc1:
+    case Role::expert_fc2:
+    case Role::shared_fc1:
+    case Role::shared_fc2:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, long long k, const LayerShape& shape,
@@ -30,8 +49,10 @@ OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, lo
   const double dn = static_cast<double>(n);
   const double dk = static_cast<double>(k);
   op.flops = 2.0 * bm * dm * dn * dk;
+  op.fp8 = shape.gemm_bytes == 1 && fp8_linear(role);
+  const double in_bytes = op.fp8 ? 1.0 : shape.act_bytes;
   const double out_bytes = pass == Pass::backward_weight ? main_grad_bytes : shape.act_bytes;
-  op.bytes = to_bytes(bm * ((dm * dk + dk * dn) * shape.gemm_bytes + dm * dn * out_bytes));
+  op.bytes = to_bytes(bm * ((dm * dk + dk * dn) * in_bytes + dm * dn * out_bytes));
   return op;
 }
 

@@ -40,7 +40,8 @@ enum class Role : std::uint8_t {
   moe_unpermute,
   shared_fc1,
   shared_activation,
-  shared_fc2
+  shared_fc2,
+  fp8_cast  // an FP8 GEMM's input cast (with its amax and transpose)
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -53,6 +54,9 @@ struct OpCost {
   double flops = 0;               // per GPU
   Bytes bytes{0};                 // HBM traffic per GPU
   long long m = 0, n = 0, k = 0;  // GEMM shape per GPU (gemm only)
+  // An FP8 GEMM: the Linear layers' forward, dgrad and wgrad under FP8 training (Transformer
+  // Engine, torchao Float8Linear); attention, the LM head and element-wise work stay BF16.
+  bool fp8 = false;
 };
 
 struct LayerWork {

@@ -135,3 +135,33 @@ TEST_CASE("broken traces fail analyze with exit status 2 and a message naming th
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("stepsim collective --ranks-per-node spreads the communicator over N/K nodes") {
+  const Scratch dir("ranks-per-node");
+  const Run filled = dir.run("collective allreduce --cluster dgx-h100-ndr --gpus 16 --size 1GiB --algorithm ring");
+  const Run eight =
+      dir.run("collective allreduce --cluster dgx-h100-ndr --gpus 16 --ranks-per-node 8 --size 1GiB --algorithm ring");
+  const Run one =
+      dir.run("collective allreduce --cluster dgx-h100-ndr --gpus 16 --ranks-per-node 1 --size 1GiB --algorithm ring");
+  REQUIRE(filled.status == 0);
+  REQUIRE(eight.status == 0);
+  REQUIRE(one.status == 0);
+  CHECK(eight.out == filled.out);
+  CHECK(one.out.find("(16 node(s))") != std::string::npos);
+  CHECK(one.out != eight.out);
+}
+
+TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide the GPUs or exceeds a node") {
+  const Scratch dir("ranks-per-node-bad");
+  const Run split = dir.run("collective allreduce --gpus 16 --ranks-per-node 3");
+  CHECK(split.status == 2);
+  CHECK(split.err == "stepsim: error: <command line>: --ranks-per-node: 3 does not divide --gpus 16\n");
+  const Run wide = dir.run("collective allreduce --gpus 16 --ranks-per-node 16");
+  CHECK(wide.status == 2);
+  CHECK(wide.err ==
+        "stepsim: error: <command line>: --ranks-per-node: expected 1 to 8 (dgx-h100-ndr has 8 GPUs per node), got "
+        "16\n");
+  const Run zero = dir.run("collective allreduce --gpus 16 --ranks-per-node 0");
+  CHECK(zero.status == 2);
+  CHECK(zero.err == "stepsim: error: <command line>: --ranks-per-node: expected 1 or more, got 0\n");
+}

@@ -36,12 +36,12 @@ bool has_note_starting(const Report& r, const std::string& prefix) {
 
 }  // namespace
 
-TEST_CASE("GPT-3 175B with TP 8, PP 8 and selective recompute fits in 80 GB with 14.6 GiB to spare") {
+TEST_CASE("GPT-3 175B with TP 8, PP 8 and selective recompute fits in 80 GiB with 20.0 GiB to spare") {
   const Report r = test::run("gpt3-175b-selene").report;
   const MemoryReport& m = r.memory_bytes;
   REQUIRE(m.modelled);
   CHECK(m.fits);
-  CHECK(m.capacity == 80e9);
+  CHECK(m.capacity == 80.0 * GiB);  // what the driver reports of an "80 GB" A100
   // Stage 0: 12 layers of 12·h²/8 parameters plus the embedding, at 2 + 4 + 12 bytes each.
   CHECK(m.params / 2 == Approx(12 * 12.0 * 12288 * 12288 / 8 + 51200.0 * 12288 / 8).epsilon(0.02));
   CHECK(m.grads == 2 * m.params);
@@ -52,7 +52,7 @@ TEST_CASE("GPT-3 175B with TP 8, PP 8 and selective recompute fits in 80 GB with
   const double scores = 5.0 * 96 * 2048 * 2048 / 8;
   CHECK(m.activations == Approx(kept + scores).epsilon(0.01));
   CHECK(m.peak / GiB == Approx(59.95).epsilon(0.005));
-  CHECK((m.capacity - m.peak) / GiB == Approx(14.56).epsilon(0.02));
+  CHECK((m.capacity - m.peak) / GiB == Approx(20.05).epsilon(0.02));
   CHECK_FALSE(has_note_starting(r, "does not fit"));
 }
 

@@ -2,6 +2,8 @@
 // Selene with TP 8 and pipeline parallelism, both columns, without per-case tuning.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "cli/simulate_support.hpp"
 
 namespace stepsim {
@@ -28,14 +30,16 @@ double step_time(const char* scenario, const char* sequence_parallel, const char
 
 }  // namespace
 
-TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 15 percent") {
+// The README and docs/validation.md claim 8 % for Table 5 and 15 % for BLOOM: the tests hold
+// exactly those, so that they fail when the model drifts.
+TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 8 percent") {
   for (const Row& row : kTable5) {
     const double full = step_time(row.scenario, "false", "full");
     const double selective = step_time(row.scenario, "true", "selective");
     INFO(row.scenario << ": full recompute " << full << " s (measured " << row.full_recompute_s << "), SP + selective "
                       << selective << " s (measured " << row.selective_s << ")");
-    CHECK(full == Approx(row.full_recompute_s).epsilon(0.15));
-    CHECK(selective == Approx(row.selective_s).epsilon(0.15));
+    CHECK(std::abs(full / row.full_recompute_s - 1.0) <= 0.08);
+    CHECK(std::abs(selective / row.selective_s - 1.0) <= 0.08);
   }
 }
 
@@ -57,7 +61,7 @@ TEST_CASE("BLOOM-176B's iteration is predicted within 15 percent of the measured
   // 4 × 100 Gb/s Omni-Path per node; predicted, not fitted (docs/validation.md).
   const Report r = test::run("bloom-176b").report;
   CHECK(r.gpus == 384);
-  CHECK(r.step_time_s == Approx(104.7).epsilon(0.15));
+  CHECK(std::abs(r.step_time_s / 104.7 - 1.0) <= 0.15);
 }
 
 }  // namespace stepsim

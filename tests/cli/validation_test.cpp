@@ -2,6 +2,8 @@
 // Table 4): one transformer layer of the 22B GPT on 8 A100 with TP 8, micro-batch 4.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "cli/simulate_support.hpp"
 
 namespace stepsim {
@@ -43,15 +45,17 @@ constexpr Row kTable4[] = {
 
 }  // namespace
 
-TEST_CASE("one 22B layer's forward and backward match Korthikanti Table 4 within 20 percent") {
+// The README and docs/validation.md claim 2.1 % (the selective + SP backward is 2.03 % fast):
+// the test holds exactly that, so that it fails when the fit drifts.
+TEST_CASE("one 22B layer's forward and backward match Korthikanti Table 4 within 2.1 percent") {
   for (const Row& row : kTable4) {
     const auto result = test::run("korthikanti-22b", {test::set("parallel.sequence_parallel", row.sequence_parallel),
                                                       test::set("training.recompute", row.recompute)});
     const LayerTimes t = layer_times(result);
     INFO(row.experiment << ": forward " << t.forward_ms << " ms (measured " << row.forward_ms << "), backward "
                         << t.backward_ms << " ms (measured " << row.backward_ms << ")");
-    CHECK(t.forward_ms == Approx(row.forward_ms).epsilon(0.20));
-    CHECK(t.backward_ms == Approx(row.backward_ms).epsilon(0.20));
+    CHECK(std::abs(t.forward_ms / row.forward_ms - 1.0) <= 0.021);
+    CHECK(std::abs(t.backward_ms / row.backward_ms - 1.0) <= 0.021);
   }
 }
 

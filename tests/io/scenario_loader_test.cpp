@@ -142,7 +142,7 @@ TEST_CASE("the resolved scenario writes quantities with their units") {
   CHECK(text.find(R"("nic_bandwidth": "400 Gb/s")") != std::string::npos);
   CHECK(text.find(R"("bandwidth": "450 GB/s")") != std::string::npos);
   CHECK(text.find(R"("bf16": "989 TFLOPS")") != std::string::npos);
-  CHECK(text.find(R"("memory": "80 GB")") != std::string::npos);
+  CHECK(text.find(R"("memory": "81559 MiB")") != std::string::npos);
   CHECK(text.find(R"("kernel_launch": "5 us")") != std::string::npos);
   CHECK(text.find(R"("schedule": "1f1b")") != std::string::npos);
 }

@@ -90,6 +90,7 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.kernel_launch", Expect::changes, "\"50 us\""},
       {"cluster.gpu.efficiency.gemm_max", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.gemm_half_flops", Expect::changes, "6e10"},
+      {"cluster.gpu.efficiency.fp8_gemm_max", Expect::changes, "0.3", {"training.precision=fp8"}},
       {"cluster.gpu.efficiency.attention_max", Expect::changes, "0.3"},
       {"cluster.gpu.efficiency.hbm", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.kernel_min", Expect::changes, "\"30 us\""},

@@ -1,0 +1,65 @@
+// The published training runs of configs/validation/ (tools/validate): the error the README
+// and docs/validation.md state is held here, so that a change that moves it fails.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/simulate_support.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim {
+namespace {
+
+// The measured step time and whether the run was used for fitting, from the file's comments.
+struct Measured {
+  double step_s = 0;
+  bool fitted = false;
+};
+
+Measured read_measured(const std::filesystem::path& path) {
+  Measured m;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("// validation-step-s: ")) m.step_s = std::stod(line.substr(22));
+    if (line.starts_with("// validation-fitted: ")) m.fitted = line.substr(22) == "yes";
+  }
+  return m;
+}
+
+}  // namespace
+
+// Over the runs whose features are simulated (all 28): MAPE 22.5 % overall, 24.2 % on the
+// 26 not used for fitting (docs/validation.md); held to the tenth of a percent above.
+TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  double all = 0, unfitted = 0;
+  int n_all = 0, n_unfitted = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    if (entry.path().extension() != ".json") continue;
+    const Measured m = read_measured(entry.path());
+    REQUIRE(m.step_s > 0);
+    double predicted = 0;
+    try {
+      predicted = test::run(entry.path().string()).report.step_time_s;
+    } catch (const InputError& e) {
+      CHECK_THAT(e.message(), Catch::Matchers::Contains("not simulated yet"));
+      continue;
+    }
+    const double error = std::abs(predicted / m.step_s - 1.0);
+    all += error;
+    ++n_all;
+    if (!m.fitted) {
+      unfitted += error;
+      ++n_unfitted;
+    }
+  }
+  CHECK(n_all == 28);
+  CHECK(n_unfitted == 26);
+  CHECK(all / n_all <= 0.226);
+  CHECK(unfitted / n_unfitted <= 0.243);
+}
+
+}  // namespace stepsim
