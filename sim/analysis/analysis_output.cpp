@@ -75,8 +75,45 @@ void write_exposure(const Analysis& a, std::ostream& out) {
   fmt::print(out, "  by collective:    {}\n", ops.empty() ? "  none" : ops);
   fmt::print(out, "  by process group: {}\n", groups.empty() ? "  none" : groups);
   fmt::print(out, "  by kind:          {}\n", kinds.empty() ? "  none" : kinds);
-  fmt::print(out, "hidden fraction over the whole trace (HTA comm-comp overlap): {:.1f}%\n",
+  fmt::print(out, "hidden fraction over the whole trace (every step, every activity): {:.1f}%\n",
              a.metrics.whole_trace_hidden_fraction * 100);
+}
+
+double percent_of(Time part, Time whole) {
+  return whole > Time::zero() ? 100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()) : 0.0;
+}
+
+std::string hta_rules(const HtaMetrics& h) {
+  std::string rules = h.last_step_excluded ? "last ProfilerStep excluded" : "every step (fewer than two ProfilerSteps)";
+  if (h.rounded) rules += ", timestamps rounded inward to whole us";
+  return rules;
+}
+
+// The kernel-type shares as HTA prints them: of the summed times, to one decimal.
+std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics& h) {
+  Time sum;
+  for (const HtaKernelTypeTime& k : h.kernel_types) sum += k.time;
+  std::vector<std::pair<std::string, double>> out;
+  for (const HtaKernelTypeTime& k : h.kernel_types) out.emplace_back(k.label, hta_round(percent_of(k.time, sum), 1));
+  return out;
+}
+
+void write_hta(const Analysis& a, std::ostream& out) {
+  const HtaMetrics& h = a.trace.hta[a.metrics.rank_index];
+  if (!h.available) return;
+  fmt::print(out, "\nHolisticTraceAnalysis' figures ({}; {} GPU activities)\n", hta_rules(h), h.activities);
+  if (h.overlap_pct)
+    fmt::print(out, "  comm-comp overlap:  {:.2f}%  ({:.3f} ms of {:.3f} ms communication with computation)\n",
+               *h.overlap_pct, h.overlap.seconds() * 1e3, h.comm.seconds() * 1e3);
+  else
+    fmt::print(out, "  comm-comp overlap:  n/a (no communication kernel)\n");
+  fmt::print(out,
+             "  temporal breakdown: idle {:.2f}%  compute {:.2f}%  non-compute {:.2f}%  of {:.3f} ms kernel span\n",
+             hta_round(percent_of(h.idle, h.kernel_time), 2), hta_round(percent_of(h.compute, h.kernel_time), 2),
+             hta_round(percent_of(h.non_compute, h.kernel_time), 2), h.kernel_time.seconds() * 1e3);
+  fmt::print(out, "  kernel types:      ");
+  for (const auto& [label, pct] : kernel_type_shares(h)) fmt::print(out, "  {} {:.1f}%", label, pct);
+  fmt::print(out, "\n");
 }
 
 // Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets.
@@ -172,6 +209,37 @@ json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
   return o;
 }
 
+json::value hta_json(const HtaMetrics& h) {
+  if (!h.available) return nullptr;
+  json::object o;
+  o["comm_comp_overlap_pctg"] = h.overlap_pct ? json::value(*h.overlap_pct) : json::value(nullptr);
+  o["last_profiler_step_excluded"] = h.last_step_excluded;
+  o["timestamps_rounded_to_us"] = h.rounded;
+  o["gpu_activities"] = h.activities;
+  o["comm_time_us"] = h.comm.seconds() * 1e6;
+  o["overlap_time_us"] = h.overlap.seconds() * 1e6;
+  json::object t;
+  t["idle_time_us"] = h.idle.seconds() * 1e6;
+  t["compute_time_us"] = h.compute.seconds() * 1e6;
+  t["non_compute_time_us"] = h.non_compute.seconds() * 1e6;
+  t["kernel_time_us"] = h.kernel_time.seconds() * 1e6;
+  t["idle_time_pctg"] = hta_round(percent_of(h.idle, h.kernel_time), 2);
+  t["compute_time_pctg"] = hta_round(percent_of(h.compute, h.kernel_time), 2);
+  t["non_compute_time_pctg"] = hta_round(percent_of(h.non_compute, h.kernel_time), 2);
+  o["temporal_breakdown"] = std::move(t);
+  json::array kinds;
+  const auto shares = kernel_type_shares(h);
+  for (std::size_t i = 0; i < h.kernel_types.size(); ++i) {
+    json::object k;
+    k["kernel_type"] = h.kernel_types[i].label;
+    k["sum_us"] = h.kernel_types[i].time.seconds() * 1e6;
+    k["percentage"] = shares[i].second;
+    kinds.push_back(std::move(k));
+  }
+  o["kernel_type_breakdown"] = std::move(kinds);
+  return o;
+}
+
 json::array collectives_json(const Analysis& a) {
   json::array arr;
   for (const CollectiveRecord& c : a.metrics.collectives) {
@@ -251,6 +319,7 @@ void write_analysis_table(const Analysis& a, std::ostream& out) {
   fmt::print(out, "{}, measured on {}\n\n", source_line(a), a.trace.timeline.ranks[a.metrics.rank_index].label);
   write_steps(a, out);
   write_exposure(a, out);
+  write_hta(a, out);
   write_collectives(a, out);
 }
 
@@ -270,6 +339,7 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   for (auto& kv : mean)
     if (kv.key() != "name") o[kv.key()] = kv.value();
   o["whole_trace_hidden_fraction"] = a.metrics.whole_trace_hidden_fraction;
+  o["hta"] = hta_json(a.trace.hta[a.metrics.rank_index]);
   json::array steps;
   for (const StepMetrics& s : a.metrics.steps) steps.push_back(step_json(a.trace.timeline, s, 1.0));
   o["per_step"] = std::move(steps);

@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 #include <boost/json/basic_parser_impl.hpp>
 
-#include <array>
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -177,14 +178,32 @@ int int_or(std::int64_t i, int unknown) {
   return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
 }
 
+// The text of a JSON number as the nearest double (correctly rounded, as Python's float()).
+double nearest_double(std::string_view text, double fallback) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return ec == std::errc() && end == text.data() + text.size() ? v : fallback;
+}
+
+bool fractional_text(std::string_view text) { return text.find_first_of(".eE") != std::string_view::npos; }
+
+// HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+)
+bool is_profiler_step(std::string_view name) {
+  constexpr std::string_view kStep = "ProfilerStep#";
+  return name.size() > kStep.size() && name.starts_with(kStep) && name[kStep.size()] >= '0' &&
+         name[kStep.size()] <= '9';
+}
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
   char ph = 0;
   Cat cat = Cat::other;
   bool has_ts = false, has_dur = false, has_stream = false;
+  bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
-  double ts_value = 0, dur_value = 0;  // as written, for messages
+  double ts_value = 0, dur_value = 0;    // as written, for messages
+  double ts_double = 0, dur_double = 0;  // the text as the nearest double, as Python reads it
   std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
   NcclArgs nccl;
   CommKind kind = CommKind::other;
@@ -415,6 +434,8 @@ class Handler {
         break;
       case Field::cat:
         event_.cat = category_of(s);
+        event_.has_cat = true;
+        event_.cat_trace = s == "Trace";
         break;
       case Field::ts:
       case Field::dur:
@@ -486,13 +507,16 @@ class Handler {
     if (field_ == Field::dur) {
       event_.dur = m;
       event_.dur_value = value;
+      event_.dur_double = nearest_double(text_, value);
       event_.has_dur = true;
       return;
     }
     if (!origin_.set && m.in_range) origin_ = {true, m.whole};
     event_.ts = m;
     event_.ts_value = value;
+    event_.ts_double = nearest_double(text_, value);
     event_.has_ts = true;
+    if (fractional_text(text_)) trace_.hta.fractional_ts = true;
   }
 
   void take_event_number(std::int64_t i) {
@@ -560,11 +584,52 @@ class Handler {
   }
 
   bool finish_event(json::error_code& ec) {
+    // HTA reads the events into one table: an event without ts makes its ts column float.
+    if (!event_.has_ts) trace_.hta.fractional_ts = true;
+    if (!take_hta_row(ec)) return false;
     if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
     return true;
   }
+
+  // HTA keeps every event with "cat" (not "Trace") and "dur", whatever its phase; stepsim
+  // keeps of them what its overlap and breakdowns read (hta_metrics.cpp).
+  bool take_hta_row(json::error_code& ec) {
+    if (!event_.has_cat || event_.cat_trace || !event_.has_dur || !event_.has_ts) return true;
+    HtaView& h = trace_.hta;
+    const bool step = is_profiler_step(event_.name);
+    const bool gpu =
+        (event_.stream >= 0 && event_.correlation >= 0) || event_.name == "Event Sync" || event_.name == "Context Sync";
+    if (!gpu) ++h.cpu_rows;
+    const bool launch = !gpu && event_.correlation >= 0;
+    if (!step && !launch && event_.stream == -1) return true;
+    if (!check_times(ec)) return false;
+    const Time start = relative(event_.ts);
+    const Time end = start + Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
+    const Time rounded_start = whole_us(std::ceil(event_.ts_double));
+    const Time rounded_end = whole_us(std::floor(event_.ts_double + event_.dur_double));
+    if (step) note_hta_step(gpu, start, rounded_start);
+    if (launch) h.launches.push_back({event_.correlation, start, rounded_start});
+    if (event_.stream != -1)
+      h.activities.push_back(
+          {start, end, rounded_start, rounded_end, event_.correlation, hta_kernel_type(event_.name), gpu});
+    return true;
+  }
+
+  void note_hta_step(bool gpu, Time start, Time rounded_start) {
+    HtaView& h = trace_.hta;
+    const std::uint32_t name = trace_.intern(event_.name);
+    if (std::find(h.step_names.begin(), h.step_names.end(), name) == h.step_names.end()) h.step_names.push_back(name);
+    if (gpu) return;
+    h.last_step = h.cpu_step ? max(h.last_step, start) : start;
+    h.rounded_last_step = h.cpu_step ? max(h.rounded_last_step, rounded_start) : rounded_start;
+    h.cpu_step = true;
+  }
+
+  // A whole number of microseconds (a double from ceil or floor within the checked range)
+  // relative to the origin.
+  Time whole_us(double us) const { return Time::from_ps((static_cast<std::int64_t>(us) - origin_.us) * 1000000); }
 
   void finish_kept_event() {
     const Time start = relative(event_.ts);

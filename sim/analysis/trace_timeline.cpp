@@ -280,6 +280,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
+      out.hta.push_back(measure_hta(t.hta));
       continue;
     }
     const std::vector<std::int64_t> pids = Builder::devices(t);
@@ -287,6 +288,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       builder.add_rank(t, static_cast<int>(pid), pid);
       out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
       out.files.push_back(t.path);
+      out.hta.emplace_back();
     }
   }
   out.timeline = builder.finish();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "stepsim/timeline.hpp"
 
@@ -15,6 +16,7 @@ struct LoadedTrace {
   Timeline timeline;
   std::vector<DistributedInfo> dist;  // per rank, in Timeline::ranks order
   std::vector<std::string> files;     // per rank
+  std::vector<HtaMetrics> hta;        // per rank: HolisticTraceAnalysis' figures
   std::uint64_t content_bytes = 0;    // decompressed JSON read, all files
 };
 

@@ -30,7 +30,19 @@ constexpr const char* kUsage =
     "                   CPU annotation; a step's window runs from the first start of its\n"
     "                   activities to the start of the next one in time (the last step: to its last end)\n"
     "  exposed comm     communication running and no compute running\n"
-    "  hidden fraction  communication and compute at once / union of communication time";
+    "  hidden fraction  communication and compute at once / union of communication time, per\n"
+    "                   step window and over the whole trace (every step, every activity)\n\n"
+    "HolisticTraceAnalysis' figures, by its own rules (they differ from the hidden fraction above):\n"
+    "  comm-comp overlap   with two or more ProfilerSteps, the last step is left out: a GPU activity\n"
+    "                      counts only when its launch (the CPU event with its correlation id)\n"
+    "                      starts before the last ProfilerStep starts, so work still running from\n"
+    "                      before the profile began is dropped too; intervals are not clipped;\n"
+    "                      fractional timestamps are rounded inward (ceil(ts), floor(ts + dur));\n"
+    "                      communication (nccl*, hip*, hccl*, *ncclKernel*) and computation (other\n"
+    "                      kernels except Memcpy/Memset/dma/Sync names) are merged across streams;\n"
+    "                      overlap = both at once / communication, in % to 2 decimals\n"
+    "  temporal breakdown  idle, compute and non-compute time over the span of those activities\n"
+    "  kernel types        time computation, communication and memory run alone or overlapping";
 
 constexpr const char* kExamples =
     "  stepsim analyze rank0.json.gz\n"
