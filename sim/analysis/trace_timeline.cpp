@@ -52,13 +52,6 @@ std::vector<std::string> folder_files(const std::string& path) {
   return files;
 }
 
-std::vector<std::string> trace_files(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
-  if (!S_ISDIR(st.st_mode)) return {path};
-  return folder_files(path);
-}
-
 // A trace without one GPU activity of positive length has nothing to measure: its step
 // would be 0 s.
 void require_gpu_activity(const KinetoTrace& trace) {
@@ -293,6 +286,20 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
   }
   out.timeline = builder.finish();
   return out;
+}
+
+std::vector<std::string> trace_files(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
+  if (!S_ISDIR(st.st_mode)) return {path};
+  return folder_files(path);
+}
+
+LoadedTrace load_file(const std::string& file, TimeOrigin& origin) {
+  std::vector<KinetoTrace> traces;
+  traces.push_back(read_kineto(file, origin));
+  require_gpu_activity(traces.back());
+  return to_timeline(std::move(traces));
 }
 
 LoadedTrace load_trace(const std::string& path) {

@@ -26,6 +26,14 @@ struct LoadedTrace {
 // file without one GPU activity of positive length.
 LoadedTrace load_trace(const std::string& path);
 
+// The files load_trace reads for `path`: the file itself, or a folder's *.json and *.json.gz
+// sorted by name. InputError when it cannot be read or the folder holds none.
+std::vector<std::string> trace_files(const std::string& path);
+
+// One file alone (its ranks: one for a Kineto trace, one per process for stepsim's own),
+// with times relative to `origin`, which the first timestamp sets when it is unset.
+LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
+
 // How the intervals and steps are made (HolisticTraceAnalysis' classes):
 // - GPU activities are the complete events of category kernel, gpu_memcpy and gpu_memset
 //   (synchronisation events are not activities). Each (device, stream) is one stream.
