@@ -12,6 +12,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "analysis/like_for_like.hpp"
 #include "collectives/collective.hpp"
 #include "report/json_text.hpp"
 #include "stepsim/error.hpp"
@@ -277,9 +278,12 @@ struct Row {
   std::string what;
   double measured, predicted;
   bool fraction;
+  bool known = true;  // false: not measurable from this trace (measured is 0)
 };
 
-std::vector<Row> comparison_rows(const Report& m, const Report& p) {
+std::vector<Row> comparison_rows(const LikeForLike& lf) {
+  const Report& m = lf.measured;
+  const Report& p = lf.predicted;
   std::vector<Row> rows{{"step time", m.step_time_s, p.step_time_s, false},
                         {"exposed comm", m.breakdown_s.exposed_total(), p.breakdown_s.exposed_total(), false}};
   for (std::size_t k = 0; k < kCommKinds; ++k) {
@@ -292,12 +296,24 @@ std::vector<Row> comparison_rows(const Report& m, const Report& p) {
     pc += p.comm_s[k];
   }
   rows.push_back({"comm busy (sum of kinds)", mc, pc, false});
+  rows.push_back({"  waiting for peers", lf.measured_wait_s.value_or(0.0), lf.predicted_wait_s, false,
+                  lf.measured_wait_s.has_value()});
   rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer,
                   p.breakdown_s.compute + p.breakdown_s.optimizer, false});
   rows.push_back({"hidden fraction", m.overlap.hidden_fraction, p.overlap.hidden_fraction, true});
   rows.push_back(
       {"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
   return rows;
+}
+
+json::object side_json(const Report& r, std::optional<double> wait_s) {
+  json::object o;
+  o["step_time_s"] = r.step_time_s;
+  o["exposed_comm_s"] = per_kind(r.breakdown_s.exposed_comm, 1.0);
+  o["comm_s"] = per_kind(r.comm_s, 1.0);
+  o["wait_s"] = wait_s ? json::value(*wait_s) : json::value(nullptr);
+  o["hidden_fraction"] = r.overlap.hidden_fraction;
+  return o;
 }
 
 }  // namespace
@@ -347,45 +363,43 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   report::write_pretty_json(o, out);
 }
 
-void write_comparison_table(const Analysis& measured, const Report& predicted, std::ostream& out) {
-  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n\n", source_line(measured),
-             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.gpus);
+void write_comparison_table(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
+  const LikeForLike lf = like_for_like(measured, predicted);
+  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n", source_line(measured),
+             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus);
+  fmt::print(out,
+             "communication includes the time a collective waits for its slowest member, on both sides (as a real "
+             "NCCL kernel runs meanwhile)\n\n");
   fmt::print(out, "{:<26} {:>12} {:>12} {:>10}\n", "", "measured", "predicted", "diff");
-  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+  for (const Row& r : comparison_rows(lf)) {
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
-    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit, r.predicted * scale,
-               unit, relative_text(r.predicted, r.measured));
+    const std::string m =
+        r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", "in kernels");
+    fmt::print(out, "{:<26} {} {:>10.3f}{:<2} {}\n", r.what, m, r.predicted * scale, unit,
+               r.known ? relative_text(r.predicted, r.measured) : fmt::format("{:>10}", "-"));
   }
 }
 
-void write_comparison_json(const Analysis& measured, const Report& predicted, std::ostream& out) {
+void write_comparison_json(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
+  const LikeForLike lf = like_for_like(measured, predicted);
   json::object o;
-  o["stepsim_version"] = predicted.stepsim_version;
+  o["stepsim_version"] = predicted.report.stepsim_version;
   o["source"] = measured.trace.files[measured.metrics.rank_index];
+  o["waits_counted_as_comm"] = true;
   json::array rows;
-  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+  for (const Row& r : comparison_rows(lf)) {
     json::object row;
     row["what"] = r.what.substr(r.what.find_first_not_of(' '));
-    row["measured"] = r.measured;
+    row["measured"] = r.known ? json::value(r.measured) : json::value(nullptr);
     row["predicted"] = r.predicted;
     const auto rel = relative(r.predicted, r.measured);
-    row["relative_difference"] = rel ? json::value(*rel) : json::value(nullptr);
+    row["relative_difference"] = rel && r.known ? json::value(*rel) : json::value(nullptr);
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);
-  json::object m;
-  m["step_time_s"] = measured.mean.step_time_s;
-  m["exposed_comm_s"] = per_kind(measured.mean.breakdown_s.exposed_comm, 1.0);
-  m["comm_s"] = per_kind(measured.mean.comm_s, 1.0);
-  m["hidden_fraction"] = measured.mean.overlap.hidden_fraction;
-  o["measured"] = m;
-  json::object p;
-  p["step_time_s"] = predicted.step_time_s;
-  p["exposed_comm_s"] = per_kind(predicted.breakdown_s.exposed_comm, 1.0);
-  p["comm_s"] = per_kind(predicted.comm_s, 1.0);
-  p["hidden_fraction"] = predicted.overlap.hidden_fraction;
-  o["predicted"] = p;
+  o["measured"] = side_json(lf.measured, lf.measured_wait_s);
+  o["predicted"] = side_json(lf.predicted, lf.predicted_wait_s);
   report::write_pretty_json(o, out);
 }
 

@@ -50,6 +50,7 @@ enum class Field : std::uint8_t {
   kind,
   op,
   phase,
+  wait,
   rank,
   world_size,
   backend,
@@ -94,7 +95,8 @@ constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"op", Field::op},
                               KeyName{"phase", Field::phase},
                               KeyName{"group", Field::pg_name},
-                              KeyName{"group_size", Field::group_size}};
+                              KeyName{"group_size", Field::group_size},
+                              KeyName{"wait_us", Field::wait}};
 constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events},
                               KeyName{"distributedInfo", Field::dist_info}};
 constexpr std::array kDistKeys{KeyName{"rank", Field::rank}, KeyName{"world_size", Field::world_size},
@@ -202,8 +204,8 @@ struct RawEvent {
   bool has_ts = false, has_dur = false, has_stream = false;
   bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
-  double ts_value = 0, dur_value = 0;    // as written, for messages
-  double ts_double = 0, dur_double = 0;  // the text as the nearest double, as Python reads it
+  double ts_value = 0, dur_value = 0;  // as written, for messages
+  std::int64_t wait_ns = 0;            // stepsim traces: a collective's wait at its rendezvous
   std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
   NcclArgs nccl;
   CommKind kind = CommKind::other;
@@ -498,8 +500,17 @@ class Handler {
       return true;
     }
     if (ctx() == Ctx::event) take_event_number(i);
+    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(v, ec);
     if (ctx() == Ctx::args) take_arg_number(i);
     if (ctx() == Ctx::dist) take_dist_number(i);
+    return true;
+  }
+
+  bool take_wait(double us, json::error_code& ec) {
+    if (!(us >= 0 && us < static_cast<double>(kMaxSpanUs)))
+      return fail(ec, pointer("args/wait_us"),
+                  fmt::format("{}: expected a wait from 0 to {} us, got {}", event_label(), kMaxSpanUs, us));
+    event_.wait_ns = std::llround(us * 1e3);
     return true;
   }
 
@@ -507,14 +518,14 @@ class Handler {
     if (field_ == Field::dur) {
       event_.dur = m;
       event_.dur_value = value;
-      event_.dur_double = nearest_double(text_, value);
+      dur_text_ = text_;
       event_.has_dur = true;
       return;
     }
     if (!origin_.set && m.in_range) origin_ = {true, m.whole};
     event_.ts = m;
     event_.ts_value = value;
-    event_.ts_double = nearest_double(text_, value);
+    ts_text_ = text_;
     event_.has_ts = true;
     if (fractional_text(text_)) trace_.hta.fractional_ts = true;
   }
@@ -607,8 +618,9 @@ class Handler {
     if (!check_times(ec)) return false;
     const Time start = relative(event_.ts);
     const Time end = start + Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
-    const Time rounded_start = whole_us(std::ceil(event_.ts_double));
-    const Time rounded_end = whole_us(std::floor(event_.ts_double + event_.dur_double));
+    const double ts = nearest_double(ts_text_, event_.ts_value);
+    const Time rounded_start = whole_us(std::ceil(ts));
+    const Time rounded_end = whole_us(std::floor(ts + nearest_double(dur_text_, event_.dur_value)));
     if (step) note_hta_step(gpu, start, rounded_start);
     if (launch) h.launches.push_back({event_.correlation, start, rounded_start});
     if (event_.stream != -1)
@@ -678,6 +690,7 @@ class Handler {
     g.phase = event_.phase;
     g.kind = event_.kind;
     g.op = event_.op;
+    g.wait = Time::from_ps(event_.wait_ns * 1000);
   }
 
   void keep_gpu(Time start, Time dur) {
@@ -702,6 +715,7 @@ class Handler {
   std::vector<Ctx> stack_;
   Field field_ = Field::none;
   std::string key_, text_;
+  std::string ts_text_, dur_text_;  // the event's ts and dur as written (buffers kept across events)
   RawEvent event_;
   std::int64_t event_index_ = -1;
   bool saw_events_ = false;

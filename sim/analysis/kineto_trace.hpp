@@ -43,6 +43,7 @@ struct GpuEvent {
   Phase phase = Phase::other;
   CommKind kind = CommKind::other;
   CollOp op = CollOp::other;
+  Time wait;  // comm: time at the rendezvous before `start` (args wait_us)
 };
 
 // A CPU-side span: a ProfilerStep#N annotation.

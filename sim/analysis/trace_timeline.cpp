@@ -212,6 +212,7 @@ class Builder {
     if (g.activity != Activity::comm) return iv;
     iv.kind = g.kind;
     iv.op = g.op;
+    iv.waited = g.wait;
     iv.group = group_index(trace, g.nccl, g.kind);
     return iv;
   }
@@ -269,6 +270,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const KinetoTrace& t = traces[i];
     out.content_bytes += t.content_bytes;
+    out.simulated = out.simulated || t.stepsim_format;
     if (!t.stepsim_format) {
       builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
       out.dist.push_back(t.dist);

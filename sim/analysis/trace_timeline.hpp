@@ -18,6 +18,7 @@ struct LoadedTrace {
   std::vector<std::string> files;     // per rank
   std::vector<HtaMetrics> hta;        // per rank: HolisticTraceAnalysis' figures
   std::uint64_t content_bytes = 0;    // decompressed JSON read, all files
+  bool simulated = false;             // written by stepsim: collectives' waits are known
 };
 
 // One trace file (plain or .gz), or a folder whose *.json and *.json.gz files are the ranks
