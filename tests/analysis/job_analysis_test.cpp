@@ -12,6 +12,7 @@
 
 #include "analysis/job_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
+#include "cli/run_stepsim.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/report.hpp"
@@ -112,4 +113,42 @@ TEST_CASE("a broken rank file in a job is reported by name") {
   const std::string broken = (dir.path / "rank5.json").string();
   CHECK_THROWS_WITH(analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, 2),
                     Catch::Contains(broken) && Catch::Contains("the JSON ends early"));
+}
+
+TEST_CASE("stepsim analyze on a folder of rank traces prints every rank and names the straggler") {
+  const TempDir dir;
+  write_ranks(dir.path, 6, 1.02);
+  const testing::Scratch scratch("analyze-job");
+  const testing::Run table = scratch.run("analyze " + dir.path.string());
+  CHECK(table.status == 0);
+  CHECK(table.out.find("8 rank(s)") != std::string::npos);
+  CHECK(table.out.find("the others wait most for rank 6") != std::string::npos);
+  const testing::Run js = scratch.run("analyze " + dir.path.string() + " --json -");
+  REQUIRE(js.status == 0);
+  const json::value v = json::parse(js.out);
+  CHECK(v.at("ranks").as_array().size() == kRanks);
+  CHECK(v.at("stragglers").at(0).at("rank").to_number<int>() == 6);
+  CHECK(v.at("across_ranks").at("step_time_s").at("max_rank").to_number<int>() == 6);
+  // Several files given one by one are the same job.
+  std::string files;
+  for (int r = 0; r < kRanks; ++r) files += " " + (dir.path / ("rank" + std::to_string(r) + ".json")).string();
+  const testing::Run listed = scratch.run("analyze" + files + " --json -");
+  REQUIRE(listed.status == 0);
+  CHECK(json::parse(listed.out).at("stragglers").at(0).at("rank").to_number<int>() == 6);
+}
+
+TEST_CASE("analyze refuses --rank of several trace arguments and --trace of a job with status 2") {
+  const TempDir dir;
+  write_ranks(dir.path, -1, 1.0);
+  const testing::Scratch scratch("analyze-job-flags");
+  const std::string a = (dir.path / "rank0.json").string(), b = (dir.path / "rank1.json").string();
+  const testing::Run rank = scratch.run("analyze " + a + " " + b + " --rank 1");
+  CHECK(rank.status == 2);
+  CHECK(rank.err.find("--rank: picks a rank of one folder or file, not of several TRACE arguments") !=
+        std::string::npos);
+  const testing::Run trace = scratch.run("analyze " + dir.path.string() + " --trace out.json");
+  CHECK(trace.status == 2);
+  CHECK(trace.err.find("--trace: several ranks are summarised one at a time") != std::string::npos);
+  // One rank of the folder, as before.
+  CHECK(scratch.run("analyze " + dir.path.string() + " --rank 2 --trace out.json").status == 0);
 }
