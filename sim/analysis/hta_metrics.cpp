@@ -1,8 +1,11 @@
 // HolisticTraceAnalysis' overlap and breakdowns by its rules; see hta_metrics.hpp.
 #include "analysis/hta_metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 
@@ -64,9 +67,40 @@ void sweep(std::vector<Edge> edges, Visit&& visit) {
   }
 }
 
+constexpr std::int64_t kPsPerUs = 1000000;
+
+// A decimal number of microseconds, whole and picoseconds, as the nearest double: what
+// Python's float() makes of the trace's text (which had no more digits than picoseconds).
+double nearest_double(std::int64_t whole_us, std::int64_t frac_ps) {
+  char text[48];
+  char* end = whole_us < 0 && frac_ps > 0 ? fmt::format_to(text, "-{}.{:06}", -(whole_us + 1), kPsPerUs - frac_ps)
+                                          : fmt::format_to(text, "{}.{:06}", whole_us, frac_ps);
+  double v = 0;
+  std::from_chars(text, end, v);
+  return v;
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0) ? 1 : 0); }
+
+// HTA's inward rounding (trace_parser.py, round_down_time_stamps): ceil(ts) and
+// floor(ts + dur) of the doubles Python read, in whole microseconds from the origin.
+struct Rounder {
+  std::int64_t origin_us;
+
+  double absolute(Time t) const {
+    const std::int64_t ps = t.ps();
+    const std::int64_t whole = floor_div(ps, kPsPerUs);
+    return nearest_double(origin_us + whole, ps - whole * kPsPerUs);
+  }
+  double duration(Time d) const { return nearest_double(d.ps() / kPsPerUs, d.ps() % kPsPerUs); }
+  Time relative_us(double us) const { return Time::from_ps((static_cast<std::int64_t>(us) - origin_us) * kPsPerUs); }
+  Time start(Time t) const { return relative_us(std::ceil(absolute(t))); }
+  Time end(Time start, Time end) const { return relative_us(std::floor(absolute(start) + duration(end - start))); }
+};
+
 class Selection {
  public:
-  explicit Selection(const HtaView& view) : view_(view) {}
+  Selection(const HtaView& view, const std::vector<Launch>& launches) : view_(view), launches_(launches) {}
 
   // The activities HTA keeps, as spans in ps, by kernel type (index: HtaKernelType).
   std::array<std::vector<Span>, 4> select(HtaMetrics& m) const {
@@ -75,15 +109,16 @@ class Selection {
     m.last_step_excluded = view_.step_names.size() >= 2 && view_.cpu_rows > 0;
     // No CPU ProfilerStep: HTA takes the first CPU event's start, before which nothing starts.
     if (m.last_step_excluded && !view_.cpu_step) return by_type;
-    const Time last = m.rounded ? view_.rounded_last_step : view_.last_step;
+    const Rounder round{view_.origin_us};
+    const Time last = m.rounded ? round.start(view_.last_step) : view_.last_step;
     std::vector<std::int64_t> launched;
     if (m.last_step_excluded)
-      for (const HtaLaunch& l : view_.launches)
-        if ((m.rounded ? l.rounded_at : l.at) < last) launched.push_back(l.correlation);
+      for (const Launch& l : launches_)
+        if ((m.rounded ? round.start(l.at) : l.at) < last) launched.push_back(l.correlation);
     std::sort(launched.begin(), launched.end());
     for (const HtaActivity& a : view_.activities) {
-      const Time start = m.rounded ? a.rounded_start : a.start;
-      const Time end = m.rounded ? a.rounded_end : a.end;
+      const Time start = m.rounded ? round.start(a.start) : a.start;
+      const Time end = m.rounded ? round.end(a.start, a.end) : a.end;
       if (m.last_step_excluded &&
           (a.gpu_row ? !std::binary_search(launched.begin(), launched.end(), a.correlation) : !(start < last)))
         continue;
@@ -94,6 +129,7 @@ class Selection {
 
  private:
   const HtaView& view_;
+  const std::vector<Launch>& launches_;
 };
 
 void overlap(const std::vector<Span>& comm, const std::vector<Span>& comp, HtaMetrics& m) {
@@ -157,10 +193,10 @@ double hta_round(double value, int decimals) {
   return std::nearbyint(value * scale) / scale;
 }
 
-HtaMetrics measure_hta(const HtaView& view) {
+HtaMetrics measure_hta(const HtaView& view, const std::vector<Launch>& launches) {
   HtaMetrics m;
   m.available = true;
-  const auto by_type = Selection(view).select(m);
+  const auto by_type = Selection(view, launches).select(m);
   const std::vector<Span> comm = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::communication)]);
   const std::vector<Span> comp = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::computation)]);
   const std::vector<Span> memory = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::memory)]);

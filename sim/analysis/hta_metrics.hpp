@@ -40,7 +40,7 @@ struct HtaMetrics {
 //   communication groups run together / summed communication groups.
 // Ties in start order are taken in file order (HTA leaves them to NumPy's unstable sort;
 // they matter only for activities that rounding leaves shorter than nothing).
-HtaMetrics measure_hta(const HtaView& view);
+HtaMetrics measure_hta(const HtaView& view, const std::vector<Launch>& launches);
 
 // NumPy's round(value, decimals): rint(value × 10^decimals) / 10^decimals.
 double hta_round(double value, int decimals);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -180,14 +179,11 @@ int int_or(std::int64_t i, int unknown) {
   return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
 }
 
-// The text of a JSON number as the nearest double (correctly rounded, as Python's float()).
-double nearest_double(std::string_view text, double fallback) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  return ec == std::errc() && end == text.data() + text.size() ? v : fallback;
+bool fractional_text(std::string_view text) {
+  for (char c : text)
+    if (c == '.' || c == 'e' || c == 'E') return true;
+  return false;
 }
-
-bool fractional_text(std::string_view text) { return text.find_first_of(".eE") != std::string_view::npos; }
 
 // HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+)
 bool is_profiler_step(std::string_view name) {
@@ -518,16 +514,14 @@ class Handler {
     if (field_ == Field::dur) {
       event_.dur = m;
       event_.dur_value = value;
-      dur_text_ = text_;
       event_.has_dur = true;
       return;
     }
     if (!origin_.set && m.in_range) origin_ = {true, m.whole};
     event_.ts = m;
     event_.ts_value = value;
-    ts_text_ = text_;
     event_.has_ts = true;
-    if (fractional_text(text_)) trace_.hta.fractional_ts = true;
+    if (!trace_.hta.fractional_ts && fractional_text(text_)) trace_.hta.fractional_ts = true;
   }
 
   void take_event_number(std::int64_t i) {
@@ -609,39 +603,31 @@ class Handler {
   bool take_hta_row(json::error_code& ec) {
     if (!event_.has_cat || event_.cat_trace || !event_.has_dur || !event_.has_ts) return true;
     HtaView& h = trace_.hta;
-    const bool step = is_profiler_step(event_.name);
-    const bool gpu =
-        (event_.stream >= 0 && event_.correlation >= 0) || event_.name == "Event Sync" || event_.name == "Context Sync";
+    const std::string_view name = event_.name;
+    const bool step = is_profiler_step(name);
+    const bool gpu = (event_.stream >= 0 && event_.correlation >= 0) || name == "Event Sync" || name == "Context Sync";
     if (!gpu) ++h.cpu_rows;
     const bool launch = !gpu && event_.correlation >= 0;
     if (!step && !launch && event_.stream == -1) return true;
     if (!check_times(ec)) return false;
     const Time start = relative(event_.ts);
     const Time end = start + Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
-    const double ts = nearest_double(ts_text_, event_.ts_value);
-    const Time rounded_start = whole_us(std::ceil(ts));
-    const Time rounded_end = whole_us(std::floor(ts + nearest_double(dur_text_, event_.dur_value)));
-    if (step) note_hta_step(gpu, start, rounded_start);
-    if (launch) h.launches.push_back({event_.correlation, start, rounded_start});
+    h.origin_us = origin_.us;
+    if (step) note_hta_step(gpu, start);
+    if (launch) trace_.launches.push_back({event_.correlation, start});
     if (event_.stream != -1)
-      h.activities.push_back(
-          {start, end, rounded_start, rounded_end, event_.correlation, hta_kernel_type(event_.name), gpu});
+      h.activities.push_back({start, end, event_.correlation, hta_kernel_type(event_.name), gpu});
     return true;
   }
 
-  void note_hta_step(bool gpu, Time start, Time rounded_start) {
+  void note_hta_step(bool gpu, Time start) {
     HtaView& h = trace_.hta;
     const std::uint32_t name = trace_.intern(event_.name);
     if (std::find(h.step_names.begin(), h.step_names.end(), name) == h.step_names.end()) h.step_names.push_back(name);
     if (gpu) return;
     h.last_step = h.cpu_step ? max(h.last_step, start) : start;
-    h.rounded_last_step = h.cpu_step ? max(h.rounded_last_step, rounded_start) : rounded_start;
     h.cpu_step = true;
   }
-
-  // A whole number of microseconds (a double from ceil or floor within the checked range)
-  // relative to the origin.
-  Time whole_us(double us) const { return Time::from_ps((static_cast<std::int64_t>(us) - origin_.us) * 1000000); }
 
   void finish_kept_event() {
     const Time start = relative(event_.ts);
@@ -653,7 +639,8 @@ class Handler {
         keep_gpu(start, dur);
         return;
       case Cat::runtime:
-        if (event_.correlation >= 0) trace_.launches.push_back({event_.correlation, start});
+        // With a dur it is already a launch (take_hta_row).
+        if (event_.correlation >= 0 && !event_.has_dur) trace_.launches.push_back({event_.correlation, start});
         return;
       case Cat::user_annotation:
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
@@ -715,7 +702,6 @@ class Handler {
   std::vector<Ctx> stack_;
   Field field_ = Field::none;
   std::string key_, text_;
-  std::string ts_text_, dur_text_;  // the event's ts and dur as written (buffers kept across events)
   RawEvent event_;
   std::int64_t event_index_ = -1;
   bool saw_events_ = false;

@@ -275,7 +275,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
-      out.hta.push_back(measure_hta(t.hta));
+      out.hta.push_back(measure_hta(t.hta, t.launches));
       continue;
     }
     const std::vector<std::int64_t> pids = Builder::devices(t);
