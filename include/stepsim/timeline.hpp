@@ -37,6 +37,9 @@ struct Interval {
   CollOp op = CollOp::other;        // comm only
   std::int32_t group = -1;          // comm only: index into Timeline::groups, -1 unknown
   Bytes bytes{0};                   // comm: nccl-tests size S; memory: bytes copied
+  // comm only: how long the op sat at its rendezvous before `start`, waiting for the last
+  // member to arrive. A real NCCL kernel runs (and is traced) through that wait.
+  Time waited = Time::zero();
 };
 
 struct CounterSample {

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "analysis/like_for_like.hpp"
 #include "collectives/collective.hpp"
 #include "report/json_text.hpp"
 #include "stepsim/error.hpp"
@@ -75,8 +76,45 @@ void write_exposure(const Analysis& a, std::ostream& out) {
   fmt::print(out, "  by collective:    {}\n", ops.empty() ? "  none" : ops);
   fmt::print(out, "  by process group: {}\n", groups.empty() ? "  none" : groups);
   fmt::print(out, "  by kind:          {}\n", kinds.empty() ? "  none" : kinds);
-  fmt::print(out, "hidden fraction over the whole trace (HTA comm-comp overlap): {:.1f}%\n",
+  fmt::print(out, "hidden fraction over the whole trace (every step, every activity): {:.1f}%\n",
              a.metrics.whole_trace_hidden_fraction * 100);
+}
+
+double percent_of(Time part, Time whole) {
+  return whole > Time::zero() ? 100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()) : 0.0;
+}
+
+std::string hta_rules(const HtaMetrics& h) {
+  std::string rules = h.last_step_excluded ? "last ProfilerStep excluded" : "every step (fewer than two ProfilerSteps)";
+  if (h.rounded) rules += ", timestamps rounded inward to whole us";
+  return rules;
+}
+
+// The kernel-type shares as HTA prints them: of the summed times, to one decimal.
+std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics& h) {
+  Time sum;
+  for (const HtaKernelTypeTime& k : h.kernel_types) sum += k.time;
+  std::vector<std::pair<std::string, double>> out;
+  for (const HtaKernelTypeTime& k : h.kernel_types) out.emplace_back(k.label, hta_round(percent_of(k.time, sum), 1));
+  return out;
+}
+
+void write_hta(const Analysis& a, std::ostream& out) {
+  const HtaMetrics& h = a.trace.hta[a.metrics.rank_index];
+  if (!h.available) return;
+  fmt::print(out, "\nHolisticTraceAnalysis' figures ({}; {} GPU activities)\n", hta_rules(h), h.activities);
+  if (h.overlap_pct)
+    fmt::print(out, "  comm-comp overlap:  {:.2f}%  ({:.3f} ms of {:.3f} ms communication with computation)\n",
+               *h.overlap_pct, h.overlap.seconds() * 1e3, h.comm.seconds() * 1e3);
+  else
+    fmt::print(out, "  comm-comp overlap:  n/a (no communication kernel)\n");
+  fmt::print(out,
+             "  temporal breakdown: idle {:.2f}%  compute {:.2f}%  non-compute {:.2f}%  of {:.3f} ms kernel span\n",
+             hta_round(percent_of(h.idle, h.kernel_time), 2), hta_round(percent_of(h.compute, h.kernel_time), 2),
+             hta_round(percent_of(h.non_compute, h.kernel_time), 2), h.kernel_time.seconds() * 1e3);
+  fmt::print(out, "  kernel types:      ");
+  for (const auto& [label, pct] : kernel_type_shares(h)) fmt::print(out, "  {} {:.1f}%", label, pct);
+  fmt::print(out, "\n");
 }
 
 // Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets.
@@ -172,6 +210,37 @@ json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
   return o;
 }
 
+json::value hta_json(const HtaMetrics& h) {
+  if (!h.available) return nullptr;
+  json::object o;
+  o["comm_comp_overlap_pctg"] = h.overlap_pct ? json::value(*h.overlap_pct) : json::value(nullptr);
+  o["last_profiler_step_excluded"] = h.last_step_excluded;
+  o["timestamps_rounded_to_us"] = h.rounded;
+  o["gpu_activities"] = h.activities;
+  o["comm_time_us"] = h.comm.seconds() * 1e6;
+  o["overlap_time_us"] = h.overlap.seconds() * 1e6;
+  json::object t;
+  t["idle_time_us"] = h.idle.seconds() * 1e6;
+  t["compute_time_us"] = h.compute.seconds() * 1e6;
+  t["non_compute_time_us"] = h.non_compute.seconds() * 1e6;
+  t["kernel_time_us"] = h.kernel_time.seconds() * 1e6;
+  t["idle_time_pctg"] = hta_round(percent_of(h.idle, h.kernel_time), 2);
+  t["compute_time_pctg"] = hta_round(percent_of(h.compute, h.kernel_time), 2);
+  t["non_compute_time_pctg"] = hta_round(percent_of(h.non_compute, h.kernel_time), 2);
+  o["temporal_breakdown"] = std::move(t);
+  json::array kinds;
+  const auto shares = kernel_type_shares(h);
+  for (std::size_t i = 0; i < h.kernel_types.size(); ++i) {
+    json::object k;
+    k["kernel_type"] = h.kernel_types[i].label;
+    k["sum_us"] = h.kernel_types[i].time.seconds() * 1e6;
+    k["percentage"] = shares[i].second;
+    kinds.push_back(std::move(k));
+  }
+  o["kernel_type_breakdown"] = std::move(kinds);
+  return o;
+}
+
 json::array collectives_json(const Analysis& a) {
   json::array arr;
   for (const CollectiveRecord& c : a.metrics.collectives) {
@@ -209,9 +278,12 @@ struct Row {
   std::string what;
   double measured, predicted;
   bool fraction;
+  bool known = true;  // false: not measurable from this trace (measured is 0)
 };
 
-std::vector<Row> comparison_rows(const Report& m, const Report& p) {
+std::vector<Row> comparison_rows(const LikeForLike& lf) {
+  const Report& m = lf.measured;
+  const Report& p = lf.predicted;
   std::vector<Row> rows{{"step time", m.step_time_s, p.step_time_s, false},
                         {"exposed comm", m.breakdown_s.exposed_total(), p.breakdown_s.exposed_total(), false}};
   for (std::size_t k = 0; k < kCommKinds; ++k) {
@@ -224,12 +296,24 @@ std::vector<Row> comparison_rows(const Report& m, const Report& p) {
     pc += p.comm_s[k];
   }
   rows.push_back({"comm busy (sum of kinds)", mc, pc, false});
+  rows.push_back({"  waiting for peers", lf.measured_wait_s.value_or(0.0), lf.predicted_wait_s, false,
+                  lf.measured_wait_s.has_value()});
   rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer,
                   p.breakdown_s.compute + p.breakdown_s.optimizer, false});
   rows.push_back({"hidden fraction", m.overlap.hidden_fraction, p.overlap.hidden_fraction, true});
   rows.push_back(
       {"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
   return rows;
+}
+
+json::object side_json(const Report& r, std::optional<double> wait_s) {
+  json::object o;
+  o["step_time_s"] = r.step_time_s;
+  o["exposed_comm_s"] = per_kind(r.breakdown_s.exposed_comm, 1.0);
+  o["comm_s"] = per_kind(r.comm_s, 1.0);
+  o["wait_s"] = wait_s ? json::value(*wait_s) : json::value(nullptr);
+  o["hidden_fraction"] = r.overlap.hidden_fraction;
+  return o;
 }
 
 }  // namespace
@@ -251,6 +335,7 @@ void write_analysis_table(const Analysis& a, std::ostream& out) {
   fmt::print(out, "{}, measured on {}\n\n", source_line(a), a.trace.timeline.ranks[a.metrics.rank_index].label);
   write_steps(a, out);
   write_exposure(a, out);
+  write_hta(a, out);
   write_collectives(a, out);
 }
 
@@ -270,6 +355,7 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   for (auto& kv : mean)
     if (kv.key() != "name") o[kv.key()] = kv.value();
   o["whole_trace_hidden_fraction"] = a.metrics.whole_trace_hidden_fraction;
+  o["hta"] = hta_json(a.trace.hta[a.metrics.rank_index]);
   json::array steps;
   for (const StepMetrics& s : a.metrics.steps) steps.push_back(step_json(a.trace.timeline, s, 1.0));
   o["per_step"] = std::move(steps);
@@ -277,45 +363,43 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   report::write_pretty_json(o, out);
 }
 
-void write_comparison_table(const Analysis& measured, const Report& predicted, std::ostream& out) {
-  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n\n", source_line(measured),
-             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.gpus);
+void write_comparison_table(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
+  const LikeForLike lf = like_for_like(measured, predicted);
+  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n", source_line(measured),
+             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus);
+  fmt::print(out,
+             "communication includes the time a collective waits for its slowest member, on both sides (as a real "
+             "NCCL kernel runs meanwhile)\n\n");
   fmt::print(out, "{:<26} {:>12} {:>12} {:>10}\n", "", "measured", "predicted", "diff");
-  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+  for (const Row& r : comparison_rows(lf)) {
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
-    fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit, r.predicted * scale,
-               unit, relative_text(r.predicted, r.measured));
+    const std::string m =
+        r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", "in kernels");
+    fmt::print(out, "{:<26} {} {:>10.3f}{:<2} {}\n", r.what, m, r.predicted * scale, unit,
+               r.known ? relative_text(r.predicted, r.measured) : fmt::format("{:>10}", "-"));
   }
 }
 
-void write_comparison_json(const Analysis& measured, const Report& predicted, std::ostream& out) {
+void write_comparison_json(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
+  const LikeForLike lf = like_for_like(measured, predicted);
   json::object o;
-  o["stepsim_version"] = predicted.stepsim_version;
+  o["stepsim_version"] = predicted.report.stepsim_version;
   o["source"] = measured.trace.files[measured.metrics.rank_index];
+  o["waits_counted_as_comm"] = true;
   json::array rows;
-  for (const Row& r : comparison_rows(measured.mean, predicted)) {
+  for (const Row& r : comparison_rows(lf)) {
     json::object row;
     row["what"] = r.what.substr(r.what.find_first_not_of(' '));
-    row["measured"] = r.measured;
+    row["measured"] = r.known ? json::value(r.measured) : json::value(nullptr);
     row["predicted"] = r.predicted;
     const auto rel = relative(r.predicted, r.measured);
-    row["relative_difference"] = rel ? json::value(*rel) : json::value(nullptr);
+    row["relative_difference"] = rel && r.known ? json::value(*rel) : json::value(nullptr);
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);
-  json::object m;
-  m["step_time_s"] = measured.mean.step_time_s;
-  m["exposed_comm_s"] = per_kind(measured.mean.breakdown_s.exposed_comm, 1.0);
-  m["comm_s"] = per_kind(measured.mean.comm_s, 1.0);
-  m["hidden_fraction"] = measured.mean.overlap.hidden_fraction;
-  o["measured"] = m;
-  json::object p;
-  p["step_time_s"] = predicted.step_time_s;
-  p["exposed_comm_s"] = per_kind(predicted.breakdown_s.exposed_comm, 1.0);
-  p["comm_s"] = per_kind(predicted.comm_s, 1.0);
-  p["hidden_fraction"] = predicted.overlap.hidden_fraction;
-  o["predicted"] = p;
+  o["measured"] = side_json(lf.measured, lf.measured_wait_s);
+  o["predicted"] = side_json(lf.predicted, lf.predicted_wait_s);
   report::write_pretty_json(o, out);
 }
 

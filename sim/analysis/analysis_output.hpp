@@ -23,8 +23,10 @@ Analysis analyze_trace(const std::string& path, std::size_t rank_index, const st
 void write_analysis_table(const Analysis& a, std::ostream& out);
 void write_analysis_json(const Analysis& a, std::ostream& out);
 
-// Measured (the trace's mean step) against predicted (a simulation).
-void write_comparison_table(const Analysis& measured, const Report& predicted, std::ostream& out);
-void write_comparison_json(const Analysis& measured, const Report& predicted, std::ostream& out);
+// Measured (the trace's mean step) against predicted (a simulation), with the time a
+// collective waits for its slowest member counted as communication on both sides and shown
+// apart (see like_for_like.hpp).
+void write_comparison_table(const Analysis& measured, const SimulationResult& predicted, std::ostream& out);
+void write_comparison_json(const Analysis& measured, const SimulationResult& predicted, std::ostream& out);
 
 }  // namespace stepsim::analysis

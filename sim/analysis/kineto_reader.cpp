@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <boost/json/basic_parser_impl.hpp>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -49,6 +49,7 @@ enum class Field : std::uint8_t {
   kind,
   op,
   phase,
+  wait,
   rank,
   world_size,
   backend,
@@ -93,7 +94,8 @@ constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"op", Field::op},
                               KeyName{"phase", Field::phase},
                               KeyName{"group", Field::pg_name},
-                              KeyName{"group_size", Field::group_size}};
+                              KeyName{"group_size", Field::group_size},
+                              KeyName{"wait_us", Field::wait}};
 constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events},
                               KeyName{"distributedInfo", Field::dist_info}};
 constexpr std::array kDistKeys{KeyName{"rank", Field::rank}, KeyName{"world_size", Field::world_size},
@@ -177,14 +179,29 @@ int int_or(std::int64_t i, int unknown) {
   return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
 }
 
+bool fractional_text(std::string_view text) {
+  for (char c : text)
+    if (c == '.' || c == 'e' || c == 'E') return true;
+  return false;
+}
+
+// HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+)
+bool is_profiler_step(std::string_view name) {
+  constexpr std::string_view kStep = "ProfilerStep#";
+  return name.size() > kStep.size() && name.starts_with(kStep) && name[kStep.size()] >= '0' &&
+         name[kStep.size()] <= '9';
+}
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
   char ph = 0;
   Cat cat = Cat::other;
   bool has_ts = false, has_dur = false, has_stream = false;
+  bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
+  std::int64_t wait_ns = 0;            // stepsim traces: a collective's wait at its rendezvous
   std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
   NcclArgs nccl;
   CommKind kind = CommKind::other;
@@ -415,6 +432,8 @@ class Handler {
         break;
       case Field::cat:
         event_.cat = category_of(s);
+        event_.has_cat = true;
+        event_.cat_trace = s == "Trace";
         break;
       case Field::ts:
       case Field::dur:
@@ -477,8 +496,17 @@ class Handler {
       return true;
     }
     if (ctx() == Ctx::event) take_event_number(i);
+    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(v, ec);
     if (ctx() == Ctx::args) take_arg_number(i);
     if (ctx() == Ctx::dist) take_dist_number(i);
+    return true;
+  }
+
+  bool take_wait(double us, json::error_code& ec) {
+    if (!(us >= 0 && us < static_cast<double>(kMaxSpanUs)))
+      return fail(ec, pointer("args/wait_us"),
+                  fmt::format("{}: expected a wait from 0 to {} us, got {}", event_label(), kMaxSpanUs, us));
+    event_.wait_ns = std::llround(us * 1e3);
     return true;
   }
 
@@ -493,6 +521,7 @@ class Handler {
     event_.ts = m;
     event_.ts_value = value;
     event_.has_ts = true;
+    if (!trace_.hta.fractional_ts && fractional_text(text_)) trace_.hta.fractional_ts = true;
   }
 
   void take_event_number(std::int64_t i) {
@@ -560,10 +589,44 @@ class Handler {
   }
 
   bool finish_event(json::error_code& ec) {
+    // HTA reads the events into one table: an event without ts makes its ts column float.
+    if (!event_.has_ts) trace_.hta.fractional_ts = true;
+    if (!take_hta_row(ec)) return false;
     if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
     return true;
+  }
+
+  // HTA keeps every event with "cat" (not "Trace") and "dur", whatever its phase; stepsim
+  // keeps of them what its overlap and breakdowns read (hta_metrics.cpp).
+  bool take_hta_row(json::error_code& ec) {
+    if (!event_.has_cat || event_.cat_trace || !event_.has_dur || !event_.has_ts) return true;
+    HtaView& h = trace_.hta;
+    const std::string_view name = event_.name;
+    const bool step = is_profiler_step(name);
+    const bool gpu = (event_.stream >= 0 && event_.correlation >= 0) || name == "Event Sync" || name == "Context Sync";
+    if (!gpu) ++h.cpu_rows;
+    const bool launch = !gpu && event_.correlation >= 0;
+    if (!step && !launch && event_.stream == -1) return true;
+    if (!check_times(ec)) return false;
+    const Time start = relative(event_.ts);
+    const Time end = start + Time::from_ps(event_.dur.whole * 1000000 + event_.dur.frac_ps);
+    h.origin_us = origin_.us;
+    if (step) note_hta_step(gpu, start);
+    if (launch) trace_.launches.push_back({event_.correlation, start});
+    if (event_.stream != -1)
+      h.activities.push_back({start, end, event_.correlation, hta_kernel_type(event_.name), gpu});
+    return true;
+  }
+
+  void note_hta_step(bool gpu, Time start) {
+    HtaView& h = trace_.hta;
+    const std::uint32_t name = trace_.intern(event_.name);
+    if (std::find(h.step_names.begin(), h.step_names.end(), name) == h.step_names.end()) h.step_names.push_back(name);
+    if (gpu) return;
+    h.last_step = h.cpu_step ? max(h.last_step, start) : start;
+    h.cpu_step = true;
   }
 
   void finish_kept_event() {
@@ -576,7 +639,8 @@ class Handler {
         keep_gpu(start, dur);
         return;
       case Cat::runtime:
-        if (event_.correlation >= 0) trace_.launches.push_back({event_.correlation, start});
+        // With a dur it is already a launch (take_hta_row).
+        if (event_.correlation >= 0 && !event_.has_dur) trace_.launches.push_back({event_.correlation, start});
         return;
       case Cat::user_annotation:
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
@@ -613,6 +677,7 @@ class Handler {
     g.phase = event_.phase;
     g.kind = event_.kind;
     g.op = event_.op;
+    g.wait = Time::from_ps(event_.wait_ns * 1000);
   }
 
   void keep_gpu(Time start, Time dur) {

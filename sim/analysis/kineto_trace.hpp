@@ -43,6 +43,7 @@ struct GpuEvent {
   Phase phase = Phase::other;
   CommKind kind = CommKind::other;
   CollOp op = CollOp::other;
+  Time wait;  // comm: time at the rendezvous before `start` (args wait_us)
 };
 
 // A CPU-side span: a ProfilerStep#N annotation.
@@ -52,7 +53,8 @@ struct CpuSpan {
   Time end;
 };
 
-// A kernel launch on the CPU (cuda_runtime), matched to GPU events by correlation id.
+// A kernel launch on the CPU, matched to GPU events by correlation id: any event with "cat",
+// "dur" and args.correlation that is not a GPU row (HTA's rule), or a cuda_runtime event.
 struct Launch {
   std::int64_t correlation = 0;
   Time at;
@@ -65,16 +67,40 @@ struct DistributedInfo {
   std::string nccl_version;
 };
 
+// HolisticTraceAnalysis' kernel types (hta/utils/utils.py, get_kernel_type).
+enum class HtaKernelType : std::uint8_t { communication, memory, computation, other };
+
+// An event as HolisticTraceAnalysis keeps it (any category, with "cat" and "dur") whose
+// args.stream is not -1, with its exact times (hta_metrics.cpp rounds them as HTA does).
+struct HtaActivity {
+  Time start, end;
+  std::int64_t correlation = -1;
+  HtaKernelType type = HtaKernelType::other;
+  bool gpu_row = false;  // HTA's GPU kernel: stream >= 0 and correlation >= 0
+};
+
+// What HTA's comm-comp overlap and breakdowns need of one trace (see hta_metrics.hpp).
+struct HtaView {
+  std::vector<HtaActivity> activities;    // (the launches are KinetoTrace::launches)
+  std::vector<std::uint32_t> step_names;  // distinct names "ProfilerStep#N" (KinetoTrace::strings)
+  std::uint64_t cpu_rows = 0;             // events with cat and dur that are not GPU rows
+  bool cpu_step = false;                  // some CPU row is a ProfilerStep#N
+  Time last_step;                         // the latest start of a CPU ProfilerStep#N row
+  bool fractional_ts = false;             // a ts written as a fraction, or an event without ts
+  std::int64_t origin_us = 0;             // what the times are relative to (TimeOrigin)
+};
+
 struct KinetoTrace {
   std::string path;
   DistributedInfo dist;
   NameTable strings{""};  // index 0: absent
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;
-  std::vector<Launch> launches;
+  std::vector<Launch> launches;     // in file order
   std::vector<CpuSpan> windows;     // stepsim traces: the step windows (category "step")
   bool stepsim_format = false;      // written by stepsim: one rank per pid
   std::uint64_t content_bytes = 0;  // decompressed JSON size
+  HtaView hta;
 
   std::uint32_t intern(std::string_view s) { return strings.intern(s); }
 };

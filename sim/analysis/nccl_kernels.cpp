@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cctype>
+#include <initializer_list>
 #include <string>
 
 namespace stepsim::analysis {
@@ -92,7 +93,36 @@ CommKind kind_of_words(std::string_view text) {
   return CommKind::other;
 }
 
+bool starts_with_any(std::string_view s, std::initializer_list<std::string_view> prefixes) {
+  for (std::string_view p : prefixes)
+    if (s.starts_with(p)) return true;
+  return false;
+}
+
+bool contains_any(std::string_view s, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts)
+    if (s.find(p) != std::string_view::npos) return true;
+  return false;
+}
+
+// HTA's ComputeKernelGroupingPattern, which it inverts: the names that are not computation.
+bool hta_not_compute(std::string_view name, std::string_view first_line) {
+  if (starts_with_any(name, {"nccl", "Stream Wait Event", "runFunction", "hip", "job_exe", "packet", "pe_exe",
+                             "cpum_exe_subgraph", "hccl", "collective_subgraph_execution"}))
+    return true;
+  if (contains_any(first_line, {"Memcpy", "Memset", "dma", "Sync"})) return true;
+  return first_line.starts_with("cuda") && first_line.find("LaunchKernel", 4) != std::string_view::npos;
+}
+
 }  // namespace
+
+HtaKernelType hta_kernel_type(std::string_view name) {
+  const std::string_view first_line = name.substr(0, name.find('\n'));
+  if (starts_with_any(name, {"nccl", "hip", "hccl"}) || first_line.find("ncclKernel") != std::string_view::npos)
+    return HtaKernelType::communication;
+  if (starts_with_any(name, {"Memcpy", "Memset", "hipMemcpy", "hipMemset", "dma"})) return HtaKernelType::memory;
+  return hta_not_compute(name, first_line) ? HtaKernelType::other : HtaKernelType::computation;
+}
 
 bool is_comm_kernel(std::string_view name) {
   return name.starts_with("nccl") || name.find("ncclKernel") != std::string_view::npos;

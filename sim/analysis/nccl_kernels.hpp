@@ -4,6 +4,7 @@
 
 #include <string_view>
 
+#include "analysis/kineto_trace.hpp"
 #include "stepsim/timeline.hpp"
 
 namespace stepsim::analysis {
@@ -13,6 +14,14 @@ bool is_comm_kernel(std::string_view name);
 
 // HTA: Memcpy/Memset activities are memory, whatever their category says.
 bool is_memory_name(std::string_view name);
+
+// HolisticTraceAnalysis' classes by name (hta/common/types.py, matched from the name's start
+// as Python's re.match does, "." not crossing a newline): communication ^nccl, ^hip, ^hccl or
+// ncclKernel anywhere; memory ^Memcpy, ^Memset (also hip-prefixed) or ^dma; computation
+// every other name except those with Memcpy, Memset, dma or Sync, or starting with
+// "Stream Wait Event", "cuda...LaunchKernel", "runFunction" and a few accelerator runtimes'
+// names; the rest other.
+HtaKernelType hta_kernel_type(std::string_view name);
 
 // From the "Collective name" argument ("allreduce", "_allgather_base", "all_to_all", ...)
 // or, when it is absent, from the kernel name: old "ncclKernel_AllReduce_RING_LL_Sum_float"

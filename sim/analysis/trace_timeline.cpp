@@ -52,13 +52,6 @@ std::vector<std::string> folder_files(const std::string& path) {
   return files;
 }
 
-std::vector<std::string> trace_files(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
-  if (!S_ISDIR(st.st_mode)) return {path};
-  return folder_files(path);
-}
-
 // A trace without one GPU activity of positive length has nothing to measure: its step
 // would be 0 s.
 void require_gpu_activity(const KinetoTrace& trace) {
@@ -219,6 +212,7 @@ class Builder {
     if (g.activity != Activity::comm) return iv;
     iv.kind = g.kind;
     iv.op = g.op;
+    iv.waited = g.wait;
     iv.group = group_index(trace, g.nccl, g.kind);
     return iv;
   }
@@ -276,10 +270,12 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const KinetoTrace& t = traces[i];
     out.content_bytes += t.content_bytes;
+    out.simulated = out.simulated || t.stepsim_format;
     if (!t.stepsim_format) {
       builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
+      out.hta.push_back(measure_hta(t.hta, t.launches));
       continue;
     }
     const std::vector<std::int64_t> pids = Builder::devices(t);
@@ -287,10 +283,25 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       builder.add_rank(t, static_cast<int>(pid), pid);
       out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
       out.files.push_back(t.path);
+      out.hta.emplace_back();
     }
   }
   out.timeline = builder.finish();
   return out;
+}
+
+std::vector<std::string> trace_files(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
+  if (!S_ISDIR(st.st_mode)) return {path};
+  return folder_files(path);
+}
+
+LoadedTrace load_file(const std::string& file, TimeOrigin& origin) {
+  std::vector<KinetoTrace> traces;
+  traces.push_back(read_kineto(file, origin));
+  require_gpu_activity(traces.back());
+  return to_timeline(std::move(traces));
 }
 
 LoadedTrace load_trace(const std::string& path) {

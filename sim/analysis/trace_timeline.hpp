@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "stepsim/timeline.hpp"
 
@@ -15,7 +16,9 @@ struct LoadedTrace {
   Timeline timeline;
   std::vector<DistributedInfo> dist;  // per rank, in Timeline::ranks order
   std::vector<std::string> files;     // per rank
+  std::vector<HtaMetrics> hta;        // per rank: HolisticTraceAnalysis' figures
   std::uint64_t content_bytes = 0;    // decompressed JSON read, all files
+  bool simulated = false;             // written by stepsim: collectives' waits are known
 };
 
 // One trace file (plain or .gz), or a folder whose *.json and *.json.gz files are the ranks
@@ -23,6 +26,14 @@ struct LoadedTrace {
 // out of range (a negative dur; ts or dur beyond 10^12 us, see kineto_reader.cpp) and on a
 // file without one GPU activity of positive length.
 LoadedTrace load_trace(const std::string& path);
+
+// The files load_trace reads for `path`: the file itself, or a folder's *.json and *.json.gz
+// sorted by name. InputError when it cannot be read or the folder holds none.
+std::vector<std::string> trace_files(const std::string& path);
+
+// One file alone (its ranks: one for a Kineto trace, one per process for stepsim's own),
+// with times relative to `origin`, which the first timestamp sets when it is unset.
+LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 
 // How the intervals and steps are made (HolisticTraceAnalysis' classes):
 // - GPU activities are the complete events of category kernel, gpu_memcpy and gpu_memset

@@ -54,8 +54,8 @@ int run_compare(const Args& args) {
   const Scenario scenario = io::load_scenario(inputs[1], sets);
   const SimulationResult predicted = simulate(scenario);
   emit(
-      out, [&](std::ostream& os) { analysis::write_comparison_table(measured, predicted.report, os); },
-      [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted.report, os); },
+      out, [&](std::ostream& os) { analysis::write_comparison_table(measured, predicted, os); },
+      [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted, os); },
       [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
   return 0;
 }

@@ -37,6 +37,7 @@ class Engine {
     Time launch = Time::max();  // when the host has issued it; max() while not yet issued
     Time start;
     Time end;
+    Time arrived;                     // collective: when it reached its rendezvous
     Time last;                        // compute: when `work` was last brought up to date
     std::int64_t work = 0;            // compute: picoseconds of full-speed work still to do
     std::uint32_t version = 0;        // invalidates compute_end events after a reschedule

@@ -151,6 +151,7 @@ void Engine::record(std::size_t r, OpIndex o) {
     i.op = call.op;
     i.group = call.group;
     i.bytes = call.size;
+    i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].arrived;
   }
   timeline_.ranks[r].intervals.push_back(i);
 }

@@ -194,6 +194,11 @@ void RankTraceWriter::write_args(fmt::memory_buffer& buf, const Interval& iv) {
         fmt::format_to(std::back_inserter(buf), ",\"group_size\":{}",
                        timeline_.groups[static_cast<std::size_t>(iv.group)].size);
       }
+      if (iv.waited > Time::zero()) {
+        // In whole nanoseconds of the slice's rounded start, so that ts - wait_us is the arrival.
+        buf.append(std::string_view(",\"wait_us\":"));
+        append_us(buf, ps_to_ns(iv.start.ps()) - ps_to_ns((iv.start - iv.waited).ps()));
+      }
       break;
     case Activity::memory:
       fmt::format_to(std::back_inserter(buf), "\"bytes\":{}", iv.bytes.count());

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/step_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
@@ -268,4 +269,51 @@ TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, n
   CHECK(error_of(elems) == elems +
                                ": a message of 1152921504606846976 elements is out of range (at most "
                                "288230376151711744)");
+}
+
+// Two ProfilerSteps: HTA leaves out the last one (kernels launched after it starts) and the
+// kernels whose launch is not in the trace, and rounds fractional times inward.
+TEST_CASE("HTA's overlap leaves out the last step and kernels launched before the trace, rounding inward") {
+  const TempDir dir("hta-rules");
+  const std::string text = R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100.0, "dur": 100},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 200.0, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 1, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 120, "dur": 1, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 210, "dur": 1, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 130.4, "dur": 40.2, "args": {"stream": 7, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 20, "ts": 150.5, "dur": 40.0, "args": {"stream": 20, "correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 180, "dur": 40, "args": {"stream": 7, "correlation": 3}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 90, "dur": 70, "args": {"stream": 7, "correlation": 99}}
+]})trace";
+  const analysis::LoadedTrace t = analysis::load_trace(dir.write("hta.json", text));
+  const analysis::HtaMetrics& h = t.hta.at(0);
+  CHECK(h.last_step_excluded);
+  CHECK(h.rounded);
+  CHECK(h.activities == 2);
+  // gemm [131, 170], AllReduce [151, 190]: 19 us of 39 together.
+  CHECK(h.comm == Time::from_ps(39'000'000));
+  CHECK(h.overlap == Time::from_ps(19'000'000));
+  REQUIRE(h.overlap_pct.has_value());
+  CHECK(*h.overlap_pct == 48.72);
+  CHECK(h.kernel_time == Time::from_ps(59'000'000));
+  CHECK(h.idle == Time::zero());
+  CHECK(h.compute == Time::from_ps(39'000'000));
+  CHECK(h.non_compute == Time::from_ps(20'000'000));
+}
+
+TEST_CASE("with one ProfilerStep HTA keeps every GPU activity, and without communication has no overlap") {
+  const TempDir dir("hta-one-step");
+  const std::string text = R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 90, "dur": 20, "args": {"stream": 7, "correlation": 99}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 150, "dur": 20, "args": {"stream": 7, "correlation": 98}}
+]})trace";
+  const analysis::HtaMetrics h = analysis::load_trace(dir.write("one.json", text)).hta.at(0);
+  CHECK_FALSE(h.last_step_excluded);
+  CHECK_FALSE(h.rounded);
+  CHECK(h.activities == 2);
+  CHECK_FALSE(h.overlap_pct.has_value());
+  CHECK(h.kernel_time == Time::from_ps(80'000'000));
+  CHECK(h.idle == Time::from_ps(40'000'000));
 }

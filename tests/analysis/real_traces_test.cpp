@@ -1,12 +1,16 @@
 // stepsim analyze on the three real Kineto traces of tests/data/traces. Every pinned number
-// comes from tests/analysis/hta_overlap.py, an independent plain-Python reading of the raw
-// events by HolisticTraceAnalysis' definitions (its output is tests/analysis/pinned_steps.json).
+// of the step windows comes from tests/analysis/step_windows.py, an independent plain-Python
+// reading of the raw events by stepsim's step-window rules (its output is
+// tests/analysis/pinned_steps.json); HolisticTraceAnalysis' own figures are checked against
+// what HTA printed.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "analysis/hta_metrics.hpp"
+#include "analysis/nccl_kernels.hpp"
 #include "analysis/step_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
 
@@ -53,7 +57,7 @@ void check_steps(const char* file, const std::vector<PinnedStep>& pinned, double
 
 }  // namespace
 
-TEST_CASE("resnet-50 DDP steps match the independent HTA reading") {
+TEST_CASE("resnet-50 DDP steps match the independent step-window reading") {
   check_steps(
       "resnet50-ddp-a100-rank0of2.json.gz",
       {{"ProfilerStep#4", 222054811000, 38506406000, 11989021000, 1825259000, 10163762000, 768753000, 172615890000},
@@ -62,7 +66,7 @@ TEST_CASE("resnet-50 DDP steps match the independent HTA reading") {
       0.156091561713);
 }
 
-TEST_CASE("recsys rank 3 of 8 steps match the independent HTA reading") {
+TEST_CASE("recsys rank 3 of 8 steps match the independent step-window reading") {
   check_steps(
       "recsys-a100-rank3of8.json.gz",
       {{"ProfilerStep#1009", 75467000000, 45364000000, 16256000000, 6552000000, 9704000000, 3007000000, 17392000000},
@@ -74,7 +78,7 @@ TEST_CASE("recsys rank 3 of 8 steps match the independent HTA reading") {
       0.462371969303);
 }
 
-TEST_CASE("recsys rank 0 of 16 steps match the independent HTA reading") {
+TEST_CASE("recsys rank 0 of 16 steps match the independent step-window reading") {
   check_steps(
       "recsys-a100-rank0of16.json.gz",
       {{"ProfilerStep#550", 211086000000, 36213000000, 29532000000, 460000000, 29072000000, 7158000000, 138643000000},
@@ -99,7 +103,7 @@ TEST_CASE("resnet-50 DDP shows five AllReduce buckets and two Broadcasts per ste
   REQUIRE(m.steps.size() == 1);
   REQUIRE(m.collectives.size() == 7);
   const std::int64_t elements[] = {2049000, 7875584, 6563840, 6637568, 2431040};
-  // Durations (ps) and busbw (GB/s) of ProfilerStep#5 from hta_overlap.py.
+  // Durations (ps) and busbw (GB/s) of ProfilerStep#5 from step_windows.py.
   const std::int64_t durations[] = {2520607000, 2673916000, 2621533000, 2417184000, 2028293000};
   const double busbw[] = {3.2515977302292667, 11.78134840436274, 10.01526969143627, 10.983968121582803,
                           4.794258028795643};
@@ -137,7 +141,80 @@ TEST_CASE("recsys SendRecv kernels are all_to_all traffic without message sizes"
   }
   CHECK(sendrecv == 7);
   CHECK(allreduce == 3);
-  // Exposed time per op, ProfilerStep#1011, from hta_overlap.py.
+  // Exposed time per op, ProfilerStep#1011, from step_windows.py.
   CHECK(std::llround(m.steps[0].exposed_by_op[static_cast<int>(CollOp::allreduce)] * 1e12) == 596000000);
   CHECK(std::llround(m.steps[0].exposed_by_op[static_cast<int>(CollOp::sendrecv)] * 1e12) == 13888000000);
+}
+
+// The figures HolisticTraceAnalysis itself printed for these traces
+// (TraceAnalysis(...).get_comm_comp_overlap(), include_last_profiler_step=False).
+TEST_CASE("the HTA comm-comp overlap equals the figures HTA printed for the three real traces") {
+  const std::pair<const char*, double> printed[] = {{"resnet50-ddp-a100-rank0of2.json.gz", 14.31},
+                                                    {"recsys-a100-rank3of8.json.gz", 47.03},
+                                                    {"recsys-a100-rank0of16.json.gz", 1.37}};
+  for (const auto& [file, pct] : printed) {
+    INFO(file);
+    const analysis::LoadedTrace t = analysis::load_trace(trace(file));
+    REQUIRE(t.hta.size() == 1);
+    const analysis::HtaMetrics& h = t.hta[0];
+    CHECK(h.available);
+    CHECK(h.last_step_excluded);
+    REQUIRE(h.overlap_pct.has_value());
+    CHECK(std::fabs(*h.overlap_pct - pct) < 0.005);
+  }
+}
+
+TEST_CASE("HTA rounds fractional timestamps inward and keeps integer ones") {
+  CHECK(analysis::load_trace(trace("resnet50-ddp-a100-rank0of2.json.gz")).hta[0].rounded);
+  CHECK_FALSE(analysis::load_trace(trace("recsys-a100-rank3of8.json.gz")).hta[0].rounded);
+}
+
+TEST_CASE("HTA's temporal breakdown splits the kernel span into idle, compute and non-compute") {
+  const analysis::HtaMetrics h = analysis::load_trace(trace("recsys-a100-rank3of8.json.gz")).hta[0];
+  REQUIRE(h.kernel_time > Time::zero());
+  CHECK(h.idle + h.compute + h.non_compute == h.kernel_time);
+  CHECK(h.idle >= Time::zero());
+  CHECK(h.non_compute >= Time::zero());
+  // Kernel-type stretches never overlap, so they sum to the busy part of the span.
+  Time types;
+  bool both = false;
+  for (const analysis::HtaKernelTypeTime& k : h.kernel_types) {
+    types += k.time;
+    both = both || k.label == "COMPUTATION overlapping COMMUNICATION";
+  }
+  CHECK(types <= h.kernel_time - h.idle);
+  CHECK(both);
+  Time overlapping;
+  for (const analysis::HtaKernelTypeTime& k : h.kernel_types)
+    if (k.label.starts_with("COMPUTATION overlapping COMMUNICATION")) overlapping += k.time;
+  CHECK(overlapping == h.overlap);
+}
+
+// HTA's get_temporal_breakdown() rules on the ResNet-50 trace (microseconds, from a port of
+// breakdown_analysis.py to plain Python over the same events).
+TEST_CASE("HTA's temporal breakdown of the resnet-50 trace in microseconds") {
+  const analysis::HtaMetrics h = analysis::load_trace(trace("resnet50-ddp-a100-rank0of2.json.gz")).hta[0];
+  CHECK(h.kernel_time == Time::from_ps(435586000000));
+  CHECK(h.idle == Time::from_ps(338781000000));
+  CHECK(h.compute == Time::from_ps(75169000000));
+  CHECK(h.non_compute == Time::from_ps(21636000000));
+  CHECK(analysis::hta_round(100.0 * 338781 / 435586, 2) == 77.78);
+}
+
+TEST_CASE("HTA's classes of kernel names") {
+  using analysis::HtaKernelType;
+  CHECK(analysis::hta_kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)") ==
+        HtaKernelType::communication);
+  CHECK(analysis::hta_kernel_type("void ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)") ==
+        HtaKernelType::communication);
+  CHECK(analysis::hta_kernel_type("hccl_allreduce") == HtaKernelType::communication);
+  CHECK(analysis::hta_kernel_type("Memcpy DtoD (Device -> Device)") == HtaKernelType::memory);
+  CHECK(analysis::hta_kernel_type("Memset (Device)") == HtaKernelType::memory);
+  CHECK(analysis::hta_kernel_type("volta_sgemm_128x64_nn") == HtaKernelType::computation);
+  CHECK(analysis::hta_kernel_type("Event Sync") == HtaKernelType::other);
+  CHECK(analysis::hta_kernel_type("Stream Wait Event") == HtaKernelType::other);
+  CHECK(analysis::hta_kernel_type("cudaLaunchKernel") == HtaKernelType::other);
+  CHECK(analysis::hta_kernel_type("void copy_kernel_with_Memcpy_in_name") == HtaKernelType::other);
+  // "." does not cross a newline in Python's re.match.
+  CHECK(analysis::hta_kernel_type("gemm\nSync") == HtaKernelType::computation);
 }

@@ -1,25 +1,28 @@
 #!/usr/bin/env python3
-"""Independent reference numbers for stepsim's trace analysis, from the raw Kineto events.
+"""Independent reference numbers for stepsim's step-by-step trace analysis, from the raw Kineto events.
 
-Plain python3 (gzip, json, decimal), sharing no code with stepsim. Definitions:
+Plain python3 (gzip, json, decimal), sharing no code with stepsim. It re-derives stepsim's
+own step-window rules (not HolisticTraceAnalysis' figures: those are tested against what HTA
+printed, in real_traces_test.cpp). Definitions:
 - GPU activities: complete events (ph X, with dur) of category kernel, gpu_memcpy,
-  gpu_memset. HolisticTraceAnalysis' classes: communication = name starts with "nccl" or
-  contains "ncclKernel"; memory = Memcpy/Memset; computation = every other kernel.
+  gpu_memset. Communication = name starts with "nccl" or contains "ncclKernel"; memory =
+  Memcpy/Memset; computation = every other kernel.
 - Steps: a GPU activity belongs to ProfilerStep#N when its launch (the cuda_runtime event
   with the same correlation id) lies in that CPU annotation's [ts, ts + dur); without a
   launch, when its own start does. A step's window starts at the first start of its
   activities and ends where the next step's window starts; the last step's window ends at
   the last end of its own activities.
 - Within a window: merge each class's intervals (clipped to the window); hidden fraction =
-  |comm ∩ comp| / |comm| (HTA's comm-comp overlap); exposed = |comm| - |comm ∩ comp|;
+  |comm ∩ comp| / |comm|; exposed = |comm| - |comm ∩ comp|;
   memory-only = |memory - comm - comp|; idle = window - |comm ∪ comp ∪ memory|.
   Exposed time per collective op is split equally among the ops running at that instant.
-- "whole_trace_hidden_fraction" is HTA's number over every GPU activity of the file.
+- "whole_trace_hidden_fraction": the same ratio over every GPU activity of the file, exact
+  timestamps, no step left out.
 Times are exact integers of picoseconds (timestamps parsed as decimals); outputs in seconds.
 
-Usage: hta_overlap.py TRACE.json[.gz] [...]            prints the numbers as JSON
-       hta_overlap.py --check PINNED.json TRACE_DIR     exits 1 unless they equal PINNED.json
-       hta_overlap.py --pin TRACE.json[.gz] [...]       prints PINNED.json (picoseconds)
+Usage: step_windows.py TRACE.json[.gz] [...]            prints the numbers as JSON
+       step_windows.py --check PINNED.json TRACE_DIR     exits 1 unless they equal PINNED.json
+       step_windows.py --pin TRACE.json[.gz] [...]       prints PINNED.json (picoseconds)
 """
 import gzip
 import json

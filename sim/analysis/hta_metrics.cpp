@@ -1,0 +1,209 @@
+// HolisticTraceAnalysis' overlap and breakdowns by its rules; see hta_metrics.hpp.
+#include "analysis/hta_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+
+namespace stepsim::analysis {
+namespace {
+
+struct Span {
+  std::int64_t start;  // ps
+  std::int64_t end;
+};
+
+struct Edge {
+  std::int64_t at;
+  int delta;
+};
+
+// hta/utils/utils.py, merge_kernel_intervals: a new group when an interval starts after the
+// latest end so far. Rounding can leave an interval ending before it starts; HTA keeps it,
+// so its group may count negative time, and so does this.
+std::vector<Span> merge_like_hta(std::vector<Span> spans) {
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  std::vector<Span> groups;
+  std::int64_t latest_end = 0;
+  for (const Span& s : spans) {
+    if (groups.empty() || s.start > latest_end) {
+      groups.push_back(s);
+      latest_end = s.end;
+      continue;
+    }
+    groups.back().end = std::max(groups.back().end, s.end);
+    latest_end = std::max(latest_end, s.end);
+  }
+  return groups;
+}
+
+std::int64_t total(const std::vector<Span>& groups) {
+  std::int64_t sum = 0;
+  for (const Span& g : groups) sum += g.end - g.start;
+  return sum;
+}
+
+void add_edges(const std::vector<Span>& groups, int value, std::vector<Edge>& edges) {
+  for (const Span& g : groups) {
+    edges.push_back({g.start, value});
+    edges.push_back({g.end, -value});
+  }
+}
+
+// Calls visit(running, from, to) for each stretch between distinct times, with the sum of
+// the values of the groups running (HTA's cumulative "status" column).
+template <typename Visit>
+void sweep(std::vector<Edge> edges, Visit&& visit) {
+  std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
+  int running = 0;
+  for (std::size_t i = 0; i < edges.size();) {
+    const std::int64_t at = edges[i].at;
+    for (; i < edges.size() && edges[i].at == at; ++i) running += edges[i].delta;
+    if (i < edges.size()) visit(running, at, edges[i].at);
+  }
+}
+
+constexpr std::int64_t kPsPerUs = 1000000;
+
+// A decimal number of microseconds, whole and picoseconds, as the nearest double: what
+// Python's float() makes of the trace's text (which had no more digits than picoseconds).
+double nearest_double(std::int64_t whole_us, std::int64_t frac_ps) {
+  char text[48];
+  char* end = whole_us < 0 && frac_ps > 0 ? fmt::format_to(text, "-{}.{:06}", -(whole_us + 1), kPsPerUs - frac_ps)
+                                          : fmt::format_to(text, "{}.{:06}", whole_us, frac_ps);
+  double v = 0;
+  std::from_chars(text, end, v);
+  return v;
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0) ? 1 : 0); }
+
+// HTA's inward rounding (trace_parser.py, round_down_time_stamps): ceil(ts) and
+// floor(ts + dur) of the doubles Python read, in whole microseconds from the origin.
+struct Rounder {
+  std::int64_t origin_us;
+
+  double absolute(Time t) const {
+    const std::int64_t ps = t.ps();
+    const std::int64_t whole = floor_div(ps, kPsPerUs);
+    return nearest_double(origin_us + whole, ps - whole * kPsPerUs);
+  }
+  double duration(Time d) const { return nearest_double(d.ps() / kPsPerUs, d.ps() % kPsPerUs); }
+  Time relative_us(double us) const { return Time::from_ps((static_cast<std::int64_t>(us) - origin_us) * kPsPerUs); }
+  Time start(Time t) const { return relative_us(std::ceil(absolute(t))); }
+  Time end(Time start, Time end) const { return relative_us(std::floor(absolute(start) + duration(end - start))); }
+};
+
+class Selection {
+ public:
+  Selection(const HtaView& view, const std::vector<Launch>& launches) : view_(view), launches_(launches) {}
+
+  // The activities HTA keeps, as spans in ps, by kernel type (index: HtaKernelType).
+  std::array<std::vector<Span>, 4> select(HtaMetrics& m) const {
+    std::array<std::vector<Span>, 4> by_type;
+    m.rounded = view_.fractional_ts;
+    m.last_step_excluded = view_.step_names.size() >= 2 && view_.cpu_rows > 0;
+    // No CPU ProfilerStep: HTA takes the first CPU event's start, before which nothing starts.
+    if (m.last_step_excluded && !view_.cpu_step) return by_type;
+    const Rounder round{view_.origin_us};
+    const Time last = m.rounded ? round.start(view_.last_step) : view_.last_step;
+    std::vector<std::int64_t> launched;
+    if (m.last_step_excluded)
+      for (const Launch& l : launches_)
+        if ((m.rounded ? round.start(l.at) : l.at) < last) launched.push_back(l.correlation);
+    std::sort(launched.begin(), launched.end());
+    for (const HtaActivity& a : view_.activities) {
+      const Time start = m.rounded ? round.start(a.start) : a.start;
+      const Time end = m.rounded ? round.end(a.start, a.end) : a.end;
+      if (m.last_step_excluded &&
+          (a.gpu_row ? !std::binary_search(launched.begin(), launched.end(), a.correlation) : !(start < last)))
+        continue;
+      by_type[static_cast<std::size_t>(a.type)].push_back({start.ps(), end.ps()});
+    }
+    return by_type;
+  }
+
+ private:
+  const HtaView& view_;
+  const std::vector<Launch>& launches_;
+};
+
+void overlap(const std::vector<Span>& comm, const std::vector<Span>& comp, HtaMetrics& m) {
+  std::vector<Edge> edges;
+  add_edges(comm, 1, edges);
+  add_edges(comp, 2, edges);
+  std::int64_t both = 0;
+  sweep(std::move(edges), [&](int running, std::int64_t from, std::int64_t to) {
+    if (running == 3) both += to - from;
+  });
+  m.comm = Time::from_ps(total(comm));
+  m.overlap = Time::from_ps(both);
+  if (m.comm > Time::zero())
+    m.overlap_pct = hta_round(100.0 * static_cast<double>(both) / static_cast<double>(total(comm)), 2);
+}
+
+// hta/analyzers/breakdown_analysis.py, _get_gpu_kernel_type_time with memory kernels (the
+// default of TraceAnalysis.get_gpu_kernel_breakdown): computation 1, communication 2, memory 4.
+void kernel_types(const std::vector<Span>& comp, const std::vector<Span>& comm, const std::vector<Span>& memory,
+                  HtaMetrics& m) {
+  constexpr std::array<const char*, 3> kNames{"COMPUTATION", "COMMUNICATION", "MEMORY"};
+  std::vector<Edge> edges;
+  add_edges(comp, 1, edges);
+  add_edges(comm, 2, edges);
+  add_edges(memory, 4, edges);
+  std::array<std::int64_t, 8> by_bits{};
+  sweep(std::move(edges), [&](int running, std::int64_t from, std::int64_t to) {
+    if (running > 0) by_bits[static_cast<std::size_t>(running & 7)] += to - from;
+  });
+  for (std::size_t bits = 1; bits < by_bits.size(); ++bits) {
+    if (by_bits[bits] == 0) continue;
+    std::string label;
+    for (std::size_t b = 0; b < kNames.size(); ++b)
+      if ((bits >> b) & 1U) label += (label.empty() ? "" : " overlapping ") + std::string(kNames[b]);
+    m.kernel_types.push_back({label, Time::from_ps(by_bits[bits])});
+  }
+  std::stable_sort(m.kernel_types.begin(), m.kernel_types.end(),
+                   [](const HtaKernelTypeTime& a, const HtaKernelTypeTime& b) { return a.time > b.time; });
+}
+
+// hta/analyzers/breakdown_analysis.py, get_temporal_breakdown over every kept activity.
+void temporal(const std::array<std::vector<Span>, 4>& by_type, const std::vector<Span>& comp, HtaMetrics& m) {
+  std::vector<Span> all;
+  for (const auto& spans : by_type) all.insert(all.end(), spans.begin(), spans.end());
+  m.activities = all.size();
+  const std::vector<Span> groups = merge_like_hta(std::move(all));
+  if (groups.empty()) return;
+  const std::int64_t span = groups.back().end - groups.front().start;
+  const std::int64_t idle = span - total(groups);
+  const std::int64_t compute = total(comp);
+  m.kernel_time = Time::from_ps(span);
+  m.idle = Time::from_ps(idle);
+  m.compute = Time::from_ps(compute);
+  m.non_compute = Time::from_ps(span - compute - idle);
+}
+
+}  // namespace
+
+double hta_round(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::nearbyint(value * scale) / scale;
+}
+
+HtaMetrics measure_hta(const HtaView& view, const std::vector<Launch>& launches) {
+  HtaMetrics m;
+  m.available = true;
+  const auto by_type = Selection(view, launches).select(m);
+  const std::vector<Span> comm = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::communication)]);
+  const std::vector<Span> comp = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::computation)]);
+  const std::vector<Span> memory = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::memory)]);
+  overlap(comm, comp, m);
+  kernel_types(comp, comm, memory, m);
+  temporal(by_type, comp, m);
+  return m;
+}
+
+}  // namespace stepsim::analysis

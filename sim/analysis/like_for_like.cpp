@@ -1,0 +1,73 @@
+// Waiting at a rendezvous counted as communication on both sides; see like_for_like.hpp.
+#include "analysis/like_for_like.hpp"
+
+#include "analysis/step_analysis.hpp"
+#include "report/report_io.hpp"
+
+namespace stepsim::analysis {
+namespace {
+
+// The waits of the communication that starts within [begin, end).
+Time waits_in(const RankTimeline& rank, Time begin, Time end) {
+  Time sum;
+  for (const Interval& iv : rank.intervals)
+    if (iv.activity == Activity::comm && iv.start >= begin && iv.start < end) sum += iv.waited;
+  return sum;
+}
+
+// The report's fields as report::make_report measures them, on the same rank and window.
+Report remeasured(const Report& base, const Timeline& t, double& wait_s) {
+  Report r = base;
+  const StepWindow window = report::report_window(t);
+  const int chosen = report::critical_rank(t, window);
+  if (chosen < 0) return r;
+  const RankTimeline& rank = t.ranks[static_cast<std::size_t>(chosen)];
+  wait_s = waits_in(rank, window.start, window.end).seconds();
+  const Timeline counted = waits_as_comm(t);
+  const report::WindowMetrics m =
+      report::measure(counted.ranks[static_cast<std::size_t>(chosen)], window.start, window.end);
+  r.breakdown_s.compute = m.compute;
+  r.breakdown_s.optimizer = m.optimizer;
+  r.breakdown_s.bubble = m.bubble;
+  r.breakdown_s.other = m.memory_only + m.idle;
+  r.breakdown_s.exposed_comm = m.exposed;
+  r.comm_s = m.busy;
+  r.overlap.hidden_fraction = m.hidden_fraction();
+  if (r.step_time_s > 0) r.overlap.exposed_fraction_of_step = r.breakdown_s.exposed_total() / r.step_time_s;
+  return r;
+}
+
+}  // namespace
+
+Timeline waits_as_comm(Timeline t) {
+  for (RankTimeline& rank : t.ranks)
+    for (Interval& iv : rank.intervals)
+      if (iv.activity == Activity::comm && iv.waited > Time::zero()) {
+        iv.start = iv.start - iv.waited;
+        iv.waited = Time::zero();
+      }
+  return t;
+}
+
+LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted) {
+  LikeForLike out;
+  out.predicted = remeasured(predicted.report, predicted.timeline, out.predicted_wait_s);
+  out.measured = measured.mean;
+  if (!measured.trace.simulated) return out;  // a real kernel already holds its wait
+  const RankTimeline& rank = measured.trace.timeline.ranks[measured.metrics.rank_index];
+  Time wait;
+  for (const StepMetrics& s : measured.metrics.steps) wait += waits_in(rank, s.start, s.end);
+  const double n = static_cast<double>(std::max<std::size_t>(1, measured.metrics.steps.size()));
+  out.measured_wait_s = wait.seconds() / n;
+  const Timeline counted = waits_as_comm(measured.trace.timeline);
+  std::optional<std::string> step;
+  if (measured.metrics.steps.size() == 1 && measured.trace.timeline.steps.size() > 1)
+    step = measured.metrics.steps.front().name;
+  const TraceMetrics m = measure_steps(counted, measured.metrics.rank_index, step, measured.mean.gpus);
+  const std::string version = out.measured.stepsim_version;
+  out.measured = mean_report(m, measured.mean.gpus);
+  out.measured.stepsim_version = version;
+  return out;
+}
+
+}  // namespace stepsim::analysis

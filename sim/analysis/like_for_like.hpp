@@ -1,0 +1,28 @@
+// Measurement and prediction with equal definitions. In a real trace an NCCL kernel starts
+// when its stream reaches it and runs, counted as communication, while it waits for the
+// slowest member; the simulator records that wait apart (Interval::waited) and starts the
+// interval when every member has arrived. Both sides here count the wait as communication,
+// and report it separately where it is known.
+#pragma once
+
+#include <optional>
+
+#include "analysis/analysis_output.hpp"
+#include "stepsim/report.hpp"
+#include "stepsim/timeline.hpp"
+
+namespace stepsim::analysis {
+
+// `t` with every communication interval starting `waited` earlier (and waited zero).
+Timeline waits_as_comm(Timeline t);
+
+struct LikeForLike {
+  Report measured;                        // the trace's mean step, waits as communication
+  Report predicted;                       // the simulation's step, waits as communication
+  std::optional<double> measured_wait_s;  // per step; unknown for a real trace (inside its kernels)
+  double predicted_wait_s = 0;            // per step, on the rank the prediction is measured on
+};
+
+LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted);
+
+}  // namespace stepsim::analysis

@@ -1,0 +1,154 @@
+// Every rank of a job: the simulator's own trace of 8 DDP ranks, split into one file per
+// rank with one rank slowed on purpose, read back as a folder of rank traces.
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "analysis/job_analysis.hpp"
+#include "analysis/trace_timeline.hpp"
+#include "cli/run_stepsim.hpp"
+#include "io/scenario_loader.hpp"
+#include "report/report_io.hpp"
+#include "stepsim/report.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr int kRanks = 8;
+
+// The trace of one DDP step on 8 ranks (every rank simulated), as JSON.
+json::array simulated_events() {
+  const SimulationResult sim = simulate(io::load_scenario(
+      "ddp-1.3b-64xa100", {"parallel.dp=8", "simulation.ranks=all", "model.layers=4", "training.global_batch=64"}));
+  std::ostringstream text;
+  report::write_trace(sim.timeline, text);
+  return json::parse(text.str()).at("traceEvents").as_array();
+}
+
+// One file per rank (its process in stepsim's trace); `slowed` runs `factor` times slower:
+// every time of its trace is scaled from the step's start at 0. Returns the start (us) of
+// each communication kernel of an unslowed rank.
+std::vector<double> write_ranks(const fs::path& dir, int slowed, double factor) {
+  const json::array events = simulated_events();
+  std::vector<double> comm_starts;
+  for (int r = 0; r < kRanks; ++r) {
+    json::array mine;
+    for (const json::value& v : events) {
+      const json::object& e = v.as_object();
+      if (e.at("pid").to_number<int>() != r) continue;
+      json::object copy = e;
+      if (r == slowed && copy.contains("ts")) {
+        copy["ts"] = copy["ts"].to_number<double>() * factor;
+        if (copy.contains("dur")) copy["dur"] = copy["dur"].to_number<double>() * factor;
+      }
+      if (r == 0 && copy.contains("cat") && copy["cat"] == "comm")
+        comm_starts.push_back(copy["ts"].to_number<double>());
+      mine.push_back(std::move(copy));
+    }
+    std::ofstream(dir / ("rank" + std::to_string(r) + ".json")) << json::serialize(json::object{{"traceEvents", mine}});
+  }
+  return comm_starts;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("stepsim-job-" + std::to_string(::getpid()));
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("a rank slowed by 5 % is named the straggler with its lead within 1 %") {
+  const TempDir dir;
+  constexpr double kSlow = 1.05;
+  const std::vector<double> starts = write_ranks(dir.path, 3, kSlow);
+  REQUIRE(starts.size() > 10);
+  const analysis::JobAnalysis job = analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, 4);
+  REQUIRE(job.ranks.size() == kRanks);
+  CHECK(job.ranks[3].rank == 3);
+  CHECK(job.ranks[3].mean(job.ranks[3].total.length) ==
+        Approx(job.ranks[0].mean(job.ranks[0].total.length) * kSlow).epsilon(1e-6));
+  CHECK(job.calls == starts.size());
+  REQUIRE(job.stragglers.size() == 1);
+  const analysis::Straggler& s = job.stragglers.front();
+  CHECK(s.rank == 3);
+  CHECK(s.last == starts.size());
+  // Rank 3 starts call k at 1.05 t_k, the others at t_k: a lead of 0.05 t_k, which every
+  // other rank waits.
+  const double expected_us = std::accumulate(starts.begin(), starts.end(), 0.0) * (kSlow - 1);
+  CHECK(s.lead.seconds() * 1e6 == Approx(expected_us).epsilon(0.01));
+  CHECK(s.mean_lead_s() * 1e6 == Approx(expected_us / static_cast<double>(starts.size())).epsilon(0.01));
+  CHECK(s.others_wait.seconds() * 1e6 == Approx(expected_us).epsilon(0.01));
+}
+
+TEST_CASE("ranks that start every call together have no straggler") {
+  const TempDir dir;
+  write_ranks(dir.path, -1, 1.0);
+  for (unsigned workers : {1U, 3U}) {
+    const analysis::JobAnalysis job =
+        analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, workers);
+    CHECK(job.ranks.size() == kRanks);
+    CHECK(job.calls > 10);
+    CHECK(job.stragglers.empty());
+  }
+}
+
+TEST_CASE("a broken rank file in a job is reported by name") {
+  const TempDir dir;
+  write_ranks(dir.path, -1, 1.0);
+  std::ofstream(dir.path / "rank5.json") << "{\"traceEvents\": [";
+  const std::string broken = (dir.path / "rank5.json").string();
+  CHECK_THROWS_WITH(analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, 2),
+                    Catch::Contains(broken) && Catch::Contains("the JSON ends early"));
+}
+
+TEST_CASE("stepsim analyze on a folder of rank traces prints every rank and names the straggler") {
+  const TempDir dir;
+  write_ranks(dir.path, 6, 1.02);
+  const testing::Scratch scratch("analyze-job");
+  const testing::Run table = scratch.run("analyze " + dir.path.string());
+  CHECK(table.status == 0);
+  CHECK(table.out.find("8 rank(s)") != std::string::npos);
+  CHECK(table.out.find("the others wait most for rank 6") != std::string::npos);
+  const testing::Run js = scratch.run("analyze " + dir.path.string() + " --json -");
+  REQUIRE(js.status == 0);
+  const json::value v = json::parse(js.out);
+  CHECK(v.at("ranks").as_array().size() == kRanks);
+  CHECK(v.at("stragglers").at(0).at("rank").to_number<int>() == 6);
+  CHECK(v.at("across_ranks").at("step_time_s").at("max_rank").to_number<int>() == 6);
+  // Several files given one by one are the same job.
+  std::string files;
+  for (int r = 0; r < kRanks; ++r) files += " " + (dir.path / ("rank" + std::to_string(r) + ".json")).string();
+  const testing::Run listed = scratch.run("analyze" + files + " --json -");
+  REQUIRE(listed.status == 0);
+  CHECK(json::parse(listed.out).at("stragglers").at(0).at("rank").to_number<int>() == 6);
+}
+
+TEST_CASE("analyze refuses --rank of several trace arguments and --trace of a job with status 2") {
+  const TempDir dir;
+  write_ranks(dir.path, -1, 1.0);
+  const testing::Scratch scratch("analyze-job-flags");
+  const std::string a = (dir.path / "rank0.json").string(), b = (dir.path / "rank1.json").string();
+  const testing::Run rank = scratch.run("analyze " + a + " " + b + " --rank 1");
+  CHECK(rank.status == 2);
+  CHECK(rank.err.find("--rank: picks a rank of one folder or file, not of several TRACE arguments") !=
+        std::string::npos);
+  const testing::Run trace = scratch.run("analyze " + dir.path.string() + " --trace out.json");
+  CHECK(trace.status == 2);
+  CHECK(trace.err.find("--trace: several ranks are summarised one at a time") != std::string::npos);
+  // One rank of the folder, as before.
+  CHECK(scratch.run("analyze " + dir.path.string() + " --rank 2 --trace out.json").status == 0);
+}
