@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/validation.md: published measurements (VALIDATION.md §1–§2) against
+# Regenerates docs/validation.md: published measurements (Korthikanti et al. 2022, BLOOM) against
 # `stepsim simulate` — Korthikanti et al. 2022 Table 4 (one layer) and Table 5 (iterations),
 # and BLOOM-176B. Usage: tools/validate.sh [path/to/stepsim] > docs/validation.md
 set -euo pipefail
@@ -98,7 +98,7 @@ for scenario, model, pp, schedule, full, selective in rows:
 
 bloom = run("bloom-176b", [])
 print(f"""
-## BLOOM-176B (VALIDATION.md §2)
+## BLOOM-176B (Le Scao et al. 2022)
 
 `configs/examples/bloom-176b.json`: TP 4, PP 12 (5, 6 × 10, 5 layers), DP 8 with ZeRO-1,
 micro-batch 2, 128 micro-batches per replica, 4 × 100 Gb/s Omni-Path per node as a fat tree,

@@ -1,4 +1,4 @@
-// The report of one simulated or measured step (DESIGN.md §3), and the one entry point
+// The report of one simulated or measured step (docs/report.md), and the one entry point
 // that runs a simulation.
 #pragma once
 

@@ -117,7 +117,7 @@ std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
   return names;
 }
 
-// ---- the keys of each section (DESIGN.md §2) ----
+// ---- the keys of each section (docs/scenario-reference.md is generated from them) ----
 
 Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
   static constexpr Field<GpuFlops> fields[] = {field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"),

@@ -99,7 +99,7 @@ std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const
 namespace {
 
 // No cap: without overlap the whole gradient is reduced in one pass after the backward, one
-// bucket, as Megatron does (REFERENCE.md §5).
+// bucket, as Megatron-LM's DistributedDataParallel does.
 constexpr Bytes kUnbounded{std::numeric_limits<std::int64_t>::max() / 4};
 
 // Buckets over this stage's gradients in reverse registration order (≈ gradient-ready order).
@@ -129,7 +129,7 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
 }
 
 long long megatron_bucket_elements(const Scenario& scenario) {
-  // max(4e7, 1e6·dp) parameters per bucket (REFERENCE.md §5).
+  // max(4e7, 1e6·dp) parameters per bucket (Megatron-LM's DistributedDataParallelConfig).
   return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
 }
 

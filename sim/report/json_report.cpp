@@ -1,4 +1,4 @@
-// write_json(): the DESIGN.md §3 report with exactly the contract's field names, in a
+// write_json(): the report of docs/report.md with exactly its field names, in a
 // fixed key order, so that two runs give byte-identical files.
 #include <boost/json.hpp>
 

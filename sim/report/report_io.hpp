@@ -12,7 +12,7 @@
 
 namespace stepsim::report {
 
-// Everything the DESIGN.md §3 definitions measure on one rank between `begin` and `end`.
+// Everything the definitions of docs/report.md measure on one rank between `begin` and `end`.
 struct WindowMetrics {
   double length = 0;       // s
   double compute = 0;      // compute (not optimizer) running
