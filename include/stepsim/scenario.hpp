@@ -45,6 +45,13 @@ struct GpuEfficiency {
   double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (docs/model.md)
 };
 
+// Where a hardware preset's figures come from: fitted to measurements (and to which), or
+// datasheet figures with assumed efficiencies. The report warns when an unfitted one is used.
+struct Provenance {
+  bool fitted = false;
+  std::string source;  // "fitted to ...", "datasheet only: ..."
+};
+
 struct GpuSpec {
   std::string name;
   GpuArch arch = GpuArch::hopper;
@@ -54,6 +61,8 @@ struct GpuSpec {
   int sms = 0;
   GpuEfficiency efficiency;
   Time kernel_launch = Time::from_us(5.0);  // host (CPU) cost to launch one kernel
+  double board_power_w = 0;                 // board power (TDP) in watts; 0: unknown
+  Provenance provenance;
 };
 
 struct IntraNode {
@@ -91,6 +100,8 @@ struct ClusterSpec {
   IntraNode intra_node;
   InterNode inter_node;
   CollectiveTuning tuning;
+  double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
+  Provenance provenance;
   int gpus() const { return nodes * gpus_per_node; }
 };
 

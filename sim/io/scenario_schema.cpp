@@ -9,6 +9,7 @@ namespace stepsim::io {
 
 // Declared first so that the field templates below can refer to any section.
 Schema<GpuFlops> schema_of(Tag<GpuFlops>);
+Schema<Provenance> schema_of(Tag<Provenance>);
 Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>);
 Schema<GpuSpec> schema_of(Tag<GpuSpec>);
 Schema<IntraNode> schema_of(Tag<IntraNode>);
@@ -134,6 +135,12 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   return {fields, ""};
 }
 
+Schema<Provenance> schema_of(Tag<Provenance>) {
+  static constexpr Field<Provenance> fields[] = {field<&Provenance::fitted>("fitted"),
+                                                 field<&Provenance::source>("source")};
+  return {fields, ""};
+}
+
 Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
   static constexpr Field<GpuSpec> fields[] = {field<&GpuSpec::name>("name"),
                                               field<&GpuSpec::arch>("arch"),
@@ -142,7 +149,9 @@ Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
                                               field<&GpuSpec::memory_bandwidth>("memory_bandwidth"),
                                               field<&GpuSpec::sms>("sms"),
                                               field<&GpuSpec::kernel_launch>("kernel_launch"),
-                                              field<&GpuSpec::efficiency>("efficiency")};
+                                              field<&GpuSpec::efficiency>("efficiency"),
+                                              field<&GpuSpec::board_power_w>("board_power_w"),
+                                              field<&GpuSpec::provenance>("provenance")};
   return {fields, "gpus"};
 }
 
@@ -180,7 +189,9 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
                                                   field<&ClusterSpec::gpu>("gpu"),
                                                   field<&ClusterSpec::intra_node>("intra_node"),
                                                   field<&ClusterSpec::inter_node>("inter_node"),
-                                                  field<&ClusterSpec::tuning>("collective_tuning")};
+                                                  field<&ClusterSpec::tuning>("collective_tuning"),
+                                                  field<&ClusterSpec::gpu_hour_price>("gpu_hour_price"),
+                                                  field<&ClusterSpec::provenance>("provenance")};
   return {fields, "clusters"};
 }
 

