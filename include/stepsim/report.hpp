@@ -64,6 +64,15 @@ struct CostReport {
   double cost_per_mtoken = 0;
 };
 
+// One simulated alternative to the scenario: a change of keys and what it predicts.
+struct Advice {
+  std::string change;  // "data_parallel.bucket_cap_mb=100", several joined by " "
+  std::string why;     // which cause of exposure it addresses
+  std::string status;  // "ok", or why it was not simulated (refused, not simulated yet, too large)
+  double step_time_s = 0;
+  double exposed_fraction_of_step = 0;
+};
+
 struct Report {
   std::string stepsim_version;
   int gpus = 0;
@@ -82,6 +91,8 @@ struct Report {
   CostReport cost;
   std::string flop_convention;          // how model FLOPs are counted, for MFU and HFU
   std::vector<std::string> provenance;  // where the hardware presets' figures come from
+  std::string advice_cause;             // which communication is exposed and why; "" when under target
+  std::vector<Advice> advice;           // simulated alternatives, best first
 };
 
 struct SimulationResult {

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/advice.hpp"
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
@@ -14,7 +15,7 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--json FILE] [--trace FILE]\n\n"
+    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--advise] [--json FILE] [--trace FILE]\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
     "throughput, MFU and where the time goes.\n\n"
@@ -34,7 +35,8 @@ constexpr const char* kExamples =
     "  stepsim simulate\n"
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
-    "  stepsim simulate my.json --json - | jq .breakdown_s\n";
+    "  stepsim simulate my.json --json - | jq .breakdown_s\n"
+    "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n";
 
 }  // namespace
 
@@ -46,7 +48,10 @@ int run_simulate(const Args& args) {
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
                                                  "scenario file")(
       "set", po::value(&sets)->value_name("KEY=VALUE")->composing(),
-      "override a scenario key, e.g. parallel.tp=4 (repeatable)");
+      "override a scenario key, e.g. parallel.tp=4 (repeatable)")(
+      "advise",
+      "say which communication is exposed and why, and simulate the knobs that would hide it, best "
+      "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);
@@ -57,7 +62,8 @@ int run_simulate(const Args& args) {
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
-  const SimulationResult result = simulate(scenario);
+  SimulationResult result = simulate(scenario);
+  advise({scenario_path, sets, vm.count("advise") > 0}, scenario, result);
   if (!result.report.memory_bytes.fits)
     spdlog::warn("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", result.report.memory_bytes.peak / 1073741824.0,
                  result.report.memory_bytes.capacity / 1073741824.0);

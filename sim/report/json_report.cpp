@@ -75,6 +75,17 @@ boost::json::array stages_json(const std::vector<StageReport>& stages) {
   return a;
 }
 
+boost::json::object advice_json(const Report& r) {
+  boost::json::array alternatives;
+  for (const Advice& a : r.advice)
+    alternatives.push_back({{"change", a.change},
+                            {"why", a.why},
+                            {"status", a.status},
+                            {"step_time_s", a.step_time_s},
+                            {"exposed_fraction_of_step", a.exposed_fraction_of_step}});
+  return {{"cause", r.advice_cause}, {"alternatives", std::move(alternatives)}};
+}
+
 boost::json::value config_json(const std::string& text) {
   boost::json::parse_options options;
   options.allow_comments = true;
@@ -111,6 +122,7 @@ void write_json(const Report& r, std::ostream& out) {
   o["cost"] = cost_json(r.cost);
   o["flop_convention"] = r.flop_convention;
   o["provenance"] = notes_json(r.provenance);
+  o["advice"] = advice_json(r);
   write_pretty_json(o, out);
 }
 

@@ -124,6 +124,21 @@ void write_stages(const Report& r, std::ostream& out) {
   }
 }
 
+// The cause of the exposure and the simulated alternatives, best first.
+void write_advice(const Report& r, std::ostream& out) {
+  if (r.advice_cause.empty()) return;
+  out << "\nadvice: " << r.advice_cause << '\n';
+  if (r.advice.empty()) return;
+  out << fmt::format("  {:<66}{:>12}{:>10}{:>10}\n", "change (simulated)", "step", "vs now", "exposed");
+  for (const Advice& a : r.advice) {
+    if (a.status != "ok") continue;
+    out << fmt::format("  {:<66}{:>12}{:>+9.1f}%{:>9.1f}%\n", a.change, duration(a.step_time_s),
+                       100.0 * (a.step_time_s / r.step_time_s - 1.0), 100.0 * a.exposed_fraction_of_step);
+  }
+  for (const Advice& a : r.advice)
+    if (a.status != "ok") out << fmt::format("  {}: {}\n", a.change, a.status);
+}
+
 void write_notes(const std::vector<std::string>& notes, std::ostream& out) {
   if (notes.empty()) return;
   out << "\nnotes\n";
@@ -140,6 +155,7 @@ void write_table(const Report& report, std::ostream& out) {
   write_stages(report, out);
   write_cost(report.cost, out);
   if (!report.flop_convention.empty()) out << "\nFLOPs: " << report.flop_convention << '\n';
+  write_advice(report, out);
   write_notes(report.notes, out);
 }
 

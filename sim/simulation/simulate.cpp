@@ -83,6 +83,12 @@ SimulationResult run_layers(const Scenario& scenario) {
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;
   add_provenance(scenario, inputs);
+  if (scenario.parallel.dp > 1 && scenario.data_parallel.kind == DpKind::ddp &&
+      !scenario.data_parallel.overlap_grad_reduce)
+    inputs.notes.push_back(fmt::format(
+        "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
+        "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
+        scenario.data_parallel.bucket_cap_mb));
   add_memory(scenario, work, inputs);
   result.report = report::make_report(result.timeline, inputs);
   const report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,

@@ -103,7 +103,8 @@ TEST_CASE("the JSON report has exactly the contract's fields") {
   CHECK(keys(v) == std::set<std::string>{"stepsim_version", "gpus", "step_time_s", "throughput", "breakdown_s",
                                          "comm_s", "overlap", "memory_bytes", "config", "notes",
                                          // added after the first contract, never renamed
-                                         "compute_slowdown_s", "stages", "cost", "flop_convention", "provenance"});
+                                         "compute_slowdown_s", "stages", "cost", "flop_convention", "provenance",
+                                         "advice"});
   CHECK(keys(v.at("throughput")) == std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu",
                                                           "hardware_tflops_per_gpu", "hfu"});
   CHECK(keys(v.at("cost")) == std::set<std::string>{"gpu_power_w", "energy_per_step_j", "energy_per_mtoken_kwh",
@@ -144,7 +145,8 @@ TEST_CASE("the JSON report is laid out as documented") {
   CHECK(text.find("\"compute\": 1.5e-05,") != std::string::npos);
   CHECK(text.find("\"config\": {},") != std::string::npos);
   CHECK(text.find("\"notes\": [\n    \"say \\\"hi\\\"\"\n  ],\n") != std::string::npos);
-  CHECK(text.ends_with("\"provenance\": []\n}\n"));
+  CHECK(text.find("\"provenance\": [],\n") != std::string::npos);
+  CHECK(text.ends_with("\"advice\": {\n    \"cause\": \"\",\n    \"alternatives\": []\n  }\n}\n"));
 }
 
 TEST_CASE("the table shows the step, the breakdown and the notes") {
