@@ -36,19 +36,24 @@ constexpr const char* kExamples =
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
     "  stepsim simulate my.json --json - | jq .breakdown_s\n"
+    "  stepsim simulate --trace sim.json --trace-format kineto && stepsim analyze sim.json\n"
     "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n";
 
 }  // namespace
 
 int run_simulate(const Args& args) {
   std::string scenario_path;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, formats;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
                                                  "scenario file")(
       "set", po::value(&sets)->value_name("KEY=VALUE")->composing(),
       "override a scenario key, e.g. parallel.tp=4 (repeatable)")(
+      "trace-format", po::value(&formats)->value_name("FORMAT"),
+      "chrome (default): every simulated rank for Perfetto; kineto: the rank the report is measured on as a "
+      "PyTorch profiler trace (kernel events on CUDA streams, NCCL kernel names, ProfilerStep#1) for "
+      "'stepsim analyze' and HolisticTraceAnalysis")(
       "advise",
       "say which communication is exposed and why, and simulate the knobs that would hide it, best "
       "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
@@ -58,6 +63,10 @@ int run_simulate(const Args& args) {
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   check_outputs(out);
+  const std::string format = formats.empty() ? "chrome" : formats.back();
+  if (format != "chrome" && format != "kineto")
+    throw InputError("<command line>", "--trace-format",
+                     "unknown trace format '" + format + "' (expected chrome or kineto)");
 
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
   const Scenario scenario = io::load_scenario(scenario_path, sets);
@@ -71,7 +80,12 @@ int run_simulate(const Args& args) {
   emit(
       out, [&](std::ostream& os) { report::write_table(result.report, os); },
       [&](std::ostream& os) { report::write_json(result.report, os); },
-      [&](std::ostream& os) { report::write_trace(result.timeline, os); });
+      [&](std::ostream& os) {
+        if (format == "kineto")
+          report::write_kineto_trace(result.timeline, -1, os);
+        else
+          report::write_trace(result.timeline, os);
+      });
   return 0;
 }
 

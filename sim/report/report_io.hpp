@@ -80,6 +80,9 @@ std::string bubble_note(const Report& report, const PipelineFacts& pipeline);
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out);
+// One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
+// PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read.
+void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out);
 
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.
