@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/advice.hpp"
+#include "cli/cluster_comparison.hpp"
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
@@ -36,6 +37,7 @@ constexpr const char* kExamples =
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
     "  stepsim simulate my.json --json - | jq .breakdown_s\n"
+    "  stepsim simulate --set cluster.gpu_hour_price=2.2 --compare-cluster dgx-h200-ndr@3.1\n"
     "  stepsim simulate --trace sim.json --trace-format kineto && stepsim analyze sim.json\n"
     "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n";
 
@@ -43,7 +45,7 @@ constexpr const char* kExamples =
 
 int run_simulate(const Args& args) {
   std::string scenario_path;
-  std::vector<std::string> sets, formats;
+  std::vector<std::string> sets, formats, clusters;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
@@ -54,6 +56,9 @@ int run_simulate(const Args& args) {
       "chrome (default): every simulated rank for Perfetto; kineto: the rank the report is measured on as a "
       "PyTorch profiler trace (kernel events on CUDA streams, NCCL kernel names, ProfilerStep#1) for "
       "'stepsim analyze' and HolisticTraceAnalysis")(
+      "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
+      "also simulate the job on cluster preset NAME (with PRICE per GPU-hour) and print step time, tokens/s, "
+      "MFU, energy and cost per million tokens side by side (repeatable)")(
       "advise",
       "say which communication is exposed and why, and simulate the knobs that would hide it, best "
       "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
@@ -73,12 +78,19 @@ int run_simulate(const Args& args) {
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   SimulationResult result = simulate(scenario);
   advise({scenario_path, sets, vm.count("advise") > 0}, scenario, result);
+  const std::vector<ClusterColumn> columns =
+      clusters.empty() ? std::vector<ClusterColumn>{}
+                       : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);
   if (!result.report.memory_bytes.fits)
     spdlog::warn("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", result.report.memory_bytes.peak / 1073741824.0,
                  result.report.memory_bytes.capacity / 1073741824.0);
 
   emit(
-      out, [&](std::ostream& os) { report::write_table(result.report, os); },
+      out,
+      [&](std::ostream& os) {
+        report::write_table(result.report, os);
+        if (!columns.empty()) write_cluster_comparison(columns, os);
+      },
       [&](std::ostream& os) { report::write_json(result.report, os); },
       [&](std::ostream& os) {
         if (format == "kineto")
