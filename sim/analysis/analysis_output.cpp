@@ -205,6 +205,13 @@ std::string relative_text(double predicted, double measured) {
   return fmt::format("{:>+9.1f}%", percent);
 }
 
+// A difference of two fractions in percentage points: 12.0 % against 2.0 % is +10.0 pp,
+// not +500 %.
+std::string points_text(double predicted, double measured) {
+  const double points = std::round((predicted - measured) * 1000.0) / 10.0 + 0.0;
+  return fmt::format("{:>+8.1f}pp", points);
+}
+
 struct Row {
   std::string what;
   double measured, predicted;
@@ -285,7 +292,7 @@ void write_comparison_table(const Analysis& measured, const Report& predicted, s
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
     fmt::print(out, "{:<26} {:>10.3f}{:<2} {:>10.3f}{:<2} {}\n", r.what, r.measured * scale, unit, r.predicted * scale,
-               unit, relative_text(r.predicted, r.measured));
+               unit, r.fraction ? points_text(r.predicted, r.measured) : relative_text(r.predicted, r.measured));
   }
 }
 
@@ -301,6 +308,7 @@ void write_comparison_json(const Analysis& measured, const Report& predicted, st
     row["predicted"] = r.predicted;
     const auto rel = relative(r.predicted, r.measured);
     row["relative_difference"] = rel ? json::value(*rel) : json::value(nullptr);
+    if (r.fraction) row["difference_points"] = 100.0 * (r.predicted - r.measured);
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);

@@ -82,3 +82,19 @@ TEST_CASE("An unknown trace format is refused naming the flag") {
         "kineto)\n");
   CHECK(scratch.entries().empty());
 }
+
+TEST_CASE("compare says when the trace and the scenario are different jobs, and fractions differ in points") {
+  Scratch scratch("compare-jobs");
+  const auto other =
+      scratch.run(std::string("compare ") + STEPSIM_TEST_DATA + "/traces/recsys-a100-rank3of8.json.gz default");
+  REQUIRE(other.status == 0);
+  CHECK(other.out.find("differs: world size: the trace is of 8 ranks, the scenario of 64 GPUs") != std::string::npos);
+  CHECK(other.out.find("differs: model: the scenario computes") != std::string::npos);
+  CHECK(other.out.find("differs: steps: the trace holds 6 profiler steps") != std::string::npos);
+  CHECK(other.out.find("pp\n") != std::string::npos);
+  REQUIRE(scratch.run("simulate ddp-1.3b-64xa100 --trace-format kineto --trace sim.json").status == 0);
+  const auto same = scratch.run("compare sim.json ddp-1.3b-64xa100");
+  REQUIRE(same.status == 0);
+  CHECK(same.out.find("differs:") == std::string::npos);
+  CHECK(same.out.find("+0.0pp") != std::string::npos);
+}
