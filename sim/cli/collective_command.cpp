@@ -201,8 +201,12 @@ int run_collective(const Args& args) {
   if (o.op.empty())
     throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
-  if (o.gpus < 1 || o.gpus > kMaxGpus)
-    throw InputError("<command line>", "--gpus", fmt::format("expected 1 to {} GPUs, got {}", kMaxGpus, o.gpus));
+  if (o.gpus == 1)
+    throw InputError("<command line>", "--gpus",
+                     "a collective over 1 GPU moves no data (NCCL returns at once or makes a local copy); expected 2 "
+                     "or more GPUs");
+  if (o.gpus < 2 || o.gpus > kMaxGpus)
+    throw InputError("<command line>", "--gpus", fmt::format("expected 2 to {} GPUs, got {}", kMaxGpus, o.gpus));
   const ClusterSpec cluster = io::load_cluster(o.cluster, o.gpus);
   CollectivesSpec forced;
   forced.algorithm = parse_name(

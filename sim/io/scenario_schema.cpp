@@ -69,6 +69,12 @@ std::span<const EnumName<DpKind>> enum_names(Tag<DpKind>) {
   return names;
 }
 
+std::string_view enum_hint(Tag<DpKind>, std::string_view text) {
+  if (same_name(text, "zero3") || same_name(text, "zero-3") || same_name(text, "full_shard"))
+    return "ZeRO-3 is 'fsdp' here (parameters, gradients and optimizer state sharded; 'hsdp' shards inside groups)";
+  return {};
+}
+
 std::span<const EnumName<BackwardPrefetch>> enum_names(Tag<BackwardPrefetch>) {
   static constexpr EnumName<BackwardPrefetch> names[] = {
       {"pre", BackwardPrefetch::pre}, {"post", BackwardPrefetch::post}, {"none", BackwardPrefetch::none}};

@@ -54,3 +54,11 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
   CHECK(run.out.find("a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs; fitted\n") != std::string::npos);
   CHECK(run.out.find("132 SMs, 700 W; datasheet only\n") != std::string::npos);
 }
+
+TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
+  Scratch scratch("zero3");
+  const auto run = scratch.run("simulate --set data_parallel.kind=zero3");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("unknown value 'zero3': ZeRO-3 is 'fsdp' here") != std::string::npos);
+  CHECK(run.err.find("zero1") == std::string::npos);
+}
