@@ -1,4 +1,4 @@
-// The report of one simulated or measured step (DESIGN.md §3), and the one entry point
+// The report of one simulated or measured step (docs/report.md), and the one entry point
 // that runs a simulation.
 #pragma once
 
@@ -16,8 +16,10 @@ using PerKind = std::array<double, kCommKinds>;  // seconds, indexed by CommKind
 struct Throughput {
   double tokens_per_s = 0;
   double samples_per_s = 0;
-  double tflops_per_gpu = 0;  // model FLOPs (no recompute) per GPU per second, in TFLOPS
-  double mfu = 0;             // model FLOPs utilisation against dense peak of the precision
+  double tflops_per_gpu = 0;           // model FLOPs (no recompute) per GPU per second, in TFLOPS
+  double mfu = 0;                      // model FLOPs utilisation against dense peak of the precision
+  double hardware_tflops_per_gpu = 0;  // FLOPs the GPUs execute, recompute included, in TFLOPS
+  double hfu = 0;                      // hardware FLOPs utilisation (recompute counted)
 };
 
 struct Breakdown {
@@ -52,6 +54,36 @@ struct CalibrationReport {
   std::vector<std::string> measured;  // what was measured: "gemm", "allreduce 8 ranks on 1 node", ...
 };
 
+// One pipeline stage, measured on the simulated rank that stands for it.
+struct StageReport {
+  int stage = 0;
+  std::string rank;  // "rank 8 (stage 1)"
+  double step_time_s = 0;
+  Breakdown breakdown_s;
+  double compute_slowdown_s = 0;  // part of breakdown_s.compute: compute slowed by overlapping comm
+  PerKind comm_s{};
+  MemoryReport memory_bytes;
+};
+
+// Energy and money for the step: board power × GPUs × time, GPU-hour price × GPUs × time.
+struct CostReport {
+  double gpu_power_w = 0;            // board power per GPU; 0: unknown
+  double energy_per_step_j = 0;      // GPU boards only
+  double energy_per_mtoken_kwh = 0;  // per million tokens
+  double gpu_hour_price = 0;         // 0: no price given
+  double cost_per_step = 0;          // in the price's currency
+  double cost_per_mtoken = 0;
+};
+
+// One simulated alternative to the scenario: a change of keys and what it predicts.
+struct Advice {
+  std::string change;  // "data_parallel.bucket_cap_mb=100", several joined by " "
+  std::string why;     // which cause of exposure it addresses
+  std::string status;  // "ok", or why it was not simulated (refused, not simulated yet, too large)
+  double step_time_s = 0;
+  double exposed_fraction_of_step = 0;
+};
+
 struct Report {
   std::string stepsim_version;
   int gpus = 0;
@@ -64,6 +96,15 @@ struct Report {
   std::string config_json;         // the fully resolved scenario (JSON text), "{}" when none
   std::vector<std::string> notes;  // placement, warnings: shown in the table, "notes" in JSON
   CalibrationReport calibration;   // "calibration" in JSON, only when calibrated
+  // Part of breakdown_s.compute: how much longer compute ran because communication kernels
+  // shared the GPU with it (overlap time × s / (1 + s) for the GPU's comm_slowdown s).
+  double compute_slowdown_s = 0;
+  std::vector<StageReport> stages;  // every pipeline stage (one entry without a pipeline)
+  CostReport cost;
+  std::string flop_convention;          // how model FLOPs are counted, for MFU and HFU
+  std::vector<std::string> provenance;  // where the hardware presets' figures come from
+  std::string advice_cause;             // which communication is exposed and why; "" when under target
+  std::vector<Advice> advice;           // simulated alternatives, best first
 };
 
 struct SimulationResult {

@@ -1,5 +1,5 @@
 // The validated, typed scenario: what io produces from a scenario file and what every later
-// layer consumes. Field names follow the scenario-file keys of DESIGN.md §2.
+// layer consumes. Field names follow the scenario-file keys (docs/scenario-reference.md).
 #pragma once
 
 #include <optional>
@@ -39,16 +39,23 @@ struct GpuFlops {
 };
 
 // Efficiency of the GPU compute model: every number traceable to a published measurement
-// (REFERENCE.md §8), documented where the preset sets it.
+// (docs/model.md), documented where the preset sets it.
 struct GpuEfficiency {
   double gemm_max = 0.8;                 // large-GEMM fraction of dense peak (A100 ≈ 0.82, H100 ≈ 0.80)
   double gemm_half_flops = 2e10;         // GEMM size (FLOPs) at which efficiency is half of gemm_max
   double attention_max = 0.6;            // fused attention fraction of dense peak at long sequences
   double hbm = 0.82;                     // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
   Time kernel_min = Time::from_us(3.0);  // smallest duration of any kernel
-  double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (REFERENCE.md §1)
+  double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (docs/model.md)
   double fp8_gemm_max = 0.6;             // large FP8 GEMM fraction of the FP8 dense peak (scaling and the
                                          // narrower operands' overheads keep it below gemm_max)
+};
+
+// Where a hardware preset's figures come from: fitted to measurements (and to which), or
+// datasheet figures with assumed efficiencies. The report warns when an unfitted one is used.
+struct Provenance {
+  bool fitted = false;
+  std::string source;  // "fitted to ...", "datasheet only: ..."
 };
 
 struct GpuSpec {
@@ -60,6 +67,8 @@ struct GpuSpec {
   int sms = 0;
   GpuEfficiency efficiency;
   Time kernel_launch = Time::from_us(5.0);  // host (CPU) cost to launch one kernel
+  double board_power_w = 0;                 // board power (TDP) in watts; 0: unknown
+  Provenance provenance;
 };
 
 struct IntraNode {
@@ -97,6 +106,8 @@ struct ClusterSpec {
   IntraNode intra_node;
   InterNode inter_node;
   CollectiveTuning tuning;
+  double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
+  Provenance provenance;
   int gpus() const { return nodes * gpus_per_node; }
 };
 

@@ -15,7 +15,7 @@ namespace stepsim {
 
 enum class Activity : std::uint8_t { compute, comm, memory, bubble };
 enum class Phase : std::uint8_t { forward, backward, recompute, optimizer, other };
-// Kinds of communication in the report (DESIGN.md §3). Keep `other` last.
+// Kinds of communication in the report (docs/report.md). Keep `other` last.
 enum class CommKind : std::uint8_t { tp, cp, ep, dp, fsdp, pp, other };
 inline constexpr std::size_t kCommKinds = 7;
 enum class CollOp : std::uint8_t { allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, other };

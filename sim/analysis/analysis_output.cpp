@@ -274,6 +274,13 @@ std::string relative_text(double predicted, double measured) {
   return fmt::format("{:>+9.1f}%", percent);
 }
 
+// A difference of two fractions in percentage points: 12.0 % against 2.0 % is +10.0 pp,
+// not +500 %.
+std::string points_text(double predicted, double measured) {
+  const double points = std::round((predicted - measured) * 1000.0) / 10.0 + 0.0;
+  return fmt::format("{:>+8.1f}pp", points);
+}
+
 struct Row {
   std::string what;
   double measured, predicted;
@@ -376,8 +383,10 @@ void write_comparison_table(const Analysis& measured, const SimulationResult& pr
     const char* unit = r.fraction ? "%" : "ms";
     const std::string m =
         r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", "in kernels");
-    fmt::print(out, "{:<26} {} {:>10.3f}{:<2} {}\n", r.what, m, r.predicted * scale, unit,
-               r.known ? relative_text(r.predicted, r.measured) : fmt::format("{:>10}", "-"));
+    const std::string d = !r.known   ? fmt::format("{:>10}", "-")
+                          : r.fraction ? points_text(r.predicted, r.measured)
+                                       : relative_text(r.predicted, r.measured);
+    fmt::print(out, "{:<26} {} {:>10.3f}{:<2} {}\n", r.what, m, r.predicted * scale, unit, d);
   }
 }
 
@@ -395,6 +404,7 @@ void write_comparison_json(const Analysis& measured, const SimulationResult& pre
     row["predicted"] = r.predicted;
     const auto rel = relative(r.predicted, r.measured);
     row["relative_difference"] = rel && r.known ? json::value(*rel) : json::value(nullptr);
+    if (r.fraction) row["difference_points"] = 100.0 * (r.predicted - r.measured);
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);

@@ -1,5 +1,5 @@
 // What `stepsim analyze` and `stepsim compare` print: readable tables and JSON with the
-// report contract's field names (DESIGN.md §3) where they apply.
+// report's field names (docs/report.md) where they apply.
 #pragma once
 
 #include <iosfwd>

@@ -282,8 +282,12 @@ int run_collective(const Args& args) {
   if (o.op.empty())
     throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
   const CollOp op = parse_op(o.op);
-  if (o.gpus < 1 || o.gpus > kMaxGpus)
-    throw InputError("<command line>", "--gpus", fmt::format("expected 1 to {} GPUs, got {}", kMaxGpus, o.gpus));
+  if (o.gpus == 1)
+    throw InputError("<command line>", "--gpus",
+                     "a collective over 1 GPU moves no data (NCCL returns at once or makes a local copy); expected 2 "
+                     "or more GPUs");
+  if (o.gpus < 2 || o.gpus > kMaxGpus)
+    throw InputError("<command line>", "--gpus", fmt::format("expected 2 to {} GPUs, got {}", kMaxGpus, o.gpus));
   if (vm.count("ranks-per-node") != 0 && o.ranks_per_node < 1)
     throw InputError("<command line>", "--ranks-per-node", fmt::format("expected 1 or more, got {}", o.ranks_per_node));
   const ClusterSpec cluster = load_cluster_for(o);

@@ -1,5 +1,8 @@
 // `stepsim compare`: a measured trace and the simulation of a scenario side by side, with
 // the same definitions on both sides.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <optional>
 
@@ -20,12 +23,43 @@ constexpr const char* kUsage =
     "then prints measured and predicted step time, exposed communication per kind, communication\n"
     "busy time, compute and hidden fraction with the relative difference (predicted - measured)\n"
     "/ measured. Process groups of a trace count as kind 'other' unless their name says tp, dp,\n"
-    "pp, ep, cp or fsdp, so compare the total exposed communication first.";
+    "pp, ep, cp or fsdp, so compare the total exposed communication first. Fractions (hidden,\n"
+    "exposed of the step) differ in percentage points (pp). Before the table, compare checks\n"
+    "that the trace and the scenario describe the same job (world size, compute per step, step\n"
+    "count) and says what differs; the same lines go to stderr as warnings.";
 
 constexpr const char* kExamples =
     "  stepsim compare rank0.json.gz my-ddp-scenario.json\n"
     "  stepsim simulate ddp-1.3b-64xa100 --trace sim.json && stepsim compare sim.json ddp-1.3b-64xa100\n"
     "  stepsim compare traces/ my.json --set data_parallel.bucket_cap_mb=50 --json -\n";
+
+// What tells that the trace and the scenario are different jobs, one line each.
+std::vector<std::string> job_differences(const analysis::Analysis& measured, const Scenario& scenario,
+                                         const Report& predicted) {
+  std::vector<std::string> out;
+  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
+  if (world > 0 && world != scenario.parallel.gpus())
+    out.push_back(
+        fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
+                    "x cp {}); they are different jobs",
+                    world, scenario.parallel.gpus(), scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.dp,
+                    scenario.parallel.cp));
+  const double m = measured.mean.breakdown_s.compute + measured.mean.breakdown_s.optimizer;
+  const double p = predicted.breakdown_s.compute + predicted.breakdown_s.optimizer;
+  if (m > 0 && p > 0 && (p / m > 2.0 || m / p > 2.0))
+    out.push_back(
+        fmt::format("model: the scenario computes {:.1f}x the trace's compute per step ({:.3f} s against "
+                    "{:.3f} s), more than hardware differences explain: check the model ({}), batch and "
+                    "sequence length",
+                    p / m, p, m, scenario.model.name));
+  const std::size_t steps = measured.metrics.steps.size();
+  if (steps != 1)
+    out.push_back(
+        fmt::format("steps: the trace holds {} profiler steps and the simulation one; measured figures are "
+                    "their mean",
+                    steps));
+  return out;
+}
 
 }  // namespace
 
@@ -53,8 +87,16 @@ int run_compare(const Args& args) {
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);
   const SimulationResult predicted = simulate(scenario);
+  const std::vector<std::string> differences = job_differences(measured, scenario, predicted.report);
+  if (out.json)  // the table says it too; a JSON reader sees it here
+    for (const std::string& d : differences) spdlog::warn("compare: {}", d);
   emit(
-      out, [&](std::ostream& os) { analysis::write_comparison_table(measured, predicted, os); },
+      out,
+      [&](std::ostream& os) {
+        for (const std::string& d : differences) os << "differs: " << d << "\n";
+        if (!differences.empty()) os << "\n";
+        analysis::write_comparison_table(measured, predicted, os);
+      },
       [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted, os); },
       [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
   return 0;

@@ -22,7 +22,7 @@ struct CommandRow {
   const char* summary;
 };
 
-// The subcommands, one row each (DESIGN.md §1).
+// The subcommands, one row each (the README's command table).
 constexpr CommandRow kCommands[] = {
     {"simulate", stepsim::cli::run_simulate, "simulate one training step and report exposed communication"},
     {"collective", stepsim::cli::run_collective, "predict one collective's time, algbw and busbw (nccl-tests style)"},

@@ -7,20 +7,25 @@
 #include <optional>
 
 #include "cli/options.hpp"
+#include "cli/scenario_reference.hpp"
 #include "io/reader.hpp"
 #include "io/scenario_loader.hpp"
+#include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stepsim presets [NAME] [--kind KIND] [--json] [--resolved] [--keys]\n\n"
+    "usage: stepsim presets [NAME] [--kind KIND] [--json [FILE]] [--resolved] [--keys [--markdown]]\n\n"
     "Lists the GPUs, clusters, models and example scenarios compiled into stepsim, with a\n"
     "one-line summary each. A scenario names them as section values: \"model\": \"llama3-70b\",\n"
     "\"cluster\": \"dgx-h100-ndr\", \"cluster\": { \"preset\": \"dgx-h100-ndr\", \"gpu\": \"h200\" }.\n"
     "With NAME (or KIND/NAME when a name is both a model and an example), prints that preset's\n"
-    "JSON file; example presets can also be simulated by name: 'stepsim simulate bloom-176b'.";
+    "JSON file; example presets can also be simulated by name: 'stepsim simulate bloom-176b'.\n"
+    "GPU and cluster summaries say whether the preset is fitted to measurements or carries\n"
+    "datasheet figures only. --keys --markdown writes docs/scenario-reference.md: every key\n"
+    "with its unit, the default scenario's value, its meaning and the framework option.";
 
 constexpr const char* kExamples =
     "  stepsim presets\n"
@@ -28,7 +33,8 @@ constexpr const char* kExamples =
     "  stepsim presets h100-sxm5-80gb\n"
     "  stepsim presets example/bloom-176b --resolved\n"
     "  stepsim presets --keys | grep data_parallel\n"
-    "  stepsim presets --json | jq '.[] | select(.kind == \"cluster\") | .name'\n";
+    "  stepsim presets --keys --markdown > docs/scenario-reference.md\n"
+    "  stepsim presets --json - | jq '.[] | select(.kind == \"cluster\") | .name'\n";
 
 struct Kind {
   const char* name;
@@ -55,17 +61,18 @@ void print_table(const std::vector<io::PresetInfo>& presets, const std::string& 
   }
 }
 
-void print_json(const std::vector<io::PresetInfo>& presets, const std::string& kind) {
-  boost::json::array out;
+// As every other command: --json FILE ('-' for stdout, also what a bare --json means).
+void write_json(const std::vector<io::PresetInfo>& presets, const std::string& kind, const std::string& path) {
+  boost::json::array list;
   for (const auto& p : presets)
-    if (kind.empty() || p.kind == kind) out.push_back({{"kind", p.kind}, {"name", p.name}, {"summary", p.summary}});
-  std::cout << boost::json::serialize(out) << "\n";
+    if (kind.empty() || p.kind == kind) list.push_back({{"kind", p.kind}, {"name", p.name}, {"summary", p.summary}});
+  report::write_outputs({{"--json", path, [&](std::ostream& os) { os << boost::json::serialize(list) << "\n"; }}});
 }
 
 // Every key of a scenario with the default scenario's value, e.g. "parallel.tp = 8".
 void print_keys(const boost::json::value& v, const std::string& prefix) {
   if (!v.is_object()) {
-    std::cout << fmt::format("{} = {}\n", prefix, boost::json::serialize(v));
+    std::cout << fmt::format("{} = {}\n", prefix, value_text(v));
     return;
   }
   for (const auto& [key, value] : v.get_object())
@@ -97,13 +104,15 @@ io::PresetInfo find(const std::vector<io::PresetInfo>& presets, const std::strin
 int run_presets(const Args& args) {
   // Lists rather than strings: GCC 12 warns (-Wnull-dereference) inside Boost's inlined
   // typed_value<std::string>::notify when there are several of them.
-  std::vector<std::string> names, kinds;
+  std::vector<std::string> names, kinds, json_paths;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("name", po::value(&names)->value_name("NAME"), "a preset to print")(
       "kind", po::value(&kinds)->value_name("KIND"), "list only gpu, cluster, model or example presets")(
-      "json", "list as JSON: [{\"kind\", \"name\", \"summary\"}, ...]")(
+      "json", po::value(&json_paths)->value_name("FILE")->implicit_value({"-"}, "-"),
+      "write the list as JSON to FILE ('-' or nothing: stdout): [{\"kind\", \"name\", \"summary\"}, ...]")(
       "resolved", "with an example NAME: print the fully resolved scenario instead of the file")(
-      "keys", "list every scenario key with the default scenario's value");
+      "keys", "list every scenario key with the default scenario's value")(
+      "markdown", "with --keys: the scenario reference as Markdown (unit, meaning, framework option)");
   po::positional_options_description positional;
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
@@ -113,14 +122,20 @@ int run_presets(const Args& args) {
   if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")
     throw InputError("<command line>", "--kind",
                      fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));
+  if (vm.count("markdown") && !vm.count("keys"))
+    throw InputError("<command line>", "--markdown", "applies to --keys (stepsim presets --keys --markdown)");
   if (vm.count("keys")) {
-    print_keys(boost::json::parse(io::load_scenario("").resolved_json), "");
+    const boost::json::value scenario = boost::json::parse(io::load_scenario("").resolved_json);
+    if (vm.count("markdown"))
+      write_scenario_reference(scenario, std::cout);
+    else
+      print_keys(scenario, "");
     return 0;
   }
   const auto presets = io::list_presets();
   if (name.empty()) {
-    if (vm.count("json"))
-      print_json(presets, kind);
+    if (!json_paths.empty())
+      write_json(presets, kind, json_paths.back());
     else
       print_table(presets, kind);
     return 0;

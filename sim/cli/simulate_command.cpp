@@ -4,7 +4,9 @@
 
 #include <iostream>
 
+#include "cli/advice.hpp"
 #include "cli/calibration_option.hpp"
+#include "cli/cluster_comparison.hpp"
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
@@ -15,8 +17,8 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--json FILE]\n"
-    "                        [--trace FILE]\n\n"
+    "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--advise]\n"
+    "                        [--json FILE] [--trace FILE [--trace-format kineto]] [--compare-cluster NAME]...\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
     "throughput, MFU and where the time goes.\n\n"
@@ -37,13 +39,16 @@ constexpr const char* kExamples =
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
     "  stepsim simulate my.json --json - | jq .breakdown_s\n"
-    "  stepsim simulate --set cluster=dgx-h200-ndr --calibration h200.calib.json\n";
+    "  stepsim simulate --set cluster=dgx-h200-ndr --calibration h200.calib.json\n"
+    "  stepsim simulate --set cluster.gpu_hour_price=2.2 --compare-cluster dgx-h200-ndr@3.1\n"
+    "  stepsim simulate --trace sim.json --trace-format kineto && stepsim analyze sim.json\n"
+    "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n";
 
 }  // namespace
 
 int run_simulate(const Args& args) {
   std::string scenario_path;
-  std::vector<std::string> sets, calibrations;
+  std::vector<std::string> sets, calibrations, formats, clusters;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
@@ -51,26 +56,53 @@ int run_simulate(const Args& args) {
       "set", po::value(&sets)->value_name("KEY=VALUE")->composing(),
       "override a scenario key, e.g. parallel.tp=4 (repeatable)")(
       "calibration", po::value(&calibrations)->value_name("FILE")->composing(),
-      "apply a calibration file (stepsim calibrate) after the scenario's own (repeatable)");
+      "apply a calibration file (stepsim calibrate) after the scenario's own (repeatable)")(
+      "trace-format", po::value(&formats)->value_name("FORMAT"),
+      "chrome (default): every simulated rank for Perfetto; kineto: the rank the report is measured on as a "
+      "PyTorch profiler trace (kernel events on CUDA streams, NCCL kernel names, ProfilerStep#1) for "
+      "'stepsim analyze' and HolisticTraceAnalysis")(
+      "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
+      "also simulate the job on cluster preset NAME (with PRICE per GPU-hour) and print step time, tokens/s, "
+      "MFU, energy and cost per million tokens side by side (repeatable)")(
+      "advise",
+      "say which communication is exposed and why, and simulate the knobs that would hide it, best "
+      "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   check_outputs(out);
+  const std::string format = formats.empty() ? "chrome" : formats.back();
+  if (format != "chrome" && format != "kineto")
+    throw InputError("<command line>", "--trace-format",
+                     "unknown trace format '" + format + "' (expected chrome or kineto)");
 
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
   const Scenario scenario = load_with_calibration(scenario_path, sets, calibrations);
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
-  const SimulationResult result = simulate(scenario);
+  SimulationResult result = simulate(scenario);
+  advise({scenario_path, sets, vm.count("advise") > 0}, scenario, result);
+  const std::vector<ClusterColumn> columns =
+      clusters.empty() ? std::vector<ClusterColumn>{}
+                       : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);
   if (!result.report.memory_bytes.fits)
     spdlog::warn("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", result.report.memory_bytes.peak / 1073741824.0,
                  result.report.memory_bytes.capacity / 1073741824.0);
 
   emit(
-      out, [&](std::ostream& os) { report::write_table(result.report, os); },
+      out,
+      [&](std::ostream& os) {
+        report::write_table(result.report, os);
+        if (!columns.empty()) write_cluster_comparison(columns, os);
+      },
       [&](std::ostream& os) { report::write_json(result.report, os); },
-      [&](std::ostream& os) { report::write_trace(result.timeline, os); });
+      [&](std::ostream& os) {
+        if (format == "kineto")
+          report::write_kineto_trace(result.timeline, -1, os);
+        else
+          report::write_trace(result.timeline, os);
+      });
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // NCCL's tuning constants, carried over as data (values from NCCL's src/graph/tuning.cc
-// and search.cc; REFERENCE.md §1 lists the most important ones).
+// and search.cc; docs/model.md lists the most important ones).
 #include "collectives/nccl_facts.hpp"
 
 #include <cmath>

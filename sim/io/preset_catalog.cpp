@@ -31,16 +31,20 @@ const char* arch_name(GpuArch a) {
   return "?";
 }
 
+const char* fitted_text(const Provenance& p) { return p.fitted ? "fitted" : "datasheet only"; }
+
 std::string gpu_summary(const GpuSpec& g) {
   std::string fp8 = g.flops.fp8.positive() ? fmt::format(", {} fp8", format_flop_rate(g.flops.fp8)) : "";
-  return fmt::format("{}, {} bf16{}, {} HBM at {}, {} SMs", arch_name(g.arch), format_flop_rate(g.flops.bf16), fp8,
-                     format_bytes(g.memory), format_bandwidth(g.memory_bandwidth, false), g.sms);
+  return fmt::format("{}, {} bf16{}, {} HBM at {}, {} SMs, {} W; {}", arch_name(g.arch), format_flop_rate(g.flops.bf16),
+                     fp8, format_bytes(g.memory), format_bandwidth(g.memory_bandwidth, false), g.sms, g.board_power_w,
+                     fitted_text(g.provenance));
 }
 
 std::string cluster_summary(const ClusterSpec& c) {
-  return fmt::format("{} x {} per node, NVLink {}{}, {} x {} NICs", c.gpus_per_node, c.gpu.name,
+  return fmt::format("{} x {} per node, NVLink {}{}, {} x {} NICs; {}", c.gpus_per_node, c.gpu.name,
                      format_bandwidth(c.intra_node.bandwidth, false), c.intra_node.nvls ? " + NVLS" : "",
-                     c.inter_node.nics_per_node, format_bandwidth(c.inter_node.nic_bandwidth, true));
+                     c.inter_node.nics_per_node, format_bandwidth(c.inter_node.nic_bandwidth, true),
+                     fitted_text(c.provenance));
 }
 
 // Parameters of the transformer: attention (GQA-aware), MLP (experts included), embeddings.
@@ -67,12 +71,24 @@ std::string model_summary(const ModelSpec& m) {
                      m.heads, kv, m.seq_len, m.mlp == MlpKind::swiglu ? "SwiGLU" : "GeLU", moe);
 }
 
-// The first comment line of the file: what the example shows.
+// The first sentence of the file's leading comment, however many lines it spans: what the
+// example shows, never cut in the middle.
 std::string example_summary(std::string_view text) {
-  if (!text.starts_with("//")) return "";
-  std::string_view line = text.substr(2, text.find('\n') - 2);
-  while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-  return std::string(line);
+  std::string sentence;
+  while (text.starts_with("//")) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(2, end == std::string_view::npos ? std::string_view::npos : end - 2);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const bool stop = line[i] == '.' && (i + 1 == line.size() || line[i + 1] == ' ') &&
+                        !(i > 0 && line[i - 1] == 'l' && i > 2 && line.substr(i - 2, 2) == "al");
+      if (stop) return sentence + (sentence.empty() ? "" : " ") + std::string(line.substr(0, i + 1));
+    }
+    sentence += (sentence.empty() ? "" : " ") + std::string(line);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return sentence;
 }
 
 std::string summary(const EmbeddedFile& file) {

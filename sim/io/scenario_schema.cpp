@@ -9,6 +9,7 @@ namespace stepsim::io {
 
 // Declared first so that the field templates below can refer to any section.
 Schema<GpuFlops> schema_of(Tag<GpuFlops>);
+Schema<Provenance> schema_of(Tag<Provenance>);
 Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>);
 Schema<GpuSpec> schema_of(Tag<GpuSpec>);
 Schema<IntraNode> schema_of(Tag<IntraNode>);
@@ -72,6 +73,12 @@ std::span<const EnumName<DpKind>> enum_names(Tag<DpKind>) {
   return names;
 }
 
+std::string_view enum_hint(Tag<DpKind>, std::string_view text) {
+  if (same_name(text, "zero3") || same_name(text, "zero-3") || same_name(text, "full_shard"))
+    return "ZeRO-3 is 'fsdp' here (parameters, gradients and optimizer state sharded; 'hsdp' shards inside groups)";
+  return {};
+}
+
 std::span<const EnumName<BackwardPrefetch>> enum_names(Tag<BackwardPrefetch>) {
   static constexpr EnumName<BackwardPrefetch> names[] = {
       {"pre", BackwardPrefetch::pre}, {"post", BackwardPrefetch::post}, {"none", BackwardPrefetch::none}};
@@ -126,7 +133,7 @@ std::span<const EnumName<CpComm>> enum_names(Tag<CpComm>) {
   return names;
 }
 
-// ---- the keys of each section (DESIGN.md §2) ----
+// ---- the keys of each section (docs/scenario-reference.md is generated from them) ----
 
 Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
   static constexpr Field<GpuFlops> fields[] = {field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"),
@@ -144,6 +151,12 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   return {fields, ""};
 }
 
+Schema<Provenance> schema_of(Tag<Provenance>) {
+  static constexpr Field<Provenance> fields[] = {field<&Provenance::fitted>("fitted"),
+                                                 field<&Provenance::source>("source")};
+  return {fields, ""};
+}
+
 Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
   static constexpr Field<GpuSpec> fields[] = {field<&GpuSpec::name>("name"),
                                               field<&GpuSpec::arch>("arch"),
@@ -152,7 +165,9 @@ Schema<GpuSpec> schema_of(Tag<GpuSpec>) {
                                               field<&GpuSpec::memory_bandwidth>("memory_bandwidth"),
                                               field<&GpuSpec::sms>("sms"),
                                               field<&GpuSpec::kernel_launch>("kernel_launch"),
-                                              field<&GpuSpec::efficiency>("efficiency")};
+                                              field<&GpuSpec::efficiency>("efficiency"),
+                                              field<&GpuSpec::board_power_w>("board_power_w"),
+                                              field<&GpuSpec::provenance>("provenance")};
   return {fields, "gpus"};
 }
 
@@ -190,7 +205,9 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
                                                   field<&ClusterSpec::gpu>("gpu"),
                                                   field<&ClusterSpec::intra_node>("intra_node"),
                                                   field<&ClusterSpec::inter_node>("inter_node"),
-                                                  field<&ClusterSpec::tuning>("collective_tuning")};
+                                                  field<&ClusterSpec::tuning>("collective_tuning"),
+                                                  field<&ClusterSpec::gpu_hour_price>("gpu_hour_price"),
+                                                  field<&ClusterSpec::provenance>("provenance")};
   return {fields, "clusters"};
 }
 

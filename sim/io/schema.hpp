@@ -10,7 +10,10 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "io/reader.hpp"
+#include "stepsim/scenario.hpp"
 #include "stepsim/units.hpp"
 
 namespace stepsim::io {
@@ -72,6 +75,13 @@ json::value write_value(const std::vector<std::string>& v, UnitStyle);
 std::string_view enum_text(const json::value& v, const Reader& r);
 bool same_name(std::string_view a, std::string_view b);
 
+// A name users may try that means something else here, with what to write instead; "" when none.
+template <class E>
+std::string_view enum_hint(Tag<E>, std::string_view) {
+  return {};
+}
+std::string_view enum_hint(Tag<DpKind>, std::string_view text);
+
 template <class E>
 requires std::is_enum_v<E>
 void read_value(E& out, const json::value& v, const Reader& r) {
@@ -82,6 +92,8 @@ void read_value(E& out, const json::value& v, const Reader& r) {
       out = row.value;
       return;
     }
+  if (const std::string_view hint = enum_hint(Tag<E>{}, text); !hint.empty())
+    r.fail(fmt::format("unknown value '{}': {}", text, hint));
   std::vector<std::string_view> choices;
   for (const auto& row : names) choices.push_back(row.name);
   r.fail(unknown_name_message("value", text, choices));

@@ -80,12 +80,14 @@ void gpu_ranges(const GpuSpec& g, const Limits& l) {
   l.number(g.efficiency.gemm_half_flops, 0, 1e18, "/cluster/gpu/efficiency/gemm_half_flops");
   l.duration(g.efficiency.kernel_min, 1.0, "/cluster/gpu/efficiency/kernel_min");
   l.duration(g.kernel_launch, 1.0, "/cluster/gpu/kernel_launch");
+  l.number(g.board_power_w, 0, 1e5, "/cluster/gpu/board_power_w");
 }
 
 void cluster_ranges(const ClusterSpec& c, const Limits& l) {
   l.integer(c.nodes, 0, kMaxGpus, "/cluster/nodes");  // 0: as many as the job needs
   l.integer(c.gpus_per_node, 1, 1024, "/cluster/gpus_per_node");
   gpu_ranges(c.gpu, l);
+  l.number(c.gpu_hour_price, 0, 1e6, "/cluster/gpu_hour_price");
   l.rate(c.intra_node.bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/intra_node/bandwidth");
   l.duration(c.intra_node.latency, 1.0, "/cluster/intra_node/latency");
   l.integer(c.inter_node.nics_per_node, 1, 1024, "/cluster/inter_node/nics_per_node");

@@ -1,6 +1,6 @@
 // Bucketed gradient synchronisation shared by DDP (AllReduce) and the distributed optimizer
 // (ReduceScatter): a bucket is launched once all its gradients exist, strictly in bucket
-// order, and only in the last micro-batch (REFERENCE.md §3, §5).
+// order, and only in the last micro-batch (PyTorch's reducer.cpp; Megatron-LM's DDP wrapper).
 #pragma once
 
 #include <map>

@@ -1,4 +1,4 @@
-// PyTorch DDP (REFERENCE.md §3): gradients in buckets, each AllReduce launched on the DP
+// PyTorch DDP (torch/csrc/distributed/c10d/reducer.cpp): gradients in buckets, each AllReduce launched on the DP
 // stream once its bucket is complete, strictly in bucket order, and only in the last
 // micro-batch; the optimizer waits for every bucket.
 #include <optional>

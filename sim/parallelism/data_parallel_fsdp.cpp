@@ -1,4 +1,4 @@
-// FSDP (ZeRO-3, REFERENCE.md §4): units are the transformer layers plus the root (embedding,
+// FSDP (ZeRO-3; torch/distributed/fsdp): units are the transformer layers plus the root (embedding,
 // final norm, LM head). Each unit's parameters are all-gathered before its forward and, when
 // resharded after the forward, again before its backward; its gradient is reduce-scattered
 // after its backward, in every micro-batch (no no_sync()) unless a pipeline schedule drives

@@ -1,4 +1,4 @@
-// HSDP (FSDP's HYBRID_SHARD, REFERENCE.md §4): FSDP inside shard groups of
+// HSDP (FSDP's HYBRID_SHARD, torch/distributed/fsdp): FSDP inside shard groups of
 // data_parallel.shard_group DP ranks (default: the DP ranks of one node), and each unit's
 // gradient shard all-reduced across the groups on the dp communicator after its
 // ReduceScatter.

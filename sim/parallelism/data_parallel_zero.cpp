@@ -1,4 +1,4 @@
-// Megatron's distributed optimizer (REFERENCE.md §5): gradient buckets reduce-scattered
+// Megatron's distributed optimizer (Megatron-LM megatron/core/distributed): gradient buckets reduce-scattered
 // during the last micro-batch's backward, the optimizer updates this rank's 1/dp shard, and
 // the updated parameters are all-gathered bucket by bucket. zero1 and zero2 communicate
 // alike (Megatron reduces only in the last micro-batch; DeepSpeed's ZeRO-2 would reduce in

@@ -117,7 +117,7 @@ std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const
 namespace {
 
 // No cap: without overlap the whole gradient is reduced in one pass after the backward, one
-// bucket, as Megatron does (REFERENCE.md §5).
+// bucket, as Megatron-LM's DistributedDataParallel does.
 constexpr Bytes kUnbounded{std::numeric_limits<std::int64_t>::max() / 4};
 
 // Buckets over this stage's gradients (the experts' or the others) in reverse registration
@@ -164,7 +164,7 @@ BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
 }
 
 long long megatron_bucket_elements(const Scenario& scenario) {
-  // max(4e7, 1e6·dp) parameters per bucket (REFERENCE.md §5).
+  // max(4e7, 1e6·dp) parameters per bucket (Megatron-LM's DistributedDataParallelConfig).
   return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
 }
 

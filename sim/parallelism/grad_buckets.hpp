@@ -1,5 +1,5 @@
 // Gradient tensors of a Megatron GPT as one GPU holds them (after TP sharding), in
-// registration order, and PyTorch DDP's assignment of them to buckets (REFERENCE.md §3).
+// registration order, and PyTorch DDP's assignment of them to buckets (reducer.cpp).
 #pragma once
 
 #include <string>
@@ -46,7 +46,7 @@ struct BucketLayout {
 BucketLayout bucket_layout(const Scenario& scenario);
 
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): max(4e7, 1e6·dp) parameters
-// each, no smaller first bucket, one bucket without overlap_grad_reduce (REFERENCE.md §5).
+// each, no smaller first bucket, one bucket without overlap_grad_reduce (Megatron-LM).
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
 // Parameters per Megatron bucket, max(4e7, 1e6·dp): the one place the program's buckets and

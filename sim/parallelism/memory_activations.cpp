@@ -1,5 +1,5 @@
 // Activations a pipeline stage keeps: the Korthikanti per-layer bytes (workload layer) of
-// every model-chunk forward its schedule has run but not yet backpropagated (REFERENCE.md §5).
+// every model-chunk forward its schedule has run but not yet backpropagated.
 #include <algorithm>
 
 #include "parallelism/memory_model.hpp"

@@ -1,4 +1,4 @@
-// The analytic memory model: states by sharding mode and precision (REFERENCE.md §3, §4, §6)
+// The analytic memory model: states by sharding mode and precision (ZeRO, Rajbhandari et al. 2020)
 // and activations by the Korthikanti formulas times the micro-batches kept in flight.
 //
 // Choices, each the behaviour of the system stepsim models:
@@ -15,7 +15,7 @@
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
-// - No CUDA context, NCCL or allocator overhead: REFERENCE.md gives no figure for them.
+// - No CUDA context, NCCL or allocator overhead: no dependable figure for them (docs/model.md).
 #include "parallelism/memory_model.hpp"
 
 #include <algorithm>

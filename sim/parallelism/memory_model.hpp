@@ -13,7 +13,7 @@
 
 namespace stepsim::parallelism {
 
-// Bytes per parameter of each state before sharding (REFERENCE.md §6).
+// Bytes per parameter of each state before sharding (Rajbhandari et al. 2020, ZeRO).
 struct StateBytes {
   int params = 0;     // what the model holds for compute (FSDP: its fp32 flat-parameter shard)
   int grads = 0;      // main gradients

@@ -1,4 +1,4 @@
-// Pipeline schedules (REFERENCE.md §5): each stage's ordered list of forward and backward
+// Pipeline schedules (GPipe, 1F1B and Megatron-LM's interleaved schedule): each stage's ordered list of forward and backward
 // passes of (micro-batch, model chunk). One file per schedule, one row in the registry.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Megatron tensor parallelism (REFERENCE.md §5): where the TP collectives of a transformer
+// Megatron tensor parallelism (Shoeybi et al. 2019; Korthikanti et al. 2022): where the TP collectives of a transformer
 // layer, the vocab-parallel embedding, LM head and cross-entropy go, and what waits on them.
 #pragma once
 

@@ -1,4 +1,4 @@
-// write_json(): the DESIGN.md §3 report with exactly the contract's field names, in a
+// write_json(): the report of docs/report.md with exactly its field names, in a
 // fixed key order, so that two runs give byte-identical files.
 #include <boost/json.hpp>
 
@@ -27,7 +27,18 @@ boost::json::object throughput_json(const Throughput& t) {
   return {{"tokens_per_s", t.tokens_per_s},
           {"samples_per_s", t.samples_per_s},
           {"tflops_per_gpu", t.tflops_per_gpu},
-          {"mfu", t.mfu}};
+          {"mfu", t.mfu},
+          {"hardware_tflops_per_gpu", t.hardware_tflops_per_gpu},
+          {"hfu", t.hfu}};
+}
+
+boost::json::object cost_json(const CostReport& c) {
+  return {{"gpu_power_w", c.gpu_power_w},
+          {"energy_per_step_j", c.energy_per_step_j},
+          {"energy_per_mtoken_kwh", c.energy_per_mtoken_kwh},
+          {"gpu_hour_price", c.gpu_hour_price},
+          {"cost_per_step", c.cost_per_step},
+          {"cost_per_mtoken", c.cost_per_mtoken}};
 }
 
 boost::json::object breakdown_json(const Breakdown& b) {
@@ -47,6 +58,32 @@ boost::json::object memory_json(const MemoryReport& m) {
           {"buffers", m.buffers},
           {"capacity", m.capacity},
           {"fits", m.fits}};
+}
+
+boost::json::array stages_json(const std::vector<StageReport>& stages) {
+  boost::json::array a;
+  for (const StageReport& st : stages) {
+    boost::json::object o;
+    o["stage"] = st.stage;
+    o["rank"] = st.rank;
+    o["breakdown_s"] = breakdown_json(st.breakdown_s);
+    o["compute_slowdown_s"] = st.compute_slowdown_s;
+    o["comm_s"] = per_kind_json(st.comm_s);
+    o["memory_bytes"] = memory_json(st.memory_bytes);
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+boost::json::object advice_json(const Report& r) {
+  boost::json::array alternatives;
+  for (const Advice& a : r.advice)
+    alternatives.push_back({{"change", a.change},
+                            {"why", a.why},
+                            {"status", a.status},
+                            {"step_time_s", a.step_time_s},
+                            {"exposed_fraction_of_step", a.exposed_fraction_of_step}});
+  return {{"cause", r.advice_cause}, {"alternatives", std::move(alternatives)}};
 }
 
 boost::json::value config_json(const std::string& text) {
@@ -90,6 +127,12 @@ void write_json(const Report& r, std::ostream& out) {
   o["config"] = config_json(r.config_json);
   o["notes"] = notes_json(r.notes);
   if (!r.calibration.files.empty()) o["calibration"] = calibration_json(r.calibration);
+  o["compute_slowdown_s"] = r.compute_slowdown_s;
+  o["stages"] = stages_json(r.stages);
+  o["cost"] = cost_json(r.cost);
+  o["flop_convention"] = r.flop_convention;
+  o["provenance"] = notes_json(r.provenance);
+  o["advice"] = advice_json(r);
   write_pretty_json(o, out);
 }
 

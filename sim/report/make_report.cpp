@@ -45,7 +45,11 @@ Throughput throughput_of(const ReportInputs& in, double step_s) {
   t.tokens_per_s = in.tokens_per_step / step_s;
   t.samples_per_s = in.samples_per_step / step_s;
   if (in.gpus > 0) t.tflops_per_gpu = in.model_flops_per_step / step_s / in.gpus * 1e-12;
-  if (in.peak_flops_per_gpu.positive()) t.mfu = t.tflops_per_gpu / in.peak_flops_per_gpu.tflops();
+  if (in.gpus > 0) t.hardware_tflops_per_gpu = in.hardware_flops_per_step / step_s / in.gpus * 1e-12;
+  if (in.peak_flops_per_gpu.positive()) {
+    t.mfu = t.tflops_per_gpu / in.peak_flops_per_gpu.tflops();
+    t.hfu = t.hardware_tflops_per_gpu / in.peak_flops_per_gpu.tflops();
+  }
   return t;
 }
 
@@ -64,6 +68,47 @@ void add_metrics(Report& r, const WindowMetrics& m) {
   r.comm_s = m.busy;
   r.overlap.hidden_fraction = m.hidden_fraction();
   if (r.step_time_s > 0) r.overlap.exposed_fraction_of_step = r.breakdown_s.exposed_total() / r.step_time_s;
+}
+
+// While comm runs, compute advances at 1 / (1 + s) of its speed, so of the overlapped time a
+// fraction s / (1 + s) is the extra time the slowdown cost.
+double slowdown_of(const WindowMetrics& m, double comm_slowdown) {
+  return comm_slowdown > 0 ? m.overlap * comm_slowdown / (1.0 + comm_slowdown) : 0.0;
+}
+
+CostReport cost_of(const ReportInputs& in, double step_s) {
+  CostReport c;
+  c.gpu_power_w = in.gpu_power_w;
+  c.gpu_hour_price = in.gpu_hour_price;
+  const double gpu_seconds = step_s * in.gpus;
+  c.energy_per_step_j = in.gpu_power_w * gpu_seconds;
+  c.cost_per_step = in.gpu_hour_price * gpu_seconds / 3600.0;
+  if (in.tokens_per_step > 0) {
+    c.energy_per_mtoken_kwh = c.energy_per_step_j / in.tokens_per_step * 1e6 / 3.6e6;
+    c.cost_per_mtoken = c.cost_per_step / in.tokens_per_step * 1e6;
+  }
+  return c;
+}
+
+// Each stage measured on the first simulated rank that stands for it.
+std::vector<StageReport> stages_of(const Timeline& timeline, const ReportInputs& in, const StepWindow& window) {
+  std::vector<StageReport> stages;
+  for (std::size_t i = 0; i < timeline.ranks.size() && i < in.stage_of_rank.size(); ++i) {
+    const int stage = in.stage_of_rank[i];
+    if (stage < 0 || static_cast<std::size_t>(stage) < stages.size()) continue;
+    if (static_cast<std::size_t>(stage) > stages.size()) continue;  // stages come in order
+    const WindowMetrics m = measure(timeline.ranks[i], window.start, window.end);
+    StageReport st;
+    st.stage = stage;
+    st.rank = rank_title(timeline.ranks[i]);
+    st.step_time_s = m.length;
+    st.breakdown_s = breakdown_of(m);
+    st.compute_slowdown_s = slowdown_of(m, in.comm_slowdown);
+    st.comm_s = m.busy;
+    if (static_cast<std::size_t>(stage) < in.stage_memory.size()) st.memory_bytes = in.stage_memory[stage];
+    stages.push_back(st);
+  }
+  return stages;
 }
 
 }  // namespace
@@ -104,10 +149,16 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
   STEPSIM_CHECK(chosen < static_cast<int>(timeline.ranks.size()), "representative rank out of range");
   if (chosen >= 0) {
     const RankTimeline& rank = timeline.ranks[static_cast<std::size_t>(chosen)];
-    add_metrics(r, measure(rank, window.start, window.end));
+    const WindowMetrics m = measure(rank, window.start, window.end);
+    add_metrics(r, m);
+    r.compute_slowdown_s = slowdown_of(m, inputs.comm_slowdown);
     if (timeline.ranks.size() > 1) r.notes.push_back(fmt::format("breakdown measured on {}", rank_title(rank)));
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");
+  r.stages = stages_of(timeline, inputs, window);
+  r.cost = cost_of(inputs, r.step_time_s);
+  r.flop_convention = inputs.flop_convention;
+  r.provenance = inputs.provenance;
   return r;
 }
 

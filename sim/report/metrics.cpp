@@ -1,5 +1,5 @@
 // measure(): one sweep over a rank's intervals that classifies every instant of a window
-// by the DESIGN.md §3 definitions (compute, optimizer, exposed comm, memory, bubble, idle).
+// by the definitions of docs/report.md (compute, optimizer, exposed comm, memory, bubble, idle).
 #include <algorithm>
 #include <cstdint>
 #include <vector>

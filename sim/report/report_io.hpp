@@ -12,7 +12,7 @@
 
 namespace stepsim::report {
 
-// Everything the DESIGN.md §3 definitions measure on one rank between `begin` and `end`.
+// Everything the definitions of docs/report.md measure on one rank between `begin` and `end`.
 struct WindowMetrics {
   double length = 0;       // s
   double compute = 0;      // compute (not optimizer) running
@@ -44,7 +44,15 @@ struct ReportInputs {
   MemoryReport memory;              // as modelled; `modelled` false leaves zeros and a note
   std::string config_json = "{}";   // the fully resolved scenario
   std::vector<std::string> notes;
-  int representative = -1;  // index into Timeline::ranks; -1: the critical-path rank
+  int representative = -1;                 // index into Timeline::ranks; -1: the critical-path rank
+  double hardware_flops_per_step = 0;      // all GPUs together, recompute included
+  double comm_slowdown = 0;                // the GPU's slowdown of compute while comm runs
+  std::vector<int> stage_of_rank;          // pipeline stage of each Timeline rank; empty: no stages
+  std::vector<MemoryReport> stage_memory;  // per pipeline stage
+  double gpu_power_w = 0;
+  double gpu_hour_price = 0;
+  std::string flop_convention;
+  std::vector<std::string> provenance;
 };
 
 // The window a report measures: the first step window, or the span of all intervals when
@@ -59,9 +67,22 @@ int critical_rank(const Timeline& timeline, const StepWindow& window);
 // critical-path rank: breakdown_s sums to step_time_s (other = memory-only + idle).
 Report make_report(const Timeline& timeline, const ReportInputs& inputs);
 
+// The pipeline's shape, for explaining its bubbles.
+struct PipelineFacts {
+  int pp = 1;
+  int virtual_stages = 1;
+  long long micro_batches = 0;  // per pipeline replica and step
+};
+
+// Why the stage with the largest bubble waits, or "" without a pipeline or a bubble.
+std::string bubble_note(const Report& report, const PipelineFacts& pipeline);
+
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out);
+// One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
+// PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read.
+void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out);
 
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.

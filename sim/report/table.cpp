@@ -42,6 +42,23 @@ void write_header(const Report& r, std::ostream& out) {
   row(out, "samples per second", fmt::format("{:.2f}", r.throughput.samples_per_s));
   row(out, "model TFLOPS per GPU", fmt::format("{:.1f}", r.throughput.tflops_per_gpu));
   row(out, "MFU", fmt::format("{:.1f} %", 100.0 * r.throughput.mfu));
+  if (r.throughput.hfu > 0) row(out, "HFU (recompute counted)", fmt::format("{:.1f} %", 100.0 * r.throughput.hfu));
+}
+
+// Energy always when the GPU's board power is known; money only with a GPU-hour price.
+void write_cost(const CostReport& c, std::ostream& out) {
+  if (c.gpu_power_w <= 0 && c.gpu_hour_price <= 0) return;
+  out << '\n';
+  if (c.gpu_power_w > 0) {
+    row(out, "energy per step (GPU boards)", fmt::format("{:.3g} kWh", c.energy_per_step_j / 3.6e6));
+    row(out, "energy per million tokens", fmt::format("{:.3g} kWh", c.energy_per_mtoken_kwh));
+  }
+  if (c.gpu_hour_price > 0) {
+    row(out, "cost per step", fmt::format("{:.4g}", c.cost_per_step));
+    row(out, "cost per million tokens", fmt::format("{:.4g}", c.cost_per_mtoken));
+  } else {
+    out << "cost: no GPU-hour price given (--set cluster.gpu_hour_price=PRICE)\n";
+  }
 }
 
 void write_breakdown(const Report& r, std::ostream& out) {
@@ -50,6 +67,8 @@ void write_breakdown(const Report& r, std::ostream& out) {
   out << '\n';
   row(out, "breakdown of the step", "time", "of step");
   row(out, "  compute", duration(b.compute), percent(b.compute, step));
+  if (r.compute_slowdown_s > 0)
+    row(out, "    slowed by overlapping comm", duration(r.compute_slowdown_s), percent(r.compute_slowdown_s, step));
   row(out, "  exposed communication", duration(b.exposed_total()), percent(b.exposed_total(), step));
   for (std::size_t k = 0; k < kCommKinds; ++k) {
     const double s = per_kind(b.exposed_comm, k);
@@ -88,6 +107,38 @@ void write_memory(const MemoryReport& m, std::ostream& out) {
   row(out, "  buffers", gib(m.buffers));
 }
 
+// One row per pipeline stage: where its time goes and its memory.
+void write_stages(const Report& r, std::ostream& out) {
+  if (r.stages.size() < 2) return;
+  out << "\npipeline stages"
+      << fmt::format("{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n", "compute", "slowdown", "exposed", "bubble",
+                     "optimizer", "other", "memory");
+  auto ms = [](double s) { return fmt::format("{:.1f} ms", s * 1e3); };
+  for (const StageReport& st : r.stages) {
+    const Breakdown& b = st.breakdown_s;
+    const std::string memory =
+        st.memory_bytes.modelled ? fmt::format("{:.1f} GiB", st.memory_bytes.peak / 1073741824.0) : "-";
+    out << fmt::format("  stage {:<7}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n", st.stage, ms(b.compute),
+                       ms(st.compute_slowdown_s), ms(b.exposed_total()), ms(b.bubble), ms(b.optimizer), ms(b.other),
+                       memory);
+  }
+}
+
+// The cause of the exposure and the simulated alternatives, best first.
+void write_advice(const Report& r, std::ostream& out) {
+  if (r.advice_cause.empty()) return;
+  out << "\nadvice: " << r.advice_cause << '\n';
+  if (r.advice.empty()) return;
+  out << fmt::format("  {:<66}{:>12}{:>10}{:>10}\n", "change (simulated)", "step", "vs now", "exposed");
+  for (const Advice& a : r.advice) {
+    if (a.status != "ok") continue;
+    out << fmt::format("  {:<66}{:>12}{:>+9.1f}%{:>9.1f}%\n", a.change, duration(a.step_time_s),
+                       100.0 * (a.step_time_s / r.step_time_s - 1.0), 100.0 * a.exposed_fraction_of_step);
+  }
+  for (const Advice& a : r.advice)
+    if (a.status != "ok") out << fmt::format("  {}: {}\n", a.change, a.status);
+}
+
 void write_notes(const std::vector<std::string>& notes, std::ostream& out) {
   if (notes.empty()) return;
   out << "\nnotes\n";
@@ -101,6 +152,10 @@ void write_table(const Report& report, std::ostream& out) {
   write_breakdown(report, out);
   write_comm(report, out);
   write_memory(report.memory_bytes, out);
+  write_stages(report, out);
+  write_cost(report.cost, out);
+  if (!report.flop_convention.empty()) out << "\nFLOPs: " << report.flop_convention << '\n';
+  write_advice(report, out);
   write_notes(report.notes, out);
 }
 

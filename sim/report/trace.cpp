@@ -1,5 +1,5 @@
-// write_trace(): a Timeline as Chrome Trace Event JSON that Perfetto opens (REFERENCE.md
-// §7): a process per rank, a thread per stream, nested slices, memory counters.
+// write_trace(): a Timeline as Chrome Trace Event JSON that Perfetto opens (Trace Event
+// Format): a process per rank, a thread per stream, nested slices, memory counters.
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -6,6 +6,7 @@
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/memory_model.hpp"
+#include "parallelism/mesh.hpp"
 #include "parallelism/program_builder.hpp"
 #include "report/report_io.hpp"
 #include "simulation/calibrated_costs.hpp"
@@ -21,8 +22,43 @@ namespace {
 void add_memory(const Scenario& scenario, const workload::ModelWork& work, report::ReportInputs& inputs) {
   const parallelism::MemoryEstimate estimate = parallelism::estimate_memory(scenario, work);
   inputs.memory = parallelism::memory_report(estimate);
+  for (const parallelism::StageMemory& st : estimate.stages) {
+    parallelism::MemoryEstimate one = estimate;
+    one.stages = {st};
+    inputs.stage_memory.push_back(parallelism::memory_report(one));
+  }
   const std::string note = parallelism::memory_note(estimate);
   if (!note.empty()) inputs.notes.push_back(note);
+}
+
+constexpr const char* kFlopConvention =
+    "model FLOPs = 6 x tokens x GEMM weights (LM head included, input embedding lookup "
+    "left out) + causal attention 6 x tokens x seq_len x layers x heads x head_dim (half the "
+    "s^2 Megatron's papers count); MFU divides them by the dense peak, HFU adds the recomputed "
+    "FLOPs (docs/report.md)";
+
+// FLOPs the GPUs execute beyond the model's: each layer's recompute ops, for every
+// micro-batch of the step, on all tp x cp GPUs that share the layer.
+double recompute_flops_per_step(const Scenario& s, const workload::ModelWork& work) {
+  double per_layer = 0;
+  for (const workload::OpCost& op : work.layer.recompute) per_layer += op.flops;
+  const double passes = static_cast<double>(s.training.global_batch) / static_cast<double>(s.training.micro_batch);
+  return per_layer * s.parallel.tp * s.parallel.cp * static_cast<double>(s.model.layers) * passes;
+}
+
+// Where the hardware presets' figures come from, and a warning when one is not fitted.
+void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
+  auto describe = [&](const char* what, const std::string& name, const Provenance& p) {
+    if (p.source.empty()) return;
+    inputs.provenance.push_back(fmt::format("{} {}: {}", what, name, p.source));
+    if (!p.fitted)
+      inputs.notes.push_back(
+          fmt::format("{} {} is not fitted to measurements ({}); treat its times as estimates "
+                      "until calibrated",
+                      what, name, p.source));
+  };
+  describe("GPU", s.cluster.gpu.name, s.cluster.gpu.provenance);
+  describe("cluster", s.cluster.name, s.cluster.provenance);
 }
 
 SimulationResult run_layers(const Scenario& given) {
@@ -51,9 +87,27 @@ SimulationResult run_layers(const Scenario& given) {
   inputs.config_json = scenario.resolved_json;
   inputs.version = stepsim_version();
   inputs.notes.push_back(parallelism::placement_notes(scenario));
+  inputs.hardware_flops_per_step = work.model_flops_per_step + recompute_flops_per_step(scenario, work);
+  inputs.comm_slowdown = gpu.comm_slowdown();
+  for (const RankTimeline& rank : result.timeline.ranks)
+    inputs.stage_of_rank.push_back(parallelism::coord_of(scenario.parallel, rank.rank).pp);
+  inputs.gpu_power_w = scenario.cluster.gpu.board_power_w;
+  inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
+  inputs.flop_convention = kFlopConvention;
+  add_provenance(scenario, inputs);
+  if (scenario.parallel.dp > 1 && scenario.data_parallel.kind == DpKind::ddp &&
+      !scenario.data_parallel.overlap_grad_reduce)
+    inputs.notes.push_back(fmt::format(
+        "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
+        "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
+        scenario.data_parallel.bucket_cap_mb));
   add_memory(scenario, work, inputs);
   result.report = report::make_report(result.timeline, inputs);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
+  const report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
+                                       scenario.training.micro_batches(scenario.parallel.dp)};
+  if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())
+    result.report.notes.push_back(std::move(note));
   return result;
 }
 

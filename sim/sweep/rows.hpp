@@ -17,7 +17,7 @@ enum class Format { csv, jsonl };
 Format format_of(const std::string& path, const std::string& flag);
 
 // point, point_id, every varied key, parallel.dp when derived, status, reason, then the
-// report's fields (DESIGN.md §3 names with units as suffixes).
+// report's fields (docs/report.md names with units as suffixes).
 std::vector<std::string> columns(const SweepSpec& spec);
 
 // One line, newline included. Newlines inside a reason become spaces so that one row is

@@ -10,7 +10,7 @@ namespace {
 
 // Adam per parameter: read the fp32 gradient (4), read and write the fp32 master weight, m
 // and v (3 × 8); mixed precision also writes the 16-bit model copy (2): 30 bytes in all for
-// bf16 (REFERENCE.md §6: 2 + 4 + 12 bytes of state), and ~10 FLOPs.
+// bf16 (ZeRO's 2 + 4 + 12 bytes of state), and ~10 FLOPs.
 constexpr double adam_state_bytes = 28.0;
 constexpr double adam_flops = 10.0;
 

@@ -14,7 +14,7 @@ namespace stepsim::workload {
 enum class OpClass : std::uint8_t { gemm, attention, elementwise, norm, embedding, loss, optimizer };
 
 // Where an op sits in a Megatron transformer layer; the tensor-parallel strategy places its
-// collectives by role (REFERENCE.md §5).
+// collectives by role (Megatron-LM's layers).
 enum class Role : std::uint8_t {
   input_norm,
   qkv,

@@ -1,5 +1,5 @@
 // Runs are byte-identical, and the simulated trace follows the format rules Perfetto's
-// JSON importer relies on (REFERENCE.md §7).
+// JSON importer relies on (Chrome's Trace Event Format).
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>

@@ -66,7 +66,8 @@ TEST_CASE("collective sizes, factors and GPU counts have limits") {
        "--factor: expected a factor between 1.001 and 1000000"},
       {"collective allreduce --sweep 1MiB:2MiB --factor nan", 2, "--factor"},
       {"collective allreduce --sweep 8B:1TiB --factor 1.001", 2, "at most 10000 (raise --factor)"},
-      {"collective allreduce --gpus 2147483647", 2, "--gpus: expected 1 to 1048576 GPUs"},
+      {"collective allreduce --gpus 2147483647", 2, "--gpus: expected 2 to 1048576 GPUs"},
+      {"collective allreduce --gpus 1", 2, "--gpus: a collective over 1 GPU moves no data"},
       {"collective allreduce --size 1TiB", 0, ""},
   });
 }

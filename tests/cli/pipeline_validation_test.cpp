@@ -1,4 +1,4 @@
-// Korthikanti et al. 2022, Table 5 (VALIDATION.md §1): whole iterations of GPT 22B to 1T on
+// Korthikanti et al. 2022, Table 5 (docs/validation.md): whole iterations of GPT 22B to 1T on
 // Selene with TP 8 and pipeline parallelism, both columns, without per-case tuning.
 #include <catch2/catch.hpp>
 
@@ -57,7 +57,7 @@ TEST_CASE("the 175B pipeline leaves a bubble near (p - 1)/(m v) of the step") {
 namespace stepsim {
 
 TEST_CASE("BLOOM-176B's iteration is predicted within 15 percent of the measured 104.7 s") {
-  // VALIDATION.md §2: TP 4, PP 12 (5, 6 × 10, 5 layers), ZeRO-1 over DP 8, 128 micro-batches,
+  // Le Scao et al. 2022 (BLOOM): TP 4, PP 12 (5, 6 × 10, 5 layers), ZeRO-1 over DP 8, 128 micro-batches,
   // 4 × 100 Gb/s Omni-Path per node; predicted, not fitted (docs/validation.md).
   const Report r = test::run("bloom-176b").report;
   CHECK(r.gpus == 384);

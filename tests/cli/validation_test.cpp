@@ -1,4 +1,4 @@
-// Published measurements reproduced end to end (VALIDATION.md §1, Korthikanti et al. 2022,
+// Published measurements reproduced end to end (docs/validation.md, Korthikanti et al. 2022,
 // Table 4): one transformer layer of the 22B GPT on 8 A100 with TP 8, micro-batch 4.
 #include <catch2/catch.hpp>
 

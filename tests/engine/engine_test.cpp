@@ -1,4 +1,4 @@
-// Execution semantics of the engine (DESIGN.md §5) with exact integer-time expectations.
+// Execution semantics of the engine (docs/model.md) with exact integer-time expectations.
 #include <catch2/catch.hpp>
 
 #include "engine/engine.hpp"

@@ -1,6 +1,6 @@
 // One transformer layer of Korthikanti et al. 2022's 22B GPT on A100s (Table 4), and the
 // 175B row of Table 5: the compute the GPU model predicts, plus the TP communication that
-// Megatron leaves exposed, against the measured times (VALIDATION.md §1).
+// Megatron leaves exposed, against the measured times (docs/validation.md).
 #include <catch2/catch.hpp>
 
 #include "hardware/gpu_model.hpp"

@@ -91,6 +91,14 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.efficiency.gemm_max", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.gemm_half_flops", Expect::changes, "6e10"},
       {"cluster.gpu.efficiency.fp8_gemm_max", Expect::changes, "0.3", {"training.precision=fp8"}},
+      // Provenance only describes a preset (it sets a note). Board power and the GPU-hour price
+      // move the step's energy and cost, not its times.
+      {"cluster.gpu.board_power_w", Expect::changes, "500"},
+      {"cluster.gpu_hour_price", Expect::changes, "2.5"},
+      {"cluster.gpu.provenance.fitted", Expect::name},
+      {"cluster.gpu.provenance.source", Expect::name},
+      {"cluster.provenance.fitted", Expect::name},
+      {"cluster.provenance.source", Expect::name},
       {"cluster.gpu.efficiency.attention_max", Expect::changes, "0.3"},
       {"cluster.gpu.efficiency.hbm", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.kernel_min", Expect::changes, "\"30 us\""},
@@ -175,6 +183,8 @@ std::vector<double> signature(const stepsim::SimulationResult& r) {
       p.step_time_s,          p.memory_bytes.peak,      p.memory_bytes.params,
       p.memory_bytes.grads,   p.memory_bytes.optimizer, p.memory_bytes.activations,
       p.memory_bytes.buffers, p.memory_bytes.capacity,  static_cast<double>(r.timeline.ranks.size())};
+  out.push_back(p.cost.energy_per_step_j);
+  out.push_back(p.cost.cost_per_step);
   for (double t : p.comm_s) out.push_back(t);
   for (double t : p.breakdown_s.exposed_comm) out.push_back(t);
   return out;

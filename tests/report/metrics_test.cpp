@@ -1,4 +1,4 @@
-// measure(): every instant of a window classified by the DESIGN.md §3 definitions.
+// measure(): every instant of a window classified by the definitions of docs/report.md.
 #include <catch2/catch.hpp>
 #include <random>
 

@@ -101,8 +101,14 @@ TEST_CASE("the JSON report has exactly the contract's fields") {
   const auto v = boost::json::parse(json_of(report::make_report(two_rank_timeline(), inputs())));
   const std::set<std::string> kinds{"tp", "cp", "ep", "dp", "fsdp", "pp"};
   CHECK(keys(v) == std::set<std::string>{"stepsim_version", "gpus", "step_time_s", "throughput", "breakdown_s",
-                                         "comm_s", "overlap", "memory_bytes", "config", "notes"});
-  CHECK(keys(v.at("throughput")) == std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu"});
+                                         "comm_s", "overlap", "memory_bytes", "config", "notes",
+                                         // added after the first contract, never renamed
+                                         "compute_slowdown_s", "stages", "cost", "flop_convention", "provenance",
+                                         "advice"});
+  CHECK(keys(v.at("throughput")) == std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu",
+                                                          "hardware_tflops_per_gpu", "hfu"});
+  CHECK(keys(v.at("cost")) == std::set<std::string>{"gpu_power_w", "energy_per_step_j", "energy_per_mtoken_kwh",
+                                                    "gpu_hour_price", "cost_per_step", "cost_per_mtoken"});
   CHECK(keys(v.at("breakdown_s")) == std::set<std::string>{"compute", "exposed_comm", "bubble", "optimizer", "other"});
   CHECK(keys(v.at("breakdown_s").at("exposed_comm")) == kinds);
   CHECK(keys(v.at("comm_s")) == kinds);
@@ -138,7 +144,9 @@ TEST_CASE("the JSON report is laid out as documented") {
   CHECK(text.starts_with("{\n  \"stepsim_version\": \"0.1.0\",\n  \"gpus\": 2,\n  \"step_time_s\": 13.75,\n"));
   CHECK(text.find("\"compute\": 1.5e-05,") != std::string::npos);
   CHECK(text.find("\"config\": {},") != std::string::npos);
-  CHECK(text.find("\"notes\": [\n    \"say \\\"hi\\\"\"\n  ]\n}\n") != std::string::npos);
+  CHECK(text.find("\"notes\": [\n    \"say \\\"hi\\\"\"\n  ],\n") != std::string::npos);
+  CHECK(text.find("\"provenance\": [],\n") != std::string::npos);
+  CHECK(text.ends_with("\"advice\": {\n    \"cause\": \"\",\n    \"alternatives\": []\n  }\n}\n"));
 }
 
 TEST_CASE("the table shows the step, the breakdown and the notes") {

@@ -1,4 +1,4 @@
-// The Chrome Trace Event rules Perfetto relies on (REFERENCE.md §7), as a checker that
+// The Chrome Trace Event rules Perfetto relies on (Trace Event Format), as a checker that
 // lists every violation in a parsed trace; empty means the trace is well-formed.
 #pragma once
 

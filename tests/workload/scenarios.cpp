@@ -42,7 +42,7 @@ ModelSpec llama3_70b() { return llama3(80, 8192, 64, 28672); }
 ModelSpec llama3_405b() { return llama3(126, 16384, 128, 53248); }
 
 // A fixed A100 fixture for the compute-model tests, independent of the shipped preset: it
-// keeps the isolated-GEMM efficiency 0.82 of REFERENCE.md §8, while configs/gpus/ carries
+// keeps the isolated-GEMM efficiency 0.82 of a cuBLAS benchmark (docs/model.md), while configs/gpus/ carries
 // the sustained-training value fitted to Korthikanti Table 4 (0.76; tested end to end in
 // tests/cli/validation_test.cpp).
 GpuSpec a100() {

@@ -1,0 +1,212 @@
+// advise(): names the exposed communication's cause from the report and the scenario, and
+// simulates the knobs that could hide it, best first.
+#include "cli/advice.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+struct Candidate {
+  std::vector<std::string> sets;
+  std::string why;
+};
+
+// Simulating every alternative of a scenario of more intervals than this takes seconds.
+constexpr std::size_t kCheapIntervals = 400000;
+
+std::string set(const std::string& key, const std::string& value) { return key + "=" + value; }
+std::string set(const std::string& key, long long value) { return key + "=" + std::to_string(value); }
+
+double of(const PerKind& v, CommKind k) { return v[static_cast<std::size_t>(k)]; }
+
+CommKind dominant_kind(const Report& r) {
+  CommKind best = CommKind::tp;
+  for (std::size_t k = 0; k < kCommKinds; ++k)
+    if (r.breakdown_s.exposed_comm[k] > of(r.breakdown_s.exposed_comm, best)) best = static_cast<CommKind>(k);
+  return best;
+}
+
+std::string cause_of(const Scenario& s, CommKind kind) {
+  const DataParallelSpec& d = s.data_parallel;
+  switch (kind) {
+    case CommKind::tp:
+      return "tensor-parallel collectives are exposed: each AllReduce (or AllGather/ReduceScatter with sequence "
+             "parallelism) sits between two GEMMs of the same layer that need its result, a data dependency that "
+             "leaves no compute of that micro-batch to hide it behind; TP communication overlap, a smaller TP group "
+             "or another layout is what hides or shrinks it";
+    case CommKind::dp:
+      if (!d.overlap_grad_reduce)
+        return "data-parallel gradient reduction is exposed because overlap_grad_reduce=false reduces every "
+               "gradient after the backward, so none of it runs beside compute";
+      return fmt::format(
+          "data-parallel gradient reduction is exposed: buckets are reduced in order as the backward fills them, "
+          "and what remains after the last gradient (the last bucket, at {} MiB, and any backlog the network "
+          "bandwidth leaves) cannot hide; bucket size and order decide how much that is",
+          d.bucket_cap_mb);
+    case CommKind::fsdp:
+      return "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth "
+             "(backward_prefetch, forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the "
+             "compute, or the bandwidth is too low for one unit's compute to cover its gather";
+    case CommKind::pp:
+      return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
+    default:
+      return fmt::format("{} communication is exposed", to_string(kind));
+  }
+}
+
+void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  const DataParallelSpec& d = s.data_parallel;
+  if (s.parallel.dp <= 1) return;
+  if ((d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && !d.overlap_grad_reduce) {
+    out.push_back({{set("data_parallel.overlap_grad_reduce", "true")},
+                   "overlap: reduce buckets during the backward (PyTorch DDP's default)"});
+    for (const char* mb : {"10", "100"})
+      out.push_back({{set("data_parallel.overlap_grad_reduce", "true"), set("data_parallel.bucket_cap_mb", mb)},
+                     "overlap with another bucket size"});
+  } else if (d.kind == DpKind::ddp) {
+    for (double mb : {d.bucket_cap_mb / 4, d.bucket_cap_mb / 2, d.bucket_cap_mb * 2, d.bucket_cap_mb * 4})
+      if (mb >= 1 && mb <= 1024)
+        out.push_back({{set("data_parallel.bucket_cap_mb", fmt::format("{}", mb))},
+                       "bucket size: smaller buckets start earlier, larger ones use the bandwidth better"});
+  }
+  if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather)
+    out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
+  if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
+    if (d.backward_prefetch != BackwardPrefetch::pre)
+      out.push_back({{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
+    if (!d.forward_prefetch)
+      out.push_back({{set("data_parallel.forward_prefetch", "true")}, "prefetch: gather the next unit in the forward"});
+    out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
+                   "prefetch depth: more AllGathers in flight"});
+    if (d.reshard_after_forward)
+      out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
+    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.gpus_per_node)
+      out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside a node, all-reduce across nodes"});
+  }
+  if (d.grad_reduce_dtype == Precision::fp32)
+    out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16")}, "reduce gradients in bf16 (half the bytes)"});
+}
+
+void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  if (p.tp <= 1) return;
+  out.push_back({{set("tensor_parallel.comm_overlap", "true")}, "TP communication overlap"});
+  out.push_back({{set("parallel.sequence_parallel", p.sequence_parallel ? "false" : "true")},
+                 "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
+  for (int f : {2, 4})
+    if (p.tp % f == 0)
+      out.push_back({{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
+                     "layout: a smaller TP group, more data parallelism"});
+  if (p.tp % 2 == 0 && p.pp == 1)
+    out.push_back({{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"});
+}
+
+void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  if (p.pp <= 1) return;
+  const bool bubbly = r.breakdown_s.bubble >= kExposedTarget * r.step_time_s;
+  if (!bubbly && of(r.breakdown_s.exposed_comm, CommKind::pp) <= 0) return;
+  if (p.schedule != Schedule::interleaved)
+    out.push_back({{set("parallel.schedule", "interleaved"), set("parallel.virtual_stages", 2)},
+                   "pipeline bubble: interleave two chunks per stage"});
+  else
+    out.push_back({{set("parallel.virtual_stages", p.virtual_stages * 2)}, "pipeline bubble: more chunks per stage"});
+  if (s.training.micro_batch > 1)
+    out.push_back(
+        {{set("training.micro_batch", s.training.micro_batch / 2)}, "pipeline bubble: more, smaller micro-batches"});
+  if (p.pp % 2 == 0)
+    out.push_back({{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
+                   "layout: fewer stages, more data parallelism"});
+}
+
+std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind dominant) {
+  std::vector<Candidate> first, rest;
+  add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
+  add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
+  add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first;
+}
+
+std::string joined(const std::vector<std::string>& sets) {
+  std::string s;
+  for (const auto& x : sets) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
+  Advice a;
+  a.change = joined(c.sets);
+  a.why = c.why;
+  std::vector<std::string> sets = request.sets;
+  sets.insert(sets.end(), c.sets.begin(), c.sets.end());
+  try {
+    const Scenario scenario = io::load_scenario(request.path, sets);
+    const MemoryReport memory = estimate_memory(scenario);  // cheap: no simulation for what cannot run
+    if (!memory.fits) {
+      a.status = fmt::format("does not fit in memory ({:.1f} GiB)", memory.peak / 1073741824.0);
+      return a;
+    }
+    const SimulationResult r = simulate(scenario);
+    a.status = "ok";
+    a.step_time_s = r.report.step_time_s;
+    a.exposed_fraction_of_step = r.report.overlap.exposed_fraction_of_step;
+  } catch (const InputError& e) {
+    a.status = "not simulated: " + e.message();
+  }
+  return a;
+}
+
+std::size_t intervals_of(const Timeline& t) {
+  std::size_t n = 0;
+  for (const RankTimeline& r : t.ranks) n += r.intervals.size();
+  return n;
+}
+
+}  // namespace
+
+void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result) {
+  Report& r = result.report;
+  const double exposed = r.overlap.exposed_fraction_of_step;
+  if (!request.asked && exposed < kExposedTarget) return;
+  const CommKind dominant = dominant_kind(r);
+  const double dominant_s = of(r.breakdown_s.exposed_comm, dominant);
+  r.advice_cause =
+      exposed < kExposedTarget
+          ? fmt::format("exposed communication is {:.1f} % of the step, under the usual {:.0f} % target",
+                        100.0 * exposed, 100.0 * kExposedTarget)
+          : fmt::format("exposed communication is {:.1f} % of the step (target under {:.0f} %), {:.0f} % of it {}: {}",
+                        100.0 * exposed, 100.0 * kExposedTarget, 100.0 * dominant_s / r.breakdown_s.exposed_total(),
+                        to_string(dominant), cause_of(scenario, dominant));
+  if (r.breakdown_s.bubble >= kExposedTarget * r.step_time_s)
+    r.advice_cause +=
+        fmt::format("; the pipeline bubble adds {:.1f} % of the step", 100.0 * r.breakdown_s.bubble / r.step_time_s);
+  const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
+  for (const Candidate& c : candidates(scenario, r, dominant)) {
+    if (simulate_them) {
+      r.advice.push_back(try_candidate(request, c));
+    } else {
+      r.advice.push_back({joined(c.sets), c.why, "not simulated: a large scenario; run with --advise", 0, 0});
+    }
+  }
+  std::stable_sort(r.advice.begin(), r.advice.end(), [](const Advice& a, const Advice& b) {
+    if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";
+    return a.status == "ok" && a.step_time_s < b.step_time_s;
+  });
+  if (exposed < kExposedTarget) return;
+  std::string note = "advice: " + r.advice_cause;
+  if (!r.advice.empty() && r.advice.front().status == "ok")
+    note += fmt::format("; best simulated change: {} ({}, step {:+.1f} %, exposed {:.1f} % of the step)",
+                        r.advice.front().change, r.advice.front().why,
+                        100.0 * (r.advice.front().step_time_s / r.step_time_s - 1.0),
+                        100.0 * r.advice.front().exposed_fraction_of_step);
+  r.notes.push_back(std::move(note));
+}
+
+}  // namespace stepsim::cli

@@ -1,0 +1,26 @@
+// Advice when communication is exposed: which kind and why, and alternatives to the scenario
+// (bucket size, prefetch, overlap, layout, schedule), each simulated and ranked by step time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stepsim/report.hpp"
+
+namespace stepsim::cli {
+
+// The usual target: exposed communication under this share of the step.
+inline constexpr double kExposedTarget = 0.05;
+
+struct AdviceRequest {
+  std::string path;               // the scenario as given ("" for the default)
+  std::vector<std::string> sets;  // its --set overrides
+  bool asked = false;             // --advise: always, and simulate however large the scenario
+};
+
+// Fills result.report.advice_cause and .advice when asked or when exposed communication
+// reaches kExposedTarget. Alternatives are simulated when asked, or when the scenario is
+// small enough to simulate several more times in about a second.
+void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);
+
+}  // namespace stepsim::cli

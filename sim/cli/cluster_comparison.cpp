@@ -1,0 +1,77 @@
+// compare_clusters(): one job, several clusters; the table a pre-purchase question needs.
+#include "cli/cluster_comparison.hpp"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <ostream>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+std::vector<std::string> sets_for(const std::vector<std::string>& sets, const std::string& spec) {
+  std::vector<std::string> out = sets;
+  const auto at = spec.find('@');
+  const std::string name = spec.substr(0, at);
+  if (name.empty())
+    throw InputError("<command line>", "--compare-cluster", "expected NAME or NAME@PRICE, got '" + spec + "'");
+  // Keep the GPU count: the cluster preset brings its own node count, which load_scenario derives again.
+  out.push_back("cluster=" + name);
+  out.push_back("cluster.nodes=0");
+  if (at != std::string::npos) out.push_back("cluster.gpu_hour_price=" + spec.substr(at + 1));
+  return out;
+}
+
+std::string or_dash(bool known, const std::string& text) { return known ? text : "-"; }
+
+}  // namespace
+
+std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::vector<std::string>& sets,
+                                            const std::string& own_cluster, const Report& own,
+                                            const std::vector<std::string>& others) {
+  std::vector<ClusterColumn> columns{{own_cluster, own}};
+  for (const std::string& spec : others) {
+    const Scenario s = io::load_scenario(path, sets_for(sets, spec));
+    columns.push_back({s.cluster.name, simulate(s).report});
+  }
+  return columns;
+}
+
+void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::ostream& out) {
+  using Cell = std::function<std::string(const Report&)>;
+  const std::pair<const char*, Cell> rows[] = {
+      {"step time", [](const Report& r) { return fmt::format("{:.3f} s", r.step_time_s); }},
+      {"tokens per second", [](const Report& r) { return fmt::format("{:.0f}", r.throughput.tokens_per_s); }},
+      {"MFU", [](const Report& r) { return fmt::format("{:.1f} %", 100 * r.throughput.mfu); }},
+      {"exposed communication",
+       [](const Report& r) { return fmt::format("{:.1f} %", 100 * r.overlap.exposed_fraction_of_step); }},
+      {"memory per GPU",
+       [](const Report& r) {
+         return fmt::format("{:.1f} GiB{}", r.memory_bytes.peak / 1073741824.0,
+                            r.memory_bytes.fits ? "" : " (too large)");
+       }},
+      {"energy per M tokens",
+       [](const Report& r) {
+         return or_dash(r.cost.gpu_power_w > 0, fmt::format("{:.2f} kWh", r.cost.energy_per_mtoken_kwh));
+       }},
+      {"cost per M tokens",
+       [](const Report& r) {
+         return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:.3f}", r.cost.cost_per_mtoken));
+       }},
+      {"GPU-hour price",
+       [](const Report& r) { return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:g}", r.cost.gpu_hour_price)); }},
+  };
+  out << "\nsame job on other clusters\n" << fmt::format("  {:<24}", "");
+  for (const ClusterColumn& c : columns) out << fmt::format("{:>20}", c.cluster);
+  out << '\n';
+  for (const auto& [label, cell] : rows) {
+    out << fmt::format("  {:<24}", label);
+    for (const ClusterColumn& c : columns) out << fmt::format("{:>20}", cell(c.report));
+    out << '\n';
+  }
+}
+
+}  // namespace stepsim::cli

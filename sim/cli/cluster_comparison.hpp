@@ -1,0 +1,26 @@
+// `simulate --compare-cluster NAME[@PRICE]`: the same job on other clusters, side by side with
+// step time, tokens/s, MFU, exposed communication, memory, energy and cost per million tokens.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "stepsim/report.hpp"
+
+namespace stepsim::cli {
+
+struct ClusterColumn {
+  std::string cluster;
+  Report report;
+};
+
+// The scenario (path, sets) simulated again on each "NAME" or "NAME@PRICE" (price of one
+// GPU-hour) in `others`; the first column is the scenario's own cluster.
+std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::vector<std::string>& sets,
+                                            const std::string& own_cluster, const Report& own,
+                                            const std::vector<std::string>& others);
+
+void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::ostream& out);
+
+}  // namespace stepsim::cli

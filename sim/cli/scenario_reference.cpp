@@ -1,0 +1,218 @@
+// The scenario reference table: what each key means and which framework option it mirrors.
+// Adding a key to the schema needs one row here; a test fails on a key without one.
+#include "cli/scenario_reference.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <ostream>
+#include <string_view>
+
+namespace stepsim::cli {
+namespace {
+
+struct KeyDoc {
+  std::string_view key;   // "parallel.tp"; a trailing ".*" documents every key below
+  std::string_view unit;  // "", "GB/s", "MiB", ...
+  std::string_view meaning;
+  std::string_view framework;  // the framework option it corresponds to, or ""
+};
+
+constexpr KeyDoc kDocs[] = {
+    {"model", "", "a model preset name (`stepsim presets --kind model`) or an object of the keys below", ""},
+    {"model.name", "", "name shown in the report", ""},
+    {"model.layers", "", "transformer layers", "Megatron `--num-layers`; HF `num_hidden_layers`"},
+    {"model.hidden", "", "hidden size h", "Megatron `--hidden-size`; HF `hidden_size`"},
+    {"model.heads", "", "attention (query) heads", "Megatron `--num-attention-heads`"},
+    {"model.kv_heads", "", "key/value heads (grouped-query attention); 0: as many as heads",
+     "Megatron `--num-query-groups`; HF `num_key_value_heads`"},
+    {"model.ffn_hidden", "", "MLP inner size; 0: 4·hidden", "Megatron `--ffn-hidden-size`; HF `intermediate_size`"},
+    {"model.vocab", "", "vocabulary size (padded)", "Megatron `--padded-vocab-size`; HF `vocab_size`"},
+    {"model.seq_len", "tokens", "sequence length of one sample", "Megatron `--seq-length`"},
+    {"model.mlp", "", "`gelu` (GPT: LayerNorm, biases) or `swiglu` (Llama: RMSNorm, no biases)", "Megatron `--swiglu`"},
+    {"model.tied_embeddings", "", "input embedding and LM head share one weight",
+     "Megatron without `--untie-embeddings-and-output-weights`"},
+    {"model.moe.experts", "", "experts per MoE layer; 0: dense", "Megatron `--num-experts`"},
+    {"model.moe.top_k", "", "experts each token is routed to", "Megatron `--moe-router-topk`"},
+    {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert", "Megatron `--moe-ffn-hidden-size`"},
+    {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
+     "Megatron `--moe-expert-capacity-factor`"},
+    {"model.moe.imbalance", "", "the busiest EP rank's routed tokens over the mean (1: even); it sets the pace", ""},
+    {"model.moe.shared_experts", "", "experts every token goes through beside the routed ones",
+     "Megatron `--moe-shared-expert-intermediate-size` (as a count of expert-sized MLPs)"},
+    {"cluster", "", "a cluster preset name (`stepsim presets --kind cluster`) or an object of the keys below", ""},
+    {"cluster.name", "", "name shown in the report", ""},
+    {"cluster.nodes", "", "nodes; 0: as many as the job needs", ""},
+    {"cluster.gpus_per_node", "", "GPUs in one node", "torchrun `--nproc-per-node`"},
+    {"cluster.gpu", "", "a GPU preset name (`stepsim presets --kind gpu`) or an object of the keys below", ""},
+    {"cluster.gpu.name", "", "name shown in the report", ""},
+    {"cluster.gpu.arch", "", "`ampere`, `hopper` or `blackwell`", ""},
+    {"cluster.gpu.flops.*", "FLOPS", "dense tensor-core peak per precision (datasheet, without sparsity); 0: none", ""},
+    {"cluster.gpu.memory", "bytes", "HBM capacity", ""},
+    {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
+    {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
+    {"cluster.gpu.kernel_launch", "time", "host (CPU) cost to launch one kernel", ""},
+    {"cluster.gpu.efficiency.gemm_max", "fraction", "sustained fraction of dense peak reached by large GEMMs", ""},
+    {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs", "GEMM size at which it reaches half of gemm_max", ""},
+    {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
+     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8)", ""},
+    {"cluster.gpu.efficiency.attention_max", "fraction", "fraction of dense peak reached by fused attention", ""},
+    {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth", ""},
+    {"cluster.gpu.efficiency.kernel_min", "time", "shortest duration of any kernel", ""},
+    {"cluster.gpu.efficiency.comm_slowdown", "fraction",
+     "compute runs this much slower while a communication kernel shares the GPU", "NCCL's SMs (`NCCL_MAX_NCHANNELS`)"},
+    {"cluster.gpu.board_power_w", "W", "board power (TDP) for energy per step; 0: unknown", ""},
+    {"cluster.gpu.provenance.fitted", "", "whether the efficiencies are fitted to measurements", ""},
+    {"cluster.gpu.provenance.source", "", "what they are fitted to, or which datasheet and assumptions", ""},
+    {"cluster.intra_node.fabric", "", "`nvswitch`, `nvlink-mesh` or `pcie`", ""},
+    {"cluster.intra_node.bandwidth", "B/s", "NVLink bandwidth per GPU per direction", ""},
+    {"cluster.intra_node.latency", "time", "per-hop latency inside a node", "NCCL's hwLat (src/graph/tuning.cc)"},
+    {"cluster.intra_node.nvls", "", "NVLink SHARP (reductions in the NVSwitch)", "`NCCL_NVLS_ENABLE`"},
+    {"cluster.inter_node.fabric", "", "`infiniband`, `roce` or `ethernet`", ""},
+    {"cluster.inter_node.nics_per_node", "", "network adapters per node", ""},
+    {"cluster.inter_node.nic_bandwidth", "b/s", "bandwidth of one NIC per direction", ""},
+    {"cluster.inter_node.latency", "time", "per-hop network latency", "NCCL's hwLat (src/graph/tuning.cc)"},
+    {"cluster.inter_node.topology", "", "`rail-optimized` or `fat-tree`", ""},
+    {"cluster.inter_node.oversubscription", "ratio", "leaf-to-spine oversubscription (1: non-blocking)", ""},
+    {"cluster.collective_tuning.launch_overhead", "time", "added to every collective", ""},
+    {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},
+    {"cluster.collective_tuning.ramp_half_bytes", "bytes", "per-rank size at which Simple reaches half its bandwidth",
+     ""},
+    {"cluster.collective_tuning.ramp_exponent", "", "steepness of that ramp", ""},
+    {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
+    {"cluster.collective_tuning.ll128_efficiency", "fraction", "achieved fraction of NCCL's LL128 bandwidth", ""},
+    {"cluster.gpu_hour_price", "currency/GPU-hour",
+     "price of one GPU-hour for cost per step and per million tokens; 0: not given (no default)", ""},
+    {"cluster.provenance.fitted", "", "whether collective_tuning is fitted to measurements", ""},
+    {"cluster.provenance.source", "", "what it is fitted to, or which datasheet and assumptions", ""},
+    {"parallel.tp", "", "tensor-parallel size (Megatron's column/row split of each layer)",
+     "Megatron `--tensor-model-parallel-size`"},
+    {"parallel.pp", "", "pipeline stages", "Megatron `--pipeline-model-parallel-size`"},
+    {"parallel.dp", "", "data-parallel replicas", "world size / (tp·pp·cp)"},
+    {"parallel.cp", "", "context-parallel size: the sequence split over cp ranks (2·cp chunks, causal load balance)", "Megatron `--context-parallel-size`"},
+    {"parallel.ep", "", "expert-parallel size: the experts of an MoE layer split over ep ranks", "Megatron `--expert-model-parallel-size`"},
+    {"parallel.sequence_parallel", "",
+     "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
+     "instead of AllReduce)",
+     "Megatron `--sequence-parallel`"},
+    {"parallel.schedule", "", "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble; `dualpipe` is refused)",
+     "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved"},
+    {"parallel.virtual_stages", "", "model chunks per stage (interleaved schedule)",
+     "Megatron `--virtual-pipeline-model-parallel-size`"},
+    {"parallel.stage_layers", "", "layers per stage, first to last; empty: an even split",
+     "Megatron `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`"},
+    {"training.global_batch", "sequences", "samples per optimizer step, all replicas together",
+     "Megatron `--global-batch-size`"},
+    {"training.micro_batch", "sequences", "samples per forward/backward pass", "Megatron `--micro-batch-size`"},
+    {"training.precision", "", "`bf16`, `fp16`, `fp8`, `tf32` or `fp32`; picks the peak MFU divides by",
+     "Megatron `--bf16`, `--fp8-format`"},
+    {"training.recompute", "", "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul output kept)",
+     "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+    {"training.attention", "", "`flash` (fused) or `unfused` (materialised s×s softmax)",
+     "Megatron `--use-flash-attn`"},
+    {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
+    {"data_parallel.kind", "", "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`",
+     "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
+    {"data_parallel.bucket_cap_mb", "MiB", "gradient bucket size (ddp)", "PyTorch DDP `bucket_cap_mb`"},
+    {"data_parallel.first_bucket_mb", "MiB", "size of DDP's first (smallest) bucket",
+     "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
+    {"data_parallel.overlap_grad_reduce", "",
+     "reduce gradient buckets during the backward; false: one reduction of all gradients after the backward "
+     "(bucket sizes then do not matter)",
+     "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
+     "flat AllReduce after it"},
+    {"data_parallel.grad_reduce_dtype", "", "precision gradients are reduced in",
+     "Megatron `--accumulate-allreduce-grads-in-fp32`"},
+    {"data_parallel.reshard_after_forward", "", "fsdp: free gathered parameters after the forward",
+     "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
+    {"data_parallel.forward_prefetch", "", "fsdp: gather the next unit's parameters during the forward",
+     "FSDP `forward_prefetch`"},
+    {"data_parallel.backward_prefetch", "", "fsdp: `pre`, `post` or `none`", "FSDP `backward_prefetch`"},
+    {"data_parallel.max_inflight_all_gathers", "", "fsdp 1: AllGathers in flight before waiting",
+     "FSDP `limit_all_gathers` (rate limiter of 2)"},
+    {"data_parallel.overlap_param_gather", "", "zero1/zero2: gather updated parameters during the next forward",
+     "Megatron `--overlap-param-gather`"},
+    {"data_parallel.fsdp_version", "", "1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
+     "`FullyShardedDataParallel` vs `fully_shard`"},
+    {"data_parallel.shard_group", "GPUs", "hsdp: ranks per shard group; 0: one node", "HSDP `device_mesh`"},
+    {"tensor_parallel.comm_overlap", "", "overlap TP communication with GEMMs (needs sequence parallelism and TP inside a node)",
+     "Megatron `--tp-comm-overlap` (Transformer Engine userbuffers)"},
+    {"collectives.algorithm", "", "force an NCCL algorithm, or `auto` for NCCL's choice", "`NCCL_ALGO`"},
+    {"collectives.protocol", "", "force an NCCL protocol, or `auto`", "`NCCL_PROTO`"},
+    {"calibration", "", "calibration files applied after the presets (`stepsim calibrate`)", "`--calibration FILE`"},
+    {"simulation.ranks", "", "`representative` (one rank per pipeline stage) or `all` (every GPU)", ""},
+    {"context_parallel.comm", "", "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather`",
+     "Megatron-Core `--cp-comm-type` p2p / all_gather"},
+};
+
+const KeyDoc* find_doc(std::string_view key) {
+  for (const KeyDoc& d : kDocs) {
+    if (d.key == key) return &d;
+    if (d.key.ends_with(".*") && key.starts_with(d.key.substr(0, d.key.size() - 1))) return &d;
+  }
+  return nullptr;
+}
+
+void collect(const boost::json::value& v, const std::string& prefix,
+             std::vector<std::pair<std::string, boost::json::value>>& out) {
+  const bool leaf = !v.is_object() || (!prefix.empty() && v.get_object().empty());
+  if (leaf) {
+    out.emplace_back(prefix, v);
+    return;
+  }
+  for (const auto& [key, value] : v.get_object())
+    collect(value, prefix.empty() ? std::string(key) : prefix + "." + std::string(key), out);
+}
+
+std::string cell(std::string_view text) { return text.empty() ? "" : std::string(text); }
+
+}  // namespace
+
+std::string value_text(const boost::json::value& v) {
+  if (v.is_double()) return fmt::format("{}", v.get_double());
+  if (v.is_array()) {
+    std::string s = "[";
+    for (const auto& e : v.get_array()) s += (s.size() > 1 ? ", " : "") + value_text(e);
+    return s + "]";
+  }
+  return boost::json::serialize(v);
+}
+
+std::vector<std::pair<std::string, boost::json::value>> leaf_keys(const boost::json::value& scenario) {
+  std::vector<std::pair<std::string, boost::json::value>> out;
+  collect(scenario, "", out);
+  return out;
+}
+
+std::vector<std::string> undocumented_keys(const boost::json::value& scenario) {
+  std::vector<std::string> missing;
+  for (const auto& [key, value] : leaf_keys(scenario))
+    if (find_doc(key) == nullptr) missing.push_back(key);
+  return missing;
+}
+
+void write_scenario_reference(const boost::json::value& scenario, std::ostream& out) {
+  out << "# Scenario reference\n\n"
+         "Generated by `stepsim presets --keys --markdown` from the scenario schema; do not edit by hand\n"
+         "(a test checks that this file is up to date). A scenario file is JSON with comments and\n"
+         "trailing commas; each section is a preset name or an object of the keys below, and\n"
+         "`--set KEY=VALUE` overrides one key. Quantities with a unit are strings with the unit\n"
+         "(`\"400 Gb/s\"`, `\"2.5 us\"`, `\"80 GiB\"`, `\"989 TFLOPS\"`); bare numbers are plain JSON numbers.\n"
+         "The value column is the default scenario's (`stepsim simulate` with no file: Llama 3 8B on\n"
+         "64 H100); keys a preset sets take the preset's value.\n";
+  std::string section;
+  for (const auto& [key, value] : leaf_keys(scenario)) {
+    const std::string top = key.substr(0, key.find('.'));
+    if (top != section) {
+      section = top;
+      out << fmt::format(
+          "\n## {}\n\n| key | unit | default scenario | meaning | framework option |\n|---|---|---|---|---|\n",
+          section);
+    }
+    const KeyDoc* d = find_doc(key);
+    out << fmt::format("| `{}` | {} | `{}` | {} | {} |\n", key, d ? cell(d->unit) : "", value_text(value),
+                       d ? cell(d->meaning) : "(undocumented)", d ? cell(d->framework) : "");
+  }
+}
+
+}  // namespace stepsim::cli

@@ -1,0 +1,166 @@
+// write_kineto_trace(): one simulated rank's step shaped as a PyTorch profiler (Kineto) trace,
+// so that `stepsim analyze`, HolisticTraceAnalysis and other Kineto tools read a simulation as
+// they read a measurement: GPU work as "kernel" events on CUDA stream threads with NCCL's
+// kernel names, a ProfilerStep#1 annotation on the CPU thread, and one cudaLaunchKernel
+// runtime event per kernel sharing its correlation id.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "report/json_text.hpp"
+#include "report/report_io.hpp"
+#include "report/trace_writer.hpp"
+
+namespace stepsim::report {
+namespace {
+
+constexpr std::int64_t kCpuTid = 1;
+constexpr std::int64_t kFirstStreamTid = 7;  // CUDA's first non-default stream id
+
+// NCCL's device kernel name, as NCCL 2.19+ writes it: ncclDevKernel_AllReduce_Sum_bf16_RING_LL.
+std::string nccl_kernel_name(CollOp op) {
+  switch (op) {
+    case CollOp::allreduce:
+    case CollOp::reducescatter:
+    case CollOp::reduce:
+      return fmt::format("ncclDevKernel_{}_Sum_bf16_RING_LL", nccl_name(op));
+    case CollOp::sendrecv:
+      return "ncclDevKernel_SendRecv";
+    default:
+      return fmt::format("ncclDevKernel_{}_RING_LL", nccl_name(op));
+  }
+}
+
+const char* kineto_collective(CollOp op) {
+  switch (op) {
+    case CollOp::allreduce:
+      return "allreduce";
+    case CollOp::allgather:
+      return "_allgather_base";
+    case CollOp::reducescatter:
+      return "_reduce_scatter_base";
+    case CollOp::broadcast:
+      return "broadcast";
+    case CollOp::reduce:
+      return "reduce";
+    case CollOp::alltoall:
+      return "all_to_all";
+    case CollOp::sendrecv:
+      return "send";
+    default:
+      return "unknown";
+  }
+}
+
+class KinetoWriter {
+ public:
+  KinetoWriter(const Timeline& t, const RankTimeline& rank, std::ostream& out) : t_(t), rank_(rank), out_(out) {}
+
+  void write(const StepWindow& window) {
+    out_ << fmt::format(
+        "{{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, "
+        "\"world_size\": {}}},\n  \"deviceProperties\": [{{\"id\": 0, \"name\": \"simulated GPU\"}}],\n"
+        "  \"traceName\": \"stepsim simulation\",\n  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n",
+        rank_.rank, world_size());
+    metadata();
+    const std::int64_t start = ps_to_ns(window.start.ps());
+    const std::int64_t end = ps_to_ns(window.end.ps());
+    event("user_annotation", "ProfilerStep#1", pid(), kCpuTid, start, end - start, "");
+    std::int64_t correlation = 1;
+    for (const Interval& iv : rank_.intervals) {
+      if (iv.activity == Activity::bubble) continue;
+      const std::int64_t s = ps_to_ns(iv.start.ps());
+      const std::int64_t e = ps_to_ns(iv.end.ps());
+      const std::int64_t launch = std::max(start, std::min(s, end));
+      const std::int64_t tid = kFirstStreamTid + iv.stream;
+      const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op)
+                               : iv.activity == Activity::memory ? "Memcpy DtoD (Device -> Device)"
+                                                                 : std::string(t_.names[iv.name]);
+      event("cuda_runtime", iv.activity == Activity::memory ? "cudaMemcpyAsync" : "cudaLaunchKernel", pid(), kCpuTid,
+            launch, 0, fmt::format("\"correlation\": {}, \"External id\": {}", correlation, correlation));
+      std::string args = fmt::format("\"device\": 0, \"stream\": {}, \"correlation\": {}, \"External id\": {}", tid,
+                                     correlation, correlation);
+      if (iv.activity == Activity::comm) args += comm_args(iv);
+      event(iv.activity == Activity::memory ? "gpu_memcpy" : "kernel", name, 0, tid, s, e - s, args);
+      ++correlation;
+    }
+    out_ << "\n  ]\n}\n";
+  }
+
+ private:
+  std::int64_t pid() const { return 1000 + rank_.rank; }
+
+  int world_size() const {
+    int n = 0;
+    for (const RankTimeline& r : t_.ranks) n += r.multiplicity;
+    return n;
+  }
+
+  std::string comm_args(const Interval& iv) const {
+    fmt::memory_buffer b;
+    fmt::format_to(std::back_inserter(b),
+                   ", \"Collective name\": \"{}\", \"dtype\": \"BFloat16\", \"In msg nelems\": {}",
+                   kineto_collective(iv.op), iv.bytes.count() / 2);
+    if (iv.group >= 0) {
+      const ProcessGroup& g = t_.groups[static_cast<std::size_t>(iv.group)];
+      fmt::format_to(std::back_inserter(b), ", \"Group size\": {}, \"Process Group Name\": ", g.size);
+      append_json_string(b, g.name);
+      b.append(std::string_view(", \"Process Group Description\": "));
+      append_json_string(b, g.name);
+      b.append(std::string_view(", \"Process Group Ranks\": "));
+      append_json_string(b, g.ranks);
+    }
+    return fmt::to_string(b);
+  }
+
+  void metadata() {
+    thread_meta(pid(), kCpuTid, "python", "thread_name");
+    for (std::size_t s = 0; s < rank_.streams.size(); ++s)
+      thread_meta(0, kFirstStreamTid + static_cast<std::int64_t>(s),
+                  fmt::format("stream {} ({})", kFirstStreamTid + s, rank_.streams[s]), "thread_name");
+    thread_meta(0, 0, "GPU 0", "process_name");
+    thread_meta(pid(), 0, rank_title(rank_), "process_name");
+  }
+
+  void thread_meta(std::int64_t pid, std::int64_t tid, const std::string& name, const char* kind) {
+    fmt::memory_buffer b;
+    fmt::format_to(std::back_inserter(b),
+                   "{}    {{\"ph\": \"M\", \"name\": \"{}\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": ",
+                   first_ ? "" : ",\n", kind, pid, tid);
+    append_json_string(b, name);
+    b.append(std::string_view("}}"));
+    out_.write(b.data(), static_cast<std::streamsize>(b.size()));
+    first_ = false;
+  }
+
+  void event(const char* cat, const std::string& name, std::int64_t pid, std::int64_t tid, std::int64_t ts_ns,
+             std::int64_t dur_ns, const std::string& args) {
+    fmt::memory_buffer b;
+    fmt::format_to(std::back_inserter(b), "{}    {{\"ph\": \"X\", \"cat\": \"{}\", \"name\": ", first_ ? "" : ",\n",
+                   cat);
+    append_json_string(b, name);
+    fmt::format_to(std::back_inserter(b), ", \"pid\": {}, \"tid\": {}, \"ts\": ", pid, tid);
+    append_us(b, ts_ns);
+    b.append(std::string_view(", \"dur\": "));
+    append_us(b, dur_ns);
+    fmt::format_to(std::back_inserter(b), ", \"args\": {{{}}}}}", args);
+    out_.write(b.data(), static_cast<std::streamsize>(b.size()));
+    first_ = false;
+  }
+
+  const Timeline& t_;
+  const RankTimeline& rank_;
+  std::ostream& out_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out) {
+  const StepWindow window = report_window(timeline);
+  const int index = rank_index >= 0 ? rank_index : critical_rank(timeline, window);
+  if (index < 0) return;
+  KinetoWriter(timeline, timeline.ranks[static_cast<std::size_t>(index)], out).write(window);
+}
+
+}  // namespace stepsim::report

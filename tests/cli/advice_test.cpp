@@ -1,0 +1,65 @@
+// Advice: the cause of the exposed communication named from the simulated step, and the
+// alternatives simulated and ranked by step time.
+#include <catch2/catch.hpp>
+
+#include "cli/advice.hpp"
+#include "cli/simulate_support.hpp"
+
+using stepsim::cli::advise;
+
+namespace {
+
+stepsim::SimulationResult advised(const std::string& name, const std::vector<std::string>& sets, bool asked) {
+  const stepsim::Scenario scenario = stepsim::io::load_scenario(name, sets);
+  stepsim::SimulationResult r = stepsim::simulate(scenario);
+  advise({name, sets, asked}, scenario, r);
+  return r;
+}
+
+int simulated(const stepsim::Report& r) {
+  int n = 0;
+  for (const auto& a : r.advice) n += a.status == "ok" ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("On the default scenario the advice names TP and ranks at least three simulated alternatives") {
+  const auto r = advised("", {}, false).report;
+  REQUIRE(r.overlap.exposed_fraction_of_step > 0.2);
+  CHECK(r.advice_cause.find("of it tp: tensor-parallel collectives are exposed") != std::string::npos);
+  CHECK(r.advice_cause.find("data dependency") != std::string::npos);
+  CHECK(simulated(r) >= 3);
+  for (std::size_t i = 1; i < r.advice.size(); ++i)
+    if (r.advice[i].status == "ok") CHECK(r.advice[i - 1].step_time_s <= r.advice[i].step_time_s);
+  CHECK(r.advice.front().step_time_s < r.step_time_s);
+  bool says_not_simulated = false;
+  for (const auto& a : r.advice)
+    if (a.change == "tensor_parallel.comm_overlap=true") says_not_simulated = a.status.find("not simulated") == 0;
+  CHECK(says_not_simulated);
+  CHECK(r.notes.back().rfind("advice: ", 0) == 0);
+}
+
+TEST_CASE("Without gradient overlap the advice names overlap first") {
+  const auto r = advised("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}, false).report;
+  CHECK(r.advice_cause.find("overlap_grad_reduce=false") != std::string::npos);
+  REQUIRE(simulated(r) >= 1);
+  CHECK(r.advice.front().change.rfind("data_parallel.overlap_grad_reduce=true", 0) == 0);
+  CHECK(r.advice.front().step_time_s < r.step_time_s);
+}
+
+TEST_CASE("Under the exposure target there is no advice unless asked") {
+  const auto quiet = advised("ddp-1.3b-64xa100", {}, false).report;
+  CHECK(quiet.advice_cause.empty());
+  CHECK(quiet.advice.empty());
+  const auto asked = advised("ddp-1.3b-64xa100", {}, true).report;
+  CHECK(asked.advice_cause.find("under the usual 5 % target") != std::string::npos);
+  CHECK(simulated(asked) >= 3);
+}
+
+TEST_CASE("With overlap off the report says the bucket size does not apply") {
+  const auto r = stepsim::test::run("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}).report;
+  bool said = false;
+  for (const auto& n : r.notes) said = said || n.find("bucket_cap_mb (25 MiB) does not apply") != std::string::npos;
+  CHECK(said);
+}

@@ -1,0 +1,31 @@
+// `simulate --compare-cluster`: the same job on other clusters, side by side, with cost and
+// energy per million tokens from each cluster's price and board power.
+#include <catch2/catch.hpp>
+
+#include "cli/run_stepsim.hpp"
+
+using stepsim::testing::Scratch;
+
+TEST_CASE("The same job on two clusters shows step time, tokens/s, MFU, energy and cost side by side") {
+  Scratch scratch("compare-cluster");
+  const auto run = scratch.run(
+      "simulate --set model=llama3-70b --set parallel.pp=4 --set training.global_batch=64 --set "
+      "training.micro_batch=1 --set training.recompute=selective --set cluster.gpu_hour_price=2 "
+      "--compare-cluster dgx-h200-ndr@3.5");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const auto at = run.out.find("same job on other clusters");
+  REQUIRE(at != std::string::npos);
+  const std::string table = run.out.substr(at);
+  for (const char* row : {"dgx-h100-ndr", "dgx-h200-ndr", "step time", "tokens per second", "MFU",
+                          "energy per M tokens", "cost per M tokens", "3.5"})
+    CHECK(table.find(row) != std::string::npos);
+  CHECK(table.find(" kWh") != std::string::npos);
+}
+
+TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
+  Scratch scratch("compare-cluster-bad");
+  const auto run = scratch.run("simulate --compare-cluster @3");
+  CHECK(run.status == 2);
+  CHECK(run.err == "stepsim: error: <command line>: --compare-cluster: expected NAME or NAME@PRICE, got '@3'\n");
+}

@@ -1,0 +1,79 @@
+// What the report explains beyond the step time: every pipeline stage, the compute that
+// overlapping communication slows, HFU beside MFU, cost and energy, and preset provenance.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "cli/simulate_support.hpp"
+#include "report/report_io.hpp"
+
+using stepsim::test::run;
+using stepsim::test::set;
+
+namespace {
+
+double exposed(const stepsim::Report& r) { return r.breakdown_s.exposed_total(); }
+
+bool has_note(const stepsim::Report& r, const std::string& part) {
+  for (const auto& n : r.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("Overlap's saving in exposed communication is the step time saved plus the slowdown shown") {
+  const auto on = run("ddp-1.3b-64xa100").report;
+  const auto off = run("ddp-1.3b-64xa100", {set("data_parallel.overlap_grad_reduce", "false")}).report;
+  const double exposed_saved = exposed(off) - exposed(on);
+  const double step_saved = off.step_time_s - on.step_time_s;
+  CHECK(exposed_saved > 0.02);
+  CHECK(on.compute_slowdown_s > 0.01);
+  CHECK(exposed_saved == Approx(step_saved + on.compute_slowdown_s - off.compute_slowdown_s).epsilon(1e-6));
+}
+
+TEST_CASE("Every pipeline stage of GPT-3 175B on Selene has its breakdown and memory") {
+  const auto r = run("gpt3-175b-selene").report;
+  REQUIRE(r.stages.size() == 8);
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const auto& st = r.stages[i];
+    CHECK(st.stage == static_cast<int>(i));
+    CHECK(st.breakdown_s.compute > 1.0);
+    CHECK(st.memory_bytes.modelled);
+    CHECK(st.memory_bytes.peak > 40.0 * 1073741824.0);
+    const auto& b = st.breakdown_s;
+    CHECK(b.compute + b.exposed_total() + b.bubble + b.optimizer + b.other == Approx(r.step_time_s).epsilon(1e-9));
+  }
+  CHECK(has_note(r, "has the largest bubble"));
+  CHECK(has_note(r, "LM head and the loss"));
+  std::ostringstream table;
+  stepsim::report::write_table(r, table);
+  CHECK(table.str().find("  stage 7 ") != std::string::npos);
+}
+
+TEST_CASE("HFU counts the recomputed FLOPs and MFU does not") {
+  const auto none = run("default").report;
+  CHECK(none.throughput.hfu == Approx(none.throughput.mfu));
+  const auto full = run("default", {set("training.recompute", "full")}).report;
+  CHECK(full.throughput.hfu > 1.25 * full.throughput.mfu);
+  CHECK(full.flop_convention.find("causal attention") != std::string::npos);
+}
+
+TEST_CASE("Energy comes from the preset's board power and cost only from a given price") {
+  const auto r = run("default").report;
+  CHECK(r.cost.gpu_power_w == 700);
+  CHECK(r.cost.energy_per_step_j == Approx(700.0 * 64 * r.step_time_s));
+  CHECK(r.cost.cost_per_step == 0);
+  const auto priced = run("default", {set("cluster.gpu_hour_price", "3.6")}).report;
+  CHECK(priced.cost.cost_per_step == Approx(3.6 * 64 * priced.step_time_s / 3600));
+  CHECK(priced.cost.cost_per_mtoken == Approx(priced.cost.cost_per_step / (128.0 * 8192) * 1e6));
+}
+
+TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100 does not") {
+  const auto h100 = run("default").report;
+  CHECK(has_note(h100, "GPU h100-sxm5-80gb is not fitted to measurements"));
+  const auto a100 = run("ddp-1.3b-64xa100").report;
+  CHECK_FALSE(has_note(a100, "is not fitted"));
+  REQUIRE(a100.provenance.size() == 2);
+  CHECK(a100.provenance[0].find("Korthikanti") != std::string::npos);
+}

@@ -1,0 +1,64 @@
+// docs/scenario-reference.md is what `stepsim presets --keys --markdown` prints, every key of
+// the schema has a row with its meaning, and the presets' listings read as whole sentences.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include "cli/run_stepsim.hpp"
+#include "cli/scenario_reference.hpp"
+#include "io/scenario_loader.hpp"
+
+using stepsim::testing::Scratch;
+using stepsim::testing::slurp;
+
+TEST_CASE("The checked-in scenario reference is what the command generates") {
+  Scratch scratch("scenario-reference");
+  const auto run = scratch.run("presets --keys --markdown");
+  REQUIRE(run.status == 0);
+  INFO("regenerate it: build/ci/stepsim presets --keys --markdown > docs/scenario-reference.md");
+  CHECK(run.out == slurp(std::string(STEPSIM_SOURCE_DIR) + "/docs/scenario-reference.md"));
+}
+
+TEST_CASE("Every scenario key has a unit, meaning and framework row in the reference") {
+  const auto scenario = boost::json::parse(stepsim::io::load_scenario("").resolved_json);
+  CHECK(stepsim::cli::undocumented_keys(scenario).empty());
+  CHECK(stepsim::cli::leaf_keys(scenario).size() > 80);
+  CHECK(stepsim::cli::undocumented_keys(boost::json::parse(R"({"parallel": {"made_up": 1}})")) ==
+        std::vector<std::string>{"parallel.made_up"});
+}
+
+TEST_CASE("Key values are written as a scenario file writes them, not in exponent form") {
+  CHECK(stepsim::cli::value_text(boost::json::value(0.8)) == "0.8");
+  CHECK(stepsim::cli::value_text(boost::json::value(6e9)) == "6000000000");
+  Scratch scratch("keys-format");
+  const auto run = scratch.run("presets --keys");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("cluster.gpu.efficiency.gemm_max = 0.8\n") != std::string::npos);
+  CHECK(run.out.find("E-1") == std::string::npos);
+}
+
+TEST_CASE("presets writes JSON with --json FILE like every other command") {
+  Scratch scratch("presets-json");
+  REQUIRE(scratch.run("presets --json list.json").status == 0);
+  const auto list = boost::json::parse(slurp(scratch.file("list.json")));
+  CHECK(list.as_array().size() > 20);
+  const auto stdout_run = scratch.run("presets --json - --kind gpu");
+  CHECK(boost::json::parse(stdout_run.out).as_array().size() == 5);
+}
+
+TEST_CASE("Example summaries end at the end of a sentence and hardware summaries say whether they are fitted") {
+  Scratch scratch("presets-summary");
+  const auto run = scratch.run("presets");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("fp32 gradient reduction.\n") != std::string::npos);
+  CHECK(run.out.find("a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs; fitted\n") != std::string::npos);
+  CHECK(run.out.find("132 SMs, 700 W; datasheet only\n") != std::string::npos);
+}
+
+TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
+  Scratch scratch("zero3");
+  const auto run = scratch.run("simulate --set data_parallel.kind=zero3");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("unknown value 'zero3': ZeRO-3 is 'fsdp' here") != std::string::npos);
+  CHECK(run.err.find("zero1") == std::string::npos);
+}
