@@ -21,18 +21,14 @@ Bytes chunk_activations(const workload::ModelWork& w, const ChunkLayers& c) {
   return kept;
 }
 
+// Only transformer layers defer their wgrad GEMMs (the embedding and head run whole in B).
 Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
-  Bytes kept = weight_pass_inputs(s, w.layer) * c.layers;
-  if (c.pre) kept += weight_pass_inputs(s, w.pre);
-  if (c.post) kept += weight_pass_inputs(s, w.post);
-  return kept;
+  return weight_pass_inputs(s, w.layer) * c.layers;
 }
 
 // Under sequence parallelism these GEMMs' inputs are kept sharded and gathered again for
 // the weight gradient.
-bool gathered_input(workload::Role role) {
-  return role == workload::Role::qkv || role == workload::Role::fc1 || role == workload::Role::lm_head;
-}
+bool gathered_input(workload::Role role) { return role == workload::Role::qkv || role == workload::Role::fc1; }
 
 // Just before a chunk's first layer recompute: its head's activations (the fp32 logits) are
 // already freed by the head's backward, the layer's working set is allocated.

@@ -40,9 +40,7 @@ DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   add_block(table, w.layer, w.layer.activations, recompute_working_set(s, w));
   add_block(table, w.pre, w.pre.activations, Bytes(0));
   add_block(table, w.post, w.post.activations, Bytes(0));
-  if (splits_backward(s.parallel.schedule)) {
-    for (const workload::LayerWork* block : {&w.layer, &w.pre, &w.post}) add_weight_pass(table, s, *block);
-  }
+  if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
   return table;
 }
 

@@ -115,25 +115,26 @@ class StepWriter {
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
 
-  // The whole backward, or under a zero-bubble schedule its input-gradient (B) pass.
+  // The whole backward, or under a zero-bubble schedule its input-gradient (B) pass. The
+  // embedding and the LM head run whole in B: the head's weight gradient needs the b·s·V
+  // logits gradient, which deferred W passes would hold beyond 1F1B's memory.
   void backward(const ChunkLayers& chunk) {
     const Passes passes = split_ ? Passes::input : Passes::all;
-    if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward, passes);
+    if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
       ops(work_.layer.recompute, l + 1, Phase::recompute);
       ops(work_.layer.backward, l + 1, Phase::backward, passes);
     }
-    if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward, passes);
+    if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward);
   }
 
-  // The weight-gradient (W) pass of a zero-bubble schedule: the wgrad GEMMs the B pass left,
-  // in the same block order, so gradient buckets fill as they do in an unsplit backward.
+  // The weight-gradient (W) pass of a zero-bubble schedule: the transformer layers' wgrad
+  // GEMMs the B pass left, last layer first, so gradient buckets fill as in an unsplit
+  // backward.
   void weight_pass(const ChunkLayers& chunk) {
-    if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward, Passes::weight);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
       ops(work_.layer.backward, l + 1, Phase::backward, Passes::weight);
     }
-    if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward, Passes::weight);
   }
 
   // Which backward ops a pass issues: all, all but the wgrad GEMMs (B), only them (W).
