@@ -1,11 +1,14 @@
 // Activations a pipeline stage keeps: the Korthikanti per-layer bytes (workload layer) of
-// every model-chunk forward its schedule has run but not yet backpropagated.
+// every model-chunk forward its schedule has run but not yet backpropagated, and under a
+// zero-bubble schedule what a weight-gradient pass still needs after its B pass.
 #include <algorithm>
+#include <cmath>
 
 #include "parallelism/memory_model.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "workload/layer.hpp"
+#include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
@@ -18,6 +21,15 @@ Bytes chunk_activations(const workload::ModelWork& w, const ChunkLayers& c) {
   return kept;
 }
 
+// Only transformer layers defer their wgrad GEMMs (the embedding and head run whole in B).
+Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
+  return weight_pass_inputs(s, w.layer) * c.layers;
+}
+
+// Under sequence parallelism these GEMMs' inputs are kept sharded and gathered again for
+// the weight gradient.
+bool gathered_input(workload::Role role) { return role == workload::Role::qkv || role == workload::Role::fc1; }
+
 // Just before a chunk's first layer recompute: its head's activations (the fp32 logits) are
 // already freed by the head's backward, the layer's working set is allocated.
 Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Bytes working) {
@@ -26,6 +38,21 @@ Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Byt
 }
 
 }  // namespace
+
+// dW = Xᵀ·dY: the wgrad GEMM is k-by-n over the m tokens, X is m·k and dY m·n elements. For
+// a GPT layer without sequence parallelism that is Qi et al.'s 32·sbh of the 34·sbh + 5·as²b
+// a forward keeps.
+Bytes weight_pass_inputs(const Scenario& s, const workload::LayerWork& block) {
+  const bool sharded = s.parallel.sequence_parallel && s.parallel.tp > 1;
+  double elements = 0.0;
+  for (const workload::OpCost& op : block.backward) {
+    if (op.pass != workload::Pass::backward_weight) continue;
+    const double input = static_cast<double>(op.k) * static_cast<double>(op.m);
+    const double output_grad = static_cast<double>(op.k) * static_cast<double>(op.n);
+    elements += (sharded && gathered_input(op.role) ? input / s.parallel.tp : input) + output_grad;
+  }
+  return Bytes(std::llround(elements * workload::layer_shape(s).act_bytes));
+}
 
 Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
   if (s.training.recompute == Recompute::none || w.layer.recompute.empty()) return Bytes(0);
@@ -42,8 +69,13 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   Bytes stored{0};
   long long chunks = 0;
   KeptActivations peak;
+  const bool split = splits_backward(p.schedule);
   for (const PipelineOp& op : stage_order(p.schedule, shape, stage)) {
     const ChunkLayers& c = chunk_of(layout, p, stage, op.chunk);
+    if (op.weight) {
+      stored = stored - chunk_weight_inputs(s, w, c);
+      continue;
+    }
     if (op.forward) {
       stored += chunk_activations(w, c);
       ++chunks;
@@ -53,6 +85,9 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
     const Bytes during = stored + backward_transient(w, c, working);
     if (during > peak.bytes) peak = {during, chunks};
     stored = stored - chunk_activations(w, c);
+    // A B pass frees what only it needed; the W pass's inputs stay until the W pass.
+    if (split) stored += chunk_weight_inputs(s, w, c);
+    if (split && stored > peak.bytes) peak = {stored, chunks - 1};
     --chunks;
   }
   return peak;

@@ -1,10 +1,12 @@
 // Memory counter of the trace: each rank starts the step with its stage's states allocated;
 // forward ops allocate the activations their layer keeps and backward ops free them.
+#include <algorithm>
 #include <map>
 #include <string>
 
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
+#include "parallelism/pipeline_schedule.hpp"
 
 namespace stepsim::parallelism {
 
@@ -22,11 +24,23 @@ void add_block(DeltaTable& table, const workload::LayerWork& block, Bytes kept, 
   table[block.backward.back().name] += Bytes(0) - kept - working;
 }
 
+// Under a zero-bubble schedule the B pass (ending with the block's last backward op) keeps
+// what the W pass needs, and the W pass's last wgrad GEMM frees it.
+void add_weight_pass(DeltaTable& table, const Scenario& s, const workload::LayerWork& block) {
+  const auto last = std::find_if(block.backward.rbegin(), block.backward.rend(),
+                                 [](const workload::OpCost& op) { return op.pass == workload::Pass::backward_weight; });
+  if (block.forward.empty() || last == block.backward.rend()) return;
+  const Bytes kept = weight_pass_inputs(s, block);
+  table[block.backward.back().name] += kept;
+  table[last->name] += Bytes(0) - kept;
+}
+
 DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
   add_block(table, w.layer, w.layer.activations, recompute_working_set(s, w));
   add_block(table, w.pre, w.pre.activations, Bytes(0));
   add_block(table, w.post, w.post.activations, Bytes(0));
+  if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
   return table;
 }
 

@@ -60,6 +60,10 @@ std::string memory_note(const MemoryEstimate& estimate);
 // selective: the attention scores) and holds until that backward frees them.
 Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work);
 
+// What a zero-bubble weight-gradient (W) pass needs of one micro-batch of `block`, kept
+// from its input-gradient (B) pass until then: each wgrad GEMM's input and output gradient.
+Bytes weight_pass_inputs(const Scenario& scenario, const workload::LayerWork& block);
+
 struct KeptActivations {
   Bytes bytes{0};        // at the stage's peak, the recompute working set included
   long long chunks = 0;  // model-chunk forwards run and not yet backpropagated at the peak

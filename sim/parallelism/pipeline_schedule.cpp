@@ -10,10 +10,12 @@ namespace stepsim::parallelism {
 
 namespace {
 
-constexpr std::array<ScheduleKind, 3> kSchedules{{
+constexpr std::array<ScheduleKind, 5> kSchedules{{
     {Schedule::gpipe, "gpipe", gpipe_order},
     {Schedule::one_f_one_b, "1f1b", one_f_one_b_order},
     {Schedule::interleaved, "interleaved", interleaved_order},
+    {Schedule::zb_h1, "zb-h1", zb_h1_order, true},
+    {Schedule::zb_h2, "zb-h2", zb_h2_order, true},
 }};
 
 }  // namespace
@@ -26,6 +28,13 @@ std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shap
   }
   STEPSIM_CHECK(false, "schedule missing from the registry");
   return {};
+}
+
+bool splits_backward(Schedule schedule) {
+  for (const ScheduleKind& k : kSchedules) {
+    if (k.schedule == schedule) return k.split_backward;
+  }
+  return false;
 }
 
 int warmup_forwards(const std::vector<PipelineOp>& order) {

@@ -14,6 +14,9 @@ struct PipelineOp {
   int micro_batch = 0;
   int chunk = 0;  // model chunk (virtual stage) of the stage: 0..chunks-1
   bool forward = true;
+  // Of a backward: only the weight-gradient (W) pass, in schedules that split the backward;
+  // there a backward without it is the input-gradient (B) pass.
+  bool weight = false;
   friend bool operator==(const PipelineOp&, const PipelineOp&) = default;
 };
 
@@ -29,12 +32,16 @@ struct ScheduleKind {
   Schedule schedule;
   const char* name;  // the parallel.schedule value
   ScheduleOrder order;
+  bool split_backward = false;  // backwards are B and W passes (zero-bubble schedules)
 };
 
 std::span<const ScheduleKind> pipeline_schedules();
 
 // The passes of `stage` in execution order under `schedule`.
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage);
+
+// Whether `schedule` runs each backward as an input-gradient and a weight-gradient pass.
+bool splits_backward(Schedule schedule);
 
 // Forwards a stage runs before its first backward.
 int warmup_forwards(const std::vector<PipelineOp>& order);
@@ -43,5 +50,7 @@ int warmup_forwards(const std::vector<PipelineOp>& order);
 std::vector<PipelineOp> gpipe_order(const PipelineShape& shape, int stage);
 std::vector<PipelineOp> one_f_one_b_order(const PipelineShape& shape, int stage);
 std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage);
+std::vector<PipelineOp> zb_h1_order(const PipelineShape& shape, int stage);
+std::vector<PipelineOp> zb_h2_order(const PipelineShape& shape, int stage);
 
 }  // namespace stepsim::parallelism

@@ -89,6 +89,10 @@ class StepWriter {
       micro_batch_ = op.micro_batch;
       chunk_ = op.chunk;
       const ChunkLayers& chunk = chunk_of(chunks_, s_.parallel, stage_, op.chunk);
+      if (op.weight) {
+        weight_pass(chunk);  // reads only what the stage holds: no transfer
+        continue;
+      }
       pp_.receive(b_, op);
       if (op.forward) forward(chunk);
       if (!op.forward) backward(chunk);
@@ -111,19 +115,44 @@ class StepWriter {
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
 
+  // The whole backward, or under a zero-bubble schedule its input-gradient (B) pass. The
+  // embedding and the LM head run whole in B: the head's weight gradient needs the b·s·V
+  // logits gradient, which deferred W passes would hold beyond 1F1B's memory.
   void backward(const ChunkLayers& chunk) {
+    const Passes passes = split_ ? Passes::input : Passes::all;
     if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
       ops(work_.layer.recompute, l + 1, Phase::recompute);
-      ops(work_.layer.backward, l + 1, Phase::backward);
+      ops(work_.layer.backward, l + 1, Phase::backward, passes);
     }
     if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward);
   }
 
-  void ops(const std::vector<OpCost>& list, int block, Phase phase) {
+  // The weight-gradient (W) pass of a zero-bubble schedule: the transformer layers' wgrad
+  // GEMMs the B pass left, last layer first, so gradient buckets fill as in an unsplit
+  // backward.
+  void weight_pass(const ChunkLayers& chunk) {
+    for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
+      ops(work_.layer.backward, l + 1, Phase::backward, Passes::weight);
+    }
+  }
+
+  // Which backward ops a pass issues: all, all but the wgrad GEMMs (B), only them (W).
+  enum class Passes : std::uint8_t { all, input, weight };
+
+  static bool selected(const OpCost& cost, Passes passes) {
+    const bool wgrad = cost.pass == workload::Pass::backward_weight;
+    return passes == Passes::all || (passes == Passes::weight) == wgrad;
+  }
+
+  void ops(const std::vector<OpCost>& list, int block, Phase phase, Passes passes = Passes::all) {
+    const auto any = [&](const OpCost& c) { return selected(c, passes); };
+    if (passes != Passes::all && std::none_of(list.begin(), list.end(), any)) return;
     const BlockSite site{block, phase, micro_batch_, chunk_, last_};
     dp_->before_block(b_, site);
-    for (const OpCost& cost : list) one(cost, block, phase);
+    for (const OpCost& cost : list) {
+      if (selected(cost, passes)) one(cost, block, phase);
+    }
     dp_->after_block(b_, site);
   }
 
@@ -164,6 +193,7 @@ class StepWriter {
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
   std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t> names_;
+  bool split_ = splits_backward(s_.parallel.schedule);
   bool last_ = false;
   int micro_batch_ = 0;
   int chunk_ = 0;

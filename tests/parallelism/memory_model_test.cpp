@@ -177,6 +177,9 @@ TEST_CASE("the trace's memory counter peaks at the modelled peak of each stage")
   check_counter_matches_model(gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::selective));
   check_counter_matches_model(gpt(8, 4, Schedule::gpipe, 1, 8, Recompute::full));
   check_counter_matches_model(gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::selective));
+  // Zero-bubble: B frees all but the W pass's inputs, W frees those.
+  check_counter_matches_model(gpt(8, 4, Schedule::zb_h1, 1, 8, Recompute::selective));
+  check_counter_matches_model(gpt(8, 4, Schedule::zb_h2, 1, 8, Recompute::selective));
 }
 
 TEST_CASE("a model larger than the GPU does not fit and says by how much") {
