@@ -96,7 +96,13 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   if (p.tp <= 1) return;
-  out.push_back({{set("tensor_parallel.comm_overlap", "true")}, "TP communication overlap"});
+  // Transformer Engine overlaps sequence parallelism's AllGather and ReduceScatter: the
+  // overlap needs it, so the candidate switches both on.
+  if (p.sequence_parallel)
+    out.push_back({{set("tensor_parallel.comm_overlap", "true")}, "TP communication overlap"});
+  else
+    out.push_back({{set("parallel.sequence_parallel", "true"), set("tensor_parallel.comm_overlap", "true")},
+                   "TP communication overlap (with the sequence parallelism it needs)"});
   out.push_back({{set("parallel.sequence_parallel", p.sequence_parallel ? "false" : "true")},
                  "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
   for (int f : {2, 4})
