@@ -22,12 +22,6 @@ namespace {
 
 namespace json = boost::json;
 
-double exposed_of(const report::WindowMetrics& m) {
-  double sum = 0;
-  for (double e : m.exposed) sum += e;
-  return sum;
-}
-
 std::string group_title(const Timeline& t, std::int32_t g) {
   return g >= 0 && static_cast<std::size_t>(g) < t.groups.size() ? t.groups[static_cast<std::size_t>(g)].name
                                                                  : "unnamed";
@@ -46,8 +40,9 @@ std::string source_line(const Analysis& a) {
 
 void write_step_row(std::ostream& out, const std::string& name, const report::WindowMetrics& m, double n) {
   fmt::print(out, "{:<20} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f}%\n", name,
-             m.length / n * 1e3, (m.compute + m.optimizer) / n * 1e3, m.comm_union / n * 1e3, exposed_of(m) / n * 1e3,
-             m.memory_only / n * 1e3, (m.idle + m.bubble) / n * 1e3, m.hidden_fraction() * 100);
+             m.length / n * 1e3, (m.compute + m.optimizer) / n * 1e3, m.comm_union / n * 1e3,
+             m.exposed_total() / n * 1e3, m.memory_only / n * 1e3, (m.idle + m.bubble) / n * 1e3,
+             m.hidden_fraction() * 100);
 }
 
 void write_steps(const Analysis& a, std::ostream& out) {
@@ -196,7 +191,7 @@ json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
   o["idle_s"] = m.idle / n;
   json::object overlap;
   overlap["hidden_fraction"] = m.hidden_fraction();
-  overlap["exposed_fraction_of_step"] = m.length > 0 ? exposed_of(m) / m.length : 0.0;
+  overlap["exposed_fraction_of_step"] = m.length > 0 ? m.exposed_total() / m.length : 0.0;
   o["overlap"] = overlap;
   json::object by_op;
   for (std::size_t k = 0; k < s.exposed_by_op.size(); ++k)
@@ -383,7 +378,7 @@ void write_comparison_table(const Analysis& measured, const SimulationResult& pr
     const char* unit = r.fraction ? "%" : "ms";
     const std::string m =
         r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", "in kernels");
-    const std::string d = !r.known   ? fmt::format("{:>10}", "-")
+    const std::string d = !r.known     ? fmt::format("{:>10}", "-")
                           : r.fraction ? points_text(r.predicted, r.measured)
                                        : relative_text(r.predicted, r.measured);
     fmt::print(out, "{:<26} {} {:>10.3f}{:<2} {}\n", r.what, m, r.predicted * scale, unit, d);

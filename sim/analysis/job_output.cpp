@@ -15,12 +15,6 @@ namespace {
 
 namespace json = boost::json;
 
-double exposed_total(const report::WindowMetrics& m) {
-  double sum = 0;
-  for (double e : m.exposed) sum += e;
-  return sum;
-}
-
 // Step time across ranks: mean, and the fastest and slowest rank.
 struct Spread {
   double mean = 0, min = 0, max = 0;
@@ -74,8 +68,8 @@ void write_rank_rows(const JobAnalysis& job, std::ostream& out) {
     const std::string hta =
         r.hta.overlap_pct ? fmt::format("{:.2f}%", *r.hta.overlap_pct) : std::string(r.hta.available ? "n/a" : "-");
     fmt::print(out, "{:>6} {:>6} {:>12.3f} {:>12.3f} {:>8.1f}% {:>12}  {}\n", r.rank, r.steps,
-               r.mean(r.total.length) * 1e3, r.mean(exposed_total(r.total)) * 1e3, r.total.hidden_fraction() * 100, hta,
-               r.file);
+               r.mean(r.total.length) * 1e3, r.mean(r.total.exposed_total()) * 1e3, r.total.hidden_fraction() * 100,
+               hta, r.file);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,37 @@ class BucketSync {
   std::map<std::pair<int, workload::Role>, std::vector<int>> tensors_at_;  // by (block, role)
   std::size_t next_ = 0;                                                   // next bucket to launch
   std::vector<OpIndex> launched_;
+};
+
+// The dense gradients' buckets and, for a mixture of experts, the expert gradients' own
+// buckets on the expert-dp communicator: driven together, waited for together.
+class GradientSync {
+ public:
+  GradientSync(BucketLayout dense, bool overlap, CollOp op) : dense_(std::move(dense), overlap, op) {}
+  void add_experts(BucketLayout experts, bool overlap, CollOp op) {
+    experts_.emplace(std::move(experts), overlap, op, true);
+  }
+
+  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+    dense_.after_backward_op(b, site, op);
+    if (experts_) experts_->after_backward_op(b, site, op);
+  }
+  void end_backward(StepBuilder& b) {
+    dense_.end_backward(b);
+    if (experts_) experts_->end_backward(b);
+  }
+  std::vector<OpIndex> launched() const {
+    std::vector<OpIndex> all = dense_.launched();
+    if (experts_) all.insert(all.end(), experts_->launched().begin(), experts_->launched().end());
+    return all;
+  }
+  const BucketLayout& layout() const { return dense_.layout(); }
+  // The expert gradients' layout; nullptr without expert buckets.
+  const BucketLayout* expert_layout() const { return experts_ ? &experts_->layout() : nullptr; }
+
+ private:
+  BucketSync dense_;
+  std::optional<BucketSync> experts_;
 };
 
 }  // namespace stepsim::parallelism

@@ -31,17 +31,9 @@ class Zero final : public DataParallel {
   explicit Zero(const Scenario& scenario);
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
     sync_.after_backward_op(b, site, op);
-    if (experts_) experts_->after_backward_op(b, site, op);
   }
-  void end_backward(StepBuilder& b) override {
-    sync_.end_backward(b);
-    if (experts_) experts_->end_backward(b);
-  }
-  std::vector<OpIndex> optimizer_waits() const override {
-    std::vector<OpIndex> waits = sync_.launched();
-    if (experts_) waits.insert(waits.end(), experts_->launched().begin(), experts_->launched().end());
-    return waits;
-  }
+  void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
+  std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
   void before_block(StepBuilder& b, const BlockSite& site) override;
   workload::OpCost optimizer_op(const workload::OpCost& whole) const override;
   void after_optimizer(StepBuilder& b, OpIndex optimizer) override;
@@ -51,8 +43,7 @@ class Zero final : public DataParallel {
   void reach(StepBuilder& b, std::size_t gather);
   void dispatch(StepBuilder& b, std::size_t gather, const std::vector<OpIndex>& waits);
 
-  BucketSync sync_;
-  std::optional<BucketSync> experts_;
+  GradientSync sync_;
   int dp_;
   int expert_dp_;
   long long dense_params_ = 0;   // this stage's parameters outside the routed experts
@@ -89,7 +80,7 @@ Zero::Zero(const Scenario& s)
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel))
     (t.expert ? expert_params_ : dense_params_) += t.elements;
   if (expert_dp_ > 1 && expert_params_ > 0) {
-    experts_.emplace(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter, true);
+    sync_.add_experts(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter);
   }
 }
 
@@ -134,8 +125,9 @@ void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
   for (std::size_t g = 0; g < gathered_.size(); ++g) {
     if (!gathered_[g]) dispatch(b, g, {optimizer});
   }
-  if (!experts_) return;
-  const BucketLayout& layout = experts_->layout();
+  const BucketLayout* experts = sync_.expert_layout();
+  if (experts == nullptr) return;
+  const BucketLayout& layout = *experts;
   for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
     const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
     b.expert_dp_collective(CollOp::allgather, size, fmt::format("bucket {} params", k), {optimizer});

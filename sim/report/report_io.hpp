@@ -25,6 +25,11 @@ struct WindowMetrics {
   double memory_only = 0;  // memcpy/memset only
   double idle = 0;         // nothing at all, outside bubble markers
   double hidden_fraction() const { return comm_union > 0 ? overlap / comm_union : 0.0; }
+  double exposed_total() const {
+    double sum = 0;
+    for (double e : exposed) sum += e;
+    return sum;
+  }
 };
 
 // Sweeps the rank's intervals clipped to [begin, end): O(n log n), one buffer.
