@@ -135,6 +135,11 @@ void read_header_line(const std::string& text, Section& s, NcclTestsHeader& h) {
   static const std::regex gpus_flag(R"(\s-g\s+(\d+))");
   static const std::regex count_x(R"((\d+)\s*x\s+((?:NVIDIA\s+)?[A-Za-z][\w-]*))");
   static const std::regex nccl_said(R"(NCCL\s+(\d+\.\d+\.\d+))");
+  // nccl-tests writes header lines of a few hundred characters. std::regex matches by
+  // recursion, a level per character, so a megabyte-long comment line would exhaust the
+  // stack: such a line is no header, and is skipped like any other comment.
+  constexpr std::size_t kMaxHeaderLine = 4096;
+  if (text.size() > kMaxHeaderLine) return;
   std::smatch m;
   if (std::regex_search(text, m, starting)) {
     s = Section{};

@@ -9,7 +9,6 @@
 #include <cctype>
 #include <iostream>
 #include <map>
-#include <regex>
 
 #include "analysis/nccl_kernels.hpp"
 #include "analysis/trace_timeline.hpp"
@@ -101,9 +100,13 @@ std::map<std::string, workload::OpCost> op_names(const workload::ModelWork& w) {
   return out;
 }
 
+// "L12 fc1" -> "fc1": stepsim's traces prefix an op with its layer.
 std::string without_layer(const std::string& name) {
-  static const std::regex layer(R"(^L\d+ )");
-  return std::regex_replace(name, layer, "");
+  if (name.size() < 3 || name[0] != 'L') return name;
+  std::size_t i = 1;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 1 || i >= name.size() || name[i] != ' ') return name;
+  return name.substr(i + 1);
 }
 
 // Overlap of [a, b) with the merged communication intervals.

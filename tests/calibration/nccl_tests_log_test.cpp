@@ -177,3 +177,12 @@ TEST_CASE("truncated and garbage logs name the file and the place") {
   CHECK_THROWS_WITH(parse("\x01\x02 garbage\n"),
                     Catch::Contains("log.txt: line 1: expected an nccl-tests row of 12 or 13 columns"));
 }
+
+TEST_CASE("a megabyte-long comment line is skipped, not matched until the stack runs out") {
+  const std::string long_line = "# Collective test starting: " + std::string(3'000'000, 'b') + "\n";
+  const auto log = parse("# nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5\n" + long_line +
+                         "#  Rank  0 Group  0 Pid 1 on host device  0 [0x07] " + std::string(2'000'000, 'A') + "\n" +
+                         "1024 256 float sum -1 40.0 0.03 0.05 0 39.0 0.03 0.05 0\n");
+  REQUIRE(log.rows.size() == 1);
+  CHECK(log.rows[0].size == Bytes(1024));
+}
