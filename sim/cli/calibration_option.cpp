@@ -7,15 +7,14 @@
 
 namespace stepsim::cli {
 
-Scenario load_with_calibration(const std::string& scenario_path, std::vector<std::string> sets,
-                               const std::vector<std::string>& files) {
-  Scenario scenario = io::load_scenario(scenario_path, sets);
-  if (files.empty()) return scenario;
+std::vector<std::string> sets_with_calibration(const std::string& scenario_path, std::vector<std::string> sets,
+                                               const std::vector<std::string>& files) {
+  if (files.empty()) return sets;
   boost::json::array list;
-  for (const auto& f : scenario.calibration) list.emplace_back(f);
+  for (const auto& f : io::load_scenario(scenario_path, sets).calibration) list.emplace_back(f);
   for (const auto& f : files) list.emplace_back(f);
   sets.push_back("calibration=" + boost::json::serialize(list));
-  return io::load_scenario(scenario_path, sets);
+  return sets;
 }
 
 }  // namespace stepsim::cli

@@ -34,8 +34,14 @@ std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::
                                             const std::vector<std::string>& others) {
   std::vector<ClusterColumn> columns{{own_cluster, own}};
   for (const std::string& spec : others) {
-    const Scenario s = io::load_scenario(path, sets_for(sets, spec));
-    columns.push_back({s.cluster.name, simulate(s).report});
+    const std::vector<std::string> with_cluster = sets_for(sets, spec);
+    try {
+      const Scenario s = io::load_scenario(path, with_cluster);
+      columns.push_back({s.cluster.name, simulate(s).report});
+    } catch (const InputError& e) {
+      // The cluster came from this flag, not from a --set the user wrote.
+      throw InputError("<command line>", "--compare-cluster", spec + ": " + e.message());
+    }
   }
   return columns;
 }

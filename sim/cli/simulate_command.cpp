@@ -78,11 +78,19 @@ int run_simulate(const Args& args) {
     throw InputError("<command line>", "--trace-format",
                      "unknown trace format '" + format + "' (expected chrome or kineto)");
 
+  if (vm.count("trace-format") != 0 && !out.trace)
+    throw InputError("<command line>", "--trace-format", "needs --trace FILE: it chooses the format of that file");
+
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
-  const Scenario scenario = load_with_calibration(scenario_path, sets, calibrations);
+  const std::vector<std::string> all_sets = sets_with_calibration(scenario_path, sets, calibrations);
+  const Scenario scenario = io::load_scenario(scenario_path, all_sets);
+  if (!clusters.empty() && !scenario.calibration.empty())
+    throw InputError("<command line>", "--compare-cluster",
+                     "cannot be combined with calibration files: they were measured on this scenario's GPUs "
+                     "and do not describe the other clusters");
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   SimulationResult result = simulate(scenario);
-  advise({scenario_path, sets, vm.count("advise") > 0}, scenario, result);
+  advise({scenario_path, all_sets, vm.count("advise") > 0}, scenario, result);
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
                        : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);

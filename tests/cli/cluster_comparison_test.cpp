@@ -2,6 +2,8 @@
 // energy per million tokens from each cluster's price and board power.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include "cli/run_stepsim.hpp"
 
 using stepsim::testing::Scratch;
@@ -28,4 +30,32 @@ TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
   const auto run = scratch.run("simulate --compare-cluster @3");
   CHECK(run.status == 2);
   CHECK(run.err == "stepsim: error: <command line>: --compare-cluster: expected NAME or NAME@PRICE, got '@3'\n");
+}
+
+TEST_CASE("An unknown cluster to compare is blamed on --compare-cluster, not on a --set") {
+  Scratch scratch("compare-cluster-unknown");
+  const auto run = scratch.run("simulate --compare-cluster nosuch");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("stepsim: error: <command line>: --compare-cluster: nosuch: unknown cluster preset 'nosuch'") ==
+        0);
+}
+
+TEST_CASE("Calibration files and a cluster comparison are refused together") {
+  Scratch scratch("compare-cluster-calibrated");
+  std::ofstream(scratch.file("h100.calib.json"))
+      << R"({ "stepsim_calibration": 1, "provenance": { "gpu": "NVIDIA H100 80GB HBM3" },
+              "compute": { "launch_overhead_us": 40 } })";
+  const auto run = scratch.run("simulate --calibration " + scratch.file("h100.calib.json").string() +
+                               " --compare-cluster dgx-h200-ndr");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--compare-cluster: cannot be combined with calibration files") != std::string::npos);
+}
+
+TEST_CASE("A trace format without a trace file is refused") {
+  Scratch scratch("trace-format-alone");
+  const auto run = scratch.run("simulate --trace-format kineto");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: <command line>: --trace-format: needs --trace FILE: it chooses the format of "
+        "that file\n");
 }
