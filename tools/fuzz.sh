@@ -3,7 +3,9 @@
 # and runs each target for a bounded time, from a seed corpus derived from configs/, tests/data/
 # and tests/golden/ plus the corpus earlier runs grew under build/fuzz/corpus/.
 #   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s, every target)
-# Environment: STEPSIM_FUZZ_BUILD=0 skips the build; STEPSIM_FUZZ_KEEP_GOING=1 runs in fork
+# Environment: STEPSIM_FUZZ_BUILD=0 skips the build; STEPSIM_FUZZ_BUILD_DIR=build/asan runs the
+# fuzz programs the asan preset built alongside its tests (CI does that, with
+# STEPSIM_FUZZ_BUILD=0, to compile the sanitized code once); STEPSIM_FUZZ_KEEP_GOING=1 runs in fork
 # mode and carries on after a finding, to collect several in one run;
 # STEPSIM_FUZZ_ALLOW_FINDINGS=1 does that too and exits 0 despite findings (lists them);
 # STEPSIM_FUZZ_ARGS adds libFuzzer flags (e.g. -only_ascii=1 to look past a known bug).
@@ -16,8 +18,12 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=(scenario_text scenario_set simulate_set kineto nccl_tests); fi
-build=build/fuzz
+build=${STEPSIM_FUZZ_BUILD_DIR:-build/fuzz}
 
+if [ ! -d "$build" ] && [ "${STEPSIM_FUZZ_BUILD:-1}" = 0 ]; then
+  echo "fuzz: $build does not exist; build it first or leave STEPSIM_FUZZ_BUILD unset" >&2
+  exit 2
+fi
 if [ "${STEPSIM_FUZZ_BUILD:-1}" != 0 ]; then
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz

@@ -6,8 +6,9 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   libboost-json1.81-dev libboost-program-options1.81-dev
   libfmt-dev libspdlog-dev catch2 libbenchmark-dev zlib1g-dev
-  # tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks
-  clang-14 libclang-rt-14-dev llvm-14
+  # the asan preset and tools/fuzz.sh: clang (`clang++` itself comes with the package clang)
+  # with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks
+  clang clang-14 libclang-rt-14-dev llvm-14
   # the Slurm job-array test (a one-node Slurm) and tools/plot.py
   slurm-wlm munge python3-matplotlib
 )

@@ -19,7 +19,6 @@ using workload::Role;
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work)
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
-      layers_(s.model.layers),
       message_(work.layer.dispatch_message) {}
 
 OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const char* what,

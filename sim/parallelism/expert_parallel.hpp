@@ -27,7 +27,6 @@ class ExpertParallel {
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
 
   bool enabled_;
-  int layers_;
   Bytes message_;
   std::map<std::pair<int, std::string>, std::uint32_t> names_;
 };
