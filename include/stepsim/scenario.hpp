@@ -85,6 +85,7 @@ struct InterNode {
   Time latency = Time::from_us(2.7);
   InterTopology topology = InterTopology::rail_optimized;
   double oversubscription = 1.0;  // ≥ 1
+  int nodes_per_leaf = 1;         // nodes under one leaf switch (of each rail when rail-optimized)
 };
 
 // Measured NCCL behaviour that NCCL's own tuning model does not capture (nccl-tests floors,

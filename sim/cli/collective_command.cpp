@@ -15,6 +15,7 @@
 #include "cli/options.hpp"
 #include "collectives/collective.hpp"
 #include "io/scenario_loader.hpp"
+#include "parallelism/fabric.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
@@ -303,6 +304,9 @@ int run_collective(const Args& args) {
   for (Bytes s : sizes(o)) {
     const collectives::Request request{op, s, shape_of(cluster, o.gpus, o.ranks_per_node)};
     auto all = candidates_for_command_line(cluster, forced, request);
+    // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
+    // loads then limit the chosen algorithm (and, for -v, every other).
+    for (collectives::Choice& c : all) c.algbw = parallelism::fabric_bandwidth(cluster, request, c);
     Row row;
     row.size = s;
     row.choice = all.front();

@@ -65,6 +65,10 @@ const AlgorithmRow& algorithm_row(Algorithm a);
 // Shared by several algorithms.
 double nsteps(CollOp op, int ranks);  // ring steps: 2(n−1) AllReduce, n−1 AG/RS, n others
 double ll_cap(const Context& c);
+// NIC bytes per algorithm byte of one member of a double binary tree across nodes, each way:
+// each tree's N − 1 edges carry the half of the buffer it holds up and down, 2(N−1)/N of the
+// buffer per node (1 on two nodes, where each node is a leaf of one tree), over ppn GPUs.
+double tree_inter_load(const Context& c);
 std::optional<std::string> only_ops(const Context& c, std::initializer_list<CollOp> ops);
 
 // The three functions of each algorithm file; registry.cpp lists them in one table.

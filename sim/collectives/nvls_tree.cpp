@@ -30,6 +30,6 @@ Estimate estimate(const Context& c, Protocol p) {
   return {lat, algbw, ch};
 }
 
-LinkLoad load(const Context& c) { return {1.0, 2.0 / c.ppn()}; }
+LinkLoad load(const Context& c) { return {1.0, tree_inter_load(c)}; }
 
 }  // namespace stepsim::collectives::nvls_tree

@@ -40,6 +40,12 @@ double nsteps(CollOp op, int ranks) {
 
 double ll_cap(const Context& c) { return c.arch.ll_max_bw[static_cast<std::size_t>(nodes_index(c.nodes()))]; }
 
+double tree_inter_load(const Context& c) {
+  if (c.nodes() <= 1) return 0.0;
+  const double n = c.nodes();
+  return 2.0 * (n - 1) / n / c.ppn();
+}
+
 std::optional<std::string> only_ops(const Context& c, std::initializer_list<CollOp> ops) {
   if (std::find(ops.begin(), ops.end(), c.op) != ops.end()) return std::nullopt;
   return fmt::format("it does not implement {}", nccl_name(c.op));

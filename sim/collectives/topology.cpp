@@ -32,11 +32,9 @@ double first_speed_at_most(std::span<const double> speeds, double limit) {
 }
 
 double nic_speed(const ClusterSpec& cluster, const ArchFacts& arch, double intra_total) {
-  const InterNode& net = cluster.inter_node;
-  // A rail-optimized fabric keeps NCCL's rail-aligned traffic inside its rail switches; only
-  // a fat tree's spine is shared, so only there does oversubscription slow the NICs.
-  const double spine = net.topology == InterTopology::fat_tree ? std::max(1.0, net.oversubscription) : 1.0;
-  const double nic = net.nic_bandwidth.gbytes_per_s() / spine;
+  // NCCL sees the NIC's line rate: an oversubscribed spine is shared traffic, which the
+  // network's link resources model (leaf uplinks), not a slower NIC.
+  const double nic = cluster.inter_node.nic_bandwidth.gbytes_per_s();
   return first_speed_at_most(arch.inter_speeds, std::min(nic, intra_total));
 }
 

@@ -37,10 +37,9 @@ Estimate estimate(const Context& c, Protocol p) {
 }
 
 LinkLoad load(const Context& c) {
-  // Each GPU of the chain sends the buffer up (reduce) and down (broadcast); each node
-  // sends about twice the buffer over the two trees, spread over its NICs.
+  // Each GPU of the chain sends the buffer up (reduce) and down (broadcast).
   const double intra = 2.0 * (c.ppn() - 1) / c.ppn();
-  return {intra, c.nodes() > 1 ? 2.0 / c.ppn() : 0.0};
+  return {intra, tree_inter_load(c)};
 }
 
 }  // namespace stepsim::collectives::tree

@@ -184,7 +184,8 @@ Schema<InterNode> schema_of(Tag<InterNode>) {
                                                 field<&InterNode::nic_bandwidth, UnitStyle::bits>("nic_bandwidth"),
                                                 field<&InterNode::latency>("latency"),
                                                 field<&InterNode::topology>("topology"),
-                                                field<&InterNode::oversubscription>("oversubscription")};
+                                                field<&InterNode::oversubscription>("oversubscription"),
+                                                field<&InterNode::nodes_per_leaf>("nodes_per_leaf")};
   return {fields, ""};
 }
 

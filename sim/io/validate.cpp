@@ -85,11 +85,6 @@ void check_nvls(const ClusterSpec& cl, const Checker& c) {
 void check_fabrics(const ClusterSpec& cl, const Checker& c) {
   c.require(cl.intra_node.fabric != IntraFabric::nvlink_mesh, "/cluster/intra_node/fabric",
             "\"nvlink-mesh\" is not simulated yet (use \"nvswitch\" or \"pcie\")");
-  c.require(cl.inter_node.oversubscription == 1.0 || cl.inter_node.topology == InterTopology::fat_tree,
-            "/cluster/inter_node/oversubscription",
-            "{} needs \"topology\": \"fat-tree\" (a rail-optimized fabric keeps NCCL's rail-aligned traffic inside "
-            "its rail switches)",
-            cl.inter_node.oversubscription);
   c.require(cl.inter_node.fabric != InterFabric::ethernet, "/cluster/inter_node/fabric",
             "\"ethernet\" (NCCL's socket transport) is not simulated yet (use \"infiniband\" or \"roce\")");
 }

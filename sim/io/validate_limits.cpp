@@ -94,6 +94,7 @@ void cluster_ranges(const ClusterSpec& c, const Limits& l) {
   l.rate(c.inter_node.nic_bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/inter_node/nic_bandwidth");
   l.duration(c.inter_node.latency, 1.0, "/cluster/inter_node/latency");
   l.number(c.inter_node.oversubscription, 1, 1024, "/cluster/inter_node/oversubscription");
+  l.integer(c.inter_node.nodes_per_leaf, 1, 1 << 20, "/cluster/inter_node/nodes_per_leaf");
   l.duration(c.tuning.launch_overhead, 1.0, "/cluster/collective_tuning/launch_overhead");
   l.rate(c.tuning.ramp_half_bytes.as_double(), 0, 1099511627776.0, "B", false,
          "/cluster/collective_tuning/ramp_half_bytes");

@@ -11,8 +11,9 @@ namespace stepsim::network {
 
 using ResourceId = std::uint32_t;
 
-// One direction of one link as seen by a simulated rank: its NVLink/NVSwitch port, its NIC
-// (rail), its PCIe path. Capacity in bytes per second.
+// One direction of one link: a GPU's NVLink/NVSwitch port, a NIC, a leaf switch's uplinks
+// (the parallelism layer names and creates them, parallelism/fabric). Capacity in bytes
+// per second.
 struct Resource {
   std::string name;
   Bandwidth capacity;

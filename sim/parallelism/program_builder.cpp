@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "parallelism/context_parallel.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
+#include "parallelism/fabric.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
@@ -199,14 +201,6 @@ class StepWriter {
   int chunk_ = 0;
 };
 
-// Each GPU's share of its node's NICs, at their line rate. An oversubscribed fabric slows
-// the collectives that cross it once, in the collective cost model (its NIC speed), not
-// here as well.
-Bandwidth nic_share(const ClusterSpec& c) {
-  const int nics = std::max(c.inter_node.nics_per_node, 1);
-  return c.inter_node.nic_bandwidth.scaled(static_cast<double>(nics) / c.gpus_per_node);
-}
-
 struct Comm {
   CommKind kind;
   Dim dim;
@@ -218,7 +212,10 @@ constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}, {CommKind::cp, Dim::cp
 class Layout {
  public:
   Layout(const Scenario& s, engine::Program& program)
-      : s_(s), program_(program), ranks_(simulated_ranks(s.parallel, s.simulation.ranks)) {}
+      : s_(s),
+        program_(program),
+        ranks_(simulated_ranks(s.parallel, s.simulation.ranks)),
+        fabric_(s.cluster, program.resources) {}
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
 
@@ -230,8 +227,9 @@ class Layout {
     rank.label = r.label;
     rank.streams = {"compute"};
     program_.ranks.push_back(std::move(rank));
-    b.set_links(add_resource(fmt::format("rank {} nvlink", r.rank), s_.cluster.intra_node.bandwidth),
-                add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
+    // A simulated rank stands for the real ranks [rank, rank + multiplicity) of its stage
+    // (ranks are placed with the pipeline outermost), which load shared NICs and uplinks alike.
+    b.set_links(fabric_.ports(r.rank, r.rank, r.multiplicity));
     for (const Comm& c : kComms) add_comm(index, c, b);
     add_data_parallel_comms(index, b);
     add_expert_comms(index, b);
@@ -239,9 +237,20 @@ class Layout {
   }
 
  private:
-  network::ResourceId add_resource(std::string name, Bandwidth capacity) {
-    program_.resources.push_back({std::move(name), capacity});
-    return static_cast<network::ResourceId>(program_.resources.size() - 1);
+  // The spine share of a group, computed once per group (its members are the same for all).
+  SpineShare spine_from(std::int32_t group, const auto& ranks_of) {
+    if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
+    auto& share = spine_[static_cast<std::size_t>(group)];
+    if (!share) share = fabric_.oversubscribed() ? fabric_.spine_share(fabric_.nodes_of(ranks_of())) : SpineShare{};
+    return *share;
+  }
+
+  SpineShare spine_of(std::int32_t group, const RankGroup& members) {
+    return spine_from(group, [&] { return members.ranks(); });
+  }
+
+  SpineShare spine_of(std::int32_t group, const std::vector<int>& members) {
+    return spine_from(group, [&] { return members; });
   }
 
   void add_comm(std::size_t index, const Comm& c, StepBuilder& b) {
@@ -250,7 +259,8 @@ class Layout {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-    b.add_communicator(c.kind, {group(c, members, index), stream, shape_of(members, s_.cluster.gpus_per_node)});
+    const std::int32_t g = group(c, members, index);
+    b.add_communicator(c.kind, {g, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(g, members)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -259,8 +269,8 @@ class Layout {
       auto& streams = program_.ranks[index].streams;
       streams.push_back(c.name);
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-      b.add_communicator(c.kind, {group({c.kind, Dim::dp, c.name}, c.members, index), stream,
-                                  shape_of(c.members, s_.cluster.gpus_per_node)});
+      const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
+      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.gpus_per_node), spine_of(g, c.members)});
     }
   }
 
@@ -284,7 +294,8 @@ class Layout {
         named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node)};
+    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node),
+                            spine_of(it->second, members)};
     if (expert_dp) {
       b.add_expert_dp(comm);
     } else {
@@ -334,7 +345,8 @@ class Layout {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.gpus_per_node)});
+    b.add_pp_link(link,
+                  {it->second, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(it->second, members)});
   }
 
   // Groups partition the ranks, so a group's first member names it.
@@ -352,6 +364,8 @@ class Layout {
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
+  Fabric fabric_;
+  std::vector<std::optional<SpineShare>> spine_;  // per group, once known
 };
 
 }  // namespace

@@ -41,11 +41,6 @@ StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index) : state_(sta
 
 engine::RankProgram& StepBuilder::rank() { return state_.program().ranks[rank_index_]; }
 
-void StepBuilder::set_links(network::ResourceId intra, network::ResourceId nic) {
-  intra_ = intra;
-  nic_ = nic;
-}
-
 void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) {
   comms_[static_cast<std::size_t>(kind)] = comm;
 }
@@ -101,11 +96,9 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   return index;
 }
 
-std::vector<network::ResourceUse> StepBuilder::uses(const collectives::LinkLoad& load) const {
-  std::vector<network::ResourceUse> out;
-  if (load.intra > 0) out.push_back({intra_, load.intra});
-  if (load.inter > 0) out.push_back({nic_, load.inter});
-  return out;
+std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
+                                                    const collectives::LinkLoad& load, Side side) const {
+  return link_uses(ports_, load, side, op == CollOp::alltoall ? comm.spine.spread : comm.spine.ring);
 }
 
 std::uint32_t StepBuilder::collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what) {
@@ -128,17 +121,21 @@ OpIndex StepBuilder::pp_collective(PpLink link, CollOp op, Bytes size, const std
                                    const std::vector<OpIndex>& waits) {
   const Communicator& comm = pp_links_[static_cast<std::size_t>(link)];
   STEPSIM_CHECK(comm.group >= 0, "no pipeline link of that direction on this rank");
-  return collective_on(comm, CommKind::pp, op, size, collective_name(CommKind::pp, op, size, what), waits);
+  // A SendRecv loads its sender's transmit side and its receiver's receive side.
+  Side side = Side::both;
+  if (op == CollOp::sendrecv && (link == PpLink::forward_out || link == PpLink::backward_out)) side = Side::tx;
+  if (op == CollOp::sendrecv && (link == PpLink::forward_in || link == PpLink::backward_in)) side = Side::rx;
+  return collective_on(comm, CommKind::pp, op, size, collective_name(CommKind::pp, op, size, what), waits, side);
 }
 
 // The call's cost and link loads follow from the key: a communicator's shape is fixed per group.
-std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size) {
+std::int32_t StepBuilder::call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size, Side side) {
   auto& calls = rank().calls;
   const auto [it, inserted] =
       calls_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (!inserted) return it->second;
   const CollectiveCost& cost = state_.collective({op, size, comm.shape});
-  calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
+  calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, side)});
   return it->second;
 }
 
@@ -156,7 +153,8 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   auto& calls = rank().calls;
   const auto [it, inserted] =
       transfers_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
-  if (inserted) calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(cost.load)});
+  if (inserted)
+    calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, Side::both)});
   engine::Op e;
   e.kind = engine::OpKind::collective;
   e.stream = comm.stream;
@@ -166,12 +164,12 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
 }
 
 OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
-                                   const std::vector<OpIndex>& waits) {
+                                   const std::vector<OpIndex>& waits, Side side) {
   engine::Op e;
   e.kind = engine::OpKind::collective;
   e.stream = comm.stream;
   e.name = name;
-  e.call = call_of(comm, kind, op, size);
+  e.call = call_of(comm, kind, op, size, side);
   return append(e, waits);
 }
 

@@ -12,6 +12,7 @@
 #include "collectives/collective.hpp"
 #include "engine/program.hpp"
 #include "parallelism/costs.hpp"
+#include "parallelism/fabric.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim::parallelism {
@@ -38,6 +39,7 @@ struct Communicator {
   std::int32_t group = -1;  // index into Program::groups
   engine::StreamIndex stream = 0;
   collectives::GroupShape shape;
+  SpineShare spine{};  // share of the members' cross-node traffic that leaves their leaf
 };
 
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
@@ -66,7 +68,8 @@ class StepBuilder {
  public:
   StepBuilder(BuildState& state, std::size_t rank_index);
 
-  void set_links(network::ResourceId intra, network::ResourceId nic);
+  // The rank's NVLink port, NIC and leaf uplinks (Fabric::ports).
+  void set_links(const RankPorts& ports) { ports_ = ports; }
   void add_communicator(CommKind kind, const Communicator& comm);
   bool has_communicator(CommKind kind) const;
   void add_pp_link(PpLink link, const Communicator& comm);
@@ -113,16 +116,16 @@ class StepBuilder {
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
 
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
-  std::vector<network::ResourceUse> uses(const collectives::LinkLoad& load) const;
+  std::vector<network::ResourceUse> uses(const Communicator& comm, CollOp op, const collectives::LinkLoad& load,
+                                         Side side) const;
   OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
-  std::int32_t call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size);
+  std::int32_t call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size, Side side);
   OpIndex collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
-                        const std::vector<OpIndex>& waits);
+                        const std::vector<OpIndex>& waits, Side side = Side::both);
 
   BuildState& state_;
   std::size_t rank_index_;
-  network::ResourceId intra_ = 0;
-  network::ResourceId nic_ = 0;
+  RankPorts ports_;
   std::array<Communicator, kCommKinds> comms_{};
   std::array<Communicator, kPpLinks> pp_links_{};
   Communicator expert_dp_;

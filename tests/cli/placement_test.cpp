@@ -71,17 +71,4 @@ TEST_CASE("FSDP and HSDP under 1F1B and interleaved pipelines simulate every sta
   }
 }
 
-// The fabric's oversubscription slows collectives that cross nodes once: the exposed DP
-// AllReduces (no overlap) of a bandwidth-bound step take twice as long at 2, not four times.
-TEST_CASE("an oversubscribed fat tree slows cross-node collectives exactly once") {
-  const auto dp_time = [](const char* oversubscription) {
-    return busy(test::run("", {test::set("cluster.inter_node.topology", "fat-tree"),
-                               test::set("cluster.inter_node.oversubscription", oversubscription),
-                               test::set("data_parallel.overlap_grad_reduce", "false")})
-                    .report,
-                CommKind::dp);
-  };
-  CHECK(dp_time("2") / dp_time("1") == Approx(2.0).epsilon(0.01));
-}
-
 }  // namespace stepsim

@@ -114,3 +114,16 @@ TEST_CASE("link loads per algorithm byte follow the algorithm") {
   const auto multi = collectives::link_load({CollOp::allreduce, Bytes::mib(64), {16, 2, 8}}, ring);
   CHECK(multi.intra + multi.inter == Approx(2.0 * 15 / 16));
 }
+
+// Each of the double binary tree's N − 1 edges carries its half of the buffer up and down:
+// 2(N−1)/N of the buffer leaves each node each way, once on two nodes, almost twice on many.
+TEST_CASE("a tree AllReduce sends 2(N-1)/N of the buffer out of each node, spread over its GPUs") {
+  collectives::Choice tree;
+  tree.algorithm = Algorithm::tree;
+  CHECK(collectives::link_load({CollOp::allreduce, Bytes::mib(64), {16, 2, 8}}, tree).inter == Approx(1.0 / 8));
+  CHECK(collectives::link_load({CollOp::allreduce, Bytes::mib(64), {64, 64, 1}}, tree).inter == Approx(2.0 * 63 / 64));
+  collectives::Choice nvls_tree;
+  nvls_tree.algorithm = Algorithm::nvls_tree;
+  CHECK(collectives::link_load({CollOp::allreduce, Bytes::mib(64), {32, 4, 8}}, nvls_tree).inter ==
+        Approx(2.0 * 3 / 4 / 8));
+}

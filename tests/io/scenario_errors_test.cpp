@@ -122,6 +122,12 @@ TEST_CASE("pipeline, batch and precision rules name the key at fault") {
                           kParallel)) ==
         "scenario.json: /cluster/inter_node/oversubscription: must be between 1 and 1024, got "
         "0.5");
+  CHECK(
+      error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nodes_per_leaf": 0 } })", kParallel)) ==
+      "scenario.json: /cluster/inter_node/nodes_per_leaf: must be between 1 and 1048576, got 0");
+  // An oversubscribed rail-optimized fabric is simulated now (each rail's leaf has its uplinks).
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 2 } })",
+                          kParallel)) == "no error");
 }
 
 TEST_CASE("bad --set overrides name --set and the key") {

@@ -1,0 +1,166 @@
+// The cluster's network as named, directional link resources: where each rank's traffic
+// goes, and the one place where a shared NIC or an oversubscribed spine limits it.
+#include "parallelism/fabric.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "network/max_min.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::parallelism {
+
+Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources)
+    : resources_(resources),
+      gpus_per_node_(std::max(1, cluster.gpus_per_node)),
+      nics_per_node_(std::max(1, cluster.inter_node.nics_per_node)),
+      nodes_per_leaf_(std::max(1, cluster.inter_node.nodes_per_leaf)),
+      oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
+      rails_(cluster.inter_node.topology == InterTopology::rail_optimized),
+      nvlink_(cluster.intra_node.bandwidth),
+      // With more NICs than GPUs, each GPU drives nics / gpus of them as one port.
+      nic_(
+          cluster.inter_node.nic_bandwidth.scaled(std::max(1.0, static_cast<double>(nics_per_node_) / gpus_per_node_))),
+      node_nics_(cluster.inter_node.nic_bandwidth.scaled(nics_per_node_)) {}
+
+int Fabric::nic_of(int local_gpu) const {
+  if (nics_per_node_ >= gpus_per_node_) return local_gpu * (nics_per_node_ / gpus_per_node_);
+  return local_gpu * nics_per_node_ / gpus_per_node_;
+}
+
+std::string Fabric::name(const Key& key) const {
+  const auto [kind, where, which, rx] = key;
+  const char* side = rx ? "rx" : "tx";
+  switch (kind) {
+    case Kind::nvlink:
+      return fmt::format("node {} gpu {} nvlink {}", where, which, side);
+    case Kind::nic:
+      return fmt::format("node {} nic {} {}", where, which, side);
+    case Kind::leaf:
+      break;
+  }
+  const char* dir = rx ? "down" : "up";
+  if (which < 0) return fmt::format("leaf {} {}", where, dir);
+  return fmt::format("leaf {} rail {} {}", where, which, dir);
+}
+
+network::ResourceId Fabric::resource(const Key& key, Bandwidth capacity) {
+  const auto [it, inserted] = ids_.try_emplace(key, static_cast<network::ResourceId>(resources_.size()));
+  if (inserted) resources_.push_back({name(key), capacity});
+  return it->second;
+}
+
+// Ranks of [first, first + count) on `node` (and on NIC `nic` when nic ≥ 0).
+int Fabric::count_on_node(int node, int first, int count, int nic) const {
+  const long long begin = std::max<long long>(first, static_cast<long long>(node) * gpus_per_node_);
+  const long long end =
+      std::min<long long>(static_cast<long long>(first) + count, static_cast<long long>(node + 1) * gpus_per_node_);
+  int n = 0;
+  for (long long r = begin; r < end; ++r) {
+    if (nic < 0 || nic_of(static_cast<int>(r % gpus_per_node_)) == nic) ++n;
+  }
+  return n;
+}
+
+RankPorts Fabric::ports(int rank, int first, int count) {
+  const int node = node_of(rank);
+  const int gpu = rank % gpus_per_node_;
+  const int nic = nic_of(gpu);
+  RankPorts p;
+  p.nvlink_tx = resource({Kind::nvlink, node, gpu, false}, nvlink_);
+  p.nvlink_rx = resource({Kind::nvlink, node, gpu, true}, nvlink_);
+  p.nic_tx = resource({Kind::nic, node, nic, false}, nic_);
+  p.nic_rx = resource({Kind::nic, node, nic, true}, nic_);
+  p.nic_weight = std::max(1, count_on_node(node, first, count, nic));
+  if (!oversubscribed()) return p;
+  // A leaf's uplinks carry what its nodes' NICs (one rail's NIC each, on a rail-optimized
+  // fabric) can send, divided by the oversubscription.
+  const int leaf = leaf_of(node);
+  const int rail = rails_ ? nic : -1;
+  const Bandwidth down = rails_ ? nic_ : node_nics_;
+  const Bandwidth uplinks = down.scaled(nodes_per_leaf_ / oversubscription_);
+  p.spine = true;
+  p.leaf_up = resource({Kind::leaf, leaf, rail, false}, uplinks);
+  p.leaf_down = resource({Kind::leaf, leaf, rail, true}, uplinks);
+  int behind = 0;
+  const int first_node = std::max(leaf * nodes_per_leaf_, node_of(first));
+  const int last_node = std::min((leaf + 1) * nodes_per_leaf_ - 1, node_of(first + count - 1));
+  for (int n = first_node; n <= last_node; ++n) behind += count_on_node(n, first, count, rail);
+  p.leaf_weight = std::max(1, behind);
+  return p;
+}
+
+std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
+  std::vector<int> nodes;
+  for (int r : ranks) {
+    if (nodes.empty() || nodes.back() != node_of(r)) nodes.push_back(node_of(r));
+  }
+  return nodes;
+}
+
+SpineShare Fabric::spine_share(std::span<const int> nodes) const {
+  const auto n = static_cast<double>(nodes.size());
+  if (nodes.size() < 2) return {};
+  int changes = 0;  // around the ring: the last node sends to the first
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (leaf_of(nodes[i]) != leaf_of(nodes[(i + 1) % nodes.size()])) ++changes;
+  }
+  // Nodes in rank order: those of one leaf are consecutive, so count them per leaf.
+  double outside = 0;
+  for (std::size_t i = 0; i < nodes.size();) {
+    std::size_t j = i;
+    while (j < nodes.size() && leaf_of(nodes[j]) == leaf_of(nodes[i])) ++j;
+    const double same = static_cast<double>(j - i);
+    outside += same * (n - same) / (n - 1);
+    i = j;
+  }
+  return {changes / n, outside / n};
+}
+
+std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
+                                            double spine_share) {
+  std::vector<network::ResourceUse> out;
+  const bool tx = side != Side::rx;
+  const bool rx = side != Side::tx;
+  if (load.intra > 0) {
+    if (tx) out.push_back({ports.nvlink_tx, load.intra});
+    if (rx) out.push_back({ports.nvlink_rx, load.intra});
+  }
+  if (load.inter > 0) {
+    if (tx) out.push_back({ports.nic_tx, load.inter * ports.nic_weight});
+    if (rx) out.push_back({ports.nic_rx, load.inter * ports.nic_weight});
+    const double spine = load.inter * spine_share * ports.leaf_weight;
+    if (ports.spine && spine > 0) {
+      if (tx) out.push_back({ports.leaf_up, spine});
+      if (rx) out.push_back({ports.leaf_down, spine});
+    }
+  }
+  return out;
+}
+
+Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
+                           const collectives::Choice& choice) {
+  const collectives::GroupShape& shape = request.shape;
+  if (shape.ranks <= 1 || !choice.algbw.positive()) return choice.algbw;
+  std::vector<network::Resource> resources;
+  Fabric fabric(cluster, resources);
+  std::vector<int> ranks;
+  for (int node = 0; node < shape.nodes; ++node) {
+    for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(node * cluster.gpus_per_node + g);
+  }
+  const std::vector<int> nodes = fabric.nodes_of(ranks);
+  const SpineShare share = fabric.spine_share(nodes);
+  const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
+  const collectives::LinkLoad load = collectives::link_load(request, choice);
+  std::vector<network::ResourceUse> uses;
+  for (int r : ranks) {
+    for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
+  }
+  network::MaxMinSolver solver(resources);
+  const std::array<network::FlowDemand, 1> flow{{{choice.algbw, uses}}};
+  return Bandwidth::bytes_per_s(solver.solve(flow)[0]);
+}
+
+}  // namespace stepsim::parallelism

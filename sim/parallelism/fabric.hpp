@@ -1,0 +1,94 @@
+// The cluster's network as named, directional link resources shared by the ranks: each GPU's
+// NVLink port and the NIC it uses (transmit and receive), and the leaf switches' uplinks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collectives/collective.hpp"
+#include "network/resource.hpp"
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::parallelism {
+
+// Which side of its links a rank's part of a call loads: a SendRecv's sender transmits, its
+// receiver receives; a collective's member does both at once (links are full duplex).
+enum class Side : std::uint8_t { both, tx, rx };
+
+// The resources one simulated rank's traffic loads, and how many real GPUs' traffic it
+// carries on each: a simulated rank standing for several GPUs of its pipeline stage loads a
+// shared NIC or uplink for every one of them that shares it.
+struct RankPorts {
+  network::ResourceId nvlink_tx = 0;
+  network::ResourceId nvlink_rx = 0;
+  network::ResourceId nic_tx = 0;
+  network::ResourceId nic_rx = 0;
+  network::ResourceId leaf_up = 0;  // only with an oversubscribed spine
+  network::ResourceId leaf_down = 0;
+  bool spine = false;      // leaf_up and leaf_down exist
+  double nic_weight = 1;   // GPUs of the rank's class on its NIC
+  double leaf_weight = 1;  // GPUs of the rank's class behind its leaf uplinks
+};
+
+// Fraction of a group member's cross-node traffic that leaves its leaf: NCCL's rings (and its
+// trees, approximately) visit the group's nodes in rank order, so the traffic crosses the
+// spine once per change of leaf; an AllToAll spreads it over every other node.
+struct SpineShare {
+  double ring = 0;
+  double spread = 0;
+};
+
+// Creates each resource once, on first use, under a stable name that other parts (reports,
+// degraded links) can look up: "node 3 gpu 2 nvlink tx", "node 3 nic 1 rx", "leaf 2 up" on
+// a fat tree, "leaf 2 rail 1 up" on a rail-optimized fabric.
+class Fabric {
+ public:
+  Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources);
+
+  // The ports of global rank `rank`, which stands for the real ranks [first, first + count).
+  RankPorts ports(int rank, int first, int count);
+  // `nodes`: the group's nodes in rank order, each once.
+  SpineShare spine_share(std::span<const int> nodes) const;
+  // The nodes of a group given by its ranks in rank order.
+  std::vector<int> nodes_of(std::span<const int> ranks) const;
+
+  int node_of(int rank) const { return rank / gpus_per_node_; }
+  int nic_of(int local_gpu) const;  // the NIC a GPU uses, as NCCL maps them: g · nics / gpus
+  int leaf_of(int node) const { return node / nodes_per_leaf_; }
+  bool oversubscribed() const { return oversubscription_ > 1.0; }
+
+ private:
+  enum class Kind : std::uint8_t { nvlink, nic, leaf };
+  using Key = std::tuple<Kind, int, int, bool>;  // kind, node or leaf, gpu or rail, receive side
+  network::ResourceId resource(const Key& key, Bandwidth capacity);
+  std::string name(const Key& key) const;
+  int count_on_node(int node, int first, int count, int nic) const;  // nic < 0: any NIC
+
+  std::vector<network::Resource>& resources_;
+  std::map<Key, network::ResourceId> ids_;
+  int gpus_per_node_;
+  int nics_per_node_;
+  int nodes_per_leaf_;
+  double oversubscription_;
+  bool rails_;
+  Bandwidth nvlink_;
+  Bandwidth nic_;        // one GPU's NIC (several NICs when a node has more NICs than GPUs)
+  Bandwidth node_nics_;  // all NICs of a node
+};
+
+// The resource loads of one rank's part of a call: `load` per algorithm byte on its NVLink
+// port and on its NIC, the side(s) it uses, and the uplinks for the share that leaves its leaf.
+std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
+                                            double spine_share);
+
+// The algorithm bandwidth one collective alone gets on the fabric (its members laid on the
+// first ranks of consecutive nodes, as `stepsim collective` assumes): its cost model's
+// bandwidth, or less where a shared NIC or an oversubscribed uplink limits it.
+Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
+                           const collectives::Choice& choice);
+
+}  // namespace stepsim::parallelism

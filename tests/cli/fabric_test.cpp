@@ -1,0 +1,199 @@
+// The network's shared resources end to end: NICs shared by GPUs and an oversubscribed spine
+// slow a cross-node DP AllReduce by the hand-computed ratio, `stepsim collective` agrees, and
+// representative and all-ranks mode give one step time on homogeneous jobs.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cli/run_stepsim.hpp"
+#include "cli/simulate_support.hpp"
+#include "collectives/collective.hpp"
+#include "io/scenario_loader.hpp"
+
+namespace stepsim {
+namespace {
+
+// The default scenario (Llama 3 8B, TP 8 inside each of 8 DGX H100 nodes, DDP across them),
+// with NCCL's ring forced so that the hand computation below holds for every bucket.
+std::vector<std::string> with(std::vector<std::string> sets) {
+  sets.push_back(test::set("collectives.algorithm", "ring"));
+  return sets;
+}
+
+struct DpCall {
+  Bytes size;
+  Time duration;
+};
+
+std::vector<DpCall> dp_allreduces(const SimulationResult& r) {
+  std::vector<DpCall> out;
+  for (const Interval& i : r.timeline.ranks.front().intervals) {
+    if (i.activity == Activity::comm && i.kind == CommKind::dp && i.op == CollOp::allreduce)
+      out.push_back({i.bytes, i.end - i.start});
+  }
+  return out;
+}
+
+// Each DP AllReduce takes NCCL's latency plus its size at `algbw`, or at NCCL's own algorithm
+// bandwidth where that is lower. NCCL's figures are those of the unchanged cluster: it sees
+// the NICs' line rate, so the sharing and the spine must be counted once, by the fabric.
+void check_allreduces(const std::vector<std::string>& sets, double algbw_gbps) {
+  const Scenario base = io::load_scenario("", with({}));
+  const std::vector<DpCall> calls = dp_allreduces(test::run("", with(sets)));
+  REQUIRE(!calls.empty());
+  for (const DpCall& c : calls) {
+    // The DP group: 8 ranks, one on each of 8 nodes.
+    const collectives::Choice nccl =
+        collectives::predict(base.cluster, base.collectives, {CollOp::allreduce, c.size, {8, 8, 1}});
+    const double rate = std::min(algbw_gbps, nccl.algbw.gbytes_per_s());
+    const double expected = nccl.latency.seconds() + c.size.as_double() / (rate * 1e9);
+    INFO(c.size.count() << " B");
+    CHECK(c.duration.seconds() == Approx(expected).epsilon(1e-6));
+  }
+}
+
+// A ring AllReduce over n = 8 ranks moves 2(n−1)/n = 1.75 bytes per algorithm byte out of
+// (and into) each member's NIC. The DGX H100 NIC carries 400 Gb/s = 50 GB/s per direction.
+constexpr double kPerByte = 2.0 * 7 / 8;
+constexpr double kNic = 50;
+
+TEST_CASE("4 NICs shared by 8 GPUs halve a cross-node DP AllReduce's bandwidth") {
+  // 8 NICs: each GPU's ring has its own NIC, 50 / 1.75 = 28.57 GB/s, more than NCCL's own
+  // ring bandwidth with one NIC per channel, so NCCL's figure holds.
+  const Scenario base = io::load_scenario("", with({}));
+  const collectives::Choice alone =
+      collectives::predict(base.cluster, base.collectives, {CollOp::allreduce, Bytes::mib(25), {8, 8, 1}});
+  REQUIRE(alone.algbw.gbytes_per_s() < kNic / kPerByte);
+  check_allreduces({}, kNic / kPerByte);
+  // 4 NICs: GPUs 2k and 2k+1 share NIC k, which then carries 2 · 1.75 = 3.5 bytes per
+  // algorithm byte: 50 / 3.5 = 14.29 GB/s.
+  check_allreduces({test::set("cluster.inter_node.nics_per_node", "4")}, kNic / (2 * kPerByte));
+  // The slowdown of a 25 MiB bucket's data phase: NCCL runs the ring at its Hopper NIC speed
+  // of 48 GB/s per channel, 48 / 1.75 = 27.43 GB/s, times the Simple ramp at 25 MiB,
+  // 1 / (1 + (4 MiB / 25 MiB)^0.5) = 1 / 1.4: 19.59 GB/s alone, 14.29 GB/s on a shared NIC.
+  const double ratio = alone.algbw.gbytes_per_s() / (kNic / (2 * kPerByte));
+  CHECK(ratio == Approx((48 / kPerByte / 1.4) / (kNic / (2 * kPerByte))).epsilon(1e-6));  // 1.371
+}
+
+TEST_CASE("a 2:1 oversubscribed spine slows a cross-node DP AllReduce by the hand-computed ratio") {
+  const std::string fat = test::set("cluster.inter_node.topology", "fat-tree");
+  const std::string two = test::set("cluster.inter_node.oversubscription", "2");
+  // One node per leaf: every byte of the ring crosses the spine. The leaf's uplinks carry its
+  // 8 NICs' 400 GB/s / 2 = 200 GB/s; its 8 GPUs' rings put 8 · 1.75 = 14 bytes per algorithm
+  // byte on them: 200 / 14 = 14.29 GB/s, half a NIC per GPU.
+  check_allreduces({fat, two}, 8 * kNic / 2 / (8 * kPerByte));
+  // Rail-optimized: each rail's uplink carries one NIC, 50 / 2 = 25 GB/s, for one GPU's ring:
+  // 25 / 1.75 = 14.29 GB/s as well.
+  check_allreduces({two}, kNic / 2 / kPerByte);
+  // 4 nodes per leaf: the ring over 8 nodes changes leaf twice (3→4, 7→0), so a quarter of the
+  // leaf's 4 · 8 GPUs' traffic leaves it: 32 · 1.75 / 4 = 14 bytes per algorithm byte on
+  // 4 · 8 · 50 / 2 = 800 GB/s of uplinks, 57 GB/s: the spine no longer limits, each NIC does.
+  check_allreduces({fat, two, test::set("cluster.inter_node.nodes_per_leaf", "4")}, kNic / kPerByte);
+}
+
+// The same cluster for `stepsim collective`: a cluster file with 4 NICs or a 2:1 fat tree.
+std::string cluster_file(const std::string& inter_node) {
+  return R"({ "name": "h100-test", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
+  "intra_node": { "fabric": "nvswitch", "bandwidth": "450 GB/s", "latency": "0.6 us", "nvls": true },
+  "inter_node": { "fabric": "infiniband", "nic_bandwidth": "400 Gb/s", "latency": "2.7 us", )" +
+         inter_node + R"( },
+  "collective_tuning": { "launch_overhead": "0 us", "latency_floor": "36 us", "bus_efficiency": 1.0,
+    "ramp_half_bytes": "4 MiB", "ramp_exponent": 0.5, "ll128_efficiency": 0.65 } })";
+}
+
+// The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.
+double collective_us(const testing::Scratch& dir, const std::string& cluster) {
+  const testing::Run run = dir.run("collective allreduce --gpus 16 --size 1GiB --algorithm ring --cluster " + cluster);
+  REQUIRE(run.status == 0);
+  // The table's one row: size, count, type, time, algbw, busbw, algorithm, protocol.
+  std::istringstream rows(run.out);
+  std::string line;
+  while (std::getline(rows, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream row(line);
+    double size = 0, count = 0, time = 0;
+    std::string type;
+    row >> size >> count >> type >> time;
+    return time;
+  }
+  FAIL("no row in: " << run.out);
+  return 0;
+}
+
+// NCCL's own prediction for the same collective on `cluster`.
+collectives::Choice nccl_ring(const testing::Scratch& dir, const std::string& cluster) {
+  CollectivesSpec ring;
+  ring.algorithm = Algorithm::ring;
+  return collectives::predict(io::load_cluster(dir.file(cluster).string(), 16), ring,
+                              {CollOp::allreduce, Bytes::gib(1), {16, 2, 8}});
+}
+
+TEST_CASE("stepsim collective sees the shared NICs and the oversubscribed spine") {
+  const testing::Scratch dir("fabric");
+  dir.write("eight.json", cluster_file(R"("nics_per_node": 8, "topology": "rail-optimized", "oversubscription": 1)"));
+  dir.write("four.json", cluster_file(R"("nics_per_node": 4, "topology": "rail-optimized", "oversubscription": 1)"));
+  dir.write("spine.json", cluster_file(R"("nics_per_node": 8, "topology": "fat-tree", "oversubscription": 2)"));
+  // 16 GPUs on 2 nodes, 8 per node: a ring of 16 moves 2 · 15/16 = 1.875 bytes per algorithm
+  // byte through the node's NICs in all, 1.875 / 8 through each GPU's NIC.
+  const double gib = Bytes::gib(1).as_double();
+  const collectives::Choice eight = nccl_ring(dir, "eight.json");
+  CHECK(collective_us(dir, "eight.json") == Approx(eight.time().us()).epsilon(1e-4));
+  // With 4 NICs NCCL builds half the channels, which halves its bandwidth; the NICs, each
+  // carrying 2 · 1.875 / 8 = 0.47 bytes per algorithm byte, would allow 50 / 0.47 = 107 GB/s,
+  // more than that: NCCL's figure holds, about half of the 8 NICs'.
+  const collectives::Choice four = nccl_ring(dir, "four.json");
+  CHECK(collective_us(dir, "four.json") == Approx(four.time().us()).epsilon(1e-4));
+  CHECK(four.algbw.gbytes_per_s() == Approx(eight.algbw.gbytes_per_s() / 2).epsilon(0.02));
+  CHECK(four.algbw.gbytes_per_s() < 50 / (2 * 1.875 / 8));
+  // One node per leaf at 2:1: the node's 8 · 50 = 400 GB/s of NICs get 200 GB/s of uplinks,
+  // which carry its 8 GPUs' 1.875 / 8 bytes per algorithm byte: 200 / 1.875 = 106.7 GB/s,
+  // below NCCL's own 187 GB/s. NCCL's latency stays.
+  const collectives::Choice spine = nccl_ring(dir, "spine.json");
+  CHECK(spine.algbw.gbytes_per_s() ==
+        eight.algbw.gbytes_per_s());  // NCCL sees the NICs' line rate: the spine is counted once
+  CHECK(collective_us(dir, "spine.json") == Approx(spine.latency.us() + gib / (200e9 / 1.875) * 1e6).epsilon(1e-4));
+}
+
+// Homogeneous jobs: every GPU the same, so the ranks a simulated rank stands for load the
+// shared NICs and uplinks exactly as the real ones do.
+double step(const std::string& scenario, std::vector<std::string> sets, bool all) {
+  if (all) sets.push_back(test::set("simulation.ranks", "all"));
+  return test::run(scenario, sets).report.step_time_s;
+}
+
+void check_modes_agree(const std::string& scenario, const std::vector<std::string>& sets) {
+  const double one = step(scenario, sets, false);
+  const double all = step(scenario, sets, true);
+  CHECK(all == Approx(one).epsilon(0.005));
+}
+
+TEST_CASE("representative and all-ranks mode agree on DDP, FSDP and 3D jobs over shared NICs and a spine") {
+  const std::vector<std::string> shared = {
+      test::set("cluster.inter_node.nics_per_node", "4"), test::set("cluster.inter_node.topology", "fat-tree"),
+      test::set("cluster.inter_node.oversubscription", "2"), test::set("cluster.inter_node.nodes_per_leaf", "2")};
+  SECTION("DDP, 32 GPUs") {
+    std::vector<std::string> sets = shared;
+    sets.push_back(test::set("parallel.dp", "4"));
+    sets.push_back(test::set("training.global_batch", "64"));
+    check_modes_agree("", sets);
+  }
+  SECTION("FSDP, 16 GPUs") {
+    std::vector<std::string> sets = shared;
+    for (const char* s : {"parallel.tp=1", "parallel.dp=16", "training.global_batch=32", "training.micro_batch=1",
+                          "data_parallel.kind=fsdp", "model.layers=4"})
+      sets.emplace_back(s);
+    check_modes_agree("", sets);
+  }
+  SECTION("3D: TP 4, PP 2, DP 4 on 32 GPUs") {
+    std::vector<std::string> sets = shared;
+    for (const char* s : {"parallel.tp=4", "parallel.pp=2", "parallel.dp=4", "training.global_batch=32",
+                          "training.micro_batch=1", "model.layers=8"})
+      sets.emplace_back(s);
+    check_modes_agree("", sets);
+  }
+}
+
+}  // namespace
+}  // namespace stepsim

@@ -1,0 +1,107 @@
+// The network's named, directional resources: which NIC a GPU uses, what a simulated rank
+// standing for many GPUs loads, and where an oversubscribed spine is shared.
+#include "parallelism/fabric.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace sp = stepsim::parallelism;
+using stepsim::Bandwidth;
+using stepsim::ClusterSpec;
+using stepsim::InterTopology;
+
+namespace {
+
+// 8 GPUs per node at 450 GB/s NVLink, `nics` NICs of 50 GB/s (400 Gb/s).
+ClusterSpec cluster(int nics, double oversubscription = 1, int nodes_per_leaf = 1,
+                    InterTopology topology = InterTopology::fat_tree) {
+  ClusterSpec c;
+  c.nodes = 16;
+  c.gpus_per_node = 8;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(450);
+  c.inter_node.nics_per_node = nics;
+  c.inter_node.nic_bandwidth = Bandwidth::gbytes_per_s(50);
+  c.inter_node.oversubscription = oversubscription;
+  c.inter_node.nodes_per_leaf = nodes_per_leaf;
+  c.inter_node.topology = topology;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a GPU's traffic leaves through the NIC NCCL maps it to, and two GPUs share it with 4 NICs") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(cluster(4), resources);
+  const sp::RankPorts p = fabric.ports(11, 11, 1);  // node 1, GPU 3: NIC 3 · 4 / 8 = 1
+  CHECK(resources[p.nvlink_tx].name == "node 1 gpu 3 nvlink tx");
+  CHECK(resources[p.nvlink_rx].name == "node 1 gpu 3 nvlink rx");
+  CHECK(resources[p.nic_tx].name == "node 1 nic 1 tx");
+  CHECK(resources[p.nic_rx].name == "node 1 nic 1 rx");
+  CHECK(resources[p.nic_tx].capacity.gbytes_per_s() == Approx(50));
+  CHECK(!p.spine);
+  const sp::RankPorts q = fabric.ports(10, 10, 1);  // GPU 2 shares NIC 1, not its NVLink port
+  CHECK(q.nic_tx == p.nic_tx);
+  CHECK(q.nvlink_tx != p.nvlink_tx);
+  CHECK(resources[fabric.ports(12, 12, 1).nic_tx].name == "node 1 nic 2 tx");
+  CHECK(resources.size() == 10);  // each resource is created once
+}
+
+TEST_CASE("a simulated rank standing for its stage loads its NIC for every GPU of the stage on it") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric four(cluster(4), resources);
+  CHECK(four.ports(0, 0, 64).nic_weight == 2);
+  CHECK(four.ports(0, 0, 1).nic_weight == 1);  // all-ranks mode: each GPU for itself
+  std::vector<stepsim::network::Resource> more;
+  sp::Fabric eight(cluster(8), more);
+  CHECK(eight.ports(0, 0, 64).nic_weight == 1);
+}
+
+TEST_CASE("a fat tree's leaf pools its uplinks and a rail-optimized fabric gives each rail its own") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fat(cluster(8, 2, 2), resources);
+  const sp::RankPorts p = fat.ports(16, 16, 48);  // node 2, the first of leaf 1
+  REQUIRE(p.spine);
+  CHECK(resources[p.leaf_up].name == "leaf 1 up");
+  CHECK(resources[p.leaf_down].name == "leaf 1 down");
+  // 2 nodes · 8 NICs · 50 GB/s / 2
+  CHECK(resources[p.leaf_up].capacity.gbytes_per_s() == Approx(400));
+  CHECK(p.leaf_weight == 16);  // both nodes of leaf 1 belong to the stage
+  std::vector<stepsim::network::Resource> rail_resources;
+  sp::Fabric rail(cluster(8, 2, 2, InterTopology::rail_optimized), rail_resources);
+  const sp::RankPorts r = rail.ports(17, 16, 48);  // GPU 1 of node 2: rail 1
+  CHECK(rail_resources[r.leaf_up].name == "leaf 1 rail 1 up");
+  CHECK(rail_resources[r.leaf_up].capacity.gbytes_per_s() == Approx(50));  // 2 nodes · 50 GB/s / 2
+  CHECK(r.leaf_weight == 2);
+  std::vector<stepsim::network::Resource> open;
+  CHECK(!sp::Fabric(cluster(8, 1, 2), open).ports(0, 0, 1).spine);  // a non-blocking spine limits nothing
+}
+
+TEST_CASE("a ring crosses the spine once per change of leaf and an all-to-all to every other leaf's nodes") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(cluster(8, 2, 4), resources);
+  const std::vector<int> eight{0, 1, 2, 3, 4, 5, 6, 7};
+  const sp::SpineShare s = fabric.spine_share(eight);
+  CHECK(s.ring == Approx(2.0 / 8));    // hops 3→4 and 7→0 of 8
+  CHECK(s.spread == Approx(4.0 / 7));  // 4 of each node's 7 peers sit in the other leaf
+  const std::vector<int> same_leaf{0, 1, 2, 3};
+  CHECK(fabric.spine_share(same_leaf).ring == 0);
+  CHECK(fabric.spine_share(same_leaf).spread == 0);
+  const std::vector<int> ranks{0, 1, 8, 9, 33};
+  CHECK(fabric.nodes_of(ranks) == std::vector<int>{0, 1, 4});
+}
+
+TEST_CASE("a SendRecv loads its sender's transmit side and its receiver's receive side") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(cluster(8, 2), resources);
+  const sp::RankPorts p = fabric.ports(0, 0, 1);
+  const auto names = [&](const std::vector<stepsim::network::ResourceUse>& uses) {
+    std::vector<std::string> out;
+    for (const auto& u : uses) out.push_back(resources[u.resource].name + " " + std::to_string(u.weight));
+    return out;
+  };
+  CHECK(names(sp::link_uses(p, {0, 1}, sp::Side::tx, 1)) ==
+        std::vector<std::string>{"node 0 nic 0 tx 1.000000", "leaf 0 up 1.000000"});
+  CHECK(names(sp::link_uses(p, {0, 1}, sp::Side::rx, 1)) ==
+        std::vector<std::string>{"node 0 nic 0 rx 1.000000", "leaf 0 down 1.000000"});
+  CHECK(names(sp::link_uses(p, {1.5, 0}, sp::Side::both, 1)) ==
+        std::vector<std::string>{"node 0 gpu 0 nvlink tx 1.500000", "node 0 gpu 0 nvlink rx 1.500000"});
+}
