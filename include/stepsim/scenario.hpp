@@ -154,6 +154,11 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   AttentionKind attention = AttentionKind::flash;  // key training.attention: "flash" | "unfused"
   std::string optimizer = "adam";
+  // Precision of the optimizer's moments (Adam m and v, SGD momentum) and of the main
+  // gradients micro-batches accumulate into: fp32 (Megatron's and ZeRO's default) or bf16
+  // (recipes that keep them in bf16 to save memory). Master weights stay fp32.
+  Precision optimizer_state = Precision::fp32;
+  Precision main_grad = Precision::fp32;
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
 };

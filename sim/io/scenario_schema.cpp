@@ -251,10 +251,14 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
 }
 
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
-  static constexpr Field<TrainingSpec> fields[] = {
-      field<&TrainingSpec::global_batch>("global_batch"), field<&TrainingSpec::micro_batch>("micro_batch"),
-      field<&TrainingSpec::precision>("precision"),       field<&TrainingSpec::recompute>("recompute"),
-      field<&TrainingSpec::attention>("attention"),       field<&TrainingSpec::optimizer>("optimizer")};
+  static constexpr Field<TrainingSpec> fields[] = {field<&TrainingSpec::global_batch>("global_batch"),
+                                                   field<&TrainingSpec::micro_batch>("micro_batch"),
+                                                   field<&TrainingSpec::precision>("precision"),
+                                                   field<&TrainingSpec::recompute>("recompute"),
+                                                   field<&TrainingSpec::attention>("attention"),
+                                                   field<&TrainingSpec::optimizer>("optimizer"),
+                                                   field<&TrainingSpec::optimizer_state>("optimizer_state"),
+                                                   field<&TrainingSpec::main_grad>("main_grad")};
   return {fields, ""};
 }
 

@@ -175,6 +175,15 @@ void check_training(const Scenario& s, const Checker& c) {
             "{} is not divisible by micro_batch·dp ({}·{})", t.global_batch, t.micro_batch, s.parallel.dp);
   c.require(t.optimizer == "adam" || t.optimizer == "adamw" || t.optimizer == "sgd", "/training/optimizer",
             "unknown optimizer '{}' (expected one of adam, adamw, sgd)", t.optimizer);
+  c.require(t.optimizer_state == Precision::fp32 || t.optimizer_state == Precision::bf16, "/training/optimizer_state",
+            "must be fp32 or bf16, got {}", to_string(t.optimizer_state));
+  c.require(t.main_grad == Precision::fp32 || t.main_grad == Precision::bf16, "/training/main_grad",
+            "must be fp32 or bf16, got {}", to_string(t.main_grad));
+  // Without mixed precision the gradients are the fp32 parameters' own: there is no separate
+  // main-gradient buffer whose precision could differ.
+  if (element_bytes(t.precision) == 4)
+    c.require(t.main_grad == Precision::fp32, "/training/main_grad",
+              "bf16 main gradients need mixed precision (training.precision is {})", to_string(t.precision));
   c.require(s.cluster.gpu.flops.for_precision(t.precision).positive(), "/training/precision",
             "{} needs cluster.gpu.flops.{} > 0 ({} has none)", to_string(t.precision), to_string(t.precision),
             s.cluster.gpu.name);

@@ -5,6 +5,8 @@
 // - Megatron mixed precision: bf16 weights (2 B), fp32 main gradients (4 B: Megatron
 //   accumulates micro-batch gradients in fp32, and forces it for bf16), fp32 master weights
 //   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B).
+//   training.main_grad and training.optimizer_state bf16 halve the gradients and the moments
+//   (Adam: 2 + 2 + 8 B); the master weights stay fp32.
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
 //   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer.
 // - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
@@ -125,10 +127,12 @@ double gib(Bytes b) { return b.as_double() / 1073741824.0; }
 
 StateBytes state_bytes(const Scenario& s) {
   const bool mixed = mixed_precision(s);
-  const int moments = s.training.optimizer == "sgd" ? 4 : 8;  // momentum, or Adam's m and v
+  const int moment = element_bytes(s.training.optimizer_state);
+  const int moments = s.training.optimizer == "sgd" ? moment : 2 * moment;  // momentum, or Adam's m and v
   const int master = mixed ? 4 : 0;
-  if (fully_sharded(s)) return {4, 4, moments};  // the fp32 shard is the master copy
-  return {compute_bytes(s), 4, master + moments};
+  const int grads = element_bytes(s.training.main_grad);
+  if (fully_sharded(s)) return {4, grads, moments};  // the fp32 shard is the master copy
+  return {compute_bytes(s), grads, master + moments};
 }
 
 Sharding state_sharding(const Scenario& s) {

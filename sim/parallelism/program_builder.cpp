@@ -64,7 +64,7 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
   if (s.parallel.pp <= 1) return work.optimizer;
   long long params = 0;
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) params += t.elements;
-  return workload::optimizer_step(params, s.training.precision);
+  return workload::optimizer_step(params, s.training);
 }
 
 // Issues one rank's step.

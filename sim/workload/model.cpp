@@ -8,10 +8,11 @@
 namespace stepsim::workload {
 namespace {
 
-// Adam per parameter: read the fp32 gradient (4), read and write the fp32 master weight, m
-// and v (3 × 8); mixed precision also writes the 16-bit model copy (2): 30 bytes in all for
-// bf16 (ZeRO's 2 + 4 + 12 bytes of state), and ~10 FLOPs.
-constexpr double adam_state_bytes = 28.0;
+// Adam per parameter: read the main gradient (4 B in fp32), read and write the fp32 master
+// weight (8) and the moments m and v (2 × 8 in fp32, 2 × 4 in bf16); mixed precision also
+// writes the 16-bit model copy (2): 30 bytes in all for bf16 with fp32 state (ZeRO's 2 + 4 +
+// 12 bytes of state), 20 with bf16 moments and main gradients; ~10 FLOPs.
+constexpr double master_bytes = 8.0;
 constexpr double adam_flops = 10.0;
 
 bool learned_positions(const LayerShape& s) { return !s.llama_style; }
@@ -101,10 +102,14 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
 
 }  // namespace
 
-OpCost optimizer_step(long long params, Precision precision) {
-  const bool mixed = element_bytes(precision) < 4;
+OpCost optimizer_step(long long params, const TrainingSpec& t) {
+  const bool mixed = element_bytes(t.precision) < 4;
   const double model_copy = mixed ? 2.0 : 0.0;  // fp8 runs keep a bf16 model copy too
-  return elementwise("adam", Role::optimizer, OpClass::optimizer, params, adam_state_bytes + model_copy, adam_flops);
+  const double gradient = element_bytes(t.main_grad);
+  const bool sgd = t.optimizer == "sgd";  // one moment (momentum) instead of Adam's m and v
+  const double moments = (sgd ? 1.0 : 2.0) * 2.0 * element_bytes(t.optimizer_state);  // read and written
+  return elementwise(sgd ? "sgd" : "adam", Role::optimizer, OpClass::optimizer, params,
+                     gradient + master_bytes + moments + model_copy, adam_flops);
 }
 
 ModelWork build_work(const Scenario& sc) {
@@ -119,7 +124,7 @@ ModelWork build_work(const Scenario& sc) {
   const long long stage_layers = (sc.model.layers + pp - 1) / pp;
   const long long stage_params =
       stage_layers * w.layer.param_count + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
-  w.optimizer = optimizer_step(stage_params, sc.training.precision);
+  w.optimizer = optimizer_step(stage_params, sc.training);
   w.model_flops_per_step = model_flops(sc, s);
   w.params_total = params_total(sc.model, s);
   return w;

@@ -9,9 +9,10 @@ namespace {
 
 Bytes to_bytes(double b) { return Bytes(std::llround(b)); }
 
-// Megatron accumulates weight gradients straight into fp32 main gradients
-// (gradient_accumulation_fusion): the output is read and written in fp32.
-constexpr double main_grad_bytes = 8.0;
+// Megatron accumulates weight gradients straight into the main gradients
+// (gradient_accumulation_fusion): the output is read and written in their precision (fp32
+// unless training.main_grad says bf16).
+double main_grad_traffic(const LayerShape& shape) { return 2.0 * shape.main_grad_bytes; }
 
 // The Linear layers of a transformer layer: the GEMMs that FP8 training runs in FP8, the
 // experts' (grouped) GEMMs included. The LM head, the router and the attention core stay in
@@ -51,7 +52,7 @@ OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, lo
   op.flops = 2.0 * bm * dm * dn * dk;
   op.fp8 = shape.gemm_bytes == 1 && fp8_linear(role);
   const double in_bytes = op.fp8 ? 1.0 : shape.act_bytes;
-  const double out_bytes = pass == Pass::backward_weight ? main_grad_bytes : shape.act_bytes;
+  const double out_bytes = pass == Pass::backward_weight ? main_grad_traffic(shape) : shape.act_bytes;
   op.bytes = to_bytes(bm * ((dm * dk + dk * dn) * in_bytes + dm * dn * out_bytes));
   return op;
 }

@@ -78,6 +78,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.attention = sc.training.attention;
   s.gemm_bytes = element_bytes(sc.training.precision);
   s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
+  s.main_grad_bytes = element_bytes(sc.training.main_grad);
   // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed
   // tokens, but no expert more than capacity_factor times its share (the rest are dropped).
   const MoeSpec& moe = m.moe;

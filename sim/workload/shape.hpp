@@ -34,6 +34,7 @@ struct LayerShape {
   double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
   int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
   int gemm_bytes = 2;            // one GEMM input element
+  int main_grad_bytes = 4;       // one main-gradient element, which weight-gradient GEMMs accumulate into
 
   long long tokens() const { return batch * seq; }
   long long full_seq() const { return seq * cp; }

@@ -87,7 +87,8 @@ struct ModelWork {
 // grouped expert GEMMs, unpermute) plus any shared experts, in place of the dense MLP.
 ModelWork build_work(const Scenario& scenario);
 
-// One Adam step over `params` parameters (memory-bound; bytes per parameter in work.cpp).
-OpCost optimizer_step(long long params, Precision precision);
+// One optimizer step (Adam, or SGD with momentum) over `params` parameters: memory-bound, its
+// bytes per parameter from the precisions of the main gradient and the moments (model.cpp).
+OpCost optimizer_step(long long params, const TrainingSpec& training);
 
 }  // namespace stepsim::workload

@@ -141,3 +141,14 @@ TEST_CASE("bad --set overrides name --set and the key") {
   CHECK(error_of(text, {"modl=llama3-70b"}) == "--set: modl: unknown key 'modl' (did you mean 'model'?)");
   CHECK(error_of(text, {"model..layers=4"}) == "--set: model..layers: empty key name (expected e.g. model.layers)");
 }
+
+TEST_CASE("optimizer-state and main-gradient precisions other than fp32 and bf16 are refused") {
+  const auto base = scenario(kModel, kCluster, kParallel);
+  CHECK(error_of(base, {"training.optimizer_state=fp8"}) ==
+        "scenario.json: /training/optimizer_state: must be fp32 or bf16, got fp8");
+  CHECK(error_of(base, {"training.main_grad=fp16"}) ==
+        "scenario.json: /training/main_grad: must be fp32 or bf16, got fp16");
+  CHECK(error_of(base, {"training.precision=fp32", "training.main_grad=bf16"}) ==
+        "scenario.json: /training/main_grad: bf16 main gradients need mixed precision (training.precision is fp32)");
+  CHECK(error_of(base, {"training.optimizer_state=bf16", "training.main_grad=bf16"}) == "no error");
+}

@@ -147,6 +147,8 @@ const std::vector<Row>& rows() {
       {"training.recompute", Expect::changes, "full"},
       {"training.attention", Expect::changes, "unfused"},
       {"training.optimizer", Expect::changes, "sgd"},
+      {"training.optimizer_state", Expect::changes, "bf16"},
+      {"training.main_grad", Expect::changes, "bf16"},
       {"data_parallel.kind", Expect::changes, "zero1"},
       {"data_parallel.bucket_cap_mb", Expect::changes, "1"},
       {"data_parallel.first_bucket_mb", Expect::changes, "20"},

@@ -106,6 +106,28 @@ TEST_CASE("DDP holds 2 + 4 + 12 bytes per parameter on every GPU") {
   CHECK(m.buffers.count() == 0);  // buckets are views into the gradient buffer
 }
 
+TEST_CASE("bf16 moments and main gradients hold 2 + 2 + (4 + 4) bytes per parameter under DDP") {
+  stepsim::Scenario s = states_scenario(DpKind::ddp, 8);
+  s.training.optimizer_state = stepsim::Precision::bf16;
+  s.training.main_grad = stepsim::Precision::bf16;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(m.params.count() == 2 * P);
+  CHECK(m.grads.count() == 2 * P);
+  CHECK(m.optimizer.count() == (4 + 2 + 2) * P);  // fp32 master weight, bf16 m and v
+  s.training.optimizer = "sgd";
+  CHECK(sp::estimate_memory(s, states_work()).stages.front().optimizer.count() == (4 + 2) * P);
+}
+
+TEST_CASE("FSDP keeps its fp32 shard as the master copy with bf16 moments and gradients") {
+  stepsim::Scenario s = states_scenario(DpKind::fsdp, 8);
+  s.training.optimizer_state = stepsim::Precision::bf16;
+  s.training.main_grad = stepsim::Precision::bf16;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(m.params.count() == 4 * P / 8 + 2 * (750'000 + 2 * 1'000'000));
+  CHECK(m.grads.count() == 2 * P / 8 + 2 * (750'000 + 2 * 1'000'000));
+  CHECK(m.optimizer.count() == 4 * P / 8);  // Adam's m and v in bf16
+}
+
 TEST_CASE("ZeRO-1 shards the 12 bytes of optimizer state over dp") {
   const auto m = states(DpKind::zero1, 8);
   CHECK(m.params.count() == 2 * P);

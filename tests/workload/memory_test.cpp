@@ -71,9 +71,46 @@ TEST_CASE("a GPT layer at TP 8 holds its 12·h² weights split eight ways") {
 }
 
 TEST_CASE("Adam moves 30 bytes per parameter in mixed precision") {
-  const auto op = stepsim::workload::optimizer_step(1000000, stepsim::Precision::bf16);
+  stepsim::TrainingSpec t;
+  t.precision = stepsim::Precision::bf16;
+  const auto op = stepsim::workload::optimizer_step(1000000, t);
+  // Gradient 4, master weight 4 + 4, m 4 + 4, v 4 + 4, bf16 model copy 2.
   CHECK(op.bytes.count() == 30000000);
   CHECK(op.role == stepsim::workload::Role::optimizer);
+}
+
+TEST_CASE("Adam with bf16 moments and main gradients moves 20 bytes per parameter, SGD 16") {
+  stepsim::TrainingSpec t;
+  t.precision = stepsim::Precision::bf16;
+  t.optimizer_state = stepsim::Precision::bf16;
+  t.main_grad = stepsim::Precision::bf16;
+  // Gradient 2, master weight 4 + 4, m 2 + 2, v 2 + 2, bf16 model copy 2.
+  CHECK(stepsim::workload::optimizer_step(1000000, t).bytes.count() == 20000000);
+  t.optimizer = "sgd";  // momentum only: 2 + 8 + 4 + 2
+  const auto sgd = stepsim::workload::optimizer_step(1000000, t);
+  CHECK(sgd.bytes.count() == 16000000);
+  CHECK(sgd.name == "sgd");
+}
+
+TEST_CASE("weight-gradient GEMMs read and write the main gradient in its precision") {
+  auto sc = gpt22b(8, false, Recompute::none);
+  const auto fp32 = stepsim::workload::build_work(sc);
+  sc.training.main_grad = stepsim::Precision::bf16;
+  const auto bf16 = stepsim::workload::build_work(sc);
+  REQUIRE(fp32.layer.backward.size() == bf16.layer.backward.size());
+  int wgrads = 0;
+  for (std::size_t i = 0; i < fp32.layer.backward.size(); ++i) {
+    const auto& a = fp32.layer.backward[i];
+    const auto& b = bf16.layer.backward[i];
+    if (a.pass != stepsim::workload::Pass::backward_weight || a.cls != stepsim::workload::OpClass::gemm) {
+      CHECK(a.bytes == b.bytes);
+      continue;
+    }
+    ++wgrads;
+    // m·n output elements, 8 bytes each in fp32 (read and write) and 4 in bf16.
+    CHECK(a.bytes.count() - b.bytes.count() == 4 * a.m * a.n);
+  }
+  CHECK(wgrads == 4);
 }
 
 TEST_CASE("Llama activations follow the GQA and SwiGLU widths") {
