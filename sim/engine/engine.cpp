@@ -5,12 +5,21 @@
 
 #include <fmt/format.h>
 
+#include "engine/huge_pages.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::engine {
 
 Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
   ranks_.resize(program_.ranks.size());
+  std::size_t total_ops = 0;
+  for (const RankProgram& rank : program_.ranks) total_ops += rank.ops.size();
+  resize_on_huge_pages(op_states_, total_ops);
+  std::size_t first_op = 0;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops.size());
+    first_op += ranks_[r].ops.size();
+  }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     validate_rank(r);
     index_streams(r);
@@ -34,6 +43,7 @@ void Engine::validate_rank(std::size_t r) const {
     STEPSIM_CHECK(op.stream < rank.streams.size(), bad(o, "unknown stream"));
     STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
     STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits.size(), bad(o, "bad waits"));
+    STEPSIM_CHECK(op.wait_count <= kMaxWaits, bad(o, "too many waits"));
     for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
       STEPSIM_CHECK(w < rank.ops.size() && w != o, bad(o, "bad wait"));
     }
@@ -55,7 +65,6 @@ void Engine::validate_rank(std::size_t r) const {
 void Engine::index_streams(std::size_t r) {
   const RankProgram& rank = program_.ranks[r];
   RankState& state = ranks_[r];
-  state.ops.resize(rank.ops.size());
   state.streams.resize(rank.streams.size());
   std::vector<std::size_t> count(rank.streams.size(), 0);
   for (const Op& op : rank.ops) ++count[op.stream];
@@ -84,7 +93,9 @@ void Engine::index_dependents(std::size_t r) {
   }
 }
 
-// Matches the k-th collective of each group across its members.
+// Matches the k-th collective of each group across its members. Each rank looks its groups
+// up in its own short list, so matching costs time linear in the calls, whatever the number
+// of groups and their sizes.
 void Engine::index_collectives() {
   std::size_t calls = 0;
   for (const RankProgram& rank : program_.ranks) {
@@ -94,14 +105,18 @@ void Engine::index_collectives() {
   collectives_.reserve(calls);
   members_.reserve(calls);
   std::vector<std::vector<std::uint32_t>> by_group(program_.groups.size());
+  Memberships all = memberships();
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankProgram& rank = program_.ranks[r];
-    std::vector<std::uint32_t> next(program_.groups.size(), 0);
+    const std::span<Membership> mine(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
     for (std::size_t o = 0; o < rank.ops.size(); ++o) {
       if (rank.ops[o].kind != OpKind::collective) continue;
       const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(rank.ops[o].call)].group);
       const Group& group = program_.groups[g];
-      const std::uint32_t k = next[g]++;
+      const auto it = std::ranges::find(mine, g, &Membership::group);
+      STEPSIM_CHECK(it != mine.end(),
+                    fmt::format("rank {} calls group '{}' without being a member", rank.rank, group.name));
+      const std::uint32_t k = it->calls++;
       if (k == by_group[g].size()) {
         by_group[g].push_back(static_cast<std::uint32_t>(collectives_.size()));
         const auto count = static_cast<std::uint32_t>(group.members.size());
@@ -113,14 +128,35 @@ void Engine::index_collectives() {
         members_.resize(members_.size() + count, Member{UINT32_MAX, 0});
       }
       const std::uint32_t c = by_group[g][k];
-      std::uint32_t pos = 0;
-      while (pos < group.members.size() && static_cast<std::size_t>(group.members[pos]) != r) ++pos;
-      STEPSIM_CHECK(pos < group.members.size(),
-                    fmt::format("rank {} calls group '{}' without being a member", rank.rank, group.name));
-      members_[collectives_[c].first_member + pos] = {static_cast<std::uint32_t>(r), static_cast<OpIndex>(o)};
+      members_[collectives_[c].first_member + it->position] = {static_cast<std::uint32_t>(r), static_cast<OpIndex>(o)};
       ranks_[r].ops[o].collective = c;
     }
   }
+}
+
+// Every rank's groups and its position in each, rank by rank, in group order: a lookup finds
+// a rank listed twice in a group at its first position.
+Engine::Memberships Engine::memberships() const {
+  Memberships out;
+  out.begin.assign(ranks_.size() + 1, 0);
+  for (const Group& group : program_.groups) {
+    for (int m : group.members) {
+      STEPSIM_CHECK(m >= 0 && static_cast<std::size_t>(m) < ranks_.size(),
+                    fmt::format("group '{}' names unknown rank {}", group.name, m));
+      ++out.begin[static_cast<std::size_t>(m) + 1];
+    }
+  }
+  for (std::size_t r = 1; r < out.begin.size(); ++r) out.begin[r] += out.begin[r - 1];
+  out.groups.resize(out.begin.back());
+  std::vector<std::size_t> next(out.begin.begin(), out.begin.end() - 1);
+  for (std::size_t g = 0; g < program_.groups.size(); ++g) {
+    const std::vector<int>& members = program_.groups[g].members;
+    for (std::size_t pos = 0; pos < members.size(); ++pos) {
+      const auto m = static_cast<std::size_t>(members[pos]);
+      out.groups[next[m]++] = {static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(pos), 0};
+    }
+  }
+  return out;
 }
 
 // Checks that every member takes part and merges the members' views of each collective.
@@ -191,6 +227,7 @@ void Engine::start_timeline() {
     // One interval per op and a few bubbles (about 1 % in deep pipelines): room for them
     // avoids a reallocation that would double the largest buffer of the run.
     out.intervals.reserve(rank.ops.size() + rank.ops.size() / 16 + 16);
+    advise_huge_pages(out.intervals.data(), out.intervals.capacity() * sizeof(Interval));
     out.memory.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
   }

@@ -25,6 +25,8 @@ class Engine {
   // Validates the program's internal consistency (a failed check is a builder bug). The
   // program must outlive the engine.
   explicit Engine(const Program& program);
+  Engine(const Engine&) = delete;  // ranks_ points into op_states_
+  Engine& operator=(const Engine&) = delete;
 
   // Runs the program once to completion.
   Timeline run();
@@ -33,19 +35,28 @@ class Engine {
  private:
   enum class Status : std::uint8_t { waiting, arrived, running, done };
 
+  // Millions of these in all-ranks mode: fields that never live at the same time share a
+  // slot, so that an op's state takes 40 bytes.
   struct OpState {
     Time launch = Time::max();  // when the host has issued it; max() while not yet issued
     Time start;
-    Time end;
-    Time arrived;                     // collective: when it reached its rendezvous
-    Time last;                        // compute: when `work` was last brought up to date
-    std::int64_t work = 0;            // compute: picoseconds of full-speed work still to do
-    std::uint32_t version = 0;        // invalidates compute_end events after a reschedule
-    std::uint32_t collective = 0;     // collective: index into collectives_
-    std::uint32_t pending_waits = 0;  // entries of `waits` not yet done
+    // Compute: when `work` was last brought up to date. Collective: when it reached its
+    // rendezvous.
+    Time since;
+    union {
+      std::int64_t work = 0;  // running compute: picoseconds of full-speed work still to do
+      std::int64_t end_ps;    // once done: when it ended, in picoseconds (see end_of)
+    };
+    union {
+      std::uint32_t version = 0;  // compute: invalidates compute_end events after a reschedule
+      std::uint32_t collective;   // collective: index into collectives_
+    };
     Status status = Status::waiting;
-    bool wake_pending = false;
+    std::uint32_t pending_waits : 23 = 0;  // entries of `waits` not yet done, at most kMaxWaits
+    bool wake_pending : 1 = false;
   };
+  static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+  static_assert(sizeof(OpState) <= 40, "an op's state is the largest buffer of an all-ranks run");
 
   struct StreamState {
     std::vector<OpIndex> ops;  // this stream's ops in issue order
@@ -53,7 +64,7 @@ class Engine {
   };
 
   struct RankState {
-    std::vector<OpState> ops;
+    std::span<OpState> ops;  // this rank's part of op_states_
     std::vector<StreamState> streams;
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
@@ -98,11 +109,24 @@ class Engine {
     std::span<const network::ResourceUse> uses;  // the collective's, in collective_uses_
   };
 
+  // A rank's place in one group, and how many calls of the group it has made so far.
+  struct Membership {
+    std::uint32_t group = 0;
+    std::uint32_t position = 0;  // index into Group::members
+    std::uint32_t calls = 0;
+  };
+
+  struct Memberships {
+    std::vector<std::size_t> begin;  // per rank, into groups (one past: next rank's)
+    std::vector<Membership> groups;
+  };
+
   // Setup (engine.cpp).
   void validate_rank(std::size_t r) const;
   void index_streams(std::size_t r);
   void index_dependents(std::size_t r);
   void index_collectives();
+  Memberships memberships() const;
   void summarize_collectives();
   void start_timeline();
   void dispatch(const Event& e);
@@ -113,6 +137,7 @@ class Engine {
   // Host, streams and compute (engine_streams.cpp).
   void issue_from_host(std::size_t r);
   bool waits_done(std::size_t r, OpIndex o) const;
+  Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
   void advance_rank(std::size_t r);
   void advance_after(std::size_t r, OpIndex o);
   void try_start(std::size_t r, std::size_t stream);
@@ -140,6 +165,7 @@ class Engine {
   const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
 
   const Program& program_;
+  std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
   std::vector<RankState> ranks_;
   std::vector<Collective> collectives_;
   std::vector<Member> members_;

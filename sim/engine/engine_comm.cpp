@@ -13,7 +13,7 @@ namespace stepsim::engine {
 void Engine::arrive(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
   state.ops[o].status = Status::arrived;
-  state.ops[o].arrived = now_;
+  state.ops[o].since = now_;
   ++state.at_rendezvous;
   const std::uint32_t c = state.ops[o].collective;
   if (++collectives_[c].arrived < collectives_[c].member_count) {

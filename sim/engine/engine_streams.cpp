@@ -17,7 +17,7 @@ void Engine::issue_from_host(std::size_t r) {
     const Op& op = rank.ops[state.host_next];
     if (op.host_blocks) {
       if (!waits_done(r, state.host_next)) return;
-      for (OpIndex w : rank.waits_of(state.host_next)) state.host_time = max(state.host_time, state.ops[w].end);
+      for (OpIndex w : rank.waits_of(state.host_next)) state.host_time = max(state.host_time, end_of(r, w));
     }
     state.host_time += program_.kernel_launch;
     state.ops[state.host_next].launch = state.host_time;
@@ -74,8 +74,10 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   OpState& op = ranks_[r].ops[o];
   op.status = Status::running;
   op.start = now_;
-  op.last = now_;
+  op.since = now_;
   ++ranks_[r].compute_running;
+  // The one place an op's full-speed duration becomes this run's work: a per-(rank, op)
+  // speed factor belongs here, and nowhere else.
   op.work = program_.ranks[r].ops[o].duration.ps();
   schedule_compute_end(r, o);
   if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
@@ -107,9 +109,9 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     const OpIndex o = s.ops[s.head];
     OpState& op = state.ops[o];
     if (op.status != Status::running || program_.ranks[r].ops[o].kind != OpKind::compute) continue;
-    const auto elapsed = static_cast<double>((now_ - op.last).ps());
+    const auto elapsed = static_cast<double>((now_ - op.since).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
-    op.last = now_;
+    op.since = now_;
     schedule_compute_end(r, o);
   }
 }
@@ -120,7 +122,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   const Op& op = program_.ranks[r].ops[o];
   OpState& st = state.ops[o];
   st.status = Status::done;
-  st.end = now_;
+  st.end_ps = now_.ps();
   ++state.done;
   if (op.kind == OpKind::compute) --state.compute_running;
   ++state.streams[op.stream].head;
@@ -151,7 +153,7 @@ void Engine::record(std::size_t r, OpIndex o) {
     i.op = call.op;
     i.group = call.group;
     i.bytes = call.size;
-    i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].arrived;
+    i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since;
   }
   timeline_.ranks[r].intervals.push_back(i);
 }

@@ -1,8 +1,9 @@
-// The engine's future-event list: a binary heap ordered by (time, insertion sequence), so
+// The engine's future-event list: a 4-ary heap ordered by (time, insertion sequence), so
 // events at equal times run in the order they were scheduled and every run is identical.
+// Four children per node halve the heap's depth against a binary heap, and a node's children
+// share a cache line or two: popping, the engine's most frequent step, touches fewer lines.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -30,29 +31,51 @@ class EventQueue {
  public:
   void reserve(std::size_t n) { heap_.reserve(n); }
   bool empty() const { return heap_.empty(); }
+  std::size_t size() const { return heap_.size(); }
 
   void push(Event e) {
     e.seq = next_seq_++;
+    std::size_t i = heap_.size();
     heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), kLater);
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / kArity;
+      if (!before(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
   }
 
   Event pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), kLater);
-    Event e = heap_.back();
+    const Event top = heap_.front();
+    const Event last = heap_.back();
     heap_.pop_back();
-    return e;
+    const std::size_t n = heap_.size();
+    if (n == 0) return top;
+    std::size_t i = 0;
+    for (;;) {
+      const std::size_t first = i * kArity + 1;
+      if (first >= n) break;
+      std::size_t best = first;
+      const std::size_t end = first + kArity < n ? first + kArity : n;
+      for (std::size_t c = first + 1; c < end; ++c) {
+        if (before(heap_[c], heap_[best])) best = c;
+      }
+      if (!before(heap_[best], last)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = last;
+    return top;
   }
 
  private:
-  // A function object rather than a function pointer, so the heap operations inline it.
-  struct Later {
-    bool operator()(const Event& x, const Event& y) const {
-      if (x.at != y.at) return x.at > y.at;
-      return x.seq > y.seq;
-    }
-  };
-  static constexpr Later kLater{};
+  static constexpr std::size_t kArity = 4;
+
+  static bool before(const Event& x, const Event& y) {
+    if (x.at != y.at) return x.at < y.at;
+    return x.seq < y.seq;
+  }
 
   std::vector<Event> heap_;
   std::uint64_t next_seq_ = 0;

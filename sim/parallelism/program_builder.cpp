@@ -67,10 +67,13 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
   return workload::optimizer_step(params, s.training);
 }
 
+// Compute op names by (block, cost, phase), interned once for every rank of the job.
+using OpNames = std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t>;
+
 // Issues one rank's step.
 class StepWriter {
  public:
-  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b, int stage)
+  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b, int stage, OpNames& names)
       : s_(s),
         work_(work),
         b_(b),
@@ -82,7 +85,8 @@ class StepWriter {
         ep_(s, work),
         pp_(s, work, stage),
         dp_(make_data_parallel(stage_s_)),
-        optimizer_(stage_optimizer(stage_s_, work)) {}
+        optimizer_(stage_optimizer(stage_s_, work)),
+        names_(names) {}
 
   void step() {
     const PipelineShape shape = pipeline_shape(s_);
@@ -175,7 +179,8 @@ class StepWriter {
     if (phase == Phase::backward && last_) dp_->after_backward_op(b_, site, op);
   }
 
-  // Names do not depend on the micro-batch: each is formatted and interned once.
+  // Names depend neither on the micro-batch nor on the rank: each is formatted and interned
+  // once per job.
   std::uint32_t name(const OpSite& site) {
     const auto [it, inserted] = names_.try_emplace({site.block, site.cost, site.phase}, 0);
     if (inserted) it->second = b_.state().name(op_name(site, s_.model.layers));
@@ -194,7 +199,7 @@ class StepWriter {
   PipelineComm pp_;
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
-  std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t> names_;
+  OpNames& names_;
   bool split_ = splits_backward(s_.parallel.schedule);
   bool last_ = false;
   int micro_batch_ = 0;
@@ -377,13 +382,24 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   program.comm_slowdown = costs.comm_slowdown();
   BuildState state(program, costs);
   Layout layout(scenario, program);
+  OpNames names;
+  // Ranks of one stage issue as many ops as each other: each rank after the first of its
+  // stage gets its buffers at their final size, not grown by doubling and shrunk.
+  std::map<int, std::pair<std::size_t, std::size_t>> stage_sizes;  // ops, waits
   for (std::size_t r = 0; r < layout.ranks().size(); ++r) {
     StepBuilder b(state, r);
     layout.add_rank(r, b);
-    StepWriter(scenario, work, b, layout.ranks()[r].stage).step();
+    const int stage = layout.ranks()[r].stage;
+    engine::RankProgram& rank = program.ranks[r];
+    if (const auto it = stage_sizes.find(stage); it != stage_sizes.end()) {
+      rank.ops.reserve(it->second.first);
+      rank.waits.reserve(it->second.second);
+    }
+    StepWriter(scenario, work, b, stage, names).step();
     // Grown by doubling; large pipelines hold millions of ops, so give back the slack.
-    program.ranks[r].ops.shrink_to_fit();
-    program.ranks[r].waits.shrink_to_fit();
+    rank.ops.shrink_to_fit();
+    rank.waits.shrink_to_fit();
+    stage_sizes[stage] = {rank.ops.size(), rank.waits.size()};
   }
   annotate_memory(program, scenario, work);
   return program;

@@ -2,6 +2,7 @@
 // cost of one max-min solve.
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -36,6 +37,35 @@ void BM_EngineEvents(benchmark::State& state) {
 BENCHMARK(BM_EngineEvents)
     ->ArgNames({"stages", "layers", "mb"})
     ->Args({4, 8, 8})
+    ->Args({4, 32, 16})
+    ->Args({16, 8, 32})
+    ->Args({8, 64, 32})
+    ->Unit(benchmark::kMillisecond);
+
+// The event loop alone: BM_EngineEvents without building the engine, whose first touch of
+// fresh memory (page faults, dearer still in a virtual machine) weighs as much as the loop.
+void BM_EngineLoop(benchmark::State& state) {
+  const SyntheticShape shape{static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
+                             static_cast<int>(state.range(2))};
+  const stepsim::engine::Program program = stepsim::bench::synthetic_program(shape);
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto engine = std::make_unique<stepsim::engine::Engine>(program);
+    state.ResumeTiming();
+    stepsim::Timeline timeline = engine->run();
+    benchmark::DoNotOptimize(timeline);
+    events += engine->stats().events;
+    state.PauseTiming();
+    timeline = {};
+    engine.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(events));
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EngineLoop)
+    ->ArgNames({"stages", "layers", "mb"})
     ->Args({4, 32, 16})
     ->Args({16, 8, 32})
     ->Args({8, 64, 32})

@@ -1,0 +1,26 @@
+// madvise(MADV_HUGEPAGE) on the 2 MiB-aligned part of a buffer.
+#include "engine/huge_pages.hpp"
+
+#include <cstdint>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace stepsim::engine {
+
+void advise_huge_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (first + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t end = (first + bytes) & ~(kHugePage - 1);
+  // A refusal (no THP in this kernel, memory not from mmap) only leaves small pages.
+  if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
+}  // namespace stepsim::engine
