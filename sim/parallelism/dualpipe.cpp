@@ -1,4 +1,4 @@
-// DualPipe (DeepSeek-V3 technical report, arXiv 2412.19437, §3.2.1): a bidirectional pipeline.
+// DualPipe (DeepSeek-AI 2024, the DeepSeek-V3 technical report, §3.2.1): a bidirectional pipeline.
 // Each stage holds two model chunks, virtual stage i and p − 1 − i; half of the micro-batches
 // enter at the first stage and half at the last, and in the steady state one micro-batch's
 // forward chunk runs overlapped with another's backward chunk.
