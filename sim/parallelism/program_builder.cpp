@@ -1,7 +1,8 @@
 // The step of one rank: its pipeline stage's passes in schedule order (recompute just before
 // each layer's backward), activations and gradients to and from the neighbouring stages,
 // gradient synchronisation hooked into the last micro-batch's backward, and the optimizer
-// step once every bucket (and a tied embedding's gradient) has been reduced.
+// step once every bucket (and a tied embedding's gradient) has been reduced. DualPipe's
+// paired forward and backward are issued interleaved, in two lanes.
 #include "parallelism/program_builder.hpp"
 
 #include <algorithm>
