@@ -102,8 +102,10 @@ constexpr KeyDoc kDocs[] = {
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
      "instead of AllReduce)",
      "Megatron `--sequence-parallel`"},
-    {"parallel.schedule", "", "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble; `dualpipe` is refused)",
-     "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved"},
+    {"parallel.schedule", "",
+     "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
+     "(bidirectional, pp even, micro-batches ≥ 2·pp)",
+     "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved; DeepSeek's DualPipe"},
     {"parallel.virtual_stages", "", "model chunks per stage (interleaved schedule)",
      "Megatron `--virtual-pipeline-model-parallel-size`"},
     {"parallel.stage_layers", "", "layers per stage, first to last; empty: an even split",

@@ -107,9 +107,10 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
 }
 
 void check_degrees(const ParallelSpec& p, const Checker& c) {
-  c.require(p.schedule != Schedule::dualpipe, "/parallel/schedule",
-            "the DualPipe schedule is not simulated yet (use \"1f1b\", \"interleaved\", \"gpipe\", \"zb-h1\" or "
-            "\"zb-h2\")");
+  // Each DualPipe stage pairs with its mirror image p − 1 − stage (github.com/deepseek-ai/DualPipe).
+  if (p.schedule == Schedule::dualpipe) {
+    c.require(p.pp >= 2 && p.pp % 2 == 0, "/parallel/pp", "the DualPipe schedule needs an even pp >= 2, got {}", p.pp);
+  }
   if (p.schedule == Schedule::interleaved) {
     c.require(p.virtual_stages >= 2, "/parallel/virtual_stages",
               "the interleaved schedule needs virtual_stages >= 2, got {}", p.virtual_stages);
@@ -234,6 +235,10 @@ void check_simulated(const Scenario& s, const Checker& c) {
   if (s.parallel.schedule == Schedule::zb_h1 || s.parallel.schedule == Schedule::zb_h2)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
               "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, zero1 or zero2)");
+  // DualPipe's two copies of each stage sum whole gradients, which these strategies shard.
+  if (s.parallel.schedule == Schedule::dualpipe)
+    c.require(s.data_parallel.kind == DpKind::ddp || s.data_parallel.kind == DpKind::zero1, "/data_parallel/kind",
+              "ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp or zero1)");
 }
 
 }  // namespace

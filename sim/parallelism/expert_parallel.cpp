@@ -2,11 +2,14 @@
 // expert GEMM; combine after the last expert GEMM, before the unpermutation. Backward: the
 // output gradient goes back to the experts before expert fc2's input gradient, and the input
 // gradient returns after expert fc1's weight gradient (the grouped GEMM's backward ends with
-// it). Each is on the ep stream and the next compute op waits for it: without a schedule
-// that interleaves micro-batches (DualPipe) nothing hides it.
+// it), or after its input gradient when the schedule defers weight gradients. Each is on the
+// ep stream and the next compute op of its pass waits for it: only DualPipe, which runs
+// another micro-batch's pass beside it, hides it.
 #include "parallelism/expert_parallel.hpp"
 
 #include <fmt/format.h>
+
+#include "parallelism/pipeline_schedule.hpp"
 
 namespace stepsim::parallelism {
 
@@ -19,6 +22,7 @@ using workload::Role;
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work)
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
+      split_backward_(splits_backward(s.parallel.schedule)),
       message_(work.layer.dispatch_message) {}
 
 OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const char* what,
@@ -48,7 +52,8 @@ void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   const Role role = site.cost->role;
   const Pass pass = site.cost->pass;
   if (role == Role::expert_fc2 && pass == Pass::forward) all_to_all(b, site, "combine", {op});
-  if (role == Role::expert_fc1 && pass == Pass::backward_weight) all_to_all(b, site, "dispatch backward", {op});
+  const Pass sends_input_grad = split_backward_ ? Pass::backward_data : Pass::backward_weight;
+  if (role == Role::expert_fc1 && pass == sends_input_grad) all_to_all(b, site, "dispatch backward", {op});
 }
 
 }  // namespace stepsim::parallelism

@@ -27,6 +27,9 @@ class ExpertParallel {
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
 
   bool enabled_;
+  // Under a split backward the tokens' input gradient leaves after expert fc1's dgrad, in the
+  // B pass, not after the wgrad the W pass runs later.
+  bool split_backward_;
   Bytes message_;
   std::map<std::pair<int, std::string>, std::uint32_t> names_;
 };

@@ -54,7 +54,7 @@ struct StageShape {
 StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stage) {
   const std::vector<ChunkLayers> layout = chunk_layers(s.parallel, s.model.layers);
   StageShape out;
-  for (int k = 0; k < std::max(s.parallel.virtual_stages, 1); ++k) {
+  for (int k = 0; k < chunks_per_stage(s.parallel); ++k) {
     const ChunkLayers& c = chunk_of(layout, s.parallel, stage, k);
     out.layers += c.layers;
     if (c.pre) out.root_params += w.pre.param_count;

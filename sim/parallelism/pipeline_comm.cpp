@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/grad_buckets.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
@@ -19,14 +20,26 @@ bool has_pipeline_peer(const ParallelSpec& parallel, int stage, int offset) {
 
 namespace {
 
+// Under DualPipe the first and the last stage each hold the embedding and the head, so a
+// tied embedding's gradient is summed on the GPU (and then with the mirror's copy).
 Bytes embedding_grad(const Scenario& s, int stage) {
-  if (!s.model.tied_embeddings || s.parallel.pp <= 1) return Bytes{0};
+  if (!s.model.tied_embeddings || s.parallel.pp <= 1 || bidirectional(s.parallel.schedule)) return Bytes{0};
   const ParallelSpec& p = s.parallel;
   const bool holds =
       stage_holds_block(p, s.model.layers, stage, 0) || stage_holds_block(p, s.model.layers, stage, s.model.layers + 1);
   if (!holds) return Bytes{0};
   const long long vocab = workload::weight_shape(s.model, p.tp).vocab;
   return Bytes(vocab * s.model.hidden * element_bytes(s.data_parallel.grad_reduce_dtype));
+}
+
+// All of this stage's gradients: its mirror image holds the same two model chunks.
+Bytes mirror_grad(const Scenario& s, int stage) {
+  if (s.parallel.pp <= 1 || !bidirectional(s.parallel.schedule)) return Bytes{0};
+  ParallelSpec p = s.parallel;
+  p.stage = stage;
+  long long elements = 0;
+  for (const GradTensor& t : gradient_tensors(s.model, p)) elements += t.elements;
+  return Bytes(elements * element_bytes(s.data_parallel.grad_reduce_dtype));
 }
 
 }  // namespace
@@ -39,32 +52,49 @@ Bytes pipeline_message(const Scenario& scenario) {
 PipelineComm::PipelineComm(const Scenario& scenario, const workload::ModelWork&, int stage)
     : stage_(stage),
       stages_(scenario.parallel.pp),
-      last_virtual_(scenario.parallel.pp * scenario.parallel.virtual_stages - 1),
+      bidirectional_(bidirectional(scenario.parallel.schedule)),
+      last_virtual_(bidirectional_ ? stages_ - 1 : scenario.parallel.pp * scenario.parallel.virtual_stages - 1),
       message_(pipeline_message(scenario)),
-      embedding_grad_(embedding_grad(scenario, stage)) {}
+      embedding_grad_(embedding_grad(scenario, stage)),
+      mirror_grad_(mirror_grad(scenario, stage)) {}
 
-void PipelineComm::receive(StepBuilder& b, const PipelineOp& op) const {
+int PipelineComm::virtual_stage(const PipelineOp& op) const {
+  if (bidirectional_) return op.chunk == 0 ? stage_ : stages_ - 1 - stage_;
+  return op.chunk * stages_ + stage_;
+}
+
+std::optional<OpIndex> PipelineComm::receive(StepBuilder& b, const PipelineOp& op) const {
   const int vs = virtual_stage(op);
-  if (op.forward ? vs == 0 : vs == last_virtual_) return;
-  const PpLink link = op.forward ? PpLink::forward_in : PpLink::backward_in;
-  const std::string what =
-      fmt::format("{} from stage {}", op.forward ? "activation" : "gradient", peer(op.forward ? -1 : 1));
+  if (op.forward ? vs == 0 : vs == last_virtual_) return std::nullopt;
+  const bool reverse = direction(op) < 0;
+  const PpLink link = op.forward ? (reverse ? PpLink::reverse_forward_in : PpLink::forward_in)
+                                 : (reverse ? PpLink::reverse_backward_in : PpLink::backward_in);
+  const std::string what = fmt::format("{} from stage {}", op.forward ? "activation" : "gradient",
+                                       peer(op.forward ? -direction(op) : direction(op)));
   const OpIndex recv = b.pp_collective(link, CollOp::sendrecv, message_, what, {});
   b.defer_wait(recv, WaitRule::next_op, workload::Role::optimizer);
+  return recv;
 }
 
 void PipelineComm::send(StepBuilder& b, const PipelineOp& op) const {
   const int vs = virtual_stage(op);
   if (op.forward ? vs == last_virtual_ : vs == 0) return;
-  const PpLink link = op.forward ? PpLink::forward_out : PpLink::backward_out;
-  const std::string what =
-      fmt::format("{} to stage {}", op.forward ? "activation" : "gradient", peer(op.forward ? 1 : -1));
+  const bool reverse = direction(op) < 0;
+  const PpLink link = op.forward ? (reverse ? PpLink::reverse_forward_out : PpLink::forward_out)
+                                 : (reverse ? PpLink::reverse_backward_out : PpLink::backward_out);
+  const std::string what = fmt::format("{} to stage {}", op.forward ? "activation" : "gradient",
+                                       peer(op.forward ? direction(op) : -direction(op)));
   b.pp_collective(link, CollOp::sendrecv, message_, what, b.last_compute());
 }
 
 std::vector<OpIndex> PipelineComm::sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const {
   if (embedding_grad_.count() == 0) return {};
   return {b.pp_collective(PpLink::embedding, CollOp::allreduce, embedding_grad_, "embedding grad", waits)};
+}
+
+std::vector<OpIndex> PipelineComm::sync_mirror(StepBuilder& b, const std::vector<OpIndex>& waits) const {
+  if (mirror_grad_.count() == 0) return {};
+  return {b.pp_collective(PpLink::mirror, CollOp::allreduce, mirror_grad_, "mirror stage grads", waits)};
 }
 
 }  // namespace stepsim::parallelism

@@ -2,6 +2,7 @@
 // SendRecv between adjacent stages, and the tied embedding's gradient AllReduce.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "parallelism/pipeline_schedule.hpp"
@@ -23,25 +24,32 @@ class PipelineComm {
   PipelineComm(const Scenario& scenario, const workload::ModelWork& work, int stage);
 
   // Before a pass: the receive its first compute op waits for, if the pass has a sender.
-  void receive(StepBuilder& b, const PipelineOp& op) const;
+  std::optional<OpIndex> receive(StepBuilder& b, const PipelineOp& op) const;
   // After a pass: the send of its output, waiting for the pass's last compute op.
   void send(StepBuilder& b, const PipelineOp& op) const;
   // Tied embeddings split over the first and the last stage: the AllReduce of the word
   // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
   std::vector<OpIndex> sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const;
+  // DualPipe: stage i and stage p − 1 − i hold the same two model chunks; the AllReduce that
+  // sums the gradients of both copies, after `waits`; nothing under other schedules.
+  std::vector<OpIndex> sync_mirror(StepBuilder& b, const std::vector<OpIndex>& waits) const;
 
   // The SendRecv message (pipeline_message).
   Bytes message() const { return message_; }
 
  private:
-  int virtual_stage(const PipelineOp& op) const { return op.chunk * stages_ + stage_; }
+  int virtual_stage(const PipelineOp& op) const;
+  // Which way a pass's data flows: +1 to the next stage, −1 for DualPipe's reverse chunk.
+  int direction(const PipelineOp& op) const { return bidirectional_ && op.chunk == 1 ? -1 : 1; }
   int peer(int offset) const { return ((stage_ + offset) % stages_ + stages_) % stages_; }
 
   int stage_;
   int stages_;
+  bool bidirectional_;
   int last_virtual_;
   Bytes message_;
   Bytes embedding_grad_;  // 0 unless this stage holds one copy of a tied embedding
+  Bytes mirror_grad_;     // 0 unless the schedule keeps two copies of each stage
 };
 
 // The pipeline peers of a stage: the stage before (-1) or after (+1), wrapping around only

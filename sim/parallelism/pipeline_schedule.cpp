@@ -10,12 +10,13 @@ namespace stepsim::parallelism {
 
 namespace {
 
-constexpr std::array<ScheduleKind, 5> kSchedules{{
+constexpr std::array<ScheduleKind, 6> kSchedules{{
     {Schedule::gpipe, "gpipe", gpipe_order},
     {Schedule::one_f_one_b, "1f1b", one_f_one_b_order},
     {Schedule::interleaved, "interleaved", interleaved_order},
     {Schedule::zb_h1, "zb-h1", zb_h1_order, true},
     {Schedule::zb_h2, "zb-h2", zb_h2_order, true},
+    {Schedule::dualpipe, "dualpipe", dualpipe_order, true, true},
 }};
 
 }  // namespace
@@ -35,6 +36,17 @@ bool splits_backward(Schedule schedule) {
     if (k.schedule == schedule) return k.split_backward;
   }
   return false;
+}
+
+bool bidirectional(Schedule schedule) {
+  for (const ScheduleKind& k : kSchedules) {
+    if (k.schedule == schedule) return k.bidirectional;
+  }
+  return false;
+}
+
+int chunk_micro_batches(Schedule schedule, const PipelineShape& shape) {
+  return bidirectional(schedule) ? shape.micro_batches / 2 : shape.micro_batches;
 }
 
 int warmup_forwards(const std::vector<PipelineOp>& order) {

@@ -1,5 +1,5 @@
-// Pipeline schedules (GPipe, 1F1B and Megatron-LM's interleaved schedule): each stage's ordered list of forward and backward
-// passes of (micro-batch, model chunk). One file per schedule, one row in the registry.
+// Pipeline schedules (GPipe, 1F1B, Megatron-LM's interleaved schedule, zero bubble, DualPipe): each stage's ordered
+// list of forward and backward passes of (micro-batch, model chunk). One file per schedule, one row in the registry.
 #pragma once
 
 #include <span>
@@ -17,12 +17,15 @@ struct PipelineOp {
   // Of a backward: only the weight-gradient (W) pass, in schedules that split the backward;
   // there a backward without it is the input-gradient (B) pass.
   bool weight = false;
+  // Of a forward: it runs overlapped with the backward after it (and that backward's W pass,
+  // when one follows at once), DualPipe's F&B: one's communication behind the other's compute.
+  bool overlapped = false;
   friend bool operator==(const PipelineOp&, const PipelineOp&) = default;
 };
 
 struct PipelineShape {
   int stages = 1;         // p
-  int micro_batches = 1;  // m, per pipeline replica and step
+  int micro_batches = 1;  // m, per pipeline replica and step (both directions of DualPipe)
   int chunks = 1;         // v, model chunks per stage
 };
 
@@ -33,6 +36,8 @@ struct ScheduleKind {
   const char* name;  // the parallel.schedule value
   ScheduleOrder order;
   bool split_backward = false;  // backwards are B and W passes (zero-bubble schedules)
+  // Micro-batches enter at both ends, half each; stage i holds virtual stages i and p − 1 − i.
+  bool bidirectional = false;
 };
 
 std::span<const ScheduleKind> pipeline_schedules();
@@ -43,6 +48,12 @@ std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shap
 // Whether `schedule` runs each backward as an input-gradient and a weight-gradient pass.
 bool splits_backward(Schedule schedule);
 
+// Whether `schedule` feeds the pipeline from both ends (DualPipe).
+bool bidirectional(Schedule schedule);
+
+// The micro-batches that pass through each model chunk: m, or m / 2 in each direction.
+int chunk_micro_batches(Schedule schedule, const PipelineShape& shape);
+
 // Forwards a stage runs before its first backward.
 int warmup_forwards(const std::vector<PipelineOp>& order);
 
@@ -52,5 +63,6 @@ std::vector<PipelineOp> one_f_one_b_order(const PipelineShape& shape, int stage)
 std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage);
 std::vector<PipelineOp> zb_h1_order(const PipelineShape& shape, int stage);
 std::vector<PipelineOp> zb_h2_order(const PipelineShape& shape, int stage);
+std::vector<PipelineOp> dualpipe_order(const PipelineShape& shape, int stage);
 
 }  // namespace stepsim::parallelism

@@ -1,10 +1,13 @@
 // The step of one rank: its pipeline stage's passes in schedule order (recompute just before
 // each layer's backward), activations and gradients to and from the neighbouring stages,
 // gradient synchronisation hooked into the last micro-batch's backward, and the optimizer
-// step once every bucket (and a tied embedding's gradient) has been reduced.
+// step once every bucket (and a tied embedding's gradient) has been reduced. DualPipe's
+// paired forward and backward are issued interleaved, in two lanes.
 #include "parallelism/program_builder.hpp"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -32,6 +35,20 @@ namespace {
 
 using workload::OpCost;
 
+// The pieces of one pass, recorded to be issued interleaved with another's.
+using Script = std::vector<std::function<void()>>;
+
+// As the reference implementation asserts: half the micro-batches enter at each end, and each
+// direction needs at least pp of them to reach its steady state.
+void check_dualpipe(const Scenario& s, long long m) {
+  if (m % 2 != 0 || m < 2LL * s.parallel.pp) {
+    throw InputError(s.source, "/training/global_batch",
+                     fmt::format("the DualPipe schedule needs an even number of micro-batches per replica, at "
+                                 "least 2·pp ({}), got {}",
+                                 2 * s.parallel.pp, m));
+  }
+}
+
 void check_supported(const Scenario& s) {
   if (s.training.micro_batches(s.parallel.dp) < 1) {
     throw InputError(s.source, "/training/global_batch",
@@ -45,6 +62,7 @@ void check_supported(const Scenario& s) {
                                  "to be a multiple of pp ({})",
                                  m, s.parallel.pp));
   }
+  if (s.parallel.schedule == Schedule::dualpipe) check_dualpipe(s, m);
 }
 
 PipelineShape pipeline_shape(const Scenario& s) {
@@ -90,29 +108,94 @@ class StepWriter {
 
   void step() {
     const PipelineShape shape = pipeline_shape(s_);
-    for (const PipelineOp& op : stage_order(s_.parallel.schedule, shape, stage_)) {
-      last_ = op.micro_batch + 1 == shape.micro_batches;
-      micro_batch_ = op.micro_batch;
-      chunk_ = op.chunk;
-      const ChunkLayers& chunk = chunk_of(chunks_, s_.parallel, stage_, op.chunk);
-      if (op.weight) {
-        weight_pass(chunk);  // reads only what the stage holds: no transfer
+    const std::vector<PipelineOp> order = stage_order(s_.parallel.schedule, shape, stage_);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (!order[i].forward || !order[i].overlapped) {
+        pass(order[i]);
         continue;
       }
-      pp_.receive(b_, op);
-      if (op.forward) forward(chunk);
-      if (!op.forward) backward(chunk);
-      pp_.send(b_, op);
+      i = overlapped(order, i);
     }
     dp_->end_backward(b_);
     std::vector<OpIndex> waits = dp_->optimizer_waits();
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
     for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
+    for (OpIndex op : pp_.sync_mirror(b_, waits)) waits.push_back(op);
     const OpIndex optimizer = b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", waits);
     dp_->after_optimizer(b_, optimizer);
   }
 
  private:
+  // One pass of the schedule: its receive, its compute and the send of its output (or only
+  // its compute, for a pass of a pair, whose transfers the pair makes).
+  void pass(const PipelineOp& op, bool transfers = true) {
+    last_ = op.micro_batch + 1 == chunk_micro_batches(s_.parallel.schedule, pipeline_shape(s_));
+    micro_batch_ = op.micro_batch;
+    chunk_ = op.chunk;
+    const ChunkLayers& chunk = chunk_of(chunks_, s_.parallel, stage_, op.chunk);
+    if (op.weight) {
+      weight_pass(chunk);  // reads only what the stage holds: no transfer
+      return;
+    }
+    if (transfers) pp_.receive(b_, op);
+    if (op.forward) forward(chunk);
+    if (!op.forward) backward(chunk);
+    if (transfers) pp_.send(b_, op);
+  }
+
+  // DualPipe's F&B: the forward at `i` and the backward after it (with its W pass when one
+  // follows at once) recorded as two scripts, then issued in turn, each handing the compute
+  // stream to the other whenever it has issued communication it must wait for (an
+  // all-to-all, a TP collective). As the reference implementation does, the pair starts once
+  // both inputs have arrived and sends both outputs when it ends. Returns the index of the
+  // pair's last pass.
+  std::size_t overlapped(const std::vector<PipelineOp>& order, std::size_t i) {
+    STEPSIM_CHECK(i + 1 < order.size() && !order[i + 1].forward && !order[i + 1].weight,
+                  "an overlapped forward without a backward after it");
+    const PipelineOp& f = order[i];
+    const PipelineOp& b = order[i + 1];
+    b_.set_lane(1);
+    const std::optional<OpIndex> gradient = pp_.receive(b_, b);
+    b_.set_lane(0);
+    pp_.receive(b_, f);
+    if (gradient) b_.defer_wait(*gradient, WaitRule::next_op, workload::Role::optimizer);
+    std::array<Script, 2> lanes;
+    script_ = &lanes[0];
+    pass(f, false);
+    script_ = &lanes[1];
+    pass(b, false);
+    std::size_t end = i + 1;
+    if (end + 1 < order.size() && order[end + 1] == PipelineOp{b.micro_batch, b.chunk, false, true}) pass(order[++end]);
+    script_ = nullptr;
+    interleave(lanes);
+    pp_.send(b_, f);
+    pp_.send(b_, b);
+    return end;
+  }
+
+  void interleave(std::array<Script, 2>& lanes) {
+    std::array<std::size_t, 2> next{0, 0};
+    int lane = 0;
+    while (next[0] < lanes[0].size() || next[1] < lanes[1].size()) {
+      if (next[lane] == lanes[lane].size()) lane ^= 1;
+      b_.set_lane(lane);
+      const long long deferrals = b_.deferrals();
+      lanes[lane][next[lane]++]();
+      if (b_.deferrals() != deferrals) lane ^= 1;
+    }
+    b_.join_lanes();
+  }
+
+  // Runs a piece of a pass now, or records it while a pass is scripted for interleaving.
+  template <class Piece>
+  void emit(Piece&& piece) {
+    if (script_ != nullptr) {
+      script_->emplace_back(std::forward<Piece>(piece));
+      return;
+    }
+    piece();
+  }
+
   void forward(const ChunkLayers& chunk) {
     if (chunk.pre) ops(work_.pre.forward, 0, Phase::forward);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
@@ -155,28 +238,34 @@ class StepWriter {
     const auto any = [&](const OpCost& c) { return selected(c, passes); };
     if (passes != Passes::all && std::none_of(list.begin(), list.end(), any)) return;
     const BlockSite site{block, phase, micro_batch_, chunk_, last_};
-    dp_->before_block(b_, site);
+    emit([this, site] { dp_->before_block(b_, site); });
     for (const OpCost& cost : list) {
-      if (selected(cost, passes)) one(cost, block, phase);
+      if (selected(cost, passes)) one({block, &cost, phase, last_});
     }
-    dp_->after_block(b_, site);
+    emit([this, site] { dp_->after_block(b_, site); });
   }
 
-  void one(const OpCost& cost, int block, Phase phase) {
-    const OpSite site{block, &cost, phase, last_};
-    tp_.before_op(b_, site);
-    ep_.before_op(b_, site);
+  // An op in two pieces: the communication issued before it, then the op and what follows.
+  void one(const OpSite& site) {
+    emit([this, site] {
+      tp_.before_op(b_, site);
+      ep_.before_op(b_, site);
+    });
+    emit([this, site] { body(site); });
+  }
+
+  void body(const OpSite& site) {
     OpIndex op = 0;
     if (cp_.handles(site)) {
       op = cp_.issue(b_, site);
     } else if (tp_.pipelines(site)) {
       op = tp_.issue_pipelined(b_, site);
     } else {
-      op = b_.compute(cost, phase, name(site));
+      op = b_.compute(*site.cost, site.phase, name(site));
     }
     tp_.after_op(b_, site, op);
     ep_.after_op(b_, site, op);
-    if (phase == Phase::backward && last_) dp_->after_backward_op(b_, site, op);
+    if (site.phase == Phase::backward && site.last_micro_batch) dp_->after_backward_op(b_, site, op);
   }
 
   // Names depend neither on the micro-batch nor on the rank: each is formatted and interned
@@ -201,6 +290,7 @@ class StepWriter {
   OpCost optimizer_;
   OpNames& names_;
   bool split_ = splits_backward(s_.parallel.schedule);
+  Script* script_ = nullptr;
   bool last_ = false;
   int micro_batch_ = 0;
   int chunk_ = 0;
@@ -324,11 +414,32 @@ class Layout {
       add_pp_link(index, b, PpLink::forward_out, "pp fwd", {rank, after}, "pp activation send");
       add_pp_link(index, b, PpLink::backward_in, "pp bwd", {after, rank}, "pp gradient recv");
     }
+    if (bidirectional(p.schedule)) add_reverse_links(index, b);
     const bool outer = stage == 0 || stage == p.pp - 1;
-    if (s_.model.tied_embeddings && p.pp > 1 && outer) {
+    if (s_.model.tied_embeddings && p.pp > 1 && outer && !bidirectional(p.schedule)) {
       add_pp_link(index, b, PpLink::embedding, "pp embedding", {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)},
                   "pp embedding");
     }
+  }
+
+  // DualPipe's reverse direction: activations from the stage after to the stage before,
+  // gradients back; and the group of the stage and its mirror image p − 1 − stage.
+  void add_reverse_links(std::size_t index, StepBuilder& b) {
+    const ParallelSpec& p = s_.parallel;
+    const int rank = ranks_[index].rank;
+    const int stage = ranks_[index].stage;
+    const int before = stage_rank(rank, stage - 1);
+    const int after = stage_rank(rank, stage + 1);
+    if (has_pipeline_peer(p, stage, 1)) {
+      add_pp_link(index, b, PpLink::reverse_forward_in, "pp fwd", {after, rank}, "pp reverse activation recv");
+      add_pp_link(index, b, PpLink::reverse_backward_out, "pp bwd", {rank, after}, "pp reverse gradient send");
+    }
+    if (has_pipeline_peer(p, stage, -1)) {
+      add_pp_link(index, b, PpLink::reverse_forward_out, "pp fwd", {rank, before}, "pp reverse activation send");
+      add_pp_link(index, b, PpLink::reverse_backward_in, "pp bwd", {before, rank}, "pp reverse gradient recv");
+    }
+    const int mirror = stage_rank(rank, p.pp - 1 - stage);
+    add_pp_link(index, b, PpLink::mirror, "pp mirror", {std::min(rank, mirror), std::max(rank, mirror)}, "pp mirror");
   }
 
   // The rank at the same TP, CP and DP coordinates in pipeline stage `stage` (modulo pp).
@@ -420,7 +531,7 @@ std::string pipeline_notes(const Scenario& s) {
       "; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
       "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
       "between adjacent stages of the pp group",
-      schedule, s.training.micro_batches(p.dp), p.virtual_stages, ranks_string(layers), format_size(message));
+      schedule, s.training.micro_batches(p.dp), chunks_per_stage(p), ranks_string(layers), format_size(message));
 }
 
 std::string placement_notes(const Scenario& s) {

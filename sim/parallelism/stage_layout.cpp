@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "parallelism/pipeline_schedule.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::parallelism {
@@ -31,9 +32,16 @@ std::vector<ChunkLayers> chunk_layers(const ParallelSpec& parallel, int layers) 
   return out;
 }
 
+int chunks_per_stage(const ParallelSpec& parallel) {
+  return bidirectional(parallel.schedule) ? 2 : std::max(parallel.virtual_stages, 1);
+}
+
 const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int stage,
                             int chunk) {
-  const auto index = static_cast<std::size_t>(chunk * std::max(parallel.pp, 1) + stage);
+  const int pp = std::max(parallel.pp, 1);
+  int virtual_stage = chunk * pp + stage;
+  if (bidirectional(parallel.schedule)) virtual_stage = chunk == 0 ? stage : pp - 1 - stage;
+  const auto index = static_cast<std::size_t>(virtual_stage);
   STEPSIM_CHECK(index < chunks.size(), "model chunk outside the stage layout");
   return chunks[index];
 }
@@ -44,7 +52,7 @@ bool stage_holds_block(const ParallelSpec& parallel, int layers, int stage, int 
 
 bool stage_holds_block(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int layers, int stage,
                        int block) {
-  for (int c = 0; c < std::max(parallel.virtual_stages, 1); ++c) {
+  for (int c = 0; c < chunks_per_stage(parallel); ++c) {
     const ChunkLayers& k = chunk_of(chunks, parallel, stage, c);
     if (block == 0 && k.pre) return true;
     if (block == layers + 1 && k.post) return true;

@@ -21,7 +21,11 @@ struct ChunkLayers {
 // are split evenly (the first virtual stages take one more when they do not divide).
 std::vector<ChunkLayers> chunk_layers(const ParallelSpec& parallel, int layers);
 
-// Model chunk `chunk` of pipeline stage `stage`.
+// Model chunks per stage: virtual_stages, or two under a bidirectional schedule (DualPipe).
+int chunks_per_stage(const ParallelSpec& parallel);
+
+// Model chunk `chunk` of pipeline stage `stage`: virtual stage chunk·p + stage, or under
+// DualPipe virtual stage `stage` (chunk 0) and p − 1 − stage (chunk 1) of p.
 const ChunkLayers& chunk_of(const std::vector<ChunkLayers>& chunks, const ParallelSpec& parallel, int stage, int chunk);
 
 // Whether `stage` holds OpSite block `block` (0 embedding, 1..layers, layers+1 head).

@@ -63,6 +63,7 @@ OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& wa
 }
 
 bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
+  if (d.lane != lane_) return false;
   switch (d.rule) {
     case WaitRule::next_op:
       return true;
@@ -92,7 +93,7 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
   const OpIndex index = append(op, waits);
-  last_compute_ = index;
+  last_compute_[static_cast<std::size_t>(lane_)] = index;
   return index;
 }
 
@@ -173,7 +174,22 @@ OpIndex StepBuilder::collective_on(const Communicator& comm, CommKind kind, Coll
   return append(e, waits);
 }
 
-void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) { deferred_.push_back({op, rule, role}); }
+void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) {
+  deferred_.push_back({op, rule, role, lane_});
+  ++deferrals_[static_cast<std::size_t>(lane_)];
+}
+
+void StepBuilder::set_lane(int lane) {
+  STEPSIM_CHECK(lane >= 0 && lane < kLanes, "no such lane of issue");
+  lane_ = lane;
+}
+
+void StepBuilder::join_lanes() {
+  for (Deferred& d : deferred_) d.lane = 0;
+  last_compute_[0] = std::max(last_compute_[0], last_compute_[1]);
+  last_compute_[1] = -1;
+  lane_ = 0;
+}
 
 std::vector<OpIndex> StepBuilder::take_deferred() {
   std::vector<OpIndex> out;
@@ -183,8 +199,9 @@ std::vector<OpIndex> StepBuilder::take_deferred() {
 }
 
 std::vector<OpIndex> StepBuilder::last_compute() const {
-  if (last_compute_ < 0) return {};
-  return {static_cast<OpIndex>(last_compute_)};
+  const std::int64_t last = last_compute_[static_cast<std::size_t>(lane_)];
+  if (last < 0) return {};
+  return {static_cast<OpIndex>(last)};
 }
 
 }  // namespace stepsim::parallelism

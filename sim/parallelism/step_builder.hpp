@@ -45,8 +45,21 @@ struct Communicator {
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
 // (NCCL matches sends and receives per peer and direction, in order), and the tied
 // embedding's group between the first and the last stage.
-enum class PpLink : std::uint8_t { forward_in, forward_out, backward_in, backward_out, embedding };
-inline constexpr std::size_t kPpLinks = 5;
+// DualPipe's reverse direction has its own four links, and its gradient sum of the two copies
+// of each stage its own group of the stage and its mirror image.
+enum class PpLink : std::uint8_t {
+  forward_in,
+  forward_out,
+  backward_in,
+  backward_out,
+  embedding,
+  reverse_forward_in,
+  reverse_forward_out,
+  reverse_backward_in,
+  reverse_backward_out,
+  mirror,
+};
+inline constexpr std::size_t kPpLinks = 10;
 
 // State shared by every rank of one program: interned names and collective costs.
 class BuildState {
@@ -98,6 +111,15 @@ class StepBuilder {
   OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                    const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
+  // Two passes issued interleaved (DualPipe's overlapped forward and backward) each keep their
+  // own deferred waits and last compute op: a wait attaches only to a compute op of its lane.
+  void set_lane(int lane);
+  // Back to one lane: waits still deferred in either attach to the next compute op that
+  // meets their rule, and the last compute op is the last one issued.
+  void join_lanes();
+  // How many waits the current lane has deferred so far: a pass that has just issued
+  // communication it will wait for can give the compute stream to the other lane.
+  long long deferrals() const { return deferrals_[static_cast<std::size_t>(lane_)]; }
   // Deferred waits not yet attached (the optimizer takes them).
   std::vector<OpIndex> take_deferred();
   // The last compute op issued, if any.
@@ -111,7 +133,9 @@ class StepBuilder {
     OpIndex op;
     WaitRule rule;
     workload::Role role;
+    int lane = 0;
   };
+  static constexpr int kLanes = 2;
   // A collective call as the engine sees it; equal ones are shared by their ops.
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
 
@@ -133,7 +157,9 @@ class StepBuilder {
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;
   std::map<CallKey, std::int32_t> transfers_;
-  std::int64_t last_compute_ = -1;
+  std::array<std::int64_t, kLanes> last_compute_{-1, -1};
+  std::array<long long, kLanes> deferrals_{0, 0};
+  int lane_ = 0;
 };
 
 // "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.

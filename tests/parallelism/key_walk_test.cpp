@@ -139,6 +139,7 @@ const std::vector<Row>& rows() {
       {"parallel.ep", Expect::changes, "4", kMoe},
       {"parallel.sequence_parallel", Expect::changes, "true"},
       {"parallel.schedule", Expect::changes, "gpipe"},
+      {"parallel.schedule", Expect::changes, "dualpipe"},
       {"parallel.virtual_stages", Expect::changes, "3", {"parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
       {"parallel.stage_layers", Expect::changes, "[10,14]"},
       {"training.global_batch", Expect::changes, "64"},
