@@ -76,7 +76,7 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   op.start = now_;
   op.last = now_;
   ++ranks_[r].compute_running;
-  op.work = program_.ranks[r].ops[o].duration.ps();
+  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, program_.ranks[r].ops[o].duration).ps();
   schedule_compute_end(r, o);
   if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
 }
