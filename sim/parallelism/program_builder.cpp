@@ -22,6 +22,7 @@
 #include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
 #include "parallelism/tensor_parallel.hpp"
+#include "parallelism/variation.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::parallelism {
@@ -221,6 +222,7 @@ class Layout {
       : s_(s), program_(program), ranks_(simulated_ranks(s.parallel, s.simulation.ranks)) {}
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
+  const std::vector<RankLinks>& links() const { return links_; }
 
   void add_rank(std::size_t index, StepBuilder& b) {
     const SimulatedRank& r = ranks_[index];
@@ -230,8 +232,10 @@ class Layout {
     rank.label = r.label;
     rank.streams = {"compute"};
     program_.ranks.push_back(std::move(rank));
-    b.set_links(add_resource(fmt::format("rank {} nvlink", r.rank), s_.cluster.intra_node.bandwidth),
-                add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
+    const RankLinks& links =
+        links_.emplace_back(add_resource(fmt::format("rank {} nvlink", r.rank), s_.cluster.intra_node.bandwidth),
+                            add_resource(fmt::format("rank {} nic", r.rank), nic_share(s_.cluster)));
+    b.set_links(links.nvlink, links.nic);
     for (const Comm& c : kComms) add_comm(index, c, b);
     add_data_parallel_comms(index, b);
     add_expert_comms(index, b);
@@ -349,6 +353,7 @@ class Layout {
   const Scenario& s_;
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
+  std::vector<RankLinks> links_;  // per simulated rank
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
@@ -372,6 +377,7 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
     program.ranks[r].waits.shrink_to_fit();
   }
   annotate_memory(program, scenario, work);
+  apply_variation(program, scenario, layout.links());
   return program;
 }
 
