@@ -3,12 +3,12 @@
 # 2-layer GPT on N data-parallel GPUs (default 4,096) with 5 % normal kernel jitter. Prints
 # both mean DP rendezvous waits (all ranks: averaged over SEEDS seeds) and their ratio.
 # The unit test runs the same comparison at N = 4,096; this runs it at any size.
-#   tools/straggler-check.sh [STEPSIM] [N] [SEEDS]   (default build/ci/stepsim 4096 4)
+#   tools/straggler-check.sh [STEPSIM] [N] [SEEDS]   (default build/ci/stepsim 4096 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stepsim=${1:-build/ci/stepsim}
 n=${2:-4096}
-seeds=${3:-4}
+seeds=${3:-12}
 scenario=$(mktemp --suffix=.json)
 trap 'rm -f "$scenario"' EXIT
 cat >"$scenario" <<JSON
