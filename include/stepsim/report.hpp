@@ -84,6 +84,31 @@ struct Advice {
   double exposed_fraction_of_step = 0;
 };
 
+// A figure over the simulated ranks: the smallest, the median and the largest, and which
+// global ranks have the extremes (-1 when there are no ranks).
+struct RankSpread {
+  double min = 0, median = 0, max = 0;
+  int min_rank = -1, max_rank = -1;
+};
+
+// The rank the others waited for most at rendezvous, and why.
+struct Straggler {
+  int rank = -1;  // global rank; -1: none (every collective's members arrived together)
+  double caused_wait_s =
+      0;              // summed over collectives it arrived last at (not pipeline SendRecv): a peer's longest wait
+  std::string cause;  // "compute at 0.8× speed", "kernel jitter", "network link at 0.5× bandwidth", ...
+};
+
+// How the simulated ranks differ: every rank in all-ranks mode, one per stage otherwise.
+struct RanksReport {
+  int simulated = 0;
+  RankSpread step_time_s;           // when the rank's last activity ends, from the step's start
+  RankSpread compute_s;             // the rank's compute kernels (optimizer included)
+  PerKind rendezvous_wait_s{};      // per kind: time a rank's collectives waited for their last member, mean over ranks
+  PerKind rendezvous_wait_max_s{};  // the same, the rank that waited most
+  Straggler straggler;
+};
+
 struct Report {
   std::string stepsim_version;
   int gpus = 0;
@@ -105,6 +130,7 @@ struct Report {
   std::vector<std::string> provenance;  // where the hardware presets' figures come from
   std::string advice_cause;             // which communication is exposed and why; "" when under target
   std::vector<Advice> advice;           // simulated alternatives, best first
+  RanksReport ranks;                    // "ranks" in JSON: spread, rendezvous waits, straggler
 };
 
 struct SimulationResult {

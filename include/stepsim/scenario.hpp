@@ -199,8 +199,62 @@ struct CollectivesSpec {
   Protocol protocol = Protocol::automatic;
 };
 
+// Ranks that differ (key simulation.variation): GPUs or nodes that compute slower, links
+// that carry less, random per-kernel jitter, and other jobs' traffic on the network.
+struct GpuSpeed {
+  int rank = 0;         // global rank
+  double factor = 1.0;  // compute speed relative to the preset (0.8: kernels take 1/0.8 as long)
+};
+
+struct NodeSpeed {
+  int node = 0;
+  double factor = 1.0;  // compute speed of every GPU of the node
+};
+
+enum class LinkKind { nic, nvlink };
+
+// One GPU's link (rank ≥ 0) or every GPU's link of a node (node ≥ 0) carries `factor` of
+// its bandwidth.
+struct LinkFactor {
+  int rank = -1;
+  int node = -1;
+  LinkKind link = LinkKind::nic;
+  double factor = 1.0;
+};
+
+// NICs of a node that are down: the node's network bandwidth drops to the NICs left.
+struct FailedNics {
+  int node = 0;
+  int count = 1;
+};
+
+enum class JitterKind { none, normal, lognormal, uniform };
+
+// Every compute kernel's duration times a draw of mean 1 and relative standard deviation
+// `sigma`, a pure function of (seed, rank, op): the same seed gives the same step.
+struct JitterSpec {
+  JitterKind distribution = JitterKind::none;
+  double sigma = 0;
+  long long seed = 1;
+};
+
+struct VariationSpec {
+  std::vector<GpuSpeed> gpu_speed;
+  std::vector<NodeSpeed> node_speed;
+  std::vector<LinkFactor> links;
+  std::vector<FailedNics> failed_nics;
+  JitterSpec jitter;
+  double background_traffic = 0;  // fraction of every GPU's network bandwidth other jobs use
+  // Whether some GPUs differ from others (representative mode cannot show that).
+  bool singles_out_gpus() const {
+    return !gpu_speed.empty() || !node_speed.empty() || !links.empty() || !failed_nics.empty();
+  }
+  bool jitters() const { return jitter.distribution != JitterKind::none && jitter.sigma > 0; }
+};
+
 struct SimulationSpec {
   RankMode ranks = RankMode::representative;
+  VariationSpec variation;
 };
 
 struct Scenario {

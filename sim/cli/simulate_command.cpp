@@ -2,12 +2,14 @@
 // write the table, the JSON report and the trace.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/advice.hpp"
 #include "cli/calibration_option.hpp"
 #include "cli/cluster_comparison.hpp"
 #include "cli/options.hpp"
+#include "cli/trace_ranks.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
@@ -18,7 +20,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--advise]\n"
-    "                        [--json FILE] [--trace FILE [--trace-format kineto]] [--compare-cluster NAME]...\n\n"
+    "                        [--json FILE] [--trace FILE [--trace-format kineto] [--trace-ranks LIST]]\n"
+    "                        [--compare-cluster NAME]...\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
     "throughput, MFU and where the time goes.\n\n"
@@ -42,13 +45,15 @@ constexpr const char* kExamples =
     "  stepsim simulate --set cluster=dgx-h200-ndr --calibration h200.calib.json\n"
     "  stepsim simulate --set cluster.gpu_hour_price=2.2 --compare-cluster dgx-h200-ndr@3.1\n"
     "  stepsim simulate --trace sim.json --trace-format kineto && stepsim analyze sim.json\n"
-    "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n";
+    "  stepsim simulate ddp-1.3b-64xa100 --set data_parallel.overlap_grad_reduce=false --advise\n"
+    "  stepsim simulate ddp-1.3b-64xa100 --set simulation.ranks=all \\\n"
+    "      --set 'simulation.variation.gpu_speed=[{\"rank\": 5, \"factor\": 0.8}]' --trace t.json --trace-ranks 0-7\n";
 
 }  // namespace
 
 int run_simulate(const Args& args) {
   std::string scenario_path;
-  std::vector<std::string> sets, calibrations, formats, clusters;
+  std::vector<std::string> sets, calibrations, formats, clusters, trace_ranks;
   OutputOptions out;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("scenario", po::value(&scenario_path)->value_name("SCENARIO.json"),
@@ -61,6 +66,9 @@ int run_simulate(const Args& args) {
       "chrome (default): every simulated rank for Perfetto; kineto: the rank the report is measured on as a "
       "PyTorch profiler trace (kernel events on CUDA streams, NCCL kernel names, ProfilerStep#1) for "
       "'stepsim analyze' and HolisticTraceAnalysis")(
+      "trace-ranks", po::value(&trace_ranks)->value_name("LIST"),
+      "only these global ranks in the chrome trace, e.g. 0,5,100-120 (default: every simulated rank; with "
+      "simulation.ranks \"all\" that is every GPU)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
       "also simulate the job on cluster preset NAME (with PRICE per GPU-hour) and print step time, tokens/s, "
       "MFU, energy and cost per million tokens side by side (repeatable)")(
@@ -81,6 +89,12 @@ int run_simulate(const Args& args) {
   if (vm.count("trace-format") != 0 && !out.trace)
     throw InputError("<command line>", "--trace-format", "needs --trace FILE: it chooses the format of that file");
 
+  if (!trace_ranks.empty() && !out.trace)
+    throw InputError("<command line>", "--trace-ranks", "needs --trace FILE: it chooses the ranks of that file");
+  if (!trace_ranks.empty() && format == "kineto")
+    throw InputError("<command line>", "--trace-ranks",
+                     "applies to the chrome trace; a kineto trace holds the one rank the report is measured on");
+
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
   const std::vector<std::string> all_sets = sets_with_calibration(scenario_path, sets, calibrations);
   const Scenario scenario = io::load_scenario(scenario_path, all_sets);
@@ -88,8 +102,15 @@ int run_simulate(const Args& args) {
     throw InputError("<command line>", "--compare-cluster",
                      "cannot be combined with calibration files: they were measured on this scenario's GPUs "
                      "and do not describe the other clusters");
+  const RankSelection traced =
+      trace_ranks.empty() ? RankSelection() : RankSelection(trace_ranks.back(), scenario.parallel.gpus());
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   SimulationResult result = simulate(scenario);
+  if (!traced.all() && std::none_of(result.timeline.ranks.begin(), result.timeline.ranks.end(),
+                                    [&](const RankTimeline& r) { return traced.contains(r.rank); }))
+    throw InputError("<command line>", "--trace-ranks",
+                     "names none of the simulated ranks (representative mode simulates one rank per pipeline "
+                     "stage; simulation.ranks \"all\" simulates every GPU)");
   advise({scenario_path, all_sets, vm.count("advise") > 0}, scenario, result);
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
@@ -109,7 +130,8 @@ int run_simulate(const Args& args) {
         if (format == "kineto")
           report::write_kineto_trace(result.timeline, -1, os);
         else
-          report::write_trace(result.timeline, os);
+          report::write_trace(
+              result.timeline, [&](int rank) { return traced.contains(rank); }, os);
       });
   return 0;
 }

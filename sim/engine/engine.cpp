@@ -25,6 +25,8 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
     index_streams(r);
     index_dependents(r);
   }
+  STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
+                "compute speeds do not match the simulated ranks");
   resource_flows_.resize(program_.resources.size());
   resource_mark_.resize(program_.resources.size());
   index_collectives();
@@ -247,6 +249,9 @@ void Engine::dispatch(const Event& e) {
       return;
     case EventKind::flow_end:
       on_flow_end(e.a, e.version);
+      return;
+    case EventKind::skew_end:
+      start_collective(e.a);
       return;
   }
 }

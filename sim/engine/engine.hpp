@@ -97,6 +97,7 @@ class Engine {
     Bytes size{0};
     Time latency;
     Bandwidth cap;
+    Time not_before;  // representative mode under jitter: when its slowest real member arrives
   };
 
   struct Flow {
@@ -152,6 +153,7 @@ class Engine {
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);
+  void note_skew(std::size_t r, OpIndex o, Collective& coll) const;
   void start_collective(std::uint32_t c);
   void set_comm_running(std::size_t r, int delta);
   void on_latency_end(std::uint32_t c);

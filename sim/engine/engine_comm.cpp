@@ -2,6 +2,7 @@
 // whose rate the max-min solver sets whenever the set of active flows changes.
 #include "engine/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -16,11 +17,28 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   state.ops[o].since = now_;
   ++state.at_rendezvous;
   const std::uint32_t c = state.ops[o].collective;
-  if (++collectives_[c].arrived < collectives_[c].member_count) {
-    update_bubble(r);
+  Collective& coll = collectives_[c];
+  if (!program_.ranks[r].skews.empty()) note_skew(r, o, coll);
+  const bool all = ++coll.arrived == coll.member_count;
+  if (all && coll.not_before <= now_) {
+    start_collective(c);
     return;
   }
-  start_collective(c);
+  if (all) queue_.push({coll.not_before, 0, c, 0, 0, EventKind::skew_end});
+  update_bubble(r);
+}
+
+// The expected slowest member arrives `wait` after this rank's work for the call was ready
+// (issued and its events fired), not after this rank reached it: a busy stream has already
+// delayed it.
+void Engine::note_skew(std::size_t r, OpIndex o, Collective& coll) const {
+  const auto& skews = program_.ranks[r].skews;
+  const auto it =
+      std::lower_bound(skews.begin(), skews.end(), o, [](const ArrivalSkew& s, OpIndex op) { return s.op < op; });
+  if (it == skews.end() || it->op != o) return;
+  Time ready = ranks_[r].ops[o].launch;
+  for (OpIndex w : program_.ranks[r].waits_of(o)) ready = max(ready, end_of(r, w));  // all done by now
+  coll.not_before = max(coll.not_before, ready + it->wait);
 }
 
 // Every member has reached the call: it starts on all of them at once.

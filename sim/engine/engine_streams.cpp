@@ -76,9 +76,9 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   op.start = now_;
   op.since = now_;
   ++ranks_[r].compute_running;
-  // The one place an op's full-speed duration becomes this run's work: a per-(rank, op)
-  // speed factor belongs here, and nowhere else.
-  op.work = program_.ranks[r].ops[o].duration.ps();
+  // The one place an op's full-speed duration becomes this run's work: the rank's speed and its
+  // kernel jitter (simulation.variation) scale it here, and nowhere else.
+  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, program_.ranks[r].ops[o].duration).ps();
   schedule_compute_end(r, o);
   if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
 }

@@ -16,6 +16,7 @@ enum class EventKind : std::uint8_t {
   compute_end,  // a compute op's (possibly rescheduled) completion
   latency_end,  // a collective's latency phase is over
   flow_end,     // a collective's data flow has moved its last byte
+  skew_end,     // the expected slowest member of a representative collective has arrived
 };
 
 struct Event {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/variation.hpp"
 #include "network/resource.hpp"
 #include "stepsim/timeline.hpp"
 #include "stepsim/units.hpp"
@@ -45,6 +46,13 @@ struct Op {
   bool host_blocks = false;  // the host waits for the op's waits before launching it
 };
 
+// Representative mode under kernel jitter: the expected time from when this rank's work for
+// a collective is ready until the slowest of the real members that it stands for arrives.
+struct ArrivalSkew {
+  std::uint32_t op = 0;
+  Time wait;
+};
+
 struct RankProgram {
   int rank = 0;
   int multiplicity = 1;
@@ -53,7 +61,8 @@ struct RankProgram {
   std::vector<Op> ops;               // host issue order
   std::vector<OpIndex> waits;        // every op's waits, one run per op (no vector per op)
   std::vector<CollectiveCall> calls;
-  Bytes memory_base{0};  // allocated before the step starts
+  Bytes memory_base{0};            // allocated before the step starts
+  std::vector<ArrivalSkew> skews;  // sorted by op; empty but in representative mode with jitter
 
   // Appends `op`, which waits for `op_waits` (ops of this rank that must end first: CUDA events).
   OpIndex add_op(Op op, std::span<const OpIndex> op_waits = {});
@@ -77,6 +86,7 @@ struct Program {
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
   double comm_slowdown = 0.0;               // compute slows by this fraction while comm runs
+  ComputeVariation variation;               // ranks that compute slower, kernel jitter
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
 };

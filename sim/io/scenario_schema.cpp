@@ -25,6 +25,12 @@ Schema<TensorParallelSpec> schema_of(Tag<TensorParallelSpec>);
 Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>);
 Schema<SimulationSpec> schema_of(Tag<SimulationSpec>);
 Schema<ContextParallelSpec> schema_of(Tag<ContextParallelSpec>);
+Schema<GpuSpeed> schema_of(Tag<GpuSpeed>);
+Schema<NodeSpeed> schema_of(Tag<NodeSpeed>);
+Schema<LinkFactor> schema_of(Tag<LinkFactor>);
+Schema<FailedNics> schema_of(Tag<FailedNics>);
+Schema<JitterSpec> schema_of(Tag<JitterSpec>);
+Schema<VariationSpec> schema_of(Tag<VariationSpec>);
 Schema<Scenario> schema_of(Tag<Scenario>);
 
 // ---- names of the enumerations (the first name of a value is the one written back) ----
@@ -105,6 +111,19 @@ std::span<const EnumName<InterTopology>> enum_names(Tag<InterTopology>) {
 
 std::span<const EnumName<RankMode>> enum_names(Tag<RankMode>) {
   static constexpr EnumName<RankMode> names[] = {{"representative", RankMode::representative}, {"all", RankMode::all}};
+  return names;
+}
+
+std::span<const EnumName<LinkKind>> enum_names(Tag<LinkKind>) {
+  static constexpr EnumName<LinkKind> names[] = {{"nic", LinkKind::nic}, {"nvlink", LinkKind::nvlink}};
+  return names;
+}
+
+std::span<const EnumName<JitterKind>> enum_names(Tag<JitterKind>) {
+  static constexpr EnumName<JitterKind> names[] = {{"none", JitterKind::none},
+                                                   {"normal", JitterKind::normal},
+                                                   {"lognormal", JitterKind::lognormal},
+                                                   {"uniform", JitterKind::uniform}};
   return names;
 }
 
@@ -291,7 +310,44 @@ Schema<CollectivesSpec> schema_of(Tag<CollectivesSpec>) {
 }
 
 Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
-  static constexpr Field<SimulationSpec> fields[] = {field<&SimulationSpec::ranks>("ranks")};
+  static constexpr Field<SimulationSpec> fields[] = {field<&SimulationSpec::ranks>("ranks"),
+                                                     field<&SimulationSpec::variation>("variation")};
+  return {fields, ""};
+}
+
+Schema<GpuSpeed> schema_of(Tag<GpuSpeed>) {
+  static constexpr Field<GpuSpeed> fields[] = {field<&GpuSpeed::rank>("rank"), field<&GpuSpeed::factor>("factor")};
+  return {fields, ""};
+}
+
+Schema<NodeSpeed> schema_of(Tag<NodeSpeed>) {
+  static constexpr Field<NodeSpeed> fields[] = {field<&NodeSpeed::node>("node"), field<&NodeSpeed::factor>("factor")};
+  return {fields, ""};
+}
+
+Schema<LinkFactor> schema_of(Tag<LinkFactor>) {
+  static constexpr Field<LinkFactor> fields[] = {field<&LinkFactor::rank>("rank"), field<&LinkFactor::node>("node"),
+                                                 field<&LinkFactor::link>("link"),
+                                                 field<&LinkFactor::factor>("factor")};
+  return {fields, ""};
+}
+
+Schema<FailedNics> schema_of(Tag<FailedNics>) {
+  static constexpr Field<FailedNics> fields[] = {field<&FailedNics::node>("node"), field<&FailedNics::count>("count")};
+  return {fields, ""};
+}
+
+Schema<JitterSpec> schema_of(Tag<JitterSpec>) {
+  static constexpr Field<JitterSpec> fields[] = {field<&JitterSpec::distribution>("distribution"),
+                                                 field<&JitterSpec::sigma>("sigma"), field<&JitterSpec::seed>("seed")};
+  return {fields, ""};
+}
+
+Schema<VariationSpec> schema_of(Tag<VariationSpec>) {
+  static constexpr Field<VariationSpec> fields[] = {
+      field<&VariationSpec::gpu_speed>("gpu_speed"), field<&VariationSpec::node_speed>("node_speed"),
+      field<&VariationSpec::links>("links"),         field<&VariationSpec::failed_nics>("failed_nics"),
+      field<&VariationSpec::jitter>("jitter"),       field<&VariationSpec::background_traffic>("background_traffic")};
   return {fields, ""};
 }
 

@@ -167,6 +167,24 @@ json::value write_value(const T& v, UnitStyle) {
   return object;
 }
 
+// A list of objects (simulation.variation.gpu_speed, ...): each element read whole.
+template <class T>
+requires requires { schema_of(Tag<T>{}); }
+void read_value(std::vector<T>& out, const json::value& v, const Reader& r) {
+  if (!v.is_array()) fail_type("a list of objects", v, r);
+  out.clear();
+  for (std::size_t i = 0; i < v.get_array().size(); ++i)
+    read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
+}
+
+template <class T>
+requires requires { schema_of(Tag<T>{}); }
+json::value write_value(const std::vector<T>& v, UnitStyle style) {
+  json::array out;
+  for (const T& x : v) out.push_back(write_value(x, style));
+  return out;
+}
+
 // One table row: `field<&Struct::member>("key")`.
 template <class M>
 struct MemberOf;

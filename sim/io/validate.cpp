@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "io/validate_limits.hpp"
+#include "io/validate_variation.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::io {
@@ -265,6 +266,7 @@ void complete_and_validate(Scenario& s) {
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);
+  check_variation(s);
 }
 
 void complete_and_validate(ClusterSpec& cluster, int gpus, const std::string& source) {

@@ -27,6 +27,7 @@
 #include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
 #include "parallelism/tensor_parallel.hpp"
+#include "parallelism/variation.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::parallelism {
@@ -313,6 +314,7 @@ class Layout {
         fabric_(s.cluster, program.resources) {}
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
+  const std::vector<RankPorts>& links() const { return links_; }
 
   void add_rank(std::size_t index, StepBuilder& b) {
     const SimulatedRank& r = ranks_[index];
@@ -324,7 +326,7 @@ class Layout {
     program_.ranks.push_back(std::move(rank));
     // A simulated rank stands for the real ranks [rank, rank + multiplicity) of its stage
     // (ranks are placed with the pipeline outermost), which load shared NICs and uplinks alike.
-    b.set_links(fabric_.ports(r.rank, r.rank, r.multiplicity));
+    b.set_links(links_.emplace_back(fabric_.ports(r.rank, r.rank, r.multiplicity)));
     for (const Comm& c : kComms) add_comm(index, c, b);
     add_data_parallel_comms(index, b);
     add_expert_comms(index, b);
@@ -477,6 +479,7 @@ class Layout {
   const Scenario& s_;
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
+  std::vector<RankPorts> links_;  // per simulated rank
   std::map<std::pair<CommKind, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
@@ -513,6 +516,7 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
     stage_sizes[stage] = {rank.ops.size(), rank.waits.size()};
   }
   annotate_memory(program, scenario, work);
+  apply_variation(program, scenario, layout.links());
   return program;
 }
 

@@ -111,6 +111,20 @@ boost::json::object calibration_json(const CalibrationReport& c) {
           {"step_fraction", c.step_fraction}, {"measured", std::move(measured)}};
 }
 
+boost::json::object spread_json(const RankSpread& s) {
+  return {{"min", s.min}, {"median", s.median}, {"max", s.max}, {"min_rank", s.min_rank}, {"max_rank", s.max_rank}};
+}
+
+boost::json::object ranks_json(const RanksReport& r) {
+  return {{"simulated", r.simulated},
+          {"step_time_s", spread_json(r.step_time_s)},
+          {"compute_s", spread_json(r.compute_s)},
+          {"rendezvous_wait_s", per_kind_json(r.rendezvous_wait_s)},
+          {"rendezvous_wait_max_s", per_kind_json(r.rendezvous_wait_max_s)},
+          {"straggler",
+           {{"rank", r.straggler.rank}, {"caused_wait_s", r.straggler.caused_wait_s}, {"cause", r.straggler.cause}}}};
+}
+
 }  // namespace
 
 void write_json(const Report& r, std::ostream& out) {
@@ -133,6 +147,7 @@ void write_json(const Report& r, std::ostream& out) {
   o["flop_convention"] = r.flop_convention;
   o["provenance"] = notes_json(r.provenance);
   o["advice"] = advice_json(r);
+  o["ranks"] = ranks_json(r.ranks);
   write_pretty_json(o, out);
 }
 

@@ -156,6 +156,7 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");
   r.stages = stages_of(timeline, inputs, window);
+  r.ranks = ranks_report(timeline, window);
   r.cost = cost_of(inputs, r.step_time_s);
   r.flop_convention = inputs.flop_convention;
   r.provenance = inputs.provenance;

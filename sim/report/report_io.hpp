@@ -72,6 +72,10 @@ int critical_rank(const Timeline& timeline, const StepWindow& window);
 // critical-path rank: breakdown_s sums to step_time_s (other = memory-only + idle).
 Report make_report(const Timeline& timeline, const ReportInputs& inputs);
 
+// Per-rank step times, compute times and rendezvous waits, and the rank that made others
+// wait most (its cause is left for the caller, who knows why ranks differ).
+RanksReport ranks_report(const Timeline& timeline, const StepWindow& window);
+
 // The pipeline's shape, for explaining its bubbles.
 struct PipelineFacts {
   int pp = 1;
@@ -85,6 +89,8 @@ std::string bubble_note(const Report& report, const PipelineFacts& pipeline);
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out);
+// Only the ranks of Timeline::ranks whose global rank `keep` accepts.
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out);
 // One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
 // PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read.
 void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out);

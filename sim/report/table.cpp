@@ -2,6 +2,7 @@
 // the JSON report.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -139,6 +140,30 @@ void write_advice(const Report& r, std::ostream& out) {
     if (a.status != "ok") out << fmt::format("  {}: {}\n", a.change, a.status);
 }
 
+// Only when ranks differ: several simulated per stage, or collectives that waited for peers.
+void write_ranks(const Report& r, std::ostream& out) {
+  const RanksReport& k = r.ranks;
+  double waited = 0;
+  for (double w : k.rendezvous_wait_s) waited += w;
+  if (k.simulated <= static_cast<int>(std::max<std::size_t>(r.stages.size(), 1)) && waited <= 0) return;
+  out << '\n';
+  row(out, fmt::format("ranks ({} simulated)", k.simulated), "min", "median");
+  const auto spread = [&](const char* label, const RankSpread& s) {
+    row(out, label, duration(s.min), duration(s.median));
+    row(out, "", fmt::format("max {}", duration(s.max)), fmt::format("rank {}", s.max_rank));
+  };
+  spread("  step time", k.step_time_s);
+  spread("  compute", k.compute_s);
+  row(out, "waited for peers (per rank)", "mean", "max");
+  for (std::size_t i = 0; i < kCommKinds; ++i)
+    if (k.rendezvous_wait_max_s[i] > 0)
+      row(out, fmt::format("  {}", to_string(static_cast<CommKind>(i))), duration(k.rendezvous_wait_s[i]),
+          duration(k.rendezvous_wait_max_s[i]));
+  if (k.straggler.rank < 0) return;
+  out << fmt::format("straggler: rank {}, {}; peers waited {} for it\n", k.straggler.rank, k.straggler.cause,
+                     duration(k.straggler.caused_wait_s));
+}
+
 void write_notes(const std::vector<std::string>& notes, std::ostream& out) {
   if (notes.empty()) return;
   out << "\nnotes\n";
@@ -156,6 +181,7 @@ void write_table(const Report& report, std::ostream& out) {
   write_cost(report.cost, out);
   if (!report.flop_convention.empty()) out << "\nFLOPs: " << report.flop_convention << '\n';
   write_advice(report, out);
+  write_ranks(report, out);
   write_notes(report.notes, out);
 }
 

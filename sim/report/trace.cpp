@@ -242,9 +242,15 @@ void RankTraceWriter::write(const RankTimeline& rank, std::size_t sort_index) {
 }  // namespace
 
 void write_trace(const Timeline& timeline, std::ostream& out) {
+  write_trace(
+      timeline, [](int) { return true; }, out);
+}
+
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out) {
   TraceStream stream(out);
   RankTraceWriter writer(timeline, stream);
-  for (std::size_t i = 0; i < timeline.ranks.size(); ++i) writer.write(timeline.ranks[i], i);
+  for (std::size_t i = 0; i < timeline.ranks.size(); ++i)
+    if (keep(timeline.ranks[i].rank)) writer.write(timeline.ranks[i], i);
   stream.finish();
 }
 

@@ -3,11 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/program_builder.hpp"
+#include "parallelism/variation.hpp"
 #include "report/report_io.hpp"
 #include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
@@ -61,6 +64,42 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   describe("cluster", s.cluster.name, s.cluster.provenance);
 }
 
+// Why the straggler holds the others back. A degraded link makes no rank arrive late (its
+// collectives run slower for every member), so without a late rank the slowest link is named.
+void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& straggler) {
+  if (straggler.rank >= 0) {
+    straggler.cause = parallelism::variation_cause(s, straggler.rank);
+    if (straggler.cause.empty()) straggler.cause = "its place in the schedule (no variation on this rank)";
+    return;
+  }
+  if (s.simulation.variation.links.empty() && s.simulation.variation.failed_nics.empty()) return;
+  double slowest = 1.0;
+  for (const RankTimeline& rank : timeline.ranks) {
+    const double f = std::min(parallelism::link_factor(s, rank.rank, LinkKind::nic),
+                              parallelism::link_factor(s, rank.rank, LinkKind::nvlink));
+    if (f >= slowest) continue;
+    slowest = f;
+    straggler.rank = rank.rank;
+    straggler.cause = parallelism::variation_cause(s, rank.rank);
+  }
+}
+
+std::string jitter_note(const JitterSpec& j, RankMode mode) {
+  const char* name = j.distribution == JitterKind::normal      ? "normal"
+                     : j.distribution == JitterKind::lognormal ? "lognormal"
+                                                               : "uniform";
+  if (mode == RankMode::all)
+    return fmt::format(
+        "kernel jitter: every compute kernel of every rank drawn from a {} distribution of mean 1 and "
+        "relative standard deviation {:.3g} (seed {})",
+        name, j.sigma, j.seed);
+  return fmt::format(
+      "kernel jitter ({}, relative standard deviation {:.3g}): each collective starts after the expected wait for the "
+      "slowest of its N members, sigma x sqrt(sum of squared kernel times since the last synchronisation) x E[max of "
+      "N normal draws] (Blom's approximation); simulation.ranks \"all\" draws every kernel instead",
+      name, j.sigma);
+}
+
 SimulationResult run_layers(const Scenario& given) {
   // Calibration files replace GPU figures (fitted efficiencies, launch overhead, slowdown)
   // and, through CalibratedCosts, the costs they measured.
@@ -102,7 +141,10 @@ SimulationResult run_layers(const Scenario& given) {
         "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
         scenario.data_parallel.bucket_cap_mb));
   add_memory(scenario, work, inputs);
+  if (scenario.simulation.variation.jitters())
+    inputs.notes.push_back(jitter_note(scenario.simulation.variation.jitter, scenario.simulation.ranks));
   result.report = report::make_report(result.timeline, inputs);
+  explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
   const report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
                                        scenario.training.micro_batches(scenario.parallel.dp)};

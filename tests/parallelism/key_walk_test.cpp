@@ -37,6 +37,9 @@ constexpr const char* kBase = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr
 
 const std::vector<std::string> kMoe{"model.moe.experts=8", "parallel.ep=2", "parallel.sequence_parallel=true"};
 const std::vector<std::string> kFsdp{"data_parallel.kind=fsdp"};
+const std::vector<std::string> kAllRanks{"simulation.ranks=all"};
+const std::vector<std::string> kUniformJitter{
+    R"(simulation.variation.jitter={"distribution": "uniform", "sigma": 0.05})"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -171,6 +174,14 @@ const std::vector<Row>& rows() {
       // every GPU (checked below by the number of simulated ranks).
       {"simulation.ranks", Expect::changes, "all"},
       {"context_parallel.comm", Expect::changes, "all_gather", {"parallel.cp=2"}},
+      {"simulation.variation.gpu_speed", Expect::changes, R"([{"rank": 3, "factor": 0.8}])", kAllRanks},
+      {"simulation.variation.node_speed", Expect::changes, R"([{"node": 1, "factor": 0.8}])", kAllRanks},
+      {"simulation.variation.links", Expect::changes, R"([{"node": 0, "link": "nic", "factor": 0.1}])", kAllRanks},
+      {"simulation.variation.failed_nics", Expect::changes, R"([{"node": 0, "count": 6}])", kAllRanks},
+      {"simulation.variation.jitter.distribution", Expect::changes, "normal", with(kAllRanks, kUniformJitter)},
+      {"simulation.variation.jitter.sigma", Expect::changes, "0.1", kUniformJitter},
+      {"simulation.variation.jitter.seed", Expect::changes, "7", with(kAllRanks, kUniformJitter)},
+      {"simulation.variation.background_traffic", Expect::changes, "0.5"},
   };
   return r;
 }

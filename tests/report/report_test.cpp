@@ -104,7 +104,11 @@ TEST_CASE("the JSON report has exactly the contract's fields") {
                                          "comm_s", "overlap", "memory_bytes", "config", "notes",
                                          // added after the first contract, never renamed
                                          "compute_slowdown_s", "stages", "cost", "flop_convention", "provenance",
-                                         "advice"});
+                                         "advice", "ranks"});
+  CHECK(keys(v.at("ranks")) == std::set<std::string>{"simulated", "step_time_s", "compute_s", "rendezvous_wait_s",
+                                                     "rendezvous_wait_max_s", "straggler"});
+  CHECK(keys(v.at("ranks").at("rendezvous_wait_s")) == kinds);
+  CHECK(keys(v.at("ranks").at("straggler")) == std::set<std::string>{"rank", "caused_wait_s", "cause"});
   CHECK(keys(v.at("throughput")) == std::set<std::string>{"tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu",
                                                           "hardware_tflops_per_gpu", "hfu"});
   CHECK(keys(v.at("cost")) == std::set<std::string>{"gpu_power_w", "energy_per_step_j", "energy_per_mtoken_kwh",
@@ -146,7 +150,9 @@ TEST_CASE("the JSON report is laid out as documented") {
   CHECK(text.find("\"config\": {},") != std::string::npos);
   CHECK(text.find("\"notes\": [\n    \"say \\\"hi\\\"\"\n  ],\n") != std::string::npos);
   CHECK(text.find("\"provenance\": [],\n") != std::string::npos);
-  CHECK(text.ends_with("\"advice\": {\n    \"cause\": \"\",\n    \"alternatives\": []\n  }\n}\n"));
+  CHECK(text.find("\"advice\": {\n    \"cause\": \"\",\n    \"alternatives\": []\n  },\n") != std::string::npos);
+  CHECK(text.ends_with(
+      "\"straggler\": {\n      \"rank\": -1,\n      \"caused_wait_s\": 0,\n      \"cause\": \"\"\n    }\n  }\n}\n"));
 }
 
 TEST_CASE("the table shows the step, the breakdown and the notes") {

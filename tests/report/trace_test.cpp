@@ -179,5 +179,17 @@ TEST_CASE("the rule checker rejects unnamed threads and communication without th
         std::vector<std::string>{"thread_name without args.name", "comm event not named nccl*: AllReduce"});
 }
 
+TEST_CASE("a chosen subset of ranks leaves the others out of the trace") {
+  std::ostringstream out;
+  report::write_trace(
+      pipeline_timeline(), [](int rank) { return rank == 1; }, out);
+  const auto trace = boost::json::parse(out.str());
+  CHECK(test::trace_rule_violations(trace).empty());
+  std::vector<std::string> names;
+  for (const auto& v : trace.at("traceEvents").as_array())
+    if (v.at("name").as_string() == "process_name") names.emplace_back(v.at("args").at("name").as_string());
+  CHECK(names == std::vector<std::string>{"rank 1 (stage 1) [stands for 4 ranks]"});
+}
+
 }  // namespace
 }  // namespace stepsim

@@ -1,0 +1,118 @@
+// Validation of simulation.variation. Factors are bounded so that a typo (80 for 0.8) is
+// refused, not simulated as a GPU eighty times faster.
+#include "io/validate_variation.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "stepsim/error.hpp"
+
+namespace stepsim::io {
+namespace {
+
+constexpr double kMaxFactor = 10.0;
+
+class VariationChecker {
+ public:
+  explicit VariationChecker(const Scenario& s) : s_(s) {}
+
+  template <class... A>
+  void require(bool ok, const std::string& where, fmt::format_string<A...> message, A&&... args) const {
+    if (!ok)
+      throw InputError(s_.source, "/simulation/variation" + where, fmt::format(message, std::forward<A>(args)...));
+  }
+
+  void factor(double f, const std::string& where) const {
+    require(std::isfinite(f) && f > 0 && f <= kMaxFactor, where, "must be a factor in (0, {}], got {}", kMaxFactor, f);
+  }
+
+  void rank(int r, const std::string& where) const {
+    require(r >= 0 && r < s_.parallel.gpus(), where, "must be a rank from 0 to {} (the job has {} GPUs), got {}",
+            s_.parallel.gpus() - 1, s_.parallel.gpus(), r);
+  }
+
+  void node(int n, const std::string& where) const {
+    require(n >= 0 && n < s_.cluster.nodes, where, "must be a node from 0 to {} (the job has {} nodes), got {}",
+            s_.cluster.nodes - 1, s_.cluster.nodes, n);
+  }
+
+ private:
+  const Scenario& s_;
+};
+
+std::string at(const char* list, std::size_t i, const char* key) { return fmt::format("/{}/{}/{}", list, i, key); }
+
+void check_lists(const VariationSpec& v, const Scenario& s, const VariationChecker& c) {
+  for (std::size_t i = 0; i < v.gpu_speed.size(); ++i) {
+    c.rank(v.gpu_speed[i].rank, at("gpu_speed", i, "rank"));
+    c.factor(v.gpu_speed[i].factor, at("gpu_speed", i, "factor"));
+  }
+  for (std::size_t i = 0; i < v.node_speed.size(); ++i) {
+    c.node(v.node_speed[i].node, at("node_speed", i, "node"));
+    c.factor(v.node_speed[i].factor, at("node_speed", i, "factor"));
+  }
+  for (std::size_t i = 0; i < v.links.size(); ++i) {
+    const LinkFactor& l = v.links[i];
+    c.require((l.rank >= 0) != (l.node >= 0), fmt::format("/links/{}", i),
+              "needs either \"rank\" (one GPU's link) or \"node\" (every GPU's link of a node), not both");
+    if (l.rank >= 0) c.rank(l.rank, at("links", i, "rank"));
+    if (l.node >= 0) c.node(l.node, at("links", i, "node"));
+    c.factor(l.factor, at("links", i, "factor"));
+  }
+  const int nics = s.cluster.inter_node.nics_per_node;
+  for (std::size_t i = 0; i < v.failed_nics.size(); ++i) {
+    c.node(v.failed_nics[i].node, at("failed_nics", i, "node"));
+    c.require(v.failed_nics[i].count >= 1 && v.failed_nics[i].count < nics, at("failed_nics", i, "count"),
+              "must be from 1 to {} (the node has {} NICs; with none left the job cannot run), got {}", nics - 1, nics,
+              v.failed_nics[i].count);
+  }
+}
+
+// A uniform draw of standard deviation sigma spans 1 ± √3·sigma, which must stay positive.
+void check_jitter(const JitterSpec& j, RankMode mode, const VariationChecker& c) {
+  const double most = j.distribution == JitterKind::uniform ? 1.0 / std::sqrt(3.0) : 1.0;
+  c.require(std::isfinite(j.sigma) && j.sigma >= 0 && j.sigma <= most, "/jitter/sigma",
+            "must be a relative standard deviation from 0 to {:.3g}, got {}", most, j.sigma);
+  if (j.distribution == JitterKind::none) {
+    c.require(j.sigma == 0, "/jitter/sigma", "needs a jitter distribution (normal, lognormal or uniform)");
+    c.require(j.seed == JitterSpec{}.seed, "/jitter/seed",
+              "needs a jitter distribution (normal, lognormal or uniform)");
+    return;
+  }
+  c.require(j.sigma > 0, "/jitter/sigma", "must be above 0 for a {} jitter",
+            j.distribution == JitterKind::normal      ? "normal"
+            : j.distribution == JitterKind::lognormal ? "lognormal"
+                                                      : "uniform");
+  c.require(j.seed >= 0, "/jitter/seed", "must be 0 or more, got {}", j.seed);
+  c.require(mode == RankMode::all || j.seed == JitterSpec{}.seed, "/jitter/seed",
+            "draws kernels only with simulation.ranks \"all\": representative mode adds the expected wait for the "
+            "slowest member of each collective, which needs no seed");
+}
+
+// The first list that names single GPUs or nodes, for the refusal in representative mode.
+const char* singling_key(const VariationSpec& v) {
+  if (!v.gpu_speed.empty()) return "/gpu_speed";
+  if (!v.node_speed.empty()) return "/node_speed";
+  if (!v.links.empty()) return "/links";
+  return "/failed_nics";
+}
+
+}  // namespace
+
+void check_variation(const Scenario& s) {
+  const VariationSpec& v = s.simulation.variation;
+  const VariationChecker c(s);
+  check_lists(v, s, c);
+  check_jitter(v.jitter, s.simulation.ranks, c);
+  c.require(std::isfinite(v.background_traffic) && v.background_traffic >= 0 && v.background_traffic < 1,
+            "/background_traffic", "must be a fraction from 0 to below 1 of the network bandwidth, got {}",
+            v.background_traffic);
+  if (s.simulation.ranks == RankMode::all || !v.singles_out_gpus()) return;
+  c.require(false, singling_key(v),
+            "singles out GPUs or nodes, which representative mode (one simulated rank per pipeline stage) cannot "
+            "show: use simulation.ranks \"all\"");
+}
+
+}  // namespace stepsim::io

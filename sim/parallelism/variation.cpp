@@ -1,0 +1,164 @@
+// simulation.variation on a built Program. Link factors scale both the rank's link resource
+// and the bandwidth its collectives may reach (the slowest member caps a collective), so a
+// degraded link slows the step even where NCCL's modelled bandwidth is below the line rate.
+#include "parallelism/variation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <boost/math/distributions/normal.hpp>
+
+namespace stepsim::parallelism {
+namespace {
+
+int node_of(const Scenario& s, int rank) { return rank / s.cluster.gpus_per_node; }
+
+engine::JitterDraw draw_of(JitterKind k) {
+  switch (k) {
+    case JitterKind::normal:
+      return engine::JitterDraw::normal;
+    case JitterKind::lognormal:
+      return engine::JitterDraw::lognormal;
+    case JitterKind::uniform:
+      return engine::JitterDraw::uniform;
+    case JitterKind::none:
+      break;
+  }
+  return engine::JitterDraw::none;
+}
+
+void set_compute_variation(engine::Program& program, const Scenario& s) {
+  const VariationSpec& v = s.simulation.variation;
+  if (v.jitters()) {
+    program.variation.jitter = draw_of(v.jitter.distribution);
+    program.variation.sigma = v.jitter.sigma;
+    program.variation.seed = static_cast<std::uint64_t>(v.jitter.seed);
+  }
+  if (v.gpu_speed.empty() && v.node_speed.empty()) return;
+  for (const engine::RankProgram& rank : program.ranks) program.variation.speed.push_back(speed_factor(s, rank.rank));
+}
+
+// The factor of each varied link resource: the smallest any of its users asks for (a node's
+// factor reaches it through each of the node's GPUs, and must count once).
+using ResourceFactors = std::map<network::ResourceId, double>;
+
+void note_factor(ResourceFactors& factors, network::ResourceId id, double factor) {
+  if (factor == 1.0) return;
+  const auto [it, inserted] = factors.try_emplace(id, factor);
+  if (!inserted) it->second = std::min(it->second, factor);
+}
+
+// A call loads the slowest of the links it crosses at the rate the collective reaches.
+void scale_calls(engine::RankProgram& rank, const ResourceFactors& factors) {
+  for (engine::CollectiveCall& call : rank.calls) {
+    double factor = 1.0;
+    for (const network::ResourceUse& u : call.uses) {
+      if (const auto it = factors.find(u.resource); it != factors.end()) factor = std::min(factor, it->second);
+    }
+    if (factor != 1.0) call.algbw = call.algbw.scaled(factor);
+  }
+}
+
+void scale_links(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
+  ResourceFactors factors;
+  for (std::size_t i = 0; i < program.ranks.size(); ++i) {
+    const int rank = program.ranks[i].rank;
+    const double nvlink = link_factor(s, rank, LinkKind::nvlink);
+    const double nic = link_factor(s, rank, LinkKind::nic);
+    note_factor(factors, links[i].nvlink_tx, nvlink);
+    note_factor(factors, links[i].nvlink_rx, nvlink);
+    note_factor(factors, links[i].nic_tx, nic);
+    note_factor(factors, links[i].nic_rx, nic);
+  }
+  if (factors.empty()) return;
+  for (const auto& [id, factor] : factors) program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
+  for (engine::RankProgram& rank : program.ranks) scale_calls(rank, factors);
+}
+
+bool waits_on_collective(const engine::Program& program, const engine::RankProgram& rank, engine::OpIndex o) {
+  for (engine::OpIndex w : rank.waits_of(o)) {
+    const engine::Op& op = rank.ops[w];
+    if (op.kind != engine::OpKind::collective) continue;
+    const auto group = rank.calls[static_cast<std::size_t>(op.call)].group;
+    if (program.groups[static_cast<std::size_t>(group)].size > 1) return true;
+  }
+  return false;
+}
+
+// Between two synchronisations (a compute op waiting on a collective) each real rank's
+// compute drifts by the sum of its kernels' jitter: variance sigma² · Σ d². The members of
+// an N-rank collective arrive spread by that drift, and the expected wait for the last is
+// the expected maximum of N such sums, sigma · √(Σ d²) · E[max of N normals] (many kernels
+// make the sum normal whatever the per-kernel distribution).
+void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma) {
+  double variance_s2 = 0;  // Σ d² since the last synchronisation, in s²
+  for (engine::OpIndex o = 0; o < rank.ops.size(); ++o) {
+    const engine::Op& op = rank.ops[o];
+    if (op.kind == engine::OpKind::compute) {
+      if (waits_on_collective(program, rank, o)) variance_s2 = 0;
+      variance_s2 += op.duration.seconds() * op.duration.seconds();
+      continue;
+    }
+    const int members =
+        program.groups[static_cast<std::size_t>(rank.calls[static_cast<std::size_t>(op.call)].group)].size;
+    if (members <= 1 || variance_s2 <= 0) continue;
+    const double wait_s = sigma * std::sqrt(variance_s2) * expected_max_normal(members);
+    rank.skews.push_back({o, Time::from_ps(std::llround(wait_s * 1e12))});
+  }
+}
+
+}  // namespace
+
+double speed_factor(const Scenario& s, int rank) {
+  double factor = 1.0;
+  for (const GpuSpeed& g : s.simulation.variation.gpu_speed)
+    if (g.rank == rank) factor *= g.factor;
+  for (const NodeSpeed& n : s.simulation.variation.node_speed)
+    if (n.node == node_of(s, rank)) factor *= n.factor;
+  return factor;
+}
+
+double link_factor(const Scenario& s, int rank, LinkKind kind) {
+  const VariationSpec& v = s.simulation.variation;
+  const int node = node_of(s, rank);
+  double factor = 1.0;
+  for (const LinkFactor& l : v.links)
+    if (l.link == kind && (l.rank == rank || l.node == node)) factor *= l.factor;
+  if (kind != LinkKind::nic) return factor;
+  const int nics = std::max(s.cluster.inter_node.nics_per_node, 1);
+  for (const FailedNics& f : v.failed_nics)
+    if (f.node == node) factor *= static_cast<double>(nics - f.count) / nics;
+  return factor * (1.0 - v.background_traffic);
+}
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0.0;
+  const double p = (n - 0.375) / (n + 0.25);
+  return boost::math::quantile(boost::math::normal_distribution<double>(), p);
+}
+
+void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
+  scale_links(program, s, links);
+  const VariationSpec& v = s.simulation.variation;
+  if (s.simulation.ranks == RankMode::all) {
+    set_compute_variation(program, s);
+    return;
+  }
+  if (!v.jitters()) return;
+  for (engine::RankProgram& rank : program.ranks) add_arrival_skews(program, rank, v.jitter.sigma);
+}
+
+std::string variation_cause(const Scenario& s, int rank) {
+  std::vector<std::string> causes;
+  if (const double f = speed_factor(s, rank); f != 1.0) causes.push_back(fmt::format("compute at {:.3g}× speed", f));
+  if (const double f = link_factor(s, rank, LinkKind::nic); f != 1.0)
+    causes.push_back(fmt::format("network link at {:.3g}× bandwidth", f));
+  if (const double f = link_factor(s, rank, LinkKind::nvlink); f != 1.0)
+    causes.push_back(fmt::format("NVLink at {:.3g}× bandwidth", f));
+  if (causes.empty() && s.simulation.variation.jitters()) causes.push_back("kernel jitter");
+  return fmt::format("{}", fmt::join(causes, ", "));
+}
+
+}  // namespace stepsim::parallelism

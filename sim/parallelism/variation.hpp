@@ -1,0 +1,35 @@
+// Ranks that differ (simulation.variation) applied to a built Program: compute speeds and
+// jitter for the engine, link factors on the ranks' link resources, and in representative
+// mode the expected wait for the slowest member of each collective under jitter.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/program.hpp"
+#include "parallelism/fabric.hpp"
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::parallelism {
+
+// Compute speed of global rank `rank`: its own factor times its node's.
+double speed_factor(const Scenario& s, int rank);
+
+// The share of its bandwidth that global rank `rank`'s link of `kind` carries: link factors
+// of the rank and of its node, failed NICs of its node, other jobs' traffic (NICs only).
+// The one place that maps (rank or node, link kind) to a capacity.
+double link_factor(const Scenario& s, int rank, LinkKind kind);
+
+// Blom's approximation of the expected maximum of n standard normal draws,
+// Φ⁻¹((n − 0.375) / (n + 0.25)) (Blom 1958); 0 for n ≤ 1.
+double expected_max_normal(int n);
+
+// Applies the scenario's variation to `program`; `links[i]` are the ports of program.ranks[i].
+// A degraded port or NIC is scaled once, however many simulated ranks share it.
+void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links);
+
+// Which varied resource makes global rank `rank` slow, in words ("" when none): for the
+// report's straggler.
+std::string variation_cause(const Scenario& s, int rank);
+
+}  // namespace stepsim::parallelism

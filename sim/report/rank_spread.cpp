@@ -1,0 +1,129 @@
+// ranks_report(): how the simulated ranks differ, from the timeline alone. A collective's
+// members are matched by their group and its call count; the member that waited least
+// arrived last, and the longest wait of the others is charged to it.
+#include <algorithm>
+#include <unordered_map>
+
+#include "report/report_io.hpp"
+
+namespace stepsim::report {
+namespace {
+
+double seconds(Time t) { return t.seconds(); }
+
+struct RankFigures {
+  int rank = 0;
+  double step_s = 0;
+  double compute_s = 0;
+};
+
+RankSpread spread_of(std::vector<RankFigures> ranks, double RankFigures::*figure) {
+  RankSpread s;
+  if (ranks.empty()) return s;
+  const auto less = [figure](const RankFigures& a, const RankFigures& b) { return a.*figure < b.*figure; };
+  const auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end(), less);
+  s.min = (*lo).*figure;
+  s.min_rank = lo->rank;
+  s.max = (*hi).*figure;
+  s.max_rank = hi->rank;
+  const auto mid = ranks.begin() + static_cast<std::ptrdiff_t>(ranks.size() / 2);
+  std::nth_element(ranks.begin(), mid, ranks.end(), less);
+  s.median = (*mid).*figure;
+  return s;
+}
+
+// One collective as its members saw it.
+struct Meeting {
+  Time longest;  // the longest any member waited
+  Time shortest = Time::max();
+  int last = -1;  // the member that waited least: it arrived last
+  int members = 0;
+};
+
+// Every collective of every group, found by the group and its call count: a rank belongs to
+// a handful of groups, so its counts are a short list, and the meetings are one vector per
+// group (a map of tens of millions of collectives at 16,384 ranks would cost far more).
+class Meetings {
+ public:
+  explicit Meetings(std::size_t groups) : by_group_(groups) {}
+
+  void start_rank() { calls_.clear(); }
+
+  // A pipeline SendRecv waits for the neighbouring stage by design (the bubble), so it
+  // charges nobody.
+  void meet(const Interval& iv, int rank) {
+    if (iv.group < 0 || iv.kind == CommKind::pp) return;
+    const auto g = static_cast<std::size_t>(iv.group);
+    if (g >= by_group_.size()) by_group_.resize(g + 1);
+    std::vector<Meeting>& meetings = by_group_[g];
+    const std::uint32_t k = next_call(iv.group);
+    if (k >= meetings.size()) meetings.resize(k + 1);
+    Meeting& m = meetings[k];
+    ++m.members;
+    m.longest = max(m.longest, iv.waited);
+    if (iv.waited < m.shortest) {
+      m.shortest = iv.waited;
+      m.last = rank;
+    }
+  }
+
+  // The rank charged with the most waiting of its peers; collectives of one simulated member
+  // (representative mode) wait for nobody simulated and charge nobody.
+  Straggler straggler() const {
+    std::unordered_map<int, double> charged;
+    for (const auto& meetings : by_group_)
+      for (const Meeting& m : meetings)
+        if (m.members > 1 && m.longest > Time::zero()) charged[m.last] += seconds(m.longest);
+    Straggler s;
+    for (const auto& [rank, wait] : charged)
+      if (wait > s.caused_wait_s || (wait == s.caused_wait_s && rank < s.rank)) {
+        s.rank = rank;
+        s.caused_wait_s = wait;
+      }
+    return s;
+  }
+
+ private:
+  std::uint32_t next_call(std::int32_t group) {
+    for (auto& [g, count] : calls_)
+      if (g == group) return count++;
+    calls_.emplace_back(group, 1);
+    return 0;
+  }
+
+  std::vector<std::vector<Meeting>> by_group_;
+  std::vector<std::pair<std::int32_t, std::uint32_t>> calls_;  // the current rank's collectives per group
+};
+
+}  // namespace
+
+RanksReport ranks_report(const Timeline& timeline, const StepWindow& window) {
+  RanksReport out;
+  out.simulated = static_cast<int>(timeline.ranks.size());
+  std::vector<RankFigures> figures;
+  Meetings meetings(timeline.groups.size());
+  for (const RankTimeline& rank : timeline.ranks) {
+    RankFigures f{rank.rank, 0, 0};
+    PerKind waits{};
+    meetings.start_rank();
+    for (const Interval& iv : rank.intervals) {
+      if (iv.activity == Activity::bubble || iv.start >= window.end || iv.end <= window.start) continue;
+      f.step_s = std::max(f.step_s, seconds(min(iv.end, window.end) - window.start));
+      if (iv.activity == Activity::compute) f.compute_s += seconds(iv.end - iv.start);
+      if (iv.activity != Activity::comm) continue;
+      waits[static_cast<std::size_t>(iv.kind)] += seconds(iv.waited);
+      meetings.meet(iv, rank.rank);
+    }
+    for (std::size_t k = 0; k < kCommKinds; ++k) {
+      out.rendezvous_wait_s[k] += waits[k] / static_cast<double>(timeline.ranks.size());
+      out.rendezvous_wait_max_s[k] = std::max(out.rendezvous_wait_max_s[k], waits[k]);
+    }
+    figures.push_back(f);
+  }
+  out.step_time_s = spread_of(figures, &RankFigures::step_s);
+  out.compute_s = spread_of(figures, &RankFigures::compute_s);
+  out.straggler = meetings.straggler();
+  return out;
+}
+
+}  // namespace stepsim::report

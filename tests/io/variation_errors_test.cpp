@@ -1,0 +1,120 @@
+// simulation.variation read from files and --set, and its bad values refused with the JSON
+// pointer of the entry at fault, word for word.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "io/scenario_schema.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+// Llama 3 8B on 64 H100 (8 nodes), TP 8 × DP 8, every rank simulated.
+const std::string kScenario = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+  "training": { "global_batch": 64, "micro_batch": 1 }, "simulation": { "ranks": "all" } })";
+
+std::string error_of(const std::vector<std::string>& sets, const std::string& text = kScenario) {
+  try {
+    io::load_scenario_text(text, "scenario.json", sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("variation keys are read from the scenario and from --set") {
+  const Scenario s = io::load_scenario_text(
+      kScenario, "scenario.json",
+      {R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])",
+       R"(simulation.variation.node_speed=[{"node": 2, "factor": 0.9}])",
+       R"(simulation.variation.links=[{"node": 1, "link": "nvlink", "factor": 0.5}, {"rank": 9, "factor": 0.25}])",
+       R"(simulation.variation.failed_nics=[{"node": 3, "count": 2}])",
+       "simulation.variation.jitter.distribution=lognormal", "simulation.variation.jitter.sigma=0.05",
+       "simulation.variation.jitter.seed=42", "simulation.variation.background_traffic=0.2"});
+  const VariationSpec& v = s.simulation.variation;
+  REQUIRE(v.gpu_speed.size() == 1);
+  CHECK(v.gpu_speed[0].rank == 5);
+  CHECK(v.gpu_speed[0].factor == 0.8);
+  CHECK(v.node_speed[0].node == 2);
+  REQUIRE(v.links.size() == 2);
+  CHECK(v.links[0].link == LinkKind::nvlink);
+  CHECK(v.links[1].rank == 9);
+  CHECK(v.links[1].node == -1);
+  CHECK(v.links[1].link == LinkKind::nic);
+  CHECK(v.failed_nics[0].count == 2);
+  CHECK(v.jitter.distribution == JitterKind::lognormal);
+  CHECK(v.jitter.seed == 42);
+  CHECK(v.background_traffic == 0.2);
+  // The resolved scenario writes the lists back.
+  const Scenario again = io::load_scenario_text(s.resolved_json, "resolved.json");
+  CHECK(again.simulation.variation.links.size() == 2);
+  CHECK(again.simulation.variation.gpu_speed[0].factor == 0.8);
+}
+
+TEST_CASE("a variation factor outside (0, 10] names its entry") {
+  CHECK(error_of({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}, {"rank": 6, "factor": 80}])"}) ==
+        "scenario.json: /simulation/variation/gpu_speed/1/factor: must be a factor in (0, 10], got 80");
+  CHECK(error_of({R"(simulation.variation.node_speed=[{"node": 1, "factor": 0}])"}) ==
+        "scenario.json: /simulation/variation/node_speed/0/factor: must be a factor in (0, 10], got 0");
+  CHECK(error_of({R"(simulation.variation.links=[{"rank": 1, "factor": -0.5}])"}) ==
+        "scenario.json: /simulation/variation/links/0/factor: must be a factor in (0, 10], got -0.5");
+}
+
+TEST_CASE("a rank or node the job does not have is refused") {
+  CHECK(error_of({R"(simulation.variation.gpu_speed=[{"rank": 64, "factor": 0.8}])"}) ==
+        "scenario.json: /simulation/variation/gpu_speed/0/rank: must be a rank from 0 to 63 (the job has 64 GPUs), "
+        "got 64");
+  CHECK(error_of({R"(simulation.variation.node_speed=[{"node": 8, "factor": 0.8}])"}) ==
+        "scenario.json: /simulation/variation/node_speed/0/node: must be a node from 0 to 7 (the job has 8 nodes), "
+        "got 8");
+  CHECK(error_of({R"(simulation.variation.links=[{"rank": 1, "node": 0, "factor": 0.5}])"}) ==
+        "scenario.json: /simulation/variation/links/0: needs either \"rank\" (one GPU's link) or \"node\" (every "
+        "GPU's link of a node), not both");
+  CHECK(error_of({R"(simulation.variation.failed_nics=[{"node": 0, "count": 8}])"}) ==
+        "scenario.json: /simulation/variation/failed_nics/0/count: must be from 1 to 7 (the node has 8 NICs; with "
+        "none left the job cannot run), got 8");
+  CHECK(error_of({R"(simulation.variation.links=[{"rank": 1, "link": "pcie", "factor": 0.5}])"})
+            .find("/simulation/variation/links/0/link: unknown value 'pcie'") != std::string::npos);
+}
+
+TEST_CASE("representative mode refuses variation that singles out GPUs, but takes jitter") {
+  const std::string representative = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 8, "dp": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";
+  CHECK(error_of({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])"}, representative) ==
+        "scenario.json: /simulation/variation/gpu_speed: singles out GPUs or nodes, which representative mode (one "
+        "simulated rank per pipeline stage) cannot show: use simulation.ranks \"all\"");
+  CHECK(error_of({R"(simulation.variation.failed_nics=[{"node": 1}])"}, representative) ==
+        "scenario.json: /simulation/variation/failed_nics: singles out GPUs or nodes, which representative mode (one "
+        "simulated rank per pipeline stage) cannot show: use simulation.ranks \"all\"");
+  CHECK(error_of({"simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.05",
+                  "simulation.variation.background_traffic=0.3"},
+                 representative) == "no error");
+  CHECK(error_of({"simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.05",
+                  "simulation.variation.jitter.seed=3"},
+                 representative) ==
+        "scenario.json: /simulation/variation/jitter/seed: draws kernels only with simulation.ranks \"all\": "
+        "representative mode adds the expected wait for the slowest member of each collective, which needs no seed");
+}
+
+TEST_CASE("jitter needs a distribution and a sigma it can draw from") {
+  CHECK(error_of({"simulation.variation.jitter.sigma=0.05"}) ==
+        "scenario.json: /simulation/variation/jitter/sigma: needs a jitter distribution (normal, lognormal or "
+        "uniform)");
+  CHECK(error_of({"simulation.variation.jitter.distribution=normal"}) ==
+        "scenario.json: /simulation/variation/jitter/sigma: must be above 0 for a normal jitter");
+  CHECK(error_of({"simulation.variation.jitter.distribution=uniform", "simulation.variation.jitter.sigma=0.6"}) ==
+        "scenario.json: /simulation/variation/jitter/sigma: must be a relative standard deviation from 0 to 0.577, "
+        "got 0.6");
+  CHECK(error_of({"simulation.variation.jitter.distribution=gaussian"}) ==
+        "scenario.json: /simulation/variation/jitter/distribution: unknown value 'gaussian' (expected one of none, "
+        "normal, lognormal, uniform)");
+  CHECK(error_of({"simulation.variation.background_traffic=1"}) ==
+        "scenario.json: /simulation/variation/background_traffic: must be a fraction from 0 to below 1 of the network "
+        "bandwidth, got 1");
+}
