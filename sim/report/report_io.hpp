@@ -81,6 +81,9 @@ struct PipelineFacts {
   int pp = 1;
   int virtual_stages = 1;
   long long micro_batches = 0;  // per pipeline replica and step
+  // A schedule that splits the backward (zb-h1, zb-h2, dualpipe): its bubble depends on the
+  // input- and weight-gradient passes' times, so 1F1B's is quoted as a comparison only.
+  std::string split_schedule;
 };
 
 // Why the stage with the largest bubble waits, or "" without a pipeline or a bubble.

@@ -15,6 +15,20 @@ std::string why_heavier(int stage, int pp) {
   return "it holds more layers than the others";
 }
 
+// Zero-bubble and DualPipe schedules have no single even-pipeline formula (it depends on the
+// ratio of the input- and weight-gradient passes): the bubble is set against what 1F1B would
+// leave on an even pipeline, (pp-1)/m of a stage's compute.
+std::string split_bubble_note(const StageReport& widest, const StageReport& lightest, const PipelineFacts& p) {
+  const double one_f_one_b = static_cast<double>(p.pp - 1) / static_cast<double>(p.micro_batches) * work_of(lightest);
+  return fmt::format(
+      "pipeline: stage {} has the largest bubble, {:.1f} ms ({:.1f}% of its compute); under {} it depends on how long "
+      "the input- and weight-gradient passes take, so compare it with the {:.1f} ms 1F1B would leave on an even "
+      "pipeline, (pp-1)/m = {}/{} of a stage's compute",
+      widest.stage, widest.breakdown_s.bubble * 1e3,
+      work_of(widest) > 0 ? 100.0 * widest.breakdown_s.bubble / work_of(widest) : 0.0, p.split_schedule,
+      one_f_one_b * 1e3, p.pp - 1, p.micro_batches);
+}
+
 }  // namespace
 
 std::string bubble_note(const Report& r, const PipelineFacts& p) {
@@ -28,6 +42,7 @@ std::string bubble_note(const Report& r, const PipelineFacts& p) {
     if (work_of(st) < work_of(*lightest)) lightest = &st;
   }
   if (widest->breakdown_s.bubble <= 0) return "";
+  if (!p.split_schedule.empty()) return split_bubble_note(*widest, *lightest, p);
   const double ideal_fraction =
       static_cast<double>(p.pp - 1) / (static_cast<double>(p.virtual_stages) * static_cast<double>(p.micro_batches));
   const double ideal = ideal_fraction * work_of(*lightest);

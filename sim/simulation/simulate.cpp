@@ -9,6 +9,7 @@
 #include "hardware/gpu_model.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
+#include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/program_builder.hpp"
 #include "parallelism/variation.hpp"
 #include "report/report_io.hpp"
@@ -146,8 +147,10 @@ SimulationResult run_layers(const Scenario& given) {
   result.report = report::make_report(result.timeline, inputs);
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
-  const report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
-                                       scenario.training.micro_batches(scenario.parallel.dp)};
+  report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
+                                 scenario.training.micro_batches(scenario.parallel.dp), {}};
+  for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
+    if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())
     result.report.notes.push_back(std::move(note));
   return result;

@@ -77,3 +77,10 @@ TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100
   REQUIRE(a100.provenance.size() == 2);
   CHECK(a100.provenance[0].find("Korthikanti") != std::string::npos);
 }
+
+TEST_CASE("a zero-bubble schedule's bubble note compares with 1F1B instead of quoting 1F1B's formula as its own") {
+  const auto r = run("gpt3-175b-selene", {set("parallel.schedule", "zb-h1"), set("parallel.virtual_stages", "1")}).report;
+  CHECK(has_note(r, "under zb-h1 it depends on how long the input- and weight-gradient passes take"));
+  CHECK(has_note(r, "1F1B would leave on an even pipeline, (pp-1)/m = 7/64 of a stage's compute"));
+  CHECK_FALSE(has_note(r, "(pp-1)/(v·m)"));
+}
