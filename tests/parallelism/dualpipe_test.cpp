@@ -119,21 +119,7 @@ stepsim::Scenario pipeline(Schedule schedule, int p, int m) {
 double bubble_us(const stepsim::Scenario& s, double f, double b, double w) {
   const auto work = spt::small_work(s);
   const PassCosts costs(work.layer, f, b, w);
-  const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, work, costs));
-  double worst = 0;
-  for (const auto& rank : t.ranks) {
-    Time compute = Time::zero();
-    Time first = Time::max();
-    Time end = Time::zero();
-    for (const auto& iv : rank.intervals) {
-      if (iv.activity != stepsim::Activity::compute || iv.phase == stepsim::Phase::optimizer) continue;
-      compute += iv.end - iv.start;
-      first = std::min(first, iv.start);
-      end = std::max(end, iv.end);
-    }
-    worst = std::max(worst, (end - first - compute).seconds() * 1e6);
-  }
-  return worst;
+  return spt::largest_bubble_us(stepsim::engine::run(sp::build_program(s, work, costs)));
 }
 
 }  // namespace

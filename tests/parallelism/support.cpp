@@ -1,6 +1,8 @@
 // Hand-made inputs for the parallelism tests.
 #include "support.hpp"
 
+#include <algorithm>
+
 namespace stepsim::parallelism::test {
 
 namespace {
@@ -109,6 +111,23 @@ long find_op(const engine::Program& program, const std::string& name, std::size_
     if (names[i] == name) return static_cast<long>(i);
   }
   return -1;
+}
+
+double largest_bubble_us(const Timeline& timeline) {
+  double worst = 0;
+  for (const auto& rank : timeline.ranks) {
+    Time compute = Time::zero();
+    Time first = Time::max();
+    Time end = Time::zero();
+    for (const auto& iv : rank.intervals) {
+      if (iv.activity != Activity::compute || iv.phase == Phase::optimizer) continue;
+      compute += iv.end - iv.start;
+      first = std::min(first, iv.start);
+      end = std::max(end, iv.end);
+    }
+    worst = std::max(worst, (end - first - compute).seconds() * 1e6);
+  }
+  return worst;
 }
 
 }  // namespace stepsim::parallelism::test

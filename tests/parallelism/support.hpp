@@ -8,6 +8,7 @@
 #include "engine/program.hpp"
 #include "parallelism/costs.hpp"
 #include "stepsim/scenario.hpp"
+#include "stepsim/timeline.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim::parallelism::test {
@@ -36,5 +37,9 @@ std::vector<std::string> op_names(const engine::Program& program, std::size_t r 
 std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind, std::size_t r = 0);
 // Index of the first op whose name is `name` at or after `from`; -1 if none.
 long find_op(const engine::Program& program, const std::string& name, std::size_t from = 0);
+
+// The largest stage bubble of a run, in µs: a rank's span from its first to its last compute
+// op (the optimizer left out) minus its compute time.
+double largest_bubble_us(const Timeline& timeline);
 
 }  // namespace stepsim::parallelism::test
