@@ -100,15 +100,15 @@ TEST_CASE("weight-gradient GEMMs read and write the main gradient in its precisi
   REQUIRE(fp32.layer.backward.size() == bf16.layer.backward.size());
   int wgrads = 0;
   for (std::size_t i = 0; i < fp32.layer.backward.size(); ++i) {
-    const auto& a = fp32.layer.backward[i];
-    const auto& b = bf16.layer.backward[i];
-    if (a.pass != stepsim::workload::Pass::backward_weight || a.cls != stepsim::workload::OpClass::gemm) {
-      CHECK(a.bytes == b.bytes);
+    const auto& wide = fp32.layer.backward[i];
+    const auto& narrow = bf16.layer.backward[i];
+    if (wide.pass != stepsim::workload::Pass::backward_weight || wide.cls != stepsim::workload::OpClass::gemm) {
+      CHECK(wide.bytes == narrow.bytes);
       continue;
     }
     ++wgrads;
     // m·n output elements, 8 bytes each in fp32 (read and write) and 4 in bf16.
-    CHECK(a.bytes.count() - b.bytes.count() == 4 * a.m * a.n);
+    CHECK(wide.bytes.count() - narrow.bytes.count() == 4 * wide.m * wide.n);
   }
   CHECK(wgrads == 4);
 }
