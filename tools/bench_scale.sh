@@ -2,7 +2,8 @@
 # Times `stepsim simulate` in all-ranks mode on the largest jobs (GPT-3 175B in 3D on 512 GPUs
 # and as 4,096 data-parallel replicas, Llama 3 405B in 4D on 16,384 GPUs) and prints a table
 # of the fastest wall time and the largest peak resident memory over the repetitions
-# (/usr/bin/time -v). Scenarios as in tests/bench/bench_scenarios.cpp.
+# (/usr/bin/time -v). The scenarios are tests/bench/scenarios/*.json, which the Google
+# Benchmark programs (tests/bench/bench_scenarios.cpp) run too.
 #
 #   tools/bench_scale.sh [STEPSIM] [--reps N] [--only NAME]   (default: build/release/stepsim, 1)
 set -euo pipefail
@@ -18,44 +19,7 @@ while [[ $# -gt 0 ]]; do
 done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-
-cat >"$dir/gpt3-3d-512.json" <<'JSON'
-{
-  "model": "gpt3-175b",
-  "cluster": { "preset": "dgx-a100-80g-hdr", "inter_node": { "topology": "fat-tree" } },
-  "parallel": { "tp": 8, "pp": 8, "dp": 8, "sequence_parallel": true,
-                "schedule": "interleaved", "virtual_stages": 3 },
-  "training": { "global_batch": 64, "micro_batch": 1, "precision": "bf16", "recompute": "selective",
-                "attention": "unfused" },
-  "data_parallel": { "kind": "ddp" },
-  "simulation": { "ranks": "all" }
-}
-JSON
-cat >"$dir/gpt3-dp4096.json" <<'JSON'
-{
-  "model": "gpt3-175b",
-  "cluster": "dgx-a100-80g-hdr",
-  "parallel": { "tp": 1, "pp": 1, "dp": 4096 },
-  "training": { "global_batch": 4096, "micro_batch": 1, "precision": "bf16", "recompute": "full" },
-  "data_parallel": { "kind": "ddp" },
-  "simulation": { "ranks": "all" }
-}
-JSON
-cat >"$dir/llama3-405b-4d-16k.json" <<'JSON'
-{
-  "model": "llama3-405b",
-  "cluster": "dgx-h100-ndr",
-  "parallel": {
-    "tp": 8, "pp": 16, "dp": 128, "sequence_parallel": true,
-    "schedule": "interleaved", "virtual_stages": 2,
-    "stage_layers": [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-                     4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3]
-  },
-  "training": { "global_batch": 2048, "micro_batch": 1, "precision": "bf16", "recompute": "full" },
-  "data_parallel": { "kind": "zero1" },
-  "simulation": { "ranks": "all" }
-}
-JSON
+scenarios=$(dirname "$0")/../tests/bench/scenarios
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, $reps repetition(s)"
 echo "| job | GPUs | wall (s) | peak RSS (MiB) | step time |"
@@ -66,7 +30,7 @@ for job in gpt3-3d-512:512 gpt3-dp4096:4096 llama3-405b-4d-16k:16384; do
   [[ -n $only && $only != "$name" ]] && continue
   best="" peak=0 step=""
   for ((i = 0; i < reps; i++)); do
-    /usr/bin/time -v -o "$dir/time" "$stepsim" simulate "$dir/$name.json" --json "$dir/report.json" >/dev/null
+    /usr/bin/time -v -o "$dir/time" "$stepsim" simulate "$scenarios/$name.json" --set simulation.ranks=all --json "$dir/report.json" >/dev/null
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$dir/time")
     rss=$(awk -F': ' '/Maximum resident set size/ { print int($2 / 1024) }' "$dir/time")
     if [[ -z $best ]] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$wall; fi
