@@ -45,9 +45,7 @@ void BM_DefaultScenarioWithLoading(benchmark::State& state) {
 }
 BENCHMARK(BM_DefaultScenarioWithLoading)->Unit(benchmark::kMillisecond);
 
-void BM_Llama405bTp8Dp2048(benchmark::State& state) {
-  run_scenario(state, bench_scenario("llama3-405b-dp2048"));
-}
+void BM_Llama405bTp8Dp2048(benchmark::State& state) { run_scenario(state, bench_scenario("llama3-405b-dp2048")); }
 BENCHMARK(BM_Llama405bTp8Dp2048)->Unit(benchmark::kMillisecond);
 
 void BM_Llama405bTp8Pp16Dp128Interleaved(benchmark::State& state) {
@@ -55,9 +53,7 @@ void BM_Llama405bTp8Pp16Dp128Interleaved(benchmark::State& state) {
 }
 BENCHMARK(BM_Llama405bTp8Pp16Dp128Interleaved)->Unit(benchmark::kMillisecond);
 
-void BM_Gpt3Tp8Pp8Dp8(benchmark::State& state) {
-  run_scenario(state, bench_scenario("gpt3-3d-512"));
-}
+void BM_Gpt3Tp8Pp8Dp8(benchmark::State& state) { run_scenario(state, bench_scenario("gpt3-3d-512")); }
 BENCHMARK(BM_Gpt3Tp8Pp8Dp8)->Unit(benchmark::kMillisecond);
 
 void BM_Gpt3Tp8Pp8Dp8AllRanks(benchmark::State& state) {
@@ -66,9 +62,7 @@ void BM_Gpt3Tp8Pp8Dp8AllRanks(benchmark::State& state) {
 BENCHMARK(BM_Gpt3Tp8Pp8Dp8AllRanks)->Unit(benchmark::kMillisecond);
 
 // Seconds per run: one iteration per repetition (--benchmark_repetitions for more).
-void BM_Gpt3Dp4096AllRanks(benchmark::State& state) {
-  run_scenario(state, all_ranks(bench_scenario("gpt3-dp4096")));
-}
+void BM_Gpt3Dp4096AllRanks(benchmark::State& state) { run_scenario(state, all_ranks(bench_scenario("gpt3-dp4096"))); }
 BENCHMARK(BM_Gpt3Dp4096AllRanks)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

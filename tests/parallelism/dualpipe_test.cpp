@@ -77,48 +77,11 @@ TEST_CASE("DualPipe orders each stage's passes as the reference implementation d
 
 namespace {
 
-// Each transformer layer's forward, input-gradient and weight-gradient work take `f`, `b` and
-// `w` µs, spread evenly over its ops; the embedding and head free, communication free.
-class PassCosts final : public sp::Costs {
- public:
-  PassCosts(const stepsim::workload::LayerWork& layer, double f, double b, double w) : f_(f), b_(b), w_(w) {
-    forward_ = static_cast<int>(layer.forward.size());
-    for (const auto& op : layer.backward) (op.pass == Pass::backward_weight ? weight_ : input_) += 1;
-  }
-  Time compute(const stepsim::workload::OpCost& op) const override {
-    using stepsim::workload::Role;
-    const bool outer = op.role == Role::embedding || op.role == Role::final_norm || op.role == Role::lm_head ||
-                       op.role == Role::loss || op.role == Role::optimizer;
-    if (outer) return Time::zero();
-    if (op.pass == Pass::forward) return Time::from_us(f_ / forward_);
-    if (op.pass == Pass::backward_weight) return Time::from_us(w_ / weight_);
-    return Time::from_us(b_ / input_);
-  }
-  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
-    return {Time::zero(), stepsim::Bandwidth::gbytes_per_s(1e12), {0.0, 0.0}};
-  }
-  Time kernel_launch() const override { return Time::zero(); }
-  double comm_slowdown() const override { return 0.0; }
-
- private:
-  double f_, b_, w_;
-  int forward_ = 0, input_ = 0, weight_ = 0;
-};
-
-stepsim::Scenario pipeline(Schedule schedule, int p, int m) {
-  auto s = spt::small_scenario(1, 1, m);
-  s.parallel.pp = p;
-  s.parallel.schedule = schedule;
-  s.model.layers = p;  // one layer per stage
-  s.cluster.nodes = (p + 7) / 8;
-  return s;
-}
-
 // The largest stage bubble, in µs: a stage's span from its first to its last compute minus
 // its compute time.
 double bubble_us(const stepsim::Scenario& s, double f, double b, double w) {
   const auto work = spt::small_work(s);
-  const PassCosts costs(work.layer, f, b, w);
+  const spt::PassCosts costs(work.layer, f, b, w);
   return spt::largest_bubble_us(stepsim::engine::run(sp::build_program(s, work, costs)));
 }
 
@@ -132,8 +95,8 @@ TEST_CASE("DualPipe's bubble is (pp/2 - 1)(F&B + B - 3W) as in the DeepSeek-V3 r
   // reference's order leaves exactly the formula's bubble on the outer stages.
   for (const auto& [p, m] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 16}, std::pair{8, 32}}) {
     const double formula = (p / 2 - 1) * ((1.0 + 2.0) + 2.0 - 3.0);
-    const double dualpipe = bubble_us(pipeline(Schedule::dualpipe, p, m), 1.0, 1.0, 1.0);
-    const double one_f_one_b = bubble_us(pipeline(Schedule::one_f_one_b, p, m), 1.0, 1.0, 1.0);
+    const double dualpipe = bubble_us(spt::pipeline_scenario(Schedule::dualpipe, p, m), 1.0, 1.0, 1.0);
+    const double one_f_one_b = bubble_us(spt::pipeline_scenario(Schedule::one_f_one_b, p, m), 1.0, 1.0, 1.0);
     INFO("p " << p << ", m " << m << ": DualPipe " << dualpipe << " µs, 1F1B " << one_f_one_b << " µs");
     CHECK(dualpipe == Approx(formula).epsilon(0.01));
     CHECK(one_f_one_b == Approx(3.0 * (p - 1)).epsilon(0.01));
@@ -141,16 +104,16 @@ TEST_CASE("DualPipe's bubble is (pp/2 - 1)(F&B + B - 3W) as in the DeepSeek-V3 r
   // Other ratios: the table's figure bounds the bubble; the reference's order, replayed by
   // hand pass by pass, leaves 2 µs (p 4) and 10 µs (p 8) for F 1, B 2 + 1, and 2 µs and 7 µs
   // for F 1, B 1 + 0.5 (formula: 4, 12, 2.5 and 7.5 µs).
-  CHECK(bubble_us(pipeline(Schedule::dualpipe, 4, 8), 1.0, 2.0, 1.0) == Approx(2.0).epsilon(0.01));
-  CHECK(bubble_us(pipeline(Schedule::dualpipe, 8, 16), 1.0, 2.0, 1.0) == Approx(10.0).epsilon(0.01));
-  CHECK(bubble_us(pipeline(Schedule::dualpipe, 4, 8), 1.0, 1.0, 0.5) == Approx(2.0).epsilon(0.01));
-  CHECK(bubble_us(pipeline(Schedule::dualpipe, 8, 16), 1.0, 1.0, 0.5) == Approx(7.0).epsilon(0.01));
+  CHECK(bubble_us(spt::pipeline_scenario(Schedule::dualpipe, 4, 8), 1.0, 2.0, 1.0) == Approx(2.0).epsilon(0.01));
+  CHECK(bubble_us(spt::pipeline_scenario(Schedule::dualpipe, 8, 16), 1.0, 2.0, 1.0) == Approx(10.0).epsilon(0.01));
+  CHECK(bubble_us(spt::pipeline_scenario(Schedule::dualpipe, 4, 8), 1.0, 1.0, 0.5) == Approx(2.0).epsilon(0.01));
+  CHECK(bubble_us(spt::pipeline_scenario(Schedule::dualpipe, 8, 16), 1.0, 1.0, 0.5) == Approx(7.0).epsilon(0.01));
 }
 
 namespace {
 
 stepsim::Scenario uniform(Schedule schedule, int p, int m) {
-  auto s = pipeline(schedule, p, m);
+  auto s = spt::pipeline_scenario(schedule, p, m);
   s.model.layers = 4 * p;
   s.model.vocab = 1024;
   return s;
@@ -188,7 +151,7 @@ TEST_CASE("DualPipe keeps the activations of pp + 1 model chunks at its peak") {
 }
 
 TEST_CASE("DualPipe sends each direction's activations and gradients over links of their own") {
-  const auto s = pipeline(Schedule::dualpipe, 4, 8);
+  const auto s = spt::pipeline_scenario(Schedule::dualpipe, 4, 8);
   const spt::FixedCosts costs;
   const auto program = sp::build_program(s, spt::small_work(s), costs);
   std::vector<std::string> groups;

@@ -113,6 +113,29 @@ long find_op(const engine::Program& program, const std::string& name, std::size_
   return -1;
 }
 
+PassCosts::PassCosts(const workload::LayerWork& layer, double f, double b, double w) : f_(f), b_(b), w_(w) {
+  forward_ = static_cast<int>(layer.forward.size());
+  for (const auto& op : layer.backward) (op.pass == Pass::backward_weight ? weight_ : input_) += 1;
+}
+
+Time PassCosts::compute(const workload::OpCost& op) const {
+  const bool outer = op.role == Role::embedding || op.role == Role::final_norm || op.role == Role::lm_head ||
+                     op.role == Role::loss || op.role == Role::optimizer;
+  if (outer) return Time::zero();
+  if (op.pass == Pass::forward) return Time::from_us(f_ / forward_);
+  if (op.pass == Pass::backward_weight) return Time::from_us(w_ / weight_);
+  return Time::from_us(b_ / input_);
+}
+
+Scenario pipeline_scenario(Schedule schedule, int p, int m) {
+  Scenario s = small_scenario(1, 1, m);
+  s.parallel.pp = p;
+  s.parallel.schedule = schedule;
+  s.model.layers = p;  // one layer per stage
+  s.cluster.nodes = (p + 7) / 8;
+  return s;
+}
+
 double largest_bubble_us(const Timeline& timeline) {
   double worst = 0;
   for (const auto& rank : timeline.ranks) {

@@ -24,9 +24,30 @@ class FixedCosts final : public Costs {
   double comm_slowdown() const override { return 0.1; }
 };
 
+// Each transformer layer's forward, input-gradient and weight-gradient work take `f`, `b` and
+// `w` µs, spread evenly over its ops; the embedding, the head and the optimizer free,
+// communication free: the schedules' own pass arithmetic.
+class PassCosts final : public Costs {
+ public:
+  PassCosts(const workload::LayerWork& layer, double f, double b, double w);
+  Time compute(const workload::OpCost& op) const override;
+  CollectiveCost collective(const collectives::Request&) const override {
+    return {Time::zero(), Bandwidth::gbytes_per_s(1e12), {0.0, 0.0}};
+  }
+  Time kernel_launch() const override { return Time::zero(); }
+  double comm_slowdown() const override { return 0.0; }
+
+ private:
+  double f_, b_, w_;
+  int forward_ = 0, input_ = 0, weight_ = 0;
+};
+
 // GPT with 2 layers, hidden 1024, 16 heads, ffn 4096, vocab 32000, sequence 2048, GELU,
 // untied embeddings, on 8-GPU nodes; micro_batches of one sequence.
 Scenario small_scenario(int tp, int dp, int micro_batches);
+
+// small_scenario with `p` stages of one layer each under `schedule`, `m` micro-batches.
+Scenario pipeline_scenario(Schedule schedule, int p, int m);
 
 // The work of one micro-batch of `scenario`: Megatron's op order, GEMM dgrad before wgrad.
 workload::ModelWork small_work(const Scenario& scenario);

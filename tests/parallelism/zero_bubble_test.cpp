@@ -45,48 +45,13 @@ bool complete(Schedule schedule, int p, int m, int stage) {
   return seen.size() == static_cast<std::size_t>(3 * m);
 }
 
-// Each transformer layer's forward, input-gradient and weight-gradient work 1 µs each (T_F =
-// T_B = T_W), spread evenly over its ops; the embedding and head free, communication free.
-class EvenPassCosts final : public sp::Costs {
- public:
-  explicit EvenPassCosts(const stepsim::workload::LayerWork& layer) {
-    forward_ = static_cast<int>(layer.forward.size());
-    for (const auto& op : layer.backward) (op.pass == Pass::backward_weight ? weight_ : input_) += 1;
-  }
-  Time compute(const stepsim::workload::OpCost& op) const override {
-    using stepsim::workload::Role;
-    const bool outer = op.role == Role::embedding || op.role == Role::final_norm || op.role == Role::lm_head ||
-                       op.role == Role::loss || op.role == Role::optimizer;
-    if (outer) return Time::zero();
-    const int n = op.pass == Pass::forward ? forward_ : op.pass == Pass::backward_weight ? weight_ : input_;
-    return Time::from_us(1.0 / n);
-  }
-  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
-    return {Time::zero(), stepsim::Bandwidth::gbytes_per_s(1e12), {0.0, 0.0}};
-  }
-  Time kernel_launch() const override { return Time::zero(); }
-  double comm_slowdown() const override { return 0.0; }
-
- private:
-  int forward_ = 0, input_ = 0, weight_ = 0;
-};
-
-stepsim::Scenario pipeline(Schedule schedule, int p, int m) {
-  auto s = spt::small_scenario(1, 1, m);
-  s.parallel.pp = p;
-  s.parallel.schedule = schedule;
-  s.model.layers = p;  // one layer per stage: T_F = T_B = T_W = 1 µs per stage
-  s.cluster.nodes = (p + 7) / 8;
-  return s;
-}
-
 // The largest stage bubble, in µs, as Qi et al. count it: a stage's span from its first to its
 // last compute (its first forward to its last W) minus its compute time. A single step also
 // waits (p − 1)·T_F for the first activation to reach the last stage; under ZB-H2 that fill
 // is not idle time of any stage and overlaps the previous step's tail in a training run.
 double bubble_us(const stepsim::Scenario& s) {
   const auto work = spt::small_work(s);
-  const EvenPassCosts costs(work.layer);
+  const spt::PassCosts costs(work.layer, 1.0, 1.0, 1.0);  // T_F = T_B = T_W
   return spt::largest_bubble_us(stepsim::engine::run(sp::build_program(s, work, costs)));
 }
 
@@ -118,8 +83,8 @@ TEST_CASE("ZB-H1's bubble is a third of 1F1B's when F, B and W take the same tim
   // per stage, ZB-H1 (p − 1)(T_F + T_B − T_W) = (p − 1)T. Communication is free and the costs
   // are exact, so the only slack is picosecond rounding of the 1/n µs op times: 1 %.
   for (const auto& [p, m] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 24}}) {
-    const double one_f_one_b = bubble_us(pipeline(Schedule::one_f_one_b, p, m));
-    const double zb_h1 = bubble_us(pipeline(Schedule::zb_h1, p, m));
+    const double one_f_one_b = bubble_us(spt::pipeline_scenario(Schedule::one_f_one_b, p, m));
+    const double zb_h1 = bubble_us(spt::pipeline_scenario(Schedule::zb_h1, p, m));
     INFO("p " << p << ", m " << m << ": 1F1B " << one_f_one_b << " µs, ZB-H1 " << zb_h1 << " µs");
     CHECK(one_f_one_b == Approx(3.0 * (p - 1)).epsilon(0.01));
     CHECK(zb_h1 == Approx(1.0 * (p - 1)).epsilon(0.01));
@@ -131,8 +96,8 @@ TEST_CASE("ZB-H2 leaves close to no bubble when F, B and W take the same time") 
   // With at least 2p − 1 micro-batches the warm-up forwards fill the start and the deferred W
   // passes the end: the formula's bubble is zero; allow 1 % of 1F1B's for rounding.
   for (const auto& [p, m] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 24}}) {
-    const double one_f_one_b = bubble_us(pipeline(Schedule::one_f_one_b, p, m));
-    const double zb_h2 = bubble_us(pipeline(Schedule::zb_h2, p, m));
+    const double one_f_one_b = bubble_us(spt::pipeline_scenario(Schedule::one_f_one_b, p, m));
+    const double zb_h2 = bubble_us(spt::pipeline_scenario(Schedule::zb_h2, p, m));
     INFO("p " << p << ", m " << m << ": 1F1B " << one_f_one_b << " µs, ZB-H2 " << zb_h2 << " µs");
     CHECK(zb_h2 < 0.01 * one_f_one_b);
   }
@@ -143,7 +108,7 @@ namespace {
 // Qi et al.'s uniform stages: four layers a stage and a head small beside them (the last
 // stage keeps its head's logits on top, under 1F1B as under ZB-H1).
 stepsim::Scenario uniform(Schedule schedule, int p, int m) {
-  auto s = pipeline(schedule, p, m);
+  auto s = spt::pipeline_scenario(schedule, p, m);
   s.model.layers = 4 * p;
   s.model.vocab = 1024;
   return s;
@@ -178,7 +143,7 @@ TEST_CASE("ZB-H1 keeps 1F1B's peak activations and ZB-H2 more") {
 TEST_CASE("a W pass keeps each wgrad GEMM's input and output gradient until it runs") {
   // GPT without TP: X and dY of the QKV (h → 3h), projection (h → h), fc1 (h → 4h) and fc2
   // (4h → h) GEMMs, 2 bytes each: (7 + 9)·sbh elements, Qi et al.'s 32·sbh bytes.
-  const auto s = pipeline(Schedule::zb_h1, 4, 8);
+  const auto s = spt::pipeline_scenario(Schedule::zb_h1, 4, 8);
   const std::int64_t sbh = 2048LL * 1 * 1024;
   CHECK(sp::weight_pass_inputs(s, stepsim::workload::build_work(s).layer).count() == 32 * sbh);
 }
@@ -186,7 +151,7 @@ TEST_CASE("a W pass keeps each wgrad GEMM's input and output gradient until it r
 TEST_CASE("under ZB-H1 gradient buckets are reduced only after the weight-gradient passes") {
   // The last stage runs B of the last micro-batch before its deferred W passes: every bucket
   // waits for the W pass of the last micro-batch, the stage's last backward compute.
-  auto s = pipeline(Schedule::zb_h1, 4, 4);
+  auto s = spt::pipeline_scenario(Schedule::zb_h1, 4, 4);
   s.parallel.dp = 2;
   s.training.global_batch = 8;
   s.cluster.nodes = 1;
