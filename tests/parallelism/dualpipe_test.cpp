@@ -110,21 +110,10 @@ TEST_CASE("DualPipe's bubble is (pp/2 - 1)(F&B + B - 3W) as in the DeepSeek-V3 r
   CHECK(bubble_us(spt::pipeline_scenario(Schedule::dualpipe, 8, 16), 1.0, 1.0, 0.5) == Approx(7.0).epsilon(0.01));
 }
 
-namespace {
-
-stepsim::Scenario uniform(Schedule schedule, int p, int m) {
-  auto s = spt::pipeline_scenario(schedule, p, m);
-  s.model.layers = 4 * p;
-  s.model.vocab = 1024;
-  return s;
-}
-
-}  // namespace
-
 TEST_CASE("a DualPipe stage holds the parameters of its stage and of its mirror image") {
   const int p = 4;
-  const auto dual = uniform(Schedule::dualpipe, p, 2 * p);
-  const auto single = uniform(Schedule::one_f_one_b, p, 2 * p);
+  const auto dual = spt::uniform_pipeline_scenario(Schedule::dualpipe, p, 2 * p);
+  const auto single = spt::uniform_pipeline_scenario(Schedule::one_f_one_b, p, 2 * p);
   const auto d = sp::estimate_memory(dual, stepsim::workload::build_work(dual));
   const auto o = sp::estimate_memory(single, stepsim::workload::build_work(single));
   REQUIRE(d.stages.size() == static_cast<std::size_t>(p));
@@ -142,7 +131,7 @@ TEST_CASE("a DualPipe stage holds the parameters of its stage and of its mirror 
 
 TEST_CASE("DualPipe keeps the activations of pp + 1 model chunks at its peak") {
   for (const int p : {4, 8}) {
-    const auto s = uniform(Schedule::dualpipe, p, 2 * p);
+    const auto s = spt::uniform_pipeline_scenario(Schedule::dualpipe, p, 2 * p);
     const auto work = stepsim::workload::build_work(s);
     long long most = 0;
     for (int stage = 0; stage < p; ++stage) most = std::max(most, sp::kept_activations(s, work, stage).chunks);

@@ -136,6 +136,13 @@ Scenario pipeline_scenario(Schedule schedule, int p, int m) {
   return s;
 }
 
+Scenario uniform_pipeline_scenario(Schedule schedule, int p, int m) {
+  Scenario s = pipeline_scenario(schedule, p, m);
+  s.model.layers = 4 * p;
+  s.model.vocab = 1024;
+  return s;
+}
+
 double largest_bubble_us(const Timeline& timeline) {
   double worst = 0;
   for (const auto& rank : timeline.ranks) {

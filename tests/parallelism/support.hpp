@@ -48,6 +48,9 @@ Scenario small_scenario(int tp, int dp, int micro_batches);
 
 // small_scenario with `p` stages of one layer each under `schedule`, `m` micro-batches.
 Scenario pipeline_scenario(Schedule schedule, int p, int m);
+// Qi et al.'s uniform stages: four layers a stage and a head small beside them (the last
+// stage keeps its head's logits on top, under 1F1B as under ZB-H1).
+Scenario uniform_pipeline_scenario(Schedule schedule, int p, int m);
 
 // The work of one micro-batch of `scenario`: Megatron's op order, GEMM dgrad before wgrad.
 workload::ModelWork small_work(const Scenario& scenario);

@@ -105,17 +105,8 @@ TEST_CASE("ZB-H2 leaves close to no bubble when F, B and W take the same time") 
 
 namespace {
 
-// Qi et al.'s uniform stages: four layers a stage and a head small beside them (the last
-// stage keeps its head's logits on top, under 1F1B as under ZB-H1).
-stepsim::Scenario uniform(Schedule schedule, int p, int m) {
-  auto s = spt::pipeline_scenario(schedule, p, m);
-  s.model.layers = 4 * p;
-  s.model.vocab = 1024;
-  return s;
-}
-
 stepsim::Bytes kept(Schedule schedule, int stage, int p = 4, int m = 8) {
-  const auto s = uniform(schedule, p, m);
+  const auto s = spt::uniform_pipeline_scenario(schedule, p, m);
   return sp::kept_activations(s, stepsim::workload::build_work(s), stage).bytes;
 }
 
@@ -135,7 +126,7 @@ TEST_CASE("ZB-H1 keeps 1F1B's peak activations and ZB-H2 more") {
                   kept(Schedule::zb_h1, 3)}) == kept(Schedule::one_f_one_b, 0));
   CHECK(kept(Schedule::zb_h1, 2) > kept(Schedule::one_f_one_b, 2));
   // ZB-H2's first stage holds 2p − 1 micro-batches in flight.
-  const auto s = uniform(Schedule::zb_h2, 4, 8);
+  const auto s = spt::uniform_pipeline_scenario(Schedule::zb_h2, 4, 8);
   CHECK(sp::kept_activations(s, stepsim::workload::build_work(s), 0).chunks == 7);
   CHECK(kept(Schedule::zb_h2, 0) > kept(Schedule::one_f_one_b, 0));
 }
