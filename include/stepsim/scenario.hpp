@@ -15,9 +15,18 @@ enum class MlpKind { gelu, swiglu };
 // selective: Megatron's (the attention core); selective_op: torchtitan's per-op selective
 // checkpointing (every other matmul output saved, the rest and element-wise work recomputed).
 enum class Recompute { none, selective, full, selective_op };
-// Attention kernels: flash (fused, scores never materialised; Megatron-Core default) or
-// unfused (Megatron 2022: batched GEMMs with the softmax and its dropout in HBM).
-enum class AttentionKind { flash, unfused };
+// Attention kernels: flash (fused, scores never materialised: the GPU's fastest fused
+// attention, cuDNN's or FlashAttention-3 on Hopper; Megatron-Core with Transformer Engine),
+// flash2 (FlashAttention-2, the kernel behind PyTorch's scaled_dot_product_attention: the same
+// work, slower on Hopper and Blackwell) or unfused (Megatron 2022: batched GEMMs with the
+// softmax and its dropout in HBM).
+enum class AttentionKind { flash, flash2, unfused };
+inline bool fused_attention(AttentionKind k) { return k != AttentionKind::unfused; }
+// Element-wise work: fused (Transformer Engine and Megatron's fused kernels, torch.compile:
+// one kernel per norm, rotary embedding or activation, each tensor read and written once) or
+// eager (PyTorch eager mode: one kernel per operator, with the fp32 upcasts the model code
+// asks for, each reading and writing HBM).
+enum class Fusion { fused, eager };
 // zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
 // so that a scenario asking for them is refused as not simulated yet, not as a typo.
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
@@ -152,7 +161,8 @@ struct TrainingSpec {
   long long micro_batch = 1;
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
-  AttentionKind attention = AttentionKind::flash;  // key training.attention: "flash" | "unfused"
+  AttentionKind attention = AttentionKind::flash;  // key training.attention: "flash" | "flash2" | "unfused"
+  Fusion fusion = Fusion::fused;                   // key training.fusion: "fused" | "eager"
   std::string optimizer = "adam";
   // Precision of the optimizer's moments (Adam m and v, SGD momentum) and of the main
   // gradients micro-batches accumulate into: fp32 (Megatron's and ZeRO's default) or bf16

@@ -119,10 +119,17 @@ constexpr KeyDoc kDocs[] = {
      "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
      "output kept)",
      "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
-    {"training.attention", "", "`flash` (fused) or `unfused` (materialised s×s softmax)",
-     "Megatron `--use-flash-attn`"},
+    {"training.attention", "",
+     "`flash` (the GPU's fastest fused attention: cuDNN or FlashAttention-3 on Hopper), `flash2` "
+     "(FlashAttention-2, PyTorch's scaled_dot_product_attention) or `unfused` (materialised s×s softmax)",
+     "Megatron `--use-flash-attn`; torchtitan's SDPA: `flash2`"},
+    {"training.fusion", "",
+     "`fused` (element-wise work in fused kernels: Transformer Engine, Megatron, torch.compile) or `eager` "
+     "(PyTorch eager: one kernel per operator, fp32 upcasts in RMSNorm, rotary embedding and the loss)",
+     "torchtitan `--training.compile` (off: eager)"},
     {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
-    {"training.optimizer_state", "", "precision of the optimizer's moments: `fp32` or `bf16` (master weights stay fp32)",
+    {"training.optimizer_state", "",
+     "precision of the optimizer's moments: `fp32` or `bf16` (master weights stay fp32)",
      "Megatron `--use-precision-aware-optimizer` with `--exp-avg-dtype` and `--exp-avg-sq-dtype`"},
     {"training.main_grad", "", "precision of the main gradients micro-batches accumulate into: `fp32` or `bf16`",
      "Megatron `--use-precision-aware-optimizer` with `--main-grads-dtype`"},

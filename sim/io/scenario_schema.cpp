@@ -58,8 +58,13 @@ std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
 }
 
 std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
-  static constexpr EnumName<AttentionKind> names[] = {{"flash", AttentionKind::flash},
-                                                      {"unfused", AttentionKind::unfused}};
+  static constexpr EnumName<AttentionKind> names[] = {
+      {"flash", AttentionKind::flash}, {"flash2", AttentionKind::flash2}, {"unfused", AttentionKind::unfused}};
+  return names;
+}
+
+std::span<const EnumName<Fusion>> enum_names(Tag<Fusion>) {
+  static constexpr EnumName<Fusion> names[] = {{"fused", Fusion::fused}, {"eager", Fusion::eager}};
   return names;
 }
 
@@ -277,7 +282,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
                                                    field<&TrainingSpec::attention>("attention"),
                                                    field<&TrainingSpec::optimizer>("optimizer"),
                                                    field<&TrainingSpec::optimizer_state>("optimizer_state"),
-                                                   field<&TrainingSpec::main_grad>("main_grad")};
+                                                   field<&TrainingSpec::main_grad>("main_grad"),
+                                                   field<&TrainingSpec::fusion>("fusion")};
   return {fields, ""};
 }
 

@@ -208,8 +208,9 @@ void check_tp_overlap(const Scenario& s, const Checker& c) {
 // communication variant means something only when there is a CP group.
 void check_context_parallel(const Scenario& s, const Checker& c) {
   if (s.parallel.cp > 1) {
-    c.require(s.training.attention == AttentionKind::flash, "/training/attention",
-              "context parallelism (cp {}) needs \"attention\": \"flash\" (the ring runs inside the fused kernel)",
+    c.require(fused_attention(s.training.attention), "/training/attention",
+              "context parallelism (cp {}) needs \"attention\": \"flash\" or \"flash2\" (the ring runs inside the "
+              "fused kernel)",
               s.parallel.cp);
     return;
   }

@@ -15,22 +15,39 @@ constexpr double softmax_flops = 5.0;
 constexpr double activation_flops = 8.0;
 
 OpCost norm(const char* name, Role role, const LayerShape& s) {
-  // Read x, write y (statistics per row are negligible). The norm runs on s/t rows with SP.
-  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, 2.0 * s.act_bytes, norm_flops);
+  // The norm runs on s/t rows with SP.
+  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), norm_flops);
 }
 
 OpCost residual(const char* name, Role role, const LayerShape& s) {
   // Fused bias-dropout-add: read the branch and the residual, write the sum (and a 1-byte
-  // dropout mask when the model trains with dropout).
-  const double bytes = 3.0 * s.act_bytes + (s.dropout() ? 1.0 : 0.0);
+  // dropout mask when the model trains with dropout). Eager runs the bias add (read, write),
+  // the dropout (read, write, mask) and the add (two reads, a write) as three kernels.
+  const double a = s.act_bytes;
+  double bytes = 3.0 * a + (s.dropout() ? 1.0 : 0.0);
+  if (s.eager && s.dropout()) bytes = 7.0 * a + 1.0;
   return elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, bytes, 2.0);
 }
 
 OpCost activation(const LayerShape& s, const char* prefix, Role role, long long elements) {
-  // GeLU reads and writes ffn elements; SwiGLU reads gate and up (2·ffn) and writes ffn.
-  const double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
+  // GeLU reads and writes ffn elements (one kernel in eager mode too); fused SwiGLU reads gate
+  // and up (2·ffn) and writes ffn; eager runs silu (read, write) and the product (two reads,
+  // a write) apart.
+  double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
+  if (s.eager && s.llama_style) bytes = 5.0 * s.act_bytes;
   return elementwise(std::string(prefix) + (s.llama_style ? "swiglu" : "gelu"), role, OpClass::elementwise, elements,
                      bytes, activation_flops);
+}
+
+// Rotary position embedding of the queries and keys (Llama-style models): a fused kernel
+// reads and writes each element once; eager PyTorch (Llama's reference code, torchtitan)
+// upcasts to fp32, multiplies as complex numbers and casts back, three kernels.
+OpCost rotary(const LayerShape& s) {
+  constexpr double fp32 = 4.0;
+  const double a = s.act_bytes;
+  const double bytes = s.eager ? (a + fp32) + 2.0 * fp32 + (fp32 + a) : 2.0 * a;
+  return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * (s.q_width() + s.kv_width()),
+                     bytes, 6.0);
 }
 
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
@@ -86,6 +103,7 @@ OpCost flash_attention(const LayerShape& s) {
   op.name = "flash attention";
   op.role = Role::attention_core;
   op.cls = OpClass::attention;
+  op.flash2 = s.attention == AttentionKind::flash2;
   op.m = s.seq;
   op.n = s.full_seq();
   op.k = s.head_dim;
@@ -109,8 +127,9 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
     if (op.fp8 && op.pass != Pass::backward_weight) {
       long long elements = op.m * op.k;
       if (op.pass == Pass::forward) elements += op.k * op.n;
-      OpCost cast =
-          elementwise(op.name + " fp8 cast", Role::fp8_cast, OpClass::elementwise, elements, s.act_bytes + 2.0, 2.0);
+      // Eager runs the amax (read), the cast (read, write 1) and the transpose (read 1, write 1) apart.
+      const double bytes = s.eager ? 2.0 * s.act_bytes + 3.0 : s.act_bytes + 2.0;
+      OpCost cast = elementwise(op.name + " fp8 cast", Role::fp8_cast, OpClass::elementwise, elements, bytes, 2.0);
       cast.pass = op.pass;
       out.push_back(std::move(cast));
     }
@@ -144,6 +163,17 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward) {
 
 }  // namespace
 
+double norm_bytes(const LayerShape& s) {
+  // Fused LayerNorm or RMSNorm: read x, write y (the per-row statistics are negligible).
+  // PyTorch's LayerNorm is one kernel in eager mode too; eager RMSNorm (Llama's reference
+  // code, torchtitan, torch.nn.RMSNorm) runs x.float(), pow, mean, the multiply by rsqrt,
+  // the cast back and the multiply by the weight as separate kernels over fp32 copies.
+  constexpr double fp32 = 4.0;
+  const double a = s.act_bytes;
+  if (!(s.eager && s.llama_style)) return 2.0 * a;
+  return (a + fp32) + 2.0 * fp32 + fp32 + 2.0 * fp32 + (fp32 + a) + 2.0 * a;
+}
+
 std::vector<OpCost> attention_core_forward(const LayerShape& s) {
   if (s.attention == AttentionKind::unfused) return unfused_attention(s);
   return {flash_attention(s)};
@@ -154,6 +184,7 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   std::vector<OpCost> ops;
   ops.push_back(norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
   ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
+  if (s.llama_style) ops.push_back(rotary(s));
   for (OpCost& op : attention_core_forward(s)) ops.push_back(std::move(op));
   ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_width(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));

@@ -9,6 +9,8 @@
 
 namespace stepsim::workload {
 
+// HBM bytes per element of one LayerNorm or RMSNorm forward, fused or eager.
+double norm_bytes(const LayerShape& shape);
 // Forward ops of the attention core alone (what selective recomputation re-runs).
 std::vector<OpCost> attention_core_forward(const LayerShape& shape);
 // All forward ops of one layer, in execution order.

@@ -80,7 +80,7 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
   double attention = 0.0;
-  if (s.attention == AttentionKind::flash) {
+  if (fused_attention(s.attention)) {
     attention = heads * seq * 4.0;  // fp32 log-sum-exp per row; scores never stored
   } else if (recompute == Recompute::none) {
     attention = heads * seq * seq * (s.dropout() ? 2.0 * ab + 1.0 : ab);

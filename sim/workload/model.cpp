@@ -37,9 +37,12 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   const long long logits = s.tokens() * s.vocab;
   LayerWork w;
   w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, OpClass::norm,
-                                  s.norm_tokens() * s.hidden, 2.0 * s.act_bytes, 8.0));
+                                  s.norm_tokens() * s.hidden, norm_bytes(s), 8.0));
   w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
-  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, s.act_bytes + 4.0, 6.0));
+  // Fused: read the logits, write fp32 softmax. Eager (torchtitan: logits.float() before
+  // cross_entropy): the upcast (read, write fp32), then log-softmax (read, write fp32).
+  const double loss_bytes = s.eager ? s.act_bytes + 3.0 * 4.0 : s.act_bytes + 4.0;
+  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, loss_bytes, 6.0));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }

@@ -76,6 +76,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.seq = m.seq_len / s.cp;
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
+  s.eager = sc.training.fusion == Fusion::eager;
   s.gemm_bytes = element_bytes(sc.training.precision);
   s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
   s.main_grad_bytes = element_bytes(sc.training.main_grad);

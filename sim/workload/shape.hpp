@@ -23,6 +23,7 @@ struct LayerShape {
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
   AttentionKind attention = AttentionKind::flash;
+  bool eager = false;  // element-wise work as PyTorch eager runs it (training.fusion)
   // Mixture of experts (experts 0: a dense MLP). Experts stay whole on a GPU (expert tensor
   // parallelism 1, Megatron's MoE parallel folding) and are spread over the EP group.
   long long experts = 0;

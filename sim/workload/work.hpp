@@ -41,7 +41,8 @@ enum class Role : std::uint8_t {
   shared_fc1,
   shared_activation,
   shared_fc2,
-  fp8_cast  // an FP8 GEMM's input cast (with its amax and transpose)
+  fp8_cast,  // an FP8 GEMM's input cast (with its amax and transpose)
+  rotary     // rotary position embedding of the queries and keys (Llama-style models)
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -57,6 +58,8 @@ struct OpCost {
   // An FP8 GEMM: the Linear layers' forward, dgrad and wgrad under FP8 training (Transformer
   // Engine, torchao Float8Linear); attention, the LM head and element-wise work stay BF16.
   bool fp8 = false;
+  // Fused attention run by FlashAttention-2 (training.attention "flash2").
+  bool flash2 = false;
 };
 
 struct LayerWork {

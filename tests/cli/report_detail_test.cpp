@@ -69,9 +69,10 @@ TEST_CASE("Energy comes from the preset's board power and cost only from a given
   CHECK(priced.cost.cost_per_mtoken == Approx(priced.cost.cost_per_step / (128.0 * 8192) * 1e6));
 }
 
-TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100 does not") {
-  const auto h100 = run("default").report;
-  CHECK(has_note(h100, "GPU h100-sxm5-80gb is not fitted to measurements"));
+TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100 and H100 do not") {
+  const auto b200 = run("default", {set("cluster.gpu", "b200")}).report;
+  CHECK(has_note(b200, "GPU b200 is not fitted to measurements"));
+  CHECK_FALSE(has_note(run("default").report, "GPU h100-sxm5-80gb is not fitted"));
   const auto a100 = run("ddp-1.3b-64xa100").report;
   CHECK_FALSE(has_note(a100, "is not fitted"));
   REQUIRE(a100.provenance.size() == 2);
@@ -79,7 +80,8 @@ TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100
 }
 
 TEST_CASE("a zero-bubble schedule's bubble note compares with 1F1B instead of quoting 1F1B's formula as its own") {
-  const auto r = run("gpt3-175b-selene", {set("parallel.schedule", "zb-h1"), set("parallel.virtual_stages", "1")}).report;
+  const auto r =
+      run("gpt3-175b-selene", {set("parallel.schedule", "zb-h1"), set("parallel.virtual_stages", "1")}).report;
   CHECK(has_note(r, "under zb-h1 it depends on how long the input- and weight-gradient passes take"));
   CHECK(has_note(r, "1F1B would leave on an even pipeline, (pp-1)/m = 7/64 of a stage's compute"));
   CHECK_FALSE(has_note(r, "(pp-1)/(v·m)"));

@@ -33,7 +33,7 @@ TEST_CASE("Key values are written as a scenario file writes them, not in exponen
   Scratch scratch("keys-format");
   const auto run = scratch.run("presets --keys");
   REQUIRE(run.status == 0);
-  CHECK(run.out.find("cluster.gpu.efficiency.gemm_max = 0.8\n") != std::string::npos);
+  CHECK(run.out.find("cluster.gpu.efficiency.gemm_max = 0.657\n") != std::string::npos);
   CHECK(run.out.find("E-1") == std::string::npos);
 }
 
@@ -52,7 +52,8 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
   REQUIRE(run.status == 0);
   CHECK(run.out.find("fp32 gradient reduction.\n") != std::string::npos);
   CHECK(run.out.find("a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs; fitted\n") != std::string::npos);
-  CHECK(run.out.find("132 SMs, 700 W; datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("132 SMs, 700 W; fitted\n") != std::string::npos);
+  CHECK(run.out.find("148 SMs, 1000 W; datasheet only\n") != std::string::npos);
 }
 
 TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {

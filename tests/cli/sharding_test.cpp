@@ -61,7 +61,7 @@ TEST_CASE("FSDP backward_prefetch none exposes more AllGather time than pre") {
   const SimulationResult post = communication_bound("post");
   const SimulationResult none = communication_bound("none");
   const double busy_fsdp = busy(pre.report, CommKind::fsdp);
-  CHECK(busy_fsdp > 0.8 * pre.report.step_time_s);  // communication-bound indeed
+  CHECK(busy_fsdp > 0.7 * pre.report.step_time_s);  // communication-bound indeed
   const CollectiveTime ag_pre = collective_time(pre, CommKind::fsdp, CollOp::allgather);
   const CollectiveTime ag_none = collective_time(none, CommKind::fsdp, CollOp::allgather);
   CHECK(ag_none.busy == Approx(ag_pre.busy).epsilon(1e-6));

@@ -150,6 +150,7 @@ const std::vector<Row>& rows() {
       {"training.precision", Expect::changes, "fp32"},
       {"training.recompute", Expect::changes, "full"},
       {"training.attention", Expect::changes, "unfused"},
+      {"training.fusion", Expect::changes, "eager"},
       {"training.optimizer", Expect::changes, "sgd"},
       {"training.optimizer_state", Expect::changes, "bf16"},
       {"training.main_grad", Expect::changes, "bf16"},

@@ -179,3 +179,40 @@ TEST_CASE("tensor parallelism that does not divide the heads is an input error")
   const auto sc = st::scenario(st::gpt(48, 6144, 64), 3, 1);
   CHECK_THROWS_AS(stepsim::workload::build_work(sc), stepsim::InputError);
 }
+
+// Eager element-wise work (training.fusion "eager"), bytes per element by hand from the
+// kernels PyTorch runs (docs/model.md): RMSNorm x.float() 2+4, pow 4+4, mean 4, times rsqrt
+// 4+4, cast back 4+2, times weight 2+2 = 36; rotary 2+4, 4+4, 4+2 = 20; SwiGLU silu 2+2 and
+// product 2+2+2 = 10; the loss's upcast 2+4 and log-softmax 4+4 = 14.
+TEST_CASE("eager element-wise kernels move the bytes of each PyTorch operator and fused ones move each tensor once") {
+  auto sc = st::scenario(st::llama3_8b(), 1, 1, 16);
+  const auto fused = stepsim::workload::build_work(sc);
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto eager = stepsim::workload::build_work(sc);
+  const double tokens = static_cast<double>(sc.training.micro_batch * sc.model.seq_len);
+  const double h = 4096, qk = 4096 + 1024, ffn = 14336, vocab = 128256;
+  const auto bytes = [](const OpCost& op) { return static_cast<double>(op.bytes.count()); };
+  CHECK(bytes(find(fused.layer.forward, Role::input_norm)) == Approx(tokens * h * 4));
+  CHECK(bytes(find(eager.layer.forward, Role::input_norm)) == Approx(tokens * h * 36));
+  CHECK(bytes(find(fused.layer.forward, Role::rotary)) == Approx(tokens * qk * 4));
+  CHECK(bytes(find(eager.layer.forward, Role::rotary)) == Approx(tokens * qk * 20));
+  CHECK(bytes(find(fused.layer.forward, Role::activation)) == Approx(tokens * ffn * 6));
+  CHECK(bytes(find(eager.layer.forward, Role::activation)) == Approx(tokens * ffn * 10));
+  CHECK(bytes(find(fused.post.forward, Role::loss)) == Approx(tokens * vocab * 6));
+  CHECK(bytes(find(eager.post.forward, Role::loss)) == Approx(tokens * vocab * 14));
+  // The residual add of a Llama layer is one kernel either way; GEMMs do not change.
+  CHECK(bytes(find(eager.layer.forward, Role::attn_residual)) == bytes(find(fused.layer.forward, Role::attn_residual)));
+  CHECK(find(eager.layer.forward, Role::fc1).flops == find(fused.layer.forward, Role::fc1).flops);
+  // Backward kernels move twice the forward's bytes.
+  CHECK(bytes(find(eager.layer.backward, Role::rotary, Pass::backward)) == Approx(2 * tokens * qk * 20));
+}
+
+TEST_CASE("GPT layers have no rotary embedding and their LayerNorm is one kernel in eager mode too") {
+  auto sc = st::scenario(st::gpt(24, 2048, 16), 1, 1);
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto w = stepsim::workload::build_work(sc);
+  CHECK(std::none_of(w.layer.forward.begin(), w.layer.forward.end(),
+                     [](const OpCost& op) { return op.role == Role::rotary; }));
+  const double rows = static_cast<double>(sc.training.micro_batch * sc.model.seq_len);
+  CHECK(static_cast<double>(find(w.layer.forward, Role::input_norm).bytes.count()) == Approx(rows * 2048 * 4));
+}
