@@ -27,6 +27,11 @@ inline bool fused_attention(AttentionKind k) { return k != AttentionKind::unfuse
 // eager (PyTorch eager mode: one kernel per operator, with the fp32 upcasts the model code
 // asks for, each reading and writing HBM).
 enum class Fusion { fused, eager };
+// The loss: fused (one kernel reads the logits and writes the fp32 softmax: Megatron's
+// --cross-entropy-loss-fusion, PyTorch's cross_entropy) or unfused (Megatron's
+// vocab-parallel cross entropy without that flag: fp32 copy, max, subtract, exp, sum and
+// divide as separate kernels over the logits).
+enum class CrossEntropy { fused, unfused };
 // zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
 // so that a scenario asking for them is refused as not simulated yet, not as a typo.
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
@@ -161,8 +166,9 @@ struct TrainingSpec {
   long long micro_batch = 1;
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
-  AttentionKind attention = AttentionKind::flash;  // key training.attention: "flash" | "flash2" | "unfused"
-  Fusion fusion = Fusion::fused;                   // key training.fusion: "fused" | "eager"
+  AttentionKind attention = AttentionKind::flash;    // key training.attention: "flash" | "flash2" | "unfused"
+  Fusion fusion = Fusion::fused;                     // key training.fusion: "fused" | "eager"
+  CrossEntropy cross_entropy = CrossEntropy::fused;  // key training.cross_entropy: "fused" | "unfused"
   std::string optimizer = "adam";
   // Precision of the optimizer's moments (Adam m and v, SGD momentum) and of the main
   // gradients micro-batches accumulate into: fp32 (Megatron's and ZeRO's default) or bf16

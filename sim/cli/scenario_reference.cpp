@@ -127,6 +127,10 @@ constexpr KeyDoc kDocs[] = {
      "`fused` (element-wise work in fused kernels: Transformer Engine, Megatron, torch.compile) or `eager` "
      "(PyTorch eager: one kernel per operator, fp32 upcasts in RMSNorm, rotary embedding and the loss)",
      "torchtitan `--training.compile` (off: eager)"},
+    {"training.cross_entropy", "",
+     "`fused` (one kernel over the logits) or `unfused` (Megatron's vocab-parallel cross entropy: fp32 copy, max, "
+     "subtract, exp, sum and divide as separate kernels)",
+     "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`)"},
     {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
     {"training.optimizer_state", "",
      "precision of the optimizer's moments: `fp32` or `bf16` (master weights stay fp32)",

@@ -68,6 +68,12 @@ std::span<const EnumName<Fusion>> enum_names(Tag<Fusion>) {
   return names;
 }
 
+std::span<const EnumName<CrossEntropy>> enum_names(Tag<CrossEntropy>) {
+  static constexpr EnumName<CrossEntropy> names[] = {{"fused", CrossEntropy::fused},
+                                                     {"unfused", CrossEntropy::unfused}};
+  return names;
+}
+
 std::span<const EnumName<Schedule>> enum_names(Tag<Schedule>) {
   static constexpr EnumName<Schedule> names[] = {
       {"1f1b", Schedule::one_f_one_b}, {"gpipe", Schedule::gpipe}, {"interleaved", Schedule::interleaved},
@@ -283,7 +289,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
                                                    field<&TrainingSpec::optimizer>("optimizer"),
                                                    field<&TrainingSpec::optimizer_state>("optimizer_state"),
                                                    field<&TrainingSpec::main_grad>("main_grad"),
-                                                   field<&TrainingSpec::fusion>("fusion")};
+                                                   field<&TrainingSpec::fusion>("fusion"),
+                                                   field<&TrainingSpec::cross_entropy>("cross_entropy")};
   return {fields, ""};
 }
 

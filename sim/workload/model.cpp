@@ -1,6 +1,7 @@
 // Whole-model work: embedding (first stage), final norm, LM head and loss (last stage), the
 // optimizer step, model FLOPs and parameter totals.
 #include <algorithm>
+#include <cmath>
 
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
@@ -16,6 +17,19 @@ constexpr double master_bytes = 8.0;
 constexpr double adam_flops = 10.0;
 
 bool learned_positions(const LayerShape& s) { return !s.llama_style; }
+
+// HBM bytes per logit of the loss's forward. Fused: read the logits, write the fp32 softmax.
+// Eager (torchtitan: logits.float() before cross_entropy): the upcast (read, write fp32),
+// then log-softmax (read, write fp32). Unfused (Megatron's vocab-parallel cross entropy):
+// the upcast, max (read), subtract, exp and divide in place (read, write each) and the sum
+// (read).
+double loss_bytes(const LayerShape& s) {
+  constexpr double fp32 = 4.0;
+  const double a = s.act_bytes;
+  if (s.unfused_loss) return (a + fp32) + fp32 + 2.0 * fp32 + 2.0 * fp32 + fp32 + 2.0 * fp32;
+  if (s.eager) return a + 3.0 * fp32;
+  return a + fp32;
+}
 
 LayerWork build_pre(const LayerShape& s) {
   // Vocab-parallel lookup: each TP rank writes b·s·h (zeros outside its shard) before the TP
@@ -39,13 +53,14 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, OpClass::norm,
                                   s.norm_tokens() * s.hidden, norm_bytes(s), 8.0));
   w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
-  // Fused: read the logits, write fp32 softmax. Eager (torchtitan: logits.float() before
-  // cross_entropy): the upcast (read, write fp32), then log-softmax (read, write fp32).
-  const double loss_bytes = s.eager ? s.act_bytes + 3.0 * 4.0 : s.act_bytes + 4.0;
-  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, loss_bytes, 6.0));
+  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
+  // Unfused, the backward scales the saved fp32 softmax in place (read, write) and casts it
+  // back to the logits' precision (read fp32, write): not twice the forward's six passes.
+  if (s.unfused_loss)
+    w.backward.front().bytes = Bytes(std::llround(static_cast<double>(logits) * (12.0 + s.act_bytes)));
   const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);

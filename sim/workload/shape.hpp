@@ -23,7 +23,8 @@ struct LayerShape {
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
   AttentionKind attention = AttentionKind::flash;
-  bool eager = false;  // element-wise work as PyTorch eager runs it (training.fusion)
+  bool eager = false;         // element-wise work as PyTorch eager runs it (training.fusion)
+  bool unfused_loss = false;  // Megatron's unfused vocab-parallel cross entropy (training.cross_entropy)
   // Mixture of experts (experts 0: a dense MLP). Experts stay whole on a GPU (expert tensor
   // parallelism 1, Megatron's MoE parallel folding) and are spread over the EP group.
   long long experts = 0;

@@ -151,6 +151,7 @@ const std::vector<Row>& rows() {
       {"training.recompute", Expect::changes, "full"},
       {"training.attention", Expect::changes, "unfused"},
       {"training.fusion", Expect::changes, "eager"},
+      {"training.cross_entropy", Expect::changes, "unfused"},
       {"training.optimizer", Expect::changes, "sgd"},
       {"training.optimizer_state", Expect::changes, "bf16"},
       {"training.main_grad", Expect::changes, "bf16"},

@@ -216,3 +216,19 @@ TEST_CASE("GPT layers have no rotary embedding and their LayerNorm is one kernel
   const double rows = static_cast<double>(sc.training.micro_batch * sc.model.seq_len);
   CHECK(static_cast<double>(find(w.layer.forward, Role::input_norm).bytes.count()) == Approx(rows * 2048 * 4));
 }
+
+// Megatron's vocab-parallel cross entropy without --cross-entropy-loss-fusion, per logit:
+// logits.float() 2+4, max 4, subtract 4+4, exp 4+4, sum 4, divide 4+4 = 38 forward; the
+// backward scales the saved softmax 4+4 and casts it back 4+2 = 14.
+TEST_CASE("the unfused cross entropy reads and writes the fp32 logits once per kernel") {
+  auto sc = st::scenario(st::gpt(24, 2048, 16), 1, 1);
+  const auto fused = stepsim::workload::build_work(sc);
+  sc.training.cross_entropy = stepsim::CrossEntropy::unfused;
+  const auto unfused = stepsim::workload::build_work(sc);
+  const double logits = static_cast<double>(sc.training.micro_batch * sc.model.seq_len * sc.model.vocab);
+  const auto bytes = [](const OpCost& op) { return static_cast<double>(op.bytes.count()); };
+  CHECK(bytes(find(fused.post.forward, Role::loss)) == Approx(logits * 6));
+  CHECK(bytes(find(fused.post.backward, Role::loss, Pass::backward)) == Approx(logits * 12));
+  CHECK(bytes(find(unfused.post.forward, Role::loss)) == Approx(logits * 38));
+  CHECK(bytes(find(unfused.post.backward, Role::loss, Pass::backward)) == Approx(logits * 14));
+}
