@@ -111,6 +111,7 @@ struct CollectiveTuning {
   double ramp_exponent = 1.0;           // steepness of that ramp: 1 / (1 + (half / size)^exponent)
   Time latency_floor = Time::zero();    // no collective is faster; NCCL's protocol latency overlaps it
   double ll128_efficiency = 1.0;        // achieved fraction of NCCL's modelled LL128 bandwidth
+  double ll_efficiency = 1.0;           // achieved fraction of NCCL's modelled LL bandwidth
 };
 
 struct ClusterSpec {

@@ -86,6 +86,7 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.collective_tuning.ramp_exponent", "", "steepness of that ramp", ""},
     {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
     {"cluster.collective_tuning.ll128_efficiency", "fraction", "achieved fraction of NCCL's LL128 bandwidth", ""},
+    {"cluster.collective_tuning.ll_efficiency", "fraction", "achieved fraction of NCCL's LL bandwidth", ""},
     {"cluster.gpu_hour_price", "currency/GPU-hour",
      "price of one GPU-hour for cost per step and per million tokens; 0: not given (no default)", ""},
     {"cluster.provenance.fitted", "", "whether collective_tuning is fitted to measurements", ""},

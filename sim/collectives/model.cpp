@@ -1,5 +1,5 @@
-// NCCL's choice among (algorithm, protocol) pairs, with the measured behaviour NCCL's model
-// misses (ClusterSpec::tuning) applied to each pair before choosing.
+// NCCL's choice among (algorithm, protocol) pairs: chosen by NCCL's own untuned model, as NCCL
+// chooses, then costed with the measured behaviour that model misses (ClusterSpec::tuning).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -18,10 +18,11 @@ namespace {
 constexpr Protocol kProtocols[] = {Protocol::ll, Protocol::ll128, Protocol::simple};
 
 // Fraction of NCCL's modelled bandwidth that a message of `size` achieves: Simple fills its
-// chunk pipeline only for large messages (ramp), LL128 falls short of its model on some GPUs.
+// chunk pipeline only for large messages (ramp), LL and LL128 fall short of their model.
 double efficiency(const CollectiveTuning& t, Protocol p, Bytes size) {
   double eff = t.bus_efficiency;
   if (p == Protocol::ll128) eff *= t.ll128_efficiency;
+  if (p == Protocol::ll) eff *= t.ll_efficiency;
   if (p == Protocol::simple && t.ramp_half_bytes.count() > 0 && size.count() > 0)
     // Capped so that a steep ramp on a tiny message stays a (very) slow transfer, not zero.
     eff /= 1.0 + std::min(1e9, std::pow(t.ramp_half_bytes.as_double() / size.as_double(), t.ramp_exponent));
@@ -128,8 +129,9 @@ std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec
                      fmt::format("no algorithm runs {} with protocol '{}' here (choices: auto, ll, ll128, simple "
                                  "where the algorithm has them; NVLS, NVLS-Tree and PAT are Simple only)",
                                  nccl_name(c.op), to_string(forced.protocol)));
-  // Pairs within 0.1 µs of each other (all at the latency floor) go by NCCL's own estimate.
-  const auto key = [](const Choice& x) { return std::pair(x.time().ps() / 100'000, x.nccl_time); };
+  // NCCL runs the pair its own model finds fastest, whatever the pair then achieves; a
+  // forced algorithm or protocol narrows the pairs it chooses among.
+  const auto key = [](const Choice& x) { return std::pair(x.nccl_time, x.time()); };
   std::stable_sort(out.begin(), out.end(), [&](const Choice& a, const Choice& b) { return key(a) < key(b); });
   return out;
 }

@@ -225,7 +225,8 @@ Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>) {
                                                        field<&CollectiveTuning::ramp_half_bytes>("ramp_half_bytes"),
                                                        field<&CollectiveTuning::ramp_exponent>("ramp_exponent"),
                                                        field<&CollectiveTuning::latency_floor>("latency_floor"),
-                                                       field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency")};
+                                                       field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency"),
+                                                       field<&CollectiveTuning::ll_efficiency>("ll_efficiency")};
   return {fields, ""};
 }
 

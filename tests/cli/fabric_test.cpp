@@ -100,7 +100,7 @@ std::string cluster_file(const std::string& inter_node) {
   "inter_node": { "fabric": "infiniband", "nic_bandwidth": "400 Gb/s", "latency": "2.7 us", )" +
          inter_node + R"( },
   "collective_tuning": { "launch_overhead": "0 us", "latency_floor": "36 us", "bus_efficiency": 1.0,
-    "ramp_half_bytes": "4 MiB", "ramp_exponent": 0.5, "ll128_efficiency": 0.65 } })";
+    "ramp_half_bytes": "4 MiB", "ramp_exponent": 0.5, "ll128_efficiency": 0.58, "ll_efficiency": 0.85 } })";
 }
 
 // The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.

@@ -45,10 +45,10 @@ TEST_CASE("DDP bucket size: tiny buckets and one huge bucket are slower than the
   const double best = *std::min_element(steps.begin(), steps.end());
   CHECK(tiny > fallback);
   CHECK(quarter > fallback);
-  CHECK(huge > fallback * 1.03);
+  CHECK(huge > fallback * 1.02);
   // Bigger buckets run nearer the link rate and slow the overlapped compute for less time,
   // but the last one is exposed: the default stays within a few percent of the best.
-  CHECK(fallback <= best * 1.05);
+  CHECK(fallback <= best * 1.06);
 }
 
 TEST_CASE("DDP with overlap hides most DP communication; without it all is exposed") {

@@ -21,7 +21,8 @@ inline ClusterSpec dgx_a100_80g_hdr(int nodes) {
   c.tuning.bus_efficiency = 0.97;
   c.tuning.ramp_half_bytes = Bytes::mib(4);
   c.tuning.ramp_exponent = 0.5;
-  c.tuning.ll128_efficiency = 0.65;
+  c.tuning.ll128_efficiency = 0.58;
+  c.tuning.ll_efficiency = 0.85;
   return c;
 }
 
