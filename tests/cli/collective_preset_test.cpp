@@ -68,3 +68,31 @@ TEST_CASE("the dgx-h100-ndr preset predicts about 480 GB/s NVLS AllReduce busbw 
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+double two_node_busbw(const char* preset, Bytes size, Algorithm algorithm) {
+  const ClusterSpec cluster = io::load_cluster(preset, 16);
+  collectives::Request req;
+  req.op = CollOp::allreduce;
+  req.size = size;
+  req.shape = {16, 2, 8};
+  CollectivesSpec forced;
+  forced.algorithm = algorithm;
+  const auto choice = collectives::predict(cluster, forced, req);
+  return size.as_double() / choice.time().seconds() * collectives::bus_factor(CollOp::allreduce, 16) * 1e-9;
+}
+
+}  // namespace
+
+// NVIDIA's published peaks (GTC 2024, S62129), compared at 8 GiB per rank (docs/validation.md).
+TEST_CASE("two-node AllReduce on the DGX presets is within 10 percent of NVIDIA's published peaks") {
+  CHECK(two_node_busbw("dgx-a100-80g-hdr", Bytes::gib(8), Algorithm::ring) == Approx(192).epsilon(0.10));
+  CHECK(two_node_busbw("dgx-h100-ndr", Bytes::gib(8), Algorithm::ring) == Approx(380).epsilon(0.10));
+  CHECK(two_node_busbw("dgx-h100-ndr", Bytes::gib(8), Algorithm::automatic) == Approx(480).epsilon(0.10));
+  // stepsim collective allreduce --cluster dgx-h100-ndr --gpus 16 --ranks-per-node 8 --size 1GiB --algorithm ring
+  CHECK(two_node_busbw("dgx-h100-ndr", Bytes::gib(1), Algorithm::ring) == Approx(380).epsilon(0.10));
+}
+
+}  // namespace stepsim
