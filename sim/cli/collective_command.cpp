@@ -179,9 +179,11 @@ void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& clu
     }
     if (!verbose) continue;
     for (const auto& c : r.all)
-      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (latency {:.1f} us, {} channels)\n",
-                 "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm),
-                 collectives::to_string(c.protocol), c.latency.us(), c.channels);
+      fmt::print(
+          "  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (NCCL's model {:.2f} us; latency {:.1f} us, "
+          "{} channels)\n",
+          "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm), collectives::to_string(c.protocol),
+          c.nccl_time.us(), c.latency.us(), c.channels);
   }
 }
 
@@ -264,7 +266,8 @@ po::options_description describe(Options& o) {
       "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")(
       "protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")(
       "json", po::value(&o.json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
-      "verbose,v", po::bool_switch(&o.verbose), "list every candidate pair with its time")(
+      "verbose,v", po::bool_switch(&o.verbose),
+      "list every candidate pair with its time and NCCL's own estimate, in the order NCCL ranks them")(
       "calibration", po::value(&o.calibrations)->value_name("FILE")->composing(),
       "measured tables to apply (stepsim calibrate; repeatable)");
   return desc;
