@@ -2,6 +2,8 @@
 // the preset that users get, not a copy of its numbers.
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include "calibration/nccl_tests_log.hpp"
 #include "collectives/collective.hpp"
 #include "io/scenario_loader.hpp"
@@ -19,35 +21,30 @@ double predicted_busbw(const ClusterSpec& cluster, Bytes size) {
   return algbw * collectives::bus_factor(CollOp::allreduce, 8) * 1e-9;
 }
 
+// Checks the preset's busbw against every row of an nccl-tests log from `from` up, within
+// `tolerance`; returns the rows checked.
+int rows_checked(const char* file, Bytes from, double tolerance) {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const auto log = calibration::read_nccl_tests(std::string(STEPSIM_TEST_DATA "/nccl-tests/") + file);
+  int checked = 0;
+  for (const auto& row : log.rows) {
+    if (row.size < from) continue;
+    const double measured = row.out_of_place.busbw.gbytes_per_s();
+    INFO(file << " size " << row.size.count() << " B: measured " << measured << " GB/s");
+    CHECK(predicted_busbw(cluster, row.size) == Approx(measured).epsilon(tolerance));
+    ++checked;
+  }
+  return checked;
+}
+
 }  // namespace
 
 TEST_CASE("the dgx-a100-80g-hdr preset matches its fitted nccl-tests log within 12 percent from 4 MiB") {
-  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
-  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
-  REQUIRE(log.rows.size() == 30);
-  int checked = 0;
-  for (const auto& row : log.rows) {
-    if (row.size < Bytes::mib(4)) continue;
-    const double measured = row.out_of_place.busbw.gbytes_per_s();
-    INFO("size " << row.size.count() << " B: measured " << measured << " GB/s");
-    CHECK(predicted_busbw(cluster, row.size) == Approx(measured).epsilon(0.12));
-    ++checked;
-  }
-  CHECK(checked == 11);
+  CHECK(rows_checked("a100-80g-8gpu-allreduce-a.txt", Bytes::mib(4), 0.12) == 11);
 }
 
 TEST_CASE("the dgx-a100-80g-hdr preset predicts the unfitted nccl-tests log within 10 percent from 1 MiB") {
-  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
-  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-b.txt");
-  int checked = 0;
-  for (const auto& row : log.rows) {
-    if (row.size < Bytes::mib(1)) continue;
-    const double measured = row.out_of_place.busbw.gbytes_per_s();
-    INFO("size " << row.size.count() << " B: measured " << measured << " GB/s");
-    CHECK(predicted_busbw(cluster, row.size) == Approx(measured).epsilon(0.10));
-    ++checked;
-  }
-  CHECK(checked == 8);
+  CHECK(rows_checked("a100-80g-8gpu-allreduce-b.txt", Bytes::mib(1), 0.10) == 8);
 }
 
 TEST_CASE("the dgx-a100-80g-hdr preset's latency floor is within 25 percent of nccl-tests") {

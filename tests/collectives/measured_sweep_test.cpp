@@ -1,6 +1,8 @@
 // The collective model against real nccl-tests sweeps, read with stepsim's own parser.
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include <fmt/format.h>
 
 #include "calibration/nccl_tests_log.hpp"
@@ -18,6 +20,22 @@ double predicted_busbw(const ClusterSpec& cluster, CollOp op, Bytes size, int gp
   return size.as_double() / t.seconds() * collectives::bus_factor(op, gpus) * 1e-9;
 }
 
+// Checks 8 A100's busbw against every row of an nccl-tests log from `from` up, within
+// `tolerance`; returns the rows checked.
+int rows_checked(const char* file, Bytes from, double tolerance) {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
+  const auto log = calibration::read_nccl_tests(std::string(STEPSIM_TEST_DATA "/nccl-tests/") + file);
+  int checked = 0;
+  for (const auto& row : log.rows) {
+    if (row.size < from) continue;
+    const double measured = row.out_of_place.busbw.gbytes_per_s();
+    INFO(fmt::format("{} size {} measured {:.1f} GB/s", file, row.size.count(), measured));
+    CHECK(predicted_busbw(a100, CollOp::allreduce, row.size, 8) == Approx(measured).epsilon(tolerance));
+    ++checked;
+  }
+  return checked;
+}
+
 Time predicted_time(const ClusterSpec& cluster, Bytes size) {
   return collectives::predict(cluster, {}, {CollOp::allreduce, size, {8, 1, 8}}).time();
 }
@@ -28,32 +46,12 @@ Time predicted_time(const ClusterSpec& cluster, Bytes size) {
 // within the fit's 12 %; its 1 and 2 MiB rows ran LL128 where the model runs LL and are
 // not part of the fit.
 TEST_CASE("8x A100 AllReduce matches the fitted nccl-tests log within 12 percent from 4 MiB up") {
-  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
-  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
-  int checked = 0;
-  for (const auto& row : log.rows) {
-    if (row.size < Bytes::mib(4)) continue;
-    const double measured = row.out_of_place.busbw.gbytes_per_s();
-    INFO(fmt::format("size {} measured {:.1f} GB/s", row.size.count(), measured));
-    CHECK(predicted_busbw(a100, CollOp::allreduce, row.size, 8) == Approx(measured).epsilon(0.12));
-    ++checked;
-  }
-  CHECK(checked == 11);
+  CHECK(rows_checked("a100-80g-8gpu-allreduce-a.txt", Bytes::mib(4), 0.12) == 11);
 }
 
 // The other log (-b, NCCL 2.19.3, another machine) was never used for fitting.
 TEST_CASE("8x A100 AllReduce predicts the unfitted nccl-tests log within 10 percent at every size from 1 MiB") {
-  const ClusterSpec a100 = test::dgx_a100_80g_hdr(1);
-  const auto log = calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-b.txt");
-  int checked = 0;
-  for (const auto& row : log.rows) {
-    if (row.size < Bytes::mib(1)) continue;
-    const double measured = row.out_of_place.busbw.gbytes_per_s();
-    INFO(fmt::format("size {} measured {:.1f} GB/s", row.size.count(), measured));
-    CHECK(predicted_busbw(a100, CollOp::allreduce, row.size, 8) == Approx(measured).epsilon(0.10));
-    ++checked;
-  }
-  CHECK(checked == 8);
+  CHECK(rows_checked("a100-80g-8gpu-allreduce-b.txt", Bytes::mib(1), 0.10) == 8);
 }
 
 TEST_CASE("NCCL's own model chooses LL up to 2 MiB and LL128 up to 16 MiB on 8 A100, as NCCL 2.19 ran them") {
