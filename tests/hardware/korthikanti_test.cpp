@@ -73,13 +73,6 @@ LayerTimes layer_times(const stepsim::Scenario& sc) {
   return t;
 }
 
-void check_layer(const LayerTimes& t, double forward_ms, double backward_ms) {
-  INFO("forward compute " << t.forward_compute.ms() << " ms, backward compute " << t.backward_compute.ms()
-                          << " ms, recompute " << t.recompute_compute.ms() << " ms");
-  CHECK(t.forward.ms() == Approx(forward_ms).epsilon(0.20));
-  CHECK(t.backward.ms() == Approx(backward_ms).epsilon(0.20));
-}
-
 }  // namespace
 
 TEST_CASE("a 22B GPT layer's compute takes about 5.5 ms forward and 11 ms backward on A100") {
@@ -89,26 +82,9 @@ TEST_CASE("a 22B GPT layer's compute takes about 5.5 ms forward and 11 ms backwa
   CHECK(t.backward_compute.ms() == Approx(10.9).epsilon(0.03));
 }
 
-TEST_CASE("a 22B GPT layer without recomputation matches Table 4's 7.7 and 11.9 ms") {
-  check_layer(layer_times(gpt22b(false, Recompute::none)), 7.7, 11.9);
-}
-
-TEST_CASE("a 22B GPT layer with sequence parallelism matches Table 4's 7.2 and 11.8 ms") {
-  check_layer(layer_times(gpt22b(true, Recompute::none)), 7.2, 11.8);
-}
-
-TEST_CASE("a 22B GPT layer with full recomputation matches Table 4's 7.7 and 19.5 ms") {
-  check_layer(layer_times(gpt22b(false, Recompute::full)), 7.7, 19.5);
-}
-
-TEST_CASE("a 22B GPT layer with selective recomputation matches Table 4's 7.7 and 13.2 ms") {
-  check_layer(layer_times(gpt22b(false, Recompute::selective)), 7.7, 13.2);
-}
-
-TEST_CASE("a 22B GPT layer with selective recomputation and SP matches Table 4's 7.2 and 13.1") {
-  check_layer(layer_times(gpt22b(true, Recompute::selective)), 7.2, 13.1);
-}
-
+// Each row of Table 4 against the simulator itself, held to the 2.1 % the README states, is
+// in tests/cli/validation_test.cpp; this hand model (a fixed 1 ms collective, no slowdown
+// under communication) only checks what recomputation and sequence parallelism add.
 TEST_CASE("recomputation costs what Table 4 measured relative to the baseline") {
   const LayerTimes base = layer_times(gpt22b(false, Recompute::none));
   const LayerTimes selective = layer_times(gpt22b(false, Recompute::selective));
