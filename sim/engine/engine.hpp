@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/event_queue.hpp"
@@ -59,21 +61,29 @@ class Engine {
   static_assert(sizeof(OpState) <= 40, "an op's state is the largest buffer of an all-ranks run");
 
   struct StreamState {
-    std::vector<OpIndex> ops;  // this stream's ops in issue order
-    std::size_t head = 0;      // first op not yet done
+    std::span<const OpIndex> ops;  // this stream's ops in issue order
+    std::size_t head = 0;          // first op not yet done
+  };
+
+  // What follows from an op list alone, worked out once for all the ranks that share it.
+  struct ListIndex {
+    std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
+    std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
+    std::vector<OpIndex> dependents;              // ops whose `waits` name the op
   };
 
   struct RankState {
-    std::span<OpState> ops;  // this rank's part of op_states_
+    std::span<OpState> ops;       // this rank's part of op_states_
+    std::span<const Op> program;  // the rank's ops (its shared op list)
     std::vector<StreamState> streams;
-    std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
-    std::vector<OpIndex> dependents;              // ops whose `waits` name the op
-    OpIndex host_next = 0;                        // next op the host issues
-    Time host_time;                               // when the host is free to issue it
-    bool host_issued = false;                     // an op's end unblocked the host: every stream may move
-    int comm_running = 0;                         // collectives of this rank in their latency or data phase
-    int compute_running = 0;                      // compute ops of this rank that run
-    int at_rendezvous = 0;                        // collectives waiting for peers
+    std::span<const std::uint32_t> dependents_begin;  // the list's ListIndex
+    std::span<const OpIndex> dependents;
+    OpIndex host_next = 0;     // next op the host issues
+    Time host_time;            // when the host is free to issue it
+    bool host_issued = false;  // an op's end unblocked the host: every stream may move
+    int comm_running = 0;      // collectives of this rank in their latency or data phase
+    int compute_running = 0;   // compute ops of this rank that run
+    int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
     Time bubble_since;
     Bytes memory{0};
@@ -124,8 +134,10 @@ class Engine {
 
   // Setup (engine.cpp).
   void validate_rank(std::size_t r) const;
-  void index_streams(std::size_t r);
-  void index_dependents(std::size_t r);
+  const ListIndex& index_of(const OpList& list);
+  void index_streams(const OpList& list, ListIndex& index) const;
+  void index_dependents(const OpList& list, ListIndex& index) const;
+  void attach_index(std::size_t r, const ListIndex& index);
   void index_collectives();
   Memberships memberships() const;
   void summarize_collectives();
@@ -169,6 +181,7 @@ class Engine {
   const Program& program_;
   std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
   std::vector<RankState> ranks_;
+  std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
   std::vector<network::ResourceUse> collective_uses_;
