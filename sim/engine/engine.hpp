@@ -142,6 +142,7 @@ class Engine {
   Memberships memberships() const;
   void summarize_collectives();
   void start_timeline();
+  void advise_interval_buffers();
   void dispatch(const Event& e);
   void check_finished() const;
   std::string describe_stuck(std::size_t r) const;
