@@ -232,6 +232,7 @@ Timeline Engine::run() {
     dispatch(e);
   }
   check_finished();
+  write_intervals();
   Time end;
   for (const RankTimeline& rank : timeline_.ranks) {
     for (const Interval& i : rank.intervals) end = max(end, i.end);
@@ -253,13 +254,47 @@ void Engine::start_timeline() {
     out.multiplicity = rank.multiplicity;
     out.label = rank.label;
     out.streams = rank.streams;
-    // One interval per op and a few bubbles (about 1 % in deep pipelines): room for them
-    // avoids a reallocation that would double the largest buffer of the run.
-    out.intervals.reserve(rank.ops().size() + rank.ops().size() / 16 + 16);
     out.memory.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
   }
+}
+
+// The ops' intervals are written once the run is over, rank after rank, in the order the
+// ops finished, with the bubbles (recorded during the run) in their places. Written during
+// the run they went to thousands of buffers at once, a cache miss each in all-ranks mode;
+// an op's state keeps all they need.
+void Engine::write_intervals() {
+  std::vector<std::vector<Interval>> bubbles(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
+    bubbles[r] = std::move(intervals);
+    intervals = {};
+    intervals.reserve(ranks_[r].ops.size() + bubbles[r].size());
+  }
   advise_interval_buffers();
+  std::vector<std::uint32_t> shift;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) write_rank_intervals(r, bubbles[r], shift);
+}
+
+// Bubble j follows the first bubbles_at[j] ops to finish; the op that finished k-th follows
+// k ops and every bubble recorded after at most k of them (`shift[k]`).
+void Engine::write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles,
+                                  std::vector<std::uint32_t>& shift) {
+  const RankState& state = ranks_[r];
+  const std::vector<std::uint32_t>& at = state.bubbles_at;
+  std::vector<Interval>& out = timeline_.ranks[r].intervals;
+  out.resize(state.ops.size() + bubbles.size());
+  shift.assign(state.ops.size(), 0);
+  std::uint32_t j = 0;
+  for (std::uint32_t k = 0; k < shift.size(); ++k) {
+    while (j < at.size() && at[j] <= k) ++j;
+    shift[k] = j;
+  }
+  for (std::size_t b = 0; b < bubbles.size(); ++b) out[at[b] + b] = bubbles[b];
+  for (std::size_t o = 0; o < state.ops.size(); ++o) {
+    const auto k = static_cast<std::size_t>(state.ops[o].launch.ps());
+    out[k + shift[k]] = interval_of(r, static_cast<OpIndex>(o));
+  }
 }
 
 // Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places

@@ -40,7 +40,9 @@ class Engine {
   // Millions of these in all-ranks mode: fields that never live at the same time share a
   // slot, so that an op's state takes 40 bytes.
   struct OpState {
-    Time launch = Time::max();  // when the host has issued it; max() while not yet issued
+    // When the host has issued it; max() while not yet issued. Once done: its place among the
+    // rank's finished ops, in picoseconds' stead (see write_intervals).
+    Time launch = Time::max();
     Time start;
     // Compute: when `work` was last brought up to date. Collective: when it reached its
     // rendezvous.
@@ -86,6 +88,8 @@ class Engine {
     int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
     Time bubble_since;
+    std::uint32_t finished = 0;             // ops done so far
+    std::vector<std::uint32_t> bubbles_at;  // per bubble in the timeline: ops done before it
     Bytes memory{0};
     std::size_t done = 0;
   };
@@ -161,8 +165,10 @@ class Engine {
   void reschedule_compute(std::size_t r, double old_factor);
   double compute_factor(std::size_t r) const;
   void complete_op(std::size_t r, OpIndex o);
-  void record(std::size_t r, OpIndex o);
+  Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
+  void write_intervals();
+  void write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles, std::vector<std::uint32_t>& shift);
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);

@@ -116,7 +116,8 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   }
 }
 
-// Marks an op finished and records it; the caller advances the rank afterwards.
+// Marks an op finished (its interval is written after the run); the caller advances the rank
+// afterwards.
 void Engine::complete_op(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
   const Op& op = ranks_[r].program[o];
@@ -129,7 +130,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
     --state.ops[state.dependents[d]].pending_waits;
   }
-  record(r, o);
+  st.launch = Time::from_ps(state.finished++);  // its interval is written after the run
   if (op.memory_delta.count() != 0) {
     state.memory += op.memory_delta;
     timeline_.ranks[r].memory.push_back({now_, state.memory});
@@ -140,9 +141,10 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   if (op.stream == 0) update_bubble(r);
 }
 
-void Engine::record(std::size_t r, OpIndex o) {
+// What a finished op leaves in the timeline.
+Interval Engine::interval_of(std::size_t r, OpIndex o) const {
   const Op& op = ranks_[r].program[o];
-  Interval i{ranks_[r].ops[o].start, now_};
+  Interval i{ranks_[r].ops[o].start, end_of(r, o)};
   i.name = name_map_[op.name];
   i.stream = op.stream;
   i.phase = op.phase;
@@ -155,7 +157,7 @@ void Engine::record(std::size_t r, OpIndex o) {
     i.bytes = call.size;
     i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since;
   }
-  timeline_.ranks[r].intervals.push_back(i);
+  return i;
 }
 
 // A bubble: the compute stream idles while the rank waits for a peer at a rendezvous and
@@ -177,6 +179,7 @@ void Engine::update_bubble(std::size_t r) {
   i.stream = 0;
   i.activity = Activity::bubble;
   timeline_.ranks[r].intervals.push_back(i);
+  state.bubbles_at.push_back(state.finished);
 }
 
 }  // namespace stepsim::engine
