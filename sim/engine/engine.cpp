@@ -185,14 +185,8 @@ Engine::Memberships Engine::memberships() const {
 
 // Checks that every member takes part and merges the members' views of each collective.
 void Engine::summarize_collectives() {
-  std::size_t uses = 0;  // counted first: the buffer grows to millions of entries in all-ranks mode
-  for (const Member& member : members_) {
-    if (member.rank != UINT32_MAX) uses += call_of(member.rank, member.op).uses.size();
-  }
-  collective_uses_.reserve(uses);
   for (Collective& c : collectives_) {
     const Group& group = program_.groups[c.group];
-    c.uses_begin = static_cast<std::uint32_t>(collective_uses_.size());
     for (std::uint32_t m = 0; m < c.member_count; ++m) {
       const Member& member = members_[c.first_member + m];
       STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}", group.name,
@@ -203,9 +197,7 @@ void Engine::summarize_collectives() {
       c.size = call.size;
       c.latency = max(c.latency, call.latency);
       if (m == 0 || call.algbw < c.cap) c.cap = call.algbw;
-      collective_uses_.insert(collective_uses_.end(), call.uses.begin(), call.uses.end());
     }
-    c.uses_end = static_cast<std::uint32_t>(collective_uses_.size());
   }
 }
 
@@ -262,8 +254,12 @@ void Engine::start_timeline() {
 // The ops' intervals are written once the run is over, rank after rank, in the order the
 // ops finished, with the bubbles (recorded during the run) in their places. Written during
 // the run they went to thousands of buffers at once, a cache miss each in all-ranks mode;
-// an op's state keeps all they need.
+// an op's state keeps all they need. The two largest buffers, the ops' states and their
+// intervals, do not peak together: each rank's states are given back once its intervals are
+// written, and the collectives' bookkeeping before any is.
 void Engine::write_intervals() {
+  collectives_ = {};
+  members_ = {};
   std::vector<std::vector<Interval>> bubbles(ranks_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
@@ -273,7 +269,19 @@ void Engine::write_intervals() {
   }
   advise_interval_buffers();
   std::vector<std::uint32_t> shift;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) write_rank_intervals(r, bubbles[r], shift);
+  constexpr std::uintptr_t kPage = 4096;
+  // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
+  std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
+    populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+    write_rank_intervals(r, bubbles[r], shift);
+    const std::uintptr_t done =
+        reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
+    if (done <= released) continue;
+    release_pages(reinterpret_cast<void*>(released), done - released);
+    released = done;
+  }
 }
 
 // Bubble j follows the first bubbles_at[j] ops to finish; the op that finished k-th follows
@@ -314,7 +322,6 @@ void Engine::advise_interval_buffers() {
   }
   if (hi > lo && hi - lo <= 2 * bytes) {
     advise_huge_pages(reinterpret_cast<void*>(lo), hi - lo);
-    populate_pages(reinterpret_cast<void*>(lo), hi - lo);
     return;
   }
   for (RankTimeline& rank : timeline_.ranks) {

@@ -106,8 +106,6 @@ class Engine {
     std::uint32_t first_member = 0;  // into members_
     std::uint32_t member_count = 0;
     std::uint32_t arrived = 0;
-    std::uint32_t uses_begin = 0;  // into collective_uses_: all members' link loads
-    std::uint32_t uses_end = 0;
     Bytes size{0};
     Time latency;
     Bandwidth cap;
@@ -121,7 +119,10 @@ class Engine {
     Time last;
     std::uint32_t version = 0;
     Bandwidth cap;
-    std::span<const network::ResourceUse> uses;  // the collective's, in collective_uses_
+    // All members' link loads, gathered when the flow starts: only running collectives hold
+    // them (millions of collectives in all-ranks mode, a few thousand at a time). The buffer
+    // keeps its memory from one use of the slot to the next.
+    std::vector<network::ResourceUse> uses;
   };
 
   // A rank's place in one group, and how many calls of the group it has made so far.
@@ -191,7 +192,6 @@ class Engine {
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
-  std::vector<network::ResourceUse> collective_uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow
