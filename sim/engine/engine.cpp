@@ -106,14 +106,13 @@ void Engine::index_dependents(const OpList& list, ListIndex& index) const {
 }
 
 // A rank's streams and dependents come from its list's index; only where each stream stands
-// and how many waits each op still has are the rank's own.
+// and how many waits of each op are met are the rank's own.
 void Engine::attach_index(std::size_t r, const ListIndex& index) {
   RankState& state = ranks_[r];
   state.streams.resize(program_.ranks[r].streams.size());
   for (std::size_t s = 0; s < index.streams.size(); ++s) state.streams[s].ops = index.streams[s];
   state.dependents_begin = index.dependents_begin;
   state.dependents = index.dependents;
-  for (std::size_t o = 0; o < state.program.size(); ++o) state.ops[o].pending_waits = state.program[o].wait_count;
 }
 
 // Matches the k-th collective of each group across its members. Each rank looks its groups
@@ -268,14 +267,14 @@ void Engine::write_intervals() {
     intervals.reserve(ranks_[r].ops.size() + bubbles[r].size());
   }
   advise_interval_buffers();
-  std::vector<std::uint32_t> shift;
+  std::vector<std::uint32_t> order;
   constexpr std::uintptr_t kPage = 4096;
   // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
     populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
-    write_rank_intervals(r, bubbles[r], shift);
+    write_rank_intervals(r, bubbles[r], order);
     const std::uintptr_t done =
         reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
     if (done <= released) continue;
@@ -284,25 +283,22 @@ void Engine::write_intervals() {
   }
 }
 
-// Bubble j follows the first bubbles_at[j] ops to finish; the op that finished k-th follows
-// k ops and every bubble recorded after at most k of them (`shift[k]`).
+// The ops in the order they finished, bubble j after the first bubbles_at[j] of them:
+// written front to back, so that the buffer is filled as a stream.
 void Engine::write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles,
-                                  std::vector<std::uint32_t>& shift) {
+                                  std::vector<std::uint32_t>& order) {
   const RankState& state = ranks_[r];
   const std::vector<std::uint32_t>& at = state.bubbles_at;
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
-  out.resize(state.ops.size() + bubbles.size());
-  shift.assign(state.ops.size(), 0);
-  std::uint32_t j = 0;
-  for (std::uint32_t k = 0; k < shift.size(); ++k) {
-    while (j < at.size() && at[j] <= k) ++j;
-    shift[k] = j;
+  order.resize(state.ops.size());
+  for (std::size_t o = 0; o < state.ops.size(); ++o)
+    order[static_cast<std::size_t>(state.ops[o].launch.ps())] = static_cast<std::uint32_t>(o);
+  std::size_t b = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    for (; b < bubbles.size() && at[b] <= k; ++b) out.push_back(bubbles[b]);
+    out.push_back(interval_of(r, order[k]));
   }
-  for (std::size_t b = 0; b < bubbles.size(); ++b) out[at[b] + b] = bubbles[b];
-  for (std::size_t o = 0; o < state.ops.size(); ++o) {
-    const auto k = static_cast<std::size_t>(state.ops[o].launch.ps());
-    out[k + shift[k]] = interval_of(r, static_cast<OpIndex>(o));
-  }
+  for (; b < bubbles.size(); ++b) out.push_back(bubbles[b]);
 }
 
 // Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places

@@ -56,7 +56,7 @@ class Engine {
       std::uint32_t collective;   // collective: index into collectives_
     };
     Status status = Status::waiting;
-    std::uint32_t pending_waits : 23 = 0;  // entries of `waits` not yet done, at most kMaxWaits
+    std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
     bool wake_pending : 1 = false;
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
@@ -169,7 +169,7 @@ class Engine {
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
   void write_intervals();
-  void write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles, std::vector<std::uint32_t>& shift);
+  void write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles, std::vector<std::uint32_t>& order);
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);

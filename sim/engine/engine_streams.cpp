@@ -25,7 +25,9 @@ void Engine::issue_from_host(std::size_t r) {
   }
 }
 
-bool Engine::waits_done(std::size_t r, OpIndex o) const { return ranks_[r].ops[o].pending_waits == 0; }
+bool Engine::waits_done(std::size_t r, OpIndex o) const {
+  return ranks_[r].ops[o].waits_met == ranks_[r].program[o].wait_count;
+}
 
 void Engine::advance_rank(std::size_t r) {
   for (std::size_t s = 0; s < ranks_[r].streams.size(); ++s) try_start(r, s);
@@ -128,7 +130,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   if (op.kind == OpKind::compute) --state.compute_running;
   ++state.streams[op.stream].head;
   for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
-    --state.ops[state.dependents[d]].pending_waits;
+    ++state.ops[state.dependents[d]].waits_met;
   }
   st.launch = Time::from_ps(state.finished++);  // its interval is written after the run
   if (op.memory_delta.count() != 0) {
