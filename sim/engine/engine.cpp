@@ -75,6 +75,8 @@ const Engine::ListIndex& Engine::index_of(const OpList& list) {
   index = std::make_unique<ListIndex>();
   index_streams(list, *index);
   index_dependents(list, *index);
+  index->memory_changes = static_cast<std::size_t>(
+      std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
   return *index;
 }
 
@@ -113,6 +115,7 @@ void Engine::attach_index(std::size_t r, const ListIndex& index) {
   for (std::size_t s = 0; s < index.streams.size(); ++s) state.streams[s].ops = index.streams[s];
   state.dependents_begin = index.dependents_begin;
   state.dependents = index.dependents;
+  state.memory_changes = index.memory_changes;
 }
 
 // Matches the k-th collective of each group across its members. Each rank looks its groups
@@ -245,6 +248,7 @@ void Engine::start_timeline() {
     out.multiplicity = rank.multiplicity;
     out.label = rank.label;
     out.streams = rank.streams;
+    out.memory.reserve(1 + ranks_[r].memory_changes);  // exactly: no slack in all-ranks mode
     out.memory.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
   }
@@ -259,12 +263,8 @@ void Engine::start_timeline() {
 void Engine::write_intervals() {
   collectives_ = {};
   members_ = {};
-  std::vector<std::vector<Interval>> bubbles(ranks_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
-    bubbles[r] = std::move(intervals);
-    intervals = {};
-    intervals.reserve(ranks_[r].ops.size() + bubbles[r].size());
+    timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
   }
   advise_interval_buffers();
   std::vector<std::uint32_t> order;
@@ -274,7 +274,8 @@ void Engine::write_intervals() {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
     populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
-    write_rank_intervals(r, bubbles[r], order);
+    write_rank_intervals(r, order);
+    ranks_[r].bubbles = {};
     const std::uintptr_t done =
         reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
     if (done <= released) continue;
@@ -283,22 +284,21 @@ void Engine::write_intervals() {
   }
 }
 
-// The ops in the order they finished, bubble j after the first bubbles_at[j] of them:
+// The ops in the order they finished, each bubble after the ops finished before it ended:
 // written front to back, so that the buffer is filled as a stream.
-void Engine::write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles,
-                                  std::vector<std::uint32_t>& order) {
+void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order) {
   const RankState& state = ranks_[r];
-  const std::vector<std::uint32_t>& at = state.bubbles_at;
+  const std::vector<Bubble>& bubbles = state.bubbles;
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
   order.resize(state.ops.size());
   for (std::size_t o = 0; o < state.ops.size(); ++o)
     order[static_cast<std::size_t>(state.ops[o].launch.ps())] = static_cast<std::uint32_t>(o);
   std::size_t b = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
-    for (; b < bubbles.size() && at[b] <= k; ++b) out.push_back(bubbles[b]);
+    for (; b < bubbles.size() && bubbles[b].after <= k; ++b) out.push_back(bubble_interval(bubbles[b]));
     out.push_back(interval_of(r, order[k]));
   }
-  for (; b < bubbles.size(); ++b) out.push_back(bubbles[b]);
+  for (; b < bubbles.size(); ++b) out.push_back(bubble_interval(bubbles[b]));
 }
 
 // Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places

@@ -72,6 +72,14 @@ class Engine {
     std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
+    std::size_t memory_changes = 0;               // ops with a memory delta
+  };
+
+  // A bubble as the run records it: half the size of its interval (jitter makes millions).
+  struct Bubble {
+    Time start;
+    Time end;
+    std::uint32_t after = 0;  // ops the rank had finished when it ended
   };
 
   struct RankState {
@@ -88,8 +96,9 @@ class Engine {
     int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
     Time bubble_since;
-    std::uint32_t finished = 0;             // ops done so far
-    std::vector<std::uint32_t> bubbles_at;  // per bubble in the timeline: ops done before it
+    std::uint32_t finished = 0;      // ops done so far
+    std::vector<Bubble> bubbles;     // the timeline's bubbles, until the intervals are written
+    std::size_t memory_changes = 0;  // ops that change the allocated memory (the list's)
     Bytes memory{0};
     std::size_t done = 0;
   };
@@ -169,7 +178,8 @@ class Engine {
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
   void write_intervals();
-  void write_rank_intervals(std::size_t r, const std::vector<Interval>& bubbles, std::vector<std::uint32_t>& order);
+  void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
+  Interval bubble_interval(const Bubble& b) const;
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);

@@ -176,12 +176,15 @@ void Engine::update_bubble(std::size_t r) {
     return;
   }
   if (now_ == state.bubble_since) return;
-  Interval i{state.bubble_since, now_};
+  state.bubbles.push_back({state.bubble_since, now_, state.finished});
+}
+
+Interval Engine::bubble_interval(const Bubble& b) const {
+  Interval i{b.start, b.end};
   i.name = bubble_name_;
   i.stream = 0;
   i.activity = Activity::bubble;
-  timeline_.ranks[r].intervals.push_back(i);
-  state.bubbles_at.push_back(state.finished);
+  return i;
 }
 
 }  // namespace stepsim::engine
