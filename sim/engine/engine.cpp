@@ -266,19 +266,22 @@ void Engine::write_intervals() {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
   }
-  advise_interval_buffers();
+  // Small runs (representative mode) keep their memory: the allocator hands it out again
+  // already mapped, and system calls would cost more than they save.
+  const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
+  if (large) advise_interval_buffers();
   std::vector<std::uint32_t> order;
   constexpr std::uintptr_t kPage = 4096;
   // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
-    populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+    if (large) populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
     write_rank_intervals(r, order);
     ranks_[r].bubbles = {};
     const std::uintptr_t done =
         reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
-    if (done <= released) continue;
+    if (!large || done <= released) continue;
     release_pages(reinterpret_cast<void*>(released), done - released);
     released = done;
   }

@@ -60,6 +60,9 @@ class Engine {
     bool wake_pending : 1 = false;
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+  // Op states from which on a run maps and gives back its largest buffers by hand (a few
+  // hundred all-ranks GPUs and up).
+  static constexpr std::size_t kLargeRun = std::size_t{64} << 20;
   static_assert(sizeof(OpState) <= 40, "an op's state is the largest buffer of an all-ranks run");
 
   struct StreamState {
