@@ -2,6 +2,7 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -13,17 +14,20 @@ namespace stepsim::engine {
 Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
   ranks_.resize(program_.ranks.size());
   std::size_t total_ops = 0;
-  for (const RankProgram& rank : program_.ranks) total_ops += rank.ops.size();
+  for (const RankProgram& rank : program_.ranks) {
+    STEPSIM_CHECK(rank.list != nullptr, fmt::format("rank {} has no op list", rank.rank));
+    total_ops += rank.ops().size();
+  }
   resize_on_huge_pages(op_states_, total_ops);
   std::size_t first_op = 0;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops.size());
+    ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops().size());
+    ranks_[r].program = program_.ranks[r].ops();
     first_op += ranks_[r].ops.size();
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     validate_rank(r);
-    index_streams(r);
-    index_dependents(r);
+    attach_index(r, index_of(*program_.ranks[r].list));
   }
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
@@ -40,14 +44,15 @@ void Engine::validate_rank(std::size_t r) const {
   const auto bad = [&rank](std::size_t o, const char* what) {
     return fmt::format("rank {} op {}: {}", rank.rank, o, what);
   };
-  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
-    const Op& op = rank.ops[o];
+  const std::vector<Op>& ops = rank.ops();
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
     STEPSIM_CHECK(op.stream < rank.streams.size(), bad(o, "unknown stream"));
     STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
-    STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits.size(), bad(o, "bad waits"));
+    STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits().size(), bad(o, "bad waits"));
     STEPSIM_CHECK(op.wait_count <= kMaxWaits, bad(o, "too many waits"));
     for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
-      STEPSIM_CHECK(w < rank.ops.size() && w != o, bad(o, "bad wait"));
+      STEPSIM_CHECK(w < ops.size() && w != o, bad(o, "bad wait"));
     }
     if (op.kind == OpKind::compute) {
       STEPSIM_CHECK(op.duration >= Time::zero(), bad(o, "negative duration"));
@@ -64,35 +69,53 @@ void Engine::validate_rank(std::size_t r) const {
   }
 }
 
-void Engine::index_streams(std::size_t r) {
-  const RankProgram& rank = program_.ranks[r];
-  RankState& state = ranks_[r];
-  state.streams.resize(rank.streams.size());
-  std::vector<std::size_t> count(rank.streams.size(), 0);
-  for (const Op& op : rank.ops) ++count[op.stream];
-  for (std::size_t s = 0; s < count.size(); ++s) state.streams[s].ops.reserve(count[s]);
-  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
-    state.streams[rank.ops[o].stream].ops.push_back(static_cast<OpIndex>(o));
+const Engine::ListIndex& Engine::index_of(const OpList& list) {
+  std::unique_ptr<ListIndex>& index = indexes_[&list];
+  if (index) return *index;
+  index = std::make_unique<ListIndex>();
+  index_streams(list, *index);
+  index_dependents(list, *index);
+  index->memory_changes = static_cast<std::size_t>(
+      std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
+  return *index;
+}
+
+void Engine::index_streams(const OpList& list, ListIndex& index) const {
+  std::vector<std::size_t> count;
+  for (const Op& op : list.ops) {
+    if (op.stream >= count.size()) count.resize(op.stream + std::size_t{1}, 0);
+    ++count[op.stream];
   }
+  index.streams.resize(count.size());
+  for (std::size_t s = 0; s < count.size(); ++s) index.streams[s].reserve(count[s]);
+  for (std::size_t o = 0; o < list.ops.size(); ++o)
+    index.streams[list.ops[o].stream].push_back(static_cast<OpIndex>(o));
 }
 
 // Reverse edges of `waits`, so that a finished op releases exactly the ops waiting on it.
-void Engine::index_dependents(std::size_t r) {
-  const RankProgram& rank = program_.ranks[r];
-  RankState& state = ranks_[r];
-  std::vector<std::uint32_t> count(rank.ops.size() + 1, 0);
-  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
-    for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) ++count[w + 1];
+void Engine::index_dependents(const OpList& list, ListIndex& index) const {
+  const auto waits_of = [&list](const Op& op) { return std::span(list.waits).subspan(op.waits_begin, op.wait_count); };
+  std::vector<std::uint32_t> count(list.ops.size() + 1, 0);
+  for (const Op& op : list.ops) {
+    for (OpIndex w : waits_of(op)) ++count[w + 1];
   }
   for (std::size_t o = 1; o < count.size(); ++o) count[o] += count[o - 1];
-  state.dependents_begin = count;
-  state.dependents.resize(count.back());
-  for (std::size_t o = 0; o < rank.ops.size(); ++o) {
-    state.ops[o].pending_waits = rank.ops[o].wait_count;
-    for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
-      state.dependents[count[w]++] = static_cast<OpIndex>(o);
-    }
+  index.dependents_begin = count;
+  index.dependents.resize(count.back());
+  for (std::size_t o = 0; o < list.ops.size(); ++o) {
+    for (OpIndex w : waits_of(list.ops[o])) index.dependents[count[w]++] = static_cast<OpIndex>(o);
   }
+}
+
+// A rank's streams and dependents come from its list's index; only where each stream stands
+// and how many waits of each op are met are the rank's own.
+void Engine::attach_index(std::size_t r, const ListIndex& index) {
+  RankState& state = ranks_[r];
+  state.streams.resize(program_.ranks[r].streams.size());
+  for (std::size_t s = 0; s < index.streams.size(); ++s) state.streams[s].ops = index.streams[s];
+  state.dependents_begin = index.dependents_begin;
+  state.dependents = index.dependents;
+  state.memory_changes = index.memory_changes;
 }
 
 // Matches the k-th collective of each group across its members. Each rank looks its groups
@@ -102,7 +125,7 @@ void Engine::index_collectives() {
   std::size_t calls = 0;
   for (const RankProgram& rank : program_.ranks) {
     calls += static_cast<std::size_t>(
-        std::ranges::count(rank.ops, OpKind::collective, [](const Op& op) { return op.kind; }));
+        std::ranges::count(rank.ops(), OpKind::collective, [](const Op& op) { return op.kind; }));
   }
   collectives_.reserve(calls);
   members_.reserve(calls);
@@ -111,9 +134,10 @@ void Engine::index_collectives() {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankProgram& rank = program_.ranks[r];
     const std::span<Membership> mine(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
-    for (std::size_t o = 0; o < rank.ops.size(); ++o) {
-      if (rank.ops[o].kind != OpKind::collective) continue;
-      const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(rank.ops[o].call)].group);
+    const std::vector<Op>& ops = rank.ops();
+    for (std::size_t o = 0; o < ops.size(); ++o) {
+      if (ops[o].kind != OpKind::collective) continue;
+      const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(ops[o].call)].group);
       const Group& group = program_.groups[g];
       const auto it = std::ranges::find(mine, g, &Membership::group);
       STEPSIM_CHECK(it != mine.end(),
@@ -165,7 +189,6 @@ Engine::Memberships Engine::memberships() const {
 void Engine::summarize_collectives() {
   for (Collective& c : collectives_) {
     const Group& group = program_.groups[c.group];
-    c.uses_begin = static_cast<std::uint32_t>(collective_uses_.size());
     for (std::uint32_t m = 0; m < c.member_count; ++m) {
       const Member& member = members_[c.first_member + m];
       STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}", group.name,
@@ -176,15 +199,13 @@ void Engine::summarize_collectives() {
       c.size = call.size;
       c.latency = max(c.latency, call.latency);
       if (m == 0 || call.algbw < c.cap) c.cap = call.algbw;
-      collective_uses_.insert(collective_uses_.end(), call.uses.begin(), call.uses.end());
     }
-    c.uses_end = static_cast<std::uint32_t>(collective_uses_.size());
   }
 }
 
 const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
   const RankProgram& rank = program_.ranks[r];
-  return rank.calls[static_cast<std::size_t>(rank.ops[o].call)];
+  return rank.calls[static_cast<std::size_t>(ranks_[r].program[o].call)];
 }
 
 Timeline Engine::run() {
@@ -192,7 +213,7 @@ Timeline Engine::run() {
   ran_ = true;
   start_timeline();
   std::size_t total_ops = 0;
-  for (const RankProgram& rank : program_.ranks) total_ops += rank.ops.size();
+  for (const RankProgram& rank : program_.ranks) total_ops += rank.ops().size();
   queue_.reserve(total_ops / 4 + 64);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     issue_from_host(r);
@@ -205,6 +226,7 @@ Timeline Engine::run() {
     dispatch(e);
   }
   check_finished();
+  write_intervals();
   Time end;
   for (const RankTimeline& rank : timeline_.ranks) {
     for (const Interval& i : rank.intervals) end = max(end, i.end);
@@ -226,12 +248,83 @@ void Engine::start_timeline() {
     out.multiplicity = rank.multiplicity;
     out.label = rank.label;
     out.streams = rank.streams;
-    // One interval per op and a few bubbles (about 1 % in deep pipelines): room for them
-    // avoids a reallocation that would double the largest buffer of the run.
-    out.intervals.reserve(rank.ops.size() + rank.ops.size() / 16 + 16);
-    advise_huge_pages(out.intervals.data(), out.intervals.capacity() * sizeof(Interval));
+    out.memory.reserve(1 + ranks_[r].memory_changes);  // exactly: no slack in all-ranks mode
     out.memory.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
+  }
+}
+
+// The ops' intervals are written once the run is over, rank after rank, in the order the
+// ops finished, with the bubbles (recorded during the run) in their places. Written during
+// the run they went to thousands of buffers at once, a cache miss each in all-ranks mode;
+// an op's state keeps all they need. The two largest buffers, the ops' states and their
+// intervals, do not peak together: each rank's states are given back once its intervals are
+// written, and the collectives' bookkeeping before any is.
+void Engine::write_intervals() {
+  collectives_ = {};
+  members_ = {};
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
+  }
+  // Small runs (representative mode) keep their memory: the allocator hands it out again
+  // already mapped, and system calls would cost more than they save.
+  const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
+  if (large) advise_interval_buffers();
+  std::vector<std::uint32_t> order;
+  constexpr std::uintptr_t kPage = 4096;
+  // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
+  std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
+    if (large) populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+    write_rank_intervals(r, order);
+    ranks_[r].bubbles = {};
+    const std::uintptr_t done =
+        reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
+    if (!large || done <= released) continue;
+    release_pages(reinterpret_cast<void*>(released), done - released);
+    released = done;
+  }
+}
+
+// The ops in the order they finished, each bubble after the ops finished before it ended:
+// written front to back, so that the buffer is filled as a stream.
+void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order) {
+  const RankState& state = ranks_[r];
+  const std::vector<Bubble>& bubbles = state.bubbles;
+  std::vector<Interval>& out = timeline_.ranks[r].intervals;
+  order.resize(state.ops.size());
+  for (std::size_t o = 0; o < state.ops.size(); ++o)
+    order[static_cast<std::size_t>(state.ops[o].launch.ps())] = static_cast<std::uint32_t>(o);
+  std::size_t b = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    for (; b < bubbles.size() && bubbles[b].after <= k; ++b) out.push_back(bubble_interval(bubbles[b]));
+    out.push_back(interval_of(r, order[k]));
+  }
+  for (; b < bubbles.size(); ++b) out.push_back(bubble_interval(bubbles[b]));
+}
+
+// Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places
+// them one after the other: advising the range they span as a whole lets the first touch of
+// all of them take 512 times fewer page faults. Buffers scattered over the address space are
+// advised one by one.
+void Engine::advise_interval_buffers() {
+  std::uintptr_t lo = UINTPTR_MAX;
+  std::uintptr_t hi = 0;
+  std::size_t bytes = 0;
+  for (const RankTimeline& rank : timeline_.ranks) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(rank.intervals.data());
+    const std::size_t size = rank.intervals.capacity() * sizeof(Interval);
+    lo = std::min(lo, begin);
+    hi = std::max(hi, begin + size);
+    bytes += size;
+  }
+  if (hi > lo && hi - lo <= 2 * bytes) {
+    advise_huge_pages(reinterpret_cast<void*>(lo), hi - lo);
+    return;
+  }
+  for (RankTimeline& rank : timeline_.ranks) {
+    advise_huge_pages(rank.intervals.data(), rank.intervals.capacity() * sizeof(Interval));
   }
 }
 
@@ -239,7 +332,7 @@ void Engine::dispatch(const Event& e) {
   switch (e.kind) {
     case EventKind::wake:
       ranks_[e.a].ops[e.b].wake_pending = false;
-      try_start(e.a, program_.ranks[e.a].ops[e.b].stream);
+      try_start(e.a, ranks_[e.a].program[e.b].stream);
       return;
     case EventKind::compute_end:
       on_compute_end(e.a, e.b, e.version);
@@ -273,7 +366,7 @@ std::string Engine::describe_stuck(std::size_t r) const {
     if (stream.head == stream.ops.size()) continue;
     const OpIndex o = stream.ops[stream.head];
     return fmt::format("deadlock: rank {} ({}) stream {} '{}' op {} '{}' {}", rank.rank, rank.label, s, rank.streams[s],
-                       o, program_.names[rank.ops[o].name], describe_wait(r, o));
+                       o, program_.names[rank.ops()[o].name], describe_wait(r, o));
   }
   return fmt::format("deadlock: rank {} ({}) has ops left on no stream", rank.rank, rank.label);
 }
@@ -283,11 +376,11 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
   const RankState& state = ranks_[r];
   if (state.ops[o].launch == Time::max()) {
     return fmt::format("is never issued: the host blocks before op {} '{}'", state.host_next,
-                       program_.names[rank.ops[state.host_next].name]);
+                       program_.names[rank.ops()[state.host_next].name]);
   }
   for (OpIndex w : rank.waits_of(o)) {
     if (state.ops[w].status != Status::done) {
-      return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops[w].name]);
+      return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops()[w].name]);
     }
   }
   const Collective& c = collectives_[state.ops[o].collective];

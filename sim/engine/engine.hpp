@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/event_queue.hpp"
@@ -38,7 +40,9 @@ class Engine {
   // Millions of these in all-ranks mode: fields that never live at the same time share a
   // slot, so that an op's state takes 40 bytes.
   struct OpState {
-    Time launch = Time::max();  // when the host has issued it; max() while not yet issued
+    // When the host has issued it; max() while not yet issued. Once done: its place among the
+    // rank's finished ops, in picoseconds' stead (see write_intervals).
+    Time launch = Time::max();
     Time start;
     // Compute: when `work` was last brought up to date. Collective: when it reached its
     // rendezvous.
@@ -52,30 +56,52 @@ class Engine {
       std::uint32_t collective;   // collective: index into collectives_
     };
     Status status = Status::waiting;
-    std::uint32_t pending_waits : 23 = 0;  // entries of `waits` not yet done, at most kMaxWaits
+    std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
     bool wake_pending : 1 = false;
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+  // Op states from which on a run maps and gives back its largest buffers by hand (a few
+  // hundred all-ranks GPUs and up).
+  static constexpr std::size_t kLargeRun = std::size_t{64} << 20;
   static_assert(sizeof(OpState) <= 40, "an op's state is the largest buffer of an all-ranks run");
 
   struct StreamState {
-    std::vector<OpIndex> ops;  // this stream's ops in issue order
-    std::size_t head = 0;      // first op not yet done
+    std::span<const OpIndex> ops;  // this stream's ops in issue order
+    std::size_t head = 0;          // first op not yet done
+  };
+
+  // What follows from an op list alone, worked out once for all the ranks that share it.
+  struct ListIndex {
+    std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
+    std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
+    std::vector<OpIndex> dependents;              // ops whose `waits` name the op
+    std::size_t memory_changes = 0;               // ops with a memory delta
+  };
+
+  // A bubble as the run records it: half the size of its interval (jitter makes millions).
+  struct Bubble {
+    Time start;
+    Time end;
+    std::uint32_t after = 0;  // ops the rank had finished when it ended
   };
 
   struct RankState {
-    std::span<OpState> ops;  // this rank's part of op_states_
+    std::span<OpState> ops;       // this rank's part of op_states_
+    std::span<const Op> program;  // the rank's ops (its shared op list)
     std::vector<StreamState> streams;
-    std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
-    std::vector<OpIndex> dependents;              // ops whose `waits` name the op
-    OpIndex host_next = 0;                        // next op the host issues
-    Time host_time;                               // when the host is free to issue it
-    bool host_issued = false;                     // an op's end unblocked the host: every stream may move
-    int comm_running = 0;                         // collectives of this rank in their latency or data phase
-    int compute_running = 0;                      // compute ops of this rank that run
-    int at_rendezvous = 0;                        // collectives waiting for peers
+    std::span<const std::uint32_t> dependents_begin;  // the list's ListIndex
+    std::span<const OpIndex> dependents;
+    OpIndex host_next = 0;     // next op the host issues
+    Time host_time;            // when the host is free to issue it
+    bool host_issued = false;  // an op's end unblocked the host: every stream may move
+    int comm_running = 0;      // collectives of this rank in their latency or data phase
+    int compute_running = 0;   // compute ops of this rank that run
+    int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
     Time bubble_since;
+    std::uint32_t finished = 0;      // ops done so far
+    std::vector<Bubble> bubbles;     // the timeline's bubbles, until the intervals are written
+    std::size_t memory_changes = 0;  // ops that change the allocated memory (the list's)
     Bytes memory{0};
     std::size_t done = 0;
   };
@@ -92,8 +118,6 @@ class Engine {
     std::uint32_t first_member = 0;  // into members_
     std::uint32_t member_count = 0;
     std::uint32_t arrived = 0;
-    std::uint32_t uses_begin = 0;  // into collective_uses_: all members' link loads
-    std::uint32_t uses_end = 0;
     Bytes size{0};
     Time latency;
     Bandwidth cap;
@@ -107,7 +131,10 @@ class Engine {
     Time last;
     std::uint32_t version = 0;
     Bandwidth cap;
-    std::span<const network::ResourceUse> uses;  // the collective's, in collective_uses_
+    // All members' link loads, gathered when the flow starts: only running collectives hold
+    // them (millions of collectives in all-ranks mode, a few thousand at a time). The buffer
+    // keeps its memory from one use of the slot to the next.
+    std::vector<network::ResourceUse> uses;
   };
 
   // A rank's place in one group, and how many calls of the group it has made so far.
@@ -124,12 +151,15 @@ class Engine {
 
   // Setup (engine.cpp).
   void validate_rank(std::size_t r) const;
-  void index_streams(std::size_t r);
-  void index_dependents(std::size_t r);
+  const ListIndex& index_of(const OpList& list);
+  void index_streams(const OpList& list, ListIndex& index) const;
+  void index_dependents(const OpList& list, ListIndex& index) const;
+  void attach_index(std::size_t r, const ListIndex& index);
   void index_collectives();
   Memberships memberships() const;
   void summarize_collectives();
   void start_timeline();
+  void advise_interval_buffers();
   void dispatch(const Event& e);
   void check_finished() const;
   std::string describe_stuck(std::size_t r) const;
@@ -148,8 +178,11 @@ class Engine {
   void reschedule_compute(std::size_t r, double old_factor);
   double compute_factor(std::size_t r) const;
   void complete_op(std::size_t r, OpIndex o);
-  void record(std::size_t r, OpIndex o);
+  Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
+  void write_intervals();
+  void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
+  Interval bubble_interval(const Bubble& b) const;
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);
@@ -169,9 +202,9 @@ class Engine {
   const Program& program_;
   std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
   std::vector<RankState> ranks_;
+  std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
-  std::vector<network::ResourceUse> collective_uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow

@@ -103,7 +103,12 @@ void Engine::add_flow(std::uint32_t c) {
   flow.rate = 0;
   flow.last = now_;
   flow.cap = coll.cap;
-  flow.uses = std::span(collective_uses_).subspan(coll.uses_begin, coll.uses_end - coll.uses_begin);
+  flow.uses.clear();
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const Member& member = members_[coll.first_member + m];
+    const CollectiveCall& call = call_of(member.rank, member.op);
+    flow.uses.insert(flow.uses.end(), call.uses.begin(), call.uses.end());
+  }
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];
     if (users.empty() || users.back() != f) users.push_back(f);

@@ -13,8 +13,8 @@ namespace stepsim::engine {
 void Engine::issue_from_host(std::size_t r) {
   const RankProgram& rank = program_.ranks[r];
   RankState& state = ranks_[r];
-  while (state.host_next < rank.ops.size()) {
-    const Op& op = rank.ops[state.host_next];
+  while (state.host_next < state.program.size()) {
+    const Op& op = state.program[state.host_next];
     if (op.host_blocks) {
       if (!waits_done(r, state.host_next)) return;
       for (OpIndex w : rank.waits_of(state.host_next)) state.host_time = max(state.host_time, end_of(r, w));
@@ -25,7 +25,9 @@ void Engine::issue_from_host(std::size_t r) {
   }
 }
 
-bool Engine::waits_done(std::size_t r, OpIndex o) const { return ranks_[r].ops[o].pending_waits == 0; }
+bool Engine::waits_done(std::size_t r, OpIndex o) const {
+  return ranks_[r].ops[o].waits_met == ranks_[r].program[o].wait_count;
+}
 
 void Engine::advance_rank(std::size_t r) {
   for (std::size_t s = 0; s < ranks_[r].streams.size(); ++s) try_start(r, s);
@@ -40,7 +42,7 @@ void Engine::advance_after(std::size_t r, OpIndex o) {
     advance_rank(r);
     return;
   }
-  const auto& ops = program_.ranks[r].ops;
+  const auto& ops = state.program;
   try_start(r, ops[o].stream);
   for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
     try_start(r, ops[state.dependents[d]].stream);
@@ -63,7 +65,7 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
     return;
   }
   if (!waits_done(r, o)) return;
-  if (program_.ranks[r].ops[o].kind == OpKind::compute) {
+  if (ranks_[r].program[o].kind == OpKind::compute) {
     start_compute(r, o);
   } else {
     arrive(r, o);
@@ -78,9 +80,9 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   ++ranks_[r].compute_running;
   // The one place an op's full-speed duration becomes this run's work: the rank's speed and its
   // kernel jitter (simulation.variation) scale it here, and nowhere else.
-  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, program_.ranks[r].ops[o].duration).ps();
+  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, ranks_[r].program[o].duration).ps();
   schedule_compute_end(r, o);
-  if (program_.ranks[r].ops[o].stream == 0) update_bubble(r);
+  if (ranks_[r].program[o].stream == 0) update_bubble(r);
 }
 
 void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
@@ -108,7 +110,7 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     if (s.head == s.ops.size()) continue;
     const OpIndex o = s.ops[s.head];
     OpState& op = state.ops[o];
-    if (op.status != Status::running || program_.ranks[r].ops[o].kind != OpKind::compute) continue;
+    if (op.status != Status::running || ranks_[r].program[o].kind != OpKind::compute) continue;
     const auto elapsed = static_cast<double>((now_ - op.since).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since = now_;
@@ -116,10 +118,11 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   }
 }
 
-// Marks an op finished and records it; the caller advances the rank afterwards.
+// Marks an op finished (its interval is written after the run); the caller advances the rank
+// afterwards.
 void Engine::complete_op(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
-  const Op& op = program_.ranks[r].ops[o];
+  const Op& op = ranks_[r].program[o];
   OpState& st = state.ops[o];
   st.status = Status::done;
   st.end_ps = now_.ps();
@@ -127,22 +130,23 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   if (op.kind == OpKind::compute) --state.compute_running;
   ++state.streams[op.stream].head;
   for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
-    --state.ops[state.dependents[d]].pending_waits;
+    ++state.ops[state.dependents[d]].waits_met;
   }
-  record(r, o);
+  st.launch = Time::from_ps(state.finished++);  // its interval is written after the run
   if (op.memory_delta.count() != 0) {
     state.memory += op.memory_delta;
     timeline_.ranks[r].memory.push_back({now_, state.memory});
   }
   const OpIndex host_next = state.host_next;
-  if (host_next < program_.ranks[r].ops.size()) issue_from_host(r);
+  if (host_next < state.program.size()) issue_from_host(r);
   state.host_issued = state.host_issued || state.host_next != host_next;
   if (op.stream == 0) update_bubble(r);
 }
 
-void Engine::record(std::size_t r, OpIndex o) {
-  const Op& op = program_.ranks[r].ops[o];
-  Interval i{ranks_[r].ops[o].start, now_};
+// What a finished op leaves in the timeline.
+Interval Engine::interval_of(std::size_t r, OpIndex o) const {
+  const Op& op = ranks_[r].program[o];
+  Interval i{ranks_[r].ops[o].start, end_of(r, o)};
   i.name = name_map_[op.name];
   i.stream = op.stream;
   i.phase = op.phase;
@@ -155,7 +159,7 @@ void Engine::record(std::size_t r, OpIndex o) {
     i.bytes = call.size;
     i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since;
   }
-  timeline_.ranks[r].intervals.push_back(i);
+  return i;
 }
 
 // A bubble: the compute stream idles while the rank waits for a peer at a rendezvous and
@@ -172,11 +176,15 @@ void Engine::update_bubble(std::size_t r) {
     return;
   }
   if (now_ == state.bubble_since) return;
-  Interval i{state.bubble_since, now_};
+  state.bubbles.push_back({state.bubble_since, now_, state.finished});
+}
+
+Interval Engine::bubble_interval(const Bubble& b) const {
+  Interval i{b.start, b.end};
   i.name = bubble_name_;
   i.stream = 0;
   i.activity = Activity::bubble;
-  timeline_.ranks[r].intervals.push_back(i);
+  return i;
 }
 
 }  // namespace stepsim::engine

@@ -12,6 +12,15 @@ namespace stepsim::engine {
 // nothing changes.
 void advise_huge_pages(void* data, std::size_t bytes);
 
+// Asks the kernel to map the pages of [data, data + bytes) now, in one call, as a first write
+// would: one system call instead of a page fault per page (costly on virtual machines). The
+// contents do not change. Only a hint, like advise_huge_pages.
+void populate_pages(void* data, std::size_t bytes);
+
+// Gives the whole pages inside [data, data + bytes) back to the kernel: the memory stays
+// valid but reads as zeros afterwards, so only for a buffer that is not read again.
+void release_pages(void* data, std::size_t bytes);
+
 // `v` resized to `n` value-initialized elements, its buffer advised before they are written.
 template <typename T>
 void resize_on_huge_pages(std::vector<T>& v, std::size_t n) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,18 @@ struct Op {
   OpKind kind = OpKind::compute;
   Phase phase = Phase::other;
   bool host_blocks = false;  // the host waits for the op's waits before launching it
+
+  bool operator==(const Op&) const = default;
+};
+
+// A rank's ops in host issue order and their waits. Ranks that issue the same ops (the
+// data-parallel replicas of a stage, in all-ranks mode) share one list; only their calls
+// (groups and links) differ.
+struct OpList {
+  std::vector<Op> ops;
+  std::vector<OpIndex> waits;  // every op's waits, one run per op (no vector per op)
+
+  bool operator==(const OpList&) const = default;
 };
 
 // Representative mode under kernel jitter: the expected time from when this rank's work for
@@ -57,16 +70,22 @@ struct RankProgram {
   int rank = 0;
   int multiplicity = 1;
   std::string label;
-  std::vector<std::string> streams;  // stream 0 is "compute"
-  std::vector<Op> ops;               // host issue order
-  std::vector<OpIndex> waits;        // every op's waits, one run per op (no vector per op)
+  std::vector<std::string> streams;                           // stream 0 is "compute"
+  std::shared_ptr<OpList> list = std::make_shared<OpList>();  // shared by ranks with equal ops
   std::vector<CollectiveCall> calls;
   Bytes memory_base{0};            // allocated before the step starts
   std::vector<ArrivalSkew> skews;  // sorted by op; empty but in representative mode with jitter
 
+  const std::vector<Op>& ops() const { return list->ops; }
+  const std::vector<OpIndex>& waits() const { return list->waits; }
+  // Changes the ops of every rank that shares them: only for a list not shared yet, or for a
+  // change that is the same for every rank (an op's memory delta follows from its name).
+  std::vector<Op>& ops() { return list->ops; }
   // Appends `op`, which waits for `op_waits` (ops of this rank that must end first: CUDA events).
   OpIndex add_op(Op op, std::span<const OpIndex> op_waits = {});
   std::span<const OpIndex> waits_of(OpIndex o) const;
+  // Shares `other`'s op list if it holds the same ops, releasing this rank's own copy.
+  void share_ops_with(const RankProgram& other);
 };
 
 // A communicator. Its k-th collective on every member rank is the same collective

@@ -239,7 +239,7 @@ void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpInde
   const Unit& unit_info = units_[u];
   const OpIndex op = b.collective(CommKind::fsdp, CollOp::allgather, unit_info.params,
                                   fmt::format("{} {}", unit_info.label, pass), waits);
-  b.rank().ops[op].host_blocks = host_blocks;
+  b.rank().ops()[op].host_blocks = host_blocks;
   pending_[u] = op;
 }
 

@@ -7,8 +7,6 @@
 #include <limits>
 #include <numeric>
 
-#include <fmt/format.h>
-
 #include "parallelism/stage_layout.hpp"
 #include "workload/shape.hpp"
 
@@ -25,21 +23,25 @@ struct LayerShape {
   workload::LayerShape work;
 };
 
-void add(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long elements, int block,
-         Role role) {
-  out.push_back({fmt::format("{} {}", prefix, name), elements, block, role});
+// Names are joined by hand, not formatted: every rank of an all-ranks run lists its tensors.
+void add(std::vector<GradTensor>& out, const std::string& prefix, const std::string& name, long long elements,
+         int block, Role role) {
+  std::string full;
+  full.reserve(prefix.size() + 1 + name.size());
+  full.append(prefix).append(" ").append(name);
+  out.push_back({std::move(full), elements, block, role});
 }
 
 void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const char* name, const LayerShape& s, int block,
               Role role) {
-  add(out, prefix, fmt::format("{}.weight", name).c_str(), s.hidden, block, role);
-  if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), s.hidden, block, role);
+  add(out, prefix, std::string(name) + ".weight", s.hidden, block, role);
+  if (s.gelu) add(out, prefix, std::string(name) + ".bias", s.hidden, block, role);
 }
 
 void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long weight,
                 long long bias, const LayerShape& s, int block, Role role) {
-  add(out, prefix, fmt::format("{}.weight", name).c_str(), weight, block, role);
-  if (s.gelu) add(out, prefix, fmt::format("{}.bias", name).c_str(), bias, block, role);
+  add(out, prefix, std::string(name) + ".weight", weight, block, role);
+  if (s.gelu) add(out, prefix, std::string(name) + ".bias", bias, block, role);
 }
 
 // The weights' local widths come from the workload's shape, so parameters and GEMMs agree
@@ -63,7 +65,7 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
 }
 
 void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
-  const std::string p = fmt::format("L{}", layer);
+  const std::string p = "L" + std::to_string(layer);
   const int block = layer + 1;
   const long long h = s.hidden;
   add_norm(out, p, "input_norm", s, block, Role::input_norm);
@@ -83,18 +85,23 @@ void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
 std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec& p) {
   const LayerShape s = layer_shape(m, p.tp, p.ep);
   std::vector<GradTensor> out;
+  out.reserve(static_cast<std::size_t>(m.layers) * 16 + 8);
+  // A stage's layers only: the others would be listed and dropped again.
+  const std::vector<ChunkLayers> chunks = p.stage < 0 ? std::vector<ChunkLayers>{} : chunk_layers(p, m.layers);
+  const auto held = [&](int block) { return p.stage < 0 || stage_holds_block(chunks, p, m.layers, p.stage, block); };
   // The tied word embedding's gradient is complete only after the embedding's backward.
   add(out, "embedding", "word.weight", s.vocab * m.hidden, 0, Role::embedding);
   if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
-  for (int l = 0; l < m.layers; ++l) add_layer(out, s, l);
+  for (int l = 0; l < m.layers; ++l) {
+    if (held(l + 1)) add_layer(out, s, l);
+  }
   add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
   // With pipeline stages the last one keeps its own copy of a tied embedding.
   if (!m.tied_embeddings || p.pp > 1) {
     add(out, "head", "lm_head.weight", s.vocab * m.hidden, m.layers + 1, Role::lm_head);
   }
   if (p.stage < 0) return out;
-  const std::vector<ChunkLayers> chunks = chunk_layers(p, m.layers);
-  std::erase_if(out, [&](const GradTensor& t) { return !stage_holds_block(chunks, p, m.layers, p.stage, t.block); });
+  std::erase_if(out, [&](const GradTensor& t) { return !held(t.block); });
   return out;
 }
 

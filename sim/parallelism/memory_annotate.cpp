@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_set>
 
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
@@ -70,10 +71,12 @@ void annotate_memory(engine::Program& program, const Scenario& s, const workload
   std::vector<Bytes> by_name;
   by_name.reserve(program.names.size());
   for (const std::string& name : program.names) by_name.push_back(delta_of(table, name));
+  std::unordered_set<const engine::OpList*> annotated;  // ranks of a stage share one op list
   for (engine::RankProgram& rank : program.ranks) {
     const auto stage = static_cast<std::size_t>(coord_of(s.parallel, rank.rank).pp);
     rank.memory_base = estimate.stages[stage].states();
-    for (engine::Op& op : rank.ops) {
+    if (!annotated.insert(rank.list.get()).second) continue;
+    for (engine::Op& op : rank.ops()) {
       if (op.kind == engine::OpKind::compute) op.memory_delta = by_name[op.name];
     }
   }

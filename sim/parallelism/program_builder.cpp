@@ -89,10 +89,23 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
 // Compute op names by (block, cost, phase), interned once for every rank of the job.
 using OpNames = std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t>;
 
+// What every rank of the job shares: op names, and each stage's optimizer step (which counts
+// the stage's parameters), worked out once and not for each rank of an all-ranks run.
+struct JobShared {
+  OpNames names;
+  std::map<int, OpCost> optimizers;
+
+  const OpCost& optimizer(const Scenario& stage_s, int stage, const workload::ModelWork& work) {
+    const auto [it, inserted] = optimizers.try_emplace(stage);
+    if (inserted) it->second = stage_optimizer(stage_s, work);
+    return it->second;
+  }
+};
+
 // Issues one rank's step.
 class StepWriter {
  public:
-  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b, int stage, OpNames& names)
+  StepWriter(const Scenario& s, const workload::ModelWork& work, StepBuilder& b, int stage, JobShared& shared)
       : s_(s),
         work_(work),
         b_(b),
@@ -104,8 +117,8 @@ class StepWriter {
         ep_(s, work),
         pp_(s, work, stage),
         dp_(make_data_parallel(stage_s_)),
-        optimizer_(stage_optimizer(stage_s_, work)),
-        names_(names) {}
+        optimizer_(shared.optimizer(stage_s_, stage, work)),
+        names_(shared.names) {}
 
   void step() {
     const PipelineShape shape = pipeline_shape(s_);
@@ -496,24 +509,27 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   program.comm_slowdown = costs.comm_slowdown();
   BuildState state(program, costs);
   Layout layout(scenario, program);
-  OpNames names;
-  // Ranks of one stage issue as many ops as each other: each rank after the first of its
-  // stage gets its buffers at their final size, not grown by doubling and shrunk.
-  std::map<int, std::pair<std::size_t, std::size_t>> stage_sizes;  // ops, waits
+  JobShared shared;
+  // The ranks of a stage issue the same ops (only their groups and links differ): each rank
+  // after the first of its stage is built into buffers of the final size and then shares the
+  // first one's list, so that an all-ranks program holds one op list per stage.
+  std::map<int, std::size_t> first_of_stage;
   for (std::size_t r = 0; r < layout.ranks().size(); ++r) {
     StepBuilder b(state, r);
     layout.add_rank(r, b);
     const int stage = layout.ranks()[r].stage;
     engine::RankProgram& rank = program.ranks[r];
-    if (const auto it = stage_sizes.find(stage); it != stage_sizes.end()) {
-      rank.ops.reserve(it->second.first);
-      rank.waits.reserve(it->second.second);
+    const auto [first, inserted] = first_of_stage.try_emplace(stage, r);
+    const engine::OpList& model = *program.ranks[first->second].list;
+    if (!inserted) {
+      rank.list->ops.reserve(model.ops.size());
+      rank.list->waits.reserve(model.waits.size());
     }
-    StepWriter(scenario, work, b, stage, names).step();
+    StepWriter(scenario, work, b, stage, shared).step();
     // Grown by doubling; large pipelines hold millions of ops, so give back the slack.
-    rank.ops.shrink_to_fit();
-    rank.waits.shrink_to_fit();
-    stage_sizes[stage] = {rank.ops.size(), rank.waits.size()};
+    rank.list->ops.shrink_to_fit();
+    rank.list->waits.shrink_to_fit();
+    if (!inserted) rank.share_ops_with(program.ranks[first->second]);
   }
   annotate_memory(program, scenario, work);
   apply_variation(program, scenario, layout.links());

@@ -73,13 +73,14 @@ void scale_links(engine::Program& program, const Scenario& s, const std::vector<
     note_factor(factors, links[i].nic_rx, nic);
   }
   if (factors.empty()) return;
-  for (const auto& [id, factor] : factors) program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
+  for (const auto& [id, factor] : factors)
+    program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
   for (engine::RankProgram& rank : program.ranks) scale_calls(rank, factors);
 }
 
 bool waits_on_collective(const engine::Program& program, const engine::RankProgram& rank, engine::OpIndex o) {
   for (engine::OpIndex w : rank.waits_of(o)) {
-    const engine::Op& op = rank.ops[w];
+    const engine::Op& op = rank.ops()[w];
     if (op.kind != engine::OpKind::collective) continue;
     const auto group = rank.calls[static_cast<std::size_t>(op.call)].group;
     if (program.groups[static_cast<std::size_t>(group)].size > 1) return true;
@@ -94,8 +95,8 @@ bool waits_on_collective(const engine::Program& program, const engine::RankProgr
 // make the sum normal whatever the per-kernel distribution).
 void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma) {
   double variance_s2 = 0;  // Σ d² since the last synchronisation, in s²
-  for (engine::OpIndex o = 0; o < rank.ops.size(); ++o) {
-    const engine::Op& op = rank.ops[o];
+  for (engine::OpIndex o = 0; o < rank.ops().size(); ++o) {
+    const engine::Op& op = rank.ops()[o];
     if (op.kind == engine::OpKind::compute) {
       if (waits_on_collective(program, rank, o)) variance_s2 = 0;
       variance_s2 += op.duration.seconds() * op.duration.seconds();

@@ -18,7 +18,7 @@ void BM_EngineEvents(benchmark::State& state) {
                              static_cast<int>(state.range(2))};
   const stepsim::engine::Program program = stepsim::bench::synthetic_program(shape);
   std::size_t ops = 0;
-  for (const auto& rank : program.ranks) ops += rank.ops.size();
+  for (const auto& rank : program.ranks) ops += rank.ops().size();
   std::uint64_t events = 0;
   std::uint64_t solves = 0;
   for (auto _ : state) {

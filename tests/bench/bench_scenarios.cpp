@@ -1,7 +1,8 @@
 // Whole-scenario benchmarks: the wall time of `simulate()` on the embedded default and on a
 // 16,384-GPU Llama-3-405B job, each from a loaded scenario to a finished report; the 405B
 // job both as pure DP and as 3D parallelism with an interleaved pipeline; GPT-3 175B in 3D
-// on 512 GPUs and in pure DP on 4,096, in representative and in all-ranks mode.
+// on 512 GPUs and in pure DP on 4,096, in representative and in all-ranks mode (the latter
+// with kernel jitter and a slow GPU).
 // tools/bench_scale.sh times the largest all-ranks jobs and their peak memory.
 #include <benchmark/benchmark.h>
 
@@ -17,8 +18,12 @@ stepsim::Scenario bench_scenario(const std::string& name) {
   return stepsim::io::load_scenario(std::string(STEPSIM_BENCH_SCENARIOS) + "/" + name + ".json");
 }
 
+// Every rank simulated, with variation switched on as the speed targets state them: 5 %
+// per-kernel jitter (normal) and one GPU at 0.9x speed.
 stepsim::Scenario all_ranks(stepsim::Scenario s) {
   s.simulation.ranks = stepsim::RankMode::all;
+  s.simulation.variation.jitter = {stepsim::JitterKind::normal, 0.05, 7};
+  s.simulation.variation.gpu_speed.push_back({1, 0.9});
   return s;
 }
 

@@ -88,10 +88,10 @@ class StageBuilder {
     static constexpr const char* kNames[] = {"gemm", "tp allreduce", "dp allreduce", "pp sendrecv"};
     op.name = program_.intern(kNames[stream]);
     rank_.add_op(op, waits);
-    return rank_.ops.back();
+    return rank_.ops().back();
   }
 
-  OpIndex index() const { return static_cast<OpIndex>(rank_.ops.size() - 1); }
+  OpIndex index() const { return static_cast<OpIndex>(rank_.ops().size() - 1); }
 
   static constexpr OpIndex kNone = UINT32_MAX;
   Program& program_;

@@ -65,7 +65,7 @@ class ProgramBuilder {
     return last(rank);
   }
 
-  Op& op(int rank, OpIndex o) { return program_.ranks[static_cast<std::size_t>(rank)].ops[o]; }
+  Op& op(int rank, OpIndex o) { return program_.ranks[static_cast<std::size_t>(rank)].ops()[o]; }
 
  private:
   Op& add(int rank, StreamIndex stream, const std::string& name, const std::vector<OpIndex>& waits) {
@@ -74,11 +74,11 @@ class ProgramBuilder {
     op.stream = stream;
     op.name = program_.intern(name);
     program.add_op(op, waits);
-    return program.ops.back();
+    return program.ops().back();
   }
 
   OpIndex last(int rank) const {
-    return static_cast<OpIndex>(program_.ranks[static_cast<std::size_t>(rank)].ops.size() - 1);
+    return static_cast<OpIndex>(program_.ranks[static_cast<std::size_t>(rank)].ops().size() - 1);
   }
 
   Program program_;

@@ -123,7 +123,7 @@ TEST_CASE("a late gradient holds back later buckets") {
   const auto head = produce(3, Role::lm_head, Pass::backward_weight);
   const auto dp = sp::test::collectives_of(program, CommKind::dp);
   REQUIRE(dp.size() == 2);
-  const auto& ops = program.ranks[0].ops;
+  const auto& ops = program.ranks[0].ops();
   const auto waits = [&](stepsim::engine::OpIndex o) {
     const auto w = program.ranks[0].waits_of(o);
     return std::vector<stepsim::engine::OpIndex>(w.begin(), w.end());

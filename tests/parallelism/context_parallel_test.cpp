@@ -33,7 +33,7 @@ Built build(const stepsim::Scenario& s) {
 std::vector<std::pair<CollOp, long long>> cp_calls(const Program& p, const std::string& what) {
   std::vector<std::pair<CollOp, long long>> out;
   for (OpIndex i : spt::collectives_of(p, CommKind::cp)) {
-    const auto& op = p.ranks[0].ops[i];
+    const auto& op = p.ranks[0].ops()[i];
     if (p.names[op.name].find(what) == std::string::npos) continue;
     const auto& call = p.ranks[0].calls[static_cast<std::size_t>(op.call)];
     out.emplace_back(call.op, call.size.count());
@@ -70,7 +70,7 @@ TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and K/V and dK/dV i
   REQUIRE(last > second);
   const auto waits = b.program.ranks[0].waits_of(static_cast<OpIndex>(second));
   REQUIRE(waits.size() == 1);
-  CHECK(b.program.ranks[0].ops[waits[0]].kind == stepsim::engine::OpKind::collective);
+  CHECK(b.program.ranks[0].ops()[waits[0]].kind == stepsim::engine::OpKind::collective);
 }
 
 TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK/dV after its backward") {

@@ -33,7 +33,7 @@ TEST_CASE("an MoE layer sends its routed tokens by four all-to-alls per micro-ba
   const auto p = sp::build_program(s, work, costs);
   std::vector<std::string> names;
   for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
-    const auto& op = p.ranks[0].ops[i];
+    const auto& op = p.ranks[0].ops()[i];
     CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].op == CollOp::alltoall);
     CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].size == work.layer.dispatch_message);
     const std::string& name = p.names[op.name];
@@ -61,7 +61,7 @@ TEST_CASE("EP groups are consecutive ranks and expert gradients go over the rank
   // Expert buckets are all-reduced there, the dense ones over all 16 DP ranks.
   bool expert_bucket = false;
   for (OpIndex i : spt::collectives_of(p, CommKind::dp)) {
-    const std::string& name = p.names[p.ranks[0].ops[i].name];
+    const std::string& name = p.names[p.ranks[0].ops()[i].name];
     expert_bucket = expert_bucket || name.find("dp experts bucket") != std::string::npos;
   }
   CHECK(expert_bucket);

@@ -1,10 +1,12 @@
 // Programs built with the real workload, GPU and NCCL models, run by the engine.
 #include <algorithm>
+#include <memory>
 
 #include <catch2/catch.hpp>
 
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
+#include "parallelism/mesh.hpp"
 #include "parallelism/program_builder.hpp"
 #include "workload/work.hpp"
 
@@ -86,4 +88,64 @@ TEST_CASE("a TP 8 x DP 8 step on DGX H100 runs TP and DP collectives") {
   CHECK(busy(t.ranks[0], CommKind::tp) > Time::zero());
   CHECK(busy(t.ranks[0], CommKind::dp) > Time::zero());
   CHECK(last_end(t.ranks[0]) > busy(t.ranks[0], CommKind::tp));
+}
+
+namespace {
+
+stepsim::Scenario gpt_all_ranks_pipeline() {
+  auto s = gpt(2, 2, 4);
+  s.parallel.pp = 2;
+  s.simulation.ranks = stepsim::RankMode::all;
+  return s;
+}
+
+stepsim::engine::Program build(const stepsim::Scenario& s) {
+  const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
+  return sp::build_program(s, stepsim::workload::build_work(s), gpu);
+}
+
+int stage_of(const stepsim::Scenario& s, const stepsim::engine::RankProgram& rank) {
+  return sp::coord_of(s.parallel, rank.rank).pp;
+}
+
+}  // namespace
+
+TEST_CASE("all-ranks mode gives the ranks of a pipeline stage one op list and each its own calls") {
+  const auto s = gpt_all_ranks_pipeline();
+  const stepsim::engine::Program program = build(s);
+  REQUIRE(program.ranks.size() == 8);
+  for (const auto& a : program.ranks) {
+    for (const auto& b : program.ranks) {
+      CHECK((a.list == b.list) == (stage_of(s, a) == stage_of(s, b)));
+    }
+  }
+  // Ranks 0 and 2 of stage 0 sit in different TP groups: the same ops, other communicators.
+  REQUIRE(program.ranks[0].calls.size() == program.ranks[2].calls.size());
+  bool other_group = false;
+  for (std::size_t c = 0; c < program.ranks[0].calls.size(); ++c) {
+    other_group = other_group || program.ranks[0].calls[c].group != program.ranks[2].calls[c].group;
+  }
+  CHECK(other_group);
+}
+
+TEST_CASE("shared op lists run exactly as a copy of the list per rank") {
+  const auto s = gpt_all_ranks_pipeline();
+  const stepsim::engine::Program shared = build(s);
+  stepsim::engine::Program copied = build(s);
+  for (auto& rank : copied.ranks) rank.list = std::make_shared<stepsim::engine::OpList>(*rank.list);
+  const stepsim::Timeline a = stepsim::engine::run(shared);
+  const stepsim::Timeline b = stepsim::engine::run(copied);
+  REQUIRE(a.ranks.size() == b.ranks.size());
+  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+    const auto& x = a.ranks[r].intervals;
+    const auto& y = b.ranks[r].intervals;
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CHECK(x[i].start == y[i].start);
+      CHECK(x[i].end == y[i].end);
+      CHECK(x[i].name == y[i].name);
+      CHECK(x[i].group == y[i].group);
+      CHECK(x[i].waited == y[i].waited);
+    }
+  }
 }

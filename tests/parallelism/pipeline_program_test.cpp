@@ -105,7 +105,7 @@ TEST_CASE("activations and gradients cross each stage boundary once per micro-ba
   const auto stage1 = spt::collectives_of(program, CommKind::pp, 1);
   CHECK(stage1.size() == 4 * 8);  // receive and send, forward and backward
   for (auto i : stage1) {
-    const auto& call = program.ranks[1].calls[static_cast<std::size_t>(program.ranks[1].ops[i].call)];
+    const auto& call = program.ranks[1].calls[static_cast<std::size_t>(program.ranks[1].ops()[i].call)];
     CHECK(call.op == CollOp::sendrecv);
     CHECK(call.size == Bytes(2048 * 1024 * 2));
   }
@@ -122,7 +122,7 @@ TEST_CASE("tied embeddings are all-reduced between the first and last stage only
     const auto program = sp::build_program(s, spt::small_work(s), costs);
     long n = 0;
     for (auto i : spt::collectives_of(program, CommKind::pp, r)) {
-      const auto& call = program.ranks[r].calls[static_cast<std::size_t>(program.ranks[r].ops[i].call)];
+      const auto& call = program.ranks[r].calls[static_cast<std::size_t>(program.ranks[r].ops()[i].call)];
       n += call.op == CollOp::allreduce ? 1 : 0;
     }
     return n;

@@ -54,7 +54,7 @@ long starting(const Program& p, const std::string& prefix) {
   return -1;
 }
 
-const stepsim::engine::Op& op(const Program& p, long i) { return p.ranks[0].ops[static_cast<std::size_t>(i)]; }
+const stepsim::engine::Op& op(const Program& p, long i) { return p.ranks[0].ops()[static_cast<std::size_t>(i)]; }
 
 bool waits_on(const Program& p, long i, long on) {
   const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(i));

@@ -53,7 +53,7 @@ bool waits_on(const Program& p, long i, long on) {
 std::vector<CollOp> dp_ops(const Program& p) {
   std::vector<CollOp> out;
   for (OpIndex i : spt::collectives_of(p, CommKind::dp)) {
-    out.push_back(p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops[i].call)].op);
+    out.push_back(p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)].op);
   }
   return out;
 }
@@ -104,7 +104,7 @@ TEST_CASE("with overlap_param_gather the forward dispatches the next bucket's Al
   CHECK(waits_on(p, embedding, first));
   CHECK_FALSE(waits_on(p, embedding, second));
   CHECK(waits_on(p, spt::find_op(p, "L1 input norm fwd"), second));
-  CHECK(starting(p, "optimizer step") == static_cast<long>(p.ranks[0].ops.size()) - 1);
+  CHECK(starting(p, "optimizer step") == static_cast<long>(p.ranks[0].ops().size()) - 1);
 }
 
 TEST_CASE("zero2 communicates exactly as zero1") {

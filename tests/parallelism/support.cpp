@@ -88,15 +88,15 @@ workload::ModelWork small_work(const Scenario& s) {
 
 std::vector<std::string> op_names(const engine::Program& program, std::size_t r) {
   std::vector<std::string> out;
-  for (const engine::Op& op : program.ranks[r].ops) out.push_back(program.names[op.name]);
+  for (const engine::Op& op : program.ranks[r].ops()) out.push_back(program.names[op.name]);
   return out;
 }
 
 std::vector<engine::OpIndex> collectives_of(const engine::Program& program, CommKind kind, std::size_t r) {
   const engine::RankProgram& rank = program.ranks[r];
   std::vector<engine::OpIndex> out;
-  for (std::size_t i = 0; i < rank.ops.size(); ++i) {
-    const engine::Op& op = rank.ops[i];
+  for (std::size_t i = 0; i < rank.ops().size(); ++i) {
+    const engine::Op& op = rank.ops()[i];
     if (op.kind != engine::OpKind::collective) continue;
     if (rank.calls[static_cast<std::size_t>(op.call)].kind == kind) {
       out.push_back(static_cast<engine::OpIndex>(i));

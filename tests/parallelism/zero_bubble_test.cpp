@@ -149,7 +149,7 @@ TEST_CASE("under ZB-H1 gradient buckets are reduced only after the weight-gradie
   const spt::FixedCosts costs;
   const auto program = sp::build_program(s, spt::small_work(s), costs);
   const std::size_t last = program.ranks.size() - 1;
-  const auto& ops = program.ranks[last].ops;
+  const auto& ops = program.ranks[last].ops();
   // The start of the last W pass: the wgrad GEMMs of the last stage's one layer.
   const auto work = spt::small_work(s);
   const auto& layer = work.layer.backward;
