@@ -176,6 +176,9 @@ struct TrainingSpec {
   // (recipes that keep them in bf16 to save memory). Master weights stay fp32.
   Precision optimizer_state = Precision::fp32;
   Precision main_grad = Precision::fp32;
+  // Gradient clipping by global norm (Megatron's --clip-grad, torchtitan's max_norm, both on
+  // by default): the optimizer step also reads the gradients for their norm and scales them.
+  bool grad_clip = true;
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
 };

@@ -133,6 +133,10 @@ constexpr KeyDoc kDocs[] = {
      "subtract, exp, sum and divide as separate kernels)",
      "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`)"},
     {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
+    {"training.grad_clip", "",
+     "clip gradients by their global norm: the optimizer step also reads them for the norm "
+     "and scales them in place",
+     "Megatron `--clip-grad` (0: `false`); torchtitan `--training.max_norm`"},
     {"training.optimizer_state", "",
      "precision of the optimizer's moments: `fp32` or `bf16` (master weights stay fp32)",
      "Megatron `--use-precision-aware-optimizer` with `--exp-avg-dtype` and `--exp-avg-sq-dtype`"},

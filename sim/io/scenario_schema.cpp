@@ -291,7 +291,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
                                                    field<&TrainingSpec::optimizer_state>("optimizer_state"),
                                                    field<&TrainingSpec::main_grad>("main_grad"),
                                                    field<&TrainingSpec::fusion>("fusion"),
-                                                   field<&TrainingSpec::cross_entropy>("cross_entropy")};
+                                                   field<&TrainingSpec::cross_entropy>("cross_entropy"),
+                                                   field<&TrainingSpec::grad_clip>("grad_clip")};
   return {fields, ""};
 }
 

@@ -12,7 +12,8 @@ namespace {
 // Adam per parameter: read the main gradient (4 B in fp32), read and write the fp32 master
 // weight (8) and the moments m and v (2 × 8 in fp32, 2 × 4 in bf16); mixed precision also
 // writes the 16-bit model copy (2): 30 bytes in all for bf16 with fp32 state (ZeRO's 2 + 4 +
-// 12 bytes of state), 20 with bf16 moments and main gradients; ~10 FLOPs.
+// 12 bytes of state), 20 with bf16 moments and main gradients; ~10 FLOPs. Clipping adds three
+// passes over the gradients.
 constexpr double master_bytes = 8.0;
 constexpr double adam_flops = 10.0;
 
@@ -126,8 +127,12 @@ OpCost optimizer_step(long long params, const TrainingSpec& t) {
   const double gradient = element_bytes(t.main_grad);
   const bool sgd = t.optimizer == "sgd";  // one moment (momentum) instead of Adam's m and v
   const double moments = (sgd ? 1.0 : 2.0) * 2.0 * element_bytes(t.optimizer_state);  // read and written
+  // Clipping by global norm: the L2 norm reads every gradient of the shard, the clip scales
+  // them in place (read, write). The norm's all-reduce of one float across the job takes
+  // tens of microseconds and is left out.
+  const double clip = t.grad_clip ? 3.0 * gradient : 0.0;
   return elementwise(sgd ? "sgd" : "adam", Role::optimizer, OpClass::optimizer, params,
-                     gradient + master_bytes + moments + model_copy, adam_flops);
+                     gradient + master_bytes + moments + model_copy + clip, adam_flops);
 }
 
 ModelWork build_work(const Scenario& sc) {

@@ -156,6 +156,7 @@ const std::vector<Row>& rows() {
       {"training.attention", Expect::changes, "unfused"},
       {"training.fusion", Expect::changes, "eager"},
       {"training.cross_entropy", Expect::changes, "unfused"},
+      {"training.grad_clip", Expect::changes, "false"},
       {"training.optimizer", Expect::changes, "sgd"},
       {"training.optimizer_state", Expect::changes, "bf16"},
       {"training.main_grad", Expect::changes, "bf16"},
