@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hardware/gpu_model.hpp"
+
 namespace stepsim::calibration {
 namespace {
 
@@ -19,12 +21,17 @@ double median(std::vector<double> v) {
 struct Model {
   double peak, fp32, bandwidth, kernel_min_us;
   GpuEfficiency e;
+  GpuArch arch;
 
+  // Of the fitted maximum, what the kernel reaches (the GPU model's own factor).
+  double share(const MeasuredKernel& k) const {
+    return k.cls == workload::OpClass::attention ? hardware::attention_share(k.flash2, arch) : 1.0;
+  }
   double compute_us(const MeasuredKernel& k) const {
     const bool tensor = k.cls == workload::OpClass::gemm || k.cls == workload::OpClass::attention;
     if (!tensor) return k.flops / fp32 * 1e6;
     const double max = k.cls == workload::OpClass::gemm ? e.gemm_max : e.attention_max;
-    return (k.flops + e.gemm_half_flops) / (peak * max) * 1e6;
+    return (k.flops + e.gemm_half_flops) / (peak * max * share(k)) * 1e6;
   }
   double memory_us(const MeasuredKernel& k) const { return k.bytes / (bandwidth * e.hbm) * 1e6; }
   double time_us(const MeasuredKernel& k) const { return std::max({compute_us(k), memory_us(k), kernel_min_us}); }
@@ -146,7 +153,10 @@ FittedEfficiency TraceFit::efficiency() const {
 TraceFit fit_kernels(const std::vector<MeasuredKernel>& ks, const GpuSpec& gpu, Precision precision) {
   Model m{gpu.flops.for_precision(precision).flops_per_s(),
           gpu.flops.fp32.positive() ? gpu.flops.fp32.flops_per_s() : gpu.flops.for_precision(precision).flops_per_s(),
-          gpu.memory_bandwidth.bytes_per_s(), gpu.efficiency.kernel_min.us(), gpu.efficiency};
+          gpu.memory_bandwidth.bytes_per_s(),
+          gpu.efficiency.kernel_min.us(),
+          gpu.efficiency,
+          gpu.arch};
   TraceFit out;
   auto value = [](const char* key, double preset) {
     FittedValue v;
@@ -161,7 +171,9 @@ TraceFit fit_kernels(const std::vector<MeasuredKernel>& ks, const GpuSpec& gpu, 
   fit_median(
       ks, m, attention,
       [&](const MeasuredKernel& k) { return k.cls == workload::OpClass::attention && alone(k) && m.compute_bound(k); },
-      [&](const MeasuredKernel& k) { return (k.flops + m.e.gemm_half_flops) / (m.peak * k.time_us * 1e-6); },
+      [&](const MeasuredKernel& k) {
+        return (k.flops + m.e.gemm_half_flops) / (m.peak * k.time_us * 1e-6) / m.share(k);
+      },
       [&](double v) { m.e.attention_max = v; }, "no attention kernel of a known op ran without communication");
   fit_median(
       ks, m, hbm, [&](const MeasuredKernel& k) { return k.bytes > 0 && alone(k) && m.memory_bound(k); },

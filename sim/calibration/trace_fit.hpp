@@ -21,6 +21,7 @@ struct MeasuredKernel {
   double time_us = 0;     // as measured
   double overlap_us = 0;  // of it while a communication kernel ran on the same GPU
   bool matched = false;   // matched to one model op (by name), not only to a class
+  bool flash2 = false;    // that op is FlashAttention-2 (training.attention "flash2")
 };
 
 struct FittedValue {

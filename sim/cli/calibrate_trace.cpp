@@ -171,6 +171,7 @@ Matched match(const RankKernels& rk, const std::map<std::string, workload::OpCos
       m.flops = it->second.flops;
       m.bytes = it->second.bytes.as_double();
       m.backward = it->second.pass != workload::Pass::forward;
+      m.flash2 = it->second.flash2;
       m.matched = true;
       ++out.by_name;
     } else {

@@ -7,7 +7,6 @@
 #include "stepsim/error.hpp"
 
 namespace stepsim::hardware {
-namespace {
 
 // FlashAttention-2 against the fused attention attention_max stands for. On Hopper and
 // Blackwell that is FlashAttention-3 or cuDNN, which use the tensor-memory accelerator and
@@ -15,9 +14,7 @@ namespace {
 // head dim 128, 8k tokens, H100 SXM5) measure about 335 TFLOPS for FlashAttention-2 forward
 // against 610 for FlashAttention-3, and 290 against 530 backward: 0.55. On Ampere
 // FlashAttention-2 is the fused attention itself.
-double flash2_share(GpuArch arch) { return arch == GpuArch::ampere ? 1.0 : 0.55; }
-
-}  // namespace
+double attention_share(bool flash2, GpuArch arch) { return flash2 && arch != GpuArch::ampere ? 0.55 : 1.0; }
 
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
@@ -46,7 +43,7 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
     case workload::OpClass::gemm:
       return (op.fp8 ? e.fp8_gemm_max : e.gemm_max) * saturation;
     case workload::OpClass::attention:
-      return e.attention_max * saturation * (op.flash2 ? flash2_share(gpu_.arch) : 1.0);
+      return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch);
     default:
       return 1.0;
   }

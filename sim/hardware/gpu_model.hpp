@@ -8,6 +8,11 @@
 
 namespace stepsim::hardware {
 
+// Of efficiency.attention_max, the share a fused-attention op's kernel reaches on `arch`:
+// FlashAttention-2 (training.attention "flash2") 0.55 on Hopper and Blackwell, else 1. The
+// trace fit divides it out again, so that attention_max stays the fused attention's figure.
+double attention_share(bool flash2, GpuArch arch);
+
 class GpuModel {
  public:
   GpuModel(const GpuSpec& gpu, Precision precision);

@@ -155,3 +155,24 @@ TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
   CHECK_FALSE(e.attention_max.has_value());
   CHECK(fit.values[2].why_not == "no attention kernel of a known op ran without communication");
 }
+
+// FlashAttention-2 kernels reach 0.55 of attention_max on Hopper in the GPU model; the fit
+// divides that out, so that a flash2 scenario calibrated on its own trace predicts that trace.
+TEST_CASE("the trace fit gives FlashAttention-2 kernels' attention_max as the fused attention's figure") {
+  GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  const double peak = gpu.flops.bf16.flops_per_s();
+  std::vector<MeasuredKernel> ks;
+  for (double f = 1e12; f < 1e14; f *= 3) {
+    MeasuredKernel k;
+    k.cls = stepsim::workload::OpClass::attention;
+    k.flops = f;
+    k.bytes = 1e3;
+    k.flash2 = true;
+    k.time_us = (f + gpu.efficiency.gemm_half_flops) / (peak * 0.5 * 0.55) * 1e6;
+    k.matched = true;
+    ks.push_back(k);
+  }
+  const FittedEfficiency e = fit_kernels(ks, gpu, Precision::bf16).efficiency();
+  REQUIRE(e.attention_max.has_value());
+  CHECK(*e.attention_max == Approx(0.5).epsilon(1e-6));
+}
