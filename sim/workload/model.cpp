@@ -60,8 +60,10 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   }
   // Unfused, the backward scales the saved fp32 softmax in place (read, write) and casts it
   // back to the logits' precision (read fp32, write): not twice the forward's six passes.
-  if (s.unfused_loss)
-    w.backward.front().bytes = Bytes(std::llround(static_cast<double>(logits) * (12.0 + s.act_bytes)));
+  for (OpCost& op : w.backward) {
+    if (op.role == Role::loss && s.unfused_loss)
+      op.bytes = Bytes(std::llround(static_cast<double>(logits) * (12.0 + s.act_bytes)));
+  }
   const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
