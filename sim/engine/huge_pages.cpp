@@ -9,44 +9,46 @@
 #endif
 
 namespace stepsim::engine {
+namespace {
+
+#if defined(__linux__)
+// madvise over the pages of [data, data + bytes) of size `page`: the whole pages inside it
+// (`inward`), or every page it touches. A refusal (no THP in this kernel, an older kernel,
+// memory not from mmap) only costs speed.
+void advise_pages(void* data, std::size_t bytes, std::uintptr_t page, bool inward, int advice) {
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (inward ? first + page - 1 : first) & ~(page - 1);
+  const std::uintptr_t end = (inward ? first + bytes : first + bytes + page - 1) & ~(page - 1);
+  if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+#endif
+
+constexpr std::uintptr_t kPage = 4096;
+constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+
+}  // namespace
 
 void advise_huge_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (first + kHugePage - 1) & ~(kHugePage - 1);
-  const std::uintptr_t end = (first + bytes) & ~(kHugePage - 1);
-  // A refusal (no THP in this kernel, memory not from mmap) only leaves small pages.
-  if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  advise_pages(data, bytes, kHugePage, true, MADV_HUGEPAGE);
 #else
-  (void)data;
-  (void)bytes;
+  (void)data, (void)bytes, (void)kHugePage;
 #endif
 }
 
 void populate_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  constexpr std::uintptr_t kPage = 4096;
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = first & ~(kPage - 1);
-  const std::uintptr_t end = (first + bytes + kPage - 1) & ~(kPage - 1);
-  if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  advise_pages(data, bytes, kPage, false, MADV_POPULATE_WRITE);
 #else
-  (void)data;
-  (void)bytes;
+  (void)data, (void)bytes, (void)kPage;
 #endif
 }
 
 void release_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_DONTNEED)
-  constexpr std::uintptr_t kPage = 4096;
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (first + kPage - 1) & ~(kPage - 1);
-  const std::uintptr_t end = (first + bytes) & ~(kPage - 1);
-  if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  advise_pages(data, bytes, kPage, true, MADV_DONTNEED);
 #else
-  (void)data;
-  (void)bytes;
+  (void)data, (void)bytes;
 #endif
 }
 
