@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 
 #include "stepsim/scenario.hpp"
@@ -138,8 +139,21 @@ struct SimulationResult {
   Timeline timeline;
 };
 
+// What a caller of simulate() reads of the timeline besides the report.
+struct SimulateOptions {
+  // The global ranks whose intervals the timeline keeps; empty: every simulated rank's. The
+  // report is the same either way: it tallies every rank as its intervals are written and
+  // keeps those it measures (the critical-path rank, the first rank of each stage, the first
+  // rank). Others' intervals are dropped as soon as they are tallied
+  // (RankTimeline::dropped), which in all-ranks mode saves most of the run's memory.
+  std::function<bool(int)> keep_intervals;
+
+  // Only the report is read.
+  static SimulateOptions report_only() { return {[](int) { return false; }}; }
+};
+
 // Simulate one training step of a validated scenario.
-SimulationResult simulate(const Scenario& scenario);
+SimulationResult simulate(const Scenario& scenario, const SimulateOptions& options = {});
 
 // The memory model alone, as simulate() reports it in memory_bytes, without simulating:
 // cheap enough to discard configurations that do not fit before simulating them.

@@ -61,6 +61,9 @@ struct RankTimeline {
   std::vector<std::string> streams;   // "compute", "tp", "dp", ...
   std::vector<Interval> intervals;    // in start order per stream; streams interleaved
   std::vector<CounterSample> memory;  // allocated bytes over time
+  // Intervals the simulation ran and did not keep: all-ranks runs keep only the ranks that
+  // a trace or the report's own measurements read (a summary of every rank is in the report).
+  std::size_t dropped = 0;
 };
 
 struct StepWindow {

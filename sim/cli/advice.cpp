@@ -159,7 +159,7 @@ Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
       a.status = fmt::format("does not fit in memory ({:.1f} GiB)", memory.peak / 1073741824.0);
       return a;
     }
-    const SimulationResult r = simulate(scenario);
+    const SimulationResult r = simulate(scenario, SimulateOptions::report_only());
     a.status = "ok";
     a.step_time_s = r.report.step_time_s;
     a.exposed_fraction_of_step = r.report.overlap.exposed_fraction_of_step;
@@ -171,7 +171,7 @@ Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
 
 std::size_t intervals_of(const Timeline& t) {
   std::size_t n = 0;
-  for (const RankTimeline& r : t.ranks) n += r.intervals.size();
+  for (const RankTimeline& r : t.ranks) n += r.intervals.size() + r.dropped;
   return n;
 }
 

@@ -37,7 +37,7 @@ std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::
     const std::vector<std::string> with_cluster = sets_for(sets, spec);
     try {
       const Scenario s = io::load_scenario(path, with_cluster);
-      columns.push_back({s.cluster.name, simulate(s).report});
+      columns.push_back({s.cluster.name, simulate(s, SimulateOptions::report_only()).report});
     } catch (const InputError& e) {
       // The cluster came from this flag, not from a --set the user wrote.
       throw InputError("<command line>", "--compare-cluster", spec + ": " + e.message());

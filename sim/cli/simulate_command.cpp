@@ -105,7 +105,12 @@ int run_simulate(const Args& args) {
   const RankSelection traced =
       trace_ranks.empty() ? RankSelection() : RankSelection(trace_ranks.back(), scenario.parallel.gpus());
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
-  SimulationResult result = simulate(scenario);
+  // Only the trace reads intervals beyond the report's own: without one, or with a subset of
+  // ranks, an all-ranks run keeps no other rank's (a kineto trace holds the report's rank).
+  SimulateOptions options;
+  if (!out.trace || format == "kineto") options = SimulateOptions::report_only();
+  else if (!traced.all()) options.keep_intervals = [&traced](int rank) { return traced.contains(rank); };
+  SimulationResult result = simulate(scenario, options);
   if (!traced.all() && std::none_of(result.timeline.ranks.begin(), result.timeline.ranks.end(),
                                     [&](const RankTimeline& r) { return traced.contains(r.rank); }))
     throw InputError("<command line>", "--trace-ranks",

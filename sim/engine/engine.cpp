@@ -208,7 +208,7 @@ const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
   return rank.calls[static_cast<std::size_t>(ranks_[r].program[o].call)];
 }
 
-Timeline Engine::run() {
+Timeline Engine::run(IntervalObserver* observer) {
   STEPSIM_CHECK(!ran_, "an engine runs its program once");
   ran_ = true;
   start_timeline();
@@ -226,12 +226,11 @@ Timeline Engine::run() {
     dispatch(e);
   }
   check_finished();
-  write_intervals();
-  Time end;
-  for (const RankTimeline& rank : timeline_.ranks) {
-    for (const Interval& i : rank.intervals) end = max(end, i.end);
-  }
-  timeline_.steps.push_back({"step", Time::zero(), end});
+  // Every interval ends at the time of the event that ended it, and time only grows: the step
+  // ends when the last op or bubble did, known before any interval is written.
+  timeline_.steps.push_back({"step", Time::zero(), last_end_});
+  if (observer != nullptr) observer->begin(timeline_.steps.front());
+  write_intervals(observer);
   return std::move(timeline_);
 }
 
@@ -260,25 +259,39 @@ void Engine::start_timeline() {
 // an op's state keeps all they need. The two largest buffers, the ops' states and their
 // intervals, do not peak together: each rank's states are given back once its intervals are
 // written, and the collectives' bookkeeping before any is.
-void Engine::write_intervals() {
+void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   members_ = {};
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
-  }
   // Small runs (representative mode) keep their memory: the allocator hands it out again
   // already mapped, and system calls would cost more than they save.
   const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
-  if (large) advise_interval_buffers();
+  if (observer == nullptr) {
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
+    }
+    if (large) advise_interval_buffers();
+  }
   std::vector<std::uint32_t> order;
+  std::vector<Interval> spare;  // the buffer of the last rank dropped, still in cache
   constexpr std::uintptr_t kPage = 4096;
   // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
-    if (large) populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+    if (observer != nullptr) {
+      intervals = std::move(spare);
+      intervals.clear();
+      intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
+    } else if (large) {
+      populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+    }
     write_rank_intervals(r, order);
     ranks_[r].bubbles = {};
+    if (observer != nullptr && !observer->observe(timeline_, r)) {
+      timeline_.ranks[r].dropped = intervals.size();
+      spare = std::move(intervals);
+      intervals = {};
+    }
     const std::uintptr_t done =
         reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
     if (!large || done <= released) continue;
@@ -388,9 +401,9 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
                      program_.groups[c.group].name, c.call_index, c.arrived, c.member_count);
 }
 
-Timeline run(const Program& program) {
+Timeline run(const Program& program, IntervalObserver* observer) {
   Engine engine(program);
-  return engine.run();
+  return engine.run(observer);
 }
 
 }  // namespace stepsim::engine

@@ -17,6 +17,19 @@
 
 namespace stepsim::engine {
 
+// Sees each rank's intervals as soon as they are written, rank after rank, and says whether
+// the timeline keeps them. A run of thousands of ranks whose intervals only a summary reads
+// then never holds more than a few ranks' intervals: the ones it drops share one buffer.
+class IntervalObserver {
+ public:
+  virtual ~IntervalObserver() = default;
+  // Called once, before the first rank, with the step the timeline will carry.
+  virtual void begin(const StepWindow& step) = 0;
+  // Rank r's intervals are in timeline.ranks[r]; false drops them (RankTimeline::dropped
+  // counts them). It may also drop the intervals of ranks it kept before.
+  virtual bool observe(Timeline& timeline, std::size_t r) = 0;
+};
+
 struct RunStats {
   std::uint64_t events = 0;       // events popped from the queue, stale ones included
   std::uint64_t rate_solves = 0;  // max-min solves (active flow set changed)
@@ -30,8 +43,9 @@ class Engine {
   Engine(const Engine&) = delete;  // ranks_ points into op_states_
   Engine& operator=(const Engine&) = delete;
 
-  // Runs the program once to completion.
-  Timeline run();
+  // Runs the program once to completion. With an observer, the timeline keeps the intervals
+  // of the ranks the observer keeps; without, every rank's.
+  Timeline run(IntervalObserver* observer = nullptr);
   const RunStats& stats() const { return stats_; }
 
  private:
@@ -180,7 +194,7 @@ class Engine {
   void complete_op(std::size_t r, OpIndex o);
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
-  void write_intervals();
+  void write_intervals(IntervalObserver* observer);
   void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
   Interval bubble_interval(const Bubble& b) const;
 
@@ -218,6 +232,7 @@ class Engine {
   network::MaxMinSolver solver_;
   EventQueue queue_;
   Time now_;
+  Time last_end_;  // when the last op or bubble ended: the step's end
   RunStats stats_;
   Timeline timeline_;
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
@@ -226,6 +241,6 @@ class Engine {
 };
 
 // Runs `program` once and returns its timeline.
-Timeline run(const Program& program);
+Timeline run(const Program& program, IntervalObserver* observer = nullptr);
 
 }  // namespace stepsim::engine

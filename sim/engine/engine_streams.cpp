@@ -126,6 +126,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   OpState& st = state.ops[o];
   st.status = Status::done;
   st.end_ps = now_.ps();
+  last_end_ = now_;
   ++state.done;
   if (op.kind == OpKind::compute) --state.compute_running;
   ++state.streams[op.stream].head;
@@ -177,6 +178,7 @@ void Engine::update_bubble(std::size_t r) {
   }
   if (now_ == state.bubble_since) return;
   state.bubbles.push_back({state.bubble_since, now_, state.finished});
+  last_end_ = now_;
 }
 
 Interval Engine::bubble_interval(const Bubble& b) const {

@@ -29,16 +29,6 @@ StepWindow span_of(const Timeline& timeline) {
   return w;
 }
 
-// When the rank's last non-bubble activity ends inside the window.
-Time last_activity(const RankTimeline& rank, const StepWindow& window) {
-  Time last = window.start;
-  for (const Interval& iv : rank.intervals) {
-    if (iv.activity == Activity::bubble || iv.start >= window.end || iv.end <= window.start) continue;
-    last = max(last, min(iv.end, window.end));
-  }
-  return last;
-}
-
 Throughput throughput_of(const ReportInputs& in, double step_s) {
   Throughput t;
   if (step_s <= 0) return t;
@@ -113,6 +103,15 @@ std::vector<StageReport> stages_of(const Timeline& timeline, const ReportInputs&
 
 }  // namespace
 
+Time last_activity(const RankTimeline& rank, const StepWindow& window) {
+  Time last = window.start;
+  for (const Interval& iv : rank.intervals) {
+    if (iv.activity == Activity::bubble || iv.start >= window.end || iv.end <= window.start) continue;
+    last = max(last, min(iv.end, window.end));
+  }
+  return last;
+}
+
 std::string rank_title(const RankTimeline& rank) {
   return rank.label.empty() ? fmt::format("rank {}", rank.rank) : rank.label;
 }
@@ -156,7 +155,7 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");
   r.stages = stages_of(timeline, inputs, window);
-  r.ranks = ranks_report(timeline, window);
+  r.ranks = inputs.ranks ? *inputs.ranks : ranks_report(timeline, window);
   r.cost = cost_of(inputs, r.step_time_s);
   r.flop_convention = inputs.flop_convention;
   r.provenance = inputs.provenance;

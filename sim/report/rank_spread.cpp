@@ -2,6 +2,7 @@
 // members are matched by their group and its call count; the member that waited least
 // arrived last, and the longest wait of the others is charged to it.
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 
 #include "report/report_io.hpp"
@@ -97,33 +98,56 @@ class Meetings {
 
 }  // namespace
 
-RanksReport ranks_report(const Timeline& timeline, const StepWindow& window) {
-  RanksReport out;
-  out.simulated = static_cast<int>(timeline.ranks.size());
+struct RankTally::State {
+  State(std::size_t groups, const StepWindow& step) : window(step), meetings(groups) {}
+  StepWindow window;
   std::vector<RankFigures> figures;
-  Meetings meetings(timeline.groups.size());
-  for (const RankTimeline& rank : timeline.ranks) {
-    RankFigures f{rank.rank, 0, 0};
-    PerKind waits{};
-    meetings.start_rank();
-    for (const Interval& iv : rank.intervals) {
-      if (iv.activity == Activity::bubble || iv.start >= window.end || iv.end <= window.start) continue;
-      f.step_s = std::max(f.step_s, seconds(min(iv.end, window.end) - window.start));
-      if (iv.activity == Activity::compute) f.compute_s += seconds(iv.end - iv.start);
-      if (iv.activity != Activity::comm) continue;
-      waits[static_cast<std::size_t>(iv.kind)] += seconds(iv.waited);
-      meetings.meet(iv, rank.rank);
-    }
+  std::vector<PerKind> waits;  // per rank
+  Meetings meetings;
+};
+
+RankTally::RankTally(std::size_t groups, const StepWindow& window) : state_(std::make_unique<State>(groups, window)) {}
+RankTally::~RankTally() = default;
+
+void RankTally::add(const RankTimeline& rank) {
+  State& s = *state_;
+  RankFigures f{rank.rank, 0, 0};
+  PerKind waits{};
+  s.meetings.start_rank();
+  for (const Interval& iv : rank.intervals) {
+    if (iv.activity == Activity::bubble || iv.start >= s.window.end || iv.end <= s.window.start) continue;
+    f.step_s = std::max(f.step_s, seconds(min(iv.end, s.window.end) - s.window.start));
+    if (iv.activity == Activity::compute) f.compute_s += seconds(iv.end - iv.start);
+    if (iv.activity != Activity::comm) continue;
+    waits[static_cast<std::size_t>(iv.kind)] += seconds(iv.waited);
+    s.meetings.meet(iv, rank.rank);
+  }
+  s.figures.push_back(f);
+  s.waits.push_back(waits);
+}
+
+RanksReport RankTally::result() const {
+  const State& s = *state_;
+  RanksReport out;
+  out.simulated = static_cast<int>(s.figures.size());
+  // Each mean divides by the count of ranks, rank by rank, in rank order: the same sum as
+  // ever, whatever the order ranks were tallied in.
+  for (const PerKind& waits : s.waits) {
     for (std::size_t k = 0; k < kCommKinds; ++k) {
-      out.rendezvous_wait_s[k] += waits[k] / static_cast<double>(timeline.ranks.size());
+      out.rendezvous_wait_s[k] += waits[k] / static_cast<double>(s.figures.size());
       out.rendezvous_wait_max_s[k] = std::max(out.rendezvous_wait_max_s[k], waits[k]);
     }
-    figures.push_back(f);
   }
-  out.step_time_s = spread_of(figures, &RankFigures::step_s);
-  out.compute_s = spread_of(figures, &RankFigures::compute_s);
-  out.straggler = meetings.straggler();
+  out.step_time_s = spread_of(s.figures, &RankFigures::step_s);
+  out.compute_s = spread_of(s.figures, &RankFigures::compute_s);
+  out.straggler = s.meetings.straggler();
   return out;
+}
+
+RanksReport ranks_report(const Timeline& timeline, const StepWindow& window) {
+  RankTally tally(timeline.groups.size(), window);
+  for (const RankTimeline& rank : timeline.ranks) tally.add(rank);
+  return tally.result();
 }
 
 }  // namespace stepsim::report

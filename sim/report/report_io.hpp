@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <iosfwd>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,9 @@ struct ReportInputs {
   double gpu_hour_price = 0;
   std::string flop_convention;
   std::vector<std::string> provenance;
+  // The ranks' spread and waits, tallied while the timeline was written (RankTally), for a
+  // timeline that does not keep every rank's intervals; unset: measured on the timeline.
+  std::optional<RanksReport> ranks;
 };
 
 // The window a report measures: the first step window, or the span of all intervals when
@@ -72,9 +77,29 @@ int critical_rank(const Timeline& timeline, const StepWindow& window);
 // critical-path rank: breakdown_s sums to step_time_s (other = memory-only + idle).
 Report make_report(const Timeline& timeline, const ReportInputs& inputs);
 
+// When the rank's last activity other than a bubble ends inside `window`; window.start when
+// none does. critical_rank() takes the rank for which it is latest.
+Time last_activity(const RankTimeline& rank, const StepWindow& window);
+
 // Per-rank step times, compute times and rendezvous waits, and the rank that made others
 // wait most (its cause is left for the caller, who knows why ranks differ).
 RanksReport ranks_report(const Timeline& timeline, const StepWindow& window);
+
+// ranks_report() one rank at a time, in rank order, for a run that drops most ranks'
+// intervals as soon as they are written.
+class RankTally {
+ public:
+  RankTally(std::size_t groups, const StepWindow& window);
+  ~RankTally();
+  RankTally(const RankTally&) = delete;
+  RankTally& operator=(const RankTally&) = delete;
+  void add(const RankTimeline& rank);
+  RanksReport result() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The pipeline's shape, for explaining its bubbles.
 struct PipelineFacts {

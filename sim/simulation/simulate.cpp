@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
@@ -101,7 +103,65 @@ std::string jitter_note(const JitterSpec& j, RankMode mode) {
       name, j.sigma);
 }
 
-SimulationResult run_layers(const Scenario& given) {
+// The first simulated rank of each pipeline stage, in stage order, as the report's stage
+// table measures them (report::make_report).
+std::vector<bool> stage_ranks(const std::vector<int>& stage_of_rank) {
+  std::vector<bool> first(stage_of_rank.size(), false);
+  std::size_t stages = 0;
+  for (std::size_t i = 0; i < stage_of_rank.size(); ++i) {
+    if (stage_of_rank[i] < 0 || static_cast<std::size_t>(stage_of_rank[i]) != stages) continue;
+    first[i] = true;
+    ++stages;
+  }
+  return first;
+}
+
+// Tallies every rank for the report as the engine writes its intervals, and keeps only the
+// intervals that someone reads afterwards: the caller's ranks, the ranks the report measures
+// (the first, each stage's first, and the critical path's, which is known only once every rank
+// is written: the latest so far is kept and dropped when a later one ends later).
+class ReportObserver final : public engine::IntervalObserver {
+ public:
+  ReportObserver(const std::function<bool(int)>& keep, std::vector<bool> measured, std::size_t groups)
+      : keep_(keep), measured_(std::move(measured)), groups_(groups) {}
+
+  void begin(const StepWindow& step) override {
+    window_ = step;
+    tally_ = std::make_unique<report::RankTally>(groups_, step);
+  }
+
+  bool observe(Timeline& timeline, std::size_t r) override {
+    const RankTimeline& rank = timeline.ranks[r];
+    tally_->add(rank);
+    const Time last = report::last_activity(rank, window_);
+    if (critical_ < timeline.ranks.size() && last <= critical_end_) return needed(timeline, r);
+    if (critical_ < timeline.ranks.size() && !needed(timeline, critical_)) {
+      RankTimeline& old = timeline.ranks[critical_];
+      old.dropped = old.intervals.size();
+      old.intervals = {};
+    }
+    critical_ = r;
+    critical_end_ = last;
+    return true;
+  }
+
+  RanksReport ranks() const { return tally_->result(); }
+
+ private:
+  bool needed(const Timeline& timeline, std::size_t r) const {
+    return r == 0 || (r < measured_.size() && measured_[r]) || keep_(timeline.ranks[r].rank);
+  }
+
+  const std::function<bool(int)>& keep_;
+  std::vector<bool> measured_;
+  std::size_t groups_;
+  StepWindow window_;
+  std::unique_ptr<report::RankTally> tally_;
+  std::size_t critical_ = SIZE_MAX;
+  Time critical_end_;
+};
+
+SimulationResult run_layers(const Scenario& given, const SimulateOptions& options) {
   // Calibration files replace GPU figures (fitted efficiencies, launch overhead, slowdown)
   // and, through CalibratedCosts, the costs they measured.
   const calibration::MeasuredTables tables = load_calibration(given);
@@ -116,9 +176,17 @@ SimulationResult run_layers(const Scenario& given) {
   const CalibratedCosts costs(scenario, gpu, tables);
   const engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
                                                  : parallelism::build_program(scenario, work, costs);
-  SimulationResult result;
-  result.timeline = engine::run(program);
   report::ReportInputs inputs;
+  for (const engine::RankProgram& rank : program.ranks)
+    inputs.stage_of_rank.push_back(parallelism::coord_of(scenario.parallel, rank.rank).pp);
+  SimulationResult result;
+  if (options.keep_intervals) {
+    ReportObserver observer(options.keep_intervals, stage_ranks(inputs.stage_of_rank), program.groups.size());
+    result.timeline = engine::run(program, &observer);
+    inputs.ranks = observer.ranks();
+  } else {
+    result.timeline = engine::run(program);
+  }
   inputs.gpus = scenario.parallel.gpus();
   inputs.samples_per_step = static_cast<double>(scenario.training.global_batch);
   inputs.tokens_per_step = inputs.samples_per_step * static_cast<double>(scenario.model.seq_len);
@@ -129,8 +197,6 @@ SimulationResult run_layers(const Scenario& given) {
   inputs.notes.push_back(parallelism::placement_notes(scenario));
   inputs.hardware_flops_per_step = work.model_flops_per_step + recompute_flops_per_step(scenario, work);
   inputs.comm_slowdown = gpu.comm_slowdown();
-  for (const RankTimeline& rank : result.timeline.ranks)
-    inputs.stage_of_rank.push_back(parallelism::coord_of(scenario.parallel, rank.rank).pp);
   inputs.gpu_power_w = scenario.cluster.gpu.board_power_w;
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;
@@ -169,9 +235,9 @@ MemoryReport estimate_memory(const Scenario& scenario) {
   }
 }
 
-SimulationResult simulate(const Scenario& scenario) {
+SimulationResult simulate(const Scenario& scenario, const SimulateOptions& options) {
   try {
-    return run_layers(scenario);
+    return run_layers(scenario, options);
   } catch (const RangeOverflow& e) {
     throw InputError(scenario.source, "",
                      fmt::format("{} while simulating the step: the scenario's rates are too slow or its sizes too "

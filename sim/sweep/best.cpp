@@ -169,7 +169,7 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress) {
             r.status = Status::oom;
             return;
           }
-          r.report = simulate(scenario).report;
+          r.report = simulate(scenario, SimulateOptions::report_only()).report;
           if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) r.status = Status::oom;
         });
         return r;

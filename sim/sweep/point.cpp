@@ -165,7 +165,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
     }
     const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
     r.id = fnv1a64(scenario.resolved_json);
-    Report report = simulate(scenario).report;
+    Report report = simulate(scenario, SimulateOptions::report_only()).report;
     const auto& memory = report.memory_bytes;
     if (memory.modelled && !memory.fits && !spec.keep_oom) {
       r.status = Status::oom;

@@ -298,3 +298,55 @@ TEST_CASE("a collective naming an unknown link is a program bug") {
   b.collective(0, 0, "allreduce", g, call(kMB, us(1), k100GBps, {{7, 1.0}}));
   REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("rank 0 op 0: unknown resource"));
 }
+
+namespace {
+
+// Keeps every other rank, and once the last rank is written drops rank 0, which it kept.
+class EveryOtherRank final : public stepsim::engine::IntervalObserver {
+ public:
+  void begin(const stepsim::StepWindow& step) override { step_end = step.end; }
+  bool observe(Timeline& timeline, std::size_t r) override {
+    sizes.push_back(timeline.ranks[r].intervals.size());
+    if (r + 1 == timeline.ranks.size()) {
+      timeline.ranks[0].dropped = timeline.ranks[0].intervals.size();
+      timeline.ranks[0].intervals = {};
+    }
+    return r % 2 == 0;
+  }
+  Time step_end;
+  std::vector<std::size_t> sizes;
+};
+
+}  // namespace
+
+TEST_CASE("an observer sees every rank's intervals and the timeline keeps only those it keeps") {
+  ProgramBuilder b(4, us(2));
+  const auto link = b.link(Bandwidth::gbytes_per_s(80));
+  const auto g = b.group("dp", {0, 1, 2, 3});
+  for (int r = 0; r < 4; ++r) {
+    const auto comm = b.stream(r, "dp");
+    const auto last = b.compute(r, 0, "bwd", us(3 + 2 * r));
+    b.collective(r, comm, "allreduce", g, call(Bytes{300'017}, us(1), k100GBps, {{link, 0.7}}), {last});
+    b.compute(r, 0, "step", us(4), {last});
+  }
+  const Timeline all = run(b.program());
+  EveryOtherRank observer;
+  const Timeline some = run(b.program(), &observer);
+  CHECK(observer.step_end == all.steps[0].end);
+  CHECK(some.steps[0].end == all.steps[0].end);
+  REQUIRE(observer.sizes.size() == 4);
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(observer.sizes[r] == all.ranks[r].intervals.size());
+    const bool kept = r == 2;
+    CHECK(some.ranks[r].intervals.size() == (kept ? all.ranks[r].intervals.size() : 0));
+    CHECK(some.ranks[r].dropped == (kept ? 0 : all.ranks[r].intervals.size()));
+  }
+  const auto& x = some.ranks[2].intervals;
+  const auto& y = all.ranks[2].intervals;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CHECK(x[i].start == y[i].start);
+    CHECK(x[i].end == y[i].end);
+    CHECK(x[i].name == y[i].name);
+    CHECK(x[i].waited == y[i].waited);
+  }
+}

@@ -3,6 +3,7 @@
 // against a figure computed by hand.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -164,4 +165,96 @@ TEST_CASE("representative mode's expected wait under 5 % jitter is within 10 % o
   INFO("representative " << expected << " s, all ranks " << drawn << " s");
   CHECK(expected > 0);
   CHECK(expected == Approx(drawn).epsilon(0.10));
+}
+
+namespace {
+
+void check_same(const stepsim::Breakdown& a, const stepsim::Breakdown& b) {
+  CHECK(a.compute == b.compute);
+  CHECK(a.exposed_comm == b.exposed_comm);
+  CHECK(a.bubble == b.bubble);
+  CHECK(a.optimizer == b.optimizer);
+  CHECK(a.other == b.other);
+}
+
+void check_same(const stepsim::RankSpread& a, const stepsim::RankSpread& b) {
+  CHECK(a.min == b.min);
+  CHECK(a.median == b.median);
+  CHECK(a.max == b.max);
+  CHECK(a.min_rank == b.min_rank);
+  CHECK(a.max_rank == b.max_rank);
+}
+
+}  // namespace
+
+TEST_CASE("a run that keeps only the ranks it measures reports exactly what a run keeping every rank reports") {
+  // Two pipeline stages of 8 data-parallel replicas, jitter and one slow GPU: the ranks differ,
+  // the critical path is one rank among 16, and each stage is measured on its first rank.
+  const std::string text = job(8, 4);
+  const std::vector<std::string> sets =
+      with(kExact, {"simulation.ranks=all", "parallel.pp=2", "training.global_batch=128",
+                    "simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.05",
+                    R"(simulation.variation.gpu_speed=[{"rank": 13, "factor": 0.9}])"});
+  const stepsim::Scenario scenario = stepsim::io::load_scenario_text(text, "job.json", sets);
+  const SimulationResult full = stepsim::simulate(scenario);
+  const SimulationResult lean = stepsim::simulate(scenario, stepsim::SimulateOptions::report_only());
+  const stepsim::Report& a = full.report;
+  const stepsim::Report& b = lean.report;
+  CHECK(a.step_time_s == b.step_time_s);
+  check_same(a.breakdown_s, b.breakdown_s);
+  CHECK(a.comm_s == b.comm_s);
+  CHECK(a.notes == b.notes);
+  REQUIRE(a.stages.size() == 2);
+  REQUIRE(b.stages.size() == 2);
+  for (std::size_t s = 0; s < 2; ++s) {
+    CHECK(a.stages[s].rank == b.stages[s].rank);
+    CHECK(a.stages[s].step_time_s == b.stages[s].step_time_s);
+    check_same(a.stages[s].breakdown_s, b.stages[s].breakdown_s);
+  }
+  CHECK(a.ranks.simulated == 16);
+  CHECK(b.ranks.simulated == 16);
+  check_same(a.ranks.step_time_s, b.ranks.step_time_s);
+  check_same(a.ranks.compute_s, b.ranks.compute_s);
+  CHECK(a.ranks.rendezvous_wait_s == b.ranks.rendezvous_wait_s);
+  CHECK(a.ranks.rendezvous_wait_max_s == b.ranks.rendezvous_wait_max_s);
+  CHECK(a.ranks.straggler.rank == b.ranks.straggler.rank);
+  CHECK(a.ranks.straggler.caused_wait_s == b.ranks.straggler.caused_wait_s);
+  CHECK(a.ranks.straggler.cause == b.ranks.straggler.cause);
+
+  // Kept: the first rank, each stage's first, and the critical path's (the breakdown's note
+  // names it); every other rank's intervals are counted and dropped.
+  std::size_t kept = 0;
+  REQUIRE(full.timeline.ranks.size() == lean.timeline.ranks.size());
+  for (std::size_t r = 0; r < full.timeline.ranks.size(); ++r) {
+    const stepsim::RankTimeline& x = full.timeline.ranks[r];
+    const stepsim::RankTimeline& y = lean.timeline.ranks[r];
+    CHECK(y.intervals.size() + y.dropped == x.intervals.size());
+    if (y.intervals.empty()) continue;
+    ++kept;
+    const bool measured = r == 0 || y.label == b.stages[1].rank || y.label == b.stages[0].rank ||
+                          std::ranges::count(b.notes, "breakdown measured on " + y.label) == 1;
+    CHECK(measured);
+  }
+  CHECK(kept >= 2);
+  CHECK(kept <= 3);
+}
+
+TEST_CASE("a run that keeps chosen ranks keeps their intervals whole") {
+  const std::vector<std::string> sets = with(kExact, {"simulation.ranks=all", "simulation.variation.jitter.distribution=normal",
+                                                      "simulation.variation.jitter.sigma=0.05"});
+  const stepsim::Scenario scenario = stepsim::io::load_scenario_text(job(16), "job.json", sets);
+  const SimulationResult full = stepsim::simulate(scenario);
+  const SimulationResult some = stepsim::simulate(scenario, {[](int rank) { return rank == 9 || rank == 12; }});
+  CHECK(some.report.step_time_s == full.report.step_time_s);
+  for (int rank : {9, 12}) {
+    const auto& x = rank_of(full, rank).intervals;
+    const auto& y = rank_of(some, rank).intervals;
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CHECK(x[i].start == y[i].start);
+      CHECK(x[i].end == y[i].end);
+    }
+  }
+  CHECK(rank_of(some, 5).intervals.empty());
+  CHECK(rank_of(some, 5).dropped == rank_of(full, 5).intervals.size());
 }
