@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "engine/huge_pages.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
 
@@ -76,6 +77,7 @@ int dispatch(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  stepsim::engine::keep_freed_memory();  // sweeps and advice simulate many times
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const stepsim::InputError& e) {

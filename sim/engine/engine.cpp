@@ -23,6 +23,7 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops().size());
     ranks_[r].program = program_.ranks[r].ops();
+    op_base_.push_back(ranks_[r].ops.data());
     first_op += ranks_[r].ops.size();
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -221,6 +222,7 @@ Timeline Engine::run(IntervalObserver* observer) {
   }
   while (!queue_.empty()) {
     const Event e = queue_.pop();
+    if (!queue_.empty()) prefetch(queue_.top());
     now_ = e.at;
     ++stats_.events;
     dispatch(e);
@@ -338,6 +340,25 @@ void Engine::advise_interval_buffers() {
   }
   for (RankTimeline& rank : timeline_.ranks) {
     advise_huge_pages(rank.intervals.data(), rank.intervals.capacity() * sizeof(Interval));
+  }
+}
+
+// With thousands of ranks, the state an event needs is rarely in cache: while one event is
+// handled, the next one's rank and op (or collective, or flow) are fetched.
+void Engine::prefetch(const Event& e) const {
+  switch (e.kind) {
+    case EventKind::wake:
+    case EventKind::compute_end:
+      __builtin_prefetch(&ranks_[e.a]);
+      __builtin_prefetch(op_base_[e.a] + e.b);
+      return;
+    case EventKind::latency_end:
+    case EventKind::skew_end:
+      __builtin_prefetch(&collectives_[e.a]);
+      return;
+    case EventKind::flow_end:
+      __builtin_prefetch(&flows_[e.a]);
+      return;
   }
 }
 

@@ -175,6 +175,7 @@ class Engine {
   void start_timeline();
   void advise_interval_buffers();
   void dispatch(const Event& e);
+  void prefetch(const Event& e) const;
   void check_finished() const;
   std::string describe_stuck(std::size_t r) const;
   std::string describe_wait(std::size_t r, OpIndex o) const;
@@ -216,6 +217,7 @@ class Engine {
   const Program& program_;
   std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
   std::vector<RankState> ranks_;
+  std::vector<OpState*> op_base_;  // per rank, its first op's state: dense, to prefetch without touching ranks_
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;

@@ -33,6 +33,7 @@ class EventQueue {
   void reserve(std::size_t n) { heap_.reserve(n); }
   bool empty() const { return heap_.empty(); }
   std::size_t size() const { return heap_.size(); }
+  const Event& top() const { return heap_.front(); }  // the next pop(); not on an empty queue
 
   void push(Event e) {
     e.seq = next_seq_++;

@@ -7,6 +7,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace stepsim::engine {
 namespace {
@@ -49,6 +52,16 @@ void release_pages(void* data, std::size_t bytes) {
   advise_pages(data, bytes, kPage, true, MADV_DONTNEED);
 #else
   (void)data, (void)bytes;
+#endif
+}
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  // glibc maps blocks above a threshold (128 KiB at start, raised as they are freed) with
+  // mmap and unmaps them on free, and trims the heap's top beyond 128 KiB.
+  constexpr int kKeep = 32 << 20;
+  (void)mallopt(M_MMAP_THRESHOLD, kKeep);
+  (void)mallopt(M_TRIM_THRESHOLD, 8 * kKeep);
 #endif
 }
 

@@ -21,6 +21,12 @@ void populate_pages(void* data, std::size_t bytes);
 // valid but reads as zeros afterwards, so only for a buffer that is not read again.
 void release_pages(void* data, std::size_t bytes);
 
+// For a process that simulates many times (a sweep, advice, the benchmarks): buffers of up to
+// 32 MiB that a simulation frees stay with the allocator for the next one instead of going
+// back to the kernel, whose fresh pages each cost a page fault on first touch. Call once, at
+// start. glibc only; elsewhere nothing changes.
+void keep_freed_memory();
+
 // `v` resized to `n` value-initialized elements, its buffer advised before they are written.
 template <typename T>
 void resize_on_huge_pages(std::vector<T>& v, std::size_t n) {
