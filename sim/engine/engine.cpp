@@ -24,6 +24,7 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
     ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops().size());
     ranks_[r].program = program_.ranks[r].ops();
     op_base_.push_back(ranks_[r].ops.data());
+    program_base_.push_back(ranks_[r].program.data());
     first_op += ranks_[r].ops.size();
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -275,8 +276,10 @@ void Engine::write_intervals(IntervalObserver* observer) {
   }
   std::vector<std::uint32_t> order;
   std::vector<Interval> spare;  // the buffer of the last rank dropped, still in cache
-  constexpr std::uintptr_t kPage = 4096;
-  // Whole pages only: the buffer's first and last pages may hold the allocator's own data.
+  // Whole huge pages only: the buffer's first and last pages may hold the allocator's own data,
+  // and giving back part of a huge page splits it, so that the ranks still to be written would
+  // read the rest of it through 512 small pages.
+  constexpr std::uintptr_t kPage = std::uintptr_t{2} << 20;
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
@@ -348,10 +351,18 @@ void Engine::advise_interval_buffers() {
 void Engine::prefetch(const Event& e) const {
   switch (e.kind) {
     case EventKind::wake:
-    case EventKind::compute_end:
-      __builtin_prefetch(&ranks_[e.a]);
-      __builtin_prefetch(op_base_[e.a] + e.b);
+    case EventKind::compute_end: {
+      // Every line of each: an op's state straddles two lines in every other slot.
+      const auto lines = [](const void* p, std::size_t bytes) {
+        const auto* first = static_cast<const char*>(p);
+        for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(first + at);
+        __builtin_prefetch(first + bytes - 1);
+      };
+      lines(&ranks_[e.a], sizeof(RankState));
+      lines(op_base_[e.a] + e.b, sizeof(OpState));
+      __builtin_prefetch(program_base_[e.a] + e.b);
       return;
+    }
     case EventKind::latency_end:
     case EventKind::skew_end:
       __builtin_prefetch(&collectives_[e.a]);

@@ -217,7 +217,9 @@ class Engine {
   const Program& program_;
   std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
   std::vector<RankState> ranks_;
-  std::vector<OpState*> op_base_;  // per rank, its first op's state: dense, to prefetch without touching ranks_
+  // Per rank, its first op's state and its first op: dense, to prefetch without touching ranks_.
+  std::vector<OpState*> op_base_;
+  std::vector<const Op*> program_base_;
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
