@@ -32,6 +32,7 @@ class IntervalObserver {
 
 struct RunStats {
   std::uint64_t events = 0;       // events popped from the queue, stale ones included
+  std::uint64_t stale = 0;        // of them, superseded ones (a compute op or flow rescheduled since)
   std::uint64_t rate_solves = 0;  // max-min solves (active flow set changed)
 };
 

@@ -118,7 +118,10 @@ void Engine::add_flow(std::uint32_t c) {
 
 void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
   Flow& flow = flows_[f];
-  if (flow.version != version) return;
+  if (flow.version != version) {
+    ++stats_.stale;
+    return;
+  }
   ++flow.version;  // no later event of this slot's previous life may fire
   for (const network::ResourceUse& u : flow.uses) std::erase(resource_flows_[u.resource], f);
   reshare(f, false);

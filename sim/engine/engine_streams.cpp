@@ -93,7 +93,10 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
 }
 
 void Engine::on_compute_end(std::size_t r, OpIndex o, std::uint32_t version) {
-  if (ranks_[r].ops[o].version != version) return;
+  if (ranks_[r].ops[o].version != version) {
+    ++stats_.stale;
+    return;
+  }
   complete_op(r, o);
   advance_after(r, o);
 }

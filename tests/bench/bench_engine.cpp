@@ -21,15 +21,18 @@ void BM_EngineEvents(benchmark::State& state) {
   for (const auto& rank : program.ranks) ops += rank.ops().size();
   std::uint64_t events = 0;
   std::uint64_t solves = 0;
+  std::uint64_t stale = 0;
   for (auto _ : state) {
     stepsim::engine::Engine engine(program);
     benchmark::DoNotOptimize(engine.run());
     events += engine.stats().events;
     solves += engine.stats().rate_solves;
+    stale += engine.stats().stale;
   }
   const auto runs = static_cast<double>(state.iterations());
   state.counters["events"] = static_cast<double>(events) / runs;
   state.counters["solves"] = static_cast<double>(solves) / runs;
+  state.counters["stale"] = static_cast<double>(stale) / runs;
   state.SetItemsProcessed(static_cast<std::int64_t>(events));
   state.counters["ops"] = static_cast<double>(ops);
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);

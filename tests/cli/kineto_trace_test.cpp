@@ -98,3 +98,24 @@ TEST_CASE("compare says when the trace and the scenario are different jobs, and 
   CHECK(same.out.find("differs:") == std::string::npos);
   CHECK(same.out.find("+0.0pp") != std::string::npos);
 }
+
+TEST_CASE("An all-ranks run's Kineto trace is the rank its report measures, read back to the same figures") {
+  // Every GPU simulated, with jitter and a slow GPU: the critical-path rank is one of 16 and
+  // is known only once every rank has run; the trace must hold it whole.
+  Scratch scratch("kineto-all-ranks");
+  const auto sim = scratch.run(
+      "simulate ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=128 --set simulation.ranks=all "
+      "--set simulation.variation.jitter.distribution=normal --set simulation.variation.jitter.sigma=0.05 "
+      "--set 'simulation.variation.gpu_speed=[{\"rank\": 11, \"factor\": 0.8}]' "
+      "--trace-format kineto --trace step.json --json sim.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto analyzed = scratch.run("analyze step.json --json measured.json");
+  INFO(analyzed.err);
+  REQUIRE(analyzed.status == 0);
+  const auto s = boost::json::parse(slurp(scratch.file("sim.json")));
+  const auto m = boost::json::parse(slurp(scratch.file("measured.json")));
+  CHECK(exposed(m) == Approx(exposed(s)).epsilon(0.001));
+  CHECK(hidden(m) == Approx(hidden(s)).epsilon(0.001));
+  CHECK(exposed(s) > 0);
+}

@@ -70,3 +70,19 @@ TEST_CASE("A bad --trace-ranks list is refused naming the flag and the part at f
   CHECK(run.status == 2);
   CHECK(run.err.find("--trace-ranks: names none of the simulated ranks") != std::string::npos);
 }
+
+TEST_CASE("An all-ranks report is the same whether the run keeps every rank for a trace, some or none") {
+  Scratch scratch("trace-ranks-report");
+  const std::string job = std::string(kJob) +
+                          " --set simulation.variation.jitter.distribution=normal --set "
+                          "simulation.variation.jitter.sigma=0.05 --set "
+                          "'simulation.variation.gpu_speed=[{\"rank\": 6, \"factor\": 0.9}]'";
+  REQUIRE(scratch.run(job + " --json none.json").status == 0);
+  REQUIRE(scratch.run(job + " --json all.json --trace t.json").status == 0);
+  REQUIRE(scratch.run(job + " --json some.json --trace s.json --trace-ranks 2,9").status == 0);
+  const std::string none = stepsim::testing::slurp(scratch.file("none.json"));
+  CHECK(none.find("\"straggler\"") != std::string::npos);
+  CHECK(none == stepsim::testing::slurp(scratch.file("all.json")));
+  CHECK(none == stepsim::testing::slurp(scratch.file("some.json")));
+  CHECK(processes(scratch.file("s.json").string()) == std::vector<std::string>{"rank 2 (stage 0)", "rank 9 (stage 0)"});
+}
