@@ -2,7 +2,9 @@
 #include "synthetic_program.hpp"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 namespace stepsim::bench {
 namespace {
@@ -65,11 +67,15 @@ class StageBuilder {
     return index();
   }
 
+  // Ops of one group, operation and size share one call, as the program builder's do.
   OpIndex collective(engine::StreamIndex stream, std::int32_t group, CollOp coll, Bytes size,
                      std::vector<OpIndex> waits) {
     Op& op = add(stream, waits);
     op.kind = OpKind::collective;
-    op.call = static_cast<std::int32_t>(rank_.calls.size());
+    const auto [it, inserted] =
+        calls_.try_emplace({group, coll, size.count()}, static_cast<std::int32_t>(rank_.calls.size()));
+    op.call = it->second;
+    if (!inserted) return index();
     CollectiveCall& call = rank_.calls.emplace_back();
     call.op = coll;
     call.group = group;
@@ -99,6 +105,7 @@ class StageBuilder {
   SyntheticShape shape_;
   RankProgram& rank_;
   OpIndex last_ = kNone;
+  std::map<std::tuple<std::int32_t, CollOp, std::int64_t>, std::int32_t> calls_;
 };
 
 void add_groups(Program& program, int stages) {
