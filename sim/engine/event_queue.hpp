@@ -38,7 +38,8 @@ class EventQueue {
   void push(Event e) {
     e.seq = next_seq_++;
     std::size_t i = heap_.size();
-    heap_.push_back(e);
+    // A new slot, not a copy of `e`: the event is written once, where the sift below ends.
+    heap_.emplace_back();
     while (i > 0) {
       const std::size_t parent = (i - 1) / kArity;
       if (!before(e, heap_[parent])) break;
