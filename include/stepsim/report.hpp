@@ -30,6 +30,7 @@ struct Breakdown {
   double optimizer = 0;    // s: optimizer kernels
   double other = 0;        // s: the rest (memcpy-only, idle waiting on nothing modelled)
   double exposed_total() const;
+  bool operator==(const Breakdown&) const = default;
 };
 
 struct Overlap {
@@ -90,6 +91,7 @@ struct Advice {
 struct RankSpread {
   double min = 0, median = 0, max = 0;
   int min_rank = -1, max_rank = -1;
+  bool operator==(const RankSpread&) const = default;
 };
 
 // The rank the others waited for most at rendezvous, and why.
