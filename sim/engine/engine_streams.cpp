@@ -112,8 +112,11 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   for (const StreamState& s : state.streams) {
     if (s.head == s.ops.size()) continue;
     const OpIndex o = s.ops[s.head];
+    // The op's kind first: the list is shared by the stage's ranks and mostly in cache, the
+    // op's state is the rank's own and mostly not.
+    if (state.program[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
-    if (op.status != Status::running || ranks_[r].program[o].kind != OpKind::compute) continue;
+    if (op.status != Status::running) continue;
     const auto elapsed = static_cast<double>((now_ - op.since).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since = now_;
