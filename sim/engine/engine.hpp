@@ -113,6 +113,7 @@ class Engine {
     int compute_running = 0;   // compute ops of this rank that run
     int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
+    bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
     Time bubble_since;
     std::uint32_t finished = 0;      // ops done so far
     std::vector<Bubble> bubbles;     // the timeline's bubbles, until the intervals are written

@@ -50,6 +50,7 @@ void Engine::start_collective(std::uint32_t c) {
     OpState& op = state.ops[member.op];
     op.status = Status::running;
     op.start = now_;
+    if (state.program[member.op].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
     set_comm_running(member.rank, +1);
   }

@@ -82,7 +82,9 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   // kernel jitter (simulation.variation) scale it here, and nowhere else.
   op.work = program_.variation.scale(r, program_.ranks[r].rank, o, ranks_[r].program[o].duration).ps();
   schedule_compute_end(r, o);
-  if (ranks_[r].program[o].stream == 0) update_bubble(r);
+  if (ranks_[r].program[o].stream != 0) return;
+  ranks_[r].compute_busy = true;
+  update_bubble(r);
 }
 
 void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
@@ -147,7 +149,9 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   const OpIndex host_next = state.host_next;
   if (host_next < state.program.size()) issue_from_host(r);
   state.host_issued = state.host_issued || state.host_next != host_next;
-  if (op.stream == 0) update_bubble(r);
+  if (op.stream != 0) return;
+  state.compute_busy = false;
+  update_bubble(r);
 }
 
 // What a finished op leaves in the timeline.
@@ -173,9 +177,9 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
 // none of its own communication runs (that time is exposed communication instead).
 void Engine::update_bubble(std::size_t r) {
   RankState& state = ranks_[r];
-  const StreamState& compute = state.streams[0];
-  const bool busy = compute.head < compute.ops.size() && state.ops[compute.ops[compute.head]].status == Status::running;
-  const bool bubble = !busy && state.at_rendezvous > 0 && state.comm_running == 0;
+  // From the rank's own flag, not the head op's state: this runs for every member at every
+  // start and end of a collective, and the op's state is rarely in cache.
+  const bool bubble = !state.compute_busy && state.at_rendezvous > 0 && state.comm_running == 0;
   if (bubble == state.in_bubble) return;
   state.in_bubble = bubble;
   if (bubble) {
