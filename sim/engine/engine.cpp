@@ -250,8 +250,9 @@ void Engine::start_timeline() {
     out.multiplicity = rank.multiplicity;
     out.label = rank.label;
     out.streams = rank.streams;
-    out.memory.reserve(1 + ranks_[r].memory_changes);  // exactly: no slack in all-ranks mode
-    out.memory.push_back({Time::zero(), rank.memory_base});
+    std::vector<CounterSample>& samples = ranks_[r].memory_samples;
+    samples.reserve(1 + ranks_[r].memory_changes);  // exactly: no slack in all-ranks mode
+    samples.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
   }
 }
@@ -292,6 +293,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
     }
     write_rank_intervals(r, order);
     ranks_[r].bubbles = {};
+    timeline_.ranks[r].memory = std::move(ranks_[r].memory_samples);
     if (observer != nullptr && !observer->observe(timeline_, r)) {
       timeline_.ranks[r].dropped = intervals.size();
       spare = std::move(intervals);

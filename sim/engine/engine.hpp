@@ -119,6 +119,9 @@ class Engine {
     std::vector<Bubble> bubbles;     // the timeline's bubbles, until the intervals are written
     std::size_t memory_changes = 0;  // ops that change the allocated memory (the list's)
     Bytes memory{0};
+    // The timeline's memory counter, kept here until the run ends: the rank's timeline is one
+    // more cache miss per op that allocates.
+    std::vector<CounterSample> memory_samples;
     std::size_t done = 0;
   };
 

@@ -144,7 +144,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   st.launch = Time::from_ps(state.finished++);  // its interval is written after the run
   if (op.memory_delta.count() != 0) {
     state.memory += op.memory_delta;
-    timeline_.ranks[r].memory.push_back({now_, state.memory});
+    state.memory_samples.push_back({now_, state.memory});
   }
   const OpIndex host_next = state.host_next;
   if (host_next < state.program.size()) issue_from_host(r);
