@@ -68,7 +68,8 @@ int run_simulate(const Args& args) {
       "'stepsim analyze' and HolisticTraceAnalysis")(
       "trace-ranks", po::value(&trace_ranks)->value_name("LIST"),
       "only these global ranks in the chrome trace, e.g. 0,5,100-120 (default: every simulated rank; with "
-      "simulation.ranks \"all\" that is every GPU)")(
+      "simulation.ranks \"all\" that is every GPU, whose timelines are then all held in memory: several GiB "
+      "at 16,384 GPUs)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
       "also simulate the job on cluster preset NAME (with PRICE per GPU-hour) and print step time, tokens/s, "
       "MFU, energy and cost per million tokens side by side (repeatable)")(
