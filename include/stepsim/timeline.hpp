@@ -40,6 +40,8 @@ struct Interval {
   // comm only: how long the op sat at its rendezvous before `start`, waiting for the last
   // member to arrive. A real NCCL kernel runs (and is traced) through that wait.
   Time waited = Time::zero();
+
+  bool operator==(const Interval&) const = default;
 };
 
 struct CounterSample {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "report/report_io.hpp"
+#include "stepsim/error.hpp"
 
 namespace stepsim::report {
 namespace {
@@ -99,14 +100,17 @@ class Meetings {
 }  // namespace
 
 struct RankTally::State {
-  State(std::size_t groups, const StepWindow& step) : window(step), meetings(groups) {}
+  State(std::size_t groups, std::size_t count, const StepWindow& step)
+      : window(step), ranks(static_cast<double>(count)), meetings(groups) {}
   StepWindow window;
+  double ranks;  // the mean waits' divisor
+  RanksReport out;
   std::vector<RankFigures> figures;
-  std::vector<PerKind> waits;  // per rank
   Meetings meetings;
 };
 
-RankTally::RankTally(std::size_t groups, const StepWindow& window) : state_(std::make_unique<State>(groups, window)) {}
+RankTally::RankTally(std::size_t groups, std::size_t ranks, const StepWindow& window)
+    : state_(std::make_unique<State>(groups, ranks, window)) {}
 RankTally::~RankTally() = default;
 
 void RankTally::add(const RankTimeline& rank) {
@@ -122,22 +126,18 @@ void RankTally::add(const RankTimeline& rank) {
     waits[static_cast<std::size_t>(iv.kind)] += seconds(iv.waited);
     s.meetings.meet(iv, rank.rank);
   }
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    s.out.rendezvous_wait_s[k] += waits[k] / s.ranks;
+    s.out.rendezvous_wait_max_s[k] = std::max(s.out.rendezvous_wait_max_s[k], waits[k]);
+  }
   s.figures.push_back(f);
-  s.waits.push_back(waits);
 }
 
 RanksReport RankTally::result() const {
   const State& s = *state_;
-  RanksReport out;
+  STEPSIM_CHECK(static_cast<double>(s.figures.size()) == s.ranks, "a rank tally saw a different count of ranks");
+  RanksReport out = s.out;
   out.simulated = static_cast<int>(s.figures.size());
-  // Each mean divides by the count of ranks, rank by rank, in rank order: the same sum as
-  // ever, whatever the order ranks were tallied in.
-  for (const PerKind& waits : s.waits) {
-    for (std::size_t k = 0; k < kCommKinds; ++k) {
-      out.rendezvous_wait_s[k] += waits[k] / static_cast<double>(s.figures.size());
-      out.rendezvous_wait_max_s[k] = std::max(out.rendezvous_wait_max_s[k], waits[k]);
-    }
-  }
   out.step_time_s = spread_of(s.figures, &RankFigures::step_s);
   out.compute_s = spread_of(s.figures, &RankFigures::compute_s);
   out.straggler = s.meetings.straggler();
@@ -145,7 +145,7 @@ RanksReport RankTally::result() const {
 }
 
 RanksReport ranks_report(const Timeline& timeline, const StepWindow& window) {
-  RankTally tally(timeline.groups.size(), window);
+  RankTally tally(timeline.groups.size(), timeline.ranks.size(), window);
   for (const RankTimeline& rank : timeline.ranks) tally.add(rank);
   return tally.result();
 }

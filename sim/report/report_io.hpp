@@ -86,10 +86,10 @@ Time last_activity(const RankTimeline& rank, const StepWindow& window);
 RanksReport ranks_report(const Timeline& timeline, const StepWindow& window);
 
 // ranks_report() one rank at a time, in rank order, for a run that drops most ranks'
-// intervals as soon as they are written.
+// intervals as soon as they are written: `ranks` of them, over `groups` process groups.
 class RankTally {
  public:
-  RankTally(std::size_t groups, const StepWindow& window);
+  RankTally(std::size_t groups, std::size_t ranks, const StepWindow& window);
   ~RankTally();
   RankTally(const RankTally&) = delete;
   RankTally& operator=(const RankTally&) = delete;

@@ -127,7 +127,7 @@ class ReportObserver final : public engine::IntervalObserver {
 
   void begin(const StepWindow& step) override {
     window_ = step;
-    tally_ = std::make_unique<report::RankTally>(groups_, step);
+    tally_ = std::make_unique<report::RankTally>(groups_, measured_.size(), step);
   }
 
   bool observe(Timeline& timeline, std::size_t r) override {

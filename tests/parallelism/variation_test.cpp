@@ -226,15 +226,7 @@ TEST_CASE("a run that keeps chosen ranks keeps their intervals whole") {
   const SimulationResult full = stepsim::simulate(scenario);
   const SimulationResult some = stepsim::simulate(scenario, {[](int rank) { return rank == 9 || rank == 12; }});
   CHECK(some.report.step_time_s == full.report.step_time_s);
-  for (int rank : {9, 12}) {
-    const auto& x = rank_of(full, rank).intervals;
-    const auto& y = rank_of(some, rank).intervals;
-    REQUIRE(x.size() == y.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      CHECK(x[i].start == y[i].start);
-      CHECK(x[i].end == y[i].end);
-    }
-  }
+  for (int rank : {9, 12}) CHECK(rank_of(some, rank).intervals == rank_of(full, rank).intervals);
   CHECK(rank_of(some, 5).intervals.empty());
   CHECK(rank_of(some, 5).dropped == rank_of(full, 5).intervals.size());
 }
