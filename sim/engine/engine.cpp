@@ -13,24 +13,17 @@ namespace stepsim::engine {
 
 Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
   ranks_.resize(program_.ranks.size());
-  std::size_t total_ops = 0;
   for (const RankProgram& rank : program_.ranks) {
     STEPSIM_CHECK(rank.list != nullptr, fmt::format("rank {} has no op list", rank.rank));
-    total_ops += rank.ops().size();
-  }
-  resize_on_huge_pages(op_states_, total_ops);
-  std::size_t first_op = 0;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    ranks_[r].ops = std::span(op_states_).subspan(first_op, program_.ranks[r].ops().size());
-    ranks_[r].program = program_.ranks[r].ops();
-    op_base_.push_back(ranks_[r].ops.data());
-    program_base_.push_back(ranks_[r].program.data());
-    first_op += ranks_[r].ops.size();
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     validate_rank(r);
-    attach_index(r, index_of(*program_.ranks[r].list));
+    ranks_[r].list = &index_of(*program_.ranks[r].list);
+    program_base_.push_back(ranks_[r].list->ops.data());
+    heads_stride_ = std::max(heads_stride_, ranks_[r].list->streams.size());
   }
+  heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
+  place_op_states();
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
   resource_flows_.resize(program_.resources.size());
@@ -39,9 +32,46 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
   summarize_collectives();
 }
 
+// One region per distinct op list, in the order of the lists' first ranks; in each, the
+// ranks' blocks interleaved (see OpStates).
+void Engine::place_op_states() {
+  std::unordered_map<const OpList*, std::uint32_t> region_of_list;
+  std::vector<std::size_t> rank_in_region(ranks_.size());
+  region_of_.resize(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const auto [it, added] =
+        region_of_list.try_emplace(program_.ranks[r].list.get(), static_cast<std::uint32_t>(regions_.size()));
+    if (added) regions_.emplace_back();
+    region_of_[r] = it->second;
+    rank_in_region[r] = regions_[it->second].ranks_left++;
+  }
+  std::vector<std::size_t> blocks(regions_.size());  // per region, blocks per rank
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    StateRegion& region = regions_[region_of_[r]];
+    if (rank_in_region[r] != 0) continue;
+    blocks[region_of_[r]] = (program_.ranks[r].ops().size() + kOpBlock - 1) / kOpBlock;
+    region.first = total;
+    total += region.ranks_left * blocks[region_of_[r]] * kOpBlock;
+    region.end = total;
+  }
+  resize_on_huge_pages(op_states_, total);
+  op_base_.reserve(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const StateRegion& region = regions_[region_of_[r]];
+    STEPSIM_CHECK(region.ranks_left * kOpBlock <= UINT32_MAX && program_.ranks[r].ops().size() <= UINT32_MAX,
+                  "too many ranks share an op list");
+    ranks_[r].ops = OpStates(op_states_.data() + region.first + rank_in_region[r] * kOpBlock,
+                             static_cast<std::uint32_t>(region.ranks_left * kOpBlock),
+                             static_cast<std::uint32_t>(program_.ranks[r].ops().size()));
+    op_base_.push_back(ranks_[r].ops);
+  }
+}
+
 void Engine::validate_rank(std::size_t r) const {
   const RankProgram& rank = program_.ranks[r];
   STEPSIM_CHECK(!rank.streams.empty(), fmt::format("rank {} has no streams", rank.rank));
+  STEPSIM_CHECK(rank.streams.size() <= kMaxStreams, fmt::format("rank {} has too many streams", rank.rank));
   // Messages are formatted only on failure: validation runs over every op.
   const auto bad = [&rank](std::size_t o, const char* what) {
     return fmt::format("rank {} op {}: {}", rank.rank, o, what);
@@ -77,6 +107,7 @@ const Engine::ListIndex& Engine::index_of(const OpList& list) {
   index = std::make_unique<ListIndex>();
   index_streams(list, *index);
   index_dependents(list, *index);
+  index->ops = list.ops;
   index->memory_changes = static_cast<std::size_t>(
       std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
   return *index;
@@ -107,17 +138,6 @@ void Engine::index_dependents(const OpList& list, ListIndex& index) const {
   for (std::size_t o = 0; o < list.ops.size(); ++o) {
     for (OpIndex w : waits_of(list.ops[o])) index.dependents[count[w]++] = static_cast<OpIndex>(o);
   }
-}
-
-// A rank's streams and dependents come from its list's index; only where each stream stands
-// and how many waits of each op are met are the rank's own.
-void Engine::attach_index(std::size_t r, const ListIndex& index) {
-  RankState& state = ranks_[r];
-  state.streams.resize(program_.ranks[r].streams.size());
-  for (std::size_t s = 0; s < index.streams.size(); ++s) state.streams[s].ops = index.streams[s];
-  state.dependents_begin = index.dependents_begin;
-  state.dependents = index.dependents;
-  state.memory_changes = index.memory_changes;
 }
 
 // Matches the k-th collective of each group across its members. Each rank looks its groups
@@ -207,7 +227,7 @@ void Engine::summarize_collectives() {
 
 const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
   const RankProgram& rank = program_.ranks[r];
-  return rank.calls[static_cast<std::size_t>(ranks_[r].program[o].call)];
+  return rank.calls[static_cast<std::size_t>(ranks_[r].list->ops[o].call)];
 }
 
 Timeline Engine::run(IntervalObserver* observer) {
@@ -251,7 +271,7 @@ void Engine::start_timeline() {
     out.label = rank.label;
     out.streams = rank.streams;
     std::vector<CounterSample>& samples = ranks_[r].memory_samples;
-    samples.reserve(1 + ranks_[r].memory_changes);  // exactly: no slack in all-ranks mode
+    samples.reserve(1 + ranks_[r].list->memory_changes);  // exactly: no slack in all-ranks mode
     samples.push_back({Time::zero(), rank.memory_base});
     ranks_[r].memory = rank.memory_base;
   }
@@ -282,6 +302,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
   // read the rest of it through 512 small pages.
   constexpr std::uintptr_t kPage = std::uintptr_t{2} << 20;
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
+  std::size_t regions_done = 0;  // the regions before it have all their ranks written
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
     if (observer != nullptr) {
@@ -299,9 +320,14 @@ void Engine::write_intervals(IntervalObserver* observer) {
       spare = std::move(intervals);
       intervals = {};
     }
+    if (--regions_[region_of_[r]].ranks_left != 0 || !large) continue;
+    // Ranks are placed TP innermost and PP outermost, so a stage's list is done after its last
+    // rank and the regions end in order; in any other order they wait for the ones before.
+    while (regions_done < regions_.size() && regions_[regions_done].ranks_left == 0) ++regions_done;
+    if (regions_done == 0) continue;
     const std::uintptr_t done =
-        reinterpret_cast<std::uintptr_t>(ranks_[r].ops.data() + ranks_[r].ops.size()) & ~(kPage - 1);
-    if (!large || done <= released) continue;
+        reinterpret_cast<std::uintptr_t>(op_states_.data() + regions_[regions_done - 1].end) & ~(kPage - 1);
+    if (done <= released) continue;
     release_pages(reinterpret_cast<void*>(released), done - released);
     released = done;
   }
@@ -315,7 +341,7 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
   order.resize(state.ops.size());
   for (std::size_t o = 0; o < state.ops.size(); ++o)
-    order[static_cast<std::size_t>(state.ops[o].launch.ps())] = static_cast<std::uint32_t>(o);
+    order[static_cast<std::size_t>(state.ops[o].order)] = static_cast<std::uint32_t>(o);
   std::size_t b = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
     for (; b < bubbles.size() && bubbles[b].after <= k; ++b) out.push_back(bubble_interval(bubbles[b]));
@@ -361,7 +387,8 @@ void Engine::prefetch(const Event& e) const {
         __builtin_prefetch(first + bytes - 1);
       };
       lines(&ranks_[e.a], sizeof(RankState));
-      lines(op_base_[e.a] + e.b, sizeof(OpState));
+      lines(&op_base_[e.a][e.b], sizeof(OpState));
+      __builtin_prefetch(heads(e.a));
       __builtin_prefetch(program_base_[e.a] + e.b);
       return;
     }
@@ -379,7 +406,7 @@ void Engine::dispatch(const Event& e) {
   switch (e.kind) {
     case EventKind::wake:
       ranks_[e.a].ops[e.b].wake_pending = false;
-      try_start(e.a, ranks_[e.a].program[e.b].stream);
+      try_start(e.a, ranks_[e.a].list->ops[e.b].stream);
       return;
     case EventKind::compute_end:
       on_compute_end(e.a, e.b, e.version);
@@ -398,7 +425,7 @@ void Engine::dispatch(const Event& e) {
 
 void Engine::check_finished() const {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    if (ranks_[r].done == ranks_[r].ops.size()) continue;
+    if (ranks_[r].finished == ranks_[r].ops.size()) continue;
     const std::string stuck = describe_stuck(r);
     STEPSIM_CHECK(stuck.empty(), stuck);
   }
@@ -408,10 +435,11 @@ void Engine::check_finished() const {
 std::string Engine::describe_stuck(std::size_t r) const {
   const RankProgram& rank = program_.ranks[r];
   const RankState& state = ranks_[r];
-  for (std::size_t s = 0; s < state.streams.size(); ++s) {
-    const StreamState& stream = state.streams[s];
-    if (stream.head == stream.ops.size()) continue;
-    const OpIndex o = stream.ops[stream.head];
+  for (std::size_t s = 0; s < state.list->streams.size(); ++s) {
+    const std::vector<OpIndex>& stream = state.list->streams[s];
+    const std::uint32_t head = heads(r)[s].head;
+    if (head == stream.size()) continue;
+    const OpIndex o = stream[head];
     return fmt::format("deadlock: rank {} ({}) stream {} '{}' op {} '{}' {}", rank.rank, rank.label, s, rank.streams[s],
                        o, program_.names[rank.ops()[o].name], describe_wait(r, o));
   }
@@ -421,7 +449,7 @@ std::string Engine::describe_stuck(std::size_t r) const {
 std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
   const RankProgram& rank = program_.ranks[r];
   const RankState& state = ranks_[r];
-  if (state.ops[o].launch == Time::max()) {
+  if (state.ops[o].launch() == Time::max()) {
     return fmt::format("is never issued: the host blocks before op {} '{}'", state.host_next,
                        program_.names[rank.ops()[state.host_next].name]);
   }

@@ -53,37 +53,64 @@ class Engine {
   enum class Status : std::uint8_t { waiting, arrived, running, done };
 
   // Millions of these in all-ranks mode: fields that never live at the same time share a
-  // slot, so that an op's state takes 40 bytes.
+  // slot, so that an op's state takes 32 bytes, two to a cache line.
   struct OpState {
-    // When the host has issued it; max() while not yet issued. Once done: its place among the
-    // rank's finished ops, in picoseconds' stead (see write_intervals).
-    Time launch = Time::max();
+    union {
+      // While it waits: when the host issued it, max() while not yet issued.
+      std::int64_t launch_ps = Time::max().ps();
+      // From when it arrives at its rendezvous (collective) or starts (compute): compute, when
+      // `work` was last brought up to date; collective, when it reached its rendezvous.
+      std::int64_t since_ps;
+    };
     Time start;
-    // Compute: when `work` was last brought up to date. Collective: when it reached its
-    // rendezvous.
-    Time since;
     union {
       std::int64_t work = 0;  // running compute: picoseconds of full-speed work still to do
       std::int64_t end_ps;    // once done: when it ended, in picoseconds (see end_of)
     };
     union {
-      std::uint32_t version = 0;  // compute: invalidates compute_end events after a reschedule
-      std::uint32_t collective;   // collective: index into collectives_
+      std::uint32_t collective = 0;  // collective: index into collectives_
+      std::uint32_t order;           // once done: its place among the rank's finished ops (see write_intervals)
     };
     Status status = Status::waiting;
     std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
     bool wake_pending : 1 = false;
+
+    Time launch() const { return Time::from_ps(launch_ps); }
+    Time since() const { return Time::from_ps(since_ps); }
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+
+  // A rank's op states. The ranks that share an op list (a stage's thousand GPUs in all-ranks
+  // mode) move through its ops at about the same time, so their states are stored in blocks
+  // of kOpBlock consecutive ops, one block per rank in turn: the ops they run at a given moment
+  // lie in a few hundred kilobytes, not one huge page per rank. A rank with a list of its own
+  // has its states one after the other.
+  static constexpr std::size_t kOpBlock = 16;  // 512 bytes: eight cache lines
+  class OpStates {
+   public:
+    OpStates() = default;
+    OpStates(OpState* first, std::uint32_t stride, std::uint32_t size) : first_(first), stride_(stride), size_(size) {}
+    OpState& operator[](std::size_t o) const { return first_[o / kOpBlock * stride_ + o % kOpBlock]; }
+    std::size_t size() const { return size_; }
+
+   private:
+    OpState* first_ = nullptr;  // the rank's first block
+    std::uint32_t stride_ = 0;  // states from one of its blocks to the next
+    std::uint32_t size_ = 0;
+  };
+
+  // The op states of the ranks that share a list: given back to the kernel once every one of
+  // them has had its intervals written.
+  struct StateRegion {
+    std::size_t first = 0;  // into op_states_
+    std::size_t end = 0;
+    std::size_t ranks_left = 0;
+  };
   // Op states from which on a run maps and gives back its largest buffers by hand (a few
   // hundred all-ranks GPUs and up).
   static constexpr std::size_t kLargeRun = std::size_t{64} << 20;
-  static_assert(sizeof(OpState) <= 40, "an op's state is the largest buffer of an all-ranks run");
+  static_assert(sizeof(OpState) == 32, "an op's state is the largest buffer of an all-ranks run");
 
-  struct StreamState {
-    std::span<const OpIndex> ops;  // this stream's ops in issue order
-    std::size_t head = 0;          // first op not yet done
-  };
 
   // What follows from an op list alone, worked out once for all the ranks that share it.
   struct ListIndex {
@@ -91,6 +118,7 @@ class Engine {
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
     std::size_t memory_changes = 0;               // ops with a memory delta
+    std::span<const Op> ops;                      // the list's ops
   };
 
   // A bubble as the run records it: half the size of its interval (jitter makes millions).
@@ -100,30 +128,38 @@ class Engine {
     std::uint32_t after = 0;  // ops the rank had finished when it ended
   };
 
-  struct RankState {
-    std::span<OpState> ops;       // this rank's part of op_states_
-    std::span<const Op> program;  // the rank's ops (its shared op list)
-    std::vector<StreamState> streams;
-    std::span<const std::uint32_t> dependents_begin;  // the list's ListIndex
-    std::span<const OpIndex> dependents;
-    OpIndex host_next = 0;     // next op the host issues
-    Time host_time;            // when the host is free to issue it
+  // What an event reads of its rank, in two cache lines; what its ranks share is in the
+  // list's index, where each stream stands in heads_. At thousands of ranks every line of a
+  // rank's own state is a likely cache miss, and only a few megabytes stay in cache.
+  struct alignas(64) RankState {
+    OpStates ops;                  // this rank's part of op_states_
+    const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
+    Time host_time;                // when the host is free to issue the next op
+    Time bubble_since;
+    OpIndex host_next = 0;         // next op the host issues
+    std::uint32_t finished = 0;    // ops done so far
+    std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
+    std::uint16_t compute_running = 0;  // compute ops of this rank that run
+    std::uint16_t at_rendezvous = 0;    // collectives waiting for peers
     bool host_issued = false;  // an op's end unblocked the host: every stream may move
-    int comm_running = 0;      // collectives of this rank in their latency or data phase
-    int compute_running = 0;   // compute ops of this rank that run
-    int at_rendezvous = 0;     // collectives waiting for peers
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
-    Time bubble_since;
-    std::uint32_t finished = 0;      // ops done so far
-    std::vector<Bubble> bubbles;     // the timeline's bubbles, until the intervals are written
-    std::size_t memory_changes = 0;  // ops that change the allocated memory (the list's)
     Bytes memory{0};
+    std::vector<Bubble> bubbles;  // the timeline's bubbles, until the intervals are written
     // The timeline's memory counter, kept here until the run ends: the rank's timeline is one
     // more cache miss per op that allocates.
     std::vector<CounterSample> memory_samples;
-    std::size_t done = 0;
   };
+  static_assert(sizeof(RankState) <= 128, "a rank's state is read by every event of the rank");
+
+  // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
+  // version that tells a compute op's current end event from superseded ones is the stream's:
+  // a stale event is then told without reading the op's state, which is rarely in cache.
+  struct StreamHead {
+    std::uint32_t head = 0;     // first op not yet done, into the list's stream
+    std::uint32_t version = 0;  // bumped whenever the head's compute end is (re)scheduled
+  };
+  static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
 
   struct Member {
     std::uint32_t rank = 0;
@@ -169,11 +205,11 @@ class Engine {
   };
 
   // Setup (engine.cpp).
+  void place_op_states();
   void validate_rank(std::size_t r) const;
   const ListIndex& index_of(const OpList& list);
   void index_streams(const OpList& list, ListIndex& index) const;
   void index_dependents(const OpList& list, ListIndex& index) const;
-  void attach_index(std::size_t r, const ListIndex& index);
   void index_collectives();
   Memberships memberships() const;
   void summarize_collectives();
@@ -189,6 +225,8 @@ class Engine {
   void issue_from_host(std::size_t r);
   bool waits_done(std::size_t r, OpIndex o) const;
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
+  StreamHead* heads(std::size_t r) { return heads_.data() + r * heads_stride_; }
+  const StreamHead* heads(std::size_t r) const { return heads_.data() + r * heads_stride_; }
   void advance_rank(std::size_t r);
   void advance_after(std::size_t r, OpIndex o);
   void try_start(std::size_t r, std::size_t stream);
@@ -220,10 +258,14 @@ class Engine {
   const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
 
   const Program& program_;
-  std::vector<OpState> op_states_;  // every rank's ops, rank by rank: one buffer on huge pages
+  std::vector<OpState> op_states_;  // every rank's ops, list by list (see OpStates): one buffer on huge pages
+  std::vector<StateRegion> regions_;    // per distinct op list, in the order of op_states_
+  std::vector<std::uint32_t> region_of_;  // per rank
   std::vector<RankState> ranks_;
-  // Per rank, its first op's state and its first op: dense, to prefetch without touching ranks_.
-  std::vector<OpState*> op_base_;
+  std::vector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list
+  std::size_t heads_stride_ = 0;
+  // Per rank, its op states and its first op: dense, to prefetch without touching ranks_.
+  std::vector<OpStates> op_base_;
   std::vector<const Op*> program_base_;
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;

@@ -13,12 +13,12 @@ namespace stepsim::engine {
 
 void Engine::arrive(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
-  state.ops[o].status = Status::arrived;
-  state.ops[o].since = now_;
-  ++state.at_rendezvous;
   const std::uint32_t c = state.ops[o].collective;
   Collective& coll = collectives_[c];
-  if (!program_.ranks[r].skews.empty()) note_skew(r, o, coll);
+  if (!program_.ranks[r].skews.empty()) note_skew(r, o, coll);  // reads the launch, which `since` replaces
+  state.ops[o].status = Status::arrived;
+  state.ops[o].since_ps = now_.ps();
+  ++state.at_rendezvous;
   const bool all = ++coll.arrived == coll.member_count;
   if (all && coll.not_before <= now_) {
     start_collective(c);
@@ -36,7 +36,7 @@ void Engine::note_skew(std::size_t r, OpIndex o, Collective& coll) const {
   const auto it =
       std::lower_bound(skews.begin(), skews.end(), o, [](const ArrivalSkew& s, OpIndex op) { return s.op < op; });
   if (it == skews.end() || it->op != o) return;
-  Time ready = ranks_[r].ops[o].launch;
+  Time ready = ranks_[r].ops[o].launch();
   for (OpIndex w : program_.ranks[r].waits_of(o)) ready = max(ready, end_of(r, w));  // all done by now
   coll.not_before = max(coll.not_before, ready + it->wait);
 }
@@ -50,7 +50,7 @@ void Engine::start_collective(std::uint32_t c) {
     OpState& op = state.ops[member.op];
     op.status = Status::running;
     op.start = now_;
-    if (state.program[member.op].stream == 0) state.compute_busy = true;
+    if (state.list->ops[member.op].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
     set_comm_running(member.rank, +1);
   }

@@ -13,24 +13,25 @@ namespace stepsim::engine {
 void Engine::issue_from_host(std::size_t r) {
   const RankProgram& rank = program_.ranks[r];
   RankState& state = ranks_[r];
-  while (state.host_next < state.program.size()) {
-    const Op& op = state.program[state.host_next];
+  const std::span<const Op> ops = state.list->ops;
+  while (state.host_next < ops.size()) {
+    const Op& op = ops[state.host_next];
     if (op.host_blocks) {
       if (!waits_done(r, state.host_next)) return;
       for (OpIndex w : rank.waits_of(state.host_next)) state.host_time = max(state.host_time, end_of(r, w));
     }
     state.host_time += program_.kernel_launch;
-    state.ops[state.host_next].launch = state.host_time;
+    state.ops[state.host_next].launch_ps = state.host_time.ps();
     ++state.host_next;
   }
 }
 
 bool Engine::waits_done(std::size_t r, OpIndex o) const {
-  return ranks_[r].ops[o].waits_met == ranks_[r].program[o].wait_count;
+  return ranks_[r].ops[o].waits_met == ranks_[r].list->ops[o].wait_count;
 }
 
 void Engine::advance_rank(std::size_t r) {
-  for (std::size_t s = 0; s < ranks_[r].streams.size(); ++s) try_start(r, s);
+  for (std::size_t s = 0; s < ranks_[r].list->streams.size(); ++s) try_start(r, s);
 }
 
 // After `o` ends only its stream's next op and the ops waiting on it can become startable,
@@ -42,10 +43,10 @@ void Engine::advance_after(std::size_t r, OpIndex o) {
     advance_rank(r);
     return;
   }
-  const auto& ops = state.program;
-  try_start(r, ops[o].stream);
-  for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
-    try_start(r, ops[state.dependents[d]].stream);
+  const ListIndex& list = *state.list;
+  try_start(r, list.ops[o].stream);
+  for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
+    try_start(r, list.ops[list.dependents[d]].stream);
   }
 }
 
@@ -53,19 +54,20 @@ void Engine::advance_after(std::size_t r, OpIndex o) {
 // it reaches its rendezvous.
 void Engine::try_start(std::size_t r, std::size_t stream) {
   RankState& state = ranks_[r];
-  const StreamState& s = state.streams[stream];
-  if (s.head == s.ops.size()) return;
-  const OpIndex o = s.ops[s.head];
+  const std::vector<OpIndex>& s = state.list->streams[stream];
+  const std::uint32_t head = heads(r)[stream].head;
+  if (head == s.size()) return;
+  const OpIndex o = s[head];
   OpState& op = state.ops[o];
-  if (op.status != Status::waiting || op.launch == Time::max()) return;
-  if (op.launch > now_) {
+  if (op.status != Status::waiting || op.launch() == Time::max()) return;
+  if (op.launch() > now_) {
     if (op.wake_pending) return;
     op.wake_pending = true;
-    queue_.push({op.launch, 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
+    queue_.push({op.launch(), 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
     return;
   }
   if (!waits_done(r, o)) return;
-  if (ranks_[r].program[o].kind == OpKind::compute) {
+  if (state.list->ops[o].kind == OpKind::compute) {
     start_compute(r, o);
   } else {
     arrive(r, o);
@@ -76,26 +78,27 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   OpState& op = ranks_[r].ops[o];
   op.status = Status::running;
   op.start = now_;
-  op.since = now_;
+  op.since_ps = now_.ps();
   ++ranks_[r].compute_running;
   // The one place an op's full-speed duration becomes this run's work: the rank's speed and its
   // kernel jitter (simulation.variation) scale it here, and nowhere else.
-  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, ranks_[r].program[o].duration).ps();
+  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, ranks_[r].list->ops[o].duration).ps();
   schedule_compute_end(r, o);
-  if (ranks_[r].program[o].stream != 0) return;
+  if (ranks_[r].list->ops[o].stream != 0) return;
   ranks_[r].compute_busy = true;
   update_bubble(r);
 }
 
 void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
-  OpState& op = ranks_[r].ops[o];
+  const OpState& op = ranks_[r].ops[o];
   const double factor = compute_factor(r);
   const Time left = factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor);
-  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, ++op.version, EventKind::compute_end});
+  const std::uint32_t version = ++heads(r)[ranks_[r].list->ops[o].stream].version;
+  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, version, EventKind::compute_end});
 }
 
 void Engine::on_compute_end(std::size_t r, OpIndex o, std::uint32_t version) {
-  if (ranks_[r].ops[o].version != version) {
+  if (heads(r)[ranks_[r].list->ops[o].stream].version != version) {
     ++stats_.stale;
     return;
   }
@@ -111,17 +114,20 @@ double Engine::compute_factor(std::size_t r) const {
 void Engine::reschedule_compute(std::size_t r, double old_factor) {
   RankState& state = ranks_[r];
   if (state.compute_running == 0) return;  // the common case while a rank waits on communication
-  for (const StreamState& s : state.streams) {
-    if (s.head == s.ops.size()) continue;
-    const OpIndex o = s.ops[s.head];
+  const ListIndex& list = *state.list;
+  for (std::size_t stream = 0; stream < list.streams.size(); ++stream) {
+    const std::vector<OpIndex>& s = list.streams[stream];
+    const std::uint32_t head = heads(r)[stream].head;
+    if (head == s.size()) continue;
+    const OpIndex o = s[head];
     // The op's kind first: the list is shared by the stage's ranks and mostly in cache, the
     // op's state is the rank's own and mostly not.
-    if (state.program[o].kind != OpKind::compute) continue;
+    if (list.ops[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
     if (op.status != Status::running) continue;
-    const auto elapsed = static_cast<double>((now_ - op.since).ps());
+    const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
-    op.since = now_;
+    op.since_ps = now_.ps();
     schedule_compute_end(r, o);
   }
 }
@@ -130,24 +136,24 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
 // afterwards.
 void Engine::complete_op(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
-  const Op& op = ranks_[r].program[o];
+  const ListIndex& list = *state.list;
+  const Op& op = list.ops[o];
   OpState& st = state.ops[o];
   st.status = Status::done;
   st.end_ps = now_.ps();
   last_end_ = now_;
-  ++state.done;
   if (op.kind == OpKind::compute) --state.compute_running;
-  ++state.streams[op.stream].head;
-  for (std::uint32_t d = state.dependents_begin[o]; d < state.dependents_begin[o + 1]; ++d) {
-    ++state.ops[state.dependents[d]].waits_met;
+  ++heads(r)[op.stream].head;
+  for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
+    ++state.ops[list.dependents[d]].waits_met;
   }
-  st.launch = Time::from_ps(state.finished++);  // its interval is written after the run
+  st.order = state.finished++;  // its interval is written after the run
   if (op.memory_delta.count() != 0) {
     state.memory += op.memory_delta;
     state.memory_samples.push_back({now_, state.memory});
   }
   const OpIndex host_next = state.host_next;
-  if (host_next < state.program.size()) issue_from_host(r);
+  if (host_next < list.ops.size()) issue_from_host(r);
   state.host_issued = state.host_issued || state.host_next != host_next;
   if (op.stream != 0) return;
   state.compute_busy = false;
@@ -156,7 +162,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
 
 // What a finished op leaves in the timeline.
 Interval Engine::interval_of(std::size_t r, OpIndex o) const {
-  const Op& op = ranks_[r].program[o];
+  const Op& op = ranks_[r].list->ops[o];
   Interval i{ranks_[r].ops[o].start, end_of(r, o)};
   i.name = name_map_[op.name];
   i.stream = op.stream;
@@ -168,7 +174,7 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
     i.op = call.op;
     i.group = call.group;
     i.bytes = call.size;
-    i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since;
+    i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since();
   }
   return i;
 }
