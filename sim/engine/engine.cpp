@@ -108,6 +108,9 @@ const Engine::ListIndex& Engine::index_of(const OpList& list) {
   index_streams(list, *index);
   index_dependents(list, *index);
   index->ops = list.ops;
+  for (std::size_t o = 0; o < list.ops.size(); ++o) {
+    if (list.ops[o].kind == OpKind::collective) index->collectives.push_back(static_cast<OpIndex>(o));
+  }
   index->memory_changes = static_cast<std::size_t>(
       std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
   return *index;
@@ -145,20 +148,16 @@ void Engine::index_dependents(const OpList& list, ListIndex& index) const {
 // of groups and their sizes.
 void Engine::index_collectives() {
   std::size_t calls = 0;
-  for (const RankProgram& rank : program_.ranks) {
-    calls += static_cast<std::size_t>(
-        std::ranges::count(rank.ops(), OpKind::collective, [](const Op& op) { return op.kind; }));
-  }
-  collectives_.reserve(calls);
-  members_.reserve(calls);
+  for (const RankState& rank : ranks_) calls += rank.list->collectives.size();
+  collectives_.reserve(calls);  // an upper bound: pages it leaves untouched cost nothing
+  reserve_on_huge_pages(members_, calls);
   std::vector<std::vector<std::uint32_t>> by_group(program_.groups.size());
   Memberships all = memberships();
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankProgram& rank = program_.ranks[r];
     const std::span<Membership> mine(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
     const std::vector<Op>& ops = rank.ops();
-    for (std::size_t o = 0; o < ops.size(); ++o) {
-      if (ops[o].kind != OpKind::collective) continue;
+    for (const OpIndex o : ranks_[r].list->collectives) {
       const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(ops[o].call)].group);
       const Group& group = program_.groups[g];
       const auto it = std::ranges::find(mine, g, &Membership::group);
@@ -409,7 +408,7 @@ void Engine::dispatch(const Event& e) {
       try_start(e.a, ranks_[e.a].list->ops[e.b].stream);
       return;
     case EventKind::compute_end:
-      on_compute_end(e.a, e.b, e.version);
+      on_compute_end(e.a, e.b, e.stream, e.version);
       return;
     case EventKind::latency_end:
       on_latency_end(e.a);

@@ -117,6 +117,7 @@ class Engine {
     std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
+    std::vector<OpIndex> collectives;             // the collective ops, in list order
     std::size_t memory_changes = 0;               // ops with a memory delta
     std::span<const Op> ops;                      // the list's ops
   };
@@ -231,7 +232,7 @@ class Engine {
   void advance_after(std::size_t r, OpIndex o);
   void try_start(std::size_t r, std::size_t stream);
   void start_compute(std::size_t r, OpIndex o);
-  void on_compute_end(std::size_t r, OpIndex o, std::uint32_t version);
+  void on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version);
   void schedule_compute_end(std::size_t r, OpIndex o);
   void reschedule_compute(std::size_t r, double old_factor);
   double compute_factor(std::size_t r) const;

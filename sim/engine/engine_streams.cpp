@@ -93,12 +93,14 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
   const OpState& op = ranks_[r].ops[o];
   const double factor = compute_factor(r);
   const Time left = factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor);
-  const std::uint32_t version = ++heads(r)[ranks_[r].list->ops[o].stream].version;
-  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, version, EventKind::compute_end});
+  const StreamIndex stream = ranks_[r].list->ops[o].stream;
+  const std::uint32_t version = ++heads(r)[stream].version;
+  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, version, EventKind::compute_end, stream});
 }
 
-void Engine::on_compute_end(std::size_t r, OpIndex o, std::uint32_t version) {
-  if (heads(r)[ranks_[r].list->ops[o].stream].version != version) {
+// A stale event reads nothing of its rank but the stream's version.
+void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version) {
+  if (heads(r)[stream].version != version) {
     ++stats_.stale;
     return;
   }

@@ -26,7 +26,9 @@ struct Event {
   std::uint32_t b = 0;        // op, by kind
   std::uint32_t version = 0;  // stale when it differs from the target's current version
   EventKind kind = EventKind::wake;
+  std::uint16_t stream = 0;  // compute_end: the op's stream, whose version tells a stale event
 };
+static_assert(sizeof(Event) == 32, "two events a cache line");
 
 class EventQueue {
  public:
