@@ -290,7 +290,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
   const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
   if (observer == nullptr) {
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
-      timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
+      timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
     }
     if (large) advise_interval_buffers();
   }
@@ -307,12 +307,11 @@ void Engine::write_intervals(IntervalObserver* observer) {
     if (observer != nullptr) {
       intervals = std::move(spare);
       intervals.clear();
-      intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubbles.size());
+      intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
     } else if (large) {
       populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
     }
     write_rank_intervals(r, order);
-    ranks_[r].bubbles = {};
     timeline_.ranks[r].memory = std::move(ranks_[r].memory_samples);
     if (observer != nullptr && !observer->observe(timeline_, r)) {
       timeline_.ranks[r].dropped = intervals.size();
@@ -336,17 +335,32 @@ void Engine::write_intervals(IntervalObserver* observer) {
 // written front to back, so that the buffer is filled as a stream.
 void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order) {
   const RankState& state = ranks_[r];
-  const std::vector<Bubble>& bubbles = state.bubbles;
+  // The rank's bubbles, in the order they ended.
+  const BubbleChunk* chunk = state.bubbles;
+  std::size_t at = 0;  // in chunk
+  std::size_t left = state.bubble_count;
+  const auto next = [&]() -> const Bubble* { return left == 0 ? nullptr : &chunk->items[at]; };
+  const auto advance = [&] {
+    --left;
+    if (++at < BubbleChunk::kSize) return;
+    chunk = chunk->next;
+    at = 0;
+  };
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
   order.resize(state.ops.size());
   for (std::size_t o = 0; o < state.ops.size(); ++o)
     order[static_cast<std::size_t>(state.ops[o].order)] = static_cast<std::uint32_t>(o);
-  std::size_t b = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
-    for (; b < bubbles.size() && bubbles[b].after <= k; ++b) out.push_back(bubble_interval(bubbles[b]));
+    for (const Bubble* b = next(); b != nullptr && b->after <= k; b = next()) {
+      out.push_back(bubble_interval(*b));
+      advance();
+    }
     out.push_back(interval_of(r, order[k]));
   }
-  for (; b < bubbles.size(); ++b) out.push_back(bubble_interval(bubbles[b]));
+  for (const Bubble* b = next(); b != nullptr; b = next()) {
+    out.push_back(bubble_interval(*b));
+    advance();
+  }
 }
 
 // Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places

@@ -2,6 +2,7 @@
 // with rendezvous and max-min shared flows) and records what ran as a Timeline.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -129,6 +130,16 @@ class Engine {
     std::uint32_t after = 0;  // ops the rank had finished when it ended
   };
 
+  // A rank's bubbles are a list of chunks cut from slabs the run shares: thousands of ranks
+  // add to their lists at once, and a list grows without copying what it holds.
+  struct BubbleChunk {
+    static constexpr std::size_t kSize = 42;  // a kilobyte with the link
+    std::array<Bubble, kSize> items;
+    BubbleChunk* next = nullptr;
+  };
+  static constexpr std::size_t kFirstSlab = 8;      // chunks; each slab doubles the last
+  static constexpr std::size_t kLargestSlab = 2048;  // two megabytes
+
   // What an event reads of its rank, in two cache lines; what its ranks share is in the
   // list's index, where each stream stands in heads_. At thousands of ranks every line of a
   // rank's own state is a likely cache miss, and only a few megabytes stay in cache.
@@ -146,7 +157,10 @@ class Engine {
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
     Bytes memory{0};
-    std::vector<Bubble> bubbles;  // the timeline's bubbles, until the intervals are written
+    // The timeline's bubbles, until the intervals are written.
+    BubbleChunk* bubbles = nullptr;
+    BubbleChunk* last_bubbles = nullptr;  // the chunk the next one goes to
+    std::uint32_t bubble_count = 0;
     // The timeline's memory counter, kept here until the run ends: the rank's timeline is one
     // more cache miss per op that allocates.
     std::vector<CounterSample> memory_samples;
@@ -239,6 +253,7 @@ class Engine {
   void complete_op(std::size_t r, OpIndex o);
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
+  void add_bubble(RankState& state, const Bubble& bubble);
   void write_intervals(IntervalObserver* observer);
   void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
   Interval bubble_interval(const Bubble& b) const;
@@ -287,6 +302,9 @@ class Engine {
   Time last_end_;  // when the last op or bubble ended: the step's end
   RunStats stats_;
   Timeline timeline_;
+  std::vector<std::unique_ptr<BubbleChunk[]>> bubble_slabs_;
+  std::size_t slab_size_ = 0;  // chunks in the last slab
+  std::size_t slab_used_ = 0;  // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
   std::uint32_t bubble_name_ = 0;
   bool ran_ = false;
