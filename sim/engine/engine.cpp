@@ -2,6 +2,7 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -10,8 +11,16 @@
 #include "stepsim/error.hpp"
 
 namespace stepsim::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
+  const auto start = std::chrono::steady_clock::now();
   ranks_.resize(program_.ranks.size());
   for (const RankProgram& rank : program_.ranks) {
     STEPSIM_CHECK(rank.list != nullptr, fmt::format("rank {} has no op list", rank.rank));
@@ -30,6 +39,10 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
   resource_mark_.resize(program_.resources.size());
   index_collectives();
   summarize_collectives();
+  for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
+  stats_.op_lists = indexes_.size();
+  stats_.collectives = collectives_.size();
+  stats_.setup_s = seconds_since(start);
 }
 
 // One region per distinct op list, in the order of the lists' first ranks; in each, the
@@ -240,6 +253,7 @@ Timeline Engine::run(IntervalObserver* observer) {
     issue_from_host(r);
     advance_rank(r);
   }
+  const auto loop = std::chrono::steady_clock::now();
   while (!queue_.empty()) {
     const Event e = queue_.pop();
     if (!queue_.empty()) prefetch(queue_.top());
@@ -247,12 +261,15 @@ Timeline Engine::run(IntervalObserver* observer) {
     ++stats_.events;
     dispatch(e);
   }
+  stats_.loop_s = seconds_since(loop);
   check_finished();
   // Every interval ends at the time of the event that ended it, and time only grows: the step
   // ends when the last op or bubble did, known before any interval is written.
   timeline_.steps.push_back({"step", Time::zero(), last_end_});
   if (observer != nullptr) observer->begin(timeline_.steps.front());
+  const auto write = std::chrono::steady_clock::now();
   write_intervals(observer);
+  stats_.write_s = seconds_since(write);
   return std::move(timeline_);
 }
 
@@ -476,9 +493,11 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
                      program_.groups[c.group].name, c.call_index, c.arrived, c.member_count);
 }
 
-Timeline run(const Program& program, IntervalObserver* observer) {
+Timeline run(const Program& program, IntervalObserver* observer, RunStats* stats) {
   Engine engine(program);
-  return engine.run(observer);
+  Timeline timeline = engine.run(observer);
+  if (stats != nullptr) *stats = engine.stats();
+  return timeline;
 }
 
 }  // namespace stepsim::engine

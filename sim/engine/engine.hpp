@@ -35,6 +35,14 @@ struct RunStats {
   std::uint64_t events = 0;       // events popped from the queue, stale ones included
   std::uint64_t stale = 0;        // of them, superseded ones (a compute op or flow rescheduled since)
   std::uint64_t rate_solves = 0;  // max-min solves (active flow set changed)
+  std::uint64_t ops = 0;          // of every simulated rank
+  std::size_t op_lists = 0;       // distinct op lists (the ranks of a stage share one)
+  std::size_t collectives = 0;
+  // Wall-clock seconds: checking and indexing the program, the event loop, writing the
+  // timeline's intervals.
+  double setup_s = 0;
+  double loop_s = 0;
+  double write_s = 0;
 };
 
 class Engine {
@@ -310,7 +318,7 @@ class Engine {
   bool ran_ = false;
 };
 
-// Runs `program` once and returns its timeline.
-Timeline run(const Program& program, IntervalObserver* observer = nullptr);
+// Runs `program` once and returns its timeline; `stats`, when given, receives the run's.
+Timeline run(const Program& program, IntervalObserver* observer = nullptr, RunStats* stats = nullptr);
 
 }  // namespace stepsim::engine

@@ -2,8 +2,10 @@
 #include "stepsim/report.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -174,19 +176,29 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   const workload::ModelWork work = workload::build_work(scenario);
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
   const CalibratedCosts costs(scenario, gpu, tables);
+  const auto build_start = std::chrono::steady_clock::now();
   const engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
                                                  : parallelism::build_program(scenario, work, costs);
+  const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   report::ReportInputs inputs;
   for (const engine::RankProgram& rank : program.ranks)
     inputs.stage_of_rank.push_back(parallelism::coord_of(scenario.parallel, rank.rank).pp);
   SimulationResult result;
+  engine::RunStats stats;
   if (options.keep_intervals) {
     ReportObserver observer(options.keep_intervals, stage_ranks(inputs.stage_of_rank), program.groups.size());
-    result.timeline = engine::run(program, &observer);
+    result.timeline = engine::run(program, &observer, &stats);
     inputs.ranks = observer.ranks();
   } else {
-    result.timeline = engine::run(program);
+    result.timeline = engine::run(program, nullptr, &stats);
   }
+  // Where the time of a large run goes (stepsim -v).
+  spdlog::debug("program: {} simulated rank(s), {} ops in {} op list(s), {} collectives; built in {:.2f} s",
+                program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
+  spdlog::debug("engine: {} events ({} superseded), {} rate solves; setup {:.2f} s, events {:.2f} s ({:.1f} M/s), "
+                "intervals {:.2f} s",
+                stats.events, stats.stale, stats.rate_solves, stats.setup_s, stats.loop_s,
+                stats.loop_s > 0 ? static_cast<double>(stats.events) / stats.loop_s * 1e-6 : 0.0, stats.write_s);
   inputs.gpus = scenario.parallel.gpus();
   inputs.samples_per_step = static_cast<double>(scenario.training.global_batch);
   inputs.tokens_per_step = inputs.samples_per_step * static_cast<double>(scenario.model.seq_len);

@@ -86,3 +86,17 @@ TEST_CASE("An all-ranks report is the same whether the run keeps every rank for 
   CHECK(none == stepsim::testing::slurp(scratch.file("some.json")));
   CHECK(processes(scratch.file("s.json").string()) == std::vector<std::string>{"rank 2 (stage 0)", "rank 9 (stage 0)"});
 }
+
+TEST_CASE("With -v an all-ranks run says what it simulated and where its time went") {
+  Scratch scratch("trace-ranks-verbose");
+  const auto run = scratch.run(std::string("-v ") + kJob);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  // Sixteen DP replicas of one stage: one op list for all of them.
+  CHECK(run.err.find("program: 16 simulated rank(s), ") != std::string::npos);
+  CHECK(run.err.find(" in 1 op list(s), ") != std::string::npos);
+  CHECK(run.err.find("engine: ") != std::string::npos);
+  CHECK(run.err.find(" M/s), intervals ") != std::string::npos);
+  // Without -v, nothing of it.
+  CHECK(scratch.run(kJob).err.find("engine: ") == std::string::npos);
+}
