@@ -163,6 +163,7 @@ void Engine::index_collectives() {
   std::size_t calls = 0;
   for (const RankState& rank : ranks_) calls += rank.list->collectives.size();
   collectives_.reserve(calls);  // an upper bound: pages it leaves untouched cost nothing
+  advise_huge_pages(collectives_.data(), calls * sizeof(Collective));
   reserve_on_huge_pages(members_, calls);
   std::vector<std::vector<std::uint32_t>> by_group(program_.groups.size());
   Memberships all = memberships();
