@@ -411,7 +411,7 @@ void Engine::prefetch(const Event& e) const {
   switch (e.kind) {
     case EventKind::wake:
     case EventKind::compute_end: {
-      // Every line of each: an op's state straddles two lines in every other slot.
+      // Every line of each.
       const auto lines = [](const void* p, std::size_t bytes) {
         const auto* first = static_cast<const char*>(p);
         for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(first + at);

@@ -62,8 +62,9 @@ class Engine {
   enum class Status : std::uint8_t { waiting, arrived, running, done };
 
   // Millions of these in all-ranks mode: fields that never live at the same time share a
-  // slot, so that an op's state takes 32 bytes, two to a cache line.
-  struct OpState {
+  // slot, so that an op's state takes 32 bytes, two to a cache line (aligned, so that none
+  // straddles two).
+  struct alignas(32) OpState {
     union {
       // While it waits: when the host issued it, max() while not yet issued.
       std::int64_t launch_ps = Time::max().ps();
