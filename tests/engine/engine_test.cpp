@@ -343,3 +343,33 @@ TEST_CASE("an observer sees every rank's intervals and the timeline keeps only t
   }
   CHECK(some.ranks[2].intervals == all.ranks[2].intervals);
 }
+
+TEST_CASE("the run's statistics count the program and every event, superseded ones apart") {
+  // Two ranks share one op list: on each, a GEMM beside a short op and the AllReduce after it,
+  // which slows the GEMM while it runs (comm_slowdown 0.5) and so reschedules its end twice.
+  ProgramBuilder b(2);
+  b.program().comm_slowdown = 0.5;
+  const auto g = b.group("dp", {0, 1});
+  const auto comm = b.stream(0, "dp");
+  b.stream(1, "dp");
+  b.compute(0, 0, "gemm", us(100));
+  const auto lead = b.compute(0, comm, "lead", us(20));
+  b.collective(0, comm, "allreduce", g, call(Bytes{0}, us(30)), {lead});
+  b.program().ranks[1].list = b.program().ranks[0].list;
+  b.program().ranks[1].calls = b.program().ranks[0].calls;
+  stepsim::engine::RunStats stats;
+  const Timeline t = run(b.program(), nullptr, &stats);
+  CHECK(stats.ops == 6);
+  CHECK(stats.op_lists == 1);
+  CHECK(stats.collectives == 1);
+  // Per rank: the short op's end and three ends of the GEMM (at 100 us as first scheduled, at
+  // 140 us as rescheduled when the AllReduce started, at 110 us once it ended), two of them
+  // superseded; and the AllReduce's latency, once.
+  CHECK(stats.events == 9);
+  CHECK(stats.stale == 4);
+  CHECK(stats.rate_solves == 0);  // no bytes, no flow
+  CHECK(stats.setup_s >= 0);
+  CHECK(stats.loop_s >= 0);
+  CHECK(stats.write_s >= 0);
+  CHECK(interval(t, 1, "gemm").end == us(110));
+}
