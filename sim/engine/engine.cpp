@@ -58,14 +58,13 @@ void Engine::place_op_states() {
     region_of_[r] = it->second;
     rank_in_region[r] = regions_[it->second].ranks_left++;
   }
-  std::vector<std::size_t> blocks(regions_.size());  // per region, blocks per rank
   std::size_t total = 0;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (rank_in_region[r] != 0) continue;  // the list's first rank lays its region out
     StateRegion& region = regions_[region_of_[r]];
-    if (rank_in_region[r] != 0) continue;
-    blocks[region_of_[r]] = (program_.ranks[r].ops().size() + kOpBlock - 1) / kOpBlock;
+    const std::size_t blocks = (program_.ranks[r].ops().size() + kOpBlock - 1) / kOpBlock;  // per rank
     region.first = total;
-    total += region.ranks_left * blocks[region_of_[r]] * kOpBlock;
+    total += region.ranks_left * blocks * kOpBlock;
     region.end = total;
   }
   resize_on_huge_pages(op_states_, total);
@@ -411,14 +410,11 @@ void Engine::prefetch(const Event& e) const {
   switch (e.kind) {
     case EventKind::wake:
     case EventKind::compute_end: {
-      // Every line of each.
-      const auto lines = [](const void* p, std::size_t bytes) {
-        const auto* first = static_cast<const char*>(p);
-        for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(first + at);
-        __builtin_prefetch(first + bytes - 1);
-      };
-      lines(&ranks_[e.a], sizeof(RankState));
-      lines(&op_base_[e.a][e.b], sizeof(OpState));
+      // Both lines of the rank's state (aligned to them); an op's state is aligned within one.
+      const auto* rank = reinterpret_cast<const char*>(&ranks_[e.a]);
+      __builtin_prefetch(rank);
+      __builtin_prefetch(rank + 64);
+      __builtin_prefetch(&op_base_[e.a][e.b]);
       __builtin_prefetch(heads(e.a));
       __builtin_prefetch(program_base_[e.a] + e.b);
       return;

@@ -121,7 +121,6 @@ class Engine {
   static constexpr std::size_t kLargeRun = std::size_t{64} << 20;
   static_assert(sizeof(OpState) == 32, "an op's state is the largest buffer of an all-ranks run");
 
-
   // What follows from an op list alone, worked out once for all the ranks that share it.
   struct ListIndex {
     std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
@@ -174,7 +173,7 @@ class Engine {
     // more cache miss per op that allocates.
     std::vector<CounterSample> memory_samples;
   };
-  static_assert(sizeof(RankState) <= 128, "a rank's state is read by every event of the rank");
+  static_assert(sizeof(RankState) == 128, "a rank's state is read by every event of the rank: two lines");
 
   // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
   // version that tells a compute op's current end event from superseded ones is the stream's:
