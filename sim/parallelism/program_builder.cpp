@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -502,7 +503,8 @@ class Layout {
 
 }  // namespace
 
-engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work, const Costs& costs) {
+engine::Program build_program(const Scenario& scenario, const workload::ModelWork& work, const Costs& costs,
+                              StageRanks stage_ranks) {
   check_supported(scenario);
   engine::Program program;
   program.kernel_launch = costs.kernel_launch();
@@ -510,26 +512,34 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   BuildState state(program, costs);
   Layout layout(scenario, program);
   JobShared shared;
-  // The ranks of a stage issue the same ops (only their groups and links differ): each rank
-  // after the first of its stage is built into buffers of the final size and then shares the
-  // first one's list, so that an all-ranks program holds one op list per stage.
-  std::map<int, std::size_t> first_of_stage;
+  // The ranks of a stage issue the same ops: only their groups and links differ. The first
+  // rank of each stage writes its step; the others take its op list and make its calls again
+  // on their own communicators (StepBuilder::replay), so that an all-ranks program holds one
+  // op list per stage and costs little more to build than one rank per stage. A rank whose
+  // communicators differ in more writes its step too, into buffers of the final size, and
+  // shares the first one's list if the two came out equal.
+  std::map<int, std::unique_ptr<StepBuilder>> first_of_stage;
   for (std::size_t r = 0; r < layout.ranks().size(); ++r) {
-    StepBuilder b(state, r);
-    layout.add_rank(r, b);
+    auto b = std::make_unique<StepBuilder>(state, r);
+    layout.add_rank(r, *b);
     const int stage = layout.ranks()[r].stage;
+    const auto first = first_of_stage.find(stage);
+    if (first != first_of_stage.end() && stage_ranks == StageRanks::replay && b->replay(*first->second)) continue;
     engine::RankProgram& rank = program.ranks[r];
-    const auto [first, inserted] = first_of_stage.try_emplace(stage, r);
-    const engine::OpList& model = *program.ranks[first->second].list;
-    if (!inserted) {
+    if (first != first_of_stage.end()) {
+      const engine::OpList& model = *first->second->rank().list;
       rank.list->ops.reserve(model.ops.size());
       rank.list->waits.reserve(model.waits.size());
     }
-    StepWriter(scenario, work, b, stage, shared).step();
+    StepWriter(scenario, work, *b, stage, shared).step();
     // Grown by doubling; large pipelines hold millions of ops, so give back the slack.
     rank.list->ops.shrink_to_fit();
     rank.list->waits.shrink_to_fit();
-    if (!inserted) rank.share_ops_with(program.ranks[first->second]);
+    if (first != first_of_stage.end()) {
+      rank.share_ops_with(first->second->rank());
+    } else {
+      first_of_stage.emplace(stage, std::move(b));
+    }
   }
   annotate_memory(program, scenario, work);
   apply_variation(program, scenario, layout.links());

@@ -128,6 +128,14 @@ class StepBuilder {
   engine::RankProgram& rank();
   BuildState& state() { return state_; }
 
+  // Gives this rank the ops `model` (a rank of the same stage, already written) issued, and
+  // calls of its own: each of `model`'s calls made again on this rank's communicator of the
+  // same kind or link, over this rank's links. Writing the step again would give exactly that
+  // when the two ranks' communicators differ only in their groups. When they differ in more
+  // (which exist, a stream, a group's shape or spine share, which of them are one group), it
+  // changes nothing and returns false: the rank's step must be written op by op.
+  bool replay(StepBuilder& model);
+
  private:
   struct Deferred {
     OpIndex op;
@@ -138,13 +146,28 @@ class StepBuilder {
   static constexpr int kLanes = 2;
   // A collective call as the engine sees it; equal ones are shared by their ops.
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
+  // A communicator's place in the builder: comms_[index], pp_links_[index] or expert_dp_.
+  enum class Slot : std::uint8_t { comm, pp_link, expert_dp };
+  struct SlotRef {
+    Slot slot = Slot::comm;
+    std::uint8_t index = 0;
+  };
+  static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 1;
+  // How a call was made, per call: replay() makes it again on another rank's communicator.
+  struct CallOrigin {
+    SlotRef slot;
+    Side side = Side::both;
+    CollectiveCost cost;
+  };
 
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
   std::vector<network::ResourceUse> uses(const Communicator& comm, CollOp op, const collectives::LinkLoad& load,
                                          Side side) const;
   OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
-  std::int32_t call_of(const Communicator& comm, CommKind kind, CollOp op, Bytes size, Side side);
-  OpIndex collective_on(const Communicator& comm, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+  const Communicator& communicator(SlotRef ref) const;
+  SlotRef slot_of(std::size_t s) const;  // s in [0, kSlots)
+  std::int32_t call_of(SlotRef ref, CommKind kind, CollOp op, Bytes size, Side side);
+  OpIndex collective_on(SlotRef ref, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
                         const std::vector<OpIndex>& waits, Side side = Side::both);
 
   BuildState& state_;
@@ -157,6 +180,7 @@ class StepBuilder {
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;
   std::map<CallKey, std::int32_t> transfers_;
+  std::vector<CallOrigin> origins_;  // per call of the rank
   std::array<std::int64_t, kLanes> last_compute_{-1, -1};
   std::array<long long, kLanes> deferrals_{0, 0};
   int lane_ = 0;

@@ -1,0 +1,113 @@
+// The ranks of a pipeline stage after its first replay its step on their own communicators
+// (StepBuilder::replay) instead of writing it again: on every parallelism the builder knows,
+// that gives exactly the program that writing every rank's step gives.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "hardware/gpu_model.hpp"
+#include "io/scenario_loader.hpp"
+#include "parallelism/costs.hpp"
+#include "parallelism/program_builder.hpp"
+#include "workload/work.hpp"
+
+namespace sp = stepsim::parallelism;
+using stepsim::engine::Program;
+
+namespace {
+
+Program build(const stepsim::Scenario& s, sp::StageRanks how) {
+  const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
+  const sp::ModelCosts costs(s, gpu);
+  return sp::build_program(s, stepsim::workload::build_work(s), costs, how);
+}
+
+void check_same(const Program& replayed, const Program& written) {
+  REQUIRE(replayed.ranks.size() == written.ranks.size());
+  REQUIRE(replayed.groups.size() == written.groups.size());
+  for (std::size_t g = 0; g < written.groups.size(); ++g) {
+    CHECK(replayed.groups[g].name == written.groups[g].name);
+    CHECK(replayed.groups[g].members == written.groups[g].members);
+  }
+  REQUIRE(replayed.resources.size() == written.resources.size());
+  for (std::size_t r = 0; r < written.resources.size(); ++r) {
+    CHECK(replayed.resources[r].name == written.resources[r].name);
+    CHECK(replayed.resources[r].capacity == written.resources[r].capacity);
+  }
+  CHECK(replayed.names.size() == written.names.size());
+  for (std::size_t r = 0; r < written.ranks.size(); ++r) {
+    INFO("rank " << written.ranks[r].rank);
+    const auto& a = replayed.ranks[r];
+    const auto& b = written.ranks[r];
+    CHECK(a.rank == b.rank);
+    CHECK(a.streams == b.streams);
+    CHECK(*a.list == *b.list);
+    CHECK(a.memory_base == b.memory_base);
+    // The ranks that share a list when every step is written share one when replayed.
+    for (std::size_t q = 0; q < r; ++q) {
+      CHECK((a.list == replayed.ranks[q].list) == (b.list == written.ranks[q].list));
+    }
+    REQUIRE(a.calls.size() == b.calls.size());
+    for (std::size_t c = 0; c < b.calls.size(); ++c) {
+      const auto& x = a.calls[c];
+      const auto& y = b.calls[c];
+      CHECK(x.op == y.op);
+      CHECK(x.kind == y.kind);
+      CHECK(x.group == y.group);
+      CHECK(x.size == y.size);
+      CHECK(x.latency == y.latency);
+      CHECK(x.algbw == y.algbw);
+      REQUIRE(x.uses.size() == y.uses.size());
+      for (std::size_t u = 0; u < y.uses.size(); ++u) {
+        CHECK(x.uses[u].resource == y.uses[u].resource);
+        CHECK(x.uses[u].weight == y.uses[u].weight);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("replaying a stage's first rank builds the program that writing every rank's step builds") {
+  const std::vector<std::string> all{"simulation.ranks=\"all\""};
+  struct Job {
+    const char* example;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Job> jobs{
+      // 3D with the interleaved schedule and a 2:1 spine over shared NICs.
+      {"gpt3-175b-selene",
+       {"parallel.dp=2", "training.global_batch=16", "cluster.inter_node.nics_per_node=4",
+        "cluster.inter_node.topology=\"fat-tree\"", "cluster.inter_node.oversubscription=2",
+        "cluster.inter_node.nodes_per_leaf=2"}},
+      {"fsdp-llama3-70b", {}},
+      {"hsdp-llama3-8b-64xh100", {}},
+      {"zero1-llama3-8b-64xh100", {}},
+      {"ddp-1.3b-64xa100", {}},
+      // Context parallelism with its ring; tensor-parallel overlap (userbuffers transfers).
+      {"llama3-70b-cp2-64xh100", {}},
+      {"korthikanti-22b", {"parallel.dp=2", "training.global_batch=8", "parallel.sequence_parallel=true",
+                           "tensor_parallel.comm_overlap=true"}},
+      // Experts: EP all-to-all and the expert-data-parallel group.
+      {"mixtral-8x7b-ep8-64xh100", {}},
+      // TP groups of two nodes on leaves of three: every other group crosses the spine, so its
+      // ranks' TP communicator has another spine share than the stage's first rank's and they
+      // write their step.
+      {"gpt3-175b-selene",
+       {"parallel.tp=16", "parallel.pp=2", "parallel.dp=3", "training.global_batch=24",
+        "cluster.inter_node.topology=\"fat-tree\"", "cluster.inter_node.oversubscription=2",
+        "cluster.inter_node.nodes_per_leaf=3"}},
+      // DualPipe's two directions and the mirror group.
+      {"gpt3-175b-selene",
+       {"parallel.schedule=\"dualpipe\"", "parallel.virtual_stages=1", "parallel.pp=4", "parallel.dp=2", "training.global_batch=16"}},
+  };
+  for (const Job& job : jobs) {
+    DYNAMIC_SECTION(job.example << " " << job.sets.size() << " setting(s)") {
+      std::vector<std::string> sets = all;
+      sets.insert(sets.end(), job.sets.begin(), job.sets.end());
+      const stepsim::Scenario s = stepsim::io::load_scenario(job.example, sets);
+      check_same(build(s, sp::StageRanks::replay), build(s, sp::StageRanks::write));
+    }
+  }
+}
