@@ -39,6 +39,7 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
   resource_mark_.resize(program_.resources.size());
   index_collectives();
   summarize_collectives();
+  index_calls();
   for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
   stats_.op_lists = indexes_.size();
   stats_.collectives = collectives_.size();
@@ -237,6 +238,38 @@ void Engine::summarize_collectives() {
   }
 }
 
+void Engine::index_calls() {
+  std::vector<std::size_t> calls(regions_.size(), 0);  // per region: the most calls a rank of it has
+  std::vector<std::vector<std::uint32_t>> ranks_of(regions_.size());
+  std::size_t uses = 0;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const std::vector<CollectiveCall>& mine = program_.ranks[r].calls;
+    calls[region_of_[r]] = std::max(calls[region_of_[r]], mine.size());
+    ranks_of[region_of_[r]].push_back(static_cast<std::uint32_t>(r));
+    for (const CollectiveCall& call : mine) uses += call.uses.size();
+  }
+  STEPSIM_CHECK(uses <= UINT32_MAX, "too many link uses");
+  call_base_.resize(ranks_.size());
+  std::size_t spans = 0;
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    for (std::size_t i = 0; i < ranks_of[g].size(); ++i) call_base_[ranks_of[g][i]] = {spans + i, ranks_of[g].size()};
+    spans += calls[g] * ranks_of[g].size();
+  }
+  call_spans_.resize(spans);
+  uses_.reserve(uses);
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    for (std::size_t c = 0; c < calls[g]; ++c) {
+      for (const std::uint32_t r : ranks_of[g]) {
+        const std::vector<CollectiveCall>& mine = program_.ranks[r].calls;
+        if (c >= mine.size()) continue;
+        call_spans_[call_base_[r].first + c * call_base_[r].stride] = {static_cast<std::uint32_t>(uses_.size()),
+                                                                       static_cast<std::uint32_t>(mine[c].uses.size())};
+        uses_.insert(uses_.end(), mine[c].uses.begin(), mine[c].uses.end());
+      }
+    }
+  }
+}
+
 const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
   const RankProgram& rank = program_.ranks[r];
   return rank.calls[static_cast<std::size_t>(ranks_[r].list->ops[o].call)];
@@ -286,17 +319,13 @@ void Engine::start_timeline() {
     out.multiplicity = rank.multiplicity;
     out.label = rank.label;
     out.streams = rank.streams;
-    std::vector<CounterSample>& samples = ranks_[r].memory_samples;
-    samples.reserve(1 + ranks_[r].list->memory_changes);  // exactly: no slack in all-ranks mode
-    samples.push_back({Time::zero(), rank.memory_base});
-    ranks_[r].memory = rank.memory_base;
   }
 }
 
 // The ops' intervals are written once the run is over, rank after rank, in the order the
-// ops finished, with the bubbles (recorded during the run) in their places. Written during
-// the run they went to thousands of buffers at once, a cache miss each in all-ranks mode;
-// an op's state keeps all they need. The two largest buffers, the ops' states and their
+// ops finished, with the bubbles (recorded during the run) in their places, and the memory
+// counter as the ops changed it. Written during the run they went to thousands of buffers at
+// once, a cache miss each in all-ranks mode; an op's state keeps all they need. The two largest buffers, the ops' states and their
 // intervals, do not peak together: each rank's states are given back once its intervals are
 // written, and the collectives' bookkeeping before any is.
 void Engine::write_intervals(IntervalObserver* observer) {
@@ -329,7 +358,6 @@ void Engine::write_intervals(IntervalObserver* observer) {
       populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
     }
     write_rank_intervals(r, order);
-    timeline_.ranks[r].memory = std::move(ranks_[r].memory_samples);
     if (observer != nullptr && !observer->observe(timeline_, r)) {
       timeline_.ranks[r].dropped = intervals.size();
       spare = std::move(intervals);
@@ -367,12 +395,21 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   order.resize(state.ops.size());
   for (std::size_t o = 0; o < state.ops.size(); ++o)
     order[static_cast<std::size_t>(state.ops[o].order)] = static_cast<std::uint32_t>(o);
+  // The memory counter changes when an op ends, in the order they ended.
+  std::vector<CounterSample>& memory = timeline_.ranks[r].memory;
+  memory.reserve(1 + state.list->memory_changes);  // exactly: no slack in all-ranks mode
+  Bytes allocated = program_.ranks[r].memory_base;
+  memory.push_back({Time::zero(), allocated});
   for (std::size_t k = 0; k < order.size(); ++k) {
     for (const Bubble* b = next(); b != nullptr && b->after <= k; b = next()) {
       out.push_back(bubble_interval(*b));
       advance();
     }
     out.push_back(interval_of(r, order[k]));
+    const Bytes delta = state.list->ops[order[k]].memory_delta;
+    if (delta.count() == 0) continue;
+    allocated += delta;
+    memory.push_back({end_of(r, order[k]), allocated});
   }
   for (const Bubble* b = next(); b != nullptr; b = next()) {
     out.push_back(bubble_interval(*b));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/event_queue.hpp"
+#include "engine/flow_set.hpp"
 #include "engine/program.hpp"
 #include "network/max_min.hpp"
 #include "stepsim/timeline.hpp"
@@ -164,14 +165,11 @@ class Engine {
     bool host_issued = false;  // an op's end unblocked the host: every stream may move
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
-    Bytes memory{0};
-    // The timeline's bubbles, until the intervals are written.
+    // The timeline's bubbles, until the intervals are written. (The memory counter is not kept
+    // during the run: it follows from the ops' ends and their order, see write_rank_intervals.)
     BubbleChunk* bubbles = nullptr;
     BubbleChunk* last_bubbles = nullptr;  // the chunk the next one goes to
     std::uint32_t bubble_count = 0;
-    // The timeline's memory counter, kept here until the run ends: the rank's timeline is one
-    // more cache miss per op that allocates.
-    std::vector<CounterSample> memory_samples;
   };
   static_assert(sizeof(RankState) == 128, "a rank's state is read by every event of the rank: two lines");
 
@@ -187,6 +185,17 @@ class Engine {
   struct Member {
     std::uint32_t rank = 0;
     OpIndex op = 0;
+  };
+
+  // Where a rank's call's link uses lie in uses_, and where a rank's calls lie in call_spans_:
+  // call c of rank r at first + c · stride.
+  struct CallSpan {
+    std::uint32_t begin = 0;
+    std::uint32_t count = 0;
+  };
+  struct CallBase {
+    std::size_t first = 0;
+    std::size_t stride = 0;
   };
 
   // One collective: the k-th call of a group, on every simulated member.
@@ -234,6 +243,7 @@ class Engine {
   void index_streams(const OpList& list, ListIndex& index) const;
   void index_dependents(const OpList& list, ListIndex& index) const;
   void index_collectives();
+  void index_calls();
   Memberships memberships() const;
   void summarize_collectives();
   void start_timeline();
@@ -294,11 +304,17 @@ class Engine {
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
+  // Every rank's calls' link uses in one array, calls outermost and the ranks sharing a list
+  // innermost: a collective's members are neighbouring ranks of one list making the same call,
+  // so a flow finds their uses side by side instead of behind three pointers per member.
+  std::vector<CallBase> call_base_;  // per rank
+  std::vector<CallSpan> call_spans_;
+  std::vector<network::ResourceUse> uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow
   // that starts or ends can change rates, so only it is solved again.
-  std::vector<std::vector<std::uint32_t>> resource_flows_;  // active flows per resource
+  std::vector<FlowSet> resource_flows_;  // active flows per resource
   std::vector<std::uint32_t> component_;
   std::vector<std::uint32_t> flow_mark_;      // per flow slot: epoch_ when visited
   std::vector<std::uint32_t> resource_mark_;  // per resource: epoch_ when visited

@@ -107,8 +107,10 @@ void Engine::add_flow(std::uint32_t c) {
   flow.uses.clear();
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const Member& member = members_[coll.first_member + m];
-    const CollectiveCall& call = call_of(member.rank, member.op);
-    flow.uses.insert(flow.uses.end(), call.uses.begin(), call.uses.end());
+    const auto call = static_cast<std::size_t>(program_base_[member.rank][member.op].call);
+    const CallBase& base = call_base_[member.rank];
+    const CallSpan& span = call_spans_[base.first + call * base.stride];
+    flow.uses.insert(flow.uses.end(), uses_.begin() + span.begin, uses_.begin() + span.begin + span.count);
   }
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];
@@ -124,7 +126,7 @@ void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
     return;
   }
   ++flow.version;  // no later event of this slot's previous life may fire
-  for (const network::ResourceUse& u : flow.uses) std::erase(resource_flows_[u.resource], f);
+  for (const network::ResourceUse& u : flow.uses) resource_flows_[u.resource].erase(f);
   reshare(f, false);
   free_flows_.push_back(f);
   end_collective(flow.collective);  // starts no flow synchronously: `flow` stays intact
@@ -148,7 +150,7 @@ void Engine::collect_component(std::uint32_t f, bool with_seed) {
 void Engine::visit_resource(network::ResourceId r) {
   if (resource_mark_[r] == epoch_) return;
   resource_mark_[r] = epoch_;
-  for (std::uint32_t g : resource_flows_[r]) {
+  for (std::uint32_t g : resource_flows_[r].items()) {
     if (flow_mark_[g] == epoch_) continue;
     flow_mark_[g] = epoch_;
     component_.push_back(g);

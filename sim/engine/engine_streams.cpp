@@ -149,11 +149,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
     ++state.ops[list.dependents[d]].waits_met;
   }
-  st.order = state.finished++;  // its interval is written after the run
-  if (op.memory_delta.count() != 0) {
-    state.memory += op.memory_delta;
-    state.memory_samples.push_back({now_, state.memory});
-  }
+  st.order = state.finished++;  // its interval and its memory change are written after the run
   const OpIndex host_next = state.host_next;
   if (host_next < list.ops.size()) issue_from_host(r);
   state.host_issued = state.host_issued || state.host_next != host_next;

@@ -2,7 +2,11 @@
 // (MADV_POPULATE_WRITE) and giving them back (MADV_DONTNEED).
 #include "engine/huge_pages.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -41,7 +45,30 @@ void advise_huge_pages(void* data, std::size_t bytes) {
 
 void populate_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  advise_pages(data, bytes, kPage, false, MADV_POPULATE_WRITE);
+  // Zeroing fresh pages is the kernel's work, done on the thread that maps them, and on a
+  // virtual machine the host's too: gigabytes map about twice as fast split over two threads.
+  constexpr std::size_t kPerThread = std::size_t{64} << 20;
+  const std::size_t threads =
+      std::min<std::size_t>({bytes / kPerThread, std::max(1U, std::thread::hardware_concurrency()), 4});
+  if (threads < 2) {
+    advise_pages(data, bytes, kPage, false, MADV_POPULATE_WRITE);
+    return;
+  }
+  char* const first = static_cast<char*>(data);
+  const std::size_t part = (bytes / threads + kHugePage - 1) & ~(kHugePage - 1);
+  std::vector<std::thread> helpers;
+  bool all = false;  // no thread to spare for a part: this one maps the whole buffer
+  for (std::size_t t = 1; t < threads && t * part < bytes; ++t) {
+    try {
+      helpers.emplace_back([=] { advise_pages(first + t * part, std::min(part, bytes - t * part), kPage, false,
+                                              MADV_POPULATE_WRITE); });
+    } catch (const std::system_error&) {
+      all = true;
+      break;
+    }
+  }
+  advise_pages(first, all ? bytes : std::min(part, bytes), kPage, false, MADV_POPULATE_WRITE);
+  for (std::thread& h : helpers) h.join();
 #else
   (void)data, (void)bytes, (void)kPage;
 #endif

@@ -13,8 +13,9 @@ namespace stepsim::engine {
 void advise_huge_pages(void* data, std::size_t bytes);
 
 // Asks the kernel to map the pages of [data, data + bytes) now, in one call, as a first write
-// would: one system call instead of a page fault per page (costly on virtual machines). The
-// contents do not change. Only a hint, like advise_huge_pages.
+// would: one system call instead of a page fault per page (costly on virtual machines), split
+// over up to four threads for buffers of hundreds of megabytes. The contents do not change.
+// Only a hint, like advise_huge_pages.
 void populate_pages(void* data, std::size_t bytes);
 
 // Gives the whole pages inside [data, data + bytes) back to the kernel: the memory stays
