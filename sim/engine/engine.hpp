@@ -12,6 +12,7 @@
 
 #include "engine/event_queue.hpp"
 #include "engine/flow_set.hpp"
+#include "engine/huge_pages.hpp"
 #include "engine/program.hpp"
 #include "network/max_min.hpp"
 #include "stepsim/timeline.hpp"
@@ -295,8 +296,8 @@ class Engine {
   std::vector<OpState> op_states_;  // every rank's ops, list by list (see OpStates): one buffer on huge pages
   std::vector<StateRegion> regions_;    // per distinct op list, in the order of op_states_
   std::vector<std::uint32_t> region_of_;  // per rank
-  std::vector<RankState> ranks_;
-  std::vector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list
+  HugePageVector<RankState> ranks_;
+  HugePageVector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list
   std::size_t heads_stride_ = 0;
   // Per rank, its op states and its first op: dense, to prefetch without touching ranks_.
   std::vector<OpStates> op_base_;
@@ -314,7 +315,7 @@ class Engine {
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow
   // that starts or ends can change rates, so only it is solved again.
-  std::vector<FlowSet> resource_flows_;  // active flows per resource
+  HugePageVector<FlowSet> resource_flows_;  // active flows per resource
   std::vector<std::uint32_t> component_;
   std::vector<std::uint32_t> flow_mark_;      // per flow slot: epoch_ when visited
   std::vector<std::uint32_t> resource_mark_;  // per resource: epoch_ when visited
@@ -326,7 +327,7 @@ class Engine {
   Time last_end_;  // when the last op or bubble ended: the step's end
   RunStats stats_;
   Timeline timeline_;
-  std::vector<std::unique_ptr<BubbleChunk[]>> bubble_slabs_;
+  std::vector<HugePageVector<BubbleChunk>> bubble_slabs_;
   std::size_t slab_size_ = 0;  // chunks in the last slab
   std::size_t slab_used_ = 0;  // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index

@@ -200,7 +200,7 @@ void Engine::add_bubble(RankState& state, const Bubble& bubble) {
   if (at == 0) {
     if (slab_used_ == slab_size_) {
       slab_size_ = slab_size_ == 0 ? kFirstSlab : std::min(2 * slab_size_, kLargestSlab);
-      bubble_slabs_.push_back(std::make_unique<BubbleChunk[]>(slab_size_));
+      bubble_slabs_.emplace_back(slab_size_);
       slab_used_ = 0;
     }
     BubbleChunk* chunk = &bubble_slabs_.back()[slab_used_++];

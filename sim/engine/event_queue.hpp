@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/huge_pages.hpp"
 #include "stepsim/units.hpp"
 
 namespace stepsim::engine {
@@ -82,7 +83,7 @@ class EventQueue {
     return x.seq < y.seq;
   }
 
-  std::vector<Event> heap_;
+  HugePageVector<Event> heap_;
   std::uint64_t next_seq_ = 0;
 };
 

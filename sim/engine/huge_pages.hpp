@@ -3,6 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <vector>
 
 namespace stepsim::engine {
@@ -27,6 +31,45 @@ void release_pages(void* data, std::size_t bytes);
 // back to the kernel, whose fresh pages each cost a page fault on first touch. Call once, at
 // start. glibc only; elsewhere nothing changes.
 void keep_freed_memory();
+
+// An allocator for the engine's mid-sized arrays that the event loop reads at random (every
+// rank's state, stream heads, the event queue): from a megabyte on, a buffer starts on a 2 MiB
+// boundary and is advised onto huge pages, so that thousands of ranks' entries take a few TLB
+// entries rather than hundreds (a TLB miss costs a nested page walk on a virtual machine).
+// Smaller buffers come from the standard allocator.
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+  HugePageAllocator() = default;
+  template <typename U>
+  explicit HugePageAllocator(const HugePageAllocator<U>&) {}
+
+  T* allocate(std::size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
+    if (!large(n)) return std::allocator<T>{}.allocate(n);
+    const std::size_t bytes = (n * sizeof(T) + kHugePage - 1) & ~(kHugePage - 1);
+    void* p = std::aligned_alloc(kHugePage, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    advise_huge_pages(p, bytes);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) {
+    if (!large(n)) {
+      std::allocator<T>{}.deallocate(p, n);
+      return;
+    }
+    std::free(p);
+  }
+  bool operator==(const HugePageAllocator&) const = default;
+
+ private:
+  static bool large(std::size_t n) { return n * sizeof(T) >= kHugePage / 2; }
+};
+
+template <typename T>
+using HugePageVector = std::vector<T, HugePageAllocator<T>>;
 
 // `v` with room for `n` elements, its buffer advised and, when large, mapped in one call
 // before any is written: on virtual machines a page fault can cost milliseconds, so that
