@@ -31,6 +31,8 @@ struct CollectiveCall {
   Time latency;
   Bandwidth algbw;
   std::vector<network::ResourceUse> uses;
+
+  bool operator==(const CollectiveCall&) const = default;
 };
 
 // Large programs hold millions of ops: the fields are ordered to leave no padding.

@@ -23,6 +23,8 @@ struct Resource {
 struct ResourceUse {
   ResourceId resource = 0;
   double weight = 0;
+
+  bool operator==(const ResourceUse&) const = default;
 };
 
 }  // namespace stepsim::network
