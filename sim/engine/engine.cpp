@@ -325,9 +325,10 @@ void Engine::start_timeline() {
 // The ops' intervals are written once the run is over, rank after rank, in the order the
 // ops finished, with the bubbles (recorded during the run) in their places, and the memory
 // counter as the ops changed it. Written during the run they went to thousands of buffers at
-// once, a cache miss each in all-ranks mode; an op's state keeps all they need. The two largest buffers, the ops' states and their
-// intervals, do not peak together: each rank's states are given back once its intervals are
-// written, and the collectives' bookkeeping before any is.
+// once, a cache miss each in all-ranks mode; an op's state keeps all they need. The two
+// largest buffers, the ops' states and their intervals, do not peak together: each rank's
+// states are given back once its intervals are written, and the collectives' bookkeeping
+// before any is.
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   members_ = {};

@@ -60,8 +60,9 @@ void populate_pages(void* data, std::size_t bytes) {
   bool all = false;  // no thread to spare for a part: this one maps the whole buffer
   for (std::size_t t = 1; t < threads && t * part < bytes; ++t) {
     try {
-      helpers.emplace_back([=] { advise_pages(first + t * part, std::min(part, bytes - t * part), kPage, false,
-                                              MADV_POPULATE_WRITE); });
+      char* const begin = first + t * part;
+      const std::size_t size = std::min(part, bytes - t * part);
+      helpers.emplace_back([=] { advise_pages(begin, size, kPage, false, MADV_POPULATE_WRITE); });
     } catch (const std::system_error&) {
       all = true;
       break;

@@ -68,6 +68,14 @@ TEST_CASE("replaying a stage's first rank builds the program that writing every 
         "cluster.inter_node.topology=\"fat-tree\"", "cluster.inter_node.oversubscription=2",
         "cluster.inter_node.nodes_per_leaf=2"}},
       {"fsdp-llama3-70b", {}},
+      // Ranks that differ: a slow NIC and NVLink port, a node with half its NICs down, other
+      // jobs' traffic (variation is applied to the calls once every rank has them).
+      {"hsdp-llama3-8b-64xh100",
+       {R"(simulation.variation.links=[{"rank": 9, "link": "nic", "factor": 0.5},
+                                        {"node": 2, "link": "nvlink", "factor": 0.7}])",
+        R"(simulation.variation.failed_nics=[{"node": 3, "count": 4}])",
+        "simulation.variation.background_traffic=0.2",
+        R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])"}},
       {"hsdp-llama3-8b-64xh100", {}},
       {"zero1-llama3-8b-64xh100", {}},
       {"ddp-1.3b-64xa100", {}},
@@ -86,7 +94,8 @@ TEST_CASE("replaying a stage's first rank builds the program that writing every 
         "cluster.inter_node.nodes_per_leaf=3"}},
       // DualPipe's two directions and the mirror group.
       {"gpt3-175b-selene",
-       {"parallel.schedule=\"dualpipe\"", "parallel.virtual_stages=1", "parallel.pp=4", "parallel.dp=2", "training.global_batch=16"}},
+       {"parallel.schedule=\"dualpipe\"", "parallel.virtual_stages=1", "parallel.pp=4", "parallel.dp=2",
+        "training.global_batch=16"}},
   };
   for (const Job& job : jobs) {
     DYNAMIC_SECTION(job.example << " " << job.sets.size() << " setting(s)") {
