@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -35,6 +37,7 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
   place_op_states();
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
+  draw_compute_work();
   resource_flows_.resize(program_.resources.size());
   resource_mark_.resize(program_.resources.size());
   index_collectives();
@@ -79,6 +82,39 @@ void Engine::place_op_states() {
                              static_cast<std::uint32_t>(program_.ranks[r].ops().size()));
     op_base_.push_back(ranks_[r].ops);
   }
+}
+
+// The one place an op's full-speed duration becomes this run's work: the rank's speed and its
+// kernel jitter (simulation.variation) scale it here, and nowhere else. Each draw is a pure
+// function of (seed, rank, op), so they are made before the run, on several threads for a
+// large one, rather than one by one in the event loop.
+void Engine::draw_compute_work() {
+  const auto draw = [this](std::size_t first, std::size_t end) {
+    for (std::size_t r = first; r < end; ++r) {
+      const std::span<const Op> ops = ranks_[r].list->ops;
+      const int rank = program_.ranks[r].rank;
+      for (std::size_t o = 0; o < ops.size(); ++o) {
+        if (ops[o].kind != OpKind::compute) continue;
+        ranks_[r].ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), ops[o].duration).ps();
+      }
+    }
+  };
+  const std::size_t threads = op_states_.size() * sizeof(OpState) >= kLargeRun
+                                  ? std::min<std::size_t>(std::max(1U, std::thread::hardware_concurrency()), 4)
+                                  : 1;
+  const auto split = [&](std::size_t t) { return ranks_.size() * t / threads; };
+  std::vector<std::thread> helpers;
+  std::size_t t = 1;  // helpers draw the ranks from split(1) up to split(t)
+  for (; t < threads; ++t) {
+    try {
+      helpers.emplace_back(draw, split(t), split(t + 1));
+    } catch (const std::system_error&) {
+      break;  // no thread to spare: this one draws the rest
+    }
+  }
+  draw(0, split(1));
+  draw(split(t), ranks_.size());
+  for (std::thread& h : helpers) h.join();
 }
 
 void Engine::validate_rank(std::size_t r) const {

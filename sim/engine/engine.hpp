@@ -76,7 +76,7 @@ class Engine {
     };
     Time start;
     union {
-      std::int64_t work = 0;  // running compute: picoseconds of full-speed work still to do
+      std::int64_t work = 0;  // compute: picoseconds of work still to do at full speed (drawn before the run)
       std::int64_t end_ps;    // once done: when it ended, in picoseconds (see end_of)
     };
     union {
@@ -239,6 +239,7 @@ class Engine {
 
   // Setup (engine.cpp).
   void place_op_states();
+  void draw_compute_work();
   void validate_rank(std::size_t r) const;
   const ListIndex& index_of(const OpList& list);
   void index_streams(const OpList& list, ListIndex& index) const;

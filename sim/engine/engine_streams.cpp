@@ -80,9 +80,7 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   op.start = now_;
   op.since_ps = now_.ps();
   ++ranks_[r].compute_running;
-  // The one place an op's full-speed duration becomes this run's work: the rank's speed and its
-  // kernel jitter (simulation.variation) scale it here, and nowhere else.
-  op.work = program_.variation.scale(r, program_.ranks[r].rank, o, ranks_[r].list->ops[o].duration).ps();
+  // op.work was drawn before the run (draw_compute_work).
   schedule_compute_end(r, o);
   if (ranks_[r].list->ops[o].stream != 0) return;
   ranks_[r].compute_busy = true;
