@@ -17,6 +17,8 @@ struct GroupShape {
   int ranks = 1;
   int nodes = 1;           // nodes spanned
   int ranks_per_node = 1;  // members per node (ranks = nodes · ranks_per_node)
+
+  bool operator==(const GroupShape&) const = default;
 };
 
 struct Request {

@@ -4,12 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <system_error>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "engine/huge_pages.hpp"
+#include "engine/parallel.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::engine {
@@ -89,8 +88,9 @@ void Engine::place_op_states() {
 // function of (seed, rank, op), so they are made before the run, on several threads for a
 // large one, rather than one by one in the event loop.
 void Engine::draw_compute_work() {
-  const auto draw = [this](std::size_t first, std::size_t end) {
-    for (std::size_t r = first; r < end; ++r) {
+  const std::size_t threads = op_states_.size() * sizeof(OpState) >= kLargeRun ? setup_threads() : 1;
+  run_parts(threads, [this, threads](std::size_t part) {
+    for (std::size_t r = ranks_.size() * part / threads; r < ranks_.size() * (part + 1) / threads; ++r) {
       const std::span<const Op> ops = ranks_[r].list->ops;
       const int rank = program_.ranks[r].rank;
       for (std::size_t o = 0; o < ops.size(); ++o) {
@@ -98,23 +98,7 @@ void Engine::draw_compute_work() {
         ranks_[r].ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), ops[o].duration).ps();
       }
     }
-  };
-  const std::size_t threads = op_states_.size() * sizeof(OpState) >= kLargeRun
-                                  ? std::min<std::size_t>(std::max(1U, std::thread::hardware_concurrency()), 4)
-                                  : 1;
-  const auto split = [&](std::size_t t) { return ranks_.size() * t / threads; };
-  std::vector<std::thread> helpers;
-  std::size_t t = 1;  // helpers draw the ranks from split(1) up to split(t)
-  for (; t < threads; ++t) {
-    try {
-      helpers.emplace_back(draw, split(t), split(t + 1));
-    } catch (const std::system_error&) {
-      break;  // no thread to spare: this one draws the rest
-    }
-  }
-  draw(0, split(1));
-  draw(split(t), ranks_.size());
-  for (std::thread& h : helpers) h.join();
+  });
 }
 
 void Engine::validate_rank(std::size_t r) const {

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <system_error>
-#include <thread>
-#include <vector>
+
+#include "engine/parallel.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -48,28 +47,17 @@ void populate_pages(void* data, std::size_t bytes) {
   // Zeroing fresh pages is the kernel's work, done on the thread that maps them, and on a
   // virtual machine the host's too: gigabytes map about twice as fast split over two threads.
   constexpr std::size_t kPerThread = std::size_t{64} << 20;
-  const std::size_t threads =
-      std::min<std::size_t>({bytes / kPerThread, std::max(1U, std::thread::hardware_concurrency()), 4});
+  const std::size_t threads = std::min(bytes / kPerThread, setup_threads());
   if (threads < 2) {
     advise_pages(data, bytes, kPage, false, MADV_POPULATE_WRITE);
     return;
   }
   char* const first = static_cast<char*>(data);
-  const std::size_t part = (bytes / threads + kHugePage - 1) & ~(kHugePage - 1);
-  std::vector<std::thread> helpers;
-  bool all = false;  // no thread to spare for a part: this one maps the whole buffer
-  for (std::size_t t = 1; t < threads && t * part < bytes; ++t) {
-    try {
-      char* const begin = first + t * part;
-      const std::size_t size = std::min(part, bytes - t * part);
-      helpers.emplace_back([=] { advise_pages(begin, size, kPage, false, MADV_POPULATE_WRITE); });
-    } catch (const std::system_error&) {
-      all = true;
-      break;
-    }
-  }
-  advise_pages(first, all ? bytes : std::min(part, bytes), kPage, false, MADV_POPULATE_WRITE);
-  for (std::thread& h : helpers) h.join();
+  const std::size_t part = (bytes / threads + kHugePage - 1) & ~(kHugePage - 1);  // whole huge pages
+  run_parts(threads, [=](std::size_t p) {
+    if (p * part < bytes)
+      advise_pages(first + p * part, std::min(part, bytes - p * part), kPage, false, MADV_POPULATE_WRITE);
+  });
 #else
   (void)data, (void)bytes, (void)kPage;
 #endif

@@ -40,6 +40,8 @@ struct RankPorts {
 struct SpineShare {
   double ring = 0;
   double spread = 0;
+
+  bool operator==(const SpineShare&) const = default;
 };
 
 // Creates each resource once, on first use, under a stable name that other parts (reports,

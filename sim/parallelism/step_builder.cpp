@@ -42,16 +42,16 @@ StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index) : state_(sta
 engine::RankProgram& StepBuilder::rank() { return state_.program().ranks[rank_index_]; }
 
 void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) {
-  comms_[static_cast<std::size_t>(kind)] = comm;
+  slots_[slot_of(kind)] = comm;
 }
 
-bool StepBuilder::has_communicator(CommKind kind) const { return comms_[static_cast<std::size_t>(kind)].group >= 0; }
+bool StepBuilder::has_communicator(CommKind kind) const { return slots_[slot_of(kind)].group >= 0; }
 
 void StepBuilder::add_pp_link(PpLink link, const Communicator& comm) {
-  pp_links_[static_cast<std::size_t>(link)] = comm;
+  slots_[slot_of(link)] = comm;
 }
 
-bool StepBuilder::has_pp_link(PpLink link) const { return pp_links_[static_cast<std::size_t>(link)].group >= 0; }
+bool StepBuilder::has_pp_link(PpLink link) const { return slots_[slot_of(link)].group >= 0; }
 
 OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& waits) {
   waits_.insert(waits_.end(), waits.begin(), waits.end());
@@ -113,68 +113,44 @@ OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, const std:
 
 OpIndex StepBuilder::collective(CommKind kind, CollOp op, Bytes size, std::uint32_t name,
                                 const std::vector<OpIndex>& waits) {
-  const SlotRef ref{Slot::comm, static_cast<std::uint8_t>(kind)};
-  STEPSIM_CHECK(communicator(ref).group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
-  return collective_on(ref, kind, op, size, name, waits);
+  STEPSIM_CHECK(has_communicator(kind), fmt::format("no {} communicator on this rank", to_string(kind)));
+  return collective_on(slot_of(kind), kind, op, size, name, waits);
 }
 
 OpIndex StepBuilder::pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what,
                                    const std::vector<OpIndex>& waits) {
-  const SlotRef ref{Slot::pp_link, static_cast<std::uint8_t>(link)};
-  STEPSIM_CHECK(communicator(ref).group >= 0, "no pipeline link of that direction on this rank");
+  STEPSIM_CHECK(has_pp_link(link), "no pipeline link of that direction on this rank");
   // A SendRecv loads its sender's transmit side and its receiver's receive side.
   Side side = Side::both;
   if (op == CollOp::sendrecv && (link == PpLink::forward_out || link == PpLink::backward_out)) side = Side::tx;
   if (op == CollOp::sendrecv && (link == PpLink::forward_in || link == PpLink::backward_in)) side = Side::rx;
-  return collective_on(ref, CommKind::pp, op, size, collective_name(CommKind::pp, op, size, what), waits, side);
+  return collective_on(slot_of(link), CommKind::pp, op, size, collective_name(CommKind::pp, op, size, what), waits,
+                       side);
 }
 
 // The call's cost and link loads follow from the key: a communicator's shape is fixed per group.
-std::int32_t StepBuilder::call_of(SlotRef ref, CommKind kind, CollOp op, Bytes size, Side side) {
-  const Communicator& comm = communicator(ref);
+std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, Bytes size, Side side) {
+  const Communicator& comm = slots_[slot];
   auto& calls = rank().calls;
   const auto [it, inserted] =
       calls_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (!inserted) return it->second;
   const CollectiveCost& cost = state_.collective({op, size, comm.shape});
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, side)});
-  origins_.push_back({ref, side, cost});
+  origins_.push_back({slot, side, cost});
   return it->second;
-}
-
-const Communicator& StepBuilder::communicator(SlotRef ref) const {
-  switch (ref.slot) {
-    case Slot::comm:
-      return comms_[ref.index];
-    case Slot::pp_link:
-      return pp_links_[ref.index];
-    case Slot::expert_dp:
-      break;
-  }
-  return expert_dp_;
-}
-
-StepBuilder::SlotRef StepBuilder::slot_of(std::size_t s) const {
-  if (s < kCommKinds) return {Slot::comm, static_cast<std::uint8_t>(s)};
-  if (s < kCommKinds + kPpLinks) return {Slot::pp_link, static_cast<std::uint8_t>(s - kCommKinds)};
-  return {Slot::expert_dp, 0};
 }
 
 bool StepBuilder::replay(StepBuilder& model) {
   for (std::size_t i = 0; i < kSlots; ++i) {
-    const Communicator& mine = communicator(slot_of(i));
-    const Communicator& theirs = model.communicator(slot_of(i));
+    const Communicator& mine = slots_[i];
+    const Communicator& theirs = model.slots_[i];
     if ((mine.group >= 0) != (theirs.group >= 0)) return false;
     if (mine.group < 0) continue;
-    const bool same = mine.stream == theirs.stream && mine.shape.ranks == theirs.shape.ranks &&
-                      mine.shape.nodes == theirs.shape.nodes &&
-                      mine.shape.ranks_per_node == theirs.shape.ranks_per_node &&
-                      mine.spine.ring == theirs.spine.ring && mine.spine.spread == theirs.spine.spread;
-    if (!same) return false;
+    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine) return false;
     // Calls are told apart by their group: two slots that are one group on one rank share calls.
     for (std::size_t j = 0; j < i; ++j) {
-      const Communicator& other = communicator(slot_of(j));
-      if (other.group >= 0 && (other.group == mine.group) != (model.communicator(slot_of(j)).group == theirs.group)) {
+      if (slots_[j].group >= 0 && (slots_[j].group == mine.group) != (model.slots_[j].group == theirs.group)) {
         return false;
       }
     }
@@ -187,7 +163,7 @@ bool StepBuilder::replay(StepBuilder& model) {
   for (std::size_t c = 0; c < in.calls.size(); ++c) {
     const engine::CollectiveCall& call = in.calls[c];
     const CallOrigin& origin = model.origins_[c];
-    const Communicator& comm = communicator(origin.slot);
+    const Communicator& comm = slots_[origin.slot];
     out.calls.push_back({call.op, call.kind, comm.group, call.size, call.latency, call.algbw,
                          uses(comm, call.op, origin.cost.load, origin.side)});
   }
@@ -197,22 +173,21 @@ bool StepBuilder::replay(StepBuilder& model) {
 
 OpIndex StepBuilder::expert_dp_collective(CollOp op, Bytes size, const std::string& what,
                                           const std::vector<OpIndex>& waits) {
-  STEPSIM_CHECK(expert_dp_.group >= 0, "no expert-dp communicator on this rank");
-  return collective_on({Slot::expert_dp, 0}, CommKind::dp, op, size,
+  STEPSIM_CHECK(has_expert_dp(), "no expert-dp communicator on this rank");
+  return collective_on(kExpertDpSlot, CommKind::dp, op, size,
                        collective_name(CommKind::dp, op, size, "experts " + what), waits);
 }
 
 OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                               const std::vector<OpIndex>& waits) {
-  const SlotRef ref{Slot::comm, static_cast<std::uint8_t>(kind)};
-  const Communicator& comm = communicator(ref);
+  const Communicator& comm = slots_[slot_of(kind)];
   STEPSIM_CHECK(comm.group >= 0, fmt::format("no {} communicator on this rank", to_string(kind)));
   auto& calls = rank().calls;
   const auto [it, inserted] =
       transfers_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (inserted) {
     calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, Side::both)});
-    origins_.push_back({ref, Side::both, cost});
+    origins_.push_back({slot_of(kind), Side::both, cost});
   }
   engine::Op e;
   e.kind = engine::OpKind::collective;
@@ -222,13 +197,13 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   return append(e, waits);
 }
 
-OpIndex StepBuilder::collective_on(SlotRef ref, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
                                    const std::vector<OpIndex>& waits, Side side) {
   engine::Op e;
   e.kind = engine::OpKind::collective;
-  e.stream = communicator(ref).stream;
+  e.stream = slots_[slot].stream;
   e.name = name;
-  e.call = call_of(ref, kind, op, size, side);
+  e.call = call_of(slot, kind, op, size, side);
   return append(e, waits);
 }
 

@@ -87,8 +87,8 @@ class StepBuilder {
   bool has_communicator(CommKind kind) const;
   void add_pp_link(PpLink link, const Communicator& comm);
   // The expert-data-parallel communicator (kind dp) that reduces expert gradients.
-  void add_expert_dp(const Communicator& comm) { expert_dp_ = comm; }
-  bool has_expert_dp() const { return expert_dp_.group >= 0; }
+  void add_expert_dp(const Communicator& comm) { slots_[kExpertDpSlot] = comm; }
+  bool has_expert_dp() const { return slots_[kExpertDpSlot].group >= 0; }
   OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   bool has_pp_link(PpLink link) const;
 
@@ -146,16 +146,15 @@ class StepBuilder {
   static constexpr int kLanes = 2;
   // A collective call as the engine sees it; equal ones are shared by their ops.
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
-  // A communicator's place in the builder: comms_[index], pp_links_[index] or expert_dp_.
-  enum class Slot : std::uint8_t { comm, pp_link, expert_dp };
-  struct SlotRef {
-    Slot slot = Slot::comm;
-    std::uint8_t index = 0;
-  };
+  // Where a communicator sits in slots_: the CommKinds first, then the pipeline's links, then
+  // the expert-dp communicator.
   static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 1;
+  static constexpr std::size_t kExpertDpSlot = kSlots - 1;
+  static constexpr std::size_t slot_of(CommKind kind) { return static_cast<std::size_t>(kind); }
+  static constexpr std::size_t slot_of(PpLink link) { return kCommKinds + static_cast<std::size_t>(link); }
   // How a call was made, per call: replay() makes it again on another rank's communicator.
   struct CallOrigin {
-    SlotRef slot;
+    std::size_t slot = 0;
     Side side = Side::both;
     CollectiveCost cost;
   };
@@ -164,18 +163,14 @@ class StepBuilder {
   std::vector<network::ResourceUse> uses(const Communicator& comm, CollOp op, const collectives::LinkLoad& load,
                                          Side side) const;
   OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
-  const Communicator& communicator(SlotRef ref) const;
-  SlotRef slot_of(std::size_t s) const;  // s in [0, kSlots)
-  std::int32_t call_of(SlotRef ref, CommKind kind, CollOp op, Bytes size, Side side);
-  OpIndex collective_on(SlotRef ref, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
+  std::int32_t call_of(std::size_t slot, CommKind kind, CollOp op, Bytes size, Side side);
+  OpIndex collective_on(std::size_t slot, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
                         const std::vector<OpIndex>& waits, Side side = Side::both);
 
   BuildState& state_;
   std::size_t rank_index_;
   RankPorts ports_;
-  std::array<Communicator, kCommKinds> comms_{};
-  std::array<Communicator, kPpLinks> pp_links_{};
-  Communicator expert_dp_;
+  std::array<Communicator, kSlots> slots_{};
   std::vector<Deferred> deferred_;
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;

@@ -2,12 +2,14 @@
 // one call over several threads, and the inline list of a link's flows.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
 #include "engine/flow_set.hpp"
 #include "engine/huge_pages.hpp"
+#include "engine/parallel.hpp"
 
 namespace se = stepsim::engine;
 
@@ -58,4 +60,14 @@ TEST_CASE("a link's flows stay in start order through removals, inline and beyon
   sets[1].push_back(4);
   sets.resize(1000);  // moves them
   CHECK(sets[1].back() == 4);
+}
+
+TEST_CASE("setup work split into parts runs every part once, on as many threads as asked") {
+  for (std::size_t parts : {0U, 1U, 3U, 16U}) {
+    std::vector<std::atomic<int>> runs(parts);
+    se::run_parts(parts, [&runs](std::size_t p) { ++runs[p]; });
+    for (std::size_t p = 0; p < parts; ++p) CHECK(runs[p] == 1);
+  }
+  CHECK(se::setup_threads() >= 1);
+  CHECK(se::setup_threads() <= 4);
 }
