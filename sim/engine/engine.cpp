@@ -20,7 +20,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Engine::Engine(const Program& program) : program_(program), solver_(program.resources) {
+Engine::Engine(const Program& program, Preparation preparation) : program_(program), solver_(program.resources) {
   const auto start = std::chrono::steady_clock::now();
   ranks_.resize(program_.ranks.size());
   for (const RankProgram& rank : program_.ranks) {
@@ -33,72 +33,21 @@ Engine::Engine(const Program& program) : program_(program), solver_(program.reso
     heads_stride_ = std::max(heads_stride_, ranks_[r].list->streams.size());
   }
   heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
-  place_op_states();
+  any_skews_ = std::ranges::any_of(program_.ranks, [](const RankProgram& rank) { return !rank.skews.empty(); });
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
-  draw_compute_work();
+  place_op_states();
+  start_preparing(preparation, start);
   resource_flows_.resize(program_.resources.size());
   resource_mark_.resize(program_.resources.size());
   index_collectives();
+  collectives_indexed();
   summarize_collectives();
   index_calls();
   for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
   stats_.op_lists = indexes_.size();
   stats_.collectives = collectives_.size();
   stats_.setup_s = seconds_since(start);
-}
-
-// One region per distinct op list, in the order of the lists' first ranks; in each, the
-// ranks' blocks interleaved (see OpStates).
-void Engine::place_op_states() {
-  std::unordered_map<const OpList*, std::uint32_t> region_of_list;
-  std::vector<std::size_t> rank_in_region(ranks_.size());
-  region_of_.resize(ranks_.size());
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    const auto [it, added] =
-        region_of_list.try_emplace(program_.ranks[r].list.get(), static_cast<std::uint32_t>(regions_.size()));
-    if (added) regions_.emplace_back();
-    region_of_[r] = it->second;
-    rank_in_region[r] = regions_[it->second].ranks_left++;
-  }
-  std::size_t total = 0;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    if (rank_in_region[r] != 0) continue;  // the list's first rank lays its region out
-    StateRegion& region = regions_[region_of_[r]];
-    const std::size_t blocks = (program_.ranks[r].ops().size() + kOpBlock - 1) / kOpBlock;  // per rank
-    region.first = total;
-    total += region.ranks_left * blocks * kOpBlock;
-    region.end = total;
-  }
-  resize_on_huge_pages(op_states_, total);
-  op_base_.reserve(ranks_.size());
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    const StateRegion& region = regions_[region_of_[r]];
-    STEPSIM_CHECK(region.ranks_left * kOpBlock <= UINT32_MAX && program_.ranks[r].ops().size() <= UINT32_MAX,
-                  "too many ranks share an op list");
-    ranks_[r].ops = OpStates(op_states_.data() + region.first + rank_in_region[r] * kOpBlock,
-                             static_cast<std::uint32_t>(region.ranks_left * kOpBlock),
-                             static_cast<std::uint32_t>(program_.ranks[r].ops().size()));
-    op_base_.push_back(ranks_[r].ops);
-  }
-}
-
-// The one place an op's full-speed duration becomes this run's work: the rank's speed and its
-// kernel jitter (simulation.variation) scale it here, and nowhere else. Each draw is a pure
-// function of (seed, rank, op), so they are made before the run, on several threads for a
-// large one, rather than one by one in the event loop.
-void Engine::draw_compute_work() {
-  const std::size_t threads = op_states_.size() * sizeof(OpState) >= kLargeRun ? setup_threads() : 1;
-  run_parts(threads, [this, threads](std::size_t part) {
-    for (std::size_t r = ranks_.size() * part / threads; r < ranks_.size() * (part + 1) / threads; ++r) {
-      const std::span<const Op> ops = ranks_[r].list->ops;
-      const int rank = program_.ranks[r].rank;
-      for (std::size_t o = 0; o < ops.size(); ++o) {
-        if (ops[o].kind != OpKind::compute) continue;
-        ranks_[r].ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), ops[o].duration).ps();
-      }
-    }
-  });
 }
 
 void Engine::validate_rank(std::size_t r) const {
@@ -143,6 +92,7 @@ const Engine::ListIndex& Engine::index_of(const OpList& list) {
   index->ops = list.ops;
   for (std::size_t o = 0; o < list.ops.size(); ++o) {
     if (list.ops[o].kind == OpKind::collective) index->collectives.push_back(static_cast<OpIndex>(o));
+    if (list.ops[o].host_blocks) index->host_blocking.push_back(static_cast<OpIndex>(o));
   }
   index->memory_changes = static_cast<std::size_t>(
       std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
@@ -187,10 +137,15 @@ void Engine::index_collectives() {
   reserve_on_huge_pages(members_, calls);
   std::vector<std::vector<std::uint32_t>> by_group(program_.groups.size());
   Memberships all = memberships();
+  op_collective_begin_.resize(ranks_.size() + 1, 0);
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    op_collective_begin_[r + 1] = op_collective_begin_[r] + ranks_[r].list->collectives.size();
+  resize_on_huge_pages(op_collective_, calls);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankProgram& rank = program_.ranks[r];
     const std::span<Membership> mine(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
     const std::vector<Op>& ops = rank.ops();
+    std::uint32_t* written = op_collective_.data() + op_collective_begin_[r];
     for (const OpIndex o : ranks_[r].list->collectives) {
       const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(ops[o].call)].group);
       const Group& group = program_.groups[g];
@@ -210,7 +165,7 @@ void Engine::index_collectives() {
       }
       const std::uint32_t c = by_group[g][k];
       members_[collectives_[c].first_member + it->position] = {static_cast<std::uint32_t>(r), static_cast<OpIndex>(o)};
-      ranks_[r].ops[o].collective = c;
+      *written++ = c;  // into the op's state when its row is prepared
     }
   }
 }
@@ -315,6 +270,7 @@ Timeline Engine::run(IntervalObserver* observer) {
     dispatch(e);
   }
   stats_.loop_s = seconds_since(loop);
+  finish_preparing();
   check_finished();
   // Every interval ends at the time of the event that ended it, and time only grows: the step
   // ends when the last op or bubble did, known before any interval is written.
@@ -534,7 +490,7 @@ std::string Engine::describe_stuck(std::size_t r) const {
 std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
   const RankProgram& rank = program_.ranks[r];
   const RankState& state = ranks_[r];
-  if (state.ops[o].launch() == Time::max()) {
+  if (o >= state.host_next) {
     return fmt::format("is never issued: the host blocks before op {} '{}'", state.host_next,
                        program_.names[rank.ops()[state.host_next].name]);
   }

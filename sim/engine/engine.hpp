@@ -3,10 +3,15 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -41,17 +46,24 @@ struct RunStats {
   std::size_t op_lists = 0;       // distinct op lists (the ranks of a stage share one)
   std::size_t collectives = 0;
   // Wall-clock seconds: checking and indexing the program, the event loop, writing the
-  // timeline's intervals.
+  // timeline's intervals. A large run prepares its ops' states (their durations drawn, their
+  // collectives noted) on a thread of its own while the loop starts: prepare_s is how long that
+  // took from the start of setup, partly hidden in loop_s.
   double setup_s = 0;
+  double prepare_s = 0;
   double loop_s = 0;
   double write_s = 0;
 };
+
+// Where the ops' states are prepared: on a thread of its own, alongside the start of the
+// loop, for a large run on more than one core (by_size), or always (alongside: for tests).
+enum class Preparation : std::uint8_t { by_size, alongside };
 
 class Engine {
  public:
   // Validates the program's internal consistency (a failed check is a builder bug). The
   // program must outlive the engine.
-  explicit Engine(const Program& program);
+  explicit Engine(const Program& program, Preparation preparation = Preparation::by_size);
   Engine(const Engine&) = delete;  // ranks_ points into op_states_
   Engine& operator=(const Engine&) = delete;
 
@@ -65,29 +77,29 @@ class Engine {
 
   // Millions of these in all-ranks mode: fields that never live at the same time share a
   // slot, so that an op's state takes 32 bytes, two to a cache line (aligned, so that none
-  // straddles two).
+  // straddles two). All bytes zero is the initial state (see ZeroedArray).
   struct alignas(32) OpState {
     union {
-      // While it waits: when the host issued it, max() while not yet issued.
-      std::int64_t launch_ps = Time::max().ps();
+      // While it waits, issued before its rank's current host run: when the host issued it
+      // (see launch_of). An op at or after its rank's host_next has not been issued.
+      std::int64_t launch_ps = 0;
       // From when it arrives at its rendezvous (collective) or starts (compute): compute, when
       // `work` was last brought up to date; collective, when it reached its rendezvous.
       std::int64_t since_ps;
     };
     Time start;
     union {
-      std::int64_t work = 0;  // compute: picoseconds of work still to do at full speed (drawn before the run)
+      std::int64_t work = 0;  // compute: picoseconds of work still to do at full speed (see prepare_row)
       std::int64_t end_ps;    // once done: when it ended, in picoseconds (see end_of)
     };
     union {
-      std::uint32_t collective = 0;  // collective: index into collectives_
+      std::uint32_t collective = 0;  // collective: index into collectives_ (see prepare_row)
       std::uint32_t order;           // once done: its place among the rank's finished ops (see write_intervals)
     };
     Status status = Status::waiting;
     std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
     bool wake_pending : 1 = false;
 
-    Time launch() const { return Time::from_ps(launch_ps); }
     Time since() const { return Time::from_ps(since_ps); }
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
@@ -98,6 +110,8 @@ class Engine {
   // lie in a few hundred kilobytes, not one huge page per rank. A rank with a list of its own
   // has its states one after the other.
   static constexpr std::size_t kOpBlock = 16;  // 512 bytes: eight cache lines
+  // How far a row of op states (block k of every rank) is prepared (see prepare_row).
+  enum class RowState : std::uint8_t { untouched, drawn, claimed, ready };
   class OpStates {
    public:
     OpStates() = default;
@@ -113,7 +127,9 @@ class Engine {
 
   // The op states of the ranks that share a list: given back to the kernel once every one of
   // them has had its intervals written.
+  struct ListIndex;
   struct StateRegion {
+    const ListIndex* list = nullptr;  // the ranks' list
     std::size_t first = 0;  // into op_states_
     std::size_t end = 0;
     std::size_t ranks_left = 0;
@@ -129,6 +145,7 @@ class Engine {
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
     std::vector<OpIndex> collectives;             // the collective ops, in list order
+    std::vector<OpIndex> host_blocking;           // the ops that block the host, in list order
     std::size_t memory_changes = 0;               // ops with a memory delta
     std::span<const Op> ops;                      // the list's ops
   };
@@ -157,8 +174,10 @@ class Engine {
     OpStates ops;                  // this rank's part of op_states_
     const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
     Time host_time;                // when the host is free to issue the next op
-    Time bubble_since;
+    Time run_start;                // the host issued ops run_first, ... host_next - 1 back to back from here
+    OpIndex run_first = 0;
     OpIndex host_next = 0;         // next op the host issues
+    Time bubble_since;
     std::uint32_t finished = 0;    // ops done so far
     std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
     std::uint16_t compute_running = 0;  // compute ops of this rank that run
@@ -238,8 +257,6 @@ class Engine {
   };
 
   // Setup (engine.cpp).
-  void place_op_states();
-  void draw_compute_work();
   void validate_rank(std::size_t r) const;
   const ListIndex& index_of(const OpList& list);
   void index_streams(const OpList& list, ListIndex& index) const;
@@ -256,9 +273,31 @@ class Engine {
   std::string describe_stuck(std::size_t r) const;
   std::string describe_wait(std::size_t r, OpIndex o) const;
 
+  // Laying the op states out and preparing them (engine_prepare.cpp).
+  void place_op_states();
+  void start_preparing(Preparation preparation, std::chrono::steady_clock::time_point setup_start);
+  void prepare(const std::stop_token& stop, std::chrono::steady_clock::time_point setup_start);
+  void prepare_rows(const std::stop_token& stop);
+  void prepare_row(std::size_t row, bool draw, bool note_collectives);
+  bool claim_row(std::size_t row, RowState from, RowState& seen);
+  void complete_row(std::size_t row);
+  void collectives_indexed();
+  void require_prepared(OpIndex o) {
+    if (!all_prepared_ && row_state_[o / kOpBlock].load(std::memory_order_acquire) != RowState::ready) [[unlikely]]
+      prepare_now(o / kOpBlock);
+  }
+  void prepare_now(std::size_t row);
+  void finish_preparing();
+
   // Host, streams and compute (engine_streams.cpp).
   void issue_from_host(std::size_t r);
   bool waits_done(std::size_t r, OpIndex o) const;
+  void note_launches(std::size_t r);
+  // When the host issued op `o` of the rank (issued: o < host_next), whose state is `op`.
+  Time launch_of(const RankState& state, OpIndex o, const OpState& op) const {
+    if (o < state.run_first) return Time::from_ps(op.launch_ps);
+    return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
+  }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
   StreamHead* heads(std::size_t r) { return heads_.data() + r * heads_stride_; }
   const StreamHead* heads(std::size_t r) const { return heads_.data() + r * heads_stride_; }
@@ -294,9 +333,10 @@ class Engine {
   const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
 
   const Program& program_;
-  std::vector<OpState> op_states_;  // every rank's ops, list by list (see OpStates): one buffer on huge pages
+  ZeroedArray<OpState> op_states_;  // every rank's ops, list by list (see OpStates): one buffer on huge pages
   std::vector<StateRegion> regions_;    // per distinct op list, in the order of op_states_
   std::vector<std::uint32_t> region_of_;  // per rank
+  std::vector<std::vector<std::uint32_t>> region_ranks_;  // per region, its ranks in the order of their states
   HugePageVector<RankState> ranks_;
   HugePageVector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list
   std::size_t heads_stride_ = 0;
@@ -333,7 +373,25 @@ class Engine {
   std::size_t slab_used_ = 0;  // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
   std::uint32_t bubble_name_ = 0;
+  bool any_skews_ = false;  // representative mode under jitter
   bool ran_ = false;
+
+  // Preparing the op states: the compute ops' work drawn, the collective ops' collectives
+  // written. Row k is block k (see OpStates) of every rank; the loop uses an op once its row is
+  // prepared. A large run prepares them on a thread of its own, front to back, while the main
+  // thread indexes the collectives and then runs the loop: the thread also takes the page
+  // faults of the gigabytes of states. A row the loop needs before the thread has reached it,
+  // the loop prepares itself: whichever thread claims a row first prepares it.
+  std::size_t rows_ = 0;
+  std::vector<std::uint32_t> op_collective_;      // per rank, per collective op of its list: its collective
+  std::vector<std::size_t> op_collective_begin_;  // per rank, into op_collective_
+  std::unique_ptr<std::atomic<RowState>[]> row_state_;  // per row
+  bool all_prepared_ = false;
+  double prepared_at_s_ = 0;          // written by the preparing thread, read after it is joined
+  std::exception_ptr prepare_error_;  // the same; thrown again on the caller's thread
+  std::atomic<bool> prepare_failed_{false};
+  std::atomic<bool> collectives_indexed_{false};
+  std::jthread preparer_;  // last: stopped and joined before anything it reads is destroyed
 };
 
 // Runs `program` once and returns its timeline; `stats`, when given, receives the run's.

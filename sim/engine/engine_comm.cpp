@@ -12,10 +12,11 @@
 namespace stepsim::engine {
 
 void Engine::arrive(std::size_t r, OpIndex o) {
+  require_prepared(o);  // its collective
   RankState& state = ranks_[r];
   const std::uint32_t c = state.ops[o].collective;
   Collective& coll = collectives_[c];
-  if (!program_.ranks[r].skews.empty()) note_skew(r, o, coll);  // reads the launch, which `since` replaces
+  if (any_skews_ && !program_.ranks[r].skews.empty()) note_skew(r, o, coll);  // reads the launch, which `since` replaces
   state.ops[o].status = Status::arrived;
   state.ops[o].since_ps = now_.ps();
   ++state.at_rendezvous;
@@ -36,7 +37,7 @@ void Engine::note_skew(std::size_t r, OpIndex o, Collective& coll) const {
   const auto it =
       std::lower_bound(skews.begin(), skews.end(), o, [](const ArrivalSkew& s, OpIndex op) { return s.op < op; });
   if (it == skews.end() || it->op != o) return;
-  Time ready = ranks_[r].ops[o].launch();
+  Time ready = launch_of(ranks_[r], o, ranks_[r].ops[o]);
   for (OpIndex w : program_.ranks[r].waits_of(o)) ready = max(ready, end_of(r, w));  // all done by now
   coll.not_before = max(coll.not_before, ready + it->wait);
 }

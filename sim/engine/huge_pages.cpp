@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/parallel.hpp"
 
@@ -69,6 +70,43 @@ void release_pages(void* data, std::size_t bytes) {
 #else
   (void)data, (void)bytes;
 #endif
+}
+
+ZeroedMemory::ZeroedMemory(std::size_t bytes) {
+  if (bytes == 0) return;
+#if defined(__linux__)
+  if (bytes >= kHugePage) {
+    // Anonymous mappings read as zero; one huge page more leaves room to start on a boundary.
+    if (bytes > SIZE_MAX - kHugePage) throw std::bad_alloc();
+    length_ = bytes + kHugePage;
+    base_ = mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base_ == MAP_FAILED) {
+      base_ = nullptr;
+      throw std::bad_alloc();
+    }
+    mapped_ = true;
+    data_ = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(base_) + kHugePage - 1) & ~(kHugePage - 1));
+    advise_huge_pages(data_, bytes);
+    return;
+  }
+#endif
+  constexpr std::size_t kLine = 64;
+  if (bytes > SIZE_MAX - kLine) throw std::bad_alloc();
+  length_ = (bytes + kLine - 1) & ~(kLine - 1);
+  base_ = std::aligned_alloc(kLine, length_);
+  if (base_ == nullptr) throw std::bad_alloc();
+  std::memset(base_, 0, length_);
+  data_ = base_;
+}
+
+ZeroedMemory::~ZeroedMemory() {
+#if defined(__linux__)
+  if (mapped_) {
+    (void)munmap(base_, length_);
+    return;
+  }
+#endif
+  std::free(base_);
 }
 
 void keep_freed_memory() {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace stepsim::engine {
@@ -66,6 +68,58 @@ struct HugePageAllocator {
 
  private:
   static bool large(std::size_t n) { return n * sizeof(T) >= kHugePage / 2; }
+};
+
+// Memory whose bytes read as zero, for ZeroedArray: from a few megabytes on, mapped from the
+// kernel, which zero-fills each page when it is first touched, by whichever thread touches it;
+// smaller, from the allocator and cleared. Throws std::bad_alloc.
+class ZeroedMemory {
+ public:
+  ZeroedMemory() = default;
+  explicit ZeroedMemory(std::size_t bytes);
+  ZeroedMemory(ZeroedMemory&& other) noexcept { swap(other); }
+  ZeroedMemory& operator=(ZeroedMemory&& other) noexcept {
+    ZeroedMemory(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~ZeroedMemory();
+  void* data() const { return data_; }
+
+ private:
+  void swap(ZeroedMemory& other) noexcept {
+    std::swap(base_, other.base_);
+    std::swap(length_, other.length_);
+    std::swap(data_, other.data_);
+    std::swap(mapped_, other.mapped_);
+  }
+  void* base_ = nullptr;  // what was mapped or allocated
+  std::size_t length_ = 0;
+  void* data_ = nullptr;  // base_ rounded up to a huge page when mapped
+  bool mapped_ = false;
+};
+
+// A fixed number of T, for a type whose all-zero bytes are its initial value: no pass writes
+// it at allocation, so a large one costs nothing until its pages are used, and the thread that
+// first writes a page (one that prepares the array while another starts using its front) takes
+// that page's fault.
+template <typename T>
+class ZeroedArray {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  ZeroedArray() = default;
+  explicit ZeroedArray(std::size_t n) : memory_(checked_bytes(n)), size_(n) {}
+  T* data() const { return static_cast<T*>(memory_.data()); }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) const { return data()[i]; }
+
+ private:
+  static std::size_t checked_bytes(std::size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
+    return n * sizeof(T);
+  }
+  ZeroedMemory memory_;
+  std::size_t size_ = 0;
 };
 
 template <typename T>

@@ -196,9 +196,12 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   spdlog::debug("program: {} simulated rank(s), {} ops in {} op list(s), {} collectives; built in {:.2f} s",
                 program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
   spdlog::debug("engine: {} events ({} superseded), {} rate solves; setup {:.2f} s, events {:.2f} s ({:.1f} M/s), "
-                "intervals {:.2f} s",
+                "intervals {:.2f} s{}",
                 stats.events, stats.stale, stats.rate_solves, stats.setup_s, stats.loop_s,
-                stats.loop_s > 0 ? static_cast<double>(stats.events) / stats.loop_s * 1e-6 : 0.0, stats.write_s);
+                stats.loop_s > 0 ? static_cast<double>(stats.events) / stats.loop_s * 1e-6 : 0.0, stats.write_s,
+                stats.prepare_s > 0 ? fmt::format("; op states prepared alongside, done {:.2f} s after setup began",
+                                                  stats.prepare_s)
+                                    : std::string());
   inputs.gpus = scenario.parallel.gpus();
   inputs.samples_per_step = static_cast<double>(scenario.training.global_batch);
   inputs.tokens_per_step = inputs.samples_per_step * static_cast<double>(scenario.model.seq_len);

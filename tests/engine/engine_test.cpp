@@ -93,6 +93,34 @@ TEST_CASE("a host-blocking op holds back the issue of every later op") {
   CHECK(interval(t, 0, "c").start == us(25));
 }
 
+TEST_CASE("ops issued before the host blocked keep their launch times once it issues again") {
+  ProgramBuilder b(1, us(5));
+  const auto side = b.stream(0, "side");
+  const auto c0 = b.compute(0, 0, "c0", us(1));     // launched at 5, ends at 6
+  b.compute(0, side, "p", us(2));                    // launched at 10, runs 10-12
+  b.compute(0, side, "s0", us(1));                   // launched at 15: waits for it after p ends at 12
+  const auto h = b.compute(0, 0, "h", us(1), {c0});  // blocks the host until 6: launched at 15 + 5
+  b.op(0, h).host_blocks = true;
+  b.compute(0, side, "x", us(1));  // the host's new run: 25
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "c0").end == us(6));
+  CHECK(interval(t, 0, "p").end == us(12));
+  CHECK(interval(t, 0, "s0").start == us(15));
+  CHECK(interval(t, 0, "h").start == us(20));
+  CHECK(interval(t, 0, "x").start == us(25));
+}
+
+TEST_CASE("a duration that overflows while the op states are prepared is an error on either thread") {
+  for (const auto preparation : {stepsim::engine::Preparation::by_size, stepsim::engine::Preparation::alongside}) {
+    ProgramBuilder b(2);
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < 100; ++k) b.compute(r, 0, "op", Time::from_s(1.0));
+    }
+    b.program().variation.speed = {1.0, 1e-8};  // rank 1's kernels would take 1e8 s each
+    CHECK_THROWS_AS(stepsim::engine::Engine(b.program(), preparation).run(), stepsim::RangeOverflow);
+  }
+}
+
 TEST_CASE("a collective starts when its slowest member reaches it") {
   ProgramBuilder b(2);
   const auto g = b.group("dp", {0, 1});

@@ -1,0 +1,184 @@
+// The op states: where each rank's lie, and preparing them (each compute op's work drawn,
+// each collective op's collective written), on a thread of their own in a large run.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "engine/engine.hpp"
+#include "engine/parallel.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::engine {
+
+// One region per distinct op list, in the order of the lists' first ranks; in each, the
+// ranks' blocks interleaved (see OpStates).
+void Engine::place_op_states() {
+  std::unordered_map<const OpList*, std::uint32_t> region_of_list;
+  region_of_.resize(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const auto [it, added] =
+        region_of_list.try_emplace(program_.ranks[r].list.get(), static_cast<std::uint32_t>(regions_.size()));
+    if (added) {
+      regions_.emplace_back();
+      region_ranks_.emplace_back();
+    }
+    region_of_[r] = it->second;
+    ++regions_[it->second].ranks_left;
+    region_ranks_[it->second].push_back(static_cast<std::uint32_t>(r));
+  }
+  std::size_t total = 0;
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    StateRegion& region = regions_[g];
+    const std::size_t blocks = (ranks_[region_ranks_[g].front()].list->ops.size() + kOpBlock - 1) / kOpBlock;
+    STEPSIM_CHECK(region.ranks_left * kOpBlock <= UINT32_MAX, "too many ranks share an op list");
+    region.list = ranks_[region_ranks_[g].front()].list;
+    region.first = total;
+    total += region.ranks_left * blocks * kOpBlock;
+    region.end = total;
+    rows_ = std::max(rows_, blocks);
+  }
+  op_states_ = ZeroedArray<OpState>(total);
+  op_base_.resize(ranks_.size());
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    const auto stride = static_cast<std::uint32_t>(regions_[g].ranks_left * kOpBlock);
+    for (std::size_t i = 0; i < region_ranks_[g].size(); ++i) {
+      const std::uint32_t r = region_ranks_[g][i];
+      STEPSIM_CHECK(ranks_[r].list->ops.size() <= UINT32_MAX, "too many ops on one rank");
+      ranks_[r].ops = OpStates(op_states_.data() + regions_[g].first + i * kOpBlock, stride,
+                               static_cast<std::uint32_t>(ranks_[r].list->ops.size()));
+      op_base_[r] = ranks_[r].ops;
+    }
+  }
+}
+
+// A large run on more than one core prepares the rows on a thread of its own; otherwise they
+// are drawn here and their collectives written once those are indexed (collectives_indexed).
+void Engine::start_preparing(Preparation preparation, std::chrono::steady_clock::time_point setup_start) {
+  row_state_ = std::make_unique<std::atomic<RowState>[]>(rows_);
+  if (preparation == Preparation::alongside ||
+      (op_states_.size() * sizeof(OpState) >= kLargeRun && setup_threads() > 1)) {
+    try {
+      preparer_ = std::jthread([this, setup_start](const std::stop_token& stop) { prepare(stop, setup_start); });
+      return;
+    } catch (const std::system_error&) {
+      // No thread to be had: prepare here.
+    }
+  }
+  for (std::size_t row = 0; row < rows_; ++row) prepare_row(row, true, false);
+}
+
+// Draws rows until the collectives are indexed, then goes over every row from the front,
+// writing its collectives (and drawing it, if not done yet), unless the loop has claimed it.
+// An error (a duration that overflows) stops it and is thrown again on the loop's thread.
+void Engine::prepare(const std::stop_token& stop, std::chrono::steady_clock::time_point setup_start) {
+  try {
+    prepare_rows(stop);
+  } catch (...) {
+    prepare_error_ = std::current_exception();
+    prepare_failed_.store(true, std::memory_order_release);
+    return;
+  }
+  prepared_at_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+}
+
+void Engine::prepare_rows(const std::stop_token& stop) {
+  RowState seen{};
+  for (std::size_t row = 0; row < rows_ && !collectives_indexed_.load(std::memory_order_acquire); ++row) {
+    if (stop.stop_requested()) return;
+    if (!claim_row(row, RowState::untouched, seen)) continue;
+    prepare_row(row, true, false);
+    row_state_[row].store(RowState::drawn, std::memory_order_release);
+  }
+  while (!collectives_indexed_.load(std::memory_order_acquire)) {
+    if (stop.stop_requested()) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (std::size_t row = 0; row < rows_; ++row) {
+    if (stop.stop_requested()) return;
+    complete_row(row);
+  }
+}
+
+// Takes a row in state `from` or earlier for this thread; `seen` is the state it had.
+bool Engine::claim_row(std::size_t row, RowState from, RowState& seen) {
+  seen = row_state_[row].load(std::memory_order_acquire);
+  while (seen <= from) {
+    if (row_state_[row].compare_exchange_weak(seen, RowState::claimed, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+// Prepares the rest of a row, if no thread has claimed it yet.
+void Engine::complete_row(std::size_t row) {
+  RowState seen{};
+  if (!claim_row(row, RowState::drawn, seen)) return;
+  prepare_row(row, seen == RowState::untouched, true);
+  row_state_[row].store(RowState::ready, std::memory_order_release);
+}
+
+// The loop needs an op whose row is not ready: it prepares the row itself, or waits for the
+// preparing thread to finish it.
+void Engine::prepare_now(std::size_t row) {
+  complete_row(row);
+  while (row_state_[row].load(std::memory_order_acquire) != RowState::ready) {
+    if (prepare_failed_.load(std::memory_order_acquire)) finish_preparing();  // throws
+    std::this_thread::yield();
+  }
+}
+
+// The one place an op's full-speed duration becomes this run's work: the rank's speed and its
+// kernel jitter (simulation.variation) scale it here, and nowhere else. Each draw is a pure
+// function of (seed, rank, op), so they need not wait for the run. What this reads is written
+// before the preparing thread starts and not changed while it runs (op_base_, not ranks_,
+// whose lines the loop writes).
+void Engine::prepare_row(std::size_t row, bool draw, bool note_collectives) {
+  const std::size_t first = row * kOpBlock;
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    const ListIndex& list = *regions_[g].list;
+    if (first >= list.ops.size()) continue;
+    const std::size_t end = std::min(first + kOpBlock, list.ops.size());
+    // The row's collective ops, as places in the list's collectives.
+    const auto from = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, first) - list.collectives.begin());
+    const auto to = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
+    for (const std::uint32_t r : region_ranks_[g]) {
+      const OpStates ops = op_base_[r];
+      if (draw) {
+        const int rank = program_.ranks[r].rank;
+        for (std::size_t o = first; o < end; ++o) {
+          const Op& op = list.ops[o];
+          if (op.kind == OpKind::compute)
+            ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), op.duration).ps();
+        }
+      }
+      if (!note_collectives) continue;
+      const std::uint32_t* mine = op_collective_.data() + op_collective_begin_[r];
+      for (std::size_t k = from; k < to; ++k) ops[list.collectives[k]].collective = mine[k];
+    }
+  }
+}
+
+void Engine::collectives_indexed() {
+  if (preparer_.joinable()) {
+    if (prepare_failed_.load(std::memory_order_acquire)) finish_preparing();  // throws
+    collectives_indexed_.store(true, std::memory_order_release);
+    return;
+  }
+  for (std::size_t row = 0; row < rows_; ++row) prepare_row(row, false, true);
+  finish_preparing();
+}
+
+// Every row prepared and the thread, if any, joined; the collectives' copy is no longer needed.
+void Engine::finish_preparing() {
+  if (preparer_.joinable()) {
+    preparer_.join();
+    if (prepare_error_) std::rethrow_exception(prepare_error_);
+    stats_.prepare_s = prepared_at_s_;
+  }
+  all_prepared_ = true;
+  op_collective_ = {};
+  op_collective_begin_ = {};
+  row_state_.reset();
+}
+
+}  // namespace stepsim::engine
