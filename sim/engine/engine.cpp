@@ -2,8 +2,11 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,7 +23,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Engine::Engine(const Program& program, Preparation preparation) : program_(program), solver_(program.resources) {
+Engine::Engine(const Program& program, SecondThread second) : program_(program), solver_(program.resources) {
   const auto start = std::chrono::steady_clock::now();
   ranks_.resize(program_.ranks.size());
   for (const RankProgram& rank : program_.ranks) {
@@ -37,7 +40,9 @@ Engine::Engine(const Program& program, Preparation preparation) : program_(progr
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
   place_op_states();
-  start_preparing(preparation, start);
+  second_thread_ =
+      second == SecondThread::always || (op_states_.size() * sizeof(OpState) >= kLargeRun && setup_threads() > 1);
+  start_preparing(start);
   resource_flows_.resize(program_.resources.size());
   resource_mark_.resize(program_.resources.size());
   index_collectives();
@@ -317,40 +322,62 @@ void Engine::write_intervals(IntervalObserver* observer) {
     }
     if (large) advise_interval_buffers();
   }
-  std::vector<std::uint32_t> order;
-  std::vector<Interval> spare;  // the buffer of the last rank dropped, still in cache
   // Whole huge pages only: the buffer's first and last pages may hold the allocator's own data,
   // and giving back part of a huge page splits it, so that the ranks still to be written would
   // read the rest of it through 512 small pages.
   constexpr std::uintptr_t kPage = std::uintptr_t{2} << 20;
   std::uintptr_t released = (reinterpret_cast<std::uintptr_t>(op_states_.data()) + kPage - 1) & ~(kPage - 1);
   std::size_t regions_done = 0;  // the regions before it have all their ranks written
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
-    if (observer != nullptr) {
-      intervals = std::move(spare);
-      intervals.clear();
-      intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
-    } else if (large) {
-      populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
-    }
-    write_rank_intervals(r, order);
-    if (observer != nullptr && !observer->observe(timeline_, r)) {
-      timeline_.ranks[r].dropped = intervals.size();
-      spare = std::move(intervals);
-      intervals = {};
-    }
-    if (--regions_[region_of_[r]].ranks_left != 0 || !large) continue;
+  const auto done = [&](std::size_t r) {
+    if (--regions_[region_of_[r]].ranks_left != 0 || !large) return;
     // Ranks are placed TP innermost and PP outermost, so a stage's list is done after its last
     // rank and the regions end in order; in any other order they wait for the ones before.
     while (regions_done < regions_.size() && regions_[regions_done].ranks_left == 0) ++regions_done;
-    if (regions_done == 0) continue;
-    const std::uintptr_t done =
+    if (regions_done == 0) return;
+    const std::uintptr_t end =
         reinterpret_cast<std::uintptr_t>(op_states_.data() + regions_[regions_done - 1].end) & ~(kPage - 1);
-    if (done <= released) continue;
-    release_pages(reinterpret_cast<void*>(released), done - released);
-    released = done;
-  }
+    if (end <= released) return;
+    release_pages(reinterpret_cast<void*>(released), end - released);
+    released = end;
+  };
+  // A large run writes on two threads, each rank on one of them into a buffer of that thread's
+  // (a dropped rank's buffer serves its next rank, still in its cache); the observer sees the
+  // ranks in order, each on the thread that wrote it, the threads taking turns.
+  const std::size_t threads = second_thread_ ? 2 : 1;
+  std::atomic<std::size_t> turn{0};  // the rank to be shown to the observer next
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  run_parts(threads, [&](std::size_t part) {
+    try {
+      std::vector<std::uint32_t> order;
+      std::vector<Interval> spare;
+      for (std::size_t r = part; r < ranks_.size(); r += threads) {
+        std::vector<Interval>& intervals = timeline_.ranks[r].intervals;
+        if (observer != nullptr) {
+          intervals = std::move(spare);
+          intervals.clear();
+          intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
+        } else if (large) {
+          populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
+        }
+        write_rank_intervals(r, order);
+        while (turn.load(std::memory_order_acquire) != r) {
+          if (failed.load(std::memory_order_acquire)) return;
+          std::this_thread::yield();
+        }
+        if (observer != nullptr && !observer->observe(timeline_, r)) {
+          timeline_.ranks[r].dropped = intervals.size();
+          spare = std::move(intervals);
+          intervals = {};
+        }
+        done(r);
+        turn.store(r + 1, std::memory_order_release);
+      }
+    } catch (...) {
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 // The ops in the order they finished, each bubble after the ops finished before it ended:

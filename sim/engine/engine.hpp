@@ -46,24 +46,25 @@ struct RunStats {
   std::size_t op_lists = 0;       // distinct op lists (the ranks of a stage share one)
   std::size_t collectives = 0;
   // Wall-clock seconds: checking and indexing the program, the event loop, writing the
-  // timeline's intervals. A large run prepares its ops' states (their durations drawn, their
-  // collectives noted) on a thread of its own while the loop starts: prepare_s is how long that
-  // took from the start of setup, partly hidden in loop_s.
+  // timeline's intervals. A run with a second thread (SecondThread) prepares its ops' states
+  // (their durations drawn, their collectives noted) on it while the loop starts: prepare_s is
+  // how long that took from the start of setup, partly hidden in loop_s; 0 without.
   double setup_s = 0;
   double prepare_s = 0;
   double loop_s = 0;
   double write_s = 0;
 };
 
-// Where the ops' states are prepared: on a thread of its own, alongside the start of the
-// loop, for a large run on more than one core (by_size), or always (alongside: for tests).
-enum class Preparation : std::uint8_t { by_size, alongside };
+// Whether a run takes a second thread: to prepare the ops' states alongside the start of the
+// loop, and to write the intervals. By default (by_size) a large run on more than one core
+// does; `always` makes any run do it (tests).
+enum class SecondThread : std::uint8_t { by_size, always };
 
 class Engine {
  public:
   // Validates the program's internal consistency (a failed check is a builder bug). The
   // program must outlive the engine.
-  explicit Engine(const Program& program, Preparation preparation = Preparation::by_size);
+  explicit Engine(const Program& program, SecondThread second = SecondThread::by_size);
   Engine(const Engine&) = delete;  // ranks_ points into op_states_
   Engine& operator=(const Engine&) = delete;
 
@@ -130,7 +131,7 @@ class Engine {
   struct ListIndex;
   struct StateRegion {
     const ListIndex* list = nullptr;  // the ranks' list
-    std::size_t first = 0;  // into op_states_
+    std::size_t first = 0;            // into op_states_
     std::size_t end = 0;
     std::size_t ranks_left = 0;
   };
@@ -164,25 +165,25 @@ class Engine {
     std::array<Bubble, kSize> items;
     BubbleChunk* next = nullptr;
   };
-  static constexpr std::size_t kFirstSlab = 8;      // chunks; each slab doubles the last
+  static constexpr std::size_t kFirstSlab = 8;       // chunks; each slab doubles the last
   static constexpr std::size_t kLargestSlab = 2048;  // two megabytes
 
   // What an event reads of its rank, in two cache lines; what its ranks share is in the
   // list's index, where each stream stands in heads_. At thousands of ranks every line of a
   // rank's own state is a likely cache miss, and only a few megabytes stay in cache.
   struct alignas(64) RankState {
-    OpStates ops;                  // this rank's part of op_states_
+    OpStates ops;                     // this rank's part of op_states_
     const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
-    Time host_time;                // when the host is free to issue the next op
-    Time run_start;                // the host issued ops run_first, ... host_next - 1 back to back from here
+    Time host_time;                   // when the host is free to issue the next op
+    Time run_start;                   // the host issued ops run_first, ... host_next - 1 back to back from here
     OpIndex run_first = 0;
-    OpIndex host_next = 0;         // next op the host issues
+    OpIndex host_next = 0;  // next op the host issues
     Time bubble_since;
-    std::uint32_t finished = 0;    // ops done so far
+    std::uint32_t finished = 0;         // ops done so far
     std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
     std::uint16_t compute_running = 0;  // compute ops of this rank that run
     std::uint16_t at_rendezvous = 0;    // collectives waiting for peers
-    bool host_issued = false;  // an op's end unblocked the host: every stream may move
+    bool host_issued = false;           // an op's end unblocked the host: every stream may move
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
     // The timeline's bubbles, until the intervals are written. (The memory counter is not kept
@@ -275,7 +276,7 @@ class Engine {
 
   // Laying the op states out and preparing them (engine_prepare.cpp).
   void place_op_states();
-  void start_preparing(Preparation preparation, std::chrono::steady_clock::time_point setup_start);
+  void start_preparing(std::chrono::steady_clock::time_point setup_start);
   void prepare(const std::stop_token& stop, std::chrono::steady_clock::time_point setup_start);
   void prepare_rows(const std::stop_token& stop);
   void prepare_row(std::size_t row, bool draw, bool note_collectives);
@@ -333,8 +334,8 @@ class Engine {
   const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
 
   const Program& program_;
-  ZeroedArray<OpState> op_states_;  // every rank's ops, list by list (see OpStates): one buffer on huge pages
-  std::vector<StateRegion> regions_;    // per distinct op list, in the order of op_states_
+  ZeroedArray<OpState> op_states_;        // every rank's ops, list by list (see OpStates): one buffer on huge pages
+  std::vector<StateRegion> regions_;      // per distinct op list, in the order of op_states_
   std::vector<std::uint32_t> region_of_;  // per rank
   std::vector<std::vector<std::uint32_t>> region_ranks_;  // per region, its ranks in the order of their states
   HugePageVector<RankState> ranks_;
@@ -369,11 +370,12 @@ class Engine {
   RunStats stats_;
   Timeline timeline_;
   std::vector<HugePageVector<BubbleChunk>> bubble_slabs_;
-  std::size_t slab_size_ = 0;  // chunks in the last slab
-  std::size_t slab_used_ = 0;  // of them, handed out
+  std::size_t slab_size_ = 0;            // chunks in the last slab
+  std::size_t slab_used_ = 0;            // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
   std::uint32_t bubble_name_ = 0;
   bool any_skews_ = false;  // representative mode under jitter
+  bool second_thread_ = false;
   bool ran_ = false;
 
   // Preparing the op states: the compute ops' work drawn, the collective ops' collectives
@@ -383,8 +385,8 @@ class Engine {
   // faults of the gigabytes of states. A row the loop needs before the thread has reached it,
   // the loop prepares itself: whichever thread claims a row first prepares it.
   std::size_t rows_ = 0;
-  std::vector<std::uint32_t> op_collective_;      // per rank, per collective op of its list: its collective
-  std::vector<std::size_t> op_collective_begin_;  // per rank, into op_collective_
+  std::vector<std::uint32_t> op_collective_;            // per rank, per collective op of its list: its collective
+  std::vector<std::size_t> op_collective_begin_;        // per rank, into op_collective_
   std::unique_ptr<std::atomic<RowState>[]> row_state_;  // per row
   bool all_prepared_ = false;
   double prepared_at_s_ = 0;          // written by the preparing thread, read after it is joined

@@ -16,7 +16,8 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
   const std::uint32_t c = state.ops[o].collective;
   Collective& coll = collectives_[c];
-  if (any_skews_ && !program_.ranks[r].skews.empty()) note_skew(r, o, coll);  // reads the launch, which `since` replaces
+  if (any_skews_ && !program_.ranks[r].skews.empty())
+    note_skew(r, o, coll);  // reads the launch, which `since` replaces
   state.ops[o].status = Status::arrived;
   state.ops[o].since_ps = now_.ps();
   ++state.at_rendezvous;

@@ -52,12 +52,11 @@ void Engine::place_op_states() {
   }
 }
 
-// A large run on more than one core prepares the rows on a thread of its own; otherwise they
-// are drawn here and their collectives written once those are indexed (collectives_indexed).
-void Engine::start_preparing(Preparation preparation, std::chrono::steady_clock::time_point setup_start) {
+// With a second thread (a large run on more than one core) the rows are prepared on it;
+// otherwise they are drawn here and their collectives written once those are indexed (collectives_indexed).
+void Engine::start_preparing(std::chrono::steady_clock::time_point setup_start) {
   row_state_ = std::make_unique<std::atomic<RowState>[]>(rows_);
-  if (preparation == Preparation::alongside ||
-      (op_states_.size() * sizeof(OpState) >= kLargeRun && setup_threads() > 1)) {
+  if (second_thread_) {
     try {
       preparer_ = std::jthread([this, setup_start](const std::stop_token& stop) { prepare(stop, setup_start); });
       return;
@@ -139,8 +138,10 @@ void Engine::prepare_row(std::size_t row, bool draw, bool note_collectives) {
     if (first >= list.ops.size()) continue;
     const std::size_t end = std::min(first + kOpBlock, list.ops.size());
     // The row's collective ops, as places in the list's collectives.
-    const auto from = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, first) - list.collectives.begin());
-    const auto to = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
+    const auto from =
+        static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, first) - list.collectives.begin());
+    const auto to =
+        static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
     for (const std::uint32_t r : region_ranks_[g]) {
       const OpStates ops = op_base_[r];
       if (draw) {

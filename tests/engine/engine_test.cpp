@@ -96,7 +96,7 @@ TEST_CASE("a host-blocking op holds back the issue of every later op") {
 TEST_CASE("ops issued before the host blocked keep their launch times once it issues again") {
   ProgramBuilder b(1, us(5));
   const auto side = b.stream(0, "side");
-  const auto c0 = b.compute(0, 0, "c0", us(1));     // launched at 5, ends at 6
+  const auto c0 = b.compute(0, 0, "c0", us(1));      // launched at 5, ends at 6
   b.compute(0, side, "p", us(2));                    // launched at 10, runs 10-12
   b.compute(0, side, "s0", us(1));                   // launched at 15: waits for it after p ends at 12
   const auto h = b.compute(0, 0, "h", us(1), {c0});  // blocks the host until 6: launched at 15 + 5
@@ -111,7 +111,7 @@ TEST_CASE("ops issued before the host blocked keep their launch times once it is
 }
 
 TEST_CASE("a duration that overflows while the op states are prepared is an error on either thread") {
-  for (const auto preparation : {stepsim::engine::Preparation::by_size, stepsim::engine::Preparation::alongside}) {
+  for (const auto preparation : {stepsim::engine::SecondThread::by_size, stepsim::engine::SecondThread::always}) {
     ProgramBuilder b(2);
     for (int r = 0; r < 2; ++r) {
       for (int k = 0; k < 100; ++k) b.compute(r, 0, "op", Time::from_s(1.0));

@@ -1,7 +1,8 @@
-// A large all-ranks run prepares its ops' states (durations drawn, collectives noted) on a
-// thread of its own while the loop starts, the loop preparing a row itself when it gets there
-// first. On real programs, that gives exactly the timeline that preparing them during setup
-// gives, whichever thread wins each row.
+// A large all-ranks run takes a second thread: it prepares the ops' states (durations drawn,
+// collectives noted) while the loop starts, the loop preparing a row itself when it gets there
+// first, and it writes every other rank's intervals afterwards, the two threads showing the
+// ranks to an observer in turn. On real programs, that gives exactly the timeline one thread
+// gives, whichever thread wins each row, and the observer sees the ranks in order.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -24,6 +25,17 @@ se::Program build(const stepsim::Scenario& s) {
   const sp::ModelCosts costs(s, gpu);
   return sp::build_program(s, stepsim::workload::build_work(s), costs);
 }
+
+// Keeps the even ranks, and notes the order it saw them in.
+class EvenRanks final : public se::IntervalObserver {
+ public:
+  void begin(const stepsim::StepWindow&) override {}
+  bool observe(stepsim::Timeline&, std::size_t r) override {
+    seen.push_back(r);
+    return r % 2 == 0;
+  }
+  std::vector<std::size_t> seen;
+};
 
 void check_same(const stepsim::Timeline& alongside, const stepsim::Timeline& in_setup) {
   REQUIRE(alongside.steps.size() == 1);
@@ -63,9 +75,25 @@ TEST_CASE("preparing the op states alongside the loop gives the timeline that pr
       se::Engine in_setup(program);
       const stepsim::Timeline expected = in_setup.run();
       CHECK(in_setup.stats().prepare_s == 0);  // small: prepared during setup
-      se::Engine alongside(program, se::Preparation::alongside);
+      se::Engine alongside(program, se::SecondThread::always);
       check_same(alongside.run(), expected);
       CHECK(alongside.stats().prepare_s > 0);
+
+      EvenRanks even;
+      const stepsim::Timeline observed = se::Engine(program, se::SecondThread::always).run(&even);
+      REQUIRE(even.seen.size() == expected.ranks.size());
+      std::size_t out_of_order = 0;
+      std::size_t wrong = 0;
+      for (std::size_t r = 0; r < expected.ranks.size(); ++r) {
+        if (even.seen[r] != r) ++out_of_order;
+        const auto& got = observed.ranks[r];
+        const auto& want = expected.ranks[r];
+        const bool right = r % 2 == 0 ? got.intervals == want.intervals && got.dropped == 0
+                                      : got.intervals.empty() && got.dropped == want.intervals.size();
+        if (!right) ++wrong;
+      }
+      CHECK(out_of_order == 0);
+      CHECK(wrong == 0);
     }
   }
 }
