@@ -454,7 +454,6 @@ void Engine::prefetch(const Event& e) const {
       // Both lines of the rank's state (aligned to them); an op's state is aligned within one.
       const auto* rank = reinterpret_cast<const char*>(&ranks_[e.a]);
       __builtin_prefetch(rank);
-      __builtin_prefetch(rank + 64);
       __builtin_prefetch(&op_base_[e.a][e.b]);
       __builtin_prefetch(heads(e.a));
       __builtin_prefetch(program_base_[e.a] + e.b);

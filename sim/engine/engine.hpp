@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -168,17 +169,19 @@ class Engine {
   static constexpr std::size_t kFirstSlab = 8;       // chunks; each slab doubles the last
   static constexpr std::size_t kLargestSlab = 2048;  // two megabytes
 
-  // What an event reads of its rank, in two cache lines; what its ranks share is in the
-  // list's index, where each stream stands in heads_. At thousands of ranks every line of a
-  // rank's own state is a likely cache miss, and only a few megabytes stay in cache.
+  // What an event reads of its rank, in one cache line, and what it rarely does (the bubbles'
+  // storage) in a second; what its ranks share is in the list's index, where each stream
+  // stands in heads_. At thousands of ranks every line of a rank's own state is a likely cache
+  // miss, and only a few megabytes stay in cache.
   struct alignas(64) RankState {
     OpStates ops;                     // this rank's part of op_states_
     const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
-    Time host_time;                   // when the host is free to issue the next op
-    Time run_start;                   // the host issued ops run_first, ... host_next - 1 back to back from here
-    OpIndex run_first = 0;
-    OpIndex host_next = 0;  // next op the host issues
+    // The host issued ops run_first, ..., host_next - 1 back to back from run_start, one launch
+    // cost each: it is free to issue the next op at run_start + (host_next - run_first) launches.
+    Time run_start;
     Time bubble_since;
+    OpIndex run_first = 0;
+    OpIndex host_next = 0;              // next op the host issues
     std::uint32_t finished = 0;         // ops done so far
     std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
     std::uint16_t compute_running = 0;  // compute ops of this rank that run
@@ -188,11 +191,12 @@ class Engine {
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
     // The timeline's bubbles, until the intervals are written. (The memory counter is not kept
     // during the run: it follows from the ops' ends and their order, see write_rank_intervals.)
-    BubbleChunk* bubbles = nullptr;
+    alignas(64) BubbleChunk* bubbles = nullptr;
     BubbleChunk* last_bubbles = nullptr;  // the chunk the next one goes to
     std::uint32_t bubble_count = 0;
   };
-  static_assert(sizeof(RankState) == 128, "a rank's state is read by every event of the rank: two lines");
+  static_assert(sizeof(RankState) == 128 && offsetof(RankState, bubbles) == 64,
+                "what every event of a rank reads is in one line");
 
   // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
   // version that tells a compute op's current end event from superseded ones is the stream's:
