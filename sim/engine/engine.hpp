@@ -284,6 +284,9 @@ class Engine {
   void prepare(const std::stop_token& stop, std::chrono::steady_clock::time_point setup_start);
   void prepare_rows(const std::stop_token& stop);
   void prepare_row(std::size_t row, bool draw, bool note_collectives);
+  void prepare_all(bool draw, bool note_collectives);
+  void draw_work(std::uint32_t r, const ListIndex& list, std::size_t first, std::size_t end) const;
+  void note_collectives_of(std::uint32_t r, const ListIndex& list, std::size_t from, std::size_t to) const;
   bool claim_row(std::size_t row, RowState from, RowState& seen);
   void complete_row(std::size_t row);
   void collectives_indexed();

@@ -64,7 +64,7 @@ void Engine::start_preparing(std::chrono::steady_clock::time_point setup_start) 
       // No thread to be had: prepare here.
     }
   }
-  for (std::size_t row = 0; row < rows_; ++row) prepare_row(row, true, false);
+  prepare_all(true, false);
 }
 
 // Draws rows until the collectives are indexed, then goes over every row from the front,
@@ -126,11 +126,9 @@ void Engine::prepare_now(std::size_t row) {
   }
 }
 
-// The one place an op's full-speed duration becomes this run's work: the rank's speed and its
-// kernel jitter (simulation.variation) scale it here, and nowhere else. Each draw is a pure
-// function of (seed, rank, op), so they need not wait for the run. What this reads is written
-// before the preparing thread starts and not changed while it runs (op_base_, not ranks_,
-// whose lines the loop writes).
+// Row `row` of every region: its ops' work drawn, its collective ops' collectives written.
+// What this reads is written before the preparing thread starts and not changed while it runs
+// (op_base_, not ranks_, whose lines the loop writes).
 void Engine::prepare_row(std::size_t row, bool draw, bool note_collectives) {
   const std::size_t first = row * kOpBlock;
   for (std::size_t g = 0; g < regions_.size(); ++g) {
@@ -143,18 +141,39 @@ void Engine::prepare_row(std::size_t row, bool draw, bool note_collectives) {
     const auto to =
         static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
     for (const std::uint32_t r : region_ranks_[g]) {
-      const OpStates ops = op_base_[r];
-      if (draw) {
-        const int rank = program_.ranks[r].rank;
-        for (std::size_t o = first; o < end; ++o) {
-          const Op& op = list.ops[o];
-          if (op.kind == OpKind::compute)
-            ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), op.duration).ps();
-        }
-      }
-      if (!note_collectives) continue;
-      const std::uint32_t* mine = op_collective_.data() + op_collective_begin_[r];
-      for (std::size_t k = from; k < to; ++k) ops[list.collectives[k]].collective = mine[k];
+      if (draw) draw_work(r, list, first, end);
+      if (note_collectives) note_collectives_of(r, list, from, to);
+    }
+  }
+}
+
+// The one place an op's full-speed duration becomes this run's work: the rank's speed and its
+// kernel jitter (simulation.variation) scale it here, and nowhere else. Each draw is a pure
+// function of (seed, rank, op), so they need not wait for the run.
+void Engine::draw_work(std::uint32_t r, const ListIndex& list, std::size_t first, std::size_t end) const {
+  const OpStates ops = op_base_[r];
+  const int rank = program_.ranks[r].rank;
+  for (std::size_t o = first; o < end; ++o) {
+    const Op& op = list.ops[o];
+    if (op.kind == OpKind::compute)
+      ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), op.duration).ps();
+  }
+}
+
+// The list's collective ops from..to - 1 (places in its collectives) of rank r.
+void Engine::note_collectives_of(std::uint32_t r, const ListIndex& list, std::size_t from, std::size_t to) const {
+  const OpStates ops = op_base_[r];
+  const std::uint32_t* mine = op_collective_.data() + op_collective_begin_[r];
+  for (std::size_t k = from; k < to; ++k) ops[list.collectives[k]].collective = mine[k];
+}
+
+// Without a second thread: rank after rank, each one's ops front to back.
+void Engine::prepare_all(bool draw, bool note_collectives) {
+  for (std::size_t g = 0; g < regions_.size(); ++g) {
+    const ListIndex& list = *regions_[g].list;
+    for (const std::uint32_t r : region_ranks_[g]) {
+      if (draw) draw_work(r, list, 0, list.ops.size());
+      if (note_collectives) note_collectives_of(r, list, 0, list.collectives.size());
     }
   }
 }
@@ -165,7 +184,7 @@ void Engine::collectives_indexed() {
     collectives_indexed_.store(true, std::memory_order_release);
     return;
   }
-  for (std::size_t row = 0; row < rows_; ++row) prepare_row(row, false, true);
+  prepare_all(false, true);
   finish_preparing();
 }
 

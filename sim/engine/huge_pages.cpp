@@ -75,7 +75,10 @@ void release_pages(void* data, std::size_t bytes) {
 ZeroedMemory::ZeroedMemory(std::size_t bytes) {
   if (bytes == 0) return;
 #if defined(__linux__)
-  if (bytes >= kHugePage) {
+  // Only a large buffer is worth its own mapping: a smaller one comes from the allocator, which
+  // hands out memory a previous simulation freed, already mapped (see keep_freed_memory).
+  constexpr std::size_t kMapped = std::size_t{64} << 20;
+  if (bytes >= kMapped) {
     // Anonymous mappings read as zero; one huge page more leaves room to start on a boundary.
     if (bytes > SIZE_MAX - kHugePage) throw std::bad_alloc();
     length_ = bytes + kHugePage;

@@ -70,8 +70,8 @@ struct HugePageAllocator {
   static bool large(std::size_t n) { return n * sizeof(T) >= kHugePage / 2; }
 };
 
-// Memory whose bytes read as zero, for ZeroedArray: from a few megabytes on, mapped from the
-// kernel, which zero-fills each page when it is first touched, by whichever thread touches it;
+// Memory whose bytes read as zero, for ZeroedArray: from 64 MiB on, mapped from the kernel,
+// which zero-fills each page when it is first touched, by whichever thread touches it;
 // smaller, from the allocator and cleared. Throws std::bad_alloc.
 class ZeroedMemory {
  public:
