@@ -121,6 +121,70 @@ TEST_CASE("a duration that overflows while the op states are prepared is an erro
   }
 }
 
+TEST_CASE("a second thread preparing the op states and writing the intervals changes nothing") {
+  // 64 ranks in 8 groups, each rank a compute and a communication stream, hundreds of rows of
+  // op states, kernel jitter, and an op that blocks the host half way.
+  constexpr int kRanks = 64;
+  ProgramBuilder b(kRanks, us(2));
+  std::vector<std::int32_t> groups;
+  for (int g = 0; g < kRanks / 8; ++g) {
+    std::vector<int> members;
+    for (int m = 0; m < 8; ++m) members.push_back(g * 8 + m);
+    groups.push_back(b.group("tp" + std::to_string(g), members, CommKind::tp));
+  }
+  const auto link = b.link(k100GBps);
+  for (int r = 0; r < kRanks; ++r) {
+    const auto comm = b.stream(r, "comm");
+    stepsim::engine::OpIndex last = 0;
+    for (int k = 0; k < 1000; ++k) {
+      const auto c =
+          b.compute(r, 0, "gemm", us(10 + k % 7),
+                    k == 0 ? std::vector<stepsim::engine::OpIndex>{} : std::vector<stepsim::engine::OpIndex>{last});
+      last = b.collective(r, comm, "ar", groups[static_cast<std::size_t>(r / 8)],
+                          call(kMB, us(3), k100GBps, {{link, 1.0}}), {c});
+      if (k == 500) b.op(r, c).host_blocks = true;
+    }
+  }
+  b.program().variation.jitter = stepsim::engine::JitterDraw::normal;
+  b.program().variation.sigma = 0.05;
+  b.program().variation.seed = 11;
+  const Timeline one = stepsim::engine::Engine(b.program()).run();
+  stepsim::engine::Engine engine(b.program(), stepsim::engine::SecondThread::always);
+  const Timeline two = engine.run();
+  CHECK(engine.stats().prepare_s > 0);
+  REQUIRE(two.ranks.size() == one.ranks.size());
+  std::size_t differ = 0;
+  for (std::size_t r = 0; r < one.ranks.size(); ++r) {
+    if (two.ranks[r].intervals != one.ranks[r].intervals) ++differ;
+  }
+  CHECK(differ == 0);
+  CHECK(two.steps[0].end == one.steps[0].end);
+
+  // An observer sees the ranks in order, from both threads in turn.
+  struct EvenRanks final : stepsim::engine::IntervalObserver {
+    void begin(const stepsim::StepWindow&) override {}
+    bool observe(Timeline& t, std::size_t r) override {
+      seen.push_back(r);
+      sizes.push_back(t.ranks[r].intervals.size());
+      return r % 2 == 0;
+    }
+    std::vector<std::size_t> seen;
+    std::vector<std::size_t> sizes;
+  } even;
+  const Timeline observed = stepsim::engine::Engine(b.program(), stepsim::engine::SecondThread::always).run(&even);
+  std::vector<std::size_t> in_order(one.ranks.size());
+  std::vector<std::size_t> sizes;
+  for (std::size_t r = 0; r < one.ranks.size(); ++r) {
+    in_order[r] = r;
+    sizes.push_back(one.ranks[r].intervals.size());
+  }
+  CHECK(even.seen == in_order);
+  CHECK(even.sizes == sizes);
+  CHECK(observed.ranks[2].intervals == one.ranks[2].intervals);
+  CHECK(observed.ranks[3].intervals.empty());
+  CHECK(observed.ranks[3].dropped == one.ranks[3].intervals.size());
+}
+
 TEST_CASE("a collective starts when its slowest member reaches it") {
   ProgramBuilder b(2);
   const auto g = b.group("dp", {0, 1});
