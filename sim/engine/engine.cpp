@@ -451,7 +451,7 @@ void Engine::prefetch(const Event& e) const {
   switch (e.kind) {
     case EventKind::wake:
     case EventKind::compute_end: {
-      // Both lines of the rank's state (aligned to them); an op's state is aligned within one.
+      // The line of the rank's state that every event reads; an op's state is aligned within one.
       const auto* rank = reinterpret_cast<const char*>(&ranks_[e.a]);
       __builtin_prefetch(rank);
       __builtin_prefetch(&op_base_[e.a][e.b]);

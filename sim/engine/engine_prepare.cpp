@@ -117,10 +117,13 @@ void Engine::complete_row(std::size_t row) {
 }
 
 // The loop needs an op whose row is not ready: it prepares the row itself, or waits for the
-// preparing thread to finish it.
+// preparing thread to finish it. A row that thread was still drawing when the collectives were
+// indexed is then only drawn, and the loop completes it rather than wait for the thread to come
+// back to it.
 void Engine::prepare_now(std::size_t row) {
-  complete_row(row);
-  while (row_state_[row].load(std::memory_order_acquire) != RowState::ready) {
+  for (;;) {
+    complete_row(row);
+    if (row_state_[row].load(std::memory_order_acquire) == RowState::ready) return;
     if (prepare_failed_.load(std::memory_order_acquire)) finish_preparing();  // throws
     std::this_thread::yield();
   }
@@ -136,10 +139,12 @@ void Engine::prepare_row(std::size_t row, bool draw, bool note_collectives) {
     if (first >= list.ops.size()) continue;
     const std::size_t end = std::min(first + kOpBlock, list.ops.size());
     // The row's collective ops, as places in the list's collectives.
-    const auto from =
-        static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, first) - list.collectives.begin());
-    const auto to =
-        static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
+    std::size_t from = 0;
+    std::size_t to = 0;
+    if (note_collectives) {
+      from = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, first) - list.collectives.begin());
+      to = static_cast<std::size_t>(std::ranges::lower_bound(list.collectives, end) - list.collectives.begin());
+    }
     for (const std::uint32_t r : region_ranks_[g]) {
       if (draw) draw_work(r, list, first, end);
       if (note_collectives) note_collectives_of(r, list, from, to);
