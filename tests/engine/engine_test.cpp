@@ -373,6 +373,58 @@ TEST_CASE("collectives called in different orders are reported as a deadlock") {
   REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("waits at the rendezvous of group 'x' call 0 (1 of 2"));
 }
 
+TEST_CASE("the k-th calls of groups that make different numbers of calls are matched") {
+  // Three groups of three ranks each with 3, 1 and 2 calls, called in different orders: each
+  // call of a group meets the same call of the group on every member.
+  ProgramBuilder b(3);
+  const auto x = b.group("x", {0, 1, 2});
+  const auto y = b.group("y", {2, 0, 1});
+  const auto z = b.group("z", {1, 2, 0});
+  const auto call_of = [&](int r, std::int32_t g, const std::string& name, double latency_us) {
+    b.collective(r, 0, name, g, call(Bytes{0}, us(latency_us)));
+  };
+  for (int r = 0; r < 3; ++r) {
+    call_of(r, x, "x0", 1);
+    if (r == 1) b.compute(r, 0, "late", us(10));
+    call_of(r, z, "z0", 2);
+    call_of(r, x, "x1", 3);
+    call_of(r, y, "y0", 4);
+    call_of(r, z, "z1", 5);
+    call_of(r, x, "x2", 6);
+  }
+  stepsim::engine::RunStats stats;
+  const Timeline t = run(b.program(), nullptr, &stats);
+  CHECK(stats.collectives == 6);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(interval(t, r, "x0").end == us(1));
+    CHECK(interval(t, r, "z0").start == us(11));  // rank 1's late op holds every member back
+    CHECK(interval(t, r, "z0").end == us(13));
+    CHECK(interval(t, r, "x1").end == us(16));
+    CHECK(interval(t, r, "y0").end == us(20));
+    CHECK(interval(t, r, "z1").end == us(25));
+    CHECK(interval(t, r, "x2").end == us(31));
+  }
+}
+
+TEST_CASE("a member that makes fewer calls of a group than the others is a program bug") {
+  ProgramBuilder b(2);
+  const auto x = b.group("x", {0, 1});
+  b.collective(0, 0, "a", x, call(Bytes{0}, us(1)));
+  b.collective(0, 0, "b", x, call(Bytes{0}, us(1)));
+  b.collective(1, 0, "a", x, call(Bytes{0}, us(1)));
+  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("group 'x' call 1 never reaches member 1"));
+}
+
+TEST_CASE("a rank that calls a group it is not a member of is a program bug") {
+  ProgramBuilder b(2);
+  const auto x = b.group("x", {0});
+  b.collective(0, 0, "a", x, call(Bytes{0}, us(1)));
+  b.collective(1, 0, "a", x, call(Bytes{0}, us(1)));
+  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("rank 1 calls group 'x' without being a member"));
+}
+
 TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
   ProgramBuilder b(1);
   const auto side = b.stream(0, "side");
