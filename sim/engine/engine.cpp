@@ -37,7 +37,9 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
     program_base_.push_back(ranks_[r].list->ops.data());
     heads_stride_ = std::max(heads_stride_, ranks_[r].list->streams.size());
   }
-  heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
+  inline_heads_ = heads_stride_ <= kInlineHeads;
+  if (!inline_heads_) heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
+  bubbles_.resize(ranks_.size());
   any_skews_ = std::ranges::any_of(program_.ranks, [](const RankProgram& rank) { return !rank.skews.empty(); });
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
@@ -355,7 +357,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
   const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
   if (observer == nullptr) {
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
-      timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
+      timeline_.ranks[r].intervals.reserve(ranks_[r].ops.size() + bubbles_[r].count);
     }
     if (large) advise_interval_buffers();
   }
@@ -393,7 +395,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
         if (observer != nullptr) {
           intervals = std::move(spare);
           intervals.clear();
-          intervals.reserve(ranks_[r].ops.size() + ranks_[r].bubble_count);
+          intervals.reserve(ranks_[r].ops.size() + bubbles_[r].count);
         } else if (large) {
           populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
         }
@@ -422,9 +424,9 @@ void Engine::write_intervals(IntervalObserver* observer) {
 void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order) {
   const RankState& state = ranks_[r];
   // The rank's bubbles, in the order they ended.
-  const BubbleChunk* chunk = state.bubbles;
+  const BubbleChunk* chunk = bubbles_[r].first;
   std::size_t at = 0;  // in chunk
-  std::size_t left = state.bubble_count;
+  std::size_t left = bubbles_[r].count;
   const auto next = [&]() -> const Bubble* { return left == 0 ? nullptr : &chunk->items[at]; };
   const auto advance = [&] {
     --left;

@@ -169,11 +169,21 @@ class Engine {
   static constexpr std::size_t kFirstSlab = 8;       // chunks; each slab doubles the last
   static constexpr std::size_t kLargestSlab = 2048;  // two megabytes
 
-  // What an event reads of its rank, in one cache line, and what it rarely does (the bubbles'
-  // storage) in a second; what its ranks share is in the list's index, where each stream
-  // stands in heads_. At thousands of ranks every line of a rank's own state is a likely cache
-  // miss, and only a few megabytes stay in cache.
-  struct alignas(64) RankState {
+  // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
+  // version that tells a compute op's current end event from superseded ones is the stream's:
+  // a stale event is then told without reading the op's state, which is rarely in cache.
+  struct StreamHead {
+    std::uint32_t head = 0;     // first op not yet done, into the list's stream
+    std::uint32_t version = 0;  // bumped whenever the head's compute end is (re)scheduled
+  };
+  static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
+  static constexpr std::size_t kInlineHeads = 8;      // streams whose heads a rank's state holds
+
+  // What an event reads of its rank, in one cache line, and its stream heads in the next (the
+  // two lines of an aligned pair, on one page); what its ranks share is in the list's index. At
+  // thousands of ranks every line of a rank's own state is a likely cache miss, and only a few
+  // megabytes stay in cache.
+  struct alignas(128) RankState {
     OpStates ops;                     // this rank's part of op_states_
     const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
     // The host issued ops run_first, ..., host_next - 1 back to back from run_start, one launch
@@ -189,23 +199,20 @@ class Engine {
     bool host_issued = false;           // an op's end unblocked the host: every stream may move
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
-    // The timeline's bubbles, until the intervals are written. (The memory counter is not kept
-    // during the run: it follows from the ops' ends and their order, see write_rank_intervals.)
-    alignas(64) BubbleChunk* bubbles = nullptr;
-    BubbleChunk* last_bubbles = nullptr;  // the chunk the next one goes to
-    std::uint32_t bubble_count = 0;
+    // Its streams' heads when its list has at most kInlineHeads streams (else in heads_).
+    alignas(64) std::array<StreamHead, kInlineHeads> heads{};
   };
-  static_assert(sizeof(RankState) == 128 && offsetof(RankState, bubbles) == 64,
-                "what every event of a rank reads is in one line");
+  static_assert(sizeof(RankState) == 128 && offsetof(RankState, heads) == 64,
+                "what every event of a rank reads is in one line, its heads in the next");
 
-  // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
-  // version that tells a compute op's current end event from superseded ones is the stream's:
-  // a stale event is then told without reading the op's state, which is rarely in cache.
-  struct StreamHead {
-    std::uint32_t head = 0;     // first op not yet done, into the list's stream
-    std::uint32_t version = 0;  // bumped whenever the head's compute end is (re)scheduled
+  // The timeline's bubbles of a rank, until the intervals are written. (The memory counter is
+  // not kept during the run: it follows from the ops' ends and their order, see
+  // write_rank_intervals.)
+  struct RankBubbles {
+    BubbleChunk* first = nullptr;
+    BubbleChunk* last = nullptr;  // the chunk the next one goes to
+    std::uint32_t count = 0;
   };
-  static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
 
   struct Member {
     std::uint32_t rank = 0;
@@ -307,8 +314,12 @@ class Engine {
     return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
   }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
-  StreamHead* heads(std::size_t r) { return heads_.data() + r * heads_stride_; }
-  const StreamHead* heads(std::size_t r) const { return heads_.data() + r * heads_stride_; }
+  StreamHead* heads(std::size_t r) {
+    return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
+  }
+  const StreamHead* heads(std::size_t r) const {
+    return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
+  }
   void advance_rank(std::size_t r);
   void advance_after(std::size_t r, OpIndex o);
   void try_start(std::size_t r, std::size_t stream);
@@ -320,7 +331,7 @@ class Engine {
   void complete_op(std::size_t r, OpIndex o);
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
-  void add_bubble(RankState& state, const Bubble& bubble);
+  void add_bubble(std::size_t r, const Bubble& bubble);
   void write_intervals(IntervalObserver* observer);
   void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
   Interval bubble_interval(const Bubble& b) const;
@@ -346,8 +357,10 @@ class Engine {
   std::vector<std::uint32_t> region_of_;  // per rank
   std::vector<std::vector<std::uint32_t>> region_ranks_;  // per region, its ranks in the order of their states
   HugePageVector<RankState> ranks_;
-  HugePageVector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list
+  HugePageVector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list (unless inline_heads_)
   std::size_t heads_stride_ = 0;
+  bool inline_heads_ = false;  // every list has at most kInlineHeads streams: the heads are in ranks_
+  std::vector<RankBubbles> bubbles_;  // per rank
   // Per rank, its op states and its first op: dense, to prefetch without touching ranks_.
   std::vector<OpStates> op_base_;
   std::vector<const Op*> program_base_;

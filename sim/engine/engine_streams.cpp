@@ -214,12 +214,13 @@ void Engine::update_bubble(std::size_t r) {
     return;
   }
   if (now_ == state.bubble_since) return;
-  add_bubble(state, {state.bubble_since, now_, state.finished});
+  add_bubble(r, {state.bubble_since, now_, state.finished});
   last_end_ = now_;
 }
 
-void Engine::add_bubble(RankState& state, const Bubble& bubble) {
-  const std::size_t at = state.bubble_count % BubbleChunk::kSize;
+void Engine::add_bubble(std::size_t r, const Bubble& bubble) {
+  RankBubbles& bubbles = bubbles_[r];
+  const std::size_t at = bubbles.count % BubbleChunk::kSize;
   if (at == 0) {
     if (slab_used_ == slab_size_) {
       slab_size_ = slab_size_ == 0 ? kFirstSlab : std::min(2 * slab_size_, kLargestSlab);
@@ -227,11 +228,11 @@ void Engine::add_bubble(RankState& state, const Bubble& bubble) {
       slab_used_ = 0;
     }
     BubbleChunk* chunk = &bubble_slabs_.back()[slab_used_++];
-    (state.last_bubbles == nullptr ? state.bubbles : state.last_bubbles->next) = chunk;
-    state.last_bubbles = chunk;
+    (bubbles.last == nullptr ? bubbles.first : bubbles.last->next) = chunk;
+    bubbles.last = chunk;
   }
-  state.last_bubbles->items[at] = bubble;
-  ++state.bubble_count;
+  bubbles.last->items[at] = bubble;
+  ++bubbles.count;
 }
 
 Interval Engine::bubble_interval(const Bubble& b) const {

@@ -69,6 +69,31 @@ TEST_CASE("ops on different streams run concurrently unless an event orders them
   CHECK(interval(t, 0, "after a").stream == side);
 }
 
+TEST_CASE("ranks with more streams than their state holds inline keep each stream in order") {
+  // Twelve streams (the rank's state holds eight heads; more go to a separate array): a chain
+  // across all of them, each op waiting on the one before on the previous stream, and a
+  // second op on each stream that waits only for its stream.
+  ProgramBuilder b(2);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<stepsim::engine::StreamIndex> streams{0};
+    for (int s = 1; s < 12; ++s) streams.push_back(b.stream(r, "s" + std::to_string(s)));
+    stepsim::engine::OpIndex last = 0;
+    for (int s = 0; s < 12; ++s) {
+      const auto waits = s == 0 ? std::vector<stepsim::engine::OpIndex>{} : std::vector{last};
+      last = b.compute(r, streams[static_cast<std::size_t>(s)], "chain" + std::to_string(s), us(r + 1), waits);
+      b.compute(r, streams[static_cast<std::size_t>(s)], "then" + std::to_string(s), us(1));
+    }
+  }
+  const Timeline t = run(b.program());
+  for (int r = 0; r < 2; ++r) {
+    for (int s = 0; s < 12; ++s) {
+      CHECK(interval(t, r, "chain" + std::to_string(s)).end == us((r + 1) * (s + 1)));
+      CHECK(interval(t, r, "then" + std::to_string(s)).start == interval(t, r, "chain" + std::to_string(s)).end);
+      CHECK(interval(t, r, "then" + std::to_string(s)).stream == s);
+    }
+  }
+}
+
 TEST_CASE("the host launch cost delays tiny kernels") {
   ProgramBuilder b(1, us(5));
   b.compute(0, 0, "a", us(1));
