@@ -51,7 +51,7 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
   resource_mark_.resize(program_.resources.size());
   index_collectives();
   collectives_indexed();
-  summarize_collectives();
+  check_members();
   index_calls();
   for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
   stats_.op_lists = indexes_.size();
@@ -148,9 +148,13 @@ void Engine::index_collectives() {
   const auto mine = [&all](std::size_t r) {
     return std::span<Membership>(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
   };
-  const auto membership = [&](std::size_t r, OpIndex o) -> Membership& {
+  const auto call_of = [this](std::size_t r, OpIndex o) -> const CollectiveCall& {
     const RankProgram& rank = program_.ranks[r];
-    const auto g = static_cast<std::uint32_t>(rank.calls[static_cast<std::size_t>(rank.ops()[o].call)].group);
+    return rank.calls[static_cast<std::size_t>(rank.ops()[o].call)];
+  };
+  const auto membership = [&](std::size_t r, const CollectiveCall& call) -> Membership& {
+    const RankProgram& rank = program_.ranks[r];
+    const auto g = static_cast<std::uint32_t>(call.group);
     const std::span<Membership> groups = mine(r);
     const auto it = std::ranges::find(groups, g, &Membership::group);
     STEPSIM_CHECK(it != groups.end(), fmt::format("rank {} calls group '{}' without being a member", rank.rank,
@@ -158,10 +162,10 @@ void Engine::index_collectives() {
     return *it;
   };
   // How many calls each group makes: the most any of its members makes (a member that makes
-  // fewer is reported by summarize_collectives).
+  // fewer is reported by check_members).
   std::vector<std::uint32_t> calls(program_.groups.size(), 0);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    for (const OpIndex o : ranks_[r].list->collectives) ++membership(r, o).calls;
+    for (const OpIndex o : ranks_[r].list->collectives) ++membership(r, call_of(r, o)).calls;
     for (Membership& m : mine(r)) {
       calls[m.group] = std::max(calls[m.group], m.calls);
       m.calls = 0;
@@ -206,10 +210,22 @@ void Engine::index_collectives() {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::uint32_t* written = op_collective_.data() + op_collective_begin_[r];
     for (const OpIndex o : ranks_[r].list->collectives) {
-      Membership& m = membership(r, o);
+      const CollectiveCall& call = call_of(r, o);
+      Membership& m = membership(r, call);
       const std::size_t c = first_of[m.calls++] + place[m.group];
-      members_[collectives_[c].first_member + m.position] = {static_cast<std::uint32_t>(r), o};
+      Collective& coll = collectives_[c];
+      members_[coll.first_member + m.position] = {static_cast<std::uint32_t>(r), o};
       *written++ = static_cast<std::uint32_t>(c);  // into the op's state when its row is prepared
+      // The members' views merged: one size, the longest latency, the lowest bandwidth.
+      if (coll.arrived++ == 0) {
+        coll.size = call.size;
+        coll.cap = call.algbw;
+      } else {
+        STEPSIM_CHECK(call.size == coll.size, fmt::format("group '{}' call {} has different sizes on its members",
+                                                          program_.groups[m.group].name, coll.call_index));
+        if (call.algbw < coll.cap) coll.cap = call.algbw;
+      }
+      coll.latency = max(coll.latency, call.latency);
     }
   }
 }
@@ -239,20 +255,19 @@ Engine::Memberships Engine::memberships() const {
   return out;
 }
 
-// Checks that every member takes part and merges the members' views of each collective.
-void Engine::summarize_collectives() {
+// Checks that every member takes part (index_collectives counted them in `arrived`) and makes
+// the count the run's again.
+void Engine::check_members() {
   for (Collective& c : collectives_) {
+    if (c.arrived == c.member_count) [[likely]] {
+      c.arrived = 0;
+      continue;
+    }
     const Group& group = program_.groups[c.group];
     for (std::uint32_t m = 0; m < c.member_count; ++m) {
-      const Member& member = members_[c.first_member + m];
-      STEPSIM_CHECK(member.rank != UINT32_MAX, fmt::format("group '{}' call {} never reaches member {}", group.name,
-                                                           c.call_index, group.members[m]));
-      const CollectiveCall& call = call_of(member.rank, member.op);
-      STEPSIM_CHECK(m == 0 || call.size == c.size,
-                    fmt::format("group '{}' call {} has different sizes on its members", group.name, c.call_index));
-      c.size = call.size;
-      c.latency = max(c.latency, call.latency);
-      if (m == 0 || call.algbw < c.cap) c.cap = call.algbw;
+      STEPSIM_CHECK(members_[c.first_member + m].rank != UINT32_MAX,
+                    fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index,
+                                group.members[m]));
     }
   }
 }

@@ -276,7 +276,7 @@ class Engine {
   void index_collectives();
   void index_calls();
   Memberships memberships() const;
-  void summarize_collectives();
+  void check_members();
   void start_timeline();
   void advise_interval_buffers();
   void dispatch(const Event& e);

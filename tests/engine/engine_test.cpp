@@ -277,6 +277,27 @@ TEST_CASE("a lone collective moves its bytes at its algorithm bandwidth") {
   CHECK(interval(t, 0, "allreduce").bytes == kMB);
 }
 
+TEST_CASE("a collective takes the longest latency and the lowest bandwidth of its members' views") {
+  // Three members see the call with different latencies and bandwidths: 1 MB moves after the
+  // longest latency (5 us) at the lowest bandwidth (50 GB/s: 20 us), on every member.
+  ProgramBuilder b(3);
+  const auto g = b.group("dp", {2, 0, 1});
+  b.collective(0, 0, "allreduce", g, call(kMB, us(1), k100GBps));
+  b.collective(1, 0, "allreduce", g, call(kMB, us(5), Bandwidth::gbytes_per_s(200)));
+  b.collective(2, 0, "allreduce", g, call(kMB, us(2), Bandwidth::gbytes_per_s(50)));
+  const Timeline t = run(b.program());
+  for (int r = 0; r < 3; ++r) CHECK(interval(t, r, "allreduce").end == us(25));
+}
+
+TEST_CASE("members that see one collective with different sizes are a program bug") {
+  ProgramBuilder b(2);
+  const auto g = b.group("dp", {0, 1});
+  b.collective(0, 0, "allreduce", g, call(kMB, us(1)));
+  b.collective(1, 0, "allreduce", g, call(Bytes{2'000'000}, us(1)));
+  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
+  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("group 'dp' call 0 has different sizes on its members"));
+}
+
 TEST_CASE("two concurrent collectives sharing one link take longer than one") {
   ProgramBuilder b(1);
   const auto link = b.link(k100GBps);
