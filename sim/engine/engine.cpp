@@ -32,8 +32,8 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
     STEPSIM_CHECK(rank.list != nullptr, fmt::format("rank {} has no op list", rank.rank));
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    ranks_[r].list = &index_of(r);
     validate_rank(r);
-    ranks_[r].list = &index_of(*program_.ranks[r].list);
     program_base_.push_back(ranks_[r].list->ops.data());
     heads_stride_ = std::max(heads_stride_, ranks_[r].list->streams.size());
   }
@@ -59,18 +59,17 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
   stats_.setup_s = seconds_since(start);
 }
 
-void Engine::validate_rank(std::size_t r) const {
+// What a rank's op list says alone is checked once for the ranks that share it, in the name
+// of the first of them; what differs between them (their streams and calls), for each rank.
+// Messages are formatted only on failure: validation runs over every op.
+void Engine::validate_list(std::size_t r) const {
   const RankProgram& rank = program_.ranks[r];
-  STEPSIM_CHECK(!rank.streams.empty(), fmt::format("rank {} has no streams", rank.rank));
-  STEPSIM_CHECK(rank.streams.size() <= kMaxStreams, fmt::format("rank {} has too many streams", rank.rank));
-  // Messages are formatted only on failure: validation runs over every op.
   const auto bad = [&rank](std::size_t o, const char* what) {
     return fmt::format("rank {} op {}: {}", rank.rank, o, what);
   };
   const std::vector<Op>& ops = rank.ops();
   for (std::size_t o = 0; o < ops.size(); ++o) {
     const Op& op = ops[o];
-    STEPSIM_CHECK(op.stream < rank.streams.size(), bad(o, "unknown stream"));
     STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
     STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits().size(), bad(o, "bad waits"));
     STEPSIM_CHECK(op.wait_count <= kMaxWaits, bad(o, "too many waits"));
@@ -79,9 +78,28 @@ void Engine::validate_rank(std::size_t r) const {
     }
     if (op.kind == OpKind::compute) {
       STEPSIM_CHECK(op.duration >= Time::zero(), bad(o, "negative duration"));
-      continue;
+    } else {
+      STEPSIM_CHECK(op.call >= 0, bad(o, "unknown call"));
     }
-    STEPSIM_CHECK(op.call >= 0 && static_cast<std::size_t>(op.call) < rank.calls.size(), bad(o, "unknown call"));
+  }
+}
+
+void Engine::validate_rank(std::size_t r) const {
+  const RankProgram& rank = program_.ranks[r];
+  const ListIndex& list = *ranks_[r].list;
+  STEPSIM_CHECK(!rank.streams.empty(), fmt::format("rank {} has no streams", rank.rank));
+  STEPSIM_CHECK(rank.streams.size() <= kMaxStreams, fmt::format("rank {} has too many streams", rank.rank));
+  const auto bad = [&rank](std::size_t o, const char* what) {
+    return fmt::format("rank {} op {}: {}", rank.rank, o, what);
+  };
+  if (list.streams.size() > rank.streams.size()) {
+    // The first op on a stream the rank does not have.
+    const auto o = std::ranges::find_if(list.ops, [&](const Op& op) { return op.stream >= rank.streams.size(); });
+    STEPSIM_CHECK(false, bad(static_cast<std::size_t>(o - list.ops.begin()), "unknown stream"));
+  }
+  for (const OpIndex o : list.collectives) {
+    const Op& op = list.ops[o];
+    STEPSIM_CHECK(static_cast<std::size_t>(op.call) < rank.calls.size(), bad(o, "unknown call"));
     const CollectiveCall& call = rank.calls[static_cast<std::size_t>(op.call)];
     STEPSIM_CHECK(call.group >= 0 && static_cast<std::size_t>(call.group) < program_.groups.size(),
                   bad(o, "unknown group"));
@@ -92,9 +110,11 @@ void Engine::validate_rank(std::size_t r) const {
   }
 }
 
-const Engine::ListIndex& Engine::index_of(const OpList& list) {
+const Engine::ListIndex& Engine::index_of(std::size_t r) {
+  const OpList& list = *program_.ranks[r].list;
   std::unique_ptr<ListIndex>& index = indexes_[&list];
   if (index) return *index;
+  validate_list(r);
   index = std::make_unique<ListIndex>();
   index_streams(list, *index);
   index_dependents(list, *index);

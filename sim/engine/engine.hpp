@@ -269,8 +269,9 @@ class Engine {
   };
 
   // Setup (engine.cpp).
+  void validate_list(std::size_t r) const;
   void validate_rank(std::size_t r) const;
-  const ListIndex& index_of(const OpList& list);
+  const ListIndex& index_of(std::size_t r);
   void index_streams(const OpList& list, ListIndex& index) const;
   void index_dependents(const OpList& list, ListIndex& index) const;
   void index_collectives();

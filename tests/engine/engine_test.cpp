@@ -1,6 +1,8 @@
 // Execution semantics of the engine (docs/model.md) with exact integer-time expectations.
 #include <catch2/catch.hpp>
 
+#include <functional>
+
 #include "engine/engine.hpp"
 #include "program_builder.hpp"
 #include "stepsim/error.hpp"
@@ -480,6 +482,43 @@ TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
   b.op(0, 1).host_blocks = true;
   b.collective(0, 0, "never issued", g, call(Bytes{0}, us(1)));
   REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("is never issued: the host blocks before op 1 'sync'"));
+}
+
+TEST_CASE("a broken op list or call is a program bug named by rank and op") {
+  // Two ranks share one list; what the list says alone is reported in the first rank's name,
+  // what differs between the ranks (streams, calls) in the name of the rank it is wrong for.
+  const auto two_ranks = [](const std::function<void(ProgramBuilder&)>& breaks) {
+    ProgramBuilder b(2);
+    const auto g = b.group("dp", {0, 1});
+    for (int r = 0; r < 2; ++r) {
+      const auto side = b.stream(r, "dp");
+      b.compute(r, 0, "gemm", us(1));
+      b.collective(r, side, "allreduce", g, call(kMB, us(1)), {0});
+    }
+    b.program().ranks[1].share_ops_with(b.program().ranks[0]);
+    REQUIRE(b.program().ranks[1].list == b.program().ranks[0].list);
+    breaks(b);
+    return b;
+  };
+  const auto fails = [](ProgramBuilder& b, const std::string& message) {
+    CHECK_THROWS_WITH(run(b.program()), Catch::Contains(message));
+  };
+  auto b = two_ranks([](ProgramBuilder& p) { p.op(0, 0).duration = us(-1); });
+  fails(b, "rank 0 op 0: negative duration");
+  b = two_ranks([](ProgramBuilder& p) { p.program().ranks[0].list->waits[0] = 1; });
+  fails(b, "rank 0 op 1: bad wait");
+  b = two_ranks([](ProgramBuilder& p) { p.op(0, 1).name = 99; });
+  fails(b, "rank 0 op 1: unknown name");
+  b = two_ranks([](ProgramBuilder& p) { p.program().ranks[1].streams.pop_back(); });
+  fails(b, "rank 1 op 1: unknown stream");
+  b = two_ranks([](ProgramBuilder& p) { p.program().ranks[1].calls.clear(); });
+  fails(b, "rank 1 op 1: unknown call");
+  b = two_ranks([](ProgramBuilder& p) { p.program().ranks[1].calls[0].group = 5; });
+  fails(b, "rank 1 op 1: unknown group");
+  b = two_ranks([](ProgramBuilder& p) { p.program().ranks[1].calls[0].algbw = Bandwidth{}; });
+  fails(b, "rank 1 op 1: data without bandwidth");
+  b = two_ranks([](ProgramBuilder&) {});
+  CHECK_NOTHROW(run(b.program()));
 }
 
 TEST_CASE("a collective naming an unknown link is a program bug") {
