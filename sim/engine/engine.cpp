@@ -387,6 +387,7 @@ void Engine::start_timeline() {
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   members_ = {};
+  op_flags_ = {};
   // Small runs (representative mode) keep their memory: the allocator hands it out again
   // already mapped, and system calls would cost more than they save.
   const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
@@ -529,6 +530,7 @@ void Engine::prefetch(const Event& e) const {
       const auto* rank = reinterpret_cast<const char*>(&ranks_[e.a]);
       __builtin_prefetch(rank);
       __builtin_prefetch(&op_base_[e.a][e.b]);
+      __builtin_prefetch(&flags_of(op_base_[e.a][e.b]));
       __builtin_prefetch(heads(e.a));
       __builtin_prefetch(program_base_[e.a] + e.b);
       return;
@@ -546,7 +548,7 @@ void Engine::prefetch(const Event& e) const {
 void Engine::dispatch(const Event& e) {
   switch (e.kind) {
     case EventKind::wake:
-      ranks_[e.a].ops[e.b].wake_pending = false;
+      flags_of(ranks_[e.a].ops[e.b]).wake_pending = 0;
       try_start(e.a, ranks_[e.a].list->ops[e.b].stream);
       return;
     case EventKind::compute_end:
@@ -595,7 +597,7 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
                        program_.names[rank.ops()[state.host_next].name]);
   }
   for (OpIndex w : rank.waits_of(o)) {
-    if (state.ops[w].status != Status::done) {
+    if (flags_of(state.ops[w]).status != Status::done) {
       return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops()[w].name]);
     }
   }

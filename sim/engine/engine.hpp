@@ -98,13 +98,22 @@ class Engine {
       std::uint32_t collective = 0;  // collective: index into collectives_ (see prepare_row)
       std::uint32_t order;           // once done: its place among the rank's finished ops (see write_intervals)
     };
-    Status status = Status::waiting;
-    std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
-    bool wake_pending : 1 = false;
 
     Time since() const { return Time::from_ps(since_ps); }
   };
   static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+
+  // What the loop asks of an op most (whether it waits, runs or is done; how many of its waits
+  // are done), in four bytes per op, in an array laid out like the op states (flags_of): the
+  // flags of a block of a rank's ops share one cache line, so that the next op of a stream or
+  // an op waiting on the one that ended is told not ready, or counted, without reading its
+  // state, rarely in cache at thousands of ranks. All bytes zero is the initial value.
+  struct OpFlags {
+    std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
+    std::uint32_t wake_pending : 1 = 0;
+    Status status : 8 = Status::waiting;
+  };
+  static_assert(sizeof(OpFlags) == 4, "sixteen ops' flags to a cache line");
 
   // A rank's op states. The ranks that share an op list (a stage's thousand GPUs in all-ranks
   // mode) move through its ops at about the same time, so their states are stored in blocks
@@ -315,6 +324,9 @@ class Engine {
     return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
   }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
+  OpFlags& flags_of(const OpState& op) const {
+    return op_flags_[static_cast<std::size_t>(&op - op_states_.data())];
+  }
   StreamHead* heads(std::size_t r) {
     return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
   }
@@ -354,6 +366,7 @@ class Engine {
 
   const Program& program_;
   ZeroedArray<OpState> op_states_;        // every rank's ops, list by list (see OpStates): one buffer on huge pages
+  ZeroedArray<OpFlags> op_flags_;         // per op state, at the same index: its flags
   std::vector<StateRegion> regions_;      // per distinct op list, in the order of op_states_
   std::vector<std::uint32_t> region_of_;  // per rank
   std::vector<std::vector<std::uint32_t>> region_ranks_;  // per region, its ranks in the order of their states

@@ -41,12 +41,12 @@ void Engine::note_launches(std::size_t r) {
   RankState& state = ranks_[r];
   for (OpIndex o = state.run_first; o < state.host_next; ++o) {
     OpState& op = state.ops[o];
-    if (op.status == Status::waiting) op.launch_ps = launch_of(state, o, op).ps();
+    if (flags_of(op).status == Status::waiting) op.launch_ps = launch_of(state, o, op).ps();
   }
 }
 
 bool Engine::waits_done(std::size_t r, OpIndex o) const {
-  return ranks_[r].ops[o].waits_met == ranks_[r].list->ops[o].wait_count;
+  return flags_of(ranks_[r].ops[o]).waits_met == ranks_[r].list->ops[o].wait_count;
 }
 
 void Engine::advance_rank(std::size_t r) {
@@ -84,14 +84,15 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
   const OpIndex o = s[head];
   if (o >= state.host_next) return;  // not issued yet
   OpState& op = state.ops[o];
-  if (op.status != Status::waiting) return;
+  OpFlags& flags = flags_of(op);
+  if (flags.status != Status::waiting) return;
   if (const Time launch = launch_of(state, o, op); launch > now_) {
-    if (op.wake_pending) return;
-    op.wake_pending = true;
+    if (flags.wake_pending != 0) return;
+    flags.wake_pending = 1;
     queue_.push({launch, 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
     return;
   }
-  if (!waits_done(r, o)) return;
+  if (flags.waits_met != state.list->ops[o].wait_count) return;
   if (state.list->ops[o].kind == OpKind::compute) {
     start_compute(r, o);
   } else {
@@ -102,7 +103,7 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
 void Engine::start_compute(std::size_t r, OpIndex o) {
   require_prepared(o);  // its work
   OpState& op = ranks_[r].ops[o];
-  op.status = Status::running;
+  flags_of(op).status = Status::running;
   op.start = now_;
   op.since_ps = now_.ps();
   ++ranks_[r].compute_running;
@@ -149,7 +150,7 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     // op's state is the rank's own and mostly not.
     if (list.ops[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
-    if (op.status != Status::running) continue;
+    if (flags_of(op).status != Status::running) continue;
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();
@@ -164,13 +165,13 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   const ListIndex& list = *state.list;
   const Op& op = list.ops[o];
   OpState& st = state.ops[o];
-  st.status = Status::done;
+  flags_of(st).status = Status::done;
   st.end_ps = now_.ps();
   last_end_ = now_;
   if (op.kind == OpKind::compute) --state.compute_running;
   ++heads(r)[op.stream].head;
   for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
-    ++state.ops[list.dependents[d]].waits_met;
+    ++flags_of(state.ops[list.dependents[d]]).waits_met;
   }
   st.order = state.finished++;  // its interval and its memory change are written after the run
   const OpIndex host_next = state.host_next;
