@@ -41,6 +41,17 @@ std::vector<Interval> of_activity(const Timeline& t, int rank, Activity a) {
   return out;
 }
 
+// A collective of no bytes taking 1 us (a barrier) on rank r's compute stream.
+void barrier(ProgramBuilder& b, int r, std::int32_t group, const std::string& name) {
+  b.collective(r, 0, name, group, call(Bytes{0}, us(1)));
+}
+
+// Running the program fails with a program bug whose message contains `message`.
+void require_program_bug(const stepsim::engine::Program& program, const std::string& message) {
+  REQUIRE_THROWS_AS(run(program), stepsim::InternalError);
+  REQUIRE_THROWS_WITH(run(program), Catch::Contains(message));
+}
+
 }  // namespace
 
 TEST_CASE("ops on one stream run one after another") {
@@ -296,8 +307,7 @@ TEST_CASE("members that see one collective with different sizes are a program bu
   const auto g = b.group("dp", {0, 1});
   b.collective(0, 0, "allreduce", g, call(kMB, us(1)));
   b.collective(1, 0, "allreduce", g, call(Bytes{2'000'000}, us(1)));
-  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
-  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("group 'dp' call 0 has different sizes on its members"));
+  require_program_bug(b.program(), "group 'dp' call 0 has different sizes on its members");
 }
 
 TEST_CASE("two concurrent collectives sharing one link take longer than one") {
@@ -413,12 +423,11 @@ TEST_CASE("collectives called in different orders are reported as a deadlock") {
   ProgramBuilder b(2);
   const auto x = b.group("x", {0, 1});
   const auto y = b.group("y", {0, 1});
-  b.collective(0, 0, "first", x, call(Bytes{0}, us(1)));
-  b.collective(0, 0, "second", y, call(Bytes{0}, us(1)));
-  b.collective(1, 0, "second", y, call(Bytes{0}, us(1)));
-  b.collective(1, 0, "first", x, call(Bytes{0}, us(1)));
-  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
-  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("waits at the rendezvous of group 'x' call 0 (1 of 2"));
+  barrier(b, 0, x, "first");
+  barrier(b, 0, y, "second");
+  barrier(b, 1, y, "second");
+  barrier(b, 1, x, "first");
+  require_program_bug(b.program(), "waits at the rendezvous of group 'x' call 0 (1 of 2");
 }
 
 TEST_CASE("the k-th calls of groups that make different numbers of calls are matched") {
@@ -457,20 +466,18 @@ TEST_CASE("the k-th calls of groups that make different numbers of calls are mat
 TEST_CASE("a member that makes fewer calls of a group than the others is a program bug") {
   ProgramBuilder b(2);
   const auto x = b.group("x", {0, 1});
-  b.collective(0, 0, "a", x, call(Bytes{0}, us(1)));
-  b.collective(0, 0, "b", x, call(Bytes{0}, us(1)));
-  b.collective(1, 0, "a", x, call(Bytes{0}, us(1)));
-  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
-  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("group 'x' call 1 never reaches member 1"));
+  barrier(b, 0, x, "a");
+  barrier(b, 0, x, "b");
+  barrier(b, 1, x, "a");
+  require_program_bug(b.program(), "group 'x' call 1 never reaches member 1");
 }
 
 TEST_CASE("a rank that calls a group it is not a member of is a program bug") {
   ProgramBuilder b(2);
   const auto x = b.group("x", {0});
-  b.collective(0, 0, "a", x, call(Bytes{0}, us(1)));
-  b.collective(1, 0, "a", x, call(Bytes{0}, us(1)));
-  REQUIRE_THROWS_AS(run(b.program()), stepsim::InternalError);
-  REQUIRE_THROWS_WITH(run(b.program()), Catch::Contains("rank 1 calls group 'x' without being a member"));
+  barrier(b, 0, x, "a");
+  barrier(b, 1, x, "a");
+  require_program_bug(b.program(), "rank 1 calls group 'x' without being a member");
 }
 
 TEST_CASE("a host blocked on work that never ends is reported as a deadlock") {
