@@ -125,7 +125,25 @@ std::string nccl_version_of_code(long code) {
   return fmt::format("{}.{}.{}", code / 1000, code / 100 % 10, code % 100);
 }
 
-void read_header_line(const std::string& text, Section& s, NcclTestsHeader& h) {
+// A count in a header line (the digits a pattern matched), from 0 to `max`: anything larger is
+// no nccl-tests header, and would overflow what it is multiplied into.
+long header_count(const std::ssub_match& digits, long max, const char* what, const std::string& source, int line) {
+  const std::string t = digits.str();
+  long value = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  if (ec != std::errc() || end != t.data() + t.size() || value > max) {
+    const std::string shown =
+        t.size() <= 20 ? fmt::format("'{}'", t) : fmt::format("'{}…' ({} digits)", t.substr(0, 20), t.size());
+    throw InputError(source, fmt::format("line {}", line), fmt::format("expected {} from 0 to {}, got {}", what, max, shown));
+  }
+  return value;
+}
+
+void read_header_line(const std::string& text, const std::string& source, int line, Section& s,
+                      NcclTestsHeader& h) {
+  const auto count = [&](const std::ssub_match& digits, long max, const char* what) {
+    return static_cast<int>(header_count(digits, max, what, source, line));
+  };
   static const std::regex starting(R"(Collective test starting:\s*(\S+))");
   static const std::regex threads(R"(nThread\s+(\d+)\s+nGpus\s+(\d+))");
   static const std::regex device(
@@ -147,18 +165,18 @@ void read_header_line(const std::string& text, Section& s, NcclTestsHeader& h) {
     return;
   }
   if (std::regex_search(text, m, threads)) {
-    s.ranks_per_process = std::stoi(m[1]) * std::stoi(m[2]);
+    s.ranks_per_process = count(m[1], 4096, "nThread") * count(m[2], 4096, "nGpus");
     return;
   }
   if (std::regex_search(text, m, device)) {
-    s.max_rank = std::max(s.max_rank, std::stoi(m[1]));
+    s.max_rank = std::max(s.max_rank, count(m[1], 16'777'215, "a rank"));
     s.hosts.insert(m[2]);
     if (h.host.empty()) h.host = m[2];
     if (h.gpu.empty()) h.gpu = m[3];
     return;
   }
   if (std::regex_search(text, m, library)) {
-    h.nccl = nccl_version_of_code(std::stol(m[1]));
+    h.nccl = nccl_version_of_code(header_count(m[1], 99'999'999, "an NCCL version code", source, line));
     return;
   }
   // Files that keep only the rows say what ran in a comment: "# all_reduce_perf -b 8 -g 8 on
@@ -167,9 +185,9 @@ void read_header_line(const std::string& text, Section& s, NcclTestsHeader& h) {
     s.test = m[1];
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
   }
-  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) s.declared_ranks = std::stoi(m[1]);
+  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
   if (std::regex_search(text, m, count_x)) {
-    if (s.declared_ranks == 0) s.declared_ranks = std::stoi(m[1]);
+    if (s.declared_ranks == 0) s.declared_ranks = count(m[1], 16'777'216, "a GPU count");
     if (h.gpu.empty()) h.gpu = m[2];
   }
   if (text.find("one node") != std::string::npos && s.declared_nodes == 0) s.declared_nodes = 1;
@@ -298,7 +316,7 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
     drop_mpi_prefix(tokens);
     if (tokens.empty()) continue;
     if (tokens.front().front() == '#') {
-      read_header_line(line_text, section, log.header);
+      read_header_line(line_text, source, line, section, log.header);
       continue;
     }
     drop_timestamp(tokens);
