@@ -134,13 +134,13 @@ long header_count(const std::ssub_match& digits, long max, const char* what, con
   if (ec != std::errc() || end != t.data() + t.size() || value > max) {
     const std::string shown =
         t.size() <= 20 ? fmt::format("'{}'", t) : fmt::format("'{}…' ({} digits)", t.substr(0, 20), t.size());
-    throw InputError(source, fmt::format("line {}", line), fmt::format("expected {} from 0 to {}, got {}", what, max, shown));
+    throw InputError(source, fmt::format("line {}", line),
+                     fmt::format("expected {} from 0 to {}, got {}", what, max, shown));
   }
   return value;
 }
 
-void read_header_line(const std::string& text, const std::string& source, int line, Section& s,
-                      NcclTestsHeader& h) {
+void read_header_line(const std::string& text, const std::string& source, int line, Section& s, NcclTestsHeader& h) {
   const auto count = [&](const std::ssub_match& digits, long max, const char* what) {
     return static_cast<int>(header_count(digits, max, what, source, line));
   };
@@ -185,7 +185,8 @@ void read_header_line(const std::string& text, const std::string& source, int li
     s.test = m[1];
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
   }
-  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
+  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0)
+    s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
   if (std::regex_search(text, m, count_x)) {
     if (s.declared_ranks == 0) s.declared_ranks = count(m[1], 16'777'216, "a GPU count");
     if (h.gpu.empty()) h.gpu = m[2];

@@ -177,8 +177,8 @@ void Engine::index_collectives() {
     const auto g = static_cast<std::uint32_t>(call.group);
     const std::span<Membership> groups = mine(r);
     const auto it = std::ranges::find(groups, g, &Membership::group);
-    STEPSIM_CHECK(it != groups.end(), fmt::format("rank {} calls group '{}' without being a member", rank.rank,
-                                                  program_.groups[g].name));
+    STEPSIM_CHECK(it != groups.end(),
+                  fmt::format("rank {} calls group '{}' without being a member", rank.rank, program_.groups[g].name));
     return *it;
   };
   // How many calls each group makes: the most any of its members makes (a member that makes
@@ -285,9 +285,9 @@ void Engine::check_members() {
     }
     const Group& group = program_.groups[c.group];
     for (std::uint32_t m = 0; m < c.member_count; ++m) {
-      STEPSIM_CHECK(members_[c.first_member + m].rank != UINT32_MAX,
-                    fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index,
-                                group.members[m]));
+      STEPSIM_CHECK(
+          members_[c.first_member + m].rank != UINT32_MAX,
+          fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index, group.members[m]));
     }
   }
 }

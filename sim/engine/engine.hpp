@@ -324,9 +324,7 @@ class Engine {
     return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
   }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
-  OpFlags& flags_of(const OpState& op) const {
-    return op_flags_[static_cast<std::size_t>(&op - op_states_.data())];
-  }
+  OpFlags& flags_of(const OpState& op) const { return op_flags_[static_cast<std::size_t>(&op - op_states_.data())]; }
   StreamHead* heads(std::size_t r) {
     return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
   }
@@ -373,7 +371,7 @@ class Engine {
   HugePageVector<RankState> ranks_;
   HugePageVector<StreamHead> heads_;  // heads_stride_ per rank, one per stream of its list (unless inline_heads_)
   std::size_t heads_stride_ = 0;
-  bool inline_heads_ = false;  // every list has at most kInlineHeads streams: the heads are in ranks_
+  bool inline_heads_ = false;         // every list has at most kInlineHeads streams: the heads are in ranks_
   std::vector<RankBubbles> bubbles_;  // per rank
   // Per rank, its op states and its first op: dense, to prefetch without touching ranks_.
   std::vector<OpStates> op_base_;

@@ -75,7 +75,8 @@ void Engine::prepare(const std::stop_token& stop, std::chrono::steady_clock::tim
   try {
     // The flags are only zeros until the loop writes them: mapped here in one go, so that the
     // loop takes none of their page faults.
-    if (op_flags_.size() * sizeof(OpFlags) >= kLargeRun) populate_pages(op_flags_.data(), op_flags_.size() * sizeof(OpFlags));
+    if (op_flags_.size() * sizeof(OpFlags) >= kLargeRun)
+      populate_pages(op_flags_.data(), op_flags_.size() * sizeof(OpFlags));
     prepare_rows(stop);
   } catch (...) {
     prepare_error_ = std::current_exception();

@@ -189,12 +189,14 @@ TEST_CASE("a megabyte-long comment line is skipped, not matched until the stack 
 
 TEST_CASE("absurd counts in header lines name the file, the line and the range expected") {
   const std::string row = "1024 256 float sum -1 40.0 0.03 0.05 0 39.0 0.03 0.05 0\n";
-  CHECK_THROWS_WITH(parse("# all_reduce_perf -b 8 -e 425M -f 2 -g 77777777777777777777777777\n" + row),
-                    "log.txt: line 1: expected -g (GPUs per thread) from 0 to 4096, got '77777777777777777777…' (26 digits)");
+  CHECK_THROWS_WITH(
+      parse("# all_reduce_perf -b 8 -e 425M -f 2 -g 77777777777777777777777777\n" + row),
+      "log.txt: line 1: expected -g (GPUs per thread) from 0 to 4096, got '77777777777777777777…' (26 digits)");
   CHECK_THROWS_WITH(parse("# nThread 1 nGpus 99999 minBytes 8 maxBytes 8 step: 2(factor)\n" + row),
                     "log.txt: line 1: expected nGpus from 0 to 4096, got '99999'");
-  CHECK_THROWS_WITH(parse("# nThread 1 nGpus 8\n#  Rank 99999999999 Group  0 Pid 1 on h device  0 [0x07] NVIDIA H100\n" + row),
-                    "log.txt: line 2: expected a rank from 0 to 16777215, got '99999999999'");
+  CHECK_THROWS_WITH(
+      parse("# nThread 1 nGpus 8\n#  Rank 99999999999 Group  0 Pid 1 on h device  0 [0x07] NVIDIA H100\n" + row),
+      "log.txt: line 2: expected a rank from 0 to 16777215, got '99999999999'");
   CHECK_THROWS_WITH(parse("# nccl-library=123456789012 version\n" + row),
                     Catch::StartsWith("log.txt: line 1: expected an NCCL version code from 0 to 99999999"));
   CHECK_THROWS_WITH(parse("# all_reduce_perf on one node with 99999999x NVIDIA H100\n" + row),
