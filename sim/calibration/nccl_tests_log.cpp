@@ -277,14 +277,26 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     if (!(size >= 0 && size <= 1099511627776.0))
       json_fail(source, where + "/size", fmt::format("expected a size from 0 to 1 TiB, got {}", size));
     row.size = Bytes(static_cast<std::int64_t>(size));
-    row.count = static_cast<long long>(json_number(r, "count", source, where));
+    const double count = json_number(r, "count", source, where);
+    if (!(count >= 0 && count <= 1099511627776.0))
+      json_fail(source, where + "/count",
+                fmt::format("expected an element count from 0 to 1099511627776, got {}", count));
+    row.count = static_cast<long long>(count);
     if (const auto* t = r.if_contains("type"); t != nullptr && t->is_string()) row.type = std::string(t->get_string());
     if (const auto* t = r.if_contains("redop"); t != nullptr && t->is_string())
       row.redop = std::string(t->get_string());
     if (const auto* t = r.if_contains("root"); t != nullptr && t->is_string()) {
+      // nccl-tests pads the root to six characters: "    -1" for collectives without one.
       const std::string root(t->get_string());
       const auto b = root.find_first_not_of(' ');
-      if (b != std::string::npos) row.root = std::atoi(root.c_str() + b);
+      if (b != std::string::npos) {
+        int value = 0;
+        const auto [end, ec] = std::from_chars(root.data() + b, root.data() + root.size(), value);
+        if (ec != std::errc() || end != root.data() + root.size() || value < -1 || value > 16'777'215)
+          json_fail(source, where + "/root",
+                    fmt::format("expected a root rank from -1 to 16777215, got {}", io::describe_value(*t)));
+        row.root = value;
+      }
     }
     if (const auto* v = r.if_contains("out_of_place"))
       row.out_of_place = json_result(*v, source, where + "/out_of_place");

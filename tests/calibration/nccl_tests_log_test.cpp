@@ -205,3 +205,21 @@ TEST_CASE("absurd counts in header lines name the file, the line and the range e
   const auto log = parse("# all_reduce_perf -b 8 -e 128M -f 2 -g 8 on one node with 8x NVIDIA H100\n" + row);
   REQUIRE(log.rows.size() == 1);
 }
+
+TEST_CASE("an absurd count or root in nccl-tests JSON names the row and the key") {
+  const auto json = [](const std::string& count, const std::string& root) {
+    return "{\"version\":2,\"results\":[{\"size\":8,\"count\":" + count +
+           ",\"type\":\"float\",\"redop\":\"sum\",\"root\":\"" + root +
+           "\",\"out_of_place\":null,\"in_place\":{\"time\":5.0,\"alg_bw\":0.0,\"bus_bw\":0.0,\"nwrong\":0}}]}";
+  };
+  CHECK_THROWS_WITH(parse(json("1e300", "    -1")),
+                    "log.txt: /results/0/count: expected an element count from 0 to 1099511627776, got 1e+300");
+  CHECK_THROWS_WITH(parse(json("-2", "    -1")), Catch::StartsWith("log.txt: /results/0/count: expected"));
+  CHECK_THROWS_WITH(parse(json("2", "99999999999999")),
+                    Catch::StartsWith("log.txt: /results/0/root: expected a root rank from -1 to 16777215, got"));
+  CHECK_THROWS_WITH(parse(json("2", "none")), Catch::StartsWith("log.txt: /results/0/root: expected a root rank"));
+  const auto log = parse(json("2", "     3"));
+  REQUIRE(log.rows.size() == 1);
+  CHECK(log.rows[0].root == 3);
+  CHECK(log.rows[0].count == 2);
+}
