@@ -168,10 +168,6 @@ void Engine::index_collectives() {
   const auto mine = [&all](std::size_t r) {
     return std::span<Membership>(all.groups.data() + all.begin[r], all.groups.data() + all.begin[r + 1]);
   };
-  const auto call_of = [this](std::size_t r, OpIndex o) -> const CollectiveCall& {
-    const RankProgram& rank = program_.ranks[r];
-    return rank.calls[static_cast<std::size_t>(rank.ops()[o].call)];
-  };
   const auto membership = [&](std::size_t r, const CollectiveCall& call) -> Membership& {
     const RankProgram& rank = program_.ranks[r];
     const auto g = static_cast<std::uint32_t>(call.group);
@@ -192,7 +188,8 @@ void Engine::index_collectives() {
     }
   }
   // Groups in order of their calls, most first (then by number): the groups that make a k-th
-  // call are the first groups_with[k] of them, and collective (g, k) is first_of[k] + place[g].
+  // call are the first first_of[k + 1] - first_of[k] of them, and collective (g, k) is
+  // first_of[k] + place[g].
   std::vector<std::uint32_t> order(program_.groups.size());
   for (std::size_t g = 0; g < order.size(); ++g) order[g] = static_cast<std::uint32_t>(g);
   std::ranges::stable_sort(order, std::greater<>{}, [&calls](std::uint32_t g) { return calls[g]; });
@@ -275,20 +272,19 @@ Engine::Memberships Engine::memberships() const {
   return out;
 }
 
-// Checks that every member takes part (index_collectives counted them in `arrived`) and makes
-// the count the run's again.
+// Checks that every member takes part (index_collectives counted them in `arrived`, which
+// the run counts from zero again).
 void Engine::check_members() {
   for (Collective& c : collectives_) {
-    if (c.arrived == c.member_count) [[likely]] {
-      c.arrived = 0;
-      continue;
+    if (c.arrived != c.member_count) [[unlikely]] {
+      const Group& group = program_.groups[c.group];
+      for (std::uint32_t m = 0; m < c.member_count; ++m) {
+        STEPSIM_CHECK(
+            members_[c.first_member + m].rank != UINT32_MAX,
+            fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index, group.members[m]));
+      }
     }
-    const Group& group = program_.groups[c.group];
-    for (std::uint32_t m = 0; m < c.member_count; ++m) {
-      STEPSIM_CHECK(
-          members_[c.first_member + m].rank != UINT32_MAX,
-          fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index, group.members[m]));
-    }
+    c.arrived = 0;
   }
 }
 
