@@ -41,12 +41,14 @@ void Engine::note_launches(std::size_t r) {
   RankState& state = ranks_[r];
   for (OpIndex o = state.run_first; o < state.host_next; ++o) {
     OpState& op = state.ops[o];
-    if (flags_of(op).status == Status::waiting) op.launch_ps = launch_of(state, o, op).ps();
+    if (waiting(r, o)) op.launch_ps = launch_of(state, o, op).ps();
   }
 }
 
+// From the heads of the streams of the ops it waits on (the list is shared by a stage's ranks
+// and mostly in cache, the rank's heads are beside its state).
 bool Engine::waits_done(std::size_t r, OpIndex o) const {
-  return flags_of(ranks_[r].ops[o]).waits_met == ranks_[r].list->ops[o].wait_count;
+  return std::ranges::all_of(ranks_[r].list->waits_of(o), [&](OpIndex w) { return done(r, w); });
 }
 
 void Engine::advance_rank(std::size_t r) {
@@ -79,20 +81,19 @@ void Engine::advance_after(std::size_t r, OpIndex o) {
 void Engine::try_start(std::size_t r, std::size_t stream) {
   RankState& state = ranks_[r];
   const std::vector<OpIndex>& s = state.list->streams[stream];
-  const std::uint32_t head = heads(r)[stream].head;
-  if (head == s.size()) return;
-  const OpIndex o = s[head];
+  StreamHead& head = heads(r)[stream];
+  if (head.head == s.size()) return;
+  const OpIndex o = s[head.head];
   if (o >= state.host_next) return;  // not issued yet
-  OpState& op = state.ops[o];
-  OpFlags& flags = flags_of(op);
-  if (flags.status != Status::waiting) return;
-  if (const Time launch = launch_of(state, o, op); launch > now_) {
-    if (flags.wake_pending != 0) return;
-    flags.wake_pending = 1;
+  if (head.state() != Status::waiting) return;
+  // The op's state is read only if its launch was written (launch_of).
+  if (const Time launch = launch_of(state, o, state.ops[o]); launch > now_) {
+    if (head.wake_pending != 0) return;
+    head.wake_pending = 1;
     queue_.push({launch, 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
     return;
   }
-  if (flags.waits_met != state.list->ops[o].wait_count) return;
+  if (!waits_done(r, o)) return;
   if (state.list->ops[o].kind == OpKind::compute) {
     start_compute(r, o);
   } else {
@@ -103,7 +104,7 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
 void Engine::start_compute(std::size_t r, OpIndex o) {
   require_prepared(o);  // its work
   OpState& op = ranks_[r].ops[o];
-  flags_of(op).status = Status::running;
+  head_of(r, o).set(Status::running);
   op.start = now_;
   op.since_ps = now_.ps();
   ++ranks_[r].compute_running;
@@ -143,14 +144,13 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   const ListIndex& list = *state.list;
   for (std::size_t stream = 0; stream < list.streams.size(); ++stream) {
     const std::vector<OpIndex>& s = list.streams[stream];
-    const std::uint32_t head = heads(r)[stream].head;
-    if (head == s.size()) continue;
-    const OpIndex o = s[head];
+    const StreamHead& head = heads(r)[stream];
+    if (head.head == s.size() || head.state() != Status::running) continue;
+    const OpIndex o = s[head.head];
     // The op's kind first: the list is shared by the stage's ranks and mostly in cache, the
     // op's state is the rank's own and mostly not.
     if (list.ops[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
-    if (flags_of(op).status != Status::running) continue;
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();
@@ -165,14 +165,13 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   const ListIndex& list = *state.list;
   const Op& op = list.ops[o];
   OpState& st = state.ops[o];
-  flags_of(st).status = Status::done;
   st.end_ps = now_.ps();
   last_end_ = now_;
   if (op.kind == OpKind::compute) --state.compute_running;
-  ++heads(r)[op.stream].head;
-  for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
-    ++flags_of(state.ops[list.dependents[d]]).waits_met;
-  }
+  // Done: the ops waiting on it are told so by the head having moved past it (done).
+  StreamHead& head = heads(r)[op.stream];
+  ++head.head;
+  head.set(Status::waiting);
   st.order = state.finished++;  // its interval and its memory change are written after the run
   const OpIndex host_next = state.host_next;
   if (host_next < list.ops.size()) issue_from_host(r);
