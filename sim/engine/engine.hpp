@@ -177,16 +177,17 @@ class Engine {
   // done (it lies before the head: see done), waits, reached its rendezvous or runs (the head's
   // status), and whether its compute end event is the current one (the version).
   struct StreamHead {
-    std::uint32_t head : 29 = 0;  // first op not yet done, into the list's stream (kMaxStreamOps)
+    std::uint32_t head : 28 = 0;  // first op not yet done, into the list's stream (kMaxStreamOps)
     std::uint32_t status : 2 = 0;  // of the head: a Status
     std::uint32_t wake_pending : 1 = 0;  // a wake event for the head is queued
+    std::uint32_t late : 1 = 0;  // the head's queued compute end is earlier than its end (it slowed down)
     std::uint32_t version = 0;  // bumped whenever the head's compute end is (re)scheduled
 
     Status state() const { return static_cast<Status>(status); }
     void set(Status s) { status = static_cast<std::uint32_t>(s); }
   };
   static_assert(sizeof(StreamHead) == 8, "eight streams' heads to a cache line");
-  static constexpr std::size_t kMaxStreamOps = (std::size_t{1} << 29) - 1;
+  static constexpr std::size_t kMaxStreamOps = (std::size_t{1} << 28) - 1;
   static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
   static constexpr std::size_t kInlineHeads = 8;      // streams whose heads a rank's state holds
 
@@ -350,6 +351,7 @@ class Engine {
   void start_compute(std::size_t r, OpIndex o);
   void on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version);
   void schedule_compute_end(std::size_t r, OpIndex o);
+  Time compute_end_of(std::size_t r, const OpState& op) const;
   void reschedule_compute(std::size_t r, double old_factor);
   double compute_factor(std::size_t r) const;
   void complete_op(std::size_t r, OpIndex o);

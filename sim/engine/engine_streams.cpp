@@ -114,20 +114,35 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   update_bubble(r);
 }
 
-void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
-  const OpState& op = ranks_[r].ops[o];
+// When a running compute op ends at the rank's current speed: its work left at `since`.
+Time Engine::compute_end_of(std::size_t r, const OpState& op) const {
   const double factor = compute_factor(r);
-  const Time left = factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor);
-  const StreamIndex stream = ranks_[r].list->ops[o].stream;
-  const std::uint32_t version = ++heads(r)[stream].version;
-  queue_.push({now_ + left, 0, static_cast<std::uint32_t>(r), o, version, EventKind::compute_end, stream});
+  return op.since() + (factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor));
 }
 
-// A stale event reads nothing of its rank but the stream's version.
+void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
+  const StreamIndex stream = ranks_[r].list->ops[o].stream;
+  StreamHead& head = heads(r)[stream];
+  head.late = 0;
+  const std::uint32_t version = ++head.version;
+  queue_.push({compute_end_of(r, ranks_[r].ops[o]), 0, static_cast<std::uint32_t>(r), o, version,
+               EventKind::compute_end, stream});
+}
+
+// A stale event reads nothing of its rank but the stream's version. An op that slowed down
+// since its event was queued (late) is queued again for when it ends now.
 void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version) {
-  if (heads(r)[stream].version != version) {
+  StreamHead& head = heads(r)[stream];
+  if (head.version != version) {
     ++stats_.stale;
     return;
+  }
+  if (head.late != 0) {
+    head.late = 0;
+    if (compute_end_of(r, ranks_[r].ops[o]) > now_) {
+      schedule_compute_end(r, o);
+      return;
+    }
   }
   complete_op(r, o);
   advance_after(r, o);
@@ -137,14 +152,19 @@ double Engine::compute_factor(std::size_t r) const {
   return ranks_[r].comm_running > 0 ? 1.0 + program_.comm_slowdown : 1.0;
 }
 
-// Brings running compute ops up to date at the old speed and reschedules them at the new.
+// Brings running compute ops up to date at the old speed and reschedules them at the new. An
+// op that slows down keeps its queued event, now too early (late): the event finds it still
+// running and queues it again (see on_compute_end). An op is slowed down and sped up again
+// for each collective it overlaps, and most end while slowed down: one event is then
+// superseded, not two.
 void Engine::reschedule_compute(std::size_t r, double old_factor) {
   RankState& state = ranks_[r];
   if (state.compute_running == 0) return;  // the common case while a rank waits on communication
+  const bool slower = compute_factor(r) > old_factor;
   const ListIndex& list = *state.list;
   for (std::size_t stream = 0; stream < list.streams.size(); ++stream) {
     const std::vector<OpIndex>& s = list.streams[stream];
-    const StreamHead& head = heads(r)[stream];
+    StreamHead& head = heads(r)[stream];
     if (head.head == s.size() || head.state() != Status::running) continue;
     const OpIndex o = s[head.head];
     // The op's kind first: the list is shared by the stage's ranks and mostly in cache, the
@@ -154,7 +174,11 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();
-    schedule_compute_end(r, o);
+    if (slower) {
+      head.late = 1;
+    } else {
+      schedule_compute_end(r, o);
+    }
   }
 }
 
@@ -172,6 +196,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   StreamHead& head = heads(r)[op.stream];
   ++head.head;
   head.set(Status::waiting);
+  head.late = 0;
   st.order = state.finished++;  // its interval and its memory change are written after the run
   const OpIndex host_next = state.host_next;
   if (host_next < list.ops.size()) issue_from_host(r);

@@ -583,30 +583,47 @@ TEST_CASE("an observer sees every rank's intervals and the timeline keeps only t
 
 TEST_CASE("the run's statistics count the program and every event, superseded ones apart") {
   // Two ranks share one op list: on each, a GEMM beside a short op and the AllReduce after it,
-  // which slows the GEMM while it runs (comm_slowdown 0.5) and so reschedules its end twice.
-  ProgramBuilder b(2);
-  b.program().comm_slowdown = 0.5;
-  const auto g = b.group("dp", {0, 1});
-  const auto comm = b.stream(0, "dp");
-  b.stream(1, "dp");
-  b.compute(0, 0, "gemm", us(100));
-  const auto lead = b.compute(0, comm, "lead", us(20));
-  b.collective(0, comm, "allreduce", g, call(Bytes{0}, us(30)), {lead});
-  b.program().ranks[1].list = b.program().ranks[0].list;
-  b.program().ranks[1].calls = b.program().ranks[0].calls;
+  // which slows the GEMM while it runs (comm_slowdown 0.5).
+  const auto program = [](Time allreduce) {
+    ProgramBuilder b(2);
+    b.program().comm_slowdown = 0.5;
+    const auto g = b.group("dp", {0, 1});
+    const auto comm = b.stream(0, "dp");
+    b.stream(1, "dp");
+    b.compute(0, 0, "gemm", us(100));
+    const auto lead = b.compute(0, comm, "lead", us(20));
+    b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
+    b.program().ranks[1].list = b.program().ranks[0].list;
+    b.program().ranks[1].calls = b.program().ranks[0].calls;
+    return b.program();
+  };
   stepsim::engine::RunStats stats;
-  const Timeline t = run(b.program(), nullptr, &stats);
-  CHECK(stats.ops == 6);
-  CHECK(stats.op_lists == 1);
-  CHECK(stats.collectives == 1);
-  // Per rank: the short op's end and three ends of the GEMM (at 100 us as first scheduled, at
-  // 140 us as rescheduled when the AllReduce started, at 110 us once it ended), two of them
-  // superseded; and the AllReduce's latency, once.
-  CHECK(stats.events == 9);
-  CHECK(stats.stale == 4);
-  CHECK(stats.rate_solves == 0);  // no bytes, no flow
-  CHECK(stats.setup_s >= 0);
-  CHECK(stats.loop_s >= 0);
-  CHECK(stats.write_s >= 0);
-  CHECK(interval(t, 1, "gemm").end == us(110));
+  SECTION("an AllReduce that ends before the GEMM") {
+    const stepsim::engine::Program p = program(us(30));
+    const Timeline t = run(p, nullptr, &stats);
+    CHECK(stats.ops == 6);
+    CHECK(stats.op_lists == 1);
+    CHECK(stats.collectives == 1);
+    // Per rank: the short op's end and two ends of the GEMM: at 100 us as first scheduled
+    // (superseded: the GEMM slowed down at 20 us, which queues nothing, and sped up at 50 us,
+    // which queues its end at 20 + 30 + (100 - 20 - 30 / 1.5) = 110 us); and the AllReduce's
+    // latency, once.
+    CHECK(stats.events == 7);
+    CHECK(stats.stale == 2);
+    CHECK(stats.rate_solves == 0);  // no bytes, no flow
+    CHECK(stats.setup_s >= 0);
+    CHECK(stats.loop_s >= 0);
+    CHECK(stats.write_s >= 0);
+    CHECK(interval(t, 1, "gemm").end == us(110));
+  }
+  SECTION("an AllReduce that outlasts the GEMM") {
+    const stepsim::engine::Program p = program(us(200));
+    const Timeline t = run(p, nullptr, &stats);
+    // The GEMM's end at 100 us finds it slowed down since 20 us and queues it again for
+    // 20 + 80 · 1.5 = 140 us: nothing is superseded.
+    CHECK(stats.events == 7);
+    CHECK(stats.stale == 0);
+    CHECK(interval(t, 0, "gemm").end == us(140));
+    CHECK(interval(t, 1, "gemm").end == us(140));
+  }
 }
