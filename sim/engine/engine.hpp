@@ -177,11 +177,11 @@ class Engine {
   // done (it lies before the head: see done), waits, reached its rendezvous or runs (the head's
   // status), and whether its compute end event is the current one (the version).
   struct StreamHead {
-    std::uint32_t head : 28 = 0;  // first op not yet done, into the list's stream (kMaxStreamOps)
-    std::uint32_t status : 2 = 0;  // of the head: a Status
+    std::uint32_t head : 28 = 0;         // first op not yet done, into the list's stream (kMaxStreamOps)
+    std::uint32_t status : 2 = 0;        // of the head: a Status
     std::uint32_t wake_pending : 1 = 0;  // a wake event for the head is queued
-    std::uint32_t late : 1 = 0;  // the head's queued compute end is earlier than its end (it slowed down)
-    std::uint32_t version = 0;  // bumped whenever the head's compute end is (re)scheduled
+    std::uint32_t late : 1 = 0;          // the head's queued compute end is earlier than its end (it slowed down)
+    std::uint32_t version = 0;           // bumped whenever the head's compute end is (re)scheduled
 
     Status state() const { return static_cast<Status>(status); }
     void set(Status s) { status = static_cast<std::uint32_t>(s); }

@@ -48,7 +48,14 @@ void Engine::note_launches(std::size_t r) {
 // From the heads of the streams of the ops it waits on (the list is shared by a stage's ranks
 // and mostly in cache, the rank's heads are beside its state).
 bool Engine::waits_done(std::size_t r, OpIndex o) const {
-  return std::ranges::all_of(ranks_[r].list->waits_of(o), [&](OpIndex w) { return done(r, w); });
+  const ListIndex& list = *ranks_[r].list;
+  const Op& op = list.ops[o];
+  if (op.wait_count == 0) return true;
+  const StreamHead* head = heads(r);
+  for (const OpIndex w : list.waits.subspan(op.waits_begin, op.wait_count)) {
+    if (list.position[w] >= head[list.ops[w].stream].head) return false;  // see done
+  }
+  return true;
 }
 
 void Engine::advance_rank(std::size_t r) {
