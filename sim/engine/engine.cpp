@@ -72,6 +72,7 @@ void Engine::validate_list(std::size_t r) const {
     const Op& op = ops[o];
     STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
     STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits().size(), bad(o, "bad waits"));
+    STEPSIM_CHECK(op.wait_count <= kMaxWaits, bad(o, "too many waits"));
     for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
       STEPSIM_CHECK(w < ops.size() && w != o, bad(o, "bad wait"));
     }
@@ -118,7 +119,6 @@ const Engine::ListIndex& Engine::index_of(std::size_t r) {
   index_streams(list, *index);
   index_dependents(list, *index);
   index->ops = list.ops;
-  index->waits = list.waits;
   for (std::size_t o = 0; o < list.ops.size(); ++o) {
     if (list.ops[o].kind == OpKind::collective) index->collectives.push_back(static_cast<OpIndex>(o));
     if (list.ops[o].host_blocks) index->host_blocking.push_back(static_cast<OpIndex>(o));
@@ -139,12 +139,8 @@ void Engine::index_streams(const OpList& list, ListIndex& index) const {
     STEPSIM_CHECK(count[s] <= kMaxStreamOps, fmt::format("stream {} has more than {} ops", s, kMaxStreamOps));
     index.streams[s].reserve(count[s]);
   }
-  index.position.resize(list.ops.size());
-  for (std::size_t o = 0; o < list.ops.size(); ++o) {
-    std::vector<OpIndex>& stream = index.streams[list.ops[o].stream];
-    index.position[o] = static_cast<std::uint32_t>(stream.size());
-    stream.push_back(static_cast<OpIndex>(o));
-  }
+  for (std::size_t o = 0; o < list.ops.size(); ++o)
+    index.streams[list.ops[o].stream].push_back(static_cast<OpIndex>(o));
 }
 
 // Reverse edges of `waits`, so that a finished op releases exactly the ops waiting on it.
@@ -390,6 +386,7 @@ void Engine::start_timeline() {
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   members_ = {};
+  op_flags_ = {};
   // Small runs (representative mode) keep their memory: the allocator hands it out again
   // already mapped, and system calls would cost more than they save.
   const bool large = op_states_.size() * sizeof(OpState) >= kLargeRun;
@@ -532,6 +529,7 @@ void Engine::prefetch(const Event& e) const {
       const auto* rank = reinterpret_cast<const char*>(&ranks_[e.a]);
       __builtin_prefetch(rank);
       __builtin_prefetch(&op_base_[e.a][e.b]);
+      __builtin_prefetch(&flags_of(op_base_[e.a][e.b]));
       __builtin_prefetch(heads(e.a));
       __builtin_prefetch(program_base_[e.a] + e.b);
       return;
@@ -549,7 +547,7 @@ void Engine::prefetch(const Event& e) const {
 void Engine::dispatch(const Event& e) {
   switch (e.kind) {
     case EventKind::wake:
-      head_of(e.a, e.b).wake_pending = 0;
+      flags_of(ranks_[e.a].ops[e.b]).wake_pending = 0;
       try_start(e.a, ranks_[e.a].list->ops[e.b].stream);
       return;
     case EventKind::compute_end:
@@ -598,7 +596,7 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
                        program_.names[rank.ops()[state.host_next].name]);
   }
   for (OpIndex w : rank.waits_of(o)) {
-    if (!done(r, w)) {
+    if (flags_of(state.ops[w]).status != Status::done) {
       return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops()[w].name]);
     }
   }

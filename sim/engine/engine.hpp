@@ -75,9 +75,7 @@ class Engine {
   const RunStats& stats() const { return stats_; }
 
  private:
-  // Where a stream's first op not yet done stands (the other ops of a stream are done or wait
-  // behind it).
-  enum class Status : std::uint8_t { waiting, arrived, running };
+  enum class Status : std::uint8_t { waiting, arrived, running, done };
 
   // Millions of these in all-ranks mode: fields that never live at the same time share a
   // slot, so that an op's state takes 32 bytes, two to a cache line (aligned, so that none
@@ -103,6 +101,19 @@ class Engine {
 
     Time since() const { return Time::from_ps(since_ps); }
   };
+  static constexpr std::uint32_t kMaxWaits = (1U << 23) - 1;
+
+  // What the loop asks of an op most (whether it waits, runs or is done; how many of its waits
+  // are done), in four bytes per op, in an array laid out like the op states (flags_of): the
+  // flags of a block of a rank's ops share one cache line, so that the next op of a stream or
+  // an op waiting on the one that ended is told not ready, or counted, without reading its
+  // state, rarely in cache at thousands of ranks. All bytes zero is the initial value.
+  struct OpFlags {
+    std::uint32_t waits_met : 23 = 0;  // entries of `waits` done so far, at most kMaxWaits (no setup pass)
+    std::uint32_t wake_pending : 1 = 0;
+    Status status : 8 = Status::waiting;
+  };
+  static_assert(sizeof(OpFlags) == 4, "sixteen ops' flags to a cache line");
 
   // A rank's op states. The ranks that share an op list (a stage's thousand GPUs in all-ranks
   // mode) move through its ops at about the same time, so their states are stored in blocks
@@ -144,14 +155,10 @@ class Engine {
     std::vector<std::vector<OpIndex>> streams;    // per stream, its ops in issue order
     std::vector<std::uint32_t> dependents_begin;  // per op, into dependents (one past: next op's)
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
-    std::vector<std::uint32_t> position;          // per op, its place in its stream
     std::vector<OpIndex> collectives;             // the collective ops, in list order
     std::vector<OpIndex> host_blocking;           // the ops that block the host, in list order
     std::size_t memory_changes = 0;               // ops with a memory delta
     std::span<const Op> ops;                      // the list's ops
-    std::span<const OpIndex> waits;               // see waits_of
-
-    std::span<const OpIndex> waits_of(OpIndex o) const { return waits.subspan(ops[o].waits_begin, ops[o].wait_count); }
   };
 
   // A bubble as the run records it: half the size of its interval (jitter makes millions).
@@ -171,23 +178,16 @@ class Engine {
   static constexpr std::size_t kFirstSlab = 8;       // chunks; each slab doubles the last
   static constexpr std::size_t kLargestSlab = 2048;  // two megabytes
 
-  // Where a rank's stream stands. A stream's ops end in order and only its first op not yet
-  // done can run, so what the loop asks of an op most is answered here, beside the rank's
-  // state, without reading the op's own, rarely in cache at thousands of ranks: whether it is
-  // done (it lies before the head: see done), waits, reached its rendezvous or runs (the head's
-  // status), and whether its compute end event is the current one (the version).
+  // Where a rank's stream stands. Only a stream's first op not yet done can run, so the
+  // version that tells a compute op's current end event from superseded ones is the stream's:
+  // a stale event is then told without reading the op's state, which is rarely in cache.
   struct StreamHead {
-    std::uint32_t head : 28 = 0;         // first op not yet done, into the list's stream (kMaxStreamOps)
-    std::uint32_t status : 2 = 0;        // of the head: a Status
-    std::uint32_t wake_pending : 1 = 0;  // a wake event for the head is queued
-    std::uint32_t late : 1 = 0;          // the head's queued compute end is earlier than its end (it slowed down)
-    std::uint32_t version = 0;           // bumped whenever the head's compute end is (re)scheduled
-
-    Status state() const { return static_cast<Status>(status); }
-    void set(Status s) { status = static_cast<std::uint32_t>(s); }
+    std::uint32_t head : 31 = 0;  // first op not yet done, into the list's stream (kMaxStreamOps)
+    std::uint32_t late : 1 = 0;   // the head's queued compute end is earlier than its end (it slowed down)
+    std::uint32_t version = 0;    // bumped whenever the head's compute end is (re)scheduled
   };
   static_assert(sizeof(StreamHead) == 8, "eight streams' heads to a cache line");
-  static constexpr std::size_t kMaxStreamOps = (std::size_t{1} << 28) - 1;
+  static constexpr std::size_t kMaxStreamOps = (std::size_t{1} << 31) - 1;
   static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
   static constexpr std::size_t kInlineHeads = 8;      // streams whose heads a rank's state holds
 
@@ -327,23 +327,12 @@ class Engine {
     return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
   }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
+  OpFlags& flags_of(const OpState& op) const { return op_flags_[static_cast<std::size_t>(&op - op_states_.data())]; }
   StreamHead* heads(std::size_t r) {
     return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
   }
   const StreamHead* heads(std::size_t r) const {
     return inline_heads_ ? ranks_[r].heads.data() : heads_.data() + r * heads_stride_;
-  }
-  StreamHead& head_of(std::size_t r, OpIndex o) { return heads(r)[ranks_[r].list->ops[o].stream]; }
-  // Whether op `o` of rank r is done: it lies before its stream's head.
-  bool done(std::size_t r, OpIndex o) const {
-    const ListIndex& list = *ranks_[r].list;
-    return list.position[o] < heads(r)[list.ops[o].stream].head;
-  }
-  // Whether op `o` of rank r has neither started nor reached its rendezvous.
-  bool waiting(std::size_t r, OpIndex o) const {
-    const ListIndex& list = *ranks_[r].list;
-    const StreamHead& head = heads(r)[list.ops[o].stream];
-    return list.position[o] > head.head || (list.position[o] == head.head && head.state() == Status::waiting);
   }
   void advance_rank(std::size_t r);
   void advance_after(std::size_t r, OpIndex o);
@@ -379,6 +368,7 @@ class Engine {
 
   const Program& program_;
   ZeroedArray<OpState> op_states_;        // every rank's ops, list by list (see OpStates): one buffer on huge pages
+  ZeroedArray<OpFlags> op_flags_;         // per op state, at the same index: its flags
   std::vector<StateRegion> regions_;      // per distinct op list, in the order of op_states_
   std::vector<std::uint32_t> region_of_;  // per rank
   std::vector<std::vector<std::uint32_t>> region_ranks_;  // per region, its ranks in the order of their states

@@ -18,7 +18,7 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   Collective& coll = collectives_[c];
   if (any_skews_ && !program_.ranks[r].skews.empty())
     note_skew(r, o, coll);  // reads the launch, which `since` replaces
-  head_of(r, o).set(Status::arrived);
+  flags_of(state.ops[o]).status = Status::arrived;
   state.ops[o].since_ps = now_.ps();
   ++state.at_rendezvous;
   const bool all = ++coll.arrived == coll.member_count;
@@ -50,7 +50,7 @@ void Engine::start_collective(std::uint32_t c) {
     const Member& member = members_[coll.first_member + m];
     RankState& state = ranks_[member.rank];
     OpState& op = state.ops[member.op];
-    head_of(member.rank, member.op).set(Status::running);
+    flags_of(op).status = Status::running;
     op.start = now_;
     if (state.list->ops[member.op].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;

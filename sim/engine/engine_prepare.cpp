@@ -39,6 +39,7 @@ void Engine::place_op_states() {
     rows_ = std::max(rows_, blocks);
   }
   op_states_ = ZeroedArray<OpState>(total);
+  op_flags_ = ZeroedArray<OpFlags>(total);
   op_base_.resize(ranks_.size());
   for (std::size_t g = 0; g < regions_.size(); ++g) {
     const auto stride = static_cast<std::uint32_t>(regions_[g].ranks_left * kOpBlock);
@@ -72,6 +73,10 @@ void Engine::start_preparing(std::chrono::steady_clock::time_point setup_start) 
 // An error (a duration that overflows) stops it and is thrown again on the loop's thread.
 void Engine::prepare(const std::stop_token& stop, std::chrono::steady_clock::time_point setup_start) {
   try {
+    // The flags are only zeros until the loop writes them: mapped here in one go, so that the
+    // loop takes none of their page faults.
+    if (op_flags_.size() * sizeof(OpFlags) >= kLargeRun)
+      populate_pages(op_flags_.data(), op_flags_.size() * sizeof(OpFlags));
     prepare_rows(stop);
   } catch (...) {
     prepare_error_ = std::current_exception();

@@ -41,21 +41,12 @@ void Engine::note_launches(std::size_t r) {
   RankState& state = ranks_[r];
   for (OpIndex o = state.run_first; o < state.host_next; ++o) {
     OpState& op = state.ops[o];
-    if (waiting(r, o)) op.launch_ps = launch_of(state, o, op).ps();
+    if (flags_of(op).status == Status::waiting) op.launch_ps = launch_of(state, o, op).ps();
   }
 }
 
-// From the heads of the streams of the ops it waits on (the list is shared by a stage's ranks
-// and mostly in cache, the rank's heads are beside its state).
 bool Engine::waits_done(std::size_t r, OpIndex o) const {
-  const ListIndex& list = *ranks_[r].list;
-  const Op& op = list.ops[o];
-  if (op.wait_count == 0) return true;
-  const StreamHead* head = heads(r);
-  for (const OpIndex w : list.waits.subspan(op.waits_begin, op.wait_count)) {
-    if (list.position[w] >= head[list.ops[w].stream].head) return false;  // see done
-  }
-  return true;
+  return flags_of(ranks_[r].ops[o]).waits_met == ranks_[r].list->ops[o].wait_count;
 }
 
 void Engine::advance_rank(std::size_t r) {
@@ -88,19 +79,20 @@ void Engine::advance_after(std::size_t r, OpIndex o) {
 void Engine::try_start(std::size_t r, std::size_t stream) {
   RankState& state = ranks_[r];
   const std::vector<OpIndex>& s = state.list->streams[stream];
-  StreamHead& head = heads(r)[stream];
-  if (head.head == s.size()) return;
-  const OpIndex o = s[head.head];
+  const std::uint32_t head = heads(r)[stream].head;
+  if (head == s.size()) return;
+  const OpIndex o = s[head];
   if (o >= state.host_next) return;  // not issued yet
-  if (head.state() != Status::waiting) return;
-  // The op's state is read only if its launch was written (launch_of).
-  if (const Time launch = launch_of(state, o, state.ops[o]); launch > now_) {
-    if (head.wake_pending != 0) return;
-    head.wake_pending = 1;
+  OpState& op = state.ops[o];
+  OpFlags& flags = flags_of(op);
+  if (flags.status != Status::waiting) return;
+  if (const Time launch = launch_of(state, o, op); launch > now_) {
+    if (flags.wake_pending != 0) return;
+    flags.wake_pending = 1;
     queue_.push({launch, 0, static_cast<std::uint32_t>(r), o, 0, EventKind::wake});
     return;
   }
-  if (!waits_done(r, o)) return;
+  if (flags.waits_met != state.list->ops[o].wait_count) return;
   if (state.list->ops[o].kind == OpKind::compute) {
     start_compute(r, o);
   } else {
@@ -111,7 +103,7 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
 void Engine::start_compute(std::size_t r, OpIndex o) {
   require_prepared(o);  // its work
   OpState& op = ranks_[r].ops[o];
-  head_of(r, o).set(Status::running);
+  flags_of(op).status = Status::running;
   op.start = now_;
   op.since_ps = now_.ps();
   ++ranks_[r].compute_running;
@@ -171,18 +163,19 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   const ListIndex& list = *state.list;
   for (std::size_t stream = 0; stream < list.streams.size(); ++stream) {
     const std::vector<OpIndex>& s = list.streams[stream];
-    StreamHead& head = heads(r)[stream];
-    if (head.head == s.size() || head.state() != Status::running) continue;
-    const OpIndex o = s[head.head];
+    const std::uint32_t head = heads(r)[stream].head;
+    if (head == s.size()) continue;
+    const OpIndex o = s[head];
     // The op's kind first: the list is shared by the stage's ranks and mostly in cache, the
     // op's state is the rank's own and mostly not.
     if (list.ops[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
+    if (flags_of(op).status != Status::running) continue;
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();
     if (slower) {
-      head.late = 1;
+      heads(r)[stream].late = 1;
     } else {
       schedule_compute_end(r, o);
     }
@@ -196,14 +189,16 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   const ListIndex& list = *state.list;
   const Op& op = list.ops[o];
   OpState& st = state.ops[o];
+  flags_of(st).status = Status::done;
   st.end_ps = now_.ps();
   last_end_ = now_;
   if (op.kind == OpKind::compute) --state.compute_running;
-  // Done: the ops waiting on it are told so by the head having moved past it (done).
   StreamHead& head = heads(r)[op.stream];
   ++head.head;
-  head.set(Status::waiting);
   head.late = 0;
+  for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
+    ++flags_of(state.ops[list.dependents[d]]).waits_met;
+  }
   st.order = state.finished++;  // its interval and its memory change are written after the run
   const OpIndex host_next = state.host_next;
   if (host_next < list.ops.size()) issue_from_host(r);
