@@ -193,9 +193,7 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
   st.end_ps = now_.ps();
   last_end_ = now_;
   if (op.kind == OpKind::compute) --state.compute_running;
-  StreamHead& head = heads(r)[op.stream];
-  ++head.head;
-  head.late = 0;
+  ++heads(r)[op.stream].head;  // a compute op's late mark was cleared by the event that ended it
   for (std::uint32_t d = list.dependents_begin[o]; d < list.dependents_begin[o + 1]; ++d) {
     ++flags_of(state.ops[list.dependents[d]]).waits_met;
   }
