@@ -190,6 +190,7 @@ class Engine {
   static constexpr std::size_t kMaxStreamOps = (std::size_t{1} << 31) - 1;
   static constexpr std::size_t kMaxStreams = 0xFFFF;  // each counter above counts at most one op a stream
   static constexpr std::size_t kInlineHeads = 8;      // streams whose heads a rank's state holds
+  static constexpr std::size_t kMaxChained = 255;     // RankState::chained
 
   // What an event reads of its rank, in one cache line, and its stream heads in the next (the
   // two lines of an aligned pair, on one page); what its ranks share is in the list's index. At
@@ -211,6 +212,9 @@ class Engine {
     bool host_issued = false;           // an op's end unblocked the host: every stream may move
     bool in_bubble = false;
     bool compute_busy = false;  // the compute stream's head runs (only a stream's head can)
+    // Compute ops queued behind the compute stream's running head under one end event (see
+    // schedule_compute_end): each starts when the one before it ends.
+    std::uint8_t chained = 0;
     // Its streams' heads when its list has at most kInlineHeads streams (else in heads_).
     alignas(64) std::array<StreamHead, kInlineHeads> heads{};
   };
@@ -340,6 +344,7 @@ class Engine {
   void start_compute(std::size_t r, OpIndex o);
   void on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version);
   void schedule_compute_end(std::size_t r, OpIndex o);
+  void catch_up(std::size_t r, bool all);
   Time compute_end_of(std::size_t r, const OpState& op) const;
   void reschedule_compute(std::size_t r, double old_factor);
   double compute_factor(std::size_t r) const;

@@ -48,6 +48,7 @@ void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const Member& member = members_[coll.first_member + m];
+    catch_up(member.rank, false);
     RankState& state = ranks_[member.rank];
     OpState& op = state.ops[member.op];
     flags_of(op).status = Status::running;
@@ -80,6 +81,7 @@ void Engine::end_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const Member& member = members_[coll.first_member + m];
+    catch_up(member.rank, false);
     complete_op(member.rank, member.op);
     set_comm_running(member.rank, -1);
   }

@@ -120,16 +120,65 @@ Time Engine::compute_end_of(std::size_t r, const OpState& op) const {
 }
 
 void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
-  const StreamIndex stream = ranks_[r].list->ops[o].stream;
+  RankState& state = ranks_[r];
+  const ListIndex& list = *state.list;
+  const StreamIndex stream = list.ops[o].stream;
   StreamHead& head = heads(r)[stream];
   head.late = 0;
   const std::uint32_t version = ++head.version;
-  queue_.push({compute_end_of(r, ranks_[r].ops[o]), 0, static_cast<std::uint32_t>(r), o, version,
-               EventKind::compute_end, stream});
+  Time end = compute_end_of(r, state.ops[o]);
+  OpIndex last = o;
+  if (stream == 0) {
+    // The compute ops that follow, each started the moment the one before it ends: issued by
+    // then, waiting on nothing, and none before it waited on by another op.
+    const double factor = compute_factor(r);
+    const std::vector<OpIndex>& s = list.streams[0];
+    std::size_t next = std::size_t{head.head} + 1;
+    std::uint32_t chained = 0;
+    while (chained < kMaxChained && next < s.size() && list.dependents_begin[last] == list.dependents_begin[last + 1]) {
+      const OpIndex n = s[next];
+      const Op& op = list.ops[n];
+      if (op.kind != OpKind::compute || op.wait_count != 0 || n >= state.host_next) break;
+      if (launch_of(state, n, state.ops[n]) > end) break;
+      require_prepared(n);
+      const auto work = Time::from_ps(state.ops[n].work);
+      end = end + (factor == 1.0 ? work : work.scaled(factor));
+      last = n;
+      ++chained;
+      ++next;
+    }
+    state.chained = static_cast<std::uint8_t>(chained);
+  }
+  queue_.push({end, 0, static_cast<std::uint32_t>(r), last, version, EventKind::compute_end, stream});
 }
 
-// A stale event reads nothing of its rank but the stream's version. An op that slowed down
-// since its event was queued (late) is queued again for when it ends now.
+// The chained ops of the rank's compute stream that ended before now (all: by now) are done,
+// and the next one runs: what their own end events would have done.
+void Engine::catch_up(std::size_t r, bool all) {
+  RankState& state = ranks_[r];
+  if (state.chained == 0) return;
+  const std::vector<OpIndex>& s = state.list->streams[0];
+  StreamHead& head = heads(r)[0];
+  while (state.chained > 0) {
+    OpState& op = state.ops[s[head.head]];
+    const Time end = compute_end_of(r, op);
+    if (!all && end >= now_) return;
+    flags_of(op).status = Status::done;
+    op.end_ps = end.ps();
+    op.order = state.finished++;
+    ++head.head;
+    --state.chained;
+    OpState& next = state.ops[s[head.head]];
+    flags_of(next).status = Status::running;
+    next.start = end;
+    next.since_ps = end.ps();
+  }
+}
+
+// A stale event reads nothing of its rank but the stream's version. The event's op is the
+// last of the ops chained behind the head (see schedule_compute_end), the head itself if none.
+// An op that slowed down since its event was queued (late) is queued again for when it ends
+// now, with what follows it.
 void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version) {
   StreamHead& head = heads(r)[stream];
   if (head.version != version) {
@@ -137,11 +186,16 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
     return;
   }
   if (head.late != 0) {
+    // Slowed down since: what ended by now is done, and the rest is queued again.
     head.late = 0;
-    if (compute_end_of(r, ranks_[r].ops[o]) > now_) {
+    catch_up(r, false);
+    o = ranks_[r].list->streams[stream][head.head];
+    if (ranks_[r].chained != 0 || compute_end_of(r, ranks_[r].ops[o]) > now_) {
       schedule_compute_end(r, o);
       return;
     }
+  } else {
+    catch_up(r, stream == 0);
   }
   complete_op(r, o);
   advance_after(r, o);
