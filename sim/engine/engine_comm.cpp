@@ -116,11 +116,27 @@ void Engine::add_flow(std::uint32_t c) {
     const CallSpan& span = call_spans_[base.first + call * base.stride];
     flow.uses.insert(flow.uses.end(), uses_.begin() + span.begin, uses_.begin() + span.begin + span.count);
   }
+  bool alone = true;  // no other flow loads any of its links
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];
-    if (users.empty() || users.back() != f) users.push_back(f);
+    if (users.empty()) {
+      users.push_back(f);
+    } else if (users.back() != f) {
+      alone = false;
+      users.push_back(f);
+    }
   }
-  reshare(f, true);
+  if (!alone) {
+    reshare(f, true);
+    return;
+  }
+  // What reshare() does for a component of this flow alone, without gathering it.
+  ++stats_.rate_solves;
+  const double rate = solver_.solve_alone({flow.cap, flow.uses});
+  if (rate == flow.rate) return;
+  STEPSIM_CHECK(rate > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
+  flow.rate = rate;
+  schedule_flow_end(f);
 }
 
 void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
@@ -129,9 +145,14 @@ void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
     ++stats_.stale;
     return;
   }
-  ++flow.version;  // no later event of this slot's previous life may fire
-  for (const network::ResourceUse& u : flow.uses) resource_flows_[u.resource].erase(f);
-  reshare(f, false);
+  ++flow.version;       // no later event of this slot's previous life may fire
+  bool shared = false;  // another flow loads one of its links: their rates may rise
+  for (const network::ResourceUse& u : flow.uses) {
+    auto& users = resource_flows_[u.resource];
+    users.erase(f);
+    shared = shared || !users.empty();
+  }
+  if (shared) reshare(f, false);
   free_flows_.push_back(f);
   end_collective(flow.collective);  // starts no flow synchronously: `flow` stays intact
 }

@@ -52,7 +52,7 @@ class FlowSet {
   std::uint32_t* data() { return spilled() ? heap_ : local_; }
   const std::uint32_t* data() const { return spilled() ? heap_ : local_; }
 
-  void grow() {
+  [[gnu::noinline]] void grow() {  // rare: kept out of the callers' code
     auto* bigger = new std::uint32_t[2 * std::size_t{capacity_}];
     std::copy_n(data(), size_, bigger);
     if (spilled()) delete[] heap_;

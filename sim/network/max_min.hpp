@@ -29,6 +29,10 @@ class MaxMinSolver {
   // Rates in bytes per second, one per flow, valid until the next call.
   std::span<const double> solve(std::span<const FlowDemand> flows);
 
+  // The rate solve() gives `flow` alone, to the last bit, without its per-resource buffers:
+  // the common case of a flow that shares no link with another.
+  double solve_alone(const FlowDemand& flow);
+
  private:
   void start(std::span<const FlowDemand> flows);
   double next_increment(std::span<const FlowDemand> flows) const;

@@ -1,6 +1,8 @@
 // Max-min fair rates of concurrent flows over shared link resources.
 #include <catch2/catch.hpp>
 
+#include <random>
+#include <span>
 #include <vector>
 
 #include "network/max_min.hpp"
@@ -104,4 +106,38 @@ TEST_CASE("solving again gives the same rates") {
   const std::vector<double> first(once.begin(), once.end());
   const auto second = solver.solve(flows);
   for (std::size_t i = 0; i < flows.size(); ++i) CHECK(first[i] == second[i]);
+}
+
+TEST_CASE("a lone flow's shortcut gives solve()'s rate to the last bit") {
+  // Link speeds and weights that do not divide evenly, repeated links and unused ones: the
+  // shortcut must round as the general filling does, wherever the flow's limit lies.
+  const auto resources = links({100, 33.3, 47.9, 0.7, 250, 12.5});
+  MaxMinSolver solver(resources);
+  std::mt19937_64 random(11);
+  std::uniform_int_distribution<std::uint32_t> link(0, 5);
+  std::uniform_int_distribution<int> count(0, 9);
+  std::uniform_real_distribution<double> weight(0, 3);
+  std::uniform_real_distribution<double> cap(0.1, 300);
+  int at_cap = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<ResourceUse> uses;
+    for (int i = count(random); i > 0; --i) uses.push_back({link(random), i % 4 == 0 ? 0.0 : weight(random)});
+    const FlowDemand flow{gbps(cap(random)), uses};
+    const double general = solver.solve(std::span(&flow, 1))[0];
+    const double alone = solver.solve_alone(flow);
+    CHECK(alone == general);
+    at_cap += alone == flow.cap.bytes_per_s() ? 1 : 0;
+  }
+  CHECK(at_cap > 100);  // both kinds of limit were tried
+  CHECK(at_cap < 1900);
+}
+
+TEST_CASE("a lone flow's shortcut fails as solve() does on a bad demand") {
+  const auto resources = links({10});
+  MaxMinSolver solver(resources);
+  const std::vector<ResourceUse> unknown{{3, 1.0}};
+  CHECK_THROWS_WITH(solver.solve_alone({gbps(1), unknown}), Catch::Contains("unknown resource 3"));
+  const std::vector<ResourceUse> negative{{0, -1.0}};
+  CHECK_THROWS_WITH(solver.solve_alone({gbps(1), negative}), Catch::Contains("must not be negative"));
+  CHECK_THROWS_WITH(solver.solve_alone({Bandwidth{}, {}}), Catch::Contains("positive rate cap"));
 }
