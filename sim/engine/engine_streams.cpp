@@ -130,7 +130,7 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
   OpIndex last = o;
   if (stream == 0) {
     // The compute ops that follow, each started the moment the one before it ends: issued by
-    // then, waiting on nothing, and none before it waited on by another op.
+    // then, its waits done, and none before it waited on by another op.
     const double factor = compute_factor(r);
     const std::vector<OpIndex>& s = list.streams[0];
     std::size_t next = std::size_t{head.head} + 1;
@@ -138,7 +138,8 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
     while (chained < kMaxChained && next < s.size() && list.dependents_begin[last] == list.dependents_begin[last + 1]) {
       const OpIndex n = s[next];
       const Op& op = list.ops[n];
-      if (op.kind != OpKind::compute || op.wait_count != 0 || n >= state.host_next) break;
+      if (op.kind != OpKind::compute || n >= state.host_next) break;
+      if (op.wait_count != 0 && flags_of(state.ops[n]).waits_met != op.wait_count) break;
       if (launch_of(state, n, state.ops[n]) > end) break;
       require_prepared(n);
       const auto work = Time::from_ps(state.ops[n].work);

@@ -631,17 +631,18 @@ TEST_CASE("the run's statistics count the program and every event, superseded on
 TEST_CASE("back-to-back compute ops end under one event, and a collective's slowdown splits them exactly") {
   // Two ranks share one op list: three GEMMs back to back on the compute stream, none waited
   // on, and beside them a short op and an AllReduce after it, which slows the GEMMs while it
-  // runs (comm_slowdown 0.5). The GEMMs share one end event, the third's.
+  // runs (comm_slowdown 0.5). The GEMMs share one end event, the third's, once the short op
+  // the third waits on is done.
   const auto program = [](Time allreduce) {
     ProgramBuilder b(2);
     b.program().comm_slowdown = 0.5;
     const auto g = b.group("dp", {0, 1});
     const auto comm = b.stream(0, "dp");
     b.stream(1, "dp");
+    const auto lead = b.compute(0, comm, "lead", us(20));
     b.compute(0, 0, "gemm1", us(100));
     b.compute(0, 0, "gemm2", us(50));
-    b.compute(0, 0, "gemm3", us(30));
-    const auto lead = b.compute(0, comm, "lead", us(20));
+    b.compute(0, 0, "gemm3", us(30), {lead});
     b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
     b.program().ranks[1].list = b.program().ranks[0].list;
     b.program().ranks[1].calls = b.program().ranks[0].calls;
@@ -655,8 +656,9 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
     stepsim::engine::Program p = program(us(30));
     p.comm_slowdown = 0;
     const Timeline t = run(p, nullptr, &stats);
-    // Per rank: the short op's end and the GEMMs' one; the AllReduce's latency, once.
-    CHECK(stats.events == 5);
+    // Per rank: the short op's end, the first two GEMMs' (the third waited on it when they
+    // started) and the third's; the AllReduce's latency, once.
+    CHECK(stats.events == 7);
     CHECK(stats.stale == 0);
     CHECK(ends(t, 0) == std::vector<Time>{us(100), us(150), us(180)});
     CHECK(interval(t, 1, "gemm2").start == us(100));
@@ -665,8 +667,8 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
   SECTION("an AllReduce within the first GEMM") {
     const Timeline t = run(program(us(30)), nullptr, &stats);
     // Slowed from 20 to 50 us: the first GEMM has 100 - 20 - 30 / 1.5 = 60 us left at 50 us.
-    // Its speed-up queues the GEMMs' end at 50 + 60 + 50 + 30 = 190 us; the one at 180 us is
-    // superseded.
+    // Its speed-up queues the three GEMMs' end at 50 + 60 + 50 + 30 = 190 us; the first two's
+    // at 150 us is superseded.
     CHECK(stats.events == 7);
     CHECK(stats.stale == 2);
     for (int r : {0, 1}) CHECK(ends(t, r) == std::vector<Time>{us(110), us(160), us(190)});
@@ -675,8 +677,10 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
     const Timeline t = run(program(us(130)), nullptr, &stats);
     // Slowed from 20 us: the first GEMM ends at 20 + 80 · 1.5 = 140 us; the second, started
     // then, has done 10 / 1.5 us of work at 150 us, when the AllReduce ends: it ends at
-    // 150 + 50 - 6.666667 us, the third 30 us later.
-    CHECK(stats.events == 7);
+    // 150 + 50 - 6.666667 us, the third 30 us later. The first two's end at 150 us (queued
+    // first, it runs before the AllReduce's) finds them slowed and queues the last two's for
+    // 215 + 45 = 260 us, superseded at the speed-up.
+    CHECK(stats.events == 9);
     CHECK(stats.stale == 2);
     const Time second = us(150) + us(50) - Time::from_ps(6'666'667);
     for (int r : {0, 1}) CHECK(ends(t, r) == std::vector<Time>{us(140), second, second + us(30)});
@@ -684,8 +688,9 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
   }
   SECTION("an AllReduce that outlasts the GEMMs") {
     const Timeline t = run(program(us(300)), nullptr, &stats);
-    // The end queued for 180 us finds them slowed since 20 us: the first ended at 140 us, the
-    // second ends at 140 + 75 = 215 us, the third at 215 + 45 = 260 us. Nothing is superseded.
+    // The first two's end queued for 150 us finds them slowed since 20 us: the first ended at
+    // 140 us, the second ends at 140 + 75 = 215 us, the third (its short op done) at
+    // 215 + 45 = 260 us. Nothing is superseded.
     CHECK(stats.events == 7);
     CHECK(stats.stale == 0);
     for (int r : {0, 1}) CHECK(ends(t, r) == std::vector<Time>{us(140), us(215), us(260)});
