@@ -42,6 +42,7 @@ class IntervalObserver {
 struct RunStats {
   std::uint64_t events = 0;       // events popped from the queue, stale ones included
   std::uint64_t stale = 0;        // of them, superseded ones (a compute op or flow rescheduled since)
+  std::uint64_t chained = 0;      // compute ops' ends taken with a later op's event (see schedule_compute_end)
   std::uint64_t rate_solves = 0;  // max-min solves (active flow set changed)
   std::uint64_t ops = 0;          // of every simulated rank
   std::size_t op_lists = 0;       // distinct op lists (the ranks of a stage share one)

@@ -169,6 +169,7 @@ void Engine::catch_up(std::size_t r, bool all) {
     op.order = state.finished++;
     ++head.head;
     --state.chained;
+    ++stats_.chained;
     OpState& next = state.ops[s[head.head]];
     flags_of(next).status = Status::running;
     next.start = end;

@@ -196,9 +196,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   spdlog::debug("program: {} simulated rank(s), {} ops in {} op list(s), {} collectives; built in {:.2f} s",
                 program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
   spdlog::debug(
-      "engine: {} events ({} superseded), {} rate solves; setup {:.2f} s, events {:.2f} s ({:.1f} M/s), "
-      "intervals {:.2f} s{}",
-      stats.events, stats.stale, stats.rate_solves, stats.setup_s, stats.loop_s,
+      "engine: {} events ({} superseded; {} compute ends under a later op's event), {} rate solves; setup "
+      "{:.2f} s, events {:.2f} s ({:.1f} M/s), intervals {:.2f} s{}",
+      stats.events, stats.stale, stats.chained, stats.rate_solves, stats.setup_s, stats.loop_s,
       stats.loop_s > 0 ? static_cast<double>(stats.events) / stats.loop_s * 1e-6 : 0.0, stats.write_s,
       stats.prepare_s > 0
           ? fmt::format("; op states prepared alongside, done {:.2f} s after setup began", stats.prepare_s)
@@ -229,8 +229,10 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   result.report = report::make_report(result.timeline, inputs);
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
-  report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
-                                 scenario.training.micro_batches(scenario.parallel.dp), {}};
+  report::PipelineFacts pipeline{scenario.parallel.pp,
+                                 scenario.parallel.virtual_stages,
+                                 scenario.training.micro_batches(scenario.parallel.dp),
+                                 {}};
   for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())

@@ -660,6 +660,7 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
     // started) and the third's; the AllReduce's latency, once.
     CHECK(stats.events == 7);
     CHECK(stats.stale == 0);
+    CHECK(stats.chained == 2);  // the first GEMM's end, on each rank
     CHECK(ends(t, 0) == std::vector<Time>{us(100), us(150), us(180)});
     CHECK(interval(t, 1, "gemm2").start == us(100));
     CHECK(interval(t, 1, "gemm3").start == us(150));
@@ -671,6 +672,7 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
     // at 150 us is superseded.
     CHECK(stats.events == 7);
     CHECK(stats.stale == 2);
+    CHECK(stats.chained == 4);  // the first two GEMMs' ends, on each rank
     for (int r : {0, 1}) CHECK(ends(t, r) == std::vector<Time>{us(110), us(160), us(190)});
   }
   SECTION("an AllReduce that ends within the second GEMM") {
