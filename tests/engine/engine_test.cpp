@@ -265,6 +265,28 @@ TEST_CASE("the compute stream waiting for a peer is a bubble") {
   CHECK(interval(t, 0, "next").start == us(42));
 }
 
+TEST_CASE("a rank's bubbles are kept in the order they ended, however many there are") {
+  // A hundred barriers that rank 0 reaches 1 us before rank 1: a bubble of 1 us each time,
+  // more than two chunks' worth of them.
+  ProgramBuilder b(2);
+  const auto g = b.group("pp", {0, 1}, CommKind::pp);
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 100; ++k) {
+      b.compute(r, 0, "work" + std::to_string(k), us(r + 1));
+      barrier(b, r, g, "barrier" + std::to_string(k));
+    }
+  }
+  const Timeline t = run(b.program());
+  const auto bubbles = of_activity(t, 0, Activity::bubble);
+  REQUIRE(bubbles.size() == 100);
+  for (int k = 0; k < 100; ++k) {
+    CHECK(bubbles[static_cast<std::size_t>(k)].start == us(3 * k + 1));
+    CHECK(bubbles[static_cast<std::size_t>(k)].end == us(3 * k + 2));
+  }
+  CHECK(of_activity(t, 1, Activity::bubble).empty());
+  CHECK(t.ranks[0].intervals.size() == 300);
+}
+
 TEST_CASE("compute slows down while communication of its rank runs") {
   ProgramBuilder b(1);
   b.program().comm_slowdown = 0.5;
