@@ -52,6 +52,21 @@ void require_program_bug(const stepsim::engine::Program& program, const std::str
   REQUIRE_THROWS_WITH(run(program), Catch::Contains(message));
 }
 
+// Two ranks sharing one op list, whose ops `add` writes on rank 0 given a group of both and a
+// "dp" stream; communication slows their compute by half (comm_slowdown 0.5).
+stepsim::engine::Program two_ranks_one_list(
+    const std::function<void(ProgramBuilder&, std::int32_t, stepsim::engine::StreamIndex)>& add) {
+  ProgramBuilder b(2);
+  b.program().comm_slowdown = 0.5;
+  const auto g = b.group("dp", {0, 1});
+  const auto comm = b.stream(0, "dp");
+  b.stream(1, "dp");
+  add(b, g, comm);
+  b.program().ranks[1].list = b.program().ranks[0].list;
+  b.program().ranks[1].calls = b.program().ranks[0].calls;
+  return b.program();
+}
+
 }  // namespace
 
 TEST_CASE("ops on one stream run one after another") {
@@ -607,17 +622,11 @@ TEST_CASE("the run's statistics count the program and every event, superseded on
   // Two ranks share one op list: on each, a GEMM beside a short op and the AllReduce after it,
   // which slows the GEMM while it runs (comm_slowdown 0.5).
   const auto program = [](Time allreduce) {
-    ProgramBuilder b(2);
-    b.program().comm_slowdown = 0.5;
-    const auto g = b.group("dp", {0, 1});
-    const auto comm = b.stream(0, "dp");
-    b.stream(1, "dp");
-    b.compute(0, 0, "gemm", us(100));
-    const auto lead = b.compute(0, comm, "lead", us(20));
-    b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
-    b.program().ranks[1].list = b.program().ranks[0].list;
-    b.program().ranks[1].calls = b.program().ranks[0].calls;
-    return b.program();
+    return two_ranks_one_list([allreduce](ProgramBuilder& b, std::int32_t g, stepsim::engine::StreamIndex comm) {
+      b.compute(0, 0, "gemm", us(100));
+      const auto lead = b.compute(0, comm, "lead", us(20));
+      b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
+    });
   };
   stepsim::engine::RunStats stats;
   SECTION("an AllReduce that ends before the GEMM") {
@@ -656,19 +665,13 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
   // runs (comm_slowdown 0.5). The GEMMs share one end event, the third's, once the short op
   // the third waits on is done.
   const auto program = [](Time allreduce) {
-    ProgramBuilder b(2);
-    b.program().comm_slowdown = 0.5;
-    const auto g = b.group("dp", {0, 1});
-    const auto comm = b.stream(0, "dp");
-    b.stream(1, "dp");
-    const auto lead = b.compute(0, comm, "lead", us(20));
-    b.compute(0, 0, "gemm1", us(100));
-    b.compute(0, 0, "gemm2", us(50));
-    b.compute(0, 0, "gemm3", us(30), {lead});
-    b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
-    b.program().ranks[1].list = b.program().ranks[0].list;
-    b.program().ranks[1].calls = b.program().ranks[0].calls;
-    return b.program();
+    return two_ranks_one_list([allreduce](ProgramBuilder& b, std::int32_t g, stepsim::engine::StreamIndex comm) {
+      const auto lead = b.compute(0, comm, "lead", us(20));
+      b.compute(0, 0, "gemm1", us(100));
+      b.compute(0, 0, "gemm2", us(50));
+      b.compute(0, 0, "gemm3", us(30), {lead});
+      b.collective(0, comm, "allreduce", g, call(Bytes{0}, allreduce), {lead});
+    });
   };
   stepsim::engine::RunStats stats;
   const auto ends = [](const Timeline& t, int r) {
