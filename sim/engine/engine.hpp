@@ -264,7 +264,7 @@ class Engine {
     std::uint32_t collective = 0;
     double remaining = 0;  // bytes
     double rate = 0;       // bytes per second
-    Time last;             // when `remaining` was brought up to date; later than now while it waits for its latency
+    Time last;
     std::uint32_t version = 0;
     Bandwidth cap;
     // All members' link loads, gathered when the flow starts: only running collectives hold
@@ -365,10 +365,6 @@ class Engine {
   void on_latency_end(std::uint32_t c);
   void end_collective(std::uint32_t c);
   void add_flow(std::uint32_t c);
-  std::uint32_t new_flow(std::uint32_t c, Time from);
-  bool start_flow_early(std::uint32_t c);
-  void defer_flow(std::uint32_t g);
-  void set_lone_rate(std::uint32_t f);
   void on_flow_end(std::uint32_t f, std::uint32_t version);
   void collect_component(std::uint32_t f, bool with_seed);
   void visit_resource(network::ResourceId r);

@@ -57,81 +57,7 @@ void Engine::start_collective(std::uint32_t c) {
     --state.at_rendezvous;
     set_comm_running(member.rank, +1);
   }
-  if (coll.size.count() != 0 && start_flow_early(c)) return;
   queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
-}
-
-// A new flow slot for collective c, moving from `from` on, with its members' link uses
-// gathered; not yet on its links.
-std::uint32_t Engine::new_flow(std::uint32_t c, Time from) {
-  std::uint32_t f = 0;
-  if (free_flows_.empty()) {
-    f = static_cast<std::uint32_t>(flows_.size());
-    flows_.emplace_back();
-    flow_mark_.push_back(0);
-  } else {
-    f = free_flows_.back();
-    free_flows_.pop_back();
-  }
-  const Collective& coll = collectives_[c];
-  Flow& flow = flows_[f];
-  flow.collective = c;
-  flow.remaining = coll.size.as_double();
-  flow.rate = 0;
-  flow.last = from;
-  flow.cap = coll.cap;
-  flow.uses.clear();
-  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-    const Member& member = members_[coll.first_member + m];
-    const auto call = static_cast<std::size_t>(program_base_[member.rank][member.op].call);
-    const CallBase& base = call_base_[member.rank];
-    const CallSpan& span = call_spans_[base.first + call * base.stride];
-    flow.uses.insert(flow.uses.end(), uses_.begin() + span.begin, uses_.begin() + span.begin + span.count);
-  }
-  return f;
-}
-
-// A collective whose links carry no flow when it starts takes them at once, its data phase
-// to begin when its latency is over, and its end is queued from there: one event instead of
-// two. Should another flow come to one of its links before then, the flow steps back (see
-// defer_flow) and the collective's latency ends as any other's.
-bool Engine::start_flow_early(std::uint32_t c) {
-  const std::uint32_t f = new_flow(c, now_ + collectives_[c].latency);
-  Flow& flow = flows_[f];
-  for (const network::ResourceUse& u : flow.uses) {
-    if (!resource_flows_[u.resource].empty()) {
-      free_flows_.push_back(f);
-      return false;
-    }
-  }
-  for (const network::ResourceUse& u : flow.uses) {
-    auto& users = resource_flows_[u.resource];
-    if (users.empty()) users.push_back(f);
-  }
-  set_lone_rate(f);
-  return true;
-}
-
-// A flow that took its links at its collective's start and is still in its latency: it
-// leaves them, and its latency ends as any other collective's. Such a flow is the only one on
-// each of its links (start_flow_early), so the flow that comes finds it last on the link.
-void Engine::defer_flow(std::uint32_t g) {
-  Flow& flow = flows_[g];
-  ++flow.version;  // its end event is superseded
-  for (const network::ResourceUse& u : flow.uses) resource_flows_[u.resource].erase(g);
-  free_flows_.push_back(g);
-  queue_.push({flow.last, 0, flow.collective, 0, 0, EventKind::latency_end});
-}
-
-// What reshare() does for a component of flow f alone, without gathering it.
-void Engine::set_lone_rate(std::uint32_t f) {
-  Flow& flow = flows_[f];
-  ++stats_.rate_solves;
-  const double rate = solver_.solve_alone({flow.cap, flow.uses});
-  if (rate == flow.rate) return;
-  STEPSIM_CHECK(rate > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
-  flow.rate = rate;
-  schedule_flow_end(f);
 }
 
 void Engine::set_comm_running(std::size_t r, int delta) {
@@ -166,12 +92,33 @@ void Engine::end_collective(std::uint32_t c) {
 }
 
 void Engine::add_flow(std::uint32_t c) {
-  const std::uint32_t f = new_flow(c, now_);
-  const Flow& flow = flows_[f];
+  std::uint32_t f = 0;
+  if (free_flows_.empty()) {
+    f = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+    flow_mark_.push_back(0);
+  } else {
+    f = free_flows_.back();
+    free_flows_.pop_back();
+  }
+  const Collective& coll = collectives_[c];
+  Flow& flow = flows_[f];
+  flow.collective = c;
+  flow.remaining = coll.size.as_double();
+  flow.rate = 0;
+  flow.last = now_;
+  flow.cap = coll.cap;
+  flow.uses.clear();
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const Member& member = members_[coll.first_member + m];
+    const auto call = static_cast<std::size_t>(program_base_[member.rank][member.op].call);
+    const CallBase& base = call_base_[member.rank];
+    const CallSpan& span = call_spans_[base.first + call * base.stride];
+    flow.uses.insert(flow.uses.end(), uses_.begin() + span.begin, uses_.begin() + span.begin + span.count);
+  }
   bool alone = true;  // no other flow loads any of its links
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];
-    if (!users.empty() && users.back() != f && flows_[users.back()].last > now_) defer_flow(users.back());
     if (users.empty()) {
       users.push_back(f);
     } else if (users.back() != f) {
@@ -179,11 +126,17 @@ void Engine::add_flow(std::uint32_t c) {
       users.push_back(f);
     }
   }
-  if (alone) {
-    set_lone_rate(f);
-  } else {
+  if (!alone) {
     reshare(f, true);
+    return;
   }
+  // What reshare() does for a component of this flow alone, without gathering it.
+  ++stats_.rate_solves;
+  const double rate = solver_.solve_alone({flow.cap, flow.uses});
+  if (rate == flow.rate) return;
+  STEPSIM_CHECK(rate > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
+  flow.rate = rate;
+  schedule_flow_end(f);
 }
 
 void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
@@ -255,8 +208,7 @@ void Engine::reshare(std::uint32_t f, bool with_seed) {
 void Engine::schedule_flow_end(std::uint32_t f) {
   Flow& flow = flows_[f];
   const double ps = std::max(0.0, flow.remaining) * 1e12 / flow.rate;
-  const Time at =
-      flow.last + Time::from_ps(std::llround(ps));  // brought up to date then (now, or later: start_flow_early)
+  const Time at = now_ + Time::from_ps(std::llround(ps));
   queue_.push({at, 0, f, 0, ++flow.version, EventKind::flow_end});
 }
 

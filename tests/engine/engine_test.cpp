@@ -365,52 +365,6 @@ TEST_CASE("two concurrent collectives sharing one link take longer than one") {
   CHECK(interval(t, 0, "second").end == us(20));
 }
 
-TEST_CASE("a collective alone on its links ends under one event, and waits out its latency when a flow comes") {
-  // One 100 GB/s link: "first" (1 MB, 10 us of latency) starts at once and, alone, takes the
-  // link for its data phase from 10 us. "second" (1 MB, no latency) starts after a short op.
-  const auto program = [](Time lead_time) {
-    ProgramBuilder b(1);
-    const auto link = b.link(k100GBps);
-    const auto g1 = b.group("dp", {0});
-    const auto g2 = b.group("tp", {0}, CommKind::tp);
-    const auto s1 = b.stream(0, "dp");
-    const auto s2 = b.stream(0, "tp");
-    b.collective(0, s1, "first", g1, call(kMB, us(10), k100GBps, {{link, 1.0}}));
-    if (lead_time > Time::zero()) {
-      const auto lead = b.compute(0, s2, "lead", lead_time);
-      b.collective(0, s2, "second", g2, call(kMB, Time::zero(), k100GBps, {{link, 1.0}}), {lead});
-    }
-    return b.program();
-  };
-  stepsim::engine::RunStats stats;
-  SECTION("alone") {
-    const Timeline t = run(program(Time::zero()), nullptr, &stats);
-    CHECK(interval(t, 0, "first").end == us(20));
-    CHECK(stats.events == 1);  // its end: its latency queues nothing
-    CHECK(stats.rate_solves == 1);
-  }
-  SECTION("a flow comes during its latency") {
-    const Timeline t = run(program(us(5)), nullptr, &stats);
-    // At 5 us "second" finds the link free of data (first is in its latency) and moves 0.5 MB
-    // alone; from 10 us they share it, 50 GB/s each: second ends at 10 + 0.5 MB / 50 GB/s =
-    // 20 us, first has 0.5 MB left then and ends at 25 us.
-    CHECK(interval(t, 0, "second").end == us(20));
-    CHECK(interval(t, 0, "first").end == us(25));
-    // The short op's end, second's latency, first's latency, the two ends, and three
-    // superseded ends: first's at 20 us (it stepped back at 5 us), second's at 15 us (they
-    // share from 10 us) and first's at 30 us (second's end gave it the whole link again).
-    CHECK(stats.events == 8);
-    CHECK(stats.stale == 3);
-  }
-  SECTION("a flow comes after its latency") {
-    const Timeline t = run(program(us(15)), nullptr, &stats);
-    // First has moved 0.5 MB alone by 15 us; then 50 GB/s each: first ends at 25 us, second
-    // has 0.5 MB left then and ends at 30 us.
-    CHECK(interval(t, 0, "first").end == us(25));
-    CHECK(interval(t, 0, "second").end == us(30));
-  }
-}
-
 TEST_CASE("every member of a collective finishes at the same time") {
   ProgramBuilder b(2);
   const auto slow = b.link(Bandwidth::gbytes_per_s(50));
