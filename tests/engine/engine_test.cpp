@@ -280,6 +280,21 @@ TEST_CASE("the compute stream waiting for a peer is a bubble") {
   CHECK(interval(t, 0, "next").start == us(42));
 }
 
+TEST_CASE("a long run of compute ops ends under one event per 256 ops") {
+  // 300 ops of 1 us back to back: the first 256 (a head and 255 chained behind it) end under
+  // one event, the other 44 under a second.
+  ProgramBuilder b(1);
+  for (int k = 0; k < 300; ++k) b.compute(0, 0, "op" + std::to_string(k), us(1));
+  stepsim::engine::RunStats stats;
+  const Timeline t = run(b.program(), nullptr, &stats);
+  CHECK(stats.events == 2);
+  CHECK(stats.chained == 298);
+  for (int k = 0; k < 300; ++k) {
+    CHECK(interval(t, 0, "op" + std::to_string(k)).start == us(k));
+    CHECK(interval(t, 0, "op" + std::to_string(k)).end == us(k + 1));
+  }
+}
+
 TEST_CASE("a rank's bubbles are kept in the order they ended, however many there are") {
   // A hundred barriers that rank 0 reaches 1 us before rank 1: a bubble of 1 us each time,
   // more than two chunks' worth of them.
