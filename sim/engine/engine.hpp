@@ -369,6 +369,7 @@ class Engine {
   void collect_component(std::uint32_t f, bool with_seed);
   void visit_resource(network::ResourceId r);
   void reshare(std::uint32_t f, bool with_seed);
+  void set_rate(std::uint32_t f, double rate);
   void schedule_flow_end(std::uint32_t f);
   const CollectiveCall& call_of(std::size_t r, OpIndex o) const;
 

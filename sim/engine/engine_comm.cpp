@@ -132,11 +132,7 @@ void Engine::add_flow(std::uint32_t c) {
   }
   // What reshare() does for a component of this flow alone, without gathering it.
   ++stats_.rate_solves;
-  const double rate = solver_.solve_alone({flow.cap, flow.uses});
-  if (rate == flow.rate) return;
-  STEPSIM_CHECK(rate > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
-  flow.rate = rate;
-  schedule_flow_end(f);
+  set_rate(f, solver_.solve_alone({flow.cap, flow.uses}));
 }
 
 void Engine::on_flow_end(std::uint32_t f, std::uint32_t version) {
@@ -196,13 +192,16 @@ void Engine::reshare(std::uint32_t f, bool with_seed) {
   }
   ++stats_.rate_solves;
   const auto rates = solver_.solve(demands_);
-  for (std::size_t i = 0; i < component_.size(); ++i) {
-    Flow& flow = flows_[component_[i]];
-    if (rates[i] == flow.rate) continue;
-    STEPSIM_CHECK(rates[i] > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
-    flow.rate = rates[i];
-    schedule_flow_end(component_[i]);
-  }
+  for (std::size_t i = 0; i < component_.size(); ++i) set_rate(component_[i], rates[i]);
+}
+
+// A flow whose rate changed ends at another time.
+void Engine::set_rate(std::uint32_t f, double rate) {
+  Flow& flow = flows_[f];
+  if (rate == flow.rate) return;
+  STEPSIM_CHECK(rate > 0, fmt::format("collective {} gets no bandwidth", flow.collective));
+  flow.rate = rate;
+  schedule_flow_end(f);
 }
 
 void Engine::schedule_flow_end(std::uint32_t f) {

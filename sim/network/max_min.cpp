@@ -38,38 +38,35 @@ std::span<const double> MaxMinSolver::solve(std::span<const FlowDemand> flows) {
   return {rates_.data(), flows.size()};
 }
 
-// One round of solve() for a lone flow: it rises until its cap or its tightest resource (its
-// weights on a resource summed in the order of its uses, as start() sums them); whatever
-// would take solve() another round is left to solve().
+// One round of solve() for a lone flow: it rises until its cap or its tightest resource, its
+// weights on a resource summed in the order of its uses as start() sums them (a resource used
+// twice is simply looked at twice); whatever would take solve() another round, or fail in it,
+// is left to solve().
 double MaxMinSolver::solve_alone(const FlowDemand& flow) {
-  constexpr std::size_t kLargest = 64;  // uses compared pairwise for repeated resources
+  constexpr std::size_t kLargest = 64;  // uses: each one's resource summed over all of them
   const double cap = flow.cap.bytes_per_s();
-  if (!flow.cap.positive() || flow.uses.size() > kLargest) return solve(std::span(&flow, 1))[0];
-  double delta = cap;
-  for (std::size_t i = 0; i < flow.uses.size(); ++i) {
-    const ResourceUse& u = flow.uses[i];
-    if (u.resource >= capacity_.size() || u.weight < 0) return solve(std::span(&flow, 1))[0];
-    if (u.weight == 0) continue;
-    if (std::any_of(flow.uses.begin(), flow.uses.begin() + static_cast<std::ptrdiff_t>(i),
-                    [&u](const ResourceUse& v) { return v.resource == u.resource && v.weight != 0; }))
-      continue;  // counted with its first use
+  const auto general = [&] { return solve(std::span(&flow, 1))[0]; };
+  if (!flow.cap.positive() || flow.uses.size() > kLargest) return general();
+  for (const ResourceUse& u : flow.uses) {
+    if (u.resource >= capacity_.size() || !(u.weight >= 0)) return general();  // NaN too: solve() refuses it
+  }
+  const auto weight_on = [&flow](std::uint32_t resource) {
     double weight = 0;
-    for (std::size_t j = i; j < flow.uses.size(); ++j) {
-      if (flow.uses[j].resource == u.resource) weight += flow.uses[j].weight;
+    for (const ResourceUse& v : flow.uses) {
+      if (v.resource == resource) weight += v.weight;
     }
-    delta = std::min(delta, std::max(capacity_[u.resource], 0.0) / weight);
+    return weight;
+  };
+  double delta = cap;
+  for (const ResourceUse& u : flow.uses) {
+    if (u.weight > 0) delta = std::min(delta, std::max(capacity_[u.resource], 0.0) / weight_on(u.resource));
   }
   if (delta >= cap * (1 - kSlack)) return cap;
-  for (std::size_t i = 0; i < flow.uses.size(); ++i) {
-    const ResourceUse& u = flow.uses[i];
-    if (u.weight == 0) continue;
-    double weight = 0;
-    for (std::size_t j = 0; j < flow.uses.size(); ++j) {
-      if (flow.uses[j].resource == u.resource) weight += flow.uses[j].weight;
-    }
-    if (capacity_[u.resource] - delta * weight <= capacity_[u.resource] * kSlack) return delta;
+  for (const ResourceUse& u : flow.uses) {
+    const double capacity = capacity_[u.resource];
+    if (u.weight > 0 && capacity - delta * weight_on(u.resource) <= capacity * kSlack) return delta;
   }
-  return solve(std::span(&flow, 1))[0];
+  return general();
 }
 
 void MaxMinSolver::start(std::span<const FlowDemand> flows) {

@@ -229,10 +229,8 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   result.report = report::make_report(result.timeline, inputs);
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
-  report::PipelineFacts pipeline{scenario.parallel.pp,
-                                 scenario.parallel.virtual_stages,
-                                 scenario.training.micro_batches(scenario.parallel.dp),
-                                 {}};
+  report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
+                                 scenario.training.micro_batches(scenario.parallel.dp), {}};
   for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())

@@ -1,6 +1,7 @@
 // Max-min fair rates of concurrent flows over shared link resources.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <random>
 #include <span>
 #include <vector>
@@ -139,5 +140,7 @@ TEST_CASE("a lone flow's shortcut fails as solve() does on a bad demand") {
   CHECK_THROWS_WITH(solver.solve_alone({gbps(1), unknown}), Catch::Contains("unknown resource 3"));
   const std::vector<ResourceUse> negative{{0, -1.0}};
   CHECK_THROWS_WITH(solver.solve_alone({gbps(1), negative}), Catch::Contains("must not be negative"));
+  const std::vector<ResourceUse> not_a_number{{0, std::numeric_limits<double>::quiet_NaN()}};
+  CHECK_THROWS_WITH(solver.solve_alone({gbps(1), not_a_number}), Catch::Contains("must not be negative"));
   CHECK_THROWS_WITH(solver.solve_alone({Bandwidth{}, {}}), Catch::Contains("positive rate cap"));
 }
