@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@ MaxMinSolver::MaxMinSolver(std::span<const Resource> resources) {
   for (const Resource& r : resources) capacity_.push_back(r.capacity.bytes_per_s());
   remaining_.resize(capacity_.size());
   weight_.resize(capacity_.size());
+  lone_weight_.resize(capacity_.size());
   users_.resize(capacity_.size());
   touched_.reserve(capacity_.size());
 }
@@ -43,30 +45,33 @@ std::span<const double> MaxMinSolver::solve(std::span<const FlowDemand> flows) {
 // twice is simply looked at twice); whatever would take solve() another round, or fail in it,
 // is left to solve().
 double MaxMinSolver::solve_alone(const FlowDemand& flow) {
-  constexpr std::size_t kLargest = 64;  // uses: each one's resource summed over all of them
   const double cap = flow.cap.bytes_per_s();
   const auto general = [&] { return solve(std::span(&flow, 1))[0]; };
-  if (!flow.cap.positive() || flow.uses.size() > kLargest) return general();
+  if (!flow.cap.positive()) return general();
   for (const ResourceUse& u : flow.uses) {
     if (u.resource >= capacity_.size() || !(u.weight >= 0)) return general();  // NaN too: solve() refuses it
   }
-  const auto weight_on = [&flow](std::uint32_t resource) {
-    double weight = 0;
-    for (const ResourceUse& v : flow.uses) {
-      if (v.resource == resource) weight += v.weight;
-    }
-    return weight;
-  };
+  // Each resource's weights summed once, in the order of the uses (lone_weight_ is all zeros
+  // between calls).
+  for (const ResourceUse& u : flow.uses) lone_weight_[u.resource] += u.weight;
   double delta = cap;
   for (const ResourceUse& u : flow.uses) {
-    if (u.weight > 0) delta = std::min(delta, std::max(capacity_[u.resource], 0.0) / weight_on(u.resource));
+    if (u.weight > 0) delta = std::min(delta, std::max(capacity_[u.resource], 0.0) / lone_weight_[u.resource]);
   }
-  if (delta >= cap * (1 - kSlack)) return cap;
-  for (const ResourceUse& u : flow.uses) {
-    const double capacity = capacity_[u.resource];
-    if (u.weight > 0 && capacity - delta * weight_on(u.resource) <= capacity * kSlack) return delta;
+  std::optional<double> rate;  // where one round leaves it, if it freezes it
+  if (delta >= cap * (1 - kSlack)) {
+    rate = cap;
+  } else {
+    for (const ResourceUse& u : flow.uses) {
+      const double capacity = capacity_[u.resource];
+      if (u.weight > 0 && capacity - delta * lone_weight_[u.resource] <= capacity * kSlack) {
+        rate = delta;
+        break;
+      }
+    }
   }
-  return general();
+  for (const ResourceUse& u : flow.uses) lone_weight_[u.resource] = 0;
+  return rate ? *rate : general();
 }
 
 void MaxMinSolver::start(std::span<const FlowDemand> flows) {

@@ -29,8 +29,8 @@ class MaxMinSolver {
   // Rates in bytes per second, one per flow, valid until the next call.
   std::span<const double> solve(std::span<const FlowDemand> flows);
 
-  // The rate solve() gives `flow` alone, to the last bit, without its per-resource buffers:
-  // the common case of a flow that shares no link with another.
+  // The rate solve() gives `flow` alone, to the last bit, in a few passes over its uses: the
+  // common case of a flow that shares no link with another.
   double solve_alone(const FlowDemand& flow);
 
  private:
@@ -43,6 +43,7 @@ class MaxMinSolver {
   std::vector<double> capacity_;        // per resource, bytes per second
   std::vector<double> remaining_;       // per resource, capacity not yet handed out
   std::vector<double> weight_;          // per resource, summed weight of unfrozen flows on it
+  std::vector<double> lone_weight_;     // per resource, solve_alone's sums (zero between calls)
   std::vector<std::uint32_t> users_;    // per resource, unfrozen flows with weight on it
   std::vector<std::uint32_t> touched_;  // resources the current flows use, in first-use order
   std::vector<double> rates_;           // per flow

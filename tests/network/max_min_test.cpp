@@ -117,12 +117,13 @@ TEST_CASE("a lone flow's shortcut gives solve()'s rate to the last bit") {
   std::mt19937_64 random(11);
   std::uniform_int_distribution<std::uint32_t> link(0, 5);
   std::uniform_int_distribution<int> count(0, 9);
+  std::uniform_int_distribution<int> many(10, 200);  // a collective's members' uses, all together
   std::uniform_real_distribution<double> weight(0, 3);
   std::uniform_real_distribution<double> cap(0.1, 300);
   int at_cap = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<ResourceUse> uses;
-    for (int i = count(random); i > 0; --i) uses.push_back({link(random), i % 4 == 0 ? 0.0 : weight(random)});
+    for (int i = trial % 10 == 0 ? many(random) : count(random); i > 0; --i) uses.push_back({link(random), i % 4 == 0 ? 0.0 : weight(random)});
     const FlowDemand flow{gbps(cap(random)), uses};
     const double general = solver.solve(std::span(&flow, 1))[0];
     const double alone = solver.solve_alone(flow);
@@ -143,4 +144,11 @@ TEST_CASE("a lone flow's shortcut fails as solve() does on a bad demand") {
   const std::vector<ResourceUse> not_a_number{{0, std::numeric_limits<double>::quiet_NaN()}};
   CHECK_THROWS_WITH(solver.solve_alone({gbps(1), not_a_number}), Catch::Contains("must not be negative"));
   CHECK_THROWS_WITH(solver.solve_alone({Bandwidth{}, {}}), Catch::Contains("positive rate cap"));
+  // Nothing of a refused demand, or of an earlier flow, is left in the next one's sums.
+  const std::vector<ResourceUse> twice{{0, 1.0}, {0, 1.0}};
+  const FlowDemand good{gbps(100), twice};
+  const double general = solver.solve(std::span(&good, 1))[0];
+  CHECK(solver.solve_alone(good) == general);
+  CHECK(solver.solve_alone(good) == general);
+  CHECK(general < gbps(100).bytes_per_s());  // the link, loaded twice, is the limit
 }
