@@ -123,7 +123,8 @@ TEST_CASE("a lone flow's shortcut gives solve()'s rate to the last bit") {
   int at_cap = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<ResourceUse> uses;
-    for (int i = trial % 10 == 0 ? many(random) : count(random); i > 0; --i) uses.push_back({link(random), i % 4 == 0 ? 0.0 : weight(random)});
+    for (int i = trial % 10 == 0 ? many(random) : count(random); i > 0; --i)
+      uses.push_back({link(random), i % 4 == 0 ? 0.0 : weight(random)});
     const FlowDemand flow{gbps(cap(random)), uses};
     const double general = solver.solve(std::span(&flow, 1))[0];
     const double alone = solver.solve_alone(flow);
