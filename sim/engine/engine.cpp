@@ -40,6 +40,7 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
   inline_heads_ = heads_stride_ <= kInlineHeads;
   if (!inline_heads_) heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
   bubbles_.resize(ranks_.size());
+  slowed_ = 1.0 + program_.comm_slowdown;
   any_skews_ = std::ranges::any_of(program_.ranks, [](const RankProgram& rank) { return !rank.skews.empty(); });
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");

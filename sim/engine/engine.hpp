@@ -417,6 +417,7 @@ class Engine {
   std::size_t slab_used_ = 0;            // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
   std::uint32_t bubble_name_ = 0;
+  double slowed_ = 1.0;     // a rank's compute speed factor while its communication runs (compute_factor)
   bool any_skews_ = false;  // representative mode under jitter
   bool second_thread_ = false;
   bool ran_ = false;

@@ -204,7 +204,7 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
 }
 
 double Engine::compute_factor(std::size_t r) const {
-  return ranks_[r].comm_running > 0 ? 1.0 + program_.comm_slowdown : 1.0;
+  return ranks_[r].comm_running > 0 ? slowed_ : 1.0;
 }
 
 // Brings running compute ops up to date at the old speed and reschedules them at the new. An
@@ -217,7 +217,8 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
   if (state.compute_running == 0) return;  // the common case while a rank waits on communication
   const bool slower = compute_factor(r) > old_factor;
   const ListIndex& list = *state.list;
-  for (std::size_t stream = 0; stream < list.streams.size(); ++stream) {
+  std::uint16_t seen = 0;  // running compute ops found: once all are, no later stream has one
+  for (std::size_t stream = 0; stream < list.streams.size() && seen < state.compute_running; ++stream) {
     const std::vector<OpIndex>& s = list.streams[stream];
     const std::uint32_t head = heads(r)[stream].head;
     if (head == s.size()) continue;
@@ -227,6 +228,7 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     if (list.ops[o].kind != OpKind::compute) continue;
     OpState& op = state.ops[o];
     if (flags_of(op).status != Status::running) continue;
+    ++seen;
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();
