@@ -344,7 +344,6 @@ Timeline Engine::run(IntervalObserver* observer) {
   while (!queue_.empty()) {
     const Event e = queue_.pop();
     if (!queue_.empty()) prefetch(queue_.top());
-    if (const Event* after = queue_.second(); after != nullptr) prefetch(*after);
     now_ = e.at;
     ++stats_.events;
     dispatch(e);
@@ -522,8 +521,7 @@ void Engine::advise_interval_buffers() {
 }
 
 // With thousands of ranks, the state an event needs is rarely in cache: while one event is
-// handled, the next two events' ranks and ops (or collectives, or flows) are fetched. One
-// event ahead is not always long enough: a superseded event takes next to no time.
+// handled, the next one's rank and op (or collective, or flow) are fetched.
 void Engine::prefetch(const Event& e) const {
   switch (e.kind) {
     case EventKind::wake:

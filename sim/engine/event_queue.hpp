@@ -38,18 +38,6 @@ class EventQueue {
   std::size_t size() const { return heap_.size(); }
   const Event& top() const { return heap_.front(); }  // the next pop(); not on an empty queue
 
-  // The event that follows top() (the earliest of its children), if any.
-  const Event* second() const {
-    const std::size_t n = heap_.size();
-    if (n < 2) return nullptr;
-    std::size_t best = 1;
-    const std::size_t end = 1 + kArity < n ? 1 + kArity : n;
-    for (std::size_t c = 2; c < end; ++c) {
-      if (before(heap_[c], heap_[best])) best = c;
-    }
-    return &heap_[best];
-  }
-
   void push(Event e) {
     e.seq = next_seq_++;
     std::size_t i = heap_.size();

@@ -74,28 +74,3 @@ TEST_CASE("pushes and pops interleaved give the order of time, then of schedulin
   }
   CHECK(reference.empty());
 }
-
-TEST_CASE("second() is the event the pop after the next one returns") {
-  EventQueue q;
-  CHECK(q.second() == nullptr);
-  q.push(at(5, 0));
-  CHECK(q.second() == nullptr);
-  std::uint64_t x = 777;
-  const auto next = [&x] {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return x >> 33;
-  };
-  std::uint32_t tag = 1;
-  std::int64_t now = 5;
-  int checked = 0;
-  for (int round = 0; round < 3000; ++round) {
-    // Equal times too: the order among them is the order they were scheduled in.
-    for (std::uint64_t i = next() % 3; i > 0; --i) q.push(at(now + static_cast<std::int64_t>(next() % 40), tag++));
-    if (q.size() < 2) continue;
-    const std::uint32_t expected = q.second()->a;
-    now = q.pop().at.ps();
-    REQUIRE(q.top().a == expected);
-    ++checked;
-  }
-  CHECK(checked > 2000);
-}
