@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <span>
 #include <thread>
 
@@ -25,7 +26,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Engine::Engine(const Program& program, SecondThread second) : program_(program), solver_(program.resources) {
+Engine::Engine(const Program& program, SecondThread second)
+    : program_(program), solver_(std::span<const network::Resource>{}) {
   const auto start = std::chrono::steady_clock::now();
   ranks_.resize(program_.ranks.size());
   for (const RankProgram& rank : program_.ranks) {
@@ -48,12 +50,10 @@ Engine::Engine(const Program& program, SecondThread second) : program_(program),
   second_thread_ =
       second == SecondThread::always || (op_states_.size() * sizeof(OpState) >= kLargeRun && setup_threads() > 1);
   start_preparing(start);
-  resource_flows_.resize(program_.resources.size());
-  resource_mark_.resize(program_.resources.size());
   index_collectives();
   collectives_indexed();
   check_members();
-  index_calls();
+  index_flow_uses();
   for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
   stats_.op_lists = indexes_.size();
   stats_.collectives = collectives_.size();
@@ -292,36 +292,73 @@ void Engine::check_members() {
   }
 }
 
-void Engine::index_calls() {
-  std::vector<std::size_t> calls(regions_.size(), 0);  // per region: the most calls a rank of it has
-  std::vector<std::vector<std::uint32_t>> ranks_of(regions_.size());
-  std::size_t uses = 0;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    const std::vector<CollectiveCall>& mine = program_.ranks[r].calls;
-    calls[region_of_[r]] = std::max(calls[region_of_[r]], mine.size());
-    ranks_of[region_of_[r]].push_back(static_cast<std::uint32_t>(r));
-    for (const CollectiveCall& call : mine) uses += call.uses.size();
-  }
-  STEPSIM_CHECK(uses <= UINT32_MAX, "too many link uses");
-  call_base_.resize(ranks_.size());
-  std::size_t spans = 0;
-  for (std::size_t g = 0; g < regions_.size(); ++g) {
-    for (std::size_t i = 0; i < ranks_of[g].size(); ++i) call_base_[ranks_of[g][i]] = {spans + i, ranks_of[g].size()};
-    spans += calls[g] * ranks_of[g].size();
-  }
-  call_spans_.resize(spans);
-  uses_.reserve(uses);
-  for (std::size_t g = 0; g < regions_.size(); ++g) {
-    for (std::size_t c = 0; c < calls[g]; ++c) {
-      for (const std::uint32_t r : ranks_of[g]) {
-        const std::vector<CollectiveCall>& mine = program_.ranks[r].calls;
-        if (c >= mine.size()) continue;
-        call_spans_[call_base_[r].first + c * call_base_[r].stride] = {static_cast<std::uint32_t>(uses_.size()),
-                                                                       static_cast<std::uint32_t>(mine[c].uses.size())};
-        uses_.insert(uses_.end(), mine[c].uses.begin(), mine[c].uses.end());
-      }
+// Each collective's flow loads the links of all its members' calls, in member order. A group's
+// collectives mostly repeat a few calls (a layer's AllGather, its ReduceScatter): a collective
+// whose members make the same calls as an earlier one of its group shares that one's run of
+// uses, and a flow that starts reads one contiguous run instead of gathering its members'.
+void Engine::index_flow_uses() {
+  struct Seen {
+    std::size_t key = 0;  // into keys: the members' calls, one per member
+    std::size_t uses_begin = 0;
+    std::uint32_t uses_count = 0;
+  };
+  constexpr std::size_t kSeenPerGroup = 32;  // distinct call lists remembered per group
+  std::vector<std::vector<Seen>> seen(program_.groups.size());
+  std::vector<std::int32_t> keys;
+  std::vector<std::int32_t> key;
+  for (Collective& coll : collectives_) {
+    if (coll.size.count() == 0) continue;  // no flow
+    key.clear();
+    for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+      const Member& member = members_[coll.first_member + m];
+      key.push_back(program_base_[member.rank][member.op].call);
+    }
+    std::vector<Seen>& mine = seen[coll.group];
+    const auto same = std::ranges::find_if(mine, [&](const Seen& s) {
+      return std::equal(key.begin(), key.end(), keys.begin() + static_cast<std::ptrdiff_t>(s.key));
+    });
+    if (same != mine.end()) {
+      coll.uses_begin = same->uses_begin;
+      coll.uses_count = same->uses_count;
+      continue;
+    }
+    const std::size_t begin = flow_uses_.size();
+    for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+      const RankProgram& rank = program_.ranks[members_[coll.first_member + m].rank];
+      const std::vector<network::ResourceUse>& uses = rank.calls[static_cast<std::size_t>(key[m])].uses;
+      flow_uses_.insert(flow_uses_.end(), uses.begin(), uses.end());
+    }
+    STEPSIM_CHECK(flow_uses_.size() - begin <= UINT32_MAX, "too many link uses in one collective");
+    coll.uses_begin = begin;
+    coll.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - begin);
+    if (mine.size() < kSeenPerGroup) {
+      mine.push_back({keys.size(), coll.uses_begin, coll.uses_count});
+      keys.insert(keys.end(), key.begin(), key.end());
     }
   }
+  flow_uses_.shrink_to_fit();
+  number_resources();
+}
+
+// The run numbers the link resources its flows load in the order they first appear in
+// flow_uses_, and leaves out the others: the links a flow loads (a node's NVLink ports, a
+// ring's NICs) are then neighbours in every per-link array, and a flow that starts or ends
+// touches a few cache lines of them, not one per link. The solver sees the same loads in the
+// same order, so the rates are the same.
+void Engine::number_resources() {
+  constexpr auto kNone = std::numeric_limits<network::ResourceId>::max();
+  std::vector<network::ResourceId> id(program_.resources.size(), kNone);
+  std::vector<network::Resource> used;
+  for (network::ResourceUse& u : flow_uses_) {
+    if (id[u.resource] == kNone) {
+      id[u.resource] = static_cast<network::ResourceId>(used.size());
+      used.push_back(program_.resources[u.resource]);
+    }
+    u.resource = id[u.resource];
+  }
+  solver_ = network::MaxMinSolver(used);
+  resource_flows_.resize(used.size());
+  resource_mark_.resize(used.size());
 }
 
 const CollectiveCall& Engine::call_of(std::size_t r, OpIndex o) const {
@@ -387,6 +424,7 @@ void Engine::start_timeline() {
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   members_ = {};
+  flow_uses_ = {};
   op_flags_ = {};
   // Small runs (representative mode) keep their memory: the allocator hands it out again
   // already mapped, and system calls would cost more than they save.

@@ -236,29 +236,22 @@ class Engine {
     OpIndex op = 0;
   };
 
-  // Where a rank's call's link uses lie in uses_, and where a rank's calls lie in call_spans_:
-  // call c of rank r at first + c · stride.
-  struct CallSpan {
-    std::uint32_t begin = 0;
-    std::uint32_t count = 0;
-  };
-  struct CallBase {
-    std::size_t first = 0;
-    std::size_t stride = 0;
-  };
-
-  // One collective: the k-th call of a group, on every simulated member.
-  struct Collective {
+  // One collective: the k-th call of a group, on every simulated member. One cache line: a
+  // member's arrival reads and counts it.
+  struct alignas(64) Collective {
     std::uint32_t group = 0;
     std::uint32_t call_index = 0;    // k
     std::uint32_t first_member = 0;  // into members_
     std::uint32_t member_count = 0;
     std::uint32_t arrived = 0;
+    std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
+    std::size_t uses_begin = 0;
     Bytes size{0};
     Time latency;
     Bandwidth cap;
     Time not_before;  // representative mode under jitter: when its slowest real member arrives
   };
+  static_assert(sizeof(Collective) == 64, "a collective in one cache line");
 
   struct Flow {
     std::uint32_t collective = 0;
@@ -267,10 +260,7 @@ class Engine {
     Time last;
     std::uint32_t version = 0;
     Bandwidth cap;
-    // All members' link loads, gathered when the flow starts: only running collectives hold
-    // them (millions of collectives in all-ranks mode, a few thousand at a time). The buffer
-    // keeps its memory from one use of the slot to the next.
-    std::vector<network::ResourceUse> uses;
+    std::span<const network::ResourceUse> uses;  // all members' link loads (its collective's, in flow_uses_)
   };
 
   // A rank's place in one group, and how many calls of the group it has made so far.
@@ -292,7 +282,8 @@ class Engine {
   void index_streams(const OpList& list, ListIndex& index) const;
   void index_dependents(const OpList& list, ListIndex& index) const;
   void index_collectives();
-  void index_calls();
+  void index_flow_uses();
+  void number_resources();
   Memberships memberships() const;
   void check_members();
   void start_timeline();
@@ -390,12 +381,9 @@ class Engine {
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
   std::vector<Member> members_;
-  // Every rank's calls' link uses in one array, calls outermost and the ranks sharing a list
-  // innermost: a collective's members are neighbouring ranks of one list making the same call,
-  // so a flow finds their uses side by side instead of behind three pointers per member.
-  std::vector<CallBase> call_base_;  // per rank
-  std::vector<CallSpan> call_spans_;
-  std::vector<network::ResourceUse> uses_;
+  // Per collective, its members' uses one after the other (see index_flow_uses): the
+  // collectives of a group that make the same calls share one run.
+  std::vector<network::ResourceUse> flow_uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow

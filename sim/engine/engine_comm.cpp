@@ -108,14 +108,7 @@ void Engine::add_flow(std::uint32_t c) {
   flow.rate = 0;
   flow.last = now_;
   flow.cap = coll.cap;
-  flow.uses.clear();
-  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-    const Member& member = members_[coll.first_member + m];
-    const auto call = static_cast<std::size_t>(program_base_[member.rank][member.op].call);
-    const CallBase& base = call_base_[member.rank];
-    const CallSpan& span = call_spans_[base.first + call * base.stride];
-    flow.uses.insert(flow.uses.end(), uses_.begin() + span.begin, uses_.begin() + span.begin + span.count);
-  }
+  flow.uses = {flow_uses_.data() + coll.uses_begin, coll.uses_count};
   bool alone = true;  // no other flow loads any of its links
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];

@@ -1,6 +1,7 @@
 // Execution semantics of the engine (docs/model.md) with exact integer-time expectations.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <functional>
 
 #include "engine/engine.hpp"
@@ -390,6 +391,36 @@ TEST_CASE("every member of a collective finishes at the same time") {
   const Timeline t = run(b.program());
   CHECK(interval(t, 0, "allreduce").end == us(20));
   CHECK(interval(t, 1, "allreduce").end == us(20));
+}
+
+TEST_CASE("a group's collectives load the links of the calls their members make, whichever repeat") {
+  // Two members call four collectives in turn: "a" loads each member's slow link, "b" its
+  // fast one, "a again" makes call "a" again on both, and "mixed" has rank 0 make call "b" and
+  // rank 1 call "a". A collective moves 1 MB at the slowest link it loads (capped at 100 GB/s):
+  // 20 us on a slow link, 10 us on a fast one. A link no flow loads is declared first.
+  ProgramBuilder b(2);
+  b.link(Bandwidth::gbytes_per_s(1));
+  const std::array fast{b.link(Bandwidth::gbytes_per_s(500)), b.link(Bandwidth::gbytes_per_s(500))};
+  const std::array slow{b.link(Bandwidth::gbytes_per_s(50)), b.link(Bandwidth::gbytes_per_s(50))};
+  const auto g = b.group("dp", {0, 1});
+  std::vector<stepsim::engine::OpIndex> ops[2];
+  for (int r = 0; r < 2; ++r) {
+    const auto own = static_cast<std::size_t>(r);
+    ops[r].push_back(b.collective(r, 0, "a", g, call(kMB, Time::zero(), k100GBps, {{slow[own], 1.0}})));
+    ops[r].push_back(b.collective(r, 0, "b", g, call(kMB, Time::zero(), k100GBps, {{fast[own], 1.0}})));
+    ops[r].push_back(b.collective(r, 0, "a again", g, call(kMB, Time::zero(), k100GBps, {{fast[own], 1.0}})));
+    ops[r].push_back(b.collective(r, 0, "mixed", g, call(kMB, Time::zero(), k100GBps, {{fast[own], 1.0}})));
+    b.op(r, ops[r][2]).call = b.op(r, ops[r][0]).call;  // the call of "a", made again
+  }
+  b.op(0, ops[0][3]).call = b.op(0, ops[0][1]).call;  // rank 0: "b"
+  b.op(1, ops[1][3]).call = b.op(1, ops[1][0]).call;  // rank 1: "a"
+  const Timeline t = run(b.program());
+  for (int r = 0; r < 2; ++r) {
+    CHECK(interval(t, r, "a").end == us(20));
+    CHECK(interval(t, r, "b").end == us(30));
+    CHECK(interval(t, r, "a again").end == us(50));
+    CHECK(interval(t, r, "mixed").end == us(70));
+  }
 }
 
 TEST_CASE("the memory counter follows the ops' allocations") {
