@@ -46,7 +46,7 @@ TEST_CASE("a link's flows stay in start order through removals, inline and beyon
   for (std::uint32_t f : {5U, 3U, 9U}) set.push_back(f);
   set.erase(3);
   CHECK(std::vector<std::uint32_t>(set.items().begin(), set.items().end()) == std::vector<std::uint32_t>{5, 9});
-  for (std::uint32_t f = 10; f < 20; ++f) set.push_back(f);  // past the four kept inline
+  for (std::uint32_t f = 10; f < 20; ++f) set.push_back(f);  // past the three kept inline
   set.erase(12);
   set.erase(5);
   std::vector<std::uint32_t> expected{9, 10, 11};
