@@ -53,7 +53,7 @@ Engine::Engine(const Program& program, SecondThread second)
   index_collectives();
   collectives_indexed();
   check_members();
-  index_flow_uses();
+  index_kinds();
   for (const RankState& rank : ranks_) stats_.ops += rank.ops.size();
   stats_.op_lists = indexes_.size();
   stats_.collectives = collectives_.size();
@@ -208,22 +208,10 @@ void Engine::index_collectives() {
   }
   const std::size_t total = first_of[most];
   STEPSIM_CHECK(total <= UINT32_MAX, "too many collectives");
-  resize_on_huge_pages(collectives_, total);
   std::size_t members = 0;
-  for (std::uint32_t k = 0; k < most; ++k) {
-    for (std::size_t c = first_of[k]; c < first_of[k + 1]; ++c) {
-      const std::uint32_t g = order[c - first_of[k]];
-      Collective& coll = collectives_[c];
-      coll.group = g;
-      coll.call_index = k;
-      coll.first_member = static_cast<std::uint32_t>(members);
-      coll.member_count = static_cast<std::uint32_t>(program_.groups[g].members.size());
-      members += coll.member_count;
-    }
-  }
+  for (std::size_t g = 0; g < calls.size(); ++g) members += std::size_t{calls[g]} * program_.groups[g].members.size();
   STEPSIM_CHECK(members <= UINT32_MAX, "too many collective members");
-  resize_on_huge_pages(members_, members);
-  std::ranges::fill(members_, Member{UINT32_MAX, 0});
+  resize_on_huge_pages(collectives_, total);
   op_collective_begin_.resize(ranks_.size() + 1, 0);
   for (std::size_t r = 0; r < ranks_.size(); ++r)
     op_collective_begin_[r + 1] = op_collective_begin_[r] + ranks_[r].list->collectives.size();
@@ -231,24 +219,33 @@ void Engine::index_collectives() {
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     std::uint32_t* written = op_collective_.data() + op_collective_begin_[r];
     for (const OpIndex o : ranks_[r].list->collectives) {
-      const CollectiveCall& call = call_of(r, o);
-      Membership& m = membership(r, call);
+      Membership& m = membership(r, call_of(r, o));
       const std::size_t c = first_of[m.calls++] + place[m.group];
       Collective& coll = collectives_[c];
-      members_[coll.first_member + m.position] = {static_cast<std::uint32_t>(r), o};
-      *written++ = static_cast<std::uint32_t>(c);  // into the op's state when its row is prepared
-      // The members' views merged: one size, the longest latency, the lowest bandwidth.
       if (coll.arrived++ == 0) {
-        coll.size = call.size;
-        coll.cap = call.algbw;
-      } else {
-        STEPSIM_CHECK(call.size == coll.size, fmt::format("group '{}' call {} has different sizes on its members",
-                                                          program_.groups[m.group].name, coll.call_index));
-        if (call.algbw < coll.cap) coll.cap = call.algbw;
+        coll.op = o;
+      } else if (o != coll.op && coll.spread == kSameOp) {
+        // The first member whose op differs: the members so far all made it with coll.op.
+        coll.spread = static_cast<std::uint32_t>(member_ops_.size());
+        member_ops_.resize(member_ops_.size() + program_.groups[m.group].members.size(), coll.op);
       }
-      coll.latency = max(coll.latency, call.latency);
+      if (coll.spread != kSameOp) member_ops_[std::size_t{coll.spread} + m.position] = o;
+      *written++ = static_cast<std::uint32_t>(c);  // into the op's state when its row is prepared
     }
   }
+  collective_first_ = std::move(first_of);
+  collective_groups_ = std::move(order);
+  if (any_skews_) not_before_.assign(total, Time::zero());
+}
+
+// Collective c is call k of its group: k is found among the calls' first collectives.
+std::uint32_t Engine::call_index_of(std::uint32_t c) const {
+  const auto after = std::ranges::upper_bound(collective_first_, std::size_t{c});
+  return static_cast<std::uint32_t>(after - collective_first_.begin() - 1);
+}
+
+std::uint32_t Engine::group_of(std::uint32_t c) const {
+  return collective_groups_[c - collective_first_[call_index_of(c)]];
 }
 
 // Every rank's groups and its position in each, rank by rank, in group order: a lookup finds
@@ -277,63 +274,100 @@ Engine::Memberships Engine::memberships() const {
 }
 
 // Checks that every member takes part (index_collectives counted them in `arrived`, which
-// the run counts from zero again).
+// the run counts from zero again). Each arrival is a distinct rank at its first place in the
+// group, so a count short of the group's size names a member that never makes the call: one
+// that makes too few, or a rank listed twice.
 void Engine::check_members() {
-  for (Collective& c : collectives_) {
-    if (c.arrived != c.member_count) [[unlikely]] {
-      const Group& group = program_.groups[c.group];
-      for (std::uint32_t m = 0; m < c.member_count; ++m) {
-        STEPSIM_CHECK(
-            members_[c.first_member + m].rank != UINT32_MAX,
-            fmt::format("group '{}' call {} never reaches member {}", group.name, c.call_index, group.members[m]));
+  for (std::size_t k = 0; k + 1 < collective_first_.size(); ++k) {
+    for (std::size_t c = collective_first_[k]; c < collective_first_[k + 1]; ++c) {
+      Collective& coll = collectives_[c];
+      const std::uint32_t g = collective_groups_[c - collective_first_[k]];
+      const Group& group = program_.groups[g];
+      if (coll.arrived != group.members.size()) [[unlikely]] {
+        for (std::size_t m = 0; m < group.members.size(); ++m) {
+          const int rank = group.members[m];
+          const bool first_place = std::ranges::find(group.members, rank) - group.members.begin() == std::ptrdiff_t(m);
+          STEPSIM_CHECK(first_place && reaches(static_cast<std::size_t>(rank), g, static_cast<std::uint32_t>(k)),
+                        fmt::format("group '{}' call {} never reaches member {}", group.name, k, rank));
+        }
       }
+      coll.arrived = 0;
     }
-    c.arrived = 0;
   }
 }
 
-// Each collective's flow loads the links of all its members' calls, in member order. A group's
-// collectives mostly repeat a few calls (a layer's AllGather, its ReduceScatter): a collective
-// whose members make the same calls as an earlier one of its group shares that one's run of
-// uses, and a flow that starts reads one contiguous run instead of gathering its members'.
-void Engine::index_flow_uses() {
+// Whether rank r makes call k of group g (more than k calls on it).
+bool Engine::reaches(std::size_t r, std::uint32_t group, std::uint32_t k) const {
+  std::uint32_t calls = 0;
+  for (const OpIndex o : ranks_[r].list->collectives) {
+    if (static_cast<std::uint32_t>(call_of(r, o).group) == group && calls++ == k) return true;
+  }
+  return false;
+}
+
+// A group's collectives mostly repeat a few calls (a layer's AllGather, its ReduceScatter):
+// the collectives whose members make the same calls share one kind, which holds the calls
+// merged and the links their flow loads, all its members' in member order, in one run. A
+// starting flow reads that run instead of gathering its members' calls.
+void Engine::index_kinds() {
   struct Seen {
     std::size_t key = 0;  // into keys: the members' calls, one per member
-    std::size_t uses_begin = 0;
-    std::uint32_t uses_count = 0;
+    std::uint32_t kind = 0;
   };
   constexpr std::size_t kSeenPerGroup = 32;  // distinct call lists remembered per group
   std::vector<std::vector<Seen>> seen(program_.groups.size());
   std::vector<std::int32_t> keys;
   std::vector<std::int32_t> key;
-  for (Collective& coll : collectives_) {
-    if (coll.size.count() == 0) continue;  // no flow
-    key.clear();
-    for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-      const Member& member = members_[coll.first_member + m];
-      key.push_back(program_base_[member.rank][member.op].call);
-    }
-    std::vector<Seen>& mine = seen[coll.group];
-    const auto same = std::ranges::find_if(mine, [&](const Seen& s) {
-      return std::equal(key.begin(), key.end(), keys.begin() + static_cast<std::ptrdiff_t>(s.key));
-    });
-    if (same != mine.end()) {
-      coll.uses_begin = same->uses_begin;
-      coll.uses_count = same->uses_count;
-      continue;
-    }
-    const std::size_t begin = flow_uses_.size();
-    for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-      const RankProgram& rank = program_.ranks[members_[coll.first_member + m].rank];
-      const std::vector<network::ResourceUse>& uses = rank.calls[static_cast<std::size_t>(key[m])].uses;
-      flow_uses_.insert(flow_uses_.end(), uses.begin(), uses.end());
-    }
-    STEPSIM_CHECK(flow_uses_.size() - begin <= UINT32_MAX, "too many link uses in one collective");
-    coll.uses_begin = begin;
-    coll.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - begin);
-    if (mine.size() < kSeenPerGroup) {
-      mine.push_back({keys.size(), coll.uses_begin, coll.uses_count});
-      keys.insert(keys.end(), key.begin(), key.end());
+  for (std::size_t k = 0; k + 1 < collective_first_.size(); ++k) {
+    for (std::size_t c = collective_first_[k]; c < collective_first_[k + 1]; ++c) {
+      Collective& coll = collectives_[c];
+      const std::uint32_t g = collective_groups_[c - collective_first_[k]];
+      const std::vector<int>& members = program_.groups[g].members;
+      key.clear();
+      for (std::uint32_t m = 0; m < members.size(); ++m)
+        key.push_back(program_base_[static_cast<std::size_t>(members[m])][member_op(coll, m)].call);
+      std::vector<Seen>& mine = seen[g];
+      const auto same = std::ranges::find_if(mine, [&](const Seen& s) {
+        return std::equal(key.begin(), key.end(), keys.begin() + static_cast<std::ptrdiff_t>(s.key));
+      });
+      if (same != mine.end()) {
+        coll.kind = same->kind;
+        continue;
+      }
+      STEPSIM_CHECK(kinds_.size() < UINT32_MAX, "too many kinds of collectives");
+      CollectiveKind kind;
+      kind.members = members.data();
+      kind.member_count = static_cast<std::uint32_t>(members.size());
+      kind.group = g;
+      for (std::uint32_t m = 0; m < members.size(); ++m) {
+        const CollectiveCall& call =
+            program_.ranks[static_cast<std::size_t>(members[m])].calls[static_cast<std::size_t>(key[m])];
+        if (m == 0) {
+          kind.size = call.size;
+          kind.cap = call.algbw;
+        } else {
+          STEPSIM_CHECK(call.size == kind.size, fmt::format("group '{}' call {} has different sizes on its members",
+                                                            program_.groups[g].name, k));
+          if (call.algbw < kind.cap) kind.cap = call.algbw;
+        }
+        kind.latency = max(kind.latency, call.latency);
+      }
+      if (kind.size.count() != 0) {
+        kind.uses_begin = flow_uses_.size();
+        for (std::uint32_t m = 0; m < members.size(); ++m) {
+          const RankProgram& rank = program_.ranks[static_cast<std::size_t>(members[m])];
+          const std::vector<network::ResourceUse>& uses = rank.calls[static_cast<std::size_t>(key[m])].uses;
+          flow_uses_.insert(flow_uses_.end(), uses.begin(), uses.end());
+        }
+        STEPSIM_CHECK(flow_uses_.size() - kind.uses_begin <= UINT32_MAX, "too many link uses in one collective");
+        kind.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - kind.uses_begin);
+      }
+      coll.kind = static_cast<std::uint32_t>(kinds_.size());
+      kinds_.push_back(kind);
+      if (mine.size() < kSeenPerGroup) {
+        mine.push_back({keys.size(), coll.kind});
+        keys.insert(keys.end(), key.begin(), key.end());
+      }
     }
   }
   flow_uses_.shrink_to_fit();
@@ -423,7 +457,9 @@ void Engine::start_timeline() {
 // before any is.
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
-  members_ = {};
+  kinds_ = {};
+  member_ops_ = {};
+  not_before_ = {};
   flow_uses_ = {};
   op_flags_ = {};
   // Small runs (representative mode) keep their memory: the allocator hands it out again
@@ -639,9 +675,10 @@ std::string Engine::describe_wait(std::size_t r, OpIndex o) const {
       return fmt::format("waits on op {} '{}', which never ends", w, program_.names[rank.ops()[w].name]);
     }
   }
-  const Collective& c = collectives_[state.ops[o].collective];
-  return fmt::format("waits at the rendezvous of group '{}' call {} ({} of {} members arrived)",
-                     program_.groups[c.group].name, c.call_index, c.arrived, c.member_count);
+  const std::uint32_t c = state.ops[o].collective;
+  const Group& group = program_.groups[group_of(c)];
+  return fmt::format("waits at the rendezvous of group '{}' call {} ({} of {} members arrived)", group.name,
+                     call_index_of(c), collectives_[c].arrived, group.members.size());
 }
 
 Timeline run(const Program& program, IntervalObserver* observer, RunStats* stats) {

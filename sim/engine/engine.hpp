@@ -231,27 +231,36 @@ class Engine {
     std::uint32_t count = 0;
   };
 
-  struct Member {
-    std::uint32_t rank = 0;
-    OpIndex op = 0;
-  };
-
-  // One collective: the k-th call of a group, on every simulated member. One cache line: a
-  // member's arrival reads and counts it.
-  struct alignas(64) Collective {
-    std::uint32_t group = 0;
-    std::uint32_t call_index = 0;    // k
-    std::uint32_t first_member = 0;  // into members_
+  // What the collectives of a group whose members make the same calls share (see
+  // index_kinds): the group's ranks, the members' calls merged (one size, the longest
+  // latency, the lowest bandwidth), and the run of link uses their flow loads.
+  struct CollectiveKind {
+    const int* members = nullptr;  // the group's ranks (Group::members), member_count of them
     std::uint32_t member_count = 0;
-    std::uint32_t arrived = 0;
+    std::uint32_t group = 0;
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
     std::size_t uses_begin = 0;
     Bytes size{0};
     Time latency;
     Bandwidth cap;
-    Time not_before;  // representative mode under jitter: when its slowest real member arrives
   };
-  static_assert(sizeof(Collective) == 64, "a collective in one cache line");
+
+  // One collective: the k-th call of a group, on every simulated member. Sixteen bytes, four
+  // to a cache line: a member's arrival reads and counts it; what its members share with the
+  // group's other collectives is in its kind. Its members are the group's ranks, and mostly
+  // make it with the same op of the list they share; where their ops differ (a pipeline
+  // transfer between two stages' lists), member m's is member_ops_[spread + m].
+  static constexpr std::uint32_t kSameOp = UINT32_MAX;
+  struct Collective {
+    std::uint32_t kind = 0;  // into kinds_
+    std::uint32_t op = 0;    // the op that makes the call on its first member (on all, unless spread)
+    std::uint32_t arrived = 0;
+    std::uint32_t spread = kSameOp;
+  };
+  static_assert(sizeof(Collective) == 16, "four collectives to a cache line");
+  OpIndex member_op(const Collective& coll, std::uint32_t m) const {
+    return coll.spread == kSameOp ? coll.op : member_ops_[std::size_t{coll.spread} + m];
+  }
 
   struct Flow {
     std::uint32_t collective = 0;
@@ -260,7 +269,7 @@ class Engine {
     Time last;
     std::uint32_t version = 0;
     Bandwidth cap;
-    std::span<const network::ResourceUse> uses;  // all members' link loads (its collective's, in flow_uses_)
+    std::span<const network::ResourceUse> uses;  // all members' link loads (its kind's, in flow_uses_)
   };
 
   // A rank's place in one group, and how many calls of the group it has made so far.
@@ -282,7 +291,10 @@ class Engine {
   void index_streams(const OpList& list, ListIndex& index) const;
   void index_dependents(const OpList& list, ListIndex& index) const;
   void index_collectives();
-  void index_flow_uses();
+  void index_kinds();
+  std::uint32_t call_index_of(std::uint32_t c) const;
+  std::uint32_t group_of(std::uint32_t c) const;
+  bool reaches(std::size_t r, std::uint32_t group, std::uint32_t calls) const;
   void number_resources();
   Memberships memberships() const;
   void check_members();
@@ -350,7 +362,7 @@ class Engine {
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);
-  void note_skew(std::size_t r, OpIndex o, Collective& coll) const;
+  void note_skew(std::size_t r, OpIndex o, std::uint32_t c);
   void start_collective(std::uint32_t c);
   void set_comm_running(std::size_t r, int delta);
   void on_latency_end(std::uint32_t c);
@@ -380,9 +392,15 @@ class Engine {
   std::vector<const Op*> program_base_;
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
-  std::vector<Member> members_;
-  // Per collective, its members' uses one after the other (see index_flow_uses): the
-  // collectives of a group that make the same calls share one run.
+  std::vector<CollectiveKind> kinds_;
+  std::vector<OpIndex> member_ops_;  // the members' ops of the collectives whose members' ops differ
+  // Collectives are numbered call by call (see index_collectives): call k's are
+  // [collective_first_[k], collective_first_[k + 1]), of the groups collective_groups_[0, ...].
+  std::vector<std::size_t> collective_first_;
+  std::vector<std::uint32_t> collective_groups_;
+  // Representative mode under jitter, per collective: when its slowest real member arrives.
+  std::vector<Time> not_before_;
+  // Per kind, its members' uses one after the other (see index_kinds).
   std::vector<network::ResourceUse> flow_uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;

@@ -16,48 +16,49 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
   const std::uint32_t c = state.ops[o].collective;
   Collective& coll = collectives_[c];
-  if (any_skews_ && !program_.ranks[r].skews.empty())
-    note_skew(r, o, coll);  // reads the launch, which `since` replaces
+  if (any_skews_ && !program_.ranks[r].skews.empty()) note_skew(r, o, c);  // reads the launch, which `since` replaces
   flags_of(state.ops[o]).status = Status::arrived;
   state.ops[o].since_ps = now_.ps();
   ++state.at_rendezvous;
-  const bool all = ++coll.arrived == coll.member_count;
-  if (all && coll.not_before <= now_) {
+  const bool all = ++coll.arrived == kinds_[coll.kind].member_count;
+  if (all && (!any_skews_ || not_before_[c] <= now_)) {
     start_collective(c);
     return;
   }
-  if (all) queue_.push({coll.not_before, 0, c, 0, 0, EventKind::skew_end});
+  if (all) queue_.push({not_before_[c], 0, c, 0, 0, EventKind::skew_end});
   update_bubble(r);
 }
 
 // The expected slowest member arrives `wait` after this rank's work for the call was ready
 // (issued and its events fired), not after this rank reached it: a busy stream has already
 // delayed it.
-void Engine::note_skew(std::size_t r, OpIndex o, Collective& coll) const {
+void Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
   const auto& skews = program_.ranks[r].skews;
   const auto it =
       std::lower_bound(skews.begin(), skews.end(), o, [](const ArrivalSkew& s, OpIndex op) { return s.op < op; });
   if (it == skews.end() || it->op != o) return;
   Time ready = launch_of(ranks_[r], o, ranks_[r].ops[o]);
   for (OpIndex w : program_.ranks[r].waits_of(o)) ready = max(ready, end_of(r, w));  // all done by now
-  coll.not_before = max(coll.not_before, ready + it->wait);
+  not_before_[c] = max(not_before_[c], ready + it->wait);
 }
 
 // Every member has reached the call: it starts on all of them at once.
 void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-    const Member& member = members_[coll.first_member + m];
-    catch_up(member.rank, false);
-    RankState& state = ranks_[member.rank];
-    OpState& op = state.ops[member.op];
+  const CollectiveKind& kind = kinds_[coll.kind];
+  for (std::uint32_t m = 0; m < kind.member_count; ++m) {
+    const auto r = static_cast<std::size_t>(kind.members[m]);
+    const OpIndex o = member_op(coll, m);
+    catch_up(r, false);
+    RankState& state = ranks_[r];
+    OpState& op = state.ops[o];
     flags_of(op).status = Status::running;
     op.start = now_;
-    if (state.list->ops[member.op].stream == 0) state.compute_busy = true;
+    if (state.list->ops[o].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
-    set_comm_running(member.rank, +1);
+    set_comm_running(r, +1);
   }
-  queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
+  queue_.push({now_ + kind.latency, 0, c, 0, 0, EventKind::latency_end});
 }
 
 void Engine::set_comm_running(std::size_t r, int delta) {
@@ -69,7 +70,7 @@ void Engine::set_comm_running(std::size_t r, int delta) {
 }
 
 void Engine::on_latency_end(std::uint32_t c) {
-  if (collectives_[c].size.count() == 0) {
+  if (kinds_[collectives_[c].kind].size.count() == 0) {
     end_collective(c);
     return;
   }
@@ -79,16 +80,15 @@ void Engine::on_latency_end(std::uint32_t c) {
 // All members finish together; only then may any of them move on.
 void Engine::end_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-    const Member& member = members_[coll.first_member + m];
-    catch_up(member.rank, false);
-    complete_op(member.rank, member.op);
-    set_comm_running(member.rank, -1);
+  const CollectiveKind& kind = kinds_[coll.kind];
+  for (std::uint32_t m = 0; m < kind.member_count; ++m) {
+    const auto r = static_cast<std::size_t>(kind.members[m]);
+    catch_up(r, false);
+    complete_op(r, member_op(coll, m));
+    set_comm_running(r, -1);
   }
-  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
-    const Member& member = members_[coll.first_member + m];
-    advance_after(member.rank, member.op);
-  }
+  for (std::uint32_t m = 0; m < kind.member_count; ++m)
+    advance_after(static_cast<std::size_t>(kind.members[m]), member_op(coll, m));
 }
 
 void Engine::add_flow(std::uint32_t c) {
@@ -101,14 +101,14 @@ void Engine::add_flow(std::uint32_t c) {
     f = free_flows_.back();
     free_flows_.pop_back();
   }
-  const Collective& coll = collectives_[c];
+  const CollectiveKind& kind = kinds_[collectives_[c].kind];
   Flow& flow = flows_[f];
   flow.collective = c;
-  flow.remaining = coll.size.as_double();
+  flow.remaining = kind.size.as_double();
   flow.rate = 0;
   flow.last = now_;
-  flow.cap = coll.cap;
-  flow.uses = {flow_uses_.data() + coll.uses_begin, coll.uses_count};
+  flow.cap = kind.cap;
+  flow.uses = {flow_uses_.data() + kind.uses_begin, kind.uses_count};
   bool alone = true;  // no other flow loads any of its links
   for (const network::ResourceUse& u : flow.uses) {
     auto& users = resource_flows_[u.resource];

@@ -546,7 +546,8 @@ TEST_CASE("the k-th calls of groups that make different numbers of calls are mat
   }
 }
 
-TEST_CASE("a member that makes fewer calls of a group, or a rank outside the group, is a program bug") {
+TEST_CASE(
+    "a member that makes fewer calls of a group, a rank listed twice, or a rank outside the group, is a program bug") {
   struct Case {
     std::vector<int> members;                        // of group 'x'
     std::vector<std::pair<int, std::string>> calls;  // rank, op name: a barrier on 'x'
@@ -554,6 +555,9 @@ TEST_CASE("a member that makes fewer calls of a group, or a rank outside the gro
   };
   const std::vector<Case> cases{
       {{0, 1}, {{0, "a"}, {0, "b"}, {1, "a"}}, "group 'x' call 1 never reaches member 1"},
+      // A rank listed twice makes each call once: its second place is never reached.
+      {{0, 1, 0}, {{0, "a"}, {1, "a"}}, "group 'x' call 0 never reaches member 0"},
+      {{1, 0, 1}, {{0, "a"}, {1, "a"}, {0, "b"}, {1, "b"}}, "group 'x' call 0 never reaches member 1"},
       {{0}, {{0, "a"}, {1, "a"}}, "rank 1 calls group 'x' without being a member"},
   };
   for (const Case& c : cases) {
