@@ -5,10 +5,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -324,6 +326,9 @@ class Engine {
   }
   void prepare_now(std::size_t row);
   void finish_preparing();
+  void keep_slabs_ready(const std::stop_token& stop);
+  void add_ready_slab();
+  void new_bubble_slab();
 
   // Host, streams and compute (engine_streams.cpp).
   void issue_from_host(std::size_t r);
@@ -443,6 +448,15 @@ class Engine {
   std::exception_ptr prepare_error_;  // the same; thrown again on the caller's thread
   std::atomic<bool> prepare_failed_{false};
   std::atomic<bool> collectives_indexed_{false};
+  // Bubble slabs of the largest size made ready (allocated, their pages mapped: a few
+  // milliseconds each on a virtual machine) by the preparing thread, between rows and once they
+  // are done, for the loop to take (see new_bubble_slab).
+  static constexpr std::size_t kReadySlabs = 2;
+  std::mutex slab_mutex_;
+  std::condition_variable_any slab_taken_;
+  std::vector<HugePageVector<BubbleChunk>> ready_slabs_;  // guarded by slab_mutex_
+  std::atomic<std::size_t> ready_count_{0};               // ready_slabs_.size(), read without the lock
+  bool loop_done_ = false;                                // guarded by slab_mutex_: no more slabs wanted
   std::jthread preparer_;  // last: stopped and joined before anything it reads is destroyed
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 
 #include "engine/engine.hpp"
@@ -78,12 +79,33 @@ void Engine::prepare(const std::stop_token& stop, std::chrono::steady_clock::tim
     if (op_flags_.size() * sizeof(OpFlags) >= kLargeRun)
       populate_pages(op_flags_.data(), op_flags_.size() * sizeof(OpFlags));
     prepare_rows(stop);
+    prepared_at_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+    keep_slabs_ready(stop);
   } catch (...) {
     prepare_error_ = std::current_exception();
     prepare_failed_.store(true, std::memory_order_release);
-    return;
   }
-  prepared_at_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+}
+
+// Once the rows are prepared, the thread keeps kReadySlabs bubble slabs ready until the loop
+// is over (finish_preparing).
+void Engine::keep_slabs_ready(const std::stop_token& stop) {
+  for (;;) {
+    {
+      std::unique_lock lock(slab_mutex_);
+      if (!slab_taken_.wait(lock, stop, [this] { return loop_done_ || ready_slabs_.size() < kReadySlabs; })) return;
+      if (loop_done_) return;
+    }
+    add_ready_slab();
+  }
+}
+
+// A slab is allocated and its pages mapped outside the lock.
+void Engine::add_ready_slab() {
+  HugePageVector<BubbleChunk> slab(kLargestSlab);
+  const std::scoped_lock lock(slab_mutex_);
+  ready_slabs_.push_back(std::move(slab));
+  ready_count_.store(ready_slabs_.size(), std::memory_order_relaxed);
 }
 
 void Engine::prepare_rows(const std::stop_token& stop) {
@@ -93,6 +115,7 @@ void Engine::prepare_rows(const std::stop_token& stop) {
     if (!claim_row(row, RowState::untouched, seen)) continue;
     prepare_row(row, true, false);
     row_state_[row].store(RowState::drawn, std::memory_order_release);
+    if (ready_count_.load(std::memory_order_relaxed) < kReadySlabs) add_ready_slab();
   }
   while (!collectives_indexed_.load(std::memory_order_acquire)) {
     if (stop.stop_requested()) return;
@@ -101,6 +124,7 @@ void Engine::prepare_rows(const std::stop_token& stop) {
   for (std::size_t row = 0; row < rows_; ++row) {
     if (stop.stop_requested()) return;
     complete_row(row);
+    if (ready_count_.load(std::memory_order_relaxed) < kReadySlabs) add_ready_slab();
   }
 }
 
@@ -201,7 +225,13 @@ void Engine::collectives_indexed() {
 // Every row prepared and the thread, if any, joined; the collectives' copy is no longer needed.
 void Engine::finish_preparing() {
   if (preparer_.joinable()) {
+    {
+      const std::scoped_lock lock(slab_mutex_);
+      loop_done_ = true;
+    }
+    slab_taken_.notify_all();
     preparer_.join();
+    ready_slabs_.clear();
     if (prepare_error_) std::rethrow_exception(prepare_error_);
     stats_.prepare_s = prepared_at_s_;
   }

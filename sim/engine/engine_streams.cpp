@@ -203,9 +203,7 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
   advance_after(r, o);
 }
 
-double Engine::compute_factor(std::size_t r) const {
-  return ranks_[r].comm_running > 0 ? slowed_ : 1.0;
-}
+double Engine::compute_factor(std::size_t r) const { return ranks_[r].comm_running > 0 ? slowed_ : 1.0; }
 
 // Brings running compute ops up to date at the old speed and reschedules them at the new. An
 // op that slows down keeps its queued event, now too early (late): the event finds it still
@@ -305,17 +303,36 @@ void Engine::add_bubble(std::size_t r, const Bubble& bubble) {
   RankBubbles& bubbles = bubbles_[r];
   const std::size_t at = bubbles.count % BubbleChunk::kSize;
   if (at == 0) {
-    if (slab_used_ == slab_size_) {
-      slab_size_ = slab_size_ == 0 ? kFirstSlab : std::min(2 * slab_size_, kLargestSlab);
-      bubble_slabs_.emplace_back(slab_size_);
-      slab_used_ = 0;
-    }
+    if (slab_used_ == slab_size_) new_bubble_slab();
     BubbleChunk* chunk = &bubble_slabs_.back()[slab_used_++];
     (bubbles.last == nullptr ? bubbles.first : bubbles.last->next) = chunk;
     bubbles.last = chunk;
   }
   bubbles.last->items[at] = bubble;
   ++bubbles.count;
+}
+
+// Slabs double up to the largest size; a run with a preparing thread starts at the largest
+// and takes the slabs that thread made ready, while it has one.
+void Engine::new_bubble_slab() {
+  slab_used_ = 0;
+  if (second_thread_) {
+    slab_size_ = kLargestSlab;
+    if (ready_count_.load(std::memory_order_relaxed) != 0) {
+      std::unique_lock lock(slab_mutex_);
+      if (!ready_slabs_.empty()) {
+        bubble_slabs_.push_back(std::move(ready_slabs_.back()));
+        ready_slabs_.pop_back();
+        ready_count_.store(ready_slabs_.size(), std::memory_order_relaxed);
+        lock.unlock();
+        slab_taken_.notify_one();
+        return;
+      }
+    }
+  } else {
+    slab_size_ = slab_size_ == 0 ? kFirstSlab : std::min(2 * slab_size_, kLargestSlab);
+  }
+  bubble_slabs_.emplace_back(slab_size_);
 }
 
 Interval Engine::bubble_interval(const Bubble& b) const {
