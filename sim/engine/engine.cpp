@@ -212,6 +212,17 @@ void Engine::index_collectives() {
   for (std::size_t g = 0; g < calls.size(); ++g) members += std::size_t{calls[g]} * program_.groups[g].members.size();
   STEPSIM_CHECK(members <= UINT32_MAX, "too many collective members");
   resize_on_huge_pages(collectives_, total);
+  group_begin_.assign(program_.groups.size() + 1, 0);
+  std::size_t listed = 0;
+  for (std::size_t g = 0; g < program_.groups.size(); ++g) {
+    listed += program_.groups[g].members.size();
+    STEPSIM_CHECK(listed <= UINT32_MAX, "too many group members");
+    group_begin_[g + 1] = static_cast<std::uint32_t>(listed);
+  }
+  group_ranks_.reserve(group_begin_.back());
+  for (const Group& group : program_.groups) {
+    for (const int m : group.members) group_ranks_.push_back(static_cast<std::uint32_t>(m));
+  }
   op_collective_begin_.resize(ranks_.size() + 1, 0);
   for (std::size_t r = 0; r < ranks_.size(); ++r)
     op_collective_begin_[r + 1] = op_collective_begin_[r] + ranks_[r].list->collectives.size();
@@ -224,6 +235,8 @@ void Engine::index_collectives() {
       Collective& coll = collectives_[c];
       if (coll.arrived++ == 0) {
         coll.op = o;
+        coll.members = group_begin_[m.group];
+        coll.member_count = group_begin_[m.group + 1] - group_begin_[m.group];
       } else if (o != coll.op && coll.spread == kSameOp) {
         // The first member whose op differs: the members so far all made it with coll.op.
         coll.spread = static_cast<std::uint32_t>(member_ops_.size());
@@ -313,6 +326,7 @@ void Engine::index_kinds() {
   struct Seen {
     std::size_t key = 0;  // into keys: the members' calls, one per member
     std::uint32_t kind = 0;
+    Time latency;
   };
   constexpr std::size_t kSeenPerGroup = 32;  // distinct call lists remembered per group
   std::vector<std::vector<Seen>> seen(program_.groups.size());
@@ -332,13 +346,13 @@ void Engine::index_kinds() {
       });
       if (same != mine.end()) {
         coll.kind = same->kind;
+        coll.latency = same->latency;
         continue;
       }
       STEPSIM_CHECK(kinds_.size() < UINT32_MAX, "too many kinds of collectives");
       CollectiveKind kind;
-      kind.members = members.data();
-      kind.member_count = static_cast<std::uint32_t>(members.size());
       kind.group = g;
+      Time latency;
       for (std::uint32_t m = 0; m < members.size(); ++m) {
         const CollectiveCall& call =
             program_.ranks[static_cast<std::size_t>(members[m])].calls[static_cast<std::size_t>(key[m])];
@@ -350,7 +364,7 @@ void Engine::index_kinds() {
                                                             program_.groups[g].name, k));
           if (call.algbw < kind.cap) kind.cap = call.algbw;
         }
-        kind.latency = max(kind.latency, call.latency);
+        latency = max(latency, call.latency);
       }
       if (kind.size.count() != 0) {
         kind.uses_begin = flow_uses_.size();
@@ -363,9 +377,10 @@ void Engine::index_kinds() {
         kind.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - kind.uses_begin);
       }
       coll.kind = static_cast<std::uint32_t>(kinds_.size());
+      coll.latency = latency;
       kinds_.push_back(kind);
       if (mine.size() < kSeenPerGroup) {
-        mine.push_back({keys.size(), coll.kind});
+        mine.push_back({keys.size(), coll.kind, latency});
         keys.insert(keys.end(), key.begin(), key.end());
       }
     }
@@ -458,6 +473,7 @@ void Engine::start_timeline() {
 void Engine::write_intervals(IntervalObserver* observer) {
   collectives_ = {};
   kinds_ = {};
+  group_ranks_ = {};
   member_ops_ = {};
   not_before_ = {};
   flow_uses_ = {};

@@ -234,34 +234,38 @@ class Engine {
   };
 
   // What the collectives of a group whose members make the same calls share (see
-  // index_kinds): the group's ranks, the members' calls merged (one size, the longest
-  // latency, the lowest bandwidth), and the run of link uses their flow loads.
+  // index_kinds): the members' calls merged (one size, the longest latency, the lowest
+  // bandwidth), and the run of link uses their flow loads. Read once a collective, when its
+  // data phase starts.
   struct CollectiveKind {
-    const int* members = nullptr;  // the group's ranks (Group::members), member_count of them
-    std::uint32_t member_count = 0;
     std::uint32_t group = 0;
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
     std::size_t uses_begin = 0;
     Bytes size{0};
-    Time latency;
     Bandwidth cap;
   };
 
-  // One collective: the k-th call of a group, on every simulated member. Sixteen bytes, four
-  // to a cache line: a member's arrival reads and counts it; what its members share with the
-  // group's other collectives is in its kind. Its members are the group's ranks, and mostly
-  // make it with the same op of the list they share; where their ops differ (a pipeline
-  // transfer between two stages' lists), member m's is member_ops_[spread + m].
+  // One collective: the k-th call of a group, on every simulated member. 32 bytes, two to a
+  // cache line, with what its arrivals and its start read. Its members are its group's ranks
+  // (group_ranks_[members, + member_count)), and mostly make it with the same op of the list
+  // they share; where their ops differ (a pipeline transfer between two stages' lists), member
+  // m's is member_ops_[spread + m].
   static constexpr std::uint32_t kSameOp = UINT32_MAX;
-  struct Collective {
+  struct alignas(32) Collective {
     std::uint32_t kind = 0;  // into kinds_
     std::uint32_t op = 0;    // the op that makes the call on its first member (on all, unless spread)
     std::uint32_t arrived = 0;
     std::uint32_t spread = kSameOp;
+    std::uint32_t members = 0;  // into group_ranks_
+    std::uint32_t member_count = 0;
+    Time latency;  // the longest of its members' calls'
   };
-  static_assert(sizeof(Collective) == 16, "four collectives to a cache line");
+  static_assert(sizeof(Collective) == 32, "two collectives to a cache line");
   OpIndex member_op(const Collective& coll, std::uint32_t m) const {
     return coll.spread == kSameOp ? coll.op : member_ops_[std::size_t{coll.spread} + m];
+  }
+  std::size_t member_rank(const Collective& coll, std::uint32_t m) const {
+    return group_ranks_[std::size_t{coll.members} + m];
   }
 
   struct Flow {
@@ -397,7 +401,11 @@ class Engine {
   std::vector<const Op*> program_base_;
   std::unordered_map<const OpList*, std::unique_ptr<ListIndex>> indexes_;  // one per distinct op list
   std::vector<Collective> collectives_;
-  std::vector<CollectiveKind> kinds_;
+  HugePageVector<CollectiveKind> kinds_;
+  // Every group's ranks, group after group (group_begin_): a few per rank, read by every
+  // collective's start and end.
+  HugePageVector<std::uint32_t> group_ranks_;
+  std::vector<std::uint32_t> group_begin_;
   std::vector<OpIndex> member_ops_;  // the members' ops of the collectives whose members' ops differ
   // Collectives are numbered call by call (see index_collectives): call k's are
   // [collective_first_[k], collective_first_[k + 1]), of the groups collective_groups_[0, ...].

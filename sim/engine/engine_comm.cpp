@@ -20,7 +20,7 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   flags_of(state.ops[o]).status = Status::arrived;
   state.ops[o].since_ps = now_.ps();
   ++state.at_rendezvous;
-  const bool all = ++coll.arrived == kinds_[coll.kind].member_count;
+  const bool all = ++coll.arrived == coll.member_count;
   if (all && (!any_skews_ || not_before_[c] <= now_)) {
     start_collective(c);
     return;
@@ -45,9 +45,8 @@ void Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
 // Every member has reached the call: it starts on all of them at once.
 void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  const CollectiveKind& kind = kinds_[coll.kind];
-  for (std::uint32_t m = 0; m < kind.member_count; ++m) {
-    const auto r = static_cast<std::size_t>(kind.members[m]);
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const std::size_t r = member_rank(coll, m);
     const OpIndex o = member_op(coll, m);
     catch_up(r, false);
     RankState& state = ranks_[r];
@@ -58,7 +57,7 @@ void Engine::start_collective(std::uint32_t c) {
     --state.at_rendezvous;
     set_comm_running(r, +1);
   }
-  queue_.push({now_ + kind.latency, 0, c, 0, 0, EventKind::latency_end});
+  queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
 }
 
 void Engine::set_comm_running(std::size_t r, int delta) {
@@ -80,15 +79,13 @@ void Engine::on_latency_end(std::uint32_t c) {
 // All members finish together; only then may any of them move on.
 void Engine::end_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  const CollectiveKind& kind = kinds_[coll.kind];
-  for (std::uint32_t m = 0; m < kind.member_count; ++m) {
-    const auto r = static_cast<std::size_t>(kind.members[m]);
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) {
+    const std::size_t r = member_rank(coll, m);
     catch_up(r, false);
     complete_op(r, member_op(coll, m));
     set_comm_running(r, -1);
   }
-  for (std::uint32_t m = 0; m < kind.member_count; ++m)
-    advance_after(static_cast<std::size_t>(kind.members[m]), member_op(coll, m));
+  for (std::uint32_t m = 0; m < coll.member_count; ++m) advance_after(member_rank(coll, m), member_op(coll, m));
 }
 
 void Engine::add_flow(std::uint32_t c) {
