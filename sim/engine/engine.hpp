@@ -406,7 +406,7 @@ class Engine {
   // collective's start and end.
   HugePageVector<std::uint32_t> group_ranks_;
   std::vector<std::uint32_t> group_begin_;
-  std::vector<OpIndex> member_ops_;  // the members' ops of the collectives whose members' ops differ
+  HugePageVector<OpIndex> member_ops_;  // the members' ops of the collectives whose members' ops differ
   // Collectives are numbered call by call (see index_collectives): call k's are
   // [collective_first_[k], collective_first_[k + 1]), of the groups collective_groups_[0, ...].
   std::vector<std::size_t> collective_first_;
@@ -414,7 +414,7 @@ class Engine {
   // Representative mode under jitter, per collective: when its slowest real member arrives.
   std::vector<Time> not_before_;
   // Per kind, its members' uses one after the other (see index_kinds).
-  std::vector<network::ResourceUse> flow_uses_;
+  HugePageVector<network::ResourceUse> flow_uses_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_flows_;
   // Flows sharing a resource, transitively, form a component; only the component of a flow
