@@ -291,22 +291,19 @@ Engine::Memberships Engine::memberships() const {
 // group, so a count short of the group's size names a member that never makes the call: one
 // that makes too few, or a rank listed twice.
 void Engine::check_members() {
-  for (std::size_t k = 0; k + 1 < collective_first_.size(); ++k) {
-    for (std::size_t c = collective_first_[k]; c < collective_first_[k + 1]; ++c) {
-      Collective& coll = collectives_[c];
-      const std::uint32_t g = collective_groups_[c - collective_first_[k]];
-      const Group& group = program_.groups[g];
-      if (coll.arrived != group.members.size()) [[unlikely]] {
-        for (std::size_t m = 0; m < group.members.size(); ++m) {
-          const int rank = group.members[m];
-          const bool first_place = std::ranges::find(group.members, rank) - group.members.begin() == std::ptrdiff_t(m);
-          STEPSIM_CHECK(first_place && reaches(static_cast<std::size_t>(rank), g, static_cast<std::uint32_t>(k)),
-                        fmt::format("group '{}' call {} never reaches member {}", group.name, k, rank));
-        }
+  for_each_collective([this](std::size_t c, std::uint32_t k, std::uint32_t g) {
+    Collective& coll = collectives_[c];
+    const Group& group = program_.groups[g];
+    if (coll.arrived != group.members.size()) [[unlikely]] {
+      for (std::size_t m = 0; m < group.members.size(); ++m) {
+        const int rank = group.members[m];
+        const bool first_place = std::ranges::find(group.members, rank) - group.members.begin() == std::ptrdiff_t(m);
+        STEPSIM_CHECK(first_place && reaches(static_cast<std::size_t>(rank), g, k),
+                      fmt::format("group '{}' call {} never reaches member {}", group.name, k, rank));
       }
-      coll.arrived = 0;
     }
-  }
+    coll.arrived = 0;
+  });
 }
 
 // Whether rank r makes call k of group g (more than k calls on it).
@@ -332,59 +329,55 @@ void Engine::index_kinds() {
   std::vector<std::vector<Seen>> seen(program_.groups.size());
   std::vector<std::int32_t> keys;
   std::vector<std::int32_t> key;
-  for (std::size_t k = 0; k + 1 < collective_first_.size(); ++k) {
-    for (std::size_t c = collective_first_[k]; c < collective_first_[k + 1]; ++c) {
-      Collective& coll = collectives_[c];
-      const std::uint32_t g = collective_groups_[c - collective_first_[k]];
-      const std::vector<int>& members = program_.groups[g].members;
-      key.clear();
-      for (std::uint32_t m = 0; m < members.size(); ++m)
-        key.push_back(program_base_[static_cast<std::size_t>(members[m])][member_op(coll, m)].call);
-      std::vector<Seen>& mine = seen[g];
-      const auto same = std::ranges::find_if(mine, [&](const Seen& s) {
-        return std::equal(key.begin(), key.end(), keys.begin() + static_cast<std::ptrdiff_t>(s.key));
-      });
-      if (same != mine.end()) {
-        coll.kind = same->kind;
-        coll.latency = same->latency;
-        continue;
-      }
-      STEPSIM_CHECK(kinds_.size() < UINT32_MAX, "too many kinds of collectives");
-      CollectiveKind kind;
-      kind.group = g;
-      Time latency;
-      for (std::uint32_t m = 0; m < members.size(); ++m) {
-        const CollectiveCall& call =
-            program_.ranks[static_cast<std::size_t>(members[m])].calls[static_cast<std::size_t>(key[m])];
-        if (m == 0) {
-          kind.size = call.size;
-          kind.cap = call.algbw;
-        } else {
-          STEPSIM_CHECK(call.size == kind.size, fmt::format("group '{}' call {} has different sizes on its members",
-                                                            program_.groups[g].name, k));
-          if (call.algbw < kind.cap) kind.cap = call.algbw;
-        }
-        latency = max(latency, call.latency);
-      }
-      if (kind.size.count() != 0) {
-        kind.uses_begin = flow_uses_.size();
-        for (std::uint32_t m = 0; m < members.size(); ++m) {
-          const RankProgram& rank = program_.ranks[static_cast<std::size_t>(members[m])];
-          const std::vector<network::ResourceUse>& uses = rank.calls[static_cast<std::size_t>(key[m])].uses;
-          flow_uses_.insert(flow_uses_.end(), uses.begin(), uses.end());
-        }
-        STEPSIM_CHECK(flow_uses_.size() - kind.uses_begin <= UINT32_MAX, "too many link uses in one collective");
-        kind.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - kind.uses_begin);
-      }
-      coll.kind = static_cast<std::uint32_t>(kinds_.size());
-      coll.latency = latency;
-      kinds_.push_back(kind);
-      if (mine.size() < kSeenPerGroup) {
-        mine.push_back({keys.size(), coll.kind, latency});
-        keys.insert(keys.end(), key.begin(), key.end());
-      }
+  for_each_collective([&](std::size_t c, std::uint32_t k, std::uint32_t g) {
+    Collective& coll = collectives_[c];
+    const std::vector<int>& members = program_.groups[g].members;
+    key.clear();
+    for (std::uint32_t m = 0; m < members.size(); ++m)
+      key.push_back(program_base_[static_cast<std::size_t>(members[m])][member_op(coll, m)].call);
+    std::vector<Seen>& mine = seen[g];
+    const auto same = std::ranges::find_if(mine, [&](const Seen& s) {
+      return std::equal(key.begin(), key.end(), keys.begin() + static_cast<std::ptrdiff_t>(s.key));
+    });
+    if (same != mine.end()) {
+      coll.kind = same->kind;
+      coll.latency = same->latency;
+      return;
     }
-  }
+    STEPSIM_CHECK(kinds_.size() < UINT32_MAX, "too many kinds of collectives");
+    CollectiveKind kind;
+    Time latency;
+    for (std::uint32_t m = 0; m < members.size(); ++m) {
+      const CollectiveCall& call =
+          program_.ranks[static_cast<std::size_t>(members[m])].calls[static_cast<std::size_t>(key[m])];
+      if (m == 0) {
+        kind.size = call.size;
+        kind.cap = call.algbw;
+      } else {
+        STEPSIM_CHECK(call.size == kind.size,
+                      fmt::format("group '{}' call {} has different sizes on its members", program_.groups[g].name, k));
+        if (call.algbw < kind.cap) kind.cap = call.algbw;
+      }
+      latency = max(latency, call.latency);
+    }
+    if (kind.size.count() != 0) {
+      kind.uses_begin = flow_uses_.size();
+      for (std::uint32_t m = 0; m < members.size(); ++m) {
+        const RankProgram& rank = program_.ranks[static_cast<std::size_t>(members[m])];
+        const std::vector<network::ResourceUse>& uses = rank.calls[static_cast<std::size_t>(key[m])].uses;
+        flow_uses_.insert(flow_uses_.end(), uses.begin(), uses.end());
+      }
+      STEPSIM_CHECK(flow_uses_.size() - kind.uses_begin <= UINT32_MAX, "too many link uses in one collective");
+      kind.uses_count = static_cast<std::uint32_t>(flow_uses_.size() - kind.uses_begin);
+    }
+    coll.kind = static_cast<std::uint32_t>(kinds_.size());
+    coll.latency = latency;
+    kinds_.push_back(kind);
+    if (mine.size() < kSeenPerGroup) {
+      mine.push_back({keys.size(), coll.kind, latency});
+      keys.insert(keys.end(), key.begin(), key.end());
+    }
+  });
   flow_uses_.shrink_to_fit();
   number_resources();
 }

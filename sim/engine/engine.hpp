@@ -238,7 +238,6 @@ class Engine {
   // bandwidth), and the run of link uses their flow loads. Read once a collective, when its
   // data phase starts.
   struct CollectiveKind {
-    std::uint32_t group = 0;
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
     std::size_t uses_begin = 0;
     Bytes size{0};
@@ -300,7 +299,15 @@ class Engine {
   void index_kinds();
   std::uint32_t call_index_of(std::uint32_t c) const;
   std::uint32_t group_of(std::uint32_t c) const;
-  bool reaches(std::size_t r, std::uint32_t group, std::uint32_t calls) const;
+  bool reaches(std::size_t r, std::uint32_t group, std::uint32_t k) const;
+  // Calls f(c, k, g) for every collective c, call k of group g, in order.
+  template <typename F>
+  void for_each_collective(F&& f) {
+    for (std::size_t k = 0; k + 1 < collective_first_.size(); ++k) {
+      for (std::size_t c = collective_first_[k]; c < collective_first_[k + 1]; ++c)
+        f(c, static_cast<std::uint32_t>(k), collective_groups_[c - collective_first_[k]]);
+    }
+  }
   void number_resources();
   Memberships memberships() const;
   void check_members();
