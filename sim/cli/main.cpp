@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,11 @@ int main(int argc, char** argv) {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const stepsim::InputError& e) {
     std::cerr << "stepsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Simulations say which scenario was too large (simulate()); this is what is left: an
+    // input (a trace, a sweep's files) too large for the memory this process may use.
+    std::cerr << "stepsim: error: out of memory: the input is too large for the memory this process may use\n";
     return 2;
   } catch (const stepsim::InternalError& e) {
     std::cerr << "stepsim: " << e.what() << "\n";

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 
 #include "cli/options.hpp"
@@ -29,7 +31,9 @@ constexpr const char* kUsage =
     ".jsonl; without -o or with '-o -', CSV on stdout). Without SCENARIO: the embedded default.\n\n"
     "VALUES: a list v1,v2,... or a range LO:HI:xF (geometric, F > 1) or LO:HI:+S (arithmetic).\n\n"
     "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
-    "assignments when they do not resolve), the varied keys, parallel.dp with --gpus, status,\n"
+    "assignments when they do not resolve), sweep_id (FNV-1a 64 of what makes the sweep: stepsim's\n"
+    "version, the resolved scenario, the calibration files' contents, --set, --vary, --gpus and\n"
+    "--keep-oom), sweep_points (the sweep's point count), the varied keys, parallel.dp with --gpus, status,\n"
     "reason, then step time, throughput, MFU, exposed communication per kind, hidden fraction,\n"
     "bubble and memory. Status: ok; invalid (the scenario does not validate, or tp·pp·cp does\n"
     "not divide --gpus: the reason says why); oom (peak memory above capacity: memory columns\n"
@@ -37,11 +41,14 @@ constexpr const char* kUsage =
     "internal error in that point). No point stops the sweep.\n\n"
     "Resume: each row is one append of a whole line, synced every few seconds and at the end,\n"
     "so a killed sweep leaves whole rows; --resume keeps them (a torn last line is cut) and\n"
-    "runs the points not yet written.\n\n"
+    "runs the points not yet written. Rows of another sweep (another sweep_id) are refused, and a\n"
+    "file has one writer: a sweep holds a lock on its output, and a second one is refused.\n\n"
     "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
     "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
     "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead).\n"
-    "--merge OUT FILE... joins shard files in point order, one row per point.\n\n"
+    "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
+    "as every output is written (whole or not at all; a FIFO or device written through; '-' is\n"
+    "stdout) and names the points no file has.\n\n"
     "--best K: searches TP, PP, DP (derived from --gpus), micro-batch, pipeline schedule and\n"
     "virtual stages, data-parallel kind and bucket size, drops what does not fit, and prints\n"
     "the K fastest with their breakdown and what limits the first.";
@@ -57,11 +64,13 @@ constexpr const char* kExamples =
 
 struct SweepFlags {
   std::vector<std::string> positional, vary, sets;
-  std::string output = "-", shard, merge;
+  std::string output = "-", shard, merge, jobs;
   int gpus = 0, best = 0;
-  unsigned jobs = 0;
   bool keep_oom = false, resume = false;
 };
+
+// More simulations at once than this is a mistake, not a machine.
+constexpr long long kMaxJobs = 4096;
 
 po::options_description describe(SweepFlags& f) {
   po::options_description desc("Options");
@@ -70,7 +79,7 @@ po::options_description describe(SweepFlags& f) {
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
       "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
       "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
-      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core this process may use)")(
       "keep-oom", po::bool_switch(&f.keep_oom), "report points that do not fit as ok, with fits=false")(
       "resume", po::bool_switch(&f.resume), "keep the rows already in FILE and run the rest")(
       "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
@@ -80,12 +89,47 @@ po::options_description describe(SweepFlags& f) {
   return desc;
 }
 
-int run_merge(const SweepFlags& f) {
+// The flags a mode has no use for, refused rather than ignored.
+void refuse_flags(const po::variables_map& vm, std::initializer_list<const char*> names, const std::string& mode,
+                  const std::string& why) {
+  for (const char* name : names) {
+    if (vm.count(name) == 0 || vm[name].defaulted()) continue;
+    // bool_switch flags are "defaulted" only when absent; a present one is true.
+    const std::string flag = std::string(name) == "output" ? "-o" : "--" + std::string(name);
+    throw InputError(flag, "", fmt::format("cannot be combined with {}, {}", mode, why));
+  }
+}
+
+std::string plural_points(const std::vector<std::size_t>& points) {
+  return fmt::format("{} {}", points.size() == 1 ? "point" : "points", sweep::point_list(points));
+}
+
+int run_merge(const SweepFlags& f, const po::variables_map& vm) {
+  refuse_flags(vm, {"vary", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
+               "which only joins files");
   const auto summary = sweep::merge_files(f.merge, f.positional);
   if (summary.torn > 0) spdlog::warn("left out the torn last line of {} file(s)", summary.torn);
-  std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped)\n",
-                           summary.rows, f.positional.size(), f.merge, summary.duplicates);
+  std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped{})\n",
+                           summary.rows, f.positional.size(), f.merge, summary.duplicates.size(),
+                           summary.duplicates.empty() ? "" : ": " + plural_points(summary.duplicates));
+  if (!summary.missing.empty())
+    std::cerr << fmt::format(
+        "stepsim: sweep: {} lacks {} of the sweep's {} points: {} (merge the other shards' "
+        "files too)\n",
+        f.merge, summary.missing.size(), summary.points, sweep::point_list(summary.missing));
   return 0;
+}
+
+// --jobs as a whole number from 1 to kMaxJobs; 0 when not given (every usable core).
+unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
+  if (vm.count("jobs") == 0) return 0;
+  long long jobs = 0;
+  const char* end = f.jobs.data() + f.jobs.size();
+  const auto [ptr, ec] = std::from_chars(f.jobs.data(), end, jobs);
+  if (ec != std::errc() || ptr != end || jobs < 1 || jobs > kMaxJobs)
+    throw InputError("--jobs", f.jobs,
+                     fmt::format("expected a whole number of simulations at once from 1 to {}", kMaxJobs));
+  return static_cast<unsigned>(jobs);
 }
 
 sweep::SweepSpec spec_of(const SweepFlags& f) {
@@ -119,19 +163,20 @@ int run_sweep(const Args& args) {
   positional.add("inputs", -1);
   const auto vm = parse_args("sweep", args, desc, positional);
   if (help_requested(vm, kUsage, visible, kExamples)) return 0;
-  if (vm.count("merge") != 0) return run_merge(f);
-  if (vm.count("jobs") != 0 && f.jobs == 0) throw InputError("--jobs", "0", "expected 1 or more simulations at once");
+  if (vm.count("merge") != 0) return run_merge(f, vm);
+  const unsigned jobs = jobs_of(f, vm);
   sweep::SweepSpec spec = spec_of(f);
   if (vm.count("best") != 0) {
     if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
-    sweep::print_best(spec, static_cast<std::size_t>(f.best), f.jobs, sweep::Progress::stderr_is_terminal(), std::cout);
+    refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");
+    sweep::print_best(spec, static_cast<std::size_t>(f.best), jobs, sweep::Progress::stderr_is_terminal(), std::cout);
     return 0;
   }
   if (spec.axes.empty()) throw InputError("--vary", "", "expected at least one --vary KEY=VALUES (or --best K)");
   sweep::prepare(spec);
   sweep::RunOptions options;
-  options.jobs = f.jobs;
+  options.jobs = jobs;
   options.resume = f.resume;
   options.progress = sweep::Progress::stderr_is_terminal();
   if (vm.count("shard") != 0) {

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
@@ -229,13 +232,32 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   result.report = report::make_report(result.timeline, inputs);
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report);
-  report::PipelineFacts pipeline{scenario.parallel.pp, scenario.parallel.virtual_stages,
-                                 scenario.training.micro_batches(scenario.parallel.dp), {}};
+  report::PipelineFacts pipeline{scenario.parallel.pp,
+                                 scenario.parallel.virtual_stages,
+                                 scenario.training.micro_batches(scenario.parallel.dp),
+                                 {}};
   for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())
     result.report.notes.push_back(std::move(note));
   return result;
+}
+
+// Running out of memory is the scenario's size meeting this machine's (or this process's
+// limit), not a bug: said as bad input, with what was too large and what helps.
+InputError out_of_memory(const Scenario& s) {
+  struct rlimit limit {};
+  const bool capped = ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  const bool all = s.simulation.ranks == RankMode::all;
+  return InputError(
+      s.source, "",
+      fmt::format("out of memory while simulating the step: {} GPUs{} need more memory than this process may "
+                  "use{}; {}",
+                  s.parallel.gpus(), all ? " in all-ranks mode (each rank simulated)" : "",
+                  capped ? fmt::format(" (its address space is limited to {} MiB: ulimit -v)", limit.rlim_cur >> 20)
+                         : std::string(),
+                  all ? "representative mode (simulation.ranks = \"representative\") simulates one rank per stage"
+                      : "run fewer simulations at once (sweep --jobs) or free memory"));
 }
 
 }  // namespace
@@ -263,6 +285,8 @@ SimulationResult simulate(const Scenario& scenario, const SimulateOptions& optio
     // The model layers name the key at fault; the scenario knows which file it came from.
     if (!e.file().empty()) throw;
     throw InputError(scenario.source, e.where(), e.message());
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(scenario);
   }
 }
 

@@ -3,26 +3,40 @@
 
 #include <fmt/format.h>
 
-#include <functional>
+#include <boost/json.hpp>
 
-#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string_view>
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::sweep {
+namespace json = boost::json;
 namespace {
+
+// A --set value as the scenario loader reads it (JSON when it parses: " 4", "4.0" and "4e0"
+// are all 4) when it is a whole number above 0.
+std::optional<long long> whole_number(std::string_view text) {
+  json::error_code ec;
+  const json::value v = json::parse(text, ec);
+  if (ec) return std::nullopt;
+  if (v.is_int64() && v.as_int64() > 0) return v.as_int64();
+  if (!v.is_double()) return std::nullopt;
+  const double d = v.as_double();
+  if (!(d >= 1 && d <= 9.0e15) || std::floor(d) != d) return std::nullopt;
+  return static_cast<long long>(d);
+}
 
 // The value of the last assignment to `key` in `sets` as a positive integer, if any.
 std::optional<long long> assigned_degree(const std::vector<std::string>& sets, const std::string& key) {
   std::optional<long long> degree;
   for (const auto& set : sets) {
     if (set.size() <= key.size() || set.compare(0, key.size(), key) != 0 || set[key.size()] != '=') continue;
-    long long value = 0;
-    const char* begin = set.data() + key.size() + 1;
-    const char* end = set.data() + set.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, value);
-    degree = (ec == std::errc() && ptr == end && value > 0) ? std::optional<long long>(value) : std::nullopt;
+    degree = whole_number(std::string_view(set).substr(key.size() + 1));
   }
   return degree;
 }
@@ -38,6 +52,31 @@ bool assigns(const std::vector<std::string>& sets, const std::string& key) {
 std::uint64_t assignments_id(const std::vector<std::string>& sets) {
   std::string text = "unresolved";
   for (const auto& set : sets) text += "\n" + set;
+  return fnv1a64(text);
+}
+
+// A file's bytes, or a note that it could not be read (the point reading it will say why).
+std::string contents_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "unreadable " + path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// What makes two runs the same sweep: stepsim's version, the resolved base scenario, the
+// contents of the calibration files it reads, the --set list, the axes and the flags that
+// change rows. Shards of one sweep share it; anything else that writes rows does not.
+std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
+  std::string text = fmt::format("stepsim {}\n{}\n", stepsim_version(), base.resolved_json);
+  for (const auto& path : base.calibration) text += fmt::format("calibration {}\n{}\n", path, contents_of(path));
+  for (const auto& set : spec.sets) text += "set " + set + "\n";
+  for (const auto& axis : spec.axes) {
+    text += "vary " + axis.key;
+    for (const auto& value : axis.values) text += "\x1f" + value;
+    text += "\n";
+  }
+  text += fmt::format("gpus {}\nkeep_oom {}\n", spec.gpus, spec.keep_oom);
   return fnv1a64(text);
 }
 
@@ -81,6 +120,8 @@ void prepare(SweepSpec& spec) {
   spec.base_tp = base.parallel.tp;
   spec.base_pp = base.parallel.pp;
   spec.base_cp = base.parallel.cp;
+  spec.points = point_count(spec.axes);
+  spec.sweep_id = sweep_fingerprint(spec, base);
   for (const auto& axis : spec.axes) {
     auto sets = spec.sets;
     sets.push_back(axis.key + "=" + axis.values.front());
@@ -165,6 +206,12 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
     }
     const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
     r.id = fnv1a64(scenario.resolved_json);
+    const ParallelSpec& p = scenario.parallel;
+    if (spec.gpus != 0 && static_cast<long long>(p.tp) * p.pp * p.cp * p.dp != spec.gpus) {
+      r.status = Status::invalid;
+      r.reason = fmt::format("tp·pp·cp·dp = {}·{}·{}·{} is not --gpus {}", p.tp, p.pp, p.cp, p.dp, spec.gpus);
+      return;
+    }
     Report report = simulate(scenario, SimulateOptions::report_only()).report;
     const auto& memory = report.memory_bytes;
     if (memory.modelled && !memory.fits && !spec.keep_oom) {

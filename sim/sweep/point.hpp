@@ -21,6 +21,10 @@ struct SweepSpec {
   bool keep_oom = false;          // --keep-oom: a point that does not fit is still `ok`
   // tp, pp, cp of the scenario with `sets` alone: the degrees of points that do not vary them.
   int base_tp = 1, base_pp = 1, base_cp = 1;
+  // Set by prepare(): the number of points, and the sweep_id every row carries (what resume
+  // and merge check, so that rows of another sweep are never taken for this one's).
+  std::size_t points = 0;
+  std::uint64_t sweep_id = 0;
 };
 
 enum class Status { ok, invalid, oom, error };
@@ -40,8 +44,9 @@ struct PointResult {
 std::uint64_t fnv1a64(const std::string& text);
 
 // Loads the base scenario once: checks --set and --gpus against it, fills the base degrees,
-// and checks each axis key on its first value so that a misspelt key fails up front (exit 2)
-// rather than once per point.
+// the point count and the sweep_id (a hash of stepsim's version, the resolved scenario, the
+// calibration files' contents, --set, the axes, --gpus and --keep-oom), and checks each axis key on its first value so
+// that a misspelt key fails up front (exit 2) rather than once per point.
 void prepare(SweepSpec& spec);
 
 // The assignments of point `index` (base sets, varied keys, derived dp). `dp` receives the

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,33 @@ constexpr auto kSyncInterval = std::chrono::seconds(2);
 
 }  // namespace
 
+void lock_or_refuse(int fd, const std::string& path) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
+  if (errno == EWOULDBLOCK)
+    throw InputError(path, "-o",
+                     "another process is writing it (it holds the file's lock); wait for it to finish or choose "
+                     "another output");
+  throw InputError(path, "-o", fmt::format("cannot lock it: {}", std::strerror(errno)));
+}
+
+bool is_being_written(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool locked =
+      ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return locked;
+}
+
+InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t found, std::uint64_t expected,
+                       const std::string& whose) {
+  return InputError(file, fmt::format("line {}", line),
+                    fmt::format("written by another sweep (sweep_id {}, {} is {}): the scenario, --set, --vary, "
+                                "--gpus, --keep-oom, the files they read or the stepsim version differ",
+                                format_id(found), whose, format_id(expected)));
+}
+
 FileLines read_lines(const std::string& path, Format format) {
   const std::string text = slurp(path);
   FileLines lines;
@@ -50,7 +78,8 @@ FileLines read_lines(const std::string& path, Format format) {
   return lines;
 }
 
-RowFile::RowFile(const std::string& path, Format format, const std::vector<std::string>& header, bool resume)
+RowFile::RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
+                 bool resume)
     : path_(path), last_sync_(std::chrono::steady_clock::now()) {
   if (path == "-") {
     if (resume) throw InputError("--resume", "", "needs an output file (-o FILE), not stdout");
@@ -58,27 +87,40 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
     append(format_header(header, format));
     return;
   }
-  struct stat st {};
-  const bool exists = ::stat(path.c_str(), &st) == 0;
-  const bool regular = exists && S_ISREG(st.st_mode);
-  bool write_header = true;
-  if (resume && regular && st.st_size > 0) {
-    const FileLines lines = read_lines(path, format);
-    if (!lines.header.empty() && lines.header != header)
-      throw InputError(path, "line 1",
-                       "the columns differ from this sweep's (same scenario, --vary and --gpus are needed to resume)");
-    for (std::size_t i = 0; i < lines.rows.size(); ++i)
-      existing_.insert(key_of(lines.rows[i], format, header, path, i + (format == Format::csv ? 2 : 1)));
-    if (lines.torn_bytes > 0 && ::truncate(path.c_str(), static_cast<off_t>(lines.whole_bytes)) != 0)
-      throw InputError(path, "", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
-    write_header = lines.header.empty();
-  }
-  // Regular files are emptied unless resumed; devices and pipes are written as they are.
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (!resume && regular ? O_TRUNC : 0);
-  fd_ = ::open(path.c_str(), flags, 0644);
+  // Opened without truncating: a regular file is emptied (or read, to resume) only once this
+  // process holds its lock, so that a second sweep never destroys the rows of a running one.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
   owned_ = true;
+  struct stat st {};
+  const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  bool write_header = true;
+  if (regular) {
+    lock_or_refuse(fd_, path);
+    if (resume) {
+      write_header = take_existing(format, header, sweep_id);
+    } else if (::ftruncate(fd_, 0) != 0) {
+      throw InputError(path, "", fmt::format("cannot empty the file: {}", std::strerror(errno)));
+    }
+  }
   if (write_header) append(format_header(header, format));
+}
+
+bool RowFile::take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id) {
+  const FileLines lines = read_lines(path_, format);
+  if (lines.header.empty()) return true;
+  if (lines.header != header)
+    throw InputError(path_, "line 1",
+                     "the columns differ from this sweep's (same scenario, --vary and --gpus are needed to resume)");
+  const std::size_t first = format == Format::csv ? 2 : 1;
+  for (std::size_t i = 0; i < lines.rows.size(); ++i) {
+    const RowHead head = head_of(lines.rows[i], format, header, path_, first + i);
+    if (head.sweep != sweep_id) throw other_sweep(path_, first + i, head.sweep, sweep_id, "this sweep's");
+    existing_.insert(head.key);
+  }
+  if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
+    throw InputError(path_, "", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
+  return false;
 }
 
 RowFile::~RowFile() {

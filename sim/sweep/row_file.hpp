@@ -4,10 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "stepsim/error.hpp"
 #include "sweep/rows.hpp"
 
 namespace stepsim::sweep {
@@ -22,12 +24,25 @@ struct FileLines {
 };
 FileLines read_lines(const std::string& path, Format format);
 
+// Takes `fd`'s advisory lock (flock, exclusive) or throws InputError naming `path` and -o
+// when another process holds it.
+void lock_or_refuse(int fd, const std::string& path);
+
+// Whether a regular file at `path` is locked by a sweep writing it now.
+bool is_being_written(const std::string& path);
+
+// The error for a row whose sweep_id is `found` where `expected` (`whose`) was.
+InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t found, std::uint64_t expected,
+                       const std::string& whose);
+
 class RowFile {
  public:
   // "-": stdout. Otherwise the file is created (or emptied) and gets the header; with
-  // `resume` an existing file keeps its rows, must have the same header, and loses a torn
-  // last line.
-  RowFile(const std::string& path, Format format, const std::vector<std::string>& header, bool resume);
+  // `resume` an existing file keeps its rows, must have the same header and every row this
+  // sweep's `sweep_id`, and loses a torn last line. A regular file is locked (flock) for as
+  // long as this object lives: a second writer is refused with InputError.
+  RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
+          bool resume);
   ~RowFile();
   RowFile(const RowFile&) = delete;
   RowFile& operator=(const RowFile&) = delete;
@@ -37,6 +52,10 @@ class RowFile {
   void sync();  // fsync (a no-op on pipes and terminals)
 
  private:
+  // Reads the rows already there into existing_ (checked against the header and sweep_id)
+  // and cuts a torn last line; true when the file has no header yet.
+  bool take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id);
+
   std::string path_;
   int fd_ = -1;
   bool owned_ = false;

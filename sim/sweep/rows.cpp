@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "stepsim/error.hpp"
@@ -106,6 +108,21 @@ json::value json_of(const Cell& c) {
   return nullptr;
 }
 
+template <typename T>
+bool whole(const std::string& text, int base, T& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+bool hex_id(const std::string& text, std::uint64_t& value) { return text.size() == 16 && whole(text, 16, value); }
+
+InputError missing_column(const std::string& file, const char* name) {
+  return InputError(file, "line 1",
+                    fmt::format("has no '{}' column: not the rows of a stepsim sweep (or of one older than "
+                                "sweep_id, which cannot be resumed or merged: run it again)",
+                                name));
+}
+
 }  // namespace
 
 Format format_of(const std::string& path, const std::string& flag) {
@@ -117,7 +134,7 @@ Format format_of(const std::string& path, const std::string& flag) {
 std::string format_id(std::uint64_t id) { return fmt::format("{:016x}", id); }
 
 std::vector<std::string> columns(const SweepSpec& spec) {
-  std::vector<std::string> names = {"point", "point_id"};
+  std::vector<std::string> names = {"point", "point_id", "sweep_id", "sweep_points"};
   for (const auto& axis : spec.axes) names.push_back(axis.key);
   if (spec.gpus != 0) names.emplace_back("parallel.dp");
   names.emplace_back("status");
@@ -131,7 +148,10 @@ std::string format_header(const std::vector<std::string>& names, Format format) 
 }
 
 std::string format_row(const SweepSpec& spec, const PointResult& r, Format format) {
-  std::vector<Cell> cells = {{Cell::number, std::to_string(r.index)}, text_cell(format_id(r.id))};
+  std::vector<Cell> cells = {{Cell::number, std::to_string(r.index)},
+                             text_cell(format_id(r.id)),
+                             text_cell(format_id(spec.sweep_id)),
+                             {Cell::number, std::to_string(spec.points)}};
   for (const auto& v : r.values) cells.push_back(varied_cell(v));
   if (spec.gpus != 0) cells.push_back(r.dp.empty() ? Cell{} : Cell{Cell::number, r.dp});
   cells.push_back(text_cell(to_string(r.status)));
@@ -184,35 +204,40 @@ std::vector<std::string> header_of(const std::string& first_line, Format format,
   return keys;
 }
 
-RowKey key_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
-              std::size_t line_number) {
+RowHead head_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
+                std::size_t line_number) {
   const std::string where = fmt::format("line {}", line_number);
-  std::string point, id;
+  static constexpr std::array<const char*, 4> kNames = {"point", "point_id", "sweep_id", "sweep_points"};
+  std::array<std::string, 4> text;
   if (format == Format::csv) {
     const auto fields = parse_csv_line(line, file, line_number);
     if (fields.size() != header.size())
       throw InputError(file, where,
                        fmt::format("expected {} fields as in the header, got {}", header.size(), fields.size()));
-    point = fields[0];
-    id = fields[1];
+    for (std::size_t k = 0; k < kNames.size(); ++k) {
+      const auto column = std::find(header.begin(), header.end(), kNames[k]);
+      if (column == header.end()) throw missing_column(file, kNames[k]);
+      text[k] = fields[static_cast<std::size_t>(column - header.begin())];
+    }
   } else {
     json::error_code ec;
     const json::value v = json::parse(line, ec);
     const json::object* o = ec ? nullptr : v.if_object();
-    if (!o || !o->contains("point") || !o->contains("point_id") || !o->at("point").is_int64() ||
-        !o->at("point_id").is_string())
-      throw InputError(file, where, "expected a JSON object with \"point\" and \"point_id\"");
-    point = std::to_string(o->at("point").as_int64());
-    id = std::string(o->at("point_id").as_string());
+    if (o == nullptr) throw InputError(file, where, "expected a JSON object per line");
+    for (std::size_t k = 0; k < kNames.size(); ++k) {
+      const json::value* cell = o->if_contains(kNames[k]);
+      if (cell == nullptr) throw missing_column(file, kNames[k]);
+      text[k] = cell->is_string() ? std::string(cell->get_string()) : json::serialize(*cell);
+    }
   }
-  RowKey key;
-  const auto [p1, e1] = std::from_chars(point.data(), point.data() + point.size(), key.point);
-  const auto [p2, e2] = std::from_chars(id.data(), id.data() + id.size(), key.id, 16);
-  if (e1 != std::errc() || p1 != point.data() + point.size() || e2 != std::errc() || p2 != id.data() + id.size() ||
-      id.size() != 16)
+  RowHead head;
+  if (!whole(text[0], 10, head.key.point) || !hex_id(text[1], head.key.id) || !hex_id(text[2], head.sweep) ||
+      !whole(text[3], 10, head.points) || head.key.point >= head.points)
     throw InputError(file, where,
-                     fmt::format("expected a point index and a 16-digit point_id, got '{}' and '{}'", point, id));
-  return key;
+                     fmt::format("expected a point index below sweep_points and 16-digit point_id and sweep_id, got "
+                                 "'{}', '{}', '{}' and '{}'",
+                                 text[0], text[1], text[2], text[3]));
+  return head;
 }
 
 }  // namespace stepsim::sweep

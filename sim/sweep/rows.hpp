@@ -16,7 +16,7 @@ enum class Format { csv, jsonl };
 // anything else is InputError naming `flag`.
 Format format_of(const std::string& path, const std::string& flag);
 
-// point, point_id, every varied key, parallel.dp when derived, status, reason, then the
+// point, point_id, sweep_id, sweep_points, every varied key, parallel.dp when derived, status, reason, then the
 // report's fields (docs/report.md names with units as suffixes).
 std::vector<std::string> columns(const SweepSpec& spec);
 
@@ -40,9 +40,15 @@ struct RowKey {
 // The header of a file's first line: the CSV columns, or the keys of the first JSON object.
 std::vector<std::string> header_of(const std::string& first_line, Format format, const std::string& file);
 
-// The key of one data line.
-RowKey key_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
-              std::size_t line_number);
+// What a data line says of itself: its key, the sweep that wrote it and how many points
+// that sweep has. InputError(file, line N) when a field is missing or malformed.
+struct RowHead {
+  RowKey key;
+  std::uint64_t sweep = 0;
+  std::size_t points = 0;
+};
+RowHead head_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
+                std::size_t line_number);
 
 std::string format_id(std::uint64_t id);  // 16 lower-case hex digits
 

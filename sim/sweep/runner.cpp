@@ -1,17 +1,20 @@
-// The thread pool is Boost.Asio's: workers take the next point from a shared counter; the
-// calling thread writes each finished row as soon as every earlier one is written.
+// Workers take the next point from a shared counter; the calling thread writes each finished
+// row as soon as every earlier one is written. A sweep on several threads runs each
+// simulation on its worker alone (engine::SingleThreaded): the cores are taken already.
 #include "sweep/runner.hpp"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
+#include "engine/parallel.hpp"
 #include "sweep/progress.hpp"
 #include "sweep/row_file.hpp"
 
@@ -19,35 +22,60 @@ namespace stepsim::sweep {
 namespace {
 
 unsigned job_count(unsigned jobs, std::size_t work) {
-  if (jobs == 0) jobs = std::max(1U, std::thread::hardware_concurrency());
+  if (jobs == 0) jobs = engine::usable_cores();
   return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(jobs, work)));
 }
 
-// Runs `run(i)` for i in [0, n) on a pool and hands the results to `deliver` in order of i.
-// `run` must not throw (a point's failure is its result).
+// Starts up to `wanted` threads running `body`, fewer when the system refuses more (an
+// address-space or process limit): the sweep then runs on those it got, and says so.
+std::vector<std::thread> start_workers(unsigned wanted, const std::function<void()>& body) {
+  std::vector<std::thread> workers;
+  workers.reserve(wanted);
+  for (unsigned j = 0; j < wanted; ++j) {
+    try {
+      workers.emplace_back(body);
+    } catch (const std::system_error& e) {
+      spdlog::warn("could start only {} of the {} threads asked for ({}); running on {}", workers.size(), wanted,
+                   e.code().message(), workers.empty() ? std::string("this one") : std::to_string(workers.size()));
+      break;
+    }
+  }
+  return workers;
+}
+
+// Runs `run(i)` for i in [0, n) on `jobs` threads and hands the results to `deliver` in
+// order of i. `run` must not throw (a point's failure is its result).
 template <typename Result>
 void ordered_parallel(std::size_t n, unsigned jobs, const std::function<Result(std::size_t)>& run,
                       const std::function<void(std::size_t, Result&&)>& deliver) {
   if (n == 0) return;
+  const unsigned wanted = job_count(jobs, n);
   std::atomic<std::size_t> next{0};
   std::mutex mutex;
   std::condition_variable ready;
   std::map<std::size_t, Result> done;
-  boost::asio::thread_pool pool(job_count(jobs, n));
-  for (unsigned j = 0; j < job_count(jobs, n); ++j) {
-    boost::asio::post(pool, [&] {
-      for (std::size_t i = next++; i < n; i = next++) {
-        Result result = run(i);
-        {
-          const std::lock_guard lock(mutex);
-          done.emplace(i, std::move(result));
-        }
-        ready.notify_one();
+  std::vector<std::thread> workers = start_workers(wanted, [&] {
+    std::optional<engine::SingleThreaded> alone;
+    if (wanted > 1) alone.emplace();
+    for (std::size_t i = next++; i < n; i = next++) {
+      Result result = run(i);
+      {
+        const std::lock_guard lock(mutex);
+        done.emplace(i, std::move(result));
       }
-    });
-  }
+      ready.notify_one();
+    }
+  });
+  const auto stop = [&] {
+    next = n;  // the workers stop after their current point
+    for (std::thread& w : workers) w.join();
+  };
   try {
     for (std::size_t i = 0; i < n; ++i) {
+      if (workers.empty()) {
+        deliver(i, run(i));
+        continue;
+      }
       std::unique_lock lock(mutex);
       ready.wait(lock, [&] { return done.contains(i); });
       Result result = std::move(done.at(i));
@@ -56,18 +84,17 @@ void ordered_parallel(std::size_t n, unsigned jobs, const std::function<Result(s
       deliver(i, std::move(result));
     }
   } catch (...) {
-    next = n;  // the workers stop after their current point
-    pool.join();
+    stop();
     throw;
   }
-  pool.join();
+  stop();
 }
 
 }  // namespace
 
 RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
   const Format format = format_of(options.output, "-o");
-  RowFile file(options.output, format, columns(spec), options.resume);
+  RowFile file(options.output, format, columns(spec), spec.sweep_id, options.resume);
   std::vector<std::size_t> indices;
   for (std::size_t i = options.shard.index; i < point_count(spec.axes); i += options.shard.count) indices.push_back(i);
   RunSummary summary;

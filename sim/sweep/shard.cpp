@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <string_view>
 
 #include "stepsim/error.hpp"
 
 namespace stepsim::sweep {
 namespace {
+
+constexpr std::string_view kShardPattern = "{shard}";
 
 std::optional<long long> parse_count(const std::string& text) {
   long long value = 0;
@@ -36,18 +39,27 @@ std::optional<Shard> shard_from_environment(const std::function<const char*(cons
   const auto k = parse_count(id);
   const auto n = parse_count(count);
   const auto lo = min ? parse_count(min) : std::optional<long long>(0);
-  if (!k || !n || !lo || *n < 1 || *k - *lo < 0 || *k - *lo >= *n)
+  long long task = -1;  // k - lo, unless that overflows (ids far apart are no shard either)
+  if (k && lo && __builtin_sub_overflow(*k, *lo, &task)) task = -1;
+  if (!k || !n || !lo || *n < 1 || task < 0 || task >= *n)
     throw InputError("SLURM_ARRAY_TASK_ID", id,
                      fmt::format("expected a task id from SLURM_ARRAY_TASK_MIN ({}) on, below it plus "
                                  "SLURM_ARRAY_TASK_COUNT ({}); submit with --array=0-{{N-1}}",
                                  min ? min : "unset", count));
-  return Shard{static_cast<std::size_t>(*k - *lo), static_cast<std::size_t>(*n)};
+  return Shard{static_cast<std::size_t>(task), static_cast<std::size_t>(*n)};
 }
 
 std::string shard_path(const std::string& path, const Shard& shard) {
-  if (path == "-" || shard.count == 1) return path;
-  if (const auto at = path.find("{shard}"); at != std::string::npos)
-    return path.substr(0, at) + std::to_string(shard.index) + path.substr(at + 7);
+  if (path == "-") return path;
+  if (path.find(kShardPattern) != std::string::npos) {
+    std::string named = path;
+    const std::string index = std::to_string(shard.index);
+    for (auto at = named.find(kShardPattern); at != std::string::npos;
+         at = named.find(kShardPattern, at + index.size()))
+      named.replace(at, kShardPattern.size(), index);
+    return named;
+  }
+  if (shard.count == 1) return path;
   const auto dot = path.rfind('.');
   const auto slash = path.rfind('/');
   const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);

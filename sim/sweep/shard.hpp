@@ -18,8 +18,9 @@ Shard parse_shard(const std::string& text);
 // array. `getenv` is a parameter so that tests need no process environment.
 std::optional<Shard> shard_from_environment(const std::function<const char*(const char*)>& getenv);
 
-// The output of shard K of N: "{shard}" in `path` becomes K; otherwise "out.csv" becomes
-// "out.shard-K-of-N.csv". One shard (N = 1) and stdout keep `path`.
+// The output of shard K of N: every "{shard}" in `path` becomes K (0 for one shard);
+// otherwise "out.csv" becomes "out.shard-K-of-N.csv", and one shard (N = 1) keeps `path`.
+// Stdout ("-") stays stdout.
 std::string shard_path(const std::string& path, const Shard& shard);
 
 }  // namespace stepsim::sweep

@@ -59,11 +59,13 @@ class Scratch {
     return names;
   }
 
-  Run run(const std::string& args) const {
+  Run run(const std::string& args) const { return shell(std::string(STEPSIM_BINARY) + " " + args); }
+
+  // A shell command line run in work(), as is (for limits set with ulimit first, say).
+  Run shell(const std::string& command) const {
     const fs::path out = root_ / "stdout.txt";
     const fs::path err = root_ / "stderr.txt";
-    const std::string cmd =
-        "cd " + work().string() + " && " + STEPSIM_BINARY + " " + args + " >" + out.string() + " 2>" + err.string();
+    const std::string cmd = "cd " + work().string() + " && " + command + " >" + out.string() + " 2>" + err.string();
     const int raw = std::system(cmd.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
   }

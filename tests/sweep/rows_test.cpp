@@ -18,6 +18,8 @@ TEST_CASE("point ids are FNV-1a 64 printed as 16 hex digits") {
 TEST_CASE("a reason with commas and quotes survives a CSV row and its reading back") {
   SweepSpec spec;
   spec.axes = {{"parallel.tp", {"3"}}};
+  spec.points = 12;
+  spec.sweep_id = 0xfedcba9876543210ULL;
   PointResult r;
   r.index = 7;
   r.id = 0x0123456789abcdefULL;
@@ -25,21 +27,24 @@ TEST_CASE("a reason with commas and quotes survives a CSV row and its reading ba
   r.status = Status::invalid;
   r.reason = "<default>: /parallel/tp: 32 heads, \"3\" does not divide them\nsecond line";
   const std::string line = format_row(spec, r, Format::csv);
-  CHECK(
-      line.starts_with("7,0123456789abcdef,3,invalid,\"<default>: /parallel/tp: 32 heads, \"\"3\"\" does not "
-                       "divide them second line\","));
+  CHECK(line.starts_with(
+      "7,0123456789abcdef,fedcba9876543210,12,3,invalid,\"<default>: /parallel/tp: 32 heads, \"\"3\"\" does not "
+      "divide them second line\","));
   CHECK(line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);
   const auto fields = parse_csv_line(line.substr(0, line.size() - 1), "f.csv", 2);
   REQUIRE(fields.size() == columns(spec).size());
-  CHECK(fields[4] == "<default>: /parallel/tp: 32 heads, \"3\" does not divide them second line");
-  const RowKey key = key_of(line.substr(0, line.size() - 1), Format::csv, columns(spec), "f.csv", 2);
-  CHECK(key == RowKey{7, 0x0123456789abcdefULL});
+  CHECK(fields[6] == "<default>: /parallel/tp: 32 heads, \"3\" does not divide them second line");
+  const RowHead head = head_of(line.substr(0, line.size() - 1), Format::csv, columns(spec), "f.csv", 2);
+  CHECK(head.key == RowKey{7, 0x0123456789abcdefULL});
+  CHECK(head.sweep == 0xfedcba9876543210ULL);
+  CHECK(head.points == 12);
 }
 
 TEST_CASE("a JSON line has the columns as keys with numbers as numbers and missing results as null") {
   SweepSpec spec;
   spec.axes = {{"data_parallel.bucket_cap_mb", {"25"}}, {"data_parallel.kind", {"fsdp"}}};
+  spec.points = 2;
   PointResult r;
   r.index = 1;
   r.values = {"25", "fsdp"};
@@ -47,7 +52,8 @@ TEST_CASE("a JSON line has the columns as keys with numbers as numbers and missi
   r.reason = "internal error";
   const std::string line = format_row(spec, r, Format::jsonl);
   CHECK(
-      line.starts_with("{\"point\":1,\"point_id\":\"0000000000000000\",\"data_parallel.bucket_cap_mb\":25,"
+      line.starts_with("{\"point\":1,\"point_id\":\"0000000000000000\",\"sweep_id\":\"0000000000000000\","
+                       "\"sweep_points\":2,\"data_parallel.bucket_cap_mb\":25,"
                        "\"data_parallel.kind\":\"fsdp\",\"status\":\"error\",\"reason\":\"internal error\","
                        "\"step_time_s\":null,"));
   CHECK(header_of(line, Format::jsonl, "f.jsonl") == columns(spec));
@@ -106,4 +112,23 @@ TEST_CASE("a Slurm array task's shard counts from SLURM_ARRAY_TASK_MIN") {
   CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
   env.clear();
   CHECK_FALSE(shard_from_environment(getenv).has_value());
+}
+
+TEST_CASE("every {shard} in a name is replaced, with one shard too") {
+  CHECK(shard_path("runs/{shard}/part-{shard}.csv", {3, 8}) == "runs/3/part-3.csv");
+  CHECK(shard_path("part-{shard}.csv", {0, 1}) == "part-0.csv");
+}
+
+TEST_CASE("Slurm task ids far apart are refused, not wrapped into a shard") {
+  std::map<std::string, std::string> env = {{"SLURM_ARRAY_TASK_ID", "-9223372036854775808"},
+                                            {"SLURM_ARRAY_TASK_COUNT", "4"},
+                                            {"SLURM_ARRAY_TASK_MIN", "9223372036854775807"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
+  env["SLURM_ARRAY_TASK_ID"] = "9223372036854775807";
+  env["SLURM_ARRAY_TASK_MIN"] = "-2";
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
 }

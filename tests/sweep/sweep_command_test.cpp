@@ -13,45 +13,26 @@
 #include <string>
 
 #include "cli/run_stepsim.hpp"
+#include "sweep/long_sweep.hpp"
 
 using stepsim::testing::Run;
 using stepsim::testing::Scratch;
 using stepsim::testing::slurp;
 namespace fs = std::filesystem;
 
-namespace {
-
-// The sweep of the kill test: 1,000 points of the default scenario (bucket sizes 1 to 1,000
-// MiB) on one thread: a few seconds, long enough to be killed part-way.
-const std::string kSweep = "--vary data_parallel.bucket_cap_mb=1:1000:+1 --jobs 1";
-
-std::size_t count_lines(const std::string& text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-// Starts `stepsim sweep ARGS -o out` without a shell, so that the pid is stepsim's own.
-pid_t start_sweep(const fs::path& out) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stderr);
-    ::execl(STEPSIM_BINARY, STEPSIM_BINARY, "sweep", "--vary", "data_parallel.bucket_cap_mb=1:1000:+1", "--jobs", "1",
-            "-o", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-}  // namespace
+using stepsim::testing::count_lines;
+using stepsim::testing::kLongSweep;
+using stepsim::testing::start_long_sweep;
 
 TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an uninterrupted run") {
   const Scratch dir("sweep");
-  const Run whole = dir.run("sweep " + kSweep + " -o " + (dir.work() / "whole.csv").string());
+  const Run whole = dir.run("sweep " + kLongSweep + " -o " + (dir.work() / "whole.csv").string());
   REQUIRE(whole.status == 0);
   const std::string expected = slurp(dir.work() / "whole.csv");
   REQUIRE(count_lines(expected) == 1001);
 
   const fs::path out = dir.work() / "killed.csv";
-  const pid_t pid = start_sweep(out);
+  const pid_t pid = start_long_sweep(out);
   REQUIRE(pid > 0);
   // Kill it once a few rows are there and well before the last.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -68,13 +49,13 @@ TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an un
   // A torn write as a kill inside write(2) would leave it: half a row, no newline.
   std::ofstream(out, std::ios::app) << expected.substr(partial.rfind('\n') + 1, 30);
 
-  const Run resumed = dir.run("sweep " + kSweep + " -o " + out.string() + " --resume");
+  const Run resumed = dir.run("sweep " + kLongSweep + " -o " + out.string() + " --resume");
   REQUIRE(resumed.status == 0);
   CHECK(slurp(out) == expected);
   CHECK(resumed.err.find("already written") != std::string::npos);
 
   // Resuming a complete sweep runs nothing and changes nothing.
-  const Run again = dir.run("sweep " + kSweep + " -o " + out.string() + " --resume");
+  const Run again = dir.run("sweep " + kLongSweep + " -o " + out.string() + " --resume");
   REQUIRE(again.status == 0);
   CHECK(again.err.find("1000 already written") != std::string::npos);
   CHECK(slurp(out) == expected);
@@ -95,7 +76,9 @@ TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
                             (dir.work() / "part.shard-1-of-3.jsonl").string());
   REQUIRE(merge.status == 0);
   CHECK(merge.err.find("merged 35 rows from 4 files") != std::string::npos);
-  CHECK(merge.err.find("(12 duplicates dropped)") != std::string::npos);
+  CHECK(merge.err.find("(12 duplicates dropped: points 1, 4, 7, 10, 13, 16, 19, 22 and 4 more)\n") !=
+        std::string::npos);
+  CHECK(merge.err.find("lacks") == std::string::npos);
   CHECK(slurp(dir.work() / "merged.jsonl") == slurp(dir.work() / "all.jsonl"));
 }
 

@@ -1,0 +1,89 @@
+// `stepsim sweep` flags at their edges: job counts, flags that --best and --merge cannot
+// use, degrees spelt as JSON numbers, too few threads, and shard names.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "cli/run_stepsim.hpp"
+
+using stepsim::testing::Run;
+using stepsim::testing::Scratch;
+using stepsim::testing::slurp;
+namespace fs = std::filesystem;
+
+TEST_CASE("a job count is a whole number from 1 on, never wrapped around") {
+  const Scratch dir("sweep-jobs");
+  for (const std::string jobs : {"-1", "0", "4294967297", "two", "1.5"}) {
+    const Run run = dir.run("sweep --vary parallel.tp=1,2 --jobs " + jobs);
+    CHECK(run.status == 2);
+    CHECK(run.err ==
+          "stepsim: error: --jobs: " + jobs + ": expected a whole number of simulations at once from 1 to 4096\n");
+  }
+}
+
+TEST_CASE("the search for the best refuses the flags of a row sweep instead of ignoring them") {
+  const Scratch dir("sweep-best-flags");
+  const std::string best = "sweep --set model=gpt-1.3b --gpus 8 --best 2 ";
+  for (const std::string flag : {"-o out.csv", "--shard 0/2", "--resume", "--keep-oom"}) {
+    const Run run = dir.run(best + flag);
+    CHECK(run.status == 2);
+    const std::string name = flag.substr(0, flag.find(' '));
+    CHECK(run.err ==
+          "stepsim: error: " + name + ": cannot be combined with --best, which prints its table on stdout\n");
+  }
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("a merge refuses the flags of a sweep that it would ignore") {
+  const Scratch dir("sweep-merge-flags");
+  REQUIRE(dir.run("sweep --vary parallel.tp=1,2 -o a.csv").status == 0);
+  for (const std::string flag : {"--vary parallel.tp=1", "--set model=gpt-1.3b", "--gpus 8", "--best 2", "--resume",
+                                 "--shard 0/2", "--keep-oom", "-o x.csv"}) {
+    const Run run = dir.run("sweep --merge m.csv a.csv " + flag);
+    CHECK(run.status == 2);
+    const std::string name = flag.substr(0, flag.find(' '));
+    CHECK(run.err == "stepsim: error: " + name + ": cannot be combined with --merge, which only joins files\n");
+  }
+  CHECK_FALSE(fs::exists(dir.file("m.csv")));
+}
+
+TEST_CASE("a degree spelt as any JSON number derives parallel.dp from its value") {
+  const Scratch dir("sweep-degree");
+  for (const std::string tp : {"4.0", "4e0", "' 4'"}) {
+    const Run run = dir.run("sweep --set model=llama3-8b --gpus 64 -o r.jsonl --vary parallel.tp=" + tp);
+    REQUIRE(run.status == 0);
+    const std::string row = slurp(dir.file("r.jsonl"));
+    INFO(row);
+    CHECK(row.find("\"parallel.dp\":16,\"status\":\"ok\"") != std::string::npos);
+  }
+  // A degree that is no whole number is an invalid point, with the scenario's reason.
+  const Run half = dir.run("sweep --set model=llama3-8b --gpus 64 -o h.jsonl --vary parallel.tp=4.5");
+  REQUIRE(half.status == 0);
+  CHECK(slurp(dir.file("h.jsonl")).find("\"status\":\"invalid\"") != std::string::npos);
+}
+
+TEST_CASE("a sweep that gets fewer threads than asked runs on those it got") {
+  const Scratch dir("sweep-threads");
+  // Threads' stacks of 2 GB each in an address space of 9 GB: a few threads, not 40.
+  const Run run = dir.shell("ulimit -s 2000000 && ulimit -v 9000000 && " STEPSIM_BINARY
+                            " sweep --vary data_parallel.bucket_cap_mb=1:40:+1 --jobs 200 -o r.csv");
+  INFO(run.err);
+  CHECK(run.status == 0);
+  CHECK(run.err.find("40 points: 40 ok") != std::string::npos);
+  CHECK(run.err.find("could start only") != std::string::npos);
+  const std::string rows = slurp(dir.file("r.csv"));
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 41);
+}
+
+TEST_CASE("running out of memory says which scenario was too large and exits 2") {
+  const Scratch dir("out-of-memory");
+  // 16,384 ranks simulated one by one take about 650 MB; the process may use 780 MB of
+  // address space, most of it the binary and its libraries'.
+  const std::string big =
+      " --set simulation.ranks=all --set model=llama3-8b --set parallel.dp=2048 --set training.global_batch=4096";
+  const Run run = dir.shell("ulimit -v 800000 && " STEPSIM_BINARY " simulate" + big);
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: <default>: out of memory while simulating the step: 16384 GPUs in all-ranks mode (each "
+        "rank simulated) need more memory than this process may use (its address space is limited to 781 MiB: "
+        "ulimit -v); representative mode (simulation.ranks = \"representative\") simulates one rank per stage\n");
+}
