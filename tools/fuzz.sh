@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(scenario_text scenario_set simulate_set kineto nccl_tests); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(scenario_text scenario_set simulate_set kineto nccl_tests sweep_spec calibration_file); fi
 build=${STEPSIM_FUZZ_BUILD_DIR:-build/fuzz}
 
 if [ ! -d "$build" ] && [ "${STEPSIM_FUZZ_BUILD:-1}" = 0 ]; then

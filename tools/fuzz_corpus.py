@@ -114,14 +114,32 @@ def nccl_tests_seeds(out):
     write(out / "nccl_tests.dict", dictionary(tokens))
 
 
+def regression_seeds(out, target, tokens):
+    """The saved inputs of a target (tests/fuzz/regressions/TARGET) as its seeds."""
+    for f in sorted((ROOT / "tests/fuzz/regressions" / target).glob("*")):
+        shutil.copy(f, out / target / f.name)
+    write(out / f"{target}.dict", dictionary(tokens))
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
-    for target in ("scenario_text", "scenario_set", "simulate_set", "kineto", "nccl_tests"):
+    for target in ("scenario_text", "scenario_set", "simulate_set", "kineto", "nccl_tests", "sweep_spec",
+                   "calibration_file"):
         shutil.rmtree(out / target, ignore_errors=True)
         (out / target).mkdir(parents=True)
     scenario_seeds(out)
     kineto_seeds(out)
     nccl_tests_seeds(out)
+    regression_seeds(out, "sweep_spec", ["vary ", "set ", "gpus ", "keep-oom", "shard ", "slurm ", "name ", "{shard}",
+                                         "parallel.tp=", "parallel.pp=", "parallel.cp=", "training.micro_batch=",
+                                         "data_parallel.bucket_cap_mb=", "model=", ":", "x2", "+1", ",", "/", "-1",
+                                         "1e999", "9223372036854775807", "4.0", "\n"])
+    regression_seeds(out, "calibration_file", ['"stepsim_calibration"', '"provenance"', '"collectives"', '"compute"',
+                                               '"gpu"', '"gpu_count"', '"op"', '"ranks"', '"nodes"', '"ranks_per_node"',
+                                               '"dtype"', '"bytes"', '"time_us"', '"algbw_gbps"', '"busbw_gbps"',
+                                               '"points"', '"fit"', '"alpha_us"', '"alpha_fitted"', '"max_error"',
+                                               '"allreduce"', '"allgather"', "1e999", "-1", "0", "null", "nan", "{",
+                                               "}", "[", "]", ","])
 
 
 if __name__ == "__main__":
