@@ -48,15 +48,6 @@ constexpr const char* kFlopConvention =
     "s^2 Megatron's papers count); MFU divides them by the dense peak, HFU adds the recomputed "
     "FLOPs (docs/report.md)";
 
-// FLOPs the GPUs execute beyond the model's: each layer's recompute ops, for every
-// micro-batch of the step, on all tp x cp GPUs that share the layer.
-double recompute_flops_per_step(const Scenario& s, const workload::ModelWork& work) {
-  double per_layer = 0;
-  for (const workload::OpCost& op : work.layer.recompute) per_layer += op.flops;
-  const double passes = static_cast<double>(s.training.global_batch) / static_cast<double>(s.training.micro_batch);
-  return per_layer * s.parallel.tp * s.parallel.cp * static_cast<double>(s.model.layers) * passes;
-}
-
 // Where the hardware presets' figures come from, and a warning when one is not fitted.
 void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   auto describe = [&](const char* what, const std::string& name, const Provenance& p) {
@@ -214,7 +205,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.config_json = scenario.resolved_json;
   inputs.version = stepsim_version();
   inputs.notes.push_back(parallelism::placement_notes(scenario));
-  inputs.hardware_flops_per_step = work.model_flops_per_step + recompute_flops_per_step(scenario, work);
+  inputs.hardware_flops_per_step = work.model_flops_per_step + work.recompute_flops_per_step;
   inputs.comm_slowdown = gpu.comm_slowdown();
   inputs.gpu_power_w = scenario.cluster.gpu.board_power_w;
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;

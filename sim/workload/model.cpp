@@ -81,9 +81,11 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   const double q = static_cast<double>(m.heads) * d;
   const double attention = h * (q + 2.0 * kv * d) + q * h;
   if (s.moe()) {
-    // Active weights: the router, top_k routed experts and the shared ones per token.
+    // Active weights: the router, the top_k routed experts less the copies capacity drops,
+    // and the shared ones per token.
     const double expert = h * static_cast<double>(s.expert_fc1_out) + static_cast<double>(s.expert_ffn) * h;
-    return attention + h * static_cast<double>(s.experts) + static_cast<double>(s.top_k + s.shared_experts) * expert;
+    const double routed = static_cast<double>(s.top_k) * s.kept_load;
+    return attention + h * static_cast<double>(s.experts) + (routed + static_cast<double>(s.shared_experts)) * expert;
   }
   const double ffn = static_cast<double>(s.ffn) * t;
   const double fc1 = static_cast<double>(s.fc1_out) * t;
@@ -105,6 +107,21 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double vocab = static_cast<double>(m.vocab);
   const double gemm_weights = layers * layer_gemm_weights(m, s) + h * vocab;
   return 6.0 * batch * seq * gemm_weights + 6.0 * batch * seq * seq * layers * q;
+}
+
+bool routed_expert(Role role) {
+  return role == Role::expert_fc1 || role == Role::expert_activation || role == Role::expert_fc2;
+}
+
+// Each layer's recompute ops for every micro-batch of the step, on all tp·cp GPUs that share
+// the layer. The routed experts' ops are the busiest EP rank's; over the EP ranks the experts
+// recompute the copies they keep.
+double recompute_flops(const Scenario& sc, const LayerShape& s, const LayerWork& layer) {
+  const double expert_share = s.routed_load > 0 ? s.kept_load / s.routed_load : 1.0;
+  double per_layer = 0;
+  for (const OpCost& op : layer.recompute) per_layer += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+  const double passes = static_cast<double>(sc.training.global_batch) / static_cast<double>(sc.training.micro_batch);
+  return per_layer * sc.parallel.tp * sc.parallel.cp * static_cast<double>(sc.model.layers) * passes;
 }
 
 long long params_total(const ModelSpec& m, const LayerShape& s) {
@@ -151,6 +168,7 @@ ModelWork build_work(const Scenario& sc) {
       stage_layers * w.layer.param_count + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
   w.optimizer = optimizer_step(stage_params, sc.training);
   w.model_flops_per_step = model_flops(sc, s);
+  w.recompute_flops_per_step = recompute_flops(sc, s, w.layer);
   w.params_total = params_total(sc.model, s);
   return w;
 }

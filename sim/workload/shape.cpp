@@ -34,6 +34,18 @@ void validate(const Scenario& sc, long long kv_heads, long long ffn) {
           fmt::format("sequence parallelism needs seq_len {} to be a multiple of tp {}", m.seq_len, t));
 }
 
+// The share of the routed copies the experts keep, over all EP ranks: capacity drops what
+// exceeds capacity_factor times an expert's even share, and a dropped copy skips the experts
+// (the residual carries its token). `imbalance` gives only the busiest rank's load, so the
+// other ranks are taken to share the rest evenly, the spread that drops least.
+double kept_load(const MoeSpec& moe, int ep) {
+  if (moe.capacity_factor <= 0) return 1.0;
+  if (ep <= 1) return std::min(1.0, moe.capacity_factor);
+  const double others = std::max(0.0, (ep - moe.imbalance) / (ep - 1));
+  const double kept = std::min(moe.imbalance, moe.capacity_factor) + (ep - 1) * std::min(others, moe.capacity_factor);
+  return kept / ep;
+}
+
 }  // namespace
 
 long long LayerShape::routed_tokens() const {
@@ -86,6 +98,7 @@ LayerShape layer_shape(const Scenario& sc) {
   const MoeSpec& moe = m.moe;
   s.routed_load = sc.parallel.ep > 1 ? moe.imbalance : 1.0;
   if (moe.capacity_factor > 0) s.routed_load = std::min(s.routed_load, moe.capacity_factor);
+  s.kept_load = kept_load(moe, sc.parallel.ep);
   return s;
 }
 

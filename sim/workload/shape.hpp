@@ -34,6 +34,7 @@ struct LayerShape {
   long long expert_fc1_out = 0;  // its fc1 width: expert_ffn (GeLU) or 2·expert_ffn (SwiGLU)
   long long shared_experts = 0;  // experts every token goes through
   double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
+  double kept_load = 1.0;        // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
   int gemm_bytes = 2;            // one GEMM input element
   int main_grad_bytes = 4;       // one main-gradient element, which weight-gradient GEMMs accumulate into

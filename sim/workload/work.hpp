@@ -76,12 +76,13 @@ struct LayerWork {
 };
 
 struct ModelWork {
-  LayerWork layer;                  // every transformer layer is the same
-  LayerWork pre;                    // embedding (first stage)
-  LayerWork post;                   // final norm, LM head, loss (last stage)
-  OpCost optimizer;                 // one optimizer step over this GPU's parameters (before DP sharding)
-  double model_flops_per_step = 0;  // whole model, whole global batch, no recompute
-  long long params_total = 0;       // whole model
+  LayerWork layer;                      // every transformer layer is the same
+  LayerWork pre;                        // embedding (first stage)
+  LayerWork post;                       // final norm, LM head, loss (last stage)
+  OpCost optimizer;                     // one optimizer step over this GPU's parameters (before DP sharding)
+  double model_flops_per_step = 0;      // whole model, whole global batch, no recompute
+  double recompute_flops_per_step = 0;  // what the GPUs execute beyond the model FLOPs
+  long long params_total = 0;           // whole model
 };
 
 // The work of one micro-batch of `scenario` on one GPU. SwiGLU models follow Llama (RMSNorm,

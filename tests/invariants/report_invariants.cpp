@@ -65,6 +65,9 @@ void check_ranges(const Report& r, std::vector<std::string>& out) {
     out.push_back(fmt::format("exposed fraction of the step {} is outside [0, 1]", exposed));
   const double mfu = r.throughput.mfu;
   if (!(mfu > 0 && mfu <= 1)) out.push_back(fmt::format("MFU {} is outside (0, 1]", mfu));
+  // The GPUs execute the model's FLOPs and more (recompute), never above their peak.
+  const double hfu = r.throughput.hfu;
+  if (!(hfu >= mfu && hfu <= 1)) out.push_back(fmt::format("HFU {} is outside [MFU {}, 1]", hfu, mfu));
   const MemoryReport& m = r.memory_bytes;
   if (!(m.peak > 0 && m.params > 0 && m.capacity > 0))
     out.push_back(

@@ -79,6 +79,23 @@ TEST_CASE("DeepSeek-V3 with EP 64 across 8 nodes runs, its all-to-all over Infin
   CHECK(busy(r, CommKind::ep) > busy(run("mixtral-8x7b-ep8-64xh100"), CommKind::ep));
 }
 
+// Dropped tokens skip the experts: neither the GPUs nor the model do their FLOPs, so no
+// capacity factor can lift HFU above the GPU's peak, nor MFU above HFU.
+TEST_CASE("HFU stays at or below 100 % and MFU at or below HFU however small the capacity factor") {
+  for (const char* recompute : {"full", "selective", "none"}) {
+    for (const char* capacity : {"0.01", "0.1", "0.25", "0.5", "1", "1.25"}) {
+      for (const char* imbalance : {"1", "2"}) {
+        const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.capacity_factor=") + capacity,
+                                                                   std::string("model.moe.imbalance=") + imbalance,
+                                                                   std::string("training.recompute=") + recompute});
+        INFO("recompute " << recompute << ", capacity factor " << capacity << ", imbalance " << imbalance);
+        CHECK(r.throughput.hfu <= 1.0);
+        CHECK(r.throughput.mfu <= r.throughput.hfu);
+      }
+    }
+  }
+}
+
 TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically") {
   double previous = 0;
   for (const char* imbalance : {"1", "1.25", "1.5", "2", "3"}) {

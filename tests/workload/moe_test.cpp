@@ -92,6 +92,41 @@ TEST_CASE("one MoE all-to-all carries the routed copies of the GPU's tokens, tim
   CHECK(stepsim::workload::build_work(s).layer.dispatch_message.count() == 83886080);
 }
 
+TEST_CASE("tokens a capacity factor below 1 drops are neither computed nor counted as model FLOPs") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 8, 64);
+  s.model.moe.capacity_factor = 0.5;  // every expert keeps half of its even share
+  const auto w = stepsim::workload::build_work(s);
+  // Each GPU's experts compute half of the 2 copies of its 4096 tokens.
+  CHECK(sum_flops(w.layer.forward, Role::expert_fc1) == Approx(2.0 * 4096 * 2 * 0.5 * 2 * 14336 * 4096));
+  CHECK(sum_flops(w.layer.forward, Role::expert_fc2) == Approx(2.0 * 4096 * 2 * 0.5 * 14336 * 4096));
+  // A dropped copy skips its expert (the residual carries the token): one active expert per token.
+  const double active = 32.0 * (kMixtralAttention + kMixtralRouter + 1.0 * kMixtralExpert) + 4096.0 * 32000;
+  const double per_token = 6.0 * active + 6.0 * 4096 * 32 * 4096;
+  CHECK(w.model_flops_per_step / (64.0 * 4096) == Approx(per_token).epsilon(1e-12));
+}
+
+TEST_CASE("the busiest EP rank's drops come off the model FLOPs, the other ranks sharing the rest evenly") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 8, 64);
+  s.model.moe.imbalance = 2;
+  s.model.moe.capacity_factor = 1.5;
+  const auto w = stepsim::workload::build_work(s);
+  // The busiest rank's experts receive 2 times the mean and keep 1.5; the other 7 receive
+  // (8 - 2) / 7 of it each and keep it all: (1.5 + 6) / 8 = 0.9375 of the routed copies.
+  const double active = 32.0 * (kMixtralAttention + kMixtralRouter + 2.0 * 0.9375 * kMixtralExpert) + 4096.0 * 32000;
+  CHECK(w.model_flops_per_step / (64.0 * 4096) == Approx(6.0 * active + 6.0 * 4096 * 32 * 4096).epsilon(1e-12));
+  // The busiest rank, which sets the pace, computes its 1.5 times the mean.
+  CHECK(sum_flops(w.layer.forward, Role::expert_fc1) == Approx(2.0 * 4096 * 2 * 1.5 * 2 * 14336 * 4096));
+  // Full recompute runs each expert's forward again on the copies kept: 2 FLOPs per weight
+  // and 8 per SwiGLU output per copy, 0.0625 of the 2 copies per token fewer than without drops.
+  s.training.recompute = stepsim::Recompute::full;
+  stepsim::Scenario even = s;
+  even.model.moe.imbalance = 1;
+  even.model.moe.capacity_factor = 0;
+  const double fewer = stepsim::workload::build_work(even).recompute_flops_per_step -
+                       stepsim::workload::build_work(s).recompute_flops_per_step;
+  CHECK(fewer == Approx((64.0 * 4096) * 32 * 2 * 0.0625 * (2.0 * kMixtralExpert + 8.0 * 14336)).epsilon(1e-9));
+}
+
 TEST_CASE("DeepSeek-V3 as approximated holds 4 routed experts and the shared one per GPU at EP 64") {
   const auto w = stepsim::workload::build_work(moe(deepseek_v3(), 64, 64));
   const long long expert = 3LL * 7168 * 2048;  // 44,040,192
