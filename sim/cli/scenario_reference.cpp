@@ -37,7 +37,10 @@ constexpr KeyDoc kDocs[] = {
     {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert", "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
      "Megatron `--moe-expert-capacity-factor`"},
-    {"model.moe.imbalance", "", "the busiest EP rank's routed tokens over the mean (1: even); it sets the pace", ""},
+    {"model.moe.imbalance", "",
+     "the busiest EP rank's routed tokens over the mean (1: even), at most ep·min(top_k, experts/ep)/top_k; it sets "
+     "the pace",
+     ""},
     {"model.moe.shared_experts", "", "experts every token goes through beside the routed ones",
      "Megatron `--moe-shared-expert-intermediate-size` (as a count of expert-sized MLPs)"},
     {"cluster", "", "a cluster preset name (`stepsim presets --kind cluster`) or an object of the keys below", ""},

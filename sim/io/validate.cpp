@@ -61,6 +61,21 @@ void check_model(const ModelSpec& m, const Checker& c) {
             m.moe.experts, m.moe.top_k);
 }
 
+// `imbalance` is the busiest EP rank's routed copies over the mean, top_k per token of the
+// EP group. A token's copies go to distinct experts, so a rank holding experts/ep of them
+// receives at most min(top_k, experts/ep) of each token's: ep·min(top_k, experts/ep)/top_k
+// times the mean.
+void check_imbalance(const MoeSpec& moe, int ep, const Checker& c) {
+  const int local = moe.experts / ep;
+  const int most = std::min(moe.top_k, local);
+  const double bound = static_cast<double>(ep * most) / moe.top_k;
+  c.require(moe.imbalance * moe.top_k <= ep * most, "/model/moe/imbalance",
+            "must be at most {} with {} experts, top_k {} and parallel.ep {}, got {}: an EP rank holds {} expert(s) "
+            "and a token's {} routed copies go to distinct experts, so at most {} of them lands on one rank, "
+            "ep·{}/top_k = {} times the mean",
+            bound, moe.experts, moe.top_k, ep, moe.imbalance, local, moe.top_k, most, most, bound);
+}
+
 void check_gpu(const GpuSpec& g, const Checker& c) {
   c.fraction(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max");
   c.fraction(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max");
@@ -164,6 +179,7 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
             m.moe.experts, p.ep);
+  check_imbalance(m.moe, p.ep, c);
   c.require(p.tp * p.cp * p.dp % p.ep == 0, "/parallel/ep",
             "ep ({}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline stage", p.ep,
             p.tp * p.cp * p.dp);

@@ -180,3 +180,30 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
         "s.json: /parallel/ep: ep (8) must divide tp·cp·dp (4): expert groups are folded out of the ranks of one "
         "pipeline stage");
 }
+
+// An EP rank receives the copies of the EP group's tokens routed to its experts. A token's
+// top_k copies go to distinct experts, so at most min(top_k, experts/ep) of them land on one
+// rank: ep·min(top_k, experts/ep)/top_k times the mean of top_k copies per rank's token.
+TEST_CASE("an imbalance beyond what top-k routing can send to one EP rank is refused at the bound") {
+  const std::vector<std::string> mixtral = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8"};
+  auto with = [](std::vector<std::string> sets, const std::string& more) {
+    sets.push_back(more);
+    return sets;
+  };
+  // Mixtral at EP 8: one expert per rank, at most one of each token's two copies: 8·1/2 = 4.
+  CHECK(error_of(with(mixtral, "model.moe.imbalance=4")) == "no error");
+  CHECK(error_of(with(mixtral, "model.moe.imbalance=4.01")) ==
+        "s.json: /model/moe/imbalance: must be at most 4 with 8 experts, top_k 2 and parallel.ep 8, got 4.01: an EP "
+        "rank holds 1 expert(s) and a token's 2 routed copies go to distinct experts, so at most 1 of them lands on "
+        "one rank, ep·1/top_k = 4 times the mean");
+  // EP 2: four experts per rank take both copies of a token at most: 2·2/2 = 2.
+  const std::vector<std::string> ep2 = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=2"};
+  CHECK(error_of(with(ep2, "model.moe.imbalance=2")) == "no error");
+  CHECK(error_of(with(ep2, "model.moe.imbalance=2.5"))
+            .find("/model/moe/imbalance: must be at most 2 with 8 experts, "
+                  "top_k 2 and parallel.ep 2, got 2.5") != std::string::npos);
+  // Top-1 routing at EP 8: a rank may receive every token, 8 times the mean.
+  const std::vector<std::string> top1 = with(mixtral, "model.moe.top_k=1");
+  CHECK(error_of(with(top1, "model.moe.imbalance=8")) == "no error");
+  CHECK(error_of(with(top1, "model.moe.imbalance=8.5")).find("must be at most 8 with") != std::string::npos);
+}
