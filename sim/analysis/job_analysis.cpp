@@ -8,6 +8,7 @@
 #include <exception>
 #include <thread>
 
+#include "analysis/one_job.hpp"
 #include "analysis/step_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "stepsim/error.hpp"
@@ -22,6 +23,7 @@ struct FileResult {
   std::vector<RankSummary> ranks;
   std::int64_t origin_us = 0;
   std::uint64_t content_bytes = 0;
+  bool simulated = false;  // stepsim's own trace: its world size is not given
 };
 
 std::string collective_key(const Timeline& t, const CollectiveRecord& c) {
@@ -54,9 +56,18 @@ FileResult read_one(const std::string& file, std::size_t file_index, const std::
   FileResult out;
   out.origin_us = origin.us;
   out.content_bytes = loaded.content_bytes;
+  out.simulated = loaded.simulated;
   for (std::size_t i = 0; i < loaded.timeline.ranks.size(); ++i)
     out.ranks.push_back(summarise(loaded, i, file_index, step));
   return out;
+}
+
+void require_one_job(const std::vector<FileResult>& results, const std::vector<std::string>& files) {
+  std::vector<RankSource> sources;
+  for (std::size_t i = 0; i < results.size(); ++i)
+    for (const RankSummary& r : results[i].ranks)
+      sources.push_back({files[i], r.rank, results[i].simulated ? 0 : r.dist.world_size, r.dist.rank >= 0});
+  check_one_job(sources);
 }
 
 // Each file has its own origin; the job's is the earliest, and every start moves onto it.
@@ -158,6 +169,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& files, const std::option
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+  require_one_job(results, files);
   for (const FileResult& f : results) job.content_bytes += f.content_bytes;
   job.ranks = align(results, files);
   job.stragglers = find_stragglers(job.ranks, job.calls);

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "analysis/nccl_kernels.hpp"
+#include "analysis/one_job.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::analysis {
@@ -267,15 +268,18 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
                      [](const KinetoTrace& a, const KinetoTrace& b) { return a.dist.rank < b.dist.rank; });
   LoadedTrace out;
   Builder builder;
+  std::vector<RankSource> sources;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const KinetoTrace& t = traces[i];
     out.content_bytes += t.content_bytes;
     out.simulated = out.simulated || t.stepsim_format;
     if (!t.stepsim_format) {
-      builder.add_rank(t, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), std::nullopt);
+      const int rank = t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i);
+      builder.add_rank(t, rank, std::nullopt);
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
       out.hta.push_back(measure_hta(t.hta, t.launches));
+      sources.push_back({t.path, rank, t.dist.world_size, t.dist.rank >= 0});
       continue;
     }
     const std::vector<std::int64_t> pids = Builder::devices(t);
@@ -284,8 +288,10 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
       out.files.push_back(t.path);
       out.hta.emplace_back();
+      sources.push_back({t.path, static_cast<int>(pid), 0, true});
     }
   }
+  check_one_job(sources);
   out.timeline = builder.finish();
   return out;
 }

@@ -1,5 +1,6 @@
 // Every rank of a job: the simulator's own trace of 8 DDP ranks, split into one file per
 // rank with one rank slowed on purpose, read back as a folder of rank traces.
+#include <fmt/format.h>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
@@ -58,6 +59,19 @@ std::vector<double> write_ranks(const fs::path& dir, int slowed, double factor) 
     std::ofstream(dir / ("rank" + std::to_string(r) + ".json")) << json::serialize(json::object{{"traceEvents", mine}});
   }
   return comm_starts;
+}
+
+// A tiny Kineto trace of one rank: one step with a GEMM and an AllReduce over the world
+// that starts `late_us` after the others'.
+std::string kineto_rank(int rank, int world_size, int late_us) {
+  return fmt::format(
+      R"trace({{"distributedInfo": {{"backend": "nccl", "rank": {0}, "world_size": {1}}}, "traceEvents": [
+    {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 9, "tid": 9, "ts": 1000, "dur": 200}},
+    {{"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40, "args": {{"stream": 7}}}},
+    {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+      "pid": 0, "tid": 20, "ts": {2}, "dur": 30, "args": {{"stream": 20, "In msg nelems": 1000, "Out msg nelems": 1000,
+      "Group size": {1}, "dtype": "BFloat16", "Process Group Name": "0"}}}}]}})trace",
+      rank, world_size, 1060 + late_us);
 }
 
 struct TempDir {
@@ -151,4 +165,53 @@ TEST_CASE("analyze refuses --rank of several trace arguments and --trace of a jo
   CHECK(trace.err.find("--trace: several ranks are summarised one at a time") != std::string::npos);
   // One rank of the folder, as before.
   CHECK(scratch.run("analyze " + dir.path.string() + " --rank 2 --trace out.json").status == 0);
+}
+
+TEST_CASE("analyze refuses a folder with the traces of two jobs, naming a file of each and their world sizes") {
+  const testing::Scratch scratch("analyze-two-jobs");
+  const fs::path dir = scratch.file("traces");
+  fs::create_directories(dir);
+  for (int r = 0; r < 4; ++r)
+    std::ofstream(dir / fmt::format("job64-rank{}.json", r)) << kineto_rank(r, 64, r == 2 ? 50 : 0);
+  for (int r = 0; r < 2; ++r) std::ofstream(dir / fmt::format("job16-rank{}.json", r)) << kineto_rank(r, 16, 0);
+  for (const char* json : {"", " --json -"}) {
+    const testing::Run run = scratch.run("analyze " + dir.string() + json);
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    // Files are read in name order: job16-rank0 sets the world size that job64-rank0 contradicts.
+    CHECK(run.err.find((dir / "job64-rank0.json").string() + ": /distributedInfo/world_size: is 64, but " +
+                       (dir / "job16-rank0.json").string() + "'s is 16: the traces are of two jobs") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("analyze refuses a rank given by two files, naming both") {
+  const testing::Scratch scratch("analyze-rank-twice");
+  const fs::path dir = scratch.file("traces");
+  fs::create_directories(dir);
+  for (int r = 0; r < 4; ++r) std::ofstream(dir / fmt::format("rank{}.json", r)) << kineto_rank(r, 16, 0);
+  std::ofstream(dir / "rank3-copy.json") << kineto_rank(3, 16, 40);
+  const testing::Run run = scratch.run("analyze " + dir.string());
+  INFO(run.err);
+  CHECK(run.status == 2);
+  CHECK(run.out.empty());
+  CHECK(run.err.find((dir / "rank3.json").string() + ": /distributedInfo/rank: rank 3 is also in " +
+                     (dir / "rank3-copy.json").string() + ": a job's traces hold each rank once") != std::string::npos);
+  // One rank of such a folder is no clearer: --rank reads the folder as one job too.
+  const testing::Run one = scratch.run("analyze " + dir.string() + " --rank 0");
+  CHECK(one.status == 2);
+  CHECK(one.err.find("rank 3 is also in") != std::string::npos);
+  const std::string rank2 = (dir / "rank2.json").string();
+  const testing::Run twice = scratch.run("analyze " + rank2 + " " + rank2);
+  CHECK(twice.status == 2);
+  CHECK(twice.err.find(rank2 + ": is given twice") != std::string::npos);
+  // Without the copy the four ranks are one job (a part of its 16), every call started together.
+  fs::remove(dir / "rank3-copy.json");
+  const testing::Run job = scratch.run("analyze " + dir.string() + " --json -");
+  INFO(job.err);
+  REQUIRE(job.status == 0);
+  const json::value v = json::parse(job.out);
+  CHECK(v.at("ranks").as_array().size() == 4);
+  CHECK(v.at("stragglers").as_array().empty());
 }

@@ -1,0 +1,23 @@
+// The traces read as one job must be one job's: one world size, each rank once. Without the
+// check, two jobs' traces in one folder would have their calls matched across the jobs and
+// a rank listed twice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace stepsim::analysis {
+
+// A rank as its file gives it.
+struct RankSource {
+  std::string file;
+  int rank = 0;
+  int world_size = 0;      // distributedInfo's; 0: not given (stepsim's own traces give none)
+  bool rank_given = true;  // by distributedInfo (or stepsim's process), not by the file's place in the list
+};
+
+// Throws InputError naming both files when two ranks give different world sizes, or the
+// same rank.
+void check_one_job(const std::vector<RankSource>& ranks);
+
+}  // namespace stepsim::analysis
