@@ -51,7 +51,7 @@ TEST_CASE("DDP bucket size: tiny buckets and one huge bucket are slower than the
   CHECK(fallback <= best * 1.06);
 }
 
-TEST_CASE("DDP with overlap hides most DP communication; without it all is exposed") {
+TEST_CASE("DDP with overlap hides most DP communication, and without it all is exposed") {
   const Report on = test::run("ddp-1.3b-64xa100").report;
   const Report off = test::run("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}).report;
   CHECK(exposed(on, CommKind::dp) < 0.2 * busy(on, CommKind::dp));

@@ -130,7 +130,8 @@ TEST_CASE("TP overlap, context parallelism and its variant are refused where the
         "s.json: /context_parallel/comm: \"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and "
         "values to gather)");
   CHECK(error_of({"parallel.cp=2", "training.attention=unfused"}) ==
-        "s.json: /training/attention: context parallelism (cp 2) needs \"attention\": \"flash\" (the ring runs "
+        "s.json: /training/attention: context parallelism (cp 2) needs \"attention\": \"flash\" or \"flash2\" (the "
+        "ring runs "
         "inside the fused kernel)");
   CHECK(error_of({"parallel.cp=2", "context_parallel.comm=all_gather"}) == "no error");
 }

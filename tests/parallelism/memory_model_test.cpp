@@ -151,7 +151,7 @@ TEST_CASE("FSDP shards everything and gathers the root plus two layers") {
   CHECK(m.optimizer.count() == 8 * P / 8);  // Adam's m and v
 }
 
-TEST_CASE("FSDP without prefetch gathers one layer; without resharding all of them") {
+TEST_CASE("FSDP without prefetch gathers one layer, and without resharding all of them") {
   auto s = states_scenario(DpKind::fsdp, 8);
   s.data_parallel.backward_prefetch = stepsim::BackwardPrefetch::none;
   const auto none = sp::estimate_memory(s, states_work()).stages.front();

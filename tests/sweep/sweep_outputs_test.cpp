@@ -72,7 +72,7 @@ TEST_CASE("a merge into a FIFO writes through it and leaves it a FIFO") {
   CHECK(got == slurp(dir.file("all.csv")));
 }
 
-TEST_CASE("a merge through a symlink keeps the link and writes its target; '-' is stdout") {
+TEST_CASE("a merge through a symlink keeps the link and writes its target, and '-' is stdout") {
   const Scratch dir("merge-link");
   write_shards(dir);
   dir.write("target.csv", "old");
