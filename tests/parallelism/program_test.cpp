@@ -1,0 +1,178 @@
+// The structure of the step program: TP collectives per layer, DP buckets in the last
+// micro-batch, the optimizer's waits, and representative against all-ranks mode.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "parallelism/program_builder.hpp"
+#include "support.hpp"
+
+namespace sp = stepsim::parallelism;
+namespace spt = stepsim::parallelism::test;
+using stepsim::Bytes;
+using stepsim::CollOp;
+using stepsim::CommKind;
+using stepsim::engine::OpIndex;
+using stepsim::engine::Program;
+
+namespace {
+
+Program build(const stepsim::Scenario& s) {
+  const spt::FixedCosts costs;
+  return sp::build_program(s, spt::small_work(s), costs);
+}
+
+// Collectives of `kind` named with `prefix` ("L0 "), as (op, size) pairs in issue order.
+std::vector<CollOp> ops_named(const Program& p, CommKind kind, const std::string& prefix, const std::string& suffix) {
+  std::vector<CollOp> out;
+  for (OpIndex i : spt::collectives_of(p, kind)) {
+    const std::string& name = p.names[p.ranks[0].ops()[i].name];
+    if (name.find(prefix) == std::string::npos || name.find(suffix) == std::string::npos) continue;
+    out.push_back(p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)].op);
+  }
+  return out;
+}
+
+bool waits_on(const Program& p, long op, OpIndex on) {
+  const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(op));
+  return std::find(w.begin(), w.end(), on) != w.end();
+}
+
+}  // namespace
+
+TEST_CASE("without sequence parallelism a layer has two TP AllReduces each way") {
+  const Program p = build(spt::small_scenario(2, 1, 1));
+  using V = std::vector<CollOp>;
+  CHECK(ops_named(p, CommKind::tp, "tp L0 ", "fwd") == V{CollOp::allreduce, CollOp::allreduce});
+  CHECK(ops_named(p, CommKind::tp, "tp L0 ", "dgrad,") == V{CollOp::allreduce, CollOp::allreduce});
+  CHECK(ops_named(p, CommKind::tp, "tp L0 ", "") == V(4, CollOp::allreduce));
+  for (OpIndex i : spt::collectives_of(p, CommKind::tp)) {
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+    const bool loss = p.names[p.ranks[0].ops()[i].name].find("loss") != std::string::npos;
+    CHECK(call.size == (loss ? Bytes(2048 * 4) : Bytes(2048 * 1024 * 2)));
+  }
+}
+
+TEST_CASE("forward TP AllReduces are exposed, backward ones overlap the weight gradient") {
+  const Program p = build(spt::small_scenario(2, 1, 1));
+  const long fc2 = spt::find_op(p, "L1 fc2 fwd");
+  const long ar = spt::find_op(p, "AllReduce tp L1 fc2 fwd, 4.0 MiB");
+  REQUIRE(ar == fc2 + 1);
+  CHECK(waits_on(p, ar, static_cast<OpIndex>(fc2)));
+  CHECK(waits_on(p, spt::find_op(p, "L1 mlp residual fwd"), static_cast<OpIndex>(ar)));
+  const long dgrad = spt::find_op(p, "L1 fc1 dgrad");
+  const long bar = spt::find_op(p, "AllReduce tp L1 fc1 dgrad, 4.0 MiB");
+  REQUIRE(bar == dgrad + 1);
+  CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(bar + 1)).empty());  // fc1 wgrad
+  CHECK(waits_on(p, spt::find_op(p, "L1 post norm backward"), static_cast<OpIndex>(bar)));
+}
+
+TEST_CASE("with sequence parallelism a layer all-gathers and reduce-scatters") {
+  auto s = spt::small_scenario(4, 1, 1);
+  s.parallel.sequence_parallel = true;
+  const Program p = build(s);
+  using V = std::vector<CollOp>;
+  const auto AG = CollOp::allgather;
+  const auto RS = CollOp::reducescatter;
+  CHECK(ops_named(p, CommKind::tp, "tp L0 ", "fwd") == V{AG, RS, AG, RS});
+  CHECK(ops_named(p, CommKind::tp, "tp L0 ", "") == V{AG, RS, AG, RS, AG, AG, RS, AG, AG, RS});
+  const long regather = spt::find_op(p, "AllGather tp L0 fc1 wgrad input, 4.0 MiB");
+  REQUIRE(regather >= 0);
+  CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(regather)).empty());
+  CHECK(waits_on(p, spt::find_op(p, "L0 fc1 wgrad"), static_cast<OpIndex>(regather)));
+  CHECK_FALSE(waits_on(p, spt::find_op(p, "L0 fc1 dgrad"), static_cast<OpIndex>(regather)));
+}
+
+TEST_CASE("tp 1 issues no TP collectives") {
+  const Program p = build(spt::small_scenario(1, 2, 1));
+  CHECK(spt::collectives_of(p, CommKind::tp).empty());
+  CHECK(p.ranks[0].streams == std::vector<std::string>{"compute", "dp"});
+}
+
+TEST_CASE("DP AllReduces come only in the last micro-batch") {
+  const Program p = build(spt::small_scenario(2, 4, 4));
+  const auto dp = spt::collectives_of(p, CommKind::dp);
+  REQUIRE(dp.size() == 3);
+  long last_forward = -1;
+  for (long i = 0; (i = spt::find_op(p, "loss fwd", static_cast<std::size_t>(i))) >= 0; ++i) {
+    last_forward = i;
+  }
+  CHECK(dp.front() > last_forward);
+  CHECK(p.names[p.ranks[0].ops()[dp[0]].name] == "AllReduce dp bucket 0, 31.2 MiB");
+}
+
+TEST_CASE("DP buckets overlap the backward and the optimizer waits for all of them") {
+  const Program p = build(spt::small_scenario(1, 4, 1));
+  const auto dp = spt::collectives_of(p, CommKind::dp);
+  const long embedding = spt::find_op(p, "embedding backward");
+  CHECK(static_cast<long>(dp[0]) < embedding);
+  const auto& optimizer = p.ranks[0].ops().back();
+  CHECK(p.names[optimizer.name] == "optimizer step");
+  CHECK(optimizer.phase == stepsim::Phase::optimizer);
+  for (OpIndex d : dp) CHECK(waits_on(p, static_cast<long>(p.ranks[0].ops().size() - 1), d));
+}
+
+TEST_CASE("without overlap every DP AllReduce comes after the backward") {
+  auto s = spt::small_scenario(1, 4, 2);
+  s.data_parallel.overlap_grad_reduce = false;
+  const Program p = build(s);
+  const auto dp = spt::collectives_of(p, CommKind::dp);
+  const long embedding = spt::find_op(p, "embedding backward", static_cast<std::size_t>(dp.front()) - 1);
+  REQUIRE(embedding >= 0);
+  for (OpIndex d : dp) CHECK(waits_on(p, static_cast<long>(d), static_cast<OpIndex>(embedding)));
+  CHECK(static_cast<long>(dp.front()) == embedding + 1);
+}
+
+TEST_CASE("all-ranks mode repeats the representative rank's program on TP 2 x DP 2") {
+  auto s = spt::small_scenario(2, 2, 2);
+  const Program one = build(s);
+  s.simulation.ranks = stepsim::RankMode::all;
+  const Program all = build(s);
+  REQUIRE(one.ranks.size() == 1);
+  CHECK(one.ranks[0].multiplicity == 4);
+  REQUIRE(all.ranks.size() == 4);
+  CHECK(all.groups.size() == 4);
+  for (const auto& g : all.groups) CHECK(g.members.size() == 2);
+  for (const auto& rank : all.ranks) {
+    REQUIRE(rank.ops().size() == one.ranks[0].ops().size());
+    for (std::size_t i = 0; i < rank.ops().size(); ++i) {
+      CHECK(all.names[rank.ops()[i].name] == one.names[one.ranks[0].ops()[i].name]);
+      const auto w = rank.waits_of(static_cast<OpIndex>(i));
+      const auto w_one = one.ranks[0].waits_of(static_cast<OpIndex>(i));
+      CHECK(std::equal(w.begin(), w.end(), w_one.begin(), w_one.end()));
+      CHECK(rank.ops()[i].duration == one.ranks[0].ops()[i].duration);
+    }
+  }
+}
+
+TEST_CASE("groups carry the real size and the ranks of rank 0's communicator") {
+  const Program p = build(spt::small_scenario(2, 4, 1));
+  REQUIRE(p.groups.size() == 2);
+  CHECK(p.groups[0].name == "tp");
+  CHECK(p.groups[0].size == 2);
+  CHECK(p.groups[1].ranks == "[0, 2, 4, 6]");
+  CHECK(p.groups[1].members == std::vector<int>{0});
+  // Rank 0's NVLink port and its NIC, each a resource per direction.
+  std::vector<std::string> resources;
+  for (const auto& r : p.resources) resources.push_back(r.name);
+  std::sort(resources.begin(), resources.end());
+  CHECK(resources == std::vector<std::string>{"node 0 gpu 0 nvlink rx", "node 0 gpu 0 nvlink tx", "node 0 nic 0 rx",
+                                              "node 0 nic 0 tx"});
+}
+
+// Oversubscription narrows the leaf uplinks, a resource of their own; the NIC resources the
+// flows share stay at the line rate, or the fabric would be counted twice wherever flows
+// contend for it.
+TEST_CASE("a GPU's NIC resource is its share of the line rate whatever the oversubscription") {
+  auto s = spt::small_scenario(1, 16, 1);
+  s.cluster.inter_node.topology = stepsim::InterTopology::fat_tree;
+  s.cluster.inter_node.nics_per_node = 8;
+  s.cluster.inter_node.oversubscription = 2;
+  const Program p = build(s);
+  for (const char* name : {"node 0 nic 0 tx", "node 0 nic 0 rx"}) {
+    const auto nic =
+        std::find_if(p.resources.begin(), p.resources.end(), [&](const auto& r) { return r.name == name; });
+    REQUIRE(nic != p.resources.end());
+    CHECK(nic->capacity.gbytes_per_s() == Approx(s.cluster.inter_node.nic_bandwidth.gbytes_per_s()));
+  }
+}
