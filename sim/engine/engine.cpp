@@ -353,9 +353,12 @@ void Engine::index_kinds() {
       if (m == 0) {
         kind.size = call.size;
         kind.cap = call.algbw;
+        kind.slows_compute = call.slows_compute;
       } else {
         STEPSIM_CHECK(call.size == kind.size,
                       fmt::format("group '{}' call {} has different sizes on its members", program_.groups[g].name, k));
+        STEPSIM_CHECK(call.slows_compute == kind.slows_compute,
+                      fmt::format("group '{}' call {} is NCCL on some members only", program_.groups[g].name, k));
         if (call.algbw < kind.cap) kind.cap = call.algbw;
       }
       latency = max(latency, call.latency);

@@ -210,6 +210,7 @@ class Engine {
     OpIndex host_next = 0;              // next op the host issues
     std::uint32_t finished = 0;         // ops done so far
     std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
+    std::uint16_t slowing_comm = 0;     // those of them that slow its compute (NCCL kernels)
     std::uint16_t compute_running = 0;  // compute ops of this rank that run
     std::uint16_t at_rendezvous = 0;    // collectives waiting for peers
     bool host_issued = false;           // an op's end unblocked the host: every stream may move
@@ -239,6 +240,7 @@ class Engine {
   // data phase starts.
   struct CollectiveKind {
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
+    bool slows_compute = true;     // see CollectiveCall::slows_compute
     std::size_t uses_begin = 0;
     Bytes size{0};
     Bandwidth cap;
@@ -380,7 +382,7 @@ class Engine {
   void arrive(std::size_t r, OpIndex o);
   void note_skew(std::size_t r, OpIndex o, std::uint32_t c);
   void start_collective(std::uint32_t c);
-  void set_comm_running(std::size_t r, int delta);
+  void set_comm_running(std::size_t r, int delta, bool slows_compute);
   void on_latency_end(std::uint32_t c);
   void end_collective(std::uint32_t c);
   void add_flow(std::uint32_t c);

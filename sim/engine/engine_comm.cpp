@@ -45,6 +45,7 @@ void Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
 // Every member has reached the call: it starts on all of them at once.
 void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
+  const bool slows = kinds_[coll.kind].slows_compute;
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const std::size_t r = member_rank(coll, m);
     const OpIndex o = member_op(coll, m);
@@ -55,16 +56,19 @@ void Engine::start_collective(std::uint32_t c) {
     op.start = now_;
     if (state.list->ops[o].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
-    set_comm_running(r, +1);
+    set_comm_running(r, +1, slows);
   }
   queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
 }
 
-void Engine::set_comm_running(std::size_t r, int delta) {
+void Engine::set_comm_running(std::size_t r, int delta, bool slows_compute) {
   RankState& state = ranks_[r];
-  const double old_factor = compute_factor(r);
   state.comm_running += delta;
-  if (program_.comm_slowdown != 0.0 && compute_factor(r) != old_factor) reschedule_compute(r, old_factor);
+  if (slows_compute) {
+    const double old_factor = compute_factor(r);
+    state.slowing_comm += delta;
+    if (program_.comm_slowdown != 0.0 && compute_factor(r) != old_factor) reschedule_compute(r, old_factor);
+  }
   update_bubble(r);
 }
 
@@ -79,11 +83,12 @@ void Engine::on_latency_end(std::uint32_t c) {
 // All members finish together; only then may any of them move on.
 void Engine::end_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
+  const bool slows = kinds_[coll.kind].slows_compute;
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const std::size_t r = member_rank(coll, m);
     catch_up(r, false);
     complete_op(r, member_op(coll, m));
-    set_comm_running(r, -1);
+    set_comm_running(r, -1, slows);
   }
   for (std::uint32_t m = 0; m < coll.member_count; ++m) advance_after(member_rank(coll, m), member_op(coll, m));
 }

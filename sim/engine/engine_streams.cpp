@@ -203,7 +203,7 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
   advance_after(r, o);
 }
 
-double Engine::compute_factor(std::size_t r) const { return ranks_[r].comm_running > 0 ? slowed_ : 1.0; }
+double Engine::compute_factor(std::size_t r) const { return ranks_[r].slowing_comm > 0 ? slowed_ : 1.0; }
 
 // Brings running compute ops up to date at the old speed and reschedules them at the new. An
 // op that slows down keeps its queued event, now too early (late): the event finds it still

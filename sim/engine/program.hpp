@@ -31,6 +31,10 @@ struct CollectiveCall {
   Time latency;
   Bandwidth algbw;
   std::vector<network::ResourceUse> uses;
+  // An NCCL kernel takes SMs and HBM bandwidth from the compute beside it (comm_slowdown).
+  // Transformer Engine's userbuffers transfers do not: the SMs they take are charged to the
+  // GEMM pieces they run beside, whose work says so.
+  bool slows_compute = true;
 
   bool operator==(const CollectiveCall&) const = default;
 };
@@ -106,7 +110,7 @@ struct Program {
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
-  double comm_slowdown = 0.0;               // compute slows by this fraction while comm runs
+  double comm_slowdown = 0.0;               // compute slows by this fraction while NCCL runs
   ComputeVariation variation;               // ranks that compute slower, kernel jitter
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }

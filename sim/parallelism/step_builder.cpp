@@ -165,7 +165,7 @@ bool StepBuilder::replay(StepBuilder& model) {
     const CallOrigin& origin = model.origins_[c];
     const Communicator& comm = slots_[origin.slot];
     out.calls.push_back({call.op, call.kind, comm.group, call.size, call.latency, call.algbw,
-                         uses(comm, call.op, origin.cost.load, origin.side)});
+                         uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute});
   }
   origins_ = model.origins_;
   return true;
@@ -186,7 +186,8 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   const auto [it, inserted] =
       transfers_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (inserted) {
-    calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, Side::both)});
+    calls.push_back(
+        {op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, Side::both), false});
     origins_.push_back({slot_of(kind), Side::both, cost});
   }
   engine::Op e;

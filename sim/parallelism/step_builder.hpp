@@ -107,7 +107,8 @@ class StepBuilder {
   OpIndex pp_collective(PpLink link, CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   // Communication outside NCCL on `kind`'s stream, at the given cost (Transformer Engine's
   // userbuffers: copy engines and its own kernels over NVLink, without NCCL's launch and
-  // protocol latency).
+  // protocol latency). It does not slow the compute beside it by comm_slowdown: the SMs it
+  // takes, if any, are the caller's to charge to that compute.
   OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                    const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);

@@ -7,9 +7,13 @@
 // on the SMs that the 16-SM ReduceScatter kernel leaves it. These transfers are not NCCL
 // calls: each takes NVLink's latency and bandwidth (a ring step moves its chunk to one peer;
 // the ReduceScatter moves (t − 1)/t of its part). What it costs: tp (or 4) smaller,
-// less efficient GEMMs, and those of the ReduceScatter split slowed by sms/(sms − 16). What
-// stays exposed: the ring steps that outlast their piece, and the ReduceScatter of the last
-// piece. The backward's other collectives already run beside the weight-gradient GEMMs.
+// less efficient GEMMs, and those of the ReduceScatter split slowed by sms/(sms − 16), all
+// four, as TE launches each on the SMs left by its SM margin. That is the ReduceScatter's
+// whole share: a transfer does not also slow the compute beside it by the engine's NCCL
+// slowdown, and the ring's copies run on copy engines beside a GEMM that keeps every SM (TE
+// sets no SM margin for its ring exchange). What stays exposed: the ring steps that outlast
+// their piece, and the ReduceScatter of the last piece. The backward's other collectives
+// already run beside the weight-gradient GEMMs.
 #include <fmt/format.h>
 
 #include "parallelism/tensor_parallel.hpp"

@@ -333,6 +333,27 @@ TEST_CASE("compute slows down while communication of its rank runs") {
   CHECK(interval(t, 0, "gemm").end == us(110));
 }
 
+TEST_CASE("a transfer outside NCCL leaves the compute beside it at full speed, an NCCL call beside both slows it") {
+  ProgramBuilder b(1);
+  b.program().comm_slowdown = 0.5;
+  const auto tp = b.group("tp", {0}, CommKind::tp);
+  const auto dp = b.group("dp", {0});
+  const auto comm = b.stream(0, "tp");
+  const auto nccl = b.stream(0, "dp");
+  b.compute(0, 0, "gemm", us(100));
+  stepsim::engine::CollectiveCall copy = call(Bytes{0}, us(30));
+  copy.slows_compute = false;
+  b.collective(0, comm, "copy", tp, copy);
+  const auto lead = b.compute(0, nccl, "lead", us(40));
+  b.collective(0, nccl, "allreduce", dp, call(Bytes{0}, us(15)), {lead});
+  const Timeline t = run(b.program());
+  // 40 us at full speed beside the copy (0–30) and alone, 15 us at 1/1.5 speed beside the
+  // AllReduce (10 us of work), then the last 50 us.
+  CHECK(interval(t, 0, "copy").end == us(30));
+  CHECK(interval(t, 0, "allreduce").start == us(40));
+  CHECK(interval(t, 0, "gemm").end == us(105));
+}
+
 TEST_CASE("a lone collective moves its bytes at its algorithm bandwidth") {
   ProgramBuilder b(1);
   const auto link = b.link(Bandwidth::gbytes_per_s(400));
