@@ -35,6 +35,7 @@ struct Interval {
   Phase phase = Phase::other;       // compute only
   CommKind kind = CommKind::other;  // comm only
   CollOp op = CollOp::other;        // comm only
+  bool slows_compute = true;        // comm only: an NCCL kernel (slows compute), not userbuffers
   std::int32_t group = -1;          // comm only: index into Timeline::groups, -1 unknown
   Bytes bytes{0};                   // comm: nccl-tests size S; memory: bytes copied
   // comm only: how long the op sat at its rendezvous before `start`, waiting for the last

@@ -274,6 +274,7 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
     i.activity = Activity::comm;
     i.kind = call.kind;
     i.op = call.op;
+    i.slows_compute = call.slows_compute;
     i.group = call.group;
     i.bytes = call.size;
     i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since();

@@ -60,10 +60,10 @@ void add_metrics(Report& r, const WindowMetrics& m) {
   if (r.step_time_s > 0) r.overlap.exposed_fraction_of_step = r.breakdown_s.exposed_total() / r.step_time_s;
 }
 
-// While comm runs, compute advances at 1 / (1 + s) of its speed, so of the overlapped time a
-// fraction s / (1 + s) is the extra time the slowdown cost.
+// While an NCCL kernel runs, compute advances at 1 / (1 + s) of its speed, so of the time
+// they overlap a fraction s / (1 + s) is the extra time the slowdown cost.
 double slowdown_of(const WindowMetrics& m, double comm_slowdown) {
-  return comm_slowdown > 0 ? m.overlap * comm_slowdown / (1.0 + comm_slowdown) : 0.0;
+  return comm_slowdown > 0 ? m.slowing * comm_slowdown / (1.0 + comm_slowdown) : 0.0;
 }
 
 CostReport cost_of(const ReportInputs& in, double step_s) {

@@ -14,7 +14,8 @@ constexpr std::size_t kCompute = kCommKinds;
 constexpr std::size_t kOptimizer = kCommKinds + 1;
 constexpr std::size_t kMemory = kCommKinds + 2;
 constexpr std::size_t kBubble = kCommKinds + 3;
-constexpr std::size_t kSlots = kCommKinds + 4;
+constexpr std::size_t kSlowing = kCommKinds + 4;  // NCCL kernels, whichever their kind
+constexpr std::size_t kSlots = kCommKinds + 5;
 
 // An interval's start (+1) or end (-1) in one counter slot.
 struct Edge {
@@ -40,7 +41,7 @@ std::size_t slot_of(const Interval& iv) {
 // Time accumulated per class, in picoseconds; exposed time is split, hence double.
 struct Totals {
   std::int64_t compute = 0, optimizer = 0, memory = 0, bubble = 0, idle = 0;
-  std::int64_t comm_union = 0, overlap = 0;
+  std::int64_t comm_union = 0, overlap = 0, slowing = 0;
   std::array<std::int64_t, kCommKinds> busy{};
   std::array<double, kCommKinds> exposed{};
 };
@@ -55,6 +56,7 @@ void classify(const std::array<int, kSlots>& running, std::int64_t dt, Totals& t
   const bool computing = running[kCompute] > 0 || running[kOptimizer] > 0;
   if (kinds > 0) t.comm_union += dt;
   if (kinds > 0 && computing) t.overlap += dt;
+  if (running[kSlowing] > 0 && computing) t.slowing += dt;
   if (running[kCompute] > 0) {
     t.compute += dt;
   } else if (running[kOptimizer] > 0) {
@@ -73,8 +75,11 @@ void classify(const std::array<int, kSlots>& running, std::int64_t dt, Totals& t
 }
 
 std::vector<Edge> clipped_edges(const RankTimeline& rank, Time begin, Time end) {
+  const auto slowing = std::count_if(rank.intervals.begin(), rank.intervals.end(), [](const Interval& iv) {
+    return iv.activity == Activity::comm && iv.slows_compute;
+  });
   std::vector<Edge> edges;
-  edges.reserve(2 * rank.intervals.size() + 2);
+  edges.reserve(2 * (rank.intervals.size() + static_cast<std::size_t>(slowing)));
   for (const Interval& iv : rank.intervals) {
     const Time s = max(iv.start, begin);
     const Time e = min(iv.end, end);
@@ -82,6 +87,9 @@ std::vector<Edge> clipped_edges(const RankTimeline& rank, Time begin, Time end) 
     const auto slot = static_cast<std::uint8_t>(slot_of(iv));
     edges.push_back({s.ps(), slot, 1});
     edges.push_back({e.ps(), slot, -1});
+    if (iv.activity != Activity::comm || !iv.slows_compute) continue;
+    edges.push_back({s.ps(), static_cast<std::uint8_t>(kSlowing), 1});
+    edges.push_back({e.ps(), static_cast<std::uint8_t>(kSlowing), -1});
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
   return edges;
@@ -100,6 +108,7 @@ WindowMetrics to_metrics(const Totals& t, Time begin, Time end) {
   m.idle = to_s(static_cast<double>(t.idle));
   m.comm_union = to_s(static_cast<double>(t.comm_union));
   m.overlap = to_s(static_cast<double>(t.overlap));
+  m.slowing = to_s(static_cast<double>(t.slowing));
   for (std::size_t k = 0; k < kCommKinds; ++k) {
     m.busy[k] = to_s(static_cast<double>(t.busy[k]));
     m.exposed[k] = to_s(t.exposed[k]);

@@ -23,6 +23,7 @@ struct WindowMetrics {
   PerKind busy{};          // union of each kind's comm intervals
   double comm_union = 0;   // union of all comm
   double overlap = 0;      // comm and compute at once
+  double slowing = 0;      // NCCL kernels and compute at once: the compute runs slower
   double bubble = 0;       // inside bubble markers, nothing running
   double memory_only = 0;  // memcpy/memset only
   double idle = 0;         // nothing at all, outside bubble markers

@@ -83,6 +83,19 @@ TEST_CASE("a chosen representative rank overrides the critical path") {
   CHECK(r.breakdown_s.other == Approx(10e-6));
 }
 
+// While an NCCL kernel runs, compute advances at 1 / 1.5 of its speed: of the 20 us it runs
+// beside one, a third is the slowdown. A userbuffers transfer beside it slows nothing.
+TEST_CASE("the compute slowdown counts compute beside NCCL kernels only") {
+  Interval transfer = comm_us(40, 60, CommKind::tp, 2);
+  transfer.slows_compute = false;
+  Timeline t;
+  t.ranks.push_back(rank_of({compute_us(0, 60), comm_us(10, 30, CommKind::dp), transfer}));
+  t.steps.push_back({"step", Time::zero(), Time::from_us(60)});
+  report::ReportInputs in = inputs();
+  in.comm_slowdown = 0.5;
+  CHECK(report::make_report(t, in).compute_slowdown_s == Approx(20e-6 / 3));
+}
+
 TEST_CASE("a timeline without step windows is measured over its whole span") {
   Timeline t = two_rank_timeline();
   t.steps.clear();
