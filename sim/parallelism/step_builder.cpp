@@ -41,15 +41,11 @@ StepBuilder::StepBuilder(BuildState& state, std::size_t rank_index) : state_(sta
 
 engine::RankProgram& StepBuilder::rank() { return state_.program().ranks[rank_index_]; }
 
-void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) {
-  slots_[slot_of(kind)] = comm;
-}
+void StepBuilder::add_communicator(CommKind kind, const Communicator& comm) { slots_[slot_of(kind)] = comm; }
 
 bool StepBuilder::has_communicator(CommKind kind) const { return slots_[slot_of(kind)].group >= 0; }
 
-void StepBuilder::add_pp_link(PpLink link, const Communicator& comm) {
-  slots_[slot_of(link)] = comm;
-}
+void StepBuilder::add_pp_link(PpLink link, const Communicator& comm) { slots_[slot_of(link)] = comm; }
 
 bool StepBuilder::has_pp_link(PpLink link) const { return slots_[slot_of(link)].group >= 0; }
 
