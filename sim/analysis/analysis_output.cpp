@@ -347,7 +347,7 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   json::object o;
   o["stepsim_version"] = a.mean.stepsim_version;
   o["source"] = a.trace.files[a.metrics.rank_index];
-  o["rank"] = d.rank;
+  o["rank"] = report::rank_json(d.rank);
   o["world_size"] = d.world_size;
   o["backend"] = d.backend;
   o["nccl_version"] = d.nccl_version;

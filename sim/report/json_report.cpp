@@ -112,7 +112,11 @@ boost::json::object calibration_json(const CalibrationReport& c) {
 }
 
 boost::json::object spread_json(const RankSpread& s) {
-  return {{"min", s.min}, {"median", s.median}, {"max", s.max}, {"min_rank", s.min_rank}, {"max_rank", s.max_rank}};
+  return {{"min", s.min},
+          {"median", s.median},
+          {"max", s.max},
+          {"min_rank", rank_json(s.min_rank)},
+          {"max_rank", rank_json(s.max_rank)}};
 }
 
 boost::json::object ranks_json(const RanksReport& r) {
@@ -122,7 +126,9 @@ boost::json::object ranks_json(const RanksReport& r) {
           {"rendezvous_wait_s", per_kind_json(r.rendezvous_wait_s)},
           {"rendezvous_wait_max_s", per_kind_json(r.rendezvous_wait_max_s)},
           {"straggler",
-           {{"rank", r.straggler.rank}, {"caused_wait_s", r.straggler.caused_wait_s}, {"cause", r.straggler.cause}}}};
+           {{"rank", rank_json(r.straggler.rank)},
+            {"caused_wait_s", r.straggler.caused_wait_s},
+            {"cause", r.straggler.cause}}}};
 }
 
 }  // namespace

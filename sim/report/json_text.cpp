@@ -121,6 +121,11 @@ void append_json_number(fmt::memory_buffer& buf, double v) {
   fmt::format_to(std::back_inserter(buf), "{}", v);
 }
 
+boost::json::value rank_json(int rank) {
+  if (rank < 0) return nullptr;
+  return rank;
+}
+
 void write_pretty_json(const boost::json::value& v, std::ostream& out) {
   fmt::memory_buffer buf;
   append_value(buf, v, 0);

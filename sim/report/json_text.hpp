@@ -16,6 +16,10 @@ void append_json_string(fmt::memory_buffer& buf, std::string_view s);
 // Appends `v` in shortest round-trip form ("13.75", "1e-05"); NaN and infinities as null.
 void append_json_number(fmt::memory_buffer& buf, double v);
 
+// A rank as the reports write it: its number, or null where it is not known (a trace that
+// does not say, no straggler), never -1, which a reader would take for a rank.
+boost::json::value rank_json(int rank);
+
 // Writes `v` with two-space indentation, keys in insertion order, and a final newline.
 void write_pretty_json(const boost::json::value& v, std::ostream& out);
 

@@ -74,6 +74,20 @@ TEST_CASE("ProfilerStep numbers out of time order are tiled by time, so no step 
   CHECK(steps[1].at("breakdown_s").at("compute").as_double() == Approx(40e-6));
 }
 
+TEST_CASE("a trace that does not say its rank is analysed with rank null, not -1") {
+  const Scratch dir("unknown-rank");
+  // No distributedInfo: the trace names no rank, and -1 would read as one to a consumer.
+  dir.write("anonymous.json",
+            trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
+                     cpu("cuda_runtime", "cudaLaunchKernel", 1001, 1, 1) + "," + kernel("1010", "40", 1)));
+  const Run r = dir.run("analyze anonymous.json --json -");
+  REQUIRE(r.status == 0);
+  CHECK(boost::json::parse(r.out).at("rank").is_null());
+  const Run table = dir.run("analyze anonymous.json");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("(rank unknown)") != std::string::npos);
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +

@@ -165,7 +165,20 @@ TEST_CASE("the JSON report is laid out as documented") {
   CHECK(text.find("\"provenance\": [],\n") != std::string::npos);
   CHECK(text.find("\"advice\": {\n    \"cause\": \"\",\n    \"alternatives\": []\n  },\n") != std::string::npos);
   CHECK(text.ends_with(
-      "\"straggler\": {\n      \"rank\": -1,\n      \"caused_wait_s\": 0,\n      \"cause\": \"\"\n    }\n  }\n}\n"));
+      "\"straggler\": {\n      \"rank\": null,\n      \"caused_wait_s\": 0,\n      \"cause\": \"\"\n    }\n  }\n}\n"));
+}
+
+TEST_CASE("a rank the report does not know is null in the JSON, never a rank number") {
+  // No straggler (members arrived together) and no ranks to spread over: JSON's null, since
+  // -1 reads as a rank to a consumer that indexes with it.
+  const Report none;
+  const auto v = boost::json::parse(json_of(none));
+  CHECK(v.at("ranks").at("straggler").at("rank").is_null());
+  CHECK(v.at("ranks").at("step_time_s").at("min_rank").is_null());
+  CHECK(v.at("ranks").at("compute_s").at("max_rank").is_null());
+  // A known rank stays a number.
+  const auto r = boost::json::parse(json_of(report::make_report(two_rank_timeline(), inputs())));
+  CHECK(r.at("ranks").at("step_time_s").at("max_rank").as_int64() == 1);
 }
 
 TEST_CASE("the table shows the step, the breakdown and the notes") {
