@@ -187,7 +187,8 @@ constexpr KeyDoc kDocs[] = {
      "`nic` or `nvlink` and `\"factor\"` F in (0, 10]; the collectives crossing it go at its pace; needs `all`",
      ""},
     {"simulation.variation.failed_nics", "",
-     "NICs that are down: a list of `{\"node\": N, \"count\": C}`; the node's GPUs share the NICs left; needs `all`",
+     "NICs that are down: a list of `{\"node\": N, \"count\": C}`; entries for one node add up; the node's GPUs "
+     "share the NICs left; needs `all`",
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "stepsim/error.hpp"
 
@@ -44,6 +45,30 @@ class VariationChecker {
 
 std::string at(const char* list, std::size_t i, const char* key) { return fmt::format("/{}/{}/{}", list, i, key); }
 
+// "0 and 2", "0, 1 and 2".
+std::string entries_text(const std::vector<std::size_t>& entries) {
+  std::string text = std::to_string(entries.front());
+  for (std::size_t k = 1; k < entries.size(); ++k)
+    text += (k + 1 == entries.size() ? " and " : ", ") + std::to_string(entries[k]);
+  return text;
+}
+
+// Entries for one node add up (link_factor fails their sum): entries up to `last` must leave
+// the node a NIC.
+void check_node_failures(const std::vector<FailedNics>& failed, std::size_t last, int nics, const VariationChecker& c) {
+  const int node = failed[last].node;
+  std::vector<std::size_t> entries;
+  long long count = 0;
+  for (std::size_t i = 0; i <= last; ++i) {
+    if (failed[i].node != node) continue;
+    entries.push_back(i);
+    count += failed[i].count;
+  }
+  c.require(count < nics, at("failed_nics", last, "count"),
+            "entries {} fail {} NICs of node {}, which has {} (with none left the job cannot run)",
+            entries_text(entries), count, node, nics);
+}
+
 void check_lists(const VariationSpec& v, const Scenario& s, const VariationChecker& c) {
   for (std::size_t i = 0; i < v.gpu_speed.size(); ++i) {
     c.rank(v.gpu_speed[i].rank, at("gpu_speed", i, "rank"));
@@ -67,6 +92,7 @@ void check_lists(const VariationSpec& v, const Scenario& s, const VariationCheck
     c.require(v.failed_nics[i].count >= 1 && v.failed_nics[i].count < nics, at("failed_nics", i, "count"),
               "must be from 1 to {} (the node has {} NICs; with none left the job cannot run), got {}", nics - 1, nics,
               v.failed_nics[i].count);
+    check_node_failures(v.failed_nics, i, nics, c);
   }
 }
 

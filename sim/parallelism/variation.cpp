@@ -128,9 +128,12 @@ double link_factor(const Scenario& s, int rank, LinkKind kind) {
   for (const LinkFactor& l : v.links)
     if (l.link == kind && (l.rank == rank || l.node == node)) factor *= l.factor;
   if (kind != LinkKind::nic) return factor;
+  // Entries for one node add up: the node's GPUs share the NICs that none of them failed.
   const int nics = std::max(s.cluster.inter_node.nics_per_node, 1);
+  int failed = 0;
   for (const FailedNics& f : v.failed_nics)
-    if (f.node == node) factor *= static_cast<double>(nics - f.count) / nics;
+    if (f.node == node) failed += f.count;
+  factor *= static_cast<double>(nics - failed) / nics;
   return factor * (1.0 - v.background_traffic);
 }
 

@@ -84,6 +84,20 @@ TEST_CASE("a rank or node the job does not have is refused") {
         "--set: simulation.variation.links[0].link: unknown value 'pcie' (expected one of nic, nvlink)");
 }
 
+TEST_CASE("failed NICs of one node are counted over all its entries, and refused when none is left") {
+  // 7 + 1 of node 2's 8 NICs: none left, as "count": 8 alone.
+  CHECK(error_of({R"(simulation.variation.failed_nics=[{"node": 2, "count": 7}, {"node": 0, "count": 1},
+                     {"node": 2, "count": 1}])"}) ==
+        "scenario.json: /simulation/variation/failed_nics/2/count: entries 0 and 2 fail 8 NICs of node 2, which has 8 "
+        "(with none left the job cannot run)");
+  CHECK(error_of({R"(simulation.variation.failed_nics=[{"node": 5, "count": 3}, {"node": 5, "count": 3},
+                     {"node": 5, "count": 3}])"}) ==
+        "scenario.json: /simulation/variation/failed_nics/2/count: entries 0, 1 and 2 fail 9 NICs of node 5, which has "
+        "8 (with none left the job cannot run)");
+  CHECK(error_of({R"(simulation.variation.failed_nics=[{"node": 2, "count": 4}, {"node": 2, "count": 3}])"}) ==
+        "no error");
+}
+
 TEST_CASE("representative mode refuses variation that singles out GPUs, but takes jitter") {
   const std::string representative = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
     "parallel": { "tp": 8, "dp": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";

@@ -117,6 +117,20 @@ TEST_CASE("failed NICs and other jobs' traffic take their share of the network i
   CHECK(longest_comm_s(failed, 0, CommKind::dp) == Approx(2 * before).epsilon(0.02));
 }
 
+TEST_CASE("two entries failing NICs of one node fail their sum, as one entry of that count does") {
+  const std::vector<std::string> one_ar =
+      with(kExact, {"data_parallel.overlap_grad_reduce=false", "simulation.ranks=all"});
+  const double before = longest_comm_s(run(job(16), one_ar), 0, CommKind::dp);
+  // 2 + 2 of node 1's 8 NICs down: its GPUs share the other 4, half the bandwidth.
+  const SimulationResult split =
+      run(job(16), with(one_ar, {R"(simulation.variation.failed_nics=[{"node": 1, "count": 2},
+                                                               {"node": 1, "count": 2}])"}));
+  const SimulationResult whole =
+      run(job(16), with(one_ar, {R"(simulation.variation.failed_nics=[{"node": 1, "count": 4}])"}));
+  CHECK(longest_comm_s(split, 0, CommKind::dp) == Approx(2 * before).epsilon(0.02));
+  CHECK(split.report.step_time_s == whole.report.step_time_s);
+}
+
 TEST_CASE("a slow node's GPUs are the stragglers") {
   const SimulationResult r =
       run(job(32),
