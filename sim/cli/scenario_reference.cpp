@@ -184,7 +184,8 @@ constexpr KeyDoc kDocs[] = {
      "nodes whose GPUs all compute at another speed: a list of `{\"node\": N, \"factor\": F}`; needs `all`", ""},
     {"simulation.variation.links", "",
      "links that carry a share of their bandwidth: a list of `{\"rank\": R}` or `{\"node\": N}` with `\"link\"` "
-     "`nic` or `nvlink` and `\"factor\"` F in (0, 10]; the collectives crossing it go at its pace; needs `all`",
+     "`nic` or `nvlink` and `\"factor\"` F in (0, 10]; a group's collectives cost what NCCL predicts on its "
+     "slowest links (the same factor on every node is the cluster with that bandwidth); needs `all`",
      ""},
     {"simulation.variation.failed_nics", "",
      "NICs that are down: a list of `{\"node\": N, \"count\": C}`; entries for one node add up; the node's GPUs "

@@ -17,11 +17,28 @@ struct CollectiveCost {
   collectives::LinkLoad load;  // link bytes per algorithm byte, per member
 };
 
+// The share of its bandwidth that a communicator's slowest NVLink port and slowest NIC carry
+// (simulation.variation): NCCL builds its rings and trees on the links it finds, so a group
+// whose links are all degraded alike runs as on a cluster with that bandwidth.
+struct LinkShares {
+  double nvlink = 1;
+  double nic = 1;
+
+  bool whole() const { return nvlink == 1 && nic == 1; }
+  bool operator==(const LinkShares&) const = default;
+};
+
+// `cluster` with its NVLink and NIC bandwidth scaled by `shares`.
+ClusterSpec with_shares(const ClusterSpec& cluster, const LinkShares& shares);
+
 class Costs {
  public:
   virtual ~Costs() = default;
   virtual Time compute(const workload::OpCost& op) const = 0;
   virtual CollectiveCost collective(const collectives::Request& request) const = 0;
+  // The same on links that carry only `shares` of their bandwidth; by default the cost at
+  // full bandwidth with its bandwidth scaled by the smaller share.
+  virtual CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const;
   virtual Time kernel_launch() const = 0;
   virtual double comm_slowdown() const = 0;
 };
@@ -32,6 +49,7 @@ class ModelCosts final : public Costs {
   ModelCosts(const Scenario& scenario, const hardware::GpuModel& gpu);
   Time compute(const workload::OpCost& op) const override;
   CollectiveCost collective(const collectives::Request& request) const override;
+  CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const override;
   Time kernel_launch() const override;
   double comm_slowdown() const override;
 

@@ -2,7 +2,22 @@
 #include "parallelism/costs.hpp"
 #include "parallelism/program_builder.hpp"
 
+#include <algorithm>
+
 namespace stepsim::parallelism {
+
+ClusterSpec with_shares(const ClusterSpec& cluster, const LinkShares& shares) {
+  ClusterSpec out = cluster;
+  out.intra_node.bandwidth = cluster.intra_node.bandwidth.scaled(shares.nvlink);
+  out.inter_node.nic_bandwidth = cluster.inter_node.nic_bandwidth.scaled(shares.nic);
+  return out;
+}
+
+CollectiveCost Costs::degraded_collective(const collectives::Request& request, const LinkShares& shares) const {
+  CollectiveCost cost = collective(request);
+  cost.algbw = cost.algbw.scaled(std::min(shares.nvlink, shares.nic));
+  return cost;
+}
 
 ModelCosts::ModelCosts(const Scenario& scenario, const hardware::GpuModel& gpu) : scenario_(scenario), gpu_(gpu) {}
 
@@ -10,6 +25,12 @@ Time ModelCosts::compute(const workload::OpCost& op) const { return gpu_.duratio
 
 CollectiveCost ModelCosts::collective(const collectives::Request& request) const {
   const collectives::Choice choice = collectives::predict(scenario_.cluster, scenario_.collectives, request);
+  return {choice.latency, choice.algbw, collectives::link_load(request, choice)};
+}
+
+CollectiveCost ModelCosts::degraded_collective(const collectives::Request& request, const LinkShares& shares) const {
+  const collectives::Choice choice =
+      collectives::predict(with_shares(scenario_.cluster, shares), scenario_.collectives, request);
   return {choice.latency, choice.algbw, collectives::link_load(request, choice)};
 }
 

@@ -364,6 +364,14 @@ class Layout {
     return spine_from(group, [&] { return members; });
   }
 
+  // The link shares of a group, computed once per group: its slowest members' links.
+  LinkShares shares_of(std::int32_t group, const auto& members) {
+    if (static_cast<std::size_t>(group) >= shares_.size()) shares_.resize(static_cast<std::size_t>(group) + 1);
+    auto& shares = shares_[static_cast<std::size_t>(group)];
+    if (!shares) shares = link_shares(s_, members);
+    return *shares;
+  }
+
   void add_comm(std::size_t index, const Comm& c, StepBuilder& b) {
     if (dim_size(s_.parallel, c.dim) <= 1) return;
     const RankGroup members = group_of(s_.parallel, ranks_[index].rank, c.dim);
@@ -371,7 +379,8 @@ class Layout {
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const std::int32_t g = group(c, members, index);
-    b.add_communicator(c.kind, {g, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(g, members)});
+    b.add_communicator(
+        c.kind, {g, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(g, members), shares_of(g, members)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -381,7 +390,8 @@ class Layout {
       streams.push_back(c.name);
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
       const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
-      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.gpus_per_node), spine_of(g, c.members)});
+      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.gpus_per_node), spine_of(g, c.members),
+                                  shares_of(g, c.members)});
     }
   }
 
@@ -406,7 +416,7 @@ class Layout {
     if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node),
-                            spine_of(it->second, members)};
+                            spine_of(it->second, members), shares_of(it->second, members)};
     if (expert_dp) {
       b.add_expert_dp(comm);
     } else {
@@ -477,8 +487,8 @@ class Layout {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    b.add_pp_link(link,
-                  {it->second, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(it->second, members)});
+    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(it->second, members),
+                         shares_of(it->second, members)});
   }
 
   // Groups partition the ranks, so a group's first member names it.
@@ -498,7 +508,8 @@ class Layout {
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
   Fabric fabric_;
-  std::vector<std::optional<SpineShare>> spine_;  // per group, once known
+  std::vector<std::optional<SpineShare>> spine_;   // per group, once known
+  std::vector<std::optional<LinkShares>> shares_;  // per group, once known
 };
 
 }  // namespace

@@ -12,10 +12,11 @@ namespace stepsim::parallelism {
 
 std::uint32_t BuildState::name(const std::string& text) { return program_.names.intern(text); }
 
-const CollectiveCost& BuildState::collective(const collectives::Request& r) {
-  const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node};
+const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
+  const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node, shares.nvlink, shares.nic};
   auto it = collectives_.find(key);
-  if (it == collectives_.end()) it = collectives_.emplace(key, costs_.collective(r)).first;
+  if (it == collectives_.end())
+    it = collectives_.emplace(key, shares.whole() ? costs_.collective(r) : costs_.degraded_collective(r, shares)).first;
   return it->second;
 }
 
@@ -131,7 +132,7 @@ std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, By
   const auto [it, inserted] =
       calls_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (!inserted) return it->second;
-  const CollectiveCost& cost = state_.collective({op, size, comm.shape});
+  const CollectiveCost& cost = state_.collective({op, size, comm.shape}, comm.shares);
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, side)});
   origins_.push_back({slot, side, cost});
   return it->second;
@@ -156,14 +157,17 @@ bool StepBuilder::replay(StepBuilder& model) {
   out.list = in.list;
   out.calls.clear();
   out.calls.reserve(in.calls.size());
+  origins_ = model.origins_;
   for (std::size_t c = 0; c < in.calls.size(); ++c) {
     const engine::CollectiveCall& call = in.calls[c];
-    const CallOrigin& origin = model.origins_[c];
+    CallOrigin& origin = origins_[c];
     const Communicator& comm = slots_[origin.slot];
-    out.calls.push_back({call.op, call.kind, comm.group, call.size, call.latency, call.algbw,
+    // A group whose links are degraded otherwise than the model's has its own NCCL cost.
+    if (origin.nccl && comm.shares != model.slots_[origin.slot].shares)
+      origin.cost = state_.collective({call.op, call.size, comm.shape}, comm.shares);
+    out.calls.push_back({call.op, call.kind, comm.group, call.size, origin.cost.latency, origin.cost.algbw,
                          uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute});
   }
-  origins_ = model.origins_;
   return true;
 }
 
@@ -184,7 +188,7 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   if (inserted) {
     calls.push_back(
         {op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, Side::both), false});
-    origins_.push_back({slot_of(kind), Side::both, cost});
+    origins_.push_back({slot_of(kind), Side::both, cost, false});
   }
   engine::Op e;
   e.kind = engine::OpKind::collective;

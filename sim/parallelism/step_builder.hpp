@@ -39,7 +39,8 @@ struct Communicator {
   std::int32_t group = -1;  // index into Program::groups
   engine::StreamIndex stream = 0;
   collectives::GroupShape shape;
-  SpineShare spine{};  // share of the members' cross-node traffic that leaves their leaf
+  SpineShare spine{};   // share of the members' cross-node traffic that leaves their leaf
+  LinkShares shares{};  // the bandwidth its slowest members' links carry (simulation.variation)
 };
 
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
@@ -66,12 +67,13 @@ class BuildState {
  public:
   BuildState(engine::Program& program, const Costs& costs) : program_(program), costs_(costs) {}
   std::uint32_t name(const std::string& text);
-  const CollectiveCost& collective(const collectives::Request& request);
+  // NCCL's cost of `request` on a communicator whose links carry `shares` of their bandwidth.
+  const CollectiveCost& collective(const collectives::Request& request, const LinkShares& shares);
   engine::Program& program() { return program_; }
   const Costs& costs() const { return costs_; }
 
  private:
-  using Key = std::tuple<CollOp, std::int64_t, int, int, int>;
+  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double>;
   engine::Program& program_;
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
@@ -158,6 +160,7 @@ class StepBuilder {
     std::size_t slot = 0;
     Side side = Side::both;
     CollectiveCost cost;
+    bool nccl = true;  // NCCL's cost for the communicator (a transfer's is the caller's)
   };
 
   bool attaches(const Deferred& d, const workload::OpCost& op) const;

@@ -1,6 +1,7 @@
-// simulation.variation on a built Program. Link factors scale both the rank's link resource
-// and the bandwidth its collectives may reach (the slowest member caps a collective), so a
-// degraded link slows the step even where NCCL's modelled bandwidth is below the line rate.
+// simulation.variation on a built Program. Link factors scale the rank's link resources; the
+// bandwidth its collectives reach is NCCL's on its group's slowest links (link_shares, asked
+// for when the collectives are built), so that a degradation every GPU shares is exactly a
+// cluster with that bandwidth.
 #include "parallelism/variation.hpp"
 
 #include <algorithm>
@@ -50,17 +51,6 @@ void note_factor(ResourceFactors& factors, network::ResourceId id, double factor
   if (!inserted) it->second = std::min(it->second, factor);
 }
 
-// A call loads the slowest of the links it crosses at the rate the collective reaches.
-void scale_calls(engine::RankProgram& rank, const ResourceFactors& factors) {
-  for (engine::CollectiveCall& call : rank.calls) {
-    double factor = 1.0;
-    for (const network::ResourceUse& u : call.uses) {
-      if (const auto it = factors.find(u.resource); it != factors.end()) factor = std::min(factor, it->second);
-    }
-    if (factor != 1.0) call.algbw = call.algbw.scaled(factor);
-  }
-}
-
 void scale_links(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
   ResourceFactors factors;
   for (std::size_t i = 0; i < program.ranks.size(); ++i) {
@@ -72,10 +62,20 @@ void scale_links(engine::Program& program, const Scenario& s, const std::vector<
     note_factor(factors, links[i].nic_tx, nic);
     note_factor(factors, links[i].nic_rx, nic);
   }
-  if (factors.empty()) return;
   for (const auto& [id, factor] : factors)
     program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
-  for (engine::RankProgram& rank : program.ranks) scale_calls(rank, factors);
+}
+
+template <class Members>
+LinkShares slowest_links(const Scenario& s, long long count, const Members& rank_at) {
+  const VariationSpec& v = s.simulation.variation;
+  LinkShares shares;
+  if (v.links.empty() && v.failed_nics.empty() && v.background_traffic == 0) return shares;
+  for (long long i = 0; i < count; ++i) {
+    shares.nvlink = std::min(shares.nvlink, link_factor(s, rank_at(i), LinkKind::nvlink));
+    shares.nic = std::min(shares.nic, link_factor(s, rank_at(i), LinkKind::nic));
+  }
+  return shares;
 }
 
 bool waits_on_collective(const engine::Program& program, const engine::RankProgram& rank, engine::OpIndex o) {
@@ -135,6 +135,15 @@ double link_factor(const Scenario& s, int rank, LinkKind kind) {
     if (f.node == node) failed += f.count;
   factor *= static_cast<double>(nics - failed) / nics;
   return factor * (1.0 - v.background_traffic);
+}
+
+LinkShares link_shares(const Scenario& s, const RankGroup& members) {
+  return slowest_links(s, members.size, [&](long long i) { return static_cast<int>(members.at(i)); });
+}
+
+LinkShares link_shares(const Scenario& s, const std::vector<int>& members) {
+  return slowest_links(s, static_cast<long long>(members.size()),
+                       [&](long long i) { return members[static_cast<std::size_t>(i)]; });
 }
 
 double expected_max_normal(int n) {

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "engine/program.hpp"
+#include "parallelism/costs.hpp"
 #include "parallelism/fabric.hpp"
+#include "parallelism/mesh.hpp"
 #include "stepsim/scenario.hpp"
 
 namespace stepsim::parallelism {
@@ -24,8 +26,14 @@ double link_factor(const Scenario& s, int rank, LinkKind kind);
 // Φ⁻¹((n − 0.375) / (n + 0.25)) (Blom 1958); 0 for n ≤ 1.
 double expected_max_normal(int n);
 
+// The share of their bandwidth that the slowest NVLink port and the slowest NIC of a
+// group's members carry: NCCL's cost of the group's collectives is the one on those links.
+LinkShares link_shares(const Scenario& s, const RankGroup& members);
+LinkShares link_shares(const Scenario& s, const std::vector<int>& members);
+
 // Applies the scenario's variation to `program`; `links[i]` are the ports of program.ranks[i].
-// A degraded port or NIC is scaled once, however many simulated ranks share it.
+// A degraded port or NIC is scaled once, however many simulated ranks share it. (Collectives
+// got their cost on degraded links when they were built: link_shares.)
 void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links);
 
 // Which varied resource makes global rank `rank` slow, in words ("" when none): for the

@@ -34,6 +34,15 @@ parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Reque
   return {c.choice.latency, c.choice.algbw, collectives::link_load(request, c.choice)};
 }
 
+parallelism::CollectiveCost CalibratedCosts::degraded_collective(const collectives::Request& request,
+                                                                 const parallelism::LinkShares& shares) const {
+  parallelism::CollectiveCost cost = collective(request);
+  const double slower =
+      model_.degraded_collective(request, shares).algbw.bytes_per_s() / model_.collective(request).algbw.bytes_per_s();
+  cost.algbw = cost.algbw.scaled(slower);
+  return cost;
+}
+
 void CalibratedCosts::summarise(const Timeline& timeline, Report& report) const {
   CalibrationReport& out = report.calibration;
   for (const auto& f : tables_.files()) out.files.push_back(f.source);

@@ -18,6 +18,9 @@ class CalibratedCosts final : public parallelism::Costs {
   CalibratedCosts(const Scenario& scenario, const hardware::GpuModel& gpu, const calibration::MeasuredTables& tables);
   Time compute(const workload::OpCost& op) const override;
   parallelism::CollectiveCost collective(const collectives::Request& request) const override;
+  // What was measured on healthy links, slowed as much as NCCL's model slows on the degraded ones.
+  parallelism::CollectiveCost degraded_collective(const collectives::Request& request,
+                                                  const parallelism::LinkShares& shares) const override;
   Time kernel_launch() const override { return model_.kernel_launch(); }
   double comm_slowdown() const override { return model_.comm_slowdown(); }
 
