@@ -63,24 +63,45 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   describe("cluster", s.cluster.name, s.cluster.provenance);
 }
 
-// Why the straggler holds the others back. A degraded link makes no rank arrive late (its
-// collectives run slower for every member), so without a late rank the slowest link is named.
+// The rank whose own hardware is slowest (compute speed, NVLink or NIC share), -1 if none is
+// slowed.
+int slowest_hardware(const Scenario& s, const Timeline& timeline) {
+  const VariationSpec& v = s.simulation.variation;
+  if (!v.singles_out_gpus()) return -1;
+  int slowest = -1;
+  double least = 1.0;
+  for (const RankTimeline& rank : timeline.ranks) {
+    const double f =
+        std::min({parallelism::speed_factor(s, rank.rank), parallelism::link_factor(s, rank.rank, LinkKind::nic),
+                  parallelism::link_factor(s, rank.rank, LinkKind::nvlink)});
+    if (f >= least) continue;
+    least = f;
+    slowest = rank.rank;
+  }
+  return slowest;
+}
+
+// Why the straggler holds the others back. A degraded link makes no rank of its own arrive
+// late: its collectives run slower for every member, and the rank that then arrives last
+// elsewhere (its compute slowed longer by the longer communication, or held back by a
+// pipeline peer) is one whose hardware is whole. The report names the slowed hardware's rank.
 void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& straggler) {
   if (straggler.rank >= 0) {
     straggler.cause = parallelism::variation_cause(s, straggler.rank);
-    if (straggler.cause.empty()) straggler.cause = "its place in the schedule (no variation on this rank)";
+    if (!straggler.cause.empty()) return;
+  }
+  const int slowest = slowest_hardware(s, timeline);
+  if (slowest < 0) {
+    if (straggler.rank >= 0) straggler.cause = "its place in the schedule (no variation on this rank)";
     return;
   }
-  if (s.simulation.variation.links.empty() && s.simulation.variation.failed_nics.empty()) return;
-  double slowest = 1.0;
-  for (const RankTimeline& rank : timeline.ranks) {
-    const double f = std::min(parallelism::link_factor(s, rank.rank, LinkKind::nic),
-                              parallelism::link_factor(s, rank.rank, LinkKind::nvlink));
-    if (f >= slowest) continue;
-    slowest = f;
-    straggler.rank = rank.rank;
-    straggler.cause = parallelism::variation_cause(s, rank.rank);
-  }
+  const std::string cause = parallelism::variation_cause(s, slowest);
+  straggler.cause = straggler.rank < 0 ? cause
+                                       : fmt::format(
+                                             "{} (its collectives run slower for every member; rank {}, whose "
+                                             "hardware is whole, arrives last after them)",
+                                             cause, straggler.rank);
+  straggler.rank = slowest;
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {

@@ -175,6 +175,23 @@ TEST_CASE("a link factor on every node equals the cluster with that bandwidth") 
   }
 }
 
+// TP 8 inside each node, DP 8 across the nodes: rank 9 (node 1, GPU 1) takes part in node 1's
+// TP group and in the DP group of GPUs 1 of every node. Its slow link slows those groups'
+// collectives for every member, and the report must say whose hardware it is.
+TEST_CASE("the straggler of a job with one slow link is the rank whose link is slow") {
+  const std::string llama = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+    "training": { "global_batch": 64, "micro_batch": 1 }, "simulation": { "ranks": "all" } })";
+  for (const char* link : {"nic", "nvlink"}) {
+    INFO(link);
+    const SimulationResult r =
+        run(llama, {fmt::format(R"(simulation.variation.links=[{{"rank": 9, "link": "{}", "factor": 0.5}}])", link)});
+    CHECK(r.report.ranks.straggler.rank == 9);
+    CHECK(r.report.ranks.straggler.cause.starts_with(link == std::string("nic") ? "network link at 0.5× bandwidth"
+                                                                                : "NVLink at 0.5× bandwidth"));
+    CHECK(r.report.ranks.straggler.cause.find("no variation") == std::string::npos);
+  }
+}
+
 TEST_CASE("a slow node's GPUs are the stragglers") {
   const SimulationResult r =
       run(job(32),
