@@ -193,7 +193,7 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "
-     "waits the expected time for its slowest member instead",
+     "waits the expected time for its slowest member instead (the expected maximum of that distribution's drift)",
      ""},
     {"simulation.variation.jitter.sigma", "fraction", "relative standard deviation of a kernel's duration (0.05: 5 %)",
      ""},

@@ -9,7 +9,6 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <boost/math/distributions/normal.hpp>
 
 namespace stepsim::parallelism {
 namespace {
@@ -91,21 +90,27 @@ bool waits_on_collective(const engine::Program& program, const engine::RankProgr
 // Between two synchronisations (a compute op waiting on a collective) each real rank's
 // compute drifts by the sum of its kernels' jitter: variance sigma² · Σ d². The members of
 // an N-rank collective arrive spread by that drift, and the expected wait for the last is
-// the expected maximum of N such sums, sigma · √(Σ d²) · E[max of N normals] (many kernels
-// make the sum normal whatever the per-kernel distribution).
-void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma) {
-  double variance_s2 = 0;  // Σ d² since the last synchronisation, in s²
+// the expected maximum of N such sums, sigma · √(Σ d²) · E[max of N], E taken over the sum of
+// as many equal kernels as give its kurtosis, drawn from the scenario's distribution: a few
+// kernels keep its shape (a uniform one bounded, a lognormal one long-tailed), many make it
+// normal.
+void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma,
+                       ExpectedMaxima& maxima) {
+  double d2 = 0;  // Σ d² since the last synchronisation, in s²
+  double d4 = 0;  // Σ d⁴, in s⁴
   for (engine::OpIndex o = 0; o < rank.ops().size(); ++o) {
     const engine::Op& op = rank.ops()[o];
     if (op.kind == engine::OpKind::compute) {
-      if (waits_on_collective(program, rank, o)) variance_s2 = 0;
-      variance_s2 += op.duration.seconds() * op.duration.seconds();
+      if (waits_on_collective(program, rank, o)) d2 = d4 = 0;
+      const double s2 = op.duration.seconds() * op.duration.seconds();
+      d2 += s2;
+      d4 += s2 * s2;
       continue;
     }
     const int members =
         program.groups[static_cast<std::size_t>(rank.calls[static_cast<std::size_t>(op.call)].group)].size;
-    if (members <= 1 || variance_s2 <= 0) continue;
-    const double wait_s = sigma * std::sqrt(variance_s2) * expected_max_normal(members);
+    if (members <= 1 || d2 <= 0) continue;
+    const double wait_s = sigma * std::sqrt(d2) * maxima.of(members, ExpectedMaxima::equal_kernels(d2, d4));
     rank.skews.push_back({o, Time::from_ps(std::llround(wait_s * 1e12))});
   }
 }
@@ -146,12 +151,6 @@ LinkShares link_shares(const Scenario& s, const std::vector<int>& members) {
                        [&](long long i) { return members[static_cast<std::size_t>(i)]; });
 }
 
-double expected_max_normal(int n) {
-  if (n <= 1) return 0.0;
-  const double p = (n - 0.375) / (n + 0.25);
-  return boost::math::quantile(boost::math::normal_distribution<double>(), p);
-}
-
 void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
   scale_links(program, s, links);
   const VariationSpec& v = s.simulation.variation;
@@ -160,7 +159,8 @@ void apply_variation(engine::Program& program, const Scenario& s, const std::vec
     return;
   }
   if (!v.jitters()) return;
-  for (engine::RankProgram& rank : program.ranks) add_arrival_skews(program, rank, v.jitter.sigma);
+  ExpectedMaxima maxima(v.jitter.distribution, v.jitter.sigma);
+  for (engine::RankProgram& rank : program.ranks) add_arrival_skews(program, rank, v.jitter.sigma, maxima);
 }
 
 std::string variation_cause(const Scenario& s, int rank) {

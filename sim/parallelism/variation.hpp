@@ -9,6 +9,7 @@
 #include "engine/program.hpp"
 #include "parallelism/costs.hpp"
 #include "parallelism/fabric.hpp"
+#include "parallelism/jitter_max.hpp"
 #include "parallelism/mesh.hpp"
 #include "stepsim/scenario.hpp"
 
@@ -21,10 +22,6 @@ double speed_factor(const Scenario& s, int rank);
 // of the rank and of its node, failed NICs of its node, other jobs' traffic (NICs only).
 // The one place that maps (rank or node, link kind) to a capacity.
 double link_factor(const Scenario& s, int rank, LinkKind kind);
-
-// Blom's approximation of the expected maximum of n standard normal draws,
-// Φ⁻¹((n − 0.375) / (n + 0.25)) (Blom 1958); 0 for n ≤ 1.
-double expected_max_normal(int n);
 
 // The share of their bandwidth that the slowest NVLink port and the slowest NIC of a
 // group's members carry: NCCL's cost of the group's collectives is the one on those links.

@@ -116,7 +116,7 @@ std::string jitter_note(const JitterSpec& j, RankMode mode) {
   return fmt::format(
       "kernel jitter ({}, relative standard deviation {:.3g}): each collective starts after the expected wait for the "
       "slowest of its N members, sigma x sqrt(sum of squared kernel times since the last synchronisation) x E[max of "
-      "N normal draws] (Blom's approximation); simulation.ranks \"all\" draws every kernel instead",
+      "N such sums of the distribution's draws]; simulation.ranks \"all\" draws every kernel instead",
       name, j.sigma);
 }
 

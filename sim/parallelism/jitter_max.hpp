@@ -1,0 +1,40 @@
+// The expected wait for the last member of a collective under kernel jitter, in
+// representative mode: each member's drift since its last synchronisation is the sum of its
+// kernels' jitter, and the collective starts when the largest of its members' drifts is in.
+#pragma once
+
+#include <vector>
+
+#include "stepsim/scenario.hpp"
+
+namespace stepsim::parallelism {
+
+// Blom's approximation of the expected maximum of n standard normal draws,
+// Φ⁻¹((n − 0.375) / (n + 0.25)) (Blom 1958); 0 for n ≤ 1.
+double expected_max_normal(int n);
+
+// The expected maximum of n draws of the sum of `kernels` equal kernels' jitter, in standard
+// deviations of the sum. A normal sum is normal whatever the kernels; a uniform one is
+// bounded (one kernel: √3·(n − 1)/(n + 1) exactly); a lognormal one has a long right tail.
+// The sums' distributions are convolved on a grid once per kernel count and kept.
+class ExpectedMaxima {
+ public:
+  ExpectedMaxima(JitterKind kind, double sigma);
+
+  double of(int n, int kernels);
+  // The kernel count of a sum of durations d with these Σd² and Σd⁴ that has its variance and
+  // its kurtosis: (Σd²)² / Σd⁴, one for a single kernel, k for k equal ones.
+  static int equal_kernels(double sum_d2, double sum_d4);
+
+  // Beyond this many kernels the sum is taken as normal (its excess kurtosis is under 2 %).
+  static constexpr int kMaxKernels = 64;
+
+ private:
+  const std::vector<double>& sum_of(int kernels);
+
+  double lo_ = 0;  // the first bin's centre, one kernel, in standard deviations of a kernel
+  double step_ = 0;
+  std::vector<std::vector<double>> sums_;  // sums_[k - 1]: the mass of each bin of a sum of k kernels
+};
+
+}  // namespace stepsim::parallelism
