@@ -70,12 +70,14 @@ class Meetings {
   }
 
   // The rank charged with the most waiting of its peers; collectives of one simulated member
-  // (representative mode) wait for nobody simulated and charge nobody.
+  // (representative mode) wait for nobody simulated and charge nobody. Nor do waits under a
+  // nanosecond: members whose work is the same arrive a few picoseconds apart where their
+  // durations were rounded to picoseconds, which is no late arrival.
   Straggler straggler() const {
     std::unordered_map<int, double> charged;
     for (const auto& meetings : by_group_)
       for (const Meeting& m : meetings)
-        if (m.members > 1 && m.longest > Time::zero()) charged[m.last] += seconds(m.longest);
+        if (m.members > 1 && m.longest >= Time::from_ns(1)) charged[m.last] += seconds(m.longest);
     Straggler s;
     for (const auto& [rank, wait] : charged)
       if (wait > s.caused_wait_s || (wait == s.caused_wait_s && rank < s.rank)) {

@@ -68,3 +68,15 @@ TEST_CASE("ranks that arrive together name no straggler") {
   CHECK(r.straggler.rank == -1);
   CHECK(r.straggler.caused_wait_s == 0);
 }
+
+TEST_CASE("waits under a nanosecond, the rounding of durations to picoseconds, name no straggler") {
+  Timeline t;
+  Interval late = comm_us(100, 150, CommKind::dp);
+  late.group = 0;
+  late.waited = Time::from_ps(4);
+  t.ranks.push_back(rank_of({compute_us(0, 100), late}, 0));
+  t.ranks.push_back(rank_of({compute_us(0, 100), waited(comm_us(100, 150, CommKind::dp), 0)}, 1));
+  const RanksReport r = report::ranks_report(t, {"step", Time::zero(), Time::from_us(150)});
+  CHECK(r.straggler.rank == -1);
+  CHECK(r.straggler.caused_wait_s == 0);
+}
