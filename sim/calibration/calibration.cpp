@@ -71,13 +71,13 @@ double number(const json::value& v, const Place& p, const char* unit, double lo,
     p.fail(fmt::format("expected a plain number of {} (the key names the unit), got {}", unit, io::describe_value(v)));
   if (!v.is_number()) p.fail(fmt::format("expected a number of {}, got {}", unit, io::describe_value(v)));
   const double x = v.to_number<double>();
-  if (!(x >= lo && x <= hi)) p.fail(fmt::format("expected {} from {:g} to {:g}, got {:g}", unit, lo, hi, x));
+  if (!(x >= lo && x <= hi)) p.fail(fmt::format("expected {} from {} to {}, got {}", unit, lo, hi, x));
   return x;
 }
 
 long long integer(const json::value& v, const Place& p, const char* what, long long lo, long long hi) {
   const double x = number(v, p, what, static_cast<double>(lo), static_cast<double>(hi));
-  if (x != std::floor(x)) p.fail(fmt::format("expected a whole number of {}, got {:g}", what, x));
+  if (x != std::floor(x)) p.fail(fmt::format("expected a whole number of {}, got {}", what, x));
   return static_cast<long long>(x);
 }
 
@@ -248,8 +248,8 @@ CollectiveTable read_collective(const json::value& v, const Place& p) {
   if (t.points.empty()) p.at("points").fail("expected at least one measured point");
   for (std::size_t i = 1; i < t.points.size(); ++i) {
     if (!(t.points[i].bytes > t.points[i - 1].bytes))
-      p.at("points").at(i).at("bytes").fail(fmt::format("expected sizes in increasing order, got {:g} after {:g}",
-                                                        t.points[i].bytes, t.points[i - 1].bytes));
+      p.at("points").at(i).at("bytes").fail(
+          fmt::format("expected sizes in increasing order, got {} after {}", t.points[i].bytes, t.points[i - 1].bytes));
   }
   t.fit = read_fit(required(o, p, "fit"), p.at("fit"));
   return t;

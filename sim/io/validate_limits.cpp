@@ -40,7 +40,7 @@ class Limits {
   void rate(double v, double lo, double hi, const char* unit, bool zero_allowed, const char* where) const {
     if (zero_allowed && v == 0) return;
     if (!(v >= lo && v <= hi))
-      fail(where, fmt::format("must be between {:g} and {:g} {}{}, got {:g} {}", lo, hi, unit,
+      fail(where, fmt::format("must be between {} and {} {}{}, got {} {}", lo, hi, unit,
                               zero_allowed ? " (or 0: not available)" : "", v, unit));
   }
   [[noreturn]] void fail(const char* where, const std::string& message) const {
@@ -161,11 +161,11 @@ void products(const Scenario& s, const Limits& l) {
   const double ffn = static_cast<double>(m.ffn_hidden), vocab = static_cast<double>(m.vocab);
   const double params = layers * (4 * h * h + 3 * h * ffn) * std::max(1, m.moe.experts) + 2 * vocab * h;
   if (params > kMaxParams)
-    l.fail("/model", fmt::format("about {:.3g} parameters; stepsim models at most {:.3g}", params, kMaxParams));
+    l.fail("/model", fmt::format("about {:.3g} parameters; stepsim models at most {:.0f}", params, kMaxParams));
   // Korthikanti's per-layer activations, s·b·h·(34 + 5·a·s/h) bytes, without any parallelism.
   if (seq * b * h * (34 + 5 * heads * seq / h) > kMaxMicroBatchBytes)
     l.fail("/model/seq_len",
-           fmt::format("one layer's activations for one micro-batch exceed {:.3g} bytes (seq_len {}, micro_batch {}, "
+           fmt::format("one layer's activations for one micro-batch exceed {:.0f} bytes (seq_len {}, micro_batch {}, "
                        "hidden {}, heads {})",
                        kMaxMicroBatchBytes, m.seq_len, s.training.micro_batch, m.hidden, m.heads));
   // The step's model FLOPs at the GPU's peak, and its gradients over the slowest link: a
@@ -176,7 +176,7 @@ void products(const Scenario& s, const Limits& l) {
   const double gpus = static_cast<double>(s.parallel.gpus());
   if (peak > 0 && flops / gpus / peak > kMaxStepSeconds)
     l.fail("/cluster/gpu/flops",
-           fmt::format("one step is at least {} of compute per GPU at the peak of {} ({:g} FLOPS); stepsim simulates "
+           fmt::format("one step is at least {} of compute per GPU at the peak of {} ({} FLOPS); stepsim simulates "
                        "steps of up to {:.0f} s",
                        seconds_text(flops / gpus / peak), to_string(s.training.precision), peak, kMaxStepSeconds));
   const double slowest =
@@ -184,7 +184,7 @@ void products(const Scenario& s, const Limits& l) {
   const double grad_bytes = 4 * params / (static_cast<double>(s.parallel.tp) * s.parallel.pp);
   if (slowest > 0 && grad_bytes / slowest > kMaxStepSeconds)
     l.fail("/cluster",
-           fmt::format("moving one GPU's {:.3g} bytes of gradients over its slowest link ({:g} B/s) takes {}; stepsim "
+           fmt::format("moving one GPU's {:.0f} bytes of gradients over its slowest link ({} B/s) takes {}; stepsim "
                        "simulates steps of up to {:.0f} s",
                        grad_bytes, slowest, seconds_text(grad_bytes / slowest), kMaxStepSeconds));
 }

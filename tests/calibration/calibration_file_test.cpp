@@ -54,7 +54,7 @@ TEST_CASE("bad calibration files name the file, the JSON pointer and what was ex
         "c.json: /collectives/0/points/1/time_us: expected a plain number of microseconds (the key names the "
         "unit), got a string (\"40 us\")");
   CHECK(error_of(replaced(kMinimal, "\"time_us\": 40", "\"time_us\": 0")) ==
-        "c.json: /collectives/0/points/1/time_us: expected microseconds from 0.001 to 8.64e+10, got 0");
+        "c.json: /collectives/0/points/1/time_us: expected microseconds from 0.001 to 86400000000, got 0");
   CHECK(error_of(replaced(kMinimal, "\"bytes\": 1048576", "\"bytes\": 512")) ==
         "c.json: /collectives/0/points/1/bytes: expected sizes in increasing order, got 512 after 1024");
   CHECK(error_of(replaced(kMinimal, "\"nodes\": 1", "\"nodes\": 3")) ==
@@ -64,6 +64,14 @@ TEST_CASE("bad calibration files name the file, the JSON pointer and what was ex
         "broadcast, reduce, alltoall, sendrecv)");
   CHECK(error_of(replaced(kMinimal, "\"ranks\": 8", "\"rank\": 8"))
             .starts_with("c.json: /collectives/0/rank: unknown key 'rank'"));
+}
+
+TEST_CASE("calibration range messages print whole numbers in full") {
+  CHECK(error_of(replaced(kMinimal, "\"gpu\": \"NVIDIA A100-SXM4-80GB\"",
+                          "\"gpu\": \"NVIDIA A100-SXM4-80GB\", \"gpu_count\": 1048577")) ==
+        "c.json: /provenance/gpu_count: expected GPUs from 1 to 1048576, got 1048577");
+  CHECK(error_of(replaced(kMinimal, "\"bytes\": 1048576", "\"bytes\": 2199023255552")) ==
+        "c.json: /collectives/0/points/1/bytes: expected bytes from 1 to 1099511627776, got 2199023255552");
 }
 
 TEST_CASE("a table measured on another GPU is refused for the scenario") {

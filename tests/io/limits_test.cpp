@@ -52,16 +52,26 @@ TEST_CASE("more micro-batches than a step can simulate are refused up front") {
 }
 
 TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast step") {
-  CHECK(error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
-        "s.json: /cluster/gpu/flops/bf16: must be between 1e+09 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
+  CHECK(
+      error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
+      "s.json: /cluster/gpu/flops/bf16: must be between 1000000000 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
   CHECK(error_of({R"(cluster.intra_node.bandwidth="1 b/s")"}) ==
-        "s.json: /cluster/intra_node/bandwidth: must be between 1.25e+08 and 1e+14 B/s, got 0.125 B/s");
+        "s.json: /cluster/intra_node/bandwidth: must be between 125000000 and 100000000000000 B/s, got 0.125 B/s");
   CHECK(error_of({R"(cluster.inter_node.latency="1000 s")"}) ==
         "s.json: /cluster/inter_node/latency: must be between 0 and 1 s, got 1000 s");
   CHECK(error_of({R"(cluster.gpu.flops.bf16="1e308 PFLOPS")"}) ==
         "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range");
   CHECK(error_of({"cluster.collective_tuning.ramp_exponent=1000"}) ==
         "s.json: /cluster/collective_tuning/ramp_exponent: must be between 0.01 and 8, got 1000");
+}
+
+TEST_CASE("range messages print byte counts and whole numbers in full") {
+  CHECK(error_of({R"(cluster.gpu.memory="1 KiB")"}) ==
+        "s.json: /cluster/gpu/memory: must be between 1048576 and 1125899906842624 B, got 1024 B");
+  CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="1 Gb/s")"}) == "no error");
+  CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="999999 b/s")"}) ==
+        "s.json: /cluster/inter_node/nic_bandwidth: must be between 125000000 and 100000000000000 B/s, got 124999.875 "
+        "B/s");
 }
 
 TEST_CASE("slow but valid hardware whose step would outlast the time range names the rate") {
