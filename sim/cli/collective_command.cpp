@@ -32,7 +32,8 @@ constexpr const char* kUsage =
     "S is nccl-tests' size: the per-rank buffer for AllReduce, the whole buffer for\n"
     "AllGather, ReduceScatter and AllToAll. busbw = algbw x bus factor (2(n-1)/n for\n"
     "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).\n"
-    "The N ranks fill whole nodes unless --ranks-per-node K places K on each of N/K nodes:\n"
+    "The N ranks fill whole nodes (N at most a node or a multiple of it) unless\n"
+    "--ranks-per-node K places K on each of N/K nodes:\n"
     "a data-parallel or FSDP communicator beside TP 8 has one rank per node.\n"
     "With --calibration, measured tables replace the model inside their measured sizes (and\n"
     "scale it outside them); the model's time and, at measured sizes, both errors are shown.";
@@ -123,10 +124,25 @@ collectives::GroupShape shape_of(const ClusterSpec& cluster, int gpus, int ranks
   return {gpus, (gpus + per_node - 1) / per_node, per_node};
 }
 
+// NCCL's model and the fabric see every node of a communicator alike (the same ranks per
+// node); a partly filled last node would need a shape of its own, so it is refused.
+void check_whole_nodes(const ClusterSpec& cluster, int gpus) {
+  const int per_node = cluster.gpus_per_node;
+  if (gpus <= per_node || gpus % per_node == 0) return;
+  throw InputError(
+      "<command line>", "--gpus",
+      fmt::format("expected at most {} GPUs (one node of {}) or a multiple of {} (whole nodes), got {}; or "
+                  "place K on each of {}/K nodes with --ranks-per-node K",
+                  per_node, cluster.name, per_node, gpus, gpus));
+}
+
 // The cluster that holds the communicator: N/K nodes when K ranks sit on each.
 ClusterSpec load_cluster_for(const Options& o) {
   const ClusterSpec first = io::load_cluster(o.cluster, o.gpus);
-  if (o.ranks_per_node == 0) return first;
+  if (o.ranks_per_node == 0) {
+    check_whole_nodes(first, o.gpus);
+    return first;
+  }
   if (o.ranks_per_node < 1 || o.ranks_per_node > first.gpus_per_node)
     throw InputError("<command line>", "--ranks-per-node",
                      fmt::format("expected 1 to {} ({} has {} GPUs per node), got {}", first.gpus_per_node, first.name,

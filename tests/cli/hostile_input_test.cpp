@@ -72,6 +72,21 @@ TEST_CASE("collective sizes, factors and GPU counts have limits") {
   });
 }
 
+TEST_CASE("a collective over more than a node but not whole nodes says how the GPUs must fill nodes") {
+  const char* says =
+      "<command line>: --gpus: expected at most 8 GPUs (one node of dgx-h100-ndr) or a multiple of 8 (whole "
+      "nodes), got ";
+  check_cases({
+      {"collective allreduce --gpus 9", 2, says},
+      {"collective allgather --gpus 12", 2,
+       "a multiple of 8 (whole nodes), got 12; or place K on each of 12/K nodes "
+       "with --ranks-per-node K"},
+      {"collective alltoall --gpus 20", 2, says},
+      {"collective allreduce --gpus 12 --ranks-per-node 4", 0, ""},
+      {"collective allreduce --gpus 7", 0, ""},
+  });
+}
+
 TEST_CASE("a negative rank is refused as written, not wrapped to 2^64 - 1") {
   check_cases({{"analyze x.json --rank -1", 2, "--rank: expected a rank index of 0 or more, got -1"}});
 }
