@@ -140,23 +140,37 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
   return out;
 }
 
+SpineShare Fabric::first_nodes_spine_share(int nodes) const {
+  if (nodes < 2) return {};
+  const double n = nodes;
+  const int full = nodes / nodes_per_leaf_;
+  const int rest = nodes % nodes_per_leaf_;
+  const int leaves = full + (rest > 0 ? 1 : 0);
+  const double per_leaf = nodes_per_leaf_;
+  double outside = full * (per_leaf * (n - per_leaf) / (n - 1));
+  if (rest > 0) outside += rest * (n - rest) / (n - 1);
+  return {leaves > 1 ? leaves / n : 0.0, outside / n};
+}
+
+// The members of a collective on the first ranks of consecutive nodes load every node's
+// NVLink ports and NICs alike, and the first leaf's uplinks most (it holds the most of the
+// group's nodes): the members of node 0, each standing on the uplinks for its counterparts
+// on the first leaf's other nodes, meet every bound a lone flow of the whole group meets.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
                            const collectives::Choice& choice) {
   const collectives::GroupShape& shape = request.shape;
   if (shape.ranks <= 1 || !choice.algbw.positive()) return choice.algbw;
   std::vector<network::Resource> resources;
   Fabric fabric(cluster, resources);
-  std::vector<int> ranks;
-  for (int node = 0; node < shape.nodes; ++node) {
-    for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(node * cluster.gpus_per_node + g);
-  }
-  const std::vector<int> nodes = fabric.nodes_of(ranks);
-  const SpineShare share = fabric.spine_share(nodes);
+  const SpineShare share = fabric.first_nodes_spine_share(shape.nodes);
   const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
   const collectives::LinkLoad load = collectives::link_load(request, choice);
+  const int first_leaf_nodes = std::min(shape.nodes, std::max(1, cluster.inter_node.nodes_per_leaf));
   std::vector<network::ResourceUse> uses;
-  for (int r : ranks) {
-    for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
+  for (int g = 0; g < shape.ranks_per_node; ++g) {
+    RankPorts ports = fabric.ports(g, g, 1);
+    ports.leaf_weight = first_leaf_nodes;
+    for (const network::ResourceUse& u : link_uses(ports, load, Side::both, spine)) uses.push_back(u);
   }
   network::MaxMinSolver solver(resources);
   const std::array<network::FlowDemand, 1> flow{{{choice.algbw, uses}}};

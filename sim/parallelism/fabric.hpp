@@ -55,6 +55,8 @@ class Fabric {
   RankPorts ports(int rank, int first, int count);
   // `nodes`: the group's nodes in rank order, each once.
   SpineShare spine_share(std::span<const int> nodes) const;
+  // The same for a group on nodes 0 to `nodes` − 1, without listing them.
+  SpineShare first_nodes_spine_share(int nodes) const;
   // The nodes of a group given by its ranks in rank order.
   std::vector<int> nodes_of(std::span<const int> ranks) const;
 

@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
+#include "network/max_min.hpp"
+
 namespace sp = stepsim::parallelism;
 using stepsim::Bandwidth;
 using stepsim::ClusterSpec;
@@ -104,4 +108,71 @@ TEST_CASE("a SendRecv loads its sender's transmit side and its receiver's receiv
         std::vector<std::string>{"node 0 nic 0 rx 1.000000", "leaf 0 down 1.000000"});
   CHECK(names(sp::link_uses(p, {1.5, 0}, sp::Side::both, 1)) ==
         std::vector<std::string>{"node 0 gpu 0 nvlink tx 1.500000", "node 0 gpu 0 nvlink rx 1.500000"});
+}
+
+TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give") {
+  for (int per_leaf : {1, 2, 3, 4, 7}) {
+    std::vector<stepsim::network::Resource> resources;
+    const sp::Fabric fabric(cluster(8, 2, per_leaf), resources);
+    std::vector<int> nodes;
+    for (int n = 1; n <= 20; ++n) {
+      nodes.push_back(n - 1);
+      INFO("nodes " << n << ", " << per_leaf << " per leaf");
+      CHECK(fabric.first_nodes_spine_share(n).ring == Approx(fabric.spine_share(nodes).ring));
+      CHECK(fabric.first_nodes_spine_share(n).spread == Approx(fabric.spine_share(nodes).spread));
+    }
+  }
+}
+
+namespace {
+
+// Every member of the group on the first ranks of consecutive nodes, each with its own
+// ports, in one lone flow: what stepsim collective's bandwidth must equal.
+double every_member_bandwidth(const ClusterSpec& c, const stepsim::collectives::Request& request,
+                              const stepsim::collectives::Choice& choice) {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(c, resources);
+  std::vector<int> ranks;
+  for (int node = 0; node < request.shape.nodes; ++node) {
+    for (int g = 0; g < request.shape.ranks_per_node; ++g) ranks.push_back(node * c.gpus_per_node + g);
+  }
+  const sp::SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
+  const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
+  const auto load = stepsim::collectives::link_load(request, choice);
+  std::vector<stepsim::network::ResourceUse> uses;
+  for (int r : ranks) {
+    for (const auto& u : sp::link_uses(fabric.ports(r, r, 1), load, sp::Side::both, spine)) uses.push_back(u);
+  }
+  stepsim::network::MaxMinSolver solver(resources);
+  const std::array<stepsim::network::FlowDemand, 1> flow{{{choice.algbw, uses}}};
+  return solver.solve(flow)[0];
+}
+
+}  // namespace
+
+TEST_CASE("a collective's fabric bandwidth is the one every member's ports give, from one node's members") {
+  using stepsim::collectives::Choice;
+  for (const InterTopology topology : {InterTopology::fat_tree, InterTopology::rail_optimized}) {
+    for (const double over : {1.0, 2.0, 4.0}) {
+      for (const int per_leaf : {1, 3, 4}) {
+        const ClusterSpec c = cluster(4, over, per_leaf, topology);
+        for (const auto op : {stepsim::CollOp::allreduce, stepsim::CollOp::alltoall}) {
+          for (const stepsim::collectives::GroupShape shape : std::initializer_list<stepsim::collectives::GroupShape>{
+                   {8, 1, 8}, {16, 2, 8}, {40, 5, 8}, {9, 9, 1}, {22, 11, 2}}) {
+            for (const auto algorithm :
+                 {stepsim::Algorithm::ring, stepsim::Algorithm::tree, stepsim::Algorithm::direct}) {
+              const stepsim::collectives::Request request{op, stepsim::Bytes::mib(64), shape};
+              Choice choice;
+              choice.algorithm = algorithm;
+              choice.algbw = Bandwidth::gbytes_per_s(400);
+              INFO("shape " << shape.ranks << "/" << shape.nodes << ", oversubscription " << over << ", per leaf "
+                            << per_leaf);
+              CHECK(sp::fabric_bandwidth(c, request, choice).bytes_per_s() ==
+                    Approx(every_member_bandwidth(c, request, choice)).epsilon(1e-12));
+            }
+          }
+        }
+      }
+    }
+  }
 }
