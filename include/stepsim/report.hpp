@@ -39,7 +39,10 @@ struct Overlap {
 };
 
 struct MemoryReport {
-  double peak = 0, params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  double peak = 0, params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;  // live tensors
+  double reserved = 0;  // the caching allocator's reserved peak (torch.cuda.max_memory_reserved)
+  double device = 0;    // reserved plus the CUDA context and NCCL's buffers
+  double headroom = 0;  // training.memory_headroom: fits when device + headroom <= capacity
   double capacity = 0;
   bool fits = true;
   bool modelled = false;  // false until a memory model filled it in
@@ -151,7 +154,9 @@ struct SimulateOptions {
   std::function<bool(int)> keep_intervals;
 
   // Only the report is read.
-  static SimulateOptions report_only() { return {[](int) { return false; }}; }
+  static SimulateOptions report_only() {
+    return {[](int) { return false; }};
+  }
 };
 
 // Simulate one training step of a validated scenario.

@@ -28,10 +28,12 @@ inline bool fused_attention(AttentionKind k) { return k != AttentionKind::unfuse
 // asks for, each reading and writing HBM).
 enum class Fusion { fused, eager };
 // The loss: fused (one kernel reads the logits and writes the fp32 softmax: Megatron's
-// --cross-entropy-loss-fusion, PyTorch's cross_entropy) or unfused (Megatron's
-// vocab-parallel cross entropy without that flag: fp32 copy, max, subtract, exp, sum and
-// divide as separate kernels over the logits).
-enum class CrossEntropy { fused, unfused };
+// --cross-entropy-loss-fusion), unfused (Megatron's vocab-parallel cross entropy without that
+// flag: fp32 copy, max, subtract, exp, sum and divide as separate kernels over the logits),
+// eager (PyTorch's cross_entropy on the fp32 upcast of the logits outside torch.compile; with
+// TP, DTensor's loss_parallel) or compiled (the same under torch.compile: one kernel each way,
+// the softmax recomputed in the backward).
+enum class CrossEntropy { fused, unfused, eager, compiled };
 // zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
 // so that a scenario asking for them is refused as not simulated yet, not as a typo.
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
@@ -169,7 +171,11 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   AttentionKind attention = AttentionKind::flash;    // key training.attention: "flash" | "flash2" | "unfused"
   Fusion fusion = Fusion::fused;                     // key training.fusion: "fused" | "eager"
-  CrossEntropy cross_entropy = CrossEntropy::fused;  // key training.cross_entropy: "fused" | "unfused"
+  CrossEntropy cross_entropy = CrossEntropy::fused;  // key training.cross_entropy
+  // What `fits` leaves free of the GPU's memory beyond the modelled peak, for what the model
+  // does not see (allocator spikes, other processes, the model's own error). 2 GiB: NeMo's
+  // Nemotron-4 340B run, which ran on 80 GB H100s, is modelled within 3.1 GiB of capacity.
+  Bytes memory_headroom = Bytes(2LL << 30);
   std::string optimizer = "adam";
   // Precision of the optimizer's moments (Adam m and v, SGD momentum) and of the main
   // gradients micro-batches accumulate into: fp32 (Megatron's and ZeRO's default) or bf16

@@ -156,7 +156,8 @@ Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
     const Scenario scenario = io::load_scenario(request.path, sets);
     const MemoryReport memory = estimate_memory(scenario);  // cheap: no simulation for what cannot run
     if (!memory.fits) {
-      a.status = fmt::format("does not fit in memory ({:.1f} GiB)", memory.peak / 1073741824.0);
+      a.status = fmt::format("does not fit in memory ({:.1f} GiB with {:.1f} GiB headroom)",
+                             memory.device / 1073741824.0, memory.headroom / 1073741824.0);
       return a;
     }
     const SimulationResult r = simulate(scenario, SimulateOptions::report_only());

@@ -56,7 +56,7 @@ void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::os
        [](const Report& r) { return fmt::format("{:.1f} %", 100 * r.overlap.exposed_fraction_of_step); }},
       {"memory per GPU",
        [](const Report& r) {
-         return fmt::format("{:.1f} GiB{}", r.memory_bytes.peak / 1073741824.0,
+         return fmt::format("{:.1f} GiB{}", r.memory_bytes.device / 1073741824.0,
                             r.memory_bytes.fits ? "" : " (too large)");
        }},
       {"energy per M tokens",

@@ -132,9 +132,16 @@ constexpr KeyDoc kDocs[] = {
      "(PyTorch eager: one kernel per operator, fp32 upcasts in RMSNorm, rotary embedding and the loss)",
      "torchtitan `--training.compile` (off: eager)"},
     {"training.cross_entropy", "",
-     "`fused` (one kernel over the logits) or `unfused` (Megatron's vocab-parallel cross entropy: fp32 copy, max, "
-     "subtract, exp, sum and divide as separate kernels)",
-     "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`)"},
+     "`fused` (one kernel over the logits), `unfused` (Megatron's vocab-parallel cross entropy: fp32 copy, max, "
+     "subtract, exp, sum and divide as separate kernels), `eager` (PyTorch's cross_entropy on the fp32 upcast "
+     "logits outside torch.compile, with TP DTensor's loss_parallel: fp32 buffers of the logits' size) or "
+     "`compiled` (the same under torch.compile: the logits kept, the softmax recomputed in the backward)",
+     "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`); torchtitan's loss: `eager` before 2025, "
+     "`compiled` with `--training.compile` since"},
+    {"training.memory_headroom", "bytes",
+     "memory `fits` leaves free beyond the modelled peak in use (allocator reserve, CUDA context and NCCL buffers "
+     "included); `sweep`, `--best` and the advice drop what does not fit with it",
+     ""},
     {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
     {"training.grad_clip", "",
      "clip gradients by their global norm: the optimizer step also reads them for the norm "

@@ -109,8 +109,10 @@ int run_simulate(const Args& args) {
   // Only the trace reads intervals beyond the report's own: without one, or with a subset of
   // ranks, an all-ranks run keeps no other rank's (a kineto trace holds the report's rank).
   SimulateOptions options;
-  if (!out.trace || format == "kineto") options = SimulateOptions::report_only();
-  else if (!traced.all()) options.keep_intervals = [&traced](int rank) { return traced.contains(rank); };
+  if (!out.trace || format == "kineto")
+    options = SimulateOptions::report_only();
+  else if (!traced.all())
+    options.keep_intervals = [&traced](int rank) { return traced.contains(rank); };
   SimulationResult result = simulate(scenario, options);
   if (!traced.all() && std::none_of(result.timeline.ranks.begin(), result.timeline.ranks.end(),
                                     [&](const RankTimeline& r) { return traced.contains(r.rank); }))
@@ -122,7 +124,8 @@ int run_simulate(const Args& args) {
       clusters.empty() ? std::vector<ClusterColumn>{}
                        : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);
   if (!result.report.memory_bytes.fits)
-    spdlog::warn("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", result.report.memory_bytes.peak / 1073741824.0,
+    spdlog::warn("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
+                 result.report.memory_bytes.device / 1073741824.0, result.report.memory_bytes.headroom / 1073741824.0,
                  result.report.memory_bytes.capacity / 1073741824.0);
 
   emit(

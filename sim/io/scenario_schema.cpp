@@ -70,7 +70,9 @@ std::span<const EnumName<Fusion>> enum_names(Tag<Fusion>) {
 
 std::span<const EnumName<CrossEntropy>> enum_names(Tag<CrossEntropy>) {
   static constexpr EnumName<CrossEntropy> names[] = {{"fused", CrossEntropy::fused},
-                                                     {"unfused", CrossEntropy::unfused}};
+                                                     {"unfused", CrossEntropy::unfused},
+                                                     {"eager", CrossEntropy::eager},
+                                                     {"compiled", CrossEntropy::compiled}};
   return names;
 }
 
@@ -292,7 +294,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
                                                    field<&TrainingSpec::main_grad>("main_grad"),
                                                    field<&TrainingSpec::fusion>("fusion"),
                                                    field<&TrainingSpec::cross_entropy>("cross_entropy"),
-                                                   field<&TrainingSpec::grad_clip>("grad_clip")};
+                                                   field<&TrainingSpec::grad_clip>("grad_clip"),
+                                                   field<&TrainingSpec::memory_headroom>("memory_headroom")};
   return {fields, ""};
 }
 

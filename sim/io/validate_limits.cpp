@@ -121,6 +121,8 @@ void training_ranges(const Scenario& s, const Limits& l) {
   const TrainingSpec& t = s.training;
   l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
   l.integer(t.micro_batch, 1, 1LL << 20, "/training/micro_batch");
+  // Up to the GPU's own memory: more would leave no layout that fits.
+  l.rate(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), "B", false, "/training/memory_headroom");
   if (static_cast<double>(t.micro_batch) * s.parallel.dp > static_cast<double>(t.global_batch))
     l.fail("/training/global_batch", fmt::format("{} is smaller than micro_batch·dp ({}·{}): each data-parallel rank "
                                                  "needs at least one micro-batch",

@@ -30,11 +30,13 @@ Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const
 // the weight gradient.
 bool gathered_input(workload::Role role) { return role == workload::Role::qkv || role == workload::Role::fc1; }
 
-// Just before a chunk's first layer recompute: its head's activations (the fp32 logits) are
-// already freed by the head's backward, the layer's working set is allocated.
+// On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
+// buffers while the head still holds what it kept, or, just before the chunk's first layer
+// recompute, that layer's working set once the head's activations are freed.
 Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Bytes working) {
-  if (c.layers == 0) return Bytes(0);
-  return working - (c.post ? w.post.activations : Bytes(0));
+  const Bytes loss = c.post ? w.post.backward_working : Bytes(0);
+  if (c.layers == 0) return loss;
+  return std::max(loss, working - (c.post ? w.post.activations : Bytes(0)));
 }
 
 }  // namespace

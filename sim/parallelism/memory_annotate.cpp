@@ -36,11 +36,20 @@ void add_weight_pass(DeltaTable& table, const Scenario& s, const workload::Layer
   table[last->name] += Bytes(0) - kept;
 }
 
+// The loss's backward buffers: allocated by its backward op, freed once the next op of the
+// head's backward has consumed the gradient.
+void add_loss_working(DeltaTable& table, const workload::LayerWork& post) {
+  if (post.backward.size() < 2 || post.backward_working == Bytes(0)) return;
+  table[post.backward[0].name] += post.backward_working;
+  table[post.backward[1].name] += Bytes(0) - post.backward_working;
+}
+
 DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
   add_block(table, w.layer, w.layer.activations, recompute_working_set(s, w));
   add_block(table, w.pre, w.pre.activations, Bytes(0));
   add_block(table, w.post, w.post.activations, Bytes(0));
+  add_loss_working(table, w.post);
   if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
   return table;
 }

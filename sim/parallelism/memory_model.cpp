@@ -17,10 +17,14 @@
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
-// - No CUDA context, NCCL or allocator overhead: no dependable figure for them (docs/model.md).
+// - PyTorch's caching allocator reserves more than the live tensors at their peak (blocks
+//   split and cached, rounding): kAllocatorReserve of that peak, fitted to published reserved
+//   peaks (docs/validation.md).
+// - Outside the allocator: the CUDA context and NCCL's buffers, estimated per communicator.
 #include "parallelism/memory_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -96,6 +100,17 @@ Scenario expert_scenario(const Scenario& s) {
   return out;
 }
 
+// The CUDA context (about 0.5 GiB with CUDA's lazy module loading) and, per NCCL communicator
+// the rank belongs to, its channels' buffers (NCCL_BUFFSIZE's 4 MiB for Simple plus LL128's
+// and LL's, on up to 32 channels: about 0.25 GiB). Estimates: no publisher states them, and
+// PyTorch's and Megatron's memory figures leave them out.
+Bytes runtime_memory(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  long long communicators = 0;
+  for (const int size : {p.tp, p.pp, p.cp, p.dp * p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
+  return Bytes(512LL << 20) + Bytes(256LL << 20) * communicators;
+}
+
 StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int stage) {
   const StageShape shape = stage_shape(s, w, stage);
   const StateBytes bytes = state_bytes(s);
@@ -118,6 +133,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
+  m.reserve = Bytes(std::llround(m.peak().as_double() * kAllocatorReserve));
+  m.runtime = runtime_memory(s);
   return m;
 }
 
@@ -157,12 +174,13 @@ Sharding state_sharding(const Scenario& s) {
 const StageMemory& MemoryEstimate::peak_stage() const {
   STEPSIM_CHECK(!stages.empty(), "a memory estimate without stages");
   return *std::max_element(stages.begin(), stages.end(),
-                           [](const StageMemory& a, const StageMemory& b) { return a.peak() < b.peak(); });
+                           [](const StageMemory& a, const StageMemory& b) { return a.device() < b.device(); });
 }
 
 MemoryEstimate estimate_memory(const Scenario& s, const workload::ModelWork& w) {
   MemoryEstimate e;
   e.capacity = s.cluster.gpu.memory;
+  e.headroom = s.training.memory_headroom;
   for (int stage = 0; stage < std::max(s.parallel.pp, 1); ++stage) {
     e.stages.push_back(stage_memory(s, w, stage));
   }
@@ -178,6 +196,9 @@ MemoryReport memory_report(const MemoryEstimate& e) {
   r.optimizer = m.optimizer.as_double();
   r.activations = m.activations.as_double();
   r.buffers = m.buffers.as_double();
+  r.reserved = m.reserved().as_double();
+  r.device = m.device().as_double();
+  r.headroom = e.headroom.as_double();
   r.capacity = e.capacity.as_double();
   r.fits = e.fits();
   r.modelled = true;
@@ -186,8 +207,9 @@ MemoryReport memory_report(const MemoryEstimate& e) {
 
 std::string memory_note(const MemoryEstimate& e) {
   if (e.fits()) return {};
-  return fmt::format("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB (stage {})", gib(e.peak()), gib(e.capacity),
-                     e.peak_stage().stage);
+  return fmt::format(
+      "does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB (stage {})",
+      gib(e.peak_stage().device()), gib(e.headroom), gib(e.capacity), e.peak_stage().stage);
 }
 
 }  // namespace stepsim::parallelism

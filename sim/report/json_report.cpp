@@ -56,6 +56,9 @@ boost::json::object memory_json(const MemoryReport& m) {
           {"optimizer", m.optimizer},
           {"activations", m.activations},
           {"buffers", m.buffers},
+          {"reserved", m.reserved},
+          {"device", m.device},
+          {"headroom", m.headroom},
           {"capacity", m.capacity},
           {"fits", m.fits}};
 }

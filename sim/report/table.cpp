@@ -99,8 +99,11 @@ void write_comm(const Report& r, std::ostream& out) {
 void write_memory(const MemoryReport& m, std::ostream& out) {
   out << '\n';
   if (!m.modelled) return row(out, "memory per GPU", "not modelled");
-  row(out, "memory per GPU", gib(m.peak), m.fits ? "fits" : "too large");
+  row(out, "memory per GPU", gib(m.device), m.fits ? "fits" : "too large");
   row(out, "  capacity", gib(m.capacity));
+  row(out, "  headroom", gib(m.headroom));
+  row(out, "  allocator reserved", gib(m.reserved));
+  row(out, "  tensors at the peak", gib(m.peak));
   row(out, "  parameters", gib(m.params));
   row(out, "  gradients", gib(m.grads));
   row(out, "  optimizer state", gib(m.optimizer));

@@ -219,7 +219,8 @@ void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progre
         value_of(c, "training.micro_batch", "?"), schedule, value_of(c, "data_parallel.kind", "(set)"),
         value_of(c, "data_parallel.kind", "") == "fsdp" ? "-" : value_of(c, "data_parallel.bucket_cap_mb", "(set)"),
         value_of(c, "training.recompute", "(set)"), r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu,
-        r.breakdown_s.compute, r.breakdown_s.exposed_total(), r.breakdown_s.bubble, r.memory_bytes.peak / 1073741824.0);
+        r.breakdown_s.compute, r.breakdown_s.exposed_total(), r.breakdown_s.bubble,
+        r.memory_bytes.device / 1073741824.0);
   }
   out << "\nwhat limits #1 (" << choice_label(best.ranked.front().first)
       << "): " << limiting_factor(best.ranked.front().second) << "\n";

@@ -216,8 +216,9 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
     const auto& memory = report.memory_bytes;
     if (memory.modelled && !memory.fits && !spec.keep_oom) {
       r.status = Status::oom;
-      r.reason = fmt::format("does not fit: peak {:.1f} GiB > capacity {:.1f} GiB", memory.peak / 1073741824.0,
-                             memory.capacity / 1073741824.0);
+      r.reason =
+          fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
+                      memory.device / 1073741824.0, memory.headroom / 1073741824.0, memory.capacity / 1073741824.0);
     }
     r.report = std::move(report);
   });

@@ -28,8 +28,38 @@ double loss_bytes(const LayerShape& s) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
   if (s.unfused_loss) return (a + fp32) + fp32 + 2.0 * fp32 + 2.0 * fp32 + fp32 + 2.0 * fp32;
-  if (s.eager) return a + 3.0 * fp32;
+  if (s.loss == CrossEntropy::eager) return a + 3.0 * fp32;
   return a + fp32;
+}
+
+// Bytes per local logit the loss keeps from its forward for its backward, and what its
+// backward allocates on top of them while it runs (the ops' own buffers, as PyTorch runs them):
+// - fused, unfused (Megatron): the fp32 softmax is kept and turned into the gradient in place;
+//   the cast of that gradient back to the logits' precision is the extra;
+// - eager (F.cross_entropy on logits.float()): log_softmax keeps its fp32 output; the backward
+//   holds it with nll_loss's fp32 gradient and log_softmax's fp32 input gradient at once. With
+//   TP, DTensor's loss_parallel computes the softmax gradient in separate ops (exp of the
+//   output, its product with the gradient's sum, the difference): one more fp32 buffer;
+// - compiled (torch.compile): the kernels keep the logits themselves and recompute the
+//   softmax in the backward, writing the gradient in the logits' precision.
+struct LossMemory {
+  double kept = 0;
+  double backward = 0;
+};
+
+LossMemory loss_memory(const LayerShape& s) {
+  constexpr double fp32 = 4.0;
+  const double a = s.act_bytes;
+  switch (s.loss) {
+    case CrossEntropy::eager:
+      return {fp32, s.tp > 1 ? 3.0 * fp32 : 2.0 * fp32};
+    case CrossEntropy::compiled:
+      return {a, a};
+    case CrossEntropy::fused:
+    case CrossEntropy::unfused:
+      break;
+  }
+  return {fp32, a};
 }
 
 LayerWork build_pre(const LayerShape& s) {
@@ -67,7 +97,10 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
-  w.activations = Bytes(s.norm_tokens() * s.hidden * s.act_bytes + logits * 4);
+  const LossMemory loss = loss_memory(s);
+  w.activations =
+      Bytes(s.norm_tokens() * s.hidden * s.act_bytes + std::llround(static_cast<double>(logits) * loss.kept));
+  w.backward_working = Bytes(std::llround(static_cast<double>(logits) * loss.backward));
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
   return w;
 }

@@ -90,6 +90,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
+  s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
   s.gemm_bytes = element_bytes(sc.training.precision);
   s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
   s.main_grad_bytes = element_bytes(sc.training.main_grad);

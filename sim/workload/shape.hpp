@@ -25,6 +25,8 @@ struct LayerShape {
   AttentionKind attention = AttentionKind::flash;
   bool eager = false;         // element-wise work as PyTorch eager runs it (training.fusion)
   bool unfused_loss = false;  // Megatron's unfused vocab-parallel cross entropy (training.cross_entropy)
+  // How the loss runs: training.cross_entropy, eager whenever the element-wise work is.
+  CrossEntropy loss = CrossEntropy::fused;
   // Mixture of experts (experts 0: a dense MLP). Experts stay whole on a GPU (expert tensor
   // parallelism 1, Megatron's MoE parallel folding) and are spread over the EP group.
   long long experts = 0;

@@ -69,6 +69,7 @@ struct LayerWork {
   Bytes params{0};                   // parameter bytes per GPU (training precision)
   long long param_count = 0;         // parameters per GPU
   Bytes activations{0};              // activation memory kept per micro-batch (Korthikanti)
+  Bytes backward_working{0};         // allocated beside `activations` while its backward runs (the loss's)
   Bytes tp_message{0};               // b·s·h elements of the precision: one TP collective's S
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
   long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)

@@ -130,8 +130,9 @@ TEST_CASE("the JSON report has exactly the contract's fields") {
   CHECK(keys(v.at("breakdown_s").at("exposed_comm")) == kinds);
   CHECK(keys(v.at("comm_s")) == kinds);
   CHECK(keys(v.at("overlap")) == std::set<std::string>{"hidden_fraction", "exposed_fraction_of_step"});
-  CHECK(keys(v.at("memory_bytes")) ==
-        std::set<std::string>{"peak", "params", "grads", "optimizer", "activations", "buffers", "capacity", "fits"});
+  CHECK(keys(v.at("memory_bytes")) == std::set<std::string>{"peak", "params", "grads", "optimizer", "activations",
+                                                            "buffers", "reserved", "device", "headroom", "capacity",
+                                                            "fits"});
   CHECK(v.at("config").at("parallel").at("dp").as_int64() == 4);
   CHECK(v.at("gpus").as_int64() == 8);
   CHECK(v.at("memory_bytes").at("fits").as_bool());
