@@ -34,8 +34,8 @@ Measured read_measured(const std::filesystem::path& path) {
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 5.0 % overall, 5.8 % on the
-// 24 not used for fitting; per group 8.3 % (Megatron-LM README), 2.9 % (NeMo 24.07), 3.7 %
+// Over the runs whose features are simulated (all 28): MAPE 4.8 % overall, 5.5 % on the
+// 24 not used for fitting; per group 7.9 % (Megatron-LM README), 2.5 % (NeMo 24.07), 3.6 %
 // (torchtitan) (docs/validation.md); held to the tenth of a percent above.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
@@ -65,11 +65,11 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.051);
-  CHECK(unfitted / n_unfitted <= 0.059);
+  CHECK(all / n_all <= 0.049);
+  CHECK(unfitted / n_unfitted <= 0.056);
   REQUIRE(groups.size() == 3);
   const std::map<std::string, double> stated = {
-      {"megatron_readme", 0.084}, {"nemo_24.07", 0.029}, {"torchtitan", 0.038}};
+      {"megatron_readme", 0.080}, {"nemo_24.07", 0.026}, {"torchtitan", 0.037}};
   for (const auto& [group, sum] : groups) {
     INFO(group);
     REQUIRE(stated.count(group) == 1);

@@ -1,0 +1,80 @@
+// Published peak memory per GPU (tools/validate, docs/validation.md): every run with a
+// `validation-memory-gib` line, against the report field of the quantity its publisher states.
+// The MAPE the README and docs/validation.md state is held here, so that a drifting fit fails.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/simulate_support.hpp"
+
+namespace stepsim {
+namespace {
+
+struct MeasuredMemory {
+  std::filesystem::path path;
+  double gib = 0;
+  std::string quantity;
+  bool fitted = false;
+};
+
+MeasuredMemory read_measured(const std::filesystem::path& path) {
+  MeasuredMemory m;
+  m.path = path;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("// validation-memory-gib: ")) m.gib = std::stod(line.substr(26));
+    if (line.starts_with("// validation-memory-quantity: ")) m.quantity = line.substr(31);
+    if (line.starts_with("// validation-memory-fitted: ")) m.fitted = line.substr(29) == "yes";
+  }
+  return m;
+}
+
+std::vector<MeasuredMemory> published_peaks() {
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  std::vector<MeasuredMemory> runs;
+  for (const auto& folder : {root, root / "memory"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.path().extension() != ".json") continue;
+      const MeasuredMemory m = read_measured(entry.path());
+      if (m.gib > 0) runs.push_back(m);
+    }
+  }
+  return runs;
+}
+
+double predicted_gib(const MemoryReport& r, const std::string& quantity) {
+  if (quantity == "reserved") return r.reserved / 1073741824.0;
+  if (quantity == "allocated") return r.peak / 1073741824.0;
+  REQUIRE(quantity == "device");
+  return r.device / 1073741824.0;
+}
+
+}  // namespace
+
+// docs/validation.md: MAPE 7.8 % over the 20 published peaks, 8.3 % over the 19 not used to
+// fit the allocator's reserve; held to the tenth of a percent above.
+TEST_CASE("the published peak memory stays within the error the documentation states") {
+  double all = 0, unfitted = 0;
+  int n_unfitted = 0;
+  const std::vector<MeasuredMemory> runs = published_peaks();
+  for (const MeasuredMemory& m : runs) {
+    INFO(m.path.string());
+    const MemoryReport r = test::run(m.path.string()).report.memory_bytes;
+    REQUIRE(r.modelled);
+    const double error = std::abs(predicted_gib(r, m.quantity) / m.gib - 1.0);
+    all += error;
+    if (m.fitted) continue;
+    unfitted += error;
+    ++n_unfitted;
+  }
+  CHECK(runs.size() == 20);
+  CHECK(n_unfitted == 19);
+  CHECK(all / static_cast<double>(runs.size()) <= 0.079);
+  CHECK(unfitted / n_unfitted <= 0.084);
+}
+
+}  // namespace stepsim
