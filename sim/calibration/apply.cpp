@@ -88,8 +88,9 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
   return out;
 }
 
-CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu, Precision precision,
+CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu,
                                  const workload::OpCost& op) {
+  const Precision precision = gpu.dtype(op);
   std::optional<double> us;
   switch (op.cls) {
     case workload::OpClass::gemm:

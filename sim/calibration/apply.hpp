@@ -36,9 +36,9 @@ struct CalibratedTime {
   bool measured = false;
 };
 
-// A compute op's duration: measured GEMM, attention or memory-bandwidth table inside its
-// range, else the (possibly refitted) GPU model.
-CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu, Precision precision,
+// A compute op's duration: measured GEMM, attention or memory-bandwidth table of the op's
+// own precision (`gpu.dtype(op)`) inside its range, else the (possibly refitted) GPU model.
+CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu,
                                  const workload::OpCost& op);
 
 // The GPU with the calibration's fitted efficiencies, launch overhead and slowdown.

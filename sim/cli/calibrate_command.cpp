@@ -151,6 +151,7 @@ workload::OpCost gemm_op(const calibration::GemmPoint& g) {
   op.n = g.n;
   op.k = g.k;
   op.flops = g.flops();
+  op.fp8 = g.dtype == Precision::fp8;
   op.bytes = Bytes(static_cast<std::int64_t>((g.m * g.k + g.k * g.n + g.m * g.n) * element_bytes(g.dtype)));
   return op;
 }
@@ -166,7 +167,7 @@ void check_compute(const calibration::Calibration& c, const calibration::Measure
     const hardware::GpuModel model(cluster.gpu, g.dtype);
     const hardware::GpuModel refit(calibration::calibrated_gpu(tables, cluster.gpu), g.dtype);
     const workload::OpCost op = gemm_op(g);
-    const double with = calibration::calibrate_compute(tables, refit, g.dtype, op).time.us();
+    const double with = calibration::calibrate_compute(tables, refit, op).time.us();
     const double without = model.duration(op).us();
     stats.add(error_of(with, g.time_us), error_of(without, g.time_us));
     fmt::print("  {:>6} {:>6} {:>6} {:>5} {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", g.m, g.n, g.k,
@@ -180,7 +181,7 @@ void check_compute(const calibration::Calibration& c, const calibration::Measure
     op.bytes = Bytes(static_cast<std::int64_t>(m.bytes));
     const hardware::GpuModel model(cluster.gpu, Precision::bf16);
     const double measured = m.bytes / (m.gbytes_per_s * 1e3);
-    const double with = calibration::calibrate_compute(tables, model, Precision::bf16, op).time.us();
+    const double with = calibration::calibrate_compute(tables, model, op).time.us();
     const double without = model.duration(op).us();
     stats.add(error_of(with, measured), error_of(without, measured));
     fmt::print("  copy {:>14g} B {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", m.bytes, measured, with,

@@ -18,8 +18,9 @@ double attention_share(bool flash2, GpuArch arch) { return flash2 && arch != Gpu
 
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
+      tensor_precision_(precision == Precision::fp8 ? Precision::bf16 : precision),
       peak_(gpu.flops.for_precision(precision)),
-      tensor_peak_(gpu.flops.for_precision(precision == Precision::fp8 ? Precision::bf16 : precision)) {
+      tensor_peak_(gpu.flops.for_precision(tensor_precision_)) {
   if (!peak_.positive()) {
     throw InputError("scenario", "/training/precision",
                      fmt::format("{} has no {} peak FLOP rate", gpu.name, to_string(precision)));

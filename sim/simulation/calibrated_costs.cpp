@@ -13,7 +13,7 @@ CalibratedCosts::CalibratedCosts(const Scenario& scenario, const hardware::GpuMo
     : scenario_(scenario), gpu_(gpu), tables_(tables), model_(scenario, gpu) {}
 
 Time CalibratedCosts::compute(const workload::OpCost& op) const {
-  const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, scenario_.training.precision, op);
+  const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, op);
   compute_total_us_ += t.time.us();
   if (t.measured) {
     compute_measured_us_ += t.time.us();
