@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,16 @@ struct RankTimeline {
   std::size_t dropped = 0;
 };
 
+// What the compute model charged a compute kernel: its FLOPs and HBM bytes (a piece of an
+// op split beside its communication: that piece's own share). stepsim's traces carry it, so
+// that a fit to them knows each kernel's work; profiler traces do not.
+struct KernelWork {
+  double flops = 0;
+  Bytes bytes{0};
+
+  bool operator==(const KernelWork&) const = default;
+};
+
 struct StepWindow {
   std::string name;  // "step", "ProfilerStep#4"
   Time start;
@@ -80,6 +91,8 @@ struct Timeline {
   std::vector<ProcessGroup> groups;
   std::vector<RankTimeline> ranks;
   std::vector<StepWindow> steps;  // at least one window
+  // By name: the compute kernels whose work is known (simulated ones, stepsim's traces).
+  std::map<std::uint32_t, KernelWork> work;
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
 };

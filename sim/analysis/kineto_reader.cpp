@@ -50,6 +50,8 @@ enum class Field : std::uint8_t {
   op,
   phase,
   wait,
+  flops,
+  hbm_bytes,
   rank,
   world_size,
   backend,
@@ -95,7 +97,9 @@ constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"phase", Field::phase},
                               KeyName{"group", Field::pg_name},
                               KeyName{"group_size", Field::group_size},
-                              KeyName{"wait_us", Field::wait}};
+                              KeyName{"wait_us", Field::wait},
+                              KeyName{"flops", Field::flops},
+                              KeyName{"hbm_bytes", Field::hbm_bytes}};
 constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events},
                               KeyName{"distributedInfo", Field::dist_info}};
 constexpr std::array kDistKeys{KeyName{"rank", Field::rank}, KeyName{"world_size", Field::world_size},
@@ -202,6 +206,7 @@ struct RawEvent {
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
   std::int64_t wait_ns = 0;            // stepsim traces: a collective's wait at its rendezvous
+  double flops = -1, hbm_bytes = -1;   // stepsim traces: a compute kernel's work, when given
   std::int64_t pid = -1, tid = -1, stream = -1, correlation = -1, bytes = 0;
   NcclArgs nccl;
   CommKind kind = CommKind::other;
@@ -497,6 +502,7 @@ class Handler {
     }
     if (ctx() == Ctx::event) take_event_number(i);
     if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(v, ec);
+    if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(v, ec);
     if (ctx() == Ctx::args) take_arg_number(i);
     if (ctx() == Ctx::dist) take_dist_number(i);
     return true;
@@ -507,6 +513,15 @@ class Handler {
       return fail(ec, pointer("args/wait_us"),
                   fmt::format("{}: expected a wait from 0 to {} us, got {}", event_label(), kMaxSpanUs, us));
     event_.wait_ns = std::llround(us * 1e3);
+    return true;
+  }
+
+  bool take_work(double v, json::error_code& ec) {
+    const bool flops = field_ == Field::flops;
+    if (!(v >= 0 && v < 1e21))
+      return fail(ec, pointer(flops ? "args/flops" : "args/hbm_bytes"),
+                  fmt::format("{}: expected {} from 0 to 1e21, got {}", event_label(), flops ? "FLOPs" : "bytes", v));
+    (flops ? event_.flops : event_.hbm_bytes) = v;
     return true;
   }
 
@@ -694,6 +709,8 @@ class Handler {
     g.correlation = event_.correlation;
     g.bytes = event_.bytes;
     g.nccl = event_.nccl;
+    if (event_.flops >= 0 && event_.hbm_bytes >= 0)
+      trace_.work[g.name] = KernelWork{event_.flops, Bytes(std::llround(event_.hbm_bytes))};
     trace_.gpu.push_back(g);
   }
 

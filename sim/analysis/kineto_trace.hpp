@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,8 @@ struct KinetoTrace {
   bool stepsim_format = false;      // written by stepsim: one rank per pid
   std::uint64_t content_bytes = 0;  // decompressed JSON size
   HtaView hta;
+  // stepsim traces: by kernel name, the work its args give (flops, hbm_bytes).
+  std::map<std::uint32_t, KernelWork> work;
 
   std::uint32_t intern(std::string_view s) { return strings.intern(s); }
 };

@@ -190,6 +190,7 @@ class Builder {
     iv.end = g.end;
     iv.name = timeline_.intern(name);
     iv.stream = stream;
+    if (const auto it = trace.work.find(g.name); it != trace.work.end()) timeline_.work[iv.name] = it->second;
     if (g.tagged) return tagged_interval(trace, g, iv);
     if (g.category != GpuCategory::kernel || is_memory_name(name)) {
       iv.activity = Activity::memory;

@@ -446,6 +446,7 @@ Timeline Engine::run(IntervalObserver* observer) {
 void Engine::start_timeline() {
   name_map_.reserve(program_.names.size());
   for (const std::string& name : program_.names) name_map_.push_back(timeline_.intern(name));
+  for (const auto& [name, work] : program_.work) timeline_.work[name_map_[name]] = work;
   bubble_name_ = timeline_.intern("bubble");
   for (const Group& g : program_.groups) timeline_.groups.push_back({g.name, g.kind, g.size, g.ranks});
   timeline_.ranks.resize(program_.ranks.size());

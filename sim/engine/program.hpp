@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -106,6 +107,7 @@ struct Group {
 
 struct Program {
   NameTable names;
+  std::map<std::uint32_t, KernelWork> work;  // by name: what the compute model charged its kernels
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;

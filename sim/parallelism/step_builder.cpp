@@ -89,6 +89,8 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.name = name;
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
+  // Written into stepsim's traces, so that a fit to them knows each piece's own work.
+  state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});
   const OpIndex index = append(op, waits);
   last_compute_[static_cast<std::size_t>(lane_)] = index;
   return index;

@@ -81,6 +81,7 @@ class KinetoWriter {
       std::string args = fmt::format("\"device\": 0, \"stream\": {}, \"correlation\": {}, \"External id\": {}", tid,
                                      correlation, correlation);
       if (iv.activity == Activity::comm) args += comm_args(iv);
+      if (iv.activity == Activity::compute) args += work_args(iv);
       event(iv.activity == Activity::memory ? "gpu_memcpy" : "kernel", name, 0, tid, s, e - s, args);
       ++correlation;
     }
@@ -94,6 +95,14 @@ class KinetoWriter {
     int n = 0;
     for (const RankTimeline& r : t_.ranks) n += r.multiplicity;
     return n;
+  }
+
+  // The FLOPs and HBM bytes the compute model charged the kernel (PyTorch's profiler gives
+  // "flops" to the operator, not the kernel; stepsim knows each kernel's own).
+  std::string work_args(const Interval& iv) const {
+    const auto it = t_.work.find(iv.name);
+    if (it == t_.work.end()) return "";
+    return fmt::format(", \"flops\": {}, \"hbm_bytes\": {}", it->second.flops, it->second.bytes.count());
   }
 
   std::string comm_args(const Interval& iv) const {

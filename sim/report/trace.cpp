@@ -184,6 +184,9 @@ void RankTraceWriter::write_args(fmt::memory_buffer& buf, const Interval& iv) {
   switch (iv.activity) {
     case Activity::compute:
       fmt::format_to(std::back_inserter(buf), "\"phase\":\"{}\"", to_string(iv.phase));
+      if (const auto it = timeline_.work.find(iv.name); it != timeline_.work.end())
+        fmt::format_to(std::back_inserter(buf), ",\"flops\":{},\"hbm_bytes\":{}", it->second.flops,
+                       it->second.bytes.count());
       break;
     case Activity::comm:
       fmt::format_to(std::back_inserter(buf), "\"kind\":\"{}\",\"op\":\"{}\",\"bytes\":{},\"phase\":\"{}\"",
