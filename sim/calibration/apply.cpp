@@ -110,6 +110,7 @@ CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::G
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
   const FittedEfficiency& e = tables.efficiency();
   if (e.gemm_max) gpu.efficiency.gemm_max = *e.gemm_max;
+  if (e.fp8_gemm_max) gpu.efficiency.fp8_gemm_max = *e.fp8_gemm_max;
   if (e.gemm_half_flops) gpu.efficiency.gemm_half_flops = *e.gemm_half_flops;
   if (e.attention_max) gpu.efficiency.attention_max = *e.attention_max;
   if (e.hbm) gpu.efficiency.hbm = *e.hbm;

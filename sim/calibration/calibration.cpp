@@ -167,12 +167,13 @@ BandwidthPoint read_bandwidth(const json::value& v, const Place& p) {
 
 FittedEfficiency read_efficiency(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
-  only_keys(o, p, {"gemm_max", "gemm_half_flops", "attention_max", "hbm", "comm_slowdown"});
+  only_keys(o, p, {"gemm_max", "fp8_gemm_max", "gemm_half_flops", "attention_max", "hbm", "comm_slowdown"});
   FittedEfficiency e;
   auto fraction = [&](const char* key, std::optional<double>& out, double lo, double hi) {
     if (const auto* x = o.if_contains(key)) out = number(*x, p.at(key), "a fraction", lo, hi);
   };
   fraction("gemm_max", e.gemm_max, 0.01, 1.0);
+  fraction("fp8_gemm_max", e.fp8_gemm_max, 0.01, 1.0);
   fraction("attention_max", e.attention_max, 0.01, 1.0);
   fraction("hbm", e.hbm, 0.01, 1.0);
   fraction("comm_slowdown", e.comm_slowdown, 0.0, 10.0);
@@ -346,6 +347,7 @@ std::string calibration_json(const Calibration& c) {
   json::object eff;
   const FittedEfficiency& e = c.compute.efficiency;
   for (auto [key, value] : {std::pair{"gemm_max", &e.gemm_max},
+                            {"fp8_gemm_max", &e.fp8_gemm_max},
                             {"gemm_half_flops", &e.gemm_half_flops},
                             {"attention_max", &e.attention_max},
                             {"hbm", &e.hbm},

@@ -62,6 +62,7 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::mov
     if (c.compute.comm_slowdown) comm_slowdown_ = c.compute.comm_slowdown;
     const FittedEfficiency& e = c.compute.efficiency;
     for (auto [from, to] : {std::pair{&e.gemm_max, &efficiency_.gemm_max},
+                            {&e.fp8_gemm_max, &efficiency_.fp8_gemm_max},
                             {&e.gemm_half_flops, &efficiency_.gemm_half_flops},
                             {&e.attention_max, &efficiency_.attention_max},
                             {&e.hbm, &efficiency_.hbm},

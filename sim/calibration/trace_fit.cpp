@@ -1,7 +1,10 @@
-// The compute model's efficiencies from measured kernels. GEMM: t = (F + F½) / (peak · max)
-// is a line in F, so a least-squares line through the compute-bound GEMMs gives max and F½.
-// Attention and HBM: the median of each kernel's implied efficiency. Slowdown: a kernel that
-// ran o µs beside communication progresses at 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
+// The compute model's efficiencies from measured kernels, through the GPU model itself. A
+// compute-bound kernel's model time is inversely proportional to its maximum efficiency
+// (gemm_max, fp8_gemm_max, attention_max) and a memory-bound one's to hbm, so each is the
+// preset scaled by model / measured time; gemm_half_flops bends the GEMM curve and is the
+// value (searched on a log scale) that leaves the smallest relative error once both GEMM
+// maxima are scaled. Slowdown: a kernel that ran o µs beside communication progresses at
+// 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
 #include "calibration/trace_fit.hpp"
 
 #include <algorithm>
@@ -12,38 +15,13 @@
 namespace stepsim::calibration {
 namespace {
 
+using Kernels = std::vector<const MeasuredKernel*>;
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-struct Model {
-  double peak, fp32, bandwidth, kernel_min_us;
-  GpuEfficiency e;
-  GpuArch arch;
-
-  // Of the fitted maximum, what the kernel reaches (the GPU model's own factor).
-  double share(const MeasuredKernel& k) const {
-    return k.cls == workload::OpClass::attention ? hardware::attention_share(k.flash2, arch) : 1.0;
-  }
-  double compute_us(const MeasuredKernel& k) const {
-    const bool tensor = k.cls == workload::OpClass::gemm || k.cls == workload::OpClass::attention;
-    if (!tensor) return k.flops / fp32 * 1e6;
-    const double max = k.cls == workload::OpClass::gemm ? e.gemm_max : e.attention_max;
-    return (k.flops + e.gemm_half_flops) / (peak * max * share(k)) * 1e6;
-  }
-  double memory_us(const MeasuredKernel& k) const { return k.bytes / (bandwidth * e.hbm) * 1e6; }
-  double time_us(const MeasuredKernel& k) const { return std::max({compute_us(k), memory_us(k), kernel_min_us}); }
-  // Bound by its FLOPs by a clear margin, and above the floor: its time says something about
-  // the compute efficiency.
-  bool compute_bound(const MeasuredKernel& k) const {
-    return compute_us(k) > 1.05 * memory_us(k) && compute_us(k) > 1.05 * kernel_min_us;
-  }
-  bool memory_bound(const MeasuredKernel& k) const {
-    return memory_us(k) > 1.05 * compute_us(k) && memory_us(k) > 1.05 * kernel_min_us;
-  }
-};
 
 double rms(const std::vector<double>& rel) {
   double s = 0;
@@ -53,75 +31,180 @@ double rms(const std::vector<double>& rel) {
 
 bool alone(const MeasuredKernel& k) { return k.matched && k.overlap_us <= 0; }
 
-void fit_gemm(const std::vector<MeasuredKernel>& ks, Model& m, FittedValue& max, FittedValue& half) {
-  for (int round = 0; round < 3; ++round) {
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (const auto& k : ks) {
-      if (k.cls != workload::OpClass::gemm || !alone(k) || !m.compute_bound(k)) continue;
-      // Weighted by 1/t² so that each kernel counts by its relative error.
-      const double w = 1.0 / (k.time_us * k.time_us), x = k.flops, y = k.time_us;
-      n += w;
-      sx += w * x;
-      sy += w * y;
-      sxx += w * x * x;
-      sxy += w * x * y;
-    }
-    const double det = n * sxx - sx * sx;
-    if (n == 0 || det <= 0) break;
-    const double slope = (n * sxy - sx * sy) / det, intercept = (sy * sxx - sx * sxy) / det;
-    if (!(slope > 0)) break;
-    m.e.gemm_max = 1e6 / (m.peak * slope);
-    m.e.gemm_half_flops = std::max(0.0, intercept / slope);
-    max.fitted = m.e.gemm_max;
-    half.fitted = m.e.gemm_half_flops;
-  }
-  std::vector<double> rel;
-  for (const auto& k : ks)
-    if (k.cls == workload::OpClass::gemm && alone(k) && m.compute_bound(k))
-      rel.push_back((m.time_us(k) - k.time_us) / k.time_us);
-  max.kernels = half.kernels = static_cast<int>(rel.size());
-  max.residual = half.residual = rms(rel);
-  if (!max.fitted) {
-    max.why_not = half.why_not = rel.size() < 2
-                                     ? "fewer than two compute-bound GEMM kernels that ran without communication"
-                                     : "the GEMM times do not grow with their FLOPs";
-    max.kernels = half.kernels = 0;
-  }
+// Bound by its FLOPs (or by its bytes) by a clear margin, and above the kernel floor: its
+// time says something about that efficiency.
+bool compute_bound(const hardware::GpuModel& m, const MeasuredKernel& k) {
+  const Time c = m.compute_time(k.op);
+  return c.us() > 1.05 * m.memory_time(k.op).us() && c.us() > 1.05 * m.spec().efficiency.kernel_min.us();
+}
+bool memory_bound(const hardware::GpuModel& m, const MeasuredKernel& k) {
+  const Time b = m.memory_time(k.op);
+  return b.us() > 1.05 * m.compute_time(k.op).us() && b.us() > 1.05 * m.spec().efficiency.kernel_min.us();
 }
 
-// Efficiency of one class from the median of what each kernel implies, kernels chosen by
-// `use`, the implied value by `implied`.
-template <class Use, class Implied, class Set>
-void fit_median(const std::vector<MeasuredKernel>& ks, Model& m, FittedValue& v, Use use, Implied implied, Set set,
-                const char* none) {
-  std::vector<double> values;
-  for (int round = 0; round < 2; ++round) {
-    values.clear();
-    for (const auto& k : ks)
-      if (use(k)) values.push_back(implied(k));
-    if (values.empty()) break;
-    set(median(values));
+// The efficiencies being fitted and the kernels each speaks for.
+struct Fit {
+  const std::vector<MeasuredKernel>& all;
+  GpuSpec gpu;
+  Precision precision;
+
+  hardware::GpuModel model() const { return {gpu, precision}; }
+
+  Kernels gemms(bool fp8) const {
+    const hardware::GpuModel m = model();
+    return select([&](const MeasuredKernel& k) {
+      return k.op.cls == workload::OpClass::gemm && k.op.fp8 == fp8 && alone(k) && compute_bound(m, k);
+    });
   }
-  if (values.empty()) {
+  Kernels attention() const {
+    const hardware::GpuModel m = model();
+    return select([&](const MeasuredKernel& k) {
+      return k.op.cls == workload::OpClass::attention && alone(k) && compute_bound(m, k);
+    });
+  }
+  Kernels memory() const {
+    const hardware::GpuModel m = model();
+    return select([&](const MeasuredKernel& k) { return k.op.bytes.count() > 0 && alone(k) && memory_bound(m, k); });
+  }
+  template <class Use>
+  Kernels select(Use use) const {
+    Kernels out;
+    for (const auto& k : all)
+      if (use(k)) out.push_back(&k);
+    return out;
+  }
+
+  // Model over measured time of each kernel.
+  std::vector<double> ratios(const Kernels& ks) const {
+    const hardware::GpuModel m = model();
+    std::vector<double> r;
+    r.reserve(ks.size());
+    for (const auto* k : ks) r.push_back(m.duration(k->op).us() / k->time_us);
+    return r;
+  }
+  std::vector<double> errors(const Kernels& ks) const {
+    std::vector<double> e = ratios(ks);
+    for (double& x : e) x -= 1.0;
+    return e;
+  }
+};
+
+// The factor a on model times (a = old / new efficiency) that best fits measured ones in
+// relative terms: the least squares of a·r − 1.
+double least_squares_factor(const std::vector<double>& r) {
+  double s = 0, s2 = 0;
+  for (double x : r) (s += x, s2 += x * x);
+  return s2 > 0 ? s / s2 : 1.0;
+}
+
+// Relative squared error of the GEMMs once both maxima are scaled to them at half-size h.
+double gemm_error(Fit& f, const Kernels (&groups)[2], double h) {
+  f.gpu.efficiency.gemm_half_flops = h;
+  double err = 0;
+  for (const Kernels& g : groups) {
+    if (g.empty()) continue;
+    const std::vector<double> r = f.ratios(g);
+    const double a = least_squares_factor(r);
+    for (double x : r) err += (a * x - 1) * (a * x - 1);
+  }
+  return err;
+}
+
+// Golden-section search of log h over [1e3, 1e15] FLOPs.
+double search_half(Fit& f, const Kernels (&groups)[2]) {
+  const double phi = 0.5 * (std::sqrt(5.0) - 1);
+  double lo = std::log(1e3), hi = std::log(1e15);
+  double x1 = hi - phi * (hi - lo), x2 = lo + phi * (hi - lo);
+  double e1 = gemm_error(f, groups, std::exp(x1)), e2 = gemm_error(f, groups, std::exp(x2));
+  for (int i = 0; i < 80; ++i) {
+    if (e1 <= e2) {
+      hi = x2, x2 = x1, e2 = e1;
+      x1 = hi - phi * (hi - lo);
+      e1 = gemm_error(f, groups, std::exp(x1));
+    } else {
+      lo = x1, x1 = x2, e1 = e2;
+      x2 = lo + phi * (hi - lo);
+      e2 = gemm_error(f, groups, std::exp(x2));
+    }
+  }
+  return std::exp(0.5 * (lo + hi));
+}
+
+bool several_sizes(const Kernels (&groups)[2]) {
+  double first = -1;
+  for (const Kernels& g : groups)
+    for (const auto* k : g) {
+      if (first < 0) first = k->op.flops;
+      if (k->op.flops != first) return true;
+    }
+  return false;
+}
+
+void record(const Fit& f, const Kernels& ks, FittedValue& v, double value) {
+  v.fitted = value;
+  v.kernels = static_cast<int>(ks.size());
+  v.residual = rms(f.errors(ks));
+}
+
+// Scales `field` by the least-squares (or median) factor of its kernels' model / measured time.
+void scale(Fit& f, const Kernels& ks, double GpuEfficiency::*field, bool robust) {
+  if (ks.empty()) return;
+  const std::vector<double> r = f.ratios(ks);
+  const double a = robust ? 1.0 / median(r) : least_squares_factor(r);
+  f.gpu.efficiency.*field /= a;
+}
+
+void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half) {
+  Kernels groups[2];
+  for (int round = 0; round < 3; ++round) {
+    groups[0] = f.gemms(false);
+    groups[1] = f.gemms(true);
+    if (groups[0].empty() && groups[1].empty()) break;
+    if (several_sizes(groups)) f.gpu.efficiency.gemm_half_flops = search_half(f, groups);
+    scale(f, groups[0], &GpuEfficiency::gemm_max, false);
+    scale(f, groups[1], &GpuEfficiency::fp8_gemm_max, false);
+  }
+  const GpuEfficiency& e = f.gpu.efficiency;
+  if (!groups[0].empty()) record(f, groups[0], bf16, e.gemm_max);
+  if (!groups[1].empty()) record(f, groups[1], fp8, e.fp8_gemm_max);
+  Kernels both = groups[0];
+  both.insert(both.end(), groups[1].begin(), groups[1].end());
+  if (several_sizes(groups)) record(f, both, half, e.gemm_half_flops);
+  const char* none = "no compute-bound GEMM kernel of a known op ran without communication";
+  if (!bf16.fitted) bf16.why_not = none;
+  if (!fp8.fitted)
+    fp8.why_not = f.precision == Precision::fp8 ? "no compute-bound FP8 GEMM kernel of a known op ran without "
+                                                  "communication"
+                                                : "the run has no FP8 GEMMs (training.precision is not fp8)";
+  if (!half.fitted) half.why_not = both.empty() ? none : "the GEMM kernels that ran alone are all of one size";
+}
+
+// One efficiency from the median of what each of its kernels implies.
+void fit_one(Fit& f, Kernels (Fit::*kernels)() const, double GpuEfficiency::*field, FittedValue& v, const char* none) {
+  Kernels ks;
+  for (int round = 0; round < 2; ++round) {
+    ks = (f.*kernels)();
+    scale(f, ks, field, true);
+  }
+  if (ks.empty()) {
     v.why_not = none;
     return;
   }
-  v.fitted = median(values);
-  std::vector<double> rel;
-  for (const auto& k : ks)
-    if (use(k)) rel.push_back((m.time_us(k) - k.time_us) / k.time_us);
-  v.kernels = static_cast<int>(rel.size());
-  v.residual = rms(rel);
+  record(f, ks, v, f.gpu.efficiency.*field);
 }
 
-void fit_slowdown(const std::vector<MeasuredKernel>& ks, const Model& m, FittedValue& v) {
+void fit_slowdown(const Fit& f, FittedValue& v) {
+  const hardware::GpuModel m = f.model();
+  const double floor_us = m.spec().efficiency.kernel_min.us();
   double overlap = 0, progress = 0;
-  std::vector<const MeasuredKernel*> used;
-  for (const auto& k : ks) {
-    if (!k.matched || k.overlap_us <= 0 || m.time_us(k) <= 1.05 * m.kernel_min_us) continue;
+  std::vector<std::pair<const MeasuredKernel*, double>> used;  // with its model time alone
+  for (const auto& k : f.all) {
+    if (!k.matched || k.overlap_us <= 0) continue;
+    const double t0 = m.duration(k.op).us();
+    if (t0 <= 1.05 * floor_us) continue;
     overlap += k.overlap_us;
-    progress += m.time_us(k) - k.time_us + k.overlap_us;
-    used.push_back(&k);
+    progress += t0 - k.time_us + k.overlap_us;
+    used.emplace_back(&k, t0);
   }
   if (used.empty() || progress <= 0) {
     v.why_not = "no kernel of a known op ran beside a communication kernel";
@@ -130,7 +213,7 @@ void fit_slowdown(const std::vector<MeasuredKernel>& ks, const Model& m, FittedV
   const double s = std::max(0.0, overlap / progress - 1.0);
   v.fitted = s;
   std::vector<double> rel;
-  for (const auto* k : used) rel.push_back((m.time_us(*k) + k->overlap_us * s / (1 + s) - k->time_us) / k->time_us);
+  for (const auto& [k, t0] : used) rel.push_back((t0 + k->overlap_us * s / (1 + s) - k->time_us) / k->time_us);
   v.kernels = static_cast<int>(used.size());
   v.residual = rms(rel);
 }
@@ -139,48 +222,30 @@ void fit_slowdown(const std::vector<MeasuredKernel>& ks, const Model& m, FittedV
 
 FittedEfficiency TraceFit::efficiency() const {
   FittedEfficiency e;
-  for (const auto& v : values) {
-    if (!v.fitted) continue;
-    if (v.key == "gemm_max") e.gemm_max = v.fitted;
-    if (v.key == "gemm_half_flops") e.gemm_half_flops = v.fitted;
-    if (v.key == "attention_max") e.attention_max = v.fitted;
-    if (v.key == "hbm") e.hbm = v.fitted;
-    if (v.key == "comm_slowdown") e.comm_slowdown = v.fitted;
-  }
+  for (const auto& v : values)
+    for (const EfficiencyField& f : kEfficiencyFields)
+      if (v.fitted && v.key == f.key) e.*f.fitted = v.fitted;
   return e;
 }
 
+FittedValue* TraceFit::find(const std::string& key) {
+  for (auto& v : values)
+    if (v.key == key) return &v;
+  return nullptr;
+}
+
 TraceFit fit_kernels(const std::vector<MeasuredKernel>& ks, const GpuSpec& gpu, Precision precision) {
-  Model m{gpu.flops.for_precision(precision).flops_per_s(),
-          gpu.flops.fp32.positive() ? gpu.flops.fp32.flops_per_s() : gpu.flops.for_precision(precision).flops_per_s(),
-          gpu.memory_bandwidth.bytes_per_s(),
-          gpu.efficiency.kernel_min.us(),
-          gpu.efficiency,
-          gpu.arch};
   TraceFit out;
-  auto value = [](const char* key, double preset) {
-    FittedValue v;
-    v.key = key;
-    v.preset = preset;
-    return v;
-  };
-  FittedValue max = value("gemm_max", m.e.gemm_max), half = value("gemm_half_flops", m.e.gemm_half_flops),
-              attention = value("attention_max", m.e.attention_max), hbm = value("hbm", m.e.hbm),
-              slowdown = value("comm_slowdown", m.e.comm_slowdown);
-  fit_gemm(ks, m, max, half);
-  fit_median(
-      ks, m, attention,
-      [&](const MeasuredKernel& k) { return k.cls == workload::OpClass::attention && alone(k) && m.compute_bound(k); },
-      [&](const MeasuredKernel& k) {
-        return (k.flops + m.e.gemm_half_flops) / (m.peak * k.time_us * 1e-6) / m.share(k);
-      },
-      [&](double v) { m.e.attention_max = v; }, "no attention kernel of a known op ran without communication");
-  fit_median(
-      ks, m, hbm, [&](const MeasuredKernel& k) { return k.bytes > 0 && alone(k) && m.memory_bound(k); },
-      [&](const MeasuredKernel& k) { return k.bytes / (m.bandwidth * k.time_us * 1e-6); },
-      [&](double v) { m.e.hbm = v; }, "no memory-bound kernel of a known op ran without communication");
-  fit_slowdown(ks, m, slowdown);
-  out.values = {max, half, attention, hbm, slowdown};
+  for (const EfficiencyField& f : kEfficiencyFields)
+    out.values.push_back({f.key, gpu.efficiency.*f.preset, std::nullopt, 0, 0, ""});
+  Fit f{ks, gpu, precision};
+  f.model();  // refuses a GPU without the run's peak before anything is fitted
+  fit_gemm(f, *out.find("gemm_max"), *out.find("fp8_gemm_max"), *out.find("gemm_half_flops"));
+  fit_one(f, &Fit::attention, &GpuEfficiency::attention_max, *out.find("attention_max"),
+          "no attention kernel of a known op ran without communication");
+  fit_one(f, &Fit::memory, &GpuEfficiency::hbm, *out.find("hbm"),
+          "no memory-bound kernel of a known op ran without communication");
+  fit_slowdown(f, *out.find("comm_slowdown"));
   return out;
 }
 

@@ -1,6 +1,7 @@
-// Fitting the GPU compute model to measured kernels: GEMM efficiency curve, attention and
-// HBM efficiency from kernels that ran alone, then the slowdown from kernels that ran beside
-// communication. Pure arithmetic on kernels already matched to the model's ops.
+// Fitting the GPU compute model to measured kernels: the GEMM efficiency curve (BF16 and FP8
+// maxima, one half-size), attention and HBM efficiency from kernels that ran alone, then the
+// slowdown from kernels that ran beside communication. Every model time comes from
+// hardware::GpuModel itself, so the fit inverts the very formula the simulation uses.
 #pragma once
 
 #include <optional>
@@ -14,14 +15,12 @@
 namespace stepsim::calibration {
 
 struct MeasuredKernel {
-  workload::OpClass cls = workload::OpClass::gemm;
-  bool backward = false;
-  double flops = 0;       // of the model op it matched; 0 when matched by class only
-  double bytes = 0;       // HBM traffic of that op
+  // The model op it matched (a piece of a split op: that piece, with its own FLOPs and
+  // bytes); when matched by class only, just `op.cls`.
+  workload::OpCost op;
   double time_us = 0;     // as measured
   double overlap_us = 0;  // of it while a communication kernel ran on the same GPU
   bool matched = false;   // matched to one model op (by name), not only to a class
-  bool flash2 = false;    // that op is FlashAttention-2 (training.attention "flash2")
 };
 
 struct FittedValue {
@@ -30,17 +29,18 @@ struct FittedValue {
   std::optional<double> fitted;
   int kernels = 0;
   double residual = 0;  // RMS relative error of the fitted model over those kernels
-  std::string why_not;  // when not fitted
+  std::string why_not;  // when not fitted; how, when fitted another way than kernel by kernel
 };
 
 struct TraceFit {
-  std::vector<FittedValue> values;  // gemm_max, gemm_half_flops, attention_max, hbm, comm_slowdown
+  // gemm_max, fp8_gemm_max, gemm_half_flops, attention_max, hbm, comm_slowdown
+  std::vector<FittedValue> values;
   FittedEfficiency efficiency() const;
+  FittedValue* find(const std::string& key);
 };
 
-// `gpu` gives the peaks, HBM bandwidth, kernel floor and the preset efficiencies; kernels
-// matched only by class contribute through class totals against `simulated` (the same
-// classes from the model's own step).
+// `gpu` gives the peaks, HBM bandwidth, kernel floor and the preset efficiencies, `precision`
+// the run's (which ops are FP8 GEMMs is each op's own `fp8`).
 TraceFit fit_kernels(const std::vector<MeasuredKernel>& kernels, const GpuSpec& gpu, Precision precision);
 
 // Efficiency from class totals, for traces whose kernels cannot be matched one by one:

@@ -58,11 +58,16 @@ FlopRate GpuModel::rate(const workload::OpCost& op) const {
   return gpu_.flops.fp32.positive() ? gpu_.flops.fp32 : peak_;
 }
 
+Time GpuModel::compute_time(const workload::OpCost& op) const {
+  return op.flops > 0 ? stepsim::compute_time(op.flops, rate(op)) : Time::zero();
+}
+
+Time GpuModel::memory_time(const workload::OpCost& op) const {
+  return transfer_time(op.bytes, gpu_.memory_bandwidth.scaled(gpu_.efficiency.hbm));
+}
+
 Time GpuModel::duration(const workload::OpCost& op) const {
-  const GpuEfficiency& e = gpu_.efficiency;
-  const Time compute = op.flops > 0 ? compute_time(op.flops, rate(op)) : Time::zero();
-  const Time memory = transfer_time(op.bytes, gpu_.memory_bandwidth.scaled(e.hbm));
-  return max(max(compute, memory), e.kernel_min);
+  return max(max(compute_time(op), memory_time(op)), gpu_.efficiency.kernel_min);
 }
 
 }  // namespace stepsim::hardware

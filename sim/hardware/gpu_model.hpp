@@ -21,6 +21,10 @@ class GpuModel {
   //   max(flops / (peak · efficiency(op)), bytes / (HBM bandwidth · efficiency.hbm)),
   // never below efficiency.kernel_min.
   Time duration(const workload::OpCost& op) const;
+  // The two sides of that roofline: the FLOPs at the op's rate, and its bytes at the
+  // achievable HBM bandwidth.
+  Time compute_time(const workload::OpCost& op) const;
+  Time memory_time(const workload::OpCost& op) const;
   // Fraction of the dense peak `op` reaches when compute-bound: GEMMs and fused attention
   // follow a saturating curve max · F / (F + gemm_half_flops) in their FLOPs F.
   double efficiency(const workload::OpCost& op) const;

@@ -9,6 +9,7 @@
 #include "calibration/nccl_import.hpp"
 #include "calibration/tables.hpp"
 #include "calibration/trace_fit.hpp"
+#include "hardware/gpu_model.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 
@@ -141,45 +142,72 @@ TEST_CASE("importing logs groups rows by test and communicator shape") {
   CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
 }
 
-TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
-  GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
-  GpuEfficiency truth = gpu.efficiency;
-  truth.gemm_max = 0.65;
-  truth.gemm_half_flops = 2e10;
-  const double peak = gpu.flops.bf16.flops_per_s();
+namespace {
+
+// Kernels of `n` GEMM (or attention) ops from 1e11 FLOPs up, each timed by the GPU model with
+// the `truth` efficiencies: what a trace of them would measure.
+std::vector<MeasuredKernel> kernels_of(const GpuSpec& truth, Precision precision, workload::OpClass cls, bool fp8,
+                                       bool flash2 = false) {
+  const hardware::GpuModel model(truth, precision);
   std::vector<MeasuredKernel> ks;
   for (double f = 1e11; f < 1e14; f *= 3) {
     MeasuredKernel k;
-    k.flops = f;
-    k.bytes = 1e3;
-    k.time_us = (f + truth.gemm_half_flops) / (peak * truth.gemm_max) * 1e6;
+    k.op.cls = cls;
+    k.op.fp8 = fp8;
+    k.op.flash2 = flash2;
+    k.op.flops = f;
+    k.op.bytes = Bytes(1000);
+    k.time_us = model.duration(k.op).us();
     k.matched = true;
     ks.push_back(k);
   }
-  const TraceFit fit = fit_kernels(ks, gpu, Precision::bf16);
+  return ks;
+}
+
+}  // namespace
+
+TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  GpuSpec truth = gpu;
+  truth.efficiency.gemm_max = 0.65;
+  truth.efficiency.gemm_half_flops = 2e10;
+  const TraceFit fit =
+      fit_kernels(kernels_of(truth, Precision::bf16, workload::OpClass::gemm, false), gpu, Precision::bf16);
   const FittedEfficiency e = fit.efficiency();
-  CHECK(*e.gemm_max == Approx(0.65).epsilon(1e-6));
-  CHECK(*e.gemm_half_flops == Approx(2e10).epsilon(1e-6));
+  CHECK(*e.gemm_max == Approx(0.65).epsilon(1e-4));
+  CHECK(*e.gemm_half_flops == Approx(2e10).epsilon(1e-3));
   CHECK_FALSE(e.attention_max.has_value());
-  CHECK(fit.values[2].why_not == "no attention kernel of a known op ran without communication");
+  CHECK_FALSE(e.fp8_gemm_max.has_value());
+  CHECK(fit.values[3].why_not == "no attention kernel of a known op ran without communication");
+  CHECK(fit.values[1].why_not == "the run has no FP8 GEMMs (training.precision is not fp8)");
+}
+
+// Under FP8 training the FP8 GEMMs run against the FP8 peak and the BF16 ones (the LM head)
+// against the BF16 peak: each maximum comes from its own GEMMs, the half-size from both.
+TEST_CASE("the trace fit gives FP8 and BF16 GEMMs their own maximum") {
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  GpuSpec truth = gpu;
+  truth.efficiency.gemm_max = 0.75;
+  truth.efficiency.fp8_gemm_max = 0.45;
+  truth.efficiency.gemm_half_flops = 3e10;
+  std::vector<MeasuredKernel> ks = kernels_of(truth, Precision::fp8, workload::OpClass::gemm, true);
+  const auto bf16 = kernels_of(truth, Precision::fp8, workload::OpClass::gemm, false);
+  ks.insert(ks.end(), bf16.begin(), bf16.begin() + 2);
+  const FittedEfficiency e = fit_kernels(ks, gpu, Precision::fp8).efficiency();
+  REQUIRE(e.fp8_gemm_max.has_value());
+  REQUIRE(e.gemm_max.has_value());
+  CHECK(*e.fp8_gemm_max == Approx(0.45).epsilon(1e-4));
+  CHECK(*e.gemm_max == Approx(0.75).epsilon(1e-4));
+  CHECK(*e.gemm_half_flops == Approx(3e10).epsilon(1e-3));
 }
 
 // FlashAttention-2 kernels reach 0.55 of attention_max on Hopper in the GPU model; the fit
 // divides that out, so that a flash2 scenario calibrated on its own trace predicts that trace.
 TEST_CASE("the trace fit gives FlashAttention-2 kernels' attention_max as the fused attention's figure") {
-  GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
-  const double peak = gpu.flops.bf16.flops_per_s();
-  std::vector<MeasuredKernel> ks;
-  for (double f = 1e12; f < 1e14; f *= 3) {
-    MeasuredKernel k;
-    k.cls = stepsim::workload::OpClass::attention;
-    k.flops = f;
-    k.bytes = 1e3;
-    k.flash2 = true;
-    k.time_us = (f + gpu.efficiency.gemm_half_flops) / (peak * 0.5 * 0.55) * 1e6;
-    k.matched = true;
-    ks.push_back(k);
-  }
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  GpuSpec truth = gpu;
+  truth.efficiency.attention_max = 0.5;
+  const auto ks = kernels_of(truth, Precision::bf16, workload::OpClass::attention, false, true);
   const FittedEfficiency e = fit_kernels(ks, gpu, Precision::bf16).efficiency();
   REQUIRE(e.attention_max.has_value());
   CHECK(*e.attention_max == Approx(0.5).epsilon(1e-6));

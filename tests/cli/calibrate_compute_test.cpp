@@ -38,7 +38,66 @@ constexpr const char* kBf16Tables = R"({"stepsim_calibration": 1, "provenance": 
       {"pass": "backward", "batch": 64, "heads": 128, "kv_heads": 128, "seq": 65536, "head_dim": 256,
        "dtype": "bf16", "time_us": 10000000}]}})";
 
+// The efficiencies a trace is written with, away from every preset value.
+constexpr const char* kChanged =
+    "--set cluster.gpu.efficiency.gemm_max=0.7 --set cluster.gpu.efficiency.fp8_gemm_max=0.5 "
+    "--set cluster.gpu.efficiency.attention_max=0.45 --set cluster.gpu.efficiency.gemm_half_flops=1e10 "
+    "--set cluster.gpu.efficiency.hbm=0.7 --set cluster.gpu.efficiency.comm_slowdown=0.2";
+
+struct RoundTrip {
+  boost::json::value efficiency;   // what from-trace fitted
+  double trace_step_s = 0;         // the step the trace was written from
+  double recalibrated_step_s = 0;  // the scenario simulated with what was fitted
+};
+
+// Writes stepsim's Kineto-format trace of the default scenario with `scenario` and the changed
+// efficiencies, fits it back and simulates the scenario (preset efficiencies) with the fit.
+RoundTrip round_trip(const Scratch& s, const std::string& scenario) {
+  const auto sim =
+      s.run("simulate " + scenario + " " + kChanged + " --trace step.json --trace-format kineto --json report.json");
+  REQUIRE(sim.status == 0);
+  const auto fit = s.run("calibrate from-trace step.json \"\" " + scenario + " -o fitted.json");
+  REQUIRE(fit.status == 0);
+  const auto again = s.run("simulate " + scenario + " --calibration fitted.json --json -");
+  REQUIRE(again.status == 0);
+  return {json_of(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency"),
+          number(json_of(testing::slurp(s.file("report.json"))), "step_time_s"),
+          number(json_of(again.out), "step_time_s")};
+}
+
+void check_recovered(const RoundTrip& r) {
+  CHECK(number(r.efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number(r.efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+  CHECK(r.recalibrated_step_s == Approx(r.trace_step_s).epsilon(0.02));
+}
+
 }  // namespace
+
+// The BF16 GEMMs of an FP8 run (the LM head) against the BF16 peak, the FP8 ones against the
+// FP8 peak, attention BF16: each maximum from its own kernels.
+TEST_CASE("from-trace recovers gemm_max, fp8_gemm_max and attention_max from an FP8 run") {
+  Scratch s("calib-rt-fp8");
+  const RoundTrip r = round_trip(s, "--set training.precision=fp8");
+  check_recovered(r);
+  CHECK(number(r.efficiency, "fp8_gemm_max") == Approx(0.5).epsilon(0.02));
+}
+
+// Context parallelism runs the attention core in cp pieces beside the K/V ring; the trace
+// gives each piece its own FLOPs, the last one included (it keeps the op's name).
+TEST_CASE("from-trace recovers the efficiencies from a context-parallel run's attention pieces") {
+  Scratch s("calib-rt-cp");
+  const RoundTrip r = round_trip(s, "--set parallel.cp=2 --set parallel.dp=4");
+  check_recovered(r);
+  CHECK_FALSE(r.efficiency.as_object().contains("fp8_gemm_max"));
+}
+
+// TP communication overlap splits the GEMMs into pieces beside ring steps and ReduceScatters.
+TEST_CASE("from-trace recovers the efficiencies from a TP-overlap run's GEMM pieces") {
+  Scratch s("calib-rt-tp-overlap");
+  const RoundTrip r = round_trip(s, "--set parallel.sequence_parallel=true --set tensor_parallel.comm_overlap=true");
+  check_recovered(r);
+  CHECK(number(r.efficiency, "gemm_half_flops") == Approx(1e10).epsilon(0.02));
+}
 
 // Under FP8 training the Linear layers' GEMMs run in FP8, but the LM head and attention stay
 // BF16 (Transformer Engine): BF16 tables are theirs, FP8 tables none of theirs.
