@@ -48,6 +48,15 @@ struct MemoryReport {
   bool modelled = false;  // false until a memory model filled it in
 };
 
+// A GPU figure a calibration file set in place of the preset's: the value in force and where
+// it came from ("fitted.json: fitted to trace rank0.json", "node.json: measured").
+struct CalibratedValue {
+  std::string key;  // "gemm_max", "fp8_gemm_max", ..., "comm_slowdown", "kernel_launch_us"
+  double value = 0;
+  double preset = 0;
+  std::string source;
+};
+
 // Which costs came from calibration files (the scenario key `calibration`) and how much of
 // the step they cover; empty `files` when the step was not calibrated.
 struct CalibrationReport {
@@ -57,6 +66,11 @@ struct CalibrationReport {
   double comm_scaled_fraction = 0;    // share of communication time scaled from a measured shape
   double step_fraction = 0;           // (compute·compute_fraction + exposed comm·comm_fraction) / step
   std::vector<std::string> measured;  // what was measured: "gemm", "allreduce 8 ranks on 1 node", ...
+  // The GPU figures the files set.
+  std::vector<CalibratedValue> values;
+  // What the model alone answered, that a measurement would replace: "gemm bf16",
+  // "allgather 8 ranks on 1 node(s) x 8", ...
+  std::vector<std::string> not_measured;
 };
 
 // One pipeline stage, measured on the simulated rank that stands for it.

@@ -1,8 +1,13 @@
 // Measured costs in place of modelled ones, and the α–β fit of a measured collective table.
 #include "calibration/apply.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cmath>
+#include <map>
 
 namespace stepsim::calibration {
 namespace {
@@ -43,6 +48,19 @@ Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& force
     }
   }
   return c;
+}
+
+// "fitted.json: fitted to trace rank0.json" for a file `calibrate from-trace` wrote.
+std::string fitted_source(const Calibration& c) {
+  if (c.provenance.sources.empty()) return c.source;
+  const bool trace = c.provenance.command.starts_with("stepsim calibrate from-trace");
+  return fmt::format("{}: fitted to {}{}", c.source, trace ? "trace " : "", fmt::join(c.provenance.sources, ", "));
+}
+
+boost::json::object& member_object(boost::json::object& o, const char* key) {
+  boost::json::value& v = o[key];
+  if (!v.is_object()) v.emplace_object();
+  return v.as_object();
 }
 
 }  // namespace
@@ -107,18 +125,52 @@ CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::G
   return {max(Time::from_us(*us), gpu.spec().efficiency.kernel_min), true};
 }
 
+std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const GpuSpec& preset) {
+  std::map<std::string, CalibratedValue> in_force;
+  std::optional<CalibratedValue> measured_slowdown;
+  for (const Calibration& c : tables.files()) {
+    for (const EfficiencyField& f : kEfficiencyFields)
+      if (const auto& v = c.compute.efficiency.*f.fitted)
+        in_force[f.key] = {f.key, *v, preset.efficiency.*f.preset, fitted_source(c)};
+    if (c.compute.comm_slowdown)
+      measured_slowdown = {"comm_slowdown", *c.compute.comm_slowdown, preset.efficiency.comm_slowdown,
+                           c.source + ": measured beside a running collective"};
+    if (c.compute.launch_overhead_us)
+      in_force["kernel_launch_us"] = {"kernel_launch_us", *c.compute.launch_overhead_us, preset.kernel_launch.us(),
+                                      c.source + ": measured"};
+  }
+  if (measured_slowdown) in_force["comm_slowdown"] = *measured_slowdown;
+  std::vector<CalibratedValue> out;
+  for (const EfficiencyField& f : kEfficiencyFields)
+    if (const auto it = in_force.find(f.key); it != in_force.end()) out.push_back(it->second);
+  if (const auto it = in_force.find("kernel_launch_us"); it != in_force.end()) out.push_back(it->second);
+  return out;
+}
+
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
-  const FittedEfficiency& e = tables.efficiency();
-  if (e.gemm_max) gpu.efficiency.gemm_max = *e.gemm_max;
-  if (e.fp8_gemm_max) gpu.efficiency.fp8_gemm_max = *e.fp8_gemm_max;
-  if (e.gemm_half_flops) gpu.efficiency.gemm_half_flops = *e.gemm_half_flops;
-  if (e.attention_max) gpu.efficiency.attention_max = *e.attention_max;
-  if (e.hbm) gpu.efficiency.hbm = *e.hbm;
-  if (e.comm_slowdown) gpu.efficiency.comm_slowdown = *e.comm_slowdown;
-  // A slowdown measured beside a running collective wins over one fitted to a trace.
-  if (tables.comm_slowdown()) gpu.efficiency.comm_slowdown = *tables.comm_slowdown();
-  if (tables.launch_overhead_us()) gpu.kernel_launch = Time::from_us(*tables.launch_overhead_us());
+  for (const CalibratedValue& v : values_in_force(tables, gpu)) {
+    if (v.key == "kernel_launch_us") gpu.kernel_launch = Time::from_us(v.value);
+    for (const EfficiencyField& f : kEfficiencyFields)
+      if (v.key == f.key) gpu.efficiency.*f.preset = v.value;
+  }
   return gpu;
+}
+
+std::string config_in_force(const std::string& resolved_json, const std::vector<CalibratedValue>& values) {
+  boost::json::parse_options options;
+  options.allow_comments = true;
+  options.allow_trailing_commas = true;
+  boost::system::error_code ec;
+  boost::json::value config = boost::json::parse(resolved_json, ec, {}, options);
+  if (ec || !config.is_object()) return resolved_json;
+  boost::json::object& gpu = member_object(member_object(config.as_object(), "cluster"), "gpu");
+  for (const CalibratedValue& v : values) {
+    if (v.key == "kernel_launch_us")
+      gpu["kernel_launch"] = fmt::format("{} us", v.value);
+    else
+      member_object(gpu, "efficiency")[v.key] = v.value;
+  }
+  return boost::json::serialize(config);
 }
 
 AlphaBeta fit_alpha_beta(const std::vector<CollectivePoint>& points, CollOp op, int ranks, double fallback_alpha_us) {

@@ -8,6 +8,7 @@
 #include "calibration/tables.hpp"
 #include "collectives/collective.hpp"
 #include "hardware/gpu_model.hpp"
+#include "stepsim/report.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim::calibration {
@@ -41,8 +42,17 @@ struct CalibratedTime {
 CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::GpuModel& gpu,
                                  const workload::OpCost& op);
 
-// The GPU with the calibration's fitted efficiencies, launch overhead and slowdown.
+// The GPU figures the calibration files set (fitted efficiencies, measured launch overhead
+// and slowdown), each with its value in force and where it came from; later files win, and a
+// slowdown measured beside a running collective wins over one fitted to a trace.
+std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const GpuSpec& preset);
+
+// The GPU with those values in force.
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu);
+
+// The scenario's resolved JSON (`Scenario::resolved_json`) with those values in force in its
+// cluster.gpu, so that the report's config shows what the simulation used.
+std::string config_in_force(const std::string& resolved_json, const std::vector<CalibratedValue>& values);
 
 // Fit of T = α + S/algbw: α from the smallest size, algbw from the largest, with the largest
 // relative error over all sizes. One point cannot separate the two:

@@ -58,16 +58,6 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::mov
     for (const AttentionPoint& a : c.compute.attention)
       attention_curve_[a.backward ? 1 : 0][index_of(a.dtype)].emplace_back(a.flops(), a.time_us);
     for (const BandwidthPoint& m : c.compute.memory) memory_curve_.emplace_back(m.bytes, m.gbytes_per_s);
-    if (c.compute.launch_overhead_us) launch_us_ = c.compute.launch_overhead_us;
-    if (c.compute.comm_slowdown) comm_slowdown_ = c.compute.comm_slowdown;
-    const FittedEfficiency& e = c.compute.efficiency;
-    for (auto [from, to] : {std::pair{&e.gemm_max, &efficiency_.gemm_max},
-                            {&e.fp8_gemm_max, &efficiency_.fp8_gemm_max},
-                            {&e.gemm_half_flops, &efficiency_.gemm_half_flops},
-                            {&e.attention_max, &efficiency_.attention_max},
-                            {&e.hbm, &efficiency_.hbm},
-                            {&e.comm_slowdown, &efficiency_.comm_slowdown}})
-      if (*from) *to = *from;
   }
   for (auto& c : gemm_curve_) finish_curve(c);
   for (auto& pass : attention_curve_)

@@ -36,11 +36,6 @@ class MeasuredTables {
   // op on the same tier (inside one node, or across nodes) with the nearest rank count.
   const CollectiveTable* reference(CollOp op, int ranks, int nodes, int ranks_per_node) const;
 
-  // Later files win where several give the same figure.
-  std::optional<double> launch_overhead_us() const { return launch_us_; }
-  std::optional<double> comm_slowdown() const { return comm_slowdown_; }
-  const FittedEfficiency& efficiency() const { return efficiency_; }
-
  private:
   std::vector<Calibration> files_;
   std::vector<CollectiveTable> collectives_;  // of every file, in file order
@@ -48,8 +43,6 @@ class MeasuredTables {
   // time (µs) over FLOPs per dtype and pass, and achieved GB/s over bytes
   std::vector<std::pair<double, double>> gemm_curve_[5], attention_curve_[2][5];
   std::vector<std::pair<double, double>> memory_curve_;
-  std::optional<double> launch_us_, comm_slowdown_;
-  FittedEfficiency efficiency_;
 };
 
 }  // namespace stepsim::calibration

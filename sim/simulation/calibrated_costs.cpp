@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "stepsim/error.hpp"
 
 namespace stepsim {
@@ -15,10 +17,15 @@ CalibratedCosts::CalibratedCosts(const Scenario& scenario, const hardware::GpuMo
 Time CalibratedCosts::compute(const workload::OpCost& op) const {
   const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, op);
   compute_total_us_ += t.time.us();
+  const bool tensor = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
   if (t.measured) {
     compute_measured_us_ += t.time.us();
-    const bool tensor = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
     measured_.insert(op.cls == workload::OpClass::gemm ? "gemm" : tensor ? "attention" : "memory-bound kernels");
+  } else if (tensor) {
+    not_measured_.insert(
+        fmt::format("{} {}", op.cls == workload::OpClass::gemm ? "gemm" : "attention", to_string(gpu_.dtype(op))));
+  } else if (op.bytes.count() > 0) {
+    not_measured_.insert("memory-bound kernels");
   }
   return t.time;
 }
@@ -27,6 +34,9 @@ parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Reque
   const calibration::CalibratedChoice c =
       calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request);
   collectives_[{request.op, request.size.count(), request.shape.ranks}] = c.source;
+  if (c.source == calibration::Source::model)
+    not_measured_.insert(fmt::format("{} {} ranks on {} node(s) x {}", to_string(request.op), request.shape.ranks,
+                                     request.shape.nodes, request.shape.ranks_per_node));
   if (c.table != nullptr) {
     measured_.insert(fmt::format("{} {} ranks on {} node(s){}", to_string(c.table->op), c.table->ranks, c.table->nodes,
                                  c.source == calibration::Source::scaled ? " (scaled to other sizes or shapes)" : ""));
@@ -43,10 +53,47 @@ parallelism::CollectiveCost CalibratedCosts::degraded_collective(const collectiv
   return cost;
 }
 
-void CalibratedCosts::summarise(const Timeline& timeline, Report& report) const {
+namespace {
+
+// The efficiency a fit puts in force for what the model alone answered: that part is
+// calibrated too.
+bool fitted(const std::string& what, const std::vector<CalibratedValue>& values) {
+  const char* key = what == "gemm fp8"               ? "fp8_gemm_max"
+                    : what.starts_with("gemm ")      ? "gemm_max"
+                    : what.starts_with("attention ") ? "attention_max"
+                    : what == "memory-bound kernels" ? "hbm"
+                                                     : "";
+  return std::any_of(values.begin(), values.end(), [&](const CalibratedValue& v) { return v.key == key; });
+}
+
+std::string value_text(const CalibratedValue& v) {
+  return fmt::format("{} {:.4g} (preset {:.4g}; {})", v.key, v.value, v.preset, v.source);
+}
+
+// What the calibration did for this step, in a sentence after the shares.
+std::string calibration_detail(const CalibrationReport& c) {
+  std::vector<std::string> values;
+  for (const auto& v : c.values) values.push_back(value_text(v));
+  if (c.measured.empty() && c.values.empty())
+    return fmt::format("the calibration changes nothing this job uses; it would need measurements of: {}",
+                       fmt::join(c.not_measured, "; "));
+  std::string out = fmt::format(
+      "measured: {}", c.measured.empty() ? "no table this step uses" : fmt::format("{}", fmt::join(c.measured, "; ")));
+  if (!values.empty()) out += fmt::format("; in force: {}", fmt::join(values, "; "));
+  if (!c.not_measured.empty())
+    out += fmt::format("; not measured (the model alone): {}", fmt::join(c.not_measured, "; "));
+  return out;
+}
+
+}  // namespace
+
+void CalibratedCosts::summarise(const Timeline& timeline, Report& report, std::vector<CalibratedValue> values) const {
   CalibrationReport& out = report.calibration;
   for (const auto& f : tables_.files()) out.files.push_back(f.source);
   out.measured.assign(measured_.begin(), measured_.end());
+  for (const std::string& what : not_measured_)
+    if (!fitted(what, values)) out.not_measured.push_back(what);
+  out.values = std::move(values);
   if (compute_total_us_ > 0) out.compute_fraction = compute_measured_us_ / compute_total_us_;
   double total = 0, measured = 0, scaled = 0;
   if (!timeline.ranks.empty()) {
@@ -71,10 +118,9 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report) const 
         report.step_time_s;
   report.notes.push_back(
       fmt::format("calibrated by {} file(s): {:.0f}% of compute kernel time and {:.0f}% of communication time measured "
-                  "({:.0f}% more scaled from a measured shape), {:.0f}% of the step; measured: {}",
+                  "({:.0f}% more scaled from a measured shape), {:.0f}% of the step; {}",
                   out.files.size(), 100 * out.compute_fraction, 100 * out.comm_fraction, 100 * out.comm_scaled_fraction,
-                  100 * out.step_fraction,
-                  out.measured.empty() ? "nothing this step uses" : fmt::format("{}", fmt::join(out.measured, "; "))));
+                  100 * out.step_fraction, calibration_detail(out)));
 }
 
 calibration::MeasuredTables load_calibration(const Scenario& scenario) {

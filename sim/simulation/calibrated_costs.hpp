@@ -24,8 +24,9 @@ class CalibratedCosts final : public parallelism::Costs {
   Time kernel_launch() const override { return model_.kernel_launch(); }
   double comm_slowdown() const override { return model_.comm_slowdown(); }
 
-  // Fills `report.calibration` from the tally and the simulated timeline, with a note.
-  void summarise(const Timeline& timeline, Report& report) const;
+  // Fills `report.calibration` from the tally, the simulated timeline and the GPU figures the
+  // files set (`values`), with a note.
+  void summarise(const Timeline& timeline, Report& report, std::vector<CalibratedValue> values) const;
 
  private:
   using CollKey = std::tuple<CollOp, std::int64_t, int>;  // op, size, ranks
@@ -36,6 +37,7 @@ class CalibratedCosts final : public parallelism::Costs {
   mutable double compute_total_us_ = 0, compute_measured_us_ = 0;
   mutable std::map<CollKey, calibration::Source> collectives_;
   mutable std::set<std::string> measured_;
+  mutable std::set<std::string> not_measured_;  // what the model alone answered
 };
 
 // The calibration files a scenario names, read and checked against its GPU.

@@ -182,10 +182,13 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   // Calibration files replace GPU figures (fitted efficiencies, launch overhead, slowdown)
   // and, through CalibratedCosts, the costs they measured.
   const calibration::MeasuredTables tables = load_calibration(given);
+  const std::vector<CalibratedValue> values = calibration::values_in_force(tables, given.cluster.gpu);
   Scenario calibrated;
   if (!tables.empty()) {
     calibrated = given;
     calibrated.cluster.gpu = calibration::calibrated_gpu(tables, given.cluster.gpu);
+    // The report's config shows the figures the simulation used.
+    if (!values.empty()) calibrated.resolved_json = calibration::config_in_force(given.resolved_json, values);
   }
   const Scenario& scenario = tables.empty() ? given : calibrated;
   const workload::ModelWork work = workload::build_work(scenario);
@@ -243,7 +246,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
     inputs.notes.push_back(jitter_note(scenario.simulation.variation.jitter, scenario.simulation.ranks));
   result.report = report::make_report(result.timeline, inputs);
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
-  if (!tables.empty()) costs.summarise(result.timeline, result.report);
+  if (!tables.empty()) costs.summarise(result.timeline, result.report, values);
   report::PipelineFacts pipeline{scenario.parallel.pp,
                                  scenario.parallel.virtual_stages,
                                  scenario.training.micro_batches(scenario.parallel.dp),

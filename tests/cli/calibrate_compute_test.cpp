@@ -118,3 +118,71 @@ TEST_CASE("an FP8 run's BF16 ops use BF16 tables") {
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+const boost::json::object* value_of(const boost::json::value& calibration, const std::string& key) {
+  for (const auto& v : calibration.at("values").as_array())
+    if (v.at("key").as_string() == key) return &v.as_object();
+  return nullptr;
+}
+
+bool has_note(const boost::json::value& report, const std::string& text) {
+  for (const auto& n : report.at("notes").as_array())
+    if (std::string(n.as_string()).find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// Calibrated from a trace, the step moves; the report says by which values, fitted where, and
+// its config shows them in place of the preset's.
+TEST_CASE("the report after a from-trace fit shows the fitted values and their source") {
+  Scratch s("calib-report-fit");
+  round_trip(s, "");
+  const auto plain = s.run("simulate --json -");
+  const auto run = s.run("simulate --calibration fitted.json --json -");
+  REQUIRE(plain.status == 0);
+  REQUIRE(run.status == 0);
+  const auto preset = json_of(plain.out), report = json_of(run.out);
+  const auto& preset_efficiency = preset.at("config").at("cluster").at("gpu").at("efficiency");
+  const auto& efficiency = report.at("config").at("cluster").at("gpu").at("efficiency");
+  CHECK(number(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+  CHECK(number(efficiency, "hbm") == Approx(0.7).epsilon(0.02));
+  const auto* gemm = value_of(report.at("calibration"), "gemm_max");
+  REQUIRE(gemm != nullptr);
+  CHECK(gemm->at("value").to_number<double>() == Approx(0.7).epsilon(0.02));
+  CHECK(gemm->at("preset").to_number<double>() == number(preset_efficiency, "gemm_max"));
+  CHECK(gemm->at("source").as_string() == "fitted.json: fitted to trace step.json");
+  // The default scenario runs no FP8 GEMM: nothing to fit, nothing set.
+  CHECK(value_of(report.at("calibration"), "fp8_gemm_max") == nullptr);
+  CHECK(has_note(report, "in force: gemm_max 0.7"));
+  CHECK(has_note(report, "(preset 0.657; fitted.json: fitted to trace step.json)"));
+  CHECK_FALSE(has_note(report, "nothing this step uses"));
+}
+
+// FSDP over the 8 GPUs of one node gathers and reduce-scatters its parameters and gradients
+// and runs no AllReduce: a one-node AllReduce table is of no use to it.
+TEST_CASE("a calibration that changes nothing the job uses says which measurements the job would need") {
+  Scratch s("calib-report-needs");
+  s.write("allreduce.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": ""},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "ranks_per_node": 8,
+                     "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 10000}]}]})");
+  const auto plain = s.run("simulate fsdp-llama2-7b-8xh100 --json -");
+  const auto run = s.run("simulate fsdp-llama2-7b-8xh100 --calibration allreduce.json --json -");
+  REQUIRE(plain.status == 0);
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  CHECK(number(report, "step_time_s") == number(json_of(plain.out), "step_time_s"));
+  const auto& needed = report.at("calibration").at("not_measured").as_array();
+  CHECK(contains(needed, "allgather 8 ranks on 1 node(s) x 8"));
+  CHECK(contains(needed, "reducescatter 8 ranks on 1 node(s) x 8"));
+  CHECK(contains(needed, "gemm bf16"));
+  CHECK(contains(needed, "attention bf16"));
+  CHECK(has_note(report, "the calibration changes nothing this job uses; it would need measurements of: "));
+}
+
+}  // namespace stepsim
