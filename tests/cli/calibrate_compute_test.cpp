@@ -67,6 +67,7 @@ RoundTrip round_trip(const Scratch& s, const std::string& scenario) {
 
 void check_recovered(const RoundTrip& r) {
   CHECK(number(r.efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number(r.efficiency, "fp8_gemm_max") == Approx(0.5).epsilon(0.02));
   CHECK(number(r.efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
   CHECK(r.recalibrated_step_s == Approx(r.trace_step_s).epsilon(0.02));
 }
@@ -77,24 +78,21 @@ void check_recovered(const RoundTrip& r) {
 // FP8 peak, attention BF16: each maximum from its own kernels.
 TEST_CASE("from-trace recovers gemm_max, fp8_gemm_max and attention_max from an FP8 run") {
   Scratch s("calib-rt-fp8");
-  const RoundTrip r = round_trip(s, "--set training.precision=fp8");
-  check_recovered(r);
-  CHECK(number(r.efficiency, "fp8_gemm_max") == Approx(0.5).epsilon(0.02));
+  check_recovered(round_trip(s, "--set training.precision=fp8"));
 }
 
 // Context parallelism runs the attention core in cp pieces beside the K/V ring; the trace
 // gives each piece its own FLOPs, the last one included (it keeps the op's name).
 TEST_CASE("from-trace recovers the efficiencies from a context-parallel run's attention pieces") {
   Scratch s("calib-rt-cp");
-  const RoundTrip r = round_trip(s, "--set parallel.cp=2 --set parallel.dp=4");
-  check_recovered(r);
-  CHECK_FALSE(r.efficiency.as_object().contains("fp8_gemm_max"));
+  check_recovered(round_trip(s, "--set training.precision=fp8 --set parallel.cp=2 --set parallel.dp=4"));
 }
 
 // TP communication overlap splits the GEMMs into pieces beside ring steps and ReduceScatters.
 TEST_CASE("from-trace recovers the efficiencies from a TP-overlap run's GEMM pieces") {
   Scratch s("calib-rt-tp-overlap");
-  const RoundTrip r = round_trip(s, "--set parallel.sequence_parallel=true --set tensor_parallel.comm_overlap=true");
+  const RoundTrip r = round_trip(
+      s, "--set training.precision=fp8 --set parallel.sequence_parallel=true --set tensor_parallel.comm_overlap=true");
   check_recovered(r);
   CHECK(number(r.efficiency, "gemm_half_flops") == Approx(1e10).epsilon(0.02));
 }
