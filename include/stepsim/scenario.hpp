@@ -120,6 +120,9 @@ struct ClusterSpec {
   std::string name;
   int nodes = 0;
   int gpus_per_node = 8;
+  // GPUs that one NVLink fabric joins (a GB200 NVL72 rack: 72 over 18 trays of 4); inside it
+  // every group talks over NVLink whatever node it spans. 0: the node (an 8-GPU NVSwitch).
+  int nvlink_domain = 0;
   GpuSpec gpu;
   IntraNode intra_node;
   InterNode inter_node;
@@ -127,6 +130,7 @@ struct ClusterSpec {
   double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
   Provenance provenance;
   int gpus() const { return nodes * gpus_per_node; }
+  int domain_gpus() const { return nvlink_domain > 0 ? nvlink_domain : gpus_per_node; }
 };
 
 struct MoeSpec {

@@ -16,6 +16,7 @@
 #include "collectives/collective.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/fabric.hpp"
+#include "parallelism/mesh.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
@@ -119,9 +120,15 @@ std::vector<Bytes> sizes(const Options& o) {
   return out;
 }
 
+// K ranks on the first GPUs of each node, costed over the NVLink domains that hold them (a
+// GB200 NVL72 rack's 18 trays of 4 are one domain).
 collectives::GroupShape shape_of(const ClusterSpec& cluster, int gpus, int ranks_per_node) {
   const int per_node = ranks_per_node > 0 ? ranks_per_node : std::min(gpus, cluster.gpus_per_node);
-  return {gpus, (gpus + per_node - 1) / per_node, per_node};
+  if (cluster.domain_gpus() == cluster.gpus_per_node) return {gpus, (gpus + per_node - 1) / per_node, per_node};
+  std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(gpus));
+  for (int r = 0; r < gpus; ++r) ranks.push_back(r / per_node * cluster.gpus_per_node + r % per_node);
+  return parallelism::shape_of(ranks, cluster.domain_gpus());
 }
 
 // NCCL's model and the fabric see every node of a communicator alike (the same ranks per
@@ -174,9 +181,15 @@ double busbw(const Row& r, CollOp op, int gpus) {
   return t > 0 ? r.size.as_double() / t * collectives::bus_factor(op, gpus) * 1e-9 : 0.0;
 }
 
-void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& cluster, int gpus, bool verbose) {
-  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s))\n", to_string(op), gpus, cluster.name,
-             cluster.nodes);
+void print_table(const std::vector<Row>& rows, CollOp op, const ClusterSpec& cluster, int gpus, int ranks_per_node,
+                 bool verbose) {
+  const collectives::GroupShape shape = shape_of(cluster, gpus, ranks_per_node);
+  const std::string domains = cluster.domain_gpus() == cluster.gpus_per_node
+                                  ? ""
+                                  : fmt::format(" in {} NVLink domain(s) of {} GPUs, {} ranks per domain", shape.nodes,
+                                                cluster.domain_gpus(), shape.ranks_per_node);
+  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s){})\n", to_string(op), gpus, cluster.name,
+             cluster.nodes, domains);
   fmt::print("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw", "busbw",
              "algorithm/protocol");
   for (const Row& r : rows) {
@@ -320,8 +333,9 @@ int run_collective(const Args& args) {
       [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
   const calibration::MeasuredTables tables = read_tables(o.calibrations, cluster);
   std::vector<Row> rows;
+  const collectives::GroupShape shape = shape_of(cluster, o.gpus, o.ranks_per_node);
   for (Bytes s : sizes(o)) {
-    const collectives::Request request{op, s, shape_of(cluster, o.gpus, o.ranks_per_node)};
+    const collectives::Request request{op, s, shape};
     auto all = candidates_for_command_line(cluster, forced, request);
     // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
     // loads then limit the chosen algorithm (and, for -v, every other).
@@ -333,7 +347,7 @@ int run_collective(const Args& args) {
     rows.push_back(std::move(row));
     if (!tables.empty()) calibrate(rows.back(), tables, cluster, forced, request);
   }
-  if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.verbose);
+  if (o.json != "-") print_table(rows, op, cluster, o.gpus, o.ranks_per_node, o.verbose);
   if (vm.count("json") != 0)
     report::write_output({"--json", o.json, [&](std::ostream& os) {
                             os << boost::json::serialize(to_json(rows, op, cluster, o.gpus)) << "\n";

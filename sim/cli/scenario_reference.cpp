@@ -47,6 +47,10 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.name", "", "name shown in the report", ""},
     {"cluster.nodes", "", "nodes; 0: as many as the job needs", ""},
     {"cluster.gpus_per_node", "", "GPUs in one node", "torchrun `--nproc-per-node`"},
+    {"cluster.nvlink_domain", "",
+     "GPUs joined by one NVLink fabric, whole nodes (72 in a GB200 NVL72 rack); groups inside it use NVLink across "
+     "nodes; 0: one node",
+     "NCCL's multi-node NVLink (`NCCL_MNNVL_ENABLE`)"},
     {"cluster.gpu", "", "a GPU preset name (`stepsim presets --kind gpu`) or an object of the keys below", ""},
     {"cluster.gpu.name", "", "name shown in the report", ""},
     {"cluster.gpu.arch", "", "`ampere`, `hopper` or `blackwell`", ""},

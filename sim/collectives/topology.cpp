@@ -1,5 +1,6 @@
 // What NCCL's topology search would find on a cluster: channel counts and per-channel
-// bandwidths of the ring/tree and NVLS graphs, and the hop-latency scales.
+// bandwidths of the ring/tree and NVLS graphs, and the hop-latency scales. A request's nodes
+// are NVLink domains: NVLink inside one, the NICs between them.
 #include "collectives/topology.hpp"
 
 #include <algorithm>
@@ -49,9 +50,13 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
   c.ll128 = !pcie;
   c.intra_hop_scale = cluster.intra_node.latency.us() / (pcie ? 1.0 : 0.6);
   c.net_hop_scale = cluster.inter_node.latency.us() / 2.7;
+  // A "node" of the request is an NVLink domain (NCCL's multi-node NVLink treats the GPUs of
+  // one NVLink fabric as one node): its ranks reach the network through all its nodes' NICs.
   const int ppn = std::max(1, request.shape.ranks_per_node);
   const double nic = nic_speed(cluster, arch, c.intra_total);
-  const int nics = std::max(1, std::min(cluster.inter_node.nics_per_node, ppn));
+  const int domain_nics =
+      cluster.inter_node.nics_per_node * std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
+  const int nics = std::max(1, std::min({domain_nics, ppn, kMaxSearchChannels}));
   c.nic_per_gpu = nic * std::max(1, cluster.inter_node.nics_per_node) / std::max(1, cluster.gpus_per_node);
   if (request.shape.nodes <= 1) {
     c.ring = search(arch.intra_speeds, c.intra_total, arch);

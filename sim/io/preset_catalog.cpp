@@ -41,7 +41,9 @@ std::string gpu_summary(const GpuSpec& g) {
 }
 
 std::string cluster_summary(const ClusterSpec& c) {
-  return fmt::format("{} x {} per node, NVLink {}{}, {} x {} NICs; {}", c.gpus_per_node, c.gpu.name,
+  const std::string domain =
+      c.domain_gpus() == c.gpus_per_node ? "" : fmt::format(", {} per NVLink domain", c.domain_gpus());
+  return fmt::format("{} x {} per node{}, NVLink {}{}, {} x {} NICs; {}", c.gpus_per_node, c.gpu.name, domain,
                      format_bandwidth(c.intra_node.bandwidth, false), c.intra_node.nvls ? " + NVLS" : "",
                      c.inter_node.nics_per_node, format_bandwidth(c.inter_node.nic_bandwidth, true),
                      fitted_text(c.provenance));

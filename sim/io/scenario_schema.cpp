@@ -236,6 +236,7 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
   static constexpr Field<ClusterSpec> fields[] = {field<&ClusterSpec::name>("name"),
                                                   field<&ClusterSpec::nodes>("nodes"),
                                                   field<&ClusterSpec::gpus_per_node>("gpus_per_node"),
+                                                  field<&ClusterSpec::nvlink_domain>("nvlink_domain"),
                                                   field<&ClusterSpec::gpu>("gpu"),
                                                   field<&ClusterSpec::intra_node>("intra_node"),
                                                   field<&ClusterSpec::inter_node>("inter_node"),

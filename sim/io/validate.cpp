@@ -105,8 +105,22 @@ void check_fabrics(const ClusterSpec& cl, const Checker& c) {
             "\"ethernet\" (NCCL's socket transport) is not simulated yet (use \"infiniband\" or \"roce\")");
 }
 
+// An NVLink domain is whole nodes joined by NVLink Switch trays: a node's GPUs share its
+// fabric, and only a switched fabric reaches past the node.
+void check_domain(const ClusterSpec& cl, const Checker& c) {
+  if (cl.nvlink_domain == 0) return;
+  c.require(cl.nvlink_domain % cl.gpus_per_node == 0, "/cluster/nvlink_domain",
+            "must be a whole number of nodes of {} GPUs, got {}", cl.gpus_per_node, cl.nvlink_domain);
+  c.require(cl.nvlink_domain == cl.gpus_per_node || cl.intra_node.fabric == IntraFabric::nvswitch,
+            "/cluster/nvlink_domain",
+            "an NVLink domain beyond one node needs \"fabric\": \"nvswitch\" (NVLink Switch trays), got {} GPUs "
+            "over a node of {}",
+            cl.nvlink_domain, cl.gpus_per_node);
+}
+
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
   check_nvls(cl, c);
+  check_domain(cl, c);
   check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
   c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
@@ -213,9 +227,10 @@ void check_training(const Scenario& s, const Checker& c) {
 void check_tp_overlap(const Scenario& s, const Checker& c) {
   if (!s.tensor_parallel.comm_overlap) return;
   c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
-  c.require(s.parallel.tp <= s.cluster.gpus_per_node, "/tensor_parallel/comm_overlap",
-            "needs the TP group inside one node (tp {} > {} GPUs per node): the overlap copies over NVLink",
-            s.parallel.tp, s.cluster.gpus_per_node);
+  c.require(s.parallel.tp <= s.cluster.domain_gpus(), "/tensor_parallel/comm_overlap",
+            "needs the TP group inside one NVLink domain (tp {} > {} GPUs per domain): the overlap copies over "
+            "NVLink",
+            s.parallel.tp, s.cluster.domain_gpus());
   c.require(s.parallel.sequence_parallel, "/tensor_parallel/comm_overlap",
             "needs \"sequence_parallel\": true (Transformer Engine overlaps the AllGather and ReduceScatter of "
             "sequence parallelism)");

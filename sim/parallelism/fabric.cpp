@@ -152,16 +152,45 @@ SpineShare Fabric::first_nodes_spine_share(int nodes) const {
   return {leaves > 1 ? leaves / n : 0.0, outside / n};
 }
 
+namespace {
+
+// A group whose NVLink domains span several nodes (trays): every member's ports in one flow,
+// the spine share from the nodes the members sit on.
+Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
+                                  const collectives::Choice& choice, Fabric& fabric,
+                                  std::vector<network::Resource>& resources) {
+  const collectives::GroupShape& shape = request.shape;
+  std::vector<int> ranks;
+  for (int domain = 0; domain < shape.nodes; ++domain) {
+    for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
+  }
+  const SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
+  const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
+  const collectives::LinkLoad load = collectives::link_load(request, choice);
+  std::vector<network::ResourceUse> uses;
+  for (int r : ranks) {
+    for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
+  }
+  network::MaxMinSolver solver(resources);
+  const std::array<network::FlowDemand, 1> flow{{{choice.algbw, uses}}};
+  return Bandwidth::bytes_per_s(solver.solve(flow)[0]);
+}
+
+}  // namespace
+
 // The members of a collective on the first ranks of consecutive nodes load every node's
 // NVLink ports and NICs alike, and the first leaf's uplinks most (it holds the most of the
 // group's nodes): the members of node 0, each standing on the uplinks for its counterparts
 // on the first leaf's other nodes, meet every bound a lone flow of the whole group meets.
+// NVLink domains of several nodes are costed member by member instead.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
                            const collectives::Choice& choice) {
   const collectives::GroupShape& shape = request.shape;
   if (shape.ranks <= 1 || !choice.algbw.positive()) return choice.algbw;
   std::vector<network::Resource> resources;
   Fabric fabric(cluster, resources);
+  if (cluster.domain_gpus() > cluster.gpus_per_node)
+    return domain_fabric_bandwidth(cluster, request, choice, fabric, resources);
   const SpineShare share = fabric.first_nodes_spine_share(shape.nodes);
   const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
   const collectives::LinkLoad load = collectives::link_load(request, choice);

@@ -90,7 +90,7 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
                                             double spine_share);
 
 // The algorithm bandwidth one collective alone gets on the fabric (its members laid on the
-// first ranks of consecutive nodes, as `stepsim collective` assumes): its cost model's
+// first ranks of consecutive NVLink domains, as `stepsim collective` assumes): its cost model's
 // bandwidth, or less where a shared NIC or an oversubscribed uplink limits it.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
                            const collectives::Choice& choice);

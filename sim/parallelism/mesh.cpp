@@ -1,5 +1,6 @@
 // Rank placement and communicator shapes. Ranks are numbered TP-fastest so that a TP group
-// of at most gpus_per_node GPUs stays inside one node (NVLink), as Megatron places them.
+// of at most gpus_per_node GPUs stays inside one node (NVLink), as Megatron places them. A
+// group is costed over NVLink domains (the node, or the rack of a GB200 NVL72).
 #include "parallelism/mesh.hpp"
 
 #include <algorithm>
@@ -192,12 +193,26 @@ std::vector<SimulatedRank> every_rank(const ParallelSpec& p) {
   return out;
 }
 
+std::string per_text(const Spread& s) {
+  return s.fewest == s.most ? fmt::format("{}", s.most) : fmt::format("{} to {}", s.fewest, s.most);
+}
+
+// Where a group's traffic goes when an NVLink domain spans several nodes: all of it over
+// NVLink inside one domain, the part between domains over the NICs. Nothing when the domain
+// is the node, where the node count already says it.
+std::string domain_text(const RankGroup& group, const ClusterSpec& cluster) {
+  if (cluster.domain_gpus() == cluster.gpus_per_node) return "";
+  const Spread d = spread_of(group, cluster.domain_gpus());
+  if (d.nodes <= 1) return " in one NVLink domain (all over NVLink)";
+  return fmt::format(" in {} NVLink domains, {} per domain (NVLink inside a domain, NICs between domains)", d.nodes,
+                     per_text(d));
+}
+
 // The group as it is placed (an uneven spread says so), not as it is costed.
-std::string describe_group(const char* kind, const RankGroup& group, int gpus_per_node) {
-  const Spread s = spread_of(group, gpus_per_node);
-  const std::string per = s.fewest == s.most ? fmt::format("{}", s.most) : fmt::format("{} to {}", s.fewest, s.most);
-  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node {}", kind, group.size, s.nodes, per,
-                     group_string(group));
+std::string describe_group(const char* kind, const RankGroup& group, const ClusterSpec& cluster) {
+  const Spread s = spread_of(group, cluster.gpus_per_node);
+  return fmt::format("{} group of rank 0: {} ranks on {} node(s), {} per node{} {}", kind, group.size, s.nodes,
+                     per_text(s), domain_text(group, cluster), group_string(group));
 }
 
 }  // namespace
@@ -212,13 +227,12 @@ std::string placement_description(const Scenario& scenario) {
   constexpr std::pair<Dim, const char*> kDims[] = {{Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
-    out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster.gpus_per_node);
+    out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster);
   }
   if (p.ep > 1) {
-    out += "; " + describe_group("ep", expert_group(p, 0), scenario.cluster.gpus_per_node);
+    out += "; " + describe_group("ep", expert_group(p, 0), scenario.cluster);
     const RankGroup edp = expert_data_group(p, 0);
-    out += edp.size > 1 ? "; expert gradients reduced over the " +
-                              describe_group("expert-dp", edp, scenario.cluster.gpus_per_node)
+    out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster)
                         : "; every GPU holds its own experts (no expert-dp group)";
   }
   if (p.cp > 1) {
@@ -226,8 +240,8 @@ std::string placement_description(const Scenario& scenario) {
     ParallelSpec folded = p;
     folded.dp = p.dp * p.cp;
     folded.cp = 1;
-    out += "; gradients reduced over dp·cp, " +
-           describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster.gpus_per_node);
+    out +=
+        "; gradients reduced over dp·cp, " + describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster);
   }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());

@@ -45,10 +45,11 @@ RankGroup expert_data_group(const ParallelSpec& p, int rank);
 RankGroup group_of(const ParallelSpec& p, int rank, Dim d);
 // Its global ranks (for small groups only).
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d);
-// How a group spreads over nodes of `gpus_per_node` consecutive GPUs, as the collective cost
-// model takes it (an even spread; see mesh.cpp for uneven ones).
-collectives::GroupShape shape_of(const RankGroup& group, int gpus_per_node);
-collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_node);
+// How a group spreads over NVLink domains of `domain_gpus` consecutive GPUs (the node unless
+// NVLink reaches across nodes), as the collective cost model takes it (an even spread; see
+// mesh.cpp for uneven ones).
+collectives::GroupShape shape_of(const RankGroup& group, int domain_gpus);
+collectives::GroupShape shape_of(const std::vector<int>& ranks, int domain_gpus);
 // "[0, 8, 16, 24]", abbreviated with "..." beyond eight members.
 std::string group_string(const RankGroup& group);
 std::string ranks_string(const std::vector<int>& ranks);

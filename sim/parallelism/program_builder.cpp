@@ -380,7 +380,7 @@ class Layout {
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const std::int32_t g = group(c, members, index);
     b.add_communicator(
-        c.kind, {g, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(g, members), shares_of(g, members)});
+        c.kind, {g, stream, shape_of(members, s_.cluster.domain_gpus()), spine_of(g, members), shares_of(g, members)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -390,7 +390,7 @@ class Layout {
       streams.push_back(c.name);
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
       const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
-      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.gpus_per_node), spine_of(g, c.members),
+      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.domain_gpus()), spine_of(g, c.members),
                                   shares_of(g, c.members)});
     }
   }
@@ -415,7 +415,7 @@ class Layout {
         named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.gpus_per_node),
+    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.domain_gpus()),
                             spine_of(it->second, members), shares_of(it->second, members)};
     if (expert_dp) {
       b.add_expert_dp(comm);
@@ -487,7 +487,7 @@ class Layout {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.gpus_per_node), spine_of(it->second, members),
+    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.domain_gpus()), spine_of(it->second, members),
                          shares_of(it->second, members)});
   }
 

@@ -41,7 +41,8 @@ TEST_CASE("every embedded preset loads") {
     } else if (folder == "clusters") {
       const ClusterSpec c = io::load_cluster(std::string(io::preset_name(file)), 16);
       CHECK(c.name == io::preset_name(file));
-      CHECK(c.nodes == 2);
+      CHECK(c.nodes == 16 / c.gpus_per_node);
+      CHECK(c.domain_gpus() % c.gpus_per_node == 0);
     } else if (folder == "models") {
       ModelSpec m;
       io::read_model(m, name, r);

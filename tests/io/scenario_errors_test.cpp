@@ -104,6 +104,32 @@ TEST_CASE("a cluster whose GPU count differs from tp·pp·dp·cp is rejected") {
   CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 8 })", kParallel)) == "no error");
 }
 
+TEST_CASE("an NVLink domain is whole nodes on a switched NVLink fabric") {
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 12 })", kParallel)) ==
+        "scenario.json: /cluster/nvlink_domain: must be a whole number of nodes of 8 GPUs, got 12");
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 4 })", kParallel)) ==
+        "scenario.json: /cluster/nvlink_domain: must be a whole number of nodes of 8 GPUs, got 4");
+  const std::string pcie =
+      R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16, "intra_node": { "fabric": "pcie", "nvls": false } })";
+  CHECK(error_of(scenario(kModel, pcie, kParallel)) ==
+        "scenario.json: /cluster/nvlink_domain: an NVLink domain beyond one node needs \"fabric\": \"nvswitch\" "
+        "(NVLink Switch trays), got 16 GPUs over a node of 8");
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": -8 })", kParallel))
+            .starts_with("scenario.json: /cluster/nvlink_domain: "));
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 64 })", kParallel)) == "no error");
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 8 })", kParallel)) == "no error");
+}
+
+TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain, not one node") {
+  const std::string tp16 = R"({ "tp": 16, "dp": 4, "sequence_parallel": true })";
+  const std::vector<std::string> overlap{"tensor_parallel.comm_overlap=true"};
+  CHECK(error_of(scenario(kModel, kCluster, tp16), overlap) ==
+        "scenario.json: /tensor_parallel/comm_overlap: needs the TP group inside one NVLink domain (tp 16 > 8 GPUs "
+        "per domain): the overlap copies over NVLink");
+  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) ==
+        "no error");
+}
+
 TEST_CASE("pipeline, batch and precision rules name the key at fault") {
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 3, "dp": 1 })")) ==
         "scenario.json: /parallel/pp: model.layers (32) is not divisible by pp·virtual_stages (3); give "

@@ -1,9 +1,13 @@
 // The program of an EP rank: four all-to-alls per MoE layer and micro-batch on the ep
 // stream, expert gradients in buckets of their own on the expert-dp communicator.
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include <catch2/catch.hpp>
 
+#include "hardware/gpu_model.hpp"
+#include "parallelism/costs.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
@@ -65,4 +69,55 @@ TEST_CASE("EP groups are consecutive ranks and expert gradients go over the rank
     expert_bucket = expert_bucket || name.find("dp experts bucket") != std::string::npos;
   }
   CHECK(expert_bucket);
+}
+
+namespace {
+
+// GB200 NVL72 racks as configs/clusters/gb200-nvl72.json has them (trays of 4 GPUs with one
+// 400 Gb/s NIC each, `domain` GPUs to an NVLink domain), an MoE of 128 experts at EP `ep`
+// over all `dp` GPUs.
+stepsim::Scenario rack_scenario(int dp, int ep, int domain) {
+  stepsim::Scenario s = spt::small_scenario(1, dp, 1);
+  s.model.moe = {128, 2, 1024};
+  s.parallel.ep = ep;
+  s.cluster.nodes = dp / 4;
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nvlink_domain = domain;
+  s.cluster.gpu.arch = stepsim::GpuArch::blackwell;
+  s.cluster.gpu.flops.bf16 = stepsim::FlopRate::tflops(2500);
+  s.cluster.gpu.memory_bandwidth = stepsim::Bandwidth::gbytes_per_s(8000);
+  s.cluster.gpu.sms = 148;
+  s.cluster.intra_node.bandwidth = stepsim::Bandwidth::gbytes_per_s(900);
+  s.cluster.intra_node.nvls = true;
+  s.cluster.inter_node.nics_per_node = 4;
+  s.cluster.inter_node.nic_bandwidth = stepsim::Bandwidth::gbits_per_s(400);
+  return s;
+}
+
+// The kinds of link ("nvlink", "nic") that rank 0's EP all-to-alls load.
+std::set<std::string> ep_links(const stepsim::Scenario& s) {
+  const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
+  const auto p = sp::build_program(s, stepsim::workload::build_work(s), sp::ModelCosts(s, gpu));
+  std::set<std::string> kinds;
+  for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+    for (const auto& use : call.uses) {
+      const std::string& name = p.resources[use.resource].name;
+      kinds.insert(name.find("nvlink") != std::string::npos ? "nvlink" : "nic");
+    }
+  }
+  return kinds;
+}
+
+}  // namespace
+
+TEST_CASE("an all-to-all inside an NVLink domain stays on NVLink across trays and one across two domains uses NICs") {
+  // EP 64 on 16 trays of one 72-GPU domain: every byte over NVLink, none through a NIC.
+  CHECK(ep_links(rack_scenario(64, 64, 72)) == std::set<std::string>{"nvlink"});
+  // The same trays without a domain beyond the tray: the all-to-all leaves through the NICs.
+  CHECK(ep_links(rack_scenario(64, 64, 4)) == std::set<std::string>{"nic", "nvlink"});
+  // EP 128 on 32 trays, 72 GPUs in one domain and 56 in the next: part of it crosses the NICs.
+  CHECK(ep_links(rack_scenario(128, 128, 72)) == std::set<std::string>{"nic", "nvlink"});
+  CHECK(sp::shape_of(sp::expert_group(rack_scenario(64, 64, 72).parallel, 0), 72) ==
+        stepsim::collectives::GroupShape{64, 1, 64});
 }

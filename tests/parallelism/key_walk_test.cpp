@@ -77,6 +77,7 @@ const std::vector<Row>& rows() {
       {"cluster.name", Expect::name},
       {"cluster.nodes", Expect::refused, "3"},
       {"cluster.gpus_per_node", Expect::changes, "4"},
+      {"cluster.nvlink_domain", Expect::changes, "16"},
       {"cluster.gpu.name", Expect::name},
       {"cluster.gpu.arch", Expect::changes, "ampere", {"cluster.intra_node.nvls=false"}},
       {"cluster.gpu.flops.bf16", Expect::changes, "\"500 TFLOPS\""},
