@@ -43,7 +43,7 @@ TEST_CASE("presets writes JSON with --json FILE like every other command") {
   const auto list = boost::json::parse(slurp(scratch.file("list.json")));
   CHECK(list.as_array().size() > 20);
   const auto stdout_run = scratch.run("presets --json - --kind gpu");
-  CHECK(boost::json::parse(stdout_run.out).as_array().size() == 5);
+  CHECK(boost::json::parse(stdout_run.out).as_array().size() == 8);
 }
 
 TEST_CASE("Example summaries end at the end of a sentence and hardware summaries say whether they are fitted") {
@@ -54,6 +54,12 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
   CHECK(run.out.find("a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs; fitted\n") != std::string::npos);
   CHECK(run.out.find("132 SMs, 700 W; fitted\n") != std::string::npos);
   CHECK(run.out.find("148 SMs, 1000 W; datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("4 x gb200 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 400 Gb/s NICs; "
+                     "datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("4 x gb300 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 800 Gb/s NICs; "
+                     "datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("8 x b300 per node, NVLink 900 GB/s + NVLS, 8 x 800 Gb/s NICs; datasheet only\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
