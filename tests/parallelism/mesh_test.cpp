@@ -1,4 +1,6 @@
 // Rank placement, communicator shapes and the simulated ranks.
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "parallelism/mesh.hpp"
@@ -45,6 +47,18 @@ TEST_CASE("TP 2 x DP 8 on 8-GPU nodes: dp spans two nodes with four ranks each")
   CHECK(dp.ranks == 8);
   CHECK(dp.nodes == 2);
   CHECK(dp.ranks_per_node == 4);
+}
+
+// GB200 NVL72: 72 GPUs to an NVLink domain. Shapes count domains, not trays of 4.
+TEST_CASE("groups on NVL72 racks are shaped over 72-GPU NVLink domains, an uneven spread at its emptiest domain") {
+  using stepsim::collectives::GroupShape;
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 64}, 72) == GroupShape{64, 1, 64});
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 144}, 72) == GroupShape{144, 2, 72});
+  // 72 GPUs on the first rack and 56 on the second: costed as 4 even domains of 32.
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 128}, 72) == GroupShape{128, 4, 32});
+  // Stride 8 over two racks: 9 members on each.
+  CHECK(sp::shape_of(sp::RankGroup{0, 8, 18}, 72) == GroupShape{18, 2, 9});
+  CHECK(sp::shape_of(std::vector<int>{0, 4, 70, 71}, 72) == GroupShape{4, 1, 4});
 }
 
 TEST_CASE("representative mode simulates one rank for all GPUs when pp is 1") {
