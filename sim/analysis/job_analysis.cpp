@@ -176,4 +176,10 @@ JobAnalysis analyze_job(const std::vector<std::string>& files, const std::option
   return job;
 }
 
+bool measured_as_job(const std::vector<std::string>& paths, std::size_t files, bool rank_given) {
+  if (paths.size() > 1 && rank_given)
+    throw InputError("<command line>", "--rank", "picks a rank of one folder or file, not of several TRACE arguments");
+  return files >= 2 && !(paths.size() == 1 && rank_given);
+}
+
 }  // namespace stepsim::analysis

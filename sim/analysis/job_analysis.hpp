@@ -54,6 +54,11 @@ struct JobAnalysis {
 JobAnalysis analyze_job(const std::vector<std::string>& files, const std::optional<std::string>& step,
                         unsigned workers);
 
+// Whether the trace `files` found under `paths` are measured as one job (every rank summarised)
+// rather than one rank: two or more files, unless a rank of one folder or file is picked.
+// Picking a rank among several paths is InputError.
+bool measured_as_job(const std::vector<std::string>& paths, std::size_t files, bool rank_given);
+
 // Which rank the others wait for, from each rank's collective_starts (see Straggler).
 std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, std::size_t& calls);
 

@@ -70,9 +70,7 @@ constexpr const char* kExamples =
 // Several ranks are a job unless --rank picks one of a single folder's.
 bool job_mode(const std::vector<std::string>& paths, const std::vector<std::string>& files, const po::variables_map& vm,
               const OutputOptions& out) {
-  if (paths.size() > 1 && vm.count("rank") > 0)
-    throw InputError("<command line>", "--rank", "picks a rank of one folder or file, not of several TRACE arguments");
-  if (files.size() < 2 || (paths.size() == 1 && vm.count("rank") > 0)) return false;
+  if (!analysis::measured_as_job(paths, files.size(), vm.count("rank") > 0)) return false;
   if (out.trace)
     throw InputError("<command line>", "--trace",
                      "several ranks are summarised one at a time, so there is no timeline to write; give --rank I");

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <iostream>
 
-#include "cli/advice.hpp"
-#include "cli/calibration_option.hpp"
 #include "cli/cluster_comparison.hpp"
 #include "cli/options.hpp"
 #include "cli/trace_ranks.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
+#include "simulation/advice.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
 
@@ -97,7 +96,7 @@ int run_simulate(const Args& args) {
                      "applies to the chrome trace; a kineto trace holds the one rank the report is measured on");
 
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
-  const std::vector<std::string> all_sets = sets_with_calibration(scenario_path, sets, calibrations);
+  const std::vector<std::string> all_sets = io::sets_with_calibration({scenario_path, {}}, sets, calibrations);
   const Scenario scenario = io::load_scenario(scenario_path, all_sets);
   if (!clusters.empty() && !scenario.calibration.empty())
     throw InputError("<command line>", "--compare-cluster",
@@ -119,7 +118,7 @@ int run_simulate(const Args& args) {
     throw InputError("<command line>", "--trace-ranks",
                      "names none of the simulated ranks (representative mode simulates one rank per pipeline "
                      "stage; simulation.ranks \"all\" simulates every GPU)");
-  advise({scenario_path, all_sets, vm.count("advise") > 0}, scenario, result);
+  advise({{scenario_path, {}}, all_sets, vm.count("advise") > 0}, scenario, result);
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
                        : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);

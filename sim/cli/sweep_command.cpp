@@ -142,7 +142,7 @@ sweep::SweepSpec spec_of(const SweepFlags& f) {
   if (f.gpus < 0 || (f.gpus == 0 && f.best > 0))
     throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
   sweep::SweepSpec spec;
-  spec.scenario_path = f.positional.empty() ? "" : f.positional.front();
+  spec.scenario.path = f.positional.empty() ? "" : f.positional.front();
   spec.sets = f.sets;
   spec.gpus = f.gpus;
   spec.keep_oom = f.keep_oom;

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <boost/json/serialize.hpp>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +98,20 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   throw InputError(path, "",
                    fmt::format("cannot open the file, and it is not an example preset ({})",
                                fmt::join(preset_names("examples"), ", ")));
+}
+
+Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets) {
+  return input.text ? load_scenario_text(*input.text, input.path, sets) : load_scenario(input.path, sets);
+}
+
+std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
+                                               const std::vector<std::string>& files) {
+  if (files.empty()) return sets;
+  json::array list;
+  for (const auto& f : load_scenario(input, sets).calibration) list.emplace_back(f);
+  for (const auto& f : files) list.emplace_back(f);
+  sets.push_back("calibration=" + json::serialize(list));
+  return sets;
 }
 
 ClusterSpec load_cluster(const std::string& name, int gpus) {

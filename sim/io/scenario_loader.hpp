@@ -2,6 +2,7 @@
 // --set overrides and validation, into a typed Scenario. All failures are InputError.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 // The same from text already in memory; `source` names it in errors.
 Scenario load_scenario_text(const std::string& text, const std::string& source,
                             const std::vector<std::string>& sets = {});
+
+// A scenario to load: a file or an example preset's name (empty: the embedded default), or
+// JSON text held in memory (a Python dict), which `path` then only names in errors.
+struct ScenarioInput {
+  std::string path;
+  std::optional<std::string> text;
+};
+Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets = {});
+
+// `sets` plus, when `files` is not empty, one `calibration=[...]` that extends the scenario's
+// own list by them (so that the resolved scenario in the report names them too, and every
+// variant simulated from these sets is calibrated alike): simulate's --calibration.
+std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
+                                               const std::vector<std::string>& files);
 
 // A cluster preset by name with `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)).
 ClusterSpec load_cluster(const std::string& name, int gpus);

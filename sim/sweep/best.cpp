@@ -88,7 +88,7 @@ std::string limiting_factor(const Report& r) {
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const SweepSpec& spec, BestResult& result) {
-  const Scenario base = io::load_scenario(spec.scenario_path, spec.sets);
+  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const long long n = spec.gpus;
   const bool fix_tp = user_sets(spec, "parallel.tp"), fix_pp = user_sets(spec, "parallel.pp");
   const bool fix_mb = user_sets(spec, "training.micro_batch"), fix_sched = user_sets(spec, "parallel.schedule");
@@ -163,7 +163,7 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress) {
         record_failures(r, [&] {
           auto sets = spec.sets;
           sets.insert(sets.end(), candidates[i].sets.begin(), candidates[i].sets.end());
-          const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
+          const Scenario scenario = io::load_scenario(spec.scenario, sets);
           const MemoryReport memory = estimate_memory(scenario);
           if (memory.modelled && !memory.fits) {
             r.status = Status::oom;

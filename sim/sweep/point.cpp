@@ -116,7 +116,7 @@ void prepare(SweepSpec& spec) {
   for (std::size_t i = 0; i < spec.axes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (spec.axes[i].key == spec.axes[j].key) throw InputError("--vary", spec.axes[i].key, "the key is varied twice");
-  const Scenario base = io::load_scenario(spec.scenario_path, spec.sets);
+  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   spec.base_tp = base.parallel.tp;
   spec.base_pp = base.parallel.pp;
   spec.base_cp = base.parallel.cp;
@@ -126,7 +126,7 @@ void prepare(SweepSpec& spec) {
     auto sets = spec.sets;
     sets.push_back(axis.key + "=" + axis.values.front());
     try {
-      (void)io::load_scenario(spec.scenario_path, sets);
+      (void)io::load_scenario(spec.scenario, sets);
     } catch (const InputError& e) {
       // Only a key the scenario does not have is the command's fault; a value that does not
       // validate is an invalid point, recorded with its reason.
@@ -167,7 +167,7 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index) {
     return r;
   }
   try {
-    r.id = fnv1a64(io::load_scenario(spec.scenario_path, sets).resolved_json);
+    r.id = fnv1a64(io::load_scenario(spec.scenario, sets).resolved_json);
   } catch (const InputError& e) {
     r.status = Status::invalid;
     r.reason = e.what();
@@ -204,7 +204,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
       r.reason = problem;
       return;
     }
-    const Scenario scenario = io::load_scenario(spec.scenario_path, sets);
+    const Scenario scenario = io::load_scenario(spec.scenario, sets);
     r.id = fnv1a64(scenario.resolved_json);
     const ParallelSpec& p = scenario.parallel;
     if (spec.gpus != 0 && static_cast<long long>(p.tp) * p.pp * p.cp * p.dp != spec.gpus) {

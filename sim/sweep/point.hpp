@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "io/scenario_loader.hpp"
 #include "stepsim/report.hpp"
 #include "sweep/axes.hpp"
 
 namespace stepsim::sweep {
 
 struct SweepSpec {
-  std::string scenario_path;      // empty: the embedded default scenario
+  io::ScenarioInput scenario;     // path empty: the embedded default scenario
   std::vector<std::string> sets;  // --set, applied before the varied keys
   std::vector<Axis> axes;         // --vary
   int gpus = 0;                   // --gpus: dp = gpus / (tp·pp·cp) per point; 0: not derived

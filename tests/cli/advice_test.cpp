@@ -2,17 +2,17 @@
 // alternatives simulated and ranked by step time.
 #include <catch2/catch.hpp>
 
-#include "cli/advice.hpp"
 #include "cli/simulate_support.hpp"
+#include "simulation/advice.hpp"
 
-using stepsim::cli::advise;
+using stepsim::advise;
 
 namespace {
 
 stepsim::SimulationResult advised(const std::string& name, const std::vector<std::string>& sets, bool asked) {
   const stepsim::Scenario scenario = stepsim::io::load_scenario(name, sets);
   stepsim::SimulationResult r = stepsim::simulate(scenario);
-  advise({name, sets, asked}, scenario, r);
+  advise({{name, {}}, sets, asked}, scenario, r);
   return r;
 }
 

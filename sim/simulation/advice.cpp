@@ -1,6 +1,6 @@
 // advise(): names the exposed communication's cause from the report and the scenario, and
 // simulates the knobs that could hide it, best first.
-#include "cli/advice.hpp"
+#include "simulation/advice.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 
-namespace stepsim::cli {
+namespace stepsim {
 namespace {
 
 struct Candidate {
@@ -153,7 +153,7 @@ Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
   std::vector<std::string> sets = request.sets;
   sets.insert(sets.end(), c.sets.begin(), c.sets.end());
   try {
-    const Scenario scenario = io::load_scenario(request.path, sets);
+    const Scenario scenario = io::load_scenario(request.scenario, sets);
     const MemoryReport memory = estimate_memory(scenario);  // cheap: no simulation for what cannot run
     if (!memory.fits) {
       a.status = fmt::format("does not fit in memory ({:.1f} GiB with {:.1f} GiB headroom)",
@@ -216,4 +216,4 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   r.notes.push_back(std::move(note));
 }
 
-}  // namespace stepsim::cli
+}  // namespace stepsim

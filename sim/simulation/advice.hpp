@@ -5,15 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "io/scenario_loader.hpp"
 #include "stepsim/report.hpp"
 
-namespace stepsim::cli {
+namespace stepsim {
 
 // The usual target: exposed communication under this share of the step.
 inline constexpr double kExposedTarget = 0.05;
 
 struct AdviceRequest {
-  std::string path;               // the scenario as given ("" for the default)
+  io::ScenarioInput scenario;     // as given (path "": the default)
   std::vector<std::string> sets;  // its --set overrides
   bool asked = false;             // --advise: always, and simulate however large the scenario
 };
@@ -23,4 +24,4 @@ struct AdviceRequest {
 // small enough to simulate several more times in about a second.
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);
 
-}  // namespace stepsim::cli
+}  // namespace stepsim

@@ -1,0 +1,250 @@
+// Predicting one collective per size: the query's checks, NCCL's choice limited by the
+// fabric the simulation loads, and calibration files where they measured the same shape.
+#include "simulation/collective_prediction.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "io/scenario_loader.hpp"
+#include "parallelism/fabric.hpp"
+#include "parallelism/mesh.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+
+// Looks `text` up among the names `to_string` gives to enumerators first..last.
+template <class Enum, class Name>
+Enum parse_name(const std::string& text, Enum first, Enum last, Name name, const std::string& where) {
+  std::string choices;
+  for (int i = static_cast<int>(first); i <= static_cast<int>(last); ++i) {
+    const auto e = static_cast<Enum>(i);
+    if (lower(text) == name(e)) return e;
+    choices += fmt::format("{}{}", choices.empty() ? "" : ", ", name(e));
+  }
+  throw InputError("<command line>", where, fmt::format("unknown value '{}' (choices: {})", text, choices));
+}
+
+CollOp parse_op(const std::string& text) {
+  if (text.empty())
+    throw InputError("<command line>", "stepsim collective", "missing OP (see 'stepsim collective --help')");
+  return parse_name(
+      text, CollOp::allreduce, CollOp::sendrecv, [](CollOp op) { return std::string(to_string(op)); }, "OP");
+}
+
+// Beyond any GPU's memory; larger sizes would only test the simulator's integer range.
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
+constexpr int kMaxRows = 10000;
+constexpr int kMaxGpus = 1 << 20;
+
+void check_size(Bytes size, const char* flag) {
+  if (size.count() > kMaxSize)
+    throw InputError("<command line>", flag,
+                     fmt::format("{} bytes is more than the 1 TiB a rank can hold", size.count()));
+}
+
+std::vector<Bytes> sizes(const CollectiveQuery& q) {
+  if (!q.size.empty() && !q.sweep.empty())
+    throw InputError("<command line>", "--sweep", "give either --size or --sweep, not both");
+  if (q.sweep.empty()) {
+    const Bytes size = io::parse_bytes(q.size.empty() ? "256MiB" : q.size, "<command line>", "--size");
+    check_size(size, "--size");
+    return {size};
+  }
+  const auto colon = q.sweep.find(':');
+  if (colon == std::string::npos)
+    throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", q.sweep));
+  const Bytes lo = io::parse_bytes(q.sweep.substr(0, colon), "<command line>", "--sweep");
+  const Bytes hi = io::parse_bytes(q.sweep.substr(colon + 1), "<command line>", "--sweep");
+  if (!(q.factor >= 1.001 && q.factor <= 1e6))
+    throw InputError("<command line>", "--factor",
+                     fmt::format("expected a factor between 1.001 and 1000000, got {}", q.factor));
+  if (lo.count() < 1 || hi < lo)
+    throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", q.sweep));
+  check_size(hi, "--sweep");
+  const double rows = std::log(hi.as_double() / lo.as_double()) / std::log(q.factor) + 1;
+  if (rows > kMaxRows)
+    throw InputError("<command line>", "--factor",
+                     fmt::format("{} from {} to {} gives {:.0f} sizes; at most {} (raise --factor)", q.factor,
+                                 q.sweep.substr(0, colon), q.sweep.substr(colon + 1), rows, kMaxRows));
+  std::vector<Bytes> out;
+  for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= q.factor)
+    out.emplace_back(static_cast<std::int64_t>(std::llround(s)));
+  return out;
+}
+
+void check_gpus(const CollectiveQuery& q) {
+  if (q.gpus == 1)
+    throw InputError("<command line>", "--gpus",
+                     "a collective over 1 GPU moves no data (NCCL returns at once or makes a local copy); expected 2 "
+                     "or more GPUs");
+  if (q.gpus < 2 || q.gpus > kMaxGpus)
+    throw InputError("<command line>", "--gpus", fmt::format("expected 2 to {} GPUs, got {}", kMaxGpus, q.gpus));
+  if (q.ranks_per_node && *q.ranks_per_node < 1)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("expected 1 or more, got {}", *q.ranks_per_node));
+}
+
+// NCCL's model and the fabric see every node of a communicator alike (the same ranks per
+// node); a partly filled last node would need a shape of its own, so it is refused.
+void check_whole_nodes(const ClusterSpec& cluster, int gpus) {
+  const int per_node = cluster.gpus_per_node;
+  if (gpus <= per_node || gpus % per_node == 0) return;
+  throw InputError(
+      "<command line>", "--gpus",
+      fmt::format("expected at most {} GPUs (one node of {}) or a multiple of {} (whole nodes), got {}; or "
+                  "place K on each of {}/K nodes with --ranks-per-node K",
+                  per_node, cluster.name, per_node, gpus, gpus));
+}
+
+// The cluster that holds the communicator: N/K nodes when K ranks sit on each.
+ClusterSpec load_cluster_for(const CollectiveQuery& q) {
+  const ClusterSpec first = io::load_cluster(q.cluster, q.gpus);
+  if (!q.ranks_per_node) {
+    check_whole_nodes(first, q.gpus);
+    return first;
+  }
+  const int per_node = *q.ranks_per_node;
+  if (per_node < 1 || per_node > first.gpus_per_node)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("expected 1 to {} ({} has {} GPUs per node), got {}", first.gpus_per_node, first.name,
+                                 first.gpus_per_node, per_node));
+  if (q.gpus % per_node != 0)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("{} does not divide --gpus {}", per_node, q.gpus));
+  const long long nodes = q.gpus / per_node;
+  if (nodes * first.gpus_per_node > kMaxGpus)
+    throw InputError("<command line>", "--ranks-per-node",
+                     fmt::format("{} nodes of {} GPUs is more than {} GPUs", nodes, first.gpus_per_node, kMaxGpus));
+  return io::load_cluster(q.cluster, static_cast<int>(nodes) * first.gpus_per_node);
+}
+
+CollectivesSpec forced_choice(const CollectiveQuery& q) {
+  CollectivesSpec forced;
+  forced.algorithm = parse_name(
+      q.algorithm, Algorithm::automatic, Algorithm::direct,
+      [](Algorithm a) { return std::string(collectives::to_string(a)); }, "--algorithm");
+  forced.protocol = parse_name(
+      q.protocol, Protocol::automatic, Protocol::simple,
+      [](Protocol p) { return std::string(collectives::to_string(p)); }, "--protocol");
+  return forced;
+}
+
+// The model names a forced algorithm or protocol by its scenario key; here it came from a flag.
+std::vector<collectives::Choice> candidates_for_command_line(const ClusterSpec& cluster, const CollectivesSpec& forced,
+                                                             const collectives::Request& request) {
+  try {
+    return collectives::candidates(cluster, forced, request);
+  } catch (const InputError& e) {
+    const bool protocol = e.where().ends_with("protocol");
+    throw InputError("<command line>", protocol ? "--protocol" : "--algorithm", e.message());
+  }
+}
+
+calibration::MeasuredTables read_tables(const std::vector<std::string>& files, const ClusterSpec& cluster) {
+  std::vector<calibration::Calibration> read;
+  for (const auto& f : files) {
+    read.push_back(calibration::read_calibration(f));
+    calibration::check_gpu(read.back(), cluster.gpu.name);
+  }
+  return calibration::MeasuredTables(std::move(read));
+}
+
+// The calibrated time in place of the model's, the model kept beside it, and the measured
+// time when this very size was measured on this shape.
+void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, const ClusterSpec& cluster,
+               const CollectivesSpec& forced, const collectives::Request& request) {
+  const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request);
+  row.model = row.choice;
+  row.choice = c.choice;
+  row.source = c.source;
+  const auto& s = request.shape;
+  if (const auto* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node)) {
+    for (const auto& p : t->points)
+      if (p.bytes == request.size.as_double()) row.measured_us = p.time_us;
+  }
+}
+
+}  // namespace
+
+double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
+
+double busbw_gbps(const CollectiveRow& r, CollOp op, int gpus) {
+  const double t = r.choice.time().seconds();
+  return t > 0 ? r.size.as_double() / t * collectives::bus_factor(op, gpus) * 1e-9 : 0.0;
+}
+
+collectives::GroupShape communicator_shape(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node) {
+  const int per_node = ranks_per_node.value_or(std::min(gpus, cluster.gpus_per_node));
+  if (cluster.domain_gpus() == cluster.gpus_per_node) return {gpus, (gpus + per_node - 1) / per_node, per_node};
+  std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(gpus));
+  for (int r = 0; r < gpus; ++r) ranks.push_back(r / per_node * cluster.gpus_per_node + r % per_node);
+  return parallelism::shape_of(ranks, cluster.domain_gpus());
+}
+
+CollectivePrediction predict_collective(const CollectiveQuery& q) {
+  CollectivePrediction out;
+  out.op = parse_op(q.op);
+  check_gpus(q);
+  out.cluster = load_cluster_for(q);
+  out.gpus = q.gpus;
+  const CollectivesSpec forced = forced_choice(q);
+  const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster);
+  out.shape = communicator_shape(out.cluster, q.gpus, q.ranks_per_node);
+  for (Bytes s : sizes(q)) {
+    const collectives::Request request{out.op, s, out.shape};
+    auto all = candidates_for_command_line(out.cluster, forced, request);
+    // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
+    // loads then limit the chosen algorithm (and every other candidate).
+    for (collectives::Choice& c : all) c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c);
+    CollectiveRow row;
+    row.size = s;
+    row.choice = all.front();
+    if (q.candidates) row.all = all;
+    out.rows.push_back(std::move(row));
+    if (!tables.empty()) calibrate(out.rows.back(), tables, out.cluster, forced, request);
+  }
+  return out;
+}
+
+boost::json::value collective_json(const CollectivePrediction& p) {
+  boost::json::array out;
+  for (const CollectiveRow& r : p.rows) {
+    const double t = r.choice.time().us();
+    boost::json::object o;
+    o["op"] = to_string(p.op);
+    o["cluster"] = p.cluster.name;
+    o["gpus"] = p.gpus;
+    o["size_bytes"] = r.size.count();
+    o["time_us"] = t;
+    o["algbw_gbps"] = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
+    o["busbw_gbps"] = busbw_gbps(r, p.op, p.gpus);
+    o["algorithm"] = collectives::to_string(r.choice.algorithm);
+    o["protocol"] = collectives::to_string(r.choice.protocol);
+    o["channels"] = r.choice.channels;
+    if (r.model) {
+      o["source"] = calibration::to_string(r.source);
+      o["model_time_us"] = r.model->time().us();
+      if (r.measured_us) {
+        o["measured_time_us"] = *r.measured_us;
+        o["error"] = relative_error(t, *r.measured_us);
+        o["model_error"] = relative_error(r.model->time().us(), *r.measured_us);
+      }
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,65 @@
+// One collective's predicted time, algbw and busbw per size, as nccl-tests prints them, with
+// the (algorithm, protocol) pair NCCL would choose: `stepsim collective` and the Python
+// module ask the same function and write the same rows.
+#pragma once
+
+#include <boost/json/value.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibration/apply.hpp"
+#include "collectives/collective.hpp"
+#include "stepsim/scenario.hpp"
+
+namespace stepsim {
+
+// What to predict, as the command line spells it (errors name its flags).
+struct CollectiveQuery {
+  std::string op;                     // allreduce, allgather, ... (case-insensitive)
+  std::string size;                   // one size ("256MiB" when size and sweep are empty)
+  std::string sweep;                  // MIN:MAX, sizes a factor apart
+  double factor = 2;                  // the size step of sweep
+  int gpus = 8;                       // ranks of the communicator
+  std::optional<int> ranks_per_node;  // ranks on each node; none: fill whole nodes
+  std::string cluster = "dgx-h100-ndr";
+  std::string algorithm = "auto";  // force one (ring, tree, ...)
+  std::string protocol = "auto";   // force one (ll, ll128, simple)
+  bool candidates = false;         // keep every candidate pair of each size (stepsim collective -v)
+  std::vector<std::string> calibrations;
+};
+
+struct CollectiveRow {
+  Bytes size;
+  collectives::Choice choice;
+  std::vector<collectives::Choice> all;  // with CollectiveQuery::candidates, in the order NCCL ranks them
+  // With calibration files: the uncalibrated model, where the time came from, the measurement.
+  std::optional<collectives::Choice> model;
+  calibration::Source source = calibration::Source::model;
+  std::optional<double> measured_us;
+};
+
+struct CollectivePrediction {
+  CollOp op = CollOp::allreduce;
+  ClusterSpec cluster;  // the cluster holding the communicator
+  int gpus = 0;
+  collectives::GroupShape shape;  // over the NVLink domains that hold its ranks
+  std::vector<CollectiveRow> rows;
+};
+
+// K ranks on the first GPUs of each node (all of a node's without K), costed over the NVLink
+// domains that hold them (a GB200 NVL72 rack's 18 trays of 4 are one domain).
+collectives::GroupShape communicator_shape(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node);
+
+// Checks the query (InputError naming the flag) and predicts each size.
+CollectivePrediction predict_collective(const CollectiveQuery& query);
+
+// nccl-tests' bus bandwidth of a row in GB/s: algbw times the op's bus factor.
+double busbw_gbps(const CollectiveRow& row, CollOp op, int gpus);
+double relative_error(double predicted, double measured);
+
+// The rows as `stepsim collective --json` writes them.
+boost::json::value collective_json(const CollectivePrediction& prediction);
+
+}  // namespace stepsim
