@@ -21,4 +21,10 @@ function(stepsim_add_library name)
   target_include_directories(stepsim_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
   target_link_libraries(stepsim_${name} PUBLIC ${ARG_DEPS})
   stepsim_set_warnings(stepsim_${name})
+  if(STEPSIM_WITH_PYTHON)
+    # Linked into the Python module too. Without semantic interposition the compiler still
+    # inlines the library's own functions into one another, as it does for the program alone.
+    set_target_properties(stepsim_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_options(stepsim_${name} PRIVATE -fno-semantic-interposition)
+  endif()
 endfunction()

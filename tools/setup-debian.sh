@@ -11,6 +11,8 @@ packages=(
   clang clang-14 libclang-rt-14-dev llvm-14
   # the Slurm job-array test (a one-node Slurm) and tools/plot.py
   slurm-wlm munge python3-matplotlib
+  # the Python module (pybind11, for Debian's python3) and its tests' DataFrames
+  python3-dev pybind11-dev python3-pybind11 python3-pandas
 )
 
 missing=()

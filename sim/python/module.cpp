@@ -1,0 +1,194 @@
+// stepsim._core: the Python module's native half. Each function calls what the command line
+// calls and returns the text of the same JSON writer, so that Python reads the numbers that
+// `stepsim ... --json` prints; the GIL is released while it works, so that threads simulate
+// side by side. Bad input raises ScenarioError with the file, the JSON pointer and the message.
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/json.hpp>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "analysis/analysis_output.hpp"
+#include "analysis/job_analysis.hpp"
+#include "analysis/job_output.hpp"
+#include "analysis/trace_timeline.hpp"
+#include "io/scenario_loader.hpp"
+#include "report/report_io.hpp"
+#include "simulation/advice.hpp"
+#include "simulation/collective_prediction.hpp"
+#include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
+#include "sweep/point.hpp"
+#include "sweep/rows.hpp"
+#include "sweep/runner.hpp"
+
+namespace py = pybind11;
+
+namespace stepsim::python {
+namespace {
+
+// As `stepsim simulate --json -` (with --advise when `asked`): the advice is part of the report.
+std::string simulate_json(const std::string& path, const std::optional<std::string>& text,
+                          const std::vector<std::string>& sets, const std::vector<std::string>& calibrations,
+                          bool asked) {
+  const py::gil_scoped_release unlocked;
+  const io::ScenarioInput input{path, text};
+  const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
+  const Scenario scenario = io::load_scenario(input, all_sets);
+  SimulationResult result = simulate(scenario, SimulateOptions::report_only());
+  advise({input, all_sets, asked}, scenario, result);
+  std::ostringstream out;
+  report::write_json(result.report, out);
+  return out.str();
+}
+
+// A sweep as `stepsim sweep` makes it from its flags, here Python's arguments.
+sweep::SweepSpec sweep_spec(const io::ScenarioInput& scenario, const std::vector<sweep::Axis>& axes,
+                            const std::vector<std::string>& sets, int gpus, bool keep_oom) {
+  if (gpus < 0)
+    throw InputError("stepsim.sweep", "gpus",
+                     fmt::format("expected a GPU count of 1 or more (or 0: parallel.dp as set), got {}", gpus));
+  if (axes.empty()) throw InputError("stepsim.sweep", "vary", "expected at least one key to vary");
+  for (const sweep::Axis& axis : axes)
+    if (axis.values.empty())
+      throw InputError("stepsim.sweep", "vary",
+                       fmt::format("no values given for {} (expected e.g. [1, 2, 4])", axis.key));
+  sweep::SweepSpec spec;
+  spec.scenario = scenario;
+  spec.sets = sets;
+  spec.axes = axes;
+  spec.gpus = gpus;
+  spec.keep_oom = keep_oom;
+  sweep::prepare(spec);
+  return spec;
+}
+
+// Every point of the product as the JSON line `stepsim sweep -o FILE.jsonl` writes for it.
+std::vector<std::string> sweep_rows(const std::string& path, const std::optional<std::string>& text,
+                                    const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+                                    const std::vector<std::string>& sets, int gpus, bool keep_oom, unsigned jobs) {
+  const py::gil_scoped_release unlocked;
+  std::vector<sweep::Axis> given;
+  for (const auto& [key, values] : axes) given.push_back({key, values});
+  const sweep::SweepSpec spec = sweep_spec({path, text}, given, sets, gpus, keep_oom);
+  std::vector<std::size_t> indices(spec.points);
+  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
+  const auto results = sweep::run_points(
+      indices, jobs, [&](std::size_t i) { return sweep::run_point(spec, i); }, false);
+  std::vector<std::string> rows;
+  rows.reserve(results.size());
+  for (const auto& r : results) rows.push_back(sweep::format_row(spec, r, sweep::Format::jsonl));
+  return rows;
+}
+
+// The --vary syntax of one axis (a list "a,b" or a range "lo:hi:x2") as its values.
+std::vector<std::string> axis_values(const std::string& key, const std::string& values) {
+  return sweep::parse_axis(key + "=" + values).values;
+}
+
+std::string analyze_json(const std::vector<std::string>& paths, std::optional<std::size_t> rank,
+                         const std::optional<std::string>& step) {
+  const py::gil_scoped_release unlocked;
+  if (paths.empty()) throw InputError("stepsim.analyze", "paths", "expected at least one trace file or folder");
+  std::vector<std::string> files;
+  for (const std::string& p : paths)
+    for (std::string& f : analysis::trace_files(p)) files.push_back(std::move(f));
+  std::ostringstream out;
+  if (analysis::measured_as_job(paths, files.size(), rank.has_value())) {
+    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+    analysis::write_job_json(analysis::analyze_job(files, step, cores), stepsim_version(), out);
+    return out.str();
+  }
+  analysis::Analysis a = analysis::analyze_trace(paths.front(), rank.value_or(0), step);
+  a.mean.stepsim_version = stepsim_version();
+  analysis::write_analysis_json(a, out);
+  return out.str();
+}
+
+std::string collective_json(const CollectiveQuery& query) {
+  const py::gil_scoped_release unlocked;
+  return boost::json::serialize(stepsim::collective_json(predict_collective(query)));
+}
+
+// stepsim.collective()'s keyword arguments: the fields of the query, defaults as the command
+// line's (CollectiveQuery's own).
+void define_collective(py::module_& m) {
+  const CollectiveQuery d;
+  m.def(
+      "collective_json",
+      [](std::string op, std::string size, std::string sweep, double factor, int gpus,
+         std::optional<int> ranks_per_node, std::string cluster, std::string algorithm, std::string protocol,
+         std::vector<std::string> calibration) {
+        return collective_json({std::move(op), std::move(size), std::move(sweep), factor, gpus, ranks_per_node,
+                                std::move(cluster), std::move(algorithm), std::move(protocol), false,
+                                std::move(calibration)});
+      },
+      py::arg("op"), py::kw_only(), py::arg("size") = d.size, py::arg("sweep") = d.sweep, py::arg("factor") = d.factor,
+      py::arg("gpus") = d.gpus, py::arg("ranks_per_node") = d.ranks_per_node, py::arg("cluster") = d.cluster,
+      py::arg("algorithm") = d.algorithm, py::arg("protocol") = d.protocol, py::arg("calibration") = d.calibrations);
+}
+
+py::list presets() {
+  py::list out;
+  for (const io::PresetInfo& p : io::list_presets())
+    out.append(py::dict(py::arg("kind") = p.kind, py::arg("name") = p.name, py::arg("summary") = p.summary));
+  return out;
+}
+
+// InputError as ScenarioError(what) with .file, .pointer and .message.
+void translate_input_error(const py::object& error_class, const InputError& e) {
+  py::object error = error_class(e.what());
+  error.attr("file") = e.file();
+  error.attr("pointer") = e.where();
+  error.attr("message") = e.message();
+  PyErr_SetObject(error_class.ptr(), error.ptr());
+}
+
+// The library's warnings on stderr as the command line writes them (once per process).
+void quiet_logging() {
+  if (spdlog::get("stepsim")) return;
+  auto logger = spdlog::stderr_color_mt("stepsim");
+  logger->set_pattern("stepsim: %l: %v");
+  logger->set_level(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+}
+
+void define_functions(py::module_& m) {
+  m.def("simulate_json", &simulate_json, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("calibrations"),
+        py::arg("advise"));
+  m.def("sweep_rows", &sweep_rows, py::arg("path"), py::arg("text"), py::arg("axes"), py::arg("sets"), py::arg("gpus"),
+        py::arg("keep_oom"), py::arg("jobs"));
+  m.def("axis_values", &axis_values, py::arg("key"), py::arg("values"));
+  m.def("analyze_json", &analyze_json, py::arg("paths"), py::arg("rank"), py::arg("step"));
+  define_collective(m);
+  m.def("presets", &presets);
+  m.def("version", &stepsim_version);
+}
+
+}  // namespace
+
+void define_module(py::module_& m) {
+  m.doc() = "stepsim's native functions; use the `stepsim` package, which wraps them";
+  quiet_logging();
+  py::exception<InputError>(m, "ScenarioError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      translate_input_error(py::module_::import("stepsim._core").attr("ScenarioError"), e);
+    }
+  });
+  define_functions(m);
+}
+
+}  // namespace stepsim::python
+
+PYBIND11_MODULE(_core, m) { stepsim::python::define_module(m); }
