@@ -20,6 +20,7 @@
 #include "analysis/job_analysis.hpp"
 #include "analysis/job_output.hpp"
 #include "analysis/trace_timeline.hpp"
+#include "engine/huge_pages.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "simulation/advice.hpp"
@@ -178,6 +179,10 @@ void define_functions(py::module_& m) {
 void define_module(py::module_& m) {
   m.doc() = "stepsim's native functions; use the `stepsim` package, which wraps them";
   quiet_logging();
+  // A notebook or an autotuner simulates many times, as a sweep does; a simulation's freed
+  // buffers then stay mapped for the next, in every thread (page faults of fresh memory in
+  // several threads at once queue on the process's memory map).
+  engine::keep_freed_memory();
   py::exception<InputError>(m, "ScenarioError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
