@@ -69,9 +69,6 @@ struct SweepFlags {
   bool keep_oom = false, resume = false;
 };
 
-// More simulations at once than this is a mistake, not a machine.
-constexpr long long kMaxJobs = 4096;
-
 po::options_description describe(SweepFlags& f) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("vary", po::value(&f.vary)->value_name("KEY=VALUES")->composing(),
@@ -120,15 +117,15 @@ int run_merge(const SweepFlags& f, const po::variables_map& vm) {
   return 0;
 }
 
-// --jobs as a whole number from 1 to kMaxJobs; 0 when not given (every usable core).
+// --jobs as a whole number from 1 to sweep::kMaxJobs; 0 when not given (every usable core).
 unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   if (vm.count("jobs") == 0) return 0;
   long long jobs = 0;
   const char* end = f.jobs.data() + f.jobs.size();
   const auto [ptr, ec] = std::from_chars(f.jobs.data(), end, jobs);
-  if (ec != std::errc() || ptr != end || jobs < 1 || jobs > kMaxJobs)
+  if (ec != std::errc() || ptr != end || jobs < 1 || jobs > sweep::kMaxJobs)
     throw InputError("--jobs", f.jobs,
-                     fmt::format("expected a whole number of simulations at once from 1 to {}", kMaxJobs));
+                     fmt::format("expected a whole number of simulations at once from 1 to {}", sweep::kMaxJobs));
   return static_cast<unsigned>(jobs);
 }
 

@@ -77,6 +77,10 @@ std::vector<std::string> sweep_rows(const std::string& path, const std::optional
                                     const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
                                     const std::vector<std::string>& sets, int gpus, bool keep_oom, unsigned jobs) {
   const py::gil_scoped_release unlocked;
+  if (jobs > sweep::kMaxJobs)
+    throw InputError(
+        "stepsim.sweep", "jobs",
+        fmt::format("expected up to {} simulations at once (0: every usable core), got {}", sweep::kMaxJobs, jobs));
   std::vector<sweep::Axis> given;
   for (const auto& [key, values] : axes) given.push_back({key, values});
   const sweep::SweepSpec spec = sweep_spec({path, text}, given, sets, gpus, keep_oom);

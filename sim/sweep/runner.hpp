@@ -16,6 +16,9 @@ struct Shard {
   std::size_t count = 1;  // N
 };
 
+// More simulations at once than this is a mistake, not a machine.
+inline constexpr long long kMaxJobs = 4096;
+
 struct RunOptions {
   std::string output = "-";  // file name or "-"
   bool resume = false;

@@ -93,6 +93,9 @@ def bad_scenario():
         (lambda: stepsim.simulate("no-such-file.json"), ("no-such-file.json", "")),
         (lambda: stepsim.sweep(vary={"parallel.tpp": [1, 2]}), ("--vary", "parallel.tpp")),
         (lambda: stepsim.sweep(vary={"parallel.tp": []}), ("stepsim.sweep", "vary")),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=-8), ("stepsim.sweep", "gpus")),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=5000), ("stepsim.sweep", "jobs")),
+        (lambda: stepsim.sweep(vary={"parallel.tp": "8:1:x2"}), ("--vary", "parallel.tp")),
         (lambda: stepsim.collective("allreduce", gpus=1), ("<command line>", "--gpus")),
         (lambda: stepsim.analyze("no-such-trace.json"), ("no-such-trace.json", "")),
     ]:
