@@ -77,6 +77,23 @@ def scenario_as_dict():
     print("fsdp-llama2-7b-8xh100 as a dict and as a file: equal")
 
 
+def calibration():
+    """A calibration file (imported from nccl-tests by the command line) applied both ways."""
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+        want = json.loads(cli("simulate", "ddp-1.3b-64xa100", "--calibration", calib, "--json", "-"))
+        assert want["calibration"], "the calibration file measured nothing this scenario runs"
+        same(stepsim.simulate("ddp-1.3b-64xa100", calibration=calib), want)
+        want = json.loads(cli("collective", "allreduce", "--cluster", "dgx-a100-80g-hdr", "--sweep", "1MiB:64MiB",
+                              "--calibration", calib, "--json", "-"))
+        assert want[0]["source"] == "measured"
+        same(stepsim.collective("allreduce", cluster="dgx-a100-80g-hdr", sweep="1MiB:64MiB", calibration=[calib]),
+             want)
+    print("calibration: simulate and collective equal")
+
+
 def bad_scenario():
     scenario = json.loads(cli("presets", "default", "--resolved"))
     scenario["parallel"]["tpp"] = 8
@@ -166,8 +183,8 @@ def threads():
     print("four threads: the same reports")
 
 
-CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, bad_scenario, sweep_into_frame,
-                                 collective, analyze, presets, threads]}
+CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
+                                 sweep_into_frame, collective, analyze, presets, threads]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()
