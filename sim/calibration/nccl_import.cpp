@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "calibration/apply.hpp"
+#include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::calibration {
@@ -20,7 +21,32 @@ struct ShapeKey {
   auto operator<=>(const ShapeKey&) const = default;
 };
 
-std::string row_place(const NcclTestsRow& row) { return row.line > 0 ? fmt::format("line {}", row.line) : ""; }
+std::string row_place(const NcclTestsRow& row) {
+  if (row.line > 0) return fmt::format("line {}", row.line);
+  if (row.result >= 0) return fmt::format("/results/{}", row.result);
+  return "";
+}
+
+// A run that printed wrong results timed a broken collective. Legacy rows print the largest
+// numerical error instead of a count, small and not zero in good runs: they pass.
+void check_not_wrong(const NcclTestsLog& log, const NcclTestsRow& row) {
+  if (row.legacy) return;
+  for (auto [half, name] : {std::pair{&row.out_of_place, "out-of-place"}, {&row.in_place, "in-place"}}) {
+    if (half->wrong && *half->wrong != 0)
+      throw InputError(log.source, row_place(row),
+                       fmt::format("the {} run produced {:g} wrong element(s) (#wrong is not 0): a run with wrong "
+                                   "results is no measurement of the collective; rerun it",
+                                   name, *half->wrong));
+  }
+}
+
+// One measured time, kept with its row to check it once the GPU is known.
+struct Measurement {
+  const NcclTestsLog* log;
+  const NcclTestsRow* row;
+  ShapeKey key;
+  double bytes, us;
+};
 
 }  // namespace
 
@@ -30,8 +56,9 @@ CollOp op_of_test(const std::string& test, const std::string& source) {
       {"broadcast", CollOp::broadcast},  {"alltoall", CollOp::alltoall},    {"sendrecv", CollOp::sendrecv},
       {"reduce", CollOp::reduce}};
   std::string name = test.substr(test.find_last_of('/') + 1);
-  if (name.ends_with("_perf")) name.resize(name.size() - 5);
+  // nccl-tests built with MPI=1 appends "_mpi" to the program's name: all_reduce_perf_mpi.
   if (name.ends_with("_mpi")) name.resize(name.size() - 4);
+  if (name.ends_with("_perf")) name.resize(name.size() - 5);
   for (const auto& [prefix, op] : kTests)
     if (name == prefix) return op;
   for (int i = 0; i <= static_cast<int>(CollOp::sendrecv); ++i)
@@ -45,6 +72,7 @@ CollOp op_of_test(const std::string& test, const std::string& source) {
 Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const ImportOverrides& o) {
   Calibration c;
   std::map<ShapeKey, std::map<double, std::vector<double>>> tables;
+  std::vector<Measurement> measured;
   for (const NcclTestsLog& log : logs) {
     c.provenance.sources.push_back(log.source);
     const NcclTestsHeader& h = log.header;
@@ -53,7 +81,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
     if (c.provenance.nccl.empty()) c.provenance.nccl = h.nccl;
     if (c.provenance.command.empty()) c.provenance.command = h.command;
     if (log.rows.empty()) throw InputError(log.source, "", "expected nccl-tests result rows, found none");
+    std::size_t usable = 0;
     for (const NcclTestsRow& row : log.rows) {
+      check_not_wrong(log, row);
       const std::string test = !o.op.empty() ? o.op : row.test;
       if (test.empty())
         throw InputError(log.source, row_place(row),
@@ -69,13 +99,27 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       const NcclTestsResult& r = row.out_of_place.time > Time::zero() ? row.out_of_place : row.in_place;
       // A zero time or size is no measurement (nccl-tests prints 0 for a skipped half).
       if (!(r.time > Time::zero()) || row.size.count() <= 0) continue;
-      tables[{op_of_test(test, log.source), ranks, nodes, row.type}][row.size.as_double()].push_back(r.time.us());
+      measured.push_back(
+          {&log, &row, {op_of_test(test, log.source), ranks, nodes, row.type}, row.size.as_double(), r.time.us()});
+      ++usable;
     }
+    if (usable == 0)
+      throw InputError(log.source, "",
+                       fmt::format("no row has a size and a time above zero ({} row(s) read); nothing to calibrate",
+                                   log.rows.size()));
   }
   if (!o.gpu.empty()) c.provenance.gpu = o.gpu;
   if (c.provenance.gpu.empty())
     throw InputError(logs.empty() ? "<command line>" : logs.front().source, "",
                      "the logs do not name the GPU (no '#  Rank ... device' line); give --gpu NAME");
+  // Checked against the fastest links any cluster with this GPU has; an unknown GPU is
+  // checked when the file is applied to a cluster.
+  const std::optional<ClusterSpec> cluster = fastest_cluster_with(c.provenance.gpu);
+  for (const Measurement& m : measured) {
+    if (cluster)
+      check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
+    tables[m.key][m.bytes].push_back(m.us);
+  }
   for (const auto& [key, sizes] : tables) {
     CollectiveTable t;
     t.op = key.op;

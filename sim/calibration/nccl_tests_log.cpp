@@ -10,6 +10,7 @@
 
 #include <boost/json.hpp>
 #include <charconv>
+#include <cmath>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -91,6 +92,7 @@ NcclTestsRow parse_row(const LineReader& r) {
                     kLayout, n));
   const bool root = n != 12;
   NcclTestsRow row;
+  row.legacy = !root;
   row.size = Bytes(r.number<long long>(0, "size"));
   row.count = r.number<long long>(1, "count");
   row.type = r.tokens[2];
@@ -211,6 +213,18 @@ double json_number(const json::object& o, const char* key, const std::string& so
   return v->to_number<double>();
 }
 
+// A count in the JSON (GPUs, a rank, bytes): a whole number from `lo` to `hi`, else an
+// InputError naming its key; a fraction or a huge number is no count nccl-tests writes.
+long long json_whole(const json::value& v, const std::string& source, const std::string& where, const char* what,
+                     double lo, double hi) {
+  if (!v.is_number()) json_fail(source, where, fmt::format("expected a number, got {}", io::describe_value(v)));
+  const double x = v.to_number<double>();
+  if (!(x >= lo && x <= hi && x == std::floor(x)))
+    json_fail(source, where,
+              fmt::format("expected {}, a whole number from {:.0f} to {:.0f}, got {:g}", what, lo, hi, x));
+  return static_cast<long long>(x);
+}
+
 NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where) {
   NcclTestsResult r;
   if (v.is_null()) return r;
@@ -244,15 +258,19 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     }
   }
   if (const auto* v = o.if_contains("nccl_version"); v != nullptr && v->is_number())
-    log.header.nccl = nccl_version_of_code(v->to_number<long>());
+    log.header.nccl = nccl_version_of_code(
+        static_cast<long>(json_whole(*v, source, "/nccl_version", "an NCCL version code", 0, 99'999'999)));
   if (const auto* cfg = o.if_contains("config"); cfg != nullptr && cfg->is_object()) {
     const auto& c = cfg->get_object();
     if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array()) {
-      for (const auto& d : devices->get_array()) {
-        if (!d.is_object()) continue;
-        const auto& dev = d.get_object();
+      const auto& list = devices->get_array();
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (!list[i].is_object()) continue;
+        const auto& dev = list[i].get_object();
         if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number())
-          s.max_rank = std::max(s.max_rank, r->to_number<int>());
+          s.max_rank =
+              std::max(s.max_rank, static_cast<int>(json_whole(*r, source, fmt::format("/config/devices/{}/rank", i),
+                                                               "a rank", 0, 16'777'215)));
         if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
           s.hosts.insert(std::string(host->get_string()));
           if (log.header.host.empty()) log.header.host = std::string(host->get_string());
@@ -261,8 +279,15 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
           if (log.header.gpu.empty()) log.header.gpu = std::string(info->get_string());
       }
     }
-    if (const auto* n = c.if_contains("ngpus"); n != nullptr && n->is_number() && s.max_rank < 0)
-      s.ranks_per_process = n->to_number<int>();
+    // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
+    const auto per_process = [&](const char* key, const char* what) {
+      const auto* n = c.if_contains(key);
+      if (n == nullptr || !n->is_number()) return 1LL;
+      return json_whole(*n, source, fmt::format("/config/{}", key), what, 1, 4096);
+    };
+    const long long gpus = per_process("ngpus", "GPUs per thread");
+    const long long threads = per_process("nthreads", "threads");
+    if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = static_cast<int>(gpus * threads);
   }
   const auto* results = o.if_contains("results");
   if (results == nullptr || !results->is_array())
@@ -273,15 +298,10 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     if (!rows[i].is_object()) json_fail(source, where, "expected a result object");
     const auto& r = rows[i].get_object();
     NcclTestsRow row;
-    const double size = json_number(r, "size", source, where);
-    if (!(size >= 0 && size <= 1099511627776.0))
-      json_fail(source, where + "/size", fmt::format("expected a size from 0 to 1 TiB, got {}", size));
-    row.size = Bytes(static_cast<std::int64_t>(size));
-    const double count = json_number(r, "count", source, where);
-    if (!(count >= 0 && count <= 1099511627776.0))
-      json_fail(source, where + "/count",
-                fmt::format("expected an element count from 0 to 1099511627776, got {}", count));
-    row.count = static_cast<long long>(count);
+    json_number(r, "size", source, where);
+    row.size = Bytes(json_whole(r.at("size"), source, where + "/size", "bytes", 0, 1099511627776.0));
+    json_number(r, "count", source, where);
+    row.count = json_whole(r.at("count"), source, where + "/count", "an element count", 0, 1099511627776.0);
     if (const auto* t = r.if_contains("type"); t != nullptr && t->is_string()) row.type = std::string(t->get_string());
     if (const auto* t = r.if_contains("redop"); t != nullptr && t->is_string())
       row.redop = std::string(t->get_string());
@@ -306,6 +326,7 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     row.test = s.test;
     row.ranks = s.ranks();
     row.nodes = s.nodes();
+    row.result = static_cast<int>(i);
     log.rows.push_back(row);
   }
   return log;

@@ -17,7 +17,7 @@ struct NcclTestsResult {
   Time time;
   Bandwidth algbw;
   Bandwidth busbw;
-  std::optional<double> wrong;  // #wrong (current) or error (legacy); empty for N/A
+  std::optional<double> wrong;  // #wrong (current, a count) or error (legacy, the largest); empty for N/A
 };
 
 struct NcclTestsRow {
@@ -28,10 +28,12 @@ struct NcclTestsRow {
   int root = -1;                 // -1: unrooted, or the legacy layout without a root column
   NcclTestsResult out_of_place;  // time zero when the row has no out-of-place half
   NcclTestsResult in_place;
-  std::string test;  // the test that printed it ("all_reduce_perf"), empty when not said
-  int ranks = 0;     // ranks of the communicator, 0 when not said
-  int nodes = 0;     // hosts the ranks ran on, 0 when not said
-  int line = 0;      // where the row is in its file (JSON: 0)
+  std::string test;     // the test that printed it ("all_reduce_perf"), empty when not said
+  int ranks = 0;        // ranks of the communicator, 0 when not said
+  int nodes = 0;        // hosts the ranks ran on, 0 when not said
+  int line = 0;         // where the row is in its file (JSON: 0)
+  int result = -1;      // JSON: its index in /results
+  bool legacy = false;  // the layout before mid-2022: `wrong` is a numerical error, not a count
 };
 
 // What the header lines say about the run (empty or 0 when they do not say it).

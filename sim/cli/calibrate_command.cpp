@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "calibration/apply.hpp"
+#include "calibration/link_bound.hpp"
 #include "calibration/nccl_import.hpp"
 #include "cli/calibrate_trace.hpp"
 #include "cli/commands.hpp"
@@ -200,9 +201,12 @@ int run_check(const Args& args) {
   const auto vm = parse_args("calibrate check", args, desc, positional);
   if (help_requested(vm, kUsage, desc, kExamples)) return 0;
   if (file.empty()) throw InputError("<command line>", "FILE", "give the calibration file to check");
+  if (!scenario.empty() && !cluster.empty())
+    throw InputError("<command line>", "--cluster",
+                     "give a scenario or --cluster, not both (the scenario names its cluster)");
   const calibration::Calibration c = calibration::read_calibration(file);
   const ClusterSpec base = check_cluster(c, scenario, cluster, 8);
-  calibration::check_gpu(c, base.gpu.name);
+  calibration::check_fits(c, base);
   const calibration::MeasuredTables tables({c});
   fmt::print("# {}: measured on {}, predicted on {} ({})\n", file, c.provenance.gpu, base.name, base.gpu.name);
   ErrorStats stats;

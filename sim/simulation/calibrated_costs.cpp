@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim {
@@ -131,7 +132,7 @@ calibration::MeasuredTables load_calibration(const Scenario& scenario) {
       throw InputError(scenario.source, fmt::format("/calibration/{}", i),
                        "expected a calibration file name, got \"\"");
     files.push_back(calibration::read_calibration(path));
-    calibration::check_gpu(files.back(), scenario.cluster.gpu.name);
+    calibration::check_fits(files.back(), scenario.cluster);
   }
   return calibration::MeasuredTables(std::move(files));
 }

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "calibration/link_bound.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/fabric.hpp"
 #include "parallelism/mesh.hpp"
@@ -155,7 +156,7 @@ calibration::MeasuredTables read_tables(const std::vector<std::string>& files, c
   std::vector<calibration::Calibration> read;
   for (const auto& f : files) {
     read.push_back(calibration::read_calibration(f));
-    calibration::check_gpu(read.back(), cluster.gpu.name);
+    calibration::check_fits(read.back(), cluster);
   }
   return calibration::MeasuredTables(std::move(read));
 }

@@ -142,6 +142,14 @@ TEST_CASE("importing logs groups rows by test and communicator shape") {
   CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
 }
 
+// nccl-tests built with MPI=1 names its programs all_reduce_perf_mpi: "_mpi" comes after "_perf".
+TEST_CASE("the MPI builds of the nccl-tests programs are the same collectives") {
+  CHECK(op_of_test("all_reduce_perf_mpi", "m.txt") == CollOp::allreduce);
+  CHECK(op_of_test("./build/reduce_scatter_perf_mpi", "m.txt") == CollOp::reducescatter);
+  CHECK(op_of_test("sendrecv_perf", "m.txt") == CollOp::sendrecv);
+  CHECK_THROWS_WITH(op_of_test("all_reduce_mpi_perf", "m.txt"), Catch::StartsWith("m.txt: test 'all_reduce_mpi_perf'"));
+}
+
 namespace {
 
 // Kernels of `n` GEMM (or attention) ops from 1e11 FLOPs up, each timed by the GPU model with

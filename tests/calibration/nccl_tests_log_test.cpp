@@ -212,8 +212,9 @@ TEST_CASE("an absurd count or root in nccl-tests JSON names the row and the key"
            ",\"type\":\"float\",\"redop\":\"sum\",\"root\":\"" + root +
            "\",\"out_of_place\":null,\"in_place\":{\"time\":5.0,\"alg_bw\":0.0,\"bus_bw\":0.0,\"nwrong\":0}}]}";
   };
-  CHECK_THROWS_WITH(parse(json("1e300", "    -1")),
-                    "log.txt: /results/0/count: expected an element count from 0 to 1099511627776, got 1e+300");
+  CHECK_THROWS_WITH(
+      parse(json("1e300", "    -1")),
+      "log.txt: /results/0/count: expected an element count, a whole number from 0 to 1099511627776, got 1e+300");
   CHECK_THROWS_WITH(parse(json("-2", "    -1")), Catch::StartsWith("log.txt: /results/0/count: expected"));
   CHECK_THROWS_WITH(parse(json("2", "99999999999999")),
                     Catch::StartsWith("log.txt: /results/0/root: expected a root rank from -1 to 16777215, got"));
@@ -222,4 +223,24 @@ TEST_CASE("an absurd count or root in nccl-tests JSON names the row and the key"
   REQUIRE(log.rows.size() == 1);
   CHECK(log.rows[0].root == 3);
   CHECK(log.rows[0].count == 2);
+}
+
+TEST_CASE("numbers of nccl-tests JSON that must be whole are refused otherwise, naming the key") {
+  const auto log = [](const std::string& config, const std::string& size) {
+    return "{\"version\":2,\"args\":[\"./all_reduce_perf\"],\"nccl_version\":22703,\"config\":{" + config +
+           "},\"results\":[{\"size\":" + size +
+           ",\"count\":2,\"type\":\"float\",\"redop\":\"sum\",\"root\":\"    -1\",\"out_of_place\":null,"
+           "\"in_place\":{\"time\":5.0,\"alg_bw\":0.0,\"bus_bw\":0.0,\"nwrong\":0}}]}";
+  };
+  CHECK_THROWS_WITH(parse(log("\"ngpus\":1.5", "8")),
+                    "log.txt: /config/ngpus: expected GPUs per thread, a whole number from 1 to 4096, got 1.5");
+  CHECK_THROWS_WITH(parse(log("\"ngpus\":1e300", "8")),
+                    "log.txt: /config/ngpus: expected GPUs per thread, a whole number from 1 to 4096, got 1e+300");
+  CHECK_THROWS_WITH(parse(log("\"devices\":[{\"rank\":2.5,\"hostname\":\"h\"}]", "8")),
+                    "log.txt: /config/devices/0/rank: expected a rank, a whole number from 0 to 16777215, got 2.5");
+  CHECK_THROWS_WITH(parse(log("\"ngpus\":8", "8.5")),
+                    "log.txt: /results/0/size: expected bytes, a whole number from 0 to 1099511627776, got 8.5");
+  const auto ok = parse(log("\"ngpus\":8", "8"));
+  REQUIRE(ok.rows.size() == 1);
+  CHECK(ok.rows[0].ranks == 8);
 }

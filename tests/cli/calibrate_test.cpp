@@ -164,3 +164,82 @@ TEST_CASE("endless and empty calibration inputs are refused, not waited on") {
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+
+TEST_CASE("an nccl-tests JSON log whose counts are not whole numbers is refused naming the key") {
+  Scratch s("calib-json-counts");
+  s.write("log.json", R"({"version":2,"args":["./all_reduce_perf"],"config":{"nthreads":1,"ngpus":1.5,"devices":[]},
+    "results":[{"size":1024,"count":256,"type":"float","redop":"sum","root":"    -1","out_of_place":null,
+      "in_place":{"time":21.0,"alg_bw":0.05,"bus_bw":0.09,"nwrong":0}}]})");
+  const auto run = s.run("calibrate import-nccl-tests log.json --gpu A100 -o x.json");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("log.json: /config/ngpus: expected GPUs per thread, a whole number from 1 to 4096, got 1.5") !=
+        std::string::npos);
+  CHECK(s.entries() == std::vector<std::string>{"log.json"});
+}
+
+TEST_CASE("a log with no usable row is refused, not imported as an empty calibration") {
+  Scratch s("calib-no-rows");
+  s.write("zero.txt",
+          "# all_reduce_perf -b 8 -e 8 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "0 0 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n"
+          "8 2 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n");
+  const auto run = s.run("calibrate import-nccl-tests zero.txt -o x.json");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("zero.txt: no row has a size and a time above zero (2 row(s) read); nothing to calibrate") !=
+        std::string::npos);
+  CHECK(s.entries() == std::vector<std::string>{"zero.txt"});
+}
+
+TEST_CASE("a row of a run that produced wrong data is refused naming the line") {
+  Scratch s("calib-wrong");
+  s.write("wrong.txt",
+          "# all_reduce_perf -b 8 -e 16 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "8 2 float sum -1 40.12 0.00 0.00 0 38.85 0.00 0.00 0\n"
+          "16 4 float sum -1 39.64 0.00 0.00 0 39.19 0.00 0.00 3\n");
+  const auto run = s.run("calibrate import-nccl-tests wrong.txt -o x.json");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("wrong.txt: line 3: the in-place run produced 3 wrong element(s) (#wrong is not 0): a run with "
+                     "wrong results is no measurement of the collective; rerun it") != std::string::npos);
+  CHECK(s.entries() == std::vector<std::string>{"wrong.txt"});
+}
+
+TEST_CASE("collectives faster than any link of the cluster are refused") {
+  Scratch s("calib-too-fast");
+  // 1 GiB all-reduced in 100 us: 10.7 TB/s out of each GPU, where an A100's NVLink carries 300 GB/s.
+  s.write("fast.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 100}]}]})");
+  const std::string expected =
+      "fast.json: /collectives/0/points/1/time_us: 1073741824 B of allreduce in 100 us needs 10737.4 GB/s out of "
+      "or into each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s); expected at least 3579.14 us";
+  const auto run = s.run("collective allreduce --cluster dgx-a100-80g-hdr --calibration fast.json");
+  CHECK(run.status == 2);
+  CHECK(run.err.find(expected) != std::string::npos);
+  const auto sim = s.run("simulate --set cluster=dgx-a100-80g-hdr --calibration fast.json");
+  CHECK(sim.status == 2);
+  CHECK(sim.err.find(expected) != std::string::npos);
+  s.write("fast.txt",
+          "# all_reduce_perf -b 8 -e 1G -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "1073741824 268435456 float sum -1 100.0 10737.42 18790.49 0 100.0 10737.42 18790.49 0\n");
+  const auto import = s.run("calibrate import-nccl-tests fast.txt -o x.json");
+  CHECK(import.status == 2);
+  CHECK(import.err.find("fast.txt: line 2: 1073741824 B of allreduce in 100 us needs 10737.4 GB/s out of or into "
+                        "each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s)") != std::string::npos);
+  CHECK_FALSE(s.run("calibrate check fast.json").status == 0);
+}
+
+TEST_CASE("calibrate check refuses a scenario and --cluster together") {
+  Scratch s("calib-check-both");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  s.write("sc.json", R"({"cluster": "dgx-a100-80g-hdr"})");
+  const auto run = s.run("calibrate check a.json sc.json --cluster dgx-h100-ndr");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("<command line>: --cluster: give a scenario or --cluster, not both (the scenario names its "
+                     "cluster)") != std::string::npos);
+}
+
+}  // namespace stepsim
