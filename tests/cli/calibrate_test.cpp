@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
+#include <cmath>
+#include <sstream>
 
 #include "cli/run_stepsim.hpp"
 
@@ -103,15 +105,98 @@ TEST_CASE("from-trace on a trace of another model runs and says what it could no
   CHECK(run.out.find("0 matched to <default> ops by name") != std::string::npos);
 }
 
-TEST_CASE("calibrate check prints each measured point with both errors") {
+namespace {
+
+// The row of `size` in the section of `check`'s output that starts at `heading`: size,
+// measured, predicted, error, model, error, source.
+std::vector<std::string> check_row(const std::string& out, const std::string& heading, const std::string& size) {
+  const auto section = out.find(heading);
+  REQUIRE(section != std::string::npos);
+  std::istringstream lines(out.substr(section));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> row;
+    for (std::string w; words >> w;) row.push_back(w);
+    if (!row.empty() && row[0] == size) return row;
+  }
+  FAIL("no row for size " << size);
+  return {};
+}
+
+const std::string kFourPoints = R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 1},
+                   "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 4096, "time_us": 25},
+                              {"bytes": 16384, "time_us": 40}, {"bytes": 65536, "time_us": 160}]}]})";
+
+}  // namespace
+
+TEST_CASE("calibrate check predicts each point from the others, by hand on four points") {
+  Scratch s("calib-check-hand");
+  s.write("four.json", kFourPoints);
+  const auto run = s.run("calibrate check four.json --cluster dgx-a100-80g-hdr");
+  REQUIRE(run.status == 0);
+  // Inside the table a left-out point is the log-log line through its neighbours, halfway
+  // between them: 4096 B from 10 us at 1024 and 40 us at 16384 is sqrt(10 x 40) = 20 us,
+  // 20 % under the 25 measured; 16384 B is sqrt(25 x 160) = 63.25 us, 58.1 % over 40.
+  const auto second = check_row(run.out, "# allreduce", "4096");
+  REQUIRE(second.size() == 7);
+  CHECK(std::stod(second[1]) == 25);
+  CHECK(std::stod(second[2]) == Approx(20).epsilon(1e-3));
+  CHECK(second[3] == "-20.0%");
+  CHECK(second[6] == "measured");
+  const auto third = check_row(run.out, "# allreduce", "16384");
+  CHECK(std::stod(third[2]) == Approx(std::sqrt(25.0 * 160.0)).epsilon(1e-3));
+  CHECK(third[3] == "+58.1%");
+  // At the table's ends the others say nothing measured: the model corrected by them.
+  CHECK(check_row(run.out, "# allreduce", "1024")[6] == "scaled");
+  CHECK(check_row(run.out, "# allreduce", "65536")[6] == "scaled");
+  CHECK(run.out.find("# leave-one-out: 4 point(s), mean |error| ") != std::string::npos);
+}
+
+TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by hand") {
+  Scratch s("calib-check-held");
+  s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 1},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
+  s.write("held.txt",
+          "# all_reduce_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4096 1024 float sum -1 25.00 0.16 0.29 0 25.00 0.16 0.29 0\n"
+          "8192 2048 float sum -1 30.00 0.27 0.48 0 30.00 0.27 0.48 0\n");
+  const auto run = s.run("calibrate check two.json --held-out held.txt");
+  REQUIRE(run.status == 0);
+  // 4096 B is half the way from 1024 to 16384 in log size: sqrt(10 x 40) = 20 us
+  // (-20.0 %); 8192 B: 3/4 of the way: 10 x 4^0.75 = 28.28 us (-5.7 %); mean 12.9 %.
+  const auto a = check_row(run.out, "# held-out held.txt", "4096");
+  CHECK(std::stod(a[2]) == Approx(20).epsilon(1e-3));
+  CHECK(a[3] == "-20.0%");
+  const auto b = check_row(run.out, "# held-out held.txt", "8192");
+  CHECK(std::stod(b[2]) == Approx(10 * std::pow(4.0, 0.75)).epsilon(1e-3));
+  CHECK(b[3] == "-5.7%");
+  CHECK(run.out.find("# held-out held.txt: 2 point(s), mean |error| 12.9% calibrated (max 20.0%)") !=
+        std::string::npos);
+}
+
+TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-out errors on a second run") {
   Scratch s("calib-check");
   REQUIRE(
       s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
       0);
-  const auto run = s.run("calibrate check a.json");
+  const auto run = s.run("calibrate check a.json --held-out " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-b.txt");
   REQUIRE(run.status == 0);
   CHECK(run.out.find("predicted on dgx-a100-80g-hdr") != std::string::npos);
-  CHECK(run.out.find("# 30 point(s): mean |error| 0.0% calibrated") != std::string::npos);
+  // 2 MiB left out: the log-log midpoint of 1 MiB (52.61 us) and 4 MiB (103.8 us), against 59.30.
+  const auto mid = check_row(run.out, "# allreduce", "2097152");
+  CHECK(std::stod(mid[2]) == Approx(std::sqrt(52.61 * 103.8)).epsilon(1e-4));
+  CHECK(mid[3] == "+24.6%");
+  CHECK(run.out.find("# leave-one-out: 30 point(s), mean |error| 3.1% calibrated (max 24.6%), 8.1% model alone "
+                     "(max 46.3%)") != std::string::npos);
+  // The second run (another host) against the first's tables: its small sizes are 3-5 us
+  // faster, so the measured tables do worse there than the model fitted to both.
+  const auto small = check_row(run.out, "# held-out", "8");
+  CHECK(std::stod(small[1]) == 34.84);
+  CHECK(std::stod(small[2]) == Approx(40.12).epsilon(1e-4));
+  CHECK(run.out.find("a100-80g-8gpu-allreduce-b.txt: 25 point(s), mean |error| 8.5% calibrated (max 26.9%), 3.4% "
+                     "model alone (max 13.5%)") != std::string::npos);
 }
 
 TEST_CASE("bad calibration files and logs are refused with the file and the place") {
