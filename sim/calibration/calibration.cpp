@@ -264,6 +264,53 @@ json::value fit_json(const AlphaBeta& f) {
           {"alpha_fitted", f.alpha_fitted}};
 }
 
+// What a GPU's name says of its SKU, empty where it says nothing: the family ("a100",
+// "gh200"), the form factor ("sxm", "pcie", "nvl") and the memory ("80": GB).
+struct Sku {
+  std::string family, form, memory;
+};
+
+bool is_family(const std::string& w) {
+  std::size_t letters = 0;
+  while (letters < w.size() && std::isalpha(static_cast<unsigned char>(w[letters]))) ++letters;
+  std::size_t digits = letters;
+  while (digits < w.size() && std::isdigit(static_cast<unsigned char>(w[digits]))) ++digits;
+  return letters >= 1 && letters <= 2 && digits - letters >= 2 && w.size() - digits <= 1;
+}
+
+// "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe" (CUDA's names) and
+// "a100-sxm4-80gb", "a100-80g", "h200" (presets'). CUDA names the PCIe and NVL boards so;
+// an H100 or H200 said to carry HBM3 otherwise is the SXM board.
+Sku sku_of(const std::string& name) {
+  Sku out;
+  std::string word;
+  bool hbm3 = false;
+  auto take = [&] {
+    if (word.empty()) return;
+    if (out.family.empty() && is_family(word)) out.family = word;
+    if (word.starts_with("sxm")) out.form = "sxm";
+    if (word == "pcie" || word == "nvl") out.form = word;
+    if (word.starts_with("hbm3")) hbm3 = true;
+    const std::size_t d = word.find_first_not_of("0123456789");
+    if (d > 0 && d != std::string::npos && (word.substr(d) == "gb" || word.substr(d) == "g"))
+      out.memory = word.substr(0, d);
+    word.clear();
+  };
+  for (unsigned char ch : name) {
+    if (std::isalnum(ch)) {
+      word.push_back(static_cast<char>(std::tolower(ch)));
+    } else {
+      take();
+    }
+  }
+  take();
+  if (out.form.empty() && hbm3) out.form = "sxm";
+  return out;
+}
+
+// Two things a name may say: they differ only when both say them.
+bool agree(const std::string& a, const std::string& b) { return a.empty() || b.empty() || a == b; }
+
 std::string lower_alnum(const std::string& s) {
   std::string out;
   for (unsigned char ch : s)
@@ -378,8 +425,13 @@ std::string calibration_json(const Calibration& c) {
 
 bool gpu_matches(const std::string& measured_gpu, const std::string& preset) {
   if (measured_gpu.empty() || preset.empty()) return true;
-  const std::string family = lower_alnum(preset.substr(0, preset.find('-')));
-  return lower_alnum(measured_gpu).find(family) != std::string::npos;
+  const Sku m = sku_of(measured_gpu), p = sku_of(preset);
+  if (m.family.empty() || p.family.empty()) {
+    // A name of no known family pattern: its first word must appear in the other.
+    const std::string family = lower_alnum(preset.substr(0, preset.find('-')));
+    return lower_alnum(measured_gpu).find(family) != std::string::npos;
+  }
+  return m.family == p.family && agree(m.form, p.form) && agree(m.memory, p.memory);
 }
 
 void check_gpu(const Calibration& c, const std::string& preset) {

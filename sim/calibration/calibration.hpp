@@ -118,8 +118,9 @@ Calibration parse_calibration(const std::string& text, const std::string& source
 std::string calibration_json(const Calibration& c);
 
 // True when a calibration measured on `measured_gpu` (CUDA's device name) may stand for the
-// preset GPU `preset` ("a100-sxm4-80gb", "h200"): the preset's family (a100, h100, …)
-// appears in the device name. An empty device name is not known to differ.
+// preset GPU `preset` ("a100-sxm4-80gb", "a100-80g", "h200"): the same family (a100, gh200,
+// …), and the same form factor (SXM, PCIe, NVL) and memory (80 GB) where both names say
+// them. An empty name is not known to differ.
 bool gpu_matches(const std::string& measured_gpu, const std::string& preset);
 
 // Throws an InputError naming the calibration file when it was measured on another GPU.

@@ -85,6 +85,24 @@ TEST_CASE("a table measured on another GPU is refused for the scenario") {
   CHECK_FALSE(gpu_matches("NVIDIA H200", "h100-sxm5-80gb"));
 }
 
+// CUDA's device names against the presets' names: the family, the form factor and the memory
+// where both say them, never a substring (GH200 is no H200, an A100 40GB no A100 80GB).
+TEST_CASE("the GPU check compares family, form factor and memory, not a substring") {
+  CHECK(gpu_matches("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"));
+  CHECK(gpu_matches("NVIDIA A100-SXM4-80GB", "a100-80g"));
+  CHECK(gpu_matches("NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"));
+  CHECK(gpu_matches("NVIDIA B200", "b200"));
+  CHECK(gpu_matches("A100", "a100-sxm4-80gb"));
+  CHECK_FALSE(gpu_matches("NVIDIA A100-SXM4-40GB", "a100-sxm4-80gb"));
+  CHECK_FALSE(gpu_matches("NVIDIA A100 80GB PCIe", "a100-sxm4-80gb"));
+  CHECK_FALSE(gpu_matches("NVIDIA A100-PCIE-40GB", "a100-80g"));
+  CHECK_FALSE(gpu_matches("NVIDIA H100 PCIe", "h100-sxm5-80gb"));
+  CHECK_FALSE(gpu_matches("NVIDIA H100 NVL", "h100-sxm5-80gb"));
+  CHECK_FALSE(gpu_matches("NVIDIA H100 80GB HBM3", "h100-sxm5-96gb-500w"));
+  CHECK_FALSE(gpu_matches("NVIDIA GH200 480GB", "h200"));
+  CHECK_FALSE(gpu_matches("NVIDIA H200", "gh200"));
+}
+
 TEST_CASE("measured tables interpolate in log-log space inside their range only") {
   const std::vector<std::pair<double, double>> curve{{1, 10}, {100, 1000}};
   CHECK(*interpolate_loglog(curve, 10) == Approx(100));
