@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "stepsim/error.hpp"
+
 namespace stepsim::calibration {
 namespace {
 
@@ -27,30 +29,45 @@ std::size_t index_of(Precision p) { return static_cast<std::size_t>(p); }
 
 }  // namespace
 
-std::optional<double> interpolate_loglog(const std::vector<std::pair<double, double>>& points, double x) {
+namespace {
+
+// y at x on the polyline through `points` (sorted by x) in log-log space, found by binary
+// search: a lookup costs log(n), whatever the size of the table.
+template <class Point, class X, class Y>
+std::optional<double> loglog_at(const std::vector<Point>& points, double x, X x_of, Y y_of) {
   if (points.empty() || !(x > 0)) return std::nullopt;
   // A relative tolerance so that a size printed and read back still counts as measured.
   constexpr double kTol = 1e-9;
-  if (x < points.front().first * (1 - kTol) || x > points.back().first * (1 + kTol)) return std::nullopt;
-  if (points.size() == 1) return points.front().second;
-  auto hi = std::lower_bound(points.begin(), points.end(), x, [](const auto& p, double v) { return p.first < v; });
-  if (hi == points.end()) return points.back().second;
-  if (hi == points.begin() || hi->first == x) return hi->second;
+  if (x < x_of(points.front()) * (1 - kTol) || x > x_of(points.back()) * (1 + kTol)) return std::nullopt;
+  if (points.size() == 1) return y_of(points.front());
+  auto hi = std::lower_bound(points.begin(), points.end(), x, [&](const Point& p, double v) { return x_of(p) < v; });
+  if (hi == points.end()) return y_of(points.back());
+  if (hi == points.begin() || x_of(*hi) == x) return y_of(*hi);
   const auto lo = hi - 1;
-  const double t = (std::log(x) - std::log(lo->first)) / (std::log(hi->first) - std::log(lo->first));
-  return std::exp(std::log(lo->second) + t * (std::log(hi->second) - std::log(lo->second)));
+  const double t = (std::log(x) - std::log(x_of(*lo))) / (std::log(x_of(*hi)) - std::log(x_of(*lo)));
+  return std::exp(std::log(y_of(*lo)) + t * (std::log(y_of(*hi)) - std::log(y_of(*lo))));
+}
+
+}  // namespace
+
+std::optional<double> interpolate_loglog(const std::vector<std::pair<double, double>>& points, double x) {
+  return loglog_at(
+      points, x, [](const auto& p) { return p.first; }, [](const auto& p) { return p.second; });
 }
 
 std::optional<double> measured_us(const CollectiveTable& table, double bytes) {
-  std::vector<std::pair<double, double>> curve;
-  curve.reserve(table.points.size());
-  for (const auto& p : table.points) curve.emplace_back(p.bytes, p.time_us);
-  return interpolate_loglog(curve, bytes);
+  return loglog_at(
+      table.points, bytes, [](const CollectivePoint& p) { return p.bytes; },
+      [](const CollectivePoint& p) { return p.time_us; });
 }
 
 MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::move(files)) {
   for (const Calibration& c : files_) {
     collectives_.insert(collectives_.end(), c.collectives.begin(), c.collectives.end());
+    for (const auto& t : c.collectives)
+      STEPSIM_CHECK(std::is_sorted(t.points.begin(), t.points.end(),
+                                   [](const auto& a, const auto& b) { return a.bytes < b.bytes; }),
+                    "a collective table's points are sorted by size, for the binary search of each lookup");
     for (const GemmPoint& g : c.compute.gemm) {
       gemm_.push_back(g);
       gemm_curve_[index_of(g.dtype)].emplace_back(g.flops(), g.time_us);
@@ -58,6 +75,12 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::mov
     for (const AttentionPoint& a : c.compute.attention)
       attention_curve_[a.backward ? 1 : 0][index_of(a.dtype)].emplace_back(a.flops(), a.time_us);
     for (const BandwidthPoint& m : c.compute.memory) memory_curve_.emplace_back(m.bytes, m.gbytes_per_s);
+  }
+  // Later files win where several measured the same shape.
+  for (std::size_t i = 0; i < collectives_.size(); ++i) {
+    const CollectiveTable& t = collectives_[i];
+    by_shape_[{t.op, t.ranks, t.nodes, t.ranks_per_node}] = i;
+    by_tier_[{t.op, t.nodes > 1}].push_back(i);
   }
   for (auto& c : gemm_curve_) finish_curve(c);
   for (auto& pass : attention_curve_)
@@ -84,19 +107,19 @@ std::optional<double> MeasuredTables::memory_us(double bytes) const {
 }
 
 const CollectiveTable* MeasuredTables::exact(CollOp op, int ranks, int nodes, int ranks_per_node) const {
-  const CollectiveTable* found = nullptr;
-  for (const auto& t : collectives_)
-    if (t.op == op && t.ranks == ranks && t.nodes == nodes && t.ranks_per_node == ranks_per_node) found = &t;
-  return found;
+  const auto it = by_shape_.find({op, ranks, nodes, ranks_per_node});
+  return it == by_shape_.end() ? nullptr : &collectives_[it->second];
 }
 
 const CollectiveTable* MeasuredTables::reference(CollOp op, int ranks, int nodes, int ranks_per_node) const {
   if (const auto* t = exact(op, ranks, nodes, ranks_per_node)) return t;
   const CollectiveTable* best = nullptr;
   double best_distance = 0;
-  for (const auto& t : collectives_) {
-    // One node measures NVLink, two or more the network: a table speaks only for its tier.
-    if (t.op != op || (t.nodes > 1) != (nodes > 1)) continue;
+  // One node measures NVLink, two or more the network: a table speaks only for its tier.
+  const auto tier = by_tier_.find({op, nodes > 1});
+  if (tier == by_tier_.end()) return nullptr;
+  for (std::size_t i : tier->second) {
+    const CollectiveTable& t = collectives_[i];
     const double distance = std::abs(std::log(static_cast<double>(t.ranks) / ranks)) +
                             std::abs(std::log(static_cast<double>(t.ranks_per_node) / ranks_per_node));
     if (best == nullptr || distance <= best_distance) {

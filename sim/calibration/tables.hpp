@@ -1,8 +1,11 @@
 // Measured tables of one or more calibration files, ready for lookup: log-log interpolation
-// inside the measured range, nothing outside it (the model answers there).
+// inside the measured range, nothing outside it (the model answers there); a table found by
+// its shape and a size by binary search.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,6 +42,10 @@ class MeasuredTables {
  private:
   std::vector<Calibration> files_;
   std::vector<CollectiveTable> collectives_;  // of every file, in file order
+  // Where each shape's table is (the last file's), and the tables of each op and tier (one
+  // node, or several), so that a lookup costs no more with many tables or points.
+  std::map<std::tuple<CollOp, int, int, int>, std::size_t> by_shape_;
+  std::map<std::pair<CollOp, bool>, std::vector<std::size_t>> by_tier_;
   std::vector<GemmPoint> gemm_;
   // time (µs) over FLOPs per dtype and pass, and achieved GB/s over bytes
   std::vector<std::pair<double, double>> gemm_curve_[5], attention_curve_[2][5];
