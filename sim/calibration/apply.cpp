@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 
+#include "stepsim/error.hpp"
+
 namespace stepsim::calibration {
 namespace {
 
@@ -63,7 +65,38 @@ boost::json::object& member_object(boost::json::object& o, const char* key) {
   return v.as_object();
 }
 
+// One of a table's two run settings (algorithm or protocol) against the collectives'.
+void check_setting(const Calibration& c, std::size_t i, const std::string& measured, const char* forced,
+                   const char* what) {
+  const std::string table = measured.empty() ? "auto" : measured;
+  if (table == forced) return;
+  const std::string where = fmt::format("/collectives/{}", i);
+  if (measured.empty())
+    throw InputError(c.source, where,
+                     fmt::format("measured with NCCL's own choice of {0}, but the collectives are forced to {1} "
+                                 "(collectives.{0}, --{0}): its times are not {1}'s (measure with {1} forced and "
+                                 "give the table \"{0}\": \"{1}\", or let NCCL choose)",
+                                 what, forced));
+  if (std::string_view(forced) == "auto")
+    throw InputError(c.source, where,
+                     fmt::format("measured with {0} {1} forced, but NCCL chooses the collectives' {0} here (force "
+                                 "collectives.{0} or --{0} to {1}, or measure with NCCL's own choice)",
+                                 what, measured));
+  throw InputError(c.source, where,
+                   fmt::format("measured with {0} {1} forced, but the collectives are forced to {2} (collectives.{0}, "
+                               "--{0})",
+                               what, measured, forced));
+}
+
 }  // namespace
+
+void check_measured_as(const Calibration& c, const CollectivesSpec& forced) {
+  for (std::size_t i = 0; i < c.collectives.size(); ++i) {
+    const CollectiveTable& t = c.collectives[i];
+    check_setting(c, i, t.algorithm, collectives::to_string(forced.algorithm), "algorithm");
+    check_setting(c, i, t.protocol, collectives::to_string(forced.protocol), "protocol");
+  }
+}
 
 const char* to_string(Source s) {
   switch (s) {

@@ -32,6 +32,11 @@ struct CalibratedChoice {
 CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
                                       const CollectivesSpec& forced, const collectives::Request& request);
 
+// Throws an InputError naming the table of `c` that measured collectives run otherwise than
+// `forced` runs them: NCCL's own choice against a forced algorithm or protocol, or another
+// one forced. Its times are not those of the collectives it would replace.
+void check_measured_as(const Calibration& c, const CollectivesSpec& forced);
+
 struct CalibratedTime {
   Time time;
   bool measured = false;

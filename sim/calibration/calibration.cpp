@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "collectives/collective.hpp"
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
 
@@ -243,8 +244,14 @@ CollectiveTable read_collective(const json::value& v, const Place& p) {
   if (t.ranks_per_node * t.nodes != t.ranks)
     p.fail(fmt::format("ranks ({}) must be nodes ({}) times ranks_per_node ({})", t.ranks, t.nodes, t.ranks_per_node));
   if (const auto* x = o.if_contains("dtype")) t.dtype = text(*x, p.at("dtype"));
-  if (const auto* x = o.if_contains("algorithm")) t.algorithm = text(*x, p.at("algorithm"));
-  if (const auto* x = o.if_contains("protocol")) t.protocol = text(*x, p.at("protocol"));
+  // Named only when the run forced them (NCCL_ALGO, NCCL_PROTO); "auto" is the key left out.
+  if (const auto* x = o.if_contains("algorithm"))
+    t.algorithm =
+        collectives::to_string(enum_value(*x, p.at("algorithm"), Algorithm::ring, Algorithm::direct,
+                                          [](Algorithm a) { return std::string(collectives::to_string(a)); }));
+  if (const auto* x = o.if_contains("protocol"))
+    t.protocol = collectives::to_string(enum_value(*x, p.at("protocol"), Protocol::ll, Protocol::simple,
+                                                   [](Protocol a) { return std::string(collectives::to_string(a)); }));
   t.points = read_list<CollectivePoint>(o, p, "points", read_point);
   if (t.points.empty()) p.at("points").fail("expected at least one measured point");
   for (std::size_t i = 1; i < t.points.size(); ++i) {

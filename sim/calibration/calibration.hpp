@@ -93,7 +93,7 @@ struct CollectiveTable {
   CollOp op = CollOp::allreduce;
   int ranks = 0, nodes = 1, ranks_per_node = 0;
   std::string dtype = "float";
-  std::string algorithm, protocol;      // empty when not known
+  std::string algorithm, protocol;      // forced when measured ("ring", "simple"); empty: NCCL's own choice
   std::vector<CollectivePoint> points;  // sorted by size, sizes distinct
   AlphaBeta fit;
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "calibration/apply.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
@@ -78,9 +79,10 @@ std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu) {
   return best;
 }
 
-void check_fits(const Calibration& c, const ClusterSpec& cluster) {
+void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced) {
   check_gpu(c, cluster.gpu.name);
   check_within_links(c, cluster);
+  check_measured_as(c, forced);
 }
 
 }  // namespace stepsim::calibration

@@ -28,8 +28,9 @@ void check_within_links(const Calibration& c, const ClusterSpec& cluster);
 // check an import against; empty when no preset has that GPU.
 std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu);
 
-// The GPU check and the links check together: what a calibration must pass before it
-// stands for measurements on `cluster`.
-void check_fits(const Calibration& c, const ClusterSpec& cluster);
+// The GPU check, the links check and the algorithm and protocol check together: what a
+// calibration must pass before it stands for measurements on `cluster` of collectives run
+// as `forced` says.
+void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced);
 
 }  // namespace stepsim::calibration

@@ -186,7 +186,7 @@ void held_out(const std::string& path, const cal::Calibration& c, const cal::Mea
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
   const cal::Calibration measured = cal::import_nccl_tests({log}, o);
-  cal::check_fits(measured, base);
+  cal::check_fits(measured, base, {});
   ErrorStats stats;
   for (const cal::CollectiveTable& t : measured.collectives) {
     const ClusterSpec cluster = spanning(base, t);
@@ -217,7 +217,7 @@ int run_check(const Args& args) {
                      "give a scenario or --cluster, not both (the scenario names its cluster)");
   const cal::Calibration c = cal::read_calibration(file);
   const ClusterSpec base = check_cluster(c, scenario, cluster, 8);
-  cal::check_fits(c, base);
+  cal::check_fits(c, base, {});
   fmt::print("# {}: measured on {}, predicted on {} ({})\n", file, c.provenance.gpu, base.name, base.gpu.name);
   fmt::print("# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;

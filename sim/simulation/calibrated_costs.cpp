@@ -132,7 +132,7 @@ calibration::MeasuredTables load_calibration(const Scenario& scenario) {
       throw InputError(scenario.source, fmt::format("/calibration/{}", i),
                        "expected a calibration file name, got \"\"");
     files.push_back(calibration::read_calibration(path));
-    calibration::check_fits(files.back(), scenario.cluster);
+    calibration::check_fits(files.back(), scenario.cluster, scenario.collectives);
   }
   return calibration::MeasuredTables(std::move(files));
 }

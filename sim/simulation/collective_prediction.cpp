@@ -152,11 +152,12 @@ std::vector<collectives::Choice> candidates_for_command_line(const ClusterSpec& 
   }
 }
 
-calibration::MeasuredTables read_tables(const std::vector<std::string>& files, const ClusterSpec& cluster) {
+calibration::MeasuredTables read_tables(const std::vector<std::string>& files, const ClusterSpec& cluster,
+                                        const CollectivesSpec& forced) {
   std::vector<calibration::Calibration> read;
   for (const auto& f : files) {
     read.push_back(calibration::read_calibration(f));
-    calibration::check_fits(read.back(), cluster);
+    calibration::check_fits(read.back(), cluster, forced);
   }
   return calibration::MeasuredTables(std::move(read));
 }
@@ -201,7 +202,7 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
   out.cluster = load_cluster_for(q);
   out.gpus = q.gpus;
   const CollectivesSpec forced = forced_choice(q);
-  const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster);
+  const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster, forced);
   out.shape = communicator_shape(out.cluster, q.gpus, q.ranks_per_node);
   for (Bytes s : sizes(q)) {
     const collectives::Request request{out.op, s, out.shape};

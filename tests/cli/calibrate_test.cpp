@@ -328,3 +328,42 @@ TEST_CASE("calibrate check refuses a scenario and --cluster together") {
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+
+// nccl-tests times NCCL's own choice; a table says "algorithm"/"protocol" only when the run
+// forced them (NCCL_ALGO, NCCL_PROTO). Either way it stands only for collectives run alike.
+TEST_CASE("a table stands only for collectives of the algorithm and protocol it measured") {
+  Scratch s("calib-forced");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  const std::string base = "collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --size 1MiB ";
+  const auto forced = s.run(base + "--algorithm tree --calibration a.json");
+  CHECK(forced.status == 2);
+  CHECK(forced.err.find("a.json: /collectives/0: measured with NCCL's own choice of algorithm, but the collectives "
+                        "are forced to tree (collectives.algorithm, --algorithm): its times are not tree's") !=
+        std::string::npos);
+  CHECK(s.run(base + "--protocol ll128 --calibration a.json").status == 2);
+  CHECK(s.run(base + "--calibration a.json").status == 0);
+  s.write("ring.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "algorithm": "ring", "protocol": "simple",
+                     "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                     "points": [{"bytes": 1024, "time_us": 30}, {"bytes": 4194304, "time_us": 100}]}]})");
+  const auto ring = s.run(base + "--algorithm ring --protocol simple --calibration ring.json --json -");
+  CHECK(ring.status == 0);
+  CHECK(ring.out.find("\"source\":\"measured\"") != std::string::npos);
+  const auto chosen = s.run(base + "--calibration ring.json");
+  CHECK(chosen.status == 2);
+  CHECK(chosen.err.find("ring.json: /collectives/0: measured with algorithm ring forced, but NCCL chooses the "
+                        "collectives' algorithm here") != std::string::npos);
+  s.write("banana.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "algorithm": "banana",
+                     "fit": {"alpha_us": 10, "algbw_gbps": 100}, "points": [{"bytes": 1024, "time_us": 30}]}]})");
+  const auto banana = s.run(base + "--calibration banana.json");
+  CHECK(banana.status == 2);
+  CHECK(banana.err.find("banana.json: /collectives/0/algorithm: unknown value 'banana' (expected one of ring, tree, "
+                        "nvls, nvls-tree, collnet, pat, direct)") != std::string::npos);
+}
+
+}  // namespace stepsim
