@@ -226,7 +226,8 @@ AlphaBeta read_fit(const json::value& v, const Place& p) {
 CollectivePoint read_point(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
   only_keys(o, p, {"bytes", "time_us"});
-  return {number(required(o, p, "bytes"), p.at("bytes"), "bytes", 1, 1099511627776.0),
+  // nccl-tests sizes are whole bytes, and so is every size a writer writes.
+  return {static_cast<double>(integer(required(o, p, "bytes"), p.at("bytes"), "bytes", 1, 1LL << 40)),
           number(required(o, p, "time_us"), p.at("time_us"), "microseconds", 1e-3, kMaxUs)};
 }
 

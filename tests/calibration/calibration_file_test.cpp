@@ -63,6 +63,8 @@ TEST_CASE("bad calibration files name the file, the JSON pointer and what was ex
   CHECK(error_of(replaced(kMinimal, "\"op\": \"allreduce\"", "\"op\": \"allreduse\"")) ==
         "c.json: /collectives/0/op: unknown value 'allreduse' (expected one of allreduce, allgather, reducescatter, "
         "broadcast, reduce, alltoall, sendrecv)");
+  CHECK(error_of(replaced(kMinimal, "\"bytes\": 1048576", "\"bytes\": 1048576.5")) ==
+        "c.json: /collectives/0/points/1/bytes: expected a whole number of bytes, got 1048576.5");
   CHECK(error_of(replaced(kMinimal, "\"ranks\": 8", "\"rank\": 8"))
             .starts_with("c.json: /collectives/0/rank: unknown key 'rank'"));
 }
