@@ -31,7 +31,7 @@ struct Corrections {
 // What the table says about the model on the table's own shape: bandwidth from its largest
 // size, when the model spends most of that time moving bytes; latency from its smallest,
 // when the model spends most of that time in latency.
-Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
+Corrections heuristic_corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
   Corrections c;
   const CollectivePoint& big = t.points.back();
   const collectives::Choice at_big = model_at(cluster, forced, t, big.bytes);
@@ -63,6 +63,28 @@ boost::json::object& member_object(boost::json::object& o, const char* key) {
   boost::json::value& v = o[key];
   if (!v.is_object()) v.emplace_object();
   return v.as_object();
+}
+
+// The latency and bandwidth scales under which the model gives the measured time at both
+// ends of the table: a · latency + b · bytes/algbw = measured at the smallest and at the
+// largest size, so that the corrected model outside the table starts where the measurement
+// ends (continuous at its edges). Where the two ends do not fix a and b (one point, both
+// ends in one regime, or a scale of no physical sense), the heuristic of each end's ratio.
+Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
+  if (t.points.size() < 2) return heuristic_corrections(cluster, forced, t);
+  const CollectivePoint& small = t.points.front();
+  const CollectivePoint& big = t.points.back();
+  const collectives::Choice at_small = model_at(cluster, forced, t, small.bytes);
+  const collectives::Choice at_big = model_at(cluster, forced, t, big.bytes);
+  const double ls = at_small.latency.us(), bs = at_small.time().us() - ls;
+  const double lb = at_big.latency.us(), bb = at_big.time().us() - lb;
+  const double det = ls * bb - lb * bs;
+  if (!(std::abs(det) > 1e-9 * std::abs(ls * bb))) return heuristic_corrections(cluster, forced, t);
+  const double a = (small.time_us * bb - big.time_us * bs) / det;
+  const double b = (ls * big.time_us - lb * small.time_us) / det;
+  if (!(a > 0 && b > 0) || clamp_ratio(a) != a || clamp_ratio(1 / b) != 1 / b)
+    return heuristic_corrections(cluster, forced, t);
+  return {a, 1 / b};
 }
 
 // One of a table's two run settings (algorithm or protocol) against the collectives'.

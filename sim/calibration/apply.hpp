@@ -25,9 +25,11 @@ struct CalibratedChoice {
 // The model's choice for `request`, with its latency and bandwidth replaced by measurement:
 // - inside the sizes measured on this very shape, both are scaled so that the time equals
 //   the interpolated measurement (the link loads keep the model's shape);
-// - otherwise, with a measured table of the same tier (one node, or several), the latency
-//   is scaled by the measured/model ratio at the table's smallest size (when that size is
-//   latency-bound) and the bandwidth by the ratio at its largest (when bandwidth-bound);
+// - otherwise, with a measured table of the same tier (one node, or several), latency and
+//   bandwidth are scaled so that the model gives the measured time at the table's smallest
+//   and largest sizes (continuous at the edges of a table of this very shape); where those
+//   do not fix both, the latency by the measured/model ratio at the smallest size (when
+//   latency-bound) and the bandwidth by the ratio at the largest (when bandwidth-bound);
 // - otherwise the model.
 CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
                                       const CollectivesSpec& forced, const collectives::Request& request);

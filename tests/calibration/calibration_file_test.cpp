@@ -240,3 +240,29 @@ TEST_CASE("the trace fit gives FlashAttention-2 kernels' attention_max as the fu
   REQUIRE(e.attention_max.has_value());
   CHECK(*e.attention_max == Approx(0.5).epsilon(1e-6));
 }
+
+// Just past a table's largest or smallest size the scaled model must start where the
+// measurement ends: a collective 1 % larger cannot cost 2 % more when the model itself,
+// latency-bound there, grows by 0.04 %.
+TEST_CASE("the correction outside a table is continuous at the table's edges") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  // The first 14 sizes of the shipped A100 log (8 B to 64 KiB): latency-bound throughout.
+  c.collectives[0].points = {{8, 40.12},    {16, 39.64},    {32, 39.06},    {64, 38.89},   {128, 39.53},
+                             {256, 39.08},  {512, 39.17},   {1024, 42.05},  {2048, 38.39}, {4096, 39.12},
+                             {8192, 39.39}, {16384, 39.47}, {32768, 40.93}, {65536, 40.97}};
+  const MeasuredTables t({c});
+  const auto at = [&](std::int64_t bytes) {
+    return calibrate_collective(t, cluster, {}, {CollOp::allreduce, Bytes(bytes), {8, 1, 8}});
+  };
+  REQUIRE(at(65536).source == Source::measured);
+  REQUIRE(at(66191).source == Source::scaled);
+  CHECK(at(66191).choice.time().us() == Approx(40.97).epsilon(1e-3));
+  REQUIRE(at(7).source == Source::scaled);
+  CHECK(at(7).choice.time().us() == Approx(40.12).epsilon(1e-3));
+  // The bandwidth-bound end of the whole log too.
+  const MeasuredTables whole({parse_calibration(kMinimal, "c.json")});
+  const auto big = calibrate_collective(whole, cluster, {}, {CollOp::allreduce, Bytes(1048576 + 1048), {8, 1, 8}});
+  CHECK(big.source == Source::scaled);
+  CHECK(big.choice.time().us() == Approx(40 * 1.001).epsilon(2e-3));
+}
