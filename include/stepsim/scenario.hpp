@@ -2,6 +2,7 @@
 // layer consumes. Field names follow the scenario-file keys (docs/scenario-reference.md).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,6 +141,11 @@ struct MoeSpec {
   double capacity_factor = 0;  // tokens an expert takes, in units of its fair share; 0: dropless
   double imbalance = 1.0;      // tokens the busiest EP rank's experts get, over the mean (>= 1)
   int shared_experts = 0;      // experts every token goes through (DeepSeek), expert_ffn_hidden wide
+  // Which layers are MoE layers; the others are dense, model.ffn_hidden wide. Either the first
+  // `first_dense_layers` are dense (DeepSeek's first_k_dense_replace) or `layer_pattern` gives
+  // each layer, 1 for MoE and 0 for dense (Megatron-Core's moe_layer_freq as a list).
+  int first_dense_layers = 0;
+  std::vector<int> layer_pattern{};  // empty: from first_dense_layers
 };
 
 struct ModelSpec {
@@ -154,6 +160,15 @@ struct ModelSpec {
   MlpKind mlp = MlpKind::gelu;
   bool tied_embeddings = false;
   MoeSpec moe;
+  long long head_dim = 0;  // width of one attention head; 0: hidden / heads
+  // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
+  // and MoE layers.
+  bool moe_layer(int layer) const {
+    if (moe.experts == 0) return false;
+    if (!moe.layer_pattern.empty()) return moe.layer_pattern[static_cast<std::size_t>(layer)] != 0;
+    return layer >= moe.first_dense_layers;
+  }
+  bool mixed_layers() const { return moe.experts > 0 && (moe.first_dense_layers > 0 || !moe.layer_pattern.empty()); }
 };
 
 struct ParallelSpec {

@@ -123,7 +123,8 @@ OpNames op_names(const workload::ModelWork& w) {
         out[op.name] = op;
     }
   };
-  for (const auto* l : {&w.layer, &w.pre, &w.post}) {
+  // A mixed stack's dense layers first: the ops both kinds share are the same.
+  for (const auto* l : {&w.dense_layer, &w.layer, &w.pre, &w.post}) {
     add(l->forward, false);
     add(l->backward, false);
     add(l->recompute, true);

@@ -54,14 +54,20 @@ double parameters(const ModelSpec& m) {
   const double h = static_cast<double>(m.hidden);
   const double kv = m.kv_heads > 0 ? static_cast<double>(m.kv_heads) : m.heads;
   const double ffn = m.ffn_hidden > 0 ? static_cast<double>(m.ffn_hidden) : 4 * h;
-  const double attention = 2 * h * h + 2 * h * h * kv / m.heads;
+  const double head = m.head_dim > 0 ? static_cast<double>(m.head_dim) : h / m.heads;
+  const double attention = 2 * h * head * (m.heads + kv);
   const double mlp_matrices = m.mlp == MlpKind::swiglu ? 3 : 2;
-  const double experts = m.moe.experts > 0 ? m.moe.experts : 1;
+  const double experts = m.moe.experts > 0 ? m.moe.experts + m.moe.shared_experts : 1;
   const double expert_ffn =
       m.moe.experts > 0 && m.moe.expert_ffn_hidden > 0 ? static_cast<double>(m.moe.expert_ffn_hidden) : ffn;
-  const double mlp = mlp_matrices * h * expert_ffn * experts;
+  double moe_layers = m.layers;
+  if (m.mixed_layers()) {
+    moe_layers = 0;
+    for (int l = 0; l < m.layers; ++l) moe_layers += m.moe_layer(l) ? 1 : 0;
+  }
+  const double mlp = mlp_matrices * h * (moe_layers * expert_ffn * experts + (m.layers - moe_layers) * ffn);
   const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
-  return m.layers * (attention + mlp) + embeddings;
+  return m.layers * attention + mlp + embeddings;
 }
 
 std::string model_summary(const ModelSpec& m) {

@@ -252,7 +252,9 @@ Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
                                               field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden"),
                                               field<&MoeSpec::capacity_factor>("capacity_factor"),
                                               field<&MoeSpec::imbalance>("imbalance"),
-                                              field<&MoeSpec::shared_experts>("shared_experts")};
+                                              field<&MoeSpec::shared_experts>("shared_experts"),
+                                              field<&MoeSpec::first_dense_layers>("first_dense_layers"),
+                                              field<&MoeSpec::layer_pattern>("layer_pattern")};
   return {fields, ""};
 }
 
@@ -263,6 +265,7 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::heads>("heads"),
                                                 field<&ModelSpec::kv_heads>("kv_heads"),
                                                 field<&ModelSpec::ffn_hidden>("ffn_hidden"),
+                                                field<&ModelSpec::head_dim>("head_dim"),
                                                 field<&ModelSpec::vocab>("vocab"),
                                                 field<&ModelSpec::seq_len>("seq_len"),
                                                 field<&ModelSpec::mlp>("mlp"),

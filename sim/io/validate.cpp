@@ -43,22 +43,64 @@ void complete_model(ModelSpec& m) {
 }
 
 // Ranges are checked by validate_limits.cpp; these are the rules between keys.
-void check_model(const ModelSpec& m, const Checker& c) {
-  c.require(m.hidden % m.heads == 0, "/model/heads", "hidden ({}) is not divisible by heads ({})", m.hidden, m.heads);
+
+// An explicit head_dim (Qwen3, gpt-oss: heads·head_dim differs from hidden) must be one the
+// fused attention kernels take: FlashAttention-2 and -3 and cuDNN's fused attention handle
+// head dimensions up to 256.
+void check_head_dim(const ModelSpec& m, AttentionKind attention, const Checker& c) {
+  if (m.head_dim == 0) {
+    c.require(m.hidden % m.heads == 0, "/model/heads",
+              "hidden ({}) is not divisible by heads ({}); give model.head_dim when heads·head_dim differs from hidden",
+              m.hidden, m.heads);
+    return;
+  }
+  if (!fused_attention(attention)) return;
+  c.require(m.head_dim <= 256, "/model/head_dim",
+            "must be at most 256 for fused attention (training.attention \"{}\"), got {}: FlashAttention and "
+            "cuDNN's fused attention take head dimensions up to 256",
+            attention == AttentionKind::flash ? "flash" : "flash2", m.head_dim);
+}
+
+// Which layers are MoE layers: the first first_dense_layers dense, or one 0/1 entry per layer.
+void check_layer_pattern(const ModelSpec& m, const Checker& c) {
+  const MoeSpec& moe = m.moe;
+  c.require(moe.first_dense_layers < m.layers, "/model/moe/first_dense_layers",
+            "leaves no MoE layer among the {} layers, got {} (a dense model has model.moe.experts 0)", m.layers,
+            moe.first_dense_layers);
+  if (moe.layer_pattern.empty()) return;
+  c.require(moe.first_dense_layers == 0, "/model/moe/layer_pattern",
+            "and model.moe.first_dense_layers ({}) both say which layers are dense: give one of them",
+            moe.first_dense_layers);
+  c.require(static_cast<long long>(moe.layer_pattern.size()) == m.layers, "/model/moe/layer_pattern",
+            "has {} entries but model.layers is {}: one entry per layer, 1 for MoE and 0 for dense",
+            moe.layer_pattern.size(), m.layers);
+  for (std::size_t i = 0; i < moe.layer_pattern.size(); ++i) {
+    const int v = moe.layer_pattern[i];
+    c.require(v == 0 || v == 1, "/model/moe/layer_pattern",
+              "entry {} must be 1 (an MoE layer) or 0 (a dense layer), got {}", i, v);
+  }
+  c.require(std::count(moe.layer_pattern.begin(), moe.layer_pattern.end(), 1) > 0, "/model/moe/layer_pattern",
+            "has no MoE layer (a dense model has model.moe.experts 0)");
+}
+
+void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) {
+  check_head_dim(m, attention, c);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
   if (m.moe.experts == 0) {
     const MoeSpec dense;
     const bool untouched = m.moe.top_k == dense.top_k && m.moe.expert_ffn_hidden == 0 &&
                            m.moe.capacity_factor == dense.capacity_factor && m.moe.imbalance == dense.imbalance &&
-                           m.moe.shared_experts == dense.shared_experts;
+                           m.moe.shared_experts == dense.shared_experts &&
+                           m.moe.first_dense_layers == dense.first_dense_layers && m.moe.layer_pattern.empty();
     c.require(untouched, "/model/moe",
-              "top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
-              "model.moe.experts > 0 (the model is dense)");
+              "top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers and "
+              "layer_pattern need model.moe.experts > 0 (the model is dense)");
     return;
   }
   c.require(m.moe.top_k <= m.moe.experts, "/model/moe/top_k", "must be between 1 and experts ({}), got {}",
             m.moe.experts, m.moe.top_k);
+  check_layer_pattern(m, c);
 }
 
 // `imbalance` is the busiest EP rank's routed copies over the mean, top_k per token of the
@@ -284,7 +326,7 @@ void complete_and_validate(Scenario& s) {
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
   check_key_ranges(s);
   complete_model(s.model);
-  check_model(s.model, c);
+  check_model(s.model, s.training.attention, c);
   if (s.cluster.name.empty()) s.cluster.name = "custom";
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);

@@ -57,6 +57,7 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
   l.integer(m.heads, 1, 4096, "/model/heads");
   l.integer(m.kv_heads, 0, 4096, "/model/kv_heads");           // 0: as many as heads
   l.integer(m.ffn_hidden, 0, 1LL << 21, "/model/ffn_hidden");  // 0: 4·hidden
+  l.integer(m.head_dim, 0, 1LL << 12, "/model/head_dim");      // 0: hidden / heads
   l.integer(m.vocab, 1, 1LL << 24, "/model/vocab");
   l.integer(m.seq_len, 1, 1LL << 23, "/model/seq_len");
   l.integer(m.moe.experts, 0, 4096, "/model/moe/experts");
@@ -65,6 +66,7 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
   l.number(m.moe.capacity_factor, 0, 1024, "/model/moe/capacity_factor");  // 0: dropless
   l.number(m.moe.imbalance, 1, 1024, "/model/moe/imbalance");
   l.integer(m.moe.shared_experts, 0, 64, "/model/moe/shared_experts");
+  l.integer(m.moe.first_dense_layers, 0, 2048, "/model/moe/first_dense_layers");
 }
 
 void gpu_ranges(const GpuSpec& g, const Limits& l) {

@@ -64,7 +64,8 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
   add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.expert_ffn * h, block, Role::shared_fc2);
 }
 
-void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
+// Layer `layer`; a dense layer of a stack that mixes dense and MoE layers has the dense MLP.
+void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer, bool moe) {
   const std::string p = "L" + std::to_string(layer);
   const int block = layer + 1;
   const long long h = s.hidden;
@@ -72,7 +73,7 @@ void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer) {
   add_linear(out, p, "qkv", s.qkv_out * h, s.qkv_out, s, block, Role::qkv);
   add_linear(out, p, "proj", s.attn * h, h, s, block, Role::attn_proj);
   add_norm(out, p, "post_norm", s, block, Role::post_norm);
-  if (s.work.moe()) {
+  if (moe) {
     add_moe(out, s, p, block);
     return;
   }
@@ -93,7 +94,7 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   add(out, "embedding", "word.weight", s.vocab * m.hidden, 0, Role::embedding);
   if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
   for (int l = 0; l < m.layers; ++l) {
-    if (held(l + 1)) add_layer(out, s, l);
+    if (held(l + 1)) add_layer(out, s, l, s.work.moe() && m.moe_layer(l));
   }
   add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
   // With pipeline stages the last one keeps its own copy of a tied embedding.

@@ -15,7 +15,8 @@ namespace stepsim::parallelism {
 namespace {
 
 Bytes chunk_activations(const workload::ModelWork& w, const ChunkLayers& c) {
-  Bytes kept = w.layer.activations * c.layers;
+  Bytes kept{0};
+  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) kept += w.block(l).activations;
   if (c.pre) kept += w.pre.activations;
   if (c.post) kept += w.post.activations;
   return kept;
@@ -23,7 +24,9 @@ Bytes chunk_activations(const workload::ModelWork& w, const ChunkLayers& c) {
 
 // Only transformer layers defer their wgrad GEMMs (the embedding and head run whole in B).
 Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
-  return weight_pass_inputs(s, w.layer) * c.layers;
+  Bytes kept{0};
+  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) kept += weight_pass_inputs(s, w.block(l));
+  return kept;
 }
 
 // Under sequence parallelism these GEMMs' inputs are kept sharded and gathered again for
@@ -56,10 +59,28 @@ Bytes weight_pass_inputs(const Scenario& s, const workload::LayerWork& block) {
   return Bytes(std::llround(elements * workload::layer_shape(s).act_bytes));
 }
 
+namespace {
+
+Bytes working_set(const Scenario& s, const workload::LayerWork& layer, const workload::LayerShape& shape) {
+  if (s.training.recompute == Recompute::none || layer.recompute.empty()) return Bytes(0);
+  const Bytes all = workload::layer_activations(shape, Recompute::none);
+  return std::max(all - layer.activations, Bytes(0));
+}
+
+}  // namespace
+
+Bytes layer_working_set(const Scenario& s, const workload::ModelWork& w, int layer) {
+  const workload::LayerShape shape = workload::layer_shape(s);
+  if (w.dense.empty() || !w.dense[static_cast<std::size_t>(layer)]) return working_set(s, w.layer, shape);
+  return working_set(s, w.dense_layer, workload::as_dense(shape));
+}
+
+// The larger of the two kinds' in a stack that mixes dense and MoE layers.
 Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
-  if (s.training.recompute == Recompute::none || w.layer.recompute.empty()) return Bytes(0);
-  const Bytes all = workload::layer_activations(workload::layer_shape(s), Recompute::none);
-  return std::max(all - w.layer.activations, Bytes(0));
+  const workload::LayerShape shape = workload::layer_shape(s);
+  const Bytes moe = working_set(s, w.layer, shape);
+  if (w.dense.empty()) return moe;
+  return std::max(moe, working_set(s, w.dense_layer, workload::as_dense(shape)));
 }
 
 KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w, int stage) {

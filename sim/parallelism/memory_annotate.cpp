@@ -18,22 +18,36 @@ namespace {
 // whatever prefix the schedule puts before them.
 using DeltaTable = std::map<std::string, Bytes>;
 
-void add_block(DeltaTable& table, const workload::LayerWork& block, Bytes kept, Bytes working) {
+void add_block(DeltaTable& table, const workload::LayerWork& block, Bytes kept, Bytes working,
+               const std::string& prefix = "") {
   if (block.forward.empty() || block.backward.empty()) return;
-  table[block.forward.back().name + " fwd"] += kept;
-  if (!block.recompute.empty()) table[block.recompute.back().name + " recompute"] += working;
-  table[block.backward.back().name] += Bytes(0) - kept - working;
+  table[prefix + block.forward.back().name + " fwd"] += kept;
+  if (!block.recompute.empty()) table[prefix + block.recompute.back().name + " recompute"] += working;
+  table[prefix + block.backward.back().name] += Bytes(0) - kept - working;
 }
 
 // Under a zero-bubble schedule the B pass (ending with the block's last backward op) keeps
 // what the W pass needs, and the W pass's last wgrad GEMM frees it.
-void add_weight_pass(DeltaTable& table, const Scenario& s, const workload::LayerWork& block) {
+void add_weight_pass(DeltaTable& table, const Scenario& s, const workload::LayerWork& block,
+                     const std::string& prefix = "") {
   const auto last = std::find_if(block.backward.rbegin(), block.backward.rend(),
                                  [](const workload::OpCost& op) { return op.pass == workload::Pass::backward_weight; });
   if (block.forward.empty() || last == block.backward.rend()) return;
   const Bytes kept = weight_pass_inputs(s, block);
-  table[block.backward.back().name] += kept;
-  table[last->name] += Bytes(0) - kept;
+  table[prefix + block.backward.back().name] += kept;
+  table[prefix + last->name] += Bytes(0) - kept;
+}
+
+// The dense layers of a stack that mixes them with MoE layers end with ops of the same names
+// as the MoE layers': their entries carry the layer ("L2 mlp residual fwd"), which the
+// longest-key match prefers.
+void add_dense_layers(DeltaTable& table, const Scenario& s, const workload::ModelWork& w) {
+  for (int l = 0; l < static_cast<int>(w.dense.size()); ++l) {
+    if (!w.dense[static_cast<std::size_t>(l)]) continue;
+    const std::string prefix = "L" + std::to_string(l) + " ";
+    add_block(table, w.dense_layer, w.dense_layer.activations, layer_working_set(s, w, l), prefix);
+    if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.dense_layer, prefix);
+  }
 }
 
 // The loss's backward buffers: allocated by its backward op, freed once the next op of the
@@ -46,11 +60,13 @@ void add_loss_working(DeltaTable& table, const workload::LayerWork& post) {
 
 DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
-  add_block(table, w.layer, w.layer.activations, recompute_working_set(s, w));
+  const int moe_layer = static_cast<int>(std::find(w.dense.begin(), w.dense.end(), false) - w.dense.begin());
+  add_block(table, w.layer, w.layer.activations, layer_working_set(s, w, moe_layer));
   add_block(table, w.pre, w.pre.activations, Bytes(0));
   add_block(table, w.post, w.post.activations, Bytes(0));
   add_loss_working(table, w.post);
   if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
+  add_dense_layers(table, s, w);
   return table;
 }
 

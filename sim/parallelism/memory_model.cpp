@@ -52,7 +52,9 @@ int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
 struct StageShape {
   long long layers = 0;
-  long long root_params = 0;  // embedding and head parameters on this stage
+  long long layer_params = 0;   // of the transformer layers on this stage
+  long long expert_params = 0;  // of those, the routed experts'
+  long long root_params = 0;    // embedding and head parameters on this stage
 };
 
 StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stage) {
@@ -61,6 +63,10 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
   for (int k = 0; k < chunks_per_stage(s.parallel); ++k) {
     const ChunkLayers& c = chunk_of(layout, s.parallel, stage, k);
     out.layers += c.layers;
+    for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) {
+      out.layer_params += w.block(l).param_count;
+      out.expert_params += w.block(l).expert_param_count;
+    }
     if (c.pre) out.root_params += w.pre.param_count;
     if (c.post) out.root_params += w.post.param_count;
   }
@@ -117,9 +123,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const Sharding shards = state_sharding(gradient_scenario(s));
   StageMemory m;
   m.stage = stage;
-  m.param_count = shape.layers * w.layer.param_count + shape.root_params;
+  m.param_count = shape.layer_params + shape.root_params;
   // Routed experts' states are sharded over their own expert-dp group.
-  const long long experts = shape.layers * w.layer.expert_param_count;
+  const long long experts = shape.expert_params;
   const long long dense = m.param_count - experts;
   const Sharding expert_shards = state_sharding(expert_scenario(s));
   m.params = sharded(dense, bytes.params, shards.params) + sharded(experts, bytes.params, expert_shards.params);

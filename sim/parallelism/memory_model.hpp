@@ -68,7 +68,9 @@ MemoryReport memory_report(const MemoryEstimate& estimate);
 std::string memory_note(const MemoryEstimate& estimate);
 
 // Activations one layer re-materialises before its backward (full: all but its input;
-// selective: the attention scores) and holds until that backward frees them.
+// selective: the attention scores) and holds until that backward frees them: layer
+// `layer`'s, and the largest of any layer's.
+Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
 Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work);
 
 // What a zero-bubble weight-gradient (W) pass needs of one micro-batch of `block`, kept

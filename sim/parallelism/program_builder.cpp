@@ -214,7 +214,7 @@ class StepWriter {
   void forward(const ChunkLayers& chunk) {
     if (chunk.pre) ops(work_.pre.forward, 0, Phase::forward);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
-      ops(work_.layer.forward, l + 1, Phase::forward);
+      ops(work_.block(l).forward, l + 1, Phase::forward);
     }
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
@@ -226,8 +226,8 @@ class StepWriter {
     const Passes passes = split_ ? Passes::input : Passes::all;
     if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
-      ops(work_.layer.recompute, l + 1, Phase::recompute);
-      ops(work_.layer.backward, l + 1, Phase::backward, passes);
+      ops(work_.block(l).recompute, l + 1, Phase::recompute);
+      ops(work_.block(l).backward, l + 1, Phase::backward, passes);
     }
     if (chunk.pre) ops(work_.pre.backward, 0, Phase::backward);
   }
@@ -237,7 +237,7 @@ class StepWriter {
   // backward.
   void weight_pass(const ChunkLayers& chunk) {
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
-      ops(work_.layer.backward, l + 1, Phase::backward, Passes::weight);
+      ops(work_.block(l).backward, l + 1, Phase::backward, Passes::weight);
     }
   }
 

@@ -2,6 +2,7 @@
 // optimizer step, model FLOPs and parameter totals.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
@@ -105,6 +106,14 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   return w;
 }
 
+// Layers of a mixed stack that are dense (none when every layer is alike).
+long long dense_layers(const ModelSpec& m) {
+  if (!m.mixed_layers()) return 0;
+  long long n = 0;
+  for (int l = 0; l < m.layers; ++l) n += m.moe_layer(l) ? 0 : 1;
+  return n;
+}
+
 // Weight elements of one layer's GEMMs in the whole (unsharded) model.
 double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   const double t = static_cast<double>(s.tp);
@@ -138,7 +147,9 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double h = static_cast<double>(m.hidden);
   const double q = static_cast<double>(m.heads * s.head_dim);
   const double vocab = static_cast<double>(m.vocab);
-  const double gemm_weights = layers * layer_gemm_weights(m, s) + h * vocab;
+  const double dense = static_cast<double>(dense_layers(m));
+  const double gemm_weights =
+      (layers - dense) * layer_gemm_weights(m, s) + dense * layer_gemm_weights(m, as_dense(s)) + h * vocab;
   return 6.0 * batch * seq * gemm_weights + 6.0 * batch * seq * seq * layers * q;
 }
 
@@ -149,12 +160,18 @@ bool routed_expert(Role role) {
 // Each layer's recompute ops for every micro-batch of the step, on all tp·cp GPUs that share
 // the layer. The routed experts' ops are the busiest EP rank's; over the EP ranks the experts
 // recompute the copies they keep.
-double recompute_flops(const Scenario& sc, const LayerShape& s, const LayerWork& layer) {
+double recompute_flops(const Scenario& sc, const LayerShape& s, const ModelWork& w) {
   const double expert_share = s.routed_load > 0 ? s.kept_load / s.routed_load : 1.0;
-  double per_layer = 0;
-  for (const OpCost& op : layer.recompute) per_layer += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+  const auto per_layer = [&](const LayerWork& layer) {
+    double f = 0;
+    for (const OpCost& op : layer.recompute) f += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+    return f;
+  };
+  const double dense = static_cast<double>(dense_layers(sc.model));
+  const double layers = (static_cast<double>(sc.model.layers) - dense) * per_layer(w.layer) +
+                        (dense > 0 ? dense * per_layer(w.dense_layer) : 0.0);
   const double passes = static_cast<double>(sc.training.global_batch) / static_cast<double>(sc.training.micro_batch);
-  return per_layer * sc.parallel.tp * sc.parallel.cp * static_cast<double>(sc.model.layers) * passes;
+  return layers * sc.parallel.tp * sc.parallel.cp * passes;
 }
 
 long long params_total(const ModelSpec& m, const LayerShape& s) {
@@ -167,8 +184,23 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
   whole.vocab = m.vocab;
   whole.local_experts = whole.experts;
   const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
-  return m.layers * layer_param_count(whole) + build_pre(whole).param_count + build_post(whole, false).param_count +
-         output;
+  const long long dense = dense_layers(m);
+  return (m.layers - dense) * layer_param_count(whole) + dense * layer_param_count(as_dense(whole)) +
+         build_pre(whole).param_count + build_post(whole, false).param_count + output;
+}
+
+// Parameters of the `count` transformer layers that hold the most: the most loaded stage.
+long long largest_layers_params(const ModelSpec& m, const ModelWork& w, long long count) {
+  const long long dense = dense_layers(m);
+  const long long moe = m.layers - dense;
+  long long big = w.layer.param_count, small = w.dense_layer.param_count;
+  long long big_count = moe;
+  if (dense > 0 && small > big) {
+    std::swap(big, small);
+    big_count = dense;
+  }
+  const long long first = std::min(count, big_count);
+  return first * big + (count - first) * small;
 }
 
 }  // namespace
@@ -192,16 +224,21 @@ ModelWork build_work(const Scenario& sc) {
   const int pp = std::max(sc.parallel.pp, 1);
   ModelWork w;
   w.layer = build_layer(s, sc.training.recompute);
+  if (sc.model.mixed_layers()) {
+    w.dense_layer = build_layer(as_dense(s), sc.training.recompute);
+    w.dense.resize(static_cast<std::size_t>(sc.model.layers));
+    for (int l = 0; l < sc.model.layers; ++l) w.dense[static_cast<std::size_t>(l)] = !sc.model.moe_layer(l);
+  }
   w.pre = build_pre(s);
   // The last stage holds the output weight unless it shares the first stage's embedding.
   w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);
   // The most loaded stage: ⌈l/p⌉ layers plus the embedding (and the head when p = 1).
   const long long stage_layers = (sc.model.layers + pp - 1) / pp;
   const long long stage_params =
-      stage_layers * w.layer.param_count + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
+      largest_layers_params(sc.model, w, stage_layers) + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
   w.optimizer = optimizer_step(stage_params, sc.training);
   w.model_flops_per_step = model_flops(sc, s);
-  w.recompute_flops_per_step = recompute_flops(sc, s, w.layer);
+  w.recompute_flops_per_step = recompute_flops(sc, s, w);
   w.params_total = params_total(sc.model, s);
   return w;
 }

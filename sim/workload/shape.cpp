@@ -23,7 +23,7 @@ void validate(const Scenario& sc, long long kv_heads, long long ffn) {
   require(sc, m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0, "/model",
           "layers, hidden, heads, seq_len and vocab must be positive");
   require(sc, t > 0 && sc.training.micro_batch > 0, "/parallel/tp", "tp and training.micro_batch must be positive");
-  require(sc, m.hidden % m.heads == 0, "/model/heads",
+  require(sc, m.head_dim > 0 || m.hidden % m.heads == 0, "/model/heads",
           fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
   require(sc, m.heads % t == 0, "/parallel/tp",
           fmt::format("tp {} does not divide the {} attention heads", t, m.heads));
@@ -59,7 +59,7 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
   LayerShape s;
   s.hidden = m.hidden;
   s.tp = tp;
-  s.head_dim = m.hidden / m.heads;
+  s.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
   s.q_heads = m.heads / s.tp;
   s.kv_heads = ceil_div(kv_heads, s.tp);
   s.ffn = ffn / s.tp;
@@ -74,6 +74,19 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
     s.expert_fc1_out = s.llama_style ? 2 * s.expert_ffn : s.expert_ffn;
     s.shared_experts = m.moe.shared_experts;
   }
+  return s;
+}
+
+LayerShape as_dense(const LayerShape& moe) {
+  LayerShape s = moe;
+  s.experts = 0;
+  s.local_experts = 0;
+  s.top_k = 1;
+  s.expert_ffn = 0;
+  s.expert_fc1_out = 0;
+  s.shared_experts = 0;
+  s.routed_load = 1.0;
+  s.kept_load = 1.0;
   return s;
 }
 

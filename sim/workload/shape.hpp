@@ -13,7 +13,7 @@ struct LayerShape {
   long long hidden = 1;  // h
   long long tp = 1;      // t
   bool sequence_parallel = false;
-  long long head_dim = 1;  // h / heads
+  long long head_dim = 1;  // model.head_dim, or h / heads
   long long q_heads = 1;   // local query heads: heads / t
   long long kv_heads = 1;  // local key/value heads, one replicated head when t > kv_heads
   long long ffn = 1;       // local ffn hidden: ffn_hidden / t
@@ -58,6 +58,10 @@ struct LayerShape {
 
 // The local shape of `scenario`'s layers; throws InputError when TP does not divide them.
 LayerShape layer_shape(const Scenario& scenario);
+
+// The dense layer of a stack that mixes dense and MoE layers: `moe`'s shape with the dense
+// MLP (model.ffn_hidden, split by TP) in place of the experts.
+LayerShape as_dense(const LayerShape& moe);
 
 // The local widths of `model`'s weights under TP `tp` (heads, kv heads, ffn, vocabulary),
 // the one place parameter shapes come from; the batch fields keep their defaults. Does not

@@ -77,13 +77,20 @@ struct LayerWork {
 };
 
 struct ModelWork {
-  LayerWork layer;                      // every transformer layer is the same
+  LayerWork layer;                      // a transformer layer: an MoE layer in a mixture-of-experts model
+  LayerWork dense_layer;                // the dense layers of a stack that mixes them with MoE layers
+  std::vector<bool> dense;              // per layer, whether it is a dense_layer; empty: every layer is `layer`
   LayerWork pre;                        // embedding (first stage)
   LayerWork post;                       // final norm, LM head, loss (last stage)
   OpCost optimizer;                     // one optimizer step over this GPU's parameters (before DP sharding)
   double model_flops_per_step = 0;      // whole model, whole global batch, no recompute
   double recompute_flops_per_step = 0;  // what the GPUs execute beyond the model FLOPs
   long long params_total = 0;           // whole model
+
+  // The work of transformer layer `index` (counted from 0).
+  const LayerWork& block(int index) const {
+    return !dense.empty() && dense[static_cast<std::size_t>(index)] ? dense_layer : layer;
+  }
 };
 
 // The work of one micro-batch of `scenario` on one GPU. SwiGLU models follow Llama (RMSNorm,

@@ -174,8 +174,8 @@ TEST_CASE("the zero-bubble schedules are refused with FSDP and HSDP") {
 
 TEST_CASE("mixture-of-experts keys are refused where they would do nothing or cannot run") {
   CHECK(error_of({"model.moe.top_k=2"}) ==
-        "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance and shared_experts need "
-        "model.moe.experts > 0 (the model is dense)");
+        "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, "
+        "first_dense_layers and layer_pattern need model.moe.experts > 0 (the model is dense)");
   CHECK(error_of({"model=mixtral-8x7b", "model.moe.imbalance=1.5"}) ==
         "s.json: /model/moe/imbalance: is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got "
         "1.5");

@@ -104,3 +104,33 @@ TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically"
     previous = r.step_time_s;
   }
 }
+
+namespace {
+
+// Whether some interval of the run has a name that contains `part`.
+bool ran(const stepsim::Timeline& t, const std::string& part) {
+  for (const stepsim::RankTimeline& rank : t.ranks) {
+    for (const stepsim::Interval& i : rank.intervals)
+      if (t.names[i.name].find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the dense layers of a mixed stack run the dense MLP and send no all-to-all") {
+  const auto mixed =
+      stepsim::simulate(stepsim::io::load_scenario("mixtral-8x7b-ep8-64xh100", {"model.moe.first_dense_layers=16"}));
+  CHECK(ran(mixed.timeline, "L15 fc1 fwd"));
+  CHECK_FALSE(ran(mixed.timeline, "L15 expert fc1"));
+  CHECK_FALSE(ran(mixed.timeline, "L15 dispatch"));
+  CHECK(ran(mixed.timeline, "L16 expert fc1 fwd"));
+  CHECK(ran(mixed.timeline, "L16 dispatch"));
+  // Half the layers send the same all-to-alls: half the EP time.
+  const stepsim::Report all_moe = run("mixtral-8x7b-ep8-64xh100");
+  CHECK(busy(mixed.report, CommKind::ep) == Approx(busy(all_moe, CommKind::ep) / 2).epsilon(0.02));
+  // A dense layer of 14336 holds 3·4096·14336 MLP weights, one expert's worth, where an MoE
+  // layer at EP 8 holds one expert and the router: 16 · 8 · 4096 router weights fewer, in bf16
+  // parameters (2 bytes) sharded by ZeRO-1 only in the optimizer state.
+  CHECK(all_moe.memory_bytes.params - mixed.report.memory_bytes.params == Approx(16.0 * 8 * 4096 * 2));
+}

@@ -1,0 +1,90 @@
+// The model's structure keys refused where they cannot describe a model: a head width the
+// fused attention kernels do not take, and dense/MoE layer patterns that do not match the
+// stack.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+constexpr const char* kBase = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 8 },
+  "training": { "global_batch": 8, "micro_batch": 1 } })";
+
+std::string error_of(std::vector<std::string> sets) {
+  try {
+    io::load_scenario_text(kBase, "s.json", sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Mixtral 8x7B, 32 layers, at EP 8.
+std::vector<std::string> moe(std::vector<std::string> more) {
+  std::vector<std::string> sets{"model=mixtral-8x7b", "parallel.ep=8"};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return sets;
+}
+
+std::string pattern(int dense, int moe_layers) {
+  std::string p = "model.moe.layer_pattern=[";
+  for (int i = 0; i < dense + moe_layers; ++i) p += std::string(i > 0 ? "," : "") + (i < dense ? "0" : "1");
+  return p + "]";
+}
+
+}  // namespace
+
+TEST_CASE("a head width the fused attention kernels do not take is refused") {
+  CHECK(error_of({"model.head_dim=128"}) == "no error");
+  CHECK(error_of({"model.head_dim=256"}) == "no error");
+  CHECK(error_of({"model.head_dim=264"}) ==
+        "s.json: /model/head_dim: must be at most 256 for fused attention (training.attention \"flash\"), got 264: "
+        "FlashAttention and cuDNN's fused attention take head dimensions up to 256");
+  CHECK(error_of({"model.head_dim=320", "training.attention=flash2"}) ==
+        "s.json: /model/head_dim: must be at most 256 for fused attention (training.attention \"flash2\"), got 320: "
+        "FlashAttention and cuDNN's fused attention take head dimensions up to 256");
+  // Unfused attention runs batched GEMMs of any width.
+  CHECK(error_of({"model.head_dim=320", "training.attention=unfused"}) == "no error");
+  CHECK(error_of({"model.head_dim=5000"}) == "s.json: /model/head_dim: must be between 0 and 4096, got 5000");
+}
+
+TEST_CASE("heads that do not divide hidden need model.head_dim") {
+  CHECK(error_of({"model.heads=24", "model.kv_heads=8"}) ==
+        "s.json: /model/heads: hidden (4096) is not divisible by heads (24); give model.head_dim when heads·head_dim "
+        "differs from hidden");
+  CHECK(error_of({"model.heads=24", "model.kv_heads=8", "model.head_dim=128"}) == "no error");
+}
+
+TEST_CASE("dense layers that leave no MoE layer, or a layer pattern unlike the stack, are refused") {
+  CHECK(error_of(moe({"model.moe.first_dense_layers=31"})) == "no error");
+  CHECK(error_of(moe({"model.moe.first_dense_layers=32"})) ==
+        "s.json: /model/moe/first_dense_layers: leaves no MoE layer among the 32 layers, got 32 (a dense model has "
+        "model.moe.experts 0)");
+  CHECK(error_of(moe({pattern(2, 30)})) == "no error");
+  CHECK(error_of(moe({pattern(2, 29)})) ==
+        "s.json: /model/moe/layer_pattern: has 31 entries but model.layers is 32: one entry per layer, 1 for MoE and 0 "
+        "for dense");
+  CHECK(error_of(moe({pattern(32, 0)})) ==
+        "s.json: /model/moe/layer_pattern: has no MoE layer (a dense model has model.moe.experts 0)");
+  std::string two = pattern(1, 31);
+  two[two.find("0")] = '2';
+  CHECK(error_of(moe({two})) ==
+        "s.json: /model/moe/layer_pattern: entry 0 must be 1 (an MoE layer) or 0 (a dense layer), got 2");
+  CHECK(error_of(moe({pattern(2, 30), "model.moe.first_dense_layers=2"})) ==
+        "s.json: /model/moe/layer_pattern: and model.moe.first_dense_layers (2) both say which layers are dense: give "
+        "one of them");
+}
+
+TEST_CASE("layer patterns of a dense model are refused") {
+  const std::string message =
+      "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers "
+      "and layer_pattern need model.moe.experts > 0 (the model is dense)";
+  CHECK(error_of({"model.moe.first_dense_layers=1"}) == message);
+  CHECK(error_of({pattern(1, 31)}) == message);
+}

@@ -1,0 +1,138 @@
+// The mixture-of-experts presets as trained today, loaded as scenarios: parameters in all and
+// model FLOPs per token against hand counts and the figures their publishers give, attention
+// heads whose width is not hidden/heads (Qwen3, gpt-oss) and stacks that mix dense and MoE
+// layers (DeepSeek-V3, Llama 4 Maverick).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "io/scenario_loader.hpp"
+#include "workload/work.hpp"
+
+using stepsim::workload::ModelWork;
+using stepsim::workload::OpCost;
+using stepsim::workload::Role;
+
+namespace {
+
+// 8 H100 of one node: TP 1, EP 8, one sequence per GPU.
+stepsim::Scenario scenario(const std::string& model) {
+  constexpr const char* kBase = R"({ "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 8, "ep": 8 },
+    "training": { "global_batch": 8, "micro_batch": 1 } })";
+  return stepsim::io::load_scenario_text(kBase, "t.json", {"model=" + model});
+}
+
+// Model FLOPs per token: 6 per active weight, plus causal attention 6·s·layers·heads·head_dim.
+double per_token(const ModelWork& w, const stepsim::Scenario& s) {
+  return w.model_flops_per_step / (static_cast<double>(s.training.global_batch) * s.model.seq_len);
+}
+
+const OpCost& op(const std::vector<OpCost>& ops, Role role) {
+  for (const OpCost& o : ops)
+    if (o.role == role) return o;
+  FAIL("no op of that role");
+  return ops.front();
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3 30B-A3B holds 30.5 B parameters with 3.3 B active per token") {
+  const stepsim::Scenario s = scenario("qwen3-30b-a3b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  // Attention: q 32·128 = 4096 and k, v 4·128 = 512 wide from h 2048, projection 4096 → 2048.
+  const long long attention = 2048LL * (4096 + 2 * 512) + 4096LL * 2048;  // 18,874,368
+  const long long router = 128LL * 2048;
+  const long long expert = 3LL * 2048 * 768;  // gate, up and down: 4,718,592
+  const long long embedding = 151936LL * 2048;
+  CHECK(w.params_total == 48 * (attention + router + 128 * expert + 2 * 2048) + 2 * embedding + 2048);
+  // The model card (Qwen/Qwen3-30B-A3B): 30.5 B in all, 3.3 B activated.
+  CHECK(w.params_total == 30532110336);
+  const double active = 48.0 * (attention + router + 8 * expert) + embedding;  // the LM head, not the lookup
+  CHECK((active + embedding) / 1e9 == Approx(3.35).epsilon(0.002));
+  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 48 * (32 * 128)).epsilon(1e-12));
+  // The head is 128 wide, not 2048/32 = 64: the QKV GEMM writes 5120 columns.
+  CHECK(op(w.layer.forward, Role::qkv).n == 5120);
+  CHECK(op(w.layer.forward, Role::attn_proj).k == 4096);
+  CHECK(op(w.layer.forward, Role::attention_core).k == 128);
+}
+
+TEST_CASE("Qwen3 235B-A22B holds 235 B parameters with 22 B active per token") {
+  const stepsim::Scenario s = scenario("qwen3-235b-a22b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const long long attention = 4096LL * (8192 + 2 * 512) + 8192LL * 4096;  // 71,303,168
+  const long long router = 128LL * 4096;
+  const long long expert = 3LL * 4096 * 1536;
+  const long long embedding = 151936LL * 4096;
+  // The model card (Qwen/Qwen3-235B-A22B): 235 B in all, 22 B activated.
+  CHECK(w.params_total == 94 * (attention + router + 128 * expert + 2 * 4096) + 2 * embedding + 4096);
+  CHECK(w.params_total == 235093610496);
+  const double active = 94.0 * (attention + router + 8 * expert) + embedding;
+  CHECK((active + embedding) / 1e9 == Approx(22.19).epsilon(0.001));
+  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 94 * (64 * 128)).epsilon(1e-12));
+}
+
+TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its biases and sinks") {
+  const stepsim::Scenario s = scenario("gpt-oss-120b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const long long attention = 2880LL * (4096 + 2 * 512) + 4096LL * 2880;  // 26,542,080
+  const long long router = 128LL * 2880;
+  const long long expert = 3LL * 2880 * 2880;
+  const long long embedding = 201088LL * 2880;
+  CHECK(w.params_total == 36 * (attention + router + 128 * expert + 2 * 2880) + 2 * embedding + 2880);
+  // OpenAI's model card, Table 1: 116.83 B in all, of which the attention biases (q, k, v:
+  // 5120; projection 2880), the sinks (64), the router's bias (128) and the experts' biases
+  // (128 · (2 · 2880 + 2880)) are 1,114,112 per layer, 40.1 M over 36 layers.
+  const long long biases = 36LL * (5120 + 2880 + 64 + 128 + 128 * 3 * 2880);
+  CHECK(biases == 40108032);
+  CHECK((w.params_total + biases) / 1e9 == Approx(116.83).epsilon(0.0001));
+  // 5.13 B active per token (the card counts the unembedding, not the lookup).
+  const double active = 36.0 * (attention + router + 4 * expert) + embedding;
+  CHECK(active / 1e9 == Approx(5.13).epsilon(0.001));
+  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 36 * (64 * 64)).epsilon(1e-12));
+}
+
+TEST_CASE("DeepSeek-V3's first 3 layers are dense, with the 18432-wide MLP and no experts") {
+  const stepsim::Scenario s = scenario("deepseek-v3");
+  const ModelWork w = stepsim::workload::build_work(s);
+  REQUIRE(w.dense.size() == 61);
+  CHECK(&w.block(2) == &w.dense_layer);
+  CHECK(&w.block(3) == &w.layer);
+  CHECK(op(w.dense_layer.forward, Role::fc1).n == 2 * 18432);
+  CHECK(w.dense_layer.expert_param_count == 0);
+  // MLA approximated as 128 heads of 56: 4·h² attention weights.
+  const long long attention = 4LL * 7168 * 7168;
+  const long long router = 256LL * 7168;
+  const long long expert = 3LL * 7168 * 2048;
+  const long long dense_mlp = 3LL * 7168 * 18432;
+  const long long embedding = 129280LL * 7168;
+  CHECK(w.dense_layer.param_count == attention + dense_mlp + 2 * 7168);
+  CHECK(w.params_total == 58 * (attention + router + 257 * expert + 2 * 7168) + 3 * (attention + dense_mlp + 2 * 7168) +
+                              2 * embedding + 7168);
+  CHECK(w.params_total == 672149632000);  // DeepSeek-V3's report: 671 B (MLA's attention is 9 % smaller)
+  // Active: 8 routed and 1 shared expert in 58 layers, the dense MLP in 3, the LM head: 37.7 B
+  // against the report's 37 B.
+  const double active = 61.0 * attention + 58.0 * (router + 9 * expert) + 3.0 * dense_mlp + embedding;
+  CHECK(active == Approx(37747949568.0));
+  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 61 * 7168).epsilon(1e-12));
+}
+
+TEST_CASE("Llama 4 Maverick alternates dense and MoE layers: 400 B parameters, 17 B active") {
+  const stepsim::Scenario s = scenario("llama4-maverick");
+  const ModelWork w = stepsim::workload::build_work(s);
+  CHECK(&w.block(0) == &w.dense_layer);
+  CHECK(&w.block(1) == &w.layer);
+  CHECK(&w.block(46) == &w.dense_layer);
+  CHECK(&w.block(47) == &w.layer);
+  const long long attention = 5120LL * (5120 + 2 * 1024) + 5120LL * 5120;
+  const long long dense_mlp = 3LL * 5120 * 16384;
+  const long long expert = 3LL * 5120 * 8192;
+  const long long router = 128LL * 5120;
+  const long long embedding = 202048LL * 5120;
+  CHECK(w.params_total ==
+        48 * attention + 24 * dense_mlp + 24 * (router + 129 * expert) + 48 * 2 * 5120 + 2 * embedding + 5120);
+  // Meta's model card: 400 B in all, 17 B active (with both embeddings).
+  CHECK(w.params_total / 1e9 == Approx(400.7).epsilon(0.0001));
+  const double active = 48.0 * attention + 24.0 * dense_mlp + 24.0 * (router + 2 * expert) + embedding;
+  CHECK((active + embedding) / 1e9 == Approx(17.18).epsilon(0.001));
+  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 8192 * 48 * (40 * 128)).epsilon(1e-12));
+}
