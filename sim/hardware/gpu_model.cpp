@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "stepsim/error.hpp"
 
 namespace stepsim::hardware {
@@ -38,8 +40,10 @@ GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
 double GpuModel::efficiency(const workload::OpCost& op) const {
   const GpuEfficiency& e = gpu_.efficiency;
   // A fixed per-kernel cost t0 (launch ramp, tail wave) in front of the peak-rate work gives
-  // F / (F + peak·t0): half of the maximum at F = gemm_half_flops.
-  const double saturation = op.flops / (op.flops + e.gemm_half_flops);
+  // F / (F + peak·t0): half of the maximum at F = gemm_half_flops. A grouped GEMM's experts
+  // each run on the curve at their own GEMM's size.
+  const double flops = op.flops / static_cast<double>(std::max(op.groups, 1LL));
+  const double saturation = flops / (flops + e.gemm_half_flops);
   switch (op.cls) {
     case workload::OpClass::gemm:
       return (op.fp8 ? e.fp8_gemm_max : e.gemm_max) * saturation;

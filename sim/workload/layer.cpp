@@ -53,7 +53,7 @@ OpCost rotary(const LayerShape& s) {
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
-// (costed as one GEMM of all of them), and the unpermutation sums each token's copies
+// (one kernel, each expert's GEMM over its share of them), and the unpermutation sums each token's copies
 // weighted by the router. Shared experts see every token.
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
@@ -63,8 +63,10 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(
       elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
+  ops.back().groups = s.local_experts;
   ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
+  ops.back().groups = s.local_experts;
   ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
                             3.0 * s.act_bytes, 2.0));
   if (s.shared_experts == 0) return;

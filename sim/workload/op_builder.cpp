@@ -91,8 +91,11 @@ bool has_weight(const OpCost& op) {
 void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCost>& out) {
   if (has_weight(f)) {
     // dX[m×k] = dY[m×n]·Wᵀ, then dW[k×n] = Xᵀ·dY: each the FLOPs of the forward.
+    // A grouped GEMM's backward is grouped the same way.
     out.push_back(gemm(f.name + " dgrad", f.role, Pass::backward_data, f.m, f.k, f.n, shape));
+    out.back().groups = f.groups;
     out.push_back(gemm(f.name + " wgrad", f.role, Pass::backward_weight, f.k, f.n, f.m, shape));
+    out.back().groups = f.groups;
     return;
   }
   OpCost b = f;

@@ -60,6 +60,9 @@ struct OpCost {
   bool fp8 = false;
   // Fused attention run by FlashAttention-2 (training.attention "flash2").
   bool flash2 = false;
+  // A grouped GEMM (the local experts' GEMMs in one kernel): this many GEMMs of equal shares
+  // of the m rows, each as efficient as a GEMM of its own size.
+  long long groups = 1;
 };
 
 struct LayerWork {

@@ -51,6 +51,21 @@ TEST_CASE("GEMM efficiency rises with size and small GEMMs fall far below the pe
   CHECK(achieved_tflops(gpu, square_gemm(512)) < 0.3 * 312);
 }
 
+// Megatron-Core's grouped GEMM runs the local experts' GEMMs in one kernel; each is a GEMM
+// of its expert's tokens, and small experts sit low on the size curve.
+TEST_CASE("a grouped GEMM runs each of its experts at the efficiency of that expert's GEMM") {
+  const GpuModel gpu(st::h100(), Precision::bf16);
+  OpCost grouped = square_gemm(4096);
+  grouped.groups = 4;
+  const double per_expert = grouped.flops / 4;
+  const stepsim::GpuEfficiency& e = st::h100().efficiency;
+  CHECK(gpu.efficiency(grouped) == Approx(e.gemm_max * per_expert / (per_expert + e.gemm_half_flops)));
+  CHECK(gpu.efficiency(grouped) < gpu.efficiency(square_gemm(4096)));
+  // One group is the plain GEMM.
+  grouped.groups = 1;
+  CHECK(gpu.efficiency(grouped) == gpu.efficiency(square_gemm(4096)));
+}
+
 TEST_CASE("an element-wise kernel runs at the achievable HBM bandwidth") {
   const GpuModel gpu(st::a100(), Precision::bf16);
   OpCost op;

@@ -145,3 +145,20 @@ TEST_CASE("DeepSeek-V3 as approximated holds 4 routed experts and the shared one
   // 4096 tokens · top 8 · 7168 · 2 bytes per all-to-all.
   CHECK(w.layer.dispatch_message.count() == 4096LL * 8 * 7168 * 2);
 }
+
+TEST_CASE("the expert GEMMs are grouped over the GPU's local experts, backward included") {
+  const auto w = stepsim::workload::build_work(moe(deepseek_v3(), 64, 64));  // 256 / 64 = 4 per GPU
+  int grouped = 0;
+  for (const auto* ops : {&w.layer.forward, &w.layer.backward}) {
+    for (const OpCost& op : *ops) {
+      const bool expert = op.role == Role::expert_fc1 || op.role == Role::expert_fc2;
+      if (op.cls != stepsim::workload::OpClass::gemm) continue;
+      CHECK(op.groups == (expert ? 4 : 1));
+      grouped += expert ? 1 : 0;
+    }
+  }
+  CHECK(grouped == 6);  // fc1 and fc2: forward, dgrad and wgrad
+  // Mixtral at EP 8 holds one expert per GPU: a plain GEMM.
+  const auto mixtral = stepsim::workload::build_work(moe(mixtral_8x7b(), 8, 64));
+  for (const OpCost& op : mixtral.layer.forward) CHECK(op.groups == 1);
+}
