@@ -148,6 +148,19 @@ struct MoeSpec {
   std::vector<int> layer_pattern{};  // empty: from first_dense_layers
 };
 
+// Multi-head latent attention (DeepSeek-V2 and -V3; Megatron-Core's MLASelfAttention): the
+// queries pass through a q_lora_rank-wide latent, the keys and values are projected up from one
+// kv_lora_rank-wide latent per token, each head's query and key are qk_nope_head_dim +
+// qk_rope_head_dim wide (the rotary part of the key is one per token, shared by the heads) and
+// its value v_head_dim. kv_lora_rank 0: standard attention.
+struct MlaSpec {
+  long long q_lora_rank = 0;  // 0: queries projected straight from the hidden state
+  long long kv_lora_rank = 0;
+  long long qk_nope_head_dim = 0;
+  long long qk_rope_head_dim = 0;
+  long long v_head_dim = 0;
+};
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -161,6 +174,8 @@ struct ModelSpec {
   bool tied_embeddings = false;
   MoeSpec moe;
   long long head_dim = 0;  // width of one attention head; 0: hidden / heads
+  MlaSpec mla{};
+  bool latent_attention() const { return mla.kv_lora_rank > 0; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.
   bool moe_layer(int layer) const {

@@ -17,6 +17,7 @@ Schema<InterNode> schema_of(Tag<InterNode>);
 Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>);
 Schema<ClusterSpec> schema_of(Tag<ClusterSpec>);
 Schema<MoeSpec> schema_of(Tag<MoeSpec>);
+Schema<MlaSpec> schema_of(Tag<MlaSpec>);
 Schema<ModelSpec> schema_of(Tag<ModelSpec>);
 Schema<ParallelSpec> schema_of(Tag<ParallelSpec>);
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>);
@@ -258,6 +259,14 @@ Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
   return {fields, ""};
 }
 
+Schema<MlaSpec> schema_of(Tag<MlaSpec>) {
+  static constexpr Field<MlaSpec> fields[] = {
+      field<&MlaSpec::q_lora_rank>("q_lora_rank"), field<&MlaSpec::kv_lora_rank>("kv_lora_rank"),
+      field<&MlaSpec::qk_nope_head_dim>("qk_nope_head_dim"), field<&MlaSpec::qk_rope_head_dim>("qk_rope_head_dim"),
+      field<&MlaSpec::v_head_dim>("v_head_dim")};
+  return {fields, ""};
+}
+
 Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
   static constexpr Field<ModelSpec> fields[] = {field<&ModelSpec::name>("name"),
                                                 field<&ModelSpec::layers>("layers"),
@@ -270,7 +279,8 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::seq_len>("seq_len"),
                                                 field<&ModelSpec::mlp>("mlp"),
                                                 field<&ModelSpec::tied_embeddings>("tied_embeddings"),
-                                                field<&ModelSpec::moe>("moe")};
+                                                field<&ModelSpec::moe>("moe"),
+                                                field<&ModelSpec::mla>("mla")};
   return {fields, "models"};
 }
 

@@ -61,6 +61,31 @@ void check_head_dim(const ModelSpec& m, AttentionKind attention, const Checker& 
             attention == AttentionKind::flash ? "flash" : "flash2", m.head_dim);
 }
 
+// Multi-head latent attention: its widths given together, in place of head_dim, one key/value
+// head per query head, Llama-style layers (DeepSeek's RMSNorm, no biases).
+void check_mla(const ModelSpec& m, AttentionKind attention, const Checker& c) {
+  const MlaSpec& a = m.mla;
+  if (!m.latent_attention()) {
+    c.require(a.q_lora_rank == 0 && a.qk_nope_head_dim == 0 && a.qk_rope_head_dim == 0 && a.v_head_dim == 0,
+              "/model/mla",
+              "q_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim need "
+              "model.mla.kv_lora_rank > 0 (latent attention)");
+    return;
+  }
+  c.require(a.qk_nope_head_dim > 0 && a.v_head_dim > 0, "/model/mla",
+            "latent attention needs qk_nope_head_dim and v_head_dim > 0, got {} and {}", a.qk_nope_head_dim,
+            a.v_head_dim);
+  c.require(m.head_dim == 0, "/model/head_dim",
+            "must be 0 with latent attention, got {}: model.mla gives the heads' widths", m.head_dim);
+  c.require(m.kv_heads == m.heads, "/model/kv_heads",
+            "must equal heads ({}) with latent attention, got {}: every head has its own key and value", m.heads,
+            m.kv_heads);
+  c.require(m.mlp == MlpKind::swiglu, "/model/mlp", "latent attention is modelled in Llama-style layers (swiglu)");
+  const long long qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  c.require(!fused_attention(attention) || std::max(qk, a.v_head_dim) <= 256, "/model/mla",
+            "heads of {} (query, key) and {} (value) are wider than the 256 fused attention takes", qk, a.v_head_dim);
+}
+
 // Which layers are MoE layers: the first first_dense_layers dense, or one 0/1 entry per layer.
 void check_layer_pattern(const ModelSpec& m, const Checker& c) {
   const MoeSpec& moe = m.moe;
@@ -85,6 +110,7 @@ void check_layer_pattern(const ModelSpec& m, const Checker& c) {
 
 void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) {
   check_head_dim(m, attention, c);
+  check_mla(m, attention, c);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
   if (m.moe.experts == 0) {
@@ -305,6 +331,16 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
+  // Megatron-Core gathers MLA's latents, not the hidden state, under sequence parallelism, and
+  // its K/V blocks under CP are not the K/V widths of standard heads.
+  if (s.model.latent_attention()) {
+    c.require(s.parallel.tp == 1, "/parallel/tp", "latent attention (model.mla) with tp > 1 is not simulated yet");
+    c.require(s.parallel.cp == 1, "/parallel/cp", "latent attention (model.mla) with cp > 1 is not simulated yet");
+    c.require(s.training.attention != AttentionKind::unfused, "/training/attention",
+              "latent attention (model.mla) with unfused attention is not simulated yet");
+    c.require(s.training.recompute != Recompute::selective_op, "/training/recompute",
+              "latent attention (model.mla) with selective_op recompute is not simulated yet");
+  }
   if (s.model.moe.experts > 0)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
               "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");

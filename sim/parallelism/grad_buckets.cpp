@@ -48,7 +48,7 @@ void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const c
 // (one replicated kv head per GPU when TP exceeds the kv heads, a padded vocabulary).
 LayerShape layer_shape(const ModelSpec& m, int tp, int ep) {
   const workload::LayerShape w = workload::weight_shape(m, tp, ep);
-  return {w.hidden, w.qkv_width(), w.q_width(), w.fc1_out, w.ffn, !w.llama_style, w.vocab, w};
+  return {w.hidden, w.qkv_width(), w.q_heads * w.value_dim(), w.fc1_out, w.ffn, !w.llama_style, w.vocab, w};
 }
 
 // An MoE layer's MLP: the router, the GPU's routed experts (one tensor per weight kind, as
@@ -64,13 +64,35 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
   add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.expert_ffn * h, block, Role::shared_fc2);
 }
 
+// Multi-head latent attention's projections and latent norms (its output projection is the
+// standard one, v_dim per head wide).
+void add_latent_attention(std::vector<GradTensor>& out, const workload::LayerShape& w, const std::string& p,
+                          int block) {
+  const long long h = w.hidden;
+  const long long q = w.q_heads * w.head_dim;
+  if (w.q_lora > 0) {
+    add(out, p, "q_down.weight", h * w.q_lora, block, Role::qkv);
+    add(out, p, "q_norm.weight", w.q_lora, block, Role::input_norm);
+    add(out, p, "q_up.weight", w.q_lora * q, block, Role::qkv);
+  } else {
+    add(out, p, "q.weight", h * q, block, Role::qkv);
+  }
+  add(out, p, "kv_down.weight", h * (w.kv_lora + w.qk_rope), block, Role::qkv);
+  add(out, p, "kv_norm.weight", w.kv_lora, block, Role::input_norm);
+  add(out, p, "kv_up.weight", w.kv_lora * w.q_heads * (w.head_dim - w.qk_rope + w.v_dim), block, Role::qkv);
+}
+
 // Layer `layer`; a dense layer of a stack that mixes dense and MoE layers has the dense MLP.
 void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer, bool moe) {
   const std::string p = "L" + std::to_string(layer);
   const int block = layer + 1;
   const long long h = s.hidden;
   add_norm(out, p, "input_norm", s, block, Role::input_norm);
-  add_linear(out, p, "qkv", s.qkv_out * h, s.qkv_out, s, block, Role::qkv);
+  if (s.work.mla()) {
+    add_latent_attention(out, s.work, p, block);
+  } else {
+    add_linear(out, p, "qkv", s.qkv_out * h, s.qkv_out, s, block, Role::qkv);
+  }
   add_linear(out, p, "proj", s.attn * h, h, s, block, Role::attn_proj);
   add_norm(out, p, "post_norm", s, block, Role::post_norm);
   if (moe) {

@@ -42,12 +42,11 @@ OpCost activation(const LayerShape& s, const char* prefix, Role role, long long 
 // Rotary position embedding of the queries and keys (Llama-style models): a fused kernel
 // reads and writes each element once; eager PyTorch (Llama's reference code, torchtitan)
 // upcasts to fp32, multiplies as complex numbers and casts back, three kernels.
-OpCost rotary(const LayerShape& s) {
+OpCost rotary(const LayerShape& s, long long width) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
   const double bytes = s.eager ? (a + fp32) + 2.0 * fp32 + (fp32 + a) : 2.0 * a;
-  return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * (s.q_width() + s.kv_width()),
-                     bytes, 6.0);
+  return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * width, bytes, 6.0);
 }
 
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
@@ -75,6 +74,33 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
       gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.expert_fc1_out, s.hidden, s));
   ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
   ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
+}
+
+// An RMSNorm over `width` elements of each of this rank's tokens (MLA's latents).
+OpCost latent_norm(const char* name, const LayerShape& s, long long width) {
+  return elementwise(name, Role::input_norm, OpClass::norm, s.tokens() * width, norm_bytes(s), norm_flops);
+}
+
+// Multi-head latent attention's projections before the attention core (Megatron-Core's
+// MLASelfAttention, DeepSeek-V3 §2.1.1): the query latent (h → q_lora, normed) projected up to
+// the heads' queries; one latent per token for keys and values (h → kv_lora + qk_rope), its
+// kv_lora part normed and projected up to each head's key (qk_nope) and value (v_dim); the
+// rotary embedding of the queries' qk_rope part and of the one shared rotary key.
+void append_latent_projections(const LayerShape& s, std::vector<OpCost>& ops) {
+  const long long t = s.tokens();
+  const long long q = s.q_heads * s.head_dim;
+  if (s.q_lora > 0) {
+    ops.push_back(gemm("q down projection", Role::qkv, Pass::forward, t, s.q_lora, s.hidden, s));
+    ops.push_back(latent_norm("q latent rmsnorm", s, s.q_lora));
+    ops.push_back(gemm("q up projection", Role::qkv, Pass::forward, t, q, s.q_lora, s));
+  } else {
+    ops.push_back(gemm("q projection", Role::qkv, Pass::forward, t, q, s.hidden, s));
+  }
+  ops.push_back(gemm("kv down projection", Role::qkv, Pass::forward, t, s.kv_lora + s.qk_rope, s.hidden, s));
+  ops.push_back(latent_norm("kv latent rmsnorm", s, s.kv_lora));
+  const long long kv_up = s.q_heads * (s.head_dim - s.qk_rope + s.v_dim);
+  ops.push_back(gemm("kv up projection", Role::qkv, Pass::forward, t, kv_up, s.kv_lora, s));
+  ops.push_back(rotary(s, s.q_heads * s.qk_rope + s.qk_rope));
 }
 
 std::vector<OpCost> unfused_attention(const LayerShape& s) {
@@ -111,8 +137,13 @@ OpCost flash_attention(const LayerShape& s) {
   op.k = s.head_dim;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
-  op.flops = 0.5 * 4.0 * heads * seq * static_cast<double>(s.full_seq()) * static_cast<double>(s.head_dim);
-  const double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
+  // QKᵀ over the query/key width, then P·V over the value width (the same width but under
+  // latent attention).
+  const double widths = static_cast<double>(s.head_dim + s.value_dim());
+  op.flops = 0.5 * 2.0 * heads * seq * static_cast<double>(s.full_seq()) * widths;
+  double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
+  // Latent attention: Q and O, and every head's own K and V of the sequence.
+  if (s.mla()) io = static_cast<double>(2 * s.tokens() * s.q_heads) * widths;
   op.bytes = Bytes(std::llround(io * s.act_bytes + heads * seq * 4.0));
   return op;
 }
@@ -185,10 +216,15 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   const long long t = s.tokens();
   std::vector<OpCost> ops;
   ops.push_back(norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
-  ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
-  if (s.llama_style) ops.push_back(rotary(s));
+  if (s.mla()) {
+    append_latent_projections(s, ops);
+  } else {
+    ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
+    if (s.llama_style) ops.push_back(rotary(s, s.q_width() + s.kv_width()));
+  }
   for (OpCost& op : attention_core_forward(s)) ops.push_back(std::move(op));
-  ops.push_back(gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_width(), s));
+  ops.push_back(
+      gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_heads * s.value_dim(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));
   ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
   if (s.moe()) {

@@ -18,6 +18,8 @@ std::vector<OpCost> layer_forward(const LayerShape& shape);
 // Backward ops of one layer: forward reversed, each weight GEMM as dgrad then wgrad.
 std::vector<OpCost> layer_backward(const LayerShape& shape);
 
+// Parameters of one layer's attention held by one GPU (the latents' norms included).
+long long attention_param_count(const LayerShape& shape);
 // Parameters of one layer held by one GPU (row-parallel biases and norms are replicated).
 long long layer_param_count(const LayerShape& shape);
 // Of those, the weights of the GPU's routed experts (none in a dense layer).

@@ -5,6 +5,16 @@
 
 namespace stepsim::workload {
 
+long long attention_param_count(const LayerShape& s) {
+  const long long h = s.hidden;
+  if (!s.mla()) return h * s.qkv_width() + s.q_width() * h;
+  const long long q = s.q_heads * s.head_dim;
+  const long long queries = s.q_lora > 0 ? h * s.q_lora + s.q_lora + s.q_lora * q : h * q;
+  const long long kv =
+      h * (s.kv_lora + s.qk_rope) + s.kv_lora + s.kv_lora * s.q_heads * (s.head_dim - s.qk_rope + s.v_dim);
+  return queries + kv + s.q_heads * s.v_dim * h;
+}
+
 long long layer_expert_param_count(const LayerShape& s) {
   return s.local_experts * (s.hidden * s.expert_fc1_out + s.expert_ffn * s.hidden);
 }
@@ -15,7 +25,7 @@ namespace {
 // (GeLU experts without biases), two norms.
 long long moe_layer_param_count(const LayerShape& s) {
   const long long h = s.hidden;
-  const long long attention = h * s.qkv_width() + s.q_width() * h;
+  const long long attention = attention_param_count(s);
   const long long shared = s.shared_experts * (h * s.expert_fc1_out + s.expert_ffn * h);
   const long long norms = s.llama_style ? 2 * h : 4 * h;
   const long long biases = s.llama_style ? 0 : s.qkv_width() + h;
@@ -27,7 +37,7 @@ long long moe_layer_param_count(const LayerShape& s) {
 long long layer_param_count(const LayerShape& s) {
   if (s.moe()) return moe_layer_param_count(s);
   const long long h = s.hidden;
-  const long long weights = h * s.qkv_width() + s.q_width() * h + h * s.fc1_out + s.ffn * h;
+  const long long weights = attention_param_count(s) + h * s.fc1_out + s.ffn * h;
   if (s.llama_style) return weights + 2 * h;  // two RMSNorm scales, no biases
   // Column-parallel biases are split, row-parallel ones (projection, fc2) and the two
   // LayerNorms (scale and shift) are replicated on every TP rank.
@@ -74,7 +84,13 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   }
   const double masks = s.dropout() ? 2.0 : 0.0;
   const double replicated = rows * h * (4.0 * ab + masks);
-  const double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
+  double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
+  // Latent attention keeps its latents (each before and after its norm), Q and K of
+  // qk_nope + qk_rope per head, V and the attention output of v_dim per head.
+  if (s.mla()) {
+    attention_widths = static_cast<double>(2 * s.q_lora + (s.kv_lora + s.qk_rope) + s.kv_lora +
+                                           s.q_heads * (2 * s.head_dim + 2 * s.v_dim));
+  }
   const double mlp = s.moe() ? moe_activations(s) : tokens * static_cast<double>(s.fc1_out + s.ffn) * ab;
   const double split = tokens * attention_widths * ab + mlp;
   const double heads = static_cast<double>(s.batch * s.q_heads);

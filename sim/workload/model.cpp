@@ -121,7 +121,12 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   const double kv = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
   const double d = static_cast<double>(s.head_dim);
   const double q = static_cast<double>(m.heads) * d;
-  const double attention = h * (q + 2.0 * kv * d) + q * h;
+  double attention = h * (q + 2.0 * kv * d) + q * h;
+  if (s.mla()) {
+    LayerShape whole = s;
+    whole.q_heads = m.heads;
+    attention = static_cast<double>(attention_param_count(whole) - whole.q_lora - whole.kv_lora);  // less the norms
+  }
   if (s.moe()) {
     // Active weights: the router, the top_k routed experts less the copies capacity drops,
     // and the shared ones per token.
@@ -145,12 +150,13 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double seq = static_cast<double>(m.seq_len);
   const double layers = static_cast<double>(m.layers);
   const double h = static_cast<double>(m.hidden);
-  const double q = static_cast<double>(m.heads * s.head_dim);
+  // Per query head, QKᵀ over head_dim and P·V over the value width: 2·head_dim for standard heads.
+  const double qk_v = static_cast<double>(m.heads * (s.head_dim + s.value_dim()));
   const double vocab = static_cast<double>(m.vocab);
   const double dense = static_cast<double>(dense_layers(m));
   const double gemm_weights =
       (layers - dense) * layer_gemm_weights(m, s) + dense * layer_gemm_weights(m, as_dense(s)) + h * vocab;
-  return 6.0 * batch * seq * gemm_weights + 6.0 * batch * seq * seq * layers * q;
+  return 6.0 * batch * seq * gemm_weights + 3.0 * batch * seq * seq * layers * qk_v;
 }
 
 bool routed_expert(Role role) {

@@ -62,6 +62,13 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
   s.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
   s.q_heads = m.heads / s.tp;
   s.kv_heads = ceil_div(kv_heads, s.tp);
+  if (m.latent_attention()) {
+    s.q_lora = m.mla.q_lora_rank;
+    s.kv_lora = m.mla.kv_lora_rank;
+    s.qk_rope = m.mla.qk_rope_head_dim;
+    s.v_dim = m.mla.v_head_dim;
+    s.head_dim = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+  }
   s.ffn = ffn / s.tp;
   s.llama_style = m.mlp == MlpKind::swiglu;
   s.fc1_out = s.llama_style ? 2 * s.ffn : s.ffn;

@@ -16,9 +16,15 @@ struct LayerShape {
   long long head_dim = 1;  // model.head_dim, or h / heads
   long long q_heads = 1;   // local query heads: heads / t
   long long kv_heads = 1;  // local key/value heads, one replicated head when t > kv_heads
-  long long ffn = 1;       // local ffn hidden: ffn_hidden / t
-  long long fc1_out = 1;   // local fc1 width: ffn (GeLU) or 2·ffn (SwiGLU gate and up fused)
-  long long vocab = 1;     // local vocabulary: ⌈V / t⌉ (vocab-parallel embedding and LM head)
+  // Multi-head latent attention (kv_lora 0: standard attention): the latents' widths, each
+  // head's query/key width qk_nope + qk_rope (head_dim) and value width v_dim.
+  long long q_lora = 0;
+  long long kv_lora = 0;
+  long long qk_rope = 0;
+  long long v_dim = 0;
+  long long ffn = 1;      // local ffn hidden: ffn_hidden / t
+  long long fc1_out = 1;  // local fc1 width: ffn (GeLU) or 2·ffn (SwiGLU gate and up fused)
+  long long vocab = 1;    // local vocabulary: ⌈V / t⌉ (vocab-parallel embedding and LM head)
   // SwiGLU models follow Llama (RMSNorm, no biases, no dropout, rotary positions);
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
@@ -51,6 +57,9 @@ struct LayerShape {
   long long kv_width() const { return kv_heads * head_dim; }
   long long qkv_width() const { return q_width() + 2 * kv_width(); }
   bool dropout() const { return !llama_style; }
+  bool mla() const { return kv_lora > 0; }
+  // Query heads' value width: what the attention writes and the projection reads, per head.
+  long long value_dim() const { return mla() ? v_dim : head_dim; }
   bool moe() const { return experts > 0; }
   // Tokens this GPU routes (its sequence-parallel share) and token copies its experts compute.
   long long routed_tokens() const;

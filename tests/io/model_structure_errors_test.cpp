@@ -1,6 +1,6 @@
 // The model's structure keys refused where they cannot describe a model: a head width the
-// fused attention kernels do not take, and dense/MoE layer patterns that do not match the
-// stack.
+// fused attention kernels do not take, dense/MoE layer patterns that do not match the stack,
+// and latent attention where its widths do not fit or it is not simulated yet.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -87,4 +87,28 @@ TEST_CASE("layer patterns of a dense model are refused") {
       "and layer_pattern need model.moe.experts > 0 (the model is dense)";
   CHECK(error_of({"model.moe.first_dense_layers=1"}) == message);
   CHECK(error_of({pattern(1, 31)}) == message);
+}
+
+TEST_CASE("latent attention is refused where its widths do not fit or it is not simulated yet") {
+  const std::vector<std::string> ds = {"model=deepseek-v3"};
+  auto with = [&](const std::string& more) {
+    std::vector<std::string> sets = ds;
+    sets.push_back(more);
+    return sets;
+  };
+  CHECK(error_of(ds) == "no error");
+  CHECK(error_of(with("model.mla.kv_lora_rank=0")) ==
+        "s.json: /model/mla: q_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim need "
+        "model.mla.kv_lora_rank > 0 (latent attention)");
+  CHECK(error_of(with("model.head_dim=128")) ==
+        "s.json: /model/head_dim: must be 0 with latent attention, got 128: model.mla gives the heads' widths");
+  CHECK(error_of(with("model.kv_heads=8")) ==
+        "s.json: /model/kv_heads: must equal heads (128) with latent attention, got 8: every head has its own key and "
+        "value");
+  CHECK(error_of(with("model.mla.qk_nope_head_dim=256")) ==
+        "s.json: /model/mla: heads of 320 (query, key) and 128 (value) are wider than the 256 fused attention takes");
+  CHECK(error_of({"model=deepseek-v3", "parallel.tp=2", "parallel.sequence_parallel=true"}) ==
+        "s.json: /parallel/tp: latent attention (model.mla) with tp > 1 is not simulated yet");
+  CHECK(error_of(with("training.attention=unfused")) ==
+        "s.json: /training/attention: latent attention (model.mla) with unfused attention is not simulated yet");
 }

@@ -36,6 +36,14 @@ constexpr const char* kBase = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr
   "training": { "global_batch": 32, "micro_batch": 1 } })";
 
 const std::vector<std::string> kMoe{"model.moe.experts=8", "parallel.ep=2", "parallel.sequence_parallel=true"};
+// Multi-head latent attention (simulated at tp 1, Llama-style layers).
+const std::vector<std::string> kMla{"model.mlp=swiglu",
+                                    "parallel.tp=1",
+                                    "parallel.dp=8",
+                                    "model.mla.kv_lora_rank=256",
+                                    "model.mla.qk_nope_head_dim=64",
+                                    "model.mla.qk_rope_head_dim=32",
+                                    "model.mla.v_head_dim=64"};
 const std::vector<std::string> kFsdp{"data_parallel.kind=fsdp"};
 const std::vector<std::string> kAllRanks{"simulation.ranks=all"};
 const std::vector<std::string> kUniformJitter{
@@ -75,6 +83,11 @@ const std::vector<Row>& rows() {
       {"model.moe.capacity_factor", Expect::changes, "0.5", kMoe},
       {"model.moe.imbalance", Expect::changes, "2", kMoe},
       {"model.moe.shared_experts", Expect::changes, "1", kMoe},
+      {"model.mla.q_lora_rank", Expect::changes, "512", kMla},
+      {"model.mla.kv_lora_rank", Expect::changes, "512", kMla},
+      {"model.mla.qk_nope_head_dim", Expect::changes, "128", kMla},
+      {"model.mla.qk_rope_head_dim", Expect::changes, "64", kMla},
+      {"model.mla.v_head_dim", Expect::changes, "128", kMla},
       {"model.moe.first_dense_layers", Expect::changes, "2", kMoe},
       {"model.moe.layer_pattern", Expect::changes, "[0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1]", kMoe},
       {"cluster.name", Expect::name},

@@ -1,7 +1,7 @@
 // The mixture-of-experts presets as trained today, loaded as scenarios: parameters in all and
 // model FLOPs per token against hand counts and the figures their publishers give, attention
 // heads whose width is not hidden/heads (Qwen3, gpt-oss) and stacks that mix dense and MoE
-// layers (DeepSeek-V3, Llama 4 Maverick).
+// layers (DeepSeek-V3, Llama 4 Maverick), and DeepSeek-V3's multi-head latent attention.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -91,7 +91,7 @@ TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its bias
   CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 36 * (64 * 64)).epsilon(1e-12));
 }
 
-TEST_CASE("DeepSeek-V3's first 3 layers are dense, with the 18432-wide MLP and no experts") {
+TEST_CASE("DeepSeek-V3's latent attention and first 3 dense layers: 671 B parameters, 37 B active") {
   const stepsim::Scenario s = scenario("deepseek-v3");
   const ModelWork w = stepsim::workload::build_work(s);
   REQUIRE(w.dense.size() == 61);
@@ -99,21 +99,34 @@ TEST_CASE("DeepSeek-V3's first 3 layers are dense, with the 18432-wide MLP and n
   CHECK(&w.block(3) == &w.layer);
   CHECK(op(w.dense_layer.forward, Role::fc1).n == 2 * 18432);
   CHECK(w.dense_layer.expert_param_count == 0);
-  // MLA approximated as 128 heads of 56: 4·h² attention weights.
-  const long long attention = 4LL * 7168 * 7168;
+  // Multi-head latent attention (config_671B.json): q 7168 → 1536 → 128·(128 + 64), kv 7168 →
+  // 512 + 64, 512 → 128·(128 + 128), output 128·128 → 7168; the two latents' RMSNorm scales.
+  const long long attention =
+      7168LL * 1536 + 1536LL * 128 * 192 + 7168LL * 576 + 512LL * 128 * 256 + 128LL * 128 * 7168;
+  CHECK(attention == 187105280);
+  const long long latent_norms = 1536 + 512;
   const long long router = 256LL * 7168;
   const long long expert = 3LL * 7168 * 2048;
   const long long dense_mlp = 3LL * 7168 * 18432;
   const long long embedding = 129280LL * 7168;
-  CHECK(w.dense_layer.param_count == attention + dense_mlp + 2 * 7168);
-  CHECK(w.params_total == 58 * (attention + router + 257 * expert + 2 * 7168) + 3 * (attention + dense_mlp + 2 * 7168) +
-                              2 * embedding + 7168);
-  CHECK(w.params_total == 672149632000);  // DeepSeek-V3's report: 671 B (MLA's attention is 9 % smaller)
-  // Active: 8 routed and 1 shared expert in 58 layers, the dense MLP in 3, the LM head: 37.7 B
-  // against the report's 37 B.
+  CHECK(w.dense_layer.param_count == attention + latent_norms + dense_mlp + 2 * 7168);
+  CHECK(w.params_total == 58 * (attention + latent_norms + router + 257 * expert + 2 * 7168) +
+                              3 * (attention + latent_norms + dense_mlp + 2 * 7168) + 2 * embedding + 7168);
+  // DeepSeek-V3's report (arXiv 2412.19437): 671 B parameters, 37 B activated per token.
+  CHECK(w.params_total / 1e9 == Approx(671.03).epsilon(0.00002));
   const double active = 61.0 * attention + 58.0 * (router + 9 * expert) + 3.0 * dense_mlp + embedding;
-  CHECK(active == Approx(37747949568.0));
-  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 61 * 7168).epsilon(1e-12));
+  CHECK(active == Approx(36624596992.0));
+  CHECK((active + embedding) / 1e9 == Approx(37.55).epsilon(0.001));
+  // Causal attention: QKᵀ over 192 and P·V over 128 per head, 3·s·layers·heads·(192 + 128)
+  // per token; 250.4 GFLOP per token in all, Megatron-Bridge's summary gives 249.1 for its
+  // DeepSeek-V3 run without multi-token prediction (rounded throughputs).
+  const double flops = 6.0 * active + 3.0 * 4096 * 61 * 128 * (192 + 128);
+  CHECK(per_token(w, s) == Approx(flops).epsilon(1e-12));
+  CHECK(flops / 1e9 == Approx(250.45).epsilon(0.0001));
+  CHECK(op(w.layer.forward, Role::attn_proj).k == 128 * 128);
+  const OpCost& core = op(w.layer.forward, Role::attention_core);
+  CHECK(core.k == 192);
+  CHECK(core.flops == Approx(0.5 * 2.0 * 128 * 4096.0 * 4096.0 * (192 + 128)));
 }
 
 TEST_CASE("Llama 4 Maverick alternates dense and MoE layers: 400 B parameters, 17 B active") {
