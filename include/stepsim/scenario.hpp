@@ -175,6 +175,9 @@ struct ModelSpec {
   MoeSpec moe;
   long long head_dim = 0;  // width of one attention head; 0: hidden / heads
   MlaSpec mla{};
+  // Multi-token prediction depths (DeepSeek-V3: 1): after the main head, each predicts one token
+  // further with one more transformer layer and the shared output head.
+  int mtp_layers = 0;
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.

@@ -65,6 +65,10 @@ constexpr KeyDoc kDocs[] = {
      "per head, the query/key width with rotary positions (the key's shared by all heads)",
      "Megatron `--qk-pos-emb-head-dim`; HF `qk_rope_head_dim`"},
     {"model.mla.v_head_dim", "", "per head, the value width", "Megatron `--v-head-dim`; HF `v_head_dim`"},
+    {"model.mtp_layers", "",
+     "multi-token prediction depths, each one more transformer layer and the shared output head on the last stage "
+     "(DeepSeek-V3: 1)",
+     "Megatron `--mtp-num-layers`; HF `num_nextn_predict_layers`"},
     {"cluster", "", "a cluster preset name (`stepsim presets --kind cluster`) or an object of the keys below", ""},
     {"cluster.name", "", "name shown in the report", ""},
     {"cluster.nodes", "", "nodes; 0: as many as the job needs", ""},

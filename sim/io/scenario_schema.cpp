@@ -280,7 +280,8 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::mlp>("mlp"),
                                                 field<&ModelSpec::tied_embeddings>("tied_embeddings"),
                                                 field<&ModelSpec::moe>("moe"),
-                                                field<&ModelSpec::mla>("mla")};
+                                                field<&ModelSpec::mla>("mla"),
+                                                field<&ModelSpec::mtp_layers>("mtp_layers")};
   return {fields, "models"};
 }
 

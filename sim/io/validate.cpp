@@ -331,6 +331,14 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
+  // Multi-token prediction runs on the last stage beside the head, whose TP and CP handling of
+  // a transformer layer is not built there.
+  if (s.model.mtp_layers > 0) {
+    c.require(s.parallel.tp == 1, "/parallel/tp",
+              "multi-token prediction (model.mtp_layers) with tp > 1 is not simulated yet");
+    c.require(s.parallel.cp == 1, "/parallel/cp",
+              "multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
+  }
   // Megatron-Core gathers MLA's latents, not the hidden state, under sequence parallelism, and
   // its K/V blocks under CP are not the K/V widths of standard heads.
   if (s.model.latent_attention()) {

@@ -67,6 +67,7 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
   l.number(m.moe.imbalance, 1, 1024, "/model/moe/imbalance");
   l.integer(m.moe.shared_experts, 0, 64, "/model/moe/shared_experts");
   l.integer(m.moe.first_dense_layers, 0, 2048, "/model/moe/first_dense_layers");
+  l.integer(m.mtp_layers, 0, 16, "/model/mtp_layers");
   l.integer(m.mla.q_lora_rank, 0, 1LL << 16, "/model/mla/q_lora_rank");
   l.integer(m.mla.kv_lora_rank, 0, 1LL << 16, "/model/mla/kv_lora_rank");
   l.integer(m.mla.qk_nope_head_dim, 0, 4096, "/model/mla/qk_nope_head_dim");

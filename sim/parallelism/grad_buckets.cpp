@@ -82,10 +82,9 @@ void add_latent_attention(std::vector<GradTensor>& out, const workload::LayerSha
   add(out, p, "kv_up.weight", w.kv_lora * w.q_heads * (w.head_dim - w.qk_rope + w.v_dim), block, Role::qkv);
 }
 
-// Layer `layer`; a dense layer of a stack that mixes dense and MoE layers has the dense MLP.
-void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer, bool moe) {
-  const std::string p = "L" + std::to_string(layer);
-  const int block = layer + 1;
+// A transformer layer's tensors under `p` in `block`; a dense layer of a stack that mixes dense
+// and MoE layers has the dense MLP.
+void add_layer(std::vector<GradTensor>& out, const LayerShape& s, const std::string& p, int block, bool moe) {
   const long long h = s.hidden;
   add_norm(out, p, "input_norm", s, block, Role::input_norm);
   if (s.work.mla()) {
@@ -103,6 +102,20 @@ void add_layer(std::vector<GradTensor>& out, const LayerShape& s, int layer, boo
   add_linear(out, p, "fc2", s.ffn * h, h, s, block, Role::fc2);
 }
 
+// One multi-token prediction depth on the last stage: the embedding it looks the next tokens
+// up in (a copy when the stage does not hold the first), its two input norms, the projection,
+// its transformer layer (MoE in an MoE model) and its final norm; the output head is shared.
+void add_mtp(std::vector<GradTensor>& out, const LayerShape& s, const ModelSpec& m, int depth, bool embedding_copy) {
+  const std::string p = "mtp" + std::to_string(depth);
+  const int block = m.layers + 1;
+  if (embedding_copy) add(out, p, "embedding.weight", s.vocab * m.hidden, block, Role::mtp);
+  add_norm(out, p, "enorm", s, block, Role::mtp);
+  add_norm(out, p, "hnorm", s, block, Role::mtp);
+  add(out, p, "projection.weight", 2 * m.hidden * m.hidden, block, Role::mtp_projection);
+  add_layer(out, s, p, block, s.work.moe());
+  add_norm(out, p, "final_norm", s, block, Role::mtp);
+}
+
 }  // namespace
 
 std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec& p) {
@@ -116,13 +129,14 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   add(out, "embedding", "word.weight", s.vocab * m.hidden, 0, Role::embedding);
   if (s.gelu) add(out, "embedding", "position.weight", m.seq_len * m.hidden, 0, Role::embedding);
   for (int l = 0; l < m.layers; ++l) {
-    if (held(l + 1)) add_layer(out, s, l, s.work.moe() && m.moe_layer(l));
+    if (held(l + 1)) add_layer(out, s, "L" + std::to_string(l), l + 1, s.work.moe() && m.moe_layer(l));
   }
   add_norm(out, "head", "final_norm", s, m.layers + 1, Role::final_norm);
   // With pipeline stages the last one keeps its own copy of a tied embedding.
   if (!m.tied_embeddings || p.pp > 1) {
     add(out, "head", "lm_head.weight", s.vocab * m.hidden, m.layers + 1, Role::lm_head);
   }
+  for (int d = 0; d < m.mtp_layers; ++d) add_mtp(out, s, m, d, p.pp > 1 && d == 0);
   if (p.stage < 0) return out;
   std::erase_if(out, [&](const GradTensor& t) { return !held(t.block); });
   return out;

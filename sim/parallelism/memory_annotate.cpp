@@ -58,6 +58,16 @@ void add_loss_working(DeltaTable& table, const workload::LayerWork& post) {
   table[post.backward[1].name] += Bytes(0) - post.backward_working;
 }
 
+// Multi-token prediction's layer runs inside the head's block, whose activations count it:
+// its ops ("mtp0 mlp residual fwd") take no delta of their own.
+void add_mtp_layers(DeltaTable& table, const Scenario& s, const workload::ModelWork& w) {
+  for (int d = 0; d < s.model.mtp_layers; ++d) {
+    const std::string prefix = "mtp" + std::to_string(d) + " ";
+    for (const workload::OpCost& op : w.layer.forward) table[prefix + op.name + " fwd"] = Bytes(0);
+    for (const workload::OpCost& op : w.layer.backward) table[prefix + op.name] = Bytes(0);
+  }
+}
+
 DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
   const int moe_layer = static_cast<int>(std::find(w.dense.begin(), w.dense.end(), false) - w.dense.begin());
@@ -67,6 +77,7 @@ DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   add_loss_working(table, w.post);
   if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
   add_dense_layers(table, s, w);
+  add_mtp_layers(table, s, w);
   return table;
 }
 

@@ -69,6 +69,7 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
     }
     if (c.pre) out.root_params += w.pre.param_count;
     if (c.post) out.root_params += w.post.param_count;
+    if (c.post) out.expert_params += w.post.expert_param_count;  // multi-token prediction's experts
   }
   return out;
 }

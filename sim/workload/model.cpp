@@ -106,6 +106,59 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   return w;
 }
 
+// Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's MultiTokenPredictionBlock) on the
+// last stage, after the main head. Per depth: the embedding lookup of the tokens one further,
+// RMSNorms of them and of the previous depth's hidden state, the projection of the two
+// concatenated (2h → h), one transformer layer like the model's (its MoE layer in an MoE
+// model), a final norm, and the shared output head and loss. The backward runs the depths
+// last first, before the main head's. The last stage holds the embedding for the lookup
+// unless it also holds the first stage (pp 1).
+void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int depths, bool copies_embedding) {
+  const long long t = s.tokens();
+  const long long logits = t * s.vocab;
+  const char* norm_name = s.llama_style ? "final rmsnorm" : "final layernorm";
+  std::vector<OpCost> backward;
+  for (int d = 0; d < depths; ++d) {
+    const std::string p = "mtp" + std::to_string(d) + " ";
+    std::vector<OpCost> head;  // the ops before and after the layer, each with its own backward
+    head.push_back(elementwise(p + "embedding", Role::mtp, OpClass::embedding, t * s.hidden, 2.0 * s.act_bytes, 1.0));
+    head.push_back(elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * t * s.hidden, norm_bytes(s), 8.0));
+    head.push_back(gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden, 2 * s.hidden, s));
+    std::vector<OpCost> tail;
+    tail.push_back(elementwise(p + norm_name, Role::mtp, OpClass::norm, t * s.hidden, norm_bytes(s), 8.0));
+    tail.push_back(gemm(p + "lm head", Role::lm_head, Pass::forward, t, s.vocab, s.hidden, s));
+    tail.push_back(elementwise(p + "cross entropy", Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0));
+    std::vector<OpCost> depth_backward;
+    for (auto it = tail.rbegin(); it != tail.rend(); ++it) append_backward(*it, s, depth_backward);
+    for (OpCost op : layer.backward) {
+      op.name = p + op.name;
+      depth_backward.push_back(std::move(op));
+    }
+    for (auto it = head.rbegin(); it != head.rend(); ++it) append_backward(*it, s, depth_backward);
+    for (OpCost& op : head) post.forward.push_back(std::move(op));
+    for (OpCost op : layer.forward) {
+      op.name = p + op.name;
+      post.forward.push_back(std::move(op));
+    }
+    for (OpCost& op : tail) post.forward.push_back(std::move(op));
+    backward.insert(backward.begin(), depth_backward.begin(), depth_backward.end());
+  }
+  for (OpCost& op : backward) {
+    if (op.role == Role::loss && s.unfused_loss)
+      op.bytes = Bytes(std::llround(static_cast<double>(logits) * (12.0 + s.act_bytes)));
+  }
+  post.backward.insert(post.backward.begin(), backward.begin(), backward.end());
+  const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
+  post.param_count += depths * (layer.param_count + 2 * s.hidden * s.hidden + 3 * norm_params) +
+                      (copies_embedding ? s.vocab * s.hidden : 0);
+  post.params = Bytes(post.param_count * s.act_bytes);
+  post.expert_param_count += depths * layer.expert_param_count;
+  // Per depth: the layer's activations, the two norms' inputs and the projection's input
+  // (2h), the final norm's input and the fp32 softmax of the loss.
+  const double kept = static_cast<double>(t * s.hidden * s.act_bytes) * 5.0 + static_cast<double>(logits) * 4.0;
+  post.activations += (layer.activations + Bytes(std::llround(kept))) * depths;
+}
+
 // Layers of a mixed stack that are dense (none when every layer is alike).
 long long dense_layers(const ModelSpec& m) {
   if (!m.mixed_layers()) return 0;
@@ -156,7 +209,10 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double dense = static_cast<double>(dense_layers(m));
   const double gemm_weights =
       (layers - dense) * layer_gemm_weights(m, s) + dense * layer_gemm_weights(m, as_dense(s)) + h * vocab;
-  return 6.0 * batch * seq * gemm_weights + 3.0 * batch * seq * seq * layers * qk_v;
+  // Multi-token prediction: per depth one more layer, the 2h → h projection and the head.
+  const double mtp = static_cast<double>(m.mtp_layers);
+  const double mtp_weights = mtp * (layer_gemm_weights(m, s) + 2.0 * h * h + h * vocab);
+  return 6.0 * batch * seq * (gemm_weights + mtp_weights) + 3.0 * batch * seq * seq * (layers + mtp) * qk_v;
 }
 
 bool routed_expert(Role role) {
@@ -191,8 +247,11 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
   whole.local_experts = whole.experts;
   const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
   const long long dense = dense_layers(m);
+  // Multi-token prediction shares the embedding and the output head.
+  const long long norm = whole.llama_style ? m.hidden : 2 * m.hidden;
+  const long long mtp = m.mtp_layers * (layer_param_count(whole) + 2 * m.hidden * m.hidden + 3 * norm);
   return (m.layers - dense) * layer_param_count(whole) + dense * layer_param_count(as_dense(whole)) +
-         build_pre(whole).param_count + build_post(whole, false).param_count + output;
+         build_pre(whole).param_count + build_post(whole, false).param_count + output + mtp;
 }
 
 // Parameters of the `count` transformer layers that hold the most: the most loaded stage.
@@ -238,6 +297,7 @@ ModelWork build_work(const Scenario& sc) {
   w.pre = build_pre(s);
   // The last stage holds the output weight unless it shares the first stage's embedding.
   w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);
+  if (sc.model.mtp_layers > 0) add_mtp(w.post, s, w.layer, sc.model.mtp_layers, pp > 1);
   // The most loaded stage: ⌈l/p⌉ layers plus the embedding (and the head when p = 1).
   const long long stage_layers = (sc.model.layers + pp - 1) / pp;
   const long long stage_params =

@@ -82,6 +82,7 @@ bool has_weight(const OpCost& op) {
     case Role::expert_fc2:
     case Role::shared_fc1:
     case Role::shared_fc2:
+    case Role::mtp_projection:
       return op.cls == OpClass::gemm;
     default:
       return false;

@@ -42,7 +42,11 @@ enum class Role : std::uint8_t {
   shared_activation,
   shared_fc2,
   fp8_cast,  // an FP8 GEMM's input cast (with its amax and transpose)
-  rotary     // rotary position embedding of the queries and keys (Llama-style models)
+  rotary,    // rotary position embedding of the queries and keys (Llama-style models)
+  // Multi-token prediction's own work beside its transformer layer: the next tokens' embedding
+  // lookup and the norms (mtp), the projection of the two normed streams (mtp_projection).
+  mtp,
+  mtp_projection
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };

@@ -112,3 +112,12 @@ TEST_CASE("latent attention is refused where its widths do not fit or it is not 
   CHECK(error_of(with("training.attention=unfused")) ==
         "s.json: /training/attention: latent attention (model.mla) with unfused attention is not simulated yet");
 }
+
+TEST_CASE("multi-token prediction beside tensor or context parallelism is refused as not simulated yet") {
+  CHECK(error_of({"model.mtp_layers=1"}) == "no error");
+  CHECK(error_of({"model.mtp_layers=1", "parallel.tp=2"}) ==
+        "s.json: /parallel/tp: multi-token prediction (model.mtp_layers) with tp > 1 is not simulated yet");
+  CHECK(error_of({"model.mtp_layers=1", "parallel.cp=2"}) ==
+        "s.json: /parallel/cp: multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
+  CHECK(error_of({"model.mtp_layers=17"}) == "s.json: /model/mtp_layers: must be between 0 and 16, got 17");
+}

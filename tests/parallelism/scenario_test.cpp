@@ -107,6 +107,10 @@ TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically"
 
 namespace {
 
+stepsim::Timeline run_timeline(const std::string& example) {
+  return stepsim::simulate(stepsim::io::load_scenario(example)).timeline;
+}
+
 // Whether some interval of the run has a name that contains `part`.
 bool ran(const stepsim::Timeline& t, const std::string& part) {
   for (const stepsim::RankTimeline& rank : t.ranks) {
@@ -133,4 +137,13 @@ TEST_CASE("the dense layers of a mixed stack run the dense MLP and send no all-t
   // layer at EP 8 holds one expert and the router: 16 · 8 · 4096 router weights fewer, in bf16
   // parameters (2 bytes) sharded by ZeRO-1 only in the optimizer state.
   CHECK(all_moe.memory_bytes.params - mixed.report.memory_bytes.params == Approx(16.0 * 8 * 4096 * 2));
+}
+
+TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its all-to-alls") {
+  const auto mtp = stepsim::simulate(stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", {"model.mtp_layers=1"}));
+  CHECK(ran(mtp.timeline, "mtp0 expert fc1 fwd"));
+  CHECK(ran(mtp.timeline, "mtp0 cross entropy fwd"));
+  CHECK(ran(mtp.timeline, "L61 dispatch"));  // the head's block, after the 61 layers
+  CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "L61 dispatch"));
+  CHECK(mtp.report.step_time_s > run("deepseek-v3-ep64-512xh100").step_time_s);
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "io/scenario_loader.hpp"
 #include "workload/work.hpp"
@@ -16,10 +17,12 @@ using stepsim::workload::Role;
 namespace {
 
 // 8 H100 of one node: TP 1, EP 8, one sequence per GPU.
-stepsim::Scenario scenario(const std::string& model) {
+stepsim::Scenario scenario(const std::string& model, const std::string& more = "") {
   constexpr const char* kBase = R"({ "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 8, "ep": 8 },
     "training": { "global_batch": 8, "micro_batch": 1 } })";
-  return stepsim::io::load_scenario_text(kBase, "t.json", {"model=" + model});
+  std::vector<std::string> sets{"model=" + model};
+  if (!more.empty()) sets.push_back(more);
+  return stepsim::io::load_scenario_text(kBase, "t.json", sets);
 }
 
 // Model FLOPs per token: 6 per active weight, plus causal attention 6·s·layers·heads·head_dim.
@@ -148,4 +151,29 @@ TEST_CASE("Llama 4 Maverick alternates dense and MoE layers: 400 B parameters, 1
   const double active = 48.0 * attention + 24.0 * dense_mlp + 24.0 * (router + 2 * expert) + embedding;
   CHECK((active + embedding) / 1e9 == Approx(17.18).epsilon(0.001));
   CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 8192 * 48 * (40 * 128)).epsilon(1e-12));
+}
+
+TEST_CASE("DeepSeek-V3's multi-token prediction adds one MoE layer, the projection and the head") {
+  const stepsim::Scenario s = scenario("deepseek-v3", "model.mtp_layers=1");
+  const ModelWork w = stepsim::workload::build_work(s);
+  // Per token: 250.45 GFLOP of the main model, then the MTP layer's MLA (187,105,280 weights)
+  // and MoE (router and 9 experts: 398,196,736), the 2h → h projection and the output head,
+  // and one more layer of attention.
+  const double mtp = 187105280.0 + 398196736.0 + 2.0 * 7168 * 7168 + 129280.0 * 7168;
+  const double flops = 250449887232.0 + 6.0 * mtp + 3.0 * 4096 * 128 * (192 + 128);
+  CHECK(per_token(w, s) == Approx(flops).epsilon(1e-12));
+  // Megatron-Bridge's summary: 260.4 to 260.6 GFLOP per token for its DeepSeek-V3 runs with MTP.
+  CHECK(flops / 1e9 == Approx(260.64).epsilon(0.0001));
+  // Parameters: the MTP layer (MLA, router, 257 experts, two norms), the projection and three
+  // norms; with the copies of the embedding and the output head the checkpoint keeps for the
+  // module, the report's 685 B.
+  const long long layer = 187107328LL + 256LL * 7168 + 257LL * 3 * 7168 * 2048 + 2 * 7168;
+  CHECK(w.params_total == 671026404352LL + layer + 2LL * 7168 * 7168 + 3 * 7168);
+  CHECK((w.params_total + 2 * 129280LL * 7168) / 1e9 == Approx(684.49).epsilon(0.0001));
+  // The last stage runs the MTP layer's experts after the main head.
+  int experts = 0;
+  for (const OpCost& op : w.post.forward) experts += op.name == "mtp0 expert fc1" ? 1 : 0;
+  CHECK(experts == 1);
+  CHECK(w.post.forward.back().name == "mtp0 cross entropy");
+  CHECK(w.post.expert_param_count == w.layer.expert_param_count);
 }
