@@ -82,7 +82,7 @@ OpCost latent_norm(const char* name, const LayerShape& s, long long width) {
 }
 
 // Multi-head latent attention's projections before the attention core (Megatron-Core's
-// MLASelfAttention, DeepSeek-V3 §2.1.1): the query latent (h → q_lora, normed) projected up to
+// MLASelfAttention, DeepSeek-AI 2024 §2.1.1): the query latent (h → q_lora, normed) projected up to
 // the heads' queries; one latent per token for keys and values (h → kv_lora + qk_rope), its
 // kv_lora part normed and projected up to each head's key (qk_nope) and value (v_dim); the
 // rotary embedding of the queries' qk_rope part and of the one shared rotary key.

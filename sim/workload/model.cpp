@@ -106,7 +106,7 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   return w;
 }
 
-// Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's MultiTokenPredictionBlock) on the
+// Multi-token prediction (DeepSeek-AI 2024 §2.2; Megatron-Core's MultiTokenPredictionBlock) on the
 // last stage, after the main head. Per depth: the embedding lookup of the tokens one further,
 // RMSNorms of them and of the previous depth's hidden state, the projection of the two
 // concatenated (2h → h), one transformer layer like the model's (its MoE layer in an MoE
