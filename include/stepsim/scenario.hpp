@@ -178,6 +178,15 @@ struct ModelSpec {
   // Multi-token prediction depths (DeepSeek-V3: 1): after the main head, each predicts one token
   // further with one more transformer layer and the shared output head.
   int mtp_layers = 0;
+  // Sliding-window attention (gpt-oss: 128 tokens on every other layer): each query attends to
+  // the last `sliding_window` tokens (0: the whole causal prefix) in every layer but each
+  // window_skip_freq-th (counted from 1; 0: every layer windowed), Megatron-Core's
+  // window_attn_skip_freq.
+  long long sliding_window = 0;
+  int window_skip_freq = 0;
+  bool windowed_layer(int layer) const {
+    return sliding_window > 0 && (window_skip_freq == 0 || (layer + 1) % window_skip_freq != 0);
+  }
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.

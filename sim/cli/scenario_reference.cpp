@@ -69,6 +69,14 @@ constexpr KeyDoc kDocs[] = {
      "multi-token prediction depths, each one more transformer layer and the shared output head on the last stage "
      "(DeepSeek-V3: 1)",
      "Megatron `--mtp-num-layers`; HF `num_nextn_predict_layers`"},
+    {"model.sliding_window", "tokens",
+     "sliding-window attention: each query attends to at most this many tokens (gpt-oss: 128); 0: the whole causal "
+     "prefix",
+     "Megatron `--window-size`; HF `sliding_window`"},
+    {"model.window_skip_freq", "",
+     "every n-th layer (counted from 1) attends to the whole prefix, the others in the window (gpt-oss: 2); 0: every "
+     "layer windowed",
+     "Megatron `--window-attn-skip-freq`; HF `layer_types`"},
     {"cluster", "", "a cluster preset name (`stepsim presets --kind cluster`) or an object of the keys below", ""},
     {"cluster.name", "", "name shown in the report", ""},
     {"cluster.nodes", "", "nodes; 0: as many as the job needs", ""},

@@ -281,7 +281,9 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::tied_embeddings>("tied_embeddings"),
                                                 field<&ModelSpec::moe>("moe"),
                                                 field<&ModelSpec::mla>("mla"),
-                                                field<&ModelSpec::mtp_layers>("mtp_layers")};
+                                                field<&ModelSpec::mtp_layers>("mtp_layers"),
+                                                field<&ModelSpec::sliding_window>("sliding_window"),
+                                                field<&ModelSpec::window_skip_freq>("window_skip_freq")};
   return {fields, "models"};
 }
 

@@ -108,9 +108,20 @@ void check_layer_pattern(const ModelSpec& m, const Checker& c) {
             "has no MoE layer (a dense model has model.moe.experts 0)");
 }
 
+// A window shorter than the sequence, and window_skip_freq only beside a window.
+void check_window(const ModelSpec& m, const Checker& c) {
+  c.require(m.sliding_window < m.seq_len, "/model/sliding_window",
+            "must be below model.seq_len ({}), got {}: a window as long as the sequence is causal attention", m.seq_len,
+            m.sliding_window);
+  c.require(m.window_skip_freq == 0 || m.sliding_window > 0, "/model/window_skip_freq",
+            "needs model.sliding_window > 0 (the layers it leaves unwindowed are all layers without one), got {}",
+            m.window_skip_freq);
+}
+
 void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) {
   check_head_dim(m, attention, c);
   check_mla(m, attention, c);
+  check_window(m, c);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
   if (m.moe.experts == 0) {
@@ -338,6 +349,11 @@ void check_simulated(const Scenario& s, const Checker& c) {
               "multi-token prediction (model.mtp_layers) with tp > 1 is not simulated yet");
     c.require(s.parallel.cp == 1, "/parallel/cp",
               "multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
+  }
+  if (s.model.sliding_window > 0) {
+    c.require(s.parallel.cp == 1, "/parallel/cp", "sliding-window attention with cp > 1 is not simulated yet");
+    c.require(s.training.attention != AttentionKind::unfused, "/training/attention",
+              "sliding-window attention with unfused attention is not simulated yet");
   }
   // Megatron-Core gathers MLA's latents, not the hidden state, under sequence parallelism, and
   // its K/V blocks under CP are not the K/V widths of standard heads.

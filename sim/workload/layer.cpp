@@ -141,6 +141,11 @@ OpCost flash_attention(const LayerShape& s) {
   // latent attention).
   const double widths = static_cast<double>(s.head_dim + s.value_dim());
   op.flops = 0.5 * 2.0 * heads * seq * static_cast<double>(s.full_seq()) * widths;
+  // A sliding window of w keys: s·w − w²/2 query-key pairs in place of s²/2 (io refuses CP).
+  if (s.window > 0) {
+    const double w = static_cast<double>(s.window);
+    op.flops = 2.0 * heads * (seq * w - 0.5 * w * w) * widths;
+  }
   double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
   // Latent attention: Q and O, and every head's own K and V of the sequence.
   if (s.mla()) io = static_cast<double>(2 * s.tokens() * s.q_heads) * widths;

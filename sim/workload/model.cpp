@@ -167,6 +167,13 @@ long long dense_layers(const ModelSpec& m) {
   return n;
 }
 
+// Layers whose attention is windowed.
+long long windowed_layers(const ModelSpec& m) {
+  long long n = 0;
+  for (int l = 0; l < m.layers; ++l) n += m.windowed_layer(l) ? 1 : 0;
+  return n;
+}
+
 // Weight elements of one layer's GEMMs in the whole (unsharded) model.
 double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   const double t = static_cast<double>(s.tp);
@@ -212,7 +219,12 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   // Multi-token prediction: per depth one more layer, the 2h → h projection and the head.
   const double mtp = static_cast<double>(m.mtp_layers);
   const double mtp_weights = mtp * (layer_gemm_weights(m, s) + 2.0 * h * h + h * vocab);
-  return 6.0 * batch * seq * (gemm_weights + mtp_weights) + 3.0 * batch * seq * seq * (layers + mtp) * qk_v;
+  const double flops =
+      6.0 * batch * seq * (gemm_weights + mtp_weights) + 3.0 * batch * seq * seq * (layers + mtp) * qk_v;
+  // A windowed layer attends to s·w − w²/2 query-key pairs, not s²/2.
+  const double windowed = static_cast<double>(windowed_layers(m));
+  const double w = static_cast<double>(m.sliding_window);
+  return flops - 3.0 * batch * windowed * (seq * seq - (2.0 * seq * w - w * w)) * qk_v;
 }
 
 bool routed_expert(Role role) {
@@ -230,8 +242,14 @@ double recompute_flops(const Scenario& sc, const LayerShape& s, const ModelWork&
     return f;
   };
   const double dense = static_cast<double>(dense_layers(sc.model));
-  const double layers = (static_cast<double>(sc.model.layers) - dense) * per_layer(w.layer) +
-                        (dense > 0 ? dense * per_layer(w.dense_layer) : 0.0);
+  double layers = (static_cast<double>(sc.model.layers) - dense) * per_layer(w.layer) +
+                  (dense > 0 ? dense * per_layer(w.dense_layer) : 0.0);
+  // Windowed layers recompute their windowed attention core in place of the causal one.
+  for (int l = 0; l < static_cast<int>(w.windowed.size()); ++l) {
+    if (!w.windowed[static_cast<std::size_t>(l)]) continue;
+    const bool is_dense = !w.dense.empty() && w.dense[static_cast<std::size_t>(l)];
+    layers += per_layer(w.block(l)) - per_layer(is_dense ? w.dense_layer : w.layer);
+  }
   const double passes = static_cast<double>(sc.training.global_batch) / static_cast<double>(sc.training.micro_batch);
   return layers * sc.parallel.tp * sc.parallel.cp * passes;
 }
@@ -268,6 +286,17 @@ long long largest_layers_params(const ModelSpec& m, const ModelWork& w, long lon
   return first * big + (count - first) * small;
 }
 
+// The windowed variants of the layers (the same weights, activations and op names; only the
+// attention core differs) and which layers use them.
+void add_windowed_layers(ModelWork& w, const Scenario& sc, const LayerShape& s) {
+  LayerShape windowed = s;
+  windowed.window = sc.model.sliding_window;
+  w.windowed_layer = build_layer(windowed, sc.training.recompute);
+  if (!w.dense.empty()) w.windowed_dense_layer = build_layer(as_dense(windowed), sc.training.recompute);
+  w.windowed.resize(static_cast<std::size_t>(sc.model.layers));
+  for (int l = 0; l < sc.model.layers; ++l) w.windowed[static_cast<std::size_t>(l)] = sc.model.windowed_layer(l);
+}
+
 }  // namespace
 
 OpCost optimizer_step(long long params, const TrainingSpec& t) {
@@ -294,6 +323,7 @@ ModelWork build_work(const Scenario& sc) {
     w.dense.resize(static_cast<std::size_t>(sc.model.layers));
     for (int l = 0; l < sc.model.layers; ++l) w.dense[static_cast<std::size_t>(l)] = !sc.model.moe_layer(l);
   }
+  if (sc.model.sliding_window > 0) add_windowed_layers(w, sc, s);
   w.pre = build_pre(s);
   // The last stage holds the output weight unless it shares the first stage's embedding.
   w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);

@@ -22,6 +22,7 @@ struct LayerShape {
   long long kv_lora = 0;
   long long qk_rope = 0;
   long long v_dim = 0;
+  long long window = 0;   // sliding-window attention: keys per query at most; 0: the causal prefix
   long long ffn = 1;      // local ffn hidden: ffn_hidden / t
   long long fc1_out = 1;  // local fc1 width: ffn (GeLU) or 2·ffn (SwiGLU gate and up fused)
   long long vocab = 1;    // local vocabulary: ⌈V / t⌉ (vocab-parallel embedding and LM head)

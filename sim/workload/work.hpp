@@ -84,9 +84,13 @@ struct LayerWork {
 };
 
 struct ModelWork {
-  LayerWork layer;                      // a transformer layer: an MoE layer in a mixture-of-experts model
-  LayerWork dense_layer;                // the dense layers of a stack that mixes them with MoE layers
-  std::vector<bool> dense;              // per layer, whether it is a dense_layer; empty: every layer is `layer`
+  LayerWork layer;          // a transformer layer: an MoE layer in a mixture-of-experts model
+  LayerWork dense_layer;    // the dense layers of a stack that mixes them with MoE layers
+  std::vector<bool> dense;  // per layer, whether it is a dense_layer; empty: every layer is `layer`
+  // Sliding-window attention: the layers above with a windowed attention core, and which are.
+  LayerWork windowed_layer;
+  LayerWork windowed_dense_layer;
+  std::vector<bool> windowed;           // empty: no layer is windowed
   LayerWork pre;                        // embedding (first stage)
   LayerWork post;                       // final norm, LM head, loss (last stage)
   OpCost optimizer;                     // one optimizer step over this GPU's parameters (before DP sharding)
@@ -96,7 +100,10 @@ struct ModelWork {
 
   // The work of transformer layer `index` (counted from 0).
   const LayerWork& block(int index) const {
-    return !dense.empty() && dense[static_cast<std::size_t>(index)] ? dense_layer : layer;
+    const auto i = static_cast<std::size_t>(index);
+    const bool is_dense = !dense.empty() && dense[i];
+    if (!windowed.empty() && windowed[i]) return is_dense ? windowed_dense_layer : windowed_layer;
+    return is_dense ? dense_layer : layer;
   }
 };
 

@@ -121,3 +121,17 @@ TEST_CASE("multi-token prediction beside tensor or context parallelism is refuse
         "s.json: /parallel/cp: multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
   CHECK(error_of({"model.mtp_layers=17"}) == "s.json: /model/mtp_layers: must be between 0 and 16, got 17");
 }
+
+TEST_CASE("a sliding window as long as the sequence, or a skip frequency without a window, is refused") {
+  CHECK(error_of({"model.sliding_window=4096", "model.window_skip_freq=2"}) == "no error");
+  CHECK(error_of({"model.sliding_window=8192"}) ==
+        "s.json: /model/sliding_window: must be below model.seq_len (8192), got 8192: a window as long as the sequence "
+        "is causal attention");
+  CHECK(error_of({"model.window_skip_freq=2"}) ==
+        "s.json: /model/window_skip_freq: needs model.sliding_window > 0 (the layers it leaves unwindowed are all "
+        "layers without one), got 2");
+  CHECK(error_of({"model.sliding_window=128", "parallel.cp=2"}) ==
+        "s.json: /parallel/cp: sliding-window attention with cp > 1 is not simulated yet");
+  CHECK(error_of({"model.sliding_window=128", "training.attention=unfused"}) ==
+        "s.json: /training/attention: sliding-window attention with unfused attention is not simulated yet");
+}

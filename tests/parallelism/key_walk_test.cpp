@@ -89,6 +89,8 @@ const std::vector<Row>& rows() {
       {"model.mla.qk_rope_head_dim", Expect::changes, "64", kMla},
       {"model.mla.v_head_dim", Expect::changes, "128", kMla},
       {"model.mtp_layers", Expect::changes, "1", {"parallel.tp=1", "parallel.dp=8"}},
+      {"model.sliding_window", Expect::changes, "256"},
+      {"model.window_skip_freq", Expect::changes, "2", {"model.sliding_window=256"}},
       {"model.moe.first_dense_layers", Expect::changes, "2", kMoe},
       {"model.moe.layer_pattern", Expect::changes, "[0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1]", kMoe},
       {"cluster.name", Expect::name},

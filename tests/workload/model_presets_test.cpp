@@ -74,7 +74,8 @@ TEST_CASE("Qwen3 235B-A22B holds 235 B parameters with 22 B active per token") {
   CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 94 * (64 * 128)).epsilon(1e-12));
 }
 
-TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its biases and sinks") {
+TEST_CASE(
+    "gpt-oss-120b holds the model card's 116.83 B parameters less its biases and sinks, windowed on alternate layers") {
   const stepsim::Scenario s = scenario("gpt-oss-120b");
   const ModelWork w = stepsim::workload::build_work(s);
   const long long attention = 2880LL * (4096 + 2 * 512) + 4096LL * 2880;  // 26,542,080
@@ -91,7 +92,15 @@ TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its bias
   // 5.13 B active per token (the card counts the unembedding, not the lookup).
   const double active = 36.0 * (attention + router + 4 * expert) + embedding;
   CHECK(active / 1e9 == Approx(5.13).epsilon(0.001));
-  CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 36 * (64 * 64)).epsilon(1e-12));
+  // Causal attention per token 3·s·heads·(64 + 64) in the 18 full layers; the 18 windowed
+  // ones attend to s·w − w²/2 pairs per sequence of s, 3·(2·s·w − w²)/s·heads·(64 + 64).
+  const double full = 3.0 * 4096 * 18 * 64 * 128;
+  const double windowed = 3.0 * (2.0 * 4096 * 128 - 128.0 * 128) / 4096 * 18 * 64 * 128;
+  CHECK(per_token(w, s) == Approx(6.0 * active + full + windowed).epsilon(1e-12));
+  // Layer 0 is windowed, layer 1 attends to the whole prefix.
+  CHECK(op(w.block(0).forward, Role::attention_core).flops ==
+        Approx(2.0 * 64 * (4096.0 * 128 - 0.5 * 128 * 128) * 128));
+  CHECK(op(w.block(1).forward, Role::attention_core).flops == Approx(0.5 * 2.0 * 64 * 4096.0 * 4096 * 128));
 }
 
 TEST_CASE("DeepSeek-V3's latent attention and first 3 dense layers: 671 B parameters, 37 B active") {
