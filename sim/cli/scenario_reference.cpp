@@ -150,6 +150,10 @@ constexpr KeyDoc kDocs[] = {
      "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved; DeepSeek's DualPipe"},
     {"parallel.virtual_stages", "", "model chunks per stage (interleaved schedule)",
      "Megatron `--virtual-pipeline-model-parallel-size`"},
+    {"parallel.etp", "",
+     "expert tensor parallelism: each expert's fc1 split by columns and fc2 by rows over etp ranks, which gather "
+     "their tokens (AllGather) before the experts and reduce-scatter after; ep·etp divides tp·cp·dp",
+     "Megatron `--expert-tensor-parallel-size`"},
     {"parallel.stage_layers", "", "layers per stage, first to last; empty: an even split",
      "Megatron `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`"},
     {"training.global_batch", "sequences", "samples per optimizer step, all replicas together",

@@ -293,6 +293,7 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
                                                    field<&ParallelSpec::dp>("dp"),
                                                    field<&ParallelSpec::cp>("cp"),
                                                    field<&ParallelSpec::ep>("ep"),
+                                                   field<&ParallelSpec::etp>("etp"),
                                                    field<&ParallelSpec::sequence_parallel>("sequence_parallel"),
                                                    field<&ParallelSpec::schedule>("schedule"),
                                                    field<&ParallelSpec::virtual_stages>("virtual_stages"),

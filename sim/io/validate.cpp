@@ -266,8 +266,18 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
   }
   if (m.moe.experts == 0) {
     c.require(p.ep == 1, "/parallel/ep", "expert parallelism needs an MoE model (model.moe.experts > 0)");
+    c.require(p.etp == 1, "/parallel/etp", "expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
+  c.require(m.moe.expert_ffn_hidden % p.etp == 0, "/parallel/etp",
+            "etp ({}) does not divide model.moe.expert_ffn_hidden ({}): each expert's fc1 and fc2 are split over "
+            "etp ranks",
+            p.etp, m.moe.expert_ffn_hidden);
+  if (p.etp > 1)
+    c.require(p.tp * p.cp * p.dp % (p.ep * p.etp) == 0, "/parallel/etp",
+              "ep·etp ({}·{}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline "
+              "stage",
+              p.ep, p.etp, p.tp * p.cp * p.dp);
   c.require(p.ep > 1 || m.moe.imbalance == 1.0, "/model/moe/imbalance",
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",

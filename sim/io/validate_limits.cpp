@@ -120,6 +120,7 @@ void parallel_ranges(const ParallelSpec& p, const Limits& l) {
   l.integer(p.dp, 1, kMaxGpus, "/parallel/dp");
   l.integer(p.cp, 1, 1024, "/parallel/cp");
   l.integer(p.ep, 1, 4096, "/parallel/ep");
+  l.integer(p.etp, 1, 1024, "/parallel/etp");
   l.integer(p.virtual_stages, 1, 2048, "/parallel/virtual_stages");
   const double gpus = static_cast<double>(p.tp) * p.pp * p.dp * p.cp;
   if (gpus > static_cast<double>(kMaxGpus))

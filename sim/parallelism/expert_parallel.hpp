@@ -1,6 +1,8 @@
 // Expert parallelism as Megatron-Core's all-to-all token dispatcher runs it: the routed
 // copies of this GPU's tokens go to the EP ranks that hold their experts before the expert
-// GEMMs (dispatch) and come back after them (combine); the backward mirrors both.
+// GEMMs (dispatch) and come back after them (combine), gathered over and scattered back to
+// the ETP group around the experts when they are split by expert tensor parallelism; the
+// backward mirrors both.
 #pragma once
 
 #include <map>
@@ -25,12 +27,16 @@ class ExpertParallel {
 
  private:
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
+  // Expert tensor parallelism's AllGather or ReduceScatter of the ETP group's tokens.
+  OpIndex expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what, const std::vector<OpIndex>& waits);
 
   bool enabled_;
+  bool etp_;  // etp > 1: the ETP group gathers the tokens before the experts and scatters after
   // Under a split backward the tokens' input gradient leaves after expert fc1's dgrad, in the
   // B pass, not after the wgrad the W pass runs later.
   bool split_backward_;
   Bytes message_;
+  Bytes etp_message_;
   std::map<std::pair<int, std::string>, std::uint32_t> names_;
 };
 

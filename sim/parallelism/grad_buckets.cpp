@@ -46,8 +46,8 @@ void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const c
 
 // The weights' local widths come from the workload's shape, so parameters and GEMMs agree
 // (one replicated kv head per GPU when TP exceeds the kv heads, a padded vocabulary).
-LayerShape layer_shape(const ModelSpec& m, int tp, int ep) {
-  const workload::LayerShape w = workload::weight_shape(m, tp, ep);
+LayerShape layer_shape(const ModelSpec& m, int tp, int ep, int etp) {
+  const workload::LayerShape w = workload::weight_shape(m, tp, ep, etp);
   return {w.hidden, w.qkv_width(), w.q_heads * w.value_dim(), w.fc1_out, w.ffn, !w.llama_style, w.vocab, w};
 }
 
@@ -60,8 +60,8 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
   out.push_back({p + " experts.fc1.weight", w.local_experts * w.expert_fc1_out * h, block, Role::expert_fc1, true});
   out.push_back({p + " experts.fc2.weight", w.local_experts * w.expert_ffn * h, block, Role::expert_fc2, true});
   if (w.shared_experts == 0) return;
-  add(out, p, "shared_experts.fc1.weight", w.shared_experts * w.expert_fc1_out * h, block, Role::shared_fc1);
-  add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.expert_ffn * h, block, Role::shared_fc2);
+  add(out, p, "shared_experts.fc1.weight", w.shared_experts * w.shared_fc1_out * h, block, Role::shared_fc1);
+  add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.shared_ffn * h, block, Role::shared_fc2);
 }
 
 // Multi-head latent attention's projections and latent norms (its output projection is the
@@ -119,7 +119,7 @@ void add_mtp(std::vector<GradTensor>& out, const LayerShape& s, const ModelSpec&
 }  // namespace
 
 std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec& p) {
-  const LayerShape s = layer_shape(m, p.tp, p.ep);
+  const LayerShape s = layer_shape(m, p.tp, p.ep, p.etp);
   std::vector<GradTensor> out;
   out.reserve(static_cast<std::size_t>(m.layers) * 16 + 8);
   // A stage's layers only: the others would be listed and dropped again.
@@ -194,7 +194,7 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
 
 int expert_dp_size(const Scenario& s) {
   if (s.model.moe.experts == 0) return 1;
-  return s.parallel.tp * s.parallel.cp * s.parallel.dp / std::max(s.parallel.ep, 1);
+  return s.parallel.tp * s.parallel.cp * s.parallel.dp / (std::max(s.parallel.ep, 1) * std::max(s.parallel.etp, 1));
 }
 
 BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {

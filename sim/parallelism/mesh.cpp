@@ -77,13 +77,22 @@ RankGroup expert_group(const ParallelSpec& p, int rank) {
   const int stage = p.tp * p.cp * p.dp;
   const int base = rank - rank % stage;
   const int q = rank % stage;
-  return {base + q / p.ep * p.ep, 1, p.ep};
+  const int block = p.ep * p.etp;
+  return {base + q / block * block + q % p.etp, p.etp, p.ep};
+}
+
+RankGroup expert_tp_group(const ParallelSpec& p, int rank) {
+  const int stage = p.tp * p.cp * p.dp;
+  const int base = rank - rank % stage;
+  const int q = rank % stage;
+  return {base + q / p.etp * p.etp, 1, p.etp};
 }
 
 RankGroup expert_data_group(const ParallelSpec& p, int rank) {
   const int stage = p.tp * p.cp * p.dp;
   const int base = rank - rank % stage;
-  return {base + rank % stage % p.ep, p.ep, stage / p.ep};
+  const int block = p.ep * p.etp;
+  return {base + rank % stage % block, block, stage / block};
 }
 
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) { return group_of(p, rank, d).ranks(); }

@@ -34,11 +34,14 @@ struct RankGroup {
   friend bool operator==(const RankGroup&, const RankGroup&) = default;
 };
 
-// Expert groups (expert tensor parallelism 1, Megatron-Core's MoE parallel folding): the
-// tp·cp·dp ranks of a pipeline stage are cut into EP groups of ep consecutive ranks, and the
-// ranks at the same place of every EP group form the expert-data-parallel group over which
-// expert gradients are reduced.
+// Expert groups (Megatron-Core's MoE parallel folding, ETP innermost, then EP, then expert
+// DP): the tp·cp·dp ranks of a pipeline stage are cut into blocks of ep·etp consecutive
+// ranks; the etp consecutive ranks of a block split each expert (expert_tp_group), the ep
+// ranks of a block at the same place in their ETP groups exchange tokens (expert_group, the
+// all-to-all), and the ranks at the same place of every block form the expert-data-parallel
+// group over which expert gradients are reduced.
 RankGroup expert_group(const ParallelSpec& p, int rank);
+RankGroup expert_tp_group(const ParallelSpec& p, int rank);
 RankGroup expert_data_group(const ParallelSpec& p, int rank);
 
 // The `d` communicator that contains `rank`, in group order.

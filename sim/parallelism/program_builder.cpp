@@ -400,14 +400,22 @@ class Layout {
     if (s_.model.moe.experts == 0) return;
     const int rank = ranks_[index].rank;
     if (s_.parallel.ep > 1) {
-      add_group_comm(index, {CommKind::ep, Dim::dp, "ep"}, expert_group(s_.parallel, rank), b, false);
+      add_group_comm(index, {CommKind::ep, Dim::dp, "ep"}, expert_group(s_.parallel, rank), b);
+    }
+    if (s_.parallel.etp > 1) {
+      add_group_comm(index, {CommKind::ep, Dim::dp, "etp"}, expert_tp_group(s_.parallel, rank), b, Slot::expert_tp);
     }
     if (expert_dp_size(s_) > 1) {
-      add_group_comm(index, {CommKind::dp, Dim::dp, "dp experts"}, expert_data_group(s_.parallel, rank), b, true);
+      add_group_comm(index, {CommKind::dp, Dim::dp, "dp experts"}, expert_data_group(s_.parallel, rank), b,
+                     Slot::expert_dp);
     }
   }
 
-  void add_group_comm(std::size_t index, const Comm& c, const RankGroup& members, StepBuilder& b, bool expert_dp) {
+  // Which of a rank's communicators a group is: its kind's, or the experts' own.
+  enum class Slot : std::uint8_t { kind, expert_tp, expert_dp };
+
+  void add_group_comm(std::size_t index, const Comm& c, const RankGroup& members, StepBuilder& b,
+                      Slot slot = Slot::kind) {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
@@ -417,8 +425,10 @@ class Layout {
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const Communicator comm{it->second, stream, shape_of(members, s_.cluster.domain_gpus()),
                             spine_of(it->second, members), shares_of(it->second, members)};
-    if (expert_dp) {
+    if (slot == Slot::expert_dp) {
       b.add_expert_dp(comm);
+    } else if (slot == Slot::expert_tp) {
+      b.add_expert_tp(comm);
     } else {
       b.add_communicator(c.kind, comm);
     }

@@ -180,6 +180,12 @@ OpIndex StepBuilder::expert_dp_collective(CollOp op, Bytes size, const std::stri
                        collective_name(CommKind::dp, op, size, "experts " + what), waits);
 }
 
+OpIndex StepBuilder::expert_tp_collective(CollOp op, Bytes size, std::uint32_t name,
+                                          const std::vector<OpIndex>& waits) {
+  STEPSIM_CHECK(slots_[kExpertTpSlot].group >= 0, "no expert-tp communicator on this rank");
+  return collective_on(kExpertTpSlot, CommKind::ep, op, size, name, waits);
+}
+
 OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                               const std::vector<OpIndex>& waits) {
   const Communicator& comm = slots_[slot_of(kind)];

@@ -92,6 +92,9 @@ class StepBuilder {
   void add_expert_dp(const Communicator& comm) { slots_[kExpertDpSlot] = comm; }
   bool has_expert_dp() const { return slots_[kExpertDpSlot].group >= 0; }
   OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
+  // The expert-tensor-parallel communicator (kind ep) that gathers an ETP group's tokens.
+  void add_expert_tp(const Communicator& comm) { slots_[kExpertTpSlot] = comm; }
+  OpIndex expert_tp_collective(CollOp op, Bytes size, std::uint32_t name, const std::vector<OpIndex>& waits);
   bool has_pp_link(PpLink link) const;
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
@@ -150,8 +153,9 @@ class StepBuilder {
   // A collective call as the engine sees it; equal ones are shared by their ops.
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
   // Where a communicator sits in slots_: the CommKinds first, then the pipeline's links, then
-  // the expert-dp communicator.
-  static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 1;
+  // the expert-tp and the expert-dp communicators.
+  static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 2;
+  static constexpr std::size_t kExpertTpSlot = kSlots - 2;
   static constexpr std::size_t kExpertDpSlot = kSlots - 1;
   static constexpr std::size_t slot_of(CommKind kind) { return static_cast<std::size_t>(kind); }
   static constexpr std::size_t slot_of(PpLink link) { return kCommKinds + static_cast<std::size_t>(link); }

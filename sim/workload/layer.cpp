@@ -57,7 +57,9 @@ OpCost rotary(const LayerShape& s, long long width) {
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
   const long long copies = n * s.top_k;
-  const long long routed = s.routed_tokens();
+  // With expert tensor parallelism the ETP group's tokens are gathered: each rank runs its
+  // 1/etp of every local expert over etp times the tokens the all-to-all brought it.
+  const long long routed = s.routed_tokens() * s.etp;
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
   ops.push_back(
       elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
@@ -69,9 +71,9 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
                             3.0 * s.act_bytes, 2.0));
   if (s.shared_experts == 0) return;
-  const long long width = s.shared_experts * s.expert_ffn;
+  const long long width = s.shared_experts * s.shared_ffn;
   ops.push_back(
-      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.expert_fc1_out, s.hidden, s));
+      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.shared_fc1_out, s.hidden, s));
   ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
   ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
 }
@@ -269,6 +271,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
   w.expert_param_count = layer_expert_param_count(s);
   w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);
+  w.expert_tp_message = w.dispatch_message * s.etp;
   return w;
 }
 

@@ -26,7 +26,7 @@ namespace {
 long long moe_layer_param_count(const LayerShape& s) {
   const long long h = s.hidden;
   const long long attention = attention_param_count(s);
-  const long long shared = s.shared_experts * (h * s.expert_fc1_out + s.expert_ffn * h);
+  const long long shared = s.shared_experts * (h * s.shared_fc1_out + s.shared_ffn * h);
   const long long norms = s.llama_style ? 2 * h : 4 * h;
   const long long biases = s.llama_style ? 0 : s.qkv_width() + h;
   return attention + biases + s.experts * h + layer_expert_param_count(s) + shared + norms;
@@ -53,11 +53,11 @@ namespace {
 double moe_activations(const LayerShape& s) {
   const double ab = s.act_bytes;
   const double n = static_cast<double>(s.norm_tokens());
-  const double routed = static_cast<double>(s.routed_tokens());
+  const double routed = static_cast<double>(s.routed_tokens() * s.etp);
   const double h = static_cast<double>(s.hidden);
   const double experts = routed * (h + static_cast<double>(s.expert_fc1_out + s.expert_ffn)) * ab;
   const double combine = n * static_cast<double>(s.top_k) * h * ab;
-  const double shared = n * static_cast<double>(s.shared_experts * (s.expert_fc1_out + s.expert_ffn)) * ab;
+  const double shared = n * static_cast<double>(s.shared_experts * (s.shared_fc1_out + s.shared_ffn)) * ab;
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
 }
 

@@ -190,7 +190,8 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   if (s.moe()) {
     // Active weights: the router, the top_k routed experts less the copies capacity drops,
     // and the shared ones per token.
-    const double expert = h * static_cast<double>(s.expert_fc1_out) + static_cast<double>(s.expert_ffn) * h;
+    const double etp = static_cast<double>(s.etp);  // the whole expert, not this GPU's 1/etp
+    const double expert = etp * (h * static_cast<double>(s.expert_fc1_out) + static_cast<double>(s.expert_ffn) * h);
     const double routed = static_cast<double>(s.top_k) * s.kept_load;
     return attention + h * static_cast<double>(s.experts) + (routed + static_cast<double>(s.shared_experts)) * expert;
   }
@@ -263,6 +264,9 @@ long long params_total(const ModelSpec& m, const LayerShape& s) {
   whole.fc1_out = s.fc1_out * s.tp;
   whole.vocab = m.vocab;
   whole.local_experts = whole.experts;
+  whole.expert_ffn = s.expert_ffn * s.etp;
+  whole.expert_fc1_out = s.expert_fc1_out * s.etp;
+  whole.etp = 1;
   const long long output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
   const long long dense = dense_layers(m);
   // Multi-token prediction shares the embedding and the output head.

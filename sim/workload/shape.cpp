@@ -52,7 +52,7 @@ long long LayerShape::routed_tokens() const {
   return std::llround(static_cast<double>(norm_tokens() * top_k) * routed_load);
 }
 
-LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
+LayerShape weight_shape(const ModelSpec& m, int tp, int ep, int etp) {
   // The io layer fills these defaults; scenarios built in code may leave them zero.
   const long long kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const long long ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
@@ -77,9 +77,12 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep) {
     s.experts = m.moe.experts;
     s.local_experts = std::max<long long>(m.moe.experts / std::max(ep, 1), 1);
     s.top_k = m.moe.top_k;
-    s.expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : ffn;
+    s.etp = std::max(etp, 1);
+    s.expert_ffn = (m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : ffn) / s.etp;
     s.expert_fc1_out = s.llama_style ? 2 * s.expert_ffn : s.expert_ffn;
     s.shared_experts = m.moe.shared_experts;
+    s.shared_ffn = s.expert_ffn * s.etp;
+    s.shared_fc1_out = s.expert_fc1_out * s.etp;
   }
   return s;
 }
@@ -92,6 +95,7 @@ LayerShape as_dense(const LayerShape& moe) {
   s.expert_ffn = 0;
   s.expert_fc1_out = 0;
   s.shared_experts = 0;
+  s.etp = 1;
   s.routed_load = 1.0;
   s.kept_load = 1.0;
   return s;
@@ -100,7 +104,7 @@ LayerShape as_dense(const LayerShape& moe) {
 LayerShape layer_shape(const Scenario& sc) {
   const ModelSpec& m = sc.model;
   validate(sc, m.kv_heads > 0 ? m.kv_heads : m.heads, m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden);
-  LayerShape s = weight_shape(m, sc.parallel.tp, sc.parallel.ep);
+  LayerShape s = weight_shape(m, sc.parallel.tp, sc.parallel.ep, sc.parallel.etp);
   s.batch = sc.training.micro_batch;
   // Context parallelism gives each rank 2 of 2·cp chunks of the sequence (io checks that
   // seq_len divides): every token-proportional op and activation shrinks by cp.

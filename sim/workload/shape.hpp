@@ -39,9 +39,12 @@ struct LayerShape {
   long long experts = 0;
   long long local_experts = 0;  // experts / ep
   long long top_k = 1;
-  long long expert_ffn = 0;      // one expert's ffn hidden
+  long long etp = 1;             // expert tensor parallelism: ranks one expert is split over
+  long long expert_ffn = 0;      // one expert's ffn hidden on this GPU: expert_ffn_hidden / etp
   long long expert_fc1_out = 0;  // its fc1 width: expert_ffn (GeLU) or 2·expert_ffn (SwiGLU)
   long long shared_experts = 0;  // experts every token goes through
+  long long shared_ffn = 0;      // one shared expert's ffn hidden (whole: ETP does not split them)
+  long long shared_fc1_out = 0;  // its fc1 width
   double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;        // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
@@ -76,6 +79,6 @@ LayerShape as_dense(const LayerShape& moe);
 // The local widths of `model`'s weights under TP `tp` (heads, kv heads, ffn, vocabulary),
 // the one place parameter shapes come from; the batch fields keep their defaults. Does not
 // validate (layer_shape does).
-LayerShape weight_shape(const ModelSpec& model, int tp, int ep = 1);
+LayerShape weight_shape(const ModelSpec& model, int tp, int ep = 1, int etp = 1);
 
 }  // namespace stepsim::workload

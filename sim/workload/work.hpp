@@ -81,6 +81,7 @@ struct LayerWork {
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
   long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)
   Bytes dispatch_message{0};         // routed tokens the busiest EP rank receives: one all-to-all's S
+  Bytes expert_tp_message{0};        // those of its ETP group, gathered: one ETP AllGather's S
 };
 
 struct ModelWork {

@@ -195,6 +195,19 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
 // An EP rank receives the copies of the EP group's tokens routed to its experts. A token's
 // top_k copies go to distinct experts, so at most min(top_k, experts/ep) of them land on one
 // rank: ep·min(top_k, experts/ep)/top_k times the mean of top_k copies per rank's token.
+TEST_CASE("expert tensor parallelism is refused where it cannot split the experts or fold into the stage") {
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=4", "parallel.etp=2"}) == "no error");
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=8", "parallel.etp=2"}) ==
+        "s.json: /parallel/etp: ep·etp (8·2) must divide tp·cp·dp (8): expert groups are folded out of the ranks of "
+        "one pipeline stage");
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=1", "parallel.etp=8",
+                  "model.moe.expert_ffn_hidden=1004"}) ==
+        "s.json: /parallel/etp: etp (8) does not divide model.moe.expert_ffn_hidden (1004): each expert's fc1 and fc2 "
+        "are split over etp ranks");
+  CHECK(error_of({"parallel.etp=2"}) ==
+        "s.json: /parallel/etp: expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
+}
+
 TEST_CASE("an imbalance beyond what top-k routing can send to one EP rank is refused at the bound") {
   const std::vector<std::string> mixtral = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8"};
   auto with = [](std::vector<std::string> sets, const std::string& more) {

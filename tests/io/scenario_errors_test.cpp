@@ -52,8 +52,8 @@ TEST_CASE("an unknown key suggests the closest known one") {
       error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_paralel": true })")) ==
       "scenario.json: /parallel/sequence_paralel: unknown key 'sequence_paralel' (did you mean 'sequence_parallel'?)");
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "zzz": 1 })")) ==
-        "scenario.json: /parallel/zzz: unknown key 'zzz' (expected one of tp, pp, dp, cp, ep, sequence_parallel, "
-        "schedule, virtual_stages, stage_layers)");
+        "scenario.json: /parallel/zzz: unknown key 'zzz' (expected one of tp, pp, dp, cp, ep, etp, "
+        "sequence_parallel, schedule, virtual_stages, stage_layers)");
 }
 
 TEST_CASE("an unknown preset or enumeration value suggests the closest name") {

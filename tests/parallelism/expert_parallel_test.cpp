@@ -121,3 +121,38 @@ TEST_CASE("an all-to-all inside an NVLink domain stays on NVLink across trays an
   CHECK(sp::shape_of(sp::expert_group(rack_scenario(64, 64, 72).parallel, 0), 72) ==
         stepsim::collectives::GroupShape{64, 1, 64});
 }
+
+// Megatron-Core's MoE parallel folding with expert tensor parallelism: ETP innermost, then
+// EP, then expert DP over a stage's ranks; the ETP group gathers the tokens its all-to-alls
+// brought before the experts and reduce-scatters their outputs after them.
+TEST_CASE("with etp 2 each expert is split over two ranks that gather their tokens around the experts") {
+  stepsim::Scenario s = moe_scenario();
+  s.parallel.etp = 2;
+  CHECK(sp::expert_tp_group(s.parallel, 5) == sp::RankGroup{4, 1, 2});
+  CHECK(sp::expert_group(s.parallel, 5) == sp::RankGroup{1, 2, 4});
+  CHECK(sp::expert_data_group(s.parallel, 5) == sp::RankGroup{5, 8, 2});
+  const auto work = stepsim::workload::build_work(s);
+  const spt::FixedCosts costs;
+  const auto p = sp::build_program(s, work, costs);
+  std::vector<std::string> groups;
+  for (const auto& g : p.groups) groups.push_back(g.name + " " + g.ranks);
+  CHECK(std::find(groups.begin(), groups.end(), "etp [0, 1]") != groups.end());
+  CHECK(std::find(groups.begin(), groups.end(), "ep [0, 2, 4, 6]") != groups.end());
+  CHECK(std::find(groups.begin(), groups.end(), "dp experts [0, 8]") != groups.end());
+  std::vector<std::pair<CollOp, std::string>> calls;
+  for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
+    const auto& op = p.ranks[0].ops()[i];
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(op.call)];
+    const std::string& name = p.names[op.name];
+    if (name.find("L0 ") == std::string::npos) continue;
+    calls.emplace_back(call.op, name);
+    // The gather and the scatter carry both ranks' tokens: twice one all-to-all's.
+    CHECK(call.size == (call.op == CollOp::alltoall ? work.layer.dispatch_message : work.layer.dispatch_message * 2));
+  }
+  REQUIRE(calls.size() == 8);
+  const std::vector<CollOp> order{CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall,
+                                  CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall};
+  for (std::size_t i = 0; i < calls.size(); ++i) CHECK(calls[i].first == order[i]);
+  CHECK(calls[1].second.find("L0 etp gather") != std::string::npos);
+  CHECK(calls[6].second.find("L0 etp scatter backward") != std::string::npos);
+}

@@ -164,6 +164,7 @@ const std::vector<Row>& rows() {
       {"parallel.dp", Expect::changes, "2"},
       {"parallel.cp", Expect::changes, "2"},
       {"parallel.ep", Expect::changes, "4", kMoe},
+      {"parallel.etp", Expect::changes, "2", kMoe},
       {"parallel.sequence_parallel", Expect::changes, "true"},
       {"parallel.schedule", Expect::changes, "gpipe"},
       {"parallel.schedule", Expect::changes, "dualpipe"},

@@ -162,3 +162,26 @@ TEST_CASE("the expert GEMMs are grouped over the GPU's local experts, backward i
   const auto mixtral = stepsim::workload::build_work(moe(mixtral_8x7b(), 8, 64));
   for (const OpCost& op : mixtral.layer.forward) CHECK(op.groups == 1);
 }
+
+// Expert tensor parallelism splits each expert's fc1 by columns and fc2 by rows over etp ranks,
+// which gather the tokens of their ETP group: the same FLOPs per GPU, 1/etp of the weights.
+TEST_CASE("etp 2 halves each GPU's expert weights and doubles the tokens its expert GEMMs run over") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);  // 2 experts per EP rank
+  const auto ep4 = stepsim::workload::build_work(s);
+  s.parallel.etp = 2;
+  const auto etp2 = stepsim::workload::build_work(s);
+  CHECK(etp2.layer.expert_param_count == 2 * kMixtralExpert / 2);
+  CHECK(ep4.layer.expert_param_count == 2 * kMixtralExpert);
+  const auto fc1 = [](const stepsim::workload::ModelWork& w) {
+    for (const OpCost& op : w.layer.forward)
+      if (op.role == Role::expert_fc1) return op;
+    return OpCost{};
+  };
+  CHECK(fc1(etp2).m == 2 * fc1(ep4).m);
+  CHECK(fc1(etp2).n == 14336);  // the SwiGLU gate and up halves of 2 · 14336 / 2
+  CHECK(fc1(etp2).flops == Approx(fc1(ep4).flops));
+  CHECK(etp2.layer.expert_tp_message == etp2.layer.dispatch_message * 2);
+  // The model is the same: parameters and model FLOPs do not move.
+  CHECK(etp2.params_total == ep4.params_total);
+  CHECK(etp2.model_flops_per_step == Approx(ep4.model_flops_per_step).epsilon(1e-12));
+}
