@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
+#include "sweep/rows.hpp"
 
 namespace stepsim::sweep {
 namespace json = boost::json;
@@ -116,6 +118,13 @@ void prepare(SweepSpec& spec) {
   for (std::size_t i = 0; i < spec.axes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (spec.axes[i].key == spec.axes[j].key) throw InputError("--vary", spec.axes[i].key, "the key is varied twice");
+  // A row names its varied keys beside its own columns: one name may not be both.
+  SweepSpec fixed = spec;
+  fixed.axes.clear();
+  const std::vector<std::string> own = columns(fixed);
+  for (const auto& axis : spec.axes)
+    if (std::find(own.begin(), own.end(), axis.key) != own.end())
+      throw InputError("--vary", axis.key, "is a column of the sweep's rows, not a scenario key");
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   spec.base_tp = base.parallel.tp;
   spec.base_pp = base.parallel.pp;
