@@ -38,7 +38,7 @@ std::vector<std::string> metric_columns() {
   for (std::size_t k = 0; k < kCommKinds; ++k)
     names.push_back(fmt::format("exposed_{}_s", to_string(static_cast<CommKind>(k))));
   for (const char* name : {"exposed_total_s", "hidden_fraction", "bubble_s", "optimizer_s", "memory_peak_bytes",
-                           "memory_capacity_bytes", "fits"})
+                           "memory_in_use_bytes", "memory_headroom_bytes", "memory_capacity_bytes", "fits"})
     names.emplace_back(name);
   return names;
 }
@@ -65,9 +65,13 @@ std::vector<Cell> metric_cells(const PointResult& r) {
   put(rep.breakdown_s.bubble);
   put(rep.breakdown_s.optimizer);
   if (rep.memory_bytes.modelled) {
+    // fits compares the memory in use (allocator reserve, CUDA context, NCCL buffers) plus
+    // the headroom with the capacity; the live tensors' peak alone would not explain it.
     cells[i] = number_cell(rep.memory_bytes.peak);
-    cells[i + 1] = number_cell(rep.memory_bytes.capacity);
-    cells[i + 2] = {Cell::boolean, rep.memory_bytes.fits ? "true" : "false"};
+    cells[i + 1] = number_cell(rep.memory_bytes.device);
+    cells[i + 2] = number_cell(rep.memory_bytes.headroom);
+    cells[i + 3] = number_cell(rep.memory_bytes.capacity);
+    cells[i + 4] = {Cell::boolean, rep.memory_bytes.fits ? "true" : "false"};
   }
   return cells;
 }

@@ -132,3 +132,22 @@ TEST_CASE("Slurm task ids far apart are refused, not wrapped into a shard") {
   env["SLURM_ARRAY_TASK_MIN"] = "-2";
   CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
 }
+
+TEST_CASE("a row's memory columns are those fits compares: in use plus headroom against capacity") {
+  SweepSpec spec;
+  spec.axes = {{"parallel.tp", {"8"}}};
+  spec.points = 1;
+  PointResult r;
+  r.values = {"8"};
+  r.status = Status::oom;
+  stepsim::Report rep;
+  rep.memory_bytes.modelled = true;
+  rep.memory_bytes.peak = 70;
+  rep.memory_bytes.device = 78;
+  rep.memory_bytes.headroom = 4;
+  rep.memory_bytes.capacity = 80;
+  rep.memory_bytes.fits = false;
+  r.report = rep;
+  const std::string line = format_row(spec, r, Format::csv);
+  CHECK(line.ends_with(",70,78,4,80,false\n"));
+}
