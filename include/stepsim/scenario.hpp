@@ -106,15 +106,16 @@ struct InterNode {
 };
 
 // Measured NCCL behaviour that NCCL's own tuning model does not capture (nccl-tests floors,
-// bandwidth ramps). Fitted once per cluster type; see the cluster presets.
+// the shortfall of its bandwidth by size), the same for every (algorithm, protocol) pair so
+// that the cost does not step where NCCL's model switches pair. Fitted once per cluster type;
+// see the cluster presets and docs/model.md.
 struct CollectiveTuning {
-  Time launch_overhead = Time::zero();  // added to every collective (kernel launch + sync)
+  Time launch_overhead = Time::zero();  // added to NCCL's modelled time (kernel launch + sync)
   double bus_efficiency = 1.0;          // achieved fraction of NCCL's modelled bus bandwidth
-  Bytes ramp_half_bytes{0};             // per-rank size at which Simple reaches half efficiency
-  double ramp_exponent = 1.0;           // steepness of that ramp: 1 / (1 + (half / size)^exponent)
-  Time latency_floor = Time::zero();    // no collective is faster; NCCL's protocol latency overlaps it
-  double ll128_efficiency = 1.0;        // achieved fraction of NCCL's modelled LL128 bandwidth
-  double ll_efficiency = 1.0;           // achieved fraction of NCCL's modelled LL bandwidth
+  // Size shortfall: efficiency bus_efficiency / (1 + x^exponent / (1 + x²)), x = half / size.
+  Bytes ramp_half_bytes{0};           // per-rank size around which NCCL's model falls shortest (0: none)
+  double ramp_exponent = 1.0;         // how slowly that shortfall falls above it (at most 1)
+  Time latency_floor = Time::zero();  // no collective is faster
 };
 
 struct ClusterSpec {

@@ -120,14 +120,16 @@ constexpr KeyDoc kDocs[] = {
      "shares the leaf's uplinks, whose bandwidth is its nodes' NIC bandwidth over the oversubscription (so it "
      "matters only above 1); 1: every cross-node byte crosses the spine",
      ""},
-    {"cluster.collective_tuning.launch_overhead", "time", "added to every collective", ""},
+    {"cluster.collective_tuning.launch_overhead", "time",
+     "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
     {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},
-    {"cluster.collective_tuning.ramp_half_bytes", "bytes", "per-rank size at which Simple reaches half its bandwidth",
+    {"cluster.collective_tuning.ramp_half_bytes", "bytes",
+     "per-rank size around which NCCL's model falls shortest: efficiency bus_efficiency / (1 + x^e / (1 + x²)), "
+     "x = ramp_half_bytes / size, e = ramp_exponent, taken on the fastest Simple pair's bandwidth for whichever "
+     "pair NCCL chooses; 0: no size shortfall",
      ""},
-    {"cluster.collective_tuning.ramp_exponent", "", "steepness of that ramp", ""},
+    {"cluster.collective_tuning.ramp_exponent", "", "how slowly that shortfall falls above it (0.01 to 1)", ""},
     {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
-    {"cluster.collective_tuning.ll128_efficiency", "fraction", "achieved fraction of NCCL's LL128 bandwidth", ""},
-    {"cluster.collective_tuning.ll_efficiency", "fraction", "achieved fraction of NCCL's LL bandwidth", ""},
     {"cluster.gpu_hour_price", "currency/GPU-hour",
      "price of one GPU-hour for cost per step and per million tokens; 0: not given (no default)", ""},
     {"cluster.provenance.fitted", "", "whether collective_tuning is fitted to measurements", ""},

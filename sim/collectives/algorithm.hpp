@@ -46,6 +46,8 @@ struct Estimate {
   double latency_us = 0;
   double algbw_gbps = 0;  // 0: the pair is not available
   int channels = 0;
+  double peak_gbps = 0;  // algbw without NCCL's size corrections (the Tree's); 0: algbw_gbps
+  double peak() const { return peak_gbps > 0 ? peak_gbps : algbw_gbps; }
 };
 
 // One algorithm. `unsupported` returns why it does not apply to the request (nullopt:

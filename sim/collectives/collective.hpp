@@ -35,7 +35,7 @@ struct Choice {
   Bandwidth algbw;
   Time time() const;  // latency + size / algbw for the request it was made for
   Bytes size{0};
-  Time nccl_time;  // NCCL's own untuned estimate; breaks ties when the latency floor hides latency
+  Time nccl_time;  // NCCL's own untuned estimate, by which NCCL chooses the pair
 };
 
 // nccl-tests' bus-bandwidth factor: 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ...

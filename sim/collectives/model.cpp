@@ -2,6 +2,8 @@
 // chooses, then costed with the measured behaviour that model misses (ClusterSpec::tuning).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -17,28 +19,98 @@ namespace {
 
 constexpr Protocol kProtocols[] = {Protocol::ll, Protocol::ll128, Protocol::simple};
 
-// Fraction of NCCL's modelled bandwidth that a message of `size` achieves: Simple fills its
-// chunk pipeline only for large messages (ramp), LL and LL128 fall short of their model.
-double efficiency(const CollectiveTuning& t, Protocol p, Bytes size) {
-  double eff = t.bus_efficiency;
-  if (p == Protocol::ll128) eff *= t.ll128_efficiency;
-  if (p == Protocol::ll) eff *= t.ll_efficiency;
-  if (p == Protocol::simple && t.ramp_half_bytes.count() > 0 && size.count() > 0)
-    // Capped so that a steep ramp on a tiny message stays a (very) slow transfer, not zero.
-    eff /= 1.0 + std::min(1e9, std::pow(t.ramp_half_bytes.as_double() / size.as_double(), t.ramp_exponent));
-  return eff;
+bool allowed(const AlgorithmRow& row, const CollectivesSpec& forced) {
+  return forced.algorithm == Algorithm::automatic || row.id == forced.algorithm;
 }
 
-Choice tuned(const Context& c, Algorithm a, Protocol p, const Estimate& e) {
+bool allowed(Protocol p, const CollectivesSpec& forced) {
+  return forced.protocol == Protocol::automatic || p == forced.protocol;
+}
+
+// NCCL's modelled time of one pair (µs), by which NCCL chooses.
+double nccl_us(const Context& c, const Estimate& e) { return e.latency_us + c.nbytes() / (1e3 * e.algbw_gbps); }
+
+// NCCL's modelled time of the pair it chooses: the shortest among the pairs it may run.
+double chosen_nccl_us(const Context& c, const CollectivesSpec& forced) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const AlgorithmRow& row : algorithms()) {
+    if (!allowed(row, forced) || row.unsupported(c)) continue;
+    for (Protocol p : kProtocols) {
+      if (!allowed(p, forced)) continue;
+      const Estimate e = row.estimate(c, p);
+      if (e.algbw_gbps > 0) best = std::min(best, nccl_us(c, e));
+    }
+  }
+  return best;
+}
+
+// NCCL's Tree correction is a step table, so NCCL's modelled time of its choice drops where a
+// step rises (a 4 MiB AllReduce across nodes modelled faster than one of 4 MiB less a byte).
+// A larger buffer never takes less time: the cost holds the longest modelled time of any
+// smaller buffer, and between the steps every pair's time grows with the buffer, so the
+// sizes just below the steps are the only ones to look at.
+double held_nccl_us(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request,
+                    const Context& c) {
+  const AlgorithmRow& tree = algorithm_row(Algorithm::tree);
+  if (!allowed(tree, forced) || tree.unsupported(c)) return 0;
+  double held = 0;
+  for (double step : tree_correction_steps()) {
+    if (step > request.size.as_double()) break;
+    Request before = request;
+    before.size = Bytes(static_cast<std::int64_t>(step) - 1);
+    held = std::max(held, chosen_nccl_us(make_context(cluster, before), forced));
+  }
+  return held;
+}
+
+// The fastest Simple pair's bandwidth without NCCL's size corrections, among the algorithms
+// that may run: the bandwidth the shortfall is taken on, whichever pair NCCL then picks.
+double reference_gbps(const Context& c, const CollectivesSpec& forced) {
+  double best = 0;
+  for (const AlgorithmRow& row : algorithms())
+    if (allowed(row, forced) && !row.unsupported(c)) best = std::max(best, row.estimate(c, Protocol::simple).peak());
+  return best;
+}
+
+// What NCCL's model misses (µs), the same whatever pair it picks, so that the cost does not
+// step where its model switches pair: the bus efficiency, and a shortfall that rises with the
+// buffer, is largest around ramp_half_bytes (LL128, and Simple before its chunk pipeline
+// fills) and falls away as the pipeline fills: efficiency bus_efficiency / (1 + x^a / (1 + x²)),
+// x = ramp_half_bytes / S. With a ≤ 1 it grows with the size and shrinks with the bandwidth.
+double shortfall_us(const CollectiveTuning& t, Bytes size, double nbytes, double reference) {
+  if (reference <= 0 || nbytes <= 0) return 0;
+  double ramp = 0;
+  if (t.ramp_half_bytes.count() > 0 && size.count() > 0) {
+    const double x = t.ramp_half_bytes.as_double() / size.as_double();
+    ramp = std::pow(x, t.ramp_exponent) / (1.0 + x * x);
+  }
+  return nbytes / (1e3 * reference) * ((1.0 + ramp) / t.bus_efficiency - 1.0);
+}
+
+// What every pair of one request pays beyond NCCL's model of it.
+struct Extra {
+  double shortfall_us = 0;
+  double held_us = 0;  // the longest modelled time of NCCL's choice for a smaller buffer
+};
+
+// The pair's cost: the launch, NCCL's modelled time (no less than that held for smaller
+// buffers) and the shortfall, no less than the latency floor. It depends on the pair only
+// through NCCL's modelled time, so the pair NCCL chooses costs least of all and its cost is
+// monotone in the size and the bandwidth as that time is. The transfer (the pair's modelled
+// transfer and the shortfall) is what link sharing slows; the time is rounded once.
+Choice tuned(const Context& c, Algorithm a, Protocol p, const Estimate& e, const Extra& x) {
   const CollectiveTuning& t = c.cluster.tuning;
+  const double modelled_us = std::max(x.held_us, nccl_us(c, e));
+  const Time total = max(t.latency_floor, Time::from_us(t.launch_overhead.us() + modelled_us + x.shortfall_us));
+  const double transfer_us = c.nbytes() / (1e3 * e.algbw_gbps) + x.shortfall_us;
   Choice choice;
   choice.algorithm = a;
   choice.protocol = p;
   choice.channels = e.channels;
-  choice.latency = max(t.latency_floor, t.launch_overhead + Time::from_us(e.latency_us));
-  choice.algbw = Bandwidth::gbytes_per_s(e.algbw_gbps * efficiency(t, p, c.size));
   choice.size = c.size;
-  choice.nccl_time = Time::from_us(e.latency_us + c.nbytes() / (1e3 * e.algbw_gbps));
+  choice.algbw = Bandwidth::gbytes_per_s(transfer_us > 0 ? c.nbytes() / (1e3 * transfer_us) : e.algbw_gbps);
+  choice.latency = max(Time::zero(), total - transfer_time(c.size, choice.algbw));
+  choice.nccl_time = Time::from_us(nccl_us(c, e));
   return choice;
 }
 
@@ -61,11 +133,12 @@ void check_forced_algorithm(const Context& c, Algorithm a) {
                                to_string(a), nccl_name(c.op), c.ranks(), c.nodes(), *why, applicable_names(c)));
 }
 
-void add_pairs(const Context& c, const AlgorithmRow& row, Protocol forced, std::vector<Choice>& out) {
+void add_pairs(const Context& c, const AlgorithmRow& row, const CollectivesSpec& forced, const Extra& x,
+               std::vector<Choice>& out) {
   for (Protocol p : kProtocols) {
-    if (forced != Protocol::automatic && p != forced) continue;
+    if (!allowed(p, forced)) continue;
     const Estimate e = row.estimate(c, p);
-    if (e.algbw_gbps > 0) out.push_back(tuned(c, row.id, p, e));
+    if (e.algbw_gbps > 0) out.push_back(tuned(c, row.id, p, e, x));
   }
 }
 
@@ -119,11 +192,11 @@ std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec
   if (request.shape.ranks == 1) return {single_rank(cluster, request)};
   const Context c = make_context(cluster, request);
   check_forced_algorithm(c, forced.algorithm);
+  const Extra extra{shortfall_us(cluster.tuning, c.size, c.nbytes(), reference_gbps(c, forced)),
+                    held_nccl_us(cluster, forced, request, c)};
   std::vector<Choice> out;
-  for (const AlgorithmRow& row : algorithms()) {
-    if (forced.algorithm != Algorithm::automatic && row.id != forced.algorithm) continue;
-    if (!row.unsupported(c)) add_pairs(c, row, forced.protocol, out);
-  }
+  for (const AlgorithmRow& row : algorithms())
+    if (allowed(row, forced) && !row.unsupported(c)) add_pairs(c, row, forced, extra, out);
   if (out.empty())
     throw InputError("", "/collectives/protocol",
                      fmt::format("no algorithm runs {} with protocol '{}' here (choices: auto, ll, ll128, simple "

@@ -91,6 +91,13 @@ constexpr std::array<std::array<double, 23>, 3> kTreeCorrection{{
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 }};
 
+// Where log2(bytes / 64) reaches the next whole number.
+constexpr std::array<double, 23> kTreeCorrectionSteps = [] {
+  std::array<double, 23> steps{};
+  for (std::size_t k = 0; k < steps.size(); ++k) steps[k] = 128.0 * static_cast<double>(1LL << k);
+  return steps;
+}();
+
 }  // namespace
 
 int protocol_index(Protocol p) {
@@ -128,5 +135,7 @@ double tree_correction(Protocol p, double bytes) {
   if (index >= 23) return 1.0;
   return kTreeCorrection[static_cast<std::size_t>(protocol_index(p))][static_cast<std::size_t>(index)];
 }
+
+std::span<const double> tree_correction_steps() { return kTreeCorrectionSteps; }
 
 }  // namespace stepsim::collectives

@@ -45,5 +45,7 @@ inline constexpr double kNetOverheadUs = 1.0;
 
 // NCCL's Tree correction factor for AllReduce, indexed by log2(bytes / 64), 64 B to 256 MiB.
 double tree_correction(Protocol p, double bytes);
+// The sizes (bytes) at which that factor may change, smallest first: 128 B to 512 MiB.
+std::span<const double> tree_correction_steps();
 
 }  // namespace stepsim::collectives

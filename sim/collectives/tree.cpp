@@ -32,8 +32,8 @@ Estimate estimate(const Context& c, Protocol p) {
   const double depth = std::floor(std::log2(c.nodes()));
   const double lat = base_latency_us(Algorithm::tree, p) + 2 * ((c.ppn() - 1) * intra + depth * inter);
   // Bus bandwidth to algorithm bandwidth: data goes up and down the tree.
-  const double algbw = bus_bw(c, p) * 0.5 * tree_correction(p, c.nbytes());
-  return {lat, algbw, c.ring.channels};
+  const double peak = bus_bw(c, p) * 0.5;
+  return {lat, peak * tree_correction(p, c.nbytes()), c.ring.channels, peak};
 }
 
 LinkLoad load(const Context& c) {

@@ -227,9 +227,7 @@ Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>) {
                                                        field<&CollectiveTuning::bus_efficiency>("bus_efficiency"),
                                                        field<&CollectiveTuning::ramp_half_bytes>("ramp_half_bytes"),
                                                        field<&CollectiveTuning::ramp_exponent>("ramp_exponent"),
-                                                       field<&CollectiveTuning::latency_floor>("latency_floor"),
-                                                       field<&CollectiveTuning::ll128_efficiency>("ll128_efficiency"),
-                                                       field<&CollectiveTuning::ll_efficiency>("ll_efficiency")};
+                                                       field<&CollectiveTuning::latency_floor>("latency_floor")};
   return {fields, ""};
 }
 

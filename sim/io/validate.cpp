@@ -203,8 +203,6 @@ void check_cluster(const ClusterSpec& cl, const Checker& c) {
   check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
   c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
-  c.fraction(cl.tuning.ll128_efficiency, "/cluster/collective_tuning/ll128_efficiency");
-  c.fraction(cl.tuning.ll_efficiency, "/cluster/collective_tuning/ll_efficiency");
 }
 
 // A given node count must be exactly what the job needs: no missing GPUs and no idle node.

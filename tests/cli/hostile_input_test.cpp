@@ -100,7 +100,7 @@ TEST_CASE("a scenario path that is a directory or /dev/zero is an error naming i
 
 TEST_CASE("the earlier internal errors on natural input are gone") {
   check_cases({
-      {"simulate --set cluster.collective_tuning.ramp_exponent=8", 0, ""},
+      {"simulate --set cluster.collective_tuning.ramp_exponent=1", 0, ""},
       {"simulate --set \"model.name=$(printf '\\377')\" --json -", 2, "not valid UTF-8"},
   });
 }

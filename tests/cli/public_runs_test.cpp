@@ -34,9 +34,10 @@ Measured read_measured(const std::filesystem::path& path) {
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 4.8 % overall, 5.5 % on the
-// 24 not used for fitting; per group 7.9 % (Megatron-LM README), 2.5 % (NeMo 24.07), 3.6 %
-// (torchtitan) (docs/validation.md); held to the tenth of a percent above.
+// Over the runs whose features are simulated (all 28): MAPE 4.9 % overall (4.86 %), 5.6 % on
+// the 24 not used for fitting (5.59 %); per group 8.1 % (Megatron-LM README, 8.09 %), 2.7 %
+// (NeMo 24.07, 2.68 %), 3.6 % (torchtitan) (docs/validation.md); held at 4.9 % and 5.6 %, and
+// per group to the tenth of a percent above the exact figure.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
   double all = 0, unfitted = 0;
@@ -69,7 +70,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   CHECK(unfitted / n_unfitted <= 0.056);
   REQUIRE(groups.size() == 3);
   const std::map<std::string, double> stated = {
-      {"megatron_readme", 0.080}, {"nemo_24.07", 0.026}, {"torchtitan", 0.037}};
+      {"megatron_readme", 0.081}, {"nemo_24.07", 0.027}, {"torchtitan", 0.037}};
   for (const auto& [group, sum] : groups) {
     INFO(group);
     REQUIRE(stated.count(group) == 1);
@@ -79,8 +80,8 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
 
 // The dense FP8 runs of Megatron-Bridge's performance summary on DGX B200 and GB200 NVL72
 // (configs/validation/blackwell/), none used for fitting: the Blackwell presets carry Hopper's
-// fitted efficiencies. Errors -3.2 % and -8.8 % (Llama 3 8B on 8 B200 and 8 GB200), -4.5 % and
-// +13.3 % (Llama 3.1 405B on 128 B200 and 256 GB200), MAPE 7.4 % (docs/validation.md).
+// fitted efficiencies. Errors -3.2 % and -8.8 % (Llama 3 8B on 8 B200 and 8 GB200), -4.4 % and
+// +13.5 % (Llama 3.1 405B on 128 B200 and 256 GB200), MAPE 7.5 % (docs/validation.md).
 TEST_CASE("the simulated Blackwell runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
   double all = 0;

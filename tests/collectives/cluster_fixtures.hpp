@@ -16,13 +16,11 @@ inline ClusterSpec dgx_a100_80g_hdr(int nodes) {
   c.intra_node = {IntraFabric::nvswitch, Bandwidth::gbytes_per_s(300), Time::from_us(0.6), false};
   c.inter_node = {InterFabric::infiniband,       8,  Bandwidth::gbits_per_s(200), Time::from_us(2.7),
                   InterTopology::rail_optimized, 1.0};
-  c.tuning.launch_overhead = Time::zero();
+  c.tuning.launch_overhead = Time::from_us(25);
   c.tuning.latency_floor = Time::from_us(36);
   c.tuning.bus_efficiency = 0.97;
-  c.tuning.ramp_half_bytes = Bytes::mib(4);
-  c.tuning.ramp_exponent = 0.5;
-  c.tuning.ll128_efficiency = 0.58;
-  c.tuning.ll_efficiency = 0.85;
+  c.tuning.ramp_half_bytes = Bytes::mib(10);
+  c.tuning.ramp_exponent = 0.65;
   return c;
 }
 

@@ -62,7 +62,7 @@ TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast 
   CHECK(error_of({R"(cluster.gpu.flops.bf16="1e308 PFLOPS")"}) ==
         "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range");
   CHECK(error_of({"cluster.collective_tuning.ramp_exponent=1000"}) ==
-        "s.json: /cluster/collective_tuning/ramp_exponent: must be between 0.01 and 8, got 1000");
+        "s.json: /cluster/collective_tuning/ramp_exponent: must be between 0.01 and 1, got 1000");
 }
 
 TEST_CASE("range messages print byte counts and whole numbers in full") {
