@@ -45,7 +45,23 @@ void fail_type(std::string_view expected, const json::value& v, const Reader& r)
   r.fail(fmt::format("expected {}, got {}", expected, describe_value(v)));
 }
 
+namespace {
+
+// Keys that were once read and would now do nothing: refused with what took their place
+// rather than as unknown.
+std::string_view retired_key(std::string_view key, const Reader& r) {
+  const bool tuning = r.where().find("collective_tuning") != std::string::npos;
+  if (tuning && (key == "ll128_efficiency" || key == "ll_efficiency"))
+    return "is no longer read: one shortfall of NCCL's model, the same for every protocol (bus_efficiency, "
+           "ramp_half_bytes, ramp_exponent), costs whichever pair NCCL chooses, so that the cost does not step "
+           "where NCCL changes protocol; remove it";
+  return {};
+}
+
+}  // namespace
+
 void fail_unknown_key(std::string_view key, std::span<const std::string_view> keys, const Reader& r) {
+  if (const std::string_view why = retired_key(key, r); !why.empty()) r.fail(fmt::format("'{}' {}", key, why));
   r.fail(unknown_name_message("key", key, keys));
 }
 

@@ -98,6 +98,18 @@ TEST_CASE("a scenario path that is a directory or /dev/zero is an error naming i
   });
 }
 
+// The collective cost's shortfall is one for every protocol: the per-protocol efficiencies it
+// replaced would do nothing, so a scenario that sets them is refused, saying why.
+TEST_CASE("the retired LL and LL128 efficiencies are refused with what replaced them") {
+  check_cases({
+      {"simulate --set cluster.collective_tuning.ll128_efficiency=0.58", 2,
+       "cluster.collective_tuning.ll128_efficiency: 'll128_efficiency' is no longer read: one shortfall of NCCL's "
+       "model, the same for every protocol"},
+      {"simulate --set cluster.collective_tuning.ll_efficiency=0.85", 2, "'ll_efficiency' is no longer read"},
+      {"simulate --set cluster.collective_tuning.ramp_exponent=1.5", 2, "must be between 0.01 and 1"},
+  });
+}
+
 TEST_CASE("the earlier internal errors on natural input are gone") {
   check_cases({
       {"simulate --set cluster.collective_tuning.ramp_exponent=1", 0, ""},
