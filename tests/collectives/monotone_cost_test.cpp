@@ -24,7 +24,35 @@ const std::vector<GroupShape> kShapes{{2, 1, 2},   {4, 1, 4},    {8, 1, 8},     
                                       {64, 8, 8},  {256, 32, 8}, {1024, 128, 8}, {2, 2, 1},  {4, 4, 1},
                                       {16, 16, 1}, {64, 64, 1},  {32, 16, 2}};
 
-std::vector<ClusterSpec> clusters() { return {test::dgx_a100_80g_hdr(128), test::dgx_hopper("dgx-h100-ndr", 128)}; }
+// A DGX B200 node, a GB200 NVL72 rack (72 GPUs joined by NVLink, 4 per tray with their
+// NICs) and 8 A100 joined by PCIe only (no LL128, PCIe latencies).
+ClusterSpec dgx_b200() {
+  ClusterSpec c = test::dgx_hopper("dgx-b200", 128);
+  c.gpu.arch = GpuArch::blackwell;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(900);
+  return c;
+}
+
+ClusterSpec gb200_nvl72() {
+  ClusterSpec c = dgx_b200();
+  c.name = "gb200-nvl72";
+  c.gpus_per_node = 4;
+  c.nvlink_domain = 72;
+  c.inter_node.nics_per_node = 4;
+  return c;
+}
+
+ClusterSpec a100_pcie() {
+  ClusterSpec c = test::dgx_a100_80g_hdr(128);
+  c.name = "a100-pcie";
+  c.intra_node.fabric = IntraFabric::pcie;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(32);
+  return c;
+}
+
+std::vector<ClusterSpec> clusters() {
+  return {test::dgx_a100_80g_hdr(128), test::dgx_hopper("dgx-h100-ndr", 128), dgx_b200(), gb200_nvl72(), a100_pcie()};
+}
 
 Time cost(const ClusterSpec& c, CollOp op, Bytes size, GroupShape shape) {
   return collectives::predict(c, {}, {op, size, shape}).time();
