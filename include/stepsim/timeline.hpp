@@ -58,6 +58,16 @@ struct ProcessGroup {
   std::string ranks;  // "[0, 1, 2, 3]" where known
 };
 
+// The host (CPU) thread of a simulated rank issuing `ops` ops back to back, from `start` until
+// the last of them was issued; between two such runs it waits for the GPU (a synchronising call).
+struct HostRun {
+  Time start;
+  Time end;
+  std::uint32_t ops = 0;
+
+  bool operator==(const HostRun&) const = default;
+};
+
 struct RankTimeline {
   int rank = 0;                       // global rank it stands for (the first of its class)
   int multiplicity = 1;               // real ranks this one represents
@@ -65,6 +75,7 @@ struct RankTimeline {
   std::vector<std::string> streams;   // "compute", "tp", "dp", ...
   std::vector<Interval> intervals;    // in start order per stream; streams interleaved
   std::vector<CounterSample> memory;  // allocated bytes over time
+  std::vector<HostRun> host;          // simulated ranks: the CPU's runs of launches, in time order
   // Intervals the simulation ran and did not keep: all-ranks runs keep only the ranks that
   // a trace or the report's own measurements read (a summary of every rank is in the report).
   std::size_t dropped = 0;

@@ -72,6 +72,7 @@ void Engine::validate_list(std::size_t r) const {
   for (std::size_t o = 0; o < ops.size(); ++o) {
     const Op& op = ops[o];
     STEPSIM_CHECK(op.name < program_.names.size(), bad(o, "unknown name"));
+    STEPSIM_CHECK(op.host <= program_.host_costs.size(), bad(o, "unknown host cost"));
     STEPSIM_CHECK(std::size_t{op.waits_begin} + op.wait_count <= rank.waits().size(), bad(o, "bad waits"));
     STEPSIM_CHECK(op.wait_count <= kMaxWaits, bad(o, "too many waits"));
     for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
@@ -120,9 +121,12 @@ const Engine::ListIndex& Engine::index_of(std::size_t r) {
   index_streams(list, *index);
   index_dependents(list, *index);
   index->ops = list.ops;
+  index->host_before.reserve(list.ops.size() + 1);
+  index->host_before.push_back(Time::zero());
   for (std::size_t o = 0; o < list.ops.size(); ++o) {
     if (list.ops[o].kind == OpKind::collective) index->collectives.push_back(static_cast<OpIndex>(o));
     if (list.ops[o].host_blocks) index->host_blocking.push_back(static_cast<OpIndex>(o));
+    index->host_before.push_back(index->host_before.back() + program_.host_cost(list.ops[o]));
   }
   index->memory_changes = static_cast<std::size_t>(
       std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));
@@ -433,6 +437,7 @@ Timeline Engine::run(IntervalObserver* observer) {
   stats_.loop_s = seconds_since(loop);
   finish_preparing();
   check_finished();
+  for (std::size_t r = 0; r < ranks_.size(); ++r) end_host_run(r);
   // Every interval ends at the time of the event that ended it, and time only grows: the step
   // ends when the last op or bubble did, known before any interval is written.
   timeline_.steps.push_back({"step", Time::zero(), last_end_});

@@ -160,6 +160,7 @@ class Engine {
     std::vector<OpIndex> dependents;              // ops whose `waits` name the op
     std::vector<OpIndex> collectives;             // the collective ops, in list order
     std::vector<OpIndex> host_blocking;           // the ops that block the host, in list order
+    std::vector<Time> host_before;                // per op, the host's cost to issue the ops before it (one past: all)
     std::size_t memory_changes = 0;               // ops with a memory delta
     std::span<const Op> ops;                      // the list's ops
   };
@@ -202,8 +203,8 @@ class Engine {
   struct alignas(128) RankState {
     OpStates ops;                     // this rank's part of op_states_
     const ListIndex* list = nullptr;  // its op list's ops, streams and dependents
-    // The host issued ops run_first, ..., host_next - 1 back to back from run_start, one launch
-    // cost each: it is free to issue the next op at run_start + (host_next - run_first) launches.
+    // The host issued ops run_first, ..., host_next - 1 back to back from run_start, each at its
+    // own cost (Program::host_cost): it is free to issue the next op once their costs are paid.
     Time run_start;
     Time bubble_since;
     OpIndex run_first = 0;
@@ -347,10 +348,15 @@ class Engine {
   void issue_from_host(std::size_t r);
   bool waits_done(std::size_t r, OpIndex o) const;
   void note_launches(std::size_t r);
+  void end_host_run(std::size_t r);
+  // When the host is done issuing the ops of its current run before op `o`.
+  static Time issued_before(const RankState& state, OpIndex o) {
+    return state.run_start + (state.list->host_before[o] - state.list->host_before[state.run_first]);
+  }
   // When the host issued op `o` of the rank (issued: o < host_next), whose state is `op`.
   Time launch_of(const RankState& state, OpIndex o, const OpState& op) const {
     if (o < state.run_first) return Time::from_ps(op.launch_ps);
-    return state.run_start + program_.kernel_launch * (std::int64_t{o} - state.run_first + 1);
+    return issued_before(state, o + 1);
   }
   Time end_of(std::size_t r, OpIndex o) const { return Time::from_ps(ranks_[r].ops[o].end_ps); }
   OpFlags& flags_of(const OpState& op) const { return op_flags_[static_cast<std::size_t>(&op - op_states_.data())]; }

@@ -9,7 +9,7 @@
 
 namespace stepsim::engine {
 
-// The host issues ops back to back, one launch cost each, until an op that blocks the host
+// The host issues ops back to back, each at its own cost, until an op that blocks the host
 // on unfinished work. Their launch times follow from where the run began (launch_of): none is
 // written, which at thousands of ranks that issue their whole step at once saves a pass over
 // every op's state before the first event.
@@ -22,7 +22,8 @@ void Engine::issue_from_host(std::size_t r) {
     if (list.ops[state.host_next].host_blocks) {
       if (!waits_done(r, state.host_next)) return;
       note_launches(r);
-      Time issue_at = state.run_start + program_.kernel_launch * (std::int64_t{state.host_next} - state.run_first);
+      end_host_run(r);
+      Time issue_at = issued_before(state, state.host_next);
       for (OpIndex w : rank.waits_of(state.host_next)) issue_at = max(issue_at, end_of(r, w));
       state.run_first = state.host_next;
       state.run_start = issue_at;
@@ -43,6 +44,16 @@ void Engine::note_launches(std::size_t r) {
     OpState& op = state.ops[o];
     if (flags_of(op).status == Status::waiting) op.launch_ps = launch_of(state, o, op).ps();
   }
+}
+
+// The host's run of launches ends (it blocks, or the step is issued): the rank's CPU lane
+// shows it busy from the run's start until its last op was issued.
+void Engine::end_host_run(std::size_t r) {
+  const RankState& state = ranks_[r];
+  if (state.host_next == state.run_first) return;
+  const Time end = issued_before(state, state.host_next);
+  if (end == state.run_start) return;  // a CUDA graph's replay: nothing for the CPU to do
+  timeline_.ranks[r].host.push_back({state.run_start, end, state.host_next - state.run_first});
 }
 
 bool Engine::waits_done(std::size_t r, OpIndex o) const {

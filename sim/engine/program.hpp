@@ -52,9 +52,13 @@ struct Op {
   OpKind kind = OpKind::compute;
   Phase phase = Phase::other;
   bool host_blocks = false;  // the host waits for the op's waits before launching it
+  // The host's cost to issue it: 0, Program::kernel_launch; k > 0, Program::host_costs[k - 1]
+  // (a framework's dispatch and Python beside the launch; nothing for what a CUDA graph replays).
+  std::uint8_t host = 0;
 
   bool operator==(const Op&) const = default;
 };
+static_assert(sizeof(Op) == 40, "an op's host cost class fits in what was padding");
 
 // A rank's ops in host issue order and their waits. Ranks that issue the same ops (the
 // data-parallel replicas of a stage, in all-ranks mode) share one list; only their calls
@@ -112,10 +116,13 @@ struct Program {
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
+  std::vector<Time> host_costs;             // the other host costs ops name (Op::host), at most 255
   double comm_slowdown = 0.0;               // compute slows by this fraction while NCCL runs
   ComputeVariation variation;               // ranks that compute slower, kernel jitter
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
+  // The host's cost to issue `op`.
+  Time host_cost(const Op& op) const { return op.host == 0 ? kernel_launch : host_costs[op.host - 1U]; }
 };
 
 }  // namespace stepsim::engine

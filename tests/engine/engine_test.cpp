@@ -164,6 +164,36 @@ TEST_CASE("ops issued before the host blocked keep their launch times once it is
   CHECK(interval(t, 0, "x").start == us(25));
 }
 
+TEST_CASE("each op costs the host its own issue time, and a kernel waits until it is issued") {
+  ProgramBuilder b(1, us(5));
+  b.program().host_costs = {us(20), Time::zero()};
+  b.compute(0, 0, "a", us(1));  // 20: a framework's dispatch and launch
+  b.op(0, 0).host = 1;
+  b.compute(0, 0, "b", us(1));  // 5: the kernel launch alone
+  b.compute(0, 0, "c", us(1));  // replayed by a CUDA graph: nothing more
+  b.op(0, 2).host = 2;
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "a").start == us(20));
+  CHECK(interval(t, 0, "b").start == us(25));
+  CHECK(interval(t, 0, "c").start == us(26));  // issued at 25, after b ends at 26
+  CHECK(t.steps[0].end == us(27));
+  REQUIRE(t.ranks[0].host.size() == 1);
+  CHECK(t.ranks[0].host[0] == stepsim::HostRun{Time::zero(), us(25), 3});
+}
+
+TEST_CASE("the host's runs of launches end where it blocks on the GPU and start again once it may go on") {
+  ProgramBuilder b(1, us(5));
+  const auto a = b.compute(0, 0, "a", us(100));           // issued at 5, runs to 105
+  const auto sync = b.compute(0, 0, "sync", us(1), {a});  // the host waits for a: an .item()
+  b.op(0, sync).host_blocks = true;
+  b.compute(0, 0, "c", us(1));
+  const Timeline t = run(b.program());
+  REQUIRE(t.ranks[0].host.size() == 2);
+  CHECK(t.ranks[0].host[0] == stepsim::HostRun{Time::zero(), us(5), 1});
+  CHECK(t.ranks[0].host[1] == stepsim::HostRun{us(105), us(115), 2});
+  CHECK(interval(t, 0, "sync").start == us(110));  // the GPU idles 5 us waiting for the host
+}
+
 TEST_CASE("a duration that overflows while the op states are prepared is an error on either thread") {
   for (const auto preparation : {stepsim::engine::SecondThread::by_size, stepsim::engine::SecondThread::always}) {
     ProgramBuilder b(2);
