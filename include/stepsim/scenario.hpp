@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ enum class Fusion { fused, eager };
 // TP, DTensor's loss_parallel) or compiled (the same under torch.compile: one kernel each way,
 // the softmax recomputed in the backward).
 enum class CrossEntropy { fused, unfused, eager, compiled };
+// The framework that runs the step (training.framework): it sets the kernel keys above as it
+// runs them and the CPU's cost to issue an operator (stepsim/framework.hpp). unspecified keeps
+// the keys' own defaults and charges each kernel its launch alone.
+enum class Framework : std::uint8_t { unspecified, megatron, nemo, torchtitan, torchtitan_compile, pytorch, deepspeed };
 // zb_h1, zb_h2 (zero-bubble schedules, Qi et al. 2024) and dualpipe (DeepSeek-V3) are named
 // so that a scenario asking for them is refused as not simulated yet, not as a typo.
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
@@ -220,6 +225,10 @@ struct TrainingSpec {
   long long micro_batch = 1;
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
+  Framework framework = Framework::unspecified;  // key training.framework: sets the kernel keys below
+  // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
+  // transformer layers' kernels and their TP communication replayed without the CPU issuing them.
+  bool cuda_graphs = false;
   AttentionKind attention = AttentionKind::flash;    // key training.attention: "flash" | "flash2" | "unfused"
   Fusion fusion = Fusion::fused;                     // key training.fusion: "fused" | "eager"
   CrossEntropy cross_entropy = CrossEntropy::fused;  // key training.cross_entropy

@@ -167,6 +167,16 @@ constexpr KeyDoc kDocs[] = {
      "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
      "output kept)",
      "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+    {"training.framework", "",
+     "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
+     "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
+     "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
+     "also wait on the CPU for the gradient norm); `unspecified`: the keys' own defaults, the launch alone",
+     "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
+    {"training.cuda_graphs", "",
+     "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
+     "them",
+     "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.attention", "",
      "`flash` (the GPU's fastest fused attention: cuDNN or FlashAttention-3 on Hopper), `flash2` "
      "(FlashAttention-2, PyTorch's scaled_dot_product_attention) or `unfused` (materialised s×s softmax)",

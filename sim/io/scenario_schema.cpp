@@ -4,6 +4,7 @@
 #include "io/scenario_schema.hpp"
 
 #include "io/schema.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::io {
 
@@ -66,6 +67,17 @@ std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
 
 std::span<const EnumName<Fusion>> enum_names(Tag<Fusion>) {
   static constexpr EnumName<Fusion> names[] = {{"fused", Fusion::fused}, {"eager", Fusion::eager}};
+  return names;
+}
+
+std::span<const EnumName<Framework>> enum_names(Tag<Framework>) {
+  static constexpr EnumName<Framework> names[] = {{"unspecified", Framework::unspecified},
+                                                  {"megatron", Framework::megatron},
+                                                  {"nemo", Framework::nemo},
+                                                  {"torchtitan", Framework::torchtitan},
+                                                  {"torchtitan-compile", Framework::torchtitan_compile},
+                                                  {"pytorch", Framework::pytorch},
+                                                  {"deepspeed", Framework::deepspeed}};
   return names;
 }
 
@@ -299,11 +311,29 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   return {fields, ""};
 }
 
+// training.framework sets the kernel keys it runs first, as a preset would, whatever its place
+// in the object: the keys beside it (and later --set assignments) override them.
+void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr) {
+    if (const json::value* framework = object->if_contains("framework"); framework != nullptr) {
+      read_value(out.framework, *framework, r.at("framework"));
+      const FrameworkTraits& traits = traits_of(out.framework);
+      out.fusion = traits.fusion;
+      out.attention = traits.attention;
+      out.cross_entropy = traits.cross_entropy;
+      out.grad_clip = traits.grad_clip;
+    }
+  }
+  read_value<TrainingSpec>(out, v, r);
+}
+
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
   static constexpr Field<TrainingSpec> fields[] = {field<&TrainingSpec::global_batch>("global_batch"),
                                                    field<&TrainingSpec::micro_batch>("micro_batch"),
                                                    field<&TrainingSpec::precision>("precision"),
                                                    field<&TrainingSpec::recompute>("recompute"),
+                                                   field<&TrainingSpec::framework>("framework"),
+                                                   field<&TrainingSpec::cuda_graphs>("cuda_graphs"),
                                                    field<&TrainingSpec::attention>("attention"),
                                                    field<&TrainingSpec::optimizer>("optimizer"),
                                                    field<&TrainingSpec::optimizer_state>("optimizer_state"),

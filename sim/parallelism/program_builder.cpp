@@ -30,6 +30,7 @@
 #include "parallelism/tensor_parallel.hpp"
 #include "parallelism/variation.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
@@ -136,7 +137,13 @@ class StepWriter {
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
     for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
     for (OpIndex op : pp_.sync_mirror(b_, waits)) waits.push_back(op);
+    // Megatron reads the gradients' norm on the CPU (.item()): the host waits for every
+    // gradient, and the backward's last kernel, before it issues the step.
+    const bool syncs = s_.training.grad_clip && traits_of(s_.training.framework).syncs_grad_norm;
+    if (syncs)
+      for (OpIndex op : b_.last_compute()) waits.push_back(op);
     const OpIndex optimizer = b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", waits);
+    if (syncs) b_.rank().ops()[optimizer].host_blocks = true;
     dp_->after_optimizer(b_, optimizer);
   }
 
@@ -528,9 +535,15 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
                               StageRanks stage_ranks) {
   check_supported(scenario);
   engine::Program program;
-  program.kernel_launch = costs.kernel_launch();
+  // Each op costs the CPU its kernel's launch and the framework's dispatch around it, unless a
+  // CUDA graph replays it.
+  program.kernel_launch = costs.kernel_launch() + traits_of(scenario.training.framework).dispatch;
   program.comm_slowdown = costs.comm_slowdown();
   BuildState state(program, costs);
+  if (scenario.training.cuda_graphs) {
+    program.host_costs = {Time::zero()};
+    state.capture_layers();
+  }
   Layout layout(scenario, program);
   JobShared shared;
   // The ranks of a stage issue the same ops: only their groups and links differ. The first

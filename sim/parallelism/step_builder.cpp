@@ -59,6 +59,18 @@ OpIndex StepBuilder::append(const engine::Op& op, const std::vector<OpIndex>& wa
   return index;
 }
 
+namespace {
+
+// The ops of a transformer layer, which CUDA graphs capture (Megatron captures each layer's
+// forward and backward); the embedding, the head, the loss and the optimizer run outside.
+bool in_layer(workload::Role role) {
+  using workload::Role;
+  return role != Role::embedding && role != Role::final_norm && role != Role::lm_head && role != Role::loss &&
+         role != Role::optimizer;
+}
+
+}  // namespace
+
 bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
   if (d.lane != lane_) return false;
   switch (d.rule) {
@@ -89,6 +101,7 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.name = name;
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
+  if (state_.captures_layers() && in_layer(cost.role)) op.host = BuildState::kReplayed;
   // Written into stepsim's traces, so that a fit to them knows each piece's own work.
   state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});
   const OpIndex index = append(op, waits);
@@ -203,6 +216,7 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   e.stream = comm.stream;
   e.name = name;
   e.call = it->second;
+  if (state_.captures_layers()) e.host = BuildState::kReplayed;  // userbuffers' exchanges inside a layer
   return append(e, waits);
 }
 
@@ -213,6 +227,9 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   e.stream = slots_[slot].stream;
   e.name = name;
   e.call = call_of(slot, kind, op, size, side);
+  // A layer's own communication is captured with it; gradient and pipeline transfers are not.
+  const bool layer_comm = kind == CommKind::tp || kind == CommKind::cp || kind == CommKind::ep;
+  if (state_.captures_layers() && layer_comm) e.host = BuildState::kReplayed;
   return append(e, waits);
 }
 

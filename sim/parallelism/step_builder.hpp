@@ -71,12 +71,18 @@ class BuildState {
   const CollectiveCost& collective(const collectives::Request& request, const LinkShares& shares);
   engine::Program& program() { return program_; }
   const Costs& costs() const { return costs_; }
+  // CUDA graphs replay the transformer layers (training.cuda_graphs): their ops cost the host
+  // nothing to issue (Program::host_costs[kReplayed - 1] is zero).
+  void capture_layers() { capture_layers_ = true; }
+  bool captures_layers() const { return capture_layers_; }
+  static constexpr std::uint8_t kReplayed = 1;
 
  private:
   using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double>;
   engine::Program& program_;
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
+  bool capture_layers_ = false;
 };
 
 class StepBuilder {

@@ -171,6 +171,8 @@ const std::vector<Row>& rows() {
       {"training.micro_batch", Expect::changes, "2"},
       {"training.precision", Expect::changes, "fp32"},
       {"training.recompute", Expect::changes, "full"},
+      {"training.framework", Expect::changes, "pytorch"},
+      {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
       {"training.attention", Expect::changes, "unfused"},
       {"training.fusion", Expect::changes, "eager"},
       {"training.cross_entropy", Expect::changes, "unfused"},
