@@ -129,6 +129,16 @@ struct RanksReport {
   Straggler straggler;
 };
 
+// The CPU that issues the kernels, measured on the same rank as the breakdown: how long it
+// spent issuing, and how much of the step the GPU ran nothing while the CPU was still issuing
+// (the GPU waited for the host: part of breakdown_s.other).
+struct HostReport {
+  std::string framework;  // training.framework
+  double cpu_issue_s = 0;
+  double gpu_wait_s = 0;
+  double gpu_wait_fraction_of_step = 0;
+};
+
 struct Report {
   std::string stepsim_version;
   int gpus = 0;
@@ -151,6 +161,7 @@ struct Report {
   std::string advice_cause;             // which communication is exposed and why; "" when under target
   std::vector<Advice> advice;           // simulated alternatives, best first
   RanksReport ranks;                    // "ranks" in JSON: spread, rendezvous waits, straggler
+  HostReport host;                      // "host" in JSON: simulated steps only
 };
 
 struct SimulationResult {

@@ -161,6 +161,11 @@ void write_json(const Report& r, std::ostream& out) {
   o["provenance"] = notes_json(r.provenance);
   o["advice"] = advice_json(r);
   o["ranks"] = ranks_json(r.ranks);
+  if (!r.host.framework.empty())
+    o["host"] = {{"framework", r.host.framework},
+                 {"cpu_issue_s", r.host.cpu_issue_s},
+                 {"gpu_wait_s", r.host.gpu_wait_s},
+                 {"gpu_wait_fraction_of_step", r.host.gpu_wait_fraction_of_step}};
   write_pretty_json(o, out);
 }
 

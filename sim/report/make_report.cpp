@@ -151,6 +151,10 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
     const WindowMetrics m = measure(rank, window.start, window.end);
     add_metrics(r, m);
     r.compute_slowdown_s = slowdown_of(m, inputs.comm_slowdown);
+    const HostMetrics host = measure_host(rank, window.start, window.end);
+    r.host.cpu_issue_s = host.issue;
+    r.host.gpu_wait_s = host.gpu_wait;
+    if (r.step_time_s > 0) r.host.gpu_wait_fraction_of_step = host.gpu_wait / r.step_time_s;
     if (timeline.ranks.size() > 1) r.notes.push_back(fmt::format("breakdown measured on {}", rank_title(rank)));
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");

@@ -38,6 +38,13 @@ struct WindowMetrics {
 // Sweeps the rank's intervals clipped to [begin, end): O(n log n), one buffer.
 WindowMetrics measure(const RankTimeline& rank, Time begin, Time end);
 
+// The rank's CPU issue time in [begin, end), and of it the time no kernel of the rank ran.
+struct HostMetrics {
+  double issue = 0;     // s
+  double gpu_wait = 0;  // s
+};
+HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end);
+
 // "rank 3 (stage 1)": the label, or "rank N" without one.
 std::string rank_title(const RankTimeline& rank);
 

@@ -67,6 +67,7 @@ class RankTraceWriter {
   void write_step(const StepWindow& w, std::int64_t tid, std::int64_t start_ns, std::int64_t dur_ns);
   void write_args(fmt::memory_buffer& buf, const Interval& iv);
   void write_counters(const RankTimeline& rank);
+  void write_host(const RankTimeline& rank);
   fmt::memory_buffer& open_event(std::string_view ph, std::int64_t tid);
   std::string thread_title(const RankTimeline& rank, std::uint32_t thread) const;
 
@@ -234,11 +235,30 @@ void RankTraceWriter::write_counters(const RankTimeline& rank) {
   }
 }
 
+// The CPU lane: the host's runs of launches, on a thread after every stream's lanes. Between
+// two runs the CPU waits for the GPU (a synchronising call, FSDP's rate limiter).
+void RankTraceWriter::write_host(const RankTimeline& rank) {
+  if (rank.host.empty()) return;
+  const std::int64_t tid = next_extra_tid_;
+  thread_name(tid, "cpu (kernel issue)");
+  for (const HostRun& run : rank.host) {
+    const std::int64_t start_ns = ps_to_ns(run.start.ps());
+    fmt::memory_buffer& buf = open_event("X", tid);
+    buf.append(std::string_view(",\"ts\":"));
+    append_us(buf, start_ns);
+    buf.append(std::string_view(",\"dur\":"));
+    append_us(buf, std::max<std::int64_t>(0, ps_to_ns(run.end.ps()) - start_ns));
+    fmt::format_to(std::back_inserter(buf), ",\"cat\":\"cpu_op\",\"name\":\"issue {} ops\"", run.ops);
+    stream_.end_event();
+  }
+}
+
 void RankTraceWriter::write(const RankTimeline& rank, std::size_t sort_index) {
   pid_ = rank.rank;
   write_metadata(rank, sort_index);
   collect_slices(rank);
   write_slices(rank);
+  write_host(rank);
   write_counters(rank);
 }
 

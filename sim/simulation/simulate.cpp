@@ -2,6 +2,7 @@
 #include "stepsim/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 #include "report/report_io.hpp"
 #include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim {
@@ -102,6 +104,24 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
                                              "hardware is whole, arrives last after them)",
                                              cause, straggler.rank);
   straggler.rank = slowest;
+}
+
+// Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
+// what its CPU pays per operator.
+std::string framework_note(const TrainingSpec& t, Time launch) {
+  const FrameworkTraits& f = traits_of(t.framework);
+  std::vector<std::string> overridden;
+  if (t.fusion != f.fusion) overridden.emplace_back("fusion");
+  if (t.attention != f.attention) overridden.emplace_back("attention");
+  if (t.cross_entropy != f.cross_entropy) overridden.emplace_back("cross_entropy");
+  if (t.grad_clip != f.grad_clip) overridden.emplace_back("grad_clip");
+  std::string note = fmt::format("framework {}: {}", f.name, f.kernels);
+  if (!overridden.empty())
+    note += fmt::format(" (training.{} set apart from it)", fmt::join(overridden, ", training."));
+  note += fmt::format("; the CPU issues each operator in {:.3g} us ({:.3g} us launch, {:.3g} us dispatch)",
+                      (launch + f.dispatch).us(), launch.us(), f.dispatch.us());
+  if (t.cuda_graphs) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
+  return note;
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {
@@ -241,10 +261,12 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
         "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
         "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
         scenario.data_parallel.bucket_cap_mb));
+  inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch()));
   add_memory(scenario, work, inputs);
   if (scenario.simulation.variation.jitters())
     inputs.notes.push_back(jitter_note(scenario.simulation.variation.jitter, scenario.simulation.ranks));
   result.report = report::make_report(result.timeline, inputs);
+  result.report.host.framework = traits_of(scenario.training.framework).name;
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) costs.summarise(result.timeline, result.report, values);
   report::PipelineFacts pipeline{scenario.parallel.pp,

@@ -1,0 +1,149 @@
+// The host side of a step: the CPU that issues every kernel (training.framework's cost per
+// operator, CUDA graphs), the frameworks' kernel presets, and what the report and trace show.
+#include <catch2/catch.hpp>
+
+#include <boost/json/parse.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/run_stepsim.hpp"
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
+
+namespace {
+
+// GPT-3 Small (125M parameters) in eager PyTorch under DDP on one 8-GPU H100 node, short
+// sequences: every kernel is shorter than the CPU takes to issue it.
+const std::string kSmall = R"({
+  "model": {"name": "gpt-125m", "layers": 12, "hidden": 768, "heads": 12, "vocab": 50304, "seq_len": 512, "mlp": "gelu"},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 1, "pp": 1, "dp": 8},
+  "training": {"framework": "pytorch", "global_batch": 256, "micro_batch": 1},
+  "data_parallel": {"kind": "ddp"}
+})";
+
+stepsim::Scenario small(const std::vector<std::string>& sets = {}) {
+  return stepsim::io::load_scenario_text(kSmall, "small.json", sets);
+}
+
+// The sum of the durations of rank 0's compute kernels.
+double kernel_sum_s(const stepsim::Timeline& t) {
+  double sum = 0;
+  for (const stepsim::Interval& i : t.ranks.front().intervals)
+    if (i.activity == stepsim::Activity::compute) sum += (i.end - i.start).seconds();
+  return sum;
+}
+
+bool has_note(const stepsim::Report& r, const std::string& part) {
+  for (const auto& n : r.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it, not the sum of its kernels") {
+  const stepsim::SimulationResult r = stepsim::simulate(small());
+  // By hand: an eager GPT layer runs 10 operators forward (2 layernorms, qkv, attention,
+  // projection, 2 residual adds, fc1, GELU, fc2) and 14 backward (their backward nodes, a dgrad
+  // and a wgrad per Linear); outside the layers the embedding, final layernorm, LM head and loss
+  // forward, and 5 backward: 12 x 24 + 9 = 297 per micro-batch. 256 sequences on 8 replicas,
+  // one per micro-batch: 32 micro-batches. Then DDP's 8 bucket AllReduces (310 MiB of bf16
+  // gradients in 25 MiB buckets, the 74 MiB embedding and LM head each over the cap) and the
+  // optimizer step. Each operator costs the CPU the H100 preset's 5 us launch and eager
+  // PyTorch's 12 us dispatch.
+  const double ops = 297.0 * 32 + 8 + 1;
+  const double issue_s = ops * 17e-6;  // 161.7 ms
+  CHECK(r.report.step_time_s == Approx(issue_s).epsilon(0.02));
+  CHECK(kernel_sum_s(r.timeline) < 0.75 * r.report.step_time_s);
+  // The report says the GPU waited for the host for the difference.
+  CHECK(r.report.host.framework == "pytorch");
+  CHECK(r.report.host.cpu_issue_s == Approx(issue_s).epsilon(0.001));
+  CHECK(r.report.host.gpu_wait_s == Approx(r.report.step_time_s - kernel_sum_s(r.timeline)).epsilon(0.05));
+}
+
+TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
+  const stepsim::SimulationResult r = stepsim::simulate(small({"training.cuda_graphs=true"}));
+  // What the graphs do not capture (embedding, head, loss, buckets, optimizer: 9 ops a
+  // micro-batch) still costs the CPU, but the GPU is ahead of it.
+  CHECK(r.report.step_time_s == Approx(kernel_sum_s(r.timeline)).epsilon(0.02));
+  CHECK(r.report.host.gpu_wait_s < 0.01 * r.report.step_time_s);
+  CHECK(has_note(r.report, "replayed by CUDA graphs"));
+  // More CPU per operator never makes a step faster, and graphs never slower.
+  CHECK(r.report.step_time_s < stepsim::simulate(small()).report.step_time_s);
+}
+
+TEST_CASE("Each framework sets the kernels it runs, and a key beside it overrides them") {
+  struct Row {
+    std::string framework, fusion, attention, cross_entropy;
+    bool grad_clip;
+  };
+  // As each framework runs a transformer by default (docs/model.md, "The host").
+  const std::vector<Row> rows{
+      {"megatron", "fused", "flash", "unfused", true},  {"nemo", "fused", "flash", "fused", true},
+      {"torchtitan", "eager", "flash2", "eager", true}, {"torchtitan-compile", "fused", "flash2", "compiled", true},
+      {"pytorch", "eager", "flash2", "eager", false},   {"deepspeed", "eager", "flash2", "eager", false},
+      {"unspecified", "fused", "flash", "fused", true},
+  };
+  for (const Row& row : rows) {
+    INFO(row.framework);
+    const stepsim::Scenario s = small({"training.framework=" + row.framework});
+    const auto config = boost::json::parse(s.resolved_json).at("training");
+    CHECK(config.at("framework").as_string() == row.framework);
+    CHECK(config.at("fusion").as_string() == row.fusion);
+    CHECK(config.at("attention").as_string() == row.attention);
+    CHECK(config.at("cross_entropy").as_string() == row.cross_entropy);
+    CHECK(config.at("grad_clip").as_bool() == row.grad_clip);
+  }
+  // A key beside the framework wins, wherever it stands in the object.
+  const std::string before = R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr", "parallel": {"dp": 8},
+    "training": {"attention": "flash", "framework": "torchtitan", "global_batch": 8}})";
+  const auto config = boost::json::parse(stepsim::io::load_scenario_text(before, "s.json", {}).resolved_json);
+  CHECK(config.at("training").at("attention").as_string() == "flash");
+  CHECK(config.at("training").at("fusion").as_string() == "eager");
+  // And a --set after it.
+  const auto set = boost::json::parse(small({"training.fusion=fused"}).resolved_json);
+  CHECK(set.at("training").at("fusion").as_string() == "fused");
+  const stepsim::SimulationResult r = stepsim::simulate(small({"training.fusion=fused"}));
+  CHECK(has_note(r.report, "framework pytorch: eager PyTorch"));
+  CHECK(has_note(r.report, "training.fusion set apart from it"));
+}
+
+TEST_CASE("A scenario without a framework says whose kernels it gets") {
+  const std::string plain = R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr", "parallel": {"dp": 8},
+    "training": {"global_batch": 8}})";
+  const stepsim::SimulationResult r = stepsim::simulate(stepsim::io::load_scenario_text(plain, "s.json", {}));
+  CHECK(r.report.host.framework == "unspecified");
+  CHECK(has_note(r.report, "framework unspecified: the kernel keys' own defaults"));
+  CHECK(has_note(r.report, "set training.framework"));
+}
+
+TEST_CASE("An unknown framework is refused with the choices") {
+  stepsim::testing::Scratch scratch("host-framework");
+  scratch.write("s.json", kSmall);
+  const auto run = scratch.run("simulate s.json --set training.framework=jax");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("training.framework") != std::string::npos);
+  CHECK(run.err.find("torchtitan-compile") != std::string::npos);
+}
+
+TEST_CASE("Megatron reads the gradient norm on the CPU: the host waits for the backward before the optimizer") {
+  const stepsim::SimulationResult r = stepsim::simulate(small({"training.framework=megatron"}));
+  const auto& host = r.timeline.ranks.front().host;
+  REQUIRE(host.size() == 2);
+  CHECK(host[1].ops == 1);  // the optimizer step, issued once the norm is read
+  // The step ends one issue (17 us) plus the optimizer's own time after the last gradient.
+  CHECK(host[1].end - host[1].start == stepsim::Time::from_us(17));
+}
+
+TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
+  stepsim::testing::Scratch scratch("host-trace");
+  scratch.write("s.json", kSmall);
+  const auto run = scratch.run("simulate s.json --trace t.json");
+  REQUIRE(run.status == 0);
+  const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
+  CHECK(trace.find(R"x("name":"cpu (kernel issue)")x") != std::string::npos);
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 9513 ops")x") != std::string::npos);
+}
