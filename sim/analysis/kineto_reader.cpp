@@ -66,6 +66,7 @@ enum class Cat : std::uint8_t {
   memset,
   runtime,
   user_annotation,
+  cpu_op,
   compute,
   comm,
   memory,
@@ -119,6 +120,7 @@ Cat category_of(std::string_view c) {
   if (c == "gpu_memset" || c == "Memset") return Cat::memset;
   if (c == "cuda_runtime" || c == "Runtime" || c == "cuda_driver") return Cat::runtime;
   if (c == "user_annotation") return Cat::user_annotation;
+  if (c == "cpu_op") return Cat::cpu_op;
   if (c == "compute") return Cat::compute;
   if (c == "comm") return Cat::comm;
   if (c == "memory") return Cat::memory;
@@ -194,6 +196,12 @@ bool is_profiler_step(std::string_view name) {
   constexpr std::string_view kStep = "ProfilerStep#";
   return name.size() > kStep.size() && name.starts_with(kStep) && name[kStep.size()] >= '0' &&
          name[kStep.size()] <= '9';
+}
+
+// The CUDA runtime and driver calls that launch a kernel.
+bool is_kernel_launch(std::string_view name) {
+  return name == "cudaLaunchKernel" || name == "cuLaunchKernel" || name == "cudaLaunchKernelExC" ||
+         name == "cuLaunchKernelEx";
 }
 
 // The fields of the event being read.
@@ -603,10 +611,24 @@ class Handler {
     return true;
   }
 
+  // A CPU operator is read only for the CPU's cost per operator (host_costs.cpp): one whose
+  // times are out of range is left out, as are all the events stepsim does not keep.
+  bool note_cpu_op() {
+    const Micros& ts = event_.ts;
+    const Micros& dur = event_.dur;
+    if (event_.ph != 'X' || !event_.has_ts || !event_.has_dur) return true;
+    if (!ts.in_range || ts.whole - origin_.us > kMaxSpanUs || origin_.us - ts.whole > kMaxSpanUs) return true;
+    if (!dur.in_range || dur.whole < 0 || dur.whole >= kMaxSpanUs) return true;
+    const Time start = relative(ts);
+    trace_.cpu_ops.push_back({event_.tid, start, start + Time::from_ps(dur.whole * 1000000 + dur.frac_ps)});
+    return true;
+  }
+
   bool finish_event(json::error_code& ec) {
     // HTA reads the events into one table: an event without ts makes its ts column float.
     if (!event_.has_ts) trace_.hta.fractional_ts = true;
     if (!take_hta_row(ec)) return false;
+    if (event_.cat == Cat::cpu_op) return note_cpu_op();
     if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
@@ -656,6 +678,10 @@ class Handler {
       case Cat::runtime:
         // With a dur it is already a launch (take_hta_row).
         if (event_.correlation >= 0 && !event_.has_dur) trace_.launches.push_back({event_.correlation, start});
+        if (event_.has_dur && is_kernel_launch(event_.name))
+          trace_.kernel_launches.push_back({event_.tid, start, start + dur});
+        return;
+      case Cat::cpu_op:  // note_cpu_op
         return;
       case Cat::user_annotation:
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))

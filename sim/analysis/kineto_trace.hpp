@@ -61,6 +61,13 @@ struct Launch {
   Time at;
 };
 
+// A CPU event on one thread: an operator (cat cpu_op) or a kernel launch's runtime call.
+struct CpuEvent {
+  std::int64_t tid = -1;
+  Time start;
+  Time end;
+};
+
 struct DistributedInfo {
   int rank = -1;  // -1: not in the trace
   int world_size = 0;
@@ -97,10 +104,12 @@ struct KinetoTrace {
   NameTable strings{""};  // index 0: absent
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;
-  std::vector<Launch> launches;     // in file order
-  std::vector<CpuSpan> windows;     // stepsim traces: the step windows (category "step")
-  bool stepsim_format = false;      // written by stepsim: one rank per pid
-  std::uint64_t content_bytes = 0;  // decompressed JSON size
+  std::vector<Launch> launches;           // in file order
+  std::vector<CpuEvent> cpu_ops;          // the CPU operators (cat cpu_op), in file order
+  std::vector<CpuEvent> kernel_launches;  // the cudaLaunchKernel calls with their durations
+  std::vector<CpuSpan> windows;           // stepsim traces: the step windows (category "step")
+  bool stepsim_format = false;            // written by stepsim: one rank per pid
+  std::uint64_t content_bytes = 0;        // decompressed JSON size
   HtaView hta;
   // stepsim traces: by kernel name, the work its args give (flops, hbm_bytes).
   std::map<std::uint32_t, KernelWork> work;

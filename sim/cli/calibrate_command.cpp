@@ -21,7 +21,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: stepsim calibrate import-nccl-tests LOG... -o FILE [--op OP] [--ranks N] [--nodes N] [--gpu NAME]\n"
     "       stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n"
-    "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n\n"
+    "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
+    "       stepsim calibrate from-trace TRACE\n\n"
     "Calibration files hold what was measured on real GPUs: collective times by communicator\n"
     "shape and size, GEMM, attention and memory-bound kernel times, launch overhead and the\n"
     "slowdown of compute beside communication. 'simulate' and 'collective' apply them with\n"
@@ -32,7 +33,8 @@ constexpr const char* kUsage =
     "                     without it (leave-one-out), and with --held-out LOG each point of another\n"
     "                     log predicted from the whole file; errors against the model's beside them\n"
     "  from-trace         fit GPU efficiencies and the slowdown under communication so that the\n"
-    "                     simulated scenario agrees with a profiler trace of it\n"
+    "                     simulated scenario agrees with a profiler trace of it; with or without a\n"
+    "                     scenario, the CPU's cost per operator from the trace's CPU operators\n"
     "  (tools/calibrate builds stepsim-calibrate, which measures a GPU node and writes the file)";
 
 constexpr const char* kExamples =

@@ -7,6 +7,7 @@
 
 #include <iostream>
 
+#include "analysis/host_costs.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "calibration/apply.hpp"
 #include "calibration/trace_fit.hpp"
@@ -64,6 +65,21 @@ calibration::ClassTotals simulated_totals(const Scenario& s, const calibration::
   return t;
 }
 
+// The CPU's cost per operator: what training.framework's dispatch is measured from.
+void print_host(const std::string& trace, std::ostream& log) {
+  const analysis::HostCosts h = analysis::host_costs(trace);
+  if (h.operators == 0) {
+    log << fmt::format("# host: no CPU operator around a kernel launch in {} (no cpu_op and cudaLaunchKernel events)\n",
+                       trace);
+    return;
+  }
+  log << fmt::format(
+      "# host: per-operator CPU cost {:.1f} us (median of {} CPU operators that launched kernels), kernel launch "
+      "{:.1f} us (median of {} launches): {:.1f} us of dispatch beyond the launch\n",
+      h.operator_median.us(), h.operators, h.launch_median.us(), h.launches,
+      (h.operator_median - h.launch_median).us());
+}
+
 }  // namespace
 
 int run_from_trace(const Args& args) {
@@ -78,9 +94,16 @@ int run_from_trace(const Args& args) {
   po::positional_options_description positional;
   positional.add("trace", 1).add("scenario", 1);
   const auto vm = parse_args("calibrate from-trace", args, desc, positional);
-  if (help_requested(vm, "usage: stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...", desc, ""))
+  if (help_requested(vm,
+                     "usage: stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
+                     "       stepsim calibrate from-trace TRACE   (the CPU's cost per operator alone)",
+                     desc, ""))
     return 0;
   if (trace.empty()) throw InputError("<command line>", "TRACE", "give the trace to calibrate from");
+  if (vm.count("scenario") == 0) {  // "" is the default scenario
+    print_host(trace, std::cout);
+    return 0;
+  }
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
   report::check_outputs({{"-o", output, {}}});
   const Scenario scenario = io::load_scenario(scenario_path, sets);
@@ -127,6 +150,7 @@ int run_from_trace(const Args& args) {
       "# step time: trace {:.4f} s; simulated {:.4f} s with the preset ({:+.1f}%), {:.4f} s with the "
       "fitted values ({:+.2f}%)\n",
       measured, before, 100 * (before - measured) / measured, after, 100 * (after - measured) / measured);
+  print_host(trace, log);
   report::write_output({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }});
   return 0;
 }

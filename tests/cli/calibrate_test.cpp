@@ -105,6 +105,28 @@ TEST_CASE("from-trace on a trace of another model runs and says what it could no
   CHECK(run.out.find("0 matched to <default> ops by name") != std::string::npos);
 }
 
+// Oracle: the same figures computed apart from stepsim, by a short script over the traces'
+// JSON (for each cudaLaunchKernel, the shortest cpu_op on its thread that encloses it; medians
+// of those operators' and of the launches' durations).
+TEST_CASE("from-trace on the real traces prints the CPU's cost per operator and how many operators it came from") {
+  Scratch s("calib-host");
+  const auto first = s.run("calibrate from-trace " + kData + "/traces/recsys-a100-rank0of16.json.gz");
+  REQUIRE(first.status == 0);
+  CHECK(first.out.find("per-operator CPU cost 10.0 us (median of 4900 CPU operators that launched kernels), "
+                       "kernel launch 4.0 us") != std::string::npos);
+  const auto second = s.run("calibrate from-trace " + kData + "/traces/recsys-a100-rank3of8.json.gz");
+  CHECK(second.out.find("per-operator CPU cost 18.0 us (median of 7452 CPU operators that launched kernels), "
+                        "kernel launch 6.0 us") != std::string::npos);
+  // All three pooled: what training.framework's 12 us of dispatch is.
+  const auto all = s.run("calibrate from-trace " + kData + "/traces/");
+  CHECK(all.out.find("per-operator CPU cost 18.0 us (median of 14113 CPU operators") != std::string::npos);
+  CHECK(all.out.find("12.0 us of dispatch beyond the launch") != std::string::npos);
+  // With a scenario, beside the efficiencies.
+  const auto with =
+      s.run("calibrate from-trace " + kData + "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json");
+  CHECK(with.out.find("# host: per-operator CPU cost") != std::string::npos);
+}
+
 namespace {
 
 // The row of `size` in the section of `check`'s output that starts at `heading`: size,

@@ -1,0 +1,86 @@
+// The CPU's cost per operator in a profiler trace: a sweep over each thread's operators and
+// kernel launches in time order, the innermost open operator around each launch.
+#include "analysis/host_costs.hpp"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "analysis/trace_timeline.hpp"
+
+namespace stepsim::analysis {
+namespace {
+
+Time median(std::vector<Time> values) {
+  if (values.empty()) return Time::zero();
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
+// Per thread, its operators sorted by start, an enclosing one before those it encloses.
+std::map<std::int64_t, std::vector<CpuEvent>> operators_by_thread(const std::vector<CpuEvent>& ops) {
+  std::map<std::int64_t, std::vector<CpuEvent>> by_thread;
+  for (const CpuEvent& e : ops) by_thread[e.tid].push_back(e);
+  for (auto& [tid, list] : by_thread)
+    std::ranges::sort(list, [](const CpuEvent& a, const CpuEvent& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+  return by_thread;
+}
+
+struct Pooled {
+  std::vector<Time> operators;
+  std::vector<Time> launches;
+};
+
+void add(const KinetoTrace& trace, Pooled& out) {
+  const auto ops = operators_by_thread(trace.cpu_ops);
+  std::map<std::int64_t, std::vector<CpuEvent>> launches;
+  for (const CpuEvent& l : trace.kernel_launches) {
+    launches[l.tid].push_back(l);
+    out.launches.push_back(l.end - l.start);
+  }
+  for (auto& [tid, list] : launches) {
+    const auto it = ops.find(tid);
+    if (it == ops.end()) continue;
+    const std::vector<CpuEvent>& thread_ops = it->second;
+    std::ranges::sort(list, {}, &CpuEvent::start);
+    std::vector<std::size_t> open;  // operators open at the sweep's time, innermost last
+    std::vector<bool> counted(thread_ops.size(), false);
+    std::size_t next = 0;
+    for (const CpuEvent& launch : list) {
+      for (; next < thread_ops.size() && thread_ops[next].start <= launch.start; ++next) {
+        while (!open.empty() && thread_ops[open.back()].end <= thread_ops[next].start) open.pop_back();
+        open.push_back(next);
+      }
+      while (!open.empty() && thread_ops[open.back()].end < launch.end) open.pop_back();
+      if (open.empty() || counted[open.back()]) continue;
+      counted[open.back()] = true;
+      out.operators.push_back(thread_ops[open.back()].end - thread_ops[open.back()].start);
+    }
+  }
+}
+
+HostCosts summarise(const Pooled& p) {
+  return {p.operators.size(), p.launches.size(), median(p.operators), median(p.launches)};
+}
+
+}  // namespace
+
+HostCosts host_costs(const KinetoTrace& trace) {
+  Pooled p;
+  add(trace, p);
+  return summarise(p);
+}
+
+HostCosts host_costs(const std::string& path) {
+  Pooled p;
+  for (const std::string& file : trace_files(path)) {
+    TimeOrigin origin;
+    add(read_kineto(file, origin), p);
+  }
+  return summarise(p);
+}
+
+}  // namespace stepsim::analysis
