@@ -96,6 +96,17 @@ TEST_CASE("Each framework sets the kernels it runs, and a key beside it override
     CHECK(config.at("attention").as_string() == row.attention);
     CHECK(config.at("cross_entropy").as_string() == row.cross_entropy);
     CHECK(config.at("grad_clip").as_bool() == row.grad_clip);
+    // Each of its keys set beside it wins.
+    const stepsim::Scenario own = small({"training.framework=" + row.framework, "training.attention=unfused",
+                                         "training.fusion=" + std::string(row.fusion == "fused" ? "eager" : "fused"),
+                                         "training.cross_entropy=compiled",
+                                         std::string("training.grad_clip=") + (row.grad_clip ? "false" : "true")});
+    const auto mine = boost::json::parse(own.resolved_json).at("training");
+    CHECK(mine.at("framework").as_string() == row.framework);
+    CHECK(mine.at("attention").as_string() == "unfused");
+    CHECK(mine.at("fusion").as_string() != row.fusion);
+    CHECK(mine.at("cross_entropy").as_string() == "compiled");
+    CHECK(mine.at("grad_clip").as_bool() != row.grad_clip);
   }
   // A key beside the framework wins, wherever it stands in the object.
   const std::string before = R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr", "parallel": {"dp": 8},
