@@ -175,7 +175,7 @@ constexpr KeyDoc kDocs[] = {
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
-     "them",
+     "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.attention", "",
      "`flash` (the GPU's fastest fused attention: cuDNN or FlashAttention-3 on Hopper), `flash2` "

@@ -309,6 +309,20 @@ void check_training(const Scenario& s, const Checker& c) {
             s.cluster.gpu.name);
 }
 
+// CUDA graphs of the transformer layers exist where the framework captures them (Megatron's
+// --enable-cuda-graph, NeMo's, PyTorch's make_graphed_callables) and the layers issue nothing
+// from the CPU between their kernels: FSDP's hooks gather each layer's parameters from the CPU.
+void check_cuda_graphs(const Scenario& s, const Checker& c) {
+  if (!s.training.cuda_graphs) return;
+  const Framework f = s.training.framework;
+  c.require(f != Framework::torchtitan && f != Framework::torchtitan_compile && f != Framework::deepspeed,
+            "/training/cuda_graphs", "{} does not capture training steps in CUDA graphs",
+            f == Framework::deepspeed ? "deepspeed" : "torchtitan");
+  c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/training/cuda_graphs",
+            "CUDA graphs of FSDP-sharded layers are not simulated (FSDP's hooks gather each layer's parameters from "
+            "the CPU)");
+}
+
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
 // refuses --tp-comm-overlap without it) and only with a TP group to talk to.
 void check_tp_overlap(const Scenario& s, const Checker& c) {
@@ -403,6 +417,7 @@ void complete_and_validate(Scenario& s) {
   if (s.parallel.tp == 1) s.parallel.sequence_parallel = false;
   check_split(s.model, s.parallel, c);
   check_training(s, c);
+  check_cuda_graphs(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);

@@ -158,3 +158,15 @@ TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
   CHECK(trace.find(R"x("name":"cpu (kernel issue)")x") != std::string::npos);
   CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 9513 ops")x") != std::string::npos);
 }
+
+TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are refused") {
+  stepsim::testing::Scratch scratch("host-graphs");
+  scratch.write("s.json", kSmall);
+  const auto titan = scratch.run("simulate s.json --set training.framework=torchtitan --set training.cuda_graphs=true");
+  CHECK(titan.status == 2);
+  CHECK(titan.err.find("/training/cuda_graphs: torchtitan does not capture training steps in CUDA graphs") !=
+        std::string::npos);
+  const auto fsdp = scratch.run("simulate s.json --set data_parallel.kind=fsdp --set training.cuda_graphs=true");
+  CHECK(fsdp.status == 2);
+  CHECK(fsdp.err.find("CUDA graphs of FSDP-sharded layers are not simulated") != std::string::npos);
+}
