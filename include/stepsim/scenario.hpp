@@ -12,7 +12,17 @@
 
 namespace stepsim {
 
-enum class Precision { bf16, fp16, fp8, tf32, fp32 };
+// mxfp8 and nvfp4 are Transformer Engine's block-scaled recipes on Blackwell (MXFP8BlockScaling:
+// 32-element blocks with power-of-two E8M0 scales at the FP8 tensor-core rate;
+// NVFP4BlockScaling: E2M1 values in 16-element blocks with FP8 E4M3 scales and a per-tensor
+// FP32 scale, at the FP4 rate). Like fp8, they run the Linear layers' GEMMs in that format and
+// keep activations, attention and the rest in BF16.
+enum class Precision { bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4 };
+// How per-tensor FP8 (training.precision fp8) gets its scales: delayed (Transformer Engine's
+// DelayedScaling, from the amax history of earlier steps, the amax taken inside the cast) or
+// current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise: each tensor's own amax,
+// read in a pass of its own before the cast).
+enum class Fp8Scaling { delayed, current };
 enum class MlpKind { gelu, swiglu };
 // selective: Megatron's (the attention core); selective_op: torchtitan's per-op selective
 // checkpointing (every other matmul output saved, the rest and element-wise work recomputed).
@@ -51,12 +61,24 @@ enum class InterTopology { rail_optimized, fat_tree };
 enum class RankMode { representative, all };
 enum class GpuArch { ampere, hopper, blackwell };
 
-// Bytes per element of a precision (fp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4).
+// Bytes per element of a precision's parameters as they are kept and gathered (fp8 and
+// mxfp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4). nvfp4 = 2: its parameters stay BF16 and are
+// quantized for each GEMM (Megatron gathers no FP4 parameters).
 int element_bytes(Precision p);
 const char* to_string(Precision p);
+const char* to_string(Fp8Scaling s);
+// Whether the Linear layers' GEMMs run in an 8- or 4-bit format (fp8, mxfp8, nvfp4).
+bool low_precision(Precision p);
+// Whether the format is block-scaled (mxfp8, nvfp4): tensor-core support from Blackwell on.
+bool block_scaled(Precision p);
+// Bytes one GEMM operand element takes in the format, its share of the scales included:
+// fp8 1, mxfp8 1 + 1/32 (one E8M0 byte per 32), nvfp4 1/2 + 1/16 (one E4M3 byte per 16).
+double operand_bytes(Precision p);
 
 struct GpuFlops {
   FlopRate bf16, fp16, fp8, tf32, fp32;  // dense peak; fp8 zero when unsupported
+  FlopRate fp4;                          // dense FP4 (NVFP4) peak; zero when unsupported
+  // The peak a precision's low-precision GEMMs run at: mxfp8 at the FP8 rate, nvfp4 at FP4's.
   FlopRate for_precision(Precision p) const;
 };
 
@@ -71,6 +93,7 @@ struct GpuEfficiency {
   double comm_slowdown = 0.1;            // compute slows by this fraction while an NCCL kernel runs (docs/model.md)
   double fp8_gemm_max = 0.6;             // large FP8 GEMM fraction of the FP8 dense peak (scaling and the
                                          // narrower operands' overheads keep it below gemm_max)
+  double fp4_gemm_max = 0.5;             // large NVFP4 GEMM fraction of the FP4 dense peak
 };
 
 // Where a hardware preset's figures come from: fitted to measurements (and to which), or
@@ -224,6 +247,7 @@ struct TrainingSpec {
   long long global_batch = 0;  // sequences
   long long micro_batch = 1;
   Precision precision = Precision::bf16;
+  Fp8Scaling fp8_scaling = Fp8Scaling::delayed;  // key training.fp8_scaling (precision fp8 only)
   Recompute recompute = Recompute::none;
   Framework framework = Framework::unspecified;  // key training.framework: sets the kernel keys below
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the

@@ -7,9 +7,11 @@ namespace stepsim {
 int element_bytes(Precision p) {
   switch (p) {
     case Precision::fp8:
+    case Precision::mxfp8:
       return 1;
     case Precision::bf16:
     case Precision::fp16:
+    case Precision::nvfp4:
       return 2;
     case Precision::tf32:
     case Precision::fp32:
@@ -30,8 +32,31 @@ const char* to_string(Precision p) {
       return "tf32";
     case Precision::fp32:
       return "fp32";
+    case Precision::mxfp8:
+      return "mxfp8";
+    case Precision::nvfp4:
+      return "nvfp4";
   }
   return "?";
+}
+
+const char* to_string(Fp8Scaling s) { return s == Fp8Scaling::current ? "current" : "delayed"; }
+
+bool low_precision(Precision p) { return p == Precision::fp8 || block_scaled(p); }
+
+bool block_scaled(Precision p) { return p == Precision::mxfp8 || p == Precision::nvfp4; }
+
+double operand_bytes(Precision p) {
+  switch (p) {
+    case Precision::fp8:
+      return 1.0;
+    case Precision::mxfp8:
+      return 1.0 + 1.0 / 32.0;
+    case Precision::nvfp4:
+      return 0.5 + 1.0 / 16.0;
+    default:
+      return element_bytes(p);
+  }
 }
 
 FlopRate GpuFlops::for_precision(Precision p) const {
@@ -41,7 +66,10 @@ FlopRate GpuFlops::for_precision(Precision p) const {
     case Precision::fp16:
       return fp16;
     case Precision::fp8:
+    case Precision::mxfp8:
       return fp8;
+    case Precision::nvfp4:
+      return fp4;
     case Precision::tf32:
       return tf32;
     case Precision::fp32:

@@ -88,7 +88,11 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu", "", "a GPU preset name (`stepsim presets --kind gpu`) or an object of the keys below", ""},
     {"cluster.gpu.name", "", "name shown in the report", ""},
     {"cluster.gpu.arch", "", "`ampere`, `hopper` or `blackwell`", ""},
-    {"cluster.gpu.flops.*", "FLOPS", "dense tensor-core peak per precision (datasheet, without sparsity); 0: none", ""},
+    {"cluster.gpu.flops.*", "FLOPS",
+     "dense tensor-core peak per precision (datasheet, without sparsity): `bf16`, `fp16`, `fp8` (also MXFP8's), "
+     "`tf32`, "
+     "`fp32`, `fp4` (NVFP4's); 0: none",
+     ""},
     {"cluster.gpu.memory", "bytes", "HBM capacity", ""},
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
     {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
@@ -96,7 +100,9 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.efficiency.gemm_max", "fraction", "sustained fraction of dense peak reached by large GEMMs", ""},
     {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs", "GEMM size at which it reaches half of gemm_max", ""},
     {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
-     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8)", ""},
+     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8)", ""},
+    {"cluster.gpu.efficiency.fp4_gemm_max", "fraction",
+     "sustained fraction of the FP4 dense peak reached by large NVFP4 GEMMs (training.precision nvfp4)", ""},
     {"cluster.gpu.efficiency.attention_max", "fraction", "fraction of dense peak reached by fused attention", ""},
     {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth", ""},
     {"cluster.gpu.efficiency.kernel_min", "time", "shortest duration of any kernel", ""},
@@ -161,8 +167,15 @@ constexpr KeyDoc kDocs[] = {
     {"training.global_batch", "sequences", "samples per optimizer step, all replicas together",
      "Megatron `--global-batch-size`"},
     {"training.micro_batch", "sequences", "samples per forward/backward pass", "Megatron `--micro-batch-size`"},
-    {"training.precision", "", "`bf16`, `fp16`, `fp8`, `tf32` or `fp32`; picks the peak MFU divides by",
-     "Megatron `--bf16`, `--fp8-format`"},
+    {"training.precision", "",
+     "`bf16`, `fp16`, `fp8`, `tf32`, `fp32`, or Transformer Engine's block-scaled `mxfp8` and `nvfp4` (Blackwell "
+     "only); fp8, mxfp8 and nvfp4 run the Linear layers' GEMMs in that format, the rest in BF16; picks the peak MFU "
+     "divides by",
+     "Megatron `--bf16`, `--fp8-format`, `--fp8-recipe mxfp8`, `--fp4-recipe nvfp4`"},
+    {"training.fp8_scaling", "",
+     "per-tensor FP8's scales: `delayed` (from the amax history, taken inside the cast) or `current` (each tensor's "
+     "own amax, a pass of its own before the cast); only with precision fp8",
+     "Megatron `--fp8-recipe delayed` or `tensorwise`"},
     {"training.recompute", "",
      "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
      "output kept)",

@@ -20,7 +20,8 @@ double attention_share(bool flash2, GpuArch arch) { return flash2 && arch != Gpu
 
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
-      tensor_precision_(precision == Precision::fp8 ? Precision::bf16 : precision),
+      precision_(precision),
+      tensor_precision_(low_precision(precision) ? Precision::bf16 : precision),
       peak_(gpu.flops.for_precision(precision)),
       tensor_peak_(gpu.flops.for_precision(tensor_precision_)) {
   if (!peak_.positive()) {
@@ -28,8 +29,9 @@ GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
                      fmt::format("{} has no {} peak FLOP rate", gpu.name, to_string(precision)));
   }
   if (!tensor_peak_.positive()) {
-    throw InputError("scenario", "/cluster/gpu/flops/bf16",
-                     fmt::format("{} needs a bf16 peak for the work FP8 training leaves in BF16", gpu.name));
+    throw InputError(
+        "scenario", "/cluster/gpu/flops/bf16",
+        fmt::format("{} needs a bf16 peak for the work {} training leaves in BF16", gpu.name, to_string(precision)));
   }
   if (!gpu.memory_bandwidth.positive()) {
     throw InputError("scenario", "/cluster/gpu/memory_bandwidth",
@@ -46,7 +48,8 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
   const double saturation = flops / (flops + e.gemm_half_flops);
   switch (op.cls) {
     case workload::OpClass::gemm:
-      return (op.fp8 ? e.fp8_gemm_max : e.gemm_max) * saturation;
+      if (!op.fp8) return e.gemm_max * saturation;
+      return (precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max) * saturation;
     case workload::OpClass::attention:
       return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch);
     default:
@@ -56,7 +59,8 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
 
 FlopRate GpuModel::rate(const workload::OpCost& op) const {
   const bool tensor_core = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
-  // FP8 GEMMs run at the FP8 peak; attention and every other GEMM at the 16-bit one.
+  // Low-precision GEMMs run at their format's peak (MXFP8 at FP8's, NVFP4 at FP4's);
+  // attention and every other GEMM at the 16-bit one.
   if (tensor_core) return (op.fp8 ? peak_ : tensor_peak_).scaled(efficiency(op));
   // Element-wise kernels run on the CUDA cores at the fp32 vector rate.
   return gpu_.flops.fp32.positive() ? gpu_.flops.fp32 : peak_;

@@ -31,10 +31,10 @@ class GpuModel {
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }
-  // The precision `op`'s tensor-core work runs in: an FP8 GEMM in FP8, attention and every
-  // other GEMM in the 16-bit precision (BF16 under FP8 training). Measured tables of that
-  // precision stand for it.
-  Precision dtype(const workload::OpCost& op) const { return op.fp8 ? Precision::fp8 : tensor_precision_; }
+  // The precision `op`'s tensor-core work runs in: a low-precision GEMM in the training
+  // precision (fp8, mxfp8, nvfp4), attention and every other GEMM in the 16-bit precision (BF16
+  // under those). Measured tables of that precision stand for it.
+  Precision dtype(const workload::OpCost& op) const { return op.fp8 ? precision_ : tensor_precision_; }
   // Dense peak of the training precision (the MFU denominator).
   FlopRate peak() const { return peak_; }
   const GpuSpec& spec() const { return gpu_; }
@@ -43,9 +43,10 @@ class GpuModel {
   FlopRate rate(const workload::OpCost& op) const;
 
   GpuSpec gpu_;
+  Precision precision_;         // the training precision
   Precision tensor_precision_;  // of the tensor-core work that is not an FP8 GEMM
   FlopRate peak_;               // the training precision's dense peak
-  FlopRate tensor_peak_;        // peak of the tensor-core work that is not an FP8 GEMM (BF16 under FP8 training)
+  FlopRate tensor_peak_;        // peak of the tensor-core work that is not a low-precision GEMM (BF16)
 };
 
 }  // namespace stepsim::hardware

@@ -38,11 +38,14 @@ Schema<Scenario> schema_of(Tag<Scenario>);
 // ---- names of the enumerations (the first name of a value is the one written back) ----
 
 std::span<const EnumName<Precision>> enum_names(Tag<Precision>) {
-  static constexpr EnumName<Precision> names[] = {{"bf16", Precision::bf16},
-                                                  {"fp16", Precision::fp16},
-                                                  {"fp8", Precision::fp8},
-                                                  {"tf32", Precision::tf32},
-                                                  {"fp32", Precision::fp32}};
+  static constexpr EnumName<Precision> names[] = {
+      {"bf16", Precision::bf16}, {"fp16", Precision::fp16},   {"fp8", Precision::fp8},    {"tf32", Precision::tf32},
+      {"fp32", Precision::fp32}, {"mxfp8", Precision::mxfp8}, {"nvfp4", Precision::nvfp4}};
+  return names;
+}
+
+std::span<const EnumName<Fp8Scaling>> enum_names(Tag<Fp8Scaling>) {
+  static constexpr EnumName<Fp8Scaling> names[] = {{"delayed", Fp8Scaling::delayed}, {"current", Fp8Scaling::current}};
   return names;
 }
 
@@ -182,8 +185,8 @@ std::span<const EnumName<CpComm>> enum_names(Tag<CpComm>) {
 
 Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
   static constexpr Field<GpuFlops> fields[] = {field<&GpuFlops::bf16>("bf16"), field<&GpuFlops::fp16>("fp16"),
-                                               field<&GpuFlops::fp8>("fp8"), field<&GpuFlops::tf32>("tf32"),
-                                               field<&GpuFlops::fp32>("fp32")};
+                                               field<&GpuFlops::fp8>("fp8"),   field<&GpuFlops::tf32>("tf32"),
+                                               field<&GpuFlops::fp32>("fp32"), field<&GpuFlops::fp4>("fp4")};
   return {fields, ""};
 }
 
@@ -192,7 +195,7 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
       field<&GpuEfficiency::gemm_max>("gemm_max"),           field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
       field<&GpuEfficiency::attention_max>("attention_max"), field<&GpuEfficiency::hbm>("hbm"),
       field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown"),
-      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max")};
+      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max"),   field<&GpuEfficiency::fp4_gemm_max>("fp4_gemm_max")};
   return {fields, ""};
 }
 
@@ -331,6 +334,7 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
   static constexpr Field<TrainingSpec> fields[] = {field<&TrainingSpec::global_batch>("global_batch"),
                                                    field<&TrainingSpec::micro_batch>("micro_batch"),
                                                    field<&TrainingSpec::precision>("precision"),
+                                                   field<&TrainingSpec::fp8_scaling>("fp8_scaling"),
                                                    field<&TrainingSpec::recompute>("recompute"),
                                                    field<&TrainingSpec::framework>("framework"),
                                                    field<&TrainingSpec::cuda_graphs>("cuda_graphs"),

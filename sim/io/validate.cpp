@@ -158,6 +158,7 @@ void check_imbalance(const MoeSpec& moe, int ep, const Checker& c) {
 void check_gpu(const GpuSpec& g, const Checker& c) {
   c.fraction(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max");
   c.fraction(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max");
+  c.fraction(g.efficiency.fp4_gemm_max, "/cluster/gpu/efficiency/fp4_gemm_max");
   c.fraction(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max");
   c.fraction(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm");
   c.require(g.efficiency.comm_slowdown >= 0 && g.efficiency.comm_slowdown < 1, "/cluster/gpu/efficiency/comm_slowdown",
@@ -304,9 +305,20 @@ void check_training(const Scenario& s, const Checker& c) {
   if (element_bytes(t.precision) == 4)
     c.require(t.main_grad == Precision::fp32, "/training/main_grad",
               "bf16 main gradients need mixed precision (training.precision is {})", to_string(t.precision));
+  // Block-scaled GEMMs (MXFP8's E8M0 and NVFP4's E4M3 block scales applied inside the MMA)
+  // are tensor-core instructions of Blackwell (sm_100) and later; Transformer Engine refuses
+  // both recipes on Hopper and Ampere.
+  c.require(!block_scaled(t.precision) || s.cluster.gpu.arch == GpuArch::blackwell, "/training/precision",
+            "{} needs a Blackwell GPU (block-scaled tensor cores); {} is {}", to_string(t.precision),
+            s.cluster.gpu.name, s.cluster.gpu.arch == GpuArch::hopper ? "Hopper" : "Ampere");
+  const char* peak_key = t.precision == Precision::mxfp8   ? "fp8"
+                         : t.precision == Precision::nvfp4 ? "fp4"
+                                                           : to_string(t.precision);
   c.require(s.cluster.gpu.flops.for_precision(t.precision).positive(), "/training/precision",
-            "{} needs cluster.gpu.flops.{} > 0 ({} has none)", to_string(t.precision), to_string(t.precision),
-            s.cluster.gpu.name);
+            "{} needs cluster.gpu.flops.{} > 0 ({} has none)", to_string(t.precision), peak_key, s.cluster.gpu.name);
+  // The scaling of per-tensor FP8 means nothing to the other precisions.
+  c.require(t.fp8_scaling == Fp8Scaling::delayed || t.precision == Precision::fp8, "/training/fp8_scaling",
+            "current scaling is a recipe of training.precision fp8, not of {}", to_string(t.precision));
 }
 
 // CUDA graphs of the transformer layers exist where the framework captures them (Megatron's

@@ -84,6 +84,7 @@ void gpu_ranges(const GpuSpec& g, const Limits& l) {
   l.rate(g.flops.fp8.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp8");
   l.rate(g.flops.tf32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/tf32");
   l.rate(g.flops.fp32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp32");
+  l.rate(g.flops.fp4.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp4");
   l.rate(g.memory.as_double(), 1048576.0, 1125899906842624.0, "B", false, "/cluster/gpu/memory");
   l.rate(g.memory_bandwidth.bytes_per_s(), 1e9, 1e15, "B/s", false, "/cluster/gpu/memory_bandwidth");
   l.integer(g.sms, 1, 4096, "/cluster/gpu/sms");

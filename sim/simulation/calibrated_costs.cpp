@@ -59,11 +59,12 @@ namespace {
 // The efficiency a fit puts in force for what the model alone answered: that part is
 // calibrated too.
 bool fitted(const std::string& what, const std::vector<CalibratedValue>& values) {
-  const char* key = what == "gemm fp8"               ? "fp8_gemm_max"
-                    : what.starts_with("gemm ")      ? "gemm_max"
-                    : what.starts_with("attention ") ? "attention_max"
-                    : what == "memory-bound kernels" ? "hbm"
-                                                     : "";
+  const char* key = what == "gemm fp8" || what == "gemm mxfp8" ? "fp8_gemm_max"
+                    : what == "gemm nvfp4"                     ? "fp4_gemm_max"
+                    : what.starts_with("gemm ")                ? "gemm_max"
+                    : what.starts_with("attention ")           ? "attention_max"
+                    : what == "memory-bound kernels"           ? "hbm"
+                                                               : "";
   return std::any_of(values.begin(), values.end(), [&](const CalibratedValue& v) { return v.key == key; });
 }
 

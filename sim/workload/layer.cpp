@@ -155,21 +155,50 @@ OpCost flash_attention(const LayerShape& s) {
   return op;
 }
 
-// Before each FP8 GEMM, its BF16 input is cast to FP8 with the amax that sets its scale and
-// the transposed copy that the other backward GEMM reads (Transformer Engine's fused
-// cast-transpose; torchao's casts under torch.compile do the same traffic): read 2 bytes,
-// write 1 + 1 per element. Forward casts the activation and the weight (weights are cast on
-// every micro-batch's forward unless the framework caches them), dgrad casts the output
-// gradient; wgrad reuses the transposes.
+// Bytes per element of a BF16 tensor that one quantization of it moves, as Transformer Engine
+// runs each recipe (a = act_bytes read per pass; the rowwise copy the GEMM reads and the
+// columnwise copy the other backward GEMM reads are both written, with their scales):
+// - fp8, delayed scaling: the fused cast-transpose takes the amax as it casts: a + 1 + 1.
+//   Current scaling reads the tensor once more for its amax before the cast: 2a + 2.
+//   Eager (torchao without torch.compile) runs amax, cast and transpose apart: 2a + 3.
+// - mxfp8: each 32-element block's E8M0 scale is its own amax, so there is no amax pass;
+//   rowwise and columnwise blocks run along different axes, so both copies are quantized from
+//   BF16 in one kernel: a + 2·(1 + 1/32).
+// - nvfp4 (NVFP4BlockScaling): the per-tensor FP32 scale needs the amax first (one pass, which
+//   also takes the amax after the random Hadamard transform); activations and gradients are
+//   then quantized rowwise (1-D blocks of 16, E4M3 scales) and, in a kernel of its own,
+//   columnwise through the 16×16 random Hadamard transform that only the wgrad GEMM's inputs
+//   get: 3a + 2·(1/2 + 1/16). Weights use 2-D 16×16 blocks (one scale per 256, no transform),
+//   both copies from one pass: 2a + 2·(1/2 + 1/256). Stochastic rounding of the gradients
+//   draws its random bits in registers (Blackwell's cvt.rs): no traffic. The transform's 16
+//   multiply-adds per element run on the tensor cores inside the cast: the kernel stays
+//   memory-bound.
+double quantize_bytes(const LayerShape& s, bool weight) {
+  const double a = s.act_bytes;
+  switch (s.precision) {
+    case Precision::mxfp8:
+      return a + 2.0 * operand_bytes(Precision::mxfp8);
+    case Precision::nvfp4:
+      return weight ? 2.0 * a + 2.0 * (0.5 + 1.0 / 256.0) : 3.0 * a + 2.0 * operand_bytes(Precision::nvfp4);
+    default:
+      if (s.eager) return 2.0 * a + 3.0;
+      return s.fp8_scaling == Fp8Scaling::current ? 2.0 * a + 2.0 : a + 2.0;
+  }
+}
+
+// Before each low-precision GEMM, its BF16 inputs are quantized (quantize_bytes): forward
+// quantizes the activation and the weight (weights on every micro-batch's forward unless the
+// framework caches them), dgrad the output gradient; wgrad reuses the columnwise copies.
 std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerShape& s) {
   std::vector<OpCost> out;
   for (const OpCost& op : ops) {
     if (op.fp8 && op.pass != Pass::backward_weight) {
-      long long elements = op.m * op.k;
-      if (op.pass == Pass::forward) elements += op.k * op.n;
-      // Eager runs the amax (read), the cast (read, write 1) and the transpose (read 1, write 1) apart.
-      const double bytes = s.eager ? 2.0 * s.act_bytes + 3.0 : s.act_bytes + 2.0;
-      OpCost cast = elementwise(op.name + " fp8 cast", Role::fp8_cast, OpClass::elementwise, elements, bytes, 2.0);
+      const double inputs = static_cast<double>(op.m * op.k);
+      const double weights = op.pass == Pass::forward ? static_cast<double>(op.k * op.n) : 0.0;
+      const double bytes = inputs * quantize_bytes(s, false) + weights * quantize_bytes(s, true);
+      const long long elements = op.m * op.k + (op.pass == Pass::forward ? op.k * op.n : 0);
+      OpCost cast = elementwise(op.name + " " + to_string(s.precision) + " cast", Role::fp8_cast, OpClass::elementwise,
+                                elements, bytes / static_cast<double>(elements), 2.0);
       cast.pass = op.pass;
       out.push_back(std::move(cast));
     }

@@ -50,8 +50,8 @@ OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, lo
   const double dn = static_cast<double>(n);
   const double dk = static_cast<double>(k);
   op.flops = 2.0 * bm * dm * dn * dk;
-  op.fp8 = shape.gemm_bytes == 1 && fp8_linear(role);
-  const double in_bytes = op.fp8 ? 1.0 : shape.act_bytes;
+  op.fp8 = low_precision(shape.precision) && fp8_linear(role);
+  const double in_bytes = op.fp8 ? operand_bytes(shape.precision) : shape.act_bytes;
   const double out_bytes = pass == Pass::backward_weight ? main_grad_traffic(shape) : shape.act_bytes;
   op.bytes = to_bytes(bm * ((dm * dk + dk * dn) * in_bytes + dm * dn * out_bytes));
   return op;

@@ -115,8 +115,9 @@ LayerShape layer_shape(const Scenario& sc) {
   s.eager = sc.training.fusion == Fusion::eager;
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
-  s.gemm_bytes = element_bytes(sc.training.precision);
-  s.act_bytes = sc.training.precision == Precision::fp8 ? 2 : s.gemm_bytes;
+  s.precision = sc.training.precision;
+  s.fp8_scaling = sc.training.fp8_scaling;
+  s.act_bytes = low_precision(s.precision) ? 2 : element_bytes(s.precision);
   s.main_grad_bytes = element_bytes(sc.training.main_grad);
   // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed
   // tokens, but no expert more than capacity_factor times its share (the rest are dropped).

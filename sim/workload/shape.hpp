@@ -48,8 +48,11 @@ struct LayerShape {
   double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;        // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
-  int gemm_bytes = 2;            // one GEMM input element
-  int main_grad_bytes = 4;       // one main-gradient element, which weight-gradient GEMMs accumulate into
+  // The training precision: fp8, mxfp8 and nvfp4 run the Linear layers' GEMMs in that format,
+  // each input quantized by a kernel whose traffic depends on the recipe (fp8_scaling).
+  Precision precision = Precision::bf16;
+  Fp8Scaling fp8_scaling = Fp8Scaling::delayed;
+  int main_grad_bytes = 4;  // one main-gradient element, which weight-gradient GEMMs accumulate into
 
   long long tokens() const { return batch * seq; }
   long long full_seq() const { return seq * cp; }

@@ -41,7 +41,7 @@ enum class Role : std::uint8_t {
   shared_fc1,
   shared_activation,
   shared_fc2,
-  fp8_cast,  // an FP8 GEMM's input cast (with its amax and transpose)
+  fp8_cast,  // a low-precision GEMM's input quantization (with its amax and transposed copy)
   rotary,    // rotary position embedding of the queries and keys (Llama-style models)
   // Multi-token prediction's own work beside its transformer layer: the next tokens' embedding
   // lookup and the norms (mtp), the projection of the two normed streams (mtp_projection).
@@ -59,8 +59,9 @@ struct OpCost {
   double flops = 0;               // per GPU
   Bytes bytes{0};                 // HBM traffic per GPU
   long long m = 0, n = 0, k = 0;  // GEMM shape per GPU (gemm only)
-  // An FP8 GEMM: the Linear layers' forward, dgrad and wgrad under FP8 training (Transformer
-  // Engine, torchao Float8Linear); attention, the LM head and element-wise work stay BF16.
+  // A low-precision GEMM: the Linear layers' forward, dgrad and wgrad under FP8, MXFP8 or
+  // NVFP4 training (Transformer Engine, torchao Float8Linear), in training.precision's format;
+  // attention, the LM head and element-wise work stay BF16.
   bool fp8 = false;
   // Fused attention run by FlashAttention-2 (training.attention "flash2").
   bool flash2 = false;

@@ -165,3 +165,12 @@ TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide th
   CHECK(zero.status == 2);
   CHECK(zero.err == "stepsim: error: <command line>: --ranks-per-node: expected 1 or more, got 0\n");
 }
+
+TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores fails with exit status 2") {
+  const Scratch dir("precision-gpu");
+  const Run run = dir.run("simulate --set cluster=dgx-h100-ndr --set training.precision=nvfp4");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("/training/precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
+                     "Hopper") != std::string::npos);
+  CHECK(dir.run("simulate --set cluster=dgx-b200 --set training.precision=nvfp4").status == 0);
+}

@@ -130,6 +130,29 @@ TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain,
         "no error");
 }
 
+// MXFP8 and NVFP4 GEMMs are block-scaled tensor-core instructions of Blackwell (sm_100):
+// Transformer Engine refuses both recipes on Hopper and Ampere, and so does a scenario.
+TEST_CASE("block-scaled precisions are refused on GPUs without block-scaled tensor cores") {
+  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.precision=nvfp4"}) ==
+        "scenario.json: /training/precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); "
+        "h100-sxm5-80gb is Hopper");
+  CHECK(error_of(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=mxfp8"}) ==
+        "scenario.json: /training/precision: mxfp8 needs a Blackwell GPU (block-scaled tensor cores); "
+        "a100-sxm4-80gb is Ampere");
+  CHECK(error_of(scenario(kModel, R"("dgx-b200")", kParallel), {"training.precision=mxfp8"}) == "no error");
+  CHECK(error_of(scenario(kModel, R"("dgx-b200")", kParallel),
+                 {"training.precision=nvfp4", "cluster.gpu.flops.fp4=\"0 TFLOPS\""}) ==
+        "scenario.json: /training/precision: nvfp4 needs cluster.gpu.flops.fp4 > 0 (b200 has none)");
+}
+
+// Current scaling is a recipe of per-tensor FP8; under another precision it would do nothing.
+TEST_CASE("fp8 current scaling is refused with a precision other than fp8") {
+  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.fp8_scaling=current"}) ==
+        "scenario.json: /training/fp8_scaling: current scaling is a recipe of training.precision fp8, not of bf16");
+  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.precision=fp8", "training.fp8_scaling=current"}) ==
+        "no error");
+}
+
 TEST_CASE("pipeline, batch and precision rules name the key at fault") {
   CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 3, "dp": 1 })")) ==
         "scenario.json: /parallel/pp: model.layers (32) is not divisible by pp·virtual_stages (3); give "

@@ -109,6 +109,7 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.flops.fp8", Expect::changes, "\"1000 TFLOPS\"", {"training.precision=fp8"}},
       {"cluster.gpu.flops.tf32", Expect::changes, "\"200 TFLOPS\"", {"training.precision=tf32"}},
       {"cluster.gpu.flops.fp32", Expect::changes, "\"30 TFLOPS\"", {"training.precision=fp32"}},
+      {"cluster.gpu.flops.fp4", Expect::changes, "\"5000 TFLOPS\"", {"cluster=dgx-b200", "training.precision=nvfp4"}},
       {"cluster.gpu.memory", Expect::changes, "\"40 GB\""},
       {"cluster.gpu.memory_bandwidth", Expect::changes, "\"2 TB/s\""},
       {"cluster.gpu.sms",
@@ -119,6 +120,7 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.efficiency.gemm_max", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.gemm_half_flops", Expect::changes, "6e10"},
       {"cluster.gpu.efficiency.fp8_gemm_max", Expect::changes, "0.3", {"training.precision=fp8"}},
+      {"cluster.gpu.efficiency.fp4_gemm_max", Expect::changes, "0.3", {"cluster=dgx-b200", "training.precision=nvfp4"}},
       // Provenance only describes a preset (it sets a note). Board power and the GPU-hour price
       // move the step's energy and cost, not its times.
       {"cluster.gpu.board_power_w", Expect::changes, "500"},
@@ -170,6 +172,7 @@ const std::vector<Row>& rows() {
       {"training.global_batch", Expect::changes, "64"},
       {"training.micro_batch", Expect::changes, "2"},
       {"training.precision", Expect::changes, "fp32"},
+      {"training.fp8_scaling", Expect::changes, "current", {"training.precision=fp8"}},
       {"training.recompute", Expect::changes, "full"},
       {"training.framework", Expect::changes, "pytorch"},
       {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},

@@ -49,7 +49,8 @@ GpuSpec a100() {
   GpuSpec g;
   g.name = "a100-sxm4-80g";
   g.arch = GpuArch::ampere;
-  g.flops = {FlopRate::tflops(312), FlopRate::tflops(312), FlopRate{}, FlopRate::tflops(156), FlopRate::tflops(19.5)};
+  g.flops = {FlopRate::tflops(312), FlopRate::tflops(312),  FlopRate{},
+             FlopRate::tflops(156), FlopRate::tflops(19.5), FlopRate{}};
   g.memory = Bytes::gib(80);
   g.memory_bandwidth = Bandwidth::gbytes_per_s(2039);
   g.sms = 108;
@@ -65,8 +66,8 @@ GpuSpec h100() {
   GpuSpec g;
   g.name = "h100-sxm5-80g";
   g.arch = GpuArch::hopper;
-  g.flops = {FlopRate::tflops(989), FlopRate::tflops(989), FlopRate::tflops(1979), FlopRate::tflops(494),
-             FlopRate::tflops(67)};
+  g.flops = {FlopRate::tflops(989), FlopRate::tflops(989), FlopRate::tflops(1979),
+             FlopRate::tflops(494), FlopRate::tflops(67),  FlopRate{}};
   g.memory = Bytes::gib(80);
   g.memory_bandwidth = Bandwidth::gbytes_per_s(3350);
   g.sms = 132;
