@@ -35,6 +35,7 @@ const char* fitted_text(const Provenance& p) { return p.fitted ? "fitted" : "dat
 
 std::string gpu_summary(const GpuSpec& g) {
   std::string fp8 = g.flops.fp8.positive() ? fmt::format(", {} fp8", format_flop_rate(g.flops.fp8)) : "";
+  if (g.flops.fp4.positive()) fp8 += fmt::format(", {} fp4", format_flop_rate(g.flops.fp4));
   return fmt::format("{}, {} bf16{}, {} HBM at {}, {} SMs, {} W; {}", arch_name(g.arch), format_flop_rate(g.flops.bf16),
                      fp8, format_bytes(g.memory), format_bandwidth(g.memory_bandwidth, false), g.sms, g.board_power_w,
                      fitted_text(g.provenance));

@@ -19,6 +19,8 @@ struct Measured {
   double step_s = 0;
   bool fitted = false;
   std::string group;
+  std::string gpu;   // validation-gpu: gb200, b200, h100
+  std::string kind;  // validation-kind: dense or moe
 };
 
 Measured read_measured(const std::filesystem::path& path) {
@@ -28,16 +30,17 @@ Measured read_measured(const std::filesystem::path& path) {
     if (line.starts_with("// validation-step-s: ")) m.step_s = std::stod(line.substr(22));
     if (line.starts_with("// validation-fitted: ")) m.fitted = line.substr(22) == "yes";
     if (line.starts_with("// validation-group: ")) m.group = line.substr(21);
+    if (line.starts_with("// validation-gpu: ")) m.gpu = line.substr(19);
+    if (line.starts_with("// validation-kind: ")) m.kind = line.substr(20);
   }
   return m;
 }
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 4.9 % overall (4.86 %), 5.6 % on
-// the 24 not used for fitting (5.59 %); per group 8.1 % (Megatron-LM README, 8.09 %), 2.7 %
-// (NeMo 24.07, 2.68 %), 3.6 % (torchtitan) (docs/validation.md); held at 4.9 % and 5.6 %, and
-// per group to the tenth of a percent above the exact figure.
+// Over the runs whose features are simulated (all 28): MAPE 4.8 % overall, 5.5 % on the
+// 24 not used for fitting; per group 7.9 % (Megatron-LM README), 2.5 % (NeMo 24.07), 3.6 %
+// (torchtitan) (docs/validation.md); held to the tenth of a percent above.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
   double all = 0, unfitted = 0;
@@ -70,7 +73,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   CHECK(unfitted / n_unfitted <= 0.056);
   REQUIRE(groups.size() == 3);
   const std::map<std::string, double> stated = {
-      {"megatron_readme", 0.081}, {"nemo_24.07", 0.027}, {"torchtitan", 0.037}};
+      {"megatron_readme", 0.080}, {"nemo_24.07", 0.026}, {"torchtitan", 0.037}};
   for (const auto& [group, sum] : groups) {
     INFO(group);
     REQUIRE(stated.count(group) == 1);
@@ -78,26 +81,48 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
 }
 
-// The dense FP8 runs of Megatron-Bridge's performance summary on DGX B200 and GB200 NVL72
-// (configs/validation/blackwell/), none used for fitting: the Blackwell presets carry Hopper's
-// fitted efficiencies. Errors -3.2 % and -8.8 % (Llama 3 8B on 8 B200 and 8 GB200), -4.4 % and
-// +13.5 % (Llama 3.1 405B on 128 B200 and 256 GB200), MAPE 7.5 % (docs/validation.md).
-TEST_CASE("the simulated Blackwell runs stay within the validation error the documentation states") {
+// The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
+// 3 used for fitting (reproduced within 1 %), 20 held out, 1 not simulated yet (DeepSeek-V3
+// on H100 needs latent attention and multi-token prediction with tp 2). MAPE over the
+// held-out runs per GPU type and per dense/MoE as docs/validation.md states them, held to the
+// tenth of a percent above.
+TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
-  double all = 0;
-  int n = 0;
+  std::map<std::string, std::pair<double, int>> groups;
+  int fitted = 0, refused = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root)) {
     const Measured m = read_measured(entry.path());
+    INFO(entry.path().filename().string());
     REQUIRE(m.step_s > 0);
-    CHECK(!m.fitted);
-    const double error = std::abs(test::run(entry.path().string()).report.step_time_s / m.step_s - 1.0);
-    INFO(entry.path().filename().string() << ": error " << error);
-    CHECK(error <= 0.14);
-    all += error;
-    ++n;
+    double predicted = 0;
+    try {
+      predicted = test::run(entry.path().string()).report.step_time_s;
+    } catch (const InputError& e) {
+      CHECK_THAT(e.message(), Catch::Matchers::Contains("not simulated yet"));
+      ++refused;
+      continue;
+    }
+    const double error = std::abs(predicted / m.step_s - 1.0);
+    if (m.fitted) {
+      CHECK(error <= 0.01);
+      ++fitted;
+      continue;
+    }
+    for (const std::string& g : {"gpu " + m.gpu, "model " + m.kind}) {
+      groups[g].first += error;
+      ++groups[g].second;
+    }
   }
-  CHECK(n == 4);
-  CHECK(all / n <= 0.075);
+  CHECK(fitted == 3);
+  CHECK(refused == 1);
+  const std::map<std::string, double> stated = {
+      {"gpu b200", 0.454}, {"gpu gb200", 0.113}, {"gpu h100", 0.296}, {"model dense", 0.087}, {"model moe", 0.358}};
+  CHECK(groups.size() == stated.size());
+  for (const auto& [group, sum] : groups) {
+    INFO(group << ": MAPE " << sum.first / sum.second);
+    REQUIRE(stated.count(group) == 1);
+    CHECK(sum.first / sum.second <= stated.at(group));
+  }
 }
 
 }  // namespace stepsim
