@@ -163,6 +163,12 @@ struct ClusterSpec {
   int domain_gpus() const { return nvlink_domain > 0 ? nvlink_domain : gpus_per_node; }
 };
 
+// The EP token dispatcher: Megatron-Core's all-to-all (each routed copy of a token sent to
+// its expert's rank), or its flex dispatcher with DeepEP or HybridEP behind it, which sends a
+// token once to each NVLink domain holding one of its experts and forwards it to their ranks
+// over NVLink there (and combines the same way back).
+enum class MoeDispatcher { alltoall, flex };
+
 struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
@@ -170,6 +176,7 @@ struct MoeSpec {
   double capacity_factor = 0;  // tokens an expert takes, in units of its fair share; 0: dropless
   double imbalance = 1.0;      // tokens the busiest EP rank's experts get, over the mean (>= 1)
   int shared_experts = 0;      // experts every token goes through (DeepSeek), expert_ffn_hidden wide
+  MoeDispatcher dispatcher = MoeDispatcher::alltoall;
   // Which layers are MoE layers; the others are dense, model.ffn_hidden wide. Either the first
   // `first_dense_layers` are dense (DeepSeek's first_k_dense_replace) or `layer_pattern` gives
   // each layer, 1 for MoE and 0 for dense (Megatron-Core's moe_layer_freq as a list).

@@ -41,6 +41,12 @@ constexpr KeyDoc kDocs[] = {
     {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert", "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
      "Megatron `--moe-expert-capacity-factor`"},
+    {"model.moe.dispatcher", "",
+     "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
+     "each "
+     "NVLink domain holding one of its experts, forwarded over NVLink there)",
+     "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
+     "`hybridep`"},
     {"model.moe.imbalance", "",
      "the busiest EP rank's routed tokens over the mean (1: even), at most ep·min(top_k, experts/ep)/top_k; it sets "
      "the pace",

@@ -176,6 +176,12 @@ std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
   return names;
 }
 
+std::span<const EnumName<MoeDispatcher>> enum_names(Tag<MoeDispatcher>) {
+  static constexpr EnumName<MoeDispatcher> names[] = {{"alltoall", MoeDispatcher::alltoall},
+                                                      {"flex", MoeDispatcher::flex}};
+  return names;
+}
+
 std::span<const EnumName<CpComm>> enum_names(Tag<CpComm>) {
   static constexpr EnumName<CpComm> names[] = {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}};
   return names;
@@ -265,6 +271,7 @@ Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
                                               field<&MoeSpec::top_k>("top_k"),
                                               field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden"),
                                               field<&MoeSpec::capacity_factor>("capacity_factor"),
+                                              field<&MoeSpec::dispatcher>("dispatcher"),
                                               field<&MoeSpec::imbalance>("imbalance"),
                                               field<&MoeSpec::shared_experts>("shared_experts"),
                                               field<&MoeSpec::first_dense_layers>("first_dense_layers"),

@@ -2,7 +2,8 @@
 // expert GEMM; combine after the last expert GEMM, before the unpermutation. Backward: the
 // output gradient goes back to the experts before expert fc2's input gradient, and the input
 // gradient returns after expert fc1's weight gradient (the grouped GEMM's backward ends with
-// it), or after its input gradient when the schedule defers weight gradients. Each is on the
+// it), or after its input gradient when the schedule defers weight gradients. The flex
+// dispatcher (DeepEP, HybridEP) sends less across NVLink domains (flex_share). Each is on the
 // ep stream and the next compute op of its pass waits for it: only DualPipe, which runs
 // another micro-batch's pass beside it, hides it. With expert tensor parallelism the ETP
 // group's AllGather follows each all-to-all into the experts and its ReduceScatter precedes
@@ -10,6 +11,9 @@
 #include "parallelism/expert_parallel.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "parallelism/pipeline_schedule.hpp"
 
@@ -20,13 +24,39 @@ namespace {
 using workload::Pass;
 using workload::Role;
 
+// NVLink domains one EP group spans: its ranks lie tp·cp apart (TP, then CP, innermost), so
+// the group covers ep·tp·cp consecutive GPUs.
+int ep_domains(const Scenario& s) {
+  const long long span = static_cast<long long>(s.parallel.ep) * s.parallel.tp * std::max(s.parallel.cp, 1);
+  const long long domain = std::max(s.cluster.domain_gpus(), 1);
+  return static_cast<int>(std::max(1LL, span / domain));
+}
+
+// Of the bytes the all-to-all dispatcher sends out of a rank's NVLink domain, the share the
+// flex dispatcher (DeepEP, HybridEP) sends: one copy per other domain holding any of a token's
+// top_k experts instead of one per expert. With tokens spread evenly over the experts (the
+// benchmarks force balance), a given other domain holds none of a token's k distinct experts
+// with probability p0 = C(E − E/D, k) / C(E, k); the token then goes to (D − 1)(1 − p0) other
+// domains against k(D − 1)/D copies. The NVLink leg inside each domain is left at the same
+// share: the NICs, 18 times slower, set the pace.
+double flex_share(const Scenario& s) {
+  const int domains = ep_domains(s);
+  if (s.model.moe.dispatcher != MoeDispatcher::flex || domains <= 1) return 1.0;
+  const double experts = s.model.moe.experts;
+  const double outside = experts - experts / domains;
+  const int k = s.model.moe.top_k;
+  double none = 1.0;
+  for (int i = 0; i < k; ++i) none *= std::max(0.0, outside - i) / (experts - i);
+  return std::min(1.0, (1.0 - none) * domains / k);
+}
+
 }  // namespace
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work)
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
       etp_(s.model.moe.experts > 0 && s.parallel.etp > 1),
       split_backward_(splits_backward(s.parallel.schedule)),
-      message_(work.layer.dispatch_message),
+      message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s)))),
       etp_message_(work.layer.expert_tp_message) {}
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,

@@ -156,3 +156,29 @@ TEST_CASE("with etp 2 each expert is split over two ranks that gather their toke
   CHECK(calls[1].second.find("L0 etp gather") != std::string::npos);
   CHECK(calls[6].second.find("L0 etp scatter backward") != std::string::npos);
 }
+
+// EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the
+// all-to-all sends a token's copies for the other node's experts, 2 · 1/2 = 1 copy on average;
+// the flex dispatcher sends one copy whenever any of the 2 distinct experts is there, with
+// probability 1 − C(4,2)/C(8,2) = 22/28. Inside one node it changes nothing.
+TEST_CASE("the flex dispatcher sends a token once to each other node holding one of its experts") {
+  stepsim::Scenario s = spt::small_scenario(1, 16, 1);
+  s.model.moe = {8, 2, 4096};
+  s.parallel.ep = 16;
+  const auto work = stepsim::workload::build_work(s);
+  const auto size_of = [&](stepsim::MoeDispatcher d, int ep) {
+    stepsim::Scenario t = s;
+    t.model.moe.dispatcher = d;
+    t.parallel.ep = ep;
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(t, stepsim::workload::build_work(t), costs);
+    const auto ops = spt::collectives_of(p, CommKind::ep);
+    REQUIRE(!ops.empty());
+    const auto& op = p.ranks[0].ops()[ops.front()];
+    return p.ranks[0].calls[static_cast<std::size_t>(op.call)].size.as_double();
+  };
+  CHECK(size_of(stepsim::MoeDispatcher::alltoall, 16) == work.layer.dispatch_message.as_double());
+  CHECK(size_of(stepsim::MoeDispatcher::flex, 16) ==
+        Approx(work.layer.dispatch_message.as_double() * 22.0 / 28.0).epsilon(1e-6));
+  CHECK(size_of(stepsim::MoeDispatcher::flex, 8) == size_of(stepsim::MoeDispatcher::alltoall, 8));
+}

@@ -81,6 +81,12 @@ const std::vector<Row>& rows() {
       {"model.moe.top_k", Expect::changes, "2", kMoe},
       {"model.moe.expert_ffn_hidden", Expect::changes, "2048", kMoe},
       {"model.moe.capacity_factor", Expect::changes, "0.5", kMoe},
+      // EP 16 over the base's two nodes, top 4: the flex dispatcher sends each token once per node.
+      {"model.moe.dispatcher",
+       Expect::changes,
+       "flex",
+       {"model.moe.experts=16", "model.moe.top_k=4", "parallel.ep=16", "parallel.tp=1", "parallel.pp=1",
+        "parallel.dp=16"}},
       {"model.moe.imbalance", Expect::changes, "2", kMoe},
       {"model.moe.shared_experts", Expect::changes, "1", kMoe},
       {"model.mla.q_lora_rank", Expect::changes, "512", kMla},
