@@ -158,7 +158,8 @@ void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half) {
   Kernels groups[2];
   for (int round = 0; round < 3; ++round) {
     groups[0] = f.gemms(false);
-    groups[1] = f.gemms(true);
+    // NVFP4's GEMMs run at fp4_gemm_max, which calibration files do not hold: they fit nothing.
+    if (f.precision != Precision::nvfp4) groups[1] = f.gemms(true);
     if (groups[0].empty() && groups[1].empty()) break;
     if (several_sizes(groups)) f.gpu.efficiency.gemm_half_flops = search_half(f, groups);
     scale(f, groups[0], &GpuEfficiency::gemm_max, false);
@@ -173,9 +174,12 @@ void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half) {
   const char* none = "no compute-bound GEMM kernel of a known op ran without communication";
   if (!bf16.fitted) bf16.why_not = none;
   if (!fp8.fitted)
-    fp8.why_not = f.precision == Precision::fp8 ? "no compute-bound FP8 GEMM kernel of a known op ran without "
-                                                  "communication"
-                                                : "the run has no FP8 GEMMs (training.precision is not fp8)";
+    fp8.why_not = f.precision == Precision::nvfp4
+                      ? "the run's low-precision GEMMs are NVFP4 (fp4_gemm_max is not fitted "
+                        "from traces)"
+                  : low_precision(f.precision) ? "no compute-bound FP8 GEMM kernel of a known op ran without "
+                                                 "communication"
+                                               : "the run has no FP8 GEMMs (training.precision is not fp8)";
   if (!half.fitted) half.why_not = both.empty() ? none : "the GEMM kernels that ran alone are all of one size";
 }
 

@@ -81,6 +81,27 @@ TEST_CASE("from-trace recovers gemm_max, fp8_gemm_max and attention_max from an 
   check_recovered(round_trip(s, "--set training.precision=fp8"));
 }
 
+// An NVFP4 run's Linear GEMMs run at fp4_gemm_max of the FP4 peak, which calibration files do
+// not hold: fp8_gemm_max is not fitted from them (it was, to whatever moving it did to the
+// FP4 kernels, which is nothing, and their sizes moved gemm_half_flops); the BF16 LM head and
+// attention still give their maxima. The LM head is one GEMM size, so the trace keeps the
+// preset's gemm_half_flops, which the fit cannot find.
+TEST_CASE("from-trace fits no fp8_gemm_max from an NVFP4 run's FP4 GEMMs") {
+  Scratch s("calib-rt-nvfp4");
+  const auto sim = s.run(
+      "simulate --set cluster=dgx-b200 --set training.precision=nvfp4 --set cluster.gpu.efficiency.gemm_max=0.7 "
+      "--set cluster.gpu.efficiency.fp4_gemm_max=0.3 --set cluster.gpu.efficiency.attention_max=0.45 "
+      "--set cluster.gpu.efficiency.hbm=0.7 --trace step.json --trace-format kineto");
+  REQUIRE(sim.status == 0);
+  const auto fit =
+      s.run("calibrate from-trace step.json \"\" --set cluster=dgx-b200 --set training.precision=nvfp4 -o fitted.json");
+  REQUIRE(fit.status == 0);
+  const auto efficiency = json_of(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency");
+  CHECK_FALSE(efficiency.as_object().contains("fp8_gemm_max"));
+  CHECK(number(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+}
+
 // Context parallelism runs the attention core in cp pieces beside the K/V ring; the trace
 // gives each piece its own FLOPs, the last one included (it keeps the op's name).
 TEST_CASE("from-trace recovers the efficiencies from a context-parallel run's attention pieces") {
