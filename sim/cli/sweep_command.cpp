@@ -50,9 +50,12 @@ constexpr const char* kUsage =
     "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
     "as every output is written (whole or not at all; a FIFO or device written through; '-' is\n"
     "stdout) and names the points no file has.\n\n"
-    "--best K: searches TP, PP, DP (derived from --gpus), micro-batch, pipeline schedule and\n"
-    "virtual stages, data-parallel kind and bucket size, drops what does not fit, and prints\n"
-    "the K fastest with their breakdown and what limits the first.";
+    "--best K: searches TP (inside an NVLink domain), PP, CP, DP (derived from --gpus),\n"
+    "micro-batch, pipeline schedule and virtual stages, the least recompute that fits and TP\n"
+    "communication overlap; then, on the three fastest layouts, the data-parallel kind, bucket\n"
+    "size, overlap and recompute. It drops what does not fit, and prints the K fastest distinct\n"
+    "results (configurations with identical results share a row) with their breakdown and what\n"
+    "limits the first. 'stepsim plan' runs the same search on several clusters.";
 
 constexpr const char* kExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"

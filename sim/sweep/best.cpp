@@ -1,54 +1,214 @@
-// --best: a grid over the choices Megatron-style training makes, pruned by validation and
-// by the memory model before any simulation, then simulated in parallel and ranked.
+// --best and plan's search: layouts pruned by validation and by the memory model before any
+// simulation, simulated in the order of a lower bound on their step time until the bound
+// cannot reach the fastest found, the fastest layouts' secondary knobs searched in full.
 #include "sweep/best.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
 #include <ostream>
+#include <set>
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/timeline.hpp"
+#include "sweep/progress.hpp"
 #include "sweep/runner.hpp"
 
 namespace stepsim::sweep {
 namespace {
 
-constexpr long long kMaxMicroBatch = 8;
-constexpr int kMaxVirtualStages = 8;
-const std::vector<std::string> kBuckets = {"25", "100"};  // MiB: PyTorch's default and a large one
-const std::vector<std::string> kDpKinds = {"ddp", "zero1", "fsdp"};
-const std::vector<std::string> kRecompute = {"none", "selective", "full"};
+// Layouts simulated between two checks of the bound.
+constexpr std::size_t kBatch = 16;
+// The bound is held below the model's own floor so that no layout a calibrated GPU would run
+// faster than its preset's efficiency is pruned.
+constexpr double kBoundMargin = 0.9;
+const std::vector<std::string> kRecomputeOrder = {"none", "selective", "full"};
 
-std::vector<int> divisors(long long n, long long limit) {
-  std::vector<int> out;
-  for (long long d = 1; d <= std::min(n, limit); ++d)
-    if (n % d == 0) out.push_back(static_cast<int>(d));
-  return out;
-}
-
-bool user_sets(const SweepSpec& spec, const std::string& key) {
+bool fixes(const SweepSpec& spec, const std::string& key) {
   return std::any_of(spec.sets.begin(), spec.sets.end(),
                      [&](const std::string& s) { return s.starts_with(key + "="); });
 }
 
-// One searched dimension: its key and its values given the degrees chosen so far.
-struct Choice {
-  int tp, pp;
-  long long dp;
+// The FLOP rate of the GPU's largest GEMMs at `precision` ("": the scenario's own): no kernel
+// runs faster, so model FLOPs over it bound the compute time from below. 0 when the GPU has no
+// peak for that precision.
+double gemm_rate(const SweepSpec& spec, const std::string& precision) {
+  auto sets = spec.sets;
+  if (!precision.empty()) sets.push_back("training.precision=" + precision);
+  try {
+    const Scenario s = io::load_scenario(spec.scenario, sets);
+    const GpuSpec& g = s.cluster.gpu;
+    const double efficiency =
+        s.training.precision == Precision::fp8 ? g.efficiency.fp8_gemm_max : g.efficiency.gemm_max;
+    return g.flops.for_precision(s.training.precision).flops_per_s() * efficiency;
+  } catch (const InputError&) {
+    return 0;
+  }
+}
+
+// A layout's step time per model FLOP per GPU, from below: its compute at the GEMM rate,
+// stretched by the pipeline's fill and drain, (pp - 1) / (virtual stages x micro-batches).
+struct Bound {
+  double seconds_per_flop = 0;
 };
 
-void add_schedules(const Scenario& base, const Choice& c, std::vector<std::vector<std::string>>& out) {
-  if (c.pp == 1) {
-    out.push_back({});
-    return;
+Bound bound_of(const Candidate& c, double rate, long long global_batch) {
+  const double pp = std::stod(value_of(c, "parallel.pp", "1"));
+  const double v = std::stod(value_of(c, "parallel.virtual_stages", "1"));
+  const double dp = std::stod(value_of(c, "parallel.dp", "1"));
+  const double mb = std::stod(value_of(c, "training.micro_batch", "1"));
+  const double micro_batches = static_cast<double>(global_batch) / (mb * dp);
+  return {kBoundMargin * (1 + (pp - 1) / (v * micro_batches)) / rate};
+}
+
+// Loads `c` and simulates it; with `choose_recompute`, with the least recompute that fits
+// (more recompute only adds work), written into r.values.
+PointResult evaluate(const SweepSpec& spec, const Candidate& c, std::size_t index, bool choose_recompute) {
+  PointResult r;
+  r.index = index;
+  record_failures(r, [&] {
+    auto sets = spec.sets;
+    sets.insert(sets.end(), c.sets.begin(), c.sets.end());
+    for (const auto& mode : choose_recompute ? kRecomputeOrder : std::vector<std::string>{""}) {
+      auto with = sets;
+      if (!mode.empty()) with.push_back("training.recompute=" + mode);
+      const Scenario scenario = io::load_scenario(spec.scenario, with);
+      const MemoryReport memory = estimate_memory(scenario);
+      if (memory.modelled && !memory.fits) continue;
+      if (!mode.empty()) r.values = {mode};
+      r.report = simulate(scenario, SimulateOptions::report_only()).report;
+      if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) r.status = Status::oom;
+      return;
+    }
+    r.status = Status::oom;
+  });
+  return r;
+}
+
+// Counts each outcome and keeps what fits, each candidate once.
+class Tally {
+ public:
+  explicit Tally(BestResult& result) : result_(result) {}
+
+  bool first_time(const Candidate& c) {
+    auto key = c.sets;
+    std::sort(key.begin(), key.end());
+    return seen_.insert(std::move(key)).second;
   }
-  out.push_back({"parallel.schedule=1f1b"});
-  const int per_stage = base.model.layers / c.pp;
-  for (int v = 2; v <= std::min(per_stage, kMaxVirtualStages); ++v)
-    if (per_stage % v == 0)
-      out.push_back({"parallel.schedule=interleaved", fmt::format("parallel.virtual_stages={}", v)});
+
+  void add(Candidate c, const PointResult& r) {
+    ++result_.candidates;
+    if (r.status == Status::invalid) ++result_.invalid;
+    if (r.status == Status::oom) ++result_.oom;
+    if (r.status == Status::error) ++result_.errors;
+    if (r.status != Status::ok) return;
+    for (const auto& mode : r.values) c.sets.push_back("training.recompute=" + mode);
+    (void)first_time(c);
+    result_.ranked.emplace_back(std::move(c), *r.report);
+  }
+
+  // The step time the k-th fastest so far takes; infinity before there are k.
+  double kth_fastest(std::size_t k) const {
+    if (k == 0 || result_.ranked.size() < k) return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    for (const auto& [c, r] : result_.ranked) steps.push_back(r.step_time_s);
+    std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(k - 1), steps.end());
+    return steps[k - 1];
+  }
+
+ private:
+  BestResult& result_;
+  std::set<std::vector<std::string>> seen_;
+};
+
+void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, bool choose_recompute, unsigned jobs,
+               Tally& tally) {
+  std::vector<std::size_t> indices(batch.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  const auto results = run_points(
+      indices, jobs, [&](std::size_t i) { return evaluate(spec, batch[i], i, choose_recompute); }, false);
+  for (const auto& r : results) tally.add(batch[r.index], r);
+}
+
+// The first stage: layouts in the order of their bound, until the bound of the next one is
+// above the step time of the `keep`-th fastest found.
+void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jobs, bool show, BestResult& result,
+                    Tally& tally) {
+  std::vector<Candidate> layouts = enumerate_layouts(spec, space, result);
+  const long long global_batch = io::load_scenario(spec.scenario, spec.sets).training.global_batch;
+  std::map<std::string, double> rates;
+  std::vector<std::pair<Bound, Candidate>> ordered;
+  for (auto& c : layouts) {
+    const std::string precision = value_of(c, "training.precision", "");
+    if (!rates.contains(precision)) rates[precision] = gemm_rate(spec, precision);
+    if (rates[precision] <= 0) {
+      PointResult refused;
+      refused.status = Status::invalid;
+      tally.add(c, refused);
+      continue;
+    }
+    ordered.emplace_back(bound_of(c, rates[precision], global_batch), std::move(c));
+  }
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first.seconds_per_flop < b.first.seconds_per_flop; });
+  const bool choose_recompute = !fixes(spec, "training.recompute");
+  const std::size_t keep = std::max<std::size_t>(space.refine, 1);
+  double flops = 0;  // model FLOPs per GPU per step: the same for every layout
+  Progress progress(ordered.size(), show);
+  for (std::size_t start = 0; start < ordered.size(); start += kBatch) {
+    if (flops > 0 && flops * ordered[start].first.seconds_per_flop >= tally.kth_fastest(keep)) {
+      result.pruned += ordered.size() - start;
+      break;
+    }
+    std::vector<Candidate> batch;
+    for (std::size_t i = start; i < std::min(start + kBatch, ordered.size()); ++i) batch.push_back(ordered[i].second);
+    run_batch(spec, batch, choose_recompute, jobs, tally);
+    for (const auto& [c, r] : result.ranked)
+      if (flops == 0) flops = r.throughput.tflops_per_gpu * 1e12 * r.step_time_s;
+    progress.update(std::min(start + kBatch, ordered.size()));
+  }
+  progress.finish();
+}
+
+bool same_result(const Report& a, const Report& b) {
+  return a.step_time_s == b.step_time_s && a.breakdown_s == b.breakdown_s &&
+         a.memory_bytes.device == b.memory_bytes.device;
+}
+
+// Fastest first, ties in the order found.
+void sort_fastest(BestResult& result) {
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const auto& a, const auto& b) { return a.second.step_time_s < b.second.step_time_s; });
+}
+
+// Neighbours with identical results become one row.
+void merge_alike(BestResult& result) {
+  auto& ranked = result.ranked;
+  std::vector<std::pair<Candidate, Report>> merged;
+  for (auto& entry : ranked) {
+    if (!merged.empty() && same_result(merged.back().second, entry.second)) {
+      merged.back().first.alike.push_back(entry.first.sets);
+      continue;
+    }
+    merged.push_back(std::move(entry));
+  }
+  ranked = std::move(merged);
+}
+
+// The distinct values `key` takes over a row's candidates, joined by commas.
+std::string column(const Candidate& c, const std::string& key, const std::string& otherwise) {
+  std::vector<std::string> values{value_of(c, key, otherwise)};
+  for (const auto& sets : c.alike) {
+    const std::string v = value_of(Candidate{sets, {}}, key, otherwise);
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  }
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : ",") + v;
+  return out;
 }
 
 std::string choice_label(const Candidate& c) {
@@ -59,12 +219,6 @@ std::string choice_label(const Candidate& c) {
     label += (label.empty() ? "" : " ") + s.substr(dot + 1, eq - dot - 1) + "=" + s.substr(eq + 1);
   }
   return label;
-}
-
-std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise) {
-  for (const auto& s : c.sets)
-    if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
-  return otherwise;
 }
 
 // Whatever limits the step most besides compute: exposed communication (with its largest
@@ -85,113 +239,44 @@ std::string limiting_factor(const Report& r) {
   return (exposed >= bubble ? "exposed communication (" : "the pipeline bubble (") + figures + ")";
 }
 
-}  // namespace
-
-std::vector<Candidate> enumerate_candidates(const SweepSpec& spec, BestResult& result) {
-  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
-  const long long n = spec.gpus;
-  const bool fix_tp = user_sets(spec, "parallel.tp"), fix_pp = user_sets(spec, "parallel.pp");
-  const bool fix_mb = user_sets(spec, "training.micro_batch"), fix_sched = user_sets(spec, "parallel.schedule");
-  const bool fix_kind = user_sets(spec, "data_parallel.kind"),
-             fix_bucket = user_sets(spec, "data_parallel.bucket_cap_mb");
-  const bool fix_recompute = user_sets(spec, "training.recompute");
-  for (const auto& [fixed, key] : {std::pair{fix_tp, "parallel.tp"},
-                                   {fix_pp, "parallel.pp"},
-                                   {fix_mb, "training.micro_batch"},
-                                   {fix_sched, "parallel.schedule"},
-                                   {fix_kind, "data_parallel.kind"},
-                                   {fix_bucket, "data_parallel.bucket_cap_mb"},
-                                   {fix_recompute, "training.recompute"}})
-    if (fixed) result.fixed.emplace_back(key);
-  if (user_sets(spec, "parallel.dp"))
-    throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
-  result.notes.push_back("context parallelism is not searched: cp stays " + std::to_string(base.parallel.cp) +
-                         " (choose it with --set parallel.cp)");
-  const std::vector<int> tps = fix_tp ? std::vector<int>{base.parallel.tp}
-                                      : divisors(std::min<long long>(base.cluster.gpus_per_node, base.model.heads), n);
-  std::vector<Candidate> out;
-  for (const int tp : tps) {
-    if (base.model.heads % tp != 0 || n % tp != 0) continue;
-    const std::vector<int> pps = fix_pp ? std::vector<int>{base.parallel.pp} : divisors(base.model.layers, n / tp);
-    for (const int pp : pps) {
-      const long long model = static_cast<long long>(tp) * pp * base.parallel.cp;
-      if (n % model != 0) continue;
-      const Choice c{tp, pp, n / model};
-      std::vector<long long> mbs;
-      for (long long mb = 1; mb <= kMaxMicroBatch; mb *= 2)
-        if (!fix_mb && base.training.global_batch % (mb * c.dp) == 0) mbs.push_back(mb);
-      if (fix_mb) mbs = {base.training.micro_batch};
-      std::vector<std::vector<std::string>> schedules;
-      if (fix_sched)
-        schedules.push_back({});
-      else
-        add_schedules(base, c, schedules);
-      for (const long long mb : mbs)
-        for (const auto& schedule : schedules)
-          for (const auto& kind : fix_kind ? std::vector<std::string>{""} : kDpKinds)
-            for (const auto& bucket : (fix_bucket || kind == "fsdp") ? std::vector<std::string>{""} : kBuckets)
-              for (const auto& recompute : fix_recompute ? std::vector<std::string>{""} : kRecompute) {
-                Candidate cand;
-                cand.sets.push_back(fmt::format("parallel.tp={}", tp));
-                cand.sets.push_back(fmt::format("parallel.pp={}", pp));
-                cand.sets.push_back(fmt::format("parallel.dp={}", c.dp));
-                if (!user_sets(spec, "parallel.sequence_parallel"))
-                  cand.sets.push_back(fmt::format("parallel.sequence_parallel={}", tp > 1));
-                cand.sets.push_back(fmt::format("training.micro_batch={}", mb));
-                for (const auto& s : schedule) cand.sets.push_back(s);
-                if (!kind.empty()) cand.sets.push_back("data_parallel.kind=" + kind);
-                if (!bucket.empty()) cand.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
-                if (!recompute.empty()) cand.sets.push_back("training.recompute=" + recompute);
-                out.push_back(std::move(cand));
-              }
-    }
-  }
-  result.candidates = out.size();
-  return out;
+std::string schedule_of(const Candidate& c) {
+  const std::string schedule = column(c, "parallel.schedule", "");
+  if (schedule == "interleaved") return "interleaved/" + column(c, "parallel.virtual_stages", "?");
+  if (!schedule.empty()) return schedule;
+  return value_of(c, "parallel.pp", "1") == "1" ? "-" : "(set)";
 }
 
-BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress) {
+}  // namespace
+
+BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space) {
   BestResult result;
-  const auto candidates = enumerate_candidates(spec, result);
-  std::vector<std::size_t> indices(candidates.size());
-  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
-  const auto results = run_points(
-      indices, jobs,
-      [&](std::size_t i) {
-        PointResult r;
-        r.index = i;
-        record_failures(r, [&] {
-          auto sets = spec.sets;
-          sets.insert(sets.end(), candidates[i].sets.begin(), candidates[i].sets.end());
-          const Scenario scenario = io::load_scenario(spec.scenario, sets);
-          const MemoryReport memory = estimate_memory(scenario);
-          if (memory.modelled && !memory.fits) {
-            r.status = Status::oom;
-            return;
-          }
-          r.report = simulate(scenario, SimulateOptions::report_only()).report;
-          if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) r.status = Status::oom;
-        });
-        return r;
-      },
-      progress);
-  for (const auto& r : results) {
-    if (r.status == Status::invalid) ++result.invalid;
-    if (r.status == Status::oom) ++result.oom;
-    if (r.status == Status::error) ++result.errors;
-    if (r.status == Status::ok) result.ranked.emplace_back(candidates[r.index], *r.report);
-  }
-  // Ties keep enumeration order: stable sort on step time.
-  std::stable_sort(result.ranked.begin(), result.ranked.end(),
-                   [](const auto& a, const auto& b) { return a.second.step_time_s < b.second.step_time_s; });
+  Tally tally(result);
+  search_layouts(spec, space, jobs, progress, result, tally);
+  sort_fastest(result);
+  std::vector<Candidate> second;
+  for (std::size_t i = 0; i < std::min(space.refine, result.ranked.size()); ++i)
+    for (auto& c : refinements(spec, result.ranked[i].first))
+      if (tally.first_time(c)) second.push_back(std::move(c));
+  if (!second.empty()) run_batch(spec, second, false, jobs, tally);
+  sort_fastest(result);
+  merge_alike(result);
+  result.notes.push_back(fmt::format(
+      "each layout runs with the least recompute that fits; the {} fastest layouts were then tried with every "
+      "data-parallel kind, bucket size, TP overlap and recompute mode not fixed by --set",
+      space.refine));
+  if (result.pruned > 0)
+    result.notes.push_back(fmt::format(
+        "{} layouts not simulated: their model FLOPs at the GPU's best GEMM rate, with the pipeline's fill and "
+        "drain, already take longer than the layouts ranked",
+        result.pruned));
   return result;
 }
 
-void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out) {
-  const BestResult best = search_best(spec, jobs, progress);
+void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, std::ostream& out) {
   out << fmt::format(
-      "{} GPUs: {} configurations, {} refused by validation, {} do not fit, {} internal errors, {} fit\n", spec.gpus,
-      best.candidates, best.invalid, best.oom, best.errors, best.ranked.size());
+      "{} GPUs: {} configurations, {} refused by validation, {} do not fit, {} internal errors, {} left out by the "
+      "bound, {} distinct results fit\n",
+      spec.gpus, best.candidates + best.pruned, best.invalid, best.oom, best.errors, best.pruned, best.ranked.size());
   for (const auto& note : best.notes) out << "note: " << note << "\n";
   if (!best.fixed.empty()) {
     std::string fixed;
@@ -202,28 +287,39 @@ void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progre
     out << "no configuration fits\n";
     return;
   }
-  out << fmt::format(
-      "\n{:>3}  {:>3} {:>3} {:>4} {:>3}  {:<14} {:<6} {:>6} {:<9}  {:>9} {:>11} {:>6}  {:>9} {:>9} {:>9} {:>9}\n", "#",
-      "tp", "pp", "dp", "mb", "schedule", "dp", "bucket", "recompute", "step s", "tokens/s", "MFU", "compute",
-      "exposed", "bubble", "peak GiB");
+  // A key the search left alone has the scenario's value (with the user's --set).
+  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  // The search sets the kind and recompute unless the user did.
+  const std::string kind = value_of(Candidate{spec.sets, {}}, "data_parallel.kind", "?");
+  const std::string bucket = fmt::format("{:g}", base.data_parallel.bucket_cap_mb);
+  const std::string overlap = base.tensor_parallel.comm_overlap ? "true" : "false";
+  const std::string row = "{:>3}  {:>3} {:>3} {:>3} {:>4} {:>3}  {:<14} {:<9} {:>6} {:<6} {:<9} {:<9}  ";
+  out << "\n"
+      << fmt::format(fmt::runtime(row + "{:>7} {:>11} {:>6}  {:>9} {:>9} {:>8} {:>7}\n"), "#", "TP", "PP", "CP", "DP",
+                     "mb", "schedule", "DP kind", "bucket", "TP ovl", "precision", "recompute", "step s", "tokens/s",
+                     "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
   for (std::size_t i = 0; i < std::min(k, best.ranked.size()); ++i) {
     const auto& [c, r] = best.ranked[i];
-    const std::string schedule =
-        value_of(c, "parallel.schedule", "-") == "interleaved"
-            ? "interleaved/" + value_of(c, "parallel.virtual_stages", "?")
-            : value_of(c, "parallel.schedule", value_of(c, "parallel.pp", "1") == "1" ? "-" : "1f1b");
     out << fmt::format(
-        "{:>3}  {:>3} {:>3} {:>4} {:>3}  {:<14} {:<6} {:>6} {:<9}  {:>9.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} "
-        "{:>9.3f} {:>9.1f}\n",
-        i + 1, value_of(c, "parallel.tp", "?"), value_of(c, "parallel.pp", "?"), value_of(c, "parallel.dp", "?"),
-        value_of(c, "training.micro_batch", "?"), schedule, value_of(c, "data_parallel.kind", "(set)"),
-        value_of(c, "data_parallel.kind", "") == "fsdp" ? "-" : value_of(c, "data_parallel.bucket_cap_mb", "(set)"),
-        value_of(c, "training.recompute", "(set)"), r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu,
-        r.breakdown_s.compute, r.breakdown_s.exposed_total(), r.breakdown_s.bubble,
-        r.memory_bytes.device / 1073741824.0);
+        fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
+        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
+        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
+        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
+        column(c, "data_parallel.kind", kind) == "fsdp" ? "-" : column(c, "data_parallel.bucket_cap_mb", bucket),
+        column(c, "tensor_parallel.comm_overlap", overlap),
+        column(c, "training.precision", to_string(base.training.precision)),
+        column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")), r.step_time_s,
+        r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute, r.breakdown_s.exposed_total(),
+        r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
   }
+  out << "\ncolumns: DP kind and bucket (MiB) of data parallelism, TP ovl: TP communication overlap, mem GiB: "
+         "memory in use at the peak; a cell with commas lists configurations whose results are identical\n";
   out << "\nwhat limits #1 (" << choice_label(best.ranked.front().first)
       << "): " << limiting_factor(best.ranked.front().second) << "\n";
+}
+
+void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out) {
+  write_best(spec, search_best(spec, jobs, progress), k, out);
 }
 
 }  // namespace stepsim::sweep

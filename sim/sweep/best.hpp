@@ -1,5 +1,6 @@
-// The search for the fastest configurations that fit: parallel degrees, micro-batch,
-// pipeline schedule, data-parallel kind and bucket size for a model on a GPU count.
+// The search for the fastest configurations that fit: parallel degrees (TP, PP, CP), micro-batch,
+// pipeline schedule and virtual stages, precision, recompute, data-parallel kind, bucket size and
+// TP communication overlap for a model on a GPU count. `--best` and `plan` both run it.
 #pragma once
 
 #include <cstddef>
@@ -11,25 +12,48 @@
 
 namespace stepsim::sweep {
 
+// What the search may choose beyond what it always searches.
+struct SearchSpace {
+  std::vector<std::string> precisions;  // training.precision values to try; empty: the scenario's own
+  std::size_t refine = 3;               // the fastest layouts whose secondary knobs are searched in full
+};
+
 struct Candidate {
-  std::vector<std::string> sets;  // the search's assignments, after the user's --set
+  std::vector<std::string> sets;                // the search's assignments, after the user's --set
+  std::vector<std::vector<std::string>> alike;  // other candidates whose results are identical
 };
 
 struct BestResult {
-  std::size_t candidates = 0, invalid = 0, oom = 0, errors = 0;
+  // candidates: enumerated; pruned: left unsimulated because even their compute at the GPU's
+  // best efficiency, with the schedule's bubble, is slower than the ranked ones they would join.
+  std::size_t candidates = 0, invalid = 0, oom = 0, errors = 0, pruned = 0;
   std::vector<std::string> fixed;                    // search keys the user fixed with --set
   std::vector<std::string> notes;                    // what the search leaves out, and why
-  std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first
+  std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
 };
 
-// The candidates for spec.gpus GPUs: every key the user did not --set is searched.
-std::vector<Candidate> enumerate_candidates(const SweepSpec& spec, BestResult& result);
+// The layouts for spec.gpus GPUs (first stage of the search): degrees, micro-batch, schedule,
+// precision and the data-parallel kind, with TP overlap on where it can be and no recompute
+// assignment (the search picks the least recompute that fits). Keys the user --set are kept.
+std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result);
 
-// Enumerates, drops what does not validate or fit (memory before simulating), simulates the
-// rest on `jobs` threads and ranks them by step time.
-BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress);
+// The second stage for one layout: every data-parallel kind, bucket size, TP overlap and
+// recompute mode the user did not --set, on the layout's degrees, schedule and precision.
+std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layout);
 
-// search_best and its table: the K fastest, their breakdown, and what limits the first.
+// The value `key` is assigned in `c`, or `otherwise`.
+std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise);
+
+// Enumerates the layouts, simulates those that validate and fit (each with the least recompute
+// that fits, memory checked before simulating), fastest-bound first, leaving out those whose
+// lower bound cannot reach the ranked ones; then searches the secondary knobs of the fastest
+// `space.refine` layouts, and ranks everything by step time on `jobs` threads.
+BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space = {});
+
+// The table of the K fastest of `best`: their breakdown, and what limits the first.
+void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, std::ostream& out);
+
+// search_best and write_best.
 void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out);
 
 }  // namespace stepsim::sweep

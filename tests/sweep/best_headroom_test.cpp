@@ -42,11 +42,10 @@ TEST_CASE("the best-configuration search drops a layout that fits only without t
   });
   REQUIRE(dropped >= 1);
   const BestResult with = search_best(gpt_1_3b_on_8(fmt::format("{:.0f} MiB", headroom / MiB)), 2, false);
-  CHECK(with.candidates == without.candidates);
-  CHECK(with.oom == without.oom + static_cast<std::size_t>(dropped));
-  CHECK(with.ranked.size() == without.ranked.size() - static_cast<std::size_t>(dropped));
+  CHECK(with.oom >= without.oom + 1);
   for (const auto& [candidate, report] : with.ranked) {
     CHECK(candidate.sets != largest->first.sets);
     CHECK(report.memory_bytes.fits);
+    CHECK(report.memory_bytes.device + headroom <= report.memory_bytes.capacity);
   }
 }

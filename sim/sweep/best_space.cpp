@@ -1,0 +1,189 @@
+// The configurations the best-configuration search tries: layouts first (degrees, micro-batch,
+// schedule, precision), then the secondary knobs of the fastest layouts.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+#include "sweep/best.hpp"
+
+namespace stepsim::sweep {
+namespace {
+
+constexpr long long kMaxMicroBatch = 8;
+constexpr int kMaxVirtualStages = 8;
+constexpr int kMaxContextParallel = 8;
+const std::vector<std::string> kBuckets = {"25", "100"};  // MiB: PyTorch's default and a large one
+const std::vector<std::string> kDpKinds = {"ddp", "zero1", "fsdp"};
+const std::vector<std::string> kRecompute = {"none", "selective", "full"};
+
+std::vector<int> divisors(long long n, long long limit) {
+  std::vector<int> out;
+  for (long long d = 1; d <= std::min(n, limit); ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+bool user_sets(const SweepSpec& spec, const std::string& key) {
+  return std::any_of(spec.sets.begin(), spec.sets.end(),
+                     [&](const std::string& s) { return s.starts_with(key + "="); });
+}
+
+// The degrees chosen so far.
+struct Degrees {
+  int tp, pp, cp;
+  long long dp;
+};
+
+std::vector<std::vector<std::string>> schedules(const SweepSpec& spec, const Scenario& base, int pp) {
+  if (pp == 1 || user_sets(spec, "parallel.schedule")) return {{}};
+  std::vector<std::vector<std::string>> out{{"parallel.schedule=1f1b"}};
+  const int per_stage = base.model.layers / pp;
+  for (int v = 2; v <= std::min(per_stage, kMaxVirtualStages); ++v)
+    if (per_stage % v == 0)
+      out.push_back({"parallel.schedule=interleaved", fmt::format("parallel.virtual_stages={}", v)});
+  return out;
+}
+
+// Context parallelism's degrees: each rank takes two balanced chunks of the sequence, and with
+// sequence parallelism a CP rank's share splits again over TP.
+std::vector<int> context_degrees(const SweepSpec& spec, const Scenario& base, int tp, long long rest) {
+  if (user_sets(spec, "parallel.cp")) return {base.parallel.cp};
+  std::vector<int> out;
+  for (int cp = 1; cp <= kMaxContextParallel && cp <= rest; cp *= 2)
+    if (rest % cp == 0 && base.model.seq_len % (2LL * cp) == 0 && base.model.seq_len / cp % tp == 0) out.push_back(cp);
+  return out;
+}
+
+std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base, long long dp) {
+  if (user_sets(spec, "training.micro_batch")) return {base.training.micro_batch};
+  std::vector<long long> out;
+  for (long long mb = 1; mb <= kMaxMicroBatch; mb *= 2)
+    if (base.training.global_batch % (mb * dp) == 0) out.push_back(mb);
+  return out;
+}
+
+// The first stage's data-parallel kinds: the distributed optimizer (ZeRO-1) everywhere, FSDP
+// too without pipeline parallelism, where it is how such jobs fit; the rest is refined later.
+std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp) {
+  if (user_sets(spec, "data_parallel.kind")) return {""};
+  if (pp == 1) return {"zero1", "fsdp"};
+  return {"zero1"};
+}
+
+bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
+  return user_sets(spec, "parallel.sequence_parallel") ? base.parallel.sequence_parallel : tp > 1;
+}
+
+// Transformer Engine's TP overlap where it can run: sequence parallelism, TP inside one NVLink domain.
+bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
+  return !user_sets(spec, "tensor_parallel.comm_overlap") && tp > 1 && tp <= base.cluster.domain_gpus() &&
+         sequence_parallel(spec, base, tp);
+}
+
+Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, long long mb) {
+  Candidate c;
+  c.sets.push_back(fmt::format("parallel.tp={}", d.tp));
+  c.sets.push_back(fmt::format("parallel.pp={}", d.pp));
+  c.sets.push_back(fmt::format("parallel.cp={}", d.cp));
+  c.sets.push_back(fmt::format("parallel.dp={}", d.dp));
+  if (!user_sets(spec, "parallel.sequence_parallel"))
+    c.sets.push_back(fmt::format("parallel.sequence_parallel={}", d.tp > 1));
+  c.sets.push_back(fmt::format("training.micro_batch={}", mb));
+  if (overlap_possible(spec, base, d.tp)) c.sets.push_back("tensor_parallel.comm_overlap=true");
+  return c;
+}
+
+void note_fixed(const SweepSpec& spec, BestResult& result) {
+  for (const char* key :
+       {"parallel.tp", "parallel.pp", "parallel.cp", "training.micro_batch", "parallel.schedule", "training.precision",
+        "data_parallel.kind", "data_parallel.bucket_cap_mb", "tensor_parallel.comm_overlap", "training.recompute"})
+    if (user_sets(spec, key)) result.fixed.emplace_back(key);
+  if (user_sets(spec, "parallel.dp"))
+    throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
+}
+
+std::vector<std::string> precisions(const SweepSpec& spec, const SearchSpace& space) {
+  if (space.precisions.empty() || user_sets(spec, "training.precision")) return {""};
+  return space.precisions;
+}
+
+// Keys the second stage chooses again.
+bool secondary(const std::string& set) {
+  for (const char* key :
+       {"data_parallel.kind=", "data_parallel.bucket_cap_mb=", "tensor_parallel.comm_overlap=", "training.recompute="})
+    if (set.starts_with(key)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise) {
+  for (const auto& s : c.sets)
+    if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
+  return otherwise;
+}
+
+std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result) {
+  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  const long long n = spec.gpus;
+  note_fixed(spec, result);
+  // TP stays inside one NVLink domain (72 GPUs on an NVL72 rack, the node elsewhere).
+  const std::vector<int> tps = user_sets(spec, "parallel.tp")
+                                   ? std::vector<int>{base.parallel.tp}
+                                   : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
+  std::vector<Candidate> out;
+  for (const int tp : tps) {
+    if (base.model.heads % tp != 0 || n % tp != 0) continue;
+    const std::vector<int> pps =
+        user_sets(spec, "parallel.pp") ? std::vector<int>{base.parallel.pp} : divisors(base.model.layers, n / tp);
+    for (const int pp : pps) {
+      if (n % (static_cast<long long>(tp) * pp) != 0) continue;
+      for (const int cp : context_degrees(spec, base, tp, n / (static_cast<long long>(tp) * pp))) {
+        const long long model = static_cast<long long>(tp) * pp * cp;
+        if (n % model != 0) continue;
+        const Degrees d{tp, pp, cp, n / model};
+        for (const long long mb : micro_batches(spec, base, d.dp))
+          for (const auto& schedule : schedules(spec, base, pp))
+            for (const auto& precision : precisions(spec, space))
+              for (const auto& kind : layout_kinds(spec, pp)) {
+                Candidate c = layout(spec, base, d, mb);
+                c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
+                if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
+                if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+                out.push_back(std::move(c));
+              }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layout) {
+  Candidate core;
+  for (const auto& s : layout.sets)
+    if (!secondary(s)) core.sets.push_back(s);
+  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
+  const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : kDpKinds;
+  const auto overlaps =
+      overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
+  const auto recomputes = user_sets(spec, "training.recompute") ? std::vector<std::string>{""} : kRecompute;
+  std::vector<Candidate> out;
+  for (const auto& kind : kinds)
+    for (const auto& bucket :
+         (user_sets(spec, "data_parallel.bucket_cap_mb") || kind == "fsdp") ? std::vector<std::string>{""} : kBuckets)
+      for (const auto& overlap : overlaps)
+        for (const auto& recompute : recomputes) {
+          Candidate c = core;
+          if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+          if (!bucket.empty()) c.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
+          if (!overlap.empty()) c.sets.push_back("tensor_parallel.comm_overlap=" + overlap);
+          if (!recompute.empty()) c.sets.push_back("training.recompute=" + recompute);
+          out.push_back(std::move(c));
+        }
+  return out;
+}
+
+}  // namespace stepsim::sweep

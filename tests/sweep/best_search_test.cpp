@@ -1,0 +1,80 @@
+// What the best-configuration search tries and how it ranks: TP up to the NVLink domain,
+// context parallelism, TP overlap and precision searched, identical results shown once.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "sweep/best.hpp"
+
+using stepsim::sweep::BestResult;
+using stepsim::sweep::Candidate;
+using stepsim::sweep::enumerate_layouts;
+using stepsim::sweep::SearchSpace;
+using stepsim::sweep::SweepSpec;
+using stepsim::sweep::value_of;
+
+namespace {
+
+SweepSpec spec_of(std::vector<std::string> sets, int gpus) {
+  SweepSpec spec;
+  spec.sets = std::move(sets);
+  spec.gpus = gpus;
+  return spec;
+}
+
+std::set<std::string> values(const std::vector<Candidate>& cs, const std::string& key) {
+  std::set<std::string> out;
+  for (const auto& c : cs) out.insert(value_of(c, key, "-"));
+  return out;
+}
+
+}  // namespace
+
+// A GB200 NVL72 rack is one NVLink domain of 72 GPUs in trays of 4: Megatron's TP of 8 runs
+// on NVLink there, as it does inside an 8-GPU DGX.
+TEST_CASE("the search's TP reaches across the trays of an NVL72 rack, not past its NVLink domain") {
+  BestResult result;
+  const auto rack = enumerate_layouts(spec_of({"model=llama3-70b", "cluster=gb200-nvl72"}, 128), {}, result);
+  const auto tps = values(rack, "parallel.tp");
+  CHECK(tps.contains("8"));
+  CHECK(tps.contains("64"));  // the 64 heads split over 64 GPUs of one rack
+  BestResult dgx_result;
+  const auto dgx = enumerate_layouts(spec_of({"model=llama3-70b", "cluster=dgx-h100-ndr"}, 128), {}, dgx_result);
+  CHECK(values(dgx, "parallel.tp") == std::set<std::string>{"1", "2", "4", "8"});
+}
+
+TEST_CASE("the search tries context parallelism, TP communication overlap and each precision allowed") {
+  BestResult result;
+  SearchSpace space;
+  space.precisions = {"bf16", "fp8"};
+  const auto layouts = enumerate_layouts(spec_of({"model=llama3-70b"}, 64), space, result);
+  CHECK(values(layouts, "parallel.cp") == std::set<std::string>{"1", "2", "4", "8"});
+  CHECK(values(layouts, "training.precision") == std::set<std::string>{"bf16", "fp8"});
+  CHECK(values(layouts, "tensor_parallel.comm_overlap").contains("true"));
+  // Overlap copies over NVLink and needs sequence parallelism: never with TP 1.
+  for (const auto& c : layouts)
+    if (value_of(c, "parallel.tp", "") == "1") CHECK(value_of(c, "tensor_parallel.comm_overlap", "-") == "-");
+}
+
+// Identical results are one row: two configurations that differ only in a knob that changes
+// nothing (a bucket size ZeRO-1 does not use the same way, say) are listed in one row.
+TEST_CASE("the ranking shows each result once and lists the configurations that give it") {
+  const BestResult best = stepsim::sweep::search_best(
+      spec_of({"model=gpt-1.3b", "data_parallel.kind=zero1", "training.recompute=none", "training.micro_batch=2"}, 8),
+      2, false);
+  REQUIRE(best.ranked.size() > 1);
+  for (std::size_t i = 1; i < best.ranked.size(); ++i) {
+    const auto& a = best.ranked[i - 1].second;
+    const auto& b = best.ranked[i].second;
+    CHECK_FALSE((a.step_time_s == b.step_time_s && a.breakdown_s == b.breakdown_s &&
+                 a.memory_bytes.device == b.memory_bytes.device));
+  }
+  std::set<std::vector<std::string>> shown;
+  for (const auto& [c, r] : best.ranked) {
+    auto sets = c.sets;
+    std::sort(sets.begin(), sets.end());
+    CHECK(shown.insert(sets).second);
+  }
+}
