@@ -1,5 +1,6 @@
 // HSDP (FSDP's HYBRID_SHARD, torch/distributed/fsdp): FSDP inside shard groups of
-// data_parallel.shard_group DP ranks (default: the DP ranks of one node), and each unit's
+// data_parallel.shard_group DP ranks (default: the DP ranks of one NVLink domain: a node, or an
+// NVL72 rack), and each unit's
 // gradient shard all-reduced across the groups on the dp communicator after its
 // ReduceScatter.
 #include <algorithm>
@@ -13,17 +14,18 @@
 
 namespace stepsim::parallelism {
 
-// DP ranks per shard group: data_parallel.shard_group, or the DP ranks of one node. Ranks
-// are placed TP and CP innermost, so a node holds gpus_per_node / (tp·cp) consecutive DP
-// ranks (at least one: a TP group wider than a node spreads over several); when that does
-// not divide dp, the largest group inside a node that does (their greatest common divisor),
+// DP ranks per shard group: data_parallel.shard_group, or the DP ranks of one NVLink domain
+// (the node, or the rack cluster.nvlink_domain joins: FSDP's gathers then stay on NVLink).
+// Ranks are placed TP and CP innermost, so a domain holds domain_gpus / (tp·cp) consecutive DP
+// ranks (at least one: a TP group wider than a domain spreads over several); when that does
+// not divide dp, the largest group inside a domain that does (their greatest common divisor),
 // as the (replicas, shard) device mesh must tile the DP ranks. A group of one shards
 // nothing: each unit's gradient is then all-reduced whole across the replicas.
 int hsdp_shard_ranks(const Scenario& s) {
   if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group;
   const int inner = s.parallel.tp * s.parallel.cp;
-  const int per_node = std::max(s.cluster.gpus_per_node / inner, 1);
-  return std::gcd(per_node, std::max(s.parallel.dp, 1));
+  const int per_domain = std::max(s.cluster.domain_gpus() / inner, 1);
+  return std::gcd(per_domain, std::max(s.parallel.dp, 1));
 }
 
 std::unique_ptr<DataParallel> make_hsdp(const Scenario& scenario) {

@@ -86,8 +86,8 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
                    "prefetch depth: more AllGathers in flight"});
     if (d.reshard_after_forward)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
-    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.gpus_per_node)
-      out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside a node, all-reduce across nodes"});
+    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
+      out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside an NVLink domain, all-reduce across domains"});
   }
   if (d.grad_reduce_dtype == Precision::fp32)
     out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16")}, "reduce gradients in bf16 (half the bytes)"});

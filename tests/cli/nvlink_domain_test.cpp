@@ -88,4 +88,15 @@ TEST_CASE(
   CHECK(has_note(rack, "gb200-nvl72 is not fitted to measurements"));
 }
 
+// FSDP's HYBRID_SHARD shards where its AllGathers run on NVLink: on an NVL72 rack that is the
+// whole rack of 72 GPUs, not one tray of 4.
+TEST_CASE("HSDP's default shard group is one NVLink domain: a whole NVL72 rack") {
+  const Report r =
+      test::run("", {test::set("cluster", "gb200-nvl72"), test::set("model", "llama3-8b"),
+                     test::set("parallel", R"({"tp": 1, "pp": 1, "dp": 144})"), test::set("data_parallel.kind", "hsdp"),
+                     test::set("training.global_batch", "144"), test::set("training.micro_batch", "1")})
+          .report;
+  CHECK(has_note(r, "HSDP: shard groups of 72 DP ranks, gradient shards all-reduced across 2 groups"));
+}
+
 }  // namespace stepsim
