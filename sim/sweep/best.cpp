@@ -1,6 +1,7 @@
 // --best and plan's search: layouts pruned by validation and by the memory model before any
-// simulation, simulated in the order of a lower bound on their step time until the bound
-// cannot reach the fastest found, the fastest layouts' secondary knobs searched in full.
+// simulation, simulated in the order of a lower bound on their step time (their compute, from
+// one micro-batch simulated per TP, CP, micro-batch and precision) until the bound cannot
+// reach the fastest found, the fastest layouts' secondary knobs searched in full.
 #include "sweep/best.hpp"
 
 #include <fmt/format.h>
@@ -23,9 +24,6 @@ namespace {
 
 // Layouts simulated between two checks of the bound.
 constexpr std::size_t kBatch = 16;
-// The bound is held below the model's own floor so that no layout a calibrated GPU would run
-// faster than its preset's efficiency is pruned.
-constexpr double kBoundMargin = 0.9;
 const std::vector<std::string> kRecomputeOrder = {"none", "selective", "full"};
 
 bool fixes(const SweepSpec& spec, const std::string& key) {
@@ -33,36 +31,47 @@ bool fixes(const SweepSpec& spec, const std::string& key) {
                      [&](const std::string& s) { return s.starts_with(key + "="); });
 }
 
-// The FLOP rate of the GPU's largest GEMMs at `precision` ("": the scenario's own): no kernel
-// runs faster, so model FLOPs over it bound the compute time from below. 0 when the GPU has no
-// peak for that precision.
-double gemm_rate(const SweepSpec& spec, const std::string& precision) {
+// The compute of one micro-batch through the whole model on one TP x CP group, without the
+// slowdown communication causes: the per-GPU work of every layout with these TP, CP,
+// micro-batch and precision is this, times the micro-batches, over the stages.
+using ProbeKey = std::vector<std::string>;
+
+ProbeKey probe_key(const Candidate& c) {
+  return {value_of(c, "parallel.tp", "1"), value_of(c, "parallel.cp", "1"), value_of(c, "training.micro_batch", "1"),
+          value_of(c, "training.precision", ""), value_of(c, "parallel.sequence_parallel", "")};
+}
+
+// 0 when the probe does not run (then the bound prunes nothing).
+double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   auto sets = spec.sets;
-  if (!precision.empty()) sets.push_back("training.precision=" + precision);
+  for (const std::string& s :
+       {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2], "training.global_batch=" + k[2],
+        std::string("parallel.pp=1"), std::string("parallel.dp=1"), std::string("parallel.schedule=1f1b"),
+        std::string("parallel.virtual_stages=1"), std::string("training.recompute=none"),
+        std::string("tensor_parallel.comm_overlap=false")})
+    sets.push_back(s);
+  if (!k[3].empty()) sets.push_back("training.precision=" + k[3]);
+  if (!k[4].empty()) sets.push_back("parallel.sequence_parallel=" + k[4]);
   try {
-    const Scenario s = io::load_scenario(spec.scenario, sets);
-    const GpuSpec& g = s.cluster.gpu;
-    const double efficiency =
-        s.training.precision == Precision::fp8 ? g.efficiency.fp8_gemm_max : g.efficiency.gemm_max;
-    return g.flops.for_precision(s.training.precision).flops_per_s() * efficiency;
-  } catch (const InputError&) {
+    const Report r = simulate(io::load_scenario(spec.scenario, sets), SimulateOptions::report_only()).report;
+    return std::max(0.0, r.breakdown_s.compute - r.compute_slowdown_s);
+  } catch (const std::exception&) {
     return 0;
   }
 }
 
-// A layout's step time per model FLOP per GPU, from below: its compute at the GEMM rate,
-// stretched by the pipeline's fill and drain, (pp - 1) / (virtual stages x micro-batches).
-struct Bound {
-  double seconds_per_flop = 0;
-};
-
-Bound bound_of(const Candidate& c, double rate, long long global_batch) {
+// A layout's step time from below: each stage computes m micro-batches of 1/pp of the model,
+// and the pipeline's fill and drain add (pp - 1) / virtual stages of them. Every stage is
+// counted as the average one, which the heaviest (the last, with the head) exceeds: 1F1B's step
+// is at least the last stage's m micro-batches plus one of every other stage's, which is at
+// least the average stage's m + pp - 1.
+double bound_of(const Candidate& c, double probe, long long global_batch) {
   const double pp = std::stod(value_of(c, "parallel.pp", "1"));
   const double v = std::stod(value_of(c, "parallel.virtual_stages", "1"));
   const double dp = std::stod(value_of(c, "parallel.dp", "1"));
   const double mb = std::stod(value_of(c, "training.micro_batch", "1"));
   const double micro_batches = static_cast<double>(global_batch) / (mb * dp);
-  return {kBoundMargin * (1 + (pp - 1) / (v * micro_batches)) / rate};
+  return probe / pp * (micro_batches + (pp - 1) / v);
 }
 
 // Loads `c` and simulates it; with `choose_recompute`, with the least recompute that fits
@@ -134,41 +143,69 @@ void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, bool 
   for (const auto& r : results) tally.add(batch[r.index], r);
 }
 
+// The layouts whose precision the GPU has a peak for; the others are left out with a note.
+std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> layouts, BestResult& result) {
+  std::map<std::string, bool> ok;
+  std::vector<Candidate> out;
+  for (auto& c : layouts) {
+    const std::string precision = value_of(c, "training.precision", "");
+    if (!ok.contains(precision)) {
+      const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+      ok[precision] = precision.empty() || base.cluster.gpu.flops.fp8.flops_per_s() > 0 || precision != "fp8";
+      if (!ok[precision])
+        result.notes.push_back(
+            fmt::format("{} is not searched: {} has no {} peak", precision, base.cluster.gpu.name, precision));
+    }
+    if (ok[precision]) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<ProbeKey, double> probes(const SweepSpec& spec, const std::vector<Candidate>& layouts, unsigned jobs) {
+  std::vector<ProbeKey> keys;
+  for (const auto& c : layouts)
+    if (std::find(keys.begin(), keys.end(), probe_key(c)) == keys.end()) keys.push_back(probe_key(c));
+  std::vector<std::size_t> indices(keys.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  std::vector<double> compute(keys.size(), 0);
+  (void)run_points(
+      indices, jobs,
+      [&](std::size_t i) {
+        compute[i] = probe_compute(spec, keys[i]);
+        return PointResult{};
+      },
+      false);
+  std::map<ProbeKey, double> out;
+  for (std::size_t i = 0; i < keys.size(); ++i) out[keys[i]] = compute[i];
+  return out;
+}
+
 // The first stage: layouts in the order of their bound, until the bound of the next one is
 // above the step time of the `keep`-th fastest found.
 void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jobs, bool show, BestResult& result,
                     Tally& tally) {
-  std::vector<Candidate> layouts = enumerate_layouts(spec, space, result);
+  const std::vector<Candidate> layouts = supported(spec, enumerate_layouts(spec, space, result), result);
   const long long global_batch = io::load_scenario(spec.scenario, spec.sets).training.global_batch;
-  std::map<std::string, double> rates;
-  std::vector<std::pair<Bound, Candidate>> ordered;
-  for (auto& c : layouts) {
-    const std::string precision = value_of(c, "training.precision", "");
-    if (!rates.contains(precision)) rates[precision] = gemm_rate(spec, precision);
-    if (rates[precision] <= 0) {
-      PointResult refused;
-      refused.status = Status::invalid;
-      tally.add(c, refused);
-      continue;
-    }
-    ordered.emplace_back(bound_of(c, rates[precision], global_batch), std::move(c));
-  }
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.first.seconds_per_flop < b.first.seconds_per_flop; });
+  const auto compute = probes(spec, layouts, jobs);
+  std::vector<std::pair<double, Candidate>> ordered;
+  for (const auto& c : layouts) ordered.emplace_back(bound_of(c, compute.at(probe_key(c)), global_batch), c);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const bool choose_recompute = !fixes(spec, "training.recompute");
-  const std::size_t keep = std::max<std::size_t>(space.refine, 1);
-  double flops = 0;  // model FLOPs per GPU per step: the same for every layout
+  const std::size_t keep = std::max<std::size_t>(space.keep, 1);
   Progress progress(ordered.size(), show);
   for (std::size_t start = 0; start < ordered.size(); start += kBatch) {
-    if (flops > 0 && flops * ordered[start].first.seconds_per_flop >= tally.kth_fastest(keep)) {
+    if (ordered[start].first >= tally.kth_fastest(keep)) {
       result.pruned += ordered.size() - start;
+      break;
+    }
+    if (space.max_layouts > 0 && result.ranked.size() >= space.max_layouts) {
+      for (std::size_t i = start; i < ordered.size(); ++i)
+        ++(ordered[i].first < tally.kth_fastest(keep) ? result.unsearched : result.pruned);
       break;
     }
     std::vector<Candidate> batch;
     for (std::size_t i = start; i < std::min(start + kBatch, ordered.size()); ++i) batch.push_back(ordered[i].second);
     run_batch(spec, batch, choose_recompute, jobs, tally);
-    for (const auto& [c, r] : result.ranked)
-      if (flops == 0) flops = r.throughput.tflops_per_gpu * 1e12 * r.step_time_s;
     progress.update(std::min(start + kBatch, ordered.size()));
   }
   progress.finish();
@@ -257,17 +294,23 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, cons
   for (std::size_t i = 0; i < std::min(space.refine, result.ranked.size()); ++i)
     for (auto& c : refinements(spec, result.ranked[i].first))
       if (tally.first_time(c)) second.push_back(std::move(c));
-  if (!second.empty()) run_batch(spec, second, false, jobs, tally);
+  if (!second.empty()) run_batch(spec, second, !fixes(spec, "training.recompute"), jobs, tally);
   sort_fastest(result);
   merge_alike(result);
   result.notes.push_back(fmt::format(
-      "each layout runs with the least recompute that fits; the {} fastest layouts were then tried with every "
-      "data-parallel kind, bucket size, TP overlap and recompute mode not fixed by --set",
+      "each configuration runs with the least recompute that fits (more only adds work); the {} fastest layouts "
+      "were then tried with every data-parallel kind, bucket size and TP overlap not fixed by --set",
       space.refine));
+  if (result.unsearched > 0)
+    result.notes.push_back(fmt::format(
+        "{} layouts not simulated once {} fitted, although their compute alone could have been faster than the "
+        "fastest found",
+        result.unsearched, space.max_layouts));
   if (result.pruned > 0)
     result.notes.push_back(fmt::format(
-        "{} layouts not simulated: their model FLOPs at the GPU's best GEMM rate, with the pipeline's fill and "
-        "drain, already take longer than the layouts ranked",
+        "{} layouts not simulated: their compute alone (one micro-batch through the model on their TP and CP "
+        "group, simulated, times their micro-batches over the stages, with the pipeline's fill and drain) already "
+        "takes longer than the layouts ranked",
         result.pruned));
   return result;
 }
@@ -276,7 +319,8 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   out << fmt::format(
       "{} GPUs: {} configurations, {} refused by validation, {} do not fit, {} internal errors, {} left out by the "
       "bound, {} distinct results fit\n",
-      spec.gpus, best.candidates + best.pruned, best.invalid, best.oom, best.errors, best.pruned, best.ranked.size());
+      spec.gpus, best.candidates + best.pruned + best.unsearched, best.invalid, best.oom, best.errors, best.pruned,
+      best.ranked.size());
   for (const auto& note : best.notes) out << "note: " << note << "\n";
   if (!best.fixed.empty()) {
     std::string fixed;
@@ -319,7 +363,9 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
 }
 
 void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out) {
-  write_best(spec, search_best(spec, jobs, progress), k, out);
+  SearchSpace space;
+  space.keep = k;
+  write_best(spec, search_best(spec, jobs, progress, space), k, out);
 }
 
 }  // namespace stepsim::sweep

@@ -16,6 +16,8 @@ namespace stepsim::sweep {
 struct SearchSpace {
   std::vector<std::string> precisions;  // training.precision values to try; empty: the scenario's own
   std::size_t refine = 3;               // the fastest layouts whose secondary knobs are searched in full
+  std::size_t keep = 1;                 // how many of the fastest the bound may never leave out
+  std::size_t max_layouts = 0;          // layouts simulated at most in the first stage; 0: no limit
 };
 
 struct Candidate {
@@ -26,7 +28,8 @@ struct Candidate {
 struct BestResult {
   // candidates: enumerated; pruned: left unsimulated because even their compute at the GPU's
   // best efficiency, with the schedule's bubble, is slower than the ranked ones they would join.
-  std::size_t candidates = 0, invalid = 0, oom = 0, errors = 0, pruned = 0;
+  // unsearched: left unsimulated by SearchSpace::max_layouts although their bound was below the fastest.
+  std::size_t candidates = 0, invalid = 0, oom = 0, errors = 0, pruned = 0, unsearched = 0;
   std::vector<std::string> fixed;                    // search keys the user fixed with --set
   std::vector<std::string> notes;                    // what the search leaves out, and why
   std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
@@ -37,8 +40,9 @@ struct BestResult {
 // assignment (the search picks the least recompute that fits). Keys the user --set are kept.
 std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result);
 
-// The second stage for one layout: every data-parallel kind, bucket size, TP overlap and
-// recompute mode the user did not --set, on the layout's degrees, schedule and precision.
+// The second stage for one layout: every data-parallel kind, bucket size and TP overlap the
+// user did not --set, on the layout's degrees, schedule and precision (the search then picks
+// the least recompute that fits each).
 std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layout);
 
 // The value `key` is assigned in `c`, or `otherwise`.

@@ -16,7 +16,6 @@ constexpr int kMaxVirtualStages = 8;
 constexpr int kMaxContextParallel = 8;
 const std::vector<std::string> kBuckets = {"25", "100"};  // MiB: PyTorch's default and a large one
 const std::vector<std::string> kDpKinds = {"ddp", "zero1", "fsdp"};
-const std::vector<std::string> kRecompute = {"none", "selective", "full"};
 
 std::vector<int> divisors(long long n, long long limit) {
   std::vector<int> out;
@@ -169,20 +168,17 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : kDpKinds;
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
-  const auto recomputes = user_sets(spec, "training.recompute") ? std::vector<std::string>{""} : kRecompute;
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
     for (const auto& bucket :
          (user_sets(spec, "data_parallel.bucket_cap_mb") || kind == "fsdp") ? std::vector<std::string>{""} : kBuckets)
-      for (const auto& overlap : overlaps)
-        for (const auto& recompute : recomputes) {
-          Candidate c = core;
-          if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
-          if (!bucket.empty()) c.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
-          if (!overlap.empty()) c.sets.push_back("tensor_parallel.comm_overlap=" + overlap);
-          if (!recompute.empty()) c.sets.push_back("training.recompute=" + recompute);
-          out.push_back(std::move(c));
-        }
+      for (const auto& overlap : overlaps) {
+        Candidate c = core;
+        if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+        if (!bucket.empty()) c.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
+        if (!overlap.empty()) c.sets.push_back("tensor_parallel.comm_overlap=" + overlap);
+        out.push_back(std::move(c));
+      }
   return out;
 }
 
