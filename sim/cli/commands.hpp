@@ -16,6 +16,7 @@ int run_presets(const Args& args);
 int run_analyze(const Args& args);
 int run_compare(const Args& args);
 int run_sweep(const Args& args);
+int run_plan(const Args& args);
 int run_calibrate(const Args& args);
 
 }  // namespace stepsim::cli

@@ -31,6 +31,7 @@ constexpr CommandRow kCommands[] = {
     {"analyze", stepsim::cli::run_analyze, "measure exposed communication in a PyTorch profiler trace"},
     {"compare", stepsim::cli::run_compare, "put a measured trace and a simulated scenario side by side"},
     {"sweep", stepsim::cli::run_sweep, "simulate many variations of a scenario; find the fastest that fits"},
+    {"plan", stepsim::cli::run_plan, "find each cluster's fastest layout and what a token budget costs on it"},
     {"calibrate", stepsim::cli::run_calibrate, "make calibration files from nccl-tests logs or traces; check them"},
     {"presets", stepsim::cli::run_presets, "list the embedded GPUs, clusters, models and examples"},
 };

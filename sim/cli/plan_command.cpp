@@ -1,0 +1,208 @@
+// `stepsim plan`: one job on several clusters, each with its own fastest layout, and what a
+// token budget costs on each; the search is the library's (sweep/plan), this file parses and prints.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "cli/plan_output.hpp"
+#include "report/report_io.hpp"
+#include "stepsim/error.hpp"
+#include "sweep/axes.hpp"
+#include "sweep/plan.hpp"
+#include "sweep/runner.hpp"
+
+namespace stepsim::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stepsim plan [SCENARIO.json] [--model NAME] (--tokens N | --deadline DAYS) --gpus LIST\n"
+    "                    --cluster NAME[@PRICE]... [--precision LIST] [--set KEY=VALUE]... [--jobs J]\n"
+    "                    [-o FILE.csv|FILE.json]\n\n"
+    "Which cluster to buy for a training job. For each --cluster (a cluster preset, with its price\n"
+    "per GPU-hour) and each GPU count, searches the fastest layout that fits, as 'sweep --best'\n"
+    "does (TP up to the NVLink domain, PP, CP, micro-batch, schedule and virtual stages, recompute,\n"
+    "data-parallel kind, bucket size, TP communication overlap and the --precision values allowed),\n"
+    "and prints per cluster: the layout, step time, tokens/s per GPU, MFU, exposed communication,\n"
+    "memory headroom, and for the token budget the time to train, the GPU boards' energy and the\n"
+    "cost; then the Pareto table of cost against time to train.\n\n"
+    "The job is SCENARIO (without it: the embedded default) with --model and --set: its model,\n"
+    "sequence length and global batch hold on every cluster; its layout keys are searched unless\n"
+    "--set fixes them.\n\n"
+    "Band: the step time, time to train and cost carry +/- the mean absolute error of stepsim's\n"
+    "step times against the published runs on that GPU (docs/validation.md); a GPU with no\n"
+    "published run gets the mean over all runs, and says so.\n\n"
+    "--gpus: a count, a list (128,256) or a range (64:1024:x2). -o writes one row per cluster and\n"
+    "GPU count as CSV or JSON, whole or not at all ('-': CSV on stdout instead of the tables);\n"
+    "tools/plot.py pareto FILE.csv draws cost against time to train. Progress goes to stderr.\n\n"
+    "Search: layouts are simulated in the order of a lower bound on their step time (their compute:\n"
+    "one micro-batch simulated per TP, CP, micro-batch and precision, times the micro-batches over\n"
+    "the stages, with the pipeline's fill and drain); those whose bound is above the fastest found\n"
+    "are left out, and once --max-layouts fit the rest too (the table counts them).";
+
+constexpr const char* kExamples =
+    "  stepsim plan --model llama3-70b --tokens 1T --gpus 256 --precision bf16,fp8 \\\n"
+    "      --cluster dgx-a100-80g-hdr@1.8 --cluster dgx-h100-ndr@2.5 --cluster dgx-h200-ndr@3.1 \\\n"
+    "      --cluster dgx-b200@5.5 --cluster gb200-nvl72@6.5 -o plan.csv && tools/plot.py pareto plan.csv -o plan.png\n"
+    "  stepsim plan --model llama3-8b --deadline 14 --gpus 64:512:x2 --cluster dgx-h100-ndr@2.5\n";
+
+// Layouts simulated per cluster and GPU count, fastest bound first: five clusters in about a
+// minute on two cores.
+constexpr std::size_t kDefaultMaxLayouts = 96;
+
+struct PlanFlags {
+  std::string scenario, model, tokens, deadline, gpus, output;
+  std::vector<std::string> clusters, precisions, sets;
+  unsigned jobs = 0;
+  std::size_t max_layouts = kDefaultMaxLayouts;
+};
+
+po::options_description describe(PlanFlags& f) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help")("scenario", po::value(&f.scenario)->value_name("SCENARIO.json"),
+                                                 "the job (default: the embedded default scenario)")(
+      "model", po::value(&f.model)->value_name("NAME"), "a model preset (--set model=NAME)")(
+      "tokens", po::value(&f.tokens)->value_name("N"), "token budget, e.g. 1T, 300B, 1.5e12")(
+      "deadline", po::value(&f.deadline)->value_name("DAYS"), "days available: tokens trained by then")(
+      "gpus", po::value(&f.gpus)->value_name("LIST"), "GPU count(s): 256, 128,256 or 64:1024:x2")(
+      "cluster", po::value(&f.clusters)->value_name("NAME[@PRICE]")->composing(),
+      "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list)")(
+      "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
+      "training precisions allowed, e.g. bf16,fp8 (default: the scenario's)")(
+      "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key on every cluster")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
+      "max-layouts", po::value(&f.max_layouts)->value_name("N"),
+      "layouts that fit simulated per cluster and GPU count, the fastest bound first (default 96; 0: every one the "
+      "bound cannot rule out)")("output,o", po::value(&f.output)->value_name("FILE"),
+                                "rows to FILE.csv or FILE.json ('-': CSV on stdout)");
+  return desc;
+}
+
+std::vector<std::string> split(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& list : lists) {
+    std::size_t from = 0;
+    while (from <= list.size()) {
+      const auto comma = list.find(',', from);
+      out.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<int> gpu_counts(const std::string& text) {
+  std::vector<std::string> values;
+  try {
+    values = sweep::parse_axis("gpus=" + text).values;
+  } catch (const InputError& e) {
+    throw InputError("--gpus", text, e.message());
+  }
+  std::vector<int> out;
+  for (const std::string& v : values) {
+    std::size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || n < 1 || n > 1'000'000)
+      throw InputError("--gpus", text, "expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2");
+    out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+double days_of(const std::string& text) {
+  std::size_t used = 0;
+  double days = 0;
+  try {
+    days = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(days > 0) || days > 36500)
+    throw InputError("--deadline", text, "expected a number of days above 0 (at most 36500)");
+  return days;
+}
+
+void check_precisions(const std::vector<std::string>& precisions) {
+  for (const std::string& p : precisions)
+    if (p != "bf16" && p != "fp16" && p != "fp8" && p != "tf32" && p != "fp32")
+      throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32 or fp32");
+}
+
+sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
+  sweep::PlanSpec spec;
+  if (vm.count("scenario") != 0) require_scenario_name(f.scenario);
+  spec.scenario.path = f.scenario;
+  if (!f.model.empty()) spec.sets.push_back("model=" + f.model);
+  spec.sets.insert(spec.sets.end(), f.sets.begin(), f.sets.end());
+  if (f.tokens.empty() && f.deadline.empty())
+    throw InputError("<command line>", "--tokens",
+                     "expected a token budget (--tokens N) or a deadline (--deadline DAYS)");
+  if (!f.tokens.empty()) spec.tokens = sweep::parse_tokens(f.tokens, "--tokens");
+  if (!f.deadline.empty()) spec.deadline_days = days_of(f.deadline);
+  if (f.gpus.empty()) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
+  spec.gpus = gpu_counts(f.gpus);
+  for (const std::string& c : split(f.clusters)) spec.clusters.push_back(sweep::parse_plan_cluster(c));
+  if (spec.clusters.empty())
+    throw InputError("<command line>", "--cluster",
+                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
+  spec.max_layouts = f.max_layouts;
+  spec.precisions = split(f.precisions);
+  check_precisions(spec.precisions);
+  return spec;
+}
+
+void check_jobs(const PlanFlags& f, const po::variables_map& vm) {
+  if (vm.count("jobs") != 0 && (f.jobs < 1 || f.jobs > sweep::kMaxJobs))
+    throw InputError("--jobs", std::to_string(f.jobs),
+                     fmt::format("expected a whole number of simulations at once from 1 to {}", sweep::kMaxJobs));
+}
+
+report::Output output_of(const std::string& path, const std::vector<sweep::PlanRow>* rows) {
+  const bool json = path.ends_with(".json");
+  if (path != "-" && !json && !path.ends_with(".csv"))
+    throw InputError("-o", path, "expected a file name ending in .csv or .json, or '-' for CSV on stdout");
+  return {"-o", path, [json, rows](std::ostream& os) {
+            if (json)
+              write_plan_json(*rows, os);
+            else
+              write_plan_csv(*rows, os);
+          }};
+}
+
+void progress_line(const sweep::PlanRow& r) {
+  std::cerr << fmt::format("stepsim: plan: {}, {} GPUs: {} configurations, {} fit; {} ({:.1f} s)\n", r.cluster.name,
+                           r.gpus, r.search.candidates + r.search.pruned, r.search.ranked.size(),
+                           r.report ? fmt::format("fastest {:.3f} s per step", r.report->step_time_s) : "none fits",
+                           r.search_s);
+}
+
+}  // namespace
+
+int run_plan(const Args& args) {
+  PlanFlags f;
+  const auto desc = describe(f);
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  const auto vm = parse_args("plan", args, desc, positional);
+  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  check_jobs(f, vm);
+  const sweep::PlanSpec spec = spec_of(f, vm);
+  std::vector<sweep::PlanRow> rows;
+  std::optional<report::Output> output;
+  if (vm.count("output") != 0) {
+    output = output_of(f.output, &rows);
+    report::check_outputs({*output});
+  }
+  rows = sweep::run_plan(spec, f.jobs, progress_line);
+  if (!output || output->path != "-") write_plan_tables(spec, rows, std::cout);
+  if (output) report::write_output(*output);
+  return 0;
+}
+
+}  // namespace stepsim::cli

@@ -1,0 +1,204 @@
+// `stepsim plan`'s tables and rows. Bands are the step time's validation error carried to the
+// time and cost of the budget, which are proportional to it.
+#include "cli/plan_output.hpp"
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <ostream>
+
+namespace stepsim::cli {
+namespace {
+
+using sweep::PlanRow;
+
+constexpr double GiB = 1073741824.0;
+
+std::string layout_text(const PlanRow& r) {
+  const auto v = [&](const char* key) { return sweep::layout_value(r, key); };
+  const std::string pp = v("parallel.pp");
+  std::string schedule;
+  if (pp != "1")
+    schedule = v("parallel.schedule") == "interleaved"
+                   ? fmt::format(" (interleaved, {} virtual stages)", v("parallel.virtual_stages"))
+                   : " (" + v("parallel.schedule") + ")";
+  const std::string kind = v("data_parallel.kind");
+  return fmt::format(
+      "TP {}, PP {}{}, CP {}, DP {}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}", v("parallel.tp"), pp,
+      schedule, v("parallel.cp"), v("parallel.dp"), v("training.micro_batch"), kind,
+      kind == "fsdp" || kind == "hsdp" ? "" : ", bucket " + v("data_parallel.bucket_cap_mb") + " MiB",
+      v("tensor_parallel.comm_overlap") == "true" ? "on" : "off", v("training.precision"), v("training.recompute"));
+}
+
+std::string money(double x) { return fmt::format("{:.0f}", x); }
+
+std::string band_of(double value, double mape, const std::function<std::string(double)>& text) {
+  return fmt::format("{} ({} to {})", text(value), text(value * (1 - mape)), text(value * (1 + mape)));
+}
+
+void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& out) {
+  const auto line = [&](const char* label, const std::string& text) {
+    out << fmt::format("  {:<23}{}\n", label, text);
+  };
+  out << fmt::format("\n{}: {} x {}{}\n", r.cluster.name, r.gpus, r.gpu,
+                     r.cluster.gpu_hour_price > 0 ? fmt::format(" at {:g} per GPU-hour", r.cluster.gpu_hour_price)
+                                                  : std::string(", no price given"));
+  line("search", fmt::format("{} configurations: {} refused by validation, {} do not fit, {} left out by the bound, "
+                             "{} not simulated past --max-layouts, {} distinct results fit ({:.1f} s)",
+                             r.search.candidates + r.search.pruned + r.search.unsearched, r.search.invalid,
+                             r.search.oom, r.search.pruned, r.search.unsearched, r.search.ranked.size(), r.search_s));
+  if (!r.report) {
+    line("layout", "none fits on this many GPUs");
+    return;
+  }
+  const Report& rep = *r.report;
+  const double mape = r.band.mape;
+  line("layout", layout_text(r));
+  line("step time", band_of(rep.step_time_s, mape, [](double s) { return fmt::format("{:.3f} s", s); }));
+  line("tokens/s per GPU", fmt::format("{:.0f}", rep.throughput.tokens_per_s / r.gpus));
+  line("MFU", fmt::format("{:.1f} %", 100 * rep.throughput.mfu));
+  line("exposed comm", fmt::format("{:.1f} % of the step ({:.3f} s)", 100 * rep.overlap.exposed_fraction_of_step,
+                                   rep.breakdown_s.exposed_total()));
+  line("memory headroom", fmt::format("{:.1f} GiB free of {:.1f} GiB ({:.1f} GiB in use at the peak)",
+                                      (rep.memory_bytes.capacity - rep.memory_bytes.device) / GiB,
+                                      rep.memory_bytes.capacity / GiB, rep.memory_bytes.device / GiB));
+  if (spec.tokens > 0) {
+    line("time to train", band_of(r.train_days, mape, [](double d) { return fmt::format("{:.1f} days", d); }) +
+                              fmt::format(" for {:g} tokens", spec.tokens));
+    line("energy", rep.cost.gpu_power_w > 0
+                       ? fmt::format("{:.1f} MWh (GPU boards at their rated power)", r.energy_kwh / 1000)
+                       : "- (the GPU preset has no board power)");
+    line("cost", r.cluster.gpu_hour_price > 0 ? band_of(r.cost, mape, money) : "- (no price: --cluster NAME@PRICE)");
+  }
+  if (spec.deadline_days > 0)
+    line("by the deadline",
+         fmt::format("{:.3g} tokens in {:g} days{}", r.deadline_tokens, spec.deadline_days,
+                     spec.tokens > 0
+                         ? (r.train_days <= spec.deadline_days ? ": the budget fits" : ": the budget does not fit")
+                         : ""));
+  line("band", fmt::format("+/- {:.1f} %: {}", 100 * mape, r.band.source));
+}
+
+void write_pareto(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows, std::ostream& out) {
+  std::vector<const PlanRow*> found;
+  for (const PlanRow& r : rows)
+    if (r.report) found.push_back(&r);
+  if (found.empty()) return;
+  std::stable_sort(found.begin(), found.end(), [](const PlanRow* a, const PlanRow* b) {
+    return a->report->throughput.tokens_per_s > b->report->throughput.tokens_per_s;
+  });
+  out << "\ncost against time to train, fastest first (* on the Pareto front: no other choice is both faster and "
+         "cheaper)\n";
+  out << fmt::format("     {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", "cluster", "GPUs", "precision",
+                     spec.tokens > 0 ? "days to train (band)" : "tokens/s (band)",
+                     spec.tokens > 0 ? "cost (band)" : "cost per M tokens");
+  for (const PlanRow* r : found) {
+    const double mape = r->band.mape;
+    const std::string time = spec.tokens > 0
+                                 ? band_of(r->train_days, mape, [](double d) { return fmt::format("{:.1f}", d); })
+                                 : fmt::format("{:.0f}", r->report->throughput.tokens_per_s);
+    const std::string cost = r->cluster.gpu_hour_price <= 0 ? "-"
+                             : spec.tokens > 0              ? band_of(r->cost, mape, money)
+                                                            : fmt::format("{:.3f}", r->report->cost.cost_per_mtoken);
+    out << fmt::format("  {}  {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", r->pareto ? "*" : " ", r->cluster.name, r->gpus,
+                       sweep::layout_value(*r, "training.precision"), time, cost);
+  }
+}
+
+// The rows' fields, in column order: name and value (a JSON value, written as text in CSV).
+std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r) {
+  std::vector<std::pair<std::string, boost::json::value>> f = {
+      {"cluster", boost::json::value(r.cluster.name)},
+      {"gpu", boost::json::value(r.gpu)},
+      {"gpus", r.gpus},
+      {"gpu_hour_price", r.cluster.gpu_hour_price},
+      {"status", boost::json::value(r.report ? "ok" : "none fits")},
+  };
+  const auto add = [&](const char* name, boost::json::value v) { f.emplace_back(name, r.report ? v : nullptr); };
+  const auto key = [&](const char* name, const char* k) {
+    add(name, r.report ? boost::json::value(sweep::layout_value(r, k)) : nullptr);
+  };
+  key("tp", "parallel.tp");
+  key("pp", "parallel.pp");
+  key("cp", "parallel.cp");
+  key("dp", "parallel.dp");
+  key("micro_batch", "training.micro_batch");
+  key("schedule", "parallel.schedule");
+  key("virtual_stages", "parallel.virtual_stages");
+  key("dp_kind", "data_parallel.kind");
+  key("bucket_cap_mb", "data_parallel.bucket_cap_mb");
+  key("tp_comm_overlap", "tensor_parallel.comm_overlap");
+  key("precision", "training.precision");
+  key("recompute", "training.recompute");
+  const Report* rep = r.report ? &*r.report : nullptr;
+  const auto num = [&](const char* name, const std::function<double(const Report&)>& of) {
+    add(name, rep ? boost::json::value(of(*rep)) : nullptr);
+  };
+  const double m = r.band.mape;
+  num("step_time_s", [](const Report& x) { return x.step_time_s; });
+  num("step_time_low_s", [&](const Report& x) { return x.step_time_s * (1 - m); });
+  num("step_time_high_s", [&](const Report& x) { return x.step_time_s * (1 + m); });
+  num("tokens_per_s_per_gpu", [&](const Report& x) { return x.throughput.tokens_per_s / r.gpus; });
+  num("mfu", [](const Report& x) { return x.throughput.mfu; });
+  num("exposed_fraction_of_step", [](const Report& x) { return x.overlap.exposed_fraction_of_step; });
+  num("memory_in_use_gib", [](const Report& x) { return x.memory_bytes.device / GiB; });
+  num("memory_capacity_gib", [](const Report& x) { return x.memory_bytes.capacity / GiB; });
+  num("train_days", [&](const Report&) { return r.train_days; });
+  num("train_days_low", [&](const Report&) { return r.train_days * (1 - m); });
+  num("train_days_high", [&](const Report&) { return r.train_days * (1 + m); });
+  num("energy_mwh", [&](const Report&) { return r.energy_kwh / 1000; });
+  num("cost", [&](const Report&) { return r.cost; });
+  num("cost_low", [&](const Report&) { return r.cost * (1 - m); });
+  num("cost_high", [&](const Report&) { return r.cost * (1 + m); });
+  num("deadline_tokens", [&](const Report&) { return r.deadline_tokens; });
+  f.emplace_back("pareto", r.pareto);
+  f.emplace_back("band_mape", m);
+  f.emplace_back("band_runs", r.band.runs);
+  f.emplace_back("band_own_gpu", r.band.own_gpu);
+  f.emplace_back("search_s", r.search_s);
+  return f;
+}
+
+std::string csv_cell(const boost::json::value& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_double()) return fmt::format("{:.6g}", v.as_double());
+  return boost::json::serialize(v);
+}
+
+}  // namespace
+
+void write_plan_tables(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows, std::ostream& out) {
+  for (const PlanRow& r : rows) write_cluster(spec, r, out);
+  write_pareto(spec, rows, out);
+}
+
+void write_plan_csv(const std::vector<PlanRow>& rows, std::ostream& out) {
+  if (rows.empty()) return;
+  std::string header;
+  for (const auto& [name, v] : fields(rows.front())) header += (header.empty() ? "" : ",") + name;
+  out << header << "\n";
+  for (const PlanRow& r : rows) {
+    std::string line;
+    bool first = true;
+    for (const auto& [name, v] : fields(r)) {
+      line += (first ? "" : ",") + csv_cell(v);
+      first = false;
+    }
+    out << line << "\n";
+  }
+}
+
+void write_plan_json(const std::vector<PlanRow>& rows, std::ostream& out) {
+  boost::json::array array;
+  for (const PlanRow& r : rows) {
+    boost::json::object o;
+    for (auto& [name, v] : fields(r)) o[name] = std::move(v);
+    array.push_back(std::move(o));
+  }
+  out << boost::json::serialize(array) << "\n";
+}
+
+}  // namespace stepsim::cli

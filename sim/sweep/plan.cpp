@@ -1,0 +1,166 @@
+// `stepsim plan`'s search: the best-configuration search once per cluster and GPU count, and
+// the token budget's time, energy and cost on the fastest layout found.
+#include "sweep/plan.hpp"
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cmath>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+namespace stepsim::sweep {
+namespace {
+
+constexpr double kSecondsPerDay = 86400;
+
+// A whole-string number, or nothing.
+std::optional<double> number_of(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used != text.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus) {
+  SweepSpec s;
+  s.scenario = spec.scenario;
+  s.sets = spec.sets;
+  // The preset brings its own node count: cluster.nodes=0 derives it from the layout again.
+  s.sets.push_back("cluster=" + cluster.name);
+  s.sets.push_back("cluster.nodes=0");
+  if (cluster.gpu_hour_price > 0) s.sets.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
+  s.gpus = gpus;
+  return s;
+}
+
+// The budget's figures on the row's layout.
+void add_budget(const PlanSpec& spec, PlanRow& row) {
+  const Report& r = *row.report;
+  const double tokens_per_s = r.throughput.tokens_per_s;
+  if (spec.tokens > 0 && tokens_per_s > 0) {
+    row.train_days = spec.tokens / tokens_per_s / kSecondsPerDay;
+    row.energy_kwh = r.cost.energy_per_mtoken_kwh * spec.tokens / 1e6;
+    row.cost = r.cost.cost_per_mtoken * spec.tokens / 1e6;
+  }
+  if (spec.deadline_days > 0) row.deadline_tokens = tokens_per_s * spec.deadline_days * kSecondsPerDay;
+}
+
+PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, unsigned jobs) {
+  PlanRow row;
+  row.cluster = cluster;
+  row.gpus = gpus;
+  const SweepSpec s = search_spec(spec, cluster, gpus);
+  try {
+    row.gpu = io::load_scenario(s.scenario, s.sets).cluster.gpu.name;
+    const auto start = std::chrono::steady_clock::now();
+    SearchSpace space;
+    space.precisions = spec.precisions;
+    space.max_layouts = spec.max_layouts;
+    row.search = search_best(s, jobs, false, space);
+    row.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } catch (const InputError& e) {
+    // The cluster came from --cluster, not from a key the user wrote.
+    throw InputError("--cluster", cluster.name,
+                     e.file() + ": " + (e.where().empty() ? "" : e.where() + ": ") + e.message());
+  }
+  row.band = validation_band(row.gpu);
+  if (row.search.ranked.empty()) return row;
+  row.layout = row.search.ranked.front().first;
+  row.report = row.search.ranked.front().second;
+  add_budget(spec, row);
+  return row;
+}
+
+// A row is on the front when no other row trains at least as fast for no more money and is
+// better in one of them. Seconds and cost per token order rows as the budget's days and cost
+// do, and need no budget.
+void mark_pareto(std::vector<PlanRow>& rows) {
+  const auto time_of = [](const PlanRow& r) { return 1 / r.report->throughput.tokens_per_s; };
+  const auto cost_of = [](const PlanRow& r) { return r.report->cost.cost_per_mtoken; };
+  for (PlanRow& a : rows) {
+    if (!a.report) continue;
+    a.pareto = true;
+    for (const PlanRow& b : rows) {
+      if (!b.report || &a == &b) continue;
+      const bool no_worse = time_of(b) <= time_of(a) && cost_of(b) <= cost_of(a);
+      const bool better = time_of(b) < time_of(a) || cost_of(b) < cost_of(a);
+      if (no_worse && better) a.pareto = false;
+    }
+  }
+}
+
+std::string json_text(const boost::json::value& v) {
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_bool()) return v.as_bool() ? "true" : "false";
+  if (v.is_int64()) return std::to_string(v.as_int64());
+  if (v.is_uint64()) return std::to_string(v.as_uint64());
+  if (v.is_double()) return fmt::format("{:g}", v.as_double());
+  return boost::json::serialize(v);
+}
+
+}  // namespace
+
+PlanCluster parse_plan_cluster(const std::string& text) {
+  const auto at = text.find('@');
+  PlanCluster c{text.substr(0, at), 0};
+  if (c.name.empty()) throw InputError("--cluster", text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
+  if (at == std::string::npos) return c;
+  const auto price = number_of(text.substr(at + 1));
+  if (!price || *price <= 0)
+    throw InputError("--cluster", text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
+  c.gpu_hour_price = *price;
+  return c;
+}
+
+double parse_tokens(const std::string& text, const std::string& flag) {
+  static constexpr std::pair<char, double> kSuffixes[] = {{'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'G', 1e9}, {'T', 1e12}};
+  double scale = 1;
+  std::string digits = text;
+  for (const auto& [suffix, factor] : kSuffixes)
+    if (!digits.empty() && std::toupper(static_cast<unsigned char>(digits.back())) == suffix) {
+      scale = factor;
+      digits.pop_back();
+      break;
+    }
+  const auto v = number_of(digits);
+  if (!v || *v <= 0 || *v * scale > 1e18)
+    throw InputError(flag, text, "expected a token count above 0 such as 1T, 300B or 1.5e12 (at most 1e18)");
+  return *v * scale;
+}
+
+std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
+                              const std::function<void(const PlanRow&)>& progress) {
+  std::vector<PlanRow> rows;
+  for (const PlanCluster& cluster : spec.clusters)
+    for (const int gpus : spec.gpus) {
+      rows.push_back(plan_one(spec, cluster, gpus, jobs));
+      if (progress) progress(rows.back());
+    }
+  mark_pareto(rows);
+  return rows;
+}
+
+std::string layout_value(const PlanRow& row, const std::string& key) {
+  if (!row.report) return "";
+  const boost::json::value config = boost::json::parse(row.report->config_json);
+  const boost::json::value* v = &config;
+  std::size_t from = 0;
+  while (v != nullptr && from <= key.size()) {
+    const auto dot = key.find('.', from);
+    const std::string part = key.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+    v = v->is_object() ? v->as_object().if_contains(part) : nullptr;
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  STEPSIM_CHECK(v != nullptr, "the report's config has no " + key);
+  return json_text(*v);
+}
+
+}  // namespace stepsim::sweep

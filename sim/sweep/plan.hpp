@@ -1,0 +1,62 @@
+// `stepsim plan`: which cluster to buy. For each candidate cluster (with its GPU-hour price) and
+// GPU count, the best-configuration search's fastest layout, and what training a token budget
+// on it takes: time, energy, cost, with the band the validation errors put around them.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sweep/best.hpp"
+#include "sweep/validation_band.hpp"
+
+namespace stepsim::sweep {
+
+struct PlanCluster {
+  std::string name;           // a cluster preset
+  double gpu_hour_price = 0;  // 0: none given
+};
+
+struct PlanSpec {
+  io::ScenarioInput scenario;     // the job: model, sequence, global batch (path "": the default)
+  std::vector<std::string> sets;  // --set, applied on every cluster
+  double tokens = 0;              // the token budget; 0: none
+  double deadline_days = 0;       // 0: none
+  std::vector<int> gpus;          // the GPU counts to plan for
+  std::vector<PlanCluster> clusters;
+  std::vector<std::string> precisions;  // allowed; empty: the scenario's own
+  std::size_t max_layouts = 0;          // SearchSpace::max_layouts of each search
+};
+
+// One cluster at one GPU count.
+struct PlanRow {
+  PlanCluster cluster;
+  std::string gpu;  // the cluster's GPU preset
+  int gpus = 0;
+  BestResult search;                // what was searched; ranked empty: nothing fits
+  std::optional<Candidate> layout;  // the fastest, absent when nothing fits
+  std::optional<Report> report;
+  ValidationBand band;
+  double train_days = 0;       // the token budget at the step time; 0 without a budget
+  double energy_kwh = 0;       // GPU boards, for the budget
+  double cost = 0;             // for the budget; 0 without a price
+  double deadline_tokens = 0;  // tokens trained by the deadline; 0 without one
+  bool pareto = false;         // no other row trains the budget both sooner and for less
+  double search_s = 0;         // wall-clock seconds the search took
+};
+
+// "NAME" or "NAME@PRICE"; InputError naming --cluster otherwise.
+PlanCluster parse_plan_cluster(const std::string& text);
+
+// A token count: a number with an optional K, M, B (or G) or T suffix ("1T", "300B", "1.5e12").
+double parse_tokens(const std::string& text, const std::string& flag);
+
+// Searches every cluster at every GPU count (clusters in the order given); `progress` hears a
+// line as each search ends.
+std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs, const std::function<void(const PlanRow&)>& progress);
+
+// A row's layout key by key ("parallel.tp" -> "4"), from the simulated scenario itself.
+std::string layout_value(const PlanRow& row, const std::string& key);
+
+}  // namespace stepsim::sweep

@@ -1,0 +1,45 @@
+// The per-GPU errors of docs/validation.md's published training runs, as data: the mean
+// absolute error of the step times of the runs not used for fitting, grouped by the GPU preset
+// their scenario runs on (tests/sweep/validation_band_test.cpp recomputes them from the page).
+#include "sweep/validation_band.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace stepsim::sweep {
+namespace {
+
+struct GpuErrors {
+  const char* gpu;
+  double mape;
+  int runs;
+};
+
+// docs/validation.md, "Published training runs" and "... on Blackwell", rows not marked fit.
+constexpr std::array<GpuErrors, 6> kErrors = {{
+    {"a100-sxm4-80gb", 0.0485, 2},       // torchtitan on A100
+    {"h100-sxm5-80gb", 0.0693, 12},      // Megatron-LM README weak scaling, NeMo 24.07
+    {"h100-sxm5-96gb-500w", 0.0404, 9},  // torchtitan on H100
+    {"h200", 0.0250, 1},                 // torchtitan on H200
+    {"b200", 0.0385, 2},                 // Megatron-Bridge on DGX B200
+    {"gb200", 0.1105, 2},                // Megatron-Bridge on GB200 NVL72
+}};
+
+// Every row above together.
+constexpr GpuErrors kAll = {"", 0.0577, 28};
+
+}  // namespace
+
+ValidationBand validation_band(const std::string& gpu) {
+  for (const GpuErrors& e : kErrors)
+    if (gpu == e.gpu)
+      return {e.mape, e.runs, true,
+              fmt::format("the mean absolute step-time error of {} published run{} on {} (docs/validation.md)", e.runs,
+                          e.runs == 1 ? "" : "s", gpu)};
+  return {kAll.mape, kAll.runs, false,
+          fmt::format("no published run on {}: the mean absolute step-time error of all {} runs (docs/validation.md)",
+                      gpu, kAll.runs)};
+}
+
+}  // namespace stepsim::sweep
