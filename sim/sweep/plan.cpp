@@ -67,8 +67,10 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
     row.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (const InputError& e) {
     // The cluster came from --cluster, not from a key the user wrote.
-    throw InputError("--cluster", cluster.name,
-                     e.file() + ": " + (e.where().empty() ? "" : e.where() + ": ") + e.message());
+    const bool preset = e.file() == "--set" && e.where() == "cluster";
+    throw InputError(
+        "--cluster", cluster.name,
+        preset ? e.message() : e.file() + ": " + (e.where().empty() ? "" : e.where() + ": ") + e.message());
   }
   row.band = validation_band(row.gpu);
   if (row.search.ranked.empty()) return row;

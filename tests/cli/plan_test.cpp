@@ -1,0 +1,144 @@
+// `stepsim plan` end to end: NeMo's published Llama 3 70B layout as the yardstick on H100, the
+// budget's time, energy and cost against hand arithmetic, every cluster preset, bad input.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include <string>
+
+#include "cli/run_stepsim.hpp"
+#include "cli/simulate_support.hpp"
+
+namespace stepsim {
+namespace {
+
+using testing::Run;
+using testing::Scratch;
+
+const std::string kNemo = std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/nemo2407-llama3-70b-64gpu.json";
+
+boost::json::array plan_rows(const Scratch& dir, const std::string& args) {
+  const Run run = dir.run("plan " + args + " -o plan.json");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  return boost::json::parse(testing::slurp(dir.file("plan.json"))).as_array();
+}
+
+double number(const boost::json::object& row, const char* key) { return row.at(key).to_number<double>(); }
+
+}  // namespace
+
+// NeMo 24.07's Llama 3 70B recipe (TP 4, PP 4 interleaved over 5 virtual stages, CP 2, FP8,
+// TP overlap, distributed optimizer; configs/validation/nemo2407-llama3-70b-64gpu.json) scaled
+// to 256 H100 by data parallelism is one of the layouts plan searches: its pick is no slower.
+TEST_CASE("on 256 H100 plan's layout for Llama 3 70B is at least as fast as NeMo's published recipe") {
+  const Scratch dir("plan-nemo");
+  const auto rows = plan_rows(dir, kNemo + " --tokens 1T --gpus 256 --precision bf16,fp8 --cluster dgx-h100-ndr@2.5");
+  REQUIRE(rows.size() == 1);
+  const auto& row = rows.at(0).as_object();
+  REQUIRE(row.at("status").as_string() == "ok");
+  const double nemo = test::run(kNemo, {"parallel.dp=8"}).report.step_time_s;
+  CHECK(number(row, "step_time_s") <= nemo);
+}
+
+TEST_CASE("plan's time to train, energy and cost are the budget at the step's throughput, price and board power") {
+  const Scratch dir("plan-budget");
+  const auto rows =
+      plan_rows(dir, "--model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr@2.5,dgx-a100-80g-hdr@1.8");
+  REQUIRE(rows.size() == 2);
+  for (const auto& v : rows) {
+    const auto& row = v.as_object();
+    REQUIRE(row.at("status").as_string() == "ok");
+    const double gpus = number(row, "gpus");
+    const double days = 10e9 / (number(row, "tokens_per_s_per_gpu") * gpus) / 86400;
+    CHECK(number(row, "train_days") == Approx(days).epsilon(1e-9));
+    CHECK(number(row, "cost") == Approx(gpus * number(row, "gpu_hour_price") * days * 24).epsilon(1e-6));
+    // Board power: 700 W for the H100 SXM5, 400 W for the A100 SXM4 (datasheets).
+    const double watts = row.at("gpu").as_string() == "h100-sxm5-80gb" ? 700 : 400;
+    CHECK(number(row, "energy_mwh") == Approx(gpus * watts * days * 24 / 1e6).epsilon(1e-6));
+    CHECK(number(row, "step_time_high_s") / number(row, "step_time_s") == Approx(1 + number(row, "band_mape")));
+    CHECK(number(row, "memory_in_use_gib") <= number(row, "memory_capacity_gib"));
+  }
+  // The H100 row is faster; it is on the front unless the A100 row is no slower and cheaper.
+  const auto& h100 = rows.at(0).as_object();
+  const auto& a100 = rows.at(1).as_object();
+  CHECK(number(h100, "train_days") < number(a100, "train_days"));
+  CHECK(h100.at("pareto").as_bool());
+  CHECK(a100.at("pareto").as_bool() == (number(a100, "cost") < number(h100, "cost")));
+}
+
+TEST_CASE("plan prints a table per cluster and the Pareto table, with progress on stderr") {
+  const Scratch dir("plan-tables");
+  const Run run = dir.run("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr@2.5 --cluster dgx-b200");
+  REQUIRE(run.status == 0);
+  for (const char* label :
+       {"dgx-h100-ndr: 8 x h100-sxm5-80gb at 2.5 per GPU-hour", "dgx-b200: 8 x b200, no price given", "  layout ",
+        "  step time ", "  tokens/s per GPU ", "  MFU ", "  exposed comm ", "  memory headroom ", "  time to train ",
+        "  energy ", "  cost ", "- (no price: --cluster NAME@PRICE)",
+        "mean absolute step-time error of 12 published runs on "
+        "h100-sxm5-80gb (docs/validation.md)",
+        "cost against time to train"})
+    CHECK(run.out.find(label) != std::string::npos);
+  CHECK(run.err.find("stepsim: plan: dgx-h100-ndr, 8 GPUs: ") == 0);
+  CHECK(run.err.find("stepsim: plan: dgx-b200, 8 GPUs: ") != std::string::npos);
+}
+
+TEST_CASE("plan finds a layout on every cluster preset") {
+  const Scratch dir("plan-presets");
+  const auto rows = plan_rows(dir,
+                              "--model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-a100-80g-hdr,dgx-h100-ndr,"
+                              "dgx-h200-ndr,dgx-b200,dgx-b300,gb200-nvl72,gb300-nvl72");
+  REQUIRE(rows.size() == 7);
+  for (const auto& row : rows) {
+    INFO(row.at("cluster").as_string());
+    CHECK(row.at("status").as_string() == "ok");
+    // B300 and GB300 have no published run: their band is every run's, and says so.
+    const bool validated = row.at("gpu").as_string() != "b300" && row.at("gpu").as_string() != "gb300";
+    CHECK(row.at("band_own_gpu").as_bool() == validated);
+  }
+}
+
+TEST_CASE("plan refuses what it cannot plan, naming the flag") {
+  const Scratch dir("plan-errors");
+  const auto err = [&](const std::string& args) {
+    const Run run = dir.run("plan --model gpt-1.3b " + args);
+    CHECK(run.status == 2);
+    return run.err;
+  };
+  CHECK(err("--tokens 1T --gpus 8") ==
+        "stepsim: error: <command line>: --cluster: expected at least one cluster preset, e.g. --cluster "
+        "dgx-b200@5.5\n");
+  CHECK(err("--gpus 8 --cluster dgx-b200") ==
+        "stepsim: error: <command line>: --tokens: expected a token budget (--tokens N) or a deadline (--deadline "
+        "DAYS)\n");
+  CHECK(err("--tokens lots --gpus 8 --cluster dgx-b200") ==
+        "stepsim: error: --tokens: lots: expected a token count above 0 such as 1T, 300B or 1.5e12 (at most 1e18)\n");
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200@cheap") ==
+        "stepsim: error: --cluster: dgx-b200@cheap: expected a price per GPU-hour above 0 after '@', e.g. "
+        "dgx-b200@5.5\n");
+  CHECK(
+      err("--tokens 1T --gpus 8 --cluster nosuch")
+          .starts_with(
+              "stepsim: error: --cluster: nosuch: unknown cluster preset 'nosuch' (expected one of dgx-a100-80g-hdr"));
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --precision fp4") ==
+        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32 or fp32\n");
+  CHECK(err("--tokens 1T --gpus 0 --cluster dgx-b200") ==
+        "stepsim: error: --gpus: 0: expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2\n");
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 -o plan.txt") ==
+        "stepsim: error: -o: plan.txt: expected a file name ending in .csv or .json, or '-' for CSV on stdout\n");
+  CHECK(err("--deadline soon --gpus 8 --cluster dgx-b200") ==
+        "stepsim: error: --deadline: soon: expected a number of days above 0 (at most 36500)\n");
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("plan --help shows its usage, options and an example") {
+  const Scratch dir("plan-help");
+  const Run run = dir.run("plan --help");
+  CHECK(run.status == 0);
+  CHECK(run.out.starts_with("usage: stepsim plan "));
+  for (const char* part : {"--tokens", "--deadline", "--gpus", "--cluster", "--precision", "--max-layouts",
+                           "Band:", "tools/plot.py pareto"})
+    CHECK(run.out.find(part) != std::string::npos);
+}
+
+}  // namespace stepsim
