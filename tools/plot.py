@@ -8,8 +8,14 @@
       bubble, optimizer, the rest
   plot.py timeline TRACE.json -o timeline.png [--ranks N]
       the kernels of a trace (stepsim simulate --trace, or a PyTorch profiler trace) as lanes
+  plot.py pareto PLAN.csv -o pareto.png
+      stepsim plan's rows: cost against time to train, the bands as error bars, the Pareto front
 
-Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700).
+Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700). Rows that are
+not plotted (out of memory, invalid, nothing fits, no price) are listed under the picture and
+on stdout, never dropped silently; legends sit beside the axes, not over the data.
+
+Needs Python 3 with matplotlib (Debian: apt install python3-matplotlib, then /usr/bin/python3).
 """
 import argparse
 import csv
@@ -18,10 +24,16 @@ import json
 import math
 import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError:
+    print(f"plot.py: error: needs matplotlib, which {sys.executable} (Python {sys.version.split()[0]}) does not "
+          "have: on Debian, apt install python3-matplotlib and run tools/plot.py with /usr/bin/python3",
+          file=sys.stderr)
+    sys.exit(2)
 
 KINDS = ["tp", "cp", "ep", "dp", "fsdp", "pp", "other"]
 COLOURS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#8172B2", "rest": "#EEEEEE",
@@ -34,16 +46,39 @@ def fail(message):
     sys.exit(2)
 
 
-def read_rows(path):
+def read_all(path):
     try:
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            return list(csv.DictReader(f))
     except OSError as e:
         fail(f"{path}: {e.strerror}")
+
+
+def read_rows(path, left_out=None):
+    """The rows with a step time; the others go to `left_out` (status and reason) when given."""
+    rows = read_all(path)
     ok = [r for r in rows if r.get("status") == "ok" and r.get("step_time_s")]
+    if left_out is not None:
+        left_out.extend(r for r in rows if not (r.get("status") == "ok" and r.get("step_time_s")))
     if not ok:
         fail(f"{path}: no row with status ok and a step time")
     return ok
+
+
+def list_left_out(fig, lines):
+    """What is not drawn, under the picture and on stdout."""
+    for line in lines:
+        print(f"not plotted: {line}")
+    if not lines:
+        return
+    shown = lines[:6] + ([f"... and {len(lines) - 6} more (see stdout)"] if len(lines) > 6 else [])
+    fig.text(0.01, 0.005, "not plotted: " + "; ".join(shown), fontsize="x-small", va="bottom", wrap=True)
+    fig.subplots_adjust(bottom=0.12)
+
+
+def outside_legend(axis):
+    """The legend beside the axes, where it covers no data."""
+    axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def number(text):
@@ -59,8 +94,10 @@ def figure(args, rows=1):
     return fig, [a[0] for a in axes]
 
 
-def save(fig, path):
-    fig.tight_layout()  # layout inside the figure; the pixel size stays as asked
+def save(fig, path, footer=False):
+    # Layout inside the figure (the pixel size stays as asked), leaving room for the list of
+    # what is not plotted.
+    fig.tight_layout(rect=(0, 0.06 if footer else 0, 1, 1))
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
 
@@ -69,8 +106,13 @@ def exposed(row):
     return sum(float(row.get(f"exposed_{k}_s") or 0) for k in KINDS)
 
 
+def why(row):
+    return row.get("reason") or row.get("status") or "no step time"
+
+
 def curves(args):
-    rows = read_rows(args.sweep)
+    left_out = []
+    rows = read_rows(args.sweep, left_out)
     if args.x not in rows[0]:
         fail(f"{args.sweep}: no column '{args.x}' (the -x key must be a varied key)")
     if args.group and args.group not in rows[0]:
@@ -79,12 +121,27 @@ def curves(args):
     for r in rows:
         groups.setdefault(r[args.group] if args.group else "", []).append(r)
     fig, (top, bottom) = figure(args, rows=2)
-    for name, members in sorted(groups.items(), key=lambda kv: (number(kv[0]) is None, number(kv[0]) or 0, kv[0])):
+    missing = {}
+    for r in left_out:
+        missing.setdefault(r.get(args.group, "") if args.group else "", []).append(r)
+    order = lambda kv: (number(kv[0]) is None, number(kv[0]) or 0, kv[0])  # noqa: E731
+    for name, members in sorted(groups.items(), key=order):
         members.sort(key=lambda r: number(r[args.x]) or 0)
         xs = [number(r[args.x]) for r in members]
         label = f"{args.group}={name}" if args.group else None
+        if label and name in missing:
+            label += f" ({len(missing[name])} not plotted)"
         top.plot(xs, [float(r["step_time_s"]) for r in members], marker="o", label=label)
         bottom.plot(xs, [exposed(r) for r in members], marker="o", label=label)
+    for name, members in sorted(missing.items(), key=order):
+        if name in groups or not args.group:
+            continue
+        # A whole curve without a step time: in the legend, marked, with no line.
+        label = f"{args.group}={name}: none plotted ({members[0].get('status', '?')})"
+        for axis in (top, bottom):
+            axis.plot([], [], marker="x", linestyle="none", color="#999999", label=label)
+    lines = [f"{args.group}={r.get(args.group, '')} " if args.group else "" for r in left_out]
+    lines = [f"{g}{args.x}={r.get(args.x, '')}: {r.get('status', '?')}: {why(r)}" for g, r in zip(lines, left_out)]
     numeric = all(number(r[args.x]) is not None and number(r[args.x]) > 0 for r in rows)
     for axis in (top, bottom):
         if numeric and max(number(r[args.x]) for r in rows) / min(number(r[args.x]) for r in rows) >= 20:
@@ -92,16 +149,20 @@ def curves(args):
         axis.set_xlabel(args.x)
         axis.grid(True, alpha=0.3)
         if args.group:
-            axis.legend(fontsize="small")
+            outside_legend(axis)
     top.set_ylabel("step time (s)")
     top.set_title("step time")
     bottom.set_ylabel("exposed communication (s)")
     bottom.set_title("exposed communication (all kinds)")
-    save(fig, args.output)
+    for name, members in sorted(groups.items(), key=order):
+        print(f"plotted: {args.group + '=' + name if args.group else 'all'}: {len(members)} points")
+    list_left_out(fig, lines)
+    save(fig, args.output, footer=bool(lines))
 
 
 def breakdown(args):
-    rows = read_rows(args.sweep)
+    left_out = []
+    rows = read_rows(args.sweep, left_out)
     labels = args.label or [c for c in rows[0] if "." in c]
     fig, (axis,) = figure(args)
     names = [" ".join(f"{k.split('.')[-1]}={r.get(k, '')}" for k in labels) or r["point"] for r in rows]
@@ -127,8 +188,11 @@ def breakdown(args):
     axis.set_xticklabels(names, rotation=60, ha="right", fontsize="x-small")
     axis.set_ylabel("seconds per step")
     axis.set_title("where the step goes")
-    axis.legend(fontsize="small")
-    save(fig, args.output)
+    outside_legend(axis)
+    lines = [" ".join(f"{k.split('.')[-1]}={r.get(k, '')}" for k in labels) + f": {r.get('status', '?')}: {why(r)}"
+             for r in left_out]
+    list_left_out(fig, lines)
+    save(fig, args.output, footer=bool(lines))
 
 
 def load_trace(path):
@@ -191,8 +255,40 @@ def timeline(args):
     axis.set_xlabel("time (ms)")
     axis.set_ylabel("rank (pid) / stream")
     axis.set_title(f"timeline of {args.trace.split('/')[-1]}")
-    axis.legend(fontsize="small", loc="upper right")
+    outside_legend(axis)
     save(fig, args.output)
+
+
+def pareto(args):
+    rows = read_all(args.plan)
+    if rows and "train_days" not in rows[0]:
+        fail(f"{args.plan}: not a stepsim plan CSV (no train_days column)")
+    drawn = [r for r in rows if r.get("status") == "ok" and number(r.get("train_days") or "") and
+             number(r.get("cost") or "")]
+    lines = [f"{r.get('cluster')} x {r.get('gpus')}: " + (r.get("status") if r.get("status") != "ok" else
+             "no cost (no price, --cluster NAME@PRICE) or no token budget (--tokens)") for r in rows if r not in drawn]
+    if not drawn:
+        fail(f"{args.plan}: no row with a time to train and a cost (plan --tokens N --cluster NAME@PRICE)")
+    fig, (axis,) = figure(args)
+    for r in drawn:
+        days, cost = float(r["train_days"]), float(r["cost"])
+        xerr = [[days - float(r["train_days_low"])], [float(r["train_days_high"]) - days]]
+        yerr = [[cost - float(r["cost_low"])], [float(r["cost_high"]) - cost]]
+        label = f"{r['cluster']} x {r['gpus']} ({r.get('precision', '')})"
+        axis.errorbar([days], [cost], xerr=xerr, yerr=yerr, marker="o" if r.get("pareto") == "true" else "s",
+                      capsize=4, label=label + (" *" if r.get("pareto") == "true" else ""))
+        print(f"plotted: {label}: {days:.1f} days, cost {cost:.0f}")
+    front = sorted((float(r["train_days"]), float(r["cost"])) for r in drawn if r.get("pareto") == "true")
+    if len(front) > 1:
+        axis.plot([d for d, _ in front], [c for _, c in front], color="#333333", linewidth=1, linestyle="--",
+                  label="Pareto front")
+    axis.set_xlabel("time to train (days)")
+    axis.set_ylabel("cost (price per GPU-hour x GPU-hours)")
+    axis.set_title("cost against time to train (* on the Pareto front; bars: validation error of each GPU)")
+    axis.grid(True, alpha=0.3)
+    outside_legend(axis)
+    list_left_out(fig, lines)
+    save(fig, args.output, footer=bool(lines))
 
 
 def main():
@@ -209,6 +305,9 @@ def main():
     p.add_argument("sweep")
     p.add_argument("--label", action="append")
     p.add_argument("-o", "--output", required=True)
+    p = sub.add_parser("pareto", help="stepsim plan's rows: cost against time to train")
+    p.add_argument("plan")
+    p.add_argument("-o", "--output", required=True)
     p = sub.add_parser("timeline", help="a trace's kernels as lanes")
     p.add_argument("trace")
     p.add_argument("--ranks", type=int, default=4)
@@ -216,7 +315,7 @@ def main():
     args = parser.parse_args()
     if not (100 <= args.width <= 10000 and 100 <= args.height <= 10000):
         fail("--width and --height: expected 100 to 10000 pixels")
-    {"curves": curves, "breakdown": breakdown, "timeline": timeline}[args.command](args)
+    {"curves": curves, "breakdown": breakdown, "timeline": timeline, "pareto": pareto}[args.command](args)
 
 
 if __name__ == "__main__":

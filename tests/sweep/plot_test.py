@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tools/plot.py renders valid PNGs of the asked size from a small sweep and a simulated trace.
+"""tools/plot.py renders valid PNGs of the asked size from a small sweep, a simulated trace and a plan;
+the rows it cannot draw are listed, and without matplotlib it says which Python it needs.
 
 usage: plot_test.py STEPSIM_BINARY SOURCE_DIR
 """
@@ -17,6 +18,46 @@ def png_size(path):
     if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         raise AssertionError(f"{path} is not a PNG")
     return struct.unpack(">II", head[16:24])
+
+
+def readme_bucket_example(stepsim, plot, d):
+    """The README's bucket-size example: every TP curve it computes is drawn, or listed as not plotted
+    (TP 2 of Llama 3 8B does not fit an 80 GB GPU at DP 32), never dropped silently."""
+    csv = os.path.join(d, "buckets.csv")
+    subprocess.run([stepsim, "sweep", "--vary", "data_parallel.bucket_cap_mb=1:256:x2", "--vary", "parallel.tp=2,4,8",
+                    "--set", "model=llama3-8b", "--gpus", "64", "-o", csv], check=True, capture_output=True)
+    out = subprocess.run(plot + ["curves", csv, "-x", "data_parallel.bucket_cap_mb", "--group", "parallel.tp", "-o",
+                                 os.path.join(d, "buckets.png")], check=True, capture_output=True, text=True).stdout
+    for tp in ("2", "4", "8"):
+        plotted = f"plotted: parallel.tp={tp}: " in out
+        listed = out.count(f"not plotted: parallel.tp={tp} ")
+        if not plotted and listed != 9:
+            raise AssertionError(f"TP {tp}: neither plotted nor its 9 points listed:\n{out}")
+    if "not plotted: parallel.tp=2 data_parallel.bucket_cap_mb=1: oom: " not in out:
+        raise AssertionError(f"TP 2's out-of-memory points are not listed as such:\n{out}")
+    print("README bucket example: every TP curve plotted or listed")
+
+
+def plan_pareto(stepsim, plot, d):
+    csv = os.path.join(d, "plan.csv")
+    subprocess.run([stepsim, "plan", "--model", "gpt-1.3b", "--tokens", "10B", "--gpus", "8", "--cluster",
+                    "dgx-h100-ndr@2.5,dgx-a100-80g-hdr@1.8,dgx-b200", "-o", csv], check=True, capture_output=True)
+    out = os.path.join(d, "pareto.png")
+    listing = subprocess.run(plot + ["pareto", csv, "-o", out], check=True, capture_output=True, text=True).stdout
+    if png_size(out) != (1200, 700):
+        raise AssertionError(f"pareto: {png_size(out)} pixels")
+    # dgx-b200 has no price: it has no cost to draw, and says so.
+    if "not plotted: dgx-b200 x 8: no cost" not in listing or listing.count("plotted: dgx-") != 3:
+        raise AssertionError(f"pareto listing:\n{listing}")
+    print("pareto: 1200x700 PNG, the row without a price listed")
+
+
+def without_matplotlib(source, csv, d):
+    """Python without its site packages has no matplotlib: the message says which Python it needs."""
+    run = subprocess.run([sys.executable, "-S", os.path.join(source, "tools", "plot.py"), "curves", csv, "-x",
+                          "parallel.tp", "-o", os.path.join(d, "none.png")], capture_output=True, text=True)
+    if run.returncode != 2 or "needs matplotlib" not in run.stderr or "python3-matplotlib" not in run.stderr:
+        raise AssertionError(f"without matplotlib: exit {run.returncode}, {run.stderr!r}")
 
 
 def main():
@@ -41,6 +82,9 @@ def main():
             if got != size:
                 raise AssertionError(f"{' '.join(args)}: {got[0]}x{got[1]} pixels, expected {size[0]}x{size[1]}")
             print(f"{os.path.basename(out)}: {got[0]}x{got[1]} PNG, {os.path.getsize(out)} bytes")
+        readme_bucket_example(stepsim, plot, d)
+        plan_pareto(stepsim, plot, d)
+        without_matplotlib(source, csv, d)
         bad = subprocess.run(plot + ["curves", csv, "-x", "no.such.key", "-o", os.path.join(d, "x.png")],
                              capture_output=True, text=True)
         if bad.returncode != 2 or "no column 'no.such.key'" not in bad.stderr:
