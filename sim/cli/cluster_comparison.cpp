@@ -46,7 +46,7 @@ std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::
   return columns;
 }
 
-void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::ostream& out) {
+void write_cluster_comparison(const std::vector<ClusterColumn>& columns, const std::string& layout, std::ostream& out) {
   using Cell = std::function<std::string(const Report&)>;
   const std::pair<const char*, Cell> rows[] = {
       {"step time", [](const Report& r) { return fmt::format("{:.3f} s", r.step_time_s); }},
@@ -70,7 +70,10 @@ void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::os
       {"GPU-hour price",
        [](const Report& r) { return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:g}", r.cost.gpu_hour_price)); }},
   };
-  out << "\nsame job on other clusters\n" << fmt::format("  {:<24}", "");
+  out << "\nsame job on other clusters, with the same layout (" << layout
+      << ") held fixed: a layout chosen for one cluster can mislead on another ('stepsim plan' finds each "
+         "cluster's own fastest layout)\n"
+      << fmt::format("  {:<24}", "");
   for (const ClusterColumn& c : columns) out << fmt::format("{:>20}", c.cluster);
   out << '\n';
   for (const auto& [label, cell] : rows) {

@@ -21,6 +21,8 @@ std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::
                                             const std::string& own_cluster, const Report& own,
                                             const std::vector<std::string>& others);
 
-void write_cluster_comparison(const std::vector<ClusterColumn>& columns, std::ostream& out);
+// `layout` names the parallel layout every column runs: it is held fixed, not searched per
+// cluster, and the heading says so (and that `stepsim plan` searches it).
+void write_cluster_comparison(const std::vector<ClusterColumn>& columns, const std::string& layout, std::ostream& out);
 
 }  // namespace stepsim::cli

@@ -1,5 +1,6 @@
 // `stepsim simulate`: load a scenario (or the embedded default), simulate one step, and
 // write the table, the JSON report and the trace.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,6 +49,10 @@ constexpr const char* kExamples =
     "  stepsim simulate ddp-1.3b-64xa100 --set simulation.ranks=all \\\n"
     "      --set 'simulation.variation.gpu_speed=[{\"rank\": 5, \"factor\": 0.8}]' --trace t.json --trace-ranks 0-7\n";
 
+std::string layout_of(const ParallelSpec& p) {
+  return fmt::format("TP {}, PP {}, CP {}, DP {}", p.tp, p.pp, p.cp, p.dp);
+}
+
 }  // namespace
 
 int run_simulate(const Args& args) {
@@ -70,8 +75,9 @@ int run_simulate(const Args& args) {
       "simulation.ranks \"all\" that is every GPU, whose timelines are then all held in memory: several GiB "
       "at 16,384 GPUs)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
-      "also simulate the job on cluster preset NAME (with PRICE per GPU-hour) and print step time, tokens/s, "
-      "MFU, energy and cost per million tokens side by side (repeatable)")(
+      "also simulate the job, with its layout held fixed, on cluster preset NAME (with PRICE per GPU-hour) and "
+      "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable; 'stepsim "
+      "plan' finds each cluster's own fastest layout)")(
       "advise",
       "say which communication is exposed and why, and simulate the knobs that would hide it, best "
       "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
@@ -131,7 +137,7 @@ int run_simulate(const Args& args) {
       out,
       [&](std::ostream& os) {
         report::write_table(result.report, os);
-        if (!columns.empty()) write_cluster_comparison(columns, os);
+        if (!columns.empty()) write_cluster_comparison(columns, layout_of(scenario.parallel), os);
       },
       [&](std::ostream& os) { report::write_json(result.report, os); },
       [&](std::ostream& os) {

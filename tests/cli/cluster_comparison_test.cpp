@@ -25,6 +25,17 @@ TEST_CASE("The same job on two clusters shows step time, tokens/s, MFU, energy a
   CHECK(table.find(" kWh") != std::string::npos);
 }
 
+// The layout chosen for one cluster is not another's best (with H100's layout B200 shows half
+// its step as exposed communication): the comparison says the layout is the same everywhere.
+TEST_CASE("A cluster comparison says the layout is held fixed and points to plan for each cluster's own") {
+  Scratch scratch("compare-cluster-layout");
+  const auto run = scratch.run("simulate --compare-cluster dgx-b200");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("same job on other clusters, with the same layout (TP 8, PP 1, CP 1, DP 8) held fixed") !=
+        std::string::npos);
+  CHECK(run.out.find("'stepsim plan' finds each cluster's own fastest layout") != std::string::npos);
+}
+
 TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
   Scratch scratch("compare-cluster-bad");
   const auto run = scratch.run("simulate --compare-cluster @3");
