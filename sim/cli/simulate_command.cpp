@@ -80,7 +80,9 @@ int run_simulate(const Args& args) {
       "plan' finds each cluster's own fastest layout)")(
       "advise",
       "say which communication is exposed and why, and simulate the knobs that would hide it, best "
-      "first (automatic when exposed communication reaches 5 % of the step and the scenario is small)");
+      "first (automatic when exposed communication reaches 5 % of the step and the scenario is small); on a job "
+      "that does not fit, simulate what makes it fit (sharding, recompute, more stages, a smaller micro-batch, "
+      "a larger TP group), the fastest that fits first");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);

@@ -131,6 +131,34 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
                    "layout: fewer stages, more data parallelism"});
 }
 
+// What makes a job that does not fit fit: sharding the model states, recompute, more pipeline
+// stages (fewer layers' activations and weights per GPU), a smaller micro-batch, a larger TP group.
+std::vector<Candidate> memory_fixes(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const DataParallelSpec& d = s.data_parallel;
+  std::vector<Candidate> out;
+  if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
+    out.push_back({{set("data_parallel.kind", d.kind == DpKind::ddp ? "zero1" : "zero2")},
+                   "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"});
+  if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1)
+    out.push_back(
+        {{set("data_parallel.kind", "fsdp")}, "fit: shard parameters, gradients and optimizer states (FSDP)"});
+  if (s.training.recompute == Recompute::none)
+    out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
+  if (s.training.recompute != Recompute::full)
+    out.push_back({{set("training.recompute", "full")}, "fit: recompute whole layers, keep only their inputs"});
+  if (p.dp % 2 == 0 && s.model.layers % (2 * p.pp) == 0)
+    out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
+                   "fit: twice the pipeline stages, each with half the layers"});
+  if (s.training.micro_batch > 1)
+    out.push_back(
+        {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});
+  if (p.dp % 2 == 0 && 2 * p.tp <= s.cluster.domain_gpus() && s.model.heads % (2 * p.tp) == 0)
+    out.push_back({{set("parallel.tp", p.tp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
+                   "fit: twice the TP group, half the weights and activations per GPU"});
+  return out;
+}
+
 std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind dominant) {
   std::vector<Candidate> first, rest;
   add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
@@ -178,9 +206,35 @@ std::size_t intervals_of(const Timeline& t) {
 
 }  // namespace
 
+// A job that does not fit: the changes that make it fit, simulated and ranked, the fastest
+// that fits first.
+void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
+  const MemoryReport& m = r.memory_bytes;
+  r.advice_cause = fmt::format(
+      "does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB; the changes below "
+      "are simulated, those that fit first",
+      m.device / 1073741824.0, m.headroom / 1073741824.0, m.capacity / 1073741824.0);
+  for (const Candidate& c : memory_fixes(scenario)) r.advice.push_back(try_candidate(request, c));
+  std::stable_sort(r.advice.begin(), r.advice.end(), [](const Advice& a, const Advice& b) {
+    if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";
+    return a.status == "ok" && a.step_time_s < b.step_time_s;
+  });
+  std::string note = "advice: " + r.advice_cause;
+  if (!r.advice.empty() && r.advice.front().status == "ok")
+    note += fmt::format("; fastest change that fits: {} ({}, step {:.3f} s)", r.advice.front().change,
+                        r.advice.front().why, r.advice.front().step_time_s);
+  else
+    note += "; none of them fits alone: combine them, or use more GPUs";
+  r.notes.push_back(std::move(note));
+}
+
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result) {
   Report& r = result.report;
   const double exposed = r.overlap.exposed_fraction_of_step;
+  if (request.asked && r.memory_bytes.modelled && !r.memory_bytes.fits) {
+    advise_memory(request, scenario, r);
+    return;
+  }
   if (!request.asked && exposed < kExposedTarget) return;
   const CommKind dominant = dominant_kind(r);
   const double dominant_s = of(r.breakdown_s.exposed_comm, dominant);

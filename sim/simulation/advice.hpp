@@ -20,7 +20,7 @@ struct AdviceRequest {
 };
 
 // Fills result.report.advice_cause and .advice when asked or when exposed communication
-// reaches kExposedTarget. Alternatives are simulated when asked, or when the scenario is
+// reaches kExposedTarget; asked about a job that does not fit, with the changes that make it fit. Alternatives are simulated when asked, or when the scenario is
 // small enough to simulate several more times in about a second.
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);
 

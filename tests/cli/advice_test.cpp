@@ -2,6 +2,8 @@
 // alternatives simulated and ranked by step time.
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "cli/simulate_support.hpp"
 #include "simulation/advice.hpp"
 
@@ -62,4 +64,28 @@ TEST_CASE("With overlap off the report says the bucket size does not apply") {
   bool said = false;
   for (const auto& n : r.notes) said = said || n.find("bucket_cap_mb (25 MiB) does not apply") != std::string::npos;
   CHECK(said);
+}
+
+// Llama 3 8B at TP 2 on 64 H100 needs about 123 GiB at the peak: asked for advice, stepsim
+// proposes what brings it under the 80 GB (sharding, recompute, more stages, a larger TP group),
+// each simulated, and ranks first the fastest that fits.
+TEST_CASE("On a job that does not fit the advice ranks the simulated changes that make it fit") {
+  const std::vector<std::string> sets = {"model=llama3-8b", "parallel.tp=2", "parallel.dp=32"};
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  CHECK(r.advice_cause.rfind("does not fit: ", 0) == 0);
+  REQUIRE(simulated(r) >= 2);
+  for (std::size_t i = 0; i < r.advice.size(); ++i) {
+    INFO(r.advice[i].change);
+    CHECK(r.advice[i].why.rfind("fit: ", 0) == 0);
+    if (r.advice[i].status != "ok") continue;
+    if (i > 0) CHECK(r.advice[i - 1].status == "ok");
+    if (i > 0) CHECK(r.advice[i - 1].step_time_s <= r.advice[i].step_time_s);
+    // Simulated again on its own, the change fits.
+    auto with = sets;
+    std::stringstream changes(r.advice[i].change);
+    for (std::string s; changes >> s;) with.push_back(s);
+    CHECK(stepsim::test::run("", with).report.memory_bytes.fits);
+  }
+  CHECK(r.notes.back().rfind("advice: does not fit: ", 0) == 0);
 }
