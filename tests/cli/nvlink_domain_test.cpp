@@ -8,6 +8,7 @@
 
 #include "cli/run_stepsim.hpp"
 #include "cli/simulate_support.hpp"
+#include "simulation/advice.hpp"
 
 namespace stepsim {
 namespace {
@@ -97,6 +98,28 @@ TEST_CASE("HSDP's default shard group is one NVLink domain: a whole NVL72 rack")
                      test::set("training.global_batch", "144"), test::set("training.micro_batch", "1")})
           .report;
   CHECK(has_note(r, "HSDP: shard groups of 72 DP ranks, gradient shards all-reduced across 2 groups"));
+}
+
+// FSDP inside one rack already gathers over NVLink: the advice proposes HSDP (shard inside an
+// NVLink domain, all-reduce across domains) only when FSDP spans more than one rack.
+TEST_CASE("the advice proposes HSDP for FSDP only across NVLink domains, not across the trays of one rack") {
+  const auto proposes_hsdp = [](int dp) {
+    const std::string n = std::to_string(dp);
+    const std::vector<std::string> sets = {test::set("cluster", "gb200-nvl72"),
+                                           test::set("model", "llama3-8b"),
+                                           test::set("parallel", R"({"tp": 1, "pp": 1, "dp": )" + n + "}"),
+                                           test::set("data_parallel.kind", "fsdp"),
+                                           test::set("training.global_batch", n),
+                                           test::set("training.micro_batch", "1")};
+    const Scenario scenario = io::load_scenario("", sets);
+    SimulationResult r = simulate(scenario, SimulateOptions::report_only());
+    advise({{"", {}}, sets, true}, scenario, r);
+    for (const auto& a : r.report.advice)
+      if (a.change == "data_parallel.kind=hsdp") return true;
+    return false;
+  };
+  CHECK_FALSE(proposes_hsdp(64));
+  CHECK(proposes_hsdp(144));
 }
 
 }  // namespace stepsim
