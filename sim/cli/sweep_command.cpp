@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <initializer_list>
@@ -55,7 +56,8 @@ constexpr const char* kUsage =
     "communication overlap; then, on the three fastest layouts, the data-parallel kind, bucket\n"
     "size, overlap and recompute. It drops what does not fit, and prints the K fastest distinct\n"
     "results (configurations with identical results share a row) with their breakdown and what\n"
-    "limits the first. 'stepsim plan' runs the same search on several clusters.";
+    "limits the first. --precision bf16,fp8 searches those precisions too. 'stepsim plan' runs the\n"
+    "same search on several clusters.";
 
 constexpr const char* kExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"
@@ -67,7 +69,7 @@ constexpr const char* kExamples =
     "  stepsim sweep --set model=gpt3-175b --set cluster=dgx-a100-80g-hdr --gpus 1024 --best 5\n";
 
 struct SweepFlags {
-  std::vector<std::string> positional, vary, sets;
+  std::vector<std::string> positional, vary, sets, precisions;
   std::string output = "-", shard, merge, jobs;
   int gpus = 0, best = 0;
   bool keep_oom = false, resume = false;
@@ -86,6 +88,8 @@ po::options_description describe(SweepFlags& f) {
       "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
       "merge", po::value(&f.merge)->value_name("OUT"), "merge the shard FILEs given as arguments into OUT")(
       "best", po::value(&f.best)->value_name("K"), "print the K fastest configurations that fit on --gpus N")(
+      "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
+      "with --best: training precisions to search, e.g. bf16,fp8 (default: the scenario's)")(
       "inputs", po::value(&f.positional)->value_name("SCENARIO.json"), "scenario file (or the files to merge)");
   return desc;
 }
@@ -133,6 +137,21 @@ unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   return static_cast<unsigned>(jobs);
 }
 
+// --precision bf16,fp8 (repeatable) as a list of known precisions.
+std::vector<std::string> precisions_of(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& list : lists)
+    for (std::size_t from = 0; from <= list.size();) {
+      const auto comma = std::min(list.find(',', from), list.size());
+      const std::string p = list.substr(from, comma - from);
+      if (p != "bf16" && p != "fp16" && p != "fp8" && p != "tf32" && p != "fp32")
+        throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32 or fp32");
+      out.push_back(p);
+      from = comma + 1;
+    }
+  return out;
+}
+
 sweep::SweepSpec spec_of(const SweepFlags& f) {
   if (f.positional.size() > 1)
     throw InputError("<command line>", "SCENARIO",
@@ -171,9 +190,14 @@ int run_sweep(const Args& args) {
     if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
     refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");
-    sweep::print_best(spec, static_cast<std::size_t>(f.best), jobs, sweep::Progress::stderr_is_terminal(), std::cout);
+    sweep::SearchSpace space;
+    space.precisions = precisions_of(f.precisions);
+    sweep::print_best(spec, static_cast<std::size_t>(f.best), jobs, sweep::Progress::stderr_is_terminal(), std::cout,
+                      space);
     return 0;
   }
+  if (!f.precisions.empty())
+    throw InputError("--precision", f.precisions.front(), "applies to --best (a row sweep varies training.precision)");
   if (spec.axes.empty()) throw InputError("--vary", "", "expected at least one --vary KEY=VALUES (or --best K)");
   sweep::prepare(spec);
   sweep::RunOptions options;

@@ -362,8 +362,8 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
       << "): " << limiting_factor(best.ranked.front().second) << "\n";
 }
 
-void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out) {
-  SearchSpace space;
+void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out,
+                SearchSpace space) {
   space.keep = k;
   write_best(spec, search_best(spec, jobs, progress, space), k, out);
 }

@@ -57,7 +57,8 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, cons
 // The table of the K fastest of `best`: their breakdown, and what limits the first.
 void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, std::ostream& out);
 
-// search_best and write_best.
-void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out);
+// search_best (never leaving out any of the K fastest) and write_best.
+void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out,
+                SearchSpace space = {});
 
 }  // namespace stepsim::sweep

@@ -113,3 +113,17 @@ TEST_CASE("a varied key that is one of the rows' own columns is refused") {
   CHECK(dir.run("sweep --vary status=ok").err ==
         "stepsim: error: --vary: status: is a column of the sweep's rows, not a scenario key\n");
 }
+
+TEST_CASE("the search for the best searches the precisions --precision allows, and only with --best") {
+  const Scratch dir("sweep-best-precision");
+  const Run run = dir.run(
+      "sweep --set model=gpt-1.3b --set training.micro_batch=2 --gpus 8 --best 40 --precision "
+      "bf16,fp8");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find(" bf16 ") != std::string::npos);
+  CHECK(run.out.find(" fp8 ") != std::string::npos);
+  CHECK(dir.run("sweep --set model=gpt-1.3b --gpus 8 --best 2 --precision fp4").err ==
+        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32 or fp32\n");
+  CHECK(dir.run("sweep --vary parallel.tp=1,2 --precision fp8").err ==
+        "stepsim: error: --precision: fp8: applies to --best (a row sweep varies training.precision)\n");
+}
