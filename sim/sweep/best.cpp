@@ -115,6 +115,8 @@ class Tally {
     if (r.status == Status::oom) ++result_.oom;
     if (r.status == Status::error) ++result_.errors;
     if (r.status != Status::ok) return;
+    // Seen as tried (the second stage does not try it again) and as it ran.
+    (void)first_time(c);
     for (const auto& mode : r.values) c.sets.push_back("training.recompute=" + mode);
     (void)first_time(c);
     result_.ranked.emplace_back(std::move(c), *r.report);
