@@ -20,8 +20,9 @@ struct AdviceRequest {
 };
 
 // Fills result.report.advice_cause and .advice when asked or when exposed communication
-// reaches kExposedTarget; asked about a job that does not fit, with the changes that make it fit. Alternatives are simulated when asked, or when the scenario is
-// small enough to simulate several more times in about a second.
+// reaches kExposedTarget (asked about a job that does not fit: the changes that make it fit).
+// Alternatives are simulated when asked, or when the scenario is small enough to simulate
+// several more times in about a second.
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);
 
 }  // namespace stepsim
