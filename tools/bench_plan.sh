@@ -16,5 +16,4 @@ start=$(date +%s.%N)
   -o "$out" "$@" >/dev/null 2>"$err"
 end=$(date +%s.%N)
 cat "$err"
-awk -v s="$start" -v e="$end" 'BEGIN { printf "plan of 5 clusters in %.1f s on %d cores\n", e - s, 0 }' |
-  sed "s/on 0 cores/on $(nproc) cores/"
+awk -v s="$start" -v e="$end" -v cores="$(nproc)" 'BEGIN { printf "plan of 5 clusters in %.1f s on %d cores\n", e - s, cores }'
