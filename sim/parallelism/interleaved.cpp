@@ -1,6 +1,7 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron's schedule with virtual pipeline stages):
 // each stage holds v model chunks; micro-batches go through the chunks in groups of p, so the
 // warm-up is 2(p − stage − 1) + (v − 1)·p passes and the bubble shrinks to (p − 1)/(m·v).
+// PyTorch's ScheduleInterleaved1F1B orders the passes alike, without Megatron's rule for m = p.
 #include <algorithm>
 
 #include "parallelism/pipeline_schedule.hpp"
@@ -24,10 +25,10 @@ PipelineOp virtual_op(const PipelineShape& s, int k, bool forward) {
 
 std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage) {
   const int total = shape.micro_batches * shape.chunks;
-  // With exactly p micro-batches Megatron runs every forward first.
-  const int warmup = shape.micro_batches == shape.stages
-                         ? total
-                         : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages, total);
+  // With exactly p micro-batches Megatron runs every forward first; PyTorch does not.
+  const bool all_first = shape.all_forwards_first_at_p && shape.micro_batches == shape.stages;
+  const int warmup =
+      all_first ? total : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages, total);
   std::vector<PipelineOp> order;
   for (int k = 0; k < warmup; ++k) order.push_back(virtual_op(shape, k, true));
   for (int k = 0; k < total - warmup; ++k) {

@@ -86,7 +86,8 @@ Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
 KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w, int stage) {
   const ParallelSpec& p = s.parallel;
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
-  const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p)};
+  const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
+                            !pytorch_pipelining(s)};
   const Bytes working = recompute_working_set(s, w);
   Bytes stored{0};
   long long chunks = 0;

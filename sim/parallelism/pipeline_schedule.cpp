@@ -23,6 +23,11 @@ constexpr std::array<ScheduleKind, 6> kSchedules{{
 
 std::span<const ScheduleKind> pipeline_schedules() { return kSchedules; }
 
+bool pytorch_pipelining(const Scenario& s) {
+  const DpKind kind = s.data_parallel.kind;
+  return s.parallel.pp > 1 && (kind == DpKind::fsdp || kind == DpKind::hsdp);
+}
+
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage) {
   for (const ScheduleKind& k : kSchedules) {
     if (k.schedule == schedule) return k.order(shape, stage);

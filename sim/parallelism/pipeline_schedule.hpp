@@ -27,6 +27,9 @@ struct PipelineShape {
   int stages = 1;         // p
   int micro_batches = 1;  // m, per pipeline replica and step (both directions of DualPipe)
   int chunks = 1;         // v, model chunks per stage
+  // Megatron's interleaved schedule runs every forward first when m = p; PyTorch's
+  // ScheduleInterleaved1F1B (torch.distributed.pipelining) keeps its usual warm-up.
+  bool all_forwards_first_at_p = true;
 };
 
 using ScheduleOrder = std::vector<PipelineOp> (*)(const PipelineShape& shape, int stage);
@@ -41,6 +44,11 @@ struct ScheduleKind {
 };
 
 std::span<const ScheduleKind> pipeline_schedules();
+
+// Whether a pipeline runs under torch.distributed.pipelining, PyTorch's schedules as torchtitan
+// runs them: pipeline stages whose data parallelism is FSDP (Megatron pipelines run with its
+// own data parallelism). Its interleaved schedule has no rule for m = p.
+bool pytorch_pipelining(const Scenario& scenario);
 
 // The passes of `stage` in execution order under `schedule`.
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage);

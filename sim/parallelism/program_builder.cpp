@@ -69,7 +69,8 @@ void check_supported(const Scenario& s) {
 }
 
 PipelineShape pipeline_shape(const Scenario& s) {
-  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages};
+  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages,
+          !pytorch_pipelining(s)};
 }
 
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of

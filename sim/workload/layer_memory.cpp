@@ -77,10 +77,12 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   if (recompute == Recompute::selective_op) {
     // torchtitan's per-op selective checkpointing keeps the block input, the attention output
     // with its log-sum-exp, and the outputs of wq, wv, w1 (half of fc1) and w2; the rest is
-    // recomputed from them.
+    // recomputed from them. Compiled (fused element-wise work), the partitioner saves only what
+    // the backward reads, and no backward reads w2's output (the residual add needs nothing).
     const double kept_widths = static_cast<double>(s.q_width() + s.kv_width() + s.q_width() + s.fc1_out / 2);
     const double lse = static_cast<double>(s.batch * s.q_heads * s.seq) * 4.0;
-    return Bytes(std::llround(2.0 * rows * h * ab + tokens * kept_widths * ab + lse));
+    const double hidden_tensors = s.eager ? 2.0 : 1.0;
+    return Bytes(std::llround(hidden_tensors * rows * h * ab + tokens * kept_widths * ab + lse));
   }
   const double masks = s.dropout() ? 2.0 : 0.0;
   const double replicated = rows * h * (4.0 * ab + masks);

@@ -55,7 +55,7 @@ double predicted_gib(const MemoryReport& r, const std::string& quantity) {
 
 }  // namespace
 
-// docs/validation.md: MAPE 7.8 % over the 20 published peaks, 8.3 % over the 19 not used to
+// docs/validation.md: MAPE 4.7 % over the 20 published peaks, 5.0 % over the 19 not used to
 // fit the allocator's reserve; held to the tenth of a percent above.
 TEST_CASE("the published peak memory stays within the error the documentation states") {
   double all = 0, unfitted = 0;
@@ -73,8 +73,23 @@ TEST_CASE("the published peak memory stays within the error the documentation st
   }
   CHECK(runs.size() == 20);
   CHECK(n_unfitted == 19);
-  CHECK(all / static_cast<double>(runs.size()) <= 0.079);
-  CHECK(unfitted / n_unfitted <= 0.084);
+  CHECK(all / static_cast<double>(runs.size()) <= 0.048);
+  CHECK(unfitted / n_unfitted <= 0.050);
+}
+
+// Two torchtitan peaks the model missed by more than 10 %: the 405B interleaved pipeline
+// (+22 %: Megatron's every-forward-first rule for m = p, which PyTorch's schedule lacks, kept
+// the head's eight micro-batches of logits on the last stage) and the compiled FP8 8B run on
+// H200 (+12.5 %: w2's saved output, which torch.compile drops).
+TEST_CASE("torchtitan's 405B interleaved and H200 FP8 peaks are within 10 %") {
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  for (const char* run : {"tt-405b-512gpu-3d-interleaved", "tt-h200-32gpu-llama3-8b-fsdp-fp8"}) {
+    const MeasuredMemory m = read_measured(root / (std::string(run) + ".json"));
+    INFO(run);
+    REQUIRE(m.gib > 0);
+    const MemoryReport r = test::run(m.path.string()).report.memory_bytes;
+    CHECK(std::abs(predicted_gib(r, m.quantity) / m.gib - 1.0) <= 0.10);
+  }
 }
 
 }  // namespace stepsim

@@ -87,6 +87,20 @@ TEST_CASE("interleaved with exactly p micro-batches runs every forward first") {
   CHECK(complete(order, shape));
 }
 
+// torch.distributed.pipelining's ScheduleInterleaved1F1B (torchtitan) has no such rule: its
+// warm-up is (v − 1)·p + 2(p − rank − 1) forwards, capped at m·v, whatever m is; the last stage
+// then runs one forward and one backward in turn from its (v − 1)·p + 1-th forward.
+TEST_CASE("PyTorch's interleaved schedule with exactly p micro-batches warms up as with more") {
+  sp::PipelineShape shape{4, 4, 2};
+  shape.all_forwards_first_at_p = false;
+  const auto last = sp::stage_order(Schedule::interleaved, shape, 3);
+  CHECK(sp::warmup_forwards(last) == 4 + 1);
+  CHECK(complete(last, shape));
+  const auto first = sp::stage_order(Schedule::interleaved, shape, 0);
+  CHECK(sp::warmup_forwards(first) == 8);  // min(4 + 2·3, 8): every forward
+  CHECK(complete(first, shape));
+}
+
 TEST_CASE("every schedule has a registry row") {
   for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
     const auto rows = sp::pipeline_schedules();
