@@ -3,6 +3,7 @@
 #include "calibration/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "calibration/apply.hpp"
 #include "collectives/collective.hpp"
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
@@ -223,6 +225,35 @@ AlphaBeta read_fit(const json::value& v, const Place& p) {
   return f;
 }
 
+// The fit is what its points give (fit_alpha_beta, as `calibrate import` and
+// stepsim-calibrate write it): a fit edited apart from its points describes other data.
+bool near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(std::abs(a), std::abs(b)) + 1e-9; }
+
+std::string fit_text(const AlphaBeta& f) {
+  return fmt::format("alpha_us {:.9g}, algbw_gbps {:.9g}, busbw_gbps {:.9g}, max_error {:.9g}, alpha_fitted {}",
+                     f.alpha_us, f.algbw_gbps, f.busbw_gbps, f.max_error, f.alpha_fitted);
+}
+
+void check_fit(const CollectiveTable& t, const Place& p) {
+  const AlphaBeta want = fit_alpha_beta(t.points, t.op, t.ranks, 0.0);
+  const AlphaBeta& got = t.fit;
+  if (near(want.alpha_us, got.alpha_us) && near(want.algbw_gbps, got.algbw_gbps) &&
+      near(want.busbw_gbps, got.busbw_gbps) && near(want.max_error, got.max_error) &&
+      want.alpha_fitted == got.alpha_fitted)
+    return;
+  p.fail(fmt::format("expected the fit its points give ({}), got {}", fit_text(want), fit_text(got)));
+}
+
+// nccl-tests' type names (-d), as its logs and the writers name a table's data type.
+constexpr const char* kNcclTypes[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                      "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+
+std::string nccl_type(const json::value& v, const Place& p) {
+  const std::string t = text(v, p);
+  if (is_nccl_type(t)) return t;
+  p.fail(fmt::format("unknown value '{}' (expected one of {})", t, fmt::join(kNcclTypes, ", ")));
+}
+
 CollectivePoint read_point(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
   only_keys(o, p, {"bytes", "time_us"});
@@ -244,7 +275,7 @@ CollectiveTable read_collective(const json::value& v, const Place& p) {
     t.ranks_per_node = static_cast<int>(integer(*x, p.at("ranks_per_node"), "ranks", 1, 1 << 20));
   if (t.ranks_per_node * t.nodes != t.ranks)
     p.fail(fmt::format("ranks ({}) must be nodes ({}) times ranks_per_node ({})", t.ranks, t.nodes, t.ranks_per_node));
-  if (const auto* x = o.if_contains("dtype")) t.dtype = text(*x, p.at("dtype"));
+  if (const auto* x = o.if_contains("dtype")) t.dtype = nccl_type(*x, p.at("dtype"));
   // Named only when the run forced them (NCCL_ALGO, NCCL_PROTO); "auto" is the key left out.
   if (const auto* x = o.if_contains("algorithm"))
     t.algorithm =
@@ -261,6 +292,7 @@ CollectiveTable read_collective(const json::value& v, const Place& p) {
           fmt::format("expected sizes in increasing order, got {} after {}", t.points[i].bytes, t.points[i - 1].bytes));
   }
   t.fit = read_fit(required(o, p, "fit"), p.at("fit"));
+  check_fit(t, p.at("fit"));
   return t;
 }
 
@@ -327,6 +359,10 @@ std::string lower_alnum(const std::string& s) {
 }
 
 }  // namespace
+
+bool is_nccl_type(const std::string& name) {
+  return std::find(std::begin(kNcclTypes), std::end(kNcclTypes), name) != std::end(kNcclTypes);
+}
 
 Calibration parse_calibration(const std::string& text_in, const std::string& source) {
   const json::value doc = io::parse_json(text_in, source);

@@ -13,6 +13,10 @@
 
 namespace stepsim::calibration {
 
+// Whether `name` is one of nccl-tests' data type names ("float", "bfloat16", ...), the only
+// dtypes a collective table has.
+bool is_nccl_type(const std::string& name);
+
 // The format version this stepsim reads and writes ("stepsim_calibration": 1).
 inline constexpr int kFormatVersion = 1;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "calibration/apply.hpp"
+#include "calibration/compute_bound.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
@@ -81,6 +82,7 @@ std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu) {
 
 void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced) {
   check_gpu(c, cluster.gpu.name);
+  check_within_peak(c, cluster.gpu);
   check_within_links(c, cluster);
   check_measured_as(c, forced);
 }

@@ -28,7 +28,7 @@ void check_within_links(const Calibration& c, const ClusterSpec& cluster);
 // check an import against; empty when no preset has that GPU.
 std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu);
 
-// The GPU check, the links check and the algorithm and protocol check together: what a
+// The GPU check, the peak and links checks and the algorithm and protocol check together: what a
 // calibration must pass before it stands for measurements on `cluster` of collectives run
 // as `forced` says.
 void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced);

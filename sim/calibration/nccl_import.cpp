@@ -99,6 +99,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       const NcclTestsResult& r = row.out_of_place.time > Time::zero() ? row.out_of_place : row.in_place;
       // A zero time or size is no measurement (nccl-tests prints 0 for a skipped half).
       if (!(r.time > Time::zero()) || row.size.count() <= 0) continue;
+      if (!is_nccl_type(row.type))
+        throw InputError(log.source, row_place(row),
+                         fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
       measured.push_back(
           {&log, &row, {op_of_test(test, log.source), ranks, nodes, row.type}, row.size.as_double(), r.time.us()});
       ++usable;

@@ -21,7 +21,10 @@ Time CalibratedCosts::compute(const workload::OpCost& op) const {
   const bool tensor = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
   if (t.measured) {
     compute_measured_us_ += t.time.us();
-    measured_.insert(op.cls == workload::OpClass::gemm ? "gemm" : tensor ? "attention" : "memory-bound kernels");
+    const std::string kind = tensor ? fmt::format("{} {}", op.cls == workload::OpClass::gemm ? "gemm" : "attention",
+                                                  to_string(gpu_.dtype(op)))
+                                    : "memory-bound kernels";
+    measured_.insert(kind + ": measured");
   } else if (tensor) {
     not_measured_.insert(
         fmt::format("{} {}", op.cls == workload::OpClass::gemm ? "gemm" : "attention", to_string(gpu_.dtype(op))));
@@ -31,17 +34,34 @@ Time CalibratedCosts::compute(const workload::OpCost& op) const {
   return t.time;
 }
 
+namespace {
+
+std::string shape_text(CollOp op, int ranks, int nodes, int ranks_per_node) {
+  return fmt::format("{} {} ranks on {} node(s) x {}", to_string(op), ranks, nodes, ranks_per_node);
+}
+
+// "allreduce 8 ranks on 1 node(s) x 8: measured (float, matched by bytes)", or "...: scaled
+// from 2 points of allreduce 8 ranks on 1 node(s) x 8 (float, matched by bytes)": a table is
+// looked up by nccl-tests' size in bytes, whatever the element type of the collective.
+std::string collective_label(const collectives::Request& r, const calibration::CalibratedChoice& c) {
+  const calibration::CollectiveTable& t = *c.table;
+  const std::string shape = shape_text(r.op, r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node);
+  const std::string by_bytes = fmt::format("({}, matched by bytes)", t.dtype);
+  if (c.source == calibration::Source::measured) return fmt::format("{}: measured {}", shape, by_bytes);
+  return fmt::format("{}: scaled from {} point{} of {} {}", shape, t.points.size(), t.points.size() == 1 ? "" : "s",
+                     shape_text(t.op, t.ranks, t.nodes, t.ranks_per_node), by_bytes);
+}
+
+}  // namespace
+
 parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Request& request) const {
   const calibration::CalibratedChoice c =
       calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request);
   collectives_[{request.op, request.size.count(), request.shape.ranks}] = c.source;
   if (c.source == calibration::Source::model)
-    not_measured_.insert(fmt::format("{} {} ranks on {} node(s) x {}", to_string(request.op), request.shape.ranks,
-                                     request.shape.nodes, request.shape.ranks_per_node));
-  if (c.table != nullptr) {
-    measured_.insert(fmt::format("{} {} ranks on {} node(s){}", to_string(c.table->op), c.table->ranks, c.table->nodes,
-                                 c.source == calibration::Source::scaled ? " (scaled to other sizes or shapes)" : ""));
-  }
+    not_measured_.insert(
+        shape_text(request.op, request.shape.ranks, request.shape.nodes, request.shape.ranks_per_node));
+  if (c.table != nullptr) measured_.insert(collective_label(request, c));
   return {c.choice.latency, c.choice.algbw, collectives::link_load(request, c.choice)};
 }
 

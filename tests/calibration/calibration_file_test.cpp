@@ -6,6 +6,7 @@
 
 #include "calibration/apply.hpp"
 #include "calibration/calibration.hpp"
+#include "calibration/link_bound.hpp"
 #include "calibration/nccl_import.hpp"
 #include "calibration/tables.hpp"
 #include "calibration/trace_fit.hpp"
@@ -19,7 +20,9 @@ using namespace stepsim::calibration;
 namespace {
 
 const std::string kMinimal = R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 100},
+  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1,
+                   "fit": {"alpha_us": 9.97066498, "algbw_gbps": 34.9183889, "busbw_gbps": 61.1071807,
+                           "max_error": 9.5e-7, "alpha_fitted": true},
                    "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1048576, "time_us": 40}]}]})";
 
 std::string error_of(const std::string& text) {
@@ -67,6 +70,54 @@ TEST_CASE("bad calibration files name the file, the JSON pointer and what was ex
         "c.json: /collectives/0/points/1/bytes: expected a whole number of bytes, got 1048576.5");
   CHECK(error_of(replaced(kMinimal, "\"ranks\": 8", "\"rank\": 8"))
             .starts_with("c.json: /collectives/0/rank: unknown key 'rank'"));
+}
+
+// The fit of kMinimal's points by hand: α from the smallest size, the bandwidth from the
+// largest, each less the other's share, twice: α = 10 − 1024·x, x = (40 − α) / 1048576 gives
+// α = 9.97066498 µs and algbw = 1048576 / (30.0293350 µs) = 34.9183889 GB/s; busbw 2·7/8 of it.
+TEST_CASE("a collective table's fit is the one its points give, as the writers write it") {
+  const std::string& good = kMinimal;
+  CHECK(error_of(good) == "no error");
+  CHECK(error_of(replaced(good, "\"algbw_gbps\": 34.9183889", "\"algbw_gbps\": 99999")) ==
+        "c.json: /collectives/0/fit: expected the fit its points give (alpha_us 9.97066498, algbw_gbps 34.9183889, "
+        "busbw_gbps 61.1071807, max_error 9.49949026e-07, alpha_fitted true), got alpha_us 9.97066498, algbw_gbps "
+        "99999, busbw_gbps 61.1071807, max_error 9.5e-07, alpha_fitted true");
+  CHECK(error_of(replaced(good, "\"alpha_fitted\": true", "\"alpha_fitted\": false"))
+            .starts_with("c.json: /collectives/0/fit: expected the fit its points give"));
+}
+
+TEST_CASE("a collective table's dtype is one of nccl-tests' type names") {
+  CHECK(error_of(replaced(kMinimal, "\"nodes\": 1,", "\"nodes\": 1, \"dtype\": \"nonsense\",")) ==
+        "c.json: /collectives/0/dtype: unknown value 'nonsense' (expected one of int8, uint8, int32, uint32, int64, "
+        "uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)");
+}
+
+// A100: 312 TFLOPS bf16 dense, 2.04 TB/s HBM. 2·8192³ = 1.0995e12 FLOPs need 3524 us at
+// the peak; 3000 us would be 366.5 TFLOPS. 2,500 GB/s is above the HBM's 2,040.
+TEST_CASE("measured kernels faster than the GPU's peak or its memory are refused for the cluster") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  auto check = [&](const std::string& compute) {
+    Calibration c = parse_calibration(R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+                                          "compute": )" +
+                                          compute + "}",
+                                      "k.json");
+    try {
+      check_fits(c, cluster, CollectivesSpec{});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(check(R"({"gemm": [{"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "time_us": 4000}]})") == "no error");
+  CHECK(check(R"({"gemm": [{"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "time_us": 3000}]})") ==
+        "k.json: /compute/gemm/0/time_us: 8192 x 8192 x 8192 bf16 in 3000 us is 366.5 TFLOPS, above the bf16 peak of "
+        "312.0 TFLOPS of a100-sxm4-80gb: no kernel runs faster than its GPU's peak");
+  CHECK(check(R"({"attention": [{"pass": "forward", "batch": 1, "heads": 32, "kv_heads": 32, "seq": 8192,
+                   "head_dim": 128, "dtype": "bf16", "time_us": 500}]})")
+            .starts_with("k.json: /compute/attention/0/time_us: attention forward bf16 in 500 us is 1099.5 TFLOPS, "
+                         "above the bf16 peak of 312.0 TFLOPS"));
+  CHECK(check(R"({"memory": [{"bytes": 1e9, "gbytes_per_s": 2500}]})") ==
+        "k.json: /compute/memory/0/gbytes_per_s: 2500 GB/s is above the 2040 GB/s of a100-sxm4-80gb's memory");
 }
 
 TEST_CASE("calibration range messages print whole numbers in full") {

@@ -127,8 +127,8 @@ TEST_CASE("an FP8 run's BF16 ops use BF16 tables") {
   REQUIRE(run.status == 0);
   const auto report = json_of(run.out);
   const auto& c = report.at("calibration");
-  CHECK(contains(c.at("measured").as_array(), "gemm"));
-  CHECK(contains(c.at("measured").as_array(), "attention"));
+  CHECK(contains(c.at("measured").as_array(), "gemm bf16: measured"));
+  CHECK(contains(c.at("measured").as_array(), "attention bf16: measured"));
   CHECK(number(c, "compute_fraction") > 0);
   // The BF16 run uses them for every GEMM and attention kernel, so for more of its compute.
   const auto bf16 = s.run("simulate --calibration bf16.json --json -");
@@ -188,7 +188,7 @@ TEST_CASE("a calibration that changes nothing the job uses says which measuremen
   Scratch s("calib-report-needs");
   s.write("allreduce.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": ""},
     "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "ranks_per_node": 8,
-                     "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                     "fit": {"alpha_us": 9.99047278, "algbw_gbps": 107.481562, "busbw_gbps": 188.092733, "max_error": 9.08606523e-13, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 10000}]}]})");
   const auto plain = s.run("simulate fsdp-llama2-7b-8xh100 --json -");
   const auto run = s.run("simulate fsdp-llama2-7b-8xh100 --calibration allreduce.json --json -");

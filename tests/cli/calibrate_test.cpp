@@ -75,6 +75,24 @@ TEST_CASE("a calibrated simulation says which costs were measured and moves the 
   CHECK(b.at("config").at("calibration").as_array().size() == 1);
 }
 
+// The H200 log has one size (8 GiB, float): the default scenario's TP AllReduces (bf16, far
+// smaller) are the model scaled by that one point of the same shape, looked up by bytes; its
+// data-parallel AllReduce over 8 nodes has no table of its tier.
+TEST_CASE("a calibrated simulation labels each cost measured, scaled from N points or the model alone") {
+  Scratch s("calib-labels");
+  REQUIRE(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/h200-8gpu-allreduce-8GiB.txt -o h.json").status ==
+          0);
+  const auto run = s.run("simulate --set cluster=dgx-h200-ndr --calibration h.json --json -");
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  const auto& c = report.at("calibration");
+  REQUIRE(c.at("measured").as_array().size() == 1);
+  CHECK(c.at("measured").at(0).as_string() ==
+        "allreduce 8 ranks on 1 node(s) x 8: scaled from 1 point of allreduce 8 ranks on 1 node(s) x 8 (float, "
+        "matched by bytes)");
+  CHECK(c.at("not_measured").at(0).as_string() == "allreduce 8 ranks on 8 node(s) x 1");
+}
+
 TEST_CASE("from-trace fits changed GPU efficiencies back within 2 percent") {
   Scratch s("calib-trace");
   const std::string changed =
@@ -146,7 +164,7 @@ std::vector<std::string> check_row(const std::string& out, const std::string& he
 }
 
 const std::string kFourPoints = R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 1},
+  "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.6171875, "algbw_gbps": 0.43007475, "busbw_gbps": 0.752630813, "max_error": 0.314355469, "alpha_fitted": true},
                    "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 4096, "time_us": 25},
                               {"bytes": 16384, "time_us": 40}, {"bytes": 65536, "time_us": 160}]}]})";
 
@@ -178,7 +196,7 @@ TEST_CASE("calibrate check predicts each point from the others, by hand on four 
 TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by hand") {
   Scratch s("calib-check-held");
   s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 1},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
   s.write("held.txt",
           "# all_reduce_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
@@ -317,7 +335,7 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   Scratch s("calib-too-fast");
   // 1 GiB all-reduced in 100 us: 10.7 TB/s out of each GPU, where an A100's NVLink carries 300 GB/s.
   s.write("fast.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 10, "algbw_gbps": 100},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 9.99991417, "algbw_gbps": 11930.4533, "busbw_gbps": 20878.2933, "max_error": 9.09494702e-13, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 100}]}]})");
   const std::string expected =
       "fast.json: /collectives/0/points/1/time_us: 1073741824 B of allreduce in 100 us needs 10737.4 GB/s out of "
@@ -371,7 +389,7 @@ TEST_CASE("a table stands only for collectives of the algorithm and protocol it 
   CHECK(s.run(base + "--calibration a.json").status == 0);
   s.write("ring.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
     "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "algorithm": "ring", "protocol": "simple",
-                     "fit": {"alpha_us": 10, "algbw_gbps": 100},
+                     "fit": {"alpha_us": 29.9829042, "algbw_gbps": 59.9039985, "busbw_gbps": 104.831997, "max_error": 5.95561384e-08, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 30}, {"bytes": 4194304, "time_us": 100}]}]})");
   const auto ring = s.run(base + "--algorithm ring --protocol simple --calibration ring.json --json -");
   CHECK(ring.status == 0);
@@ -382,7 +400,7 @@ TEST_CASE("a table stands only for collectives of the algorithm and protocol it 
                         "collectives' algorithm here") != std::string::npos);
   s.write("banana.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
     "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "algorithm": "banana",
-                     "fit": {"alpha_us": 10, "algbw_gbps": 100}, "points": [{"bytes": 1024, "time_us": 30}]}]})");
+                     "fit": {"alpha_us": 0, "algbw_gbps": 0.0341333333, "busbw_gbps": 0.0597333333, "max_error": 0, "alpha_fitted": false}, "points": [{"bytes": 1024, "time_us": 30}]}]})");
   const auto banana = s.run(base + "--calibration banana.json");
   CHECK(banana.status == 2);
   CHECK(banana.err.find("banana.json: /collectives/0/algorithm: unknown value 'banana' (expected one of ring, tree, "
