@@ -9,6 +9,7 @@
 #include "calibration/apply.hpp"
 #include "calibration/nccl_import.hpp"
 #include "cli/calibrate_check.hpp"
+#include "cli/calibrate_plan.hpp"
 #include "cli/calibrate_trace.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
@@ -22,7 +23,8 @@ constexpr const char* kUsage =
     "usage: stepsim calibrate import-nccl-tests LOG... -o FILE [--op OP] [--ranks N] [--nodes N] [--gpu NAME]\n"
     "       stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n"
     "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
-    "       stepsim calibrate from-trace TRACE\n\n"
+    "       stepsim calibrate from-trace TRACE\n"
+    "       stepsim calibrate plan SCENARIO [--set KEY=VALUE]... [--json FILE]\n\n"
     "Calibration files hold what was measured on real GPUs: collective times by communicator\n"
     "shape and size, GEMM, attention and memory-bound kernel times, launch overhead and the\n"
     "slowdown of compute beside communication. 'simulate' and 'collective' apply them with\n"
@@ -35,12 +37,15 @@ constexpr const char* kUsage =
     "  from-trace         fit GPU efficiencies and the slowdown under communication so that the\n"
     "                     simulated scenario agrees with a profiler trace of it; with or without a\n"
     "                     scenario, the CPU's cost per operator from the trace's CPU operators\n"
+    "  plan               the nccl-tests and stepsim-calibrate runs that would measure every\n"
+    "                     communicator (op, shape, data type, sizes) and GEMM shape of the scenario\n"
     "  (tools/calibrate builds stepsim-calibrate, which measures a GPU node and writes the file)";
 
 constexpr const char* kExamples =
     "  stepsim calibrate import-nccl-tests all_reduce.txt all_gather.txt -o a100.calib.json\n"
     "  stepsim calibrate check a100.calib.json --cluster dgx-a100-80g-hdr --held-out second-run.txt\n"
-    "  stepsim calibrate from-trace rank0.json.gz my-scenario.json -o fitted.calib.json\n";
+    "  stepsim calibrate from-trace rank0.json.gz my-scenario.json -o fitted.calib.json\n"
+    "  stepsim calibrate plan my-scenario.json\n";
 
 void write_file(const std::string& path, const std::string& text) {
   report::write_output({"-o", path, [&](std::ostream& os) { os << text; }});
@@ -107,8 +112,10 @@ int run_calibrate(const Args& args) {
   if (args.front() == "import-nccl-tests") return run_import(rest);
   if (args.front() == "check") return run_check(rest);
   if (args.front() == "from-trace") return run_from_trace(rest);
-  throw InputError("<command line>", "stepsim calibrate",
-                   fmt::format("unknown step '{}' (expected import-nccl-tests, check or from-trace)", args.front()));
+  if (args.front() == "plan") return run_plan(rest);
+  throw InputError(
+      "<command line>", "stepsim calibrate",
+      fmt::format("unknown step '{}' (expected import-nccl-tests, check, from-trace or plan)", args.front()));
 }
 
 }  // namespace stepsim::cli

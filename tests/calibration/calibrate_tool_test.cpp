@@ -24,6 +24,20 @@ TEST_CASE("the GEMM plan covers transformer shapes without repeats, smallest fir
   CHECK(some.back() == all.back());
 }
 
+// The shapes `stepsim calibrate plan` asks for, as --gemm MxNxK:dtype.
+TEST_CASE("a --gemm shape is MxNxK with its precision") {
+  const GemmRequest g = parse_gemm("8192x14336x4096:fp8");
+  CHECK(g.shape == GemmShape{8192, 14336, 4096});
+  CHECK(g.dtype == Precision::fp8);
+  CHECK(parse_gemm("64x128x256").dtype == Precision::bf16);
+  CHECK_THROWS_WITH(
+      parse_gemm("8192x14336:bf16"),
+      "--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '8192x14336:bf16'");
+  CHECK_THROWS_WITH(parse_gemm("8x8x8:int4"),
+                    "--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '8x8x8:int4'");
+  CHECK_THROWS_AS(parse_gemm("0x8x8"), std::invalid_argument);
+}
+
 TEST_CASE("size plans and group sizes follow nccl-tests' -b -e -f and the local GPUs") {
   CHECK(size_plan(8, 128, 2) == std::vector<double>{8, 16, 32, 64, 128});
   CHECK(size_plan(1, 100, 10) == std::vector<double>{1, 10, 100});

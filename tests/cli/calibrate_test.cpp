@@ -289,8 +289,6 @@ TEST_CASE("endless and empty calibration inputs are refused, not waited on") {
   CHECK(s.entries().empty());
 }
 
-}  // namespace stepsim
-
 namespace stepsim {
 
 TEST_CASE("an nccl-tests JSON log whose counts are not whole numbers is refused naming the key") {
@@ -405,6 +403,40 @@ TEST_CASE("a table stands only for collectives of the algorithm and protocol it 
   CHECK(banana.status == 2);
   CHECK(banana.err.find("banana.json: /collectives/0/algorithm: unknown value 'banana' (expected one of ring, tree, "
                         "nvls, nvls-tree, collnet, pat, direct)") != std::string::npos);
+}
+
+}  // namespace stepsim
+
+// Llama 3 8B (h 4096, V 128256, s 8192), TP 2 x DP 2 on one node, one sequence per
+// micro-batch, fp32 gradient reduction, ring/simple forced. By hand: the TP AllReduce moves
+// b·s·h·2 B = 64 MiB; the largest DP bucket holds the LM head's shard and the final norm,
+// (128256·4096/2 + 4096)·4 B = 1,050,689,536 B (up to 1G); fc1's forward GEMM is 8192 tokens x
+// 2·14336/2 columns x 4096, the LM head's 8192 x 128256/2 x 4096.
+TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario needs") {
+  Scratch s("calib-plan");
+  s.write("p.json", R"({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 2, "dp": 2},
+    "training": {"global_batch": 2, "micro_batch": 1},
+    "data_parallel": {"kind": "ddp", "grad_reduce_dtype": "fp32"},
+    "collectives": {"algorithm": "ring", "protocol": "simple"}})");
+  const auto run = s.run("calibrate plan p.json");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("NCCL_ALGO=Ring NCCL_PROTO=Simple mpirun -np 2 all_reduce_perf -b 32K -e 64M -f 2 -g 1 -d "
+                     "bfloat16\n") != std::string::npos);
+  CHECK(
+      run.out.find("NCCL_ALGO=Ring NCCL_PROTO=Simple mpirun -np 2 all_reduce_perf -b 32M -e 1G -f 2 -g 1 -d float\n") !=
+      std::string::npos);
+  CHECK(run.out.find("stepsim-calibrate -o gemm.calib.json --gemm ") != std::string::npos);
+  CHECK(run.out.find(" --gemm 8192x14336x4096:bf16") != std::string::npos);
+  CHECK(run.out.find(" --gemm 8192x64128x4096:bf16") != std::string::npos);
+  const auto json = s.run("calibrate plan p.json --json -");
+  REQUIRE(json.status == 0);
+  const auto doc = json_of(json.out);
+  const auto& dp = doc.at("collectives").at(1);
+  CHECK(dp.at("dtype").as_string() == "float");
+  CHECK(number(dp, "max_bytes") == 1050689536.0);
+  CHECK(number(doc.at("collectives").at(0), "max_bytes") == 67108864.0);
+  CHECK(doc.at("commands").as_array().size() == 3);
+  CHECK(s.run("calibrate plan").status == 2);
 }
 
 }  // namespace stepsim

@@ -42,6 +42,33 @@ std::vector<GemmShape> gemm_plan(std::size_t limit) {
   return out;
 }
 
+GemmRequest parse_gemm(const std::string& text) {
+  const auto fail = [&]() -> GemmRequest {
+    throw std::invalid_argument(
+        fmt::format("--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '{}'", text));
+  };
+  const std::size_t colon = text.find(':');
+  const std::string dims = text.substr(0, colon);
+  GemmRequest out;
+  if (colon != std::string::npos) {
+    const std::string d = text.substr(colon + 1);
+    if (d != "bf16" && d != "fp8") return fail();  // what the measuring program's GEMMs run
+    out.dtype = d == "fp8" ? Precision::fp8 : Precision::bf16;
+  }
+  long long* fields[] = {&out.shape.m, &out.shape.n, &out.shape.k};
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t end = i < 2 ? dims.find('x', at) : dims.size();
+    if (end == std::string::npos || end == at || end - at > 8) return fail();
+    const std::string part = dims.substr(at, end - at);
+    if (part.find_first_not_of("0123456789") != std::string::npos) return fail();
+    *fields[i] = std::stoll(part);
+    if (*fields[i] < 1 || *fields[i] > (1LL << 24)) return fail();
+    at = end + 1;
+  }
+  return out;
+}
+
 std::vector<double> size_plan(double min_bytes, double max_bytes, double factor) {
   if (!(min_bytes >= 1) || !(max_bytes >= min_bytes) || !(factor > 1))
     throw std::invalid_argument(

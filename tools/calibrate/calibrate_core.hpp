@@ -21,6 +21,14 @@ struct GemmShape {
 // without repeats, smallest first, at most `limit` of them (spread over the FLOPs range).
 std::vector<GemmShape> gemm_plan(std::size_t limit);
 
+// One GEMM to measure exactly, as `--gemm MxNxK[:bf16|fp8]` names it (bf16 unless said).
+struct GemmRequest {
+  GemmShape shape;
+  Precision dtype = Precision::bf16;
+};
+// Throws std::invalid_argument naming --gemm and the text when it is not such a shape.
+GemmRequest parse_gemm(const std::string& text);
+
 // Sizes from `min_bytes` to `max_bytes` (inclusive) multiplying by `factor`, as nccl-tests -f.
 std::vector<double> size_plan(double min_bytes, double max_bytes, double factor);
 

@@ -59,6 +59,7 @@ struct Options {
   int warmup = 3, repeats = 10;
   double max_bytes = 4294967296.0;
   std::size_t gemm_shapes = 48;
+  std::vector<GemmRequest> gemms;  // --gemm: exactly these, in place of the plan
   std::string command;
 };
 
@@ -79,11 +80,15 @@ Options parse(int argc, char** argv) {
       o.warmup = 1, o.repeats = 3, o.gemm_shapes = 12, o.max_bytes = 268435456.0;
     else if (a == "--max-bytes")
       o.max_bytes = std::stod(value());
+    else if (a == "--gemm")
+      o.gemms.push_back(parse_gemm(value()));
     else if (a == "-h" || a == "--help") {
       std::puts(
-          "usage: stepsim-calibrate -o FILE [--gpus N] [--quick] [--max-bytes B]\n"
+          "usage: stepsim-calibrate -o FILE [--gpus N] [--quick] [--max-bytes B] [--gemm MxNxK[:dtype]]...\n"
           "Measures this node's GPUs (GEMM, copy bandwidth, launch overhead, NCCL collectives,\n"
-          "GEMM slowdown beside communication) and writes a stepsim calibration file.");
+          "GEMM slowdown beside communication) and writes a stepsim calibration file. --gemm\n"
+          "(repeatable, e.g. 8192x14336x4096:fp8, as 'stepsim calibrate plan' prints them) measures\n"
+          "those GEMM shapes in place of the built-in plan.");
       std::exit(0);
     } else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
@@ -193,8 +198,21 @@ struct DeviceBuffer {
 
 constexpr std::size_t kWorkspace = std::size_t{64} << 20;
 
+// The GEMMs to time: --gemm's, or the plan's in BF16 and, from Ada on, FP8.
+std::vector<GemmRequest> gemm_requests(const Options& o, const cudaDeviceProp& prop) {
+  if (!o.gemms.empty()) return o.gemms;
+  std::vector<GemmRequest> out;
+  const bool fp8 = prop.major * 10 + prop.minor >= 89;
+  for (Precision p : {Precision::bf16, Precision::fp8})
+    for (const GemmShape& g : gemm_plan(o.gemm_shapes))
+      if (p != Precision::fp8 || fp8) out.push_back({g, p});
+  return out;
+}
+
 void measure_gemms(const Options& o, const cudaDeviceProp& prop, Recorder& rec) {
-  const std::vector<GemmShape> plan = gemm_plan(o.gemm_shapes);
+  const std::vector<GemmRequest> requests = gemm_requests(o, prop);
+  std::vector<GemmShape> plan;
+  for (const GemmRequest& r : requests) plan.push_back(r.shape);
   std::size_t most = 0;
   for (const auto& s : plan)
     most = std::max({most, static_cast<std::size_t>(s.k * s.m), static_cast<std::size_t>(s.k * s.n),
@@ -206,19 +224,16 @@ void measure_gemms(const Options& o, const cudaDeviceProp& prop, Recorder& rec) 
   CUBLAS_CHECK(cublasLtCreate(&h));
   cudaStream_t s{};
   CUDA_CHECK(cudaStreamCreate(&s));
-  std::vector<Precision> dtypes{Precision::bf16};
-  if (prop.major * 10 + prop.minor >= 89) dtypes.push_back(Precision::fp8);
-  for (Precision p : dtypes) {
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      const GemmShape& g = plan[i];
-      Gemm gemm(h, g, p, a.p, b.p, d.p, ws.p, kWorkspace);
-      const Summary t = time_on(s, o, "GEMM", [&] { gemm.run(s); });
-      rec.gemm(g, p, t);
-      progress("GEMM " + std::string(stepsim::to_string(p)) + " " + std::to_string(i + 1) + "/" +
-               std::to_string(plan.size()) + ": " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
-               std::to_string(g.k) + " " + std::to_string(t.median) + " us (" +
-               std::to_string(g.flops() / t.median * 1e-6) + " TFLOPS)");
-    }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const GemmShape& g = requests[i].shape;
+    const Precision p = requests[i].dtype;
+    Gemm gemm(h, g, p, a.p, b.p, d.p, ws.p, kWorkspace);
+    const Summary t = time_on(s, o, "GEMM", [&] { gemm.run(s); });
+    rec.gemm(g, p, t);
+    progress("GEMM " + std::string(stepsim::to_string(p)) + " " + std::to_string(i + 1) + "/" +
+             std::to_string(requests.size()) + ": " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+             std::to_string(g.k) + " " + std::to_string(t.median) + " us (" +
+             std::to_string(g.flops() / t.median * 1e-6) + " TFLOPS)");
   }
   CUDA_CHECK(cudaStreamDestroy(s));
   CUBLAS_CHECK(cublasLtDestroy(h));

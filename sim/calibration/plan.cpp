@@ -1,0 +1,143 @@
+// The measurement plan: nccl-tests and stepsim-calibrate command lines for a scenario's needs.
+#include "calibration/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <cmath>
+
+#include "collectives/collective.hpp"
+
+namespace stepsim::calibration {
+namespace {
+
+// The nccl-tests program of each op (its MPI build takes the same arguments).
+const char* nccl_test_of(CollOp op) {
+  switch (op) {
+    case CollOp::allreduce:
+      return "all_reduce_perf";
+    case CollOp::allgather:
+      return "all_gather_perf";
+    case CollOp::reducescatter:
+      return "reduce_scatter_perf";
+    case CollOp::broadcast:
+      return "broadcast_perf";
+    case CollOp::reduce:
+      return "reduce_perf";
+    case CollOp::alltoall:
+      return "alltoall_perf";
+    case CollOp::sendrecv:
+    case CollOp::other:
+      break;
+  }
+  return "sendrecv_perf";
+}
+
+// NCCL_ALGO's and NCCL_PROTO's spelling of a forced choice; empty where NCCL has none.
+std::string nccl_algo(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "Ring";
+    case Algorithm::tree:
+      return "Tree";
+    case Algorithm::nvls:
+      return "NVLS";
+    case Algorithm::nvls_tree:
+      return "NVLSTree";
+    case Algorithm::collnet:
+      return "CollnetDirect";
+    case Algorithm::pat:
+      return "PAT";
+    case Algorithm::automatic:
+    case Algorithm::direct:
+      break;
+  }
+  return {};
+}
+
+std::string nccl_proto(Protocol p) {
+  switch (p) {
+    case Protocol::ll:
+      return "LL";
+    case Protocol::ll128:
+      return "LL128";
+    case Protocol::simple:
+      return "Simple";
+    case Protocol::automatic:
+      break;
+  }
+  return {};
+}
+
+// A power of two in nccl-tests' size syntax: 512, 1K, 64M, 4G.
+std::string size_text(double bytes) {
+  const auto b = static_cast<long long>(bytes);
+  for (const auto& [unit, scale] : {std::pair{"G", 1LL << 30}, {"M", 1LL << 20}, {"K", 1LL << 10}})
+    if (b >= scale && b % scale == 0) return fmt::format("{}{}", b / scale, unit);
+  return fmt::format("{}", b);
+}
+
+double power_below(double bytes) { return std::exp2(std::floor(std::log2(std::max(bytes, 1.0)))); }
+double power_above(double bytes) { return std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))); }
+
+PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced) {
+  const double b = power_below(n.min_bytes), e = power_above(n.max_bytes);
+  std::string env;
+  if (const std::string a = nccl_algo(forced.algorithm); !a.empty()) env += "NCCL_ALGO=" + a + " ";
+  if (const std::string p = nccl_proto(forced.protocol); !p.empty()) env += "NCCL_PROTO=" + p + " ";
+  const std::string per_node = n.nodes > 1 ? fmt::format(" -N {}", n.ranks_per_node) : "";
+  return {fmt::format("{} {} ranks on {} node(s) x {}, {}, {} to {}", to_string(n.op), n.ranks, n.nodes,
+                      n.ranks_per_node, n.dtype, size_text(b), size_text(e)),
+          fmt::format("{}mpirun -np {}{} {} -b {} -e {} -f 2 -g 1 -d {}", env, n.ranks, per_node, nccl_test_of(n.op),
+                      size_text(b), size_text(e), n.dtype)};
+}
+
+PlannedRun gemm_run(const std::vector<GemmNeed>& gemms) {
+  std::string shapes;
+  for (const GemmNeed& g : gemms) shapes += fmt::format(" --gemm {}x{}x{}:{}", g.m, g.n, g.k, to_string(g.dtype));
+  return {fmt::format("{} GEMM shape(s)", gemms.size()), "stepsim-calibrate -o gemm.calib.json" + shapes};
+}
+
+}  // namespace
+
+const char* nccl_type_of(Precision p) {
+  switch (p) {
+    case Precision::fp32:
+      return "float";
+    case Precision::fp16:
+      return "half";
+    case Precision::tf32:
+      return "float";
+    case Precision::bf16:
+    case Precision::fp8:
+      break;
+  }
+  return "bfloat16";
+}
+
+std::vector<PlannedRun> plan_runs(const CalibrationNeeds& needs) {
+  std::vector<PlannedRun> out;
+  for (const CollectiveNeed& n : needs.collectives) out.push_back(collective_run(n, needs.forced));
+  if (!needs.gemms.empty()) out.push_back(gemm_run(needs.gemms));
+  return out;
+}
+
+std::string plan_json(const CalibrationNeeds& needs, const std::vector<PlannedRun>& runs) {
+  boost::json::array collectives, gemms, commands;
+  for (const CollectiveNeed& n : needs.collectives)
+    collectives.push_back({{"op", to_string(n.op)},
+                           {"ranks", n.ranks},
+                           {"nodes", n.nodes},
+                           {"ranks_per_node", n.ranks_per_node},
+                           {"dtype", n.dtype},
+                           {"min_bytes", n.min_bytes},
+                           {"max_bytes", n.max_bytes}});
+  for (const GemmNeed& g : needs.gemms)
+    gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", to_string(g.dtype)}});
+  for (const PlannedRun& r : runs) commands.push_back({{"what", r.what}, {"command", r.command}});
+  const boost::json::object doc{
+      {"collectives", std::move(collectives)}, {"gemms", std::move(gemms)}, {"commands", std::move(commands)}};
+  return boost::json::serialize(doc) + "\n";
+}
+
+}  // namespace stepsim::calibration

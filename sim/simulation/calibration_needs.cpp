@@ -1,0 +1,91 @@
+// The calibration a scenario needs, collected from the costs its program builder asks for.
+#include "simulation/calibration_needs.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "engine/program.hpp"
+#include "hardware/gpu_model.hpp"
+#include "parallelism/costs.hpp"
+#include "parallelism/program_builder.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim {
+namespace {
+
+// The model's costs, noting each collective request and GEMM they answer.
+class NeedsRecorder final : public parallelism::Costs {
+ public:
+  NeedsRecorder(const Scenario& scenario, const hardware::GpuModel& gpu) : gpu_(gpu), model_(scenario, gpu) {}
+  Time compute(const workload::OpCost& op) const override {
+    if (op.cls == workload::OpClass::gemm) gemms_.insert({op.m, op.n, op.k, gpu_.dtype(op)});
+    return model_.compute(op);
+  }
+  parallelism::CollectiveCost collective(const collectives::Request& r) const override {
+    requests_.push_back(r);
+    return model_.collective(r);
+  }
+  Time kernel_launch() const override { return model_.kernel_launch(); }
+  double comm_slowdown() const override { return model_.comm_slowdown(); }
+
+  const std::vector<collectives::Request>& requests() const { return requests_; }
+  const std::set<calibration::GemmNeed>& gemms() const { return gemms_; }
+
+ private:
+  const hardware::GpuModel& gpu_;
+  parallelism::ModelCosts model_;
+  mutable std::vector<collectives::Request> requests_;
+  mutable std::set<calibration::GemmNeed> gemms_;
+};
+
+using CallKey = std::tuple<CollOp, std::int64_t, int>;  // op, size, group members
+
+// Which kind of communication makes each (op, size, group size) call.
+std::map<CallKey, CommKind> call_kinds(const engine::Program& program) {
+  std::map<CallKey, CommKind> out;
+  for (const engine::RankProgram& rank : program.ranks)
+    for (const engine::CollectiveCall& call : rank.calls) {
+      const int members = call.group >= 0 ? program.groups[static_cast<std::size_t>(call.group)].size : 0;
+      out.emplace(CallKey{call.op, call.size.count(), members}, call.kind);
+    }
+  return out;
+}
+
+// Data-parallel reductions carry gradients in grad_reduce_dtype; everything else the
+// activations' or parameters' 16-bit type.
+std::string dtype_of(const Scenario& s, CollOp op, CommKind kind) {
+  const bool reduces = op == CollOp::allreduce || op == CollOp::reducescatter;
+  if (reduces && (kind == CommKind::dp || kind == CommKind::fsdp))
+    return calibration::nccl_type_of(s.data_parallel.grad_reduce_dtype);
+  return calibration::nccl_type_of(s.training.precision);
+}
+
+}  // namespace
+
+calibration::CalibrationNeeds calibration_needs(const Scenario& scenario) {
+  const workload::ModelWork work = workload::build_work(scenario);
+  const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
+  const NeedsRecorder costs(scenario, gpu);
+  const engine::Program program = parallelism::build_program(scenario, work, costs);
+  const std::map<CallKey, CommKind> kinds = call_kinds(program);
+  std::map<std::tuple<CollOp, int, int, int, std::string>, calibration::CollectiveNeed> needs;
+  for (const collectives::Request& r : costs.requests()) {
+    const auto it = kinds.find({r.op, r.size.count(), r.shape.ranks});
+    const std::string dtype = dtype_of(scenario, r.op, it == kinds.end() ? CommKind::other : it->second);
+    const double bytes = r.size.as_double();
+    const auto key = std::tuple{r.op, r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node, dtype};
+    auto [at, fresh] = needs.try_emplace(key, calibration::CollectiveNeed{r.op, r.shape.ranks, r.shape.nodes,
+                                                                          r.shape.ranks_per_node, dtype, bytes, bytes});
+    at->second.min_bytes = std::min(at->second.min_bytes, bytes);
+    at->second.max_bytes = std::max(at->second.max_bytes, bytes);
+  }
+  calibration::CalibrationNeeds out;
+  for (const auto& [key, need] : needs) out.collectives.push_back(need);
+  out.gemms.assign(costs.gemms().begin(), costs.gemms().end());
+  out.forced = scenario.collectives;
+  return out;
+}
+
+}  // namespace stepsim
