@@ -32,11 +32,11 @@ constexpr const char* kBf16Tables = R"({"stepsim_calibration": 1, "provenance": 
       {"pass": "forward", "batch": 1, "heads": 1, "kv_heads": 1, "seq": 128, "head_dim": 64, "dtype": "bf16",
        "time_us": 5},
       {"pass": "forward", "batch": 64, "heads": 128, "kv_heads": 128, "seq": 65536, "head_dim": 256,
-       "dtype": "bf16", "time_us": 10000000},
+       "dtype": "bf16", "time_us": 100000000},
       {"pass": "backward", "batch": 1, "heads": 1, "kv_heads": 1, "seq": 128, "head_dim": 64, "dtype": "bf16",
        "time_us": 5},
       {"pass": "backward", "batch": 64, "heads": 128, "kv_heads": 128, "seq": 65536, "head_dim": 256,
-       "dtype": "bf16", "time_us": 10000000}]}})";
+       "dtype": "bf16", "time_us": 100000000}]}})";
 
 // The efficiencies a trace is written with, away from every preset value.
 constexpr const char* kChanged =
