@@ -38,6 +38,24 @@ TEST_CASE("a --gemm shape is MxNxK with its precision") {
   CHECK_THROWS_AS(parse_gemm("0x8x8"), std::invalid_argument);
 }
 
+// GEMMs on zeros hold higher clocks than on data: inputs are random, and finite read as
+// BF16 (byte pairs) or as FP8 E4M3 (bytes), whose only NaNs are 0x7f and 0xff.
+TEST_CASE("GEMM inputs are random bytes that are finite as BF16 and as FP8") {
+  const std::vector<unsigned char> a = random_inputs(1 << 16, 1), b = random_inputs(1 << 16, 2);
+  REQUIRE(a.size() == 1 << 16);
+  CHECK(a != b);
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK((a[i] & 0x7f) != 0x7f);
+    zeros += a[i] == 0 ? 1 : 0;
+    if (i % 2 == 1) {
+      const unsigned exponent = (static_cast<unsigned>(a[i] & 0x7f) << 1) | (a[i - 1] >> 7);
+      CHECK(exponent != 0xff);  // not Inf or NaN as BF16
+    }
+  }
+  CHECK(zeros < a.size() / 64);
+}
+
 TEST_CASE("size plans and group sizes follow nccl-tests' -b -e -f and the local GPUs") {
   CHECK(size_plan(8, 128, 2) == std::vector<double>{8, 16, 32, 64, 128});
   CHECK(size_plan(1, 100, 10) == std::vector<double>{1, 10, 100});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -66,6 +67,15 @@ GemmRequest parse_gemm(const std::string& text) {
     if (*fields[i] < 1 || *fields[i] > (1LL << 24)) return fail();
     at = end + 1;
   }
+  return out;
+}
+
+std::vector<unsigned char> random_inputs(std::size_t bytes, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> low(0, 0x7e), exponent(0x38, 0x3f), sign(0, 1);
+  std::vector<unsigned char> out(bytes);
+  for (std::size_t i = 0; i < bytes; ++i)
+    out[i] = static_cast<unsigned char>(i % 2 == 0 ? low(gen) : exponent(gen) | (sign(gen) << 7));
   return out;
 }
 

@@ -29,6 +29,11 @@ struct GemmRequest {
 // Throws std::invalid_argument naming --gemm and the text when it is not such a shape.
 GemmRequest parse_gemm(const std::string& text);
 
+// `bytes` random bytes for GEMM inputs (zeroed inputs hold higher clocks than data does):
+// each a finite FP8 E4M3 value, each pair a finite BF16 one of magnitude 2^-15 to 2 (high bytes
+// 0x38-0x3f with a random sign), so one buffer serves both precisions. Same `seed`, same bytes.
+std::vector<unsigned char> random_inputs(std::size_t bytes, unsigned seed);
+
 // Sizes from `min_bytes` to `max_bytes` (inclusive) multiplying by `factor`, as nccl-tests -f.
 std::vector<double> size_plan(double min_bytes, double max_bytes, double factor);
 

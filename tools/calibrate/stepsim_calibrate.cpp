@@ -1,14 +1,17 @@
 // stepsim-calibrate: measures the GPUs of one node and writes a stepsim calibration file.
 // cuBLASLt GEMMs (BF16, and FP8 where the GPU has it), device-to-device copy bandwidth,
-// kernel launch overhead, NCCL collectives over the local GPUs (ncclCommInitAll) for several
-// sizes and group sizes, and the slowdown of a GEMM while a collective (or, on one GPU, a
-// copy) runs beside it. Every CUDA, cuBLAS and NCCL call is checked; each figure is the
-// median of timed repetitions after warm-up; progress goes to stderr.
+// the host's cost of dispatching a GEMM through cuBLASLt, NCCL collectives over the local
+// GPUs with one thread and communicator per GPU (as `mpirun -np N ... -g 1` runs nccl-tests)
+// for several sizes and group sizes, and the slowdown of a GEMM while a collective (or, on
+// one GPU, a copy) runs beside it. Inputs are random, not zeroed (zeros hold higher clocks). Every CUDA, cuBLAS and
+// NCCL call is checked; each figure is the median of timed repetitions after warm-up; progress goes to stderr.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +19,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "calibrate_core.hpp"
@@ -198,6 +202,30 @@ struct DeviceBuffer {
 
 constexpr std::size_t kWorkspace = std::size_t{64} << 20;
 
+// Random bytes over `bytes` of device memory: a 64 MiB random block copied over it.
+void fill_random(void* device, std::size_t bytes, unsigned seed) {
+  const std::vector<unsigned char> block = random_inputs(std::min(bytes, std::size_t{64} << 20), seed);
+  for (std::size_t at = 0; at < bytes; at += block.size()) {
+    const std::size_t n = std::min(block.size(), bytes - at);
+    CUDA_CHECK(cudaMemcpy(static_cast<unsigned char*>(device) + at, block.data(), n, cudaMemcpyHostToDevice));
+  }
+}
+
+// The host's time per call of `dispatch`, over a thousand calls, median of the repeats.
+template <class Dispatch>
+Summary host_cost(const Options& o, cudaStream_t s, Dispatch dispatch, const std::string& what) {
+  std::vector<double> per_call;
+  for (int r = 0; r < o.repeats; ++r) {
+    constexpr int kCalls = 1000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) dispatch();
+    const auto t1 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    per_call.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / kCalls);
+  }
+  return summarize(per_call, what);
+}
+
 // The GEMMs to time: --gemm's, or the plan's in BF16 and, from Ada on, FP8.
 std::vector<GemmRequest> gemm_requests(const Options& o, const cudaDeviceProp& prop) {
   if (!o.gemms.empty()) return o.gemms;
@@ -213,13 +241,13 @@ void measure_gemms(const Options& o, const cudaDeviceProp& prop, Recorder& rec) 
   const std::vector<GemmRequest> requests = gemm_requests(o, prop);
   std::vector<GemmShape> plan;
   for (const GemmRequest& r : requests) plan.push_back(r.shape);
-  std::size_t most = 0;
+  std::size_t most = 64 * 64;  // the dispatch measurement's GEMM at least
   for (const auto& s : plan)
     most = std::max({most, static_cast<std::size_t>(s.k * s.m), static_cast<std::size_t>(s.k * s.n),
                      static_cast<std::size_t>(s.m * s.n)});
   DeviceBuffer a(most * 2), b(most * 2), d(most * 2), ws(kWorkspace);
-  CUDA_CHECK(cudaMemset(a.p, 0, most * 2));
-  CUDA_CHECK(cudaMemset(b.p, 0, most * 2));
+  fill_random(a.p, most * 2, 1);
+  fill_random(b.p, most * 2, 2);
   cublasLtHandle_t h{};
   CUBLAS_CHECK(cublasLtCreate(&h));
   cudaStream_t s{};
@@ -235,6 +263,14 @@ void measure_gemms(const Options& o, const cudaDeviceProp& prop, Recorder& rec) 
              std::to_string(g.k) + " " + std::to_string(t.median) + " us (" +
              std::to_string(g.flops() / t.median * 1e-6) + " TFLOPS)");
   }
+  // The host's cost of one GEMM as a framework dispatches it (cublasLtMatmul on a small
+  // shape, the library's host path and the driver's enqueue together): stepsim's per-kernel
+  // launch overhead. PyTorch's own dispatcher adds its part on top; this is the floor.
+  Gemm small(h, GemmShape{64, 64, 64}, Precision::bf16, a.p, b.p, d.p, ws.p, kWorkspace);
+  const Summary dispatch = host_cost(
+      o, s, [&] { small.run(s); }, "GEMM dispatch");
+  rec.launch_overhead(dispatch);
+  progress("GEMM dispatch " + std::to_string(dispatch.median) + " us on the host per kernel");
   CUDA_CHECK(cudaStreamDestroy(s));
   CUBLAS_CHECK(cublasLtDestroy(h));
 }
@@ -251,102 +287,119 @@ void measure_copies(const Options& o, Recorder& rec) {
     rec.copy(2 * bytes, t);  // read and written
     progress("copy " + std::to_string(n) + " B: " + std::to_string(2 * bytes / (t.median * 1e3)) + " GB/s");
   }
-  // Launch overhead: the host's cost per enqueued operation, over a thousand tiny ones.
-  std::vector<double> per_op;
-  for (int r = 0; r < o.repeats; ++r) {
-    constexpr int kOps = 1000;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kOps; ++i) CUDA_CHECK(cudaMemsetAsync(dst.p, 0, 4, s));
-    const auto t1 = std::chrono::steady_clock::now();
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    per_op.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / kOps);
-  }
-  const Summary launch = summarize(per_op, "launch overhead");
-  rec.launch_overhead(launch);
-  progress("launch overhead " + std::to_string(launch.median) + " us");
+  // The driver's enqueue cost alone, for the log: a framework pays more per kernel.
+  const Summary enqueue = host_cost(
+      o, s, [&] { CUDA_CHECK(cudaMemsetAsync(dst.p, 0, 4, s)); }, "driver enqueue");
+  progress("driver enqueue " + std::to_string(enqueue.median) + " us per operation (not recorded)");
   CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // ---- NCCL ----
 
-struct Comm {
-  std::vector<ncclComm_t> comms;
-  std::vector<cudaStream_t> streams;
-  std::vector<void*> send, recv;
-  std::size_t bytes = 0;
-
-  Comm(int n, std::size_t max_bytes) : comms(n), streams(n), send(n), recv(n), bytes(max_bytes) {
-    std::vector<int> devs(n);
-    for (int i = 0; i < n; ++i) devs[i] = i;
-    NCCL_CHECK(ncclCommInitAll(comms.data(), n, devs.data()));
-    for (int i = 0; i < n; ++i) {
-      CUDA_CHECK(cudaSetDevice(i));
-      CUDA_CHECK(cudaStreamCreate(&streams[i]));
-      CUDA_CHECK(cudaMalloc(&send[i], max_bytes));
-      CUDA_CHECK(cudaMalloc(&recv[i], max_bytes));
-      CUDA_CHECK(cudaMemset(send[i], 0, max_bytes));
-    }
-    CUDA_CHECK(cudaSetDevice(0));
+// One communicator and one host thread per GPU, as `mpirun -np N all_reduce_perf -g 1` runs
+// nccl-tests: each rank enqueues its own collectives, so N launches are not serialised on one
+// thread (the 8-GPU logs of one thread driving all GPUs, -g 8, floor at about 36-40 us).
+class Comm {
+ public:
+  Comm(int n, std::size_t max_bytes) : comms_(n), streams_(n), send_(n), recv_(n) {
+    ncclUniqueId id{};
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    on_each_rank([&](int i) {
+      CUDA_CHECK(cudaStreamCreate(&streams_[i]));
+      CUDA_CHECK(cudaMalloc(&send_[i], max_bytes));
+      CUDA_CHECK(cudaMalloc(&recv_[i], max_bytes));
+      fill_random(send_[i], max_bytes, 100 + static_cast<unsigned>(i));
+      NCCL_CHECK(ncclCommInitRank(&comms_[i], size(), id, i));  // every rank at once
+    });
   }
   ~Comm() {
-    for (std::size_t i = 0; i < comms.size(); ++i) {
+    for (std::size_t i = 0; i < comms_.size(); ++i) {
       cudaSetDevice(static_cast<int>(i));
-      cudaFree(send[i]);
-      cudaFree(recv[i]);
-      cudaStreamDestroy(streams[i]);
-      ncclCommDestroy(comms[i]);
+      cudaFree(send_[i]);
+      cudaFree(recv_[i]);
+      cudaStreamDestroy(streams_[i]);
+      ncclCommDestroy(comms_[i]);
     }
     cudaSetDevice(0);
   }
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  // One collective of nccl-tests size S on every rank (float elements).
+  int size() const { return static_cast<int>(comms_.size()); }
+  cudaStream_t stream(int i) const { return streams_[static_cast<std::size_t>(i)]; }
+
+  // One collective of nccl-tests size S enqueued by every rank's own thread (float elements).
   void launch(CollOp op, std::size_t s) {
-    const int n = static_cast<int>(comms.size());
-    NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < n; ++i) {
-      const std::size_t count = s / 4;
-      switch (op) {
-        case CollOp::allreduce:
-          NCCL_CHECK(ncclAllReduce(send[i], recv[i], count, ncclFloat, ncclSum, comms[i], streams[i]));
-          break;
-        case CollOp::allgather:
-          NCCL_CHECK(ncclAllGather(send[i], recv[i], count / n, ncclFloat, comms[i], streams[i]));
-          break;
-        default:
-          NCCL_CHECK(ncclReduceScatter(send[i], recv[i], count / n, ncclFloat, ncclSum, comms[i], streams[i]));
-          break;
-      }
-    }
-    NCCL_CHECK(ncclGroupEnd());
+    on_each_rank([&](int i) { enqueue(i, op, s); });
   }
 
-  // The slowest rank's time of one collective, median over repetitions.
+  // The slowest rank's time of one collective, median over repetitions: every rank's thread
+  // starts each repetition together and times its own stream.
   Summary time(CollOp op, std::size_t s, const Options& o) {
-    const int n = static_cast<int>(comms.size());
-    for (int w = 0; w < o.warmup; ++w) launch(op, s);
+    const auto n = static_cast<std::size_t>(size());
+    std::vector<std::vector<double>> us(n, std::vector<double>(static_cast<std::size_t>(o.repeats)));
+    std::barrier together(size());
+    on_each_rank([&](int i) {
+      for (int w = 0; w < o.warmup; ++w) enqueue(i, op, s);
+      CUDA_CHECK(cudaStreamSynchronize(streams_[i]));
+      Events ev;
+      for (int r = 0; r < o.repeats; ++r) {
+        together.arrive_and_wait();
+        ev.start(streams_[i]);
+        enqueue(i, op, s);
+        ev.stop(streams_[i]);
+        us[static_cast<std::size_t>(i)][static_cast<std::size_t>(r)] = ev.us();
+      }
+    });
     std::vector<double> samples;
     for (int r = 0; r < o.repeats; ++r) {
-      std::vector<Events> ev(static_cast<std::size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        CUDA_CHECK(cudaSetDevice(i));
-        ev[i].start(streams[i]);
-      }
-      launch(op, s);
       double slowest = 0;
-      for (int i = 0; i < n; ++i) {
-        CUDA_CHECK(cudaSetDevice(i));
-        ev[i].stop(streams[i]);
-      }
-      for (int i = 0; i < n; ++i) {
-        CUDA_CHECK(cudaSetDevice(i));
-        slowest = std::max(slowest, ev[i].us());
-      }
+      for (const auto& rank : us) slowest = std::max(slowest, rank[static_cast<std::size_t>(r)]);
       samples.push_back(slowest);
     }
-    CUDA_CHECK(cudaSetDevice(0));
     return summarize(samples, "collective");
+  }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<void*> send_, recv_;
+
+  // `body(i)` on a thread of its own for each rank i, on that rank's device; the first error
+  // of any thread is thrown here once all have ended.
+  template <class Body>
+  void on_each_rank(Body body) {
+    std::vector<std::string> errors(comms_.size());
+    std::vector<std::thread> threads;
+    for (int i = 0; i < size(); ++i)
+      threads.emplace_back([&, i] {
+        try {
+          CUDA_CHECK(cudaSetDevice(i));
+          body(i);
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(i)] = e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    CUDA_CHECK(cudaSetDevice(0));
+    for (const std::string& e : errors)
+      if (!e.empty()) throw std::runtime_error(e);
+  }
+
+  void enqueue(int i, CollOp op, std::size_t s) {
+    const std::size_t count = s / 4;
+    const auto n = static_cast<std::size_t>(size());
+    switch (op) {
+      case CollOp::allreduce:
+        NCCL_CHECK(ncclAllReduce(send_[i], recv_[i], count, ncclFloat, ncclSum, comms_[i], streams_[i]));
+        break;
+      case CollOp::allgather:
+        NCCL_CHECK(ncclAllGather(send_[i], recv_[i], count / n, ncclFloat, comms_[i], streams_[i]));
+        break;
+      default:
+        NCCL_CHECK(ncclReduceScatter(send_[i], recv_[i], count / n, ncclFloat, ncclSum, comms_[i], streams_[i]));
+        break;
+    }
   }
 };
 
@@ -387,7 +440,7 @@ void measure_slowdown(const Options& o, int gpus, Recorder& rec) {
     });
     for (int i = 0; i < gpus; ++i) {
       CUDA_CHECK(cudaSetDevice(i));
-      CUDA_CHECK(cudaStreamSynchronize(comm.streams[i]));
+      CUDA_CHECK(cudaStreamSynchronize(comm.stream(i)));
     }
     CUDA_CHECK(cudaSetDevice(0));
   } else {
