@@ -126,4 +126,13 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   }
 }
 
+// The 405B run on 128 B200 ran, so it fits: with Megatron-Core's gradient buffer in bf16 (its
+// grad_reduce_in_fp32 off) 161.8 GiB in use; fp32 main gradients made it 186.9 GiB, above the
+// 167.6 GiB of a 180 GB B200.
+TEST_CASE("the Blackwell 405B run on B200, which ran, fits in memory") {
+  const std::filesystem::path run = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell" /
+                                    "mb2511-b200-llama31-405b-fp8cs-cp2.json";
+  CHECK(test::run(run.string()).report.memory_bytes.fits);
+}
+
 }  // namespace stepsim
