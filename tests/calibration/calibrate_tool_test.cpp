@@ -30,9 +30,8 @@ TEST_CASE("a --gemm shape is MxNxK with its precision") {
   CHECK(g.shape == GemmShape{8192, 14336, 4096});
   CHECK(g.dtype == Precision::fp8);
   CHECK(parse_gemm("64x128x256").dtype == Precision::bf16);
-  CHECK_THROWS_WITH(
-      parse_gemm("8192x14336:bf16"),
-      "--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '8192x14336:bf16'");
+  CHECK_THROWS_WITH(parse_gemm("8192x14336:bf16"),
+                    "--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '8192x14336:bf16'");
   CHECK_THROWS_WITH(parse_gemm("8x8x8:int4"),
                     "--gemm: expected MxNxK[:bf16|fp8] with whole M, N, K from 1 to 16777216, got '8x8x8:int4'");
   CHECK_THROWS_AS(parse_gemm("0x8x8"), std::invalid_argument);
