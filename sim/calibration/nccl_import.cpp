@@ -50,11 +50,23 @@ struct Measurement {
 
 }  // namespace
 
+namespace {
+
+// nccl-tests' programs, less their "_perf" suffix.
+constexpr std::pair<const char*, CollOp> kTests[] = {
+    {"all_reduce", CollOp::allreduce}, {"all_gather", CollOp::allgather}, {"reduce_scatter", CollOp::reducescatter},
+    {"broadcast", CollOp::broadcast},  {"alltoall", CollOp::alltoall},    {"sendrecv", CollOp::sendrecv},
+    {"reduce", CollOp::reduce}};
+
+}  // namespace
+
+std::string nccl_test_program(CollOp op) {
+  for (const auto& [prefix, o] : kTests)
+    if (o == op) return std::string(prefix) + "_perf";
+  return "sendrecv_perf";
+}
+
 CollOp op_of_test(const std::string& test, const std::string& source) {
-  static const std::pair<const char*, CollOp> kTests[] = {
-      {"all_reduce", CollOp::allreduce}, {"all_gather", CollOp::allgather}, {"reduce_scatter", CollOp::reducescatter},
-      {"broadcast", CollOp::broadcast},  {"alltoall", CollOp::alltoall},    {"sendrecv", CollOp::sendrecv},
-      {"reduce", CollOp::reduce}};
   std::string name = test.substr(test.find_last_of('/') + 1);
   // nccl-tests built with MPI=1 appends "_mpi" to the program's name: all_reduce_perf_mpi.
   if (name.ends_with("_mpi")) name.resize(name.size() - 4);

@@ -22,6 +22,10 @@ struct ImportOverrides {
 // InputError naming `source` for a test stepsim does not model.
 CollOp op_of_test(const std::string& test, const std::string& source);
 
+// The nccl-tests program that measures `op` ("all_reduce_perf"; its MPI build takes the same
+// arguments).
+std::string nccl_test_program(CollOp op);
+
 // One calibration from the logs: provenance from their headers, one table per shape.
 Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const ImportOverrides& overrides);
 

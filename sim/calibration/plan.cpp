@@ -6,32 +6,11 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "calibration/nccl_import.hpp"
 #include "collectives/collective.hpp"
 
 namespace stepsim::calibration {
 namespace {
-
-// The nccl-tests program of each op (its MPI build takes the same arguments).
-const char* nccl_test_of(CollOp op) {
-  switch (op) {
-    case CollOp::allreduce:
-      return "all_reduce_perf";
-    case CollOp::allgather:
-      return "all_gather_perf";
-    case CollOp::reducescatter:
-      return "reduce_scatter_perf";
-    case CollOp::broadcast:
-      return "broadcast_perf";
-    case CollOp::reduce:
-      return "reduce_perf";
-    case CollOp::alltoall:
-      return "alltoall_perf";
-    case CollOp::sendrecv:
-    case CollOp::other:
-      break;
-  }
-  return "sendrecv_perf";
-}
 
 // NCCL_ALGO's and NCCL_PROTO's spelling of a forced choice; empty where NCCL has none.
 std::string nccl_algo(Algorithm a) {
@@ -88,8 +67,8 @@ PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced
   const std::string per_node = n.nodes > 1 ? fmt::format(" -N {}", n.ranks_per_node) : "";
   return {fmt::format("{} {} ranks on {} node(s) x {}, {}, {} to {}", to_string(n.op), n.ranks, n.nodes,
                       n.ranks_per_node, n.dtype, size_text(b), size_text(e)),
-          fmt::format("{}mpirun -np {}{} {} -b {} -e {} -f 2 -g 1 -d {}", env, n.ranks, per_node, nccl_test_of(n.op),
-                      size_text(b), size_text(e), n.dtype)};
+          fmt::format("{}mpirun -np {}{} {} -b {} -e {} -f 2 -g 1 -d {}", env, n.ranks, per_node,
+                      nccl_test_program(n.op), size_text(b), size_text(e), n.dtype)};
 }
 
 PlannedRun gemm_run(const std::vector<GemmNeed>& gemms) {
