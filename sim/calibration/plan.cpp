@@ -71,10 +71,25 @@ PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced
                       nccl_test_program(n.op), size_text(b), size_text(e), n.dtype)};
 }
 
-PlannedRun gemm_run(const std::vector<GemmNeed>& gemms) {
-  std::string shapes;
-  for (const GemmNeed& g : gemms) shapes += fmt::format(" --gemm {}x{}x{}:{}", g.m, g.n, g.k, to_string(g.dtype));
-  return {fmt::format("{} GEMM shape(s)", gemms.size()), "stepsim-calibrate -o gemm.calib.json" + shapes};
+// stepsim-calibrate times BF16 and FP8 GEMMs; shapes of other precisions are named, with no
+// command (nothing at hand measures them).
+std::vector<PlannedRun> gemm_runs(const std::vector<GemmNeed>& gemms) {
+  std::string shapes, others;
+  std::size_t measurable = 0;
+  for (const GemmNeed& g : gemms) {
+    const std::string shape = fmt::format("{}x{}x{}:{}", g.m, g.n, g.k, to_string(g.dtype));
+    const bool measured = g.dtype == Precision::bf16 || g.dtype == Precision::fp8;
+    (measured ? shapes : others) += (measured ? " --gemm " : " ") + shape;
+    measurable += measured ? 1 : 0;
+  }
+  std::vector<PlannedRun> out;
+  if (measurable > 0)
+    out.push_back({fmt::format("{} GEMM shape(s)", measurable), "stepsim-calibrate -o gemm.calib.json" + shapes});
+  if (!others.empty())
+    out.push_back({fmt::format("{} GEMM shape(s) stepsim-calibrate does not time (bf16 and fp8 only):{}",
+                               gemms.size() - measurable, others),
+                   ""});
+  return out;
 }
 
 }  // namespace
@@ -97,7 +112,7 @@ const char* nccl_type_of(Precision p) {
 std::vector<PlannedRun> plan_runs(const CalibrationNeeds& needs) {
   std::vector<PlannedRun> out;
   for (const CollectiveNeed& n : needs.collectives) out.push_back(collective_run(n, needs.forced));
-  if (!needs.gemms.empty()) out.push_back(gemm_run(needs.gemms));
+  for (PlannedRun& r : gemm_runs(needs.gemms)) out.push_back(std::move(r));
   return out;
 }
 

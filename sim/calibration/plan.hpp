@@ -34,7 +34,7 @@ struct CalibrationNeeds {
 
 struct PlannedRun {
   std::string what;     // "allreduce 8 ranks on 1 node(s) x 8, bfloat16, 1K to 64M"
-  std::string command;  // the command line to run
+  std::string command;  // the command line to run; empty when nothing at hand measures it
 };
 
 // nccl-tests' element type name of `p` as collectives carry it (FP8 training's collectives
@@ -44,7 +44,8 @@ const char* nccl_type_of(Precision p);
 // One nccl-tests run per collective need, one process per GPU (mpirun -np ranks -N
 // ranks_per_node, -g 1), sizes from the power of two at or below the smallest to the one at
 // or above the largest (-f 2), NCCL_ALGO and NCCL_PROTO set where the scenario forces them;
-// then one stepsim-calibrate run with every GEMM shape.
+// then one stepsim-calibrate run with every BF16 and FP8 GEMM shape (other precisions listed
+// without a command).
 std::vector<PlannedRun> plan_runs(const CalibrationNeeds& needs);
 
 // The needs and the runs as JSON text (`stepsim calibrate plan --json`).

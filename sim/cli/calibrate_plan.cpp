@@ -23,7 +23,8 @@ constexpr const char* kPlanExamples =
 
 void print_plan(const std::vector<calibration::PlannedRun>& runs) {
   std::cout << "# runs that would measure every communicator and GEMM shape of the step (one process per GPU)\n";
-  for (const calibration::PlannedRun& r : runs) std::cout << fmt::format("# {}\n{}\n", r.what, r.command);
+  for (const calibration::PlannedRun& r : runs)
+    std::cout << fmt::format("# {}\n{}", r.what, r.command.empty() ? "" : r.command + "\n");
 }
 
 }  // namespace

@@ -437,6 +437,12 @@ TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario ne
   CHECK(number(doc.at("collectives").at(0), "max_bytes") == 67108864.0);
   CHECK(doc.at("commands").as_array().size() == 3);
   CHECK(s.run("calibrate plan").status == 2);
+  // FP32 training's GEMMs are not what stepsim-calibrate times: named, with no command.
+  const auto fp32 = s.run("calibrate plan p.json --set training.precision=fp32");
+  REQUIRE(fp32.status == 0);
+  CHECK(fp32.out.find("--gemm") == std::string::npos);
+  CHECK(fp32.out.find("GEMM shape(s) stepsim-calibrate does not time (bf16 and fp8 only): 2048x4096x8192:fp32") !=
+        std::string::npos);
 }
 
 }  // namespace stepsim
