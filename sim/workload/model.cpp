@@ -99,8 +99,10 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   const LossMemory loss = loss_memory(s);
-  w.activations =
-      Bytes(s.norm_tokens() * s.hidden * s.act_bytes + std::llround(static_cast<double>(logits) * loss.kept));
+  // The final norm's input, and the head's whole input where the head saves it gathered.
+  const long long head_input = s.keeps_gathered_inputs() ? s.tokens() - s.norm_tokens() : 0;
+  w.activations = Bytes((s.norm_tokens() + head_input) * s.hidden * s.act_bytes +
+                        std::llround(static_cast<double>(logits) * loss.kept));
   w.backward_working = Bytes(std::llround(static_cast<double>(logits) * loss.backward));
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
   return w;

@@ -253,3 +253,22 @@ TEST_CASE("FSDP under a pipeline holds the stage's units gathered and their grad
   CHECK(m.params.count() == 4 * stage / 8 + 2 * stage);
   CHECK(m.grads.count() == 4 * stage / 8 + 2 * stage);
 }
+
+// torchtitan's tensor parallelism (DTensor; its loss runs under loss_parallel, here eager)
+// with sequence parallelism all-gathers a Linear's input and the Linear saves it whole,
+// where Megatron saves its shard and gathers it again for the backward: the LM head keeps
+// s·b·h, not s·b·h/t, and a recomputed layer holds its attention and MLP inputs whole until
+// its backward. At the 22B shape, TP 8: 7/8 of s·b·h·2 bytes more for the head, twice that
+// for the working set.
+TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole") {
+  stepsim::Scenario megatron = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::full);
+  megatron.model.mlp = stepsim::MlpKind::swiglu;
+  stepsim::Scenario torchtitan = megatron;
+  torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  const auto m = stepsim::workload::build_work(megatron), t = stepsim::workload::build_work(torchtitan);
+  const std::int64_t gathered = sbh * 7 / 8 * 2;
+  // The eager loss keeps fp32 log-probabilities as the fused one keeps its fp32 softmax.
+  CHECK(t.post.activations.count() - m.post.activations.count() == gathered);
+  CHECK(sp::recompute_working_set(torchtitan, t).count() - sp::recompute_working_set(megatron, m).count() ==
+        2 * gathered);
+}
