@@ -104,7 +104,9 @@ const char* nccl_type_of(Precision p) {
       return "float";
     case Precision::bf16:
     case Precision::fp8:
-      break;
+    case Precision::mxfp8:
+    case Precision::nvfp4:
+      break;  // the low-precision formats are GEMM inputs; what is communicated stays BF16
   }
   return "bfloat16";
 }

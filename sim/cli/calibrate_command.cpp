@@ -112,7 +112,7 @@ int run_calibrate(const Args& args) {
   if (args.front() == "import-nccl-tests") return run_import(rest);
   if (args.front() == "check") return run_check(rest);
   if (args.front() == "from-trace") return run_from_trace(rest);
-  if (args.front() == "plan") return run_plan(rest);
+  if (args.front() == "plan") return run_calibrate_plan(rest);
   throw InputError(
       "<command line>", "stepsim calibrate",
       fmt::format("unknown step '{}' (expected import-nccl-tests, check, from-trace or plan)", args.front()));

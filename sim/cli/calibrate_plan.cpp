@@ -29,7 +29,7 @@ void print_plan(const std::vector<calibration::PlannedRun>& runs) {
 
 }  // namespace
 
-int run_plan(const Args& args) {
+int run_calibrate_plan(const Args& args) {
   std::string scenario_path, json;
   std::vector<std::string> sets;
   po::options_description desc("Options");

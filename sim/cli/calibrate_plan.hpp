@@ -6,6 +6,6 @@
 
 namespace stepsim::cli {
 
-int run_plan(const Args& args);
+int run_calibrate_plan(const Args& args);
 
 }  // namespace stepsim::cli

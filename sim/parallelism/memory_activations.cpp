@@ -68,7 +68,7 @@ Bytes working_set(const Scenario& s, const workload::LayerWork& layer, const wor
   if (s.training.recompute == Recompute::none || layer.recompute.empty()) return Bytes(0);
   const Bytes all = workload::layer_activations(shape, Recompute::none);
   const long long gathered =
-      shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden * shape.gemm_bytes : 0;
+      shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden * element_bytes(shape.precision) : 0;
   return std::max(all - layer.activations, Bytes(0)) + Bytes(gathered);
 }
 
