@@ -79,6 +79,9 @@ struct RankTimeline {
   // Intervals the simulation ran and did not keep: all-ranks runs keep only the ranks that
   // a trace or the report's own measurements read (a summary of every rank is in the report).
   std::size_t dropped = 0;
+  // How much longer its compute ran for the SMs and HBM bandwidth NCCL kernels took beside it
+  // (simulated ranks whose program derives the slowdown from those shares; zero otherwise).
+  Time compute_slowed = Time::zero();
 };
 
 // What the compute model charged a compute kernel: its FLOPs and HBM bytes (a piece of an

@@ -43,6 +43,7 @@ Engine::Engine(const Program& program, SecondThread second)
   if (!inline_heads_) heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
   bubbles_.resize(ranks_.size());
   slowed_ = 1.0 + program_.comm_slowdown;
+  if (program_.derived_slowdown) taken_.resize(ranks_.size());
   any_skews_ = std::ranges::any_of(program_.ranks, [](const RankProgram& rank) { return !rank.skews.empty(); });
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
@@ -365,6 +366,8 @@ void Engine::index_kinds() {
                       fmt::format("group '{}' call {} is NCCL on some members only", program_.groups[g].name, k));
         if (call.algbw < kind.cap) kind.cap = call.algbw;
       }
+      kind.sm_share = std::max(kind.sm_share, static_cast<float>(call.sm_share));
+      kind.hbm_share = std::max(kind.hbm_share, static_cast<float>(call.hbm_share));
       latency = max(latency, call.latency);
     }
     if (kind.size.count() != 0) {
@@ -562,6 +565,7 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
     chunk = chunk->next;
     at = 0;
   };
+  if (!taken_.empty()) timeline_.ranks[r].compute_slowed = Time::from_ps(std::llround(taken_[r].slowed_ps));
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
   order.resize(state.ops.size());
   // A rank's blocks of states lie a whole row apart: the hardware does not fetch the next one

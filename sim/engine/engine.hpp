@@ -196,6 +196,18 @@ class Engine {
   static constexpr std::size_t kInlineHeads = 8;      // streams whose heads a rank's state holds
   static constexpr std::size_t kMaxChained = 255;     // RankState::chained
 
+  // What a rank's running NCCL kernels take of its GPU (Program::derived_slowdown): shares of
+  // its SMs and of its HBM bandwidth, summed over the kernels; and, kept beside them, how much
+  // longer its compute ran for them (ps).
+  struct Taken {
+    double sm = 0;
+    double hbm = 0;
+    double slowed_ps = 0;
+  };
+  // The most of a GPU's SMs or HBM bandwidth that kernels beside a compute op take from it:
+  // concurrent collectives add, and a compute op keeps at least a tenth of its GPU.
+  static constexpr double kMaxTaken = 0.9;
+
   // What an event reads of its rank, in one cache line, and its stream heads in the next (the
   // two lines of an aligned pair, on one page); what its ranks share is in the list's index. At
   // thousands of ranks every line of a rank's own state is a likely cache miss, and only a few
@@ -242,6 +254,8 @@ class Engine {
   struct CollectiveKind {
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
     bool slows_compute = true;     // see CollectiveCall::slows_compute
+    float sm_share = 0;            // see CollectiveCall::sm_share (the members' largest)
+    float hbm_share = 0;
     std::size_t uses_begin = 0;
     Bytes size{0};
     Bandwidth cap;
@@ -373,9 +387,11 @@ class Engine {
   void on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version);
   void schedule_compute_end(std::size_t r, OpIndex o);
   void catch_up(std::size_t r, bool all);
-  Time compute_end_of(std::size_t r, const OpState& op) const;
-  void reschedule_compute(std::size_t r, double old_factor);
-  double compute_factor(std::size_t r) const;
+  Time compute_end_of(std::size_t r, OpIndex o) const;
+  void reschedule_compute(std::size_t r, const Taken& old, bool was_slowing);
+  double compute_factor(std::size_t r, OpIndex o) const;
+  double factor_of(const Taken& taken, bool slowing, bool memory_bound) const;
+  void note_slowed(std::size_t r, Time ran, double factor);
   void complete_op(std::size_t r, OpIndex o);
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
@@ -388,7 +404,7 @@ class Engine {
   void arrive(std::size_t r, OpIndex o);
   void note_skew(std::size_t r, OpIndex o, std::uint32_t c);
   void start_collective(std::uint32_t c);
-  void set_comm_running(std::size_t r, int delta, bool slows_compute);
+  void set_comm_running(std::size_t r, int delta, const CollectiveKind& kind);
   void on_latency_end(std::uint32_t c);
   void end_collective(std::uint32_t c);
   void add_flow(std::uint32_t c);
@@ -451,7 +467,10 @@ class Engine {
   std::size_t slab_used_ = 0;            // of them, handed out
   std::vector<std::uint32_t> name_map_;  // Program::names index -> Timeline::names index
   std::uint32_t bubble_name_ = 0;
-  double slowed_ = 1.0;     // a rank's compute speed factor while its communication runs (compute_factor)
+  double slowed_ = 1.0;  // a rank's compute speed factor while its communication runs (compute_factor)
+  // Program::derived_slowdown: per rank, what its running NCCL kernels take (with how many
+  // run, RankState::slowing_comm) and how much longer its compute ran for it.
+  std::vector<Taken> taken_;
   bool any_skews_ = false;  // representative mode under jitter
   bool second_thread_ = false;
   bool ran_ = false;

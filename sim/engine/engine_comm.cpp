@@ -45,7 +45,7 @@ void Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
 // Every member has reached the call: it starts on all of them at once.
 void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  const bool slows = kinds_[coll.kind].slows_compute;
+  const CollectiveKind& kind = kinds_[coll.kind];
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const std::size_t r = member_rank(coll, m);
     const OpIndex o = member_op(coll, m);
@@ -56,18 +56,28 @@ void Engine::start_collective(std::uint32_t c) {
     op.start = now_;
     if (state.list->ops[o].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
-    set_comm_running(r, +1, slows);
+    set_comm_running(r, +1, kind);
   }
   queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
 }
 
-void Engine::set_comm_running(std::size_t r, int delta, bool slows_compute) {
+void Engine::set_comm_running(std::size_t r, int delta, const CollectiveKind& kind) {
   RankState& state = ranks_[r];
   state.comm_running += delta;
-  if (slows_compute) {
-    const double old_factor = compute_factor(r);
+  if (kind.slows_compute) {
+    const Taken old = program_.derived_slowdown ? taken_[r] : Taken{};
+    const bool was_slowing = state.slowing_comm > 0;
     state.slowing_comm += delta;
-    if (program_.comm_slowdown != 0.0 && compute_factor(r) != old_factor) reschedule_compute(r, old_factor);
+    if (program_.derived_slowdown) {
+      Taken& taken = taken_[r];
+      taken.sm += delta * static_cast<double>(kind.sm_share);
+      taken.hbm += delta * static_cast<double>(kind.hbm_share);
+      // Exactly nothing once no kernel runs, whatever the rounding of the sums.
+      if (state.slowing_comm == 0) taken = {0, 0, taken.slowed_ps};
+      if (taken.sm != old.sm || taken.hbm != old.hbm) reschedule_compute(r, old, was_slowing);
+    } else if (program_.comm_slowdown != 0.0 && (state.slowing_comm > 0) != was_slowing) {
+      reschedule_compute(r, old, was_slowing);
+    }
   }
   update_bubble(r);
 }
@@ -83,12 +93,12 @@ void Engine::on_latency_end(std::uint32_t c) {
 // All members finish together; only then may any of them move on.
 void Engine::end_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
-  const bool slows = kinds_[coll.kind].slows_compute;
+  const CollectiveKind& kind = kinds_[coll.kind];
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
     const std::size_t r = member_rank(coll, m);
     catch_up(r, false);
     complete_op(r, member_op(coll, m));
-    set_comm_running(r, -1, slows);
+    set_comm_running(r, -1, kind);
   }
   for (std::uint32_t m = 0; m < coll.member_count; ++m) advance_after(member_rank(coll, m), member_op(coll, m));
 }

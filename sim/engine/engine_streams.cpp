@@ -125,8 +125,9 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
 }
 
 // When a running compute op ends at the rank's current speed: its work left at `since`.
-Time Engine::compute_end_of(std::size_t r, const OpState& op) const {
-  const double factor = compute_factor(r);
+Time Engine::compute_end_of(std::size_t r, OpIndex o) const {
+  const OpState& op = ranks_[r].ops[o];
+  const double factor = compute_factor(r, o);
   return op.since() + (factor == 1.0 ? Time::from_ps(op.work) : Time::from_ps(op.work).scaled(factor));
 }
 
@@ -137,12 +138,11 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
   StreamHead& head = heads(r)[stream];
   head.late = 0;
   const std::uint32_t version = ++head.version;
-  Time end = compute_end_of(r, state.ops[o]);
+  Time end = compute_end_of(r, o);
   OpIndex last = o;
   if (stream == 0) {
     // The compute ops that follow, each started the moment the one before it ends: issued by
     // then, its waits done, and none before it waited on by another op.
-    const double factor = compute_factor(r);
     const std::vector<OpIndex>& s = list.streams[0];
     std::size_t next = std::size_t{head.head} + 1;
     std::uint32_t chained = 0;
@@ -154,6 +154,7 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
       if (launch_of(state, n, state.ops[n]) > end) break;
       require_prepared(n);
       const auto work = Time::from_ps(state.ops[n].work);
+      const double factor = compute_factor(r, n);
       end = end + (factor == 1.0 ? work : work.scaled(factor));
       last = n;
       ++chained;
@@ -173,8 +174,9 @@ void Engine::catch_up(std::size_t r, bool all) {
   StreamHead& head = heads(r)[0];
   while (state.chained > 0) {
     OpState& op = state.ops[s[head.head]];
-    const Time end = compute_end_of(r, op);
+    const Time end = compute_end_of(r, s[head.head]);
     if (!all && end >= now_) return;
+    if (!taken_.empty()) note_slowed(r, end - op.since(), compute_factor(r, s[head.head]));
     flags_of(op).status = Status::done;
     op.end_ps = end.ps();
     op.order = state.finished++;
@@ -203,28 +205,46 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
     head.late = 0;
     catch_up(r, false);
     o = ranks_[r].list->streams[stream][head.head];
-    if (ranks_[r].chained != 0 || compute_end_of(r, ranks_[r].ops[o]) > now_) {
+    if (ranks_[r].chained != 0 || compute_end_of(r, o) > now_) {
       schedule_compute_end(r, o);
       return;
     }
   } else {
     catch_up(r, stream == 0);
   }
+  if (!taken_.empty()) note_slowed(r, now_ - ranks_[r].ops[o].since(), compute_factor(r, o));
   complete_op(r, o);
   advance_after(r, o);
 }
 
-double Engine::compute_factor(std::size_t r) const { return ranks_[r].slowing_comm > 0 ? slowed_ : 1.0; }
+double Engine::compute_factor(std::size_t r, OpIndex o) const {
+  const RankState& state = ranks_[r];
+  if (state.slowing_comm == 0) return 1.0;  // the common case: read nothing else
+  return factor_of(taken_.empty() ? Taken{} : taken_[r], true, state.list->ops[o].memory_bound);
+}
+
+// A kernel on the SMs (or HBM bandwidth) the NCCL kernels leave runs at that share of its
+// speed; with the fitted comm_slowdown, every kernel slows alike.
+double Engine::factor_of(const Taken& taken, bool slowing, bool memory_bound) const {
+  if (!slowing) return 1.0;
+  if (!program_.derived_slowdown) return slowed_;
+  const double share = std::min(kMaxTaken, memory_bound ? taken.hbm : taken.sm);
+  return share <= 0 ? 1.0 : 1.0 / (1.0 - share);
+}
+
+// `ran` of a compute op's time at `factor`: what it ran longer than at full speed.
+void Engine::note_slowed(std::size_t r, Time ran, double factor) {
+  if (factor != 1.0) taken_[r].slowed_ps += static_cast<double>(ran.ps()) * (1.0 - 1.0 / factor);
+}
 
 // Brings running compute ops up to date at the old speed and reschedules them at the new. An
 // op that slows down keeps its queued event, now too early (late): the event finds it still
 // running and queues it again (see on_compute_end). An op is slowed down and sped up again
 // for each collective it overlaps, and most end while slowed down: one event is then
 // superseded, not two.
-void Engine::reschedule_compute(std::size_t r, double old_factor) {
+void Engine::reschedule_compute(std::size_t r, const Taken& old, bool was_slowing) {
   RankState& state = ranks_[r];
   if (state.compute_running == 0) return;  // the common case while a rank waits on communication
-  const bool slower = compute_factor(r) > old_factor;
   const ListIndex& list = *state.list;
   std::uint16_t seen = 0;  // running compute ops found: once all are, no later stream has one
   for (std::size_t stream = 0; stream < list.streams.size() && seen < state.compute_running; ++stream) {
@@ -238,6 +258,9 @@ void Engine::reschedule_compute(std::size_t r, double old_factor) {
     OpState& op = state.ops[o];
     if (flags_of(op).status != Status::running) continue;
     ++seen;
+    const double old_factor = factor_of(old, was_slowing, list.ops[o].memory_bound);
+    const bool slower = compute_factor(r, o) > old_factor;
+    if (!taken_.empty()) note_slowed(r, now_ - op.since(), old_factor);
     const auto elapsed = static_cast<double>((now_ - op.since()).ps());
     op.work = std::max<std::int64_t>(0, op.work - std::llround(elapsed / old_factor));
     op.since_ps = now_.ps();

@@ -36,6 +36,10 @@ struct CollectiveCall {
   // Transformer Engine's userbuffers transfers do not: the SMs they take are charged to the
   // GEMM pieces they run beside, whose work says so.
   bool slows_compute = true;
+  // What one member's kernel takes of its GPU (Program::derived_slowdown): its channels' SMs
+  // over the GPU's, and the HBM bandwidth its bytes use over the GPU's.
+  double sm_share = 0;
+  double hbm_share = 0;
 
   bool operator==(const CollectiveCall&) const = default;
 };
@@ -55,6 +59,7 @@ struct Op {
   // The host's cost to issue it: 0, Program::kernel_launch; k > 0, Program::host_costs[k - 1]
   // (a framework's dispatch and Python beside the launch; nothing for what a CUDA graph replays).
   std::uint8_t host = 0;
+  bool memory_bound = false;  // compute: HBM bandwidth bounds it, not the SMs (derived_slowdown)
 
   bool operator==(const Op&) const = default;
 };
@@ -118,7 +123,10 @@ struct Program {
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
   std::vector<Time> host_costs;             // the other host costs ops name (Op::host), at most 255
   double comm_slowdown = 0.0;               // compute slows by this fraction while NCCL runs
-  ComputeVariation variation;               // ranks that compute slower, kernel jitter
+  // Instead: compute slows by the shares of SMs (a compute-bound op) or of HBM bandwidth (a
+  // memory-bound one) that the running NCCL kernels take (CollectiveCall::sm_share, hbm_share).
+  bool derived_slowdown = false;
+  ComputeVariation variation;  // ranks that compute slower, kernel jitter
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
   // The host's cost to issue `op`.

@@ -824,3 +824,56 @@ TEST_CASE("back-to-back compute ops end under one event, and a collective's slow
     for (int r : {0, 1}) CHECK(ends(t, r) == std::vector<Time>{us(140), us(215), us(260)});
   }
 }
+
+// The slowdown derived from what NCCL's kernels take (Program::derived_slowdown): a GEMM of
+// 1,000 us beside an AllReduce of 16 channels on an H100's 132 SMs, which runs 132 us.
+namespace {
+
+stepsim::engine::Program beside_allreduce(bool memory_bound, std::vector<int> channels, double hbm_share = 0.25) {
+  ProgramBuilder b(1);
+  b.program().derived_slowdown = true;
+  b.program().comm_slowdown = 0.5;  // not in force: the shares are
+  b.op(0, b.compute(0, 0, "gemm", us(1000))).memory_bound = memory_bound;
+  for (std::size_t k = 0; k < channels.size(); ++k) {
+    const auto g = b.group("dp" + std::to_string(k), {0});
+    const auto comm = b.stream(0, "dp" + std::to_string(k));
+    stepsim::engine::CollectiveCall c = call(Bytes{0}, us(132));
+    c.sm_share = channels[k] / 132.0;
+    c.hbm_share = hbm_share;
+    b.collective(0, comm, "allreduce" + std::to_string(k), g, c);
+  }
+  return b.program();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a compute-bound op slows by the SMs the NCCL channels beside it take, a memory-bound one by their HBM share") {
+  // 132 us on 116 of 132 SMs do 116 us of the GEMM's work; the other 884 us follow.
+  const Timeline gemm = run(beside_allreduce(false, {16}));
+  CHECK(interval(gemm, 0, "gemm").end == us(1016));
+  CHECK(gemm.ranks[0].compute_slowed == us(16));
+  // 132 us at three quarters of the HBM bandwidth do 99 us; the other 901 us follow.
+  const Timeline copy = run(beside_allreduce(true, {16}));
+  CHECK(interval(copy, 0, "gemm").end == us(1033));
+  CHECK(copy.ranks[0].compute_slowed == us(33));
+  // Two AllReduces of 16 channels at once take 32 SMs: 132 us do 100 us of work (to the
+  // picosecond the shares' rounding leaves).
+  const Timeline two = run(beside_allreduce(false, {16, 16}));
+  CHECK(std::abs((interval(two, 0, "gemm").end - us(1032)).ps()) <= 1);
+}
+
+TEST_CASE("more NCCL channels beside a GEMM never make it end sooner") {
+  Time before = Time::zero();
+  for (int channels = 0; channels <= 64; ++channels) {
+    const Timeline t = run(beside_allreduce(false, {channels, channels}));
+    const Time end = interval(t, 0, "gemm").end;
+    CHECK(end >= before);
+    CHECK(end >= us(1000));
+    before = end;
+  }
+  // No channels, no slowdown; every SM taken still leaves the GEMM a tenth of the GPU.
+  CHECK(interval(run(beside_allreduce(false, {0}, 0)), 0, "gemm").end == us(1000));
+  const Time all = interval(run(beside_allreduce(false, {132, 132})), 0, "gemm").end;
+  CHECK(static_cast<double>(all.ps()) == Approx(1e6 * (1000 + 132 * 0.9)).epsilon(1e-9));
+}
