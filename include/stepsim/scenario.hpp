@@ -94,6 +94,9 @@ struct GpuEfficiency {
   double fp8_gemm_max = 0.6;             // large FP8 GEMM fraction of the FP8 dense peak (scaling and the
                                          // narrower operands' overheads keep it below gemm_max)
   double fp4_gemm_max = 0.5;             // large NVFP4 GEMM fraction of the FP4 dense peak
+  // Instead of comm_slowdown: compute slows by the SMs (its channels) and the HBM bandwidth
+  // the running NCCL kernels take, a compute-bound kernel by the one, a memory-bound by the other.
+  bool derived_comm_slowdown = false;
 };
 
 // Where a hardware preset's figures come from: fitted to measurements (and to which), or

@@ -205,6 +205,8 @@ std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
   for (const CalibratedValue& v : values_in_force(tables, gpu)) {
     if (v.key == "kernel_launch_us") gpu.kernel_launch = Time::from_us(v.value);
+    // A slowdown measured beside a running collective wins over the one derived from shares.
+    if (v.key == "comm_slowdown") gpu.efficiency.derived_comm_slowdown = false;
     for (const EfficiencyField& f : kEfficiencyFields)
       if (v.key == f.key) gpu.efficiency.*f.preset = v.value;
   }

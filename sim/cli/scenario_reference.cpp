@@ -114,6 +114,10 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.efficiency.kernel_min", "time", "shortest duration of any kernel", ""},
     {"cluster.gpu.efficiency.comm_slowdown", "fraction",
      "compute runs this much slower while a communication kernel shares the GPU", "NCCL's SMs (`NCCL_MAX_NCHANNELS`)"},
+    {"cluster.gpu.efficiency.derived_comm_slowdown", "",
+     "instead of `comm_slowdown`: a compute-bound kernel slows by the SMs the running NCCL kernels' channels take, a "
+     "memory-bound one by the HBM bandwidth their bytes take (docs/model.md)",
+     "one thread block per NCCL channel"},
     {"cluster.gpu.board_power_w", "W", "board power (TDP) for energy per step; 0: unknown", ""},
     {"cluster.gpu.provenance.fitted", "", "whether the efficiencies are fitted to measurements", ""},
     {"cluster.gpu.provenance.source", "", "what they are fitted to, or which datasheet and assumptions", ""},

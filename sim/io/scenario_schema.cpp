@@ -201,7 +201,8 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
       field<&GpuEfficiency::gemm_max>("gemm_max"),           field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
       field<&GpuEfficiency::attention_max>("attention_max"), field<&GpuEfficiency::hbm>("hbm"),
       field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown"),
-      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max"),   field<&GpuEfficiency::fp4_gemm_max>("fp4_gemm_max")};
+      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max"),   field<&GpuEfficiency::fp4_gemm_max>("fp4_gemm_max"),
+      field<&GpuEfficiency::derived_comm_slowdown>("derived_comm_slowdown")};
   return {fields, ""};
 }
 

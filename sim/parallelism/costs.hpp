@@ -15,7 +15,15 @@ struct CollectiveCost {
   Time latency;
   Bandwidth algbw;
   collectives::LinkLoad load;  // link bytes per algorithm byte, per member
+  // What one member's NCCL kernel takes of its GPU: its channels' SMs (one thread block each)
+  // over the GPU's SMs, and the HBM bandwidth its link bytes use over the GPU's.
+  double sm_share = 0;
+  double hbm_share = 0;
 };
+
+// `cost` with the shares of `gpu` that `choice`'s kernel takes (see CollectiveCost).
+CollectiveCost with_gpu_shares(CollectiveCost cost, const GpuSpec& gpu, const collectives::Request& request,
+                               const collectives::Choice& choice);
 
 // The share of its bandwidth that a communicator's slowest NVLink port and slowest NIC carry
 // (simulation.variation): NCCL builds its rings and trees on the links it finds, so a group
@@ -41,6 +49,11 @@ class Costs {
   virtual CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const;
   virtual Time kernel_launch() const = 0;
   virtual double comm_slowdown() const = 0;
+  // Whether HBM bandwidth bounds `op` rather than the SMs: what an NCCL kernel beside it takes
+  // of the one or the other slows it (GpuEfficiency::derived_comm_slowdown).
+  virtual bool memory_bound(const workload::OpCost& /*op*/) const { return false; }
+  // Whether compute slows by those shares rather than by comm_slowdown.
+  virtual bool derived_slowdown() const { return false; }
 };
 
 // The real models: GpuModel for compute, NCCL's cost model for collectives.
@@ -52,6 +65,8 @@ class ModelCosts final : public Costs {
   CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const override;
   Time kernel_launch() const override;
   double comm_slowdown() const override;
+  bool memory_bound(const workload::OpCost& op) const override;
+  bool derived_slowdown() const override;
 
  private:
   const Scenario& scenario_;

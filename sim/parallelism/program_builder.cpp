@@ -540,6 +540,7 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   // CUDA graph replays it.
   program.kernel_launch = costs.kernel_launch() + traits_of(scenario.training.framework).dispatch;
   program.comm_slowdown = costs.comm_slowdown();
+  program.derived_slowdown = costs.derived_slowdown();
   BuildState state(program, costs);
   if (scenario.training.cuda_graphs) {
     program.host_costs = {Time::zero()};

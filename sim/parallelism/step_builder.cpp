@@ -101,6 +101,7 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.name = name;
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
+  op.memory_bound = state_.costs().memory_bound(cost);
   if (state_.captures_layers() && in_layer(cost.role)) op.host = BuildState::kReplayed;
   // Written into stepsim's traces, so that a fit to them knows each piece's own work.
   state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});
@@ -149,6 +150,8 @@ std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, By
   if (!inserted) return it->second;
   const CollectiveCost& cost = state_.collective({op, size, comm.shape}, comm.shares);
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, side)});
+  calls.back().sm_share = cost.sm_share;
+  calls.back().hbm_share = cost.hbm_share;
   origins_.push_back({slot, side, cost});
   return it->second;
 }
@@ -181,7 +184,8 @@ bool StepBuilder::replay(StepBuilder& model) {
     if (origin.nccl && comm.shares != model.slots_[origin.slot].shares)
       origin.cost = state_.collective({call.op, call.size, comm.shape}, comm.shares);
     out.calls.push_back({call.op, call.kind, comm.group, call.size, origin.cost.latency, origin.cost.algbw,
-                         uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute});
+                         uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute, origin.cost.sm_share,
+                         origin.cost.hbm_share});
   }
   return true;
 }

@@ -66,6 +66,12 @@ double slowdown_of(const WindowMetrics& m, double comm_slowdown) {
   return comm_slowdown > 0 ? m.slowing * comm_slowdown / (1.0 + comm_slowdown) : 0.0;
 }
 
+// With the slowdown derived from what each NCCL kernel takes, the engine measured it as the
+// rank's compute ran (the one step it simulates).
+double slowdown_of(const WindowMetrics& m, const RankTimeline& rank, const ReportInputs& in) {
+  return in.derived_slowdown ? static_cast<double>(rank.compute_slowed.ps()) / 1e12 : slowdown_of(m, in.comm_slowdown);
+}
+
 CostReport cost_of(const ReportInputs& in, double step_s) {
   CostReport c;
   c.gpu_power_w = in.gpu_power_w;
@@ -93,7 +99,7 @@ std::vector<StageReport> stages_of(const Timeline& timeline, const ReportInputs&
     st.rank = rank_title(timeline.ranks[i]);
     st.step_time_s = m.length;
     st.breakdown_s = breakdown_of(m);
-    st.compute_slowdown_s = slowdown_of(m, in.comm_slowdown);
+    st.compute_slowdown_s = slowdown_of(m, timeline.ranks[i], in);
     st.comm_s = m.busy;
     if (static_cast<std::size_t>(stage) < in.stage_memory.size()) st.memory_bytes = in.stage_memory[stage];
     stages.push_back(st);
@@ -150,7 +156,7 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
     const RankTimeline& rank = timeline.ranks[static_cast<std::size_t>(chosen)];
     const WindowMetrics m = measure(rank, window.start, window.end);
     add_metrics(r, m);
-    r.compute_slowdown_s = slowdown_of(m, inputs.comm_slowdown);
+    r.compute_slowdown_s = slowdown_of(m, rank, inputs);
     const HostMetrics host = measure_host(rank, window.start, window.end);
     r.host.cpu_issue_s = host.issue;
     r.host.gpu_wait_s = host.gpu_wait;

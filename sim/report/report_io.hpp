@@ -62,6 +62,7 @@ struct ReportInputs {
   int representative = -1;                 // index into Timeline::ranks; -1: the critical-path rank
   double hardware_flops_per_step = 0;      // all GPUs together, recompute included
   double comm_slowdown = 0;                // the GPU's slowdown of compute while comm runs
+  bool derived_slowdown = false;           // instead, by the SMs and HBM bandwidth NCCL takes (engine-measured)
   std::vector<int> stage_of_rank;          // pipeline stage of each Timeline rank; empty: no stages
   std::vector<MemoryReport> stage_memory;  // per pipeline stage
   double gpu_power_w = 0;

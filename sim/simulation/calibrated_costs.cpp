@@ -62,7 +62,8 @@ parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Reque
     not_measured_.insert(
         shape_text(request.op, request.shape.ranks, request.shape.nodes, request.shape.ranks_per_node));
   if (c.table != nullptr) measured_.insert(collective_label(request, c));
-  return {c.choice.latency, c.choice.algbw, collectives::link_load(request, c.choice)};
+  return parallelism::with_gpu_shares({c.choice.latency, c.choice.algbw, collectives::link_load(request, c.choice)},
+                                      scenario_.cluster.gpu, request, c.choice);
 }
 
 parallelism::CollectiveCost CalibratedCosts::degraded_collective(const collectives::Request& request,

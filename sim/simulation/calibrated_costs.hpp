@@ -23,6 +23,8 @@ class CalibratedCosts final : public parallelism::Costs {
                                                   const parallelism::LinkShares& shares) const override;
   Time kernel_launch() const override { return model_.kernel_launch(); }
   double comm_slowdown() const override { return model_.comm_slowdown(); }
+  bool memory_bound(const workload::OpCost& op) const override { return model_.memory_bound(op); }
+  bool derived_slowdown() const override { return model_.derived_slowdown(); }
 
   // Fills `report.calibration` from the tally, the simulated timeline and the GPU figures the
   // files set (`values`), with a note.

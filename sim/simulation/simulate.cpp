@@ -251,6 +251,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.notes.push_back(parallelism::placement_notes(scenario));
   inputs.hardware_flops_per_step = work.model_flops_per_step + work.recompute_flops_per_step;
   inputs.comm_slowdown = gpu.comm_slowdown();
+  inputs.derived_slowdown = gpu.spec().efficiency.derived_comm_slowdown;
   inputs.gpu_power_w = scenario.cluster.gpu.board_power_w;
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;

@@ -115,6 +115,21 @@ TEST_CASE("from-trace fits changed GPU efficiencies back within 2 percent") {
   CHECK(number(json_of(again.out), "step_time_s") == Approx(trace_step).epsilon(0.02));
 }
 
+TEST_CASE("a slowdown measured beside a collective wins over the one derived from NCCL's SMs and HBM bandwidth") {
+  Scratch s("calib-derived");
+  s.write("measured.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "h100", "sources": []},
+                               "compute": {"comm_slowdown": 0.2}})");
+  const auto fitted = s.run("simulate --calibration measured.json --json -");
+  const auto derived =
+      s.run("simulate --calibration measured.json --set cluster.gpu.efficiency.derived_comm_slowdown=true --json -");
+  const auto alone = s.run("simulate --set cluster.gpu.efficiency.derived_comm_slowdown=true --json -");
+  REQUIRE(fitted.status == 0);
+  REQUIRE(derived.status == 0);
+  REQUIRE(alone.status == 0);
+  CHECK(number(json_of(derived.out), "step_time_s") == number(json_of(fitted.out), "step_time_s"));
+  CHECK(number(json_of(alone.out), "step_time_s") != number(json_of(fitted.out), "step_time_s"));
+}
+
 TEST_CASE("from-trace on a trace of another model runs and says what it could not fit") {
   Scratch s("calib-real");
   const auto run = s.run("calibrate from-trace " + kData + "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json");

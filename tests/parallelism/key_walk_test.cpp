@@ -139,6 +139,7 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.efficiency.hbm", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.kernel_min", Expect::changes, "\"30 us\""},
       {"cluster.gpu.efficiency.comm_slowdown", Expect::changes, "0.5"},
+      {"cluster.gpu.efficiency.derived_comm_slowdown", Expect::changes, "true"},
       {"cluster.intra_node.fabric", Expect::changes, "pcie", {"cluster.intra_node.nvls=false"}},
       {"cluster.intra_node.bandwidth", Expect::changes, "\"100 GB/s\""},
       {"cluster.intra_node.latency", Expect::changes, "\"20 us\""},

@@ -96,6 +96,21 @@ TEST_CASE("the compute slowdown counts compute beside NCCL kernels only") {
   CHECK(report::make_report(t, in).compute_slowdown_s == Approx(20e-6 / 3));
 }
 
+// With the slowdown derived from what each NCCL kernel takes, the engine measured the time
+// the rank's compute lost as it ran: the report says that, not the fitted fraction's figure.
+TEST_CASE("the derived compute slowdown is the time the engine measured") {
+  Timeline t;
+  t.ranks.push_back(rank_of({compute_us(0, 60), comm_us(10, 30, CommKind::dp)}));
+  t.ranks[0].compute_slowed = Time::from_us(3);
+  t.steps.push_back({"step", Time::zero(), Time::from_us(60)});
+  report::ReportInputs in = inputs();
+  in.comm_slowdown = 0.5;
+  in.derived_slowdown = true;
+  CHECK(report::make_report(t, in).compute_slowdown_s == Approx(3e-6));
+  in.derived_slowdown = false;
+  CHECK(report::make_report(t, in).compute_slowdown_s == Approx(20e-6 / 3));
+}
+
 TEST_CASE("a timeline without step windows is measured over its whole span") {
   Timeline t = two_rank_timeline();
   t.steps.clear();
