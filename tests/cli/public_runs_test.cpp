@@ -38,10 +38,10 @@ Measured read_measured(const std::filesystem::path& path) {
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 4.9 % overall (4.86 %), 5.6 % on
-// the 24 not used for fitting (5.59 %); per group 8.1 % (Megatron-LM README, 8.09 %), 2.7 %
-// (NeMo 24.07, 2.68 %), 3.6 % (torchtitan) (docs/validation.md); held at 4.9 % and 5.6 %, and
-// per group to the tenth of a percent above the exact figure.
+// Over the runs whose features are simulated (all 28): MAPE 4.8 % overall, 5.6 % on the 24
+// not used for fitting; per group 8.1 % (Megatron-LM README), 2.7 % (NeMo 24.07), 3.5 %
+// (torchtitan) (docs/validation.md); held at 4.9 % and 5.6 %, and per group to the tenth of a
+// percent above the exact figure.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
   double all = 0, unfitted = 0;
@@ -74,7 +74,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   CHECK(unfitted / n_unfitted <= 0.056);
   REQUIRE(groups.size() == 3);
   const std::map<std::string, double> stated = {
-      {"megatron_readme", 0.081}, {"nemo_24.07", 0.027}, {"torchtitan", 0.037}};
+      {"megatron_readme", 0.081}, {"nemo_24.07", 0.027}, {"torchtitan", 0.036}};
   for (const auto& [group, sum] : groups) {
     INFO(group);
     REQUIRE(stated.count(group) == 1);
