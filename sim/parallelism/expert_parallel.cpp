@@ -82,6 +82,24 @@ OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const cha
   return op;
 }
 
+// Megatron-Core's dropless dispatchers size the forward all-to-all from the tokens per
+// expert, which the CPU must read: the all-to-all dispatcher copies the counts to the host
+// and waits for them before the EP all-to-all (token_dispatcher.py,
+// MoEAlltoAllTokenDispatcher.preprocess sets cuda_sync_point "before_ep_alltoall";
+// _maybe_dtoh_and_synchronize calls d2h_event.synchronize()); DeepEP's dispatch returns the
+// received counts as a Python list, the CPU spinning until the GPU has written them
+// (fused_a2a.py, FusedDispatch.forward), and HybridEP's dispatch without a token budget
+// waits on its pinned counts (fused_a2a.py, hybrid_ep_dispatch: non_blocking is False when
+// num_permuted_tokens is None). So the host stops issuing until the routing and permutation
+// before the dispatch have ended on the GPU, and the GPU then waits for the host to issue the
+// dispatch and what follows. The backward reuses the split sizes and handles the forward
+// kept and does not wait. A layer that CUDA graphs replay has no such read (graphs capture
+// only fixed shapes).
+void ExpertParallel::wait_for_counts(StepBuilder& b, OpIndex dispatch) {
+  engine::Op& op = b.rank().ops()[dispatch];
+  op.host_blocks = op.host != BuildState::kReplayed;
+}
+
 // Forward: the all-to-all, then the ETP AllGather, before the experts; the ETP ReduceScatter,
 // then the all-to-all, after them. The backward mirrors both.
 void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
@@ -93,7 +111,11 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
   if (!into_experts) return;
   const bool forward = pass == Pass::forward;
   std::vector<OpIndex> waits = b.last_compute();
-  if (enabled_) waits = {all_to_all(b, site, forward ? "dispatch" : "combine backward", waits)};
+  if (enabled_) {
+    const OpIndex a2a = all_to_all(b, site, forward ? "dispatch" : "combine backward", waits);
+    if (forward) wait_for_counts(b, a2a);
+    waits = {a2a};
+  }
   if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp gather backward", waits);
 }
 

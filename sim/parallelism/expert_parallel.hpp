@@ -27,6 +27,9 @@ class ExpertParallel {
 
  private:
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
+  // The host waits for the forward dispatch's waits before issuing it: the CPU reads the
+  // tokens per expert there.
+  static void wait_for_counts(StepBuilder& b, OpIndex dispatch);
   // Expert tensor parallelism's AllGather or ReduceScatter of the ETP group's tokens.
   OpIndex expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what, const std::vector<OpIndex>& waits);
 

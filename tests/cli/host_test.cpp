@@ -170,3 +170,38 @@ TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are
   CHECK(fsdp.status == 2);
   CHECK(fsdp.err.find("CUDA graphs of FSDP-sharded layers are not simulated") != std::string::npos);
 }
+
+namespace {
+
+// A small MoE (4 layers of 8 experts, top 2) at EP 8 on one 8-GPU H100 node under
+// Megatron-Core's dropless all-to-all dispatcher, two micro-batches per replica.
+const std::string kMoe = R"({
+  "model": {"name": "moe-small", "layers": 4, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048,
+            "ffn_hidden": 4096, "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 2048}},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 1, "pp": 1, "dp": 8, "ep": 8},
+  "training": {"framework": "megatron", "global_batch": 16, "micro_batch": 1}
+})";
+
+}  // namespace
+
+TEST_CASE("Megatron-Core's dropless dispatcher reads the tokens per expert on the CPU in every MoE layer's forward") {
+  const stepsim::SimulationResult r = stepsim::simulate(stepsim::io::load_scenario_text(kMoe, "moe.json", {}));
+  const stepsim::RankTimeline& rank = r.timeline.ranks.front();
+  // By hand: the host starts one run of launches, stops before each forward dispatch until the
+  // routing has ended (token_dispatcher.py's d2h_event.synchronize(), 4 layers x 2
+  // micro-batches), and once more for the gradient norm before the optimizer: 1 + 8 + 1 runs.
+  // The backward reuses the split sizes the forward read and does not wait.
+  REQUIRE(rank.host.size() == 10);
+  // Each wait ends when the permutation before the dispatch has ended; the CPU then issues
+  // the dispatch, so the GPU waits at least one issue (5 + 12 us) for it each time.
+  for (std::size_t i = 1; i + 1 < rank.host.size(); ++i) {
+    INFO(i);
+    bool after_permute = false;
+    for (const stepsim::Interval& in : rank.intervals)
+      after_permute = after_permute || (in.activity == stepsim::Activity::compute && in.end == rank.host[i].start &&
+                                        r.timeline.names[in.name].find("moe permute") != std::string::npos);
+    CHECK(after_permute);
+  }
+  CHECK(r.report.host.gpu_wait_s >= 8 * 17e-6);
+}

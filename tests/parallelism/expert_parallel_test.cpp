@@ -52,6 +52,36 @@ TEST_CASE("an MoE layer sends its routed tokens by four all-to-alls per micro-ba
   CHECK(work.layer.dispatch_message.count() == 2048LL * 2 * 1024 * 2);
 }
 
+TEST_CASE("the host waits for the routing before each forward dispatch and not in the backward") {
+  // Megatron-Core's dropless dispatchers need the tokens per expert on the CPU before the
+  // forward all-to-all (token_dispatcher.py: the all-to-all dispatcher's
+  // d2h_event.synchronize(), DeepEP's and HybridEP's dispatch waiting for the counts in pinned
+  // memory); the backward reuses the split sizes and handle the forward kept.
+  for (const char* dispatcher : {"alltoall", "flex"}) {
+    INFO(dispatcher);
+    stepsim::Scenario s = moe_scenario();
+    if (std::string(dispatcher) == "flex") s.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    const auto& rank = p.ranks[0];
+    int blocking = 0;
+    for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
+      const auto& op = rank.ops()[i];
+      const std::string& name = p.names[op.name];
+      const bool forward_dispatch = name.find("dispatch,") != std::string::npos;
+      INFO(name);
+      CHECK(op.host_blocks == forward_dispatch);
+      if (!forward_dispatch) continue;
+      ++blocking;
+      // It waits for the permutation just before it.
+      REQUIRE(rank.waits_of(i).size() == 1);
+      CHECK(p.names[rank.ops()[rank.waits_of(i)[0]].name].find("moe permute") != std::string::npos);
+    }
+    // One per MoE layer and micro-batch.
+    CHECK(blocking == s.model.layers * 1);
+  }
+}
+
 TEST_CASE("EP groups are consecutive ranks and expert gradients go over the ranks holding the same experts") {
   const stepsim::Scenario s = moe_scenario();
   CHECK(sp::expert_group(s.parallel, 6) == sp::RankGroup{4, 1, 4});
