@@ -117,7 +117,7 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   CHECK(fitted == 3);
   CHECK(refused == 1);
   const std::map<std::string, double> stated = {
-      {"gpu b200", 0.341}, {"gpu gb200", 0.104}, {"gpu h100", 0.320}, {"model dense", 0.073}, {"model moe", 0.299}};
+      {"gpu b200", 0.341}, {"gpu gb200", 0.104}, {"gpu h100", 0.322}, {"model dense", 0.073}, {"model moe", 0.299}};
   CHECK(groups.size() == stated.size());
   for (const auto& [group, sum] : groups) {
     INFO(group << ": MAPE " << sum.first / sum.second);
