@@ -12,6 +12,15 @@ namespace stepsim::parallelism {
 
 std::uint32_t BuildState::name(const std::string& text) { return program_.names.intern(text); }
 
+std::uint8_t BuildState::host_class(Time cost) {
+  auto& costs = program_.host_costs;
+  const auto it = std::ranges::find(costs, cost);
+  if (it != costs.end()) return static_cast<std::uint8_t>(it - costs.begin() + 1);
+  STEPSIM_CHECK(costs.size() < 255, "more than 255 host cost classes");
+  costs.push_back(cost);
+  return static_cast<std::uint8_t>(costs.size());
+}
+
 const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
   const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node, shares.nvlink, shares.nic};
   auto it = collectives_.find(key);
@@ -102,7 +111,16 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
   op.memory_bound = state_.costs().memory_bound(cost);
-  if (state_.captures_layers() && in_layer(cost.role)) op.host = BuildState::kReplayed;
+  if (state_.captures_layers() && in_layer(cost.role)) {
+    op.host = BuildState::kReplayed;
+  } else if (cost.groups > 1) {
+    // Transformer Engine's grouped GEMM launches one cuBLAS GEMM per group from C++
+    // (nvte_multi_tensor_gemm's multi_stream_cublas_gemm; CUTLASS's single grouped kernel only
+    // for BF16 on Hopper, behind NVTE_USE_CUTLASS_GROUPED_GEMM): the framework's dispatch
+    // once, the launch once per expert.
+    const Time launch = state_.costs().kernel_launch();
+    op.host = state_.host_class(state_.program().kernel_launch + launch * (cost.groups - 1));
+  }
   // Written into stepsim's traces, so that a fit to them knows each piece's own work.
   state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});
   const OpIndex index = append(op, waits);

@@ -76,6 +76,8 @@ class BuildState {
   void capture_layers() { capture_layers_ = true; }
   bool captures_layers() const { return capture_layers_; }
   static constexpr std::uint8_t kReplayed = 1;
+  // The host cost class (Op::host) of an op that costs the CPU `cost`, added on first use.
+  std::uint8_t host_class(Time cost);
 
  private:
   using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double>;

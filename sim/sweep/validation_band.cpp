@@ -22,8 +22,8 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
     {"h100-sxm5-80gb", 0.1213, 15},      // Megatron-LM README weak scaling, NeMo 24.07, Megatron-Bridge
     {"h100-sxm5-96gb-500w", 0.0401, 9},  // torchtitan on H100
     {"h200", 0.0250, 1},                 // torchtitan on H200
-    {"b200", 0.3405, 8},                 // Megatron-Bridge on DGX B200 (dense and MoE)
-    {"gb200", 0.1030, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
+    {"b200", 0.3403, 8},                 // Megatron-Bridge on DGX B200 (dense and MoE)
+    {"gb200", 0.1029, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};
 
 // Every row above together.

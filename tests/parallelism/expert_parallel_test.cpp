@@ -82,6 +82,30 @@ TEST_CASE("the host waits for the routing before each forward dispatch and not i
   }
 }
 
+TEST_CASE("a grouped expert GEMM costs the host one GEMM launch per local expert") {
+  // Transformer Engine's GroupedLinear runs its experts' GEMMs by nvte_multi_tensor_gemm,
+  // which outside Hopper's BF16 CUTLASS path launches one cuBLAS GEMM per expert from C++
+  // (cublaslt_gemm.cu, multi_stream_cublas_gemm): the framework's dispatch once, the launch
+  // once per expert. At EP 4 each GPU holds 2 of the 8 experts.
+  stepsim::Scenario s = moe_scenario();
+  s.training.framework = stepsim::Framework::megatron;
+  const spt::FixedCosts costs;  // 5 us launch
+  const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  const auto& rank = p.ranks[0];
+  int grouped = 0;
+  for (const auto& op : rank.ops()) {
+    if (op.kind != stepsim::engine::OpKind::compute) continue;
+    const std::string& name = p.names[op.name];
+    INFO(name);
+    const bool expert_gemm = name.find("expert fc") != std::string::npos && name.find("shared") == std::string::npos;
+    // Megatron's 12 us dispatch and one 5 us launch; an expert GEMM launches twice.
+    CHECK(p.host_cost(op) == stepsim::Time::from_us(expert_gemm ? 12 + 2 * 5 : 12 + 5));
+    grouped += expert_gemm ? 1 : 0;
+  }
+  // fc1 and fc2 forward, input and weight gradients: 6 per layer, 2 layers.
+  CHECK(grouped == 12);
+}
+
 TEST_CASE("EP groups are consecutive ranks and expert gradients go over the ranks holding the same experts") {
   const stepsim::Scenario s = moe_scenario();
   CHECK(sp::expert_group(s.parallel, 6) == sp::RankGroup{4, 1, 4});
