@@ -2,6 +2,8 @@
 // time and cost of the budget, which are proportional to it.
 #include "cli/plan_output.hpp"
 
+#include "sweep/rows.hpp"
+
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
@@ -177,17 +179,13 @@ void write_plan_tables(const sweep::PlanSpec& spec, const std::vector<PlanRow>& 
 
 void write_plan_csv(const std::vector<PlanRow>& rows, std::ostream& out) {
   if (rows.empty()) return;
-  std::string header;
-  for (const auto& [name, v] : fields(rows.front())) header += (header.empty() ? "" : ",") + name;
-  out << header << "\n";
+  std::vector<std::string> header;
+  for (const auto& [name, v] : fields(rows.front())) header.push_back(name);
+  out << sweep::csv_line(header);
   for (const PlanRow& r : rows) {
-    std::string line;
-    bool first = true;
-    for (const auto& [name, v] : fields(r)) {
-      line += (first ? "" : ",") + csv_cell(v);
-      first = false;
-    }
-    out << line << "\n";
+    std::vector<std::string> cells;
+    for (const auto& [name, v] : fields(r)) cells.push_back(csv_cell(v));
+    out << sweep::csv_line(cells);
   }
 }
 

@@ -92,12 +92,6 @@ std::string csv_field(const std::string& s) {
   return quoted + "\"";
 }
 
-std::string csv_line(const std::vector<std::string>& fields) {
-  std::string line;
-  for (std::size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(one_line(fields[i]));
-  return line + "\n";
-}
-
 json::value json_of(const Cell& c) {
   switch (c.kind) {
     case Cell::text:
@@ -128,6 +122,12 @@ InputError missing_column(const std::string& file, const char* name) {
 }
 
 }  // namespace
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (std::size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(one_line(fields[i]));
+  return line + "\n";
+}
 
 Format format_of(const std::string& path, const std::string& flag) {
   if (path == "-" || path.ends_with(".csv")) return Format::csv;

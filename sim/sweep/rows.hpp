@@ -25,6 +25,10 @@ std::vector<std::string> columns(const SweepSpec& spec);
 std::string format_header(const std::vector<std::string>& columns, Format format);
 std::string format_row(const SweepSpec& spec, const PointResult& r, Format format);
 
+// One CSV line of these fields, newline included: RFC 4180 quoting, newlines inside a field
+// as spaces.
+std::string csv_line(const std::vector<std::string>& fields);
+
 // The fields of one CSV line (no newline), RFC 4180 quoting; InputError(file, line) when
 // a quote is unbalanced.
 std::vector<std::string> parse_csv_line(const std::string& line, const std::string& file, std::size_t line_number);
