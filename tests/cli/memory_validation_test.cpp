@@ -55,8 +55,8 @@ double predicted_gib(const MemoryReport& r, const std::string& quantity) {
 
 }  // namespace
 
-// docs/validation.md: MAPE 4.1 % over the 20 published peaks, 4.3 % over the 19 not used to
-// fit the allocator's reserve; held to the tenth of a percent above.
+// The README: MAPE 4.10 % over the 20 published peaks, 4.32 % over the 19 not used to fit the
+// allocator's reserve (each rounded up to a hundredth of a percent).
 TEST_CASE("the published peak memory stays within the error the documentation states") {
   double all = 0, unfitted = 0;
   int n_unfitted = 0;
@@ -73,8 +73,8 @@ TEST_CASE("the published peak memory stays within the error the documentation st
   }
   CHECK(runs.size() == 20);
   CHECK(n_unfitted == 19);
-  CHECK(all / static_cast<double>(runs.size()) <= 0.042);
-  CHECK(unfitted / n_unfitted <= 0.044);
+  CHECK(all / static_cast<double>(runs.size()) <= 0.0410);
+  CHECK(unfitted / n_unfitted <= 0.0432);
 }
 
 // Two torchtitan peaks the model missed by more than 10 %: the 405B interleaved pipeline
