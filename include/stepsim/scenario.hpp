@@ -119,6 +119,12 @@ struct GpuSpec {
   Provenance provenance;
 };
 
+// Whether the GPU runs a training precision: it has the peak the precision's GEMMs run at,
+// and for the block-scaled formats (mxfp8, nvfp4) Blackwell's block-scaled tensor cores.
+bool runs_precision(const GpuSpec& gpu, Precision p);
+// The training precision named `name` (to_string's names), or nullopt.
+std::optional<Precision> precision_named(const std::string& name);
+
 struct IntraNode {
   IntraFabric fabric = IntraFabric::nvswitch;
   Bandwidth bandwidth;  // per GPU per direction

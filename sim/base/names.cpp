@@ -59,6 +59,17 @@ double operand_bytes(Precision p) {
   }
 }
 
+bool runs_precision(const GpuSpec& gpu, Precision p) {
+  return gpu.flops.for_precision(p).positive() && (!block_scaled(p) || gpu.arch == GpuArch::blackwell);
+}
+
+std::optional<Precision> precision_named(const std::string& name) {
+  for (const Precision p : {Precision::bf16, Precision::fp16, Precision::fp8, Precision::tf32, Precision::fp32,
+                            Precision::mxfp8, Precision::nvfp4})
+    if (name == to_string(p)) return p;
+  return std::nullopt;
+}
+
 FlopRate GpuFlops::for_precision(Precision p) const {
   switch (p) {
     case Precision::bf16:

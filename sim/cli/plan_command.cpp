@@ -54,7 +54,7 @@ struct PlanFlags {
   std::string scenario, model, tokens, deadline, gpus, output;
   std::vector<std::string> clusters, precisions, sets;
   unsigned jobs = 0;
-  std::size_t max_layouts = kDefaultMaxLayouts;
+  long long max_layouts = kDefaultMaxLayouts;
 };
 
 po::options_description describe(PlanFlags& f) {
@@ -68,9 +68,10 @@ po::options_description describe(PlanFlags& f) {
       "cluster", po::value(&f.clusters)->value_name("NAME[@PRICE]")->composing(),
       "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list)")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
-      "training precisions allowed, e.g. bf16,fp8 (default: the scenario's)")(
-      "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key on every cluster")(
-      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
+      "training precisions allowed, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. bf16,fp8 (default: the "
+      "scenario's)")("set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(),
+                     "override a scenario key on every cluster")("jobs,j", po::value(&f.jobs)->value_name("J"),
+                                                                 "simulations at once (default: every core)")(
       "max-layouts", po::value(&f.max_layouts)->value_name("N"),
       "layouts that fit simulated per cluster and GPU count, the fastest bound first (default 96; 0: every one the "
       "bound cannot rule out)")("output,o", po::value(&f.output)->value_name("FILE"),
@@ -130,8 +131,7 @@ double days_of(const std::string& text) {
 
 void check_precisions(const std::vector<std::string>& precisions) {
   for (const std::string& p : precisions)
-    if (p != "bf16" && p != "fp16" && p != "fp8" && p != "tf32" && p != "fp32")
-      throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32 or fp32");
+    if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
 }
 
 sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
@@ -151,7 +151,10 @@ sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
   if (spec.clusters.empty())
     throw InputError("<command line>", "--cluster",
                      "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
-  spec.max_layouts = f.max_layouts;
+  if (f.max_layouts < 0 || f.max_layouts > 1000000)
+    throw InputError("--max-layouts", std::to_string(f.max_layouts),
+                     "expected a number of layouts from 0 (every one) to 1000000");
+  spec.max_layouts = static_cast<std::size_t>(f.max_layouts);
   spec.precisions = split(f.precisions);
   check_precisions(spec.precisions);
   return spec;

@@ -5,6 +5,7 @@
 #include "sweep/rows.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -51,6 +52,8 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
                              "{} not simulated past --max-layouts, {} distinct results fit ({:.1f} s)",
                              r.search.candidates + r.search.pruned + r.search.unsearched, r.search.invalid,
                              r.search.oom, r.search.pruned, r.search.unsearched, r.search.ranked.size(), r.search_s));
+  if (!r.search.unrun_precisions.empty())
+    line("not searched", fmt::format("{}: {} does not run them", fmt::join(r.search.unrun_precisions, ", "), r.gpu));
   if (!r.report) {
     line("layout", "none fits on this many GPUs");
     return;

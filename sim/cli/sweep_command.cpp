@@ -89,8 +89,9 @@ po::options_description describe(SweepFlags& f) {
       "merge", po::value(&f.merge)->value_name("OUT"), "merge the shard FILEs given as arguments into OUT")(
       "best", po::value(&f.best)->value_name("K"), "print the K fastest configurations that fit on --gpus N")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
-      "with --best: training precisions to search, e.g. bf16,fp8 (default: the scenario's)")(
-      "inputs", po::value(&f.positional)->value_name("SCENARIO.json"), "scenario file (or the files to merge)");
+      "with --best: training precisions to search, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. "
+      "bf16,fp8 (default: the scenario's)")("inputs", po::value(&f.positional)->value_name("SCENARIO.json"),
+                                            "scenario file (or the files to merge)");
   return desc;
 }
 
@@ -144,8 +145,8 @@ std::vector<std::string> precisions_of(const std::vector<std::string>& lists) {
     for (std::size_t from = 0; from <= list.size();) {
       const auto comma = std::min(list.find(',', from), list.size());
       const std::string p = list.substr(from, comma - from);
-      if (p != "bf16" && p != "fp16" && p != "fp8" && p != "tf32" && p != "fp32")
-        throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32 or fp32");
+      if (!precision_named(p))
+        throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
       out.push_back(p);
       from = comma + 1;
     }

@@ -153,10 +153,15 @@ std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> l
     const std::string precision = value_of(c, "training.precision", "");
     if (!ok.contains(precision)) {
       const Scenario base = io::load_scenario(spec.scenario, spec.sets);
-      ok[precision] = precision.empty() || base.cluster.gpu.flops.fp8.flops_per_s() > 0 || precision != "fp8";
-      if (!ok[precision])
-        result.notes.push_back(
-            fmt::format("{} is not searched: {} has no {} peak", precision, base.cluster.gpu.name, precision));
+      const std::optional<Precision> p = precision_named(precision);
+      ok[precision] = precision.empty() || (p && runs_precision(base.cluster.gpu, *p));
+      if (!ok[precision]) {
+        result.unrun_precisions.push_back(precision);
+        result.notes.push_back(fmt::format("{} is not searched: {} {}", precision, base.cluster.gpu.name,
+                                           p && block_scaled(*p) && base.cluster.gpu.arch != GpuArch::blackwell
+                                               ? "has no block-scaled tensor cores (Blackwell)"
+                                               : "has no peak for it"));
+      }
     }
     if (ok[precision]) out.push_back(std::move(c));
   }

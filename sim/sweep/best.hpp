@@ -32,6 +32,7 @@ struct BestResult {
   std::size_t candidates = 0, invalid = 0, oom = 0, errors = 0, pruned = 0, unsearched = 0;
   std::vector<std::string> fixed;                    // search keys the user fixed with --set
   std::vector<std::string> notes;                    // what the search leaves out, and why
+  std::vector<std::string> unrun_precisions;         // allowed precisions the GPU does not run (in notes too)
   std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
 };
 

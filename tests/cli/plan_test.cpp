@@ -121,7 +121,9 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
           .starts_with(
               "stepsim: error: --cluster: nosuch: unknown cluster preset 'nosuch' (expected one of dgx-a100-80g-hdr"));
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --precision fp4") ==
-        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32 or fp32\n");
+        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4\n");
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --max-layouts -1") ==
+        "stepsim: error: --max-layouts: -1: expected a number of layouts from 0 (every one) to 1000000\n");
   CHECK(err("--tokens 1T --gpus 0 --cluster dgx-b200") ==
         "stepsim: error: --gpus: 0: expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2\n");
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 -o plan.txt") ==
@@ -139,6 +141,25 @@ TEST_CASE("plan --help shows its usage, options and an example") {
   for (const char* part : {"--tokens", "--deadline", "--gpus", "--cluster", "--precision", "--max-layouts",
                            "Band:", "tools/plot.py pareto"})
     CHECK(run.out.find(part) != std::string::npos);
+}
+
+// The block-scaled precisions are searched where the GPU runs them (Blackwell) and left out,
+// saying so, where it does not (H100: no block-scaled tensor cores).
+TEST_CASE("plan searches MXFP8 and NVFP4 on Blackwell and says it leaves them out on Hopper") {
+  const Scratch dir("plan-block-scaled");
+  const Run run = dir.run(
+      "plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-b200@5 --cluster dgx-h100-ndr@2 --precision "
+      "mxfp8,nvfp4,bf16");
+  REQUIRE(run.status == 0);
+  const auto b200 = run.out.find("dgx-b200: ");
+  const auto h100 = run.out.find("dgx-h100-ndr: ");
+  REQUIRE(b200 < h100);
+  const std::string b200_table = run.out.substr(b200, h100 - b200);
+  const std::string h100_table = run.out.substr(h100);
+  CHECK(b200_table.find("not searched") == std::string::npos);
+  CHECK(h100_table.find("  not searched           mxfp8, nvfp4: h100-sxm5-80gb does not run them\n") !=
+        std::string::npos);
+  CHECK(h100_table.find("; bf16; ") != std::string::npos);  // the layout H100 gets is BF16
 }
 
 }  // namespace stepsim

@@ -123,7 +123,7 @@ TEST_CASE("the search for the best searches the precisions --precision allows, a
   CHECK(run.out.find(" bf16 ") != std::string::npos);
   CHECK(run.out.find(" fp8 ") != std::string::npos);
   CHECK(dir.run("sweep --set model=gpt-1.3b --gpus 8 --best 2 --precision fp4").err ==
-        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32 or fp32\n");
+        "stepsim: error: --precision: fp4: expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4\n");
   CHECK(dir.run("sweep --vary parallel.tp=1,2 --precision fp8").err ==
         "stepsim: error: --precision: fp8: applies to --best (a row sweep varies training.precision)\n");
 }
