@@ -42,6 +42,13 @@ Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Byt
   return std::max(loss, working - (c.post ? w.post.activations : Bytes(0)));
 }
 
+// A stage's input and output as torch.distributed.pipelining passes them between stages
+// (PipelineStage in PyTorch's stage.py): one micro-batch's residual stream, s·b·h/t
+// elements under sequence parallelism.
+Bytes stage_boundary(const workload::LayerShape& shape) {
+  return Bytes(shape.norm_tokens() * shape.hidden * shape.act_bytes);
+}
+
 }  // namespace
 
 // dW = Xᵀ·dY: the wgrad GEMM is k-by-n over the m tokens, X is m·k and dY m·n elements. For
@@ -67,8 +74,9 @@ namespace {
 Bytes working_set(const Scenario& s, const workload::LayerWork& layer, const workload::LayerShape& shape) {
   if (s.training.recompute == Recompute::none || layer.recompute.empty()) return Bytes(0);
   const Bytes all = workload::layer_activations(shape, Recompute::none);
-  const long long gathered =
-      shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden * element_bytes(shape.precision) : 0;
+  const long long gathered = shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden *
+                                                                 element_bytes(shape.precision)
+                                                           : 0;
   return std::max(all - layer.activations, Bytes(0)) + Bytes(gathered);
 }
 
@@ -88,6 +96,34 @@ Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
   return std::max(moe, working_set(s, w.dense_layer, workload::as_dense(shape)));
 }
 
+Bytes pipeline_buffers(const Scenario& s, int stage) {
+  if (!pytorch_pipelining(s)) return Bytes(0);
+  const ParallelSpec& p = s.parallel;
+  const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
+  long long buffers = 0;
+  for (int k = 0; k < chunks_per_stage(p); ++k) {
+    const ChunkLayers& c = chunk_of(layout, p, stage, k);
+    buffers += (c.pre ? 0 : 1) + (c.post ? 0 : 1);
+  }
+  const long long m = s.training.micro_batches(p.dp);
+  return Bytes(buffers * m * stage_boundary(workload::layer_shape(s)).count());
+}
+
+// forward_one_chunk appends the chunk's output to output_chunks, which the schedule merges
+// only after the last backward: the last stage's logits (b·s·V/t under loss_parallel), every
+// other stage's output as PyTorch did before 2.8 (pytorch/pytorch#153383 keeps the last
+// stage's only). A chunk that is not the model's first runs on the tensor in its activation
+// receive buffer, which its first layer saves as its input rather than a copy.
+ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
+  if (!pytorch_pipelining(s)) return {};
+  const workload::LayerShape shape = workload::layer_shape(s);
+  const Bytes boundary = stage_boundary(shape);
+  ChunkPipelineBytes out;
+  out.output = c.post ? Bytes(shape.tokens() * shape.vocab * shape.act_bytes) : boundary;
+  if (!c.pre && c.layers > 0) out.in_buffer = std::min(boundary, w.block(c.first_layer).activations);
+  return out;
+}
+
 KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w, int stage) {
   const ParallelSpec& p = s.parallel;
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
@@ -104,15 +140,17 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
       stored = stored - chunk_weight_inputs(s, w, c);
       continue;
     }
+    const ChunkPipelineBytes pipeline = pipeline_chunk_bytes(s, w, c);
+    const Bytes in_buffer = pipeline.in_buffer;
     if (op.forward) {
-      stored += chunk_activations(w, c);
+      stored += chunk_activations(w, c) - in_buffer + pipeline.output;  // the output until the step ends
       ++chunks;
       if (stored > peak.bytes) peak = {stored, chunks};
       continue;
     }
     const Bytes during = stored + backward_transient(w, c, working);
     if (during > peak.bytes) peak = {during, chunks};
-    stored = stored - chunk_activations(w, c);
+    stored = stored - (chunk_activations(w, c) - in_buffer);
     // A B pass frees what only it needed; the W pass's inputs stay until the W pass.
     if (split) stored += chunk_weight_inputs(s, w, c);
     if (split && stored > peak.bytes) peak = {stored, chunks - 1};

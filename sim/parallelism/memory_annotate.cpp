@@ -8,6 +8,7 @@
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_schedule.hpp"
+#include "parallelism/stage_layout.hpp"
 
 namespace stepsim::parallelism {
 
@@ -68,6 +69,33 @@ void add_mtp_layers(DeltaTable& table, const Scenario& s, const workload::ModelW
   }
 }
 
+Bytes delta_of(const DeltaTable& table, const std::string& name);
+
+// Adds `bytes` to what op `name` allocates, over the longest key it matched so far.
+void add_to(DeltaTable& table, const std::string& name, Bytes bytes) { table[name] = delta_of(table, name) + bytes; }
+
+std::string layer_op(int layer, const std::string& op) { return "L" + std::to_string(layer) + " " + op; }
+
+// Under PyTorch's pipelining a chunk's last forward op leaves its output until the step ends,
+// and a chunk's first layer keeps its input in the receive buffer the stage's states hold.
+void add_pipeline_chunks(DeltaTable& table, const Scenario& s, const workload::ModelWork& w) {
+  if (!pytorch_pipelining(s)) return;
+  for (const ChunkLayers& c : chunk_layers(s.parallel, s.model.layers)) {
+    const ChunkPipelineBytes bytes = pipeline_chunk_bytes(s, w, c);
+    if (bytes.in_buffer > Bytes(0)) {
+      const workload::LayerWork& first = w.block(c.first_layer);
+      add_to(table, layer_op(c.first_layer, first.forward.back().name + " fwd"), Bytes(0) - bytes.in_buffer);
+      add_to(table, layer_op(c.first_layer, first.backward.back().name), bytes.in_buffer);
+    }
+    if (c.post) {
+      add_to(table, w.post.forward.back().name + " fwd", bytes.output);
+    } else if (c.layers > 0) {
+      const int last = c.first_layer + c.layers - 1;
+      add_to(table, layer_op(last, w.block(last).forward.back().name + " fwd"), bytes.output);
+    }
+  }
+}
+
 DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
   const int moe_layer = static_cast<int>(std::find(w.dense.begin(), w.dense.end(), false) - w.dense.begin());
@@ -78,6 +106,7 @@ DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.layer);  // embedding, head: whole in B
   add_dense_layers(table, s, w);
   add_mtp_layers(table, s, w);
+  add_pipeline_chunks(table, s, w);
   return table;
 }
 

@@ -17,6 +17,9 @@
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
+// - PyTorch's pipelining (torchtitan) keeps a receive buffer per micro-batch for activations
+//   and one for gradients, and every micro-batch's stage output until the step ends (the
+//   last stage's logits): PipelineStage in PyTorch's stage.py.
 // - PyTorch's caching allocator reserves more than the live tensors at their peak (blocks
 //   split and cached, rounding): kAllocatorReserve of that peak, fitted to published reserved
 //   peaks (docs/validation.md).
@@ -137,6 +140,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
     m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }
+  m.buffers += pipeline_buffers(s, stage);
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;

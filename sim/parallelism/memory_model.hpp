@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/program.hpp"
+#include "parallelism/stage_layout.hpp"
 #include "stepsim/report.hpp"
 #include "stepsim/scenario.hpp"
 #include "stepsim/units.hpp"
@@ -83,8 +84,26 @@ struct KeptActivations {
 };
 
 // Replays pipeline stage `stage`'s schedule (GPipe keeps m micro-batches, 1F1B
-// min(p − stage, m), interleaved Megatron's warm-up plus one) over its model chunks.
+// min(p − stage, m), interleaved Megatron's warm-up plus one) over its model chunks. Under
+// PyTorch's pipelining each forward's output stays until the step ends (the last stage's
+// logits), and a chunk's input lies in its receive buffer (pipeline_buffers).
 KeptActivations kept_activations(const Scenario& scenario, const workload::ModelWork& work, int stage);
+
+// Under torch.distributed.pipelining, the receive buffers pipeline stage `stage` allocates
+// once and keeps: per micro-batch, one for its input activations on every model chunk but the
+// first, one for its output gradients on every chunk but the last (PipelineStage's
+// _prepare_forward_infra and _prepare_backward_infra). Zero for Megatron's pipelines.
+Bytes pipeline_buffers(const Scenario& scenario, int stage);
+
+// Under torch.distributed.pipelining, per micro-batch of model chunk `chunk`: the output its
+// forward leaves until the step ends, and what of its first layer's kept activations is the
+// tensor in its receive buffer (counted by pipeline_buffers). Zero for Megatron's pipelines.
+struct ChunkPipelineBytes {
+  Bytes output{0};
+  Bytes in_buffer{0};
+};
+ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& scenario, const workload::ModelWork& work,
+                                        const ChunkLayers& chunk);
 
 // Sets each rank's memory_base (its stage's states) and each op's memory_delta: a layer's
 // activations allocated by its last forward op, its recompute working set by its last

@@ -272,3 +272,60 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
   CHECK(sp::recompute_working_set(torchtitan, t).count() - sp::recompute_working_set(megatron, m).count() ==
         2 * gathered);
 }
+
+namespace {
+
+// The 22B shape's pipeline as torchtitan runs it: FSDP under torch.distributed.pipelining,
+// full recomputation, 1F1B over 4 stages of 2 layers, 8 micro-batches.
+stepsim::Scenario pytorch_pipeline() {
+  stepsim::Scenario s = gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::full);
+  s.data_parallel.kind = DpKind::fsdp;
+  return s;
+}
+
+// What a stage sends on: one micro-batch's residual stream, s·b·h/t bf16 elements with SP.
+constexpr std::int64_t boundary = 2 * sbh / 8;
+// The last stage's output: the bf16 logits of its local vocabulary, b·s·V/t.
+constexpr std::int64_t logits = 2 * 2048LL * 51200 / 8;
+
+}  // namespace
+
+// PipelineStage._prepare_forward_infra allocates an activation receive buffer per micro-batch
+// on every stage but the first, _prepare_backward_infra a gradient receive buffer per
+// micro-batch on every stage but the last; both live as long as the stage. Megatron's
+// pipelines receive into tensors allocated per transfer.
+TEST_CASE("PyTorch's pipeline stages hold a receive buffer per micro-batch for activations and gradients") {
+  const auto s = pytorch_pipeline();
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  CHECK(estimate.stages[0].buffers.count() == 8 * boundary);
+  CHECK(estimate.stages[1].buffers.count() == 16 * boundary);
+  CHECK(estimate.stages[3].buffers.count() == 8 * boundary);
+  auto megatron = s;
+  megatron.data_parallel.kind = DpKind::ddp;
+  CHECK(sp::estimate_memory(megatron, stepsim::workload::build_work(megatron)).stages[1].buffers.count() == 0);
+}
+
+// PipelineStage.forward_one_chunk appends each micro-batch's output to output_chunks, which
+// the schedule merges after the last backward: the last stage keeps every micro-batch's
+// logits, and before PyTorch 2.8 (torch.distributed.pipelining's stage.py then appended on
+// every stage) the other stages every output they sent. A stage's first layer saves its input
+// in the receive buffer it arrived in, already held (above).
+TEST_CASE("PyTorch's pipeline stages keep every micro-batch's output until the step ends") {
+  const auto torchtitan = pytorch_pipeline();
+  auto megatron = torchtitan;
+  megatron.data_parallel.kind = DpKind::ddp;
+  // The first stage peaks at its last forward: 4 micro-batches in flight, 8 outputs kept.
+  CHECK(kept(torchtitan, 0) - kept(megatron, 0) == 8 * boundary);
+  // The last stage peaks in the last micro-batch's backward, with all 8 logits kept and its
+  // first layer's input in a receive buffer.
+  CHECK(kept(torchtitan, 3) - kept(megatron, 3) == 8 * logits - boundary);
+  // A middle stage: 3 in flight, each one input in its receive buffer; 8 outputs kept.
+  CHECK(kept(torchtitan, 1) - kept(megatron, 1) == 8 * boundary - 3 * boundary);
+}
+
+TEST_CASE("the trace's memory counter follows PyTorch's pipeline outputs and receive buffers") {
+  check_counter_matches_model(pytorch_pipeline());
+  auto interleaved = gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::full);
+  interleaved.data_parallel.kind = DpKind::fsdp;
+  check_counter_matches_model(interleaved);
+}
