@@ -376,11 +376,12 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
-  // Multi-token prediction runs on the last stage beside the head, whose TP and CP handling of
-  // a transformer layer is not built there.
+  // Multi-token prediction runs on the last stage beside the head, whose CP handling of a
+  // transformer layer is not built there; its column-parallel projection splits h by TP.
   if (s.model.mtp_layers > 0) {
-    c.require(s.parallel.tp == 1, "/parallel/tp",
-              "multi-token prediction (model.mtp_layers) with tp > 1 is not simulated yet");
+    c.require(s.model.hidden % s.parallel.tp == 0, "/parallel/tp",
+              "tp {} does not divide hidden {} (multi-token prediction's projection is split by TP)", s.parallel.tp,
+              s.model.hidden);
     c.require(s.parallel.cp == 1, "/parallel/cp",
               "multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
   }
@@ -389,11 +390,13 @@ void check_simulated(const Scenario& s, const Checker& c) {
     c.require(s.training.attention != AttentionKind::unfused, "/training/attention",
               "sliding-window attention with unfused attention is not simulated yet");
   }
-  // Megatron-Core gathers MLA's latents, not the hidden state, under sequence parallelism, and
-  // its K/V blocks under CP are not the K/V widths of standard heads.
+  // MLA's K/V blocks under CP are not the K/V widths of standard heads, and TP communication
+  // overlap would pipeline its up projections with gathers of the hidden state, where
+  // Megatron-Core gathers the latents.
   if (s.model.latent_attention()) {
-    c.require(s.parallel.tp == 1, "/parallel/tp", "latent attention (model.mla) with tp > 1 is not simulated yet");
     c.require(s.parallel.cp == 1, "/parallel/cp", "latent attention (model.mla) with cp > 1 is not simulated yet");
+    c.require(!s.tensor_parallel.comm_overlap, "/tensor_parallel/comm_overlap",
+              "latent attention (model.mla) with TP communication overlap is not simulated yet");
     c.require(s.training.attention != AttentionKind::unfused, "/training/attention",
               "latent attention (model.mla) with unfused attention is not simulated yet");
     c.require(s.training.recompute != Recompute::selective_op, "/training/recompute",

@@ -65,19 +65,20 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
 }
 
 // Multi-head latent attention's projections and latent norms (its output projection is the
-// standard one, v_dim per head wide).
+// standard one, v_dim per head wide): the down projections whole on every TP rank, the up
+// projections split by heads.
 void add_latent_attention(std::vector<GradTensor>& out, const workload::LayerShape& w, const std::string& p,
                           int block) {
   const long long h = w.hidden;
   const long long q = w.q_heads * w.head_dim;
   if (w.q_lora > 0) {
-    add(out, p, "q_down.weight", h * w.q_lora, block, Role::qkv);
+    add(out, p, "q_down.weight", h * w.q_lora, block, Role::q_down);
     add(out, p, "q_norm.weight", w.q_lora, block, Role::input_norm);
     add(out, p, "q_up.weight", w.q_lora * q, block, Role::qkv);
   } else {
     add(out, p, "q.weight", h * q, block, Role::qkv);
   }
-  add(out, p, "kv_down.weight", h * (w.kv_lora + w.qk_rope), block, Role::qkv);
+  add(out, p, "kv_down.weight", h * (w.kv_lora + w.qk_rope), block, Role::kv_down);
   add(out, p, "kv_norm.weight", w.kv_lora, block, Role::input_norm);
   add(out, p, "kv_up.weight", w.kv_lora * w.q_heads * (w.head_dim - w.qk_rope + w.v_dim), block, Role::qkv);
 }
@@ -111,7 +112,7 @@ void add_mtp(std::vector<GradTensor>& out, const LayerShape& s, const ModelSpec&
   if (embedding_copy) add(out, p, "embedding.weight", s.vocab * m.hidden, block, Role::mtp);
   add_norm(out, p, "enorm", s, block, Role::mtp);
   add_norm(out, p, "hnorm", s, block, Role::mtp);
-  add(out, p, "projection.weight", 2 * m.hidden * m.hidden, block, Role::mtp_projection);
+  add(out, p, "projection.weight", 2 * m.hidden * s.work.hidden / s.work.tp, block, Role::mtp_projection);
   add_layer(out, s, p, block, s.work.moe());
   add_norm(out, p, "final_norm", s, block, Role::mtp);
 }

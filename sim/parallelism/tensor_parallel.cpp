@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "workload/shape.hpp"
+
 namespace stepsim::parallelism {
 
 namespace {
@@ -21,6 +23,13 @@ enum class Sp : std::uint8_t { off, on, any };
 enum class Producer : std::uint8_t { last_compute, this_op, none };
 enum class PassSel : std::uint8_t { forward, dgrad };  // dgrad: backward_data or fused backward
 
+// What a collective moves (its S, the gathered or reduced whole):
+// - hidden: b·s·h, the layer's hidden state (the loss's fp32 per token for the loss);
+// - input: the GEMM's input as the column-parallel GEMM reads it, rows × input width (the
+//   forward's m·k, the input gradient's m·n): latent attention's latents, MTP's 2h-wide pair;
+// - rope: latent attention's shared rotary key, b·s·qk_rope.
+enum class Msg : std::uint8_t { hidden, input, rope };
+
 // One TP collective placement.
 struct Rule {
   Role role;
@@ -32,6 +41,7 @@ struct Rule {
   WaitRule rule;      // which later compute op waits for it
   int count;          // collectives issued back to back
   const char* what;
+  Msg msg = Msg::hidden;
 };
 
 constexpr auto AR = CollOp::allreduce;
@@ -42,7 +52,15 @@ constexpr auto RS = CollOp::reducescatter;
 // after the column-parallel GEMMs' input gradient. With SP: AllGather before the
 // column-parallel GEMMs, ReduceScatter after the row-parallel ones; backward mirrors them
 // and re-gathers the column-parallel input for the weight gradient.
-constexpr std::array<Rule, 21> kRules{{
+// Latent attention (Megatron-Core's MLASelfAttention): its column-parallel up projections are
+// the qkv rows, gathering and reducing their latents (Msg::input); the duplicated down
+// projections have none, but under SP the shared rotary key is gathered after the kv down
+// projection (gather_from_sequence_parallel_region) and its gradient reduce-scattered.
+// Multi-token prediction's eh_proj (MultiTokenPredictionLayer): column-parallel over the
+// gathered 2h-wide pair, its h/t-wide output gathered along h whatever SP
+// (all_gather_last_dim_from_tensor_parallel_region) and, with SP, split back to s/t rows
+// (scatter_to_sequence_parallel_region, whose backward gathers them).
+constexpr std::array<Rule, 30> kRules{{
     {Role::embedding, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::embedding, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::qkv, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
@@ -66,6 +84,24 @@ constexpr std::array<Rule, 21> kRules{{
     {Role::qkv, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::kv_down, PassSel::forward, When::after, Sp::on, AG, Producer::this_op, WaitRule::next_op, 1,
+     "rotary key fwd", Msg::rope},
+    {Role::kv_down, PassSel::dgrad, When::before, Sp::on, RS, Producer::last_compute, WaitRule::next_op, 1,
+     "rotary key grad", Msg::rope},
+    {Role::mtp_projection, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
+     "fwd", Msg::input},
+    {Role::mtp_projection, PassSel::forward, When::after, Sp::any, AG, Producer::this_op, WaitRule::next_op, 1,
+     "output fwd"},
+    {Role::mtp_projection, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
+     "sequence grad"},
+    {Role::mtp_projection, PassSel::dgrad, When::before, Sp::any, RS, Producer::last_compute, WaitRule::next_op, 1,
+     "output grad"},
+    {Role::mtp_projection, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
+     "wgrad input", Msg::input},
+    {Role::mtp_projection, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad", Msg::input},
+    {Role::mtp_projection, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad", Msg::input},
 }};
 
 bool pass_matches(PassSel sel, Pass pass) {
@@ -102,6 +138,9 @@ TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWo
       pre_message_(work.pre.tp_message.count() > 0 ? work.pre.tp_message : work.layer.tp_message),
       post_message_(work.post.tp_message.count() > 0 ? work.post.tp_message : work.layer.tp_message),
       loss_message_(Bytes(scenario.training.micro_batch * scenario.model.seq_len / scenario.parallel.cp * 4)),
+      rope_message_(work.layer.rope_message),
+      latent_attention_(scenario.model.latent_attention()),
+      act_bytes_(workload::layer_shape(scenario).act_bytes),
       pieces_(scenario.model.layers) {}
 
 Bytes TensorParallel::message(const OpSite& site) const {
@@ -109,6 +148,22 @@ Bytes TensorParallel::message(const OpSite& site) const {
   if (site.block == 0) return pre_message_;
   if (site.block == layers_ + 1) return post_message_;
   return layer_message_;
+}
+
+// A latent attention layer's up projections (the qkv rows) gather and reduce their latents.
+Bytes TensorParallel::message(const OpSite& site, std::size_t rule) const {
+  const workload::OpCost& op = *site.cost;
+  Msg msg = kRules[rule].msg;
+  if (op.role == Role::qkv && latent_attention_) msg = Msg::input;
+  switch (msg) {
+    case Msg::rope:
+      return rope_message_;
+    case Msg::input:
+      return Bytes(op.m * (op.pass == Pass::forward ? op.k : op.n) * act_bytes_);
+    case Msg::hidden:
+      break;
+  }
+  return message(site);
 }
 
 bool TensorParallel::has_rule(const OpSite& site, bool after) const {
@@ -124,7 +179,7 @@ void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after, const
     const std::vector<OpIndex>& waits = rule.producer == Producer::none ? none : producer;
     OpIndex last = 0;
     for (int i = 0; i < rule.count; ++i) {
-      last = b.collective(CommKind::tp, rule.op, message(site), collective, waits);
+      last = b.collective(CommKind::tp, rule.op, message(site, r), collective, waits);
     }
     b.defer_wait(last, rule.rule, site.cost->role);
   }
@@ -135,7 +190,7 @@ std::uint32_t TensorParallel::name(StepBuilder& b, std::size_t rule, const OpSit
   const auto [it, inserted] = names_.try_emplace({rule, site.block, site.cost}, 0);
   if (inserted) {
     const std::string what = fmt::format("{} {}", gemm_label(site, layers_), kRules[rule].what);
-    it->second = b.collective_name(CommKind::tp, kRules[rule].op, message(site), what);
+    it->second = b.collective_name(CommKind::tp, kRules[rule].op, message(site, rule), what);
   }
   return it->second;
 }

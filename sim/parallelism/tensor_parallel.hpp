@@ -39,6 +39,7 @@ class TensorParallel {
   using NameKey = std::tuple<std::size_t, int, const workload::OpCost*>;
 
   Bytes message(const OpSite& site) const;
+  Bytes message(const OpSite& site, std::size_t rule) const;
   bool has_rule(const OpSite& site, bool after) const;
   void issue(StepBuilder& b, const OpSite& site, bool after, const std::vector<OpIndex>& producer);
   std::uint32_t name(StepBuilder& b, std::size_t rule, const OpSite& site);
@@ -60,6 +61,9 @@ class TensorParallel {
   Bytes pre_message_;
   Bytes post_message_;
   Bytes loss_message_;  // one fp32 per token: the cross-entropy max / sum AllReduces
+  Bytes rope_message_;  // latent attention's shared rotary key of b·s tokens
+  bool latent_attention_;
+  int act_bytes_;  // one activation element: the latents' and MTP's gathers
   std::map<NameKey, std::uint32_t> names_;
   PieceNames pieces_;
   std::map<std::tuple<int, const workload::OpCost*, CollOp>, std::uint32_t> overlap_names_;

@@ -78,27 +78,31 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
 }
 
-// An RMSNorm over `width` elements of each of this rank's tokens (MLA's latents).
+// An RMSNorm over `width` elements of each of the rank's rows (MLA's latents, normed before
+// they are gathered: s/t rows under sequence parallelism).
 OpCost latent_norm(const char* name, const LayerShape& s, long long width) {
-  return elementwise(name, Role::input_norm, OpClass::norm, s.tokens() * width, norm_bytes(s), norm_flops);
+  return elementwise(name, Role::input_norm, OpClass::norm, s.norm_tokens() * width, norm_bytes(s), norm_flops);
 }
 
 // Multi-head latent attention's projections before the attention core (Megatron-Core's
-// MLASelfAttention, DeepSeek-AI 2024 §2.1.1): the query latent (h → q_lora, normed) projected up to
-// the heads' queries; one latent per token for keys and values (h → kv_lora + qk_rope), its
-// kv_lora part normed and projected up to each head's key (qk_nope) and value (v_dim); the
-// rotary embedding of the queries' qk_rope part and of the one shared rotary key.
+// MLASelfAttention, DeepSeek-AI 2024 §2.1.1): the query latent (h → q_lora) and one latent per
+// token for keys and values (h → kv_lora + qk_rope), both by down projections whole on every TP
+// rank (TELinear, parallel_mode "duplicated") over the rank's own rows; each latent normed and
+// projected up, column-parallel over the gathered sequence, to the local heads' queries and to
+// their keys (qk_nope) and values (v_dim); the rotary embedding of the queries' qk_rope part and
+// of the one shared rotary key (gathered whole).
 void append_latent_projections(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long t = s.tokens();
+  const long long rows = s.norm_tokens();
   const long long q = s.q_heads * s.head_dim;
+  if (s.q_lora > 0) ops.push_back(gemm("q down projection", Role::q_down, Pass::forward, rows, s.q_lora, s.hidden, s));
+  ops.push_back(gemm("kv down projection", Role::kv_down, Pass::forward, rows, s.kv_lora + s.qk_rope, s.hidden, s));
   if (s.q_lora > 0) {
-    ops.push_back(gemm("q down projection", Role::qkv, Pass::forward, t, s.q_lora, s.hidden, s));
     ops.push_back(latent_norm("q latent rmsnorm", s, s.q_lora));
     ops.push_back(gemm("q up projection", Role::qkv, Pass::forward, t, q, s.q_lora, s));
   } else {
     ops.push_back(gemm("q projection", Role::qkv, Pass::forward, t, q, s.hidden, s));
   }
-  ops.push_back(gemm("kv down projection", Role::qkv, Pass::forward, t, s.kv_lora + s.qk_rope, s.hidden, s));
   ops.push_back(latent_norm("kv latent rmsnorm", s, s.kv_lora));
   const long long kv_up = s.q_heads * (s.head_dim - s.qk_rope + s.v_dim);
   ops.push_back(gemm("kv up projection", Role::qkv, Pass::forward, t, kv_up, s.kv_lora, s));
@@ -297,6 +301,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
+  w.rope_message = Bytes(s.mla() ? s.tokens() * s.qk_rope * s.act_bytes : 0);
   w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
   w.expert_param_count = layer_expert_param_count(s);
   w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);

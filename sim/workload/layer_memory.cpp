@@ -87,14 +87,16 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   const double masks = s.dropout() ? 2.0 : 0.0;
   const double replicated = rows * h * (4.0 * ab + masks);
   double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
-  // Latent attention keeps its latents (each before and after its norm), Q and K of
-  // qk_nope + qk_rope per head, V and the attention output of v_dim per head.
+  // Latent attention keeps its latents (each before and after its norm) on the rank's rows, as
+  // the up projections keep their inputs before the gather; Q and K of qk_nope + qk_rope per
+  // head, V and the attention output of v_dim per head on every token.
+  double latents = 0.0;
   if (s.mla()) {
-    attention_widths = static_cast<double>(2 * s.q_lora + (s.kv_lora + s.qk_rope) + s.kv_lora +
-                                           s.q_heads * (2 * s.head_dim + 2 * s.v_dim));
+    attention_widths = static_cast<double>(s.q_heads * (2 * s.head_dim + 2 * s.v_dim));
+    latents = rows * static_cast<double>(2 * s.q_lora + (s.kv_lora + s.qk_rope) + s.kv_lora) * ab;
   }
   const double mlp = s.moe() ? moe_activations(s) : tokens * static_cast<double>(s.fc1_out + s.ffn) * ab;
-  const double split = tokens * attention_widths * ab + mlp;
+  const double split = tokens * attention_widths * ab + latents + mlp;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
   double attention = 0.0;

@@ -109,25 +109,29 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
 }
 
 // Multi-token prediction (DeepSeek-AI 2024 §2.2; Megatron-Core's MultiTokenPredictionBlock) on the
-// last stage, after the main head. Per depth: the embedding lookup of the tokens one further,
-// RMSNorms of them and of the previous depth's hidden state, the projection of the two
-// concatenated (2h → h), one transformer layer like the model's (its MoE layer in an MoE
-// model), a final norm, and the shared output head and loss. The backward runs the depths
-// last first, before the main head's. The last stage holds the embedding for the lookup
+// last stage, after the main head. Per depth: the vocabulary-parallel embedding lookup of the
+// tokens one further (reduced over TP like the model's, to s/t rows under sequence parallelism),
+// RMSNorms of them and of the previous depth's hidden state on the rank's rows, the
+// column-parallel projection of the two concatenated (eh_proj, 2h → h/t over the gathered
+// sequence; its output gathered along h), one transformer layer like the model's (its MoE layer
+// in an MoE model), a final norm, and the shared output head and loss. The backward runs the
+// depths last first, before the main head's. The last stage holds the embedding for the lookup
 // unless it also holds the first stage (pp 1).
 void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int depths, bool copies_embedding) {
   const long long t = s.tokens();
+  const long long rows = s.norm_tokens();
   const long long logits = t * s.vocab;
   const char* norm_name = s.llama_style ? "final rmsnorm" : "final layernorm";
   std::vector<OpCost> backward;
   for (int d = 0; d < depths; ++d) {
     const std::string p = "mtp" + std::to_string(d) + " ";
     std::vector<OpCost> head;  // the ops before and after the layer, each with its own backward
-    head.push_back(elementwise(p + "embedding", Role::mtp, OpClass::embedding, t * s.hidden, 2.0 * s.act_bytes, 1.0));
-    head.push_back(elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * t * s.hidden, norm_bytes(s), 8.0));
-    head.push_back(gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden, 2 * s.hidden, s));
+    head.push_back(
+        elementwise(p + "embedding", Role::embedding, OpClass::embedding, t * s.hidden, 2.0 * s.act_bytes, 1.0));
+    head.push_back(elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * rows * s.hidden, norm_bytes(s), 8.0));
+    head.push_back(gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden / s.tp, 2 * s.hidden, s));
     std::vector<OpCost> tail;
-    tail.push_back(elementwise(p + norm_name, Role::mtp, OpClass::norm, t * s.hidden, norm_bytes(s), 8.0));
+    tail.push_back(elementwise(p + norm_name, Role::mtp, OpClass::norm, rows * s.hidden, norm_bytes(s), 8.0));
     tail.push_back(gemm(p + "lm head", Role::lm_head, Pass::forward, t, s.vocab, s.hidden, s));
     tail.push_back(elementwise(p + "cross entropy", Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0));
     std::vector<OpCost> depth_backward;
@@ -151,13 +155,14 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
   }
   post.backward.insert(post.backward.begin(), backward.begin(), backward.end());
   const long long norm_params = s.llama_style ? s.hidden : 2 * s.hidden;
-  post.param_count += depths * (layer.param_count + 2 * s.hidden * s.hidden + 3 * norm_params) +
+  post.param_count += depths * (layer.param_count + 2 * s.hidden * (s.hidden / s.tp) + 3 * norm_params) +
                       (copies_embedding ? s.vocab * s.hidden : 0);
   post.params = Bytes(post.param_count * s.act_bytes);
   post.expert_param_count += depths * layer.expert_param_count;
   // Per depth: the layer's activations, the two norms' inputs and the projection's input
-  // (2h), the final norm's input and the fp32 softmax of the loss.
-  const double kept = static_cast<double>(t * s.hidden * s.act_bytes) * 5.0 + static_cast<double>(logits) * 4.0;
+  // (2h, kept on the rank's rows and gathered again for the weight gradient), the final norm's
+  // input and the fp32 softmax of the loss.
+  const double kept = static_cast<double>(rows * s.hidden * s.act_bytes) * 5.0 + static_cast<double>(logits) * 4.0;
   post.activations += (layer.activations + Bytes(std::llround(kept))) * depths;
 }
 

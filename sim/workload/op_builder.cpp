@@ -20,6 +20,8 @@ double main_grad_traffic(const LayerShape& shape) { return 2.0 * shape.main_grad
 bool fp8_linear(Role role) {
   switch (role) {
     case Role::qkv:
+    case Role::q_down:
+    case Role::kv_down:
     case Role::attn_proj:
     case Role::fc1:
     case Role::fc2:
@@ -73,6 +75,8 @@ OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
 bool has_weight(const OpCost& op) {
   switch (op.role) {
     case Role::qkv:
+    case Role::q_down:
+    case Role::kv_down:
     case Role::attn_proj:
     case Role::fc1:
     case Role::fc2:

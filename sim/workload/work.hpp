@@ -46,7 +46,12 @@ enum class Role : std::uint8_t {
   // Multi-token prediction's own work beside its transformer layer: the next tokens' embedding
   // lookup and the norms (mtp), the projection of the two normed streams (mtp_projection).
   mtp,
-  mtp_projection
+  mtp_projection,
+  // Multi-head latent attention's down projections of the hidden state to the query latent
+  // (q_down) and to the key/value latent with the shared rotary key (kv_down): whole on every
+  // TP rank (Megatron-Core's duplicated TELinear), over the rank's own tokens.
+  q_down,
+  kv_down
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -79,6 +84,7 @@ struct LayerWork {
   Bytes activations{0};              // activation memory kept per micro-batch (Korthikanti)
   Bytes backward_working{0};         // allocated beside `activations` while its backward runs (the loss's)
   Bytes tp_message{0};               // b·s·h elements of the precision: one TP collective's S
+  Bytes rope_message{0};             // latent attention's shared rotary key of b·s tokens: its SP AllGather's S
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
   long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)
   Bytes dispatch_message{0};         // routed tokens the busiest EP rank receives: one all-to-all's S

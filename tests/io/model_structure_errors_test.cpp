@@ -1,6 +1,7 @@
 // The model's structure keys refused where they cannot describe a model: a head width the
 // fused attention kernels do not take, dense/MoE layer patterns that do not match the stack,
-// and latent attention where its widths do not fit or it is not simulated yet.
+// latent attention where its widths do not fit or it is not simulated yet, and multi-token
+// prediction where it is not simulated yet.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -107,16 +108,24 @@ TEST_CASE("latent attention is refused where its widths do not fit or it is not 
         "value");
   CHECK(error_of(with("model.mla.qk_nope_head_dim=256")) ==
         "s.json: /model/mla: heads of 320 (query, key) and 128 (value) are wider than the 256 fused attention takes");
-  CHECK(error_of({"model=deepseek-v3", "parallel.tp=2", "parallel.sequence_parallel=true"}) ==
-        "s.json: /parallel/tp: latent attention (model.mla) with tp > 1 is not simulated yet");
+  CHECK(error_of({"model=deepseek-v3", "parallel.tp=2", "parallel.sequence_parallel=true"}) == "no error");
+  CHECK(error_of({"model=deepseek-v3", "parallel.tp=2", "parallel.sequence_parallel=true",
+                  "tensor_parallel.comm_overlap=true"}) ==
+        "s.json: /tensor_parallel/comm_overlap: latent attention (model.mla) with TP communication overlap is not "
+        "simulated yet");
+  CHECK(error_of(with("parallel.cp=2")) ==
+        "s.json: /parallel/cp: latent attention (model.mla) with cp > 1 is not simulated yet");
   CHECK(error_of(with("training.attention=unfused")) ==
         "s.json: /training/attention: latent attention (model.mla) with unfused attention is not simulated yet");
 }
 
-TEST_CASE("multi-token prediction beside tensor or context parallelism is refused as not simulated yet") {
+TEST_CASE("multi-token prediction beside context parallelism is refused as not simulated yet") {
   CHECK(error_of({"model.mtp_layers=1"}) == "no error");
-  CHECK(error_of({"model.mtp_layers=1", "parallel.tp=2"}) ==
-        "s.json: /parallel/tp: multi-token prediction (model.mtp_layers) with tp > 1 is not simulated yet");
+  CHECK(error_of({"model.mtp_layers=1", "parallel.tp=2"}) == "no error");
+  CHECK(error_of({"model.mtp_layers=1", "parallel.tp=2", "parallel.sequence_parallel=true"}) == "no error");
+  // eh_proj is column-parallel: TP splits its h outputs.
+  CHECK(error_of({"model.mtp_layers=1", "model.hidden=4100", "model.head_dim=128", "parallel.tp=8", "parallel.dp=1"}) ==
+        "s.json: /parallel/tp: tp 8 does not divide hidden 4100 (multi-token prediction's projection is split by TP)");
   CHECK(error_of({"model.mtp_layers=1", "parallel.cp=2"}) ==
         "s.json: /parallel/cp: multi-token prediction (model.mtp_layers) with cp > 1 is not simulated yet");
   CHECK(error_of({"model.mtp_layers=17"}) == "s.json: /model/mtp_layers: must be between 0 and 16, got 17");

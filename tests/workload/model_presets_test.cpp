@@ -186,3 +186,101 @@ TEST_CASE("DeepSeek-V3's multi-token prediction adds one MoE layer, the projecti
   CHECK(w.post.forward.back().name == "mtp0 cross entropy");
   CHECK(w.post.expert_param_count == w.layer.expert_param_count);
 }
+
+namespace {
+
+// DeepSeek-V3 at TP 2 on the 8 H100 of one node (dp 4, ep 4), with or without sequence
+// parallelism (which Megatron requires beside MoE layers: without it, only the dense layers
+// are looked at).
+stepsim::Scenario deepseek_tp2(bool sequence_parallel, const std::string& more = "") {
+  constexpr const char* kBase = R"({ "cluster": "dgx-h100-ndr", "parallel": { "tp": 2, "dp": 4, "ep": 4,
+    "sequence_parallel": true }, "training": { "global_batch": 8, "micro_batch": 1 } })";
+  std::vector<std::string> sets{"model=deepseek-v3"};
+  if (!more.empty()) sets.push_back(more);
+  stepsim::Scenario s = stepsim::io::load_scenario_text(kBase, "t.json", sets);
+  s.parallel.sequence_parallel = sequence_parallel;
+  return s;
+}
+
+const OpCost& named(const std::vector<OpCost>& ops, const std::string& name) {
+  for (const OpCost& o : ops)
+    if (o.name == name) return o;
+  FAIL("no op " << name);
+  return ops.front();
+}
+
+// FLOPs of latent attention's five GEMMs in one forward.
+double attention_gemm_flops(const std::vector<OpCost>& ops) {
+  double sum = 0;
+  for (const char* name :
+       {"q down projection", "q up projection", "kv down projection", "kv up projection", "attention projection"})
+    sum += named(ops, name).flops;
+  return sum;
+}
+
+}  // namespace
+
+// Megatron-Core's MLASelfAttention under TP: linear_q_down_proj (7168 → 1536) and
+// linear_kv_down_proj (7168 → 512 + 64) are TELinear with parallel_mode "duplicated", whole on
+// every rank over the rank's own tokens (s/t of them under sequence parallelism); the latents'
+// RMSNorms run there too; linear_q_up_proj (1536 → 128·192) and linear_kv_up_proj
+// (512 → 128·(128 + 128)) are column-parallel over the gathered sequence, linear_proj
+// (128·128 → 7168) row-parallel.
+TEST_CASE("DeepSeek-V3's latent attention at tp 2: down projections whole on every rank, up projections split") {
+  const ModelWork one = stepsim::workload::build_work(scenario("deepseek-v3"));
+  for (const bool sp : {true, false}) {
+    INFO("sequence parallel " << sp);
+    const ModelWork two = stepsim::workload::build_work(deepseek_tp2(sp));
+    const std::vector<OpCost>& f = two.dense_layer.forward;
+    const long long rows = sp ? 2048 : 4096;
+    const OpCost& q_down = named(f, "q down projection");
+    CHECK((q_down.m == rows && q_down.n == 1536 && q_down.k == 7168));
+    CHECK(q_down.flops == 2.0 * rows * 1536 * 7168);
+    const OpCost& kv_down = named(f, "kv down projection");
+    CHECK((kv_down.m == rows && kv_down.n == 576 && kv_down.k == 7168));
+    const OpCost& q_up = named(f, "q up projection");
+    CHECK((q_up.m == 4096 && q_up.n == 64 * 192 && q_up.k == 1536));
+    const OpCost& kv_up = named(f, "kv up projection");
+    CHECK((kv_up.m == 4096 && kv_up.n == 64 * 256 && kv_up.k == 512));
+    const OpCost& proj = named(f, "attention projection");
+    CHECK((proj.m == 4096 && proj.n == 7168 && proj.k == 64 * 128));
+    CHECK(named(f, "q latent rmsnorm").flops == 8.0 * rows * 1536);
+    CHECK(named(f, "kv latent rmsnorm").flops == 8.0 * rows * 512);
+    // Over both ranks the split GEMMs add up to tp 1's; without sequence parallelism each rank
+    // also projects every token down, the down projections' work twice over.
+    const double down = 2.0 * 4096 * 7168 * (1536 + 576);
+    CHECK(2.0 * attention_gemm_flops(f) == Approx(attention_gemm_flops(one.dense_layer.forward) + (sp ? 0.0 : down)));
+    // Parameters per rank: the down projections and the latents' norms whole, the rest halved.
+    const long long attention =
+        7168LL * 1536 + 1536 + 1536LL * 64 * 192 + 7168LL * 576 + 512 + 512LL * 64 * 256 + 64LL * 128 * 7168;
+    CHECK(two.dense_layer.param_count == attention + 3LL * 7168 * 9216 + 2 * 7168);
+  }
+  // Activations of a dense layer under sequence parallelism (bf16, no recompute): the four
+  // hidden-wide inputs (two norms, the down projections, fc1) and the latents (the query
+  // latent before and after its norm, the kv latent with its rotary key, the normed kv latent)
+  // on the rank's 2048 rows; Q, K (192 per head), V and the attention output (128) of the 64
+  // local heads, the MLP's fc1 output and fc2 input on all 4096 tokens; the fp32 log-sum-exp.
+  const double kept = 2048.0 * 7168 * 4 * 2 + 2048.0 * (2 * 1536 + 576 + 512) * 2 +
+                      4096.0 * 64 * (2 * 192 + 2 * 128) * 2 + 4096.0 * (18432 + 9216) * 2 + 64.0 * 4096 * 4;
+  CHECK(static_cast<double>(stepsim::workload::build_work(deepseek_tp2(true)).dense_layer.activations.count()) == kept);
+}
+
+// Megatron-Core's MultiTokenPredictionLayer under TP: enorm and hnorm on the rank's rows, the
+// column-parallel eh_proj (2h → h/t) over the gathered sequence, its output gathered along the
+// hidden dimension (and scattered back to s/t rows), the transformer layer as the model's, the
+// final norm on the rank's rows and the vocabulary-parallel shared head.
+TEST_CASE("DeepSeek-V3's multi-token prediction at tp 2 with sequence parallelism") {
+  const ModelWork w = stepsim::workload::build_work(deepseek_tp2(true, "model.mtp_layers=1"));
+  const ModelWork without = stepsim::workload::build_work(deepseek_tp2(true));
+  const std::vector<OpCost>& f = w.post.forward;
+  const OpCost& projection = named(f, "mtp0 projection");
+  CHECK((projection.m == 4096 && projection.n == 3584 && projection.k == 2 * 7168));
+  CHECK(projection.flops == 2.0 * 4096 * 3584 * 14336);
+  CHECK(named(f, "mtp0 norms").flops == 8.0 * 2 * 2048 * 7168);
+  CHECK(named(f, "mtp0 final rmsnorm").flops == 8.0 * 2048 * 7168);
+  CHECK(named(f, "mtp0 lm head").n == 129280 / 2);
+  CHECK(named(f, "mtp0 q down projection").m == 2048);
+  CHECK(named(f, "mtp0 q up projection").m == 4096);
+  // The layer, the projection's half and three norms (the stage holds the embedding: pp 1).
+  CHECK(w.post.param_count - without.post.param_count == w.layer.param_count + 2LL * 7168 * 3584 + 3 * 7168);
+}
