@@ -186,6 +186,11 @@ struct MoeSpec {
   double imbalance = 1.0;      // tokens the busiest EP rank's experts get, over the mean (>= 1)
   int shared_experts = 0;      // experts every token goes through (DeepSeek), expert_ffn_hidden wide
   MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+  // Megatron-Core's EP all-to-all overlap (overlap_moe_expert_parallel_comm, with the
+  // delay_wgrad_compute Megatron-Bridge's moe_a2a_overlap sets beside it): in the steady state
+  // one micro-batch's forward and another's backward run merged layer by layer, each one's
+  // dispatch and combine on the communication stream under the other's compute.
+  bool a2a_overlap = false;
   // Which layers are MoE layers; the others are dense, model.ffn_hidden wide. Either the first
   // `first_dense_layers` are dense (DeepSeek's first_k_dense_replace) or `layer_pattern` gives
   // each layer, 1 for MoE and 0 for dense (Megatron-Core's moe_layer_freq as a list).

@@ -47,6 +47,11 @@ constexpr KeyDoc kDocs[] = {
      "NVLink domain holding one of its experts, forwarded over NVLink there)",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
+    {"model.moe.a2a_overlap", "",
+     "Megatron-Core's EP all-to-all overlap: each steady-state forward runs merged layer by layer with the backward of "
+     "another micro-batch, each one's dispatch and combine under the other's compute; needs ep > 1 and schedule 1f1b "
+     "(pp 1) or interleaved",
+     "Megatron `--overlap-moe-expert-parallel-comm` with `--delay-wgrad-compute`; Megatron-Bridge `moe_a2a_overlap`"},
     {"model.moe.imbalance", "",
      "the busiest EP rank's routed tokens over the mean (1: even), at most ep·min(top_k, experts/ep)/top_k; it sets "
      "the pace",

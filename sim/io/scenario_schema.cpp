@@ -198,10 +198,14 @@ Schema<GpuFlops> schema_of(Tag<GpuFlops>) {
 
 Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   static constexpr Field<GpuEfficiency> fields[] = {
-      field<&GpuEfficiency::gemm_max>("gemm_max"),           field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
-      field<&GpuEfficiency::attention_max>("attention_max"), field<&GpuEfficiency::hbm>("hbm"),
-      field<&GpuEfficiency::kernel_min>("kernel_min"),       field<&GpuEfficiency::comm_slowdown>("comm_slowdown"),
-      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max"),   field<&GpuEfficiency::fp4_gemm_max>("fp4_gemm_max"),
+      field<&GpuEfficiency::gemm_max>("gemm_max"),
+      field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
+      field<&GpuEfficiency::attention_max>("attention_max"),
+      field<&GpuEfficiency::hbm>("hbm"),
+      field<&GpuEfficiency::kernel_min>("kernel_min"),
+      field<&GpuEfficiency::comm_slowdown>("comm_slowdown"),
+      field<&GpuEfficiency::fp8_gemm_max>("fp8_gemm_max"),
+      field<&GpuEfficiency::fp4_gemm_max>("fp4_gemm_max"),
       field<&GpuEfficiency::derived_comm_slowdown>("derived_comm_slowdown")};
   return {fields, ""};
 }
@@ -273,6 +277,7 @@ Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
                                               field<&MoeSpec::expert_ffn_hidden>("expert_ffn_hidden"),
                                               field<&MoeSpec::capacity_factor>("capacity_factor"),
                                               field<&MoeSpec::dispatcher>("dispatcher"),
+                                              field<&MoeSpec::a2a_overlap>("a2a_overlap"),
                                               field<&MoeSpec::imbalance>("imbalance"),
                                               field<&MoeSpec::shared_experts>("shared_experts"),
                                               field<&MoeSpec::first_dense_layers>("first_dense_layers"),

@@ -10,6 +10,7 @@
 #include "io/validate_limits.hpp"
 #include "io/validate_variation.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::io {
 namespace {
@@ -349,6 +350,43 @@ void check_tp_overlap(const Scenario& s, const Checker& c) {
             "sequence parallelism)");
 }
 
+// Megatron-Core's EP all-to-all overlap where Megatron-Core runs it (TransformerConfig's
+// __post_init__ and combined_1f1b.py): an EP group to talk to, the all-to-all or flex
+// dispatcher, a pipeline only with virtual stages (the interleaved schedule; without a
+// pipeline, forward_backward_no_pipelining's combined 1F1B), no full recompute, a 16-bit model,
+// at most one multi-token-prediction layer, and Megatron's own schedules.
+void check_a2a_overlap(const Scenario& s, const Checker& c) {
+  if (!s.model.moe.a2a_overlap) return;
+  const char* key = "/model/moe/a2a_overlap";
+  const ParallelSpec& p = s.parallel;
+  c.require(s.model.moe.experts > 0 && p.ep > 1, key,
+            "needs expert parallelism (model.moe.experts > 0 and parallel.ep > 1, got ep {}): there is no EP "
+            "all-to-all to overlap",
+            p.ep);
+  if (p.pp > 1) {
+    c.require(p.schedule == Schedule::interleaved, "/parallel/schedule",
+              "model.moe.a2a_overlap with pp {} needs \"schedule\": \"interleaved\" (Megatron-Core requires virtual "
+              "pipeline stages)",
+              p.pp);
+  } else {
+    c.require(p.schedule == Schedule::one_f_one_b, "/parallel/schedule",
+              "model.moe.a2a_overlap without a pipeline runs Megatron-Core's combined 1F1B: \"schedule\" must be "
+              "\"1f1b\"");
+  }
+  c.require(s.training.recompute != Recompute::full, "/training/recompute",
+            "\"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full recomputation with the EP "
+            "all-to-all overlap");
+  c.require(element_bytes(s.training.precision) != 4, "/training/precision",
+            "{} with model.moe.a2a_overlap: Megatron-Core runs the overlap only with a bf16 or fp16 model",
+            to_string(s.training.precision));
+  c.require(s.model.mtp_layers <= 1, "/model/mtp_layers",
+            "{} with model.moe.a2a_overlap: Megatron-Core overlaps at most one multi-token-prediction layer",
+            s.model.mtp_layers);
+  const Framework f = s.training.framework;
+  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+            "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
+}
+
 // Context parallelism runs inside fused attention kernels (Transformer Engine), and its
 // communication variant means something only when there is a CP group.
 void check_context_parallel(const Scenario& s, const Checker& c) {
@@ -436,6 +474,7 @@ void complete_and_validate(Scenario& s) {
   check_data_parallel(s.data_parallel, s.parallel, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
+  check_a2a_overlap(s, c);
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

@@ -4,10 +4,11 @@
 // gradient returns after expert fc1's weight gradient (the grouped GEMM's backward ends with
 // it), or after its input gradient when the schedule defers weight gradients. The flex
 // dispatcher (DeepEP, HybridEP) sends less across NVLink domains (flex_share). Each is on the
-// ep stream and the next compute op of its pass waits for it: only DualPipe, which runs
-// another micro-batch's pass beside it, hides it. With expert tensor parallelism the ETP
-// group's AllGather follows each all-to-all into the experts and its ReduceScatter precedes
-// each one out of them, on the etp stream.
+// ep stream and the next compute op of its pass waits for it: only DualPipe and Megatron-Core's
+// EP all-to-all overlap (model.moe.a2a_overlap), which run another micro-batch's pass beside
+// it, hide it. With expert tensor parallelism the ETP group's AllGather follows each
+// all-to-all into the experts and its ReduceScatter precedes each one out of them, on the etp
+// stream.
 #include "parallelism/expert_parallel.hpp"
 
 #include <fmt/format.h>
@@ -79,6 +80,7 @@ OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const cha
   }
   const OpIndex op = b.collective(CommKind::ep, CollOp::alltoall, message_, it->second, waits);
   b.defer_wait(op, WaitRule::next_op, site.cost->role);
+  ++all_to_alls_;
   return op;
 }
 
@@ -100,16 +102,34 @@ void ExpertParallel::wait_for_counts(StepBuilder& b, OpIndex dispatch) {
   op.host_blocks = op.host != BuildState::kReplayed;
 }
 
+bool ExpertParallel::into_experts(const OpSite& site) {
+  const Role role = site.cost->role;
+  const Pass pass = site.cost->pass;
+  return (role == Role::expert_fc1 && pass == Pass::forward) ||
+         (role == Role::expert_fc2 && pass == Pass::backward_data);
+}
+
+bool ExpertParallel::out_of_experts(const OpSite& site) const {
+  const Role role = site.cost->role;
+  const Pass pass = site.cost->pass;
+  const Pass sends_input_grad = split_backward_ ? Pass::backward_data : Pass::backward_weight;
+  return (role == Role::expert_fc2 && pass == Pass::forward) || (role == Role::expert_fc1 && pass == sends_input_grad);
+}
+
+bool ExpertParallel::dispatches_before(const OpSite& site) const {
+  return enabled_ && into_experts(site) && site.cost->pass == Pass::forward;
+}
+
+bool ExpertParallel::dispatches_after(const OpSite& site) const {
+  return enabled_ && out_of_experts(site) && site.cost->pass != Pass::forward;
+}
+
 // Forward: the all-to-all, then the ETP AllGather, before the experts; the ETP ReduceScatter,
 // then the all-to-all, after them. The backward mirrors both.
 void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
   if (!enabled_ && !etp_) return;
-  const Role role = site.cost->role;
-  const Pass pass = site.cost->pass;
-  const bool into_experts =
-      (role == Role::expert_fc1 && pass == Pass::forward) || (role == Role::expert_fc2 && pass == Pass::backward_data);
-  if (!into_experts) return;
-  const bool forward = pass == Pass::forward;
+  if (!into_experts(site)) return;
+  const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits = b.last_compute();
   if (enabled_) {
     const OpIndex a2a = all_to_all(b, site, forward ? "dispatch" : "combine backward", waits);
@@ -121,13 +141,8 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
 
 void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   if (!enabled_ && !etp_) return;
-  const Role role = site.cost->role;
-  const Pass pass = site.cost->pass;
-  const Pass sends_input_grad = split_backward_ ? Pass::backward_data : Pass::backward_weight;
-  const bool out_of_experts =
-      (role == Role::expert_fc2 && pass == Pass::forward) || (role == Role::expert_fc1 && pass == sends_input_grad);
-  if (!out_of_experts) return;
-  const bool forward = pass == Pass::forward;
+  if (!out_of_experts(site)) return;
+  const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits{op};
   if (etp_)
     waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp scatter backward", waits)};

@@ -21,11 +21,20 @@ class ExpertParallel {
   void before_op(StepBuilder& b, const OpSite& site);
   void after_op(StepBuilder& b, const OpSite& site, OpIndex op);
 
+  // Whether the communication before (after) the op at `site` issues an EP dispatch all-to-all:
+  // the forward dispatch (its backward, the tokens' input gradient going home).
+  bool dispatches_before(const OpSite& site) const;
+  bool dispatches_after(const OpSite& site) const;
+  // The EP all-to-alls issued so far.
+  long long all_to_alls() const { return all_to_alls_; }
+
   // One all-to-all's S: the routed tokens the busiest EP rank receives, b·s/(cp·tp)·top_k·h
   // elements times the imbalance (capped by the capacity factor).
   Bytes message() const { return message_; }
 
  private:
+  static bool into_experts(const OpSite& site);
+  bool out_of_experts(const OpSite& site) const;
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
   // The host waits for the forward dispatch's waits before issuing it: the CPU reads the
   // tokens per expert there.
@@ -40,6 +49,7 @@ class ExpertParallel {
   bool split_backward_;
   Bytes message_;
   Bytes etp_message_;
+  long long all_to_alls_ = 0;
   std::map<std::pair<int, std::string>, std::uint32_t> names_;
 };
 

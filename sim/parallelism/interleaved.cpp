@@ -27,8 +27,12 @@ std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage)
   const int total = shape.micro_batches * shape.chunks;
   // With exactly p micro-batches Megatron runs every forward first; PyTorch does not.
   const bool all_first = shape.all_forwards_first_at_p && shape.micro_batches == shape.stages;
+  // Under the EP all-to-all overlap one more forward warms up, so that each combined forward
+  // and backward of the steady state are of different micro-batches (schedules.py,
+  // get_pp_rank_microbatches: overlap_moe_expert_parallel_comm adds one).
+  const int extra = shape.a2a_overlap ? 1 : 0;
   const int warmup =
-      all_first ? total : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages, total);
+      all_first ? total : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages + extra, total);
   std::vector<PipelineOp> order;
   for (int k = 0; k < warmup; ++k) order.push_back(virtual_op(shape, k, true));
   for (int k = 0; k < total - warmup; ++k) {

@@ -128,7 +128,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const ParallelSpec& p = s.parallel;
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
-                            !pytorch_pipelining(s)};
+                            !pytorch_pipelining(s), s.model.moe.a2a_overlap};
   const Bytes working = recompute_working_set(s, w);
   Bytes stored{0};
   long long chunks = 0;

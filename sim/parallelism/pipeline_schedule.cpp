@@ -28,9 +28,45 @@ bool pytorch_pipelining(const Scenario& s) {
   return s.parallel.pp > 1 && (kind == DpKind::fsdp || kind == DpKind::hsdp);
 }
 
+namespace {
+
+// Megatron-Core's combined 1F1B (pipeline_parallel/combined_1f1b.py), which the EP all-to-all
+// overlap runs. Without a pipeline (combined_1f1b_schedule_for_no_pipelining) the first forward
+// runs alone, then the forward of micro-batch i + 1 with the backward of i, then the last
+// backward alone. Under the interleaved schedule each steady-state iteration's forward and
+// backward run as one combined step (combined_1f1b_schedule_for_interleaved_pipelining);
+// warm-up forwards and cool-down backwards run alone.
+std::vector<PipelineOp> combined_1f1b(std::vector<PipelineOp> order, int stages) {
+  if (stages == 1) {
+    std::vector<PipelineOp> forwards, backwards;
+    for (const PipelineOp& op : order) (op.forward ? forwards : backwards).push_back(op);
+    STEPSIM_CHECK(forwards.size() == backwards.size() && !forwards.empty(), "an unbalanced pipeline order");
+    std::vector<PipelineOp> out{forwards[0]};
+    for (std::size_t i = 1; i < forwards.size(); ++i) {
+      out.push_back(forwards[i]);
+      out.back().overlapped = true;
+      out.push_back(backwards[i - 1]);
+    }
+    out.push_back(backwards.back());
+    return out;
+  }
+  for (std::size_t i = 0; i + 1 < order.size(); ++i) {
+    const PipelineOp& b = order[i + 1];
+    if (!order[i].forward || b.forward || b.weight) continue;
+    STEPSIM_CHECK(b.micro_batch != order[i].micro_batch || b.chunk != order[i].chunk,
+                  "a combined forward and backward of the same micro-batch and chunk");
+    order[i].overlapped = true;
+  }
+  return order;
+}
+
+}  // namespace
+
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage) {
   for (const ScheduleKind& k : kSchedules) {
-    if (k.schedule == schedule) return k.order(shape, stage);
+    if (k.schedule != schedule) continue;
+    if (shape.a2a_overlap) return combined_1f1b(k.order(shape, stage), shape.stages);
+    return k.order(shape, stage);
   }
   STEPSIM_CHECK(false, "schedule missing from the registry");
   return {};

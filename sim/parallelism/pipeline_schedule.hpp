@@ -18,7 +18,8 @@ struct PipelineOp {
   // there a backward without it is the input-gradient (B) pass.
   bool weight = false;
   // Of a forward: it runs overlapped with the backward after it (and that backward's W pass,
-  // when one follows at once), DualPipe's F&B: one's communication behind the other's compute.
+  // when one follows at once), DualPipe's F&B or Megatron-Core's combined 1F1B under
+  // model.moe.a2a_overlap: one's communication behind the other's compute.
   bool overlapped = false;
   friend bool operator==(const PipelineOp&, const PipelineOp&) = default;
 };
@@ -30,6 +31,10 @@ struct PipelineShape {
   // Megatron's interleaved schedule runs every forward first when m = p; PyTorch's
   // ScheduleInterleaved1F1B (torch.distributed.pipelining) keeps its usual warm-up.
   bool all_forwards_first_at_p = true;
+  // Megatron-Core's EP all-to-all overlap (model.moe.a2a_overlap): each steady-state forward
+  // runs merged with the backward after it, and without a pipeline the backward of each
+  // micro-batch waits for the next one's forward (combined_1f1b.py).
+  bool a2a_overlap = false;
 };
 
 using ScheduleOrder = std::vector<PipelineOp> (*)(const PipelineShape& shape, int stage);

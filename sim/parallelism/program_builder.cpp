@@ -2,7 +2,8 @@
 // each layer's backward), activations and gradients to and from the neighbouring stages,
 // gradient synchronisation hooked into the last micro-batch's backward, and the optimizer
 // step once every bucket (and a tied embedding's gradient) has been reduced. DualPipe's
-// paired forward and backward are issued interleaved, in two lanes.
+// paired forward and backward, and Megatron-Core's combined forward and backward under the EP
+// all-to-all overlap, are issued interleaved, in two lanes.
 #include "parallelism/program_builder.hpp"
 
 #include <algorithm>
@@ -38,8 +39,14 @@ namespace {
 
 using workload::OpCost;
 
-// The pieces of one pass, recorded to be issued interleaved with another's.
-using Script = std::vector<std::function<void()>>;
+// A piece of one pass, recorded to be issued interleaved with another's; `dispatch`: it issues
+// an EP dispatch all-to-all (forward, or its backward), before which a pass under Megatron-Core's
+// all-to-all overlap hands the compute stream to the other pass.
+struct Piece {
+  std::function<void()> run;
+  bool dispatch = false;
+};
+using Script = std::vector<Piece>;
 
 // As the reference implementation asserts: half the micro-batches enter at each end, and each
 // direction needs at least pp of them to reach its steady state.
@@ -70,7 +77,7 @@ void check_supported(const Scenario& s) {
 
 PipelineShape pipeline_shape(const Scenario& s) {
   return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages,
-          !pytorch_pipelining(s)};
+          !pytorch_pipelining(s), s.model.moe.a2a_overlap};
 }
 
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of
@@ -169,9 +176,10 @@ class StepWriter {
   // DualPipe's F&B: the forward at `i` and the backward after it (with its W pass when one
   // follows at once) recorded as two scripts, then issued in turn, each handing the compute
   // stream to the other whenever it has issued communication it must wait for (an
-  // all-to-all, a TP collective). As the reference implementation does, the pair starts once
-  // both inputs have arrived and sends both outputs when it ends. Returns the index of the
-  // pair's last pass.
+  // all-to-all, a TP collective); under the EP all-to-all overlap, Megatron-Core's combined
+  // step (combine). As the reference implementation does, the pair starts once both inputs
+  // have arrived and sends both outputs when it ends. Returns the index of the pair's last
+  // pass.
   std::size_t overlapped(const std::vector<PipelineOp>& order, std::size_t i) {
     STEPSIM_CHECK(i + 1 < order.size() && !order[i + 1].forward && !order[i + 1].weight,
                   "an overlapped forward without a backward after it");
@@ -190,7 +198,11 @@ class StepWriter {
     std::size_t end = i + 1;
     if (end + 1 < order.size() && order[end + 1] == PipelineOp{b.micro_batch, b.chunk, false, true}) pass(order[++end]);
     script_ = nullptr;
-    interleave(lanes);
+    if (a2a_overlap_) {
+      combine(lanes);
+    } else {
+      interleave(lanes);
+    }
     pp_.send(b_, f);
     pp_.send(b_, b);
     return end;
@@ -203,20 +215,55 @@ class StepWriter {
       if (next[lane] == lanes[lane].size()) lane ^= 1;
       b_.set_lane(lane);
       const long long deferrals = b_.deferrals();
-      lanes[lane][next[lane]++]();
+      lanes[lane][next[lane]++].run();
       if (b_.deferrals() != deferrals) lane ^= 1;
     }
     b_.join_lanes();
   }
 
+  // Megatron-Core's combined forward and backward of one layer pair
+  // (TransformerLayerSchedulePlan.run in models/common/model_chunk_schedule_plan.py): the
+  // backward's combine all-to-all, the forward's attention, the backward's MLP, the forward's
+  // dispatch, the backward's dispatch, the forward's MLP and combine, the backward's attention.
+  // So the backward (lane 1) goes first, and a pass hands over after each all-to-all it issues
+  // and before each dispatch (unless it has just been handed the turn): every all-to-all runs
+  // on the one ep stream under the other pass's compute, in Megatron's order.
+  void combine(std::array<Script, 2>& lanes) {
+    std::array<std::size_t, 2> next{0, 0};
+    int lane = 1;
+    bool handed = true;
+    const auto hand_over = [&] {
+      lane ^= 1;
+      handed = true;
+    };
+    while (next[0] < lanes[0].size() || next[1] < lanes[1].size()) {
+      if (next[lane] == lanes[lane].size()) {
+        hand_over();
+        continue;
+      }
+      const Piece& piece = lanes[lane][next[lane]];
+      if (piece.dispatch && !handed) {
+        hand_over();
+        continue;
+      }
+      b_.set_lane(lane);
+      const long long before = ep_.all_to_alls();
+      piece.run();
+      ++next[lane];
+      handed = false;
+      if (ep_.all_to_alls() != before) hand_over();
+    }
+    b_.join_lanes();
+  }
+
   // Runs a piece of a pass now, or records it while a pass is scripted for interleaving.
-  template <class Piece>
-  void emit(Piece&& piece) {
+  template <class Run>
+  void emit(Run&& run, bool dispatch = false) {
     if (script_ != nullptr) {
-      script_->emplace_back(std::forward<Piece>(piece));
+      script_->push_back({std::forward<Run>(run), dispatch});
       return;
     }
-    piece();
+    run();
   }
 
   void forward(const ChunkLayers& chunk) {
@@ -268,16 +315,26 @@ class StepWriter {
     emit([this, site] { dp_->after_block(b_, site); });
   }
 
-  // An op in two pieces: the communication issued before it, then the op and what follows.
+  // An op in two pieces: the communication issued before it, then the op and what follows;
+  // under the all-to-all overlap in three, what follows it a piece of its own (the dispatch's
+  // backward may be issued after the other pass has had its turn).
   void one(const OpSite& site) {
-    emit([this, site] {
-      tp_.before_op(b_, site);
-      ep_.before_op(b_, site);
-    });
-    emit([this, site] { body(site); });
+    emit([this, site] { before(site); }, ep_.dispatches_before(site));
+    if (!a2a_overlap_ || script_ == nullptr) {
+      emit([this, site] { after(site, body(site)); });
+      return;
+    }
+    const auto op = std::make_shared<OpIndex>(0);
+    emit([this, site, op] { *op = body(site); });
+    emit([this, site, op] { after(site, *op); }, ep_.dispatches_after(site));
   }
 
-  void body(const OpSite& site) {
+  void before(const OpSite& site) {
+    tp_.before_op(b_, site);
+    ep_.before_op(b_, site);
+  }
+
+  OpIndex body(const OpSite& site) {
     OpIndex op = 0;
     if (cp_.handles(site)) {
       op = cp_.issue(b_, site);
@@ -287,6 +344,10 @@ class StepWriter {
       op = b_.compute(*site.cost, site.phase, name(site));
     }
     tp_.after_op(b_, site, op);
+    return op;
+  }
+
+  void after(const OpSite& site, OpIndex op) {
     ep_.after_op(b_, site, op);
     if (site.phase == Phase::backward && site.last_micro_batch) dp_->after_backward_op(b_, site, op);
   }
@@ -313,6 +374,7 @@ class StepWriter {
   OpCost optimizer_;
   OpNames& names_;
   bool split_ = splits_backward(s_.parallel.schedule);
+  bool a2a_overlap_ = s_.model.moe.a2a_overlap;
   Script* script_ = nullptr;
   bool last_ = false;
   int micro_batch_ = 0;

@@ -285,4 +285,10 @@ std::vector<OpIndex> StepBuilder::last_compute() const {
   return {static_cast<OpIndex>(last)};
 }
 
+std::vector<OpIndex> StepBuilder::stream_tail() const {
+  const std::int64_t last = std::max(last_compute_[0], last_compute_[1]);
+  if (last < 0) return {};
+  return {static_cast<OpIndex>(last)};
+}
+
 }  // namespace stepsim::parallelism

@@ -138,6 +138,10 @@ class StepBuilder {
   std::vector<OpIndex> take_deferred();
   // The last compute op issued, if any.
   std::vector<OpIndex> last_compute() const;
+  // The last compute op issued by either lane: what a collective issued from the compute
+  // stream waits for (PyTorch's process-group stream waits for all the work queued before it
+  // on the current stream), where last_compute() is what one pass's own work depends on.
+  std::vector<OpIndex> stream_tail() const;
 
   engine::RankProgram& rank();
   BuildState& state() { return state_; }

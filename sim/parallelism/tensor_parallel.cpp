@@ -197,7 +197,7 @@ std::uint32_t TensorParallel::name(StepBuilder& b, std::size_t rule, const OpSit
 
 // A pipelined GEMM issues its own collectives (issue_pipelined) in place of the table's.
 void TensorParallel::before_op(StepBuilder& b, const OpSite& site) {
-  if (enabled_ && !pipelines(site) && has_rule(site, false)) issue(b, site, false, b.last_compute());
+  if (enabled_ && !pipelines(site) && has_rule(site, false)) issue(b, site, false, b.stream_tail());
 }
 
 void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {

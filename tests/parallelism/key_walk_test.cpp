@@ -82,6 +82,8 @@ const std::vector<Row>& rows() {
        "flex",
        {"model.moe.experts=16", "model.moe.top_k=4", "parallel.ep=16", "parallel.tp=1", "parallel.pp=1",
         "parallel.dp=16"}},
+      // Megatron-Core runs it without a pipeline (or with virtual stages): pp 1, 4 micro-batches.
+      {"model.moe.a2a_overlap", Expect::changes, "true", with(kMoe, {"parallel.pp=1", "parallel.dp=8"})},
       {"model.moe.imbalance", Expect::changes, "2", kMoe},
       {"model.moe.shared_experts", Expect::changes, "1", kMoe},
       {"model.mla.q_lora_rank", Expect::changes, "512", kMla},
