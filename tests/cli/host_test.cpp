@@ -205,3 +205,23 @@ TEST_CASE("Megatron-Core's dropless dispatcher reads the tokens per expert on th
   }
   CHECK(r.report.host.gpu_wait_s >= 8 * 17e-6);
 }
+
+TEST_CASE("More CPU time per launch never shortens a step whose compute does not slow beside communication") {
+  // DeepSeek-V3 BF16 on 256 GB200 (a Megatron-Bridge run): a kernel cannot start before the
+  // CPU has issued it, so a slower launch can only delay what follows. With the GPU's fitted
+  // comm_slowdown the step is not monotone (16.4161 s at 8 us, 16.4089 s at 10 us): a later
+  // launch can move a kernel out from under a collective, where it would have run slower.
+  // Without it the step grows with the launch cost.
+  const std::string run =
+      std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb2511-gb200-dsv3-bf16-nomtp.json";
+  double last = 0;
+  for (const char* launch : {"4 us", "5 us", "6 us", "8 us", "10 us", "12 us"}) {
+    INFO(launch);
+    const double step =
+        stepsim::simulate(stepsim::io::load_scenario(run, {std::string("cluster.gpu.kernel_launch=\"") + launch + "\"",
+                                                           "cluster.gpu.efficiency.comm_slowdown=0"}))
+            .report.step_time_s;
+    CHECK(step >= last);
+    last = step;
+  }
+}
