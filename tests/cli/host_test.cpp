@@ -225,3 +225,19 @@ TEST_CASE("More CPU time per launch never shortens a step whose compute does not
     last = step;
   }
 }
+
+TEST_CASE("The EP all-to-all overlap runs where Megatron-Core runs it and is refused with exit status 2 elsewhere") {
+  stepsim::testing::Scratch scratch("a2a-overlap");
+  scratch.write("moe.json", kMoe);
+  const auto ok = scratch.run("simulate moe.json --set model.moe.a2a_overlap=true");
+  CHECK(ok.status == 0);
+  const auto no_ep = scratch.run("simulate moe.json --set model.moe.a2a_overlap=true --set parallel.ep=1");
+  CHECK(no_ep.status == 2);
+  CHECK(no_ep.err.find("moe.json: /model/moe/a2a_overlap: needs expert parallelism") != std::string::npos);
+  const auto pipeline = scratch.run(
+      "simulate moe.json --set model.moe.a2a_overlap=true --set parallel.pp=2 --set parallel.dp=4 "
+      "--set parallel.ep=4 --set training.global_batch=8");
+  CHECK(pipeline.status == 2);
+  CHECK(pipeline.err.find("/parallel/schedule: model.moe.a2a_overlap with pp 2 needs \"schedule\": \"interleaved\"") !=
+        std::string::npos);
+}
