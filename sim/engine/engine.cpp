@@ -79,7 +79,7 @@ void Engine::validate_list(std::size_t r) const {
     for (OpIndex w : rank.waits_of(static_cast<OpIndex>(o))) {
       STEPSIM_CHECK(w < ops.size() && w != o, bad(o, "bad wait"));
     }
-    if (op.kind == OpKind::compute) {
+    if (op.kind != OpKind::collective) {
       STEPSIM_CHECK(op.duration >= Time::zero(), bad(o, "negative duration"));
     } else {
       STEPSIM_CHECK(op.call >= 0, bad(o, "unknown call"));

@@ -191,6 +191,7 @@ void Engine::draw_work(std::uint32_t r, const ListIndex& list, std::size_t first
     const Op& op = list.ops[o];
     if (op.kind == OpKind::compute)
       ops[o].work = program_.variation.scale(r, rank, static_cast<OpIndex>(o), op.duration).ps();
+    if (op.kind == OpKind::copy) ops[o].work = op.duration.ps();
   }
 }
 

@@ -104,10 +104,10 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
     return;
   }
   if (flags.waits_met != state.list->ops[o].wait_count) return;
-  if (state.list->ops[o].kind == OpKind::compute) {
-    start_compute(r, o);
-  } else {
+  if (state.list->ops[o].kind == OpKind::collective) {
     arrive(r, o);
+  } else {
+    start_compute(r, o);  // a copy runs as a compute op does, for its own duration
   }
 }
 
@@ -117,7 +117,7 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   flags_of(op).status = Status::running;
   op.start = now_;
   op.since_ps = now_.ps();
-  ++ranks_[r].compute_running;
+  if (ranks_[r].list->ops[o].kind == OpKind::compute) ++ranks_[r].compute_running;
   schedule_compute_end(r, o);
   if (ranks_[r].list->ops[o].stream != 0) return;
   ranks_[r].compute_busy = true;
@@ -219,7 +219,8 @@ void Engine::on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::u
 
 double Engine::compute_factor(std::size_t r, OpIndex o) const {
   const RankState& state = ranks_[r];
-  if (state.slowing_comm == 0) return 1.0;  // the common case: read nothing else
+  if (state.slowing_comm == 0) return 1.0;                  // the common case: read nothing else
+  if (state.list->ops[o].kind == OpKind::copy) return 1.0;  // copy engines, not the SMs
   return factor_of(taken_.empty() ? Taken{} : taken_[r], true, state.list->ops[o].memory_bound);
 }
 
@@ -313,6 +314,7 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
     i.bytes = call.size;
     i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since();
   }
+  if (op.kind == OpKind::copy) i.activity = Activity::memory;
   return i;
 }
 

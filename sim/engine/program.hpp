@@ -20,7 +20,9 @@ namespace stepsim::engine {
 using OpIndex = std::uint32_t;
 using StreamIndex = std::uint16_t;
 
-enum class OpKind : std::uint8_t { compute, collective };
+// copy: a memory copy on a copy engine (cudaMemcpyAsync between the GPU and host memory): it
+// takes its duration as given, neither slowed by NCCL kernels nor jittered like a kernel.
+enum class OpKind : std::uint8_t { compute, collective, copy };
 
 // The data phase of a collective as NCCL's cost model sees it: a fixed latency, then `size`
 // bytes (nccl-tests S) at up to `algbw`, loading link resources while it runs.
@@ -46,7 +48,7 @@ struct CollectiveCall {
 
 // Large programs hold millions of ops: the fields are ordered to leave no padding.
 struct Op {
-  Time duration;                  // compute: duration at full speed on an idle GPU
+  Time duration;                  // compute: duration at full speed on an idle GPU; copy: its duration
   Bytes memory_delta{0};          // allocation change when the op ends (memory counter)
   std::uint32_t name = 0;         // index into Program::names
   std::int32_t call = -1;         // collective: index into RankProgram::calls

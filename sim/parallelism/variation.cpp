@@ -100,6 +100,7 @@ void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank
   double d4 = 0;  // Σ d⁴, in s⁴
   for (engine::OpIndex o = 0; o < rank.ops().size(); ++o) {
     const engine::Op& op = rank.ops()[o];
+    if (op.kind == engine::OpKind::copy) continue;  // on a copy engine, no kernel to jitter
     if (op.kind == engine::OpKind::compute) {
       if (waits_on_collective(program, rank, o)) d2 = d4 = 0;
       const double s2 = op.duration.seconds() * op.duration.seconds();
