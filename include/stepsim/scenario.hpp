@@ -132,6 +132,17 @@ struct IntraNode {
   bool nvls = false;  // NVLink SHARP (NVSwitch reduction), Hopper and later
 };
 
+// The GPU's link to its host's memory, which activation offload copies over: NVLink-C2C from a
+// Grace CPU to the GPUs of its superchip (GB200, GB300), PCIe from an x86 host (DGX). Bandwidth
+// per direction of one link, shared by the GPUs on it; zero: not described.
+struct HostLink {
+  Bandwidth bandwidth;
+  int gpus_per_link = 1;
+  // What one GPU gets per direction while every GPU on the link copies at once (the GPUs of a
+  // stage offload in step).
+  Bandwidth per_gpu() const { return bandwidth.scaled(1.0 / gpus_per_link); }
+};
+
 struct InterNode {
   InterFabric fabric = InterFabric::infiniband;
   int nics_per_node = 8;
@@ -165,6 +176,7 @@ struct ClusterSpec {
   GpuSpec gpu;
   IntraNode intra_node;
   InterNode inter_node;
+  HostLink host_link;
   CollectiveTuning tuning;
   double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
   Provenance provenance;
@@ -274,6 +286,10 @@ struct TrainingSpec {
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
   // transformer layers' kernels and their TP communication replayed without the CPU issuing them.
   bool cuda_graphs = false;
+  // Activation offload to host memory (Megatron-Core's cpu_offloading_num_layers, through
+  // Transformer Engine's get_cpu_offload_context): the activations of the first N transformer
+  // layers copied to the host during the forward and back before their backward. 0: none.
+  int activation_offload_layers = 0;
   AttentionKind attention = AttentionKind::flash;    // key training.attention: "flash" | "flash2" | "unfused"
   Fusion fusion = Fusion::fused;                     // key training.fusion: "fused" | "eager"
   CrossEntropy cross_entropy = CrossEntropy::fused;  // key training.cross_entropy

@@ -141,6 +141,12 @@ constexpr KeyDoc kDocs[] = {
      "shares the leaf's uplinks, whose bandwidth is its nodes' NIC bandwidth over the oversubscription (so it "
      "matters only above 1); 1: every cross-node byte crosses the spine",
      ""},
+    {"cluster.host_link.bandwidth", "B/s",
+     "bandwidth per direction of one link between GPUs and their host's memory (NVLink-C2C from a Grace CPU, PCIe "
+     "from an x86 host), which activation offload copies over; 0: none described (offload refused)",
+     ""},
+    {"cluster.host_link.gpus_per_link", "",
+     "GPUs sharing one host link (2 on a GB200 or GB300 superchip); each gets its share while all copy", ""},
     {"cluster.collective_tuning.launch_overhead", "time",
      "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
     {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},
@@ -205,6 +211,12 @@ constexpr KeyDoc kDocs[] = {
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
      "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
+    {"training.activation_offload_layers", "",
+     "transformer layers whose activations go to host memory during the forward and come back before their "
+     "backward, over `cluster.host_link` on copy streams beside the compute (Transformer Engine's CPU offload); "
+     "refused with pp > 1, recompute, CUDA graphs, as many layers as the model has, or no host link",
+     "Megatron-Core `cpu_offloading` with `cpu_offloading_num_layers` (Megatron-Bridge "
+     "`cpu_offloading_num_layers`)"},
     {"training.attention", "",
      "`flash` (the GPU's fastest fused attention: cuDNN or FlashAttention-3 on Hopper), `flash2` "
      "(FlashAttention-2, PyTorch's scaled_dot_product_attention) or `unfused` (materialised s×s softmax)",

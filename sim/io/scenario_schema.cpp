@@ -15,6 +15,7 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>);
 Schema<GpuSpec> schema_of(Tag<GpuSpec>);
 Schema<IntraNode> schema_of(Tag<IntraNode>);
 Schema<InterNode> schema_of(Tag<InterNode>);
+Schema<HostLink> schema_of(Tag<HostLink>);
 Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>);
 Schema<ClusterSpec> schema_of(Tag<ClusterSpec>);
 Schema<MoeSpec> schema_of(Tag<MoeSpec>);
@@ -248,6 +249,12 @@ Schema<InterNode> schema_of(Tag<InterNode>) {
   return {fields, ""};
 }
 
+Schema<HostLink> schema_of(Tag<HostLink>) {
+  static constexpr Field<HostLink> fields[] = {field<&HostLink::bandwidth>("bandwidth"),
+                                               field<&HostLink::gpus_per_link>("gpus_per_link")};
+  return {fields, ""};
+}
+
 Schema<CollectiveTuning> schema_of(Tag<CollectiveTuning>) {
   static constexpr Field<CollectiveTuning> fields[] = {field<&CollectiveTuning::launch_overhead>("launch_overhead"),
                                                        field<&CollectiveTuning::bus_efficiency>("bus_efficiency"),
@@ -265,6 +272,7 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
                                                   field<&ClusterSpec::gpu>("gpu"),
                                                   field<&ClusterSpec::intra_node>("intra_node"),
                                                   field<&ClusterSpec::inter_node>("inter_node"),
+                                                  field<&ClusterSpec::host_link>("host_link"),
                                                   field<&ClusterSpec::tuning>("collective_tuning"),
                                                   field<&ClusterSpec::gpu_hour_price>("gpu_hour_price"),
                                                   field<&ClusterSpec::provenance>("provenance")};
@@ -344,21 +352,23 @@ void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
 }
 
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
-  static constexpr Field<TrainingSpec> fields[] = {field<&TrainingSpec::global_batch>("global_batch"),
-                                                   field<&TrainingSpec::micro_batch>("micro_batch"),
-                                                   field<&TrainingSpec::precision>("precision"),
-                                                   field<&TrainingSpec::fp8_scaling>("fp8_scaling"),
-                                                   field<&TrainingSpec::recompute>("recompute"),
-                                                   field<&TrainingSpec::framework>("framework"),
-                                                   field<&TrainingSpec::cuda_graphs>("cuda_graphs"),
-                                                   field<&TrainingSpec::attention>("attention"),
-                                                   field<&TrainingSpec::optimizer>("optimizer"),
-                                                   field<&TrainingSpec::optimizer_state>("optimizer_state"),
-                                                   field<&TrainingSpec::main_grad>("main_grad"),
-                                                   field<&TrainingSpec::fusion>("fusion"),
-                                                   field<&TrainingSpec::cross_entropy>("cross_entropy"),
-                                                   field<&TrainingSpec::grad_clip>("grad_clip"),
-                                                   field<&TrainingSpec::memory_headroom>("memory_headroom")};
+  static constexpr Field<TrainingSpec> fields[] = {
+      field<&TrainingSpec::global_batch>("global_batch"),
+      field<&TrainingSpec::micro_batch>("micro_batch"),
+      field<&TrainingSpec::precision>("precision"),
+      field<&TrainingSpec::fp8_scaling>("fp8_scaling"),
+      field<&TrainingSpec::recompute>("recompute"),
+      field<&TrainingSpec::framework>("framework"),
+      field<&TrainingSpec::cuda_graphs>("cuda_graphs"),
+      field<&TrainingSpec::activation_offload_layers>("activation_offload_layers"),
+      field<&TrainingSpec::attention>("attention"),
+      field<&TrainingSpec::optimizer>("optimizer"),
+      field<&TrainingSpec::optimizer_state>("optimizer_state"),
+      field<&TrainingSpec::main_grad>("main_grad"),
+      field<&TrainingSpec::fusion>("fusion"),
+      field<&TrainingSpec::cross_entropy>("cross_entropy"),
+      field<&TrainingSpec::grad_clip>("grad_clip"),
+      field<&TrainingSpec::memory_headroom>("memory_headroom")};
   return {fields, ""};
 }
 

@@ -336,6 +336,32 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
             "the CPU)");
 }
 
+// Activation offload as Megatron-Core accepts it (TransformerConfig.__post_init__): fewer
+// layers than the model has (Transformer Engine keeps the last one resident), no pipeline
+// parallelism, no recompute and no CUDA graphs; and a host link to copy over.
+void check_activation_offload(const Scenario& s, const Checker& c) {
+  const int n = s.training.activation_offload_layers;
+  if (n == 0) return;
+  const char* where = "/training/activation_offload_layers";
+  c.require(s.parallel.pp == 1, where,
+            "activation offload with pipeline parallelism (pp {}) is refused by Megatron-Core (\"no support for "
+            "Pipeline parallelism with CPU offloading\")",
+            s.parallel.pp);
+  c.require(n < s.model.layers, where,
+            "{} layers is more than the stage can offload: it has {} transformer layers and Megatron-Core keeps the "
+            "last one's activations on the GPU (at most {})",
+            n, s.model.layers, s.model.layers - 1);
+  c.require(s.training.recompute == Recompute::none, where,
+            "activation offload with recompute is refused by Megatron-Core (\"CPU offloading does not work when "
+            "activation recomputation is enabled\"): set training.recompute to none");
+  c.require(!s.training.cuda_graphs, where,
+            "activation offload with CUDA graphs is refused by Megatron-Core (\"CUDA graphs not supported with CPU "
+            "offloading\")");
+  c.require(s.cluster.host_link.bandwidth.positive(), where,
+            "cluster {} describes no link to host memory to offload over (set cluster.host_link.bandwidth)",
+            s.cluster.name);
+}
+
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
 // refuses --tp-comm-overlap without it) and only with a TP group to talk to.
 void check_tp_overlap(const Scenario& s, const Checker& c) {
@@ -471,6 +497,7 @@ void complete_and_validate(Scenario& s) {
   check_split(s.model, s.parallel, c);
   check_training(s, c);
   check_cuda_graphs(s, c);
+  check_activation_offload(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);

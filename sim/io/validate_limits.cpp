@@ -105,6 +105,8 @@ void cluster_ranges(const ClusterSpec& c, const Limits& l) {
   l.integer(c.inter_node.nics_per_node, 1, 1024, "/cluster/inter_node/nics_per_node");
   l.rate(c.inter_node.nic_bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/inter_node/nic_bandwidth");
   l.duration(c.inter_node.latency, 1.0, "/cluster/inter_node/latency");
+  l.rate(c.host_link.bandwidth.bytes_per_s(), 1e6, 1e14, "B/s", true, "/cluster/host_link/bandwidth");
+  l.integer(c.host_link.gpus_per_link, 1, 1024, "/cluster/host_link/gpus_per_link");
   l.number(c.inter_node.oversubscription, 1, 1024, "/cluster/inter_node/oversubscription");
   l.integer(c.inter_node.nodes_per_leaf, 1, 1 << 20, "/cluster/inter_node/nodes_per_leaf");
   l.duration(c.tuning.launch_overhead, 1.0, "/cluster/collective_tuning/launch_overhead");
@@ -135,6 +137,7 @@ void training_ranges(const Scenario& s, const Limits& l) {
   const TrainingSpec& t = s.training;
   l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
   l.integer(t.micro_batch, 1, 1LL << 20, "/training/micro_batch");
+  l.integer(t.activation_offload_layers, 0, 2048, "/training/activation_offload_layers");
   // Up to the GPU's own memory: more would leave no layout that fits.
   l.rate(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), "B", false, "/training/memory_headroom");
   if (static_cast<double>(t.micro_batch) * s.parallel.dp > static_cast<double>(t.global_batch))

@@ -49,6 +49,19 @@ Bytes stage_boundary(const workload::LayerShape& shape) {
   return Bytes(shape.norm_tokens() * shape.hidden * shape.act_bytes);
 }
 
+// Activation offload (pp 1, so one chunk holds every layer): the offloaded layers'
+// activations are in host memory at the peak, all but the one in transit (the last group's
+// copy out ends with the forward, its reload starts with the backward).
+Bytes offloaded_at_peak(const Scenario& s, const workload::ModelWork& w) {
+  Bytes all{0};
+  Bytes largest{0};
+  for (int l = 0; l < s.training.activation_offload_layers; ++l) {
+    all += w.block(l).activations;
+    largest = std::max(largest, w.block(l).activations);
+  }
+  return all - largest;
+}
+
 }  // namespace
 
 // dW = Xᵀ·dY: the wgrad GEMM is k-by-n over the m tokens, X is m·k and dY m·n elements. For
@@ -130,6 +143,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
                             !pytorch_pipelining(s), s.model.moe.a2a_overlap};
   const Bytes working = recompute_working_set(s, w);
+  const Bytes on_host = offloaded_at_peak(s, w);
   Bytes stored{0};
   long long chunks = 0;
   KeptActivations peak;
@@ -143,14 +157,14 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
     const ChunkPipelineBytes pipeline = pipeline_chunk_bytes(s, w, c);
     const Bytes in_buffer = pipeline.in_buffer;
     if (op.forward) {
-      stored += chunk_activations(w, c) - in_buffer + pipeline.output;  // the output until the step ends
+      stored += chunk_activations(w, c) - in_buffer - on_host + pipeline.output;  // the output until the step ends
       ++chunks;
       if (stored > peak.bytes) peak = {stored, chunks};
       continue;
     }
     const Bytes during = stored + backward_transient(w, c, working);
     if (during > peak.bytes) peak = {during, chunks};
-    stored = stored - (chunk_activations(w, c) - in_buffer);
+    stored = stored - (chunk_activations(w, c) - in_buffer - on_host);
     // A B pass frees what only it needed; the W pass's inputs stay until the W pass.
     if (split) stored += chunk_weight_inputs(s, w, c);
     if (split && stored > peak.bytes) peak = {stored, chunks - 1};

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/activation_offload.hpp"
 #include "parallelism/context_parallel.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
@@ -126,6 +127,7 @@ class StepWriter {
         cp_(s, work),
         ep_(s, work),
         pp_(s, work, stage),
+        offload_(s, work),
         dp_(make_data_parallel(stage_s_)),
         optimizer_(shared.optimizer(stage_s_, stage, work)),
         names_(shared.names) {}
@@ -270,6 +272,7 @@ class StepWriter {
     if (chunk.pre) ops(work_.pre.forward, 0, Phase::forward);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
       ops(work_.block(l).forward, l + 1, Phase::forward);
+      emit([this, l] { offload_.after_forward(b_, l); });
     }
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
@@ -281,6 +284,7 @@ class StepWriter {
     const Passes passes = split_ ? Passes::input : Passes::all;
     if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
+      emit([this, l] { offload_.before_backward(b_, l); });
       ops(work_.block(l).recompute, l + 1, Phase::recompute);
       ops(work_.block(l).backward, l + 1, Phase::backward, passes);
     }
@@ -370,6 +374,7 @@ class StepWriter {
   ContextParallel cp_;
   ExpertParallel ep_;
   PipelineComm pp_;
+  ActivationOffload offload_;
   std::unique_ptr<DataParallel> dp_;
   OpCost optimizer_;
   OpNames& names_;
@@ -415,6 +420,7 @@ class Layout {
     add_data_parallel_comms(index, b);
     add_expert_comms(index, b);
     add_pipeline_links(index, b);
+    add_host_streams(index, b);
   }
 
  private:
@@ -526,6 +532,17 @@ class Layout {
       add_pp_link(index, b, PpLink::embedding, "pp embedding", {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)},
                   "pp embedding");
     }
+  }
+
+  // Activation offload's copy streams, one per direction as Transformer Engine's offload
+  // handler makes them (its d2h_stream and h2d_stream).
+  void add_host_streams(std::size_t index, StepBuilder& b) {
+    if (s_.training.activation_offload_layers == 0) return;
+    auto& streams = program_.ranks[index].streams;
+    streams.push_back("offload to host");
+    streams.push_back("offload from host");
+    b.set_host_streams(static_cast<engine::StreamIndex>(streams.size() - 2),
+                       static_cast<engine::StreamIndex>(streams.size() - 1));
   }
 
   // DualPipe's reverse direction: activations from the stage after to the stage before,

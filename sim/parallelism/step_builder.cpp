@@ -255,6 +255,19 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   return append(e, waits);
 }
 
+OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Time duration, Bytes memory_delta, Phase phase,
+                               const std::vector<OpIndex>& waits) {
+  STEPSIM_CHECK(to_host_ != 0 && from_host_ != 0, "no host copy streams on this rank");
+  engine::Op e;
+  e.kind = engine::OpKind::copy;
+  e.stream = to_host ? to_host_ : from_host_;
+  e.name = name;
+  e.phase = phase;
+  e.duration = duration;
+  e.memory_delta = memory_delta;
+  return append(e, waits);
+}
+
 void StepBuilder::defer_wait(OpIndex op, WaitRule rule, workload::Role role) {
   deferred_.push_back({op, rule, role, lane_});
   ++deferrals_[static_cast<std::size_t>(lane_)];

@@ -124,6 +124,15 @@ class StepBuilder {
   // takes, if any, are the caller's to charge to that compute.
   OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                    const std::vector<OpIndex>& waits);
+  // The rank's copy-engine streams to and from host memory (activation offload).
+  void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host) {
+    to_host_ = to_host;
+    from_host_ = from_host;
+  }
+  // A copy to (or from) host memory on its stream, taking `duration`; the allocation changes
+  // by `memory_delta` when it ends.
+  OpIndex host_copy(bool to_host, std::uint32_t name, Time duration, Bytes memory_delta, Phase phase,
+                    const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Two passes issued interleaved (DualPipe's overlapped forward and backward) each keep their
   // own deferred waits and last compute op: a wait attaches only to a compute op of its lane.
@@ -199,6 +208,8 @@ class StepBuilder {
   std::array<std::int64_t, kLanes> last_compute_{-1, -1};
   std::array<long long, kLanes> deferrals_{0, 0};
   int lane_ = 0;
+  engine::StreamIndex to_host_ = 0;
+  engine::StreamIndex from_host_ = 0;
 };
 
 // "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.

@@ -15,6 +15,7 @@
 
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
+#include "parallelism/activation_offload.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_schedule.hpp"
@@ -122,6 +123,19 @@ std::string framework_note(const TrainingSpec& t, Time launch) {
                       (launch + f.dispatch).us(), launch.us(), f.dispatch.us());
   if (t.cuda_graphs) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
   return note;
+}
+
+// What activation offload copies, where to, and how fast.
+std::string offload_note(const Scenario& s, const workload::ModelWork& work) {
+  const int n = s.training.activation_offload_layers;
+  Bytes all{0};
+  for (int l = 0; l < n; ++l) all += parallelism::offloaded_bytes(work, l);
+  return fmt::format(
+      "activation offload: layers 0-{} of {} copy their activations ({:.1f} MiB per micro-batch in all) to host "
+      "memory and back, each way at {:.4g} GB/s per GPU (cluster.host_link: {:.4g} GB/s shared by {} GPU(s)), on "
+      "copy streams beside the compute, synchronised as Transformer Engine's CPU offload does",
+      n - 1, s.model.layers, all.mib_value(), s.cluster.host_link.per_gpu().gbytes_per_s(),
+      s.cluster.host_link.bandwidth.gbytes_per_s(), s.cluster.host_link.gpus_per_link);
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {
@@ -263,6 +277,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
         "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
         scenario.data_parallel.bucket_cap_mb));
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch()));
+  if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
   add_memory(scenario, work, inputs);
   if (scenario.simulation.variation.jitters())
     inputs.notes.push_back(jitter_note(scenario.simulation.variation.jitter, scenario.simulation.ranks));

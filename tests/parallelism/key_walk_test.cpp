@@ -40,6 +40,8 @@ const std::vector<std::string> kMoe{"model.moe.experts=8", "parallel.ep=2", "par
 const std::vector<std::string> kMla{"model.mlp=swiglu", "model.mla.kv_lora_rank=256", "model.mla.qk_nope_head_dim=64",
                                     "model.mla.qk_rope_head_dim=32", "model.mla.v_head_dim=64"};
 const std::vector<std::string> kFsdp{"data_parallel.kind=fsdp"};
+// Activation offload of 8 of GPT 1.3B's 24 layers, at pp 1.
+const std::vector<std::string> kOffload{"parallel.pp=1", "parallel.dp=8", "training.activation_offload_layers=8"};
 const std::vector<std::string> kAllRanks{"simulation.ranks=all"};
 const std::vector<std::string> kUniformJitter{
     R"(simulation.variation.jitter={"distribution": "uniform", "sigma": 0.05})"};
@@ -157,6 +159,9 @@ const std::vector<Row>& rows() {
       {"cluster.inter_node.oversubscription", Expect::changes, "4", {"cluster.inter_node.topology=fat-tree"}},
       // 4 nodes per leaf: the DP ring crosses the spine twice among 8 nodes, not at every node.
       {"cluster.inter_node.nodes_per_leaf", Expect::changes, "4", {"cluster.inter_node.oversubscription=4"}},
+      // The host link carries activation offload's copies: at 1 GB/s they are exposed.
+      {"cluster.host_link.bandwidth", Expect::changes, "\"1 GB/s\"", kOffload},
+      {"cluster.host_link.gpus_per_link", Expect::changes, "64", kOffload},
       {"cluster.collective_tuning.launch_overhead", Expect::changes, "\"20 us\""},
       {"cluster.collective_tuning.bus_efficiency", Expect::changes, "0.5"},
       {"cluster.collective_tuning.ramp_half_bytes", Expect::changes, "\"64 MiB\""},
@@ -180,6 +185,8 @@ const std::vector<Row>& rows() {
       {"training.recompute", Expect::changes, "full"},
       {"training.framework", Expect::changes, "pytorch"},
       {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
+      // Offload saves activation memory at the peak (pp 1, as Megatron-Core requires).
+      {"training.activation_offload_layers", Expect::changes, "8", {"parallel.pp=1", "parallel.dp=8"}},
       {"training.attention", Expect::changes, "unfused"},
       {"training.fusion", Expect::changes, "eager"},
       {"training.cross_entropy", Expect::changes, "unfused"},

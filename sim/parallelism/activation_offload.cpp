@@ -1,0 +1,78 @@
+// Activation offload's copies and synchronisations, placed as Transformer Engine's CPU
+// offload handler places them (see activation_offload.hpp).
+#include "parallelism/activation_offload.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim::parallelism {
+
+Bytes offloaded_bytes(const workload::ModelWork& work, int layer) { return work.block(layer).activations; }
+
+// TE spreads the synchronisations evenly over the model's layers: window k ends after
+// (layers / offloaded)·(k + 1) − 1 layers, the first layers % offloaded windows one layer
+// later each, to balance the copies against the compute.
+std::vector<int> ActivationOffload::windows(int layers, int offloaded) {
+  std::vector<int> window(static_cast<std::size_t>(offloaded));
+  int constant = 0;
+  for (int i = 0; i < offloaded; ++i) {
+    int w = (layers / offloaded) * (i + 1) - 1;
+    if (i < layers % offloaded) {
+      w += i + 1;
+      constant = i + 1;
+    } else {
+      w += constant;
+    }
+    window[static_cast<std::size_t>(i)] = w;
+  }
+  return window;
+}
+
+ActivationOffload::ActivationOffload(const Scenario& s, const workload::ModelWork& work) : s_(s), work_(work) {
+  const int n = s.training.activation_offload_layers;
+  if (n > 0) window_ = windows(s.model.layers, n);
+}
+
+OpIndex ActivationOffload::copy(StepBuilder& b, int group, bool to_host) {
+  const Bytes bytes = offloaded_bytes(work_, group);
+  const Time duration = transfer_time(bytes, s_.cluster.host_link.per_gpu());
+  const std::uint32_t name =
+      b.state().name(fmt::format("L{} activations {}", group, to_host ? "to host" : "from host"));
+  // The GPU copy is freed once the host has it; the reload allocates it again.
+  const Bytes delta = to_host ? Bytes(0) - bytes : bytes;
+  return b.host_copy(to_host, name, duration, delta, to_host ? Phase::forward : Phase::backward, b.last_compute());
+}
+
+void ActivationOffload::wait_for(StepBuilder& b, std::optional<OpIndex> op) {
+  if (op) b.defer_wait(*op, WaitRule::next_op, workload::Role::optimizer);
+}
+
+void ActivationOffload::after_forward(StepBuilder& b, int layer) {
+  if (!active()) return;
+  const int groups = static_cast<int>(window_.size());
+  if (layer == 0) {
+    offloaded_ = 0;
+    to_host_ = copy(b, 0, true);
+  }
+  if (offloaded_ < groups && window_[static_cast<std::size_t>(offloaded_)] == layer) {
+    wait_for(b, to_host_);
+    if (offloaded_ + 1 < groups) to_host_ = copy(b, offloaded_ + 1, true);
+    ++offloaded_;
+  }
+}
+
+void ActivationOffload::before_backward(StepBuilder& b, int layer) {
+  if (!active()) return;
+  if (offloaded_ > 0 && window_[static_cast<std::size_t>(offloaded_ - 1)] == layer) {
+    wait_for(b, from_host_);
+    from_host_ = copy(b, offloaded_ - 1, false);
+    // TE stops counting down at the first group, which is reloaded once.
+    if (offloaded_ > 1) --offloaded_;
+  }
+  if (layer == 0) {
+    wait_for(b, from_host_);
+    from_host_.reset();
+    offloaded_ = 0;
+  }
+}
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,54 @@
+// Activation offload to host memory as Megatron-Core runs it through Transformer Engine's
+// CPU offload: the activations of the first N transformer layers copied to the host on a
+// copy stream during the forward, and back on another before their backward.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "parallelism/step_builder.hpp"
+#include "stepsim/scenario.hpp"
+#include "workload/work.hpp"
+
+namespace stepsim::parallelism {
+
+// Transformer Engine's AsyncDoubleBufferGroupOffloadHandler (transformer_engine/pytorch/
+// cpu_offload.py, cpu_offload_v1.py in later releases), which Megatron-Core's TransformerBlock
+// builds with num_layers = cpu_offloading_num_layers and model_layers = the model's layers and
+// commits layer by layer (group_prefetch_offload_commit_async). The synchronisations fall on
+// its layer_window_map: offload group k (layer k) must be on the host by the end of layer
+// window[k]'s forward, and its reload starts at layer window[k]'s backward.
+class ActivationOffload {
+ public:
+  ActivationOffload(const Scenario& s, const workload::ModelWork& work);
+  bool active() const { return !window_.empty(); }
+
+  // After layer `layer`'s forward (on_group_commit_forward): the first group's copy starts
+  // after layer 0; at a window's end the compute waits for that group's copy, whose GPU
+  // memory is then freed, and the next group's copy starts.
+  void after_forward(StepBuilder& b, int layer);
+  // Before layer `layer`'s backward (on_group_commit_backward): at a window's end the compute
+  // waits for the reload before, and the next group's reload starts once the compute issued
+  // so far has ended; before layer 0's backward the compute waits for every reload.
+  void before_backward(StepBuilder& b, int layer);
+
+  // Which layer's forward ends each group's window (layer_window_map), for `layers` layers of
+  // which `offloaded` are offloaded.
+  static std::vector<int> windows(int layers, int offloaded);
+
+ private:
+  OpIndex copy(StepBuilder& b, int group, bool to_host);
+  static void wait_for(StepBuilder& b, std::optional<OpIndex> op);
+
+  const Scenario& s_;
+  const workload::ModelWork& work_;
+  std::vector<int> window_;  // empty: no offload
+  int offloaded_ = 0;        // TE's offloaded_group_count
+  std::optional<OpIndex> to_host_;
+  std::optional<OpIndex> from_host_;
+};
+
+// The bytes a layer's offload copies each way: the activations it keeps for its backward.
+Bytes offloaded_bytes(const workload::ModelWork& work, int layer);
+
+}  // namespace stepsim::parallelism

@@ -1,0 +1,122 @@
+// Activation offload to host memory (training.activation_offload_layers): the bytes each
+// offloaded layer copies, the copies' time on the host link, the memory they save at the
+// peak, and the settings Megatron-Core refuses it with.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/run_stepsim.hpp"
+#include "io/scenario_loader.hpp"
+#include "stepsim/report.hpp"
+
+namespace {
+
+// A Llama-style model of 8 equal layers on one GB200 compute tray (4 GPUs, DP 4), one
+// micro-batch per replica.
+const std::string kTray = R"({
+  "model": {"name": "llama-small", "layers": 8, "hidden": 1024, "heads": 16, "ffn_hidden": 4096, "vocab": 32000,
+            "seq_len": 2048, "mlp": "swiglu"},
+  "cluster": "gb200-nvl72",
+  "parallel": {"tp": 1, "pp": 1, "dp": 4},
+  "training": {"framework": "megatron", "global_batch": 4, "micro_batch": 1},
+  "data_parallel": {"kind": "ddp"}
+})";
+
+// By hand (Korthikanti et al. 2022 for a layer without dropout, BF16, s = 2048, b = 1,
+// h = 1024, ffn 4096, 16 heads, fused attention): the two norm inputs, the QKV and fc1
+// inputs (4·sbh·2 B), Q, K, V and the projection input (4·sbh·2 B), SwiGLU's fc1 output of
+// 2·ffn and fc2 input of ffn (3·sb·ffn·2 B), the attention's fp32 log-sum-exp (4·a·s·b B):
+// 16 777 216 + 16 777 216 + 50 331 648 + 131 072 bytes.
+constexpr double kLayerBytes = 84017152;
+// Each Grace's NVLink-C2C carries 450 GB/s each way, shared by its superchip's two GPUs.
+constexpr double kGpuShare = 225e9;
+
+stepsim::SimulationResult run(const std::vector<std::string>& sets) {
+  return stepsim::simulate(stepsim::io::load_scenario_text(kTray, "tray.json", sets));
+}
+
+std::string layers(int n) { return "training.activation_offload_layers=" + std::to_string(n); }
+
+// The durations of rank 0's intervals on the stream named `stream`.
+std::vector<double> on_stream(const stepsim::Timeline& t, const std::string& stream) {
+  const stepsim::RankTimeline& rank = t.ranks.front();
+  std::vector<double> durations;
+  for (const stepsim::Interval& i : rank.intervals) {
+    if (rank.streams[i.stream] != stream) continue;
+    CHECK(i.activity == stepsim::Activity::memory);
+    durations.push_back((i.end - i.start).seconds());
+  }
+  return durations;
+}
+
+}  // namespace
+
+TEST_CASE("Each offloaded layer copies its activations to the host and back at its GPU's share of the link") {
+  const stepsim::SimulationResult r = run({layers(3)});
+  const std::vector<double> out = on_stream(r.timeline, "offload to host");
+  const std::vector<double> back = on_stream(r.timeline, "offload from host");
+  REQUIRE(out.size() == 3);
+  REQUIRE(back.size() == 3);
+  for (double d : out) CHECK(d == Approx(kLayerBytes / kGpuShare).epsilon(1e-6));  // 373.4 us
+  for (double d : back) CHECK(d == Approx(kLayerBytes / kGpuShare).epsilon(1e-6));
+  // Without offload there are no copies.
+  CHECK(on_stream(run({}).timeline, "offload to host").empty());
+}
+
+TEST_CASE("Offloaded layers' activations are not resident at the peak, but for the one in transit") {
+  const double none = run({}).report.memory_bytes.activations;
+  // One layer offloaded saves nothing at the peak: it is the one in transit.
+  CHECK(run({layers(1)}).report.memory_bytes.activations == none);
+  CHECK(none - run({layers(3)}).report.memory_bytes.activations == kLayerBytes * 2);
+  CHECK(none - run({layers(7)}).report.memory_bytes.activations == kLayerBytes * 6);
+}
+
+TEST_CASE("A host link too slow for the copies exposes them, each in full") {
+  // At 1 GB/s each way per Grace, 0.5 GB/s per GPU, a layer's copy takes 168 ms, far more than
+  // the whole step's compute. With 2 of 8 layers offloaded, Transformer Engine's windows end
+  // after layers 3 and 7: the forward waits at each for one copy out, and the backward for
+  // each reload before the next (at layer 3) and before layer 0: four copies exposed.
+  const std::string slow = R"(cluster.host_link.bandwidth="1 GB/s")";
+  const stepsim::SimulationResult base = run({slow});
+  const stepsim::SimulationResult offload = run({slow, layers(2)});
+  const double copy_s = kLayerBytes / 0.5e9;
+  CHECK(offload.report.step_time_s - base.report.step_time_s == Approx(4 * copy_s).epsilon(0.01));
+  // The report counts that time as memory copies alone (breakdown "other").
+  CHECK(offload.report.breakdown_s.other - base.report.breakdown_s.other == Approx(4 * copy_s).epsilon(0.01));
+}
+
+TEST_CASE("Offload never makes a step faster, and more host bandwidth never slower") {
+  const double none = run({}).report.step_time_s;
+  const double preset = run({layers(4)}).report.step_time_s;
+  const double slower = run({layers(4), R"(cluster.host_link.bandwidth="50 GB/s")"}).report.step_time_s;
+  const double slowest = run({layers(4), R"(cluster.host_link.bandwidth="5 GB/s")"}).report.step_time_s;
+  CHECK(none <= preset);
+  CHECK(preset <= slower);
+  CHECK(slower <= slowest);
+  CHECK(none < slowest);
+}
+
+TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and without a host link") {
+  stepsim::testing::Scratch scratch("offload-refusals");
+  scratch.write("s.json", kTray);
+  const auto refused = [&](const std::string& sets, const std::string& message) {
+    const auto r = scratch.run("simulate s.json " + sets);
+    CHECK(r.status == 2);
+    CHECK(r.err.find("s.json: /training/activation_offload_layers: " + message) != std::string::npos);
+  };
+  refused("--set training.activation_offload_layers=-1", "must be between 0 and 2048, got -1");
+  refused("--set training.activation_offload_layers=8",
+          "8 layers is more than the stage can offload: it has 8 transformer layers");
+  refused("--set training.activation_offload_layers=2 --set parallel.pp=2 --set parallel.dp=2",
+          "activation offload with pipeline parallelism (pp 2) is refused by Megatron-Core");
+  refused("--set training.activation_offload_layers=2 --set training.recompute=selective",
+          "activation offload with recompute is refused by Megatron-Core");
+  refused("--set training.activation_offload_layers=2 --set training.cuda_graphs=true",
+          "activation offload with CUDA graphs is refused by Megatron-Core");
+  refused("--set training.activation_offload_layers=2 --set 'cluster.host_link.bandwidth=\"0 GB/s\"'",
+          "cluster gb200-nvl72 describes no link to host memory");
+  // A cluster preset that does not describe one.
+  refused("--set training.activation_offload_layers=2 --set cluster=dgx-b300",
+          "cluster dgx-b300 describes no link to host memory");
+}
