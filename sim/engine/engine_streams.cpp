@@ -314,7 +314,10 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
     i.bytes = call.size;
     i.waited = ranks_[r].ops[o].start - ranks_[r].ops[o].since();
   }
-  if (op.kind == OpKind::copy) i.activity = Activity::memory;
+  if (op.kind == OpKind::copy) {
+    i.activity = Activity::memory;
+    if (const auto work = program_.work.find(op.name); work != program_.work.end()) i.bytes = work->second.bytes;
+  }
   return i;
 }
 

@@ -118,7 +118,7 @@ struct Group {
 
 struct Program {
   NameTable names;
-  std::map<std::uint32_t, KernelWork> work;  // by name: what the compute model charged its kernels
+  std::map<std::uint32_t, KernelWork> work;  // by name: what the compute model charged its kernels, and copies' bytes
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;

@@ -39,7 +39,8 @@ OpIndex ActivationOffload::copy(StepBuilder& b, int group, bool to_host) {
       b.state().name(fmt::format("L{} activations {}", group, to_host ? "to host" : "from host"));
   // The GPU copy is freed once the host has it; the reload allocates it again.
   const Bytes delta = to_host ? Bytes(0) - bytes : bytes;
-  return b.host_copy(to_host, name, duration, delta, to_host ? Phase::forward : Phase::backward, b.last_compute());
+  return b.host_copy(to_host, name, bytes, duration, delta, to_host ? Phase::forward : Phase::backward,
+                     b.last_compute());
 }
 
 void ActivationOffload::wait_for(StepBuilder& b, std::optional<OpIndex> op) {

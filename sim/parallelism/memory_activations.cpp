@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallelism/activation_offload.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/stage_layout.hpp"
@@ -56,8 +57,8 @@ Bytes offloaded_at_peak(const Scenario& s, const workload::ModelWork& w) {
   Bytes all{0};
   Bytes largest{0};
   for (int l = 0; l < s.training.activation_offload_layers; ++l) {
-    all += w.block(l).activations;
-    largest = std::max(largest, w.block(l).activations);
+    all += offloaded_bytes(w, l);
+    largest = std::max(largest, offloaded_bytes(w, l));
   }
   return all - largest;
 }

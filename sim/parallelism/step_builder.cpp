@@ -255,8 +255,8 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   return append(e, waits);
 }
 
-OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Time duration, Bytes memory_delta, Phase phase,
-                               const std::vector<OpIndex>& waits) {
+OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta,
+                               Phase phase, const std::vector<OpIndex>& waits) {
   STEPSIM_CHECK(to_host_ != 0 && from_host_ != 0, "no host copy streams on this rank");
   engine::Op e;
   e.kind = engine::OpKind::copy;
@@ -265,6 +265,8 @@ OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Time duration, 
   e.phase = phase;
   e.duration = duration;
   e.memory_delta = memory_delta;
+  // The bytes it moves, which the timeline's memory interval carries.
+  state_.program().work.try_emplace(name, KernelWork{0, bytes});
   return append(e, waits);
 }
 

@@ -129,9 +129,9 @@ class StepBuilder {
     to_host_ = to_host;
     from_host_ = from_host;
   }
-  // A copy to (or from) host memory on its stream, taking `duration`; the allocation changes
-  // by `memory_delta` when it ends.
-  OpIndex host_copy(bool to_host, std::uint32_t name, Time duration, Bytes memory_delta, Phase phase,
+  // A copy of `bytes` to (or from) host memory on its stream, taking `duration`; the allocation
+  // changes by `memory_delta` when it ends.
+  OpIndex host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta, Phase phase,
                     const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
   // Two passes issued interleaved (DualPipe's overlapped forward and backward) each keep their

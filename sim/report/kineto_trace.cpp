@@ -31,6 +31,14 @@ std::string nccl_kernel_name(CollOp op) {
   }
 }
 
+// A simulated copy's direction follows its phase: activation offload copies out during the
+// forward and back during the backward; a copy read from a trace keeps no direction.
+const char* memcpy_name(const Interval& iv) {
+  if (iv.phase == Phase::forward) return "Memcpy DtoH (Device -> Pinned)";
+  if (iv.phase == Phase::backward) return "Memcpy HtoD (Pinned -> Device)";
+  return "Memcpy DtoD (Device -> Device)";
+}
+
 const char* kineto_collective(CollOp op) {
   switch (op) {
     case CollOp::allreduce:
@@ -74,7 +82,7 @@ class KinetoWriter {
       const std::int64_t launch = std::max(start, std::min(s, end));
       const std::int64_t tid = kFirstStreamTid + iv.stream;
       const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op)
-                               : iv.activity == Activity::memory ? "Memcpy DtoD (Device -> Device)"
+                               : iv.activity == Activity::memory ? memcpy_name(iv)
                                                                  : std::string(t_.names[iv.name]);
       event("cuda_runtime", iv.activity == Activity::memory ? "cudaMemcpyAsync" : "cudaLaunchKernel", pid(), kCpuTid,
             launch, 0, fmt::format("\"correlation\": {}, \"External id\": {}", correlation, correlation));

@@ -38,28 +38,30 @@ stepsim::SimulationResult run(const std::vector<std::string>& sets) {
 
 std::string layers(int n) { return "training.activation_offload_layers=" + std::to_string(n); }
 
-// The durations of rank 0's intervals on the stream named `stream`.
-std::vector<double> on_stream(const stepsim::Timeline& t, const std::string& stream) {
+// Rank 0's intervals on the stream named `stream`.
+std::vector<stepsim::Interval> on_stream(const stepsim::Timeline& t, const std::string& stream) {
   const stepsim::RankTimeline& rank = t.ranks.front();
-  std::vector<double> durations;
-  for (const stepsim::Interval& i : rank.intervals) {
-    if (rank.streams[i.stream] != stream) continue;
-    CHECK(i.activity == stepsim::Activity::memory);
-    durations.push_back((i.end - i.start).seconds());
-  }
-  return durations;
+  std::vector<stepsim::Interval> found;
+  for (const stepsim::Interval& i : rank.intervals)
+    if (rank.streams[i.stream] == stream) found.push_back(i);
+  return found;
 }
 
 }  // namespace
 
 TEST_CASE("Each offloaded layer copies its activations to the host and back at its GPU's share of the link") {
   const stepsim::SimulationResult r = run({layers(3)});
-  const std::vector<double> out = on_stream(r.timeline, "offload to host");
-  const std::vector<double> back = on_stream(r.timeline, "offload from host");
+  const std::vector<stepsim::Interval> out = on_stream(r.timeline, "offload to host");
+  const std::vector<stepsim::Interval> back = on_stream(r.timeline, "offload from host");
   REQUIRE(out.size() == 3);
   REQUIRE(back.size() == 3);
-  for (double d : out) CHECK(d == Approx(kLayerBytes / kGpuShare).epsilon(1e-6));  // 373.4 us
-  for (double d : back) CHECK(d == Approx(kLayerBytes / kGpuShare).epsilon(1e-6));
+  for (const auto& copies : {out, back}) {
+    for (const stepsim::Interval& i : copies) {
+      CHECK(i.activity == stepsim::Activity::memory);
+      CHECK(i.bytes.as_double() == kLayerBytes);
+      CHECK((i.end - i.start).seconds() == Approx(kLayerBytes / kGpuShare).epsilon(1e-6));  // 373.4 us
+    }
+  }
   // Without offload there are no copies.
   CHECK(on_stream(run({}).timeline, "offload to host").empty());
 }
