@@ -51,16 +51,22 @@ Bytes stage_boundary(const workload::LayerShape& shape) {
 }
 
 // Activation offload (pp 1, so one chunk holds every layer): the offloaded layers'
-// activations are in host memory at the peak, all but the one in transit (the last group's
-// copy out ends with the forward, its reload starts with the backward).
-Bytes offloaded_at_peak(const Scenario& s, const workload::ModelWork& w) {
+// activations are in host memory at the peak, all but the one in transit, which is on the GPU
+// only while the head's are not: Transformer Engine's last window ends with the last layer's
+// forward, whose copy the head's forward waits for, and the last group's reload starts after
+// the head's backward.
+struct Offloaded {
   Bytes all{0};
-  Bytes largest{0};
+  Bytes in_transit{0};  // the largest offloaded layer's
+};
+
+Offloaded offloaded(const Scenario& s, const workload::ModelWork& w) {
+  Offloaded o;
   for (int l = 0; l < s.training.activation_offload_layers; ++l) {
-    all += offloaded_bytes(w, l);
-    largest = std::max(largest, offloaded_bytes(w, l));
+    o.all += offloaded_bytes(w, l);
+    o.in_transit = std::max(o.in_transit, offloaded_bytes(w, l));
   }
-  return all - largest;
+  return o;
 }
 
 }  // namespace
@@ -144,7 +150,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
                             !pytorch_pipelining(s), s.model.moe.a2a_overlap};
   const Bytes working = recompute_working_set(s, w);
-  const Bytes on_host = offloaded_at_peak(s, w);
+  const Offloaded on_host = offloaded(s, w);
   Bytes stored{0};
   long long chunks = 0;
   KeptActivations peak;
@@ -158,14 +164,16 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
     const ChunkPipelineBytes pipeline = pipeline_chunk_bytes(s, w, c);
     const Bytes in_buffer = pipeline.in_buffer;
     if (op.forward) {
-      stored += chunk_activations(w, c) - in_buffer - on_host + pipeline.output;  // the output until the step ends
+      stored += chunk_activations(w, c) - in_buffer - on_host.all + pipeline.output;  // the output until the step ends
       ++chunks;
       if (stored > peak.bytes) peak = {stored, chunks};
+      const Bytes transit = stored - (c.post ? w.post.activations : Bytes(0)) + on_host.in_transit;
+      if (on_host.all > Bytes(0) && transit > peak.bytes) peak = {transit, chunks};
       continue;
     }
     const Bytes during = stored + backward_transient(w, c, working);
     if (during > peak.bytes) peak = {during, chunks};
-    stored = stored - (chunk_activations(w, c) - in_buffer - on_host);
+    stored = stored - (chunk_activations(w, c) - in_buffer - on_host.all);
     // A B pass frees what only it needed; the W pass's inputs stay until the W pass.
     if (split) stored += chunk_weight_inputs(s, w, c);
     if (split && stored > peak.bytes) peak = {stored, chunks - 1};
