@@ -126,6 +126,10 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
           "activation offload with CUDA graphs is refused by Megatron-Core");
   refused("--set training.activation_offload_layers=2 --set 'cluster.host_link.bandwidth=\"0 GB/s\"'",
           "cluster gb200-nvl72 describes no link to host memory");
+  const auto odd = scratch.run("simulate s.json --set cluster.host_link.gpus_per_link=3");
+  CHECK(odd.status == 2);
+  CHECK(odd.err.find("s.json: /cluster/host_link/gpus_per_link: 3 GPUs per link do not divide the node's 4 GPUs") !=
+        std::string::npos);
   // A cluster preset that does not describe one.
   refused("--set training.activation_offload_layers=2 --set cluster=dgx-b300",
           "cluster dgx-b300 describes no link to host memory");

@@ -161,7 +161,7 @@ const std::vector<Row>& rows() {
       {"cluster.inter_node.nodes_per_leaf", Expect::changes, "4", {"cluster.inter_node.oversubscription=4"}},
       // The host link carries activation offload's copies: at 1 GB/s they are exposed.
       {"cluster.host_link.bandwidth", Expect::changes, "\"1 GB/s\"", kOffload},
-      {"cluster.host_link.gpus_per_link", Expect::changes, "64", kOffload},
+      {"cluster.host_link.gpus_per_link", Expect::changes, "8", kOffload},
       {"cluster.collective_tuning.launch_overhead", Expect::changes, "\"20 us\""},
       {"cluster.collective_tuning.bus_efficiency", Expect::changes, "0.5"},
       {"cluster.collective_tuning.ramp_half_bytes", Expect::changes, "\"64 MiB\""},
