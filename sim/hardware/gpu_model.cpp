@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 #include "stepsim/error.hpp"
 
@@ -17,6 +19,33 @@ namespace stepsim::hardware {
 // against 610 for FlashAttention-3, and 290 against 530 backward: 0.55. On Ampere
 // FlashAttention-2 is the fused attention itself.
 double attention_share(bool flash2, GpuArch arch) { return flash2 && arch != GpuArch::ampere ? 0.55 : 1.0; }
+
+// Shah et al. 2024 (FlashAttention-3), figures 5 and 6: cuDNN's fused attention on an H100
+// SXM5, BF16, head dim 128, 16k tokens per batch, without causal mask, forward and backward
+// TFLOPS per sequence length: the backward, five GEMMs against the forward's two and the
+// softmax's gradient between them, reaches 305/497 of the forward's rate at 512 keys, rising to
+// 516/595 at 16k. FlashAttention-2 and -3 keep about the same shares (FlashAttention-3
+// 542/638 at 4k). Applies to every fused attention on Hopper; Ampere's and Blackwell's
+// attention_max stay one figure for both passes until such measurements are at hand.
+double attention_backward_share(long long keys, GpuArch arch) {
+  if (arch != GpuArch::hopper) return 1.0;
+  struct Point {
+    double keys, forward, backward;
+  };
+  static constexpr std::array<Point, 6> measured{
+      {{512, 497, 305}, {1024, 574, 408}, {2048, 617, 465}, {4096, 609, 499}, {8192, 600, 518}, {16384, 595, 516}}};
+  const auto share = [](const Point& p) { return p.backward / p.forward; };
+  const double k = static_cast<double>(keys);
+  if (k <= measured.front().keys) return share(measured.front());
+  for (std::size_t i = 1; i < measured.size(); ++i) {
+    if (k > measured[i].keys) continue;
+    const Point& a = measured[i - 1];
+    const Point& b = measured[i];
+    const double x = std::log2(k / a.keys) / std::log2(b.keys / a.keys);
+    return share(a) + x * (share(b) - share(a));
+  }
+  return share(measured.back());
+}
 
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
@@ -50,8 +79,11 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
     case workload::OpClass::gemm:
       if (!op.fp8) return e.gemm_max * saturation;
       return (precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max) * saturation;
-    case workload::OpClass::attention:
-      return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch);
+    case workload::OpClass::attention: {
+      // attention_max is the forward's; the backward (and only it) runs at its share of that.
+      const double pass = op.pass == workload::Pass::forward ? 1.0 : attention_backward_share(op.n, gpu_.arch);
+      return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch) * pass;
+    }
     default:
       return 1.0;
   }

@@ -13,6 +13,11 @@ namespace stepsim::hardware {
 // trace fit divides it out again, so that attention_max stays the fused attention's figure.
 double attention_share(bool flash2, GpuArch arch);
 
+// Of a fused attention's forward rate, the share its backward reaches over `keys` keys per
+// query on `arch`: cuDNN's measured backward over forward TFLOPS on Hopper, interpolated in
+// log2 of the key length (0.82 at 4k keys, 0.86 at 8k); 1 where no measurement is at hand.
+double attention_backward_share(long long keys, GpuArch arch);
+
 class GpuModel {
  public:
   GpuModel(const GpuSpec& gpu, Precision precision);

@@ -100,3 +100,36 @@ TEST_CASE("FlashAttention-2 reaches 0.55 of the fused attention on Hopper and al
   const GpuModel a100(st::a100(), Precision::bf16);
   CHECK(a100.duration(fa2).seconds() == Approx(a100.duration(op).seconds()).epsilon(1e-12));
 }
+
+// Shah et al. 2024 (FlashAttention-3), figures 5 and 6: cuDNN's fused attention on an H100
+// SXM5, BF16, head dim 128, 16k tokens per batch, without causal mask, forward against
+// backward TFLOPS: 609 and 499 at 4k keys, 600 and 518 at 8k, 595 and 516 at 16k. The same
+// FLOPs take the backward 609/499 times as long at 4k.
+TEST_CASE("fused attention's backward runs at the fraction of its forward's rate cuDNN measures on H100") {
+  OpCost fwd;
+  fwd.cls = OpClass::attention;
+  fwd.flops = 1e13;  // large: the size term is 1 within 0.1 %
+  fwd.bytes = Bytes(1 << 20);
+  OpCost bwd = fwd;
+  bwd.pass = stepsim::workload::Pass::backward;
+  const GpuModel h100(st::h100(), Precision::bf16);
+  const auto ratio = [&](long long keys) {
+    fwd.n = bwd.n = keys;
+    return h100.duration(fwd).seconds() / h100.duration(bwd).seconds();
+  };
+  CHECK(ratio(4096) == Approx(499.0 / 609.0).epsilon(1e-9));
+  CHECK(ratio(8192) == Approx(518.0 / 600.0).epsilon(1e-9));
+  CHECK(ratio(16384) == Approx(516.0 / 595.0).epsilon(1e-9));
+  // Between two measured lengths, between their fractions; beyond the last, the last.
+  CHECK(ratio(6144) > 499.0 / 609.0);
+  CHECK(ratio(6144) < 518.0 / 600.0);
+  CHECK(ratio(131072) == Approx(516.0 / 595.0).epsilon(1e-9));
+  // FlashAttention-2 keeps the same fraction of its own forward.
+  fwd.flash2 = bwd.flash2 = true;
+  CHECK(ratio(4096) == Approx(499.0 / 609.0).epsilon(1e-9));
+  // No such figures for Ampere: its forward and backward share attention_max.
+  fwd.flash2 = bwd.flash2 = false;
+  const GpuModel a100(st::a100(), Precision::bf16);
+  fwd.n = bwd.n = 4096;
+  CHECK(a100.duration(bwd).seconds() == Approx(a100.duration(fwd).seconds()).epsilon(1e-12));
+}
