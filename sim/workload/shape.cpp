@@ -119,6 +119,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.fp8_scaling = sc.training.fp8_scaling;
   s.act_bytes = low_precision(s.precision) ? 2 : element_bytes(s.precision);
   s.main_grad_bytes = element_bytes(sc.training.main_grad);
+  s.main_grad_hook = sc.training.framework == Framework::megatron || sc.training.framework == Framework::nemo;
   // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed
   // tokens, but no expert more than capacity_factor times its share (the rest are dropped).
   const MoeSpec& moe = m.moe;

@@ -53,6 +53,9 @@ struct LayerShape {
   Precision precision = Precision::bf16;
   Fp8Scaling fp8_scaling = Fp8Scaling::delayed;
   int main_grad_bytes = 4;  // one main-gradient element, which weight-gradient GEMMs accumulate into
+  // Megatron-Core's DDP (training.framework megatron, nemo) adds each gradient that autograd
+  // returns (the embedding's, where no GEMM accumulates into the main gradient) into it.
+  bool main_grad_hook = false;
 
   long long tokens() const { return batch * seq; }
   long long full_seq() const { return seq * cp; }

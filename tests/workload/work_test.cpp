@@ -232,3 +232,22 @@ TEST_CASE("the unfused cross entropy reads and writes the fp32 logits once per k
   CHECK(bytes(find(unfused.post.forward, Role::loss)) == Approx(logits * 38));
   CHECK(bytes(find(unfused.post.backward, Role::loss, Pass::backward)) == Approx(logits * 14));
 }
+
+// PyTorch's embedding_dense_backward_cuda returns a dense gradient of the whole table, zeroed
+// (at::zeros) before the tokens' rows are summed into it; Megatron-Core's DDP hook then adds it
+// into the FP32 main gradient (param.main_grad.add_(param.grad.data)): read it, read and
+// write the main gradient. The learned positions' table likewise.
+TEST_CASE("the embedding's backward zeroes its whole table's gradient and Megatron adds it into the main gradient") {
+  auto sc = st::scenario(st::gpt(24, 2048, 16), 2, 1);
+  const auto bytes = [&] {
+    const auto w = stepsim::workload::build_work(sc);
+    return static_cast<double>(find(w.pre.backward, Role::embedding, Pass::backward).bytes.count());
+  };
+  const double tokens = 2048.0;
+  const double table = (51200.0 / 2 + 2048.0) * 2048.0;     // the local vocabulary and the positions
+  const double lookup = 2.0 * tokens * 2048.0 * 4.0 * 2.0;  // twice the forward's bytes
+  sc.training.framework = stepsim::Framework::torchtitan;
+  CHECK(bytes() == Approx(lookup + table * 2.0));
+  sc.training.framework = stepsim::Framework::megatron;
+  CHECK(bytes() == Approx(lookup + table * (2.0 + 2.0 + 4.0 + 4.0)));
+}
