@@ -97,6 +97,20 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
   return workload::optimizer_step(params, s.training);
 }
 
+// Megatron-Core's train_step zeroes each model chunk's whole gradient buffer before the
+// forward (DistributedDataParallel.zero_grad_buffer: every buffer's grad_data.zero_()): the
+// main gradient of every parameter the rank holds, not only the optimizer's shard. Charged to
+// the optimizer step, which ends the step before on the same stream.
+Bytes zeroed_gradients(const Scenario& stage) {
+  const Framework f = stage.training.framework;
+  const DpKind kind = stage.data_parallel.kind;
+  if (f != Framework::megatron && f != Framework::nemo) return Bytes(0);
+  if (kind == DpKind::fsdp || kind == DpKind::hsdp) return Bytes(0);
+  long long elements = 0;
+  for (const GradTensor& t : gradient_tensors(stage.model, stage.parallel)) elements += t.elements;
+  return Bytes(elements * element_bytes(stage.training.main_grad));
+}
+
 // Compute op names by (block, cost, phase), interned once for every rank of the job.
 using OpNames = std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t>;
 
@@ -152,7 +166,9 @@ class StepWriter {
     const bool syncs = s_.training.grad_clip && traits_of(s_.training.framework).syncs_grad_norm;
     if (syncs)
       for (OpIndex op : b_.last_compute()) waits.push_back(op);
-    const OpIndex optimizer = b_.compute(dp_->optimizer_op(optimizer_), Phase::optimizer, "optimizer step", waits);
+    OpCost step = dp_->optimizer_op(optimizer_);
+    step.bytes += zeroed_gradients(stage_s_);
+    const OpIndex optimizer = b_.compute(step, Phase::optimizer, "optimizer step", waits);
     if (syncs) b_.rank().ops()[optimizer].host_blocks = true;
     dp_->after_optimizer(b_, optimizer);
   }

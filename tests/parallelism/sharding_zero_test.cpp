@@ -122,3 +122,38 @@ TEST_CASE("overlap_param_gather without overlap_grad_reduce is an input error") 
                     "test.json: /data_parallel/overlap_param_gather: needs "
                     "overlap_grad_reduce, as in Megatron");
 }
+
+namespace {
+
+// Every compute op lasts one picosecond per byte it moves.
+class ByteCosts final : public sp::Costs {
+ public:
+  stepsim::Time compute(const stepsim::workload::OpCost& op) const override {
+    return stepsim::Time::from_ps(op.bytes.count());
+  }
+  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
+    return {stepsim::Time::from_us(10.0), stepsim::Bandwidth::gbytes_per_s(100.0), {1.0, 0.0}};
+  }
+  stepsim::Time kernel_launch() const override { return stepsim::Time::from_us(5.0); }
+  double comm_slowdown() const override { return 0.0; }
+};
+
+}  // namespace
+
+// Megatron-Core's train_step zeroes each model chunk's whole gradient buffer before the
+// forward (zero_grad_buffer: grad_data.zero_()), the FP32 main gradient of every parameter
+// the rank holds, not the optimizer's 1/dp shard. The small GPT: 2 layers of 12h² + 13h,
+// the embedding and the output layer (32,000 × 1024 each), 2,048 learned positions, the final
+// LayerNorm's 2h.
+TEST_CASE("under Megatron the step zeroes the rank's whole main-gradient buffer") {
+  Scenario s = zero(true);
+  const auto optimizer_ps = [&](stepsim::Framework f) {
+    s.training.framework = f;
+    const ByteCosts costs;
+    const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    return p.ranks[0].ops()[static_cast<std::size_t>(starting(p, "optimizer step"))].duration.ps();
+  };
+  const long long h = 1024;
+  const long long params = 2 * (12 * h * h + 13 * h) + 2 * 32000 * h + 2048 * h + 2 * h;
+  CHECK(optimizer_ps(stepsim::Framework::megatron) - optimizer_ps(stepsim::Framework::torchtitan) == params * 4);
+}
