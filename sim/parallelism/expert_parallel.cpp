@@ -25,10 +25,11 @@ namespace {
 using workload::Pass;
 using workload::Role;
 
-// NVLink domains one EP group spans: its ranks lie tp·cp apart (TP, then CP, innermost), so
-// the group covers ep·tp·cp consecutive GPUs.
+// NVLink domains one EP group spans: Megatron-Core cuts a stage's ranks into blocks of ep·etp
+// consecutive ranks, ETP innermost (expert_group in mesh.hpp), so its ranks lie etp apart and
+// the group covers ep·etp consecutive GPUs, whatever TP and CP are.
 int ep_domains(const Scenario& s) {
-  const long long span = static_cast<long long>(s.parallel.ep) * s.parallel.tp * std::max(s.parallel.cp, 1);
+  const long long span = static_cast<long long>(s.parallel.ep) * std::max(s.parallel.etp, 1);
   const long long domain = std::max(s.cluster.domain_gpus(), 1);
   return static_cast<int>(std::max(1LL, span / domain));
 }

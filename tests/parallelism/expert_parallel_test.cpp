@@ -236,3 +236,35 @@ TEST_CASE("the flex dispatcher sends a token once to each other node holding one
         Approx(work.layer.dispatch_message.as_double() * 22.0 / 28.0).epsilon(1e-6));
   CHECK(size_of(stepsim::MoeDispatcher::flex, 8) == size_of(stepsim::MoeDispatcher::alltoall, 8));
 }
+
+// Megatron-Core carves expert groups out of a stage's ranks ETP innermost, then EP
+// (RankGenerator's expert decoder, order tp-ep-dp-pp with tp = etp): at TP 2 and ETP 1 an EP
+// group of 8 is 8 consecutive ranks, one node of 8, whatever TP is; only ETP spreads it. So
+// TP 2 EP 8 on two nodes stays inside a node (the flex dispatcher sends what the all-to-all
+// sends), TP 2 EP 16 spans two nodes (22/28 of it, as at TP 1), and ETP 2 EP 8 spans two.
+TEST_CASE("the flex dispatcher's nodes are those of Megatron's expert groups, which TP does not spread") {
+  const auto size_of = [](int tp, int etp, int ep, stepsim::MoeDispatcher d) {
+    stepsim::Scenario s = spt::small_scenario(tp, 32 / tp, 1);
+    s.model.moe = {8, 2, 4096};
+    s.parallel.sequence_parallel = tp > 1;
+    s.parallel.ep = ep;
+    s.parallel.etp = etp;
+    s.model.moe.dispatcher = d;
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    const auto ops = spt::collectives_of(p, CommKind::ep);
+    REQUIRE(!ops.empty());
+    for (OpIndex i : ops) {
+      const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+      if (call.op == CollOp::alltoall) return call.size.as_double();
+    }
+    FAIL("no all-to-all");
+    return 0.0;
+  };
+  using stepsim::MoeDispatcher;
+  CHECK(size_of(2, 1, 8, MoeDispatcher::flex) == size_of(2, 1, 8, MoeDispatcher::alltoall));
+  CHECK(size_of(2, 1, 16, MoeDispatcher::flex) ==
+        Approx(size_of(2, 1, 16, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
+  CHECK(size_of(2, 2, 8, MoeDispatcher::flex) ==
+        Approx(size_of(2, 2, 8, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
+}
