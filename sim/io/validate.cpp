@@ -363,6 +363,11 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
   c.require(s.cluster.host_link.bandwidth.positive(), where,
             "cluster {} describes no link to host memory to offload over (set cluster.host_link.bandwidth)",
             s.cluster.name);
+  const Framework f = s.training.framework;
+  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+            "training.activation_offload_layers is Megatron-Core's offload through Transformer Engine (megatron or "
+            "nemo), not {}'s",
+            traits_of(f).name);
 }
 
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron

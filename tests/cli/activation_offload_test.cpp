@@ -133,4 +133,13 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
   // A cluster preset that does not describe one.
   refused("--set training.activation_offload_layers=2 --set cluster=dgx-b300",
           "cluster dgx-b300 describes no link to host memory");
+  // torchtitan and the others have no such offload: the key would be accepted and mean nothing.
+  for (const char* framework : {"torchtitan", "pytorch", "deepspeed"}) {
+    const auto r = scratch.run(std::string("simulate s.json --set training.activation_offload_layers=2 "
+                                           "--set training.framework=") +
+                               framework);
+    CHECK(r.status == 2);
+    CHECK(r.err.find("s.json: /training/framework: training.activation_offload_layers is Megatron-Core's") !=
+          std::string::npos);
+  }
 }
