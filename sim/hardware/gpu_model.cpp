@@ -47,6 +47,28 @@ double attention_backward_share(long long keys, GpuArch arch) {
   return share(measured.back());
 }
 
+// Of a fused attention kernel's rate at head dim 128, where attention_max stands, the share it
+// reaches at a narrower head. Every score costs the softmax its exponential and rescaling
+// whatever the head's width, while the tensor-core work per score grows with the width, so a
+// narrow head spends more of the kernel off the tensor cores. Shah et al. 2024
+// (FlashAttention-3, figures 5 and 6: BF16, H100 SXM5, 4k tokens; the ratio moves by under
+// 0.05 from 512 to 16k tokens) measure cuDNN, the kernel Transformer Engine runs, at 408
+// TFLOPS forward at head dim 64 against 609 at 128 and 417 against 499 backward, and
+// FlashAttention-2 at 321 against 368 and 279 against 310. Between 64 and 128 the share goes
+// linearly with the width; below 64 it stays at 64's (no narrower figure); from 128 up it is 1.
+// Blackwell takes Hopper's figures: none is published for B200 at head dim 64, and its
+// exponential units per SM run at Hopper's rate under tensor cores twice as fast (Zadouri et
+// al. 2026, FlashAttention-4), so a narrow head weighs on it at least as much. Ampere keeps 1:
+// no figure taken. A head of unknown width (0) keeps 1.
+double head_dim_share(const workload::OpCost& op, GpuArch arch) {
+  if (arch == GpuArch::ampere || op.k <= 0 || op.k >= 128) return 1.0;
+  const bool backward = op.pass != workload::Pass::forward;
+  const double at_64 =
+      op.flash2 ? (backward ? 279.0 / 310.0 : 321.0 / 368.0) : (backward ? 417.0 / 499.0 : 408.0 / 609.0);
+  const double width = static_cast<double>(std::max(op.k, 64LL));
+  return at_64 + (1.0 - at_64) * (width - 64.0) / 64.0;
+}
+
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
       precision_(precision),
@@ -80,9 +102,11 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
       if (!op.fp8) return e.gemm_max * saturation;
       return (precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max) * saturation;
     case workload::OpClass::attention: {
-      // attention_max is the forward's; the backward (and only it) runs at its share of that.
+      // attention_max is the forward's at head dim 128; the backward (and only it) runs at its
+      // share of that, and a narrower head at its own share of either pass.
       const double pass = op.pass == workload::Pass::forward ? 1.0 : attention_backward_share(op.n, gpu_.arch);
-      return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch) * pass;
+      return e.attention_max * saturation * attention_share(op.flash2, gpu_.arch) * pass *
+             head_dim_share(op, gpu_.arch);
     }
     default:
       return 1.0;
