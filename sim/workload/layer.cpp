@@ -2,6 +2,7 @@
 // residual, norm, fc1, activation, fc2, residual; and their backward and recomputation.
 #include "workload/layer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "workload/op_builder.hpp"
@@ -127,6 +128,25 @@ std::vector<OpCost> unfused_attention(const LayerShape& s) {
   return ops;
 }
 
+// Query-key pairs a fused kernel computes for one head under a sliding window of w keys (a
+// query at i sees keys i − w to i). cuDNN, FlashAttention-3 and -4 walk the grid in tiles of
+// query rows by key columns, skip the tiles the mask leaves empty and compute the rest whole,
+// masking inside them; with w ≪ s a query tile reaches about 1 + w/tile key tiles, where the
+// window itself is s·w − w²/2 pairs. Tiles of 128 by 128: FlashAttention-4's on Blackwell
+// (flash_attn/cute, its forward 128 or 2 × 128 rows by 128 keys, backward 128 by 128);
+// FlashAttention-3 on Hopper takes 192 by 128 at head dim 64 (hopper/tile_size.h,
+// tile_size_fwd_sm90), cuDNN does not publish its own.
+double window_tile_pairs(long long seq, long long window) {
+  constexpr long long tile = 128;
+  double pairs = 0;
+  for (long long first = 0; first < seq; first += tile) {
+    const long long last = std::min(first + tile, seq) - 1;
+    const long long key_tiles = last / tile - std::max(0LL, first - window) / tile + 1;
+    pairs += static_cast<double>(key_tiles * tile * (last - first + 1));
+  }
+  return pairs;
+}
+
 OpCost flash_attention(const LayerShape& s) {
   // One fused kernel: Q, K, V read and O written once, plus fp32 log-sum-exp per row. Causal
   // tiles above the diagonal are skipped, so it executes half of the 4·b·s²·h/t FLOPs that
@@ -147,11 +167,9 @@ OpCost flash_attention(const LayerShape& s) {
   // latent attention).
   const double widths = static_cast<double>(s.head_dim + s.value_dim());
   op.flops = 0.5 * 2.0 * heads * seq * static_cast<double>(s.full_seq()) * widths;
-  // A sliding window of w keys: s·w − w²/2 query-key pairs in place of s²/2 (io refuses CP).
-  if (s.window > 0) {
-    const double w = static_cast<double>(s.window);
-    op.flops = 2.0 * heads * (seq * w - 0.5 * w * w) * widths;
-  }
+  // A sliding window (io refuses CP): the kernel computes whole every tile of the query-key
+  // grid that its window reaches (window_tile_pairs).
+  if (s.window > 0) op.flops = 2.0 * heads * window_tile_pairs(s.seq, s.window) * widths;
   double io = static_cast<double>(s.tokens() * 2 * s.q_width() + s.kv_block_elements() * s.cp);
   // Latent attention: Q and O, and every head's own K and V of the sequence.
   if (s.mla()) io = static_cast<double>(2 * s.tokens() * s.q_heads) * widths;

@@ -97,10 +97,20 @@ TEST_CASE(
   const double full = 3.0 * 4096 * 18 * 64 * 128;
   const double windowed = 3.0 * (2.0 * 4096 * 128 - 128.0 * 128) / 4096 * 18 * 64 * 128;
   CHECK(per_token(w, s) == Approx(6.0 * active + full + windowed).epsilon(1e-12));
-  // Layer 0 is windowed, layer 1 attends to the whole prefix.
-  CHECK(op(w.block(0).forward, Role::attention_core).flops ==
-        Approx(2.0 * 64 * (4096.0 * 128 - 0.5 * 128 * 128) * 128));
+  // Layer 1 attends to the whole prefix.
   CHECK(op(w.block(1).forward, Role::attention_core).flops == Approx(0.5 * 2.0 * 64 * 4096.0 * 4096 * 128));
+}
+
+TEST_CASE("a windowed attention kernel computes every 128 x 128 tile its window touches") {
+  // The fused kernel skips only the tiles its mask leaves empty and computes the others
+  // whole. gpt-oss-120b's layer 0, a window of 128 keys over 4096 tokens: the first
+  // 128-query tile reaches 1 key tile, each of the other 31 reaches its own and the one
+  // before, 63 tiles of 128·128 pairs per head: twice the window's 4096·128 − 128²/2.
+  const stepsim::Scenario s = scenario("gpt-oss-120b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const double pairs = 63.0 * 128 * 128;
+  CHECK(op(w.block(0).forward, Role::attention_core).flops == Approx(2.0 * 64 * pairs * (64 + 64)));
+  CHECK(pairs / (4096.0 * 128 - 0.5 * 128 * 128) == Approx(2.0).epsilon(0.02));
 }
 
 TEST_CASE("DeepSeek-V3's latent attention and first 3 dense layers: 671 B parameters, 37 B active") {
