@@ -52,10 +52,11 @@ double attention_backward_share(long long keys, GpuArch arch) {
 // whatever the head's width, while the tensor-core work per score grows with the width, so a
 // narrow head spends more of the kernel off the tensor cores. Shah et al. 2024
 // (FlashAttention-3, figures 5 and 6: BF16, H100 SXM5, 4k tokens; the ratio moves by under
-// 0.05 from 512 to 16k tokens) measure cuDNN, the kernel Transformer Engine runs, at 408
-// TFLOPS forward at head dim 64 against 609 at 128 and 417 against 499 backward, and
-// FlashAttention-2 at 321 against 368 and 279 against 310. Between 64 and 128 the share goes
-// linearly with the width; below 64 it stays at 64's (no narrower figure); from 128 up it is 1.
+// 0.05 from 1k to 16k tokens) measure cuDNN, the kernel Transformer Engine runs, at 363
+// TFLOPS causal forward at head dim 64 against 518 at 128 and 417 against 499 backward (the
+// backward figures are without the causal mask), and FlashAttention-2 at 284 against 319 and
+// 279 against 310. Between 64 and 128 the share goes linearly with the width; below 64 it
+// stays at 64's (no narrower figure); from 128 up it is 1.
 // Blackwell takes Hopper's figures: none is published for B200 at head dim 64, and its
 // exponential units per SM run at Hopper's rate under tensor cores twice as fast (Zadouri et
 // al. 2026, FlashAttention-4), so a narrow head weighs on it at least as much. Ampere keeps 1:
@@ -64,7 +65,7 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
   if (arch == GpuArch::ampere || op.k <= 0 || op.k >= 128) return 1.0;
   const bool backward = op.pass != workload::Pass::forward;
   const double at_64 =
-      op.flash2 ? (backward ? 279.0 / 310.0 : 321.0 / 368.0) : (backward ? 417.0 / 499.0 : 408.0 / 609.0);
+      op.flash2 ? (backward ? 279.0 / 310.0 : 284.0 / 319.0) : (backward ? 417.0 / 499.0 : 363.0 / 518.0);
   const double width = static_cast<double>(std::max(op.k, 64LL));
   return at_64 + (1.0 - at_64) * (width - 64.0) / 64.0;
 }

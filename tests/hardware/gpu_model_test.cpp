@@ -132,52 +132,53 @@ TEST_CASE("fused attention's backward runs at the fraction of its forward's rate
   const GpuModel a100(st::a100(), Precision::bf16);
   fwd.n = bwd.n = 4096;
   CHECK(a100.duration(bwd).seconds() == Approx(a100.duration(fwd).seconds()).epsilon(1e-12));
+}
 
-  namespace {
+namespace {
 
-  OpCost attention_op(long long head_dim, stepsim::workload::Pass pass, bool flash2) {
-    OpCost op;
-    op.cls = OpClass::attention;
-    op.pass = pass;
-    op.flash2 = flash2;
-    op.k = head_dim;
-    op.flops = 1e13;  // large: the size term is 1 within 0.1 %
-    op.bytes = Bytes(1 << 20);
-    return op;
+OpCost attention_op(long long head_dim, stepsim::workload::Pass pass, bool flash2) {
+  OpCost op;
+  op.cls = OpClass::attention;
+  op.pass = pass;
+  op.flash2 = flash2;
+  op.k = head_dim;
+  op.flops = 1e13;  // large: the size term is 1 within 0.1 %
+  op.bytes = Bytes(1 << 20);
+  return op;
+}
+
+// Rate of head dim `narrow` over head dim 128's, the same FLOPs on the same GPU.
+double rate_ratio(const GpuModel& gpu, long long narrow, stepsim::workload::Pass pass, bool flash2) {
+  return gpu.duration(attention_op(128, pass, flash2)).seconds() /
+         gpu.duration(attention_op(narrow, pass, flash2)).seconds();
+}
+
+}  // namespace
+
+// Shah et al. 2024 (FlashAttention-3), figures 5 and 6: BF16 on H100 SXM5 at 4k tokens, in
+// TFLOPS, cuDNN's causal forward 363 at head dim 64 against 518 at 128 and backward 417
+// against 499; FlashAttention-2's causal forward 284 against 319 and backward 279 against 310.
+TEST_CASE("a fused attention kernel at head dim 64 runs at the published share of head dim 128's rate on Hopper") {
+  using stepsim::workload::Pass;
+  const GpuModel h100(st::h100(), Precision::bf16);
+  CHECK(rate_ratio(h100, 64, Pass::forward, false) == Approx(363.0 / 518.0).epsilon(1e-9));
+  CHECK(rate_ratio(h100, 64, Pass::backward, false) == Approx(417.0 / 499.0).epsilon(1e-9));
+  CHECK(rate_ratio(h100, 64, Pass::forward, true) == Approx(284.0 / 319.0).epsilon(1e-9));
+  CHECK(rate_ratio(h100, 64, Pass::backward, true) == Approx(279.0 / 310.0).epsilon(1e-9));
+}
+
+TEST_CASE("a narrower attention head never runs faster per FLOP, and heads of 128 and wider keep attention_max") {
+  using stepsim::workload::Pass;
+  const GpuModel h100(st::h100(), Precision::bf16);
+  double previous = 0.0;
+  for (long long d : {32LL, 48LL, 64LL, 80LL, 96LL, 112LL, 128LL, 192LL, 256LL}) {
+    const double e = h100.efficiency(attention_op(d, Pass::forward, false));
+    CHECK(e >= previous);
+    previous = e;
   }
-
-  // Rate of head dim `narrow` over head dim 128's, the same FLOPs on the same GPU.
-  double rate_ratio(const GpuModel& gpu, long long narrow, stepsim::workload::Pass pass, bool flash2) {
-    return gpu.duration(attention_op(128, pass, flash2)).seconds() /
-           gpu.duration(attention_op(narrow, pass, flash2)).seconds();
-  }
-
-  }  // namespace
-
-  // Shah et al. 2024 (FlashAttention-3), figures 5 and 6: BF16 on H100 SXM5 at 4k tokens, in
-  // TFLOPS, cuDNN's forward 408 at head dim 64 against 609 at 128 and backward 417 against 499;
-  // FlashAttention-2's forward 321 against 368 and backward 279 against 310.
-  TEST_CASE("a fused attention kernel at head dim 64 runs at the published share of head dim 128's rate on Hopper") {
-    using stepsim::workload::Pass;
-    const GpuModel h100(st::h100(), Precision::bf16);
-    CHECK(rate_ratio(h100, 64, Pass::forward, false) == Approx(408.0 / 609.0).epsilon(1e-9));
-    CHECK(rate_ratio(h100, 64, Pass::backward, false) == Approx(417.0 / 499.0).epsilon(1e-9));
-    CHECK(rate_ratio(h100, 64, Pass::forward, true) == Approx(321.0 / 368.0).epsilon(1e-9));
-    CHECK(rate_ratio(h100, 64, Pass::backward, true) == Approx(279.0 / 310.0).epsilon(1e-9));
-  }
-
-  TEST_CASE("a narrower attention head never runs faster per FLOP, and heads of 128 and wider keep attention_max") {
-    using stepsim::workload::Pass;
-    const GpuModel h100(st::h100(), Precision::bf16);
-    double previous = 0.0;
-    for (long long d : {32LL, 48LL, 64LL, 80LL, 96LL, 112LL, 128LL, 192LL, 256LL}) {
-      const double e = h100.efficiency(attention_op(d, Pass::forward, false));
-      CHECK(e >= previous);
-      previous = e;
-    }
-    const double at_128 = h100.efficiency(attention_op(128, Pass::backward, false));
-    CHECK(h100.efficiency(attention_op(256, Pass::backward, false)) == Approx(at_128).epsilon(1e-12));
-    // Ampere: no published figure taken, so every width keeps attention_max.
-    const GpuModel a100(st::a100(), Precision::bf16);
-    CHECK(rate_ratio(a100, 64, Pass::forward, false) == Approx(1.0).epsilon(1e-12));
-  }
+  const double at_128 = h100.efficiency(attention_op(128, Pass::backward, false));
+  CHECK(h100.efficiency(attention_op(256, Pass::backward, false)) == Approx(at_128).epsilon(1e-12));
+  // Ampere: no published figure taken, so every width keeps attention_max.
+  const GpuModel a100(st::a100(), Precision::bf16);
+  CHECK(rate_ratio(a100, 64, Pass::forward, false) == Approx(1.0).epsilon(1e-12));
+}
