@@ -25,6 +25,11 @@ struct FrameworkTraits {
   // calls .item()): the host waits there for every gradient before it issues the step.
   bool syncs_grad_norm = false;
   std::string_view kernels;  // the report's note: what it runs, in words
+  // Low-precision weights quantized on a step's first micro-batch only: Megatron-Core's
+  // schedules call set_is_first_microbatch() (megatron/core/transformer/module.py) before each
+  // model chunk's first forward, and Transformer Engine's Linear layers reuse the quantized
+  // copy on the others (get_weight_workspace with update_workspace = is_first_microbatch).
+  bool caches_quantized_weights = false;
 };
 
 // Every framework, unspecified first.

@@ -16,33 +16,40 @@ constexpr std::array kFrameworks{
                     true, Time::zero(), false,
                     "the kernel keys' own defaults (fused element-wise kernels, the GPU's fastest fused attention, "
                     "fused cross entropy, as Megatron-Core with Transformer Engine runs them) and each kernel's "
-                    "launch alone on the CPU; set training.framework to say which framework runs the step"},
+                    "launch alone on the CPU; set training.framework to say which framework runs the step",
+                    false},
     FrameworkTraits{Framework::megatron, "megatron", Fusion::fused, AttentionKind::flash, CrossEntropy::unfused, true,
                     kEagerDispatch, true,
                     "Megatron-Core with Transformer Engine: fused element-wise kernels, cuDNN fused attention, "
                     "vocab-parallel cross entropy without --cross-entropy-loss-fusion, gradients clipped with the "
-                    "norm read on the CPU"},
+                    "norm read on the CPU",
+                    true},
     FrameworkTraits{Framework::nemo, "nemo", Fusion::fused, AttentionKind::flash, CrossEntropy::fused, true,
                     kEagerDispatch, true,
                     "NeMo on Megatron-Core with Transformer Engine: fused element-wise kernels, cuDNN fused "
-                    "attention, fused cross entropy, gradients clipped with the norm read on the CPU"},
+                    "attention, fused cross entropy, gradients clipped with the norm read on the CPU",
+                    true},
     FrameworkTraits{Framework::torchtitan, "torchtitan", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager,
                     true, kEagerDispatch, false,
                     "torchtitan in eager mode: one kernel per PyTorch operator, scaled_dot_product_attention "
-                    "(FlashAttention-2), PyTorch's cross entropy, gradients clipped on the GPU"},
+                    "(FlashAttention-2), PyTorch's cross entropy, gradients clipped on the GPU",
+                    false},
     FrameworkTraits{Framework::torchtitan_compile, "torchtitan-compile", Fusion::fused, AttentionKind::flash2,
                     CrossEntropy::compiled, true, kEagerDispatch, false,
                     "torchtitan with torch.compile: Inductor's fused element-wise kernels, "
                     "scaled_dot_product_attention (FlashAttention-2), the compiled cross entropy, gradients "
-                    "clipped on the GPU"},
+                    "clipped on the GPU",
+                    false},
     FrameworkTraits{Framework::pytorch, "pytorch", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
                     kEagerDispatch, false,
                     "eager PyTorch (DDP or FSDP): one kernel per operator, scaled_dot_product_attention "
-                    "(FlashAttention-2), PyTorch's cross entropy, no gradient clipping unless asked for"},
+                    "(FlashAttention-2), PyTorch's cross entropy, no gradient clipping unless asked for",
+                    false},
     FrameworkTraits{Framework::deepspeed, "deepspeed", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
                     kEagerDispatch, false,
                     "DeepSpeed on an eager PyTorch model: one kernel per operator, scaled_dot_product_attention "
-                    "(FlashAttention-2), PyTorch's cross entropy, gradient_clipping off (DeepSpeed's default)"},
+                    "(FlashAttention-2), PyTorch's cross entropy, gradient_clipping off (DeepSpeed's default)",
+                    false},
 };
 
 }  // namespace

@@ -287,7 +287,10 @@ class StepWriter {
   void forward(const ChunkLayers& chunk) {
     if (chunk.pre) ops(work_.pre.forward, 0, Phase::forward);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
-      ops(work_.block(l).forward, l + 1, Phase::forward);
+      // The chunk's first micro-batch quantizes the weights the others reuse.
+      const workload::LayerWork& block = work_.block(l);
+      const bool first = micro_batch_ == 0 && !block.first_forward.empty();
+      ops(first ? block.first_forward : block.forward, l + 1, Phase::forward);
       emit([this, l] { offload_.after_forward(b_, l); });
     }
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);

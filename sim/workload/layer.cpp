@@ -209,16 +209,17 @@ double quantize_bytes(const LayerShape& s, bool weight) {
 }
 
 // Before each low-precision GEMM, its BF16 inputs are quantized (quantize_bytes): forward
-// quantizes the activation and the weight (weights on every micro-batch's forward unless the
-// framework caches them), dgrad the output gradient; wgrad reuses the columnwise copies.
-std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerShape& s) {
+// quantizes the activation and, when `weights` says so, the weight; dgrad the output
+// gradient; wgrad reuses the columnwise copies. The weight's rowwise and columnwise copies
+// are made together, so dgrad reads the forward's.
+std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerShape& s, bool weights = true) {
   std::vector<OpCost> out;
   for (const OpCost& op : ops) {
     if (op.fp8 && op.pass != Pass::backward_weight) {
-      const double inputs = static_cast<double>(op.m * op.k);
-      const double weights = op.pass == Pass::forward ? static_cast<double>(op.k * op.n) : 0.0;
-      const double bytes = inputs * quantize_bytes(s, false) + weights * quantize_bytes(s, true);
-      const long long elements = op.m * op.k + (op.pass == Pass::forward ? op.k * op.n : 0);
+      const bool weight = weights && op.pass == Pass::forward;
+      const double bytes = static_cast<double>(op.m * op.k) * quantize_bytes(s, false) +
+                           (weight ? static_cast<double>(op.k * op.n) * quantize_bytes(s, true) : 0.0);
+      const long long elements = op.m * op.k + (weight ? op.k * op.n : 0);
       OpCost cast = elementwise(op.name + " " + to_string(s.precision) + " cast", Role::fp8_cast, OpClass::elementwise,
                                 elements, bytes / static_cast<double>(elements), 2.0);
       cast.pass = op.pass;
@@ -310,7 +311,11 @@ std::vector<OpCost> layer_backward(const LayerShape& s) {
 
 LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   LayerWork w;
-  w.forward = with_fp8_casts(layer_forward(s), s);
+  // Every micro-batch quantizes the weights, unless the framework keeps the first one's
+  // copies: then only the first micro-batch of each chunk does (first_forward), and a full
+  // recompute reuses them as well.
+  w.forward = with_fp8_casts(layer_forward(s), s, !s.cached_weights);
+  if (s.cached_weights && low_precision(s.precision)) w.first_forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = attention_core_forward(s);
   if (recompute == Recompute::full) w.recompute = w.forward;
   if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::workload {
 namespace {
@@ -113,6 +114,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
+  s.cached_weights = traits_of(sc.training.framework).caches_quantized_weights;
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
   s.precision = sc.training.precision;

@@ -76,7 +76,11 @@ struct OpCost {
 };
 
 struct LayerWork {
-  std::vector<OpCost> forward;       // execution order
+  std::vector<OpCost> forward;  // execution order
+  // The forward of each model chunk's first micro-batch in a step, where it differs (empty
+  // otherwise): its low-precision casts also quantize the weights, which the framework then
+  // reuses until the optimizer step (LayerShape::cached_weights).
+  std::vector<OpCost> first_forward;
   std::vector<OpCost> recompute;     // re-run before backward (selective: attention core; full: all)
   std::vector<OpCost> backward;      // execution order; each GEMM's dgrad before its wgrad
   Bytes params{0};                   // parameter bytes per GPU (training precision)

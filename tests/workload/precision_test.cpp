@@ -128,3 +128,29 @@ TEST_CASE("NVFP4 GEMMs run at the FP4 peak and MXFP8 GEMMs at the FP8 peak") {
   CHECK(mx.dtype(mx_fc1) == Precision::mxfp8);
   CHECK(fp4.peak().flops_per_s() == Approx(9000e12));
 }
+
+// Megatron-Core marks each chunk's first micro-batch (set_is_first_microbatch) and Transformer
+// Engine quantizes the weights then and reuses the copies until the optimizer step: fc1's
+// forward cast moves the activation's 8192 x 4096 elements on every micro-batch, and the
+// 4096 x 28672 weight's only on the first (current scaling: 2 + 2 + 1 + 1 bytes each).
+TEST_CASE("Under Megatron-Core the weights are quantized on a step's first micro-batch only") {
+  stepsim::Scenario sc = st::scenario(st::llama3_8b(), 1, 1);
+  sc.training.precision = Precision::fp8;
+  sc.training.fp8_scaling = Fp8Scaling::current;
+  for (stepsim::Framework f : {stepsim::Framework::megatron, stepsim::Framework::nemo}) {
+    sc.training.framework = f;
+    const auto w = stepsim::workload::build_work(sc);
+    REQUIRE(w.layer.first_forward.size() == w.layer.forward.size());
+    const auto first_cast = std::prev(std::find_if(w.layer.first_forward.begin(), w.layer.first_forward.end(),
+                                                   [](const OpCost& op) { return op.role == Role::fc1; }));
+    const auto cast_op = std::prev(std::find_if(w.layer.forward.begin(), w.layer.forward.end(),
+                                                [](const OpCost& op) { return op.role == Role::fc1; }));
+    REQUIRE(first_cast->role == Role::fp8_cast);
+    REQUIRE(cast_op->role == Role::fp8_cast);
+    CHECK(first_cast->bytes.as_double() == Approx(6.0 * (kTokens * kHidden + kHidden * kFc1)));
+    CHECK(cast_op->bytes.as_double() == Approx(6.0 * kTokens * kHidden));
+  }
+  // torchao's Float8Linear casts the weight on every forward: one forward for every micro-batch.
+  sc.training.framework = stepsim::Framework::torchtitan_compile;
+  CHECK(stepsim::workload::build_work(sc).layer.first_forward.empty());
+}
