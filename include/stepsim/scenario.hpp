@@ -27,6 +27,11 @@ enum class MlpKind { gelu, swiglu };
 // selective: Megatron's (the attention core); selective_op: torchtitan's per-op selective
 // checkpointing (every other matmul output saved, the rest and element-wise work recomputed).
 enum class Recompute { none, selective, full, selective_op };
+// What Megatron-Core's selective recompute re-runs (TransformerConfig.recompute_modules, whose
+// default is core_attn alone): the attention core, the MoE experts' activation, the norms that
+// are not fused into a Linear, MLA's up projections with their latents' norms and the rotary
+// embedding, a dense layer's whole MLP; moe and shared_experts are Megatron's too (refused).
+enum class RecomputeModule { core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts };
 // Attention kernels: flash (fused, scores never materialised: the GPU's fastest fused
 // attention, cuDNN's or FlashAttention-3 on Hopper; Megatron-Core with Transformer Engine),
 // flash2 (FlashAttention-2, the kernel behind PyTorch's scaled_dot_product_attention: the same
@@ -282,6 +287,8 @@ struct TrainingSpec {
   Precision precision = Precision::bf16;
   Fp8Scaling fp8_scaling = Fp8Scaling::delayed;  // key training.fp8_scaling (precision fp8 only)
   Recompute recompute = Recompute::none;
+  // key training.recompute_modules (recompute selective only); empty: ["core_attn"]
+  std::vector<RecomputeModule> recompute_modules;
   Framework framework = Framework::unspecified;  // key training.framework: sets the kernel keys below
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
   // transformer layers' kernels and their TP communication replayed without the CPU issuing them.

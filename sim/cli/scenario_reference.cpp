@@ -201,6 +201,13 @@ constexpr KeyDoc kDocs[] = {
      "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
      "output kept)",
      "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+    {"training.recompute_modules", "",
+     "what `selective` recomputes, Megatron-Core's names: `core_attn` (the default alone), `layernorm` (norms not "
+     "fused into a Linear: before MLA's down projections and before a MoE layer), `mla_up_proj` (MLA's up "
+     "projections, latent norms and rotary embedding), `mlp` (dense layers' MLP), `moe_act` (the experts' "
+     "activation); only with `selective`; `moe` and `shared_experts` refused (not simulated yet), as is a module "
+     "the model lacks",
+     "Megatron `--recompute-modules` (Megatron-Bridge `recompute_modules`)"},
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "

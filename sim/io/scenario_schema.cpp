@@ -63,6 +63,17 @@ std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
   return names;
 }
 
+std::span<const EnumName<RecomputeModule>> enum_names(Tag<RecomputeModule>) {
+  static constexpr EnumName<RecomputeModule> names[] = {{"core_attn", RecomputeModule::core_attn},
+                                                        {"moe_act", RecomputeModule::moe_act},
+                                                        {"layernorm", RecomputeModule::layernorm},
+                                                        {"mla_up_proj", RecomputeModule::mla_up_proj},
+                                                        {"mlp", RecomputeModule::mlp},
+                                                        {"moe", RecomputeModule::moe},
+                                                        {"shared_experts", RecomputeModule::shared_experts}};
+  return names;
+}
+
 std::span<const EnumName<AttentionKind>> enum_names(Tag<AttentionKind>) {
   static constexpr EnumName<AttentionKind> names[] = {
       {"flash", AttentionKind::flash}, {"flash2", AttentionKind::flash2}, {"unfused", AttentionKind::unfused}};
@@ -358,6 +369,7 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
       field<&TrainingSpec::precision>("precision"),
       field<&TrainingSpec::fp8_scaling>("fp8_scaling"),
       field<&TrainingSpec::recompute>("recompute"),
+      field<&TrainingSpec::recompute_modules>("recompute_modules"),
       field<&TrainingSpec::framework>("framework"),
       field<&TrainingSpec::cuda_graphs>("cuda_graphs"),
       field<&TrainingSpec::activation_offload_layers>("activation_offload_layers"),

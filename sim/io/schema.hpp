@@ -112,6 +112,27 @@ void load_named_preset(std::string_view kind, const json::value& name, const Rea
 [[noreturn]] void fail_unknown_key(std::string_view key, std::span<const std::string_view> keys, const Reader& r);
 [[noreturn]] void fail_type(std::string_view expected, const json::value& v, const Reader& r);
 
+// A list of names of an enumeration (a single name reads as a list of one).
+template <class E>
+requires std::is_enum_v<E>
+void read_value(std::vector<E>& out, const json::value& v, const Reader& r) {
+  out.clear();
+  if (v.is_string()) {
+    read_value(out.emplace_back(), v, r);
+    return;
+  }
+  if (!v.is_array()) fail_type("a name or a list of names", v, r);
+  for (std::size_t i = 0; i < v.get_array().size(); ++i)
+    read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
+}
+
+template <class E>
+requires std::is_enum_v<E> json::value write_value(const std::vector<E>& v, UnitStyle style) {
+  json::array out;
+  for (const E& x : v) out.push_back(write_value(x, style));
+  return out;
+}
+
 template <class T>
 requires requires { schema_of(Tag<T>{}); }
 void read_value(T& out, const json::value& v, const Reader& r);

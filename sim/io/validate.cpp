@@ -339,6 +339,47 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
             "the CPU)");
 }
 
+bool recomputes(const TrainingSpec& t, RecomputeModule m) {
+  return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
+}
+
+// training.recompute_modules as Megatron-Core accepts it (TransformerConfig.__post_init__), and
+// refused where Megatron-Core would accept a module that has nothing to act on in this model
+// (TransformerLayer keeps an IdentityOp norm and a MoE layer's MLP out of it), since such a key
+// would change nothing.
+void check_recompute_modules(const Scenario& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  if (t.recompute_modules.empty()) return;
+  const char* where = "/training/recompute_modules";
+  c.require(t.recompute == Recompute::selective, where,
+            "the modules to recompute are Megatron-Core's selective recompute: set training.recompute to "
+            "\"selective\"");
+  const Framework f = t.framework;
+  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+            "training.recompute_modules is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
+  c.require(!recomputes(t, RecomputeModule::moe) && !recomputes(t, RecomputeModule::shared_experts), where,
+            "recompute of \"moe\" and \"shared_experts\" is not simulated yet (core_attn, moe_act, layernorm, "
+            "mla_up_proj and mlp are)");
+  const bool moe = s.model.moe.experts > 0;
+  c.require(!recomputes(t, RecomputeModule::mla_up_proj) || s.model.latent_attention(), where,
+            "\"mla_up_proj\" needs latent attention (model.mla): Megatron-Core refuses it otherwise");
+  c.require(!recomputes(t, RecomputeModule::moe_act) || moe, where,
+            "\"moe_act\" needs a mixture-of-experts model (model.moe.experts > 0): Megatron-Core refuses it without "
+            "the experts' grouped GEMM");
+  c.require(!recomputes(t, RecomputeModule::mlp) || !moe || s.model.mixed_layers(), where,
+            "\"mlp\" recomputes dense MLPs and every layer of this model is a mixture of experts (Megatron-Core "
+            "leaves a MoE layer out of it)");
+  c.require(!recomputes(t, RecomputeModule::layernorm) || moe || s.model.latent_attention(), where,
+            "\"layernorm\" recomputes norms that are not fused into the next Linear (the input norm before latent "
+            "attention's down projections, the norm before a MoE layer); in this model both are fused, so "
+            "Megatron-Core recomputes none");
+  const bool delayed_fp8 = t.precision == Precision::fp8 && t.fp8_scaling == Fp8Scaling::delayed;
+  c.require(!delayed_fp8 || (!recomputes(t, RecomputeModule::moe_act) && !recomputes(t, RecomputeModule::layernorm)),
+            where,
+            "Megatron-Core refuses \"moe_act\" and \"layernorm\" recompute with FP8 delayed scaling (set "
+            "training.fp8_scaling to current)");
+}
+
 // Activation offload as Megatron-Core accepts it (TransformerConfig.__post_init__): fewer
 // layers than the model has (Transformer Engine keeps the last one resident), no pipeline
 // parallelism, no recompute and no CUDA graphs; and a host link to copy over.
@@ -506,6 +547,7 @@ void complete_and_validate(Scenario& s) {
   check_training(s, c);
   check_cuda_graphs(s, c);
   check_activation_offload(s, c);
+  check_recompute_modules(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);

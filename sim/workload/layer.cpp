@@ -253,6 +253,60 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward) {
   return out;
 }
 
+// Which of Megatron-Core's recompute_modules re-runs forward op i, or none (-1); a GEMM's
+// input quantization goes with its GEMM. Under Transformer Engine a norm that a Linear follows
+// is fused into it (TELayerNormColumnParallelLinear) and recomputed with it: the norm before a
+// dense MLP with "mlp", MLA's latent norms with "mla_up_proj"; the norms that stand alone (the
+// input norm before MLA's down projections, the norm before a MoE layer) with "layernorm".
+int recompute_module_of(const std::vector<OpCost>& forward, std::size_t i, const LayerShape& s) {
+  const OpCost& op = forward[i].role == Role::fp8_cast && i + 1 < forward.size() ? forward[i + 1] : forward[i];
+  const auto module = [](RecomputeModule m) { return static_cast<int>(m); };
+  switch (op.role) {
+    case Role::attention_core:
+      return module(RecomputeModule::core_attn);
+    case Role::input_norm:
+      if (&op == &forward.front()) return s.mla() ? module(RecomputeModule::layernorm) : -1;
+      return module(RecomputeModule::mla_up_proj);  // a latent's norm
+    case Role::qkv:
+    case Role::rotary:
+      return s.mla() ? module(RecomputeModule::mla_up_proj) : -1;
+    case Role::post_norm:
+      return module(s.moe() ? RecomputeModule::layernorm : RecomputeModule::mlp);
+    case Role::fc1:
+    case Role::activation:
+    case Role::fc2:
+      return module(RecomputeModule::mlp);
+    case Role::expert_activation:
+      return module(RecomputeModule::moe_act);
+    default:
+      return -1;
+  }
+}
+
+// Megatron-Core's selective recompute of the listed modules, in forward order: the attention
+// core under tensor_parallel.checkpoint (_checkpointed_attention_forward), a dense layer's MLP
+// under it too (TransformerLayer._forward_mlp, recompute_mlp), and under CheckpointWithoutOutput
+// the standalone norms (recompute_input_layernorm, recompute_pre_mlp_layernorm), MLA's up
+// projections with their latents' norms and the rotary embedding (qkv_up_proj_and_rope_apply)
+// and the experts' activation (TEGroupedMLP, activation_recompute). Each is re-run in the
+// layer's backward, all of them before it here, where Megatron-Core runs each when its output's
+// gradient arrives.
+std::vector<OpCost> selective_recompute(const std::vector<OpCost>& forward, const LayerShape& s) {
+  std::vector<OpCost> out;
+  bool attention_done = false;
+  for (std::size_t i = 0; i < forward.size(); ++i) {
+    const int m = recompute_module_of(forward, i, s);
+    if (m < 0 || !s.recomputes(static_cast<RecomputeModule>(m))) continue;
+    if (m != static_cast<int>(RecomputeModule::core_attn)) {
+      out.push_back(forward[i]);
+    } else if (!attention_done) {
+      for (OpCost& op : attention_core_forward(s)) out.push_back(std::move(op));
+      attention_done = true;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 double norm_bytes(const LayerShape& s) {
@@ -316,7 +370,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   // recompute reuses them as well.
   w.forward = with_fp8_casts(layer_forward(s), s, !s.cached_weights);
   if (s.cached_weights && low_precision(s.precision)) w.first_forward = with_fp8_casts(layer_forward(s), s);
-  if (recompute == Recompute::selective) w.recompute = attention_core_forward(s);
+  if (recompute == Recompute::selective) w.recompute = selective_recompute(w.forward, s);
   if (recompute == Recompute::full) w.recompute = w.forward;
   if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward);
   w.backward = with_fp8_casts(layer_backward(s), s);

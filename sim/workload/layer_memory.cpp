@@ -61,6 +61,33 @@ double moe_activations(const LayerShape& s) {
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
 }
 
+// What Megatron-Core's selective recompute of the listed modules keeps off the layer's stored
+// activations (each module's inputs stay: they are its checkpoint's). layernorm: the output of
+// each standalone norm (before MLA's down projections; before a MoE layer's router and
+// dispatch). mla_up_proj: the normed latents the fused up projections save and the queries,
+// keys and values (core_attn_out's hook frees them, the attention's saved copies with them).
+// mlp (dense layers): fc1's input, activation input and fc2's input. moe_act: the routed
+// experts' activation output, fc2's input (TE's fc2 saves it unquantized for this,
+// set_save_original_input).
+double selective_savings(const LayerShape& s) {
+  const double ab = s.act_bytes;
+  const double rows = static_cast<double>(s.norm_tokens());
+  const double tokens = static_cast<double>(s.tokens());
+  const double h = static_cast<double>(s.hidden);
+  double saved = 0.0;
+  if (s.recomputes(RecomputeModule::layernorm))
+    saved += ((s.mla() ? 1.0 : 0.0) + (s.moe() ? 1.0 : 0.0)) * rows * h * ab;
+  if (s.recomputes(RecomputeModule::mla_up_proj) && s.mla()) {
+    saved += rows * static_cast<double>(s.q_lora + s.kv_lora) * ab;
+    saved += tokens * static_cast<double>(s.q_heads * (2 * s.head_dim + s.v_dim)) * ab;
+  }
+  if (s.recomputes(RecomputeModule::mlp) && !s.moe())
+    saved += (rows * h + tokens * static_cast<double>(s.fc1_out + s.ffn)) * ab;
+  if (s.recomputes(RecomputeModule::moe_act) && s.moe())
+    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * ab;
+  return saved;
+}
+
 }  // namespace
 
 Bytes layer_activations(const LayerShape& s, Recompute recompute) {
@@ -102,10 +129,11 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   double attention = 0.0;
   if (fused_attention(s.attention)) {
     attention = heads * seq * 4.0;  // fp32 log-sum-exp per row; scores never stored
-  } else if (recompute == Recompute::none) {
+  } else if (recompute == Recompute::none || !s.recomputes(RecomputeModule::core_attn)) {
     attention = heads * seq * seq * (s.dropout() ? 2.0 * ab + 1.0 : ab);
   }
-  return Bytes(std::llround(replicated + split + attention));
+  const double saved = recompute == Recompute::selective ? selective_savings(s) : 0.0;
+  return Bytes(std::llround(replicated + split + attention - saved));
 }
 
 }  // namespace stepsim::workload

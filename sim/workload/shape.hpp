@@ -60,6 +60,11 @@ struct LayerShape {
   // returns (the embedding's, where no GEMM accumulates into the main gradient) into it.
   bool main_grad_hook = false;
 
+  // What training.recompute "selective" re-runs, one bit per RecomputeModule (Megatron-Core's
+  // default: the attention core).
+  unsigned recompute_modules = 1U << static_cast<unsigned>(RecomputeModule::core_attn);
+  bool recomputes(RecomputeModule m) const { return ((recompute_modules >> static_cast<unsigned>(m)) & 1U) != 0; }
+
   long long tokens() const { return batch * seq; }
   long long full_seq() const { return seq * cp; }
   // K and V of this rank's tokens and local KV heads: what one CP ring step passes on.

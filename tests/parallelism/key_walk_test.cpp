@@ -183,6 +183,8 @@ const std::vector<Row>& rows() {
       {"training.precision", Expect::changes, "fp32"},
       {"training.fp8_scaling", Expect::changes, "current", {"training.precision=fp8"}},
       {"training.recompute", Expect::changes, "full"},
+      // The dense MLP recomputed beside the attention core: more backward work, less memory.
+      {"training.recompute_modules", Expect::changes, "[\"core_attn\",\"mlp\"]", {"training.recompute=selective"}},
       {"training.framework", Expect::changes, "pytorch"},
       {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
       // Offload saves activation memory at the peak (pp 1, as Megatron-Core requires).
