@@ -26,6 +26,13 @@ namespace {
 constexpr std::size_t kBatch = 16;
 const std::vector<std::string> kRecomputeOrder = {"none", "selective", "full"};
 
+// The settings that run a recompute mode: the scenario's training.recompute_modules are what
+// "selective" recomputes, so any other mode runs without them (they are refused beside it).
+void push_recompute(std::vector<std::string>& sets, const std::string& mode) {
+  sets.push_back("training.recompute=" + mode);
+  if (mode != "selective") sets.push_back("training.recompute_modules=[]");
+}
+
 bool fixes(const SweepSpec& spec, const std::string& key) {
   return std::any_of(spec.sets.begin(), spec.sets.end(),
                      [&](const std::string& s) { return s.starts_with(key + "="); });
@@ -47,9 +54,9 @@ double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   for (const std::string& s :
        {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2], "training.global_batch=" + k[2],
         std::string("parallel.pp=1"), std::string("parallel.dp=1"), std::string("parallel.schedule=1f1b"),
-        std::string("parallel.virtual_stages=1"), std::string("training.recompute=none"),
-        std::string("tensor_parallel.comm_overlap=false")})
+        std::string("parallel.virtual_stages=1"), std::string("tensor_parallel.comm_overlap=false")})
     sets.push_back(s);
+  push_recompute(sets, "none");
   if (!k[3].empty()) sets.push_back("training.precision=" + k[3]);
   if (!k[4].empty()) sets.push_back("parallel.sequence_parallel=" + k[4]);
   try {
@@ -84,7 +91,7 @@ PointResult evaluate(const SweepSpec& spec, const Candidate& c, std::size_t inde
     sets.insert(sets.end(), c.sets.begin(), c.sets.end());
     for (const auto& mode : choose_recompute ? kRecomputeOrder : std::vector<std::string>{""}) {
       auto with = sets;
-      if (!mode.empty()) with.push_back("training.recompute=" + mode);
+      if (!mode.empty()) push_recompute(with, mode);
       const Scenario scenario = io::load_scenario(spec.scenario, with);
       const MemoryReport memory = estimate_memory(scenario);
       if (memory.modelled && !memory.fits) continue;
@@ -117,7 +124,7 @@ class Tally {
     if (r.status != Status::ok) return;
     // Seen as tried (the second stage does not try it again) and as it ran.
     (void)first_time(c);
-    for (const auto& mode : r.values) c.sets.push_back("training.recompute=" + mode);
+    for (const auto& mode : r.values) push_recompute(c.sets, mode);
     (void)first_time(c);
     result_.ranked.emplace_back(std::move(c), *r.report);
   }

@@ -110,3 +110,13 @@ TEST_CASE("recompute_modules is refused where Megatron-Core refuses it or would 
   refused(key + "[\"mlp\"]' --set training.framework=torchtitan", "/training/framework",
           "training.recompute_modules is Megatron-Core's (megatron or nemo), not torchtitan's");
 }
+
+TEST_CASE("The --best search runs a scenario with recompute_modules, the list going with selective recompute") {
+  stepsim::testing::Scratch scratch("recompute-modules-best");
+  scratch.write("s.json", kModel);
+  const auto r =
+      scratch.run("sweep s.json --best 1 --gpus 4 --set 'training.recompute_modules=[\"core_attn\",\"mlp\"]'");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("66 refused by validation") == std::string::npos);
+  CHECK(r.out.find("no configuration fits") == std::string::npos);
+}
