@@ -145,8 +145,12 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
         {{set("data_parallel.kind", "fsdp")}, "fit: shard parameters, gradients and optimizer states (FSDP)"});
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
-  if (s.training.recompute != Recompute::full)
-    out.push_back({{set("training.recompute", "full")}, "fit: recompute whole layers, keep only their inputs"});
+  if (s.training.recompute != Recompute::full) {
+    // The modules are what selective recomputes; full recompute runs without them.
+    std::vector<std::string> full{set("training.recompute", "full")};
+    if (!s.training.recompute_modules.empty()) full.push_back(set("training.recompute_modules", "[]"));
+    out.push_back({full, "fit: recompute whole layers, keep only their inputs"});
+  }
   if (p.dp % 2 == 0 && s.model.layers % (2 * p.pp) == 0)
     out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
                    "fit: twice the pipeline stages, each with half the layers"});

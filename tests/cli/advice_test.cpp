@@ -89,3 +89,22 @@ TEST_CASE("On a job that does not fit the advice ranks the simulated changes tha
   }
   CHECK(r.notes.back().rfind("advice: does not fit: ", 0) == 0);
 }
+
+TEST_CASE("The advice to recompute whole layers drops the modules that only selective recompute lists") {
+  const std::vector<std::string> sets = {"model=llama3-8b",
+                                         "parallel.tp=2",
+                                         "parallel.dp=32",
+                                         "training.framework=megatron",
+                                         "training.recompute=selective",
+                                         "training.recompute_modules=[\"core_attn\",\"mlp\"]"};
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  bool full = false;
+  for (const auto& a : r.advice) {
+    if (a.change.find("training.recompute=full") == std::string::npos) continue;
+    full = true;
+    INFO(a.change << ": " << a.status);
+    CHECK(a.status.rfind("not simulated", 0) == std::string::npos);
+  }
+  CHECK(full);
+}
