@@ -110,8 +110,8 @@ std::vector<std::string> precisions(const SweepSpec& spec, const SearchSpace& sp
 
 // Keys the second stage chooses again.
 bool secondary(const std::string& set) {
-  for (const char* key :
-       {"data_parallel.kind=", "data_parallel.bucket_cap_mb=", "tensor_parallel.comm_overlap=", "training.recompute="})
+  for (const char* key : {"data_parallel.kind=", "data_parallel.bucket_cap_mb=", "tensor_parallel.comm_overlap=",
+                          "training.recompute=", "training.recompute_modules="})
     if (set.starts_with(key)) return true;
   return false;
 }
