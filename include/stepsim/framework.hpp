@@ -25,15 +25,22 @@ struct FrameworkTraits {
   // calls .item()): the host waits there for every gradient before it issues the step.
   bool syncs_grad_norm = false;
   std::string_view kernels;  // the report's note: what it runs, in words
-  // Low-precision weights quantized on a step's first micro-batch only: Megatron-Core's
-  // schedules call set_is_first_microbatch() (megatron/core/transformer/module.py) before each
-  // model chunk's first forward, and Transformer Engine's Linear layers reuse the quantized
-  // copy on the others (get_weight_workspace with update_workspace = is_first_microbatch).
-  bool caches_quantized_weights = false;
+  // The step runs on Megatron-Core with Transformer Engine, and so does what only it does:
+  // low-precision weights quantized on a step's first micro-batch only (its schedules call
+  // set_is_first_microbatch() before each model chunk's first forward, and Transformer Engine's
+  // Linear layers reuse the quantized copy on the others: get_weight_workspace with
+  // update_workspace = is_first_microbatch), its DDP's main-gradient buffer (zeroed each step,
+  // every autograd gradient added into it), and the options scenarios may ask of it alone
+  // (the EP all-to-all overlap, activation offload, recompute_modules).
+  bool megatron_core = false;
 };
 
 // Every framework, unspecified first.
 std::span<const FrameworkTraits> frameworks();
 const FrameworkTraits& traits_of(Framework f);
+
+// A Megatron-Core option is asked for under this framework: Megatron-Core's own, or the
+// unspecified one, whose kernel keys default to Megatron-Core's.
+inline bool runs_megatron_options(Framework f) { return f == Framework::unspecified || traits_of(f).megatron_core; }
 
 }  // namespace stepsim

@@ -355,7 +355,7 @@ void check_recompute_modules(const Scenario& s, const Checker& c) {
             "the modules to recompute are Megatron-Core's selective recompute: set training.recompute to "
             "\"selective\"");
   const Framework f = t.framework;
-  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+  c.require(runs_megatron_options(f), "/training/framework",
             "training.recompute_modules is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
   c.require(!recomputes(t, RecomputeModule::moe) && !recomputes(t, RecomputeModule::shared_experts), where,
             "recompute of \"moe\" and \"shared_experts\" is not simulated yet (core_attn, moe_act, layernorm, "
@@ -405,7 +405,7 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
             "cluster {} describes no link to host memory to offload over (set cluster.host_link.bandwidth)",
             s.cluster.name);
   const Framework f = s.training.framework;
-  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+  c.require(runs_megatron_options(f), "/training/framework",
             "training.activation_offload_layers is Megatron-Core's offload through Transformer Engine (megatron or "
             "nemo), not {}'s",
             traits_of(f).name);
@@ -458,7 +458,7 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
             "{} with model.moe.a2a_overlap: Megatron-Core overlaps at most one multi-token-prediction layer",
             s.model.mtp_layers);
   const Framework f = s.training.framework;
-  c.require(f == Framework::unspecified || f == Framework::megatron || f == Framework::nemo, "/training/framework",
+  c.require(runs_megatron_options(f), "/training/framework",
             "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
 }
 

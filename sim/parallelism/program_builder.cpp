@@ -102,9 +102,8 @@ OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
 // main gradient of every parameter the rank holds, not only the optimizer's shard. Charged to
 // the optimizer step, which ends the step before on the same stream.
 Bytes zeroed_gradients(const Scenario& stage) {
-  const Framework f = stage.training.framework;
   const DpKind kind = stage.data_parallel.kind;
-  if (f != Framework::megatron && f != Framework::nemo) return Bytes(0);
+  if (!traits_of(stage.training.framework).megatron_core) return Bytes(0);
   if (kind == DpKind::fsdp || kind == DpKind::hsdp) return Bytes(0);
   long long elements = 0;
   for (const GradTensor& t : gradient_tensors(stage.model, stage.parallel)) elements += t.elements;

@@ -114,14 +114,14 @@ LayerShape layer_shape(const Scenario& sc) {
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
-  s.cached_weights = traits_of(sc.training.framework).caches_quantized_weights;
+  s.cached_weights = traits_of(sc.training.framework).megatron_core;
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
   s.precision = sc.training.precision;
   s.fp8_scaling = sc.training.fp8_scaling;
   s.act_bytes = low_precision(s.precision) ? 2 : element_bytes(s.precision);
   s.main_grad_bytes = element_bytes(sc.training.main_grad);
-  s.main_grad_hook = sc.training.framework == Framework::megatron || sc.training.framework == Framework::nemo;
+  s.main_grad_hook = traits_of(sc.training.framework).megatron_core;
   // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed
   // tokens, but no expert more than capacity_factor times its share (the rest are dropped).
   const MoeSpec& moe = m.moe;

@@ -32,7 +32,7 @@ struct LayerShape {
   AttentionKind attention = AttentionKind::flash;
   bool eager = false;  // element-wise work as PyTorch eager runs it (training.fusion)
   // Quantized weights reused after a step's first micro-batch (the framework's
-  // caches_quantized_weights): LayerWork::first_forward quantizes them, forward does not.
+  // megatron_core): LayerWork::first_forward quantizes them, forward does not.
   bool cached_weights = false;
   bool unfused_loss = false;  // Megatron's unfused vocab-parallel cross entropy (training.cross_entropy)
   // How the loss runs: training.cross_entropy, eager whenever the element-wise work is.
