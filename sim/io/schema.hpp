@@ -3,6 +3,7 @@
 // unknown-key errors, writing the resolved scenario and the preset listing.
 #pragma once
 
+#include <algorithm>
 #include <boost/json/value.hpp>
 #include <span>
 #include <string>
@@ -112,7 +113,7 @@ void load_named_preset(std::string_view kind, const json::value& name, const Rea
 [[noreturn]] void fail_unknown_key(std::string_view key, std::span<const std::string_view> keys, const Reader& r);
 [[noreturn]] void fail_type(std::string_view expected, const json::value& v, const Reader& r);
 
-// A list of names of an enumeration (a single name reads as a list of one).
+// A list of names of an enumeration (a single name reads as a list of one), each named once.
 template <class E>
 requires std::is_enum_v<E>
 void read_value(std::vector<E>& out, const json::value& v, const Reader& r) {
@@ -122,8 +123,14 @@ void read_value(std::vector<E>& out, const json::value& v, const Reader& r) {
     return;
   }
   if (!v.is_array()) fail_type("a name or a list of names", v, r);
-  for (std::size_t i = 0; i < v.get_array().size(); ++i)
-    read_value(out.emplace_back(), v.get_array()[i], r.at_index(i));
+  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
+    E e{};
+    const Reader at = r.at_index(i);
+    read_value(e, v.get_array()[i], at);
+    if (std::find(out.begin(), out.end(), e) != out.end())
+      at.fail(fmt::format("'{}' is listed twice", enum_text(v.get_array()[i], at)));
+    out.push_back(e);
+  }
 }
 
 template <class E>

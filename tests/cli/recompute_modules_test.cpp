@@ -91,6 +91,11 @@ TEST_CASE("recompute_modules is refused where Megatron-Core refuses it or would 
   CHECK(unknown.status == 2);
   CHECK(unknown.err.find("--set: training.recompute_modules[0]: unknown value 'attention' (expected one of core_attn, "
                          "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts)") != std::string::npos);
+  // A module listed twice is a slip (Megatron-Core would recompute it once), not a second request.
+  const auto twice =
+      scratch.run("simulate s.json " + key + "[\"core_attn\",\"mlp\",\"mlp\"]' --set training.recompute=selective");
+  CHECK(twice.status == 2);
+  CHECK(twice.err.find("--set: training.recompute_modules[2]: 'mlp' is listed twice") != std::string::npos);
   refused(key + "[\"moe\"]'", "/training/recompute_modules",
           "recompute of \"moe\" and \"shared_experts\" is not simulated yet");
   refused(key + "[\"shared_experts\"]'", "/training/recompute_modules",
