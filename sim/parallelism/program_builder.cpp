@@ -290,7 +290,7 @@ class StepWriter {
       const workload::LayerWork& block = work_.block(l);
       const bool first = micro_batch_ == 0 && !block.first_forward.empty();
       ops(first ? block.first_forward : block.forward, l + 1, Phase::forward);
-      emit([this, l] { offload_.after_forward(b_, l); });
+      if (offload_.active()) emit([this, l] { offload_.after_forward(b_, l); });
     }
     if (chunk.post) ops(work_.post.forward, s_.model.layers + 1, Phase::forward);
   }
@@ -302,7 +302,7 @@ class StepWriter {
     const Passes passes = split_ ? Passes::input : Passes::all;
     if (chunk.post) ops(work_.post.backward, s_.model.layers + 1, Phase::backward);
     for (int l = chunk.first_layer + chunk.layers - 1; l >= chunk.first_layer; --l) {
-      emit([this, l] { offload_.before_backward(b_, l); });
+      if (offload_.active()) emit([this, l] { offload_.before_backward(b_, l); });
       ops(work_.block(l).recompute, l + 1, Phase::recompute);
       ops(work_.block(l).backward, l + 1, Phase::backward, passes);
     }
