@@ -88,13 +88,30 @@ TEST_CASE("a precision the GPU lacks is an input error") {
   CHECK_THROWS_AS(GpuModel(st::a100(), Precision::fp8), stepsim::InputError);
 }
 
-TEST_CASE("FlashAttention-2 reaches 0.55 of the fused attention on Hopper and all of it on Ampere") {
+namespace {
+
+OpCost attention_op(long long head_dim, stepsim::workload::Pass pass, bool flash2) {
   OpCost op;
   op.cls = OpClass::attention;
+  op.pass = pass;
+  op.flash2 = flash2;
+  op.k = head_dim;
   op.flops = 1e13;  // large: the size term is 1 within 0.1 %
   op.bytes = Bytes(1 << 20);
-  OpCost fa2 = op;
-  fa2.flash2 = true;
+  return op;
+}
+
+// Rate of head dim `narrow` over head dim 128's, the same FLOPs on the same GPU.
+double rate_ratio(const GpuModel& gpu, long long narrow, stepsim::workload::Pass pass, bool flash2) {
+  return gpu.duration(attention_op(128, pass, flash2)).seconds() /
+         gpu.duration(attention_op(narrow, pass, flash2)).seconds();
+}
+
+}  // namespace
+
+TEST_CASE("FlashAttention-2 reaches 0.55 of the fused attention on Hopper and all of it on Ampere") {
+  const OpCost op = attention_op(128, stepsim::workload::Pass::forward, false);
+  const OpCost fa2 = attention_op(128, stepsim::workload::Pass::forward, true);
   const GpuModel h100(st::h100(), Precision::bf16);
   CHECK(h100.duration(op).seconds() / h100.duration(fa2).seconds() == Approx(0.55).epsilon(1e-9));
   const GpuModel a100(st::a100(), Precision::bf16);
@@ -106,12 +123,8 @@ TEST_CASE("FlashAttention-2 reaches 0.55 of the fused attention on Hopper and al
 // backward TFLOPS: 609 and 499 at 4k keys, 600 and 518 at 8k, 595 and 516 at 16k. The same
 // FLOPs take the backward 609/499 times as long at 4k.
 TEST_CASE("fused attention's backward runs at the fraction of its forward's rate cuDNN measures on H100") {
-  OpCost fwd;
-  fwd.cls = OpClass::attention;
-  fwd.flops = 1e13;  // large: the size term is 1 within 0.1 %
-  fwd.bytes = Bytes(1 << 20);
-  OpCost bwd = fwd;
-  bwd.pass = stepsim::workload::Pass::backward;
+  OpCost fwd = attention_op(128, stepsim::workload::Pass::forward, false);
+  OpCost bwd = attention_op(128, stepsim::workload::Pass::backward, false);
   const GpuModel h100(st::h100(), Precision::bf16);
   const auto ratio = [&](long long keys) {
     fwd.n = bwd.n = keys;
@@ -133,27 +146,6 @@ TEST_CASE("fused attention's backward runs at the fraction of its forward's rate
   fwd.n = bwd.n = 4096;
   CHECK(a100.duration(bwd).seconds() == Approx(a100.duration(fwd).seconds()).epsilon(1e-12));
 }
-
-namespace {
-
-OpCost attention_op(long long head_dim, stepsim::workload::Pass pass, bool flash2) {
-  OpCost op;
-  op.cls = OpClass::attention;
-  op.pass = pass;
-  op.flash2 = flash2;
-  op.k = head_dim;
-  op.flops = 1e13;  // large: the size term is 1 within 0.1 %
-  op.bytes = Bytes(1 << 20);
-  return op;
-}
-
-// Rate of head dim `narrow` over head dim 128's, the same FLOPs on the same GPU.
-double rate_ratio(const GpuModel& gpu, long long narrow, stepsim::workload::Pass pass, bool flash2) {
-  return gpu.duration(attention_op(128, pass, flash2)).seconds() /
-         gpu.duration(attention_op(narrow, pass, flash2)).seconds();
-}
-
-}  // namespace
 
 // Shah et al. 2024 (FlashAttention-3), figures 5 and 6: BF16 on H100 SXM5 at 4k tokens, in
 // TFLOPS, cuDNN's causal forward 363 at head dim 64 against 518 at 128 and backward 417
