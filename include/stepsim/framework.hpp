@@ -33,6 +33,13 @@ struct FrameworkTraits {
   // every autograd gradient added into it), and the options scenarios may ask of it alone
   // (the EP all-to-all overlap, activation offload, recompute_modules).
   bool megatron_core = false;
+  // The model code is torchtitan's Llama and its context parallelism PyTorch's context_parallel:
+  // the attention repeats the K/V heads up to the query heads before
+  // scaled_dot_product_attention (repeat_kv), so every K/V tensor the attention and its
+  // context parallelism hold or move is as wide as the queries; and the K/V all-gather
+  // (PyTorch's _AllGatherRotater, torchtitan's default context_parallel_rotate_method) is
+  // started before the attention of the rank's own block, which runs while it is in flight.
+  bool torchtitan_attention = false;
 };
 
 // Every framework, unspecified first.

@@ -6,11 +6,14 @@
 
 #include <fmt/format.h>
 
+#include "stepsim/framework.hpp"
+
 namespace stepsim::parallelism {
 
 ContextParallel::ContextParallel(const Scenario& s, const workload::ModelWork& work)
     : cp_(std::max(s.parallel.cp, 1)),
       comm_(s.context_parallel.comm),
+      own_block_under_gather_(traits_of(s.training.framework).torchtitan_attention),
       layers_(s.model.layers),
       kv_block_(work.layer.kv_block),
       names_(s.model.layers) {}
@@ -74,13 +77,21 @@ OpIndex ContextParallel::ring_backward(StepBuilder& b, const OpSite& site) {
 }
 
 // AllGather of every rank's K/V before attention; in backward, gathered again and the dK/dV
-// reduce-scattered back to their owners after it.
+// reduce-scattered back to their owners after it. Under PyTorch's context_parallel the rank's
+// own block (one cp-th of the work, as load balancing gives every step) runs first, beside
+// the gather, and the rest waits for it (_templated_ring_attention's first step).
 OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   const Bytes whole = kv_block_ * cp_;
   const std::uint32_t ag = comm_name(b, CollOp::allgather, whole, site, "attention K/V");
   const OpIndex gather = b.collective(CommKind::cp, CollOp::allgather, whole, ag, b.last_compute());
-  const std::vector<std::uint32_t>& names = names_.of(b, site, 1);
-  const OpIndex op = b.compute(*site.cost, site.phase, names.back(), {gather});
+  OpIndex op = 0;
+  if (own_block_under_gather_) {
+    const std::vector<std::uint32_t>& names = names_.of(b, site, 2);
+    b.compute(op_piece(*site.cost, cp_), site.phase, names.front(), {});
+    op = b.compute(op_piece(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
+  } else {
+    op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {gather});
+  }
   if (site.cost->pass == workload::Pass::forward) return op;
   const std::uint32_t rs = comm_name(b, CollOp::reducescatter, whole, site, "attention dK/dV");
   b.defer_wait(b.collective(CommKind::cp, CollOp::reducescatter, whole, rs, {op}), WaitRule::next_op, site.cost->role);

@@ -3,7 +3,8 @@
 // rank has the same share of causal attention work. Attention gets the other ranks' keys and
 // values either around the CP ring, one block per step overlapped with the attention of the
 // block at hand (`p2p`, TE's AttnFuncWithCPAndKVP2P), or by one AllGather before it
-// (`all_gather`, as Llama 3 was trained).
+// (`all_gather`, as Llama 3 was trained). PyTorch's context_parallel (torchtitan) gathers the
+// same way but computes the rank's own block while the AllGather is in flight.
 #pragma once
 
 #include "parallelism/split_op.hpp"
@@ -34,6 +35,7 @@ class ContextParallel {
 
   int cp_;
   CpComm comm_;
+  bool own_block_under_gather_;  // PyTorch's _AllGatherRotater: the own block's attention overlaps the gather
   int layers_;
   Bytes kv_block_;
   PieceNames names_;

@@ -34,9 +34,20 @@ Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const
 // the weight gradient.
 bool gathered_input(workload::Role role) { return role == workload::Role::qkv || role == workload::Role::fc1; }
 
+// Context parallelism's K/V buffers during a layer's attention backward, beyond the rank's own
+// K and V (which the layer keeps): around the ring (p2p), the block in hand and the one
+// arriving, and the partial dK/dV in hand and in flight, each of one rank's K/V block
+// (Transformer Engine's AttnFuncWithCPAndKVP2P double-buffers both); gathered (all_gather),
+// the whole sequence's K/V and its dK/dV until they are reduce-scattered.
+Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
+  const int cp = std::max(s.parallel.cp, 1);
+  if (cp == 1) return Bytes(0);
+  return w.layer.kv_block * (s.context_parallel.comm == CpComm::all_gather ? 2LL * cp : 4LL);
+}
+
 // On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
-// buffers while the head still holds what it kept, or, just before the chunk's first layer
-// recompute, that layer's working set once the head's activations are freed.
+// buffers while the head still holds what it kept, or, once the head's activations are
+// freed, a layer's recomputed working set with context parallelism's buffers of its attention.
 Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Bytes working) {
   const Bytes loss = c.post ? w.post.backward_working : Bytes(0);
   if (c.layers == 0) return loss;
@@ -149,7 +160,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
                             !pytorch_pipelining(s), s.model.moe.a2a_overlap};
-  const Bytes working = recompute_working_set(s, w);
+  const Bytes working = recompute_working_set(s, w) + cp_attention_buffers(s, w);
   const Offloaded on_host = offloaded(s, w);
   Bytes stored{0};
   long long chunks = 0;

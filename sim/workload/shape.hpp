@@ -67,8 +67,12 @@ struct LayerShape {
 
   long long tokens() const { return batch * seq; }
   long long full_seq() const { return seq * cp; }
-  // K and V of this rank's tokens and local KV heads: what one CP ring step passes on.
-  long long kv_block_elements() const { return tokens() * 2 * kv_width(); }
+  // torchtitan's attention repeats the K/V heads to the query heads before the attention
+  // kernel (repeat_kv), which then reads, and context parallelism moves, them repeated.
+  bool repeats_kv = false;
+  // K and V of this rank's tokens as the attention kernel takes them: what one CP ring step
+  // passes on.
+  long long kv_block_elements() const { return tokens() * 2 * (repeats_kv ? q_width() : kv_width()); }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
   long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
   // torchtitan's tensor parallelism (DTensor, known by PyTorch's loss, which runs under its

@@ -61,8 +61,8 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 4.58 % overall, 5.32 % on the 24
-// not used for fitting; per group 7.69 % (Megatron-LM README), 1.91 % (NeMo 24.07), 3.54 %
+// Over the runs whose features are simulated (all 28): MAPE 4.56 % overall, 5.29 % on the 24
+// not used for fitting; per group 7.69 % (Megatron-LM README), 1.91 % (NeMo 24.07), 3.49 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
@@ -88,9 +88,9 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.0458);
-  CHECK(unfitted / n_unfitted <= 0.0532);
-  check_stated(groups, {{"megatron_readme", 0.0769}, {"nemo_24.07", 0.0191}, {"torchtitan", 0.0354}});
+  CHECK(all / n_all <= 0.0456);
+  CHECK(unfitted / n_unfitted <= 0.0529);
+  check_stated(groups, {{"megatron_readme", 0.0769}, {"nemo_24.07", 0.0191}, {"torchtitan", 0.0349}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):

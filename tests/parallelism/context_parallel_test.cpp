@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
 #include "workload/work.hpp"
@@ -95,4 +96,51 @@ TEST_CASE("gradients of CP ranks are reduced over the dp·cp group and CP sits b
   CHECK(std::find(groups.begin(), groups.end(), "tp [0, 1]") != groups.end());
   CHECK(std::find(groups.begin(), groups.end(), "cp [0, 2]") != groups.end());
   CHECK(std::find(groups.begin(), groups.end(), "dp [0, 2, 4, 6]") != groups.end());
+}
+
+TEST_CASE("under torchtitan the K/V gathered are as wide as the queries and the own block runs beside the gather") {
+  stepsim::Scenario s = cp_scenario(4);
+  s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
+  s.context_parallel.comm = stepsim::CpComm::all_gather;
+  // Megatron-Core's attention takes the 4 K/V heads as they are: 512 tokens, K and V, bf16.
+  CHECK(build(s).work.layer.kv_block.count() == 512LL * 2 * 4 * 64 * 2);
+  s.training.framework = stepsim::Framework::torchtitan_compile;
+  const Built b = build(s);
+  // torchtitan repeats them to the 16 query heads before scaled_dot_product_attention.
+  CHECK(b.work.layer.kv_block.count() == 512LL * 2 * 16 * 64 * 2);
+  const auto gathers = cp_calls(b.program, "L0 attention K/V,");
+  REQUIRE(!gathers.empty());
+  CHECK(gathers[0] == std::pair{CollOp::allgather, 4 * 512LL * 2 * 16 * 64 * 2});
+  // The own block's attention (a quarter of the work) waits for nothing on the cp stream; the
+  // rest waits for the gather.
+  const long own = spt::find_op(b.program, "L0 flash attention fwd (step 1/2)");
+  const long rest = spt::find_op(b.program, "L0 flash attention fwd");
+  REQUIRE(own >= 0);
+  REQUIRE(rest > own);
+  const auto& rank = b.program.ranks[0];
+  for (OpIndex w : rank.waits_of(static_cast<OpIndex>(own)))
+    CHECK(rank.ops()[w].kind != stepsim::engine::OpKind::collective);
+  const auto rest_waits = rank.waits_of(static_cast<OpIndex>(rest));
+  REQUIRE(rest_waits.size() == 1);
+  CHECK(b.program.names[rank.ops()[rest_waits[0]].name].find("L0 attention K/V,") != std::string::npos);
+}
+
+TEST_CASE("context parallelism's K/V buffers are held during a layer's attention backward") {
+  // Two stages (the first has no loss), full recompute: the first stage peaks in its first
+  // backward, with one layer's working set and its attention's CP buffers on top of what it keeps.
+  stepsim::Scenario s = cp_scenario(4);
+  s.parallel.pp = 2;
+  s.training.recompute = stepsim::Recompute::full;
+  const auto peak = [](const stepsim::Scenario& sc) {
+    return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
+  };
+  const long long block = 512LL * 2 * 1024 * 2;  // one rank's K and V: 512 tokens, 16 heads of 64, bf16
+  const long long ring = peak(s);                // the block in hand and arriving, dK/dV in hand and in flight
+  s.context_parallel.comm = stepsim::CpComm::all_gather;
+  const long long gathered = peak(s);  // 4 ranks' K/V gathered and the sequence's dK/dV
+  CHECK(gathered - ring == (2 * 4 - 4) * block);
+  s.parallel.cp = 1;
+  s.context_parallel.comm = stepsim::CpComm::p2p;
+  s.model.seq_len /= 4;  // the same tokens on a rank without context parallelism
+  CHECK(ring - peak(s) == 4 * block);
 }
