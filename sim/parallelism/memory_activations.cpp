@@ -45,6 +45,20 @@ Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
   return w.layer.kv_block * (s.context_parallel.comm == CpComm::all_gather ? 2LL * cp : 4LL);
 }
 
+// torchtitan's repeat_kv during a layer's attention backward: the attention kernel takes K and
+// V repeated to the query heads and returns their gradients as wide, which repeat_kv's backward
+// then sums back to the K/V heads; beyond K, V and their gradients at the K/V heads' width, the
+// four tensors' extra width.
+Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
+  if (!shape.repeats_kv) return Bytes(0);
+  return Bytes(4 * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
+}
+
+// What a layer's attention backward holds beside the layer's own activations.
+Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
+  return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
+}
+
 // On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
 // buffers while the head still holds what it kept, or, once the head's activations are
 // freed, a layer's recomputed working set with context parallelism's buffers of its attention.
@@ -160,7 +174,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
                             !pytorch_pipelining(s), s.model.moe.a2a_overlap};
-  const Bytes working = recompute_working_set(s, w) + cp_attention_buffers(s, w);
+  const Bytes working = recompute_working_set(s, w) + attention_backward_buffers(s, w);
   const Offloaded on_host = offloaded(s, w);
   Bytes stored{0};
   long long chunks = 0;

@@ -329,3 +329,19 @@ TEST_CASE("the trace's memory counter follows PyTorch's pipeline outputs and rec
   interleaved.data_parallel.kind = DpKind::fsdp;
   check_counter_matches_model(interleaved);
 }
+
+TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wide as the queries") {
+  // Two stages (the first has no loss) under full recompute: the first stage peaks in its first
+  // backward, with one layer's working set on top of what it keeps.
+  auto s = sp::test::small_scenario(1, 2, 1);
+  s.parallel.pp = 2;
+  s.training.recompute = Recompute::full;
+  s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
+  const auto first_stage = [](const stepsim::Scenario& sc) {
+    return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
+  };
+  const long long megatron = first_stage(s);
+  s.training.framework = stepsim::Framework::torchtitan_compile;
+  // repeat_kv: K, V, dK and dV of 2,048 tokens 12 heads of 64 wider, in bf16.
+  CHECK(first_stage(s) - megatron == 4LL * 2048 * (16 - 4) * 64 * 2);
+}
