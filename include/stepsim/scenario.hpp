@@ -143,9 +143,9 @@ struct IntraNode {
 struct HostLink {
   Bandwidth bandwidth;
   int gpus_per_link = 1;
-  // What one GPU gets per direction while every GPU on the link copies at once (the GPUs of a
-  // stage offload in step).
-  Bandwidth per_gpu() const { return bandwidth.scaled(1.0 / gpus_per_link); }
+  // What one GPU gets per direction while `gpus` GPUs on the link copy at once (the job's GPUs
+  // on it, which offload in step: every GPU of the link unless the job leaves some idle).
+  Bandwidth per_gpu(int gpus) const { return bandwidth.scaled(1.0 / gpus); }
 };
 
 struct InterNode {

@@ -146,7 +146,9 @@ constexpr KeyDoc kDocs[] = {
      "from an x86 host), which activation offload copies over; 0: none described (offload refused)",
      ""},
     {"cluster.host_link.gpus_per_link", "",
-     "GPUs sharing one host link (2 on a GB200 or GB300 superchip); each gets its share while all copy", ""},
+     "GPUs sharing one host link (2 on a GB200 or GB300 superchip), consecutive GPUs of a node; each of the job's "
+     "GPUs on a link gets the link over their number while they copy",
+     ""},
     {"cluster.collective_tuning.launch_overhead", "time",
      "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
     {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},

@@ -4,9 +4,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace stepsim::parallelism {
 
 Bytes offloaded_bytes(const workload::ModelWork& work, int layer) { return work.block(layer).activations; }
+
+// Rank r runs on GPU r (mesh.cpp), and a link's GPUs are consecutive GPUs of one node
+// (gpus_per_link divides the node's GPUs), so link k holds GPUs [k·n, (k + 1)·n) and the job
+// fills every link but perhaps its last.
+int host_link_gpus(const Scenario& s, int rank) {
+  const int per_link = s.cluster.host_link.gpus_per_link;
+  const int first = rank / per_link * per_link;
+  return std::min(per_link, s.parallel.gpus() - first);
+}
+
+Bandwidth host_link_share(const Scenario& s, int rank) { return s.cluster.host_link.per_gpu(host_link_gpus(s, rank)); }
 
 // TE spreads the synchronisations evenly over the model's layers: window k ends after
 // (layers / offloaded)·(k + 1) − 1 layers, the first layers % offloaded windows one layer
@@ -34,7 +47,7 @@ ActivationOffload::ActivationOffload(const Scenario& s, const workload::ModelWor
 
 OpIndex ActivationOffload::copy(StepBuilder& b, int group, bool to_host) {
   const Bytes bytes = offloaded_bytes(work_, group);
-  const Time duration = transfer_time(bytes, s_.cluster.host_link.per_gpu());
+  const Time duration = transfer_time(bytes, b.host_share());
   const std::uint32_t name =
       b.state().name(fmt::format("L{} activations {}", group, to_host ? "to host" : "from host"));
   // The GPU copy is freed once the host has it; the reload allocates it again.

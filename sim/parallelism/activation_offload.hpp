@@ -51,4 +51,11 @@ class ActivationOffload {
 // The bytes a layer's offload copies each way: the activations it keeps for its backward.
 Bytes offloaded_bytes(const workload::ModelWork& work, int layer);
 
+// How many of the job's GPUs share the host link of global rank `rank`: all of the link's
+// (cluster.host_link.gpus_per_link), unless the job ends before the link does.
+int host_link_gpus(const Scenario& s, int rank);
+// What rank `rank` gets of its host link per direction while the job's GPUs on it copy at
+// once (the GPUs of a stage offload in step).
+Bandwidth host_link_share(const Scenario& s, int rank);
+
 }  // namespace stepsim::parallelism

@@ -553,14 +553,14 @@ class Layout {
   }
 
   // Activation offload's copy streams, one per direction as Transformer Engine's offload
-  // handler makes them (its d2h_stream and h2d_stream).
+  // handler makes them (its d2h_stream and h2d_stream), over the rank's share of its host link.
   void add_host_streams(std::size_t index, StepBuilder& b) {
     if (s_.training.activation_offload_layers == 0) return;
     auto& streams = program_.ranks[index].streams;
     streams.push_back("offload to host");
     streams.push_back("offload from host");
     b.set_host_streams(static_cast<engine::StreamIndex>(streams.size() - 2),
-                       static_cast<engine::StreamIndex>(streams.size() - 1));
+                       static_cast<engine::StreamIndex>(streams.size() - 1), host_link_share(s_, ranks_[index].rank));
   }
 
   // DualPipe's reverse direction: activations from the stage after to the stage before,

@@ -175,6 +175,7 @@ std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, By
 }
 
 bool StepBuilder::replay(StepBuilder& model) {
+  if (host_share_ != model.host_share_) return false;
   for (std::size_t i = 0; i < kSlots; ++i) {
     const Communicator& mine = slots_[i];
     const Communicator& theirs = model.slots_[i];

@@ -124,11 +124,14 @@ class StepBuilder {
   // takes, if any, are the caller's to charge to that compute.
   OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                    const std::vector<OpIndex>& waits);
-  // The rank's copy-engine streams to and from host memory (activation offload).
-  void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host) {
+  // The rank's copy-engine streams to and from host memory (activation offload), and what it
+  // gets of its host link per direction.
+  void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share) {
     to_host_ = to_host;
     from_host_ = from_host;
+    host_share_ = share;
   }
+  Bandwidth host_share() const { return host_share_; }
   // A copy of `bytes` to (or from) host memory on its stream, taking `duration`; the allocation
   // changes by `memory_delta` when it ends.
   OpIndex host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta, Phase phase,
@@ -159,8 +162,9 @@ class StepBuilder {
   // calls of its own: each of `model`'s calls made again on this rank's communicator of the
   // same kind or link, over this rank's links. Writing the step again would give exactly that
   // when the two ranks' communicators differ only in their groups. When they differ in more
-  // (which exist, a stream, a group's shape or spine share, which of them are one group), it
-  // changes nothing and returns false: the rank's step must be written op by op.
+  // (which exist, a stream, a group's shape or spine share, which of them are one group), or
+  // when their shares of their host links differ (their copies take other times), it changes
+  // nothing and returns false: the rank's step must be written op by op.
   bool replay(StepBuilder& model);
 
  private:
@@ -210,6 +214,7 @@ class StepBuilder {
   int lane_ = 0;
   engine::StreamIndex to_host_ = 0;
   engine::StreamIndex from_host_ = 0;
+  Bandwidth host_share_;
 };
 
 // "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.

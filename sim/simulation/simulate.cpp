@@ -125,6 +125,21 @@ std::string framework_note(const TrainingSpec& t, Time launch) {
   return note;
 }
 
+// Each GPU's share of its host link: the link over the job's GPUs on it, which are all of
+// the link's but on a last link the job fills only in part (or a job smaller than a link).
+std::string host_share_text(const Scenario& s) {
+  const HostLink& link = s.cluster.host_link;
+  const int last = parallelism::host_link_gpus(s, s.parallel.gpus() - 1);
+  std::string text = fmt::format("{:.4g} GB/s per GPU", parallelism::host_link_share(s, 0).gbytes_per_s());
+  if (s.parallel.gpus() > link.gpus_per_link && last < link.gpus_per_link)
+    text += fmt::format(", {:.4g} GB/s for the {} GPU{} of the job on a link of {}", link.per_gpu(last).gbytes_per_s(),
+                        last, last == 1 ? "" : "s", link.gpus_per_link);
+  text += fmt::format(" (cluster.host_link: {:.4g} GB/s shared by {} GPU{}", link.bandwidth.gbytes_per_s(),
+                      link.gpus_per_link, link.gpus_per_link == 1 ? "" : "s");
+  if (s.parallel.gpus() < link.gpus_per_link) text += fmt::format(", {} of them in the job", s.parallel.gpus());
+  return text + ")";
+}
+
 // What activation offload copies, where to, and how fast.
 std::string offload_note(const Scenario& s, const workload::ModelWork& work) {
   const int n = s.training.activation_offload_layers;
@@ -132,10 +147,9 @@ std::string offload_note(const Scenario& s, const workload::ModelWork& work) {
   for (int l = 0; l < n; ++l) all += parallelism::offloaded_bytes(work, l);
   return fmt::format(
       "activation offload: layers 0-{} of {} copy their activations ({:.1f} MiB per micro-batch in all) to host "
-      "memory and back, each way at {:.4g} GB/s per GPU (cluster.host_link: {:.4g} GB/s shared by {} GPU(s)), on "
-      "copy streams beside the compute, synchronised as Transformer Engine's CPU offload does",
-      n - 1, s.model.layers, all.mib_value(), s.cluster.host_link.per_gpu().gbytes_per_s(),
-      s.cluster.host_link.bandwidth.gbytes_per_s(), s.cluster.host_link.gpus_per_link);
+      "memory and back, each way at {}, on copy streams beside the compute, synchronised as Transformer Engine's CPU "
+      "offload does",
+      n - 1, s.model.layers, all.mib_value(), host_share_text(s));
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {

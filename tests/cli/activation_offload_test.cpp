@@ -3,6 +3,7 @@
 // peak, and the settings Megatron-Core refuses it with.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,22 @@ std::vector<stepsim::Interval> on_stream(const stepsim::Timeline& t, const std::
   return found;
 }
 
+// Each rank's copy times on its offload stream to host, by global rank.
+std::map<int, std::vector<double>> copy_seconds_by_rank(const stepsim::Timeline& t) {
+  std::map<int, std::vector<double>> by_rank;
+  for (const stepsim::RankTimeline& rank : t.ranks)
+    for (const stepsim::Interval& i : rank.intervals)
+      if (rank.streams[i.stream] == "offload to host") by_rank[rank.rank].push_back((i.end - i.start).seconds());
+  return by_rank;
+}
+
+// The note's sentence on the host link.
+std::string offload_note(const stepsim::Report& report) {
+  for (const std::string& note : report.notes)
+    if (note.starts_with("activation offload:")) return note;
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("Each offloaded layer copies its activations to the host and back at its GPU's share of the link") {
@@ -64,6 +81,41 @@ TEST_CASE("Each offloaded layer copies its activations to the host and back at i
   }
   // Without offload there are no copies.
   CHECK(on_stream(run({}).timeline, "offload to host").empty());
+}
+
+TEST_CASE("A GPU shares its host link only with the job's GPUs on that link") {
+  // The job's ranks fill the tray's GPUs in order, the link of GPUs 0-1 first (each Grace's
+  // NVLink-C2C, 450 GB/s each way, carries two GPUs). One GPU alone on its Grace copies at the
+  // whole 450 GB/s: 84 017 152 B in 186.7 us, not the 373.4 us of half the link.
+  const auto alone = run({"parallel.dp=1", "training.global_batch=1", layers(1), "simulation.ranks=\"all\""});
+  const auto one = copy_seconds_by_rank(alone.timeline);
+  REQUIRE(one.size() == 1);
+  REQUIRE(one.at(0).size() == 1);
+  CHECK(one.at(0).front() == Approx(kLayerBytes / 450e9).epsilon(1e-6));
+  CHECK(offload_note(alone.report).find("each way at 450 GB/s per GPU") != std::string::npos);
+  // Three GPUs: GPUs 0 and 1 share the first Grace's link (225 GB/s each), GPU 2 has the
+  // second to itself (450 GB/s).
+  const auto three = run({"parallel.dp=3", "training.global_batch=3", layers(1), "simulation.ranks=\"all\""});
+  const auto by_rank = copy_seconds_by_rank(three.timeline);
+  REQUIRE(by_rank.size() == 3);
+  CHECK(by_rank.at(0).front() == Approx(kLayerBytes / 225e9).epsilon(1e-6));
+  CHECK(by_rank.at(1).front() == Approx(kLayerBytes / 225e9).epsilon(1e-6));
+  CHECK(by_rank.at(2).front() == Approx(kLayerBytes / 450e9).epsilon(1e-6));
+  // A host link of 4 GPUs (one PCIe switch per tray, say) at 400 GB/s, and a job of 6 GPUs
+  // over two trays: the first tray's 4 GPUs get 100 GB/s each, the second's 2 get 200 GB/s.
+  const auto six = run({"parallel.dp=6", "training.global_batch=6", layers(1), "simulation.ranks=\"all\"",
+                        "cluster.host_link.gpus_per_link=4", R"(cluster.host_link.bandwidth="400 GB/s")"});
+  const auto six_ranks = copy_seconds_by_rank(six.timeline);
+  REQUIRE(six_ranks.size() == 6);
+  for (int r = 0; r < 4; ++r) CHECK(six_ranks.at(r).front() == Approx(kLayerBytes / 100e9).epsilon(1e-6));
+  for (int r = 4; r < 6; ++r) CHECK(six_ranks.at(r).front() == Approx(kLayerBytes / 200e9).epsilon(1e-6));
+  // The note says both shares; the representative rank is the first, on a full link.
+  CHECK(offload_note(six.report)
+            .find("each way at 100 GB/s per GPU, 200 GB/s for the 2 GPUs of the job on a link "
+                  "of 4 (cluster.host_link: 400 GB/s shared by 4 GPUs)") != std::string::npos);
+  const auto representative = run({"parallel.dp=6", "training.global_batch=6", layers(1),
+                                   "cluster.host_link.gpus_per_link=4", R"(cluster.host_link.bandwidth="400 GB/s")"});
+  CHECK(copy_seconds_by_rank(representative.timeline).at(0).front() == Approx(kLayerBytes / 100e9).epsilon(1e-6));
 }
 
 TEST_CASE("Offloaded layers' activations are not resident at the peak, but for the one in transit") {
