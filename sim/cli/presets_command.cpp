@@ -24,7 +24,8 @@ constexpr const char* kUsage =
     "With NAME (or KIND/NAME when a name is both a model and an example), prints that preset's\n"
     "JSON file; example presets can also be simulated by name: 'stepsim simulate bloom-176b'.\n"
     "GPU and cluster summaries say whether the preset is fitted to measurements or carries\n"
-    "datasheet figures only. --keys --markdown writes docs/scenario-reference.md: every key\n"
+    "datasheet figures only; cluster summaries give the host link activation offload copies\n"
+    "over, or say there is none. --keys --markdown writes docs/scenario-reference.md: every key\n"
     "with its unit, the default scenario's value, its meaning and the framework option.";
 
 constexpr const char* kExamples =

@@ -41,13 +41,20 @@ std::string gpu_summary(const GpuSpec& g) {
                      fitted_text(g.provenance));
 }
 
+// The link to host memory that activation offload copies over, which a preset may not describe.
+std::string host_link_text(const HostLink& h) {
+  if (!h.bandwidth.positive()) return "no host link";
+  if (h.gpus_per_link == 1) return fmt::format("host link {} per GPU", format_bandwidth(h.bandwidth, false));
+  return fmt::format("host link {} shared by {} GPUs", format_bandwidth(h.bandwidth, false), h.gpus_per_link);
+}
+
 std::string cluster_summary(const ClusterSpec& c) {
   const std::string domain =
       c.domain_gpus() == c.gpus_per_node ? "" : fmt::format(", {} per NVLink domain", c.domain_gpus());
-  return fmt::format("{} x {} per node{}, NVLink {}{}, {} x {} NICs; {}", c.gpus_per_node, c.gpu.name, domain,
+  return fmt::format("{} x {} per node{}, NVLink {}{}, {} x {} NICs, {}; {}", c.gpus_per_node, c.gpu.name, domain,
                      format_bandwidth(c.intra_node.bandwidth, false), c.intra_node.nvls ? " + NVLS" : "",
                      c.inter_node.nics_per_node, format_bandwidth(c.inter_node.nic_bandwidth, true),
-                     fitted_text(c.provenance));
+                     host_link_text(c.host_link), fitted_text(c.provenance));
 }
 
 // Parameters of the transformer: attention (GQA-aware), MLP (experts included), embeddings.

@@ -51,15 +51,46 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
   const auto run = scratch.run("presets");
   REQUIRE(run.status == 0);
   CHECK(run.out.find("fp32 gradient reduction.\n") != std::string::npos);
-  CHECK(run.out.find("a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs; fitted\n") != std::string::npos);
+  CHECK(run.out.find(
+            "a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs, host link 32 GB/s per GPU; fitted\n") !=
+        std::string::npos);
   CHECK(run.out.find("132 SMs, 700 W; fitted\n") != std::string::npos);
   CHECK(run.out.find("148 SMs, 1000 W; datasheet only\n") != std::string::npos);
-  CHECK(run.out.find("4 x gb200 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 400 Gb/s NICs; "
-                     "datasheet only\n") != std::string::npos);
-  CHECK(run.out.find("4 x gb300 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 800 Gb/s NICs; "
-                     "datasheet only\n") != std::string::npos);
-  CHECK(run.out.find("8 x b300 per node, NVLink 900 GB/s + NVLS, 8 x 800 Gb/s NICs; datasheet only\n") !=
+  CHECK(run.out.find("4 x gb200 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 400 Gb/s NICs, "
+                     "host link 450 GB/s shared by 2 GPUs; datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("4 x gb300 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 800 Gb/s NICs, "
+                     "host link 450 GB/s shared by 2 GPUs; datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("8 x b300 per node, NVLink 900 GB/s + NVLS, 8 x 800 Gb/s NICs, no host link; datasheet only\n") !=
         std::string::npos);
+}
+
+TEST_CASE("Cluster summaries show the host link activation offload copies over, or that there is none") {
+  // From the presets' files: a Grace's NVLink-C2C at 450 GB/s each way for the two GPUs of a
+  // GB200 or GB300 superchip, each DGX H100 GPU's own PCIe Gen5 x16 at 64 GB/s, and no host
+  // link described for the DGX B300.
+  Scratch scratch("presets-host-link");
+  const auto run = scratch.run("presets --kind cluster");
+  REQUIRE(run.status == 0);
+  const auto line_of = [&](const std::string& name) {
+    const std::size_t at = run.out.find("  " + name + " ");
+    return at == std::string::npos ? std::string() : run.out.substr(at, run.out.find('\n', at) - at);
+  };
+  CHECK(line_of("gb200-nvl72").ends_with(", 4 x 400 Gb/s NICs, host link 450 GB/s shared by 2 GPUs; datasheet only"));
+  CHECK(line_of("gb300-nvl72").ends_with(", host link 450 GB/s shared by 2 GPUs; datasheet only"));
+  CHECK(line_of("dgx-h100-ndr").ends_with(", 8 x 400 Gb/s NICs, host link 64 GB/s per GPU; datasheet only"));
+  CHECK(line_of("dgx-a100-80g-hdr").ends_with(", host link 32 GB/s per GPU; fitted"));
+  CHECK(line_of("dgx-b300").ends_with(", 8 x 800 Gb/s NICs, no host link; datasheet only"));
+  // The JSON list carries the same summaries.
+  const auto json = scratch.run("presets --kind cluster --json -");
+  REQUIRE(json.status == 0);
+  const boost::json::value list = boost::json::parse(json.out);
+  bool gb200 = false;
+  for (const auto& p : list.as_array()) {
+    if (p.at("name") != "gb200-nvl72") continue;
+    gb200 = true;
+    CHECK(std::string(p.at("summary").as_string()).find("host link 450 GB/s shared by 2 GPUs") != std::string::npos);
+  }
+  CHECK(gb200);
 }
 
 TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
