@@ -312,8 +312,11 @@ constexpr KeyDoc kDocs[] = {
      "seed of the draws (the same seed gives the same step); used by `simulation.ranks` `all`", ""},
     {"simulation.variation.background_traffic", "fraction",
      "share of every GPU's network bandwidth taken by other jobs' traffic (0: none)", ""},
-    {"context_parallel.comm", "", "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather`",
-     "Megatron-Core `--cp-comm-type` p2p / all_gather"},
+    {"context_parallel.comm", "",
+     "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
+     "torchtitan the rank's own block's attention runs beside it)",
+     "Megatron-Core `--cp-comm-type` p2p / all_gather; torchtitan `context_parallel_rotate_method` alltoall / "
+     "allgather"},
 };
 
 const KeyDoc* find_doc(std::string_view key) {
