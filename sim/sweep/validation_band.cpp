@@ -23,7 +23,7 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
     {"h100-sxm5-96gb-500w", 0.0411, 9},  // torchtitan on H100
     {"h200", 0.0170, 1},                 // torchtitan on H200
     {"b200", 0.2851, 8},                 // Megatron-Bridge on DGX B200 (dense and MoE)
-    {"gb200", 0.0994, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
+    {"gb200", 0.0993, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};
 
 // Every row above together.

@@ -52,12 +52,15 @@ namespace {
 // and the shared experts' fc1 output and fc2 input.
 double moe_activations(const LayerShape& s) {
   const double ab = s.act_bytes;
+  const double in = s.saved_input_bytes;  // the expert GEMMs' inputs, as their Linear layers keep them
   const double n = static_cast<double>(s.norm_tokens());
   const double routed = static_cast<double>(s.routed_tokens() * s.etp);
   const double h = static_cast<double>(s.hidden);
-  const double experts = routed * (h + static_cast<double>(s.expert_fc1_out + s.expert_ffn)) * ab;
+  const double experts =
+      routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in);
   const double combine = n * static_cast<double>(s.top_k) * h * ab;
-  const double shared = n * static_cast<double>(s.shared_experts * (s.shared_fc1_out + s.shared_ffn)) * ab;
+  const double shared = n * static_cast<double>(s.shared_experts) *
+                        (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in);
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
 }
 
@@ -71,20 +74,22 @@ double moe_activations(const LayerShape& s) {
 // set_save_original_input).
 double selective_savings(const LayerShape& s) {
   const double ab = s.act_bytes;
+  const double in = s.saved_input_bytes;
   const double rows = static_cast<double>(s.norm_tokens());
   const double tokens = static_cast<double>(s.tokens());
   const double h = static_cast<double>(s.hidden);
   double saved = 0.0;
-  if (s.recomputes(RecomputeModule::layernorm))
-    saved += ((s.mla() ? 1.0 : 0.0) + (s.moe() ? 1.0 : 0.0)) * rows * h * ab;
+  // The norm before latent attention feeds its down projections (kept as they keep inputs);
+  // the one before a MoE layer feeds the router, which keeps it in bf16.
+  if (s.recomputes(RecomputeModule::layernorm)) saved += ((s.mla() ? in : 0.0) + (s.moe() ? ab : 0.0)) * rows * h;
   if (s.recomputes(RecomputeModule::mla_up_proj) && s.mla()) {
-    saved += rows * static_cast<double>(s.q_lora + s.kv_lora) * ab;
+    saved += rows * static_cast<double>(s.q_lora + s.kv_lora) * in;
     saved += tokens * static_cast<double>(s.q_heads * (2 * s.head_dim + s.v_dim)) * ab;
   }
   if (s.recomputes(RecomputeModule::mlp) && !s.moe())
-    saved += (rows * h + tokens * static_cast<double>(s.fc1_out + s.ffn)) * ab;
+    saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
   if (s.recomputes(RecomputeModule::moe_act) && s.moe())
-    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * ab;
+    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in;
   return saved;
 }
 
@@ -112,7 +117,10 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
     return Bytes(std::llround(hidden_tensors * rows * h * ab + tokens * kept_widths * ab + lse));
   }
   const double masks = s.dropout() ? 2.0 : 0.0;
-  const double replicated = rows * h * (4.0 * ab + masks);
+  // Norm inputs in the activations' precision; the QKV input and the MLP's (a dense fc1's as its
+  // Linear keeps it; a MoE layer's router keeps its input in bf16).
+  const double in = s.saved_input_bytes;
+  const double replicated = rows * h * (2.0 * ab + in + (s.moe() ? ab : in) + masks);
   double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
   // Latent attention keeps its latents (each before and after its norm) on the rank's rows, as
   // the up projections keep their inputs before the gather; Q and K of qk_nope + qk_rope per
@@ -120,10 +128,15 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   double latents = 0.0;
   if (s.mla()) {
     attention_widths = static_cast<double>(s.q_heads * (2 * s.head_dim + 2 * s.v_dim));
-    latents = rows * static_cast<double>(2 * s.q_lora + (s.kv_lora + s.qk_rope) + s.kv_lora) * ab;
+    latents = rows * (static_cast<double>(s.q_lora + s.kv_lora + s.qk_rope) * ab +
+                      static_cast<double>(s.q_lora + s.kv_lora) * in);
   }
-  const double mlp = s.moe() ? moe_activations(s) : tokens * static_cast<double>(s.fc1_out + s.ffn) * ab;
-  const double split = tokens * attention_widths * ab + latents + mlp;
+  // The attention keeps its output for its backward; a quantizing projection keeps its own
+  // quantized copy besides.
+  const double projection_copy = in < ab ? tokens * static_cast<double>(s.q_heads * s.value_dim()) * in : 0.0;
+  const double mlp =
+      s.moe() ? moe_activations(s) : tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
+  const double split = tokens * attention_widths * ab + projection_copy + latents + mlp;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
   double attention = 0.0;

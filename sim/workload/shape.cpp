@@ -121,6 +121,12 @@ LayerShape layer_shape(const Scenario& sc) {
   s.precision = sc.training.precision;
   s.fp8_scaling = sc.training.fp8_scaling;
   s.act_bytes = low_precision(s.precision) ? 2 : element_bytes(s.precision);
+  s.saved_input_bytes = s.act_bytes;
+  if (traits_of(sc.training.framework).megatron_core && low_precision(s.precision)) {
+    s.saved_input_bytes = s.precision == Precision::mxfp8   ? 1.0 + 1.0 / 32.0
+                          : s.precision == Precision::nvfp4 ? 0.5 + 1.0 / 16.0
+                                                            : 1.0;
+  }
   s.main_grad_bytes = element_bytes(sc.training.main_grad);
   s.main_grad_hook = traits_of(sc.training.framework).megatron_core;
   // The busiest EP rank sets the pace: it takes `imbalance` times the mean of the routed

@@ -51,6 +51,12 @@ struct LayerShape {
   double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;        // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
+  // One element of a Linear layer's input as the layer keeps it for its weight gradient:
+  // act_bytes, but under Megatron-Core in a low precision Transformer Engine keeps the input it
+  // quantized (_Linear, _LayerNormLinear and _GroupedLinear save the quantized tensor with its
+  // column-wise usage only): 1 byte in FP8, 1 + 1/32 in MXFP8 (an E8M0 scale per 32 elements),
+  // 1/2 + 1/16 in NVFP4 (an FP8 scale per 16).
+  double saved_input_bytes = 2.0;
   // The training precision: fp8, mxfp8 and nvfp4 run the Linear layers' GEMMs in that format,
   // each input quantized by a kernel whose traffic depends on the recipe (fp8_scaling).
   Precision precision = Precision::bf16;

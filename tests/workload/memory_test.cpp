@@ -129,3 +129,26 @@ TEST_CASE("Llama activations follow the GQA and SwiGLU widths") {
   const std::int64_t split = tokens * (512 + 2 * 128 + 512 + 2 * 1792 + 1792) * 2;
   CHECK(w.layer.activations.count() == replicated + split + 4 * tokens * 4);
 }
+
+TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quantized") {
+  // The 22B layer at TP 8 with SP and flash attention keeps 34·s·b·h/t bytes in bf16. Transformer
+  // Engine's Linear layers keep the inputs they quantized for the weight gradient: the QKV and
+  // fc1 inputs (s·b·h/t each) and fc2's (4·s·b·h/t) at 1 byte rather than 2, and the projection
+  // its own 1-byte copy of the attention output (s·b·h/t), which the attention keeps in bf16:
+  // 34 − 2 − 4 + 1 = 29.
+  auto sc = gpt22b(8, true, Recompute::none);
+  sc.training.attention = stepsim::AttentionKind::flash;
+  sc.cluster.gpu = st::h100();
+  sc.training.precision = stepsim::Precision::fp8;
+  const std::int64_t lse = b * (a / 8) * s * 4;
+  const auto kept = [&](stepsim::Framework f) {
+    sc.training.framework = f;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  CHECK(kept(stepsim::Framework::megatron) == 29 * sbh / 8 + lse);
+  // torchtitan's float8 (torchao's Float8Linear) stays counted in bf16.
+  CHECK(kept(stepsim::Framework::torchtitan_compile) == 34 * sbh / 8 + lse);
+  // MXFP8 adds an E8M0 scale per 32 elements to each quantized byte: 34 − 6·(2 − 33/32) + 33/32.
+  sc.training.precision = stepsim::Precision::mxfp8;
+  CHECK(kept(stepsim::Framework::megatron) == 34 * sbh / 8 - 153 * (sbh / 8) / 32 + lse);
+}
