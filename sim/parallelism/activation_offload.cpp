@@ -40,7 +40,7 @@ std::vector<int> ActivationOffload::windows(int layers, int offloaded) {
   return window;
 }
 
-ActivationOffload::ActivationOffload(const Scenario& s, const workload::ModelWork& work) : s_(s), work_(work) {
+ActivationOffload::ActivationOffload(const Scenario& s, const workload::ModelWork& work) : work_(work) {
   const int n = s.training.activation_offload_layers;
   if (n > 0) window_ = windows(s.model.layers, n);
 }

@@ -40,7 +40,6 @@ class ActivationOffload {
   OpIndex copy(StepBuilder& b, int group, bool to_host);
   static void wait_for(StepBuilder& b, std::optional<OpIndex> op);
 
-  const Scenario& s_;
   const workload::ModelWork& work_;
   std::vector<int> window_;  // empty: no offload
   int offloaded_ = 0;        // TE's offloaded_group_count
