@@ -2,7 +2,9 @@
 // expert GEMM; combine after the last expert GEMM, before the unpermutation. Backward: the
 // output gradient goes back to the experts before expert fc2's input gradient, and the input
 // gradient returns after expert fc1's weight gradient (the grouped GEMM's backward ends with
-// it), or after its input gradient when the schedule defers weight gradients. The flex
+// it), or after its input gradient when the schedule defers weight gradients. Where Megatron-Core's
+// all-to-all dispatcher sorts the received tokens by local expert, the sort follows the dispatch
+// and the unsort precedes the combine, so the all-to-alls go before and after them instead. The flex
 // dispatcher (DeepEP, HybridEP) sends less across NVLink domains (flex_share). Each is on the
 // ep stream and the next compute op of its pass waits for it: only DualPipe and Megatron-Core's
 // EP all-to-all overlap (model.moe.a2a_overlap), which run another micro-batch's pass beside
@@ -58,6 +60,8 @@ ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& wor
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
       etp_(s.model.moe.experts > 0 && s.parallel.etp > 1),
       split_backward_(splits_backward(s.parallel.schedule)),
+      sorts_(std::ranges::any_of(work.layer.forward,
+                                 [](const workload::OpCost& op) { return op.role == Role::moe_sort; })),
       message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s)))),
       etp_message_(work.layer.expert_tp_message) {}
 
@@ -103,9 +107,12 @@ void ExpertParallel::wait_for_counts(StepBuilder& b, OpIndex dispatch) {
   op.host_blocks = op.host != BuildState::kReplayed;
 }
 
-bool ExpertParallel::into_experts(const OpSite& site) {
+bool ExpertParallel::into_experts(const OpSite& site) const {
   const Role role = site.cost->role;
   const Pass pass = site.cost->pass;
+  if (sorts_) {
+    return (role == Role::moe_sort && pass == Pass::forward) || (role == Role::moe_unsort && pass == Pass::backward);
+  }
   return (role == Role::expert_fc1 && pass == Pass::forward) ||
          (role == Role::expert_fc2 && pass == Pass::backward_data);
 }
@@ -113,6 +120,9 @@ bool ExpertParallel::into_experts(const OpSite& site) {
 bool ExpertParallel::out_of_experts(const OpSite& site) const {
   const Role role = site.cost->role;
   const Pass pass = site.cost->pass;
+  if (sorts_) {
+    return (role == Role::moe_unsort && pass == Pass::forward) || (role == Role::moe_sort && pass == Pass::backward);
+  }
   const Pass sends_input_grad = split_backward_ ? Pass::backward_data : Pass::backward_weight;
   return (role == Role::expert_fc2 && pass == Pass::forward) || (role == Role::expert_fc1 && pass == sends_input_grad);
 }

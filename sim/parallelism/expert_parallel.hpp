@@ -33,7 +33,7 @@ class ExpertParallel {
   Bytes message() const { return message_; }
 
  private:
-  static bool into_experts(const OpSite& site);
+  bool into_experts(const OpSite& site) const;
   bool out_of_experts(const OpSite& site) const;
   OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
   // The host waits for the forward dispatch's waits before issuing it: the CPU reads the
@@ -47,6 +47,9 @@ class ExpertParallel {
   // Under a split backward the tokens' input gradient leaves after expert fc1's dgrad, in the
   // B pass, not after the wgrad the W pass runs later.
   bool split_backward_;
+  // The all-to-all dispatcher's chunk sorts (workload::Role::moe_sort, moe_unsort) stand
+  // between the all-to-alls and the experts.
+  bool sorts_;
   Bytes message_;
   Bytes etp_message_;
   long long all_to_alls_ = 0;

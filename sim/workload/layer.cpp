@@ -50,6 +50,18 @@ OpCost rotary(const LayerShape& s, long long width) {
   return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * width, bytes, 6.0);
 }
 
+// Megatron-Core's all-to-all dispatcher receives the routed tokens grouped by source rank and
+// sorts them into runs by local expert before the experts (dispatch_postprocess), and the
+// experts' output back by source rank before the combine (combine_preprocess), both by
+// sort_chunks_by_idxs: with moe_permute_fusion one Transformer Engine kernel
+// (moe_sort_chunks_by_index, sort_chunks_by_map) reading and writing each routed token, the
+// dispatch's sort with its router probability. After an ETP gather it sorts the group's tokens.
+OpCost chunk_sort(const char* name, Role role, long long routed, const LayerShape& s) {
+  const double a = s.act_bytes;
+  const double probs = role == Role::moe_sort ? 2.0 * a / static_cast<double>(s.hidden) : 0.0;
+  return elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
+}
+
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
@@ -64,11 +76,13 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
   ops.push_back(
       elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
+  if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
   ops.back().groups = s.local_experts;
   ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
   ops.back().groups = s.local_experts;
+  if (s.sorts_chunks) ops.push_back(chunk_sort("moe unsort chunks", Role::moe_unsort, routed, s));
   ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
                             3.0 * s.act_bytes, 2.0));
   if (s.shared_experts == 0) return;

@@ -135,6 +135,8 @@ LayerShape layer_shape(const Scenario& sc) {
   s.routed_load = sc.parallel.ep > 1 ? moe.imbalance : 1.0;
   if (moe.capacity_factor > 0) s.routed_load = std::min(s.routed_load, moe.capacity_factor);
   s.kept_load = kept_load(moe, sc.parallel.ep);
+  s.sorts_chunks = s.moe() && s.local_experts > 1 && moe.dispatcher == MoeDispatcher::alltoall &&
+                   traits_of(sc.training.framework).megatron_core;
   if (!sc.training.recompute_modules.empty()) {
     s.recompute_modules = 0;
     for (RecomputeModule r : sc.training.recompute_modules) s.recompute_modules |= 1U << static_cast<unsigned>(r);

@@ -48,9 +48,12 @@ struct LayerShape {
   long long shared_experts = 0;  // experts every token goes through
   long long shared_ffn = 0;      // one shared expert's ffn hidden (whole: ETP does not split them)
   long long shared_fc1_out = 0;  // its fc1 width
-  double routed_load = 1.0;      // tokens this GPU's experts take per routed token (imbalance, capacity)
-  double kept_load = 1.0;        // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
-  int act_bytes = 2;             // one activation element (fp8 training keeps activations in bf16)
+  // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
+  // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).
+  bool sorts_chunks = false;
+  double routed_load = 1.0;  // tokens this GPU's experts take per routed token (imbalance, capacity)
+  double kept_load = 1.0;    // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
+  int act_bytes = 2;         // one activation element (fp8 training keeps activations in bf16)
   // One element of a Linear layer's input as the layer keeps it for its weight gradient:
   // act_bytes, but under Megatron-Core in a low precision Transformer Engine keeps the input it
   // quantized (_Linear, _LayerNormLinear and _GroupedLinear save the quantized tensor with its

@@ -34,9 +34,13 @@ enum class Role : std::uint8_t {
   // Mixture-of-experts layers, in place of fc1, activation and fc2.
   router,
   moe_permute,
+  // Megatron-Core's all-to-all dispatcher's sort of the received tokens into runs by local
+  // expert (moe_sort) and of the experts' output back by source rank (moe_unsort).
+  moe_sort,
   expert_fc1,
   expert_activation,
   expert_fc2,
+  moe_unsort,
   moe_unpermute,
   shared_fc1,
   shared_activation,

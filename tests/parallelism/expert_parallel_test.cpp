@@ -82,6 +82,46 @@ TEST_CASE("the host waits for the routing before each forward dispatch and not i
   }
 }
 
+TEST_CASE("the all-to-all dispatcher sorts the tokens by expert after the dispatch and back before the combine") {
+  // MoEAlltoAllTokenDispatcher: dispatch_postprocess sorts what the all-to-all brought,
+  // combine_preprocess sorts the experts' output back before the combine's all-to-all; the
+  // backward mirrors both.
+  stepsim::Scenario s = moe_scenario();  // 2 experts per GPU
+  s.training.framework = stepsim::Framework::megatron;
+  const spt::FixedCosts costs;
+  const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  const auto& ops = p.ranks[0].ops();
+  const auto first = [&](const std::string& prefix) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (p.names[ops[i].name].rfind(prefix, 0) == 0) return static_cast<long>(i);
+    return -1L;
+  };
+  const long dispatch = first("AllToAll ep L0 dispatch,");
+  const long sort = first("L0 moe sort chunks fwd");
+  const long unsort = first("L0 moe unsort chunks fwd");
+  const long combine = first("AllToAll ep L0 combine,");
+  const long combine_backward = first("AllToAll ep L0 combine backward");
+  const long unsort_backward = first("L0 moe unsort chunks backward");
+  const long sort_backward = first("L0 moe sort chunks backward");
+  const long dispatch_backward = first("AllToAll ep L0 dispatch backward");
+  REQUIRE(dispatch >= 0);
+  REQUIRE(sort >= 0);
+  REQUIRE(unsort >= 0);
+  REQUIRE(unsort_backward >= 0);
+  REQUIRE(sort_backward >= 0);
+  CHECK(dispatch < sort);
+  CHECK(unsort < combine);
+  CHECK(combine_backward < unsort_backward);
+  CHECK(sort_backward < dispatch_backward);
+  // The sort waits for the dispatch; the combine for the unsort.
+  const auto waits_for = [&](long op, long on) {
+    const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(op));
+    return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
+  };
+  CHECK(waits_for(sort, dispatch));
+  CHECK(waits_for(combine, unsort));
+}
+
 TEST_CASE("a grouped expert GEMM costs the host one GEMM launch per local expert") {
   // Transformer Engine's GroupedLinear runs its experts' GEMMs by nvte_multi_tensor_gemm,
   // which outside Hopper's BF16 CUTLASS path launches one cuBLAS GEMM per expert from C++

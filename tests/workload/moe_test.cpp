@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "scenarios.hpp"
 #include "workload/work.hpp"
@@ -184,4 +186,60 @@ TEST_CASE("etp 2 halves each GPU's expert weights and doubles the tokens its exp
   // The model is the same: parameters and model FLOPs do not move.
   CHECK(etp2.params_total == ep4.params_total);
   CHECK(etp2.model_flops_per_step == Approx(ep4.model_flops_per_step).epsilon(1e-12));
+}
+
+// Megatron-Core's all-to-all dispatcher (token_dispatcher.py, MoEAlltoAllTokenDispatcher) sorts
+// the tokens the dispatch brought, grouped by source rank, into runs by local expert
+// (dispatch_postprocess: sort_chunks_by_idxs) and sorts the experts' output back by source rank
+// before the combine (combine_preprocess), when a rank holds several experts. Each is one
+// Transformer Engine kernel (moe_sort_chunks_by_index: sort_chunks_by_map) reading and writing
+// every routed token, the dispatch's sort with its router probability; its backward moves the
+// gradients the same way once.
+TEST_CASE("Megatron-Core's all-to-all dispatcher sorts the received tokens by local expert and back") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);  // 2 experts per EP rank
+  s.training.framework = stepsim::Framework::megatron;
+  const auto w = stepsim::workload::build_work(s);
+  std::vector<std::string> names;
+  for (const OpCost& op : w.layer.forward) names.push_back(op.name);
+  const auto at = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  REQUIRE(at("moe sort chunks") < static_cast<long>(names.size()));
+  REQUIRE(at("moe unsort chunks") < static_cast<long>(names.size()));
+  CHECK(at("moe permute") < at("moe sort chunks"));
+  CHECK(at("moe sort chunks") < at("expert fc1"));
+  CHECK(at("expert fc2") < at("moe unsort chunks"));
+  CHECK(at("moe unsort chunks") < at("moe unpermute"));
+  // 4096 tokens · top 2 routed copies, each 4096 wide in BF16, read and written; the dispatch's
+  // sort also moves each copy's BF16 probability.
+  const long long copies = 4096LL * 2;
+  const OpCost& sort = w.layer.forward[static_cast<std::size_t>(at("moe sort chunks"))];
+  const OpCost& unsort = w.layer.forward[static_cast<std::size_t>(at("moe unsort chunks"))];
+  CHECK(sort.bytes.count() == copies * (2 * 4096 * 2 + 2 * 2));
+  CHECK(unsort.bytes.count() == copies * 2 * 4096 * 2);
+  int backward = 0;
+  for (const OpCost& op : w.layer.backward) {
+    if (op.name == "moe sort chunks backward") CHECK(op.bytes == sort.bytes);
+    if (op.name == "moe unsort chunks backward") CHECK(op.bytes == unsort.bytes);
+    backward += op.name.find("sort chunks backward") != std::string::npos ? 1 : 0;
+  }
+  CHECK(backward == 2);
+}
+
+TEST_CASE("no chunk sort with one expert per rank, the flex dispatcher or outside Megatron-Core") {
+  const auto sorts = [](const stepsim::Scenario& s) {
+    const auto w = stepsim::workload::build_work(s);
+    return std::any_of(w.layer.forward.begin(), w.layer.forward.end(),
+                       [](const OpCost& op) { return op.name.find("sort chunks") != std::string::npos; });
+  };
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);
+  s.training.framework = stepsim::Framework::nemo;
+  CHECK(sorts(s));
+  stepsim::Scenario one = moe(mixtral_8x7b(), 8, 64);  // one expert per GPU
+  one.training.framework = stepsim::Framework::nemo;
+  CHECK_FALSE(sorts(one));
+  stepsim::Scenario flex = s;  // DeepEP and HybridEP hand the tokens over by expert
+  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  CHECK_FALSE(sorts(flex));
+  stepsim::Scenario titan = s;
+  titan.training.framework = stepsim::Framework::torchtitan;
+  CHECK_FALSE(sorts(titan));
 }
