@@ -113,13 +113,14 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.memory_bound = state_.costs().memory_bound(cost);
   if (state_.captures_layers() && in_layer(cost.role)) {
     op.host = BuildState::kReplayed;
-  } else if (cost.groups > 1) {
+  } else if (const long long launches = std::max(cost.groups, cost.launches); launches > 1) {
     // Transformer Engine's grouped GEMM launches one cuBLAS GEMM per group from C++
     // (nvte_multi_tensor_gemm's multi_stream_cublas_gemm; CUTLASS's single grouped kernel only
-    // for BF16 on Hopper, behind NVTE_USE_CUTLASS_GROUPED_GEMM): the framework's dispatch
-    // once, the launch once per expert.
+    // for BF16 on Hopper, behind NVTE_USE_CUTLASS_GROUPED_GEMM), and its casts a quantize
+    // kernel per expert under most recipes (OpCost::launches): the framework's dispatch once,
+    // the launch once per kernel.
     const Time launch = state_.costs().kernel_launch();
-    op.host = state_.host_class(state_.program().kernel_launch + launch * (cost.groups - 1));
+    op.host = state_.host_class(state_.program().kernel_launch + launch * (launches - 1));
   }
   // Written into stepsim's traces, so that a fit to them knows each piece's own work.
   state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});

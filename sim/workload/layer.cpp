@@ -222,6 +222,26 @@ double quantize_bytes(const LayerShape& s, bool weight) {
   }
 }
 
+// Kernels Transformer Engine launches to quantize one tensor: current scaling takes the amax,
+// the scale from it, then casts (Float8CurrentScalingQuantizer::quantize:
+// nvte_compute_amax_with_config, nvte_compute_scale_from_amax, nvte_quantize_v2); the other
+// recipes one.
+long long quantize_kernels(const LayerShape& s) {
+  return s.precision == Precision::fp8 && s.fp8_scaling == Fp8Scaling::current ? 3 : 1;
+}
+
+// Launches of one GEMM's input cast (with_fp8_casts). A grouped GEMM's input is quantized by
+// tex.split_quantize (transformer_engine/pytorch/csrc/extensions/cast.cpp): under FP8 delayed
+// scaling one fused kernel for every expert's rows (nvte_multi_cast_transpose), and NVFP4's
+// fused split kernel, otherwise each expert's rows by their own quantizer
+// (multi_tensor_quantize_impl). The weights are a tensor per expert, each quantized alone.
+long long cast_launches(const OpCost& gemm, const LayerShape& s, bool weight) {
+  const bool fused_split =
+      s.precision == Precision::nvfp4 || (s.precision == Precision::fp8 && s.fp8_scaling == Fp8Scaling::delayed);
+  const long long inputs = fused_split ? 1 : gemm.groups;
+  return quantize_kernels(s) * (inputs + (weight ? gemm.groups : 0));
+}
+
 // Before each low-precision GEMM, its BF16 inputs are quantized (quantize_bytes): forward
 // quantizes the activation and, when `weights` says so, the weight; dgrad the output
 // gradient; wgrad reuses the columnwise copies. The weight's rowwise and columnwise copies
@@ -237,6 +257,7 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
       OpCost cast = elementwise(op.name + " " + to_string(s.precision) + " cast", Role::fp8_cast, OpClass::elementwise,
                                 elements, bytes / static_cast<double>(elements), 2.0);
       cast.pass = op.pass;
+      cast.launches = cast_launches(op, s, weight);
       out.push_back(std::move(cast));
     }
     out.push_back(op);

@@ -77,6 +77,9 @@ struct OpCost {
   // A grouped GEMM (the local experts' GEMMs in one kernel): this many GEMMs of equal shares
   // of the m rows, each as efficient as a GEMM of its own size.
   long long groups = 1;
+  // Kernels the host launches for the op, beside its one dispatch (a GEMM: one per group; a
+  // low-precision cast: one per quantize kernel of each tensor it quantizes).
+  long long launches = 1;
 };
 
 struct LayerWork {

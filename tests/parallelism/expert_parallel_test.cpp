@@ -1,6 +1,7 @@
 // The program of an EP rank: four all-to-alls per MoE layer and micro-batch on the ep
 // stream, expert gradients in buckets of their own on the expert-dp communicator.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -144,6 +145,50 @@ TEST_CASE("a grouped expert GEMM costs the host one GEMM launch per local expert
   }
   // fc1 and fc2 forward, input and weight gradients: 6 per layer, 2 layers.
   CHECK(grouped == 12);
+}
+
+TEST_CASE("a low-precision cast costs the host one launch per kernel Transformer Engine runs for it") {
+  // GroupedLinear quantizes its input by tex.split_quantize (cast.cpp), which runs
+  // multi_tensor_quantize_impl: one fused kernel for all the experts under FP8 delayed scaling
+  // (nvte_multi_cast_transpose), otherwise each expert's rows by its own quantizer: MXFP8 one
+  // kernel (nvte_quantize_v2), FP8 current scaling three (nvte_compute_amax_with_config,
+  // nvte_compute_scale_from_amax, nvte_quantize_v2, Float8CurrentScalingQuantizer::quantize).
+  // The weights, quantized on a chunk's first micro-batch under Megatron-Core, are one tensor
+  // per expert, each quantized alone. Megatron's 12 us dispatch once, 5 us per launch; 2 local
+  // experts.
+  struct Case {
+    stepsim::Precision precision;
+    stepsim::Fp8Scaling scaling;
+    int expert, expert_first, dense, dense_first;  // host us: later and first micro-batch
+  };
+  for (const Case c : {Case{stepsim::Precision::mxfp8, stepsim::Fp8Scaling::delayed, 22, 32, 17, 22},
+                       Case{stepsim::Precision::fp8, stepsim::Fp8Scaling::current, 42, 72, 27, 42},
+                       Case{stepsim::Precision::fp8, stepsim::Fp8Scaling::delayed, 17, 27, 17, 22}}) {
+    stepsim::Scenario s = moe_scenario();
+    s.training.framework = stepsim::Framework::megatron;
+    s.training.global_batch = 32;  // 2 micro-batches
+    s.training.precision = c.precision;
+    s.training.fp8_scaling = c.scaling;
+    INFO(stepsim::to_string(c.precision) << " " << static_cast<int>(c.scaling));
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    std::map<std::string, std::vector<double>> host;
+    for (const auto& op : p.ranks[0].ops()) {
+      const std::string& name = p.names[op.name];
+      if (name.rfind("L0 ", 0) == 0 && name.find(" cast") != std::string::npos)
+        host[name].push_back(p.host_cost(op).us());
+    }
+    const std::string f = stepsim::to_string(c.precision);
+    REQUIRE(host["L0 expert fc1 " + f + " cast fwd"].size() == 2);
+    CHECK(host["L0 expert fc1 " + f + " cast fwd"][0] == Approx(c.expert_first));
+    CHECK(host["L0 expert fc1 " + f + " cast fwd"][1] == Approx(c.expert));
+    CHECK(host["L0 expert fc2 dgrad " + f + " cast"][0] == Approx(c.expert));
+    CHECK(host["L0 fc1 " + f + " cast fwd"].empty());
+    REQUIRE(host["L0 qkv " + f + " cast fwd"].size() == 2);
+    CHECK(host["L0 qkv " + f + " cast fwd"][0] == Approx(c.dense_first));
+    CHECK(host["L0 qkv " + f + " cast fwd"][1] == Approx(c.dense));
+    CHECK(host["L0 qkv dgrad " + f + " cast"][0] == Approx(c.dense));
+  }
 }
 
 TEST_CASE("EP groups are consecutive ranks and expert gradients go over the ranks holding the same experts") {
