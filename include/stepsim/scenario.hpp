@@ -241,6 +241,9 @@ struct ModelSpec {
   bool tied_embeddings = false;
   MoeSpec moe;
   long long head_dim = 0;  // width of one attention head; 0: hidden / heads
+  // Each head's query and key RMS-normalized before the rotary embedding (Qwen3; Megatron-Core's
+  // qk_layernorm).
+  bool qk_norm = false;
   MlaSpec mla{};
   // Multi-token prediction depths (DeepSeek-V3: 1): after the main head, each predicts one token
   // further with one more transformer layer and the shared output head.

@@ -31,6 +31,9 @@ constexpr KeyDoc kDocs[] = {
      "width of one attention head, when heads·head_dim differs from hidden (Qwen3, GPT-OSS); 0: hidden/heads. At "
      "most 256 with fused attention",
      "Megatron `--kv-channels`; HF `head_dim`"},
+    {"model.qk_norm", "",
+     "each head's query and key RMS-normalized before the rotary embedding (Qwen3); not with `model.mla`",
+     "Megatron `--qk-layernorm`; HF `q_norm`, `k_norm`"},
     {"model.vocab", "", "vocabulary size (padded)", "Megatron `--padded-vocab-size`; HF `vocab_size`"},
     {"model.seq_len", "tokens", "sequence length of one sample", "Megatron `--seq-length`"},
     {"model.mlp", "", "`gelu` (GPT: LayerNorm, biases) or `swiglu` (Llama: RMSNorm, no biases)", "Megatron `--swiglu`"},

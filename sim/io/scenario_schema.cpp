@@ -320,6 +320,7 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::kv_heads>("kv_heads"),
                                                 field<&ModelSpec::ffn_hidden>("ffn_hidden"),
                                                 field<&ModelSpec::head_dim>("head_dim"),
+                                                field<&ModelSpec::qk_norm>("qk_norm"),
                                                 field<&ModelSpec::vocab>("vocab"),
                                                 field<&ModelSpec::seq_len>("seq_len"),
                                                 field<&ModelSpec::mlp>("mlp"),

@@ -109,6 +109,14 @@ void check_layer_pattern(const ModelSpec& m, const Checker& c) {
             "has no MoE layer (a dense model has model.moe.experts 0)");
 }
 
+// Per-head query and key norms are not latent attention's: Megatron-Core's qk_layernorm under
+// MLA normalizes the latents, which model.mla always runs.
+void check_qk_norm(const ModelSpec& m, const Checker& c) {
+  c.require(!m.qk_norm || !m.latent_attention(), "/model/qk_norm",
+            "per-head query and key norms are not those of latent attention (model.mla), whose latent norms always "
+            "run; leave it false");
+}
+
 // A window shorter than the sequence, and window_skip_freq only beside a window.
 void check_window(const ModelSpec& m, const Checker& c) {
   c.require(m.sliding_window < m.seq_len, "/model/sliding_window",
@@ -123,6 +131,7 @@ void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) 
   check_head_dim(m, attention, c);
   check_mla(m, attention, c);
   check_window(m, c);
+  check_qk_norm(m, c);
   c.require(m.heads % m.kv_heads == 0, "/model/kv_heads", "kv_heads ({}) does not divide heads ({})", m.kv_heads,
             m.heads);
   if (m.moe.experts == 0) {

@@ -62,6 +62,18 @@ OpCost chunk_sort(const char* name, Role role, long long routed, const LayerShap
   return elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
 }
 
+// Qwen3's per-head norms of the queries and keys (Megatron-Core's qk_layernorm:
+// SelfAttention.get_query_key_value_tensors runs q_layernorm, then k_layernorm, each a
+// Transformer Engine RMSNorm over the head width) on every token of the local heads, after the
+// QKV projection and before the rotary embedding. Their 2·head_dim weights are left out of the
+// parameters.
+void append_qk_norms(const LayerShape& s, std::vector<OpCost>& ops) {
+  ops.push_back(
+      elementwise("q rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.q_width(), norm_bytes(s), norm_flops));
+  ops.push_back(
+      elementwise("k rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.kv_width(), norm_bytes(s), norm_flops));
+}
+
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
@@ -368,6 +380,7 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
     append_latent_projections(s, ops);
   } else {
     ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
+    if (s.qk_norm) append_qk_norms(s, ops);
     if (s.llama_style) ops.push_back(rotary(s, s.q_width() + s.kv_width()));
   }
   for (OpCost& op : attention_core_forward(s)) ops.push_back(std::move(op));

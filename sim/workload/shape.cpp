@@ -61,6 +61,7 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep, int etp) {
   s.hidden = m.hidden;
   s.tp = tp;
   s.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+  s.qk_norm = m.qk_norm && !m.latent_attention();
   s.q_heads = m.heads / s.tp;
   s.kv_heads = ceil_div(kv_heads, s.tp);
   if (m.latent_attention()) {

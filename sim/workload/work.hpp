@@ -47,6 +47,7 @@ enum class Role : std::uint8_t {
   shared_fc2,
   fp8_cast,  // a low-precision GEMM's input quantization (with its amax and transposed copy)
   rotary,    // rotary position embedding of the queries and keys (Llama-style models)
+  qk_norm,   // each head's query and key RMS-normalized before the rotary embedding (Qwen3)
   // Multi-token prediction's own work beside its transformer layer: the next tokens' embedding
   // lookup and the norms (mtp), the projection of the two normed streams (mtp_projection).
   mtp,

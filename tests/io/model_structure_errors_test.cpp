@@ -90,6 +90,16 @@ TEST_CASE("layer patterns of a dense model are refused") {
   CHECK(error_of({pattern(1, 31)}) == message);
 }
 
+TEST_CASE("per-head query and key norms are refused beside latent attention or as a non-boolean") {
+  CHECK(error_of({"model.qk_norm=true"}) == "no error");
+  // Megatron-Core's qk_layernorm under MLA normalizes the latents, which latent attention
+  // always runs: the key would change nothing.
+  CHECK(error_of({"model=deepseek-v3", "model.qk_norm=true"}) ==
+        "s.json: /model/qk_norm: per-head query and key norms are not those of latent attention (model.mla), whose "
+        "latent norms always run; leave it false");
+  CHECK(error_of({"model.qk_norm=2"}) == "--set: model.qk_norm: expected true or false, got a number (2)");
+}
+
 TEST_CASE("latent attention is refused where its widths do not fit or it is not simulated yet") {
   const std::vector<std::string> ds = {"model=deepseek-v3"};
   auto with = [&](const std::string& more) {

@@ -70,6 +70,7 @@ const std::vector<Row>& rows() {
       {"model.kv_heads", Expect::changes, "8"},
       {"model.ffn_hidden", Expect::changes, "4096"},
       {"model.head_dim", Expect::changes, "64"},
+      {"model.qk_norm", Expect::changes, "true"},
       {"model.vocab", Expect::changes, "32000"},
       {"model.seq_len", Expect::changes, "1024"},
       {"model.mlp", Expect::changes, "swiglu"},

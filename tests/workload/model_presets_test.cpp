@@ -4,6 +4,7 @@
 // layers (DeepSeek-V3, Llama 4 Maverick), and DeepSeek-V3's multi-head latent attention.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -293,4 +294,30 @@ TEST_CASE("DeepSeek-V3's multi-token prediction at tp 2 with sequence parallelis
   CHECK(named(f, "mtp0 q up projection").m == 4096);
   // The layer, the projection's half and three norms (the stage holds the embedding: pp 1).
   CHECK(w.post.param_count - without.post.param_count == w.layer.param_count + 2LL * 7168 * 3584 + 3 * 7168);
+}
+
+// Qwen3 normalizes each head's query and key before the rotary embedding (Megatron-Core's
+// qk_layernorm: SelfAttention.get_query_key_value_tensors runs q_layernorm and k_layernorm, a
+// Transformer Engine RMSNorm over each 128-wide head): one fused kernel each, reading and
+// writing every local query (32 heads) and key (4 heads) element of the micro-batch in BF16.
+TEST_CASE("Qwen3 normalizes every head's query and key before the rotary embedding") {
+  const stepsim::Scenario s = scenario("qwen3-30b-a3b");
+  CHECK(s.model.qk_norm);
+  const ModelWork w = stepsim::workload::build_work(s);
+  std::vector<std::string> names;
+  for (const auto& o : w.layer.forward) names.push_back(o.name);
+  const auto at = [&](const char* name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  REQUIRE(at("q rmsnorm") < static_cast<long>(names.size()));
+  REQUIRE(at("k rmsnorm") < static_cast<long>(names.size()));
+  CHECK(at("qkv") < at("q rmsnorm"));
+  CHECK(at("k rmsnorm") < at("rotary embedding"));
+  const long long tokens = s.training.micro_batch * 4096LL;
+  CHECK(w.layer.forward[static_cast<std::size_t>(at("q rmsnorm"))].bytes.count() == tokens * 32 * 128 * 2 * 2);
+  CHECK(w.layer.forward[static_cast<std::size_t>(at("k rmsnorm"))].bytes.count() == tokens * 4 * 128 * 2 * 2);
+  int backward = 0;
+  for (const auto& o : w.layer.backward) backward += o.name == "q rmsnorm backward" || o.name == "k rmsnorm backward";
+  CHECK(backward == 2);
+  // Without the key, no such norms.
+  const ModelWork plain = stepsim::workload::build_work(scenario("qwen3-30b-a3b", "model.qk_norm=false"));
+  for (const auto& o : plain.layer.forward) CHECK(o.name.find("q rmsnorm") == std::string::npos);
 }
