@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "parallelism/pipeline_schedule.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
@@ -54,6 +55,14 @@ double flex_share(const Scenario& s) {
   return std::min(1.0, (1.0 - none) * domains / k);
 }
 
+// Megatron-Core's all-to-all dispatcher sends the routed copies' probabilities by an all-to-all
+// of their own after the tokens' (MoEAlltoAllTokenDispatcher.token_dispatch: the experts'
+// activation weighs by them), one BF16 element per copy, and their gradient home by its
+// backward; DeepEP's and HybridEP's kernels carry them with the tokens.
+bool sends_probs(const Scenario& s) {
+  return s.model.moe.dispatcher == MoeDispatcher::alltoall && traits_of(s.training.framework).megatron_core;
+}
+
 }  // namespace
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work)
@@ -63,7 +72,8 @@ ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& wor
       sorts_(std::ranges::any_of(work.layer.forward,
                                  [](const workload::OpCost& op) { return op.role == Role::moe_sort; })),
       message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s)))),
-      etp_message_(work.layer.expert_tp_message) {}
+      etp_message_(work.layer.expert_tp_message),
+      probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)) {}
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,
                                   const std::vector<OpIndex>& waits) {
@@ -77,13 +87,13 @@ OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op,
 }
 
 OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const char* what,
-                                   const std::vector<OpIndex>& waits) {
+                                   const std::vector<OpIndex>& waits, bool probs) {
+  const Bytes size = probs ? probs_message_ : message_;
   const auto [it, inserted] = names_.try_emplace({site.block, what}, 0);
   if (inserted) {
-    it->second =
-        b.collective_name(CommKind::ep, CollOp::alltoall, message_, fmt::format("L{} {}", site.block - 1, what));
+    it->second = b.collective_name(CommKind::ep, CollOp::alltoall, size, fmt::format("L{} {}", site.block - 1, what));
   }
-  const OpIndex op = b.collective(CommKind::ep, CollOp::alltoall, message_, it->second, waits);
+  const OpIndex op = b.collective(CommKind::ep, CollOp::alltoall, size, it->second, waits);
   b.defer_wait(op, WaitRule::next_op, site.cost->role);
   ++all_to_alls_;
   return op;
@@ -145,6 +155,7 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
   if (enabled_) {
     const OpIndex a2a = all_to_all(b, site, forward ? "dispatch" : "combine backward", waits);
     if (forward) wait_for_counts(b, a2a);
+    if (forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs", waits, true);
     waits = {a2a};
   }
   if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp gather backward", waits);
@@ -157,7 +168,9 @@ void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   std::vector<OpIndex> waits{op};
   if (etp_)
     waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp scatter backward", waits)};
-  if (enabled_) all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);
+  if (!enabled_) return;
+  all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);
+  if (!forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs backward", waits, true);
 }
 
 }  // namespace stepsim::parallelism

@@ -35,7 +35,9 @@ class ExpertParallel {
  private:
   bool into_experts(const OpSite& site) const;
   bool out_of_experts(const OpSite& site) const;
-  OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits);
+  // The tokens' all-to-all, or (probs) the all-to-all dispatcher's of their probabilities.
+  OpIndex all_to_all(StepBuilder& b, const OpSite& site, const char* what, const std::vector<OpIndex>& waits,
+                     bool probs = false);
   // The host waits for the forward dispatch's waits before issuing it: the CPU reads the
   // tokens per expert there.
   static void wait_for_counts(StepBuilder& b, OpIndex dispatch);
@@ -52,6 +54,7 @@ class ExpertParallel {
   bool sorts_;
   Bytes message_;
   Bytes etp_message_;
+  Bytes probs_message_;  // the probabilities' all-to-all's S; zero where none is sent
   long long all_to_alls_ = 0;
   std::map<std::pair<int, std::string>, std::uint32_t> names_;
 };

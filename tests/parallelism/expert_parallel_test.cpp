@@ -53,6 +53,40 @@ TEST_CASE("an MoE layer sends its routed tokens by four all-to-alls per micro-ba
   CHECK(work.layer.dispatch_message.count() == 2048LL * 2 * 1024 * 2);
 }
 
+TEST_CASE("Megatron-Core's all-to-all dispatcher sends the routing probabilities by an all-to-all of their own") {
+  // MoEAlltoAllTokenDispatcher.token_dispatch: all_to_all of the permuted tokens, then of their
+  // permuted probabilities (the experts' activation weighs by them); the probabilities'
+  // gradient goes home by the backward of that all-to-all. The flex dispatcher's DeepEP and
+  // HybridEP kernels carry them with the tokens.
+  for (const auto dispatcher : {stepsim::MoeDispatcher::alltoall, stepsim::MoeDispatcher::flex}) {
+    stepsim::Scenario s = moe_scenario();
+    s.training.framework = stepsim::Framework::megatron;
+    s.model.moe.dispatcher = dispatcher;
+    const auto work = stepsim::workload::build_work(s);
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, work, costs);
+    std::vector<std::string> names;
+    for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
+      const auto& op = p.ranks[0].ops()[i];
+      const std::string& name = p.names[op.name];
+      if (name.find("L0 ") == std::string::npos) continue;
+      names.push_back(name);
+      // 2048 tokens · top 2 probabilities of 2 bytes.
+      if (name.find("probs") != std::string::npos)
+        CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].size.count() == 2048LL * 2 * 2);
+    }
+    if (dispatcher == stepsim::MoeDispatcher::flex) {
+      CHECK(names.size() == 4);
+      continue;
+    }
+    REQUIRE(names.size() == 6);
+    CHECK(names[0].find("L0 dispatch,") != std::string::npos);
+    CHECK(names[1].find("L0 dispatch probs,") != std::string::npos);
+    CHECK(names[4].find("L0 dispatch backward") != std::string::npos);
+    CHECK(names[5].find("L0 dispatch probs backward") != std::string::npos);
+  }
+}
+
 TEST_CASE("the host waits for the routing before each forward dispatch and not in the backward") {
   // Megatron-Core's dropless dispatchers need the tokens per expert on the CPU before the
   // forward all-to-all (token_dispatcher.py: the all-to-all dispatcher's
