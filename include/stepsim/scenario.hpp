@@ -257,6 +257,14 @@ struct ModelSpec {
   bool windowed_layer(int layer) const {
     return sliding_window > 0 && (window_skip_freq == 0 || (layer + 1) % window_skip_freq != 0);
   }
+  // gpt-oss as Megatron-Core runs it: the experts' SwiGLU inputs clamped to ±swiglu_limit (the
+  // gate only from above; 0: no clamp), Megatron-Core's activation_func_clamp_value; biases on
+  // the Linear layers of a SwiGLU model (GeLU models have theirs always), Megatron-Core's
+  // add_bias_linear; YaRN's context-extension factor of the rotary embedding (0: plain RoPE),
+  // Megatron-Core's yarn_rotary_scaling_factor.
+  double swiglu_limit = 0;
+  bool linear_bias = false;
+  double yarn_factor = 0;
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.

@@ -91,6 +91,18 @@ constexpr KeyDoc kDocs[] = {
      "every n-th layer (counted from 1) attends to the whole prefix, the others in the window (gpt-oss: 2); 0: every "
      "layer windowed",
      "Megatron `--window-attn-skip-freq`; HF `layer_types`"},
+    {"model.swiglu_limit", "",
+     "the routed experts' SwiGLU inputs clamped to this (the gate from above, the linear half both ways; gpt-oss: 7), "
+     "in PyTorch operators before the fused activation; 0: no clamp",
+     "Megatron `activation_func_clamp_value`; HF `swiglu_limit`"},
+    {"model.linear_bias", "",
+     "biases on the Linear layers of a SwiGLU model (gpt-oss); the routed experts' fc2 bias is added expert by expert "
+     "after the grouped GEMM",
+     "Megatron `--add-bias-linear`; HF `attention_bias`"},
+    {"model.yarn_factor", "",
+     "YaRN's context-extension factor (gpt-oss: 32): cos and sin scaled by 0.1·ln(factor) + 1, so Megatron-Core "
+     "applies the rotary embedding in PyTorch operators, not Transformer Engine's fused kernel; 0: plain RoPE",
+     "Megatron `yarn_rotary_scaling_factor`; HF `rope_scaling.factor`"},
     {"cluster", "", "a cluster preset name (`stepsim presets --kind cluster`) or an object of the keys below", ""},
     {"cluster.name", "", "name shown in the report", ""},
     {"cluster.nodes", "", "nodes; 0: as many as the job needs", ""},

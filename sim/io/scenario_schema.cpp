@@ -329,7 +329,10 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
                                                 field<&ModelSpec::mla>("mla"),
                                                 field<&ModelSpec::mtp_layers>("mtp_layers"),
                                                 field<&ModelSpec::sliding_window>("sliding_window"),
-                                                field<&ModelSpec::window_skip_freq>("window_skip_freq")};
+                                                field<&ModelSpec::window_skip_freq>("window_skip_freq"),
+                                                field<&ModelSpec::swiglu_limit>("swiglu_limit"),
+                                                field<&ModelSpec::linear_bias>("linear_bias"),
+                                                field<&ModelSpec::yarn_factor>("yarn_factor")};
   return {fields, "models"};
 }
 

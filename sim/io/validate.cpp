@@ -127,6 +127,33 @@ void check_window(const ModelSpec& m, const Checker& c) {
             m.window_skip_freq);
 }
 
+// gpt-oss's clamp, biases and YaRN as Megatron-Core runs them (workload/layer.cpp): in the routed
+// experts of a stack of MoE layers only (TEGroupedMLP), the rotary embedding of standard heads.
+void check_gpt_oss_layer(const Scenario& s, const Checker& c) {
+  const ModelSpec& m = s.model;
+  if (m.swiglu_limit == 0 && !m.linear_bias && m.yarn_factor == 0) return;
+  const bool swiglu = m.mlp == MlpKind::swiglu;
+  c.require(m.swiglu_limit == 0 || swiglu, "/model/swiglu_limit", "clamps SwiGLU's inputs: needs model.mlp \"swiglu\"");
+  c.require(!m.linear_bias || swiglu, "/model/linear_bias",
+            "is for SwiGLU models: GeLU models (model.mlp \"gelu\") have their biases already");
+  c.require(m.yarn_factor == 0 || m.yarn_factor > 1, "/model/yarn_factor",
+            "must be above 1 (YaRN extends the context by that factor) or 0 for plain RoPE, got {}", m.yarn_factor);
+  c.require(m.yarn_factor == 0 || swiglu, "/model/yarn_factor",
+            "scales the rotary embedding: needs model.mlp \"swiglu\" (GeLU models learn their positions)");
+  c.require(m.yarn_factor == 0 || !m.latent_attention(), "/model/yarn_factor",
+            "with latent attention (model.mla) is not simulated yet");
+  const bool experts_only = m.moe.experts > 0 && !m.mixed_layers() && m.moe.shared_experts == 0;
+  c.require(m.swiglu_limit == 0 || experts_only, "/model/swiglu_limit",
+            "is simulated in the routed experts of a stack of MoE layers only (no dense layers, no shared experts)");
+  c.require(!m.linear_bias || experts_only, "/model/linear_bias",
+            "is simulated in the routed experts of a stack of MoE layers only (no dense layers, no shared experts)");
+  const Framework f = s.training.framework;
+  c.require(runs_megatron_options(f), "/training/framework",
+            "model.swiglu_limit, linear_bias and yarn_factor are simulated as Megatron-Core runs them (megatron or "
+            "nemo), not {}",
+            traits_of(f).name);
+}
+
 void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) {
   check_head_dim(m, attention, c);
   check_mla(m, attention, c);
@@ -546,6 +573,7 @@ void complete_and_validate(Scenario& s) {
   check_key_ranges(s);
   complete_model(s.model);
   check_model(s.model, s.training.attention, c);
+  check_gpt_oss_layer(s, c);
   if (s.cluster.name.empty()) s.cluster.name = "custom";
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);

@@ -70,6 +70,8 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
   l.integer(m.mtp_layers, 0, 16, "/model/mtp_layers");
   l.integer(m.sliding_window, 0, 1LL << 23, "/model/sliding_window");
   l.integer(m.window_skip_freq, 0, 2048, "/model/window_skip_freq");
+  l.number(m.swiglu_limit, 0, 1e6, "/model/swiglu_limit");  // 0: no clamp
+  l.number(m.yarn_factor, 0, 1024, "/model/yarn_factor");   // 0: plain RoPE
   l.integer(m.mla.q_lora_rank, 0, 1LL << 16, "/model/mla/q_lora_rank");
   l.integer(m.mla.kv_lora_rank, 0, 1LL << 16, "/model/mla/kv_lora_rank");
   l.integer(m.mla.qk_nope_head_dim, 0, 4096, "/model/mla/qk_nope_head_dim");

@@ -41,7 +41,7 @@ void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const cha
 void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long weight,
                 long long bias, const LayerShape& s, int block, Role role) {
   add(out, prefix, std::string(name) + ".weight", weight, block, role);
-  if (s.gelu) add(out, prefix, std::string(name) + ".bias", bias, block, role);
+  if (s.gelu || s.work.expert_bias) add(out, prefix, std::string(name) + ".bias", bias, block, role);
 }
 
 // The weights' local widths come from the workload's shape, so parameters and GEMMs agree
@@ -59,6 +59,11 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
   add(out, p, "router.weight", w.experts * h, block, Role::router);
   out.push_back({p + " experts.fc1.weight", w.local_experts * w.expert_fc1_out * h, block, Role::expert_fc1, true});
   out.push_back({p + " experts.fc2.weight", w.local_experts * w.expert_ffn * h, block, Role::expert_fc2, true});
+  if (w.expert_bias) {  // model.linear_bias (gpt-oss)
+    add(out, p, "router.bias", w.experts, block, Role::router);
+    out.push_back({p + " experts.fc1.bias", w.local_experts * w.expert_fc1_out, block, Role::expert_fc1, true});
+    out.push_back({p + " experts.fc2.bias", w.local_experts * h, block, Role::expert_fc2, true});
+  }
   if (w.shared_experts == 0) return;
   add(out, p, "shared_experts.fc1.weight", w.shared_experts * w.shared_fc1_out * h, block, Role::shared_fc1);
   add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.shared_ffn * h, block, Role::shared_fc2);

@@ -40,12 +40,30 @@ OpCost activation(const LayerShape& s, const char* prefix, Role role, long long 
                      bytes, activation_flops);
 }
 
+// YaRN's rotary embedding as Megatron-Core applies it: cos and sin scaled by the attention factor
+// 0.1·ln(factor) + 1, which Transformer Engine's fused RoPE does not take, so apply_rotary_pos_emb
+// runs _apply_rotary_pos_emb_bshd in PyTorch operators (rope_utils.py) on the queries and on the
+// keys. Per element (a bytes each): t·cos (2a), the negated half (a) and the rotated
+// concatenation (2a), ·sin (2a), the sum (3a) and the final concatenation with the empty
+// unrotated part (2a), 12a; autograd runs ·sin (2a), the negation (a), the halves' concatenation
+// (2a), ·cos (2a), the sum of the two branches' gradients (3a) and the two slices' backward, each
+// a zeroed full-size tensor (the empty unrotated one's added in, 4a; the rotated one's copied
+// into, 3a): 17a.
+OpCost yarn_rotary(const LayerShape& s, long long width) {
+  const double a = s.act_bytes;
+  OpCost op =
+      elementwise("rotary embedding (unfused)", Role::rotary, OpClass::elementwise, s.tokens() * width, 12.0 * a, 6.0);
+  op.backward_bytes = Bytes(std::llround(static_cast<double>(s.tokens() * width) * 17.0 * a));
+  return op;
+}
+
 // Rotary position embedding of the queries and keys (Llama-style models): a fused kernel
 // reads and writes each element once; eager PyTorch (Llama's reference code, torchtitan)
 // upcasts to fp32, multiplies as complex numbers and casts back, three kernels.
 OpCost rotary(const LayerShape& s, long long width) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
+  if (s.unfused_rope && !s.eager) return yarn_rotary(s, width);
   const double bytes = s.eager ? (a + fp32) + 2.0 * fp32 + (fp32 + a) : 2.0 * a;
   return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * width, bytes, 6.0);
 }
@@ -74,6 +92,37 @@ void append_qk_norms(const LayerShape& s, std::vector<OpCost>& ops) {
       elementwise("k rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.kv_width(), norm_bytes(s), norm_flops));
 }
 
+// gpt-oss's clamp of the experts' SwiGLU inputs (model.swiglu_limit), as Megatron-Core's
+// weighted_bias_quick_geglu_impl runs it before its fused activation (fused_bias_geglu.py):
+// PyTorch's clamp of the gate half from above and of the linear half both ways, then their
+// concatenation, per element of fc1's output (a bytes each) 2a + 2a. Autograd's clamp_backward
+// is a where over comparison masks (1 byte each): the gate half's ≤ (a + 1) and where (2a + 1),
+// the linear half's ≥ and ≤ (2a + 2), their logical_and (3) and where (2a + 1); then the chunk's
+// concatenation of the halves' gradients (2a): 5.5a + 4 per element. Under moe_act recompute it
+// is re-run with the activation (role expert_activation).
+OpCost swiglu_clamp(const LayerShape& s, long long elements) {
+  const double a = s.act_bytes;
+  OpCost op =
+      elementwise("expert activation clamp", Role::expert_activation, OpClass::elementwise, elements, 4.0 * a, 1.0);
+  op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * (5.5 * a + 4.0)));
+  return op;
+}
+
+// The routed experts' fc2 bias (model.linear_bias): Megatron-Core's TEGroupedMLP keeps it out of
+// the grouped GEMM (skip_bias_add) and adds it weighted by the router's probability in a Python
+// loop over the local experts (_apply_bias: t + b·p per expert, then torch.cat), per element of
+// the experts' output bias·prob (a), the sum (3a) and the concatenation (2a); autograd runs the
+// bias's gradient (grad·p, 2a, summed over the rows, a), the probability's (grad·b, 2a, summed
+// along the row, a) and the split's concatenation of the experts' gradients (2a), 8a. The fc1
+// bias rides in the grouped GEMM's epilogue and its gradient in the wgrad GEMM's (Transformer
+// Engine's GroupedLinear): no kernel of its own.
+OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
+  const double a = s.act_bytes;
+  OpCost op = elementwise("expert fc2 bias", Role::expert_bias, OpClass::elementwise, elements, 6.0 * a, 2.0);
+  op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * 8.0 * a));
+  return op;
+}
+
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
@@ -91,7 +140,11 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
   ops.back().groups = s.local_experts;
+  if (s.clamps_swiglu) ops.push_back(swiglu_clamp(s, routed * s.expert_fc1_out));
   ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
+  // Issued before the fc2 GEMM, which the EP combine follows (parallelism/expert_parallel): on
+  // the compute stream it takes the same time as after it.
+  if (s.expert_bias) ops.push_back(expert_fc2_bias(s, routed * s.hidden));
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
   ops.back().groups = s.local_experts;
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe unsort chunks", Role::moe_unsort, routed, s));

@@ -16,7 +16,8 @@ long long attention_param_count(const LayerShape& s) {
 }
 
 long long layer_expert_param_count(const LayerShape& s) {
-  return s.local_experts * (s.hidden * s.expert_fc1_out + s.expert_ffn * s.hidden);
+  const long long biases = s.expert_bias ? s.expert_fc1_out + s.hidden : 0;
+  return s.local_experts * (s.hidden * s.expert_fc1_out + s.expert_ffn * s.hidden + biases);
 }
 
 namespace {
@@ -28,8 +29,11 @@ long long moe_layer_param_count(const LayerShape& s) {
   const long long attention = attention_param_count(s);
   const long long shared = s.shared_experts * (h * s.shared_fc1_out + s.shared_ffn * h);
   const long long norms = s.llama_style ? 2 * h : 4 * h;
-  const long long biases = s.llama_style ? 0 : s.qkv_width() + h;
-  return attention + biases + s.experts * h + layer_expert_param_count(s) + shared + norms;
+  // GeLU models' and model.linear_bias's attention biases (q, k, v and the projection); the
+  // latter also the router's, one per expert.
+  const long long biases = !s.llama_style || s.expert_bias ? s.qkv_width() + h : 0;
+  const long long router = s.experts * h + (s.expert_bias ? s.experts : 0);
+  return attention + biases + router + layer_expert_param_count(s) + shared + norms;
 }
 
 }  // namespace

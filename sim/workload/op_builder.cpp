@@ -107,7 +107,8 @@ void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCos
   b.name = f.name + " backward";
   b.pass = Pass::backward;
   b.flops = 2.0 * f.flops;
-  b.bytes = f.bytes * 2;
+  b.bytes = f.backward_bytes > Bytes(0) ? f.backward_bytes : f.bytes * 2;
+  b.backward_bytes = Bytes(0);
   // A chunk sort's backward is the same kernel moving the gradients back (sort_chunks_by_map
   // with is_forward false): the forward's bytes.
   if (f.role == Role::moe_sort || f.role == Role::moe_unsort) b.bytes = f.bytes;

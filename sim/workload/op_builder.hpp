@@ -20,7 +20,8 @@ OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
                    double flops_per_element);
 
 // Appends the backward of forward op `f` to `out`: a weight GEMM gives its data gradient
-// then its weight gradient; anything else one op of twice the bytes and FLOPs.
+// then its weight gradient; anything else one op of twice the FLOPs and twice the bytes (or
+// the forward op's backward_bytes).
 void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCost>& out);
 
 // Whether `op` is a GEMM against a weight matrix (it has a weight gradient).

@@ -85,6 +85,7 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep, int etp) {
     s.shared_experts = m.moe.shared_experts;
     s.shared_ffn = s.expert_ffn * s.etp;
     s.shared_fc1_out = s.expert_fc1_out * s.etp;
+    s.expert_bias = m.linear_bias;
   }
   return s;
 }
@@ -97,6 +98,7 @@ LayerShape as_dense(const LayerShape& moe) {
   s.expert_ffn = 0;
   s.expert_fc1_out = 0;
   s.shared_experts = 0;
+  s.expert_bias = false;
   s.etp = 1;
   s.routed_load = 1.0;
   s.kept_load = 1.0;
@@ -115,6 +117,8 @@ LayerShape layer_shape(const Scenario& sc) {
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
+  s.clamps_swiglu = m.swiglu_limit > 0;
+  s.unfused_rope = m.yarn_factor > 1;
   s.cached_weights = traits_of(sc.training.framework).megatron_core;
   s.repeats_kv = traits_of(sc.training.framework).torchtitan_attention && !s.mla();
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;

@@ -32,6 +32,12 @@ struct LayerShape {
   bool llama_style = false;
   AttentionKind attention = AttentionKind::flash;
   bool eager = false;  // element-wise work as PyTorch eager runs it (training.fusion)
+  // gpt-oss's layer as Megatron-Core runs it: the experts' SwiGLU inputs clamped
+  // (model.swiglu_limit), their fc2 bias added expert by expert (model.linear_bias), the rotary
+  // embedding unfused because YaRN scales it (model.yarn_factor).
+  bool clamps_swiglu = false;
+  bool expert_bias = false;
+  bool unfused_rope = false;
   // Quantized weights reused after a step's first micro-batch (the framework's
   // megatron_core): LayerWork::first_forward quantizes them, forward does not.
   bool cached_weights = false;

@@ -56,7 +56,10 @@ enum class Role : std::uint8_t {
   // (q_down) and to the key/value latent with the shared rotary key (kv_down): whole on every
   // TP rank (Megatron-Core's duplicated TELinear), over the rank's own tokens.
   q_down,
-  kv_down
+  kv_down,
+  // The routed experts' fc2 bias, which Megatron-Core's TEGroupedMLP adds expert by expert
+  // after the grouped GEMM (gpt-oss: model.linear_bias).
+  expert_bias
 };
 
 enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backward };
@@ -81,6 +84,9 @@ struct OpCost {
   // Kernels the host launches for the op, beside its one dispatch (a GEMM: one per group; a
   // low-precision cast: one per quantize kernel of each tensor it quantizes).
   long long launches = 1;
+  // An element-wise op whose backward autograd runs as kernels of other traffic than twice the
+  // forward's (eager chains of PyTorch operators): their HBM bytes; zero: twice the forward's.
+  Bytes backward_bytes{0};
 };
 
 struct LayerWork {

@@ -154,3 +154,37 @@ TEST_CASE("a sliding window as long as the sequence, or a skip frequency without
   CHECK(error_of({"model.sliding_window=128", "training.attention=unfused"}) ==
         "s.json: /training/attention: sliding-window attention with unfused attention is not simulated yet");
 }
+
+TEST_CASE("gpt-oss's clamp, biases and YaRN are refused where they are not simulated") {
+  CHECK(error_of(moe({"model.swiglu_limit=7", "model.linear_bias=true", "model.yarn_factor=32"})) == "no error");
+  CHECK(error_of({"model.swiglu_limit=7"}) ==
+        "s.json: /model/swiglu_limit: is simulated in the routed experts of a stack of MoE layers only (no dense "
+        "layers, no shared experts)");
+  CHECK(error_of({"model.linear_bias=true"}) ==
+        "s.json: /model/linear_bias: is simulated in the routed experts of a stack of MoE layers only (no dense "
+        "layers, no shared experts)");
+  CHECK(error_of(moe({"model.swiglu_limit=7", pattern(2, 30)})) ==
+        "s.json: /model/swiglu_limit: is simulated in the routed experts of a stack of MoE layers only (no dense "
+        "layers, no shared experts)");
+  CHECK(error_of(moe({"model.linear_bias=true", "model.moe.shared_experts=1"})) ==
+        "s.json: /model/linear_bias: is simulated in the routed experts of a stack of MoE layers only (no dense "
+        "layers, no shared experts)");
+  CHECK(error_of(moe({"model.swiglu_limit=-1"})) ==
+        "s.json: /model/swiglu_limit: must be between 0 and 1000000, got -1");
+  CHECK(error_of(moe({"model.mlp=gelu", "model.swiglu_limit=7"})) ==
+        "s.json: /model/swiglu_limit: clamps SwiGLU's inputs: needs model.mlp \"swiglu\"");
+  CHECK(error_of(moe({"model.mlp=gelu", "model.linear_bias=true"})) ==
+        "s.json: /model/linear_bias: is for SwiGLU models: GeLU models (model.mlp \"gelu\") have their biases already");
+  CHECK(error_of({"model.yarn_factor=1"}) ==
+        "s.json: /model/yarn_factor: must be above 1 (YaRN extends the context by that factor) or 0 for plain RoPE, "
+        "got 1");
+  CHECK(error_of({"model.yarn_factor=2000"}) == "s.json: /model/yarn_factor: must be between 0 and 1024, got 2000");
+  CHECK(error_of({"model.mlp=gelu", "model.yarn_factor=32"}) ==
+        "s.json: /model/yarn_factor: scales the rotary embedding: needs model.mlp \"swiglu\" (GeLU models learn "
+        "their positions)");
+  CHECK(error_of({"model=deepseek-v3", "parallel.ep=8", "model.yarn_factor=40"}) ==
+        "s.json: /model/yarn_factor: with latent attention (model.mla) is not simulated yet");
+  CHECK(error_of({"model.yarn_factor=32", "training.framework=torchtitan"}) ==
+        "s.json: /training/framework: model.swiglu_limit, linear_bias and yarn_factor are simulated as Megatron-Core "
+        "runs them (megatron or nemo), not torchtitan");
+}

@@ -75,21 +75,19 @@ TEST_CASE("Qwen3 235B-A22B holds 235 B parameters with 22 B active per token") {
   CHECK(per_token(w, s) == Approx(6.0 * active + 6.0 * 4096 * 94 * (64 * 128)).epsilon(1e-12));
 }
 
-TEST_CASE(
-    "gpt-oss-120b holds the model card's 116.83 B parameters less its biases and sinks, windowed on alternate layers") {
+TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its sinks, windowed on alternate layers") {
   const stepsim::Scenario s = scenario("gpt-oss-120b");
   const ModelWork w = stepsim::workload::build_work(s);
   const long long attention = 2880LL * (4096 + 2 * 512) + 4096LL * 2880;  // 26,542,080
   const long long router = 128LL * 2880;
   const long long expert = 3LL * 2880 * 2880;
   const long long embedding = 201088LL * 2880;
-  CHECK(w.params_total == 36 * (attention + router + 128 * expert + 2 * 2880) + 2 * embedding + 2880);
-  // OpenAI's model card, Table 1: 116.83 B in all, of which the attention biases (q, k, v:
-  // 5120; projection 2880), the sinks (64), the router's bias (128) and the experts' biases
-  // (128 · (2 · 2880 + 2880)) are 1,114,112 per layer, 40.1 M over 36 layers.
-  const long long biases = 36LL * (5120 + 2880 + 64 + 128 + 128 * 3 * 2880);
-  CHECK(biases == 40108032);
-  CHECK((w.params_total + biases) / 1e9 == Approx(116.83).epsilon(0.0001));
+  // The biases of every Linear layer: q, k, v (5120) and the projection (2880), the router's
+  // (128) and each expert's (2 · 2880 + 2880).
+  const long long biases = 5120 + 2880 + 128 + 128LL * 3 * 2880;
+  CHECK(w.params_total == 36 * (attention + biases + router + 128 * expert + 2 * 2880) + 2 * embedding + 2880);
+  // OpenAI's model card, Table 1: 116.83 B in all, with the attention sinks (64 a layer).
+  CHECK((w.params_total + 36 * 64) / 1e9 == Approx(116.83).epsilon(0.0001));
   // 5.13 B active per token (the card counts the unembedding, not the lookup).
   const double active = 36.0 * (attention + router + 4 * expert) + embedding;
   CHECK(active / 1e9 == Approx(5.13).epsilon(0.001));
@@ -100,6 +98,41 @@ TEST_CASE(
   CHECK(per_token(w, s) == Approx(6.0 * active + full + windowed).epsilon(1e-12));
   // Layer 1 attends to the whole prefix.
   CHECK(op(w.block(1).forward, Role::attention_core).flops == Approx(0.5 * 2.0 * 64 * 4096.0 * 4096 * 128));
+}
+
+TEST_CASE("gpt-oss-120b's clamp, expert biases and YaRN rotary run as PyTorch operators in Megatron-Core") {
+  // One sequence of 4096 tokens on one of 8 GPUs at EP 8: 4 · 4096 routed copies reach its 16
+  // experts (balanced routing), whose fc1 writes 2 · 2880 per copy.
+  const stepsim::Scenario s = scenario("gpt-oss-120b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const double copies = 4.0 * 4096;
+  const auto bytes = [](const OpCost& o) { return static_cast<double>(o.bytes.count()); };
+  const auto named = [](const std::vector<OpCost>& ops, const std::string& name) -> const OpCost& {
+    for (const OpCost& o : ops)
+      if (o.name == name) return o;
+    FAIL("no op " << name);
+    return ops.front();
+  };
+  // The clamp: both halves clamped (read, write) and concatenated (read, write), 2-byte
+  // elements; its backward the masks' where (7 · 2 + 8 over the two halves) and the halves'
+  // concatenation (4).
+  const double fc1_out = copies * 2 * 2880;
+  CHECK(bytes(named(w.layer.forward, "expert activation clamp")) == Approx(8.0 * fc1_out));
+  CHECK(bytes(named(w.layer.backward, "expert activation clamp backward")) == Approx(15.0 * fc1_out));
+  // The fc2 bias, expert by expert: b·p written, added to the GEMM's output, concatenated.
+  const double out = copies * 2880;
+  CHECK(bytes(named(w.layer.forward, "expert fc2 bias")) == Approx((2.0 + 6.0 + 4.0) * out));
+  CHECK(bytes(named(w.layer.backward, "expert fc2 bias backward")) == Approx((6.0 + 6.0 + 4.0) * out));
+  // YaRN: the queries' 64 · 64 and the keys' 8 · 64 elements per token through six kernels of
+  // 24 bytes per element in all where the fused kernel reads and writes them once (4).
+  const double qk = 4096.0 * (64 * 64 + 8 * 64);
+  CHECK(bytes(named(w.layer.forward, "rotary embedding (unfused)")) == Approx(24.0 * qk));
+  CHECK(bytes(named(w.layer.backward, "rotary embedding (unfused) backward")) == Approx(34.0 * qk));
+  // moe_act recompute re-runs the clamp with the activation.
+  const stepsim::Scenario r = scenario("gpt-oss-120b", R"(training={"global_batch": 8, "micro_batch": 1,
+    "recompute": "selective", "recompute_modules": ["moe_act"]})");
+  const ModelWork wr = stepsim::workload::build_work(r);
+  CHECK(bytes(named(wr.layer.recompute, "expert activation clamp")) == Approx(8.0 * fc1_out));
 }
 
 TEST_CASE("a windowed attention kernel computes every 128 x 128 tile its window touches") {
