@@ -51,9 +51,16 @@ long long layer_param_count(const LayerShape& s) {
 
 namespace {
 
+// The clamped copy of the routed experts' fc1 output (model.swiglu_limit), which the fused
+// activation saves beside the fc1 output the clamps save (fused_bias_geglu.py).
+double clamped_fc1(const LayerShape& s) {
+  if (!s.clamps_swiglu) return 0.0;
+  return static_cast<double>(s.routed_tokens() * s.etp * s.expert_fc1_out) * s.act_bytes;
+}
+
 // What an MoE MLP keeps for its backward: the router's fp32 probabilities, each routed copy's
-// expert input, activation input and fc2 input, the expert outputs the unpermutation sums,
-// and the shared experts' fc1 output and fc2 input.
+// expert input, activation input (and its clamped copy) and fc2 input, the expert outputs the
+// unpermutation sums, and the shared experts' fc1 output and fc2 input.
 double moe_activations(const LayerShape& s) {
   const double ab = s.act_bytes;
   const double in = s.saved_input_bytes;  // the expert GEMMs' inputs, as their Linear layers keep them
@@ -61,7 +68,8 @@ double moe_activations(const LayerShape& s) {
   const double routed = static_cast<double>(s.routed_tokens() * s.etp);
   const double h = static_cast<double>(s.hidden);
   const double experts =
-      routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in);
+      routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in) +
+      clamped_fc1(s);
   const double combine = n * static_cast<double>(s.top_k) * h * ab;
   const double shared = n * static_cast<double>(s.shared_experts) *
                         (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in);
@@ -75,7 +83,7 @@ double moe_activations(const LayerShape& s) {
 // keys and values (core_attn_out's hook frees them, the attention's saved copies with them).
 // mlp (dense layers): fc1's input, activation input and fc2's input. moe_act: the routed
 // experts' activation output, fc2's input (TE's fc2 saves it unquantized for this,
-// set_save_original_input).
+// set_save_original_input), and the clamped copy of fc1's output.
 double selective_savings(const LayerShape& s) {
   const double ab = s.act_bytes;
   const double in = s.saved_input_bytes;
@@ -93,7 +101,7 @@ double selective_savings(const LayerShape& s) {
   if (s.recomputes(RecomputeModule::mlp) && !s.moe())
     saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
   if (s.recomputes(RecomputeModule::moe_act) && s.moe())
-    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in;
+    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in + clamped_fc1(s);
   return saved;
 }
 

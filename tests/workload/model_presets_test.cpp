@@ -354,3 +354,21 @@ TEST_CASE("Qwen3 normalizes every head's query and key before the rotary embeddi
   const ModelWork plain = stepsim::workload::build_work(scenario("qwen3-30b-a3b", "model.qk_norm=false"));
   for (const auto& o : plain.layer.forward) CHECK(o.name.find("q rmsnorm") == std::string::npos);
 }
+
+TEST_CASE("gpt-oss-120b keeps the clamped fc1 output for its activation's backward unless moe_act recomputes it") {
+  // Without recompute the clamp's concatenation, 2 · 2880 wide, is kept beside fc1's output
+  // for each of the 4 · 4096 routed copies: 2 bytes each.
+  const auto kept = [](const std::string& more) {
+    const stepsim::Scenario s = scenario("gpt-oss-120b", more);
+    return static_cast<double>(stepsim::workload::build_work(s).layer.activations.count());
+  };
+  const double clamped = 4.0 * 4096 * 2 * 2880 * 2;
+  CHECK(kept("") - kept("model.swiglu_limit=0") == Approx(clamped));
+  const std::string moe_act = R"(training={"global_batch": 8, "micro_batch": 1, "recompute": "selective",
+    "recompute_modules": ["moe_act"]})";
+  const stepsim::Scenario r = scenario("gpt-oss-120b", moe_act);
+  stepsim::Scenario r0 = r;
+  r0.model.swiglu_limit = 0;
+  CHECK(static_cast<double>(stepsim::workload::build_work(r).layer.activations.count()) ==
+        Approx(static_cast<double>(stepsim::workload::build_work(r0).layer.activations.count())));
+}
