@@ -121,6 +121,14 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
     // the launch once per kernel.
     const Time launch = state_.costs().kernel_launch();
     op.host = state_.host_class(state_.program().kernel_launch + launch * (launches - 1));
+  } else if (cost.operators > 1) {
+    // An eager chain or a Python loop of PyTorch operators: each at the framework's cost.
+    op.host = state_.host_class(state_.program().kernel_launch * cost.operators);
+  }
+  if (cost.host_sync && op.host != BuildState::kReplayed) {
+    // A synchronising copy before it: the host waits for the stream's work so far.
+    op.host_blocks = true;
+    for (OpIndex w : last_compute()) waits_.push_back(w);
   }
   // Written into stepsim's traces, so that a fit to them knows each piece's own work.
   state_.program().work.try_emplace(name, KernelWork{cost.flops, cost.bytes});

@@ -54,6 +54,10 @@ OpCost yarn_rotary(const LayerShape& s, long long width) {
   OpCost op =
       elementwise("rotary embedding (unfused)", Role::rotary, OpClass::elementwise, s.tokens() * width, 12.0 * a, 6.0);
   op.backward_bytes = Bytes(std::llround(static_cast<double>(s.tokens() * width) * 17.0 * a));
+  // On the queries and on the keys: cos and sin each computed, scaled and cast (6), the six
+  // operators above (12 per tensor); autograd's ten per tensor.
+  op.operators = 2 * (6 + 6);
+  op.backward_operators = 2 * 10;
   return op;
 }
 
@@ -105,6 +109,8 @@ OpCost swiglu_clamp(const LayerShape& s, long long elements) {
   OpCost op =
       elementwise("expert activation clamp", Role::expert_activation, OpClass::elementwise, elements, 4.0 * a, 1.0);
   op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * (5.5 * a + 4.0)));
+  op.operators = 3;           // two clamps, the concatenation
+  op.backward_operators = 7;  // ≤ and where; ≥, ≤, logical_and and where; the concatenation
   return op;
 }
 
@@ -120,6 +126,9 @@ OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
   const double a = s.act_bytes;
   OpCost op = elementwise("expert fc2 bias", Role::expert_bias, OpClass::elementwise, elements, 6.0 * a, 2.0);
   op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * 8.0 * a));
+  const int experts = static_cast<int>(s.local_experts);
+  op.operators = 2 * experts + 1;           // b·p and the sum per expert, the concatenation
+  op.backward_operators = 4 * experts + 1;  // two products and two sums per expert, the concatenation
   return op;
 }
 
@@ -142,14 +151,20 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.back().groups = s.local_experts;
   if (s.clamps_swiglu) ops.push_back(swiglu_clamp(s, routed * s.expert_fc1_out));
   ops.push_back(activation(s, "expert ", Role::expert_activation, routed * s.expert_ffn));
-  // Issued before the fc2 GEMM, which the EP combine follows (parallelism/expert_parallel): on
-  // the compute stream it takes the same time as after it.
-  if (s.expert_bias) ops.push_back(expert_fc2_bias(s, routed * s.hidden));
+  // weighted_bias_quick_geglu_impl makes its linear offset a GPU tensor from a Python float
+  // (torch.tensor(..., device=...), a copy without non_blocking: PyTorch's memcpy_and_sync),
+  // so the host waits for the stream before it issues the fused activation.
+  ops.back().host_sync = s.clamps_swiglu;
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
   ops.back().groups = s.local_experts;
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe unsort chunks", Role::moe_unsort, routed, s));
   ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
                             3.0 * s.act_bytes, 2.0));
+  // Megatron-Core adds the fc2 bias before the EP combine; issued here, after the combine and
+  // the unpermutation that wait for it (parallelism/expert_parallel places the combine right
+  // after the fc2 GEMM), it takes the same time on the compute stream and leaves the host the
+  // same lead over the GPU, and its backward runs after the combine's backward as it does there.
+  if (s.expert_bias) ops.push_back(expert_fc2_bias(s, routed * s.hidden));
   if (s.shared_experts == 0) return;
   const long long width = s.shared_experts * s.shared_ffn;
   ops.push_back(
@@ -399,6 +414,11 @@ std::vector<OpCost> selective_recompute(const std::vector<OpCost>& forward, cons
     if (m < 0 || !s.recomputes(static_cast<RecomputeModule>(m))) continue;
     if (m != static_cast<int>(RecomputeModule::core_attn)) {
       out.push_back(forward[i]);
+      // Megatron-Core re-runs the experts' activation when fc2's backward asks for its output,
+      // after the host has issued the layer's backward up to there, so its synchronising copy
+      // drains a queue that fc2's grouped GEMM refills at once; issued here, at the backward's
+      // start, the sync would instead idle the GPU while the host issues the layer's backward.
+      out.back().host_sync = false;
     } else if (!attention_done) {
       for (OpCost& op : attention_core_forward(s)) out.push_back(std::move(op));
       attention_done = true;

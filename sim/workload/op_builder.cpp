@@ -112,6 +112,9 @@ void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCos
   // A chunk sort's backward is the same kernel moving the gradients back (sort_chunks_by_map
   // with is_forward false): the forward's bytes.
   if (f.role == Role::moe_sort || f.role == Role::moe_unsort) b.bytes = f.bytes;
+  if (f.backward_operators > 0) b.operators = f.backward_operators;
+  b.backward_operators = 0;
+  b.host_sync = false;
   out.push_back(std::move(b));
 }
 

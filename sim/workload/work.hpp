@@ -87,6 +87,12 @@ struct OpCost {
   // An element-wise op whose backward autograd runs as kernels of other traffic than twice the
   // forward's (eager chains of PyTorch operators): their HBM bytes; zero: twice the forward's.
   Bytes backward_bytes{0};
+  // PyTorch operators the host issues for it, each at the framework's cost per operator (an
+  // eager chain or a Python loop of them); its backward's where that differs (0: the same).
+  int operators = 1;
+  int backward_operators = 0;
+  // The host waits for the GPU's stream before it issues the op (a synchronising copy).
+  bool host_sync = false;
 };
 
 struct LayerWork {

@@ -372,3 +372,36 @@ TEST_CASE("gpt-oss-120b keeps the clamped fc1 output for its activation's backwa
   CHECK(static_cast<double>(stepsim::workload::build_work(r).layer.activations.count()) ==
         Approx(static_cast<double>(stepsim::workload::build_work(r0).layer.activations.count())));
 }
+
+TEST_CASE("gpt-oss-120b's PyTorch operators are issued one by one, and its activation waits for the GPU") {
+  // At EP 8 each GPU holds 16 experts: the fc2 bias's loop runs b·p and the sum per expert and
+  // one concatenation (33 operators), autograd two products and two sums per expert and the
+  // split's concatenation (65). The clamp: two clamps and a concatenation (3); backward the
+  // gate's ≤ and where, the linear half's ≥, ≤, logical_and and where, the concatenation (7).
+  // YaRN's rotary embedding on the queries and on the keys: cos and sin scaled and cast (6) and
+  // six operators on the tensor (12 per tensor); backward ten per tensor.
+  const stepsim::Scenario s = scenario("gpt-oss-120b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const auto named = [](const std::vector<OpCost>& ops, const std::string& name) -> const OpCost& {
+    for (const OpCost& o : ops)
+      if (o.name == name) return o;
+    FAIL("no op " << name);
+    return ops.front();
+  };
+  CHECK(named(w.layer.forward, "expert fc2 bias").operators == 33);
+  CHECK(named(w.layer.backward, "expert fc2 bias backward").operators == 65);
+  CHECK(named(w.layer.forward, "expert activation clamp").operators == 3);
+  CHECK(named(w.layer.backward, "expert activation clamp backward").operators == 7);
+  CHECK(named(w.layer.forward, "rotary embedding (unfused)").operators == 24);
+  CHECK(named(w.layer.backward, "rotary embedding (unfused) backward").operators == 20);
+  // weighted_bias_quick_geglu_impl makes its linear offset a GPU tensor from a Python float
+  // (torch.tensor(..., device=...)): a synchronising copy before the fused activation.
+  CHECK(named(w.layer.forward, "expert swiglu").host_sync);
+  CHECK_FALSE(named(w.layer.backward, "expert swiglu backward").host_sync);
+  CHECK_FALSE(named(w.layer.forward, "expert fc2 bias").host_sync);
+  // moe_act recompute re-runs it where fc2's backward needs it, not where the layer's backward
+  // starts, as here: its sync is left out.
+  const stepsim::Scenario r = scenario("gpt-oss-120b", R"(training={"global_batch": 8, "micro_batch": 1,
+    "recompute": "selective", "recompute_modules": ["moe_act"]})");
+  CHECK_FALSE(named(stepsim::workload::build_work(r).layer.recompute, "expert swiglu").host_sync);
+}
