@@ -22,8 +22,8 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
     {"h100-sxm5-80gb", 0.0908, 16},      // Megatron-LM README weak scaling, NeMo 24.07, Megatron-Bridge
     {"h100-sxm5-96gb-500w", 0.0411, 9},  // torchtitan on H100
     {"h200", 0.0170, 1},                 // torchtitan on H200
-    {"b200", 0.2580, 8},                 // Megatron-Bridge on DGX B200 (dense and MoE)
-    {"gb200", 0.0973, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
+    {"b200", 0.2584, 8},                 // Megatron-Bridge on DGX B200 (dense and MoE)
+    {"gb200", 0.0974, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};
 
 // Every row above together.
