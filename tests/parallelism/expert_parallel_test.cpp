@@ -29,20 +29,38 @@ stepsim::Scenario moe_scenario() {
   return s;
 }
 
+// Rank 0's EP collectives whose name contains `what`, in issue order: name, collective and
+// message.
+struct EpCall {
+  std::string name;
+  CollOp op;
+  stepsim::Bytes size;
+};
+std::vector<EpCall> ep_calls(const stepsim::Scenario& s, const std::string& what) {
+  const auto work = stepsim::workload::build_work(s);
+  const spt::FixedCosts costs;
+  const auto p = sp::build_program(s, work, costs);
+  std::vector<EpCall> out;
+  for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
+    const auto& op = p.ranks[0].ops()[i];
+    const std::string& name = p.names[op.name];
+    if (name.find(what) == std::string::npos) continue;
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(op.call)];
+    out.push_back({name, call.op, call.size});
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("an MoE layer sends its routed tokens by four all-to-alls per micro-batch") {
   const stepsim::Scenario s = moe_scenario();
   const auto work = stepsim::workload::build_work(s);
-  const spt::FixedCosts costs;
-  const auto p = sp::build_program(s, work, costs);
   std::vector<std::string> names;
-  for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
-    const auto& op = p.ranks[0].ops()[i];
-    CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].op == CollOp::alltoall);
-    CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].size == work.layer.dispatch_message);
-    const std::string& name = p.names[op.name];
-    if (name.find("L0 ") != std::string::npos) names.push_back(name);
+  for (const EpCall& c : ep_calls(s, "")) {
+    CHECK(c.op == CollOp::alltoall);
+    CHECK(c.size == work.layer.dispatch_message);
+    if (c.name.find("L0 ") != std::string::npos) names.push_back(c.name);
   }
   REQUIRE(names.size() == 4);
   CHECK(names[0].find("L0 dispatch") != std::string::npos);
@@ -62,18 +80,11 @@ TEST_CASE("Megatron-Core's all-to-all dispatcher sends the routing probabilities
     stepsim::Scenario s = moe_scenario();
     s.training.framework = stepsim::Framework::megatron;
     s.model.moe.dispatcher = dispatcher;
-    const auto work = stepsim::workload::build_work(s);
-    const spt::FixedCosts costs;
-    const auto p = sp::build_program(s, work, costs);
     std::vector<std::string> names;
-    for (OpIndex i : spt::collectives_of(p, CommKind::ep)) {
-      const auto& op = p.ranks[0].ops()[i];
-      const std::string& name = p.names[op.name];
-      if (name.find("L0 ") == std::string::npos) continue;
-      names.push_back(name);
+    for (const EpCall& c : ep_calls(s, "L0 ")) {
+      names.push_back(c.name);
       // 2048 tokens · top 2 probabilities of 2 bytes.
-      if (name.find("probs") != std::string::npos)
-        CHECK(p.ranks[0].calls[static_cast<std::size_t>(op.call)].size.count() == 2048LL * 2 * 2);
+      if (c.name.find("probs") != std::string::npos) CHECK(c.size.count() == 2048LL * 2 * 2);
     }
     if (dispatcher == stepsim::MoeDispatcher::flex) {
       CHECK(names.size() == 4);
