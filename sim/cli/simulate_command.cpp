@@ -10,6 +10,7 @@
 #include "cli/options.hpp"
 #include "cli/trace_ranks.hpp"
 #include "io/scenario_loader.hpp"
+#include "parallelism/memory_model.hpp"
 #include "report/report_io.hpp"
 #include "simulation/advice.hpp"
 #include "stepsim/error.hpp"
@@ -130,10 +131,7 @@ int run_simulate(const Args& args) {
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
                        : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);
-  if (!result.report.memory_bytes.fits)
-    spdlog::warn("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
-                 result.report.memory_bytes.device / 1073741824.0, result.report.memory_bytes.headroom / 1073741824.0,
-                 result.report.memory_bytes.capacity / 1073741824.0);
+  if (!result.report.memory_bytes.fits) spdlog::warn("{}", parallelism::does_not_fit(result.report.memory_bytes));
 
   emit(
       out,

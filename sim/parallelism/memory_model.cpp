@@ -149,7 +149,6 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   return m;
 }
 
-double gib(Bytes b) { return b.as_double() / 1073741824.0; }
 
 }  // namespace
 
@@ -216,11 +215,24 @@ MemoryReport memory_report(const MemoryEstimate& e) {
   return r;
 }
 
+std::string does_not_fit(const MemoryReport& m, int stage) {
+  constexpr double kGiB = 1073741824.0;
+  std::string text = fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
+                                 m.device / kGiB, m.headroom / kGiB, m.capacity / kGiB);
+  if (stage >= 0) text += fmt::format(" (stage {})", stage);
+  const double reserve = m.reserved - m.peak;
+  if (reserve > 0 && m.device - reserve + m.headroom <= m.capacity) {
+    text += fmt::format(
+        "; {:.1f} GiB of it is the caching allocator's estimated reserve beyond the live tensors, without which it "
+        "would fit: a close call that fragmentation decides",
+        reserve / kGiB);
+  }
+  return text;
+}
+
 std::string memory_note(const MemoryEstimate& e) {
   if (e.fits()) return {};
-  return fmt::format(
-      "does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB (stage {})",
-      gib(e.peak_stage().device()), gib(e.headroom), gib(e.capacity), e.peak_stage().stage);
+  return does_not_fit(memory_report(e), e.peak_stage().stage);
 }
 
 }  // namespace stepsim::parallelism

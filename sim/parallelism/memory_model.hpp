@@ -64,8 +64,14 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const workload::ModelWo
 // The report's memory_bytes: the breakdown of the stage with the peak.
 MemoryReport memory_report(const MemoryEstimate& estimate);
 
-// "does not fit: 81.2 GiB in use at the peak + 4.0 GiB headroom > capacity 79.6 GiB (stage 0)",
-// or empty when it fits.
+// "does not fit: 81.2 GiB in use at the peak + 4.0 GiB headroom > capacity 79.6 GiB", and when
+// the live tensors (with the CUDA context and NCCL's buffers) and the headroom would fit
+// without the caching allocator's estimated reserve, that it is that estimate which decides.
+// For a report whose memory does not fit; the one wording of the simulate note, its warning,
+// sweeps' out-of-memory rows and the advice. A stage of 0 or more is named after the capacity.
+std::string does_not_fit(const MemoryReport& memory, int stage = -1);
+
+// does_not_fit of the stage with the peak, naming the stage, or empty when it fits.
 std::string memory_note(const MemoryEstimate& estimate);
 
 // Activations one layer re-materialises before its backward (full: all but its input;

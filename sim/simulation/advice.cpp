@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "io/scenario_loader.hpp"
+#include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim {
@@ -214,10 +215,7 @@ std::size_t intervals_of(const Timeline& t) {
 // that fits first.
 void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
   const MemoryReport& m = r.memory_bytes;
-  r.advice_cause = fmt::format(
-      "does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB; the changes below "
-      "are simulated, those that fit first",
-      m.device / 1073741824.0, m.headroom / 1073741824.0, m.capacity / 1073741824.0);
+  r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
   for (const Candidate& c : memory_fixes(scenario)) r.advice.push_back(try_candidate(request, c));
   std::stable_sort(r.advice.begin(), r.advice.end(), [](const Advice& a, const Advice& b) {
     if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";

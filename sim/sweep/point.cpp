@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "io/scenario_loader.hpp"
+#include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/rows.hpp"
 
@@ -225,9 +226,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
     const auto& memory = report.memory_bytes;
     if (memory.modelled && !memory.fits && !spec.keep_oom) {
       r.status = Status::oom;
-      r.reason =
-          fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
-                      memory.device / 1073741824.0, memory.headroom / 1073741824.0, memory.capacity / 1073741824.0);
+      r.reason = parallelism::does_not_fit(memory);
     }
     r.report = std::move(report);
   });

@@ -217,6 +217,25 @@ TEST_CASE("a model larger than the GPU does not fit and says by how much") {
         std::string::npos);
 }
 
+// 70 GiB of live tensors, a 4 GiB allocator reserve on top and 1 GiB outside the allocator: 75 GiB
+// in use, with 2 GiB of headroom 77 GiB. On 76 GiB it does not fit, yet 71 + 2 would: the
+// estimate of the reserve decides, and the message says so; on 72 GiB nothing but the GPU does.
+TEST_CASE("a job that fits but for the allocator's estimated reserve is called a close call") {
+  constexpr double kGiB = 1073741824.0;
+  stepsim::MemoryReport m;
+  m.peak = 70 * kGiB;
+  m.reserved = 74 * kGiB;
+  m.device = 75 * kGiB;
+  m.headroom = 2 * kGiB;
+  m.capacity = 76 * kGiB;
+  CHECK(sp::does_not_fit(m, 3) ==
+        "does not fit: 75.0 GiB in use at the peak + 2.0 GiB headroom > capacity 76.0 GiB (stage 3); 4.0 GiB of it is "
+        "the caching allocator's estimated reserve beyond the live tensors, without which it would fit: a close call "
+        "that fragmentation decides");
+  m.capacity = 72 * kGiB;
+  CHECK(sp::does_not_fit(m) == "does not fit: 75.0 GiB in use at the peak + 2.0 GiB headroom > capacity 72.0 GiB");
+}
+
 // The memory model and the program take the shard group from one place: TP 2 on 8-GPU
 // nodes gives 4 DP ranks per node, which do not divide dp 6, so the group is gcd(4, 6) = 2.
 TEST_CASE("HSDP's default shard group divides dp and the memory model shards over it") {
