@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "cli/simulate_support.hpp"
@@ -37,11 +38,18 @@ Measured read_measured(const std::filesystem::path& path) {
   return m;
 }
 
-// The run's relative step-time error, or nothing when the scenario needs a feature that is not
-// simulated yet (the only refusal a published run may get).
-std::optional<double> step_error(const std::filesystem::path& path, const Measured& m) {
+// The run's relative step-time error and whether the memory model lets it fit, or nothing when
+// the scenario needs a feature that is not simulated yet (the only refusal a published run may
+// get).
+struct Outcome {
+  double error = 0;
+  bool fits = false;
+};
+
+std::optional<Outcome> step_error(const std::filesystem::path& path, const Measured& m) {
   try {
-    return std::abs(test::run(path.string()).report.step_time_s / m.step_s - 1.0);
+    const auto report = test::run(path.string()).report;
+    return Outcome{std::abs(report.step_time_s / m.step_s - 1.0), report.memory_bytes.fits};
   } catch (const InputError& e) {
     CHECK_THAT(e.message(), Catch::Matchers::Contains("not simulated yet"));
     return std::nullopt;
@@ -74,9 +82,12 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
     if (entry.path().extension() != ".json") continue;
     const Measured m = read_measured(entry.path());
     REQUIRE(m.step_s > 0);
-    const std::optional<double> error_or = step_error(entry.path(), m);
-    if (!error_or) continue;
-    const double error = *error_or;
+    const std::optional<Outcome> outcome = step_error(entry.path(), m);
+    if (!outcome) continue;
+    const double error = outcome->error;
+    // Every one of these runs ran, so each fits in its GPUs' memory.
+    INFO(entry.path().filename().string());
+    CHECK(outcome->fits);
     all += error;
     ++n_all;
     groups[m.group].first += error;
@@ -96,21 +107,23 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
 // 3 used for fitting (reproduced within 1 %), 21 held out, none refused. MAPE over the
 // held-out runs per GPU type and per dense/MoE (each rounded up to a hundredth of a percent):
-// GB200 9.75 %, B200 25.84 %, H100 16.72 %, dense 7.49 %, MoE 21.09 %.
+// GB200 9.75 %, B200 25.84 %, H100 16.72 %, dense 7.50 %, MoE 21.09 %.
 TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
   std::map<std::string, std::pair<double, int>> groups;
+  std::set<std::string> does_not_fit;
   int fitted = 0, refused = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root)) {
     const Measured m = read_measured(entry.path());
     INFO(entry.path().filename().string());
     REQUIRE(m.step_s > 0);
-    const std::optional<double> error_or = step_error(entry.path(), m);
-    if (!error_or) {
+    const std::optional<Outcome> outcome = step_error(entry.path(), m);
+    if (!outcome) {
       ++refused;
       continue;
     }
-    const double error = *error_or;
+    const double error = outcome->error;
+    if (!outcome->fits) does_not_fit.insert(entry.path().stem().string());
     if (m.fitted) {
       CHECK(error <= 0.01);
       ++fitted;
@@ -123,10 +136,24 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   }
   CHECK(fitted == 3);
   CHECK(refused == 0);
+  // All 24 ran, yet eight are predicted not to fit (docs/model.md says what the memory model
+  // misses there); a change may take runs off this list, never put one on it.
+  const std::set<std::string> known = {"mb2511-b200-qwen3-235b-mxfp8-64gpu",
+                                       "mb260401-b200-dsv3-mxfp8",
+                                       "mb260401-b200-gptoss120b-bf16",
+                                       "mb260401-b200-qwen3-30b-mxfp8-mbs4",
+                                       "mb260401-gb200-dsv3-mxfp8",
+                                       "mb260401-gb200-llama3-70b-fp8cs-fsdp",
+                                       "mb260401-gb200-llama31-405b-fp8",
+                                       "mb260401-gb200-qwen3-30b-mxfp8"};
+  for (const std::string& run : does_not_fit) {
+    INFO(run << " ran as published but is now predicted not to fit");
+    CHECK(known.count(run) == 1);
+  }
   check_stated(groups, {{"gpu b200", 0.2584},
                         {"gpu gb200", 0.0975},
                         {"gpu h100", 0.1672},
-                        {"model dense", 0.0749},
+                        {"model dense", 0.0750},
                         {"model moe", 0.2109}});
 }
 
