@@ -40,6 +40,11 @@ struct FrameworkTraits {
   // (PyTorch's _AllGatherRotater, torchtitan's default context_parallel_rotate_method) is
   // started before the attention of the rank's own block, which runs while it is in flight.
   bool torchtitan_attention = false;
+  // CPU per expert GEMM of a grouped GEMM beyond the first, beyond the GEMM's launch:
+  // Transformer Engine's GroupedLinear (Megatron-Core's experts) works on the host per expert
+  // around each of its GEMMs, forward and backward (docs/model.md, "The host"). Fitted
+  // (docs/validation.md); zero where the experts are not TE's.
+  Time expert_gemm_host = Time::zero();
 };
 
 // Every framework, unspecified first.

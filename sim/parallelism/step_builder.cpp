@@ -119,8 +119,10 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
     // for BF16 on Hopper, behind NVTE_USE_CUTLASS_GROUPED_GEMM), and its casts a quantize
     // kernel per expert under most recipes (OpCost::launches): the framework's dispatch once,
     // the launch once per kernel.
+    // GroupedLinear's own host work per further expert comes on top of its GEMMs' launches.
     const Time launch = state_.costs().kernel_launch();
-    op.host = state_.host_class(state_.program().kernel_launch + launch * (launches - 1));
+    const Time experts = state_.program().expert_gemm_host * (cost.groups - 1);
+    op.host = state_.host_class(state_.program().kernel_launch + launch * (launches - 1) + experts);
   } else if (cost.operators > 1) {
     // An eager chain or a Python loop of PyTorch operators: each at the framework's cost.
     op.host = state_.host_class(state_.program().kernel_launch * cost.operators);

@@ -109,7 +109,7 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
 
 // Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
 // what its CPU pays per operator.
-std::string framework_note(const TrainingSpec& t, Time launch) {
+std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
   const FrameworkTraits& f = traits_of(t.framework);
   std::vector<std::string> overridden;
   if (t.fusion != f.fusion) overridden.emplace_back("fusion");
@@ -121,6 +121,10 @@ std::string framework_note(const TrainingSpec& t, Time launch) {
     note += fmt::format(" (training.{} set apart from it)", fmt::join(overridden, ", training."));
   note += fmt::format("; the CPU issues each operator in {:.3g} us ({:.3g} us launch, {:.3g} us dispatch)",
                       (launch + f.dispatch).us(), launch.us(), f.dispatch.us());
+  if (experts && f.expert_gemm_host > Time::zero())
+    note += fmt::format("; each further expert GEMM of a grouped GEMM {:.3g} us ({:.3g} us launch, {:.3g} us of "
+                        "Transformer Engine's GroupedLinear around it)",
+                        (launch + f.expert_gemm_host).us(), launch.us(), f.expert_gemm_host.us());
   if (t.cuda_graphs) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
   return note;
 }
@@ -290,7 +294,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
         "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
         "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
         scenario.data_parallel.bucket_cap_mb));
-  inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch()));
+  inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
   add_memory(scenario, work, inputs);
   if (scenario.simulation.variation.jitters())

@@ -168,11 +168,12 @@ TEST_CASE("the all-to-all dispatcher sorts the tokens by expert after the dispat
   CHECK(waits_for(combine, unsort));
 }
 
-TEST_CASE("a grouped expert GEMM costs the host one GEMM launch per local expert") {
+TEST_CASE("a grouped expert GEMM costs the host one GEMM launch and GroupedLinear's own work per local expert") {
   // Transformer Engine's GroupedLinear runs its experts' GEMMs by nvte_multi_tensor_gemm,
   // which outside Hopper's BF16 CUTLASS path launches one cuBLAS GEMM per expert from C++
   // (cublaslt_gemm.cu, multi_stream_cublas_gemm): the framework's dispatch once, the launch
-  // once per expert. At EP 4 each GPU holds 2 of the 8 experts.
+  // once per expert, and for each expert after the first GroupedLinear's host work around its
+  // GEMM (73 us under Megatron-Core, fitted). At EP 4 each GPU holds 2 of the 8 experts.
   stepsim::Scenario s = moe_scenario();
   s.training.framework = stepsim::Framework::megatron;
   const spt::FixedCosts costs;  // 5 us launch
@@ -184,12 +185,36 @@ TEST_CASE("a grouped expert GEMM costs the host one GEMM launch per local expert
     const std::string& name = p.names[op.name];
     INFO(name);
     const bool expert_gemm = name.find("expert fc") != std::string::npos && name.find("shared") == std::string::npos;
-    // Megatron's 12 us dispatch and one 5 us launch; an expert GEMM launches twice.
-    CHECK(p.host_cost(op) == stepsim::Time::from_us(expert_gemm ? 12 + 2 * 5 : 12 + 5));
+    // Megatron's 12 us dispatch and one 5 us launch; an expert GEMM launches twice, and the
+    // second expert costs GroupedLinear 73 us more.
+    CHECK(p.host_cost(op) == stepsim::Time::from_us(expert_gemm ? 12 + 2 * 5 + 73 : 12 + 5));
     grouped += expert_gemm ? 1 : 0;
   }
   // fc1 and fc2 forward, input and weight gradients: 6 per layer, 2 layers.
   CHECK(grouped == 12);
+}
+
+TEST_CASE("only Megatron-Core's grouped GEMMs cost the host per expert beyond the launches") {
+  // The per-expert host work is GroupedLinear's (Transformer Engine), which Megatron-Core and
+  // NeMo run; a framework without it pays the dispatch once and a launch per expert GEMM.
+  stepsim::Scenario s = moe_scenario();
+  const spt::FixedCosts costs;  // 5 us launch
+  for (const auto& [framework, expert_host] :
+       {std::pair{stepsim::Framework::nemo, 73}, std::pair{stepsim::Framework::pytorch, 0}}) {
+    s.training.framework = framework;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    int grouped = 0;
+    for (const auto& op : p.ranks[0].ops()) {
+      const std::string& name = p.names[op.name];
+      if (op.kind != stepsim::engine::OpKind::compute || name.find("expert fc") == std::string::npos ||
+          name.find("shared") != std::string::npos)
+        continue;
+      INFO(name);
+      CHECK(p.host_cost(op) == stepsim::Time::from_us(12 + 2 * 5 + expert_host));
+      ++grouped;
+    }
+    CHECK(grouped == 12);
+  }
 }
 
 TEST_CASE("a low-precision cast costs the host one launch per kernel Transformer Engine runs for it") {
