@@ -229,7 +229,8 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
      "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
-     "also wait on the CPU for the gradient norm); `unspecified`: the keys' own defaults, the launch alone",
+     "also wait on the CPU for the gradient norm, and spend 73 us on it per expert GEMM of a grouped GEMM after the "
+     "first); `unspecified`: the keys' own defaults, the launch alone",
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
