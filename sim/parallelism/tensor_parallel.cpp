@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "stepsim/framework.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
@@ -141,7 +143,18 @@ TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWo
       rope_message_(work.layer.rope_message),
       latent_attention_(scenario.model.latent_attention()),
       act_bytes_(workload::layer_shape(scenario).act_bytes),
-      pieces_(scenario.model.layers) {}
+      pieces_(scenario.model.layers) {
+  const Precision p = scenario.training.precision;
+  const bool low = p == Precision::fp8 || p == Precision::mxfp8 || p == Precision::nvfp4;
+  if (!low) return;
+  double element = 1.0;                                   // FP8: one byte, its scale per tensor
+  if (p == Precision::mxfp8) element = 1.0 + 1.0 / 32.0;  // a byte and an E8M0 scale per 32
+  if (p == Precision::nvfp4) element = 0.5 + 1.0 / 16.0;  // four bits and an FP8 scale per 16
+  quantized_share_ = element / act_bytes_;
+  const Framework f = scenario.training.framework;
+  quantizes_inputs_ = traits_of(f).megatron_core || f == Framework::torchtitan || f == Framework::torchtitan_compile;
+  quantizes_backward_ = traits_of(f).megatron_core;
+}
 
 Bytes TensorParallel::message(const OpSite& site) const {
   if (site.cost->role == Role::loss) return loss_message_;
@@ -166,6 +179,29 @@ Bytes TensorParallel::message(const OpSite& site, std::size_t rule) const {
   return message(site);
 }
 
+// Transformer Engine gathers a low-precision GEMM's operand quantized (gather_along_first_dim
+// with the GEMM's quantizer): the column-parallel input forward and again for the weight
+// gradient, and the row-parallel GEMM's output gradient; torchao's Float8 tensor parallelism
+// (PrepareFloat8ModuleInput) the column-parallel inputs forward.
+Bytes TensorParallel::gathered(const OpSite& site, std::size_t rule) const {
+  const Rule& r = kRules[rule];
+  if (r.op != AG || r.msg != Msg::hidden) return message(site, rule);
+  return quantized(site, message(site, rule));
+}
+
+// `whole` gathered before or for the GEMM of `site`, in the bytes it moves in.
+Bytes TensorParallel::quantized(const OpSite& site, Bytes whole) const {
+  const workload::OpCost& op = *site.cost;
+  if (!op.fp8) return whole;
+  const bool column = op.role == Role::qkv || op.role == Role::fc1;
+  const bool row = op.role == Role::fc2 || op.role == Role::attn_proj;
+  const bool forward_input = op.pass == Pass::forward && column;
+  const bool backward = op.pass != Pass::forward && (column || row);
+  if ((forward_input && quantizes_inputs_) || (backward && quantizes_backward_))
+    return Bytes(std::llround(whole.as_double() * quantized_share_));
+  return whole;
+}
+
 bool TensorParallel::has_rule(const OpSite& site, bool after) const {
   return std::ranges::any_of(kRules, [&](const Rule& rule) { return matches(rule, site, after, sequence_parallel_); });
 }
@@ -179,7 +215,7 @@ void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after, const
     const std::vector<OpIndex>& waits = rule.producer == Producer::none ? none : producer;
     OpIndex last = 0;
     for (int i = 0; i < rule.count; ++i) {
-      last = b.collective(CommKind::tp, rule.op, message(site, r), collective, waits);
+      last = b.collective(CommKind::tp, rule.op, gathered(site, r), collective, waits);
     }
     b.defer_wait(last, rule.rule, site.cost->role);
   }
@@ -190,7 +226,7 @@ std::uint32_t TensorParallel::name(StepBuilder& b, std::size_t rule, const OpSit
   const auto [it, inserted] = names_.try_emplace({rule, site.block, site.cost}, 0);
   if (inserted) {
     const std::string what = fmt::format("{} {}", gemm_label(site, layers_), kRules[rule].what);
-    it->second = b.collective_name(CommKind::tp, kRules[rule].op, message(site, rule), what);
+    it->second = b.collective_name(CommKind::tp, kRules[rule].op, gathered(site, rule), what);
   }
   return it->second;
 }

@@ -40,6 +40,8 @@ class TensorParallel {
 
   Bytes message(const OpSite& site) const;
   Bytes message(const OpSite& site, std::size_t rule) const;
+  Bytes gathered(const OpSite& site, std::size_t rule) const;
+  Bytes quantized(const OpSite& site, Bytes whole) const;
   bool has_rule(const OpSite& site, bool after) const;
   void issue(StepBuilder& b, const OpSite& site, bool after, const std::vector<OpIndex>& producer);
   std::uint32_t name(StepBuilder& b, std::size_t rule, const OpSite& site);
@@ -64,6 +66,11 @@ class TensorParallel {
   Bytes rope_message_;  // latent attention's shared rotary key of b·s tokens
   bool latent_attention_;
   int act_bytes_;  // one activation element: the latents' and MTP's gathers
+  // Bytes of one element of a low-precision GEMM's operand gathered before it, over act_bytes_
+  // (1 where the gathers stay BF16); which gathers are quantized: quantizes_*.
+  double quantized_share_ = 1.0;
+  bool quantizes_inputs_ = false;      // the column-parallel GEMMs' inputs, forward
+  bool quantizes_backward_ = false;    // their inputs re-gathered for wgrad, the row-parallel output gradients
   std::map<NameKey, std::uint32_t> names_;
   PieceNames pieces_;
   std::map<std::tuple<int, const workload::OpCost*, CollOp>, std::uint32_t> overlap_names_;

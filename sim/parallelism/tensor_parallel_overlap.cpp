@@ -72,9 +72,10 @@ CollectiveCost TensorParallel::reduce_scatter_cost() const {
   return {nvlink_latency_ * (tp_ - 1), nvlink_.scaled(1.0 / share), {share, 0.0}};
 }
 
-// Piece i computes the chunk in hand while step i passes it on; piece i + 1 waits for it.
+// Piece i computes the chunk in hand while step i passes it on; piece i + 1 waits for it. A
+// low-precision GEMM's operand goes round quantized, as userbuffers' FP8 buffers hold it.
 OpIndex TensorParallel::ring_gathered(StepBuilder& b, const OpSite& site) {
-  const Bytes chunk = message(site) / tp_;
+  const Bytes chunk = quantized(site, message(site)) / tp_;
   const workload::OpCost piece = op_piece(*site.cost, tp_);
   const std::vector<std::uint32_t>& names = pieces_.of(b, site, tp_);
   const std::uint32_t step = overlap_name(b, site, CollOp::sendrecv, chunk, "AllGather ring step");

@@ -1,10 +1,13 @@
 // The structure of the step program: TP collectives per layer, DP buckets in the last
 // micro-batch, the optimizer's waits, and representative against all-ranks mode.
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include <catch2/catch.hpp>
 
 #include "parallelism/program_builder.hpp"
+#include "workload/work.hpp"
 #include "support.hpp"
 
 namespace sp = stepsim::parallelism;
@@ -81,6 +84,60 @@ TEST_CASE("with sequence parallelism a layer all-gathers and reduce-scatters") {
   CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(regather)).empty());
   CHECK(waits_on(p, spt::find_op(p, "L0 fc1 wgrad"), static_cast<OpIndex>(regather)));
   CHECK_FALSE(waits_on(p, spt::find_op(p, "L0 fc1 dgrad"), static_cast<OpIndex>(regather)));
+}
+
+// Layer 0's TP collectives as "what: bytes" (the name's part after the layer, e.g. "qkv fwd").
+std::map<std::string, long long> tp_sizes(const stepsim::Scenario& s) {
+  const spt::FixedCosts costs;
+  const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  std::map<std::string, long long> out;
+  for (OpIndex i : spt::collectives_of(p, CommKind::tp)) {
+    const std::string& name = p.names[p.ranks[0].ops()[i].name];
+    const auto at = name.find(" L0 ");
+    if (at == std::string::npos) continue;
+    const std::string what = name.substr(0, name.find(' ')) + " " + name.substr(at + 4, name.rfind(',') - at - 4);
+    out[what] = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)].size.count();
+  }
+  return out;
+}
+
+// Transformer Engine gathers a low-precision GEMM's operand quantized: the column-parallel
+// input forward and again for the weight gradient (gather_along_first_dim with the input
+// quantizer), and the row-parallel GEMM's output gradient (with the gradient's quantizer);
+// what is reduce-scattered stays BF16. torchao's Float8 tensor parallelism quantizes the
+// column-parallel input before its gather (PrepareFloat8ModuleInput) and nothing else. The
+// small model's hidden state is 2,048 tokens × 1,024 = 2 Mi elements, 4 MiB in BF16.
+TEST_CASE("under FP8 the TP all-gathers move the quantized operand, the reduce-scatters BF16") {
+  auto s = spt::small_scenario(4, 1, 1);
+  s.parallel.sequence_parallel = true;
+  s.model.mlp = stepsim::MlpKind::gelu;
+  s.training.framework = stepsim::Framework::megatron;
+  constexpr long long kElements = 2048LL * 1024;
+  const auto bf16 = tp_sizes(s);
+  CHECK(bf16.at("AllGather qkv fwd") == 2 * kElements);
+  s.training.precision = stepsim::Precision::fp8;
+  auto fp8 = tp_sizes(s);
+  CHECK(fp8.size() == bf16.size());
+  for (const char* gathered : {"AllGather qkv fwd", "AllGather fc1 fwd", "AllGather qkv wgrad input",
+                               "AllGather fc1 wgrad input", "AllGather fc2 output grad",
+                               "AllGather attention projection output grad"}) {
+    INFO(gathered);
+    CHECK(fp8.at(gathered) == kElements);  // one byte an element
+  }
+  for (const char* reduced : {"ReduceScatter attention projection fwd", "ReduceScatter fc2 fwd",
+                              "ReduceScatter fc1 dgrad", "ReduceScatter qkv dgrad"}) {
+    INFO(reduced);
+    CHECK(fp8.at(reduced) == 2 * kElements);
+  }
+  s.training.precision = stepsim::Precision::mxfp8;
+  CHECK(tp_sizes(s).at("AllGather fc1 fwd") == kElements + kElements / 32);  // E8M0 scale per 32
+  s.training.precision = stepsim::Precision::nvfp4;
+  CHECK(tp_sizes(s).at("AllGather fc1 fwd") == kElements / 2 + kElements / 16);  // FP8 scale per 16
+  s.training.precision = stepsim::Precision::fp8;
+  s.training.framework = stepsim::Framework::torchtitan;
+  fp8 = tp_sizes(s);
+  CHECK(fp8.at("AllGather fc1 fwd") == kElements);
+  CHECK(fp8.at("AllGather fc2 output grad") == 2 * kElements);
 }
 
 TEST_CASE("tp 1 issues no TP collectives") {
