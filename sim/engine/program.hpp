@@ -123,7 +123,8 @@ struct Program {
   std::vector<RankProgram> ranks;
   std::vector<network::Resource> resources;
   Time kernel_launch = Time::from_us(5.0);  // host cost per launched kernel
-  Time expert_gemm_host = Time::zero();     // host cost per expert GEMM of a grouped GEMM beyond the first, beyond its launch
+  // Host cost per expert GEMM of a grouped GEMM beyond the first, beyond its launch.
+  Time expert_gemm_host = Time::zero();
   std::vector<Time> host_costs;             // the other host costs ops name (Op::host), at most 255
   double comm_slowdown = 0.0;               // compute slows by this fraction while NCCL runs
   // Instead: compute slows by the shares of SMs (a compute-bound op) or of HBM bandwidth (a

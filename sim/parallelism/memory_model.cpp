@@ -149,7 +149,6 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   return m;
 }
 
-
 }  // namespace
 
 StateBytes state_bytes(const Scenario& s) {
@@ -217,8 +216,9 @@ MemoryReport memory_report(const MemoryEstimate& e) {
 
 std::string does_not_fit(const MemoryReport& m, int stage) {
   constexpr double kGiB = 1073741824.0;
-  std::string text = fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
-                                 m.device / kGiB, m.headroom / kGiB, m.capacity / kGiB);
+  std::string text =
+      fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
+                  m.device / kGiB, m.headroom / kGiB, m.capacity / kGiB);
   if (stage >= 0) text += fmt::format(" (stage {})", stage);
   const double reserve = m.reserved - m.peak;
   if (reserve > 0 && m.device - reserve + m.headroom <= m.capacity) {

@@ -86,7 +86,9 @@ TEST_CASE("with sequence parallelism a layer all-gathers and reduce-scatters") {
   CHECK_FALSE(waits_on(p, spt::find_op(p, "L0 fc1 dgrad"), static_cast<OpIndex>(regather)));
 }
 
-// Layer 0's TP collectives as "what: bytes" (the name's part after the layer, e.g. "qkv fwd").
+namespace {
+
+// Layer 0's TP collectives by the collective and what it is for ("AllGather qkv fwd"): bytes.
 std::map<std::string, long long> tp_sizes(const stepsim::Scenario& s) {
   const spt::FixedCosts costs;
   const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
@@ -100,6 +102,8 @@ std::map<std::string, long long> tp_sizes(const stepsim::Scenario& s) {
   }
   return out;
 }
+
+}  // namespace
 
 // Transformer Engine gathers a low-precision GEMM's operand quantized: the column-parallel
 // input forward and again for the weight gradient (gather_along_first_dim with the input
