@@ -32,6 +32,12 @@ enum class Recompute { none, selective, full, selective_op };
 // are not fused into a Linear, MLA's up projections with their latents' norms and the rotary
 // embedding, a dense layer's whole MLP; moe and shared_experts are Megatron's too (refused).
 enum class RecomputeModule { core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts };
+// What Megatron-Core's CUDA graphs capture of each transformer layer (--cuda-graph-scope with
+// Transformer Engine's graphs): the attention block (attn), a dense layer's MLP block (mlp), a
+// MoE layer's pre-MLP norm and router (moe_router) and its token dispatcher's preprocessing,
+// the permutation before the dispatch (moe_preprocess); moe (the whole MoE block) is
+// Megatron's too (refused: it needs fixed token counts).
+enum class CudaGraphScope { attn, mlp, moe, moe_router, moe_preprocess };
 // Attention kernels: flash (fused, scores never materialised: the GPU's fastest fused
 // attention, cuDNN's or FlashAttention-3 on Hopper; Megatron-Core with Transformer Engine),
 // flash2 (FlashAttention-2, the kernel behind PyTorch's scaled_dot_product_attention: the same
@@ -72,6 +78,7 @@ enum class GpuArch { ampere, hopper, blackwell };
 int element_bytes(Precision p);
 const char* to_string(Precision p);
 const char* to_string(Fp8Scaling s);
+const char* to_string(CudaGraphScope s);  // the key's value: "attn", "moe_router", ...
 // Whether the Linear layers' GEMMs run in an 8- or 4-bit format (fp8, mxfp8, nvfp4).
 bool low_precision(Precision p);
 // Whether the format is block-scaled (mxfp8, nvfp4): tensor-core support from Blackwell on.
@@ -304,6 +311,9 @@ struct TrainingSpec {
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
   // transformer layers' kernels and their TP communication replayed without the CPU issuing them.
   bool cuda_graphs = false;
+  // key training.cuda_graph_scope (with cuda_graphs): only these parts of each layer are
+  // replayed; empty: the whole layer.
+  std::vector<CudaGraphScope> cuda_graph_scope;
   // Activation offload to host memory (Megatron-Core's cpu_offloading_num_layers, through
   // Transformer Engine's get_cpu_offload_context): the activations of the first N transformer
   // layers copied to the host during the forward and back before their backward. 0: none.

@@ -42,6 +42,22 @@ const char* to_string(Precision p) {
 
 const char* to_string(Fp8Scaling s) { return s == Fp8Scaling::current ? "current" : "delayed"; }
 
+const char* to_string(CudaGraphScope s) {
+  switch (s) {
+    case CudaGraphScope::attn:
+      return "attn";
+    case CudaGraphScope::mlp:
+      return "mlp";
+    case CudaGraphScope::moe:
+      return "moe";
+    case CudaGraphScope::moe_router:
+      return "moe_router";
+    case CudaGraphScope::moe_preprocess:
+      return "moe_preprocess";
+  }
+  return "?";
+}
+
 bool low_precision(Precision p) { return p == Precision::fp8 || block_scaled(p); }
 
 bool block_scaled(Precision p) { return p == Precision::mxfp8 || p == Precision::nvfp4; }

@@ -229,13 +229,20 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
      "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
-     "also wait on the CPU for the gradient norm, and spend 73 us on it per expert GEMM of a grouped GEMM after the "
+     "also wait on the CPU for the gradient norm, and spend 74 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
      "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
+    {"training.cuda_graph_scope", "",
+     "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
+     "capture them: `attn` (the attention block with its TP and CP communication), `mlp` (a dense layer's MLP "
+     "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the permutation before the "
+     "dispatch, with `moe_router` only); the rest, the experts and the EP all-to-alls included, is issued by the "
+     "CPU. Empty: the whole layer. `moe` is refused as not simulated yet",
+     "Megatron-Core `--cuda-graph-scope` (`--cuda-graph-impl transformer_engine`)"},
     {"training.activation_offload_layers", "",
      "transformer layers whose activations go to host memory during the forward and come back before their "
      "backward, over `cluster.host_link` on copy streams beside the compute (Transformer Engine's CPU offload); "

@@ -63,6 +63,15 @@ std::span<const EnumName<Recompute>> enum_names(Tag<Recompute>) {
   return names;
 }
 
+std::span<const EnumName<CudaGraphScope>> enum_names(Tag<CudaGraphScope>) {
+  static constexpr EnumName<CudaGraphScope> names[] = {{"attn", CudaGraphScope::attn},
+                                                       {"mlp", CudaGraphScope::mlp},
+                                                       {"moe", CudaGraphScope::moe},
+                                                       {"moe_router", CudaGraphScope::moe_router},
+                                                       {"moe_preprocess", CudaGraphScope::moe_preprocess}};
+  return names;
+}
+
 std::span<const EnumName<RecomputeModule>> enum_names(Tag<RecomputeModule>) {
   static constexpr EnumName<RecomputeModule> names[] = {{"core_attn", RecomputeModule::core_attn},
                                                         {"moe_act", RecomputeModule::moe_act},
@@ -376,6 +385,7 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
       field<&TrainingSpec::recompute_modules>("recompute_modules"),
       field<&TrainingSpec::framework>("framework"),
       field<&TrainingSpec::cuda_graphs>("cuda_graphs"),
+      field<&TrainingSpec::cuda_graph_scope>("cuda_graph_scope"),
       field<&TrainingSpec::activation_offload_layers>("activation_offload_layers"),
       field<&TrainingSpec::attention>("attention"),
       field<&TrainingSpec::optimizer>("optimizer"),

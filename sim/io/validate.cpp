@@ -375,6 +375,32 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
             "the CPU)");
 }
 
+bool graphs(const TrainingSpec& t, CudaGraphScope scope) {
+  return std::find(t.cuda_graph_scope.begin(), t.cuda_graph_scope.end(), scope) != t.cuda_graph_scope.end();
+}
+
+// training.cuda_graph_scope as Megatron-Core accepts it (--cuda-graph-scope with
+// --cuda-graph-impl transformer_engine: moe_preprocess only beside moe_router), and refused
+// where a scope has nothing of this model to capture, since such a key would change nothing.
+void check_cuda_graph_scope(const Scenario& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  if (t.cuda_graph_scope.empty()) return;
+  const char* where = "/training/cuda_graph_scope";
+  c.require(t.cuda_graphs, where, "the parts of each layer CUDA graphs capture: set training.cuda_graphs to true");
+  c.require(runs_megatron_options(t.framework), "/training/framework",
+            "training.cuda_graph_scope is Megatron-Core's (megatron or nemo), not {}'s", traits_of(t.framework).name);
+  c.require(!graphs(t, CudaGraphScope::moe), where,
+            "\"moe\" (the whole MoE block in a graph, which needs fixed token counts) is not simulated yet (attn, mlp, "
+            "moe_router and moe_preprocess are)");
+  const bool moe = s.model.moe.experts > 0;
+  c.require(!graphs(t, CudaGraphScope::moe_router) || moe, where,
+            "\"moe_router\" needs a mixture-of-experts model (model.moe.experts > 0)");
+  c.require(!graphs(t, CudaGraphScope::moe_preprocess) || graphs(t, CudaGraphScope::moe_router), where,
+            "\"moe_preprocess\" is captured with \"moe_router\" only, as Megatron-Core requires");
+  c.require(!graphs(t, CudaGraphScope::mlp) || !moe || s.model.mixed_layers(), where,
+            "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
+}
+
 bool recomputes(const TrainingSpec& t, RecomputeModule m) {
   return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
 }
@@ -585,6 +611,7 @@ void complete_and_validate(Scenario& s) {
   check_cuda_graphs(s, c);
   check_activation_offload(s, c);
   check_recompute_modules(s, c);
+  check_cuda_graph_scope(s, c);
   check_data_parallel(s.data_parallel, s.parallel, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);

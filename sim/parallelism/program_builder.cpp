@@ -642,7 +642,11 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   BuildState state(program, costs);
   if (scenario.training.cuda_graphs) {
     program.host_costs = {Time::zero()};
-    state.capture_layers();
+    if (scenario.training.cuda_graph_scope.empty()) {
+      state.capture_layers();
+    } else {
+      state.capture_scopes(scenario.training.cuda_graph_scope);
+    }
   }
   Layout layout(scenario, program);
   JobShared shared;

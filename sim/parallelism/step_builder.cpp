@@ -78,7 +78,37 @@ bool in_layer(workload::Role role) {
          role != Role::optimizer;
 }
 
+// The ops each of Megatron-Core's CUDA graph scopes captures (TransformerLayer's
+// _forward_attention for attn; _forward_mlp for mlp; up to MoELayer.router() for moe_router;
+// the token dispatcher's preprocessing, the permutation before the dispatch, for
+// moe_preprocess), forward and backward: Transformer Engine's make_graphed_callables graphs
+// both. The pre-MLP norm is in mlp and in moe_router.
+bool in_scope(CudaGraphScope scope, workload::Role role) {
+  using workload::Role;
+  switch (scope) {
+    case CudaGraphScope::attn:
+      return role == Role::input_norm || role == Role::qkv || role == Role::qk_norm || role == Role::rotary ||
+             role == Role::attention_core || role == Role::attn_proj || role == Role::attn_residual ||
+             role == Role::q_down || role == Role::kv_down;
+    case CudaGraphScope::mlp:
+      return role == Role::post_norm || role == Role::fc1 || role == Role::activation || role == Role::fc2 ||
+             role == Role::mlp_residual;
+    case CudaGraphScope::moe_router:
+      return role == Role::post_norm || role == Role::router;
+    case CudaGraphScope::moe_preprocess:
+      return role == Role::moe_permute;
+    case CudaGraphScope::moe:
+      return false;  // refused by validation
+  }
+  return false;
+}
+
 }  // namespace
+
+bool BuildState::captures(workload::Role role) const {
+  if (capture_layers_) return in_layer(role);
+  return std::ranges::any_of(scopes_, [&](CudaGraphScope s) { return in_scope(s, role); });
+}
 
 bool StepBuilder::attaches(const Deferred& d, const workload::OpCost& op) const {
   if (d.lane != lane_) return false;
@@ -111,7 +141,8 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   op.phase = phase;
   op.duration = state_.costs().compute(cost);
   op.memory_bound = state_.costs().memory_bound(cost);
-  if (state_.captures_layers() && in_layer(cost.role)) {
+  const workload::Role role = cost.role == workload::Role::fp8_cast ? cost.cast_of : cost.role;
+  if (state_.captures(role)) {
     op.host = BuildState::kReplayed;
   } else if (const long long launches = std::max(cost.groups, cost.launches); launches > 1) {
     // Transformer Engine's grouped GEMM launches one cuBLAS GEMM per group from C++
@@ -250,7 +281,8 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   e.stream = comm.stream;
   e.name = name;
   e.call = it->second;
-  if (state_.captures_layers()) e.host = BuildState::kReplayed;  // userbuffers' exchanges inside a layer
+  // Userbuffers' exchanges inside a layer, replayed with it or with their GEMM's scope.
+  if (state_.captures_layers() || (comm_role_ && state_.captures(*comm_role_))) e.host = BuildState::kReplayed;
   return append(e, waits);
 }
 
@@ -263,7 +295,12 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   e.call = call_of(slot, kind, op, size, side);
   // A layer's own communication is captured with it; gradient and pipeline transfers are not.
   const bool layer_comm = kind == CommKind::tp || kind == CommKind::cp || kind == CommKind::ep;
-  if (state_.captures_layers() && layer_comm) e.host = BuildState::kReplayed;
+  if (state_.captures_layers()) {
+    if (layer_comm) e.host = BuildState::kReplayed;
+  } else if ((kind == CommKind::cp && state_.captures(workload::Role::attention_core)) ||
+             (kind == CommKind::tp && comm_role_ && state_.captures(*comm_role_))) {
+    e.host = BuildState::kReplayed;  // the attention's K/V exchange; a captured GEMM's TP collective
+  }
   return append(e, waits);
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -75,6 +76,10 @@ class BuildState {
   // nothing to issue (Program::host_costs[kReplayed - 1] is zero).
   void capture_layers() { capture_layers_ = true; }
   bool captures_layers() const { return capture_layers_; }
+  // Or only these parts of each layer (training.cuda_graph_scope).
+  void capture_scopes(const std::vector<CudaGraphScope>& scopes) { scopes_ = scopes; }
+  // Whether a graph replays the ops of `role` (a cast's: its GEMM's).
+  bool captures(workload::Role role) const;
   static constexpr std::uint8_t kReplayed = 1;
   // The host cost class (Op::host) of an op that costs the CPU `cost`, added on first use.
   std::uint8_t host_class(Time cost);
@@ -85,6 +90,7 @@ class BuildState {
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
   bool capture_layers_ = false;
+  std::vector<CudaGraphScope> scopes_;
 };
 
 class StepBuilder {
@@ -157,6 +163,9 @@ class StepBuilder {
 
   engine::RankProgram& rank();
   BuildState& state() { return state_; }
+  // The op a TP collective or transfer about to be issued belongs to: under partial CUDA graph
+  // scopes it is replayed with that op's scope. Cleared by passing nullopt.
+  void set_comm_role(std::optional<workload::Role> role) { comm_role_ = role; }
 
   // Gives this rank the ops `model` (a rank of the same stage, already written) issued, and
   // calls of its own: each of `model`'s calls made again on this rank's communicator of the
@@ -215,6 +224,7 @@ class StepBuilder {
   engine::StreamIndex to_host_ = 0;
   engine::StreamIndex from_host_ = 0;
   Bandwidth host_share_;
+  std::optional<workload::Role> comm_role_;
 };
 
 // "L12 fc1" inside a transformer layer, "lm head" outside: what op names start with.

@@ -214,9 +214,11 @@ void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after, const
     const std::uint32_t collective = name(b, r, site);
     const std::vector<OpIndex>& waits = rule.producer == Producer::none ? none : producer;
     OpIndex last = 0;
+    b.set_comm_role(site.cost->role);
     for (int i = 0; i < rule.count; ++i) {
       last = b.collective(CommKind::tp, rule.op, gathered(site, r), collective, waits);
     }
+    b.set_comm_role(std::nullopt);
     b.defer_wait(last, rule.rule, site.cost->role);
   }
 }

@@ -51,7 +51,10 @@ double TensorParallel::reduce_scatter_work_scale() const {
 }
 
 OpIndex TensorParallel::issue_pipelined(StepBuilder& b, const OpSite& site) {
-  return ring_site(site) ? ring_gathered(b, site) : split_reduced(b, site);
+  b.set_comm_role(site.cost->role);
+  const OpIndex last = ring_site(site) ? ring_gathered(b, site) : split_reduced(b, site);
+  b.set_comm_role(std::nullopt);
+  return last;
 }
 
 std::uint32_t TensorParallel::overlap_name(StepBuilder& b, const OpSite& site, CollOp op, Bytes size,

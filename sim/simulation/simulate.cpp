@@ -125,7 +125,12 @@ std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
     note += fmt::format("; each further expert GEMM of a grouped GEMM {:.3g} us ({:.3g} us launch, {:.3g} us of "
                         "Transformer Engine's GroupedLinear around it)",
                         (launch + f.expert_gemm_host).us(), launch.us(), f.expert_gemm_host.us());
-  if (t.cuda_graphs) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
+  if (t.cuda_graphs && t.cuda_graph_scope.empty()) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
+  if (t.cuda_graphs && !t.cuda_graph_scope.empty()) {
+    std::vector<std::string> scopes;
+    for (const CudaGraphScope scope : t.cuda_graph_scope) scopes.emplace_back(to_string(scope));
+    note += fmt::format(", each layer's {} replayed by CUDA graphs at no CPU cost", fmt::join(scopes, ", "));
+  }
   return note;
 }
 

@@ -337,6 +337,7 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
       OpCost cast = elementwise(op.name + " " + to_string(s.precision) + " cast", Role::fp8_cast, OpClass::elementwise,
                                 elements, bytes / static_cast<double>(elements), 2.0);
       cast.pass = op.pass;
+      cast.cast_of = op.role;
       cast.launches = cast_launches(op, s, weight);
       out.push_back(std::move(cast));
     }

@@ -67,6 +67,7 @@ enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backwa
 struct OpCost {
   std::string name;  // "fc1", "attention core"
   Role role = Role::qkv;
+  Role cast_of = Role::fp8_cast;  // a low-precision cast (Role::fp8_cast): the role of the GEMM it quantizes for
   Pass pass = Pass::forward;
   OpClass cls = OpClass::gemm;
   double flops = 0;               // per GPU

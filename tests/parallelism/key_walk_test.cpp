@@ -191,6 +191,9 @@ const std::vector<Row>& rows() {
       {"training.recompute_modules", Expect::changes, "[\"core_attn\",\"mlp\"]", {"training.recompute=selective"}},
       {"training.framework", Expect::changes, "pytorch"},
       {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
+      // Only the attention replayed: the MLP's kernels cost the CPU again.
+      {"training.cuda_graph_scope", Expect::changes, "[\"attn\"]",
+       {"training.framework=megatron", "training.cuda_graphs=true"}},
       // Offload saves activation memory at the peak (pp 1, as Megatron-Core requires).
       {"training.activation_offload_layers", Expect::changes, "8", {"parallel.pp=1", "parallel.dp=8"}},
       {"training.attention", Expect::changes, "unfused"},

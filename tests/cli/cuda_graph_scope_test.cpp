@@ -1,0 +1,123 @@
+// training.cuda_graph_scope: the parts of each layer Megatron-Core's Transformer Engine CUDA
+// graphs replay cost the CPU nothing to issue, the rest is issued op by op; what Megatron-Core
+// refuses, what would capture nothing and what is not simulated yet exit with status 2.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/run_stepsim.hpp"
+#include "io/scenario_loader.hpp"
+#include "parallelism/program_builder.hpp"
+#include "stepsim/report.hpp"
+#include "workload/work.hpp"
+
+namespace {
+
+// A small mixture-of-experts model at TP 2 with sequence parallelism, EP 2 on 4 GPUs.
+const std::string kMoe = R"({
+  "model": {"name": "moe-small", "layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 2, "ffn_hidden": 2048,
+            "vocab": 32000, "seq_len": 2048, "mlp": "swiglu", "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 512}},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 2, "pp": 1, "dp": 2, "ep": 2, "sequence_parallel": true},
+  "training": {"framework": "megatron", "global_batch": 4, "micro_batch": 1, "cuda_graphs": true},
+  "data_parallel": {"kind": "ddp"}
+})";
+const std::string kDense = R"({
+  "model": {"name": "dense-small", "layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 2, "ffn_hidden": 2048,
+            "vocab": 32000, "seq_len": 2048, "mlp": "swiglu"},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 2, "pp": 1, "dp": 2, "sequence_parallel": true},
+  "training": {"framework": "megatron", "global_batch": 4, "micro_batch": 1, "cuda_graphs": true},
+  "data_parallel": {"kind": "ddp"}
+})";
+
+struct Costs {
+  double attention = 0, router = 0, permute = 0, experts = 0;  // host seconds of layer 0's ops, forward and backward
+  double qkv_gather = 0, experts_dispatch = 0;                // host seconds of layer 0's TP gather and EP dispatch
+};
+
+// What the CPU pays to issue layer 0's ops of each kind, read from the program itself.
+Costs host_costs(const std::vector<std::string>& sets) {
+  const stepsim::Scenario s = stepsim::io::load_scenario_text(kMoe, "s.json", sets);
+  const auto work = stepsim::workload::build_work(s);
+  const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
+  const auto p = stepsim::parallelism::build_program(s, work, gpu);
+  Costs c;
+  for (const auto& op : p.ranks[0].ops()) {
+    const std::string& name = p.names[op.name];
+    if (name.find("L0 ") == std::string::npos) continue;
+    const double host = p.host_cost(op).seconds();
+    if (name.find("flash attention") != std::string::npos) c.attention += host;
+    if (name.find("L0 router") != std::string::npos) c.router += host;
+    if (name.find("moe permute") != std::string::npos) c.permute += host;
+    if (name.find("expert fc") != std::string::npos) c.experts += host;
+    if (name.find("AllGather tp L0 qkv fwd") != std::string::npos) c.qkv_gather += host;
+    if (name.find("AllToAll ep L0 dispatch,") != std::string::npos) c.experts_dispatch += host;
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("A CUDA graph scope replays its part of each layer and leaves the rest to the CPU") {
+  // Whole layers: nothing of layer 0 costs the CPU.
+  const Costs whole = host_costs({});
+  CHECK(whole.attention == 0);
+  CHECK(whole.experts == 0);
+  CHECK(whole.experts_dispatch == 0);
+  // Attention only: its kernels and its TP gather are replayed; the router, the permutation,
+  // the experts and the EP all-to-all are issued, each at the framework's cost (17 us a
+  // kernel, more for the grouped GEMMs).
+  const Costs attn = host_costs({R"(training.cuda_graph_scope=["attn"])"});
+  CHECK(attn.attention == 0);
+  CHECK(attn.qkv_gather == 0);
+  // The router's GEMM forward, input and weight gradients in each of the 2 micro-batches.
+  CHECK(attn.router == Approx(2 * 3 * 17e-6));
+  CHECK(attn.permute > 0);
+  CHECK(attn.experts > 0);
+  CHECK(attn.experts_dispatch > 0);
+  // The router and the dispatcher's preprocessing: those two replayed, the attention issued.
+  const Costs router = host_costs({R"(training.cuda_graph_scope=["moe_router","moe_preprocess"])"});
+  CHECK(router.router == 0);
+  CHECK(router.permute == 0);
+  // The attention's forward and backward kernels, 5 us launch and 12 us dispatch each, in
+  // each of the 2 micro-batches.
+  CHECK(router.attention == Approx(2 * 2 * 17e-6));
+  CHECK(router.qkv_gather > 0);
+  CHECK(router.experts == Approx(attn.experts));
+}
+
+TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it would capture nothing") {
+  stepsim::testing::Scratch scratch("cuda-graph-scope-refusals");
+  scratch.write("moe.json", kMoe);
+  scratch.write("dense.json", kDense);
+  const auto refused = [&](const std::string& file, const std::string& sets, const std::string& where,
+                           const std::string& message) {
+    INFO(file << " " << sets);
+    const auto r = scratch.run("simulate " + file + " " + sets);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(file + ": " + where + ": " + message) != std::string::npos);
+  };
+  const std::string key = "--set 'training.cuda_graph_scope=";
+  refused("moe.json", key + "[\"attn\"]' --set training.cuda_graphs=false", "/training/cuda_graph_scope",
+          "the parts of each layer CUDA graphs capture: set training.cuda_graphs to true");
+  refused("moe.json", key + "[\"moe\"]'", "/training/cuda_graph_scope", "\"moe\" (the whole MoE block in a graph");
+  refused("moe.json", key + "[\"moe_preprocess\"]'", "/training/cuda_graph_scope",
+          "\"moe_preprocess\" is captured with \"moe_router\" only");
+  refused("moe.json", key + "[\"mlp\"]'", "/training/cuda_graph_scope",
+          "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
+  refused("dense.json", key + "[\"moe_router\"]'", "/training/cuda_graph_scope",
+          "\"moe_router\" needs a mixture-of-experts model");
+  refused("dense.json", key + "[\"attn\"]' --set training.framework=pytorch", "/training/framework",
+          "training.cuda_graph_scope is Megatron-Core's (megatron or nemo), not pytorch's");
+  const auto unknown = scratch.run("simulate dense.json " + key + "[\"full\"]'");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err.find("--set: training.cuda_graph_scope[0]: unknown value 'full' (expected one of attn, mlp, moe, "
+                         "moe_router, moe_preprocess)") != std::string::npos);
+  const auto twice = scratch.run("simulate dense.json " + key + "[\"attn\",\"attn\"]'");
+  CHECK(twice.status == 2);
+  CHECK(twice.err.find("--set: training.cuda_graph_scope[1]: 'attn' is listed twice") != std::string::npos);
+  // What is allowed runs: a dense model's attention and MLP.
+  CHECK(scratch.run("simulate dense.json " + key + "[\"attn\",\"mlp\"]'").status == 0);
+}
