@@ -69,8 +69,8 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 4.45 % overall, 5.16 % on the 24
-// not used for fitting; per group 7.69 % (Megatron-LM README), 1.92 % (NeMo 24.07), 3.27 %
+// Over the runs whose features are simulated (all 28): MAPE 4.48 % overall, 5.19 % on the 24
+// not used for fitting; per group 7.69 % (Megatron-LM README), 1.92 % (NeMo 24.07), 3.33 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
@@ -99,9 +99,9 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.0445);
-  CHECK(unfitted / n_unfitted <= 0.0516);
-  check_stated(groups, {{"megatron_readme", 0.0769}, {"nemo_24.07", 0.0192}, {"torchtitan", 0.0327}});
+  CHECK(all / n_all <= 0.0448);
+  CHECK(unfitted / n_unfitted <= 0.0519);
+  check_stated(groups, {{"megatron_readme", 0.0769}, {"nemo_24.07", 0.0192}, {"torchtitan", 0.0333}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
