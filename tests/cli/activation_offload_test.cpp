@@ -163,9 +163,8 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
   stepsim::testing::Scratch scratch("offload-refusals");
   scratch.write("s.json", kTray);
   const auto refused = [&](const std::string& sets, const std::string& message) {
-    const auto r = scratch.run("simulate s.json " + sets);
-    CHECK(r.status == 2);
-    CHECK(r.err.find("s.json: /training/activation_offload_layers: " + message) != std::string::npos);
+    CHECK(refusal(scratch.run("simulate s.json " + sets), "s.json: /training/activation_offload_layers: " + message) ==
+          "");
   };
   refused("--set training.activation_offload_layers=-1", "must be between 0 and 2048, got -1");
   refused("--set training.activation_offload_layers=8",

@@ -30,6 +30,14 @@ inline std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Empty when `r` is a refusal that says `message`: exit status 2 and the message on stderr;
+// otherwise what it was instead, for the failing check to print.
+inline std::string refusal(const Run& r, const std::string& message) {
+  if (r.status == 2 && r.err.find(message) != std::string::npos) return {};
+  return "exit status " + std::to_string(r.status) + ", stderr: " + r.err + "(expected exit status 2 and: " + message +
+         ")";
+}
+
 // work(): the folder the outputs go to; stdout and stderr are captured beside it.
 class Scratch {
  public:
