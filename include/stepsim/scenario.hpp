@@ -99,6 +99,10 @@ struct GpuFlops {
 struct GpuEfficiency {
   double gemm_max = 0.8;                 // large-GEMM fraction of dense peak (A100 ≈ 0.82, H100 ≈ 0.80)
   double gemm_half_flops = 2e10;         // GEMM size (FLOPs) at which efficiency is half of gemm_max
+  // Inner dimension K (16-bit elements) at which a GEMM's tiles spend as long on their fixed
+  // work (filling the pipeline, writing the tile) as on their K loop: efficiency × K / (K + this),
+  // a low-precision GEMM's at its format's peak over the 16-bit one times this. 0: no such term.
+  double gemm_half_k = 0.0;
   double attention_max = 0.6;            // fused attention fraction of dense peak at long sequences
   double hbm = 0.82;                     // achievable fraction of HBM bandwidth (A100 1.6–1.75 of 2.04 TB/s)
   Time kernel_min = Time::from_us(3.0);  // smallest duration of any kernel

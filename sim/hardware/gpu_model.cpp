@@ -70,6 +70,25 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
   return at_64 + (1.0 - at_64) * (width - 64.0) / 64.0;
 }
 
+// A GEMM's rate beside its size: each output tile fills its pipeline before its K loop and
+// writes its result after it, a fixed time whatever K, so a short K runs below the rate a deep
+// one reaches: K / (K + gemm_half_k), in elements at the 16-bit rate and at a low precision's
+// rate (its peak over the 16-bit one) that many more in the same time. DeepGEMM's published FP8
+// rows on an H800 (deepseek-ai/DeepGEMM at a6d97a1, February 2025, within 1.0–1.2× of CUTLASS's
+// kernels; M = 4096, N from 4096 to 32768, K from 512 to 16384: 590 TFLOPS at K = 512, 1025 at
+// 2048, 1358 at 16384) fit it by least squares at 670 FP8 elements beside the size curve, 2.2 %
+// RMS: 350 at the 16-bit rate, the presets' figure. A grouped weight gradient's K is one expert's
+// tokens. The unfused attention core's batched GEMMs (K the head or the keys) are left out:
+// the fit's rows reach down to K = 512, not to a head's 128.
+double GpuModel::depth_share(const workload::OpCost& op) const {
+  const double half = gpu_.efficiency.gemm_half_k;
+  if (half <= 0.0 || op.k <= 0 || op.role == workload::Role::attention_core) return 1.0;
+  double k = static_cast<double>(op.k);
+  if (op.pass == workload::Pass::backward_weight && op.groups > 1) k /= static_cast<double>(op.groups);
+  const double elements = op.fp8 ? half * (peak_.flops_per_s() / tensor_peak_.flops_per_s()) : half;
+  return k / (k + elements);
+}
+
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
     : gpu_(gpu),
       precision_(precision),
@@ -99,9 +118,10 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
   const double flops = op.flops / static_cast<double>(std::max(op.groups, 1LL));
   const double saturation = flops / (flops + e.gemm_half_flops);
   switch (op.cls) {
-    case workload::OpClass::gemm:
-      if (!op.fp8) return e.gemm_max * saturation;
-      return (precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max) * saturation;
+    case workload::OpClass::gemm: {
+      const double max = !op.fp8 ? e.gemm_max : precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max;
+      return max * saturation * depth_share(op);
+    }
     case workload::OpClass::attention: {
       // attention_max is the forward's at head dim 128; the backward (and only it) runs at its
       // share of that, and a narrower head at its own share of either pass.

@@ -31,10 +31,13 @@ class GpuModel {
   Time compute_time(const workload::OpCost& op) const;
   Time memory_time(const workload::OpCost& op) const;
   // Fraction of the dense peak `op` reaches when compute-bound: GEMMs and fused attention
-  // follow a saturating curve max · F / (F + gemm_half_flops) in their FLOPs F; fused
-  // attention also by its kernel (attention_share) and, on Hopper and Blackwell, by its head
+  // follow a saturating curve max · F / (F + gemm_half_flops) in their FLOPs F, GEMMs times
+  // depth_share; fused attention also by its kernel (attention_share) and, on Hopper and Blackwell, by its head
   // width below 128 (the published share at head dim 64, gpu_model.cpp).
   double efficiency(const workload::OpCost& op) const;
+  // A GEMM's share of its size's rate for its inner dimension K: K / (K + gemm_half_k), the
+  // half point scaled to a low-precision GEMM's rate (gpu_model.cpp); 1 without gemm_half_k.
+  double depth_share(const workload::OpCost& op) const;
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }

@@ -221,6 +221,7 @@ Schema<GpuEfficiency> schema_of(Tag<GpuEfficiency>) {
   static constexpr Field<GpuEfficiency> fields[] = {
       field<&GpuEfficiency::gemm_max>("gemm_max"),
       field<&GpuEfficiency::gemm_half_flops>("gemm_half_flops"),
+      field<&GpuEfficiency::gemm_half_k>("gemm_half_k"),
       field<&GpuEfficiency::attention_max>("attention_max"),
       field<&GpuEfficiency::hbm>("hbm"),
       field<&GpuEfficiency::kernel_min>("kernel_min"),

@@ -91,6 +91,7 @@ void gpu_ranges(const GpuSpec& g, const Limits& l) {
   l.rate(g.memory_bandwidth.bytes_per_s(), 1e9, 1e15, "B/s", false, "/cluster/gpu/memory_bandwidth");
   l.integer(g.sms, 1, 4096, "/cluster/gpu/sms");
   l.number(g.efficiency.gemm_half_flops, 0, 1e18, "/cluster/gpu/efficiency/gemm_half_flops");
+  l.number(g.efficiency.gemm_half_k, 0, 1e6, "/cluster/gpu/efficiency/gemm_half_k");
   l.duration(g.efficiency.kernel_min, 1.0, "/cluster/gpu/efficiency/kernel_min");
   l.duration(g.kernel_launch, 1.0, "/cluster/gpu/kernel_launch");
   l.number(g.board_power_w, 0, 1e5, "/cluster/gpu/board_power_w");

@@ -57,7 +57,7 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   const double ops = 297.0 * 32 + 8 + 1;
   const double issue_s = ops * 17e-6;  // 161.7 ms
   CHECK(r.report.step_time_s == Approx(issue_s).epsilon(0.02));
-  CHECK(kernel_sum_s(r.timeline) < 0.75 * r.report.step_time_s);
+  CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
   // The report says the GPU waited for the host for the difference.
   CHECK(r.report.host.framework == "pytorch");
   CHECK(r.report.host.cpu_issue_s == Approx(issue_s).epsilon(0.001));

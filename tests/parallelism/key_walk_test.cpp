@@ -128,6 +128,7 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.kernel_launch", Expect::changes, "\"50 us\""},
       {"cluster.gpu.efficiency.gemm_max", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.gemm_half_flops", Expect::changes, "6e10"},
+      {"cluster.gpu.efficiency.gemm_half_k", Expect::changes, "2000"},
       {"cluster.gpu.efficiency.fp8_gemm_max", Expect::changes, "0.3", {"training.precision=fp8"}},
       {"cluster.gpu.efficiency.fp4_gemm_max", Expect::changes, "0.3", {"cluster=dgx-b200", "training.precision=nvfp4"}},
       // Provenance only describes a preset (it sets a note). Board power and the GPU-hour price
@@ -211,7 +212,8 @@ const std::vector<Row>& rows() {
       {"data_parallel.grad_reduce_dtype", Expect::changes, "fp32"},
       {"data_parallel.reshard_after_forward", Expect::changes, "false", kFsdp},
       {"data_parallel.forward_prefetch", Expect::changes, "true", kFsdp},
-      {"data_parallel.backward_prefetch", Expect::changes, "none", kFsdp},
+      // Without a pipeline, whose stages keep their units gathered between backwards.
+      {"data_parallel.backward_prefetch", Expect::changes, "none", with(kFsdp, {"parallel.pp=1", "parallel.dp=8"})},
       {"data_parallel.max_inflight_all_gathers", Expect::changes, "1", with(kFsdp, {"data_parallel.fsdp_version=1"})},
       {"data_parallel.overlap_param_gather", Expect::changes, "true", {"data_parallel.kind=zero1"}},
       {"data_parallel.fsdp_version", Expect::changes, "2", kFsdp},
