@@ -170,7 +170,8 @@ BandwidthPoint read_bandwidth(const json::value& v, const Place& p) {
 
 FittedEfficiency read_efficiency(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
-  only_keys(o, p, {"gemm_max", "fp8_gemm_max", "gemm_half_flops", "attention_max", "hbm", "comm_slowdown"});
+  only_keys(o, p,
+            {"gemm_max", "fp8_gemm_max", "gemm_half_flops", "gemm_half_k", "attention_max", "hbm", "comm_slowdown"});
   FittedEfficiency e;
   auto fraction = [&](const char* key, std::optional<double>& out, double lo, double hi) {
     if (const auto* x = o.if_contains(key)) out = number(*x, p.at(key), "a fraction", lo, hi);
@@ -182,6 +183,8 @@ FittedEfficiency read_efficiency(const json::value& v, const Place& p) {
   fraction("comm_slowdown", e.comm_slowdown, 0.0, 10.0);
   if (const auto* x = o.if_contains("gemm_half_flops"))
     e.gemm_half_flops = number(*x, p.at("gemm_half_flops"), "FLOPs", 0, 1e15);
+  if (const auto* x = o.if_contains("gemm_half_k"))
+    e.gemm_half_k = number(*x, p.at("gemm_half_k"), "elements of K", 0, 1e6);
   return e;
 }
 
@@ -440,6 +443,7 @@ std::string calibration_json(const Calibration& c) {
   for (auto [key, value] : {std::pair{"gemm_max", &e.gemm_max},
                             {"fp8_gemm_max", &e.fp8_gemm_max},
                             {"gemm_half_flops", &e.gemm_half_flops},
+                            {"gemm_half_k", &e.gemm_half_k},
                             {"attention_max", &e.attention_max},
                             {"hbm", &e.hbm},
                             {"comm_slowdown", &e.comm_slowdown}})

@@ -53,7 +53,7 @@ struct BandwidthPoint {
 
 // GPU efficiencies fitted to a trace: each replaces the preset's value when present.
 struct FittedEfficiency {
-  std::optional<double> gemm_max, fp8_gemm_max, gemm_half_flops, attention_max, hbm, comm_slowdown;
+  std::optional<double> gemm_max, fp8_gemm_max, gemm_half_flops, gemm_half_k, attention_max, hbm, comm_slowdown;
 };
 
 // Each fitted efficiency with its key and its place in the GPU preset.
@@ -66,6 +66,7 @@ inline constexpr EfficiencyField kEfficiencyFields[] = {
     {"gemm_max", &FittedEfficiency::gemm_max, &GpuEfficiency::gemm_max},
     {"fp8_gemm_max", &FittedEfficiency::fp8_gemm_max, &GpuEfficiency::fp8_gemm_max},
     {"gemm_half_flops", &FittedEfficiency::gemm_half_flops, &GpuEfficiency::gemm_half_flops},
+    {"gemm_half_k", &FittedEfficiency::gemm_half_k, &GpuEfficiency::gemm_half_k},
     {"attention_max", &FittedEfficiency::attention_max, &GpuEfficiency::attention_max},
     {"hbm", &FittedEfficiency::hbm, &GpuEfficiency::hbm},
     {"comm_slowdown", &FittedEfficiency::comm_slowdown, &GpuEfficiency::comm_slowdown}};

@@ -1,9 +1,9 @@
 // The compute model's efficiencies from measured kernels, through the GPU model itself. A
 // compute-bound kernel's model time is inversely proportional to its maximum efficiency
 // (gemm_max, fp8_gemm_max, attention_max) and a memory-bound one's to hbm, so each is the
-// preset scaled by model / measured time; gemm_half_flops bends the GEMM curve and is the
-// value (searched on a log scale) that leaves the smallest relative error once both GEMM
-// maxima are scaled. Slowdown: a kernel that ran o µs beside communication progresses at
+// preset scaled by model / measured time; gemm_half_flops bends the GEMM curve by size and
+// gemm_half_k by inner dimension, each the value (searched on a log scale, in turn) that leaves
+// the smallest relative error once both GEMM maxima are scaled. Slowdown: a kernel that ran o µs beside communication progresses at
 // 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
 #include "calibration/trace_fit.hpp"
 
@@ -97,9 +97,9 @@ double least_squares_factor(const std::vector<double>& r) {
   return s2 > 0 ? s / s2 : 1.0;
 }
 
-// Relative squared error of the GEMMs once both maxima are scaled to them at half-size h.
-double gemm_error(Fit& f, const Kernels (&groups)[2], double h) {
-  f.gpu.efficiency.gemm_half_flops = h;
+// Relative squared error of the GEMMs once both maxima are scaled to them with `field` at h.
+double gemm_error(Fit& f, const Kernels (&groups)[2], double GpuEfficiency::*field, double h) {
+  f.gpu.efficiency.*field = h;
   double err = 0;
   for (const Kernels& g : groups) {
     if (g.empty()) continue;
@@ -110,24 +110,31 @@ double gemm_error(Fit& f, const Kernels (&groups)[2], double h) {
   return err;
 }
 
-// Golden-section search of log h over [1e3, 1e15] FLOPs.
-double search_half(Fit& f, const Kernels (&groups)[2]) {
+// Golden-section search of log h over [from, to] for `field`.
+double search_half(Fit& f, const Kernels (&groups)[2], double GpuEfficiency::*field, double from, double to) {
   const double phi = 0.5 * (std::sqrt(5.0) - 1);
-  double lo = std::log(1e3), hi = std::log(1e15);
+  double lo = std::log(from), hi = std::log(to);
   double x1 = hi - phi * (hi - lo), x2 = lo + phi * (hi - lo);
-  double e1 = gemm_error(f, groups, std::exp(x1)), e2 = gemm_error(f, groups, std::exp(x2));
+  double e1 = gemm_error(f, groups, field, std::exp(x1)), e2 = gemm_error(f, groups, field, std::exp(x2));
   for (int i = 0; i < 80; ++i) {
     if (e1 <= e2) {
       hi = x2, x2 = x1, e2 = e1;
       x1 = hi - phi * (hi - lo);
-      e1 = gemm_error(f, groups, std::exp(x1));
+      e1 = gemm_error(f, groups, field, std::exp(x1));
     } else {
       lo = x1, x1 = x2, e1 = e2;
       x2 = lo + phi * (hi - lo);
-      e2 = gemm_error(f, groups, std::exp(x2));
+      e2 = gemm_error(f, groups, field, std::exp(x2));
     }
   }
   return std::exp(0.5 * (lo + hi));
+}
+
+// gemm_half_k over [1, 1e5] elements, or 0 (no depth term) where that fits at least as well.
+double search_depth(Fit& f, const Kernels (&groups)[2]) {
+  const double k = search_half(f, groups, &GpuEfficiency::gemm_half_k, 1.0, 1e5);
+  const double with = gemm_error(f, groups, &GpuEfficiency::gemm_half_k, k);
+  return gemm_error(f, groups, &GpuEfficiency::gemm_half_k, 0.0) <= with ? 0.0 : k;
 }
 
 bool several_sizes(const Kernels (&groups)[2]) {
@@ -138,6 +145,21 @@ bool several_sizes(const Kernels (&groups)[2]) {
       if (k->op.flops != first) return true;
     }
   return false;
+}
+
+// GEMMs whose inner dimensions K differ by at least a factor 2 (gemm_half_k bends the curve
+// only between them).
+bool several_depths(const Fit& f, const Kernels (&groups)[2]) {
+  const hardware::GpuModel m = f.model();
+  double lo = 0, hi = 0;
+  for (const Kernels& g : groups)
+    for (const auto* k : g) {
+      const double depth = m.depth_k(k->op);
+      if (depth <= 0) continue;
+      lo = lo > 0 ? std::min(lo, depth) : depth;
+      hi = std::max(hi, depth);
+    }
+  return lo > 0 && hi >= 2 * lo;
 }
 
 void record(const Fit& f, const Kernels& ks, FittedValue& v, double value) {
@@ -154,23 +176,30 @@ void scale(Fit& f, const Kernels& ks, double GpuEfficiency::*field, bool robust)
   f.gpu.efficiency.*field /= a;
 }
 
-void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half) {
+void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half, FittedValue& depth) {
   Kernels groups[2];
-  for (int round = 0; round < 3; ++round) {
+  // Size and depth both bend the curve: each searched with the other held, in turn, until
+  // neither moves (the kernels that count as compute-bound are chosen again each round).
+  GpuEfficiency& e = f.gpu.efficiency;
+  const auto moved = [](double before, double after) { return std::abs(after - before) > 1e-6 * std::abs(before); };
+  for (int round = 0; round < 30; ++round) {
     groups[0] = f.gemms(false);
     // NVFP4's GEMMs run at fp4_gemm_max, which calibration files do not hold: they fit nothing.
     if (f.precision != Precision::nvfp4) groups[1] = f.gemms(true);
     if (groups[0].empty() && groups[1].empty()) break;
-    if (several_sizes(groups)) f.gpu.efficiency.gemm_half_flops = search_half(f, groups);
+    const double half_before = e.gemm_half_flops, depth_before = e.gemm_half_k;
+    if (several_sizes(groups)) e.gemm_half_flops = search_half(f, groups, &GpuEfficiency::gemm_half_flops, 1e3, 1e15);
+    if (several_depths(f, groups)) e.gemm_half_k = search_depth(f, groups);
     scale(f, groups[0], &GpuEfficiency::gemm_max, false);
     scale(f, groups[1], &GpuEfficiency::fp8_gemm_max, false);
+    if (round >= 2 && !moved(half_before, e.gemm_half_flops) && !moved(depth_before, e.gemm_half_k)) break;
   }
-  const GpuEfficiency& e = f.gpu.efficiency;
   if (!groups[0].empty()) record(f, groups[0], bf16, e.gemm_max);
   if (!groups[1].empty()) record(f, groups[1], fp8, e.fp8_gemm_max);
   Kernels both = groups[0];
   both.insert(both.end(), groups[1].begin(), groups[1].end());
   if (several_sizes(groups)) record(f, both, half, e.gemm_half_flops);
+  if (several_depths(f, groups)) record(f, both, depth, e.gemm_half_k);
   const char* none = "no compute-bound GEMM kernel of a known op ran without communication";
   if (!bf16.fitted) bf16.why_not = none;
   if (!fp8.fitted)
@@ -181,6 +210,8 @@ void fit_gemm(Fit& f, FittedValue& bf16, FittedValue& fp8, FittedValue& half) {
                                                  "communication"
                                                : "the run has no FP8 GEMMs (training.precision is not fp8)";
   if (!half.fitted) half.why_not = both.empty() ? none : "the GEMM kernels that ran alone are all of one size";
+  if (!depth.fitted)
+    depth.why_not = both.empty() ? none : "the GEMM kernels that ran alone do not differ in K by a factor of 2";
 }
 
 // One efficiency from the median of what each of its kernels implies.
@@ -244,7 +275,8 @@ TraceFit fit_kernels(const std::vector<MeasuredKernel>& ks, const GpuSpec& gpu, 
     out.values.push_back({f.key, gpu.efficiency.*f.preset, std::nullopt, 0, 0, ""});
   Fit f{ks, gpu, precision};
   f.model();  // refuses a GPU without the run's peak before anything is fitted
-  fit_gemm(f, *out.find("gemm_max"), *out.find("fp8_gemm_max"), *out.find("gemm_half_flops"));
+  fit_gemm(f, *out.find("gemm_max"), *out.find("fp8_gemm_max"), *out.find("gemm_half_flops"),
+           *out.find("gemm_half_k"));
   fit_one(f, &Fit::attention, &GpuEfficiency::attention_max, *out.find("attention_max"),
           "no attention kernel of a known op ran without communication");
   fit_one(f, &Fit::memory, &GpuEfficiency::hbm, *out.find("hbm"),

@@ -33,7 +33,7 @@ struct FittedValue {
 };
 
 struct TraceFit {
-  // gemm_max, fp8_gemm_max, gemm_half_flops, attention_max, hbm, comm_slowdown
+  // gemm_max, fp8_gemm_max, gemm_half_flops, gemm_half_k, attention_max, hbm, comm_slowdown
   std::vector<FittedValue> values;
   FittedEfficiency efficiency() const;
   FittedValue* find(const std::string& key);

@@ -169,7 +169,7 @@ Matched match_kernels(const std::vector<TraceKernel>& kernels, const OpNames& na
 void fit_by_totals(TraceFit& fit, const Matched& m, const ClassTotals& sim, Precision precision) {
   for (auto& v : fit.values) {
     if (v.fitted) continue;
-    if (m.by_name == 0 && (v.key == "gemm_half_flops" || v.key == "comm_slowdown"))
+    if (m.by_name == 0 && (v.key == "gemm_half_flops" || v.key == "gemm_half_k" || v.key == "comm_slowdown"))
       v.why_not = "no kernel matched an op of the scenario by name, so no kernel's FLOPs are known";
     double simulated = 0, measured = 0;
     int n = 0;

@@ -80,13 +80,18 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
 // RMS: 350 at the 16-bit rate, the presets' figure. A grouped weight gradient's K is one expert's
 // tokens. The unfused attention core's batched GEMMs (K the head or the keys) are left out:
 // the fit's rows reach down to K = 512, not to a head's 128.
-double GpuModel::depth_share(const workload::OpCost& op) const {
-  const double half = gpu_.efficiency.gemm_half_k;
-  if (half <= 0.0 || op.k <= 0 || op.role == workload::Role::attention_core) return 1.0;
+double GpuModel::depth_k(const workload::OpCost& op) const {
+  if (op.cls != workload::OpClass::gemm || op.k <= 0 || op.role == workload::Role::attention_core) return 0.0;
   double k = static_cast<double>(op.k);
   if (op.pass == workload::Pass::backward_weight && op.groups > 1) k /= static_cast<double>(op.groups);
-  const double elements = op.fp8 ? half * (peak_.flops_per_s() / tensor_peak_.flops_per_s()) : half;
-  return k / (k + elements);
+  return op.fp8 ? k * (tensor_peak_.flops_per_s() / peak_.flops_per_s()) : k;
+}
+
+double GpuModel::depth_share(const workload::OpCost& op) const {
+  const double half = gpu_.efficiency.gemm_half_k;
+  const double k = depth_k(op);
+  if (half <= 0.0 || k <= 0.0) return 1.0;
+  return k / (k + half);
 }
 
 GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)

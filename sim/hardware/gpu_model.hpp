@@ -38,6 +38,9 @@ class GpuModel {
   // A GEMM's share of its size's rate for its inner dimension K: K / (K + gemm_half_k), the
   // half point scaled to a low-precision GEMM's rate (gpu_model.cpp); 1 without gemm_half_k.
   double depth_share(const workload::OpCost& op) const;
+  // The K that share is taken at, in elements at the 16-bit rate (a low-precision GEMM's K over
+  // its peak's ratio to the 16-bit one); 0 for an op it does not apply to.
+  double depth_k(const workload::OpCost& op) const;
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }

@@ -257,8 +257,49 @@ TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
   CHECK(*e.gemm_half_flops == Approx(2e10).epsilon(1e-3));
   CHECK_FALSE(e.attention_max.has_value());
   CHECK_FALSE(e.fp8_gemm_max.has_value());
-  CHECK(fit.values[3].why_not == "no attention kernel of a known op ran without communication");
-  CHECK(fit.values[1].why_not == "the run has no FP8 GEMMs (training.precision is not fp8)");
+  TraceFit copy = fit;
+  CHECK(copy.find("attention_max")->why_not == "no attention kernel of a known op ran without communication");
+  CHECK(copy.find("fp8_gemm_max")->why_not == "the run has no FP8 GEMMs (training.precision is not fp8)");
+  // Kernels without a shape say nothing of K.
+  CHECK_FALSE(e.gemm_half_k.has_value());
+  CHECK(copy.find("gemm_half_k")->why_not == "the GEMM kernels that ran alone do not differ in K by a factor of 2");
+}
+
+// GEMMs of every size at every inner dimension: the depth and the size bend the curve apart,
+// and the fit finds both (the preset's depth is 350 elements, the kernels' 600).
+TEST_CASE("the trace fit recovers a GEMM's depth half point from kernels of several K") {
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  GpuSpec truth = gpu;
+  truth.efficiency.gemm_max = 0.65;
+  truth.efficiency.gemm_half_flops = 2e10;
+  truth.efficiency.gemm_half_k = 600;
+  const hardware::GpuModel model(truth, Precision::bf16);
+  std::vector<MeasuredKernel> ks;
+  for (long long mn = 1024; mn <= 16384; mn *= 2)
+    for (long long k = 256; k <= 16384; k *= 4) {
+      MeasuredKernel kernel;
+      kernel.op.cls = workload::OpClass::gemm;
+      kernel.op.m = kernel.op.n = mn;
+      kernel.op.k = k;
+      kernel.op.flops = 2.0 * static_cast<double>(mn) * static_cast<double>(mn) * static_cast<double>(k);
+      kernel.op.bytes = Bytes(1000);
+      kernel.time_us = model.duration(kernel.op).us();
+      kernel.matched = true;
+      ks.push_back(kernel);
+    }
+  const FittedEfficiency e = fit_kernels(ks, gpu, Precision::bf16).efficiency();
+  REQUIRE(e.gemm_half_k.has_value());
+  CHECK(*e.gemm_half_k == Approx(600).epsilon(1e-3));
+  CHECK(*e.gemm_half_flops == Approx(2e10).epsilon(1e-3));
+  CHECK(*e.gemm_max == Approx(0.65).epsilon(1e-4));
+  // Made without the term, the same kernels fit none.
+  truth.efficiency.gemm_half_k = 0;
+  const hardware::GpuModel flat(truth, Precision::bf16);
+  for (MeasuredKernel& kernel : ks) kernel.time_us = flat.duration(kernel.op).us();
+  const FittedEfficiency none = fit_kernels(ks, gpu, Precision::bf16).efficiency();
+  REQUIRE(none.gemm_half_k.has_value());
+  CHECK(*none.gemm_half_k == 0.0);
+  CHECK(*none.gemm_max == Approx(0.65).epsilon(1e-4));
 }
 
 // Under FP8 training the FP8 GEMMs run against the FP8 peak and the BF16 ones (the LM head)

@@ -98,7 +98,7 @@ TEST_CASE("from-trace fits changed GPU efficiencies back within 2 percent") {
   const std::string changed =
       "--set cluster.gpu.efficiency.gemm_max=0.7 --set cluster.gpu.efficiency.gemm_half_flops=1e10 "
       "--set cluster.gpu.efficiency.attention_max=0.5 --set cluster.gpu.efficiency.hbm=0.7 "
-      "--set cluster.gpu.efficiency.comm_slowdown=0.2";
+      "--set cluster.gpu.efficiency.comm_slowdown=0.2 --set cluster.gpu.efficiency.gemm_half_k=700";
   const auto sim = s.run("simulate " + changed + " --trace step.json --json report.json");
   REQUIRE(sim.status == 0);
   const auto fit = s.run("calibrate from-trace step.json \"\" -o fitted.json");
@@ -106,6 +106,7 @@ TEST_CASE("from-trace fits changed GPU efficiencies back within 2 percent") {
   const auto eff = json_of(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency");
   CHECK(number(eff, "gemm_max") == Approx(0.7).epsilon(0.02));
   CHECK(number(eff, "gemm_half_flops") == Approx(1e10).epsilon(0.02));
+  CHECK(number(eff, "gemm_half_k") == Approx(700).epsilon(0.02));
   CHECK(number(eff, "attention_max") == Approx(0.5).epsilon(0.02));
   CHECK(number(eff, "hbm") == Approx(0.7).epsilon(0.02));
   CHECK(number(eff, "comm_slowdown") == Approx(0.2).epsilon(0.02));
