@@ -3,8 +3,8 @@
 // (gemm_max, fp8_gemm_max, attention_max) and a memory-bound one's to hbm, so each is the
 // preset scaled by model / measured time; gemm_half_flops bends the GEMM curve by size and
 // gemm_half_k by inner dimension, each the value (searched on a log scale, in turn) that leaves
-// the smallest relative error once both GEMM maxima are scaled. Slowdown: a kernel that ran o µs beside communication progresses at
-// 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
+// the smallest relative error once both GEMM maxima are scaled. Slowdown: a kernel that ran
+// o µs beside communication progresses at 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
 #include "calibration/trace_fit.hpp"
 
 #include <algorithm>
