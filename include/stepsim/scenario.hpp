@@ -206,6 +206,11 @@ struct ClusterSpec {
 // over NVLink there (and combines the same way back).
 enum class MoeDispatcher { alltoall, flex };
 
+// The router's load-balancing loss as Megatron-Core computes it (--moe-router-load-balancing-type
+// with --moe-aux-loss-coeff above 0): none, over the micro-batch (aux_loss, Switch Transformer's)
+// or per sequence (seq_aux_loss, DeepSeek-V3's).
+enum class MoeBalancingLoss { none, aux_loss, seq_aux_loss };
+
 struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
@@ -224,6 +229,12 @@ struct MoeSpec {
   // each layer, 1 for MoE and 0 for dense (Megatron-Core's moe_layer_freq as a list).
   int first_dense_layers = 0;
   std::vector<int> layer_pattern{};  // empty: from first_dense_layers
+  // The router beside its GEMM: its load-balancing loss, DeepSeek-V3's expert bias (the tokens
+  // per expert counted each step, --moe-router-enable-expert-bias) and benchmarks' random router
+  // logits (--moe-router-force-load-balancing).
+  MoeBalancingLoss load_balancing = MoeBalancingLoss::none;
+  bool expert_bias = false;
+  bool force_balance = false;
 };
 
 // Multi-head latent attention (DeepSeek-V2 and -V3; Megatron-Core's MLASelfAttention): the

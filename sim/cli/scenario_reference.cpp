@@ -61,6 +61,16 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"model.moe.shared_experts", "", "experts every token goes through beside the routed ones",
      "Megatron `--moe-shared-expert-intermediate-size` (as a count of expert-sized MLPs)"},
+    {"model.moe.load_balancing", "",
+     "the router's load-balancing loss: `none`, `aux_loss` (over the micro-batch) or `seq_aux_loss` (per "
+     "sequence); each adds its kernels beside the router, forward and backward, as Megatron-Core's fused router "
+     "runs them",
+     "Megatron `--moe-router-load-balancing-type` with `--moe-aux-loss-coeff` above 0"},
+    {"model.moe.expert_bias", "", "the router counts the tokens per expert for its expert bias (DeepSeek-V3)",
+     "Megatron `--moe-router-enable-expert-bias`"},
+    {"model.moe.force_balance", "",
+     "the router's logits replaced by random ones, as benchmarks run to balance the experts (two kernels a layer)",
+     "Megatron `--moe-router-force-load-balancing`"},
     {"model.moe.first_dense_layers", "",
      "the first layers are dense, model.ffn_hidden wide, the rest MoE layers (DeepSeek-V3: 3)",
      "HF `first_k_dense_replace`; Megatron `--moe-layer-freq [0]*3+[1]*58`"},
@@ -234,7 +244,7 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
      "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
-     "also wait on the CPU for the gradient norm, and spend 72.5 us on it per expert GEMM of a grouped GEMM after the "
+     "also wait on the CPU for the gradient norm, and spend 72.2 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",

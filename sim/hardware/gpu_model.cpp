@@ -156,8 +156,11 @@ Time GpuModel::memory_time(const workload::OpCost& op) const {
   return transfer_time(op.bytes, gpu_.memory_bandwidth.scaled(gpu_.efficiency.hbm));
 }
 
+// An op that stands for a chain of PyTorch operators runs a kernel for each: none shorter than
+// kernel_min.
 Time GpuModel::duration(const workload::OpCost& op) const {
-  return max(max(compute_time(op), memory_time(op)), gpu_.efficiency.kernel_min);
+  const Time floor = gpu_.efficiency.kernel_min * static_cast<double>(std::max(op.operators, 1));
+  return max(max(compute_time(op), memory_time(op)), floor);
 }
 
 }  // namespace stepsim::hardware

@@ -24,7 +24,7 @@ class GpuModel {
 
   // Duration of `op` on an otherwise idle GPU: the roofline
   //   max(flops / (peak · efficiency(op)), bytes / (HBM bandwidth · efficiency.hbm)),
-  // never below efficiency.kernel_min.
+  // never below efficiency.kernel_min a kernel (an op of several PyTorch operators runs one each).
   Time duration(const workload::OpCost& op) const;
   // The two sides of that roofline: the FLOPs at the op's rate, and its bytes at the
   // achievable HBM bandwidth.

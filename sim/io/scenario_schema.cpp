@@ -197,6 +197,13 @@ std::span<const EnumName<Protocol>> enum_names(Tag<Protocol>) {
   return names;
 }
 
+std::span<const EnumName<MoeBalancingLoss>> enum_names(Tag<MoeBalancingLoss>) {
+  static constexpr EnumName<MoeBalancingLoss> names[] = {{"none", MoeBalancingLoss::none},
+                                                         {"aux_loss", MoeBalancingLoss::aux_loss},
+                                                         {"seq_aux_loss", MoeBalancingLoss::seq_aux_loss}};
+  return names;
+}
+
 std::span<const EnumName<MoeDispatcher>> enum_names(Tag<MoeDispatcher>) {
   static constexpr EnumName<MoeDispatcher> names[] = {{"alltoall", MoeDispatcher::alltoall},
                                                       {"flex", MoeDispatcher::flex}};
@@ -309,6 +316,9 @@ Schema<MoeSpec> schema_of(Tag<MoeSpec>) {
                                               field<&MoeSpec::a2a_overlap>("a2a_overlap"),
                                               field<&MoeSpec::imbalance>("imbalance"),
                                               field<&MoeSpec::shared_experts>("shared_experts"),
+                                              field<&MoeSpec::load_balancing>("load_balancing"),
+                                              field<&MoeSpec::expert_bias>("expert_bias"),
+                                              field<&MoeSpec::force_balance>("force_balance"),
                                               field<&MoeSpec::first_dense_layers>("first_dense_layers"),
                                               field<&MoeSpec::layer_pattern>("layer_pattern")};
   return {fields, ""};

@@ -166,10 +166,13 @@ void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) 
     const bool untouched = m.moe.top_k == dense.top_k && m.moe.expert_ffn_hidden == 0 &&
                            m.moe.capacity_factor == dense.capacity_factor && m.moe.imbalance == dense.imbalance &&
                            m.moe.shared_experts == dense.shared_experts &&
-                           m.moe.first_dense_layers == dense.first_dense_layers && m.moe.layer_pattern.empty();
+                           m.moe.first_dense_layers == dense.first_dense_layers && m.moe.layer_pattern.empty() &&
+                           m.moe.load_balancing == dense.load_balancing && m.moe.expert_bias == dense.expert_bias &&
+                           m.moe.force_balance == dense.force_balance;
     c.require(untouched, "/model/moe",
-              "top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers and "
-              "layer_pattern need model.moe.experts > 0 (the model is dense)");
+              "top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers, "
+              "layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 (the model is "
+              "dense)");
     return;
   }
   c.require(m.moe.top_k <= m.moe.experts, "/model/moe/top_k", "must be between 1 and experts ({}), got {}",

@@ -137,6 +137,29 @@ OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
 // (one kernel, each expert's GEMM over its share of them), and the unpermutation sums each token's copies
 // weighted by the router. Shared experts see every token.
+// The router's work beside its GEMM, as Megatron-Core's TopKRouter runs it with
+// --moe-router-fusion (Transformer Engine's fused router kernels, which the Megatron-Bridge MoE
+// recipes set; megatron/core/transformer/moe/router.py and moe_utils.py): forward, the fused
+// top-k with its score function (the logits read in fp32, the probabilities and the routing map
+// written: 9 bytes a score); with a load-balancing loss the fused scores for it (9 more), the
+// tokens per expert, the fused loss and its logged copy (a division and an add into the layer's
+// tracker): 5 operators, and per sequence (seq_aux_loss) the division by the batch too; with
+// the expert bias the tokens per expert summed into its count (2); with random logits
+// (force_balance) their clone and normal_ (2, 12 bytes a score). Backward: the top-k's (8 bytes
+// a score) and with a loss the auto-scaler's ones_like and product, the loss's and the scores'
+// backward and the sum of the logits' two gradients (5 more, 20 bytes a score; one more per
+// sequence).
+OpCost router_routing(const LayerShape& s, long long tokens) {
+  const bool loss = s.balancing != MoeBalancingLoss::none;
+  const int per_sequence = s.balancing == MoeBalancingLoss::seq_aux_loss ? 1 : 0;
+  const double bytes = 9.0 + (loss ? 9.0 : 0.0) + (s.router_counts_bias ? 1.0 : 0.0) + (s.random_router ? 12.0 : 0.0);
+  OpCost op = elementwise("router top-k", Role::router, OpClass::elementwise, tokens * s.experts, bytes, 4.0);
+  op.backward_bytes = Bytes(std::llround(static_cast<double>(tokens * s.experts) * (loss ? 28.0 : 8.0)));
+  op.operators = 1 + (loss ? 5 + per_sequence : 0) + (s.router_counts_bias ? 2 : 0) + (s.random_router ? 2 : 0);
+  op.backward_operators = 1 + (loss ? 5 + per_sequence : 0);
+  return op;
+}
+
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
   const long long copies = n * s.top_k;
@@ -144,6 +167,7 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   // 1/etp of every local expert over etp times the tokens the all-to-all brought it.
   const long long routed = s.routed_tokens() * s.etp;
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
+  ops.push_back(router_routing(s, n));
   ops.push_back(
       elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));

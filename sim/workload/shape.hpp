@@ -58,6 +58,10 @@ struct LayerShape {
   // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
   // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).
   bool sorts_chunks = false;
+  // The router beside its GEMM (model.moe.load_balancing, expert_bias, force_balance).
+  MoeBalancingLoss balancing = MoeBalancingLoss::none;
+  bool router_counts_bias = false;
+  bool random_router = false;
   double routed_load = 1.0;  // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;    // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;         // one activation element (fp8 training keeps activations in bf16)

@@ -175,7 +175,18 @@ TEST_CASE("the zero-bubble schedules are refused with FSDP and HSDP") {
 TEST_CASE("mixture-of-experts keys are refused where they would do nothing or cannot run") {
   CHECK(error_of({"model.moe.top_k=2"}) ==
         "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, "
-        "first_dense_layers and layer_pattern need model.moe.experts > 0 (the model is dense)");
+        "first_dense_layers, layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 "
+        "(the model is dense)");
+  for (const char* key :
+       {"model.moe.load_balancing=aux_loss", "model.moe.expert_bias=true", "model.moe.force_balance=true"})
+    CHECK(error_of({key}) ==
+          "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, "
+          "first_dense_layers, layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 "
+          "(the model is dense)");
+  // Megatron-Core's global_aux_loss is not simulated: not a value.
+  CHECK(error_of({"model=mixtral-8x7b", "model.moe.load_balancing=global_aux_loss"}) ==
+        "--set: model.moe.load_balancing: unknown value 'global_aux_loss' (expected one of none, aux_loss, "
+        "seq_aux_loss)");
   CHECK(error_of({"model=mixtral-8x7b", "model.moe.imbalance=1.5"}) ==
         "s.json: /model/moe/imbalance: is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got "
         "1.5");

@@ -84,8 +84,8 @@ TEST_CASE("dense layers that leave no MoE layer, or a layer pattern unlike the s
 
 TEST_CASE("layer patterns of a dense model are refused") {
   const std::string message =
-      "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers "
-      "and layer_pattern need model.moe.experts > 0 (the model is dense)";
+      "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers, "
+      "layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 (the model is dense)";
   CHECK(error_of({"model.moe.first_dense_layers=1"}) == message);
   CHECK(error_of({pattern(1, 31)}) == message);
 }
