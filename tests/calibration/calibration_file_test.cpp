@@ -243,13 +243,19 @@ std::vector<MeasuredKernel> kernels_of(const GpuSpec& truth, Precision precision
   return ks;
 }
 
+// The H100 preset with a GEMM curve of its own: what kernels measured on some GPU would give.
+GpuSpec h100_with(double gemm_max, double gemm_half_flops) {
+  GpuSpec truth = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  truth.efficiency.gemm_max = gemm_max;
+  truth.efficiency.gemm_half_flops = gemm_half_flops;
+  return truth;
+}
+
 }  // namespace
 
 TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
   const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
-  GpuSpec truth = gpu;
-  truth.efficiency.gemm_max = 0.65;
-  truth.efficiency.gemm_half_flops = 2e10;
+  const GpuSpec truth = h100_with(0.65, 2e10);
   const TraceFit fit =
       fit_kernels(kernels_of(truth, Precision::bf16, workload::OpClass::gemm, false), gpu, Precision::bf16);
   const FittedEfficiency e = fit.efficiency();
@@ -269,9 +275,7 @@ TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
 // and the fit finds both (the preset's depth is 350 elements, the kernels' 600).
 TEST_CASE("the trace fit recovers a GEMM's depth half point from kernels of several K") {
   const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
-  GpuSpec truth = gpu;
-  truth.efficiency.gemm_max = 0.65;
-  truth.efficiency.gemm_half_flops = 2e10;
+  GpuSpec truth = h100_with(0.65, 2e10);
   truth.efficiency.gemm_half_k = 600;
   const hardware::GpuModel model(truth, Precision::bf16);
   std::vector<MeasuredKernel> ks;
@@ -306,10 +310,8 @@ TEST_CASE("the trace fit recovers a GEMM's depth half point from kernels of seve
 // against the BF16 peak: each maximum comes from its own GEMMs, the half-size from both.
 TEST_CASE("the trace fit gives FP8 and BF16 GEMMs their own maximum") {
   const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
-  GpuSpec truth = gpu;
-  truth.efficiency.gemm_max = 0.75;
+  GpuSpec truth = h100_with(0.75, 3e10);
   truth.efficiency.fp8_gemm_max = 0.45;
-  truth.efficiency.gemm_half_flops = 3e10;
   std::vector<MeasuredKernel> ks = kernels_of(truth, Precision::fp8, workload::OpClass::gemm, true);
   const auto bf16 = kernels_of(truth, Precision::fp8, workload::OpClass::gemm, false);
   ks.insert(ks.end(), bf16.begin(), bf16.begin() + 2);
