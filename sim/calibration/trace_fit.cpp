@@ -35,11 +35,11 @@ bool alone(const MeasuredKernel& k) { return k.matched && k.overlap_us <= 0; }
 // time says something about that efficiency.
 bool compute_bound(const hardware::GpuModel& m, const MeasuredKernel& k) {
   const Time c = m.compute_time(k.op);
-  return c.us() > 1.05 * m.memory_time(k.op).us() && c.us() > 1.05 * m.spec().efficiency.kernel_min.us();
+  return c.us() > 1.05 * m.memory_time(k.op).us() && c.us() > 1.05 * m.floor(k.op).us();
 }
 bool memory_bound(const hardware::GpuModel& m, const MeasuredKernel& k) {
   const Time b = m.memory_time(k.op);
-  return b.us() > 1.05 * m.compute_time(k.op).us() && b.us() > 1.05 * m.spec().efficiency.kernel_min.us();
+  return b.us() > 1.05 * m.compute_time(k.op).us() && b.us() > 1.05 * m.floor(k.op).us();
 }
 
 // The efficiencies being fitted and the kernels each speaks for.
@@ -230,13 +230,12 @@ void fit_one(Fit& f, Kernels (Fit::*kernels)() const, double GpuEfficiency::*fie
 
 void fit_slowdown(const Fit& f, FittedValue& v) {
   const hardware::GpuModel m = f.model();
-  const double floor_us = m.spec().efficiency.kernel_min.us();
   double overlap = 0, progress = 0;
   std::vector<std::pair<const MeasuredKernel*, double>> used;  // with its model time alone
   for (const auto& k : f.all) {
     if (!k.matched || k.overlap_us <= 0) continue;
     const double t0 = m.duration(k.op).us();
-    if (t0 <= 1.05 * floor_us) continue;
+    if (t0 <= 1.05 * m.floor(k.op).us()) continue;
     overlap += k.overlap_us;
     progress += t0 - k.time_us + k.overlap_us;
     used.emplace_back(&k, t0);

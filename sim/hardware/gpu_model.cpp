@@ -77,9 +77,9 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
 // rows on an H800 (deepseek-ai/DeepGEMM at a6d97a1, February 2025, within 1.0–1.2× of CUTLASS's
 // kernels; M = 4096, N from 4096 to 32768, K from 512 to 16384: 590 TFLOPS at K = 512, 1025 at
 // 2048, 1358 at 16384) fit it by least squares at 670 FP8 elements beside the size curve, 2.2 %
-// RMS: 350 at the 16-bit rate, the presets' figure. A grouped weight gradient's K is one expert's
-// tokens. The unfused attention core's batched GEMMs (K the head or the keys) are left out:
-// the fit's rows reach down to K = 512, not to a head's 128.
+// RMS: 350 at the 16-bit rate, the presets' figure (2.30 % RMS over the rows). A grouped
+// weight gradient's K is one expert's tokens. The unfused attention core's batched GEMMs (K the
+// head or the keys) are left out: the fit's rows reach down to K = 512, not to a head's 128.
 double GpuModel::depth_k(const workload::OpCost& op) const {
   if (op.cls != workload::OpClass::gemm || op.k <= 0 || op.role == workload::Role::attention_core) return 0.0;
   double k = static_cast<double>(op.k);
@@ -158,9 +158,12 @@ Time GpuModel::memory_time(const workload::OpCost& op) const {
 
 // An op that stands for a chain of PyTorch operators runs a kernel for each: none shorter than
 // kernel_min.
+Time GpuModel::floor(const workload::OpCost& op) const {
+  return gpu_.efficiency.kernel_min * static_cast<double>(std::max(op.operators, 1));
+}
+
 Time GpuModel::duration(const workload::OpCost& op) const {
-  const Time floor = gpu_.efficiency.kernel_min * static_cast<double>(std::max(op.operators, 1));
-  return max(max(compute_time(op), memory_time(op)), floor);
+  return max(max(compute_time(op), memory_time(op)), floor(op));
 }
 
 }  // namespace stepsim::hardware

@@ -30,6 +30,8 @@ class GpuModel {
   // achievable HBM bandwidth.
   Time compute_time(const workload::OpCost& op) const;
   Time memory_time(const workload::OpCost& op) const;
+  // The least it lasts: kernel_min for each of its kernels (an op of several operators, one each).
+  Time floor(const workload::OpCost& op) const;
   // Fraction of the dense peak `op` reaches when compute-bound: GEMMs and fused attention
   // follow a saturating curve max · F / (F + gemm_half_flops) in their FLOPs F, GEMMs times
   // depth_share; fused attention also by its kernel (attention_share) and, on Hopper and Blackwell, by its head

@@ -132,11 +132,6 @@ OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
   return op;
 }
 
-// A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
-// scores every expert, the permutation groups the top_k copies of each token by expert,
-// the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
-// (one kernel, each expert's GEMM over its share of them), and the unpermutation sums each token's copies
-// weighted by the router. Shared experts see every token.
 // The router's work beside its GEMM, as Megatron-Core's TopKRouter runs it with
 // --moe-router-fusion (Transformer Engine's fused router kernels, which the Megatron-Bridge MoE
 // recipes set; megatron/core/transformer/moe/router.py and moe_utils.py): forward, the fused
@@ -160,6 +155,11 @@ OpCost router_routing(const LayerShape& s, long long tokens) {
   return op;
 }
 
+// A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
+// scores every expert, the permutation groups the top_k copies of each token by expert,
+// the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
+// (one kernel, each expert's GEMM over its share of them), and the unpermutation sums each token's copies
+// weighted by the router. Shared experts see every token.
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
   const long long copies = n * s.top_k;

@@ -1,6 +1,10 @@
 // The roofline GPU model: GEMM efficiency by size, memory-bound element-wise kernels, floors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "hardware/gpu_model.hpp"
 #include "scenarios.hpp"
 #include "stepsim/error.hpp"
@@ -110,15 +114,38 @@ TEST_CASE("a GEMM's efficiency carries its inner dimension's share K / (K + gemm
   CHECK(fp8.depth_share(low) == Approx(1024.0 / (1024.0 + 350.0 * 1979.0 / 989.0)));
 }
 
-// DeepGEMM's published FP8 rows on an H800 (deepseek-ai/DeepGEMM at a6d97a1): 1025 TFLOPS at
-// M = 4096, N = 7168, K = 2048 against 1358 at K = 16384, 0.755; the fit the presets take holds
-// its rows within 2.2 % RMS.
-TEST_CASE("a shallow FP8 GEMM runs below a deep one of the same output as DeepGEMM measures") {
+// The rows the presets' gemm_half_k of 350 (700 FP8 elements) was fitted to: DeepGEMM's
+// published FP8 GEMMs on an H800 (deepseek-ai/DeepGEMM at a6d97a1, README: M, N, K, TFLOPS;
+// N from 4096, the grouped rows by their M per group). Not a validation, being the fit's own
+// data: the test holds the residual docs/model.md states for it, 2.30 % RMS and 4.75 % at
+// worst once one scale is taken out (the geometric mean of measured over model), so that it
+// fails when the curve or the half point drifts.
+TEST_CASE("the GEMM depth term fits the DeepGEMM rows it was fitted to within the residual stated") {
   const GpuModel gpu(h100_with_depth(), Precision::fp8);
-  OpCost shallow = gemm(4096, 7168, 2048);
-  OpCost deep = gemm(4096, 7168, 16384);
-  shallow.fp8 = deep.fp8 = true;
-  CHECK(achieved_tflops(gpu, shallow) / achieved_tflops(gpu, deep) == Approx(1025.0 / 1358.0).epsilon(0.03));
+  struct Row {
+    long long m, n, k;
+    double tflops;
+  };
+  constexpr Row rows[] = {{4096, 24576, 1536, 990}, {4096, 32768, 512, 590},  {4096, 7168, 16384, 1358},
+                          {4096, 4096, 7168, 1304}, {4096, 7168, 2048, 1025}, {8192, 4096, 7168, 1297},
+                          {8192, 7168, 2048, 1099}, {4096, 4096, 7168, 1288}, {4096, 7168, 2048, 1093}};
+  std::vector<double> model;
+  double log_scale = 0;
+  for (const Row& r : rows) {
+    OpCost op = gemm(r.m, r.n, r.k);
+    op.fp8 = true;
+    model.push_back(achieved_tflops(gpu, op));
+    log_scale += std::log(r.tflops / model.back());
+  }
+  const double scale = std::exp(log_scale / static_cast<double>(model.size()));
+  double squares = 0, worst = 0;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    const double error = scale * model[i] / rows[i].tflops - 1;
+    squares += error * error;
+    worst = std::max(worst, std::abs(error));
+  }
+  CHECK(std::sqrt(squares / static_cast<double>(model.size())) <= 0.0230);
+  CHECK(worst <= 0.0475);
 }
 
 TEST_CASE("an element-wise kernel runs at the achievable HBM bandwidth") {
