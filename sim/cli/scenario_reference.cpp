@@ -134,7 +134,10 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
     {"cluster.gpu.kernel_launch", "time", "host (CPU) cost to launch one kernel", ""},
     {"cluster.gpu.efficiency.gemm_max", "fraction", "sustained fraction of dense peak reached by large GEMMs", ""},
-    {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs", "GEMM size at which it reaches half of gemm_max", ""},
+    {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs",
+     "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so FP8 and FP4 "
+     "GEMMs reach half at this times their peak over the 16-bit one",
+     ""},
     {"cluster.gpu.efficiency.gemm_half_k", "elements",
      "inner dimension K at which a GEMM reaches half of its rate for its size: each tile's fixed work (pipeline "
      "fill, epilogue) against its K loop, K / (K + this) in 16-bit elements (FP8 and FP4 GEMMs: this times their "
@@ -244,7 +247,7 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
      "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
-     "also wait on the CPU for the gradient norm, and spend 72.2 us on it per expert GEMM of a grouped GEMM after the "
+     "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",

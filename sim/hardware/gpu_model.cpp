@@ -72,19 +72,26 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
 
 // A GEMM's rate beside its size: each output tile fills its pipeline before its K loop and
 // writes its result after it, a fixed time whatever K, so a short K runs below the rate a deep
-// one reaches: K / (K + gemm_half_k), in elements at the 16-bit rate and at a low precision's
-// rate (its peak over the 16-bit one) that many more in the same time. DeepGEMM's published FP8
-// rows on an H800 (deepseek-ai/DeepGEMM at a6d97a1, February 2025, within 1.0–1.2× of CUTLASS's
-// kernels; M = 4096, N from 4096 to 32768, K from 512 to 16384: 590 TFLOPS at K = 512, 1025 at
-// 2048, 1358 at 16384) fit it by least squares at 670 FP8 elements beside the size curve, 2.2 %
-// RMS: 350 at the 16-bit rate, the presets' figure (2.30 % RMS over the rows). A grouped
-// weight gradient's K is one expert's tokens. The unfused attention core's batched GEMMs (K the
-// head or the keys) are left out: the fit's rows reach down to K = 512, not to a head's 128.
+// one reaches: K / (K + gemm_half_k), in elements at the 16-bit rate, and at a low precision's
+// rate (its peak over the 16-bit one) that many more in the same time. The presets' half points
+// and size curves come from OpenXLA's measured GEMM table (matmul_interpolator_data.h, 2025;
+// tests/data/gemm/): 70 on Hopper (sm_90 BF16 rows), 40 on Blackwell (sm_100 BF16 and FP8
+// rows), least squares beside the size curve. DeepGEMM's block-scaled FP8 kernels on an H800
+// fit 670 FP8 elements, 335 at the 16-bit rate, beside the earlier size curve (their README at
+// a6d97a1); those are not the library GEMMs the frameworks call.
+// A grouped weight gradient's K is one expert's tokens. The unfused attention core's batched
+// GEMMs (K the head or the keys) are left out: the fit's rows reach down to K = 256, not to a
+// head's 128.
 double GpuModel::depth_k(const workload::OpCost& op) const {
   if (op.cls != workload::OpClass::gemm || op.k <= 0 || op.role == workload::Role::attention_core) return 0.0;
   double k = static_cast<double>(op.k);
   if (op.pass == workload::Pass::backward_weight && op.groups > 1) k /= static_cast<double>(op.groups);
-  return op.fp8 ? k * (tensor_peak_.flops_per_s() / peak_.flops_per_s()) : k;
+  return k / rate_ratio(op);
+}
+
+// A low-precision GEMM's peak over the 16-bit one (FP8 2, NVFP4 4); 1 for every other op.
+double GpuModel::rate_ratio(const workload::OpCost& op) const {
+  return op.fp8 ? peak_.flops_per_s() / tensor_peak_.flops_per_s() : 1.0;
 }
 
 double GpuModel::depth_share(const workload::OpCost& op) const {
@@ -118,10 +125,13 @@ GpuModel::GpuModel(const GpuSpec& gpu, Precision precision)
 double GpuModel::efficiency(const workload::OpCost& op) const {
   const GpuEfficiency& e = gpu_.efficiency;
   // A fixed per-kernel cost t0 (launch ramp, tail wave) in front of the peak-rate work gives
-  // F / (F + peak·t0): half of the maximum at F = gemm_half_flops. A grouped GEMM's experts
-  // each run on the curve at their own GEMM's size.
+  // F / (F + peak·t0): half of the maximum at F = gemm_half_flops, given at the 16-bit rate. The
+  // same t0 in front of a low-precision GEMM's faster work is that many more FLOPs: its half
+  // point scales with its peak (XLA's measured table, docs/model.md: BF16 and FP8 rows on
+  // Blackwell fit one curve at 8.0 % RMS this way, at best 10.9 % with one half point in FLOPs). A
+  // grouped GEMM's experts each run on the curve at their own GEMM's size.
   const double flops = op.flops / static_cast<double>(std::max(op.groups, 1LL));
-  const double saturation = flops / (flops + e.gemm_half_flops);
+  const double saturation = flops / (flops + e.gemm_half_flops * rate_ratio(op));
   switch (op.cls) {
     case workload::OpClass::gemm: {
       const double max = !op.fp8 ? e.gemm_max : precision_ == Precision::nvfp4 ? e.fp4_gemm_max : e.fp8_gemm_max;

@@ -43,6 +43,9 @@ class GpuModel {
   // The K that share is taken at, in elements at the 16-bit rate (a low-precision GEMM's K over
   // its peak's ratio to the 16-bit one); 0 for an op it does not apply to.
   double depth_k(const workload::OpCost& op) const;
+  // A low-precision GEMM's peak over the 16-bit peak (FP8 2, NVFP4 4 on Blackwell); 1 for any
+  // other op. Both GEMM half points, given at the 16-bit rate, scale by it.
+  double rate_ratio(const workload::OpCost& op) const;
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }
   Time kernel_launch() const { return gpu_.kernel_launch; }

@@ -110,7 +110,10 @@ TEST_CASE("NVFP4 quantization moves an amax pass and two scaled 4-bit copies per
 }
 
 // A compute-bound GEMM's time is FLOPs / (peak × efficiency): NVFP4 at the FP4 peak, MXFP8 at
-// the FP8 one; with the FP4 peak twice FP8's and equal efficiencies, half the time.
+// the FP8 one. With the FP4 peak twice FP8's and equal maxima, the work takes half the time and
+// the fixed time per GEMM the same: (F + F½·9000/989) / (9000 TFLOPS · max) against
+// (F + F½·4500/989) / (4500 TFLOPS · max), F½ given at the 16-bit rate (989 TFLOPS here) and
+// scaled by each format's peak over it.
 TEST_CASE("NVFP4 GEMMs run at the FP4 peak and MXFP8 GEMMs at the FP8 peak") {
   stepsim::GpuSpec gpu = st::h100();
   gpu.arch = GpuArch::blackwell;
@@ -122,7 +125,10 @@ TEST_CASE("NVFP4 GEMMs run at the FP4 peak and MXFP8 GEMMs at the FP8 peak") {
   const GpuModel fp8(gpu, Precision::fp8);
   const OpCost nv_fc1 = find(llama(Precision::nvfp4).layer.forward, Role::fc1, Pass::forward);
   const OpCost mx_fc1 = find(llama(Precision::mxfp8).layer.forward, Role::fc1, Pass::forward);
-  CHECK(fp4.compute_time(nv_fc1).seconds() == Approx(0.5 * fp8.compute_time(nv_fc1).seconds()));
+  const double f = nv_fc1.flops;
+  const double half = gpu.efficiency.gemm_half_flops;
+  CHECK(fp4.compute_time(nv_fc1).seconds() ==
+        Approx(0.5 * fp8.compute_time(nv_fc1).seconds() * (f + half * 9000.0 / 989.0) / (f + half * 4500.0 / 989.0)));
   CHECK(mx.compute_time(mx_fc1).seconds() == Approx(fp8.compute_time(mx_fc1).seconds()));
   CHECK(fp4.dtype(nv_fc1) == Precision::nvfp4);
   CHECK(mx.dtype(mx_fc1) == Precision::mxfp8);
