@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware/gpu_model.hpp"
+#include "io/scenario_loader.hpp"
 #include "scenarios.hpp"
 #include "stepsim/error.hpp"
 #include "workload/work.hpp"
@@ -187,36 +188,42 @@ Residual table_residual(const stepsim::GpuSpec& gpu, const std::string& sm) {
   return out;
 }
 
+// The GPU a cluster preset carries, as a scenario file naming it loads it.
+stepsim::GpuSpec preset_gpu(const std::string& cluster) {
+  return stepsim::io::load_scenario_text(
+             R"({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8}, "cluster": ")" + cluster + R"("})",
+             "preset.json", {})
+      .cluster.gpu;
+}
+
 }  // namespace
 
 // The GEMM curves of the presets (gemm_half_flops, gemm_half_k) against the measured rows they
-// were fitted to: Hopper's 4e9 FLOPs and 70 to the 45 BF16 rows of sm_90, Blackwell's 7.8e9
-// and 40 to the 90 BF16 and FP8 rows of sm_100 (a low-precision GEMM's half points at its rate).
+// were fitted to: the H100's (4e9 FLOPs, 70) to the 45 BF16 rows of sm_90, the B200's (7.8e9,
+// 40) to the 90 BF16 and FP8 rows of sm_100 (a low-precision GEMM's half points at its rate).
 // Not a validation, being the fit's own data: the test holds the residual docs/model.md
-// states, so that it fails when the curve's form or the half points drift.
-TEST_CASE("the GEMM size and depth curves fit the measured XLA rows within the residual stated") {
-  stepsim::GpuSpec hopper = st::h100();
-  hopper.efficiency.gemm_half_flops = 4e9;
-  hopper.efficiency.gemm_half_k = 70;
-  const Residual h = table_residual(hopper, "sm_90");
-  CHECK(h.rows == 45);
-  CHECK(h.rms <= 0.0489);
-  CHECK(h.worst <= 0.1339);
-  stepsim::GpuSpec blackwell = st::h100();
-  blackwell.arch = stepsim::GpuArch::blackwell;
-  blackwell.flops.bf16 = stepsim::FlopRate::tflops(2250);
-  blackwell.flops.fp8 = stepsim::FlopRate::tflops(4500);
-  blackwell.efficiency.gemm_half_flops = 7.8e9;
-  blackwell.efficiency.gemm_half_k = 40;
-  const Residual b = table_residual(blackwell, "sm_100");
-  CHECK(b.rows == 90);
-  CHECK(b.rms <= 0.0804);
-  CHECK(b.worst <= 0.2560);
-  // The curves they replaced (6e9 or 1.4e10 FLOPs and 350 elements, from DeepGEMM's
-  // block-scaled FP8 rows) miss the same rows five times as far (26.4 % RMS).
-  hopper.efficiency.gemm_half_flops = 6e9;
-  hopper.efficiency.gemm_half_k = 350;
-  CHECK(table_residual(hopper, "sm_90").rms > 0.25);
+// states, so that it fails when the curve's form or a preset's half points drift.
+TEST_CASE("the presets' GEMM size and depth curves fit the measured XLA rows within the residual stated") {
+  struct Case {
+    const char* cluster;
+    const char* sm;
+    std::size_t rows;
+    double rms, worst;
+  };
+  const Case cases[] = {{"dgx-h100-ndr", "sm_90", 45, 0.0489, 0.1339}, {"dgx-b200", "sm_100", 90, 0.0804, 0.2560}};
+  for (const Case& c : cases) {
+    const Residual r = table_residual(preset_gpu(c.cluster), c.sm);
+    INFO(c.cluster);
+    CHECK(r.rows == c.rows);
+    CHECK(r.rms <= c.rms);
+    CHECK(r.worst <= c.worst);
+  }
+  // The curve they replaced (6e9 FLOPs and 350 elements, from DeepGEMM's block-scaled FP8
+  // rows) misses the sm_90 rows five times as far (26.4 % RMS).
+  stepsim::GpuSpec old = preset_gpu("dgx-h100-ndr");
+  old.efficiency.gemm_half_flops = 6e9;
+  old.efficiency.gemm_half_k = 350;
+  CHECK(table_residual(old, "sm_90").rms > 0.25);
 }
 
 // A fixed time t0 per GEMM in front of its work: at the 16-bit rate it is gemm_half_flops
