@@ -6,6 +6,7 @@
 #include <set>
 
 #include "io/embedded_files.hpp"
+#include "io/json_document.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
 #include "io/scenario_schema.hpp"
@@ -57,6 +58,27 @@ TEST_CASE("every embedded preset loads") {
       const Scenario s = io::load_scenario(std::string(io::preset_name(file)));
       CHECK(s.cluster.gpus() >= s.parallel.gpus());
     }
+  }
+}
+
+// A key a GPU preset leaves out takes the schema's default, which no measurement stands for: every
+// efficiency of the compute model is written out in every GPU preset (0 where a term is off), and
+// the low-precision GEMM fractions wherever the GPU has that precision's peak.
+TEST_CASE("every GPU preset states each efficiency of the compute model") {
+  for (const auto& file : io::embedded_files()) {
+    if (io::preset_folder(file) != "gpus") continue;
+    INFO(file.path);
+    const boost::json::value doc = io::parse_json(file.text, std::string(file.path));
+    const boost::json::object& efficiency = doc.at("efficiency").as_object();
+    for (const char* key :
+         {"gemm_max", "gemm_half_flops", "gemm_half_k", "attention_max", "hbm", "kernel_min", "comm_slowdown"}) {
+      INFO(key);
+      CHECK(efficiency.contains(key));
+    }
+    GpuSpec g;
+    io::read_gpu(g, boost::json::value(boost::json::string(io::preset_name(file))), io::Reader("test", true));
+    CHECK(g.flops.fp8.positive() == efficiency.contains("fp8_gemm_max"));
+    CHECK(g.flops.fp4.positive() == efficiency.contains("fp4_gemm_max"));
   }
 }
 
