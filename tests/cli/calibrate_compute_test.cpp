@@ -178,7 +178,7 @@ TEST_CASE("the report after a from-trace fit shows the fitted values and their s
   // The default scenario runs no FP8 GEMM: nothing to fit, nothing set.
   CHECK(value_of(report.at("calibration"), "fp8_gemm_max") == nullptr);
   CHECK(has_note(report, "in force: gemm_max 0.7"));
-  CHECK(has_note(report, "(preset 0.657; fitted.json: fitted to trace step.json)"));
+  CHECK(has_note(report, "(preset 0.681; fitted.json: fitted to trace step.json)"));
   CHECK_FALSE(has_note(report, "nothing this step uses"));
 }
 

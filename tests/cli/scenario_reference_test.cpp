@@ -33,7 +33,7 @@ TEST_CASE("Key values are written as a scenario file writes them, not in exponen
   Scratch scratch("keys-format");
   const auto run = scratch.run("presets --keys");
   REQUIRE(run.status == 0);
-  CHECK(run.out.find("cluster.gpu.efficiency.gemm_max = 0.657\n") != std::string::npos);
+  CHECK(run.out.find("cluster.gpu.efficiency.gemm_max = 0.681\n") != std::string::npos);
   CHECK(run.out.find("E-1") == std::string::npos);
 }
 
