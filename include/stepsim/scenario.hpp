@@ -346,6 +346,10 @@ struct TrainingSpec {
   // (recipes that keep them in bf16 to save memory). Master weights stay fp32.
   Precision optimizer_state = Precision::fp32;
   Precision main_grad = Precision::fp32;
+  // Whether the scenario (or a --set) gave main_grad itself: under Megatron-Core the main
+  // gradients are the buffer data_parallel.grad_reduce_dtype reduces, and one given follows
+  // the other (io/validate.cpp).
+  bool main_grad_given = false;
   // Gradient clipping by global norm (Megatron's --clip-grad, torchtitan's max_norm, both on
   // by default): the optimizer step also reads the gradients for their norm and scales them.
   bool grad_clip = true;
@@ -359,6 +363,7 @@ struct DataParallelSpec {
   double first_bucket_mb = 1.0;  // MiB
   bool overlap_grad_reduce = true;
   Precision grad_reduce_dtype = Precision::bf16;
+  bool grad_reduce_dtype_given = false;  // the scenario gave grad_reduce_dtype (see main_grad_given)
   bool reshard_after_forward = true;
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;

@@ -374,6 +374,7 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
 // in the object: the keys beside it (and later --set assignments) override them.
 void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
+    if (object->contains("main_grad")) out.main_grad_given = true;
     if (const json::value* framework = object->if_contains("framework"); framework != nullptr) {
       read_value(out.framework, *framework, r.at("framework"));
       const FrameworkTraits& traits = traits_of(out.framework);
@@ -407,6 +408,14 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
       field<&TrainingSpec::grad_clip>("grad_clip"),
       field<&TrainingSpec::memory_headroom>("memory_headroom")};
   return {fields, ""};
+}
+
+// Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
+// gradients' precision (io/validate.cpp).
+void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr && object->contains("grad_reduce_dtype"))
+    out.grad_reduce_dtype_given = true;
+  read_value<DataParallelSpec>(out, v, r);
 }
 
 Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>) {

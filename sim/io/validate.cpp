@@ -541,6 +541,39 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
             "\"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and values to gather)");
 }
 
+// Megatron-Core accumulates the micro-batches' gradients into one buffer per model chunk, the
+// main gradients (param.main_grad), and reduces that buffer as it is: its precision is the
+// reduction's (DistributedDataParallelConfig.grad_reduce_in_fp32 sets both, in its DDP, its
+// distributed optimizer and Megatron-FSDP). So under training.framework megatron or nemo one of
+// training.main_grad and data_parallel.grad_reduce_dtype given sets the other; both given must
+// agree; neither given is fp32, as Megatron-LM sets it for every bf16 run
+// (accumulate_allreduce_grads_in_fp32 in megatron/training/arguments.py) and Megatron-Bridge's
+// and NeMo 2's mixed-precision recipes do by default.
+void tie_gradient_buffer(Scenario& s, const Checker& c) {
+  TrainingSpec& t = s.training;
+  DataParallelSpec& d = s.data_parallel;
+  if (!traits_of(t.framework).megatron_core) return;
+  const std::string_view name = traits_of(t.framework).name;
+  if (t.main_grad_given && d.grad_reduce_dtype_given) {
+    c.require(d.grad_reduce_dtype == t.main_grad, "/data_parallel/grad_reduce_dtype",
+              "{} with training.main_grad {}: under Megatron-Core (training.framework {}) the main gradients are the "
+              "buffer that is reduced (grad_reduce_in_fp32 sets both); give them the same precision",
+              to_string(d.grad_reduce_dtype), to_string(t.main_grad), name);
+  } else if (t.main_grad_given) {
+    d.grad_reduce_dtype = t.main_grad;
+  } else if (d.grad_reduce_dtype_given) {
+    c.require(d.grad_reduce_dtype == Precision::fp32 || d.grad_reduce_dtype == Precision::bf16,
+              "/data_parallel/grad_reduce_dtype",
+              "{} under Megatron-Core (training.framework {}) would make the main gradients {} too, and they are fp32 "
+              "or bf16 (training.main_grad)",
+              to_string(d.grad_reduce_dtype), name, to_string(d.grad_reduce_dtype));
+    t.main_grad = d.grad_reduce_dtype;
+  } else {
+    t.main_grad = Precision::fp32;
+    d.grad_reduce_dtype = Precision::fp32;
+  }
+}
+
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
@@ -610,6 +643,7 @@ void complete_and_validate(Scenario& s) {
   // Megatron turns sequence parallelism off when there is no tensor parallelism.
   if (s.parallel.tp == 1) s.parallel.sequence_parallel = false;
   check_split(s.model, s.parallel, c);
+  tie_gradient_buffer(s, c);
   check_training(s, c);
   check_cuda_graphs(s, c);
   check_activation_offload(s, c);

@@ -9,6 +9,7 @@
 #include "io/scenario_loader.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim {
 namespace {
@@ -90,7 +91,11 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
       out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside an NVLink domain, all-reduce across domains"});
   }
-  if (d.grad_reduce_dtype == Precision::fp32)
+  // Under Megatron-Core the reduced buffer is the main gradients: grad_reduce_in_fp32 off halves both.
+  if (d.grad_reduce_dtype == Precision::fp32 && traits_of(s.training.framework).megatron_core)
+    out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16"), set("training.main_grad", "bf16")},
+                   "reduce gradients in bf16 (half the bytes; under Megatron-Core the main gradients with them)"});
+  else if (d.grad_reduce_dtype == Precision::fp32)
     out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16")}, "reduce gradients in bf16 (half the bytes)"});
 }
 

@@ -21,7 +21,7 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
     {"a100-sxm4-80gb", 0.0486, 2},       // torchtitan on A100
     {"h100-sxm5-80gb", 0.0976, 16},      // Megatron-LM README weak scaling, NeMo 24.07, Megatron-Bridge
     {"h100-sxm5-96gb-500w", 0.0397, 9},  // torchtitan on H100
-    {"h200", 0.0040, 1},                 // torchtitan on H200
+    {"h200", 0.0060, 1},                 // torchtitan on H200
     {"b200", 0.1155, 7},                 // Megatron-Bridge on DGX B200 (dense and MoE)
     {"gb200", 0.0773, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};

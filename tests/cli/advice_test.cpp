@@ -108,3 +108,20 @@ TEST_CASE("The advice to recompute whole layers drops the modules that only sele
   }
   CHECK(full);
 }
+
+TEST_CASE("Under Megatron-Core the advice to reduce in bf16 takes the main gradients with it, and is simulated") {
+  // The main gradients are the buffer Megatron-Core reduces: grad_reduce_dtype alone, against
+  // main gradients the scenario gives in fp32, would be refused.
+  const std::vector<std::string> sets = {"parallel.tp=8", "parallel.dp=8", "training.framework=megatron",
+                                         "data_parallel.kind=zero1", "training.main_grad=fp32"};
+  const auto r = advised("", sets, true).report;
+  bool found = false;
+  for (const auto& a : r.advice) {
+    if (a.change.find("data_parallel.grad_reduce_dtype=bf16") == std::string::npos) continue;
+    found = true;
+    CHECK(a.change == "data_parallel.grad_reduce_dtype=bf16 training.main_grad=bf16");
+    INFO(a.status);
+    CHECK(a.status == "ok");
+  }
+  CHECK(found);
+}
