@@ -296,8 +296,8 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--use-precision-aware-optimizer` with `--exp-avg-dtype` and `--exp-avg-sq-dtype`"},
     {"training.main_grad", "",
      "precision of the main gradients micro-batches accumulate into: `fp32` or `bf16`; under `megatron` and `nemo` "
-     "the buffer `data_parallel.grad_reduce_dtype` reduces, so one given sets the other, both given must agree, "
-     "and neither given is `fp32` for both",
+     "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
+     "sets the other, both given must agree, and neither given is `fp32` for both",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "", "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
@@ -310,8 +310,8 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
      "flat AllReduce after it"},
     {"data_parallel.grad_reduce_dtype", "",
-     "precision gradients are reduced in; under `megatron` and `nemo` that of the main gradients "
-     "(`training.main_grad`)",
+     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
+     "gradients (`training.main_grad`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},

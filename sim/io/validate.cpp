@@ -541,18 +541,20 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
             "\"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and values to gather)");
 }
 
-// Megatron-Core accumulates the micro-batches' gradients into one buffer per model chunk, the
-// main gradients (param.main_grad), and reduces that buffer as it is: its precision is the
-// reduction's (DistributedDataParallelConfig.grad_reduce_in_fp32 sets both, in its DDP, its
-// distributed optimizer and Megatron-FSDP). So under training.framework megatron or nemo one of
+// Megatron-Core's DDP and distributed optimizer accumulate the micro-batches' gradients into one
+// buffer per model chunk, the main gradients (param.main_grad), and reduce that buffer as it is:
+// its precision is the reduction's (DistributedDataParallelConfig.grad_reduce_in_fp32 sets both).
+// So under training.framework megatron or nemo with data_parallel.kind ddp or zero1, one of
 // training.main_grad and data_parallel.grad_reduce_dtype given sets the other; both given must
 // agree; neither given is fp32, as Megatron-LM sets it for every bf16 run
 // (accumulate_allreduce_grads_in_fp32 in megatron/training/arguments.py) and Megatron-Bridge's
-// and NeMo 2's mixed-precision recipes do by default.
+// and NeMo 2's mixed-precision recipes do by default. Megatron-FSDP keeps them apart
+// (megatron_fsdp_main_grads_dtype and megatron_fsdp_grad_comm_dtype), as do other frameworks.
 void tie_gradient_buffer(Scenario& s, const Checker& c) {
   TrainingSpec& t = s.training;
   DataParallelSpec& d = s.data_parallel;
   if (!traits_of(t.framework).megatron_core) return;
+  if (d.kind != DpKind::ddp && d.kind != DpKind::zero1) return;
   const std::string_view name = traits_of(t.framework).name;
   if (t.main_grad_given && d.grad_reduce_dtype_given) {
     c.require(d.grad_reduce_dtype == t.main_grad, "/data_parallel/grad_reduce_dtype",

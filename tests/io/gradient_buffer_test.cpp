@@ -61,6 +61,14 @@ TEST_CASE("outside Megatron-Core the main gradients and the reduction keep their
   CHECK(mixed.data_parallel.grad_reduce_dtype == Precision::fp32);
 }
 
+TEST_CASE("under Megatron-FSDP the main gradients and the reduction keep their own precisions") {
+  // Megatron-FSDP has a main-gradient precision and a communication precision of its own
+  // (megatron_fsdp_main_grads_dtype, megatron_fsdp_grad_comm_dtype).
+  const Scenario s = load(scenario("nemo"), {"data_parallel.kind=fsdp", "data_parallel.grad_reduce_dtype=bf16"});
+  CHECK(s.training.main_grad == Precision::fp32);
+  CHECK(s.data_parallel.grad_reduce_dtype == Precision::bf16);
+}
+
 TEST_CASE("under Megatron-Core the one precision given sets the other, from the file or from --set") {
   const Scenario reduced = load(scenario("nemo", R"(, "grad_reduce_dtype": "bf16")"));
   CHECK(reduced.training.main_grad == Precision::bf16);
