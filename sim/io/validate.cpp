@@ -551,10 +551,9 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
 // and NeMo 2's mixed-precision recipes do by default. Megatron-FSDP keeps them apart
 // (megatron_fsdp_main_grads_dtype and megatron_fsdp_grad_comm_dtype), as do other frameworks.
 void tie_gradient_buffer(Scenario& s, const Checker& c) {
+  if (!main_grad_is_reduced_buffer(s)) return;
   TrainingSpec& t = s.training;
   DataParallelSpec& d = s.data_parallel;
-  if (!traits_of(t.framework).megatron_core) return;
-  if (d.kind != DpKind::ddp && d.kind != DpKind::zero1) return;
   const std::string_view name = traits_of(t.framework).name;
   if (t.main_grad_given && d.grad_reduce_dtype_given) {
     c.require(d.grad_reduce_dtype == t.main_grad, "/data_parallel/grad_reduce_dtype",
@@ -628,6 +627,11 @@ void check_simulated(const Scenario& s, const Checker& c) {
 }
 
 }  // namespace
+
+bool main_grad_is_reduced_buffer(const Scenario& s) {
+  const DpKind kind = s.data_parallel.kind;
+  return traits_of(s.training.framework).megatron_core && (kind == DpKind::ddp || kind == DpKind::zero1);
+}
 
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source);

@@ -12,6 +12,11 @@ namespace stepsim::io {
 // scenario; InputError names `s.source` and the JSON path of the offending key.
 void complete_and_validate(Scenario& s);
 
+// Whether the scenario's main gradients are the buffer its data-parallel reduction carries
+// (Megatron-Core's DDP and distributed optimizer), so that training.main_grad and
+// data_parallel.grad_reduce_dtype are one precision.
+bool main_grad_is_reduced_buffer(const Scenario& s);
+
 // Sizes the cluster for `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)) and checks it.
 void complete_and_validate(ClusterSpec& c, int gpus, const std::string& source);
 

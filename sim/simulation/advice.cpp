@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "io/scenario_loader.hpp"
+#include "io/validate.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
-#include "stepsim/framework.hpp"
 
 namespace stepsim {
 namespace {
@@ -91,12 +91,12 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
       out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside an NVLink domain, all-reduce across domains"});
   }
-  // Under Megatron-Core the reduced buffer is the main gradients: grad_reduce_in_fp32 off halves both.
-  if (d.grad_reduce_dtype == Precision::fp32 && traits_of(s.training.framework).megatron_core)
-    out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16"), set("training.main_grad", "bf16")},
-                   "reduce gradients in bf16 (half the bytes; under Megatron-Core the main gradients with them)"});
-  else if (d.grad_reduce_dtype == Precision::fp32)
-    out.push_back({{set("data_parallel.grad_reduce_dtype", "bf16")}, "reduce gradients in bf16 (half the bytes)"});
+  if (d.grad_reduce_dtype == Precision::fp32) {
+    // Where the reduced buffer is the main gradients (Megatron-Core), grad_reduce_in_fp32 off halves both.
+    Candidate c{{set("data_parallel.grad_reduce_dtype", "bf16")}, "reduce gradients in bf16 (half the bytes)"};
+    if (io::main_grad_is_reduced_buffer(s)) c.sets.push_back(set("training.main_grad", "bf16"));
+    out.push_back(std::move(c));
+  }
 }
 
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {

@@ -124,4 +124,17 @@ TEST_CASE("Under Megatron-Core the advice to reduce in bf16 takes the main gradi
     CHECK(a.status == "ok");
   }
   CHECK(found);
+  // Megatron-FSDP keeps its main gradients' precision apart: the advice changes the reduction alone.
+  const auto fsdp = advised("",
+                            {"parallel.tp=8", "parallel.dp=8", "training.framework=megatron", "data_parallel.kind=fsdp",
+                             "data_parallel.grad_reduce_dtype=fp32"},
+                            true)
+                        .report;
+  bool alone = false;
+  for (const auto& a : fsdp.advice)
+    if (a.change.find("data_parallel.grad_reduce_dtype=bf16") != std::string::npos) {
+      alone = true;
+      CHECK(a.change == "data_parallel.grad_reduce_dtype=bf16");
+    }
+  CHECK(alone);
 }
