@@ -32,7 +32,7 @@ double step_time(const char* scenario, const char* sequence_parallel, const char
 
 // The README and docs/validation.md claim 8 % for Table 5 and 15 % for BLOOM: the tests hold
 // exactly those, so that they fail when the model drifts.
-TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 8 percent") {
+TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 8 percent", "[slow]") {
   for (const Row& row : kTable5) {
     const double full = step_time(row.scenario, "false", "full");
     const double selective = step_time(row.scenario, "true", "selective");

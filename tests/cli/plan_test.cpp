@@ -31,7 +31,7 @@ double number(const boost::json::object& row, const char* key) { return row.at(k
 // NeMo 24.07's Llama 3 70B recipe (TP 4, PP 4 interleaved over 5 virtual stages, CP 2, FP8,
 // TP overlap, distributed optimizer; configs/validation/nemo2407-llama3-70b-64gpu.json) scaled
 // to 256 H100 by data parallelism is one of the layouts plan searches: its pick is no slower.
-TEST_CASE("on 256 H100 plan's layout for Llama 3 70B is at least as fast as NeMo's published recipe") {
+TEST_CASE("on 256 H100 plan's layout for Llama 3 70B is at least as fast as NeMo's published recipe", "[slow]") {
   const Scratch dir("plan-nemo");
   const auto rows = plan_rows(dir, kNemo + " --tokens 1T --gpus 256 --precision bf16,fp8 --cluster dgx-h100-ndr@2.5");
   REQUIRE(rows.size() == 1);

@@ -73,7 +73,7 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 // not used for fitting; per group 10.36 % (Megatron-LM README), 1.81 % (NeMo 24.07), 3.30 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
-TEST_CASE("the simulated public runs stay within the validation error the documentation states") {
+TEST_CASE("the simulated public runs stay within the validation error the documentation states", "[slow]") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
   double all = 0, unfitted = 0;
   int n_all = 0, n_unfitted = 0;
@@ -108,7 +108,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
 // 4 used for fitting (reproduced within 1 %), 20 held out, none refused. MAPE over the
 // held-out runs per GPU type and per dense/MoE (each rounded up to a hundredth of a percent):
 // GB200 7.72 %, B200 11.55 %, H100 13.51 %, dense 7.16 %, MoE 11.53 %.
-TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states") {
+TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states", "[slow]") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
   std::map<std::string, std::pair<double, int>> groups;
   std::set<std::string> does_not_fit;

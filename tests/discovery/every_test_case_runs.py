@@ -4,7 +4,10 @@ lists is a test ctest runs under its prefix. A name that ctest's discovery mangl
 a lone ']' once merged 37 test cases into one entry that ran none of them, and a ';' splits a
 name into two filters that match nothing.
 
-    every_test_case_runs.py BUILD_DIR
+    every_test_case_runs.py BUILD_DIR [TEST_SPEC]
+
+TEST_SPEC is the Catch2 test spec the build discovers with (the sanitized build's "~[slow]"):
+the names the programs list under it are the ones ctest must run.
 """
 import pathlib
 import re
@@ -12,6 +15,7 @@ import subprocess
 import sys
 
 build = pathlib.Path(sys.argv[1])
+spec = sys.argv[2:3]
 listed = subprocess.run(["ctest", "-N"], cwd=build, capture_output=True, text=True, check=True).stdout
 by_program = {}
 for line in listed.splitlines():
@@ -22,7 +26,7 @@ for line in listed.splitlines():
 failures = []
 programs = sorted(p for p in build.glob("tests/*/test_*") if p.is_file() and p.stat().st_mode & 0o111)
 for program in programs:
-    names = subprocess.run([str(program), "--list-test-names-only"], capture_output=True, text=True).stdout
+    names = subprocess.run([str(program), *spec, "--list-test-names-only"], capture_output=True, text=True).stdout
     own = {n for n in names.splitlines() if n.strip()}
     ran = by_program.get(program.name, set())
     # ctest may hold more under the prefix (scripts added with add_test), never fewer.

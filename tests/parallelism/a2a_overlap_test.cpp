@@ -163,7 +163,7 @@ stepsim::Report simulate_run(const std::string& run, bool overlap) {
 
 }  // namespace
 
-TEST_CASE("the two Megatron-Bridge runs with the all-to-all overlap are not slower with it") {
+TEST_CASE("the two Megatron-Bridge runs with the all-to-all overlap are not slower with it", "[slow]") {
   for (const char* run : {"mb260401-b200-dsv3-mxfp8", "mb260401-h100-qwen3-235b-fp8"}) {
     INFO(run);
     const stepsim::Report apart = simulate_run(run, false);

@@ -24,7 +24,7 @@ using stepsim::testing::count_lines;
 using stepsim::testing::kLongSweep;
 using stepsim::testing::start_long_sweep;
 
-TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an uninterrupted run") {
+TEST_CASE("a sweep killed with SIGKILL and resumed has exactly the rows of an uninterrupted run", "[slow]") {
   const Scratch dir("sweep");
   const Run whole = dir.run("sweep " + kLongSweep + " -o " + (dir.work() / "whole.csv").string());
   REQUIRE(whole.status == 0);

@@ -114,7 +114,7 @@ TEST_CASE("a varied key that is one of the rows' own columns is refused") {
         "stepsim: error: --vary: status: is a column of the sweep's rows, not a scenario key\n");
 }
 
-TEST_CASE("the search for the best searches the precisions --precision allows, and only with --best") {
+TEST_CASE("the search for the best searches the precisions --precision allows, and only with --best", "[slow]") {
   const Scratch dir("sweep-best-precision");
   const Run run = dir.run(
       "sweep --set model=gpt-1.3b --set training.micro_batch=2 --gpus 8 --best 40 --precision "
