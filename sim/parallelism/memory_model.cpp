@@ -4,7 +4,9 @@
 // Choices, each the behaviour of the system stepsim models:
 // - Megatron mixed precision: bf16 weights (2 B), fp32 main gradients (4 B: Megatron
 //   accumulates micro-batch gradients in fp32, and forces it for bf16), fp32 master weights
-//   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B).
+//   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B). In FP8,
+//   MXFP8 and NVFP4 the Linear layers' weights are Transformer Engine's quantized tensors
+//   (linear_weight_bytes).
 //   training.main_grad and training.optimizer_state bf16 halve the gradients and the moments
 //   (Adam: 2 + 2 + 8 B); the master weights stay fp32.
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
@@ -35,6 +37,7 @@
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
@@ -53,10 +56,40 @@ Bytes sharded(long long count, int bytes, int shards) {
 // Bytes of one element as the GPU computes with it (fp8 training keeps a bf16 copy).
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
+// Bytes one Linear-layer weight takes as Megatron-Core holds it in a low precision through
+// Transformer Engine, the gathers' assumption too (the parameter AllGathers move the
+// precision's bytes): with fp8_param_gather, as Megatron-Bridge's FP8 and MXFP8 recipes set it,
+// the weight is the quantized tensor itself and no BF16 copy is kept. FP8 is 1 byte, plus its
+// cached transpose on Hopper (TE's FP8 GEMM takes only the TN layout before compute
+// capability 10.0, is_non_tn_fp8_gemm_supported); MXFP8 keeps a row- and a column-wise copy,
+// each with an E8M0 scale per 32. NVFP4 gathers BF16 weights (its recipes leave
+// fp8_param_gather off) and keeps the row- and column-wise NVFP4 copies it quantized on a
+// chunk's first micro-batch until the optimizer step (is_first_microbatch). Other frameworks'
+// weights are counted at the compute precision (torchao casts them for each GEMM).
+double linear_weight_bytes(const Scenario& s) {
+  const Precision p = s.training.precision;
+  if (!low_precision(p) || !traits_of(s.training.framework).megatron_core) return compute_bytes(s);
+  const double quantized = operand_bytes(p);
+  switch (p) {
+    case Precision::fp8:
+      return s.cluster.gpu.arch == GpuArch::blackwell ? quantized : 2.0 * quantized;
+    case Precision::nvfp4:
+      return compute_bytes(s) + 2.0 * quantized;
+    default:
+      return 2.0 * quantized;
+  }
+}
+
+// What `linear` weights held at linear_weight_bytes add to their count at compute_bytes.
+Bytes linear_weight_change(const Scenario& s, long long linear) {
+  return Bytes(std::llround(static_cast<double>(linear) * (linear_weight_bytes(s) - compute_bytes(s))));
+}
+
 struct StageShape {
   long long layers = 0;
   long long layer_params = 0;   // of the transformer layers on this stage
   long long expert_params = 0;  // of those, the routed experts'
+  long long linear_params = 0;  // of those, the Linear layers' weights
   long long root_params = 0;    // embedding and head parameters on this stage
 };
 
@@ -69,10 +102,12 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
     for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) {
       out.layer_params += w.block(l).param_count;
       out.expert_params += w.block(l).expert_param_count;
+      out.linear_params += w.block(l).linear_param_count;
     }
     if (c.pre) out.root_params += w.pre.param_count;
     if (c.post) out.root_params += w.post.param_count;
     if (c.post) out.expert_params += w.post.expert_param_count;  // multi-token prediction's experts
+    if (c.post) out.linear_params += w.post.linear_param_count;
   }
   return out;
 }
@@ -88,7 +123,7 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   if (!d.reshard_after_forward || pipelined) units = shape.layers;
   units = std::min(units, shape.layers);
   const long long gathered = shape.root_params + units * w.layer.param_count;
-  m.params += Bytes(gathered * compute_bytes(s));
+  m.params += Bytes(gathered * compute_bytes(s)) + linear_weight_change(s, units * w.layer.linear_param_count);
   const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
   const long long unsharded_grads = shape.root_params + waiting * w.layer.param_count;
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
@@ -136,7 +171,11 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   m.grads = sharded(dense, bytes.grads, shards.grads) + sharded(experts, bytes.grads, expert_shards.grads);
   m.optimizer =
       sharded(dense, bytes.optimizer, shards.optimizer) + sharded(experts, bytes.optimizer, expert_shards.optimizer);
-  if (fully_sharded(s)) add_fsdp_units(s, w, shape, m);
+  if (fully_sharded(s)) {
+    add_fsdp_units(s, w, shape, m);
+  } else {
+    m.params += linear_weight_change(s, shape.linear_params);
+  }
   if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
     m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }

@@ -24,6 +24,10 @@ long long attention_param_count(const LayerShape& shape);
 long long layer_param_count(const LayerShape& shape);
 // Of those, the weights of the GPU's routed experts (none in a dense layer).
 long long layer_expert_param_count(const LayerShape& shape);
+// Of those, the Linear layers' weights: attention's projections, the MLP's or the routed and
+// shared experts' (no norm, bias or router), the weights Transformer Engine runs in a low
+// precision.
+long long layer_linear_param_count(const LayerShape& shape);
 // Activation bytes one layer keeps per micro-batch (Korthikanti et al. 2022, generalised to
 // GQA and SwiGLU).
 Bytes layer_activations(const LayerShape& shape, Recompute recompute);

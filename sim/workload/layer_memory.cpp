@@ -20,6 +20,17 @@ long long layer_expert_param_count(const LayerShape& s) {
   return s.local_experts * (s.hidden * s.expert_fc1_out + s.expert_ffn * s.hidden + biases);
 }
 
+long long layer_linear_param_count(const LayerShape& s) {
+  const long long h = s.hidden;
+  // attention_param_count holds the latents' norm scales (q_lora and kv_lora elements).
+  const long long norms = s.mla() ? (s.q_lora > 0 ? s.q_lora : 0) + s.kv_lora : 0;
+  const long long attention = attention_param_count(s) - norms;
+  if (!s.moe()) return attention + h * s.fc1_out + s.ffn * h;
+  const long long experts = s.local_experts * (h * s.expert_fc1_out + s.expert_ffn * h);
+  const long long shared = s.shared_experts * (h * s.shared_fc1_out + s.shared_ffn * h);
+  return attention + experts + shared;
+}
+
 namespace {
 
 // An MoE layer: attention, the router, the local routed experts and the shared experts

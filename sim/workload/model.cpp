@@ -166,6 +166,7 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
                       (copies_embedding ? s.vocab * s.hidden : 0);
   post.params = Bytes(post.param_count * s.act_bytes);
   post.expert_param_count += depths * layer.expert_param_count;
+  post.linear_param_count += depths * layer.linear_param_count;  // eh_proj runs in BF16 (fp8_linear)
   // Per depth: the layer's activations, the two norms' inputs and the projection's input
   // (2h, kept on the rank's rows and gathered again for the weight gradient), the final norm's
   // input and the fp32 softmax of the loss.

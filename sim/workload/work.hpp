@@ -112,6 +112,7 @@ struct LayerWork {
   Bytes rope_message{0};             // latent attention's shared rotary key of b·s tokens: its SP AllGather's S
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
   long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)
+  long long linear_param_count = 0;  // of param_count: Linear layers' weights (layer_linear_param_count)
   Bytes dispatch_message{0};         // routed tokens the busiest EP rank receives: one all-to-all's S
   Bytes expert_tp_message{0};        // those of its ETP group, gathered: one ETP AllGather's S
 };

@@ -128,6 +128,40 @@ TEST_CASE("FSDP keeps its fp32 shard as the master copy with bf16 moments and gr
   CHECK(m.optimizer.count() == 4 * P / 8);  // Adam's m and v in bf16
 }
 
+TEST_CASE("Transformer Engine's low-precision Linear weights take their format's bytes under Megatron-Core") {
+  // Of each 1M-parameter layer, 800k are Linear weights; the embedding and head stay BF16.
+  stepsim::workload::ModelWork w = states_work();
+  w.layer.linear_param_count = 800'000;
+  constexpr std::int64_t L = 4 * 800'000;
+  stepsim::Scenario s = states_scenario(DpKind::zero1, 8);
+  s.training.framework = stepsim::Framework::megatron;
+  s.cluster.gpu.arch = stepsim::GpuArch::blackwell;
+  const auto params = [&](stepsim::Precision p) {
+    s.training.precision = p;
+    return sp::estimate_memory(s, w).stages.front().params.count();
+  };
+  CHECK(params(stepsim::Precision::bf16) == 2 * P);
+  // FP8 with fp8_param_gather: the FP8 weight alone on Blackwell...
+  CHECK(params(stepsim::Precision::fp8) == 2 * (P - L) + L);
+  // ... a row- and a column-wise MXFP8 copy, 1 + 1/32 bytes each ...
+  CHECK(params(stepsim::Precision::mxfp8) == 2 * (P - L) + L * 2 * 33 / 32);
+  // ... and NVFP4 keeps the BF16 weight and caches both 1/2 + 1/16-byte copies for the step.
+  CHECK(params(stepsim::Precision::nvfp4) == 2 * P + L * 2 * 9 / 16);
+  // On Hopper FP8 also keeps its transpose.
+  s.cluster.gpu.arch = stepsim::GpuArch::hopper;
+  CHECK(params(stepsim::Precision::fp8) == 2 * P);
+  // Other frameworks' weights stay at the compute precision.
+  s.cluster.gpu.arch = stepsim::GpuArch::blackwell;
+  s.training.framework = stepsim::Framework::torchtitan;
+  CHECK(params(stepsim::Precision::fp8) == 2 * P);
+  // FSDP's gathered layers (two, with prefetch) hold theirs in the same format.
+  s.training.framework = stepsim::Framework::megatron;
+  s.data_parallel.kind = DpKind::fsdp;
+  s.training.precision = stepsim::Precision::bf16;
+  const auto bf16_fsdp = sp::estimate_memory(s, w).stages.front().params.count();
+  CHECK(params(stepsim::Precision::fp8) == bf16_fsdp - 2 * 800'000);
+}
+
 TEST_CASE("ZeRO-1 shards the 12 bytes of optimizer state over dp") {
   const auto m = states(DpKind::zero1, 8);
   CHECK(m.params.count() == 2 * P);

@@ -166,6 +166,12 @@ TEST_CASE("DeepSeek-V3's latent attention and first 3 dense layers: 671 B parame
   const long long dense_mlp = 3LL * 7168 * 18432;
   const long long embedding = 129280LL * 7168;
   CHECK(w.dense_layer.param_count == attention + latent_norms + dense_mlp + 2 * 7168);
+  // The Linear layers' weights (Transformer Engine's, quantized in a low precision): neither
+  // norm nor router.
+  CHECK(w.dense_layer.linear_param_count == attention + dense_mlp);
+  // At EP 8: 32 routed experts a GPU and the shared one.
+  CHECK(w.layer.expert_param_count == 32 * expert);
+  CHECK(w.layer.linear_param_count == attention + 32 * expert + expert);
   CHECK(w.params_total == 58 * (attention + latent_norms + router + 257 * expert + 2 * 7168) +
                               3 * (attention + latent_norms + dense_mlp + 2 * 7168) + 2 * embedding + 7168);
   // DeepSeek-V3's report (arXiv 2412.19437): 671 B parameters, 37 B activated per token.

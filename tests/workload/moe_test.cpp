@@ -67,6 +67,7 @@ TEST_CASE("Mixtral 8x7B at EP 8 holds one expert per GPU and 46.7 B parameters i
   CHECK(w.layer.param_count == kMixtralAttention + kMixtralRouter + kMixtralExpert + 2 * 4096);
   CHECK(w.layer.param_count == 218144768);
   CHECK(w.layer.expert_param_count == kMixtralExpert);
+  CHECK(w.layer.linear_param_count == kMixtralAttention + kMixtralExpert);  // no router, no norm
   // 32 layers of 8 experts, embedding and LM head of 32000·4096, final norm.
   const long long layer = kMixtralAttention + kMixtralRouter + 8 * kMixtralExpert + 2 * 4096;
   CHECK(w.params_total == 32 * layer + 2 * 32000LL * 4096 + 4096);
