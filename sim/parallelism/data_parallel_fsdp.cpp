@@ -24,21 +24,23 @@ namespace {
 
 struct Unit {
   std::string label;  // "root", "L3"
-  Bytes params{0};    // the gathered buffer in the training precision
+  Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights in FP8 and MXFP8)
   Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
 };
 
 // Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
 std::vector<Unit> fsdp_units(const Scenario& s) {
   std::vector<long long> elements(static_cast<std::size_t>(s.model.layers) + 1, 0);
+  std::vector<Bytes> gathered(elements.size(), Bytes(0));
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) {
     const bool root = t.block == 0 || t.block == s.model.layers + 1;
-    elements[root ? 0 : static_cast<std::size_t>(t.block)] += t.elements;
+    const auto u = root ? 0 : static_cast<std::size_t>(t.block);
+    elements[u] += t.elements;
+    gathered[u] += Bytes(t.elements * gathered_bytes(t, s.training.precision));
   }
   std::vector<Unit> units;
   for (std::size_t u = 0; u < elements.size(); ++u) {
-    units.push_back({u == 0 ? std::string("root") : fmt::format("L{}", u - 1),
-                     Bytes(elements[u] * element_bytes(s.training.precision)),
+    units.push_back({u == 0 ? std::string("root") : fmt::format("L{}", u - 1), gathered[u],
                      Bytes(elements[u] * element_bytes(s.data_parallel.grad_reduce_dtype))});
   }
   return units;

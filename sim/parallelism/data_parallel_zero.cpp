@@ -49,7 +49,7 @@ class Zero final : public DataParallel {
   long long dense_params_ = 0;   // this stage's parameters outside the routed experts
   long long expert_params_ = 0;  // and inside them
   bool overlap_param_gather_;
-  int param_bytes_;
+  Precision precision_;
   // Buckets in forward order (the reverse of the gradient buckets), and which of them hold
   // each block's parameters.
   std::map<int, std::vector<std::size_t>> gathers_at_;
@@ -62,7 +62,7 @@ Zero::Zero(const Scenario& s)
       dp_(s.parallel.dp),
       expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
-      param_bytes_(element_bytes(s.training.precision)) {
+      precision_(s.training.precision) {
   if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
     throw InputError(s.source, "/data_parallel/overlap_param_gather", "needs overlap_grad_reduce, as in Megatron");
   }
@@ -116,7 +116,7 @@ void Zero::reach(StepBuilder& b, std::size_t g) {
 void Zero::dispatch(StepBuilder& b, std::size_t g, const std::vector<OpIndex>& waits) {
   const BucketLayout& layout = sync_.layout();
   const std::size_t k = gradient_bucket(g);
-  const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
+  const Bytes size = bucket_gather_bytes(layout, layout.buckets[k], precision_);
   gathered_[g] = b.collective(CommKind::dp, CollOp::allgather, size, fmt::format("bucket {} params", k), waits);
 }
 
@@ -129,7 +129,7 @@ void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
   if (experts == nullptr) return;
   const BucketLayout& layout = *experts;
   for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
-    const Bytes size(bucket_elements(layout, layout.buckets[k]) * param_bytes_);
+    const Bytes size = bucket_gather_bytes(layout, layout.buckets[k], precision_);
     b.expert_dp_collective(CollOp::allgather, size, fmt::format("bucket {} params", k), {optimizer});
   }
 }

@@ -32,6 +32,13 @@ void add(std::vector<GradTensor>& out, const std::string& prefix, const std::str
   out.push_back({std::move(full), elements, block, role});
 }
 
+// A Linear layer's weight: quantized in FP8 and MXFP8 training.
+void add_weight(std::vector<GradTensor>& out, const std::string& prefix, const std::string& name, long long elements,
+                int block, Role role) {
+  add(out, prefix, name, elements, block, role);
+  out.back().quantized = true;
+}
+
 void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const char* name, const LayerShape& s, int block,
               Role role) {
   add(out, prefix, std::string(name) + ".weight", s.hidden, block, role);
@@ -40,7 +47,7 @@ void add_norm(std::vector<GradTensor>& out, const std::string& prefix, const cha
 
 void add_linear(std::vector<GradTensor>& out, const std::string& prefix, const char* name, long long weight,
                 long long bias, const LayerShape& s, int block, Role role) {
-  add(out, prefix, std::string(name) + ".weight", weight, block, role);
+  add_weight(out, prefix, std::string(name) + ".weight", weight, block, role);
   if (s.gelu || s.work.expert_bias) add(out, prefix, std::string(name) + ".bias", bias, block, role);
 }
 
@@ -57,16 +64,17 @@ void add_moe(std::vector<GradTensor>& out, const LayerShape& s, const std::strin
   const workload::LayerShape& w = s.work;
   const long long h = s.hidden;
   add(out, p, "router.weight", w.experts * h, block, Role::router);
-  out.push_back({p + " experts.fc1.weight", w.local_experts * w.expert_fc1_out * h, block, Role::expert_fc1, true});
-  out.push_back({p + " experts.fc2.weight", w.local_experts * w.expert_ffn * h, block, Role::expert_fc2, true});
+  out.push_back(
+      {p + " experts.fc1.weight", w.local_experts * w.expert_fc1_out * h, block, Role::expert_fc1, true, true});
+  out.push_back({p + " experts.fc2.weight", w.local_experts * w.expert_ffn * h, block, Role::expert_fc2, true, true});
   if (w.expert_bias) {  // model.linear_bias (gpt-oss)
     add(out, p, "router.bias", w.experts, block, Role::router);
     out.push_back({p + " experts.fc1.bias", w.local_experts * w.expert_fc1_out, block, Role::expert_fc1, true});
     out.push_back({p + " experts.fc2.bias", w.local_experts * h, block, Role::expert_fc2, true});
   }
   if (w.shared_experts == 0) return;
-  add(out, p, "shared_experts.fc1.weight", w.shared_experts * w.shared_fc1_out * h, block, Role::shared_fc1);
-  add(out, p, "shared_experts.fc2.weight", w.shared_experts * w.shared_ffn * h, block, Role::shared_fc2);
+  add_weight(out, p, "shared_experts.fc1.weight", w.shared_experts * w.shared_fc1_out * h, block, Role::shared_fc1);
+  add_weight(out, p, "shared_experts.fc2.weight", w.shared_experts * w.shared_ffn * h, block, Role::shared_fc2);
 }
 
 // Multi-head latent attention's projections and latent norms (its output projection is the
@@ -77,15 +85,15 @@ void add_latent_attention(std::vector<GradTensor>& out, const workload::LayerSha
   const long long h = w.hidden;
   const long long q = w.q_heads * w.head_dim;
   if (w.q_lora > 0) {
-    add(out, p, "q_down.weight", h * w.q_lora, block, Role::q_down);
+    add_weight(out, p, "q_down.weight", h * w.q_lora, block, Role::q_down);
     add(out, p, "q_norm.weight", w.q_lora, block, Role::input_norm);
-    add(out, p, "q_up.weight", w.q_lora * q, block, Role::qkv);
+    add_weight(out, p, "q_up.weight", w.q_lora * q, block, Role::qkv);
   } else {
-    add(out, p, "q.weight", h * q, block, Role::qkv);
+    add_weight(out, p, "q.weight", h * q, block, Role::qkv);
   }
-  add(out, p, "kv_down.weight", h * (w.kv_lora + w.qk_rope), block, Role::kv_down);
+  add_weight(out, p, "kv_down.weight", h * (w.kv_lora + w.qk_rope), block, Role::kv_down);
   add(out, p, "kv_norm.weight", w.kv_lora, block, Role::input_norm);
-  add(out, p, "kv_up.weight", w.kv_lora * w.q_heads * (w.head_dim - w.qk_rope + w.v_dim), block, Role::qkv);
+  add_weight(out, p, "kv_up.weight", w.kv_lora * w.q_heads * (w.head_dim - w.qk_rope + w.v_dim), block, Role::qkv);
 }
 
 // A transformer layer's tensors under `p` in `block`; a dense layer of a stack that mixes dense
@@ -221,6 +229,20 @@ long long megatron_bucket_elements(const Scenario& scenario) {
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {
   long long n = 0;
   for (int t : bucket.tensors) n += layout.tensors[static_cast<std::size_t>(t)].elements;
+  return n;
+}
+
+int gathered_bytes(const GradTensor& tensor, Precision precision) {
+  if (!low_precision(precision) || tensor.quantized) return element_bytes(precision);
+  return 2;
+}
+
+Bytes bucket_gather_bytes(const BucketLayout& layout, const Bucket& bucket, Precision precision) {
+  Bytes n{0};
+  for (int t : bucket.tensors) {
+    const GradTensor& tensor = layout.tensors[static_cast<std::size_t>(t)];
+    n += Bytes(tensor.elements * gathered_bytes(tensor, precision));
+  }
   return n;
 }
 

@@ -1,4 +1,6 @@
 // DDP's gradient buckets: caps, order, and readiness in bucket order.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "parallelism/data_parallel.hpp"
@@ -161,6 +163,27 @@ TEST_CASE("gradient tensors and the workload agree on a layer's parameters when 
   }
   CHECK(qkv == 256 * 1024 + 256);  // weight and bias (GeLU models have biases)
   CHECK(layer == stepsim::workload::build_work(s).layer.param_count);
+}
+
+TEST_CASE("FP8 gathers a Linear layer's weights at 1 byte and its norms and biases at 2") {
+  const auto s = sp::test::small_scenario(1, 1, 1);  // hidden 1024, ffn 4096, GeLU: biases
+  long long bytes = 0;
+  for (const sp::GradTensor& t : sp::gradient_tensors(s.model, s.parallel)) {
+    if (t.block == 1) bytes += t.elements * sp::gathered_bytes(t, stepsim::Precision::fp8);
+  }
+  // qkv 1024·3072, proj 1024², fc1 and fc2 1024·4096 at 1 byte; their biases 3072 + 1024 +
+  // 4096 + 1024 and two LayerNorms' scale and shift, 4·1024, at 2.
+  const long long weights = 1024LL * 3072 + 1024LL * 1024 + 2 * 1024LL * 4096;
+  CHECK(bytes == weights + 2 * (3072 + 1024 + 4096 + 1024 + 4 * 1024));
+  // The embedding stays BF16; NVFP4 gathers everything in BF16, fp32 training in fp32.
+  const auto tensors = sp::gradient_tensors(s.model, s.parallel);
+  CHECK(sp::gathered_bytes(tensors.front(), stepsim::Precision::fp8) == 2);
+  const auto qkv = std::find_if(tensors.begin(), tensors.end(), [](const sp::GradTensor& t) { return t.quantized; });
+  REQUIRE(qkv != tensors.end());
+  CHECK(qkv->name == "L0 qkv.weight");
+  CHECK(sp::gathered_bytes(*qkv, stepsim::Precision::mxfp8) == 1);
+  CHECK(sp::gathered_bytes(*qkv, stepsim::Precision::nvfp4) == 2);
+  CHECK(sp::gathered_bytes(*qkv, stepsim::Precision::fp32) == 4);
 }
 
 TEST_CASE("Megatron's bucket holds max(4e7, 1e6·dp) parameters") {

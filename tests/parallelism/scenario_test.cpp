@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "io/scenario_loader.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "stepsim/report.hpp"
+#include "workload/work.hpp"
 
 using stepsim::CommKind;
 
@@ -146,4 +148,27 @@ TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its
   CHECK(ran(mtp.timeline, "L61 dispatch"));  // the head's block, after the 61 layers
   CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "L61 dispatch"));
   CHECK(mtp.report.step_time_s > run("deepseek-v3-ep64-512xh100").step_time_s);
+}
+
+// The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of
+// them (held quantized) are one set of weights: latent attention, routed and shared experts
+// with and without biases, a dense layer of a mixed stack.
+TEST_CASE("the Linear weights the gathers quantize are the ones the memory model holds quantized") {
+  for (const std::string model : {"deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "llama3-8b"}) {
+    INFO(model);
+    const std::string ep = model == "llama3-8b" ? "1" : "8";
+    const std::string text = R"({ "model": ")" + model + R"(", "cluster": "dgx-h100-ndr",
+                             "parallel": { "tp": 2, "dp": 8, "ep": )" +
+                             ep + R"(, "sequence_parallel": true },
+                             "training": { "global_batch": 8, "micro_batch": 1 } })";
+    const stepsim::Scenario s = stepsim::io::load_scenario_text(text, "s.json");
+    const auto work = stepsim::workload::build_work(s);
+    for (int layer = 0; layer < s.model.layers; ++layer) {
+      long long quantized = 0;
+      for (const auto& t : stepsim::parallelism::gradient_tensors(s.model, s.parallel)) {
+        if (t.block == layer + 1 && t.quantized) quantized += t.elements;
+      }
+      CHECK(quantized == work.block(layer).linear_param_count);
+    }
+  }
 }
