@@ -72,9 +72,9 @@ enum class InterTopology { rail_optimized, fat_tree };
 enum class RankMode { representative, all };
 enum class GpuArch { ampere, hopper, blackwell };
 
-// Bytes per element of a precision's parameters as they are kept and gathered (fp8 and
-// mxfp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4). nvfp4 = 2: its parameters stay BF16 and are
-// quantized for each GEMM (Megatron gathers no FP4 parameters).
+// Bytes per element of a precision (fp8 and mxfp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4; nvfp4 = 2:
+// its parameters stay BF16 and are quantized for each GEMM). What a parameter takes as
+// gathered is parallelism::gathered_bytes, as held the memory model's.
 int element_bytes(Precision p);
 const char* to_string(Precision p);
 const char* to_string(Fp8Scaling s);

@@ -24,7 +24,7 @@ namespace {
 
 struct Unit {
   std::string label;  // "root", "L3"
-  Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights in FP8 and MXFP8)
+  Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights at 1 byte in FP8)
   Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
 };
 

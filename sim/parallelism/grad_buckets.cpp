@@ -32,7 +32,7 @@ void add(std::vector<GradTensor>& out, const std::string& prefix, const std::str
   out.push_back({std::move(full), elements, block, role});
 }
 
-// A Linear layer's weight: quantized in FP8 and MXFP8 training.
+// A Linear layer's weight: gathered quantized in FP8 training (gathered_bytes).
 void add_weight(std::vector<GradTensor>& out, const std::string& prefix, const std::string& name, long long elements,
                 int block, Role role) {
   add(out, prefix, name, elements, block, role);
@@ -233,8 +233,8 @@ long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {
 }
 
 int gathered_bytes(const GradTensor& tensor, Precision precision) {
-  if (!low_precision(precision) || tensor.quantized) return element_bytes(precision);
-  return 2;
+  if (!low_precision(precision)) return element_bytes(precision);
+  return precision == Precision::fp8 && tensor.quantized ? 1 : 2;
 }
 
 Bytes bucket_gather_bytes(const BucketLayout& layout, const Bucket& bucket, Precision precision) {

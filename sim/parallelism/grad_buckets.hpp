@@ -17,8 +17,8 @@ struct GradTensor {
   int block = 0;        // OpSite::block numbering: 0 embedding, 1..layers, layers+1 head
   workload::Role role;  // the op whose backward produces this gradient
   bool expert = false;  // a routed expert's weight: reduced over the expert-dp group
-  // A Linear layer's weight (attention's projections, the MLP's, the experts'), which FP8 and
-  // MXFP8 training gathers in its own format; embedding, head, norms, router and biases are not.
+  // A Linear layer's weight (attention's projections, the MLP's, the experts'), which FP8
+  // training gathers in its own format; embedding, head, norms, router and biases are not.
   bool quantized = false;
 };
 
@@ -67,10 +67,12 @@ int expert_dp_size(const Scenario& scenario);
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);
 
 // Bytes one parameter of `tensor` takes in a parameter AllGather of a run in `precision`: a
-// Linear layer's weight in the precision's (FP8 and MXFP8 1 byte: Megatron-Core's
-// fp8_param_gather keeps FP8 parameters in a buffer of their own, torchao's float8 all-gather
-// converts Float8Linear weights only), every other tensor in the compute precision's (2 in mixed
-// precision, NVFP4's BF16 weights included).
+// Linear layer's weight at 1 byte in FP8 (Megatron-Core's fp8_param_gather keeps FP8
+// parameters in a buffer of their own; torchao's float8 all-gather converts Float8Linear
+// weights only), every other tensor in the compute precision's: 2 in mixed precision. MXFP8
+// weights too are gathered at 2: Megatron-Core gathers them in BF16 through the gradient
+// buffer and quantizes them after (reuse_grad_buf_for_mxfp8_param_ag, which Megatron-Bridge
+// requires with fp8_param_gather; param_and_grad_buffer.py), and NVFP4's weights are BF16.
 int gathered_bytes(const GradTensor& tensor, Precision precision);
 // Bytes of bucket `bucket`'s parameters as gathered (gathered_bytes).
 Bytes bucket_gather_bytes(const BucketLayout& layout, const Bucket& bucket, Precision precision);

@@ -57,8 +57,8 @@ Bytes sharded(long long count, int bytes, int shards) {
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
 // Bytes one Linear-layer weight takes as Megatron-Core holds it in a low precision through
-// Transformer Engine, the gathers' assumption too (the parameter AllGathers move the
-// precision's bytes): with fp8_param_gather, as Megatron-Bridge's FP8 and MXFP8 recipes set it,
+// Transformer Engine, with the settings the gathers assume (gathered_bytes): with
+// fp8_param_gather, as Megatron-Bridge's FP8 and MXFP8 recipes set it,
 // the weight is the quantized tensor itself and no BF16 copy is kept. FP8 is 1 byte, plus its
 // cached transpose on Hopper (TE's FP8 GEMM takes only the TN layout before compute
 // capability 10.0, is_non_tn_fp8_gemm_supported); MXFP8 keeps a row- and a column-wise copy,
