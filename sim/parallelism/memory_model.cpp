@@ -4,9 +4,9 @@
 // Choices, each the behaviour of the system stepsim models:
 // - Megatron mixed precision: bf16 weights (2 B), fp32 main gradients (4 B: Megatron
 //   accumulates micro-batch gradients in fp32, and forces it for bf16), fp32 master weights
-//   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B). In FP8,
-//   MXFP8 and NVFP4 the Linear layers' weights are Transformer Engine's quantized tensors
-//   (linear_weight_bytes).
+//   plus the optimizer's fp32 moments (Adam m and v: 12 B in all; SGD momentum: 8 B). Under
+//   Megatron-Core in FP8, MXFP8 and NVFP4 the Linear layers' weights are Transformer Engine's
+//   quantized tensors (linear_weight_bytes); other frameworks keep them at 2 B.
 //   training.main_grad and training.optimizer_state bf16 halve the gradients and the moments
 //   (Adam: 2 + 2 + 8 B); the master weights stay fp32.
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
