@@ -17,7 +17,7 @@ struct Span {
   std::int64_t end;
 };
 
-struct Edge {
+struct GroupEdge {
   std::int64_t at;
   int delta;
 };
@@ -47,7 +47,7 @@ std::int64_t total(const std::vector<Span>& groups) {
   return sum;
 }
 
-void add_edges(const std::vector<Span>& groups, int value, std::vector<Edge>& edges) {
+void add_edges(const std::vector<Span>& groups, int value, std::vector<GroupEdge>& edges) {
   for (const Span& g : groups) {
     edges.push_back({g.start, value});
     edges.push_back({g.end, -value});
@@ -57,8 +57,8 @@ void add_edges(const std::vector<Span>& groups, int value, std::vector<Edge>& ed
 // Calls visit(running, from, to) for each stretch between distinct times, with the sum of
 // the values of the groups running (HTA's cumulative "status" column).
 template <typename Visit>
-void sweep(std::vector<Edge> edges, Visit&& visit) {
-  std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
+void sweep(std::vector<GroupEdge> edges, Visit&& visit) {
+  std::stable_sort(edges.begin(), edges.end(), [](const GroupEdge& a, const GroupEdge& b) { return a.at < b.at; });
   int running = 0;
   for (std::size_t i = 0; i < edges.size();) {
     const std::int64_t at = edges[i].at;
@@ -133,7 +133,7 @@ class Selection {
 };
 
 void overlap(const std::vector<Span>& comm, const std::vector<Span>& comp, HtaMetrics& m) {
-  std::vector<Edge> edges;
+  std::vector<GroupEdge> edges;
   add_edges(comm, 1, edges);
   add_edges(comp, 2, edges);
   std::int64_t both = 0;
@@ -151,7 +151,7 @@ void overlap(const std::vector<Span>& comm, const std::vector<Span>& comp, HtaMe
 void kernel_types(const std::vector<Span>& comp, const std::vector<Span>& comm, const std::vector<Span>& memory,
                   HtaMetrics& m) {
   constexpr std::array<const char*, 3> kNames{"COMPUTATION", "COMMUNICATION", "MEMORY"};
-  std::vector<Edge> edges;
+  std::vector<GroupEdge> edges;
   add_edges(comp, 1, edges);
   add_edges(comm, 2, edges);
   add_edges(memory, 4, edges);

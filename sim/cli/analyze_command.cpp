@@ -19,7 +19,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kAnalyzeUsage =
     "usage: stepsim analyze TRACE... [--step N] [--rank I] [--json FILE|-] [--trace FILE]\n\n"
     "Measures a PyTorch profiler (Kineto) trace: TRACE is one trace file (.json or .json.gz,\n"
     "read as a stream, so multi-GB files are fine) or a folder holding one file per rank of one\n"
@@ -59,7 +59,7 @@ constexpr const char* kUsage =
     "  temporal breakdown  idle, compute and non-compute time over the span of those activities\n"
     "  kernel types        time computation, communication and memory run alone or overlapping";
 
-constexpr const char* kExamples =
+constexpr const char* kAnalyzeExamples =
     "  stepsim analyze rank0.json.gz\n"
     "  stepsim analyze traces/                    # every rank, stragglers\n"
     "  stepsim analyze rank*.json.gz --json - | jq .stragglers\n"
@@ -102,7 +102,7 @@ int run_analyze(const Args& args) {
   po::positional_options_description positional;
   positional.add("trace-file", -1);
   auto vm = parse_args("analyze", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kAnalyzeUsage, desc, kAnalyzeExamples)) return 0;
   if (paths.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
   check_outputs(out);

@@ -22,7 +22,7 @@ namespace {
 
 namespace cal = calibration;
 
-constexpr const char* kUsage =
+constexpr const char* kCalibrateCheckUsage =
     "usage: stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n\n"
     "How well a calibration file generalises. Leave-one-out: each measured point (collective,\n"
     "GEMM, memory-bound) is predicted from the file without that point: inside a table by\n"
@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "a table; scaled: the model corrected by a measured shape; model). The cluster is the\n"
     "scenario's, --cluster, or the first preset with the file's GPU.";
 
-constexpr const char* kExamples =
+constexpr const char* kCalibrateCheckExamples =
     "  stepsim calibrate check a100.calib.json\n"
     "  stepsim calibrate check a100.calib.json --cluster dgx-a100-80g-hdr --held-out second-run.txt\n";
 
@@ -210,7 +210,7 @@ int run_check(const Args& args) {
   po::positional_options_description positional;
   positional.add("file", 1).add("scenario", 1);
   const auto vm = parse_args("calibrate check", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kCalibrateCheckUsage, desc, kCalibrateCheckExamples)) return 0;
   if (file.empty()) throw InputError("<command line>", "FILE", "give the calibration file to check");
   if (!scenario.empty() && !cluster.empty())
     throw InputError("<command line>", "--cluster",

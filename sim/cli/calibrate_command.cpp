@@ -19,7 +19,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kCalibrateUsage =
     "usage: stepsim calibrate import-nccl-tests LOG... -o FILE [--op OP] [--ranks N] [--nodes N] [--gpu NAME]\n"
     "       stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n"
     "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "                     communicator (op, shape, data type, sizes) and GEMM shape of the scenario\n"
     "  (tools/calibrate builds stepsim-calibrate, which measures a GPU node and writes the file)";
 
-constexpr const char* kExamples =
+constexpr const char* kCalibrateExamples =
     "  stepsim calibrate import-nccl-tests all_reduce.txt all_gather.txt -o a100.calib.json\n"
     "  stepsim calibrate check a100.calib.json --cluster dgx-a100-80g-hdr --held-out second-run.txt\n"
     "  stepsim calibrate from-trace rank0.json.gz my-scenario.json -o fitted.calib.json\n"
@@ -71,7 +71,7 @@ int run_import(const Args& args) {
   po::positional_options_description positional;
   positional.add("log", -1);
   const auto vm = parse_args("calibrate import-nccl-tests", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kCalibrateUsage, desc, kCalibrateExamples)) return 0;
   if (logs.empty()) throw InputError("<command line>", "LOG", "give at least one nccl-tests log");
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
   if (o.ranks < 0 || o.ranks > (1 << 20)) throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
@@ -105,7 +105,7 @@ int run_import(const Args& args) {
 
 int run_calibrate(const Args& args) {
   if (args.empty() || args.front() == "-h" || args.front() == "--help") {
-    std::cout << kUsage << "\n\nExamples:\n" << kExamples;
+    std::cout << kCalibrateUsage << "\n\nExamples:\n" << kCalibrateExamples;
     return args.empty() ? 2 : 0;
   }
   const Args rest(args.begin() + 1, args.end());

@@ -16,8 +16,8 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kPlanUsage = "usage: stepsim calibrate plan SCENARIO [--set KEY=VALUE]... [--json FILE]";
-constexpr const char* kPlanExamples =
+constexpr const char* kCalibratePlanUsage = "usage: stepsim calibrate plan SCENARIO [--set KEY=VALUE]... [--json FILE]";
+constexpr const char* kCalibratePlanExamples =
     "  stepsim calibrate plan my-scenario.json\n"
     "  stepsim calibrate plan llama3-70b --set parallel.tp=8 --json plan.json\n";
 
@@ -40,7 +40,7 @@ int run_calibrate_plan(const Args& args) {
   po::positional_options_description positional;
   positional.add("scenario", 1);
   const auto vm = parse_args("calibrate plan", args, desc, positional);
-  if (help_requested(vm, kPlanUsage, desc, kPlanExamples)) return 0;
+  if (help_requested(vm, kCalibratePlanUsage, desc, kCalibratePlanExamples)) return 0;
   if (scenario_path.empty()) throw InputError("<command line>", "SCENARIO", "give the scenario to plan for");
   if (vm.count("json") != 0) report::check_outputs({{"--json", json, {}}});
   const Scenario scenario = io::load_scenario(scenario_path, sets);

@@ -14,7 +14,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kCollectiveUsage =
     "usage: stepsim collective OP [--size S | --sweep MIN:MAX [--factor F]] [--gpus N]\n"
     "                             [--ranks-per-node K] [--cluster C] [--algorithm A] [--protocol P]\n"
     "                             [--json FILE|-] [-v] [--calibration FILE]...\n\n"
@@ -30,7 +30,7 @@ constexpr const char* kUsage =
     "With --calibration, measured tables replace the model inside their measured sizes (and\n"
     "scale it outside them); the model's time and, at measured sizes, both errors are shown.";
 
-constexpr const char* kExamples =
+constexpr const char* kCollectiveExamples =
     "  stepsim collective allreduce --size 256MiB\n"
     "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --sweep 8B:4GiB\n"
     "  stepsim collective allgather --gpus 64 --sweep 1MiB:1GiB --factor 4 --json -\n"
@@ -104,7 +104,7 @@ int run_collective(const Args& args) {
   po::positional_options_description positional;
   positional.add("op", 1);
   const auto vm = parse_args("collective", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kCollectiveUsage, desc, kCollectiveExamples)) return 0;
   if (vm.count("json") != 0) report::check_outputs({{"--json", json, {}}});
   const CollectivePrediction prediction = predict_collective(query);
   if (json != "-") print_table(prediction);

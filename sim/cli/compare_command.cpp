@@ -16,7 +16,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kCompareUsage =
     "usage: stepsim compare TRACE SCENARIO.json [--set KEY=VALUE]... [--step N] [--rank I] [--json FILE|-]\n\n"
     "Measures TRACE (a PyTorch profiler trace or a folder of rank files, as 'stepsim analyze'\n"
     "does: the mean over its ProfilerSteps, or one step with --step) and simulates SCENARIO.json,\n"
@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "that the trace and the scenario describe the same job (world size, compute per step, step\n"
     "count) and says what differs; the same lines go to stderr as warnings.";
 
-constexpr const char* kExamples =
+constexpr const char* kCompareExamples =
     "  stepsim compare rank0.json.gz my-ddp-scenario.json\n"
     "  stepsim simulate ddp-1.3b-64xa100 --trace sim.json && stepsim compare sim.json ddp-1.3b-64xa100\n"
     "  stepsim compare traces/ my.json --set data_parallel.bucket_cap_mb=50 --json -\n";
@@ -77,7 +77,7 @@ int run_compare(const Args& args) {
   po::positional_options_description positional;
   positional.add("inputs", 2);
   auto vm = parse_args("compare", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kCompareUsage, desc, kCompareExamples)) return 0;
   if (inputs.size() != 2)
     throw InputError("<command line>", "stepsim compare",
                      "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");

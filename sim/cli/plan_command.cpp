@@ -15,7 +15,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kPlanUsage =
     "usage: stepsim plan [SCENARIO.json] [--model NAME] (--tokens N | --deadline DAYS) --gpus LIST\n"
     "                    --cluster NAME[@PRICE]... [--precision LIST] [--set KEY=VALUE]... [--jobs J]\n"
     "                    [-o FILE.csv|FILE.json]\n\n"
@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "the stages, with the pipeline's fill and drain); those whose bound is above the fastest found\n"
     "are left out, and once --max-layouts fit the rest too (the table counts them).";
 
-constexpr const char* kExamples =
+constexpr const char* kPlanExamples =
     "  stepsim plan --model llama3-70b --tokens 1T --gpus 256 --precision bf16,fp8 \\\n"
     "      --cluster dgx-a100-80g-hdr@1.8 --cluster dgx-h100-ndr@2.5 --cluster dgx-h200-ndr@3.1 \\\n"
     "      --cluster dgx-b200@5.5 --cluster gb200-nvl72@6.5 -o plan.csv && tools/plot.py pareto plan.csv -o plan.png\n"
@@ -193,7 +193,7 @@ int run_plan(const Args& args) {
   po::positional_options_description positional;
   positional.add("scenario", 1);
   const auto vm = parse_args("plan", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kPlanUsage, desc, kPlanExamples)) return 0;
   check_jobs(f, vm);
   const sweep::PlanSpec spec = spec_of(f, vm);
   std::vector<sweep::PlanRow> rows;

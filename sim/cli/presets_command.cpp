@@ -16,7 +16,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kPresetsUsage =
     "usage: stepsim presets [NAME] [--kind KIND] [--json [FILE]] [--resolved] [--keys [--markdown]]\n\n"
     "Lists the GPUs, clusters, models and example scenarios compiled into stepsim, with a\n"
     "one-line summary each. A scenario names them as section values: \"model\": \"llama3-70b\",\n"
@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "over, or say there is none. --keys --markdown writes docs/scenario-reference.md: every key\n"
     "with its unit, the default scenario's value, its meaning and the framework option.";
 
-constexpr const char* kExamples =
+constexpr const char* kPresetsExamples =
     "  stepsim presets\n"
     "  stepsim presets --kind model\n"
     "  stepsim presets h100-sxm5-80gb\n"
@@ -117,7 +117,7 @@ int run_presets(const Args& args) {
   po::positional_options_description positional;
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kPresetsUsage, desc, kPresetsExamples)) return 0;
   const std::string name = names.empty() ? "" : names.back();
   const std::string kind = kinds.empty() ? "" : kinds.back();
   if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")

@@ -19,7 +19,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kSimulateUsage =
     "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--advise]\n"
     "                        [--json FILE] [--trace FILE [--trace-format kineto] [--trace-ranks LIST]]\n"
     "                        [--compare-cluster NAME]...\n\n"
@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "                         peak for the training precision; attention is counted causal\n"
     "                         (half of the s^2 that Megatron's papers count)";
 
-constexpr const char* kExamples =
+constexpr const char* kSimulateExamples =
     "  stepsim simulate\n"
     "  stepsim simulate configs/examples/ddp-1.3b-64xa100.json --set data_parallel.bucket_cap_mb=100\n"
     "  stepsim simulate --set parallel.sequence_parallel=true --json report.json --trace step.json\n"
@@ -88,7 +88,7 @@ int run_simulate(const Args& args) {
   po::positional_options_description positional;
   positional.add("scenario", 1);
   auto vm = parse_args("simulate", args, desc, positional);
-  if (help_requested(vm, kUsage, desc, kExamples)) return 0;
+  if (help_requested(vm, kSimulateUsage, desc, kSimulateExamples)) return 0;
   check_outputs(out);
   const std::string format = formats.empty() ? "chrome" : formats.back();
   if (format != "chrome" && format != "kineto")

@@ -22,7 +22,7 @@
 namespace stepsim::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kSweepUsage =
     "usage: stepsim sweep [SCENARIO.json] --vary KEY=VALUES [--vary ...] [--set KEY=VALUE]...\n"
     "                     [--gpus N] [-o FILE] [--jobs J] [--keep-oom] [--resume] [--shard K/N]\n"
     "       stepsim sweep [SCENARIO.json] --best K --gpus N [--set KEY=VALUE]... [--jobs J]\n"
@@ -59,7 +59,7 @@ constexpr const char* kUsage =
     "limits the first. --precision bf16,fp8 searches those precisions too. 'stepsim plan' runs the\n"
     "same search on several clusters.";
 
-constexpr const char* kExamples =
+constexpr const char* kSweepExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"
     "      --set model=llama3-8b --gpus 64 -o out.csv\n"
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1:256:x2 -o buckets.jsonl\n"
@@ -183,7 +183,7 @@ int run_sweep(const Args& args) {
   po::positional_options_description positional;
   positional.add("inputs", -1);
   const auto vm = parse_args("sweep", args, desc, positional);
-  if (help_requested(vm, kUsage, visible, kExamples)) return 0;
+  if (help_requested(vm, kSweepUsage, visible, kSweepExamples)) return 0;
   if (vm.count("merge") != 0) return run_merge(f, vm);
   const unsigned jobs = jobs_of(f, vm);
   sweep::SweepSpec spec = spec_of(f);

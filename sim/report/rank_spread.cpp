@@ -13,26 +13,18 @@ namespace {
 
 double seconds(Time t) { return t.seconds(); }
 
+}  // namespace
+
+// RankTally::State holds these, and RankTally is declared in a header: a type of an anonymous namespace
+// in it would make GCC warn (-Wsubobject-linkage) wherever this file is not the main file (a unity
+// build), so they have a namespace of their own, used by this file alone.
+namespace rank_spread_detail {
+
 struct RankFigures {
   int rank = 0;
   double step_s = 0;
   double compute_s = 0;
 };
-
-RankSpread spread_of(std::vector<RankFigures> ranks, double RankFigures::*figure) {
-  RankSpread s;
-  if (ranks.empty()) return s;
-  const auto less = [figure](const RankFigures& a, const RankFigures& b) { return a.*figure < b.*figure; };
-  const auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end(), less);
-  s.min = (*lo).*figure;
-  s.min_rank = lo->rank;
-  s.max = (*hi).*figure;
-  s.max_rank = hi->rank;
-  const auto mid = ranks.begin() + static_cast<std::ptrdiff_t>(ranks.size() / 2);
-  std::nth_element(ranks.begin(), mid, ranks.end(), less);
-  s.median = (*mid).*figure;
-  return s;
-}
 
 // One collective as its members saw it.
 struct Meeting {
@@ -98,6 +90,28 @@ class Meetings {
   std::vector<std::vector<Meeting>> by_group_;
   std::vector<std::pair<std::int32_t, std::uint32_t>> calls_;  // the current rank's collectives per group
 };
+
+}  // namespace rank_spread_detail
+
+using rank_spread_detail::Meetings;
+using rank_spread_detail::RankFigures;
+
+namespace {
+
+RankSpread spread_of(std::vector<RankFigures> ranks, double RankFigures::*figure) {
+  RankSpread s;
+  if (ranks.empty()) return s;
+  const auto less = [figure](const RankFigures& a, const RankFigures& b) { return a.*figure < b.*figure; };
+  const auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end(), less);
+  s.min = (*lo).*figure;
+  s.min_rank = lo->rank;
+  s.max = (*hi).*figure;
+  s.max_rank = hi->rank;
+  const auto mid = ranks.begin() + static_cast<std::ptrdiff_t>(ranks.size() / 2);
+  std::nth_element(ranks.begin(), mid, ranks.end(), less);
+  s.median = (*mid).*figure;
+  return s;
+}
 
 }  // namespace
 

@@ -33,7 +33,7 @@ constexpr double kLayerBytes = 84017152;
 // Each Grace's NVLink-C2C carries 450 GB/s each way, shared by its superchip's two GPUs.
 constexpr double kGpuShare = 225e9;
 
-stepsim::SimulationResult run(const std::vector<std::string>& sets) {
+stepsim::SimulationResult run_tray(const std::vector<std::string>& sets) {
   return stepsim::simulate(stepsim::io::load_scenario_text(kTray, "tray.json", sets));
 }
 
@@ -67,7 +67,7 @@ std::string offload_note(const stepsim::Report& report) {
 }  // namespace
 
 TEST_CASE("Each offloaded layer copies its activations to the host and back at its GPU's share of the link") {
-  const stepsim::SimulationResult r = run({layers(3)});
+  const stepsim::SimulationResult r = run_tray({layers(3)});
   const std::vector<stepsim::Interval> out = on_stream(r.timeline, "offload to host");
   const std::vector<stepsim::Interval> back = on_stream(r.timeline, "offload from host");
   REQUIRE(out.size() == 3);
@@ -80,14 +80,14 @@ TEST_CASE("Each offloaded layer copies its activations to the host and back at i
     }
   }
   // Without offload there are no copies.
-  CHECK(on_stream(run({}).timeline, "offload to host").empty());
+  CHECK(on_stream(run_tray({}).timeline, "offload to host").empty());
 }
 
 TEST_CASE("A GPU shares its host link only with the job's GPUs on that link") {
   // The job's ranks fill the tray's GPUs in order, the link of GPUs 0-1 first (each Grace's
   // NVLink-C2C, 450 GB/s each way, carries two GPUs). One GPU alone on its Grace copies at the
   // whole 450 GB/s: 84 017 152 B in 186.7 us, not the 373.4 us of half the link.
-  const auto alone = run({"parallel.dp=1", "training.global_batch=1", layers(1), "simulation.ranks=\"all\""});
+  const auto alone = run_tray({"parallel.dp=1", "training.global_batch=1", layers(1), "simulation.ranks=\"all\""});
   const auto one = copy_seconds_by_rank(alone.timeline);
   REQUIRE(one.size() == 1);
   REQUIRE(one.at(0).size() == 1);
@@ -95,7 +95,7 @@ TEST_CASE("A GPU shares its host link only with the job's GPUs on that link") {
   CHECK(offload_note(alone.report).find("each way at 450 GB/s per GPU") != std::string::npos);
   // Three GPUs: GPUs 0 and 1 share the first Grace's link (225 GB/s each), GPU 2 has the
   // second to itself (450 GB/s).
-  const auto three = run({"parallel.dp=3", "training.global_batch=3", layers(1), "simulation.ranks=\"all\""});
+  const auto three = run_tray({"parallel.dp=3", "training.global_batch=3", layers(1), "simulation.ranks=\"all\""});
   const auto by_rank = copy_seconds_by_rank(three.timeline);
   REQUIRE(by_rank.size() == 3);
   CHECK(by_rank.at(0).front() == Approx(kLayerBytes / 225e9).epsilon(1e-6));
@@ -103,8 +103,8 @@ TEST_CASE("A GPU shares its host link only with the job's GPUs on that link") {
   CHECK(by_rank.at(2).front() == Approx(kLayerBytes / 450e9).epsilon(1e-6));
   // A host link of 4 GPUs (one PCIe switch per tray, say) at 400 GB/s, and a job of 6 GPUs
   // over two trays: the first tray's 4 GPUs get 100 GB/s each, the second's 2 get 200 GB/s.
-  const auto six = run({"parallel.dp=6", "training.global_batch=6", layers(1), "simulation.ranks=\"all\"",
-                        "cluster.host_link.gpus_per_link=4", R"(cluster.host_link.bandwidth="400 GB/s")"});
+  const auto six = run_tray({"parallel.dp=6", "training.global_batch=6", layers(1), "simulation.ranks=\"all\"",
+                             "cluster.host_link.gpus_per_link=4", R"(cluster.host_link.bandwidth="400 GB/s")"});
   const auto six_ranks = copy_seconds_by_rank(six.timeline);
   REQUIRE(six_ranks.size() == 6);
   for (int r = 0; r < 4; ++r) CHECK(six_ranks.at(r).front() == Approx(kLayerBytes / 100e9).epsilon(1e-6));
@@ -113,23 +113,24 @@ TEST_CASE("A GPU shares its host link only with the job's GPUs on that link") {
   CHECK(offload_note(six.report)
             .find("each way at 100 GB/s per GPU, 200 GB/s for the 2 GPUs of the job on a link "
                   "of 4 (cluster.host_link: 400 GB/s shared by 4 GPUs)") != std::string::npos);
-  const auto representative = run({"parallel.dp=6", "training.global_batch=6", layers(1),
-                                   "cluster.host_link.gpus_per_link=4", R"(cluster.host_link.bandwidth="400 GB/s")"});
+  const auto representative =
+      run_tray({"parallel.dp=6", "training.global_batch=6", layers(1), "cluster.host_link.gpus_per_link=4",
+                R"(cluster.host_link.bandwidth="400 GB/s")"});
   CHECK(copy_seconds_by_rank(representative.timeline).at(0).front() == Approx(kLayerBytes / 100e9).epsilon(1e-6));
 }
 
 TEST_CASE("Offloaded layers' activations are not resident at the peak, but for the one in transit") {
   // The peak is the loss's backward, beside the head's activations (the b·s·V logits, more
   // than a layer's), when every offloaded layer is on the host: each saves its bytes.
-  const double none = run({}).report.memory_bytes.activations;
-  CHECK(none - run({layers(1)}).report.memory_bytes.activations == kLayerBytes);
-  CHECK(none - run({layers(3)}).report.memory_bytes.activations == kLayerBytes * 3);
-  CHECK(none - run({layers(7)}).report.memory_bytes.activations == kLayerBytes * 7);
+  const double none = run_tray({}).report.memory_bytes.activations;
+  CHECK(none - run_tray({layers(1)}).report.memory_bytes.activations == kLayerBytes);
+  CHECK(none - run_tray({layers(3)}).report.memory_bytes.activations == kLayerBytes * 3);
+  CHECK(none - run_tray({layers(7)}).report.memory_bytes.activations == kLayerBytes * 7);
   // The layer in transit is on the GPU only without the head's activations: with a head
   // smaller than a layer (a vocabulary of 64) the peak is the end of the forward, the last
   // offloaded layer still on its way out beside the layers kept, so beyond the first each
   // offloaded layer saves its bytes.
-  const auto small_head = [](int n) { return run({"model.vocab=64", layers(n)}).report.memory_bytes.activations; };
+  const auto small_head = [](int n) { return run_tray({"model.vocab=64", layers(n)}).report.memory_bytes.activations; };
   CHECK(small_head(1) - small_head(3) == kLayerBytes * 2);
   CHECK(small_head(1) - small_head(7) == kLayerBytes * 6);
 }
@@ -140,8 +141,8 @@ TEST_CASE("A host link too slow for the copies exposes them, each in full") {
   // after layers 3 and 7: the forward waits at each for one copy out, and the backward for
   // each reload before the next (at layer 3) and before layer 0: four copies exposed.
   const std::string slow = R"(cluster.host_link.bandwidth="1 GB/s")";
-  const stepsim::SimulationResult base = run({slow});
-  const stepsim::SimulationResult offload = run({slow, layers(2)});
+  const stepsim::SimulationResult base = run_tray({slow});
+  const stepsim::SimulationResult offload = run_tray({slow, layers(2)});
   const double copy_s = kLayerBytes / 0.5e9;
   CHECK(offload.report.step_time_s - base.report.step_time_s == Approx(4 * copy_s).epsilon(0.01));
   // The report counts that time as memory copies alone (breakdown "other").
@@ -149,10 +150,10 @@ TEST_CASE("A host link too slow for the copies exposes them, each in full") {
 }
 
 TEST_CASE("Offload never makes a step faster, and more host bandwidth never slower") {
-  const double none = run({}).report.step_time_s;
-  const double preset = run({layers(4)}).report.step_time_s;
-  const double slower = run({layers(4), R"(cluster.host_link.bandwidth="50 GB/s")"}).report.step_time_s;
-  const double slowest = run({layers(4), R"(cluster.host_link.bandwidth="5 GB/s")"}).report.step_time_s;
+  const double none = run_tray({}).report.step_time_s;
+  const double preset = run_tray({layers(4)}).report.step_time_s;
+  const double slower = run_tray({layers(4), R"(cluster.host_link.bandwidth="50 GB/s")"}).report.step_time_s;
+  const double slowest = run_tray({layers(4), R"(cluster.host_link.bandwidth="5 GB/s")"}).report.step_time_s;
   CHECK(none <= preset);
   CHECK(preset <= slower);
   CHECK(slower <= slowest);

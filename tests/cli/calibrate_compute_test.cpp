@@ -12,9 +12,9 @@ namespace {
 
 using testing::Scratch;
 
-boost::json::value json_of(const std::string& text) { return boost::json::parse(text); }
+boost::json::value parsed(const std::string& text) { return boost::json::parse(text); }
 
-double number(const boost::json::value& v, const char* key) { return v.at(key).to_number<double>(); }
+double number_at(const boost::json::value& v, const char* key) { return v.at(key).to_number<double>(); }
 
 bool contains(const boost::json::array& a, const std::string& s) {
   for (const auto& v : a)
@@ -60,15 +60,15 @@ RoundTrip round_trip(const Scratch& s, const std::string& scenario) {
   REQUIRE(fit.status == 0);
   const auto again = s.run("simulate " + scenario + " --calibration fitted.json --json -");
   REQUIRE(again.status == 0);
-  return {json_of(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency"),
-          number(json_of(testing::slurp(s.file("report.json"))), "step_time_s"),
-          number(json_of(again.out), "step_time_s")};
+  return {parsed(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency"),
+          number_at(parsed(testing::slurp(s.file("report.json"))), "step_time_s"),
+          number_at(parsed(again.out), "step_time_s")};
 }
 
 void check_recovered(const RoundTrip& r) {
-  CHECK(number(r.efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
-  CHECK(number(r.efficiency, "fp8_gemm_max") == Approx(0.5).epsilon(0.02));
-  CHECK(number(r.efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+  CHECK(number_at(r.efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number_at(r.efficiency, "fp8_gemm_max") == Approx(0.5).epsilon(0.02));
+  CHECK(number_at(r.efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
   CHECK(r.recalibrated_step_s == Approx(r.trace_step_s).epsilon(0.02));
 }
 
@@ -96,10 +96,10 @@ TEST_CASE("from-trace fits no fp8_gemm_max from an NVFP4 run's FP4 GEMMs") {
   const auto fit =
       s.run("calibrate from-trace step.json \"\" --set cluster=dgx-b200 --set training.precision=nvfp4 -o fitted.json");
   REQUIRE(fit.status == 0);
-  const auto efficiency = json_of(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency");
+  const auto efficiency = parsed(testing::slurp(s.file("fitted.json"))).at("compute").at("efficiency");
   CHECK_FALSE(efficiency.as_object().contains("fp8_gemm_max"));
-  CHECK(number(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
-  CHECK(number(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+  CHECK(number_at(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number_at(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
 }
 
 // Context parallelism runs the attention core in cp pieces beside the K/V ring; the trace
@@ -115,7 +115,7 @@ TEST_CASE("from-trace recovers the efficiencies from a TP-overlap run's GEMM pie
   const RoundTrip r = round_trip(
       s, "--set training.precision=fp8 --set parallel.sequence_parallel=true --set tensor_parallel.comm_overlap=true");
   check_recovered(r);
-  CHECK(number(r.efficiency, "gemm_half_flops") == Approx(1e10).epsilon(0.02));
+  CHECK(number_at(r.efficiency, "gemm_half_flops") == Approx(1e10).epsilon(0.02));
 }
 
 // Under FP8 training the Linear layers' GEMMs run in FP8, but the LM head and attention stay
@@ -125,15 +125,15 @@ TEST_CASE("an FP8 run's BF16 ops use BF16 tables") {
   s.write("bf16.json", kBf16Tables);
   const auto run = s.run("simulate --set training.precision=fp8 --calibration bf16.json --json -");
   REQUIRE(run.status == 0);
-  const auto report = json_of(run.out);
+  const auto report = parsed(run.out);
   const auto& c = report.at("calibration");
   CHECK(contains(c.at("measured").as_array(), "gemm bf16: measured"));
   CHECK(contains(c.at("measured").as_array(), "attention bf16: measured"));
-  CHECK(number(c, "compute_fraction") > 0);
+  CHECK(number_at(c, "compute_fraction") > 0);
   // The BF16 run uses them for every GEMM and attention kernel, so for more of its compute.
   const auto bf16 = s.run("simulate --calibration bf16.json --json -");
   REQUIRE(bf16.status == 0);
-  CHECK(number(json_of(bf16.out).at("calibration"), "compute_fraction") > number(c, "compute_fraction"));
+  CHECK(number_at(parsed(bf16.out).at("calibration"), "compute_fraction") > number_at(c, "compute_fraction"));
 }
 
 }  // namespace stepsim
@@ -164,16 +164,16 @@ TEST_CASE("the report after a from-trace fit shows the fitted values and their s
   const auto run = s.run("simulate --calibration fitted.json --json -");
   REQUIRE(plain.status == 0);
   REQUIRE(run.status == 0);
-  const auto preset = json_of(plain.out), report = json_of(run.out);
+  const auto preset = parsed(plain.out), report = parsed(run.out);
   const auto& preset_efficiency = preset.at("config").at("cluster").at("gpu").at("efficiency");
   const auto& efficiency = report.at("config").at("cluster").at("gpu").at("efficiency");
-  CHECK(number(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
-  CHECK(number(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
-  CHECK(number(efficiency, "hbm") == Approx(0.7).epsilon(0.02));
+  CHECK(number_at(efficiency, "gemm_max") == Approx(0.7).epsilon(0.02));
+  CHECK(number_at(efficiency, "attention_max") == Approx(0.45).epsilon(0.02));
+  CHECK(number_at(efficiency, "hbm") == Approx(0.7).epsilon(0.02));
   const auto* gemm = value_of(report.at("calibration"), "gemm_max");
   REQUIRE(gemm != nullptr);
   CHECK(gemm->at("value").to_number<double>() == Approx(0.7).epsilon(0.02));
-  CHECK(gemm->at("preset").to_number<double>() == number(preset_efficiency, "gemm_max"));
+  CHECK(gemm->at("preset").to_number<double>() == number_at(preset_efficiency, "gemm_max"));
   CHECK(gemm->at("source").as_string() == "fitted.json: fitted to trace step.json");
   // The default scenario runs no FP8 GEMM: nothing to fit, nothing set.
   CHECK(value_of(report.at("calibration"), "fp8_gemm_max") == nullptr);
@@ -194,8 +194,8 @@ TEST_CASE("a calibration that changes nothing the job uses says which measuremen
   const auto run = s.run("simulate fsdp-llama2-7b-8xh100 --calibration allreduce.json --json -");
   REQUIRE(plain.status == 0);
   REQUIRE(run.status == 0);
-  const auto report = json_of(run.out);
-  CHECK(number(report, "step_time_s") == number(json_of(plain.out), "step_time_s"));
+  const auto report = parsed(run.out);
+  CHECK(number_at(report, "step_time_s") == number_at(parsed(plain.out), "step_time_s"));
   const auto& needed = report.at("calibration").at("not_measured").as_array();
   CHECK(contains(needed, "allgather 8 ranks on 1 node(s) x 8"));
   CHECK(contains(needed, "reducescatter 8 ranks on 1 node(s) x 8"));

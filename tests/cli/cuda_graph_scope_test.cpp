@@ -15,7 +15,7 @@
 namespace {
 
 // A small mixture-of-experts model at TP 2 with sequence parallelism, EP 2 on 4 GPUs.
-const std::string kMoe = R"({
+const std::string kGraphMoe = R"({
   "model": {"name": "moe-small", "layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 2, "ffn_hidden": 2048,
             "vocab": 32000, "seq_len": 2048, "mlp": "swiglu", "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 512}},
   "cluster": "dgx-h100-ndr",
@@ -23,7 +23,7 @@ const std::string kMoe = R"({
   "training": {"framework": "megatron", "global_batch": 4, "micro_batch": 1, "cuda_graphs": true},
   "data_parallel": {"kind": "ddp"}
 })";
-const std::string kDense = R"({
+const std::string kGraphDense = R"({
   "model": {"name": "dense-small", "layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 2, "ffn_hidden": 2048,
             "vocab": 32000, "seq_len": 2048, "mlp": "swiglu"},
   "cluster": "dgx-h100-ndr",
@@ -39,7 +39,7 @@ struct Costs {
 
 // What the CPU pays to issue layer 0's ops of each kind, read from the program itself.
 Costs host_costs(const std::vector<std::string>& sets) {
-  const stepsim::Scenario s = stepsim::io::load_scenario_text(kMoe, "s.json", sets);
+  const stepsim::Scenario s = stepsim::io::load_scenario_text(kGraphMoe, "s.json", sets);
   const auto work = stepsim::workload::build_work(s);
   const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
   const auto p = stepsim::parallelism::build_program(s, work, gpu);
@@ -91,8 +91,8 @@ TEST_CASE("A CUDA graph scope replays its part of each layer and leaves the rest
 
 TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it would capture nothing") {
   stepsim::testing::Scratch scratch("cuda-graph-scope-refusals");
-  scratch.write("moe.json", kMoe);
-  scratch.write("dense.json", kDense);
+  scratch.write("moe.json", kGraphMoe);
+  scratch.write("dense.json", kGraphDense);
   const auto refused = [&](const std::string& file, const std::string& sets, const std::string& where,
                            const std::string& message) {
     INFO(file << " " << sets);

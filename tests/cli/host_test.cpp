@@ -36,7 +36,7 @@ double kernel_sum_s(const stepsim::Timeline& t) {
   return sum;
 }
 
-bool has_note(const stepsim::Report& r, const std::string& part) {
+bool mentions(const stepsim::Report& r, const std::string& part) {
   for (const auto& n : r.notes)
     if (n.find(part) != std::string::npos) return true;
   return false;
@@ -70,7 +70,7 @@ TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
   // micro-batch) still costs the CPU, but the GPU is ahead of it.
   CHECK(r.report.step_time_s == Approx(kernel_sum_s(r.timeline)).epsilon(0.02));
   CHECK(r.report.host.gpu_wait_s < 0.01 * r.report.step_time_s);
-  CHECK(has_note(r.report, "replayed by CUDA graphs"));
+  CHECK(mentions(r.report, "replayed by CUDA graphs"));
   // More CPU per operator never makes a step faster, and graphs never slower.
   CHECK(r.report.step_time_s < stepsim::simulate(small()).report.step_time_s);
 }
@@ -118,8 +118,8 @@ TEST_CASE("Each framework sets the kernels it runs, and a key beside it override
   const auto set = boost::json::parse(small({"training.fusion=fused"}).resolved_json);
   CHECK(set.at("training").at("fusion").as_string() == "fused");
   const stepsim::SimulationResult r = stepsim::simulate(small({"training.fusion=fused"}));
-  CHECK(has_note(r.report, "framework pytorch: eager PyTorch"));
-  CHECK(has_note(r.report, "training.fusion set apart from it"));
+  CHECK(mentions(r.report, "framework pytorch: eager PyTorch"));
+  CHECK(mentions(r.report, "training.fusion set apart from it"));
 }
 
 TEST_CASE("A scenario without a framework says whose kernels it gets") {
@@ -127,8 +127,8 @@ TEST_CASE("A scenario without a framework says whose kernels it gets") {
     "training": {"global_batch": 8}})";
   const stepsim::SimulationResult r = stepsim::simulate(stepsim::io::load_scenario_text(plain, "s.json", {}));
   CHECK(r.report.host.framework == "unspecified");
-  CHECK(has_note(r.report, "framework unspecified: the kernel keys' own defaults"));
-  CHECK(has_note(r.report, "set training.framework"));
+  CHECK(mentions(r.report, "framework unspecified: the kernel keys' own defaults"));
+  CHECK(mentions(r.report, "set training.framework"));
 }
 
 TEST_CASE("An unknown framework is refused with the choices") {

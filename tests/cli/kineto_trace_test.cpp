@@ -25,7 +25,7 @@ double hidden(const boost::json::value& report) {
 
 // Simulates `job` into a Kineto trace, reads it back with `analyze`, and compares the two
 // reports' exposed communication and hidden fraction.
-void round_trip(const Scratch& scratch, const std::string& job) {
+void trace_round_trip(const Scratch& scratch, const std::string& job) {
   const auto sim = scratch.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
   INFO(sim.err);
   REQUIRE(sim.status == 0);
@@ -45,7 +45,7 @@ TEST_CASE("A simulated step read back from its Kineto trace gives the same expos
   Scratch scratch("kineto-round-trip");
   for (const char* scenario : {"default", "gpt3-175b-selene", "ddp-1.3b-64xa100", "fsdp-llama3-70b"}) {
     INFO(scenario);
-    round_trip(scratch, scenario);
+    trace_round_trip(scratch, scenario);
   }
 }
 
@@ -109,8 +109,8 @@ TEST_CASE("An all-ranks run's Kineto trace is the rank its report measures, read
   // Every GPU simulated, with jitter and a slow GPU: the critical-path rank is one of 16 and
   // is known only once every rank has run; the trace must hold it whole.
   Scratch scratch("kineto-all-ranks");
-  round_trip(scratch,
-             "ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=128 --set simulation.ranks=all "
-             "--set simulation.variation.jitter.distribution=normal --set simulation.variation.jitter.sigma=0.05 "
-             "--set 'simulation.variation.gpu_speed=[{\"rank\": 11, \"factor\": 0.8}]'");
+  trace_round_trip(scratch,
+                   "ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=128 --set simulation.ranks=all "
+                   "--set simulation.variation.jitter.distribution=normal --set simulation.variation.jitter.sigma=0.05 "
+                   "--set 'simulation.variation.gpu_speed=[{\"rank\": 11, \"factor\": 0.8}]'");
 }

@@ -21,7 +21,7 @@ struct MeasuredMemory {
   bool fitted = false;
 };
 
-MeasuredMemory read_measured(const std::filesystem::path& path) {
+MeasuredMemory read_measured_memory(const std::filesystem::path& path) {
   MeasuredMemory m;
   m.path = path;
   std::ifstream in(path);
@@ -39,7 +39,7 @@ std::vector<MeasuredMemory> published_peaks() {
   for (const auto& folder : {root, root / "memory"}) {
     for (const auto& entry : std::filesystem::directory_iterator(folder)) {
       if (entry.path().extension() != ".json") continue;
-      const MeasuredMemory m = read_measured(entry.path());
+      const MeasuredMemory m = read_measured_memory(entry.path());
       if (m.gib > 0) runs.push_back(m);
     }
   }
@@ -84,7 +84,7 @@ TEST_CASE("the published peak memory stays within the error the documentation st
 TEST_CASE("torchtitan's 405B interleaved and H200 FP8 peaks are within 10 %") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
   for (const char* run : {"tt-405b-512gpu-3d-interleaved", "tt-h200-32gpu-llama3-8b-fsdp-fp8"}) {
-    const MeasuredMemory m = read_measured(root / (std::string(run) + ".json"));
+    const MeasuredMemory m = read_measured_memory(root / (std::string(run) + ".json"));
     INFO(run);
     REQUIRE(m.gib > 0);
     const MemoryReport r = test::run(m.path.string()).report.memory_bytes;

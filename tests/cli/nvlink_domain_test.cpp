@@ -29,7 +29,7 @@ Row allreduce(int gpus, const std::string& size) {
   return {std::string(row.at("algorithm").as_string()), row.at("busbw_gbps").to_number<double>()};
 }
 
-bool has_note(const Report& r, const std::string& part) {
+bool notes_say(const Report& r, const std::string& part) {
   for (const auto& n : r.notes)
     if (n.find(part) != std::string::npos) return true;
   return false;
@@ -80,13 +80,13 @@ TEST_CASE(
     "DeepSeek-V3 at EP 64 in one NVL72 rack keeps its all-to-alls on NVLink and EP 128 over two racks uses NICs") {
   const Report rack = deepseek(64);
   CHECK(
-      has_note(rack, "ep group of rank 0: 64 ranks on 16 node(s), 4 per node in one NVLink domain (all over NVLink)"));
+      notes_say(rack, "ep group of rank 0: 64 ranks on 16 node(s), 4 per node in one NVLink domain (all over NVLink)"));
   const Report racks = deepseek(128);
-  CHECK(has_note(racks,
-                 "ep group of rank 0: 128 ranks on 32 node(s), 4 per node in 2 NVLink domains, 56 to 72 per "
-                 "domain (NVLink inside a domain, NICs between domains)"));
-  CHECK(has_note(rack, "gb200 is not fitted to measurements"));
-  CHECK(has_note(rack, "gb200-nvl72 is not fitted to measurements"));
+  CHECK(notes_say(racks,
+                  "ep group of rank 0: 128 ranks on 32 node(s), 4 per node in 2 NVLink domains, 56 to 72 per "
+                  "domain (NVLink inside a domain, NICs between domains)"));
+  CHECK(notes_say(rack, "gb200 is not fitted to measurements"));
+  CHECK(notes_say(rack, "gb200-nvl72 is not fitted to measurements"));
 }
 
 // FSDP's HYBRID_SHARD shards where its AllGathers run on NVLink: on an NVL72 rack that is the
@@ -97,7 +97,7 @@ TEST_CASE("HSDP's default shard group is one NVLink domain: a whole NVL72 rack")
                      test::set("parallel", R"({"tp": 1, "pp": 1, "dp": 144})"), test::set("data_parallel.kind", "hsdp"),
                      test::set("training.global_batch", "144"), test::set("training.micro_batch", "1")})
           .report;
-  CHECK(has_note(r, "HSDP: shard groups of 72 DP ranks, gradient shards all-reduced across 2 groups"));
+  CHECK(notes_say(r, "HSDP: shard groups of 72 DP ranks, gradient shards all-reduced across 2 groups"));
 }
 
 // FSDP inside one rack already gathers over NVLink: the advice proposes HSDP (shard inside an

@@ -9,13 +9,13 @@
 namespace stepsim {
 namespace {
 
-struct Row {
+struct Table5Row {
   const char* scenario;
   double full_recompute_s;  // no sequence parallelism, full recompute
   double selective_s;       // sequence parallelism + selective recompute
 };
 
-constexpr Row kTable5[] = {
+constexpr Table5Row kTable5[] = {
     {"korthikanti-22b", 1.42, 1.10},
     {"gpt3-175b-selene", 18.13, 13.75},
     {"gpt-530b-selene", 49.05, 37.83},
@@ -33,7 +33,7 @@ double step_time(const char* scenario, const char* sequence_parallel, const char
 // The README and docs/validation.md claim 8 % for Table 5 and 15 % for BLOOM: the tests hold
 // exactly those, so that they fail when the model drifts.
 TEST_CASE("Table 5 iteration times of GPT 22B to 1T are predicted within 8 percent", "[slow]") {
-  for (const Row& row : kTable5) {
+  for (const Table5Row& row : kTable5) {
     const double full = step_time(row.scenario, "false", "full");
     const double selective = step_time(row.scenario, "true", "selective");
     INFO(row.scenario << ": full recompute " << full << " s (measured " << row.full_recompute_s << "), SP + selective "

@@ -11,7 +11,7 @@
 namespace stepsim {
 namespace {
 
-double busy(const Report& r, CommKind k) { return r.comm_s[static_cast<int>(k)]; }
+double comm_time(const Report& r, CommKind k) { return r.comm_s[static_cast<int>(k)]; }
 
 // A step that simulated: positive time, MFU in (0, 1), the breakdown summing to the step.
 void check_sensible(const Report& r) {
@@ -30,8 +30,8 @@ void check_sensible(const Report& r) {
 TEST_CASE("HSDP on the default scenario shards over one DP rank per node and all-reduces across nodes") {
   const Report r = test::run("", {test::set("data_parallel.kind", "hsdp")}).report;
   check_sensible(r);
-  CHECK(busy(r, CommKind::fsdp) == 0);
-  CHECK(busy(r, CommKind::dp) > 0);
+  CHECK(comm_time(r, CommKind::fsdp) == 0);
+  CHECK(comm_time(r, CommKind::dp) > 0);
 }
 
 // 12 GPUs on 8-GPU nodes: two nodes, the second half used.
@@ -43,7 +43,7 @@ TEST_CASE("TP 4 x DP 3 on 8-GPU nodes simulates a partial last node") {
                          .report;
     check_sensible(r);
     CHECK(r.gpus == 12);
-    CHECK(busy(r, kind == std::string("fsdp") ? CommKind::fsdp : CommKind::dp) > 0);
+    CHECK(comm_time(r, kind == std::string("fsdp") ? CommKind::fsdp : CommKind::dp) > 0);
   }
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("TP wider than a node runs across nodes and is slower than inside one"
   const Report across = test::run("", {test::set("cluster.gpus_per_node", "7")}).report;
   check_sensible(across);
   CHECK(across.step_time_s > inside.step_time_s);
-  CHECK(busy(across, CommKind::tp) > busy(inside, CommKind::tp));
+  CHECK(comm_time(across, CommKind::tp) > comm_time(inside, CommKind::tp));
 }
 
 TEST_CASE("FSDP and HSDP under 1F1B and interleaved pipelines simulate every stage") {
@@ -66,7 +66,7 @@ TEST_CASE("FSDP and HSDP under 1F1B and interleaved pipelines simulate every sta
                          test::set("parallel.virtual_stages", schedule == std::string("1f1b") ? "1" : "2")})
               .report;
       check_sensible(r);
-      CHECK(busy(r, CommKind::pp) > 0);
+      CHECK(comm_time(r, CommKind::pp) > 0);
     }
   }
 }

@@ -44,24 +44,24 @@ const std::string kDense = R"({
   "data_parallel": {"kind": "ddp"}
 })";
 
-stepsim::SimulationResult run(const std::vector<std::string>& sets) {
+stepsim::SimulationResult run_model(const std::vector<std::string>& sets) {
   return stepsim::simulate(stepsim::io::load_scenario_text(kModel, "s.json", sets));
 }
 
 }  // namespace
 
 TEST_CASE("Each recomputed module adds backward work and keeps activations off the GPU") {
-  const stepsim::SimulationResult base = run({});
+  const stepsim::SimulationResult base = run_model({});
   for (const char* modules : {R"(["core_attn","mla_up_proj"])", R"(["core_attn","mlp"])", R"(["core_attn","moe_act"])",
                               R"(["core_attn","layernorm"])"}) {
     INFO(modules);
-    const stepsim::SimulationResult more = run({std::string("training.recompute_modules=") + modules});
+    const stepsim::SimulationResult more = run_model({std::string("training.recompute_modules=") + modules});
     // Re-running forward work never shortens the step, nor keeps more.
     CHECK(more.report.step_time_s > base.report.step_time_s);
     CHECK(more.report.memory_bytes.activations < base.report.memory_bytes.activations);
   }
   // The default list is core_attn alone.
-  const stepsim::SimulationResult listed = run({R"(training.recompute_modules=["core_attn"])"});
+  const stepsim::SimulationResult listed = run_model({R"(training.recompute_modules=["core_attn"])"});
   CHECK(listed.report.step_time_s == base.report.step_time_s);
   CHECK(listed.report.memory_bytes.peak == base.report.memory_bytes.peak);
 }

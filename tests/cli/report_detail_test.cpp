@@ -12,7 +12,7 @@ using stepsim::test::set;
 
 namespace {
 
-double exposed(const stepsim::Report& r) { return r.breakdown_s.exposed_total(); }
+double exposed_total(const stepsim::Report& r) { return r.breakdown_s.exposed_total(); }
 
 bool has_note(const stepsim::Report& r, const std::string& part) {
   for (const auto& n : r.notes)
@@ -25,7 +25,7 @@ bool has_note(const stepsim::Report& r, const std::string& part) {
 TEST_CASE("Overlap's saving in exposed communication is the step time saved plus the slowdown shown") {
   const auto on = run("ddp-1.3b-64xa100").report;
   const auto off = run("ddp-1.3b-64xa100", {set("data_parallel.overlap_grad_reduce", "false")}).report;
-  const double exposed_saved = exposed(off) - exposed(on);
+  const double exposed_saved = exposed_total(off) - exposed_total(on);
   const double step_saved = off.step_time_s - on.step_time_s;
   CHECK(exposed_saved > 0.02);
   CHECK(on.compute_slowdown_s > 0.01);

@@ -10,8 +10,8 @@
 namespace stepsim {
 namespace {
 
-double exposed(const Report& r, CommKind k) { return r.breakdown_s.exposed_comm[static_cast<int>(k)]; }
-double busy(const Report& r, CommKind k) { return r.comm_s[static_cast<int>(k)]; }
+double exposed_of(const Report& r, CommKind k) { return r.breakdown_s.exposed_comm[static_cast<int>(k)]; }
+double busy_of(const Report& r, CommKind k) { return r.comm_s[static_cast<int>(k)]; }
 
 double step_with_bucket(double cap_mb) {
   return test::run("ddp-1.3b-64xa100", {test::set("data_parallel.bucket_cap_mb", std::to_string(cap_mb))})
@@ -24,8 +24,8 @@ TEST_CASE("the default scenario is Llama-3-8B on 64 H100 with TP and DP communic
   const Report r = test::run("").report;
   CHECK(r.gpus == 64);
   CHECK(r.step_time_s > 0);
-  CHECK(busy(r, CommKind::tp) > 0);
-  CHECK(busy(r, CommKind::dp) > 0);
+  CHECK(busy_of(r, CommKind::tp) > 0);
+  CHECK(busy_of(r, CommKind::dp) > 0);
   CHECK(r.throughput.mfu > 0.2);
   CHECK(r.throughput.mfu < 0.8);
   // The breakdown covers the step exactly.
@@ -54,9 +54,9 @@ TEST_CASE("DDP bucket size: tiny buckets and one huge bucket are slower than the
 TEST_CASE("DDP with overlap hides most DP communication, and without it all is exposed") {
   const Report on = test::run("ddp-1.3b-64xa100").report;
   const Report off = test::run("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}).report;
-  CHECK(exposed(on, CommKind::dp) < 0.2 * busy(on, CommKind::dp));
+  CHECK(exposed_of(on, CommKind::dp) < 0.2 * busy_of(on, CommKind::dp));
   CHECK(on.overlap.hidden_fraction > 0.8);
-  CHECK(exposed(off, CommKind::dp) == Approx(busy(off, CommKind::dp)).epsilon(1e-9));
+  CHECK(exposed_of(off, CommKind::dp) == Approx(busy_of(off, CommKind::dp)).epsilon(1e-9));
   CHECK(off.overlap.hidden_fraction == Approx(0).margin(1e-9));
   CHECK(off.step_time_s > on.step_time_s);
 }
@@ -64,7 +64,7 @@ TEST_CASE("DDP with overlap hides most DP communication, and without it all is e
 TEST_CASE("gradient accumulation sends DP gradients once per step whatever the micro-batch count") {
   const Report one = test::run("ddp-1.3b-64xa100", {"training.global_batch=128"}).report;
   const Report four = test::run("ddp-1.3b-64xa100", {"training.global_batch=512"}).report;
-  CHECK(busy(four, CommKind::dp) == Approx(busy(one, CommKind::dp)).epsilon(1e-9));
+  CHECK(busy_of(four, CommKind::dp) == Approx(busy_of(one, CommKind::dp)).epsilon(1e-9));
   CHECK(four.step_time_s > 3 * one.step_time_s);
 }
 

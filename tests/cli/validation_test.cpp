@@ -27,7 +27,7 @@ LayerTimes layer_times(const SimulationResult& r) {
   return {(f11 - f10).ms(), (b9 - b10).ms()};
 }
 
-struct Row {
+struct Table4Row {
   const char* experiment;
   const char* sequence_parallel;
   const char* recompute;
@@ -35,7 +35,7 @@ struct Row {
   double backward_ms;
 };
 
-constexpr Row kTable4[] = {
+constexpr Table4Row kTable4[] = {
     {"baseline, no recompute", "false", "none", 7.7, 11.9},
     {"sequence parallelism", "true", "none", 7.2, 11.8},
     {"full recompute", "false", "full", 7.7, 19.5},
@@ -49,7 +49,7 @@ constexpr Row kTable4[] = {
 // 1.4 % fast):
 // the test holds exactly that, so that it fails when the fit drifts.
 TEST_CASE("one 22B layer's forward and backward match Korthikanti Table 4 within 2.1 percent") {
-  for (const Row& row : kTable4) {
+  for (const Table4Row& row : kTable4) {
     const auto result = test::run("korthikanti-22b", {test::set("parallel.sequence_parallel", row.sequence_parallel),
                                                       test::set("training.recompute", row.recompute)});
     const LayerTimes t = layer_times(result);

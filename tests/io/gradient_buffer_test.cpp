@@ -18,8 +18,8 @@ namespace {
 
 // Llama 3 8B on 64 H100, TP 8 and the distributed optimizer over 8, under `framework`, with
 // `data_parallel` and `training` keys added to the sections.
-std::string scenario(const std::string& framework, const std::string& data_parallel = "",
-                     const std::string& training = "") {
+std::string framework_scenario(const std::string& framework, const std::string& data_parallel = "",
+                               const std::string& training = "") {
   return R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
               "training": { "framework": ")" +
          framework + R"(", "global_batch": 64, "micro_batch": 1)" + training + R"( },
@@ -31,7 +31,7 @@ Scenario load(const std::string& text, const std::vector<std::string>& sets = {}
   return io::load_scenario_text(text, "scenario.json", sets);
 }
 
-std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+std::string load_error(const std::string& text, const std::vector<std::string>& sets = {}) {
   try {
     load(text, sets);
   } catch (const InputError& e) {
@@ -45,7 +45,7 @@ std::string error_of(const std::string& text, const std::vector<std::string>& se
 TEST_CASE("under Megatron-Core a scenario that gives neither precision keeps and reduces its gradients in fp32") {
   for (const char* framework : {"megatron", "nemo"}) {
     INFO(framework);
-    const Scenario s = load(scenario(framework));
+    const Scenario s = load(framework_scenario(framework));
     CHECK(s.training.main_grad == Precision::fp32);
     CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
   }
@@ -53,10 +53,11 @@ TEST_CASE("under Megatron-Core a scenario that gives neither precision keeps and
 
 TEST_CASE("outside Megatron-Core the main gradients and the reduction keep their own precisions") {
   // PyTorch DDP reduces the parameters' own bf16 gradients; nothing ties the two keys.
-  const Scenario s = load(scenario("pytorch"));
+  const Scenario s = load(framework_scenario("pytorch"));
   CHECK(s.training.main_grad == Precision::fp32);
   CHECK(s.data_parallel.grad_reduce_dtype == Precision::bf16);
-  const Scenario mixed = load(scenario("torchtitan", R"(, "grad_reduce_dtype": "fp32")", R"(, "main_grad": "bf16")"));
+  const Scenario mixed =
+      load(framework_scenario("torchtitan", R"(, "grad_reduce_dtype": "fp32")", R"(, "main_grad": "bf16")"));
   CHECK(mixed.training.main_grad == Precision::bf16);
   CHECK(mixed.data_parallel.grad_reduce_dtype == Precision::fp32);
 }
@@ -64,20 +65,21 @@ TEST_CASE("outside Megatron-Core the main gradients and the reduction keep their
 TEST_CASE("under Megatron-FSDP the main gradients and the reduction keep their own precisions") {
   // Megatron-FSDP has a main-gradient precision and a communication precision of its own
   // (megatron_fsdp_main_grads_dtype, megatron_fsdp_grad_comm_dtype).
-  const Scenario s = load(scenario("nemo"), {"data_parallel.kind=fsdp", "data_parallel.grad_reduce_dtype=bf16"});
+  const Scenario s =
+      load(framework_scenario("nemo"), {"data_parallel.kind=fsdp", "data_parallel.grad_reduce_dtype=bf16"});
   CHECK(s.training.main_grad == Precision::fp32);
   CHECK(s.data_parallel.grad_reduce_dtype == Precision::bf16);
 }
 
 TEST_CASE("under Megatron-Core the one precision given sets the other, from the file or from --set") {
-  const Scenario reduced = load(scenario("nemo", R"(, "grad_reduce_dtype": "bf16")"));
+  const Scenario reduced = load(framework_scenario("nemo", R"(, "grad_reduce_dtype": "bf16")"));
   CHECK(reduced.training.main_grad == Precision::bf16);
   CHECK(reduced.data_parallel.grad_reduce_dtype == Precision::bf16);
-  const Scenario kept = load(scenario("megatron", "", R"(, "main_grad": "bf16")"));
+  const Scenario kept = load(framework_scenario("megatron", "", R"(, "main_grad": "bf16")"));
   CHECK(kept.data_parallel.grad_reduce_dtype == Precision::bf16);
-  const Scenario set = load(scenario("megatron"), {"training.main_grad=bf16"});
+  const Scenario set = load(framework_scenario("megatron"), {"training.main_grad=bf16"});
   CHECK(set.data_parallel.grad_reduce_dtype == Precision::bf16);
-  const Scenario set_reduce = load(scenario("megatron"), {"data_parallel.grad_reduce_dtype=bf16"});
+  const Scenario set_reduce = load(framework_scenario("megatron"), {"data_parallel.grad_reduce_dtype=bf16"});
   CHECK(set_reduce.training.main_grad == Precision::bf16);
   // The resolved scenario gives both, alike, and loads back to the same precisions.
   const Scenario again = load(reduced.resolved_json);
@@ -86,11 +88,11 @@ TEST_CASE("under Megatron-Core the one precision given sets the other, from the 
 }
 
 TEST_CASE("under Megatron-Core two different precisions given are refused with both keys and why") {
-  CHECK(error_of(scenario("megatron", R"(, "grad_reduce_dtype": "bf16")"), {"training.main_grad=fp32"}) ==
+  CHECK(load_error(framework_scenario("megatron", R"(, "grad_reduce_dtype": "bf16")"), {"training.main_grad=fp32"}) ==
         "scenario.json: /data_parallel/grad_reduce_dtype: bf16 with training.main_grad fp32: under Megatron-Core "
         "(training.framework megatron) the main gradients are the buffer that is reduced (grad_reduce_in_fp32 sets "
         "both); give them the same precision");
-  CHECK(error_of(scenario("nemo", R"(, "grad_reduce_dtype": "fp16")")) ==
+  CHECK(load_error(framework_scenario("nemo", R"(, "grad_reduce_dtype": "fp16")")) ==
         "scenario.json: /data_parallel/grad_reduce_dtype: fp16 under Megatron-Core (training.framework nemo) would "
         "make the main gradients fp16 too, and they are fp32 or bf16 (training.main_grad)");
 }

@@ -13,10 +13,10 @@ using namespace stepsim;
 
 namespace {
 
-constexpr const char* kBase = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+constexpr const char* kTp8Base = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
   "training": { "global_batch": 128, "micro_batch": 2 } })";
 
-std::string error_of(const std::vector<std::string>& sets, const std::string& text = kBase) {
+std::string error_of(const std::vector<std::string>& sets, const std::string& text = kTp8Base) {
   try {
     io::load_scenario_text(text, "s.json", sets);
   } catch (const InputError& e) {

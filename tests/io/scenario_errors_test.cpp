@@ -18,7 +18,7 @@ std::string scenario(const std::string& model, const std::string& cluster, const
          R"(, "training": { "global_batch": 128, "micro_batch": 2 } })";
 }
 
-std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+std::string error_in(const std::string& text, const std::vector<std::string>& sets = {}) {
   try {
     io::load_scenario_text(text, "scenario.json", sets);
   } catch (const InputError& e) {
@@ -34,170 +34,170 @@ const std::string kParallel = R"({ "tp": 8, "dp": 8 })";
 }  // namespace
 
 TEST_CASE("the valid scenario the error tests start from loads") {
-  CHECK(error_of(scenario(kModel, kCluster, kParallel)) == "no error");
+  CHECK(error_in(scenario(kModel, kCluster, kParallel)) == "no error");
 }
 
 TEST_CASE("a bare number for a NIC bandwidth names the file, the path and the units") {
   const auto text =
       scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nic_bandwidth": 400 } })", kParallel);
   CHECK(
-      error_of(text) ==
+      error_in(text) ==
       R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
 }
 
 TEST_CASE("an unknown key suggests the closest known one") {
-  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "layrs": 4 })", kCluster, kParallel)) ==
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "layrs": 4 })", kCluster, kParallel)) ==
         "scenario.json: /model/layrs: unknown key 'layrs' (did you mean 'layers'?)");
   CHECK(
-      error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_paralel": true })")) ==
+      error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_paralel": true })")) ==
       "scenario.json: /parallel/sequence_paralel: unknown key 'sequence_paralel' (did you mean 'sequence_parallel'?)");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "zzz": 1 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "zzz": 1 })")) ==
         "scenario.json: /parallel/zzz: unknown key 'zzz' (expected one of tp, pp, dp, cp, ep, etp, "
         "sequence_parallel, schedule, virtual_stages, stage_layers)");
 }
 
 TEST_CASE("an unknown preset or enumeration value suggests the closest name") {
-  CHECK(error_of(scenario(R"("llama3-7b")", kCluster, kParallel)) ==
+  CHECK(error_in(scenario(R"("llama3-7b")", kCluster, kParallel)) ==
         "scenario.json: /model: unknown model preset 'llama3-7b' (did you mean 'llama3-8b'?)");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "gpu": "h100" })", kParallel)) ==
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "gpu": "h100" })", kParallel)) ==
         "scenario.json: /cluster/gpu: unknown gpu preset 'h100' (did you mean 'h100-sxm5-80gb'?)");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "schedule": "1f2b" })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "schedule": "1f2b" })")) ==
         "scenario.json: /parallel/schedule: unknown value '1f2b' (did you mean '1f1b'?)");
 }
 
 TEST_CASE("a value of the wrong type names the expected type") {
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": "8", "dp": 8 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": "8", "dp": 8 })")) ==
         R"(scenario.json: /parallel/tp: expected an integer, got a string ("8"))");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8.5, "dp": 8 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8.5, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: expected an integer, got a number (8.5)");
-  CHECK(error_of(scenario(kModel, kCluster, R"([8, 8])")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"([8, 8])")) ==
         "scenario.json: /parallel: expected an object, got a list");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_parallel": 1 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_parallel": 1 })")) ==
         "scenario.json: /parallel/sequence_parallel: expected true or false, got a number (1)");
 }
 
 TEST_CASE("malformed JSON is reported with its line and column") {
   const std::string text = "{\n  \"model\": \"llama3-8b\",\n  \"parallel\": { \"tp\": 8 \"dp\": 8 }\n}\n";
-  CHECK(error_of(text) == "scenario.json: line 3, column 25: invalid JSON: syntax error at '\"dp\": 8 }'");
-  CHECK(error_of("{ \"model\": \"llama3-8b\",\n") ==
+  CHECK(error_in(text) == "scenario.json: line 3, column 25: invalid JSON: syntax error at '\"dp\": 8 }'");
+  CHECK(error_in("{ \"model\": \"llama3-8b\",\n") ==
         "scenario.json: line 2, column 1: invalid JSON: the document ends before every '{', '[' and '\"' is closed");
-  CHECK(error_of("{} x") ==
+  CHECK(error_in("{} x") ==
         "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
 }
 
 TEST_CASE("heads that tp does not divide are rejected") {
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 3, "dp": 8 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 3, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: model.heads (32) is not divisible by tp (3)");
-  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })")) ==
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })")) ==
         "no error");
   // Megatron replicates KV heads when tp exceeds them.
-  CHECK(error_of(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })")) ==
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })")) ==
         "no error");
-  CHECK(error_of(scenario(R"({ "preset": "gpt-18b", "kv_heads": 12 })", kCluster, kParallel)) ==
+  CHECK(error_in(scenario(R"({ "preset": "gpt-18b", "kv_heads": 12 })", kCluster, kParallel)) ==
         "scenario.json: /parallel/tp: model.kv_heads (12) and tp (8) must divide one another");
 }
 
 TEST_CASE("a cluster whose GPU count differs from tp·pp·dp·cp is rejected") {
   CHECK(
-      error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 16 })", kParallel)) ==
+      error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 16 })", kParallel)) ==
       "scenario.json: /cluster/nodes: 16 nodes of 8 GPUs do not match the 64 GPUs of tp·pp·dp·cp (that needs 8 nodes)");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 8 })", kParallel)) == "no error");
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nodes": 8 })", kParallel)) == "no error");
 }
 
 TEST_CASE("an NVLink domain is whole nodes on a switched NVLink fabric") {
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 12 })", kParallel)) ==
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 12 })", kParallel)) ==
         "scenario.json: /cluster/nvlink_domain: must be a whole number of nodes of 8 GPUs, got 12");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 4 })", kParallel)) ==
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 4 })", kParallel)) ==
         "scenario.json: /cluster/nvlink_domain: must be a whole number of nodes of 8 GPUs, got 4");
   const std::string pcie =
       R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16, "intra_node": { "fabric": "pcie", "nvls": false } })";
-  CHECK(error_of(scenario(kModel, pcie, kParallel)) ==
+  CHECK(error_in(scenario(kModel, pcie, kParallel)) ==
         "scenario.json: /cluster/nvlink_domain: an NVLink domain beyond one node needs \"fabric\": \"nvswitch\" "
         "(NVLink Switch trays), got 16 GPUs over a node of 8");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": -8 })", kParallel))
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": -8 })", kParallel))
             .starts_with("scenario.json: /cluster/nvlink_domain: "));
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 64 })", kParallel)) == "no error");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 8 })", kParallel)) == "no error");
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 64 })", kParallel)) == "no error");
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 8 })", kParallel)) == "no error");
 }
 
 TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain, not one node") {
   const std::string tp16 = R"({ "tp": 16, "dp": 4, "sequence_parallel": true })";
   const std::vector<std::string> overlap{"tensor_parallel.comm_overlap=true"};
-  CHECK(error_of(scenario(kModel, kCluster, tp16), overlap) ==
+  CHECK(error_in(scenario(kModel, kCluster, tp16), overlap) ==
         "scenario.json: /tensor_parallel/comm_overlap: needs the TP group inside one NVLink domain (tp 16 > 8 GPUs "
         "per domain): the overlap copies over NVLink");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) ==
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) ==
         "no error");
 }
 
 // MXFP8 and NVFP4 GEMMs are block-scaled tensor-core instructions of Blackwell (sm_100):
 // Transformer Engine refuses both recipes on Hopper and Ampere, and so does a scenario.
 TEST_CASE("block-scaled precisions are refused on GPUs without block-scaled tensor cores") {
-  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.precision=nvfp4"}) ==
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.precision=nvfp4"}) ==
         "scenario.json: /training/precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); "
         "h100-sxm5-80gb is Hopper");
-  CHECK(error_of(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=mxfp8"}) ==
+  CHECK(error_in(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=mxfp8"}) ==
         "scenario.json: /training/precision: mxfp8 needs a Blackwell GPU (block-scaled tensor cores); "
         "a100-sxm4-80gb is Ampere");
-  CHECK(error_of(scenario(kModel, R"("dgx-b200")", kParallel), {"training.precision=mxfp8"}) == "no error");
-  CHECK(error_of(scenario(kModel, R"("dgx-b200")", kParallel),
+  CHECK(error_in(scenario(kModel, R"("dgx-b200")", kParallel), {"training.precision=mxfp8"}) == "no error");
+  CHECK(error_in(scenario(kModel, R"("dgx-b200")", kParallel),
                  {"training.precision=nvfp4", "cluster.gpu.flops.fp4=\"0 TFLOPS\""}) ==
         "scenario.json: /training/precision: nvfp4 needs cluster.gpu.flops.fp4 > 0 (b200 has none)");
 }
 
 // Current scaling is a recipe of per-tensor FP8; under another precision it would do nothing.
 TEST_CASE("fp8 current scaling is refused with a precision other than fp8") {
-  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.fp8_scaling=current"}) ==
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.fp8_scaling=current"}) ==
         "scenario.json: /training/fp8_scaling: current scaling is a recipe of training.precision fp8, not of bf16");
-  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.precision=fp8", "training.fp8_scaling=current"}) ==
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.precision=fp8", "training.fp8_scaling=current"}) ==
         "no error");
 }
 
 TEST_CASE("pipeline, batch and precision rules name the key at fault") {
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 3, "dp": 1 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 3, "dp": 1 })")) ==
         "scenario.json: /parallel/pp: model.layers (32) is not divisible by pp·virtual_stages (3); give "
         "parallel.stage_layers for an uneven split");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 2, "dp": 4, "schedule": "interleaved" })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 2, "dp": 4, "schedule": "interleaved" })")) ==
         "scenario.json: /parallel/virtual_stages: the interleaved schedule needs virtual_stages >= 2, got 1");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "virtual_stages": 2 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "virtual_stages": 2 })")) ==
         "scenario.json: /parallel/virtual_stages: virtual_stages 2 needs \"schedule\": \"interleaved\"");
-  CHECK(error_of(scenario(kModel, kCluster, kParallel), {"training.micro_batch=3"}) ==
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.micro_batch=3"}) ==
         "scenario.json: /training/global_batch: 128 is not divisible by micro_batch·dp (3·8)");
-  CHECK(error_of(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=fp8"}) ==
+  CHECK(error_in(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=fp8"}) ==
         "scenario.json: /training/precision: fp8 needs cluster.gpu.flops.fp8 > 0 (a100-sxm4-80gb has none)");
-  CHECK(error_of(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "ep": 2 })")) ==
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "ep": 2 })")) ==
         "scenario.json: /parallel/ep: expert parallelism needs an MoE model (model.moe.experts > 0)");
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })",
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })",
                           kParallel)) ==
         "scenario.json: /cluster/inter_node/oversubscription: must be between 1 and 1024, got "
         "0.5");
   CHECK(
-      error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nodes_per_leaf": 0 } })", kParallel)) ==
+      error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "nodes_per_leaf": 0 } })", kParallel)) ==
       "scenario.json: /cluster/inter_node/nodes_per_leaf: must be between 1 and 1048576, got 0");
   // An oversubscribed rail-optimized fabric is simulated now (each rail's leaf has its uplinks).
-  CHECK(error_of(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 2 } })",
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 2 } })",
                           kParallel)) == "no error");
 }
 
 TEST_CASE("bad --set overrides name --set and the key") {
   const auto text = scenario(kModel, kCluster, kParallel);
-  CHECK(error_of(text, {"model.layrs=4"}) == "--set: model.layrs: unknown key 'layrs' (did you mean 'layers'?)");
-  CHECK(error_of(text, {"parallel.tp"}) ==
+  CHECK(error_in(text, {"model.layrs=4"}) == "--set: model.layrs: unknown key 'layrs' (did you mean 'layers'?)");
+  CHECK(error_in(text, {"parallel.tp"}) ==
         "--set: parallel.tp: expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth=\"200 Gb/s\"");
-  CHECK(error_of(text, {"cluster.inter_node.nic_bandwidth=400"}) ==
+  CHECK(error_in(text, {"cluster.inter_node.nic_bandwidth=400"}) ==
         R"(--set: cluster.inter_node.nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
-  CHECK(error_of(text, {"parallel.tp=eight"}) == R"(--set: parallel.tp: expected an integer, got a string ("eight"))");
-  CHECK(error_of(text, {"modl=llama3-70b"}) == "--set: modl: unknown key 'modl' (did you mean 'model'?)");
-  CHECK(error_of(text, {"model..layers=4"}) == "--set: model..layers: empty key name (expected e.g. model.layers)");
+  CHECK(error_in(text, {"parallel.tp=eight"}) == R"(--set: parallel.tp: expected an integer, got a string ("eight"))");
+  CHECK(error_in(text, {"modl=llama3-70b"}) == "--set: modl: unknown key 'modl' (did you mean 'model'?)");
+  CHECK(error_in(text, {"model..layers=4"}) == "--set: model..layers: empty key name (expected e.g. model.layers)");
 }
 
 TEST_CASE("optimizer-state and main-gradient precisions other than fp32 and bf16 are refused") {
   const auto base = scenario(kModel, kCluster, kParallel);
-  CHECK(error_of(base, {"training.optimizer_state=fp8"}) ==
+  CHECK(error_in(base, {"training.optimizer_state=fp8"}) ==
         "scenario.json: /training/optimizer_state: must be fp32 or bf16, got fp8");
-  CHECK(error_of(base, {"training.main_grad=fp16"}) ==
+  CHECK(error_in(base, {"training.main_grad=fp16"}) ==
         "scenario.json: /training/main_grad: must be fp32 or bf16, got fp16");
-  CHECK(error_of(base, {"training.precision=fp32", "training.main_grad=bf16"}) ==
+  CHECK(error_in(base, {"training.precision=fp32", "training.main_grad=bf16"}) ==
         "scenario.json: /training/main_grad: bf16 main gradients need mixed precision (training.precision is fp32)");
-  CHECK(error_of(base, {"training.optimizer_state=bf16", "training.main_grad=bf16"}) == "no error");
+  CHECK(error_in(base, {"training.optimizer_state=bf16", "training.main_grad=bf16"}) == "no error");
 }

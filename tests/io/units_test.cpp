@@ -12,7 +12,7 @@ using namespace stepsim;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
+std::string error_from(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -74,21 +74,21 @@ TEST_CASE("one byte takes one nanosecond at 1 GB/s and at 8 Gb/s") {
 
 TEST_CASE("a bare number where a unit is needed lists the accepted units") {
   CHECK(
-      error_of([] { io::parse_bandwidth("400", "scenario.json", "/cluster/inter_node/nic_bandwidth"); }) ==
+      error_from([] { io::parse_bandwidth("400", "scenario.json", "/cluster/inter_node/nic_bandwidth"); }) ==
       R"(scenario.json: /cluster/inter_node/nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
-  CHECK(error_of([] { io::parse_time("5", "s.json", "/cluster/gpu/kernel_launch"); }) ==
+  CHECK(error_from([] { io::parse_time("5", "s.json", "/cluster/gpu/kernel_launch"); }) ==
         R"(s.json: /cluster/gpu/kernel_launch: '5' has no unit (expected e.g. "2.5 us" or "10 ms"))");
-  CHECK(error_of([] { io::parse_bytes("80", "s.json", "/cluster/gpu/memory"); }) ==
+  CHECK(error_from([] { io::parse_bytes("80", "s.json", "/cluster/gpu/memory"); }) ==
         R"(s.json: /cluster/gpu/memory: '80' has no unit (expected e.g. "80 GiB" or "25 MB"))");
 }
 
 TEST_CASE("unknown units, fractions of a byte and words are errors") {
-  CHECK(error_of([] { io::parse_bytes("8 Gb", "--sweep", ""); }) ==
+  CHECK(error_from([] { io::parse_bytes("8 Gb", "--sweep", ""); }) ==
         "--sweep: '8 Gb' has an unknown unit 'Gb' (expected one of B, KB, kB, MB, GB, TB, KiB, MiB, GiB, TiB)");
-  CHECK(error_of([] { io::parse_bytes("0.5 B", "f", "/x"); }) == "f: /x: '0.5 B' is not a whole number of bytes");
-  CHECK(error_of([] { io::parse_time("fast", "f", "/x"); }) ==
+  CHECK(error_from([] { io::parse_bytes("0.5 B", "f", "/x"); }) == "f: /x: '0.5 B' is not a whole number of bytes");
+  CHECK(error_from([] { io::parse_time("fast", "f", "/x"); }) ==
         R"(f: /x: 'fast' is not a duration (expected e.g. "2.5 us" or "10 ms"))");
-  CHECK(error_of([] { io::parse_time("-1 us", "f", "/x"); }) == "f: /x: '-1 us' is negative");
+  CHECK(error_from([] { io::parse_time("-1 us", "f", "/x"); }) == "f: /x: '-1 us' is negative");
 }
 
 TEST_CASE("written quantities parse back to the same value") {

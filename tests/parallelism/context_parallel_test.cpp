@@ -23,7 +23,7 @@ struct Built {
   Program program;
 };
 
-Built build(const stepsim::Scenario& s) {
+Built work_and_program(const stepsim::Scenario& s) {
   const spt::FixedCosts costs;
   Built b{stepsim::workload::build_work(s), {}};
   b.program = sp::build_program(s, b.work, costs);
@@ -51,7 +51,7 @@ stepsim::Scenario cp_scenario(int cp) {
 }  // namespace
 
 TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and K/V and dK/dV in backward") {
-  const Built b = build(cp_scenario(4));
+  const Built b = work_and_program(cp_scenario(4));
   const long long block = b.work.layer.kv_block.count();
   CHECK(block == 512LL * 2 * 1024 * 2);  // K and V of 2048/4 tokens, 16 heads of 64, bf16
   const auto kv = cp_calls(b.program, "L0 attention K/V ring step");
@@ -77,7 +77,7 @@ TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and K/V and dK/dV i
 TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK/dV after its backward") {
   stepsim::Scenario s = cp_scenario(2);
   s.context_parallel.comm = stepsim::CpComm::all_gather;
-  const Built b = build(s);
+  const Built b = work_and_program(s);
   const long long whole = b.work.layer.kv_block.count() * 2;
   const auto gathers = cp_calls(b.program, "L0 attention K/V,");
   const auto scatters = cp_calls(b.program, "L0 attention dK/dV,");
@@ -90,7 +90,7 @@ TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatte
 TEST_CASE("gradients of CP ranks are reduced over the dp·cp group and CP sits between TP and DP") {
   stepsim::Scenario s = spt::small_scenario(2, 2, 1);
   s.parallel.cp = 2;
-  const Built b = build(s);
+  const Built b = work_and_program(s);
   std::vector<std::string> groups;
   for (const auto& g : b.program.groups) groups.push_back(g.name + " " + g.ranks);
   CHECK(std::find(groups.begin(), groups.end(), "tp [0, 1]") != groups.end());
@@ -103,9 +103,9 @@ TEST_CASE("under torchtitan the K/V gathered are as wide as the queries and the 
   s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
   s.context_parallel.comm = stepsim::CpComm::all_gather;
   // Megatron-Core's attention takes the 4 K/V heads as they are: 512 tokens, K and V, bf16.
-  CHECK(build(s).work.layer.kv_block.count() == 512LL * 2 * 4 * 64 * 2);
+  CHECK(work_and_program(s).work.layer.kv_block.count() == 512LL * 2 * 4 * 64 * 2);
   s.training.framework = stepsim::Framework::torchtitan_compile;
-  const Built b = build(s);
+  const Built b = work_and_program(s);
   // torchtitan repeats them to the 16 query heads before scaled_dot_product_attention.
   CHECK(b.work.layer.kv_block.count() == 512LL * 2 * 16 * 64 * 2);
   const auto gathers = cp_calls(b.program, "L0 attention K/V,");

@@ -36,7 +36,7 @@ Scenario fsdp_pipeline(Schedule schedule, int pp, int v, int m, int layers) {
   return s;
 }
 
-Program build(const Scenario& s) {
+Program pipeline_program(const Scenario& s) {
   const spt::FixedCosts costs;
   return sp::build_program(s, spt::small_work(s), costs);
 }
@@ -87,7 +87,7 @@ using Passes = std::vector<std::string>;
 // The root (embedding on stage 0, head on stage 1) stays gathered all step: 1 AllGather.
 // Gradients are reduced once, after the last backward: 1 ReduceScatter per unit.
 TEST_CASE("FSDP under 1F1B with two stages gathers each layer m + 1 times and reduces it once") {
-  const Program p = build(fsdp_pipeline(Schedule::one_f_one_b, 2, 1, 4, 4));
+  const Program p = pipeline_program(fsdp_pipeline(Schedule::one_f_one_b, 2, 1, 4, 4));
   REQUIRE(p.ranks.size() == 2);
   CHECK(gathered_passes(p, 0, 0) == Passes{"F0", "F1", "B0", "B1", "B2"});
   CHECK(gathered_passes(p, 0, 1) == Passes{"F0", "F1", "B0", "B1", "B2"});
@@ -112,7 +112,7 @@ TEST_CASE("FSDP under 1F1B with two stages gathers each layer m + 1 times and re
 //   stage 0 (w 3): F0 F1 F2 F3 B0      stage 1 (w 2): F0 F1 F2 B0 B1
 //   stage 2 (w 1): F0 F1 B0 B1 B2      stage 3 (w 0): F0 B0 B1 B2 B3
 TEST_CASE("FSDP under 1F1B with four stages gathers per warm-up depth and reduces once per unit") {
-  const Program p = build(fsdp_pipeline(Schedule::one_f_one_b, 4, 1, 4, 8));
+  const Program p = pipeline_program(fsdp_pipeline(Schedule::one_f_one_b, 4, 1, 4, 8));
   REQUIRE(p.ranks.size() == 4);
   const std::vector<Passes> expected{{"F0", "F1", "F2", "F3", "B0"},
                                      {"F0", "F1", "F2", "B0", "B1"},
@@ -143,7 +143,7 @@ TEST_CASE("FSDP under 1F1B with four stages gathers per warm-up depth and reduce
 //   stage 1 chunk 1: F0 B0 F1 B1 F2 B2 F3 B3 -> F0 B0 B1 B2 B3
 // Again m + 1 = 5 per layer, one root AllGather and one ReduceScatter per unit.
 TEST_CASE("FSDP under the interleaved schedule gathers per chunk and reduces after each chunk's last backward") {
-  const Program p = build(fsdp_pipeline(Schedule::interleaved, 2, 2, 4, 8));
+  const Program p = pipeline_program(fsdp_pipeline(Schedule::interleaved, 2, 2, 4, 8));
   REQUIRE(p.ranks.size() == 2);
   const std::map<int, Passes> expected{{0, {"F0", "F1", "F2", "F3", "B0"}}, {1, {"F0", "F1", "F2", "F3", "B0"}},
                                        {4, {"F0", "F1", "B0", "F3", "B2"}}, {5, {"F0", "F1", "B0", "F3", "B2"}},
@@ -187,7 +187,7 @@ TEST_CASE("FSDP under the interleaved schedule gathers per chunk and reduces aft
 TEST_CASE("FSDP under a pipeline without resharding after forward gathers each unit once") {
   Scenario s = fsdp_pipeline(Schedule::one_f_one_b, 2, 1, 4, 4);
   s.data_parallel.reshard_after_forward = false;
-  const Program p = build(s);
+  const Program p = pipeline_program(s);
   CHECK(gathered_passes(p, 0, 0) == Passes{"F0"});
   CHECK(gathered_passes(p, 1, 3) == Passes{"F0"});
   for (std::size_t r = 0; r < 2; ++r) {

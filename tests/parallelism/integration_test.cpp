@@ -99,7 +99,7 @@ stepsim::Scenario gpt_all_ranks_pipeline() {
   return s;
 }
 
-stepsim::engine::Program build(const stepsim::Scenario& s) {
+stepsim::engine::Program gpu_program(const stepsim::Scenario& s) {
   const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
   return sp::build_program(s, stepsim::workload::build_work(s), gpu);
 }
@@ -112,7 +112,7 @@ int stage_of(const stepsim::Scenario& s, const stepsim::engine::RankProgram& ran
 
 TEST_CASE("all-ranks mode gives the ranks of a pipeline stage one op list and each its own calls") {
   const auto s = gpt_all_ranks_pipeline();
-  const stepsim::engine::Program program = build(s);
+  const stepsim::engine::Program program = gpu_program(s);
   REQUIRE(program.ranks.size() == 8);
   for (const auto& a : program.ranks) {
     for (const auto& b : program.ranks) {
@@ -130,8 +130,8 @@ TEST_CASE("all-ranks mode gives the ranks of a pipeline stage one op list and ea
 
 TEST_CASE("shared op lists run exactly as a copy of the list per rank") {
   const auto s = gpt_all_ranks_pipeline();
-  const stepsim::engine::Program shared = build(s);
-  stepsim::engine::Program copied = build(s);
+  const stepsim::engine::Program shared = gpu_program(s);
+  stepsim::engine::Program copied = gpu_program(s);
   for (auto& rank : copied.ranks) rank.list = std::make_shared<stepsim::engine::OpList>(*rank.list);
   const stepsim::Timeline a = stepsim::engine::run(shared);
   const stepsim::Timeline b = stepsim::engine::run(copied);

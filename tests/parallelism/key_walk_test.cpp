@@ -31,7 +31,7 @@ struct Row {
 };
 
 // GPT 1.3B on 16 H100 in 2 nodes: TP 2 × PP 2 × DP 4, so that every kind of communication runs.
-constexpr const char* kBase = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
+constexpr const char* kWalkBase = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
   "parallel": { "tp": 2, "pp": 2, "dp": 4 },
   "training": { "global_batch": 32, "micro_batch": 1 } })";
 
@@ -46,7 +46,7 @@ const std::vector<std::string> kAllRanks{"simulation.ranks=all"};
 const std::vector<std::string> kUniformJitter{
     R"(simulation.variation.jitter={"distribution": "uniform", "sigma": 0.05})"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
@@ -86,7 +86,7 @@ const std::vector<Row>& rows() {
        {"model.moe.experts=16", "model.moe.top_k=4", "parallel.ep=16", "parallel.tp=1", "parallel.pp=1",
         "parallel.dp=16"}},
       // Megatron-Core runs it without a pipeline (or with virtual stages): pp 1, 4 micro-batches.
-      {"model.moe.a2a_overlap", Expect::changes, "true", with(kMoe, {"parallel.pp=1", "parallel.dp=8"})},
+      {"model.moe.a2a_overlap", Expect::changes, "true", plus(kMoe, {"parallel.pp=1", "parallel.dp=8"})},
       {"model.moe.imbalance", Expect::changes, "2", kMoe},
       {"model.moe.shared_experts", Expect::changes, "1", kMoe},
       {"model.moe.load_balancing", Expect::changes, "\"seq_aux_loss\"", kMoe},
@@ -100,8 +100,8 @@ const std::vector<Row>& rows() {
       {"model.mtp_layers", Expect::changes, "1"},
       {"model.sliding_window", Expect::changes, "256"},
       {"model.window_skip_freq", Expect::changes, "2", {"model.sliding_window=256"}},
-      {"model.swiglu_limit", Expect::changes, "7", with(kMoe, {"model.mlp=swiglu"})},
-      {"model.linear_bias", Expect::changes, "true", with(kMoe, {"model.mlp=swiglu"})},
+      {"model.swiglu_limit", Expect::changes, "7", plus(kMoe, {"model.mlp=swiglu"})},
+      {"model.linear_bias", Expect::changes, "true", plus(kMoe, {"model.mlp=swiglu"})},
       {"model.yarn_factor", Expect::changes, "32", {"model.mlp=swiglu"}},
       {"model.moe.first_dense_layers", Expect::changes, "2", kMoe},
       {"model.moe.layer_pattern", Expect::changes, "[0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1]", kMoe},
@@ -216,8 +216,8 @@ const std::vector<Row>& rows() {
       {"data_parallel.reshard_after_forward", Expect::changes, "false", kFsdp},
       {"data_parallel.forward_prefetch", Expect::changes, "true", kFsdp},
       // Without a pipeline, whose stages keep their units gathered between backwards.
-      {"data_parallel.backward_prefetch", Expect::changes, "none", with(kFsdp, {"parallel.pp=1", "parallel.dp=8"})},
-      {"data_parallel.max_inflight_all_gathers", Expect::changes, "1", with(kFsdp, {"data_parallel.fsdp_version=1"})},
+      {"data_parallel.backward_prefetch", Expect::changes, "none", plus(kFsdp, {"parallel.pp=1", "parallel.dp=8"})},
+      {"data_parallel.max_inflight_all_gathers", Expect::changes, "1", plus(kFsdp, {"data_parallel.fsdp_version=1"})},
       {"data_parallel.overlap_param_gather", Expect::changes, "true", {"data_parallel.kind=zero1"}},
       {"data_parallel.fsdp_version", Expect::changes, "2", kFsdp},
       {"data_parallel.shard_group", Expect::changes, "2", {"data_parallel.kind=hsdp"}},
@@ -234,9 +234,9 @@ const std::vector<Row>& rows() {
       {"simulation.variation.node_speed", Expect::changes, R"([{"node": 1, "factor": 0.8}])", kAllRanks},
       {"simulation.variation.links", Expect::changes, R"([{"node": 0, "link": "nic", "factor": 0.1}])", kAllRanks},
       {"simulation.variation.failed_nics", Expect::changes, R"([{"node": 0, "count": 6}])", kAllRanks},
-      {"simulation.variation.jitter.distribution", Expect::changes, "normal", with(kAllRanks, kUniformJitter)},
+      {"simulation.variation.jitter.distribution", Expect::changes, "normal", plus(kAllRanks, kUniformJitter)},
       {"simulation.variation.jitter.sigma", Expect::changes, "0.1", kUniformJitter},
-      {"simulation.variation.jitter.seed", Expect::changes, "7", with(kAllRanks, kUniformJitter)},
+      {"simulation.variation.jitter.seed", Expect::changes, "7", plus(kAllRanks, kUniformJitter)},
       {"simulation.variation.background_traffic", Expect::changes, "0.5"},
   };
   return r;
@@ -268,7 +268,7 @@ std::vector<double> signature(const stepsim::SimulationResult& r) {
 
 std::optional<std::string> refusal(const std::vector<std::string>& sets) {
   try {
-    stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", sets));
+    stepsim::simulate(stepsim::io::load_scenario_text(kWalkBase, "walk.json", sets));
   } catch (const stepsim::InputError& e) {
     return std::string(e.what());
   }
@@ -278,7 +278,7 @@ std::optional<std::string> refusal(const std::vector<std::string>& sets) {
 }  // namespace
 
 TEST_CASE("every scenario key has a row in the walk, and every row is a key") {
-  const stepsim::Scenario s = stepsim::io::load_scenario_text(kBase, "walk.json");
+  const stepsim::Scenario s = stepsim::io::load_scenario_text(kWalkBase, "walk.json");
   std::vector<std::string> keys;
   flatten(stepsim::io::write_scenario(s), "", keys);
   std::set<std::string> walked;
@@ -293,7 +293,7 @@ TEST_CASE("every scenario key has a row in the walk, and every row is a key") {
 TEST_CASE("changing any scenario key changes the simulated step or is refused with a reason") {
   for (const Row& row : rows()) {
     if (row.expect == Expect::name) continue;
-    const std::vector<std::string> changed = with(row.context, {std::string(row.key) + "=" + row.value});
+    const std::vector<std::string> changed = plus(row.context, {std::string(row.key) + "=" + row.value});
     INFO(row.key << " = " << row.value);
     if (row.expect == Expect::refused) {
       const std::optional<std::string> reason = refusal(changed);
@@ -301,8 +301,8 @@ TEST_CASE("changing any scenario key changes the simulated step or is refused wi
       CHECK(reason->find("walk.json: /") == 0);
       continue;
     }
-    const auto before = stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", row.context));
-    const auto after = stepsim::simulate(stepsim::io::load_scenario_text(kBase, "walk.json", changed));
+    const auto before = stepsim::simulate(stepsim::io::load_scenario_text(kWalkBase, "walk.json", row.context));
+    const auto after = stepsim::simulate(stepsim::io::load_scenario_text(kWalkBase, "walk.json", changed));
     CHECK(signature(before) != signature(after));
   }
 }

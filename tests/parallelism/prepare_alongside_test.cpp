@@ -20,7 +20,7 @@ namespace sp = stepsim::parallelism;
 
 namespace {
 
-se::Program build(const stepsim::Scenario& s) {
+se::Program program_of(const stepsim::Scenario& s) {
   const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
   const sp::ModelCosts costs(s, gpu);
   return sp::build_program(s, stepsim::workload::build_work(s), costs);
@@ -71,7 +71,7 @@ TEST_CASE("preparing the op states alongside the loop gives the timeline that pr
       std::vector<std::string> sets = all;
       sets.insert(sets.end(), job.begin() + 1, job.end());
       const stepsim::Scenario s = stepsim::io::load_scenario(job.front(), sets);
-      const se::Program program = build(s);
+      const se::Program program = program_of(s);
       se::Engine in_setup(program);
       const stepsim::Timeline expected = in_setup.run();
       CHECK(in_setup.stats().prepare_s == 0);  // small: prepared during setup

@@ -20,7 +20,7 @@ using stepsim::engine::Program;
 
 namespace {
 
-Program build(const stepsim::Scenario& s) {
+Program program_of(const stepsim::Scenario& s) {
   const spt::FixedCosts costs;
   return sp::build_program(s, spt::small_work(s), costs);
 }
@@ -36,7 +36,7 @@ std::vector<CollOp> ops_named(const Program& p, CommKind kind, const std::string
   return out;
 }
 
-bool waits_on(const Program& p, long op, OpIndex on) {
+bool waits_for(const Program& p, long op, OpIndex on) {
   const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(op));
   return std::find(w.begin(), w.end(), on) != w.end();
 }
@@ -44,7 +44,7 @@ bool waits_on(const Program& p, long op, OpIndex on) {
 }  // namespace
 
 TEST_CASE("without sequence parallelism a layer has two TP AllReduces each way") {
-  const Program p = build(spt::small_scenario(2, 1, 1));
+  const Program p = program_of(spt::small_scenario(2, 1, 1));
   using V = std::vector<CollOp>;
   CHECK(ops_named(p, CommKind::tp, "tp L0 ", "fwd") == V{CollOp::allreduce, CollOp::allreduce});
   CHECK(ops_named(p, CommKind::tp, "tp L0 ", "dgrad,") == V{CollOp::allreduce, CollOp::allreduce});
@@ -57,23 +57,23 @@ TEST_CASE("without sequence parallelism a layer has two TP AllReduces each way")
 }
 
 TEST_CASE("forward TP AllReduces are exposed, backward ones overlap the weight gradient") {
-  const Program p = build(spt::small_scenario(2, 1, 1));
+  const Program p = program_of(spt::small_scenario(2, 1, 1));
   const long fc2 = spt::find_op(p, "L1 fc2 fwd");
   const long ar = spt::find_op(p, "AllReduce tp L1 fc2 fwd, 4.0 MiB");
   REQUIRE(ar == fc2 + 1);
-  CHECK(waits_on(p, ar, static_cast<OpIndex>(fc2)));
-  CHECK(waits_on(p, spt::find_op(p, "L1 mlp residual fwd"), static_cast<OpIndex>(ar)));
+  CHECK(waits_for(p, ar, static_cast<OpIndex>(fc2)));
+  CHECK(waits_for(p, spt::find_op(p, "L1 mlp residual fwd"), static_cast<OpIndex>(ar)));
   const long dgrad = spt::find_op(p, "L1 fc1 dgrad");
   const long bar = spt::find_op(p, "AllReduce tp L1 fc1 dgrad, 4.0 MiB");
   REQUIRE(bar == dgrad + 1);
   CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(bar + 1)).empty());  // fc1 wgrad
-  CHECK(waits_on(p, spt::find_op(p, "L1 post norm backward"), static_cast<OpIndex>(bar)));
+  CHECK(waits_for(p, spt::find_op(p, "L1 post norm backward"), static_cast<OpIndex>(bar)));
 }
 
 TEST_CASE("with sequence parallelism a layer all-gathers and reduce-scatters") {
   auto s = spt::small_scenario(4, 1, 1);
   s.parallel.sequence_parallel = true;
-  const Program p = build(s);
+  const Program p = program_of(s);
   using V = std::vector<CollOp>;
   const auto AG = CollOp::allgather;
   const auto RS = CollOp::reducescatter;
@@ -82,8 +82,8 @@ TEST_CASE("with sequence parallelism a layer all-gathers and reduce-scatters") {
   const long regather = spt::find_op(p, "AllGather tp L0 fc1 wgrad input, 4.0 MiB");
   REQUIRE(regather >= 0);
   CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(regather)).empty());
-  CHECK(waits_on(p, spt::find_op(p, "L0 fc1 wgrad"), static_cast<OpIndex>(regather)));
-  CHECK_FALSE(waits_on(p, spt::find_op(p, "L0 fc1 dgrad"), static_cast<OpIndex>(regather)));
+  CHECK(waits_for(p, spt::find_op(p, "L0 fc1 wgrad"), static_cast<OpIndex>(regather)));
+  CHECK_FALSE(waits_for(p, spt::find_op(p, "L0 fc1 dgrad"), static_cast<OpIndex>(regather)));
 }
 
 namespace {
@@ -145,13 +145,13 @@ TEST_CASE("under FP8 the TP all-gathers move the quantized operand, the reduce-s
 }
 
 TEST_CASE("tp 1 issues no TP collectives") {
-  const Program p = build(spt::small_scenario(1, 2, 1));
+  const Program p = program_of(spt::small_scenario(1, 2, 1));
   CHECK(spt::collectives_of(p, CommKind::tp).empty());
   CHECK(p.ranks[0].streams == std::vector<std::string>{"compute", "dp"});
 }
 
 TEST_CASE("DP AllReduces come only in the last micro-batch") {
-  const Program p = build(spt::small_scenario(2, 4, 4));
+  const Program p = program_of(spt::small_scenario(2, 4, 4));
   const auto dp = spt::collectives_of(p, CommKind::dp);
   REQUIRE(dp.size() == 3);
   long last_forward = -1;
@@ -163,32 +163,32 @@ TEST_CASE("DP AllReduces come only in the last micro-batch") {
 }
 
 TEST_CASE("DP buckets overlap the backward and the optimizer waits for all of them") {
-  const Program p = build(spt::small_scenario(1, 4, 1));
+  const Program p = program_of(spt::small_scenario(1, 4, 1));
   const auto dp = spt::collectives_of(p, CommKind::dp);
   const long embedding = spt::find_op(p, "embedding backward");
   CHECK(static_cast<long>(dp[0]) < embedding);
   const auto& optimizer = p.ranks[0].ops().back();
   CHECK(p.names[optimizer.name] == "optimizer step");
   CHECK(optimizer.phase == stepsim::Phase::optimizer);
-  for (OpIndex d : dp) CHECK(waits_on(p, static_cast<long>(p.ranks[0].ops().size() - 1), d));
+  for (OpIndex d : dp) CHECK(waits_for(p, static_cast<long>(p.ranks[0].ops().size() - 1), d));
 }
 
 TEST_CASE("without overlap every DP AllReduce comes after the backward") {
   auto s = spt::small_scenario(1, 4, 2);
   s.data_parallel.overlap_grad_reduce = false;
-  const Program p = build(s);
+  const Program p = program_of(s);
   const auto dp = spt::collectives_of(p, CommKind::dp);
   const long embedding = spt::find_op(p, "embedding backward", static_cast<std::size_t>(dp.front()) - 1);
   REQUIRE(embedding >= 0);
-  for (OpIndex d : dp) CHECK(waits_on(p, static_cast<long>(d), static_cast<OpIndex>(embedding)));
+  for (OpIndex d : dp) CHECK(waits_for(p, static_cast<long>(d), static_cast<OpIndex>(embedding)));
   CHECK(static_cast<long>(dp.front()) == embedding + 1);
 }
 
 TEST_CASE("all-ranks mode repeats the representative rank's program on TP 2 x DP 2") {
   auto s = spt::small_scenario(2, 2, 2);
-  const Program one = build(s);
+  const Program one = program_of(s);
   s.simulation.ranks = stepsim::RankMode::all;
-  const Program all = build(s);
+  const Program all = program_of(s);
   REQUIRE(one.ranks.size() == 1);
   CHECK(one.ranks[0].multiplicity == 4);
   REQUIRE(all.ranks.size() == 4);
@@ -207,7 +207,7 @@ TEST_CASE("all-ranks mode repeats the representative rank's program on TP 2 x DP
 }
 
 TEST_CASE("groups carry the real size and the ranks of rank 0's communicator") {
-  const Program p = build(spt::small_scenario(2, 4, 1));
+  const Program p = program_of(spt::small_scenario(2, 4, 1));
   REQUIRE(p.groups.size() == 2);
   CHECK(p.groups[0].name == "tp");
   CHECK(p.groups[0].size == 2);
@@ -229,7 +229,7 @@ TEST_CASE("a GPU's NIC resource is its share of the line rate whatever the overs
   s.cluster.inter_node.topology = stepsim::InterTopology::fat_tree;
   s.cluster.inter_node.nics_per_node = 8;
   s.cluster.inter_node.oversubscription = 2;
-  const Program p = build(s);
+  const Program p = program_of(s);
   for (const char* name : {"node 0 nic 0 tx", "node 0 nic 0 rx"}) {
     const auto nic =
         std::find_if(p.resources.begin(), p.resources.end(), [&](const auto& r) { return r.name == name; });

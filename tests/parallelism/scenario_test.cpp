@@ -14,7 +14,7 @@ using stepsim::CommKind;
 
 namespace {
 
-stepsim::Report run(const std::string& example, const std::vector<std::string>& sets = {}) {
+stepsim::Report report_of(const std::string& example, const std::vector<std::string>& sets = {}) {
   return stepsim::simulate(stepsim::io::load_scenario(example, sets)).report;
 }
 
@@ -29,7 +29,7 @@ const char* const kCp = "llama3-70b-cp2-64xh100";
 }  // namespace
 
 TEST_CASE("Llama 3 70B with cp 2 on 64 H100 runs and reports its CP time") {
-  const stepsim::Report r = run(kCp);
+  const stepsim::Report r = report_of(kCp);
   CHECK(r.gpus == 64);
   CHECK(r.step_time_s > 0);
   CHECK(busy(r, CommKind::cp) > 0);
@@ -39,34 +39,34 @@ TEST_CASE("Llama 3 70B with cp 2 on 64 H100 runs and reports its CP time") {
 }
 
 TEST_CASE("context parallelism halves the activations a rank keeps and shards optimizer state over dp·cp") {
-  const stepsim::Report cp2 = run(kCp);
-  const stepsim::Report cp1 = run(kCp, {"parallel.cp=1", "parallel.dp=8"});
+  const stepsim::Report cp2 = report_of(kCp);
+  const stepsim::Report cp1 = report_of(kCp, {"parallel.cp=1", "parallel.dp=8"});
   CHECK(cp2.memory_bytes.activations == Approx(cp1.memory_bytes.activations / 2).epsilon(0.01));
   CHECK(cp2.memory_bytes.optimizer == Approx(cp1.memory_bytes.optimizer).epsilon(1e-6));
 }
 
 TEST_CASE("gathering K/V whole leaves more CP time exposed than the overlapped ring") {
-  const stepsim::Report ring = run(kCp);
-  const stepsim::Report gathered = run(kCp, {"context_parallel.comm=all_gather"});
+  const stepsim::Report ring = report_of(kCp);
+  const stepsim::Report gathered = report_of(kCp, {"context_parallel.comm=all_gather"});
   CHECK(exposed(gathered, CommKind::cp) > exposed(ring, CommKind::cp));
 }
 
 TEST_CASE("TP communication overlap lowers the exposed TP time of GPT 22B and of Llama 3 70B at TP 8") {
   const std::vector<std::string> sp{"parallel.sequence_parallel=true"};
-  const stepsim::Report gpt = run("korthikanti-22b", sp);
-  const stepsim::Report gpt_overlap = run("korthikanti-22b", {sp[0], "tensor_parallel.comm_overlap=true"});
+  const stepsim::Report gpt = report_of("korthikanti-22b", sp);
+  const stepsim::Report gpt_overlap = report_of("korthikanti-22b", {sp[0], "tensor_parallel.comm_overlap=true"});
   CHECK(exposed(gpt_overlap, CommKind::tp) < 0.25 * exposed(gpt, CommKind::tp));
   CHECK(gpt_overlap.step_time_s < gpt.step_time_s);
 
   const std::vector<std::string> tp8{"parallel.cp=1", "parallel.dp=8"};
-  const stepsim::Report llama = run(kCp, tp8);
-  const stepsim::Report llama_overlap = run(kCp, {tp8[0], tp8[1], "tensor_parallel.comm_overlap=true"});
+  const stepsim::Report llama = report_of(kCp, tp8);
+  const stepsim::Report llama_overlap = report_of(kCp, {tp8[0], tp8[1], "tensor_parallel.comm_overlap=true"});
   CHECK(exposed(llama_overlap, CommKind::tp) < 0.25 * exposed(llama, CommKind::tp));
   CHECK(llama_overlap.step_time_s < llama.step_time_s);
 }
 
 TEST_CASE("Mixtral 8x7B with EP 8 on 64 H100 runs and reports its all-to-all time as ep") {
-  const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100");
+  const stepsim::Report r = report_of("mixtral-8x7b-ep8-64xh100");
   CHECK(r.gpus == 64);
   CHECK(busy(r, CommKind::ep) > 0);
   CHECK(exposed(r, CommKind::ep) > 0);
@@ -74,11 +74,11 @@ TEST_CASE("Mixtral 8x7B with EP 8 on 64 H100 runs and reports its all-to-all tim
 }
 
 TEST_CASE("DeepSeek-V3 with EP 64 across 8 nodes runs, its all-to-all over InfiniBand") {
-  const stepsim::Report r = run("deepseek-v3-ep64-512xh100");
+  const stepsim::Report r = report_of("deepseek-v3-ep64-512xh100");
   CHECK(r.gpus == 512);
   CHECK(exposed(r, CommKind::ep) > 0);
   // Across nodes the all-to-all is slower than Mixtral's inside one, per byte and per layer.
-  CHECK(busy(r, CommKind::ep) > busy(run("mixtral-8x7b-ep8-64xh100"), CommKind::ep));
+  CHECK(busy(r, CommKind::ep) > busy(report_of("mixtral-8x7b-ep8-64xh100"), CommKind::ep));
 }
 
 // Dropped tokens skip the experts: neither the GPUs nor the model do their FLOPs, so no
@@ -87,9 +87,10 @@ TEST_CASE("HFU stays at or below 100 % and MFU at or below HFU however small the
   for (const char* recompute : {"full", "selective", "none"}) {
     for (const char* capacity : {"0.01", "0.1", "0.25", "0.5", "1", "1.25"}) {
       for (const char* imbalance : {"1", "2"}) {
-        const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.capacity_factor=") + capacity,
-                                                                   std::string("model.moe.imbalance=") + imbalance,
-                                                                   std::string("training.recompute=") + recompute});
+        const stepsim::Report r =
+            report_of("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.capacity_factor=") + capacity,
+                                                   std::string("model.moe.imbalance=") + imbalance,
+                                                   std::string("training.recompute=") + recompute});
         INFO("recompute " << recompute << ", capacity factor " << capacity << ", imbalance " << imbalance);
         CHECK(r.throughput.hfu <= 1.0);
         CHECK(r.throughput.mfu <= r.throughput.hfu);
@@ -101,7 +102,7 @@ TEST_CASE("HFU stays at or below 100 % and MFU at or below HFU however small the
 TEST_CASE("token imbalance across EP ranks makes the step slower, monotonically") {
   double previous = 0;
   for (const char* imbalance : {"1", "1.25", "1.5", "2", "3"}) {
-    const stepsim::Report r = run("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.imbalance=") + imbalance});
+    const stepsim::Report r = report_of("mixtral-8x7b-ep8-64xh100", {std::string("model.moe.imbalance=") + imbalance});
     CHECK(r.step_time_s > previous);
     previous = r.step_time_s;
   }
@@ -133,7 +134,7 @@ TEST_CASE("the dense layers of a mixed stack run the dense MLP and send no all-t
   CHECK(ran(mixed.timeline, "L16 expert fc1 fwd"));
   CHECK(ran(mixed.timeline, "L16 dispatch"));
   // Half the layers send the same all-to-alls: half the EP time.
-  const stepsim::Report all_moe = run("mixtral-8x7b-ep8-64xh100");
+  const stepsim::Report all_moe = report_of("mixtral-8x7b-ep8-64xh100");
   CHECK(busy(mixed.report, CommKind::ep) == Approx(busy(all_moe, CommKind::ep) / 2).epsilon(0.02));
   // A dense layer of 14336 holds 3·4096·14336 MLP weights, one expert's worth, where an MoE
   // layer at EP 8 holds one expert and the router: 16 · 8 · 4096 router weights fewer, in bf16
@@ -147,7 +148,7 @@ TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its
   CHECK(ran(mtp.timeline, "mtp0 cross entropy fwd"));
   CHECK(ran(mtp.timeline, "L61 dispatch"));  // the head's block, after the 61 layers
   CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "L61 dispatch"));
-  CHECK(mtp.report.step_time_s > run("deepseek-v3-ep64-512xh100").step_time_s);
+  CHECK(mtp.report.step_time_s > report_of("deepseek-v3-ep64-512xh100").step_time_s);
 }
 
 // The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of

@@ -30,12 +30,12 @@ Scenario zero(bool overlap_param_gather, DpKind kind = DpKind::zero1) {
   return s;
 }
 
-Program build(const Scenario& s) {
+Program zero_program(const Scenario& s) {
   const spt::FixedCosts costs;
   return sp::build_program(s, spt::small_work(s), costs);
 }
 
-long starting(const Program& p, const std::string& prefix) {
+long first_with_prefix(const Program& p, const std::string& prefix) {
   const auto names = spt::op_names(p);
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
@@ -45,7 +45,7 @@ long starting(const Program& p, const std::string& prefix) {
   return -1;
 }
 
-bool waits_on(const Program& p, long i, long on) {
+bool op_waits_on(const Program& p, long i, long on) {
   const auto w = p.ranks[0].waits_of(static_cast<OpIndex>(i));
   return std::find(w.begin(), w.end(), static_cast<OpIndex>(on)) != w.end();
 }
@@ -75,42 +75,42 @@ TEST_CASE("Megatron's buckets hold max(4e7, 1e6 dp) parameters") {
 }
 
 TEST_CASE("ZeRO reduce-scatters gradient buckets in the last micro-batch only") {
-  const Program p = build(zero(false));
-  const long first = starting(p, "ReduceScatter dp bucket 0");
-  CHECK(first > starting(p, "L1 mlp residual backward"));
+  const Program p = zero_program(zero(false));
+  const long first = first_with_prefix(p, "ReduceScatter dp bucket 0");
+  CHECK(first > first_with_prefix(p, "L1 mlp residual backward"));
   // Two micro-batches: the first backward's ops come before every ReduceScatter.
   CHECK(first > spt::find_op(p, "L0 fc1 wgrad"));
   CHECK(spt::find_op(p, "L0 fc1 wgrad", static_cast<std::size_t>(first)) > first);
 }
 
 TEST_CASE("without overlap_param_gather every parameter AllGather follows the optimizer") {
-  const Program p = build(zero(false));
-  const long optimizer = starting(p, "optimizer step");
+  const Program p = zero_program(zero(false));
+  const long optimizer = first_with_prefix(p, "optimizer step");
   const auto ops = dp_ops(p);
   REQUIRE(ops.size() == 4);  // two buckets reduced, two gathered
   CHECK(ops == std::vector<CollOp>{CollOp::reducescatter, CollOp::reducescatter, CollOp::allgather, CollOp::allgather});
-  const long gather = starting(p, "AllGather dp bucket 1 params");
+  const long gather = first_with_prefix(p, "AllGather dp bucket 1 params");
   CHECK(gather > optimizer);
-  CHECK(waits_on(p, gather, optimizer));
+  CHECK(op_waits_on(p, gather, optimizer));
 }
 
 TEST_CASE("with overlap_param_gather the forward dispatches the next bucket's AllGather") {
-  const Program p = build(zero(true));
+  const Program p = zero_program(zero(true));
   const long embedding = spt::find_op(p, "embedding fwd");
-  const long first = starting(p, "AllGather dp bucket 1 params");   // embedding .. L1 fc1
-  const long second = starting(p, "AllGather dp bucket 0 params");  // the rest of L1, head
+  const long first = first_with_prefix(p, "AllGather dp bucket 1 params");   // embedding .. L1 fc1
+  const long second = first_with_prefix(p, "AllGather dp bucket 0 params");  // the rest of L1, head
   CHECK(first < embedding);
   CHECK(second < embedding);
-  CHECK(waits_on(p, embedding, first));
-  CHECK_FALSE(waits_on(p, embedding, second));
-  CHECK(waits_on(p, spt::find_op(p, "L1 input norm fwd"), second));
-  CHECK(starting(p, "optimizer step") == static_cast<long>(p.ranks[0].ops().size()) - 1);
+  CHECK(op_waits_on(p, embedding, first));
+  CHECK_FALSE(op_waits_on(p, embedding, second));
+  CHECK(op_waits_on(p, spt::find_op(p, "L1 input norm fwd"), second));
+  CHECK(first_with_prefix(p, "optimizer step") == static_cast<long>(p.ranks[0].ops().size()) - 1);
 }
 
 TEST_CASE("zero2 communicates exactly as zero1") {
   for (bool overlap : {false, true}) {
-    const Program one = build(zero(overlap));
-    const Program two = build(zero(overlap, DpKind::zero2));
+    const Program one = zero_program(zero(overlap));
+    const Program two = zero_program(zero(overlap, DpKind::zero2));
     CHECK(spt::op_names(one) == spt::op_names(two));
   }
 }
@@ -118,7 +118,7 @@ TEST_CASE("zero2 communicates exactly as zero1") {
 TEST_CASE("overlap_param_gather without overlap_grad_reduce is an input error") {
   Scenario s = zero(true);
   s.data_parallel.overlap_grad_reduce = false;
-  CHECK_THROWS_WITH(build(s),
+  CHECK_THROWS_WITH(zero_program(s),
                     "test.json: /data_parallel/overlap_param_gather: needs "
                     "overlap_grad_reduce, as in Megatron");
 }
@@ -151,7 +151,7 @@ TEST_CASE("under Megatron the step zeroes the rank's whole main-gradient buffer"
     s.training.framework = f;
     const ByteCosts costs;
     const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
-    return p.ranks[0].ops()[static_cast<std::size_t>(starting(p, "optimizer step"))].duration.ps();
+    return p.ranks[0].ops()[static_cast<std::size_t>(first_with_prefix(p, "optimizer step"))].duration.ps();
   };
   const long long h = 1024;
   const long long params = 2 * (12 * h * h + 13 * h) + 2 * 32000 * h + 2048 * h + 2 * h;

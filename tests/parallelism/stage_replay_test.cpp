@@ -17,7 +17,7 @@ using stepsim::engine::Program;
 
 namespace {
 
-Program build(const stepsim::Scenario& s, sp::StageRanks how) {
+Program stage_program(const stepsim::Scenario& s, sp::StageRanks how) {
   const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
   const sp::ModelCosts costs(s, gpu);
   return sp::build_program(s, stepsim::workload::build_work(s), costs, how);
@@ -102,7 +102,7 @@ TEST_CASE("replaying a stage's first rank builds the program that writing every 
       std::vector<std::string> sets = all;
       sets.insert(sets.end(), job.sets.begin(), job.sets.end());
       const stepsim::Scenario s = stepsim::io::load_scenario(job.example, sets);
-      check_same(build(s, sp::StageRanks::replay), build(s, sp::StageRanks::write));
+      check_same(stage_program(s, sp::StageRanks::replay), stage_program(s, sp::StageRanks::write));
     }
   }
 }

@@ -29,7 +29,7 @@ Timeline three_ranks() {
   return t;
 }
 
-double of(const PerKind& v, CommKind k) { return v[static_cast<std::size_t>(k)]; }
+double wait_of(const PerKind& v, CommKind k) { return v[static_cast<std::size_t>(k)]; }
 
 }  // namespace
 
@@ -43,10 +43,10 @@ TEST_CASE("the rank that arrived last is the straggler, charged with its peers' 
 
 TEST_CASE("rendezvous waits are per kind, the mean over ranks and the largest") {
   const RanksReport r = report::ranks_report(three_ranks(), {"step", Time::zero(), Time::from_us(160)});
-  CHECK(of(r.rendezvous_wait_s, CommKind::dp) == Approx(20e-6));
-  CHECK(of(r.rendezvous_wait_max_s, CommKind::dp) == Approx(30e-6));
-  CHECK(of(r.rendezvous_wait_s, CommKind::tp) == Approx(10e-6 / 3));
-  CHECK(of(r.rendezvous_wait_s, CommKind::pp) == 0);
+  CHECK(wait_of(r.rendezvous_wait_s, CommKind::dp) == Approx(20e-6));
+  CHECK(wait_of(r.rendezvous_wait_max_s, CommKind::dp) == Approx(30e-6));
+  CHECK(wait_of(r.rendezvous_wait_s, CommKind::tp) == Approx(10e-6 / 3));
+  CHECK(wait_of(r.rendezvous_wait_s, CommKind::pp) == 0);
 }
 
 TEST_CASE("step and compute time spread over the ranks with the ranks at the extremes") {

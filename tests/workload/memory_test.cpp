@@ -22,9 +22,10 @@ std::int64_t activations(int tp, bool sp, Recompute recompute) {
   return stepsim::workload::build_work(gpt22b(tp, sp, recompute)).layer.activations.count();
 }
 
-constexpr std::int64_t s = 2048, b = 4, h = 6144, a = 64;
-constexpr std::int64_t sbh = s * b * h;
-constexpr std::int64_t scores = a * s * s * b;  // a·s²·b = sbh·a·s/h
+// The paper's sequence length s, micro-batch b, hidden size h and attention heads a.
+constexpr std::int64_t kSeqLen = 2048, kMicroBatch = 4, kHiddenSize = 6144, kHeads = 64;
+constexpr std::int64_t sbh = kSeqLen * kMicroBatch * kHiddenSize;
+constexpr std::int64_t scores = kHeads * kSeqLen * kSeqLen * kMicroBatch;  // a·s²·b = sbh·a·s/h
 
 }  // namespace
 
@@ -55,7 +56,7 @@ TEST_CASE("flash attention keeps no s² scores, only a log-sum-exp per row") {
   auto sc = gpt22b(8, true, Recompute::none);
   sc.training.attention = stepsim::AttentionKind::flash;
   const auto w = stepsim::workload::build_work(sc);
-  CHECK(w.layer.activations.count() == 34 * sbh / 8 + b * (a / 8) * s * 4);
+  CHECK(w.layer.activations.count() == 34 * sbh / 8 + kMicroBatch * (kHeads / 8) * kSeqLen * 4);
 }
 
 TEST_CASE("one TP message is b·s·h elements") {
@@ -65,7 +66,8 @@ TEST_CASE("one TP message is b·s·h elements") {
 TEST_CASE("a GPT layer at TP 8 holds its 12·h² weights split eight ways") {
   const auto w = stepsim::workload::build_work(gpt22b(8, false, Recompute::none));
   // Split weights and column biases, replicated row biases (2h) and LayerNorms (4h).
-  const std::int64_t expected = 12 * h * h / 8 + (3 * h + 4 * h) / 8 + 2 * h + 4 * h;
+  const std::int64_t expected =
+      12 * kHiddenSize * kHiddenSize / 8 + (3 * kHiddenSize + 4 * kHiddenSize) / 8 + 2 * kHiddenSize + 4 * kHiddenSize;
   CHECK(w.layer.param_count == expected);
   CHECK(w.layer.params.count() == 2 * expected);
 }
@@ -140,7 +142,7 @@ TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quanti
   sc.training.attention = stepsim::AttentionKind::flash;
   sc.cluster.gpu = st::h100();
   sc.training.precision = stepsim::Precision::fp8;
-  const std::int64_t lse = b * (a / 8) * s * 4;
+  const std::int64_t lse = kMicroBatch * (kHeads / 8) * kSeqLen * 4;
   const auto kept = [&](stepsim::Framework f) {
     sc.training.framework = f;
     return stepsim::workload::build_work(sc).layer.activations.count();

@@ -30,7 +30,7 @@ stepsim::workload::ModelWork llama(Precision precision, Fp8Scaling scaling = Fp8
   return stepsim::workload::build_work(sc);
 }
 
-const OpCost& find(const std::vector<OpCost>& ops, Role role, Pass pass) {
+const OpCost& find_op(const std::vector<OpCost>& ops, Role role, Pass pass) {
   auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.role == role && op.pass == pass; });
   REQUIRE(it != ops.end());
   return *it;
@@ -55,9 +55,9 @@ TEST_CASE("NVFP4 and MXFP8 run forward, dgrad and wgrad of every Linear layer in
   for (Precision p : {Precision::mxfp8, Precision::nvfp4}) {
     const auto w = llama(p);
     for (Role role : {Role::qkv, Role::attn_proj, Role::fc1, Role::fc2}) {
-      CHECK(find(w.layer.forward, role, Pass::forward).fp8);
-      CHECK(find(w.layer.backward, role, Pass::backward_data).fp8);
-      CHECK(find(w.layer.backward, role, Pass::backward_weight).fp8);
+      CHECK(find_op(w.layer.forward, role, Pass::forward).fp8);
+      CHECK(find_op(w.layer.backward, role, Pass::backward_data).fp8);
+      CHECK(find_op(w.layer.backward, role, Pass::backward_weight).fp8);
     }
     for (const auto& op : w.layer.forward) {
       if (op.cls == OpClass::attention) CHECK_FALSE(op.fp8);
@@ -76,8 +76,8 @@ TEST_CASE("FP8 current scaling reads each quantized tensor once more than delaye
         Approx(2.0 * (kTokens * kHidden + kHidden * kFc1)));
   CHECK((cast(current, Role::fc1, Pass::backward_data).bytes - cast(delayed, Role::fc1, Pass::backward_data).bytes)
             .as_double() == Approx(2.0 * kTokens * kFc1));
-  CHECK(find(current.layer.forward, Role::fc1, Pass::forward).bytes ==
-        find(delayed.layer.forward, Role::fc1, Pass::forward).bytes);
+  CHECK(find_op(current.layer.forward, Role::fc1, Pass::forward).bytes ==
+        find_op(delayed.layer.forward, Role::fc1, Pass::forward).bytes);
 }
 
 // MXFP8 operands: FP8 values plus one E8M0 scale byte per 32; the cast needs no amax pass and
@@ -86,9 +86,9 @@ TEST_CASE("MXFP8 GEMMs read a scale byte per 32 elements and their cast writes t
   const auto fp8 = llama(Precision::fp8);
   const auto mx = llama(Precision::mxfp8);
   const double operands = kTokens * kHidden + kHidden * kFc1;
-  CHECK(
-      (find(mx.layer.forward, Role::fc1, Pass::forward).bytes - find(fp8.layer.forward, Role::fc1, Pass::forward).bytes)
-          .as_double() == Approx(operands / 32.0));
+  CHECK((find_op(mx.layer.forward, Role::fc1, Pass::forward).bytes -
+         find_op(fp8.layer.forward, Role::fc1, Pass::forward).bytes)
+            .as_double() == Approx(operands / 32.0));
   CHECK(cast(mx, Role::fc1, Pass::forward).bytes.as_double() == Approx(operands * (2.0 + 2.0 * (1.0 + 1.0 / 32.0))));
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("NVFP4 quantization moves an amax pass and two scaled 4-bit copies per
   CHECK(cast(w, Role::fc1, Pass::backward_data).bytes.as_double() ==
         Approx(kTokens * kFc1 * (3.0 * 2.0 + 2.0 * (0.5 + 1.0 / 16.0))));
   // Operands: half a byte and a sixteenth per element; the output stays BF16.
-  const OpCost& fc1 = find(w.layer.forward, Role::fc1, Pass::forward);
+  const OpCost& fc1 = find_op(w.layer.forward, Role::fc1, Pass::forward);
   CHECK(fc1.bytes.as_double() ==
         Approx((kTokens * kHidden + kHidden * kFc1) * (0.5 + 1.0 / 16.0) + kTokens * kFc1 * 2.0));
 }
@@ -123,8 +123,8 @@ TEST_CASE("NVFP4 GEMMs run at the FP4 peak and MXFP8 GEMMs at the FP8 peak") {
   const GpuModel fp4(gpu, Precision::nvfp4);
   const GpuModel mx(gpu, Precision::mxfp8);
   const GpuModel fp8(gpu, Precision::fp8);
-  const OpCost nv_fc1 = find(llama(Precision::nvfp4).layer.forward, Role::fc1, Pass::forward);
-  const OpCost mx_fc1 = find(llama(Precision::mxfp8).layer.forward, Role::fc1, Pass::forward);
+  const OpCost nv_fc1 = find_op(llama(Precision::nvfp4).layer.forward, Role::fc1, Pass::forward);
+  const OpCost mx_fc1 = find_op(llama(Precision::mxfp8).layer.forward, Role::fc1, Pass::forward);
   const double f = nv_fc1.flops;
   const double half = gpu.efficiency.gemm_half_flops;
   CHECK(fp4.compute_time(nv_fc1).seconds() ==
