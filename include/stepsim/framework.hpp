@@ -45,6 +45,10 @@ struct FrameworkTraits {
   // around each of its GEMMs, forward and backward (docs/model.md, "The host"). Fitted
   // (docs/validation.md); zero where the experts are not TE's.
   Time expert_gemm_host = Time::zero();
+  // Its data_parallel.kind ddp is PyTorch's DistributedDataParallel (torchtitan's replicate
+  // too), whose reducer copies each gradient into its bucket unless gradient_as_bucket_view
+  // (PyTorch's default: off). Megatron-Core's DDP reduces its gradient buffer as it is.
+  bool pytorch_ddp = false;
 };
 
 // Every framework, unspecified first.

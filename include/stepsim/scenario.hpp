@@ -362,6 +362,12 @@ struct DataParallelSpec {
   double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
   double first_bucket_mb = 1.0;  // MiB
   bool overlap_grad_reduce = true;
+  // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the
+  // reducer scales in place; false (PyTorch's default) copies each gradient into its bucket
+  // and back after the AllReduce, and keeps the buckets as a second gradient buffer. When the
+  // scenario does not give it, training.framework decides (FrameworkTraits::pytorch_ddp).
+  bool gradient_as_bucket_view = true;
+  bool gradient_as_bucket_view_given = false;
   Precision grad_reduce_dtype = Precision::bf16;
   bool grad_reduce_dtype_given = false;  // the scenario gave grad_reduce_dtype (see main_grad_given)
   bool reshard_after_forward = true;

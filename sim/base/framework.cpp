@@ -38,18 +38,18 @@ constexpr std::array kFrameworks{
                     true, kEagerDispatch, false,
                     "torchtitan in eager mode: one kernel per PyTorch operator, scaled_dot_product_attention "
                     "(FlashAttention-2), PyTorch's cross entropy, gradients clipped on the GPU",
-                    false, true},
+                    false, true, Time::zero(), true},
     FrameworkTraits{Framework::torchtitan_compile, "torchtitan-compile", Fusion::fused, AttentionKind::flash2,
                     CrossEntropy::compiled, true, kEagerDispatch, false,
                     "torchtitan with torch.compile: Inductor's fused element-wise kernels, "
                     "scaled_dot_product_attention (FlashAttention-2), the compiled cross entropy, gradients "
                     "clipped on the GPU",
-                    false, true},
+                    false, true, Time::zero(), true},
     FrameworkTraits{Framework::pytorch, "pytorch", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
                     kEagerDispatch, false,
                     "eager PyTorch (DDP or FSDP): one kernel per operator, scaled_dot_product_attention "
                     "(FlashAttention-2), PyTorch's cross entropy, no gradient clipping unless asked for",
-                    false},
+                    false, false, Time::zero(), true},
     FrameworkTraits{Framework::deepspeed, "deepspeed", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
                     kEagerDispatch, false,
                     "DeepSpeed on an eager PyTorch model: one kernel per operator, scaled_dot_product_attention "

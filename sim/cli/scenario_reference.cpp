@@ -245,8 +245,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--recompute-modules` (Megatron-Bridge `recompute_modules`)"},
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
-     "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy` and `grad_clip` as it runs them (keys "
-     "beside it override) and the CPU's cost per operator (12 us of dispatch beside the launch; Megatron and NeMo "
+     "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
+     "`data_parallel.gradient_as_bucket_view` as it runs them (keys beside it override) and the CPU's cost per "
+     "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
@@ -309,6 +310,13 @@ constexpr KeyDoc kDocs[] = {
      "(bucket sizes then do not matter)",
      "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
      "flat AllReduce after it"},
+    {"data_parallel.gradient_as_bucket_view", "",
+     "ddp: gradients are views of their buckets, scaled there in place; `false` copies each gradient into its "
+     "bucket and back after the AllReduce (a kernel and a PyTorch operator per parameter each way) and keeps the "
+     "buckets as a second gradient buffer. Default `false` under `pytorch`, `torchtitan` and `torchtitan-compile` "
+     "(PyTorch's default), `true` otherwise; `false` is refused under `megatron`, `nemo` and `deepspeed`, whose "
+     "DDP does not copy",
+     "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
      "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
      "gradients (`training.main_grad`)",

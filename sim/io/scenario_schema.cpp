@@ -411,10 +411,13 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision (io/validate.cpp).
+// gradients' precision, and gradient_as_bucket_view, whose default the framework decides
+// (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
-  if (const json::object* object = v.if_object(); object != nullptr && object->contains("grad_reduce_dtype"))
-    out.grad_reduce_dtype_given = true;
+  if (const json::object* object = v.if_object(); object != nullptr) {
+    if (object->contains("grad_reduce_dtype")) out.grad_reduce_dtype_given = true;
+    if (object->contains("gradient_as_bucket_view")) out.gradient_as_bucket_view_given = true;
+  }
   read_value<DataParallelSpec>(out, v, r);
 }
 
@@ -424,6 +427,7 @@ Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>) {
       field<&DataParallelSpec::bucket_cap_mb>("bucket_cap_mb"),
       field<&DataParallelSpec::first_bucket_mb>("first_bucket_mb"),
       field<&DataParallelSpec::overlap_grad_reduce>("overlap_grad_reduce"),
+      field<&DataParallelSpec::gradient_as_bucket_view>("gradient_as_bucket_view"),
       field<&DataParallelSpec::grad_reduce_dtype>("grad_reduce_dtype"),
       field<&DataParallelSpec::reshard_after_forward>("reshard_after_forward"),
       field<&DataParallelSpec::forward_prefetch>("forward_prefetch"),

@@ -575,6 +575,29 @@ void tie_gradient_buffer(Scenario& s, const Checker& c) {
   }
 }
 
+// PyTorch DDP's gradient_as_bucket_view, as each framework runs DDP: off (PyTorch's default)
+// where data_parallel.kind ddp is PyTorch's DistributedDataParallel (pytorch, torchtitan's
+// replicate), so that its reducer copies every gradient into its bucket and back; on
+// otherwise, where the buckets are views of one gradient buffer (Megatron-Core's DDP, and the
+// unspecified framework's keys as Megatron-Core runs them). Off is refused where no PyTorch
+// reducer runs: Megatron-Core never copies, and DeepSpeed's engine reduces its own way.
+void resolve_bucket_view(Scenario& s, const Checker& c) {
+  DataParallelSpec& d = s.data_parallel;
+  const FrameworkTraits& traits = traits_of(s.training.framework);
+  if (!d.gradient_as_bucket_view_given) {
+    d.gradient_as_bucket_view = !traits.pytorch_ddp;
+    return;
+  }
+  if (d.gradient_as_bucket_view || d.kind != DpKind::ddp) return;
+  c.require(!traits.megatron_core, "/data_parallel/gradient_as_bucket_view",
+            "false under training.framework {}: Megatron-Core's DDP reduces its gradient buffer in place (its "
+            "buckets are views of it) and never copies gradients into buckets",
+            traits.name);
+  c.require(s.training.framework != Framework::deepspeed, "/data_parallel/gradient_as_bucket_view",
+            "false is not simulated under training.framework deepspeed: DeepSpeed's engine reduces the gradients its "
+            "own way, not through PyTorch DDP's reducer");
+}
+
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
@@ -650,6 +673,7 @@ void complete_and_validate(Scenario& s) {
   if (s.parallel.tp == 1) s.parallel.sequence_parallel = false;
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
+  resolve_bucket_view(s, c);
   check_training(s, c);
   check_cuda_graphs(s, c);
   check_activation_offload(s, c);

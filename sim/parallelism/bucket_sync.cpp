@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "workload/op_builder.hpp"
+
 namespace stepsim::parallelism {
 
 BucketSync::BucketSync(BucketLayout layout, bool overlap, CollOp op, bool experts)
@@ -32,15 +34,59 @@ void BucketSync::produced(int tensor, OpIndex op) {
   producer_[k] = std::max(producer_[k], op);
 }
 
+void BucketSync::run_reducer(int grad_bytes, bool copy_back) {
+  reducer_bytes_ = grad_bytes;
+  copy_back_ = copy_back;
+}
+
 // Weight gradients come from wgrad ops and from fused backward ops (norms, embedding);
-// input-gradient (dgrad) ops produce none.
+// input-gradient (dgrad) ops produce none. Under run_reducer a bucket is ready once its
+// gradients are in it: after the reducer's kernels that put them there.
 void BucketSync::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   const workload::Pass pass = site.cost->pass;
   if (pass == workload::Pass::forward || pass == workload::Pass::backward_data) return;
   const auto it = tensors_at_.find({site.block, site.cost->role});
   if (it == tensors_at_.end()) return;
-  for (int t : it->second) produced(t, op);
+  OpIndex ready = op;
+  if (reducer_bytes_ > 0) {
+    std::vector<int> fresh;
+    for (int t : it->second)
+      if (!done_[static_cast<std::size_t>(t)]) fresh.push_back(t);
+    if (!fresh.empty()) ready = copy_in(b, fresh);
+  }
+  for (int t : it->second) produced(t, ready);
   if (overlap_) launch_ready(b);
+}
+
+// The reducer's autograd hooks on the gradients one backward op produced: mul_out into the
+// bucket (or div_ of the bucket's view), a kernel and an operator per parameter.
+OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
+  long long elements = 0;
+  for (int t : tensors) elements += layout_.tensors[static_cast<std::size_t>(t)].elements;
+  const GradTensor& first = layout_.tensors[static_cast<std::size_t>(tensors.front())];
+  const std::string what =
+      tensors.size() == 1 ? first.name : fmt::format("{} and {} more", first.name, tensors.size() - 1);
+  const int bucket = bucket_of_[static_cast<std::size_t>(tensors.front())];
+  workload::OpCost cost = workload::elementwise(
+      copy_back_ ? "DDP gradient into bucket" : "DDP gradient scaled in its bucket", workload::Role::optimizer,
+      workload::OpClass::elementwise, elements, 2.0 * reducer_bytes_, 1.0);
+  cost.pass = workload::Pass::backward;
+  cost.operators = static_cast<int>(tensors.size());
+  const std::string name = copy_back_ ? fmt::format("DDP {} into bucket {}", what, bucket)
+                                      : fmt::format("DDP {} scaled in bucket {}", what, bucket);
+  return b.compute(cost, Phase::backward, name);
+}
+
+// finalize_backward: the compute stream waits for the bucket's collective, then copies each of
+// its gradients back from it.
+void BucketSync::copy_back(StepBuilder& b, std::size_t bucket) {
+  const Bucket& k = layout_.buckets[bucket];
+  workload::OpCost cost =
+      workload::elementwise("DDP bucket back to gradients", workload::Role::optimizer, workload::OpClass::elementwise,
+                            bucket_elements(layout_, k), 2.0 * reducer_bytes_, 0.0);
+  cost.pass = workload::Pass::backward;
+  cost.operators = static_cast<int>(k.tensors.size());
+  b.compute(cost, Phase::backward, fmt::format("DDP bucket {} back to gradients", bucket), {launched_[bucket]});
 }
 
 void BucketSync::launch_ready(StepBuilder& b) {
@@ -58,6 +104,8 @@ void BucketSync::launch(StepBuilder& b, const std::vector<OpIndex>& waits) {
 void BucketSync::end_backward(StepBuilder& b) {
   if (overlap_) launch_ready(b);
   while (next_ < layout_.buckets.size()) launch(b, b.last_compute());
+  if (reducer_bytes_ > 0 && copy_back_)
+    for (std::size_t k = 0; k < layout_.buckets.size(); ++k) copy_back(b, k);
 }
 
 }  // namespace stepsim::parallelism

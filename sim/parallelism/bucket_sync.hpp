@@ -19,8 +19,18 @@ class BucketSync {
   // `experts`: the buckets of expert gradients, on the expert-dp communicator.
   BucketSync(BucketLayout layout, bool overlap, CollOp op, bool experts = false);
 
+  // PyTorch DDP's reducer runs on the compute stream beside the buckets (reducer.cpp): every
+  // gradient, once produced, is scaled by 1/world into its bucket, one kernel and one PyTorch
+  // operator per parameter reading and writing `grad_bytes` an element, the gradients'
+  // precision, which their buckets share (mul_out; div_ in place under
+  // gradient_as_bucket_view), and the bucket waits for those kernels. With
+  // `copy_back`, each bucket's gradients are copied back once its collective has ended
+  // (finalize_backward's copy_bucket_to_grad), issued after the backward.
+  void run_reducer(int grad_bytes, bool copy_back);
+
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op);
-  // Launches every bucket not launched yet (gradients no op was seen to produce).
+  // Launches every bucket not launched yet (gradients no op was seen to produce), then, under
+  // run_reducer with copy_back, copies every bucket back to its gradients.
   void end_backward(StepBuilder& b);
   const std::vector<OpIndex>& launched() const { return launched_; }
   const BucketLayout& layout() const { return layout_; }
@@ -29,6 +39,8 @@ class BucketSync {
   void produced(int tensor, OpIndex op);
   void launch_ready(StepBuilder& b);
   void launch(StepBuilder& b, const std::vector<OpIndex>& waits);
+  OpIndex copy_in(StepBuilder& b, const std::vector<int>& tensors);
+  void copy_back(StepBuilder& b, std::size_t bucket);
 
   BucketLayout layout_;
   bool overlap_;
@@ -41,6 +53,8 @@ class BucketSync {
   std::map<std::pair<int, workload::Role>, std::vector<int>> tensors_at_;  // by (block, role)
   std::size_t next_ = 0;                                                   // next bucket to launch
   std::vector<OpIndex> launched_;
+  int reducer_bytes_ = 0;  // run_reducer's bytes per gradient element; 0: no reducer kernels
+  bool copy_back_ = false;
 };
 
 // The dense gradients' buckets and, for a mixture of experts, the expert gradients' own
@@ -59,6 +73,11 @@ class GradientSync {
   void end_backward(StepBuilder& b) {
     dense_.end_backward(b);
     if (experts_) experts_->end_backward(b);
+  }
+  // BucketSync::run_reducer for the dense and the expert buckets (after add_experts).
+  void run_reducer(int grad_bytes, bool copy_back) {
+    dense_.run_reducer(grad_bytes, copy_back);
+    if (experts_) experts_->run_reducer(grad_bytes, copy_back);
   }
   std::vector<OpIndex> launched() const {
     std::vector<OpIndex> all = dense_.launched();

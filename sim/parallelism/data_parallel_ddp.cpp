@@ -1,8 +1,13 @@
 // PyTorch DDP (torch/csrc/distributed/c10d/reducer.cpp): gradients in buckets, each AllReduce launched on the DP
 // stream once its bucket is complete, strictly in bucket order, and only in the last
-// micro-batch; the optimizer waits for every bucket.
+// micro-batch; the optimizer waits for every bucket. Where the framework's DDP is PyTorch's
+// (or the scenario turns gradient_as_bucket_view off), the reducer's own kernels run on the
+// compute stream: each gradient scaled into its bucket, and without gradient_as_bucket_view
+// copied back after its bucket's AllReduce. Megatron-Core's DDP reduces its main-gradient
+// buffer as it is.
 #include "parallelism/bucket_sync.hpp"
 #include "parallelism/data_parallel.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
@@ -16,6 +21,9 @@ class Ddp final : public DataParallel {
     if (expert_dp_size(scenario) > 1)
       sync_.add_experts(expert_bucket_layout(scenario, false), scenario.data_parallel.overlap_grad_reduce,
                         CollOp::allreduce);
+    const DataParallelSpec& dp = scenario.data_parallel;
+    if (traits_of(scenario.training.framework).pytorch_ddp || !dp.gradient_as_bucket_view)
+      sync_.run_reducer(element_bytes(scenario.training.main_grad), !dp.gradient_as_bucket_view);
   }
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
     sync_.after_backward_op(b, site, op);

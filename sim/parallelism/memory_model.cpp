@@ -10,7 +10,10 @@
 //   training.main_grad and training.optimizer_state bf16 halve the gradients and the moments
 //   (Adam: 2 + 2 + 8 B); the master weights stay fp32.
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
-//   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer.
+//   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer; without
+//   gradient_as_bucket_view (PyTorch's default) the reducer's buckets are a second buffer of
+//   every gradient, in the gradients' precision (buckets are made per gradient dtype), held for
+//   the whole step.
 // - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
 //   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters.
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
@@ -179,6 +182,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
     m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }
+  const DataParallelSpec& dp = s.data_parallel;
+  if (dp.kind == DpKind::ddp && !dp.gradient_as_bucket_view && s.parallel.dp * s.parallel.cp > 1)
+    m.buffers += Bytes(m.param_count * bytes.grads);
   m.buffers += pipeline_buffers(s, stage);
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;

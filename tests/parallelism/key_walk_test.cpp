@@ -212,6 +212,8 @@ const std::vector<Row>& rows() {
       {"data_parallel.bucket_cap_mb", Expect::changes, "1"},
       {"data_parallel.first_bucket_mb", Expect::changes, "20"},
       {"data_parallel.overlap_grad_reduce", Expect::changes, "false"},
+      // The unspecified framework's buckets are views; off, PyTorch's reducer copies.
+      {"data_parallel.gradient_as_bucket_view", Expect::changes, "false"},
       {"data_parallel.grad_reduce_dtype", Expect::changes, "fp32"},
       {"data_parallel.reshard_after_forward", Expect::changes, "false", kFsdp},
       {"data_parallel.forward_prefetch", Expect::changes, "true", kFsdp},

@@ -1,0 +1,163 @@
+// PyTorch DDP's reducer on the compute stream (torch/csrc/distributed/c10d/reducer.cpp): the
+// kernels that put each gradient into its bucket and, without gradient_as_bucket_view, copy
+// it back after the bucket's AllReduce; the bucket buffer that costs; the host's operator per
+// parameter; and which frameworks run it. Oracles are counted by hand from the model.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "parallelism/program_builder.hpp"
+#include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
+#include "support.hpp"
+#include "workload/work.hpp"
+
+namespace sp = stepsim::parallelism;
+namespace spt = stepsim::parallelism::test;
+using stepsim::CommKind;
+using stepsim::engine::OpIndex;
+using stepsim::engine::Program;
+
+namespace {
+
+// GPT with learned positions, 2 layers of hidden 1024 and ffn 4096, vocabulary 32,000,
+// untied: word embedding 32,000·1,024 = 32,768,000; positions 2,048·1,024 = 2,097,152; per
+// layer LayerNorm 2·1,024, QKV 1,024·3,072 + 3,072, projection 1,024² + 1,024, LayerNorm
+// 2·1,024, fc1 1,024·4,096 + 4,096, fc2 4,096·1,024 + 1,024 = 12,596,224, twice; final
+// LayerNorm 2,048; LM head 32,768,000. 29 tensors: 2 embeddings, 12 a layer, 2 norm, 1 head.
+constexpr long long kDdpParams = 32'768'000 + 2'097'152 + 2 * 12'596'224 + 2'048 + 32'768'000;
+constexpr long long kDdpTensors = 2 + 2 * 12 + 2 + 1;
+
+constexpr const char* kDdpSmall = R"({ "model": { "name": "small", "layers": 2, "hidden": 1024, "heads": 16,
+  "kv_heads": 16, "ffn_hidden": 4096, "vocab": 32000, "seq_len": 2048, "mlp": "gelu", "tied_embeddings": false },
+  "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "pp": 1, "dp": 2 },
+  "training": { "global_batch": 4, "micro_batch": 1, "precision": "bf16" },
+  "data_parallel": { "kind": "ddp" } })";
+
+stepsim::Scenario ddp_small(const std::vector<std::string>& sets) {
+  return stepsim::io::load_scenario_text(kDdpSmall, "small.json", sets);
+}
+
+Program ddp_program(const stepsim::Scenario& s) {
+  const spt::FixedCosts costs;
+  return sp::build_program(s, stepsim::workload::build_work(s), costs);
+}
+
+struct ReducerOps {
+  std::vector<OpIndex> into;  // "DDP ... into bucket k" or "DDP ... scaled in bucket k"
+  std::vector<OpIndex> back;  // "DDP bucket k back to gradients"
+  double into_bytes = 0, back_bytes = 0;
+  long long into_operators = 0;
+};
+
+bool ddp_starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+ReducerOps ddp_reducer_ops(const Program& p) {
+  ReducerOps out;
+  const auto& ops = p.ranks[0].ops();
+  for (OpIndex i = 0; i < static_cast<OpIndex>(ops.size()); ++i) {
+    const std::string& name = p.names[ops[i].name];
+    if (!ddp_starts_with(name, "DDP ")) continue;
+    const double bytes = p.work.at(ops[i].name).bytes.as_double();
+    if (name.find("back to gradients") != std::string::npos) {
+      out.back.push_back(i);
+      out.back_bytes += bytes;
+    } else {
+      out.into.push_back(i);
+      out.into_bytes += bytes;
+    }
+  }
+  return out;
+}
+
+bool ddp_waits_on(const Program& p, OpIndex op, OpIndex on) {
+  for (OpIndex w : p.ranks[0].waits_of(op))
+    if (w == on) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("under PyTorch's DDP every gradient is copied into its bucket and back, fp32 read and written") {
+  const stepsim::Scenario s = ddp_small({"training.framework=pytorch"});
+  REQUIRE_FALSE(s.data_parallel.gradient_as_bucket_view);  // PyTorch's default
+  const Program p = ddp_program(s);
+  const ReducerOps r = ddp_reducer_ops(p);
+  // Main gradients fp32 (training.main_grad's default): 4 bytes read, 4 written an element.
+  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));
+  CHECK(r.back_bytes == Approx(8.0 * kDdpParams));
+  const auto buckets = spt::collectives_of(p, CommKind::dp);
+  REQUIRE(buckets.size() == r.back.size());
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    INFO("bucket " << k);
+    CHECK(ddp_waits_on(p, r.back[k], buckets[k]));  // copied back once its AllReduce has ended
+    CHECK(r.back[k] > r.into.back());               // after the backward (finalize_backward)
+  }
+  // Every bucket's AllReduce waits for a copy into it, not for the GEMM that made the gradient.
+  for (OpIndex bucket : buckets) {
+    bool after_copy = false;
+    for (OpIndex w : p.ranks[0].waits_of(bucket))
+      after_copy = after_copy || ddp_starts_with(p.names[p.ranks[0].ops()[w].name], "DDP ");
+    CHECK(after_copy);
+  }
+}
+
+TEST_CASE("the reducer's host issues one PyTorch operator per parameter") {
+  const Program p = ddp_program(ddp_small({"training.framework=pytorch"}));
+  const ReducerOps r = ddp_reducer_ops(p);
+  long long into = 0, back = 0;
+  const auto& ops = p.ranks[0].ops();
+  // FixedCosts: 5 us a launch; PyTorch's dispatch 12 us beside it: 17 us an operator.
+  for (OpIndex i : r.into) into += std::llround(p.host_cost(ops[i]).us());
+  for (OpIndex i : r.back) back += std::llround(p.host_cost(ops[i]).us());
+  CHECK(into == 17 * kDdpTensors);
+  CHECK(back == 17 * kDdpTensors);
+}
+
+TEST_CASE("gradient_as_bucket_view scales the gradients in place and copies nothing back") {
+  const Program p =
+      ddp_program(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}));
+  const ReducerOps r = ddp_reducer_ops(p);
+  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));  // div_ reads and writes each element
+  CHECK(r.back.empty());
+  for (OpIndex i : r.into) CHECK(p.names[p.ranks[0].ops()[i].name].find("scaled in bucket") != std::string::npos);
+}
+
+TEST_CASE("Megatron-Core's DDP and the unspecified framework's run no reducer kernels") {
+  CHECK(ddp_reducer_ops(ddp_program(ddp_small({}))).into.empty());
+  CHECK(ddp_reducer_ops(ddp_program(ddp_small({"training.framework=megatron"}))).into.empty());
+  // The unspecified framework turned to PyTorch's copies on request.
+  CHECK(ddp_reducer_ops(ddp_program(ddp_small({"data_parallel.gradient_as_bucket_view=false"}))).back.size() > 0);
+}
+
+TEST_CASE("without gradient_as_bucket_view the buckets are a second gradient buffer") {
+  const auto copies = stepsim::simulate(ddp_small({"training.framework=pytorch"})).report.memory_bytes;
+  const auto views =
+      stepsim::simulate(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}))
+          .report.memory_bytes;
+  CHECK(copies.buffers - views.buffers == Approx(4.0 * kDdpParams));
+  CHECK(copies.grads == Approx(4.0 * kDdpParams));
+  // One GPU: no DDP, no buckets.
+  const auto alone =
+      stepsim::simulate(ddp_small({"training.framework=pytorch", "parallel.dp=1", "training.global_batch=2"}))
+          .report.memory_bytes;
+  CHECK(alone.buffers == views.buffers);
+}
+
+TEST_CASE("gradient_as_bucket_view false is refused where no PyTorch reducer runs") {
+  for (const char* framework : {"megatron", "nemo", "deepspeed"}) {
+    INFO(framework);
+    CHECK_THROWS_AS(
+        ddp_small({std::string("training.framework=") + framework, "data_parallel.gradient_as_bucket_view=false"}),
+        stepsim::InputError);
+  }
+  CHECK_NOTHROW(ddp_small({"training.framework=megatron", "data_parallel.gradient_as_bucket_view=true"}));
+  // The resolved scenario reads back as it was resolved.
+  const stepsim::Scenario s = ddp_small({"training.framework=torchtitan"});
+  CHECK_FALSE(s.data_parallel.gradient_as_bucket_view);
+  CHECK_FALSE(
+      stepsim::io::load_scenario_text(s.resolved_json, "resolved.json", {}).data_parallel.gradient_as_bucket_view);
+}
