@@ -17,6 +17,7 @@
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/stage_layout.hpp"
+#include "workload/op_builder.hpp"
 
 namespace stepsim::parallelism {
 
@@ -55,7 +56,11 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 //   oldest free event once max_inflight_all_gathers of them are pending.
 // - FSDP2: depth-1 prefetch both ways without host blocking; each AllGather waits for the
 //   unit before it to be freed (two gathered buffers at most), and the compute stream waits
-//   for the previous ReduceScatter before the next one is issued.
+//   for the previous ReduceScatter before the next one is issued. Its parameters are separate
+//   tensors, not views of the gathered buffer: once a unit's AllGather has ended, the compute
+//   stream copies them out of it (FSDPParamGroup.wait_for_unshard, foreach_all_gather_copy_out:
+//   one split_with_sizes_copy reading and writing every gathered byte) before the unit runs.
+//   FSDP1's flat parameter is gathered in place and its parameters are views of it.
 //
 // With pipeline stages (pp > 1) each stage runs FSDP over the units it holds (its layers,
 // and a root made of whatever embedding or head it holds), as torchtitan applies
@@ -90,10 +95,10 @@ class Fsdp final : public DataParallel {
   int root_backward_first() const { return holds_head_ ? layers_ + 1 : 0; }
   int root_backward_last() const { return holds_embedding_ ? 0 : layers_ + 1; }
   void forward_start(StepBuilder& b, const BlockSite& site);
-  void backward_start(StepBuilder& b, int unit);
+  void backward_start(StepBuilder& b, int unit, Phase phase);
   void backward_end(StepBuilder& b, int unit, const BlockSite& site);
   void gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits = {});
-  void wait_for(StepBuilder& b, int unit);
+  void wait_for(StepBuilder& b, int unit, Phase phase);
   void free(int unit, OpIndex last);
   void reduce(StepBuilder& b, int unit, OpIndex last);
   void reduce_chunk(StepBuilder& b);
@@ -158,7 +163,7 @@ void Fsdp::before_block(StepBuilder& b, const BlockSite& site) {
     return;
   }
   if (unit == 0 && site.block != root_backward_first()) return;
-  if (!in_backward_[static_cast<std::size_t>(unit)]) backward_start(b, unit);
+  if (!in_backward_[static_cast<std::size_t>(unit)]) backward_start(b, unit, site.phase);
 }
 
 void Fsdp::after_block(StepBuilder& b, const BlockSite& site) {
@@ -179,17 +184,17 @@ void Fsdp::after_block(StepBuilder& b, const BlockSite& site) {
 void Fsdp::forward_start(StepBuilder& b, const BlockSite& site) {
   const int unit = unit_of(site.block);
   gather(b, unit, "forward", unit == 0 ? b.last_compute() : std::vector<OpIndex>{});
-  wait_for(b, unit);
+  wait_for(b, unit, site.phase);
   const bool next_in_stage = unit != 0 || site.block == 0;
   if ((forward_prefetch_ || fsdp2()) && unit < layers_ && next_in_stage) gather(b, unit + 1, "forward");
 }
 
 // The head's backward starts the root's; a layer's starts with its recompute, if any.
-void Fsdp::backward_start(StepBuilder& b, int unit) {
+void Fsdp::backward_start(StepBuilder& b, int unit, Phase phase) {
   const auto u = static_cast<std::size_t>(unit);
   in_backward_[u] = true;
   gather(b, unit, "backward");
-  wait_for(b, unit);
+  wait_for(b, unit, phase);
   const int next = unit == 0 ? layers_ : unit - 1;
   if (next >= 1 && (fsdp2() || backward_prefetch_ == BackwardPrefetch::pre)) {
     gather(b, next, "backward");
@@ -245,11 +250,17 @@ void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpInde
   pending_[u] = op;
 }
 
-void Fsdp::wait_for(StepBuilder& b, int unit) {
+void Fsdp::wait_for(StepBuilder& b, int unit, Phase phase) {
   auto& pending = pending_[static_cast<std::size_t>(unit)];
   if (!pending) return;
   b.defer_wait(*pending, WaitRule::next_op, workload::Role::embedding);
   pending.reset();
+  if (!fsdp2()) return;
+  const Unit& u = units_[static_cast<std::size_t>(unit)];
+  workload::OpCost copy = workload::elementwise("FSDP all-gather copy-out", workload::Role::optimizer,
+                                                workload::OpClass::elementwise, u.params.count(), 2.0, 0.0);
+  copy.pass = phase == Phase::forward ? workload::Pass::forward : workload::Pass::backward;
+  b.compute(copy, phase, fmt::format("FSDP {} all-gather copy-out", u.label));
 }
 
 void Fsdp::free(int unit, OpIndex last) {

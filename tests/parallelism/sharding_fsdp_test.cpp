@@ -233,3 +233,26 @@ TEST_CASE("HSDP with one DP rank per node all-reduces whole units and gathers no
   CHECK(call(p, ar).size > call(p, root).size / 1000);      // a whole layer, not a shard of one
   CHECK(spt::collectives_of(p, CommKind::dp).size() == 3);  // root and two layers
 }
+
+// FSDP2 keeps each parameter a tensor of its own: once a unit's AllGather has ended, the
+// compute stream copies the parameters out of the gathered buffer before the unit runs
+// (FSDPParamGroup.wait_for_unshard, foreach_all_gather_copy_out). A layer of the small GPT
+// holds 2·1,024 + 1,024·3,072 + 3,072 + 1,024² + 1,024 + 2·1,024 + 1,024·4,096 + 4,096 +
+// 4,096·1,024 + 1,024 = 12,596,224 parameters, gathered in BF16 and read and written once.
+TEST_CASE("FSDP2 copies a unit's parameters out of its AllGather before the unit runs") {
+  Scenario s = fsdp();
+  s.data_parallel.fsdp_version = 2;
+  const Program p = build(s);
+  const long gather = starting(p, "AllGather fsdp L1 forward");
+  const long copy = at(p, "FSDP L1 all-gather copy-out");
+  CHECK(waits_on(p, copy, gather));
+  CHECK(copy + 1 == starting(p, "L1 "));  // right before the layer's first op
+  CHECK(p.work.at(op(p, copy).name).bytes == Bytes(2LL * 2 * 12'596'224));
+  // Resharded after the forward, gathered again, and copied out again, for the backward.
+  const long again = spt::find_op(p, "FSDP L1 all-gather copy-out", static_cast<std::size_t>(copy + 1));
+  REQUIRE(again > copy);
+  CHECK(waits_on(p, again, starting(p, "AllGather fsdp L1 backward")));
+  // FSDP1's parameters are views of its gathered flat parameter: no copy.
+  const auto names = spt::op_names(build(fsdp()));
+  CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("FSDP ", 0) == 0; }));
+}
