@@ -82,8 +82,8 @@ int run_simulate(const Args& args) {
       "advise",
       "say which communication is exposed and why, and simulate the knobs that would hide it, best "
       "first (automatic when exposed communication reaches 5 % of the step and the scenario is small); on a job "
-      "that does not fit, simulate what makes it fit (sharding, recompute, more stages, a smaller micro-batch, "
-      "a larger TP group), the fastest that fits first");
+      "that does not fit, simulate what makes it fit (PyTorch DDP's buckets as views of the gradients, sharding, "
+      "recompute, more stages, a smaller micro-batch, a larger TP group), the fastest that fits first");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);

@@ -137,12 +137,16 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
                    "layout: fewer stages, more data parallelism"});
 }
 
-// What makes a job that does not fit fit: sharding the model states, recompute, more pipeline
-// stages (fewer layers' activations and weights per GPU), a smaller micro-batch, a larger TP group.
+// What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,
+// sharding the model states, recompute, more pipeline stages (fewer layers' activations and
+// weights per GPU), a smaller micro-batch, a larger TP group.
 std::vector<Candidate> memory_fixes(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const DataParallelSpec& d = s.data_parallel;
   std::vector<Candidate> out;
+  if (p.dp * p.cp > 1 && d.kind == DpKind::ddp && !d.gradient_as_bucket_view)
+    out.push_back({{set("data_parallel.gradient_as_bucket_view", "true")},
+                   "fit: gradients as views of PyTorch DDP's buckets, no second gradient buffer"});
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
     out.push_back({{set("data_parallel.kind", d.kind == DpKind::ddp ? "zero1" : "zero2")},
                    "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"});

@@ -90,6 +90,26 @@ TEST_CASE("On a job that does not fit the advice ranks the simulated changes tha
   CHECK(r.notes.back().rfind("advice: does not fit: ", 0) == 0);
 }
 
+// The DDP example (PyTorch's DDP, 1.3B parameters, FP32 gradients) holds its buckets beside
+// its gradients, 4.9 GiB; with 44 GiB of headroom that decides whether it fits.
+TEST_CASE("Under PyTorch's DDP the advice to fit offers the buckets as views of the gradients") {
+  const std::vector<std::string> sets = {"training.memory_headroom=\"44 GiB\""};
+  const auto r = advised("ddp-1.3b-64xa100", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  bool offered = false;
+  for (const auto& a : r.advice) {
+    if (a.change != "data_parallel.gradient_as_bucket_view=true") continue;
+    offered = true;
+    CHECK(a.status == "ok");
+  }
+  CHECK(offered);
+  auto with = sets;
+  with.push_back("data_parallel.gradient_as_bucket_view=true");
+  const auto views = stepsim::test::run("ddp-1.3b-64xa100", with).report;
+  CHECK(views.memory_bytes.fits);
+  CHECK(r.memory_bytes.buffers - views.memory_bytes.buffers == Approx(4.0 * 1.3e9).epsilon(0.05));
+}
+
 TEST_CASE("The advice to recompute whole layers drops the modules that only selective recompute lists") {
   const std::vector<std::string> sets = {"model=llama3-8b",
                                          "parallel.tp=2",
