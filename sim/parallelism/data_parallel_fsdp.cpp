@@ -27,6 +27,7 @@ struct Unit {
   std::string label;  // "root", "L3"
   Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights at 1 byte in FP8)
   Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
+  long long elements = 0;
 };
 
 // Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
@@ -42,7 +43,7 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
   std::vector<Unit> units;
   for (std::size_t u = 0; u < elements.size(); ++u) {
     units.push_back({u == 0 ? std::string("root") : fmt::format("L{}", u - 1), gathered[u],
-                     Bytes(elements[u] * element_bytes(s.data_parallel.grad_reduce_dtype))});
+                     Bytes(elements[u] * element_bytes(s.data_parallel.grad_reduce_dtype)), elements[u]});
   }
   return units;
 }
@@ -60,7 +61,10 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 //   tensors, not views of the gathered buffer: once a unit's AllGather has ended, the compute
 //   stream copies them out of it (FSDPParamGroup.wait_for_unshard, foreach_all_gather_copy_out:
 //   one split_with_sizes_copy reading and writing every gathered byte) before the unit runs.
-//   FSDP1's flat parameter is gathered in place and its parameters are views of it.
+//   Before its ReduceScatter the compute stream likewise copies the unit's gradients into one
+//   buffer in the reduction's precision (foreach_reduce's foreach_reduce_scatter_copy_in, the
+//   chunk_cat that also casts), after waiting for the previous ReduceScatter. FSDP1's flat
+//   parameter and flat gradient are gathered and reduced in place.
 //
 // With pipeline stages (pp > 1) each stage runs FSDP over the units it holds (its layers,
 // and a root made of whatever embedding or head it holds), as torchtitan applies
@@ -107,6 +111,7 @@ class Fsdp final : public DataParallel {
   int layers_;
   int shard_ranks_;
   bool replicate_;  // HSDP: all-reduce gradient shards across shard groups
+  int grad_bytes_;  // an unsharded gradient's element: the compute precision's
   bool pipelined_;  // gradient sync and resharding only at a chunk's last backward
   bool holds_embedding_;
   bool holds_head_;
@@ -133,6 +138,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       layers_(s.model.layers),
       shard_ranks_(shard_ranks),
       replicate_(shard_ranks < s.parallel.dp),
+      grad_bytes_(s.training.precision == Precision::fp32 ? 4 : 2),
       pipelined_(s.parallel.pp > 1),
       holds_embedding_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, 0)),
       holds_head_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, layers_ + 1)),
@@ -276,6 +282,14 @@ void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   if (shard_ranks_ > 1) {
     if (fsdp2() && last_reduce_scatter_) {
       b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
+    }
+    if (fsdp2() && u.elements > 0) {
+      // The copy-in reads each gradient and writes it in the reduction's precision.
+      const double per_element = grad_bytes_ + static_cast<double>(u.grads.count()) / static_cast<double>(u.elements);
+      workload::OpCost copy = workload::elementwise("FSDP reduce-scatter copy-in", workload::Role::optimizer,
+                                                    workload::OpClass::elementwise, u.elements, per_element, 0.0);
+      copy.pass = workload::Pass::backward;
+      last = b.compute(copy, Phase::backward, fmt::format("FSDP {} reduce-scatter copy-in", u.label));
     }
     last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
     last = *last_reduce_scatter_;

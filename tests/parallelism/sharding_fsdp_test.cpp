@@ -182,8 +182,9 @@ TEST_CASE("FSDP2 prefetches one unit ahead on the GPU and serialises ReduceScatt
   const long back = starting(p, "AllGather fsdp L0 backward");
   CHECK(back < at(p, "L1 mlp residual backward"));
   CHECK(waits_on(p, back, at(p, "L2 input norm backward")));
-  // Before L0's ReduceScatter the compute stream waits for L1's.
-  CHECK(waits_on(p, at(p, "embedding backward"), starting(p, "ReduceScatter fsdp L1")));
+  // Before L0's ReduceScatter the compute stream waits for L1's: its copy into L0's
+  // ReduceScatter buffer is the first compute op that waits.
+  CHECK(waits_on(p, at(p, "FSDP L0 reduce-scatter copy-in"), starting(p, "ReduceScatter fsdp L1")));
 }
 
 TEST_CASE("a sharded optimizer step does 1/n of the work") {
@@ -255,4 +256,23 @@ TEST_CASE("FSDP2 copies a unit's parameters out of its AllGather before the unit
   // FSDP1's parameters are views of its gathered flat parameter: no copy.
   const auto names = spt::op_names(build(fsdp()));
   CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("FSDP ", 0) == 0; }));
+}
+
+// Before a unit's ReduceScatter FSDP2's compute stream copies its gradients into one buffer in
+// the reduction's precision (foreach_reduce, foreach_reduce_scatter_copy_in), once it has
+// waited for the previous ReduceScatter: BF16 gradients read (2 bytes) and FP32 written (4).
+TEST_CASE("FSDP2 copies a unit's gradients into its ReduceScatter's buffer on the compute stream") {
+  Scenario s = fsdp();
+  s.data_parallel.fsdp_version = 2;
+  s.data_parallel.grad_reduce_dtype = Precision::fp32;
+  const Program p = build(s);
+  const long l1 = at(p, "FSDP L1 reduce-scatter copy-in");
+  const long rs1 = starting(p, "ReduceScatter fsdp L1,");
+  CHECK(waits_on(p, rs1, l1));
+  CHECK(p.work.at(op(p, l1).name).bytes == Bytes(6LL * 12'596'224));
+  // The next unit's copy waits for this ReduceScatter, as FSDP2's post-backward makes it.
+  CHECK(waits_on(p, at(p, "FSDP L0 reduce-scatter copy-in"), rs1));
+  const auto names = spt::op_names(build(fsdp()));
+  CHECK(std::none_of(names.begin(), names.end(),
+                     [](const std::string& n) { return n.find("reduce-scatter copy-in") != std::string::npos; }));
 }
