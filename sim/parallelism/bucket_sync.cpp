@@ -67,11 +67,9 @@ OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
   const std::string what =
       tensors.size() == 1 ? first.name : fmt::format("{} and {} more", first.name, tensors.size() - 1);
   const int bucket = bucket_of_[static_cast<std::size_t>(tensors.front())];
-  workload::OpCost cost = workload::elementwise(
-      copy_back_ ? "DDP gradient into bucket" : "DDP gradient scaled in its bucket", workload::Role::optimizer,
-      workload::OpClass::elementwise, elements, 2.0 * reducer_bytes_, 1.0);
-  cost.pass = workload::Pass::backward;
-  cost.operators = static_cast<int>(tensors.size());
+  const workload::OpCost cost = workload::copy_kernels(
+      copy_back_ ? "DDP gradient into bucket" : "DDP gradient scaled in its bucket", workload::Pass::backward,
+      Bytes(2 * elements * reducer_bytes_), static_cast<int>(tensors.size()));
   const std::string name = copy_back_ ? fmt::format("DDP {} into bucket {}", what, bucket)
                                       : fmt::format("DDP {} scaled in bucket {}", what, bucket);
   return b.compute(cost, Phase::backward, name);
@@ -81,11 +79,9 @@ OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
 // its gradients back from it.
 void BucketSync::copy_back(StepBuilder& b, std::size_t bucket) {
   const Bucket& k = layout_.buckets[bucket];
-  workload::OpCost cost =
-      workload::elementwise("DDP bucket back to gradients", workload::Role::optimizer, workload::OpClass::elementwise,
-                            bucket_elements(layout_, k), 2.0 * reducer_bytes_, 0.0);
-  cost.pass = workload::Pass::backward;
-  cost.operators = static_cast<int>(k.tensors.size());
+  const workload::OpCost cost = workload::copy_kernels("DDP bucket back to gradients", workload::Pass::backward,
+                                                       Bytes(2 * bucket_elements(layout_, k) * reducer_bytes_),
+                                                       static_cast<int>(k.tensors.size()));
   b.compute(cost, Phase::backward, fmt::format("DDP bucket {} back to gradients", bucket), {launched_[bucket]});
 }
 

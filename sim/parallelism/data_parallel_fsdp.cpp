@@ -15,6 +15,7 @@
 
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "workload/op_builder.hpp"
@@ -138,7 +139,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       layers_(s.model.layers),
       shard_ranks_(shard_ranks),
       replicate_(shard_ranks < s.parallel.dp),
-      grad_bytes_(s.training.precision == Precision::fp32 ? 4 : 2),
+      grad_bytes_(compute_bytes(s)),
       pipelined_(s.parallel.pp > 1),
       holds_embedding_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, 0)),
       holds_head_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, layers_ + 1)),
@@ -263,9 +264,9 @@ void Fsdp::wait_for(StepBuilder& b, int unit, Phase phase) {
   pending.reset();
   if (!fsdp2()) return;
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  workload::OpCost copy = workload::elementwise("FSDP all-gather copy-out", workload::Role::optimizer,
-                                                workload::OpClass::elementwise, u.params.count(), 2.0, 0.0);
-  copy.pass = phase == Phase::forward ? workload::Pass::forward : workload::Pass::backward;
+  const workload::OpCost copy = workload::copy_kernels(
+      "FSDP all-gather copy-out", phase == Phase::forward ? workload::Pass::forward : workload::Pass::backward,
+      u.params * 2);
   b.compute(copy, phase, fmt::format("FSDP {} all-gather copy-out", u.label));
 }
 
@@ -283,12 +284,10 @@ void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
     if (fsdp2() && last_reduce_scatter_) {
       b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
     }
-    if (fsdp2() && u.elements > 0) {
+    if (fsdp2() && u.elements > 0) {  // none for a unit this stage does not hold
       // The copy-in reads each gradient and writes it in the reduction's precision.
-      const double per_element = grad_bytes_ + static_cast<double>(u.grads.count()) / static_cast<double>(u.elements);
-      workload::OpCost copy = workload::elementwise("FSDP reduce-scatter copy-in", workload::Role::optimizer,
-                                                    workload::OpClass::elementwise, u.elements, per_element, 0.0);
-      copy.pass = workload::Pass::backward;
+      const workload::OpCost copy = workload::copy_kernels("FSDP reduce-scatter copy-in", workload::Pass::backward,
+                                                           Bytes(u.elements * grad_bytes_) + u.grads);
       last = b.compute(copy, Phase::backward, fmt::format("FSDP {} reduce-scatter copy-in", u.label));
     }
     last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});

@@ -56,9 +56,6 @@ Bytes sharded(long long count, int bytes, int shards) {
   return Bytes((total + shards - 1) / shards);  // FSDP pads the flat parameter to divide
 }
 
-// Bytes of one element as the GPU computes with it (fp8 training keeps a bf16 copy).
-int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
-
 // Bytes one Linear-layer weight takes as Megatron-Core holds it in a low precision through
 // Transformer Engine, with the settings the gathers assume (gathered_bytes): with
 // fp8_param_gather, as Megatron-Bridge's FP8 and MXFP8 recipes set it,
@@ -195,6 +192,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
 }
 
 }  // namespace
+
+int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
 StateBytes state_bytes(const Scenario& s) {
   const bool mixed = mixed_precision(s);

@@ -27,6 +27,10 @@ struct Sharding {
 };
 
 StateBytes state_bytes(const Scenario& scenario);
+
+// Bytes of one element as the GPU computes with it, a parameter's or an unsharded gradient's
+// (2 under mixed precision: fp8 training keeps a bf16 copy; 4 in fp32).
+int compute_bytes(const Scenario& scenario);
 Sharding state_sharding(const Scenario& scenario);
 
 // One GPU of a pipeline stage at its peak.

@@ -72,6 +72,17 @@ OpCost elementwise(std::string name, Role role, OpClass cls, long long elements,
   return op;
 }
 
+OpCost copy_kernels(std::string name, Pass pass, Bytes bytes, int operators) {
+  OpCost op;
+  op.name = std::move(name);
+  op.role = Role::optimizer;
+  op.pass = pass;
+  op.cls = OpClass::elementwise;
+  op.bytes = bytes;
+  op.operators = operators;
+  return op;
+}
+
 bool has_weight(const OpCost& op) {
   switch (op.role) {
     case Role::qkv:

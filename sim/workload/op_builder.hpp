@@ -19,6 +19,11 @@ OpCost gemm(std::string name, Role role, Pass pass, long long m, long long n, lo
 OpCost elementwise(std::string name, Role role, OpClass cls, long long elements, double bytes_per_element,
                    double flops_per_element);
 
+// A framework's own copy (or scaling) kernels beside the model's layers: `bytes` of HBM
+// traffic in all, `operators` PyTorch operators each launching one kernel (none shorter than
+// kernel_min). Role optimizer: outside the transformer layers, so no CUDA graph replays it.
+OpCost copy_kernels(std::string name, Pass pass, Bytes bytes, int operators = 1);
+
 // Appends the backward of forward op `f` to `out`: a weight GEMM gives its data gradient
 // then its weight gradient; anything else one op of twice the FLOPs and twice the bytes (or
 // the forward op's backward_bytes).
