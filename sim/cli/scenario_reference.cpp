@@ -315,7 +315,7 @@ constexpr KeyDoc kDocs[] = {
      "bucket and back after the AllReduce (a kernel and a PyTorch operator per parameter each way) and keeps the "
      "buckets as a second gradient buffer. Default `false` under `pytorch`, `torchtitan` and `torchtitan-compile` "
      "(PyTorch's default), `true` otherwise; `false` is refused under `megatron`, `nemo` and `deepspeed`, whose "
-     "DDP does not copy",
+     "DDP does not copy, and with any other `data_parallel.kind`",
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
      "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "

@@ -579,16 +579,21 @@ void tie_gradient_buffer(Scenario& s, const Checker& c) {
 // where data_parallel.kind ddp is PyTorch's DistributedDataParallel (pytorch, torchtitan's
 // replicate), so that its reducer copies every gradient into its bucket and back; on
 // otherwise, where the buckets are views of one gradient buffer (Megatron-Core's DDP, and the
-// unspecified framework's keys as Megatron-Core runs them). Off is refused where no PyTorch
-// reducer runs: Megatron-Core never copies, and DeepSpeed's engine reduces its own way.
+// unspecified framework's keys as Megatron-Core runs them), and under every other
+// data_parallel.kind, which has no DDP buckets. Off is refused where no PyTorch reducer runs:
+// under another kind, under Megatron-Core, which never copies, and under DeepSpeed, whose
+// engine reduces its own way.
 void resolve_bucket_view(Scenario& s, const Checker& c) {
   DataParallelSpec& d = s.data_parallel;
   const FrameworkTraits& traits = traits_of(s.training.framework);
   if (!d.gradient_as_bucket_view_given) {
-    d.gradient_as_bucket_view = !traits.pytorch_ddp;
+    d.gradient_as_bucket_view = d.kind != DpKind::ddp || !traits.pytorch_ddp;
     return;
   }
-  if (d.gradient_as_bucket_view || d.kind != DpKind::ddp) return;
+  if (d.gradient_as_bucket_view) return;
+  c.require(d.kind == DpKind::ddp, "/data_parallel/gradient_as_bucket_view",
+            "false needs data_parallel.kind ddp: it is PyTorch DDP's option, and the other kinds have no DDP buckets "
+            "to copy gradients into");
   c.require(!traits.megatron_core, "/data_parallel/gradient_as_bucket_view",
             "false under training.framework {}: Megatron-Core's DDP reduces its gradient buffer in place (its "
             "buckets are views of it) and never copies gradients into buckets",

@@ -155,6 +155,13 @@ TEST_CASE("gradient_as_bucket_view false is refused where no PyTorch reducer run
         stepsim::InputError);
   }
   CHECK_NOTHROW(ddp_small({"training.framework=megatron", "data_parallel.gradient_as_bucket_view=true"}));
+  // Under another data-parallel kind there are no DDP buckets: false would do nothing.
+  CHECK_THROWS_AS(ddp_small({"training.framework=pytorch", "data_parallel.kind=fsdp",
+                             "data_parallel.gradient_as_bucket_view=false"}),
+                  stepsim::InputError);
+  const stepsim::Scenario fsdp = ddp_small({"training.framework=pytorch", "data_parallel.kind=fsdp"});
+  CHECK(fsdp.data_parallel.gradient_as_bucket_view);  // resolved to the inert value
+  CHECK_NOTHROW(stepsim::io::load_scenario_text(fsdp.resolved_json, "resolved.json", {}));
   // The resolved scenario reads back as it was resolved.
   const stepsim::Scenario s = ddp_small({"training.framework=torchtitan"});
   CHECK_FALSE(s.data_parallel.gradient_as_bucket_view);
