@@ -304,6 +304,12 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   return append(e, waits);
 }
 
+void StepBuilder::launched_from_cpp(OpIndex index) {
+  engine::Op& op = rank().ops()[index];
+  if (op.host == BuildState::kReplayed) return;
+  op.host = state_.host_class(state_.costs().kernel_launch());
+}
+
 OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta,
                                Phase phase, const std::vector<OpIndex>& waits) {
   STEPSIM_CHECK(to_host_ != 0 && from_host_ != 0, "no host copy streams on this rank");

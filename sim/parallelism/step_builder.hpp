@@ -130,6 +130,11 @@ class StepBuilder {
   // takes, if any, are the caller's to charge to that compute.
   OpIndex transfer(CommKind kind, CollOp op, Bytes size, std::uint32_t name, const CollectiveCost& cost,
                    const std::vector<OpIndex>& waits);
+  // `op` is launched by a library's own C++ loop, which the framework entered once for an
+  // earlier op (Transformer Engine's userbuffers overlap launches its GEMM pieces and transfers
+  // so): the CPU pays the kernel's launch for it, not the framework's dispatch too. A replayed
+  // op stays free.
+  void launched_from_cpp(OpIndex op);
   // The rank's copy-engine streams to and from host memory (activation offload), and what it
   // gets of its host link per direction.
   void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share) {

@@ -13,7 +13,10 @@
 // slowdown, and the ring's copies run on copy engines beside a GEMM that keeps every SM (TE
 // sets no SM margin for its ring exchange). What stays exposed: the ring steps that outlast
 // their piece, and the ReduceScatter of the last piece. The backward's other collectives
-// already run beside the weight-gradient GEMMs.
+// already run beside the weight-gradient GEMMs. On the host, the framework calls Transformer
+// Engine's GEMM once per site; the chunk loop, each GEMM piece after the first and every
+// transfer, runs in its C++ (CommOverlapP2PBase::split_overlap_ag, CommOverlapBase::
+// split_overlap_rs): a kernel launch each, no PyTorch dispatch.
 #include <fmt/format.h>
 
 #include "parallelism/tensor_parallel.hpp"
@@ -90,6 +93,8 @@ OpIndex TensorParallel::ring_gathered(StepBuilder& b, const OpSite& site) {
     if (i + 1 < tp_) next = {b.transfer(CommKind::tp, CollOp::sendrecv, chunk, step, ring_step_cost(), producer)};
     producer.clear();
     op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)], arrived);
+    for (const OpIndex launched : next) b.launched_from_cpp(launched);
+    if (i > 0) b.launched_from_cpp(op);
     arrived = next;
   }
   return op;
@@ -106,7 +111,9 @@ OpIndex TensorParallel::split_reduced(StepBuilder& b, const OpSite& site) {
   OpIndex last = 0;
   for (int i = 0; i < kReduceScatterPieces; ++i) {
     op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)]);
+    if (i > 0) b.launched_from_cpp(op);
     last = b.transfer(CommKind::tp, CollOp::reducescatter, part, rs, reduce_scatter_cost(), {op});
+    b.launched_from_cpp(last);
   }
   b.defer_wait(last, WaitRule::next_op, site.cost->role);
   return op;

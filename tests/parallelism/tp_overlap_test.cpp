@@ -1,6 +1,8 @@
 // TP communication overlap on a hand-timed layer: each GEMM piece beside a userbuffers
 // transfer runs at the rate Transformer Engine leaves it, the transfer's SMs counted once.
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -80,4 +82,44 @@ TEST_CASE("a GEMM piece beside its ring step keeps the whole GPU") {
   REQUIRE(overlaps(t, "SendRecv tp L0 qkv fwd AllGather ring step, 2.0 MiB", "L0 qkv fwd (step 1/2)"));
   CHECK(duration_us(t, "L0 qkv fwd (step 1/2)") == Approx(5.0).margin(1e-6));
   CHECK(duration_us(t, "L0 qkv fwd") == Approx(5.0).margin(1e-6));
+}
+
+namespace {
+
+// What the CPU pays to issue each of rank 0's ops named `name`, in µs.
+std::vector<long long> tp_host_us(const stepsim::engine::Program& p, const std::string& name) {
+  std::vector<long long> out;
+  for (const stepsim::engine::Op& op : p.ranks[0].ops()) {
+    if (p.names[op.name] == name) out.push_back(std::llround(p.host_cost(op).us()));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Megatron calls Transformer Engine's GEMM once per overlapped site, and TE's C++ launches the
+// rest of the chunk loop (split_overlap_ag, split_overlap_rs). FixedCosts: 5 µs a launch, and
+// Megatron's dispatch 12 µs beside it. At TP 2 the QKV forward's ring: its first piece 17 µs,
+// its second and the ring step 5 µs each; the projection's split: its first of four pieces
+// 17 µs, the other three and all four ReduceScatters 5 µs each. One micro-batch, so each name
+// is one op.
+TEST_CASE("Transformer Engine's chunk loop costs the host a launch per further piece and per transfer") {
+  stepsim::Scenario s = spt::small_scenario(2, 1, 1);
+  s.parallel.sequence_parallel = true;
+  s.tensor_parallel.comm_overlap = true;
+  s.training.framework = stepsim::Framework::megatron;
+  const spt::FixedCosts costs;
+  const stepsim::engine::Program p = sp::build_program(s, spt::small_work(s), costs);
+  using Costs = std::vector<long long>;
+  CHECK(tp_host_us(p, "L0 qkv fwd (step 1/2)") == Costs{17});
+  CHECK(tp_host_us(p, "L0 qkv fwd") == Costs{5});
+  CHECK(tp_host_us(p, "SendRecv tp L0 qkv fwd AllGather ring step, 2.0 MiB") == Costs{5});
+  CHECK(tp_host_us(p, "L0 attn proj fwd (step 1/4)") == Costs{17});
+  for (const char* piece : {"L0 attn proj fwd (step 2/4)", "L0 attn proj fwd (step 3/4)", "L0 attn proj fwd"})
+    CHECK(tp_host_us(p, piece) == Costs{5});
+  CHECK(tp_host_us(p, "ReduceScatter tp L0 attn proj fwd split, 1.0 MiB") == Costs{5, 5, 5, 5});
+  // Without the overlap the GEMM is one PyTorch-level call.
+  s.tensor_parallel.comm_overlap = false;
+  const stepsim::engine::Program plain = sp::build_program(s, spt::small_work(s), costs);
+  CHECK(tp_host_us(plain, "L0 qkv fwd") == Costs{17});
 }
