@@ -83,6 +83,19 @@ std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
   return fnv1a64(text);
 }
 
+// A point's scenario. A value that does not parse as its key's type came from the --vary
+// that varies the key (the points apply their values as --set assignments), and the row's
+// reason says so.
+Scenario load_point(const SweepSpec& spec, const std::vector<std::string>& sets) {
+  try {
+    return io::load_scenario(spec.scenario, sets);
+  } catch (const InputError& e) {
+    const bool varied = std::ranges::any_of(spec.axes, [&](const Axis& a) { return a.key == e.where(); });
+    if (e.file() == "--set" && varied) throw InputError("--vary", e.where(), e.message());
+    throw;
+  }
+}
+
 }  // namespace
 
 const char* to_string(Status s) {
@@ -177,7 +190,7 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index) {
     return r;
   }
   try {
-    r.id = fnv1a64(io::load_scenario(spec.scenario, sets).resolved_json);
+    r.id = fnv1a64(load_point(spec, sets).resolved_json);
   } catch (const InputError& e) {
     r.status = Status::invalid;
     r.reason = e.what();
@@ -214,7 +227,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
       r.reason = problem;
       return;
     }
-    const Scenario scenario = io::load_scenario(spec.scenario, sets);
+    const Scenario scenario = load_point(spec, sets);
     r.id = fnv1a64(scenario.resolved_json);
     const ParallelSpec& p = scenario.parallel;
     if (spec.gpus != 0 && static_cast<long long>(p.tp) * p.pp * p.cp * p.dp != spec.gpus) {

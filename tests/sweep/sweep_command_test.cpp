@@ -91,6 +91,17 @@ TEST_CASE("points that do not divide --gpus or do not validate are rows with the
   CHECK(run.out.find(",8,8,ok,,") != std::string::npos);
 }
 
+// The points apply their values as assignments; a value of the wrong type is the --vary's.
+TEST_CASE("a varied value that is not its key's type is an invalid point naming --vary") {
+  const Scratch dir("sweep");
+  const Run run = dir.run("sweep --vary data_parallel.bucket_cap_mb=25,lots --set model=llama3-8b");
+  REQUIRE(run.status == 0);
+  INFO(run.out);
+  CHECK(run.out.find(",lots,invalid,\"--vary: data_parallel.bucket_cap_mb: ") != std::string::npos);
+  CHECK(run.out.find("--set") == std::string::npos);
+  CHECK(run.out.find(",25,ok,,") != std::string::npos);
+}
+
 TEST_CASE("merging files whose columns differ is refused") {
   const Scratch dir("sweep");
   REQUIRE(dir.run("sweep --vary parallel.tp=4,8 -o " + (dir.work() / "a.csv").string()).status == 0);
