@@ -54,10 +54,12 @@ constexpr const char* kSweepUsage =
     "--best K: searches TP (inside an NVLink domain), PP, CP, DP (derived from --gpus),\n"
     "micro-batch, pipeline schedule and virtual stages, the least recompute that fits and TP\n"
     "communication overlap; then, on the three fastest layouts, the data-parallel kind, bucket\n"
-    "size, overlap and recompute. It drops what does not fit, and prints the K fastest distinct\n"
-    "results (configurations with identical results share a row) with their breakdown and what\n"
-    "limits the first. --precision bf16,fp8 searches those precisions too. 'stepsim plan' runs the\n"
-    "same search on several clusters.";
+    "size, overlap and recompute (of the kinds DDP, ZeRO-1 and FSDP, those the scenario admits:\n"
+    "gradient_as_bucket_view=false keeps it to DDP, a mixture-of-experts model away from FSDP).\n"
+    "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
+    "identical results share a row) with their breakdown and what limits the first; when none\n"
+    "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too.\n"
+    "'stepsim plan' runs the same search on several clusters.";
 
 constexpr const char* kSweepExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"

@@ -118,7 +118,7 @@ class Tally {
 
   void add(Candidate c, const PointResult& r) {
     ++result_.candidates;
-    if (r.status == Status::invalid) ++result_.invalid;
+    if (r.status == Status::invalid && result_.invalid++ == 0) result_.first_refusal = r.reason;
     if (r.status == Status::oom) ++result_.oom;
     if (r.status == Status::error) ++result_.errors;
     if (r.status != Status::ok) return;
@@ -343,6 +343,7 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   }
   if (best.ranked.empty()) {
     out << "no configuration fits\n";
+    if (best.invalid > 0) out << "the first configuration refused by validation: " << best.first_refusal << "\n";
     return;
   }
   // A key the search left alone has the scenario's value (with the user's --set).

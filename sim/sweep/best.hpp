@@ -33,6 +33,7 @@ struct BestResult {
   std::vector<std::string> fixed;                    // search keys the user fixed with --set
   std::vector<std::string> notes;                    // what the search leaves out, and why
   std::vector<std::string> unrun_precisions;         // allowed precisions the GPU does not run (in notes too)
+  std::string first_refusal;                         // the first refused configuration's reason
   std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
 };
 

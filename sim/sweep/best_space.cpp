@@ -63,12 +63,47 @@ std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base
   return out;
 }
 
+bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
+  try {
+    (void)io::load_scenario(spec.scenario, sets);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// The data-parallel kinds the scenario admits whatever the layout: a key it fixes can rule
+// kinds out (gradient_as_bucket_view false is PyTorch DDP's option alone; FSDP refuses CUDA
+// graphs and mixture-of-experts models). Tried on the scenario with the user's --set, and
+// again under 1F1B where the search chooses the schedule (the zero-bubble and DualPipe
+// schedules refuse some kinds). When none loads, all of them, to be refused with a reason.
+std::vector<std::string> admitted_kinds(const SweepSpec& spec) {
+  std::vector<std::string> out;
+  for (const auto& kind : kDpKinds) {
+    auto sets = spec.sets;
+    sets.push_back("data_parallel.kind=" + kind);
+    bool admitted = loads(spec, sets);
+    if (!admitted && !user_sets(spec, "parallel.schedule")) {
+      sets.emplace_back("parallel.schedule=1f1b");
+      sets.emplace_back("parallel.virtual_stages=1");
+      admitted = loads(spec, sets);
+    }
+    if (admitted) out.push_back(kind);
+  }
+  return out.empty() ? kDpKinds : out;
+}
+
 // The first stage's data-parallel kinds: the distributed optimizer (ZeRO-1) everywhere, FSDP
 // too without pipeline parallelism, where it is how such jobs fit; the rest is refined later.
-std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp) {
+// Of those, the ones the scenario admits; if it admits neither, the ones it does.
+std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp, const std::vector<std::string>& admitted) {
   if (user_sets(spec, "data_parallel.kind")) return {""};
-  if (pp == 1) return {"zero1", "fsdp"};
-  return {"zero1"};
+  const std::vector<std::string> preferred =
+      pp == 1 ? std::vector<std::string>{"zero1", "fsdp"} : std::vector<std::string>{"zero1"};
+  std::vector<std::string> out;
+  for (const auto& kind : preferred)
+    if (std::ranges::find(admitted, kind) != admitted.end()) out.push_back(kind);
+  return out.empty() ? admitted : out;
 }
 
 bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
@@ -128,6 +163,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const long long n = spec.gpus;
   note_fixed(spec, result);
+  const std::vector<std::string> kinds = admitted_kinds(spec);
   // TP stays inside one NVLink domain (72 GPUs on an NVL72 rack, the node elsewhere).
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
@@ -146,7 +182,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
         for (const long long mb : micro_batches(spec, base, d.dp))
           for (const auto& schedule : schedules(spec, base, pp))
             for (const auto& precision : precisions(spec, space))
-              for (const auto& kind : layout_kinds(spec, pp)) {
+              for (const auto& kind : layout_kinds(spec, pp, kinds)) {
                 Candidate c = layout(spec, base, d, mb);
                 c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
                 if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
@@ -165,7 +201,7 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
     if (!secondary(s)) core.sets.push_back(s);
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
-  const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : kDpKinds;
+  const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec);
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "sweep/best.hpp"
@@ -77,4 +78,39 @@ TEST_CASE("the ranking shows each result once and lists the configurations that 
     std::sort(sets.begin(), sets.end());
     CHECK(shown.insert(sets).second);
   }
+}
+
+// gradient_as_bucket_view false is PyTorch DDP's option alone, and FSDP refuses mixture-of-
+// experts models: a scenario fixing either leaves the search the kinds it admits, in both
+// stages, instead of layouts that are all refused.
+TEST_CASE("the search keeps to the data-parallel kinds the scenario admits") {
+  BestResult result;
+  const SweepSpec ddp =
+      spec_of({"model=gpt-1.3b", "training.framework=pytorch", "data_parallel.gradient_as_bucket_view=false"}, 8);
+  const auto layouts = enumerate_layouts(ddp, {}, result);
+  REQUIRE_FALSE(layouts.empty());
+  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"ddp"});
+  CHECK(values(stepsim::sweep::refinements(ddp, layouts.front()), "data_parallel.kind") ==
+        std::set<std::string>{"ddp"});
+  BestResult moe_result;
+  SweepSpec moe = spec_of({}, 64);
+  moe.scenario.path = "mixtral-8x7b-ep8-64xh100";
+  CHECK(values(enumerate_layouts(moe, {}, moe_result), "data_parallel.kind") == std::set<std::string>{"zero1"});
+  CHECK(values(stepsim::sweep::refinements(moe, enumerate_layouts(moe, {}, moe_result).front()),
+               "data_parallel.kind") == std::set<std::string>{"ddp", "zero1"});
+  // Without such a key, both first-stage kinds.
+  BestResult dense_result;
+  CHECK(values(enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, dense_result), "data_parallel.kind") ==
+        std::set<std::string>{"zero1", "fsdp"});
+}
+
+TEST_CASE("a search that ranks nothing gives the first refusal's reason") {
+  BestResult best;
+  best.candidates = 3;
+  best.invalid = 3;
+  best.first_refusal = "<default>: /parallel/tp: 3 does not divide 32 heads";
+  std::ostringstream out;
+  stepsim::sweep::write_best(spec_of({}, 8), best, 3, out);
+  CHECK(out.str().find("no configuration fits\nthe first configuration refused by validation: <default>: "
+                       "/parallel/tp: 3 does not divide 32 heads\n") != std::string::npos);
 }
