@@ -78,6 +78,7 @@ enum class GpuArch { ampere, hopper, blackwell };
 int element_bytes(Precision p);
 const char* to_string(Precision p);
 const char* to_string(Fp8Scaling s);
+const char* to_string(DpKind k);          // the key's value: "ddp", "zero1", ...
 const char* to_string(CudaGraphScope s);  // the key's value: "attn", "moe_router", ...
 // Whether the Linear layers' GEMMs run in an 8- or 4-bit format (fp8, mxfp8, nvfp4).
 bool low_precision(Precision p);

@@ -40,6 +40,22 @@ const char* to_string(Precision p) {
   return "?";
 }
 
+const char* to_string(DpKind k) {
+  switch (k) {
+    case DpKind::ddp:
+      return "ddp";
+    case DpKind::zero1:
+      return "zero1";
+    case DpKind::zero2:
+      return "zero2";
+    case DpKind::fsdp:
+      return "fsdp";
+    case DpKind::hsdp:
+      return "hsdp";
+  }
+  return "?";
+}
+
 const char* to_string(Fp8Scaling s) { return s == Fp8Scaling::current ? "current" : "delayed"; }
 
 const char* to_string(CudaGraphScope s) {

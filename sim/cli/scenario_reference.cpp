@@ -300,13 +300,16 @@ constexpr KeyDoc kDocs[] = {
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
      "sets the other, both given must agree, and neither given is `fp32` for both",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
-    {"data_parallel.kind", "", "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`",
+    {"data_parallel.kind", "",
+     "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`; a key of another kind "
+     "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
-    {"data_parallel.bucket_cap_mb", "MiB", "gradient bucket size (ddp)", "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "size of DDP's first (smallest) bucket",
+    {"data_parallel.bucket_cap_mb", "MiB", "ddp, zero1, zero2: gradient bucket size", "PyTorch DDP `bucket_cap_mb`"},
+    {"data_parallel.first_bucket_mb", "MiB", "ddp, zero1, zero2: size of the first (smallest) bucket",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.overlap_grad_reduce", "",
-     "reduce gradient buckets during the backward; false: one reduction of all gradients after the backward "
+     "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
+     "the backward "
      "(bucket sizes then do not matter)",
      "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
      "flat AllReduce after it"},
@@ -321,16 +324,16 @@ constexpr KeyDoc kDocs[] = {
      "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
      "gradients (`training.main_grad`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
-    {"data_parallel.reshard_after_forward", "", "fsdp: free gathered parameters after the forward",
+    {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
-    {"data_parallel.forward_prefetch", "", "fsdp: gather the next unit's parameters during the forward",
+    {"data_parallel.forward_prefetch", "", "fsdp, hsdp: gather the next unit's parameters during the forward",
      "FSDP `forward_prefetch`"},
-    {"data_parallel.backward_prefetch", "", "fsdp: `pre`, `post` or `none`", "FSDP `backward_prefetch`"},
-    {"data_parallel.max_inflight_all_gathers", "", "fsdp 1: AllGathers in flight before waiting",
+    {"data_parallel.backward_prefetch", "", "fsdp, hsdp: `pre`, `post` or `none`", "FSDP `backward_prefetch`"},
+    {"data_parallel.max_inflight_all_gathers", "", "fsdp, hsdp (FSDP 1): AllGathers in flight before waiting",
      "FSDP `limit_all_gathers` (rate limiter of 2)"},
     {"data_parallel.overlap_param_gather", "", "zero1/zero2: gather updated parameters during the next forward",
      "Megatron `--overlap-param-gather`"},
-    {"data_parallel.fsdp_version", "", "1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
+    {"data_parallel.fsdp_version", "", "fsdp, hsdp: 1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
      "`FullyShardedDataParallel` vs `fully_shard`"},
     {"data_parallel.shard_group", "GPUs",
      "hsdp: ranks per shard group; 0: one NVLink domain (node, or cluster.nvlink_domain)", "HSDP `device_mesh`"},

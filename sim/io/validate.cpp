@@ -603,7 +603,102 @@ void resolve_bucket_view(Scenario& s, const Checker& c) {
             "own way, not through PyTorch DDP's reducer");
 }
 
+// The data-parallel keys that belong to some kinds only. Set away from its default under
+// another kind such a key would do nothing, so it is refused there (its default is inert).
+// FSDP's units (fsdp, hsdp) have no gradient buckets; only the distributed optimizer (zero1,
+// zero2) gathers parameters after the step; shard groups are HSDP's.
+enum class KindFamily { sharded, hsdp, buckets, param_gather };
+
+bool runs(KindFamily family, DpKind kind) {
+  const bool sharded = kind == DpKind::fsdp || kind == DpKind::hsdp;
+  switch (family) {
+    case KindFamily::sharded:
+      return sharded;
+    case KindFamily::hsdp:
+      return kind == DpKind::hsdp;
+    case KindFamily::buckets:
+      return !sharded;
+    case KindFamily::param_gather:
+      return kind == DpKind::zero1 || kind == DpKind::zero2;
+  }
+  return true;
+}
+
+struct KindKey {
+  const char* key;  // under data_parallel
+  KindFamily family;
+  bool (*changed)(const DataParallelSpec&);  // away from its default
+  std::string (*default_value)();            // as --set writes it
+};
+
+template <auto Field>
+bool differs(const DataParallelSpec& d) {
+  return d.*Field != DataParallelSpec{}.*Field;
+}
+
+template <auto Field>
+std::string default_of() {
+  return fmt::format("{}", DataParallelSpec{}.*Field);
+}
+
+std::string pre_prefetch() { return "pre"; }
+
+constexpr KindKey kKindKeys[] = {
+    {"fsdp_version", KindFamily::sharded, differs<&DataParallelSpec::fsdp_version>,
+     default_of<&DataParallelSpec::fsdp_version>},
+    {"reshard_after_forward", KindFamily::sharded, differs<&DataParallelSpec::reshard_after_forward>,
+     default_of<&DataParallelSpec::reshard_after_forward>},
+    {"forward_prefetch", KindFamily::sharded, differs<&DataParallelSpec::forward_prefetch>,
+     default_of<&DataParallelSpec::forward_prefetch>},
+    {"backward_prefetch", KindFamily::sharded, differs<&DataParallelSpec::backward_prefetch>, pre_prefetch},
+    {"max_inflight_all_gathers", KindFamily::sharded, differs<&DataParallelSpec::max_inflight_all_gathers>,
+     default_of<&DataParallelSpec::max_inflight_all_gathers>},
+    {"shard_group", KindFamily::hsdp, differs<&DataParallelSpec::shard_group>,
+     default_of<&DataParallelSpec::shard_group>},
+    {"bucket_cap_mb", KindFamily::buckets, differs<&DataParallelSpec::bucket_cap_mb>,
+     default_of<&DataParallelSpec::bucket_cap_mb>},
+    {"first_bucket_mb", KindFamily::buckets, differs<&DataParallelSpec::first_bucket_mb>,
+     default_of<&DataParallelSpec::first_bucket_mb>},
+    {"overlap_grad_reduce", KindFamily::buckets, differs<&DataParallelSpec::overlap_grad_reduce>,
+     default_of<&DataParallelSpec::overlap_grad_reduce>},
+    {"overlap_param_gather", KindFamily::param_gather, differs<&DataParallelSpec::overlap_param_gather>,
+     default_of<&DataParallelSpec::overlap_param_gather>},
+};
+
+void check_kind_keys(const DataParallelSpec& d, const Checker& c) {
+  const char* kind = to_string(d.kind);
+  for (const KindKey& k : kKindKeys) {
+    if (!k.changed(d) || runs(k.family, d.kind)) continue;
+    const std::string where = std::string("/data_parallel/") + k.key;
+    switch (k.family) {
+      case KindFamily::sharded:
+        c.require(false, where.c_str(),
+                  "is FSDP's (data_parallel.kind fsdp or hsdp): under kind {} there are no FSDP units for it to act on "
+                  "(leave it at its default)",
+                  kind);
+        break;
+      case KindFamily::hsdp:
+        c.require(false, where.c_str(),
+                  "is HSDP's (data_parallel.kind hsdp): kind {} has no shard groups (leave it at 0)", kind);
+        break;
+      case KindFamily::buckets:
+        c.require(false, where.c_str(),
+                  "sizes or overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind {} reduces "
+                  "each unit's gradients instead (leave it at its default)",
+                  kind);
+        break;
+      case KindFamily::param_gather:
+        c.require(false, where.c_str(),
+                  "true needs data_parallel.kind zero1 or zero2: only the distributed optimizer gathers parameters "
+                  "after the step, and kind {} does not",
+                  kind);
+        break;
+    }
+  }
+}
+
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
+  check_kind_keys(d, c);
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
             "/data_parallel/grad_reduce_dtype", "must be bf16, fp16 or fp32, got {}", to_string(d.grad_reduce_dtype));
@@ -655,6 +750,19 @@ void check_simulated(const Scenario& s, const Checker& c) {
 }
 
 }  // namespace
+
+std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
+                                          const std::function<bool(const std::string&)>& keep) {
+  std::vector<std::string> out;
+  for (const KindKey& k : kKindKeys) {
+    const std::string key = std::string("data_parallel.") + k.key;
+    if (k.changed(s.data_parallel) && !runs(k.family, kind) && !keep(key)) out.push_back(key + "=" + k.default_value());
+  }
+  // PyTorch DDP's own key (io::resolve_bucket_view): false is refused under the other kinds.
+  if (!s.data_parallel.gradient_as_bucket_view && kind != DpKind::ddp && !keep("data_parallel.gradient_as_bucket_view"))
+    out.emplace_back("data_parallel.gradient_as_bucket_view=true");
+  return out;
+}
 
 bool main_grad_is_reduced_buffer(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;

@@ -2,7 +2,9 @@
 // step before a Scenario is handed to the simulator.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "stepsim/scenario.hpp"
 
@@ -16,6 +18,12 @@ void complete_and_validate(Scenario& s);
 // (Megatron-Core's DDP and distributed optimizer), so that training.main_grad and
 // data_parallel.grad_reduce_dtype are one precision.
 bool main_grad_is_reduced_buffer(const Scenario& s);
+
+// The --set assignments that switching `s` to data-parallel kind `kind` needs besides the kind:
+// each key of another kind that `s` sets away from its default (which `kind` would refuse,
+// doing nothing with it) back to that default, unless `keep(key)`, for keys the user fixed.
+std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
+                                          const std::function<bool(const std::string&)>& keep);
 
 // Sizes the cluster for `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)) and checks it.
 void complete_and_validate(ClusterSpec& c, int gpus, const std::string& source);

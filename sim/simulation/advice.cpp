@@ -27,6 +27,15 @@ std::string set(const std::string& key, long long value) { return key + "=" + st
 
 double of(const PerKind& v, CommKind k) { return v[static_cast<std::size_t>(k)]; }
 
+// A switch of the data-parallel kind, with the scenario's keys of other kinds back at their
+// defaults (the new kind would refuse them set otherwise).
+Candidate kind_switch(const Scenario& s, DpKind kind, std::string why) {
+  Candidate c{{set("data_parallel.kind", to_string(kind))}, std::move(why)};
+  for (std::string& extra : io::kind_switch_sets(s, kind, [](const std::string&) { return false; }))
+    c.sets.push_back(std::move(extra));
+  return c;
+}
+
 CommKind dominant_kind(const Report& r) {
   CommKind best = CommKind::tp;
   for (std::size_t k = 0; k < kCommKinds; ++k)
@@ -89,7 +98,7 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     if (d.reshard_after_forward)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
-      out.push_back({{set("data_parallel.kind", "hsdp")}, "shard inside an NVLink domain, all-reduce across domains"});
+      out.push_back(kind_switch(s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains"));
   }
   if (d.grad_reduce_dtype == Precision::fp32) {
     // Where the reduced buffer is the main gradients (Megatron-Core), grad_reduce_in_fp32 off halves both.
@@ -148,11 +157,10 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     out.push_back({{set("data_parallel.gradient_as_bucket_view", "true")},
                    "fit: gradients as views of PyTorch DDP's buckets, no second gradient buffer"});
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
-    out.push_back({{set("data_parallel.kind", d.kind == DpKind::ddp ? "zero1" : "zero2")},
-                   "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"});
+    out.push_back(kind_switch(s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
+                              "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"));
   if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1)
-    out.push_back(
-        {{set("data_parallel.kind", "fsdp")}, "fit: shard parameters, gradients and optimizer states (FSDP)"});
+    out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
   if (s.training.recompute != Recompute::full) {

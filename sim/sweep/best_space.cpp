@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "io/scenario_loader.hpp"
+#include "io/validate.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/best.hpp"
 
@@ -72,16 +73,35 @@ bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
   }
 }
 
-// The data-parallel kinds the scenario admits whatever the layout: a key it fixes can rule
-// kinds out (gradient_as_bucket_view false is PyTorch DDP's option alone; FSDP refuses CUDA
-// graphs and mixture-of-experts models). Tried on the scenario with the user's --set, and
-// again under 1F1B where the search chooses the schedule (the zero-bubble and DualPipe
-// schedules refuse some kinds). When none loads, all of them, to be refused with a reason.
-std::vector<std::string> admitted_kinds(const SweepSpec& spec) {
+// A candidate of data-parallel kind `kind` takes another kind's keys that the scenario sets
+// away from their defaults back to those defaults (each kind refuses another's keys set so):
+// the search compares the kinds as each runs by default. Keys the user --set stay as given,
+// and hold the search to the kinds that admit them.
+std::vector<std::string> kind_defaults(const SweepSpec& spec, const Scenario& base, const std::string& kind) {
+  if (kind.empty()) return {};  // the user's kind: the scenario's keys are theirs to keep
+  for (const DpKind k : {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp, DpKind::hsdp}) {
+    if (kind == to_string(k))
+      return io::kind_switch_sets(base, k, [&](const std::string& key) { return user_sets(spec, key); });
+  }
+  return {};
+}
+
+// The data-parallel kinds the scenario admits whatever the layout: a key the user fixes can
+// rule kinds out (gradient_as_bucket_view false is PyTorch DDP's option alone; FSDP refuses
+// CUDA graphs and mixture-of-experts models). Tried on the scenario with the user's --set and
+// the kind's defaults, and again under 1F1B where the search chooses the schedule (the
+// zero-bubble and DualPipe schedules refuse some kinds). When none loads, all of them, to be
+// refused with a reason.
+std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& base) {
+  // The searched kinds, and the scenario's own (HSDP, ZeRO-2) beside them.
+  std::vector<std::string> universe = kDpKinds;
+  if (std::ranges::find(universe, to_string(base.data_parallel.kind)) == universe.end())
+    universe.emplace_back(to_string(base.data_parallel.kind));
   std::vector<std::string> out;
-  for (const auto& kind : kDpKinds) {
+  for (const auto& kind : universe) {
     auto sets = spec.sets;
     sets.push_back("data_parallel.kind=" + kind);
+    for (auto& reset : kind_defaults(spec, base, kind)) sets.push_back(std::move(reset));
     bool admitted = loads(spec, sets);
     if (!admitted && !user_sets(spec, "parallel.schedule")) {
       sets.emplace_back("parallel.schedule=1f1b");
@@ -90,7 +110,7 @@ std::vector<std::string> admitted_kinds(const SweepSpec& spec) {
     }
     if (admitted) out.push_back(kind);
   }
-  return out.empty() ? kDpKinds : out;
+  return out.empty() ? universe : out;
 }
 
 // The first stage's data-parallel kinds: the distributed optimizer (ZeRO-1) everywhere, FSDP
@@ -145,8 +165,13 @@ std::vector<std::string> precisions(const SweepSpec& spec, const SearchSpace& sp
 
 // Keys the second stage chooses again.
 bool secondary(const std::string& set) {
-  for (const char* key : {"data_parallel.kind=", "data_parallel.bucket_cap_mb=", "tensor_parallel.comm_overlap=",
-                          "training.recompute=", "training.recompute_modules="})
+  for (const char* key :
+       {"data_parallel.kind=", "data_parallel.bucket_cap_mb=", "tensor_parallel.comm_overlap=", "training.recompute=",
+        "training.recompute_modules=", "data_parallel.fsdp_version=", "data_parallel.reshard_after_forward=",
+        "data_parallel.forward_prefetch=", "data_parallel.backward_prefetch=",
+        "data_parallel.max_inflight_all_gathers=", "data_parallel.shard_group=", "data_parallel.first_bucket_mb=",
+        "data_parallel.overlap_grad_reduce=", "data_parallel.overlap_param_gather=",
+        "data_parallel.gradient_as_bucket_view="})
     if (set.starts_with(key)) return true;
   return false;
 }
@@ -163,7 +188,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const long long n = spec.gpus;
   note_fixed(spec, result);
-  const std::vector<std::string> kinds = admitted_kinds(spec);
+  const std::vector<std::string> kinds = admitted_kinds(spec, base);
   // TP stays inside one NVLink domain (72 GPUs on an NVL72 rack, the node elsewhere).
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
@@ -187,6 +212,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                 c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
                 if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
                 if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+                for (auto& reset : kind_defaults(spec, base, kind)) c.sets.push_back(std::move(reset));
                 out.push_back(std::move(c));
               }
       }
@@ -201,7 +227,7 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
     if (!secondary(s)) core.sets.push_back(s);
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
-  const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec);
+  const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;
@@ -211,6 +237,9 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
       for (const auto& overlap : overlaps) {
         Candidate c = core;
         if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+        for (auto& reset : kind_defaults(spec, base, kind)) {
+          if (bucket.empty() || !reset.starts_with("data_parallel.bucket_cap_mb=")) c.sets.push_back(std::move(reset));
+        }
         if (!bucket.empty()) c.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
         if (!overlap.empty()) c.sets.push_back("tensor_parallel.comm_overlap=" + overlap);
         out.push_back(std::move(c));

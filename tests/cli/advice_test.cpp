@@ -158,3 +158,29 @@ TEST_CASE("Under Megatron-Core the advice to reduce in bf16 takes the main gradi
     }
   CHECK(alone);
 }
+
+// A distributed-optimizer job that gathers its parameters during the next forward, advised to
+// fit (77 GiB with ZeRO-1, 57 GiB with FSDP, against 80 GB less 10 GiB of headroom): FSDP has
+// no such gather (nor buckets), so its proposal takes the keys back to their defaults, and it
+// is simulated rather than refused.
+TEST_CASE("The advice to switch the data-parallel kind takes the old kind's keys back to their defaults") {
+  const std::vector<std::string> sets = {"model=llama3-8b",
+                                         "parallel.tp=2",
+                                         "parallel.dp=32",
+                                         "data_parallel.kind=zero1",
+                                         "data_parallel.overlap_param_gather=true",
+                                         "data_parallel.bucket_cap_mb=40",
+                                         "training.memory_headroom=\"10 GiB\""};
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  bool fsdp = false;
+  for (const auto& a : r.advice) {
+    if (a.change.rfind("data_parallel.kind=fsdp", 0) != 0) continue;
+    fsdp = true;
+    CHECK(a.change ==
+          "data_parallel.kind=fsdp data_parallel.bucket_cap_mb=25 data_parallel.overlap_param_gather=false");
+    INFO(a.status);
+    CHECK(a.status == "ok");
+  }
+  CHECK(fsdp);
+}

@@ -42,6 +42,8 @@ GridPoint make_point(std::mt19937& rng) {
   const int seq_len = kSeqLen[draw(rng, kSeqLen.size())];
   const int shard_group = kShardGroup[draw(rng, kShardGroup.size())];
   const bool hsdp = std::string(dp_kind) == "hsdp";
+  // FSDP's units have no gradient buckets: the bucket size is DDP's and ZeRO's key alone.
+  const bool buckets = !hsdp && std::string(dp_kind) != "fsdp";
   const bool interleaved = std::string(schedule) == "interleaved";
   // Two micro-batches per stage: enough for every schedule to reach its steady state.
   const int micro_batches = 2 * shape.pp;
@@ -51,7 +53,7 @@ GridPoint make_point(std::mt19937& rng) {
             std::to_string(shape.tp) + " pp" + std::to_string(shape.pp) + " dp" + std::to_string(shape.dp) + " " +
             schedule + " " + dp_kind + (hsdp && shard_group ? " shard" + std::to_string(shard_group) : "") +
             " recompute=" + recompute + (sequence_parallel ? " sp" : "") + " mb" + std::to_string(micro_batch) +
-            " bucket" + std::to_string(bucket_cap_mb);
+            (buckets ? " bucket" + std::to_string(bucket_cap_mb) : "");
   p.sets = {"model=" + std::string(model),
             "cluster=" + std::string(cluster),
             "parallel.tp=" + std::to_string(shape.tp),
@@ -63,8 +65,8 @@ GridPoint make_point(std::mt19937& rng) {
             "training.micro_batch=" + std::to_string(micro_batch),
             "training.global_batch=" + std::to_string(global_batch),
             "training.recompute=" + std::string(recompute),
-            "data_parallel.kind=" + std::string(dp_kind),
-            "data_parallel.bucket_cap_mb=" + std::to_string(bucket_cap_mb)};
+            "data_parallel.kind=" + std::string(dp_kind)};
+  if (buckets) p.sets.push_back("data_parallel.bucket_cap_mb=" + std::to_string(bucket_cap_mb));
   if (seq_len) p.sets.push_back("model.seq_len=" + std::to_string(seq_len));
   if (hsdp && shard_group) p.sets.push_back("data_parallel.shard_group=" + std::to_string(shard_group));
   return p;

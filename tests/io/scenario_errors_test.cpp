@@ -201,3 +201,43 @@ TEST_CASE("optimizer-state and main-gradient precisions other than fp32 and bf16
         "scenario.json: /training/main_grad: bf16 main gradients need mixed precision (training.precision is fp32)");
   CHECK(error_in(base, {"training.optimizer_state=bf16", "training.main_grad=bf16"}) == "no error");
 }
+
+// A data-parallel key set away from its default under a kind that does not run it would do
+// nothing; at its default it is inert and accepted.
+TEST_CASE("a data-parallel key of another kind than the scenario's is refused away from its default") {
+  const std::string text = scenario(kModel, kCluster, kParallel);
+  CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.fsdp_version=2"}) ==
+        "scenario.json: /data_parallel/fsdp_version: is FSDP's (data_parallel.kind fsdp or hsdp): under kind zero1 "
+        "there are no FSDP units for it to act on (leave it at its default)");
+  for (const char* set : {"data_parallel.reshard_after_forward=false", "data_parallel.forward_prefetch=true",
+                          "data_parallel.backward_prefetch=post", "data_parallel.max_inflight_all_gathers=4"}) {
+    INFO(set);
+    CHECK(error_in(text, {"data_parallel.kind=ddp", set})
+              .find("is FSDP's (data_parallel.kind fsdp or hsdp): under "
+                    "kind ddp") != std::string::npos);
+    CHECK(error_in(text, {"data_parallel.kind=fsdp", set}) == "no error");
+    CHECK(error_in(text, {"data_parallel.kind=hsdp", set}) == "no error");
+  }
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.shard_group=8"}) ==
+        "scenario.json: /data_parallel/shard_group: is HSDP's (data_parallel.kind hsdp): kind fsdp has no shard "
+        "groups (leave it at 0)");
+  CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.shard_group=8"}) == "no error");
+  for (const char* set : {"data_parallel.bucket_cap_mb=100", "data_parallel.first_bucket_mb=4",
+                          "data_parallel.overlap_grad_reduce=false"}) {
+    INFO(set);
+    CHECK(error_in(text, {"data_parallel.kind=fsdp", set})
+              .find("sizes or overlaps gradient buckets "
+                    "(data_parallel.kind ddp, zero1, zero2): FSDP's "
+                    "kind fsdp") != std::string::npos);
+    CHECK(error_in(text, {"data_parallel.kind=zero2", set}) == "no error");
+  }
+  CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=true"}) ==
+        "scenario.json: /data_parallel/overlap_param_gather: true needs data_parallel.kind zero1 or zero2: only the "
+        "distributed optimizer gathers parameters after the step, and kind ddp does not");
+  CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.overlap_param_gather=true"}) == "no error");
+  // At their defaults they are accepted under every kind.
+  CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.fsdp_version=1", "data_parallel.shard_group=0",
+                        "data_parallel.reshard_after_forward=true"}) == "no error");
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.bucket_cap_mb=25",
+                        "data_parallel.overlap_param_gather=false"}) == "no error");
+}

@@ -114,3 +114,25 @@ TEST_CASE("a search that ranks nothing gives the first refusal's reason") {
   CHECK(out.str().find("no configuration fits\nthe first configuration refused by validation: <default>: "
                        "/parallel/tp: 3 does not divide 32 heads\n") != std::string::npos);
 }
+
+// The HSDP example sets shard_group, which FSDP, ZeRO-1 and DDP refuse: their candidates take
+// it back to its default rather than leaving the search HSDP alone. The scenario's own kind
+// joins the second stage.
+TEST_CASE("the search's candidates of another kind take the scenario's kind keys back to their defaults") {
+  BestResult result;
+  SweepSpec hsdp = spec_of({}, 64);
+  hsdp.scenario.path = "hsdp-llama3-8b-64xh100";
+  const auto layouts = enumerate_layouts(hsdp, {}, result);
+  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"zero1", "fsdp"});
+  for (const auto& c : layouts) CHECK(value_of(c, "data_parallel.shard_group", "-") == "0");
+  const auto refined = stepsim::sweep::refinements(hsdp, layouts.front());
+  CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "fsdp", "hsdp"});
+  for (const auto& c : refined)
+    CHECK(value_of(c, "data_parallel.shard_group", "-") ==
+          (value_of(c, "data_parallel.kind", "") == "hsdp" ? "-" : "0"));
+  // Given with --set, the key holds: only HSDP admits it.
+  BestResult fixed_result;
+  SweepSpec fixed = spec_of({"data_parallel.shard_group=8"}, 64);
+  fixed.scenario.path = "hsdp-llama3-8b-64xh100";
+  CHECK(values(enumerate_layouts(fixed, {}, fixed_result), "data_parallel.kind") == std::set<std::string>{"hsdp"});
+}
