@@ -168,9 +168,9 @@ void check_model(const ModelSpec& m, AttentionKind attention, const Checker& c) 
                            m.moe.shared_experts == dense.shared_experts &&
                            m.moe.first_dense_layers == dense.first_dense_layers && m.moe.layer_pattern.empty() &&
                            m.moe.load_balancing == dense.load_balancing && m.moe.expert_bias == dense.expert_bias &&
-                           m.moe.force_balance == dense.force_balance;
+                           m.moe.force_balance == dense.force_balance && m.moe.dispatcher == dense.dispatcher;
     c.require(untouched, "/model/moe",
-              "top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers, "
+              "top_k, expert_ffn_hidden, capacity_factor, dispatcher, imbalance, shared_experts, first_dense_layers, "
               "layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 (the model is "
               "dense)");
     return;

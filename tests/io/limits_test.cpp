@@ -174,13 +174,13 @@ TEST_CASE("the zero-bubble schedules are refused with FSDP and HSDP") {
 
 TEST_CASE("mixture-of-experts keys are refused where they would do nothing or cannot run") {
   CHECK(error_of({"model.moe.top_k=2"}) ==
-        "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, "
+        "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, dispatcher, imbalance, shared_experts, "
         "first_dense_layers, layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 "
         "(the model is dense)");
   for (const char* key :
        {"model.moe.load_balancing=aux_loss", "model.moe.expert_bias=true", "model.moe.force_balance=true"})
     CHECK(error_of({key}) ==
-          "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, "
+          "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, dispatcher, imbalance, shared_experts, "
           "first_dense_layers, layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 "
           "(the model is dense)");
   // Megatron-Core's global_aux_loss is not simulated: not a value.

@@ -82,12 +82,16 @@ TEST_CASE("dense layers that leave no MoE layer, or a layer pattern unlike the s
         "one of them");
 }
 
-TEST_CASE("layer patterns of a dense model are refused") {
+TEST_CASE("layer patterns and a token dispatcher of a dense model are refused") {
   const std::string message =
-      "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, imbalance, shared_experts, first_dense_layers, "
-      "layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 (the model is dense)";
+      "s.json: /model/moe: top_k, expert_ffn_hidden, capacity_factor, dispatcher, imbalance, shared_experts, "
+      "first_dense_layers, layer_pattern, load_balancing, expert_bias and force_balance need model.moe.experts > 0 "
+      "(the model is dense)";
   CHECK(error_for({"model.moe.first_dense_layers=1"}) == message);
   CHECK(error_for({pattern(1, 31)}) == message);
+  // A dense model dispatches no tokens: the flex dispatcher would do nothing.
+  CHECK(error_for({"model.moe.dispatcher=flex"}) == message);
+  CHECK(error_for({"model.moe.dispatcher=alltoall"}) == "no error");
 }
 
 TEST_CASE("per-head query and key norms are refused beside latent attention or as a non-boolean") {
