@@ -697,8 +697,24 @@ void check_kind_keys(const DataParallelSpec& d, const Checker& c) {
   }
 }
 
+// FSDP2 (fully_shard) prefetches one unit ahead in both passes by itself and has no rate
+// limiter: FSDP1's prefetch keys and limit would do nothing there.
+void check_fsdp2_keys(const DataParallelSpec& d, const Checker& c) {
+  if (d.fsdp_version != 2) return;
+  const DataParallelSpec defaults;
+  auto fsdp1_key = [&](bool changed, const char* where) {
+    c.require(!changed, where,
+              "is FSDP1's: FSDP2 (fsdp_version 2) gathers the next unit ahead in the forward and the backward by "
+              "itself and limits no AllGathers (leave it at its default)");
+  };
+  fsdp1_key(d.forward_prefetch != defaults.forward_prefetch, "/data_parallel/forward_prefetch");
+  fsdp1_key(d.backward_prefetch != defaults.backward_prefetch, "/data_parallel/backward_prefetch");
+  fsdp1_key(d.max_inflight_all_gathers != defaults.max_inflight_all_gathers, "/data_parallel/max_inflight_all_gathers");
+}
+
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
   check_kind_keys(d, c);
+  check_fsdp2_keys(d, c);
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
             "/data_parallel/grad_reduce_dtype", "must be bf16, fp16 or fp32, got {}", to_string(d.grad_reduce_dtype));

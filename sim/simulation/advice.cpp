@@ -89,12 +89,17 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather)
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
-    if (d.backward_prefetch != BackwardPrefetch::pre)
-      out.push_back({{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
-    if (!d.forward_prefetch)
-      out.push_back({{set("data_parallel.forward_prefetch", "true")}, "prefetch: gather the next unit in the forward"});
-    out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
-                   "prefetch depth: more AllGathers in flight"});
+    // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise.
+    if (d.fsdp_version == 1) {
+      if (d.backward_prefetch != BackwardPrefetch::pre)
+        out.push_back(
+            {{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
+      if (!d.forward_prefetch)
+        out.push_back(
+            {{set("data_parallel.forward_prefetch", "true")}, "prefetch: gather the next unit in the forward"});
+      out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
+                     "prefetch depth: more AllGathers in flight"});
+    }
     if (d.reshard_after_forward)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())

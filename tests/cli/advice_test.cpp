@@ -184,3 +184,22 @@ TEST_CASE("The advice to switch the data-parallel kind takes the old kind's keys
   }
   CHECK(fsdp);
 }
+
+// The 70B FSDP2 run of the validation set (torchtitan, TP 8, FSDP 32): FSDP2 prefetches one
+// unit ahead each way by itself, so the advice offers no FSDP1 prefetch key or AllGather limit
+// (each would change nothing), while FSDP1's example gets them.
+TEST_CASE("Under FSDP2 the advice offers none of FSDP1's prefetch keys") {
+  const auto r =
+      advised(std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/tt-70b-256gpu-fsdp32-tp8-fp8.json", {}, true)
+          .report;
+  REQUIRE_FALSE(r.advice.empty());
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("prefetch") == std::string::npos);
+    CHECK(a.change.find("max_inflight_all_gathers") == std::string::npos);
+  }
+  const auto v1 = advised("fsdp-llama3-70b", {}, true).report;
+  bool offered = false;
+  for (const auto& a : v1.advice) offered = offered || a.change == "data_parallel.forward_prefetch=true";
+  CHECK(offered);
+}

@@ -241,3 +241,19 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
   CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.bucket_cap_mb=25",
                         "data_parallel.overlap_param_gather=false"}) == "no error");
 }
+
+// FSDP2 gathers one unit ahead each way by itself and has no rate limiter.
+TEST_CASE("FSDP1's prefetch keys and AllGather limit are refused under FSDP2 away from their defaults") {
+  const std::string text = scenario(kModel, kCluster, kParallel);
+  for (const char* set : {"data_parallel.forward_prefetch=true", "data_parallel.backward_prefetch=post",
+                          "data_parallel.max_inflight_all_gathers=4"}) {
+    INFO(set);
+    const std::string error = error_in(text, {"data_parallel.kind=fsdp", "data_parallel.fsdp_version=2", set});
+    CHECK(error.find("is FSDP1's: FSDP2 (fsdp_version 2) gathers the next unit ahead in the forward and the backward "
+                     "by itself and limits no AllGathers (leave it at its default)") != std::string::npos);
+    CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.fsdp_version=1", set}) == "no error");
+  }
+  CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.fsdp_version=2",
+                        "data_parallel.forward_prefetch=false", "data_parallel.max_inflight_all_gathers=2"}) ==
+        "no error");
+}
