@@ -665,35 +665,35 @@ constexpr KindKey kKindKeys[] = {
      default_of<&DataParallelSpec::overlap_param_gather>},
 };
 
+// Why a key of `family` does nothing under data-parallel kind `kind`.
+std::string idle_key_message(KindFamily family, const char* kind) {
+  switch (family) {
+    case KindFamily::sharded:
+      return fmt::format(
+          "is FSDP's (data_parallel.kind fsdp or hsdp): under kind {} there are no FSDP units for it to act on (leave "
+          "it at its default)",
+          kind);
+    case KindFamily::hsdp:
+      return fmt::format("is HSDP's (data_parallel.kind hsdp): kind {} has no shard groups (leave it at 0)", kind);
+    case KindFamily::buckets:
+      return fmt::format(
+          "sizes or overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind {} reduces each "
+          "unit's gradients instead (leave it at its default)",
+          kind);
+    case KindFamily::param_gather:
+      return fmt::format(
+          "true needs data_parallel.kind zero1 or zero2: only the distributed optimizer gathers parameters after the "
+          "step, and kind {} does not",
+          kind);
+  }
+  return {};
+}
+
 void check_kind_keys(const DataParallelSpec& d, const Checker& c) {
-  const char* kind = to_string(d.kind);
   for (const KindKey& k : kKindKeys) {
     if (!k.changed(d) || runs(k.family, d.kind)) continue;
     const std::string where = std::string("/data_parallel/") + k.key;
-    switch (k.family) {
-      case KindFamily::sharded:
-        c.require(false, where.c_str(),
-                  "is FSDP's (data_parallel.kind fsdp or hsdp): under kind {} there are no FSDP units for it to act on "
-                  "(leave it at its default)",
-                  kind);
-        break;
-      case KindFamily::hsdp:
-        c.require(false, where.c_str(),
-                  "is HSDP's (data_parallel.kind hsdp): kind {} has no shard groups (leave it at 0)", kind);
-        break;
-      case KindFamily::buckets:
-        c.require(false, where.c_str(),
-                  "sizes or overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind {} reduces "
-                  "each unit's gradients instead (leave it at its default)",
-                  kind);
-        break;
-      case KindFamily::param_gather:
-        c.require(false, where.c_str(),
-                  "true needs data_parallel.kind zero1 or zero2: only the distributed optimizer gathers parameters "
-                  "after the step, and kind {} does not",
-                  kind);
-        break;
-    }
+    c.require(false, where.c_str(), "{}", idle_key_message(k.family, to_string(d.kind)));
   }
 }
 
