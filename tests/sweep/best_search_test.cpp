@@ -127,9 +127,12 @@ TEST_CASE("the search's candidates of another kind take the scenario's kind keys
   for (const auto& c : layouts) CHECK(value_of(c, "data_parallel.shard_group", "-") == "0");
   const auto refined = stepsim::sweep::refinements(hsdp, layouts.front());
   CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "fsdp", "hsdp"});
-  for (const auto& c : refined)
-    CHECK(value_of(c, "data_parallel.shard_group", "-") ==
-          (value_of(c, "data_parallel.kind", "") == "hsdp" ? "-" : "0"));
+  for (const auto& c : refined) {
+    const std::string kind = value_of(c, "data_parallel.kind", "");
+    CHECK(value_of(c, "data_parallel.shard_group", "-") == (kind == "hsdp" ? "-" : "0"));
+    // Neither FSDP kind has gradient buckets to size.
+    if (kind == "hsdp" || kind == "fsdp") CHECK(value_of(c, "data_parallel.bucket_cap_mb", "-") == "-");
+  }
   // Given with --set, the key holds: only HSDP admits it.
   BestResult fixed_result;
   SweepSpec fixed = spec_of({"data_parallel.shard_group=8"}, 64);
