@@ -293,12 +293,21 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;
   add_provenance(scenario, inputs);
-  if (scenario.parallel.dp > 1 && scenario.data_parallel.kind == DpKind::ddp &&
-      !scenario.data_parallel.overlap_grad_reduce)
-    inputs.notes.push_back(fmt::format(
-        "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
-        "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) does not apply",
-        scenario.data_parallel.bucket_cap_mb));
+  if (scenario.parallel.dp > 1 && !scenario.data_parallel.overlap_grad_reduce) {
+    const DataParallelSpec& d = scenario.data_parallel;
+    if (d.kind == DpKind::ddp)
+      inputs.notes.push_back(fmt::format(
+          "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
+          "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) and "
+          "first_bucket_mb ({} MiB) do not apply",
+          d.bucket_cap_mb, d.first_bucket_mb));
+    if (d.kind == DpKind::zero1 || d.kind == DpKind::zero2)
+      inputs.notes.push_back(fmt::format(
+          "overlap_grad_reduce=false: every gradient is reduce-scattered in one collective after the backward (as "
+          "Megatron-Core without --overlap-grad-reduce), so bucket_cap_mb ({} MiB) and first_bucket_mb ({} MiB) do "
+          "not apply",
+          d.bucket_cap_mb, d.first_bucket_mb));
+  }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
   add_memory(scenario, work, inputs);

@@ -60,10 +60,21 @@ TEST_CASE("Under the exposure target there is no advice unless asked") {
 }
 
 TEST_CASE("With overlap off the report says the bucket size does not apply") {
-  const auto r = stepsim::test::run("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}).report;
-  bool said = false;
-  for (const auto& n : r.notes) said = said || n.find("bucket_cap_mb (25 MiB) does not apply") != std::string::npos;
-  CHECK(said);
+  const auto said = [](const stepsim::Report& r, const std::string& text) {
+    bool found = false;
+    for (const auto& n : r.notes) found = found || n.find(text) != std::string::npos;
+    return found;
+  };
+  const auto ddp = stepsim::test::run("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}).report;
+  CHECK(said(ddp, "in one AllReduce after the backward"));
+  CHECK(said(ddp, "bucket_cap_mb (25 MiB) and first_bucket_mb (1 MiB) do not apply"));
+  // Megatron-Core's distributed optimizer without --overlap-grad-reduce: one ReduceScatter.
+  const auto zero1 = stepsim::test::run("zero1-llama3-8b-64xh100",
+                                        {"data_parallel.overlap_grad_reduce=false",
+                                         "data_parallel.overlap_param_gather=false", "data_parallel.bucket_cap_mb=100"})
+                         .report;
+  CHECK(said(zero1, "reduce-scattered in one collective after the backward"));
+  CHECK(said(zero1, "bucket_cap_mb (100 MiB) and first_bucket_mb (1 MiB) do not apply"));
 }
 
 // Llama 3 8B at TP 2 on 64 H100 needs about 123 GiB at the peak: asked for advice, stepsim
