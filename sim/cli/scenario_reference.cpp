@@ -304,8 +304,10 @@ constexpr KeyDoc kDocs[] = {
      "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`; a key of another kind "
      "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
-    {"data_parallel.bucket_cap_mb", "MiB", "ddp, zero1, zero2: gradient bucket size", "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "ddp, zero1, zero2: size of the first (smallest) bucket",
+    {"data_parallel.bucket_cap_mb", "MiB",
+     "ddp: gradient bucket size (zero1 and zero2 make theirs max(4e7, 1e6·dp) parameters, as Megatron-Core does)",
+     "PyTorch DDP `bucket_cap_mb`"},
+    {"data_parallel.first_bucket_mb", "MiB", "ddp: size of the first (smallest) bucket",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "

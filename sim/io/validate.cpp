@@ -605,9 +605,10 @@ void resolve_bucket_view(Scenario& s, const Checker& c) {
 
 // The data-parallel keys that belong to some kinds only. Set away from its default under
 // another kind such a key would do nothing, so it is refused there (its default is inert).
-// FSDP's units (fsdp, hsdp) have no gradient buckets; only the distributed optimizer (zero1,
-// zero2) gathers parameters after the step; shard groups are HSDP's.
-enum class KindFamily { sharded, hsdp, buckets, param_gather };
+// FSDP's units (fsdp, hsdp) have no gradient buckets; the distributed optimizer (zero1, zero2)
+// sizes its own, max(4e7, 1e6·dp) parameters as Megatron-Core's DDP config does, and only it
+// gathers parameters after the step; shard groups are HSDP's.
+enum class KindFamily { sharded, hsdp, bucket_size, buckets, param_gather };
 
 bool runs(KindFamily family, DpKind kind) {
   const bool sharded = kind == DpKind::fsdp || kind == DpKind::hsdp;
@@ -616,6 +617,8 @@ bool runs(KindFamily family, DpKind kind) {
       return sharded;
     case KindFamily::hsdp:
       return kind == DpKind::hsdp;
+    case KindFamily::bucket_size:
+      return kind == DpKind::ddp;
     case KindFamily::buckets:
       return !sharded;
     case KindFamily::param_gather:
@@ -655,9 +658,9 @@ constexpr KindKey kKindKeys[] = {
      default_of<&DataParallelSpec::max_inflight_all_gathers>},
     {"shard_group", KindFamily::hsdp, differs<&DataParallelSpec::shard_group>,
      default_of<&DataParallelSpec::shard_group>},
-    {"bucket_cap_mb", KindFamily::buckets, differs<&DataParallelSpec::bucket_cap_mb>,
+    {"bucket_cap_mb", KindFamily::bucket_size, differs<&DataParallelSpec::bucket_cap_mb>,
      default_of<&DataParallelSpec::bucket_cap_mb>},
-    {"first_bucket_mb", KindFamily::buckets, differs<&DataParallelSpec::first_bucket_mb>,
+    {"first_bucket_mb", KindFamily::bucket_size, differs<&DataParallelSpec::first_bucket_mb>,
      default_of<&DataParallelSpec::first_bucket_mb>},
     {"overlap_grad_reduce", KindFamily::buckets, differs<&DataParallelSpec::overlap_grad_reduce>,
      default_of<&DataParallelSpec::overlap_grad_reduce>},
@@ -665,8 +668,9 @@ constexpr KindKey kKindKeys[] = {
      default_of<&DataParallelSpec::overlap_param_gather>},
 };
 
-// Why a key of `family` does nothing under data-parallel kind `kind`.
-std::string idle_key_message(KindFamily family, const char* kind) {
+// Why a key of `family` does nothing under data-parallel kind `dp_kind`.
+std::string idle_key_message(KindFamily family, DpKind dp_kind) {
+  const char* kind = to_string(dp_kind);
   switch (family) {
     case KindFamily::sharded:
       return fmt::format(
@@ -675,10 +679,20 @@ std::string idle_key_message(KindFamily family, const char* kind) {
           kind);
     case KindFamily::hsdp:
       return fmt::format("is HSDP's (data_parallel.kind hsdp): kind {} has no shard groups (leave it at 0)", kind);
+    case KindFamily::bucket_size:
+      if (dp_kind == DpKind::zero1 || dp_kind == DpKind::zero2)
+        return fmt::format(
+            "sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind {} makes its "
+            "buckets max(4e7, 1e6·dp) parameters, as Megatron-Core does (leave it at its default)",
+            kind);
+      return fmt::format(
+          "sizes DDP's gradient buckets (data_parallel.kind ddp): FSDP's kind {} reduces each unit's gradients "
+          "instead (leave it at its default)",
+          kind);
     case KindFamily::buckets:
       return fmt::format(
-          "sizes or overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind {} reduces each "
-          "unit's gradients instead (leave it at its default)",
+          "overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind {} reduces each unit's "
+          "gradients instead (leave it at its default)",
           kind);
     case KindFamily::param_gather:
       return fmt::format(
@@ -693,7 +707,7 @@ void check_kind_keys(const DataParallelSpec& d, const Checker& c) {
   for (const KindKey& k : kKindKeys) {
     if (!k.changed(d) || runs(k.family, d.kind)) continue;
     const std::string where = std::string("/data_parallel/") + k.key;
-    c.require(false, where.c_str(), "{}", idle_key_message(k.family, to_string(d.kind)));
+    c.require(false, where.c_str(), "{}", idle_key_message(k.family, d.kind));
   }
 }
 

@@ -77,9 +77,11 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   if ((d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && !d.overlap_grad_reduce) {
     out.push_back({{set("data_parallel.overlap_grad_reduce", "true")},
                    "overlap: reduce buckets during the backward (PyTorch DDP's default)"});
-    for (const char* mb : {"10", "100"})
-      out.push_back({{set("data_parallel.overlap_grad_reduce", "true"), set("data_parallel.bucket_cap_mb", mb)},
-                     "overlap with another bucket size"});
+    // ZeRO sizes its own buckets.
+    if (d.kind == DpKind::ddp)
+      for (const char* mb : {"10", "100"})
+        out.push_back({{set("data_parallel.overlap_grad_reduce", "true"), set("data_parallel.bucket_cap_mb", mb)},
+                       "overlap with another bucket size"});
   } else if (d.kind == DpKind::ddp) {
     for (double mb : {d.bucket_cap_mb / 4, d.bucket_cap_mb / 2, d.bucket_cap_mb * 2, d.bucket_cap_mb * 4})
       if (mb >= 1 && mb <= 1024)

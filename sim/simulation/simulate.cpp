@@ -302,11 +302,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           "first_bucket_mb ({} MiB) do not apply",
           d.bucket_cap_mb, d.first_bucket_mb));
     if (d.kind == DpKind::zero1 || d.kind == DpKind::zero2)
-      inputs.notes.push_back(fmt::format(
+      inputs.notes.push_back(
           "overlap_grad_reduce=false: every gradient is reduce-scattered in one collective after the backward (as "
-          "Megatron-Core without --overlap-grad-reduce), so bucket_cap_mb ({} MiB) and first_bucket_mb ({} MiB) do "
-          "not apply",
-          d.bucket_cap_mb, d.first_bucket_mb));
+          "Megatron-Core without --overlap-grad-reduce), not in buckets of max(4e7, 1e6·dp) parameters");
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));

@@ -262,9 +262,6 @@ std::string column(const Candidate& c, const std::string& key, const std::string
   return out;
 }
 
-// FSDP's kinds, which have no gradient buckets.
-bool sharded(const std::string& kind) { return kind == "fsdp" || kind == "hsdp"; }
-
 std::string choice_label(const Candidate& c) {
   std::string label;
   for (const auto& s : c.sets) {
@@ -367,7 +364,8 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
         column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
         column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
         column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-        sharded(column(c, "data_parallel.kind", kind)) ? "-" : column(c, "data_parallel.bucket_cap_mb", bucket),
+        // Only DDP takes a bucket size: ZeRO sizes its own buckets, FSDP has none.
+        column(c, "data_parallel.kind", kind) != "ddp" ? "-" : column(c, "data_parallel.bucket_cap_mb", bucket),
         column(c, "tensor_parallel.comm_overlap", overlap),
         column(c, "training.precision", to_string(base.training.precision)),
         column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")), r.step_time_s,

@@ -232,7 +232,8 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
-    for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") || kind == "fsdp" || kind == "hsdp")
+    for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") ||
+                               (kind.empty() ? to_string(base.data_parallel.kind) : kind) != std::string("ddp"))
                                   ? std::vector<std::string>{""}
                                   : kBuckets)
       for (const auto& overlap : overlaps) {

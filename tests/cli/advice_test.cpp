@@ -69,12 +69,12 @@ TEST_CASE("With overlap off the report says the bucket size does not apply") {
   CHECK(said(ddp, "in one AllReduce after the backward"));
   CHECK(said(ddp, "bucket_cap_mb (25 MiB) and first_bucket_mb (1 MiB) do not apply"));
   // Megatron-Core's distributed optimizer without --overlap-grad-reduce: one ReduceScatter.
-  const auto zero1 = stepsim::test::run("zero1-llama3-8b-64xh100",
-                                        {"data_parallel.overlap_grad_reduce=false",
-                                         "data_parallel.overlap_param_gather=false", "data_parallel.bucket_cap_mb=100"})
+  const auto zero1 = stepsim::test::run("zero1-llama3-8b-64xh100", {"data_parallel.overlap_grad_reduce=false",
+                                                                    "data_parallel.overlap_param_gather=false"})
                          .report;
-  CHECK(said(zero1, "reduce-scattered in one collective after the backward"));
-  CHECK(said(zero1, "bucket_cap_mb (100 MiB) and first_bucket_mb (1 MiB) do not apply"));
+  CHECK(said(zero1,
+             "reduce-scattered in one collective after the backward (as Megatron-Core without "
+             "--overlap-grad-reduce), not in buckets of max(4e7, 1e6·dp) parameters"));
 }
 
 // Llama 3 8B at TP 2 on 64 H100 needs about 123 GiB at the peak: asked for advice, stepsim
@@ -172,15 +172,14 @@ TEST_CASE("Under Megatron-Core the advice to reduce in bf16 takes the main gradi
 
 // A distributed-optimizer job that gathers its parameters during the next forward, advised to
 // fit (77 GiB with ZeRO-1, 57 GiB with FSDP, against 80 GB less 10 GiB of headroom): FSDP has
-// no such gather (nor buckets), so its proposal takes the keys back to their defaults, and it
-// is simulated rather than refused.
+// no such gather, so its proposal takes the key back to its default, and it is simulated
+// rather than refused.
 TEST_CASE("The advice to switch the data-parallel kind takes the old kind's keys back to their defaults") {
   const std::vector<std::string> sets = {"model=llama3-8b",
                                          "parallel.tp=2",
                                          "parallel.dp=32",
                                          "data_parallel.kind=zero1",
                                          "data_parallel.overlap_param_gather=true",
-                                         "data_parallel.bucket_cap_mb=40",
                                          "training.memory_headroom=\"10 GiB\""};
   const auto r = advised("", sets, true).report;
   REQUIRE_FALSE(r.memory_bytes.fits);
@@ -188,8 +187,7 @@ TEST_CASE("The advice to switch the data-parallel kind takes the old kind's keys
   for (const auto& a : r.advice) {
     if (a.change.rfind("data_parallel.kind=fsdp", 0) != 0) continue;
     fsdp = true;
-    CHECK(a.change ==
-          "data_parallel.kind=fsdp data_parallel.bucket_cap_mb=25 data_parallel.overlap_param_gather=false");
+    CHECK(a.change == "data_parallel.kind=fsdp data_parallel.overlap_param_gather=false");
     INFO(a.status);
     CHECK(a.status == "ok");
   }

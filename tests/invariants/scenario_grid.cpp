@@ -42,8 +42,8 @@ GridPoint make_point(std::mt19937& rng) {
   const int seq_len = kSeqLen[draw(rng, kSeqLen.size())];
   const int shard_group = kShardGroup[draw(rng, kShardGroup.size())];
   const bool hsdp = std::string(dp_kind) == "hsdp";
-  // FSDP's units have no gradient buckets: the bucket size is DDP's and ZeRO's key alone.
-  const bool buckets = !hsdp && std::string(dp_kind) != "fsdp";
+  // The bucket size is DDP's key alone: FSDP's units have no buckets, ZeRO sizes its own.
+  const bool buckets = std::string(dp_kind) == "ddp";
   const bool interleaved = std::string(schedule) == "interleaved";
   // Two micro-batches per stage: enough for every schedule to reach its steady state.
   const int micro_batches = 2 * shape.pp;

@@ -222,15 +222,23 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
         "scenario.json: /data_parallel/shard_group: is HSDP's (data_parallel.kind hsdp): kind fsdp has no shard "
         "groups (leave it at 0)");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.shard_group=8"}) == "no error");
-  for (const char* set : {"data_parallel.bucket_cap_mb=100", "data_parallel.first_bucket_mb=4",
-                          "data_parallel.overlap_grad_reduce=false"}) {
-    INFO(set);
+  // Bucket sizes are DDP's: ZeRO makes its buckets max(4e7, 1e6·dp) parameters, FSDP has none.
+  for (const std::string key : {"bucket_cap_mb", "first_bucket_mb"}) {
+    INFO(key);
+    const std::string set = "data_parallel." + key + "=4";
     CHECK(error_in(text, {"data_parallel.kind=fsdp", set})
-              .find("sizes or overlaps gradient buckets "
-                    "(data_parallel.kind ddp, zero1, zero2): FSDP's "
-                    "kind fsdp") != std::string::npos);
-    CHECK(error_in(text, {"data_parallel.kind=zero2", set}) == "no error");
+              .find("sizes DDP's gradient buckets (data_parallel.kind "
+                    "ddp): FSDP's kind fsdp") != std::string::npos);
+    CHECK(error_in(text, {"data_parallel.kind=zero2", set}) ==
+          "scenario.json: /data_parallel/" + key +
+              ": sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind zero2 makes "
+              "its buckets max(4e7, 1e6·dp) parameters, as Megatron-Core does (leave it at its default)");
+    CHECK(error_in(text, {"data_parallel.kind=ddp", set}) == "no error");
   }
+  CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.overlap_grad_reduce=false"})
+            .find("overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind hsdp") !=
+        std::string::npos);
+  CHECK(error_in(text, {"data_parallel.kind=zero2", "data_parallel.overlap_grad_reduce=false"}) == "no error");
   CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=true"}) ==
         "scenario.json: /data_parallel/overlap_param_gather: true needs data_parallel.kind zero1 or zero2: only the "
         "distributed optimizer gathers parameters after the step, and kind ddp does not");
