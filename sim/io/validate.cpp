@@ -781,6 +781,18 @@ void check_simulated(const Scenario& s, const Checker& c) {
 
 }  // namespace
 
+bool kind_runs_key(DpKind kind, std::string_view key) {
+  for (const KindKey& k : kKindKeys)
+    if (key == k.key) return runs(k.family, kind);
+  return true;
+}
+
+std::optional<DpKind> dp_kind_named(std::string_view name) {
+  for (const DpKind k : {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp, DpKind::hsdp})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
 std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
                                           const std::function<bool(const std::string&)>& keep) {
   std::vector<std::string> out;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepsim/scenario.hpp"
@@ -24,6 +26,14 @@ bool main_grad_is_reduced_buffer(const Scenario& s);
 // doing nothing with it) back to that default, unless `keep(key)`, for keys the user fixed.
 std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
                                           const std::function<bool(const std::string&)>& keep);
+
+// Whether data-parallel kind `kind` acts on `key` (a data_parallel key, without the prefix):
+// the keys the kinds do not share belong to some of them only (an FSDP key is FSDP's, a
+// bucket size DDP's); every other key to all.
+bool kind_runs_key(DpKind kind, std::string_view key);
+
+// The data-parallel kind of that data_parallel.kind value, if it is one.
+std::optional<DpKind> dp_kind_named(std::string_view name);
 
 // Sizes the cluster for `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)) and checks it.
 void complete_and_validate(ClusterSpec& c, int gpus, const std::string& source);

@@ -29,11 +29,11 @@ std::vector<DpCommunicator> whole_dp_group(const Scenario& scenario, int rank) {
 std::string no_notes(const Scenario&) { return {}; }
 
 constexpr std::array<DataParallelKind, 5> kKinds{{
-    {DpKind::ddp, "ddp", make_ddp, whole_dp_group, no_notes},
-    {DpKind::zero1, "zero1", make_zero, whole_dp_group, zero_notes},
-    {DpKind::zero2, "zero2", make_zero, whole_dp_group, zero_notes},
-    {DpKind::fsdp, "fsdp", make_fsdp, fsdp_communicators, fsdp_notes},
-    {DpKind::hsdp, "hsdp", make_hsdp, hsdp_communicators, hsdp_notes},
+    {DpKind::ddp, make_ddp, whole_dp_group, no_notes},
+    {DpKind::zero1, make_zero, whole_dp_group, zero_notes},
+    {DpKind::zero2, make_zero, whole_dp_group, zero_notes},
+    {DpKind::fsdp, make_fsdp, fsdp_communicators, fsdp_notes},
+    {DpKind::hsdp, make_hsdp, hsdp_communicators, hsdp_notes},
 }};
 
 const DataParallelKind& row(DpKind kind) {

@@ -56,8 +56,7 @@ using DataParallelComms = std::vector<DpCommunicator> (*)(const Scenario&, int r
 using DataParallelNotes = std::string (*)(const Scenario&);
 
 struct DataParallelKind {
-  DpKind kind;
-  const char* name;  // the data_parallel.kind value
+  DpKind kind;  // its data_parallel.kind value is to_string(kind)
   DataParallelFactory make;
   DataParallelComms communicators;
   DataParallelNotes notes;  // a sentence for the report ("" when the caller says it)

@@ -64,6 +64,8 @@ std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base
   return out;
 }
 
+bool takes_bucket_size(std::optional<DpKind> kind) { return kind && io::kind_runs_key(*kind, "bucket_cap_mb"); }
+
 bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
   try {
     (void)io::load_scenario(spec.scenario, sets);
@@ -79,11 +81,9 @@ bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
 // and hold the search to the kinds that admit them.
 std::vector<std::string> kind_defaults(const SweepSpec& spec, const Scenario& base, const std::string& kind) {
   if (kind.empty()) return {};  // the user's kind: the scenario's keys are theirs to keep
-  for (const DpKind k : {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp, DpKind::hsdp}) {
-    if (kind == to_string(k))
-      return io::kind_switch_sets(base, k, [&](const std::string& key) { return user_sets(spec, key); });
-  }
-  return {};
+  const std::optional<DpKind> k = io::dp_kind_named(kind);
+  if (!k) return {};
+  return io::kind_switch_sets(base, *k, [&](const std::string& key) { return user_sets(spec, key); });
 }
 
 // The data-parallel kinds the scenario admits whatever the layout: a key the user fixes can
@@ -233,7 +233,7 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
     for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") ||
-                               (kind.empty() ? to_string(base.data_parallel.kind) : kind) != std::string("ddp"))
+                               !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind)))
                                   ? std::vector<std::string>{""}
                                   : kBuckets)
       for (const auto& overlap : overlaps) {

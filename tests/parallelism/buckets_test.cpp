@@ -139,7 +139,7 @@ TEST_CASE("a late gradient holds back later buckets") {
 TEST_CASE("every data-parallel kind has a strategy and communicators") {
   auto s = sp::test::small_scenario(1, 4, 1);
   for (const sp::DataParallelKind& k : sp::data_parallel_kinds()) {
-    INFO(k.name);
+    INFO(stepsim::to_string(k.kind));
     s.data_parallel.kind = k.kind;
     CHECK(sp::make_data_parallel(s) != nullptr);
     CHECK_FALSE(sp::data_parallel_communicators(s, 0).empty());
