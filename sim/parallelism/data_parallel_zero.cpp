@@ -142,13 +142,21 @@ std::string zero_notes(const Scenario& s) {
   const BucketLayout layout = megatron_bucket_layout(s);
   long long elements = 0;
   for (const Bucket& b : layout.buckets) elements += bucket_elements(layout, b);
+  // Only the first stage's first model chunk is split into buckets.
+  std::string buckets = fmt::format("{} gradient buckets of at least {} M parameters", layout.buckets.size(),
+                                    std::max(40LL, static_cast<long long>(s.parallel.dp)));
+  if (s.parallel.pp > 1) {
+    Scenario first = s;
+    first.parallel.stage = 0;
+    buckets = fmt::format(
+        "{} gradient buckets of at least {} M parameters on stage 0 (each later stage and model chunk one bucket)",
+        megatron_bucket_layout(first).buckets.size(), std::max(40LL, static_cast<long long>(s.parallel.dp)));
+  }
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(
-      "distributed optimizer ({}): {} gradient buckets of at least {} M parameters "
-      "reduce-scattered in the last micro-batch, Adam on 1/{} of {} M parameters, parameters "
-      "all-gathered {}{}",
-      zero2 ? "zero2" : "zero1", layout.buckets.size(), std::max(40LL, static_cast<long long>(s.parallel.dp)),
-      s.parallel.dp, elements / 1'000'000,
+      "distributed optimizer ({}): {} reduce-scattered in the last micro-batch, Adam on 1/{} of {} M parameters, "
+      "parameters all-gathered {}{}",
+      zero2 ? "zero2" : "zero1", buckets, s.parallel.dp, elements / 1'000'000,
       s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step",
       zero2 ? " (gradients sharded too; communication as zero1, as in Megatron)" : "");
 }

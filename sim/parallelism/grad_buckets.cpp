@@ -191,6 +191,56 @@ BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Byt
   return layout;
 }
 
+// Megatron-Core's buckets: only the first model chunk of the first pipeline stage is split
+// into buckets of `cap_elements` parameters; each later chunk (interleaved schedules) and every
+// chunk of a later stage reduces as one bucket, its reduction being off the critical path
+// (Megatron-Core's DistributedDataParallel sets no bucket size when pp_rank > 0, and
+// Megatron-LM's model set-up disables bucketing for model_chunk_idx > 0). Without
+// overlap_grad_reduce every chunk is one bucket. Buckets follow reverse registration order,
+// which visits the chunks from the last to the first.
+BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bool experts) {
+  const ParallelSpec& p = scenario.parallel;
+  BucketLayout layout;
+  layout.tensors = gradient_tensors(scenario.model, p);
+  std::erase_if(layout.tensors, [&](const GradTensor& t) { return t.expert != experts; });
+  const int bytes = element_bytes(scenario.data_parallel.grad_reduce_dtype);
+  const Bytes cap{cap_elements * bytes};
+  const int layers = scenario.model.layers;
+  const int chunks = p.stage < 0 ? 1 : chunks_per_stage(p);
+  const std::vector<ChunkLayers> all = p.stage < 0 ? std::vector<ChunkLayers>{} : chunk_layers(p, layers);
+  // The stage's chunk holding `block` (0 embedding, 1..layers, layers + 1 head and MTP).
+  const auto chunk_holding = [&](int block) {
+    for (int c = 0; c < chunks; ++c) {
+      const ChunkLayers& k = chunk_of(all, p, std::max(p.stage, 0), c);
+      if ((block == 0 && k.pre) || (block == layers + 1 && k.post) ||
+          (block >= k.first_layer + 1 && block <= k.first_layer + k.layers))
+        return c;
+    }
+    return 0;
+  };
+  std::vector<std::vector<int>> order(static_cast<std::size_t>(chunks));
+  for (int t = static_cast<int>(layout.tensors.size()) - 1; t >= 0; --t) {
+    const int c = chunks == 1 ? 0 : chunk_holding(layout.tensors[static_cast<std::size_t>(t)].block);
+    order[static_cast<std::size_t>(c)].push_back(t);
+  }
+  // Chunks in the order their backward ends: the one holding the later layers first.
+  std::vector<int> by_position(static_cast<std::size_t>(chunks));
+  std::iota(by_position.begin(), by_position.end(), 0);
+  if (chunks > 1) {
+    std::sort(by_position.begin(), by_position.end(), [&](int a, int b) {
+      return chunk_of(all, p, p.stage, a).first_layer > chunk_of(all, p, p.stage, b).first_layer;
+    });
+  }
+  const bool overlap = scenario.data_parallel.overlap_grad_reduce;
+  for (int c : by_position) {
+    const bool bucketed = overlap && c == 0 && p.stage <= 0;
+    const Bytes chunk_cap = bucketed ? cap : kUnbounded;
+    for (Bucket& b : assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap))
+      layout.buckets.push_back(std::move(b));
+  }
+  return layout;
+}
+
 }  // namespace
 
 BucketLayout bucket_layout(const Scenario& scenario) {
@@ -200,10 +250,7 @@ BucketLayout bucket_layout(const Scenario& scenario) {
 }
 
 BucketLayout megatron_bucket_layout(const Scenario& scenario) {
-  const DataParallelSpec& dp = scenario.data_parallel;
-  if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
-  const Bytes cap{megatron_bucket_elements(scenario) * element_bytes(dp.grad_reduce_dtype)};
-  return reverse_order_layout(scenario, cap, cap);
+  return chunked_layout(scenario, megatron_bucket_elements(scenario), false);
 }
 
 int expert_dp_size(const Scenario& s) {
@@ -213,12 +260,9 @@ int expert_dp_size(const Scenario& s) {
 
 BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
   const DataParallelSpec& dp = scenario.data_parallel;
+  if (megatron) return chunked_layout(scenario, megatron_bucket_elements(scenario), true);
   if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded, true);
-  if (!megatron) {
-    return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb), true);
-  }
-  const Bytes cap{std::max(40'000'000LL, 1'000'000LL * expert_dp_size(scenario)) * element_bytes(dp.grad_reduce_dtype)};
-  return reverse_order_layout(scenario, cap, cap, true);
+  return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb), true);
 }
 
 long long megatron_bucket_elements(const Scenario& scenario) {

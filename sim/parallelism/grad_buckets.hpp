@@ -49,7 +49,8 @@ struct BucketLayout {
 BucketLayout bucket_layout(const Scenario& scenario);
 
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): max(4e7, 1e6·dp) parameters
-// each, no smaller first bucket, one bucket without overlap_grad_reduce (Megatron-LM).
+// each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
+// every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
 // Parameters per Megatron bucket, max(4e7, 1e6·dp): the one place the program's buckets and
@@ -57,7 +58,8 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario);
 long long megatron_bucket_elements(const Scenario& scenario);
 
 // Buckets of the expert gradients alone (bucket_layout and megatron_bucket_layout hold the
-// others), over the expert-data-parallel group; `megatron`: the distributed optimizer's sizes.
+// others), over the expert-data-parallel group; `megatron`: the distributed optimizer's sizes
+// (the dense buckets' max(4e7, 1e6·dp), chunked as megatron_bucket_layout).
 BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron);
 
 // Ranks of the expert-data-parallel group: tp·cp·dp / ep (1 for a dense model).

@@ -74,6 +74,53 @@ TEST_CASE("Megatron's buckets hold max(4e7, 1e6 dp) parameters") {
   CHECK(sp::megatron_bucket_layout(s).buckets.size() == 1);
 }
 
+TEST_CASE("Megatron splits only the first stage's first model chunk into buckets") {
+  // 8 GELU layers of h = 4096 (12h² + 13h = 201,379,840 parameters each, biases and
+  // LayerNorms included), 2 stages of 2 interleaved chunks of 2 layers: stage 0 holds the
+  // embedding with layers 0-1 and layers 4-5, stage 1 layers 2-3 and layers 6-7 with the
+  // final norm (2h) and the untied head (32000 h = 131,072,000). dp 4: 4e7-parameter buckets.
+  Scenario s = zero(false);
+  s.model.layers = 8;
+  s.model.hidden = 4096;
+  s.model.heads = 32;
+  s.model.kv_heads = 32;
+  s.model.ffn_hidden = 16384;
+  s.parallel.pp = 2;
+  s.parallel.virtual_stages = 2;
+  constexpr long long layer = 201'379'840;
+  const auto blocks_of = [](const sp::BucketLayout& l, const sp::Bucket& b) {
+    std::vector<int> out;
+    for (int t : b.tensors) out.push_back(l.tensors[static_cast<std::size_t>(t)].block);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+
+  s.parallel.stage = 1;  // a later stage: each chunk one bucket, the later chunk first
+  const auto later = sp::megatron_bucket_layout(s);
+  REQUIRE(later.buckets.size() == 2);
+  CHECK(blocks_of(later, later.buckets[0]) == std::vector<int>{7, 8, 9});
+  CHECK(sp::bucket_elements(later, later.buckets[0]) == 2 * layer + 8192 + 131'072'000);
+  CHECK(blocks_of(later, later.buckets[1]) == std::vector<int>{3, 4});
+  CHECK(sp::bucket_elements(later, later.buckets[1]) == 2 * layer);
+
+  s.parallel.stage = 0;  // the first stage: its second chunk one bucket, its first in 4e7 pieces
+  const auto first = sp::megatron_bucket_layout(s);
+  REQUIRE(first.buckets.size() > 2);
+  CHECK(blocks_of(first, first.buckets[0]) == std::vector<int>{5, 6});
+  CHECK(sp::bucket_elements(first, first.buckets[0]) == 2 * layer);
+  for (std::size_t b = 1; b + 1 < first.buckets.size(); ++b) {
+    const long long n = sp::bucket_elements(first, first.buckets[b]);
+    const long long last = first.tensors[static_cast<std::size_t>(first.buckets[b].tensors.back())].elements;
+    CHECK(n >= 40'000'000);
+    CHECK(n - last < 40'000'000);
+    for (int block : blocks_of(first, first.buckets[b])) CHECK(block <= 2);
+  }
+
+  s.data_parallel.overlap_grad_reduce = false;  // one bucket per chunk everywhere
+  CHECK(sp::megatron_bucket_layout(s).buckets.size() == 2);
+}
+
 TEST_CASE("ZeRO reduce-scatters gradient buckets in the last micro-batch only") {
   const Program p = zero_program(zero(false));
   const long first = first_with_prefix(p, "ReduceScatter dp bucket 0");
