@@ -362,6 +362,9 @@ struct DataParallelSpec {
   DpKind kind = DpKind::ddp;
   double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
   double first_bucket_mb = 1.0;  // MiB
+  // zero1, zero2: parameters per gradient bucket of Megatron-Core's distributed optimizer
+  // (--ddp-bucket-size); 0 leaves it Megatron's default, max(4e7, 1e6·dp).
+  long long bucket_parameters = 0;
   bool overlap_grad_reduce = true;
   // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the
   // reducer scales in place; false (PyTorch's default) copies each gradient into its bucket

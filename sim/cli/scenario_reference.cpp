@@ -305,10 +305,14 @@ constexpr KeyDoc kDocs[] = {
      "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",
-     "ddp: gradient bucket size (zero1 and zero2 make theirs max(4e7, 1e6·dp) parameters, as Megatron-Core does)",
-     "PyTorch DDP `bucket_cap_mb`"},
+     "ddp: gradient bucket size (zero1 and zero2 size theirs with `bucket_parameters`)", "PyTorch DDP `bucket_cap_mb`"},
     {"data_parallel.first_bucket_mb", "MiB", "ddp: size of the first (smallest) bucket",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
+    {"data_parallel.bucket_parameters", "parameters",
+     "zero1, zero2: parameters per gradient bucket, all of them the same size, in the first pipeline stage's first "
+     "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
+     "default",
+     "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`)"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
      "the backward "

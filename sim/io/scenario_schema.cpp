@@ -426,6 +426,7 @@ Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>) {
       field<&DataParallelSpec::kind>("kind"),
       field<&DataParallelSpec::bucket_cap_mb>("bucket_cap_mb"),
       field<&DataParallelSpec::first_bucket_mb>("first_bucket_mb"),
+      field<&DataParallelSpec::bucket_parameters>("bucket_parameters"),
       field<&DataParallelSpec::overlap_grad_reduce>("overlap_grad_reduce"),
       field<&DataParallelSpec::gradient_as_bucket_view>("gradient_as_bucket_view"),
       field<&DataParallelSpec::grad_reduce_dtype>("grad_reduce_dtype"),

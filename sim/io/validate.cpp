@@ -606,9 +606,9 @@ void resolve_bucket_view(Scenario& s, const Checker& c) {
 // The data-parallel keys that belong to some kinds only. Set away from its default under
 // another kind such a key would do nothing, so it is refused there (its default is inert).
 // FSDP's units (fsdp, hsdp) have no gradient buckets; the distributed optimizer (zero1, zero2)
-// sizes its own, max(4e7, 1e6·dp) parameters as Megatron-Core's DDP config does, and only it
-// gathers parameters after the step; shard groups are HSDP's.
-enum class KindFamily { sharded, hsdp, bucket_size, buckets, param_gather };
+// sizes its own in parameters (bucket_parameters, by default max(4e7, 1e6·dp) as Megatron-Core's
+// DDP config makes them), and only it gathers parameters after the step; shard groups are HSDP's.
+enum class KindFamily { sharded, hsdp, bucket_size, buckets, param_gather, megatron_buckets };
 
 bool runs(KindFamily family, DpKind kind) {
   const bool sharded = kind == DpKind::fsdp || kind == DpKind::hsdp;
@@ -622,6 +622,7 @@ bool runs(KindFamily family, DpKind kind) {
     case KindFamily::buckets:
       return !sharded;
     case KindFamily::param_gather:
+    case KindFamily::megatron_buckets:
       return kind == DpKind::zero1 || kind == DpKind::zero2;
   }
   return true;
@@ -662,6 +663,8 @@ constexpr KindKey kKindKeys[] = {
      default_of<&DataParallelSpec::bucket_cap_mb>},
     {"first_bucket_mb", KindFamily::bucket_size, differs<&DataParallelSpec::first_bucket_mb>,
      default_of<&DataParallelSpec::first_bucket_mb>},
+    {"bucket_parameters", KindFamily::megatron_buckets, differs<&DataParallelSpec::bucket_parameters>,
+     default_of<&DataParallelSpec::bucket_parameters>},
     {"overlap_grad_reduce", KindFamily::buckets, differs<&DataParallelSpec::overlap_grad_reduce>,
      default_of<&DataParallelSpec::overlap_grad_reduce>},
     {"overlap_param_gather", KindFamily::param_gather, differs<&DataParallelSpec::overlap_param_gather>,
@@ -682,8 +685,9 @@ std::string idle_key_message(KindFamily family, DpKind dp_kind) {
     case KindFamily::bucket_size:
       if (dp_kind == DpKind::zero1 || dp_kind == DpKind::zero2)
         return fmt::format(
-            "sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind {} makes its "
-            "buckets max(4e7, 1e6·dp) parameters, as Megatron-Core does (leave it at its default)",
+            "sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind {} sizes its "
+            "buckets in parameters, max(4e7, 1e6·dp) as Megatron-Core does unless data_parallel.bucket_parameters "
+            "says otherwise (leave this key at its default)",
             kind);
       return fmt::format(
           "sizes DDP's gradient buckets (data_parallel.kind ddp): FSDP's kind {} reduces each unit's gradients "
@@ -698,6 +702,14 @@ std::string idle_key_message(KindFamily family, DpKind dp_kind) {
       return fmt::format(
           "true needs data_parallel.kind zero1 or zero2: only the distributed optimizer gathers parameters after the "
           "step, and kind {} does not",
+          kind);
+    case KindFamily::megatron_buckets:
+      if (dp_kind == DpKind::ddp)
+        return "sizes the distributed optimizer's buckets (data_parallel.kind zero1 or zero2): kind ddp sizes its "
+               "buckets with bucket_cap_mb and first_bucket_mb (leave it at 0)";
+      return fmt::format(
+          "sizes the distributed optimizer's buckets (data_parallel.kind zero1 or zero2): FSDP's kind {} reduces "
+          "each unit's gradients instead (leave it at 0)",
           kind);
   }
   return {};

@@ -143,14 +143,14 @@ std::string zero_notes(const Scenario& s) {
   long long elements = 0;
   for (const Bucket& b : layout.buckets) elements += bucket_elements(layout, b);
   // Only the first stage's first model chunk is split into buckets.
-  std::string buckets = fmt::format("{} gradient buckets of at least {} M parameters", layout.buckets.size(),
-                                    std::max(40LL, static_cast<long long>(s.parallel.dp)));
+  const std::string size = fmt::format("{:g} M", static_cast<double>(megatron_bucket_elements(s)) / 1e6);
+  std::string buckets = fmt::format("{} gradient buckets of at least {} parameters", layout.buckets.size(), size);
   if (s.parallel.pp > 1) {
     Scenario first = s;
     first.parallel.stage = 0;
     buckets = fmt::format(
-        "{} gradient buckets of at least {} M parameters on stage 0 (each later stage and model chunk one bucket)",
-        megatron_bucket_layout(first).buckets.size(), std::max(40LL, static_cast<long long>(s.parallel.dp)));
+        "{} gradient buckets of at least {} parameters on stage 0 (each later stage and model chunk one bucket)",
+        megatron_bucket_layout(first).buckets.size(), size);
   }
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(

@@ -266,7 +266,9 @@ BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
 }
 
 long long megatron_bucket_elements(const Scenario& scenario) {
-  // max(4e7, 1e6·dp) parameters per bucket (Megatron-LM's DistributedDataParallelConfig).
+  // --ddp-bucket-size, or max(4e7, 1e6·dp) parameters per bucket (Megatron-Core's
+  // DistributedDataParallel when its config gives no bucket size).
+  if (scenario.data_parallel.bucket_parameters > 0) return scenario.data_parallel.bucket_parameters;
   return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
 }
 

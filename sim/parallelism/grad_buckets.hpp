@@ -48,18 +48,19 @@ struct BucketLayout {
 // grad_reduce_dtype), for the program and for the report notes.
 BucketLayout bucket_layout(const Scenario& scenario);
 
-// Megatron's buckets for the distributed optimizer (ZeRO-1/2): max(4e7, 1e6·dp) parameters
-// each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
+// Megatron's buckets for the distributed optimizer (ZeRO-1/2): megatron_bucket_elements
+// parameters each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
 // every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
-// Parameters per Megatron bucket, max(4e7, 1e6·dp): the one place the program's buckets and
-// the memory model's ZeRO-2 buffers take it from.
+// Parameters per Megatron bucket, data_parallel.bucket_parameters or by default
+// max(4e7, 1e6·dp): the one place the program's buckets and the memory model's ZeRO-2 buffers
+// take it from.
 long long megatron_bucket_elements(const Scenario& scenario);
 
 // Buckets of the expert gradients alone (bucket_layout and megatron_bucket_layout hold the
 // others), over the expert-data-parallel group; `megatron`: the distributed optimizer's sizes
-// (the dense buckets' max(4e7, 1e6·dp), chunked as megatron_bucket_layout).
+// (the dense buckets' size, chunked as megatron_bucket_layout).
 BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron);
 
 // Ranks of the expert-data-parallel group: tp·cp·dp / ep (1 for a dense model).

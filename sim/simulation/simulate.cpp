@@ -304,7 +304,8 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
     if (d.kind == DpKind::zero1 || d.kind == DpKind::zero2)
       inputs.notes.push_back(
           "overlap_grad_reduce=false: every gradient is reduce-scattered in one collective after the backward (as "
-          "Megatron-Core without --overlap-grad-reduce), not in buckets of max(4e7, 1e6·dp) parameters");
+          "Megatron-Core without --overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by "
+          "default max(4e7, 1e6·dp) parameters) does not apply");
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));

@@ -170,7 +170,7 @@ bool secondary(const std::string& set) {
         "training.recompute_modules=", "data_parallel.fsdp_version=", "data_parallel.reshard_after_forward=",
         "data_parallel.forward_prefetch=", "data_parallel.backward_prefetch=",
         "data_parallel.max_inflight_all_gathers=", "data_parallel.shard_group=", "data_parallel.first_bucket_mb=",
-        "data_parallel.overlap_grad_reduce=", "data_parallel.overlap_param_gather=",
+        "data_parallel.bucket_parameters=", "data_parallel.overlap_grad_reduce=", "data_parallel.overlap_param_gather=",
         "data_parallel.gradient_as_bucket_view="})
     if (set.starts_with(key)) return true;
   return false;

@@ -74,7 +74,8 @@ TEST_CASE("With overlap off the report says the bucket size does not apply") {
                          .report;
   CHECK(said(zero1,
              "reduce-scattered in one collective after the backward (as Megatron-Core without "
-             "--overlap-grad-reduce), not in buckets of max(4e7, 1e6·dp) parameters"));
+             "--overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by default max(4e7, "
+             "1e6·dp) parameters) does not apply"));
 }
 
 // Llama 3 8B at TP 2 on 64 H100 needs about 123 GiB at the peak: asked for advice, stepsim

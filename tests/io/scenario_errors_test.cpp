@@ -222,19 +222,31 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
         "scenario.json: /data_parallel/shard_group: is HSDP's (data_parallel.kind hsdp): kind fsdp has no shard "
         "groups (leave it at 0)");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.shard_group=8"}) == "no error");
-  // Bucket sizes are DDP's: ZeRO makes its buckets max(4e7, 1e6·dp) parameters, FSDP has none.
+  // Bucket sizes in MiB are DDP's: ZeRO sizes its buckets in parameters, FSDP has none.
   for (const std::string key : {"bucket_cap_mb", "first_bucket_mb"}) {
     INFO(key);
     const std::string set = "data_parallel." + key + "=4";
     CHECK(error_in(text, {"data_parallel.kind=fsdp", set})
               .find("sizes DDP's gradient buckets (data_parallel.kind "
                     "ddp): FSDP's kind fsdp") != std::string::npos);
-    CHECK(error_in(text, {"data_parallel.kind=zero2", set}) ==
-          "scenario.json: /data_parallel/" + key +
-              ": sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind zero2 makes "
-              "its buckets max(4e7, 1e6·dp) parameters, as Megatron-Core does (leave it at its default)");
+    CHECK(
+        error_in(text, {"data_parallel.kind=zero2", set}) ==
+        "scenario.json: /data_parallel/" + key +
+            ": sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind zero2 sizes "
+            "its buckets in parameters, max(4e7, 1e6·dp) as Megatron-Core does unless data_parallel.bucket_parameters "
+            "says otherwise (leave this key at its default)");
     CHECK(error_in(text, {"data_parallel.kind=ddp", set}) == "no error");
   }
+  // And the distributed optimizer's bucket size is its own.
+  CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.bucket_parameters=50000000"}) ==
+        "scenario.json: /data_parallel/bucket_parameters: sizes the distributed optimizer's buckets "
+        "(data_parallel.kind zero1 or zero2): kind ddp sizes its buckets with bucket_cap_mb and first_bucket_mb "
+        "(leave it at 0)");
+  CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.bucket_parameters=50000000"})
+            .find("FSDP's kind hsdp reduces each unit's gradients instead (leave it at 0)") != std::string::npos);
+  CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.bucket_parameters=50000000"}) == "no error");
+  CHECK(error_in(text, {"data_parallel.kind=zero2", "data_parallel.bucket_parameters=-1"}) ==
+        "scenario.json: /data_parallel/bucket_parameters: must be between 0 and 1000000000000, got -1");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.overlap_grad_reduce=false"})
             .find("overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind hsdp") !=
         std::string::npos);

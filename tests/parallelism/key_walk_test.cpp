@@ -196,7 +196,9 @@ const std::vector<Row>& rows() {
       {"training.framework", Expect::changes, "pytorch"},
       {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
       // Only the attention replayed: the MLP's kernels cost the CPU again.
-      {"training.cuda_graph_scope", Expect::changes, "[\"attn\"]",
+      {"training.cuda_graph_scope",
+       Expect::changes,
+       "[\"attn\"]",
        {"training.framework=megatron", "training.cuda_graphs=true"}},
       // Offload saves activation memory at the peak (pp 1, as Megatron-Core requires).
       {"training.activation_offload_layers", Expect::changes, "8", {"parallel.pp=1", "parallel.dp=8"}},
@@ -211,6 +213,7 @@ const std::vector<Row>& rows() {
       {"data_parallel.kind", Expect::changes, "zero1"},
       {"data_parallel.bucket_cap_mb", Expect::changes, "1"},
       {"data_parallel.first_bucket_mb", Expect::changes, "20"},
+      {"data_parallel.bucket_parameters", Expect::changes, "10000000", {"data_parallel.kind=zero1"}},
       {"data_parallel.overlap_grad_reduce", Expect::changes, "false"},
       // The unspecified framework's buckets are views; off, PyTorch's reducer copies.
       {"data_parallel.gradient_as_bucket_view", Expect::changes, "false"},

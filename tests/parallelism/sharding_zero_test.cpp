@@ -74,6 +74,34 @@ TEST_CASE("Megatron's buckets hold max(4e7, 1e6 dp) parameters") {
   CHECK(sp::megatron_bucket_layout(s).buckets.size() == 1);
 }
 
+TEST_CASE("bucket_parameters sizes Megatron's buckets as --ddp-bucket-size does") {
+  // The same ~92.9M parameters a GPU in buckets of at least 2e7: each closes at the tensor that
+  // takes it to 2e7 or more, so all but the last hold 2e7 up to one tensor more.
+  Scenario s = zero(false);
+  s.data_parallel.bucket_parameters = 20'000'000;
+  const auto layout = sp::megatron_bucket_layout(s);
+  REQUIRE(layout.buckets.size() > 2);
+  long long total = 0;
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const long long n = sp::bucket_elements(layout, layout.buckets[b]);
+    total += n;
+    const long long last = layout.tensors[static_cast<std::size_t>(layout.buckets[b].tensors.back())].elements;
+    CHECK(n - last < 20'000'000);
+    if (b + 1 < layout.buckets.size()) CHECK(n >= 20'000'000);
+  }
+  CHECK(total == sp::bucket_elements(sp::megatron_bucket_layout(zero(false)),
+                                     sp::megatron_bucket_layout(zero(false)).buckets[0]) +
+                     sp::bucket_elements(sp::megatron_bucket_layout(zero(false)),
+                                         sp::megatron_bucket_layout(zero(false)).buckets[1]));
+  // A size past every parameter of the rank: one bucket, as at dp 64 by default above.
+  s.data_parallel.bucket_parameters = 1'000'000'000;
+  CHECK(sp::megatron_bucket_layout(s).buckets.size() == 1);
+  // The program reduce-scatters as many buckets as the layout has.
+  s.data_parallel.bucket_parameters = 20'000'000;
+  const Program p = zero_program(s);
+  CHECK(spt::collectives_of(p, CommKind::dp).size() == 2 * layout.buckets.size());
+}
+
 TEST_CASE("Megatron splits only the first stage's first model chunk into buckets") {
   // 8 GELU layers of h = 4096 (12h² + 13h = 201,379,840 parameters each, biases and
   // LayerNorms included), 2 stages of 2 interleaved chunks of 2 layers: stage 0 holds the
