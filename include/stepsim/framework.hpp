@@ -59,4 +59,11 @@ const FrameworkTraits& traits_of(Framework f);
 // unspecified one, whose kernel keys default to Megatron-Core's.
 inline bool runs_megatron_options(Framework f) { return f == Framework::unspecified || traits_of(f).megatron_core; }
 
+// DeepSpeed's pipeline engine (training.framework deepspeed with pp > 1) schedules the gradient
+// reduction itself: every stage reduces its gradients after the whole schedule (TrainSchedule's
+// ReduceGrads step), never during the backward, under ZeRO stage 0 or 1 only.
+inline bool deepspeed_pipeline_engine(const Scenario& s) {
+  return s.training.framework == Framework::deepspeed && s.parallel.pp > 1;
+}
+
 }  // namespace stepsim

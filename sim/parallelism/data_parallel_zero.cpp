@@ -2,7 +2,9 @@
 // during the last micro-batch's backward, the optimizer updates this rank's 1/dp shard, and
 // the updated parameters are all-gathered bucket by bucket. zero1 and zero2 communicate
 // alike (Megatron reduces only in the last micro-batch; DeepSpeed's ZeRO-2 would reduce in
-// every one); they differ in gradient memory only.
+// every one); they differ in gradient memory only. Under DeepSpeed's pipeline engine (framework
+// deepspeed, pp > 1) ZeRO-1 is its BF16 optimizer's: every gradient all-reduced after the whole
+// schedule, then the same sharded update and parameter AllGather.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,6 +17,7 @@
 #include "parallelism/bucket_sync.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
@@ -58,7 +61,9 @@ class Zero final : public DataParallel {
 };
 
 Zero::Zero(const Scenario& s)
-    : sync_(megatron_bucket_layout(s), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter),
+    : sync_(deepspeed_pipeline_engine(s) ? deepspeed_pipeline_layout(s) : megatron_bucket_layout(s),
+            s.data_parallel.overlap_grad_reduce,
+            deepspeed_pipeline_engine(s) ? CollOp::allreduce : CollOp::reducescatter),
       dp_(s.parallel.dp),
       expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
@@ -151,6 +156,15 @@ std::string zero_notes(const Scenario& s) {
     buckets = fmt::format(
         "{} gradient buckets of at least {} parameters on stage 0 (each later stage and model chunk one bucket)",
         megatron_bucket_layout(first).buckets.size(), size);
+  }
+  if (deepspeed_pipeline_engine(s)) {
+    Scenario first = s;
+    first.parallel.stage = 0;
+    return fmt::format(
+        "ZeRO-1 under DeepSpeed's pipeline engine: each stage's gradients all-reduced after the whole schedule in "
+        "buffers of 500 M elements ({} on stage 0), Adam on 1/{} of {} M parameters, parameters all-gathered after "
+        "the optimizer step",
+        deepspeed_pipeline_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
   }
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(

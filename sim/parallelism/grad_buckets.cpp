@@ -253,6 +253,11 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
   return chunked_layout(scenario, megatron_bucket_elements(scenario), false);
 }
 
+BucketLayout deepspeed_pipeline_layout(const Scenario& scenario) {
+  const Bytes buffer{500'000'000LL * element_bytes(scenario.data_parallel.grad_reduce_dtype)};
+  return reverse_order_layout(scenario, buffer, buffer);
+}
+
 int expert_dp_size(const Scenario& s) {
   if (s.model.moe.experts == 0) return 1;
   return s.parallel.tp * s.parallel.cp * s.parallel.dp / (std::max(s.parallel.ep, 1) * std::max(s.parallel.etp, 1));

@@ -53,6 +53,11 @@ BucketLayout bucket_layout(const Scenario& scenario);
 // every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
+// DeepSpeed's pipeline engine: after the whole schedule every gradient of the stage is
+// all-reduced in buffers of 5e8 elements (MEMORY_OPT_ALLREDUCE_SIZE), in reverse registration
+// order.
+BucketLayout deepspeed_pipeline_layout(const Scenario& scenario);
+
 // Parameters per Megatron bucket, data_parallel.bucket_parameters or by default
 // max(4e7, 1e6·dp): the one place the program's buckets and the memory model's ZeRO-2 buffers
 // take it from.

@@ -10,6 +10,7 @@
 #include "io/validate.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim {
 namespace {
@@ -52,6 +53,9 @@ std::string cause_of(const Scenario& s, CommKind kind) {
              "leaves no compute of that micro-batch to hide it behind; TP communication overlap, a smaller TP group "
              "or another layout is what hides or shrinks it";
     case CommKind::dp:
+      if (deepspeed_pipeline_engine(s))
+        return "data-parallel gradient reduction is exposed: DeepSpeed's pipeline engine reduces every stage's "
+               "gradients after the whole schedule, so none of it runs beside compute";
       if (!d.overlap_grad_reduce)
         return "data-parallel gradient reduction is exposed because overlap_grad_reduce=false reduces every "
                "gradient after the backward, so none of it runs beside compute";
@@ -74,7 +78,11 @@ std::string cause_of(const Scenario& s, CommKind kind) {
 void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const DataParallelSpec& d = s.data_parallel;
   if (s.parallel.dp <= 1) return;
-  if ((d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && !d.overlap_grad_reduce) {
+  // DeepSpeed's pipeline engine reduces after the schedule, in buffers of its own: neither the
+  // overlap nor a bucket size is the scenario's to choose there.
+  const bool engine = deepspeed_pipeline_engine(s);
+  if (!engine && (d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) &&
+      !d.overlap_grad_reduce) {
     out.push_back({{set("data_parallel.overlap_grad_reduce", "true")},
                    "overlap: reduce buckets during the backward (PyTorch DDP's default)"});
     // ZeRO sizes its own buckets.
@@ -82,7 +90,7 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
       for (const char* mb : {"10", "100"})
         out.push_back({{set("data_parallel.overlap_grad_reduce", "true"), set("data_parallel.bucket_cap_mb", mb)},
                        "overlap with another bucket size"});
-  } else if (d.kind == DpKind::ddp) {
+  } else if (!engine && d.kind == DpKind::ddp) {
     for (double mb : {d.bucket_cap_mb / 4, d.bucket_cap_mb / 2, d.bucket_cap_mb * 2, d.bucket_cap_mb * 4})
       if (mb >= 1 && mb <= 1024)
         out.push_back({{set("data_parallel.bucket_cap_mb", fmt::format("{}", mb))},

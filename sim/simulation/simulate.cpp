@@ -293,7 +293,11 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;
   add_provenance(scenario, inputs);
-  if (scenario.parallel.dp > 1 && !scenario.data_parallel.overlap_grad_reduce) {
+  if (scenario.parallel.dp > 1 && deepspeed_pipeline_engine(scenario)) {
+    inputs.notes.push_back(
+        "DeepSpeed's pipeline engine (training.framework deepspeed, parallel.pp > 1) reduces every stage's gradients "
+        "after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off and no bucket size applies");
+  } else if (scenario.parallel.dp > 1 && !scenario.data_parallel.overlap_grad_reduce) {
     const DataParallelSpec& d = scenario.data_parallel;
     if (d.kind == DpKind::ddp)
       inputs.notes.push_back(fmt::format(

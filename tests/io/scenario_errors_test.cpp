@@ -277,3 +277,40 @@ TEST_CASE("FSDP1's prefetch keys and AllGather limit are refused under FSDP2 awa
                         "data_parallel.forward_prefetch=false", "data_parallel.max_inflight_all_gathers=2"}) ==
         "no error");
 }
+
+// DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and reduces every stage's gradients
+// after the whole schedule (deepspeed/runtime/pipe: the engine asserts ZeRO-2 and -3 away, and
+// TrainSchedule ends with ReduceGrads): other kinds and an overlapped reduction are refused,
+// and overlap_grad_reduce left out is off.
+TEST_CASE(
+    "under DeepSpeed's pipeline engine only ddp and zero1 run, and the gradients are reduced after the schedule") {
+  const std::string text = scenario(kModel, kCluster, R"({ "tp": 8, "pp": 2, "dp": 4 })");
+  const std::vector<std::string> deepspeed = {"training.framework=deepspeed"};
+  for (const char* kind : {"zero2", "fsdp", "hsdp"}) {
+    INFO(kind);
+    auto sets = deepspeed;
+    sets.push_back(std::string("data_parallel.kind=") + kind);
+    CHECK(error_in(text, sets) == "scenario.json: /data_parallel/kind: " + std::string(kind) +
+                                      " under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline "
+                                      "engine runs ZeRO stage 0 or 1 only (ZeRO-2 and ZeRO-3 are incompatible with "
+                                      "it); use ddp or zero1");
+  }
+  CHECK(error_in(text, {"training.framework=deepspeed", "data_parallel.overlap_grad_reduce=true"}) ==
+        "scenario.json: /data_parallel/overlap_grad_reduce: true under training.framework deepspeed with parallel.pp "
+        "2: DeepSpeed's pipeline engine reduces every stage's gradients after the whole schedule, never during the "
+        "backward (leave it out, or false)");
+  for (const char* kind : {"ddp", "zero1"}) {
+    INFO(kind);
+    const auto s = io::load_scenario_text(text, "scenario.json",
+                                          {"training.framework=deepspeed", std::string("data_parallel.kind=") + kind});
+    CHECK_FALSE(s.data_parallel.overlap_grad_reduce);
+    CHECK(error_in(text, {"training.framework=deepspeed", std::string("data_parallel.kind=") + kind,
+                          "data_parallel.overlap_grad_reduce=false"}) == "no error");
+  }
+  // Without a pipeline DeepSpeed's engine reduces as the kind says, and the other frameworks'
+  // pipelines overlap by default.
+  const std::string flat = scenario(kModel, kCluster, kParallel);
+  CHECK(io::load_scenario_text(flat, "scenario.json", deepspeed).data_parallel.overlap_grad_reduce);
+  CHECK(
+      io::load_scenario_text(text, "scenario.json", {"training.framework=megatron"}).data_parallel.overlap_grad_reduce);
+}

@@ -149,6 +149,31 @@ TEST_CASE("Megatron splits only the first stage's first model chunk into buckets
   CHECK(sp::megatron_bucket_layout(s).buckets.size() == 2);
 }
 
+TEST_CASE("under DeepSpeed's pipeline engine ZeRO-1 all-reduces each stage's gradients after its last backward") {
+  // deepspeed/runtime/pipe: the BF16 optimizer's gradients all-reduced in 5e8-element buffers
+  // once the schedule has ended (io/validate.cpp makes overlap_grad_reduce false there).
+  Scenario s = zero(false);
+  s.training.framework = stepsim::Framework::deepspeed;
+  s.parallel.pp = 2;
+  s.data_parallel.overlap_grad_reduce = false;
+  const Program p = zero_program(s);
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    INFO("rank " << r);
+    const auto names = spt::op_names(p, r);
+    long last_backward = -1;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].find("backward") != std::string::npos || names[i].find("grad") != std::string::npos)
+        if (names[i].rfind("AllReduce", 0) != 0 && names[i].rfind("ReduceScatter", 0) != 0)
+          last_backward = static_cast<long>(i);
+    const auto dp = spt::collectives_of(p, CommKind::dp, r);
+    REQUIRE(dp.size() == 2);  // one buffer of gradients (under 5e8 elements) and its parameters' gather
+    const auto& rank = p.ranks[r];
+    CHECK(rank.calls[static_cast<std::size_t>(rank.ops()[dp[0]].call)].op == CollOp::allreduce);
+    CHECK(rank.calls[static_cast<std::size_t>(rank.ops()[dp[1]].call)].op == CollOp::allgather);
+    CHECK(static_cast<long>(dp[0]) > last_backward);
+  }
+}
+
 TEST_CASE("ZeRO reduce-scatters gradient buckets in the last micro-batch only") {
   const Program p = zero_program(zero(false));
   const long first = first_with_prefix(p, "ReduceScatter dp bucket 0");
