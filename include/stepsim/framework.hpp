@@ -59,6 +59,14 @@ const FrameworkTraits& traits_of(Framework f);
 // unspecified one, whose kernel keys default to Megatron-Core's.
 inline bool runs_megatron_options(Framework f) { return f == Framework::unspecified || traits_of(f).megatron_core; }
 
+// Gradient buckets as Megatron-Core makes them, sized in parameters (data_parallel.
+// bucket_parameters, by default max(4e7, 1e6·dp)): the distributed optimizer's (zero1, zero2)
+// under every framework, and DDP's where the DDP is Megatron-Core's (training.framework megatron
+// or nemo). Elsewhere DDP's buckets are PyTorch's, sized in MiB (bucket_cap_mb, first_bucket_mb).
+inline bool megatron_buckets(DpKind kind, Framework f) {
+  return kind == DpKind::zero1 || kind == DpKind::zero2 || (kind == DpKind::ddp && traits_of(f).megatron_core);
+}
+
 // DeepSpeed's pipeline engine (training.framework deepspeed with pp > 1) schedules the gradient
 // reduction itself: every stage reduces its gradients after the whole schedule (TrainSchedule's
 // ReduceGrads step), never during the backward, under ZeRO stage 0 or 1 only.

@@ -305,11 +305,14 @@ constexpr KeyDoc kDocs[] = {
      "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",
-     "ddp: gradient bucket size (zero1 and zero2 size theirs with `bucket_parameters`)", "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "ddp: size of the first (smallest) bucket",
+     "ddp (PyTorch's): gradient bucket size; Megatron-Core's buckets (zero1, zero2, and ddp under framework megatron "
+     "or nemo) are sized by `bucket_parameters`",
+     "PyTorch DDP `bucket_cap_mb`"},
+    {"data_parallel.first_bucket_mb", "MiB", "ddp (PyTorch's): size of the first (smallest) bucket",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.bucket_parameters", "parameters",
-     "zero1, zero2: parameters per gradient bucket, all of them the same size, in the first pipeline stage's first "
+     "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
+     "bucket, all of them the same size, in the first pipeline stage's first "
      "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
      "default",
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`)"},

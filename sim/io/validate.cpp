@@ -605,12 +605,14 @@ void resolve_bucket_view(Scenario& s, const Checker& c) {
 
 // The data-parallel keys that belong to some kinds only. Set away from its default under
 // another kind such a key would do nothing, so it is refused there (its default is inert).
-// FSDP's units (fsdp, hsdp) have no gradient buckets; the distributed optimizer (zero1, zero2)
-// sizes its own in parameters (bucket_parameters, by default max(4e7, 1e6·dp) as Megatron-Core's
-// DDP config makes them), and only it gathers parameters after the step; shard groups are HSDP's.
+// FSDP's units (fsdp, hsdp) have no gradient buckets; Megatron-Core's buckets (the distributed
+// optimizer's, zero1 and zero2, and its DDP's under training.framework megatron or nemo) are
+// sized in parameters (bucket_parameters, by default max(4e7, 1e6·dp) as Megatron-Core's DDP
+// config makes them), PyTorch DDP's in MiB; only the distributed optimizer gathers parameters
+// after the step; shard groups are HSDP's.
 enum class KindFamily { sharded, hsdp, bucket_size, buckets, param_gather, megatron_buckets };
 
-bool runs(KindFamily family, DpKind kind) {
+bool runs(KindFamily family, DpKind kind, Framework framework) {
   const bool sharded = kind == DpKind::fsdp || kind == DpKind::hsdp;
   switch (family) {
     case KindFamily::sharded:
@@ -618,12 +620,13 @@ bool runs(KindFamily family, DpKind kind) {
     case KindFamily::hsdp:
       return kind == DpKind::hsdp;
     case KindFamily::bucket_size:
-      return kind == DpKind::ddp;
+      return kind == DpKind::ddp && !megatron_buckets(kind, framework);
     case KindFamily::buckets:
       return !sharded;
     case KindFamily::param_gather:
-    case KindFamily::megatron_buckets:
       return kind == DpKind::zero1 || kind == DpKind::zero2;
+    case KindFamily::megatron_buckets:
+      return megatron_buckets(kind, framework);
   }
   return true;
 }
@@ -672,8 +675,9 @@ constexpr KindKey kKindKeys[] = {
 };
 
 // Why a key of `family` does nothing under data-parallel kind `dp_kind`.
-std::string idle_key_message(KindFamily family, DpKind dp_kind) {
+std::string idle_key_message(KindFamily family, DpKind dp_kind, Framework framework) {
   const char* kind = to_string(dp_kind);
+  const std::string_view framework_name = traits_of(framework).name;
   switch (family) {
     case KindFamily::sharded:
       return fmt::format(
@@ -683,6 +687,12 @@ std::string idle_key_message(KindFamily family, DpKind dp_kind) {
     case KindFamily::hsdp:
       return fmt::format("is HSDP's (data_parallel.kind hsdp): kind {} has no shard groups (leave it at 0)", kind);
     case KindFamily::bucket_size:
+      if (dp_kind == DpKind::ddp)
+        return fmt::format(
+            "sizes PyTorch DDP's gradient buckets: under training.framework {} the DDP is Megatron-Core's, which sizes "
+            "its buckets in parameters, max(4e7, 1e6·dp) unless data_parallel.bucket_parameters says otherwise "
+            "(leave this key at its default)",
+            framework_name);
       if (dp_kind == DpKind::zero1 || dp_kind == DpKind::zero2)
         return fmt::format(
             "sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind {} sizes its "
@@ -705,21 +715,25 @@ std::string idle_key_message(KindFamily family, DpKind dp_kind) {
           kind);
     case KindFamily::megatron_buckets:
       if (dp_kind == DpKind::ddp)
-        return "sizes the distributed optimizer's buckets (data_parallel.kind zero1 or zero2): kind ddp sizes its "
-               "buckets with bucket_cap_mb and first_bucket_mb (leave it at 0)";
+        return fmt::format(
+            "sizes Megatron-Core's gradient buckets (data_parallel.kind zero1 or zero2, or ddp under "
+            "training.framework megatron or nemo): kind ddp under training.framework {} is PyTorch's DDP, which "
+            "sizes its buckets with bucket_cap_mb and first_bucket_mb (leave it at 0)",
+            framework_name);
       return fmt::format(
-          "sizes the distributed optimizer's buckets (data_parallel.kind zero1 or zero2): FSDP's kind {} reduces "
-          "each unit's gradients instead (leave it at 0)",
+          "sizes Megatron-Core's gradient buckets (data_parallel.kind zero1 or zero2, or ddp under "
+          "training.framework megatron or nemo): FSDP's kind {} reduces each unit's gradients instead (leave it at "
+          "0)",
           kind);
   }
   return {};
 }
 
-void check_kind_keys(const DataParallelSpec& d, const Checker& c) {
+void check_kind_keys(const DataParallelSpec& d, Framework framework, const Checker& c) {
   for (const KindKey& k : kKindKeys) {
-    if (!k.changed(d) || runs(k.family, d.kind)) continue;
+    if (!k.changed(d) || runs(k.family, d.kind, framework)) continue;
     const std::string where = std::string("/data_parallel/") + k.key;
-    c.require(false, where.c_str(), "{}", idle_key_message(k.family, d.kind));
+    c.require(false, where.c_str(), "{}", idle_key_message(k.family, d.kind, framework));
   }
 }
 
@@ -738,8 +752,8 @@ void check_fsdp2_keys(const DataParallelSpec& d, const Checker& c) {
   fsdp1_key(d.max_inflight_all_gathers != defaults.max_inflight_all_gathers, "/data_parallel/max_inflight_all_gathers");
 }
 
-void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, const Checker& c) {
-  check_kind_keys(d, c);
+void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Framework framework, const Checker& c) {
+  check_kind_keys(d, framework, c);
   check_fsdp2_keys(d, c);
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
@@ -793,9 +807,9 @@ void check_simulated(const Scenario& s, const Checker& c) {
 
 }  // namespace
 
-bool kind_runs_key(DpKind kind, std::string_view key) {
+bool kind_runs_key(DpKind kind, Framework framework, std::string_view key) {
   for (const KindKey& k : kKindKeys)
-    if (key == k.key) return runs(k.family, kind);
+    if (key == k.key) return runs(k.family, kind, framework);
   return true;
 }
 
@@ -810,7 +824,8 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
-    if (k.changed(s.data_parallel) && !runs(k.family, kind) && !keep(key)) out.push_back(key + "=" + k.default_value());
+    if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
+      out.push_back(key + "=" + k.default_value());
   }
   // PyTorch DDP's own key (io::resolve_bucket_view): false is refused under the other kinds.
   if (!s.data_parallel.gradient_as_bucket_view && kind != DpKind::ddp && !keep("data_parallel.gradient_as_bucket_view"))
@@ -868,7 +883,7 @@ void complete_and_validate(Scenario& s) {
   check_activation_offload(s, c);
   check_recompute_modules(s, c);
   check_cuda_graph_scope(s, c);
-  check_data_parallel(s.data_parallel, s.parallel, c);
+  check_data_parallel(s.data_parallel, s.parallel, s.training.framework, c);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
   check_a2a_overlap(s, c);

@@ -27,10 +27,11 @@ bool main_grad_is_reduced_buffer(const Scenario& s);
 std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
                                           const std::function<bool(const std::string&)>& keep);
 
-// Whether data-parallel kind `kind` acts on `key` (a data_parallel key, without the prefix):
-// the keys the kinds do not share belong to some of them only (an FSDP key is FSDP's, a
-// bucket size DDP's); every other key to all.
-bool kind_runs_key(DpKind kind, std::string_view key);
+// Whether data-parallel kind `kind` under `framework` acts on `key` (a data_parallel key,
+// without the prefix): the keys the kinds do not share belong to some of them only (an FSDP key
+// is FSDP's, a bucket size in MiB PyTorch DDP's, one in parameters Megatron-Core's); every
+// other key to all.
+bool kind_runs_key(DpKind kind, Framework framework, std::string_view key);
 
 // The data-parallel kind of that data_parallel.kind value, if it is one.
 std::optional<DpKind> dp_kind_named(std::string_view name);

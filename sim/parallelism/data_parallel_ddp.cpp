@@ -19,8 +19,8 @@ class Ddp final : public DataParallel {
   explicit Ddp(const Scenario& scenario)
       : sync_(bucket_layout(scenario), scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce) {
     if (expert_dp_size(scenario) > 1)
-      sync_.add_experts(expert_bucket_layout(scenario, false), scenario.data_parallel.overlap_grad_reduce,
-                        CollOp::allreduce);
+      sync_.add_experts(expert_bucket_layout(scenario, megatron_buckets(DpKind::ddp, scenario.training.framework)),
+                        scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce);
     const DataParallelSpec& dp = scenario.data_parallel;
     if (traits_of(scenario.training.framework).pytorch_ddp || !dp.gradient_as_bucket_view)
       sync_.run_reducer(element_bytes(scenario.training.main_grad), !dp.gradient_as_bucket_view);

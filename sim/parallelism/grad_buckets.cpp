@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "parallelism/stage_layout.hpp"
+#include "stepsim/framework.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
@@ -244,6 +245,7 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
 }  // namespace
 
 BucketLayout bucket_layout(const Scenario& scenario) {
+  if (megatron_buckets(DpKind::ddp, scenario.training.framework)) return megatron_bucket_layout(scenario);
   const DataParallelSpec& dp = scenario.data_parallel;
   if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
   return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb));

@@ -45,7 +45,8 @@ struct BucketLayout {
 };
 
 // DDP's buckets for `scenario` (data_parallel.bucket_cap_mb, first_bucket_mb,
-// grad_reduce_dtype), for the program and for the report notes.
+// grad_reduce_dtype), for the program and for the report notes; where the DDP is
+// Megatron-Core's (training.framework megatron or nemo), megatron_bucket_layout.
 BucketLayout bucket_layout(const Scenario& scenario);
 
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): megatron_bucket_elements

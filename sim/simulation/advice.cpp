@@ -8,6 +8,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
@@ -61,9 +62,11 @@ std::string cause_of(const Scenario& s, CommKind kind) {
                "gradient after the backward, so none of it runs beside compute";
       return fmt::format(
           "data-parallel gradient reduction is exposed: buckets are reduced in order as the backward fills them, "
-          "and what remains after the last gradient (the last bucket, at {} MiB, and any backlog the network "
+          "and what remains after the last gradient (the last bucket, at {}, and any backlog the network "
           "bandwidth leaves) cannot hide; bucket size and order decide how much that is",
-          d.bucket_cap_mb);
+          megatron_buckets(d.kind, s.training.framework)
+              ? fmt::format("{:g} M parameters", static_cast<double>(parallelism::megatron_bucket_elements(s)) / 1e6)
+              : fmt::format("{} MiB", d.bucket_cap_mb));
     case CommKind::fsdp:
       return "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth "
              "(backward_prefetch, forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the "
@@ -81,16 +84,17 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   // DeepSpeed's pipeline engine reduces after the schedule, in buffers of its own: neither the
   // overlap nor a bucket size is the scenario's to choose there.
   const bool engine = deepspeed_pipeline_engine(s);
+  const bool pytorch_buckets = d.kind == DpKind::ddp && !megatron_buckets(d.kind, s.training.framework);
   if (!engine && (d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) &&
       !d.overlap_grad_reduce) {
     out.push_back({{set("data_parallel.overlap_grad_reduce", "true")},
                    "overlap: reduce buckets during the backward (PyTorch DDP's default)"});
-    // ZeRO sizes its own buckets.
-    if (d.kind == DpKind::ddp)
+    // Megatron-Core sizes its buckets in parameters (ZeRO, and DDP under megatron or nemo).
+    if (pytorch_buckets)
       for (const char* mb : {"10", "100"})
         out.push_back({{set("data_parallel.overlap_grad_reduce", "true"), set("data_parallel.bucket_cap_mb", mb)},
                        "overlap with another bucket size"});
-  } else if (!engine && d.kind == DpKind::ddp) {
+  } else if (!engine && pytorch_buckets) {
     for (double mb : {d.bucket_cap_mb / 4, d.bucket_cap_mb / 2, d.bucket_cap_mb * 2, d.bucket_cap_mb * 4})
       if (mb >= 1 && mb <= 1024)
         out.push_back({{set("data_parallel.bucket_cap_mb", fmt::format("{}", mb))},

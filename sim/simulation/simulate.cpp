@@ -299,7 +299,13 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
         "after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off and no bucket size applies");
   } else if (scenario.parallel.dp > 1 && !scenario.data_parallel.overlap_grad_reduce) {
     const DataParallelSpec& d = scenario.data_parallel;
-    if (d.kind == DpKind::ddp)
+    const bool megatron = megatron_buckets(d.kind, scenario.training.framework);
+    if (d.kind == DpKind::ddp && megatron)
+      inputs.notes.push_back(
+          "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as "
+          "Megatron-Core's DDP without --overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by "
+          "default max(4e7, 1e6·dp) parameters) does not apply");
+    if (d.kind == DpKind::ddp && !megatron)
       inputs.notes.push_back(fmt::format(
           "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
           "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) and "

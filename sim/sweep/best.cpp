@@ -263,11 +263,11 @@ std::string column(const Candidate& c, const std::string& key, const std::string
   return out;
 }
 
-// Whether the row's data-parallel kind takes a bucket size (DDP; ZeRO sizes its own buckets,
-// FSDP has none).
-bool row_takes_bucket_size(const std::string& kind) {
+// Whether the row's data-parallel kind takes a bucket size in MiB (PyTorch's DDP; Megatron-Core
+// sizes its buckets in parameters, FSDP has none).
+bool row_takes_bucket_size(const std::string& kind, Framework framework) {
   const std::optional<DpKind> k = io::dp_kind_named(kind);
-  return k && io::kind_runs_key(*k, "bucket_cap_mb");
+  return k && io::kind_runs_key(*k, framework, "bucket_cap_mb");
 }
 
 std::string choice_label(const Candidate& c) {
@@ -371,7 +371,7 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
                        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
                        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
                        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-                       row_takes_bucket_size(column(c, "data_parallel.kind", kind))
+                       row_takes_bucket_size(column(c, "data_parallel.kind", kind), base.training.framework)
                            ? column(c, "data_parallel.bucket_cap_mb", bucket)
                            : "-",
                        column(c, "tensor_parallel.comm_overlap", overlap),

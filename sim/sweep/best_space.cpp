@@ -64,7 +64,9 @@ std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base
   return out;
 }
 
-bool takes_bucket_size(std::optional<DpKind> kind) { return kind && io::kind_runs_key(*kind, "bucket_cap_mb"); }
+bool takes_bucket_size(std::optional<DpKind> kind, Framework framework) {
+  return kind && io::kind_runs_key(*kind, framework, "bucket_cap_mb");
+}
 
 bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
   try {
@@ -232,10 +234,11 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
-    for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") ||
-                               !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind)))
-                                  ? std::vector<std::string>{""}
-                                  : kBuckets)
+    for (const auto& bucket :
+         (user_sets(spec, "data_parallel.bucket_cap_mb") ||
+          !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind), base.training.framework))
+             ? std::vector<std::string>{""}
+             : kBuckets)
       for (const auto& overlap : overlaps) {
         Candidate c = core;
         if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);

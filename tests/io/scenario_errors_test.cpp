@@ -237,14 +237,29 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
             "says otherwise (leave this key at its default)");
     CHECK(error_in(text, {"data_parallel.kind=ddp", set}) == "no error");
   }
-  // And the distributed optimizer's bucket size is its own.
+  // And Megatron-Core's bucket size in parameters is its own: the distributed optimizer's, and
+  // its DDP's under the frameworks that run Megatron-Core, where the MiB sizes are refused.
   CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.bucket_parameters=50000000"}) ==
-        "scenario.json: /data_parallel/bucket_parameters: sizes the distributed optimizer's buckets "
-        "(data_parallel.kind zero1 or zero2): kind ddp sizes its buckets with bucket_cap_mb and first_bucket_mb "
-        "(leave it at 0)");
+        "scenario.json: /data_parallel/bucket_parameters: sizes Megatron-Core's gradient buckets (data_parallel.kind "
+        "zero1 or zero2, or ddp under training.framework megatron or nemo): kind ddp under training.framework "
+        "unspecified is PyTorch's DDP, which sizes its buckets with bucket_cap_mb and first_bucket_mb (leave it at 0)");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.bucket_parameters=50000000"})
             .find("FSDP's kind hsdp reduces each unit's gradients instead (leave it at 0)") != std::string::npos);
   CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.bucket_parameters=50000000"}) == "no error");
+  for (const char* framework : {"training.framework=megatron", "training.framework=nemo"}) {
+    INFO(framework);
+    CHECK(error_in(text, {framework, "data_parallel.kind=ddp", "data_parallel.bucket_parameters=50000000"}) ==
+          "no error");
+    CHECK(error_in(text, {framework, "data_parallel.kind=ddp", "data_parallel.first_bucket_mb=4"})
+              .find("/data_parallel/first_bucket_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
+                    "") != std::string::npos);
+  }
+  CHECK(error_in(text, {"training.framework=megatron", "data_parallel.kind=ddp", "data_parallel.bucket_cap_mb=4"}) ==
+        "scenario.json: /data_parallel/bucket_cap_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
+        "megatron the DDP is Megatron-Core's, which sizes its buckets in parameters, max(4e7, 1e6·dp) unless "
+        "data_parallel.bucket_parameters says otherwise (leave this key at its default)");
+  CHECK(error_in(text, {"training.framework=pytorch", "data_parallel.kind=ddp", "data_parallel.bucket_cap_mb=4"}) ==
+        "no error");
   CHECK(error_in(text, {"data_parallel.kind=zero2", "data_parallel.bucket_parameters=-1"}) ==
         "scenario.json: /data_parallel/bucket_parameters: must be between 0 and 1000000000000, got -1");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.overlap_grad_reduce=false"})

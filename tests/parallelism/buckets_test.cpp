@@ -191,3 +191,22 @@ TEST_CASE("Megatron's bucket holds max(4e7, 1e6·dp) parameters") {
   CHECK(sp::megatron_bucket_elements(sp::test::small_scenario(1, 8, 1)) == 40'000'000);
   CHECK(sp::megatron_bucket_elements(sp::test::small_scenario(1, 64, 1)) == 64'000'000);
 }
+
+// Megatron-Core's DDP (training.framework megatron or nemo) makes its buckets as its distributed
+// optimizer does: 4e7 parameters at dp 4, no small first bucket. The small GPT in reverse
+// registration order: the head (32000 h) and final norm (2h), then layer 1's fc2 (4h² + h)
+// and fc1 (4h² + 4h) reach 41,163,776; the rest (layer 1's attention and norms, layer 0, the
+// embeddings) is the second. PyTorch's DDP keeps its three MiB-sized buckets.
+TEST_CASE("Megatron-Core's DDP sizes its buckets in parameters, PyTorch's in MiB") {
+  auto s = sp::test::small_scenario(1, 4, 1);
+  s.training.framework = stepsim::Framework::megatron;
+  const auto megatron = sp::bucket_layout(s);
+  REQUIRE(megatron.buckets.size() == 2);
+  CHECK(last_name(megatron, megatron.buckets[0]) == "L1 fc1.weight");
+  CHECK(sp::bucket_elements(megatron, megatron.buckets[0]) == 41'163'776);
+  CHECK(last_name(megatron, megatron.buckets[1]) == "embedding word.weight");
+  s.data_parallel.bucket_parameters = 100'000'000;
+  CHECK(sp::bucket_layout(s).buckets.size() == 1);
+  s.training.framework = stepsim::Framework::pytorch;
+  CHECK(sp::bucket_layout(s).buckets.size() == 3);
+}
