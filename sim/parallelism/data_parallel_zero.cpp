@@ -144,33 +144,30 @@ void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
 std::unique_ptr<DataParallel> make_zero(const Scenario& scenario) { return std::make_unique<Zero>(scenario); }
 
 std::string zero_notes(const Scenario& s) {
-  const BucketLayout layout = megatron_bucket_layout(s);
-  long long elements = 0;
+  Scenario first = s;  // the stage whose first model chunk alone is split into buckets
+  first.parallel.stage = 0;
+  const BucketLayout layout = megatron_bucket_layout(s.parallel.pp > 1 ? first : s);
+  long long elements = 0;  // a rank's parameters: of stage 0 under a pipeline
   for (const Bucket& b : layout.buckets) elements += bucket_elements(layout, b);
-  // Only the first stage's first model chunk is split into buckets.
-  const std::string size = fmt::format("{:g} M", static_cast<double>(megatron_bucket_elements(s)) / 1e6);
-  std::string buckets = fmt::format("{} gradient buckets of at least {} parameters", layout.buckets.size(), size);
-  if (s.parallel.pp > 1) {
-    Scenario first = s;
-    first.parallel.stage = 0;
-    buckets = fmt::format(
-        "{} gradient buckets of at least {} parameters on stage 0 (each later stage and model chunk one bucket)",
-        megatron_bucket_layout(first).buckets.size(), size);
-  }
   if (deepspeed_pipeline_engine(s)) {
-    Scenario first = s;
-    first.parallel.stage = 0;
     return fmt::format(
         "ZeRO-1 under DeepSpeed's pipeline engine: each stage's gradients all-reduced after the whole schedule in "
-        "buffers of 500 M elements ({} on stage 0), Adam on 1/{} of {} M parameters, parameters all-gathered after "
-        "the optimizer step",
+        "buffers of 500 M elements ({} on stage 0), Adam on 1/{} of stage 0's {} M parameters, parameters "
+        "all-gathered after the optimizer step",
         deepspeed_pipeline_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
   }
+  const std::string size = fmt::format("{:g} M", static_cast<double>(megatron_bucket_elements(s)) / 1e6);
+  const std::string buckets =
+      s.parallel.pp > 1 ? fmt::format(
+                              "{} gradient buckets of at least {} parameters on stage 0 (each later stage and model "
+                              "chunk one bucket)",
+                              megatron_bucket_layout(first).buckets.size(), size)
+                        : fmt::format("{} gradient buckets of at least {} parameters", layout.buckets.size(), size);
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(
-      "distributed optimizer ({}): {} reduce-scattered in the last micro-batch, Adam on 1/{} of {} M parameters, "
+      "distributed optimizer ({}): {} reduce-scattered in the last micro-batch, Adam on 1/{} of {}{} M parameters, "
       "parameters all-gathered {}{}",
-      zero2 ? "zero2" : "zero1", buckets, s.parallel.dp, elements / 1'000'000,
+      zero2 ? "zero2" : "zero1", buckets, s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000,
       s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step",
       zero2 ? " (gradients sharded too; communication as zero1, as in Megatron)" : "");
 }
