@@ -99,6 +99,12 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
       if (mb >= 1 && mb <= 1024)
         out.push_back({{set("data_parallel.bucket_cap_mb", fmt::format("{}", mb))},
                        "bucket size: smaller buckets start earlier, larger ones use the bandwidth better"});
+  } else if (!engine && megatron_buckets(d.kind, s.training.framework)) {
+    // Megatron-Core's buckets, in parameters (--ddp-bucket-size): a quarter and four times.
+    const long long size = parallelism::megatron_bucket_elements(s);
+    for (long long n : {size / 4, size * 4})
+      out.push_back({{set("data_parallel.bucket_parameters", n)},
+                     "bucket size (parameters): smaller buckets start earlier, larger ones use the bandwidth better"});
   }
   if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather)
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});

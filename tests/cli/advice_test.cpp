@@ -2,6 +2,7 @@
 // alternatives simulated and ranked by step time.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "cli/simulate_support.hpp"
@@ -212,4 +213,28 @@ TEST_CASE("Under FSDP2 the advice offers none of FSDP1's prefetch keys") {
   bool offered = false;
   for (const auto& a : v1.advice) offered = offered || a.change == "data_parallel.forward_prefetch=true";
   CHECK(offered);
+}
+
+// Megatron-Core's buckets are sized in parameters: on the ZeRO-1 example (dp 32: buckets of
+// max(4e7, 3.2e7) = 4e7 parameters) the advice tries a quarter and four times that, and no
+// size in MiB, which ZeRO refuses; under PyTorch's DDP it is the other way round.
+TEST_CASE("The advice tries Megatron-Core's bucket size in parameters, PyTorch DDP's in MiB") {
+  const auto zero = advised("zero1-llama3-8b-64xh100", {}, true).report;
+  std::vector<std::string> changes;
+  for (const auto& a : zero.advice) changes.push_back(a.change);
+  const auto has = [&](const std::string& change) {
+    return std::find(changes.begin(), changes.end(), change) != changes.end();
+  };
+  CHECK(has("data_parallel.bucket_parameters=10000000"));
+  CHECK(has("data_parallel.bucket_parameters=160000000"));
+  for (const auto& a : zero.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("bucket_cap_mb") == std::string::npos);
+    if (a.change.rfind("data_parallel.bucket_parameters", 0) == 0) CHECK(a.status == "ok");
+  }
+  const auto ddp = advised("ddp-1.3b-64xa100", {}, true).report;
+  for (const auto& a : ddp.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("bucket_parameters") == std::string::npos);
+  }
 }
