@@ -365,11 +365,8 @@ struct DataParallelSpec {
   // zero1, zero2: parameters per gradient bucket of Megatron-Core's distributed optimizer
   // (--ddp-bucket-size); 0 leaves it Megatron's default, max(4e7, 1e6·dp).
   long long bucket_parameters = 0;
+  // Off under DeepSpeed's pipeline engine whatever the scenario says (io/validate.cpp).
   bool overlap_grad_reduce = true;
-  // The scenario gave overlap_grad_reduce: DeepSpeed's pipeline engine reduces after the whole
-  // schedule, so under training.framework deepspeed with pp > 1 it is off unless given
-  // (io/validate.cpp).
-  bool overlap_grad_reduce_given = false;
   // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the
   // reducer scales in place; false (PyTorch's default) copies each gradient into its bucket
   // and back after the AllReduce, and keeps the buckets as a second gradient buffer. When the

@@ -318,8 +318,8 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`)"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
-     "the backward (bucket sizes then do not matter). Under framework deepspeed with pp > 1 it is false unless "
-     "given, and true is refused: DeepSpeed's pipeline engine reduces after the whole schedule",
+     "the backward (bucket sizes then do not matter). Under framework deepspeed with pp > 1 it is false whatever it "
+     "says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
      "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
      "flat AllReduce after it"},
     {"data_parallel.gradient_as_bucket_view", "",

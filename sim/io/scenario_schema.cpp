@@ -417,7 +417,6 @@ void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
     if (object->contains("grad_reduce_dtype")) out.grad_reduce_dtype_given = true;
     if (object->contains("gradient_as_bucket_view")) out.gradient_as_bucket_view_given = true;
-    if (object->contains("overlap_grad_reduce")) out.overlap_grad_reduce_given = true;
   }
   read_value<DataParallelSpec>(out, v, r);
 }

@@ -158,10 +158,12 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
   if (p.pp <= 1) return;
   const bool bubbly = r.breakdown_s.bubble >= kExposedTarget * r.step_time_s;
   if (!bubbly && of(r.breakdown_s.exposed_comm, CommKind::pp) <= 0) return;
-  if (p.schedule != Schedule::interleaved)
+  // DeepSpeed's pipeline engine runs its own 1F1B schedule only.
+  const bool interleavable = !deepspeed_pipeline_engine(s);
+  if (interleavable && p.schedule != Schedule::interleaved)
     out.push_back({{set("parallel.schedule", "interleaved"), set("parallel.virtual_stages", 2)},
                    "pipeline bubble: interleave two chunks per stage"});
-  else
+  else if (interleavable)
     out.push_back({{set("parallel.virtual_stages", p.virtual_stages * 2)}, "pipeline bubble: more chunks per stage"});
   if (s.training.micro_batch > 1)
     out.push_back(

@@ -296,7 +296,8 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   if (scenario.parallel.dp > 1 && deepspeed_pipeline_engine(scenario)) {
     inputs.notes.push_back(
         "DeepSpeed's pipeline engine (training.framework deepspeed, parallel.pp > 1) reduces every stage's gradients "
-        "after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off and no bucket size applies");
+        "after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off whatever the scenario "
+        "says, and no bucket size applies");
   } else if (scenario.parallel.dp > 1 && !scenario.data_parallel.overlap_grad_reduce) {
     const DataParallelSpec& d = scenario.data_parallel;
     const bool megatron = megatron_buckets(d.kind, scenario.training.framework);

@@ -238,3 +238,18 @@ TEST_CASE("The advice tries Megatron-Core's bucket size in parameters, PyTorch D
     CHECK(a.change.find("bucket_parameters") == std::string::npos);
   }
 }
+
+// The default scenario spells out overlap_grad_reduce true; moved onto DeepSpeed's pipeline
+// engine it runs (a search over pipelines must not lose every layout to that key), the
+// reduction follows the schedule, and the notes say so.
+TEST_CASE("A scenario asking for overlap runs under DeepSpeed's pipeline engine, with a note that it does not apply") {
+  const auto r = stepsim::test::run("", {"training.framework=deepspeed", "parallel.pp=2", "parallel.dp=4"}).report;
+  const auto said = [&](const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n == text; });
+  };
+  CHECK(
+      said("DeepSpeed's pipeline engine (training.framework deepspeed, parallel.pp > 1) reduces every stage's "
+           "gradients after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off whatever "
+           "the scenario says, and no bucket size applies"));
+  CHECK(r.config_json.find("\"overlap_grad_reduce\": false") != std::string::npos);
+}
