@@ -367,18 +367,20 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
                      "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
   for (std::size_t i = 0; i < std::min(k, best.ranked.size()); ++i) {
     const auto& [c, r] = best.ranked[i];
-    out << fmt::format(fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
-                       column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
-                       column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
-                       column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-                       row_takes_bucket_size(column(c, "data_parallel.kind", kind), base.training.framework)
-                           ? column(c, "data_parallel.bucket_cap_mb", bucket)
-                           : "-",
-                       column(c, "tensor_parallel.comm_overlap", overlap),
-                       column(c, "training.precision", to_string(base.training.precision)),
-                       column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")),
-                       r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute,
-                       r.breakdown_s.exposed_total(), r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
+    out << fmt::format(
+        fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
+        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
+        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
+        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
+        row_takes_bucket_size(column(c, "data_parallel.kind", kind), base.training.framework) &&
+                !(base.training.framework == Framework::deepspeed && column(c, "parallel.pp", "1") != "1")
+            ? column(c, "data_parallel.bucket_cap_mb", bucket)
+            : "-",
+        column(c, "tensor_parallel.comm_overlap", overlap),
+        column(c, "training.precision", to_string(base.training.precision)),
+        column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")), r.step_time_s,
+        r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute, r.breakdown_s.exposed_total(),
+        r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
   }
   out << "\ncolumns: DP kind and bucket (MiB) of data parallelism, TP ovl: TP communication overlap, mem GiB: "
          "memory in use at the peak; a cell with commas lists configurations whose results are identical\n";

@@ -229,13 +229,17 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
     if (!secondary(s)) core.sets.push_back(s);
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
+  // DeepSpeed's pipeline engine reduces after the schedule, so no bucket size changes a pipeline
+  // of it.
+  const bool engine = base.training.framework == Framework::deepspeed &&
+                      std::stoi(value_of(layout, "parallel.pp", std::to_string(base.parallel.pp))) > 1;
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
     for (const auto& bucket :
-         (user_sets(spec, "data_parallel.bucket_cap_mb") ||
+         (user_sets(spec, "data_parallel.bucket_cap_mb") || engine ||
           !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind), base.training.framework))
              ? std::vector<std::string>{""}
              : kBuckets)

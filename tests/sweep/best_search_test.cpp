@@ -139,3 +139,15 @@ TEST_CASE("the search's candidates of another kind take the scenario's kind keys
   fixed.scenario.path = "hsdp-llama3-8b-64xh100";
   CHECK(values(enumerate_layouts(fixed, {}, fixed_result), "data_parallel.kind") == std::set<std::string>{"hsdp"});
 }
+
+// Under DeepSpeed's pipeline engine the gradients are reduced after the schedule, so a
+// pipelined candidate gets no DDP bucket size to try, while one without a pipeline does.
+TEST_CASE("the search tries no bucket size on a pipeline of DeepSpeed's engine") {
+  const SweepSpec spec = spec_of({"model=gpt-1.3b", "training.framework=deepspeed"}, 8);
+  Candidate piped;
+  piped.sets = {"parallel.tp=1", "parallel.pp=2", "parallel.dp=4", "parallel.schedule=1f1b"};
+  Candidate flat;
+  flat.sets = {"parallel.tp=1", "parallel.pp=1", "parallel.dp=8"};
+  CHECK(values(stepsim::sweep::refinements(spec, piped), "data_parallel.bucket_cap_mb") == std::set<std::string>{"-"});
+  CHECK(values(stepsim::sweep::refinements(spec, flat), "data_parallel.bucket_cap_mb").count("100") == 1);
+}
