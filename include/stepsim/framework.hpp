@@ -70,8 +70,9 @@ inline bool megatron_buckets(DpKind kind, Framework f) {
 // DeepSpeed's pipeline engine (training.framework deepspeed with pp > 1) schedules the gradient
 // reduction itself: every stage reduces its gradients after the whole schedule (TrainSchedule's
 // ReduceGrads step), never during the backward, under ZeRO stage 0 or 1 only.
+inline bool deepspeed_pipeline_engine(Framework f, int pp) { return f == Framework::deepspeed && pp > 1; }
 inline bool deepspeed_pipeline_engine(const Scenario& s) {
-  return s.training.framework == Framework::deepspeed && s.parallel.pp > 1;
+  return deepspeed_pipeline_engine(s.training.framework, s.parallel.pp);
 }
 
 }  // namespace stepsim

@@ -362,9 +362,11 @@ struct DataParallelSpec {
   DpKind kind = DpKind::ddp;
   double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
   double first_bucket_mb = 1.0;  // MiB
-  // zero1, zero2: parameters per gradient bucket of Megatron-Core's distributed optimizer
-  // (--ddp-bucket-size); 0 leaves it Megatron's default, max(4e7, 1e6·dp).
+  // Megatron-Core's gradient buckets (zero1, zero2; ddp under megatron or nemo): parameters per
+  // bucket (--ddp-bucket-size), up to kMaxBucketParameters; 0 leaves it Megatron-Core's
+  // default, max(4e7, 1e6·dp).
   long long bucket_parameters = 0;
+  static constexpr long long kMaxBucketParameters = 1'000'000'000'000;
   // Off under DeepSpeed's pipeline engine whatever the scenario says (io/validate.cpp).
   bool overlap_grad_reduce = true;
   // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the

@@ -152,7 +152,7 @@ void training_ranges(const Scenario& s, const Limits& l) {
 void data_parallel_ranges(const DataParallelSpec& d, const Limits& l) {
   l.number(d.bucket_cap_mb, 1.0 / 1024, 1048576, "/data_parallel/bucket_cap_mb");
   l.number(d.first_bucket_mb, 1.0 / 1024, 1048576, "/data_parallel/first_bucket_mb");
-  l.integer(d.bucket_parameters, 0, 1'000'000'000'000LL, "/data_parallel/bucket_parameters");
+  l.integer(d.bucket_parameters, 0, DataParallelSpec::kMaxBucketParameters, "/data_parallel/bucket_parameters");
   l.integer(d.max_inflight_all_gathers, 1, 1024, "/data_parallel/max_inflight_all_gathers");
   l.integer(d.shard_group, 0, kMaxGpus, "/data_parallel/shard_group");
 }

@@ -156,13 +156,13 @@ std::string zero_notes(const Scenario& s) {
         "all-gathered after the optimizer step",
         deepspeed_pipeline_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
   }
-  const std::string size = fmt::format("{:g} M", static_cast<double>(megatron_bucket_elements(s)) / 1e6);
-  const std::string buckets =
-      s.parallel.pp > 1 ? fmt::format(
-                              "{} gradient buckets of at least {} parameters on stage 0 (each later stage and model "
-                              "chunk one bucket)",
-                              megatron_bucket_layout(first).buckets.size(), size)
-                        : fmt::format("{} gradient buckets of at least {} parameters", layout.buckets.size(), size);
+  const std::string size = megatron_bucket_text(s);
+  const std::string buckets = s.parallel.pp > 1
+                                  ? fmt::format(
+                                        "{} gradient buckets of at least {} on stage 0 (each later stage and model "
+                                        "chunk one bucket)",
+                                        megatron_bucket_layout(first).buckets.size(), size)
+                                  : fmt::format("{} gradient buckets of at least {}", layout.buckets.size(), size);
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(
       "distributed optimizer ({}): {} reduce-scattered in the last micro-batch, Adam on 1/{} of {}{} M parameters, "

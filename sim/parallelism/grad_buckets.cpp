@@ -3,6 +3,8 @@
 // columns (their biases are whole), the vocabulary-parallel embedding splits the vocabulary.
 #include "parallelism/grad_buckets.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -277,6 +279,12 @@ long long megatron_bucket_elements(const Scenario& scenario) {
   // DistributedDataParallel when its config gives no bucket size).
   if (scenario.data_parallel.bucket_parameters > 0) return scenario.data_parallel.bucket_parameters;
   return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
+}
+
+std::string megatron_bucket_text(const Scenario& scenario) {
+  const long long n = megatron_bucket_elements(scenario);
+  if (n < 1'000'000) return fmt::format("{} parameters", n);
+  return fmt::format("{:g} M parameters", static_cast<double>(n) / 1e6);
 }
 
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {

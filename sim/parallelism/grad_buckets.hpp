@@ -63,6 +63,8 @@ BucketLayout deepspeed_pipeline_layout(const Scenario& scenario);
 // max(4e7, 1e6·dp): the one place the program's buckets and the memory model's ZeRO-2 buffers
 // take it from.
 long long megatron_bucket_elements(const Scenario& scenario);
+// That size in words, for the notes and the advice: "40 M parameters".
+std::string megatron_bucket_text(const Scenario& scenario);
 
 // Buckets of the expert gradients alone (bucket_layout and megatron_bucket_layout hold the
 // others), over the expert-data-parallel group; `megatron`: the distributed optimizer's sizes

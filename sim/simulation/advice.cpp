@@ -64,9 +64,8 @@ std::string cause_of(const Scenario& s, CommKind kind) {
           "data-parallel gradient reduction is exposed: buckets are reduced in order as the backward fills them, "
           "and what remains after the last gradient (the last bucket, at {}, and any backlog the network "
           "bandwidth leaves) cannot hide; bucket size and order decide how much that is",
-          megatron_buckets(d.kind, s.training.framework)
-              ? fmt::format("{:g} M parameters", static_cast<double>(parallelism::megatron_bucket_elements(s)) / 1e6)
-              : fmt::format("{} MiB", d.bucket_cap_mb));
+          megatron_buckets(d.kind, s.training.framework) ? parallelism::megatron_bucket_text(s)
+                                                         : fmt::format("{} MiB", d.bucket_cap_mb));
     case CommKind::fsdp:
       return "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth "
              "(backward_prefetch, forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the "
@@ -103,8 +102,10 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     // Megatron-Core's buckets, in parameters (--ddp-bucket-size): a quarter and four times.
     const long long size = parallelism::megatron_bucket_elements(s);
     for (long long n : {size / 4, size * 4})
-      out.push_back({{set("data_parallel.bucket_parameters", n)},
-                     "bucket size (parameters): smaller buckets start earlier, larger ones use the bandwidth better"});
+      if (n >= 1 && n <= DataParallelSpec::kMaxBucketParameters)
+        out.push_back(
+            {{set("data_parallel.bucket_parameters", n)},
+             "bucket size (parameters): smaller buckets start earlier, larger ones use the bandwidth better"});
   }
   if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather)
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});

@@ -16,6 +16,7 @@
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 #include "stepsim/timeline.hpp"
 #include "sweep/progress.hpp"
 #include "sweep/runner.hpp"
@@ -263,11 +264,12 @@ std::string column(const Candidate& c, const std::string& key, const std::string
   return out;
 }
 
-// Whether the row's data-parallel kind takes a bucket size in MiB (PyTorch's DDP; Megatron-Core
-// sizes its buckets in parameters, FSDP has none).
-bool row_takes_bucket_size(const std::string& kind, Framework framework) {
+// Whether the row takes a bucket size in MiB (PyTorch's DDP, outside DeepSpeed's pipeline engine,
+// which reduces after the schedule; Megatron-Core sizes its buckets in parameters, FSDP has none).
+bool row_takes_bucket_size(const Candidate& c, const std::string& kind, Framework framework) {
   const std::optional<DpKind> k = io::dp_kind_named(kind);
-  return k && io::kind_runs_key(*k, framework, "bucket_cap_mb");
+  return k && io::kind_runs_key(*k, framework, "bucket_cap_mb") &&
+         !deepspeed_pipeline_engine(framework, std::stoi(value_of(c, "parallel.pp", "1")));
 }
 
 std::string choice_label(const Candidate& c) {
@@ -367,20 +369,18 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
                      "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
   for (std::size_t i = 0; i < std::min(k, best.ranked.size()); ++i) {
     const auto& [c, r] = best.ranked[i];
-    out << fmt::format(
-        fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
-        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
-        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
-        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-        row_takes_bucket_size(column(c, "data_parallel.kind", kind), base.training.framework) &&
-                !(base.training.framework == Framework::deepspeed && column(c, "parallel.pp", "1") != "1")
-            ? column(c, "data_parallel.bucket_cap_mb", bucket)
-            : "-",
-        column(c, "tensor_parallel.comm_overlap", overlap),
-        column(c, "training.precision", to_string(base.training.precision)),
-        column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")), r.step_time_s,
-        r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute, r.breakdown_s.exposed_total(),
-        r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
+    out << fmt::format(fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
+                       column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
+                       column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
+                       column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
+                       row_takes_bucket_size(c, column(c, "data_parallel.kind", kind), base.training.framework)
+                           ? column(c, "data_parallel.bucket_cap_mb", bucket)
+                           : "-",
+                       column(c, "tensor_parallel.comm_overlap", overlap),
+                       column(c, "training.precision", to_string(base.training.precision)),
+                       column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")),
+                       r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute,
+                       r.breakdown_s.exposed_total(), r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
   }
   out << "\ncolumns: DP kind and bucket (MiB) of data parallelism, TP ovl: TP communication overlap, mem GiB: "
          "memory in use at the peak; a cell with commas lists configurations whose results are identical\n";

@@ -7,6 +7,7 @@
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 #include "sweep/best.hpp"
 
 namespace stepsim::sweep {
@@ -64,8 +65,10 @@ std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base
   return out;
 }
 
-bool takes_bucket_size(std::optional<DpKind> kind, Framework framework) {
-  return kind && io::kind_runs_key(*kind, framework, "bucket_cap_mb");
+// A PyTorch DDP bucket size in MiB, which DeepSpeed's pipeline engine does not use either (it
+// reduces after the schedule).
+bool takes_bucket_size(std::optional<DpKind> kind, Framework framework, int pp) {
+  return kind && io::kind_runs_key(*kind, framework, "bucket_cap_mb") && !deepspeed_pipeline_engine(framework, pp);
 }
 
 bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
@@ -229,20 +232,17 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
     if (!secondary(s)) core.sets.push_back(s);
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
-  // DeepSpeed's pipeline engine reduces after the schedule, so no bucket size changes a pipeline
-  // of it.
-  const bool engine = base.training.framework == Framework::deepspeed &&
-                      std::stoi(value_of(layout, "parallel.pp", std::to_string(base.parallel.pp))) > 1;
+  const int pp = std::stoi(value_of(layout, "parallel.pp", std::to_string(base.parallel.pp)));
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
   std::vector<Candidate> out;
   for (const auto& kind : kinds)
-    for (const auto& bucket :
-         (user_sets(spec, "data_parallel.bucket_cap_mb") || engine ||
-          !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind), base.training.framework))
-             ? std::vector<std::string>{""}
-             : kBuckets)
+    for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") ||
+                               !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind),
+                                                  base.training.framework, pp))
+                                  ? std::vector<std::string>{""}
+                                  : kBuckets)
       for (const auto& overlap : overlaps) {
         Candidate c = core;
         if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);

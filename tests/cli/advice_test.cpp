@@ -237,6 +237,12 @@ TEST_CASE("The advice tries Megatron-Core's bucket size in parameters, PyTorch D
     INFO(a.change);
     CHECK(a.change.find("bucket_parameters") == std::string::npos);
   }
+  // A quarter of 2 parameters would be 0, which means the default: only four times is tried.
+  const auto tiny = advised("zero1-llama3-8b-64xh100", {"data_parallel.bucket_parameters=2"}, true).report;
+  std::vector<std::string> tried;
+  for (const auto& a : tiny.advice)
+    if (a.change.rfind("data_parallel.bucket_parameters", 0) == 0) tried.push_back(a.change);
+  CHECK(tried == std::vector<std::string>{"data_parallel.bucket_parameters=8"});
 }
 
 // The default scenario spells out overlap_grad_reduce true; moved onto DeepSpeed's pipeline
