@@ -8,6 +8,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
@@ -20,6 +21,10 @@ struct Candidate {
   std::vector<std::string> sets;
   std::string why;
 };
+
+// A change the advice names as the best must shorten the step by this share at least: less is
+// within what a bucket boundary or a rounding moves.
+constexpr double kWorthwhile = 0.005;
 
 // Simulating every alternative of a scenario of more intervals than this takes seconds.
 constexpr std::size_t kCheapIntervals = 400000;
@@ -72,6 +77,20 @@ std::string cause_of(const Scenario& s, CommKind kind) {
              "compute, or the bandwidth is too low for one unit's compute to cover its gather";
     case CommKind::pp:
       return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
+    case CommKind::ep:
+      return fmt::format(
+          "the expert-parallel all-to-alls are exposed: {}{}",
+          s.model.moe.a2a_overlap
+              ? "Megatron-Core's EP overlap runs them under another micro-batch's compute where the schedule pairs a "
+                "forward with a backward, not in the warm-up and cool-down, nor where they outlast the compute beside "
+                "them"
+              : "each MoE layer's dispatch feeds its experts and its combine feeds the next layer, so without "
+                "Megatron-Core's EP overlap nothing of the same micro-batch runs beside them",
+          parallelism::ep_domains(s) > 1
+              ? fmt::format("; the EP group of {} spans {} NVLink domains, so part of each crosses the scale-out "
+                            "network",
+                            s.parallel.ep, parallelism::ep_domains(s))
+              : "");
     default:
       return fmt::format("{} communication is exposed", to_string(kind));
   }
@@ -134,6 +153,28 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   }
 }
 
+// Megatron-Core's EP overlap where the scenario's framework and schedule allow it, the flex
+// dispatcher and a smaller EP group where the group crosses NVLink domains.
+void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  const MoeSpec& moe = s.model.moe;
+  if (moe.experts == 0 || p.ep <= 1) return;
+  const Schedule overlap_schedule = p.pp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+  if (!moe.a2a_overlap && runs_megatron_options(s.training.framework) && p.schedule == overlap_schedule &&
+      s.training.recompute != Recompute::full)
+    out.push_back({{set("model.moe.a2a_overlap", "true")},
+                   "overlap: one micro-batch's dispatch and combine under another's compute (Megatron-Core's EP "
+                   "overlap)"});
+  const int domains = parallelism::ep_domains(s);
+  if (domains <= 1) return;
+  if (moe.dispatcher == MoeDispatcher::alltoall)
+    out.push_back({{set("model.moe.dispatcher", "flex")},
+                   "dispatcher: each token sent once to each NVLink domain holding its experts (DeepEP, HybridEP)"});
+  if (p.ep % 2 == 0 && moe.experts % (p.ep / 2) == 0)
+    out.push_back({{set("parallel.ep", p.ep / 2)},
+                   "layout: half the EP group, twice the experts per GPU, fewer NVLink domains crossed"});
+}
+
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   if (p.tp <= 1) return;
@@ -144,8 +185,10 @@ void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
   else
     out.push_back({{set("parallel.sequence_parallel", "true"), set("tensor_parallel.comm_overlap", "true")},
                    "TP communication overlap (with the sequence parallelism it needs)"});
-  out.push_back({{set("parallel.sequence_parallel", p.sequence_parallel ? "false" : "true")},
-                 "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
+  // Megatron requires sequence parallelism with MoE layers and tp > 1.
+  if (!p.sequence_parallel || s.model.moe.experts == 0)
+    out.push_back({{set("parallel.sequence_parallel", p.sequence_parallel ? "false" : "true")},
+                   "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
   for (int f : {2, 4})
     if (p.tp % f == 0)
       out.push_back({{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
@@ -159,17 +202,20 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
   if (p.pp <= 1) return;
   const bool bubbly = r.breakdown_s.bubble >= kExposedTarget * r.step_time_s;
   if (!bubbly && of(r.breakdown_s.exposed_comm, CommKind::pp) <= 0) return;
+  // The scenario's own layers per stage (parallel.stage_layers) fit its pipeline shape only:
+  // another number of stages or chunks would need a layout of the user's making.
+  const bool own_layout = !p.stage_layers.empty();
   // DeepSpeed's pipeline engine runs its own 1F1B schedule only.
   const bool interleavable = !deepspeed_pipeline_engine(s);
-  if (interleavable && p.schedule != Schedule::interleaved)
+  if (interleavable && !own_layout && p.schedule != Schedule::interleaved)
     out.push_back({{set("parallel.schedule", "interleaved"), set("parallel.virtual_stages", 2)},
                    "pipeline bubble: interleave two chunks per stage"});
-  else if (interleavable)
+  else if (interleavable && !own_layout)
     out.push_back({{set("parallel.virtual_stages", p.virtual_stages * 2)}, "pipeline bubble: more chunks per stage"});
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "pipeline bubble: more, smaller micro-batches"});
-  if (p.pp % 2 == 0)
+  if (p.pp % 2 == 0 && !own_layout)
     out.push_back({{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
                    "layout: fewer stages, more data parallelism"});
 }
@@ -187,7 +233,8 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
     out.push_back(kind_switch(s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
                               "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"));
-  if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1)
+  // FSDP of mixture-of-experts models is not simulated.
+  if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1 && s.model.moe.experts == 0)
     out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
@@ -197,15 +244,19 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     if (!s.training.recompute_modules.empty()) full.push_back(set("training.recompute_modules", "[]"));
     out.push_back({full, "fit: recompute whole layers, keep only their inputs"});
   }
-  if (p.dp % 2 == 0 && s.model.layers % (2 * p.pp) == 0)
+  if (p.dp % 2 == 0 && p.stage_layers.empty() && s.model.layers % (2 * p.pp) == 0)
     out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
                    "fit: twice the pipeline stages, each with half the layers"});
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});
-  if (p.dp % 2 == 0 && 2 * p.tp <= s.cluster.domain_gpus() && s.model.heads % (2 * p.tp) == 0)
-    out.push_back({{set("parallel.tp", p.tp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
-                   "fit: twice the TP group, half the weights and activations per GPU"});
+  if (p.dp % 2 == 0 && 2 * p.tp <= s.cluster.domain_gpus() && s.model.heads % (2 * p.tp) == 0) {
+    Candidate c{{set("parallel.tp", p.tp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
+                "fit: twice the TP group, half the weights and activations per GPU"};
+    // Megatron requires sequence parallelism with MoE layers and tp > 1.
+    if (s.model.moe.experts > 0 && !p.sequence_parallel) c.sets.push_back(set("parallel.sequence_parallel", "true"));
+    out.push_back(std::move(c));
+  }
   return out;
 }
 
@@ -214,6 +265,7 @@ std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind d
   add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
   add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
   add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
+  add_expert_parallel(s, dominant == CommKind::ep ? first : rest);
   first.insert(first.end(), rest.begin(), rest.end());
   return first;
 }
@@ -309,11 +361,18 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   });
   if (exposed < kExposedTarget) return;
   std::string note = "advice: " + r.advice_cause;
-  if (!r.advice.empty() && r.advice.front().status == "ok")
+  const auto simulated =
+      std::count_if(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
+  if (simulated == 0) {
+    // Nothing simulated (a large scenario, or nothing that could run): the table says why.
+  } else if (r.advice.front().step_time_s <= (1.0 - kWorthwhile) * r.step_time_s)
     note += fmt::format("; best simulated change: {} ({}, step {:+.1f} %, exposed {:.1f} % of the step)",
                         r.advice.front().change, r.advice.front().why,
                         100.0 * (r.advice.front().step_time_s / r.step_time_s - 1.0),
                         100.0 * r.advice.front().exposed_fraction_of_step);
+  else
+    note += fmt::format("; none of the {} changes simulated shortens the step by {:g} % or more", simulated,
+                        100.0 * kWorthwhile);
   r.notes.push_back(std::move(note));
 }
 

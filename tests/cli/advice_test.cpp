@@ -1,5 +1,6 @@
 // Advice: the cause of the exposed communication named from the simulated step, and the
 // alternatives simulated and ranked by step time.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -258,4 +259,117 @@ TEST_CASE("A scenario asking for overlap runs under DeepSpeed's pipeline engine,
            "gradients after the whole schedule, in buffers of 5e8 elements: overlap_grad_reduce is off whatever "
            "the scenario says, and no bucket size applies"));
   CHECK(r.config_json.find("\"overlap_grad_reduce\": false") != std::string::npos);
+}
+
+namespace {
+
+std::vector<std::string> changes_of(const stepsim::Report& r) {
+  std::vector<std::string> out;
+  for (const auto& a : r.advice) out.push_back(a.change);
+  return out;
+}
+
+bool has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+}  // namespace
+
+// Mixtral's example made to cross nodes: 16 experts at EP 16 on DGX H100 (8 GPUs a node), 16
+// layers so that it fits. Each token's 2 experts lie on 2 of 16 ranks; the flex dispatcher
+// sends a token once to each other node that holds one of them: with probability
+// 1 − C(8,2)/C(16,2) = 92/120, against the 2 · 8/16 = 1 copy of the all-to-all, so it moves
+// 23 % fewer bytes between the nodes.
+TEST_CASE("With the EP all-to-alls exposed the advice tries the EP overlap, the flex dispatcher and a smaller group") {
+  const std::vector<std::string> sets = {"parallel.ep=16", "model.moe.experts=16", "training.recompute=selective",
+                                         "model.layers=16"};
+  const auto r = advised("mixtral-8x7b-ep8-64xh100", sets, true).report;
+  CHECK(r.advice_cause.find("of it ep: the expert-parallel all-to-alls are exposed") != std::string::npos);
+  CHECK(r.advice_cause.find("the EP group of 16 spans 2 NVLink domains") != std::string::npos);
+  const auto changes = changes_of(r);
+  CHECK(has(changes, "model.moe.a2a_overlap=true"));
+  CHECK(has(changes, "model.moe.dispatcher=flex"));
+  CHECK(has(changes, "parallel.ep=8"));
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    CHECK(a.status == "ok");
+    if (a.change == "model.moe.dispatcher=flex") CHECK(a.exposed_fraction_of_step < r.overlap.exposed_fraction_of_step);
+  }
+  // Where Megatron-Core would refuse the overlap (full recompute, or not its framework), and
+  // inside one node, fewer candidates: none refused when simulated.
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"training.recompute=full"}, {"training.framework=torchtitan"}}) {
+    auto more = sets;
+    more.insert(more.end(), extra.begin(), extra.end());
+    const auto refused = advised("mixtral-8x7b-ep8-64xh100", more, true).report;
+    CHECK_FALSE(has(changes_of(refused), "model.moe.a2a_overlap=true"));
+    for (const auto& a : refused.advice) CHECK(a.status.rfind("not simulated", 0) != 0);
+  }
+  const auto one_node = advised("mixtral-8x7b-ep8-64xh100", {"training.recompute=selective", "model.layers=16"}, true);
+  const auto inside = changes_of(one_node.report);
+  CHECK(has(inside, "model.moe.a2a_overlap=true"));
+  CHECK_FALSE(has(inside, "model.moe.dispatcher=flex"));
+  CHECK_FALSE(has(inside, "parallel.ep=4"));
+}
+
+// Qwen3 30B-A3B on 16 H100 (Megatron-Bridge's run): the EP overlap does not fit, a smaller EP
+// group is slower, Megatron's bucket size moves nothing. The note names no change then.
+TEST_CASE("When no simulated change shortens the step the advice names none") {
+  const auto r =
+      advised(std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-h100-qwen3-30b-fp8.json", {},
+              false)
+          .report;
+  int ok = 0;
+  for (const auto& a : r.advice) {
+    if (a.status != "ok") continue;
+    ++ok;
+    INFO(a.change);
+    CHECK(a.step_time_s > 0.995 * r.step_time_s);
+  }
+  REQUIRE(ok >= 2);
+  CHECK(r.notes.back().find("best simulated change") == std::string::npos);
+  CHECK(r.notes.back().find(fmt::format("none of the {} changes simulated shortens the step by 0.5 % or more", ok)) !=
+        std::string::npos);
+  // On the default scenario the best change is named, and it shortens the step.
+  const auto tp = advised("", {}, false).report;
+  CHECK(tp.notes.back().find(
+            "best simulated change: parallel.sequence_parallel=true tensor_parallel.comm_overlap=true") !=
+        std::string::npos);
+}
+
+// Megatron requires sequence parallelism with MoE layers and tp > 1: the advice never turns
+// it off there, and a larger TP group to fit turns it on.
+TEST_CASE("For a mixture of experts the advice keeps the sequence parallelism Megatron requires") {
+  const auto fit = advised("mixtral-8x7b-ep8-64xh100", {"parallel.ep=8", "training.recompute=selective"}, true).report;
+  REQUIRE_FALSE(fit.memory_bytes.fits);
+  const auto changes = changes_of(fit);
+  CHECK(has(changes, "parallel.tp=2 parallel.dp=32 parallel.sequence_parallel=true"));
+  for (const auto& a : fit.advice) {
+    INFO(a.change);
+    CHECK(a.status.find("need sequence parallelism") == std::string::npos);
+    CHECK(a.change.find("data_parallel.kind=fsdp") == std::string::npos);  // FSDP of MoE is not simulated
+  }
+  const auto tp =
+      advised("mixtral-8x7b-ep8-64xh100",
+              {"parallel.tp=2", "parallel.dp=32", "parallel.sequence_parallel=true", "model.layers=16"}, true)
+          .report;
+  CHECK_FALSE(has(changes_of(tp), "parallel.sequence_parallel=false"));
+}
+
+// Layers per stage of the user's own (parallel.stage_layers) fit that pipeline only: the
+// advice changes neither the stages nor the chunks then, and does without them.
+TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives") {
+  const std::vector<std::string> even = {"parallel.pp=2", "parallel.dp=4"};
+  const auto touches_pipeline = [](const stepsim::Report& r) {
+    return std::any_of(r.advice.begin(), r.advice.end(), [](const stepsim::Advice& a) {
+      return a.change.find("parallel.pp=") != std::string::npos ||
+             a.change.find("parallel.virtual_stages=") != std::string::npos;
+    });
+  };
+  CHECK(touches_pipeline(advised("", even, true).report));
+  auto own = even;
+  own.push_back("parallel.stage_layers=[15,17]");
+  const auto r = advised("", own, true).report;
+  CHECK_FALSE(touches_pipeline(r));
+  for (const auto& a : r.advice) CHECK(a.status == "ok");
 }
