@@ -301,9 +301,12 @@ constexpr KeyDoc kDocs[] = {
      "sets the other, both given must agree, and neither given is `fp32` for both",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
-     "`ddp`, `zero1`, `zero2` (Megatron's distributed optimizer), `fsdp` (ZeRO-3) or `hsdp`; a key of another kind "
+     "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
+     "`zero2` (the same with the gradients sharded too, so reduce-scattered in every micro-batch, as DeepSpeed's "
+     "ZeRO-2), `fsdp` (ZeRO-3) or `hsdp`; a key of another kind "
      "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
-     "PyTorch DDP; Megatron `--use-distributed-optimizer`; FSDP FULL_SHARD / HYBRID_SHARD"},
+     "PyTorch DDP; Megatron `--use-distributed-optimizer`; DeepSpeed `zero_optimization.stage` 2; FSDP "
+     "FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",
      "ddp (PyTorch's): gradient bucket size; Megatron-Core's buckets (zero1, zero2, and ddp under framework megatron "
      "or nemo) are sized by `bucket_parameters`",
@@ -318,10 +321,11 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`)"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
-     "the backward (bucket sizes then do not matter). Under framework deepspeed with pp > 1 it is false whatever it "
+     "the backward (zero2: after each micro-batch's, on the compute stream; bucket sizes then do not matter). Under "
+     "framework deepspeed with pp > 1 it is false whatever it "
      "says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
-     "Megatron `--overlap-grad-reduce`; for DDP, false stands for `no_sync()` until the last micro-batch and one "
-     "flat AllReduce after it"},
+     "Megatron `--overlap-grad-reduce`; DeepSpeed `overlap_comm`; for DDP, false stands for `no_sync()` until the "
+     "last micro-batch and one flat AllReduce after it"},
     {"data_parallel.gradient_as_bucket_view", "",
      "ddp: gradients are views of their buckets, scaled there in place; `false` copies each gradient into its "
      "bucket and back after the AllReduce (a kernel and a PyTorch operator per parameter each way) and keeps the "

@@ -30,7 +30,11 @@ struct BlockSite {
 class DataParallel {
  public:
   virtual ~DataParallel() = default;
+  // Each backward op of the last micro-batch, or of every micro-batch where
+  // reduces_every_micro_batch().
   virtual void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) = 0;
+  // Gradients reduced in every micro-batch's backward (ZeRO-2), not only in the last one's.
+  virtual bool reduces_every_micro_batch() const { return false; }
   // The last micro-batch's backward has been issued.
   virtual void end_backward(StepBuilder& b) = 0;
   // The optimizer step waits for these.

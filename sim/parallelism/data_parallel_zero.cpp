@@ -1,14 +1,17 @@
 // Megatron's distributed optimizer (Megatron-LM megatron/core/distributed): gradient buckets reduce-scattered
 // during the last micro-batch's backward, the optimizer updates this rank's 1/dp shard, and
-// the updated parameters are all-gathered bucket by bucket. zero1 and zero2 communicate
-// alike (Megatron reduces only in the last micro-batch; DeepSpeed's ZeRO-2 would reduce in
-// every one); they differ in gradient memory only. Under DeepSpeed's pipeline engine (framework
-// deepspeed, pp > 1) ZeRO-1 is its BF16 optimizer's: every gradient all-reduced after the whole
-// schedule, then the same sharded update and parameter AllGather.
+// the updated parameters are all-gathered bucket by bucket. zero2 shards the gradients too, so
+// it reduce-scatters them in every micro-batch's backward, keeping only its shard between
+// micro-batches: DeepSpeed's ZeRO-2 (stage_1_and_2.py, reduce_ready_partitions_and_remove_grads
+// reduces whenever partition_gradients, and otherwise only at the accumulation boundary).
+// Under DeepSpeed's pipeline engine (framework deepspeed, pp > 1) ZeRO-1 is its BF16
+// optimizer's: every gradient all-reduced after the whole schedule, then the same sharded
+// update and parameter AllGather.
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -32,11 +35,10 @@ namespace {
 class Zero final : public DataParallel {
  public:
   explicit Zero(const Scenario& scenario);
-  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
-    sync_.after_backward_op(b, site, op);
-  }
-  void end_backward(StepBuilder& b) override { sync_.end_backward(b); }
-  std::vector<OpIndex> optimizer_waits() const override { return sync_.launched(); }
+  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override;
+  void end_backward(StepBuilder& b) override;
+  bool reduces_every_micro_batch() const override { return every_micro_batch_; }
+  std::vector<OpIndex> optimizer_waits() const override { return every_micro_batch_ ? launched_ : sync_.launched(); }
   void before_block(StepBuilder& b, const BlockSite& site) override;
   workload::OpCost optimizer_op(const workload::OpCost& whole) const override;
   void after_optimizer(StepBuilder& b, OpIndex optimizer) override;
@@ -46,7 +48,16 @@ class Zero final : public DataParallel {
   void reach(StepBuilder& b, std::size_t gather);
   void dispatch(StepBuilder& b, std::size_t gather, const std::vector<OpIndex>& waits);
 
-  GradientSync sync_;
+  // zero2's buckets of the micro-batches whose reduction has not all been launched yet.
+  GradientSync& micro_batch_sync(int micro_batch);
+  void retire(int micro_batch);
+
+  GradientSync sync_;  // zero1's, and the bucket layouts zero2 copies for each micro-batch
+  bool every_micro_batch_;
+  bool overlap_;
+  std::map<int, GradientSync> in_flight_;
+  std::set<int> retired_;          // micro-batches whose reduction has all been launched
+  std::vector<OpIndex> launched_;  // zero2: every micro-batch's collectives
   int dp_;
   int expert_dp_;
   long long dense_params_ = 0;   // this stage's parameters outside the routed experts
@@ -64,6 +75,8 @@ Zero::Zero(const Scenario& s)
     : sync_(deepspeed_pipeline_engine(s) ? deepspeed_pipeline_layout(s) : megatron_bucket_layout(s),
             s.data_parallel.overlap_grad_reduce,
             deepspeed_pipeline_engine(s) ? CollOp::allreduce : CollOp::reducescatter),
+      every_micro_batch_(s.data_parallel.kind == DpKind::zero2),
+      overlap_(s.data_parallel.overlap_grad_reduce),
       dp_(s.parallel.dp),
       expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
@@ -87,6 +100,51 @@ Zero::Zero(const Scenario& s)
   if (expert_dp_ > 1 && expert_params_ > 0) {
     sync_.add_experts(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter);
   }
+}
+
+void Zero::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+  if (!every_micro_batch_) {
+    sync_.after_backward_op(b, site, op);
+    return;
+  }
+  // A backward op after the micro-batch's last gradient (an input gradient) has nothing to add.
+  if (retired_.count(site.micro_batch) != 0) return;
+  GradientSync& sync = micro_batch_sync(site.micro_batch);
+  sync.after_backward_op(b, site, op);
+  if (!overlap_) {
+    // Without overlap_comm DeepSpeed reduces on the compute stream: what follows waits.
+    sync.launch_rest_when_produced(b);
+    if (sync.all_launched())
+      for (OpIndex c : sync.launched()) b.defer_wait(c, WaitRule::next_op, workload::Role::embedding);
+  }
+  if (sync.all_launched()) retire(site.micro_batch);
+}
+
+void Zero::end_backward(StepBuilder& b) {
+  if (!every_micro_batch_) {
+    sync_.end_backward(b);
+    return;
+  }
+  while (!in_flight_.empty()) {
+    in_flight_.begin()->second.end_backward(b);
+    retire(in_flight_.begin()->first);
+  }
+}
+
+GradientSync& Zero::micro_batch_sync(int micro_batch) {
+  auto it = in_flight_.find(micro_batch);
+  if (it != in_flight_.end()) return it->second;
+  GradientSync sync(sync_.layout(), overlap_, CollOp::reducescatter);
+  if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, overlap_, CollOp::reducescatter);
+  return in_flight_.emplace(micro_batch, std::move(sync)).first->second;
+}
+
+void Zero::retire(int micro_batch) {
+  const auto it = in_flight_.find(micro_batch);
+  const std::vector<OpIndex> ops = it->second.launched();
+  launched_.insert(launched_.end(), ops.begin(), ops.end());
+  in_flight_.erase(it);
+  retired_.insert(micro_batch);
 }
 
 // Adam over 1/dp of the dense parameters and 1/edp of the experts.
@@ -165,11 +223,15 @@ std::string zero_notes(const Scenario& s) {
                                   : fmt::format("{} gradient buckets of at least {}", layout.buckets.size(), size);
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   return fmt::format(
-      "distributed optimizer ({}): {} reduce-scattered in the last micro-batch, Adam on 1/{} of {}{} M parameters, "
-      "parameters all-gathered {}{}",
-      zero2 ? "zero2" : "zero1", buckets, s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000,
-      s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step",
-      zero2 ? " (gradients sharded too; communication as zero1, as in Megatron)" : "");
+      "distributed optimizer ({}): {} reduce-scattered {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered "
+      "{}",
+      zero2 ? "zero2" : "zero1", buckets,
+      zero2 ? fmt::format("in every micro-batch's backward ({} a step: gradients sharded, as DeepSpeed's ZeRO-2{})",
+                          s.training.micro_batches(s.parallel.dp),
+                          s.data_parallel.overlap_grad_reduce ? "" : ", on the compute stream without overlap")
+            : "in the last micro-batch",
+      s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000,
+      s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step");
 }
 
 }  // namespace stepsim::parallelism

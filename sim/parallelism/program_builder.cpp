@@ -332,7 +332,7 @@ class StepWriter {
     const BlockSite site{block, phase, micro_batch_, chunk_, last_};
     emit([this, site] { dp_->before_block(b_, site); });
     for (const OpCost& cost : list) {
-      if (selected(cost, passes)) one({block, &cost, phase, last_});
+      if (selected(cost, passes)) one({block, &cost, phase, last_, micro_batch_});
     }
     emit([this, site] { dp_->after_block(b_, site); });
   }
@@ -371,7 +371,8 @@ class StepWriter {
 
   void after(const OpSite& site, OpIndex op) {
     ep_.after_op(b_, site, op);
-    if (site.phase == Phase::backward && site.last_micro_batch) dp_->after_backward_op(b_, site, op);
+    if (site.phase == Phase::backward && (site.last_micro_batch || dp_->reduces_every_micro_batch()))
+      dp_->after_backward_op(b_, site, op);
   }
 
   // Names depend neither on the micro-batch nor on the rank: each is formatted and interned

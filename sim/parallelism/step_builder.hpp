@@ -26,6 +26,7 @@ struct OpSite {
   const workload::OpCost* cost = nullptr;
   Phase phase = Phase::forward;
   bool last_micro_batch = false;
+  int micro_batch = 0;  // of the chunk's micro-batches, from 0
 };
 
 // When a deferred wait attaches to a later compute op.

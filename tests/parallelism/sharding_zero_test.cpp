@@ -1,6 +1,6 @@
 // The distributed optimizer (zero1, zero2): Megatron's buckets reduce-scattered in the last
-// micro-batch, and the parameter AllGather before the forward (overlap_param_gather) or
-// after the optimizer step.
+// micro-batch (zero2: in every micro-batch), and the parameter AllGather before the forward
+// (overlap_param_gather) or after the optimizer step.
 #include <algorithm>
 #include <string>
 
@@ -207,11 +207,42 @@ TEST_CASE("with overlap_param_gather the forward dispatches the next bucket's Al
   CHECK(first_with_prefix(p, "optimizer step") == static_cast<long>(p.ranks[0].ops().size()) - 1);
 }
 
-TEST_CASE("zero2 communicates exactly as zero1") {
+// ZeRO-2 keeps only its shard of the gradients between micro-batches, so it reduce-scatters
+// them in every micro-batch's backward (DeepSpeed's stage 2); zero1 (Megatron's distributed
+// optimizer) only in the last one's. Two and three micro-batches of the same step: zero2
+// issues each of zero1's ReduceScatters once per micro-batch, and the AllGathers once.
+TEST_CASE("zero2 reduce-scatters every micro-batch's gradients, zero1 only the last's") {
+  const auto count = [](const Program& p, CollOp op) {
+    const auto ops = dp_ops(p);
+    return std::count(ops.begin(), ops.end(), op);
+  };
   for (bool overlap : {false, true}) {
-    const Program one = zero_program(zero(overlap));
-    const Program two = zero_program(zero(overlap, DpKind::zero2));
-    CHECK(spt::op_names(one) == spt::op_names(two));
+    for (int micro_batches : {2, 3}) {
+      INFO("overlap " << overlap << ", " << micro_batches << " micro-batches");
+      Scenario one = zero(false);
+      one.training.global_batch = 4LL * micro_batches;
+      one.data_parallel.overlap_grad_reduce = overlap;
+      Scenario two = one;
+      two.data_parallel.kind = DpKind::zero2;
+      const Program p1 = zero_program(one);
+      const Program p2 = zero_program(two);
+      const auto scatters = count(p1, CollOp::reducescatter);
+      CHECK(scatters == (overlap ? 2 : 1));  // the layout's buckets; one collective without overlap
+      CHECK(count(p2, CollOp::reducescatter) == micro_batches * scatters);
+      CHECK(count(p2, CollOp::allgather) == count(p1, CollOp::allgather));
+      // zero2's first ReduceScatter comes before the second micro-batch's forward; zero1's after.
+      const auto names = spt::op_names(p2);
+      long second_forward = -1;
+      int embeddings = 0;
+      for (std::size_t i = 0; i < names.size() && second_forward < 0; ++i)
+        if (names[i] == "embedding fwd" && ++embeddings == 2) second_forward = static_cast<long>(i);
+      REQUIRE(second_forward > 0);
+      const long first = first_with_prefix(p2, "ReduceScatter dp bucket");
+      CHECK(first < second_forward);
+      CHECK(first_with_prefix(p1, "ReduceScatter dp bucket") > second_forward);
+      // Without overlap DeepSpeed reduces on the compute stream: the next forward waits for it.
+      CHECK(op_waits_on(p2, second_forward, first) == !overlap);
+    }
   }
 }
 
