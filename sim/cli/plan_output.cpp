@@ -28,11 +28,11 @@ std::string layout_text(const PlanRow& r) {
                    ? fmt::format(" (interleaved, {} virtual stages)", v("parallel.virtual_stages"))
                    : " (" + v("parallel.schedule") + ")";
   const std::string kind = v("data_parallel.kind");
-  return fmt::format(
-      "TP {}, PP {}{}, CP {}, DP {}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}", v("parallel.tp"), pp,
-      schedule, v("parallel.cp"), v("parallel.dp"), v("training.micro_batch"), kind,
-      kind == "fsdp" || kind == "hsdp" ? "" : ", bucket " + v("data_parallel.bucket_cap_mb") + " MiB",
-      v("tensor_parallel.comm_overlap") == "true" ? "on" : "off", v("training.precision"), v("training.recompute"));
+  return fmt::format("TP {}, PP {}{}, CP {}, DP {}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}",
+                     v("parallel.tp"), pp, schedule, v("parallel.cp"), v("parallel.dp"), v("training.micro_batch"),
+                     kind, r.bucket.empty() ? "" : ", bucket " + r.bucket,
+                     v("tensor_parallel.comm_overlap") == "true" ? "on" : "off", v("training.precision"),
+                     v("training.recompute"));
 }
 
 std::string money(double x) { return fmt::format("{:.0f}", x); }

@@ -161,7 +161,7 @@ std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> l
   for (auto& c : layouts) {
     const std::string precision = value_of(c, "training.precision", "");
     if (!ok.contains(precision)) {
-      const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+      const Scenario base = load_base(spec);
       const std::optional<Precision> p = precision_named(precision);
       ok[precision] = precision.empty() || (p && runs_precision(base.cluster.gpu, *p));
       if (!ok[precision]) {
@@ -201,7 +201,7 @@ std::map<ProbeKey, double> probes(const SweepSpec& spec, const std::vector<Candi
 void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jobs, bool show, BestResult& result,
                     Tally& tally) {
   const std::vector<Candidate> layouts = supported(spec, enumerate_layouts(spec, space, result), result);
-  const long long global_batch = io::load_scenario(spec.scenario, spec.sets).training.global_batch;
+  const long long global_batch = load_base(spec).training.global_batch;
   const auto compute = probes(spec, layouts, jobs);
   std::vector<std::pair<double, Candidate>> ordered;
   for (const auto& c : layouts) ordered.emplace_back(bound_of(c, compute.at(probe_key(c)), global_batch), c);
@@ -357,7 +357,7 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
     return;
   }
   // A key the search left alone has the scenario's value (with the user's --set).
-  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  const Scenario base = load_base(spec);
   // The search sets the kind and recompute unless the user did.
   const std::string kind = value_of(Candidate{spec.sets, {}}, "data_parallel.kind", "?");
   const std::string bucket = fmt::format("{:g}", base.data_parallel.bucket_cap_mb);

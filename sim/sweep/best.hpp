@@ -42,6 +42,14 @@ struct BestResult {
 // assignment (the search picks the least recompute that fits). Keys the user --set are kept.
 std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result);
 
+// The scenario the search starts from: SCENARIO with the user's --set. Its own layout is what
+// the search replaces, so where that layout alone is refused (MoE layers at tp > 1 without
+// sequence parallelism, which every searched layout with tp > 1 turns on; heads that its tp
+// does not divide), the search starts from it with sequence parallelism, or at tp 1, unless
+// the user's --set fixes that key; otherwise the scenario's own refusal.
+std::vector<std::string> base_sets(const SweepSpec& spec);
+Scenario load_base(const SweepSpec& spec);
+
 // The second stage for one layout: every data-parallel kind, bucket size and TP overlap the
 // user did not --set, on the layout's degrees, schedule and precision (the search then picks
 // the least recompute that fits each).

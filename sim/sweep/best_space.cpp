@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
@@ -104,7 +105,7 @@ std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& b
     universe.emplace_back(to_string(base.data_parallel.kind));
   std::vector<std::string> out;
   for (const auto& kind : universe) {
-    auto sets = spec.sets;
+    auto sets = base_sets(spec);
     sets.push_back("data_parallel.kind=" + kind);
     for (auto& reset : kind_defaults(spec, base, kind)) sets.push_back(std::move(reset));
     bool admitted = loads(spec, sets);
@@ -189,8 +190,29 @@ std::string value_of(const Candidate& c, const std::string& key, const std::stri
   return otherwise;
 }
 
+std::vector<std::string> base_sets(const SweepSpec& spec) {
+  std::vector<std::vector<std::string>> tries{spec.sets};
+  for (const char* key : {"parallel.sequence_parallel", "parallel.tp"}) {
+    if (user_sets(spec, key)) continue;
+    tries.push_back(spec.sets);
+    tries.back().emplace_back(std::string(key) + (std::string(key) == "parallel.tp" ? "=1" : "=true"));
+  }
+  std::optional<InputError> refused;
+  for (const auto& sets : tries) {
+    try {
+      (void)io::load_scenario(spec.scenario, sets);
+      return sets;
+    } catch (const InputError& e) {
+      if (!refused) refused = e;
+    }
+  }
+  throw *refused;
+}
+
+Scenario load_base(const SweepSpec& spec) { return io::load_scenario(spec.scenario, base_sets(spec)); }
+
 std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result) {
-  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  const Scenario base = load_base(spec);
   const long long n = spec.gpus;
   note_fixed(spec, result);
   const std::vector<std::string> kinds = admitted_kinds(spec, base);
@@ -230,7 +252,7 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   Candidate core;
   for (const auto& s : layout.sets)
     if (!secondary(s)) core.sets.push_back(s);
-  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  const Scenario base = load_base(spec);
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
   const int pp = std::stoi(value_of(layout, "parallel.pp", std::to_string(base.parallel.pp)));
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);

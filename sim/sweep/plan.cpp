@@ -9,7 +9,9 @@
 #include <cmath>
 
 #include "io/scenario_loader.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -26,6 +28,16 @@ std::optional<double> number_of(const std::string& text) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// The bucket size as the layout's kind takes it: Megatron-Core's in parameters, PyTorch DDP's
+// in MiB; none for FSDP and HSDP, nor under DeepSpeed's pipeline engine (it reduces after the
+// schedule).
+std::string bucket_text(const Scenario& s) {
+  const DpKind kind = s.data_parallel.kind;
+  if (kind == DpKind::fsdp || kind == DpKind::hsdp || deepspeed_pipeline_engine(s)) return "";
+  if (megatron_buckets(kind, s.training.framework)) return parallelism::megatron_bucket_text(s);
+  return fmt::format("{:g} MiB", s.data_parallel.bucket_cap_mb);
 }
 
 SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus) {
@@ -58,7 +70,7 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   row.gpus = gpus;
   const SweepSpec s = search_spec(spec, cluster, gpus);
   try {
-    row.gpu = io::load_scenario(s.scenario, s.sets).cluster.gpu.name;
+    row.gpu = load_base(s).cluster.gpu.name;
     const auto start = std::chrono::steady_clock::now();
     SearchSpace space;
     space.precisions = spec.precisions;
@@ -76,6 +88,9 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   if (row.search.ranked.empty()) return row;
   row.layout = row.search.ranked.front().first;
   row.report = row.search.ranked.front().second;
+  std::vector<std::string> sets = s.sets;
+  sets.insert(sets.end(), row.layout->sets.begin(), row.layout->sets.end());
+  row.bucket = bucket_text(io::load_scenario(s.scenario, sets));
   add_budget(spec, row);
   return row;
 }

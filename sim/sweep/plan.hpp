@@ -44,6 +44,9 @@ struct PlanRow {
   double deadline_tokens = 0;  // tokens trained by the deadline; 0 without one
   bool pareto = false;         // no other row trains the budget both sooner and for less
   double search_s = 0;         // wall-clock seconds the search took
+  // The layout's gradient bucket size as its kind sizes it ("25 MiB", "40 M parameters"); ""
+  // where none applies (FSDP, DeepSpeed's pipeline engine).
+  std::string bucket;
 };
 
 // "NAME" or "NAME@PRICE"; InputError naming --cluster otherwise.

@@ -151,3 +151,28 @@ TEST_CASE("the search tries no bucket size on a pipeline of DeepSpeed's engine")
   CHECK(values(stepsim::sweep::refinements(spec, piped), "data_parallel.bucket_cap_mb") == std::set<std::string>{"-"});
   CHECK(values(stepsim::sweep::refinements(spec, flat), "data_parallel.bucket_cap_mb").count("100") == 1);
 }
+
+// The search replaces the scenario's layout, so a layout refused only as the scenario has it
+// does not stop it: the default (TP 8 without sequence parallelism) with a mixture of experts,
+// which needs sequence parallelism at tp > 1, or with 12 heads, which TP 8 does not divide.
+// A key the user fixes stays fixed, and its refusal stands.
+TEST_CASE("the search starts from the scenario's layout made valid, unless the user fixed what refuses it") {
+  using stepsim::sweep::base_sets;
+  const SweepSpec moe = spec_of({"model=mixtral-8x7b"}, 64);
+  CHECK(base_sets(moe) == std::vector<std::string>{"model=mixtral-8x7b", "parallel.sequence_parallel=true"});
+  BestResult result;
+  const auto layouts = enumerate_layouts(moe, {}, result);
+  REQUIRE_FALSE(layouts.empty());
+  for (const auto& c : layouts)
+    if (value_of(c, "parallel.tp", "1") != "1") CHECK(value_of(c, "parallel.sequence_parallel", "-") == "true");
+  const SweepSpec heads = spec_of({"model=gpt-1.3b", "model.heads=12", "model.kv_heads=12", "model.head_dim=128"}, 8);
+  CHECK(base_sets(heads).back() == "parallel.tp=1");
+  BestResult heads_result;
+  CHECK(values(enumerate_layouts(heads, {}, heads_result), "parallel.tp") == std::set<std::string>{"1", "2", "4"});
+  // Sequence parallelism fixed off: the search starts at TP 1; TP 8 fixed too: refused.
+  CHECK(base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false"}, 64)).back() == "parallel.tp=1");
+  CHECK_THROWS_WITH(
+      base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false", "parallel.tp=8"}, 64)),
+      "<default>: /parallel/sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
+      "(Megatron requires it)");
+}
