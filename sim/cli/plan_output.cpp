@@ -28,8 +28,10 @@ std::string layout_text(const PlanRow& r) {
                    ? fmt::format(" (interleaved, {} virtual stages)", v("parallel.virtual_stages"))
                    : " (" + v("parallel.schedule") + ")";
   const std::string kind = v("data_parallel.kind");
-  return fmt::format("TP {}, PP {}{}, CP {}, DP {}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}",
-                     v("parallel.tp"), pp, schedule, v("parallel.cp"), v("parallel.dp"), v("training.micro_batch"),
+  // A mixture of experts: its EP degree (the config's model.moe.experts is 0 for a dense model).
+  const std::string ep = v("model.moe.experts") == "0" ? "" : ", EP " + v("parallel.ep");
+  return fmt::format("TP {}, PP {}{}, CP {}, DP {}{}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}",
+                     v("parallel.tp"), pp, schedule, v("parallel.cp"), v("parallel.dp"), ep, v("training.micro_batch"),
                      kind, r.bucket.empty() ? "" : ", bucket " + r.bucket,
                      v("tensor_parallel.comm_overlap") == "true" ? "on" : "off", v("training.precision"),
                      v("training.recompute"));
@@ -137,6 +139,7 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   key("tp_comm_overlap", "tensor_parallel.comm_overlap");
   key("precision", "training.precision");
   key("recompute", "training.recompute");
+  key("ep", "parallel.ep");
   const Report* rep = r.report ? &*r.report : nullptr;
   const auto num = [&](const char* name, const std::function<double(const Report&)>& of) {
     add(name, rep ? boost::json::value(of(*rep)) : nullptr);

@@ -46,16 +46,29 @@ bool fixes(const SweepSpec& spec, const std::string& key) {
 using ProbeKey = std::vector<std::string>;
 
 ProbeKey probe_key(const Candidate& c) {
-  return {value_of(c, "parallel.tp", "1"), value_of(c, "parallel.cp", "1"), value_of(c, "training.micro_batch", "1"),
-          value_of(c, "training.precision", ""), value_of(c, "parallel.sequence_parallel", "")};
+  return {value_of(c, "parallel.tp", "1"),
+          value_of(c, "parallel.cp", "1"),
+          value_of(c, "training.micro_batch", "1"),
+          value_of(c, "training.precision", ""),
+          value_of(c, "parallel.sequence_parallel", ""),
+          value_of(c, "parallel.ep", "")};
 }
 
 // 0 when the probe does not run (then the bound prunes nothing).
 double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   auto sets = spec.sets;
+  // An EP group wider than TP x CP needs data parallelism under it: the probe runs as many
+  // replicas as that takes, one micro-batch each, and their compute is the same.
+  long long dp = 1;
+  if (!k[5].empty()) {
+    const long long group = std::stoll(k[0]) * std::stoll(k[1]);
+    dp = std::max(1LL, std::stoll(k[5]) / group);
+    sets.push_back("parallel.ep=" + k[5]);
+  }
   for (const std::string& s :
-       {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2], "training.global_batch=" + k[2],
-        std::string("parallel.pp=1"), std::string("parallel.dp=1"), std::string("parallel.schedule=1f1b"),
+       {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2],
+        fmt::format("training.global_batch={}", std::stoll(k[2]) * dp), std::string("parallel.pp=1"),
+        fmt::format("parallel.dp={}", dp), std::string("parallel.schedule=1f1b"),
         std::string("parallel.virtual_stages=1"), std::string("tensor_parallel.comm_overlap=false")})
     sets.push_back(s);
   push_recompute(sets, "none");
@@ -362,16 +375,20 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   const std::string kind = value_of(Candidate{spec.sets, {}}, "data_parallel.kind", "?");
   const std::string bucket = fmt::format("{:g}", base.data_parallel.bucket_cap_mb);
   const std::string overlap = base.tensor_parallel.comm_overlap ? "true" : "false";
-  const std::string row = "{:>3}  {:>3} {:>3} {:>3} {:>4} {:>3}  {:<14} {:<9} {:>6} {:<6} {:<9} {:<9}  ";
+  // A mixture of experts gets an EP column after DP (the cell is empty for a dense model).
+  const bool moe = base.model.moe.experts > 0;
+  const auto ep_cell = [&](const std::string& text) { return moe ? fmt::format(" {:>3}", text) : std::string(); };
+  const std::string row = "{:>3}  {:>3} {:>3} {:>3} {:>4}{} {:>3}  {:<14} {:<9} {:>6} {:<6} {:<9} {:<9}  ";
   out << "\n"
       << fmt::format(fmt::runtime(row + "{:>7} {:>11} {:>6}  {:>9} {:>9} {:>8} {:>7}\n"), "#", "TP", "PP", "CP", "DP",
-                     "mb", "schedule", "DP kind", "bucket", "TP ovl", "precision", "recompute", "step s", "tokens/s",
-                     "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
+                     ep_cell("EP"), "mb", "schedule", "DP kind", "bucket", "TP ovl", "precision", "recompute", "step s",
+                     "tokens/s", "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
   for (std::size_t i = 0; i < std::min(k, best.ranked.size()); ++i) {
     const auto& [c, r] = best.ranked[i];
     out << fmt::format(fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
                        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
                        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
+                       ep_cell(column(c, "parallel.ep", std::to_string(base.parallel.ep))),
                        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
                        row_takes_bucket_size(c, column(c, "data_parallel.kind", kind), base.training.framework)
                            ? column(c, "data_parallel.bucket_cap_mb", bucket)

@@ -142,6 +142,28 @@ bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
          sequence_parallel(spec, base, tp);
 }
 
+// Expert parallelism for a mixture of experts the user's --set leaves it to: powers of two
+// that divide the experts and, with ETP, the stage's tp·cp·dp ranks (Megatron-Core folds the
+// expert groups out of them): 1, the largest whose EP group stays inside one NVLink domain,
+// and the largest of all. 0: the scenario's own (a dense model, or ep fixed by --set).
+std::vector<int> expert_degrees(const SweepSpec& spec, const Scenario& base, const Degrees& d) {
+  const int experts = base.model.moe.experts;
+  if (experts == 0 || user_sets(spec, "parallel.ep")) return {0};
+  const long long ranks = static_cast<long long>(d.tp) * d.cp * d.dp;
+  const long long etp = std::max(base.parallel.etp, 1);
+  int inside = 1;
+  int most = 1;
+  for (int e = 2; e <= experts; e *= 2) {
+    if (experts % e != 0 || ranks % (e * etp) != 0) continue;
+    most = e;
+    if (e * etp <= base.cluster.domain_gpus()) inside = e;
+  }
+  std::vector<int> out{1};
+  for (int e : {inside, most})
+    if (e != out.back()) out.push_back(e);
+  return out;
+}
+
 Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, long long mb) {
   Candidate c;
   c.sets.push_back(fmt::format("parallel.tp={}", d.tp));
@@ -156,9 +178,9 @@ Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, 
 }
 
 void note_fixed(const SweepSpec& spec, BestResult& result) {
-  for (const char* key :
-       {"parallel.tp", "parallel.pp", "parallel.cp", "training.micro_batch", "parallel.schedule", "training.precision",
-        "data_parallel.kind", "data_parallel.bucket_cap_mb", "tensor_parallel.comm_overlap", "training.recompute"})
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "training.micro_batch",
+                          "parallel.schedule", "training.precision", "data_parallel.kind",
+                          "data_parallel.bucket_cap_mb", "tensor_parallel.comm_overlap", "training.recompute"})
     if (user_sets(spec, key)) result.fixed.emplace_back(key);
   if (user_sets(spec, "parallel.dp"))
     throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
@@ -234,14 +256,16 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
         for (const long long mb : micro_batches(spec, base, d.dp))
           for (const auto& schedule : schedules(spec, base, pp))
             for (const auto& precision : precisions(spec, space))
-              for (const auto& kind : layout_kinds(spec, pp, kinds)) {
-                Candidate c = layout(spec, base, d, mb);
-                c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
-                if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
-                if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
-                for (auto& reset : kind_defaults(spec, base, kind)) c.sets.push_back(std::move(reset));
-                out.push_back(std::move(c));
-              }
+              for (const auto& kind : layout_kinds(spec, pp, kinds))
+                for (const int ep : expert_degrees(spec, base, d)) {
+                  Candidate c = layout(spec, base, d, mb);
+                  if (ep > 0) c.sets.push_back(fmt::format("parallel.ep={}", ep));
+                  c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
+                  if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
+                  if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
+                  for (auto& reset : kind_defaults(spec, base, kind)) c.sets.push_back(std::move(reset));
+                  out.push_back(std::move(c));
+                }
       }
     }
   }

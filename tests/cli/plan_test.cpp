@@ -2,7 +2,10 @@
 // budget's time, energy and cost against hand arithmetic, every cluster preset, bad input.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <boost/json.hpp>
+
+#include <algorithm>
 
 #include <string>
 
@@ -84,26 +87,31 @@ TEST_CASE("plan prints a table per cluster and the Pareto table, with progress o
 }
 
 // The default scenario is TP 8 without sequence parallelism, which a mixture of experts
-// refuses; plan searches the layout, so Mixtral plans from it. Its ZeRO-1 layout states its
-// bucket size as Megatron-Core sizes it, max(4e7, 1e6·dp) parameters (dp ≤ 40 here: 40 M),
-// where PyTorch's DDP states MiB.
+// refuses; plan searches the layout, so Mixtral plans from it, with its EP degree. A ZeRO-1
+// layout states its bucket size as Megatron-Core sizes it, max(4e7, 1e6·dp) parameters, where
+// PyTorch's DDP states MiB.
 TEST_CASE("plan searches a mixture of experts from the default scenario and states each kind's bucket size") {
   const Scratch dir("plan-moe");
-  const Run run = dir.run("plan --model mixtral-8x7b --tokens 1T --gpus 64 --cluster dgx-h100-ndr@3 --max-layouts 8");
+  const Run run = dir.run(
+      "plan --model mixtral-8x7b --tokens 1T --gpus 64 --cluster dgx-h100-ndr@3 --max-layouts 8 --set "
+      "data_parallel.kind=zero1");
   INFO(run.err);
   REQUIRE(run.status == 0);
   const auto layout = run.out.find("  layout ");
   REQUIRE(layout != std::string::npos);
   const std::string line = run.out.substr(layout, run.out.find('\n', layout) - layout);
   INFO(line);
-  CHECK((line.find("zero1, bucket 40 M parameters;") != std::string::npos ||
-         line.find("zero2, bucket 40 M parameters;") != std::string::npos ||
-         line.find("ddp, bucket 40 M parameters;") != std::string::npos));
+  CHECK(line.find(", EP ") != std::string::npos);  // the searched EP degree
+  const auto dp_at = line.find(", DP ");
+  REQUIRE(dp_at != std::string::npos);
+  const long long dp = std::stoll(line.substr(dp_at + 5));
+  CHECK(line.find(fmt::format("; zero1, bucket {} M parameters;", std::max(40LL, dp))) != std::string::npos);
   const Run ddp = dir.run(
       "plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --set training.framework=pytorch "
       "--set data_parallel.kind=ddp --set data_parallel.bucket_cap_mb=50");
   REQUIRE(ddp.status == 0);
   CHECK(ddp.out.find("; ddp, bucket 50 MiB;") != std::string::npos);
+  CHECK(ddp.out.find(", EP ") == std::string::npos);  // a dense model has none
   const Run fsdp =
       dir.run("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --set data_parallel.kind=fsdp");
   REQUIRE(fsdp.status == 0);
