@@ -80,8 +80,9 @@ int run_simulate(const Args& args) {
       "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable; 'stepsim "
       "plan' finds each cluster's own fastest layout)")(
       "advise",
-      "say which communication is exposed and why, and simulate the knobs that would hide it, best "
-      "first (automatic when exposed communication reaches 5 % of the step and the scenario is small); on a job "
+      "say which communication is exposed and why, and whether the GPU waits for the host, and simulate the knobs "
+      "that would hide them, best first (automatic when either reaches 5 % of the step and the scenario is "
+      "small); on a job "
       "that does not fit, simulate what makes it fit (PyTorch DDP's buckets as views of the gradients, sharding, "
       "recompute, more stages, a smaller micro-batch, a larger TP group), the fastest that fits first");
   add_output_options(desc, out);

@@ -22,6 +22,10 @@ struct Candidate {
   std::string why;
 };
 
+// The GPU idles for the host, waiting for kernels to be issued, for at least kExposedTarget of
+// the step.
+bool host_bound(const Report& r) { return r.host.gpu_wait_s >= kExposedTarget * r.step_time_s; }
+
 // A change the advice names as the best must shorten the step by this share at least: less is
 // within what a bucket boundary or a rounding moves.
 constexpr double kWorthwhile = 0.005;
@@ -260,8 +264,25 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   return out;
 }
 
+// The GPU waiting for the CPU to issue its kernels: CUDA graphs replay the layers without
+// issuing them one by one, where the framework captures them (not torchtitan's nor
+// DeepSpeed's steps, not FSDP-sharded layers); a micro-batch twice as large issues half the
+// kernels per token.
+void add_host(const Scenario& s, std::vector<Candidate>& out) {
+  const Framework f = s.training.framework;
+  const DpKind kind = s.data_parallel.kind;
+  if (!s.training.cuda_graphs && f != Framework::torchtitan && f != Framework::torchtitan_compile &&
+      f != Framework::deepspeed && kind != DpKind::fsdp && kind != DpKind::hsdp)
+    out.push_back({{set("training.cuda_graphs", "true")},
+                   "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
+  const long long mb = s.training.micro_batch;
+  if (s.training.global_batch % (2 * mb * s.parallel.dp) == 0)
+    out.push_back({{set("training.micro_batch", 2 * mb)}, "host: twice the micro-batch, half the kernels per token"});
+}
+
 std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind dominant) {
   std::vector<Candidate> first, rest;
+  if (host_bound(r)) add_host(s, first);
   add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
   add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
   add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
@@ -334,7 +355,8 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     advise_memory(request, scenario, r);
     return;
   }
-  if (!request.asked && exposed < kExposedTarget) return;
+  const bool host = host_bound(r);
+  if (!request.asked && exposed < kExposedTarget && !host) return;
   const CommKind dominant = dominant_kind(r);
   const double dominant_s = of(r.breakdown_s.exposed_comm, dominant);
   r.advice_cause =
@@ -347,6 +369,10 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   if (r.breakdown_s.bubble >= kExposedTarget * r.step_time_s)
     r.advice_cause +=
         fmt::format("; the pipeline bubble adds {:.1f} % of the step", 100.0 * r.breakdown_s.bubble / r.step_time_s);
+  if (host)
+    r.advice_cause += fmt::format(
+        "; the GPU waits for the host {:.1f} % of the step: the CPU issues the kernels more slowly than they run",
+        100.0 * r.host.gpu_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
   for (const Candidate& c : candidates(scenario, r, dominant)) {
     if (simulate_them) {
@@ -359,7 +385,7 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";
     return a.status == "ok" && a.step_time_s < b.step_time_s;
   });
-  if (exposed < kExposedTarget) return;
+  if (exposed < kExposedTarget && !host) return;
   std::string note = "advice: " + r.advice_cause;
   const auto simulated =
       std::count_if(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
