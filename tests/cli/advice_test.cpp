@@ -376,19 +376,10 @@ TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives
 
 namespace {
 
-// GPT-3 Small in eager PyTorch under DDP on 8 H100, one sequence of 512 per micro-batch: the
-// CPU issues 9,811 operators at 17 us (166.8 ms) while its kernels add up to 100.7 ms (the
-// host model's worked example in docs/model.md).
-const std::string kEager = R"({
-  "model": {"name": "gpt-125m", "layers": 12, "hidden": 768, "heads": 12, "vocab": 50304, "seq_len": 512, "mlp": "gelu"},
-  "cluster": "dgx-h100-ndr",
-  "parallel": {"tp": 1, "pp": 1, "dp": 8},
-  "training": {"framework": "pytorch", "global_batch": 256, "micro_batch": 1},
-  "data_parallel": {"kind": "ddp"}
-})";
-
+// GPT-3 Small in eager PyTorch: the CPU issues 9,811 operators at 17 us (166.8 ms) while its
+// kernels add up to 100.7 ms (the host model's worked example in docs/model.md).
 stepsim::Report eager_advice(const std::vector<std::string>& sets) {
-  const stepsim::io::ScenarioInput input{"eager.json", kEager};
+  const stepsim::io::ScenarioInput input{"eager.json", stepsim::test::kEagerGpt3Small};
   const stepsim::Scenario scenario = stepsim::io::load_scenario(input, sets);
   stepsim::SimulationResult r = stepsim::simulate(scenario);
   advise({input, sets, false}, scenario, r);

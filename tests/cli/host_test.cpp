@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/run_stepsim.hpp"
+#include "cli/simulate_support.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
@@ -16,13 +17,7 @@ namespace {
 
 // GPT-3 Small (125M parameters) in eager PyTorch under DDP on one 8-GPU H100 node, short
 // sequences: every kernel is shorter than the CPU takes to issue it.
-const std::string kSmall = R"({
-  "model": {"name": "gpt-125m", "layers": 12, "hidden": 768, "heads": 12, "vocab": 50304, "seq_len": 512, "mlp": "gelu"},
-  "cluster": "dgx-h100-ndr",
-  "parallel": {"tp": 1, "pp": 1, "dp": 8},
-  "training": {"framework": "pytorch", "global_batch": 256, "micro_batch": 1},
-  "data_parallel": {"kind": "ddp"}
-})";
+const std::string& kSmall = stepsim::test::kEagerGpt3Small;
 
 stepsim::Scenario small(const std::vector<std::string>& sets = {}) {
   return stepsim::io::load_scenario_text(kSmall, "small.json", sets);

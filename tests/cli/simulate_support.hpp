@@ -25,6 +25,16 @@ Time first_start(const SimulationResult& r, const std::string& prefix, Accept ac
   return Time::max();
 }
 
+// GPT-3 Small (12 layers, hidden 768) in eager PyTorch under DDP on 8 H100, sequences of 512,
+// micro-batch 1: the launch-bound worked example of the host model in docs/model.md.
+inline const std::string kEagerGpt3Small = R"({
+  "model": {"name": "gpt-125m", "layers": 12, "hidden": 768, "heads": 12, "vocab": 50304, "seq_len": 512, "mlp": "gelu"},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 1, "pp": 1, "dp": 8},
+  "training": {"framework": "pytorch", "global_batch": 256, "micro_batch": 1},
+  "data_parallel": {"kind": "ddp"}
+})";
+
 // "key=value" for a --set override.
 inline std::string set(const std::string& key, const std::string& value) { return key + "=" + value; }
 
