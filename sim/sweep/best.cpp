@@ -59,11 +59,17 @@ double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   auto sets = spec.sets;
   // An EP group wider than TP x CP needs data parallelism under it: the probe runs as many
   // replicas as that takes, one micro-batch each, and their compute is the same.
+  // An EP the user fixes is the scenario's.
+  std::string ep = k[5];
+  if (ep.empty()) {
+    const Scenario base = load_base(spec);
+    if (base.model.moe.experts > 0 && base.parallel.ep > 1) ep = std::to_string(base.parallel.ep);
+  }
   long long dp = 1;
-  if (!k[5].empty()) {
+  if (!ep.empty()) {
     const long long group = std::stoll(k[0]) * std::stoll(k[1]);
-    dp = std::max(1LL, std::stoll(k[5]) / group);
-    sets.push_back("parallel.ep=" + k[5]);
+    dp = std::max(1LL, std::stoll(ep) / group);
+    sets.push_back("parallel.ep=" + ep);
   }
   for (const std::string& s :
        {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2],
