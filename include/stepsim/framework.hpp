@@ -59,6 +59,13 @@ const FrameworkTraits& traits_of(Framework f);
 // unspecified one, whose kernel keys default to Megatron-Core's.
 inline bool runs_megatron_options(Framework f) { return f == Framework::unspecified || traits_of(f).megatron_core; }
 
+// The framework captures the transformer layers of a training step in CUDA graphs (Megatron's
+// --enable-cuda-graph, NeMo's, PyTorch's make_graphed_callables); torchtitan's and DeepSpeed's
+// steps are not captured.
+inline bool captures_cuda_graphs(Framework f) {
+  return f != Framework::torchtitan && f != Framework::torchtitan_compile && f != Framework::deepspeed;
+}
+
 // Gradient buckets as Megatron-Core makes them, sized in parameters (data_parallel.
 // bucket_parameters, by default max(4e7, 1e6·dp)): the distributed optimizer's (zero1, zero2)
 // under every framework, and DDP's where the DDP is Megatron-Core's (training.framework megatron

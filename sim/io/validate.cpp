@@ -370,8 +370,7 @@ void check_training(const Scenario& s, const Checker& c) {
 void check_cuda_graphs(const Scenario& s, const Checker& c) {
   if (!s.training.cuda_graphs) return;
   const Framework f = s.training.framework;
-  c.require(f != Framework::torchtitan && f != Framework::torchtitan_compile && f != Framework::deepspeed,
-            "/training/cuda_graphs", "{} does not capture training steps in CUDA graphs",
+  c.require(captures_cuda_graphs(f), "/training/cuda_graphs", "{} does not capture training steps in CUDA graphs",
             f == Framework::deepspeed ? "deepspeed" : "torchtitan");
   c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/training/cuda_graphs",
             "CUDA graphs of FSDP-sharded layers are not simulated (FSDP's hooks gather each layer's parameters from "

@@ -271,8 +271,7 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
   const Framework f = s.training.framework;
   const DpKind kind = s.data_parallel.kind;
-  if (!s.training.cuda_graphs && f != Framework::torchtitan && f != Framework::torchtitan_compile &&
-      f != Framework::deepspeed && kind != DpKind::fsdp && kind != DpKind::hsdp)
+  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp)
     out.push_back({{set("training.cuda_graphs", "true")},
                    "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
   const long long mb = s.training.micro_batch;

@@ -59,12 +59,9 @@ double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   auto sets = spec.sets;
   // An EP group wider than TP x CP needs data parallelism under it: the probe runs as many
   // replicas as that takes, one micro-batch each, and their compute is the same.
-  // An EP the user fixes is the scenario's.
-  std::string ep = k[5];
-  if (ep.empty()) {
-    const Scenario base = load_base(spec);
-    if (base.model.moe.experts > 0 && base.parallel.ep > 1) ep = std::to_string(base.parallel.ep);
-  }
+  // A mixture of experts' layouts carry their searched EP; where none does, the EP the user
+  // fixed with --set (a dense model has neither).
+  const std::string ep = k[5].empty() ? value_of(Candidate{spec.sets, {}}, "parallel.ep", "") : k[5];
   long long dp = 1;
   if (!ep.empty()) {
     const long long group = std::stoll(k[0]) * std::stoll(k[1]);

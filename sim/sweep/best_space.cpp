@@ -104,8 +104,9 @@ std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& b
   if (std::ranges::find(universe, to_string(base.data_parallel.kind)) == universe.end())
     universe.emplace_back(to_string(base.data_parallel.kind));
   std::vector<std::string> out;
+  const std::vector<std::string> from = base_sets(spec);
   for (const auto& kind : universe) {
-    auto sets = base_sets(spec);
+    auto sets = from;
     sets.push_back("data_parallel.kind=" + kind);
     for (auto& reset : kind_defaults(spec, base, kind)) sets.push_back(std::move(reset));
     bool admitted = loads(spec, sets);
