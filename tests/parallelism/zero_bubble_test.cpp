@@ -135,8 +135,8 @@ TEST_CASE("a W pass keeps each wgrad GEMM's input and output gradient until it r
   // GPT without TP: X and dY of the QKV (h → 3h), projection (h → h), fc1 (h → 4h) and fc2
   // (4h → h) GEMMs, 2 bytes each: (7 + 9)·sbh elements, Qi et al.'s 32·sbh bytes.
   const auto s = spt::pipeline_scenario(Schedule::zb_h1, 4, 8);
-  const std::int64_t sbh = 2048LL * 1 * 1024;
-  CHECK(sp::weight_pass_inputs(s, stepsim::workload::build_work(s).layer).count() == 32 * sbh);
+  const std::int64_t small_sbh = 2048LL * 1 * 1024;
+  CHECK(sp::weight_pass_inputs(s, stepsim::workload::build_work(s).layer).count() == 32 * small_sbh);
 }
 
 TEST_CASE("under ZB-H1 gradient buckets are reduced only after the weight-gradient passes") {
