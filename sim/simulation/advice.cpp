@@ -1,10 +1,12 @@
 // advise(): names the exposed communication's cause from the report and the scenario, and
-// simulates the knobs that could hide it, best first.
+// simulates the knobs that could hide it, best first; a knob that does not fit in memory is
+// tried again with each change that makes a job fit.
 #include "simulation/advice.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
@@ -290,6 +292,31 @@ std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind d
   return first;
 }
 
+std::string key_of(const std::string& set) { return set.substr(0, set.find('=')); }
+
+// Two changes that set no key in common (two layouts, two recompute settings, two data-parallel
+// kinds would: one would undo the other).
+bool disjoint(const Candidate& a, const Candidate& b) {
+  for (const std::string& x : a.sets)
+    for (const std::string& y : b.sets)
+      if (key_of(x) == key_of(y)) return false;
+  return true;
+}
+
+// "fit: " or "host: " heads a why; a pair reads better without the second one's.
+std::string without_head(const std::string& why) {
+  const auto colon = why.find(": ");
+  return colon == std::string::npos || colon > 8 ? why : why.substr(colon + 2);
+}
+
+Candidate together(const Candidate& a, const Candidate& b, const std::string& link) {
+  Candidate c{a.sets, a.why + link + without_head(b.why)};
+  c.sets.insert(c.sets.end(), b.sets.begin(), b.sets.end());
+  return c;
+}
+
+bool fits_not(const Advice& a) { return a.status.rfind("does not fit", 0) == 0; }
+
 std::string joined(const std::vector<std::string>& sets) {
   std::string s;
   for (const auto& x : sets) s += (s.empty() ? "" : " ") + x;
@@ -326,24 +353,56 @@ std::size_t intervals_of(const Timeline& t) {
   return n;
 }
 
-}  // namespace
-
-// A job that does not fit: the changes that make it fit, simulated and ranked, the fastest
-// that fits first.
-void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
-  const MemoryReport& m = r.memory_bytes;
-  r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
-  for (const Candidate& c : memory_fixes(scenario)) r.advice.push_back(try_candidate(request, c));
-  std::stable_sort(r.advice.begin(), r.advice.end(), [](const Advice& a, const Advice& b) {
+void rank(std::vector<Advice>& advice) {
+  std::stable_sort(advice.begin(), advice.end(), [](const Advice& a, const Advice& b) {
     if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";
     return a.status == "ok" && a.step_time_s < b.step_time_s;
   });
+}
+
+// A change that helps but does not fit in memory, with each change that makes a job fit and
+// sets none of its keys: the fastest pair that fits, if one does. Memory is estimated before
+// anything is simulated, so only the pairs that fit cost a simulation.
+std::optional<Advice> fitted(const AdviceRequest& request, const Candidate& c, const std::vector<Candidate>& fixes) {
+  std::optional<Advice> best;
+  for (const Candidate& fix : fixes) {
+    if (!disjoint(c, fix)) continue;
+    Advice a = try_candidate(request, together(c, fix, "; to fit, "));
+    if (a.status == "ok" && (!best || a.step_time_s < best->step_time_s)) best = std::move(a);
+  }
+  return best;
+}
+
+}  // namespace
+
+// A job that does not fit: the changes that make it fit, simulated and ranked, the fastest
+// that fits first. When none fits alone, every pair of them that sets no key twice; those that
+// fit join the table.
+void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
+  const MemoryReport& m = r.memory_bytes;
+  r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
+  const std::vector<Candidate> fixes = memory_fixes(scenario);
+  for (const Candidate& c : fixes) r.advice.push_back(try_candidate(request, c));
+  const bool one_fits = std::any_of(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
+  std::size_t pairs = 0;
+  if (!one_fits)
+    for (std::size_t i = 0; i < fixes.size(); ++i)
+      for (std::size_t j = i + 1; j < fixes.size(); ++j) {
+        if (!disjoint(fixes[i], fixes[j])) continue;
+        ++pairs;
+        Advice a = try_candidate(request, together(fixes[i], fixes[j], "; and "));
+        if (a.status == "ok") r.advice.push_back(std::move(a));
+      }
+  rank(r.advice);
   std::string note = "advice: " + r.advice_cause;
-  if (!r.advice.empty() && r.advice.front().status == "ok")
-    note += fmt::format("; fastest change that fits: {} ({}, step {:.3f} s)", r.advice.front().change,
-                        r.advice.front().why, r.advice.front().step_time_s);
+  const bool fits = !r.advice.empty() && r.advice.front().status == "ok";
+  if (fits)
+    note += fmt::format("; fastest {} that fits: {} ({}, step {:.3f} s)", one_fits ? "change" : "pair of changes",
+                        r.advice.front().change, r.advice.front().why, r.advice.front().step_time_s);
+  else if (pairs > 0)
+    note += fmt::format("; none of them fits alone, nor any of the {} pairs of them: use more GPUs", pairs);
   else
-    note += "; none of them fits alone: combine them, or use more GPUs";
+    note += "; none of them fits alone: use more GPUs";
   r.notes.push_back(std::move(note));
 }
 
@@ -373,17 +432,19 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
         "; the GPU waits for the host {:.1f} % of the step: the CPU issues the kernels more slowly than they run",
         100.0 * r.host.gpu_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
+  std::vector<Advice> paired;
   for (const Candidate& c : candidates(scenario, r, dominant)) {
-    if (simulate_them) {
-      r.advice.push_back(try_candidate(request, c));
-    } else {
+    if (!simulate_them) {
       r.advice.push_back({joined(c.sets), c.why, "not simulated: a large scenario; run with --advise", 0, 0});
+      continue;
     }
+    r.advice.push_back(try_candidate(request, c));
+    // A change that does not fit, tried again with what makes the job fit.
+    if (fits_not(r.advice.back()))
+      if (auto a = fitted(request, c, memory_fixes(scenario))) paired.push_back(std::move(*a));
   }
-  std::stable_sort(r.advice.begin(), r.advice.end(), [](const Advice& a, const Advice& b) {
-    if ((a.status == "ok") != (b.status == "ok")) return a.status == "ok";
-    return a.status == "ok" && a.step_time_s < b.step_time_s;
-  });
+  r.advice.insert(r.advice.end(), paired.begin(), paired.end());
+  rank(r.advice);
   if (exposed < kExposedTarget && !host) return;
   std::string note = "advice: " + r.advice_cause;
   const auto simulated =

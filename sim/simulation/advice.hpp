@@ -20,7 +20,10 @@ struct AdviceRequest {
 };
 
 // Fills result.report.advice_cause and .advice when asked or when exposed communication
-// reaches kExposedTarget (asked about a job that does not fit: the changes that make it fit).
+// reaches kExposedTarget (asked about a job that does not fit: the changes that make it fit,
+// in pairs when none fits alone). An alternative that does not fit in memory is tried again
+// with each change that makes a job fit and sets none of its keys; the fastest pair that fits
+// joins the list.
 // Alternatives are simulated when asked, or when the scenario is small enough to simulate
 // several more times in about a second.
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);

@@ -37,10 +37,13 @@ TEST_CASE("On the default scenario the advice names TP and ranks at least three 
   for (std::size_t i = 1; i < r.advice.size(); ++i)
     if (r.advice[i].status == "ok") CHECK(r.advice[i - 1].step_time_s <= r.advice[i].step_time_s);
   CHECK(r.advice.front().step_time_s < r.step_time_s);
-  // TP overlap (with the sequence parallelism it needs) is simulated and hides the most.
-  CHECK(r.advice.front().change == "parallel.sequence_parallel=true tensor_parallel.comm_overlap=true");
+  // TP overlap (with the sequence parallelism it needs) is simulated and hides the most of
+  // the single changes; TP 2 does not fit alone, and with FSDP to fit it is faster still.
+  CHECK(r.advice.front().change == "parallel.tp=2 parallel.dp=32 data_parallel.kind=fsdp");
   CHECK(r.advice.front().status == "ok");
   CHECK(r.advice.front().exposed_fraction_of_step < r.overlap.exposed_fraction_of_step);
+  CHECK(r.advice[1].change == "parallel.sequence_parallel=true tensor_parallel.comm_overlap=true");
+  CHECK(r.advice[1].exposed_fraction_of_step < r.overlap.exposed_fraction_of_step);
   CHECK(r.notes.back().rfind("advice: ", 0) == 0);
 }
 
@@ -332,8 +335,7 @@ TEST_CASE("When no simulated change shortens the step the advice names none") {
         std::string::npos);
   // On the default scenario the best change is named, and it shortens the step.
   const auto tp = advised("", {}, false).report;
-  CHECK(tp.notes.back().find(
-            "best simulated change: parallel.sequence_parallel=true tensor_parallel.comm_overlap=true") !=
+  CHECK(tp.notes.back().find("best simulated change: parallel.tp=2 parallel.dp=32 data_parallel.kind=fsdp") !=
         std::string::npos);
 }
 
@@ -404,4 +406,83 @@ TEST_CASE("When the GPU waits for the host the advice names it and tries CUDA gr
   const auto replayed = eager_advice({"training.cuda_graphs=true"});
   CHECK(replayed.advice.empty());
   CHECK(replayed.advice_cause.empty());
+}
+
+namespace {
+
+std::vector<std::string> words(const std::string& change) {
+  std::vector<std::string> out;
+  std::stringstream in(change);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+}  // namespace
+
+// Llama 3 70B at TP 4 on 64 H100 (the default cluster) needs 469 GiB: no change of the seven
+// that make a job fit is enough alone (FSDP alone 177 GiB, full recompute alone 338 GiB), so
+// the advice tries them in pairs, and FSDP with full recompute fits.
+TEST_CASE("When no change fits alone the advice tries them in pairs and ranks those that fit") {
+  const std::vector<std::string> sets = {"model=llama3-70b", "parallel.tp=4", "parallel.dp=16"};
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  REQUIRE(simulated(r) >= 1);
+  const auto& best = r.advice.front();
+  CHECK(best.status == "ok");
+  const auto halves = words(best.change);
+  CHECK(has(halves, "data_parallel.kind=fsdp"));
+  CHECK(has(halves, "training.recompute=full"));
+  CHECK(best.why.find("; and ") != std::string::npos);
+  // Each change the pair is made of is in the table and does not fit alone; together they do.
+  for (const auto& a : r.advice) {
+    if (a.status == "ok") continue;
+    CHECK(a.status.rfind("does not fit in memory", 0) == 0);
+  }
+  CHECK(has(changes_of(r), "data_parallel.kind=fsdp"));
+  CHECK(has(changes_of(r), "training.recompute=full"));
+  auto with = sets;
+  with.insert(with.end(), halves.begin(), halves.end());
+  CHECK(stepsim::test::run("", with).report.memory_bytes.fits);
+  CHECK(r.notes.back().find("fastest pair of changes that fits: " + best.change) != std::string::npos);
+}
+
+// Llama 3 405B without TP on 64 H100 fits with no pair either. Seven changes to fit (ZeRO-1,
+// FSDP, selective and full recompute, two stages, micro-batch 1, TP 2) make C(7, 2) = 21 pairs,
+// less the three that set one key twice (two data-parallel kinds, two recompute settings, two
+// layouts' parallel.dp): 18 tried.
+TEST_CASE("When no pair of changes fits either the advice says how many it tried") {
+  const auto r = advised("", {"model=llama3-405b", "parallel.tp=1", "parallel.dp=64"}, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  CHECK(r.advice.size() == 7);
+  CHECK(simulated(r) == 0);
+  CHECK(r.notes.back().find("none of them fits alone, nor any of the 18 pairs of them: use more GPUs") !=
+        std::string::npos);
+}
+
+// Qwen3 30B-A3B on 16 H100: the EP overlap does not fit alone (88.3 GiB); the advice tries it
+// again with each change that makes a job fit and keeps the fastest pair that fits.
+TEST_CASE("A change that helps but does not fit is tried again with what makes it fit") {
+  const auto r =
+      advised(std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-h100-qwen3-30b-fp8.json", {},
+              true)
+          .report;
+  bool alone = false, paired = false;
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    if (a.change == "model.moe.a2a_overlap=true") {
+      alone = true;
+      CHECK(a.status.rfind("does not fit in memory", 0) == 0);
+    } else if (has(words(a.change), "model.moe.a2a_overlap=true")) {
+      paired = true;
+      CHECK(a.status == "ok");
+      CHECK(a.why.find("; to fit, ") != std::string::npos);
+      auto with = words(a.change);
+      const auto run = stepsim::test::run(
+          std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-h100-qwen3-30b-fp8.json", with);
+      CHECK(run.report.memory_bytes.fits);
+      CHECK(run.report.step_time_s == Approx(a.step_time_s).epsilon(1e-9));
+    }
+  }
+  CHECK(alone);
+  CHECK(paired);
 }
