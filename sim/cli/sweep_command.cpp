@@ -163,8 +163,10 @@ sweep::SweepSpec spec_of(const SweepFlags& f) {
   if (!f.positional.empty() && f.positional.front().empty())
     throw InputError("<command line>", "SCENARIO",
                      "the scenario file name is empty (omit it to sweep the embedded default)");
-  if (f.gpus < 0 || (f.gpus == 0 && f.best > 0))
-    throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
+  if (f.gpus < 0) throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
+  if (f.gpus == 0 && f.best > 0)
+    throw InputError("--best", std::to_string(f.best),
+                     "the search needs the GPU count whose layouts it tries: give --gpus N (1 or more)");
   sweep::SweepSpec spec;
   spec.scenario.path = f.positional.empty() ? "" : f.positional.front();
   spec.sets = f.sets;

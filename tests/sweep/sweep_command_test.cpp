@@ -157,5 +157,9 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
   CHECK(run.out.find("\n  2 ") != std::string::npos);
   CHECK(run.out.find("\n  3 ") == std::string::npos);
   CHECK(run.out.find("what limits #1 (tp=1 pp=1 cp=1 dp=8 ") != std::string::npos);
-  CHECK(dir.run("sweep --best 2").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+  CHECK(dir.run("sweep --best 2").err ==
+        "stepsim: error: --best: 2: the search needs the GPU count whose layouts it tries: give --gpus N (1 or "
+        "more)\n");
+  CHECK(dir.run("sweep --best 2 --gpus 0").err == dir.run("sweep --best 2").err);
+  CHECK(dir.run("sweep --best 2 --gpus -8").err == "stepsim: error: --gpus: -8: expected a GPU count of 1 or more\n");
 }
