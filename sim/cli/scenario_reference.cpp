@@ -317,8 +317,9 @@ constexpr KeyDoc kDocs[] = {
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
      "bucket, all of them the same size, in the first pipeline stage's first "
      "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
-     "default",
-     "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`)"},
+     "default, and under framework `deepspeed` 5e8, ZeRO's `reduce_bucket_size` default",
+     "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`); DeepSpeed "
+     "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
      "the backward (zero2: after each micro-batch's, on the compute stream; bucket sizes then do not matter). Under "
@@ -347,7 +348,9 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.max_inflight_all_gathers", "",
      "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting",
      "FSDP `limit_all_gathers` (rate limiter of 2)"},
-    {"data_parallel.overlap_param_gather", "", "zero1/zero2: gather updated parameters during the next forward",
+    {"data_parallel.overlap_param_gather", "",
+     "zero1/zero2: gather updated parameters during the next forward; refused under framework `deepspeed`, whose "
+     "ZeRO gathers them after its optimizer step",
      "Megatron `--overlap-param-gather`"},
     {"data_parallel.fsdp_version", "", "fsdp, hsdp: 1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
      "`FullyShardedDataParallel` vs `fully_shard`"},

@@ -860,6 +860,18 @@ void resolve_pipeline_engine(Scenario& s, const Checker& c) {
             "a mixture-of-experts model under training.framework deepspeed with parallel.pp > 1 is not simulated yet");
 }
 
+// DeepSpeed's ZeRO stages 1 and 2 (stage_1_and_2.py) all-gather the updated parameters after
+// the optimizer step (all_gather_dp_groups), before the next step begins: no gather runs
+// beside the next forward, which is Megatron-Core's distributed optimizer's
+// --overlap-param-gather, so asking for it under DeepSpeed is refused rather than ignored.
+void check_deepspeed(const Scenario& s, const Checker& c) {
+  if (s.training.framework != Framework::deepspeed) return;
+  c.require(!s.data_parallel.overlap_param_gather, "/data_parallel/overlap_param_gather",
+            "true under training.framework deepspeed: DeepSpeed's ZeRO all-gathers the updated parameters after its "
+            "optimizer step, before the next forward (overlapping the gather with the forward is Megatron-Core's "
+            "--overlap-param-gather); use false");
+}
+
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source);
   require_model(s.model, c);
@@ -878,6 +890,7 @@ void complete_and_validate(Scenario& s) {
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);
+  check_deepspeed(s, c);
   resolve_pipeline_engine(s, c);
   check_training(s, c);
   check_cuda_graphs(s, c);

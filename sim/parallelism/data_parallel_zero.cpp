@@ -222,10 +222,11 @@ std::string zero_notes(const Scenario& s) {
                                         megatron_bucket_layout(first).buckets.size(), size)
                                   : fmt::format("{} gradient buckets of at least {}", layout.buckets.size(), size);
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
+  const bool deepspeed = s.training.framework == Framework::deepspeed;
   return fmt::format(
-      "distributed optimizer ({}): {} reduce-scattered {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered "
-      "{}",
-      zero2 ? "zero2" : "zero1", buckets,
+      "{} ({}): {}{} reduce-scattered {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
+      deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,
+      deepspeed && s.data_parallel.bucket_parameters == 0 ? " (reduce_bucket_size's default)" : "",
       zero2 ? fmt::format("in every micro-batch's backward ({} a step: gradients sharded, as DeepSpeed's ZeRO-2{})",
                           s.training.micro_batches(s.parallel.dp),
                           s.data_parallel.overlap_grad_reduce ? "" : ", on the compute stream without overlap")

@@ -276,8 +276,11 @@ BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
 
 long long megatron_bucket_elements(const Scenario& scenario) {
   // --ddp-bucket-size, or max(4e7, 1e6·dp) parameters per bucket (Megatron-Core's
-  // DistributedDataParallel when its config gives no bucket size).
+  // DistributedDataParallel when its config gives no bucket size). Under DeepSpeed's ZeRO
+  // stages 1 and 2 the bucket is reduce_bucket_size elements, 5e8 by default
+  // (deepspeed/runtime/zero/config.py: ZERO_REDUCE_BUCKET_SIZE_DEFAULT).
   if (scenario.data_parallel.bucket_parameters > 0) return scenario.data_parallel.bucket_parameters;
+  if (scenario.training.framework == Framework::deepspeed) return kDeepSpeedBucketElements;
   return std::max(40'000'000LL, 1'000'000LL * scenario.parallel.dp);
 }
 

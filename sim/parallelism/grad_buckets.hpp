@@ -59,9 +59,13 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario);
 // order.
 BucketLayout deepspeed_pipeline_layout(const Scenario& scenario);
 
+// DeepSpeed ZeRO's reduce_bucket_size by default: the elements of gradient one reduction of
+// stage 1 or 2 takes.
+inline constexpr long long kDeepSpeedBucketElements = 500'000'000;
+
 // Parameters per Megatron bucket, data_parallel.bucket_parameters or by default
-// max(4e7, 1e6·dp): the one place the program's buckets and the memory model's ZeRO-2 buffers
-// take it from.
+// max(4e7, 1e6·dp) (under training.framework deepspeed, kDeepSpeedBucketElements): the one
+// place the program's buckets and the memory model's ZeRO-2 buffers take it from.
 long long megatron_bucket_elements(const Scenario& scenario);
 // That size in words, for the notes and the advice: "40 M parameters".
 std::string megatron_bucket_text(const Scenario& scenario);

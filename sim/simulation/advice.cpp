@@ -132,7 +132,9 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
             {{set("data_parallel.bucket_parameters", n)},
              "bucket size (parameters): smaller buckets start earlier, larger ones use the bandwidth better"});
   }
-  if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather)
+  // DeepSpeed's ZeRO gathers after its optimizer step; the overlap is Megatron-Core's.
+  if ((d.kind == DpKind::zero1 || d.kind == DpKind::zero2) && d.overlap_grad_reduce && !d.overlap_param_gather &&
+      s.training.framework != Framework::deepspeed)
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
     // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise.

@@ -293,6 +293,24 @@ TEST_CASE("FSDP1's prefetch keys and AllGather limit are refused under FSDP2 awa
         "no error");
 }
 
+// DeepSpeed's ZeRO stages 1 and 2 all-gather the updated parameters after the optimizer step
+// (stage_1_and_2.py, all_gather_dp_groups): the overlap with the next forward is Megatron-Core's,
+// refused under DeepSpeed rather than simulated as if it ran.
+TEST_CASE("under DeepSpeed overlap_param_gather is refused") {
+  const std::string text = scenario(kModel, kCluster, kParallel);
+  for (const char* kind : {"zero1", "zero2"}) {
+    INFO(kind);
+    CHECK(error_in(text, {"training.framework=deepspeed", std::string("data_parallel.kind=") + kind,
+                          "data_parallel.overlap_param_gather=true"}) ==
+          "scenario.json: /data_parallel/overlap_param_gather: true under training.framework deepspeed: DeepSpeed's "
+          "ZeRO all-gathers the updated parameters after its optimizer step, before the next forward (overlapping "
+          "the gather with the forward is Megatron-Core's --overlap-param-gather); use false");
+    CHECK_NOTHROW(io::load_scenario_text(text, "scenario.json",
+                                         {"training.framework=megatron", std::string("data_parallel.kind=") + kind,
+                                          "data_parallel.overlap_param_gather=true"}));
+  }
+}
+
 // DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and reduces every stage's gradients
 // after the whole schedule (deepspeed/runtime/pipe: the engine asserts ZeRO-2 and -3 away, and
 // TrainSchedule ends with ReduceGrads): other kinds are refused, and overlap_grad_reduce is off

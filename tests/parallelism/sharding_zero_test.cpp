@@ -102,6 +102,18 @@ TEST_CASE("bucket_parameters sizes Megatron's buckets as --ddp-bucket-size does"
   CHECK(spt::collectives_of(p, CommKind::dp).size() == 2 * layout.buckets.size());
 }
 
+TEST_CASE("under DeepSpeed ZeRO's buckets hold reduce_bucket_size's 5e8 elements unless bucket_parameters says") {
+  // The same ~92.9M parameters a GPU, under 5e8: one bucket, where Megatron's 4e7 makes two.
+  Scenario s = zero(false, DpKind::zero2);
+  s.training.framework = stepsim::Framework::deepspeed;
+  CHECK(sp::megatron_bucket_elements(s) == 500'000'000);
+  REQUIRE(sp::megatron_bucket_layout(s).buckets.size() == 1);
+  // zero2 reduce-scatters it in each of the two micro-batches and gathers it once.
+  CHECK(spt::collectives_of(zero_program(s), CommKind::dp).size() == 2 + 1);
+  s.data_parallel.bucket_parameters = 40'000'000;
+  CHECK(sp::megatron_bucket_layout(s).buckets.size() == 2);
+}
+
 TEST_CASE("Megatron splits only the first stage's first model chunk into buckets") {
   // 8 GELU layers of h = 4096 (12h² + 13h = 201,379,840 parameters each, biases and
   // LayerNorms included), 2 stages of 2 interleaved chunks of 2 layers: stage 0 holds the
