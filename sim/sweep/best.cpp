@@ -10,11 +10,13 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <set>
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 #include "stepsim/timeline.hpp"
@@ -288,6 +290,35 @@ bool row_takes_bucket_size(const Candidate& c, const std::string& kind, Framewor
          !deepspeed_pipeline_engine(framework, std::stoi(value_of(c, "parallel.pp", "1")));
 }
 
+// A configuration's bucket: MiB for PyTorch's DDP, "40M" parameters for Megatron-Core's buckets
+// and DeepSpeed ZeRO's (the default at its DP degree where it sets none), "-" for none.
+std::string bucket_of(const Candidate& c, const std::string& kind, const Scenario& base) {
+  if (row_takes_bucket_size(c, kind, base.training.framework))
+    return value_of(c, "data_parallel.bucket_cap_mb", fmt::format("{:g}", base.data_parallel.bucket_cap_mb));
+  const std::optional<DpKind> k = io::dp_kind_named(kind);
+  const int pp = std::stoi(value_of(c, "parallel.pp", std::to_string(base.parallel.pp)));
+  if (!k || !megatron_buckets(*k, base.training.framework) || deepspeed_pipeline_engine(base.training.framework, pp))
+    return "-";
+  Scenario s = base;
+  s.parallel.dp = std::stoi(value_of(c, "parallel.dp", std::to_string(base.parallel.dp)));
+  s.data_parallel.bucket_parameters =
+      std::stoll(value_of(c, "data_parallel.bucket_parameters", std::to_string(base.data_parallel.bucket_parameters)));
+  return fmt::format("{:g}M", static_cast<double>(parallelism::megatron_bucket_elements(s)) / 1e6);
+}
+
+// The row's bucket cell: each configuration's whose results are identical, as column() lists them.
+std::string bucket_cell(const Candidate& c, const std::string& kind, const Scenario& base) {
+  std::vector<std::string> values{bucket_of(c, value_of(c, "data_parallel.kind", kind), base)};
+  for (const auto& sets : c.alike) {
+    const Candidate other{sets, {}};
+    const std::string v = bucket_of(other, value_of(other, "data_parallel.kind", kind), base);
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  }
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : ",") + v;
+  return out;
+}
+
 std::string choice_label(const Candidate& c) {
   std::string label;
   for (const auto& s : c.sets) {
@@ -376,7 +407,6 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   const Scenario base = load_base(spec);
   // The search sets the kind and recompute unless the user did.
   const std::string kind = value_of(Candidate{spec.sets, {}}, "data_parallel.kind", "?");
-  const std::string bucket = fmt::format("{:g}", base.data_parallel.bucket_cap_mb);
   const std::string overlap = base.tensor_parallel.comm_overlap ? "true" : "false";
   // A mixture of experts gets an EP column after DP (the cell is empty for a dense model).
   const bool moe = base.model.moe.experts > 0;
@@ -393,17 +423,15 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
                        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
                        ep_cell(column(c, "parallel.ep", std::to_string(base.parallel.ep))),
                        column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-                       row_takes_bucket_size(c, column(c, "data_parallel.kind", kind), base.training.framework)
-                           ? column(c, "data_parallel.bucket_cap_mb", bucket)
-                           : "-",
-                       column(c, "tensor_parallel.comm_overlap", overlap),
+                       bucket_cell(c, kind, base), column(c, "tensor_parallel.comm_overlap", overlap),
                        column(c, "training.precision", to_string(base.training.precision)),
                        column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")),
                        r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute,
                        r.breakdown_s.exposed_total(), r.breakdown_s.bubble, r.memory_bytes.device / 1073741824.0);
   }
-  out << "\ncolumns: DP kind and bucket (MiB) of data parallelism, TP ovl: TP communication overlap, mem GiB: "
-         "memory in use at the peak; a cell with commas lists configurations whose results are identical\n";
+  out << "\ncolumns: DP kind and bucket of data parallelism (MiB for PyTorch's DDP, M parameters for Megatron-Core's "
+         "and DeepSpeed's buckets), TP ovl: TP communication overlap, mem GiB: memory in use at the peak; a cell with "
+         "commas lists configurations whose results are identical\n";
   out << "\nwhat limits #1 (" << choice_label(best.ranked.front().first)
       << "): " << limiting_factor(best.ranked.front().second) << "\n";
 }

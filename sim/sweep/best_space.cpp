@@ -7,6 +7,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 #include "sweep/best.hpp"
@@ -70,6 +71,25 @@ std::vector<long long> micro_batches(const SweepSpec& spec, const Scenario& base
 // reduces after the schedule).
 bool takes_bucket_size(std::optional<DpKind> kind, Framework framework, int pp) {
   return kind && io::kind_runs_key(*kind, framework, "bucket_cap_mb") && !deepspeed_pipeline_engine(framework, pp);
+}
+
+// A bucket size in parameters: Megatron-Core's buckets (zero1, zero2, and ddp under megatron or
+// nemo) and DeepSpeed's ZeRO, outside its pipeline engine.
+bool takes_bucket_parameters(std::optional<DpKind> kind, Framework framework, int pp) {
+  return kind && megatron_buckets(*kind, framework) && !deepspeed_pipeline_engine(framework, pp);
+}
+
+// The sizes tried: the framework's default at the layout's DP degree (max(4e7, 1e6·dp) under
+// Megatron-Core, DeepSpeed's 5e8) and a quarter and four times it, as the advice tries them.
+std::vector<std::string> bucket_parameter_sizes(const Scenario& base, long long dp) {
+  Scenario s = base;
+  s.parallel.dp = static_cast<int>(dp);
+  s.data_parallel.bucket_parameters = 0;
+  const long long size = parallelism::megatron_bucket_elements(s);
+  std::vector<std::string> out{""};
+  for (long long n : {size / 4, size * 4})
+    if (n >= 1 && n <= DataParallelSpec::kMaxBucketParameters) out.push_back(std::to_string(n));
+  return out;
 }
 
 bool loads(const SweepSpec& spec, const std::vector<std::string>& sets) {
@@ -179,9 +199,10 @@ Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, 
 }
 
 void note_fixed(const SweepSpec& spec, BestResult& result) {
-  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "training.micro_batch",
-                          "parallel.schedule", "training.precision", "data_parallel.kind",
-                          "data_parallel.bucket_cap_mb", "tensor_parallel.comm_overlap", "training.recompute"})
+  for (const char* key :
+       {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "training.micro_batch", "parallel.schedule",
+        "training.precision", "data_parallel.kind", "data_parallel.bucket_cap_mb", "data_parallel.bucket_parameters",
+        "tensor_parallel.comm_overlap", "training.recompute"})
     if (user_sets(spec, key)) result.fixed.emplace_back(key);
   if (user_sets(spec, "parallel.dp"))
     throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
@@ -283,23 +304,34 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);
   const auto overlaps =
       overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
+  const long long dp = std::stoll(value_of(layout, "parallel.dp", std::to_string(base.parallel.dp)));
   std::vector<Candidate> out;
-  for (const auto& kind : kinds)
-    for (const auto& bucket : (user_sets(spec, "data_parallel.bucket_cap_mb") ||
-                               !takes_bucket_size(kind.empty() ? base.data_parallel.kind : io::dp_kind_named(kind),
-                                                  base.training.framework, pp))
-                                  ? std::vector<std::string>{""}
-                                  : kBuckets)
+  for (const auto& kind : kinds) {
+    const std::optional<DpKind> k =
+        kind.empty() ? std::optional<DpKind>(base.data_parallel.kind) : io::dp_kind_named(kind);
+    // The bucket key this kind sizes its buckets by, and the sizes tried ("": the default).
+    std::string key;
+    std::vector<std::string> sizes{""};
+    if (!user_sets(spec, "data_parallel.bucket_cap_mb") && takes_bucket_size(k, base.training.framework, pp)) {
+      key = "data_parallel.bucket_cap_mb";
+      sizes = kBuckets;
+    } else if (!user_sets(spec, "data_parallel.bucket_parameters") &&
+               takes_bucket_parameters(k, base.training.framework, pp)) {
+      key = "data_parallel.bucket_parameters";
+      sizes = bucket_parameter_sizes(base, dp);
+    }
+    for (const auto& bucket : sizes)
       for (const auto& overlap : overlaps) {
         Candidate c = core;
         if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
         for (auto& reset : kind_defaults(spec, base, kind)) {
-          if (bucket.empty() || !reset.starts_with("data_parallel.bucket_cap_mb=")) c.sets.push_back(std::move(reset));
+          if (bucket.empty() || !reset.starts_with(key + "=")) c.sets.push_back(std::move(reset));
         }
-        if (!bucket.empty()) c.sets.push_back("data_parallel.bucket_cap_mb=" + bucket);
+        if (!bucket.empty()) c.sets.push_back(key + "=" + bucket);
         if (!overlap.empty()) c.sets.push_back("tensor_parallel.comm_overlap=" + overlap);
         out.push_back(std::move(c));
       }
+  }
   return out;
 }
 

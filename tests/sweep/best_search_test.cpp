@@ -150,6 +150,36 @@ TEST_CASE("the search tries no bucket size on a pipeline of DeepSpeed's engine")
   flat.sets = {"parallel.tp=1", "parallel.pp=1", "parallel.dp=8"};
   CHECK(values(stepsim::sweep::refinements(spec, piped), "data_parallel.bucket_cap_mb") == std::set<std::string>{"-"});
   CHECK(values(stepsim::sweep::refinements(spec, flat), "data_parallel.bucket_cap_mb").count("100") == 1);
+  // Nor a size in parameters: the engine reduces in its own 5e8-element buffers.
+  CHECK(values(stepsim::sweep::refinements(spec, piped), "data_parallel.bucket_parameters") ==
+        std::set<std::string>{"-"});
+}
+
+// Megatron-Core's buckets (ZeRO) are sized in parameters: at DP 64 its default is
+// max(4e7, 1e6·64) = 6.4e7, and the search tries it, a quarter (1.6e7) and four times
+// (2.56e8); DeepSpeed's ZeRO starts from its reduce_bucket_size, 5e8 (1.25e8, 2e9). PyTorch's
+// DDP keeps its MiB, FSDP has no buckets.
+TEST_CASE("the search tries Megatron-Core's and DeepSpeed's bucket sizes in parameters") {
+  Candidate layout;
+  layout.sets = {"parallel.tp=1", "parallel.pp=1", "parallel.dp=64"};
+  for (const auto& [framework, sizes] : std::vector<std::pair<std::string, std::set<std::string>>>{
+           {"megatron", {"-", "16000000", "256000000"}}, {"deepspeed", {"-", "125000000", "2000000000"}}}) {
+    INFO(framework);
+    const SweepSpec spec = spec_of({"model=gpt-1.3b", "training.framework=" + framework}, 64);
+    std::set<std::string> zero;
+    for (const auto& c : stepsim::sweep::refinements(spec, layout)) {
+      const std::string kind = value_of(c, "data_parallel.kind", "");
+      if (kind == "zero1") zero.insert(value_of(c, "data_parallel.bucket_parameters", "-"));
+      if (kind == "fsdp") CHECK(value_of(c, "data_parallel.bucket_parameters", "-") == "-");
+      if (kind == "zero1" || kind == "fsdp") CHECK(value_of(c, "data_parallel.bucket_cap_mb", "-") == "-");
+    }
+    CHECK(zero == sizes);
+  }
+  // Given with --set, the size holds: no candidate sets another.
+  const SweepSpec fixed =
+      spec_of({"model=gpt-1.3b", "data_parallel.kind=zero1", "data_parallel.bucket_parameters=5000000"}, 64);
+  CHECK(values(stepsim::sweep::refinements(fixed, layout), "data_parallel.bucket_parameters") ==
+        std::set<std::string>{"-"});
 }
 
 // The search replaces the scenario's layout, so a layout refused only as the scenario has it
