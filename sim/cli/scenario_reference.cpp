@@ -265,7 +265,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.activation_offload_layers", "",
      "transformer layers whose activations go to host memory during the forward and come back before their "
      "backward, over `cluster.host_link` on copy streams beside the compute (Transformer Engine's CPU offload); "
-     "refused with pp > 1, recompute, CUDA graphs, as many layers as the model has, or no host link",
+     "refused with pp > 1, recompute, CUDA graphs, `model.moe.a2a_overlap`, as many layers as the model has, or "
+     "no host link",
      "Megatron-Core `cpu_offloading` with `cpu_offloading_num_layers` (Megatron-Bridge "
      "`cpu_offloading_num_layers`)"},
     {"training.attention", "",

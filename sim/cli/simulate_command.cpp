@@ -84,8 +84,8 @@ int run_simulate(const Args& args) {
       "that would hide them, best first, a knob that does not fit in memory together with what makes it fit "
       "(automatic when either reaches 5 % of the step and the scenario is small); on a job that does not fit, "
       "simulate what makes it fit (PyTorch DDP's buckets as views of the gradients, sharding, recompute, more "
-      "stages, a smaller micro-batch, a larger TP group), the fastest that fits first, in pairs when none fits "
-      "alone");
+      "stages, a smaller micro-batch, a larger TP group, activation offload), the fastest that fits first, in "
+      "pairs when none fits alone");
   add_output_options(desc, out);
   po::positional_options_description positional;
   positional.add("scenario", 1);

@@ -521,6 +521,13 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
   c.require(s.model.mtp_layers <= 1, "/model/mtp_layers",
             "{} with model.moe.a2a_overlap: Megatron-Core overlaps at most one multi-token-prediction layer",
             s.model.mtp_layers);
+  // The overlap runs each layer through its fine-grained schedule plan
+  // (models/gpt/fine_grained_callables.py), outside TransformerBlock.forward and the CPU
+  // offload context that block opens around its layers.
+  c.require(s.training.activation_offload_layers == 0, "/training/activation_offload_layers",
+            "{} with model.moe.a2a_overlap is not simulated: Megatron-Core's EP overlap runs the layers outside the "
+            "transformer block whose CPU offload context offloads them",
+            s.training.activation_offload_layers);
   const Framework f = s.training.framework;
   c.require(runs_megatron_options(f), "/training/framework",
             "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);

@@ -230,7 +230,7 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
 
 // What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,
 // sharding the model states, recompute, more pipeline stages (fewer layers' activations and
-// weights per GPU), a smaller micro-batch, a larger TP group.
+// weights per GPU), activation offload, a smaller micro-batch, a larger TP group.
 std::vector<Candidate> memory_fixes(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const DataParallelSpec& d = s.data_parallel;
@@ -255,6 +255,17 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (p.dp % 2 == 0 && p.stage_layers.empty() && s.model.layers % (2 * p.pp) == 0)
     out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
                    "fit: twice the pipeline stages, each with half the layers"});
+  // Megatron-Core's offload through Transformer Engine (cpu_offloading_num_layers), which it
+  // allows without a pipeline, recompute or CUDA graphs: half the layers, or all it can but the
+  // last where the scenario offloads half already.
+  const int offloaded = s.training.activation_offload_layers;
+  const int more = offloaded < s.model.layers / 2 ? s.model.layers / 2 : s.model.layers - 1;
+  if (runs_megatron_options(s.training.framework) && p.pp == 1 && s.training.recompute == Recompute::none &&
+      !s.training.cuda_graphs && s.cluster.host_link.bandwidth.positive() && more > offloaded)
+    out.push_back({{set("training.activation_offload_layers", more)},
+                   fmt::format("fit: {} layers' activations in host memory (Transformer Engine's CPU offload, its "
+                               "copies beside the compute)",
+                               more)});
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});

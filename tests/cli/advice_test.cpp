@@ -419,6 +419,35 @@ std::vector<std::string> words(const std::string& change) {
 
 }  // namespace
 
+// Megatron-Core offloads activations through Transformer Engine without a pipeline, recompute
+// or CUDA graphs (its TransformerConfig refuses them together): Llama 3 8B's 32 layers, half of
+// them offered, and none where recompute, another framework or a pipeline rules it out.
+TEST_CASE("The advice to fit offers activation offload where Megatron-Core runs it") {
+  const std::vector<std::string> sets = {"model=llama3-8b", "parallel.tp=2", "parallel.dp=32"};
+  const auto offload = [](const stepsim::Report& r) {
+    for (const auto& a : r.advice)
+      if (a.change.find("training.activation_offload_layers=") != std::string::npos) return a.change;
+    return std::string();
+  };
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  CHECK(offload(r) == "training.activation_offload_layers=16");
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"training.recompute=selective"}, {"training.framework=pytorch"}, {"parallel.pp=2", "parallel.dp=16"}}) {
+    auto more = sets;
+    more.insert(more.end(), extra.begin(), extra.end());
+    const auto other = advised("", more, true).report;
+    INFO(extra.front());
+    REQUIRE_FALSE(other.memory_bytes.fits);
+    CHECK(offload(other).empty());
+  }
+  // Half offloaded already: all but the last layer, as Megatron-Core allows at most.
+  auto half = sets;
+  half.push_back("training.activation_offload_layers=16");
+  const auto again = advised("", half, true).report;
+  if (!again.memory_bytes.fits) CHECK(offload(again) == "training.activation_offload_layers=31");
+}
+
 // Llama 3 70B at TP 4 on 64 H100 (the default cluster) needs 469 GiB: no change of the seven
 // that make a job fit is enough alone (FSDP alone 177 GiB, full recompute alone 338 GiB), so
 // the advice tries them in pairs, and FSDP with full recompute fits.
@@ -446,16 +475,16 @@ TEST_CASE("When no change fits alone the advice tries them in pairs and ranks th
   CHECK(r.notes.back().find("fastest pair of changes that fits: " + best.change) != std::string::npos);
 }
 
-// Llama 3 405B without TP on 64 H100 fits with no pair either. Seven changes to fit (ZeRO-1,
-// FSDP, selective and full recompute, two stages, micro-batch 1, TP 2) make C(7, 2) = 21 pairs,
-// less the three that set one key twice (two data-parallel kinds, two recompute settings, two
-// layouts' parallel.dp): 18 tried.
+// Llama 3 405B without TP on 64 H100 fits with no pair either. Eight changes to fit (ZeRO-1,
+// FSDP, selective and full recompute, two stages, micro-batch 1, TP 2, 63 of its 126 layers'
+// activations offloaded) make C(8, 2) = 28 pairs, less the three that set one key twice (two
+// data-parallel kinds, two recompute settings, two layouts' parallel.dp): 25 tried.
 TEST_CASE("When no pair of changes fits either the advice says how many it tried") {
   const auto r = advised("", {"model=llama3-405b", "parallel.tp=1", "parallel.dp=64"}, true).report;
   REQUIRE_FALSE(r.memory_bytes.fits);
-  CHECK(r.advice.size() == 7);
+  CHECK(r.advice.size() == 8);
   CHECK(simulated(r) == 0);
-  CHECK(r.notes.back().find("none of them fits alone, nor any of the 18 pairs of them: use more GPUs") !=
+  CHECK(r.notes.back().find("none of them fits alone, nor any of the 25 pairs of them: use more GPUs") !=
         std::string::npos);
 }
 

@@ -293,6 +293,23 @@ TEST_CASE("FSDP1's prefetch keys and AllGather limit are refused under FSDP2 awa
         "no error");
 }
 
+// Megatron-Core's EP overlap runs each layer through its fine-grained schedule plan, outside the
+// transformer block whose CPU offload context offloads the layers: the two together are refused.
+TEST_CASE("the EP all-to-all overlap with activation offload is refused") {
+  const std::string text =
+      std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-h100-qwen3-30b-fp8.json";
+  try {
+    (void)io::load_scenario(text, {"model.moe.a2a_overlap=true", "training.activation_offload_layers=24"});
+    FAIL("accepted");
+  } catch (const stepsim::InputError& e) {
+    CHECK(e.where() == "/training/activation_offload_layers");
+    CHECK(e.message() ==
+          "24 with model.moe.a2a_overlap is not simulated: Megatron-Core's EP overlap runs the layers outside the "
+          "transformer block whose CPU offload context offloads them");
+  }
+  CHECK_NOTHROW(io::load_scenario(text, {"training.activation_offload_layers=24"}));
+}
+
 // DeepSpeed's ZeRO stages 1 and 2 all-gather the updated parameters after the optimizer step
 // (stage_1_and_2.py, all_gather_dp_groups): the overlap with the next forward is Megatron-Core's,
 // refused under DeepSpeed rather than simulated as if it ran.
