@@ -33,10 +33,16 @@ std::optional<double> number_of(const std::string& text) {
 // The bucket size as the layout's kind takes it: Megatron-Core's in parameters, PyTorch DDP's
 // in MiB; none for FSDP and HSDP, nor under DeepSpeed's pipeline engine (it reduces after the
 // schedule).
+bool sized_in_parameters(const Scenario& s) {
+  const DpKind kind = s.data_parallel.kind;
+  return kind != DpKind::fsdp && kind != DpKind::hsdp && !deepspeed_pipeline_engine(s) &&
+         megatron_buckets(kind, s.training.framework);
+}
+
 std::string bucket_text(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;
   if (kind == DpKind::fsdp || kind == DpKind::hsdp || deepspeed_pipeline_engine(s)) return "";
-  if (megatron_buckets(kind, s.training.framework)) return parallelism::megatron_bucket_text(s);
+  if (sized_in_parameters(s)) return parallelism::megatron_bucket_text(s);
   return fmt::format("{:g} MiB", s.data_parallel.bucket_cap_mb);
 }
 
@@ -90,7 +96,9 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   row.report = row.search.ranked.front().second;
   std::vector<std::string> sets = s.sets;
   sets.insert(sets.end(), row.layout->sets.begin(), row.layout->sets.end());
-  row.bucket = bucket_text(io::load_scenario(s.scenario, sets));
+  const Scenario chosen = io::load_scenario(s.scenario, sets);
+  row.bucket = bucket_text(chosen);
+  if (sized_in_parameters(chosen)) row.bucket_parameters = parallelism::megatron_bucket_elements(chosen);
   add_budget(spec, row);
   return row;
 }

@@ -47,6 +47,9 @@ struct PlanRow {
   // The layout's gradient bucket size as its kind sizes it ("25 MiB", "40 M parameters"); ""
   // where none applies (FSDP, DeepSpeed's pipeline engine).
   std::string bucket;
+  // Parameters per bucket where the kind sizes its buckets so (Megatron-Core's, DeepSpeed
+  // ZeRO's), the default resolved; 0 for the others.
+  long long bucket_parameters = 0;
 };
 
 // "NAME" or "NAME@PRICE"; InputError naming --cluster otherwise.

@@ -121,6 +121,24 @@ TEST_CASE("plan searches a mixture of experts from the default scenario and stat
       dir.run("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --set data_parallel.kind=fsdp");
   REQUIRE(fsdp.status == 0);
   CHECK(fsdp.out.find("; fsdp; TP overlap") != std::string::npos);
+  // The rows' bucket_parameters: ZeRO-1's at DP 8 or less, whose default is 4e7, is that, a
+  // quarter or four times it; PyTorch DDP's and FSDP's rows have none.
+  const auto zero1 = plan_rows(dir,
+                               "--model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --set "
+                               "data_parallel.kind=zero1");
+  REQUIRE(zero1.size() == 1);
+  const auto& row = zero1.front().as_object();
+  REQUIRE(row.at("bucket_parameters").is_int64());
+  const std::int64_t n = row.at("bucket_parameters").as_int64();
+  CHECK((n == 10'000'000 || n == 40'000'000 || n == 160'000'000));
+  for (const char* kind : {"ddp --set training.framework=pytorch", "fsdp"}) {
+    INFO(kind);
+    const auto other = plan_rows(dir, std::string("--model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --set "
+                                                  "data_parallel.kind=") +
+                                          kind);
+    REQUIRE(other.size() == 1);
+    CHECK(other.front().as_object().at("bucket_parameters").is_null());
+  }
 }
 
 TEST_CASE("plan finds a layout on every cluster preset") {
