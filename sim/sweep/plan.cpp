@@ -30,15 +30,17 @@ std::optional<double> number_of(const std::string& text) {
   }
 }
 
-// The bucket size as the layout's kind takes it: Megatron-Core's in parameters, PyTorch DDP's
-// in MiB; none for FSDP and HSDP, nor under DeepSpeed's pipeline engine (it reduces after the
-// schedule).
+// Whether the layout's kind sizes its buckets in parameters: Megatron-Core's buckets and
+// DeepSpeed ZeRO's, outside DeepSpeed's pipeline engine.
 bool sized_in_parameters(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;
   return kind != DpKind::fsdp && kind != DpKind::hsdp && !deepspeed_pipeline_engine(s) &&
          megatron_buckets(kind, s.training.framework);
 }
 
+// The bucket size as the layout's kind takes it: Megatron-Core's in parameters, PyTorch DDP's
+// in MiB; none for FSDP and HSDP, nor under DeepSpeed's pipeline engine (it reduces after the
+// schedule).
 std::string bucket_text(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;
   if (kind == DpKind::fsdp || kind == DpKind::hsdp || deepspeed_pipeline_engine(s)) return "";
