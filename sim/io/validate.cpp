@@ -399,6 +399,15 @@ void check_cuda_graph_scope(const Scenario& s, const Checker& c) {
             "\"moe_router\" needs a mixture-of-experts model (model.moe.experts > 0)");
   c.require(!graphs(t, CudaGraphScope::moe_preprocess) || graphs(t, CudaGraphScope::moe_router), where,
             "\"moe_preprocess\" is captured with \"moe_router\" only, as Megatron-Core requires");
+  // The all-to-all dispatcher's preprocessing with a capacity factor depends on the routing's
+  // token counts (TransformerConfig: "moe_preprocess cuda graph is not supported when there are
+  // ... capacity factor").
+  c.require(!graphs(t, CudaGraphScope::moe_preprocess) || s.model.moe.dispatcher != MoeDispatcher::alltoall ||
+                s.model.moe.capacity_factor <= 0,
+            where,
+            "\"moe_preprocess\" with the alltoall dispatcher and a capacity factor ({}): Megatron-Core does not "
+            "capture that preprocessing in a graph",
+            s.model.moe.capacity_factor);
   c.require(!graphs(t, CudaGraphScope::mlp) || !moe || s.model.mixed_layers(), where,
             "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
 }

@@ -279,16 +279,49 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   return out;
 }
 
+// CUDA graphs of a scope that leaves parts of the layers to the CPU: a dense model's whole
+// layers (the empty scope); a mixture of experts' scope with every part Megatron-Core can
+// capture added (the attention block; a dense layer's MLP in a mixed stack; a MoE layer's
+// router and, with it, the dispatcher's preprocessing, except the all-to-all dispatcher's with
+// a capacity factor). The experts and the EP all-to-alls stay outside: their token counts
+// change from step to step.
+std::optional<Candidate> wider_scope(const Scenario& s) {
+  const std::vector<CudaGraphScope>& scope = s.training.cuda_graph_scope;
+  const auto has = [&](CudaGraphScope p) { return std::find(scope.begin(), scope.end(), p) != scope.end(); };
+  const bool moe = s.model.moe.experts > 0;
+  if (!moe)
+    return Candidate{{set("training.cuda_graph_scope", "[]")},
+                     "host: replay the whole transformer layers from CUDA graphs, no launch per kernel"};
+  std::vector<CudaGraphScope> added;
+  if (!has(CudaGraphScope::attn)) added.push_back(CudaGraphScope::attn);
+  if (s.model.mixed_layers() && !has(CudaGraphScope::mlp)) added.push_back(CudaGraphScope::mlp);
+  if (!has(CudaGraphScope::moe_router)) added.push_back(CudaGraphScope::moe_router);
+  const bool preprocess = s.model.moe.dispatcher != MoeDispatcher::alltoall || s.model.moe.capacity_factor <= 0;
+  if (preprocess && !has(CudaGraphScope::moe_preprocess)) added.push_back(CudaGraphScope::moe_preprocess);
+  if (added.empty()) return std::nullopt;
+  std::string list, names;
+  for (CudaGraphScope p : scope) list += fmt::format("{}\"{}\"", list.empty() ? "" : ",", to_string(p));
+  for (CudaGraphScope p : added) {
+    list += fmt::format("{}\"{}\"", list.empty() ? "" : ",", to_string(p));
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(p));
+  }
+  return Candidate{{set("training.cuda_graph_scope", "[" + list + "]")},
+                   fmt::format("host: replay {} from CUDA graphs too, no launch per kernel there", names)};
+}
+
 // The GPU waiting for the CPU to issue its kernels: CUDA graphs replay the layers without
 // issuing them one by one, where the framework captures them (not torchtitan's nor
-// DeepSpeed's steps, not FSDP-sharded layers); a micro-batch twice as large issues half the
-// kernels per token.
+// DeepSpeed's steps, not FSDP-sharded layers), or a wider scope of them; a micro-batch twice
+// as large issues half the kernels per token.
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
   const Framework f = s.training.framework;
   const DpKind kind = s.data_parallel.kind;
   if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp)
     out.push_back({{set("training.cuda_graphs", "true")},
                    "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
+  if (s.training.cuda_graphs && !s.training.cuda_graph_scope.empty()) {
+    if (auto wider = wider_scope(s)) out.push_back(std::move(*wider));
+  }
   const long long mb = s.training.micro_batch;
   if (s.training.global_batch % (2 * mb * s.parallel.dp) == 0)
     out.push_back({{set("training.micro_batch", 2 * mb)}, "host: twice the micro-batch, half the kernels per token"});

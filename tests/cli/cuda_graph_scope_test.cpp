@@ -106,6 +106,13 @@ TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it woul
           "\"moe_preprocess\" is captured with \"moe_router\" only");
   refused("moe.json", key + "[\"mlp\"]'", "/training/cuda_graph_scope",
           "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
+  // Megatron-Core's TransformerConfig: no moe_preprocess graph for the all-to-all dispatcher with
+  // a capacity factor; the flex dispatcher, or dropless routing, keeps it.
+  refused("moe.json", key + "[\"moe_router\",\"moe_preprocess\"]' --set model.moe.capacity_factor=1.25",
+          "/training/cuda_graph_scope",
+          "\"moe_preprocess\" with the alltoall dispatcher and a capacity factor (1.25): Megatron-Core does not "
+          "capture that preprocessing in a graph");
+  CHECK(scratch.run("simulate moe.json " + key + "[\"moe_router\",\"moe_preprocess\"]'").status == 0);
   refused("dense.json", key + "[\"moe_router\"]'", "/training/cuda_graph_scope",
           "\"moe_router\" needs a mixture-of-experts model");
   refused("dense.json", key + "[\"attn\"]' --set training.framework=pytorch", "/training/framework",
