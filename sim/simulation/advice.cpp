@@ -279,34 +279,47 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   return out;
 }
 
-// CUDA graphs of a scope that leaves parts of the layers to the CPU: a dense model's whole
-// layers (the empty scope); a mixture of experts' scope with every part Megatron-Core can
-// capture added (the attention block; a dense layer's MLP in a mixed stack; a MoE layer's
-// router and, with it, the dispatcher's preprocessing, except the all-to-all dispatcher's with
-// a capacity factor). The experts and the EP all-to-alls stay outside: their token counts
-// change from step to step.
-std::optional<Candidate> wider_scope(const Scenario& s) {
-  const std::vector<CudaGraphScope>& scope = s.training.cuda_graph_scope;
-  const auto has = [&](CudaGraphScope p) { return std::find(scope.begin(), scope.end(), p) != scope.end(); };
-  const bool moe = s.model.moe.experts > 0;
-  if (!moe)
-    return Candidate{{set("training.cuda_graph_scope", "[]")},
-                     "host: replay the whole transformer layers from CUDA graphs, no launch per kernel"};
+// The parts of a mixture of experts' layers Megatron-Core's CUDA graphs can capture, beyond
+// `have`: the attention block, a dense layer's MLP in a mixed stack, a MoE layer's router and,
+// with it, the dispatcher's preprocessing (not the all-to-all dispatcher's with a capacity
+// factor). The experts and the EP all-to-alls stay outside: their token counts change from
+// step to step.
+std::vector<CudaGraphScope> moe_graph_parts(const Scenario& s, const std::vector<CudaGraphScope>& have) {
+  const auto has = [&](CudaGraphScope p) { return std::find(have.begin(), have.end(), p) != have.end(); };
   std::vector<CudaGraphScope> added;
   if (!has(CudaGraphScope::attn)) added.push_back(CudaGraphScope::attn);
   if (s.model.mixed_layers() && !has(CudaGraphScope::mlp)) added.push_back(CudaGraphScope::mlp);
   if (!has(CudaGraphScope::moe_router)) added.push_back(CudaGraphScope::moe_router);
   const bool preprocess = s.model.moe.dispatcher != MoeDispatcher::alltoall || s.model.moe.capacity_factor <= 0;
   if (preprocess && !has(CudaGraphScope::moe_preprocess)) added.push_back(CudaGraphScope::moe_preprocess);
+  return added;
+}
+
+std::string scope_list(const std::vector<CudaGraphScope>& parts) {
+  std::string list;
+  for (CudaGraphScope p : parts) list += fmt::format("{}\"{}\"", list.empty() ? "" : ",", to_string(p));
+  return "[" + list + "]";
+}
+
+std::string scope_names(const std::vector<CudaGraphScope>& parts) {
+  std::string names;
+  for (CudaGraphScope p : parts) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(p));
+  return names;
+}
+
+// CUDA graphs of a scope that leaves parts of the layers to the CPU: a dense model's whole
+// layers (the empty scope); a mixture of experts' scope with every part moe_graph_parts adds.
+std::optional<Candidate> wider_scope(const Scenario& s) {
+  const std::vector<CudaGraphScope>& scope = s.training.cuda_graph_scope;
+  if (s.model.moe.experts == 0)
+    return Candidate{{set("training.cuda_graph_scope", "[]")},
+                     "host: replay the whole transformer layers from CUDA graphs, no launch per kernel"};
+  const std::vector<CudaGraphScope> added = moe_graph_parts(s, scope);
   if (added.empty()) return std::nullopt;
-  std::string list, names;
-  for (CudaGraphScope p : scope) list += fmt::format("{}\"{}\"", list.empty() ? "" : ",", to_string(p));
-  for (CudaGraphScope p : added) {
-    list += fmt::format("{}\"{}\"", list.empty() ? "" : ",", to_string(p));
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(p));
-  }
-  return Candidate{{set("training.cuda_graph_scope", "[" + list + "]")},
-                   fmt::format("host: replay {} from CUDA graphs too, no launch per kernel there", names)};
+  std::vector<CudaGraphScope> wider = scope;
+  wider.insert(wider.end(), added.begin(), added.end());
+  return Candidate{{set("training.cuda_graph_scope", scope_list(wider))},
+                   fmt::format("host: replay {} from CUDA graphs too, no launch per kernel there", scope_names(added))};
 }
 
 // The GPU waiting for the CPU to issue its kernels: CUDA graphs replay the layers without
@@ -316,9 +329,19 @@ std::optional<Candidate> wider_scope(const Scenario& s) {
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
   const Framework f = s.training.framework;
   const DpKind kind = s.data_parallel.kind;
-  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp)
-    out.push_back({{set("training.cuda_graphs", "true")},
-                   "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
+  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp) {
+    if (s.model.moe.experts > 0 && runs_megatron_options(f)) {
+      // A mixture of experts as Megatron-Core graphs it: the parts whose shapes do not change.
+      const std::vector<CudaGraphScope> parts = moe_graph_parts(s, {});
+      out.push_back({{set("training.cuda_graphs", "true"), set("training.cuda_graph_scope", scope_list(parts))},
+                     fmt::format("host: replay {} from CUDA graphs, no launch per kernel there (the experts' "
+                                 "token counts change every step)",
+                                 scope_names(parts))});
+    } else {
+      out.push_back({{set("training.cuda_graphs", "true")},
+                     "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
+    }
+  }
   if (s.training.cuda_graphs && !s.training.cuda_graph_scope.empty()) {
     if (auto wider = wider_scope(s)) out.push_back(std::move(*wider));
   }
