@@ -263,9 +263,9 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (runs_megatron_options(s.training.framework) && p.pp == 1 && s.training.recompute == Recompute::none &&
       !s.training.cuda_graphs && s.cluster.host_link.bandwidth.positive() && more > offloaded)
     out.push_back({{set("training.activation_offload_layers", more)},
-                   fmt::format("fit: {} layers' activations in host memory (Transformer Engine's CPU offload, its "
+                   fmt::format("fit: {} {} activations in host memory (Transformer Engine's CPU offload, its "
                                "copies beside the compute)",
-                               more)});
+                               more, more == 1 ? "layer's" : "layers'")});
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});
