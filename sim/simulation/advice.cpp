@@ -469,9 +469,12 @@ void advise_memory(const AdviceRequest& request, const Scenario& scenario, Repor
     note += fmt::format("; fastest {} that fits: {} ({}, step {:.3f} s)", one_fits ? "change" : "pair of changes",
                         r.advice.front().change, r.advice.front().why, r.advice.front().step_time_s);
   else if (pairs > 0)
-    note += fmt::format("; none of them fits alone, nor any of the {} pairs of them: use more GPUs", pairs);
+    note += fmt::format(
+        "; none of them fits alone, nor any of the {} pairs of them: search the layout with 'stepsim sweep --best', "
+        "or use more GPUs",
+        pairs);
   else
-    note += "; none of them fits alone: use more GPUs";
+    note += "; none of them fits alone: search the layout with 'stepsim sweep --best', or use more GPUs";
   r.notes.push_back(std::move(note));
 }
 

@@ -484,8 +484,8 @@ TEST_CASE("When no pair of changes fits either the advice says how many it tried
   REQUIRE_FALSE(r.memory_bytes.fits);
   CHECK(r.advice.size() == 8);
   CHECK(simulated(r) == 0);
-  CHECK(r.notes.back().find("none of them fits alone, nor any of the 25 pairs of them: use more GPUs") !=
-        std::string::npos);
+  CHECK(r.notes.back().find("none of them fits alone, nor any of the 25 pairs of them: search the layout with "
+                            "'stepsim sweep --best', or use more GPUs") != std::string::npos);
 }
 
 // Qwen3 30B-A3B on 16 H100: the EP overlap does not fit alone (88.3 GiB); the advice tries it
