@@ -82,4 +82,11 @@ inline bool deepspeed_pipeline_engine(const Scenario& s) {
   return deepspeed_pipeline_engine(s.training.framework, s.parallel.pp);
 }
 
+// A bucket size in parameters applies (data_parallel.bucket_parameters): Megatron-Core's
+// buckets and DeepSpeed ZeRO's, outside DeepSpeed's pipeline engine, which reduces in buffers of
+// its own after the schedule.
+inline bool buckets_in_parameters(DpKind kind, Framework f, int pp) {
+  return megatron_buckets(kind, f) && !deepspeed_pipeline_engine(f, pp);
+}
+
 }  // namespace stepsim

@@ -505,6 +505,7 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
         100.0 * r.host.gpu_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
   std::vector<Advice> paired;
+  const std::vector<Candidate> fixes = memory_fixes(scenario);
   for (const Candidate& c : candidates(scenario, r, dominant)) {
     if (!simulate_them) {
       r.advice.push_back({joined(c.sets), c.why, "not simulated: a large scenario; run with --advise", 0, 0});
@@ -513,7 +514,7 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     r.advice.push_back(try_candidate(request, c));
     // A change that does not fit, tried again with what makes the job fit.
     if (fits_not(r.advice.back()))
-      if (auto a = fitted(request, c, memory_fixes(scenario))) paired.push_back(std::move(*a));
+      if (auto a = fitted(request, c, fixes)) paired.push_back(std::move(*a));
   }
   r.advice.insert(r.advice.end(), paired.begin(), paired.end());
   rank(r.advice);

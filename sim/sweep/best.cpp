@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -270,16 +271,22 @@ void merge_alike(BestResult& result) {
   ranked = std::move(merged);
 }
 
-// The distinct values `key` takes over a row's candidates, joined by commas.
-std::string column(const Candidate& c, const std::string& key, const std::string& otherwise) {
-  std::vector<std::string> values{value_of(c, key, otherwise)};
+// A cell of the row: `cell_of` of the row's configuration and of each whose results are
+// identical, each value once, joined by commas.
+std::string alike_cell(const Candidate& c, const std::function<std::string(const Candidate&)>& cell_of) {
+  std::vector<std::string> values{cell_of(c)};
   for (const auto& sets : c.alike) {
-    const std::string v = value_of(Candidate{sets, {}}, key, otherwise);
+    const std::string v = cell_of(Candidate{sets, {}});
     if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
   }
   std::string out;
   for (const auto& v : values) out += (out.empty() ? "" : ",") + v;
   return out;
+}
+
+// The distinct values `key` takes over a row's candidates, joined by commas.
+std::string column(const Candidate& c, const std::string& key, const std::string& otherwise) {
+  return alike_cell(c, [&](const Candidate& x) { return value_of(x, key, otherwise); });
 }
 
 // Whether the row takes a bucket size in MiB (PyTorch's DDP, outside DeepSpeed's pipeline engine,
@@ -297,8 +304,7 @@ std::string bucket_of(const Candidate& c, const std::string& kind, const Scenari
     return value_of(c, "data_parallel.bucket_cap_mb", fmt::format("{:g}", base.data_parallel.bucket_cap_mb));
   const std::optional<DpKind> k = io::dp_kind_named(kind);
   const int pp = std::stoi(value_of(c, "parallel.pp", std::to_string(base.parallel.pp)));
-  if (!k || !megatron_buckets(*k, base.training.framework) || deepspeed_pipeline_engine(base.training.framework, pp))
-    return "-";
+  if (!k || !buckets_in_parameters(*k, base.training.framework, pp)) return "-";
   Scenario s = base;
   s.parallel.dp = std::stoi(value_of(c, "parallel.dp", std::to_string(base.parallel.dp)));
   s.data_parallel.bucket_parameters =
@@ -306,17 +312,9 @@ std::string bucket_of(const Candidate& c, const std::string& kind, const Scenari
   return fmt::format("{:g}M", static_cast<double>(parallelism::megatron_bucket_elements(s)) / 1e6);
 }
 
-// The row's bucket cell: each configuration's whose results are identical, as column() lists them.
+// The row's bucket cell, as column() lists a key's values.
 std::string bucket_cell(const Candidate& c, const std::string& kind, const Scenario& base) {
-  std::vector<std::string> values{bucket_of(c, value_of(c, "data_parallel.kind", kind), base)};
-  for (const auto& sets : c.alike) {
-    const Candidate other{sets, {}};
-    const std::string v = bucket_of(other, value_of(other, "data_parallel.kind", kind), base);
-    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
-  }
-  std::string out;
-  for (const auto& v : values) out += (out.empty() ? "" : ",") + v;
-  return out;
+  return alike_cell(c, [&](const Candidate& x) { return bucket_of(x, value_of(x, "data_parallel.kind", kind), base); });
 }
 
 std::string choice_label(const Candidate& c) {

@@ -73,12 +73,6 @@ bool takes_bucket_size(std::optional<DpKind> kind, Framework framework, int pp) 
   return kind && io::kind_runs_key(*kind, framework, "bucket_cap_mb") && !deepspeed_pipeline_engine(framework, pp);
 }
 
-// A bucket size in parameters: Megatron-Core's buckets (zero1, zero2, and ddp under megatron or
-// nemo) and DeepSpeed's ZeRO, outside its pipeline engine.
-bool takes_bucket_parameters(std::optional<DpKind> kind, Framework framework, int pp) {
-  return kind && megatron_buckets(*kind, framework) && !deepspeed_pipeline_engine(framework, pp);
-}
-
 // The sizes tried: the framework's default at the layout's DP degree (max(4e7, 1e6·dp) under
 // Megatron-Core, DeepSpeed's 5e8) and a quarter and four times it, as the advice tries them.
 std::vector<std::string> bucket_parameter_sizes(const Scenario& base, long long dp) {
@@ -315,8 +309,8 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
     if (!user_sets(spec, "data_parallel.bucket_cap_mb") && takes_bucket_size(k, base.training.framework, pp)) {
       key = "data_parallel.bucket_cap_mb";
       sizes = kBuckets;
-    } else if (!user_sets(spec, "data_parallel.bucket_parameters") &&
-               takes_bucket_parameters(k, base.training.framework, pp)) {
+    } else if (!user_sets(spec, "data_parallel.bucket_parameters") && k &&
+               buckets_in_parameters(*k, base.training.framework, pp)) {
       key = "data_parallel.bucket_parameters";
       sizes = bucket_parameter_sizes(base, dp);
     }

@@ -30,12 +30,8 @@ std::optional<double> number_of(const std::string& text) {
   }
 }
 
-// Whether the layout's kind sizes its buckets in parameters: Megatron-Core's buckets and
-// DeepSpeed ZeRO's, outside DeepSpeed's pipeline engine.
 bool sized_in_parameters(const Scenario& s) {
-  const DpKind kind = s.data_parallel.kind;
-  return kind != DpKind::fsdp && kind != DpKind::hsdp && !deepspeed_pipeline_engine(s) &&
-         megatron_buckets(kind, s.training.framework);
+  return buckets_in_parameters(s.data_parallel.kind, s.training.framework, s.parallel.pp);
 }
 
 // The bucket size as the layout's kind takes it: Megatron-Core's in parameters, PyTorch DDP's
