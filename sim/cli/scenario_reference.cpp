@@ -310,7 +310,8 @@ constexpr KeyDoc kDocs[] = {
      "FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",
      "ddp (PyTorch's): gradient bucket size; Megatron-Core's buckets (zero1, zero2, and ddp under framework megatron "
-     "or nemo) are sized by `bucket_parameters`",
+     "or nemo) are sized by `bucket_parameters`. No bucket key applies under DeepSpeed's pipeline engine (framework "
+     "`deepspeed` with pp > 1): one set is refused",
      "PyTorch DDP `bucket_cap_mb`"},
     {"data_parallel.first_bucket_mb", "MiB", "ddp (PyTorch's): size of the first (smallest) bucket",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
@@ -318,7 +319,8 @@ constexpr KeyDoc kDocs[] = {
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
      "bucket, all of them the same size, in the first pipeline stage's first "
      "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
-     "default, and under framework `deepspeed` 5e8, ZeRO's `reduce_bucket_size` default",
+     "default, and under framework `deepspeed` 5e8, ZeRO's `reduce_bucket_size` default (refused under its pipeline "
+     "engine, pp > 1, which reduces in buffers of its own)",
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`); DeepSpeed "
      "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",

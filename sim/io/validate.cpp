@@ -872,6 +872,17 @@ void resolve_pipeline_engine(Scenario& s, const Checker& c) {
             "or 1 only (ZeRO-2 and ZeRO-3 are incompatible with it); use ddp or zero1",
             to_string(d.kind), s.parallel.pp);
   d.overlap_grad_reduce = false;
+  // Its buffers are its own: a bucket size set away from its default would do nothing.
+  const DataParallelSpec defaults;
+  for (const auto& [key, given] :
+       {std::pair{"/data_parallel/bucket_cap_mb", d.bucket_cap_mb != defaults.bucket_cap_mb},
+        std::pair{"/data_parallel/first_bucket_mb", d.first_bucket_mb != defaults.first_bucket_mb},
+        std::pair{"/data_parallel/bucket_parameters", d.bucket_parameters != defaults.bucket_parameters}})
+    c.require(!given, key,
+              "set under training.framework deepspeed with parallel.pp {}: DeepSpeed's pipeline engine all-reduces "
+              "each stage's gradients after the schedule in buffers of its own (5e8 elements), so no bucket size "
+              "applies; leave it unset",
+              s.parallel.pp);
   c.require(s.model.moe.experts == 0, "/model/moe",
             "a mixture-of-experts model under training.framework deepspeed with parallel.pp > 1 is not simulated yet");
 }

@@ -354,6 +354,17 @@ TEST_CASE(
       CHECK_FALSE(s.data_parallel.overlap_grad_reduce);
     }
   }
+  // Its buffers are its own: no bucket size applies, and one set is refused rather than ignored.
+  for (const char* key : {"bucket_cap_mb=100", "first_bucket_mb=5", "bucket_parameters=1000000"}) {
+    INFO(key);
+    const std::string name = std::string(key).substr(0, std::string(key).find('='));
+    CHECK(error_in(text,
+                   {"training.framework=deepspeed", "data_parallel.kind=zero1", std::string("data_parallel.") + key}) ==
+          "scenario.json: /data_parallel/" + name +
+              ": set under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline engine all-reduces "
+              "each stage's gradients after the schedule in buffers of its own (5e8 elements), so no bucket size "
+              "applies; leave it unset");
+  }
   // Its schedule is its own 1F1B.
   for (const char* schedule : {"gpipe", "interleaved", "zb-h1", "dualpipe"}) {
     INFO(schedule);
