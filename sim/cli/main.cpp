@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "engine/huge_pages.hpp"
+#include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
 
@@ -80,8 +81,13 @@ int dispatch(std::vector<std::string> args) {
 
 int main(int argc, char** argv) {
   stepsim::engine::keep_freed_memory();  // sweeps and advice simulate many times
+  stepsim::report::check_stdout_writes();
   try {
-    return dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    const int status = dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    // Whatever a command printed must have reached stdout: `stepsim sweep ... > /dev/full` is
+    // an error, not a silent success.
+    stepsim::report::flush_stdout("the output");
+    return status;
   } catch (const stepsim::InputError& e) {
     std::cerr << "stepsim: error: " << e.what() << "\n";
     return 2;

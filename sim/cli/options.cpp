@@ -64,8 +64,8 @@ std::vector<report::Output> outputs_of(const OutputOptions& out, const Writer& j
 void check_outputs(const OutputOptions& out) { report::check_outputs(outputs_of(out, {}, {})); }
 
 void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace) {
-  if (out.json != "-") table(std::cout);
-  report::write_outputs(outputs_of(out, json, trace));
+  // The table only once every other output is written: a failing one leaves stdout empty.
+  report::write_outputs(outputs_of(out, json, trace), out.json != "-" ? table : Writer{});
 }
 
 void require_scenario_name(const std::string& given) {

@@ -62,6 +62,9 @@ void write_through(const OutputTarget& t, const Output& o) {
   if (::close(fd) != 0) throw InputError(o.path, o.flag, fmt::format("cannot write: {}", std::strerror(errno)));
 }
 
+// Whether a written-through target is this process's stdout ('-', /dev/stdout, /dev/fd/1).
+bool writes_stdout(const OutputTarget& t) { return t.kind == TargetKind::fd && t.fd == STDOUT_FILENO; }
+
 std::string written_list(const std::vector<Output>& outputs, const std::vector<bool>& written) {
   std::string list;
   for (std::size_t i = 0; i < outputs.size(); ++i)
@@ -73,7 +76,7 @@ std::string written_list(const std::vector<Output>& outputs, const std::vector<b
 
 void check_outputs(const std::vector<Output>& outputs) { resolve_all(outputs); }
 
-void write_outputs(const std::vector<Output>& outputs) {
+void write_outputs(const std::vector<Output>& outputs, const std::function<void(std::ostream&)>& table) {
   const std::vector<OutputTarget> targets = resolve_all(outputs);
   std::vector<StagedFile> staged;
   std::vector<std::size_t> staged_output;
@@ -84,11 +87,19 @@ void write_outputs(const std::vector<Output>& outputs) {
     write_to(staged.back().fd(), outputs[i]);
   }
   std::vector<bool> written(outputs.size(), false);
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (targets[i].kind == TargetKind::file) continue;
-    write_through(targets[i], outputs[i]);
-    written[i] = true;
+  const auto through = [&](bool to_stdout) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      if (targets[i].kind == TargetKind::file || writes_stdout(targets[i]) != to_stdout) continue;
+      write_through(targets[i], outputs[i]);
+      written[i] = true;
+    }
+  };
+  through(false);
+  if (table) {
+    table(std::cout);
+    flush_stdout("the report");
   }
+  through(true);
   for (std::size_t k = 0; k < staged.size(); ++k) {
     try {
       staged[k].commit();
@@ -99,6 +110,27 @@ void write_outputs(const std::vector<Output>& outputs) {
     }
     written[staged_output[k]] = true;
   }
+}
+
+void write_outputs(const std::vector<Output>& outputs) { write_outputs(outputs, {}); }
+
+namespace {
+FdStreambuf* checked_stdout = nullptr;
+}
+
+void check_stdout_writes() {
+  if (checked_stdout != nullptr || ::isatty(STDOUT_FILENO) == 1) return;
+  // Never freed: std::cout is flushed once more when the program exits.
+  checked_stdout = new FdStreambuf(STDOUT_FILENO);
+  std::cout.rdbuf(checked_stdout);
+}
+
+void flush_stdout(const std::string& what) {
+  std::cout.flush();
+  int error = checked_stdout != nullptr ? checked_stdout->error() : 0;
+  if (checked_stdout == nullptr && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) error = EIO;
+  if (error == 0 && std::cout) return;
+  throw InputError("<stdout>", "", fmt::format("cannot write {}: {}", what, std::strerror(error != 0 ? error : EIO)));
 }
 
 void write_output(const Output& output) { write_outputs({output}); }

@@ -147,8 +147,19 @@ void check_outputs(const std::vector<Output>& outputs);
 // Writes every output or, when one fails, leaves every regular file as it was: regular files
 // are written to temporaries first and replaced (renamed over) only once all succeeded;
 // devices, FIFOs, /dev/fd/N and stdout are written through, never replaced. Errors are
-// InputError(path, flag, what went wrong).
+// InputError(path, flag, what went wrong). With `table`, the command's printed report goes to
+// stdout after every output that is not stdout has been written (so a full device named by a
+// flag leaves stdout empty) and before what goes to stdout itself ('-', /dev/stdout); a stdout
+// that cannot take it is InputError("<stdout>", ...).
+void write_outputs(const std::vector<Output>& outputs, const std::function<void(std::ostream&)>& table);
 void write_outputs(const std::vector<Output>& outputs);
 void write_output(const Output& output);
+
+// std::cout through a buffer that keeps the errno of a failed write, unless stdout is a
+// terminal (which keeps its line buffering). For the program's main().
+void check_stdout_writes();
+// Flushes what was printed to stdout; throws InputError("<stdout>", "", "cannot write WHAT:
+// ...") when stdout could not take it (a full disk, /dev/full, an I/O error).
+void flush_stdout(const std::string& what);
 
 }  // namespace stepsim::report

@@ -135,7 +135,9 @@ void RowFile::append(const std::string& line) {
     // One call for the whole line; only a short write (disk full, signal) loops.
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw InputError(path_, "", fmt::format("cannot write: {}", std::strerror(n < 0 ? errno : EIO)));
+    if (n <= 0)
+      throw InputError(path_ == "-" ? "<stdout>" : path_, "",
+                       fmt::format("cannot write the rows: {}", std::strerror(n < 0 ? errno : EIO)));
     done += static_cast<std::size_t>(n);
   }
   if (std::chrono::steady_clock::now() - last_sync_ >= kSyncInterval) sync();

@@ -116,6 +116,30 @@ TEST_CASE("when the second output fails the first is not written and nothing is 
   CHECK(dir.entries() == std::vector<std::string>{"folder"});
 }
 
+TEST_CASE("a stdout that cannot take the output fails the run, and a failing output prints no report") {
+  if (!fs::is_character_file("/dev/full")) return;
+  const Scratch dir("full-stdout");
+  const Run device = dir.run(std::string(kSimulate) + " --json /dev/full");
+  CHECK(device.status == 2);
+  CHECK(device.out.empty());  // no report on stdout before the error
+  CHECK(device.err == "stepsim: error: /dev/full: --json: cannot write: No space left on device\n");
+  const std::string bin = STEPSIM_BINARY;
+  const Run table = dir.shell("(" + bin + " " + kSimulate + " >/dev/full)");
+  CHECK(table.status == 2);
+  CHECK(table.err == "stepsim: error: <stdout>: cannot write the report: No space left on device\n");
+  const Run json = dir.shell("(" + bin + " " + kSimulate + " --json - >/dev/full)");
+  CHECK(json.status == 2);
+  CHECK(json.err == "stepsim: error: -: --json: cannot write: No space left on device\n");
+  const Run rows =
+      dir.shell("(" + bin + " sweep ddp-1.3b-64xa100 --vary data_parallel.bucket_cap_mb=25,50 -o - >/dev/full)");
+  CHECK(rows.status == 2);
+  CHECK(rows.err == "stepsim: error: <stdout>: cannot write the rows: No space left on device\n");
+  const Run listing = dir.shell("(" + bin + " presets >/dev/full)");
+  CHECK(listing.status == 2);
+  CHECK(listing.err == "stepsim: error: <stdout>: cannot write the output: No space left on device\n");
+  CHECK(dir.entries().empty());
+}
+
 TEST_CASE("an existing report survives a failed run unchanged") {
   const Scratch dir("survives");
   dir.write("report.json", "old");
