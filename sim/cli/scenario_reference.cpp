@@ -317,10 +317,11 @@ constexpr KeyDoc kDocs[] = {
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
-     "bucket, all of them the same size, in the first pipeline stage's first "
+     "bucket, each closed once it holds at least that many, in the first pipeline stage's first "
      "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
-     "default, and under framework `deepspeed` 5e8, ZeRO's `reduce_bucket_size` default (refused under its pipeline "
-     "engine, pp > 1, which reduces in buffers of its own)",
+     "default. Under framework `deepspeed` (ZeRO's `reduce_bucket_size`, 5e8 by default) a bucket holds at most "
+     "that many, and two buffers of that size hold the gradients it copies in; refused under its pipeline "
+     "engine, pp > 1, which reduces in buffers of its own",
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`); DeepSpeed "
      "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",

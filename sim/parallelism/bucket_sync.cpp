@@ -47,6 +47,11 @@ void BucketSync::run_reducer(int grad_bytes, bool copy_back) {
   copy_back_ = copy_back;
 }
 
+void BucketSync::copy_into_buckets(int grad_bytes) {
+  run_reducer(grad_bytes, false);
+  zero_copies_ = true;
+}
+
 // Weight gradients come from wgrad ops and from fused backward ops (norms, embedding);
 // input-gradient (dgrad) ops produce none. Under run_reducer a bucket is ready once its
 // gradients are in it: after the reducer's kernels that put them there.
@@ -75,11 +80,12 @@ OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
   const std::string what =
       tensors.size() == 1 ? first.name : fmt::format("{} and {} more", first.name, tensors.size() - 1);
   const int bucket = bucket_of_[static_cast<std::size_t>(tensors.front())];
+  const char* owner = zero_copies_ ? "ZeRO" : "DDP";
+  const bool scaled = !copy_back_ && !zero_copies_;
   const workload::OpCost cost = workload::copy_kernels(
-      copy_back_ ? "DDP gradient into bucket" : "DDP gradient scaled in its bucket", workload::Pass::backward,
+      fmt::format("{} gradient {}", owner, scaled ? "scaled in its bucket" : "into bucket"), workload::Pass::backward,
       Bytes(2 * elements * reducer_bytes_), static_cast<int>(tensors.size()));
-  const std::string name = copy_back_ ? fmt::format("DDP {} into bucket {}", what, bucket)
-                                      : fmt::format("DDP {} scaled in bucket {}", what, bucket);
+  const std::string name = fmt::format("{} {} {} {}", owner, what, scaled ? "scaled in bucket" : "into bucket", bucket);
   return b.compute(cost, Phase::backward, name);
 }
 

@@ -4,9 +4,12 @@
 // it reduce-scatters them in every micro-batch's backward, keeping only its shard between
 // micro-batches: DeepSpeed's ZeRO-2 (stage_1_and_2.py, reduce_ready_partitions_and_remove_grads
 // reduces whenever partition_gradients, and otherwise only at the accumulation boundary).
-// Under DeepSpeed's pipeline engine (framework deepspeed, pp > 1) ZeRO-1 is its BF16
-// optimizer's: every gradient all-reduced after the whole schedule, then the same sharded
-// update and parameter AllGather.
+// DeepSpeed's ZeRO-1/2 all-reduces each bucket (stage_1_and_2.py, average_tensor: with
+// use_multi_rank_bucket_allreduce, True by default since DeepSpeed 0.12.4, every partition
+// owner's slices of the bucket go in one all_reduce, and each rank keeps its own), twice the
+// bytes a ReduceScatter moves. Under DeepSpeed's pipeline engine (framework deepspeed, pp > 1)
+// ZeRO-1 is its BF16 optimizer's: every gradient all-reduced after the whole schedule, then
+// the same sharded update and parameter AllGather.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -19,12 +22,18 @@
 
 #include "parallelism/bucket_sync.hpp"
 #include "parallelism/data_parallel.hpp"
+#include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 
 namespace {
+
+// How a gradient bucket is reduced: DeepSpeed all-reduces it, Megatron-Core reduce-scatters it.
+CollOp bucket_reduction(const Scenario& s) {
+  return s.training.framework == Framework::deepspeed ? CollOp::allreduce : CollOp::reducescatter;
+}
 
 // With overlap_param_gather the step sees the gather of the previous step's update: the
 // first bucket's AllGather at the start of the forward (exposed), and each later one
@@ -52,6 +61,8 @@ class Zero final : public DataParallel {
   GradientSync& micro_batch_sync(int micro_batch);
   void retire(int micro_batch);
 
+  CollOp reduction_;
+  int copy_bytes_ = 0;  // DeepSpeed's copies of each gradient into its bucket, bytes an element
   GradientSync sync_;  // zero1's, and the bucket layouts zero2 copies for each micro-batch
   bool every_micro_batch_;
   bool overlap_;
@@ -72,9 +83,9 @@ class Zero final : public DataParallel {
 };
 
 Zero::Zero(const Scenario& s)
-    : sync_(deepspeed_pipeline_engine(s) ? deepspeed_pipeline_layout(s) : megatron_bucket_layout(s),
-            s.data_parallel.overlap_grad_reduce,
-            deepspeed_pipeline_engine(s) ? CollOp::allreduce : CollOp::reducescatter),
+    : reduction_(bucket_reduction(s)),
+      sync_(deepspeed_pipeline_engine(s) ? deepspeed_pipeline_layout(s) : megatron_bucket_layout(s),
+            s.data_parallel.overlap_grad_reduce, reduction_),
       every_micro_batch_(s.data_parallel.kind == DpKind::zero2),
       overlap_(s.data_parallel.overlap_grad_reduce),
       dp_(s.parallel.dp),
@@ -98,7 +109,11 @@ Zero::Zero(const Scenario& s)
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel))
     (t.expert ? expert_params_ : dense_params_) += t.elements;
   if (expert_dp_ > 1 && expert_params_ > 0) {
-    sync_.add_experts(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, CollOp::reducescatter);
+    sync_.add_experts(expert_bucket_layout(s, true), s.data_parallel.overlap_grad_reduce, reduction_);
+  }
+  if (deepspeed_ipg_buffers(s)) {
+    copy_bytes_ = compute_bytes(s);
+    sync_.copy_into_buckets(copy_bytes_);
   }
 }
 
@@ -134,8 +149,9 @@ void Zero::end_backward(StepBuilder& b) {
 GradientSync& Zero::micro_batch_sync(int micro_batch) {
   auto it = in_flight_.find(micro_batch);
   if (it != in_flight_.end()) return it->second;
-  GradientSync sync(sync_.layout(), overlap_, CollOp::reducescatter);
-  if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, overlap_, CollOp::reducescatter);
+  GradientSync sync(sync_.layout(), overlap_, reduction_);
+  if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, overlap_, reduction_);
+  if (copy_bytes_ > 0) sync.copy_into_buckets(copy_bytes_);
   return in_flight_.emplace(micro_batch, std::move(sync)).first->second;
 }
 
@@ -224,9 +240,10 @@ std::string zero_notes(const Scenario& s) {
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
   const bool deepspeed = s.training.framework == Framework::deepspeed;
   return fmt::format(
-      "{} ({}): {}{} reduce-scattered {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
+      "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
       deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,
       deepspeed && s.data_parallel.bucket_parameters == 0 ? " (reduce_bucket_size's default)" : "",
+      deepspeed ? "all-reduced (each rank keeps its partition's slices)" : "reduce-scattered",
       zero2 ? fmt::format("in every micro-batch's backward ({} a step: gradients sharded, as DeepSpeed's ZeRO-2{})",
                           s.training.micro_batches(s.parallel.dp),
                           s.data_parallel.overlap_grad_reduce ? "" : ", on the compute stream without overlap")

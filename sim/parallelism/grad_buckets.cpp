@@ -160,11 +160,16 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
 }
 
 std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,
-                                   int element_bytes, Bytes first_cap, Bytes cap) {
+                                   int element_bytes, Bytes first_cap, Bytes cap, bool at_most) {
   std::vector<Bucket> buckets;
   Bucket current;
   for (int t : order) {
-    current.size += Bytes(tensors[static_cast<std::size_t>(t)].elements * element_bytes);
+    const Bytes size{tensors[static_cast<std::size_t>(t)].elements * element_bytes};
+    if (at_most && !current.tensors.empty() && current.size + size > (buckets.empty() ? first_cap : cap)) {
+      buckets.push_back(std::move(current));
+      current = Bucket{};
+    }
+    current.size += size;
     current.tensors.push_back(t);
     if (current.size >= (buckets.empty() ? first_cap : cap)) {
       buckets.push_back(std::move(current));
@@ -235,10 +240,16 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
     });
   }
   const bool overlap = scenario.data_parallel.overlap_grad_reduce;
+  // DeepSpeed's ZeRO reduces its bucket before a gradient would take it past
+  // reduce_bucket_size (stage_1_and_2.py, reduce_independent_p_g_buckets_and_remove_grads); a
+  // gradient larger than that is reduced alone. Megatron-Core closes a bucket once it holds at
+  // least its size.
+  const bool at_most = scenario.training.framework == Framework::deepspeed;
   for (int c : by_position) {
     const bool bucketed = overlap && c == 0 && p.stage <= 0;
     const Bytes chunk_cap = bucketed ? cap : kUnbounded;
-    for (Bucket& b : assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap))
+    for (Bucket& b :
+         assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap, at_most))
       layout.buckets.push_back(std::move(b));
   }
   return layout;

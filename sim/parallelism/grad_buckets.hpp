@@ -36,8 +36,10 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& model, const ParallelS
 
 // Buckets over `tensors` taken in `order`: the first capped at `first_cap`, the others at
 // `cap`; a bucket closes once it reaches its cap, so it exceeds it by at most its last tensor.
+// `at_most` (DeepSpeed's ZeRO): a bucket closes before a tensor would take it past its cap, and
+// a tensor larger than the cap is a bucket of its own.
 std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,
-                                   int element_bytes, Bytes first_cap, Bytes cap);
+                                   int element_bytes, Bytes first_cap, Bytes cap, bool at_most = false);
 
 struct BucketLayout {
   std::vector<GradTensor> tensors;  // registration order

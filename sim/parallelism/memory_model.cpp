@@ -15,7 +15,8 @@
 //   every gradient, in the gradients' precision (buckets are made per gradient dtype), held for
 //   the whole step.
 // - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
-//   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters.
+//   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters. DeepSpeed's ZeRO-1 and 2 copy
+//   every gradient into two buffers of reduce_bucket_size elements, whatever the model's size.
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
 //   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
 //   time plus the prefetched one; gradients of two units wait unsharded for ReduceScatter
@@ -176,7 +177,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   } else {
     m.params += linear_weight_change(s, shape.linear_params);
   }
-  if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
+  if (deepspeed_ipg_buffers(s)) {
+    m.buffers = ipg_buffers(s);
+  } else if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
     m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
   }
   const DataParallelSpec& dp = s.data_parallel;
@@ -194,6 +197,17 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
 }  // namespace
 
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
+
+bool deepspeed_ipg_buffers(const Scenario& s) {
+  const DpKind kind = s.data_parallel.kind;
+  return s.training.framework == Framework::deepspeed && (kind == DpKind::zero1 || kind == DpKind::zero2) &&
+         !deepspeed_pipeline_engine(s);
+}
+
+Bytes ipg_buffers(const Scenario& s) {
+  const long long buffers = s.data_parallel.overlap_grad_reduce ? 2 : 1;
+  return Bytes(buffers * megatron_bucket_elements(s) * compute_bytes(s));
+}
 
 StateBytes state_bytes(const Scenario& s) {
   const bool mixed = mixed_precision(s);

@@ -31,6 +31,12 @@ StateBytes state_bytes(const Scenario& scenario);
 // Bytes of one element as the GPU computes with it, a parameter's or an unsharded gradient's
 // (2 under mixed precision: fp8 training keeps a bf16 copy; 4 in fp32).
 int compute_bytes(const Scenario& scenario);
+
+// DeepSpeed's ZeRO-1/2 outside its pipeline engine copies the gradients into a contiguous
+// bucket buffer of reduce_bucket_size elements in the parameters' precision, two of them with
+// overlap_comm (stage_1_and_2.py, setup_buckets: allocated whole, whatever the model's size).
+bool deepspeed_ipg_buffers(const Scenario& scenario);
+Bytes ipg_buffers(const Scenario& scenario);
 Sharding state_sharding(const Scenario& scenario);
 
 // One GPU of a pipeline stage at its peak.

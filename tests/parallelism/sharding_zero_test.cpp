@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
 #include "stepsim/error.hpp"
 #include "support.hpp"
@@ -108,10 +109,52 @@ TEST_CASE("under DeepSpeed ZeRO's buckets hold reduce_bucket_size's 5e8 elements
   s.training.framework = stepsim::Framework::deepspeed;
   CHECK(sp::megatron_bucket_elements(s) == 500'000'000);
   REQUIRE(sp::megatron_bucket_layout(s).buckets.size() == 1);
-  // zero2 reduce-scatters it in each of the two micro-batches and gathers it once.
-  CHECK(spt::collectives_of(zero_program(s), CommKind::dp).size() == 2 + 1);
+  // zero2 all-reduces it in each of the two micro-batches (DeepSpeed's multi-rank bucket
+  // all-reduce) and gathers it once.
+  const Program p = zero_program(s);
+  CHECK(dp_ops(p) == std::vector<CollOp>{CollOp::allreduce, CollOp::allreduce, CollOp::allgather});
+  // DeepSpeed closes a bucket before a gradient would take it past the size. Reverse
+  // registration order, by hand: the head (32,768,000), the final norm (2,048), layer 1's fc2
+  // bias and weight (1,024 + 4,194,304) and fc1 bias (4,096) make 36,969,472; its fc1 weight
+  // would pass 4e7 and opens the next, which takes the rest of the layers (4,194,304 + 2,048 +
+  // 1,049,600 + 3,148,800 + 2,048 + 12,596,224) and the position embedding (2,097,152):
+  // 23,090,176; the word embedding (32,768,000) is the third. Megatron's "at least" makes two.
   s.data_parallel.bucket_parameters = 40'000'000;
+  const sp::BucketLayout layout = sp::megatron_bucket_layout(s);
+  REQUIRE(layout.buckets.size() == 3);
+  CHECK(sp::bucket_elements(layout, layout.buckets[0]) == 36'969'472);
+  CHECK(sp::bucket_elements(layout, layout.buckets[1]) == 23'090'176);
+  CHECK(sp::bucket_elements(layout, layout.buckets[2]) == 32'768'000);
+  s.training.framework = stepsim::Framework::megatron;
   CHECK(sp::megatron_bucket_layout(s).buckets.size() == 2);
+}
+
+TEST_CASE("DeepSpeed's ZeRO copies each gradient into two buffers of reduce_bucket_size elements") {
+  Scenario s = zero(false);
+  s.training.framework = stepsim::Framework::deepspeed;
+  // Two BF16 buffers of 5e8 elements with overlap_comm (setup_buckets), whatever the model's size.
+  CHECK(sp::deepspeed_ipg_buffers(s));
+  CHECK(sp::ipg_buffers(s) == Bytes(2'000'000'000));
+  s.data_parallel.overlap_grad_reduce = false;
+  CHECK(sp::ipg_buffers(s) == Bytes(1'000'000'000));
+  s.data_parallel.overlap_grad_reduce = true;
+  // One copy per gradient tensor in the last micro-batch (ZeRO-1), named ZeRO's.
+  const auto names = spt::op_names(zero_program(s));
+  const auto copies = std::count_if(names.begin(), names.end(), [](const std::string& n) {
+    return n.rfind("ZeRO ", 0) == 0 && n.find(" into bucket ") != std::string::npos;
+  });
+  CHECK(copies > 0);
+  CHECK(static_cast<std::size_t>(copies) <= sp::megatron_bucket_layout(s).tensors.size());
+  // Two micro-batches: the first backward's ops all come before the first copy.
+  const Program p = zero_program(s);
+  const long first_copy = first_with_prefix(p, "ZeRO ");
+  CHECK(first_copy > spt::find_op(p, "L0 fc1 wgrad"));
+  CHECK(spt::find_op(p, "L0 fc1 wgrad", static_cast<std::size_t>(first_copy)) > first_copy);
+  s.training.framework = stepsim::Framework::megatron;  // Megatron-Core's buffer is the bucket
+  CHECK_FALSE(sp::deepspeed_ipg_buffers(s));
+  s.training.framework = stepsim::Framework::deepspeed;
+  s.parallel.pp = 2;  // the pipeline engine's ZeRO-1 is its BF16 optimizer's
+  CHECK_FALSE(sp::deepspeed_ipg_buffers(s));
 }
 
 TEST_CASE("Megatron splits only the first stage's first model chunk into buckets") {
