@@ -253,14 +253,16 @@ constexpr KeyDoc kDocs[] = {
      "Megatron-LM, NeMo, torchtitan (`--training.compile`), PyTorch, DeepSpeed"},
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
-     "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them)",
+     "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them; under Megatron-Core refused with "
+     "full recompute, which its per-layer graphs do not take)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.cuda_graph_scope", "",
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
      "capture them: `attn` (the attention block with its TP and CP communication), `mlp` (a dense layer's MLP "
      "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the permutation before the "
      "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the experts and the EP all-to-alls included, is issued by the "
-     "CPU. Empty: the whole layer. `moe` is refused as not simulated yet",
+     "CPU. Empty: the whole layer (refused for a mixture of experts, whose token counts vary). `moe` is refused as "
+     "not simulated yet",
      "Megatron-Core `--cuda-graph-scope` (`--cuda-graph-impl transformer_engine`)"},
     {"training.activation_offload_layers", "",
      "transformer layers whose activations go to host memory during the forward and come back before their "

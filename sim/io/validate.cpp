@@ -375,6 +375,25 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
   c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/training/cuda_graphs",
             "CUDA graphs of FSDP-sharded layers are not simulated (FSDP's hooks gather each layer's parameters from "
             "the CPU)");
+  // A whole layer in one graph needs fixed shapes: a mixture of experts' token counts vary
+  // (Megatron-Core's CUDA graph guide: whole-layer capture does not work for MoE dynamic shapes,
+  // its "moe" scope is for drop-and-pad only; the dispatch reads the counts on the CPU).
+  const bool megatron = runs_megatron_options(f);
+  c.require(!s.training.cuda_graph_scope.empty() || s.model.moe.experts == 0,
+            megatron ? "/training/cuda_graph_scope" : "/training/cuda_graphs", "{}",
+            megatron ? "empty (the whole layer in one graph) with a mixture of experts: Megatron-Core cannot capture a "
+                       "MoE layer whose token counts vary; name the parts to capture, for instance [\"attn\", "
+                       "\"moe_router\", \"moe_preprocess\"]"
+                     : "whole layers in CUDA graphs with a mixture of experts: a MoE layer's token counts vary, and a "
+                       "graph replays fixed shapes");
+  if (!megatron) return;
+  // Megatron-Core's per-layer graphs (TransformerConfig.__post_init__: "full recompute is only
+  // supported with full iteration CUDA graph"; before its 2025-12 refactor, "CUDA graphs not
+  // supported with activation recomputation").
+  c.require(s.training.recompute != Recompute::full, "/training/recompute",
+            "\"full\" with training.cuda_graphs: Megatron-Core refuses full recompute with per-layer CUDA graphs "
+            "(only a full-iteration graph, which stepsim does not simulate, takes it); use selective recompute or no "
+            "CUDA graphs");
 }
 
 bool graphs(const TrainingSpec& t, CudaGraphScope scope) {

@@ -246,7 +246,9 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
-  if (s.training.recompute != Recompute::full) {
+  // Megatron-Core refuses full recompute beside per-layer CUDA graphs.
+  const bool graphed = s.training.cuda_graphs && runs_megatron_options(s.training.framework);
+  if (s.training.recompute != Recompute::full && !graphed) {
     // The modules are what selective recomputes; full recompute runs without them.
     std::vector<std::string> full{set("training.recompute", "full")};
     if (!s.training.recompute_modules.empty()) full.push_back(set("training.recompute_modules", "[]"));
@@ -329,8 +331,12 @@ std::optional<Candidate> wider_scope(const Scenario& s) {
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
   const Framework f = s.training.framework;
   const DpKind kind = s.data_parallel.kind;
-  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp) {
-    if (s.model.moe.experts > 0 && runs_megatron_options(f)) {
+  // Not where the graphs would be refused: Megatron-Core's beside full recompute, whole layers
+  // of a mixture of experts elsewhere.
+  const bool megatron = runs_megatron_options(f);
+  const bool refused = megatron ? s.training.recompute == Recompute::full : s.model.moe.experts > 0;
+  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp && !refused) {
+    if (s.model.moe.experts > 0) {
       // A mixture of experts as Megatron-Core graphs it: the parts whose shapes do not change.
       const std::vector<CudaGraphScope> parts = moe_graph_parts(s, {});
       out.push_back({{set("training.cuda_graphs", "true"), set("training.cuda_graph_scope", scope_list(parts))},

@@ -400,8 +400,12 @@ TEST_CASE("When the GPU waits for the host the advice names it and tries CUDA gr
   CHECK(graphs->step_time_s == Approx(0.1007).epsilon(0.01));  // the sum of its kernels
   CHECK(has(changes_of(r), "training.micro_batch=2"));
   CHECK(r.notes.back().find("best simulated change: ") != std::string::npos);
-  // Where CUDA graphs would be refused (torchtitan does not capture steps), not offered.
+  // Where CUDA graphs would be refused (torchtitan does not capture steps; Megatron-Core takes no
+  // full recompute beside them), not offered; nor full recompute beside graphs already on.
   CHECK_FALSE(has(changes_of(eager_advice({"training.framework=torchtitan"})), "training.cuda_graphs=true"));
+  const auto full = eager_advice({"training.framework=megatron", "training.recompute=full"});
+  REQUIRE(full.host.gpu_wait_s > 0.05 * full.step_time_s);
+  for (const auto& a : full.advice) CHECK(a.change.find("training.cuda_graphs=true") == std::string::npos);
   // With CUDA graphs the host keeps up: no advice unless asked.
   const auto replayed = eager_advice({"training.cuda_graphs=true"});
   CHECK(replayed.advice.empty());

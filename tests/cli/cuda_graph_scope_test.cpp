@@ -38,8 +38,8 @@ struct Costs {
 };
 
 // What the CPU pays to issue layer 0's ops of each kind, read from the program itself.
-Costs host_costs(const std::vector<std::string>& sets) {
-  const stepsim::Scenario s = stepsim::io::load_scenario_text(kGraphMoe, "s.json", sets);
+Costs host_costs(const std::vector<std::string>& sets, const std::string& text = kGraphMoe) {
+  const stepsim::Scenario s = stepsim::io::load_scenario_text(text, "s.json", sets);
   const auto work = stepsim::workload::build_work(s);
   const stepsim::hardware::GpuModel gpu(s.cluster.gpu, s.training.precision);
   const auto p = stepsim::parallelism::build_program(s, work, gpu);
@@ -61,11 +61,11 @@ Costs host_costs(const std::vector<std::string>& sets) {
 }  // namespace
 
 TEST_CASE("A CUDA graph scope replays its part of each layer and leaves the rest to the CPU") {
-  // Whole layers: nothing of layer 0 costs the CPU.
-  const Costs whole = host_costs({});
+  // Whole layers (of a dense model: a MoE layer's whole graph is refused, below): nothing of
+  // layer 0 costs the CPU.
+  const Costs whole = host_costs({}, kGraphDense);
   CHECK(whole.attention == 0);
-  CHECK(whole.experts == 0);
-  CHECK(whole.experts_dispatch == 0);
+  CHECK(whole.qkv_gather == 0);
   // Attention only: its kernels and its TP gather are replayed; the router, the permutation,
   // the experts and the EP all-to-all are issued, each at the framework's cost (17 us a
   // kernel, more for the grouped GEMMs).
@@ -102,6 +102,21 @@ TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it woul
   refused("moe.json", key + "[\"attn\"]' --set training.cuda_graphs=false", "/training/cuda_graph_scope",
           "the parts of each layer CUDA graphs capture: set training.cuda_graphs to true");
   refused("moe.json", key + "[\"moe\"]'", "/training/cuda_graph_scope", "\"moe\" (the whole MoE block in a graph");
+  // Megatron-Core's CUDA graph guide: a whole layer does not capture a MoE layer's varying token
+  // counts. Its TransformerConfig: no full recompute with per-layer graphs.
+  refused("moe.json", "", "/training/cuda_graph_scope",
+          "empty (the whole layer in one graph) with a mixture of experts: Megatron-Core cannot capture a MoE layer "
+          "whose token counts vary; name the parts to capture, for instance [\"attn\", \"moe_router\", "
+          "\"moe_preprocess\"]");
+  refused("dense.json", "--set training.recompute=full", "/training/recompute",
+          "\"full\" with training.cuda_graphs: Megatron-Core refuses full recompute with per-layer CUDA graphs (only "
+          "a full-iteration graph, which stepsim does not simulate, takes it); use selective recompute or no CUDA "
+          "graphs");
+  CHECK(scratch.run("simulate dense.json --set training.recompute=selective").status == 0);
+  refused("moe.json", "--set training.framework=pytorch", "/training/cuda_graphs",
+          "whole layers in CUDA graphs with a mixture of experts: a MoE layer's token counts vary, and a graph replays "
+          "fixed shapes");
+  CHECK(scratch.run("simulate dense.json --set training.recompute=full --set training.cuda_graphs=false").status == 0);
   refused("moe.json", key + "[\"moe_preprocess\"]'", "/training/cuda_graph_scope",
           "\"moe_preprocess\" is captured with \"moe_router\" only");
   refused("moe.json", key + "[\"mlp\"]'", "/training/cuda_graph_scope",
