@@ -312,16 +312,25 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) and "
           "first_bucket_mb ({} MiB) do not apply",
           d.bucket_cap_mb, d.first_bucket_mb));
+    // DeepSpeed all-reduces its buckets (stage_1_and_2.py), one after another on the compute
+    // stream without overlap_comm: about one collective's time for all of them.
+    const bool deepspeed = scenario.training.framework == Framework::deepspeed;
+    const char* reduced = deepspeed ? "all-reduced" : "reduce-scattered";
+    const char* size = deepspeed ? "by default reduce_bucket_size's 5e8" : "by default max(4e7, 1e6·dp)";
     if (d.kind == DpKind::zero1)
-      inputs.notes.push_back(
-          "overlap_grad_reduce=false: every gradient is reduce-scattered in one collective after the backward (as "
-          "Megatron-Core without --overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by "
-          "default max(4e7, 1e6·dp) parameters) does not apply");
+      inputs.notes.push_back(fmt::format(
+          "overlap_grad_reduce=false: every gradient is {} in one collective after the backward (as {}), so the "
+          "bucket size (data_parallel.bucket_parameters, {} parameters) does not apply",
+          reduced,
+          deepspeed ? "DeepSpeed's ZeRO-1 without overlap_comm, its buckets one after another"
+                    : "Megatron-Core without --overlap-grad-reduce",
+          size));
     if (d.kind == DpKind::zero2)
-      inputs.notes.push_back(
-          "overlap_grad_reduce=false: each micro-batch's gradients are reduce-scattered in one collective after its "
-          "backward, on the compute stream (as DeepSpeed's ZeRO-2 without overlap_comm), so the bucket size "
-          "(data_parallel.bucket_parameters, by default max(4e7, 1e6·dp) parameters) does not apply");
+      inputs.notes.push_back(fmt::format(
+          "overlap_grad_reduce=false: each micro-batch's gradients are {} in one collective after its backward, on "
+          "the compute stream (as DeepSpeed's ZeRO-2 without overlap_comm), so the bucket size "
+          "(data_parallel.bucket_parameters, {} parameters) does not apply",
+          reduced, size));
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
