@@ -18,6 +18,7 @@
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/stage_layout.hpp"
+#include "stepsim/framework.hpp"
 #include "workload/op_builder.hpp"
 
 namespace stepsim::parallelism {
@@ -332,7 +333,18 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
       shard_ranks);
 }
 
-std::string fsdp_notes(const Scenario& scenario) { return sharded_fsdp_notes(scenario, scenario.parallel.dp); }
+std::string fsdp_notes(const Scenario& scenario) {
+  std::string note = sharded_fsdp_notes(scenario, scenario.parallel.dp);
+  // DeepSpeed's ZeRO-3 (stage3.py, partitioned_param_coordinator.py) gathers parameters module by
+  // module within stage3_prefetch_bucket_size and reduce-scatters gradients in buckets of
+  // reduce_bucket_size: the step is simulated with FSDP's layer units, and the note says so.
+  if (scenario.training.framework == Framework::deepspeed)
+    note +=
+        "; under training.framework deepspeed this stands for DeepSpeed's ZeRO-3 as FSDP runs it, a layer gathered "
+        "and reduced at a time: ZeRO-3's module-by-module gathers (stage3_prefetch_bucket_size) and its gradient "
+        "buckets (reduce_bucket_size) are not modelled";
+  return note;
+}
 
 std::unique_ptr<DataParallel> make_fsdp(const Scenario& scenario) {
   return make_sharded_fsdp(scenario, scenario.parallel.dp);

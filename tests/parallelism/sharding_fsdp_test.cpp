@@ -276,3 +276,14 @@ TEST_CASE("FSDP2 copies a unit's gradients into its ReduceScatter's buffer on th
   CHECK(std::none_of(names.begin(), names.end(),
                      [](const std::string& n) { return n.find("reduce-scatter copy-in") != std::string::npos; }));
 }
+
+TEST_CASE("under DeepSpeed the FSDP notes say that ZeRO-3 is simulated with FSDP's layer units") {
+  Scenario s = fsdp();
+  const std::string caveat = "this stands for DeepSpeed's ZeRO-3 as FSDP runs it";
+  CHECK(sp::fsdp_notes(s).find(caveat) == std::string::npos);
+  s.training.framework = stepsim::Framework::deepspeed;
+  const std::string note = sp::fsdp_notes(s);
+  CHECK(note.find(caveat) != std::string::npos);
+  CHECK(note.find("stage3_prefetch_bucket_size") != std::string::npos);
+  CHECK(note.find("reduce_bucket_size") != std::string::npos);
+}
