@@ -314,14 +314,19 @@ std::string scope_names(const std::vector<CudaGraphScope>& parts) {
 std::optional<Candidate> wider_scope(const Scenario& s) {
   const std::vector<CudaGraphScope>& scope = s.training.cuda_graph_scope;
   if (s.model.moe.experts == 0)
-    return Candidate{{set("training.cuda_graph_scope", "[]")},
-                     "host: replay the whole transformer layers from CUDA graphs, no launch per kernel"};
+    return Candidate{
+        {set("training.cuda_graph_scope", "[]")},
+        "host: replay the whole transformer layers from CUDA graphs, no launch per kernel (the graphs' own memory "
+        "not counted)"};
   const std::vector<CudaGraphScope> added = moe_graph_parts(s, scope);
   if (added.empty()) return std::nullopt;
   std::vector<CudaGraphScope> wider = scope;
   wider.insert(wider.end(), added.begin(), added.end());
-  return Candidate{{set("training.cuda_graph_scope", scope_list(wider))},
-                   fmt::format("host: replay {} from CUDA graphs too, no launch per kernel there", scope_names(added))};
+  return Candidate{
+      {set("training.cuda_graph_scope", scope_list(wider))},
+      fmt::format("host: replay {} from CUDA graphs too, no launch per kernel there (the graphs' own memory not "
+                  "counted)",
+                  scope_names(added))};
 }
 
 // The GPU waiting for the CPU to issue its kernels: CUDA graphs replay the layers without
@@ -341,11 +346,13 @@ void add_host(const Scenario& s, std::vector<Candidate>& out) {
       const std::vector<CudaGraphScope> parts = moe_graph_parts(s, {});
       out.push_back({{set("training.cuda_graphs", "true"), set("training.cuda_graph_scope", scope_list(parts))},
                      fmt::format("host: replay {} from CUDA graphs, no launch per kernel there (the experts' "
-                                 "token counts change every step)",
+                                 "token counts change every step; the graphs' own memory not counted)",
                                  scope_names(parts))});
     } else {
-      out.push_back({{set("training.cuda_graphs", "true")},
-                     "host: replay the transformer layers from CUDA graphs, no launch per kernel"});
+      out.push_back(
+          {{set("training.cuda_graphs", "true")},
+           "host: replay the transformer layers from CUDA graphs, no launch per kernel (the graphs' own memory not "
+           "counted)"});
     }
   }
   if (s.training.cuda_graphs && !s.training.cuda_graph_scope.empty()) {

@@ -43,6 +43,15 @@ void add_memory(const Scenario& scenario, const workload::ModelWork& work, repor
   }
   const std::string note = parallelism::memory_note(estimate);
   if (!note.empty()) inputs.notes.push_back(note);
+  // What CUDA graphs hold is not modelled: the capture keeps each graph's static inputs and
+  // outputs and allocates inside a private pool that eager allocations cannot reuse; how much
+  // that adds depends on the scope, the micro-batches in flight and the framework's buffer
+  // sharing (docs/model.md).
+  if (scenario.training.cuda_graphs)
+    inputs.notes.push_back(
+        "memory: the CUDA graphs' own memory is not counted: the figures are the eager step's; a graph keeps its "
+        "static inputs and outputs and allocates from a private pool other allocations cannot reuse, from next to "
+        "nothing to several GB more by scope and pipeline depth, so a close fit needs measuring");
 }
 
 constexpr const char* kFlopConvention =
