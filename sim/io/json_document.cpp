@@ -155,6 +155,9 @@ bool try_parse_json(std::string_view text, json::value& out) {
 }
 
 json::value parse_json(std::string_view text, const std::string& source) {
+  // A UTF-8 byte order mark, which some Windows editors write first, is not part of the
+  // document (RFC 8259 lets a parser ignore it); positions stay those an editor shows.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   check_strict(text, source);
   json::stream_parser parser({}, scenario_options());
   boost::system::error_code ec;

@@ -85,6 +85,15 @@ TEST_CASE("malformed JSON is reported with its line and column") {
         "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
 }
 
+TEST_CASE("a UTF-8 byte order mark before the document is skipped, and errors keep the columns an editor shows") {
+  const std::string bom = "\xEF\xBB\xBF";
+  CHECK(error_in(bom + scenario(kModel, kCluster, kParallel)) == "no error");
+  CHECK(error_in(bom + "{} x") ==
+        "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
+  // Anywhere else it is a character JSON does not allow between values.
+  CHECK(error_in("{" + bom + "}").starts_with("scenario.json: line 1, column 2: invalid JSON: syntax error"));
+}
+
 TEST_CASE("heads that tp does not divide are rejected") {
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 3, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: model.heads (32) is not divisible by tp (3)");
