@@ -29,14 +29,14 @@ std::string or_dash(bool known, const std::string& text) { return known ? text :
 
 }  // namespace
 
-std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::vector<std::string>& sets,
+std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
                                             const std::string& own_cluster, const Report& own,
                                             const std::vector<std::string>& others) {
   std::vector<ClusterColumn> columns{{own_cluster, own}};
   for (const std::string& spec : others) {
     const std::vector<std::string> with_cluster = sets_for(sets, spec);
     try {
-      const Scenario s = io::load_scenario(path, with_cluster);
+      const Scenario s = io::load_scenario(input, with_cluster);
       columns.push_back({s.cluster.name, simulate(s, SimulateOptions::report_only()).report});
     } catch (const InputError& e) {
       // The cluster came from this flag, not from a --set the user wrote.

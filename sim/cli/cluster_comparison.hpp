@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/scenario_loader.hpp"
 #include "stepsim/report.hpp"
 
 namespace stepsim::cli {
@@ -15,9 +16,9 @@ struct ClusterColumn {
   Report report;
 };
 
-// The scenario (path, sets) simulated again on each "NAME" or "NAME@PRICE" (price of one
+// The scenario (as read once, with sets) simulated again on each "NAME" or "NAME@PRICE" (price of one
 // GPU-hour) in `others`; the first column is the scenario's own cluster.
-std::vector<ClusterColumn> compare_clusters(const std::string& path, const std::vector<std::string>& sets,
+std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
                                             const std::string& own_cluster, const Report& own,
                                             const std::vector<std::string>& others);
 

@@ -138,7 +138,7 @@ void check_precisions(const std::vector<std::string>& precisions) {
 sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
   sweep::PlanSpec spec;
   if (vm.count("scenario") != 0) require_scenario_name(f.scenario);
-  spec.scenario.path = f.scenario;
+  spec.scenario = io::read_scenario_input(f.scenario);  // read once for every cluster and layout
   if (!f.model.empty()) spec.sets.push_back("model=" + f.model);
   spec.sets.insert(spec.sets.end(), f.sets.begin(), f.sets.end());
   if (f.tokens.empty() && f.deadline.empty())

@@ -25,7 +25,8 @@ constexpr const char* kSimulateUsage =
     "                        [--compare-cluster NAME]...\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
-    "throughput, MFU and where the time goes.\n\n"
+    "throughput, MFU and where the time goes. SCENARIO.json may be an embedded example's name\n"
+    "(stepsim presets) or '-', standard input.\n\n"
     "Definitions (the same for simulated and measured timelines):\n"
     "  exposed communication  time when a communication kernel runs and no compute kernel runs,\n"
     "                         split equally among the kinds (tp, dp, ...) running at that moment\n"
@@ -107,8 +108,10 @@ int run_simulate(const Args& args) {
                      "applies to the chrome trace; a kineto trace holds the one rank the report is measured on");
 
   if (vm.count("scenario") != 0) require_scenario_name(scenario_path);
-  const std::vector<std::string> all_sets = io::sets_with_calibration({scenario_path, {}}, sets, calibrations);
-  const Scenario scenario = io::load_scenario(scenario_path, all_sets);
+  // Read once: the advice and the other clusters load the scenario again.
+  const io::ScenarioInput input = io::read_scenario_input(scenario_path);
+  const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
+  const Scenario scenario = io::load_scenario(input, all_sets);
   if (!clusters.empty() && !scenario.calibration.empty())
     throw InputError("<command line>", "--compare-cluster",
                      "cannot be combined with calibration files: they were measured on this scenario's GPUs "
@@ -129,10 +132,10 @@ int run_simulate(const Args& args) {
     throw InputError("<command line>", "--trace-ranks",
                      "names none of the simulated ranks (representative mode simulates one rank per pipeline "
                      "stage; simulation.ranks \"all\" simulates every GPU)");
-  advise({{scenario_path, {}}, all_sets, vm.count("advise") > 0}, scenario, result);
+  advise({input, all_sets, vm.count("advise") > 0}, scenario, result);
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
-                       : compare_clusters(scenario_path, sets, scenario.cluster.name, result.report, clusters);
+                       : compare_clusters(input, sets, scenario.cluster.name, result.report, clusters);
   if (!result.report.memory_bytes.fits) spdlog::warn("{}", parallelism::does_not_fit(result.report.memory_bytes));
 
   emit(

@@ -170,7 +170,8 @@ sweep::SweepSpec spec_of(const SweepFlags& f) {
     throw InputError("--best", std::to_string(f.best),
                      "the search needs the GPU count whose layouts it tries: give --gpus N (1 or more)");
   sweep::SweepSpec spec;
-  spec.scenario.path = f.positional.empty() ? "" : f.positional.front();
+  // Read once for every point (a pipe or standard input can only be read once).
+  spec.scenario = io::read_scenario_input(f.positional.empty() ? "" : f.positional.front());
   spec.sets = f.sets;
   spec.gpus = f.gpus;
   spec.keep_oom = f.keep_oom;

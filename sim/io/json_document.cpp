@@ -158,6 +158,8 @@ json::value parse_json(std::string_view text, const std::string& source) {
   // A UTF-8 byte order mark, which some Windows editors write first, is not part of the
   // document (RFC 8259 lets a parser ignore it); positions stay those an editor shows.
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw InputError(source, "", "is empty: expected a JSON document");
   check_strict(text, source);
   json::stream_parser parser({}, scenario_options());
   boost::system::error_code ec;

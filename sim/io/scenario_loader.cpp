@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "io/json_document.hpp"
@@ -70,6 +71,19 @@ std::string read_file(const std::string& path, bool& found) {
   return text;
 }
 
+// Standard input's text, with the same limit as a file's.
+std::string read_stdin() {
+  std::string text;
+  char chunk[1 << 16];
+  while (std::cin.read(chunk, sizeof chunk) || std::cin.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(std::cin.gcount()));
+    if (text.size() > kMaxFileBytes)
+      throw InputError("<stdin>", "", "is larger than 64 MiB; a scenario file is far smaller");
+  }
+  if (std::cin.bad()) throw InputError("<stdin>", "", "cannot read standard input");
+  return text;
+}
+
 }  // namespace
 
 Scenario load_scenario_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
@@ -84,12 +98,22 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
   return s;
 }
 
+ScenarioInput read_scenario_input(const std::string& path) {
+  if (path == "-") return {"<stdin>", read_stdin()};
+  if (path.empty()) return {path, std::nullopt};
+  bool found = false;
+  std::string text = read_file(path, found);
+  if (found) return {path, std::move(text)};
+  return {path, std::nullopt};  // an example's name, or an error load_scenario words
+}
+
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
   if (path.empty()) {
     Scenario s =
         load_scenario_text(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
     return s;
   }
+  if (path == "-") return load_scenario(read_scenario_input(path), sets);
   bool found = false;
   const std::string text = read_file(path, found);
   if (found) return load_scenario_text(text, path, sets);

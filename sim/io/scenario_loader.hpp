@@ -10,8 +10,8 @@
 
 namespace stepsim::io {
 
-// `path` empty: the embedded default scenario; a path that is no file but names an example
-// preset loads that example. `sets`: "a.b=value" overrides, applied in order after the file
+// `path` empty: the embedded default scenario; "-": standard input; a path that is no file
+// but names an example preset loads that example. `sets`: "a.b=value" overrides, applied in order after the file
 // and before validation (the value is JSON when it parses, else a string; "model=NAME"
 // replaces a section by a preset).
 //
@@ -33,6 +33,13 @@ struct ScenarioInput {
   std::optional<std::string> text;
 };
 Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets = {});
+
+// A scenario argument read once: "-" is standard input (named <stdin> in errors), a file is
+// held as its text, an example's name (or "", the default) is left to load_scenario. A
+// command that loads its scenario more than once (advice, other clusters, every point of a
+// sweep) loads it from this, so that a pipe, a FIFO or standard input is read once and every
+// load sees the same text even if the file changes meanwhile.
+ScenarioInput read_scenario_input(const std::string& path);
 
 // `sets` plus, when `files` is not empty, one `calibration=[...]` that extends the scenario's
 // own list by them (so that the resolved scenario in the report names them too, and every

@@ -83,6 +83,10 @@ TEST_CASE("malformed JSON is reported with its line and column") {
         "scenario.json: line 2, column 1: invalid JSON: the document ends before every '{', '[' and '\"' is closed");
   CHECK(error_in("{} x") ==
         "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
+  // Nothing at all is said as such, not as an unclosed '{'.
+  CHECK(error_in("") == "scenario.json: is empty: expected a JSON document");
+  CHECK(error_in(" \r\n\t\n") == "scenario.json: is empty: expected a JSON document");
+  CHECK(error_in("\xEF\xBB\xBF\n") == "scenario.json: is empty: expected a JSON document");
 }
 
 TEST_CASE("a UTF-8 byte order mark before the document is skipped, and errors keep the columns an editor shows") {
