@@ -29,6 +29,42 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
+// The values of a list "v1,v2,...", split at the commas outside JSON brackets and strings, so
+// that a list or object value keeps its own: training.cuda_graph_scope=["attn"],["attn","mlp"]
+// is two values.
+std::vector<std::string> split_values(const std::string& key, const std::string& text) {
+  std::vector<std::string> parts(1);
+  std::string closers;  // the brackets open at this point, innermost last
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < text.size()) {
+        parts.back() += c;
+        parts.back() += text[++i];
+        continue;
+      }
+      if (c == '"') quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '[' || c == '{') {
+      closers.push_back(c == '[' ? ']' : '}');
+    } else if (c == ']' || c == '}') {
+      if (closers.empty() || closers.back() != c)
+        throw InputError("--vary", key, fmt::format("unbalanced '{}' at character {} of '{}'", c, i + 1, text));
+      closers.pop_back();
+    } else if (c == ',' && closers.empty()) {
+      parts.emplace_back();
+      continue;
+    }
+    parts.back() += c;
+  }
+  if (quoted) throw InputError("--vary", key, fmt::format("a '\"' is not closed in '{}'", text));
+  if (!closers.empty())
+    throw InputError("--vary", key, fmt::format("'{}' is not closed in '{}'", closers.back() == ']' ? '[' : '{', text));
+  return parts;
+}
+
 // "lo:hi:xF" or "lo:hi:+S": every value from lo up to hi (inclusive, with a relative
 // tolerance so that 0.1 steps reach hi).
 std::vector<std::string> expand_range(const std::string& key, const std::string& text) {
@@ -74,11 +110,13 @@ Axis parse_axis(const std::string& text) {
   Axis axis{text.substr(0, eq), {}};
   const std::string values = text.substr(eq + 1);
   if (values.empty()) throw InputError("--vary", axis.key, "no values given (expected e.g. parallel.tp=1,2,4)");
-  if (values.find(':') != std::string::npos && values.find(',') == std::string::npos && values.front() != '"') {
+  // A range is numbers and colons; a JSON string, list or object is a value of its own.
+  if (values.find(':') != std::string::npos && values.find(',') == std::string::npos &&
+      values.find_first_of("\"[{") == std::string::npos) {
     axis.values = expand_range(axis.key, values);
     return axis;
   }
-  for (auto& value : split(values, ',')) {
+  for (auto& value : split_values(axis.key, values)) {
     if (value.empty()) throw InputError("--vary", axis.key, fmt::format("empty value in '{}'", values));
     axis.values.push_back(std::move(value));
   }

@@ -28,6 +28,20 @@ TEST_CASE("a list axis keeps its values in the order given") {
   CHECK(a.values == std::vector<std::string>{"1", "5", "25"});
 }
 
+TEST_CASE("a JSON list, object or string value keeps its own commas and colons") {
+  CHECK(parse_axis(R"(training.cuda_graph_scope=["attn"],["attn","mlp"],[])").values ==
+        std::vector<std::string>{R"(["attn"])", R"(["attn","mlp"])", "[]"});
+  CHECK(parse_axis(R"(simulation.variation.node_speed=[{"node":0,"factor":0.9}],[])").values ==
+        std::vector<std::string>{R"([{"node":0,"factor":0.9}])", "[]"});
+  CHECK(parse_axis(R"(x="a,b","c:d",e)").values == std::vector<std::string>{R"("a,b")", R"("c:d")", "e"});
+  CHECK(parse_axis(R"(x="a\",b",c)").values == std::vector<std::string>{R"("a\",b")", "c"});
+  CHECK(message_of(R"(training.cuda_graph_scope=["attn","mlp")") ==
+        R"(--vary: training.cuda_graph_scope: '[' is not closed in '["attn","mlp"')");
+  CHECK(message_of("x=[1}],2") == "--vary: x: unbalanced '}' at character 3 of '[1}],2'");
+  CHECK(message_of(R"(x="a,b)") == R"(--vary: x: a '"' is not closed in '"a,b')");
+  CHECK(message_of(R"(x=["a"],,["b"])") == R"(--vary: x: empty value in '["a"],,["b"]')");
+}
+
 TEST_CASE("a geometric range runs from its lower bound by its factor up to its upper bound") {
   CHECK(parse_axis("data_parallel.bucket_cap_mb=1:256:x2").values ==
         std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64", "128", "256"});
