@@ -37,7 +37,7 @@ void row(std::ostream& out, const std::string& label, const std::string& a, cons
 double per_kind(const PerKind& v, std::size_t k) { return v[k]; }
 
 void write_header(const Report& r, std::ostream& out) {
-  out << fmt::format("stepsim {}, {} GPUs\n\n", r.stepsim_version, r.gpus);
+  out << fmt::format("stepsim {}, {} GPU{}\n\n", r.stepsim_version, r.gpus, r.gpus == 1 ? "" : "s");
   row(out, "step time", duration(r.step_time_s));
   row(out, "tokens per second", fmt::format("{:.1f}", r.throughput.tokens_per_s));
   row(out, "samples per second", fmt::format("{:.2f}", r.throughput.samples_per_s));
@@ -104,6 +104,8 @@ void write_memory(const MemoryReport& m, std::ostream& out) {
   row(out, "memory per GPU", gib(m.device), m.fits ? "fits" : "too large");
   row(out, "  capacity", gib(m.capacity));
   row(out, "  headroom", gib(m.headroom));
+  // What the GPU has in use beside the caching allocator: the CUDA context, NCCL's buffers.
+  row(out, "  CUDA context, NCCL", gib(m.device - m.reserved));
   row(out, "  allocator reserved", gib(m.reserved));
   row(out, "  tensors at the peak", gib(m.peak));
   row(out, "  parameters", gib(m.params));
