@@ -8,8 +8,12 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "calibration/apply.hpp"
@@ -386,22 +390,31 @@ Calibration parse_calibration(const std::string& text_in, const std::string& sou
 
 std::string read_measured_file(const std::string& path, const char* what) {
   constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", fmt::format("cannot open the {}", what));
+  const std::string name = path == "-" ? "<stdin>" : path;
+  std::ifstream file;
+  if (path != "-") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw InputError(path, "", fmt::format("is a folder, not a file: expected the {}", what));
+    file.open(path, std::ios::binary);
+    if (!file) throw InputError(path, "", fmt::format("cannot open the {}: {}", what, std::strerror(errno)));
+  }
+  std::istream& in = path == "-" ? std::cin : file;
   std::string text;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
     text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxBytes) throw InputError(path, "", fmt::format("the {} is larger than 256 MiB", what));
+    if (text.size() > kMaxBytes) throw InputError(name, "", fmt::format("the {} is larger than 256 MiB", what));
   }
-  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the {}", what));
+  if (in.bad()) throw InputError(name, "", fmt::format("cannot read the {}", what));
   return text;
 }
 
 Calibration read_calibration(const std::string& path) {
   const std::string text = read_measured_file(path, "calibration file");
-  if (text.empty()) throw InputError(path, "", "expected a calibration file (JSON), got an empty file");
-  return parse_calibration(text, path);
+  const std::string name = path == "-" ? "<stdin>" : path;
+  if (text.empty()) throw InputError(name, "", "expected a calibration file (JSON), got an empty file");
+  return parse_calibration(text, name);
 }
 
 std::string calibration_json(const Calibration& c) {

@@ -111,7 +111,8 @@ struct Calibration {
 };
 
 // The whole of a measured file, at most 256 MiB (a device or a pipe that never ends is an
-// InputError naming `path`, not a hang); `what` names the kind of file in errors.
+// InputError naming `path`, not a hang); `what` names the kind of file in errors. "-" is
+// standard input, named <stdin> in errors.
 std::string read_measured_file(const std::string& path, const char* what);
 
 // Reads and checks a calibration file: unknown keys, wrong types, units, non-positive or

@@ -218,7 +218,7 @@ int run_check(const Args& args) {
   const cal::Calibration c = cal::read_calibration(file);
   const ClusterSpec base = check_cluster(c, scenario, cluster, 8);
   cal::check_fits(c, base, {});
-  fmt::print("# {}: measured on {}, predicted on {} ({})\n", file, c.provenance.gpu, base.name, base.gpu.name);
+  fmt::print("# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
   fmt::print("# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;
   leave_one_out_collectives(c, base, stats);

@@ -153,6 +153,10 @@ calibration::MeasuredTables load_calibration(const Scenario& scenario) {
     if (path.empty())
       throw InputError(scenario.source, fmt::format("/calibration/{}", i),
                        "expected a calibration file name, got \"\"");
+    if (path == "-")
+      throw InputError(scenario.source, fmt::format("/calibration/{}", i),
+                       "a scenario's calibration file cannot be standard input (\"-\"): it is read for every "
+                       "simulation of the scenario; give its file name");
     files.push_back(calibration::read_calibration(path));
     calibration::check_fits(files.back(), scenario.cluster, scenario.collectives);
   }

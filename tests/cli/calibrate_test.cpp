@@ -461,4 +461,34 @@ TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario ne
         std::string::npos);
 }
 
+TEST_CASE(
+    "an nccl-tests log or a calibration file on standard input is read as the file, and folders and missing files "
+    "say so") {
+  Scratch s("calib-stdin");
+  const std::string log = kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  REQUIRE(s.run("calibrate import-nccl-tests " + log + " -o file.json").status == 0);
+  REQUIRE(s.run("calibrate import-nccl-tests - -o stdin.json < " + log).status == 0);
+  // The same tables; only the sources differ.
+  boost::json::object from_file = json_of(testing::slurp(s.file("file.json"))).as_object();
+  boost::json::object from_stdin = json_of(testing::slurp(s.file("stdin.json"))).as_object();
+  CHECK(from_stdin.at("provenance").at("sources") == boost::json::array{"<stdin>"});
+  CHECK(from_stdin.at("collectives") == from_file.at("collectives"));
+  const auto check = s.run("calibrate check - < file.json");
+  CHECK(check.status == 0);
+  CHECK(check.out.starts_with("# <stdin>: measured on NVIDIA A100-SXM4-80GB"));
+
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests . -o x.json"),
+                         ".: is a folder, not a file: expected the nccl-tests log")
+            .empty());
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests missing.txt -o x.json"),
+                         "missing.txt: cannot open the nccl-tests log: No such file or directory")
+            .empty());
+  CHECK(testing::refusal(s.run("calibrate check ."), ".: is a folder, not a file: expected the calibration file")
+            .empty());
+  // A scenario's calibration is read for every simulation of it: standard input cannot be one.
+  CHECK(testing::refusal(s.run("simulate --calibration - < file.json"),
+                         "/calibration/0: a scenario's calibration file cannot be standard input")
+            .empty());
+}
+
 }  // namespace stepsim
