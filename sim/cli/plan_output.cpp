@@ -57,7 +57,7 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
   if (!r.search.unrun_precisions.empty())
     line("not searched", fmt::format("{}: {} does not run them", fmt::join(r.search.unrun_precisions, ", "), r.gpu));
   if (!r.report) {
-    line("layout", "none fits on this many GPUs");
+    line("layout", r.search.no_layout.empty() ? "none fits on this many GPUs" : "none: " + r.search.no_layout);
     return;
   }
   const Report& rep = *r.report;

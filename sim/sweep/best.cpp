@@ -398,6 +398,7 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   }
   if (best.ranked.empty()) {
     out << "no configuration fits\n";
+    if (!best.no_layout.empty()) out << "no layout: " << best.no_layout << "\n";
     if (best.invalid > 0) out << "the first configuration refused by validation: " << best.first_refusal << "\n";
     return;
   }

@@ -34,6 +34,7 @@ struct BestResult {
   std::vector<std::string> notes;                    // what the search leaves out, and why
   std::vector<std::string> unrun_precisions;         // allowed precisions the GPU does not run (in notes too)
   std::string first_refusal;                         // the first refused configuration's reason
+  std::string no_layout;                             // why no layout was enumerated, when none was
   std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
 };
 

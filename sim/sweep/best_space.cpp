@@ -1,6 +1,7 @@
 // The configurations the best-configuration search tries: layouts first (degrees, micro-batch,
 // schedule, precision), then the secondary knobs of the fastest layouts.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <optional>
@@ -249,6 +250,37 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
 
 Scenario load_base(const SweepSpec& spec) { return io::load_scenario(spec.scenario, base_sets(spec)); }
 
+namespace {
+
+constexpr const char* kLayoutKeys[] = {"parallel.tp", "parallel.pp", "parallel.cp", "training.micro_batch"};
+
+// Why a GPU count has no layout: it splits into no TP, PP and CP degrees, or the global batch
+// splits into whole micro-batches over none of the DP degrees the splits leave.
+std::string no_layout_reason(const SweepSpec& spec, const Scenario& base, std::vector<long long> dps,
+                             bool batch_splits) {
+  const std::string fixed =
+      std::any_of(std::begin(kLayoutKeys), std::end(kLayoutKeys), [&](const char* k) { return user_sets(spec, k); })
+          ? " (with the degrees and micro-batch --set fixes)"
+          : "";
+  if (dps.empty())
+    return fmt::format(
+        "{} GPUs split into no TP degree (dividing the {} heads, inside an NVLink domain of {} GPUs), PP "
+        "degree (dividing the {} layers) and CP degree{}",
+        spec.gpus, base.model.heads, base.cluster.domain_gpus(), base.model.layers, fixed);
+  if (batch_splits) return {};
+  std::sort(dps.begin(), dps.end());
+  std::string sizes = "1";  // the micro-batches micro_batches() tries
+  for (long long mb = 2; mb <= kMaxMicroBatch; mb *= 2)
+    sizes += fmt::format("{}{}", 2 * mb > kMaxMicroBatch ? " or " : ", ", mb);
+  return fmt::format(
+      "the global batch of {} sequences splits into micro-batches of {} sequences over none of the "
+      "data-parallel degrees {} GPUs leave ({}){}: another GPU count, or a global batch that one of "
+      "them times a micro-batch divides",
+      base.training.global_batch, sizes, spec.gpus, fmt::join(dps, ", "), fixed);
+}
+
+}  // namespace
+
 std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpace& space, BestResult& result) {
   const Scenario base = load_base(spec);
   const long long n = spec.gpus;
@@ -259,6 +291,8 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                                    ? std::vector<int>{base.parallel.tp}
                                    : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
   std::vector<Candidate> out;
+  std::vector<long long> dps;  // the DP degrees the splits leave, and whether the batch splits over one
+  bool batch_splits = false;
   for (const int tp : tps) {
     if (base.model.heads % tp != 0 || n % tp != 0) continue;
     const std::vector<int> pps =
@@ -269,6 +303,8 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
         const long long model = static_cast<long long>(tp) * pp * cp;
         if (n % model != 0) continue;
         const Degrees d{tp, pp, cp, n / model};
+        if (std::find(dps.begin(), dps.end(), d.dp) == dps.end()) dps.push_back(d.dp);
+        batch_splits = batch_splits || !micro_batches(spec, base, d.dp).empty();
         for (const long long mb : micro_batches(spec, base, d.dp))
           for (const auto& schedule : schedules(spec, base, pp))
             for (const auto& precision : precisions(spec, space))
@@ -285,6 +321,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
       }
     }
   }
+  if (out.empty()) result.no_layout = no_layout_reason(spec, base, dps, batch_splits);
   return out;
 }
 

@@ -220,4 +220,24 @@ TEST_CASE("plan searches MXFP8 and NVFP4 on Blackwell and says it leaves them ou
   CHECK(h100_table.find("; bf16; ") != std::string::npos);  // the layout H100 gets is BF16
 }
 
+// 12 GPUs for the default job (Llama 3 8B: 32 heads, 32 layers, 8-GPU nodes; a global batch of
+// 128 sequences). By hand: TP divides 32 and stays in a node, PP divides 32 layers, so TP, PP
+// and CP take powers of two and DP keeps the factor 3: DP 3, 6 or 12, none of which times a
+// micro-batch of 1, 2, 4 or 8 divides 128. With TP fixed at 8, which 12 is no multiple of, no
+// split at all.
+TEST_CASE("a GPU count without a layout says why, in plan and in sweep --best") {
+  const Scratch dir("plan-no-layout");
+  const Run plan = dir.run("plan --tokens 1e9 --gpus 12 --cluster dgx-h100-ndr@2");
+  CHECK(plan.status == 0);
+  CHECK(plan.err.find("12 GPUs: 0 configurations, 0 fit; no layout") != std::string::npos);
+  CHECK(plan.out.find("layout                 none: the global batch of 128 sequences splits into micro-batches of "
+                      "1, 2, 4 or 8 sequences over none of the data-parallel degrees 12 GPUs leave (3, 6, 12)") !=
+        std::string::npos);
+  const Run best = dir.run("sweep --best 3 --gpus 12 --set parallel.tp=8");
+  CHECK(best.status == 0);
+  CHECK(best.out.find("no layout: 12 GPUs split into no TP degree (dividing the 32 heads, inside an NVLink domain of 8 "
+                      "GPUs), PP degree (dividing the 32 layers) and CP degree (with the degrees and micro-batch --set "
+                      "fixes)") != std::string::npos);
+}
+
 }  // namespace stepsim
