@@ -64,8 +64,9 @@ std::vector<report::Output> outputs_of(const OutputOptions& out, const Writer& j
 void check_outputs(const OutputOptions& out) { report::check_outputs(outputs_of(out, {}, {})); }
 
 void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace) {
-  // The table only once every other output is written: a failing one leaves stdout empty.
-  report::write_outputs(outputs_of(out, json, trace), out.json != "-" ? table : Writer{});
+  // The table only once every other output is written (a failing one leaves stdout empty), and
+  // not at all when an output is stdout itself ('-', /dev/stdout).
+  report::write_outputs(outputs_of(out, json, trace), table);
 }
 
 void require_scenario_name(const std::string& given) {

@@ -19,7 +19,7 @@ namespace po = boost::program_options;
 // name is given, and refused).
 struct OutputOptions {
   std::optional<std::string> json;   // --json FILE or "-"
-  std::optional<std::string> trace;  // --trace FILE
+  std::optional<std::string> trace;  // --trace FILE or "-"
 };
 
 void add_output_options(po::options_description& desc, OutputOptions& out);

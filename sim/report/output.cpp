@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -95,7 +96,10 @@ void write_outputs(const std::vector<Output>& outputs, const std::function<void(
     }
   };
   through(false);
-  if (table) {
+  // An output that is stdout ('-', /dev/stdout, /dev/fd/1) has it to itself: a reader of that
+  // JSON or trace gets no table in front of it.
+  const bool stdout_taken = std::any_of(targets.begin(), targets.end(), writes_stdout);
+  if (table && !stdout_taken) {
     table(std::cout);
     flush_stdout("the report");
   }

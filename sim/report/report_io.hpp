@@ -149,8 +149,9 @@ void check_outputs(const std::vector<Output>& outputs);
 // devices, FIFOs, /dev/fd/N and stdout are written through, never replaced. Errors are
 // InputError(path, flag, what went wrong). With `table`, the command's printed report goes to
 // stdout after every output that is not stdout has been written (so a full device named by a
-// flag leaves stdout empty) and before what goes to stdout itself ('-', /dev/stdout); a stdout
-// that cannot take it is InputError("<stdout>", ...).
+// flag leaves stdout empty), and not at all when an output is stdout itself ('-', /dev/stdout,
+// /dev/fd/1: its reader gets that output alone); a stdout that cannot take it is
+// InputError("<stdout>", ...).
 void write_outputs(const std::vector<Output>& outputs, const std::function<void(std::ostream&)>& table);
 void write_outputs(const std::vector<Output>& outputs);
 void write_output(const Output& output);

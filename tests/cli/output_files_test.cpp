@@ -66,6 +66,19 @@ TEST_CASE("/dev/stdout and a process substitution are written through") {
   const Run r = dir.run(std::string(kSimulate) + " --json /dev/stdout");
   CHECK(r.status == 0);
   CHECK(r.out.find("\"step_time_s\"") != std::string::npos);
+  // An output on stdout has it to itself, however it is named: no table in front of the JSON.
+  CHECK(starts_as_json(r.out));
+  for (const char* trace : {" --trace -", " --trace /dev/stdout", " --trace /dev/fd/1"}) {
+    INFO(trace);
+    const Run t = dir.run(std::string(kSimulate) + trace);
+    CHECK(t.status == 0);
+    CHECK(starts_as_json(t.out));
+    CHECK(t.out.find("step time ") == std::string::npos);
+  }
+  // The table stays where no output is stdout.
+  const Run table = dir.run(std::string(kSimulate) + " --json r.json");
+  CHECK(table.out.starts_with("stepsim "));
+  CHECK(std::remove(dir.file("r.json").c_str()) == 0);
   const std::string substituted = "bash -c 'cd " + dir.work().string() + " && " + STEPSIM_BINARY + " " + kSimulate +
                                   " --json >(cat > got.json); wait' >/dev/null 2>&1";
   REQUIRE(std::system(substituted.c_str()) == 0);
