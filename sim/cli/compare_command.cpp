@@ -37,7 +37,9 @@ constexpr const char* kCompareExamples =
 std::vector<std::string> job_differences(const analysis::Analysis& measured, const Scenario& scenario,
                                          const Report& predicted) {
   std::vector<std::string> out;
-  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
+  // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
+  // representative mode), not the job's world size: there the compute check below decides.
+  const int world = measured.trace.simulated ? 0 : measured.trace.dist[measured.metrics.rank_index].world_size;
   if (world > 0 && world != scenario.parallel.gpus())
     out.push_back(
         fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
