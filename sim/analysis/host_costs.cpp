@@ -74,6 +74,12 @@ HostCosts host_costs(const KinetoTrace& trace) {
   return summarise(p);
 }
 
+HostCosts host_costs(const std::vector<KinetoTrace>& traces) {
+  Pooled p;
+  for (const KinetoTrace& t : traces) add(t, p);
+  return summarise(p);
+}
+
 HostCosts host_costs(const std::string& path) {
   Pooled p;
   for (const std::string& file : trace_files(path)) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "analysis/kineto_trace.hpp"
 #include "stepsim/units.hpp"
@@ -20,7 +21,10 @@ struct HostCosts {
 // Of one trace's CPU operators and launches.
 HostCosts host_costs(const KinetoTrace& trace);
 
-// Of every file of `path` (a trace, or a folder of one job's ranks), pooled.
+// Of several traces (one job's ranks), pooled.
+HostCosts host_costs(const std::vector<KinetoTrace>& traces);
+
+// Of every file of `path` (a trace, or a folder of one job's ranks), pooled, read one at a time.
 HostCosts host_costs(const std::string& path);
 
 }  // namespace stepsim::analysis

@@ -298,6 +298,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
 }
 
 std::vector<std::string> trace_files(const std::string& path) {
+  if (path == "-") return {"/dev/stdin"};  // read once, as a pipe can be
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) cannot_read(path, errno);
   if (!S_ISDIR(st.st_mode)) return {path};
@@ -311,14 +312,16 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin) {
   return to_timeline(std::move(traces));
 }
 
-LoadedTrace load_trace(const std::string& path) {
+std::vector<KinetoTrace> read_traces(const std::string& path) {
   std::vector<KinetoTrace> traces;
   TimeOrigin origin;
   for (const std::string& file : trace_files(path)) {
     traces.push_back(read_kineto(file, origin));
     require_gpu_activity(traces.back());
   }
-  return to_timeline(std::move(traces));
+  return traces;
 }
+
+LoadedTrace load_trace(const std::string& path) { return to_timeline(read_traces(path)); }
 
 }  // namespace stepsim::analysis

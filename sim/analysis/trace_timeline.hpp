@@ -27,8 +27,14 @@ struct LoadedTrace {
 // file without one GPU activity of positive length.
 LoadedTrace load_trace(const std::string& path);
 
-// The files load_trace reads for `path`: the file itself, or a folder's *.json and *.json.gz
-// sorted by name. InputError when it cannot be read or the folder holds none.
+// What load_trace reads, before it becomes a timeline (to_timeline): for a caller that needs
+// more of the trace than the timeline keeps (its CPU operators) without reading it twice, which
+// a pipe or standard input would not allow.
+std::vector<KinetoTrace> read_traces(const std::string& path);
+
+// The files load_trace reads for `path`: the file itself ("-": /dev/stdin, standard input), or
+// a folder's *.json and *.json.gz sorted by name. InputError when it cannot be read or the
+// folder holds none.
 std::vector<std::string> trace_files(const std::string& path);
 
 // One file alone (its ranks: one for a Kineto trace, one per process for stepsim's own),

@@ -22,8 +22,8 @@ namespace {
 constexpr const char* kAnalyzeUsage =
     "usage: stepsim analyze TRACE... [--step N] [--rank I] [--json FILE|-] [--trace FILE]\n\n"
     "Measures a PyTorch profiler (Kineto) trace: TRACE is one trace file (.json or .json.gz,\n"
-    "read as a stream, so multi-GB files are fine) or a folder holding one file per rank of one\n"
-    "job (one world size in their distributedInfo, each rank once).\n\n"
+    "read as a stream, so multi-GB files are fine; '-': standard input) or a folder holding one\n"
+    "file per rank of one job (one world size in their distributedInfo, each rank once).\n\n"
     "Several ranks (a folder of several files, or several TRACE arguments) without --rank: the\n"
     "files are read in parallel, one per core at a time, each rank measured over its own steps\n"
     "and kept only as a summary, so memory stays that of one trace per core. Prints per rank and\n"

@@ -29,8 +29,7 @@ struct RankKernels {
 
 // A profiler trace through the analyzer (it reads stepsim's own traces alike): its first
 // rank, its first step.
-RankKernels read_kernels(const std::string& path) {
-  const analysis::LoadedTrace t = analysis::load_trace(path);
+RankKernels read_kernels(const analysis::LoadedTrace& t) {
   RankKernels out{{}, 0};
   if (t.timeline.ranks.empty()) return out;
   const StepWindow& w = t.timeline.steps.front();
@@ -66,8 +65,7 @@ calibration::ClassTotals simulated_totals(const Scenario& s, const calibration::
 }
 
 // The CPU's cost per operator: what training.framework's dispatch is measured from.
-void print_host(const std::string& trace, std::ostream& log) {
-  const analysis::HostCosts h = analysis::host_costs(trace);
+void print_host(const std::string& trace, const analysis::HostCosts& h, std::ostream& log) {
   if (h.operators == 0) {
     log << fmt::format("# host: no CPU operator around a kernel launch in {} (no cpu_op and cudaLaunchKernel events)\n",
                        trace);
@@ -101,7 +99,7 @@ int run_from_trace(const Args& args) {
     return 0;
   if (trace.empty()) throw InputError("<command line>", "TRACE", "give the trace to calibrate from");
   if (vm.count("scenario") == 0) {  // "" is the default scenario
-    print_host(trace, std::cout);
+    print_host(trace, analysis::host_costs(trace), std::cout);
     return 0;
   }
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
@@ -109,7 +107,10 @@ int run_from_trace(const Args& args) {
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   const workload::ModelWork work = workload::build_work(scenario);
   const calibration::OpNames names = calibration::op_names(work);
-  const RankKernels rk = read_kernels(trace);
+  // The trace read once, for its kernels and its CPU operators (a pipe cannot be read twice).
+  std::vector<analysis::KinetoTrace> traces = analysis::read_traces(trace);
+  const analysis::HostCosts host = analysis::host_costs(traces);
+  const RankKernels rk = read_kernels(analysis::to_timeline(std::move(traces)));
   const calibration::Matched m = calibration::match_kernels(rk.kernels, names);
 
   const Precision precision = scenario.training.precision;
@@ -150,7 +151,7 @@ int run_from_trace(const Args& args) {
       "# step time: trace {:.4f} s; simulated {:.4f} s with the preset ({:+.1f}%), {:.4f} s with the "
       "fitted values ({:+.2f}%)\n",
       measured, before, 100 * (before - measured) / measured, after, 100 * (after - measured) / measured);
-  print_host(trace, log);
+  print_host(trace, host, log);
   report::write_output({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }});
   return 0;
 }

@@ -491,4 +491,24 @@ TEST_CASE(
             .empty());
 }
 
+// from-trace reads a trace for its kernels and for its CPU operators: once, so that a pipe or
+// standard input works as the file does.
+TEST_CASE("from-trace and analyze read a trace on standard input as they read the file") {
+  Scratch s("calib-trace-stdin");
+  REQUIRE(s.run("simulate ddp-1.3b-64xa100 --trace step.json").status == 0);
+  REQUIRE(s.run("calibrate from-trace step.json ddp-1.3b-64xa100 -o file.json").status == 0);
+  const auto piped = s.shell("cat step.json | " + std::string(STEPSIM_BINARY) +
+                             " calibrate from-trace - ddp-1.3b-64xa100 -o stdin.json");
+  INFO(piped.err);
+  REQUIRE(piped.status == 0);
+  CHECK(json_of(testing::slurp(s.file("stdin.json"))).at("compute") ==
+        json_of(testing::slurp(s.file("file.json"))).at("compute"));
+  const auto analyzed = s.run("analyze - --json - < step.json");
+  REQUIRE(analyzed.status == 0);
+  const boost::json::value measured = json_of(analyzed.out);
+  CHECK(measured.at("source").as_string() == "/dev/stdin");
+  CHECK(measured.at("steps").to_number<int>() == 1);
+  CHECK(measured.at("step_time_s") == json_of(s.run("analyze step.json --json -").out).at("step_time_s"));
+}
+
 }  // namespace stepsim
