@@ -119,9 +119,27 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   if (found) return load_scenario_text(text, path, sets);
   if (const EmbeddedFile* example = lookup_preset("examples", path))
     return load_scenario_text(std::string(example->text), "configs/" + std::string(example->path), sets);
+  // A preset of a section, not a whole scenario: say where it goes.
+  struct Section {
+    const char* folder;
+    const char* kind;
+    const char* key;
+  };
+  for (const Section& p : {Section{"models", "model", "model"}, Section{"clusters", "cluster", "cluster"},
+                           Section{"gpus", "GPU", "cluster.gpu"}})
+    if (lookup_preset(p.folder, path) != nullptr)
+      throw InputError(path, "",
+                       fmt::format("no such file; '{}' is a {} preset, not a scenario: give it as '--set {}={}' (on "
+                                   "the default scenario, or on a scenario file)",
+                                   path, p.kind, p.key, path));
+  const std::vector<std::string_view> examples = preset_names("examples");
+  const std::string_view close = closest_match(path, examples);
   throw InputError(path, "",
-                   fmt::format("cannot open the file, and it is not an example preset ({})",
-                               fmt::join(preset_names("examples"), ", ")));
+                   close.empty() ? fmt::format("cannot open the file, and it is not an example preset ({})",
+                                               fmt::join(examples, ", "))
+                                 : fmt::format("cannot open the file, and it is not an example preset (did you mean "
+                                               "'{}'?)",
+                                               close));
 }
 
 Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets) {

@@ -167,4 +167,18 @@ TEST_CASE("a scenario can start from an example preset and override it") {
 TEST_CASE("a missing scenario file that is no example preset lists the examples") {
   CHECK_THROWS_WITH(io::load_scenario("nope.json"),
                     Catch::StartsWith("nope.json: cannot open the file, and it is not an example preset (default, "));
+  // A near miss gets the example it misses; a model, cluster or GPU preset where a scenario goes
+  // is told where it belongs.
+  CHECK_THROWS_WITH(io::load_scenario("ddp-1.3b-64xa10"),
+                    "ddp-1.3b-64xa10: cannot open the file, and it is not an example preset (did you mean "
+                    "'ddp-1.3b-64xa100'?)");
+  CHECK_THROWS_WITH(io::load_scenario("llama3-8b"),
+                    "llama3-8b: no such file; 'llama3-8b' is a model preset, not a scenario: give it as '--set "
+                    "model=llama3-8b' (on the default scenario, or on a scenario file)");
+  CHECK_THROWS_WITH(io::load_scenario("dgx-b200"), Catch::Contains("is a cluster preset, not a scenario: give it as "
+                                                                   "'--set cluster=dgx-b200'"));
+  CHECK_THROWS_WITH(io::load_scenario("h200"),
+                    Catch::Contains("is a GPU preset, not a scenario: give it as '--set cluster.gpu=h200'"));
+  // An example that is also a model preset's name is the example.
+  CHECK(io::load_scenario("bloom-176b").model.name == "bloom-176b");
 }
