@@ -388,9 +388,11 @@ Calibration parse_calibration(const std::string& text_in, const std::string& sou
   return c;
 }
 
+std::string measured_file_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
 std::string read_measured_file(const std::string& path, const char* what) {
   constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
-  const std::string name = path == "-" ? "<stdin>" : path;
+  const std::string name = measured_file_name(path);
   std::ifstream file;
   if (path != "-") {
     std::error_code ec;
@@ -412,7 +414,7 @@ std::string read_measured_file(const std::string& path, const char* what) {
 
 Calibration read_calibration(const std::string& path) {
   const std::string text = read_measured_file(path, "calibration file");
-  const std::string name = path == "-" ? "<stdin>" : path;
+  const std::string name = measured_file_name(path);
   if (text.empty()) throw InputError(name, "", "expected a calibration file (JSON), got an empty file");
   return parse_calibration(text, name);
 }

@@ -114,6 +114,8 @@ struct Calibration {
 // InputError naming `path`, not a hang); `what` names the kind of file in errors. "-" is
 // standard input, named <stdin> in errors.
 std::string read_measured_file(const std::string& path, const char* what);
+// How errors and provenance name a measured file's `path`: "<stdin>" for "-".
+std::string measured_file_name(const std::string& path);
 
 // Reads and checks a calibration file: unknown keys, wrong types, units, non-positive or
 // absurd numbers are InputErrors naming the file, the JSON pointer and what was expected.

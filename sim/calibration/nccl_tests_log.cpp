@@ -366,7 +366,7 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
 
 NcclTestsLog read_nccl_tests(const std::string& path) {
   std::istringstream in(read_measured_file(path, "nccl-tests log"));
-  return parse_nccl_tests(in, path == "-" ? "<stdin>" : path);
+  return parse_nccl_tests(in, measured_file_name(path));
 }
 
 }  // namespace stepsim::calibration

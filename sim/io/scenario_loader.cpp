@@ -50,6 +50,19 @@ void apply_set(Scenario& s, const std::string& assignment) {
 // Scenario and cluster files are small; a larger one is a mistake (or /dev/zero).
 constexpr std::size_t kMaxFileBytes = 64 << 20;
 
+// The whole of `in` (named `name` in errors), at most kMaxFileBytes.
+std::string read_all(std::istream& in, const std::string& name) {
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes)
+      throw InputError(name, "", "is larger than 64 MiB; a scenario file is far smaller");
+  }
+  if (in.bad()) throw InputError(name, "", "cannot read the file");
+  return text;
+}
+
 // The text of `path`; `found` is false when there is no such file. Directories, unreadable
 // and oversized files are InputErrors naming the file.
 std::string read_file(const std::string& path, bool& found) {
@@ -60,28 +73,7 @@ std::string read_file(const std::string& path, bool& found) {
   if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory, not a scenario file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot open for reading: {}", std::strerror(errno)));
-  std::string text;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes)
-      throw InputError(path, "", "is larger than 64 MiB; a scenario file is far smaller");
-  }
-  if (in.bad()) throw InputError(path, "", "cannot read the file");
-  return text;
-}
-
-// Standard input's text, with the same limit as a file's.
-std::string read_stdin() {
-  std::string text;
-  char chunk[1 << 16];
-  while (std::cin.read(chunk, sizeof chunk) || std::cin.gcount() > 0) {
-    text.append(chunk, static_cast<std::size_t>(std::cin.gcount()));
-    if (text.size() > kMaxFileBytes)
-      throw InputError("<stdin>", "", "is larger than 64 MiB; a scenario file is far smaller");
-  }
-  if (std::cin.bad()) throw InputError("<stdin>", "", "cannot read standard input");
-  return text;
+  return read_all(in, path);
 }
 
 }  // namespace
@@ -99,7 +91,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
 }
 
 ScenarioInput read_scenario_input(const std::string& path) {
-  if (path == "-") return {"<stdin>", read_stdin()};
+  if (path == "-") return {"<stdin>", read_all(std::cin, "<stdin>")};
   if (path.empty()) return {path, std::nullopt};
   bool found = false;
   std::string text = read_file(path, found);

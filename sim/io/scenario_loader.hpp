@@ -11,9 +11,9 @@
 namespace stepsim::io {
 
 // `path` empty: the embedded default scenario; "-": standard input; a path that is no file
-// but names an example preset loads that example. `sets`: "a.b=value" overrides, applied in order after the file
-// and before validation (the value is JSON when it parses, else a string; "model=NAME"
-// replaces a section by a preset).
+// but names an example preset loads that example. `sets`: "a.b=value" overrides, applied in
+// order after the file and before validation (the value is JSON when it parses, else a
+// string; "model=NAME" replaces a section by a preset).
 //
 // Conventions of the loaded Scenario: `model` and `cluster` are required, `training` needs
 // global_batch, every other section has defaults. cluster.nodes defaults to
