@@ -6,10 +6,11 @@
 
 #include "cli/options.hpp"
 #include "cli/plan_output.hpp"
+#include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
-#include "sweep/axes.hpp"
 #include "sweep/plan.hpp"
+#include "sweep/plan_rows.hpp"
 #include "sweep/runner.hpp"
 
 namespace stepsim::cli {
@@ -47,15 +48,11 @@ constexpr const char* kPlanExamples =
     "      --cluster dgx-b200@5.5 --cluster gb200-nvl72@6.5 -o plan.csv && tools/plot.py pareto plan.csv -o plan.png\n"
     "  stepsim plan --model llama3-8b --deadline 14 --gpus 64:512:x2 --cluster dgx-h100-ndr@2.5\n";
 
-// Layouts simulated per cluster and GPU count, fastest bound first: five clusters in about a
-// minute on two cores.
-constexpr std::size_t kDefaultMaxLayouts = 96;
-
 struct PlanFlags {
   std::string scenario, model, tokens, deadline, gpus, output;
   std::vector<std::string> clusters, precisions, sets;
   unsigned jobs = 0;
-  long long max_layouts = kDefaultMaxLayouts;
+  long long max_layouts = sweep::kDefaultPlanLayouts;
 };
 
 po::options_description describe(PlanFlags& f) {
@@ -80,85 +77,19 @@ po::options_description describe(PlanFlags& f) {
   return desc;
 }
 
-std::vector<std::string> split(const std::vector<std::string>& lists) {
-  std::vector<std::string> out;
-  for (const std::string& list : lists) {
-    std::size_t from = 0;
-    while (from <= list.size()) {
-      const auto comma = list.find(',', from);
-      out.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-      if (comma == std::string::npos) break;
-      from = comma + 1;
-    }
-  }
-  return out;
-}
-
-std::vector<int> gpu_counts(const std::string& text) {
-  std::vector<std::string> values;
-  try {
-    values = sweep::parse_axis("gpus=" + text).values;
-  } catch (const InputError& e) {
-    throw InputError("--gpus", text, e.message());
-  }
-  std::vector<int> out;
-  for (const std::string& v : values) {
-    std::size_t used = 0;
-    long long n = 0;
-    try {
-      n = std::stoll(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || n < 1 || n > 1'000'000)
-      throw InputError("--gpus", text, "expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2");
-    out.push_back(static_cast<int>(n));
-  }
-  return out;
-}
-
-double days_of(const std::string& text) {
-  std::size_t used = 0;
-  double days = 0;
-  try {
-    days = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(days > 0) || days > 36500)
-    throw InputError("--deadline", text, "expected a number of days above 0 (at most 36500)");
-  return days;
-}
-
-void check_precisions(const std::vector<std::string>& precisions) {
-  for (const std::string& p : precisions)
-    if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
-}
-
 sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
-  sweep::PlanSpec spec;
   if (vm.count("scenario") != 0) require_scenario_name(f.scenario);
-  spec.scenario = io::read_scenario_input(f.scenario);  // read once for every cluster and layout
-  if (!f.model.empty()) spec.sets.push_back("model=" + f.model);
-  spec.sets.insert(spec.sets.end(), f.sets.begin(), f.sets.end());
-  if (f.tokens.empty() && f.deadline.empty())
-    throw InputError("<command line>", "--tokens",
-                     "expected a token budget (--tokens N) or a deadline (--deadline DAYS)");
-  if (!f.tokens.empty()) spec.tokens = sweep::parse_tokens(f.tokens, "--tokens");
-  if (!f.deadline.empty()) spec.deadline_days = days_of(f.deadline);
-  if (f.gpus.empty()) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
-  spec.gpus = gpu_counts(f.gpus);
-  for (const std::string& c : split(f.clusters)) spec.clusters.push_back(sweep::parse_plan_cluster(c));
-  if (spec.clusters.empty())
-    throw InputError("<command line>", "--cluster",
-                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
-  if (f.max_layouts < 0 || f.max_layouts > 1000000)
-    throw InputError("--max-layouts", std::to_string(f.max_layouts),
-                     "expected a number of layouts from 0 (every one) to 1000000");
-  spec.max_layouts = static_cast<std::size_t>(f.max_layouts);
-  spec.precisions = split(f.precisions);
-  check_precisions(spec.precisions);
-  return spec;
+  sweep::PlanRequest request;
+  request.scenario = io::read_scenario_input(f.scenario);  // read once for every cluster and layout
+  request.model = f.model;
+  request.tokens = f.tokens;
+  request.deadline = f.deadline;
+  request.gpus = f.gpus;
+  request.clusters = f.clusters;
+  request.precisions = f.precisions;
+  request.sets = f.sets;
+  request.max_layouts = f.max_layouts;
+  return sweep::make_plan_spec(request);
 }
 
 void check_jobs(const PlanFlags& f, const po::variables_map& vm) {
@@ -173,9 +104,9 @@ report::Output output_of(const std::string& path, const std::vector<sweep::PlanR
     throw InputError("-o", path, "expected a file name ending in .csv or .json, or '-' for CSV on stdout");
   return {"-o", path, [json, rows](std::ostream& os) {
             if (json)
-              write_plan_json(*rows, os);
+              sweep::write_plan_json(*rows, os);
             else
-              write_plan_csv(*rows, os);
+              sweep::write_plan_csv(*rows, os);
           }};
 }
 

@@ -1,12 +1,9 @@
-// `stepsim plan`'s tables and rows. Bands are the step time's validation error carried to the
+// `stepsim plan`'s tables. Bands are the step time's validation error carried to the
 // time and cost of the budget, which are proportional to it.
 #include "cli/plan_output.hpp"
 
-#include "sweep/rows.hpp"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <boost/json.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -114,96 +111,11 @@ void write_pareto(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows,
   }
 }
 
-// The rows' fields, in column order: name and value (a JSON value, written as text in CSV).
-std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r) {
-  std::vector<std::pair<std::string, boost::json::value>> f = {
-      {"cluster", boost::json::value(r.cluster.name)},
-      {"gpu", boost::json::value(r.gpu)},
-      {"gpus", r.gpus},
-      {"gpu_hour_price", r.cluster.gpu_hour_price},
-      {"status", boost::json::value(r.report ? "ok" : "none fits")},
-  };
-  const auto add = [&](const char* name, boost::json::value v) { f.emplace_back(name, r.report ? v : nullptr); };
-  const auto key = [&](const char* name, const char* k) {
-    add(name, r.report ? boost::json::value(sweep::layout_value(r, k)) : nullptr);
-  };
-  key("tp", "parallel.tp");
-  key("pp", "parallel.pp");
-  key("cp", "parallel.cp");
-  key("dp", "parallel.dp");
-  key("micro_batch", "training.micro_batch");
-  key("schedule", "parallel.schedule");
-  key("virtual_stages", "parallel.virtual_stages");
-  key("dp_kind", "data_parallel.kind");
-  key("bucket_cap_mb", "data_parallel.bucket_cap_mb");
-  key("tp_comm_overlap", "tensor_parallel.comm_overlap");
-  key("precision", "training.precision");
-  key("recompute", "training.recompute");
-  key("ep", "parallel.ep");
-  add("bucket_parameters", r.bucket_parameters > 0 ? boost::json::value(r.bucket_parameters) : nullptr);
-  const Report* rep = r.report ? &*r.report : nullptr;
-  const auto num = [&](const char* name, const std::function<double(const Report&)>& of) {
-    add(name, rep ? boost::json::value(of(*rep)) : nullptr);
-  };
-  const double m = r.band.mape;
-  num("step_time_s", [](const Report& x) { return x.step_time_s; });
-  num("step_time_low_s", [&](const Report& x) { return x.step_time_s * (1 - m); });
-  num("step_time_high_s", [&](const Report& x) { return x.step_time_s * (1 + m); });
-  num("tokens_per_s_per_gpu", [&](const Report& x) { return x.throughput.tokens_per_s / r.gpus; });
-  num("mfu", [](const Report& x) { return x.throughput.mfu; });
-  num("exposed_fraction_of_step", [](const Report& x) { return x.overlap.exposed_fraction_of_step; });
-  num("memory_in_use_gib", [](const Report& x) { return x.memory_bytes.device / GiB; });
-  num("memory_capacity_gib", [](const Report& x) { return x.memory_bytes.capacity / GiB; });
-  num("train_days", [&](const Report&) { return r.train_days; });
-  num("train_days_low", [&](const Report&) { return r.train_days * (1 - m); });
-  num("train_days_high", [&](const Report&) { return r.train_days * (1 + m); });
-  num("energy_mwh", [&](const Report&) { return r.energy_kwh / 1000; });
-  num("cost", [&](const Report&) { return r.cost; });
-  num("cost_low", [&](const Report&) { return r.cost * (1 - m); });
-  num("cost_high", [&](const Report&) { return r.cost * (1 + m); });
-  num("deadline_tokens", [&](const Report&) { return r.deadline_tokens; });
-  f.emplace_back("pareto", r.pareto);
-  f.emplace_back("band_mape", m);
-  f.emplace_back("band_runs", r.band.runs);
-  f.emplace_back("band_own_gpu", r.band.own_gpu);
-  f.emplace_back("search_s", r.search_s);
-  return f;
-}
-
-std::string csv_cell(const boost::json::value& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) return std::string(v.as_string());
-  if (v.is_double()) return fmt::format("{:.6g}", v.as_double());
-  return boost::json::serialize(v);
-}
-
 }  // namespace
 
 void write_plan_tables(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows, std::ostream& out) {
   for (const PlanRow& r : rows) write_cluster(spec, r, out);
   write_pareto(spec, rows, out);
-}
-
-void write_plan_csv(const std::vector<PlanRow>& rows, std::ostream& out) {
-  if (rows.empty()) return;
-  std::vector<std::string> header;
-  for (const auto& [name, v] : fields(rows.front())) header.push_back(name);
-  out << sweep::csv_line(header);
-  for (const PlanRow& r : rows) {
-    std::vector<std::string> cells;
-    for (const auto& [name, v] : fields(r)) cells.push_back(csv_cell(v));
-    out << sweep::csv_line(cells);
-  }
-}
-
-void write_plan_json(const std::vector<PlanRow>& rows, std::ostream& out) {
-  boost::json::array array;
-  for (const PlanRow& r : rows) {
-    boost::json::object o;
-    for (auto& [name, v] : fields(r)) o[name] = std::move(v);
-    array.push_back(std::move(o));
-  }
-  out << boost::json::serialize(array) << "\n";
 }
 
 }  // namespace stepsim::cli

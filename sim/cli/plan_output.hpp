@@ -1,5 +1,5 @@
-// What `stepsim plan` prints: a table per cluster, the Pareto table of cost against time to
-// train, and the rows as CSV or JSON for tools/plot.py.
+// What `stepsim plan` prints: a table per cluster and the Pareto table of cost against time to
+// train (the rows as CSV or JSON are the library's, sweep/plan_rows.hpp).
 #pragma once
 
 #include <iosfwd>
@@ -10,7 +10,5 @@
 namespace stepsim::cli {
 
 void write_plan_tables(const sweep::PlanSpec& spec, const std::vector<sweep::PlanRow>& rows, std::ostream& out);
-void write_plan_csv(const std::vector<sweep::PlanRow>& rows, std::ostream& out);
-void write_plan_json(const std::vector<sweep::PlanRow>& rows, std::ostream& out);
 
 }  // namespace stepsim::cli

@@ -27,6 +27,8 @@
 #include "simulation/collective_prediction.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
+#include "sweep/plan.hpp"
+#include "sweep/plan_rows.hpp"
 #include "sweep/point.hpp"
 #include "sweep/rows.hpp"
 #include "sweep/runner.hpp"
@@ -118,6 +120,45 @@ std::string analyze_json(const std::vector<std::string>& paths, std::optional<st
   return out.str();
 }
 
+// As `stepsim plan ... -o rows.json`: every cluster at every GPU count, the rows' JSON array.
+// The arguments are the flags' text; errors name the flag each stands for.
+std::string plan_json(const std::string& path, const std::optional<std::string>& text, sweep::PlanRequest request,
+                      unsigned jobs) {
+  const py::gil_scoped_release unlocked;
+  if (jobs > sweep::kMaxJobs)
+    throw InputError(
+        "stepsim.plan", "jobs",
+        fmt::format("expected up to {} simulations at once (0: every usable core), got {}", sweep::kMaxJobs, jobs));
+  // A file is read once for every cluster and layout, as the command line reads it.
+  request.scenario = text ? io::ScenarioInput{path, text} : io::read_scenario_input(path);
+  const sweep::PlanSpec spec = sweep::make_plan_spec(request);
+  std::ostringstream out;
+  sweep::write_plan_json(sweep::run_plan(spec, jobs, {}), out);
+  return out.str();
+}
+
+void define_plan(py::module_& m) {
+  m.def(
+      "plan_json",
+      [](const std::string& path, const std::optional<std::string>& text, std::string model, std::string tokens,
+         std::string deadline, std::string gpus, std::vector<std::string> clusters, std::vector<std::string> precisions,
+         std::vector<std::string> sets, long long max_layouts, unsigned jobs) {
+        sweep::PlanRequest request;
+        request.model = std::move(model);
+        request.tokens = std::move(tokens);
+        request.deadline = std::move(deadline);
+        request.gpus = std::move(gpus);
+        request.clusters = std::move(clusters);
+        request.precisions = std::move(precisions);
+        request.sets = std::move(sets);
+        request.max_layouts = max_layouts;
+        return plan_json(path, text, std::move(request), jobs);
+      },
+      py::arg("path"), py::arg("text"), py::arg("model"), py::arg("tokens"), py::arg("deadline"), py::arg("gpus"),
+      py::arg("clusters"), py::arg("precisions"), py::arg("sets"), py::arg("max_layouts"), py::arg("jobs"));
+  m.attr("DEFAULT_PLAN_LAYOUTS") = sweep::kDefaultPlanLayouts;
+}
+
 std::string collective_json(const CollectiveQuery& query) {
   const py::gil_scoped_release unlocked;
   return boost::json::serialize(stepsim::collective_json(predict_collective(query)));
@@ -174,6 +215,7 @@ void define_functions(py::module_& m) {
   m.def("axis_values", &axis_values, py::arg("key"), py::arg("values"));
   m.def("analyze_json", &analyze_json, py::arg("paths"), py::arg("rank"), py::arg("step"));
   define_collective(m);
+  define_plan(m);
   m.def("presets", &presets);
   m.def("version", &stepsim_version);
 }

@@ -12,6 +12,7 @@
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
+#include "sweep/axes.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -119,6 +120,51 @@ void mark_pareto(std::vector<PlanRow>& rows) {
   }
 }
 
+// The items of comma-separated lists, in order (empty items kept, for the check to refuse).
+std::vector<std::string> split(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& list : lists) {
+    std::size_t from = 0;
+    while (from <= list.size()) {
+      const auto comma = list.find(',', from);
+      out.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<int> gpu_counts(const std::string& text) {
+  std::vector<std::string> values;
+  try {
+    values = parse_axis("gpus=" + text).values;
+  } catch (const InputError& e) {
+    throw InputError("--gpus", text, e.message());
+  }
+  std::vector<int> out;
+  for (const std::string& v : values) {
+    std::size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || n < 1 || n > 1'000'000)
+      throw InputError("--gpus", text, "expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2");
+    out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+double days_of(const std::string& text) {
+  const auto days = number_of(text);
+  if (!days || !(*days > 0) || *days > 36500)
+    throw InputError("--deadline", text, "expected a number of days above 0 (at most 36500)");
+  return *days;
+}
+
 std::string json_text(const boost::json::value& v) {
   if (v.is_string()) return std::string(v.as_string());
   if (v.is_bool()) return v.as_bool() ? "true" : "false";
@@ -156,6 +202,32 @@ double parse_tokens(const std::string& text, const std::string& flag) {
   if (!v || *v <= 0 || *v * scale > 1e18)
     throw InputError(flag, text, "expected a token count above 0 such as 1T, 300B or 1.5e12 (at most 1e18)");
   return *v * scale;
+}
+
+PlanSpec make_plan_spec(const PlanRequest& request) {
+  PlanSpec spec;
+  spec.scenario = request.scenario;
+  if (!request.model.empty()) spec.sets.push_back("model=" + request.model);
+  spec.sets.insert(spec.sets.end(), request.sets.begin(), request.sets.end());
+  if (request.tokens.empty() && request.deadline.empty())
+    throw InputError("<command line>", "--tokens",
+                     "expected a token budget (--tokens N) or a deadline (--deadline DAYS)");
+  if (!request.tokens.empty()) spec.tokens = parse_tokens(request.tokens, "--tokens");
+  if (!request.deadline.empty()) spec.deadline_days = days_of(request.deadline);
+  if (request.gpus.empty()) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
+  spec.gpus = gpu_counts(request.gpus);
+  for (const std::string& c : split(request.clusters)) spec.clusters.push_back(parse_plan_cluster(c));
+  if (spec.clusters.empty())
+    throw InputError("<command line>", "--cluster",
+                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
+  if (request.max_layouts < 0 || request.max_layouts > 1000000)
+    throw InputError("--max-layouts", std::to_string(request.max_layouts),
+                     "expected a number of layouts from 0 (every one) to 1000000");
+  spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
+  spec.precisions = split(request.precisions);
+  for (const std::string& p : spec.precisions)
+    if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
+  return spec;
 }
 
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,

@@ -29,6 +29,24 @@ struct PlanSpec {
   std::size_t max_layouts = 0;          // SearchSpace::max_layouts of each search
 };
 
+// Layouts simulated per cluster and GPU count when the request does not say, fastest bound
+// first: five clusters in about a minute on two cores.
+inline constexpr long long kDefaultPlanLayouts = 96;
+
+// A plan as the command line's flags (and Python's stepsim.plan(), whose arguments stand for
+// them) give it, as text; make_plan_spec checks each and names the flag in its errors.
+struct PlanRequest {
+  io::ScenarioInput scenario;                   // read once (io::read_scenario_input)
+  std::string model;                            // --model: a model preset; "": the scenario's
+  std::string tokens, deadline, gpus;           // --tokens, --deadline, --gpus; "": not given
+  std::vector<std::string> clusters;            // --cluster: NAME[@PRICE], or comma-separated lists
+  std::vector<std::string> precisions;          // --precision: names, or comma-separated lists
+  std::vector<std::string> sets;                // --set
+  long long max_layouts = kDefaultPlanLayouts;  // --max-layouts
+};
+
+PlanSpec make_plan_spec(const PlanRequest& request);
+
 // One cluster at one GPU count.
 struct PlanRow {
   PlanCluster cluster;

@@ -233,11 +233,34 @@ TEST_CASE("a GPU count without a layout says why, in plan and in sweep --best") 
   CHECK(plan.out.find("layout                 none: the global batch of 128 sequences splits into micro-batches of "
                       "1, 2, 4 or 8 sequences over none of the data-parallel degrees 12 GPUs leave (3, 6, 12)") !=
         std::string::npos);
+  // The row file says it too: status "no layout" and the reason, beside a count that has one.
+  const boost::json::array rows = plan_rows(dir, "--tokens 1e9 --gpus 12,8 --cluster dgx-h100-ndr@2 --max-layouts 4");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("status").as_string() == "no layout");
+  CHECK(rows[0].at("reason").as_string().starts_with("the global batch of 128 sequences splits into micro-batches"));
+  CHECK(rows[0].at("step_time_s").is_null());
+  CHECK(rows[1].at("status").as_string() == "ok");
+  CHECK(rows[1].at("reason").is_null());
   const Run best = dir.run("sweep --best 3 --gpus 12 --set parallel.tp=8");
   CHECK(best.status == 0);
   CHECK(best.out.find("no layout: 12 GPUs split into no TP degree (dividing the 32 heads, inside an NVLink domain of 8 "
                       "GPUs), PP degree (dividing the 32 layers) and CP degree (with the degrees and micro-batch --set "
                       "fixes)") != std::string::npos);
+}
+
+// Llama 3.1 405B on one DGX A100: 810 GB of BF16 weights alone against 8 × 80 GB, so every
+// layout the search enumerates is too large, and the row says so rather than "no layout".
+TEST_CASE("a GPU count where every layout is too large is a row that says how many were tried") {
+  const Scratch dir("plan-none-fits");
+  const boost::json::array rows =
+      plan_rows(dir, "--model llama3-405b --tokens 1e9 --gpus 8 --cluster dgx-a100-80g-hdr");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("status").as_string() == "none fits");
+  const std::string reason(rows[0].at("reason").as_string());
+  INFO(reason);
+  CHECK(reason.find(" configurations: ") != std::string::npos);
+  CHECK(reason.find(" do not fit in memory, 0 refused by validation") != std::string::npos);
+  CHECK(rows[0].at("step_time_s").is_null());
 }
 
 }  // namespace stepsim

@@ -146,6 +146,37 @@ def sweep_into_frame():
     print(f"20-point sweep: DataFrame {frame.shape}, every row equal")
 
 
+def plan():
+    """Two clusters at two GPU counts, one of which has no layout: the rows of `plan -o rows.json`."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.json")
+        cli("plan", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8,12", "--cluster", "dgx-h100-ndr@2.5",
+            "--cluster", "dgx-a100-80g-hdr", "--max-layouts", "8", "-o", rows)
+        with open(rows) as f:
+            want = json.load(f)
+    got = stepsim.plan(model="llama3-8b", tokens=1e12, gpus=[8, 12],
+                       cluster={"dgx-h100-ndr": 2.5, "dgx-a100-80g-hdr": None}, max_layouts=8)
+    records = [{k: (None if v is None or v != v else v) for k, v in row.items()}
+               for row in got.astype(object).to_dict("records")]
+    assert [r["status"] for r in records] == ["ok", "no layout", "ok", "no layout"], [r["status"] for r in records]
+    assert list(got.columns) == list(want[0]) and len(records) == len(want) == 4
+    for g, w in zip(records, want):
+        for key in w:
+            if key != "search_s":  # wall-clock time
+                assert g[key] == w[key], f"{w['cluster']} x {w['gpus']} {key}: {g[key]!r} != {w[key]!r}"
+    try:
+        stepsim.plan(gpus=[8, 0], cluster="dgx-h100-ndr", tokens="1T")
+        raise AssertionError("GPU count 0 accepted")
+    except stepsim.ScenarioError as e:
+        assert (e.file, e.pointer) == ("--gpus", "8,0"), (e.file, e.pointer, e.message)
+    try:
+        stepsim.plan(gpus=8, cluster=["dgx-h100-ndr"])
+        raise AssertionError("a plan without a budget or a deadline accepted")
+    except stepsim.ScenarioError as e:
+        assert e.pointer == "--tokens" and "--deadline" in e.message, str(e)
+    print(f"plan: {len(want)} rows equal")
+
+
 def collective():
     want = json.loads(cli("collective", "allgather", "--gpus", "16", "--ranks-per-node", "8", "--sweep", "1MiB:1GiB",
                           "--factor", "4", "--json", "-"))
@@ -184,7 +215,7 @@ def threads():
 
 
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
-                                 sweep_into_frame, collective, analyze, presets, threads]}
+                                 sweep_into_frame, plan, collective, analyze, presets, threads]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

@@ -1,5 +1,6 @@
-"""stepsim in Python: simulate a training step, sweep a scenario's keys, analyze profiler traces
-and predict collectives with the functions the `stepsim` command line calls.
+"""stepsim in Python: simulate a training step, sweep a scenario's keys, plan which cluster to
+buy, analyze profiler traces and predict collectives with the functions the `stepsim` command
+line calls.
 
 Every result is the JSON the command line writes with --json, read by Python's json module, so
 the numbers are the command line's to the last digit. Bad input raises ScenarioError, whose
@@ -19,7 +20,7 @@ import os
 from . import _core
 from ._core import ScenarioError
 
-__all__ = ["ScenarioError", "simulate", "sweep", "analyze", "collective", "presets"]
+__all__ = ["ScenarioError", "simulate", "sweep", "plan", "analyze", "collective", "presets"]
 __version__ = _core.version()
 
 # The name a scenario given as a dict has in errors (ScenarioError.file).
@@ -86,11 +87,70 @@ def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
     axes = [(key, _core.axis_values(key, values) if isinstance(values, str) else [_value(v) for v in values])
             for key, values in (vary or {}).items()]
     rows = [json.loads(line) for line in _core.sweep_rows(path, text, axes, _sets(sets), gpus, keep_oom, jobs)]
+    return _frame(rows)
+
+
+def _frame(rows):
+    """Rows as a pandas DataFrame when pandas imports, else the list of dicts itself."""
     try:
         import pandas
     except ImportError:
         return rows
     return pandas.DataFrame.from_records(rows, columns=list(rows[0]) if rows else None)
+
+
+def _text(value, name):
+    """A number or text as the flag takes it ("" for None)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(f"{name}: expected a number or text, got {type(value).__name__}")
+    return value if isinstance(value, str) else repr(value)
+
+
+def _list_text(values, name):
+    """A list (or one item) as the text of a comma-separated flag."""
+    if values is None:
+        return ""
+    if isinstance(values, (str, int)) and not isinstance(values, bool):
+        return str(values)
+    if isinstance(values, (list, tuple)) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
+                                                 for v in values):
+        return ",".join(str(v) for v in values)
+    raise TypeError(f"{name}: expected one value, a list of them or the flag's text, got {type(values).__name__}")
+
+
+def _clusters(cluster):
+    """--cluster values from "name[@price]", a list of them, or a dict {name: price or None}."""
+    if isinstance(cluster, str):
+        return [cluster]
+    if isinstance(cluster, dict):
+        return [name if price is None else f"{name}@{_text(price, 'cluster')}" for name, price in cluster.items()]
+    if isinstance(cluster, (list, tuple)) and all(isinstance(c, str) for c in cluster):
+        return list(cluster)
+    raise TypeError('cluster: expected "name[@price]", a list of them or a dict {name: price}, '
+                    f"got {type(cluster).__name__}")
+
+
+def plan(scenario=None, *, gpus, cluster, tokens=None, deadline=None, model=None, precision=None, sets=None,
+         max_layouts=_core.DEFAULT_PLAN_LAYOUTS, jobs=0):
+    """Which cluster to buy: for each cluster and GPU count the fastest layout that fits, and what
+    the token budget costs on it, one row each as `stepsim plan ... -o rows.json` writes it: a
+    pandas DataFrame when pandas imports, else a list of dicts.
+
+    gpus: a count, a list ([128, 256]) or the text of --gpus ("64:1024:x2"). cluster: a cluster
+    preset "name" or "name@price" (price per GPU-hour), a list of them, or a dict {name: price or
+    None}. tokens: the budget, a number or text ("1T", "300B"); deadline: days. At least one of
+    the two. model: a model preset, as --model. precision: precisions to search ("bf16,fp8" or a
+    list; default the scenario's). max_layouts and jobs as the flags. A cluster and GPU count
+    where nothing fits is a row with status "none fits" or "no layout" and its reason.
+    """
+    path, text = _scenario(scenario)
+    rows = json.loads(_core.plan_json(path, text, model or "", _text(tokens, "tokens"), _text(deadline, "deadline"),
+                                      _list_text(gpus, "gpus"), _clusters(cluster),
+                                      [_list_text(precision, "precision")] if precision is not None else [],
+                                      _sets(sets), max_layouts, jobs))
+    return _frame(rows)
 
 
 def analyze(paths, rank=None, step=None):
