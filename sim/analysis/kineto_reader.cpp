@@ -21,12 +21,13 @@ namespace {
 
 namespace json = boost::json;
 
-enum class Ctx : std::uint8_t { top, events, event, args, dist, skip };
+enum class Ctx : std::uint8_t { top, events, event, args, dist, devices, device, skip };
 
 enum class Field : std::uint8_t {
   none,
   trace_events,
   dist_info,
+  device_properties,
   name,
   ph,
   cat,
@@ -101,8 +102,9 @@ constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"wait_us", Field::wait},
                               KeyName{"flops", Field::flops},
                               KeyName{"hbm_bytes", Field::hbm_bytes}};
-constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events},
-                              KeyName{"distributedInfo", Field::dist_info}};
+constexpr std::array kTopKeys{KeyName{"traceEvents", Field::trace_events}, KeyName{"distributedInfo", Field::dist_info},
+                              KeyName{"deviceProperties", Field::device_properties}};
+constexpr std::array kDeviceKeys{KeyName{"name", Field::name}};
 constexpr std::array kDistKeys{KeyName{"rank", Field::rank}, KeyName{"world_size", Field::world_size},
                                KeyName{"backend", Field::backend}, KeyName{"nccl_version", Field::nccl_version}};
 
@@ -310,6 +312,8 @@ class Handler {
         return lookup(kArgKeys, key);
       case Ctx::dist:
         return lookup(kDistKeys, key);
+      case Ctx::device:
+        return lookup(kDeviceKeys, key);
       default:
         return Field::none;
     }
@@ -350,6 +354,8 @@ class Handler {
       return true;
     }
     if (!array && parent == Ctx::top && field == Field::dist_info) return push(Ctx::dist);
+    if (array && parent == Ctx::top && field == Field::device_properties) return push(Ctx::devices);
+    if (!array && parent == Ctx::devices) return push(Ctx::device);
     if (!array && parent == Ctx::event && field == Field::args) return push(Ctx::args);
     if (field == Field::ts || field == Field::dur) return not_a_number(ec, array ? "an array" : "an object", field);
     return push(Ctx::skip);
@@ -429,6 +435,10 @@ class Handler {
         return true;
       case Ctx::dist:
         take_dist_string(s);
+        return true;
+      case Ctx::device:
+        // The first device's: a job's GPUs are one model.
+        if (field_ == Field::name && trace_.gpu_name.empty()) trace_.gpu_name.assign(s);
         return true;
       default:
         return true;

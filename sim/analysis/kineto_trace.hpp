@@ -101,6 +101,7 @@ struct HtaView {
 struct KinetoTrace {
   std::string path;
   DistributedInfo dist;
+  std::string gpu_name;   // deviceProperties' first "name" (CUDA's), "" when absent
   NameTable strings{""};  // index 0: absent
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;

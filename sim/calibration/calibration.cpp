@@ -116,6 +116,11 @@ Provenance read_provenance(const json::value& v, const Place& p) {
   only_keys(o, p, {"gpu", "gpu_count", "driver", "cuda", "nccl", "host", "date", "command", "sources"});
   Provenance out;
   out.gpu = text(required(o, p, "gpu"), p.at("gpu"));
+  // The GPU check compares this name with the cluster's GPU: an empty one would pass any.
+  if (out.gpu.find_first_not_of(" \t") == std::string::npos)
+    p.at("gpu").fail(
+        "expected the GPU the measurements ran on, as CUDA names it (e.g. \"NVIDIA H100 80GB HBM3\"), "
+        "got an empty name");
   if (const auto* c = o.if_contains("gpu_count"))
     out.gpu_count = static_cast<int>(integer(*c, p.at("gpu_count"), "GPUs", 1, 1 << 20));
   for (auto [key, field] : {std::pair{"driver", &out.driver},

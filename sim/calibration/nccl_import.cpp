@@ -85,10 +85,19 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
   Calibration c;
   std::map<ShapeKey, std::map<double, std::vector<double>>> tables;
   std::vector<Measurement> measured;
+  std::string first_gpu_log;  // the first log that names its GPU
   for (const NcclTestsLog& log : logs) {
     c.provenance.sources.push_back(log.source);
     const NcclTestsHeader& h = log.header;
-    if (c.provenance.gpu.empty()) c.provenance.gpu = h.gpu;
+    if (!h.gpu.empty() && !c.provenance.gpu.empty() && h.gpu != c.provenance.gpu)
+      throw InputError(log.source, "",
+                       fmt::format("ran on {}, but {} ran on {}: a calibration file holds one GPU's measurements "
+                                   "(import each GPU's logs into a file of its own)",
+                                   h.gpu, first_gpu_log, c.provenance.gpu));
+    if (c.provenance.gpu.empty() && !h.gpu.empty()) {
+      c.provenance.gpu = h.gpu;
+      first_gpu_log = log.source;
+    }
     if (c.provenance.host.empty()) c.provenance.host = h.host;
     if (c.provenance.nccl.empty()) c.provenance.nccl = h.nccl;
     if (c.provenance.command.empty()) c.provenance.command = h.command;
@@ -104,6 +113,11 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       const int ranks = o.ranks > 0 ? o.ranks : row.ranks;
       if (ranks < 1)
         throw InputError(log.source, row_place(row), "the log does not say how many ranks ran the test; give --ranks");
+      if (o.nodes == 0 && !row.uneven_hosts.empty())
+        throw InputError(log.source, row_place(row),
+                         fmt::format("the ranks are spread unevenly over the hosts ({}); stepsim's communicators have "
+                                     "as many ranks on every node: measure with as many GPUs on each host",
+                                     row.uneven_hosts));
       const int nodes = o.nodes > 0 ? o.nodes : std::max(1, row.nodes);
       if (ranks % nodes != 0)
         throw InputError(log.source, row_place(row),

@@ -93,8 +93,15 @@ NcclTestsRow parse_row(const LineReader& r) {
   const bool root = n != 12;
   NcclTestsRow row;
   row.legacy = !root;
-  row.size = Bytes(r.number<long long>(0, "size"));
+  // As the JSON log's bounds: a size or count below zero is no measurement, and beyond a TiB no
+  // one GPU's buffer.
+  constexpr long long kMaxBytes = 1LL << 40;
+  const long long size = r.number<long long>(0, "size");
+  if (size < 0 || size > kMaxBytes) r.fail(fmt::format("expected a size from 0 to {} bytes, got {}", kMaxBytes, size));
+  row.size = Bytes(size);
   row.count = r.number<long long>(1, "count");
+  if (row.count < 0 || row.count > kMaxBytes)
+    r.fail(fmt::format("expected an element count from 0 to {}, got {}", kMaxBytes, row.count));
   row.type = r.tokens[2];
   row.redop = r.tokens[3];
   if (root) row.root = r.number<int>(4, "root");
@@ -114,12 +121,20 @@ struct Section {
   std::string test;
   int ranks_per_process = 0;
   int max_rank = -1;
-  std::set<std::string> hosts;
+  std::map<std::string, std::set<int>> hosts;  // the ranks on each host
   int declared_ranks = 0;  // "-g 8" or "8x GPU" in a comment of a rows-only file
   int declared_nodes = 0;
 
   int ranks() const { return max_rank >= 0 ? max_rank + 1 : declared_ranks > 0 ? declared_ranks : ranks_per_process; }
   int nodes() const { return !hosts.empty() ? static_cast<int>(hosts.size()) : declared_nodes; }
+  // "8 on a, 4 on b" when the hosts hold different numbers of ranks; "" when even.
+  std::string uneven_hosts() const {
+    if (hosts.empty()) return "";
+    const auto [fewest, most] = std::minmax_element(
+        hosts.begin(), hosts.end(), [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    if (fewest->second.size() == most->second.size()) return "";
+    return fmt::format("{} on {}, {} on {}", most->second.size(), most->first, fewest->second.size(), fewest->first);
+  }
 };
 
 std::string nccl_version_of_code(long code) {
@@ -171,8 +186,9 @@ void read_header_line(const std::string& text, const std::string& source, int li
     return;
   }
   if (std::regex_search(text, m, device)) {
-    s.max_rank = std::max(s.max_rank, count(m[1], 16'777'215, "a rank"));
-    s.hosts.insert(m[2]);
+    const int rank = count(m[1], 16'777'215, "a rank");
+    s.max_rank = std::max(s.max_rank, rank);
+    s.hosts[m[2]].insert(rank);
     if (h.host.empty()) h.host = m[2];
     if (h.gpu.empty()) h.gpu = m[3];
     return;
@@ -267,12 +283,15 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
       for (std::size_t i = 0; i < list.size(); ++i) {
         if (!list[i].is_object()) continue;
         const auto& dev = list[i].get_object();
-        if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number())
-          s.max_rank =
-              std::max(s.max_rank, static_cast<int>(json_whole(*r, source, fmt::format("/config/devices/{}/rank", i),
-                                                               "a rank", 0, 16'777'215)));
+        // A device without a rank is the list's i-th.
+        int rank = static_cast<int>(i);
+        if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number()) {
+          rank = static_cast<int>(
+              json_whole(*r, source, fmt::format("/config/devices/{}/rank", i), "a rank", 0, 16'777'215));
+          s.max_rank = std::max(s.max_rank, rank);
+        }
         if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
-          s.hosts.insert(std::string(host->get_string()));
+          s.hosts[std::string(host->get_string())].insert(rank);
           if (log.header.host.empty()) log.header.host = std::string(host->get_string());
         }
         if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
@@ -326,6 +345,7 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     row.test = s.test;
     row.ranks = s.ranks();
     row.nodes = s.nodes();
+    row.uneven_hosts = s.uneven_hosts();
     row.result = static_cast<int>(i);
     log.rows.push_back(row);
   }
@@ -358,6 +378,7 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
     row.test = section.test;
     row.ranks = section.ranks();
     row.nodes = section.nodes();
+    row.uneven_hosts = section.uneven_hosts();
     row.line = line;
     log.rows.push_back(row);
   }

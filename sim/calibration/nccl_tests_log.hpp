@@ -31,6 +31,7 @@ struct NcclTestsRow {
   std::string test;     // the test that printed it ("all_reduce_perf"), empty when not said
   int ranks = 0;        // ranks of the communicator, 0 when not said
   int nodes = 0;        // hosts the ranks ran on, 0 when not said
+  std::string uneven_hosts;  // "8 on a, 4 on b" when the hosts hold different rank counts
   int line = 0;         // where the row is in its file (JSON: 0)
   int result = -1;      // JSON: its index in /results
   bool legacy = false;  // the layout before mid-2022: `wrong` is a numerical error, not a count

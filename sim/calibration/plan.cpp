@@ -61,13 +61,15 @@ double power_above(double bytes) { return std::exp2(std::ceil(std::log2(std::max
 
 PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced) {
   const double b = power_below(n.min_bytes), e = power_above(n.max_bytes);
+  // Open MPI's mpirun: -N ranks per node, and -x to set a variable on every rank (a variable
+  // set before mpirun reaches only the ranks of the node it runs on).
   std::string env;
-  if (const std::string a = nccl_algo(forced.algorithm); !a.empty()) env += "NCCL_ALGO=" + a + " ";
-  if (const std::string p = nccl_proto(forced.protocol); !p.empty()) env += "NCCL_PROTO=" + p + " ";
+  if (const std::string a = nccl_algo(forced.algorithm); !a.empty()) env += " -x NCCL_ALGO=" + a;
+  if (const std::string p = nccl_proto(forced.protocol); !p.empty()) env += " -x NCCL_PROTO=" + p;
   const std::string per_node = n.nodes > 1 ? fmt::format(" -N {}", n.ranks_per_node) : "";
   return {fmt::format("{} {} ranks on {} node(s) x {}, {}, {} to {}", to_string(n.op), n.ranks, n.nodes,
                       n.ranks_per_node, n.dtype, size_text(b), size_text(e)),
-          fmt::format("{}mpirun -np {}{} {} -b {} -e {} -f 2 -g 1 -d {}", env, n.ranks, per_node,
+          fmt::format("mpirun -np {}{}{} {} -b {} -e {} -f 2 -g 1 -d {}", n.ranks, per_node, env,
                       nccl_test_program(n.op), size_text(b), size_text(e), n.dtype)};
 }
 

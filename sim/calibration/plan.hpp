@@ -41,10 +41,10 @@ struct PlannedRun {
 // move bf16).
 const char* nccl_type_of(Precision p);
 
-// One nccl-tests run per collective need, one process per GPU (mpirun -np ranks -N
-// ranks_per_node, -g 1), sizes from the power of two at or below the smallest to the one at
-// or above the largest (-f 2), NCCL_ALGO and NCCL_PROTO set where the scenario forces them;
-// then one stepsim-calibrate run with every BF16 and FP8 GEMM shape (other precisions listed
+// One nccl-tests run per collective need, one process per GPU (Open MPI's mpirun -np ranks
+// -N ranks_per_node, -g 1), sizes from the power of two at or below the smallest to the one
+// at or above the largest (-f 2), NCCL_ALGO and NCCL_PROTO set on every rank (-x) where the
+// scenario forces them; then one stepsim-calibrate run with every BF16 and FP8 GEMM shape (other precisions listed
 // without a command).
 std::vector<PlannedRun> plan_runs(const CalibrationNeeds& needs);
 

@@ -185,7 +185,13 @@ void held_out(const std::string& path, const cal::Calibration& c, const cal::Mea
   const cal::NcclTestsLog log = cal::read_nccl_tests(path);
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
-  const cal::Calibration measured = cal::import_nccl_tests({log}, o);
+  if (!cal::gpu_matches(log.header.gpu, base.gpu.name))
+    throw InputError(log.source, "",
+                     fmt::format("ran on '{}', but {} is checked on {}'s GPU '{}': a held-out log must come from "
+                                 "the hardware the calibration measured",
+                                 log.header.gpu, c.source, base.name, base.gpu.name));
+  cal::Calibration measured = cal::import_nccl_tests({log}, o);
+  measured.source = log.source;
   cal::check_fits(measured, base, {});
   ErrorStats stats;
   for (const cal::CollectiveTable& t : measured.collectives) {

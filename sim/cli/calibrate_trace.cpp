@@ -10,6 +10,7 @@
 #include "analysis/host_costs.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "calibration/apply.hpp"
+#include "calibration/calibration.hpp"
 #include "calibration/trace_fit.hpp"
 #include "calibration/trace_match.hpp"
 #include "cli/options.hpp"
@@ -78,6 +79,21 @@ void print_host(const std::string& trace, const analysis::HostCosts& h, std::ost
       (h.operator_median - h.launch_median).us());
 }
 
+// The GPU the trace says it ran on (its deviceProperties) must be the scenario's: efficiencies
+// fitted on one GPU are no other's. A trace that does not say (or stepsim's own from before it
+// named the GPU) is taken as the scenario's.
+void check_trace_gpu(const std::vector<analysis::KinetoTrace>& traces, const Scenario& scenario) {
+  for (const analysis::KinetoTrace& t : traces) {
+    if (t.gpu_name.empty() || t.gpu_name == "simulated GPU") continue;
+    if (calibration::gpu_matches(t.gpu_name, scenario.cluster.gpu.name)) continue;
+    throw InputError(t.path, "/deviceProperties/0/name",
+                     fmt::format("ran on '{}', but the scenario's GPU is '{}': a fit stands for the GPU it was "
+                                 "measured on (give a scenario on that GPU, e.g. --set cluster=... or "
+                                 "--set cluster.gpu=...)",
+                                 t.gpu_name, scenario.cluster.gpu.name));
+  }
+}
+
 }  // namespace
 
 int run_from_trace(const Args& args) {
@@ -109,6 +125,7 @@ int run_from_trace(const Args& args) {
   const calibration::OpNames names = calibration::op_names(work);
   // The trace read once, for its kernels and its CPU operators (a pipe cannot be read twice).
   std::vector<analysis::KinetoTrace> traces = analysis::read_traces(trace);
+  check_trace_gpu(traces, scenario);
   const analysis::HostCosts host = analysis::host_costs(traces);
   const RankKernels rk = read_kernels(analysis::to_timeline(std::move(traces)));
   const calibration::Matched m = calibration::match_kernels(rk.kernels, names);
@@ -121,6 +138,7 @@ int run_from_trace(const Args& args) {
   c.provenance.gpu = scenario.cluster.gpu.name;
   c.provenance.sources = {trace};
   c.provenance.command = "stepsim calibrate from-trace " + trace + " " + scenario.source;
+  for (const std::string& set : sets) c.provenance.command += " --set " + set;
   c.compute.efficiency = fit.efficiency();
 
   std::ostream& log = output == "-" ? std::cerr : std::cout;

@@ -60,16 +60,24 @@ const char* kineto_collective(CollOp op) {
   }
 }
 
+// `s` as a JSON string.
+std::string json_quoted(std::string_view s) {
+  fmt::memory_buffer b;
+  append_json_string(b, s);
+  return fmt::to_string(b);
+}
+
 class KinetoWriter {
  public:
-  KinetoWriter(const Timeline& t, const RankTimeline& rank, std::ostream& out) : t_(t), rank_(rank), out_(out) {}
+  KinetoWriter(const Timeline& t, const RankTimeline& rank, const std::string& gpu, std::ostream& out)
+      : t_(t), rank_(rank), gpu_(gpu), out_(out) {}
 
   void write(const StepWindow& window) {
     out_ << fmt::format(
         "{{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, "
-        "\"world_size\": {}}},\n  \"deviceProperties\": [{{\"id\": 0, \"name\": \"simulated GPU\"}}],\n"
+        "\"world_size\": {}}},\n  \"deviceProperties\": [{{\"id\": 0, \"name\": {}}}],\n"
         "  \"traceName\": \"stepsim simulation\",\n  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n",
-        rank_.rank, world_size());
+        rank_.rank, world_size(), json_quoted(gpu_));
     metadata();
     const std::int64_t start = ps_to_ns(window.start.ps());
     const std::int64_t end = ps_to_ns(window.end.ps());
@@ -167,17 +175,18 @@ class KinetoWriter {
 
   const Timeline& t_;
   const RankTimeline& rank_;
+  const std::string& gpu_;
   std::ostream& out_;
   bool first_ = true;
 };
 
 }  // namespace
 
-void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out) {
+void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out) {
   const StepWindow window = report_window(timeline);
   const int index = rank_index >= 0 ? rank_index : critical_rank(timeline, window);
   if (index < 0) return;
-  KinetoWriter(timeline, timeline.ranks[static_cast<std::size_t>(index)], out).write(window);
+  KinetoWriter(timeline, timeline.ranks[static_cast<std::size_t>(index)], gpu, out).write(window);
 }
 
 }  // namespace stepsim::report

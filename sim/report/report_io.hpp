@@ -129,8 +129,10 @@ void write_trace(const Timeline& timeline, std::ostream& out);
 // Only the ranks of Timeline::ranks whose global rank `keep` accepts.
 void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out);
 // One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
-// PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read.
-void write_kineto_trace(const Timeline& timeline, int rank_index, std::ostream& out);
+// PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read;
+// `gpu` (the GPU preset's name) is its deviceProperties' name, for the GPU check of
+// `calibrate from-trace`.
+void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out);
 
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.

@@ -69,7 +69,12 @@ TEST_CASE("bad calibration files name the file, the JSON pointer and what was ex
   CHECK(error_of(replaced(kMinimal, "\"bytes\": 1048576", "\"bytes\": 1048576.5")) ==
         "c.json: /collectives/0/points/1/bytes: expected a whole number of bytes, got 1048576.5");
   CHECK(error_of(replaced(kMinimal, "\"ranks\": 8", "\"rank\": 8"))
-            .starts_with("c.json: /collectives/0/rank: unknown key 'rank'"));
+            .starts_with(
+                "c.json: /collectives/0/rank: unknown key 'rank'"));  // The GPU check compares this name with the
+                                                                      // cluster's: an empty one would pass any.
+  CHECK(error_of(replaced(kMinimal, "\"gpu\": \"NVIDIA A100-SXM4-80GB\"", "\"gpu\": \" \"")) ==
+        "c.json: /provenance/gpu: expected the GPU the measurements ran on, as CUDA names it (e.g. \"NVIDIA H100 80GB "
+        "HBM3\"), got an empty name");
 }
 
 // The fit of kMinimal's points by hand: α from the smallest size, the bandwidth from the
@@ -211,6 +216,48 @@ TEST_CASE("importing logs groups rows by test and communicator shape") {
                     "b.txt: line 1: the log does not say which test printed this row (no '# Collective test "
                     "starting' line); give --op");
   CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
+}
+
+// One calibration file is one GPU's: logs of two GPUs are refused, naming both; ranks spread
+// unevenly over the hosts are no communicator shape stepsim has; a negative size no measurement.
+TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes") {
+  const auto log = [](const std::string& device, const std::string& host_b, const std::string& size, const char* name) {
+    std::istringstream in(
+        "# Collective test starting: all_reduce_perf\n"
+        "#  Rank  0 Group  0 Pid  11 on node-a device  0 [0000:07:00] " +
+        device +
+        "\n"
+        "#  Rank  1 Group  0 Pid  12 on node-a device  1 [0000:0f:00] " +
+        device +
+        "\n"
+        "#  Rank  2 Group  0 Pid  13 on " +
+        host_b + " device  0 [0000:07:00] " + device +
+        "\n"
+        "#  Rank  3 Group  0 Pid  14 on " +
+        host_b + " device  1 [0000:0f:00] " + device + "\n" + size +
+        " 2 float sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n");
+    return parse_nccl_tests(in, name);
+  };
+  const std::string a100 = "NVIDIA A100-SXM4-80GB", h100 = "NVIDIA H100 80GB HBM3";
+  const Calibration two_nodes = import_nccl_tests({log(a100, "node-b", "8", "a.txt")}, {});
+  REQUIRE(two_nodes.collectives.size() == 1);
+  CHECK(two_nodes.collectives[0].nodes == 2);
+  CHECK(two_nodes.collectives[0].ranks_per_node == 2);
+  CHECK_THROWS_WITH(import_nccl_tests({log(a100, "node-b", "8", "a.txt"), log(h100, "node-b", "8", "h.txt")}, {}),
+                    "h.txt: ran on NVIDIA H100 80GB HBM3, but a.txt ran on NVIDIA A100-SXM4-80GB: a calibration file "
+                    "holds one GPU's measurements (import each GPU's logs into a file of its own)");
+  // Two ranks on a and one on b: no "nodes x ranks per node" shape ran.
+  std::istringstream uneven(
+      "# Collective test starting: all_reduce_perf\n"
+      "#  Rank  0 Group  0 Pid  11 on a device  0 [0000:07:00] NVIDIA A100-SXM4-80GB\n"
+      "#  Rank  1 Group  0 Pid  12 on a device  1 [0000:0f:00] NVIDIA A100-SXM4-80GB\n"
+      "#  Rank  2 Group  0 Pid  13 on b device  0 [0000:07:00] NVIDIA A100-SXM4-80GB\n"
+      "8 2 float sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n");
+  CHECK_THROWS_WITH(import_nccl_tests({parse_nccl_tests(uneven, "v.txt")}, {}),
+                    "v.txt: line 5: the ranks are spread unevenly over the hosts (2 on a, 1 on b); stepsim's "
+                    "communicators have as many ranks on every node: measure with as many GPUs on each host");
+  CHECK_THROWS_WITH(log(a100, "node-b", "-8", "n.txt"),
+                    "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
 }
 
 // nccl-tests built with MPI=1 names its programs all_reduce_perf_mpi: "_mpi" comes after "_perf".

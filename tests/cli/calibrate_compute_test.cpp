@@ -24,7 +24,7 @@ bool contains(const boost::json::array& a, const std::string& s) {
 
 // BF16 GEMM and attention tables reaching from a tiny kernel to far beyond any op of the
 // default scenario (8 KFLOP to 5.6e14 FLOPs; attention 2e6 to 2e16), and nothing in FP8.
-constexpr const char* kBf16Tables = R"({"stepsim_calibration": 1, "provenance": {"gpu": ""},
+constexpr const char* kBf16Tables = R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA H100 80GB HBM3"},
   "compute": {
     "gemm": [{"m": 16, "n": 16, "k": 16, "dtype": "bf16", "time_us": 5},
              {"m": 65536, "n": 65536, "k": 65536, "dtype": "bf16", "time_us": 1000000}],
@@ -186,7 +186,7 @@ TEST_CASE("the report after a from-trace fit shows the fitted values and their s
 // and runs no AllReduce: a one-node AllReduce table is of no use to it.
 TEST_CASE("a calibration that changes nothing the job uses says which measurements the job would need") {
   Scratch s("calib-report-needs");
-  s.write("allreduce.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": ""},
+  s.write("allreduce.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA H100 80GB HBM3"},
     "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "ranks_per_node": 8,
                      "fit": {"alpha_us": 9.99047278, "algbw_gbps": 107.481562, "busbw_gbps": 188.092733, "max_error": 9.08606523e-13, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 10000}]}]})");

@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/run_stepsim.hpp"
@@ -131,12 +132,23 @@ TEST_CASE("a slowdown measured beside a collective wins over the one derived fro
   CHECK(number(json_of(alone.out), "step_time_s") != number(json_of(fitted.out), "step_time_s"));
 }
 
+// The trace ran on A100s (its deviceProperties say "NVIDIA A100-PG509-200"): fitted against
+// the default scenario on an A100 cluster it runs; against the default's H100 it is refused.
 TEST_CASE("from-trace on a trace of another model runs and says what it could not fit") {
   Scratch s("calib-real");
-  const auto run = s.run("calibrate from-trace " + kData + "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json");
+  const std::string trace = kData + "/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  const auto run = s.run("calibrate from-trace " + trace + " \"\" -o f.json --set cluster=dgx-a100-80g-hdr");
   REQUIRE(run.status == 0);
   CHECK(run.out.find("not fitted: the trace has no attention kernels") != std::string::npos);
   CHECK(run.out.find("0 matched to <default> ops by name") != std::string::npos);
+  CHECK(testing::slurp(s.file("f.json"))
+            .find("\"command\": \"stepsim calibrate from-trace " + trace +
+                  " <default> --set cluster=dgx-a100-80g-hdr\"") != std::string::npos);
+  const auto other_gpu = s.run("calibrate from-trace " + trace + " \"\" -o g.json");
+  CHECK(other_gpu.status == 2);
+  CHECK(other_gpu.err.find("resnet50-ddp-a100-rank0of2.json.gz: /deviceProperties/0/name: ran on 'NVIDIA "
+                           "A100-PG509-200', but the scenario's GPU is 'h100-sxm5-80gb'") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(s.file("g.json")));
 }
 
 // Oracle: the same figures computed apart from stepsim, by a short script over the traces'
@@ -156,8 +168,8 @@ TEST_CASE("from-trace on the real traces prints the CPU's cost per operator and 
   CHECK(all.out.find("per-operator CPU cost 18.0 us (median of 14113 CPU operators") != std::string::npos);
   CHECK(all.out.find("12.0 us of dispatch beyond the launch") != std::string::npos);
   // With a scenario, beside the efficiencies.
-  const auto with =
-      s.run("calibrate from-trace " + kData + "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json");
+  const auto with = s.run("calibrate from-trace " + kData +
+                          "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json --set cluster=dgx-a100-80g-hdr");
   CHECK(with.out.find("# host: per-operator CPU cost") != std::string::npos);
 }
 
@@ -253,7 +265,12 @@ TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-
   CHECK(std::stod(small[1]) == 34.84);
   CHECK(std::stod(small[2]) == Approx(40.12).epsilon(1e-4));
   CHECK(run.out.find("a100-80g-8gpu-allreduce-b.txt: 25 point(s), mean |error| 8.5% calibrated (max 26.9%), 7.6% "
-                     "model alone (max 14.8%)") != std::string::npos);
+                     "model alone (max 14.8%)") !=
+        std::string::npos);  // A held-out log of another GPU is refused naming it (not the calibration's JSON pointer).
+  const auto h200 = s.run("calibrate check a.json --held-out " + kData + "/nccl-tests/h200-8gpu-allreduce-8GiB.txt");
+  CHECK(h200.status == 2);
+  CHECK(h200.err.find("h200-8gpu-allreduce-8GiB.txt: ran on 'H200', but a.json is checked on "
+                      "dgx-a100-80g-hdr's GPU 'a100-sxm4-80gb'") != std::string::npos);
 }
 
 TEST_CASE("bad calibration files and logs are refused with the file and the place") {
@@ -436,11 +453,12 @@ TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario ne
     "collectives": {"algorithm": "ring", "protocol": "simple"}})");
   const auto run = s.run("calibrate plan p.json");
   REQUIRE(run.status == 0);
-  CHECK(run.out.find("NCCL_ALGO=Ring NCCL_PROTO=Simple mpirun -np 2 all_reduce_perf -b 32K -e 64M -f 2 -g 1 -d "
+  // Open MPI sets a variable on every rank with -x (one set before mpirun stays on its node).
+  CHECK(run.out.find("mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple all_reduce_perf -b 32K -e 64M -f 2 -g 1 -d "
                      "bfloat16\n") != std::string::npos);
-  CHECK(
-      run.out.find("NCCL_ALGO=Ring NCCL_PROTO=Simple mpirun -np 2 all_reduce_perf -b 32M -e 1G -f 2 -g 1 -d float\n") !=
-      std::string::npos);
+  CHECK(run.out.find(
+            "mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple all_reduce_perf -b 32M -e 1G -f 2 -g 1 -d float\n") !=
+        std::string::npos);
   CHECK(run.out.find("stepsim-calibrate -o gemm.calib.json --gemm ") != std::string::npos);
   CHECK(run.out.find(" --gemm 8192x14336x4096:bf16") != std::string::npos);
   CHECK(run.out.find(" --gemm 8192x64128x4096:bf16") != std::string::npos);
