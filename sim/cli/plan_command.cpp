@@ -112,7 +112,7 @@ report::Output output_of(const std::string& path, const std::vector<sweep::PlanR
 
 void progress_line(const sweep::PlanRow& r) {
   std::cerr << fmt::format("stepsim: plan: {}, {} GPUs: {} configurations, {} fit; {} ({:.1f} s)\n", r.cluster.name,
-                           r.gpus, r.search.candidates + r.search.pruned, r.search.ranked.size(),
+                           r.gpus, r.search.candidates + r.search.pruned + r.search.unsearched, r.search.ranked.size(),
                            r.report ? fmt::format("fastest {:.3f} s per step", r.report->step_time_s)
                            : r.search.no_layout.empty() ? "none fits"
                                                         : "no layout",

@@ -96,7 +96,7 @@ void write_pareto(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows,
   out << "\ncost against time to train, fastest first (* on the Pareto front: no other choice is both faster and "
          "cheaper)\n";
   out << fmt::format("     {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", "cluster", "GPUs", "precision",
-                     spec.tokens > 0 ? "days to train (band)" : "tokens/s (band)",
+                     spec.tokens > 0 ? "days to train (band)" : "tokens/s, all GPUs",
                      spec.tokens > 0 ? "cost (band)" : "cost per M tokens");
   for (const PlanRow* r : found) {
     const double mape = r->band.mape;

@@ -77,6 +77,8 @@ double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
         fmt::format("parallel.dp={}", dp), std::string("parallel.schedule=1f1b"),
         std::string("parallel.virtual_stages=1"), std::string("tensor_parallel.comm_overlap=false")})
     sets.push_back(s);
+  // One stage: the scenario's uneven split is for its own stage count.
+  if (!fixes(spec, "parallel.stage_layers")) sets.emplace_back("parallel.stage_layers=[]");
   push_recompute(sets, "none");
   if (!k[3].empty()) sets.push_back("training.precision=" + k[3]);
   if (!k[4].empty()) sets.push_back("parallel.sequence_parallel=" + k[4]);
@@ -345,11 +347,14 @@ std::string limiting_factor(const Report& r) {
   return (exposed >= bubble ? "exposed communication (" : "the pipeline bubble (") + figures + ")";
 }
 
-std::string schedule_of(const Candidate& c) {
-  const std::string schedule = column(c, "parallel.schedule", "");
-  if (schedule == "interleaved") return "interleaved/" + column(c, "parallel.virtual_stages", "?");
-  if (!schedule.empty()) return schedule;
-  return value_of(c, "parallel.pp", "1") == "1" ? "-" : "(set)";
+// The candidate's schedule, or the one the user's --set fixes.
+std::string schedule_of(const SweepSpec& spec, const Candidate& c) {
+  const Candidate user{spec.sets, {}};
+  const std::string schedule = column(c, "parallel.schedule", value_of(user, "parallel.schedule", ""));
+  if (value_of(c, "parallel.pp", "1") == "1") return "-";
+  if (schedule == "interleaved")
+    return "interleaved/" + column(c, "parallel.virtual_stages", value_of(user, "parallel.virtual_stages", "?"));
+  return schedule.empty() ? "(set)" : schedule;
 }
 
 }  // namespace
@@ -421,8 +426,9 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
                        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
                        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
                        ep_cell(column(c, "parallel.ep", std::to_string(base.parallel.ep))),
-                       column(c, "training.micro_batch", "?"), schedule_of(c), column(c, "data_parallel.kind", kind),
-                       bucket_cell(c, kind, base), column(c, "tensor_parallel.comm_overlap", overlap),
+                       column(c, "training.micro_batch", "?"), schedule_of(spec, c),
+                       column(c, "data_parallel.kind", kind), bucket_cell(c, kind, base),
+                       column(c, "tensor_parallel.comm_overlap", overlap),
                        column(c, "training.precision", to_string(base.training.precision)),
                        column(c, "training.recompute", value_of(Candidate{spec.sets, {}}, "training.recompute", "?")),
                        r.step_time_s, r.throughput.tokens_per_s, 100 * r.throughput.mfu, r.breakdown_s.compute,

@@ -40,13 +40,31 @@ struct Degrees {
   long long dp;
 };
 
+// The schedules tried at `pp` stages: 1F1B, and interleaved at each virtual-stage count that
+// divides a stage's layers. Each candidate sets both keys, so that the scenario's own schedule
+// (interleaved, say) does not follow it to a layout it does not fit; a key the user --set stays.
 std::vector<std::vector<std::string>> schedules(const SweepSpec& spec, const Scenario& base, int pp) {
-  if (pp == 1 || user_sets(spec, "parallel.schedule")) return {{}};
-  std::vector<std::vector<std::string>> out{{"parallel.schedule=1f1b"}};
+  const bool fixed_schedule = user_sets(spec, "parallel.schedule");
+  const bool fixed_stages = user_sets(spec, "parallel.virtual_stages");
+  const auto with_stages = [&](std::vector<std::string> sets, int v) {
+    if (!fixed_stages) sets.push_back(fmt::format("parallel.virtual_stages={}", v));
+    return sets;
+  };
+  const std::vector<std::string> one_f_one_b =
+      fixed_schedule ? std::vector<std::string>{} : std::vector<std::string>{"parallel.schedule=1f1b"};
+  const std::vector<std::string> interleaved =
+      fixed_schedule ? std::vector<std::string>{} : std::vector<std::string>{"parallel.schedule=interleaved"};
+  if (pp == 1) return {with_stages(one_f_one_b, 1)};
+  if (fixed_schedule && base.parallel.schedule != Schedule::interleaved) return {with_stages({}, 1)};
+  std::vector<std::vector<std::string>> out;
+  const bool may_1f1b = !fixed_schedule && (!fixed_stages || base.parallel.virtual_stages == 1);
+  if (may_1f1b) out.push_back(with_stages(one_f_one_b, 1));
   const int per_stage = base.model.layers / pp;
   for (int v = 2; v <= std::min(per_stage, kMaxVirtualStages); ++v)
-    if (per_stage % v == 0)
-      out.push_back({"parallel.schedule=interleaved", fmt::format("parallel.virtual_stages={}", v)});
+    if (per_stage % v == 0 && (!fixed_stages || base.parallel.virtual_stages == v))
+      out.push_back(with_stages(interleaved, v));
+  // A fixed count no stage splits into: that count, for validation to refuse with its reason.
+  if (out.empty()) out.push_back(with_stages(fixed_schedule ? std::vector<std::string>{} : interleaved, 1));
   return out;
 }
 
@@ -189,15 +207,23 @@ Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, 
   if (!user_sets(spec, "parallel.sequence_parallel"))
     c.sets.push_back(fmt::format("parallel.sequence_parallel={}", d.tp > 1));
   c.sets.push_back(fmt::format("training.micro_batch={}", mb));
-  if (overlap_possible(spec, base, d.tp)) c.sets.push_back("tensor_parallel.comm_overlap=true");
+  // TP overlap on where it can run, off elsewhere (the scenario's own may be on).
+  if (overlap_possible(spec, base, d.tp))
+    c.sets.push_back("tensor_parallel.comm_overlap=true");
+  else if (!user_sets(spec, "tensor_parallel.comm_overlap"))
+    c.sets.push_back("tensor_parallel.comm_overlap=false");
+  // The scenario's uneven split of layers over stages is for its own stage count: where the
+  // search chooses the stages, they split the layers evenly.
+  if (!user_sets(spec, "parallel.pp") && !user_sets(spec, "parallel.stage_layers"))
+    c.sets.push_back("parallel.stage_layers=[]");
   return c;
 }
 
 void note_fixed(const SweepSpec& spec, BestResult& result) {
   for (const char* key :
        {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "training.micro_batch", "parallel.schedule",
-        "training.precision", "data_parallel.kind", "data_parallel.bucket_cap_mb", "data_parallel.bucket_parameters",
-        "tensor_parallel.comm_overlap", "training.recompute"})
+        "parallel.virtual_stages", "training.precision", "data_parallel.kind", "data_parallel.bucket_cap_mb",
+        "data_parallel.bucket_parameters", "tensor_parallel.comm_overlap", "training.recompute"})
     if (user_sets(spec, key)) result.fixed.emplace_back(key);
   if (user_sets(spec, "parallel.dp"))
     throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
@@ -235,6 +261,25 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
     if (user_sets(spec, key)) continue;
     tries.push_back(spec.sets);
     tries.back().emplace_back(std::string(key) + (std::string(key) == "parallel.tp" ? "=1" : "=true"));
+  }
+  // Last, every layout key the search replaces at its plainest (one GPU's layout, one sequence a
+  // micro-batch, 1F1B, an even split), but those the user --set: the scenario's own layout may
+  // not fit its job (a global batch its micro-batch and DP do not divide, an interleaved
+  // schedule --set on a scenario of one stage) while the layouts searched do.
+  // A schedule the user fixes needs stages, and interleaving (fixed, or a virtual-stage count
+  // above 1 fixed) two chunks a stage.
+  const Candidate user{spec.sets, {}};
+  const std::string schedule = value_of(user, "parallel.schedule", "1f1b");
+  const bool interleaved = schedule == "interleaved" || value_of(user, "parallel.virtual_stages", "1") != "1";
+  const bool staged = schedule != "1f1b" || interleaved;
+  tries.push_back(spec.sets);
+  for (const char* set : {"parallel.tp=1", staged ? "parallel.pp=2" : "parallel.pp=1", "parallel.cp=1", "parallel.dp=1",
+                          "parallel.ep=1", "parallel.etp=1", "parallel.sequence_parallel=false",
+                          interleaved ? "parallel.schedule=interleaved" : "parallel.schedule=1f1b",
+                          interleaved ? "parallel.virtual_stages=2" : "parallel.virtual_stages=1",
+                          "parallel.stage_layers=[]", "training.micro_batch=1", "tensor_parallel.comm_overlap=false"}) {
+    const std::string key(set, std::string_view(set).find('='));
+    if (!user_sets(spec, key)) tries.back().emplace_back(set);
   }
   std::optional<InputError> refused;
   for (const auto& sets : tries) {
@@ -333,8 +378,11 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   const int tp = std::stoi(value_of(layout, "parallel.tp", "1"));
   const int pp = std::stoi(value_of(layout, "parallel.pp", std::to_string(base.parallel.pp)));
   const auto kinds = user_sets(spec, "data_parallel.kind") ? std::vector<std::string>{""} : admitted_kinds(spec, base);
-  const auto overlaps =
-      overlap_possible(spec, base, tp) ? std::vector<std::string>{"true", "false"} : std::vector<std::string>{""};
+  // The layout's own overlap setting is secondary, so it is set again here: both where TP
+  // overlap can run, off where it cannot.
+  const auto overlaps = overlap_possible(spec, base, tp)                   ? std::vector<std::string>{"true", "false"}
+                        : !user_sets(spec, "tensor_parallel.comm_overlap") ? std::vector<std::string>{"false"}
+                                                                           : std::vector<std::string>{""};
   const long long dp = std::stoll(value_of(layout, "parallel.dp", std::to_string(base.parallel.dp)));
   std::vector<Candidate> out;
   for (const auto& kind : kinds) {

@@ -3,11 +3,14 @@
 #include "sweep/plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
@@ -48,9 +51,10 @@ std::string bucket_text(const Scenario& s) {
 SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus) {
   SweepSpec s;
   s.scenario = spec.scenario;
-  s.sets = spec.sets;
-  // The preset brings its own node count: cluster.nodes=0 derives it from the layout again.
+  // The preset first, so that the user's --set cluster.KEY changes it; its node count last,
+  // derived from the layout again; the price of NAME@PRICE over a --set one.
   s.sets.push_back("cluster=" + cluster.name);
+  s.sets.insert(s.sets.end(), spec.sets.begin(), spec.sets.end());
   s.sets.push_back("cluster.nodes=0");
   if (cluster.gpu_hour_price > 0) s.sets.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
   s.gpus = gpus;
@@ -105,16 +109,21 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
 // A row is on the front when no other row trains at least as fast for no more money and is
 // better in one of them. Seconds and cost per token order rows as the budget's days and cost
 // do, and need no budget.
+// A row without a price has no cost to compare: the front is the priced rows', and only when
+// no row has a price is it the fastest rows by time alone.
 void mark_pareto(std::vector<PlanRow>& rows) {
   const auto time_of = [](const PlanRow& r) { return 1 / r.report->throughput.tokens_per_s; };
   const auto cost_of = [](const PlanRow& r) { return r.report->cost.cost_per_mtoken; };
+  const auto priced = [](const PlanRow& r) { return r.cluster.gpu_hour_price > 0; };
+  const bool any_priced =
+      std::any_of(rows.begin(), rows.end(), [&](const PlanRow& r) { return r.report && priced(r); });
   for (PlanRow& a : rows) {
-    if (!a.report) continue;
+    if (!a.report || (any_priced && !priced(a))) continue;
     a.pareto = true;
     for (const PlanRow& b : rows) {
-      if (!b.report || &a == &b) continue;
-      const bool no_worse = time_of(b) <= time_of(a) && cost_of(b) <= cost_of(a);
-      const bool better = time_of(b) < time_of(a) || cost_of(b) < cost_of(a);
+      if (!b.report || &a == &b || (any_priced && !priced(b))) continue;
+      const bool no_worse = time_of(b) <= time_of(a) && (!any_priced || cost_of(b) <= cost_of(a));
+      const bool better = time_of(b) < time_of(a) || (any_priced && cost_of(b) < cost_of(a));
       if (no_worse && better) a.pareto = false;
     }
   }
@@ -216,7 +225,26 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
   if (!request.deadline.empty()) spec.deadline_days = days_of(request.deadline);
   if (request.gpus.empty()) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
   spec.gpus = gpu_counts(request.gpus);
-  for (const std::string& c : split(request.clusters)) spec.clusters.push_back(parse_plan_cluster(c));
+  for (const std::string& set : spec.sets) {
+    if (set.starts_with("cluster="))
+      throw InputError("--set", set.substr(0, set.find('=')),
+                       "plan takes its clusters from --cluster (NAME or NAME@PRICE, repeatable)");
+    if (set.starts_with("cluster.nodes="))
+      throw InputError("--set", "cluster.nodes", "plan derives each cluster's node count from the GPU count (--gpus)");
+  }
+  const std::vector<std::string_view> presets = io::preset_names("clusters");
+  for (const std::string& c : split(request.clusters)) {
+    PlanCluster cluster = parse_plan_cluster(c);
+    // Every name checked before any search runs.
+    if (std::find(presets.begin(), presets.end(), cluster.name) == presets.end()) {
+      const bool digits = cluster.name.find_first_not_of("0123456789") == std::string::npos;
+      throw InputError(
+          "--cluster", c,
+          fmt::format("unknown cluster preset '{}' (expected one of {}){}", cluster.name, fmt::join(presets, ", "),
+                      digits ? "; commas separate clusters, and a price's decimal point is '.'" : ""));
+    }
+    spec.clusters.push_back(std::move(cluster));
+  }
   if (spec.clusters.empty())
     throw InputError("<command line>", "--cluster",
                      "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
@@ -224,14 +252,20 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     throw InputError("--max-layouts", std::to_string(request.max_layouts),
                      "expected a number of layouts from 0 (every one) to 1000000");
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
-  spec.precisions = split(request.precisions);
-  for (const std::string& p : spec.precisions)
+  for (const std::string& p : split(request.precisions)) {
     if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
+    if (std::find(spec.precisions.begin(), spec.precisions.end(), p) == spec.precisions.end())
+      spec.precisions.push_back(p);  // each searched once
+  }
   return spec;
 }
 
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
                               const std::function<void(const PlanRow&)>& progress) {
+  // The job itself (scenario, --model, --set) is checked once, before any search, on the first
+  // cluster: its errors are its own, not a cluster's.
+  if (!spec.clusters.empty() && !spec.gpus.empty())
+    (void)load_base(search_spec(spec, spec.clusters.front(), spec.gpus.front()));
   std::vector<PlanRow> rows;
   for (const PlanCluster& cluster : spec.clusters)
     for (const int gpus : spec.gpus) {

@@ -188,7 +188,55 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
         "stepsim: error: -o: plan.txt: expected a file name ending in .csv or .json, or '-' for CSV on stdout\n");
   CHECK(err("--deadline soon --gpus 8 --cluster dgx-b200") ==
         "stepsim: error: --deadline: soon: expected a number of days above 0 (at most 36500)\n");
+  // Every cluster is checked before any search runs; a decimal comma splits a price in two.
+  const Run late = dir.run("plan --model gpt-1.3b --tokens 1T --gpus 8 --cluster dgx-h100-ndr@2,5");
+  CHECK(late.status == 2);
+  CHECK(late.err.find("stepsim: error: --cluster: 5: unknown cluster preset '5'") == 0);
+  CHECK(late.err.find("commas separate clusters, and a price's decimal point is '.'") != std::string::npos);
+  CHECK(late.err.find("stepsim: plan:") == std::string::npos);  // no search ran
+  // The job's own errors are its own, not a cluster's.
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --set model=nosuch")
+            .starts_with("stepsim: error: --set: model: unknown model preset 'nosuch'"));
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --set cluster=dgx-h100-ndr") ==
+        "stepsim: error: --set: cluster: plan takes its clusters from --cluster (NAME or NAME@PRICE, repeatable)\n");
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --set cluster.nodes=4") ==
+        "stepsim: error: --set: cluster.nodes: plan derives each cluster's node count from the GPU count (--gpus)\n");
   CHECK(dir.entries().empty());
+}
+
+// --set cluster.KEY changes every cluster: an H200 in place of the preset's H100 is planned
+// as the H200 (its 141 GB), as 'sweep --best' plans it.
+TEST_CASE("plan applies --set cluster keys to each cluster preset") {
+  const Scratch dir("plan-cluster-set");
+  const boost::json::array rows =
+      plan_rows(dir,
+                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --set cluster.gpu=h200 "
+                "--max-layouts 4");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("gpu").as_string() == "h200");
+  CHECK(number(rows[0].as_object(), "memory_capacity_gib") > 100);
+}
+
+// A cluster without a price has no cost to compare: the front is the priced clusters', and
+// without any price the fastest alone.
+TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one") {
+  const Scratch dir("plan-pareto-price");
+  const boost::json::array priced =
+      plan_rows(dir,
+                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr@1.8 "
+                "--max-layouts 4");
+  REQUIRE(priced.size() == 2);
+  CHECK_FALSE(priced[0].at("pareto").as_bool());  // no price
+  CHECK(priced[1].at("pareto").as_bool());        // the only priced one
+  const boost::json::array none =
+      plan_rows(dir,
+                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr "
+                "--max-layouts 4");
+  REQUIRE(none.size() == 2);
+  // The H100 trains faster, so it alone is on the front.
+  CHECK(number(none[0].as_object(), "step_time_s") < number(none[1].as_object(), "step_time_s"));
+  CHECK(none[0].at("pareto").as_bool());
+  CHECK_FALSE(none[1].at("pareto").as_bool());
 }
 
 TEST_CASE("plan --help shows its usage, options and an example") {

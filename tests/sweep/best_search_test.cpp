@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
 #include "sweep/best.hpp"
 
 using stepsim::sweep::BestResult;
@@ -54,9 +56,82 @@ TEST_CASE("the search tries context parallelism, TP communication overlap and ea
   CHECK(values(layouts, "parallel.cp") == std::set<std::string>{"1", "2", "4", "8"});
   CHECK(values(layouts, "training.precision") == std::set<std::string>{"bf16", "fp8"});
   CHECK(values(layouts, "tensor_parallel.comm_overlap").contains("true"));
-  // Overlap copies over NVLink and needs sequence parallelism: never with TP 1.
+  // Overlap copies over NVLink and needs sequence parallelism: never with TP 1, where it is set
+  // off (the scenario's own may be on).
   for (const auto& c : layouts)
-    if (value_of(c, "parallel.tp", "") == "1") CHECK(value_of(c, "tensor_parallel.comm_overlap", "-") == "-");
+    if (value_of(c, "parallel.tp", "") == "1") CHECK(value_of(c, "tensor_parallel.comm_overlap", "-") == "false");
+}
+
+// The scenario's own layout keys do not follow the search to layouts they do not fit: an
+// interleaved schedule of 2 stages, TP overlap on, an uneven split of layers over its stages.
+// Each candidate sets the schedule and virtual stages, the overlap and an even split, so that
+// the search refuses no more candidates than it does from a scenario without them.
+TEST_CASE("the scenario's schedule, TP overlap and stage split do not follow the search to other layouts") {
+  const auto scenario = [](const std::string& own) {
+    SweepSpec spec = spec_of({}, 8);
+    spec.scenario = {"own.json", R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr", )" + own +
+                                     R"(, "training": {"global_batch": 128}})"};
+    return spec;
+  };
+  // How many of a search's layouts load, and that none is refused for a key of the scenario's layout.
+  const auto loadable = [](const SweepSpec& spec, const std::vector<Candidate>& layouts) {
+    std::size_t n = 0;
+    for (const auto& c : layouts) {
+      try {
+        (void)stepsim::io::load_scenario(spec.scenario, c.sets);
+        ++n;
+      } catch (const stepsim::InputError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("virtual_stages") == std::string::npos);
+        CHECK(what.find("comm_overlap") == std::string::npos);
+        CHECK(what.find("stage_layers") == std::string::npos);
+      }
+    }
+    return n;
+  };
+  const SweepSpec plain = scenario(R"("parallel": {"dp": 8})");
+  BestResult plain_result;
+  const auto plain_layouts = enumerate_layouts(plain, {}, plain_result);
+  const std::size_t plain_loadable = loadable(plain, plain_layouts);
+  REQUIRE(plain_loadable > 0);
+  for (const std::string own : {R"("parallel": {"pp": 2, "dp": 4, "schedule": "interleaved", "virtual_stages": 2})",
+                                R"("parallel": {"tp": 2, "dp": 4, "sequence_parallel": true},
+                                   "tensor_parallel": {"comm_overlap": true})",
+                                R"("parallel": {"pp": 2, "dp": 4, "stage_layers": [10, 14]})"}) {
+    const SweepSpec spec = scenario(own);
+    INFO(own);
+    BestResult result;
+    const auto layouts = enumerate_layouts(spec, {}, result);
+    CHECK(layouts.size() == plain_layouts.size());
+    CHECK(loadable(spec, layouts) == plain_loadable);
+  }
+}
+
+// A scenario whose own layout does not fit its job (a global batch of 100 that its micro-batch
+// and DP of 8 do not divide) still searches the layouts that do: on 4 GPUs, DP 4 and DP 2 with
+// micro-batches of 1 or 2 (100 = 4·25 = 2·50 = 4·1·25 ...).
+TEST_CASE("the search runs from a scenario whose own layout does not divide its global batch") {
+  using stepsim::sweep::base_sets;
+  const SweepSpec spec = spec_of({"model=gpt-1.3b", "training.global_batch=100"}, 4);
+  CHECK_NOTHROW(base_sets(spec));
+  BestResult result;
+  const auto layouts = enumerate_layouts(spec, {}, result);
+  CHECK(values(layouts, "parallel.dp") == std::set<std::string>{"1", "2", "4"});
+  CHECK(values(layouts, "training.micro_batch") == std::set<std::string>{"1", "2", "4"});
+}
+
+// A virtual-stage count the user fixes is kept: every layout with stages is interleaved at it,
+// none sets it again, and the table lists it among the keys fixed.
+TEST_CASE("a virtual-stage count given with --set stays fixed in the search") {
+  BestResult result;
+  const auto layouts = enumerate_layouts(spec_of({"model=gpt-1.3b", "parallel.virtual_stages=2"}, 8), {}, result);
+  REQUIRE_FALSE(layouts.empty());
+  for (const auto& c : layouts) {
+    CHECK(value_of(c, "parallel.virtual_stages", "-") == "-");
+    if (value_of(c, "parallel.pp", "1") != "1") CHECK(value_of(c, "parallel.schedule", "-") == "interleaved");
+  }
+  CHECK(std::ranges::find(result.fixed, "parallel.virtual_stages") != result.fixed.end());
 }
 
 // Identical results are one row: two configurations that differ only in a knob that changes
