@@ -15,50 +15,101 @@
 namespace stepsim::calibration {
 namespace {
 
-// What a rank's links carry per direction: its NVLink port inside a node; across nodes also
-// its share of the node's NICs (a rank may spread its bytes over both).
-double rank_links_gbps(const ClusterSpec& cluster, int nodes) {
+// What a rank's links carry per direction: its NVLink port inside a domain; across domains
+// also its share of the host's NICs (a rank may spread its bytes over both).
+double rank_links_gbps(const ClusterSpec& cluster, int domains) {
   const double nvlink = cluster.intra_node.bandwidth.gbytes_per_s();
-  if (nodes <= 1) return nvlink;
+  if (domains <= 1) return nvlink;
   const double nics = cluster.inter_node.nic_bandwidth.gbytes_per_s() * cluster.inter_node.nics_per_node /
                       std::max(1, cluster.gpus_per_node);
   return nvlink + nics;
 }
 
-std::string links_text(const ClusterSpec& cluster, int nodes) {
-  if (nodes <= 1) return fmt::format("any link of {} ({:g} GB/s)", cluster.name, rank_links_gbps(cluster, nodes));
+std::string links_text(const ClusterSpec& cluster, int domains) {
+  if (domains <= 1) return fmt::format("any link of {} ({:g} GB/s)", cluster.name, rank_links_gbps(cluster, domains));
   return fmt::format("a GPU's links of {} together ({:g} GB/s: NVLink {:g} and its share of the NICs {:g})",
-                     cluster.name, rank_links_gbps(cluster, nodes), cluster.intra_node.bandwidth.gbytes_per_s(),
-                     rank_links_gbps(cluster, nodes) - cluster.intra_node.bandwidth.gbytes_per_s());
+                     cluster.name, rank_links_gbps(cluster, domains), cluster.intra_node.bandwidth.gbytes_per_s(),
+                     rank_links_gbps(cluster, domains) - cluster.intra_node.bandwidth.gbytes_per_s());
 }
 
-}  // namespace
-
-double min_traffic_share(CollOp op, int ranks) {
-  if (ranks <= 1) return 0;
+// The share of S each domain moves over its NICs, with `per_domain` of the `ranks` ranks in it.
+double domain_traffic_share(CollOp op, int ranks, int domains, int per_domain) {
+  const double d = domains;
   switch (op) {
     case CollOp::allgather:
     case CollOp::reducescatter:
+      return (d - 1) / d;
     case CollOp::alltoall:
-      return static_cast<double>(ranks - 1) / ranks;
+      return static_cast<double>(per_domain) * (ranks - per_domain) / ranks;
     default:
       return 1;
   }
 }
 
-void check_within_links(const ClusterSpec& cluster, CollOp op, int ranks, int nodes, double bytes, double time_us,
+}  // namespace
+
+collectives::GroupShape domain_shape(const ClusterSpec& cluster, int ranks, int hosts) {
+  hosts = std::max(1, hosts);
+  const int per_host = std::max(1, ranks / hosts);
+  const int hosts_per_domain = std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
+  if (hosts_per_domain == 1 || hosts == 1) return {ranks, hosts, per_host};
+  const int rest = hosts % hosts_per_domain;
+  const int domains = hosts / hosts_per_domain + (rest > 0 ? 1 : 0);
+  if (domains == 1) return {ranks, 1, ranks};
+  int fewest = per_host * (rest > 0 ? rest : hosts_per_domain);
+  while (ranks % fewest != 0) --fewest;
+  return {ranks, ranks / fewest, fewest};
+}
+
+double min_traffic_share(CollOp op, int ranks, bool switch_reduces) {
+  if (ranks <= 1) return 0;
+  const double n = ranks;
+  switch (op) {
+    case CollOp::allgather:
+    case CollOp::reducescatter:
+    case CollOp::alltoall:
+      return (n - 1) / n;
+    case CollOp::allreduce:
+      return switch_reduces ? 1 : 2 * (n - 1) / n;
+    default:
+      return 1;
+  }
+}
+
+void check_within_links(const ClusterSpec& cluster, CollOp op, int ranks, int hosts, double bytes, double time_us,
                         const std::string& file, const std::string& place) {
-  const double share = min_traffic_share(op, ranks);
-  const double links = rank_links_gbps(cluster, nodes);
-  if (share <= 0 || !(links > 0)) return;
-  const double least_us = share * bytes / (links * 1e3);
+  const collectives::GroupShape shape = domain_shape(cluster, ranks, hosts);
+  const int domains = shape.nodes;
   // A relative margin for the rounding of printed times; physics allows nothing more.
-  if (time_us >= least_us * (1 - 1e-6)) return;
-  throw InputError(file, place,
-                   fmt::format("{:.0f} B of {} in {:g} us needs {:.1f} GB/s out of or into each rank, faster than {}; "
-                               "expected at least {:.6g} us",
-                               bytes, to_string(op), time_us, share * bytes / (time_us * 1e3),
-                               links_text(cluster, nodes), least_us));
+  constexpr double kMargin = 1 - 1e-6;
+  // Each rank over its own links. Across domains a rank's AllReduce share is S whatever the
+  // switches do (each rank sends and receives at least one value per element).
+  const double share = min_traffic_share(op, ranks, cluster.intra_node.nvls || domains > 1);
+  const double links = rank_links_gbps(cluster, domains);
+  if (share > 0 && links > 0) {
+    const double least_us = share * bytes / (links * 1e3);
+    if (time_us < least_us * kMargin)
+      throw InputError(file, place,
+                       fmt::format("{:.0f} B of {} in {:g} us needs {:.1f} GB/s out of or into each rank, faster "
+                                   "than {}; expected at least {:.6g} us",
+                                   bytes, to_string(op), time_us, share * bytes / (time_us * 1e3),
+                                   links_text(cluster, domains), least_us));
+  }
+  if (domains <= 1) return;
+  // Each domain over its hosts' NICs (the hosts of the fullest domain, the most NICs any has).
+  const int hosts_per_domain = std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
+  const int domain_hosts = std::min(std::max(1, hosts), hosts_per_domain);
+  const double nics = cluster.inter_node.nic_bandwidth.gbytes_per_s() * cluster.inter_node.nics_per_node * domain_hosts;
+  const double domain_share = domain_traffic_share(op, ranks, domains, shape.ranks_per_node);
+  if (!(nics > 0) || domain_share <= 0) return;
+  const double least_us = domain_share * bytes / (nics * 1e3);
+  if (time_us < least_us * kMargin)
+    throw InputError(file, place,
+                     fmt::format("{:.0f} B of {} in {:g} us over {} NVLink domain(s) needs {:.1f} GB/s out of or "
+                                 "into each domain, faster than the {:g} GB/s of its hosts' NICs in {}; expected at "
+                                 "least {:.6g} us",
+                                 bytes, to_string(op), time_us, domains, domain_share * bytes / (time_us * 1e3), nics,
+                                 cluster.name, least_us));
 }
 
 void check_within_links(const Calibration& c, const ClusterSpec& cluster) {

@@ -6,19 +6,34 @@
 #include <string>
 
 #include "calibration/calibration.hpp"
+#include "collectives/collective.hpp"
 
 namespace stepsim::calibration {
 
-// The least a rank of an `op` of `ranks` ranks sends or receives, as a share of nccl-tests'
-// size S: all of it for AllReduce (every element leaves or reaches each rank once even when
-// the switch reduces), Broadcast, Reduce and SendRecv; (n − 1)/n for AllGather,
-// ReduceScatter and AllToAll (S being the whole buffer); nothing for a single rank.
-double min_traffic_share(CollOp op, int ranks);
+// A measured communicator of `ranks` ranks on `hosts` hosts (as nccl-tests logs and calibration
+// files count them, ranks filling each host in turn) as the collective model takes it: a node
+// of its shape is an NVLink domain (a host on a DGX, a 72-GPU rack of 18 trays on GB200 NVL72),
+// with as many ranks in each; where the domains hold different numbers, the fewest, as the
+// simulation shapes its groups.
+collectives::GroupShape domain_shape(const ClusterSpec& cluster, int ranks, int hosts);
 
-// One measurement's bound: throws an InputError at (`file`, `place`) when `bytes` of `op`
-// in `time_us` would need more than a rank's links in `cluster` carry per direction (its
-// NVLink port inside a node; that and its share of the node's NICs across nodes).
-void check_within_links(const ClusterSpec& cluster, CollOp op, int ranks, int nodes, double bytes, double time_us,
+// The least a rank of an `op` of `ranks` ranks inside one NVLink domain sends or receives, as
+// a share of nccl-tests' size S: for AllReduce all of it where the switch reduces (NVLS, the
+// cluster's intra_node.nvls), else 2(n − 1)/n (every rank's contribution to an element must
+// be combined and the result sent back, Patarasuk and Yuan's bound); Broadcast, Reduce and
+// SendRecv all of it; (n − 1)/n for AllGather, ReduceScatter and AllToAll (S being the whole
+// buffer); nothing for a single rank.
+double min_traffic_share(CollOp op, int ranks, bool switch_reduces);
+
+// One measurement's bound: throws an InputError at (`file`, `place`) when `bytes` of `op` in
+// `time_us` on `ranks` ranks over `hosts` hosts would need more than `cluster`'s links carry
+// per direction. Each rank moves its share over its NVLink port (and, across NVLink domains,
+// its share of the NICs besides); across domains each domain also moves over its hosts' NICs
+// at least S for AllReduce (each element's final value depends on every domain's data, so
+// every domain sends and receives at least one value per element, even with the switch
+// reducing), (D − 1)/D · S for AllGather and ReduceScatter, S for Broadcast, Reduce and
+// SendRecv, and its ranks' bytes to other domains for AllToAll.
+void check_within_links(const ClusterSpec& cluster, CollOp op, int ranks, int hosts, double bytes, double time_us,
                         const std::string& file, const std::string& place);
 
 // Every measured point of `c`'s collective tables against `cluster`.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::calibration {
@@ -61,7 +62,13 @@ std::optional<double> measured_us(const CollectiveTable& table, double bytes) {
       [](const CollectivePoint& p) { return p.time_us; });
 }
 
-MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::move(files)) {
+MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::move(files)) { index(nullptr); }
+
+MeasuredTables::MeasuredTables(std::vector<Calibration> files, const ClusterSpec& cluster) : files_(std::move(files)) {
+  index(&cluster);
+}
+
+void MeasuredTables::index(const ClusterSpec* cluster) {
   for (const Calibration& c : files_) {
     collectives_.insert(collectives_.end(), c.collectives.begin(), c.collectives.end());
     for (const auto& t : c.collectives)
@@ -78,7 +85,12 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files) : files_(std::mov
   }
   // Later files win where several measured the same shape.
   for (std::size_t i = 0; i < collectives_.size(); ++i) {
-    const CollectiveTable& t = collectives_[i];
+    CollectiveTable& t = collectives_[i];
+    if (cluster != nullptr) {
+      const collectives::GroupShape shape = domain_shape(*cluster, t.ranks, t.nodes);
+      t.nodes = shape.nodes;
+      t.ranks_per_node = shape.ranks_per_node;
+    }
     by_shape_[{t.op, t.ranks, t.nodes, t.ranks_per_node}] = i;
     by_tier_[{t.op, t.nodes > 1}].push_back(i);
   }

@@ -23,7 +23,12 @@ std::optional<double> measured_us(const CollectiveTable& table, double bytes);
 class MeasuredTables {
  public:
   MeasuredTables() = default;
+  // Collective tables keep the shapes they were measured on, in hosts: right for compute tables
+  // and for a cluster whose NVLink domain is its node.
   explicit MeasuredTables(std::vector<Calibration> files);
+  // Collective tables looked up by their shape on `cluster`, in NVLink domains as the
+  // collective model counts them (a GB200 NVL72 rack's 18 trays are one domain).
+  MeasuredTables(std::vector<Calibration> files, const ClusterSpec& cluster);
 
   bool empty() const { return files_.empty(); }
   const std::vector<Calibration>& files() const { return files_; }
@@ -33,13 +38,16 @@ class MeasuredTables {
   std::optional<double> attention_us(double flops, bool backward, Precision dtype) const;
   std::optional<double> memory_us(double bytes) const;
 
-  // The table measured on exactly this communicator shape, or null.
+  // The table measured on exactly this communicator shape (NVLink domains, ranks in each, when
+  // built for a cluster), or null.
   const CollectiveTable* exact(CollOp op, int ranks, int nodes, int ranks_per_node) const;
   // The measured table that best stands for this shape: the exact one, else one of the same
   // op on the same tier (inside one node, or across nodes) with the nearest rank count.
   const CollectiveTable* reference(CollOp op, int ranks, int nodes, int ranks_per_node) const;
 
  private:
+  void index(const ClusterSpec* cluster);
+
   std::vector<Calibration> files_;
   std::vector<CollectiveTable> collectives_;  // of every file, in file order
   // Where each shape's table is (the last file's), and the tables of each op and tier (one

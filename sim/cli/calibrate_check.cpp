@@ -84,8 +84,9 @@ void print_table_header(const cal::CollectiveTable& t, const ClusterSpec& cluste
 // One measured collective predicted from `tables` and by the model alone.
 void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, const cal::MeasuredTables& tables,
                  const cal::CollectivePoint& p, ErrorStats& stats) {
-  const collectives::Request r{
-      t.op, Bytes(static_cast<std::int64_t>(std::llround(p.bytes))), {t.ranks, t.nodes, t.ranks_per_node}};
+  // The table's hosts as the model's NVLink domains.
+  const collectives::Request r{t.op, Bytes(static_cast<std::int64_t>(std::llround(p.bytes))),
+                               cal::domain_shape(cluster, t.ranks, t.nodes)};
   const double model = collectives::predict(cluster, {}, r).time().us();
   const auto cal = cal::calibrate_collective(tables, cluster, {}, r);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
@@ -115,7 +116,7 @@ void leave_one_out_collectives(const cal::Calibration& c, const ClusterSpec& bas
     const ClusterSpec cluster = spanning(base, t);
     print_table_header(t, cluster, "left out");
     for (std::size_t i = 0; i < t.points.size(); ++i)
-      check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}), t.points[i], stats);
+      check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}, cluster), t.points[i], stats);
   }
 }
 
@@ -232,7 +233,7 @@ int run_check(const Args& args) {
   leave_one_out_memory(c, base, stats);
   fmt::print("\n");
   print_summary("leave-one-out", stats);
-  const cal::MeasuredTables tables({c});
+  const cal::MeasuredTables tables({c}, base);
   for (const std::string& path : held) {
     fmt::print("\n# held-out {}: each point predicted from {}\n", path, file);
     held_out(path, c, tables, base);

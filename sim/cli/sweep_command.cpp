@@ -145,7 +145,7 @@ unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   return static_cast<unsigned>(jobs);
 }
 
-// --precision bf16,fp8 (repeatable) as a list of known precisions.
+// --precision bf16,fp8 (repeatable) as a list of known precisions, each once.
 std::vector<std::string> precisions_of(const std::vector<std::string>& lists) {
   std::vector<std::string> out;
   for (const std::string& list : lists)
@@ -154,7 +154,7 @@ std::vector<std::string> precisions_of(const std::vector<std::string>& lists) {
       const std::string p = list.substr(from, comma - from);
       if (!precision_named(p))
         throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
-      out.push_back(p);
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);  // each searched once
       from = comma + 1;
     }
   return out;

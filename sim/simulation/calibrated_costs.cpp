@@ -160,7 +160,7 @@ calibration::MeasuredTables load_calibration(const Scenario& scenario) {
     files.push_back(calibration::read_calibration(path));
     calibration::check_fits(files.back(), scenario.cluster, scenario.collectives);
   }
-  return calibration::MeasuredTables(std::move(files));
+  return calibration::MeasuredTables(std::move(files), scenario.cluster);
 }
 
 }  // namespace stepsim

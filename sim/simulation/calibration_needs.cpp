@@ -62,6 +62,17 @@ std::string dtype_of(const Scenario& s, CollOp op, CommKind kind) {
   return calibration::nccl_type_of(s.training.precision);
 }
 
+// A communicator's shape in hosts, as nccl-tests runs it and calibration files record it: the
+// model's nodes are NVLink domains, and a domain of several hosts (a GB200 NVL72 rack's trays)
+// holds its ranks on its hosts in turn, as many on each as divide its ranks up to a host's GPUs.
+std::pair<int, int> host_shape(const ClusterSpec& cluster, const collectives::GroupShape& shape) {
+  if (cluster.domain_gpus() <= cluster.gpus_per_node) return {shape.nodes, shape.ranks_per_node};
+  int per_host = std::min(shape.ranks_per_node, cluster.gpus_per_node);
+  while (per_host > 1 && shape.ranks_per_node % per_host != 0) --per_host;
+  per_host = std::max(per_host, 1);
+  return {shape.ranks / per_host, per_host};
+}
+
 }  // namespace
 
 calibration::CalibrationNeeds calibration_needs(const Scenario& scenario) {
@@ -75,9 +86,10 @@ calibration::CalibrationNeeds calibration_needs(const Scenario& scenario) {
     const auto it = kinds.find({r.op, r.size.count(), r.shape.ranks});
     const std::string dtype = dtype_of(scenario, r.op, it == kinds.end() ? CommKind::other : it->second);
     const double bytes = r.size.as_double();
-    const auto key = std::tuple{r.op, r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node, dtype};
-    auto [at, fresh] = needs.try_emplace(key, calibration::CollectiveNeed{r.op, r.shape.ranks, r.shape.nodes,
-                                                                          r.shape.ranks_per_node, dtype, bytes, bytes});
+    const auto [hosts, per_host] = host_shape(scenario.cluster, r.shape);
+    const auto key = std::tuple{r.op, r.shape.ranks, hosts, per_host, dtype};
+    auto [at, fresh] =
+        needs.try_emplace(key, calibration::CollectiveNeed{r.op, r.shape.ranks, hosts, per_host, dtype, bytes, bytes});
     at->second.min_bytes = std::min(at->second.min_bytes, bytes);
     at->second.max_bytes = std::max(at->second.max_bytes, bytes);
   }

@@ -159,7 +159,7 @@ calibration::MeasuredTables read_tables(const std::vector<std::string>& files, c
     read.push_back(calibration::read_calibration(f));
     calibration::check_fits(read.back(), cluster, forced);
   }
-  return calibration::MeasuredTables(std::move(read));
+  return calibration::MeasuredTables(std::move(read), cluster);
 }
 
 // The calibrated time in place of the model's, the model kept beside it, and the measured

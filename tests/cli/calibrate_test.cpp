@@ -2,6 +2,8 @@
 // reproduced; a trace of changed efficiencies in, the changes fitted back; bad files refused.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
@@ -364,13 +366,15 @@ TEST_CASE("a row of a run that produced wrong data is refused naming the line") 
 
 TEST_CASE("collectives faster than any link of the cluster are refused") {
   Scratch s("calib-too-fast");
-  // 1 GiB all-reduced in 100 us: 10.7 TB/s out of each GPU, where an A100's NVLink carries 300 GB/s.
+  // 1 GiB all-reduced in 100 us over 8 A100s, whose NVSwitch does not reduce: each GPU sends
+  // at least 2·7/8 of it (Patarasuk and Yuan's bound), 1879048192 B in 100 us = 18790.5 GB/s
+  // where its NVLink carries 300 GB/s; at least 1879048192 / 300e3 = 6263.49 us.
   s.write("fast.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
     "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 9.99991417, "algbw_gbps": 11930.4533, "busbw_gbps": 20878.2933, "max_error": 9.09494702e-13, "alpha_fitted": true},
                      "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 1073741824, "time_us": 100}]}]})");
   const std::string expected =
-      "fast.json: /collectives/0/points/1/time_us: 1073741824 B of allreduce in 100 us needs 10737.4 GB/s out of "
-      "or into each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s); expected at least 3579.14 us";
+      "fast.json: /collectives/0/points/1/time_us: 1073741824 B of allreduce in 100 us needs 18790.5 GB/s out of "
+      "or into each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s); expected at least 6263.49 us";
   const auto run = s.run("collective allreduce --cluster dgx-a100-80g-hdr --calibration fast.json");
   CHECK(run.status == 2);
   CHECK(run.err.find(expected) != std::string::npos);
@@ -382,9 +386,65 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
           "1073741824 268435456 float sum -1 100.0 10737.42 18790.49 0 100.0 10737.42 18790.49 0\n");
   const auto import = s.run("calibrate import-nccl-tests fast.txt -o x.json");
   CHECK(import.status == 2);
-  CHECK(import.err.find("fast.txt: line 2: 1073741824 B of allreduce in 100 us needs 10737.4 GB/s out of or into "
+  CHECK(import.err.find("fast.txt: line 2: 1073741824 B of allreduce in 100 us needs 18790.5 GB/s out of or into "
                         "each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s)") != std::string::npos);
   CHECK_FALSE(s.run("calibrate check fast.json").status == 0);
+  // Just under that bound (4 GiB in 24000 us against 2·7/8·4 GiB / 300 GB/s = 25054.0 us: a
+  // bus bandwidth of 313 GB/s, past the 300 the links carry), where the share of 1 that only
+  // a reducing switch allows would have let it through.
+  s.write("near.txt",
+          "# all_reduce_perf -b 8 -e 4G -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4294967296 1073741824 float sum -1 24000 178.96 313.18 0 24000 178.96 313.18 0\n");
+  const auto near = s.run("calibrate import-nccl-tests near.txt -o n.json");
+  CHECK(near.status == 2);
+  CHECK(near.err.find("expected at least 25054 us") != std::string::npos);
+  // Across two DGX A100 (8 NICs of 25 GB/s each, 200 GB/s a node): every element's result
+  // depends on both nodes' data, so each node sends at least S over its NICs, switch reducing
+  // or not: 1 GiB in at least 1073741824 / 200e3 = 5368.7 us; 3700 us is refused.
+  s.write("two.txt",
+          "# all_reduce_perf -b 8 -e 1G -g 8 on 2 nodes with 8x NVIDIA A100-SXM4-80GB\n"
+          "1073741824 268435456 float sum -1 3700 290.2 544.1 0 3700 290.2 544.1 0\n");
+  const auto two = s.run("calibrate import-nccl-tests two.txt --ranks 16 --nodes 2 -o t.json");
+  CHECK(two.status == 2);
+  CHECK(two.err.find("two.txt: line 2: 1073741824 B of allreduce in 3700 us over 2 NVLink domain(s) needs 290.2 GB/s "
+                     "out of or into each domain, faster than the 200 GB/s of its hosts' NICs in dgx-a100-80g-hdr; "
+                     "expected at least 5368.71 us") != std::string::npos);
+  // The real logs at hand pass: the A100's busiest size reaches 232 of the 300 GB/s.
+  CHECK(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+        0);
+  CHECK(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/h200-8gpu-allreduce-8GiB.txt -o h.json").status ==
+        0);
+}
+
+// A GB200 NVL72 rack is one NVLink domain of 18 trays of 4 GPUs: an nccl-tests run over the
+// whole rack names 18 hosts, yet it measured NVLink (and NVLS), not the NICs. Its table stands
+// for the 72-GPU communicator on gb200-nvl72 ("measured"), and not for one across two racks,
+// which crosses the NICs (the model alone there, with no table of that tier).
+TEST_CASE("a nccl-tests log of one GB200 NVL72 rack calibrates the rack's NVLink, not the network") {
+  Scratch s("calib-nvl72");
+  std::string log = "# Collective test starting: all_reduce_perf\n";
+  for (int r = 0; r < 72; ++r)
+    log += fmt::format("#  Rank {:2} Group  0 Pid {} on tray{:02} device  {} [0000:07:00] NVIDIA GB200\n", r, 100 + r,
+                       r / 4, r % 4);
+  // 1 GiB in 2375.4 us (busbw 891.5 GB/s), 8 GiB in 18000 us: NVLS on a rack.
+  log += "1073741824 268435456 float sum -1 2375.4 452.03 891.50 0 2375.4 452.03 891.50 0\n";
+  log += "8589934592 2147483648 float sum -1 18000 477.2 941.2 0 18000 477.2 941.2 0\n";
+  s.write("rack.txt", log);
+  const auto import = s.run("calibrate import-nccl-tests rack.txt -o rack.json");
+  REQUIRE(import.status == 0);
+  CHECK(import.out.find("72 rank(s), 18 node(s) x 4") != std::string::npos);
+  const auto rack = s.run(
+      "collective allreduce --cluster gb200-nvl72 --gpus 72 --ranks-per-node 4 --size 1GiB "
+      "--calibration rack.json --json -");
+  REQUIRE(rack.status == 0);
+  const auto row = boost::json::parse(rack.out).as_array().at(0).as_object();
+  CHECK(row.at("source").as_string() == "measured");
+  CHECK(row.at("time_us").to_number<double>() == Approx(2375.4));
+  const auto racks = s.run(
+      "collective allreduce --cluster gb200-nvl72 --gpus 144 --ranks-per-node 4 --size 8GiB "
+      "--calibration rack.json --json -");
+  REQUIRE(racks.status == 0);
+  CHECK(boost::json::parse(racks.out).as_array().at(0).as_object().at("source").as_string() == "model");
 }
 
 TEST_CASE("calibrate check refuses a scenario and --cluster together") {
