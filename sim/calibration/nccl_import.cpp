@@ -128,14 +128,19 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       if (!is_nccl_type(row.type))
         throw InputError(log.source, row_place(row),
                          fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
+      if (!o.dtype.empty() && row.type != o.dtype) continue;
       measured.push_back(
           {&log, &row, {op_of_test(test, log.source), ranks, nodes, row.type}, row.size.as_double(), r.time.us()});
       ++usable;
     }
     if (usable == 0)
       throw InputError(log.source, "",
-                       fmt::format("no row has a size and a time above zero ({} row(s) read); nothing to calibrate",
-                                   log.rows.size()));
+                       o.dtype.empty()
+                           ? fmt::format("no row has a size and a time above zero ({} row(s) read); nothing to "
+                                         "calibrate",
+                                         log.rows.size())
+                           : fmt::format("no row of type {} has a size and a time above zero ({} row(s) read)", o.dtype,
+                                         log.rows.size()));
   }
   if (!o.gpu.empty()) c.provenance.gpu = o.gpu;
   if (c.provenance.gpu.empty())
@@ -149,6 +154,17 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
     tables[m.key][m.bytes].push_back(m.us);
   }
+  // A collective's table is looked up by its size in bytes whatever its element type, so one
+  // shape takes one type's measurements (nccl-tests -d all times every type).
+  for (auto a = tables.begin(); a != tables.end(); ++a)
+    for (auto b = std::next(a); b != tables.end(); ++b)
+      if (a->first.op == b->first.op && a->first.ranks == b->first.ranks && a->first.nodes == b->first.nodes)
+        throw InputError(logs.empty() ? "<command line>" : logs.front().source, "",
+                         fmt::format("{} on {} ranks was measured in {} and in {}: stepsim looks a collective's "
+                                     "table up by its size in bytes whatever its element type, so one shape takes "
+                                     "one type; give --dtype (bfloat16 for BF16 and FP8 training's collectives, "
+                                     "float for FP32 gradient reduction)",
+                                     to_string(a->first.op), a->first.ranks, a->first.type, b->first.type));
   for (const auto& [key, sizes] : tables) {
     CollectiveTable t;
     t.op = key.op;

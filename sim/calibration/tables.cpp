@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 
@@ -69,8 +71,10 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files, const ClusterSpec
 }
 
 void MeasuredTables::index(const ClusterSpec* cluster) {
+  std::vector<std::pair<const std::string*, std::size_t>> origin;  // each table's file and place in it
   for (const Calibration& c : files_) {
     collectives_.insert(collectives_.end(), c.collectives.begin(), c.collectives.end());
+    for (std::size_t i = 0; i < c.collectives.size(); ++i) origin.emplace_back(&c.source, i);
     for (const auto& t : c.collectives)
       STEPSIM_CHECK(std::is_sorted(t.points.begin(), t.points.end(),
                                    [](const auto& a, const auto& b) { return a.bytes < b.bytes; }),
@@ -91,6 +95,15 @@ void MeasuredTables::index(const ClusterSpec* cluster) {
       t.nodes = shape.nodes;
       t.ranks_per_node = shape.ranks_per_node;
     }
+    // A table is looked up by its size in bytes whatever its element type: one shape, one type.
+    if (const auto seen = by_shape_.find({t.op, t.ranks, t.nodes, t.ranks_per_node});
+        seen != by_shape_.end() && collectives_[seen->second].dtype != t.dtype)
+      throw InputError(*origin[i].first, fmt::format("/collectives/{}/dtype", origin[i].second),
+                       fmt::format("{} on {} ranks is measured in {} here and in {} by {}: stepsim looks a "
+                                   "collective's table up by its size in bytes whatever its element type, so one "
+                                   "shape takes one type's table (keep one)",
+                                   to_string(t.op), t.ranks, t.dtype, collectives_[seen->second].dtype,
+                                   *origin[seen->second].first));
     by_shape_[{t.op, t.ranks, t.nodes, t.ranks_per_node}] = i;
     by_tier_[{t.op, t.nodes > 1}].push_back(i);
   }

@@ -21,6 +21,7 @@ namespace {
 
 constexpr const char* kCalibrateUsage =
     "usage: stepsim calibrate import-nccl-tests LOG... -o FILE [--op OP] [--ranks N] [--nodes N] [--gpu NAME]\n"
+    "                                          [--dtype TYPE]\n"
     "       stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n"
     "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
     "       stepsim calibrate from-trace TRACE\n"
@@ -68,7 +69,9 @@ int run_import(const Args& args) {
       "the test, when the log does not say (all_reduce_perf, allgather, ...)")(
       "ranks", po::value(&o.ranks)->value_name("N"), "ranks of the communicator, when the log does not say")(
       "nodes", po::value(&o.nodes)->value_name("N"), "nodes it spanned, when the log does not say (default 1)")(
-      "gpu", po::value(&o.gpu)->value_name("NAME"), "the GPU, when the log does not name it");
+      "gpu", po::value(&o.gpu)->value_name("NAME"), "the GPU, when the log does not name it")(
+      "dtype", po::value(&o.dtype)->value_name("TYPE"),
+      "only the rows of this nccl-tests type (bfloat16, float, ...), for a log of several (-d all)");
   po::positional_options_description positional;
   positional.add("log", -1);
   const auto vm = parse_args("calibrate import-nccl-tests", args, desc, positional);
@@ -77,6 +80,8 @@ int run_import(const Args& args) {
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
   if (o.ranks < 0 || o.ranks > (1 << 20)) throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
   if (o.nodes < 0 || o.nodes > (1 << 20)) throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
+  if (vm.count("dtype") != 0 && !calibration::is_nccl_type(o.dtype))
+    throw InputError("--dtype", o.dtype, "expected one of nccl-tests' type names (float, bfloat16, half, double, ...)");
   report::check_outputs({{"-o", output, {}}});
   std::vector<calibration::NcclTestsLog> parsed;
   for (const auto& path : logs) parsed.push_back(calibration::read_nccl_tests(path));

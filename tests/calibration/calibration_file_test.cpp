@@ -260,6 +260,42 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
 }
 
+// A collective's table is looked up by its size in bytes, whatever its element type: a log of
+// two types for one shape (nccl-tests -d all) needs --dtype, and two files that measured one
+// shape in two types are refused together.
+TEST_CASE("one communicator shape takes one element type's table") {
+  const auto two_types = [] {
+    std::istringstream in(
+        "# all_reduce_perf -b 8 -e 16 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+        "8 4 bfloat16 sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n"
+        "8 4 half sum -1 80.0 0.00 0.00 0 79.0 0.00 0.00 0\n");
+    return parse_nccl_tests(in, "d.txt");
+  };
+  CHECK_THROWS_WITH(import_nccl_tests({two_types()}, {}),
+                    Catch::StartsWith("d.txt: allreduce on 8 ranks was measured in bfloat16 and in half") &&
+                        Catch::Contains("give --dtype"));
+  ImportOverrides bf16;
+  bf16.dtype = "bfloat16";
+  const Calibration c = import_nccl_tests({two_types()}, bf16);
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].dtype == "bfloat16");
+  CHECK(c.collectives[0].points[0].time_us == 40.0);
+  ImportOverrides none;
+  none.dtype = "float";
+  CHECK_THROWS_WITH(import_nccl_tests({two_types()}, none),
+                    "d.txt: no row of type float has a size and a time above zero (2 row(s) read)");
+  Calibration half = c;
+  half.source = "h.json";
+  half.collectives[0].dtype = "half";
+  Calibration first = c;
+  first.source = "b.json";
+  CHECK_THROWS_WITH(MeasuredTables({first, half}),
+                    "h.json: /collectives/0/dtype: allreduce on 8 ranks is measured in half here and in bfloat16 by "
+                    "b.json: stepsim looks a collective's table up by its size in bytes whatever its element type, so "
+                    "one shape takes one type's table (keep one)");
+  CHECK_NOTHROW(MeasuredTables({first, first}));  // the same type again: the later file wins
+}
+
 // nccl-tests built with MPI=1 names its programs all_reduce_perf_mpi: "_mpi" comes after "_perf".
 TEST_CASE("the MPI builds of the nccl-tests programs are the same collectives") {
   CHECK(op_of_test("all_reduce_perf_mpi", "m.txt") == CollOp::allreduce);
