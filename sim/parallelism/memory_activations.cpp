@@ -113,16 +113,13 @@ Bytes weight_pass_inputs(const Scenario& s, const workload::LayerWork& block) {
 
 namespace {
 
-// What the recomputed layer holds until its backward: all it keeps without recompute but
-// what it kept anyway, and under torchtitan's sequence parallelism its attention and MLP
-// inputs whole as they were gathered (in the GEMMs' precision: FP8 all-gathers FP8).
+// What the recomputed layer holds until its backward: all it keeps without recompute (under
+// torchtitan's sequence parallelism its attention and MLP inputs whole as they were gathered)
+// but what it kept anyway.
 Bytes working_set(const Scenario& s, const workload::LayerWork& layer, const workload::LayerShape& shape) {
   if (s.training.recompute == Recompute::none || layer.recompute.empty()) return Bytes(0);
   const Bytes all = workload::layer_activations(shape, Recompute::none);
-  const long long gathered = shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden *
-                                                                 element_bytes(shape.precision)
-                                                           : 0;
-  return std::max(all - layer.activations, Bytes(0)) + Bytes(gathered);
+  return std::max(all - layer.activations, Bytes(0));
 }
 
 }  // namespace

@@ -326,6 +326,36 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
         2 * gathered);
 }
 
+// Without recompute each torchtitan layer keeps the attention's and the MLP's inputs as
+// PrepareModuleInput all-gathered them: wq, wk, wv and w1, w3 (nn.Linear) save the gathered
+// tensor. The 22B shape with SwiGLU (ffn 4h, fc1 2·4h wide) at TP 8, s 2048, b 1, h 6144,
+// 64 heads (8 local), bf16, per layer:
+//   the two norms' inputs on the rank's rows:             2 · 2·sbh/8 =  4·sbh/8
+//   the attention's and the MLP's inputs gathered whole:  2 · 2·sbh   = 32·sbh/8
+//   Q, K, V and the attention output:                     4 · 2·sbh/8 =  8·sbh/8
+//   w1 and w3's output (8h/8 wide) and w2's input (4h/8): 2·sbh·(8 + 4)/8 = 24·sbh/8
+//   the log-sum-exp:                                      4 bytes · 8 heads · 2048 rows
+// 68·sbh/8 + 65,536 = 107,020,288 bytes, where Megatron (the inputs kept as shards) keeps
+// 40·sbh/8 + 65,536. Selective recompute of the attention core keeps them too; full recompute
+// keeps the layer input alone, s·b·h/t.
+TEST_CASE("without recompute torchtitan's layers keep the attention and MLP inputs they gathered whole") {
+  stepsim::Scenario megatron = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  megatron.model.mlp = stepsim::MlpKind::swiglu;
+  stepsim::Scenario torchtitan = megatron;
+  torchtitan.training.framework = stepsim::Framework::torchtitan;
+  torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  const auto layer = [](stepsim::Scenario sc, Recompute r) {
+    sc.training.recompute = r;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  constexpr std::int64_t lse = 4 * 8 * 2048;
+  CHECK(layer(torchtitan, Recompute::none) == 68 * sbh / 8 + lse);
+  CHECK(68 * sbh / 8 + lse == 107'020'288);
+  CHECK(layer(megatron, Recompute::none) == 40 * sbh / 8 + lse);
+  CHECK(layer(torchtitan, Recompute::selective) == 68 * sbh / 8 + lse);
+  CHECK(layer(torchtitan, Recompute::full) == 2 * sbh / 8);
+}
+
 namespace {
 
 // The 22B shape's pipeline as torchtitan runs it: FSDP under torch.distributed.pipelining,
