@@ -48,10 +48,12 @@ Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
 // torchtitan's repeat_kv during a layer's attention backward: the attention kernel takes K and
 // V repeated to the query heads and returns their gradients as wide, which repeat_kv's backward
 // then sums back to the K/V heads; beyond K, V and their gradients at the K/V heads' width, the
-// four tensors' extra width.
+// extra width of dK and dV, and of K and V where the layer (or its recompute) did not keep them
+// repeated (compiled: the backward repeats them again).
 Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
   if (!shape.repeats_kv) return Bytes(0);
-  return Bytes(4 * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
+  const long long tensors = shape.keeps_repeated_kv() ? 2 : 4;
+  return Bytes(tensors * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
 }
 
 // What a layer's attention backward holds beside the layer's own activations.

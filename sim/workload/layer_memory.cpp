@@ -151,7 +151,10 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   // them too; full and per-op selective recompute return above (the all-gathers are re-run).
   if (s.keeps_gathered_inputs())
     replicated += 2.0 * (tokens - rows) * h * static_cast<double>(element_bytes(s.precision));
-  double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
+  // Q, K, V and the attention output; torchtitan's eager attention keeps K and V repeated to
+  // the query heads.
+  const long long kept_kv_width = s.keeps_repeated_kv() ? s.q_width() : s.kv_width();
+  double attention_widths = static_cast<double>(s.q_width() + 2 * kept_kv_width + s.q_width());
   // Latent attention keeps its latents (each before and after its norm) on the rank's rows, as
   // the up projections keep their inputs before the gather; Q and K of qk_nope + qk_rope per
   // head, V and the attention output of v_dim per head on every token.

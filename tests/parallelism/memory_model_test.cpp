@@ -427,4 +427,45 @@ TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wid
   s.training.framework = stepsim::Framework::torchtitan_compile;
   // repeat_kv: K, V, dK and dV of 2,048 tokens 12 heads of 64 wider, in bf16.
   CHECK(first_stage(s) - megatron == 4LL * 2048 * (16 - 4) * 64 * 2);
+  // Eager, the recomputed layer holds K and V repeated as the attention saved them, and its
+  // backward adds dK and dV: the same four tensors.
+  s.training.framework = stepsim::Framework::torchtitan;
+  s.training.fusion = stepsim::Fusion::eager;
+  auto eager_megatron = s;
+  eager_megatron.training.framework = stepsim::Framework::unspecified;
+  CHECK(first_stage(s) - first_stage(eager_megatron) == 4LL * 2048 * (16 - 4) * 64 * 2);
+}
+
+// Eager, torchtitan's repeat_kv (expand, then a reshape that copies) hands
+// scaled_dot_product_attention K and V repeated to the query heads, and the kernel saves those
+// for its backward: without recompute a layer keeps K and V as wide as the queries. The small
+// model (h 1024, 16 query heads of 64, s 2048, b 1, TP 1) with 4 K/V heads keeps K and V
+// 2 · 2048 · (16 − 4) · 64 · 2 bytes = 6,291,456 wider than at the K/V heads' width, which is
+// what multi-head attention keeps; Megatron, and torchtitan compiled (the partitioner saves the
+// narrow K and V and repeats them again in the backward), keep them narrow. The attention
+// backward then holds only dK and dV wider than the K/V heads, 6,291,456 bytes more at the
+// first stage's peak (one layer, one micro-batch in flight, no loss), not four tensors'.
+TEST_CASE("torchtitan's eager attention keeps K and V repeated to the query heads") {
+  auto s = sp::test::small_scenario(1, 2, 1);
+  s.parallel.pp = 2;
+  s.training.recompute = Recompute::none;
+  const auto layer = [](stepsim::Scenario sc, int kv_heads) {
+    sc.model.kv_heads = kv_heads;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  const auto first_stage = [](stepsim::Scenario sc, int kv_heads) {
+    sc.model.kv_heads = kv_heads;
+    return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
+  };
+  constexpr std::int64_t wider = 2LL * 2048 * (16 - 4) * 64 * 2;
+  CHECK(wider == 6'291'456);
+  CHECK(layer(s, 16) - layer(s, 4) == wider);  // Megatron
+  auto eager = s;
+  eager.training.framework = stepsim::Framework::torchtitan;
+  eager.training.fusion = stepsim::Fusion::eager;
+  CHECK(layer(eager, 4) == layer(eager, 16));
+  CHECK(first_stage(eager, 4) - first_stage(eager, 16) == wider);
+  auto compiled = s;
+  compiled.training.framework = stepsim::Framework::torchtitan_compile;
+  CHECK(layer(compiled, 16) - layer(compiled, 4) == wider);
 }
