@@ -56,11 +56,6 @@ Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
   return Bytes(tensors * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
 }
 
-// What a layer's attention backward holds beside the layer's own activations.
-Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
-  return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
-}
-
 // On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
 // buffers while the head still holds what it kept, or, once the head's activations are
 // freed, a layer's recomputed working set with context parallelism's buffers of its attention.
@@ -138,6 +133,10 @@ Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
   const Bytes moe = working_set(s, w.layer, shape);
   if (w.dense.empty()) return moe;
   return std::max(moe, working_set(s, w.dense_layer, workload::as_dense(shape)));
+}
+
+Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
+  return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
 }
 
 Bytes pipeline_buffers(const Scenario& s, int stage) {

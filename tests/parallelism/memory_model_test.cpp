@@ -469,3 +469,51 @@ TEST_CASE("torchtitan's eager attention keeps K and V repeated to the query head
   compiled.training.framework = stepsim::Framework::torchtitan_compile;
   CHECK(layer(compiled, 16) - layer(compiled, 4) == wider);
 }
+
+namespace {
+
+// The largest value of each stage's memory counter less the stage's states: the activations
+// the counter holds at its peak.
+std::vector<std::int64_t> counter_activations(const stepsim::Scenario& s) {
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  std::vector<std::int64_t> peaks = counter_peaks(s);
+  for (std::size_t i = 0; i < peaks.size(); ++i) peaks[i] -= estimate.stages[i].states().count();
+  return peaks;
+}
+
+std::int64_t first_stage_activations(const stepsim::Scenario& s) {
+  return sp::estimate_memory(s, stepsim::workload::build_work(s)).stages.front().activations.count();
+}
+
+}  // namespace
+
+// The counter holds the attention backward's buffers from the backward op before the attention's
+// to the attention's last piece. The small model (s 2048, h 1024, 16 heads of 64, TP 1) at CP 4
+// over two stages under full recompute: one rank's K/V block is 512 tokens · 2 · 1024 · 2 bytes
+// = 2,097,152; gathered (all_gather) the attention backward holds 2 · 4 blocks, around the
+// ring (p2p) 4, so the first stage's counter peaks 4 blocks, 8,388,608 bytes, higher gathered.
+// torchtitan eager without recompute, 4 K/V heads: dK and dV 2 · 2048 · (16 − 4) · 64 · 2 =
+// 6,291,456 bytes wider than the K/V heads during the attention backward.
+TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers") {
+  auto s = sp::test::small_scenario(1, 2, 1);
+  s.parallel.pp = 2;
+  s.parallel.cp = 4;
+  s.training.recompute = Recompute::full;
+  const std::int64_t ring = counter_activations(s)[0];
+  CHECK(ring == first_stage_activations(s));
+  s.context_parallel.comm = stepsim::CpComm::all_gather;
+  const std::int64_t gathered = counter_activations(s)[0];
+  CHECK(gathered == first_stage_activations(s));
+  CHECK(gathered - ring == 4 * 512LL * 2 * 1024 * 2);
+
+  auto eager = sp::test::small_scenario(1, 2, 1);
+  eager.parallel.pp = 2;
+  eager.training.recompute = Recompute::none;
+  eager.training.framework = stepsim::Framework::torchtitan;
+  eager.training.fusion = stepsim::Fusion::eager;
+  const std::int64_t mha = counter_activations(eager)[0];
+  eager.model.kv_heads = 4;
+  const std::int64_t gqa = counter_activations(eager)[0];
+  CHECK(gqa == first_stage_activations(eager));
+  CHECK(gqa - mha == 2LL * 2048 * (16 - 4) * 64 * 2);
+}
