@@ -62,8 +62,9 @@ constexpr std::int64_t sbh = 2048LL * 1 * 6144;
 // Korthikanti with TP and SP: s·b·h/t·34 (selective or flash: no s² scores), plus flash
 // attention's fp32 log-sum-exp per query row of the 8 local heads.
 constexpr std::int64_t layer_kept = 34 * sbh / 8 + 4 * 8 * 2048;
-// The last stage's final norm input (SP) and fp32 logits b·s·V/t.
-constexpr std::int64_t head_kept = 2 * sbh / 8 + 4 * 2048LL * 51200 / 8;
+// The last stage's final norm input and the output layer's (the norm's output), each s·b·h/t
+// in bf16 with SP, and the fp32 logits b·s·V/t.
+constexpr std::int64_t head_kept = 2 * 2 * sbh / 8 + 4 * 2048LL * 51200 / 8;
 
 std::int64_t kept(const stepsim::Scenario& s, int stage) {
   return sp::kept_activations(s, stepsim::workload::build_work(s), stage).bytes.count();
@@ -516,4 +517,30 @@ TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers
   const std::int64_t gqa = counter_activations(eager)[0];
   CHECK(gqa == first_stage_activations(eager));
   CHECK(gqa - mha == 2LL * 2048 * (16 - 4) * 64 * 2);
+}
+
+// Megatron-Core's output layer is a ColumnParallelLinear whose
+// LinearWithGradAccumulationAndAsyncCommunication saves its input (the final norm's output) for
+// the weight gradient, the rank's s/t rows under sequence parallelism (gathered again in the
+// backward), beside the final norm's input, which the norm saves. At the 22B shape (s 2048,
+// b 1, h 6144, V 51,200) at TP 8: 2 · 2·sbh/8 = 6,291,456 bytes and the fp32 logits
+// 4 · 2048 · 6,400 = 52,428,800; without sequence parallelism the norm's input and output are
+// whole, 2 · 2·sbh = 50,331,648 bytes. torchtitan's nn.Linear saves the input it all-gathered:
+// 2·sbh/8 + 2·sbh = 28,311,552 bytes with the norm's.
+TEST_CASE("the LM head keeps its input for its weight gradient beside the final norm's") {
+  stepsim::Scenario s = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  const auto head = [](const stepsim::Scenario& sc) {
+    return stepsim::workload::build_work(sc).post.activations.count();
+  };
+  constexpr std::int64_t logits = 4 * 2048LL * 51200 / 8;
+  CHECK(head(s) == 2 * 2 * sbh / 8 + logits);
+  CHECK(2 * 2 * sbh / 8 == 6'291'456);
+  auto whole = s;
+  whole.parallel.sequence_parallel = false;
+  CHECK(head(whole) == 2 * 2 * sbh + logits);
+  auto torchtitan = s;
+  torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + logits);  // eager keeps fp32 log-probabilities
+  CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);
 }
