@@ -48,15 +48,12 @@ Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
 // torchtitan's repeat_kv during a layer's attention backward: the attention kernel takes K and
 // V repeated to the query heads and returns their gradients as wide, which repeat_kv's backward
 // then sums back to the K/V heads; beyond K, V and their gradients at the K/V heads' width, the
-// four tensors' extra width.
+// extra width of dK and dV, and of K and V where the layer (or its recompute) did not keep them
+// repeated (compiled: the backward repeats them again).
 Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
   if (!shape.repeats_kv) return Bytes(0);
-  return Bytes(4 * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
-}
-
-// What a layer's attention backward holds beside the layer's own activations.
-Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
-  return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
+  const long long tensors = shape.keeps_repeated_kv() ? 2 : 4;
+  return Bytes(tensors * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
 }
 
 // On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
@@ -113,16 +110,13 @@ Bytes weight_pass_inputs(const Scenario& s, const workload::LayerWork& block) {
 
 namespace {
 
-// What the recomputed layer holds until its backward: all it keeps without recompute but
-// what it kept anyway, and under torchtitan's sequence parallelism its attention and MLP
-// inputs whole as they were gathered (in the GEMMs' precision: FP8 all-gathers FP8).
+// What the recomputed layer holds until its backward: all it keeps without recompute (under
+// torchtitan's sequence parallelism its attention and MLP inputs whole as they were gathered)
+// but what it kept anyway.
 Bytes working_set(const Scenario& s, const workload::LayerWork& layer, const workload::LayerShape& shape) {
   if (s.training.recompute == Recompute::none || layer.recompute.empty()) return Bytes(0);
   const Bytes all = workload::layer_activations(shape, Recompute::none);
-  const long long gathered = shape.keeps_gathered_inputs() ? 2 * (shape.tokens() - shape.norm_tokens()) * shape.hidden *
-                                                                 element_bytes(shape.precision)
-                                                           : 0;
-  return std::max(all - layer.activations, Bytes(0)) + Bytes(gathered);
+  return std::max(all - layer.activations, Bytes(0));
 }
 
 }  // namespace
@@ -139,6 +133,10 @@ Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
   const Bytes moe = working_set(s, w.layer, shape);
   if (w.dense.empty()) return moe;
   return std::max(moe, working_set(s, w.dense_layer, workload::as_dense(shape)));
+}
+
+Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
+  return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
 }
 
 Bytes pipeline_buffers(const Scenario& s, int stage) {

@@ -1,9 +1,11 @@
 // Memory counter of the trace: each rank starts the step with its stage's states allocated;
 // forward ops allocate the activations their layer keeps and backward ops free them.
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
@@ -27,6 +29,30 @@ void add_block(DeltaTable& table, const workload::LayerWork& block, Bytes kept, 
   table[prefix + block.backward.back().name] += Bytes(0) - kept - working;
 }
 
+// The attention backward's buffers (attention_backward_buffers): allocated by the layer's
+// backward op before its attention core's (the last that is not a weight-gradient GEMM, which
+// a zero-bubble schedule defers), freed by the attention core's last backward op.
+void add_attention_buffers(DeltaTable& table, const workload::LayerWork& block, Bytes buffers,
+                           const std::string& prefix = "") {
+  if (buffers == Bytes(0)) return;
+  const std::vector<workload::OpCost>& ops = block.backward;
+  const auto core = [](const workload::OpCost& op) { return op.role == workload::Role::attention_core; };
+  const auto first = std::find_if(ops.begin(), ops.end(), core);
+  if (first == ops.end()) return;
+  const auto last = std::find_if(ops.rbegin(), ops.rend(), core);
+  const auto before = std::find_if(std::make_reverse_iterator(first), ops.rend(), [](const workload::OpCost& op) {
+    return op.pass != workload::Pass::backward_weight;
+  });
+  if (before != ops.rend()) {
+    table[prefix + before->name] += buffers;
+  } else if (!block.recompute.empty()) {
+    table[prefix + block.recompute.back().name + " recompute"] += buffers;
+  } else {
+    return;
+  }
+  table[prefix + last->name] += Bytes(0) - buffers;
+}
+
 // Under a zero-bubble schedule the B pass (ending with the block's last backward op) keeps
 // what the W pass needs, and the W pass's last wgrad GEMM frees it.
 void add_weight_pass(DeltaTable& table, const Scenario& s, const workload::LayerWork& block,
@@ -47,6 +73,7 @@ void add_dense_layers(DeltaTable& table, const Scenario& s, const workload::Mode
     if (!w.dense[static_cast<std::size_t>(l)]) continue;
     const std::string prefix = "L" + std::to_string(l) + " ";
     add_block(table, w.dense_layer, w.dense_layer.activations, layer_working_set(s, w, l), prefix);
+    add_attention_buffers(table, w.dense_layer, attention_backward_buffers(s, w), prefix);
     if (splits_backward(s.parallel.schedule)) add_weight_pass(table, s, w.dense_layer, prefix);
   }
 }
@@ -100,6 +127,7 @@ DeltaTable delta_table(const Scenario& s, const workload::ModelWork& w) {
   DeltaTable table;
   const int moe_layer = static_cast<int>(std::find(w.dense.begin(), w.dense.end(), false) - w.dense.begin());
   add_block(table, w.layer, w.layer.activations, layer_working_set(s, w, moe_layer));
+  add_attention_buffers(table, w.layer, attention_backward_buffers(s, w));
   add_block(table, w.pre, w.pre.activations, Bytes(0));
   add_block(table, w.post, w.post.activations, Bytes(0));
   add_loss_working(table, w.post);

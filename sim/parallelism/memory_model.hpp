@@ -90,6 +90,11 @@ std::string memory_note(const MemoryEstimate& estimate);
 Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
 Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work);
 
+// What a layer's attention backward holds beside the layer's own activations and its recompute
+// working set: context parallelism's K/V buffers and torchtitan's repeated K/V and their
+// gradients.
+Bytes attention_backward_buffers(const Scenario& scenario, const workload::ModelWork& work);
+
 // What a zero-bubble weight-gradient (W) pass needs of one micro-batch of `block`, kept
 // from its input-gradient (B) pass until then: each wgrad GEMM's input and output gradient.
 Bytes weight_pass_inputs(const Scenario& scenario, const workload::LayerWork& block);
@@ -123,8 +128,9 @@ ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& scenario, const workload
 
 // Sets each rank's memory_base (its stage's states) and each op's memory_delta: a layer's
 // activations allocated by its last forward op, its recompute working set by its last
-// recompute op, both freed by its last backward op; so the trace's memory counter follows
-// the step and peaks at the analytic estimate.
+// recompute op, both freed by its last backward op, and its attention backward's buffers
+// allocated by the backward op before the attention's and freed by the attention's; so the
+// trace's memory counter follows the step and peaks at the analytic estimate.
 void annotate_memory(engine::Program& program, const Scenario& scenario, const workload::ModelWork& work);
 
 }  // namespace stepsim::parallelism

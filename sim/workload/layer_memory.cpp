@@ -143,8 +143,18 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   // Norm inputs in the activations' precision; the QKV input and the MLP's (a dense fc1's as its
   // Linear keeps it; a MoE layer's router keeps its input in bf16).
   const double in = s.saved_input_bytes;
-  const double replicated = rows * h * (2.0 * ab + in + (s.moe() ? ab : in) + masks);
-  double attention_widths = static_cast<double>(s.q_width() + 2 * s.kv_width() + s.q_width());
+  double replicated = rows * h * (2.0 * ab + in + (s.moe() ? ab : in) + masks);
+  // torchtitan's sequence parallelism all-gathers the attention's and the MLP's inputs
+  // (PrepareModuleInput: Shard(1) to Replicate()) and their nn.Linear layers save the gathered
+  // tensors for the weight gradient: both inputs kept whole, s·b·h each rather than s·b·h/t (in
+  // the GEMMs' precision: FP8 all-gathers FP8). Selective recompute of the attention core keeps
+  // them too; full and per-op selective recompute return above (the all-gathers are re-run).
+  if (s.keeps_gathered_inputs())
+    replicated += 2.0 * (tokens - rows) * h * static_cast<double>(element_bytes(s.precision));
+  // Q, K, V and the attention output; torchtitan's eager attention keeps K and V repeated to
+  // the query heads.
+  const long long kept_kv_width = s.keeps_repeated_kv() ? s.q_width() : s.kv_width();
+  double attention_widths = static_cast<double>(s.q_width() + 2 * kept_kv_width + s.q_width());
   // Latent attention keeps its latents (each before and after its norm) on the rank's rows, as
   // the up projections keep their inputs before the gather; Q and K of qk_nope + qk_rope per
   // head, V and the attention output of v_dim per head on every token.

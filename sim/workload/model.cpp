@@ -106,8 +106,11 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   const LossMemory loss = loss_memory(s);
-  // The final norm's input, and the head's whole input where the head saves it gathered.
-  const long long head_input = s.keeps_gathered_inputs() ? s.tokens() - s.norm_tokens() : 0;
+  // The final norm's input, and the head's input (the norm's output), which the head's Linear
+  // saves for its weight gradient: Megatron's ColumnParallelLinear the rank's rows as they came
+  // (LinearWithGradAccumulationAndAsyncCommunication saves its input before the all-gather of
+  // sequence parallelism), torchtitan's nn.Linear the tensor it all-gathered, whole.
+  const long long head_input = s.keeps_gathered_inputs() ? s.tokens() : s.norm_tokens();
   w.activations = Bytes((s.norm_tokens() + head_input) * s.hidden * s.act_bytes +
                         std::llround(static_cast<double>(logits) * loss.kept));
   w.backward_working = Bytes(std::llround(static_cast<double>(logits) * loss.backward));

@@ -90,6 +90,11 @@ struct LayerShape {
   // torchtitan's attention repeats the K/V heads to the query heads before the attention
   // kernel (repeat_kv), which then reads, and context parallelism moves, them repeated.
   bool repeats_kv = false;
+  // Eager, the repeated K and V (repeat_kv's expand and reshape copy them) are what
+  // scaled_dot_product_attention saves for its backward, so a layer keeps them as wide as the
+  // queries; compiled, the partitioner saves the narrower K/V and repeats them again in the
+  // backward (expand and clone are recomputable ops).
+  bool keeps_repeated_kv() const { return repeats_kv && eager; }
   // K and V of this rank's tokens as the attention kernel takes them: what one CP ring step
   // passes on.
   long long kv_block_elements() const { return tokens() * 2 * (repeats_kv ? q_width() : kv_width()); }

@@ -62,8 +62,9 @@ constexpr std::int64_t sbh = 2048LL * 1 * 6144;
 // Korthikanti with TP and SP: s·b·h/t·34 (selective or flash: no s² scores), plus flash
 // attention's fp32 log-sum-exp per query row of the 8 local heads.
 constexpr std::int64_t layer_kept = 34 * sbh / 8 + 4 * 8 * 2048;
-// The last stage's final norm input (SP) and fp32 logits b·s·V/t.
-constexpr std::int64_t head_kept = 2 * sbh / 8 + 4 * 2048LL * 51200 / 8;
+// The last stage's final norm input and the output layer's (the norm's output), each s·b·h/t
+// in bf16 with SP, and the fp32 logits b·s·V/t.
+constexpr std::int64_t head_kept = 2 * 2 * sbh / 8 + 4 * 2048LL * 51200 / 8;
 
 std::int64_t kept(const stepsim::Scenario& s, int stage) {
   return sp::kept_activations(s, stepsim::workload::build_work(s), stage).bytes.count();
@@ -326,6 +327,36 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
         2 * gathered);
 }
 
+// Without recompute each torchtitan layer keeps the attention's and the MLP's inputs as
+// PrepareModuleInput all-gathered them: wq, wk, wv and w1, w3 (nn.Linear) save the gathered
+// tensor. The 22B shape with SwiGLU (ffn 4h, fc1 2·4h wide) at TP 8, s 2048, b 1, h 6144,
+// 64 heads (8 local), bf16, per layer:
+//   the two norms' inputs on the rank's rows:             2 · 2·sbh/8 =  4·sbh/8
+//   the attention's and the MLP's inputs gathered whole:  2 · 2·sbh   = 32·sbh/8
+//   Q, K, V and the attention output:                     4 · 2·sbh/8 =  8·sbh/8
+//   w1 and w3's output (8h/8 wide) and w2's input (4h/8): 2·sbh·(8 + 4)/8 = 24·sbh/8
+//   the log-sum-exp:                                      4 bytes · 8 heads · 2048 rows
+// 68·sbh/8 + 65,536 = 107,020,288 bytes, where Megatron (the inputs kept as shards) keeps
+// 40·sbh/8 + 65,536. Selective recompute of the attention core keeps them too; full recompute
+// keeps the layer input alone, s·b·h/t.
+TEST_CASE("without recompute torchtitan's layers keep the attention and MLP inputs they gathered whole") {
+  stepsim::Scenario megatron = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  megatron.model.mlp = stepsim::MlpKind::swiglu;
+  stepsim::Scenario torchtitan = megatron;
+  torchtitan.training.framework = stepsim::Framework::torchtitan;
+  torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  const auto layer = [](stepsim::Scenario sc, Recompute r) {
+    sc.training.recompute = r;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  constexpr std::int64_t lse = 4 * 8 * 2048;
+  CHECK(layer(torchtitan, Recompute::none) == 68 * sbh / 8 + lse);
+  CHECK(68 * sbh / 8 + lse == 107'020'288);
+  CHECK(layer(megatron, Recompute::none) == 40 * sbh / 8 + lse);
+  CHECK(layer(torchtitan, Recompute::selective) == 68 * sbh / 8 + lse);
+  CHECK(layer(torchtitan, Recompute::full) == 2 * sbh / 8);
+}
+
 namespace {
 
 // The 22B shape's pipeline as torchtitan runs it: FSDP under torch.distributed.pipelining,
@@ -397,4 +428,119 @@ TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wid
   s.training.framework = stepsim::Framework::torchtitan_compile;
   // repeat_kv: K, V, dK and dV of 2,048 tokens 12 heads of 64 wider, in bf16.
   CHECK(first_stage(s) - megatron == 4LL * 2048 * (16 - 4) * 64 * 2);
+  // Eager, the recomputed layer holds K and V repeated as the attention saved them, and its
+  // backward adds dK and dV: the same four tensors.
+  s.training.framework = stepsim::Framework::torchtitan;
+  s.training.fusion = stepsim::Fusion::eager;
+  auto eager_megatron = s;
+  eager_megatron.training.framework = stepsim::Framework::unspecified;
+  CHECK(first_stage(s) - first_stage(eager_megatron) == 4LL * 2048 * (16 - 4) * 64 * 2);
+}
+
+// Eager, torchtitan's repeat_kv (expand, then a reshape that copies) hands
+// scaled_dot_product_attention K and V repeated to the query heads, and the kernel saves those
+// for its backward: without recompute a layer keeps K and V as wide as the queries. The small
+// model (h 1024, 16 query heads of 64, s 2048, b 1, TP 1) with 4 K/V heads keeps K and V
+// 2 · 2048 · (16 − 4) · 64 · 2 bytes = 6,291,456 wider than at the K/V heads' width, which is
+// what multi-head attention keeps; Megatron, and torchtitan compiled (the partitioner saves the
+// narrow K and V and repeats them again in the backward), keep them narrow. The attention
+// backward then holds only dK and dV wider than the K/V heads, 6,291,456 bytes more at the
+// first stage's peak (one layer, one micro-batch in flight, no loss), not four tensors'.
+TEST_CASE("torchtitan's eager attention keeps K and V repeated to the query heads") {
+  auto s = sp::test::small_scenario(1, 2, 1);
+  s.parallel.pp = 2;
+  s.training.recompute = Recompute::none;
+  const auto layer = [](stepsim::Scenario sc, int kv_heads) {
+    sc.model.kv_heads = kv_heads;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  const auto first_stage = [](stepsim::Scenario sc, int kv_heads) {
+    sc.model.kv_heads = kv_heads;
+    return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
+  };
+  constexpr std::int64_t wider = 2LL * 2048 * (16 - 4) * 64 * 2;
+  CHECK(wider == 6'291'456);
+  CHECK(layer(s, 16) - layer(s, 4) == wider);  // Megatron
+  auto eager = s;
+  eager.training.framework = stepsim::Framework::torchtitan;
+  eager.training.fusion = stepsim::Fusion::eager;
+  CHECK(layer(eager, 4) == layer(eager, 16));
+  CHECK(first_stage(eager, 4) - first_stage(eager, 16) == wider);
+  auto compiled = s;
+  compiled.training.framework = stepsim::Framework::torchtitan_compile;
+  CHECK(layer(compiled, 16) - layer(compiled, 4) == wider);
+}
+
+namespace {
+
+// The largest value of each stage's memory counter less the stage's states: the activations
+// the counter holds at its peak.
+std::vector<std::int64_t> counter_activations(const stepsim::Scenario& s) {
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  std::vector<std::int64_t> peaks = counter_peaks(s);
+  for (std::size_t i = 0; i < peaks.size(); ++i) peaks[i] -= estimate.stages[i].states().count();
+  return peaks;
+}
+
+std::int64_t first_stage_activations(const stepsim::Scenario& s) {
+  return sp::estimate_memory(s, stepsim::workload::build_work(s)).stages.front().activations.count();
+}
+
+}  // namespace
+
+// The counter holds the attention backward's buffers from the backward op before the attention's
+// to the attention's last piece. The small model (s 2048, h 1024, 16 heads of 64, TP 1) at CP 4
+// over two stages under full recompute: one rank's K/V block is 512 tokens · 2 · 1024 · 2 bytes
+// = 2,097,152; gathered (all_gather) the attention backward holds 2 · 4 blocks, around the
+// ring (p2p) 4, so the first stage's counter peaks 4 blocks, 8,388,608 bytes, higher gathered.
+// torchtitan eager without recompute, 4 K/V heads: dK and dV 2 · 2048 · (16 − 4) · 64 · 2 =
+// 6,291,456 bytes wider than the K/V heads during the attention backward.
+TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers") {
+  auto s = sp::test::small_scenario(1, 2, 1);
+  s.parallel.pp = 2;
+  s.parallel.cp = 4;
+  s.training.recompute = Recompute::full;
+  const std::int64_t ring = counter_activations(s)[0];
+  CHECK(ring == first_stage_activations(s));
+  s.context_parallel.comm = stepsim::CpComm::all_gather;
+  const std::int64_t gathered = counter_activations(s)[0];
+  CHECK(gathered == first_stage_activations(s));
+  CHECK(gathered - ring == 4 * 512LL * 2 * 1024 * 2);
+
+  auto eager = sp::test::small_scenario(1, 2, 1);
+  eager.parallel.pp = 2;
+  eager.training.recompute = Recompute::none;
+  eager.training.framework = stepsim::Framework::torchtitan;
+  eager.training.fusion = stepsim::Fusion::eager;
+  const std::int64_t mha = counter_activations(eager)[0];
+  eager.model.kv_heads = 4;
+  const std::int64_t gqa = counter_activations(eager)[0];
+  CHECK(gqa == first_stage_activations(eager));
+  CHECK(gqa - mha == 2LL * 2048 * (16 - 4) * 64 * 2);
+}
+
+// Megatron-Core's output layer is a ColumnParallelLinear whose
+// LinearWithGradAccumulationAndAsyncCommunication saves its input (the final norm's output) for
+// the weight gradient, the rank's s/t rows under sequence parallelism (gathered again in the
+// backward), beside the final norm's input, which the norm saves. At the 22B shape (s 2048,
+// b 1, h 6144, V 51,200) at TP 8: 2 · 2·sbh/8 = 6,291,456 bytes and the fp32 logits
+// 4 · 2048 · 6,400 = 52,428,800; without sequence parallelism the norm's input and output are
+// whole, 2 · 2·sbh = 50,331,648 bytes. torchtitan's nn.Linear saves the input it all-gathered:
+// 2·sbh/8 + 2·sbh = 28,311,552 bytes with the norm's.
+TEST_CASE("the LM head keeps its input for its weight gradient beside the final norm's") {
+  stepsim::Scenario s = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  const auto head = [](const stepsim::Scenario& sc) {
+    return stepsim::workload::build_work(sc).post.activations.count();
+  };
+  constexpr std::int64_t logits = 4 * 2048LL * 51200 / 8;
+  CHECK(head(s) == 2 * 2 * sbh / 8 + logits);
+  CHECK(2 * 2 * sbh / 8 == 6'291'456);
+  auto whole = s;
+  whole.parallel.sequence_parallel = false;
+  CHECK(head(whole) == 2 * 2 * sbh + logits);
+  auto torchtitan = s;
+  torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + logits);  // eager keeps fp32 log-probabilities
+  CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);
 }
