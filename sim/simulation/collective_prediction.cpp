@@ -79,8 +79,11 @@ std::vector<Bytes> sizes(const CollectiveQuery& q) {
                      fmt::format("{} from {} to {} gives {:.0f} sizes; at most {} (raise --factor)", q.factor,
                                  q.sweep.substr(0, colon), q.sweep.substr(colon + 1), rows, kMaxRows));
   std::vector<Bytes> out;
-  for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= q.factor)
-    out.emplace_back(static_cast<std::int64_t>(std::llround(s)));
+  // Whole bytes, each once: a small factor rounds neighbouring sizes to the same byte count.
+  for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= q.factor) {
+    const Bytes size(static_cast<std::int64_t>(std::llround(s)));
+    if (out.empty() || out.back() != size) out.push_back(size);
+  }
   return out;
 }
 

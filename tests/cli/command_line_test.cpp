@@ -2,7 +2,9 @@
 // and the place in it, and outputs that are whole or absent.
 #include <catch2/catch.hpp>
 
+#include <boost/json.hpp>
 #include <string>
+#include <vector>
 
 #include "run_stepsim.hpp"
 
@@ -152,6 +154,18 @@ TEST_CASE("stepsim collective --ranks-per-node spreads the communicator over N/K
   CHECK(eight.out == filled.out);
   CHECK(one.out.find("(16 node(s))") != std::string::npos);
   CHECK(one.out != eight.out);
+}
+
+// A factor of 1.5 from 1 byte: 1, 1.5, 2.25, 3.4, 5.1, 7.6 ... rounded to whole bytes 1, 2, 2,
+// 3, 5, 8: each size is listed once (1, 2, 3, 5, 8, 11, 17, 26, 38, 58 up to 64 B).
+TEST_CASE("stepsim collective --sweep lists each whole size once") {
+  const Scratch dir("collective-factor");
+  const Run run = dir.run("collective allreduce --sweep 1B:64B --factor 1.5 --json -");
+  REQUIRE(run.status == 0);
+  std::vector<long long> sizes;
+  const boost::json::value rows = boost::json::parse(run.out);
+  for (const auto& row : rows.as_array()) sizes.push_back(row.as_object().at("size_bytes").to_number<long long>());
+  CHECK(sizes == std::vector<long long>{1, 2, 3, 5, 8, 11, 17, 26, 38, 58});
 }
 
 TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide the GPUs or exceeds a node") {
