@@ -133,12 +133,13 @@ const char* to_string(Source s) {
 }
 
 CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
-                                      const CollectivesSpec& forced, const collectives::Request& request) {
+                                      const CollectivesSpec& forced, const collectives::Request& request,
+                                      const std::string& dtype) {
   CalibratedChoice out{collectives::predict(cluster, forced, request), Source::model, nullptr};
   if (tables.empty()) return out;
   const auto& s = request.shape;
   collectives::Choice& c = out.choice;
-  if (const CollectiveTable* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node)) {
+  if (const CollectiveTable* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype)) {
     if (const auto us = measured_us(*t, request.size.as_double())) {
       const double model_us = c.time().us();
       if (model_us > 0) {
@@ -151,7 +152,7 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
       }
     }
   }
-  const CollectiveTable* ref = tables.reference(request.op, s.ranks, s.nodes, s.ranks_per_node);
+  const CollectiveTable* ref = tables.reference(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype);
   if (ref == nullptr) return out;
   const Corrections k = corrections(cluster, forced, *ref);
   c.latency = c.latency.scaled(k.latency);

@@ -31,8 +31,11 @@ struct CalibratedChoice {
 //   do not fix both, the latency by the measured/model ratio at the smallest size (when
 //   latency-bound) and the bandwidth by the ratio at the largest (when bandwidth-bound);
 // - otherwise the model.
+// Tables in the collective's own element type `dtype` (nccl-tests' name) come first; a shape
+// measured only in another type is matched by bytes; "": any type.
 CalibratedChoice calibrate_collective(const MeasuredTables& tables, const ClusterSpec& cluster,
-                                      const CollectivesSpec& forced, const collectives::Request& request);
+                                      const CollectivesSpec& forced, const collectives::Request& request,
+                                      const std::string& dtype = "");
 
 // Throws an InputError naming the table of `c` that measured collectives run otherwise than
 // `forced` runs them: NCCL's own choice against a forced algorithm or protocol, or another

@@ -154,17 +154,6 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
     tables[m.key][m.bytes].push_back(m.us);
   }
-  // A collective's table is looked up by its size in bytes whatever its element type, so one
-  // shape takes one type's measurements (nccl-tests -d all times every type).
-  for (auto a = tables.begin(); a != tables.end(); ++a)
-    for (auto b = std::next(a); b != tables.end(); ++b)
-      if (a->first.op == b->first.op && a->first.ranks == b->first.ranks && a->first.nodes == b->first.nodes)
-        throw InputError(logs.empty() ? "<command line>" : logs.front().source, "",
-                         fmt::format("{} on {} ranks was measured in {} and in {}: stepsim looks a collective's "
-                                     "table up by its size in bytes whatever its element type, so one shape takes "
-                                     "one type; give --dtype (bfloat16 for BF16 and FP8 training's collectives, "
-                                     "float for FP32 gradient reduction)",
-                                     to_string(a->first.op), a->first.ranks, a->first.type, b->first.type));
   for (const auto& [key, sizes] : tables) {
     CollectiveTable t;
     t.op = key.op;

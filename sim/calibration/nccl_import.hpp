@@ -16,7 +16,7 @@ struct ImportOverrides {
   std::string op;  // "allreduce", ...
   int ranks = 0, nodes = 0;
   std::string gpu;
-  std::string dtype;  // only the rows of this nccl-tests type ("bfloat16"); "": every row
+  std::string dtype;  // only the rows of this nccl-tests type ("bfloat16"); "": every row (a table a type)
 };
 
 // The collective of an nccl-tests program ("all_reduce_perf" → allreduce); throws an

@@ -113,6 +113,13 @@ const char* nccl_type_of(Precision p) {
   return "bfloat16";
 }
 
+std::string collective_type(const Scenario& s, CollOp op, CommKind kind) {
+  const bool reduces = op == CollOp::allreduce || op == CollOp::reducescatter;
+  if (reduces && (kind == CommKind::dp || kind == CommKind::fsdp))
+    return nccl_type_of(s.data_parallel.grad_reduce_dtype);
+  return nccl_type_of(s.training.precision);
+}
+
 std::vector<PlannedRun> plan_runs(const CalibrationNeeds& needs) {
   std::vector<PlannedRun> out;
   for (const CollectiveNeed& n : needs.collectives) out.push_back(collective_run(n, needs.forced));

@@ -41,6 +41,11 @@ struct PlannedRun {
 // move bf16).
 const char* nccl_type_of(Precision p);
 
+// nccl-tests' name of the element type a collective of `kind` moves in `s`: data-parallel
+// reductions carry gradients in grad_reduce_dtype; everything else the activations' or
+// parameters' 16-bit type.
+std::string collective_type(const Scenario& s, CollOp op, CommKind kind);
+
 // One nccl-tests run per collective need, one process per GPU (Open MPI's mpirun -np ranks
 // -N ranks_per_node, -g 1), sizes from the power of two at or below the smallest to the one
 // at or above the largest (-f 2), NCCL_ALGO and NCCL_PROTO set on every rank (-x) where the

@@ -71,10 +71,8 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files, const ClusterSpec
 }
 
 void MeasuredTables::index(const ClusterSpec* cluster) {
-  std::vector<std::pair<const std::string*, std::size_t>> origin;  // each table's file and place in it
   for (const Calibration& c : files_) {
     collectives_.insert(collectives_.end(), c.collectives.begin(), c.collectives.end());
-    for (std::size_t i = 0; i < c.collectives.size(); ++i) origin.emplace_back(&c.source, i);
     for (const auto& t : c.collectives)
       STEPSIM_CHECK(std::is_sorted(t.points.begin(), t.points.end(),
                                    [](const auto& a, const auto& b) { return a.bytes < b.bytes; }),
@@ -95,16 +93,8 @@ void MeasuredTables::index(const ClusterSpec* cluster) {
       t.nodes = shape.nodes;
       t.ranks_per_node = shape.ranks_per_node;
     }
-    // A table is looked up by its size in bytes whatever its element type: one shape, one type.
-    if (const auto seen = by_shape_.find({t.op, t.ranks, t.nodes, t.ranks_per_node});
-        seen != by_shape_.end() && collectives_[seen->second].dtype != t.dtype)
-      throw InputError(*origin[i].first, fmt::format("/collectives/{}/dtype", origin[i].second),
-                       fmt::format("{} on {} ranks is measured in {} here and in {} by {}: stepsim looks a "
-                                   "collective's table up by its size in bytes whatever its element type, so one "
-                                   "shape takes one type's table (keep one)",
-                                   to_string(t.op), t.ranks, t.dtype, collectives_[seen->second].dtype,
-                                   *origin[seen->second].first));
     by_shape_[{t.op, t.ranks, t.nodes, t.ranks_per_node}] = i;
+    by_typed_shape_[{t.op, t.ranks, t.nodes, t.ranks_per_node, t.dtype}] = i;
     by_tier_[{t.op, t.nodes > 1}].push_back(i);
   }
   for (auto& c : gemm_curve_) finish_curve(c);
@@ -131,28 +121,39 @@ std::optional<double> MeasuredTables::memory_us(double bytes) const {
   return bytes / (*gbps * 1e3);
 }
 
-const CollectiveTable* MeasuredTables::exact(CollOp op, int ranks, int nodes, int ranks_per_node) const {
+const CollectiveTable* MeasuredTables::exact(CollOp op, int ranks, int nodes, int ranks_per_node,
+                                             const std::string& dtype) const {
+  if (!dtype.empty())
+    if (const auto it = by_typed_shape_.find({op, ranks, nodes, ranks_per_node, dtype}); it != by_typed_shape_.end())
+      return &collectives_[it->second];
   const auto it = by_shape_.find({op, ranks, nodes, ranks_per_node});
   return it == by_shape_.end() ? nullptr : &collectives_[it->second];
 }
 
-const CollectiveTable* MeasuredTables::reference(CollOp op, int ranks, int nodes, int ranks_per_node) const {
-  if (const auto* t = exact(op, ranks, nodes, ranks_per_node)) return t;
-  const CollectiveTable* best = nullptr;
-  double best_distance = 0;
+const CollectiveTable* MeasuredTables::reference(CollOp op, int ranks, int nodes, int ranks_per_node,
+                                                 const std::string& dtype) const {
+  if (const auto* t = exact(op, ranks, nodes, ranks_per_node, dtype)) return t;
   // One node measures NVLink, two or more the network: a table speaks only for its tier.
   const auto tier = by_tier_.find({op, nodes > 1});
   if (tier == by_tier_.end()) return nullptr;
-  for (std::size_t i : tier->second) {
-    const CollectiveTable& t = collectives_[i];
-    const double distance = std::abs(std::log(static_cast<double>(t.ranks) / ranks)) +
-                            std::abs(std::log(static_cast<double>(t.ranks_per_node) / ranks_per_node));
-    if (best == nullptr || distance <= best_distance) {
-      best = &t;
-      best_distance = distance;
+  // The nearest rank count of the tier in the collective's own type, else of any type.
+  for (const bool typed : {true, false}) {
+    if (typed && dtype.empty()) continue;
+    const CollectiveTable* best = nullptr;
+    double best_distance = 0;
+    for (std::size_t i : tier->second) {
+      const CollectiveTable& t = collectives_[i];
+      if (typed && t.dtype != dtype) continue;
+      const double distance = std::abs(std::log(static_cast<double>(t.ranks) / ranks)) +
+                              std::abs(std::log(static_cast<double>(t.ranks_per_node) / ranks_per_node));
+      if (best == nullptr || distance <= best_distance) {
+        best = &t;
+        best_distance = distance;
+      }
     }
+    if (best != nullptr) return best;
   }
-  return best;
+  return nullptr;
 }
 
 }  // namespace stepsim::calibration

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -39,11 +40,15 @@ class MeasuredTables {
   std::optional<double> memory_us(double bytes) const;
 
   // The table measured on exactly this communicator shape (NVLink domains, ranks in each, when
-  // built for a cluster), or null.
-  const CollectiveTable* exact(CollOp op, int ranks, int nodes, int ranks_per_node) const;
+  // built for a cluster), or null: in element type `dtype` (nccl-tests' name) where one was, else
+  // of any type (the last file's; its times are matched by bytes). "": any type.
+  const CollectiveTable* exact(CollOp op, int ranks, int nodes, int ranks_per_node,
+                               const std::string& dtype = "") const;
   // The measured table that best stands for this shape: the exact one, else one of the same
-  // op on the same tier (inside one node, or across nodes) with the nearest rank count.
-  const CollectiveTable* reference(CollOp op, int ranks, int nodes, int ranks_per_node) const;
+  // op on the same tier (inside one node, or across nodes) with the nearest rank count, of
+  // type `dtype` where the tier has one.
+  const CollectiveTable* reference(CollOp op, int ranks, int nodes, int ranks_per_node,
+                                   const std::string& dtype = "") const;
 
  private:
   void index(const ClusterSpec* cluster);
@@ -53,6 +58,7 @@ class MeasuredTables {
   // Where each shape's table is (the last file's), and the tables of each op and tier (one
   // node, or several), so that a lookup costs no more with many tables or points.
   std::map<std::tuple<CollOp, int, int, int>, std::size_t> by_shape_;
+  std::map<std::tuple<CollOp, int, int, int, std::string>, std::size_t> by_typed_shape_;
   std::map<std::pair<CollOp, bool>, std::vector<std::size_t>> by_tier_;
   std::vector<GemmPoint> gemm_;
   // time (µs) over FLOPs per dtype and pass, and achieved GB/s over bytes

@@ -88,7 +88,7 @@ void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, cons
   const collectives::Request r{t.op, Bytes(static_cast<std::int64_t>(std::llround(p.bytes))),
                                cal::domain_shape(cluster, t.ranks, t.nodes)};
   const double model = collectives::predict(cluster, {}, r).time().us();
-  const auto cal = cal::calibrate_collective(tables, cluster, {}, r);
+  const auto cal = cal::calibrate_collective(tables, cluster, {}, r, t.dtype);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
   fmt::print("  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,

@@ -71,7 +71,8 @@ int run_import(const Args& args) {
       "nodes", po::value(&o.nodes)->value_name("N"), "nodes it spanned, when the log does not say (default 1)")(
       "gpu", po::value(&o.gpu)->value_name("NAME"), "the GPU, when the log does not name it")(
       "dtype", po::value(&o.dtype)->value_name("TYPE"),
-      "only the rows of this nccl-tests type (bfloat16, float, ...), for a log of several (-d all)");
+      "only the rows of this nccl-tests type (bfloat16, float, ...) of a log of several (-d all); without it, a "
+      "table per type");
   po::positional_options_description positional;
   positional.add("log", -1);
   const auto vm = parse_args("calibrate import-nccl-tests", args, desc, positional);

@@ -25,6 +25,10 @@ struct Request {
   CollOp op = CollOp::allreduce;
   Bytes size{0};  // nccl-tests S: per-rank buffer (AllReduce), whole buffer (AllGather, ...)
   GroupShape shape;
+  // What communicates: NCCL's cost does not depend on it, but the element type it moves does
+  // (gradients in grad_reduce_dtype, activations and parameters in 16 bits), and a measured
+  // table is of one type.
+  CommKind kind = CommKind::other;
 };
 
 struct Choice {

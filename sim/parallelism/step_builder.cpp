@@ -22,7 +22,8 @@ std::uint8_t BuildState::host_class(Time cost) {
 }
 
 const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
-  const Key key{r.op, r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node, shares.nvlink, shares.nic};
+  const Key key{r.op,          r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node,
+                shares.nvlink, shares.nic,     r.kind};
   auto it = collectives_.find(key);
   if (it == collectives_.end())
     it = collectives_.emplace(key, shares.whole() ? costs_.collective(r) : costs_.degraded_collective(r, shares)).first;
@@ -208,7 +209,7 @@ std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, By
   const auto [it, inserted] =
       calls_.try_emplace({op, kind, comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
   if (!inserted) return it->second;
-  const CollectiveCost& cost = state_.collective({op, size, comm.shape}, comm.shares);
+  const CollectiveCost& cost = state_.collective({op, size, comm.shape, kind}, comm.shares);
   calls.push_back({op, kind, comm.group, size, cost.latency, cost.algbw, uses(comm, op, cost.load, side)});
   calls.back().sm_share = cost.sm_share;
   calls.back().hbm_share = cost.hbm_share;
@@ -243,7 +244,7 @@ bool StepBuilder::replay(StepBuilder& model) {
     const Communicator& comm = slots_[origin.slot];
     // A group whose links are degraded otherwise than the model's has its own NCCL cost.
     if (origin.nccl && comm.shares != model.slots_[origin.slot].shares)
-      origin.cost = state_.collective({call.op, call.size, comm.shape}, comm.shares);
+      origin.cost = state_.collective({call.op, call.size, comm.shape, call.kind}, comm.shares);
     out.calls.push_back({call.op, call.kind, comm.group, call.size, origin.cost.latency, origin.cost.algbw,
                          uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute, origin.cost.sm_share,
                          origin.cost.hbm_share});

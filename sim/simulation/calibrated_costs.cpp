@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "calibration/link_bound.hpp"
+#include "calibration/plan.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim {
@@ -40,13 +41,16 @@ std::string shape_text(CollOp op, int ranks, int nodes, int ranks_per_node) {
   return fmt::format("{} {} ranks on {} node(s) x {}", to_string(op), ranks, nodes, ranks_per_node);
 }
 
-// "allreduce 8 ranks on 1 node(s) x 8: measured (float, matched by bytes)", or "...: scaled
-// from 2 points of allreduce 8 ranks on 1 node(s) x 8 (float, matched by bytes)": a table is
-// looked up by nccl-tests' size in bytes, whatever the element type of the collective.
-std::string collective_label(const collectives::Request& r, const calibration::CalibratedChoice& c) {
+// "allreduce 8 ranks on 1 node(s) x 8: measured (bfloat16)", or "...: scaled from 2 points of
+// allreduce 8 ranks on 1 node(s) x 8 (float, matched by bytes)": a table of the collective's
+// own element type where one was measured, else one of another type looked up by nccl-tests'
+// size in bytes.
+std::string collective_label(const collectives::Request& r, const calibration::CalibratedChoice& c,
+                             const std::string& dtype) {
   const calibration::CollectiveTable& t = *c.table;
   const std::string shape = shape_text(r.op, r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node);
-  const std::string by_bytes = fmt::format("({}, matched by bytes)", t.dtype);
+  const std::string by_bytes =
+      t.dtype == dtype ? fmt::format("({})", t.dtype) : fmt::format("({}, matched by bytes)", t.dtype);
   if (c.source == calibration::Source::measured) return fmt::format("{}: measured {}", shape, by_bytes);
   return fmt::format("{}: scaled from {} point{} of {} {}", shape, t.points.size(), t.points.size() == 1 ? "" : "s",
                      shape_text(t.op, t.ranks, t.nodes, t.ranks_per_node), by_bytes);
@@ -55,13 +59,14 @@ std::string collective_label(const collectives::Request& r, const calibration::C
 }  // namespace
 
 parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Request& request) const {
+  const std::string dtype = calibration::collective_type(scenario_, request.op, request.kind);
   const calibration::CalibratedChoice c =
-      calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request);
+      calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request, dtype);
   collectives_[{request.op, request.size.count(), request.shape.ranks}] = c.source;
   if (c.source == calibration::Source::model)
     not_measured_.insert(
         shape_text(request.op, request.shape.ranks, request.shape.nodes, request.shape.ranks_per_node));
-  if (c.table != nullptr) measured_.insert(collective_label(request, c));
+  if (c.table != nullptr) measured_.insert(collective_label(request, c, dtype));
   return parallelism::with_gpu_shares({c.choice.latency, c.choice.algbw, collectives::link_load(request, c.choice)},
                                       scenario_.cluster.gpu, request, c.choice);
 }

@@ -40,28 +40,6 @@ class NeedsRecorder final : public parallelism::Costs {
   mutable std::set<calibration::GemmNeed> gemms_;
 };
 
-using CallKey = std::tuple<CollOp, std::int64_t, int>;  // op, size, group members
-
-// Which kind of communication makes each (op, size, group size) call.
-std::map<CallKey, CommKind> call_kinds(const engine::Program& program) {
-  std::map<CallKey, CommKind> out;
-  for (const engine::RankProgram& rank : program.ranks)
-    for (const engine::CollectiveCall& call : rank.calls) {
-      const int members = call.group >= 0 ? program.groups[static_cast<std::size_t>(call.group)].size : 0;
-      out.emplace(CallKey{call.op, call.size.count(), members}, call.kind);
-    }
-  return out;
-}
-
-// Data-parallel reductions carry gradients in grad_reduce_dtype; everything else the
-// activations' or parameters' 16-bit type.
-std::string dtype_of(const Scenario& s, CollOp op, CommKind kind) {
-  const bool reduces = op == CollOp::allreduce || op == CollOp::reducescatter;
-  if (reduces && (kind == CommKind::dp || kind == CommKind::fsdp))
-    return calibration::nccl_type_of(s.data_parallel.grad_reduce_dtype);
-  return calibration::nccl_type_of(s.training.precision);
-}
-
 // A communicator's shape in hosts, as nccl-tests runs it and calibration files record it: the
 // model's nodes are NVLink domains, and a domain of several hosts (a GB200 NVL72 rack's trays)
 // holds its ranks on its hosts in turn, as many on each as divide its ranks up to a host's GPUs.
@@ -79,12 +57,10 @@ calibration::CalibrationNeeds calibration_needs(const Scenario& scenario) {
   const workload::ModelWork work = workload::build_work(scenario);
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
   const NeedsRecorder costs(scenario, gpu);
-  const engine::Program program = parallelism::build_program(scenario, work, costs);
-  const std::map<CallKey, CommKind> kinds = call_kinds(program);
+  (void)parallelism::build_program(scenario, work, costs);  // for the costs it asks for
   std::map<std::tuple<CollOp, int, int, int, std::string>, calibration::CollectiveNeed> needs;
   for (const collectives::Request& r : costs.requests()) {
-    const auto it = kinds.find({r.op, r.size.count(), r.shape.ranks});
-    const std::string dtype = dtype_of(scenario, r.op, it == kinds.end() ? CommKind::other : it->second);
+    const std::string dtype = calibration::collective_type(scenario, r.op, r.kind);
     const double bytes = r.size.as_double();
     const auto [hosts, per_host] = host_shape(scenario.cluster, r.shape);
     const auto key = std::tuple{r.op, r.shape.ranks, hosts, per_host, dtype};

@@ -260,10 +260,10 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
 }
 
-// A collective's table is looked up by its size in bytes, whatever its element type: a log of
-// two types for one shape (nccl-tests -d all) needs --dtype, and two files that measured one
-// shape in two types are refused together.
-TEST_CASE("one communicator shape takes one element type's table") {
+// A log of two element types for one shape (nccl-tests -d all) is a table per type, each the
+// one the collectives of its type look up; --dtype keeps one type's rows. A type not measured
+// falls back to the shape's other table, matched by bytes.
+TEST_CASE("each element type's table serves the collectives of that type") {
   const auto two_types = [] {
     std::istringstream in(
         "# all_reduce_perf -b 8 -e 16 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
@@ -271,29 +271,27 @@ TEST_CASE("one communicator shape takes one element type's table") {
         "8 4 half sum -1 80.0 0.00 0.00 0 79.0 0.00 0.00 0\n");
     return parse_nccl_tests(in, "d.txt");
   };
-  CHECK_THROWS_WITH(import_nccl_tests({two_types()}, {}),
-                    Catch::StartsWith("d.txt: allreduce on 8 ranks was measured in bfloat16 and in half") &&
-                        Catch::Contains("give --dtype"));
+  const Calibration both = import_nccl_tests({two_types()}, {});
+  REQUIRE(both.collectives.size() == 2);
+  const MeasuredTables tables({both});
+  REQUIRE(tables.exact(CollOp::allreduce, 8, 1, 8, "bfloat16") != nullptr);
+  CHECK(tables.exact(CollOp::allreduce, 8, 1, 8, "bfloat16")->points[0].time_us == 40.0);
+  CHECK(tables.exact(CollOp::allreduce, 8, 1, 8, "half")->points[0].time_us == 80.0);
+  CHECK(tables.reference(CollOp::allreduce, 8, 1, 8, "bfloat16")->dtype == "bfloat16");
+  // Not measured in float: the shape's table of another type.
+  REQUIRE(tables.exact(CollOp::allreduce, 8, 1, 8, "float") != nullptr);
+  CHECK(tables.exact(CollOp::allreduce, 8, 1, 8, "float")->dtype != "float");
+  // Another rank count of the tier: the nearest of the collective's own type first.
+  CHECK(tables.reference(CollOp::allreduce, 4, 1, 4, "half")->dtype == "half");
   ImportOverrides bf16;
   bf16.dtype = "bfloat16";
-  const Calibration c = import_nccl_tests({two_types()}, bf16);
-  REQUIRE(c.collectives.size() == 1);
-  CHECK(c.collectives[0].dtype == "bfloat16");
-  CHECK(c.collectives[0].points[0].time_us == 40.0);
+  const Calibration one = import_nccl_tests({two_types()}, bf16);
+  REQUIRE(one.collectives.size() == 1);
+  CHECK(one.collectives[0].dtype == "bfloat16");
   ImportOverrides none;
   none.dtype = "float";
   CHECK_THROWS_WITH(import_nccl_tests({two_types()}, none),
                     "d.txt: no row of type float has a size and a time above zero (2 row(s) read)");
-  Calibration half = c;
-  half.source = "h.json";
-  half.collectives[0].dtype = "half";
-  Calibration first = c;
-  first.source = "b.json";
-  CHECK_THROWS_WITH(MeasuredTables({first, half}),
-                    "h.json: /collectives/0/dtype: allreduce on 8 ranks is measured in half here and in bfloat16 by "
-                    "b.json: stepsim looks a collective's table up by its size in bytes whatever its element type, so "
-                    "one shape takes one type's table (keep one)");
-  CHECK_NOTHROW(MeasuredTables({first, first}));  // the same type again: the later file wins
 }
 
 // nccl-tests built with MPI=1 names its programs all_reduce_perf_mpi: "_mpi" comes after "_perf".

@@ -96,6 +96,51 @@ TEST_CASE("a calibrated simulation labels each cost measured, scaled from N poin
   CHECK(c.at("not_measured").at(0).as_string() == "allreduce 8 ranks on 8 node(s) x 1");
 }
 
+// DDP over one node's 8 H100s reduces its gradients in fp32 or bf16 (grad_reduce_dtype): with
+// an nccl-tests log of both types, each run's AllReduce takes its own type's table, and with
+// the bf16 table alone the fp32 run takes it by bytes and says so.
+TEST_CASE("a collective takes the table of its own element type") {
+  Scratch s("calib-dtype");
+  std::string log = "# all_reduce_perf -b 1M -e 1G -g 8 on one node with 8x NVIDIA H100 80GB HBM3\n";
+  std::string bf16_only = log;
+  for (long long size = 1 << 20; size <= (1LL << 30); size *= 2) {
+    // float at 300 GB/s, bfloat16 at 200 GB/s algbw, 20 us apart: both slower than NVLS allows.
+    const double us_float = 20 + static_cast<double>(size) / 300e3, us_bf16 = 20 + static_cast<double>(size) / 200e3;
+    log += fmt::format("{} {} float sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 4, us_float, us_float);
+    const std::string row =
+        fmt::format("{} {} bfloat16 sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 2, us_bf16, us_bf16);
+    log += row;
+    bf16_only += row;
+  }
+  s.write("both.txt", log);
+  s.write("bf16.txt", bf16_only);
+  REQUIRE(s.run("calibrate import-nccl-tests both.txt -o both.json").status == 0);
+  REQUIRE(s.run("calibrate import-nccl-tests bf16.txt -o bf16.json").status == 0);
+  s.write("ddp.json", R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 1, "dp": 8},
+    "training": {"global_batch": 8, "micro_batch": 1}, "data_parallel": {"kind": "ddp"}})");
+  const auto labels = [&](const std::string& grads, const char* file) {
+    const auto run = s.run(fmt::format(
+        "simulate ddp.json --set data_parallel.grad_reduce_dtype={} --calibration {} --json -", grads, file));
+    REQUIRE(run.status == 0);
+    const auto report = json_of(run.out);
+    std::string all;
+    for (const auto& l : report.at("calibration").at("measured").as_array()) all += std::string(l.as_string()) + "\n";
+    return all;
+  };
+  const std::string fp32 = labels("fp32", "both.json");
+  INFO(fp32);
+  CHECK(fp32.find("allreduce 8 ranks on 1 node(s) x 8: measured (float)\n") != std::string::npos);
+  CHECK(fp32.find("bfloat16") == std::string::npos);
+  const std::string bf16 = labels("bf16", "both.json");
+  INFO(bf16);
+  CHECK(bf16.find("allreduce 8 ranks on 1 node(s) x 8: measured (bfloat16)\n") != std::string::npos);
+  CHECK(bf16.find("(float") == std::string::npos);
+  const std::string by_bytes = labels("fp32", "bf16.json");
+  INFO(by_bytes);
+  CHECK(by_bytes.find("allreduce 8 ranks on 1 node(s) x 8: measured (bfloat16, matched by bytes)\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("from-trace fits changed GPU efficiencies back within 2 percent") {
   Scratch s("calib-trace");
   const std::string changed =
@@ -381,34 +426,30 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   const auto sim = s.run("simulate --set cluster=dgx-a100-80g-hdr --calibration fast.json");
   CHECK(sim.status == 2);
   CHECK(sim.err.find(expected) != std::string::npos);
-  s.write("fast.txt",
-          "# all_reduce_perf -b 8 -e 1G -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
-          "1073741824 268435456 float sum -1 100.0 10737.42 18790.49 0 100.0 10737.42 18790.49 0\n");
-  const auto import = s.run("calibrate import-nccl-tests fast.txt -o x.json");
-  CHECK(import.status == 2);
-  CHECK(import.err.find("fast.txt: line 2: 1073741824 B of allreduce in 100 us needs 18790.5 GB/s out of or into "
-                        "each rank, faster than any link of dgx-a100-80g-hdr (300 GB/s)") != std::string::npos);
+  // A one-row log of `row` on 8 A100s of one node (or as `flags` say), imported: its error.
+  const auto refused = [&](const char* name, const std::string& row, const std::string& flags = "") {
+    s.write(name, "# all_reduce_perf -b 8 -e 4G -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + row + "\n");
+    const auto run_import = s.run(fmt::format("calibrate import-nccl-tests {} {} -o x.json", name, flags));
+    CHECK(run_import.status == 2);
+    return run_import.err;
+  };
+  CHECK(refused("fast.txt", "1073741824 268435456 float sum -1 100.0 10737.42 18790.49 0 100.0 10737.42 18790.49 0")
+            .find("fast.txt: line 2: 1073741824 B of allreduce in 100 us needs 18790.5 GB/s out of or into each "
+                  "rank, faster than any link of dgx-a100-80g-hdr (300 GB/s)") != std::string::npos);
   CHECK_FALSE(s.run("calibrate check fast.json").status == 0);
   // Just under that bound (4 GiB in 24000 us against 2·7/8·4 GiB / 300 GB/s = 25054.0 us: a
   // bus bandwidth of 313 GB/s, past the 300 the links carry), where the share of 1 that only
   // a reducing switch allows would have let it through.
-  s.write("near.txt",
-          "# all_reduce_perf -b 8 -e 4G -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
-          "4294967296 1073741824 float sum -1 24000 178.96 313.18 0 24000 178.96 313.18 0\n");
-  const auto near = s.run("calibrate import-nccl-tests near.txt -o n.json");
-  CHECK(near.status == 2);
-  CHECK(near.err.find("expected at least 25054 us") != std::string::npos);
+  CHECK(refused("near.txt", "4294967296 1073741824 float sum -1 24000 178.96 313.18 0 24000 178.96 313.18 0")
+            .find("expected at least 25054 us") != std::string::npos);
   // Across two DGX A100 (8 NICs of 25 GB/s each, 200 GB/s a node): every element's result
   // depends on both nodes' data, so each node sends at least S over its NICs, switch reducing
   // or not: 1 GiB in at least 1073741824 / 200e3 = 5368.7 us; 3700 us is refused.
-  s.write("two.txt",
-          "# all_reduce_perf -b 8 -e 1G -g 8 on 2 nodes with 8x NVIDIA A100-SXM4-80GB\n"
-          "1073741824 268435456 float sum -1 3700 290.2 544.1 0 3700 290.2 544.1 0\n");
-  const auto two = s.run("calibrate import-nccl-tests two.txt --ranks 16 --nodes 2 -o t.json");
-  CHECK(two.status == 2);
-  CHECK(two.err.find("two.txt: line 2: 1073741824 B of allreduce in 3700 us over 2 NVLink domain(s) needs 290.2 GB/s "
-                     "out of or into each domain, faster than the 200 GB/s of its hosts' NICs in dgx-a100-80g-hdr; "
-                     "expected at least 5368.71 us") != std::string::npos);
+  CHECK(refused("two.txt", "1073741824 268435456 float sum -1 3700 290.2 544.1 0 3700 290.2 544.1 0",
+                "--ranks 16 --nodes 2")
+            .find("two.txt: line 2: 1073741824 B of allreduce in 3700 us over 2 NVLink domain(s) needs 290.2 GB/s "
+                  "out of or into each domain, faster than the 200 GB/s of its hosts' NICs in dgx-a100-80g-hdr; "
+                  "expected at least 5368.71 us") != std::string::npos);
   // The real logs at hand pass: the A100's busiest size reaches 232 of the 300 GB/s.
   CHECK(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
         0);
