@@ -29,6 +29,12 @@ boost::json::array plan_rows(const Scratch& dir, const std::string& args) {
 
 double number(const boost::json::object& row, const char* key) { return row.at(key).to_number<double>(); }
 
+// GPT 1.3B on 8 GPUs with a budget of 1e9 tokens and four layouts a cluster, on `clusters`
+// (and any --set): a plan of a second or two.
+boost::json::array small_plan(const Scratch& dir, const std::string& clusters) {
+  return plan_rows(dir, "--model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 " + clusters);
+}
+
 }  // namespace
 
 // NeMo 24.07's Llama 3 70B recipe (TP 4, PP 4 interleaved over 5 virtual stages, CP 2, FP8,
@@ -208,10 +214,7 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
 // as the H200 (its 141 GB), as 'sweep --best' plans it.
 TEST_CASE("plan applies --set cluster keys to each cluster preset") {
   const Scratch dir("plan-cluster-set");
-  const boost::json::array rows =
-      plan_rows(dir,
-                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --set cluster.gpu=h200 "
-                "--max-layouts 4");
+  const boost::json::array rows = small_plan(dir, "--cluster dgx-h100-ndr --set cluster.gpu=h200");
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].at("gpu").as_string() == "h200");
   CHECK(number(rows[0].as_object(), "memory_capacity_gib") > 100);
@@ -221,17 +224,11 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
 // without any price the fastest alone.
 TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one") {
   const Scratch dir("plan-pareto-price");
-  const boost::json::array priced =
-      plan_rows(dir,
-                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr@1.8 "
-                "--max-layouts 4");
+  const boost::json::array priced = small_plan(dir, "--cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr@1.8");
   REQUIRE(priced.size() == 2);
   CHECK_FALSE(priced[0].at("pareto").as_bool());  // no price
   CHECK(priced[1].at("pareto").as_bool());        // the only priced one
-  const boost::json::array none =
-      plan_rows(dir,
-                "--model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr "
-                "--max-layouts 4");
+  const boost::json::array none = small_plan(dir, "--cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr");
   REQUIRE(none.size() == 2);
   // The H100 trains faster, so it alone is on the front.
   CHECK(number(none[0].as_object(), "step_time_s") < number(none[1].as_object(), "step_time_s"));

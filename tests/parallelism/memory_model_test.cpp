@@ -533,14 +533,14 @@ TEST_CASE("the LM head keeps its input for its weight gradient beside the final 
   const auto head = [](const stepsim::Scenario& sc) {
     return stepsim::workload::build_work(sc).post.activations.count();
   };
-  constexpr std::int64_t logits = 4 * 2048LL * 51200 / 8;
-  CHECK(head(s) == 2 * 2 * sbh / 8 + logits);
+  constexpr std::int64_t fp32_logits = 4 * 2048LL * 51200 / 8;
+  CHECK(head(s) == 2 * 2 * sbh / 8 + fp32_logits);
   CHECK(2 * 2 * sbh / 8 == 6'291'456);
   auto whole = s;
   whole.parallel.sequence_parallel = false;
-  CHECK(head(whole) == 2 * 2 * sbh + logits);
+  CHECK(head(whole) == 2 * 2 * sbh + fp32_logits);
   auto torchtitan = s;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
-  CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + logits);  // eager keeps fp32 log-probabilities
+  CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + fp32_logits);  // eager keeps fp32 log-probabilities
   CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);
 }
