@@ -51,7 +51,7 @@ constexpr const char* kPlanExamples =
 struct PlanFlags {
   std::string scenario, model, tokens, deadline, gpus, output;
   std::vector<std::string> clusters, precisions, sets;
-  unsigned jobs = 0;
+  long long jobs = 0;
   long long max_layouts = sweep::kDefaultPlanLayouts;
 };
 
@@ -136,7 +136,7 @@ int run_plan(const Args& args) {
     output = output_of(f.output, &rows);
     report::check_outputs({*output});
   }
-  rows = sweep::run_plan(spec, f.jobs, progress_line);
+  rows = sweep::run_plan(spec, static_cast<unsigned>(f.jobs), progress_line);
   if (!output || output->path != "-") write_plan_tables(spec, rows, std::cout);
   if (output) report::write_output(*output);
   return 0;

@@ -53,6 +53,14 @@ std::string simulate_json(const std::string& path, const std::optional<std::stri
   return out.str();
 }
 
+// `jobs` of sweep() and plan(): 0 (every usable core) to sweep::kMaxJobs simulations at once.
+void check_jobs(const char* function, long long jobs) {
+  if (jobs < 0 || jobs > sweep::kMaxJobs)
+    throw InputError(
+        function, "jobs",
+        fmt::format("expected 0 (every usable core) to {} simulations at once, got {}", sweep::kMaxJobs, jobs));
+}
+
 // A sweep as `stepsim sweep` makes it from its flags, here Python's arguments.
 sweep::SweepSpec sweep_spec(const io::ScenarioInput& scenario, const std::vector<sweep::Axis>& axes,
                             const std::vector<std::string>& sets, int gpus, bool keep_oom) {
@@ -77,19 +85,16 @@ sweep::SweepSpec sweep_spec(const io::ScenarioInput& scenario, const std::vector
 // Every point of the product as the JSON line `stepsim sweep -o FILE.jsonl` writes for it.
 std::vector<std::string> sweep_rows(const std::string& path, const std::optional<std::string>& text,
                                     const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
-                                    const std::vector<std::string>& sets, int gpus, bool keep_oom, unsigned jobs) {
+                                    const std::vector<std::string>& sets, int gpus, bool keep_oom, long long jobs) {
   const py::gil_scoped_release unlocked;
-  if (jobs > sweep::kMaxJobs)
-    throw InputError(
-        "stepsim.sweep", "jobs",
-        fmt::format("expected up to {} simulations at once (0: every usable core), got {}", sweep::kMaxJobs, jobs));
+  check_jobs("stepsim.sweep", jobs);
   std::vector<sweep::Axis> given;
   for (const auto& [key, values] : axes) given.push_back({key, values});
   const sweep::SweepSpec spec = sweep_spec({path, text}, given, sets, gpus, keep_oom);
   std::vector<std::size_t> indices(spec.points);
   for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
   const auto results = sweep::run_points(
-      indices, jobs, [&](std::size_t i) { return sweep::run_point(spec, i); }, false);
+      indices, static_cast<unsigned>(jobs), [&](std::size_t i) { return sweep::run_point(spec, i); }, false);
   std::vector<std::string> rows;
   rows.reserve(results.size());
   for (const auto& r : results) rows.push_back(sweep::format_row(spec, r, sweep::Format::jsonl));
@@ -123,17 +128,14 @@ std::string analyze_json(const std::vector<std::string>& paths, std::optional<st
 // As `stepsim plan ... -o rows.json`: every cluster at every GPU count, the rows' JSON array.
 // The arguments are the flags' text; errors name the flag each stands for.
 std::string plan_json(const std::string& path, const std::optional<std::string>& text, sweep::PlanRequest request,
-                      unsigned jobs) {
+                      long long jobs) {
   const py::gil_scoped_release unlocked;
-  if (jobs > sweep::kMaxJobs)
-    throw InputError(
-        "stepsim.plan", "jobs",
-        fmt::format("expected up to {} simulations at once (0: every usable core), got {}", sweep::kMaxJobs, jobs));
+  check_jobs("stepsim.plan", jobs);
   // A file is read once for every cluster and layout, as the command line reads it.
   request.scenario = text ? io::ScenarioInput{path, text} : io::read_scenario_input(path);
   const sweep::PlanSpec spec = sweep::make_plan_spec(request);
   std::ostringstream out;
-  sweep::write_plan_json(sweep::run_plan(spec, jobs, {}), out);
+  sweep::write_plan_json(sweep::run_plan(spec, static_cast<unsigned>(jobs), {}), out);
   return out.str();
 }
 
@@ -142,7 +144,7 @@ void define_plan(py::module_& m) {
       "plan_json",
       [](const std::string& path, const std::optional<std::string>& text, std::string model, std::string tokens,
          std::string deadline, std::string gpus, std::vector<std::string> clusters, std::vector<std::string> precisions,
-         std::vector<std::string> sets, long long max_layouts, unsigned jobs) {
+         std::vector<std::string> sets, long long max_layouts, long long jobs) {
         sweep::PlanRequest request;
         request.model = std::move(model);
         request.tokens = std::move(tokens);

@@ -62,7 +62,7 @@ parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Reque
   const std::string dtype = calibration::collective_type(scenario_, request.op, request.kind);
   const calibration::CalibratedChoice c =
       calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request, dtype);
-  collectives_[{request.op, request.size.count(), request.shape.ranks}] = c.source;
+  collectives_[{request.op, request.size.count(), request.shape.ranks, request.kind}] = c.source;
   if (c.source == calibration::Source::model)
     not_measured_.insert(
         shape_text(request.op, request.shape.ranks, request.shape.nodes, request.shape.ranks_per_node));
@@ -130,7 +130,7 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report, std::v
       const double d = (i.end - i.start).seconds();
       total += d;
       const int ranks = i.group >= 0 ? timeline.groups[static_cast<std::size_t>(i.group)].size : 0;
-      const auto it = collectives_.find({i.op, i.bytes.count(), ranks});
+      const auto it = collectives_.find({i.op, i.bytes.count(), ranks, i.kind});
       if (it == collectives_.end()) continue;
       if (it->second == calibration::Source::measured) measured += d;
       if (it->second == calibration::Source::scaled) scaled += d;

@@ -31,7 +31,8 @@ class CalibratedCosts final : public parallelism::Costs {
   void summarise(const Timeline& timeline, Report& report, std::vector<CalibratedValue> values) const;
 
  private:
-  using CollKey = std::tuple<CollOp, std::int64_t, int>;  // op, size, ranks
+  // op, size, ranks and what communicates (its element type decides the table)
+  using CollKey = std::tuple<CollOp, std::int64_t, int, CommKind>;
   const Scenario& scenario_;
   const hardware::GpuModel& gpu_;
   const calibration::MeasuredTables& tables_;

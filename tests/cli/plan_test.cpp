@@ -205,6 +205,8 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
             .starts_with("stepsim: error: --set: model: unknown model preset 'nosuch'"));
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --set cluster=dgx-h100-ndr") ==
         "stepsim: error: --set: cluster: plan takes its clusters from --cluster (NAME or NAME@PRICE, repeatable)\n");
+  CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --jobs -1")
+            .starts_with("stepsim: error: --jobs: -1: expected a whole number of simulations at once"));
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --set cluster.nodes=4") ==
         "stepsim: error: --set: cluster.nodes: plan derives each cluster's node count from the GPU count (--gpus)\n");
   CHECK(dir.entries().empty());

@@ -174,6 +174,13 @@ def plan():
         raise AssertionError("a plan without a budget or a deadline accepted")
     except stepsim.ScenarioError as e:
         assert e.pointer == "--tokens" and "--deadline" in e.message, str(e)
+    for function in (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", jobs=-1),
+                     lambda: stepsim.sweep(vary={"parallel.tp": [1, 2]}, jobs=-1)):
+        try:
+            function()
+            raise AssertionError("jobs=-1 accepted")
+        except stepsim.ScenarioError as e:
+            assert e.file in ("stepsim.plan", "stepsim.sweep") and e.pointer == "jobs", str(e)
     print(f"plan: {len(want)} rows equal")
 
 
