@@ -32,6 +32,11 @@ std::string links_text(const ClusterSpec& cluster, int domains) {
                      rank_links_gbps(cluster, domains) - cluster.intra_node.bandwidth.gbytes_per_s());
 }
 
+// Hosts an NVLink domain spans: the 18 trays of a GB200 NVL72 rack, one DGX.
+int hosts_per_domain(const ClusterSpec& cluster) {
+  return std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
+}
+
 // The share of S each domain moves over its NICs, with `per_domain` of the `ranks` ranks in it.
 double domain_traffic_share(CollOp op, int ranks, int domains, int per_domain) {
   const double d = domains;
@@ -51,12 +56,12 @@ double domain_traffic_share(CollOp op, int ranks, int domains, int per_domain) {
 collectives::GroupShape domain_shape(const ClusterSpec& cluster, int ranks, int hosts) {
   hosts = std::max(1, hosts);
   const int per_host = std::max(1, ranks / hosts);
-  const int hosts_per_domain = std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
-  if (hosts_per_domain == 1 || hosts == 1) return {ranks, hosts, per_host};
-  const int rest = hosts % hosts_per_domain;
-  const int domains = hosts / hosts_per_domain + (rest > 0 ? 1 : 0);
+  const int span = hosts_per_domain(cluster);
+  if (span == 1 || hosts == 1) return {ranks, hosts, per_host};
+  const int rest = hosts % span;
+  const int domains = hosts / span + (rest > 0 ? 1 : 0);
   if (domains == 1) return {ranks, 1, ranks};
-  int fewest = per_host * (rest > 0 ? rest : hosts_per_domain);
+  int fewest = per_host * (rest > 0 ? rest : span);
   while (ranks % fewest != 0) --fewest;
   return {ranks, ranks / fewest, fewest};
 }
@@ -97,8 +102,7 @@ void check_within_links(const ClusterSpec& cluster, CollOp op, int ranks, int ho
   }
   if (domains <= 1) return;
   // Each domain over its hosts' NICs (the hosts of the fullest domain, the most NICs any has).
-  const int hosts_per_domain = std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
-  const int domain_hosts = std::min(std::max(1, hosts), hosts_per_domain);
+  const int domain_hosts = std::min(std::max(1, hosts), hosts_per_domain(cluster));
   const double nics = cluster.inter_node.nic_bandwidth.gbytes_per_s() * cluster.inter_node.nics_per_node * domain_hosts;
   const double domain_share = domain_traffic_share(op, ranks, domains, shape.ranks_per_node);
   if (!(nics > 0) || domain_share <= 0) return;

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <cstdlib>
 
-#include <fmt/format.h>
-
 #include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 

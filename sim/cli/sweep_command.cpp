@@ -14,6 +14,7 @@
 #include "stepsim/error.hpp"
 #include "sweep/best.hpp"
 #include "sweep/merge.hpp"
+#include "sweep/plan.hpp"
 #include "sweep/point.hpp"
 #include "sweep/progress.hpp"
 #include "sweep/runner.hpp"
@@ -145,21 +146,6 @@ unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   return static_cast<unsigned>(jobs);
 }
 
-// --precision bf16,fp8 (repeatable) as a list of known precisions, each once.
-std::vector<std::string> precisions_of(const std::vector<std::string>& lists) {
-  std::vector<std::string> out;
-  for (const std::string& list : lists)
-    for (std::size_t from = 0; from <= list.size();) {
-      const auto comma = std::min(list.find(',', from), list.size());
-      const std::string p = list.substr(from, comma - from);
-      if (!precision_named(p))
-        throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
-      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);  // each searched once
-      from = comma + 1;
-    }
-  return out;
-}
-
 sweep::SweepSpec spec_of(const SweepFlags& f) {
   if (f.positional.size() > 1)
     throw InputError("<command line>", "SCENARIO",
@@ -202,7 +188,7 @@ int run_sweep(const Args& args) {
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
     refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");
     sweep::SearchSpace space;
-    space.precisions = precisions_of(f.precisions);
+    space.precisions = sweep::parse_precisions(f.precisions);
     sweep::print_best(spec, static_cast<std::size_t>(f.best), jobs, sweep::Progress::stderr_is_terminal(), std::cout,
                       space);
     return 0;

@@ -213,6 +213,15 @@ double parse_tokens(const std::string& text, const std::string& flag) {
   return *v * scale;
 }
 
+std::vector<std::string> parse_precisions(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& p : split(lists)) {
+    if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);  // each searched once
+  }
+  return out;
+}
+
 PlanSpec make_plan_spec(const PlanRequest& request) {
   PlanSpec spec;
   spec.scenario = request.scenario;
@@ -252,11 +261,7 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     throw InputError("--max-layouts", std::to_string(request.max_layouts),
                      "expected a number of layouts from 0 (every one) to 1000000");
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
-  for (const std::string& p : split(request.precisions)) {
-    if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
-    if (std::find(spec.precisions.begin(), spec.precisions.end(), p) == spec.precisions.end())
-      spec.precisions.push_back(p);  // each searched once
-  }
+  spec.precisions = parse_precisions(request.precisions);
   return spec;
 }
 
