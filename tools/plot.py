@@ -11,7 +11,9 @@
   plot.py pareto PLAN.csv -o pareto.png
       stepsim plan's rows: cost against time to train, the bands as error bars, the Pareto front
 
-Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700). Rows that are
+Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700), in the format
+-o's name ends with (.png, .svg or .pdf; a device or pipe gets PNG); a file is replaced whole or not at all, and never the
+input it was drawn from. Rows that are
 not plotted (out of memory, invalid, nothing fits, no price) are listed under the picture and
 on stdout, never dropped silently; legends sit beside the axes, not over the data.
 
@@ -22,7 +24,10 @@ import csv
 import gzip
 import json
 import math
+import os
+import stat
 import sys
+import tempfile
 
 try:
     import matplotlib
@@ -94,11 +99,59 @@ def figure(args, rows=1):
     return fig, [a[0] for a in axes]
 
 
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def written_through(path):
+    """A device or FIFO (/dev/null, /dev/stdout, a pipe): written in place, as PNG unless its name
+    says otherwise."""
+    return os.path.exists(path) and not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode)
+
+
+def picture_format(path):
+    return FORMATS.get(os.path.splitext(path)[1].lower(), "png")
+
+
+def check_output(path, source):
+    """Refuses, before any work, an output that cannot be written or would replace the input."""
+    if not path:
+        fail("-o: expected a file name, got ''")
+    if not written_through(path) and os.path.splitext(path)[1].lower() not in FORMATS:
+        fail(f"{path}: -o: expected a name ending in .png, .svg or .pdf (the picture's format)")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        fail(f"{path}: -o: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        fail(f"{path}: -o: is a folder, not a file")
+    if os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
+        fail(f"{path}: -o: is {source}, the input: writing it would replace what was read (give the picture "
+             "another name)")
+
+
 def save(fig, path, footer=False):
+    """Writes the picture whole or not at all: a regular file through a temporary renamed over
+    it, a device or FIFO (/dev/null, /dev/stdout) written in place."""
     # Layout inside the figure (the pixel size stays as asked), leaving room for the list of
     # what is not plotted.
     fig.tight_layout(rect=(0, 0.06 if footer else 0, 1, 1))
-    fig.savefig(path, dpi=100, format="png")
+    fmt = picture_format(path)
+    try:
+        if written_through(path):
+            with open(path, "wb") as f:
+                fig.savefig(f, dpi=100, format=fmt)
+        else:
+            target = os.path.realpath(path)
+            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".plot-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    fig.savefig(f, dpi=100, format=fmt)
+                os.chmod(temporary, os.stat(target).st_mode & 0o7777 if os.path.exists(target) else 0o644)
+                os.replace(temporary, target)
+            except BaseException:
+                os.unlink(temporary)
+                raise
+    except OSError as e:
+        fail(f"{path}: -o: cannot write the picture: {e.strerror}")
     plt.close(fig)
 
 
@@ -315,6 +368,8 @@ def main():
     args = parser.parse_args()
     if not (100 <= args.width <= 10000 and 100 <= args.height <= 10000):
         fail("--width and --height: expected 100 to 10000 pixels")
+    source = {"curves": "sweep", "breakdown": "sweep", "timeline": "trace", "pareto": "plan"}[args.command]
+    check_output(args.output, getattr(args, source))
     {"curves": curves, "breakdown": breakdown, "timeline": timeline, "pareto": pareto}[args.command](args)
 
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::analysis {
 namespace {
@@ -23,6 +24,7 @@ ByteSource::ByteSource(std::string path) : path_(std::move(path)) {
     const int error = errno != 0 ? errno : EIO;
     throw InputError(path_, "", fmt::format("cannot open the file for reading: {}", std::strerror(error)));
   }
+  note_input_file(path_);
   in_.resize(kInputChunk);
   file_.read(reinterpret_cast<char*>(in_.data()), 2);
   const auto got = static_cast<std::size_t>(file_.gcount());

@@ -20,6 +20,7 @@
 #include "collectives/collective.hpp"
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::calibration {
 
@@ -405,6 +406,7 @@ std::string read_measured_file(const std::string& path, const char* what) {
       throw InputError(path, "", fmt::format("is a folder, not a file: expected the {}", what));
     file.open(path, std::ios::binary);
     if (!file) throw InputError(path, "", fmt::format("cannot open the {}: {}", what, std::strerror(errno)));
+    note_input_file(path);
   }
   std::istream& in = path == "-" ? std::cin : file;
   std::string text;

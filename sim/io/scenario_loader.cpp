@@ -19,6 +19,7 @@
 #include "io/scenario_schema.hpp"
 #include "io/validate.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::io {
 namespace json = boost::json;
@@ -73,6 +74,7 @@ std::string read_file(const std::string& path, bool& found) {
   if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory, not a scenario file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot open for reading: {}", std::strerror(errno)));
+  note_input_file(path);
   return read_all(in, path);
 }
 

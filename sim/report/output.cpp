@@ -15,6 +15,7 @@
 #include "report/report_io.hpp"
 #include "report/staged_file.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::report {
 namespace {
@@ -24,6 +25,10 @@ std::vector<OutputTarget> resolve_all(const std::vector<Output>& outputs) {
   for (const Output& o : outputs) {
     if (o.path.empty()) throw InputError("<command line>", o.flag, "expected a file name or '-', got ''");
     targets.push_back(o.path == "-" ? stdout_target() : resolve_output(o.flag, o.path));
+    if (targets.back().kind == TargetKind::file) {
+      if (const auto input = input_file_read_as(targets.back().path))
+        throw InputError(o.path, o.flag, input_clash(*input));
+    }
     for (std::size_t j = 0; j + 1 < targets.size(); ++j) {
       if (targets[j].identity != targets.back().identity) continue;
       throw InputError(

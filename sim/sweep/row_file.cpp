@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -20,6 +21,7 @@ namespace {
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot open for reading: {}", std::strerror(errno ? errno : EIO)));
+  note_input_file(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -87,6 +89,7 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
     append(format_header(header, format));
     return;
   }
+  if (const auto input = input_file_read_as(path)) throw InputError(path, "-o", input_clash(*input));
   // Opened without truncating: a regular file is emptied (or read, to resume) only once this
   // process holds its lock, so that a second sweep never destroys the rows of a running one.
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -102,6 +102,46 @@ TEST_CASE("two outputs naming the same file are refused with both flags named") 
   CHECK(dir.entries() == std::vector<std::string>{"link.json"});
 }
 
+// Every command that reads a file and writes one: an output that is one of its inputs (by
+// any name) is refused before it is written, and the input is left as it was.
+TEST_CASE("an output that is one of the run's inputs is refused and the input kept") {
+  const Scratch dir("input-output");
+  const std::string data = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/";
+  const std::string scenario = dir.run("presets ddp-1.3b-64xa100").out;
+  REQUIRE(!scenario.empty());
+  dir.write("scenario.json", scenario);
+  dir.write("scenario.csv", scenario);  // a scenario under a sweep's output name
+  fs::copy_file(data + "traces/resnet50-ddp-a100-rank0of2.json.gz", dir.file("trace.json.gz"));
+  fs::create_directory(dir.file("job"));
+  fs::copy_file(data + "traces/resnet50-ddp-a100-rank0of2.json.gz", dir.file("job/rank0.json.gz"));
+  fs::copy_file(data + "nccl-tests/a100-80g-8gpu-allreduce-a.txt", dir.file("log.txt"));
+  fs::create_symlink("scenario.json", dir.file("link.json"));
+  const std::string trace = slurp(dir.file("trace.json.gz")), log = slurp(dir.file("log.txt"));
+  const struct {
+    std::string args, output, flag, input;
+  } cases[] = {
+      {"simulate scenario.json --json scenario.json", "scenario.json", "--json", "scenario.json"},
+      {"simulate scenario.json --trace link.json", "link.json", "--trace", "scenario.json"},
+      {"analyze trace.json.gz --json trace.json.gz", "trace.json.gz", "--json", "trace.json.gz"},
+      {"analyze job --json job/rank0.json.gz", "job/rank0.json.gz", "--json", "job/rank0.json.gz"},
+      {"compare trace.json.gz scenario.json --json scenario.json", "scenario.json", "--json", "scenario.json"},
+      {"calibrate import-nccl-tests log.txt -o log.txt", "log.txt", "-o", "log.txt"},
+      {"sweep scenario.csv --vary data_parallel.bucket_cap_mb=1,2 -o scenario.csv", "scenario.csv", "-o",
+       "scenario.csv"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    CHECK(refusal(dir.run(c.args), fmt::format("{}: {}: is '{}', an input of this run: writing it would replace "
+                                               "what was read",
+                                               c.output, c.flag, c.input)) == "");
+  }
+  CHECK(slurp(dir.file("scenario.json")) == scenario);
+  CHECK(slurp(dir.file("scenario.csv")) == scenario);
+  CHECK(slurp(dir.file("trace.json.gz")) == trace);
+  CHECK(slurp(dir.file("job/rank0.json.gz")) == trace);
+  CHECK(slurp(dir.file("log.txt")) == log);
+  CHECK(fs::is_symlink(dir.file("link.json")));
+}
 TEST_CASE("a 255-byte output file name works") {
   const Scratch dir("long-name");
   const std::string name = std::string(250, 'r') + ".json";

@@ -5,6 +5,7 @@ the rows it cannot draw are listed, and without matplotlib it says which Python 
 usage: plot_test.py STEPSIM_BINARY SOURCE_DIR
 """
 import os
+import stat
 import struct
 import subprocess
 import sys
@@ -60,6 +61,42 @@ def without_matplotlib(source, csv, d):
         raise AssertionError(f"without matplotlib: exit {run.returncode}, {run.stderr!r}")
 
 
+def outputs(plot, csv, d):
+    """The picture's format follows -o's name; a name of no picture format, a missing folder, the
+    input itself and a full device are refused with exit 2 and the input kept; /dev/null is
+    written through, not replaced."""
+    base = plot + ["curves", csv, "-x", "data_parallel.bucket_cap_mb"]
+    svg = os.path.join(d, "curves.svg")
+    subprocess.run(base + ["-o", svg], check=True, capture_output=True)
+    with open(svg, "rb") as f:
+        if b"<svg" not in f.read(1000):
+            raise AssertionError(f"{svg} is not an SVG")
+    with open(csv, "rb") as f:
+        rows = f.read()
+    odd = os.path.join(d, "rows.png")  # sweep rows under a picture's name
+    with open(odd, "wb") as f:
+        f.write(rows)
+    for source, name, message in [(csv, "curves.txt", "expected a name ending in .png, .svg or .pdf"),
+                                  (csv, os.path.join(d, "no", "x.png"), "does not exist"),
+                                  (odd, odd, "is " + odd + ", the input"),
+                                  (csv, "/dev/full", "cannot write the picture")]:
+        run = subprocess.run(plot + ["curves", source, "-x", "data_parallel.bucket_cap_mb", "-o", name],
+                             capture_output=True, text=True)
+        if run.returncode != 2 or message not in run.stderr:
+            raise AssertionError(f"-o {name}: exit {run.returncode}, {run.stderr!r}")
+    subprocess.run(base + ["-o", "/dev/null"], check=True, capture_output=True)
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        raise AssertionError("/dev/null is no longer a device")
+    for source in (csv, odd):
+        with open(source, "rb") as f:
+            if f.read() != rows:
+                raise AssertionError(f"the input {source} was changed")
+    if [n for n in os.listdir(d) if n.startswith(".plot-")]:
+        raise AssertionError(f"temporary files left in {d}: {os.listdir(d)}")
+    print("outputs: .svg written as SVG, /dev/null written through; .txt, a missing folder, the input and /dev/full "
+          "refused")
+
+
 def main():
     stepsim, source = sys.argv[1], sys.argv[2]
     plot = [sys.executable, os.path.join(source, "tools", "plot.py")]
@@ -85,6 +122,7 @@ def main():
         readme_bucket_example(stepsim, plot, d)
         plan_pareto(stepsim, plot, d)
         without_matplotlib(source, csv, d)
+        outputs(plot, csv, d)
         bad = subprocess.run(plot + ["curves", csv, "-x", "no.such.key", "-o", os.path.join(d, "x.png")],
                              capture_output=True, text=True)
         if bad.returncode != 2 or "no column 'no.such.key'" not in bad.stderr:
