@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "calibration/apply.hpp"
 #include "calibration/nccl_import.hpp"
@@ -49,10 +50,6 @@ constexpr const char* kCalibrateExamples =
     "  stepsim calibrate from-trace rank0.json.gz my-scenario.json -o fitted.calib.json\n"
     "  stepsim calibrate plan my-scenario.json\n";
 
-void write_file(const std::string& path, const std::string& text) {
-  report::write_output({"-o", path, [&](std::ostream& os) { os << text; }});
-}
-
 std::string ranks_text(const calibration::CollectiveTable& t) {
   return fmt::format("{} rank(s), {} node(s) x {}", t.ranks, t.nodes, t.ranks_per_node);
 }
@@ -92,7 +89,7 @@ int run_import(const Args& args) {
     for (const auto& a : args) s += " " + a;
     return s;
   }() + (c.provenance.command.empty() ? "" : " (measured with: " + c.provenance.command + ")");
-  std::ostream& log = output == "-" ? std::cerr : std::cout;
+  std::ostringstream log;
   log << fmt::format("# {} on {} ({} host, NCCL {})\n", fmt::join(c.provenance.sources, ", "), c.provenance.gpu,
                      c.provenance.host.empty() ? "unnamed" : c.provenance.host,
                      c.provenance.nccl.empty() ? "not said" : c.provenance.nccl);
@@ -104,7 +101,8 @@ int run_import(const Args& args) {
                        t.fit.alpha_us, t.fit.busbw_gbps, 100 * t.fit.max_error,
                        t.fit.alpha_fitted ? "" : "  (one size: alpha not fitted)");
   }
-  write_file(output, calibration::calibration_json(c));
+  const std::string text = calibration::calibration_json(c);
+  write_with_log({"-o", output, [&](std::ostream& os) { os << text; }}, log.str());
   return 0;
 }
 

@@ -21,10 +21,10 @@ constexpr const char* kCalibratePlanExamples =
     "  stepsim calibrate plan my-scenario.json\n"
     "  stepsim calibrate plan llama3-70b --set parallel.tp=8 --json plan.json\n";
 
-void print_plan(const std::vector<calibration::PlannedRun>& runs) {
-  std::cout << "# runs that would measure every communicator and GEMM shape of the step (one process per GPU)\n";
+void print_plan(const std::vector<calibration::PlannedRun>& runs, std::ostream& out) {
+  out << "# runs that would measure every communicator and GEMM shape of the step (one process per GPU)\n";
   for (const calibration::PlannedRun& r : runs)
-    std::cout << fmt::format("# {}\n{}", r.what, r.command.empty() ? "" : r.command + "\n");
+    out << fmt::format("# {}\n{}", r.what, r.command.empty() ? "" : r.command + "\n");
 }
 
 }  // namespace
@@ -42,13 +42,14 @@ int run_calibrate_plan(const Args& args) {
   const auto vm = parse_args("calibrate plan", args, desc, positional);
   if (help_requested(vm, kCalibratePlanUsage, desc, kCalibratePlanExamples)) return 0;
   if (scenario_path.empty()) throw InputError("<command line>", "SCENARIO", "give the scenario to plan for");
-  if (vm.count("json") != 0) report::check_outputs({{"--json", json, {}}});
+  std::vector<report::Output> outputs;
+  if (vm.count("json") != 0) outputs.push_back({"--json", json, {}});
+  report::check_outputs(outputs);
   const Scenario scenario = io::load_scenario(scenario_path, sets);
   const calibration::CalibrationNeeds needs = calibration_needs(scenario);
   const std::vector<calibration::PlannedRun> runs = calibration::plan_runs(needs);
-  if (json != "-") print_plan(runs);
-  if (vm.count("json") != 0)
-    report::write_output({"--json", json, [&](std::ostream& os) { os << calibration::plan_json(needs, runs); }});
+  for (report::Output& o : outputs) o.write = [&](std::ostream& os) { os << calibration::plan_json(needs, runs); };
+  report::write_outputs(outputs, [&](std::ostream& out) { print_plan(runs, out); });
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <sstream>
 
 #include "analysis/host_costs.hpp"
 #include "analysis/trace_timeline.hpp"
@@ -115,6 +116,11 @@ int run_from_trace(const Args& args) {
     return 0;
   if (trace.empty()) throw InputError("<command line>", "TRACE", "give the trace to calibrate from");
   if (vm.count("scenario") == 0) {  // "" is the default scenario
+    for (const char* flag : {"output", "set"})
+      if (vm.count(flag) != 0)
+        throw InputError("<command line>", flag[0] == 'o' ? "-o" : "--set",
+                         "needs a SCENARIO: 'from-trace TRACE' alone prints the CPU's cost per operator and writes "
+                         "nothing (give the scenario to fit a calibration file)");
     print_host(trace, analysis::host_costs(trace), std::cout);
     return 0;
   }
@@ -141,7 +147,7 @@ int run_from_trace(const Args& args) {
   for (const std::string& set : sets) c.provenance.command += " --set " + set;
   c.compute.efficiency = fit.efficiency();
 
-  std::ostream& log = output == "-" ? std::cerr : std::cout;
+  std::ostringstream log;
   log << fmt::format(
       "# {}: {} kernels in the first step of its first rank, {} matched to {} ops by name, "
       "{} communication\n",
@@ -170,7 +176,7 @@ int run_from_trace(const Args& args) {
       "fitted values ({:+.2f}%)\n",
       measured, before, 100 * (before - measured) / measured, after, 100 * (after - measured) / measured);
   print_host(trace, host, log);
-  report::write_output({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }});
+  write_with_log({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }}, log.str());
   return 0;
 }
 

@@ -41,31 +41,32 @@ constexpr const char* kCollectiveExamples =
 
 // The table as nccl-tests prints it, with the calibrated rows' model beside them and, with -v,
 // every candidate pair.
-void print_table(const CollectivePrediction& p) {
+void print_table(const CollectivePrediction& p, std::ostream& out) {
   const std::string domains = p.cluster.domain_gpus() == p.cluster.gpus_per_node
                                   ? ""
                                   : fmt::format(" in {} NVLink domain(s) of {} GPUs, {} ranks per domain",
                                                 p.shape.nodes, p.cluster.domain_gpus(), p.shape.ranks_per_node);
-  fmt::print("# stepsim collective {} on {} GPUs of {} ({} node(s){})\n", to_string(p.op), p.gpus, p.cluster.name,
-             p.cluster.nodes, domains);
-  fmt::print("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw", "busbw",
-             "algorithm/protocol");
+  out << fmt::format("# stepsim collective {} on {} GPUs of {} ({} node(s){})\n", to_string(p.op), p.gpus,
+                     p.cluster.name, p.cluster.nodes, domains);
+  out << fmt::format("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw",
+                     "busbw", "algorithm/protocol");
   for (const CollectiveRow& r : p.rows) {
     const double t = r.choice.time().us();
     const double algbw = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
-    fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4,
-               "float", t, algbw, busbw_gbps(r, p.op, p.gpus), collectives::to_string(r.choice.algorithm),
-               collectives::to_string(r.choice.protocol));
+    out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4,
+                       "float", t, algbw, busbw_gbps(r, p.op, p.gpus), collectives::to_string(r.choice.algorithm),
+                       collectives::to_string(r.choice.protocol));
     if (r.model) {
-      fmt::print("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {})", "", "", "",
-                 r.model->time().us(), "", "", calibration::to_string(r.source));
+      out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {})", "", "",
+                         "", r.model->time().us(), "", "", calibration::to_string(r.source));
       if (r.measured_us)
-        fmt::print("; measured {:.2f}: error {:+.1f}% calibrated, {:+.1f}% model", *r.measured_us,
-                   100 * relative_error(t, *r.measured_us), 100 * relative_error(r.model->time().us(), *r.measured_us));
-      fmt::print("\n");
+        out << fmt::format("; measured {:.2f}: error {:+.1f}% calibrated, {:+.1f}% model", *r.measured_us,
+                           100 * relative_error(t, *r.measured_us),
+                           100 * relative_error(r.model->time().us(), *r.measured_us));
+      out << fmt::format("\n");
     }
     for (const auto& c : r.all)
-      fmt::print(
+      out << fmt::format(
           "  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (NCCL's model {:.2f} us; latency {:.1f} us, "
           "{} channels)\n",
           "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm), collectives::to_string(c.protocol),
@@ -105,12 +106,16 @@ int run_collective(const Args& args) {
   positional.add("op", 1);
   const auto vm = parse_args("collective", args, desc, positional);
   if (help_requested(vm, kCollectiveUsage, desc, kCollectiveExamples)) return 0;
-  if (vm.count("json") != 0) report::check_outputs({{"--json", json, {}}});
+  if (vm.count("factor") != 0 && vm.count("sweep") == 0)
+    throw InputError("<command line>", "--factor", "applies only with --sweep");
+  std::vector<report::Output> outputs;
+  if (vm.count("json") != 0) outputs.push_back({"--json", json, {}});
+  report::check_outputs(outputs);
   const CollectivePrediction prediction = predict_collective(query);
-  if (json != "-") print_table(prediction);
-  if (vm.count("json") != 0)
-    report::write_output(
-        {"--json", json, [&](std::ostream& os) { os << boost::json::serialize(collective_json(prediction)) << "\n"; }});
+  for (report::Output& o : outputs)
+    o.write = [&](std::ostream& os) { os << boost::json::serialize(collective_json(prediction)) << "\n"; };
+  // The table once every output is written (none when the JSON goes to stdout).
+  report::write_outputs(outputs, [&](std::ostream& out) { print_table(prediction, out); });
   return 0;
 }
 

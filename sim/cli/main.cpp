@@ -81,6 +81,7 @@ int dispatch(std::vector<std::string> args) {
 
 int main(int argc, char** argv) {
   stepsim::engine::keep_freed_memory();  // sweeps and advice simulate many times
+  stepsim::report::hold_standard_descriptors();
   stepsim::report::check_stdout_writes();
   try {
     const int status = dispatch(std::vector<std::string>(argv + 1, argv + argc));

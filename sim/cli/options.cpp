@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "report/output_target.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
@@ -67,6 +68,15 @@ void emit(const OutputOptions& out, const Writer& table, const Writer& json, con
   // The table only once every other output is written (a failing one leaves stdout empty), and
   // not at all when an output is stdout itself ('-', /dev/stdout).
   report::write_outputs(outputs_of(out, json, trace), table);
+}
+
+void write_with_log(const report::Output& output, const std::string& log) {
+  if (report::is_stdout(output.path)) {
+    std::cerr << log;
+    report::write_outputs({output});
+    return;
+  }
+  report::write_outputs({output}, [&](std::ostream& out) { out << log; });
 }
 
 void require_scenario_name(const std::string& given) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "report/report_io.hpp"
 
 namespace stepsim::cli {
 
@@ -42,6 +43,11 @@ void check_outputs(const OutputOptions& out);
 // Writes what `out` asks for: the table on stdout (unless the JSON goes there), then the
 // JSON report and the trace, all or none (report::write_outputs).
 void emit(const OutputOptions& out, const Writer& table, const Writer& json, const Writer& trace);
+
+// Writes `output`, then prints `log` (what the command says about what it wrote) on stdout; on
+// stderr, before the output, when the output is stdout itself. A failing output leaves stdout
+// empty.
+void write_with_log(const report::Output& output, const std::string& log);
 
 // Parses `args` for `command`; unknown options, missing values and bad numbers become
 // InputError("<command line>", "stepsim COMMAND", message). Returns the variables map.

@@ -7,6 +7,7 @@
 #include "cli/options.hpp"
 #include "cli/plan_output.hpp"
 #include "io/scenario_loader.hpp"
+#include "report/output_target.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/plan.hpp"
@@ -100,8 +101,9 @@ void check_jobs(const PlanFlags& f, const po::variables_map& vm) {
 
 report::Output output_of(const std::string& path, const std::vector<sweep::PlanRow>* rows) {
   const bool json = path.ends_with(".json");
-  if (path != "-" && !json && !path.ends_with(".csv"))
-    throw InputError("-o", path, "expected a file name ending in .csv or .json, or '-' for CSV on stdout");
+  if (!json && !path.ends_with(".csv") && !report::is_written_through(path))
+    throw InputError(
+        "-o", path, "expected a file name ending in .csv or .json, or '-', a device or a FIFO for CSV written through");
   return {"-o", path, [json, rows](std::ostream& os) {
             if (json)
               sweep::write_plan_json(*rows, os);
@@ -137,8 +139,9 @@ int run_plan(const Args& args) {
     report::check_outputs({*output});
   }
   rows = sweep::run_plan(spec, static_cast<unsigned>(f.jobs), progress_line);
-  if (!output || output->path != "-") write_plan_tables(spec, rows, std::cout);
-  if (output) report::write_output(*output);
+  std::vector<report::Output> outputs;
+  if (output) outputs.push_back(*output);
+  report::write_outputs(outputs, [&](std::ostream& out) { write_plan_tables(spec, rows, out); });
   return 0;
 }
 

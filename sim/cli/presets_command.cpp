@@ -118,8 +118,19 @@ int run_presets(const Args& args) {
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
   if (help_requested(vm, kPresetsUsage, desc, kPresetsExamples)) return 0;
+  for (const auto& [list, flag] : {std::pair{&names, "NAME"}, {&kinds, "--kind"}, {&json_paths, "--json"}})
+    if (list->size() > 1) throw InputError("<command line>", flag, "given more than once (give it once)");
   const std::string name = names.empty() ? "" : names.back();
   const std::string kind = kinds.empty() ? "" : kinds.back();
+  // What each flag applies to: the list (--kind, --json), one preset (--resolved), the keys.
+  if (!json_paths.empty() && (!name.empty() || vm.count("keys")))
+    throw InputError("<command line>", "--json",
+                     fmt::format("writes the list of presets; {} printed as it is (leave --json out)",
+                                 vm.count("keys") ? "--keys is" : "a preset's file is"));
+  if (vm.count("resolved") && name.empty())
+    throw InputError("<command line>", "--resolved", "applies to an example NAME (stepsim presets NAME --resolved)");
+  if (!kind.empty() && vm.count("keys"))
+    throw InputError("<command line>", "--kind", "applies to the list of presets, not to --keys");
   if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")
     throw InputError("<command line>", "--kind",
                      fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));

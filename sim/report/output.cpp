@@ -28,6 +28,10 @@ std::vector<OutputTarget> resolve_all(const std::vector<Output>& outputs) {
     if (targets.back().kind == TargetKind::file) {
       if (const auto input = input_file_read_as(targets.back().path))
         throw InputError(o.path, o.flag, input_clash(*input));
+      if (is_being_written(targets.back().path))
+        throw InputError(o.path, o.flag,
+                         "a running sweep is writing its rows to it (it holds the file's lock); wait for it to "
+                         "finish or choose another output");
     }
     for (std::size_t j = 0; j + 1 < targets.size(); ++j) {
       if (targets[j].identity != targets.back().identity) continue;
@@ -127,6 +131,20 @@ namespace {
 FdStreambuf* checked_stdout = nullptr;
 }
 
+void hold_standard_descriptors() {
+  // An output opened while descriptor 1 is closed would get it, and the printed report would
+  // land inside that file. A closed descriptor is held by /dev/null opened read-only instead:
+  // writing to it still fails (EBADF), as writing to the closed one would.
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int held = ::open("/dev/null", O_RDONLY | O_NOCTTY);
+    if (held >= 0 && held != fd) {
+      ::dup2(held, fd);
+      ::close(held);
+    }
+  }
+}
+
 void check_stdout_writes() {
   if (checked_stdout != nullptr || ::isatty(STDOUT_FILENO) == 1) return;
   // Never freed: std::cout is flushed once more when the program exits.
@@ -137,7 +155,9 @@ void check_stdout_writes() {
 void flush_stdout(const std::string& what) {
   std::cout.flush();
   int error = checked_stdout != nullptr ? checked_stdout->error() : 0;
-  if (checked_stdout == nullptr && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) error = EIO;
+  // What went through C's stdio (fmt::print) is checked too: the checked std::cout does not see it.
+  errno = 0;
+  if (error == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) error = errno != 0 ? errno : EIO;
   if (error == 0 && std::cout) return;
   throw InputError("<stdout>", "", fmt::format("cannot write {}: {}", what, std::strerror(error != 0 ? error : EIO)));
 }

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,6 +88,35 @@ fs::path link_target(const fs::path& link, const fs::path& folder, const std::st
 
 }  // namespace
 
+bool is_stdout(const std::string& path) {
+  if (path == "-") return true;
+  try {
+    const OutputTarget t = resolve_output("-o", path);
+    return t.kind == TargetKind::fd && t.fd == STDOUT_FILENO;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+bool is_written_through(const std::string& path) {
+  if (path == "-") return true;
+  try {
+    return resolve_output("-o", path).kind != TargetKind::file;
+  } catch (const InputError&) {
+    return false;  // the output's own check says why
+  }
+}
+
+bool is_being_written(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool locked =
+      ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return locked;
+}
+
 OutputTarget resolve_output(const std::string& flag, const std::string& path) {
   fs::path p = path;
   for (int hop = 0; hop < kMaxLinks; ++hop) {
@@ -98,6 +128,10 @@ OutputTarget resolve_output(const std::string& flag, const std::string& path) {
     struct stat st {};
     if (::lstat(p.c_str(), &st) != 0) {
       if (errno != ENOENT) fail_errno(path, flag, errno);
+      // A new name in a folder that is not there is refused now, not after the command's work.
+      struct stat in {};
+      const int error = ::stat(folder.c_str(), &in) != 0 ? errno : S_ISDIR(in.st_mode) ? 0 : ENOTDIR;
+      if (error != 0) throw InputError(path, flag, fmt::format("cannot create the file: {}", std::strerror(error)));
       return file_target(folder, name, nullptr);
     }
     if (S_ISLNK(st.st_mode)) {

@@ -31,4 +31,15 @@ OutputTarget resolve_output(const std::string& flag, const std::string& path);
 // stdout as a target.
 OutputTarget stdout_target();
 
+// Whether an output named `path` goes to this process's stdout ('-', /dev/stdout, /dev/fd/1).
+bool is_stdout(const std::string& path);
+
+// Whether `path` is an output written through ('-', a device, a FIFO, /dev/stdout, a process
+// substitution): such a name has no extension to choose a format by.
+bool is_written_through(const std::string& path);
+
+// Whether a regular file at `path` is locked by a sweep writing its rows now (the exclusive
+// flock sweep -o holds): no other output may replace it under the sweep.
+bool is_being_written(const std::string& path);
+
 }  // namespace stepsim::report

@@ -158,6 +158,10 @@ void write_outputs(const std::vector<Output>& outputs, const std::function<void(
 void write_outputs(const std::vector<Output>& outputs);
 void write_output(const Output& output);
 
+// Holds each of descriptors 0, 1 and 2 that the program was started without (`stepsim ...
+// >&-`), so that no file opened later takes its number. For the program's main(), first.
+void hold_standard_descriptors();
+
 // std::cout through a buffer that keeps the errno of a failed write, unless stdout is a
 // terminal (which keeps its line buffering). For the program's main().
 void check_stdout_writes();

@@ -9,6 +9,7 @@
 #include <optional>
 #include <ostream>
 
+#include "report/output_target.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/row_file.hpp"
@@ -44,11 +45,12 @@ void take_rows(Merged& m, const FileLines& lines, Format format, const std::stri
 void read_input(Merged& m, const std::string& input, Format format, const std::string& first, MergeSummary& summary) {
   if (format_of(input, "--merge") != format)
     throw InputError(input, "", "has another format than the output (.csv and .jsonl do not mix)");
-  if (is_being_written(input))
+  if (report::is_being_written(input))
     throw InputError(input, "", "a running sweep is still writing it; merge once it has finished");
   const FileLines lines = read_lines(input, format);
   if (lines.torn_bytes > 0) ++summary.torn;
   if (lines.header.empty()) return;
+  check_header(lines.header, input);
   if (m.header.empty()) m.header = lines.header;
   if (lines.header != m.header)
     throw InputError(input, "line 1", fmt::format("the columns differ from those of {}", first));
@@ -76,7 +78,7 @@ std::string point_list(const std::vector<std::size_t>& points, std::size_t most)
 MergeSummary merge_files(const std::string& output, const std::vector<std::string>& inputs) {
   if (inputs.empty()) throw InputError("--merge", output, "no shard files given to merge");
   const Format format = format_of(output, "--merge");
-  if (output != "-" && is_being_written(output))
+  if (output != "-" && report::is_being_written(output))
     throw InputError(output, "--merge", "a running sweep is writing it; merge into another file");
   MergeSummary summary;
   Merged m;

@@ -41,16 +41,6 @@ void lock_or_refuse(int fd, const std::string& path) {
   throw InputError(path, "-o", fmt::format("cannot lock it: {}", std::strerror(errno)));
 }
 
-bool is_being_written(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  struct stat st {};
-  const bool locked =
-      ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);
-  return locked;
-}
-
 InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t found, std::uint64_t expected,
                        const std::string& whose) {
   return InputError(file, fmt::format("line {}", line),
@@ -138,9 +128,18 @@ void RowFile::append(const std::string& line) {
     // One call for the whole line; only a short write (disk full, signal) loops.
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      // A file keeps whole rows only: the part of this one that went in (a disk filling up) is
+      // cut off again, so that the file reads, and resumes, as the rows before it.
+      if (owned_ && done > 0) {
+        struct stat st {};
+        if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode))
+          static_cast<void>(::ftruncate(fd_, st.st_size - static_cast<off_t>(done)));
+      }
       throw InputError(path_ == "-" ? "<stdout>" : path_, "",
-                       fmt::format("cannot write the rows: {}", std::strerror(n < 0 ? errno : EIO)));
+                       fmt::format("cannot write the rows: {}", std::strerror(error)));
+    }
     done += static_cast<std::size_t>(n);
   }
   if (std::chrono::steady_clock::now() - last_sync_ >= kSyncInterval) sync();

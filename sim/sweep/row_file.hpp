@@ -28,9 +28,6 @@ FileLines read_lines(const std::string& path, Format format);
 // when another process holds it.
 void lock_or_refuse(int fd, const std::string& path);
 
-// Whether a regular file at `path` is locked by a sweep writing it now.
-bool is_being_written(const std::string& path);
-
 // The error for a row whose sweep_id is `found` where `expected` (`whose`) was.
 InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t found, std::uint64_t expected,
                        const std::string& whose);

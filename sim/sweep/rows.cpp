@@ -9,6 +9,7 @@
 #include <array>
 #include <charconv>
 
+#include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/timeline.hpp"
 
@@ -130,9 +131,11 @@ std::string csv_line(const std::vector<std::string>& fields) {
 }
 
 Format format_of(const std::string& path, const std::string& flag) {
-  if (path == "-" || path.ends_with(".csv")) return Format::csv;
+  if (path.ends_with(".csv")) return Format::csv;
   if (path.ends_with(".jsonl")) return Format::jsonl;
-  throw InputError(flag, path, "expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)");
+  if (report::is_written_through(path)) return Format::csv;  // '-', a device, a FIFO: CSV as on stdout
+  throw InputError(
+      flag, path, "expected a file name ending in .csv or .jsonl (or '-', a device or a FIFO for CSV written through)");
 }
 
 std::string format_id(std::uint64_t id) { return fmt::format("{:016x}", id); }
@@ -208,10 +211,18 @@ std::vector<std::string> header_of(const std::string& first_line, Format format,
   return keys;
 }
 
+namespace {
+constexpr std::array<const char*, 4> kNames = {"point", "point_id", "sweep_id", "sweep_points"};
+}
+
+void check_header(const std::vector<std::string>& header, const std::string& file) {
+  for (const char* name : kNames)
+    if (std::find(header.begin(), header.end(), name) == header.end()) throw missing_column(file, name);
+}
+
 RowHead head_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
                 std::size_t line_number) {
   const std::string where = fmt::format("line {}", line_number);
-  static constexpr std::array<const char*, 4> kNames = {"point", "point_id", "sweep_id", "sweep_points"};
   std::array<std::string, 4> text;
   if (format == Format::csv) {
     const auto fields = parse_csv_line(line, file, line_number);

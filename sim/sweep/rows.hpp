@@ -51,6 +51,11 @@ struct RowHead {
   std::uint64_t sweep = 0;
   std::size_t points = 0;
 };
+
+// Refuses, naming `file`, a header without the columns that say which sweep a row is of (a
+// CSV file of no rows but a header line is checked by this alone).
+void check_header(const std::vector<std::string>& header, const std::string& file);
+
 RowHead head_of(const std::string& line, Format format, const std::vector<std::string>& header, const std::string& file,
                 std::size_t line_number);
 

@@ -1,7 +1,9 @@
 // Output files of the stepsim program: regular files replaced whole or not at all, devices,
 // FIFOs, pipes and symlinks written through, and nothing left behind, not even by SIGKILL.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,6 +144,7 @@ TEST_CASE("an output that is one of the run's inputs is refused and the input ke
   CHECK(slurp(dir.file("log.txt")) == log);
   CHECK(fs::is_symlink(dir.file("link.json")));
 }
+
 TEST_CASE("a 255-byte output file name works") {
   const Scratch dir("long-name");
   const std::string name = std::string(250, 'r') + ".json";
@@ -190,7 +193,103 @@ TEST_CASE("a stdout that cannot take the output fails the run, and a failing out
   const Run listing = dir.shell("(" + bin + " presets >/dev/full)");
   CHECK(listing.status == 2);
   CHECK(listing.err == "stepsim: error: <stdout>: cannot write the output: No space left on device\n");
+  // Tables printed through C's stdio (collective, calibrate check) are checked as well.
+  const Run collective = dir.shell("(" + bin + " collective allreduce >/dev/full)");
+  CHECK(collective.status == 2);
+  CHECK(collective.err == "stepsim: error: <stdout>: cannot write the report: No space left on device\n");
   CHECK(dir.entries().empty());
+}
+
+TEST_CASE("every command prints its table after its outputs, so a failing output leaves stdout empty") {
+  if (!fs::is_character_file("/dev/full")) return;
+  const Scratch dir("table-after");
+  const std::string data = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/";
+  const std::string full = "No space left on device";
+  for (const std::string& args :
+       {std::string("collective allreduce --json /dev/full"),
+        "calibrate import-nccl-tests " + data + "nccl-tests/a100-80g-8gpu-allreduce-a.txt -o /dev/full",
+        std::string("calibrate plan ddp-1.3b-64xa100 --json /dev/full")}) {
+    INFO(args);
+    const Run r = dir.run(args);
+    CHECK(refusal(r, full) == "");
+    CHECK(r.out.empty());
+  }
+  // A folder that is not there is refused before the search, not after it.
+  const Run plan = dir.run("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-a100-80g-hdr -o nodir/p.csv");
+  CHECK(refusal(plan, "nodir/p.csv: -o: cannot create the file: No such file or directory") == "");
+  CHECK(plan.out.empty());
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("flags that would do nothing are refused: collective, calibrate from-trace and presets") {
+  const Scratch dir("idle-flags");
+  const std::string trace = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  CHECK(refusal(dir.run("collective allreduce --factor 4"), "<command line>: --factor: applies only with --sweep") ==
+        "");
+  CHECK(refusal(dir.run("calibrate from-trace " + trace + " -o cpu.json"),
+                "<command line>: -o: needs a SCENARIO: 'from-trace TRACE' alone prints the CPU's cost per operator") ==
+        "");
+  CHECK(refusal(dir.run("calibrate from-trace " + trace + " --set parallel.tp=2"),
+                "<command line>: --set: needs a "
+                "SCENARIO") == "");
+  // presets: --json writes the list only; each flag once.
+  CHECK(refusal(dir.run("presets h100-sxm5-80gb --json n.json"), "--json: writes the list of presets") == "");
+  CHECK(refusal(dir.run("presets --keys --json n.json"), "--json: writes the list of presets") == "");
+  CHECK(refusal(dir.run("presets --json a.json --json b.json"), "--json: given more than once") == "");
+  CHECK(refusal(dir.run("presets --resolved"), "--resolved: applies to an example NAME") == "");
+  CHECK(refusal(dir.run("presets --kind gpu --keys"), "--kind: applies to the list of presets") == "");
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("a closed stdout is not taken by an output file") {
+  const Scratch dir("closed-stdout");
+  const std::string bin = STEPSIM_BINARY;
+  // Without stdout the table cannot be printed: the run fails and report.json is not written,
+  // instead of receiving the table after its JSON.
+  const Run r = dir.shell("(" + bin + " " + kSimulate + " --json report.json >&-)");
+  CHECK(refusal(r, "<stdout>: cannot write the report: Bad file descriptor") == "");
+  CHECK(dir.entries().empty());
+  // An output that is the only thing written goes through whole.
+  const Run json = dir.shell("(" + bin + " collective allreduce --json c.json >&- 2>&-; echo $? >status)");
+  CHECK(slurp(dir.file("status")) == "2\n");
+  CHECK(dir.entries() == std::vector<std::string>{"status"});
+}
+
+TEST_CASE("a file a running sweep writes is not replaced by another output") {
+  const Scratch dir("locked");
+  dir.write("rows.csv", "point\n");
+  // The lock sweep -o holds while it writes its rows.
+  const int fd = ::open(dir.file("rows.csv").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  CHECK(refusal(dir.run(std::string(kSimulate) + " --json rows.csv"),
+                "rows.csv: --json: a running sweep is writing its rows to it") == "");
+  CHECK(refusal(dir.run("collective allreduce --json rows.csv"), "a running sweep is writing its rows to it") == "");
+  ::close(fd);
+  CHECK(slurp(dir.file("rows.csv")) == "point\n");
+  CHECK(dir.run(std::string(kSimulate) + " --json rows.csv").status == 0);
+}
+
+TEST_CASE("sweep and plan write CSV through a device or a FIFO") {
+  const Scratch dir("sweep-device");
+  CHECK(dir.run("sweep ddp-1.3b-64xa100 --vary data_parallel.bucket_cap_mb=25,50 -o /dev/null").status == 0);
+  const Run rows = dir.run("sweep ddp-1.3b-64xa100 --vary data_parallel.bucket_cap_mb=25,50 -o /dev/stdout");
+  CHECK(rows.status == 0);
+  CHECK(rows.out.starts_with("point,point_id,sweep_id,"));
+  dir.write("rows.csv", rows.out);
+  const Run merged = dir.run("sweep --merge /dev/stdout rows.csv");
+  CHECK(merged.status == 0);
+  CHECK(merged.out == rows.out);
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK(dir.entries() == std::vector<std::string>{"rows.csv"});
+}
+
+TEST_CASE("sweep --merge refuses a file of a header alone that is not a sweep's") {
+  const Scratch dir("merge-header");
+  dir.write("g.csv", "garbage\n");
+  CHECK(refusal(dir.run("sweep --merge out.csv g.csv"),
+                "g.csv: line 1: has no 'point' column: not the rows of a stepsim sweep") == "");
+  CHECK(dir.entries() == std::vector<std::string>{"g.csv"});
 }
 
 TEST_CASE("an existing report survives a failed run unchanged") {

@@ -191,7 +191,8 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
   CHECK(err("--tokens 1T --gpus 0 --cluster dgx-b200") ==
         "stepsim: error: --gpus: 0: expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2\n");
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 -o plan.txt") ==
-        "stepsim: error: -o: plan.txt: expected a file name ending in .csv or .json, or '-' for CSV on stdout\n");
+        "stepsim: error: -o: plan.txt: expected a file name ending in .csv or .json, or '-', a device or a FIFO for "
+        "CSV written through\n");
   CHECK(err("--deadline soon --gpus 8 --cluster dgx-b200") ==
         "stepsim: error: --deadline: soon: expected a number of days above 0 (at most 36500)\n");
   // Every cluster is checked before any search runs; a decimal comma splits a price in two.

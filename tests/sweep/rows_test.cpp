@@ -73,7 +73,8 @@ TEST_CASE("the output format follows the file's extension") {
   CHECK(format_of("-", "-o") == Format::csv);
   CHECK(format_of("a/b.jsonl", "-o") == Format::jsonl);
   CHECK_THROWS_WITH(format_of("out.txt", "-o"),
-                    "-o: out.txt: expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)");
+                    "-o: out.txt: expected a file name ending in .csv or .jsonl (or '-', a device or a FIFO for CSV "
+                    "written through)");
 }
 
 TEST_CASE("each shard writes its own file unless a {shard} pattern names it") {

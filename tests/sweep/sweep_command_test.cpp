@@ -130,7 +130,8 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
   CHECK(err("--vary a=1:1000:+1 --vary b=1:1000:+1 --vary c=1,2") ==
         "stepsim: error: --vary: c: the sweep would have more than 1000000 points; narrow the ranges\n");
   CHECK(err("--vary parallel.tp=1,2 -o out.txt") ==
-        "stepsim: error: -o: out.txt: expected a file name ending in .csv or .jsonl (or '-' for CSV on stdout)\n");
+        "stepsim: error: -o: out.txt: expected a file name ending in .csv or .jsonl (or '-', a device or a FIFO for "
+        "CSV written through)\n");
   CHECK(err("'' --vary parallel.tp=1,2") ==
         "stepsim: error: <command line>: SCENARIO: the scenario file name is empty (omit it to sweep the embedded "
         "default)\n");
