@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kCalibratePlanUsage = "usage: stepsim calibrate plan SCENARIO [--set KEY=VALUE]... [--json FILE]";
 constexpr const char* kCalibratePlanExamples =
     "  stepsim calibrate plan my-scenario.json\n"
-    "  stepsim calibrate plan llama3-70b --set parallel.tp=8 --json plan.json\n";
+    "  stepsim calibrate plan default --set model=llama3-70b --json plan.json\n";
 
 void print_plan(const std::vector<calibration::PlannedRun>& runs, std::ostream& out) {
   out << "# runs that would measure every communicator and GEMM shape of the step (one process per GPU)\n";

@@ -231,14 +231,17 @@ std::string zero_notes(const Scenario& s) {
         deepspeed_pipeline_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
   }
   const std::string size = megatron_bucket_text(s);
+  const bool zero2 = s.data_parallel.kind == DpKind::zero2;
+  const bool deepspeed = s.training.framework == Framework::deepspeed;
+  // Megatron-Core closes a bucket once it holds at least its size, DeepSpeed before a gradient
+  // would take it past that size (chunked_layout); DeepSpeed with pp > 1 returned above.
   const std::string buckets = s.parallel.pp > 1
                                   ? fmt::format(
                                         "{} gradient buckets of at least {} on stage 0 (each later stage and model "
                                         "chunk one bucket)",
                                         megatron_bucket_layout(first).buckets.size(), size)
-                                  : fmt::format("{} gradient buckets of at least {}", layout.buckets.size(), size);
-  const bool zero2 = s.data_parallel.kind == DpKind::zero2;
-  const bool deepspeed = s.training.framework == Framework::deepspeed;
+                                  : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
+                                                deepspeed ? "at most" : "at least", size);
   return fmt::format(
       "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
       deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,
