@@ -26,6 +26,38 @@ def cli(*args):
     return done.stdout
 
 
+def cli_error(*args):
+    """The error `stepsim ARGS` prints (which must refuse its input, exit status 2), without the
+    program's prefix: "FILE: POINTER: MESSAGE" as str() of a ScenarioError."""
+    done = subprocess.run([STEPSIM, *args], capture_output=True, text=True)
+    assert done.returncode == 2, f"stepsim {' '.join(args)}: exit {done.returncode}, not 2: {done.stderr}"
+    return done.stderr.strip().removeprefix("stepsim: error: ")
+
+
+def raised(call, kind):
+    """The exception of type `kind` that `call()` raises (any other outcome fails)."""
+    try:
+        call()
+    except kind as e:
+        return e
+    raise AssertionError(f"no {kind.__name__}")
+
+
+def sweep_rows(*args):
+    """The rows of `stepsim sweep ARGS -o rows.jsonl`."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.jsonl")
+        cli("sweep", *args, "-o", rows)
+        with open(rows) as f:
+            return [json.loads(line) for line in f]
+
+
+def records(frame):
+    """A DataFrame's rows as dicts, NaN (pandas' missing value) as JSON's null."""
+    return [{k: (None if v is None or v != v else v) for k, v in row.items()}
+            for row in frame.astype(object).to_dict("records")]
+
+
 def same(got, want, where=""):
     """Every field of `want` in `got` with the same type and value, and no other field."""
     assert type(got) is type(want), f"{where or '/'}: {type(got).__name__} != {type(want).__name__}"
@@ -221,8 +253,220 @@ def threads():
     print("four threads: the same reports")
 
 
+def nul_characters():
+    """A NUL ends a C string: "s.json\\0junk" would read s.json. Every text argument refuses it,
+    naming the argument, as Python's own open() refuses it."""
+    resolved = json.loads(cli("presets", "default", "--resolved"))
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = os.path.join(folder, "s.json")
+        with open(scenario, "w") as f:
+            json.dump(resolved, f)
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+        cut = "\0junk"
+        for call, where in [
+            (lambda: stepsim.simulate(scenario + cut), ("stepsim.simulate", "scenario")),
+            (lambda: stepsim.simulate(calibration=calib + cut), ("stepsim.simulate", "calibration")),
+            (lambda: stepsim.simulate(calibration=[calib, calib + cut]), ("stepsim.simulate", "calibration")),
+            (lambda: stepsim.sweep(scenario + cut, vary={"parallel.tp": [1]}), ("stepsim.sweep", "scenario")),
+            (lambda: stepsim.plan(scenario + cut, gpus=8, cluster="dgx-h100-ndr", tokens="1T"),
+             ("stepsim.plan", "scenario")),
+            (lambda: stepsim.analyze(TRACE + cut), ("stepsim.analyze", "paths")),
+            (lambda: stepsim.analyze([TRACE + cut]), ("stepsim.analyze", "paths")),
+            (lambda: stepsim.analyze(TRACE, step="5" + cut), ("<command line>", "--step")),
+            (lambda: stepsim.collective("allreduce", cluster="dgx-a100-80g-hdr", calibration=calib + cut),
+             ("<command line>", "--calibration")),
+            (lambda: stepsim.collective("allreduce", cluster="dgx-a100-80g-hdr" + cut),
+             ("<command line>", "--cluster")),
+            (lambda: stepsim.collective("allreduce" + cut), ("<command line>", "stepsim collective")),
+            (lambda: stepsim.simulate(sets={"model": "llama3-8b" + cut}), ("--set", "model")),
+            (lambda: stepsim.simulate(sets=["model=llama3-8b" + cut]), ("--set", "model")),
+            (lambda: stepsim.sweep(vary={"model": ["llama3-8b" + cut]}), ("--vary", "model")),
+            (lambda: stepsim.sweep(vary={"parallel.tp": "1,2" + cut}), ("--vary", "parallel.tp")),
+            (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", model="llama3-8b" + cut),
+             ("<command line>", "--model")),
+            (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr" + cut, tokens="1T"), ("<command line>", "--cluster")),
+        ]:
+            e = raised(call, stepsim.ScenarioError)
+            assert (e.file, e.pointer) == where, (e.file, e.pointer, e.message)
+            assert "NUL" in e.message and "junk" in e.message, e.message
+    print("NUL characters: refused in every text argument")
+
+
+def vary_keys():
+    """An empty key, or one holding '=', is the command line's error for --vary =1,2 whatever
+    form its values take; vary itself must be a dict."""
+    want = cli_error("sweep", "--vary", "=1,2", "-o", "rows.jsonl")
+    assert want == "--vary: =1,2: expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S", want
+    for values in ([1, 2], (1, 2), range(1, 3), "1,2"):
+        e = raised(lambda: stepsim.sweep(vary={"": values}), stepsim.ScenarioError)
+        assert str(e) == want and (e.file, e.pointer) == ("--vary", "=1,2"), str(e)
+        e = raised(lambda: stepsim.sweep(vary={"parallel.tp=4": values}), stepsim.ScenarioError)
+        assert (e.file, e.pointer) == ("--vary", "parallel.tp=4=1,2") and "'='" in e.message, str(e)
+    e = raised(lambda: stepsim.simulate(sets={"": 4}), stepsim.ScenarioError)
+    assert str(e) == cli_error("simulate", "--set", "=4", "--json", "-"), str(e)
+    e = raised(lambda: stepsim.simulate(sets={"parallel.tp=4": 4}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--set", "parallel.tp=4") and "'='" in e.message, str(e)
+    for vary in (["parallel.tp"], "parallel.tp=1,2", ("parallel.tp", [1, 2])):
+        e = raised(lambda: stepsim.sweep(vary=vary), TypeError)
+        assert str(e).startswith("vary: "), str(e)
+    e = raised(lambda: stepsim.sweep(vary={"parallel.tp": 4}), TypeError)
+    assert str(e).startswith("vary: parallel.tp: "), str(e)
+    print("vary keys: --vary's error for every form of values; vary not a dict is a TypeError")
+
+
+def json_values():
+    """A list value of vary or sets is written as on the command line, without spaces: the rows,
+    sweep_id included, are those of sweep --vary 'KEY=["attn"],["attn","mlp"]'."""
+    want = sweep_rows("--vary", 'training.cuda_graph_scope=["attn"],["attn","mlp"]',
+                      "--set", "training.cuda_graphs=true")
+    assert [w["training.cuda_graph_scope"] for w in want] == ['["attn"]', '["attn","mlp"]'], want
+    for sets in ({"training.cuda_graphs": True}, ["training.cuda_graphs=true"]):
+        got = records(stepsim.sweep(vary={"training.cuda_graph_scope": [["attn"], ["attn", "mlp"]]}, sets=sets))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            for key in w:
+                assert g[key] == w[key], f"point {w['point']} {key}: {g[key]!r} != {w[key]!r}"
+    # The same list as a --set value: the report of the command line's text.
+    same(stepsim.simulate(sets={"training.cuda_graphs": True, "training.cuda_graph_scope": ["attn", "mlp"]}),
+         json.loads(cli("simulate", "--set", "training.cuda_graphs=true", "--set",
+                        'training.cuda_graph_scope=["attn","mlp"]', "--json", "-")))
+    print(f"JSON values: {len(want)} rows of the command line, sweep_id {want[0]['sweep_id']}")
+
+
+def integer_ranges():
+    """Integers beyond the native types raise ScenarioError naming the argument, in the words the
+    command line (or the module's own check) uses for a bad value of the same flag."""
+    trace_rank = cli_error("analyze", TRACE, "--rank", "-1", "--json", "-")
+    collective_gpus = cli_error("collective", "allreduce", "--gpus", "0")
+    max_layouts = cli_error("plan", "--gpus", "8", "--cluster", "dgx-h100-ndr", "--tokens", "1T", "--max-layouts", "-1",
+                            "-o", "rows.json")
+    for call, want in [
+        (lambda: stepsim.analyze(TRACE, rank=-1), trace_rank),
+        (lambda: stepsim.collective("allreduce", gpus=2**31), collective_gpus.replace("got 0", f"got {2**31}")),
+        (lambda: stepsim.collective("allreduce", gpus=-2**31 - 1),
+         collective_gpus.replace("got 0", f"got {-2**31 - 1}")),
+        (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", max_layouts=2**64),
+         max_layouts.replace("-1", str(2**64))),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=2**64),
+         f"stepsim.sweep: jobs: expected 0 (every usable core) to 4096 simulations at once, got {2**64}"),
+        (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", jobs=-2**63 - 1),
+         f"stepsim.plan: jobs: expected 0 (every usable core) to 4096 simulations at once, got {-2**63 - 1}"),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=2**31),
+         f"stepsim.sweep: gpus: expected a GPU count of 1 to {2**31 - 1} (or 0: parallel.dp as set), got {2**31}"),
+    ]:
+        e = raised(call, stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+    e = raised(lambda: stepsim.collective("allreduce", ranks_per_node=2**31), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<command line>", "--ranks-per-node") and str(2**31) in e.message, str(e)
+    e = raised(lambda: stepsim.analyze(TRACE, rank=2**64), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<command line>", "--rank"), str(e)
+    print("integer ranges: ScenarioError naming the flag")
+
+
+def numpy_values():
+    """numpy's scalars (a DataFrame's cells) and arrays are taken wherever Python's numbers and
+    lists are, with the command line's results."""
+    import numpy as np
+
+    want = json.loads(cli("simulate", "--set", "parallel.tp=2", "--set", "parallel.dp=32", "--json", "-"))
+    same(stepsim.simulate(sets={"parallel.tp": np.int64(2), "parallel.dp": np.int32(32)}), want)
+    same(stepsim.simulate({**json.loads(cli("presets", "default", "--resolved")), "parallel": {
+        "tp": np.int64(2), "dp": np.uint8(32)}}, advise=np.bool_(False)), want)
+    want = sweep_rows("--vary", "parallel.tp=1,2", "--vary", "data_parallel.bucket_cap_mb=25,100", "--gpus", "64")
+    for vary in ({"parallel.tp": np.array([1, 2]), "data_parallel.bucket_cap_mb": np.array([25, 100])},
+                 {"parallel.tp": [np.int64(1), np.int64(2)], "data_parallel.bucket_cap_mb": [np.int16(25), 100]}):
+        got = records(stepsim.sweep(vary=vary, gpus=np.int64(64), jobs=np.int64(2), keep_oom=np.bool_(False)))
+        assert len(got) == len(want) == 4
+        for g, w in zip(got, want):
+            for key in w:
+                assert g[key] == w[key], f"point {w['point']} {key}: {g[key]!r} != {w[key]!r}"
+    same(stepsim.collective("allreduce", gpus=np.int64(16), ranks_per_node=np.int32(8), sweep="1MiB:16MiB",
+                            factor=np.float32(4)),
+         json.loads(cli("collective", "allreduce", "--gpus", "16", "--ranks-per-node", "8", "--sweep", "1MiB:16MiB",
+                        "--factor", "4", "--json", "-")))
+    same(stepsim.analyze(TRACE, rank=np.int64(0), step=np.int64(5)),
+         json.loads(cli("analyze", TRACE, "--rank", "0", "--step", "5", "--json", "-")))
+    print("numpy values: the command line's results")
+
+
+def wrong_types():
+    """A bool where an integer is expected, a number or None where a bool is, bytes where text
+    is: a TypeError naming the argument, never taken as something else or ignored."""
+    plan = {"gpus": 8, "cluster": "dgx-h100-ndr", "tokens": "1T", "max_layouts": 2}
+    for call, name in [
+        (lambda: stepsim.simulate(advise=2.5), "advise"),
+        (lambda: stepsim.simulate(advise=None), "advise"),
+        (lambda: stepsim.simulate(advise=1), "advise"),
+        (lambda: stepsim.simulate(b"default"), "scenario"),
+        (lambda: stepsim.simulate(calibration=b"a.calib.json"), "calibration"),
+        (lambda: stepsim.simulate(sets={b"parallel.tp": 2}), "sets"),
+        (lambda: stepsim.simulate(sets=[b"parallel.tp=2"]), "sets"),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, keep_oom=0.5), "keep_oom"),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=True), "gpus"),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=64.0), "gpus"),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=None), "jobs"),
+        (lambda: stepsim.plan(**{**plan, "max_layouts": True}), "max_layouts"),
+        (lambda: stepsim.plan(**plan, model=0), "model"),
+        (lambda: stepsim.plan(**plan, model=b"llama3-8b"), "model"),
+        (lambda: stepsim.plan(**plan, jobs=False), "jobs"),
+        (lambda: stepsim.collective("allreduce", ranks_per_node=True), "ranks_per_node"),
+        (lambda: stepsim.collective("allreduce", gpus=16.0), "gpus"),
+        (lambda: stepsim.collective(b"allreduce"), "op"),
+        (lambda: stepsim.collective("allreduce", size=1024), "size"),
+        (lambda: stepsim.collective("allreduce", cluster=b"dgx-h100-ndr"), "cluster"),
+        (lambda: stepsim.collective("allreduce", sweep="1MiB:4MiB", factor=True), "factor"),
+        (lambda: stepsim.analyze(TRACE, step=True), "step"),
+        (lambda: stepsim.analyze(TRACE, step=5.0), "step"),
+        (lambda: stepsim.analyze(TRACE, rank=False), "rank"),
+        (lambda: stepsim.analyze(TRACE.encode()), "paths"),
+    ]:
+        e = raised(call, TypeError)
+        assert str(e).startswith(f"{name}: "), f"{name}: {e}"
+    print("wrong types: TypeError naming the argument")
+
+
+def dict_scenario_values():
+    """What JSON cannot hold (NaN, infinities, lone surrogates) is refused at the value's JSON
+    pointer in the dict, not as invalid JSON at a column of text the caller never wrote."""
+    scenario = json.loads(cli("presets", "default", "--resolved"))
+    for path, value, expected in [
+        (["model"], float("nan"), "expected a finite number"),
+        (["training", "seq_len"], float("inf"), "expected a finite number"),
+        (["training", "global_batch"], -float("inf"), "expected a finite number"),
+        (["model"], "llama3-\ud800", "not valid Unicode"),
+    ]:
+        bad = json.loads(json.dumps(scenario))
+        bad[path[0]] = value if len(path) == 1 else {**bad[path[0]], path[1]: value}
+        e = raised(lambda: stepsim.simulate(bad), stepsim.ScenarioError)
+        assert (e.file, e.pointer) == ("<dict>", "/" + "/".join(path)) and expected in e.message, str(e)
+    e = raised(lambda: stepsim.simulate({"model": float("nan")}), stepsim.ScenarioError)
+    assert str(e) == "<dict>: /model: expected a finite number, got nan", str(e)
+    e = raised(lambda: stepsim.simulate(sets={"training.seq_len": float("nan")}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--set", "training.seq_len") and "finite" in e.message, str(e)
+    e = raised(lambda: stepsim.sweep(vary={"training.seq_len": [4096, float("inf")]}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--vary", "training.seq_len") and "finite" in e.message, str(e)
+    print("dict scenario values: ScenarioError at the value's pointer")
+
+
+def collective_factor():
+    """factor without sweep would do nothing: refused, naming --factor."""
+    e = raised(lambda: stepsim.collective("allreduce", factor=4), stepsim.ScenarioError)
+    assert str(e) == "<command line>: --factor: applies only with --sweep", str(e)
+    # Once the command line refuses --factor without --sweep too, its words are these.
+    done = subprocess.run([STEPSIM, "collective", "allreduce", "--factor", "4"], capture_output=True, text=True)
+    if done.returncode != 0:
+        assert done.stderr.strip().removeprefix("stepsim: error: ") == str(e), done.stderr
+    same(stepsim.collective("allreduce", size="1MiB", factor=None),
+         json.loads(cli("collective", "allreduce", "--size", "1MiB", "--json", "-")))
+    print("collective factor: refused without sweep")
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
-                                 sweep_into_frame, plan, collective, analyze, presets, threads]}
+                                 sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
+                                 vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
+                                 dict_scenario_values, collective_factor]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

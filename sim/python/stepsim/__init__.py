@@ -15,6 +15,7 @@ was expected. The functions release the GIL while they work: threads simulate si
 See docs/python.md.
 """
 import json
+import math
 import os
 
 from . import _core
@@ -26,21 +27,133 @@ __version__ = _core.version()
 # The name a scenario given as a dict has in errors (ScenarioError.file).
 DICT_SOURCE = "<dict>"
 
+# The native functions' integer types: a Python int beyond them is refused here, naming the
+# argument, instead of by pybind11's "incompatible function arguments".
+_INT = (-2**31, 2**31 - 1)
+_LONG_LONG = (-2**63, 2**63 - 1)
+# sweep::kMaxJobs and the largest GPU count of `stepsim collective`, for the messages of integers
+# beyond the native types (the native checks give the same ones for those inside).
+_MAX_JOBS = 4096
+_MAX_COLLECTIVE_GPUS = 1 << 20
 
-def _scenario(scenario):
+# --vary's and --set's syntax errors, in the command line's words.
+_VARY_SYNTAX = "expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S"
+_SET_SYNTAX = 'expected KEY=VALUE, e.g. parallel.tp=4 or cluster.inter_node.nic_bandwidth="200 Gb/s"'
+
+
+def _error(file, pointer, message):
+    """A ScenarioError as the native functions raise it: str() is "file: pointer: message"."""
+    # A pointer to a key that holds a lone surrogate shows it escaped, so that the error prints.
+    file, pointer = (part.encode("utf-8", "backslashreplace").decode() for part in (file, pointer))
+    error = ScenarioError(": ".join(part for part in (file, pointer, message) if part))
+    error.file, error.pointer, error.message = file, pointer, message
+    return error
+
+
+def _plain(value):
+    """numpy's scalars and arrays (a DataFrame's cells, np.arange) as the Python values they hold,
+    without importing numpy: what has .tolist() (arrays, Series, numpy scalars) or .item()."""
+    if type(value) in (str, int, float, bool, list, tuple, dict, type(None)):
+        return value
+    for method in ("tolist", "item"):
+        convert = getattr(value, method, None)
+        if callable(convert):
+            return convert()
+    return value
+
+
+def _native(text, file, pointer):
+    """Text as the native functions take it. They open files by C string, so a NUL would end a
+    path early and another file would be read (Python's open() refuses it too); a lone surrogate
+    has no UTF-8."""
+    if "\0" in text:
+        raise _error(file, pointer, f"expected text without NUL characters, got {text!r}")
+    _unicode(text, file, pointer)
+    return text
+
+
+def _unicode(text, file, pointer):
+    """Refuses text with a lone surrogate (from "\\ud800" or a file name Python could not decode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise _error(file, pointer, f"the string {text!r} is not valid Unicode (a lone surrogate "
+                                    f"U+{ord(text[e.start]):04X} at character {e.start + 1})") from None
+
+
+def _json(value, file, pointer):
+    """`value` as JSON, written as one would write it on the command line (["attn","mlp"]: no
+    spaces, non-ASCII as it is), so that a sweep's sweep_id and varied columns are the command
+    line's."""
+    return json.dumps(_json_value(value, file, pointer), separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_value(value, file, pointer):
+    """`value` with numpy's values as Python's; NaN, infinities and lone surrogates, which JSON
+    cannot hold, are refused at their JSON pointer (json.dumps would write NaN, which no JSON
+    reader takes, and the error would point into text the caller never wrote)."""
+    value = _plain(value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            key = _plain(key)  # json.dumps writes the other keys it takes (1, True) as text
+            name = key if isinstance(key, str) else json.dumps(key)
+            member = f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"
+            _unicode(name, file, member)
+            out[key] = _json_value(item, file, member)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item, file, f"{pointer}/{i}") for i, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _error(file, pointer, f"expected a finite number, got {value!r}")
+    if isinstance(value, str):
+        _unicode(value, file, pointer)
+    return value
+
+
+def _scenario(scenario, function):
     """(path, text): a file or preset name, or a dict's JSON; None is the embedded default."""
     if scenario is None:
         return "", None
     if isinstance(scenario, dict):
-        return DICT_SOURCE, json.dumps(scenario)
+        return DICT_SOURCE, _json(scenario, DICT_SOURCE, "")
     if isinstance(scenario, (str, os.PathLike)):
-        return os.fspath(scenario), None
+        return _path(scenario, "scenario", f"stepsim.{function}"), None
     raise TypeError(f"scenario: expected a dict, a file path or a preset name, got {type(scenario).__name__}")
 
 
-def _value(value):
+def _path(path, name, file, pointer=None):
+    """A file path (text or os.PathLike) as the native functions take it; errors name the
+    argument `name`, a ScenarioError as `file` and `pointer` (the argument's name if None)."""
+    path = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(path, str):
+        raise TypeError(f"{name}: expected a file path, got {type(path).__name__}")
+    return _native(path, file, name if pointer is None else pointer)
+
+
+def _files(files, name, file, pointer=None):
+    """One path or a list of them."""
+    if files is None:
+        return []
+    if isinstance(files, (str, os.PathLike)):
+        return [_path(files, name, file, pointer)]
+    files = _plain(files)
+    if not isinstance(files, (list, tuple)):
+        raise TypeError(f"{name}: expected a file path or a list of them, got {type(files).__name__}")
+    return [_path(f, name, file, pointer) for f in files]
+
+
+def _key(key, name):
+    """A key of sets or vary: text (bytes or a number is no scenario key)."""
+    if not isinstance(key, str):
+        raise TypeError(f'{name}: expected keys as text such as "parallel.tp", got {type(key).__name__}')
+    return key
+
+
+def _value(value, file, key):
     """A value as --set takes it: text as it is, anything else as JSON (True is true)."""
-    return value if isinstance(value, str) else json.dumps(value)
+    value = _plain(value)
+    return _native(value, file, key) if isinstance(value, str) else _json(value, file, key)
 
 
 def _sets(sets):
@@ -48,16 +161,88 @@ def _sets(sets):
     if sets is None:
         return []
     if isinstance(sets, dict):
-        return [f"{key}={_value(value)}" for key, value in sets.items()]
-    if isinstance(sets, str):
-        raise TypeError('sets: expected a dict or a list of "key=value" strings, got one string')
-    return list(sets)
+        return [_assignment(_key(key, "sets"), value) for key, value in sets.items()]
+    if isinstance(sets, (str, bytes)):
+        raise TypeError(f'sets: expected a dict or a list of "key=value" strings, got one {type(sets).__name__}')
+    try:
+        entries = [_plain(entry) for entry in sets]
+    except TypeError:
+        raise TypeError(f'sets: expected a dict or a list of "key=value" strings, got {type(sets).__name__}') from None
+    for entry in entries:
+        if not isinstance(entry, str):
+            raise TypeError(f'sets: expected "key=value" strings, got {type(entry).__name__}')
+        _native(entry, "--set", entry.partition("=")[0])
+    return entries
 
 
-def _files(files):
-    if files is None:
+def _assignment(key, value):
+    """"key=value": the key neither empty nor holding '=' (the value would start at it)."""
+    text = _value(value, "--set", key)
+    if not key:
+        raise _error("--set", f"={text}", _SET_SYNTAX)
+    if "=" in key:
+        raise _error("--set", key, "expected a key without '=' (--set KEY=VALUE ends the key at the first '=')")
+    return f"{_native(key, '--set', key)}={text}"
+
+
+def _axes(vary):
+    """sweep()'s axes [(key, values)] from {key: values}, as --vary KEY=VALUES gives them."""
+    if vary is None:
         return []
-    return [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
+    if not isinstance(vary, dict):
+        raise TypeError(f"vary: expected a dict {{key: values}}, got {type(vary).__name__}")
+    return [_axis(_key(key, "vary"), values) for key, values in vary.items()]
+
+
+def _axis(key, values):
+    """One axis: a list of values, or the text of --vary ("1,2,4", "1:256:x2")."""
+    values = _plain(values)
+    if isinstance(values, str):
+        listed, text = None, _native(values, "--vary", key)
+    elif isinstance(values, (list, tuple, range)):
+        listed = [_value(v, "--vary", key) for v in values]
+        text = ",".join(listed)
+    else:
+        raise TypeError(f"vary: {key}: expected a list of values or the text of --vary, got {type(values).__name__}")
+    # --vary KEY=VALUES takes the key up to the first '=': an empty key, or one holding '=', has
+    # no command line of its own, and the rows would be blamed on a --set the caller never wrote.
+    if not key:
+        raise _error("--vary", f"={text}", _VARY_SYNTAX)
+    if "=" in key:
+        raise _error("--vary", f"{key}={text}",
+                     "expected a key without '=' (--vary KEY=VALUES ends the key at the first '=')")
+    _native(key, "--vary", key)
+    return key, _core.axis_values(key, text) if listed is None else listed
+
+
+def _int(value, name):
+    """An integer argument: numpy's integers too, but not a bool (True is no count)."""
+    value = _plain(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _bool(value, name):
+    """A flag: True or False (numpy's too), not a number or None that would be read as one."""
+    value = _plain(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected True or False, got {type(value).__name__}")
+    return value
+
+
+def _inside(value, bounds):
+    """Whether `value` fits the native type whose bounds these are."""
+    return bounds[0] <= value <= bounds[1]
+
+
+def _jobs(jobs, function):
+    """sweep()'s and plan()'s jobs; the native check refuses what is out of range but fits."""
+    jobs = _int(jobs, "jobs")
+    if not _inside(jobs, _LONG_LONG):
+        raise _error(function, "jobs",
+                     f"expected 0 (every usable core) to {_MAX_JOBS} simulations at once, got {jobs}")
+    return jobs
 
 
 def simulate(scenario=None, sets=None, calibration=None, advise=False):
@@ -70,8 +255,9 @@ def simulate(scenario=None, sets=None, calibration=None, advise=False):
     the fixes for exposed communication whatever the scenario's size, as `--advise` (without it,
     as without the flag: when communication is exposed, and simulated when the scenario is small).
     """
-    path, text = _scenario(scenario)
-    return json.loads(_core.simulate_json(path, text, _sets(sets), _files(calibration), advise))
+    path, text = _scenario(scenario, "simulate")
+    calibrations = _files(calibration, "calibration", "stepsim.simulate")
+    return json.loads(_core.simulate_json(path, text, _sets(sets), calibrations, _bool(advise, "advise")))
 
 
 def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
@@ -83,11 +269,15 @@ def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
     per point. keep_oom: points that do not fit keep every column. jobs: simulations at once
     (0: every usable core). A point that fails is a row with its status and reason.
     """
-    path, text = _scenario(scenario)
-    axes = [(key, _core.axis_values(key, values) if isinstance(values, str) else [_value(v) for v in values])
-            for key, values in (vary or {}).items()]
-    rows = [json.loads(line) for line in _core.sweep_rows(path, text, axes, _sets(sets), gpus, keep_oom, jobs)]
-    return _frame(rows)
+    path, text = _scenario(scenario, "sweep")
+    axes = _axes(vary)
+    gpus = _int(gpus, "gpus")
+    if not _inside(gpus, _INT):
+        raise _error("stepsim.sweep", "gpus", f"expected a GPU count of 1 to {_INT[1]} (or 0: parallel.dp as set), "
+                                              f"got {gpus}")
+    rows = _core.sweep_rows(path, text, axes, _sets(sets), gpus, _bool(keep_oom, "keep_oom"),
+                            _jobs(jobs, "stepsim.sweep"))
+    return _frame([json.loads(line) for line in rows])
 
 
 def _frame(rows):
@@ -99,37 +289,55 @@ def _frame(rows):
     return pandas.DataFrame.from_records(rows, columns=list(rows[0]) if rows else None)
 
 
+def _flag(name):
+    """The command line's flag of a keyword argument: ranks_per_node is --ranks-per-node."""
+    return "--" + name.replace("_", "-")
+
+
+def _string(value, name):
+    """A text argument (None: the flag not given), named as its flag in errors."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected text, got {type(value).__name__}")
+    return _native(value, "<command line>", _flag(name))
+
+
 def _text(value, name):
     """A number or text as the flag takes it ("" for None)."""
+    value = _plain(value)
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TypeError(f"{name}: expected a number or text, got {type(value).__name__}")
-    return value if isinstance(value, str) else repr(value)
+    return _native(value, "<command line>", _flag(name)) if isinstance(value, str) else repr(value)
 
 
 def _list_text(values, name):
     """A list (or one item) as the text of a comma-separated flag."""
+    values = _plain(values)
     if values is None:
         return ""
-    if isinstance(values, (str, int)) and not isinstance(values, bool):
-        return str(values)
-    if isinstance(values, (list, tuple)) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
-                                                 for v in values):
-        return ",".join(str(v) for v in values)
-    raise TypeError(f"{name}: expected one value, a list of them or the flag's text, got {type(values).__name__}")
+    items = [_plain(v) for v in values] if isinstance(values, (list, tuple)) else [values]
+    if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items):
+        raise TypeError(f"{name}: expected one value, a list of them or the flag's text, "
+                        f"got {type(values).__name__}")
+    return _native(",".join(str(v) for v in items), "<command line>", _flag(name))
 
 
 def _clusters(cluster):
     """--cluster values from "name[@price]", a list of them, or a dict {name: price or None}."""
+    cluster = _plain(cluster)
     if isinstance(cluster, str):
-        return [cluster]
-    if isinstance(cluster, dict):
-        return [name if price is None else f"{name}@{_text(price, 'cluster')}" for name, price in cluster.items()]
-    if isinstance(cluster, (list, tuple)) and all(isinstance(c, str) for c in cluster):
-        return list(cluster)
-    raise TypeError('cluster: expected "name[@price]", a list of them or a dict {name: price}, '
-                    f"got {type(cluster).__name__}")
+        names = [cluster]
+    elif isinstance(cluster, dict) and all(isinstance(name, str) for name in cluster):
+        names = [name if price is None else f"{name}@{_text(price, 'cluster')}" for name, price in cluster.items()]
+    elif isinstance(cluster, (list, tuple)) and all(isinstance(c, str) for c in cluster):
+        names = list(cluster)
+    else:
+        raise TypeError('cluster: expected "name[@price]", a list of them or a dict {name: price}, '
+                        f"got {type(cluster).__name__}")
+    return [_native(name, "<command line>", "--cluster") for name in names]
 
 
 def plan(scenario=None, *, gpus, cluster, tokens=None, deadline=None, model=None, precision=None, sets=None,
@@ -145,11 +353,15 @@ def plan(scenario=None, *, gpus, cluster, tokens=None, deadline=None, model=None
     list; default the scenario's). max_layouts and jobs as the flags. A cluster and GPU count
     where nothing fits is a row with status "none fits" or "no layout" and its reason.
     """
-    path, text = _scenario(scenario)
-    rows = json.loads(_core.plan_json(path, text, model or "", _text(tokens, "tokens"), _text(deadline, "deadline"),
-                                      _list_text(gpus, "gpus"), _clusters(cluster),
+    path, text = _scenario(scenario, "plan")
+    max_layouts = _int(max_layouts, "max_layouts")
+    if not _inside(max_layouts, _LONG_LONG):
+        # The command line's words for a count outside the flag's range.
+        raise _error("--max-layouts", str(max_layouts), "expected a number of layouts from 0 (every one) to 1000000")
+    rows = json.loads(_core.plan_json(path, text, _string(model, "model"), _text(tokens, "tokens"),
+                                      _text(deadline, "deadline"), _list_text(gpus, "gpus"), _clusters(cluster),
                                       [_list_text(precision, "precision")] if precision is not None else [],
-                                      _sets(sets), max_layouts, jobs))
+                                      _sets(sets), max_layouts, _jobs(jobs, "stepsim.plan")))
     return _frame(rows)
 
 
@@ -160,20 +372,79 @@ def analyze(paths, rank=None, step=None):
     One rank (one file, or `rank` of a folder): its steps and collectives; several: every rank,
     across ranks and the stragglers. step: only ProfilerStep#N (N or the full name).
     """
-    paths = _files(paths)
-    return json.loads(_core.analyze_json(paths, rank, None if step is None else str(step)))
+    paths = _files(paths, "paths", "stepsim.analyze")
+    return json.loads(_core.analyze_json(paths, _rank(rank), _step(step)))
 
 
-def collective(op, **options):
+def _rank(rank):
+    """analyze()'s rank, refused as --rank is (the native index is unsigned: -1 would not fit)."""
+    if rank is None:
+        return None
+    rank = _int(rank, "rank")
+    if rank < 0:
+        raise _error("<command line>", "--rank", f"expected a rank index of 0 or more, got {rank}")
+    if rank >= 2**64:
+        raise _error("<command line>", "--rank", f"expected a rank index below 2^64, got {rank}")
+    return rank
+
+
+def _step(step):
+    """analyze()'s step: N or the full name "ProfilerStep#N"."""
+    step = _plain(step)
+    if step is None:
+        return None
+    if isinstance(step, bool) or not isinstance(step, (int, str)):
+        raise TypeError(f'step: expected a step number or its name "ProfilerStep#N", got {type(step).__name__}')
+    return _native(str(step), "<command line>", "--step")
+
+
+def collective(op, *, size=None, sweep=None, factor=None, gpus=None, ranks_per_node=None, cluster=None,
+               algorithm=None, protocol=None, calibration=None):
     """The rows of `stepsim collective OP --json`: time, algbw and busbw per size, with the
     (algorithm, protocol) pair NCCL would choose.
 
-    Keyword arguments, as the command line's flags: size ("256MiB"), sweep ("8B:4GiB"), factor,
-    gpus, ranks_per_node, cluster, algorithm, protocol, calibration (one file or a list).
+    Keyword arguments, as the command line's flags: size ("256MiB"), sweep ("8B:4GiB"), factor
+    (with sweep only), gpus, ranks_per_node, cluster, algorithm, protocol, calibration (one file
+    or a list). None, or an argument left out, is the flag left out.
     """
-    if "calibration" in options:
-        options["calibration"] = _files(options["calibration"])
-    return json.loads(_core.collective_json(op, **options))
+    if not isinstance(op, str):
+        raise TypeError(f"op: expected the collective's name such as \"allreduce\", got {type(op).__name__}")
+    options = {name: _string(value, name) for name, value in
+               [("size", size), ("sweep", sweep), ("cluster", cluster), ("algorithm", algorithm),
+                ("protocol", protocol)] if value is not None}
+    if factor is not None:
+        options["factor"] = _factor(factor)
+        # Without a sweep there is one size and no step: the factor would do nothing.
+        if not sweep:
+            raise _error("<command line>", "--factor", "applies only with --sweep")
+    if gpus is not None:
+        options["gpus"] = _collective_int(gpus, "gpus", f"expected 2 to {_MAX_COLLECTIVE_GPUS} GPUs")
+    if ranks_per_node is not None:
+        options["ranks_per_node"] = _collective_int(ranks_per_node, "ranks_per_node",
+                                                    "expected 1 to the cluster's GPUs per node")
+    if calibration is not None:
+        options["calibration"] = _files(calibration, "calibration", "<command line>", "--calibration")
+    return json.loads(_core.collective_json(_native(op, "<command line>", "stepsim collective"), **options))
+
+
+def _collective_int(value, name, expected):
+    """A count of collective() within the native int (the native checks word the rest)."""
+    value = _int(value, name)
+    if not _inside(value, _INT):
+        raise _error("<command line>", _flag(name), f"{expected}, got {value}")
+    return value
+
+
+def _factor(factor):
+    """The size step of a sweep: a number (one too large for a float is refused as --factor is)."""
+    factor = _plain(factor)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"factor: expected a number, got {type(factor).__name__}")
+    try:
+        return float(factor)
+    except OverflowError:
+        raise _error("<command line>", "--factor",
+                     f"expected a factor between 1.001 and 1000000, got {factor}") from None
 
 
 def presets():
