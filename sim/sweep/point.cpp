@@ -35,19 +35,31 @@ std::optional<long long> whole_number(std::string_view text) {
 }
 
 // The value of the last assignment to `key` in `sets` as a positive integer, if any.
-std::optional<long long> assigned_degree(const std::vector<std::string>& sets, const std::string& key) {
+// The value `set` gives parallel.NAME: "parallel.NAME=V", or a "parallel={...}" object that
+// names it (the loader merges such an object into the section). Null when it gives none.
+std::optional<std::string> degree_text(const std::string& set, std::string_view name) {
+  const std::string dotted = fmt::format("parallel.{}=", name);
+  if (set.starts_with(dotted)) return set.substr(dotted.size());
+  if (!set.starts_with("parallel=")) return std::nullopt;
+  json::error_code ec;
+  const json::value v = json::parse(std::string_view(set).substr(9), ec);
+  const json::object* o = ec ? nullptr : v.if_object();
+  const json::value* degree = o == nullptr ? nullptr : o->if_contains(name);
+  if (degree == nullptr) return std::nullopt;
+  return json::serialize(*degree);
+}
+
+// The degree NAME (tp, pp, cp) the last assignment to it in `sets` gives, as a positive
+// integer; nullopt when none assigns it or its value is not one (the loader then says why).
+std::optional<long long> assigned_degree(const std::vector<std::string>& sets, std::string_view name) {
   std::optional<long long> degree;
-  for (const auto& set : sets) {
-    if (set.size() <= key.size() || set.compare(0, key.size(), key) != 0 || set[key.size()] != '=') continue;
-    degree = whole_number(std::string_view(set).substr(key.size() + 1));
-  }
+  for (const auto& set : sets)
+    if (const auto text = degree_text(set, name)) degree = whole_number(*text);
   return degree;
 }
 
-bool assigns(const std::vector<std::string>& sets, const std::string& key) {
-  for (const auto& set : sets)
-    if (set.compare(0, key.size() + 1, key + "=") == 0) return true;
-  return false;
+bool assigns_degree(const std::vector<std::string>& sets, std::string_view name) {
+  return std::any_of(sets.begin(), sets.end(), [&](const std::string& set) { return degree_text(set, name); });
 }
 
 // The unresolvable point's id: a hash of its assignments, so that resume and merge still
@@ -123,11 +135,17 @@ std::uint64_t fnv1a64(const std::string& text) {
 
 void prepare(SweepSpec& spec) {
   if (spec.gpus != 0) {
-    if (assigns(spec.sets, "parallel.dp"))
+    if (assigns_degree(spec.sets, "dp"))
       throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp per point");
     for (const auto& axis : spec.axes)
-      if (axis.key == "parallel.dp")
-        throw InputError("--vary", axis.key, "cannot be combined with --gpus, which derives parallel.dp per point");
+      for (const auto& value : axis.values)
+        if (assigns_degree({axis.key + "=" + value}, "dp"))
+          throw InputError("--vary", axis.key,
+                           axis.key == "parallel.dp"
+                               ? "cannot be combined with --gpus, which derives parallel.dp per point"
+                               : fmt::format("{} sets dp, which cannot be combined with --gpus (it derives "
+                                             "parallel.dp per point)",
+                                             value));
   }
   for (std::size_t i = 0; i < spec.axes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
@@ -164,9 +182,9 @@ std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std
   std::vector<std::string> sets = spec.sets;
   for (std::size_t i = 0; i < spec.axes.size(); ++i) sets.push_back(spec.axes[i].key + "=" + values[i]);
   if (spec.gpus == 0) return sets;
-  const auto tp = assigned_degree(sets, "parallel.tp").value_or(spec.base_tp);
-  const auto pp = assigned_degree(sets, "parallel.pp").value_or(spec.base_pp);
-  const auto cp = assigned_degree(sets, "parallel.cp").value_or(spec.base_cp);
+  const auto tp = assigned_degree(sets, "tp").value_or(spec.base_tp);
+  const auto pp = assigned_degree(sets, "pp").value_or(spec.base_pp);
+  const auto cp = assigned_degree(sets, "cp").value_or(spec.base_cp);
   const long long model = tp * pp * cp;  // each at most the scenario limits, no overflow in practice
   if (model <= 0 || spec.gpus % model != 0) {
     problem = fmt::format("tp·pp·cp = {}·{}·{} = {} does not divide --gpus {}", tp, pp, cp, model, spec.gpus);

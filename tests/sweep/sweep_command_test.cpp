@@ -91,6 +91,22 @@ TEST_CASE("points that do not divide --gpus or do not validate are rows with the
   CHECK(run.out.find(",8,8,ok,,") != std::string::npos);
 }
 
+// --gpus derives dp from the point's own tp, pp and cp, also when a varied or set object of the
+// parallel section gives them: 64 / 4 = 16 and 64 / (2·2) = 16, never the base scenario's tp.
+TEST_CASE("a sweep with --gpus derives dp from a varied parallel object's degrees") {
+  const Scratch dir("sweep");
+  const Run run = dir.run("sweep --vary 'parallel={\"tp\":4},{\"tp\":2,\"pp\":2}' --set model=gpt-1.3b --gpus 64");
+  REQUIRE(run.status == 0);
+  INFO(run.out);
+  CHECK(run.out.find(",\"{\"\"tp\"\":4}\",16,ok,,") != std::string::npos);
+  CHECK(run.out.find(",\"{\"\"tp\"\":2,\"\"pp\"\":2}\",16,ok,,") != std::string::npos);
+  const Run set =
+      dir.run("sweep --set 'parallel={\"tp\":2}' --vary training.micro_batch=1 --set model=gpt-1.3b --gpus 64");
+  CHECK(set.out.find(",1,32,ok,,") != std::string::npos);
+  CHECK(refusal(dir.run("sweep --vary 'parallel={\"tp\":4,\"dp\":16}' --gpus 64"),
+                "--vary: parallel: {\"tp\":4,\"dp\":16} sets dp, which cannot be combined with --gpus") == "");
+}
+
 // The points apply their values as assignments; a value of the wrong type is the --vary's.
 TEST_CASE("a varied value that is not its key's type is an invalid point naming --vary") {
   const Scratch dir("sweep");
