@@ -146,15 +146,23 @@ Spread spread_of(const RankGroup& group, int gpus_per_node) {
 
 // NCCL's cost model takes groups with the same number of members on every node. A group
 // that spreads unevenly (a partial last node, a TP group wider than a node) is costed as
-// the even group of as many ranks whose nodes hold the largest divisor of the rank count
-// not above the fewest members any node holds: across nodes every ring channel leaves
-// through the NICs of the emptiest node, so it bounds the bandwidth; the extra node
-// crossings make the latency a little pessimistic.
+// an even group of its emptiest node's size: across nodes every ring channel leaves through
+// the NICs of the emptiest node, so it bounds the bandwidth. Where that size divides the
+// group it is the group's own rank count over more, fuller-costed nodes; where it does not
+// (127 ranks holding 7 to 8 per node), the group's own nodes each holding that many (16 of
+// 7): the bandwidth term hardly depends on the rank count, and the node crossings stay
+// those the group makes. (The largest divisor instead made a prime rank count one GPU per
+// node, as if each node lent it one NIC.)
+namespace {
+collectives::GroupShape even_shape(int size, int nodes, int fewest) {
+  if (size % fewest == 0) return {size, size / fewest, fewest};
+  return {nodes * fewest, nodes, fewest};
+}
+}  // namespace
+
 collectives::GroupShape shape_of(const RankGroup& group, int gpus_per_node) {
   const Spread spread = spread_of(group, gpus_per_node);
-  auto per = static_cast<int>(spread.fewest);
-  while (group.size % per != 0) --per;
-  return {group.size, group.size / per, per};
+  return even_shape(static_cast<int>(group.size), static_cast<int>(spread.nodes), static_cast<int>(spread.fewest));
 }
 
 collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_node) {
@@ -162,9 +170,7 @@ collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_nod
   for (int r : ranks) ++per_node[r / gpus_per_node];
   int fewest = static_cast<int>(ranks.size());
   for (const auto& [node, count] : per_node) fewest = std::min(fewest, count);
-  const int size = static_cast<int>(ranks.size());
-  while (size % fewest != 0) --fewest;
-  return {size, size / fewest, fewest};
+  return even_shape(static_cast<int>(ranks.size()), static_cast<int>(per_node.size()), fewest);
 }
 
 std::string group_string(const RankGroup& group) {

@@ -54,11 +54,27 @@ TEST_CASE("groups on NVL72 racks are shaped over 72-GPU NVLink domains, an uneve
   using stepsim::collectives::GroupShape;
   CHECK(sp::shape_of(sp::RankGroup{0, 1, 64}, 72) == GroupShape{64, 1, 64});
   CHECK(sp::shape_of(sp::RankGroup{0, 1, 144}, 72) == GroupShape{144, 2, 72});
-  // 72 GPUs on the first rack and 56 on the second: costed as 4 even domains of 32.
-  CHECK(sp::shape_of(sp::RankGroup{0, 1, 128}, 72) == GroupShape{128, 4, 32});
+  // 72 GPUs on the first rack and 56 on the second: 56 does not divide 128, so the group's
+  // own two domains, each costed with the 56 of the emptiest.
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 128}, 72) == GroupShape{112, 2, 56});
   // Stride 8 over two racks: 9 members on each.
   CHECK(sp::shape_of(sp::RankGroup{0, 8, 18}, 72) == GroupShape{18, 2, 9});
   CHECK(sp::shape_of(std::vector<int>{0, 4, 70, 71}, 72) == GroupShape{4, 1, 4});
+}
+
+// A data-parallel group of a prime size on 8-GPU nodes: 127 = 15 nodes of 8 and one of 7.
+// Its ring channels leave through at most 7 NICs of every node, so it is costed as its 16
+// nodes holding 7 each, not as 127 nodes of one GPU (the largest divisor of a prime is 1).
+TEST_CASE("a group whose emptiest node's size does not divide it keeps its own nodes at that size") {
+  using stepsim::collectives::GroupShape;
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 127}, 8) == GroupShape{112, 16, 7});
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 23}, 8) == GroupShape{21, 3, 7});
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 22}, 8) == GroupShape{18, 3, 6});
+  // 126 = 15 nodes of 8 and one of 6: 6 divides 126, the group's rank count over 21 nodes.
+  CHECK(sp::shape_of(sp::RankGroup{0, 1, 126}, 8) == GroupShape{126, 21, 6});
+  std::vector<int> ranks(127);
+  for (int r = 0; r < 127; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  CHECK(sp::shape_of(ranks, 8) == GroupShape{112, 16, 7});
 }
 
 TEST_CASE("representative mode simulates one rank for all GPUs when pp is 1") {
@@ -129,10 +145,12 @@ TEST_CASE("groups are arithmetic, so a DP group of 2^31 - 1 ranks is described w
   CHECK(dp.first == 0);
   CHECK(dp.stride == 1);
   CHECK(dp.size == 2147483647);
-  // 2^31 - 1 is prime and the last node holds 7 of them: one rank per node.
+  // 2^31 - 1 ranks fill 2^28 - 1 nodes and leave 7 on the last: 2^28 nodes costed with 7
+  // each (7 does not divide the prime), with no overflow.
   const auto shape = sp::shape_of(dp, 8);
-  CHECK(shape.ranks == 2147483647);
-  CHECK(shape.ranks_per_node == 1);
+  CHECK(shape.nodes == 268435456);
+  CHECK(shape.ranks_per_node == 7);
+  CHECK(shape.ranks == 1879048192);
   CHECK(sp::group_string(dp) == "[0, 1, 2, 3, 4, 5, 6, ..., 2147483646]");
   CHECK(sp::group_of(mesh(8, 8), 9, sp::Dim::dp).ranks() == sp::group_ranks(mesh(8, 8), 9, sp::Dim::dp));
 }
