@@ -81,14 +81,20 @@ std::vector<Edge> clipped_edges(const RankTimeline& rank, Time begin, Time end) 
   std::vector<Edge> edges;
   edges.reserve(2 * (rank.intervals.size() + static_cast<std::size_t>(slowing)));
   for (const Interval& iv : rank.intervals) {
-    const Time s = max(iv.start, begin);
+    // A collective's wait at its rendezvous is NCCL's kernel already running, spinning for the
+    // last member: communication of its kind, as a profiler trace shows it. A pipeline
+    // transfer's wait for the neighbouring stage stays the bubble it is by design.
+    const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+    const Time s = max(spins ? iv.start - iv.waited : iv.start, begin);
     const Time e = min(iv.end, end);
     if (e <= s) continue;
     const auto slot = static_cast<std::uint8_t>(slot_of(iv));
     edges.push_back({s.ps(), slot, 1});
     edges.push_back({e.ps(), slot, -1});
     if (iv.activity != Activity::comm || !iv.slows_compute) continue;
-    edges.push_back({s.ps(), static_cast<std::uint8_t>(kSlowing), 1});
+    const Time slowing_from = max(iv.start, begin);  // NCCL's SM use once the data moves
+    if (e <= slowing_from) continue;
+    edges.push_back({slowing_from.ps(), static_cast<std::uint8_t>(kSlowing), 1});
     edges.push_back({e.ps(), static_cast<std::uint8_t>(kSlowing), -1});
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });

@@ -33,6 +33,25 @@ TEST_CASE("communication under compute is hidden and the rest is exposed") {
   CHECK(m.idle == 0);
 }
 
+// A collective that waited 4 us at its rendezvous (compute 0-10, arrival at 6, the last peer
+// at 10, data 10-14): the engine marks 6-10 a bubble, but NCCL's kernel spins through that
+// wait, so it is dp communication, hidden under compute; a pipeline transfer's wait stays
+// the bubble.
+TEST_CASE("a collective's wait at its rendezvous is communication of its kind, a pipeline transfer's a bubble") {
+  Interval dp = comm_us(10, 14, CommKind::dp);
+  dp.waited = Time::from_us(4);
+  const auto m = measure_us(rank_of({compute_us(0, 8), bubble_us(8, 10), dp}), 0, 14);
+  CHECK(us(of(m.busy, CommKind::dp)) == Approx(8));
+  CHECK(us(of(m.exposed, CommKind::dp)) == Approx(6));
+  CHECK(us(m.overlap) == Approx(2));
+  CHECK(m.bubble == 0);
+  Interval pp = comm_us(10, 14, CommKind::pp);
+  pp.waited = Time::from_us(4);
+  const auto p = measure_us(rank_of({compute_us(0, 8), bubble_us(8, 10), pp}), 0, 14);
+  CHECK(us(of(p.busy, CommKind::pp)) == Approx(4));
+  CHECK(us(p.bubble) == Approx(2));
+}
+
 TEST_CASE("two kinds exposed at once share the time equally") {
   const auto m = measure_us(rank_of({comm_us(0, 10, CommKind::tp, 2), comm_us(5, 15, CommKind::dp)}), 0, 15);
   CHECK(us(of(m.exposed, CommKind::tp)) == Approx(7.5));
