@@ -127,12 +127,20 @@ Bytes layer_working_set(const Scenario& s, const workload::ModelWork& w, int lay
   return working_set(s, w.dense_layer, workload::as_dense(shape));
 }
 
-// The larger of the two kinds' in a stack that mixes dense and MoE layers.
-Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w) {
-  const workload::LayerShape shape = workload::layer_shape(s);
-  const Bytes moe = working_set(s, w.layer, shape);
-  if (w.dense.empty()) return moe;
-  return std::max(moe, working_set(s, w.dense_layer, workload::as_dense(shape)));
+// The largest of the chunk's layers': in a stack that mixes dense and MoE layers, a stage of
+// MoE layers alone never re-runs a dense layer's MLP.
+Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
+  Bytes most{0};
+  if (c.layers == 0) return most;
+  if (w.dense.empty()) return layer_working_set(s, w, c.first_layer);
+  bool seen[2] = {false, false};  // a MoE layer, a dense one: each kind's set once
+  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) {
+    bool& seen_kind = seen[w.dense[static_cast<std::size_t>(l)] ? 1 : 0];
+    if (seen_kind) continue;
+    seen_kind = true;
+    most = std::max(most, layer_working_set(s, w, l));
+  }
+  return most;
 }
 
 Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
@@ -172,7 +180,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
   const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
                             !pytorch_pipelining(s), s.model.moe.a2a_overlap};
-  const Bytes working = recompute_working_set(s, w) + attention_backward_buffers(s, w);
+  const Bytes attention = attention_backward_buffers(s, w);
   const Offloaded on_host = offloaded(s, w);
   Bytes stored{0};
   long long chunks = 0;
@@ -194,7 +202,7 @@ KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w
       if (on_host.all > Bytes(0) && transit > peak.bytes) peak = {transit, chunks};
       continue;
     }
-    const Bytes during = stored + backward_transient(w, c, working);
+    const Bytes during = stored + backward_transient(w, c, recompute_working_set(s, w, c) + attention);
     if (during > peak.bytes) peak = {during, chunks};
     stored = stored - (chunk_activations(w, c) - in_buffer - on_host.all);
     // A B pass frees what only it needed; the W pass's inputs stay until the W pass.

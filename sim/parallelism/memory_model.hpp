@@ -86,9 +86,9 @@ std::string memory_note(const MemoryEstimate& estimate);
 
 // Activations one layer re-materialises before its backward (full: all but its input;
 // selective: the attention scores) and holds until that backward frees them: layer
-// `layer`'s, and the largest of any layer's.
+// `layer`'s, and the largest of the layers of `chunk`.
 Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
-Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work);
+Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work, const ChunkLayers& chunk);
 
 // What a layer's attention backward holds beside the layer's own activations and its recompute
 // working set: context parallelism's K/V buffers and torchtitan's repeated K/V and their

@@ -323,7 +323,7 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
   const std::int64_t gathered = sbh * 7 / 8 * 2;
   // The eager loss keeps fp32 log-probabilities as the fused one keeps its fp32 softmax.
   CHECK(t.post.activations.count() - m.post.activations.count() == gathered);
-  CHECK(sp::recompute_working_set(torchtitan, t).count() - sp::recompute_working_set(megatron, m).count() ==
+  CHECK(sp::layer_working_set(torchtitan, t, 0).count() - sp::layer_working_set(megatron, m, 0).count() ==
         2 * gathered);
 }
 

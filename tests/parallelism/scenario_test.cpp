@@ -7,6 +7,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/memory_model.hpp"
 #include "stepsim/report.hpp"
 #include "workload/work.hpp"
 
@@ -171,5 +172,36 @@ TEST_CASE("the Linear weights the gathers quantize are the ones the memory model
       }
       CHECK(quantized == work.block(layer).linear_param_count);
     }
+  }
+}
+
+namespace {
+
+// DeepSeek-V3's example on 8 stages: stage 0 holds the 3 dense layers, stage 1 MoE layers only.
+std::vector<stepsim::Bytes> stage_activations(const std::vector<std::string>& modules) {
+  std::vector<std::string> sets = {"training.recompute=selective"};
+  sets.push_back("training.recompute_modules=[" + modules.front() + "]");
+  if (modules.front().empty()) sets = {"training.recompute=none"};
+  const stepsim::Scenario s = stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", sets);
+  std::vector<stepsim::Bytes> out;
+  for (const auto& stage : stepsim::parallelism::estimate_memory(s, stepsim::workload::build_work(s)).stages)
+    out.push_back(stage.activations);
+  return out;
+}
+
+}  // namespace
+
+// Megatron-Core's "mlp" recompute module leaves MoE layers out (TransformerLayer sets
+// recompute_mlp only when the layer is not a MoE layer), so a stage of MoE layers alone keeps
+// exactly what it keeps without recompute; the stage holding the dense layers keeps less.
+TEST_CASE("recomputing the dense MLPs leaves a stage of MoE layers alone as it is") {
+  const auto none = stage_activations({""});
+  const auto mlp = stage_activations({"\"mlp\""});
+  REQUIRE(none.size() == 8);
+  REQUIRE(mlp.size() == 8);
+  CHECK(mlp[0] < none[0]);
+  for (std::size_t stage = 1; stage < 7; ++stage) {
+    INFO("stage " << stage);
+    CHECK(mlp[stage] == none[stage]);
   }
 }
