@@ -34,9 +34,10 @@ double first_speed_at_most(std::span<const double> speeds, double limit) {
 
 double nic_speed(const ClusterSpec& cluster, const ArchFacts& arch, double intra_total) {
   // NCCL sees the NIC's line rate: an oversubscribed spine is shared traffic, which the
-  // network's link resources model (leaf uplinks), not a slower NIC.
+  // network's link resources model (leaf uplinks), not a slower NIC. The path from the GPU
+  // to its NIC crosses the GPU's PCIe link, which bounds it.
   const double nic = cluster.inter_node.nic_bandwidth.gbytes_per_s();
-  return first_speed_at_most(arch.inter_speeds, std::min(nic, intra_total));
+  return first_speed_at_most(arch.inter_speeds, std::min({nic, intra_total, arch.pcie_path_gbps}));
 }
 
 }  // namespace

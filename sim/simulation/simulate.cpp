@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 
+#include "collectives/nccl_facts.hpp"
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/activation_offload.hpp"
@@ -73,6 +74,20 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   };
   describe("GPU", s.cluster.gpu.name, s.cluster.gpu.provenance);
   describe("cluster", s.cluster.name, s.cluster.provenance);
+}
+
+// A NIC faster than the PCIe path from its GPU carries only what that path does (NCCL's
+// topology search counts the path's bandwidth): said where the job crosses the network.
+void add_nic_path_note(const Scenario& s, report::ReportInputs& inputs) {
+  const collectives::ArchFacts& arch = collectives::arch_facts(s.cluster.gpu.arch);
+  const double nic = s.cluster.inter_node.nic_bandwidth.gbytes_per_s();
+  const double line_rate = arch.pcie_path_gbps * 4 / 3;  // NCCL counts 3/4 of it
+  if (s.parallel.gpus() <= s.cluster.domain_gpus() || nic <= line_rate * (1 + 1e-9)) return;
+  inputs.notes.push_back(fmt::format(
+      "cluster.inter_node.nic_bandwidth {:g} Gb/s ({:g} GB/s) is beyond the {} link between each {} GPU and its "
+      "NIC ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives across nodes run at that, not at the "
+      "NIC's rate",
+      nic * 8, nic, arch.pcie_name, s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
 }
 
 // The rank whose own hardware is slowest (compute speed, NVLink or NIC share), -1 if none is
@@ -302,6 +317,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
   inputs.flop_convention = kFlopConvention;
   add_provenance(scenario, inputs);
+  add_nic_path_note(scenario, inputs);
   if (scenario.parallel.dp > 1 && deepspeed_pipeline_engine(scenario)) {
     inputs.notes.push_back(
         "DeepSpeed's pipeline engine (training.framework deepspeed, parallel.pp > 1) reduces every stage's gradients "

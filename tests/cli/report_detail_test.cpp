@@ -79,6 +79,23 @@ TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100
   CHECK(a100.provenance[0].find("Korthikanti") != std::string::npos);
 }
 
+// H100's PCIe Gen5 x16 link: 64 GB/s, of which NCCL's topology counts 48. A 400 Gb/s NIC
+// (50 GB/s) is within it; an 800 Gb/s one is not, and the step is the 400 Gb/s step.
+TEST_CASE("a NIC beyond its GPU's PCIe link is said to run at the link's rate") {
+  const auto ndr = run("default").report;
+  CHECK_FALSE(has_note(ndr, "is beyond the PCIe"));
+  const auto xdr = run("default", {set("cluster.inter_node.nic_bandwidth", "\"800 Gb/s\"")}).report;
+  CHECK(has_note(xdr,
+                 "800 Gb/s (100 GB/s) is beyond the PCIe Gen5 x16 link between each h100-sxm5-80gb GPU and its "
+                 "NIC (64 GB/s; NCCL's topology counts 48 GB/s of it)"));
+  CHECK(xdr.step_time_s == ndr.step_time_s);
+  // Inside one NVLink domain no collective crosses a NIC: no note.
+  const auto one_node = run("default", {set("cluster.inter_node.nic_bandwidth", "\"800 Gb/s\""),
+                                        set("parallel.dp", "1"), set("training.global_batch", "8")})
+                            .report;
+  CHECK_FALSE(has_note(one_node, "is beyond the PCIe"));
+}
+
 TEST_CASE("a zero-bubble schedule's bubble note compares with 1F1B instead of quoting 1F1B's formula as its own") {
   const auto r =
       run("gpt3-175b-selene", {set("parallel.schedule", "zb-h1"), set("parallel.virtual_stages", "1")}).report;

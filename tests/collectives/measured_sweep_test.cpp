@@ -105,3 +105,20 @@ TEST_CASE("multi-node NDR AllGather moves 46 to 49 GB/s per NIC") {
   const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
   CHECK(predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 128) / 8 == Approx(47.5).epsilon(0.05));
 }
+
+// NCCL's topology counts a GPU's PCIe x16 link at 3/4 of its line rate (Gen4 24, Gen5 48
+// GB/s), and the path from the GPU to its NIC crosses it: a 400 Gb/s NIC beside an A100 moves
+// what a 200 Gb/s one does, an 800 Gb/s NIC beside an H100 what a 400 Gb/s one does.
+TEST_CASE("a NIC faster than its GPU's PCIe link moves what the link carries") {
+  ClusterSpec a100 = test::dgx_a100_80g_hdr(16);
+  const double hdr = predicted_busbw(a100, CollOp::allgather, Bytes::gib(8), 128);
+  a100.inter_node.nic_bandwidth = Bandwidth::gbits_per_s(400);
+  CHECK(predicted_busbw(a100, CollOp::allgather, Bytes::gib(8), 128) == Approx(hdr));
+  ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
+  const double ndr = predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 128);
+  h100.inter_node.nic_bandwidth = Bandwidth::gbits_per_s(800);
+  CHECK(predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 128) == Approx(ndr));
+  // Below the link's rate the NIC still sets the pace.
+  h100.inter_node.nic_bandwidth = Bandwidth::gbits_per_s(200);
+  CHECK(predicted_busbw(h100, CollOp::allgather, Bytes::gib(8), 128) < 0.6 * ndr);
+}
