@@ -123,11 +123,17 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
     return;
   }
   const std::string cause = parallelism::variation_cause(s, slowest);
-  straggler.cause = straggler.rank < 0 ? cause
-                                       : fmt::format(
-                                             "{} (its collectives run slower for every member; rank {}, whose "
-                                             "hardware is whole, arrives last after them)",
-                                             cause, straggler.rank);
+  // A slow link slows its collectives for every member; a slow GPU arrives late at its own
+  // collectives and holds back, through the pipeline, the stages that wait for its output.
+  const bool link =
+      std::min(parallelism::link_factor(s, slowest, LinkKind::nic),
+               parallelism::link_factor(s, slowest, LinkKind::nvlink)) < parallelism::speed_factor(s, slowest);
+  straggler.cause = straggler.rank < 0
+                        ? cause
+                        : fmt::format("{} ({}; rank {}, whose hardware is whole, arrives last after them)", cause,
+                                      link ? "its collectives run slower for every member"
+                                           : "its late work holds back the ranks that wait on it, through the pipeline",
+                                      straggler.rank);
   straggler.rank = slowest;
 }
 

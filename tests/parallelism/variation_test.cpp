@@ -194,6 +194,24 @@ TEST_CASE("the straggler of a job with one slow link is the rank whose link is s
   }
 }
 
+// GPT 1.3B on 4 stages x DP 16: rank 16 (stage 1) at 0.8x compute reaches its collectives
+// late itself, and through the pipeline holds back stage 0's rank 0, which arrives last at the
+// collectives it shares; its cause is its late work, not collectives that run slower for all
+// (a slow link's).
+TEST_CASE("a slow GPU's straggler cause says its late work holds the others back") {
+  const std::string gpt = R"({ "preset": "ddp-1.3b-64xa100", "parallel": { "pp": 4, "dp": 16 },
+    "training": { "global_batch": 128, "micro_batch": 1 }, "simulation": { "ranks": "all" } })";
+  const auto cause = [&](const std::string& variation) {
+    const SimulationResult r = run(gpt, {variation});
+    CHECK(r.report.ranks.straggler.rank == 16);
+    return r.report.ranks.straggler.cause;
+  };
+  const std::string gpu = cause(R"(simulation.variation.gpu_speed=[{"rank": 16, "factor": 0.8}])");
+  CHECK(gpu.starts_with("compute at 0.8× speed (its late work holds back the ranks that wait on it"));
+  const std::string nic = cause(R"(simulation.variation.links=[{"rank": 16, "link": "nic", "factor": 0.5}])");
+  CHECK(nic.starts_with("network link at 0.5× bandwidth (its collectives run slower for every member"));
+}
+
 TEST_CASE("a slow node's GPUs are the stragglers") {
   const SimulationResult r =
       run(job(32),
