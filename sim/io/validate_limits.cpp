@@ -171,13 +171,18 @@ void products(const Scenario& s, const Limits& l) {
            fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers is more than "
                        "the {:.0f} layer passes stepsim simulates per step: raise micro_batch or dp",
                        micro_batches, m.layers, kMaxLayerPasses));
-  // All-ranks mode simulates every GPU of the model-parallel group and every DP replica.
+  // All-ranks mode simulates every GPU of the model-parallel group and every DP replica. A
+  // layer under context parallelism runs its attention in the ring's cp steps, each with its
+  // transfers: measured, about 1 + (cp - 1)/2 plain layers' simulation time and memory.
   const double ranks = static_cast<double>(s.parallel.tp) * s.parallel.dp * s.parallel.cp;
-  if (s.simulation.ranks == RankMode::all && micro_batches * layers * ranks > kMaxRankLayerPasses)
+  const double layer_weight = 1.0 + (s.parallel.cp - 1) / 2.0;
+  const double rank_passes = micro_batches * layers * layer_weight * ranks;
+  if (s.simulation.ranks == RankMode::all && rank_passes > kMaxRankLayerPasses)
     l.fail("/simulation/ranks",
-           fmt::format("simulating every rank is {:.0f} layer passes (micro-batches × layers × tp·dp·cp), more than "
-                       "the {:.0f} stepsim simulates per step: use \"representative\"",
-                       micro_batches * layers * ranks, kMaxRankLayerPasses));
+           fmt::format("simulating every rank is {:.0f} layer passes (micro-batches × layers × tp·dp·cp{}), more "
+                       "than the {:.0f} stepsim simulates per step: use \"representative\"",
+                       rank_passes, s.parallel.cp > 1 ? ", a layer counting 1 + (cp - 1)/2 for its ring's steps" : "",
+                       kMaxRankLayerPasses));
   if (b * seq > kMaxTokensPerMicroBatch)
     l.fail("/training/micro_batch", fmt::format("micro_batch·seq_len = {:.0f} tokens; at most {:.0f} per micro-batch",
                                                 b * seq, kMaxTokensPerMicroBatch));

@@ -45,6 +45,14 @@ TEST_CASE("more micro-batches than a step can simulate are refused up front") {
   CHECK(error_of({"simulation.ranks=all", "training.global_batch=131072"}) ==
         "s.json: /simulation/ranks: simulating every rank is 16777216 layer passes (micro-batches × layers × "
         "tp·dp·cp), more than the 8388608 stepsim simulates per step: use \"representative\"");
+  // TP 8 × CP 16 = 128 ranks, 32 layers, each counting 1 + 15/2 = 8.5 for its ring: 240
+  // micro-batches of 2 are 8,355,840 passes, within the limit; 241 are 8,390,656, past it.
+  CHECK(error_of({"simulation.ranks=all", "parallel.dp=1", "parallel.cp=16", "training.global_batch=480"}) ==
+        "no error");
+  CHECK(error_of({"simulation.ranks=all", "parallel.dp=1", "parallel.cp=16", "training.global_batch=482"}) ==
+        "s.json: /simulation/ranks: simulating every rank is 8390656 layer passes (micro-batches × layers × "
+        "tp·dp·cp, a layer counting 1 + (cp - 1)/2 for its ring's steps), more than the 8388608 stepsim simulates "
+        "per step: use \"representative\"");
   CHECK(error_of({"model.layers=100000"}) == "s.json: /model/layers: must be between 1 and 2048, got 100000");
   CHECK(error_of({"training.global_batch=4"}) ==
         "s.json: /training/global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
