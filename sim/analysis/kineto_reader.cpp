@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "analysis/byte_source.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/nccl_kernels.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/scenario.hpp"
 
 namespace stepsim::analysis {
 
@@ -182,10 +184,30 @@ std::int64_t integer_of(double v) {
   return std::isfinite(v) && std::fabs(v) < kLimit ? static_cast<std::int64_t>(v) : -1;
 }
 
-// An int field (rank, group size) or `unknown` when the trace's number does not fit.
+// An int field (group size) or `unknown` when the trace's number does not fit.
 int int_or(std::int64_t i, int unknown) {
   return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
 }
+
+// A JSON number as the parser gives it, and the integer it is when it is a whole number
+// within int64 (written 7 or 7.0; not 0.5, 1e30 or 2^63).
+struct Number {
+  double value = 0;
+  std::optional<std::int64_t> whole;
+
+  static Number of(std::int64_t i) { return {static_cast<double>(i), i}; }
+  static Number of(std::uint64_t u) {
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return {static_cast<double>(u), {}};
+    return of(static_cast<std::int64_t>(u));
+  }
+  static Number of(double v) {
+    constexpr double kLimit = 9.2e18;
+    if (!std::isfinite(v) || std::fabs(v) >= kLimit || v != std::floor(v)) return {v, {}};
+    return {v, static_cast<std::int64_t>(v)};
+  }
+  bool within(std::int64_t lo, std::int64_t hi) const { return whole && *whole >= lo && *whole <= hi; }
+  std::string text() const { return whole ? fmt::format("{}", *whole) : fmt::format("{}", value); }
+};
 
 bool fractional_text(std::string_view text) {
   for (char c : text)
@@ -273,7 +295,7 @@ class Handler {
   }
   bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
     if (!check_scalar(ec, "a string")) return false;
-    if (!wants_string()) return true;
+    if (!wants_string()) return wrong_type(ec, ctx(), field_, "a string");
     text_.append(s.data(), s.size());
     const bool ok = take_string(ec);
     text_.clear();
@@ -285,12 +307,14 @@ class Handler {
     return true;
   }
   bool on_int64(std::int64_t v, json::string_view s, json::error_code& ec) {
-    return on_number(static_cast<double>(v), v, s, ec);
+    return on_number(Number::of(v), v, s, ec);
   }
   bool on_uint64(std::uint64_t v, json::string_view s, json::error_code& ec) {
-    return on_number(static_cast<double>(v), static_cast<std::int64_t>(v), s, ec);
+    return on_number(Number::of(v), static_cast<std::int64_t>(v), s, ec);
   }
-  bool on_double(double v, json::string_view s, json::error_code& ec) { return on_number(v, integer_of(v), s, ec); }
+  bool on_double(double v, json::string_view s, json::error_code& ec) {
+    return on_number(Number::of(v), integer_of(v), s, ec);
+  }
   bool on_bool(bool, json::error_code& ec) { return not_a_number(ec, "true/false"); }
   bool on_null(json::error_code& ec) { return not_a_number(ec, "null"); }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
@@ -358,6 +382,7 @@ class Handler {
     if (!array && parent == Ctx::devices) return push(Ctx::device);
     if (!array && parent == Ctx::event && field == Field::args) return push(Ctx::args);
     if (field == Field::ts || field == Field::dur) return not_a_number(ec, array ? "an array" : "an object", field);
+    if (!wrong_type(ec, parent, field, array ? "an array" : "an object")) return false;
     return push(Ctx::skip);
   }
 
@@ -370,6 +395,7 @@ class Handler {
     const Ctx c = ctx();
     stack_.pop_back();
     field_ = Field::none;
+    if (c == Ctx::dist) return check_rank_of_world(ec);
     return c != Ctx::event || finish_event(ec);
   }
 
@@ -421,8 +447,37 @@ class Handler {
   bool not_a_number(json::error_code& ec, const char* got) {
     if (!check_scalar(ec, got)) return false;
     if (wants_time()) return not_a_number(ec, got, field_);
+    if (!wrong_type(ec, ctx(), field_, got)) return false;
     field_ = Field::none;
     return true;
+  }
+
+  // A value of a JSON type that the field `f` of `c` never holds (a string rank, an object
+  // world_size). Fields stepsim does not read may hold anything.
+  bool wrong_type(json::error_code& ec, Ctx c, Field f, const char* got) {
+    if (c == Ctx::dist && (f == Field::rank || f == Field::world_size)) return bad_dist(ec, f, got);
+    return true;
+  }
+
+  // distributedInfo says which process of how large a job the trace is: a rank or world size
+  // that no job has would be shown as read ("rank 5 of 2") or taken for another.
+  bool bad_dist(json::error_code& ec, Field f, const std::string& got) {
+    if (f == Field::rank)
+      return fail(ec, "/distributedInfo/rank",
+                  fmt::format("expected a whole number from 0 to {} (the process's rank in its job), got {}",
+                              kMaxGpus - 1, got));
+    return fail(ec, "/distributedInfo/world_size",
+                fmt::format("expected a whole number from 1 to {} (the job's processes; stepsim's GPU limit), got {}",
+                            kMaxGpus, got));
+  }
+
+  // Each of rank and world_size is checked as it is read; the two together once both are.
+  bool check_rank_of_world(json::error_code& ec) {
+    const DistributedInfo& d = trace_.dist;
+    if (d.rank < 0 || d.world_size <= 0 || d.rank < d.world_size) return true;
+    return fail(
+        ec, "/distributedInfo/rank",
+        fmt::format("expected a rank from 0 to {} (world_size is {}), got {}", d.world_size - 1, d.world_size, d.rank));
   }
 
   bool take_string(json::error_code& ec) {
@@ -510,19 +565,19 @@ class Handler {
     if (field_ == Field::nccl_version) trace_.dist.nccl_version.assign(s);
   }
 
-  bool on_number(double v, std::int64_t i, json::string_view last, json::error_code& ec) {
+  bool on_number(const Number& n, std::int64_t i, json::string_view last, json::error_code& ec) {
     if (!check_scalar(ec, "a number")) return false;
     if (wants_time()) {
       text_.append(last.data(), last.size());
-      take_time(micros_of(text_, v), v);
+      take_time(micros_of(text_, n.value), n.value);
       text_.clear();
       return true;
     }
     if (ctx() == Ctx::event) take_event_number(i);
-    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(v, ec);
-    if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(v, ec);
+    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(n.value, ec);
+    if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(n.value, ec);
     if (ctx() == Ctx::args) take_arg_number(i);
-    if (ctx() == Ctx::dist) take_dist_number(i);
+    if (ctx() == Ctx::dist) return take_dist_number(n, ec);
     return true;
   }
 
@@ -588,9 +643,16 @@ class Handler {
     }
   }
 
-  void take_dist_number(std::int64_t i) {
-    if (field_ == Field::rank) trace_.dist.rank = int_or(i, -1);
-    if (field_ == Field::world_size) trace_.dist.world_size = int_or(i, 0);
+  bool take_dist_number(const Number& n, json::error_code& ec) {
+    if (field_ == Field::rank) {
+      if (!n.within(0, kMaxGpus - 1)) return bad_dist(ec, field_, n.text());
+      trace_.dist.rank = static_cast<int>(*n.whole);
+    }
+    if (field_ == Field::world_size) {
+      if (!n.within(1, kMaxGpus)) return bad_dist(ec, field_, n.text());
+      trace_.dist.world_size = static_cast<int>(*n.whole);
+    }
+    return true;
   }
 
   Time relative(Micros m) const { return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps); }

@@ -256,13 +256,18 @@ TEST_CASE("times that are negative or too large for picoseconds name the event")
 
 TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, never wrapped") {
   const TempDir dir("big-numbers");
-  const std::string ids = dir.write("a.json", R"({"distributedInfo": {"rank": 4294967296, "world_size": 1e300},
-    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300,
-      "tid": 7, "ts": 5, "dur": 1, "args": {"Group size": 4294967298}}]})");
+  const std::string ids = dir.write("a.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+    "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"Group size": 4294967298}}]})");
   const analysis::LoadedTrace t = analysis::load_trace(ids);
-  CHECK(t.dist[0].rank == -1);
-  CHECK(t.dist[0].world_size == -1);  // unknown, as a number beyond int64
   CHECK(t.timeline.ranks[0].intervals.size() == 1);
+  // distributedInfo's numbers name the job: beyond what a job holds they are refused.
+  const std::string rank = dir.write("r.json", R"({"distributedInfo": {"rank": 4294967296},
+    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"stream": 7}}]})");
+  CHECK(error_of(rank) == rank +
+                              ": /distributedInfo/rank: expected a whole number from 0 to 1048575 (the process's "
+                              "rank in its job), got 4294967296");
   const std::string elems = dir.write("b.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
     "args": {"In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");

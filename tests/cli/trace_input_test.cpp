@@ -88,6 +88,41 @@ TEST_CASE("a trace that does not say its rank is analysed with rank null, not -1
   CHECK(table.out.find("(rank unknown)") != std::string::npos);
 }
 
+TEST_CASE("distributedInfo's rank and world size are whole numbers that a job can have") {
+  const Scratch dir("distributed-info");
+  const std::string world =
+      "expected a whole number from 1 to 1048576 (the job's processes; stepsim's GPU limit), got ";
+  const std::string rank = "expected a whole number from 0 to 1048575 (the process's rank in its job), got ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"("world_size": -3)", "/distributedInfo/world_size: " + world + "-3"},
+      {R"("world_size": 0)", "/distributedInfo/world_size: " + world + "0"},
+      {R"("world_size": 1e20)", "/distributedInfo/world_size: " + world + "1e+20"},
+      {R"("world_size": 2147483649)", "/distributedInfo/world_size: " + world + "2147483649"},
+      {R"("world_size": "8")", "/distributedInfo/world_size: " + world + "a string"},
+      {R"("rank": 5, "world_size": 2)", "/distributedInfo/rank: expected a rank from 0 to 1 (world_size is 2), got 5"},
+      {R"("world_size": 2, "rank": 2)", "/distributedInfo/rank: expected a rank from 0 to 1 (world_size is 2), got 2"},
+      {R"("rank": "0", "world_size": 2)", "/distributedInfo/rank: " + rank + "a string"},
+      {R"("rank": 0.5, "world_size": 2)", "/distributedInfo/rank: " + rank + "0.5"},
+      {R"("rank": -1)", "/distributedInfo/rank: " + rank + "-1"},
+      {R"("rank": null)", "/distributedInfo/rank: " + rank + "null"},
+  };
+  for (const auto& [info, message] : cases) {
+    INFO(info);
+    dir.write("dist.json", R"({"distributedInfo": {)" + info + "}, " + trace_of(kernel("1000", "10")).substr(1));
+    const Run r = dir.run("analyze dist.json --json -");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: dist.json: " + message + "\n");
+  }
+  // The largest job, and a whole number written as a fraction, are read.
+  dir.write("big.json", R"({"distributedInfo": {"rank": 1048575, "world_size": 1048576.0}, )" +
+                            trace_of(kernel("1000", "10")).substr(1));
+  const Run big = dir.run("analyze big.json --json -");
+  REQUIRE(big.status == 0);
+  CHECK(boost::json::parse(big.out).at("rank").as_int64() == 1048575);
+  CHECK(boost::json::parse(big.out).at("world_size").as_int64() == 1048576);
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
