@@ -228,12 +228,22 @@ bool is_kernel_launch(std::string_view name) {
          name == "cuLaunchKernelEx";
 }
 
+// A field of an event's args whose value cannot be what it names ("stream": "7"): it
+// matters only on a GPU activity, which is known once the whole event is read.
+struct BadArg {
+  std::string key;
+  std::string message;
+};
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
-  char ph = 0;
+  std::string ph;
   Cat cat = Cat::other;
-  bool has_ts = false, has_dur = false, has_stream = false;
+  bool has_ts = false, has_dur = false, has_stream = false, has_ph = false;
+  bool has_args = false;           // an args object
+  const char* args_got = nullptr;  // what "args" was instead of an object
+  std::vector<BadArg> bad_args;
   bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
@@ -285,6 +295,7 @@ class Handler {
     if (ctx() == Ctx::skip) return true;
     key_.append(s.data(), s.size());
     field_ = field_of(key_);
+    if (ctx() == Ctx::args && field_ != Field::none) arg_key_ = key_;
     key_.clear();
     return true;
   }
@@ -380,7 +391,10 @@ class Handler {
     if (!array && parent == Ctx::top && field == Field::dist_info) return push(Ctx::dist);
     if (array && parent == Ctx::top && field == Field::device_properties) return push(Ctx::devices);
     if (!array && parent == Ctx::devices) return push(Ctx::device);
-    if (!array && parent == Ctx::event && field == Field::args) return push(Ctx::args);
+    if (!array && parent == Ctx::event && field == Field::args) {
+      event_.has_args = true;
+      return push(Ctx::args);
+    }
     if (field == Field::ts || field == Field::dur) return not_a_number(ec, array ? "an array" : "an object", field);
     if (!wrong_type(ec, parent, field, array ? "an array" : "an object")) return false;
     return push(Ctx::skip);
@@ -456,7 +470,35 @@ class Handler {
   // world_size). Fields stepsim does not read may hold anything.
   bool wrong_type(json::error_code& ec, Ctx c, Field f, const char* got) {
     if (c == Ctx::dist && (f == Field::rank || f == Field::world_size)) return bad_dist(ec, f, got);
+    if (c == Ctx::event && (f == Field::name || f == Field::ph || f == Field::cat)) return bad_event_field(ec, f, got);
+    if (c == Ctx::event && f == Field::args) event_.args_got = got;
+    if (c == Ctx::args) bad_arg(f, got);
     return true;
+  }
+
+  // Every event's name, ph and cat are strings in the Trace Event Format: an event whose
+  // category is a number could be a kernel that no figure would count.
+  bool bad_event_field(json::error_code& ec, Field f, const char* got) {
+    const char* key = f == Field::name ? "name" : f == Field::ph ? "ph" : "cat";
+    const char* what = f == Field::name ? "the event's name"
+                       : f == Field::ph ? "the event's phase"
+                                        : "the event's category";
+    return fail(ec, pointer(key), fmt::format("expected a string ({}), got {}", what, got));
+  }
+
+  // An args field read as a number that is not one it can be (`got`: what it was).
+  void bad_arg(Field f, const std::string& got) {
+    switch (f) {
+      case Field::stream:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the CUDA stream, a whole number of 0 or more, got {}", got)});
+        return;
+      case Field::correlation:
+        event_.bad_args.push_back({arg_key_, fmt::format("expected the correlation id, a whole number, got {}", got)});
+        return;
+      default:
+        return;
+    }
   }
 
   // distributedInfo says which process of how large a job the trace is: a rank or world size
@@ -506,7 +548,8 @@ class Handler {
         event_.name.assign(s);
         break;
       case Field::ph:
-        event_.ph = s.empty() ? '\0' : s.front();
+        event_.ph.assign(s);
+        event_.has_ph = true;
         break;
       case Field::cat:
         event_.cat = category_of(s);
@@ -573,10 +616,12 @@ class Handler {
       text_.clear();
       return true;
     }
+    if (ctx() == Ctx::event && (field_ == Field::name || field_ == Field::ph || field_ == Field::cat))
+      return bad_event_field(ec, field_, "a number");
     if (ctx() == Ctx::event) take_event_number(i);
     if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(n.value, ec);
     if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(n.value, ec);
-    if (ctx() == Ctx::args) take_arg_number(i);
+    if (ctx() == Ctx::args) take_arg_number(n, i);
     if (ctx() == Ctx::dist) return take_dist_number(n, ec);
     return true;
   }
@@ -617,14 +662,16 @@ class Handler {
     if (field_ == Field::tid) event_.tid = i;
   }
 
-  void take_arg_number(std::int64_t i) {
+  void take_arg_number(const Number& n, std::int64_t i) {
     switch (field_) {
       case Field::stream:
-        event_.stream = i;
+        if (!n.within(0, std::numeric_limits<std::int64_t>::max())) return bad_arg(field_, n.text());
+        event_.stream = *n.whole;
         event_.has_stream = true;
         break;
       case Field::correlation:
-        event_.correlation = i;
+        event_.correlation = i;  // a CPU event's, as before: only a GPU activity's is checked
+        if (!n.whole) bad_arg(field_, n.text());
         break;
       case Field::bytes:
         event_.bytes = i;
@@ -688,7 +735,7 @@ class Handler {
   bool note_cpu_op() {
     const Micros& ts = event_.ts;
     const Micros& dur = event_.dur;
-    if (event_.ph != 'X' || !event_.has_ts || !event_.has_dur) return true;
+    if (event_.ph != "X" || !event_.has_ts || !event_.has_dur) return true;
     if (!ts.in_range || ts.whole - origin_.us > kMaxSpanUs || origin_.us - ts.whole > kMaxSpanUs) return true;
     if (!dur.in_range || dur.whole < 0 || dur.whole >= kMaxSpanUs) return true;
     const Time start = relative(ts);
@@ -699,11 +746,42 @@ class Handler {
   bool finish_event(json::error_code& ec) {
     // HTA reads the events into one table: an event without ts makes its ts column float.
     if (!event_.has_ts) trace_.hta.fractional_ts = true;
+    if (!check_gpu_activity(ec)) return false;
     if (!take_hta_row(ec)) return false;
     if (event_.cat == Cat::cpu_op) return note_cpu_op();
-    if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
+    if (event_.ph != "X" || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
+    return true;
+  }
+
+  // A GPU activity (category kernel, gpu_memcpy or gpu_memset, with a dur) is read twice: the
+  // step table keeps the complete events (ph X) and HTA's figures the events with an
+  // args.stream of 0 or more, whatever their phase. Kineto writes every GPU activity as a
+  // complete event with ts, dur and args.stream, so one without them would be counted by one
+  // reading and not by the other: it is refused, as are its args of the wrong type.
+  bool check_gpu_activity(json::error_code& ec) {
+    const bool gpu = event_.cat == Cat::kernel || event_.cat == Cat::memcpy || event_.cat == Cat::memset;
+    if (!gpu || !event_.has_dur) return true;  // an instant (no dur) occupies nothing in either
+    const std::string label = event_label();
+    if (event_.ph != "X")
+      return fail(ec, pointer("ph"),
+                  fmt::format("{}: a GPU activity must be a complete event, \"ph\": \"X\"; got {}", label,
+                              event_.has_ph ? fmt::format("\"{}\"", event_.ph) : std::string("none")));
+    if (!event_.has_ts) return fail(ec, pointer("ts"), fmt::format("{}: missing: a GPU activity has a ts", label));
+    if (event_.args_got != nullptr)
+      return fail(ec, pointer("args"),
+                  fmt::format("{}: expected an object (the GPU activity's stream and correlation id), got {}", label,
+                              event_.args_got));
+    if (!event_.bad_args.empty())
+      return fail(ec, pointer("args/" + event_.bad_args.front().key),
+                  fmt::format("{}: {}", label, event_.bad_args.front().message));
+    if (!event_.has_args)
+      return fail(ec, pointer("args"),
+                  fmt::format("{}: missing: a GPU activity's args give its CUDA stream (args.stream)", label));
+    if (!event_.has_stream)
+      return fail(ec, pointer("args/stream"),
+                  fmt::format("{}: missing: expected the CUDA stream, a whole number of 0 or more", label));
     return true;
   }
 
@@ -818,6 +896,7 @@ class Handler {
   Field field_ = Field::none;
   std::string key_, text_;
   RawEvent event_;
+  std::string arg_key_;  // the args key being read, as written, for messages
   std::int64_t event_index_ = -1;
   bool saw_events_ = false;
   std::string error_where_, error_message_;

@@ -43,7 +43,9 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 
 // How the intervals and steps are made (HolisticTraceAnalysis' classes):
 // - GPU activities are the complete events of category kernel, gpu_memcpy and gpu_memset
-//   (synchronisation events are not activities). Each (device, stream) is one stream.
+//   (synchronisation events are not activities), each with its args.stream (the reader
+//   refuses one without: HTA's figures would leave it out). Each (device, stream) is one
+//   stream.
 // - A kernel is communication when its name starts with "nccl" or contains "ncclKernel";
 //   Memcpy/Memset are memory; every other kernel is compute.
 // - A step is a CPU annotation ProfilerStep#N. A GPU activity belongs to the step during

@@ -129,9 +129,9 @@ TEST_CASE("a small trace with new NCCL names and no distributedInfo reads into s
 TEST_CASE("old Kineto names and categories are understood") {
   const TempDir dir("old");
   const std::string path = dir.write("old.json", R"trace({"traceEvents": [
-    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "pid": 0, "tid": 1, "ts": 5, "dur": 2},
-    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 1, "ts": 8, "dur": 1},
-    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 2, "ts": 5, "dur": 1}]})trace");
+    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "pid": 0, "tid": 1, "ts": 5, "dur": 2, "args": {"stream": 1}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 1, "ts": 8, "dur": 1, "args": {"stream": 1}},
+    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 2, "ts": 5, "dur": 1, "args": {"stream": 2}}]})trace");
   const analysis::LoadedTrace t = analysis::load_trace(path);
   const RankTimeline& r = t.timeline.ranks[0];
   REQUIRE(r.intervals.size() == 3);
@@ -155,7 +155,7 @@ TEST_CASE("a folder of rank files gives one rank each, aligned in time and sorte
   const TempDir dir("folder");
   auto rank_file = [](int rank, int offset_us) {
     return fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 2, "backend": "nccl"}}, "traceEvents": [
-      {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": {}, "tid": 7, "ts": {}, "dur": 10}}]}})",
+      {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": {}, "tid": 7, "ts": {}, "dur": 10, "args": {{"stream": 7}}}}]}})",
                        rank, rank, 1000 + offset_us);
   };
   dir.write("b.json", rank_file(0, 0));
@@ -223,8 +223,8 @@ TEST_CASE("steps numbered out of time order tile the time in the order they ran"
   const std::string path = dir.write("swapped.json", R"trace({"traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 9, "tid": 9, "ts": 1000, "dur": 100},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 9, "tid": 9, "ts": 1100, "dur": 100},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1110, "dur": 40}]})trace");
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1110, "dur": 40, "args": {"stream": 7}}]})trace");
   const analysis::LoadedTrace t = analysis::load_trace(path);
   REQUIRE(t.timeline.steps.size() == 2);
   CHECK(t.timeline.steps[0].name == "ProfilerStep#9");
@@ -237,12 +237,12 @@ TEST_CASE("steps numbered out of time order tile the time in the order they ran"
 TEST_CASE("times that are negative or too large for picoseconds name the event") {
   const TempDir dir("times");
   const std::string negative = dir.write("a.json", R"({"traceEvents": [
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": -0.5}]})");
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": -0.5, "args": {"stream": 7}}]})");
   CHECK(error_of(negative) == negative +
                                   ": /traceEvents/0/dur: event 'Memcpy HtoD': expected a duration from 0 to "
                                   "1000000000000 us, got -0.5");
   const std::string far = dir.write("b.json", R"({"traceEvents": [
-    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 2000000000005, "dur": 1}]})");
   CHECK(error_of(far) == far +
                              ": /traceEvents/1/ts: event 'ProfilerStep#1': ts 2000000000005 is more than "
@@ -250,7 +250,7 @@ TEST_CASE("times that are negative or too large for picoseconds name the event")
   // Events stepsim does not keep are not checked.
   const std::string ignored = dir.write("c.json", R"({"traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 5, "dur": -3},
-    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1}]})");
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}}]})");
   CHECK(error_of(ignored) == "no error");
 }
 
@@ -258,7 +258,7 @@ TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, n
   const TempDir dir("big-numbers");
   const std::string ids = dir.write("a.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300, "tid": 7, "ts": 5, "dur": 1,
-    "args": {"Group size": 4294967298}}]})");
+    "args": {"stream": 7, "Group size": 4294967298}}]})");
   const analysis::LoadedTrace t = analysis::load_trace(ids);
   CHECK(t.timeline.ranks[0].intervals.size() == 1);
   // distributedInfo's numbers name the job: beyond what a job holds they are refused.
@@ -270,7 +270,7 @@ TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, n
                               "rank in its job), got 4294967296");
   const std::string elems = dir.write("b.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
-    "args": {"In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
+    "args": {"stream": 7, "In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
   CHECK(error_of(elems) == elems +
                                ": a message of 1152921504606846976 elements is out of range (at most "
                                "288230376151711744)");

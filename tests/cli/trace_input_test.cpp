@@ -123,6 +123,85 @@ TEST_CASE("distributedInfo's rank and world size are whole numbers that a job ca
   CHECK(boost::json::parse(big.out).at("world_size").as_int64() == 1048576);
 }
 
+// A GEMM on stream 7 from 1000 to 1100 us, and an NCCL kernel as `nccl` writes it.
+std::string gemm_and(const std::string& nccl) {
+  return trace_of(
+      R"(
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000, "dur": 100, "args": {"stream": 7, "correlation": 1}},
+  )" + nccl);
+}
+
+TEST_CASE("a GPU activity that the step table and HTA's figures would read differently is refused") {
+  const Scratch dir("gpu-activity-fields");
+  const std::string nccl = R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )";
+  const std::string at = R"("ts": 1050, "dur": 100, )";
+  const std::string stream = "expected the CUDA stream, a whole number of 0 or more, got ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {nccl + at + R"("args": "stream 8"})",
+       "/traceEvents/1/args: event 'ncclDevKernel_AllReduce': expected an object (the GPU activity's stream and "
+       "correlation id), got a string"},
+      {nccl + at.substr(0, at.size() - 2) + "}",
+       "/traceEvents/1/args: event 'ncclDevKernel_AllReduce': missing: a GPU activity's args give its CUDA stream "
+       "(args.stream)"},
+      {nccl + at + R"("args": {"correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': missing: expected the CUDA stream, a whole "
+       "number of 0 or more"},
+      {nccl + at + R"("args": {"stream": "7", "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "a string"},
+      {nccl + at + R"("args": {"stream": -1, "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "-1"},
+      {nccl + at + R"("args": {"stream": 1e30, "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "1e+30"},
+      {nccl + at + R"("args": {"stream": 8, "correlation": 2.5}})",
+       "/traceEvents/1/args/correlation: event 'ncclDevKernel_AllReduce': expected the correlation id, a whole "
+       "number, got 2.5"},
+      {R"({"cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/ph: event 'ncclDevKernel_AllReduce': a GPU activity must be a complete event, \"ph\": "
+       "\"X\"; got none"},
+      {R"({"ph": "B", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/ph: event 'ncclDevKernel_AllReduce': a GPU activity must be a complete event, \"ph\": "
+       "\"X\"; got \"B\""},
+      {R"({"ph": "X", "cat": 5, "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/cat: expected a string (the event's category), got a number"},
+      {R"({"ph": "X", "cat": "kernel", "name": null, "pid": 0, "tid": 8, )" + at + R"("args": {"stream": 8}})",
+       "/traceEvents/1/name: expected a string (the event's name), got null"},
+  };
+  for (const auto& [event, message] : cases) {
+    INFO(event);
+    dir.write("bad.json", gemm_and(event));
+    const Run r = dir.run("analyze bad.json");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: bad.json: " + message + "\n");
+  }
+}
+
+TEST_CASE("beside metadata, instant and flow events both overlap figures count the same kernels") {
+  const Scratch dir("gpu-activity-agree");
+  // Real traces hold these too (ph M, i, s and f without cat or dur); a kernel without dur
+  // occupies nothing in either reading.
+  dir.write("ok.json", gemm_and(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8,
+   "ts": 1050, "dur": 100, "args": {"stream": 8, "correlation": 2}},
+  {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}},
+  {"ph": "i", "name": "Record Window End", "pid": "", "tid": "", "ts": 1200, "s": "g"},
+  {"ph": "s", "id": 2, "pid": 9, "tid": 9, "ts": 1001, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "f", "id": 2, "pid": 0, "tid": 8, "ts": 1050, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "no_dur", "pid": 0, "tid": 7, "ts": 1300, "args": {"stream": 7}})"));
+  const Run r = dir.run("analyze ok.json --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const boost::json::value v = boost::json::parse(r.out);
+  // gemm 1000-1100, AllReduce 1050-1150: 100 us of communication, 50 us of it beside the gemm.
+  CHECK(v.at("comm_union_s").as_double() == Approx(100e-6));
+  CHECK(v.at("overlap").at("hidden_fraction").as_double() == Approx(0.5));
+  CHECK(v.at("hta").at("comm_time_us").as_double() == Approx(100));
+  CHECK(v.at("hta").at("overlap_time_us").as_double() == Approx(50));
+  CHECK(v.at("hta").at("gpu_activities").as_int64() == 2);
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
