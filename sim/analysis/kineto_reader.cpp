@@ -184,11 +184,6 @@ std::int64_t integer_of(double v) {
   return std::isfinite(v) && std::fabs(v) < kLimit ? static_cast<std::int64_t>(v) : -1;
 }
 
-// An int field (group size) or `unknown` when the trace's number does not fit.
-int int_or(std::int64_t i, int unknown) {
-  return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
-}
-
 // A JSON number as the parser gives it, and the integer it is when it is a whole number
 // within int64 (written 7 or 7.0; not 0.5, 1e30 or 2^63).
 struct Number {
@@ -235,6 +230,40 @@ struct BadArg {
   std::string message;
 };
 
+// How many ranks a "Process Group Ranks" text lists ("[0, 1, 2, 3]"), and whether it is
+// abbreviated with "...", which stands for one rank or more (PyTorch cuts lists beyond 30
+// ranks, "[0, ..., 29, ...]"; stepsim's beyond 8, "[0, ..., 6, ..., 63]"). Nothing for an
+// empty list or text of another shape, which says nothing to check against.
+struct ListedRanks {
+  int count = 0;
+  bool abbreviated = false;
+};
+
+std::optional<ListedRanks> listed_ranks(std::string_view text) {
+  auto trim = [](std::string_view t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    return t;
+  };
+  text = trim(text);
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return std::nullopt;
+  text = text.substr(1, text.size() - 2);
+  if (trim(text).empty()) return std::nullopt;
+  ListedRanks out;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = trim(text.substr(at, comma - at));
+    if (item == "...") {
+      out.abbreviated = true;
+    } else {
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+      ++out.count;
+    }
+    at = comma + 1;
+  }
+  return out;
+}
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
@@ -244,6 +273,7 @@ struct RawEvent {
   bool has_args = false;           // an args object
   const char* args_got = nullptr;  // what "args" was instead of an object
   std::vector<BadArg> bad_args;
+  std::string group_size_key;               // "Group size" (Kineto) or "group_size" (stepsim), as read
   bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
@@ -279,7 +309,7 @@ class Handler {
 
   bool on_document_begin(json::error_code&) { return true; }
   bool on_document_end(json::error_code& ec) {
-    if (saw_events_) return true;
+    if (saw_events_) return check_groups_in_world(ec);
     return fail(ec, "", "no \"traceEvents\" array at the top level (is this a PyTorch profiler trace?)");
   }
   bool on_object_begin(json::error_code& ec) { return open(ec, false); }
@@ -496,6 +526,17 @@ class Handler {
       case Field::correlation:
         event_.bad_args.push_back({arg_key_, fmt::format("expected the correlation id, a whole number, got {}", got)});
         return;
+      case Field::in_nelems:
+      case Field::out_nelems:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the message's elements, a whole number from 0 to {}, got {}",
+                                   kMaxMessageElements, got)});
+        return;
+      case Field::group_size:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the ranks of the process group, a whole number from 1 to {}, got {}",
+                                   kMaxGpus, got)});
+        return;
       default:
         return;
     }
@@ -593,14 +634,22 @@ class Handler {
         event_.phase = phase_named(s);
         break;
       case Field::in_nelems:
-        n.in_nelems = std::atoll(std::string(s).c_str());
-        break;
       case Field::out_nelems:
-        n.out_nelems = std::atoll(std::string(s).c_str());
+        take_elements_text(s);
         break;
       default:
         break;
     }
+  }
+
+  // A count of elements written as a string of digits ("1000") is read as the number.
+  void take_elements_text(std::string_view s) {
+    constexpr std::size_t kShown = 40;
+    const bool digits = !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string_view::npos;
+    const std::int64_t v = digits ? std::atoll(std::string(s).c_str()) : -1;
+    if (!digits || v > kMaxMessageElements)
+      return bad_arg(field_, fmt::format("\"{}{}\"", s.substr(0, kShown), s.size() > kShown ? "..." : ""));
+    (field_ == Field::in_nelems ? event_.nccl.in_nelems : event_.nccl.out_nelems) = v;
   }
 
   void take_dist_string(std::string_view s) {
@@ -677,13 +726,14 @@ class Handler {
         event_.bytes = i;
         break;
       case Field::in_nelems:
-        event_.nccl.in_nelems = i;
-        break;
       case Field::out_nelems:
-        event_.nccl.out_nelems = i;
+        if (!n.within(0, kMaxMessageElements)) return bad_arg(field_, n.text());
+        (field_ == Field::in_nelems ? event_.nccl.in_nelems : event_.nccl.out_nelems) = *n.whole;
         break;
       case Field::group_size:
-        event_.nccl.group_size = int_or(i, 0);
+        if (!n.within(1, kMaxGpus)) return bad_arg(field_, n.text());
+        event_.nccl.group_size = static_cast<int>(*n.whole);
+        event_.group_size_key = arg_key_;
         break;
       default:
         break;
@@ -762,6 +812,9 @@ class Handler {
   // reading and not by the other: it is refused, as are its args of the wrong type.
   bool check_gpu_activity(json::error_code& ec) {
     const bool gpu = event_.cat == Cat::kernel || event_.cat == Cat::memcpy || event_.cat == Cat::memset;
+    const bool tagged =
+        event_.cat == Cat::compute || event_.cat == Cat::comm || event_.cat == Cat::memory || event_.cat == Cat::bubble;
+    if (tagged && event_.has_dur) return check_args(ec);  // stepsim's own trace: its tid is the stream
     if (!gpu || !event_.has_dur) return true;  // an instant (no dur) occupies nothing in either
     const std::string label = event_label();
     if (event_.ph != "X")
@@ -773,16 +826,46 @@ class Handler {
       return fail(ec, pointer("args"),
                   fmt::format("{}: expected an object (the GPU activity's stream and correlation id), got {}", label,
                               event_.args_got));
-    if (!event_.bad_args.empty())
-      return fail(ec, pointer("args/" + event_.bad_args.front().key),
-                  fmt::format("{}: {}", label, event_.bad_args.front().message));
     if (!event_.has_args)
       return fail(ec, pointer("args"),
                   fmt::format("{}: missing: a GPU activity's args give its CUDA stream (args.stream)", label));
+    if (!check_args(ec)) return false;
     if (!event_.has_stream)
       return fail(ec, pointer("args/stream"),
                   fmt::format("{}: missing: expected the CUDA stream, a whole number of 0 or more", label));
     return true;
+  }
+
+  // A GPU activity's args: each of the right type and range, and a group size that its own
+  // rank list does not contradict (busbw is scaled by it). The job's world size bounds it too,
+  // once distributedInfo is read (on_document_end).
+  bool check_args(json::error_code& ec) {
+    if (!event_.bad_args.empty())
+      return fail(ec, pointer("args/" + event_.bad_args.front().key),
+                  fmt::format("{}: {}", event_label(), event_.bad_args.front().message));
+    const NcclArgs& n = event_.nccl;
+    if (n.group_size == 0) return true;
+    const std::string& ranks = trace_.strings[n.group_ranks];
+    if (const std::optional<ListedRanks> listed = listed_ranks(ranks)) {
+      if (listed->abbreviated ? n.group_size <= listed->count : n.group_size != listed->count)
+        return fail(ec, pointer("args/" + event_.group_size_key),
+                    fmt::format("{}: {} is {}, but Process Group Ranks \"{}\" lists {}{} rank{}", event_label(),
+                                event_.group_size_key, n.group_size, ranks, listed->abbreviated ? "more than " : "",
+                                listed->count, listed->count == 1 ? "" : "s"));
+    }
+    if (n.group_size > largest_group_.size)
+      largest_group_ = {n.group_size, event_index_, event_.group_size_key, event_label()};
+    return true;
+  }
+
+  // No process group is larger than its job.
+  bool check_groups_in_world(json::error_code& ec) {
+    const int world = trace_.dist.world_size;
+    if (world <= 0 || largest_group_.size <= world) return true;
+    event_index_ = largest_group_.event;
+    return fail(ec, pointer("args/" + largest_group_.key),
+                fmt::format("{}: {} is {}, more than the job's world_size {} (distributedInfo)", largest_group_.label,
+                            largest_group_.key, largest_group_.size, world));
   }
 
   // HTA keeps every event with "cat" (not "Trace") and "dur", whatever its phase; stepsim
@@ -897,6 +980,12 @@ class Handler {
   std::string key_, text_;
   RawEvent event_;
   std::string arg_key_;  // the args key being read, as written, for messages
+  // The largest process group of a GPU activity, and where it was read.
+  struct Group {
+    int size = 0;
+    std::int64_t event = -1;
+    std::string key, label;
+  } largest_group_;
   std::int64_t event_index_ = -1;
   bool saw_events_ = false;
   std::string error_where_, error_message_;

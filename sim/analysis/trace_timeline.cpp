@@ -23,7 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t kMaxStreams = 65535;  // Interval::stream is 16 bits
-constexpr std::int64_t kMaxElements = std::int64_t{1} << 58;
 
 bool is_trace_file(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -224,11 +223,7 @@ class Builder {
   static Bytes message_bytes(const KinetoTrace& trace, const NcclArgs& n) {
     const std::int64_t elems = std::max(n.in_nelems, n.out_nelems);
     if (elems <= 0) return Bytes(0);
-    // No real message comes near 2^58 elements; below it elements × bytes per element (at
-    // most 8) cannot overflow.
-    if (elems > kMaxElements)
-      throw InputError(trace.path, "",
-                       fmt::format("a message of {} elements is out of range (at most {})", elems, kMaxElements));
+    STEPSIM_CHECK(elems <= kMaxMessageElements, "the reader refuses larger messages");
     return Bytes(elems * dtype_bytes(trace.strings[n.dtype]));
   }
 

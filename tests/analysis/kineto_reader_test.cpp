@@ -258,9 +258,16 @@ TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, n
   const TempDir dir("big-numbers");
   const std::string ids = dir.write("a.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300, "tid": 7, "ts": 5, "dur": 1,
-    "args": {"stream": 7, "Group size": 4294967298}}]})");
+    "args": {"stream": 7}}]})");
   const analysis::LoadedTrace t = analysis::load_trace(ids);
   CHECK(t.timeline.ranks[0].intervals.size() == 1);
+  const std::string group = dir.write("g.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+    "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"stream": 7, "Group size": 4294967298}}]})");
+  CHECK(error_of(group) == group +
+                               ": /traceEvents/0/args/Group size: event 'ncclKernel_AllReduce_RING_LL_Sum_float': "
+                               "expected the ranks of the process group, a whole number from 1 to 1048576, got "
+                               "4294967298");
   // distributedInfo's numbers name the job: beyond what a job holds they are refused.
   const std::string rank = dir.write("r.json", R"({"distributedInfo": {"rank": 4294967296},
     "traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
@@ -272,8 +279,9 @@ TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, n
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
     "args": {"stream": 7, "In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
   CHECK(error_of(elems) == elems +
-                               ": a message of 1152921504606846976 elements is out of range (at most "
-                               "288230376151711744)");
+                               ": /traceEvents/0/args/In msg nelems: event 'ncclKernel_AllReduce_RING_LL_Sum_float': "
+                               "expected the message's elements, a whole number from 0 to 288230376151711744, got "
+                               "1152921504606846976");
 }
 
 // Two ProfilerSteps: HTA leaves out the last one (kernels launched after it starts) and the

@@ -202,6 +202,72 @@ TEST_CASE("beside metadata, instant and flow events both overlap figures count t
   CHECK(v.at("hta").at("gpu_activities").as_int64() == 2);
 }
 
+// One rank of a job of 8 whose AllReduce kernel (1050 to 1150 us, 4000 bytes of Float in
+// the default) has the collective arguments `args`.
+std::string collective_trace(const std::string& args) {
+  return R"({"distributedInfo": {"rank": 0, "world_size": 8}, )" +
+         gemm_and(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, "ts": 1050,
+   "dur": 100, "args": {"stream": 8, "correlation": 2, "dtype": "Float", "Process Group Name": "0", )" +
+                  args + "}}")
+             .substr(1);
+}
+
+TEST_CASE("collective arguments that no collective has are refused naming the event and the field") {
+  const Scratch dir("collective-args");
+  const std::string event = "event 'ncclDevKernel_AllReduce': ";
+  const std::string elements =
+      event + "expected the message's elements, a whole number from 0 to 288230376151711744, got ";
+  const std::string group = event + "expected the ranks of the process group, a whole number from 1 to 1048576, got ";
+  const std::string in = "/traceEvents/1/args/In msg nelems: ";
+  const std::string size = "/traceEvents/1/args/Group size: ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"("In msg nelems": 4611686018427387904)", in + elements + "4611686018427387904"},
+      {R"("In msg nelems": 9223372036854775808)", in + elements + "9.223372036854776e+18"},
+      {R"("In msg nelems": 1e300)", in + elements + "1e+300"},
+      {R"("In msg nelems": -5)", in + elements + "-5"},
+      {R"("In msg nelems": 0.5)", in + elements + "0.5"},
+      {R"("In msg nelems": "many")", in + elements + "\"many\""},
+      {R"("Out msg nelems": null)", "/traceEvents/1/args/Out msg nelems: " + elements + "null"},
+      {R"("Group size": 0)", size + group + "0"},
+      {R"("Group size": -4)", size + group + "-4"},
+      {R"("Group size": 1e18)", size + group + "1000000000000000000"},
+      {R"("Group size": 2147483649)", size + group + "2147483649"},
+      {R"("Group size": "4")", size + group + "a string"},
+      {R"("Group size": 100000, "Process Group Ranks": "[0, 1]")",
+       size + event + "Group size is 100000, but Process Group Ranks \"[0, 1]\" lists 2 ranks"},
+      {R"("Process Group Ranks": "[0, 1, ..., 7]", "Group size": 3)",
+       size + event + "Group size is 3, but Process Group Ranks \"[0, 1, ..., 7]\" lists more than 3 ranks"},
+      {R"("Group size": 16)", size + event + "Group size is 16, more than the job's world_size 8 (distributedInfo)"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args);
+    dir.write("bad.json", collective_trace(args));
+    const Run r = dir.run("analyze bad.json");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: bad.json: " + message + "\n");
+  }
+}
+
+TEST_CASE("a collective's group size and message size as the trace gives them make its busbw") {
+  const Scratch dir("collective-busbw");
+  // 1000 Float elements (written as text, which is read too) = 4000 bytes in 100 us: algbw
+  // 0.04 GB/s; AllReduce over 4 ranks moves 2 (4 - 1) / 4 = 1.5 times that: busbw 0.06 GB/s.
+  for (const std::string ranks : {"[0, 1, 2, 3]", "[]", "[0, ..., 2, ...]"}) {
+    INFO(ranks);
+    dir.write("ok.json",
+              collective_trace(R"("In msg nelems": "1000", "Group size": 4, "Process Group Ranks": ")" + ranks + "\""));
+    const Run r = dir.run("analyze ok.json --json -");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const boost::json::value c = boost::json::parse(r.out).at("collectives").at(0);
+    CHECK(c.at("ranks").as_int64() == 4);
+    CHECK(c.at("bytes").as_int64() == 4000);
+    CHECK(c.at("algbw_GBps").as_double() == Approx(0.04));
+    CHECK(c.at("busbw_GBps").as_double() == Approx(0.06));
+  }
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
