@@ -96,7 +96,12 @@ std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics&
 
 void write_hta(const Analysis& a, std::ostream& out) {
   const HtaMetrics& h = a.trace.hta[a.metrics.rank_index];
-  if (!h.available) return;
+  if (!h.available) {
+    fmt::print(out,
+               "\nHolisticTraceAnalysis' figures: n/a (a trace in stepsim's own format, which HTA does not read; "
+               "'stepsim simulate --trace-format kineto' writes one it reads)\n");
+    return;
+  }
   fmt::print(out, "\nHolisticTraceAnalysis' figures ({}; {} GPU activities)\n", hta_rules(h), h.activities);
   if (h.overlap_pct)
     fmt::print(out, "  comm-comp overlap:  {:.2f}%  ({:.3f} ms of {:.3f} ms communication with computation)\n",

@@ -23,7 +23,6 @@ struct FileResult {
   std::vector<RankSummary> ranks;
   std::int64_t origin_us = 0;
   std::uint64_t content_bytes = 0;
-  bool simulated = false;  // stepsim's own trace: its world size is not given
 };
 
 std::string collective_key(const Timeline& t, const CollectiveRecord& c) {
@@ -56,7 +55,6 @@ FileResult read_one(const std::string& file, std::size_t file_index, const std::
   FileResult out;
   out.origin_us = origin.us;
   out.content_bytes = loaded.content_bytes;
-  out.simulated = loaded.simulated;
   for (std::size_t i = 0; i < loaded.timeline.ranks.size(); ++i)
     out.ranks.push_back(summarise(loaded, i, file_index, step));
   return out;
@@ -66,7 +64,7 @@ void require_one_job(const std::vector<FileResult>& results, const std::vector<s
   std::vector<RankSource> sources;
   for (std::size_t i = 0; i < results.size(); ++i)
     for (const RankSummary& r : results[i].ranks)
-      sources.push_back({files[i], r.rank, results[i].simulated ? 0 : r.dist.world_size, r.dist.rank >= 0});
+      sources.push_back({files[i], r.rank, r.dist.world_size, r.dist.rank >= 0});
   check_one_job(sources);
 }
 

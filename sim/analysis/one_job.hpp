@@ -12,7 +12,7 @@ namespace stepsim::analysis {
 struct RankSource {
   std::string file;
   int rank = 0;
-  int world_size = 0;      // distributedInfo's; 0: not given (stepsim's own traces give none)
+  int world_size = 0;      // distributedInfo's; 0: not given
   bool rank_given = true;  // by distributedInfo (or stepsim's process), not by the file's place in the list
 };
 

@@ -278,13 +278,19 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       sources.push_back({t.path, rank, t.dist.world_size, t.dist.rank >= 0});
       continue;
     }
+    // stepsim's own trace: each process is the rank its pid says, of the world size its
+    // distributedInfo gives (none in traces written before it did: unknown, 0).
     const std::vector<std::int64_t> pids = Builder::devices(t);
     for (std::int64_t pid : pids) {
+      if (t.dist.world_size > 0 && (pid < 0 || pid >= t.dist.world_size))
+        throw InputError(
+            t.path, "/distributedInfo/world_size",
+            fmt::format("is {}, but the trace holds rank {} (its process {})", t.dist.world_size, pid, pid));
       builder.add_rank(t, static_cast<int>(pid), pid);
-      out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
+      out.dist.push_back({static_cast<int>(pid), t.dist.world_size, t.dist.backend, ""});
       out.files.push_back(t.path);
       out.hta.emplace_back();
-      sources.push_back({t.path, static_cast<int>(pid), 0, true});
+      sources.push_back({t.path, static_cast<int>(pid), t.dist.world_size, true});
     }
   }
   check_one_job(sources);

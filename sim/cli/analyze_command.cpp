@@ -122,7 +122,9 @@ int run_analyze(const Args& args) {
   emit(
       out, [&](std::ostream& os) { analysis::write_analysis_table(a, os); },
       [&](std::ostream& os) { analysis::write_analysis_json(a, os); },
-      [&](std::ostream& os) { report::write_trace(a.trace.timeline, os); });
+      [&](std::ostream& os) {
+        report::write_trace(a.trace.timeline, os, a.trace.dist[a.metrics.rank_index].world_size);
+      });
   return 0;
 }
 

@@ -39,8 +39,9 @@ std::vector<std::string> job_differences(const analysis::Analysis& measured, con
                                          const Report& predicted) {
   std::vector<std::string> out;
   // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
-  // representative mode), not the job's world size: there the compute check below decides.
-  const int world = measured.trace.simulated ? 0 : measured.trace.dist[measured.metrics.rank_index].world_size;
+  // representative mode); its distributedInfo gives the job's world size, and one written
+  // before it did gives none (0): there the compute check below decides.
+  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
   if (world > 0 && world != scenario.parallel.gpus())
     out.push_back(
         fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
@@ -101,7 +102,7 @@ int run_compare(const Args& args) {
         analysis::write_comparison_table(measured, predicted, os);
       },
       [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted, os); },
-      [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
+      [&](std::ostream& os) { report::write_trace(predicted.timeline, os, scenario.parallel.gpus()); });
   return 0;
 }
 
