@@ -86,6 +86,7 @@ int run_compare(const Args& args) {
     throw InputError("<command line>", "stepsim compare",
                      "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
   require_scenario_name(inputs[1]);
+  require_stdin_once("compare", inputs);
   check_outputs(out);
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "report/output_target.hpp"
@@ -83,6 +84,13 @@ void require_scenario_name(const std::string& given) {
   if (given.empty())
     throw InputError("<command line>", "SCENARIO",
                      "the scenario file name is empty (omit it to simulate the embedded default)");
+}
+
+void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs) {
+  if (std::count(inputs.begin(), inputs.end(), "-") < 2) return;
+  throw InputError("<command line>", "stepsim " + command,
+                   "'-' (standard input) is given twice, but it can be read only once: give all but one of "
+                   "them as files");
 }
 
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,

@@ -57,6 +57,10 @@ po::variables_map parse_args(const std::string& command, const Args& args, const
 // A scenario argument that was given must name something: "" is an error, not the default.
 void require_scenario_name(const std::string& given);
 
+// Standard input can be read once: InputError naming `command` when '-' is among `inputs`
+// (the command's file arguments) more than once.
+void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs);
+
 // With --help in `vm`, prints "usage", the options and the examples, and returns true.
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,
                     const std::string& examples);
