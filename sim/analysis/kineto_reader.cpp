@@ -1018,6 +1018,12 @@ struct Position {
   throw InputError(path, at.where(), fmt::format("invalid JSON: {}", ec.message()));
 }
 
+// A second document, or anything but whitespace, after the trace's JSON (two traces
+// concatenated, a log line appended): the trace itself is complete, so not "truncated".
+[[noreturn]] void throw_data_after(const std::string& path, const Position& at) {
+  throw InputError(path, at.where(), "unexpected data after the end of the JSON document (two documents in one file?)");
+}
+
 }  // namespace
 
 KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
@@ -1036,6 +1042,11 @@ KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
     const std::size_t n = source.read(chunk.data(), chunk.size());
     if (n == 0 && at.offset == 0) throw InputError(path, "", "the file is empty (expected a JSON trace)");
     const std::size_t used = parser.write_some(n > 0, chunk.data(), n, ec);
+    if (ec == json::error::extra_data || (!ec && used < n)) {
+      // The document ended inside the chunk; the parser stops at what follows it.
+      at.advance(chunk.data(), std::min(used, n));
+      throw_data_after(path, at);
+    }
     if (ec) {
       // Boost.JSON 1.81 can report a consumed count beyond the chunk when a handler stops the
       // parser (a fuzzed trace showed it): never count past what was read.

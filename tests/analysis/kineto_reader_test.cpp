@@ -191,6 +191,22 @@ TEST_CASE("a truncated JSON trace is an error with the line and byte where it st
   CHECK(error_of(path) == path + ": line 2, column 23 (byte 40): the JSON ends early (truncated file?)");
 }
 
+TEST_CASE("data after a complete JSON trace is an error at its line and column, not a truncation") {
+  const TempDir dir("trailing");
+  const std::string trace = R"({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}}
+]})";
+  // The document is 3 lines; " {}" follows on its third line after "]}" (2 columns) and a space.
+  const std::string second = dir.write("second.json", trace + " {}");
+  CHECK(error_of(second) == second + ": line 3, column 4 (byte " + std::to_string(trace.size() + 1) +
+                                "): unexpected data after the end of the JSON document (two documents in one file?)");
+  const std::string log = dir.write("log.json", trace + "\n\nDone.\n");
+  CHECK(error_of(log) == log + ": line 5, column 1 (byte " + std::to_string(trace.size() + 2) +
+                             "): unexpected data after the end of the JSON document (two documents in one file?)");
+  // Whitespace after it is no data.
+  CHECK(error_of(dir.write("spaces.json", trace + "\n  \n")) == "no error");
+}
+
 TEST_CASE("a file that is not JSON is an error with the line and column") {
   const TempDir dir("notjson");
   const std::string path = dir.write("trace.json", "{\"traceEvents\": [\n  {\"ph\": X}\n]}");
