@@ -147,12 +147,19 @@ class Builder {
   }
 
   Timeline finish() {
-    for (const auto& [key, w] : windows_) timeline_.steps.push_back({key.second, w.start, w.end});
+    Time last_end = windows_.empty() ? Time::zero() : windows_.begin()->second.end;
+    for (const auto& [key, w] : windows_) {
+      timeline_.steps.push_back({key.second, w.start, w.end});
+      last_end = max(last_end, w.end);
+    }
     // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
-    // where the next begins; the last one where its work ends.
+    // where the next begins; the last one where the work of every step ends, so that a kernel
+    // of an earlier step still running then (a long collective) is measured in full, as the
+    // whole-trace figure and the collectives table count it.
     std::stable_sort(timeline_.steps.begin(), timeline_.steps.end(),
                      [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
     for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
+    if (!timeline_.steps.empty()) timeline_.steps.back().end = last_end;
     for (const StepWindow& w : given_) timeline_.steps.push_back(w);
     if (timeline_.steps.empty())
       timeline_.steps.push_back(

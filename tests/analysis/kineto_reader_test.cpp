@@ -250,6 +250,37 @@ TEST_CASE("steps numbered out of time order tile the time in the order they ran"
   CHECK(t.timeline.steps[1].end.ps() == 150'000'000);
 }
 
+TEST_CASE("the last step lasts until every step's work ends, so the steps sum to the whole trace") {
+  const TempDir dir("drain");
+  // Step 1 launches a 900 us AllReduce (100 to 1000 us); step 2's only kernel, a gemm, runs
+  // from 150 to 250 us. Step 1's window: 100 to 150 (where step 2's starts); step 2's: 150
+  // to 1000, the end of the AllReduce. Communication: 50 + 850 = 900 us, the whole trace's;
+  // the gemm hides 100 us of it, all in step 2.
+  const std::string path = dir.write("drain.json", R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 1, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 20, "ts": 100, "dur": 900, "args": {"stream": 20, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 150, "dur": 100, "args": {"stream": 7, "correlation": 2}}
+]})trace");
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].start == Time::from_us(100));
+  CHECK(t.timeline.steps[0].end == Time::from_us(150));
+  CHECK(t.timeline.steps[1].start == Time::from_us(150));
+  CHECK(t.timeline.steps[1].end == Time::from_us(1000));
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::nullopt);
+  CHECK(m.steps[0].metrics.comm_union == Approx(50e-6));
+  CHECK(m.steps[1].metrics.comm_union == Approx(850e-6));
+  CHECK(m.total.metrics.comm_union == Approx(900e-6));
+  CHECK(m.total.metrics.overlap == Approx(100e-6));
+  CHECK(m.total.metrics.hidden_fraction() == Approx(100.0 / 900.0));
+  CHECK(m.whole_trace_hidden_fraction == Approx(100.0 / 900.0));
+  REQUIRE(m.collectives.size() == 1);
+  CHECK(m.collectives[0].duration == Time::from_us(900));
+}
+
 TEST_CASE("times that are negative or too large for picoseconds name the event") {
   const TempDir dir("times");
   const std::string negative = dir.write("a.json", R"({"traceEvents": [
