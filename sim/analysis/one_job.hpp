@@ -3,10 +3,14 @@
 // a rank listed twice.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace stepsim::analysis {
+
+// The files of one job start within this of each other (their timestamps share an epoch).
+inline constexpr std::int64_t kMaxRankSkewUs = 1'000'000'000'000;
 
 // A rank as its file gives it.
 struct RankSource {

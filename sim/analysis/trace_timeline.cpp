@@ -262,6 +262,52 @@ class Builder {
   std::vector<StepWindow> given_;
 };
 
+// The ranks the traces hold, as check_one_job reads them: a Kineto trace is the rank its
+// distributedInfo names, else its place among the files; stepsim's own trace one rank per
+// process.
+std::vector<RankSource> rank_sources(const std::vector<KinetoTrace>& traces) {
+  std::vector<RankSource> sources;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const KinetoTrace& t = traces[i];
+    if (!t.stepsim_format) {
+      sources.push_back(
+          {t.path, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), t.dist.world_size, t.dist.rank >= 0});
+      continue;
+    }
+    for (std::int64_t pid : Builder::devices(t))
+      sources.push_back({t.path, static_cast<int>(pid), t.dist.world_size, true});
+  }
+  return sources;
+}
+
+// Moves every time of `t` `by` later, and its origin as much earlier, so that its events keep
+// their absolute timestamps.
+void shift(KinetoTrace& t, std::int64_t by_us) {
+  const Time by = Time::from_ps(by_us * 1000000);
+  for (GpuEvent& g : t.gpu) g.start += by, g.end += by;
+  for (CpuSpan& s : t.steps) s.start += by, s.end += by;
+  for (CpuSpan& s : t.windows) s.start += by, s.end += by;
+  for (Launch& l : t.launches) l.at += by;
+  for (CpuEvent& e : t.cpu_ops) e.start += by, e.end += by;
+  for (CpuEvent& e : t.kernel_launches) e.start += by, e.end += by;
+  for (HtaActivity& a : t.hta.activities) a.start += by, a.end += by;
+  t.hta.last_step += by;
+  t.hta.origin_us -= by_us;
+}
+
+// Each file was read with its own origin (its first timestamp); the job's is the earliest,
+// and every file's times move onto it.
+void align(std::vector<KinetoTrace>& traces, const std::vector<std::int64_t>& origins) {
+  const std::int64_t base = *std::min_element(origins.begin(), origins.end());
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const std::int64_t skew = origins[i] - base;
+    if (skew > kMaxRankSkewUs)
+      throw InputError(traces[i].path, "",
+                       fmt::format("its timestamps start {} us after another rank's: not one job", skew));
+    if (skew > 0) shift(traces[i], skew);
+  }
+}
+
 }  // namespace
 
 LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
@@ -271,7 +317,6 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
                      [](const KinetoTrace& a, const KinetoTrace& b) { return a.dist.rank < b.dist.rank; });
   LoadedTrace out;
   Builder builder;
-  std::vector<RankSource> sources;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const KinetoTrace& t = traces[i];
     out.content_bytes += t.content_bytes;
@@ -282,7 +327,6 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
       out.hta.push_back(measure_hta(t.hta, t.launches));
-      sources.push_back({t.path, rank, t.dist.world_size, t.dist.rank >= 0});
       continue;
     }
     // stepsim's own trace: each process is the rank its pid says, of the world size its
@@ -297,10 +341,9 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back({static_cast<int>(pid), t.dist.world_size, t.dist.backend, ""});
       out.files.push_back(t.path);
       out.hta.emplace_back();
-      sources.push_back({t.path, static_cast<int>(pid), t.dist.world_size, true});
     }
   }
-  check_one_job(sources);
+  check_one_job(rank_sources(traces));
   out.timeline = builder.finish();
   return out;
 }
@@ -321,12 +364,18 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin) {
 }
 
 std::vector<KinetoTrace> read_traces(const std::string& path) {
+  // Each file on its own origin: the timestamps of two jobs' files may lie days apart, and
+  // that they are two jobs is what to say (check_one_job), not that the times are far.
   std::vector<KinetoTrace> traces;
-  TimeOrigin origin;
+  std::vector<std::int64_t> origins;
   for (const std::string& file : trace_files(path)) {
+    TimeOrigin origin;
     traces.push_back(read_kineto(file, origin));
     require_gpu_activity(traces.back());
+    origins.push_back(origin.us);
   }
+  check_one_job(rank_sources(traces));
+  align(traces, origins);
   return traces;
 }
 
