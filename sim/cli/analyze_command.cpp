@@ -20,7 +20,7 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kAnalyzeUsage =
-    "usage: stepsim analyze TRACE... [--step N] [--rank I] [--json FILE|-] [--trace FILE]\n\n"
+    "usage: stepsim analyze TRACE... [--step N] [--rank R] [--json FILE|-] [--trace FILE]\n\n"
     "Measures a PyTorch profiler (Kineto) trace: TRACE is one trace file (.json or .json.gz,\n"
     "read as a stream, so multi-GB files are fine; '-': standard input) or a folder holding one\n"
     "file per rank of one job (one world size in their distributedInfo, each rank once).\n\n"
@@ -32,7 +32,11 @@ constexpr const char* kAnalyzeUsage =
     "each step, process group and op); the member whose NCCL kernel starts last holds the call\n"
     "back, its lead is its start minus the next-latest member's, and every other member waits\n"
     "its start minus theirs (a real NCCL kernel runs, and counts as communication, meanwhile).\n\n"
-    "One rank (one file, or --rank I of a folder) prints,\n"
+    "--rank R picks rank R: the global rank as the trace's distributedInfo gives it (a file\n"
+    "without distributedInfo counts as the rank of its place among the folder's files, sorted by\n"
+    "name, from 0; a trace stepsim wrote, its process). Without --rank, one TRACE is measured at\n"
+    "its lowest rank. A rank the trace does not hold is refused, naming the ranks it holds.\n\n"
+    "One rank (one file, or --rank R of a folder) prints,\n"
     "per ProfilerStep, the step time, compute, communication busy time, exposed communication,\n"
     "memcpy/memset-only time, idle time and the hidden fraction; exposed communication per\n"
     "collective, process group and kind; and every collective grouped by op, process group and\n"
@@ -78,7 +82,7 @@ bool job_mode(const std::vector<std::string>& paths, const std::vector<std::stri
   if (!analysis::measured_as_job(paths, files.size(), vm.count("rank") > 0)) return false;
   if (out.trace)
     throw InputError("<command line>", "--trace",
-                     "several ranks are summarised one at a time, so there is no timeline to write; give --rank I");
+                     "several ranks are summarised one at a time, so there is no timeline to write; give --rank R");
   return true;
 }
 

@@ -17,7 +17,7 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kCompareUsage =
-    "usage: stepsim compare TRACE SCENARIO.json [--set KEY=VALUE]... [--step N] [--rank I] [--json FILE|-]\n"
+    "usage: stepsim compare TRACE SCENARIO.json [--set KEY=VALUE]... [--step N] [--rank R] [--json FILE|-]\n"
     "                       [--trace FILE|-]\n\n"
     "Measures TRACE (a PyTorch profiler trace or a folder of rank files, as 'stepsim analyze'\n"
     "does: the mean over its ProfilerSteps, or one step with --step) and simulates SCENARIO.json,\n"

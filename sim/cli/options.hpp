@@ -28,7 +28,7 @@ void add_output_options(po::options_description& desc, OutputOptions& out);
 // Which rank and profiler step of a trace to measure (analyze, compare).
 struct TraceSelection {
   std::vector<std::string> step;  // the last one given wins; empty: every step
-  std::size_t rank = 0;
+  std::optional<int> rank;        // the global rank (see add_trace_options); none: the lowest
   std::optional<std::string> step_name() const;
 };
 

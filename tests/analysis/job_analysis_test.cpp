@@ -287,3 +287,48 @@ TEST_CASE("one rank of a folder mixing two jobs is refused as two jobs, as the w
     CHECK(testing::refusal(run, two_jobs).empty());
   }
 }
+
+TEST_CASE(
+    "analyze picks with --rank the global rank that distributedInfo gives, and refuses one not held naming those "
+    "held") {
+  const testing::Scratch scratch("analyze-global-rank");
+  const fs::path dir = scratch.file("ranks");
+  fs::create_directories(dir);
+  // Ranks 2 and 3 of a job of 4; rank 3's AllReduce starts 50 us late (1110 instead of 1060).
+  std::ofstream(dir / "a.json") << kineto_rank(3, 4, 50);
+  std::ofstream(dir / "b.json") << kineto_rank(2, 4, 0);
+  const testing::Run three = scratch.run("analyze " + dir.string() + " --rank 3 --json -");
+  INFO(three.err);
+  REQUIRE(three.status == 0);
+  const json::value v = json::parse(three.out);
+  CHECK(v.at("rank").as_int64() == 3);
+  CHECK(v.at("source").as_string() == (dir / "a.json").string());
+  CHECK(v.at("collectives").at(0).at("start_s").as_double() == Approx(100e-6));  // 1110 - the gemm's 1010
+  CHECK(scratch.run("analyze " + dir.string() + " --rank 2").out.find("measured on rank 2") != std::string::npos);
+  for (const char* rank : {"0", "1"}) {
+    INFO(rank);
+    const testing::Run missing = scratch.run("analyze " + dir.string() + " --rank " + rank);
+    CHECK(testing::refusal(missing, "stepsim: error: <command line>: --rank: " + dir.string() + " holds no rank " +
+                                        rank + ": it holds ranks 2 and 3 (as its distributedInfo says)")
+              .empty());
+  }
+  // One file alone is measured at its rank, and --rank names that rank, not an index.
+  const std::string a = (dir / "a.json").string();
+  CHECK(scratch.run("analyze " + a).out.find("(rank 3 of 4, nccl), 1 step, measured on rank 3") != std::string::npos);
+  CHECK(scratch.run("analyze " + a + " --rank 3").status == 0);
+  CHECK(testing::refusal(scratch.run("analyze " + a + " --rank 0"), "holds no rank 0: it holds rank 3").empty());
+  // Files without distributedInfo are numbered by name: c.json is rank 0, d.json rank 1.
+  const fs::path anon = scratch.file("anonymous");
+  fs::create_directories(anon);
+  auto without_info = [](const std::string& text) { return text.substr(text.find("\"traceEvents\"") - 1); };
+  std::ofstream(anon / "d.json") << "{" + without_info(kineto_rank(3, 4, 50));
+  std::ofstream(anon / "c.json") << "{" + without_info(kineto_rank(2, 4, 0));
+  const testing::Run second = scratch.run("analyze " + anon.string() + " --rank 1 --json -");
+  INFO(second.err);
+  REQUIRE(second.status == 0);
+  CHECK(json::parse(second.out).at("source").as_string() == (anon / "d.json").string());
+  CHECK(testing::refusal(scratch.run("analyze " + anon.string() + " --rank 2"),
+                         "holds no rank 2: it holds ranks 0 and 1 (a file without distributedInfo is numbered by its "
+                         "place among the files)")
+            .empty());
+}
