@@ -516,7 +516,7 @@ class Handler {
     return fail(ec, pointer(key), fmt::format("expected a string ({}), got {}", what, got));
   }
 
-  // An args field read as a number that is not one it can be (`got`: what it was).
+  // An args field whose value is not one it can hold (`got`: what it was instead).
   void bad_arg(Field f, const std::string& got) {
     switch (f) {
       case Field::stream:
