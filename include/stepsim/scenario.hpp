@@ -299,6 +299,9 @@ struct ModelSpec {
   bool mixed_layers() const { return moe.experts > 0 && (moe.first_dense_layers > 0 || !moe.layer_pattern.empty()); }
 };
 
+// The most GPUs one job may have: a scenario's tp·pp·dp·cp, and a trace's world size.
+inline constexpr int kMaxGpus = 1 << 20;
+
 struct ParallelSpec {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   bool sequence_parallel = false;

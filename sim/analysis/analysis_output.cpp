@@ -6,6 +6,7 @@
 #include <fmt/ostream.h>
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -96,7 +97,12 @@ std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics&
 
 void write_hta(const Analysis& a, std::ostream& out) {
   const HtaMetrics& h = a.trace.hta[a.metrics.rank_index];
-  if (!h.available) return;
+  if (!h.available) {
+    fmt::print(out,
+               "\nHolisticTraceAnalysis' figures: n/a (a trace in stepsim's own format, which HTA does not read; "
+               "'stepsim simulate --trace-format kineto' writes one it reads)\n");
+    return;
+  }
   fmt::print(out, "\nHolisticTraceAnalysis' figures ({}; {} GPU activities)\n", hta_rules(h), h.activities);
   if (h.overlap_pct)
     fmt::print(out, "  comm-comp overlap:  {:.2f}%  ({:.3f} ms of {:.3f} ms communication with computation)\n",
@@ -318,15 +324,40 @@ json::object side_json(const Report& r, std::optional<double> wait_s) {
   return o;
 }
 
+// "rank 2", "ranks 2 and 3", "ranks 0 to 7", "ranks 0, 2, 3, 5, 6, 7, 8, 9, ... and 62".
+std::string ranks_text(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks.front());
+  if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size()))
+    return fmt::format("ranks {} to {}", ranks.front(), ranks.back());
+  constexpr std::size_t kShown = 8;
+  const std::size_t shown = std::min(kShown, ranks.size() - 1);
+  std::string listed;
+  for (std::size_t i = 0; i < shown; ++i) listed += fmt::format("{}{}", i == 0 ? "" : ", ", ranks[i]);
+  if (shown + 1 < ranks.size()) listed += ", ...";
+  return fmt::format("ranks {} and {}", listed, ranks.back());
+}
+
+// The index into the timeline's ranks of global rank `rank`; the lowest rank without one.
+std::size_t rank_index_of(const LoadedTrace& t, const std::string& path, std::optional<int> rank) {
+  std::vector<int> held;
+  for (const RankTimeline& r : t.timeline.ranks) held.push_back(r.rank);
+  if (!rank) return static_cast<std::size_t>(std::min_element(held.begin(), held.end()) - held.begin());
+  const auto it = std::find(held.begin(), held.end(), *rank);
+  if (it != held.end()) return static_cast<std::size_t>(it - held.begin());
+  const bool named = std::all_of(t.dist.begin(), t.dist.end(), [](const DistributedInfo& d) { return d.rank >= 0; });
+  throw InputError("<command line>", "--rank",
+                   fmt::format("{} holds no rank {}: it holds {} ({})", path, *rank, ranks_text(held),
+                               named ? "as its distributedInfo says"
+                                     : "a file without distributedInfo is numbered by its place among the files"));
+}
+
 }  // namespace
 
-Analysis analyze_trace(const std::string& path, std::size_t rank_index, const std::optional<std::string>& step) {
+Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step) {
   Analysis a;
   a.trace = load_trace(path);
-  if (rank_index >= a.trace.timeline.ranks.size())
-    throw InputError("--rank", std::to_string(rank_index),
-                     fmt::format("the trace has {} rank(s) (expected 0 to {})", a.trace.timeline.ranks.size(),
-                                 a.trace.timeline.ranks.size() - 1));
+  const std::size_t rank_index = rank_index_of(a.trace, path, rank);
   const int world = a.trace.dist[rank_index].world_size;
   a.metrics = measure_steps(a.trace.timeline, rank_index, step, world);
   a.mean = mean_report(a.metrics, world > 0 ? world : static_cast<int>(a.trace.timeline.ranks.size()));

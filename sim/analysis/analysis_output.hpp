@@ -17,8 +17,11 @@ struct Analysis {
   Report mean;  // the mean step, as a report
 };
 
-// Loads `path`, measures rank `rank_index` over its steps (all, or `step`).
-Analysis analyze_trace(const std::string& path, std::size_t rank_index, const std::optional<std::string>& step);
+// Loads `path` and measures one of its ranks over its steps (all, or `step`): `rank` is the
+// global rank (RankTimeline::rank: distributedInfo's, else the file's place among the files,
+// or a stepsim trace's process); none: the lowest. InputError naming --rank and the ranks
+// the trace holds when it holds no such rank.
+Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step);
 
 void write_analysis_table(const Analysis& a, std::ostream& out);
 void write_analysis_json(const Analysis& a, std::ostream& out);

@@ -16,14 +16,10 @@
 namespace stepsim::analysis {
 namespace {
 
-// Files of one job lie within this of each other (their timestamps share an epoch).
-constexpr std::int64_t kMaxSkewUs = 1'000'000'000'000;
-
 struct FileResult {
   std::vector<RankSummary> ranks;
   std::int64_t origin_us = 0;
   std::uint64_t content_bytes = 0;
-  bool simulated = false;  // stepsim's own trace: its world size is not given
 };
 
 std::string collective_key(const Timeline& t, const CollectiveRecord& c) {
@@ -43,6 +39,7 @@ RankSummary summarise(const LoadedTrace& loaded, std::size_t index, std::size_t 
   r.dist = d;
   r.rank = d.rank >= 0 ? d.rank : static_cast<int>(file_index);
   r.steps = m.steps.size();
+  for (const StepMetrics& s : m.steps) r.step_names.push_back(s.name);
   r.total = m.total.metrics;
   r.hta = loaded.hta[index];
   for (const CollectiveRecord& c : m.collectives)
@@ -56,7 +53,6 @@ FileResult read_one(const std::string& file, std::size_t file_index, const std::
   FileResult out;
   out.origin_us = origin.us;
   out.content_bytes = loaded.content_bytes;
-  out.simulated = loaded.simulated;
   for (std::size_t i = 0; i < loaded.timeline.ranks.size(); ++i)
     out.ranks.push_back(summarise(loaded, i, file_index, step));
   return out;
@@ -66,7 +62,7 @@ void require_one_job(const std::vector<FileResult>& results, const std::vector<s
   std::vector<RankSource> sources;
   for (std::size_t i = 0; i < results.size(); ++i)
     for (const RankSummary& r : results[i].ranks)
-      sources.push_back({files[i], r.rank, results[i].simulated ? 0 : r.dist.world_size, r.dist.rank >= 0});
+      sources.push_back({files[i], r.rank, r.dist.world_size, r.dist.rank >= 0});
   check_one_job(sources);
 }
 
@@ -77,7 +73,7 @@ std::vector<RankSummary> align(std::vector<FileResult>& results, const std::vect
   std::vector<RankSummary> ranks;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::int64_t skew = results[i].origin_us - base;
-    if (skew > kMaxSkewUs)
+    if (skew > kMaxRankSkewUs)
       throw InputError(files[i], "", fmt::format("its timestamps start {} us after another rank's: not one job", skew));
     const Time shift = Time::from_ps(skew * 1000000);
     for (RankSummary& r : results[i].ranks) {
@@ -146,6 +142,19 @@ std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, st
   return out;
 }
 
+std::vector<int> ranks_sharing_no_step(const std::vector<RankSummary>& ranks) {
+  std::map<std::string, std::size_t> holders;
+  for (const RankSummary& r : ranks)
+    for (const std::string& name : r.step_names) ++holders[name];
+  std::vector<int> out;
+  if (ranks.size() < 2) return out;
+  for (const RankSummary& r : ranks)
+    if (std::none_of(r.step_names.begin(), r.step_names.end(),
+                     [&](const std::string& name) { return holders[name] > 1; }))
+      out.push_back(r.rank);
+  return out;
+}
+
 JobAnalysis analyze_job(const std::vector<std::string>& files, const std::optional<std::string>& step,
                         unsigned workers) {
   STEPSIM_CHECK(!files.empty(), "a job needs at least one trace file");
@@ -173,6 +182,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& files, const std::option
   for (const FileResult& f : results) job.content_bytes += f.content_bytes;
   job.ranks = align(results, files);
   job.stragglers = find_stragglers(job.ranks, job.calls);
+  job.unshared = ranks_sharing_no_step(job.ranks);
   return job;
 }
 

@@ -21,6 +21,7 @@ struct RankSummary {
   DistributedInfo dist;
   int rank = 0;                 // distributedInfo's rank, else the process (stepsim traces) or file index
   std::size_t steps = 0;        // step windows measured
+  std::vector<std::string> step_names;  // theirs, in time order
   report::WindowMetrics total;  // summed over the steps
   HtaMetrics hta;
   // When each NCCL kernel starts (relative to the job's first timestamp), by collective:
@@ -44,6 +45,9 @@ struct JobAnalysis {
   std::vector<RankSummary> ranks;     // by rank
   std::size_t calls = 0;              // collective calls found on two or more ranks
   std::vector<Straggler> stragglers;  // ranks that started a call last, most waited-for first
+  // Ranks that have none of their steps in common with another rank (profiled over other
+  // iterations): their collective calls cannot be matched, so they are no one's straggler.
+  std::vector<int> unshared;
   std::uint64_t content_bytes = 0;
   unsigned workers = 1;
 };
@@ -61,5 +65,8 @@ bool measured_as_job(const std::vector<std::string>& paths, std::size_t files, b
 
 // Which rank the others wait for, from each rank's collective_starts (see Straggler).
 std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, std::size_t& calls);
+
+// The ranks none of whose step names another rank has (JobAnalysis::unshared).
+std::vector<int> ranks_sharing_no_step(const std::vector<RankSummary>& ranks);
 
 }  // namespace stepsim::analysis

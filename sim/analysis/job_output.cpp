@@ -73,8 +73,39 @@ void write_rank_rows(const JobAnalysis& job, std::ostream& out) {
   }
 }
 
+// "ProfilerStep#1 to ProfilerStep#2" for the steps of `rank`.
+std::string steps_text(const JobAnalysis& job, int rank) {
+  for (const RankSummary& r : job.ranks) {
+    if (r.rank != rank) continue;
+    if (r.step_names.empty()) return "no step";
+    if (r.step_names.size() == 1) return r.step_names.front();
+    return r.step_names.front() + " to " + r.step_names.back();
+  }
+  return "no step";
+}
+
+// Which ranks were profiled over steps no other rank has: there is nothing to match their
+// calls with, which an empty straggler list alone would not say.
+std::string unshared_note(const JobAnalysis& job) {
+  if (job.unshared.empty()) return "";
+  constexpr std::size_t kShown = 8;
+  std::string listed;
+  for (std::size_t i = 0; i < std::min(kShown, job.unshared.size()); ++i)
+    listed += fmt::format("{}rank {} {}", i == 0 ? "" : ", ", job.unshared[i], steps_text(job, job.unshared[i]));
+  if (job.unshared.size() > kShown) listed += fmt::format(", and {} more", job.unshared.size() - kShown);
+  if (job.unshared.size() == job.ranks.size())
+    return fmt::format(
+        "the ranks share no step ({}): no collective call can be matched across them (were they profiled over the "
+        "same steps?)",
+        listed);
+  const bool one = job.unshared.size() == 1;
+  return fmt::format("{} no step with the other ranks ({}): {} collective calls are matched with none",
+                     one ? "a rank shares" : "ranks share", listed, one ? "its" : "their");
+}
+
 void write_stragglers(const JobAnalysis& job, std::ostream& out) {
   fmt::print(out, "\nstragglers: {} collective call(s) found on two or more ranks\n", job.calls);
+  if (const std::string note = unshared_note(job); !note.empty()) fmt::print(out, "  note: {}\n", note);
   if (job.stragglers.empty()) {
     fmt::print(out, "  none: no call started on one rank strictly after all the others\n");
     return;
@@ -153,6 +184,11 @@ void write_job_json(const JobAnalysis& job, const std::string& version, std::ost
          {"mean_lead_s", st.mean_lead_s()},
          {"others_wait_s_per_step", st.others_wait.seconds() / static_cast<double>(steps_of(job, st.rank))}});
   o["stragglers"] = std::move(stragglers);
+  json::array unshared;
+  for (int rank : job.unshared) unshared.push_back(rank);
+  o["ranks_sharing_no_step"] = std::move(unshared);
+  const std::string note = unshared_note(job);
+  o["note"] = note.empty() ? json::value(nullptr) : json::value(note);
   report::write_pretty_json(o, out);
 }
 

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "analysis/byte_source.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/nccl_kernels.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/scenario.hpp"
 
 namespace stepsim::analysis {
 
@@ -182,10 +184,25 @@ std::int64_t integer_of(double v) {
   return std::isfinite(v) && std::fabs(v) < kLimit ? static_cast<std::int64_t>(v) : -1;
 }
 
-// An int field (rank, group size) or `unknown` when the trace's number does not fit.
-int int_or(std::int64_t i, int unknown) {
-  return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max() ? static_cast<int>(i) : unknown;
-}
+// A JSON number as the parser gives it, and the integer it is when it is a whole number
+// within int64 (written 7 or 7.0; not 0.5, 1e30 or 2^63).
+struct Number {
+  double value = 0;
+  std::optional<std::int64_t> whole;
+
+  static Number of(std::int64_t i) { return {static_cast<double>(i), i}; }
+  static Number of(std::uint64_t u) {
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return {static_cast<double>(u), {}};
+    return of(static_cast<std::int64_t>(u));
+  }
+  static Number of(double v) {
+    constexpr double kLimit = 9.2e18;
+    if (!std::isfinite(v) || std::fabs(v) >= kLimit || v != std::floor(v)) return {v, {}};
+    return {v, static_cast<std::int64_t>(v)};
+  }
+  bool within(std::int64_t lo, std::int64_t hi) const { return whole && *whole >= lo && *whole <= hi; }
+  std::string text() const { return whole ? fmt::format("{}", *whole) : fmt::format("{}", value); }
+};
 
 bool fractional_text(std::string_view text) {
   for (char c : text)
@@ -206,12 +223,57 @@ bool is_kernel_launch(std::string_view name) {
          name == "cuLaunchKernelEx";
 }
 
+// A field of an event's args whose value cannot be what it names ("stream": "7"): it
+// matters only on a GPU activity, which is known once the whole event is read.
+struct BadArg {
+  std::string key;
+  std::string message;
+};
+
+// How many ranks a "Process Group Ranks" text lists ("[0, 1, 2, 3]"), and whether it is
+// abbreviated with "...", which stands for one rank or more (PyTorch cuts lists beyond 30
+// ranks, "[0, ..., 29, ...]"; stepsim's beyond 8, "[0, ..., 6, ..., 63]"). Nothing for an
+// empty list or text of another shape, which says nothing to check against.
+struct ListedRanks {
+  int count = 0;
+  bool abbreviated = false;
+};
+
+std::optional<ListedRanks> listed_ranks(std::string_view text) {
+  auto trim = [](std::string_view t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    return t;
+  };
+  text = trim(text);
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return std::nullopt;
+  text = text.substr(1, text.size() - 2);
+  if (trim(text).empty()) return std::nullopt;
+  ListedRanks out;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = trim(text.substr(at, comma - at));
+    if (item == "...") {
+      out.abbreviated = true;
+    } else {
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+      ++out.count;
+    }
+    at = comma + 1;
+  }
+  return out;
+}
+
 // The fields of the event being read.
 struct RawEvent {
   std::string name;
-  char ph = 0;
+  std::string ph;
   Cat cat = Cat::other;
-  bool has_ts = false, has_dur = false, has_stream = false;
+  bool has_ts = false, has_dur = false, has_stream = false, has_ph = false;
+  bool has_args = false;           // an args object
+  const char* args_got = nullptr;  // what "args" was instead of an object
+  std::vector<BadArg> bad_args;
+  std::string group_size_key;               // "Group size" (Kineto) or "group_size" (stepsim), as read
   bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
@@ -247,7 +309,7 @@ class Handler {
 
   bool on_document_begin(json::error_code&) { return true; }
   bool on_document_end(json::error_code& ec) {
-    if (saw_events_) return true;
+    if (saw_events_) return check_groups_in_world(ec);
     return fail(ec, "", "no \"traceEvents\" array at the top level (is this a PyTorch profiler trace?)");
   }
   bool on_object_begin(json::error_code& ec) { return open(ec, false); }
@@ -263,6 +325,7 @@ class Handler {
     if (ctx() == Ctx::skip) return true;
     key_.append(s.data(), s.size());
     field_ = field_of(key_);
+    if (ctx() == Ctx::args && field_ != Field::none) arg_key_ = key_;
     key_.clear();
     return true;
   }
@@ -273,7 +336,7 @@ class Handler {
   }
   bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
     if (!check_scalar(ec, "a string")) return false;
-    if (!wants_string()) return true;
+    if (!wants_string()) return wrong_type(ec, ctx(), field_, "a string");
     text_.append(s.data(), s.size());
     const bool ok = take_string(ec);
     text_.clear();
@@ -285,12 +348,14 @@ class Handler {
     return true;
   }
   bool on_int64(std::int64_t v, json::string_view s, json::error_code& ec) {
-    return on_number(static_cast<double>(v), v, s, ec);
+    return on_number(Number::of(v), v, s, ec);
   }
   bool on_uint64(std::uint64_t v, json::string_view s, json::error_code& ec) {
-    return on_number(static_cast<double>(v), static_cast<std::int64_t>(v), s, ec);
+    return on_number(Number::of(v), static_cast<std::int64_t>(v), s, ec);
   }
-  bool on_double(double v, json::string_view s, json::error_code& ec) { return on_number(v, integer_of(v), s, ec); }
+  bool on_double(double v, json::string_view s, json::error_code& ec) {
+    return on_number(Number::of(v), integer_of(v), s, ec);
+  }
   bool on_bool(bool, json::error_code& ec) { return not_a_number(ec, "true/false"); }
   bool on_null(json::error_code& ec) { return not_a_number(ec, "null"); }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
@@ -356,8 +421,12 @@ class Handler {
     if (!array && parent == Ctx::top && field == Field::dist_info) return push(Ctx::dist);
     if (array && parent == Ctx::top && field == Field::device_properties) return push(Ctx::devices);
     if (!array && parent == Ctx::devices) return push(Ctx::device);
-    if (!array && parent == Ctx::event && field == Field::args) return push(Ctx::args);
+    if (!array && parent == Ctx::event && field == Field::args) {
+      event_.has_args = true;
+      return push(Ctx::args);
+    }
     if (field == Field::ts || field == Field::dur) return not_a_number(ec, array ? "an array" : "an object", field);
+    if (!wrong_type(ec, parent, field, array ? "an array" : "an object")) return false;
     return push(Ctx::skip);
   }
 
@@ -370,6 +439,7 @@ class Handler {
     const Ctx c = ctx();
     stack_.pop_back();
     field_ = Field::none;
+    if (c == Ctx::dist) return check_rank_of_world(ec);
     return c != Ctx::event || finish_event(ec);
   }
 
@@ -421,8 +491,76 @@ class Handler {
   bool not_a_number(json::error_code& ec, const char* got) {
     if (!check_scalar(ec, got)) return false;
     if (wants_time()) return not_a_number(ec, got, field_);
+    if (!wrong_type(ec, ctx(), field_, got)) return false;
     field_ = Field::none;
     return true;
+  }
+
+  // A value of a JSON type that the field `f` of `c` never holds (a string rank, an object
+  // world_size). Fields stepsim does not read may hold anything.
+  bool wrong_type(json::error_code& ec, Ctx c, Field f, const char* got) {
+    if (c == Ctx::dist && (f == Field::rank || f == Field::world_size)) return bad_dist(ec, f, got);
+    if (c == Ctx::event && (f == Field::name || f == Field::ph || f == Field::cat)) return bad_event_field(ec, f, got);
+    if (c == Ctx::event && f == Field::args) event_.args_got = got;
+    if (c == Ctx::args) bad_arg(f, got);
+    return true;
+  }
+
+  // Every event's name, ph and cat are strings in the Trace Event Format: an event whose
+  // category is a number could be a kernel that no figure would count.
+  bool bad_event_field(json::error_code& ec, Field f, const char* got) {
+    const char* key = f == Field::name ? "name" : f == Field::ph ? "ph" : "cat";
+    const char* what = f == Field::name ? "the event's name"
+                       : f == Field::ph ? "the event's phase"
+                                        : "the event's category";
+    return fail(ec, pointer(key), fmt::format("expected a string ({}), got {}", what, got));
+  }
+
+  // An args field whose value is not one it can hold (`got`: what it was instead).
+  void bad_arg(Field f, const std::string& got) {
+    switch (f) {
+      case Field::stream:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the CUDA stream, a whole number of 0 or more, got {}", got)});
+        return;
+      case Field::correlation:
+        event_.bad_args.push_back({arg_key_, fmt::format("expected the correlation id, a whole number, got {}", got)});
+        return;
+      case Field::in_nelems:
+      case Field::out_nelems:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the message's elements, a whole number from 0 to {}, got {}",
+                                   kMaxMessageElements, got)});
+        return;
+      case Field::group_size:
+        event_.bad_args.push_back(
+            {arg_key_, fmt::format("expected the ranks of the process group, a whole number from 1 to {}, got {}",
+                                   kMaxGpus, got)});
+        return;
+      default:
+        return;
+    }
+  }
+
+  // distributedInfo says which process of how large a job the trace is: a rank or world size
+  // that no job has would be shown as read ("rank 5 of 2") or taken for another.
+  bool bad_dist(json::error_code& ec, Field f, const std::string& got) {
+    if (f == Field::rank)
+      return fail(ec, "/distributedInfo/rank",
+                  fmt::format("expected a whole number from 0 to {} (the process's rank in its job), got {}",
+                              kMaxGpus - 1, got));
+    return fail(ec, "/distributedInfo/world_size",
+                fmt::format("expected a whole number from 1 to {} (the job's processes; stepsim's GPU limit), got {}",
+                            kMaxGpus, got));
+  }
+
+  // Each of rank and world_size is checked as it is read; the two together once both are.
+  bool check_rank_of_world(json::error_code& ec) {
+    const DistributedInfo& d = trace_.dist;
+    if (d.rank < 0 || d.world_size <= 0 || d.rank < d.world_size) return true;
+    return fail(
+        ec, "/distributedInfo/rank",
+        fmt::format("expected a rank from 0 to {} (world_size is {}), got {}", d.world_size - 1, d.world_size, d.rank));
   }
 
   bool take_string(json::error_code& ec) {
@@ -451,7 +589,8 @@ class Handler {
         event_.name.assign(s);
         break;
       case Field::ph:
-        event_.ph = s.empty() ? '\0' : s.front();
+        event_.ph.assign(s);
+        event_.has_ph = true;
         break;
       case Field::cat:
         event_.cat = category_of(s);
@@ -495,14 +634,22 @@ class Handler {
         event_.phase = phase_named(s);
         break;
       case Field::in_nelems:
-        n.in_nelems = std::atoll(std::string(s).c_str());
-        break;
       case Field::out_nelems:
-        n.out_nelems = std::atoll(std::string(s).c_str());
+        take_elements_text(s);
         break;
       default:
         break;
     }
+  }
+
+  // A count of elements written as a string of digits ("1000") is read as the number.
+  void take_elements_text(std::string_view s) {
+    constexpr std::size_t kShown = 40;
+    const bool digits = !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string_view::npos;
+    const std::int64_t v = digits ? std::atoll(std::string(s).c_str()) : -1;
+    if (!digits || v > kMaxMessageElements)
+      return bad_arg(field_, fmt::format("\"{}{}\"", s.substr(0, kShown), s.size() > kShown ? "..." : ""));
+    (field_ == Field::in_nelems ? event_.nccl.in_nelems : event_.nccl.out_nelems) = v;
   }
 
   void take_dist_string(std::string_view s) {
@@ -510,19 +657,21 @@ class Handler {
     if (field_ == Field::nccl_version) trace_.dist.nccl_version.assign(s);
   }
 
-  bool on_number(double v, std::int64_t i, json::string_view last, json::error_code& ec) {
+  bool on_number(const Number& n, std::int64_t i, json::string_view last, json::error_code& ec) {
     if (!check_scalar(ec, "a number")) return false;
     if (wants_time()) {
       text_.append(last.data(), last.size());
-      take_time(micros_of(text_, v), v);
+      take_time(micros_of(text_, n.value), n.value);
       text_.clear();
       return true;
     }
+    if (ctx() == Ctx::event && (field_ == Field::name || field_ == Field::ph || field_ == Field::cat))
+      return bad_event_field(ec, field_, "a number");
     if (ctx() == Ctx::event) take_event_number(i);
-    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(v, ec);
-    if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(v, ec);
-    if (ctx() == Ctx::args) take_arg_number(i);
-    if (ctx() == Ctx::dist) take_dist_number(i);
+    if (ctx() == Ctx::args && field_ == Field::wait) return take_wait(n.value, ec);
+    if (ctx() == Ctx::args && (field_ == Field::flops || field_ == Field::hbm_bytes)) return take_work(n.value, ec);
+    if (ctx() == Ctx::args) take_arg_number(n, i);
+    if (ctx() == Ctx::dist) return take_dist_number(n, ec);
     return true;
   }
 
@@ -562,35 +711,45 @@ class Handler {
     if (field_ == Field::tid) event_.tid = i;
   }
 
-  void take_arg_number(std::int64_t i) {
+  void take_arg_number(const Number& n, std::int64_t i) {
     switch (field_) {
       case Field::stream:
-        event_.stream = i;
+        if (!n.within(0, std::numeric_limits<std::int64_t>::max())) return bad_arg(field_, n.text());
+        event_.stream = *n.whole;
         event_.has_stream = true;
         break;
       case Field::correlation:
-        event_.correlation = i;
+        event_.correlation = i;  // a CPU event's, as before: only a GPU activity's is checked
+        if (!n.whole) bad_arg(field_, n.text());
         break;
       case Field::bytes:
         event_.bytes = i;
         break;
       case Field::in_nelems:
-        event_.nccl.in_nelems = i;
-        break;
       case Field::out_nelems:
-        event_.nccl.out_nelems = i;
+        if (!n.within(0, kMaxMessageElements)) return bad_arg(field_, n.text());
+        (field_ == Field::in_nelems ? event_.nccl.in_nelems : event_.nccl.out_nelems) = *n.whole;
         break;
       case Field::group_size:
-        event_.nccl.group_size = int_or(i, 0);
+        if (!n.within(1, kMaxGpus)) return bad_arg(field_, n.text());
+        event_.nccl.group_size = static_cast<int>(*n.whole);
+        event_.group_size_key = arg_key_;
         break;
       default:
         break;
     }
   }
 
-  void take_dist_number(std::int64_t i) {
-    if (field_ == Field::rank) trace_.dist.rank = int_or(i, -1);
-    if (field_ == Field::world_size) trace_.dist.world_size = int_or(i, 0);
+  bool take_dist_number(const Number& n, json::error_code& ec) {
+    if (field_ == Field::rank) {
+      if (!n.within(0, kMaxGpus - 1)) return bad_dist(ec, field_, n.text());
+      trace_.dist.rank = static_cast<int>(*n.whole);
+    }
+    if (field_ == Field::world_size) {
+      if (!n.within(1, kMaxGpus)) return bad_dist(ec, field_, n.text());
+      trace_.dist.world_size = static_cast<int>(*n.whole);
+    }
+    return true;
   }
 
   Time relative(Micros m) const { return Time::from_ps((m.whole - origin_.us) * 1000000 + m.frac_ps); }
@@ -626,7 +785,7 @@ class Handler {
   bool note_cpu_op() {
     const Micros& ts = event_.ts;
     const Micros& dur = event_.dur;
-    if (event_.ph != 'X' || !event_.has_ts || !event_.has_dur) return true;
+    if (event_.ph != "X" || !event_.has_ts || !event_.has_dur) return true;
     if (!ts.in_range || ts.whole - origin_.us > kMaxSpanUs || origin_.us - ts.whole > kMaxSpanUs) return true;
     if (!dur.in_range || dur.whole < 0 || dur.whole >= kMaxSpanUs) return true;
     const Time start = relative(ts);
@@ -637,12 +796,76 @@ class Handler {
   bool finish_event(json::error_code& ec) {
     // HTA reads the events into one table: an event without ts makes its ts column float.
     if (!event_.has_ts) trace_.hta.fractional_ts = true;
+    if (!check_gpu_activity(ec)) return false;
     if (!take_hta_row(ec)) return false;
     if (event_.cat == Cat::cpu_op) return note_cpu_op();
-    if (event_.ph != 'X' || !event_.has_ts || !kept()) return true;
+    if (event_.ph != "X" || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
     return true;
+  }
+
+  // A GPU activity (category kernel, gpu_memcpy or gpu_memset, with a dur) is read twice: the
+  // step table keeps the complete events (ph X) and HTA's figures the events with an
+  // args.stream of 0 or more, whatever their phase. Kineto writes every GPU activity as a
+  // complete event with ts, dur and args.stream, so one without them would be counted by one
+  // reading and not by the other: it is refused, as are its args of the wrong type.
+  bool check_gpu_activity(json::error_code& ec) {
+    const bool gpu = event_.cat == Cat::kernel || event_.cat == Cat::memcpy || event_.cat == Cat::memset;
+    const bool tagged =
+        event_.cat == Cat::compute || event_.cat == Cat::comm || event_.cat == Cat::memory || event_.cat == Cat::bubble;
+    if (tagged && event_.has_dur) return check_args(ec);  // stepsim's own trace: its tid is the stream
+    if (!gpu || !event_.has_dur) return true;  // an instant (no dur) occupies nothing in either
+    const std::string label = event_label();
+    if (event_.ph != "X")
+      return fail(ec, pointer("ph"),
+                  fmt::format("{}: a GPU activity must be a complete event, \"ph\": \"X\"; got {}", label,
+                              event_.has_ph ? fmt::format("\"{}\"", event_.ph) : std::string("none")));
+    if (!event_.has_ts) return fail(ec, pointer("ts"), fmt::format("{}: missing: a GPU activity has a ts", label));
+    if (event_.args_got != nullptr)
+      return fail(ec, pointer("args"),
+                  fmt::format("{}: expected an object (the GPU activity's stream and correlation id), got {}", label,
+                              event_.args_got));
+    if (!event_.has_args)
+      return fail(ec, pointer("args"),
+                  fmt::format("{}: missing: a GPU activity's args give its CUDA stream (args.stream)", label));
+    if (!check_args(ec)) return false;
+    if (!event_.has_stream)
+      return fail(ec, pointer("args/stream"),
+                  fmt::format("{}: missing: expected the CUDA stream, a whole number of 0 or more", label));
+    return true;
+  }
+
+  // A GPU activity's args: each of the right type and range, and a group size that its own
+  // rank list does not contradict (busbw is scaled by it). The job's world size bounds it too,
+  // once distributedInfo is read (on_document_end).
+  bool check_args(json::error_code& ec) {
+    if (!event_.bad_args.empty())
+      return fail(ec, pointer("args/" + event_.bad_args.front().key),
+                  fmt::format("{}: {}", event_label(), event_.bad_args.front().message));
+    const NcclArgs& n = event_.nccl;
+    if (n.group_size == 0) return true;
+    const std::string& ranks = trace_.strings[n.group_ranks];
+    if (const std::optional<ListedRanks> listed = listed_ranks(ranks)) {
+      if (listed->abbreviated ? n.group_size <= listed->count : n.group_size != listed->count)
+        return fail(ec, pointer("args/" + event_.group_size_key),
+                    fmt::format("{}: {} is {}, but Process Group Ranks \"{}\" lists {}{} rank{}", event_label(),
+                                event_.group_size_key, n.group_size, ranks, listed->abbreviated ? "more than " : "",
+                                listed->count, listed->count == 1 ? "" : "s"));
+    }
+    if (n.group_size > largest_group_.size)
+      largest_group_ = {n.group_size, event_index_, event_.group_size_key, event_label()};
+    return true;
+  }
+
+  // No process group is larger than its job.
+  bool check_groups_in_world(json::error_code& ec) {
+    const int world = trace_.dist.world_size;
+    if (world <= 0 || largest_group_.size <= world) return true;
+    event_index_ = largest_group_.event;
+    return fail(ec, pointer("args/" + largest_group_.key),
+                fmt::format("{}: {} is {}, more than the job's world_size {} (distributedInfo)", largest_group_.label,
+                            largest_group_.key, largest_group_.size, world));
   }
 
   // HTA keeps every event with "cat" (not "Trace") and "dur", whatever its phase; stepsim
@@ -756,6 +979,13 @@ class Handler {
   Field field_ = Field::none;
   std::string key_, text_;
   RawEvent event_;
+  std::string arg_key_;  // the args key being read, as written, for messages
+  // The largest process group of a GPU activity, and where it was read.
+  struct Group {
+    int size = 0;
+    std::int64_t event = -1;
+    std::string key, label;
+  } largest_group_;
   std::int64_t event_index_ = -1;
   bool saw_events_ = false;
   std::string error_where_, error_message_;
@@ -788,6 +1018,12 @@ struct Position {
   throw InputError(path, at.where(), fmt::format("invalid JSON: {}", ec.message()));
 }
 
+// A second document, or anything but whitespace, after the trace's JSON (two traces
+// concatenated, a log line appended): the trace itself is complete, so not "truncated".
+[[noreturn]] void throw_data_after(const std::string& path, const Position& at) {
+  throw InputError(path, at.where(), "unexpected data after the end of the JSON document (two documents in one file?)");
+}
+
 }  // namespace
 
 KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
@@ -806,6 +1042,11 @@ KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
     const std::size_t n = source.read(chunk.data(), chunk.size());
     if (n == 0 && at.offset == 0) throw InputError(path, "", "the file is empty (expected a JSON trace)");
     const std::size_t used = parser.write_some(n > 0, chunk.data(), n, ec);
+    if (ec == json::error::extra_data || (!ec && used < n)) {
+      // The document ended inside the chunk; the parser stops at what follows it.
+      at.advance(chunk.data(), std::min(used, n));
+      throw_data_after(path, at);
+    }
     if (ec) {
       // Boost.JSON 1.81 can report a consumed count beyond the chunk when a handler stops the
       // parser (a fuzzed trace showed it): never count past what was read.

@@ -14,6 +14,10 @@ namespace stepsim::analysis {
 
 enum class GpuCategory : std::uint8_t { kernel, memcpy, memset };
 
+// The most elements one collective's message may have: no real message comes near 2^58, and
+// below it elements × bytes per element (at most 8) cannot overflow.
+inline constexpr std::int64_t kMaxMessageElements = std::int64_t{1} << 58;
+
 // The NCCL arguments of a communication kernel; strings are indexes into KinetoTrace::strings
 // (0 = absent).
 struct NcclArgs {

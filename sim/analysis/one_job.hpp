@@ -3,16 +3,20 @@
 // a rank listed twice.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace stepsim::analysis {
 
+// The files of one job start within this of each other (their timestamps share an epoch).
+inline constexpr std::int64_t kMaxRankSkewUs = 1'000'000'000'000;
+
 // A rank as its file gives it.
 struct RankSource {
   std::string file;
   int rank = 0;
-  int world_size = 0;      // distributedInfo's; 0: not given (stepsim's own traces give none)
+  int world_size = 0;      // distributedInfo's; 0: not given
   bool rank_given = true;  // by distributedInfo (or stepsim's process), not by the file's place in the list
 };
 

@@ -23,7 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t kMaxStreams = 65535;  // Interval::stream is 16 bits
-constexpr std::int64_t kMaxElements = std::int64_t{1} << 58;
 
 bool is_trace_file(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -148,12 +147,19 @@ class Builder {
   }
 
   Timeline finish() {
-    for (const auto& [key, w] : windows_) timeline_.steps.push_back({key.second, w.start, w.end});
+    Time last_end = windows_.empty() ? Time::zero() : windows_.begin()->second.end;
+    for (const auto& [key, w] : windows_) {
+      timeline_.steps.push_back({key.second, w.start, w.end});
+      last_end = max(last_end, w.end);
+    }
     // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
-    // where the next begins; the last one where its work ends.
+    // where the next begins; the last one where the work of every step ends, so that a kernel
+    // of an earlier step still running then (a long collective) is measured in full, as the
+    // whole-trace figure and the collectives table count it.
     std::stable_sort(timeline_.steps.begin(), timeline_.steps.end(),
                      [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
     for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
+    if (!timeline_.steps.empty()) timeline_.steps.back().end = last_end;
     for (const StepWindow& w : given_) timeline_.steps.push_back(w);
     if (timeline_.steps.empty())
       timeline_.steps.push_back(
@@ -224,11 +230,7 @@ class Builder {
   static Bytes message_bytes(const KinetoTrace& trace, const NcclArgs& n) {
     const std::int64_t elems = std::max(n.in_nelems, n.out_nelems);
     if (elems <= 0) return Bytes(0);
-    // No real message comes near 2^58 elements; below it elements × bytes per element (at
-    // most 8) cannot overflow.
-    if (elems > kMaxElements)
-      throw InputError(trace.path, "",
-                       fmt::format("a message of {} elements is out of range (at most {})", elems, kMaxElements));
+    STEPSIM_CHECK(elems <= kMaxMessageElements, "the reader refuses larger messages");
     return Bytes(elems * dtype_bytes(trace.strings[n.dtype]));
   }
 
@@ -260,6 +262,52 @@ class Builder {
   std::vector<StepWindow> given_;
 };
 
+// The ranks the traces hold, as check_one_job reads them: a Kineto trace is the rank its
+// distributedInfo names, else its place among the files; stepsim's own trace one rank per
+// process.
+std::vector<RankSource> rank_sources(const std::vector<KinetoTrace>& traces) {
+  std::vector<RankSource> sources;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const KinetoTrace& t = traces[i];
+    if (!t.stepsim_format) {
+      sources.push_back(
+          {t.path, t.dist.rank >= 0 ? t.dist.rank : static_cast<int>(i), t.dist.world_size, t.dist.rank >= 0});
+      continue;
+    }
+    for (std::int64_t pid : Builder::devices(t))
+      sources.push_back({t.path, static_cast<int>(pid), t.dist.world_size, true});
+  }
+  return sources;
+}
+
+// Moves every time of `t` `by` later, and its origin as much earlier, so that its events keep
+// their absolute timestamps.
+void shift(KinetoTrace& t, std::int64_t by_us) {
+  const Time by = Time::from_ps(by_us * 1000000);
+  for (GpuEvent& g : t.gpu) g.start += by, g.end += by;
+  for (CpuSpan& s : t.steps) s.start += by, s.end += by;
+  for (CpuSpan& s : t.windows) s.start += by, s.end += by;
+  for (Launch& l : t.launches) l.at += by;
+  for (CpuEvent& e : t.cpu_ops) e.start += by, e.end += by;
+  for (CpuEvent& e : t.kernel_launches) e.start += by, e.end += by;
+  for (HtaActivity& a : t.hta.activities) a.start += by, a.end += by;
+  t.hta.last_step += by;
+  t.hta.origin_us -= by_us;
+}
+
+// Each file was read with its own origin (its first timestamp); the job's is the earliest,
+// and every file's times move onto it.
+void align(std::vector<KinetoTrace>& traces, const std::vector<std::int64_t>& origins) {
+  const std::int64_t base = *std::min_element(origins.begin(), origins.end());
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const std::int64_t skew = origins[i] - base;
+    if (skew > kMaxRankSkewUs)
+      throw InputError(traces[i].path, "",
+                       fmt::format("its timestamps start {} us after another rank's: not one job", skew));
+    if (skew > 0) shift(traces[i], skew);
+  }
+}
+
 }  // namespace
 
 LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
@@ -269,7 +317,6 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
                      [](const KinetoTrace& a, const KinetoTrace& b) { return a.dist.rank < b.dist.rank; });
   LoadedTrace out;
   Builder builder;
-  std::vector<RankSource> sources;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const KinetoTrace& t = traces[i];
     out.content_bytes += t.content_bytes;
@@ -280,19 +327,23 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
       out.hta.push_back(measure_hta(t.hta, t.launches));
-      sources.push_back({t.path, rank, t.dist.world_size, t.dist.rank >= 0});
       continue;
     }
+    // stepsim's own trace: each process is the rank its pid says, of the world size its
+    // distributedInfo gives (none in traces written before it did: unknown, 0).
     const std::vector<std::int64_t> pids = Builder::devices(t);
     for (std::int64_t pid : pids) {
+      if (t.dist.world_size > 0 && (pid < 0 || pid >= t.dist.world_size))
+        throw InputError(
+            t.path, "/distributedInfo/world_size",
+            fmt::format("is {}, but the trace holds rank {} (its process {})", t.dist.world_size, pid, pid));
       builder.add_rank(t, static_cast<int>(pid), pid);
-      out.dist.push_back({static_cast<int>(pid), static_cast<int>(pids.size()), "", ""});
+      out.dist.push_back({static_cast<int>(pid), t.dist.world_size, t.dist.backend, ""});
       out.files.push_back(t.path);
       out.hta.emplace_back();
-      sources.push_back({t.path, static_cast<int>(pid), 0, true});
     }
   }
-  check_one_job(sources);
+  check_one_job(rank_sources(traces));
   out.timeline = builder.finish();
   return out;
 }
@@ -313,12 +364,18 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin) {
 }
 
 std::vector<KinetoTrace> read_traces(const std::string& path) {
+  // Each file on its own origin: the timestamps of two jobs' files may lie days apart, and
+  // that they are two jobs is what to say (check_one_job), not that the times are far.
   std::vector<KinetoTrace> traces;
-  TimeOrigin origin;
+  std::vector<std::int64_t> origins;
   for (const std::string& file : trace_files(path)) {
+    TimeOrigin origin;
     traces.push_back(read_kineto(file, origin));
     require_gpu_activity(traces.back());
+    origins.push_back(origin.us);
   }
+  check_one_job(rank_sources(traces));
+  align(traces, origins);
   return traces;
 }
 

@@ -43,7 +43,9 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 
 // How the intervals and steps are made (HolisticTraceAnalysis' classes):
 // - GPU activities are the complete events of category kernel, gpu_memcpy and gpu_memset
-//   (synchronisation events are not activities). Each (device, stream) is one stream.
+//   (synchronisation events are not activities), each with its args.stream (the reader
+//   refuses one without: HTA's figures would leave it out). Each (device, stream) is one
+//   stream.
 // - A kernel is communication when its name starts with "nccl" or contains "ncclKernel";
 //   Memcpy/Memset are memory; every other kernel is compute.
 // - A step is a CPU annotation ProfilerStep#N. A GPU activity belongs to the step during
@@ -52,8 +54,9 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 // - A step's window starts at the first start of its activities (over all ranks) and ends
 //   where the next step's window starts (in time order, whatever the numbers N say), so
 //   that steps tile the time like the period of a training loop even when the CPU runs
-//   ahead of the GPU; the last step ends at the last end of its own activities (it
-//   includes the drain). Steps without GPU activity are
+//   ahead of the GPU; the last step ends at the last end of the activities of every step
+//   (it includes the drain, and the work of earlier steps still running). Steps without
+//   GPU activity are
 //   dropped; a trace without ProfilerStep annotations has one window "trace" over all its
 //   GPU activity.
 LoadedTrace to_timeline(std::vector<KinetoTrace> traces);

@@ -20,7 +20,7 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kAnalyzeUsage =
-    "usage: stepsim analyze TRACE... [--step N] [--rank I] [--json FILE|-] [--trace FILE]\n\n"
+    "usage: stepsim analyze TRACE... [--step N] [--rank R] [--json FILE|-] [--trace FILE]\n\n"
     "Measures a PyTorch profiler (Kineto) trace: TRACE is one trace file (.json or .json.gz,\n"
     "read as a stream, so multi-GB files are fine; '-': standard input) or a folder holding one\n"
     "file per rank of one job (one world size in their distributedInfo, each rank once).\n\n"
@@ -32,18 +32,27 @@ constexpr const char* kAnalyzeUsage =
     "each step, process group and op); the member whose NCCL kernel starts last holds the call\n"
     "back, its lead is its start minus the next-latest member's, and every other member waits\n"
     "its start minus theirs (a real NCCL kernel runs, and counts as communication, meanwhile).\n\n"
-    "One rank (one file, or --rank I of a folder) prints,\n"
+    "--rank R picks rank R: the global rank as the trace's distributedInfo gives it (a file\n"
+    "without distributedInfo counts as the rank of its place among the folder's files, sorted by\n"
+    "name, from 0; a trace stepsim wrote, its process). Without --rank, one TRACE is measured at\n"
+    "its lowest rank. A rank the trace does not hold is refused, naming the ranks it holds.\n\n"
+    "One rank (one file, or --rank R of a folder) prints,\n"
     "per ProfilerStep, the step time, compute, communication busy time, exposed communication,\n"
     "memcpy/memset-only time, idle time and the hidden fraction; exposed communication per\n"
     "collective, process group and kind; and every collective grouped by op, process group and\n"
     "size with nccl-tests' algbw and busbw (DDP's gradient buckets show up as one row each).\n\n"
     "How the trace is read (HolisticTraceAnalysis' classes):\n"
-    "  GPU activity     complete events of category kernel, gpu_memcpy, gpu_memset\n"
+    "  GPU activity     complete events of category kernel, gpu_memcpy, gpu_memset with a whole\n"
+    "                   args.stream of 0 or more, as Kineto writes them (one with another phase,\n"
+    "                   no stream or args of the wrong type is refused: the hidden fraction would\n"
+    "                   count it and HTA's overlap not, or the reverse)\n"
     "  communication    kernels whose name starts with 'nccl' or contains 'ncclKernel'\n"
     "  memory           Memcpy / Memset; every other kernel is compute\n"
     "  step             a GPU activity belongs to ProfilerStep#N when it was launched during that\n"
     "                   CPU annotation; a step's window runs from the first start of its\n"
-    "                   activities to the start of the next one in time (the last step: to its last end)\n"
+    "                   activities to the start of the next one in time; the last step's runs until\n"
+    "                   the work of every step ends (a collective of an earlier step still running\n"
+    "                   is measured in it, as the whole-trace figure and the collectives count it)\n"
     "  exposed comm     communication running and no compute running\n"
     "  hidden fraction  communication and compute at once / union of communication time, per\n"
     "                   step window and over the whole trace (every step, every activity)\n\n"
@@ -73,7 +82,7 @@ bool job_mode(const std::vector<std::string>& paths, const std::vector<std::stri
   if (!analysis::measured_as_job(paths, files.size(), vm.count("rank") > 0)) return false;
   if (out.trace)
     throw InputError("<command line>", "--trace",
-                     "several ranks are summarised one at a time, so there is no timeline to write; give --rank I");
+                     "several ranks are summarised one at a time, so there is no timeline to write; give --rank R");
   return true;
 }
 
@@ -105,6 +114,7 @@ int run_analyze(const Args& args) {
   if (help_requested(vm, kAnalyzeUsage, desc, kAnalyzeExamples)) return 0;
   if (paths.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  require_stdin_once("analyze", paths);
   check_outputs(out);
 
   std::vector<std::string> files;
@@ -119,7 +129,9 @@ int run_analyze(const Args& args) {
   emit(
       out, [&](std::ostream& os) { analysis::write_analysis_table(a, os); },
       [&](std::ostream& os) { analysis::write_analysis_json(a, os); },
-      [&](std::ostream& os) { report::write_trace(a.trace.timeline, os); });
+      [&](std::ostream& os) {
+        report::write_trace(a.trace.timeline, os, a.trace.dist[a.metrics.rank_index].world_size);
+      });
   return 0;
 }
 

@@ -115,6 +115,7 @@ int run_from_trace(const Args& args) {
                      desc, ""))
     return 0;
   if (trace.empty()) throw InputError("<command line>", "TRACE", "give the trace to calibrate from");
+  require_stdin_once("calibrate from-trace", {trace, scenario_path});
   if (vm.count("scenario") == 0) {  // "" is the default scenario
     for (const char* flag : {"output", "set"})
       if (vm.count(flag) != 0)

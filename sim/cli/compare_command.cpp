@@ -17,7 +17,7 @@ namespace stepsim::cli {
 namespace {
 
 constexpr const char* kCompareUsage =
-    "usage: stepsim compare TRACE SCENARIO.json [--set KEY=VALUE]... [--step N] [--rank I] [--json FILE|-]\n"
+    "usage: stepsim compare TRACE SCENARIO.json [--set KEY=VALUE]... [--step N] [--rank R] [--json FILE|-]\n"
     "                       [--trace FILE|-]\n\n"
     "Measures TRACE (a PyTorch profiler trace or a folder of rank files, as 'stepsim analyze'\n"
     "does: the mean over its ProfilerSteps, or one step with --step) and simulates SCENARIO.json,\n"
@@ -39,8 +39,9 @@ std::vector<std::string> job_differences(const analysis::Analysis& measured, con
                                          const Report& predicted) {
   std::vector<std::string> out;
   // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
-  // representative mode), not the job's world size: there the compute check below decides.
-  const int world = measured.trace.simulated ? 0 : measured.trace.dist[measured.metrics.rank_index].world_size;
+  // representative mode); its distributedInfo gives the job's world size, and one written
+  // before it did gives none (0): there the compute check below decides.
+  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
   if (world > 0 && world != scenario.parallel.gpus())
     out.push_back(
         fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
@@ -85,6 +86,7 @@ int run_compare(const Args& args) {
     throw InputError("<command line>", "stepsim compare",
                      "expected TRACE and SCENARIO.json (see 'stepsim compare --help')");
   require_scenario_name(inputs[1]);
+  require_stdin_once("compare", inputs);
   check_outputs(out);
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
@@ -101,7 +103,7 @@ int run_compare(const Args& args) {
         analysis::write_comparison_table(measured, predicted, os);
       },
       [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted, os); },
-      [&](std::ostream& os) { report::write_trace(predicted.timeline, os); });
+      [&](std::ostream& os) { report::write_trace(predicted.timeline, os, scenario.parallel.gpus()); });
   return 0;
 }
 

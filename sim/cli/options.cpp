@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "report/output_target.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/scenario.hpp"
 
 namespace stepsim::cli {
 
@@ -37,13 +39,15 @@ void add_trace_options(po::options_description& desc, TraceSelection& selection)
   // typed_value<std::string>::notify when several string options are inlined in one function.
   desc.add_options()("step", po::value(&selection.step)->value_name("N"),
                      "measure only ProfilerStep#N (N or the full name)")(
-      "rank", po::value<long long>()->value_name("I")->notifier([&selection](long long rank) {
-        // Parsed signed: Program_options would read "-1" into an unsigned index as 2^64 - 1.
+      "rank", po::value<long long>()->value_name("R")->notifier([&selection](long long rank) {
         if (rank < 0)
-          throw InputError("<command line>", "--rank", fmt::format("expected a rank index of 0 or more, got {}", rank));
-        selection.rank = static_cast<std::size_t>(rank);
+          throw InputError("<command line>", "--rank", fmt::format("expected a rank of 0 or more, got {}", rank));
+        if (rank >= kMaxGpus)
+          throw InputError("<command line>", "--rank", fmt::format("expected a rank below {}, got {}", kMaxGpus, rank));
+        selection.rank = static_cast<int>(rank);
       }),
-      "which rank of a folder to measure (index, default 0)");
+      "which rank of a folder or file to measure: the global rank its distributedInfo gives (a file without "
+      "one: its place among the folder's files, from 0; a stepsim trace: its process); default: the lowest");
 }
 
 std::optional<std::string> TraceSelection::step_name() const {
@@ -83,6 +87,13 @@ void require_scenario_name(const std::string& given) {
   if (given.empty())
     throw InputError("<command line>", "SCENARIO",
                      "the scenario file name is empty (omit it to simulate the embedded default)");
+}
+
+void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs) {
+  if (std::count(inputs.begin(), inputs.end(), "-") < 2) return;
+  throw InputError("<command line>", "stepsim " + command,
+                   "'-' (standard input) is given twice, but it can be read only once: give all but one of "
+                   "them as files");
 }
 
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,

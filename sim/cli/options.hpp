@@ -28,7 +28,7 @@ void add_output_options(po::options_description& desc, OutputOptions& out);
 // Which rank and profiler step of a trace to measure (analyze, compare).
 struct TraceSelection {
   std::vector<std::string> step;  // the last one given wins; empty: every step
-  std::size_t rank = 0;
+  std::optional<int> rank;        // the global rank (see add_trace_options); none: the lowest
   std::optional<std::string> step_name() const;
 };
 
@@ -56,6 +56,10 @@ po::variables_map parse_args(const std::string& command, const Args& args, const
 
 // A scenario argument that was given must name something: "" is an error, not the default.
 void require_scenario_name(const std::string& given);
+
+// Standard input can be read once: InputError naming `command` when '-' is among `inputs`
+// (the command's file arguments) more than once.
+void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs);
 
 // With --help in `vm`, prints "usage", the options and the examples, and returns true.
 bool help_requested(const po::variables_map& vm, const std::string& usage, const po::options_description& desc,

@@ -150,7 +150,7 @@ int run_simulate(const Args& args) {
           report::write_kineto_trace(result.timeline, -1, scenario.cluster.gpu.name, os);
         else
           report::write_trace(
-              result.timeline, [&](int rank) { return traced.contains(rank); }, os);
+              result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus());
       });
   return 0;
 }

@@ -13,7 +13,6 @@
 namespace stepsim::io {
 namespace {
 
-constexpr long long kMaxGpus = 1LL << 20;   // 1,048,576 GPUs in one job
 constexpr double kMaxLayerPasses = 262144;  // micro-batches × layers per step: about 10 s and 1.2 GB
 // Every rank of the job in all-ranks mode: micro-batches × layers × tp·dp·cp.
 constexpr double kMaxRankLayerPasses = 8388608;

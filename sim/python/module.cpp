@@ -106,7 +106,7 @@ std::vector<std::string> axis_values(const std::string& key, const std::string& 
   return sweep::parse_axis(key + "=" + values).values;
 }
 
-std::string analyze_json(const std::vector<std::string>& paths, std::optional<std::size_t> rank,
+std::string analyze_json(const std::vector<std::string>& paths, std::optional<int> rank,
                          const std::optional<std::string>& step) {
   const py::gil_scoped_release unlocked;
   if (paths.empty()) throw InputError("stepsim.analyze", "paths", "expected at least one trace file or folder");
@@ -119,7 +119,7 @@ std::string analyze_json(const std::vector<std::string>& paths, std::optional<st
     analysis::write_job_json(analysis::analyze_job(files, step, cores), stepsim_version(), out);
     return out.str();
   }
-  analysis::Analysis a = analysis::analyze_trace(paths.front(), rank.value_or(0), step);
+  analysis::Analysis a = analysis::analyze_trace(paths.front(), rank, step);
   a.mean.stepsim_version = stepsim_version();
   analysis::write_analysis_json(a, out);
   return out.str();

@@ -125,9 +125,12 @@ std::string bubble_note(const Report& report, const PipelineFacts& pipeline);
 
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
-void write_trace(const Timeline& timeline, std::ostream& out);
+// `world_size` (the job's GPUs; 0: unknown, left out) goes into a distributedInfo as PyTorch's
+// profiler writes it, with the rank when the trace holds one, so that `stepsim analyze` reads
+// the trace back as the job it is and not as a job of its simulated ranks.
+void write_trace(const Timeline& timeline, std::ostream& out, int world_size = 0);
 // Only the ranks of Timeline::ranks whose global rank `keep` accepts.
-void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out);
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size = 0);
 // One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
 // PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read;
 // `gpu` (the GPU preset's name) is its deviceProperties' name, for the GPU check of

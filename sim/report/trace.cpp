@@ -264,17 +264,24 @@ void RankTraceWriter::write(const RankTimeline& rank, std::size_t sort_index) {
 
 }  // namespace
 
-void write_trace(const Timeline& timeline, std::ostream& out) {
+void write_trace(const Timeline& timeline, std::ostream& out, int world_size) {
   write_trace(
-      timeline, [](int) { return true; }, out);
+      timeline, [](int) { return true; }, out, world_size);
 }
 
-void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out) {
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size) {
   TraceStream stream(out);
   RankTraceWriter writer(timeline, stream);
-  for (std::size_t i = 0; i < timeline.ranks.size(); ++i)
-    if (keep(timeline.ranks[i].rank)) writer.write(timeline.ranks[i], i);
-  stream.finish();
+  std::vector<int> written;
+  for (std::size_t i = 0; i < timeline.ranks.size(); ++i) {
+    if (!keep(timeline.ranks[i].rank)) continue;
+    writer.write(timeline.ranks[i], i);
+    written.push_back(timeline.ranks[i].rank);
+  }
+  if (world_size <= 0) return stream.finish();
+  // Each process is a rank (its pid); "rank" names the trace's one rank, as a profiler's does.
+  const std::string rank = written.size() == 1 ? fmt::format(",\"rank\":{}", written.front()) : "";
+  stream.finish(fmt::format(",\n\"distributedInfo\":{{\"backend\":\"nccl\"{},\"world_size\":{}}}", rank, world_size));
 }
 
 }  // namespace stepsim::report

@@ -38,8 +38,10 @@ void TraceStream::end_event() {
   if (buf_.size() >= kFlushBytes) flush();
 }
 
-void TraceStream::finish() {
-  buf_.append(std::string_view("\n],\n\"displayTimeUnit\":\"ms\"}\n"));
+void TraceStream::finish(std::string_view members) {
+  buf_.append(std::string_view("\n],\n\"displayTimeUnit\":\"ms\""));
+  buf_.append(members);
+  buf_.append(std::string_view("}\n"));
   flush();
 }
 

@@ -24,8 +24,9 @@ class TraceStream {
   // Starts the next event and returns the buffer to append its members to (no braces).
   fmt::memory_buffer& begin_event();
   void end_event();
-  // Closes the event array and the document; must be called once, last.
-  void finish();
+  // Closes the event array and the document, with `members` (",\"key\":value..." or empty)
+  // after the events; must be called once, last.
+  void finish(std::string_view members = {});
 
  private:
   void flush();

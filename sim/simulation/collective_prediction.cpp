@@ -46,7 +46,6 @@ CollOp parse_op(const std::string& text) {
 // Beyond any GPU's memory; larger sizes would only test the simulator's integer range.
 constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 constexpr int kMaxRows = 10000;
-constexpr int kMaxGpus = 1 << 20;
 
 void check_size(Bytes size, const char* flag) {
   if (size.count() > kMaxSize)

@@ -215,3 +215,120 @@ TEST_CASE("analyze refuses a rank given by two files, naming both") {
   CHECK(v.at("ranks").as_array().size() == 4);
   CHECK(v.at("stragglers").as_array().empty());
 }
+
+namespace {
+
+// A Kineto trace of one rank of `world_size` over ProfilerStep#first and #first+1, each a
+// GEMM and an AllReduce of the world.
+std::string two_steps(int rank, int world_size, int first) {
+  std::string events;
+  for (int s = 0; s < 2; ++s) {
+    const int at = 1000 + 200 * s;
+    events += fmt::format(
+        R"trace({}{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", "pid": 9, "tid": 9, "ts": {}, "dur": 200}},
+    {{"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": {}, "dur": 40, "args": {{"stream": 7}}}},
+    {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 20, "ts": {},
+      "dur": 30, "args": {{"stream": 20, "Group size": {}, "Process Group Name": "0"}}}})trace",
+        s == 0 ? "" : ",\n    ", first + s, at, at + 10, at + 60, world_size);
+  }
+  return fmt::format(
+      R"({{"distributedInfo": {{"backend": "nccl", "rank": {}, "world_size": {}}}, "traceEvents": [{}]}})", rank,
+      world_size, events);
+}
+
+}  // namespace
+
+TEST_CASE("ranks profiled over different steps are said to share none, not shown as without stragglers") {
+  const testing::Scratch scratch("analyze-no-shared-step");
+  const fs::path dir = scratch.file("traces");
+  fs::create_directories(dir);
+  std::ofstream(dir / "rank0.json") << two_steps(0, 2, 1);
+  std::ofstream(dir / "rank1.json") << two_steps(1, 2, 7);
+  const analysis::JobAnalysis job = analysis::analyze_job(analysis::trace_files(dir.string()), std::nullopt, 2);
+  CHECK(job.calls == 0);
+  CHECK(job.stragglers.empty());
+  CHECK(job.unshared == std::vector<int>{0, 1});
+  const testing::Run table = scratch.run("analyze " + dir.string());
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("note: the ranks share no step (rank 0 ProfilerStep#1 to ProfilerStep#2, rank 1 "
+                       "ProfilerStep#7 to ProfilerStep#8): no collective call can be matched across them") !=
+        std::string::npos);
+  const testing::Run js = scratch.run("analyze " + dir.string() + " --json -");
+  REQUIRE(js.status == 0);
+  CHECK(json::parse(js.out).at("ranks_sharing_no_step").as_array().size() == 2);
+  // A third rank over steps 1 and 2 shares them with rank 0: their two AllReduce calls match,
+  // and rank 1 alone is left out.
+  for (const char* world : {"rank0.json", "rank1.json"}) fs::remove(dir / world);
+  std::ofstream(dir / "rank0.json") << two_steps(0, 3, 1);
+  std::ofstream(dir / "rank1.json") << two_steps(1, 3, 7);
+  std::ofstream(dir / "rank2.json") << two_steps(2, 3, 1);
+  const analysis::JobAnalysis three = analysis::analyze_job(analysis::trace_files(dir.string()), std::nullopt, 2);
+  CHECK(three.calls == 2);
+  CHECK(three.unshared == std::vector<int>{1});
+  const testing::Run partial = scratch.run("analyze " + dir.string());
+  REQUIRE(partial.status == 0);
+  CHECK(partial.out.find("note: a rank shares no step with the other ranks (rank 1 ProfilerStep#7 to "
+                         "ProfilerStep#8): its collective calls are matched with none") != std::string::npos);
+}
+
+TEST_CASE("one rank of a folder mixing two jobs is refused as two jobs, as the whole folder is") {
+  const testing::Scratch scratch("analyze-rank-two-jobs");
+  const fs::path dir = scratch.file("mixed");
+  fs::create_directories(dir);
+  for (const char* name : {"recsys-a100-rank0of16.json.gz", "recsys-a100-rank3of8.json.gz"})
+    fs::copy_file(fs::path(STEPSIM_TEST_DATA) / "traces" / name, dir / name);
+  const std::string two_jobs = (dir / "recsys-a100-rank3of8.json.gz").string() +
+                               ": /distributedInfo/world_size: is 8, but " +
+                               (dir / "recsys-a100-rank0of16.json.gz").string() +
+                               "'s is 16: the traces are of two jobs (give one job's rank files)";
+  for (const char* rank : {"", " --rank 0", " --rank 99"}) {
+    INFO(rank);
+    const testing::Run run = scratch.run("analyze " + dir.string() + rank);
+    CHECK(testing::refusal(run, two_jobs).empty());
+  }
+}
+
+TEST_CASE(
+    "analyze picks with --rank the global rank that distributedInfo gives, and refuses one not held naming those "
+    "held") {
+  const testing::Scratch scratch("analyze-global-rank");
+  const fs::path dir = scratch.file("ranks");
+  fs::create_directories(dir);
+  // Ranks 2 and 3 of a job of 4; rank 3's AllReduce starts 50 us late (1110 instead of 1060).
+  std::ofstream(dir / "a.json") << kineto_rank(3, 4, 50);
+  std::ofstream(dir / "b.json") << kineto_rank(2, 4, 0);
+  const testing::Run three = scratch.run("analyze " + dir.string() + " --rank 3 --json -");
+  INFO(three.err);
+  REQUIRE(three.status == 0);
+  const json::value v = json::parse(three.out);
+  CHECK(v.at("rank").as_int64() == 3);
+  CHECK(v.at("source").as_string() == (dir / "a.json").string());
+  CHECK(v.at("collectives").at(0).at("start_s").as_double() == Approx(100e-6));  // 1110 - the gemm's 1010
+  CHECK(scratch.run("analyze " + dir.string() + " --rank 2").out.find("measured on rank 2") != std::string::npos);
+  for (const char* rank : {"0", "1"}) {
+    INFO(rank);
+    const testing::Run missing = scratch.run("analyze " + dir.string() + " --rank " + rank);
+    CHECK(testing::refusal(missing, "stepsim: error: <command line>: --rank: " + dir.string() + " holds no rank " +
+                                        rank + ": it holds ranks 2 and 3 (as its distributedInfo says)")
+              .empty());
+  }
+  // One file alone is measured at its rank, and --rank names that rank, not an index.
+  const std::string a = (dir / "a.json").string();
+  CHECK(scratch.run("analyze " + a).out.find("(rank 3 of 4, nccl), 1 step, measured on rank 3") != std::string::npos);
+  CHECK(scratch.run("analyze " + a + " --rank 3").status == 0);
+  CHECK(testing::refusal(scratch.run("analyze " + a + " --rank 0"), "holds no rank 0: it holds rank 3").empty());
+  // Files without distributedInfo are numbered by name: c.json is rank 0, d.json rank 1.
+  const fs::path anon = scratch.file("anonymous");
+  fs::create_directories(anon);
+  auto without_info = [](const std::string& text) { return text.substr(text.find("\"traceEvents\"") - 1); };
+  std::ofstream(anon / "d.json") << "{" + without_info(kineto_rank(3, 4, 50));
+  std::ofstream(anon / "c.json") << "{" + without_info(kineto_rank(2, 4, 0));
+  const testing::Run second = scratch.run("analyze " + anon.string() + " --rank 1 --json -");
+  INFO(second.err);
+  REQUIRE(second.status == 0);
+  CHECK(json::parse(second.out).at("source").as_string() == (anon / "d.json").string());
+  CHECK(testing::refusal(scratch.run("analyze " + anon.string() + " --rank 2"),
+                         "holds no rank 2: it holds ranks 0 and 1 (a file without distributedInfo is numbered by its "
+                         "place among the files)")
+            .empty());
+}

@@ -129,9 +129,9 @@ TEST_CASE("a small trace with new NCCL names and no distributedInfo reads into s
 TEST_CASE("old Kineto names and categories are understood") {
   const TempDir dir("old");
   const std::string path = dir.write("old.json", R"trace({"traceEvents": [
-    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "pid": 0, "tid": 1, "ts": 5, "dur": 2},
-    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 1, "ts": 8, "dur": 1},
-    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 2, "ts": 5, "dur": 1}]})trace");
+    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "pid": 0, "tid": 1, "ts": 5, "dur": 2, "args": {"stream": 1}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 1, "ts": 8, "dur": 1, "args": {"stream": 1}},
+    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 2, "ts": 5, "dur": 1, "args": {"stream": 2}}]})trace");
   const analysis::LoadedTrace t = analysis::load_trace(path);
   const RankTimeline& r = t.timeline.ranks[0];
   REQUIRE(r.intervals.size() == 3);
@@ -155,7 +155,7 @@ TEST_CASE("a folder of rank files gives one rank each, aligned in time and sorte
   const TempDir dir("folder");
   auto rank_file = [](int rank, int offset_us) {
     return fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 2, "backend": "nccl"}}, "traceEvents": [
-      {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": {}, "tid": 7, "ts": {}, "dur": 10}}]}})",
+      {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": {}, "tid": 7, "ts": {}, "dur": 10, "args": {{"stream": 7}}}}]}})",
                        rank, rank, 1000 + offset_us);
   };
   dir.write("b.json", rank_file(0, 0));
@@ -191,6 +191,22 @@ TEST_CASE("a truncated JSON trace is an error with the line and byte where it st
   CHECK(error_of(path) == path + ": line 2, column 23 (byte 40): the JSON ends early (truncated file?)");
 }
 
+TEST_CASE("data after a complete JSON trace is an error at its line and column, not a truncation") {
+  const TempDir dir("trailing");
+  const std::string trace = R"({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}}
+]})";
+  // The document is 3 lines; " {}" follows on its third line after "]}" (2 columns) and a space.
+  const std::string second = dir.write("second.json", trace + " {}");
+  CHECK(error_of(second) == second + ": line 3, column 4 (byte " + std::to_string(trace.size() + 1) +
+                                "): unexpected data after the end of the JSON document (two documents in one file?)");
+  const std::string log = dir.write("log.json", trace + "\n\nDone.\n");
+  CHECK(error_of(log) == log + ": line 5, column 1 (byte " + std::to_string(trace.size() + 2) +
+                             "): unexpected data after the end of the JSON document (two documents in one file?)");
+  // Whitespace after it is no data.
+  CHECK(error_of(dir.write("spaces.json", trace + "\n  \n")) == "no error");
+}
+
 TEST_CASE("a file that is not JSON is an error with the line and column") {
   const TempDir dir("notjson");
   const std::string path = dir.write("trace.json", "{\"traceEvents\": [\n  {\"ph\": X}\n]}");
@@ -223,8 +239,8 @@ TEST_CASE("steps numbered out of time order tile the time in the order they ran"
   const std::string path = dir.write("swapped.json", R"trace({"traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 9, "tid": 9, "ts": 1000, "dur": 100},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 9, "tid": 9, "ts": 1100, "dur": 100},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1110, "dur": 40}]})trace");
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 40, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1110, "dur": 40, "args": {"stream": 7}}]})trace");
   const analysis::LoadedTrace t = analysis::load_trace(path);
   REQUIRE(t.timeline.steps.size() == 2);
   CHECK(t.timeline.steps[0].name == "ProfilerStep#9");
@@ -234,15 +250,46 @@ TEST_CASE("steps numbered out of time order tile the time in the order they ran"
   CHECK(t.timeline.steps[1].end.ps() == 150'000'000);
 }
 
+TEST_CASE("the last step lasts until every step's work ends, so the steps sum to the whole trace") {
+  const TempDir dir("drain");
+  // Step 1 launches a 900 us AllReduce (100 to 1000 us); step 2's only kernel, a gemm, runs
+  // from 150 to 250 us. Step 1's window: 100 to 150 (where step 2's starts); step 2's: 150
+  // to 1000, the end of the AllReduce. Communication: 50 + 850 = 900 us, the whole trace's;
+  // the gemm hides 100 us of it, all in step 2.
+  const std::string path = dir.write("drain.json", R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 1, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 20, "ts": 100, "dur": 900, "args": {"stream": 20, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 150, "dur": 100, "args": {"stream": 7, "correlation": 2}}
+]})trace");
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].start == Time::from_us(100));
+  CHECK(t.timeline.steps[0].end == Time::from_us(150));
+  CHECK(t.timeline.steps[1].start == Time::from_us(150));
+  CHECK(t.timeline.steps[1].end == Time::from_us(1000));
+  const analysis::TraceMetrics m = analysis::measure_steps(t.timeline, 0, std::nullopt);
+  CHECK(m.steps[0].metrics.comm_union == Approx(50e-6));
+  CHECK(m.steps[1].metrics.comm_union == Approx(850e-6));
+  CHECK(m.total.metrics.comm_union == Approx(900e-6));
+  CHECK(m.total.metrics.overlap == Approx(100e-6));
+  CHECK(m.total.metrics.hidden_fraction() == Approx(100.0 / 900.0));
+  CHECK(m.whole_trace_hidden_fraction == Approx(100.0 / 900.0));
+  REQUIRE(m.collectives.size() == 1);
+  CHECK(m.collectives[0].duration == Time::from_us(900));
+}
+
 TEST_CASE("times that are negative or too large for picoseconds name the event") {
   const TempDir dir("times");
   const std::string negative = dir.write("a.json", R"({"traceEvents": [
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": -0.5}]})");
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": -0.5, "args": {"stream": 7}}]})");
   CHECK(error_of(negative) == negative +
                                   ": /traceEvents/0/dur: event 'Memcpy HtoD': expected a duration from 0 to "
                                   "1000000000000 us, got -0.5");
   const std::string far = dir.write("b.json", R"({"traceEvents": [
-    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}},
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 2000000000005, "dur": 1}]})");
   CHECK(error_of(far) == far +
                              ": /traceEvents/1/ts: event 'ProfilerStep#1': ts 2000000000005 is more than "
@@ -250,25 +297,38 @@ TEST_CASE("times that are negative or too large for picoseconds name the event")
   // Events stepsim does not keep are not checked.
   const std::string ignored = dir.write("c.json", R"({"traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 5, "dur": -3},
-    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1}]})");
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}}]})");
   CHECK(error_of(ignored) == "no error");
 }
 
 TEST_CASE("ids and sizes beyond what their fields hold are unknown or refused, never wrapped") {
   const TempDir dir("big-numbers");
-  const std::string ids = dir.write("a.json", R"({"distributedInfo": {"rank": 4294967296, "world_size": 1e300},
-    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300,
-      "tid": 7, "ts": 5, "dur": 1, "args": {"Group size": 4294967298}}]})");
+  const std::string ids = dir.write("a.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+    "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 1e300, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"stream": 7}}]})");
   const analysis::LoadedTrace t = analysis::load_trace(ids);
-  CHECK(t.dist[0].rank == -1);
-  CHECK(t.dist[0].world_size == -1);  // unknown, as a number beyond int64
   CHECK(t.timeline.ranks[0].intervals.size() == 1);
+  const std::string group = dir.write("g.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
+    "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"stream": 7, "Group size": 4294967298}}]})");
+  CHECK(error_of(group) == group +
+                               ": /traceEvents/0/args/Group size: event 'ncclKernel_AllReduce_RING_LL_Sum_float': "
+                               "expected the ranks of the process group, a whole number from 1 to 1048576, got "
+                               "4294967298");
+  // distributedInfo's numbers name the job: beyond what a job holds they are refused.
+  const std::string rank = dir.write("r.json", R"({"distributedInfo": {"rank": 4294967296},
+    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+    "args": {"stream": 7}}]})");
+  CHECK(error_of(rank) == rank +
+                              ": /distributedInfo/rank: expected a whole number from 0 to 1048575 (the process's "
+                              "rank in its job), got 4294967296");
   const std::string elems = dir.write("b.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel",
     "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
-    "args": {"In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
+    "args": {"stream": 7, "In msg nelems": 1152921504606846976, "dtype": "Double", "Process Group Name": "0"}}]})");
   CHECK(error_of(elems) == elems +
-                               ": a message of 1152921504606846976 elements is out of range (at most "
-                               "288230376151711744)");
+                               ": /traceEvents/0/args/In msg nelems: event 'ncclKernel_AllReduce_RING_LL_Sum_float': "
+                               "expected the message's elements, a whole number from 0 to 288230376151711744, got "
+                               "1152921504606846976");
 }
 
 // Two ProfilerSteps: HTA leaves out the last one (kernels launched after it starts) and the

@@ -22,13 +22,13 @@ SimulationResult pipeline() {
   return simulate(io::load_scenario("ddp-1.3b-64xa100", {"parallel.pp=2", "parallel.dp=4", "model.layers=8"}));
 }
 
-analysis::Analysis read_back(const SimulationResult& sim, std::size_t rank) {
+analysis::Analysis read_back(const SimulationResult& sim, std::size_t index) {
   const fs::path path = fs::temp_directory_path() / ("stepsim-like-" + std::to_string(::getpid()) + ".json");
   {
     std::ofstream out(path);
     report::write_trace(sim.timeline, out);
   }
-  analysis::Analysis a = analysis::analyze_trace(path.string(), rank, std::nullopt);
+  analysis::Analysis a = analysis::analyze_trace(path.string(), sim.timeline.ranks[index].rank, std::nullopt);
   fs::remove(path);
   return a;
 }
@@ -76,7 +76,7 @@ TEST_CASE("a simulated trace compared with its own simulation differs in nothing
 TEST_CASE("a real trace's wait is inside its NCCL kernels and left unknown") {
   const SimulationResult sim = pipeline();
   const analysis::Analysis a = analysis::analyze_trace(
-      std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz", 0, std::nullopt);
+      std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz", std::nullopt, std::nullopt);
   const analysis::LikeForLike lf = analysis::like_for_like(a, sim);
   CHECK_FALSE(lf.measured_wait_s.has_value());
   CHECK(lf.measured.step_time_s == a.mean.step_time_s);

@@ -11,7 +11,7 @@ printed, in real_traces_test.cpp). Definitions:
   with the same correlation id) lies in that CPU annotation's [ts, ts + dur); without a
   launch, when its own start does. A step's window starts at the first start of its
   activities and ends where the next step's window starts; the last step's window ends at
-  the last end of its own activities.
+  the last end of the activities of all the steps.
 - Within a window: merge each class's intervals (clipped to the window); hidden fraction =
   |comm ∩ comp| / |comm|; exposed = |comm| - |comm ∩ comp|;
   memory-only = |memory - comm - comp|; idle = window - |comm ∪ comp ∪ memory|.
@@ -183,9 +183,9 @@ def analyse(path):
     windows = [(min(a["start"] for a in members[name]), max(a["end"] for a in members[name]), name)
                for _, _, name in steps if members[name]]
     per_step = []
+    last_end = max((hi for _, hi, _ in windows), default=None)
     for i, (lo, hi, name) in enumerate(windows):
-        if i + 1 < len(windows):
-            hi = windows[i + 1][0]
+        hi = windows[i + 1][0] if i + 1 < len(windows) else last_end
         m = window_metrics(acts, lo, hi)
         m["name"] = name
         inside = sorted((a for a in acts if a["class"] == "comm" and lo <= a["start"] < hi), key=lambda a: a["start"])

@@ -88,7 +88,7 @@ TEST_CASE("a collective over more than a node but not whole nodes says how the G
 }
 
 TEST_CASE("a negative rank is refused as written, not wrapped to 2^64 - 1") {
-  check_cases({{"analyze x.json --rank -1", 2, "--rank: expected a rank index of 0 or more, got -1"}});
+  check_cases({{"analyze x.json --rank -1", 2, "--rank: expected a rank of 0 or more, got -1"}});
 }
 
 TEST_CASE("a scenario path that is a directory or /dev/zero is an error naming it") {

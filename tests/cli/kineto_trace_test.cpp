@@ -125,3 +125,58 @@ TEST_CASE("An all-ranks run's Kineto trace is the rank its report measures, read
                    "--set simulation.variation.jitter.distribution=normal --set simulation.variation.jitter.sigma=0.05 "
                    "--set 'simulation.variation.gpu_speed=[{\"rank\": 11, \"factor\": 0.8}]'");
 }
+
+TEST_CASE("stepsim's own traces read back as the job they are, its world size and rank in distributedInfo") {
+  Scratch scratch("trace-world-size");
+  // ddp-1.3b-64xa100 is a job of 64 GPUs; representative mode simulates rank 0 for all of them.
+  REQUIRE(scratch.run("simulate ddp-1.3b-64xa100 --trace chrome.json").status == 0);
+  REQUIRE(scratch.run("simulate ddp-1.3b-64xa100 --trace-format kineto --trace kineto.json").status == 0);
+  for (const char* file : {"chrome.json", "kineto.json"}) {
+    INFO(file);
+    const auto table = scratch.run(std::string("analyze ") + file);
+    REQUIRE(table.status == 0);
+    CHECK(table.out.find("(rank 0 of 64, nccl)") != std::string::npos);
+    const auto js = scratch.run(std::string("analyze ") + file + " --json -");
+    REQUIRE(js.status == 0);
+    const boost::json::value v = boost::json::parse(js.out);
+    CHECK(v.at("rank").as_int64() == 0);
+    CHECK(v.at("world_size").as_int64() == 64);
+    CHECK(v.at("gpus").as_int64() == 64);
+    const auto same = scratch.run(std::string("compare ") + file + " ddp-1.3b-64xa100");
+    REQUIRE(same.status == 0);
+    CHECK(same.out.find("differs: world size") == std::string::npos);
+    const auto other = scratch.run(std::string("compare ") + file + " ddp-1.3b-64xa100 --set parallel.dp=8");
+    REQUIRE(other.status == 0);
+    CHECK(other.out.find("differs: world size: the trace is of 64 ranks, the scenario of 8 GPUs") != std::string::npos);
+  }
+  // HTA's figures need a Kineto trace: the chrome one says so rather than leaving them out.
+  CHECK(scratch.run("analyze chrome.json").out.find("HolisticTraceAnalysis' figures: n/a") != std::string::npos);
+  CHECK(scratch.run("analyze kineto.json").out.find("comm-comp overlap:") != std::string::npos);
+  // A real trace of rank 0 of 2, analysed and written again, is still rank 0 of 2.
+  const std::string real = std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  REQUIRE(scratch.run("analyze " + real + " --trace again.json").status == 0);
+  const auto again = scratch.run("analyze again.json --json -");
+  REQUIRE(again.status == 0);
+  CHECK(boost::json::parse(again.out).at("rank").as_int64() == 0);
+  CHECK(boost::json::parse(again.out).at("world_size").as_int64() == 2);
+  // One chosen rank of an all-ranks run of 16 GPUs is that rank of 16.
+  REQUIRE(scratch
+              .run("simulate ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=128 "
+                   "--set simulation.ranks=all --trace rank3.json --trace-ranks 3")
+              .status == 0);
+  const auto rank3 = scratch.run("analyze rank3.json --json -");
+  REQUIRE(rank3.status == 0);
+  CHECK(boost::json::parse(rank3.out).at("rank").as_int64() == 3);
+  CHECK(boost::json::parse(rank3.out).at("world_size").as_int64() == 16);
+}
+
+TEST_CASE("a stepsim trace whose process is beyond its world size is refused") {
+  Scratch scratch("trace-pid-beyond-world");
+  scratch.write("t.json", R"({"traceEvents": [
+{"ph": "X", "pid": 5, "tid": 1, "ts": 0, "dur": 10, "cat": "compute", "name": "gemm"}],
+"distributedInfo": {"backend": "nccl", "world_size": 4}})");
+  const auto r = scratch.run("analyze t.json");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "stepsim: error: t.json: /distributedInfo/world_size: is 4, but the trace holds rank 5 (its process 5)\n");
+}

@@ -23,7 +23,7 @@ Report analyze_simulated_trace(const SimulationResult& sim, const std::string& n
     std::ofstream out(path);
     report::write_trace(sim.timeline, out);
   }
-  const auto analysis = analysis::analyze_trace(path.string(), 0, std::nullopt);
+  const auto analysis = analysis::analyze_trace(path.string(), std::nullopt, std::nullopt);
   fs::remove(path);
   return analysis.mean;
 }

@@ -103,3 +103,19 @@ TEST_CASE("a scenario on standard input that is empty or not JSON is refused nam
   const Run broken = dir.shell("printf '{\\n' | " + std::string(STEPSIM_BINARY) + " sweep - --vary parallel.tp=2,4");
   CHECK(stepsim::testing::refusal(broken, "<stdin>: line 2, column 1: invalid JSON").empty());
 }
+
+TEST_CASE("standard input given for two inputs is refused before either is read") {
+  const Scratch dir("stdin-twice");
+  const std::string bin = STEPSIM_BINARY;
+  REQUIRE(dir.run("simulate ddp-1.3b-64xa100 --trace-format kineto --trace sim.json").status == 0);
+  const std::string twice = "'-' (standard input) is given twice, but it can be read only once";
+  for (const std::string command : {"compare - -", "analyze - -", "calibrate from-trace - - -o fit.json"}) {
+    INFO(command);
+    const Run r = dir.shell("cat sim.json | " + bin + " " + command);
+    const std::string name = command.substr(0, command.find(" -"));
+    CHECK(stepsim::testing::refusal(r, "<command line>: stepsim " + name + ": " + twice).empty());
+    CHECK(r.out.empty());
+  }
+  // Once is fine.
+  CHECK(dir.shell("cat sim.json | " + bin + " compare - ddp-1.3b-64xa100").status == 0);
+}

@@ -88,6 +88,186 @@ TEST_CASE("a trace that does not say its rank is analysed with rank null, not -1
   CHECK(table.out.find("(rank unknown)") != std::string::npos);
 }
 
+TEST_CASE("distributedInfo's rank and world size are whole numbers that a job can have") {
+  const Scratch dir("distributed-info");
+  const std::string world =
+      "expected a whole number from 1 to 1048576 (the job's processes; stepsim's GPU limit), got ";
+  const std::string rank = "expected a whole number from 0 to 1048575 (the process's rank in its job), got ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"("world_size": -3)", "/distributedInfo/world_size: " + world + "-3"},
+      {R"("world_size": 0)", "/distributedInfo/world_size: " + world + "0"},
+      {R"("world_size": 1e20)", "/distributedInfo/world_size: " + world + "1e+20"},
+      {R"("world_size": 2147483649)", "/distributedInfo/world_size: " + world + "2147483649"},
+      {R"("world_size": "8")", "/distributedInfo/world_size: " + world + "a string"},
+      {R"("rank": 5, "world_size": 2)", "/distributedInfo/rank: expected a rank from 0 to 1 (world_size is 2), got 5"},
+      {R"("world_size": 2, "rank": 2)", "/distributedInfo/rank: expected a rank from 0 to 1 (world_size is 2), got 2"},
+      {R"("rank": "0", "world_size": 2)", "/distributedInfo/rank: " + rank + "a string"},
+      {R"("rank": 0.5, "world_size": 2)", "/distributedInfo/rank: " + rank + "0.5"},
+      {R"("rank": -1)", "/distributedInfo/rank: " + rank + "-1"},
+      {R"("rank": null)", "/distributedInfo/rank: " + rank + "null"},
+  };
+  for (const auto& [info, message] : cases) {
+    INFO(info);
+    dir.write("dist.json", R"({"distributedInfo": {)" + info + "}, " + trace_of(kernel("1000", "10")).substr(1));
+    const Run r = dir.run("analyze dist.json --json -");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: dist.json: " + message + "\n");
+  }
+  // The largest job, and a whole number written as a fraction, are read.
+  dir.write("big.json", R"({"distributedInfo": {"rank": 1048575, "world_size": 1048576.0}, )" +
+                            trace_of(kernel("1000", "10")).substr(1));
+  const Run big = dir.run("analyze big.json --json -");
+  REQUIRE(big.status == 0);
+  CHECK(boost::json::parse(big.out).at("rank").as_int64() == 1048575);
+  CHECK(boost::json::parse(big.out).at("world_size").as_int64() == 1048576);
+}
+
+// A GEMM on stream 7 from 1000 to 1100 us, and an NCCL kernel as `nccl` writes it.
+std::string gemm_and(const std::string& nccl) {
+  return trace_of(
+      R"(
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000, "dur": 100, "args": {"stream": 7, "correlation": 1}},
+  )" + nccl);
+}
+
+TEST_CASE("a GPU activity that the step table and HTA's figures would read differently is refused") {
+  const Scratch dir("gpu-activity-fields");
+  const std::string nccl = R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )";
+  const std::string at = R"("ts": 1050, "dur": 100, )";
+  const std::string stream = "expected the CUDA stream, a whole number of 0 or more, got ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {nccl + at + R"("args": "stream 8"})",
+       "/traceEvents/1/args: event 'ncclDevKernel_AllReduce': expected an object (the GPU activity's stream and "
+       "correlation id), got a string"},
+      {nccl + at.substr(0, at.size() - 2) + "}",
+       "/traceEvents/1/args: event 'ncclDevKernel_AllReduce': missing: a GPU activity's args give its CUDA stream "
+       "(args.stream)"},
+      {nccl + at + R"("args": {"correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': missing: expected the CUDA stream, a whole "
+       "number of 0 or more"},
+      {nccl + at + R"("args": {"stream": "7", "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "a string"},
+      {nccl + at + R"("args": {"stream": -1, "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "-1"},
+      {nccl + at + R"("args": {"stream": 1e30, "correlation": 2}})",
+       "/traceEvents/1/args/stream: event 'ncclDevKernel_AllReduce': " + stream + "1e+30"},
+      {nccl + at + R"("args": {"stream": 8, "correlation": 2.5}})",
+       "/traceEvents/1/args/correlation: event 'ncclDevKernel_AllReduce': expected the correlation id, a whole "
+       "number, got 2.5"},
+      {R"({"cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/ph: event 'ncclDevKernel_AllReduce': a GPU activity must be a complete event, \"ph\": "
+       "\"X\"; got none"},
+      {R"({"ph": "B", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/ph: event 'ncclDevKernel_AllReduce': a GPU activity must be a complete event, \"ph\": "
+       "\"X\"; got \"B\""},
+      {R"({"ph": "X", "cat": 5, "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, )" + at +
+           R"("args": {"stream": 8, "correlation": 2}})",
+       "/traceEvents/1/cat: expected a string (the event's category), got a number"},
+      {R"({"ph": "X", "cat": "kernel", "name": null, "pid": 0, "tid": 8, )" + at + R"("args": {"stream": 8}})",
+       "/traceEvents/1/name: expected a string (the event's name), got null"},
+  };
+  for (const auto& [event, message] : cases) {
+    INFO(event);
+    dir.write("bad.json", gemm_and(event));
+    const Run r = dir.run("analyze bad.json");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: bad.json: " + message + "\n");
+  }
+}
+
+TEST_CASE("beside metadata, instant and flow events both overlap figures count the same kernels") {
+  const Scratch dir("gpu-activity-agree");
+  // Real traces hold these too (ph M, i, s and f without cat or dur); a kernel without dur
+  // occupies nothing in either reading.
+  dir.write("ok.json", gemm_and(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8,
+   "ts": 1050, "dur": 100, "args": {"stream": 8, "correlation": 2}},
+  {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}},
+  {"ph": "i", "name": "Record Window End", "pid": "", "tid": "", "ts": 1200, "s": "g"},
+  {"ph": "s", "id": 2, "pid": 9, "tid": 9, "ts": 1001, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "f", "id": 2, "pid": 0, "tid": 8, "ts": 1050, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "no_dur", "pid": 0, "tid": 7, "ts": 1300, "args": {"stream": 7}})"));
+  const Run r = dir.run("analyze ok.json --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const boost::json::value v = boost::json::parse(r.out);
+  // gemm 1000-1100, AllReduce 1050-1150: 100 us of communication, 50 us of it beside the gemm.
+  CHECK(v.at("comm_union_s").as_double() == Approx(100e-6));
+  CHECK(v.at("overlap").at("hidden_fraction").as_double() == Approx(0.5));
+  CHECK(v.at("hta").at("comm_time_us").as_double() == Approx(100));
+  CHECK(v.at("hta").at("overlap_time_us").as_double() == Approx(50));
+  CHECK(v.at("hta").at("gpu_activities").as_int64() == 2);
+}
+
+// One rank of a job of 8 whose AllReduce kernel (1050 to 1150 us, 4000 bytes of Float in
+// the default) has the collective arguments `args`.
+std::string collective_trace(const std::string& args) {
+  return R"({"distributedInfo": {"rank": 0, "world_size": 8}, )" +
+         gemm_and(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 8, "ts": 1050,
+   "dur": 100, "args": {"stream": 8, "correlation": 2, "dtype": "Float", "Process Group Name": "0", )" +
+                  args + "}}")
+             .substr(1);
+}
+
+TEST_CASE("collective arguments that no collective has are refused naming the event and the field") {
+  const Scratch dir("collective-args");
+  const std::string event = "event 'ncclDevKernel_AllReduce': ";
+  const std::string elements =
+      event + "expected the message's elements, a whole number from 0 to 288230376151711744, got ";
+  const std::string group = event + "expected the ranks of the process group, a whole number from 1 to 1048576, got ";
+  const std::string in = "/traceEvents/1/args/In msg nelems: ";
+  const std::string size = "/traceEvents/1/args/Group size: ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"("In msg nelems": 4611686018427387904)", in + elements + "4611686018427387904"},
+      {R"("In msg nelems": 9223372036854775808)", in + elements + "9.223372036854776e+18"},
+      {R"("In msg nelems": 1e300)", in + elements + "1e+300"},
+      {R"("In msg nelems": -5)", in + elements + "-5"},
+      {R"("In msg nelems": 0.5)", in + elements + "0.5"},
+      {R"("In msg nelems": "many")", in + elements + "\"many\""},
+      {R"("Out msg nelems": null)", "/traceEvents/1/args/Out msg nelems: " + elements + "null"},
+      {R"("Group size": 0)", size + group + "0"},
+      {R"("Group size": -4)", size + group + "-4"},
+      {R"("Group size": 1e18)", size + group + "1000000000000000000"},
+      {R"("Group size": 2147483649)", size + group + "2147483649"},
+      {R"("Group size": "4")", size + group + "a string"},
+      {R"("Group size": 100000, "Process Group Ranks": "[0, 1]")",
+       size + event + "Group size is 100000, but Process Group Ranks \"[0, 1]\" lists 2 ranks"},
+      {R"("Process Group Ranks": "[0, 1, ..., 7]", "Group size": 3)",
+       size + event + "Group size is 3, but Process Group Ranks \"[0, 1, ..., 7]\" lists more than 3 ranks"},
+      {R"("Group size": 16)", size + event + "Group size is 16, more than the job's world_size 8 (distributedInfo)"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args);
+    dir.write("bad.json", collective_trace(args));
+    const Run r = dir.run("analyze bad.json");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "stepsim: error: bad.json: " + message + "\n");
+  }
+}
+
+TEST_CASE("a collective's group size and message size as the trace gives them make its busbw") {
+  const Scratch dir("collective-busbw");
+  // 1000 Float elements (written as text, which is read too) = 4000 bytes in 100 us: algbw
+  // 0.04 GB/s; AllReduce over 4 ranks moves 2 (4 - 1) / 4 = 1.5 times that: busbw 0.06 GB/s.
+  for (const std::string ranks : {"[0, 1, 2, 3]", "[]", "[0, ..., 2, ...]"}) {
+    INFO(ranks);
+    dir.write("ok.json",
+              collective_trace(R"("In msg nelems": "1000", "Group size": 4, "Process Group Ranks": ")" + ranks + "\""));
+    const Run r = dir.run("analyze ok.json --json -");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const boost::json::value c = boost::json::parse(r.out).at("collectives").at(0);
+    CHECK(c.at("ranks").as_int64() == 4);
+    CHECK(c.at("bytes").as_int64() == 4000);
+    CHECK(c.at("algbw_GBps").as_double() == Approx(0.04));
+    CHECK(c.at("busbw_GBps").as_double() == Approx(0.06));
+  }
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +

@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static MemoryFile file;
   const std::string& path = file.hold(data, size);
   return stepsim::fuzz::run_one([&] {
-    const stepsim::analysis::Analysis a = stepsim::analysis::analyze_trace(path, 0, std::nullopt);
+    const stepsim::analysis::Analysis a = stepsim::analysis::analyze_trace(path, std::nullopt, std::nullopt);
     check_mean_step(a.mean);
     std::ostringstream sink;
     stepsim::analysis::write_analysis_table(a, sink);

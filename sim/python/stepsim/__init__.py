@@ -377,14 +377,14 @@ def analyze(paths, rank=None, step=None):
 
 
 def _rank(rank):
-    """analyze()'s rank, refused as --rank is (the native index is unsigned: -1 would not fit)."""
+    """analyze()'s rank (the global rank, as --rank), refused in the words --rank uses."""
     if rank is None:
         return None
     rank = _int(rank, "rank")
     if rank < 0:
-        raise _error("<command line>", "--rank", f"expected a rank index of 0 or more, got {rank}")
-    if rank >= 2**64:
-        raise _error("<command line>", "--rank", f"expected a rank index below 2^64, got {rank}")
+        raise _error("<command line>", "--rank", f"expected a rank of 0 or more, got {rank}")
+    if rank >= 2**20:
+        raise _error("<command line>", "--rank", f"expected a rank below {2**20}, got {rank}")
     return rank
 
 
