@@ -478,6 +478,10 @@ struct Scenario {
   ContextParallelSpec context_parallel;
   std::vector<std::string> calibration;  // calibration files (later)
   std::string resolved_json;             // the fully resolved scenario as canonical JSON text
+  // The JSON pointers that --set assignments (a sweep's --vary among them) gave values, each
+  // with everything below it: a bad value there is the assignment's, not the file's
+  // (scenario_error in stepsim/error.hpp).
+  std::vector<std::string> set_pointers;
 };
 
 }  // namespace stepsim

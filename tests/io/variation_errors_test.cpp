@@ -59,25 +59,25 @@ TEST_CASE("variation keys are read from the scenario and from --set") {
 
 TEST_CASE("a variation factor at or below 0 or above 10 names its entry") {
   CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}, {"rank": 6, "factor": 80}])"}) ==
-        "scenario.json: /simulation/variation/gpu_speed/1/factor: must be a factor in (0, 10], got 80");
+        "--set: simulation.variation.gpu_speed[1].factor: must be a factor in (0, 10], got 80");
   CHECK(error_with({R"(simulation.variation.node_speed=[{"node": 1, "factor": 0}])"}) ==
-        "scenario.json: /simulation/variation/node_speed/0/factor: must be a factor in (0, 10], got 0");
+        "--set: simulation.variation.node_speed[0].factor: must be a factor in (0, 10], got 0");
   CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "factor": -0.5}])"}) ==
-        "scenario.json: /simulation/variation/links/0/factor: must be a factor in (0, 10], got -0.5");
+        "--set: simulation.variation.links[0].factor: must be a factor in (0, 10], got -0.5");
 }
 
 TEST_CASE("a rank or node the job does not have is refused") {
   CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 64, "factor": 0.8}])"}) ==
-        "scenario.json: /simulation/variation/gpu_speed/0/rank: must be a rank from 0 to 63 (the job has 64 GPUs), "
+        "--set: simulation.variation.gpu_speed[0].rank: must be a rank from 0 to 63 (the job has 64 GPUs), "
         "got 64");
   CHECK(error_with({R"(simulation.variation.node_speed=[{"node": 8, "factor": 0.8}])"}) ==
-        "scenario.json: /simulation/variation/node_speed/0/node: must be a node from 0 to 7 (the job has 8 nodes), "
+        "--set: simulation.variation.node_speed[0].node: must be a node from 0 to 7 (the job has 8 nodes), "
         "got 8");
   CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "node": 0, "factor": 0.5}])"}) ==
-        "scenario.json: /simulation/variation/links/0: needs either \"rank\" (one GPU's link) or \"node\" (every "
+        "--set: simulation.variation.links[0]: needs either \"rank\" (one GPU's link) or \"node\" (every "
         "GPU's link of a node), not both");
   CHECK(error_with({R"(simulation.variation.failed_nics=[{"node": 0, "count": 8}])"}) ==
-        "scenario.json: /simulation/variation/failed_nics/0/count: must be from 1 to 7 (the node has 8 NICs; with "
+        "--set: simulation.variation.failed_nics[0].count: must be from 1 to 7 (the node has 8 NICs; with "
         "none left the job cannot run), got 8");
   // A value given with --set is named by its key as the user wrote it.
   CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "link": "pcie", "factor": 0.5}])"}) ==
@@ -88,11 +88,11 @@ TEST_CASE("failed NICs of one node are counted over all its entries, and refused
   // 7 + 1 of node 2's 8 NICs: none left, as "count": 8 alone.
   CHECK(error_with({R"(simulation.variation.failed_nics=[{"node": 2, "count": 7}, {"node": 0, "count": 1},
                      {"node": 2, "count": 1}])"}) ==
-        "scenario.json: /simulation/variation/failed_nics/2/count: entries 0 and 2 fail 8 NICs of node 2, which has 8 "
+        "--set: simulation.variation.failed_nics[2].count: entries 0 and 2 fail 8 NICs of node 2, which has 8 "
         "(with none left the job cannot run)");
   CHECK(error_with({R"(simulation.variation.failed_nics=[{"node": 5, "count": 3}, {"node": 5, "count": 3},
                      {"node": 5, "count": 3}])"}) ==
-        "scenario.json: /simulation/variation/failed_nics/2/count: entries 0, 1 and 2 fail 9 NICs of node 5, which has "
+        "--set: simulation.variation.failed_nics[2].count: entries 0, 1 and 2 fail 9 NICs of node 5, which has "
         "8 (with none left the job cannot run)");
   CHECK(error_with({R"(simulation.variation.failed_nics=[{"node": 2, "count": 4}, {"node": 2, "count": 3}])"}) ==
         "no error");
@@ -102,10 +102,10 @@ TEST_CASE("representative mode refuses variation that singles out GPUs, but take
   const std::string representative = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
     "parallel": { "tp": 8, "dp": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";
   CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])"}, representative) ==
-        "scenario.json: /simulation/variation/gpu_speed: singles out GPUs or nodes, which representative mode (one "
+        "--set: simulation.variation.gpu_speed: singles out GPUs or nodes, which representative mode (one "
         "simulated rank per pipeline stage) cannot show: use simulation.ranks \"all\"");
   CHECK(error_with({R"(simulation.variation.failed_nics=[{"node": 1}])"}, representative) ==
-        "scenario.json: /simulation/variation/failed_nics: singles out GPUs or nodes, which representative mode (one "
+        "--set: simulation.variation.failed_nics: singles out GPUs or nodes, which representative mode (one "
         "simulated rank per pipeline stage) cannot show: use simulation.ranks \"all\"");
   CHECK(error_with({"simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.05",
                     "simulation.variation.background_traffic=0.3"},
@@ -113,23 +113,23 @@ TEST_CASE("representative mode refuses variation that singles out GPUs, but take
   CHECK(error_with({"simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.05",
                     "simulation.variation.jitter.seed=3"},
                    representative) ==
-        "scenario.json: /simulation/variation/jitter/seed: draws kernels only with simulation.ranks \"all\": "
+        "--set: simulation.variation.jitter.seed: draws kernels only with simulation.ranks \"all\": "
         "representative mode adds the expected wait for the slowest member of each collective, which needs no seed");
 }
 
 TEST_CASE("jitter needs a distribution and a sigma it can draw from") {
   CHECK(error_with({"simulation.variation.jitter.sigma=0.05"}) ==
-        "scenario.json: /simulation/variation/jitter/sigma: needs a jitter distribution (normal, lognormal or "
+        "--set: simulation.variation.jitter.sigma: needs a jitter distribution (normal, lognormal or "
         "uniform)");
   CHECK(error_with({"simulation.variation.jitter.distribution=normal"}) ==
         "scenario.json: /simulation/variation/jitter/sigma: must be above 0 for a normal jitter");
   CHECK(error_with({"simulation.variation.jitter.distribution=uniform", "simulation.variation.jitter.sigma=0.6"}) ==
-        "scenario.json: /simulation/variation/jitter/sigma: must be a relative standard deviation from 0 to 0.577, "
+        "--set: simulation.variation.jitter.sigma: must be a relative standard deviation from 0 to 0.577, "
         "got 0.6");
   CHECK(error_with({"simulation.variation.jitter.distribution=gaussian"}) ==
         "--set: simulation.variation.jitter.distribution: unknown value 'gaussian' (expected one of none, normal, "
         "lognormal, uniform)");
   CHECK(error_with({"simulation.variation.background_traffic=1"}) ==
-        "scenario.json: /simulation/variation/background_traffic: must be a fraction from 0 to below 1 of the network "
+        "--set: simulation.variation.background_traffic: must be a fraction from 0 to below 1 of the network "
         "bandwidth, got 1");
 }

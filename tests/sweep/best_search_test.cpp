@@ -278,7 +278,7 @@ TEST_CASE("the search starts from the scenario's layout made valid, unless the u
   CHECK(base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false"}, 64)).back() == "parallel.tp=1");
   CHECK_THROWS_WITH(
       base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false", "parallel.tp=8"}, 64)),
-      "<default>: /parallel/sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
+      "--set: parallel.sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
       "(Megatron requires it)");
 }
 
