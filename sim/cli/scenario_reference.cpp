@@ -206,7 +206,7 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
-     "instead of AllReduce)",
+     "instead of AllReduce); needs tp > 1",
      "Megatron `--sequence-parallel`"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
@@ -260,7 +260,8 @@ constexpr KeyDoc kDocs[] = {
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
      "capture them: `attn` (the attention block with its TP and CP communication), `mlp` (a dense layer's MLP "
      "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the permutation before the "
-     "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the experts and the EP all-to-alls included, is issued by the "
+     "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the "
+     "experts and the EP all-to-alls included, is issued by the "
      "CPU. Empty: the whole layer (refused for a mixture of experts, whose token counts vary). `moe` is refused as "
      "not simulated yet",
      "Megatron-Core `--cuda-graph-scope` (`--cuda-graph-impl transformer_engine`)"},

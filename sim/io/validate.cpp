@@ -259,6 +259,10 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
 }
 
 void check_degrees(const ParallelSpec& p, const Checker& c) {
+  // Megatron turns sequence parallelism off by itself without tensor parallelism: asked for at
+  // tp 1 it would do nothing.
+  c.require(!p.sequence_parallel || p.tp > 1, "/parallel/sequence_parallel",
+            "needs parallel.tp > 1 (there is no TP group to split the sequence over)");
   // Each DualPipe stage pairs with its mirror image p − 1 − stage (github.com/deepseek-ai/DualPipe).
   if (p.schedule == Schedule::dualpipe) {
     c.require(p.pp >= 2 && p.pp % 2 == 0, "/parallel/pp", "the DualPipe schedule needs an even pp >= 2, got {}", p.pp);
@@ -931,8 +935,6 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
   check_degrees(s.parallel, c);
-  // Megatron turns sequence parallelism off when there is no tensor parallelism.
-  if (s.parallel.tp == 1) s.parallel.sequence_parallel = false;
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);

@@ -183,6 +183,15 @@ void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
                    "layout: half the EP group, twice the experts per GPU, fewer NVLink domains crossed"});
 }
 
+// Sequence parallelism and TP communication overlap need a TP group (both are refused at tp 1):
+// a layout candidate at `tp` 1 switches the scenario's off.
+Candidate with_tp(const Scenario& s, int tp, Candidate c) {
+  if (tp > 1) return c;
+  if (s.parallel.sequence_parallel) c.sets.push_back(set("parallel.sequence_parallel", "false"));
+  if (s.tensor_parallel.comm_overlap) c.sets.push_back(set("tensor_parallel.comm_overlap", "false"));
+  return c;
+}
+
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   if (p.tp <= 1) return;
@@ -199,10 +208,12 @@ void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
                    "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
   for (int f : {2, 4})
     if (p.tp % f == 0)
-      out.push_back({{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
-                     "layout: a smaller TP group, more data parallelism"});
+      out.push_back(with_tp(s, p.tp / f,
+                            {{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
+                             "layout: a smaller TP group, more data parallelism"}));
   if (p.tp % 2 == 0 && p.pp == 1)
-    out.push_back({{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"});
+    out.push_back(with_tp(
+        s, p.tp / 2, {{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"}));
 }
 
 void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& out) {

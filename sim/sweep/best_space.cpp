@@ -261,6 +261,9 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
     if (user_sets(spec, key)) continue;
     tries.push_back(spec.sets);
     tries.back().emplace_back(std::string(key) + (std::string(key) == "parallel.tp" ? "=1" : "=true"));
+    // At TP 1 the scenario's sequence parallelism would be refused (it needs a TP group).
+    if (std::string(key) == "parallel.tp" && !user_sets(spec, "parallel.sequence_parallel"))
+      tries.back().emplace_back("parallel.sequence_parallel=false");
   }
   // Last, every layout key the search replaces at its plainest (one GPU's layout, one sequence a
   // micro-batch, 1F1B, an even split), but those the user --set: the scenario's own layout may

@@ -367,6 +367,25 @@ TEST_CASE("For a mixture of experts the advice keeps the sequence parallelism Me
   CHECK_FALSE(has(changes_of(tp), "parallel.sequence_parallel=false"));
 }
 
+// Sequence parallelism and TP overlap are refused at tp 1: a smaller TP group of one switches
+// them off with it, and is simulated.
+TEST_CASE("The advice to leave no TP group switches sequence parallelism and TP overlap off") {
+  const auto r = advised("",
+                         {"model=gpt-1.3b", "parallel.tp=2", "parallel.dp=32", "parallel.sequence_parallel=true",
+                          "tensor_parallel.comm_overlap=true"},
+                         true)
+                     .report;
+  for (const auto& a : r.advice) {
+    INFO(a.change << ": " << a.status);
+    if (a.change.starts_with("parallel.tp=1 ")) CHECK(a.status == "ok");
+  }
+  const auto changes = changes_of(r);
+  CHECK(
+      has(changes, "parallel.tp=1 parallel.dp=64 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
+  CHECK(
+      has(changes, "parallel.tp=1 parallel.pp=2 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
+}
+
 // Layers per stage of the user's own (parallel.stage_layers) fit that pipeline only: the
 // advice changes neither the stages nor the chunks then, and does without them.
 TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives") {

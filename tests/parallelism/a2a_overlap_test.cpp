@@ -212,7 +212,8 @@ TEST_CASE("the all-to-all overlap is refused where Megatron-Core refuses it") {
   CHECK(error_of({"training.precision=fp32"}) ==
         "--set: training.precision: fp32 with model.moe.a2a_overlap: Megatron-Core runs the overlap only with a "
         "bf16 or fp16 model");
-  CHECK(error_of({"model.mtp_layers=2", "parallel.tp=1", "parallel.dp=16", "parallel.ep=8"}) ==
+  CHECK(error_of({"model.mtp_layers=2", "parallel.tp=1", "parallel.sequence_parallel=false", "parallel.dp=16",
+                  "parallel.ep=8"}) ==
         "--set: model.mtp_layers: 2 with model.moe.a2a_overlap: Megatron-Core overlaps at most one "
         "multi-token-prediction layer");
   CHECK(error_of({"training.framework=torchtitan"}) ==
