@@ -210,7 +210,7 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--sequence-parallel`"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
-     "(bidirectional, pp even, micro-batches ≥ 2·pp)",
+     "(bidirectional, pp even, micro-batches ≥ 2·pp); other than `1f1b` needs pp > 1",
      "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved; DeepSeek's DualPipe"},
     {"parallel.virtual_stages", "", "model chunks per stage (interleaved schedule)",
      "Megatron `--virtual-pipeline-model-parallel-size`"},

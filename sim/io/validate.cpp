@@ -258,7 +258,32 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
             cl.gpus_per_node, gpus, needed, needed == 1 ? "" : "s");
 }
 
+// parallel.schedule as the scenario writes it.
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved:
+      return "interleaved";
+    case Schedule::zb_h1:
+      return "zb-h1";
+    case Schedule::zb_h2:
+      return "zb-h2";
+    case Schedule::dualpipe:
+      return "dualpipe";
+  }
+  return "?";
+}
+
 void check_degrees(const ParallelSpec& p, const Checker& c) {
+  // One stage runs its micro-batches' forwards and backwards in turn, as 1F1B (the default)
+  // does: another schedule has no pipeline to order, and would only change what is simulated
+  // (GPipe's activations of every micro-batch at once, zero bubble's split backward).
+  c.require(p.pp > 1 || p.schedule == Schedule::one_f_one_b, "/parallel/schedule",
+            "\"{}\" needs parallel.pp > 1 (with one stage there is no pipeline to schedule; leave it \"1f1b\")",
+            schedule_name(p.schedule));
   // Megatron turns sequence parallelism off by itself without tensor parallelism: asked for at
   // tp 1 it would do nothing.
   c.require(!p.sequence_parallel || p.tp > 1, "/parallel/sequence_parallel",
@@ -534,16 +559,12 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
             "needs expert parallelism (model.moe.experts > 0 and parallel.ep > 1, got ep {}): there is no EP "
             "all-to-all to overlap",
             p.ep);
-  if (p.pp > 1) {
+  // Without a pipeline the schedule is 1F1B already (check_degrees), as the combined 1F1B needs.
+  if (p.pp > 1)
     c.require(p.schedule == Schedule::interleaved, "/parallel/schedule",
               "model.moe.a2a_overlap with pp {} needs \"schedule\": \"interleaved\" (Megatron-Core requires virtual "
               "pipeline stages)",
               p.pp);
-  } else {
-    c.require(p.schedule == Schedule::one_f_one_b, "/parallel/schedule",
-              "model.moe.a2a_overlap without a pipeline runs Megatron-Core's combined 1F1B: \"schedule\" must be "
-              "\"1f1b\"");
-  }
   c.require(s.training.recompute != Recompute::full, "/training/recompute",
             "\"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full recomputation with the EP "
             "all-to-all overlap");

@@ -234,9 +234,16 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "pipeline bubble: more, smaller micro-batches"});
-  if (p.pp % 2 == 0 && !own_layout)
-    out.push_back({{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
-                   "layout: fewer stages, more data parallelism"});
+  if (p.pp % 2 == 0 && !own_layout) {
+    Candidate c{{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
+                "layout: fewer stages, more data parallelism"};
+    // One stage has no pipeline to schedule: only 1F1B is accepted there.
+    if (p.pp == 2 && p.schedule != Schedule::one_f_one_b) {
+      c.sets.push_back(set("parallel.schedule", "1f1b"));
+      if (p.virtual_stages != 1) c.sets.push_back(set("parallel.virtual_stages", 1));
+    }
+    out.push_back(std::move(c));
+  }
 }
 
 // What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,

@@ -335,6 +335,10 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   note_fixed(spec, result);
   const std::vector<std::string> kinds = admitted_kinds(spec, base);
   // TP stays inside one NVLink domain (72 GPUs on an NVL72 rack, the node elsewhere).
+  // A schedule other than 1F1B, or virtual stages, the user fixes need stages (one stage has
+  // no pipeline to schedule, and is refused with them): one stage is not tried.
+  const bool staged = (user_sets(spec, "parallel.schedule") && base.parallel.schedule != Schedule::one_f_one_b) ||
+                      (user_sets(spec, "parallel.virtual_stages") && base.parallel.virtual_stages > 1);
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
                                    : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
@@ -346,7 +350,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
     const std::vector<int> pps =
         user_sets(spec, "parallel.pp") ? std::vector<int>{base.parallel.pp} : divisors(base.model.layers, n / tp);
     for (const int pp : pps) {
-      if (n % (static_cast<long long>(tp) * pp) != 0) continue;
+      if (n % (static_cast<long long>(tp) * pp) != 0 || (staged && pp == 1)) continue;
       for (const int cp : context_degrees(spec, base, tp, n / (static_cast<long long>(tp) * pp))) {
         const long long model = static_cast<long long>(tp) * pp * cp;
         if (n % model != 0) continue;

@@ -386,6 +386,25 @@ TEST_CASE("The advice to leave no TP group switches sequence parallelism and TP 
       has(changes, "parallel.tp=1 parallel.pp=2 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
 }
 
+// One stage has no pipeline to schedule: the advice to go from two stages to one takes the
+// schedule back to 1F1B, and is simulated.
+TEST_CASE("The advice to leave one stage takes the schedule back to 1F1B") {
+  const auto gpipe =
+      advised("", {"model=gpt-1.3b", "parallel.pp=2", "parallel.dp=4", "parallel.schedule=gpipe"}, true).report;
+  const auto interleaved = advised("",
+                                   {"model=gpt-1.3b", "parallel.pp=2", "parallel.dp=4", "parallel.schedule=interleaved",
+                                    "parallel.virtual_stages=2"},
+                                   true)
+                               .report;
+  for (const auto* r : {&gpipe, &interleaved})
+    for (const auto& a : r->advice) {
+      INFO(a.change << ": " << a.status);
+      if (a.change.starts_with("parallel.pp=1 ")) CHECK(a.status == "ok");
+    }
+  CHECK(has(changes_of(gpipe), "parallel.pp=1 parallel.dp=8 parallel.schedule=1f1b"));
+  CHECK(has(changes_of(interleaved), "parallel.pp=1 parallel.dp=8 parallel.schedule=1f1b parallel.virtual_stages=1"));
+}
+
 // Layers per stage of the user's own (parallel.stage_layers) fit that pipeline only: the
 // advice changes neither the stages nor the chunks then, and does without them.
 TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives") {

@@ -156,16 +156,30 @@ TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
 }
 
 TEST_CASE("the DualPipe schedule needs an even pipeline and whole gradients") {
-  CHECK(error_of({"parallel.schedule=dualpipe"}) ==
-        "s.json: /parallel/pp: the DualPipe schedule needs an even pp >= 2, got 1");
+  CHECK(error_of({"parallel.schedule=dualpipe", "parallel.pp=3"}) ==
+        "--set: parallel.pp: the DualPipe schedule needs an even pp >= 2, got 3");
   CHECK(error_of({"parallel.schedule=dualpipe", "parallel.pp=2", "parallel.dp=4", "data_parallel.kind=fsdp"}) ==
         "--set: data_parallel.kind: ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp "
         "or zero1)");
 }
 
+// With one stage there is no pipeline to schedule: GPipe would hold every micro-batch's
+// activations at once and zero bubble split the backward, with nothing to gain.
+TEST_CASE("a schedule other than 1F1B is refused without a pipeline") {
+  for (const char* schedule : {"gpipe", "interleaved", "zb-h1", "zb-h2", "dualpipe"}) {
+    INFO(schedule);
+    CHECK(error_of({std::string("parallel.schedule=") + schedule}) ==
+          "--set: parallel.schedule: \"" + std::string(schedule) +
+              "\" needs parallel.pp > 1 (with one stage there is no pipeline to schedule; leave it \"1f1b\")");
+  }
+  CHECK(error_of({"parallel.schedule=1f1b"}) == "no error");
+  CHECK(error_of({"parallel.schedule=gpipe", "parallel.pp=2", "parallel.dp=4"}) == "no error");
+}
+
 TEST_CASE("the zero-bubble schedules are refused with FSDP and HSDP") {
   for (const char* schedule : {"zb-h1", "zb-h2"}) {
-    CHECK(error_of({std::string("parallel.schedule=") + schedule, "data_parallel.kind=fsdp"}) ==
+    CHECK(error_of({std::string("parallel.schedule=") + schedule, "parallel.pp=2", "parallel.dp=4",
+                    "data_parallel.kind=fsdp"}) ==
           "--set: data_parallel.kind: FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, "
           "zero1 or zero2)");
   }

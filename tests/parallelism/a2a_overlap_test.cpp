@@ -203,9 +203,9 @@ TEST_CASE("the all-to-all overlap is refused where Megatron-Core refuses it") {
         "(Megatron-Core requires virtual pipeline stages)");
   CHECK(error_of({"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", "parallel.schedule=interleaved",
                   "parallel.virtual_stages=2"}) == "no error");
-  CHECK(error_of({"parallel.schedule=gpipe"}) ==
-        "--set: parallel.schedule: model.moe.a2a_overlap without a pipeline runs Megatron-Core's combined 1F1B: "
-        "\"schedule\" must be \"1f1b\"");
+  CHECK(error_of({"parallel.schedule=gpipe", "parallel.pp=2", "parallel.dp=4", "parallel.ep=4"}) ==
+        "--set: parallel.schedule: model.moe.a2a_overlap with pp 2 needs \"schedule\": \"interleaved\" "
+        "(Megatron-Core requires virtual pipeline stages)");
   CHECK(error_of({"training.recompute=full"}) ==
         "--set: training.recompute: \"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full "
         "recomputation with the EP all-to-all overlap");

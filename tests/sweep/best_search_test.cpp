@@ -134,6 +134,25 @@ TEST_CASE("a virtual-stage count given with --set stays fixed in the search") {
   CHECK(std::ranges::find(result.fixed, "parallel.virtual_stages") != result.fixed.end());
 }
 
+// A schedule the user fixes other than 1F1B needs a pipeline: the search tries no single
+// stage, where it would be refused.
+TEST_CASE("a schedule given with --set keeps the search to layouts with stages") {
+  for (const char* schedule : {"gpipe", "zb-h1"}) {
+    INFO(schedule);
+    BestResult result;
+    const auto layouts =
+        enumerate_layouts(spec_of({"model=gpt-1.3b", std::string("parallel.schedule=") + schedule}, 8), {}, result);
+    REQUIRE_FALSE(layouts.empty());
+    CHECK(values(layouts, "parallel.pp").count("1") == 0);
+    CHECK(values(layouts, "parallel.schedule") == std::set<std::string>{"-"});
+  }
+  // The search's own schedule at one stage is 1F1B.
+  BestResult result;
+  const auto layouts = enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, result);
+  for (const auto& c : layouts)
+    if (value_of(c, "parallel.pp", "-") == "1") CHECK(value_of(c, "parallel.schedule", "-") == "1f1b");
+}
+
 // Identical results are one row: two configurations that differ only in a knob that changes
 // nothing (a bucket size ZeRO-1 does not use the same way, say) are listed in one row.
 TEST_CASE("the ranking shows each result once and lists the configurations that give it") {
