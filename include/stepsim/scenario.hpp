@@ -484,4 +484,13 @@ struct Scenario {
   std::vector<std::string> set_pointers;
 };
 
+// The NVLink domains one EP group spans (at least 1). Megatron-Core cuts a stage's ranks into
+// blocks of ep·etp consecutive ranks, ETP innermost (expert_group in parallelism/mesh.hpp), so
+// an EP group's ranks lie etp apart and cover ep·etp consecutive GPUs, whatever TP and CP are.
+inline int ep_domains(const Scenario& s) {
+  const long long span = static_cast<long long>(s.parallel.ep) * (s.parallel.etp > 1 ? s.parallel.etp : 1);
+  const long long domain = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
+  return span / domain > 1 ? static_cast<int>(span / domain) : 1;
+}
+
 }  // namespace stepsim

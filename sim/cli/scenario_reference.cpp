@@ -46,8 +46,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--moe-expert-capacity-factor`"},
     {"model.moe.dispatcher", "",
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
-     "each "
-     "NVLink domain holding one of its experts, forwarded over NVLink there)",
+     "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
+     "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
+     "megatron or nemo; unspecified where the EP group spans NVLink domains) and needs ep > 1",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",

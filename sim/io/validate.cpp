@@ -586,6 +586,32 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
             "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
 }
 
+// The flex dispatcher is Megatron-Core's (--moe-token-dispatcher-type flex, DeepEP or HybridEP
+// behind it). Against the all-to-all dispatcher it sends fewer bytes out of an NVLink domain
+// (parallelism/expert_parallel.cpp, flex_share) and, under Megatron-Core itself, does without
+// the all-to-all dispatcher's sort by local expert and its all-to-all of the probabilities
+// (workload/shape.cpp, expert_parallel.cpp). Where none of that applies it would change
+// nothing: without expert parallelism, and under the unspecified framework (whose all-to-all
+// dispatcher is modelled without those two) with the EP group inside one NVLink domain.
+void check_dispatcher(const Scenario& s, const Checker& c) {
+  if (s.model.moe.experts == 0 || s.model.moe.dispatcher == MoeDispatcher::alltoall) return;
+  const char* where = "/model/moe/dispatcher";
+  c.require(s.parallel.ep > 1, where,
+            "\"flex\" needs parallel.ep > 1 (without expert parallelism there is no EP all-to-all to dispatch)");
+  const Framework f = s.training.framework;
+  c.require(runs_megatron_options(f), "/training/framework",
+            "model.moe.dispatcher \"flex\" is Megatron-Core's token dispatcher (megatron or nemo), not {}'s",
+            traits_of(f).name);
+  if (traits_of(f).megatron_core) return;
+  const long long span = static_cast<long long>(s.parallel.ep) * std::max(s.parallel.etp, 1);
+  c.require(ep_domains(s) > 1, where,
+            "\"flex\" changes nothing here: it sends fewer bytes only where the EP group spans NVLink domains "
+            "(ep·etp = {} GPUs, in one domain of {}), and the all-to-all dispatcher's sort by local expert and "
+            "all-to-all of the probabilities, which flex does without, are Megatron-Core's, simulated under "
+            "training.framework megatron or nemo",
+            span, s.cluster.domain_gpus());
+}
+
 // Context parallelism runs inside fused attention kernels (Transformer Engine), and its
 // communication variant means something only when there is a CP group.
 void check_context_parallel(const Scenario& s, const Checker& c) {
@@ -970,6 +996,7 @@ void complete_and_validate(Scenario& s) {
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
   check_a2a_overlap(s, c);
+  check_dispatcher(s, c);
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

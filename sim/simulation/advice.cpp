@@ -92,10 +92,10 @@ std::string cause_of(const Scenario& s, CommKind kind) {
                 "them"
               : "each MoE layer's dispatch feeds its experts and its combine feeds the next layer, so without "
                 "Megatron-Core's EP overlap nothing of the same micro-batch runs beside them",
-          parallelism::ep_domains(s) > 1
+          ep_domains(s) > 1
               ? fmt::format("; the EP group of {} spans {} NVLink domains, so part of each crosses the scale-out "
                             "network",
-                            s.parallel.ep, parallelism::ep_domains(s))
+                            s.parallel.ep, ep_domains(s))
               : "");
     default:
       return fmt::format("{} communication is exposed", to_string(kind));
@@ -173,9 +173,10 @@ void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("model.moe.a2a_overlap", "true")},
                    "overlap: one micro-batch's dispatch and combine under another's compute (Megatron-Core's EP "
                    "overlap)"});
-  const int domains = parallelism::ep_domains(s);
+  const int domains = ep_domains(s);
   if (domains <= 1) return;
-  if (moe.dispatcher == MoeDispatcher::alltoall)
+  // The flex dispatcher is Megatron-Core's.
+  if (moe.dispatcher == MoeDispatcher::alltoall && runs_megatron_options(s.training.framework))
     out.push_back({{set("model.moe.dispatcher", "flex")},
                    "dispatcher: each token sent once to each NVLink domain holding its experts (DeepEP, HybridEP)"});
   if (p.ep % 2 == 0 && moe.experts % (p.ep / 2) == 0)

@@ -216,6 +216,38 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
         "pipeline stage");
 }
 
+// The flex dispatcher is Megatron-Core's: it sends fewer bytes out of an NVLink domain and,
+// under Megatron-Core, does without the all-to-all dispatcher's sort and probability
+// all-to-all. Where it would change nothing it is refused: at ep 1, under frameworks without
+// Megatron-Core's options, and under the unspecified framework inside one NVLink domain.
+TEST_CASE("the flex dispatcher is refused where it would change nothing or is not the framework's") {
+  // Mixtral at EP 8 on the base's 64 H100: the EP group is one node.
+  const std::vector<std::string> ep8 = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8",
+                                        "model.moe.dispatcher=flex"};
+  const auto with = [](std::vector<std::string> sets, const std::string& more) {
+    sets.push_back(more);
+    return sets;
+  };
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.sequence_parallel=true", "model.moe.dispatcher=flex"}) ==
+        "--set: model.moe.dispatcher: \"flex\" needs parallel.ep > 1 (without expert parallelism there is no EP "
+        "all-to-all to dispatch)");
+  for (const char* framework : {"megatron", "nemo"})
+    CHECK(error_of(with(ep8, std::string("training.framework=") + framework)) == "no error");
+  for (const char* framework : {"pytorch", "torchtitan", "deepspeed"})
+    CHECK(error_of(with(ep8, std::string("training.framework=") + framework)) ==
+          "--set: training.framework: model.moe.dispatcher \"flex\" is Megatron-Core's token dispatcher (megatron "
+          "or nemo), not " +
+              std::string(framework) + "'s");
+  CHECK(error_of(ep8) ==
+        "--set: model.moe.dispatcher: \"flex\" changes nothing here: it sends fewer bytes only where the EP group "
+        "spans NVLink domains (ep·etp = 8 GPUs, in one domain of 8), and the all-to-all dispatcher's sort by local "
+        "expert and all-to-all of the probabilities, which flex does without, are Megatron-Core's, simulated under "
+        "training.framework megatron or nemo");
+  // EP 16 (Mixtral made of 16 experts) over two nodes: fewer bytes between them.
+  CHECK(error_of({"model=mixtral-8x7b", "model.moe.experts=16", "parallel.sequence_parallel=true", "parallel.ep=16",
+                  "model.moe.dispatcher=flex"}) == "no error");
+}
+
 // An EP rank receives the copies of the EP group's tokens routed to its experts. A token's
 // top_k copies go to distinct experts, so at most min(top_k, experts/ep) of them land on one
 // rank: ep·min(top_k, experts/ep)/top_k times the mean of top_k copies per rank's token.
