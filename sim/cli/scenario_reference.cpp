@@ -134,7 +134,8 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
     {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
     {"cluster.gpu.kernel_launch", "time", "host (CPU) cost to launch one kernel", ""},
-    {"cluster.gpu.efficiency.gemm_max", "fraction", "sustained fraction of dense peak reached by large GEMMs", ""},
+    {"cluster.gpu.efficiency.gemm_max", "fraction",
+     "sustained fraction of dense peak reached by large GEMMs (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs",
      "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so FP8 and FP4 "
      "GEMMs reach half at this times their peak over the 16-bit one",
@@ -145,11 +146,14 @@ constexpr KeyDoc kDocs[] = {
      "peak over the 16-bit one); 0: none",
      ""},
     {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
-     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8)", ""},
+     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8; 0.01 "
+     "to 1)",
+     ""},
     {"cluster.gpu.efficiency.fp4_gemm_max", "fraction",
-     "sustained fraction of the FP4 dense peak reached by large NVFP4 GEMMs (training.precision nvfp4)", ""},
-    {"cluster.gpu.efficiency.attention_max", "fraction", "fraction of dense peak reached by fused attention", ""},
-    {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth", ""},
+     "sustained fraction of the FP4 dense peak reached by large NVFP4 GEMMs (training.precision nvfp4; 0.01 to 1)", ""},
+    {"cluster.gpu.efficiency.attention_max", "fraction",
+     "fraction of dense peak reached by fused attention (0.01 to 1)", ""},
+    {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.kernel_min", "time", "shortest duration of any kernel", ""},
     {"cluster.gpu.efficiency.comm_slowdown", "fraction",
      "compute runs this much slower while a communication kernel shares the GPU", "NCCL's SMs (`NCCL_MAX_NCHANNELS`)"},
@@ -185,7 +189,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.collective_tuning.launch_overhead", "time",
      "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
-    {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},
+    {"cluster.collective_tuning.bus_efficiency", "fraction",
+     "achieved fraction of NCCL's modelled bus bandwidth (0.01 to 1)", ""},
     {"cluster.collective_tuning.ramp_half_bytes", "bytes",
      "per-rank size around which NCCL's model falls shortest: efficiency bus_efficiency / (1 + x^e / (1 + x²)), "
      "x = ramp_half_bytes / size, e = ramp_exponent, taken on the fastest Simple pair's bandwidth for whichever "

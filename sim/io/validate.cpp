@@ -15,6 +15,8 @@
 namespace stepsim::io {
 namespace {
 
+constexpr double kMinEfficiency = 0.01;
+
 // Throws InputError(file, where, message) when `ok` is false.
 class Checker {
  public:
@@ -23,8 +25,14 @@ class Checker {
   void require(bool ok, const char* where, fmt::format_string<A...> message, A&&... args) const {
     if (!ok) throw InputError(file_, where, fmt::format(message, std::forward<A>(args)...));
   }
-  void fraction(double v, const char* where) const {
-    require(v > 0 && v <= 1, where, "must be a fraction in (0, 1], got {}", v);
+  // An efficiency: the fraction of a peak (`of`) a kind of work reaches. Below 1 % of it no
+  // hardware runs a training step's work (calibration files take the same range), and a far
+  // smaller one would only carry the step out of the simulator's range of durations.
+  void efficiency(double v, const char* where, const char* of) const {
+    require(v >= kMinEfficiency && v <= 1, where,
+            "must be a fraction of {} from {} to 1, got {}: no hardware runs a training step's work at less than {} % "
+            "of its peak",
+            of, kMinEfficiency, v, 100 * kMinEfficiency);
   }
 
  private:
@@ -196,11 +204,11 @@ void check_imbalance(const MoeSpec& moe, int ep, const Checker& c) {
 }
 
 void check_gpu(const GpuSpec& g, const Checker& c) {
-  c.fraction(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max");
-  c.fraction(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max");
-  c.fraction(g.efficiency.fp4_gemm_max, "/cluster/gpu/efficiency/fp4_gemm_max");
-  c.fraction(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max");
-  c.fraction(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm");
+  c.efficiency(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max", "the dense peak");
+  c.efficiency(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max", "the dense FP8 peak");
+  c.efficiency(g.efficiency.fp4_gemm_max, "/cluster/gpu/efficiency/fp4_gemm_max", "the dense FP4 peak");
+  c.efficiency(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max", "the dense peak");
+  c.efficiency(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm", "the HBM bandwidth");
   c.require(g.efficiency.comm_slowdown >= 0 && g.efficiency.comm_slowdown < 1, "/cluster/gpu/efficiency/comm_slowdown",
             "must be in [0, 1), got {}", g.efficiency.comm_slowdown);
 }
@@ -246,7 +254,7 @@ void check_cluster(const ClusterSpec& cl, const Checker& c) {
             "{} GPUs per link do not divide the node's {} GPUs", cl.host_link.gpus_per_link, cl.gpus_per_node);
   check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
-  c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
+  c.efficiency(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency", "NCCL's modelled bus bandwidth");
 }
 
 // A given node count must be exactly what the job needs: no missing GPUs and no idle node.

@@ -42,6 +42,11 @@ TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
       {"simulate --set model.hidden=1e18", 2, "--set: model.hidden: must be between 1 and 262144"},
       {"simulate --set model.hidden=1e999", 2, "model.hidden"},
       {"simulate --set cluster.collective_tuning.ramp_exponent=1000", 2, "ramp_exponent"},
+      {"simulate --set cluster.gpu.efficiency.gemm_max=1e-30", 2,
+       "--set: cluster.gpu.efficiency.gemm_max: must be a fraction of the dense peak from 0.01 to 1, got 1e-30"},
+      {"simulate --set cluster.collective_tuning.bus_efficiency=1e-30", 2,
+       "--set: cluster.collective_tuning.bus_efficiency: must be a fraction of NCCL's modelled bus bandwidth from "
+       "0.01 to 1"},
       {"simulate --set 'cluster.gpu.flops.bf16=\"1e308 PFLOPS\"'", 2,
        "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range"},
   });

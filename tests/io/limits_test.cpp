@@ -80,6 +80,35 @@ TEST_CASE("slow but valid hardware whose step would outlast the time range names
   CHECK(error.find("stepsim simulates steps of up to 1000000 s") != std::string::npos);
 }
 
+// An efficiency far below any hardware's carried the step past the simulator's range of
+// durations, refused then without the key: it is refused up front, naming the key and the
+// range, from 1 % of the peak (what calibration files take) to all of it.
+TEST_CASE("efficiencies below 1 % of the peak are refused with the key and the range") {
+  struct Key {
+    const char* key;
+    const char* of;
+  };
+  for (const Key& k : {Key{"cluster.gpu.efficiency.gemm_max", "the dense peak"},
+                       Key{"cluster.gpu.efficiency.fp8_gemm_max", "the dense FP8 peak"},
+                       Key{"cluster.gpu.efficiency.fp4_gemm_max", "the dense FP4 peak"},
+                       Key{"cluster.gpu.efficiency.attention_max", "the dense peak"},
+                       Key{"cluster.gpu.efficiency.hbm", "the HBM bandwidth"},
+                       Key{"cluster.collective_tuning.bus_efficiency", "NCCL's modelled bus bandwidth"}}) {
+    INFO(k.key);
+    for (const char* value : {"1e-30", "0", "0.0099", "1.5"})
+      CHECK(error_of({std::string(k.key) + "=" + value}) ==
+            "--set: " + std::string(k.key) + ": must be a fraction of " + k.of + " from 0.01 to 1, got " + value +
+                ": no hardware runs a training step's work at less than 1 % of its peak");
+    for (const char* value : {"0.01", "1"}) CHECK(error_of({std::string(k.key) + "=" + value}) == "no error");
+  }
+  const std::string slow_file = R"({ "model": "llama3-8b", "parallel": { "tp": 8, "dp": 8 },
+    "cluster": { "preset": "dgx-h100-ndr", "gpu": { "preset": "h100-sxm5-80gb", "efficiency": { "hbm": 0.001 } } },
+    "training": { "global_batch": 128, "micro_batch": 2 } })";
+  CHECK(error_of({}, slow_file) ==
+        "s.json: /cluster/gpu/efficiency/hbm: must be a fraction of the HBM bandwidth from 0.01 to 1, got 0.001: no "
+        "hardware runs a training step's work at less than 1 % of its peak");
+}
+
 TEST_CASE("model sizes have an upper bound and memory cannot go negative") {
   CHECK(error_of({"model.hidden=1e18"}) ==
         "--set: model.hidden: must be between 1 and 262144, got 1000000000000000000");
