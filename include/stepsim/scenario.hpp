@@ -421,11 +421,11 @@ struct NodeSpeed {
 
 enum class LinkKind { nic, nvlink };
 
-// One GPU's link (rank ≥ 0) or every GPU's link of a node (node ≥ 0) carries `factor` of
-// its bandwidth.
+// One GPU's link (`rank` given) or every GPU's link of a node (`node` given; exactly one of
+// the two) carries `factor` of its bandwidth.
 struct LinkFactor {
-  int rank = -1;
-  int node = -1;
+  std::optional<int> rank;
+  std::optional<int> node;
   LinkKind link = LinkKind::nic;
   double factor = 1.0;
 };

@@ -80,10 +80,12 @@ void check_lists(const VariationSpec& v, const Scenario& s, const VariationCheck
   }
   for (std::size_t i = 0; i < v.links.size(); ++i) {
     const LinkFactor& l = v.links[i];
-    c.require((l.rank >= 0) != (l.node >= 0), fmt::format("/links/{}", i),
+    c.require(l.rank || l.node, fmt::format("/links/{}", i),
+              "needs \"rank\" (one GPU's link) or \"node\" (every GPU's link of a node)");
+    c.require(!(l.rank && l.node), fmt::format("/links/{}", i),
               "needs either \"rank\" (one GPU's link) or \"node\" (every GPU's link of a node), not both");
-    if (l.rank >= 0) c.rank(l.rank, at("links", i, "rank"));
-    if (l.node >= 0) c.node(l.node, at("links", i, "node"));
+    if (l.rank) c.rank(*l.rank, at("links", i, "rank"));
+    if (l.node) c.node(*l.node, at("links", i, "node"));
     c.factor(l.factor, at("links", i, "factor"));
   }
   const int nics = s.cluster.inter_node.nics_per_node;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/json.hpp>
+
 #include "io/scenario_loader.hpp"
 #include "io/scenario_schema.hpp"
 #include "stepsim/error.hpp"
@@ -45,7 +47,7 @@ TEST_CASE("variation keys are read from the scenario and from --set") {
   REQUIRE(v.links.size() == 2);
   CHECK(v.links[0].link == LinkKind::nvlink);
   CHECK(v.links[1].rank == 9);
-  CHECK(v.links[1].node == -1);
+  CHECK_FALSE(v.links[1].node.has_value());
   CHECK(v.links[1].link == LinkKind::nic);
   CHECK(v.failed_nics[0].count == 2);
   CHECK(v.jitter.distribution == JitterKind::lognormal);
@@ -82,6 +84,36 @@ TEST_CASE("a rank or node the job does not have is refused") {
   // A value given with --set is named by its key as the user wrote it.
   CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "link": "pcie", "factor": 0.5}])"}) ==
         "--set: simulation.variation.links[0].link: unknown value 'pcie' (expected one of nic, nvlink)");
+}
+
+// A link entry names one GPU ("rank") or a node ("node"): each other case has its own
+// message, a rank or node out of range is refused as one, and the resolved scenario writes
+// back what was given and nothing of the key left out.
+TEST_CASE("a link entry gives exactly one of rank and node, and is written back as given") {
+  CHECK(error_with({R"(simulation.variation.links=[{"link": "nic", "factor": 0.5}])"}) ==
+        "--set: simulation.variation.links[0]: needs \"rank\" (one GPU's link) or \"node\" (every GPU's link of a "
+        "node)");
+  for (const char* rank : {"-1", "-2"})
+    CHECK(error_with({std::string(R"(simulation.variation.links=[{"rank": )") + rank + R"(, "factor": 0.5}])"}) ==
+          "--set: simulation.variation.links[0].rank: must be a rank from 0 to 63 (the job has 64 GPUs), got " +
+              std::string(rank));
+  CHECK(error_with({R"(simulation.variation.links=[{"node": -1, "factor": 0.5}])"}) ==
+        "--set: simulation.variation.links[0].node: must be a node from 0 to 7 (the job has 8 nodes), got -1");
+  CHECK(error_with({R"(simulation.variation.links=[{"rank": -1, "node": 1, "factor": 0.5}])"}) ==
+        "--set: simulation.variation.links[0]: needs either \"rank\" (one GPU's link) or \"node\" (every GPU's link "
+        "of a node), not both");
+  CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "node": null, "factor": 0.5}])"}) ==
+        "--set: simulation.variation.links[0].node: expected an integer, got null");
+  const Scenario s = io::load_scenario_text(
+      kScenario, "scenario.json",
+      {R"(simulation.variation.links=[{"node": 1, "link": "nic", "factor": 0.5}, {"rank": 9, "factor": 0.25}])"});
+  const boost::json::value resolved = boost::json::parse(s.resolved_json);
+  const auto& links = resolved.at("simulation").at("variation").at("links").as_array();
+  REQUIRE(links.size() == 2);
+  CHECK(links[0].as_object().contains("node"));
+  CHECK_FALSE(links[0].as_object().contains("rank"));
+  CHECK(links[1].at("rank").as_int64() == 9);
+  CHECK_FALSE(links[1].as_object().contains("node"));
 }
 
 TEST_CASE("failed NICs of one node are counted over all its entries, and refused when none is left") {
