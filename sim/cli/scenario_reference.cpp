@@ -377,19 +377,23 @@ constexpr KeyDoc kDocs[] = {
     {"calibration", "", "calibration files applied after the presets (`stepsim calibrate`)", "`--calibration FILE`"},
     {"simulation.ranks", "", "`representative` (one rank per pipeline stage) or `all` (every GPU)", ""},
     {"simulation.variation.gpu_speed", "",
-     "GPUs that compute at another speed: a list of `{\"rank\": R, \"factor\": F}`, F in (0, 10] (0.8: every "
-     "kernel takes 1/0.8 as long); needs `simulation.ranks` `all`",
+     "GPUs that compute at another speed: a list of `{\"rank\": R, \"factor\": F}`, F from 0.01 to 10 (0.8: "
+     "every kernel takes 1/0.8 as long); a GPU's entries and its node's `node_speed` entries multiply, their "
+     "product in the same range; needs `simulation.ranks` `all`",
      ""},
     {"simulation.variation.node_speed", "",
-     "nodes whose GPUs all compute at another speed: a list of `{\"node\": N, \"factor\": F}`; needs `all`", ""},
+     "nodes whose GPUs all compute at another speed: a list of `{\"node\": N, \"factor\": F}`, F from 0.01 to "
+     "10; needs `all`",
+     ""},
     {"simulation.variation.links", "",
      "links that carry a share of their bandwidth: a list of `{\"rank\": R}` or `{\"node\": N}` with `\"link\"` "
-     "`nic` or `nvlink` and `\"factor\"` F in (0, 10]; a group's collectives cost what NCCL predicts on its "
-     "slowest links (the same factor on every node is the cluster with that bandwidth); needs `all`",
+     "`nic` or `nvlink` and `\"factor\"` F from 0.01 to 10 (the entries for a GPU's link and its node's "
+     "multiply, their product in the same range); a group's collectives cost what NCCL predicts on its slowest "
+     "links (the same factor on every node is the cluster with that bandwidth); needs `all`",
      ""},
     {"simulation.variation.failed_nics", "",
-     "NICs that are down: a list of `{\"node\": N, \"count\": C}`; entries for one node add up; the node's GPUs "
-     "share the NICs left; needs `all`",
+     "NICs that are down: a list of `{\"node\": N, \"count\": C}` (C 1 unless given); entries for one node add "
+     "up; the node's GPUs share the NICs left; needs `all`",
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "

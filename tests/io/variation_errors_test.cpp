@@ -59,13 +59,65 @@ TEST_CASE("variation keys are read from the scenario and from --set") {
   CHECK(again.simulation.variation.gpu_speed[0].factor == 0.8);
 }
 
-TEST_CASE("a variation factor at or below 0 or above 10 names its entry") {
+TEST_CASE("a variation factor below 0.01 or above 10 names its entry") {
   CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}, {"rank": 6, "factor": 80}])"}) ==
-        "--set: simulation.variation.gpu_speed[1].factor: must be a factor in (0, 10], got 80");
+        "--set: simulation.variation.gpu_speed[1].factor: must be a factor from 0.01 to 10, got 80");
   CHECK(error_with({R"(simulation.variation.node_speed=[{"node": 1, "factor": 0}])"}) ==
-        "--set: simulation.variation.node_speed[0].factor: must be a factor in (0, 10], got 0");
+        "--set: simulation.variation.node_speed[0].factor: must be a factor from 0.01 to 10, got 0");
   CHECK(error_with({R"(simulation.variation.links=[{"rank": 1, "factor": -0.5}])"}) ==
-        "--set: simulation.variation.links[0].factor: must be a factor in (0, 10], got -0.5");
+        "--set: simulation.variation.links[0].factor: must be a factor from 0.01 to 10, got -0.5");
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 1e-30}])"}) ==
+        "--set: simulation.variation.gpu_speed[0].factor: must be a factor from 0.01 to 10, got 1e-30");
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.01}])"}) == "no error");
+}
+
+// Entries for one GPU multiply (as do a GPU's and its node's, and a link's for the GPU and its
+// node): six entries of 0.1 would slow a GPU to 1e-6 of its speed, which one factor may not.
+TEST_CASE("the factors that apply to one GPU are bounded together, naming the entries") {
+  std::string six;
+  for (int i = 0; i < 6; ++i) six += std::string(i ? ", " : "") + R"({"rank": 3, "factor": 0.1})";
+  CHECK(error_with({"simulation.variation.gpu_speed=[" + six + "]"}) ==
+        "--set: simulation.variation.gpu_speed[5].factor: gpu_speed entries 0, 1, 2, 3, 4 and 5 apply to rank 3 and "
+        "multiply to 1e-06: a product of factors must be from 0.01 to 10, as one factor must");
+  // Rank 3 is on node 0 (8 GPUs a node): its own speed and its node's.
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 3, "factor": 0.1}, {"rank": 9, "factor": 0.1}])",
+                    R"(simulation.variation.node_speed=[{"node": 0, "factor": 0.05}])"}) ==
+        "--set: simulation.variation.gpu_speed[0].factor: gpu_speed entry 0 and node_speed entry 0 apply to rank 3 "
+        "and multiply to 0.005: a product of factors must be from 0.01 to 10, as one factor must");
+  CHECK(error_with({R"(simulation.variation.node_speed=[{"node": 1, "factor": 5}, {"node": 2, "factor": 5},
+                     {"node": 1, "factor": 5}])"}) ==
+        "--set: simulation.variation.node_speed[2].factor: node_speed entries 0 and 2 apply to node 1's GPUs and "
+        "multiply to 25: a product of factors must be from 0.01 to 10, as one factor must");
+  CHECK(error_with({R"(simulation.variation.links=[{"node": 0, "factor": 0.1}, {"rank": 3, "factor": 0.05},
+                     {"rank": 3, "link": "nvlink", "factor": 0.05}])"}) ==
+        "--set: simulation.variation.links[1].factor: links entries 0 and 1 apply to rank 3's nic link and multiply "
+        "to 0.005: a product of factors must be from 0.01 to 10, as one factor must");
+  // Within the range together: accepted, and simulated as the product.
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 3, "factor": 0.1}, {"rank": 3, "factor": 0.1}])",
+                    R"(simulation.variation.links=[{"rank": 3, "factor": 0.1}, {"rank": 3, "link": "nvlink",
+                     "factor": 0.1}, {"node": 1, "factor": 0.1}])"}) == "no error");
+}
+
+// An entry without its factor would change nothing, one without its GPU or node mean rank or
+// node 0: refused where it is read.
+TEST_CASE("a variation entry without its factor, GPU or node is refused") {
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"rank": 3}])"}) ==
+        "--set: simulation.variation.gpu_speed[0]: needs \"factor\" (an entry is {\"rank\": R, \"factor\": F})");
+  CHECK(error_with({R"(simulation.variation.gpu_speed=[{"factor": 0.5}])"}) ==
+        "--set: simulation.variation.gpu_speed[0]: needs \"rank\" (an entry is {\"rank\": R, \"factor\": F})");
+  CHECK(error_with({R"(simulation.variation.node_speed=[{"node": 1}])"}) ==
+        "--set: simulation.variation.node_speed[0]: needs \"factor\" (an entry is {\"node\": N, \"factor\": F})");
+  CHECK(error_with({R"(simulation.variation.links=[{"node": 1, "link": "nic"}])"}) ==
+        "--set: simulation.variation.links[0]: needs \"factor\" (an entry is {\"rank\": R} or {\"node\": N} with "
+        "\"factor\": F)");
+  CHECK(error_with({R"(simulation.variation.failed_nics=[{"count": 2}])"}) ==
+        "--set: simulation.variation.failed_nics[0]: needs \"node\" (an entry is {\"node\": N, \"count\": C})");
+  const std::string in_file = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+    "training": { "global_batch": 64, "micro_batch": 1 },
+    "simulation": { "ranks": "all", "variation": { "gpu_speed": [{ "rank": 3 }] } } })";
+  CHECK(error_with({}, in_file) ==
+        "scenario.json: /simulation/variation/gpu_speed/0: needs \"factor\" (an entry is {\"rank\": R, \"factor\": "
+        "F})");
 }
 
 TEST_CASE("a rank or node the job does not have is refused") {
