@@ -23,6 +23,14 @@ class InputError : public std::runtime_error {
   std::string message_;
 };
 
+struct Scenario;
+
+// The InputError for a bad value of scenario `s` at JSON pointer `where`: named by the --set
+// assignment that gave the value where one did (file "--set", the key as the command line
+// writes it: "simulation.variation.gpu_speed[0].rank"), else by the scenario's file and the
+// pointer.
+InputError scenario_error(const Scenario& s, const std::string& where, std::string message);
+
 // A violated internal invariant: a bug in stepsim, never the user's fault.
 class InternalError : public std::logic_error {
  public:

@@ -424,11 +424,11 @@ struct NodeSpeed {
 
 enum class LinkKind { nic, nvlink };
 
-// One GPU's link (rank ≥ 0) or every GPU's link of a node (node ≥ 0) carries `factor` of
-// its bandwidth.
+// One GPU's link (`rank` given) or every GPU's link of a node (`node` given; exactly one of
+// the two) carries `factor` of its bandwidth.
 struct LinkFactor {
-  int rank = -1;
-  int node = -1;
+  std::optional<int> rank;
+  std::optional<int> node;
   LinkKind link = LinkKind::nic;
   double factor = 1.0;
 };
@@ -481,6 +481,19 @@ struct Scenario {
   ContextParallelSpec context_parallel;
   std::vector<std::string> calibration;  // calibration files (later)
   std::string resolved_json;             // the fully resolved scenario as canonical JSON text
+  // The JSON pointers that --set assignments (a sweep's --vary among them) gave values, each
+  // with everything below it: a bad value there is the assignment's, not the file's
+  // (scenario_error in stepsim/error.hpp).
+  std::vector<std::string> set_pointers;
 };
+
+// The NVLink domains one EP group spans (at least 1). Megatron-Core cuts a stage's ranks into
+// blocks of ep·etp consecutive ranks, ETP innermost (expert_group in parallelism/mesh.hpp), so
+// an EP group's ranks lie etp apart and cover ep·etp consecutive GPUs, whatever TP and CP are.
+inline int ep_domains(const Scenario& s) {
+  const long long span = static_cast<long long>(s.parallel.ep) * (s.parallel.etp > 1 ? s.parallel.etp : 1);
+  const long long domain = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
+  return span / domain > 1 ? static_cast<int>(span / domain) : 1;
+}
 
 }  // namespace stepsim

@@ -46,8 +46,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--moe-expert-capacity-factor`"},
     {"model.moe.dispatcher", "",
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
-     "each "
-     "NVLink domain holding one of its experts, forwarded over NVLink there)",
+     "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
+     "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
+     "megatron or nemo; unspecified where the EP group spans NVLink domains) and needs ep > 1",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",
@@ -133,7 +134,8 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
     {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
     {"cluster.gpu.kernel_launch", "time", "host (CPU) cost to launch one kernel", ""},
-    {"cluster.gpu.efficiency.gemm_max", "fraction", "sustained fraction of dense peak reached by large GEMMs", ""},
+    {"cluster.gpu.efficiency.gemm_max", "fraction",
+     "sustained fraction of dense peak reached by large GEMMs (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs",
      "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so FP8 and FP4 "
      "GEMMs reach half at this times their peak over the 16-bit one",
@@ -144,11 +146,14 @@ constexpr KeyDoc kDocs[] = {
      "peak over the 16-bit one); 0: none",
      ""},
     {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
-     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8)", ""},
+     "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8; 0.01 "
+     "to 1)",
+     ""},
     {"cluster.gpu.efficiency.fp4_gemm_max", "fraction",
-     "sustained fraction of the FP4 dense peak reached by large NVFP4 GEMMs (training.precision nvfp4)", ""},
-    {"cluster.gpu.efficiency.attention_max", "fraction", "fraction of dense peak reached by fused attention", ""},
-    {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth", ""},
+     "sustained fraction of the FP4 dense peak reached by large NVFP4 GEMMs (training.precision nvfp4; 0.01 to 1)", ""},
+    {"cluster.gpu.efficiency.attention_max", "fraction",
+     "fraction of dense peak reached by fused attention (0.01 to 1)", ""},
+    {"cluster.gpu.efficiency.hbm", "fraction", "achievable fraction of HBM bandwidth (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.kernel_min", "time", "shortest duration of any kernel", ""},
     {"cluster.gpu.efficiency.comm_slowdown", "fraction",
      "compute runs this much slower while a communication kernel shares the GPU", "NCCL's SMs (`NCCL_MAX_NCHANNELS`)"},
@@ -184,7 +189,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.collective_tuning.launch_overhead", "time",
      "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
-    {"cluster.collective_tuning.bus_efficiency", "fraction", "achieved fraction of NCCL's modelled bus bandwidth", ""},
+    {"cluster.collective_tuning.bus_efficiency", "fraction",
+     "achieved fraction of NCCL's modelled bus bandwidth (0.01 to 1)", ""},
     {"cluster.collective_tuning.ramp_half_bytes", "bytes",
      "per-rank size around which NCCL's model falls shortest: efficiency bus_efficiency / (1 + x^e / (1 + x²)), "
      "x = ramp_half_bytes / size, e = ramp_exponent, taken on the fastest Simple pair's bandwidth for whichever "
@@ -206,11 +212,11 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
-     "instead of AllReduce)",
+     "instead of AllReduce); needs tp > 1",
      "Megatron `--sequence-parallel`"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
-     "(bidirectional, pp even, micro-batches ≥ 2·pp)",
+     "(bidirectional, pp even, micro-batches ≥ 2·pp); other than `1f1b` needs pp > 1",
      "Megatron's default 1F1B; `--num-layers-per-virtual-pipeline-stage` for interleaved; DeepSeek's DualPipe"},
     {"parallel.virtual_stages", "", "model chunks per stage (interleaved schedule)",
      "Megatron `--virtual-pipeline-model-parallel-size`"},
@@ -260,7 +266,8 @@ constexpr KeyDoc kDocs[] = {
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
      "capture them: `attn` (the attention block with its TP and CP communication), `mlp` (a dense layer's MLP "
      "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the permutation before the "
-     "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the experts and the EP all-to-alls included, is issued by the "
+     "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the "
+     "experts and the EP all-to-alls included, is issued by the "
      "CPU. Empty: the whole layer (refused for a mixture of experts, whose token counts vary). `moe` is refused as "
      "not simulated yet",
      "Megatron-Core `--cuda-graph-scope` (`--cuda-graph-impl transformer_engine`)"},
@@ -370,19 +377,23 @@ constexpr KeyDoc kDocs[] = {
     {"calibration", "", "calibration files applied after the presets (`stepsim calibrate`)", "`--calibration FILE`"},
     {"simulation.ranks", "", "`representative` (one rank per pipeline stage) or `all` (every GPU)", ""},
     {"simulation.variation.gpu_speed", "",
-     "GPUs that compute at another speed: a list of `{\"rank\": R, \"factor\": F}`, F in (0, 10] (0.8: every "
-     "kernel takes 1/0.8 as long); needs `simulation.ranks` `all`",
+     "GPUs that compute at another speed: a list of `{\"rank\": R, \"factor\": F}`, F from 0.01 to 10 (0.8: "
+     "every kernel takes 1/0.8 as long); a GPU's entries and its node's `node_speed` entries multiply, their "
+     "product in the same range; needs `simulation.ranks` `all`",
      ""},
     {"simulation.variation.node_speed", "",
-     "nodes whose GPUs all compute at another speed: a list of `{\"node\": N, \"factor\": F}`; needs `all`", ""},
+     "nodes whose GPUs all compute at another speed: a list of `{\"node\": N, \"factor\": F}`, F from 0.01 to "
+     "10; needs `all`",
+     ""},
     {"simulation.variation.links", "",
      "links that carry a share of their bandwidth: a list of `{\"rank\": R}` or `{\"node\": N}` with `\"link\"` "
-     "`nic` or `nvlink` and `\"factor\"` F in (0, 10]; a group's collectives cost what NCCL predicts on its "
-     "slowest links (the same factor on every node is the cluster with that bandwidth); needs `all`",
+     "`nic` or `nvlink` and `\"factor\"` F from 0.01 to 10 (the entries for a GPU's link and its node's "
+     "multiply, their product in the same range); a group's collectives cost what NCCL predicts on its slowest "
+     "links (the same factor on every node is the cluster with that bandwidth); needs `all`",
      ""},
     {"simulation.variation.failed_nics", "",
-     "NICs that are down: a list of `{\"node\": N, \"count\": C}`; entries for one node add up; the node's GPUs "
-     "share the NICs left; needs `all`",
+     "NICs that are down: a list of `{\"node\": N, \"count\": C}` (C 1 unless given); entries for one node add "
+     "up; the node's GPUs share the NICs left; needs `all`",
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "

@@ -146,14 +146,16 @@ unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   return static_cast<unsigned>(jobs);
 }
 
-sweep::SweepSpec spec_of(const SweepFlags& f) {
+sweep::SweepSpec spec_of(const SweepFlags& f, const po::variables_map& vm) {
   if (f.positional.size() > 1)
     throw InputError("<command line>", "SCENARIO",
                      "expected at most one scenario file (several files go with --merge)");
   if (!f.positional.empty() && f.positional.front().empty())
     throw InputError("<command line>", "SCENARIO",
                      "the scenario file name is empty (omit it to sweep the embedded default)");
-  if (f.gpus < 0) throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
+  // Given, a count of GPUs to derive parallel.dp from: 0 would derive nothing.
+  if (vm.count("gpus") != 0 && f.gpus < 1)
+    throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
   if (f.gpus == 0 && f.best > 0)
     throw InputError("--best", std::to_string(f.best),
                      "the search needs the GPU count whose layouts it tries: give --gpus N (1 or more)");
@@ -182,7 +184,7 @@ int run_sweep(const Args& args) {
   if (help_requested(vm, kSweepUsage, visible, kSweepExamples)) return 0;
   if (vm.count("merge") != 0) return run_merge(f, vm);
   const unsigned jobs = jobs_of(f, vm);
-  sweep::SweepSpec spec = spec_of(f);
+  sweep::SweepSpec spec = spec_of(f, vm);
   if (vm.count("best") != 0) {
     if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");

@@ -26,7 +26,8 @@ namespace json = boost::json;
 namespace {
 
 // "a.b.c=value": the value is JSON when it parses (numbers, true, lists), else a string.
-void apply_set(Scenario& s, const std::string& assignment) {
+// Returns the JSON pointer it assigned ("/a/b/c").
+std::string apply_set(Scenario& s, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InputError("--set", assignment,
@@ -44,8 +45,11 @@ void apply_set(Scenario& s, const std::string& assignment) {
     parts.push_back(part);
   }
   if (key.back() == '.') throw InputError("--set", key, "empty key name (expected e.g. model.layers)");
+  std::string pointer;
+  for (const auto& part : parts) pointer += "/" + part;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = json::object{{*it, std::move(value)}};
   read_scenario(s, value, Reader("--set", true));
+  return pointer;
 }
 
 // Scenario and cluster files are small; a larger one is a mistake (or /dev/zero).
@@ -85,9 +89,15 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
   const json::value document = parse_json(text, source);
   if (!document.is_object()) throw InputError(source, "", "a scenario must be a JSON object");
   read_scenario(s, document, Reader(source, false));
-  for (const auto& assignment : sets) apply_set(s, assignment);
+  for (const auto& assignment : sets) s.set_pointers.push_back(apply_set(s, assignment));
   s.source = source;
-  complete_and_validate(s);
+  try {
+    complete_and_validate(s);
+  } catch (const InputError& e) {
+    // Validation names the file; a value a --set assignment gave is the assignment's.
+    if (e.file() != source) throw;
+    throw scenario_error(s, e.where(), e.message());
+  }
   s.resolved_json = pretty_json(write_scenario(s));
   return s;
 }
@@ -143,6 +153,14 @@ Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string
 std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
                                                const std::vector<std::string>& files) {
   if (files.empty()) return sets;
+  // Refused here, where the flag names them, rather than as entries of the scenario's list.
+  for (const auto& f : files) {
+    if (f.empty()) throw InputError("--calibration", "", "expected a calibration file name, got \"\"");
+    if (f == "-")
+      throw InputError("--calibration", f,
+                       "a scenario's calibration file cannot be standard input: it is read for every simulation of "
+                       "the scenario; give its file name");
+  }
   json::array list;
   for (const auto& f : load_scenario(input, sets).calibration) list.emplace_back(f);
   for (const auto& f : files) list.emplace_back(f);

@@ -18,8 +18,8 @@ namespace stepsim::io {
 // Conventions of the loaded Scenario: `model` and `cluster` are required, `training` needs
 // global_batch, every other section has defaults. cluster.nodes defaults to
 // ceil(tp·pp·dp·cp / gpus_per_node) and, when given, must equal it (the last node may be
-// partly used). Sequence parallelism is switched off when tp is 1, as Megatron does. TP
-// beyond one node is accepted (it is slow, not invalid).
+// partly used). Sequence parallelism needs tp > 1 (Megatron switches it off at tp 1, where it
+// would do nothing: refused). TP beyond one node is accepted (it is slow, not invalid).
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets = {});
 
 // The same from text already in memory; `source` names it in errors.

@@ -3,6 +3,8 @@
 // the resolved scenario and `stepsim presets --keys` all follow from the tables.
 #include "io/scenario_schema.hpp"
 
+#include <initializer_list>
+
 #include "io/schema.hpp"
 #include "stepsim/framework.hpp"
 
@@ -455,6 +457,37 @@ Schema<SimulationSpec> schema_of(Tag<SimulationSpec>) {
   static constexpr Field<SimulationSpec> fields[] = {field<&SimulationSpec::ranks>("ranks"),
                                                      field<&SimulationSpec::variation>("variation")};
   return {fields, ""};
+}
+
+// The keys a variation entry must give: which GPU or node, and its factor. Left out, the
+// entry would mean rank or node 0, or a factor of 1 that changes nothing.
+void require_keys(const json::value& v, const Reader& r, std::initializer_list<const char*> keys, const char* what) {
+  const json::object* object = v.if_object();
+  if (object == nullptr) return;  // the object reader names the type
+  for (const char* key : keys)
+    if (!object->contains(key)) r.fail(fmt::format("needs \"{}\" ({})", key, what));
+}
+
+void read_value(GpuSpeed& out, const json::value& v, const Reader& r) {
+  require_keys(v, r, {"rank", "factor"}, "an entry is {\"rank\": R, \"factor\": F}");
+  read_value<GpuSpeed>(out, v, r);
+}
+
+void read_value(NodeSpeed& out, const json::value& v, const Reader& r) {
+  require_keys(v, r, {"node", "factor"}, "an entry is {\"node\": N, \"factor\": F}");
+  read_value<NodeSpeed>(out, v, r);
+}
+
+// "rank" or "node" is validation's to check: one of them, not both.
+void read_value(LinkFactor& out, const json::value& v, const Reader& r) {
+  require_keys(v, r, {"factor"}, "an entry is {\"rank\": R} or {\"node\": N} with \"factor\": F");
+  read_value<LinkFactor>(out, v, r);
+}
+
+// "count" is 1 unless given.
+void read_value(FailedNics& out, const json::value& v, const Reader& r) {
+  require_keys(v, r, {"node"}, "an entry is {\"node\": N, \"count\": C}");
+  read_value<FailedNics>(out, v, r);
 }
 
 Schema<GpuSpeed> schema_of(Tag<GpuSpeed>) {

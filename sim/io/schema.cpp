@@ -66,6 +66,7 @@ void fail_unknown_key(std::string_view key, std::span<const std::string_view> ke
 }
 
 void read_value(int& out, const json::value& v, const Reader& r) { out = read_integer<int>(v, r); }
+void read_value(std::optional<int>& out, const json::value& v, const Reader& r) { out = read_integer<int>(v, r); }
 void read_value(long long& out, const json::value& v, const Reader& r) { out = read_integer<long long>(v, r); }
 
 void read_value(double& out, const json::value& v, const Reader& r) {
@@ -115,6 +116,9 @@ void read_value(std::vector<std::string>& out, const json::value& v, const Reade
 }
 
 json::value write_value(int v, UnitStyle) { return json::value(static_cast<std::int64_t>(v)); }
+json::value write_value(const std::optional<int>& v, UnitStyle style) {
+  return v ? write_value(*v, style) : json::value(nullptr);
+}
 json::value write_value(long long v, UnitStyle) { return json::value(static_cast<std::int64_t>(v)); }
 json::value write_value(double v, UnitStyle) { return json::value(v); }
 json::value write_value(bool v, UnitStyle) { return json::value(v); }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <boost/json/value.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,8 @@ void read_value(Bytes& out, const json::value& v, const Reader& r);
 void read_value(Bandwidth& out, const json::value& v, const Reader& r);
 void read_value(FlopRate& out, const json::value& v, const Reader& r);
 void read_value(std::vector<int>& out, const json::value& v, const Reader& r);
+// A key that may be left out: given, an integer.
+void read_value(std::optional<int>& out, const json::value& v, const Reader& r);
 // A string or a list of strings.
 void read_value(std::vector<std::string>& out, const json::value& v, const Reader& r);
 
@@ -70,6 +73,8 @@ json::value write_value(Bytes v, UnitStyle);
 json::value write_value(Bandwidth v, UnitStyle style);
 json::value write_value(FlopRate v, UnitStyle);
 json::value write_value(const std::vector<int>& v, UnitStyle);
+// Null when left out, which leaves the key out of its object.
+json::value write_value(const std::optional<int>& v, UnitStyle);
 json::value write_value(const std::vector<std::string>& v, UnitStyle);
 
 // Enumerations, through their table of names (enum_names(Tag<E>), matched case-insensitively).
@@ -191,7 +196,11 @@ template <class T>
 requires requires { schema_of(Tag<T>{}); }
 json::value write_value(const T& v, UnitStyle) {
   json::object object;
-  for (const auto& f : schema_of(Tag<T>{}).fields) object[f.key] = f.write(v);
+  for (const auto& f : schema_of(Tag<T>{}).fields) {
+    json::value value = f.write(v);
+    // A key left out (an empty std::optional) is written as it was given: not at all.
+    if (!value.is_null()) object[f.key] = std::move(value);
+  }
   return object;
 }
 

@@ -15,6 +15,8 @@
 namespace stepsim::io {
 namespace {
 
+constexpr double kMinEfficiency = 0.01;
+
 // Throws InputError(file, where, message) when `ok` is false.
 class Checker {
  public:
@@ -23,8 +25,14 @@ class Checker {
   void require(bool ok, const char* where, fmt::format_string<A...> message, A&&... args) const {
     if (!ok) throw InputError(file_, where, fmt::format(message, std::forward<A>(args)...));
   }
-  void fraction(double v, const char* where) const {
-    require(v > 0 && v <= 1, where, "must be a fraction in (0, 1], got {}", v);
+  // An efficiency: the fraction of a peak (`of`) a kind of work reaches. Below 1 % of it no
+  // hardware runs a training step's work (calibration files take the same range), and a far
+  // smaller one would only carry the step out of the simulator's range of durations.
+  void efficiency(double v, const char* where, const char* of) const {
+    require(v >= kMinEfficiency && v <= 1, where,
+            "must be a fraction of {} from {} to 1, got {}: no hardware runs a training step's work at less than {} % "
+            "of its peak",
+            of, kMinEfficiency, v, 100 * kMinEfficiency);
   }
 
  private:
@@ -196,11 +204,11 @@ void check_imbalance(const MoeSpec& moe, int ep, const Checker& c) {
 }
 
 void check_gpu(const GpuSpec& g, const Checker& c) {
-  c.fraction(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max");
-  c.fraction(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max");
-  c.fraction(g.efficiency.fp4_gemm_max, "/cluster/gpu/efficiency/fp4_gemm_max");
-  c.fraction(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max");
-  c.fraction(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm");
+  c.efficiency(g.efficiency.gemm_max, "/cluster/gpu/efficiency/gemm_max", "the dense peak");
+  c.efficiency(g.efficiency.fp8_gemm_max, "/cluster/gpu/efficiency/fp8_gemm_max", "the dense FP8 peak");
+  c.efficiency(g.efficiency.fp4_gemm_max, "/cluster/gpu/efficiency/fp4_gemm_max", "the dense FP4 peak");
+  c.efficiency(g.efficiency.attention_max, "/cluster/gpu/efficiency/attention_max", "the dense peak");
+  c.efficiency(g.efficiency.hbm, "/cluster/gpu/efficiency/hbm", "the HBM bandwidth");
   c.require(g.efficiency.comm_slowdown >= 0 && g.efficiency.comm_slowdown < 1, "/cluster/gpu/efficiency/comm_slowdown",
             "must be in [0, 1), got {}", g.efficiency.comm_slowdown);
 }
@@ -246,7 +254,7 @@ void check_cluster(const ClusterSpec& cl, const Checker& c) {
             "{} GPUs per link do not divide the node's {} GPUs", cl.host_link.gpus_per_link, cl.gpus_per_node);
   check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
-  c.fraction(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency");
+  c.efficiency(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency", "NCCL's modelled bus bandwidth");
 }
 
 // A given node count must be exactly what the job needs: no missing GPUs and no idle node.
@@ -258,7 +266,36 @@ void size_cluster(ClusterSpec& cl, int gpus, const Checker& c) {
             cl.gpus_per_node, gpus, needed, needed == 1 ? "" : "s");
 }
 
+// parallel.schedule as the scenario writes it.
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved:
+      return "interleaved";
+    case Schedule::zb_h1:
+      return "zb-h1";
+    case Schedule::zb_h2:
+      return "zb-h2";
+    case Schedule::dualpipe:
+      return "dualpipe";
+  }
+  return "?";
+}
+
 void check_degrees(const ParallelSpec& p, const Checker& c) {
+  // One stage runs its micro-batches' forwards and backwards in turn, as 1F1B (the default)
+  // does: another schedule has no pipeline to order, and would only change what is simulated
+  // (GPipe's activations of every micro-batch at once, zero bubble's split backward).
+  c.require(p.pp > 1 || p.schedule == Schedule::one_f_one_b, "/parallel/schedule",
+            "\"{}\" needs parallel.pp > 1 (with one stage there is no pipeline to schedule; leave it \"1f1b\")",
+            schedule_name(p.schedule));
+  // Megatron turns sequence parallelism off by itself without tensor parallelism: asked for at
+  // tp 1 it would do nothing.
+  c.require(!p.sequence_parallel || p.tp > 1, "/parallel/sequence_parallel",
+            "needs parallel.tp > 1 (there is no TP group to split the sequence over)");
   // Each DualPipe stage pairs with its mirror image p − 1 − stage (github.com/deepseek-ai/DualPipe).
   if (p.schedule == Schedule::dualpipe) {
     c.require(p.pp >= 2 && p.pp % 2 == 0, "/parallel/pp", "the DualPipe schedule needs an even pp >= 2, got {}", p.pp);
@@ -530,16 +567,12 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
             "needs expert parallelism (model.moe.experts > 0 and parallel.ep > 1, got ep {}): there is no EP "
             "all-to-all to overlap",
             p.ep);
-  if (p.pp > 1) {
+  // Without a pipeline the schedule is 1F1B already (check_degrees), as the combined 1F1B needs.
+  if (p.pp > 1)
     c.require(p.schedule == Schedule::interleaved, "/parallel/schedule",
               "model.moe.a2a_overlap with pp {} needs \"schedule\": \"interleaved\" (Megatron-Core requires virtual "
               "pipeline stages)",
               p.pp);
-  } else {
-    c.require(p.schedule == Schedule::one_f_one_b, "/parallel/schedule",
-              "model.moe.a2a_overlap without a pipeline runs Megatron-Core's combined 1F1B: \"schedule\" must be "
-              "\"1f1b\"");
-  }
   c.require(s.training.recompute != Recompute::full, "/training/recompute",
             "\"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full recomputation with the EP "
             "all-to-all overlap");
@@ -559,6 +592,32 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
   const Framework f = s.training.framework;
   c.require(runs_megatron_options(f), "/training/framework",
             "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
+}
+
+// The flex dispatcher is Megatron-Core's (--moe-token-dispatcher-type flex, DeepEP or HybridEP
+// behind it). Against the all-to-all dispatcher it sends fewer bytes out of an NVLink domain
+// (parallelism/expert_parallel.cpp, flex_share) and, under Megatron-Core itself, does without
+// the all-to-all dispatcher's sort by local expert and its all-to-all of the probabilities
+// (workload/shape.cpp, expert_parallel.cpp). Where none of that applies it would change
+// nothing: without expert parallelism, and under the unspecified framework (whose all-to-all
+// dispatcher is modelled without those two) with the EP group inside one NVLink domain.
+void check_dispatcher(const Scenario& s, const Checker& c) {
+  if (s.model.moe.experts == 0 || s.model.moe.dispatcher == MoeDispatcher::alltoall) return;
+  const char* where = "/model/moe/dispatcher";
+  c.require(s.parallel.ep > 1, where,
+            "\"flex\" needs parallel.ep > 1 (without expert parallelism there is no EP all-to-all to dispatch)");
+  const Framework f = s.training.framework;
+  c.require(runs_megatron_options(f), "/training/framework",
+            "model.moe.dispatcher \"flex\" is Megatron-Core's token dispatcher (megatron or nemo), not {}'s",
+            traits_of(f).name);
+  if (traits_of(f).megatron_core) return;
+  const long long span = static_cast<long long>(s.parallel.ep) * std::max(s.parallel.etp, 1);
+  c.require(ep_domains(s) > 1, where,
+            "\"flex\" changes nothing here: it sends fewer bytes only where the EP group spans NVLink domains "
+            "(ep·etp = {} GPUs, in one domain of {}), and the all-to-all dispatcher's sort by local expert and "
+            "all-to-all of the probabilities, which flex does without, are Megatron-Core's, simulated under "
+            "training.framework megatron or nemo",
+            span, s.cluster.domain_gpus());
 }
 
 // Context parallelism runs inside fused attention kernels (Transformer Engine), and its
@@ -931,8 +990,6 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
   check_degrees(s.parallel, c);
-  // Megatron turns sequence parallelism off when there is no tensor parallelism.
-  if (s.parallel.tp == 1) s.parallel.sequence_parallel = false;
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);
@@ -947,6 +1004,7 @@ void complete_and_validate(Scenario& s) {
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
   check_a2a_overlap(s, c);
+  check_dispatcher(s, c);
   check_simulated(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

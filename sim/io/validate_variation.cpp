@@ -1,5 +1,7 @@
 // Validation of simulation.variation. Factors are bounded so that a typo (80 for 0.8) is
-// refused, not simulated as a GPU eighty times faster.
+// refused, not simulated as a GPU eighty times faster, nor one a hundred times slower than any
+// GPU or link that still takes part in a job; the factors that apply to one GPU multiply, and
+// their product is bounded as one factor is.
 #include "io/validate_variation.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +15,7 @@
 namespace stepsim::io {
 namespace {
 
+constexpr double kMinFactor = 0.01;
 constexpr double kMaxFactor = 10.0;
 
 class VariationChecker {
@@ -26,7 +29,15 @@ class VariationChecker {
   }
 
   void factor(double f, const std::string& where) const {
-    require(std::isfinite(f) && f > 0 && f <= kMaxFactor, where, "must be a factor in (0, {}], got {}", kMaxFactor, f);
+    require(std::isfinite(f) && f >= kMinFactor && f <= kMaxFactor, where, "must be a factor from {} to {}, got {}",
+            kMinFactor, kMaxFactor, f);
+  }
+
+  // The product of the factors of the entries `what` names, which all apply to `whom`.
+  void product(double p, const std::string& what, const std::string& whom, const std::string& where) const {
+    require(p >= kMinFactor && p <= kMaxFactor, where,
+            "{} apply to {} and multiply to {:.3g}: a product of factors must be from {} to {}, as one factor must",
+            what, whom, p, kMinFactor, kMaxFactor);
   }
 
   void rank(int r, const std::string& where) const {
@@ -51,6 +62,64 @@ std::string entries_text(const std::vector<std::size_t>& entries) {
   for (std::size_t k = 1; k < entries.size(); ++k)
     text += (k + 1 == entries.size() ? " and " : ", ") + std::to_string(entries[k]);
   return text;
+}
+
+// "gpu_speed entry 2", "node_speed entries 0 and 1".
+std::string named(const char* list, const std::vector<std::size_t>& entries) {
+  return fmt::format("{} {} {}", list, entries.size() == 1 ? "entry" : "entries", entries_text(entries));
+}
+
+// The entries of `list` for which `applies(i)` holds, and the product of their factors.
+template <class Entry, class Applies>
+std::vector<std::size_t> applying(const std::vector<Entry>& list, Applies applies, double& product) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!applies(i)) continue;
+    out.push_back(i);
+    product *= list[i].factor;
+  }
+  return out;
+}
+
+// A GPU's compute runs at the product of its gpu_speed entries and its node's node_speed
+// entries (parallelism/variation.cpp, speed_factor): bounded for each GPU an entry names, and
+// for the other GPUs of each node an entry names. Named at the last entry of the product.
+void check_speed_products(const VariationSpec& v, int per_node, const VariationChecker& c) {
+  for (const NodeSpeed& n : v.node_speed) {
+    double p = 1;
+    const auto nodes = applying(
+        v.node_speed, [&](std::size_t k) { return v.node_speed[k].node == n.node; }, p);
+    c.product(p, named("node_speed", nodes), fmt::format("node {}'s GPUs", n.node),
+              at("node_speed", nodes.back(), "factor"));
+  }
+  for (const GpuSpeed& g : v.gpu_speed) {
+    double p = 1;
+    const auto ranks = applying(
+        v.gpu_speed, [&](std::size_t k) { return v.gpu_speed[k].rank == g.rank; }, p);
+    const auto nodes = applying(
+        v.node_speed, [&](std::size_t k) { return v.node_speed[k].node == g.rank / per_node; }, p);
+    c.product(p, named("gpu_speed", ranks) + (nodes.empty() ? "" : " and " + named("node_speed", nodes)),
+              fmt::format("rank {}", g.rank), at("gpu_speed", ranks.back(), "factor"));
+  }
+}
+
+// A GPU's link of one kind carries the product of the link entries of that kind for the GPU
+// and for its node (parallelism/variation.cpp, link_factor): bounded as the speeds are, for
+// each GPU an entry names and for the other GPUs of each node an entry names.
+void check_link_products(const std::vector<LinkFactor>& links, int per_node, const VariationChecker& c) {
+  for (const LinkFactor& l : links) {
+    const int node = l.rank ? *l.rank / per_node : *l.node;
+    const auto applies = [&](std::size_t k) {
+      const LinkFactor& o = links[k];
+      return o.link == l.link && (o.node == node || (l.rank && o.rank == l.rank));
+    };
+    double p = 1;
+    const auto entries = applying(links, applies, p);
+    c.product(p, named("links", entries),
+              fmt::format("{} {}'s {} link{}", l.rank ? "rank" : "node", l.rank ? *l.rank : node,
+                          l.link == LinkKind::nic ? "nic" : "nvlink", l.rank ? "" : "s"),
+              at("links", entries.back(), "factor"));
+  }
 }
 
 // Entries for one node add up (link_factor fails their sum): entries up to `last` must leave
@@ -80,12 +149,16 @@ void check_lists(const VariationSpec& v, const Scenario& s, const VariationCheck
   }
   for (std::size_t i = 0; i < v.links.size(); ++i) {
     const LinkFactor& l = v.links[i];
-    c.require((l.rank >= 0) != (l.node >= 0), fmt::format("/links/{}", i),
+    c.require(l.rank || l.node, fmt::format("/links/{}", i),
+              "needs \"rank\" (one GPU's link) or \"node\" (every GPU's link of a node)");
+    c.require(!(l.rank && l.node), fmt::format("/links/{}", i),
               "needs either \"rank\" (one GPU's link) or \"node\" (every GPU's link of a node), not both");
-    if (l.rank >= 0) c.rank(l.rank, at("links", i, "rank"));
-    if (l.node >= 0) c.node(l.node, at("links", i, "node"));
+    if (l.rank) c.rank(*l.rank, at("links", i, "rank"));
+    if (l.node) c.node(*l.node, at("links", i, "node"));
     c.factor(l.factor, at("links", i, "factor"));
   }
+  check_speed_products(v, s.cluster.gpus_per_node, c);
+  check_link_products(v.links, s.cluster.gpus_per_node, c);
   const int nics = s.cluster.inter_node.nics_per_node;
   for (std::size_t i = 0; i < v.failed_nics.size(); ++i) {
     c.node(v.failed_nics[i].node, at("failed_nics", i, "node"));

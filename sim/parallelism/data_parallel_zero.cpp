@@ -93,7 +93,7 @@ Zero::Zero(const Scenario& s)
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
       precision_(s.training.precision) {
   if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
-    throw InputError(s.source, "/data_parallel/overlap_param_gather", "needs overlap_grad_reduce, as in Megatron");
+    throw scenario_error(s, "/data_parallel/overlap_param_gather", "needs overlap_grad_reduce, as in Megatron");
   }
   const BucketLayout& layout = sync_.layout();
   const std::size_t n = layout.buckets.size();

@@ -23,15 +23,6 @@
 
 namespace stepsim::parallelism {
 
-// Megatron-Core cuts a stage's ranks into blocks of ep·etp consecutive ranks, ETP innermost
-// (expert_group in mesh.hpp), so an EP group's ranks lie etp apart and cover ep·etp
-// consecutive GPUs, whatever TP and CP are.
-int ep_domains(const Scenario& s) {
-  const long long span = static_cast<long long>(s.parallel.ep) * std::max(s.parallel.etp, 1);
-  const long long domain = std::max(s.cluster.domain_gpus(), 1);
-  return static_cast<int>(std::max(1LL, span / domain));
-}
-
 namespace {
 
 using workload::Pass;

@@ -13,9 +13,6 @@
 
 namespace stepsim::parallelism {
 
-// The NVLink domains one EP group spans (at least 1).
-int ep_domains(const Scenario& scenario);
-
 class ExpertParallel {
  public:
   ExpertParallel(const Scenario& scenario, const workload::ModelWork& work);

@@ -53,25 +53,25 @@ using Script = std::vector<Piece>;
 // direction needs at least pp of them to reach its steady state.
 void check_dualpipe(const Scenario& s, long long m) {
   if (m % 2 != 0 || m < 2LL * s.parallel.pp) {
-    throw InputError(s.source, "/training/global_batch",
-                     fmt::format("the DualPipe schedule needs an even number of micro-batches per replica, at "
-                                 "least 2·pp ({}), got {}",
-                                 2 * s.parallel.pp, m));
+    throw scenario_error(s, "/training/global_batch",
+                         fmt::format("the DualPipe schedule needs an even number of micro-batches per replica, at "
+                                     "least 2·pp ({}), got {}",
+                                     2 * s.parallel.pp, m));
   }
 }
 
 void check_supported(const Scenario& s) {
   if (s.training.micro_batches(s.parallel.dp) < 1) {
-    throw InputError(s.source, "/training/global_batch",
-                     fmt::format("global batch {} is smaller than micro_batch {} times dp {}", s.training.global_batch,
-                                 s.training.micro_batch, s.parallel.dp));
+    throw scenario_error(s, "/training/global_batch",
+                         fmt::format("global batch {} is smaller than micro_batch {} times dp {}",
+                                     s.training.global_batch, s.training.micro_batch, s.parallel.dp));
   }
   const long long m = s.training.micro_batches(s.parallel.dp);
   if (s.parallel.schedule == Schedule::interleaved && m % s.parallel.pp != 0) {
-    throw InputError(s.source, "/training/global_batch",
-                     fmt::format("the interleaved schedule needs the micro-batches per replica ({}) "
-                                 "to be a multiple of pp ({})",
-                                 m, s.parallel.pp));
+    throw scenario_error(s, "/training/global_batch",
+                         fmt::format("the interleaved schedule needs the micro-batches per replica ({}) "
+                                     "to be a multiple of pp ({})",
+                                     m, s.parallel.pp));
   }
   if (s.parallel.schedule == Schedule::dualpipe) check_dualpipe(s, m);
 }

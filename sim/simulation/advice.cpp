@@ -92,10 +92,10 @@ std::string cause_of(const Scenario& s, CommKind kind) {
                 "them"
               : "each MoE layer's dispatch feeds its experts and its combine feeds the next layer, so without "
                 "Megatron-Core's EP overlap nothing of the same micro-batch runs beside them",
-          parallelism::ep_domains(s) > 1
+          ep_domains(s) > 1
               ? fmt::format("; the EP group of {} spans {} NVLink domains, so part of each crosses the scale-out "
                             "network",
-                            s.parallel.ep, parallelism::ep_domains(s))
+                            s.parallel.ep, ep_domains(s))
               : "");
     default:
       return fmt::format("{} communication is exposed", to_string(kind));
@@ -173,14 +173,24 @@ void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("model.moe.a2a_overlap", "true")},
                    "overlap: one micro-batch's dispatch and combine under another's compute (Megatron-Core's EP "
                    "overlap)"});
-  const int domains = parallelism::ep_domains(s);
+  const int domains = ep_domains(s);
   if (domains <= 1) return;
-  if (moe.dispatcher == MoeDispatcher::alltoall)
+  // The flex dispatcher is Megatron-Core's.
+  if (moe.dispatcher == MoeDispatcher::alltoall && runs_megatron_options(s.training.framework))
     out.push_back({{set("model.moe.dispatcher", "flex")},
                    "dispatcher: each token sent once to each NVLink domain holding its experts (DeepEP, HybridEP)"});
   if (p.ep % 2 == 0 && moe.experts % (p.ep / 2) == 0)
     out.push_back({{set("parallel.ep", p.ep / 2)},
                    "layout: half the EP group, twice the experts per GPU, fewer NVLink domains crossed"});
+}
+
+// Sequence parallelism and TP communication overlap need a TP group (both are refused at tp 1):
+// a layout candidate at `tp` 1 switches the scenario's off.
+Candidate with_tp(const Scenario& s, int tp, Candidate c) {
+  if (tp > 1) return c;
+  if (s.parallel.sequence_parallel) c.sets.push_back(set("parallel.sequence_parallel", "false"));
+  if (s.tensor_parallel.comm_overlap) c.sets.push_back(set("tensor_parallel.comm_overlap", "false"));
+  return c;
 }
 
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
@@ -199,10 +209,12 @@ void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
                    "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
   for (int f : {2, 4})
     if (p.tp % f == 0)
-      out.push_back({{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
-                     "layout: a smaller TP group, more data parallelism"});
+      out.push_back(with_tp(s, p.tp / f,
+                            {{set("parallel.tp", p.tp / f), set("parallel.dp", static_cast<long long>(p.dp) * f)},
+                             "layout: a smaller TP group, more data parallelism"}));
   if (p.tp % 2 == 0 && p.pp == 1)
-    out.push_back({{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"});
+    out.push_back(with_tp(
+        s, p.tp / 2, {{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"}));
 }
 
 void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& out) {
@@ -223,9 +235,16 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "pipeline bubble: more, smaller micro-batches"});
-  if (p.pp % 2 == 0 && !own_layout)
-    out.push_back({{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
-                   "layout: fewer stages, more data parallelism"});
+  if (p.pp % 2 == 0 && !own_layout) {
+    Candidate c{{set("parallel.pp", p.pp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
+                "layout: fewer stages, more data parallelism"};
+    // One stage has no pipeline to schedule: only 1F1B is accepted there.
+    if (p.pp == 2 && p.schedule != Schedule::one_f_one_b) {
+      c.sets.push_back(set("parallel.schedule", "1f1b"));
+      if (p.virtual_stages != 1) c.sets.push_back(set("parallel.virtual_stages", 1));
+    }
+    out.push_back(std::move(c));
+  }
 }
 
 // What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,

@@ -156,12 +156,11 @@ calibration::MeasuredTables load_calibration(const Scenario& scenario) {
   for (std::size_t i = 0; i < scenario.calibration.size(); ++i) {
     const std::string& path = scenario.calibration[i];
     if (path.empty())
-      throw InputError(scenario.source, fmt::format("/calibration/{}", i),
-                       "expected a calibration file name, got \"\"");
+      throw scenario_error(scenario, fmt::format("/calibration/{}", i), "expected a calibration file name, got \"\"");
     if (path == "-")
-      throw InputError(scenario.source, fmt::format("/calibration/{}", i),
-                       "a scenario's calibration file cannot be standard input (\"-\"): it is read for every "
-                       "simulation of the scenario; give its file name");
+      throw scenario_error(scenario, fmt::format("/calibration/{}", i),
+                           "a scenario's calibration file cannot be standard input (\"-\"): it is read for every "
+                           "simulation of the scenario; give its file name");
     files.push_back(calibration::read_calibration(path));
     calibration::check_fits(files.back(), scenario.cluster, scenario.collectives);
   }

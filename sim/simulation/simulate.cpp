@@ -409,7 +409,7 @@ MemoryReport estimate_memory(const Scenario& scenario) {
     return parallelism::memory_report(parallelism::estimate_memory(scenario, workload::build_work(scenario)));
   } catch (const InputError& e) {
     if (!e.file().empty()) throw;
-    throw InputError(scenario.source, e.where(), e.message());
+    throw scenario_error(scenario, e.where(), e.message());
   }
 }
 
@@ -422,9 +422,9 @@ SimulationResult simulate(const Scenario& scenario, const SimulateOptions& optio
                                  "large for one training step",
                                  e.what()));
   } catch (const InputError& e) {
-    // The model layers name the key at fault; the scenario knows which file it came from.
-    if (!e.file().empty()) throw;
-    throw InputError(scenario.source, e.where(), e.message());
+    // The model layers name the key at fault; the scenario knows which file (or --set) gave it.
+    if (!e.file().empty() && e.file() != scenario.source) throw;
+    throw scenario_error(scenario, e.where(), e.message());
   } catch (const std::bad_alloc&) {
     throw out_of_memory(scenario);
   }

@@ -261,6 +261,9 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
     if (user_sets(spec, key)) continue;
     tries.push_back(spec.sets);
     tries.back().emplace_back(std::string(key) + (std::string(key) == "parallel.tp" ? "=1" : "=true"));
+    // At TP 1 the scenario's sequence parallelism would be refused (it needs a TP group).
+    if (std::string(key) == "parallel.tp" && !user_sets(spec, "parallel.sequence_parallel"))
+      tries.back().emplace_back("parallel.sequence_parallel=false");
   }
   // Last, every layout key the search replaces at its plainest (one GPU's layout, one sequence a
   // micro-batch, 1F1B, an even split), but those the user --set: the scenario's own layout may
@@ -332,6 +335,10 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   note_fixed(spec, result);
   const std::vector<std::string> kinds = admitted_kinds(spec, base);
   // TP stays inside one NVLink domain (72 GPUs on an NVL72 rack, the node elsewhere).
+  // A schedule other than 1F1B, or virtual stages, the user fixes need stages (one stage has
+  // no pipeline to schedule, and is refused with them): one stage is not tried.
+  const bool staged = (user_sets(spec, "parallel.schedule") && base.parallel.schedule != Schedule::one_f_one_b) ||
+                      (user_sets(spec, "parallel.virtual_stages") && base.parallel.virtual_stages > 1);
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
                                    : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
@@ -343,7 +350,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
     const std::vector<int> pps =
         user_sets(spec, "parallel.pp") ? std::vector<int>{base.parallel.pp} : divisors(base.model.layers, n / tp);
     for (const int pp : pps) {
-      if (n % (static_cast<long long>(tp) * pp) != 0) continue;
+      if (n % (static_cast<long long>(tp) * pp) != 0 || (staged && pp == 1)) continue;
       for (const int cp : context_degrees(spec, base, tp, n / (static_cast<long long>(tp) * pp))) {
         const long long model = static_cast<long long>(tp) * pp * cp;
         if (n % model != 0) continue;

@@ -95,15 +95,23 @@ std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
   return fnv1a64(text);
 }
 
-// A point's scenario. A value that does not parse as its key's type came from the --vary
-// that varies the key (the points apply their values as --set assignments), and the row's
+// Whether the dotted key `where` ("a.b[0].c") is `key` or lies below it.
+bool under(const std::string& where, const std::string& key) {
+  return where.starts_with(key) && (where.size() == key.size() || where[key.size()] == '.' || where[key.size()] == '[');
+}
+
+// A point's scenario. A value that does not parse as its key's type, or does not validate,
+// came from the --vary that varies the key (the points apply their values as --set
+// assignments), or from --gpus where it is the parallel.dp derived from it, and the row's
 // reason says so.
 Scenario load_point(const SweepSpec& spec, const std::vector<std::string>& sets) {
   try {
     return io::load_scenario(spec.scenario, sets);
   } catch (const InputError& e) {
-    const bool varied = std::ranges::any_of(spec.axes, [&](const Axis& a) { return a.key == e.where(); });
-    if (e.file() == "--set" && varied) throw InputError("--vary", e.where(), e.message());
+    if (e.file() != "--set") throw;
+    const bool varied = std::ranges::any_of(spec.axes, [&](const Axis& a) { return under(e.where(), a.key); });
+    if (varied) throw InputError("--vary", e.where(), e.message());
+    if (spec.gpus != 0 && e.where() == "parallel.dp") throw InputError("--gpus", e.where(), e.message());
     throw;
   }
 }

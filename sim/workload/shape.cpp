@@ -13,7 +13,7 @@ namespace stepsim::workload {
 namespace {
 
 void require(const Scenario& sc, bool ok, const char* where, const std::string& message) {
-  if (!ok) throw InputError(sc.source, where, message);
+  if (!ok) throw scenario_error(sc, where, message);
 }
 
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }

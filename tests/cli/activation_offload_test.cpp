@@ -164,7 +164,7 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
   stepsim::testing::Scratch scratch("offload-refusals");
   scratch.write("s.json", kTray);
   const auto refused = [&](const std::string& sets, const std::string& message) {
-    CHECK(refusal(scratch.run("simulate s.json " + sets), "s.json: /training/activation_offload_layers: " + message) ==
+    CHECK(refusal(scratch.run("simulate s.json " + sets), "--set: training.activation_offload_layers: " + message) ==
           "");
   };
   refused("--set training.activation_offload_layers=-1", "must be between 0 and 2048, got -1");
@@ -180,7 +180,7 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
           "cluster gb200-nvl72 describes no link to host memory");
   const auto odd = scratch.run("simulate s.json --set cluster.host_link.gpus_per_link=3");
   CHECK(odd.status == 2);
-  CHECK(odd.err.find("s.json: /cluster/host_link/gpus_per_link: 3 GPUs per link do not divide the node's 4 GPUs") !=
+  CHECK(odd.err.find("--set: cluster.host_link.gpus_per_link: 3 GPUs per link do not divide the node's 4 GPUs") !=
         std::string::npos);
   // A cluster preset that does not describe one.
   refused("--set training.activation_offload_layers=2 --set cluster=dgx-b300",
@@ -191,7 +191,7 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
                                            "--set training.framework=") +
                                framework);
     CHECK(r.status == 2);
-    CHECK(r.err.find("s.json: /training/framework: training.activation_offload_layers is Megatron-Core's") !=
+    CHECK(r.err.find("--set: training.framework: training.activation_offload_layers is Megatron-Core's") !=
           std::string::npos);
   }
 }

@@ -316,6 +316,9 @@ TEST_CASE("With the EP all-to-alls exposed the advice tries the EP overlap, the 
     const auto refused = advised("mixtral-8x7b-ep8-64xh100", more, true).report;
     CHECK_FALSE(has(changes_of(refused), "model.moe.a2a_overlap=true"));
     for (const auto& a : refused.advice) CHECK(a.status.rfind("not simulated", 0) != 0);
+    // The flex dispatcher is Megatron-Core's too.
+    if (extra.front() == "training.framework=torchtitan")
+      CHECK_FALSE(has(changes_of(refused), "model.moe.dispatcher=flex"));
   }
   const auto one_node = advised("mixtral-8x7b-ep8-64xh100", {"training.recompute=selective", "model.layers=16"}, true);
   const auto inside = changes_of(one_node.report);
@@ -365,6 +368,44 @@ TEST_CASE("For a mixture of experts the advice keeps the sequence parallelism Me
               {"parallel.tp=2", "parallel.dp=32", "parallel.sequence_parallel=true", "model.layers=16"}, true)
           .report;
   CHECK_FALSE(has(changes_of(tp), "parallel.sequence_parallel=false"));
+}
+
+// Sequence parallelism and TP overlap are refused at tp 1: a smaller TP group of one switches
+// them off with it, and is simulated.
+TEST_CASE("The advice to leave no TP group switches sequence parallelism and TP overlap off") {
+  const auto r = advised("",
+                         {"model=gpt-1.3b", "parallel.tp=2", "parallel.dp=32", "parallel.sequence_parallel=true",
+                          "tensor_parallel.comm_overlap=true"},
+                         true)
+                     .report;
+  for (const auto& a : r.advice) {
+    INFO(a.change << ": " << a.status);
+    if (a.change.starts_with("parallel.tp=1 ")) CHECK(a.status == "ok");
+  }
+  const auto changes = changes_of(r);
+  CHECK(
+      has(changes, "parallel.tp=1 parallel.dp=64 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
+  CHECK(
+      has(changes, "parallel.tp=1 parallel.pp=2 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
+}
+
+// One stage has no pipeline to schedule: the advice to go from two stages to one takes the
+// schedule back to 1F1B, and is simulated.
+TEST_CASE("The advice to leave one stage takes the schedule back to 1F1B") {
+  const auto gpipe =
+      advised("", {"model=gpt-1.3b", "parallel.pp=2", "parallel.dp=4", "parallel.schedule=gpipe"}, true).report;
+  const auto interleaved = advised("",
+                                   {"model=gpt-1.3b", "parallel.pp=2", "parallel.dp=4", "parallel.schedule=interleaved",
+                                    "parallel.virtual_stages=2"},
+                                   true)
+                               .report;
+  for (const auto* r : {&gpipe, &interleaved})
+    for (const auto& a : r->advice) {
+      INFO(a.change << ": " << a.status);
+      if (a.change.starts_with("parallel.pp=1 ")) CHECK(a.status == "ok");
+    }
+  CHECK(has(changes_of(gpipe), "parallel.pp=1 parallel.dp=8 parallel.schedule=1f1b"));
+  CHECK(has(changes_of(interleaved), "parallel.pp=1 parallel.dp=8 parallel.schedule=1f1b parallel.virtual_stages=1"));
 }
 
 // Layers per stage of the user's own (parallel.stage_layers) fit that pipeline only: the

@@ -365,7 +365,10 @@ TEST_CASE("endless and empty calibration inputs are refused, not waited on") {
   CHECK(s.run("simulate --calibration /dev/zero").status == 2);
   const auto empty = s.run("simulate --set 'calibration=[\"\"]'");
   CHECK(empty.status == 2);
-  CHECK(empty.err.find("<default>: /calibration/0: expected a calibration file name, got \"\"") != std::string::npos);
+  CHECK(empty.err.find("--set: calibration[0]: expected a calibration file name, got \"\"") != std::string::npos);
+  const auto flag = s.run("simulate --calibration ''");
+  CHECK(flag.status == 2);
+  CHECK(flag.err == "stepsim: error: --calibration: expected a calibration file name, got \"\"\n");
   CHECK(s.entries().empty());
 }
 
@@ -606,7 +609,7 @@ TEST_CASE(
             .empty());
   // A scenario's calibration is read for every simulation of it: standard input cannot be one.
   CHECK(testing::refusal(s.run("simulate --calibration - < file.json"),
-                         "/calibration/0: a scenario's calibration file cannot be standard input")
+                         "--calibration: -: a scenario's calibration file cannot be standard input")
             .empty());
 }
 

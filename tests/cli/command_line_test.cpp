@@ -187,7 +187,8 @@ TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores f
   const Scratch dir("precision-gpu");
   const Run run = dir.run("simulate --set cluster=dgx-h100-ndr --set training.precision=nvfp4");
   CHECK(run.status == 2);
-  CHECK(run.err.find("/training/precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
-                     "Hopper") != std::string::npos);
+  CHECK(run.err.find(
+            "--set: training.precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
+            "Hopper") != std::string::npos);
   CHECK(dir.run("simulate --set cluster=dgx-b200 --set training.precision=nvfp4").status == 0);
 }

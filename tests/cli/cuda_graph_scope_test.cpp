@@ -96,19 +96,21 @@ TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it woul
   const auto refused = [&](const std::string& file, const std::string& sets, const std::string& where,
                            const std::string& message) {
     INFO(file << " " << sets);
-    CHECK(refusal(scratch.run("simulate " + file + " " + sets), file + ": " + where + ": " + message) == "");
+    // A JSON pointer is the file's key, a dotted key a --set assignment's.
+    const std::string source = where.starts_with("/") ? file : "--set";
+    CHECK(refusal(scratch.run("simulate " + file + " " + sets), source + ": " + where + ": " + message) == "");
   };
   const std::string key = "--set 'training.cuda_graph_scope=";
-  refused("moe.json", key + "[\"attn\"]' --set training.cuda_graphs=false", "/training/cuda_graph_scope",
+  refused("moe.json", key + "[\"attn\"]' --set training.cuda_graphs=false", "training.cuda_graph_scope",
           "the parts of each layer CUDA graphs capture: set training.cuda_graphs to true");
-  refused("moe.json", key + "[\"moe\"]'", "/training/cuda_graph_scope", "\"moe\" (the whole MoE block in a graph");
+  refused("moe.json", key + "[\"moe\"]'", "training.cuda_graph_scope", "\"moe\" (the whole MoE block in a graph");
   // Megatron-Core's CUDA graph guide: a whole layer does not capture a MoE layer's varying token
   // counts. Its TransformerConfig: no full recompute with per-layer graphs.
   refused("moe.json", "", "/training/cuda_graph_scope",
           "empty (the whole layer in one graph) with a mixture of experts: Megatron-Core cannot capture a MoE layer "
           "whose token counts vary; name the parts to capture, for instance [\"attn\", \"moe_router\", "
           "\"moe_preprocess\"]");
-  refused("dense.json", "--set training.recompute=full", "/training/recompute",
+  refused("dense.json", "--set training.recompute=full", "training.recompute",
           "\"full\" with training.cuda_graphs: Megatron-Core refuses full recompute with per-layer CUDA graphs (only "
           "a full-iteration graph, which stepsim does not simulate, takes it); use selective recompute or no CUDA "
           "graphs");
@@ -117,20 +119,20 @@ TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it woul
           "whole layers in CUDA graphs with a mixture of experts: a MoE layer's token counts vary, and a graph replays "
           "fixed shapes");
   CHECK(scratch.run("simulate dense.json --set training.recompute=full --set training.cuda_graphs=false").status == 0);
-  refused("moe.json", key + "[\"moe_preprocess\"]'", "/training/cuda_graph_scope",
+  refused("moe.json", key + "[\"moe_preprocess\"]'", "training.cuda_graph_scope",
           "\"moe_preprocess\" is captured with \"moe_router\" only");
-  refused("moe.json", key + "[\"mlp\"]'", "/training/cuda_graph_scope",
+  refused("moe.json", key + "[\"mlp\"]'", "training.cuda_graph_scope",
           "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
   // Megatron-Core's TransformerConfig: no moe_preprocess graph for the all-to-all dispatcher with
   // a capacity factor; the flex dispatcher, or dropless routing, keeps it.
   refused("moe.json", key + "[\"moe_router\",\"moe_preprocess\"]' --set model.moe.capacity_factor=1.25",
-          "/training/cuda_graph_scope",
+          "training.cuda_graph_scope",
           "\"moe_preprocess\" with the alltoall dispatcher and a capacity factor (1.25): Megatron-Core does not "
           "capture that preprocessing in a graph");
   CHECK(scratch.run("simulate moe.json " + key + "[\"moe_router\",\"moe_preprocess\"]'").status == 0);
-  refused("dense.json", key + "[\"moe_router\"]'", "/training/cuda_graph_scope",
+  refused("dense.json", key + "[\"moe_router\"]'", "training.cuda_graph_scope",
           "\"moe_router\" needs a mixture-of-experts model");
-  refused("dense.json", key + "[\"attn\"]' --set training.framework=pytorch", "/training/framework",
+  refused("dense.json", key + "[\"attn\"]' --set training.framework=pytorch", "training.framework",
           "training.cuda_graph_scope is Megatron-Core's (megatron or nemo), not pytorch's");
   const auto unknown = scratch.run("simulate dense.json " + key + "[\"full\"]'");
   CHECK(unknown.status == 2);

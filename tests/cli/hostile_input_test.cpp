@@ -32,16 +32,21 @@ void check_cases(std::initializer_list<Case> cases) {
 
 TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
   check_cases({
-      {"simulate --set training.micro_batch=4611686018427387904 --set parallel.dp=4", 2, "/training/micro_batch"},
+      {"simulate --set training.micro_batch=4611686018427387904 --set parallel.dp=4", 2, "--set: training.micro_batch"},
       {"simulate --set parallel.pp=4611686018427387904", 2,
        "parallel.pp: expected an integer from -2147483648 to 2147483647, got a number (4611686018427387904)"},
-      {"simulate --set training.global_batch=1099511627776", 2, "/training/global_batch"},
-      {"simulate --set 'cluster.gpu.flops.bf16=\"1 FLOPS\"'", 2, "/cluster/gpu/flops/bf16: must be between"},
-      {"simulate --set 'cluster.intra_node.bandwidth=\"1 b/s\"'", 2, "/cluster/intra_node/bandwidth"},
-      {"simulate --set 'cluster.intra_node.latency=\"1000 s\"'", 2, "/cluster/intra_node/latency"},
-      {"simulate --set model.hidden=1e18", 2, "/model/hidden: must be between 1 and 262144"},
+      {"simulate --set training.global_batch=1099511627776", 2, "--set: training.global_batch"},
+      {"simulate --set 'cluster.gpu.flops.bf16=\"1 FLOPS\"'", 2, "--set: cluster.gpu.flops.bf16: must be between"},
+      {"simulate --set 'cluster.intra_node.bandwidth=\"1 b/s\"'", 2, "--set: cluster.intra_node.bandwidth"},
+      {"simulate --set 'cluster.intra_node.latency=\"1000 s\"'", 2, "--set: cluster.intra_node.latency"},
+      {"simulate --set model.hidden=1e18", 2, "--set: model.hidden: must be between 1 and 262144"},
       {"simulate --set model.hidden=1e999", 2, "model.hidden"},
       {"simulate --set cluster.collective_tuning.ramp_exponent=1000", 2, "ramp_exponent"},
+      {"simulate --set cluster.gpu.efficiency.gemm_max=1e-30", 2,
+       "--set: cluster.gpu.efficiency.gemm_max: must be a fraction of the dense peak from 0.01 to 1, got 1e-30"},
+      {"simulate --set cluster.collective_tuning.bus_efficiency=1e-30", 2,
+       "--set: cluster.collective_tuning.bus_efficiency: must be a fraction of NCCL's modelled bus bandwidth from "
+       "0.01 to 1"},
       {"simulate --set 'cluster.gpu.flops.bf16=\"1e308 PFLOPS\"'", 2,
        "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range"},
   });
@@ -52,9 +57,9 @@ TEST_CASE("an empty scenario name is an error, not the default scenario") {
                {"compare trace.json ''", 2, "the scenario file name is empty"}});
 }
 
-TEST_CASE("a forced algorithm that does not apply names the file and the key") {
+TEST_CASE("a forced algorithm that does not apply names where it was given and the key") {
   check_cases({
-      {"simulate --set collectives.algorithm=nvls", 2, "<default>: /collectives/algorithm: 'nvls' does not apply"},
+      {"simulate --set collectives.algorithm=nvls", 2, "--set: collectives.algorithm: 'nvls' does not apply"},
       {"collective allreduce --gpus 16 --algorithm nvls", 2, "<command line>: --algorithm: 'nvls' does not apply"},
   });
 }

@@ -74,15 +74,16 @@ TEST_CASE("recompute_modules is refused where Megatron-Core refuses it or would 
   const auto refused_in = [&](const std::string& file, const std::string& sets, const std::string& where,
                               const std::string& message) {
     INFO(file << " " << sets);
-    CHECK(refusal(scratch.run("simulate " + file + " " + sets), file + ": " + where + ": " + message) == "");
+    // Each list comes from a --set assignment, which the refusal names.
+    CHECK(refusal(scratch.run("simulate " + file + " " + sets), "--set: " + where + ": " + message) == "");
   };
   const auto refused = [&](const std::string& sets, const std::string& where, const std::string& message) {
     refused_in("s.json", sets, where, message);
   };
   const std::string key = "--set 'training.recompute_modules=";
-  refused(key + "[\"mlp\"]' --set training.recompute=full", "/training/recompute_modules",
+  refused(key + "[\"mlp\"]' --set training.recompute=full", "training.recompute_modules",
           "the modules to recompute are Megatron-Core's selective recompute");
-  refused(key + "[\"mlp\"]' --set training.recompute=none", "/training/recompute_modules",
+  refused(key + "[\"mlp\"]' --set training.recompute=none", "training.recompute_modules",
           "the modules to recompute are Megatron-Core's selective recompute");
   // A name Megatron-Core does not know (its assert lists the allowed ones).
   const auto unknown = scratch.run("simulate s.json " + key + "[\"attention\"]'");
@@ -94,23 +95,23 @@ TEST_CASE("recompute_modules is refused where Megatron-Core refuses it or would 
       scratch.run("simulate s.json " + key + "[\"core_attn\",\"mlp\",\"mlp\"]' --set training.recompute=selective");
   CHECK(twice.status == 2);
   CHECK(twice.err.find("--set: training.recompute_modules[2]: 'mlp' is listed twice") != std::string::npos);
-  refused(key + "[\"moe\"]'", "/training/recompute_modules",
+  refused(key + "[\"moe\"]'", "training.recompute_modules",
           "recompute of \"moe\" and \"shared_experts\" is not simulated yet");
-  refused(key + "[\"shared_experts\"]'", "/training/recompute_modules",
+  refused(key + "[\"shared_experts\"]'", "training.recompute_modules",
           "recompute of \"moe\" and \"shared_experts\" is not simulated yet");
-  refused_in("gqa-moe.json", key + "[\"mla_up_proj\"]'", "/training/recompute_modules",
+  refused_in("gqa-moe.json", key + "[\"mla_up_proj\"]'", "training.recompute_modules",
              "\"mla_up_proj\" needs latent attention (model.mla)");
-  refused_in("dense.json", key + "[\"moe_act\"]'", "/training/recompute_modules",
+  refused_in("dense.json", key + "[\"moe_act\"]'", "training.recompute_modules",
              "\"moe_act\" needs a mixture-of-experts model");
-  refused(key + "[\"mlp\"]' --set model.moe.first_dense_layers=0", "/training/recompute_modules",
+  refused(key + "[\"mlp\"]' --set model.moe.first_dense_layers=0", "training.recompute_modules",
           "\"mlp\" recomputes dense MLPs and every layer of this model is a mixture of experts");
-  refused_in("dense.json", key + "[\"layernorm\"]'", "/training/recompute_modules",
+  refused_in("dense.json", key + "[\"layernorm\"]'", "training.recompute_modules",
              "\"layernorm\" recomputes norms that are not fused into the next Linear");
-  refused(key + "[\"moe_act\"]' --set training.precision=fp8", "/training/recompute_modules",
+  refused(key + "[\"moe_act\"]' --set training.precision=fp8", "training.recompute_modules",
           "Megatron-Core refuses \"moe_act\" and \"layernorm\" recompute with FP8 delayed scaling");
-  refused(key + "[\"layernorm\"]' --set training.precision=fp8", "/training/recompute_modules",
+  refused(key + "[\"layernorm\"]' --set training.precision=fp8", "training.recompute_modules",
           "Megatron-Core refuses \"moe_act\" and \"layernorm\" recompute with FP8 delayed scaling");
-  refused(key + "[\"mlp\"]' --set training.framework=torchtitan", "/training/framework",
+  refused(key + "[\"mlp\"]' --set training.framework=torchtitan", "training.framework",
           "training.recompute_modules is Megatron-Core's (megatron or nemo), not torchtitan's");
 }
 

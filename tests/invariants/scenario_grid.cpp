@@ -33,10 +33,13 @@ GridPoint make_point(std::mt19937& rng) {
   const char* model = kModels[draw(rng, kModels.size())];
   const char* cluster = kClusters[draw(rng, kClusters.size())];
   const Shape shape = kShapes[draw(rng, kShapes.size())];
+  // One stage has no pipeline to schedule: 1F1B, the only schedule accepted there.
   const char* schedule = kSchedules[draw(rng, kSchedules.size())];
+  if (shape.pp == 1) schedule = kSchedules[0];
   const char* dp_kind = kDpKinds[draw(rng, kDpKinds.size())];
   const char* recompute = kRecompute[draw(rng, kRecompute.size())];
-  const bool sequence_parallel = draw(rng, 2) == 1;
+  // Sequence parallelism needs a TP group (the draw is made either way, to keep the sequence).
+  const bool sequence_parallel = draw(rng, 2) == 1 && shape.tp > 1;
   const int micro_batch = kMicroBatch[draw(rng, kMicroBatch.size())];
   const int bucket_cap_mb = kBucketCapMb[draw(rng, kBucketCapMb.size())];
   const int seq_len = kSeqLen[draw(rng, kSeqLen.size())];

@@ -29,9 +29,9 @@ std::string error_of(const std::vector<std::string>& sets, const std::string& te
 
 TEST_CASE("products of integer keys that would overflow are refused with the key and the range") {
   CHECK(error_of({"training.micro_batch=4611686018427387904"}) ==
-        "s.json: /training/micro_batch: must be between 1 and 1048576, got 4611686018427387904");
-  CHECK(error_of({"parallel.pp=2147483647"}) == "s.json: /parallel/pp: must be between 1 and 2048, got 2147483647");
-  CHECK(error_of({"parallel.dp=2147483647"}) == "s.json: /parallel/dp: must be between 1 and 1048576, got 2147483647");
+        "--set: training.micro_batch: must be between 1 and 1048576, got 4611686018427387904");
+  CHECK(error_of({"parallel.pp=2147483647"}) == "--set: parallel.pp: must be between 1 and 2048, got 2147483647");
+  CHECK(error_of({"parallel.dp=2147483647"}) == "--set: parallel.dp: must be between 1 and 1048576, got 2147483647");
   CHECK(
       error_of({"parallel.dp=1048576", "parallel.tp=8"}) ==
       "s.json: /parallel: tp·pp·dp·cp = 8·1·1048576·1 = 8388608 GPUs; stepsim simulates jobs of at most 1048576 GPUs");
@@ -39,46 +39,45 @@ TEST_CASE("products of integer keys that would overflow are refused with the key
 
 TEST_CASE("more micro-batches than a step can simulate are refused up front") {
   CHECK(error_of({"training.global_batch=1099511627776"}) ==
-        "s.json: /training/global_batch: 68719476736 micro-batches per step (global_batch / (micro_batch·dp)) times 32 "
+        "--set: training.global_batch: 68719476736 micro-batches per step (global_batch / (micro_batch·dp)) times 32 "
         "layers is more than the 262144 layer passes stepsim simulates per step: raise micro_batch or dp");
   CHECK(error_of({"training.global_batch=131072"}) == "no error");  // 8192 micro-batches × 32 layers
   CHECK(error_of({"simulation.ranks=all", "training.global_batch=131072"}) ==
-        "s.json: /simulation/ranks: simulating every rank is 16777216 layer passes (micro-batches × layers × "
+        "--set: simulation.ranks: simulating every rank is 16777216 layer passes (micro-batches × layers × "
         "tp·dp·cp), more than the 8388608 stepsim simulates per step: use \"representative\"");
   // TP 8 × CP 16 = 128 ranks, 32 layers, each counting 1 + 15/2 = 8.5 for its ring: 240
   // micro-batches of 2 are 8,355,840 passes, within the limit; 241 are 8,390,656, past it.
   CHECK(error_of({"simulation.ranks=all", "parallel.dp=1", "parallel.cp=16", "training.global_batch=480"}) ==
         "no error");
   CHECK(error_of({"simulation.ranks=all", "parallel.dp=1", "parallel.cp=16", "training.global_batch=482"}) ==
-        "s.json: /simulation/ranks: simulating every rank is 8390656 layer passes (micro-batches × layers × "
+        "--set: simulation.ranks: simulating every rank is 8390656 layer passes (micro-batches × layers × "
         "tp·dp·cp, a layer counting 1 + (cp - 1)/2 for its ring's steps), more than the 8388608 stepsim simulates "
         "per step: use \"representative\"");
-  CHECK(error_of({"model.layers=100000"}) == "s.json: /model/layers: must be between 1 and 2048, got 100000");
+  CHECK(error_of({"model.layers=100000"}) == "--set: model.layers: must be between 1 and 2048, got 100000");
   CHECK(error_of({"training.global_batch=4"}) ==
-        "s.json: /training/global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
+        "--set: training.global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
         "least one micro-batch");
 }
 
 TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast step") {
-  CHECK(
-      error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
-      "s.json: /cluster/gpu/flops/bf16: must be between 1000000000 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
+  CHECK(error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
+        "--set: cluster.gpu.flops.bf16: must be between 1000000000 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
   CHECK(error_of({R"(cluster.intra_node.bandwidth="1 b/s")"}) ==
-        "s.json: /cluster/intra_node/bandwidth: must be between 125000000 and 100000000000000 B/s, got 0.125 B/s");
+        "--set: cluster.intra_node.bandwidth: must be between 125000000 and 100000000000000 B/s, got 0.125 B/s");
   CHECK(error_of({R"(cluster.inter_node.latency="1000 s")"}) ==
-        "s.json: /cluster/inter_node/latency: must be between 0 and 1 s, got 1000 s");
+        "--set: cluster.inter_node.latency: must be between 0 and 1 s, got 1000 s");
   CHECK(error_of({R"(cluster.gpu.flops.bf16="1e308 PFLOPS")"}) ==
         "--set: cluster.gpu.flops.bf16: '1e308 PFLOPS' is out of range");
   CHECK(error_of({"cluster.collective_tuning.ramp_exponent=1000"}) ==
-        "s.json: /cluster/collective_tuning/ramp_exponent: must be between 0.01 and 1, got 1000");
+        "--set: cluster.collective_tuning.ramp_exponent: must be between 0.01 and 1, got 1000");
 }
 
 TEST_CASE("range messages print byte counts and whole numbers in full") {
   CHECK(error_of({R"(cluster.gpu.memory="1 KiB")"}) ==
-        "s.json: /cluster/gpu/memory: must be between 1048576 and 1125899906842624 B, got 1024 B");
+        "--set: cluster.gpu.memory: must be between 1048576 and 1125899906842624 B, got 1024 B");
   CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="1 Gb/s")"}) == "no error");
   CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="999999 b/s")"}) ==
-        "s.json: /cluster/inter_node/nic_bandwidth: must be between 125000000 and 100000000000000 B/s, got 124999.875 "
+        "--set: cluster.inter_node.nic_bandwidth: must be between 125000000 and 100000000000000 B/s, got 124999.875 "
         "B/s");
 }
 
@@ -89,13 +88,42 @@ TEST_CASE("slow but valid hardware whose step would outlast the time range names
   CHECK(error.find("stepsim simulates steps of up to 1000000 s") != std::string::npos);
 }
 
+// An efficiency far below any hardware's carried the step past the simulator's range of
+// durations, refused then without the key: it is refused up front, naming the key and the
+// range, from 1 % of the peak (what calibration files take) to all of it.
+TEST_CASE("efficiencies below 1 % of the peak are refused with the key and the range") {
+  struct Key {
+    const char* key;
+    const char* of;
+  };
+  for (const Key& k : {Key{"cluster.gpu.efficiency.gemm_max", "the dense peak"},
+                       Key{"cluster.gpu.efficiency.fp8_gemm_max", "the dense FP8 peak"},
+                       Key{"cluster.gpu.efficiency.fp4_gemm_max", "the dense FP4 peak"},
+                       Key{"cluster.gpu.efficiency.attention_max", "the dense peak"},
+                       Key{"cluster.gpu.efficiency.hbm", "the HBM bandwidth"},
+                       Key{"cluster.collective_tuning.bus_efficiency", "NCCL's modelled bus bandwidth"}}) {
+    INFO(k.key);
+    for (const char* value : {"1e-30", "0", "0.0099", "1.5"})
+      CHECK(error_of({std::string(k.key) + "=" + value}) ==
+            "--set: " + std::string(k.key) + ": must be a fraction of " + k.of + " from 0.01 to 1, got " + value +
+                ": no hardware runs a training step's work at less than 1 % of its peak");
+    for (const char* value : {"0.01", "1"}) CHECK(error_of({std::string(k.key) + "=" + value}) == "no error");
+  }
+  const std::string slow_file = R"({ "model": "llama3-8b", "parallel": { "tp": 8, "dp": 8 },
+    "cluster": { "preset": "dgx-h100-ndr", "gpu": { "preset": "h100-sxm5-80gb", "efficiency": { "hbm": 0.001 } } },
+    "training": { "global_batch": 128, "micro_batch": 2 } })";
+  CHECK(error_of({}, slow_file) ==
+        "s.json: /cluster/gpu/efficiency/hbm: must be a fraction of the HBM bandwidth from 0.01 to 1, got 0.001: no "
+        "hardware runs a training step's work at less than 1 % of its peak");
+}
+
 TEST_CASE("model sizes have an upper bound and memory cannot go negative") {
   CHECK(error_of({"model.hidden=1e18"}) ==
-        "s.json: /model/hidden: must be between 1 and 262144, got 1000000000000000000");
+        "--set: model.hidden: must be between 1 and 262144, got 1000000000000000000");
   // Within every key's range, but s·b·h·(34 + 5·a·s/h) ≈ 3.7e20 bytes for one layer.
   const std::string error = error_of({"model.seq_len=8388608", "model.heads=4096", "model.kv_heads=4096",
                                       "model.hidden=4096", "training.micro_batch=256", "training.global_batch=2048"});
-  CHECK(error.rfind("s.json: /model/seq_len: one layer's activations for one micro-batch exceed", 0) == 0);
+  CHECK(error.rfind("--set: model.seq_len: one layer's activations for one micro-batch exceed", 0) == 0);
 }
 
 TEST_CASE("a number beyond double range is refused with its line and column") {
@@ -139,16 +167,16 @@ TEST_CASE("a 10 MB unknown name is answered at once and quoted short") {
 
 TEST_CASE("TP overlap, context parallelism and its variant are refused where they cannot run") {
   CHECK(error_of({"tensor_parallel.comm_overlap=true"}) ==
-        "s.json: /tensor_parallel/comm_overlap: needs \"sequence_parallel\": true (Transformer Engine overlaps the "
+        "--set: tensor_parallel.comm_overlap: needs \"sequence_parallel\": true (Transformer Engine overlaps the "
         "AllGather and ReduceScatter of sequence parallelism)");
   CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.tp=1"}) ==
-        "s.json: /tensor_parallel/comm_overlap: needs parallel.tp > 1 (there is no TP communication)");
+        "--set: tensor_parallel.comm_overlap: needs parallel.tp > 1 (there is no TP communication)");
   CHECK(error_of({"tensor_parallel.comm_overlap=true", "parallel.sequence_parallel=true"}) == "no error");
   CHECK(error_of({"context_parallel.comm=all_gather"}) ==
-        "s.json: /context_parallel/comm: \"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and "
+        "--set: context_parallel.comm: \"all_gather\" needs parallel.cp > 1 (there are no other ranks' keys and "
         "values to gather)");
   CHECK(error_of({"parallel.cp=2", "training.attention=unfused"}) ==
-        "s.json: /training/attention: context parallelism (cp 2) needs \"attention\": \"flash\" or \"flash2\" (the "
+        "--set: training.attention: context parallelism (cp 2) needs \"attention\": \"flash\" or \"flash2\" (the "
         "ring runs "
         "inside the fused kernel)");
   CHECK(error_of({"parallel.cp=2", "context_parallel.comm=all_gather"}) == "no error");
@@ -158,24 +186,38 @@ TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
   const std::string a100 =
       R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": { "global_batch": 8 } })";
   CHECK(error_of({"cluster.intra_node.nvls=true"}, a100) ==
-        "s.json: /cluster/intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+        "--set: cluster.intra_node.nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
   CHECK(error_of({"cluster.intra_node.fabric=pcie"}) ==
         "s.json: /cluster/intra_node/nvls: NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the "
         "switch)");
 }
 
 TEST_CASE("the DualPipe schedule needs an even pipeline and whole gradients") {
-  CHECK(error_of({"parallel.schedule=dualpipe"}) ==
-        "s.json: /parallel/pp: the DualPipe schedule needs an even pp >= 2, got 1");
+  CHECK(error_of({"parallel.schedule=dualpipe", "parallel.pp=3"}) ==
+        "--set: parallel.pp: the DualPipe schedule needs an even pp >= 2, got 3");
   CHECK(error_of({"parallel.schedule=dualpipe", "parallel.pp=2", "parallel.dp=4", "data_parallel.kind=fsdp"}) ==
-        "s.json: /data_parallel/kind: ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp "
+        "--set: data_parallel.kind: ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp "
         "or zero1)");
+}
+
+// With one stage there is no pipeline to schedule: GPipe would hold every micro-batch's
+// activations at once and zero bubble split the backward, with nothing to gain.
+TEST_CASE("a schedule other than 1F1B is refused without a pipeline") {
+  for (const char* schedule : {"gpipe", "interleaved", "zb-h1", "zb-h2", "dualpipe"}) {
+    INFO(schedule);
+    CHECK(error_of({std::string("parallel.schedule=") + schedule}) ==
+          "--set: parallel.schedule: \"" + std::string(schedule) +
+              "\" needs parallel.pp > 1 (with one stage there is no pipeline to schedule; leave it \"1f1b\")");
+  }
+  CHECK(error_of({"parallel.schedule=1f1b"}) == "no error");
+  CHECK(error_of({"parallel.schedule=gpipe", "parallel.pp=2", "parallel.dp=4"}) == "no error");
 }
 
 TEST_CASE("the zero-bubble schedules are refused with FSDP and HSDP") {
   for (const char* schedule : {"zb-h1", "zb-h2"}) {
-    CHECK(error_of({std::string("parallel.schedule=") + schedule, "data_parallel.kind=fsdp"}) ==
-          "s.json: /data_parallel/kind: FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, "
+    CHECK(error_of({std::string("parallel.schedule=") + schedule, "parallel.pp=2", "parallel.dp=4",
+                    "data_parallel.kind=fsdp"}) ==
+          "--set: data_parallel.kind: FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, "
           "zero1 or zero2)");
   }
 }
@@ -196,7 +238,7 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
         "--set: model.moe.load_balancing: unknown value 'global_aux_loss' (expected one of none, aux_loss, "
         "seq_aux_loss)");
   CHECK(error_of({"model=mixtral-8x7b", "model.moe.imbalance=1.5"}) ==
-        "s.json: /model/moe/imbalance: is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got "
+        "--set: model.moe.imbalance: is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got "
         "1.5");
   CHECK(error_of({"model=mixtral-8x7b"}) ==
         "s.json: /parallel/sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
@@ -204,11 +246,43 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
   CHECK(error_of({"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8",
                   "model.moe.imbalance=1.5"}) == "no error");
   CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=8", "data_parallel.kind=fsdp"}) ==
-        "s.json: /data_parallel/kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 "
+        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 "
         "or zero2)");
   CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.dp=4", "parallel.ep=8"}) ==
-        "s.json: /parallel/ep: ep (8) must divide tp·cp·dp (4): expert groups are folded out of the ranks of one "
+        "--set: parallel.ep: ep (8) must divide tp·cp·dp (4): expert groups are folded out of the ranks of one "
         "pipeline stage");
+}
+
+// The flex dispatcher is Megatron-Core's: it sends fewer bytes out of an NVLink domain and,
+// under Megatron-Core, does without the all-to-all dispatcher's sort and probability
+// all-to-all. Where it would change nothing it is refused: at ep 1, under frameworks without
+// Megatron-Core's options, and under the unspecified framework inside one NVLink domain.
+TEST_CASE("the flex dispatcher is refused where it would change nothing or is not the framework's") {
+  // Mixtral at EP 8 on the base's 64 H100: the EP group is one node.
+  const std::vector<std::string> ep8 = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=8",
+                                        "model.moe.dispatcher=flex"};
+  const auto with = [](std::vector<std::string> sets, const std::string& more) {
+    sets.push_back(more);
+    return sets;
+  };
+  CHECK(error_of({"model=mixtral-8x7b", "parallel.sequence_parallel=true", "model.moe.dispatcher=flex"}) ==
+        "--set: model.moe.dispatcher: \"flex\" needs parallel.ep > 1 (without expert parallelism there is no EP "
+        "all-to-all to dispatch)");
+  for (const char* framework : {"megatron", "nemo"})
+    CHECK(error_of(with(ep8, std::string("training.framework=") + framework)) == "no error");
+  for (const char* framework : {"pytorch", "torchtitan", "deepspeed"})
+    CHECK(error_of(with(ep8, std::string("training.framework=") + framework)) ==
+          "--set: training.framework: model.moe.dispatcher \"flex\" is Megatron-Core's token dispatcher (megatron "
+          "or nemo), not " +
+              std::string(framework) + "'s");
+  CHECK(error_of(ep8) ==
+        "--set: model.moe.dispatcher: \"flex\" changes nothing here: it sends fewer bytes only where the EP group "
+        "spans NVLink domains (ep·etp = 8 GPUs, in one domain of 8), and the all-to-all dispatcher's sort by local "
+        "expert and all-to-all of the probabilities, which flex does without, are Megatron-Core's, simulated under "
+        "training.framework megatron or nemo");
+  // EP 16 (Mixtral made of 16 experts) over two nodes: fewer bytes between them.
+  CHECK(error_of({"model=mixtral-8x7b", "model.moe.experts=16", "parallel.sequence_parallel=true", "parallel.ep=16",
+                  "model.moe.dispatcher=flex"}) == "no error");
 }
 
 // An EP rank receives the copies of the EP group's tokens routed to its experts. A token's
@@ -217,14 +291,14 @@ TEST_CASE("mixture-of-experts keys are refused where they would do nothing or ca
 TEST_CASE("expert tensor parallelism is refused where it cannot split the experts or fold into the stage") {
   CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=4", "parallel.etp=2"}) == "no error");
   CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=8", "parallel.etp=2"}) ==
-        "s.json: /parallel/etp: ep·etp (8·2) must divide tp·cp·dp (8): expert groups are folded out of the ranks of "
+        "--set: parallel.etp: ep·etp (8·2) must divide tp·cp·dp (8): expert groups are folded out of the ranks of "
         "one pipeline stage");
   CHECK(error_of({"model=mixtral-8x7b", "parallel.tp=1", "parallel.ep=1", "parallel.etp=8",
                   "model.moe.expert_ffn_hidden=1004"}) ==
-        "s.json: /parallel/etp: etp (8) does not divide model.moe.expert_ffn_hidden (1004): each expert's fc1 and fc2 "
+        "--set: parallel.etp: etp (8) does not divide model.moe.expert_ffn_hidden (1004): each expert's fc1 and fc2 "
         "are split over etp ranks");
   CHECK(error_of({"parallel.etp=2"}) ==
-        "s.json: /parallel/etp: expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
+        "--set: parallel.etp: expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
 }
 
 TEST_CASE("an imbalance beyond what top-k routing can send to one EP rank is refused at the bound") {
@@ -236,14 +310,14 @@ TEST_CASE("an imbalance beyond what top-k routing can send to one EP rank is ref
   // Mixtral at EP 8: one expert per rank, at most one of each token's two copies: 8·1/2 = 4.
   CHECK(error_of(with(mixtral, "model.moe.imbalance=4")) == "no error");
   CHECK(error_of(with(mixtral, "model.moe.imbalance=4.01")) ==
-        "s.json: /model/moe/imbalance: must be at most 4 with 8 experts, top_k 2 and parallel.ep 8, got 4.01: an EP "
+        "--set: model.moe.imbalance: must be at most 4 with 8 experts, top_k 2 and parallel.ep 8, got 4.01: an EP "
         "rank holds 1 expert(s) and a token's 2 routed copies go to distinct experts, so at most 1 of them lands on "
         "one rank, ep·1/top_k = 4 times the mean");
   // EP 2: four experts per rank take both copies of a token at most: 2·2/2 = 2.
   const std::vector<std::string> ep2 = {"model=mixtral-8x7b", "parallel.sequence_parallel=true", "parallel.ep=2"};
   CHECK(error_of(with(ep2, "model.moe.imbalance=2")) == "no error");
   CHECK(error_of(with(ep2, "model.moe.imbalance=2.5"))
-            .find("/model/moe/imbalance: must be at most 2 with 8 experts, "
+            .find("--set: model.moe.imbalance: must be at most 2 with 8 experts, "
                   "top_k 2 and parallel.ep 2, got 2.5") != std::string::npos);
   // Top-1 routing at EP 8: a rank may receive every token, 8 times the mean.
   const std::vector<std::string> top1 = with(mixtral, "model.moe.top_k=1");

@@ -137,7 +137,7 @@ TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain,
   const std::string tp16 = R"({ "tp": 16, "dp": 4, "sequence_parallel": true })";
   const std::vector<std::string> overlap{"tensor_parallel.comm_overlap=true"};
   CHECK(error_in(scenario(kModel, kCluster, tp16), overlap) ==
-        "scenario.json: /tensor_parallel/comm_overlap: needs the TP group inside one NVLink domain (tp 16 > 8 GPUs "
+        "--set: tensor_parallel.comm_overlap: needs the TP group inside one NVLink domain (tp 16 > 8 GPUs "
         "per domain): the overlap copies over NVLink");
   CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) ==
         "no error");
@@ -147,21 +147,21 @@ TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain,
 // Transformer Engine refuses both recipes on Hopper and Ampere, and so does a scenario.
 TEST_CASE("block-scaled precisions are refused on GPUs without block-scaled tensor cores") {
   CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.precision=nvfp4"}) ==
-        "scenario.json: /training/precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); "
+        "--set: training.precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); "
         "h100-sxm5-80gb is Hopper");
   CHECK(error_in(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=mxfp8"}) ==
-        "scenario.json: /training/precision: mxfp8 needs a Blackwell GPU (block-scaled tensor cores); "
+        "--set: training.precision: mxfp8 needs a Blackwell GPU (block-scaled tensor cores); "
         "a100-sxm4-80gb is Ampere");
   CHECK(error_in(scenario(kModel, R"("dgx-b200")", kParallel), {"training.precision=mxfp8"}) == "no error");
   CHECK(error_in(scenario(kModel, R"("dgx-b200")", kParallel),
                  {"training.precision=nvfp4", "cluster.gpu.flops.fp4=\"0 TFLOPS\""}) ==
-        "scenario.json: /training/precision: nvfp4 needs cluster.gpu.flops.fp4 > 0 (b200 has none)");
+        "--set: training.precision: nvfp4 needs cluster.gpu.flops.fp4 > 0 (b200 has none)");
 }
 
 // Current scaling is a recipe of per-tensor FP8; under another precision it would do nothing.
 TEST_CASE("fp8 current scaling is refused with a precision other than fp8") {
   CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.fp8_scaling=current"}) ==
-        "scenario.json: /training/fp8_scaling: current scaling is a recipe of training.precision fp8, not of bf16");
+        "--set: training.fp8_scaling: current scaling is a recipe of training.precision fp8, not of bf16");
   CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.precision=fp8", "training.fp8_scaling=current"}) ==
         "no error");
 }
@@ -177,7 +177,7 @@ TEST_CASE("pipeline, batch and precision rules name the key at fault") {
   CHECK(error_in(scenario(kModel, kCluster, kParallel), {"training.micro_batch=3"}) ==
         "scenario.json: /training/global_batch: 128 is not divisible by micro_batch·dp (3·8)");
   CHECK(error_in(scenario(kModel, R"("dgx-a100-80g-hdr")", kParallel), {"training.precision=fp8"}) ==
-        "scenario.json: /training/precision: fp8 needs cluster.gpu.flops.fp8 > 0 (a100-sxm4-80gb has none)");
+        "--set: training.precision: fp8 needs cluster.gpu.flops.fp8 > 0 (a100-sxm4-80gb has none)");
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "ep": 2 })")) ==
         "scenario.json: /parallel/ep: expert parallelism needs an MoE model (model.moe.experts > 0)");
   CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "inter_node": { "oversubscription": 0.5 } })",
@@ -207,11 +207,10 @@ TEST_CASE("bad --set overrides name --set and the key") {
 TEST_CASE("optimizer-state and main-gradient precisions other than fp32 and bf16 are refused") {
   const auto base = scenario(kModel, kCluster, kParallel);
   CHECK(error_in(base, {"training.optimizer_state=fp8"}) ==
-        "scenario.json: /training/optimizer_state: must be fp32 or bf16, got fp8");
-  CHECK(error_in(base, {"training.main_grad=fp16"}) ==
-        "scenario.json: /training/main_grad: must be fp32 or bf16, got fp16");
+        "--set: training.optimizer_state: must be fp32 or bf16, got fp8");
+  CHECK(error_in(base, {"training.main_grad=fp16"}) == "--set: training.main_grad: must be fp32 or bf16, got fp16");
   CHECK(error_in(base, {"training.precision=fp32", "training.main_grad=bf16"}) ==
-        "scenario.json: /training/main_grad: bf16 main gradients need mixed precision (training.precision is fp32)");
+        "--set: training.main_grad: bf16 main gradients need mixed precision (training.precision is fp32)");
   CHECK(error_in(base, {"training.optimizer_state=bf16", "training.main_grad=bf16"}) == "no error");
 }
 
@@ -220,7 +219,7 @@ TEST_CASE("optimizer-state and main-gradient precisions other than fp32 and bf16
 TEST_CASE("a data-parallel key of another kind than the scenario's is refused away from its default") {
   const std::string text = scenario(kModel, kCluster, kParallel);
   CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.fsdp_version=2"}) ==
-        "scenario.json: /data_parallel/fsdp_version: is FSDP's (data_parallel.kind fsdp or hsdp): under kind zero1 "
+        "--set: data_parallel.fsdp_version: is FSDP's (data_parallel.kind fsdp or hsdp): under kind zero1 "
         "there are no FSDP units for it to act on (leave it at its default)");
   for (const char* set : {"data_parallel.reshard_after_forward=false", "data_parallel.forward_prefetch=true",
                           "data_parallel.backward_prefetch=post", "data_parallel.max_inflight_all_gathers=4"}) {
@@ -232,7 +231,7 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
     CHECK(error_in(text, {"data_parallel.kind=hsdp", set}) == "no error");
   }
   CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.shard_group=8"}) ==
-        "scenario.json: /data_parallel/shard_group: is HSDP's (data_parallel.kind hsdp): kind fsdp has no shard "
+        "--set: data_parallel.shard_group: is HSDP's (data_parallel.kind hsdp): kind fsdp has no shard "
         "groups (leave it at 0)");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.shard_group=8"}) == "no error");
   // Bucket sizes in MiB are DDP's: ZeRO sizes its buckets in parameters, FSDP has none.
@@ -244,7 +243,7 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
                     "ddp): FSDP's kind fsdp") != std::string::npos);
     CHECK(
         error_in(text, {"data_parallel.kind=zero2", set}) ==
-        "scenario.json: /data_parallel/" + key +
+        "--set: data_parallel." + key +
             ": sizes DDP's gradient buckets (data_parallel.kind ddp): the distributed optimizer of kind zero2 sizes "
             "its buckets in parameters, max(4e7, 1e6·dp) as Megatron-Core does unless data_parallel.bucket_parameters "
             "says otherwise (leave this key at its default)");
@@ -253,7 +252,7 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
   // And Megatron-Core's bucket size in parameters is its own: the distributed optimizer's, and
   // its DDP's under the frameworks that run Megatron-Core, where the MiB sizes are refused.
   CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.bucket_parameters=50000000"}) ==
-        "scenario.json: /data_parallel/bucket_parameters: sizes Megatron-Core's gradient buckets (data_parallel.kind "
+        "--set: data_parallel.bucket_parameters: sizes Megatron-Core's gradient buckets (data_parallel.kind "
         "zero1 or zero2, or ddp under training.framework megatron or nemo): kind ddp under training.framework "
         "unspecified is PyTorch's DDP, which sizes its buckets with bucket_cap_mb and first_bucket_mb (leave it at 0)");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.bucket_parameters=50000000"})
@@ -263,24 +262,26 @@ TEST_CASE("a data-parallel key of another kind than the scenario's is refused aw
     INFO(framework);
     CHECK(error_in(text, {framework, "data_parallel.kind=ddp", "data_parallel.bucket_parameters=50000000"}) ==
           "no error");
-    CHECK(error_in(text, {framework, "data_parallel.kind=ddp", "data_parallel.first_bucket_mb=4"})
-              .find("/data_parallel/first_bucket_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
-                    "") != std::string::npos);
+    CHECK(
+        error_in(text, {framework, "data_parallel.kind=ddp", "data_parallel.first_bucket_mb=4"})
+            .find(
+                "--set: data_parallel.first_bucket_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
+                "") != std::string::npos);
   }
   CHECK(error_in(text, {"training.framework=megatron", "data_parallel.kind=ddp", "data_parallel.bucket_cap_mb=4"}) ==
-        "scenario.json: /data_parallel/bucket_cap_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
+        "--set: data_parallel.bucket_cap_mb: sizes PyTorch DDP's gradient buckets: under training.framework "
         "megatron the DDP is Megatron-Core's, which sizes its buckets in parameters, max(4e7, 1e6·dp) unless "
         "data_parallel.bucket_parameters says otherwise (leave this key at its default)");
   CHECK(error_in(text, {"training.framework=pytorch", "data_parallel.kind=ddp", "data_parallel.bucket_cap_mb=4"}) ==
         "no error");
   CHECK(error_in(text, {"data_parallel.kind=zero2", "data_parallel.bucket_parameters=-1"}) ==
-        "scenario.json: /data_parallel/bucket_parameters: must be between 0 and 1000000000000, got -1");
+        "--set: data_parallel.bucket_parameters: must be between 0 and 1000000000000, got -1");
   CHECK(error_in(text, {"data_parallel.kind=hsdp", "data_parallel.overlap_grad_reduce=false"})
             .find("overlaps gradient buckets (data_parallel.kind ddp, zero1, zero2): FSDP's kind hsdp") !=
         std::string::npos);
   CHECK(error_in(text, {"data_parallel.kind=zero2", "data_parallel.overlap_grad_reduce=false"}) == "no error");
   CHECK(error_in(text, {"data_parallel.kind=ddp", "data_parallel.overlap_param_gather=true"}) ==
-        "scenario.json: /data_parallel/overlap_param_gather: true needs data_parallel.kind zero1 or zero2: only the "
+        "--set: data_parallel.overlap_param_gather: true needs data_parallel.kind zero1 or zero2: only the "
         "distributed optimizer gathers parameters after the step, and kind ddp does not");
   CHECK(error_in(text, {"data_parallel.kind=zero1", "data_parallel.overlap_param_gather=true"}) == "no error");
   // At their defaults they are accepted under every kind.
@@ -315,7 +316,8 @@ TEST_CASE("the EP all-to-all overlap with activation offload is refused") {
     (void)io::load_scenario(text, {"model.moe.a2a_overlap=true", "training.activation_offload_layers=24"});
     FAIL("accepted");
   } catch (const stepsim::InputError& e) {
-    CHECK(e.where() == "/training/activation_offload_layers");
+    CHECK(e.file() == "--set");
+    CHECK(e.where() == "training.activation_offload_layers");
     CHECK(e.message() ==
           "24 with model.moe.a2a_overlap is not simulated: Megatron-Core's EP overlap runs the layers outside the "
           "transformer block whose CPU offload context offloads them");
@@ -332,7 +334,7 @@ TEST_CASE("under DeepSpeed overlap_param_gather is refused") {
     INFO(kind);
     CHECK(error_in(text, {"training.framework=deepspeed", std::string("data_parallel.kind=") + kind,
                           "data_parallel.overlap_param_gather=true"}) ==
-          "scenario.json: /data_parallel/overlap_param_gather: true under training.framework deepspeed: DeepSpeed's "
+          "--set: data_parallel.overlap_param_gather: true under training.framework deepspeed: DeepSpeed's "
           "ZeRO all-gathers the updated parameters after its optimizer step, before the next forward (overlapping "
           "the gather with the forward is Megatron-Core's --overlap-param-gather); use false");
     CHECK_NOTHROW(io::load_scenario_text(text, "scenario.json",
@@ -353,7 +355,7 @@ TEST_CASE(
     INFO(kind);
     auto sets = deepspeed;
     sets.push_back(std::string("data_parallel.kind=") + kind);
-    CHECK(error_in(text, sets) == "scenario.json: /data_parallel/kind: " + std::string(kind) +
+    CHECK(error_in(text, sets) == "--set: data_parallel.kind: " + std::string(kind) +
                                       " under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline "
                                       "engine runs ZeRO stage 0 or 1 only (ZeRO-2 and ZeRO-3 are incompatible with "
                                       "it); use ddp or zero1");
@@ -373,7 +375,7 @@ TEST_CASE(
     const std::string name = std::string(key).substr(0, std::string(key).find('='));
     CHECK(error_in(text,
                    {"training.framework=deepspeed", "data_parallel.kind=zero1", std::string("data_parallel.") + key}) ==
-          "scenario.json: /data_parallel/" + name +
+          "--set: data_parallel." + name +
               ": set under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline engine all-reduces "
               "each stage's gradients after the schedule in buffers of its own (5e8 elements), so no bucket size "
               "applies; leave it unset");
@@ -381,10 +383,12 @@ TEST_CASE(
   // Its schedule is its own 1F1B.
   for (const char* schedule : {"gpipe", "interleaved", "zb-h1", "dualpipe"}) {
     INFO(schedule);
-    CHECK(error_in(text, {"training.framework=deepspeed", std::string("parallel.schedule=") + schedule,
-                          "parallel.virtual_stages=" + std::string(schedule == std::string("interleaved") ? "2" : "1")})
-              .find("/parallel/schedule: under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline "
-                    "engine runs its own 1F1B schedule (TrainSchedule) and no other; use 1f1b") != std::string::npos);
+    CHECK(
+        error_in(text, {"training.framework=deepspeed", std::string("parallel.schedule=") + schedule,
+                        "parallel.virtual_stages=" + std::string(schedule == std::string("interleaved") ? "2" : "1")})
+            .find(
+                "--set: parallel.schedule: under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline "
+                "engine runs its own 1F1B schedule (TrainSchedule) and no other; use 1f1b") != std::string::npos);
   }
   // Without a pipeline DeepSpeed's engine reduces as the kind says, and the other frameworks'
   // pipelines overlap by default.

@@ -93,10 +93,19 @@ TEST_CASE("overrides from --set apply after the file, and a preset name replaces
   CHECK(s.collectives.protocol == Protocol::ll128);
 }
 
-TEST_CASE("sequence parallelism without tensor parallelism is switched off as Megatron does") {
-  const Scenario s =
-      io::load_scenario_text(kBase, "s.json", {"parallel.tp=1", "parallel.dp=64", "parallel.sequence_parallel=true"});
-  CHECK_FALSE(s.parallel.sequence_parallel);
+// Megatron switches sequence parallelism off by itself at tp 1, where it would do nothing:
+// asked for there, it is refused as TP communication overlap is.
+TEST_CASE("sequence parallelism without tensor parallelism is refused") {
+  CHECK_THROWS_WITH(
+      io::load_scenario_text(kBase, "s.json", {"parallel.tp=1", "parallel.dp=64", "parallel.sequence_parallel=true"}),
+      "--set: parallel.sequence_parallel: needs parallel.tp > 1 (there is no TP group to split the sequence over)");
+  const std::string in_file = R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr",
+    "parallel": { "tp": 1, "dp": 8, "sequence_parallel": true }, "training": { "global_batch": 64 } })";
+  CHECK_THROWS_WITH(
+      io::load_scenario_text(in_file, "s.json"),
+      "s.json: /parallel/sequence_parallel: needs parallel.tp > 1 (there is no TP group to split the sequence over)");
+  CHECK_NOTHROW(io::load_scenario_text(in_file, "s.json", {"parallel.sequence_parallel=false"}));
+  CHECK(io::load_scenario_text(in_file, "s.json", {"parallel.tp=2", "parallel.dp=4"}).parallel.sequence_parallel);
 }
 
 TEST_CASE("uneven pipeline stages are accepted when they sum to the layers") {

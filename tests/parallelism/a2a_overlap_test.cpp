@@ -196,25 +196,26 @@ std::string error_of(const std::vector<std::string>& sets) {
 TEST_CASE("the all-to-all overlap is refused where Megatron-Core refuses it") {
   CHECK(error_of({}) == "no error");
   CHECK(error_of({"parallel.ep=1"}) ==
-        "s.json: /model/moe/a2a_overlap: needs expert parallelism (model.moe.experts > 0 and parallel.ep > 1, got ep "
+        "--set: model.moe.a2a_overlap: needs expert parallelism (model.moe.experts > 0 and parallel.ep > 1, got ep "
         "1): there is no EP all-to-all to overlap");
   CHECK(error_of({"parallel.pp=2", "parallel.dp=4", "parallel.ep=4"}) ==
         "s.json: /parallel/schedule: model.moe.a2a_overlap with pp 2 needs \"schedule\": \"interleaved\" "
         "(Megatron-Core requires virtual pipeline stages)");
   CHECK(error_of({"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", "parallel.schedule=interleaved",
                   "parallel.virtual_stages=2"}) == "no error");
-  CHECK(error_of({"parallel.schedule=gpipe"}) ==
-        "s.json: /parallel/schedule: model.moe.a2a_overlap without a pipeline runs Megatron-Core's combined 1F1B: "
-        "\"schedule\" must be \"1f1b\"");
+  CHECK(error_of({"parallel.schedule=gpipe", "parallel.pp=2", "parallel.dp=4", "parallel.ep=4"}) ==
+        "--set: parallel.schedule: model.moe.a2a_overlap with pp 2 needs \"schedule\": \"interleaved\" "
+        "(Megatron-Core requires virtual pipeline stages)");
   CHECK(error_of({"training.recompute=full"}) ==
-        "s.json: /training/recompute: \"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full "
+        "--set: training.recompute: \"full\" recompute with model.moe.a2a_overlap: Megatron-Core refuses full "
         "recomputation with the EP all-to-all overlap");
   CHECK(error_of({"training.precision=fp32"}) ==
-        "s.json: /training/precision: fp32 with model.moe.a2a_overlap: Megatron-Core runs the overlap only with a "
+        "--set: training.precision: fp32 with model.moe.a2a_overlap: Megatron-Core runs the overlap only with a "
         "bf16 or fp16 model");
-  CHECK(error_of({"model.mtp_layers=2", "parallel.tp=1", "parallel.dp=16", "parallel.ep=8"}) ==
-        "s.json: /model/mtp_layers: 2 with model.moe.a2a_overlap: Megatron-Core overlaps at most one "
+  CHECK(error_of({"model.mtp_layers=2", "parallel.tp=1", "parallel.sequence_parallel=false", "parallel.dp=16",
+                  "parallel.ep=8"}) ==
+        "--set: model.mtp_layers: 2 with model.moe.a2a_overlap: Megatron-Core overlaps at most one "
         "multi-token-prediction layer");
   CHECK(error_of({"training.framework=torchtitan"}) ==
-        "s.json: /training/framework: model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not torchtitan's");
+        "--set: training.framework: model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not torchtitan's");
 }

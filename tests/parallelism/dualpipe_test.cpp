@@ -201,10 +201,10 @@ TEST_CASE("DualPipe refuses an odd pipeline and too few micro-batches") {
     return std::string("no error");
   };
   CHECK(error_of({"parallel.schedule=dualpipe", "parallel.pp=7", "parallel.stage_layers=[9,9,9,9,9,8,8]"}) ==
-        "configs/examples/deepseek-v3-ep64-512xh100.json: /parallel/pp: the DualPipe schedule needs an even pp >= 2, "
+        "--set: parallel.pp: the DualPipe schedule needs an even pp >= 2, "
         "got 7");
   CHECK(error_of({"parallel.schedule=dualpipe", "training.global_batch=512"}) ==
-        "configs/examples/deepseek-v3-ep64-512xh100.json: /training/global_batch: the DualPipe schedule needs an even "
+        "--set: training.global_batch: the DualPipe schedule needs an even "
         "number of "
         "micro-batches per replica, at least 2·pp (16), got 8");
 }

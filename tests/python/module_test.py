@@ -139,6 +139,16 @@ def bad_scenario():
         raise AssertionError("an unknown key was accepted")
     for call, where in [
         (lambda: stepsim.simulate(sets={"parallel.tp": "eight"}), ("--set", "parallel.tp")),
+        # A value of sets that fails validation is the set's too, written as its key.
+        (lambda: stepsim.simulate(sets={"model.layers": 1000000}), ("--set", "model.layers")),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+                                   "training": {"global_batch": 64, "micro_batch": 1}},
+                                  sets={"simulation.ranks": "all",
+                                        "simulation.variation.gpu_speed": [{"rank": 64, "factor": 0.8}]}),
+         ("--set", "simulation.variation.gpu_speed[0].rank")),
+        (lambda: stepsim.simulate({"model": {"preset": "llama3-8b", "layers": 1000000}, "cluster": "dgx-h100-ndr",
+                                   "parallel": {"tp": 8, "dp": 8}, "training": {"global_batch": 64}},
+                                  sets={"parallel.tp": 8}), ("<dict>", "/model/layers")),
         (lambda: stepsim.simulate("no-such-file.json"), ("no-such-file.json", "")),
         (lambda: stepsim.sweep(vary={"parallel.tpp": [1, 2]}), ("--vary", "parallel.tpp")),
         (lambda: stepsim.sweep(vary={"parallel.tp": []}), ("stepsim.sweep", "vary")),

@@ -134,6 +134,25 @@ TEST_CASE("a virtual-stage count given with --set stays fixed in the search") {
   CHECK(std::ranges::find(result.fixed, "parallel.virtual_stages") != result.fixed.end());
 }
 
+// A schedule the user fixes other than 1F1B needs a pipeline: the search tries no single
+// stage, where it would be refused.
+TEST_CASE("a schedule given with --set keeps the search to layouts with stages") {
+  for (const char* schedule : {"gpipe", "zb-h1"}) {
+    INFO(schedule);
+    BestResult result;
+    const auto layouts =
+        enumerate_layouts(spec_of({"model=gpt-1.3b", std::string("parallel.schedule=") + schedule}, 8), {}, result);
+    REQUIRE_FALSE(layouts.empty());
+    CHECK(values(layouts, "parallel.pp").count("1") == 0);
+    CHECK(values(layouts, "parallel.schedule") == std::set<std::string>{"-"});
+  }
+  // The search's own schedule at one stage is 1F1B.
+  BestResult result;
+  const auto layouts = enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, result);
+  for (const auto& c : layouts)
+    if (value_of(c, "parallel.pp", "-") == "1") CHECK(value_of(c, "parallel.schedule", "-") == "1f1b");
+}
+
 // Identical results are one row: two configurations that differ only in a knob that changes
 // nothing (a bucket size ZeRO-1 does not use the same way, say) are listed in one row.
 TEST_CASE("the ranking shows each result once and lists the configurations that give it") {
@@ -271,14 +290,18 @@ TEST_CASE("the search starts from the scenario's layout made valid, unless the u
   for (const auto& c : layouts)
     if (value_of(c, "parallel.tp", "1") != "1") CHECK(value_of(c, "parallel.sequence_parallel", "-") == "true");
   const SweepSpec heads = spec_of({"model=gpt-1.3b", "model.heads=12", "model.kv_heads=12", "model.head_dim=128"}, 8);
-  CHECK(base_sets(heads).back() == "parallel.tp=1");
+  // TP 1, where sequence parallelism is refused: off with it (the user did not fix it).
+  const auto heads_base = base_sets(heads);
+  REQUIRE(heads_base.size() >= 2);
+  CHECK(heads_base[heads_base.size() - 2] == "parallel.tp=1");
+  CHECK(heads_base.back() == "parallel.sequence_parallel=false");
   BestResult heads_result;
   CHECK(values(enumerate_layouts(heads, {}, heads_result), "parallel.tp") == std::set<std::string>{"1", "2", "4"});
   // Sequence parallelism fixed off: the search starts at TP 1; TP 8 fixed too: refused.
   CHECK(base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false"}, 64)).back() == "parallel.tp=1");
   CHECK_THROWS_WITH(
       base_sets(spec_of({"model=mixtral-8x7b", "parallel.sequence_parallel=false", "parallel.tp=8"}, 64)),
-      "<default>: /parallel/sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
+      "--set: parallel.sequence_parallel: mixture-of-experts layers with tp > 1 need sequence parallelism "
       "(Megatron requires it)");
 }
 

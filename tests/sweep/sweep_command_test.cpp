@@ -118,6 +118,27 @@ TEST_CASE("a varied value that is not its key's type is an invalid point naming 
   CHECK(run.out.find(",25,ok,,") != std::string::npos);
 }
 
+// A varied value that fails validation is the --vary's too, named by the key as --set's
+// errors name it, and a parallel.dp that --gpus derives is --gpus's.
+TEST_CASE("a varied value that does not validate is an invalid point naming --vary and the key") {
+  const Scratch dir("sweep");
+  const Run run = dir.run(
+      "sweep --set simulation.ranks=all --vary 'simulation.variation.gpu_speed=[{\"rank\":70,\"factor\":0.5}],"
+      "[{\"rank\":3,\"factor\":0.5}]' --vary model.layers=32,100000");
+  REQUIRE(run.status == 0);
+  INFO(run.out);
+  CHECK(run.out.find(",32,invalid,\"--vary: simulation.variation.gpu_speed[0].rank: must be a rank from 0 to 63 (the "
+                     "job has 64 GPUs), got 70\",") != std::string::npos);
+  CHECK(run.out.find(",100000,invalid,\"--vary: model.layers: must be between 1 and 2048, got 100000\",") !=
+        std::string::npos);
+  CHECK(run.out.find(",32,ok,,") != std::string::npos);
+  const Run gpus = dir.run("sweep --vary parallel.tp=1,8 --gpus 2000000");
+  REQUIRE(gpus.status == 0);
+  INFO(gpus.out);
+  CHECK(gpus.out.find(",1,2000000,invalid,\"--gpus: parallel.dp: must be between 1 and 1048576, got 2000000\",") !=
+        std::string::npos);
+}
+
 TEST_CASE("merging files whose columns differ is refused") {
   const Scratch dir("sweep");
   REQUIRE(dir.run("sweep --vary parallel.tp=4,8 -o " + (dir.work() / "a.csv").string()).status == 0);
@@ -177,6 +198,11 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
   CHECK(dir.run("sweep --best 2").err ==
         "stepsim: error: --best: 2: the search needs the GPU count whose layouts it tries: give --gpus N (1 or "
         "more)\n");
-  CHECK(dir.run("sweep --best 2 --gpus 0").err == dir.run("sweep --best 2").err);
+  // Given, --gpus is a count of 1 or more: 0 would derive no parallel.dp, and is refused as -8 is.
+  CHECK(dir.run("sweep --best 2 --gpus 0").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
   CHECK(dir.run("sweep --best 2 --gpus -8").err == "stepsim: error: --gpus: -8: expected a GPU count of 1 or more\n");
+  const Run rows = dir.run("sweep --vary parallel.tp=1,2 --gpus 0");
+  CHECK(rows.status == 2);
+  CHECK(rows.out.empty());
+  CHECK(rows.err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
 }

@@ -1,0 +1,64 @@
+// Who gave the value a validation error is about: a --set assignment (the key, or anything
+// below it) is named as --set with the dotted key, as --set's type errors are; a value the
+// scenario file holds is named by the file and the JSON pointer.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+// GPT 1.3B on 16 H100 (2 nodes), TP 2 × DP 8, every rank simulated.
+const std::string kAttributed = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
+  "parallel": { "tp": 2, "dp": 8 }, "training": { "global_batch": 64, "micro_batch": 2 },
+  "simulation": { "ranks": "all" } })";
+
+std::string attributed_error(const std::vector<std::string>& sets, const std::string& text = kAttributed) {
+  try {
+    io::load_scenario_text(text, "s.json", sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a value --set gives that fails validation is named by --set and its dotted key") {
+  CHECK(attributed_error({"model.layers=1000000"}) == "--set: model.layers: must be between 1 and 2048, got 1000000");
+  // Below the assigned key: a list's entry is written as --set's type errors write it.
+  CHECK(attributed_error(
+            {R"(simulation.variation.gpu_speed=[{"rank": 1, "factor": 0.9}, {"rank": 16, "factor": 0.8}])"}) ==
+        "--set: simulation.variation.gpu_speed[1].rank: must be a rank from 0 to 15 (the job has 16 GPUs), got 16");
+  // A whole section set by name: its keys are the assignment's, those of the preset too.
+  CHECK(attributed_error({"model=llama3-8b", "model.kv_heads=5"}) ==
+        "--set: model.kv_heads: kv_heads (5) does not divide heads (32)");
+  CHECK(attributed_error({"model=deepseek-v3", "model.layers=3"}) ==
+        "--set: model.moe.first_dense_layers: leaves no MoE layer among the 3 layers, got 3 (a dense model has "
+        "model.moe.experts 0)");
+  // A rule between keys names the one it is about: here the file's.
+  CHECK(attributed_error({"model.heads=1", "model.kv_heads=1"}) ==
+        "s.json: /parallel/tp: model.heads (1) is not divisible by tp (2)");
+}
+
+TEST_CASE("a value the file holds is still named by the file beside --set assignments") {
+  const std::string bad = R"({ "model": { "preset": "gpt-1.3b", "layers": 1000000 }, "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 2, "dp": 8 }, "training": { "global_batch": 64, "micro_batch": 2 } })";
+  CHECK(attributed_error({"model.heads=32"}, bad) == "s.json: /model/layers: must be between 1 and 2048, got 1000000");
+  // A key whose name begins like an assigned one is not below it.
+  CHECK(attributed_error({"training.micro_batch=2", "training.global_batch=12"}) ==
+        "--set: training.global_batch: 12 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
+        "least one micro-batch");
+  try {
+    io::load_scenario_text(kAttributed, "s.json", {"data_parallel.shard_group=8"});
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(e.file() == "--set");
+    CHECK(e.where() == "data_parallel.shard_group");
+  }
+}
