@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "io/reader.hpp"
-#include "io/scenario_loader.hpp"
+#include "load_error.hpp"
 #include "stepsim/error.hpp"
 
 using namespace stepsim;
@@ -17,12 +17,7 @@ constexpr const char* kTp8Base = R"({ "model": "llama3-8b", "cluster": "dgx-h100
   "training": { "global_batch": 128, "micro_batch": 2 } })";
 
 std::string error_of(const std::vector<std::string>& sets, const std::string& text = kTp8Base) {
-  try {
-    io::load_scenario_text(text, "s.json", sets);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::load_error(text, sets);
 }
 
 }  // namespace

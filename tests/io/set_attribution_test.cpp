@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/scenario_loader.hpp"
+#include "load_error.hpp"
 #include "stepsim/error.hpp"
 
 using namespace stepsim;
@@ -19,12 +19,7 @@ const std::string kAttributed = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-n
   "simulation": { "ranks": "all" } })";
 
 std::string attributed_error(const std::vector<std::string>& sets, const std::string& text = kAttributed) {
-  try {
-    io::load_scenario_text(text, "s.json", sets);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::load_error(text, sets);
 }
 
 }  // namespace
