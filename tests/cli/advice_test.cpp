@@ -574,7 +574,7 @@ TEST_CASE("A change that helps but does not fit is tried again with what makes i
 // half the step with CUDA graphs of the router and the dispatcher's preprocessing only: the
 // advice tries the attention block in the graphs too, and it shortens the step. A dense model
 // with part of its layers graphed is offered the whole layers (the empty scope).
-TEST_CASE("With CUDA graphs of part of each layer the advice tries a wider scope") {
+TEST_CASE("With CUDA graphs of part of each layer the advice tries a wider scope", "[slow]") {
   const auto r =
       advised(std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb2602-b200-qwen3-30b-mxfp8-mbs1.json",
               {}, true)

@@ -212,7 +212,7 @@ TEST_CASE("Megatron-Core's dropless dispatcher reads the tokens per expert on th
   CHECK(r.report.host.gpu_wait_s >= 8 * 17e-6);
 }
 
-TEST_CASE("More CPU time per launch never shortens a step whose compute does not slow beside communication") {
+TEST_CASE("More CPU time per launch never shortens a step whose compute does not slow beside communication", "[slow]") {
   // DeepSeek-V3 BF16 on 256 GB200 (a Megatron-Bridge run): a kernel cannot start before the
   // CPU has issued it, so a slower launch can only delay what follows. With the GPU's fitted
   // comm_slowdown the step is not monotone (16.4161 s at 8 us, 16.4089 s at 10 us): a later

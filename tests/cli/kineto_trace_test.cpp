@@ -47,7 +47,8 @@ void trace_round_trip(const Scratch& scratch, const std::string& job, bool expos
 
 }  // namespace
 
-TEST_CASE("A simulated step read back from its Kineto trace gives the same exposed communication and overlap") {
+TEST_CASE("A simulated step read back from its Kineto trace gives the same exposed communication and overlap",
+          "[slow]") {
   Scratch scratch("kineto-round-trip");
   for (const char* scenario : {"default", "gpt3-175b-selene", "fsdp-llama3-70b",
                                "ddp-1.3b-64xa100 --set data_parallel.gradient_as_bucket_view=true"}) {

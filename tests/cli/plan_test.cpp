@@ -96,7 +96,7 @@ TEST_CASE("plan prints a table per cluster and the Pareto table, with progress o
 // refuses; plan searches the layout, so Mixtral plans from it, with its EP degree. A ZeRO-1
 // layout states its bucket size in parameters as Megatron-Core sizes it (the search tries its
 // default max(4e7, 1e6·dp), a quarter and four times it), where PyTorch's DDP states MiB.
-TEST_CASE("plan searches a mixture of experts from the default scenario and states each kind's bucket size") {
+TEST_CASE("plan searches a mixture of experts from the default scenario and states each kind's bucket size", "[slow]") {
   const Scratch dir("plan-moe");
   const Run run = dir.run(
       "plan --model mixtral-8x7b --tokens 1T --gpus 64 --cluster dgx-h100-ndr@3 --max-layouts 8 --set "
@@ -147,7 +147,7 @@ TEST_CASE("plan searches a mixture of experts from the default scenario and stat
   }
 }
 
-TEST_CASE("plan finds a layout on every cluster preset") {
+TEST_CASE("plan finds a layout on every cluster preset", "[slow]") {
   const Scratch dir("plan-presets");
   const auto rows = plan_rows(dir,
                               "--model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-a100-80g-hdr,dgx-h100-ndr,"
@@ -225,7 +225,7 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
 
 // A cluster without a price has no cost to compare: the front is the priced clusters', and
 // without any price the fastest alone.
-TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one") {
+TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one", "[slow]") {
   const Scratch dir("plan-pareto-price");
   const boost::json::array priced = small_plan(dir, "--cluster dgx-h100-ndr --cluster dgx-a100-80g-hdr@1.8");
   REQUIRE(priced.size() == 2);

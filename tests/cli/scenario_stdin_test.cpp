@@ -55,7 +55,7 @@ std::string without_search_time(const std::string& csv) {
 
 }  // namespace
 
-TEST_CASE("a scenario on standard input or through a pipe gives what the same file gives, in every command") {
+TEST_CASE("a scenario on standard input or through a pipe gives what the same file gives, in every command", "[slow]") {
   const Scratch dir("stdin-scenario");
   dir.write("s.json", kScenario);
   const std::string bin = STEPSIM_BINARY;

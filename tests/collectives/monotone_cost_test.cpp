@@ -106,7 +106,7 @@ ClusterSpec with_links(ClusterSpec c, double nvlink_gbps, double nic_gbits) {
 
 }  // namespace
 
-TEST_CASE("more NVLink or NIC bandwidth never makes a collective slower") {
+TEST_CASE("more NVLink or NIC bandwidth never makes a collective slower", "[slow]") {
   const std::vector<Bytes> probe{Bytes(1024),    Bytes::kib(64),  Bytes::mib(1), Bytes::mib(4), Bytes::mib(16),
                                  Bytes::mib(64), Bytes::mib(256), Bytes::gib(1), Bytes::gib(4)};
   int rises = 0;

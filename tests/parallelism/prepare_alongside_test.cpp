@@ -53,7 +53,8 @@ void check_same(const stepsim::Timeline& alongside, const stepsim::Timeline& in_
 
 }  // namespace
 
-TEST_CASE("preparing the op states alongside the loop gives the timeline that preparing them in setup gives") {
+TEST_CASE("preparing the op states alongside the loop gives the timeline that preparing them in setup gives",
+          "[slow]") {
   const std::vector<std::string> all{"simulation.ranks=\"all\"", "simulation.variation.jitter.distribution=\"normal\"",
                                      "simulation.variation.jitter.sigma=0.05", "simulation.variation.jitter.seed=3"};
   const std::vector<std::vector<std::string>> jobs{

@@ -55,7 +55,7 @@ void check_same(const Program& replayed, const Program& written) {
 
 }  // namespace
 
-TEST_CASE("replaying a stage's first rank builds the program that writing every rank's step builds") {
+TEST_CASE("replaying a stage's first rank builds the program that writing every rank's step builds", "[slow]") {
   const std::vector<std::string> all{"simulation.ranks=\"all\""};
   struct Job {
     const char* example;

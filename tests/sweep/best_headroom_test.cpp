@@ -28,7 +28,7 @@ SweepSpec gpt_1_3b_on_8(const std::string& headroom) {
 
 }  // namespace
 
-TEST_CASE("the best-configuration search drops a layout that fits only without the memory headroom") {
+TEST_CASE("the best-configuration search drops a layout that fits only without the memory headroom", "[slow]") {
   const BestResult without = search_best(gpt_1_3b_on_8("0 GiB"), 2, false);
   REQUIRE_FALSE(without.ranked.empty());
   const auto largest = std::max_element(without.ranked.begin(), without.ranked.end(), [](const auto& a, const auto& b) {

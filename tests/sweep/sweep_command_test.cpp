@@ -179,7 +179,8 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
   CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --best K)\n");
 }
 
-TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first") {
+TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first",
+          "[slow]") {
   const Scratch dir("sweep");
   const Run run = dir.run(
       "sweep --set model=gpt-1.3b --set data_parallel.kind=ddp --set training.recompute=none "
