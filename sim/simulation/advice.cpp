@@ -196,17 +196,28 @@ Candidate with_tp(const Scenario& s, int tp, Candidate c) {
 void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   if (p.tp <= 1) return;
+  const bool overlapped = s.tensor_parallel.comm_overlap;
   // Transformer Engine overlaps sequence parallelism's AllGather and ReduceScatter: the
   // overlap needs it, so the candidate switches both on.
-  if (p.sequence_parallel)
+  if (!overlapped && p.sequence_parallel)
     out.push_back({{set("tensor_parallel.comm_overlap", "true")}, "TP communication overlap"});
-  else
+  else if (!overlapped)
     out.push_back({{set("parallel.sequence_parallel", "true"), set("tensor_parallel.comm_overlap", "true")},
                    "TP communication overlap (with the sequence parallelism it needs)"});
-  // Megatron requires sequence parallelism with MoE layers and tp > 1.
-  if (!p.sequence_parallel || s.model.moe.experts == 0)
-    out.push_back({{set("parallel.sequence_parallel", p.sequence_parallel ? "false" : "true")},
+  // Megatron requires sequence parallelism with MoE layers and tp > 1; switching it off
+  // switches off the overlap that needs it.
+  if (!p.sequence_parallel)
+    out.push_back({{set("parallel.sequence_parallel", "true")},
                    "sequence parallelism: AllGather/ReduceScatter instead of AllReduce"});
+  else if (s.model.moe.experts == 0) {
+    Candidate c{{set("parallel.sequence_parallel", "false")},
+                "no sequence parallelism: AllReduce instead of AllGather/ReduceScatter"};
+    if (overlapped) {
+      c.sets.push_back(set("tensor_parallel.comm_overlap", "false"));
+      c.why = "no sequence parallelism nor the TP overlap that needs it: AllReduce instead of AllGather/ReduceScatter";
+    }
+    out.push_back(c);
+  }
   for (int f : {2, 4})
     if (p.tp % f == 0)
       out.push_back(with_tp(s, p.tp / f,

@@ -389,6 +389,21 @@ TEST_CASE("The advice to leave no TP group switches sequence parallelism and TP 
       has(changes, "parallel.tp=1 parallel.pp=2 parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
 }
 
+// With the TP overlap on, the advice proposes no change that leaves the scenario as it is,
+// and its advice to leave sequence parallelism off takes the overlap that needs it with it.
+TEST_CASE("With TP overlap on the advice neither proposes it again nor drops the sequence parallelism it needs") {
+  const auto r = advised("gpt3-175b-selene", {"tensor_parallel.comm_overlap=true"}, true).report;
+  const auto changes = changes_of(r);
+  for (const auto& a : r.advice) {
+    INFO(a.change << ": " << a.status);
+    CHECK(a.change.find("tensor_parallel.comm_overlap=true") == std::string::npos);
+    CHECK(a.status.find("needs \"sequence_parallel\": true") == std::string::npos);
+  }
+  CHECK(has(changes, "parallel.sequence_parallel=false tensor_parallel.comm_overlap=false"));
+  // Without the overlap, sequence parallelism alone goes off.
+  CHECK(has(changes_of(advised("gpt3-175b-selene", {}, true).report), "parallel.sequence_parallel=false"));
+}
+
 // One stage has no pipeline to schedule: the advice to go from two stages to one takes the
 // schedule back to 1F1B, and is simulated.
 TEST_CASE("The advice to leave one stage takes the schedule back to 1F1B") {
