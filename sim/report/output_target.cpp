@@ -139,7 +139,13 @@ OutputTarget resolve_output(const std::string& flag, const std::string& path) {
       continue;
     }
     if (S_ISDIR(st.st_mode)) throw InputError(path, flag, "is a folder, not a file");
-    if (S_ISREG(st.st_mode)) return file_target(folder, name, &st);
+    if (S_ISREG(st.st_mode)) {
+      // The new content replaces the file through a rename, which needs only the folder's
+      // permission: a file the user may not write is refused as the shell's > refuses it.
+      if (::faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) != 0 && (errno == EACCES || errno == EROFS))
+        throw InputError(path, flag, fmt::format("cannot write the file: {}", std::strerror(errno)));
+      return file_target(folder, name, &st);
+    }
     return through_target(path);
   }
   fail_errno(path, flag, ELOOP);

@@ -338,5 +338,31 @@ TEST_CASE("a run killed with SIGKILL while writing leaves no temporary file") {
   CHECK(dir.entries() == std::vector<std::string>{"trace.fifo"});
 }
 
+// A regular output is replaced through a rename, which the folder's permission allows: a file
+// its user may not write is refused all the same, as the shell's > refuses it. Root writes any
+// file, so under root the runs take an unprivileged user that owns the folder and the file.
+TEST_CASE("a file its user may not write is refused as an output and kept") {
+  const Scratch dir("write-protected");
+  dir.write("ro.json", "keep\n");
+  std::string as_user;
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(dir.work().c_str(), 65534, 65534) == 0);
+    REQUIRE(::chown(dir.file("ro.json").c_str(), 65534, 65534) == 0);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  fs::permissions(dir.file("ro.json"), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  for (const std::string& flags :
+       {std::string(kSimulate) + " --json ro.json", std::string(kSimulate) + " --trace ro.json",
+        std::string("collective allreduce --json ro.json")}) {
+    INFO(flags);
+    const Run r = dir.shell(as_user + STEPSIM_BINARY + " " + flags);
+    const std::string flag = flags.substr(flags.rfind(" --") + 1, flags.rfind(' ') - flags.rfind(" --") - 1);
+    CHECK(refusal(r, "ro.json: " + flag + ": cannot write the file: Permission denied").empty());
+    CHECK(slurp(dir.file("ro.json")) == "keep\n");
+  }
+  // The folder's own files stay writable: a new name is written.
+  CHECK(dir.shell(as_user + STEPSIM_BINARY + " collective allreduce --json new.json").status == 0);
+}
+
 }  // namespace
 }  // namespace stepsim::testing
