@@ -2,8 +2,11 @@
 // members are matched by their group and its call count; the member that waited least
 // arrived last, and the longest wait of the others is charged to it.
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
@@ -132,15 +135,33 @@ RankTally::~RankTally() = default;
 void RankTally::add(const RankTimeline& rank) {
   State& s = *state_;
   RankFigures f{rank.rank, 0, 0};
-  PerKind waits{};
+  // Each kind's waits as spans of the step, whose union the rank waited (FSDP's AllGather and
+  // ReduceScatter wait on streams of their own at once). A pipeline transfer is left out: it
+  // is posted ahead and sits at its rendezvous while the stage computes, and what the stage
+  // waits for its neighbour is the bubble.
+  std::array<std::vector<std::pair<Time, Time>>, kCommKinds> spans;
   s.meetings.start_rank();
   for (const Interval& iv : rank.intervals) {
     if (iv.activity == Activity::bubble || iv.start >= s.window.end || iv.end <= s.window.start) continue;
     f.step_s = std::max(f.step_s, seconds(min(iv.end, s.window.end) - s.window.start));
     if (iv.activity == Activity::compute) f.compute_s += seconds(iv.end - iv.start);
     if (iv.activity != Activity::comm) continue;
-    waits[static_cast<std::size_t>(iv.kind)] += seconds(iv.waited);
+    const Time from = max(iv.start - iv.waited, s.window.start);
+    if (iv.kind != CommKind::pp && from < iv.start)
+      spans[static_cast<std::size_t>(iv.kind)].emplace_back(from, iv.start);
     s.meetings.meet(iv, rank.rank);
+  }
+  PerKind waits{};
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    std::sort(spans[k].begin(), spans[k].end());
+    Time covered = s.window.start;  // the end of the union so far
+    Time total;
+    for (const auto& [from, to] : spans[k]) {
+      if (to <= covered) continue;
+      total += to - max(from, covered);
+      covered = to;
+    }
+    waits[k] = seconds(total);
   }
   for (std::size_t k = 0; k < kCommKinds; ++k) {
     s.out.rendezvous_wait_s[k] += waits[k] / s.ranks;

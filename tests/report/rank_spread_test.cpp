@@ -49,6 +49,22 @@ TEST_CASE("rendezvous waits are per kind, the mean over ranks and the largest") 
   CHECK(wait_of(r.rendezvous_wait_s, CommKind::pp) == 0);
 }
 
+// FSDP's AllGather waiting 40..100 us and its ReduceScatter waiting 30..120 us on a stream of
+// its own overlap: the rank waited 90 us (30 to 120), not their 150 us sum. A stage's posted
+// pipeline transfers sit at their rendezvous while it computes: they are left out.
+TEST_CASE("waits that overlap in time count once, and pipeline transfers not at all") {
+  Timeline t;
+  t.ranks.push_back(rank_of(
+      {compute_us(0, 30), waited(comm_us(100, 110, CommKind::dp), 60), waited(comm_us(120, 130, CommKind::dp), 90),
+       waited(comm_us(130, 135, CommKind::pp), 100), compute_us(130, 140)},
+      0));
+  t.steps.push_back({"step", Time::zero(), Time::from_us(140)});
+  const RanksReport r = report::ranks_report(t, t.steps.front());
+  CHECK(wait_of(r.rendezvous_wait_s, CommKind::dp) == Approx(90e-6));
+  CHECK(wait_of(r.rendezvous_wait_max_s, CommKind::dp) == Approx(90e-6));
+  CHECK(wait_of(r.rendezvous_wait_s, CommKind::pp) == 0);
+}
+
 TEST_CASE("step and compute time spread over the ranks with the ranks at the extremes") {
   const RanksReport r = report::ranks_report(three_ranks(), {"step", Time::zero(), Time::from_us(160)});
   CHECK(r.step_time_s.min == Approx(150e-6));
