@@ -399,7 +399,9 @@ constexpr KeyDoc kDocs[] = {
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "
      "waits the expected time for its slowest member instead (the expected maximum of that distribution's drift)",
      ""},
-    {"simulation.variation.jitter.sigma", "fraction", "relative standard deviation of a kernel's duration (0.05: 5 %)",
+    {"simulation.variation.jitter.sigma", "fraction",
+     "relative standard deviation of a kernel's duration (0.05: 5 %), at most 0.3 for a normal, 0.577 for a uniform, 1 "
+     "for a lognormal",
      ""},
     {"simulation.variation.jitter.seed", "",
      "seed of the draws (the same seed gives the same step); used by `simulation.ranks` `all`", ""},

@@ -169,11 +169,21 @@ void check_lists(const VariationSpec& v, const Scenario& s, const VariationCheck
   }
 }
 
-// A uniform draw of standard deviation sigma spans 1 ± √3·sigma, which must stay positive.
+// A uniform draw of standard deviation sigma spans 1 ± √3·sigma, which must stay positive. A
+// normal draw has no bound: the engine keeps a kernel at 0.05 of its time or more, which
+// lifts the mean above 1 as sigma grows (E[max(0.05, 1 + sigma·z)] − 1 = sigma·(φ(c) + c·Φ(c)),
+// c = −0.95/sigma: 6e-5 at sigma 0.3, 0.55 % at 0.5, 8 % at 1), so a normal stops at 0.3 and a
+// wider jitter is the lognormal's, which is positive and of mean 1 at any sigma.
 void check_jitter(const JitterSpec& j, RankMode mode, const VariationChecker& c) {
-  const double most = j.distribution == JitterKind::uniform ? 1.0 / std::sqrt(3.0) : 1.0;
+  const double most = j.distribution == JitterKind::uniform  ? 1.0 / std::sqrt(3.0)
+                      : j.distribution == JitterKind::normal ? 0.3
+                                                             : 1.0;
   c.require(std::isfinite(j.sigma) && j.sigma >= 0 && j.sigma <= most, "/jitter/sigma",
-            "must be a relative standard deviation from 0 to {:.3g}, got {}", most, j.sigma);
+            "must be a relative standard deviation from 0 to {:.3g}{}, got {}", most,
+            j.distribution == JitterKind::normal ? " (a wider normal would draw kernels of no time or less: "
+                                                   "use the lognormal for a wider jitter)"
+                                                 : "",
+            j.sigma);
   if (j.distribution == JitterKind::none) {
     c.require(j.sigma == 0, "/jitter/sigma", "needs a jitter distribution (normal, lognormal or uniform)");
     c.require(j.seed == JitterSpec{}.seed, "/jitter/seed",

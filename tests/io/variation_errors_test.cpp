@@ -210,6 +210,12 @@ TEST_CASE("jitter needs a distribution and a sigma it can draw from") {
   CHECK(error_with({"simulation.variation.jitter.distribution=uniform", "simulation.variation.jitter.sigma=0.6"}) ==
         "--set: simulation.variation.jitter.sigma: must be a relative standard deviation from 0 to 0.577, "
         "got 0.6");
+  // A normal of sigma 1 draws 16 % of kernels at no time or less; clipped, its mean is 1.08.
+  CHECK(error_with({"simulation.variation.jitter.distribution=normal", "simulation.variation.jitter.sigma=0.31"}) ==
+        "--set: simulation.variation.jitter.sigma: must be a relative standard deviation from 0 to 0.3 (a wider "
+        "normal would draw kernels of no time or less: use the lognormal for a wider jitter), got 0.31");
+  CHECK(error_with({"simulation.variation.jitter.distribution=lognormal", "simulation.variation.jitter.sigma=1"}) ==
+        "no error");
   CHECK(error_with({"simulation.variation.jitter.distribution=gaussian"}) ==
         "--set: simulation.variation.jitter.distribution: unknown value 'gaussian' (expected one of none, normal, "
         "lognormal, uniform)");
