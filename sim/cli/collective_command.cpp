@@ -23,7 +23,9 @@ constexpr const char* kCollectiveUsage =
     "OP: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv.\n"
     "S is nccl-tests' size: the per-rank buffer for AllReduce, the whole buffer for\n"
     "AllGather, ReduceScatter and AllToAll. busbw = algbw x bus factor (2(n-1)/n for\n"
-    "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise).\n"
+    "AllReduce, (n-1)/n for AllGather/ReduceScatter/AllToAll, 1 otherwise). Sizes run as\n"
+    "nccl-tests runs them: rounded down to whole floats, for AllGather, ReduceScatter and\n"
+    "AllToAll to a per-rank count that is a multiple of 4 (the count column is one rank's).\n"
     "The N ranks fill whole nodes (N at most a node or a multiple of it) unless\n"
     "--ranks-per-node K places K on each of N/K nodes:\n"
     "a data-parallel or FSDP communicator beside TP 8 has one rank per node.\n"
@@ -48,13 +50,19 @@ void print_table(const CollectivePrediction& p, std::ostream& out) {
                                                 p.shape.nodes, p.cluster.domain_gpus(), p.shape.ranks_per_node);
   out << fmt::format("# stepsim collective {} on {} GPUs of {} ({} node(s){})\n", to_string(p.op), p.gpus,
                      p.cluster.name, p.cluster.nodes, domains);
+  if (p.rounded > 0 || p.dropped > 0)
+    out << fmt::format("# as nccl-tests runs them: {} size(s) rounded down to whole float elements{}{}\n", p.rounded,
+                       p.op == CollOp::allgather || p.op == CollOp::reducescatter || p.op == CollOp::alltoall
+                           ? fmt::format(" (a multiple of 4 per rank of {})", p.gpus)
+                           : "",
+                       p.dropped > 0 ? fmt::format(", {} holding none left out", p.dropped) : "");
   out << fmt::format("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8}  {}\n", "size(B)", "count", "type", "time(us)", "algbw",
                      "busbw", "algorithm/protocol");
   for (const CollectiveRow& r : p.rows) {
     const double t = r.choice.time().us();
     const double algbw = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
-    out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.size.count() / 4,
-                       "float", t, algbw, busbw_gbps(r, p.op, p.gpus), collectives::to_string(r.choice.algorithm),
+    out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {}/{}\n", r.size.count(), r.count, "float",
+                       t, algbw, busbw_gbps(r, p.op, p.gpus), collectives::to_string(r.choice.algorithm),
                        collectives::to_string(r.choice.protocol));
     if (r.model) {
       out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {})", "", "",
@@ -78,9 +86,11 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("op", po::value(&o.op)->value_name("OP"),
                                                  "collective (case-insensitive)")(
-      "size", po::value(&o.size)->value_name("S"), "one size, e.g. 256MiB (default 256MiB)")(
-      "sweep", po::value(&o.sweep)->value_name("MIN:MAX"), "sizes from MIN to MAX, e.g. 8B:4GiB")(
-      "factor", po::value(&o.factor)->value_name("F"), "size step of --sweep (default 2)")(
+      "size", po::value<std::string>()->value_name("S")->notifier([&o](const std::string& s) { o.size = s; }),
+      "one size, e.g. 256MiB (default 256MiB)")(
+      "sweep", po::value<std::string>()->value_name("MIN:MAX")->notifier([&o](const std::string& s) { o.sweep = s; }),
+      "sizes from MIN to MAX, e.g. 8B:4GiB")("factor", po::value(&o.factor)->value_name("F"),
+                                             "size step of --sweep (default 2)")(
       "gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")(
       "ranks-per-node", po::value<int>()->value_name("K")->notifier([&o](int k) { o.ranks_per_node = k; }),
       "communicator ranks on each node, spanning N/K nodes (default: fill whole nodes)")(

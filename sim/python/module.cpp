@@ -172,7 +172,7 @@ void define_collective(py::module_& m) {
   const CollectiveQuery d;
   m.def(
       "collective_json",
-      [](std::string op, std::string size, std::string sweep, double factor, int gpus,
+      [](std::string op, std::optional<std::string> size, std::optional<std::string> sweep, double factor, int gpus,
          std::optional<int> ranks_per_node, std::string cluster, std::string algorithm, std::string protocol,
          std::vector<std::string> calibration) {
         return collective_json({std::move(op), std::move(size), std::move(sweep), factor, gpus, ranks_per_node,

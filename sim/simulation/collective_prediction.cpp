@@ -54,29 +54,29 @@ void check_size(Bytes size, const char* flag) {
 }
 
 std::vector<Bytes> sizes(const CollectiveQuery& q) {
-  if (!q.size.empty() && !q.sweep.empty())
-    throw InputError("<command line>", "--sweep", "give either --size or --sweep, not both");
-  if (q.sweep.empty()) {
-    const Bytes size = io::parse_bytes(q.size.empty() ? "256MiB" : q.size, "<command line>", "--size");
+  if (q.size && q.sweep) throw InputError("<command line>", "--sweep", "give either --size or --sweep, not both");
+  if (!q.sweep) {
+    const Bytes size = io::parse_bytes(q.size.value_or("256MiB"), "<command line>", "--size");
     check_size(size, "--size");
     return {size};
   }
-  const auto colon = q.sweep.find(':');
+  const std::string& sweep = *q.sweep;
+  const auto colon = sweep.find(':');
   if (colon == std::string::npos)
-    throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", q.sweep));
-  const Bytes lo = io::parse_bytes(q.sweep.substr(0, colon), "<command line>", "--sweep");
-  const Bytes hi = io::parse_bytes(q.sweep.substr(colon + 1), "<command line>", "--sweep");
+    throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", sweep));
+  const Bytes lo = io::parse_bytes(sweep.substr(0, colon), "<command line>", "--sweep");
+  const Bytes hi = io::parse_bytes(sweep.substr(colon + 1), "<command line>", "--sweep");
   if (!(q.factor >= 1.001 && q.factor <= 1e6))
     throw InputError("<command line>", "--factor",
                      fmt::format("expected a factor between 1.001 and 1000000, got {}", q.factor));
   if (lo.count() < 1 || hi < lo)
-    throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", q.sweep));
+    throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", sweep));
   check_size(hi, "--sweep");
   const double rows = std::log(hi.as_double() / lo.as_double()) / std::log(q.factor) + 1;
   if (rows > kMaxRows)
     throw InputError("<command line>", "--factor",
                      fmt::format("{} from {} to {} gives {:.0f} sizes; at most {} (raise --factor)", q.factor,
-                                 q.sweep.substr(0, colon), q.sweep.substr(colon + 1), rows, kMaxRows));
+                                 sweep.substr(0, colon), sweep.substr(colon + 1), rows, kMaxRows));
   std::vector<Bytes> out;
   // Whole bytes, each once: a small factor rounds neighbouring sizes to the same byte count.
   for (double s = lo.as_double(); s <= hi.as_double() * (1 + 1e-12); s *= q.factor) {
@@ -84,6 +84,24 @@ std::vector<Bytes> sizes(const CollectiveQuery& q) {
     if (out.empty() || out.back() != size) out.push_back(size);
   }
   return out;
+}
+
+// nccl-tests runs whole elements of its type (float here): count = size / 4, and AllGather,
+// ReduceScatter and AllToAll split it into per-rank pieces rounded down to 16 bytes
+// (AllGatherGetCollByteCount and its siblings: (count / nranks) & ~(16 / eltsize − 1)). It
+// prints the bytes it ran and the count of one rank's piece.
+struct TestShape {
+  Bytes size;
+  std::int64_t count = 0;
+};
+
+TestShape nccl_tests_shape(CollOp op, Bytes requested, int ranks) {
+  constexpr std::int64_t kElement = 4;
+  const std::int64_t count = requested.count() / kElement;
+  if (op != CollOp::allgather && op != CollOp::reducescatter && op != CollOp::alltoall)
+    return {Bytes(count * kElement), count};
+  const std::int64_t piece = count / ranks / 4 * 4;
+  return {Bytes(piece * ranks * kElement), piece};
 }
 
 void check_gpus(const CollectiveQuery& q) {
@@ -206,7 +224,29 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
   const CollectivesSpec forced = forced_choice(q);
   const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster, forced);
   out.shape = communicator_shape(out.cluster, q.gpus, q.ranks_per_node);
-  for (Bytes s : sizes(q)) {
+  const std::vector<Bytes> asked = sizes(q);
+  std::vector<TestShape> shapes;
+  for (Bytes s : asked) {
+    const TestShape t = nccl_tests_shape(out.op, s, q.gpus);
+    if (t.size.count() == 0) {
+      ++out.dropped;
+      continue;
+    }
+    out.rounded += t.size != s ? 1 : 0;
+    if (shapes.empty() || shapes.back().size != t.size) shapes.push_back(t);
+  }
+  if (shapes.empty()) {
+    const bool pieces = out.op == CollOp::allgather || out.op == CollOp::reducescatter || out.op == CollOp::alltoall;
+    const std::int64_t least = pieces ? 16LL * q.gpus : 4;
+    throw InputError("<command line>", q.sweep ? "--sweep" : "--size",
+                     fmt::format("{} holds no whole {}: nccl-tests would run 0 bytes; expected at least {} bytes",
+                                 q.sweep ? "every size of " + *q.sweep : std::to_string(asked.front().count()) + " B",
+                                 pieces ? fmt::format("16-byte piece per rank of {} ranks", q.gpus)
+                                        : std::string("4-byte float element"),
+                                 least));
+  }
+  for (const TestShape& shape : shapes) {
+    const Bytes s = shape.size;
     const collectives::Request request{out.op, s, out.shape};
     auto all = candidates_for_command_line(out.cluster, forced, request);
     // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
@@ -214,6 +254,7 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
     for (collectives::Choice& c : all) c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c);
     CollectiveRow row;
     row.size = s;
+    row.count = shape.count;
     row.choice = all.front();
     if (q.candidates) row.all = all;
     out.rows.push_back(std::move(row));
@@ -231,6 +272,7 @@ boost::json::value collective_json(const CollectivePrediction& p) {
     o["cluster"] = p.cluster.name;
     o["gpus"] = p.gpus;
     o["size_bytes"] = r.size.count();
+    o["count"] = r.count;
     o["time_us"] = t;
     o["algbw_gbps"] = t > 0 ? r.size.as_double() / t * 1e-3 : 0.0;
     o["busbw_gbps"] = busbw_gbps(r, p.op, p.gpus);

@@ -18,8 +18,8 @@ namespace stepsim {
 // What to predict, as the command line spells it (errors name its flags).
 struct CollectiveQuery {
   std::string op;                     // allreduce, allgather, ... (case-insensitive)
-  std::string size;                   // one size ("256MiB" when size and sweep are empty)
-  std::string sweep;                  // MIN:MAX, sizes a factor apart
+  std::optional<std::string> size;    // one size ("256MiB" when neither size nor sweep is given)
+  std::optional<std::string> sweep;   // MIN:MAX, sizes a factor apart
   double factor = 2;                  // the size step of sweep
   int gpus = 8;                       // ranks of the communicator
   std::optional<int> ranks_per_node;  // ranks on each node; none: fill whole nodes
@@ -31,7 +31,8 @@ struct CollectiveQuery {
 };
 
 struct CollectiveRow {
-  Bytes size;
+  Bytes size;              // as nccl-tests runs and prints it (see CollectivePrediction::rounded)
+  std::int64_t count = 0;  // nccl-tests' count column: float elements per rank (per peer for AllToAll)
   collectives::Choice choice;
   std::vector<collectives::Choice> all;  // with CollectiveQuery::candidates, in the order NCCL ranks them
   // With calibration files: the uncalibrated model, where the time came from, the measurement.
@@ -46,6 +47,10 @@ struct CollectivePrediction {
   int gpus = 0;
   collectives::GroupShape shape;  // over the NVLink domains that hold its ranks
   std::vector<CollectiveRow> rows;
+  // Sizes that nccl-tests rounds down (to whole float elements; for AllGather, ReduceScatter
+  // and AllToAll to per-rank counts a multiple of four), and sizes that round to nothing.
+  int rounded = 0;
+  int dropped = 0;
 };
 
 // K ranks on the first GPUs of each node (all of a node's without K), costed over the NVLink

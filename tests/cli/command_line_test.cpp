@@ -157,7 +157,8 @@ TEST_CASE("stepsim collective --ranks-per-node spreads the communicator over N/K
 }
 
 // A factor of 1.5 from 1 byte: 1, 1.5, 2.25, 3.4, 5.1, 7.6 ... rounded to whole bytes 1, 2, 2,
-// 3, 5, 8: each size is listed once (1, 2, 3, 5, 8, 11, 17, 26, 38, 58 up to 64 B).
+// 3, 5, 8, 11, 17, 26, 38, 58, then, as nccl-tests runs them, down to whole 4-byte floats: 0,
+// 0, 0, 4, 8, 8, 16, 24, 36, 56: six rounded, three of no element left out, each size once.
 TEST_CASE("stepsim collective --sweep lists each whole size once") {
   const Scratch dir("collective-factor");
   const Run run = dir.run("collective allreduce --sweep 1B:64B --factor 1.5 --json -");
@@ -165,7 +166,48 @@ TEST_CASE("stepsim collective --sweep lists each whole size once") {
   std::vector<long long> sizes;
   const boost::json::value rows = boost::json::parse(run.out);
   for (const auto& row : rows.as_array()) sizes.push_back(row.as_object().at("size_bytes").to_number<long long>());
-  CHECK(sizes == std::vector<long long>{1, 2, 3, 5, 8, 11, 17, 26, 38, 58});
+  CHECK(sizes == std::vector<long long>{4, 8, 16, 24, 36, 56});
+  const Run table = dir.run("collective allreduce --sweep 1B:64B --factor 1.5");
+  CHECK(table.out.find("# as nccl-tests runs them: 6 size(s) rounded down to whole float elements, 3 holding none "
+                       "left out\n") != std::string::npos);
+}
+
+// nccl-tests' all_gather_perf at -b 1000: count 250 floats, 250 / 8 ranks = 31, rounded down
+// to a multiple of 4: 28 per rank, 28 x 8 x 4 = 896 bytes, printed as size 896, count 28. Its
+// all_reduce_perf at -b 7 runs one float: size 4, count 1.
+TEST_CASE("stepsim collective runs and prints the sizes and counts nccl-tests runs") {
+  const Scratch dir("collective-nccl-tests-sizes");
+  const auto row = [&](const std::string& args) {
+    const Run r = dir.run("collective " + args + " --json -");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const boost::json::value rows = boost::json::parse(r.out);
+    const auto& o = rows.as_array().at(0).as_object();
+    return std::pair{o.at("size_bytes").to_number<long long>(), o.at("count").to_number<long long>()};
+  };
+  CHECK(row("allgather --gpus 8 --size 1000B") == std::pair{896LL, 28LL});
+  CHECK(row("reducescatter --gpus 8 --size 1GiB") == std::pair{1073741824LL, 33554432LL});
+  CHECK(row("alltoall --gpus 8 --size 1GiB") == std::pair{1073741824LL, 33554432LL});
+  CHECK(row("allreduce --size 7B") == std::pair{4LL, 1LL});
+  CHECK(row("allreduce --size 1GiB") == std::pair{1073741824LL, 268435456LL});
+  // The table's count column is the same.
+  CHECK(dir.run("collective allgather --gpus 8 --size 1GiB").out.find("    1073741824     33554432  float") !=
+        std::string::npos);
+  // Nothing left to run, or an empty value, is refused.
+  CHECK(refusal(dir.run("collective allreduce --size 3B"),
+                "<command line>: --size: 3 B holds no whole 4-byte float element: nccl-tests would run 0 bytes; "
+                "expected at least 4 bytes")
+            .empty());
+  CHECK(refusal(dir.run("collective allgather --gpus 8 --sweep 8B:64B"),
+                "<command line>: --sweep: every size of 8B:64B holds no whole 16-byte piece per rank of 8 ranks: "
+                "nccl-tests would run 0 bytes; expected at least 128 bytes")
+            .empty());
+  CHECK(refusal(dir.run("collective allreduce --size ''"),
+                "<command line>: --size: '' is not a size (expected e.g. \"80 GiB\" or \"25 MB\")")
+            .empty());
+  CHECK(refusal(dir.run("collective allreduce --sweep ''"),
+                "<command line>: --sweep: expected MIN:MAX such as 8B:4GiB, got ''")
+            .empty());
 }
 
 TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide the GPUs or exceeds a node") {
