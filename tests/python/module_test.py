@@ -236,6 +236,9 @@ def collective():
 
 def analyze():
     same(stepsim.analyze(TRACE), json.loads(cli("analyze", TRACE, "--json", "-")))
+    # Standard input twice is the command line's refusal, before either is read.
+    e = raised(lambda: stepsim.analyze(["-", "-"]), stepsim.ScenarioError)
+    assert e.message == cli_error("analyze", "-", "-").split(": ", 2)[2], str(e)
     print("analyze: equal")
 
 

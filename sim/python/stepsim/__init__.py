@@ -373,6 +373,9 @@ def analyze(paths, rank=None, step=None):
     across ranks and the stragglers. step: only ProfilerStep#N (N or the full name).
     """
     paths = _files(paths, "paths", "stepsim.analyze")
+    if paths.count("-") > 1:
+        raise _error("stepsim.analyze", "paths", "'-' (standard input) is given twice, but it can be read only once: "
+                     "give all but one of them as files")
     return json.loads(_core.analyze_json(paths, _rank(rank), _step(step)))
 
 
