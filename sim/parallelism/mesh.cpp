@@ -327,6 +327,34 @@ std::string describe_group(const char* kind, const RankGroup& group, const Clust
                      per_text(s), domain_text(group, cluster), group_string(group));
 }
 
+// Where the groups of a kind (the translates of `group` by `ranges` over the whole job) are
+// costed differently: how many are placed as the slowest, where, and the first of them. In
+// representative mode each stage's simulated rank is costed as its stage's slowest group,
+// the one the step waits for at every synchronisation.
+std::string difference_text(const char* what, const RankGroup& group, std::initializer_list<Range> ranges,
+                            const Scenario& scenario) {
+  const ClusterSpec& cluster = scenario.cluster;
+  const Placements pl = placements(group, ranges, cluster.domain_gpus());
+  if (pl.alike) return "";
+  const RankGroup first = translated(group, pl.slowest);
+  const Spread d = spread_of(first, cluster.domain_gpus());
+  const bool domains = cluster.domain_gpus() != cluster.gpus_per_node;
+  std::string out = fmt::format("; {} are placed differently: {} of {} span {} {}, {} per {}, the first {}", what,
+                                pl.slow, pl.total, d.nodes, domains ? "NVLink domains" : "nodes", per_text(d),
+                                domains ? "domain" : "node", group_string(first));
+  if (scenario.simulation.ranks == RankMode::representative)
+    out += ", which the step waits for: each simulated rank is costed as its stage's slowest";
+  return out;
+}
+
+// A kind whose groups tile every pipeline stage alike, over all stages.
+std::string kind_difference(const char* what, const RankGroup& group, const Scenario& scenario) {
+  const ParallelSpec& p = scenario.parallel;
+  const long long stage = p.gpus() / p.pp;
+  const Translates t = stage_translates(group, stage);
+  return difference_text(what, group, {{1, t.across}, {t.step, t.repeats}, {stage, p.pp}}, scenario);
+}
+
 }  // namespace
 
 std::vector<SimulatedRank> simulated_ranks(const ParallelSpec& p, RankMode mode) {
@@ -339,12 +367,22 @@ std::string placement_description(const Scenario& scenario) {
   constexpr std::pair<Dim, const char*> kDims[] = {{Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
-    out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster);
+    const RankGroup group = group_of(p, 0, dim);
+    out += "; " + describe_group(name, group, scenario.cluster);
+    if (dim != Dim::pp) out += kind_difference(fmt::format("{} groups", name).c_str(), group, scenario);
+  }
+  if (p.pp > 1) {
+    // The sends between neighbouring stages: ranks r and r + stage for every r below the last stage.
+    const long long stage = p.gpus() / p.pp;
+    out += difference_text("pipeline links between neighbouring stages", RankGroup{0, stage, 2},
+                           {{1, stage}, {stage, p.pp - 1}}, scenario);
   }
   if (p.ep > 1) {
-    out += "; " + describe_group("ep", expert_group(p, 0), scenario.cluster);
+    const RankGroup ep = expert_group(p, 0);
+    out += "; " + describe_group("ep", ep, scenario.cluster) + kind_difference("ep groups", ep, scenario);
     const RankGroup edp = expert_data_group(p, 0);
-    out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster)
+    out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster) +
+                              kind_difference("expert-dp groups", edp, scenario)
                         : "; every GPU holds its own experts (no expert-dp group)";
   }
   if (p.cp > 1) {
@@ -352,8 +390,9 @@ std::string placement_description(const Scenario& scenario) {
     ParallelSpec folded = p;
     folded.dp = p.dp * p.cp;
     folded.cp = 1;
-    out +=
-        "; gradients reduced over dp·cp, " + describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster);
+    const RankGroup gradient = group_of(folded, 0, Dim::dp);
+    out += "; gradients reduced over dp·cp, " + describe_group("gradient", gradient, scenario.cluster) +
+           kind_difference("gradient groups", gradient, scenario);
   }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());

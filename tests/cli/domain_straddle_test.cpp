@@ -27,9 +27,17 @@ Modes both(std::vector<std::string> sets) {
   return out;
 }
 
+bool notes_say(const Report& r, const std::string& part) {
+  for (const auto& n : r.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
 void check_agree(const std::vector<std::string>& sets) {
   const Modes m = both(sets);
   INFO(m.representative.notes.front());
+  // The layout does place groups of one kind differently, or there would be nothing to check.
+  CHECK(notes_say(m.representative, "are placed differently"));
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
 }
 
@@ -53,6 +61,9 @@ TEST_CASE("representative mode waits for the TP group that straddles two NVL72 r
                         test::set("training.micro_batch", "1"), test::set("parallel.sequence_parallel", "true")});
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
   CHECK(m.all.step_time_s > 1.5);
+  CHECK(notes_say(m.representative,
+                  "tp groups are placed differently: 1 of 9 span 2 NVLink domains, 8 per domain, "
+                  "the first [64, 65, 66, 67, 68, 69, 70, ..., 79]"));
 }
 
 // Llama 3 70B, TP 16 x FSDP 32 on 512 GB200 GPUs (seven racks and 8 GPUs of an eighth): four
@@ -64,6 +75,10 @@ TEST_CASE("representative mode waits for straddling TP groups and for DP groups 
        test::set("parallel.dp", "32"), test::set("training.micro_batch", "4"), test::set("data_parallel.kind", "fsdp"),
        test::set("tensor_parallel.comm_overlap", "true"), test::set("parallel.sequence_parallel", "true")});
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
+  CHECK(notes_say(m.representative, "tp groups are placed differently: 4 of 32 span 2 NVLink domains"));
+  CHECK(notes_say(m.representative,
+                  "dp groups are placed differently: 8 of 16 span 8 NVLink domains, 1 to 5 per "
+                  "domain, the first [8, 24, 40, 56, 72, 88, 104, ..., 504]"));
 }
 
 // Every group kind where it straddles: on 8-GPU DGX H100 nodes (TP 6 of a 24-head model, CP 3),
@@ -122,11 +137,12 @@ TEST_CASE("representative and all-ranks mode agree where groups of one kind stra
   }
 }
 
-// Where every group of a kind is placed alike the representative rank's own groups are costed:
-// TP 8 tiles a 72-GPU rack, and each DP group holds 9 members
+// Where every group of a kind is placed alike the representative rank's own groups are costed
+// and the notes say nothing more: TP 8 tiles a 72-GPU rack, and each DP group holds 9 members
 // on each of the two racks.
 TEST_CASE("groups placed alike leave representative mode as it was") {
   const Modes m = both(small(144, 4, {kNvl72, test::set("parallel.tp", "8"), test::set("parallel.dp", "18")}));
+  CHECK(!notes_say(m.representative, "placed differently"));
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
 }
 

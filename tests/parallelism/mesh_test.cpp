@@ -204,3 +204,24 @@ TEST_CASE("the slowest pipeline link between two stages is one that crosses rack
   CHECK(sp::slowest_translation(link, sp::Translates{64, 64, 1}, 72) == 8);
   CHECK(sp::slowest_translation(link, sp::Translates{64, 64, 1}, 8) == 0);
 }
+
+TEST_CASE("the placement notes say how many groups of a kind straddle NVLink domains and which") {
+  stepsim::Scenario s;
+  s.parallel = mesh(16, 9);
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nvlink_domain = 72;
+  const std::string note = sp::placement_description(s);
+  CHECK_THAT(note, Catch::Contains("; tp groups are placed differently: 1 of 9 span 2 NVLink domains, 8 per domain, "
+                                   "the first [64, 65, 66, 67, 68, 69, 70, ..., 79], which the step waits for: each "
+                                   "simulated rank is costed as its stage's slowest;"));
+  // The DP groups hold 5 and 4 members on the two racks, or 4 and 5: costed alike, not noted.
+  CHECK_THAT(note, !Catch::Contains("dp groups are placed differently"));
+  // All-ranks mode simulates each group as it is placed: the note says where they are only.
+  s.simulation.ranks = RankMode::all;
+  CHECK_THAT(sp::placement_description(s), Catch::Contains("1 of 9 span 2 NVLink domains, 8 per domain, the first "
+                                                           "[64, 65, 66, 67, 68, 69, 70, ..., 79]; dp group"));
+  // 8-GPU nodes hold whole TP groups of 16 two to a group: nothing to note.
+  s.cluster.nvlink_domain = 0;
+  s.cluster.gpus_per_node = 8;
+  CHECK_THAT(sp::placement_description(s), !Catch::Contains("placed differently"));
+}
