@@ -4,7 +4,9 @@
 #include "parallelism/mesh.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
@@ -173,6 +175,101 @@ collectives::GroupShape shape_of(const std::vector<int>& ranks, int gpus_per_nod
   return even_shape(static_cast<int>(ranks.size()), static_cast<int>(per_node.size()), fewest);
 }
 
+Translates stage_translates(const RankGroup& group, long long stage_ranks) {
+  const long long step = group.stride * group.size;
+  return {group.stride, step, std::max(1LL, stage_ranks / step)};
+}
+
+RankGroup translated(const RankGroup& group, long long by) {
+  return {static_cast<int>(group.first + by), group.stride, group.size};
+}
+
+namespace {
+
+// Translations of a group by Σ step·i over ranges (step, count), i below count, sorted by
+// their residue modulo the domain size: a translation by whole domains leaves the group's
+// spread as it is, so the smallest translation of each residue stands for all of them. The
+// residues of step·i repeat with a period of g / gcd(g, step), so at most that many values
+// of i are looked at, and at most g residues kept: a stage of 2^20 ranks on 72-GPU domains
+// costs a few thousand steps, not a million.
+struct Residue {
+  long long count = 0;  // translations with this residue
+  long long first = 0;  // the smallest of them
+};
+
+using Range = std::pair<long long, long long>;
+
+std::map<long long, Residue> residues(std::initializer_list<Range> ranges, long long g) {
+  std::map<long long, Residue> acc{{0, {1, 0}}};
+  for (const auto& [step, count] : ranges) {
+    if (count <= 1) continue;
+    const long long period = g / std::gcd(g, step % g);
+    const long long distinct = std::min(count, period);
+    std::map<long long, Residue> next;
+    for (const auto& [residue, have] : acc) {
+      for (long long i = 0; i < distinct; ++i) {
+        const long long times = (count - i + period - 1) / period;  // i, i + period, ... below count
+        const long long by = have.first + step * i;
+        const auto [it, inserted] = next.try_emplace((residue + step % g * i) % g, Residue{0, by});
+        it->second.count += have.count * times;
+        it->second.first = std::min(it->second.first, by);
+      }
+    }
+    acc = std::move(next);
+  }
+  return acc;
+}
+
+// Whether groups of one kind costed as `a` are slower than costed as `b`: across NVLink
+// domains rather than inside one; across, with fewer members per domain (a ring's channels
+// leave through the emptiest domain's NICs, fewer of them, and an all-to-all sends more of
+// its bytes out of the domain), or as many over more domains (more hops).
+bool slower(const collectives::GroupShape& a, const collectives::GroupShape& b) {
+  if ((a.nodes > 1) != (b.nodes > 1)) return a.nodes > 1;
+  if (a.ranks_per_node != b.ranks_per_node) return a.ranks_per_node < b.ranks_per_node;
+  return a.nodes > b.nodes;
+}
+
+// How the translates of a group are costed: the smallest translation of the slowest, how
+// many are costed as it, of how many, and whether all are costed alike.
+struct Placements {
+  long long slowest = 0;
+  long long slow = 0;
+  long long total = 0;
+  bool alike = true;
+};
+
+Placements placements(const RankGroup& group, std::initializer_list<Range> ranges, int domain_gpus) {
+  struct Seen {
+    Residue residue;
+    collectives::GroupShape shape;
+  };
+  std::vector<Seen> seen;
+  for (const auto& [residue, r] : residues(ranges, domain_gpus))
+    seen.push_back({r, shape_of(translated(group, r.first), domain_gpus)});
+  Placements out;
+  collectives::GroupShape worst = shape_of(group, domain_gpus);
+  for (const Seen& s : seen) {
+    out.total += s.residue.count;
+    out.alike = out.alike && s.shape == seen.front().shape;
+    if (slower(s.shape, worst) || (s.shape == worst && s.residue.first < out.slowest)) {
+      worst = s.shape;
+      out.slowest = s.residue.first;
+    }
+  }
+  for (const Seen& s : seen) {
+    if (s.shape == worst) out.slow += s.residue.count;
+  }
+  return out;
+}
+
+}  // namespace
+
+long long slowest_translation(const RankGroup& group, const Translates& t, int domain_gpus) {
+  if (group.size <= 1) return 0;
+  return placements(group, {{1, t.across}, {t.step, t.repeats}}, domain_gpus).slowest;
+}
+
 std::string group_string(const RankGroup& group) {
   constexpr int kShown = 8;
   if (group.size <= kShown) return ranks_string(group.ranks());
@@ -230,6 +327,34 @@ std::string describe_group(const char* kind, const RankGroup& group, const Clust
                      per_text(s), domain_text(group, cluster), group_string(group));
 }
 
+// Where the groups of a kind (the translates of `group` by `ranges` over the whole job) are
+// costed differently: how many are placed as the slowest, where, and the first of them. In
+// representative mode each stage's simulated rank is costed as its stage's slowest group,
+// the one the step waits for at every synchronisation.
+std::string difference_text(const char* what, const RankGroup& group, std::initializer_list<Range> ranges,
+                            const Scenario& scenario) {
+  const ClusterSpec& cluster = scenario.cluster;
+  const Placements pl = placements(group, ranges, cluster.domain_gpus());
+  if (pl.alike) return "";
+  const RankGroup first = translated(group, pl.slowest);
+  const Spread d = spread_of(first, cluster.domain_gpus());
+  const bool domains = cluster.domain_gpus() != cluster.gpus_per_node;
+  std::string out = fmt::format("; {} are placed differently: {} of {} span {} {}, {} per {}, the first {}", what,
+                                pl.slow, pl.total, d.nodes, domains ? "NVLink domains" : "nodes", per_text(d),
+                                domains ? "domain" : "node", group_string(first));
+  if (scenario.simulation.ranks == RankMode::representative)
+    out += ", which the step waits for: each simulated rank is costed as its stage's slowest";
+  return out;
+}
+
+// A kind whose groups tile every pipeline stage alike, over all stages.
+std::string kind_difference(const char* what, const RankGroup& group, const Scenario& scenario) {
+  const ParallelSpec& p = scenario.parallel;
+  const long long stage = p.gpus() / p.pp;
+  const Translates t = stage_translates(group, stage);
+  return difference_text(what, group, {{1, t.across}, {t.step, t.repeats}, {stage, p.pp}}, scenario);
+}
+
 }  // namespace
 
 std::vector<SimulatedRank> simulated_ranks(const ParallelSpec& p, RankMode mode) {
@@ -242,12 +367,22 @@ std::string placement_description(const Scenario& scenario) {
   constexpr std::pair<Dim, const char*> kDims[] = {{Dim::tp, "tp"}, {Dim::cp, "cp"}, {Dim::dp, "dp"}, {Dim::pp, "pp"}};
   for (const auto& [dim, name] : kDims) {
     if (dim_size(p, dim) <= 1) continue;
-    out += "; " + describe_group(name, group_of(p, 0, dim), scenario.cluster);
+    const RankGroup group = group_of(p, 0, dim);
+    out += "; " + describe_group(name, group, scenario.cluster);
+    if (dim != Dim::pp) out += kind_difference(fmt::format("{} groups", name).c_str(), group, scenario);
+  }
+  if (p.pp > 1) {
+    // The sends between neighbouring stages: ranks r and r + stage for every r below the last stage.
+    const long long stage = p.gpus() / p.pp;
+    out += difference_text("pipeline links between neighbouring stages", RankGroup{0, stage, 2},
+                           {{1, stage}, {stage, p.pp - 1}}, scenario);
   }
   if (p.ep > 1) {
-    out += "; " + describe_group("ep", expert_group(p, 0), scenario.cluster);
+    const RankGroup ep = expert_group(p, 0);
+    out += "; " + describe_group("ep", ep, scenario.cluster) + kind_difference("ep groups", ep, scenario);
     const RankGroup edp = expert_data_group(p, 0);
-    out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster)
+    out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster) +
+                              kind_difference("expert-dp groups", edp, scenario)
                         : "; every GPU holds its own experts (no expert-dp group)";
   }
   if (p.cp > 1) {
@@ -255,8 +390,9 @@ std::string placement_description(const Scenario& scenario) {
     ParallelSpec folded = p;
     folded.dp = p.dp * p.cp;
     folded.cp = 1;
-    out +=
-        "; gradients reduced over dp·cp, " + describe_group("gradient", group_of(folded, 0, Dim::dp), scenario.cluster);
+    const RankGroup gradient = group_of(folded, 0, Dim::dp);
+    out += "; gradients reduced over dp·cp, " + describe_group("gradient", gradient, scenario.cluster) +
+           kind_difference("gradient groups", gradient, scenario);
   }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());

@@ -53,6 +53,27 @@ std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d);
 // mesh.cpp for uneven ones).
 collectives::GroupShape shape_of(const RankGroup& group, int domain_gpus);
 collectives::GroupShape shape_of(const std::vector<int>& ranks, int domain_gpus);
+
+// The groups of one kind in a pipeline stage of `stage_ranks` ranks: `group` translated by
+// a + step·b for every a below `across` and b below `repeats`. Megatron's placement tiles a
+// stage with each kind's groups (stage_translates: a TP group steps by its size, a DP group
+// one rank at a time up to its stride); a pipeline link between two stages is translated
+// one rank at a time across the stage ({stage_ranks, stage_ranks, 1}).
+struct Translates {
+  long long across = 1;
+  long long step = 1;
+  long long repeats = 1;
+};
+Translates stage_translates(const RankGroup& group, long long stage_ranks);
+RankGroup translated(const RankGroup& group, long long by);
+
+// Groups of one kind are placed differently when a stage's size is no multiple of the NVLink
+// domain (TP groups of 16 on 72-GPU racks: ranks 64 to 79 straddle two racks) or a group's
+// members spread unevenly over domains. The translation of `group` among `t`'s whose group is
+// costed slowest over domains of `domain_gpus` GPUs (see mesh.cpp): 0, the group itself,
+// unless another is strictly slower; the smallest of the slowest otherwise.
+long long slowest_translation(const RankGroup& group, const Translates& t, int domain_gpus);
+
 // "[0, 8, 16, 24]", abbreviated with "..." beyond eight members.
 std::string group_string(const RankGroup& group);
 std::string ranks_string(const std::vector<int>& ranks);

@@ -474,8 +474,9 @@ class Layout {
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const std::int32_t g = group(c, members, index);
-    b.add_communicator(
-        c.kind, {g, stream, shape_of(members, s_.cluster.domain_gpus()), spine_of(g, members), shares_of(g, members)});
+    const RankGroup like = costed(members);
+    b.add_communicator(c.kind,
+                       {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, like), shares_of(g, like)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -485,8 +486,9 @@ class Layout {
       streams.push_back(c.name);
       const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
       const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
-      b.add_communicator(c.kind, {g, stream, shape_of(c.members, s_.cluster.domain_gpus()), spine_of(g, c.members),
-                                  shares_of(g, c.members)});
+      const RankGroup like = costed(c.members);
+      b.add_communicator(c.kind,
+                         {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, like), shares_of(g, like)});
     }
   }
 
@@ -518,8 +520,9 @@ class Layout {
         named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    const Communicator comm{it->second, stream, shape_of(members, s_.cluster.domain_gpus()),
-                            spine_of(it->second, members), shares_of(it->second, members)};
+    const RankGroup like = costed(members);
+    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, like),
+                            shares_of(it->second, like)};
     if (slot == Slot::expert_dp) {
       b.add_expert_dp(comm);
     } else if (slot == Slot::expert_tp) {
@@ -603,8 +606,33 @@ class Layout {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    b.add_pp_link(link, {it->second, stream, shape_of(members, s_.cluster.domain_gpus()), spine_of(it->second, members),
-                         shares_of(it->second, members)});
+    const std::vector<int> like = costed(members);
+    b.add_pp_link(link, {it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, like),
+                         shares_of(it->second, like)});
+  }
+
+  // A simulated rank of representative mode stands for every rank of its stage, whose groups
+  // of one kind need not be placed alike: with TP 16 on 72-GPU racks, ranks 64 to 79 straddle
+  // two racks and run their TP collectives over the NICs while the stage's other TP groups stay
+  // on NVLink. The step waits for the slowest group at every data-parallel and pipeline
+  // synchronisation, so the rank's communicator is costed (shape, spine share, link shares) as
+  // the slowest group of its kind in the stage; where all are costed alike, as its own.
+  RankGroup costed(const RankGroup& members) const {
+    if (s_.simulation.ranks != RankMode::representative) return members;
+    const Translates t = stage_translates(members, s_.parallel.gpus() / s_.parallel.pp);
+    return translated(members, slowest_translation(members, t, s_.cluster.domain_gpus()));
+  }
+
+  // A pipeline link of representative mode joins the first ranks of two stages: costed as the
+  // slowest of the links between the same stages at every place in them.
+  std::vector<int> costed(const std::vector<int>& members) const {
+    if (s_.simulation.ranks != RankMode::representative || members.size() != 2 || members[0] == members[1])
+      return members;
+    const long long stage = s_.parallel.gpus() / s_.parallel.pp;
+    const auto [low, high] = std::minmax(members[0], members[1]);
+    const auto by = static_cast<int>(
+        slowest_translation(RankGroup{low, high - low, 2}, Translates{stage, stage, 1}, s_.cluster.domain_gpus()));
+    return {members[0] + by, members[1] + by};
   }
 
   // Groups partition the ranks, so a group's first member names it.

@@ -1,4 +1,5 @@
 // Rank placement, communicator shapes and the simulated ranks.
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -153,4 +154,74 @@ TEST_CASE("groups are arithmetic, so a DP group of 2^31 - 1 ranks is described w
   CHECK(shape.ranks == 1879048192);
   CHECK(sp::group_string(dp) == "[0, 1, 2, 3, 4, 5, 6, ..., 2147483646]");
   CHECK(sp::group_of(mesh(8, 8), 9, sp::Dim::dp).ranks() == sp::group_ranks(mesh(8, 8), 9, sp::Dim::dp));
+}
+
+// TP 16 x DP 9 on GB200 NVL72 racks (72 GPUs to a domain): the TP groups start at 0, 16, ...,
+// 128, and only ranks 64 to 79 straddle the racks' boundary at 72 (8 on each side), so that
+// group is costed as two domains of 8 while the others stay inside one rack.
+TEST_CASE("the slowest TP group of a stage on NVL72 racks is the one that straddles two racks") {
+  using stepsim::collectives::GroupShape;
+  const sp::RankGroup tp = sp::group_of(mesh(16, 9), 0, sp::Dim::tp);
+  const sp::Translates t = sp::stage_translates(tp, 144);
+  CHECK(t.across == 1);
+  CHECK(t.step == 16);
+  CHECK(t.repeats == 9);
+  const long long by = sp::slowest_translation(tp, t, 72);
+  CHECK(by == 64);
+  CHECK(sp::shape_of(sp::translated(tp, by), 72) == GroupShape{16, 2, 8});
+  CHECK(sp::shape_of(tp, 72) == GroupShape{16, 1, 16});
+  // TP 8 tiles a rack exactly, and TP 16 tiles 8-GPU nodes: every group is placed alike and
+  // the group itself is kept.
+  CHECK(sp::slowest_translation(sp::group_of(mesh(8, 18), 0, sp::Dim::tp),
+                                sp::stage_translates(sp::group_of(mesh(8, 18), 0, sp::Dim::tp), 144), 72) == 0);
+  CHECK(sp::slowest_translation(tp, t, 8) == 0);
+  // On 36-GPU domains (NVL36x2) the groups at 32, 64 and 96 straddle, with 4 | 12, 8 | 8 and
+  // 12 | 4 members: those with 4 on one side are the slowest, and the first of them is taken.
+  CHECK(sp::slowest_translation(tp, t, 36) == 32);
+}
+
+// TP 16 x DP 32 on 128 trays of 4: seven full racks and 8 GPUs on an eighth. The DP groups
+// starting at 0 to 7 hold 5, 4, 5, 4, 5, 4, 5 members on the seven racks (costed as 8 domains
+// of 4); those starting at 8 to 15 end at 504 to 511, alone on the eighth rack, and are costed
+// as 32 domains of 1: every ring channel leaves that rack through its one member's NIC.
+TEST_CASE("the slowest DP group of a stage is the one with a member alone on a partial last rack") {
+  using stepsim::collectives::GroupShape;
+  const sp::RankGroup dp = sp::group_of(mesh(16, 32), 0, sp::Dim::dp);
+  const sp::Translates t = sp::stage_translates(dp, 512);
+  CHECK(t.across == 16);
+  CHECK(t.repeats == 1);
+  CHECK(sp::shape_of(dp, 72) == GroupShape{32, 8, 4});
+  const long long by = sp::slowest_translation(dp, t, 72);
+  CHECK(by == 8);
+  CHECK(sp::shape_of(sp::translated(dp, by), 72) == GroupShape{32, 32, 1});
+}
+
+// A pipeline of two stages of 64 ranks on 72-GPU racks: ranks r and r + 64 share rack 0 for
+// r below 8 and sit on racks 0 and 1 above, so the link of the stages' first ranks (0 and 64)
+// is costed as that of ranks 8 and 72.
+TEST_CASE("the slowest pipeline link between two stages is one that crosses racks") {
+  const sp::RankGroup link{0, 64, 2};
+  CHECK(sp::slowest_translation(link, sp::Translates{64, 64, 1}, 72) == 8);
+  CHECK(sp::slowest_translation(link, sp::Translates{64, 64, 1}, 8) == 0);
+}
+
+TEST_CASE("the placement notes say how many groups of a kind straddle NVLink domains and which") {
+  stepsim::Scenario s;
+  s.parallel = mesh(16, 9);
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nvlink_domain = 72;
+  const std::string note = sp::placement_description(s);
+  CHECK_THAT(note, Catch::Contains("; tp groups are placed differently: 1 of 9 span 2 NVLink domains, 8 per domain, "
+                                   "the first [64, 65, 66, 67, 68, 69, 70, ..., 79], which the step waits for: each "
+                                   "simulated rank is costed as its stage's slowest;"));
+  // The DP groups hold 5 and 4 members on the two racks, or 4 and 5: costed alike, not noted.
+  CHECK_THAT(note, !Catch::Contains("dp groups are placed differently"));
+  // All-ranks mode simulates each group as it is placed: the note says where they are only.
+  s.simulation.ranks = RankMode::all;
+  CHECK_THAT(sp::placement_description(s), Catch::Contains("1 of 9 span 2 NVLink domains, 8 per domain, the first "
+                                                           "[64, 65, 66, 67, 68, 69, 70, ..., 79]; dp group"));
+  // 8-GPU nodes hold whole TP groups of 16 two to a group: nothing to note.
+  s.cluster.nvlink_domain = 0;
+  s.cluster.gpus_per_node = 8;
+  CHECK_THAT(sp::placement_description(s), !Catch::Contains("placed differently"));
 }

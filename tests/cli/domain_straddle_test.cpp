@@ -1,0 +1,150 @@
+// Groups of one kind placed differently over NVLink domains (a TP group of 16 across the
+// boundary of two 72-GPU racks, a DP group with one member alone on a partial rack, a
+// pipeline link between racks): representative mode costs each stage's simulated rank as the
+// slowest group of its kind in the stage, and gives the step time of all-ranks mode, which
+// simulates every group as it is placed, within the 0.5 % the homogeneous jobs of
+// fabric_test.cpp keep.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/simulate_support.hpp"
+
+namespace stepsim {
+// Named, not anonymous: the tests of this folder compile as one unit.
+namespace domain_straddle {
+
+struct Modes {
+  Report representative;
+  Report all;
+};
+
+Modes both(std::vector<std::string> sets) {
+  Modes out{test::run("", sets).report, {}};
+  sets.push_back(test::set("simulation.ranks", "all"));
+  out.all = test::run("", sets).report;
+  return out;
+}
+
+bool notes_say(const Report& r, const std::string& part) {
+  for (const auto& n : r.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+void check_agree(const std::vector<std::string>& sets) {
+  const Modes m = both(sets);
+  INFO(m.representative.notes.front());
+  // The layout does place groups of one kind differently, or there would be nothing to check.
+  CHECK(notes_say(m.representative, "are placed differently"));
+  CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
+}
+
+// Model layers cut to 4 and one micro-batch of 1 per rank, so that all-ranks mode is quick.
+std::vector<std::string> small(int gpus, int gpus_per_node, std::vector<std::string> sets) {
+  for (const std::string& s : {test::set("model.layers", "4"), test::set("training.micro_batch", "1"),
+                               test::set("training.global_batch", std::to_string(2 * gpus)),
+                               test::set("cluster.nodes", std::to_string(gpus / gpus_per_node))})
+    sets.push_back(s);
+  return sets;
+}
+
+const std::string kNvl72 = test::set("cluster", "gb200-nvl72");
+
+// TP 16 x DP 9 on two GB200 NVL72 racks: ranks 64 to 79 form the one TP group across the
+// racks, whose TP collectives go over the NICs. Representative mode simulated rank 0's TP
+// group, inside rack 0, and gave 1.137 s where all-ranks mode gives 1.683 s.
+TEST_CASE("representative mode waits for the TP group that straddles two NVL72 racks, as all-ranks mode does") {
+  const Modes m = both({kNvl72, test::set("cluster.nodes", "36"), test::set("parallel.tp", "16"),
+                        test::set("parallel.dp", "9"), test::set("training.global_batch", "144"),
+                        test::set("training.micro_batch", "1"), test::set("parallel.sequence_parallel", "true")});
+  CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
+  CHECK(m.all.step_time_s > 1.5);
+  CHECK(notes_say(m.representative,
+                  "tp groups are placed differently: 1 of 9 span 2 NVLink domains, 8 per domain, "
+                  "the first [64, 65, 66, 67, 68, 69, 70, ..., 79]"));
+}
+
+// Llama 3 70B, TP 16 x FSDP 32 on 512 GB200 GPUs (seven racks and 8 GPUs of an eighth): four
+// TP groups straddle racks, and the DP groups of ranks 8 to 15 each have a member alone on the
+// eighth rack. Representative mode gave 887.881 ms against all-ranks mode's 1.248 s.
+TEST_CASE("representative mode waits for straddling TP groups and for DP groups on a partial rack", "[slow]") {
+  const Modes m = both(
+      {kNvl72, test::set("model", "llama3-70b"), test::set("cluster.nodes", "128"), test::set("parallel.tp", "16"),
+       test::set("parallel.dp", "32"), test::set("training.micro_batch", "4"), test::set("data_parallel.kind", "fsdp"),
+       test::set("tensor_parallel.comm_overlap", "true"), test::set("parallel.sequence_parallel", "true")});
+  CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
+  CHECK(notes_say(m.representative, "tp groups are placed differently: 4 of 32 span 2 NVLink domains"));
+  CHECK(notes_say(m.representative,
+                  "dp groups are placed differently: 8 of 16 span 8 NVLink domains, 1 to 5 per "
+                  "domain, the first [8, 24, 40, 56, 72, 88, 104, ..., 504]"));
+}
+
+// Every group kind where it straddles: on 8-GPU DGX H100 nodes (TP 6 of a 24-head model, CP 3),
+// 72-GPU NVL72 racks (TP 32, CP 16, EP 16, expert TP, pipeline stages of 64 ranks), and the
+// same trays as NVL36x2 (36-GPU domains).
+TEST_CASE("representative and all-ranks mode agree where groups of one kind straddle NVLink domains", "[slow]") {
+  const std::string nvl36 = test::set("cluster.nvlink_domain", "36");
+  const std::string qwen = test::set("model", "qwen3-30b-a3b");
+  SECTION("TP 6 on DGX H100") {
+    check_agree(
+        small(48, 8, {test::set("model", "gpt-1.7b"), test::set("parallel.tp", "6"), test::set("parallel.dp", "8")}));
+  }
+  SECTION("CP 3 on DGX H100") {
+    check_agree(small(48, 8,
+                      {test::set("parallel.tp", "2"), test::set("parallel.cp", "3"), test::set("parallel.dp", "8"),
+                       test::set("model.seq_len", "12288")}));
+  }
+  SECTION("TP 32 on NVL72") {
+    check_agree(small(128, 4, {kNvl72, test::set("parallel.tp", "32"), test::set("parallel.dp", "4")}));
+  }
+  SECTION("CP 16 on NVL72") {
+    check_agree(small(128, 4,
+                      {kNvl72, test::set("parallel.tp", "4"), test::set("parallel.cp", "16"),
+                       test::set("parallel.dp", "2"), test::set("model.seq_len", "32768")}));
+  }
+  SECTION("CP 4 on NVL36x2") {
+    check_agree(small(128, 4,
+                      {kNvl72, nvl36, test::set("parallel.tp", "8"), test::set("parallel.cp", "4"),
+                       test::set("parallel.dp", "4"), test::set("model.seq_len", "16384")}));
+  }
+  SECTION("EP 16 on NVL72") {
+    check_agree(small(144, 4,
+                      {kNvl72, qwen, test::set("parallel.tp", "1"), test::set("parallel.dp", "144"),
+                       test::set("parallel.ep", "16")}));
+  }
+  SECTION("EP 8 with expert TP 2 on NVL36x2") {
+    check_agree(small(144, 4,
+                      {kNvl72, nvl36, qwen, test::set("parallel.tp", "2"), test::set("parallel.dp", "72"),
+                       test::set("parallel.ep", "8"), test::set("parallel.etp", "2"),
+                       test::set("parallel.sequence_parallel", "true")}));
+  }
+  SECTION("HSDP under TP 16 on NVL36x2") {
+    check_agree(small(144, 4,
+                      {kNvl72, nvl36, test::set("parallel.tp", "16"), test::set("parallel.dp", "9"),
+                       test::set("data_parallel.kind", "hsdp")}));
+  }
+  SECTION("pipeline stages of 64 ranks on NVL72") {
+    check_agree(
+        small(128, 4,
+              {kNvl72, test::set("parallel.tp", "16"), test::set("parallel.dp", "4"), test::set("parallel.pp", "2")}));
+  }
+  SECTION("DualPipe's mirror links on NVL36x2") {
+    check_agree(small(128, 4,
+                      {kNvl72, nvl36, test::set("parallel.tp", "16"), test::set("parallel.dp", "2"),
+                       test::set("parallel.pp", "4"), test::set("parallel.schedule", "dualpipe")}));
+  }
+}
+
+// Where every group of a kind is placed alike the representative rank's own groups are costed
+// and the notes say nothing more: TP 8 tiles a 72-GPU rack, and each DP group holds 9 members
+// on each of the two racks.
+TEST_CASE("groups placed alike leave representative mode as it was") {
+  const Modes m = both(small(144, 4, {kNvl72, test::set("parallel.tp", "8"), test::set("parallel.dp", "18")}));
+  CHECK(!notes_say(m.representative, "placed differently"));
+  CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
+}
+
+}  // namespace domain_straddle
+}  // namespace stepsim
