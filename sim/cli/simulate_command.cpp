@@ -132,7 +132,7 @@ int run_simulate(const Args& args) {
     throw InputError("<command line>", "--trace-ranks",
                      "names none of the simulated ranks (representative mode simulates one rank per pipeline "
                      "stage; simulation.ranks \"all\" simulates every GPU)");
-  advise({input, all_sets, vm.count("advise") > 0}, scenario, result);
+  advise({input, all_sets, vm.count("advise") > 0, {}}, scenario, result);
   const std::vector<ClusterColumn> columns =
       clusters.empty() ? std::vector<ClusterColumn>{}
                        : compare_clusters(input, sets, scenario.cluster.name, result.report, clusters);
@@ -152,7 +152,11 @@ int run_simulate(const Args& args) {
           report::write_trace(
               result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus());
       });
-  return 0;
+  // A bug met while simulating one of the advice's changes: the report is written, its row
+  // names the change and the error, and the command fails, as any bug makes it fail.
+  const std::vector<std::string> bugs = advice_bugs(result.report);
+  for (const std::string& bug : bugs) std::cerr << "stepsim: " << bug << "\n";
+  return bugs.empty() ? 0 : 1;
 }
 
 }  // namespace stepsim::cli

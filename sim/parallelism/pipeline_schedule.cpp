@@ -30,34 +30,34 @@ bool pytorch_pipelining(const Scenario& s) {
 
 namespace {
 
-// Megatron-Core's combined 1F1B (pipeline_parallel/combined_1f1b.py), which the EP all-to-all
-// overlap runs. Without a pipeline (combined_1f1b_schedule_for_no_pipelining) the first forward
-// runs alone, then the forward of micro-batch i + 1 with the backward of i, then the last
-// backward alone. Under the interleaved schedule each steady-state iteration's forward and
-// backward run as one combined step (combined_1f1b_schedule_for_interleaved_pipelining);
-// warm-up forwards and cool-down backwards run alone.
-std::vector<PipelineOp> combined_1f1b(std::vector<PipelineOp> order, int stages) {
-  if (stages == 1) {
-    std::vector<PipelineOp> forwards, backwards;
-    for (const PipelineOp& op : order) (op.forward ? forwards : backwards).push_back(op);
-    STEPSIM_CHECK(forwards.size() == backwards.size() && !forwards.empty(), "an unbalanced pipeline order");
-    std::vector<PipelineOp> out{forwards[0]};
-    for (std::size_t i = 1; i < forwards.size(); ++i) {
-      out.push_back(forwards[i]);
-      out.back().overlapped = true;
-      out.push_back(backwards[i - 1]);
-    }
-    out.push_back(backwards.back());
-    return out;
+// Megatron-Core's combined 1F1B without a pipeline (pipeline_parallel/combined_1f1b.py,
+// combined_1f1b_schedule_for_no_pipelining), which the EP all-to-all overlap runs: the first
+// forward alone, then the forward of micro-batch i + 1 with the backward of i, then the last
+// backward alone. With a pipeline the schedule's own order marks the forwards it combines
+// (interleaved: its steady state's), for only it knows where its warm-up ends.
+std::vector<PipelineOp> combined_1f1b(const std::vector<PipelineOp>& order) {
+  std::vector<PipelineOp> forwards, backwards;
+  for (const PipelineOp& op : order) (op.forward ? forwards : backwards).push_back(op);
+  STEPSIM_CHECK(forwards.size() == backwards.size() && !forwards.empty(), "an unbalanced pipeline order");
+  std::vector<PipelineOp> out{forwards[0]};
+  for (std::size_t i = 1; i < forwards.size(); ++i) {
+    out.push_back(forwards[i]);
+    out.back().overlapped = true;
+    out.push_back(backwards[i - 1]);
   }
-  for (std::size_t i = 0; i + 1 < order.size(); ++i) {
-    const PipelineOp& b = order[i + 1];
-    if (!order[i].forward || b.forward || b.weight) continue;
-    STEPSIM_CHECK(b.micro_batch != order[i].micro_batch || b.chunk != order[i].chunk,
+  out.push_back(backwards.back());
+  return out;
+}
+
+// A combined forward is followed by a backward of another micro-batch or chunk.
+void check_combined(const std::vector<PipelineOp>& order) {
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!order[i].forward || !order[i].overlapped) continue;
+    STEPSIM_CHECK(i + 1 < order.size() && !order[i + 1].forward && !order[i + 1].weight,
+                  "a combined forward without a backward after it");
+    STEPSIM_CHECK(order[i + 1].micro_batch != order[i].micro_batch || order[i + 1].chunk != order[i].chunk,
                   "a combined forward and backward of the same micro-batch and chunk");
-    order[i].overlapped = true;
   }
-  return order;
 }
 
 }  // namespace
@@ -65,8 +65,10 @@ std::vector<PipelineOp> combined_1f1b(std::vector<PipelineOp> order, int stages)
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage) {
   for (const ScheduleKind& k : kSchedules) {
     if (k.schedule != schedule) continue;
-    if (shape.a2a_overlap) return combined_1f1b(k.order(shape, stage), shape.stages);
-    return k.order(shape, stage);
+    if (shape.a2a_overlap && shape.stages == 1) return combined_1f1b(k.order(shape, stage));
+    std::vector<PipelineOp> order = k.order(shape, stage);
+    if (shape.a2a_overlap) check_combined(order);
+    return order;
   }
   STEPSIM_CHECK(false, "schedule missing from the registry");
   return {};

@@ -28,8 +28,9 @@ struct PipelineShape {
   int stages = 1;         // p
   int micro_batches = 1;  // m, per pipeline replica and step (both directions of DualPipe)
   int chunks = 1;         // v, model chunks per stage
-  // Megatron's interleaved schedule runs every forward first when m = p; PyTorch's
-  // ScheduleInterleaved1F1B (torch.distributed.pipelining) keeps its usual warm-up.
+  // Megatron's interleaved schedule runs every forward first when m = p (not under a2a_overlap,
+  // which only Megatron-Core releases without that rule run); PyTorch's ScheduleInterleaved1F1B
+  // (torch.distributed.pipelining) keeps its usual warm-up.
   bool all_forwards_first_at_p = true;
   // Megatron-Core's EP all-to-all overlap (model.moe.a2a_overlap): each steady-state forward
   // runs merged with the backward after it, and without a pipeline the backward of each

@@ -47,7 +47,10 @@ std::string simulate_json(const std::string& path, const std::optional<std::stri
   const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
   const Scenario scenario = io::load_scenario(input, all_sets);
   SimulationResult result = simulate(scenario, SimulateOptions::report_only());
-  advise({input, all_sets, asked}, scenario, result);
+  advise({input, all_sets, asked, {}}, scenario, result);
+  // A bug met in one of the advice's simulations is its row's status; here it is also said on
+  // stderr, as the command line says it (which then exits with status 1), the report standing.
+  for (const std::string& bug : advice_bugs(result.report)) spdlog::error("{}", bug);
   std::ostringstream out;
   report::write_json(result.report, out);
   return out.str();

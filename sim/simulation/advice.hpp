@@ -2,6 +2,7 @@
 // (bucket size, prefetch, overlap, layout, schedule), each simulated and ranked by step time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct AdviceRequest {
   io::ScenarioInput scenario;     // as given (path "": the default)
   std::vector<std::string> sets;  // its --set overrides
   bool asked = false;             // --advise: always, and simulate however large the scenario
+  // How each change is simulated: simulate() when empty. Tests put a failing one here, to see
+  // what the advice does with a bug met in one of its simulations.
+  std::function<SimulationResult(const Scenario&)> simulate_change;
 };
 
 // Fills result.report.advice_cause and .advice when asked or when exposed communication
@@ -26,6 +30,13 @@ struct AdviceRequest {
 // joins the list.
 // Alternatives are simulated when asked, or when the scenario is small enough to simulate
 // several more times in about a second.
+// A change whose simulation met a bug in stepsim (an internal error) is a row like the others,
+// its status the internal error's message, and the rest of the advice and the report stand:
+// they do not depend on it.
 void advise(const AdviceRequest& request, const Scenario& scenario, SimulationResult& result);
+
+// For each row of the advice whose simulation met a bug, what the command says on stderr before
+// it fails with exit status 1, as a bug must make it fail, once it has written the report.
+std::vector<std::string> advice_bugs(const Report& report);
 
 }  // namespace stepsim

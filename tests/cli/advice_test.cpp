@@ -8,6 +8,7 @@
 
 #include "cli/simulate_support.hpp"
 #include "simulation/advice.hpp"
+#include "stepsim/error.hpp"
 
 using stepsim::advise;
 
@@ -16,7 +17,7 @@ namespace {
 stepsim::SimulationResult advised(const std::string& name, const std::vector<std::string>& sets, bool asked) {
   const stepsim::Scenario scenario = stepsim::io::load_scenario(name, sets);
   stepsim::SimulationResult r = stepsim::simulate(scenario);
-  advise({{name, {}}, sets, asked}, scenario, r);
+  advise({{name, {}}, sets, asked, {}}, scenario, r);
   return r;
 }
 
@@ -449,7 +450,7 @@ stepsim::Report eager_advice(const std::vector<std::string>& sets) {
   const stepsim::io::ScenarioInput input{"eager.json", stepsim::test::kEagerGpt3Small};
   const stepsim::Scenario scenario = stepsim::io::load_scenario(input, sets);
   stepsim::SimulationResult r = stepsim::simulate(scenario);
-  advise({input, sets, false}, scenario, r);
+  advise({input, sets, false, {}}, scenario, r);
   return r.report;
 }
 
@@ -625,4 +626,46 @@ TEST_CASE("With CUDA graphs of part of each layer the advice tries a wider scope
   CHECK_FALSE(has(moe_changes, "training.cuda_graphs=true"));
   for (const auto& a : d.advice)
     if (a.change == "training.cuda_graph_scope=[]") CHECK(a.step_time_s < d.step_time_s);
+}
+
+TEST_CASE("A bug met while simulating one change of the advice is that change's row, and the report stands") {
+  const stepsim::Scenario scenario = stepsim::io::load_scenario("", {});
+  stepsim::SimulationResult r = stepsim::simulate(scenario);
+  const double step = r.report.step_time_s;
+  // The simulation of the change to TP overlap fails a check, as a bug would; every other
+  // change is simulated as simulate() simulates it.
+  stepsim::AdviceRequest request{{"", {}}, {}, true, {}};
+  request.simulate_change = [](const stepsim::Scenario& s) {
+    STEPSIM_CHECK(!s.tensor_parallel.comm_overlap, "a planted bug");
+    return stepsim::simulate(s, stepsim::SimulateOptions::report_only());
+  };
+  advise(request, scenario, r);
+  // The oracle: the same advice with no bug planted. Every row but that change's is the same.
+  const stepsim::Report sound = advised("", {}, true).report;
+  CHECK(r.report.step_time_s == step);
+  CHECK(r.report.advice_cause == sound.advice_cause);
+  REQUIRE(r.report.advice.size() == sound.advice.size());
+  int failed = 0;
+  for (const stepsim::Advice& a : sound.advice) {
+    INFO(a.change);
+    const auto row = std::find_if(r.report.advice.begin(), r.report.advice.end(),
+                                  [&](const stepsim::Advice& b) { return b.change == a.change; });
+    REQUIRE(row != r.report.advice.end());
+    if (a.change.find("tensor_parallel.comm_overlap=true") == std::string::npos) {
+      CHECK(row->status == a.status);
+      CHECK(row->step_time_s == a.step_time_s);
+      continue;
+    }
+    ++failed;
+    CHECK(row->status.starts_with("internal error at "));
+    CHECK(row->status.ends_with("check '!s.tensor_parallel.comm_overlap' failed: a planted bug"));
+  }
+  REQUIRE(failed == 1);
+  // What the command says on stderr before it exits with status 1, the report written.
+  const std::vector<std::string> bugs = stepsim::advice_bugs(r.report);
+  REQUIRE(bugs.size() == 1);
+  CHECK(
+      bugs.front().ends_with("a planted bug (simulating the advice's change parallel.sequence_parallel=true "
+                             "tensor_parallel.comm_overlap=true; the report stands without it)"));
+  CHECK(stepsim::advice_bugs(sound).empty());
 }

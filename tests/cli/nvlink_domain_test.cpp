@@ -113,7 +113,7 @@ TEST_CASE("the advice proposes HSDP for FSDP only across NVLink domains, not acr
                                            test::set("training.micro_batch", "1")};
     const Scenario scenario = io::load_scenario("", sets);
     SimulationResult r = simulate(scenario, SimulateOptions::report_only());
-    advise({{"", {}}, sets, true}, scenario, r);
+    advise({{"", {}}, sets, true, {}}, scenario, r);
     for (const auto& a : r.report.advice)
       if (a.change == "data_parallel.kind=hsdp") return true;
     return false;
