@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -331,4 +332,34 @@ TEST_CASE(
                          "holds no rank 2: it holds ranks 0 and 1 (a file without distributedInfo is numbered by its "
                          "place among the files)")
             .empty());
+}
+
+TEST_CASE("stepsim's trace keeps apart the process groups that share a name, and each group's calls match alone") {
+  // TP 2 x DP 2: the TP groups [0, 1] and [2, 3] are both named "tp", the DP groups "dp".
+  const SimulationResult sim =
+      simulate(io::load_scenario("ddp-1.3b-64xa100", {"parallel.tp=2", "parallel.dp=2", "simulation.ranks=all",
+                                                      "model.layers=4", "training.global_batch=16"}));
+  // Every member of a group holds each of its calls, so a trace of every rank has as many
+  // calls as communication intervals, each divided by its group's size.
+  double expected_calls = 0;
+  for (const RankTimeline& r : sim.timeline.ranks)
+    for (const Interval& iv : r.intervals)
+      if (iv.activity == Activity::comm)
+        expected_calls += 1.0 / sim.timeline.groups.at(static_cast<std::size_t>(iv.group)).size;
+  const testing::Scratch scratch("analyze-group-ranks");
+  const std::string path = scratch.file("tp.json").string();
+  {
+    std::ofstream out(path);
+    report::write_trace(sim.timeline, out);
+  }
+  const analysis::LoadedTrace back = analysis::load_trace(path);
+  std::vector<std::string> tp;
+  for (const ProcessGroup& g : back.timeline.groups)
+    if (g.name == "tp") tp.push_back(g.ranks);
+  std::sort(tp.begin(), tp.end());
+  CHECK(tp == std::vector<std::string>{"[0, 1]", "[2, 3]"});
+  const analysis::JobAnalysis job = analysis::analyze_job({path}, std::nullopt, 1);
+  REQUIRE(job.ranks.size() == 4);
+  CHECK(job.calls > 10);
+  CHECK(static_cast<double>(job.calls) == expected_calls);
 }
