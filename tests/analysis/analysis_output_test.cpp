@@ -98,3 +98,31 @@ TEST_CASE("analyze keeps apart a middle stage's two pp fwd and two pp bwd groups
     for (const std::string& g : pp_groups) CHECK(table.out.find("SendRecv       " + g) != std::string::npos);
   }
 }
+
+TEST_CASE("analyze counts a collective's wait for a slow peer in its collective and group as in its kind") {
+  // Eight DDP ranks, rank 3 computing at 0.8x: the others' AllReduces wait for it at their
+  // rendezvous, which the report counts as dp communication (docs/report.md).
+  const SimulationResult sim = simulate(io::load_scenario(
+      "ddp-1.3b-64xa100", {"parallel.dp=8", "simulation.ranks=all", "model.layers=4", "training.global_batch=64",
+                           R"(simulation.variation.gpu_speed=[{"rank": 3, "factor": 0.8}])"}));
+  Time waited;
+  for (const Interval& iv : sim.timeline.ranks.at(0).intervals) waited += iv.waited;
+  REQUIRE(waited > Time::from_us(100));
+  const testing::Scratch scratch("analyze-waits-by-group");
+  {
+    std::ofstream out(scratch.file("t.json"));
+    report::write_trace(sim.timeline, out);
+  }
+  const testing::Run js = scratch.run("analyze t.json --rank 0 --json -");
+  INFO(js.err);
+  REQUIRE(js.status == 0);
+  const json::value v = json::parse(js.out);
+  const double exposed_dp = v.at("breakdown_s").at("exposed_comm").at("dp").to_number<double>();
+  CHECK(sum_of(v.at("breakdown_s").at("exposed_comm").as_object()) == exposed_dp);
+  // The kinds (report::measure) count the wait; the split by collective and by group share
+  // out the same time.
+  CHECK(exposed_dp > 0);
+  CHECK(v.at("exposed_by_collective_s").at("allreduce").to_number<double>() == Approx(exposed_dp).epsilon(1e-9));
+  CHECK(v.at("exposed_by_group_s").at("dp").to_number<double>() == Approx(exposed_dp).epsilon(1e-9));
+  CHECK(v.at("exposed_by_group_s").as_object().size() == 1);
+}
