@@ -438,7 +438,7 @@ void write_comparison_table(const Analysis& measured, const SimulationResult& pr
              measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus);
   fmt::print(out,
              "communication includes the time a collective waits for its slowest member, on both sides (as a real "
-             "NCCL kernel runs meanwhile)\n\n");
+             "NCCL kernel runs meanwhile); a pipeline transfer's wait for the neighbouring stage is the bubble\n\n");
   fmt::print(out, "{:<26} {:>12} {:>12} {:>10}\n", "", "measured", "predicted", "diff");
   for (const Row& r : comparison_rows(lf)) {
     const double scale = r.fraction ? 100.0 : 1e3;

@@ -7,11 +7,15 @@
 namespace stepsim::analysis {
 namespace {
 
+// As report::measure() counts it: a collective's wait is its communication, while a pipeline
+// transfer's wait for the neighbouring stage is the bubble (docs/report.md).
+bool wait_is_comm(const Interval& iv) { return iv.activity == Activity::comm && iv.kind != CommKind::pp; }
+
 // The waits of the communication that starts within [begin, end).
 Time waits_in(const RankTimeline& rank, Time begin, Time end) {
   Time sum;
   for (const Interval& iv : rank.intervals)
-    if (iv.activity == Activity::comm && iv.start >= begin && iv.start < end) sum += iv.waited;
+    if (wait_is_comm(iv) && iv.start >= begin && iv.start < end) sum += iv.waited;
   return sum;
 }
 
@@ -42,7 +46,7 @@ Report remeasured(const Report& base, const Timeline& t, double& wait_s) {
 Timeline waits_as_comm(Timeline t) {
   for (RankTimeline& rank : t.ranks)
     for (Interval& iv : rank.intervals)
-      if (iv.activity == Activity::comm && iv.waited > Time::zero()) {
+      if (wait_is_comm(iv) && iv.waited > Time::zero()) {
         iv.start = iv.start - iv.waited;
         iv.waited = Time::zero();
       }

@@ -2,7 +2,8 @@
 // when its stream reaches it and runs, counted as communication, while it waits for the
 // slowest member; the simulator records that wait apart (Interval::waited) and starts the
 // interval when every member has arrived. Both sides here count the wait as communication,
-// and report it separately where it is known.
+// and report it separately where it is known. A pipeline transfer's wait for the neighbouring
+// stage is not such a wait but the bubble, on both sides as in the report (docs/report.md).
 #pragma once
 
 #include <optional>
@@ -13,7 +14,8 @@
 
 namespace stepsim::analysis {
 
-// `t` with every communication interval starting `waited` earlier (and waited zero).
+// `t` with every communication interval but pipeline transfers starting `waited` earlier (and
+// waited zero).
 Timeline waits_as_comm(Timeline t);
 
 struct LikeForLike {
