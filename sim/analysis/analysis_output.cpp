@@ -388,6 +388,20 @@ std::size_t rank_index_of(const LoadedTrace& t, const std::string& path, std::op
                                      : "a file without distributedInfo is numbered by its place among the files"));
 }
 
+// Why the two sides of a comparison are measured on different ranks; "" when they are not.
+std::string rank_note(const LikeForLike& lf) {
+  if (lf.same_rank() || lf.predicted_rank < 0) return "";
+  const std::string why =
+      lf.measured_rank < 0
+          ? "the trace does not say its rank, so the prediction"
+          : fmt::format(
+                "the prediction does not simulate rank {} (simulation.ranks \"all\" simulates every GPU, "
+                "representative mode one rank per pipeline stage), so it",
+                lf.measured_rank);
+  return fmt::format("{} is measured on {}, its report's rank (the critical path), not on the trace's", why,
+                     lf.predicted_label);
+}
+
 }  // namespace
 
 Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step) {
@@ -434,8 +448,10 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
 
 void write_comparison_table(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
   const LikeForLike lf = like_for_like(measured, predicted);
-  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n", source_line(measured),
-             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus);
+  fmt::print(out, "{}, measured on {}; prediction for {} GPUs, measured on {}\n", source_line(measured),
+             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus,
+             lf.predicted_label.empty() ? "no rank" : lf.predicted_label);
+  if (const std::string note = rank_note(lf); !note.empty()) fmt::print(out, "note: {}\n", note);
   fmt::print(out,
              "communication includes the time a collective waits for its slowest member, on both sides (as a real "
              "NCCL kernel runs meanwhile); a pipeline transfer's wait for the neighbouring stage is the bubble\n\n");
@@ -457,6 +473,11 @@ void write_comparison_json(const Analysis& measured, const SimulationResult& pre
   json::object o;
   o["stepsim_version"] = predicted.report.stepsim_version;
   o["source"] = measured.trace.files[measured.metrics.rank_index];
+  o["measured_rank"] = report::rank_json(lf.measured_rank);
+  o["predicted_rank"] = report::rank_json(lf.predicted_rank);
+  o["same_rank"] = lf.same_rank();
+  const std::string note = rank_note(lf);
+  o["rank_note"] = note.empty() ? json::value(nullptr) : json::value(note);
   o["waits_counted_as_comm"] = true;
   json::array rows;
   for (const Row& r : comparison_rows(lf)) {

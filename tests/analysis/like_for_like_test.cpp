@@ -136,3 +136,103 @@ TEST_CASE("a real trace's wait is inside its NCCL kernels and left unknown") {
   CHECK_FALSE(lf.measured_wait_s.has_value());
   CHECK(lf.measured.step_time_s == a.mean.step_time_s);
 }
+
+namespace {
+
+// Eight DDP ranks, every one simulated, rank 3 computing at 0.8x: the report is measured on
+// rank 3, the critical path, and the others wait for it.
+const std::vector<std::string> kSlowRank{"parallel.dp=8", "simulation.ranks=all", "model.layers=4",
+                                         "training.global_batch=64",
+                                         R"(simulation.variation.gpu_speed=[{"rank": 3, "factor": 0.8}])"};
+
+std::string set_args(const std::vector<std::string>& sets) {
+  std::string args;
+  for (const std::string& s : sets) args += " --set '" + s + "'";
+  return args;
+}
+
+// The predicted row's figure of `what` in compare's JSON.
+double predicted_row(const json::value& v, const std::string& what) {
+  for (const json::value& row : v.at("comparison").as_array())
+    if (row.at("what").as_string() == what) return row.at("predicted").to_number<double>();
+  FAIL("no row " << what);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("compare measures the prediction on the trace's rank when the simulation simulates it") {
+  const SimulationResult sim = simulate(io::load_scenario("ddp-1.3b-64xa100", kSlowRank));
+  REQUIRE(sim.report.ranks.straggler.rank == 3);
+  REQUIRE(critical(sim) == 3);
+  const testing::Scratch scratch("compare-rank");
+  {
+    std::ofstream out(scratch.file("t.json"));
+    report::write_trace(sim.timeline, out);
+  }
+  for (int rank : {0, 3}) {
+    INFO("rank " << rank);
+    const std::string rank_flag = rank == 0 ? "" : " --rank 3";  // without --rank: the trace's lowest, 0
+    const testing::Run run =
+        scratch.run("compare t.json ddp-1.3b-64xa100" + set_args(kSlowRank) + rank_flag + " --json -");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json::value v = json::parse(run.out);
+    CHECK(v.at("measured_rank").to_number<int>() == rank);
+    CHECK(v.at("predicted_rank").to_number<int>() == rank);
+    CHECK(v.at("same_rank").as_bool());
+    CHECK(v.at("rank_note").is_null());
+    // The trace is the simulation's own: every row the same on both sides.
+    for (const json::value& row : v.at("comparison").as_array()) {
+      INFO(row.at("what").as_string());
+      CHECK(row.at("measured").to_number<double>() ==
+            Approx(row.at("predicted").to_number<double>()).epsilon(1e-6).margin(1e-9));
+    }
+    // By hand, from the rank's own intervals: its compute and its wait for the slow rank.
+    const RankTimeline& r = sim.timeline.ranks[static_cast<std::size_t>(rank)];
+    REQUIRE(r.rank == rank);
+    Time compute;
+    for (const Interval& iv : r.intervals)
+      if (iv.activity == Activity::compute) compute += iv.end - iv.start;
+    CHECK(predicted_row(v, "compute") == Approx(compute.seconds()).epsilon(1e-9));
+    CHECK(predicted_row(v, "waiting for peers") == Approx(waited(r, false).seconds()).epsilon(1e-9));
+    // Rank 3 is the report's: its figures are the report's own; rank 0 waited for it.
+    if (rank == 3) {
+      CHECK(predicted_row(v, "compute") ==
+            Approx(sim.report.breakdown_s.compute + sim.report.breakdown_s.optimizer).epsilon(1e-9));
+      CHECK(predicted_row(v, "waiting for peers") == 0);
+    } else {
+      CHECK(predicted_row(v, "waiting for peers") > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("compare says which rank each side is measured on when the prediction does not simulate the trace's") {
+  const SimulationResult sim = simulate(io::load_scenario("ddp-1.3b-64xa100", kSlowRank));
+  const testing::Scratch scratch("compare-other-rank");
+  {
+    std::ofstream out(scratch.file("t.json"));
+    report::write_trace(sim.timeline, out);
+  }
+  // Representative mode simulates rank 0 alone for the one stage.
+  const std::vector<std::string> representative{"parallel.dp=8", "model.layers=4", "training.global_batch=64"};
+  const testing::Run js =
+      scratch.run("compare t.json ddp-1.3b-64xa100" + set_args(representative) + " --rank 5 --json -");
+  INFO(js.err);
+  REQUIRE(js.status == 0);
+  const json::value v = json::parse(js.out);
+  CHECK(v.at("measured_rank").to_number<int>() == 5);
+  CHECK(v.at("predicted_rank").to_number<int>() == 0);
+  CHECK_FALSE(v.at("same_rank").as_bool());
+  const std::string note =
+      "the prediction does not simulate rank 5 (simulation.ranks \"all\" simulates every GPU, representative mode "
+      "one rank per pipeline stage), so it is measured on rank 0 (stage 0), its report's rank (the critical path), not "
+      "on the "
+      "trace's";
+  CHECK(v.at("rank_note").as_string() == note);
+  const testing::Run table = scratch.run("compare t.json ddp-1.3b-64xa100" + set_args(representative) + " --rank 5");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("measured on rank 5; prediction for 8 GPUs, measured on rank 0 (stage 0)\n") !=
+        std::string::npos);
+  CHECK(table.out.find("note: " + note + "\n") != std::string::npos);
+}
