@@ -130,6 +130,7 @@ CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv,
   STEPSIM_CHECK(r.ranks > 0, "a collective without a group size needs the world size");
   r.bytes = iv.bytes;
   r.start = iv.start;
+  r.arrival = iv.start - iv.waited;
   r.duration = iv.end - iv.start;
   if (r.duration > Time::zero() && r.bytes.count() > 0) {
     r.algbw = Bandwidth::bytes_per_s(r.bytes.as_double() / r.duration.seconds());
