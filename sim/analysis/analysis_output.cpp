@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <tuple>
 
 #include "analysis/like_for_like.hpp"
@@ -23,10 +24,41 @@ namespace {
 
 namespace json = boost::json;
 
-std::string group_title(const Timeline& t, std::int32_t g) {
-  return g >= 0 && static_cast<std::size_t>(g) < t.groups.size() ? t.groups[static_cast<std::size_t>(g)].name
-                                                                 : "unnamed";
+// One label per process group, then `none` for communication without one, distinct among
+// the groups `rank` communicates in: a group's name, or where two of them share it (stepsim's
+// "pp fwd" to the next stage and from the one before, a real job's groups named alike) the
+// name and its ranks, so that neither the tables nor the JSON's keys merge two groups into
+// one. Other ranks' groups of the same name (every stage's "tp") are not printed and add
+// nothing.
+std::vector<std::string> group_labels(const Timeline& t, const RankTimeline& rank, const std::string& none) {
+  std::vector<bool> used(t.groups.size(), false);
+  for (const Interval& iv : rank.intervals)
+    if (iv.activity == Activity::comm && iv.group >= 0 && static_cast<std::size_t>(iv.group) < used.size())
+      used[static_cast<std::size_t>(iv.group)] = true;
+  std::map<std::string, int> named{{none, 1}};
+  for (std::size_t i = 0; i < t.groups.size(); ++i)
+    if (used[i]) ++named[t.groups[i].name];
+  std::vector<std::string> labels;
+  std::set<std::string> taken{none};
+  for (std::size_t i = 0; i < t.groups.size(); ++i) {
+    const ProcessGroup& g = t.groups[i];
+    std::string label = used[i] && named[g.name] > 1 && !g.ranks.empty() ? g.name + " " + g.ranks : g.name;
+    // Two groups alike in name and ranks too (a timeline not read from a trace, whose reader
+    // merges those) are told apart by their place.
+    if (used[i] && taken.contains(label)) label += fmt::format(" (group {})", i);
+    if (used[i]) taken.insert(label);
+    labels.push_back(std::move(label));
+  }
+  labels.push_back(none);
+  return labels;
 }
+
+const std::string& group_label(const std::vector<std::string>& labels, std::int32_t g) {
+  return g >= 0 && static_cast<std::size_t>(g) + 1 < labels.size() ? labels[static_cast<std::size_t>(g)]
+                                                                   : labels.back();
+}
+
+const RankTimeline& measured_rank(const Analysis& a) { return a.trace.timeline.ranks[a.metrics.rank_index]; }
 
 std::string source_line(const Analysis& a) {
   const DistributedInfo& d = a.trace.dist[a.metrics.rank_index];
@@ -61,9 +93,10 @@ void write_exposure(const Analysis& a, std::ostream& out) {
   for (std::size_t k = 0; k < t.exposed_by_op.size(); ++k)
     if (t.exposed_by_op[k] > 0)
       ops += fmt::format("  {} {:.3f}", nccl_name(static_cast<CollOp>(k)), t.exposed_by_op[k] / n * 1e3);
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
   for (std::size_t g = 0; g < t.exposed_by_group.size(); ++g)
     if (t.exposed_by_group[g] > 0)
-      groups += fmt::format("  {} {:.3f}", group_title(a.trace.timeline, static_cast<std::int32_t>(g)),
+      groups += fmt::format("  {} {:.3f}", group_label(labels, static_cast<std::int32_t>(g)),
                             t.exposed_by_group[g] / n * 1e3);
   for (std::size_t k = 0; k < kCommKinds; ++k)
     if (t.metrics.exposed[k] > 0)
@@ -151,6 +184,7 @@ void write_collectives(const Analysis& a, std::ostream& out) {
   std::sort(ordered.begin(), ordered.end(),
             [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
   const double steps = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
   fmt::print(out, "\ncollectives (grouped by op, process group and size; algbw and busbw in GB/s as nccl-tests)\n");
   fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group",
              "ranks", "per step", "size", "bytes", "mean us", "min us", "max us", "algbw", "busbw");
@@ -163,7 +197,7 @@ void write_collectives(const Analysis& a, std::ostream& out) {
     const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * collectives::bus_factor(op, r.ranks)) : "-";
     const std::string exact = bytes > 0 ? fmt::format("{}", bytes) : "-";
     fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n",
-               nccl_name(op), group_title(a.trace.timeline, group), r.ranks, r.count / steps, size, exact, mean * 1e6,
+               nccl_name(op), group_label(labels, group), r.ranks, r.count / steps, size, exact, mean * 1e6,
                r.min_s * 1e6, r.max_s * 1e6, alg, bus);
   }
 }
@@ -185,7 +219,7 @@ json::object breakdown_json(const report::WindowMetrics& m, double n) {
   return b;
 }
 
-json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
+json::object step_json(const Timeline& t, const RankTimeline& rank, const StepMetrics& s, double n) {
   const report::WindowMetrics& m = s.metrics;
   json::object o;
   o["name"] = s.name;
@@ -204,9 +238,10 @@ json::object step_json(const Timeline& t, const StepMetrics& s, double n) {
     if (s.exposed_by_op[k] > 0) by_op[to_string(static_cast<CollOp>(k))] = s.exposed_by_op[k] / n;
   o["exposed_by_collective_s"] = by_op;
   json::object by_group;
+  const std::vector<std::string> labels = group_labels(t, rank, "unknown");
   for (std::size_t g = 0; g < s.exposed_by_group.size(); ++g)
     if (s.exposed_by_group[g] > 0)
-      by_group[g < t.groups.size() ? t.groups[g].name : std::string("unknown")] = s.exposed_by_group[g] / n;
+      by_group[group_label(labels, static_cast<std::int32_t>(g))] = s.exposed_by_group[g] / n;
   o["exposed_by_group_s"] = by_group;
   return o;
 }
@@ -244,11 +279,12 @@ json::value hta_json(const HtaMetrics& h) {
 
 json::array collectives_json(const Analysis& a) {
   json::array arr;
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
   for (const CollectiveRecord& c : a.metrics.collectives) {
     json::object o;
     o["step"] = c.step;
     o["op"] = to_string(c.op);
-    o["group"] = group_title(a.trace.timeline, c.group);
+    o["group"] = group_label(labels, c.group);
     o["ranks"] = c.ranks;
     o["bytes"] = c.bytes.count();
     o["start_s"] = (c.start - a.metrics.steps.front().start).seconds();
@@ -352,6 +388,20 @@ std::size_t rank_index_of(const LoadedTrace& t, const std::string& path, std::op
                                      : "a file without distributedInfo is numbered by its place among the files"));
 }
 
+// Why the two sides of a comparison are measured on different ranks; "" when they are not.
+std::string rank_note(const LikeForLike& lf) {
+  if (lf.same_rank() || lf.predicted_rank < 0) return "";
+  const std::string why =
+      lf.measured_rank < 0
+          ? "the trace does not say its rank, so the prediction"
+          : fmt::format(
+                "the prediction does not simulate rank {} (simulation.ranks \"all\" simulates every GPU, "
+                "representative mode one rank per pipeline stage), so it",
+                lf.measured_rank);
+  return fmt::format("{} is measured on {}, its report's rank (the critical path), not on the trace's", why,
+                     lf.predicted_label);
+}
+
 }  // namespace
 
 Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step) {
@@ -384,13 +434,13 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
   o["nccl_version"] = d.nccl_version;
   o["gpus"] = a.mean.gpus;
   o["steps"] = a.metrics.steps.size();
-  json::object mean = step_json(a.trace.timeline, a.metrics.total, n);
+  json::object mean = step_json(a.trace.timeline, measured_rank(a), a.metrics.total, n);
   for (auto& kv : mean)
     if (kv.key() != "name") o[kv.key()] = kv.value();
   o["whole_trace_hidden_fraction"] = a.metrics.whole_trace_hidden_fraction;
   o["hta"] = hta_json(a.trace.hta[a.metrics.rank_index]);
   json::array steps;
-  for (const StepMetrics& s : a.metrics.steps) steps.push_back(step_json(a.trace.timeline, s, 1.0));
+  for (const StepMetrics& s : a.metrics.steps) steps.push_back(step_json(a.trace.timeline, measured_rank(a), s, 1.0));
   o["per_step"] = std::move(steps);
   o["collectives"] = collectives_json(a);
   report::write_pretty_json(o, out);
@@ -398,11 +448,13 @@ void write_analysis_json(const Analysis& a, std::ostream& out) {
 
 void write_comparison_table(const Analysis& measured, const SimulationResult& predicted, std::ostream& out) {
   const LikeForLike lf = like_for_like(measured, predicted);
-  fmt::print(out, "{}, measured on {}; prediction for {} GPUs\n", source_line(measured),
-             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus);
+  fmt::print(out, "{}, measured on {}; prediction for {} GPUs, measured on {}\n", source_line(measured),
+             measured.trace.timeline.ranks[measured.metrics.rank_index].label, predicted.report.gpus,
+             lf.predicted_label.empty() ? "no rank" : lf.predicted_label);
+  if (const std::string note = rank_note(lf); !note.empty()) fmt::print(out, "note: {}\n", note);
   fmt::print(out,
              "communication includes the time a collective waits for its slowest member, on both sides (as a real "
-             "NCCL kernel runs meanwhile)\n\n");
+             "NCCL kernel runs meanwhile); a pipeline transfer's wait for the neighbouring stage is the bubble\n\n");
   fmt::print(out, "{:<26} {:>12} {:>12} {:>10}\n", "", "measured", "predicted", "diff");
   for (const Row& r : comparison_rows(lf)) {
     const double scale = r.fraction ? 100.0 : 1e3;
@@ -421,6 +473,11 @@ void write_comparison_json(const Analysis& measured, const SimulationResult& pre
   json::object o;
   o["stepsim_version"] = predicted.report.stepsim_version;
   o["source"] = measured.trace.files[measured.metrics.rank_index];
+  o["measured_rank"] = report::rank_json(lf.measured_rank);
+  o["predicted_rank"] = report::rank_json(lf.predicted_rank);
+  o["same_rank"] = lf.same_rank();
+  const std::string note = rank_note(lf);
+  o["rank_note"] = note.empty() ? json::value(nullptr) : json::value(note);
   o["waits_counted_as_comm"] = true;
   json::array rows;
   for (const Row& r : comparison_rows(lf)) {

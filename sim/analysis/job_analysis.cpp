@@ -43,7 +43,7 @@ RankSummary summarise(const LoadedTrace& loaded, std::size_t index, std::size_t 
   r.total = m.total.metrics;
   r.hta = loaded.hta[index];
   for (const CollectiveRecord& c : m.collectives)
-    r.collective_starts[collective_key(loaded.timeline, c)].push_back(c.start);
+    r.collective_arrivals[collective_key(loaded.timeline, c)].push_back(c.arrival);
   return r;
 }
 
@@ -66,7 +66,7 @@ void require_one_job(const std::vector<FileResult>& results, const std::vector<s
   check_one_job(sources);
 }
 
-// Each file has its own origin; the job's is the earliest, and every start moves onto it.
+// Each file has its own origin; the job's is the earliest, and every arrival moves onto it.
 std::vector<RankSummary> align(std::vector<FileResult>& results, const std::vector<std::string>& files) {
   std::int64_t base = results.front().origin_us;
   for (const FileResult& f : results) base = std::min(base, f.origin_us);
@@ -77,8 +77,8 @@ std::vector<RankSummary> align(std::vector<FileResult>& results, const std::vect
       throw InputError(files[i], "", fmt::format("its timestamps start {} us after another rank's: not one job", skew));
     const Time shift = Time::from_ps(skew * 1000000);
     for (RankSummary& r : results[i].ranks) {
-      for (auto& [key, starts] : r.collective_starts)
-        for (Time& t : starts) t = t + shift;
+      for (auto& [key, arrivals] : r.collective_arrivals)
+        for (Time& t : arrivals) t = t + shift;
       ranks.push_back(std::move(r));
     }
   }
@@ -89,25 +89,25 @@ std::vector<RankSummary> align(std::vector<FileResult>& results, const std::vect
 
 struct Member {
   std::size_t rank_index;
-  Time start;
+  Time arrival;
 };
 
 void add_call(const std::vector<Member>& members, std::vector<Straggler>& by_rank) {
   for (const Member& m : members) ++by_rank[m.rank_index].calls;
   std::size_t latest = 0;
   for (std::size_t i = 1; i < members.size(); ++i)
-    if (members[i].start > members[latest].start) latest = i;
-  Time next = members[latest == 0 ? 1 : 0].start;
+    if (members[i].arrival > members[latest].arrival) latest = i;
+  Time next = members[latest == 0 ? 1 : 0].arrival;
   Time waited;
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (i == latest) continue;
-    next = max(next, members[i].start);
-    waited += members[latest].start - members[i].start;
+    next = max(next, members[i].arrival);
+    waited += members[latest].arrival - members[i].arrival;
   }
-  if (next >= members[latest].start) return;  // a tie for last: nobody held the call back
+  if (next >= members[latest].arrival) return;  // a tie for last: nobody held the call back
   Straggler& s = by_rank[members[latest].rank_index];
   ++s.last;
-  s.lead += members[latest].start - next;
+  s.lead += members[latest].arrival - next;
   s.others_wait += Time::from_ps(waited.ps() / static_cast<std::int64_t>(members.size() - 1));
 }
 
@@ -118,7 +118,7 @@ std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, st
   for (std::size_t r = 0; r < ranks.size(); ++r) by_rank[r].rank = ranks[r].rank;
   std::map<std::string, std::vector<std::size_t>> holders;
   for (std::size_t r = 0; r < ranks.size(); ++r)
-    for (const auto& [key, starts] : ranks[r].collective_starts) holders[key].push_back(r);
+    for (const auto& [key, arrivals] : ranks[r].collective_arrivals) holders[key].push_back(r);
   calls = 0;
   std::vector<Member> members;
   for (const auto& [key, rs] : holders) {
@@ -126,8 +126,8 @@ std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, st
     for (std::size_t k = 0;; ++k) {
       members.clear();
       for (std::size_t r : rs) {
-        const std::vector<Time>& starts = ranks[r].collective_starts.at(key);
-        if (k < starts.size()) members.push_back({r, starts[k]});
+        const std::vector<Time>& arrivals = ranks[r].collective_arrivals.at(key);
+        if (k < arrivals.size()) members.push_back({r, arrivals[k]});
       }
       if (members.size() < 2) break;
       ++calls;

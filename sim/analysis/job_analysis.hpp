@@ -24,27 +24,29 @@ struct RankSummary {
   std::vector<std::string> step_names;  // theirs, in time order
   report::WindowMetrics total;  // summed over the steps
   HtaMetrics hta;
-  // When each NCCL kernel starts (relative to the job's first timestamp), by collective:
-  // "step|group|op" -> starts in order, so that the k-th entries of all ranks are one call.
-  std::map<std::string, std::vector<Time>> collective_starts;
+  // When the rank reached each collective (relative to the job's first timestamp; its NCCL
+  // kernel's start, less the wait at the rendezvous a stepsim trace gives apart), by
+  // collective: "step|group|op" -> arrivals in order, so that the k-th entries of all ranks
+  // are one call.
+  std::map<std::string, std::vector<Time>> collective_arrivals;
 
   double mean(double seconds) const { return steps > 0 ? seconds / static_cast<double>(steps) : 0.0; }
 };
 
-// A rank that started some collectives last: the others' NCCL kernels waited for it.
+// A rank that reached some collectives last: the others' NCCL kernels waited for it.
 struct Straggler {
   int rank = 0;
-  std::size_t last = 0;   // collective calls it started last (strictly after every other member)
+  std::size_t last = 0;   // collective calls it reached last (strictly after every other member)
   std::size_t calls = 0;  // calls it took part in
-  Time lead;              // summed over `last`: its start minus the next-latest member's start
-  Time others_wait;       // summed over `last`: the mean over the others of its start minus theirs
+  Time lead;              // summed over `last`: its arrival minus the next-latest member's
+  Time others_wait;       // summed over `last`: the mean over the others of its arrival minus theirs
   double mean_lead_s() const { return last > 0 ? lead.seconds() / static_cast<double>(last) : 0.0; }
 };
 
 struct JobAnalysis {
   std::vector<RankSummary> ranks;     // by rank
   std::size_t calls = 0;              // collective calls found on two or more ranks
-  std::vector<Straggler> stragglers;  // ranks that started a call last, most waited-for first
+  std::vector<Straggler> stragglers;  // ranks that reached a call last, most waited-for first
   // Ranks that have none of their steps in common with another rank (profiled over other
   // iterations): their collective calls cannot be matched, so they are no one's straggler.
   std::vector<int> unshared;
@@ -63,7 +65,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& files, const std::option
 // Picking a rank among several paths is InputError.
 bool measured_as_job(const std::vector<std::string>& paths, std::size_t files, bool rank_given);
 
-// Which rank the others wait for, from each rank's collective_starts (see Straggler).
+// Which rank the others wait for, from each rank's collective_arrivals (see Straggler).
 std::vector<Straggler> find_stragglers(const std::vector<RankSummary>& ranks, std::size_t& calls);
 
 // The ranks none of whose step names another rank has (JobAnalysis::unshared).

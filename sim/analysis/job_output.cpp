@@ -107,16 +107,16 @@ void write_stragglers(const JobAnalysis& job, std::ostream& out) {
   fmt::print(out, "\nstragglers: {} collective call(s) found on two or more ranks\n", job.calls);
   if (const std::string note = unshared_note(job); !note.empty()) fmt::print(out, "  note: {}\n", note);
   if (job.stragglers.empty()) {
-    fmt::print(out, "  none: no call started on one rank strictly after all the others\n");
+    fmt::print(out, "  none: no call reached on one rank strictly after all the others\n");
     return;
   }
-  fmt::print(out, "{:>6} {:>16} {:>14} {:>22}\n", "rank", "started last", "mean lead ms", "others wait ms/step");
+  fmt::print(out, "{:>6} {:>16} {:>14} {:>22}\n", "rank", "arrived last", "mean lead ms", "others wait ms/step");
   for (const Straggler& s : job.stragglers)
     fmt::print(out, "{:>6} {:>16} {:>14.3f} {:>22.3f}\n", s.rank, fmt::format("{} of {}", s.last, s.calls),
                s.mean_lead_s() * 1e3, s.others_wait.seconds() / static_cast<double>(steps_of(job, s.rank)) * 1e3);
   const Straggler& top = job.stragglers.front();
   fmt::print(out,
-             "the others wait most for rank {}: it started {} of its {} calls last, {:.3f} ms after the next-latest "
+             "the others wait most for rank {}: it reached {} of its {} calls last, {:.3f} ms after the next-latest "
              "rank on average\n",
              top.rank, top.last, top.calls, top.mean_lead_s() * 1e3);
 }

@@ -101,6 +101,7 @@ constexpr std::array kArgKeys{KeyName{"stream", Field::stream},
                               KeyName{"phase", Field::phase},
                               KeyName{"group", Field::pg_name},
                               KeyName{"group_size", Field::group_size},
+                              KeyName{"group_ranks", Field::pg_ranks},
                               KeyName{"wait_us", Field::wait},
                               KeyName{"flops", Field::flops},
                               KeyName{"hbm_bytes", Field::hbm_bytes}};
@@ -274,6 +275,7 @@ struct RawEvent {
   const char* args_got = nullptr;  // what "args" was instead of an object
   std::vector<BadArg> bad_args;
   std::string group_size_key;               // "Group size" (Kineto) or "group_size" (stepsim), as read
+  std::string_view group_ranks_key = "Process Group Ranks";  // or stepsim's "group_ranks", as read
   bool has_cat = false, cat_trace = false;  // a string "cat"; whether it is "Trace"
   Micros ts, dur;
   double ts_value = 0, dur_value = 0;  // as written, for messages
@@ -623,6 +625,7 @@ class Handler {
         break;
       case Field::pg_ranks:
         n.group_ranks = trace_.intern(s);
+        event_.group_ranks_key = arg_key_ == "group_ranks" ? "group_ranks" : "Process Group Ranks";
         break;
       case Field::kind:
         event_.kind = kind_named(s);
@@ -849,8 +852,8 @@ class Handler {
     if (const std::optional<ListedRanks> listed = listed_ranks(ranks)) {
       if (listed->abbreviated ? n.group_size <= listed->count : n.group_size != listed->count)
         return fail(ec, pointer("args/" + event_.group_size_key),
-                    fmt::format("{}: {} is {}, but Process Group Ranks \"{}\" lists {}{} rank{}", event_label(),
-                                event_.group_size_key, n.group_size, ranks, listed->abbreviated ? "more than " : "",
+                    fmt::format("{}: {} is {}, but {} \"{}\" lists {}{} rank{}", event_label(), event_.group_size_key,
+                                n.group_size, event_.group_ranks_key, ranks, listed->abbreviated ? "more than " : "",
                                 listed->count, listed->count == 1 ? "" : "s"));
     }
     if (n.group_size > largest_group_.size)

@@ -42,7 +42,7 @@ struct GpuEvent {
   std::int64_t bytes = 0;  // memcpy/memset: args.bytes
   NcclArgs nccl;
   // Traces written by stepsim (`--trace`) say what each slice is: category compute, comm,
-  // memory or bubble, with args kind, op, phase, bytes, group and group_size.
+  // memory or bubble, with args kind, op, phase, bytes, group, group_size and group_ranks.
   bool tagged = false;
   Activity activity = Activity::compute;
   Phase phase = Phase::other;

@@ -1,28 +1,47 @@
 // Waiting at a rendezvous counted as communication on both sides; see like_for_like.hpp.
 #include "analysis/like_for_like.hpp"
 
+#include <algorithm>
+
 #include "analysis/step_analysis.hpp"
 #include "report/report_io.hpp"
 
 namespace stepsim::analysis {
 namespace {
 
+// As report::measure() counts it: a collective's wait is its communication, while a pipeline
+// transfer's wait for the neighbouring stage is the bubble (docs/report.md).
+bool wait_is_comm(const Interval& iv) { return iv.activity == Activity::comm && iv.kind != CommKind::pp; }
+
 // The waits of the communication that starts within [begin, end).
 Time waits_in(const RankTimeline& rank, Time begin, Time end) {
   Time sum;
   for (const Interval& iv : rank.intervals)
-    if (iv.activity == Activity::comm && iv.start >= begin && iv.start < end) sum += iv.waited;
+    if (wait_is_comm(iv) && iv.start >= begin && iv.start < end) sum += iv.waited;
   return sum;
 }
 
-// The report's fields as report::make_report measures them, on the same rank and window.
-Report remeasured(const Report& base, const Timeline& t, double& wait_s) {
+// The index in `t` of global rank `rank` when the simulation kept its intervals; else the
+// critical-path rank, the one the report measures. -1 when the timeline has no ranks.
+int prediction_rank(const Timeline& t, const StepWindow& window, int rank) {
+  const auto it = std::find_if(t.ranks.begin(), t.ranks.end(),
+                               [rank](const RankTimeline& r) { return r.rank == rank && !r.intervals.empty(); });
+  if (rank >= 0 && it != t.ranks.end()) return static_cast<int>(it - t.ranks.begin());
+  return report::critical_rank(t, window);
+}
+
+// The report's fields as report::make_report measures them, on the same window and on the
+// rank prediction_rank() picks for global rank `rank`.
+Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_s, int& chosen_rank,
+                  std::string& chosen_label) {
   Report r = base;
   const StepWindow window = report::report_window(t);
-  const int chosen = report::critical_rank(t, window);
+  const int chosen = prediction_rank(t, window, rank);
   if (chosen < 0) return r;
-  const RankTimeline& rank = t.ranks[static_cast<std::size_t>(chosen)];
-  wait_s = waits_in(rank, window.start, window.end).seconds();
+  const RankTimeline& measured = t.ranks[static_cast<std::size_t>(chosen)];
+  chosen_rank = measured.rank;
+  chosen_label = measured.label;
+  wait_s = waits_in(measured, window.start, window.end).seconds();
   const Timeline counted = waits_as_comm(t);
   const report::WindowMetrics m =
       report::measure(counted.ranks[static_cast<std::size_t>(chosen)], window.start, window.end);
@@ -42,7 +61,7 @@ Report remeasured(const Report& base, const Timeline& t, double& wait_s) {
 Timeline waits_as_comm(Timeline t) {
   for (RankTimeline& rank : t.ranks)
     for (Interval& iv : rank.intervals)
-      if (iv.activity == Activity::comm && iv.waited > Time::zero()) {
+      if (wait_is_comm(iv) && iv.waited > Time::zero()) {
         iv.start = iv.start - iv.waited;
         iv.waited = Time::zero();
       }
@@ -51,7 +70,9 @@ Timeline waits_as_comm(Timeline t) {
 
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted) {
   LikeForLike out;
-  out.predicted = remeasured(predicted.report, predicted.timeline, out.predicted_wait_s);
+  out.measured_rank = measured.trace.dist[measured.metrics.rank_index].rank;
+  out.predicted = remeasured(predicted.report, predicted.timeline, out.measured_rank, out.predicted_wait_s,
+                             out.predicted_rank, out.predicted_label);
   out.measured = measured.mean;
   if (!measured.trace.simulated) return out;  // a real kernel already holds its wait
   const RankTimeline& rank = measured.trace.timeline.ranks[measured.metrics.rank_index];

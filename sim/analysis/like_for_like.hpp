@@ -2,10 +2,12 @@
 // when its stream reaches it and runs, counted as communication, while it waits for the
 // slowest member; the simulator records that wait apart (Interval::waited) and starts the
 // interval when every member has arrived. Both sides here count the wait as communication,
-// and report it separately where it is known.
+// and report it separately where it is known. A pipeline transfer's wait for the neighbouring
+// stage is not such a wait but the bubble, on both sides as in the report (docs/report.md).
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "analysis/analysis_output.hpp"
 #include "stepsim/report.hpp"
@@ -13,7 +15,8 @@
 
 namespace stepsim::analysis {
 
-// `t` with every communication interval starting `waited` earlier (and waited zero).
+// `t` with every communication interval but pipeline transfers starting `waited` earlier (and
+// waited zero).
 Timeline waits_as_comm(Timeline t);
 
 struct LikeForLike {
@@ -21,8 +24,16 @@ struct LikeForLike {
   Report predicted;                       // the simulation's step, waits as communication
   std::optional<double> measured_wait_s;  // per step; unknown for a real trace (inside its kernels)
   double predicted_wait_s = 0;            // per step, on the rank the prediction is measured on
+  int measured_rank = -1;                 // the trace's global rank; -1 when it does not say
+  int predicted_rank = -1;                // the global rank the prediction is measured on
+  std::string predicted_label;            // that rank's label: "rank 0 (stage 0)"
+
+  bool same_rank() const { return measured_rank >= 0 && measured_rank == predicted_rank; }
 };
 
+// The prediction is measured on the trace's global rank when the simulation simulated it
+// (every rank with simulation.ranks "all", one rank per pipeline stage otherwise), else on
+// the rank the report is measured on (the critical path); same_rank() tells which.
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted);
 
 }  // namespace stepsim::analysis

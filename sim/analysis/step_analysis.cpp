@@ -21,12 +21,15 @@ struct Edge {
 };
 
 // The exposed-communication sweep of report::measure(), keyed by `key_of` instead of by
-// CommKind. Memory activity neither hides nor exposes anything.
+// CommKind. Memory activity neither hides nor exposes anything. A collective's wait at its
+// rendezvous is its communication there too, a pipeline transfer's the bubble, so that the
+// keys share out the same exposed time as the kinds.
 std::vector<double> exposed_by(const RankTimeline& rank, Time begin, Time end, std::size_t keys,
                                const std::function<std::size_t(const Interval&)>& key_of) {
   std::vector<Edge> edges;
   for (const Interval& iv : rank.intervals) {
-    const Time s = max(iv.start, begin);
+    const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+    const Time s = max(spins ? iv.start - iv.waited : iv.start, begin);
     const Time e = min(iv.end, end);
     if (e <= s || iv.activity == Activity::memory || iv.activity == Activity::bubble) continue;
     const std::size_t key = iv.activity == Activity::comm ? key_of(iv) : kNoKey;
@@ -127,6 +130,7 @@ CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv,
   STEPSIM_CHECK(r.ranks > 0, "a collective without a group size needs the world size");
   r.bytes = iv.bytes;
   r.start = iv.start;
+  r.arrival = iv.start - iv.waited;
   r.duration = iv.end - iv.start;
   if (r.duration > Time::zero() && r.bytes.count() > 0) {
     r.algbw = Bandwidth::bytes_per_s(r.bytes.as_double() / r.duration.seconds());

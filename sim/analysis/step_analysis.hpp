@@ -31,7 +31,11 @@ struct CollectiveRecord {
   std::int32_t group = -1;
   int ranks = 0;   // group size; 0 unknown
   Bytes bytes{0};  // 0 unknown
-  Time start;
+  Time start;      // when the data starts to move
+  // When the rank reached the collective: the start less its wait at the rendezvous for the
+  // last member (stepsim's traces, args wait_us); the start itself in a real trace, whose
+  // kernel starts on arrival and holds the wait.
+  Time arrival;
   Time duration;
   Bandwidth algbw;
   Bandwidth busbw;

@@ -25,7 +25,9 @@ constexpr const char* kCompareUsage =
     "busy time, compute and hidden fraction with the relative difference (predicted - measured)\n"
     "/ measured. Process groups of a trace count as kind 'other' unless their name says tp, dp,\n"
     "pp, ep, cp or fsdp, so compare the total exposed communication first. Fractions (hidden,\n"
-    "exposed of the step) differ in percentage points (pp). Before the table, compare checks\n"
+    "exposed of the step) differ in percentage points (pp). The prediction is measured on the\n"
+    "trace's rank when the simulation simulates it (simulation.ranks \"all\" simulates every\n"
+    "GPU), else on its report's rank, which a note then says. Before the table, compare checks\n"
     "that the trace and the scenario describe the same job (world size, compute per step, step\n"
     "count) and says what differs; the same lines go to stderr as warnings.";
 

@@ -193,10 +193,16 @@ void RankTraceWriter::write_args(fmt::memory_buffer& buf, const Interval& iv) {
       fmt::format_to(std::back_inserter(buf), "\"kind\":\"{}\",\"op\":\"{}\",\"bytes\":{},\"phase\":\"{}\"",
                      to_string(iv.kind), to_string(iv.op), iv.bytes.count(), to_string(iv.phase));
       if (iv.group >= 0 && static_cast<std::size_t>(iv.group) < timeline_.groups.size()) {
+        const ProcessGroup& g = timeline_.groups[static_cast<std::size_t>(iv.group)];
         buf.append(std::string_view(",\"group\":"));
-        append_json_string(buf, timeline_.groups[static_cast<std::size_t>(iv.group)].name);
-        fmt::format_to(std::back_inserter(buf), ",\"group_size\":{}",
-                       timeline_.groups[static_cast<std::size_t>(iv.group)].size);
+        append_json_string(buf, g.name);
+        fmt::format_to(std::back_inserter(buf), ",\"group_size\":{}", g.size);
+        // Groups share names (every TP group is "tp"; a middle stage's "pp fwd" to the next
+        // stage and from the one before): their ranks tell them apart when the trace is read.
+        if (!g.ranks.empty()) {
+          buf.append(std::string_view(",\"group_ranks\":"));
+          append_json_string(buf, g.ranks);
+        }
       }
       if (iv.waited > Time::zero()) {
         // In whole nanoseconds of the slice's rounded start, so that ts - wait_us is the arrival.

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -331,4 +332,66 @@ TEST_CASE(
                          "holds no rank 2: it holds ranks 0 and 1 (a file without distributedInfo is numbered by its "
                          "place among the files)")
             .empty());
+}
+
+TEST_CASE("stepsim's trace keeps apart the process groups that share a name, and each group's calls match alone") {
+  // TP 2 x DP 2: the TP groups [0, 1] and [2, 3] are both named "tp", the DP groups "dp".
+  const SimulationResult sim =
+      simulate(io::load_scenario("ddp-1.3b-64xa100", {"parallel.tp=2", "parallel.dp=2", "simulation.ranks=all",
+                                                      "model.layers=4", "training.global_batch=16"}));
+  // Every member of a group holds each of its calls, so a trace of every rank has as many
+  // calls as communication intervals, each divided by its group's size.
+  double expected_calls = 0;
+  for (const RankTimeline& r : sim.timeline.ranks)
+    for (const Interval& iv : r.intervals)
+      if (iv.activity == Activity::comm)
+        expected_calls += 1.0 / sim.timeline.groups.at(static_cast<std::size_t>(iv.group)).size;
+  const testing::Scratch scratch("analyze-group-ranks");
+  const std::string path = scratch.file("tp.json").string();
+  {
+    std::ofstream out(path);
+    report::write_trace(sim.timeline, out);
+  }
+  const analysis::LoadedTrace back = analysis::load_trace(path);
+  std::vector<std::string> tp;
+  for (const ProcessGroup& g : back.timeline.groups)
+    if (g.name == "tp") tp.push_back(g.ranks);
+  std::sort(tp.begin(), tp.end());
+  CHECK(tp == std::vector<std::string>{"[0, 1]", "[2, 3]"});
+  const analysis::JobAnalysis job = analysis::analyze_job({path}, std::nullopt, 1);
+  REQUIRE(job.ranks.size() == 4);
+  CHECK(job.calls > 10);
+  CHECK(static_cast<double>(job.calls) == expected_calls);
+}
+
+TEST_CASE("a rank that reaches its collectives late is the straggler of stepsim's traces, as the report says") {
+  // Eight DDP ranks, every one simulated, rank 5 computing at 0.8x: every AllReduce's data
+  // starts at once on all members, the others having waited at the rendezvous for rank 5.
+  const SimulationResult sim = simulate(io::load_scenario(
+      "ddp-1.3b-64xa100", {"parallel.dp=8", "simulation.ranks=all", "model.layers=4", "training.global_batch=64",
+                           R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])"}));
+  REQUIRE(sim.report.ranks.straggler.rank == 5);
+  std::size_t calls = 0;
+  for (const Interval& iv : sim.timeline.ranks.at(0).intervals) calls += iv.activity == Activity::comm ? 1 : 0;
+  // Two files of four ranks each, as `simulate --trace-ranks 0-3` and `4-7` write them.
+  const TempDir dir;
+  for (const auto& [name, first] : {std::pair{"ranks0-3.json", 0}, std::pair{"ranks4-7.json", 4}}) {
+    std::ofstream out(dir.path / name);
+    report::write_trace(
+        sim.timeline, [first](int rank) { return rank >= first && rank < first + 4; }, out, kRanks);
+  }
+  const analysis::JobAnalysis job = analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, 2);
+  REQUIRE(job.ranks.size() == kRanks);
+  CHECK(job.calls == calls);
+  REQUIRE(job.stragglers.size() == 1);
+  const analysis::Straggler& s = job.stragglers.front();
+  CHECK(s.rank == 5);
+  CHECK(s.last == calls);
+  // The report charges rank 5 with the longest wait of a peer at each call, the analysis with
+  // the mean wait of the others: the same where the others arrive together, as ranks of equal
+  // speed do here. The trace gives each arrival in whole nanoseconds (0.5 ns off at most), so
+  // each call's wait may differ by 1 ns.
+  CHECK(sim.report.ranks.straggler.caused_wait_s > 0.05);
+  CHECK(s.others_wait.seconds() ==
+        Approx(sim.report.ranks.straggler.caused_wait_s).margin(static_cast<double>(calls) * 1e-9));
 }
