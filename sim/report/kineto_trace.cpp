@@ -85,7 +85,11 @@ class KinetoWriter {
     std::int64_t correlation = 1;
     for (const Interval& iv : rank_.intervals) {
       if (iv.activity == Activity::bubble) continue;
-      const std::int64_t s = ps_to_ns(iv.start.ps());
+      // A real NCCL kernel runs from when its rank reaches the collective, spinning until the
+      // last member arrives: the wait is inside the kernel, as the report counts it. A pipeline
+      // transfer's wait for its neighbour stays outside it, the bubble the report makes it.
+      const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+      const std::int64_t s = ps_to_ns((spins ? iv.start - iv.waited : iv.start).ps());
       const std::int64_t e = ps_to_ns(iv.end.ps());
       const std::int64_t launch = std::max(start, std::min(s, end));
       const std::int64_t tid = kFirstStreamTid + iv.stream;

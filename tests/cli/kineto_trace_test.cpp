@@ -181,3 +181,28 @@ TEST_CASE("a stepsim trace whose process is beyond its world size is refused") {
   CHECK(r.err ==
         "stepsim: error: t.json: /distributedInfo/world_size: is 4, but the trace holds rank 5 (its process 5)\n");
 }
+
+// Under kernel jitter every rank waits at some AllReduce for its slowest member. The Kineto
+// trace writes each NCCL kernel from its rank's arrival, as a real trace shows it, so the
+// trace read back holds the report's communication, wait included (60.8 ms of the 123.9 ms of
+// DP communication on rank 0 here): before, it started when the data moved and lost the wait.
+TEST_CASE("A Kineto trace under jitter holds each collective's wait for its slowest member inside its kernel") {
+  const Scratch dir("kineto-waits");
+  const std::string job =
+      "ddp-1.3b-64xa100 --set simulation.ranks=all --set simulation.variation.jitter.distribution=normal "
+      "--set simulation.variation.jitter.sigma=0.05";
+  const auto sim = dir.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto compared = dir.run("compare step.json " + job + " --json compare.json");
+  INFO(compared.err);
+  REQUIRE(compared.status == 0);
+  const auto c = boost::json::parse(slurp(dir.file("compare.json")));
+  const double waited = c.at("predicted").at("wait_s").to_number<double>();
+  CHECK(waited > 0.01);  // the case this checks: a wait of more than 10 ms on the rank
+  CHECK(c.at("measured_rank") == c.at("predicted_rank"));
+  const double measured = c.at("measured").at("comm_s").at("dp").to_number<double>();
+  const double predicted = c.at("predicted").at("comm_s").at("dp").to_number<double>();
+  CHECK(measured == Approx(predicted).epsilon(0.001));
+  CHECK(measured > waited);
+}
