@@ -65,6 +65,8 @@ constexpr const char* kSweepUsage =
     "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
     "identical results share a row) with their breakdown and what limits the first; when none\n"
     "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too.\n"
+    "CP and TP overlap are searched where the model runs them (neither with latent attention,\n"
+    "no CP with sliding windows).\n"
     "'stepsim plan' runs the same search on several clusters.";
 
 constexpr const char* kSweepExamples =
