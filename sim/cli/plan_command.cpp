@@ -65,7 +65,8 @@ po::options_description describe(PlanFlags& f) {
       "deadline", po::value(&f.deadline)->value_name("DAYS"), "days available: tokens trained by then")(
       "gpus", po::value(&f.gpus)->value_name("LIST"), "GPU count(s): 256, 128,256 or 64:1024:x2")(
       "cluster", po::value(&f.clusters)->value_name("NAME[@PRICE]")->composing(),
-      "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list)")(
+      "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list; --set "
+      "cluster.gpu_hour_price=P prices those given without one)")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
       "training precisions allowed, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. bf16,fp8 (default: the "
       "scenario's)")("set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(),

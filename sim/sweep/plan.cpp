@@ -79,7 +79,10 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   row.gpus = gpus;
   const SweepSpec s = search_spec(spec, cluster, gpus);
   try {
-    row.gpu = load_base(s).cluster.gpu.name;
+    const Scenario base = load_base(s);
+    row.gpu = base.cluster.gpu.name;
+    // The price the search's reports use: NAME@PRICE's, or --set cluster.gpu_hour_price's.
+    row.cluster.gpu_hour_price = base.cluster.gpu_hour_price;
     const auto start = std::chrono::steady_clock::now();
     SearchSpace space;
     space.precisions = spec.precisions;
@@ -193,6 +196,11 @@ PlanCluster parse_plan_cluster(const std::string& text) {
   const auto price = number_of(text.substr(at + 1));
   if (!price || *price <= 0)
     throw InputError("--cluster", text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
+  if (*price > ClusterSpec::kMaxGpuHourPrice)
+    throw InputError("--cluster", text,
+                     fmt::format("expected a price per GPU-hour of at most {:.0f} after '@' (cluster.gpu_hour_price's "
+                                 "range), got {:g}",
+                                 ClusterSpec::kMaxGpuHourPrice, *price));
   c.gpu_hour_price = *price;
   return c;
 }
@@ -262,6 +270,17 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
                      "expected a number of layouts from 0 (every one) to 1000000");
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
   spec.precisions = parse_precisions(request.precisions);
+  // A price given both ways would leave one unused: --set cluster.gpu_hour_price prices every
+  // cluster given without @PRICE, and a cluster with both is refused.
+  for (const std::string& set : spec.sets)
+    if (set.starts_with("cluster.gpu_hour_price="))
+      for (const std::string& c : split(request.clusters))
+        if (c.find('@') != std::string::npos)
+          throw InputError("--cluster", c,
+                           fmt::format("gives a price per GPU-hour and --set {} gives another: give each cluster's "
+                                       "price once, with @PRICE or with --set cluster.gpu_hour_price for every "
+                                       "cluster without @PRICE",
+                                       set));
   return spec;
 }
 

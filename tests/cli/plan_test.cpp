@@ -8,6 +8,8 @@
 #include <algorithm>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 #include "cli/simulate_support.hpp"
@@ -221,6 +223,52 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].at("gpu").as_string() == "h200");
   CHECK(number(rows[0].as_object(), "memory_capacity_gib") > 100);
+}
+
+// --set cluster.gpu_hour_price prices every cluster given without @PRICE, as that @PRICE
+// would: the same row, price and cost (by hand: GPUs × price × days × 24), the table says so.
+// A cluster given both would leave one price unused, and is refused.
+TEST_CASE("plan prices the clusters without @PRICE at --set cluster.gpu_hour_price, and refuses both") {
+  const Scratch dir("plan-set-price");
+  const boost::json::array set = small_plan(dir, "--cluster dgx-h100-ndr --set cluster.gpu_hour_price=3");
+  const boost::json::array at = small_plan(dir, "--cluster dgx-h100-ndr@3");
+  REQUIRE(set.size() == 1);
+  REQUIRE(at.size() == 1);
+  const auto& row = set[0].as_object();
+  REQUIRE(row.at("status").as_string() == "ok");
+  CHECK(number(row, "gpu_hour_price") == 3);
+  CHECK(number(row, "cost") == Approx(8 * 3 * number(row, "train_days") * 24).epsilon(1e-9));
+  CHECK(number(row, "cost") == number(at[0].as_object(), "cost"));
+  CHECK(row.at("pareto").as_bool());
+  const Run table = dir.run(
+      "plan --model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr --set "
+      "cluster.gpu_hour_price=3");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("dgx-h100-ndr: 8 x h100-sxm5-80gb at 3 per GPU-hour") != std::string::npos);
+  CHECK(table.out.find("no price") == std::string::npos);
+  const Run both = dir.run(
+      "plan --model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-a100-80g-hdr --cluster dgx-b200@5 --set "
+      "cluster.gpu_hour_price=3");
+  CHECK(both.status == 2);
+  CHECK(both.err ==
+        "stepsim: error: --cluster: dgx-b200@5: gives a price per GPU-hour and --set cluster.gpu_hour_price=3 gives "
+        "another: give each cluster's price once, with @PRICE or with --set cluster.gpu_hour_price for every cluster "
+        "without @PRICE\n");
+  CHECK(both.err.find("stepsim: plan:") == std::string::npos);  // refused before any search
+}
+
+// A price past cluster.gpu_hour_price's range is refused as the --cluster it came from.
+TEST_CASE("plan refuses a price per GPU-hour out of range as the --cluster that gives it") {
+  const Scratch dir("plan-price-range");
+  const Run run = dir.run("plan --model gpt-1.3b --tokens 1T --gpus 8 --cluster dgx-h100-ndr@1e300");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: --cluster: dgx-h100-ndr@1e300: expected a price per GPU-hour of at most 1000000 after '@' "
+        "(cluster.gpu_hour_price's range), got 1e+300\n");
+  // The range's end itself is a price.
+  const boost::json::array rows = small_plan(dir, "--cluster dgx-h100-ndr@1000000");
+  REQUIRE(rows.size() == 1);
+  CHECK(number(rows[0].as_object(), "gpu_hour_price") == 1e6);
 }
 
 // A cluster without a price has no cost to compare: the front is the priced clusters', and
