@@ -69,9 +69,9 @@ po::options_description describe(PlanFlags& f) {
       "cluster.gpu_hour_price=P prices those given without one)")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
       "training precisions allowed, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. bf16,fp8 (default: the "
-      "scenario's)")("set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(),
-                     "override a scenario key on every cluster")("jobs,j", po::value(&f.jobs)->value_name("J"),
-                                                                 "simulations at once (default: every core)")(
+      "scenario's; not with --set training.precision, which fixes one)")(
+      "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key on every cluster")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
       "max-layouts", po::value(&f.max_layouts)->value_name("N"),
       "layouts that fit simulated per cluster and GPU count, the fastest bound first (default 96; 0: every one the "
       "bound cannot rule out)")("output,o", po::value(&f.output)->value_name("FILE"),

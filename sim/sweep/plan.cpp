@@ -221,7 +221,14 @@ double parse_tokens(const std::string& text, const std::string& flag) {
   return *v * scale;
 }
 
-std::vector<std::string> parse_precisions(const std::vector<std::string>& lists) {
+std::vector<std::string> parse_precisions(const std::vector<std::string>& lists, const std::vector<std::string>& sets) {
+  // A precision --set fixes would leave --precision's list unsearched.
+  for (const std::string& set : sets)
+    if (!lists.empty() && set.starts_with("training.precision="))
+      throw InputError("--precision", fmt::format("{}", fmt::join(lists, ",")),
+                       fmt::format("cannot be combined with --set {}, which fixes the precision that --precision "
+                                   "searches: give one of them",
+                                   set));
   std::vector<std::string> out;
   for (const std::string& p : split(lists)) {
     if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
@@ -269,7 +276,7 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     throw InputError("--max-layouts", std::to_string(request.max_layouts),
                      "expected a number of layouts from 0 (every one) to 1000000");
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
-  spec.precisions = parse_precisions(request.precisions);
+  spec.precisions = parse_precisions(request.precisions, spec.sets);
   // A price given both ways would leave one unused: --set cluster.gpu_hour_price prices every
   // cluster given without @PRICE, and a cluster with both is refused.
   for (const std::string& set : spec.sets)

@@ -271,6 +271,19 @@ TEST_CASE("plan refuses a price per GPU-hour out of range as the --cluster that 
   CHECK(number(rows[0].as_object(), "gpu_hour_price") == 1e6);
 }
 
+// --precision searches the precisions it lists, which a precision fixed by --set would leave
+// unsearched: plan refuses the two together, as sweep --best does.
+TEST_CASE("plan refuses --precision beside --set training.precision") {
+  const Scratch dir("plan-precision-set");
+  const Run run =
+      dir.run("plan --gpus 64 --tokens 1T --cluster dgx-b200@5 --set training.precision=fp8 --precision bf16");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: --precision: bf16: cannot be combined with --set training.precision=fp8, which fixes the "
+        "precision that --precision searches: give one of them\n");
+  CHECK(dir.entries().empty());
+}
+
 // A cluster without a price has no cost to compare: the front is the priced clusters', and
 // without any price the fastest alone.
 TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one", "[slow]") {
