@@ -284,6 +284,69 @@ TEST_CASE("plan refuses --precision beside --set training.precision") {
   CHECK(dir.entries().empty());
 }
 
+// A figure plan does not know is an empty CSV cell (null in JSON), never 0: the price and cost
+// of a cluster given without a price, the budget's days, energy and cost without --tokens, the
+// energy without the GPU's board power, the deadline's tokens without --deadline. What it
+// knows is a number: the same row's step time, and the figures the flags given make known.
+TEST_CASE("plan leaves the figures it does not know empty, never 0") {
+  const Scratch dir("plan-unknown");
+  const auto row_of = [&](const std::string& args) {
+    const boost::json::array rows = plan_rows(dir, "--model gpt-1.3b --gpus 8 --max-layouts 4 " + args);
+    REQUIRE(rows.size() == 1);
+    REQUIRE(rows[0].at("status").as_string() == "ok");
+    return rows[0].as_object();
+  };
+  const auto is_null = [](const boost::json::object& row, std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      INFO(key);
+      CHECK(row.at(key).is_null());
+    }
+  };
+  const auto is_number = [](const boost::json::object& row, std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      INFO(key);
+      CHECK(row.at(key).is_number());
+    }
+  };
+  // A budget, no price: no cost; no deadline: no tokens by it.
+  const auto budget = row_of("--tokens 1e9 --cluster dgx-h100-ndr");
+  is_null(budget, {"gpu_hour_price", "cost", "cost_low", "cost_high", "deadline_tokens"});
+  is_number(budget, {"step_time_s", "train_days", "train_days_low", "train_days_high", "energy_mwh"});
+  // A deadline alone: no budget to take days, energy or cost for.
+  const auto deadline = row_of("--deadline 10 --cluster dgx-h100-ndr@2");
+  is_null(deadline, {"train_days", "train_days_low", "train_days_high", "energy_mwh", "cost", "cost_low", "cost_high"});
+  is_number(deadline, {"gpu_hour_price", "deadline_tokens"});
+  // A GPU without a board power: no energy.
+  const auto unpowered = row_of("--tokens 1e9 --cluster dgx-h100-ndr@2 --set cluster.gpu.board_power_w=0");
+  is_null(unpowered, {"energy_mwh", "deadline_tokens"});
+  is_number(unpowered, {"train_days", "cost"});
+  // The CSV: empty cells where the JSON has null.
+  const Run csv = dir.run("plan --model gpt-1.3b --gpus 8 --max-layouts 4 --tokens 1e9 --cluster dgx-h100-ndr -o -");
+  REQUIRE(csv.status == 0);
+  const auto newline = csv.out.find('\n');
+  std::vector<std::string> header, cells;
+  for (auto [line, out] :
+       {std::pair{csv.out.substr(0, newline), &header},
+        std::pair{csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1), &cells}}) {
+    std::size_t from = 0;
+    // No cell of this row is quoted: the fields are names and numbers.
+    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+      out->push_back(line.substr(from, comma - from));
+      from = comma + 1;
+    }
+    out->push_back(line.substr(from));
+  }
+  REQUIRE(header.size() == cells.size());
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    INFO(header[i]);
+    // bucket_parameters is empty where the layout's kind sizes no buckets in parameters.
+    if (header[i] == "bucket_parameters") continue;
+    const bool unknown = header[i] == "gpu_hour_price" || header[i].starts_with("cost") ||
+                         header[i] == "deadline_tokens" || header[i] == "reason";
+    CHECK(cells[i].empty() == unknown);
+  }
+}
+
 // A cluster without a price has no cost to compare: the front is the priced clusters', and
 // without any price the fastest alone.
 TEST_CASE("plan's Pareto front leaves out clusters without a price unless none has one", "[slow]") {
