@@ -35,7 +35,9 @@ namespace {
 // runs alone, then the forward of micro-batch i + 1 with the backward of i, then the last
 // backward alone. Under the interleaved schedule each steady-state iteration's forward and
 // backward run as one combined step (combined_1f1b_schedule_for_interleaved_pipelining);
-// warm-up forwards and cool-down backwards run alone.
+// warm-up forwards and cool-down backwards run alone. A stage whose forwards all warm up (as
+// many micro-batches as stages: Megatron runs every forward first) has no steady state, and its
+// last warm-up forward, followed by the first cool-down backward, is not combined with it.
 std::vector<PipelineOp> combined_1f1b(std::vector<PipelineOp> order, int stages) {
   if (stages == 1) {
     std::vector<PipelineOp> forwards, backwards;
@@ -50,6 +52,9 @@ std::vector<PipelineOp> combined_1f1b(std::vector<PipelineOp> order, int stages)
     out.push_back(backwards.back());
     return out;
   }
+  const auto first_backward =
+      std::find_if(order.begin(), order.end(), [](const PipelineOp& op) { return !op.forward; });
+  if (std::none_of(first_backward, order.end(), [](const PipelineOp& op) { return op.forward; })) return order;
   for (std::size_t i = 0; i + 1 < order.size(); ++i) {
     const PipelineOp& b = order[i + 1];
     if (!order[i].forward || b.forward || b.weight) continue;

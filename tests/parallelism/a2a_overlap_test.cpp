@@ -56,6 +56,36 @@ TEST_CASE("the all-to-all overlap combines each forward with the backward of an 
   // The first stage: 2(p - 1) + (v - 1)·p + 1 = 5 warm-up forwards.
   CHECK(letters(Schedule::interleaved, 2, 4, 2, 0) ==
         "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0& B0.1 F2.1& B1.1 F3.1& B0.0 B1.0 B2.1 B3.1 B2.0 B3.0");
+  // As many micro-batches as stages: Megatron runs every forward first (all_warmup_microbatches),
+  // so no stage has a steady state to combine, and the last forward is not combined with the
+  // first backward after it.
+  for (int stage : {0, 1})
+    CHECK(letters(Schedule::interleaved, 2, 2, 2, stage) == "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0");
+}
+
+// Qwen3 30B-A3B on 64 GB200 in 2 interleaved stages at DP 32 and micro-batches of 2: two
+// micro-batches per replica, as many as stages. The overlap has no pass to combine (above),
+// so the step is the one without it. It deadlocked: the first stage combined its last forward
+// with a backward whose gradient the next stage sends only once that forward's output, sent
+// after the combined pass, has reached it.
+TEST_CASE("the all-to-all overlap with as many micro-batches as stages runs the step without it") {
+  const std::vector<std::string> job = {"model=qwen3-30b-a3b",
+                                        "cluster=gb200-nvl72",
+                                        "cluster.nodes=16",
+                                        "parallel.tp=1",
+                                        "parallel.pp=2",
+                                        "parallel.dp=32",
+                                        "parallel.ep=32",
+                                        "parallel.schedule=interleaved",
+                                        "parallel.virtual_stages=2",
+                                        "training.micro_batch=2",
+                                        "data_parallel.kind=zero1"};
+  auto overlapped = job;
+  overlapped.emplace_back("model.moe.a2a_overlap=true");
+  const stepsim::Scenario s = stepsim::io::load_scenario("", overlapped);
+  REQUIRE(s.training.micro_batches(s.parallel.dp) == s.parallel.pp);
+  const double with = stepsim::simulate(s).report.step_time_s;
+  CHECK(with == stepsim::simulate(stepsim::io::load_scenario("", job)).report.step_time_s);
 }
 
 namespace {
