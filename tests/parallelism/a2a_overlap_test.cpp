@@ -84,6 +84,7 @@ TEST_CASE("the all-to-all overlap with as many micro-batches as stages runs the 
   overlapped.emplace_back("model.moe.a2a_overlap=true");
   const stepsim::Scenario s = stepsim::io::load_scenario("", overlapped);
   REQUIRE(s.training.micro_batches(s.parallel.dp) == s.parallel.pp);
+  CHECK_FALSE(sp::ep_overlap_pairs(s));
   const double with = stepsim::simulate(s).report.step_time_s;
   CHECK(with == stepsim::simulate(stepsim::io::load_scenario("", job)).report.step_time_s);
 }
