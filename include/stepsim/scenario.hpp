@@ -196,6 +196,7 @@ struct ClusterSpec {
   HostLink host_link;
   CollectiveTuning tuning;
   double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
+  static constexpr double kMaxGpuHourPrice = 1e6;
   Provenance provenance;
   int gpus() const { return nodes * gpus_per_node; }
   int domain_gpus() const { return nvlink_domain > 0 ? nvlink_domain : gpus_per_node; }

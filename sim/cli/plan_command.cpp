@@ -65,12 +65,13 @@ po::options_description describe(PlanFlags& f) {
       "deadline", po::value(&f.deadline)->value_name("DAYS"), "days available: tokens trained by then")(
       "gpus", po::value(&f.gpus)->value_name("LIST"), "GPU count(s): 256, 128,256 or 64:1024:x2")(
       "cluster", po::value(&f.clusters)->value_name("NAME[@PRICE]")->composing(),
-      "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list)")(
+      "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list; --set "
+      "cluster.gpu_hour_price=P prices those given without one)")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
       "training precisions allowed, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. bf16,fp8 (default: the "
-      "scenario's)")("set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(),
-                     "override a scenario key on every cluster")("jobs,j", po::value(&f.jobs)->value_name("J"),
-                                                                 "simulations at once (default: every core)")(
+      "scenario's; not with --set training.precision, which fixes one)")(
+      "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key on every cluster")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
       "max-layouts", po::value(&f.max_layouts)->value_name("N"),
       "layouts that fit simulated per cluster and GPU count, the fastest bound first (default 96; 0: every one the "
       "bound cannot rule out)")("output,o", po::value(&f.output)->value_name("FILE"),

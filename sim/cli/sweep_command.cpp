@@ -64,7 +64,9 @@ constexpr const char* kSweepUsage =
     "gradient_as_bucket_view=false keeps it to DDP, a mixture-of-experts model away from FSDP).\n"
     "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
     "identical results share a row) with their breakdown and what limits the first; when none\n"
-    "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too.\n"
+    "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too (not\n"
+    "beside --set training.precision, which fixes one). CP and TP overlap are searched where the\n"
+    "model runs them (neither with latent attention, no CP with sliding windows).\n"
     "'stepsim plan' runs the same search on several clusters.";
 
 constexpr const char* kSweepExamples =
@@ -190,7 +192,7 @@ int run_sweep(const Args& args) {
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
     refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");
     sweep::SearchSpace space;
-    space.precisions = sweep::parse_precisions(f.precisions);
+    space.precisions = sweep::parse_precisions(f.precisions, spec.sets);
     sweep::print_best(spec, static_cast<std::size_t>(f.best), jobs, sweep::Progress::stderr_is_terminal(), std::cout,
                       space);
     return 0;

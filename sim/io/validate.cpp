@@ -912,6 +912,68 @@ std::optional<DpKind> dp_kind_named(std::string_view name) {
   return std::nullopt;
 }
 
+bool splits_over_tp(const ModelSpec& m, int tp) {
+  // check_split's rules, and check_simulated's for multi-token prediction's projection.
+  return tp >= 1 && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) && m.ffn_hidden % tp == 0 &&
+         (m.mtp_layers == 0 || m.hidden % tp == 0);
+}
+
+bool runs_context_parallel(const Scenario& s) {
+  // check_context_parallel's kernels and check_simulated's features.
+  return fused_attention(s.training.attention) && !s.model.latent_attention() && s.model.mtp_layers == 0 &&
+         s.model.sliding_window == 0;
+}
+
+bool runs_tp_overlap(const Scenario& s) { return !s.model.latent_attention(); }
+
+bool runs_expert_degree(const Scenario& s, int ep) {
+  const MoeSpec& moe = s.model.moe;
+  if (moe.experts == 0) return ep == 1;
+  if (ep < 1 || moe.experts % ep != 0) return false;
+  // check_split and check_imbalance: the busiest rank's share within what a rank can receive.
+  if (ep == 1 && moe.imbalance != 1.0) return false;
+  if (moe.imbalance * moe.top_k > ep * std::min(moe.top_k, moe.experts / ep)) return false;
+  // check_a2a_overlap and check_dispatcher: an EP all-to-all to overlap or dispatch.
+  const bool flex = moe.dispatcher != MoeDispatcher::alltoall;
+  if ((moe.a2a_overlap || flex) && ep == 1) return false;
+  if (flex && !traits_of(s.training.framework).megatron_core) {
+    Scenario t = s;
+    t.parallel.ep = ep;
+    return ep_domains(t) > 1;
+  }
+  return true;
+}
+
+bool runs_pipeline(const Scenario& s, int pp, Schedule schedule) {
+  if (pp <= 1) return true;
+  // resolve_pipeline_engine, check_a2a_overlap and check_activation_offload.
+  if (deepspeed_pipeline_engine(s.training.framework, pp) &&
+      (schedule != Schedule::one_f_one_b || s.model.moe.experts > 0))
+    return false;
+  if (s.model.moe.a2a_overlap && schedule != Schedule::interleaved) return false;
+  return s.training.activation_offload_layers == 0;
+}
+
+bool runs_recompute(const Scenario& s, Recompute r) {
+  // check_a2a_overlap, check_cuda_graphs, check_activation_offload and check_simulated.
+  if (r == Recompute::full &&
+      (s.model.moe.a2a_overlap || (s.training.cuda_graphs && runs_megatron_options(s.training.framework))))
+    return false;
+  if (r != Recompute::none && s.training.activation_offload_layers > 0) return false;
+  return r != Recompute::selective_op || !s.model.latent_attention();
+}
+
+std::string precision_refusal(const Scenario& s, Precision p) {
+  // check_a2a_overlap and check_training.
+  if (s.model.moe.a2a_overlap && element_bytes(p) == 4)
+    return "model.moe.a2a_overlap runs with a bf16 or fp16 model only (Megatron-Core)";
+  if (s.training.fp8_scaling != Fp8Scaling::delayed && p != Precision::fp8)
+    return "training.fp8_scaling current is a recipe of fp8";
+  if (s.training.main_grad != Precision::fp32 && element_bytes(p) == 4)
+    return "bf16 main gradients (training.main_grad) need mixed precision";
+  return "";
+}
+
 std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
                                           const std::function<bool(const std::string&)>& keep) {
   std::vector<std::string> out;

@@ -36,6 +36,44 @@ bool kind_runs_key(DpKind kind, Framework framework, std::string_view key);
 // The data-parallel kind of that data_parallel.kind value, if it is one.
 std::optional<DpKind> dp_kind_named(std::string_view name);
 
+// What the simulator runs of the layout keys the best-configuration search chooses
+// (sweep/best_space.cpp), given the rest of the scenario: its model above all. Each mirrors
+// rules of complete_and_validate, which refuses the rest, so that the search enumerates only
+// layouts the scenario can run. `s` is a scenario that validated; the key in question is the
+// only one that changes.
+
+// Model dimensions that split over `tp` ranks: heads, the FFN, key/value heads (which TP
+// divides or replicates), and with multi-token prediction the hidden width.
+bool splits_over_tp(const ModelSpec& m, int tp);
+
+// Context parallelism (cp > 1): inside fused attention kernels, and not with latent attention,
+// multi-token prediction or sliding-window attention, which are not simulated with it yet.
+bool runs_context_parallel(const Scenario& s);
+
+// TP communication overlap, besides what the layout gives it (tp > 1 inside one NVLink domain,
+// sequence parallelism): not with latent attention, not simulated with it yet.
+bool runs_tp_overlap(const Scenario& s);
+
+// Expert parallelism of degree `ep`: the experts' imbalance must be one an EP rank can hold,
+// and Megatron-Core's EP overlap and the flex dispatcher need an EP all-to-all (ep > 1; the
+// flex dispatcher outside Megatron-Core an EP group across NVLink domains).
+bool runs_expert_degree(const Scenario& s, int ep);
+
+// A pipeline of `pp` stages under `schedule`: DeepSpeed's pipeline engine runs its own 1F1B
+// and no mixture of experts, Megatron-Core's EP overlap needs the interleaved schedule, and
+// activation offload no pipeline at all.
+bool runs_pipeline(const Scenario& s, int pp, Schedule schedule);
+
+// Recompute mode `r`: Megatron-Core refuses full recompute with its EP overlap and with
+// per-layer CUDA graphs, and any recompute with activation offload; latent attention is not
+// simulated with selective_op.
+bool runs_recompute(const Scenario& s, Recompute r);
+
+// Why the scenario cannot train in precision `p` whatever its layout ("" when it can; the
+// GPU's own precisions are runs_precision's): Megatron-Core's EP overlap needs a 16-bit model,
+// current scaling is FP8's, bf16 main gradients need mixed precision.
+std::string precision_refusal(const Scenario& s, Precision p);
+
 // Sizes the cluster for `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)) and checks it.
 void complete_and_validate(ClusterSpec& c, int gpus, const std::string& source);
 

@@ -101,7 +101,7 @@ void cluster_ranges(const ClusterSpec& c, const Limits& l) {
   l.integer(c.gpus_per_node, 1, 1024, "/cluster/gpus_per_node");
   l.integer(c.nvlink_domain, 0, kMaxGpus, "/cluster/nvlink_domain");  // 0: the node
   gpu_ranges(c.gpu, l);
-  l.number(c.gpu_hour_price, 0, 1e6, "/cluster/gpu_hour_price");
+  l.number(c.gpu_hour_price, 0, ClusterSpec::kMaxGpuHourPrice, "/cluster/gpu_hour_price");
   l.rate(c.intra_node.bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/intra_node/bandwidth");
   l.duration(c.intra_node.latency, 1.0, "/cluster/intra_node/latency");
   l.integer(c.inter_node.nics_per_node, 1, 1024, "/cluster/inter_node/nics_per_node");

@@ -74,6 +74,22 @@ std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shap
   return {};
 }
 
+PipelineShape pipeline_shape(const Scenario& s) {
+  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages,
+          !pytorch_pipelining(s), s.model.moe.a2a_overlap};
+}
+
+bool ep_overlap_pairs(const Scenario& s) {
+  PipelineShape shape = pipeline_shape(s);
+  shape.a2a_overlap = true;
+  if (shape.micro_batches < 1) return false;
+  // The last stage warms up least: where any stage pairs passes, it does, and is asked first.
+  for (int stage = shape.stages - 1; stage >= 0; --stage)
+    for (const PipelineOp& op : stage_order(s.parallel.schedule, shape, stage))
+      if (op.overlapped) return true;
+  return false;
+}
+
 bool splits_backward(Schedule schedule) {
   for (const ScheduleKind& k : kSchedules) {
     if (k.schedule == schedule) return k.split_backward;

@@ -56,6 +56,17 @@ std::span<const ScheduleKind> pipeline_schedules();
 // own data parallelism). Its interleaved schedule has no rule for m = p.
 bool pytorch_pipelining(const Scenario& scenario);
 
+// The scenario's pipeline: its stages, micro-batches per replica and step, model chunks per
+// stage, and whether Megatron-Core's combined 1F1B runs it (model.moe.a2a_overlap).
+PipelineShape pipeline_shape(const Scenario& s);
+
+// Whether Megatron-Core's EP all-to-all overlap, on or off in `s`, has passes to pair in its
+// step: some stage runs a forward merged with another micro-batch's backward. The combined
+// 1F1B pairs the forward of micro-batch i + 1 with the backward of i, which takes 2
+// micro-batches per replica or more without a pipeline; under the interleaved schedule a
+// stage's steady state, which the later stages have from as many micro-batches as stages.
+bool ep_overlap_pairs(const Scenario& s);
+
 // The passes of `stage` in execution order under `schedule`.
 std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shape, int stage);
 

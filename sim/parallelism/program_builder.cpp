@@ -76,11 +76,6 @@ void check_supported(const Scenario& s) {
   if (s.parallel.schedule == Schedule::dualpipe) check_dualpipe(s, m);
 }
 
-PipelineShape pipeline_shape(const Scenario& s) {
-  return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages,
-          !pytorch_pipelining(s), s.model.moe.a2a_overlap};
-}
-
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of
 // the layers (and embedding or head) that the stage holds, reduced over DP × CP.
 Scenario stage_scenario(const Scenario& s, int stage) {

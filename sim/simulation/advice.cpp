@@ -14,6 +14,7 @@
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
+#include "parallelism/pipeline_schedule.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 
@@ -165,15 +166,17 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   }
 }
 
-// Megatron-Core's EP overlap where the scenario's framework and schedule allow it, the flex
-// dispatcher and a smaller EP group where the group crosses NVLink domains.
+// Megatron-Core's EP overlap where the scenario's framework and schedule allow it and its step
+// has passes to pair (parallelism::ep_overlap_pairs: a single micro-batch per replica has
+// none, and the overlap would change nothing), the flex dispatcher and a smaller EP group
+// where the group crosses NVLink domains.
 void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   const MoeSpec& moe = s.model.moe;
   if (moe.experts == 0 || p.ep <= 1) return;
   const Schedule overlap_schedule = p.pp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   if (!moe.a2a_overlap && runs_megatron_options(s.training.framework) && p.schedule == overlap_schedule &&
-      s.training.recompute != Recompute::full)
+      s.training.recompute != Recompute::full && parallelism::ep_overlap_pairs(s))
     out.push_back({{set("model.moe.a2a_overlap", "true")},
                    "overlap: one micro-batch's dispatch and combine under another's compute (Megatron-Core's EP "
                    "overlap)"});

@@ -90,6 +90,22 @@ void add_nic_path_note(const Scenario& s, report::ReportInputs& inputs) {
       nic * 8, nic, arch.pcie_name, s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
 }
 
+// Megatron-Core's EP overlap asked for where its step has no passes to pair: the key changes
+// nothing, and the report says so and why.
+std::string ep_overlap_note(const Scenario& s) {
+  if (!s.model.moe.a2a_overlap || parallelism::ep_overlap_pairs(s)) return "";
+  const long long m = s.training.micro_batches(s.parallel.dp);
+  return fmt::format(
+      "model.moe.a2a_overlap has no effect here: Megatron-Core's EP overlap runs one micro-batch's forward beside "
+      "another's backward, and with {} micro-batch{} per replica (global_batch {} / (micro_batch {} x dp {})) {} no "
+      "forward has another micro-batch's backward to pair with; it needs {}",
+      m, m == 1 ? "" : "es", s.training.global_batch, s.training.micro_batch, s.parallel.dp,
+      s.parallel.pp > 1 ? fmt::format("over {} stages, no stage has a steady state, and", s.parallel.pp)
+                        : std::string("and no pipeline,"),
+      s.parallel.pp > 1 ? "a stage whose warm-up leaves passes for a steady state"
+                        : "2 or more micro-batches per replica");
+}
+
 // The rank whose own hardware is slowest (compute speed, NVLink or NIC share), -1 if none is
 // slowed.
 int slowest_hardware(const Scenario& s, const Timeline& timeline) {
@@ -365,6 +381,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
+  if (std::string note = ep_overlap_note(scenario); !note.empty()) inputs.notes.push_back(std::move(note));
   add_memory(scenario, work, inputs);
   if (scenario.simulation.variation.jitters())
     inputs.notes.push_back(jitter_note(scenario.simulation.variation.jitter, scenario.simulation.ranks));

@@ -29,7 +29,6 @@ namespace {
 
 // Layouts simulated between two checks of the bound.
 constexpr std::size_t kBatch = 16;
-const std::vector<std::string> kRecomputeOrder = {"none", "selective", "full"};
 
 // The settings that run a recompute mode: the scenario's training.recompute_modules are what
 // "selective" recomputes, so any other mode runs without them (they are refused beside it).
@@ -104,15 +103,30 @@ double bound_of(const Candidate& c, double probe, long long global_batch) {
   return probe / pp * (micro_batches + (pp - 1) / v);
 }
 
-// Loads `c` and simulates it; with `choose_recompute`, with the least recompute that fits
-// (more recompute only adds work), written into r.values.
-PointResult evaluate(const SweepSpec& spec, const Candidate& c, std::size_t index, bool choose_recompute) {
+// The recompute modes the search chooses from, least first: those the scenario runs
+// (io::runs_recompute: Megatron-Core's EP overlap and per-layer CUDA graphs refuse full
+// recompute, activation offload any); "" alone where the user's --set fixes the mode.
+std::vector<std::string> recompute_modes(const SweepSpec& spec) {
+  if (fixes(spec, "training.recompute")) return {""};
+  const Scenario base = load_base(spec);
+  std::vector<std::string> out;
+  for (const auto& [mode, recompute] :
+       {std::pair{"none", Recompute::none}, std::pair{"selective", Recompute::selective},
+        std::pair{"full", Recompute::full}})
+    if (io::runs_recompute(base, recompute)) out.emplace_back(mode);
+  return out;
+}
+
+// Loads `c` and simulates it with the least of the recompute `modes` that fits (more recompute
+// only adds work), written into r.values; a mode "" leaves the recompute as it is.
+PointResult evaluate(const SweepSpec& spec, const Candidate& c, std::size_t index,
+                     const std::vector<std::string>& modes) {
   PointResult r;
   r.index = index;
   record_failures(r, [&] {
     auto sets = spec.sets;
     sets.insert(sets.end(), c.sets.begin(), c.sets.end());
-    for (const auto& mode : choose_recompute ? kRecomputeOrder : std::vector<std::string>{""}) {
+    for (const auto& mode : modes) {
       auto with = sets;
       if (!mode.empty()) push_recompute(with, mode);
       const Scenario scenario = io::load_scenario(spec.scenario, with);
@@ -166,16 +180,17 @@ class Tally {
   std::set<std::vector<std::string>> seen_;
 };
 
-void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, bool choose_recompute, unsigned jobs,
-               Tally& tally) {
+void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, const std::vector<std::string>& modes,
+               unsigned jobs, Tally& tally) {
   std::vector<std::size_t> indices(batch.size());
   std::iota(indices.begin(), indices.end(), 0);
   const auto results = run_points(
-      indices, jobs, [&](std::size_t i) { return evaluate(spec, batch[i], i, choose_recompute); }, false);
+      indices, jobs, [&](std::size_t i) { return evaluate(spec, batch[i], i, modes); }, false);
   for (const auto& r : results) tally.add(batch[r.index], r);
 }
 
-// The layouts whose precision the GPU has a peak for; the others are left out with a note.
+// The layouts whose precision the GPU has a peak for and the scenario runs (io::precision_refusal:
+// Megatron-Core's EP overlap a 16-bit model only, say); the others are left out with a note.
 std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> layouts, BestResult& result) {
   std::map<std::string, bool> ok;
   std::vector<Candidate> out;
@@ -191,6 +206,9 @@ std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> l
                                            p && block_scaled(*p) && base.cluster.gpu.arch != GpuArch::blackwell
                                                ? "has no block-scaled tensor cores (Blackwell)"
                                                : "has no peak for it"));
+      } else if (const std::string why = p ? io::precision_refusal(base, *p) : ""; !why.empty()) {
+        ok[precision] = false;
+        result.notes.push_back(fmt::format("{} is not searched: {}", precision, why));
       }
     }
     if (ok[precision]) out.push_back(std::move(c));
@@ -227,7 +245,7 @@ void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jo
   std::vector<std::pair<double, Candidate>> ordered;
   for (const auto& c : layouts) ordered.emplace_back(bound_of(c, compute.at(probe_key(c)), global_batch), c);
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const bool choose_recompute = !fixes(spec, "training.recompute");
+  const std::vector<std::string> modes = recompute_modes(spec);
   const std::size_t keep = std::max<std::size_t>(space.keep, 1);
   Progress progress(ordered.size(), show);
   for (std::size_t start = 0; start < ordered.size(); start += kBatch) {
@@ -242,7 +260,7 @@ void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jo
     }
     std::vector<Candidate> batch;
     for (std::size_t i = start; i < std::min(start + kBatch, ordered.size()); ++i) batch.push_back(ordered[i].second);
-    run_batch(spec, batch, choose_recompute, jobs, tally);
+    run_batch(spec, batch, modes, jobs, tally);
     progress.update(std::min(start + kBatch, ordered.size()));
   }
   progress.finish();
@@ -368,7 +386,7 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, cons
   for (std::size_t i = 0; i < std::min(space.refine, result.ranked.size()); ++i)
     for (auto& c : refinements(spec, result.ranked[i].first))
       if (tally.first_time(c)) second.push_back(std::move(c));
-  if (!second.empty()) run_batch(spec, second, !fixes(spec, "training.recompute"), jobs, tally);
+  if (!second.empty()) run_batch(spec, second, recompute_modes(spec), jobs, tally);
   sort_fastest(result);
   merge_alike(result);
   result.notes.push_back(fmt::format(

@@ -43,7 +43,7 @@ struct Degrees {
 // The schedules tried at `pp` stages: 1F1B, and interleaved at each virtual-stage count that
 // divides a stage's layers. Each candidate sets both keys, so that the scenario's own schedule
 // (interleaved, say) does not follow it to a layout it does not fit; a key the user --set stays.
-std::vector<std::vector<std::string>> schedules(const SweepSpec& spec, const Scenario& base, int pp) {
+std::vector<std::vector<std::string>> all_schedules(const SweepSpec& spec, const Scenario& base, int pp) {
   const bool fixed_schedule = user_sets(spec, "parallel.schedule");
   const bool fixed_stages = user_sets(spec, "parallel.virtual_stages");
   const auto with_stages = [&](std::vector<std::string> sets, int v) {
@@ -68,10 +68,34 @@ std::vector<std::vector<std::string>> schedules(const SweepSpec& spec, const Sce
   return out;
 }
 
+// A schedule candidate's settings, and whether the scenario runs it at its stages
+// (io::runs_pipeline: DeepSpeed's pipeline engine runs its 1F1B alone, Megatron-Core's EP
+// overlap the interleaved schedule alone).
+struct Pipeline {
+  std::vector<std::string> sets;
+  bool runs = true;
+};
+
+std::vector<Pipeline> schedules(const SweepSpec& spec, const Scenario& base, int pp) {
+  std::vector<Pipeline> out;
+  for (auto& sets : all_schedules(spec, base, pp)) {
+    const std::string named = value_of(Candidate{sets, {}}, "parallel.schedule", "");
+    const Schedule schedule = named.empty()     ? base.parallel.schedule
+                              : named == "1f1b" ? Schedule::one_f_one_b
+                                                : Schedule::interleaved;
+    out.push_back({std::move(sets), io::runs_pipeline(base, pp, schedule)});
+  }
+  return out;
+}
+
 // Context parallelism's degrees: each rank takes two balanced chunks of the sequence, and with
-// sequence parallelism a CP rank's share splits again over TP.
+// sequence parallelism a CP rank's share splits again over TP; where the scenario runs no
+// context parallelism, 1 alone.
 std::vector<int> context_degrees(const SweepSpec& spec, const Scenario& base, int tp, long long rest) {
   if (user_sets(spec, "parallel.cp")) return {base.parallel.cp};
+  // Latent attention, multi-token prediction, sliding windows and unfused attention run
+  // without context parallelism only.
+  if (!io::runs_context_parallel(base)) return {1};
   std::vector<int> out;
   for (int cp = 1; cp <= kMaxContextParallel && cp <= rest; cp *= 2)
     if (rest % cp == 0 && base.model.seq_len % (2LL * cp) == 0 && base.model.seq_len / cp % tp == 0) out.push_back(cp);
@@ -170,10 +194,11 @@ bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
   return user_sets(spec, "parallel.sequence_parallel") ? base.parallel.sequence_parallel : tp > 1;
 }
 
-// Transformer Engine's TP overlap where it can run: sequence parallelism, TP inside one NVLink domain.
+// Transformer Engine's TP overlap where it can run: sequence parallelism, TP inside one NVLink
+// domain, a model it is simulated with (not latent attention).
 bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
   return !user_sets(spec, "tensor_parallel.comm_overlap") && tp > 1 && tp <= base.cluster.domain_gpus() &&
-         sequence_parallel(spec, base, tp);
+         sequence_parallel(spec, base, tp) && io::runs_tp_overlap(base);
 }
 
 // Expert parallelism for a mixture of experts the user's --set leaves it to: powers of two
@@ -284,6 +309,16 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
     const std::string key(set, std::string_view(set).find('='));
     if (!user_sets(spec, key)) tries.back().emplace_back(set);
   }
+  // A mixture of experts that needs an EP all-to-all (Megatron-Core's EP overlap, the flex
+  // dispatcher) or EP ranks to spread an imbalance over refuses one GPU's layout: at its
+  // plainest it runs on two GPUs, one expert group of two.
+  if (!user_sets(spec, "parallel.ep") && !user_sets(spec, "parallel.dp")) {
+    tries.push_back(tries.back());
+    for (auto& set : tries.back()) {
+      if (set == "parallel.dp=1") set = "parallel.dp=2";
+      if (set == "parallel.ep=1") set = "parallel.ep=2";
+    }
+  }
   std::optional<InputError> refused;
   for (const auto& sets : tries) {
     try {
@@ -342,15 +377,20 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
                                    : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
+  // The layouts the scenario runs, and those whose schedule or EP degree its model refuses
+  // (io::runs_pipeline, io::runs_expert_degree): searched only where it runs none, for
+  // validation to refuse them with its reason.
   std::vector<Candidate> out;
+  std::vector<Candidate> unrun;
   std::vector<long long> dps;  // the DP degrees the splits leave, and whether the batch splits over one
   bool batch_splits = false;
   for (const int tp : tps) {
-    if (base.model.heads % tp != 0 || n % tp != 0) continue;
+    if (!io::splits_over_tp(base.model, tp) || n % tp != 0) continue;
     const std::vector<int> pps =
         user_sets(spec, "parallel.pp") ? std::vector<int>{base.parallel.pp} : divisors(base.model.layers, n / tp);
     for (const int pp : pps) {
       if (n % (static_cast<long long>(tp) * pp) != 0 || (staged && pp == 1)) continue;
+      const std::vector<Pipeline> pipelines = schedules(spec, base, pp);
       for (const int cp : context_degrees(spec, base, tp, n / (static_cast<long long>(tp) * pp))) {
         const long long model = static_cast<long long>(tp) * pp * cp;
         if (n % model != 0) continue;
@@ -358,21 +398,23 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
         if (std::find(dps.begin(), dps.end(), d.dp) == dps.end()) dps.push_back(d.dp);
         batch_splits = batch_splits || !micro_batches(spec, base, d.dp).empty();
         for (const long long mb : micro_batches(spec, base, d.dp))
-          for (const auto& schedule : schedules(spec, base, pp))
+          for (const Pipeline& schedule : pipelines)
             for (const auto& precision : precisions(spec, space))
               for (const auto& kind : layout_kinds(spec, pp, kinds))
                 for (const int ep : expert_degrees(spec, base, d)) {
                   Candidate c = layout(spec, base, d, mb);
                   if (ep > 0) c.sets.push_back(fmt::format("parallel.ep={}", ep));
-                  c.sets.insert(c.sets.end(), schedule.begin(), schedule.end());
+                  c.sets.insert(c.sets.end(), schedule.sets.begin(), schedule.sets.end());
                   if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
                   if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
                   for (auto& reset : kind_defaults(spec, base, kind)) c.sets.push_back(std::move(reset));
-                  out.push_back(std::move(c));
+                  const bool runs = schedule.runs && (ep == 0 || io::runs_expert_degree(base, ep));
+                  (runs ? out : unrun).push_back(std::move(c));
                 }
       }
     }
   }
+  if (out.empty()) out = std::move(unrun);
   if (out.empty()) result.no_layout = no_layout_reason(spec, base, dps, batch_splits);
   return out;
 }

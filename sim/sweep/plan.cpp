@@ -79,7 +79,10 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   row.gpus = gpus;
   const SweepSpec s = search_spec(spec, cluster, gpus);
   try {
-    row.gpu = load_base(s).cluster.gpu.name;
+    const Scenario base = load_base(s);
+    row.gpu = base.cluster.gpu.name;
+    // The price the search's reports use: NAME@PRICE's, or --set cluster.gpu_hour_price's.
+    row.cluster.gpu_hour_price = base.cluster.gpu_hour_price;
     const auto start = std::chrono::steady_clock::now();
     SearchSpace space;
     space.precisions = spec.precisions;
@@ -193,6 +196,11 @@ PlanCluster parse_plan_cluster(const std::string& text) {
   const auto price = number_of(text.substr(at + 1));
   if (!price || *price <= 0)
     throw InputError("--cluster", text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
+  if (*price > ClusterSpec::kMaxGpuHourPrice)
+    throw InputError("--cluster", text,
+                     fmt::format("expected a price per GPU-hour of at most {:.0f} after '@' (cluster.gpu_hour_price's "
+                                 "range), got {:g}",
+                                 ClusterSpec::kMaxGpuHourPrice, *price));
   c.gpu_hour_price = *price;
   return c;
 }
@@ -213,7 +221,14 @@ double parse_tokens(const std::string& text, const std::string& flag) {
   return *v * scale;
 }
 
-std::vector<std::string> parse_precisions(const std::vector<std::string>& lists) {
+std::vector<std::string> parse_precisions(const std::vector<std::string>& lists, const std::vector<std::string>& sets) {
+  // A precision --set fixes would leave --precision's list unsearched.
+  for (const std::string& set : sets)
+    if (!lists.empty() && set.starts_with("training.precision="))
+      throw InputError("--precision", fmt::format("{}", fmt::join(lists, ",")),
+                       fmt::format("cannot be combined with --set {}, which fixes the precision that --precision "
+                                   "searches: give one of them",
+                                   set));
   std::vector<std::string> out;
   for (const std::string& p : split(lists)) {
     if (!precision_named(p)) throw InputError("--precision", p, "expected bf16, fp16, fp8, tf32, fp32, mxfp8 or nvfp4");
@@ -261,7 +276,18 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     throw InputError("--max-layouts", std::to_string(request.max_layouts),
                      "expected a number of layouts from 0 (every one) to 1000000");
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
-  spec.precisions = parse_precisions(request.precisions);
+  spec.precisions = parse_precisions(request.precisions, spec.sets);
+  // A price given both ways would leave one unused: --set cluster.gpu_hour_price prices every
+  // cluster given without @PRICE, and a cluster with both is refused.
+  for (const std::string& set : spec.sets)
+    if (set.starts_with("cluster.gpu_hour_price="))
+      for (const std::string& c : split(request.clusters))
+        if (c.find('@') != std::string::npos)
+          throw InputError("--cluster", c,
+                           fmt::format("gives a price per GPU-hour and --set {} gives another: give each cluster's "
+                                       "price once, with @PRICE or with --set cluster.gpu_hour_price for every "
+                                       "cluster without @PRICE",
+                                       set));
   return spec;
 }
 

@@ -74,8 +74,9 @@ struct PlanRow {
 PlanCluster parse_plan_cluster(const std::string& text);
 
 // --precision as the search takes it (sweep --best and plan): comma-separated lists of
-// training precisions, each checked and kept once, in order.
-std::vector<std::string> parse_precisions(const std::vector<std::string>& lists);
+// training precisions, each checked and kept once, in order. Refused beside a --set (of
+// `sets`) of training.precision, which fixes the precision the list would search.
+std::vector<std::string> parse_precisions(const std::vector<std::string>& lists, const std::vector<std::string>& sets);
 
 // A token count: a number with an optional K, M, B (or G) or T suffix ("1T", "300B", "1.5e12").
 double parse_tokens(const std::string& text, const std::string& flag);

@@ -32,9 +32,16 @@ std::string reason_of(const PlanRow& r) {
 
 // The rows' fields, in column order: name and value (a JSON value, written as text in CSV).
 std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r) {
+  // A figure that is not known is null (an empty CSV cell), never 0: the price of a cluster
+  // given without one, the budget's days, energy and cost without a token budget, the energy
+  // without the GPU's board power, the cost without a price, the deadline's tokens without one.
+  const auto known = [](bool given, double v) { return given ? boost::json::value(v) : boost::json::value(nullptr); };
   std::vector<std::pair<std::string, boost::json::value>> f = {
-      {"cluster", boost::json::value(r.cluster.name)}, {"gpu", boost::json::value(r.gpu)},           {"gpus", r.gpus},
-      {"gpu_hour_price", r.cluster.gpu_hour_price},    {"status", boost::json::value(status_of(r))},
+      {"cluster", boost::json::value(r.cluster.name)},
+      {"gpu", boost::json::value(r.gpu)},
+      {"gpus", r.gpus},
+      {"gpu_hour_price", known(r.cluster.gpu_hour_price > 0, r.cluster.gpu_hour_price)},
+      {"status", boost::json::value(status_of(r))},
   };
   const auto add = [&](const char* name, boost::json::value v) { f.emplace_back(name, r.report ? v : nullptr); };
   const auto key = [&](const char* name, const char* k) {
@@ -55,9 +62,12 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   key("ep", "parallel.ep");
   add("bucket_parameters", r.bucket_parameters > 0 ? boost::json::value(r.bucket_parameters) : nullptr);
   const Report* rep = r.report ? &*r.report : nullptr;
-  const auto num = [&](const char* name, const std::function<double(const Report&)>& of) {
-    add(name, rep ? boost::json::value(of(*rep)) : nullptr);
+  const auto num = [&](const char* name, const std::function<double(const Report&)>& of, bool given = true) {
+    add(name, rep && given ? boost::json::value(of(*rep)) : nullptr);
   };
+  const bool budget = r.train_days > 0;
+  const bool energy = budget && rep != nullptr && rep->cost.gpu_power_w > 0;
+  const bool cost = budget && r.cluster.gpu_hour_price > 0;
   const double m = r.band.mape;
   num("step_time_s", [](const Report& x) { return x.step_time_s; });
   num("step_time_low_s", [&](const Report& x) { return x.step_time_s * (1 - m); });
@@ -67,14 +77,22 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   num("exposed_fraction_of_step", [](const Report& x) { return x.overlap.exposed_fraction_of_step; });
   num("memory_in_use_gib", [](const Report& x) { return x.memory_bytes.device / GiB; });
   num("memory_capacity_gib", [](const Report& x) { return x.memory_bytes.capacity / GiB; });
-  num("train_days", [&](const Report&) { return r.train_days; });
-  num("train_days_low", [&](const Report&) { return r.train_days * (1 - m); });
-  num("train_days_high", [&](const Report&) { return r.train_days * (1 + m); });
-  num("energy_mwh", [&](const Report&) { return r.energy_kwh / 1000; });
-  num("cost", [&](const Report&) { return r.cost; });
-  num("cost_low", [&](const Report&) { return r.cost * (1 - m); });
-  num("cost_high", [&](const Report&) { return r.cost * (1 + m); });
-  num("deadline_tokens", [&](const Report&) { return r.deadline_tokens; });
+  num(
+      "train_days", [&](const Report&) { return r.train_days; }, budget);
+  num(
+      "train_days_low", [&](const Report&) { return r.train_days * (1 - m); }, budget);
+  num(
+      "train_days_high", [&](const Report&) { return r.train_days * (1 + m); }, budget);
+  num(
+      "energy_mwh", [&](const Report&) { return r.energy_kwh / 1000; }, energy);
+  num(
+      "cost", [&](const Report&) { return r.cost; }, cost);
+  num(
+      "cost_low", [&](const Report&) { return r.cost * (1 - m); }, cost);
+  num(
+      "cost_high", [&](const Report&) { return r.cost * (1 + m); }, cost);
+  num(
+      "deadline_tokens", [&](const Report&) { return r.deadline_tokens; }, r.deadline_tokens > 0);
   f.emplace_back("pareto", r.pareto);
   f.emplace_back("band_mape", m);
   f.emplace_back("band_runs", r.band.runs);

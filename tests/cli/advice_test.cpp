@@ -328,6 +328,58 @@ TEST_CASE("With the EP all-to-alls exposed the advice tries the EP overlap, the 
   CHECK_FALSE(has(inside, "parallel.ep=4"));
 }
 
+// Qwen3 30B-A3B on 64 GB200 at DP 64 and EP 64: the default global batch of 128 sequences in
+// micro-batches of 2 is one micro-batch per replica, and Megatron-Core's combined 1F1B pairs the
+// forward of micro-batch i + 1 with the backward of i: there is no pair, the overlap simulates
+// the very step without it (the oracle), so the advice does not propose it, and a scenario that
+// asks for it gets a note saying it has no effect and why. In micro-batches of 1 (two a
+// replica) it pairs them, changes the step, and is proposed. Over 2 interleaved stages of 2
+// chunks with 2 micro-batches a replica, the last stage warms up min((v − 1)·p + 1, m·v) = 3 of
+// its 4 forwards and pairs the fourth (get_pp_rank_microbatches): proposed.
+TEST_CASE("The advice proposes the EP overlap only where the step has passes to pair, and notes it idle") {
+  const std::vector<std::string> job = {"model=qwen3-30b-a3b",     "cluster=gb200-nvl72", "cluster.nodes=16",
+                                        "parallel.tp=1",           "parallel.ep=64",      "training.precision=nvfp4",
+                                        "data_parallel.kind=zero1"};
+  const auto with = [&](std::vector<std::string> more) {
+    auto sets = job;
+    sets.insert(sets.end(), more.begin(), more.end());
+    return sets;
+  };
+  const auto note_of = [](const stepsim::Report& r) {
+    for (const auto& note : r.notes)
+      if (note.starts_with("model.moe.a2a_overlap has no effect here")) return note;
+    return std::string();
+  };
+  const auto single = with({"parallel.dp=64", "training.micro_batch=2"});
+  const auto r = advised("", single, true).report;
+  CHECK_FALSE(has(changes_of(r), "model.moe.a2a_overlap=true"));
+  CHECK(note_of(r).empty());
+  const auto idle =
+      stepsim::test::run("", with({"parallel.dp=64", "training.micro_batch=2", "model.moe.a2a_overlap=true"}));
+  CHECK(idle.report.step_time_s == r.step_time_s);
+  CHECK(note_of(idle.report) ==
+        "model.moe.a2a_overlap has no effect here: Megatron-Core's EP overlap runs one micro-batch's forward beside "
+        "another's backward, and with 1 micro-batch per replica (global_batch 128 / (micro_batch 2 x dp 64)) and no "
+        "pipeline, no forward has another micro-batch's backward to pair with; it needs 2 or more micro-batches per "
+        "replica");
+
+  const auto pairs = with({"parallel.dp=64", "training.micro_batch=1"});
+  const auto proposed = advised("", pairs, true).report;
+  CHECK(has(changes_of(proposed), "model.moe.a2a_overlap=true"));
+  const auto acting =
+      stepsim::test::run("", with({"parallel.dp=64", "training.micro_batch=1", "model.moe.a2a_overlap=true"}));
+  CHECK(acting.report.step_time_s != proposed.step_time_s);
+  CHECK(note_of(acting.report).empty());
+
+  const auto staged = with({"parallel.pp=2", "parallel.dp=32", "parallel.schedule=interleaved",
+                            "parallel.virtual_stages=2", "training.micro_batch=2", "parallel.ep=32"});
+  const auto staged_r = advised("", staged, true).report;
+  CHECK(has(changes_of(staged_r), "model.moe.a2a_overlap=true"));
+  auto staged_on = staged;
+  staged_on.emplace_back("model.moe.a2a_overlap=true");
+  CHECK(note_of(stepsim::test::run("", staged_on).report).empty());
+}
+
 // Qwen3 30B-A3B on 16 H100 (Megatron-Bridge's run): the EP overlap does not fit, a smaller EP
 // group is slower, Megatron's bucket size moves nothing. The note names no change then.
 TEST_CASE("When no simulated change shortens the step the advice names none") {

@@ -8,6 +8,8 @@
 #include <algorithm>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 #include "cli/simulate_support.hpp"
@@ -221,6 +223,128 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].at("gpu").as_string() == "h200");
   CHECK(number(rows[0].as_object(), "memory_capacity_gib") > 100);
+}
+
+// --set cluster.gpu_hour_price prices every cluster given without @PRICE, as that @PRICE
+// would: the same row, price and cost (by hand: GPUs × price × days × 24), the table says so.
+// A cluster given both would leave one price unused, and is refused.
+TEST_CASE("plan prices the clusters without @PRICE at --set cluster.gpu_hour_price, and refuses both") {
+  const Scratch dir("plan-set-price");
+  const boost::json::array set = small_plan(dir, "--cluster dgx-h100-ndr --set cluster.gpu_hour_price=3");
+  const boost::json::array at = small_plan(dir, "--cluster dgx-h100-ndr@3");
+  REQUIRE(set.size() == 1);
+  REQUIRE(at.size() == 1);
+  const auto& row = set[0].as_object();
+  REQUIRE(row.at("status").as_string() == "ok");
+  CHECK(number(row, "gpu_hour_price") == 3);
+  CHECK(number(row, "cost") == Approx(8 * 3 * number(row, "train_days") * 24).epsilon(1e-9));
+  CHECK(number(row, "cost") == number(at[0].as_object(), "cost"));
+  CHECK(row.at("pareto").as_bool());
+  const Run table = dir.run(
+      "plan --model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr --set "
+      "cluster.gpu_hour_price=3");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("dgx-h100-ndr: 8 x h100-sxm5-80gb at 3 per GPU-hour") != std::string::npos);
+  CHECK(table.out.find("no price") == std::string::npos);
+  const Run both = dir.run(
+      "plan --model gpt-1.3b --tokens 1e9 --gpus 8 --cluster dgx-a100-80g-hdr --cluster dgx-b200@5 --set "
+      "cluster.gpu_hour_price=3");
+  CHECK(both.status == 2);
+  CHECK(both.err ==
+        "stepsim: error: --cluster: dgx-b200@5: gives a price per GPU-hour and --set cluster.gpu_hour_price=3 gives "
+        "another: give each cluster's price once, with @PRICE or with --set cluster.gpu_hour_price for every cluster "
+        "without @PRICE\n");
+  CHECK(both.err.find("stepsim: plan:") == std::string::npos);  // refused before any search
+}
+
+// A price past cluster.gpu_hour_price's range is refused as the --cluster it came from.
+TEST_CASE("plan refuses a price per GPU-hour out of range as the --cluster that gives it") {
+  const Scratch dir("plan-price-range");
+  const Run run = dir.run("plan --model gpt-1.3b --tokens 1T --gpus 8 --cluster dgx-h100-ndr@1e300");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: --cluster: dgx-h100-ndr@1e300: expected a price per GPU-hour of at most 1000000 after '@' "
+        "(cluster.gpu_hour_price's range), got 1e+300\n");
+  // The range's end itself is a price.
+  const boost::json::array rows = small_plan(dir, "--cluster dgx-h100-ndr@1000000");
+  REQUIRE(rows.size() == 1);
+  CHECK(number(rows[0].as_object(), "gpu_hour_price") == 1e6);
+}
+
+// --precision searches the precisions it lists, which a precision fixed by --set would leave
+// unsearched: plan refuses the two together, as sweep --best does.
+TEST_CASE("plan refuses --precision beside --set training.precision") {
+  const Scratch dir("plan-precision-set");
+  const Run run =
+      dir.run("plan --gpus 64 --tokens 1T --cluster dgx-b200@5 --set training.precision=fp8 --precision bf16");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: --precision: bf16: cannot be combined with --set training.precision=fp8, which fixes the "
+        "precision that --precision searches: give one of them\n");
+  CHECK(dir.entries().empty());
+}
+
+// A figure plan does not know is an empty CSV cell (null in JSON), never 0: the price and cost
+// of a cluster given without a price, the budget's days, energy and cost without --tokens, the
+// energy without the GPU's board power, the deadline's tokens without --deadline. What it
+// knows is a number: the same row's step time, and the figures the flags given make known.
+TEST_CASE("plan leaves the figures it does not know empty, never 0") {
+  const Scratch dir("plan-unknown");
+  const auto row_of = [&](const std::string& args) {
+    const boost::json::array rows = plan_rows(dir, "--model gpt-1.3b --gpus 8 --max-layouts 4 " + args);
+    REQUIRE(rows.size() == 1);
+    REQUIRE(rows[0].at("status").as_string() == "ok");
+    return rows[0].as_object();
+  };
+  const auto is_null = [](const boost::json::object& row, std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      INFO(key);
+      CHECK(row.at(key).is_null());
+    }
+  };
+  const auto is_number = [](const boost::json::object& row, std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      INFO(key);
+      CHECK(row.at(key).is_number());
+    }
+  };
+  // A budget, no price: no cost; no deadline: no tokens by it.
+  const auto budget = row_of("--tokens 1e9 --cluster dgx-h100-ndr");
+  is_null(budget, {"gpu_hour_price", "cost", "cost_low", "cost_high", "deadline_tokens"});
+  is_number(budget, {"step_time_s", "train_days", "train_days_low", "train_days_high", "energy_mwh"});
+  // A deadline alone: no budget to take days, energy or cost for.
+  const auto deadline = row_of("--deadline 10 --cluster dgx-h100-ndr@2");
+  is_null(deadline, {"train_days", "train_days_low", "train_days_high", "energy_mwh", "cost", "cost_low", "cost_high"});
+  is_number(deadline, {"gpu_hour_price", "deadline_tokens"});
+  // A GPU without a board power: no energy.
+  const auto unpowered = row_of("--tokens 1e9 --cluster dgx-h100-ndr@2 --set cluster.gpu.board_power_w=0");
+  is_null(unpowered, {"energy_mwh", "deadline_tokens"});
+  is_number(unpowered, {"train_days", "cost"});
+  // The CSV: empty cells where the JSON has null.
+  const Run csv = dir.run("plan --model gpt-1.3b --gpus 8 --max-layouts 4 --tokens 1e9 --cluster dgx-h100-ndr -o -");
+  REQUIRE(csv.status == 0);
+  const auto newline = csv.out.find('\n');
+  std::vector<std::string> header, cells;
+  for (auto [line, out] :
+       {std::pair{csv.out.substr(0, newline), &header},
+        std::pair{csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1), &cells}}) {
+    std::size_t from = 0;
+    // No cell of this row is quoted: the fields are names and numbers.
+    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+      out->push_back(line.substr(from, comma - from));
+      from = comma + 1;
+    }
+    out->push_back(line.substr(from));
+  }
+  REQUIRE(header.size() == cells.size());
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    INFO(header[i]);
+    // bucket_parameters is empty where the layout's kind sizes no buckets in parameters.
+    if (header[i] == "bucket_parameters") continue;
+    const bool unknown = header[i] == "gpu_hour_price" || header[i].starts_with("cost") ||
+                         header[i] == "deadline_tokens" || header[i] == "reason";
+    CHECK(cells[i].empty() == unknown);
+  }
 }
 
 // A cluster without a price has no cost to compare: the front is the priced clusters', and

@@ -127,3 +127,14 @@ TEST_CASE("the search for the best searches the precisions --precision allows, a
   CHECK(dir.run("sweep --vary parallel.tp=1,2 --precision fp8").err ==
         "stepsim: error: --precision: fp8: applies to --best (a row sweep varies training.precision)\n");
 }
+
+// A precision --set fixes would leave --precision's list unsearched: refused, as plan refuses it.
+TEST_CASE("the search for the best refuses --precision beside --set training.precision") {
+  const Scratch dir("sweep-best-precision-set");
+  const Run fixed =
+      dir.run("sweep --set model=gpt-1.3b --set training.precision=fp8 --gpus 8 --best 2 --precision bf16");
+  CHECK(fixed.status == 2);
+  CHECK(fixed.err ==
+        "stepsim: error: --precision: bf16: cannot be combined with --set training.precision=fp8, which fixes the "
+        "precision that --precision searches: give one of them\n");
+}
