@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <boost/json.hpp>
 #include <cmath>
@@ -631,6 +632,117 @@ TEST_CASE("from-trace and analyze read a trace on standard input as they read th
   CHECK(measured.at("source").as_string() == "/dev/stdin");
   CHECK(measured.at("steps").to_number<int>() == 1);
   CHECK(measured.at("step_time_s") == json_of(s.run("analyze step.json --json -").out).at("step_time_s"));
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+// The shipped A100 log with every time `factor` times longer: rows only when `rows_only`,
+// else with its header.
+std::string a100_log_times(double factor, bool rows_only) {
+  std::istringstream in(testing::slurp(kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt"));
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("#")) {
+      if (!rows_only) out += line + "\n";
+      continue;
+    }
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    for (const std::size_t time : {5, 9}) w[time] = fmt::format("{:g}", std::stod(w[time]) * factor);
+    out += fmt::format("{}\n", fmt::join(w, " "));
+  }
+  return out;
+}
+
+double time_us(const Scratch& s, const std::string& args) {
+  const auto run = s.run("collective allreduce --cluster dgx-a100-80g-hdr --calibration " + args + " --json -");
+  REQUIRE(run.status == 0);
+  return number(json_of(run.out).as_array().at(0), "time_us");
+}
+
+}  // namespace
+
+// A fabric measured 50 times slower than the model (the A100 log's times x 50): the model's
+// latency and bandwidth need scales of about 50, far outside what once was clamped to 0.05-20.
+// The measured log's own numbers are the oracle: the 8 B row takes 40.12 x 50 = 2006 us and
+// the model takes 40.00 us at 4 B as at 8 B, so 4 B takes 2006 us too (the clamp gave
+// 800); 4 GiB takes 32336 x 50 = 1616800 us, so 8 GiB takes more (the clamp gave 1309558),
+// about twice as much, as 4 GiB takes 1.98 times 2 GiB's 816500.
+TEST_CASE("a table fifty times slower than the model is followed past its ends, continuous and never faster") {
+  Scratch s("calib-x50");
+  s.write("x50.txt", a100_log_times(50, false));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt -o x50.json").status == 0);
+  CHECK(time_us(s, "x50.json --size 8B") == Approx(2006).epsilon(1e-9));
+  CHECK(time_us(s, "x50.json --size 4B") == Approx(2006).epsilon(1e-5));
+  const double at_4g = time_us(s, "x50.json --size 4GiB");
+  CHECK(at_4g == Approx(1616800).epsilon(1e-9));
+  const double at_8g = time_us(s, "x50.json --size 8GiB");
+  CHECK(at_8g > at_4g);
+  CHECK(at_8g == Approx(2 * at_4g).epsilon(0.02));
+  // From 1 B to 64 GiB no size takes less time than a smaller one, but between two measured
+  // rows, where the measurement itself has its noise (8 B 2006 us, 16 B 1982 us).
+  const auto sweep = s.run(
+      "collective allreduce --cluster dgx-a100-80g-hdr --calibration x50.json --sweep 1B:64GiB --factor 1.3 "
+      "--json -");
+  REQUIRE(sweep.status == 0);
+  const auto rows = json_of(sweep.out).as_array();
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    INFO("size " << number(rows[i], "size_bytes"));
+    if (rows[i].at("source").as_string() == "measured" && rows[i - 1].at("source").as_string() == "measured") continue;
+    CHECK(number(rows[i], "time_us") >= number(rows[i - 1], "time_us"));
+  }
+}
+
+// Scaled by 50, the log predicts each of its points from the others with the errors the log
+// itself does: a correction is the measurement's own proportion to the model, whatever it is.
+// The clamp made the table's two ends -60 % off.
+TEST_CASE("calibrate check of a table fifty times slower finds the errors of the table itself") {
+  Scratch s("calib-check-x50");
+  s.write("x50.txt", a100_log_times(50, false));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt -o x50.json").status == 0);
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  const auto slow = s.run("calibrate check x50.json");
+  const auto plain = s.run("calibrate check a.json");
+  REQUIRE(slow.status == 0);
+  REQUIRE(plain.status == 0);
+  for (const char* size : {"8", "4294967296"}) {
+    INFO("size " << size);
+    const auto x50 = check_row(slow.out, "# allreduce", size);
+    const auto x1 = check_row(plain.out, "# allreduce", size);
+    CHECK(x50[3] == x1[3]);
+    CHECK(x50[6] == "scaled");
+  }
+  // "# leave-one-out: 30 point(s), mean |error| 3.1% calibrated (max 24.6%"
+  const auto calibrated = [](const std::string& out) {
+    const auto from = out.find("# leave-one-out: 30 point(s)");
+    return from == std::string::npos ? out : out.substr(from, out.find(')', from) - from);
+  };
+  CHECK(calibrated(slow.out) == calibrated(plain.out));
+}
+
+// The same log as a two-node table of 16 ranks (rows only, shape given by flags), x 50: more
+// nodes of the same 8 GPUs take no less time for 256 MiB than the 16 measured (2392.6 x 50 =
+// 119630 us); the clamp made 32 and 4096 GPUs faster than that.
+TEST_CASE("a communicator grown from a measured one never takes less time than it") {
+  Scratch s("calib-x50-nodes");
+  s.write("x50.txt", a100_log_times(50, true));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt --op all_reduce_perf --gpu \"NVIDIA A100-SXM4-80GB\" --ranks 16 "
+                "--nodes 2 -o x50.json")
+              .status == 0);
+  double before = 0;
+  for (const int gpus : {16, 32, 64, 512, 4096}) {
+    INFO(gpus << " GPUs");
+    const double us = time_us(s, fmt::format("x50.json --size 256MiB --gpus {}", gpus));
+    if (gpus == 16) CHECK(us == Approx(119630).epsilon(1e-9));
+    CHECK(us >= before);
+    before = us;
+  }
 }
 
 }  // namespace stepsim
