@@ -63,10 +63,13 @@ int run_import(const Args& args) {
                                                  "nccl-tests output (text or -J JSON)")(
       "output,o", po::value(&output)->value_name("FILE"), "the calibration file to write ('-' for stdout)")(
       "op", po::value(&o.op)->value_name("OP"),
-      "the test, when the log does not say (all_reduce_perf, allgather, ...)")(
-      "ranks", po::value(&o.ranks)->value_name("N"), "ranks of the communicator, when the log does not say")(
-      "nodes", po::value(&o.nodes)->value_name("N"), "nodes it spanned, when the log does not say (default 1)")(
-      "gpu", po::value(&o.gpu)->value_name("NAME"), "the GPU, when the log does not name it")(
+      "the test, when the log does not say (all_reduce_perf, allgather, ...); refused where its header says "
+      "another")("ranks", po::value(&o.ranks)->value_name("N"),
+                 "ranks of the communicator, when the log does not say; refused where its header says otherwise")(
+      "nodes", po::value(&o.nodes)->value_name("N"),
+      "nodes it spanned, when the log does not say (default 1); refused where its header says otherwise")(
+      "gpu", po::value(&o.gpu)->value_name("NAME"),
+      "the GPU, when the log does not name it; refused where its header names another")(
       "dtype", po::value(&o.dtype)->value_name("TYPE"),
       "only the rows of this nccl-tests type (bfloat16, float, ...) of a log of several (-d all); without it, a "
       "table per type");

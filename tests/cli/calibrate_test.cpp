@@ -430,9 +430,12 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   const auto sim = s.run("simulate --set cluster=dgx-a100-80g-hdr --calibration fast.json");
   CHECK(sim.status == 2);
   CHECK(sim.err.find(expected) != std::string::npos);
-  // A one-row log of `row` on 8 A100s of one node (or as `flags` say), imported: its error.
+  // A one-row log of `row` on 8 A100s of one node (or, without its header's GPU count, as
+  // `flags` say), imported: its error.
   const auto refused = [&](const char* name, const std::string& row, const std::string& flags = "") {
-    s.write(name, "# all_reduce_perf -b 8 -e 4G -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + row + "\n");
+    const std::string header = flags.empty() ? "# all_reduce_perf -b 8 -e 4G -g 8 with 8x NVIDIA A100-SXM4-80GB\n"
+                                             : "# all_reduce_perf -b 8 -e 4G -g 8\n";
+    s.write(name, header + row + "\n");
     const auto run_import = s.run(fmt::format("calibrate import-nccl-tests {} {} -o x.json", name, flags));
     CHECK(run_import.status == 2);
     return run_import.err;
@@ -450,7 +453,7 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   // depends on both nodes' data, so each node sends at least S over its NICs, switch reducing
   // or not: 1 GiB in at least 1073741824 / 200e3 = 5368.7 us; 3700 us is refused.
   CHECK(refused("two.txt", "1073741824 268435456 float sum -1 3700 290.2 544.1 0 3700 290.2 544.1 0",
-                "--ranks 16 --nodes 2")
+                "--ranks 16 --nodes 2 --gpu \"NVIDIA A100-SXM4-80GB\"")
             .find("two.txt: line 2: 1073741824 B of allreduce in 3700 us over 2 NVLink domain(s) needs 290.2 GB/s "
                   "out of or into each domain, faster than the 200 GB/s of its hosts' NICs in dgx-a100-80g-hdr; "
                   "expected at least 5368.71 us") != std::string::npos);
@@ -743,6 +746,81 @@ TEST_CASE("a communicator grown from a measured one never takes less time than i
     CHECK(us >= before);
     before = us;
   }
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+
+// The shipped A100 log's first line says the test (all_reduce_perf), 8 GPUs on one node and
+// their name: a flag that says otherwise would relabel the measurement (the A100's table
+// applied to the H100 preset, past the check that refuses a table of another GPU), so it is
+// refused naming the flag and that line; flags that agree change nothing.
+TEST_CASE("import-nccl-tests refuses a flag that contradicts the log's header, naming the flag and the line") {
+  Scratch s("calib-flags");
+  const std::string log = kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  const auto refusal_of = [&](const std::string& flags) {
+    return s.run(fmt::format("calibrate import-nccl-tests {} {} -o x.json", log, flags));
+  };
+  const std::string where = "a100-80g-8gpu-allreduce-a.txt: line 1: ";
+  CHECK(testing::refusal(refusal_of("--gpu \"NVIDIA H100 80GB HBM3\""),
+                         where + "--gpu 'NVIDIA H100 80GB HBM3' contradicts the log's header, which says the GPU is "
+                                 "'NVIDIA A100-SXM4-80GB' here (--gpu is for a log that does not say which GPU ran, "
+                                 "one that keeps only its rows: leave it out)") == "");
+  CHECK(testing::refusal(refusal_of("--op allgather"), where +
+                                                           "--op allgather contradicts the log's header, which says "
+                                                           "the test is all_reduce_perf here") == "");
+  CHECK(testing::refusal(refusal_of("--ranks 16"),
+                         where + "--ranks 16 contradicts the log's header, which says 8 ranks ran the test here") ==
+        "");
+  CHECK(testing::refusal(refusal_of("--ranks 8 --nodes 2"),
+                         where + "--nodes 2 contradicts the log's header, which says the ranks ran on one node here") ==
+        "");
+  CHECK(s.entries().empty());
+  // Agreeing flags, in the header's words or others for the same things.
+  CHECK(s.run(fmt::format("calibrate import-nccl-tests {} --gpu \"NVIDIA A100-SXM4-80GB\" --op allreduce --ranks 8 "
+                          "--nodes 1 -o x.json",
+                          log))
+            .status == 0);
+}
+
+// A full header: its device lines name the ranks (0 to 3) and the hosts (node-a, node-b) at
+// lines 4 to 7; "nThread 1 nGpus 2" (line 2) is one process's ranks, of which the whole run's
+// are a multiple when the device lines are not there.
+TEST_CASE("a full nccl-tests header's device lines and process counts are what the flags must agree with") {
+  Scratch s("calib-flags-full");
+  const std::string rows = "1024 256 float sum -1 30.11 0.03 0.06 0 29.80 0.03 0.06 0\n";
+  s.write("full.txt",
+          "# Collective test starting: all_reduce_perf\n"
+          "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20\n"
+          "# Using devices\n"
+          "#  Rank  0 Group  0 Pid  11 on     node-a device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  1 Group  0 Pid  11 on     node-a device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  2 Group  0 Pid  12 on     node-b device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  3 Group  0 Pid  12 on     node-b device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n" +
+              rows);
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --nodes 1 -o x.json"),
+                         "full.txt: lines 4-7: --nodes 1 contradicts the log's header, which says the ranks ran on 2 "
+                         "hosts here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --ranks 8 -o x.json"),
+                         "full.txt: lines 4-7: --ranks 8 contradicts the log's header, which says 4 ranks ran the "
+                         "test here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --gpu \"NVIDIA H100 PCIe\" -o x.json"),
+                         "full.txt: line 4: --gpu 'NVIDIA H100 PCIe' contradicts the log's header, which says the GPU "
+                         "is 'NVIDIA H100 80GB HBM3' here") == "");
+  CHECK(s.run("calibrate import-nccl-tests full.txt --ranks 4 --nodes 2 --gpu \"NVIDIA H100 80GB HBM3\" -o x.json")
+            .status == 0);
+  // Without the device lines, 2 ranks a process: 6 ranks are three processes, 5 no whole number.
+  s.write("process.txt",
+          "# Collective test starting: all_reduce_perf\n"
+          "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20\n" +
+              rows);
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests process.txt --gpu \"NVIDIA H100 80GB HBM3\" --ranks 5 -o "
+                               "x.json"),
+                         "process.txt: line 2: --ranks 5 contradicts the log's header, which says each process ran 2 "
+                         "rank(s) (nThread x nGpus, -g), of which 5 is no whole number of processes") == "");
+  CHECK(s.run("calibrate import-nccl-tests process.txt --gpu \"NVIDIA H100 80GB HBM3\" --ranks 6 --nodes 3 -o x.json")
+            .status == 0);
 }
 
 }  // namespace stepsim
