@@ -79,8 +79,11 @@ int run_import(const Args& args) {
   if (help_requested(vm, kCalibrateUsage, desc, kCalibrateExamples)) return 0;
   if (logs.empty()) throw InputError("<command line>", "LOG", "give at least one nccl-tests log");
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
-  if (o.ranks < 0 || o.ranks > (1 << 20)) throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
-  if (o.nodes < 0 || o.nodes > (1 << 20)) throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
+  // 0 stands for "not given" in ImportOverrides: given, it is as far out of range as -8.
+  if (vm.count("ranks") != 0 && (o.ranks < 1 || o.ranks > (1 << 20)))
+    throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
+  if (vm.count("nodes") != 0 && (o.nodes < 1 || o.nodes > (1 << 20)))
+    throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
   if (vm.count("dtype") != 0 && !calibration::is_nccl_type(o.dtype))
     throw InputError("--dtype", o.dtype, "expected one of nccl-tests' type names (float, bfloat16, half, double, ...)");
   report::check_outputs({{"-o", output, {}}});

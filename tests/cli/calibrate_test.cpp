@@ -824,3 +824,27 @@ TEST_CASE("a full nccl-tests header's device lines and process counts are what t
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+
+// --ranks -8 was refused and --ranks 0 taken as not given (the log's 8 ranks used instead):
+// 0 ranks or nodes is as far from a communicator as -8, and is refused alike.
+TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a negative count") {
+  Scratch s("calib-zero-flags");
+  const std::string log = kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  for (const char* ranks : {"-8", "0"}) {
+    INFO("--ranks " << ranks);
+    CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks {} -o x.json", log, ranks)),
+                           "<command line>: --ranks: expected 1 to 1048576 ranks") == "");
+  }
+  for (const char* nodes : {"-1", "0"}) {
+    INFO("--nodes " << nodes);
+    CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --nodes {} -o x.json", log, nodes)),
+                           "<command line>: --nodes: expected 1 to 1048576 nodes") == "");
+  }
+  CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks 0 --nodes 0 -o x.json", log)),
+                         "--ranks: expected 1 to 1048576 ranks") == "");
+  CHECK(s.entries().empty());
+}
+
+}  // namespace stepsim
