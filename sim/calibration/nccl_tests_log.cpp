@@ -276,6 +276,36 @@ void read_header_line(const std::string& text, const std::string& source, int li
   if (std::regex_search(text, m, nccl_said) && h.nccl.empty()) h.nccl = m[1];
 }
 
+// NCCL's own lines, which nccl-tests' output carries beside its table (NCCL writes them to the
+// same stdout): the version, "NCCL version 2.19.3+cuda12.2" (init.cc, from NCCL_DEBUG=VERSION
+// up), and NCCL_DEBUG's lines as debug.cc writes them, "host:pid:tid [dev] NCCL INFO ...",
+// "host:pid:tid [dev] file:line (func) NCCL WARN ...", "host:pid:tid [dev] ms func:line NCCL
+// TRACE ..." and "host:pid:tid NCCL CALL ...", after a timestamp where NCCL_DEBUG_TIMESTAMP_LEVELS
+// asks for one (its default format "[%F %T] ", on WARN lines by default since NCCL 2.26). An
+// mpirun tag may come first, glued to the host ("[1,0]<stdout>:host:..."). Returns whether
+// `text` is one, and the version in `version` when it says it. Only the start of a line is
+// matched: a line of NCCL's is a kilobyte at most, and std::regex recurses a level per character.
+bool nccl_own_line(const std::string& text, std::string& version) {
+  static const std::regex tag(R"(^\s*(?:\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?\s*)*)");
+  static const std::regex version_line(
+      R"((?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )?NCCL version (\d+\.\d+\.\d+)\S*\s*)");
+  static const std::regex debug_line(
+      R"((?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )?[^\s:\[]+:\d+:\d+ )"
+      R"((?:\[\d+\] (?:NCCL INFO|\S+:\d+ (?:\(\S+\) )?NCCL WARN|\d+(?:\.\d+)? \S+:\d+ NCCL TRACE)|NCCL CALL)(?:\s|$))");
+  static const std::regex version_said(R"(NCCL INFO NCCL version (\d+\.\d+\.\d+))");
+  const std::string start = text.substr(0, 512);
+  std::smatch m;
+  std::regex_search(start, m, tag);
+  const std::string rest = start.substr(static_cast<std::size_t>(m.length(0)));
+  if (std::regex_match(rest, m, version_line)) {
+    version = m[1];
+    return true;
+  }
+  if (!std::regex_search(rest, m, debug_line, std::regex_constants::match_continuous)) return false;
+  if (std::regex_search(rest, m, version_said)) version = m[1];
+  return true;
+}
+
 // ---- JSON (-J) ----
 
 namespace json = boost::json;
@@ -440,6 +470,10 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
     if (tokens.empty()) continue;
     if (tokens.front().front() == '#') {
       read_header_line(line_text, source, line, section, log.header);
+      continue;
+    }
+    if (std::string version; nccl_own_line(line_text, version)) {
+      if (log.header.nccl.empty()) log.header.nccl = version;
       continue;
     }
     drop_timestamp(tokens);
