@@ -159,8 +159,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       if (ranks % nodes != 0)
         throw InputError(log.source, row_place(row),
                          fmt::format("{} ranks do not spread evenly over {} nodes", ranks, nodes));
+      // The out-of-place half, unless nccl-tests did not run it (a replay row's, -J's null: no
+      // time; the reader refuses a time of 0 for bytes). A row of no bytes is no measurement.
       const NcclTestsResult& r = row.out_of_place.time > Time::zero() ? row.out_of_place : row.in_place;
-      // A zero time or size is no measurement (nccl-tests prints 0 for a skipped half).
       if (!(r.time > Time::zero()) || row.size.count() <= 0) continue;
       if (!is_nccl_type(row.type))
         throw InputError(log.source, row_place(row),

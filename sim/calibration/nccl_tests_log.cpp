@@ -24,6 +24,15 @@ namespace {
 
 constexpr const char* kLayout = "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong";
 
+// A half that moved bytes in no time is faster than any link carries them, as a too-fast time
+// is; nccl-tests leaves a half it did not run blank (or null in -J), and prints #wrong N/A.
+std::string zero_time(long long size, const std::string& column) {
+  return fmt::format(
+      "a time of 0 us for {} B{} is faster than any link carries the bytes; expected a time above 0 us "
+      "(nccl-tests leaves out a half it did not run)",
+      size, column.empty() ? "" : " (" + column + ")");
+}
+
 struct LineReader {
   const std::string& source;
   int line;
@@ -43,12 +52,14 @@ struct LineReader {
     return value;
   }
 
-  NcclTestsResult result(std::size_t first) const {
+  // One half of a row of `size` bytes, from its time column `first` on.
+  NcclTestsResult result(std::size_t first, long long size) const {
     NcclTestsResult r;
     const double us = number<double>(first, "time");
     // Beyond a day a row is not a measurement of one collective, and beyond 106 days it
     // would not fit in the simulator's time.
     if (!(us >= 0 && us <= 86400e6)) fail(fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+    if (us == 0 && size > 0) fail(zero_time(size, fmt::format("column {}", first + 1)));
     r.time = Time::from_us(us);
     r.algbw = Bandwidth::gbytes_per_s(number<double>(first + 1, "algbw"));
     r.busbw = Bandwidth::gbytes_per_s(number<double>(first + 2, "busbw"));
@@ -109,10 +120,10 @@ NcclTestsRow parse_row(const LineReader& r) {
   const std::size_t first = root ? 5 : 4;
   const std::size_t half = n == 21 ? 8 : 4;
   if (n == 9) {
-    row.in_place = r.result(first);
+    row.in_place = r.result(first, size);
   } else {
-    row.out_of_place = r.result(first);
-    row.in_place = r.result(first + half);
+    row.out_of_place = r.result(first, size);
+    row.in_place = r.result(first + half, size);
   }
   return row;
 }
@@ -334,7 +345,7 @@ long long json_whole(const json::value& v, const std::string& source, const std:
   return static_cast<long long>(x);
 }
 
-NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where) {
+NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where, long long size) {
   NcclTestsResult r;
   if (v.is_null()) return r;
   if (!v.is_object())
@@ -344,6 +355,7 @@ NcclTestsResult json_result(const json::value& v, const std::string& source, con
   const double us = json_number(o, time_key, source, where);
   if (!(us >= 0 && us <= 86400e6))
     json_fail(source, where + "/" + time_key, fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+  if (us == 0 && size > 0) json_fail(source, where + "/" + time_key, zero_time(size, ""));
   r.time = Time::from_us(us);
   r.algbw = Bandwidth::gbytes_per_s(json_number(o, "alg_bw", source, where));
   r.busbw = Bandwidth::gbytes_per_s(json_number(o, "bus_bw", source, where));
@@ -440,10 +452,10 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
       }
     }
     if (const auto* v = r.if_contains("out_of_place"))
-      row.out_of_place = json_result(*v, source, where + "/out_of_place");
+      row.out_of_place = json_result(*v, source, where + "/out_of_place", row.size.count());
     const auto* in = r.if_contains("in_place");
     if (in == nullptr) json_fail(source, where, "missing key 'in_place'");
-    row.in_place = json_result(*in, source, where + "/in_place");
+    row.in_place = json_result(*in, source, where + "/in_place", row.size.count());
     said_in(s, row);
     row.result = static_cast<int>(i);
     log.rows.push_back(row);

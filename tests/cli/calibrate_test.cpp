@@ -390,14 +390,50 @@ TEST_CASE("an nccl-tests JSON log whose counts are not whole numbers is refused 
 TEST_CASE("a log with no usable row is refused, not imported as an empty calibration") {
   Scratch s("calib-no-rows");
   s.write("zero.txt",
-          "# all_reduce_perf -b 8 -e 8 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
-          "0 0 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n"
-          "8 2 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n");
+          "# all_reduce_perf -b 0 -e 0 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "0 0 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n");
   const auto run = s.run("calibrate import-nccl-tests zero.txt -o x.json");
   CHECK(run.status == 2);
-  CHECK(run.err.find("zero.txt: no row has a size and a time above zero (2 row(s) read); nothing to calibrate") !=
+  CHECK(run.err.find("zero.txt: no row has a size and a time above zero (1 row(s) read); nothing to calibrate") !=
         std::string::npos);
   CHECK(s.entries() == std::vector<std::string>{"zero.txt"});
+}
+
+// 1 MiB all-reduced in 0 us moves its bytes faster than any link, as a too-fast time does: the
+// out-of-place half's 0 was skipped for the in-place 53.03 us, and a row of two zeros dropped
+// (29 points). A half nccl-tests did not run is left out (blank, -J null), not 0, and is read so.
+TEST_CASE("a time of 0 us is refused naming the line and the column, a half not run is not") {
+  Scratch s("calib-zero-time");
+  const std::string header = "# all_reduce_perf -b 1M -e 2M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n";
+  const std::string good = "2097152 524288 float sum -1 59.30 35.37 61.89 0 71.33 29.40 51.45 0\n";
+  const auto import = [&](const std::string& row) {
+    s.write("z.txt", header + row + "\n" + good);
+    return s.run("calibrate import-nccl-tests z.txt -o x.json");
+  };
+  const std::string zero =
+      "a time of 0 us for 1048576 B (column {}) is faster than any link carries the bytes; "
+      "expected a time above 0 us";
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0 19.93 34.88 0 53.03 19.77 34.60 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 52.61 19.93 34.88 0 0 19.77 34.60 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 10)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0.00 19.93 34.88 N/A 53.03 19.77 34.60 N/A"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  s.write("z.json", R"({"args":["./all_reduce_perf"],"config":{"devices":[{"rank":0,"hostname":"a",
+    "device_info":"NVIDIA A100-SXM4-80GB"}]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum",
+    "root":"    -1","out_of_place":null,"in_place":{"time":0,"alg_bw":0,"bus_bw":0,"nwrong":0}}]})");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests z.json -o x.json"),
+                         "z.json: /results/0/in_place/time: a time of 0 us for 1048576 B is faster than any link "
+                         "carries the bytes") == "");
+  CHECK(s.entries() == std::vector<std::string>{"z.json", "z.txt"});
+  // A replay row without its out-of-place half (nccl-tests prints it blank): its in-place time.
+  REQUIRE(import("1048576 262144 float sum -1 53.03 19.77 34.60 0").status == 0);
+  const auto c = json_of(testing::slurp(s.file("x.json")));
+  const auto& points = c.at("collectives").at(0).at("points").as_array();
+  REQUIRE(points.size() == 2);
+  CHECK(number(points[0], "time_us") == 53.03);
 }
 
 TEST_CASE("a row of a run that produced wrong data is refused naming the line") {
