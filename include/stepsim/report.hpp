@@ -66,8 +66,11 @@ struct CalibrationReport {
   double comm_scaled_fraction = 0;    // share of communication time scaled from a measured shape
   double step_fraction = 0;           // (compute·compute_fraction + exposed comm·comm_fraction) / step
   std::vector<std::string> measured;  // what was measured: "gemm", "allreduce 8 ranks on 1 node", ...
-  // The GPU figures the files set.
+  // The GPU figures the files set that this job's costs use (in force), and those it does not
+  // (an FP8 GEMM efficiency under BF16 training, a slowdown beside communication where none
+  // overlaps compute): set but changing nothing here.
   std::vector<CalibratedValue> values;
+  std::vector<CalibratedValue> unused_values;
   // What the model alone answered, that a measurement would replace: "gemm bf16",
   // "allgather 8 ranks on 1 node(s) x 8", ...
   std::vector<std::string> not_measured;

@@ -14,42 +14,107 @@
 namespace stepsim::calibration {
 namespace {
 
-collectives::Choice model_at(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t,
-                             double bytes) {
-  const collectives::Request r{
-      t.op, Bytes(static_cast<std::int64_t>(std::llround(bytes))), {t.ranks, t.nodes, t.ranks_per_node}};
-  return collectives::predict(cluster, forced, r);
+// The model's time (us) of `bytes` on `shape`.
+double model_us(const ClusterSpec& cluster, const CollectivesSpec& forced, CollOp op,
+                const collectives::GroupShape& shape, double bytes) {
+  const collectives::Request r{op, Bytes(static_cast<std::int64_t>(std::llround(bytes))), shape};
+  return collectives::predict(cluster, forced, r).time().us();
 }
 
-// Scales bounded so that one odd measurement cannot make a collective free or endless.
-double clamp_ratio(double r) { return std::isfinite(r) ? std::clamp(r, 0.05, 20.0) : 1.0; }
+collectives::GroupShape shape_of(const CollectiveTable& t) { return {t.ranks, t.nodes, t.ranks_per_node}; }
 
-struct Corrections {
-  double latency = 1, bandwidth = 1;
+// The model's time of a collective split in two: its latency, the time of a one-byte message
+// on the same shape, and the rest, the time its bytes take. Both grow with the size (the
+// model's time does), unlike the choice's own latency and transfer: under the latency floor
+// one gives way as the other grows, and a change of protocol trades one for the other.
+struct ModelSplit {
+  double latency_us = 0, transfer_us = 0;
 };
 
-// What the table says about the model on the table's own shape: bandwidth from its largest
-// size, when the model spends most of that time moving bytes; latency from its smallest,
-// when the model spends most of that time in latency.
-Corrections heuristic_corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
-  Corrections c;
+ModelSplit split_at(const ClusterSpec& cluster, const CollectivesSpec& forced, CollOp op,
+                    const collectives::GroupShape& shape, double bytes) {
+  const double latency = model_us(cluster, forced, op, shape, 1);
+  return {latency, std::max(0.0, model_us(cluster, forced, op, shape, bytes) - latency)};
+}
+
+// A scale the measurement gives, when it gives one: positive and finite. The measured times
+// are checked against physics (the links' bound, at most a day), so no scale of any size is
+// refused here: a fabric measured far slower than the model is what the model must follow.
+bool usable_scale(double r) { return std::isfinite(r) && r > 0; }
+
+// The measured table's correction of the model: its latency times `latency`, its transfer
+// times `transfer`.
+struct Corrections {
+  double latency = 1, transfer = 1;
+  // The corrected model's time (us) on the table's own shape at its smallest and largest
+  // sizes, where the measurement takes over.
+  double small_us = 0, big_us = 0;
+
+  double us(const ModelSplit& m) const { return latency * m.latency_us + transfer * m.transfer_us; }
+};
+
+// What the table says about the model on the table's own shape: the scales under which the
+// model gives the measured time at both ends of the table (a · latency + b · transfer =
+// measured at the smallest and at the largest size), so that the corrected model outside the
+// table starts where the measurement ends. Where the two ends do not fix both (one size, a
+// model that takes as long at both ends, or a scale not above zero), each end's ratio: the
+// transfer's at the largest size when the model spends most of that time moving bytes, then
+// the latency's at the smallest when the model spends most of that time in latency.
+Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
+  const CollectivePoint& small = t.points.front();
   const CollectivePoint& big = t.points.back();
-  const collectives::Choice at_big = model_at(cluster, forced, t, big.bytes);
-  const double big_bw_us = at_big.time().us() - at_big.latency.us();
-  if (big_bw_us >= 0.5 * at_big.time().us()) {
-    const double measured_bw_us = big.time_us - at_big.latency.us();
-    if (measured_bw_us > 0) c.bandwidth = clamp_ratio(big_bw_us / measured_bw_us);
+  const double l = model_us(cluster, forced, t.op, shape_of(t), 1);
+  const ModelSplit at_small{l, std::max(0.0, model_us(cluster, forced, t.op, shape_of(t), small.bytes) - l)};
+  const ModelSplit at_big{l, std::max(0.0, model_us(cluster, forced, t.op, shape_of(t), big.bytes) - l)};
+  Corrections k;
+  const double grows = at_big.transfer_us - at_small.transfer_us;
+  const bool solvable = t.points.size() >= 2 && l > 0 && grows > 1e-9 * at_big.transfer_us;
+  const double b = solvable ? (big.time_us - small.time_us) / grows : 0;
+  const double a = solvable ? (small.time_us - b * at_small.transfer_us) / l : 0;
+  if (usable_scale(a) && usable_scale(b)) {
+    k.latency = a;
+    k.transfer = b;
+  } else {
+    if (at_big.transfer_us >= 0.5 * (l + at_big.transfer_us) && usable_scale((big.time_us - l) / at_big.transfer_us))
+      k.transfer = (big.time_us - l) / at_big.transfer_us;
+    if (t.points.size() >= 2 && l > 0 && l >= 0.5 * (l + at_small.transfer_us) &&
+        usable_scale((small.time_us - k.transfer * at_small.transfer_us) / l))
+      k.latency = (small.time_us - k.transfer * at_small.transfer_us) / l;
   }
-  if (t.points.size() > 1) {
-    const CollectivePoint& small = t.points.front();
-    const collectives::Choice at_small = model_at(cluster, forced, t, small.bytes);
-    const double lat_us = at_small.latency.us();
-    if (lat_us > 0 && lat_us >= 0.5 * at_small.time().us()) {
-      const double bw_us = (at_small.time().us() - lat_us) / c.bandwidth;
-      c.latency = clamp_ratio((small.time_us - bw_us) / lat_us);
-    }
-  }
-  return c;
+  k.small_us = k.us(at_small);
+  k.big_us = k.us(at_big);
+  return k;
+}
+
+// The time (us) of `bytes` on the table's own shape: measured inside its sizes; outside them
+// the corrected model `corrected_us`, carried to the measured time at the nearer end (the
+// scales of each end's ratio need not give it there) and bounded by it, so that the time
+// neither jumps at the table's edges nor falls below the largest size's (or rises above the
+// smallest's), however far the measurement is from the model.
+double shape_us(const CollectiveTable& t, const Corrections& k, double bytes, double corrected_us) {
+  if (const auto us = measured_us(t, bytes)) return *us;
+  const bool above = bytes > t.points.back().bytes;
+  const double edge_us = above ? t.points.back().time_us : t.points.front().time_us;
+  const double edge_model_us = above ? k.big_us : k.small_us;
+  const double us = edge_model_us > 0 ? corrected_us * edge_us / edge_model_us : corrected_us;
+  return above ? std::max(us, edge_us) : std::min(us, edge_us);
+}
+
+// The choice's latency and bandwidth scaled alike so that it takes `us`, to the picosecond:
+// its latency is what the transfer leaves, so that rounding cannot make a longer time shorter.
+void set_time(collectives::Choice& c, double us) {
+  const double f = us / c.time().us();
+  if (c.algbw.positive()) c.algbw = c.algbw.scaled(1.0 / f);
+  const Time transfer = c.algbw.positive() ? transfer_time(c.size, c.algbw) : Time::zero();
+  c.latency = max(Time::zero(), Time::from_us(us) - transfer);
+}
+
+// Whether shape a is table b's shape grown (as many or more ranks, nodes and ranks on each
+// node) or shrunk: a collective of one size takes longer, or less long, on it.
+int growth(const collectives::GroupShape& a, const CollectiveTable& b) {
+  if (a.ranks >= b.ranks && a.nodes >= b.nodes && a.ranks_per_node >= b.ranks_per_node) return 1;
+  if (a.ranks <= b.ranks && a.nodes <= b.nodes && a.ranks_per_node <= b.ranks_per_node) return -1;
+  return 0;
 }
 
 // "fitted.json: fitted to trace rank0.json" for a file `calibrate from-trace` wrote.
@@ -63,28 +128,6 @@ boost::json::object& member_object(boost::json::object& o, const char* key) {
   boost::json::value& v = o[key];
   if (!v.is_object()) v.emplace_object();
   return v.as_object();
-}
-
-// The latency and bandwidth scales under which the model gives the measured time at both
-// ends of the table: a · latency + b · bytes/algbw = measured at the smallest and at the
-// largest size, so that the corrected model outside the table starts where the measurement
-// ends (continuous at its edges). Where the two ends do not fix a and b (one point, both
-// ends in one regime, or a scale of no physical sense), the heuristic of each end's ratio.
-Corrections corrections(const ClusterSpec& cluster, const CollectivesSpec& forced, const CollectiveTable& t) {
-  if (t.points.size() < 2) return heuristic_corrections(cluster, forced, t);
-  const CollectivePoint& small = t.points.front();
-  const CollectivePoint& big = t.points.back();
-  const collectives::Choice at_small = model_at(cluster, forced, t, small.bytes);
-  const collectives::Choice at_big = model_at(cluster, forced, t, big.bytes);
-  const double ls = at_small.latency.us(), bs = at_small.time().us() - ls;
-  const double lb = at_big.latency.us(), bb = at_big.time().us() - lb;
-  const double det = ls * bb - lb * bs;
-  if (!(std::abs(det) > 1e-9 * std::abs(ls * bb))) return heuristic_corrections(cluster, forced, t);
-  const double a = (small.time_us * bb - big.time_us * bs) / det;
-  const double b = (ls * big.time_us - lb * small.time_us) / det;
-  if (!(a > 0 && b > 0) || clamp_ratio(a) != a || clamp_ratio(1 / b) != 1 / b)
-    return heuristic_corrections(cluster, forced, t);
-  return {a, 1 / b};
 }
 
 // One of a table's two run settings (algorithm or protocol) against the collectives'.
@@ -141,11 +184,8 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
   collectives::Choice& c = out.choice;
   if (const CollectiveTable* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype)) {
     if (const auto us = measured_us(*t, request.size.as_double())) {
-      const double model_us = c.time().us();
-      if (model_us > 0) {
-        const double f = *us / model_us;
-        c.latency = c.latency.scaled(f);
-        if (c.algbw.positive()) c.algbw = c.algbw.scaled(1.0 / f);
+      if (c.time() > Time::zero()) {
+        set_time(c, *us);
         out.source = Source::measured;
         out.table = t;
         return out;
@@ -155,8 +195,24 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
   const CollectiveTable* ref = tables.reference(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype);
   if (ref == nullptr) return out;
   const Corrections k = corrections(cluster, forced, *ref);
+  const double bytes = request.size.as_double();
+  const double model_time_us = c.time().us();
+  const double latency_us = model_us(cluster, forced, request.op, s, 1);
+  double us = k.us({latency_us, std::max(0.0, model_time_us - latency_us)});
+  if (ref == tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype)) {
+    us = shape_us(*ref, k, bytes, us);
+  } else if (const int grown = growth(s, *ref); grown != 0) {
+    // A larger communicator never takes less time than the measured one at the same size,
+    // a smaller one never more: the model's growth from the measured shape counts only where
+    // it keeps to that (its scales alone can fall short of an interpolated measurement).
+    const double ref_us = shape_us(*ref, k, bytes, k.us(split_at(cluster, forced, ref->op, shape_of(*ref), bytes)));
+    us = grown > 0 ? std::max(us, ref_us) : std::min(us, ref_us);
+  }
+  // The choice's latency and bandwidth scaled as the model's latency and transfer are, then
+  // both alike to give that time.
   c.latency = c.latency.scaled(k.latency);
-  if (c.algbw.positive()) c.algbw = c.algbw.scaled(k.bandwidth);
+  if (c.algbw.positive()) c.algbw = c.algbw.scaled(1.0 / k.transfer);
+  if (c.time() > Time::zero()) set_time(c, us);
   out.source = Source::scaled;
   out.table = ref;
   return out;

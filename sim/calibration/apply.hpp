@@ -25,11 +25,15 @@ struct CalibratedChoice {
 // The model's choice for `request`, with its latency and bandwidth replaced by measurement:
 // - inside the sizes measured on this very shape, both are scaled so that the time equals
 //   the interpolated measurement (the link loads keep the model's shape);
-// - otherwise, with a measured table of the same tier (one node, or several), latency and
-//   bandwidth are scaled so that the model gives the measured time at the table's smallest
-//   and largest sizes (continuous at the edges of a table of this very shape); where those
-//   do not fix both, the latency by the measured/model ratio at the smallest size (when
-//   latency-bound) and the bandwidth by the ratio at the largest (when bandwidth-bound);
+// - otherwise, with a measured table of the same tier (one node, or several), the model's
+//   latency (its one-byte time on the request's shape) and the time its bytes take are
+//   scaled so that the model gives the measured time at the table's smallest and largest
+//   sizes; where those do not fix both, the latency by the measured/model ratio at the
+//   smallest size (when latency-bound) and the bytes' time by the ratio at the largest (when
+//   bandwidth-bound). On the table's own shape the result is carried to the measured time
+//   at the nearer end and bounded by it (no faster above the largest size, no slower below
+//   the smallest); on a shape that grows the table's it is no faster than the table's shape
+//   at the same size, on one that shrinks it no slower. No scale is bounded;
 // - otherwise the model.
 // Tables in the collective's own element type `dtype` (nccl-tests' name) come first; a shape
 // measured only in another type is matched by bytes; "": any type.

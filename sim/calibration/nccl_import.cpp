@@ -40,6 +40,39 @@ void check_not_wrong(const NcclTestsLog& log, const NcclTestsRow& row) {
   }
 }
 
+// The flags say what a log that keeps only its rows does not; where the header says it, a flag
+// that says otherwise would relabel the measurement (an A100's table applied as an H100's,
+// past the check that refuses a table of another GPU), so it is refused, naming where the
+// header says what. A flag that agrees changes nothing.
+[[noreturn]] void contradicts(const NcclTestsLog& log, const std::string& at, const std::string& flag,
+                              const std::string& says, const char* what) {
+  throw InputError(log.source, at,
+                   fmt::format("{} contradicts the log's header, which says {} here ({} is for a log that does not "
+                               "say {}, one that keeps only its rows: leave it out)",
+                               flag, says, flag.substr(0, flag.find(' ')), what));
+}
+
+void check_flags(const NcclTestsLog& log, const NcclTestsRow& row, const ImportOverrides& o) {
+  if (!o.op.empty() && !row.test.empty() && op_of_test(o.op, "--op") != op_of_test(row.test, log.source))
+    contradicts(log, row.test_at, "--op " + o.op, fmt::format("the test is {}", row.test), "which test ran");
+  if (o.ranks > 0) {
+    if (row.ranks_said > 0 && o.ranks != row.ranks_said)
+      contradicts(log, row.ranks_at, fmt::format("--ranks {}", o.ranks),
+                  fmt::format("{} ranks ran the test", row.ranks_said), "how many ranks ran");
+    if (row.ranks_said == 0 && row.process_ranks > 0 && o.ranks % row.process_ranks != 0)
+      contradicts(log, row.process_ranks_at, fmt::format("--ranks {}", o.ranks),
+                  fmt::format("each process ran {} rank(s) (nThread x nGpus, -g), of which {} is no whole number of "
+                              "processes",
+                              row.process_ranks, o.ranks),
+                  "how many ranks ran");
+  }
+  if (o.nodes > 0 && row.nodes > 0 && o.nodes != row.nodes)
+    contradicts(
+        log, row.nodes_at, fmt::format("--nodes {}", o.nodes),
+        row.nodes == 1 ? std::string("the ranks ran on one node") : fmt::format("the ranks ran on {} hosts", row.nodes),
+        "how many nodes the ranks ran on");
+}
+
 // One measured time, kept with its row to check it once the GPU is known.
 struct Measurement {
   const NcclTestsLog* log;
@@ -94,6 +127,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                        fmt::format("ran on {}, but {} ran on {}: a calibration file holds one GPU's measurements "
                                    "(import each GPU's logs into a file of its own)",
                                    h.gpu, first_gpu_log, c.provenance.gpu));
+    if (!o.gpu.empty() && !h.gpu.empty() && !(gpu_matches(o.gpu, h.gpu) && gpu_matches(h.gpu, o.gpu)))
+      contradicts(log, h.gpu_at, fmt::format("--gpu '{}'", o.gpu), fmt::format("the GPU is '{}'", h.gpu),
+                  "which GPU ran");
     if (c.provenance.gpu.empty() && !h.gpu.empty()) {
       c.provenance.gpu = h.gpu;
       first_gpu_log = log.source;
@@ -105,6 +141,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
     std::size_t usable = 0;
     for (const NcclTestsRow& row : log.rows) {
       check_not_wrong(log, row);
+      check_flags(log, row, o);
       const std::string test = !o.op.empty() ? o.op : row.test;
       if (test.empty())
         throw InputError(log.source, row_place(row),
@@ -113,7 +150,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       const int ranks = o.ranks > 0 ? o.ranks : row.ranks;
       if (ranks < 1)
         throw InputError(log.source, row_place(row), "the log does not say how many ranks ran the test; give --ranks");
-      if (o.nodes == 0 && !row.uneven_hosts.empty())
+      if (!row.uneven_hosts.empty())
         throw InputError(log.source, row_place(row),
                          fmt::format("the ranks are spread unevenly over the hosts ({}); stepsim's communicators have "
                                      "as many ranks on every node: measure with as many GPUs on each host",
@@ -122,8 +159,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       if (ranks % nodes != 0)
         throw InputError(log.source, row_place(row),
                          fmt::format("{} ranks do not spread evenly over {} nodes", ranks, nodes));
+      // The out-of-place half, unless nccl-tests did not run it (a replay row's, -J's null: no
+      // time; the reader refuses a time of 0 for bytes). A row of no bytes is no measurement.
       const NcclTestsResult& r = row.out_of_place.time > Time::zero() ? row.out_of_place : row.in_place;
-      // A zero time or size is no measurement (nccl-tests prints 0 for a skipped half).
       if (!(r.time > Time::zero()) || row.size.count() <= 0) continue;
       if (!is_nccl_type(row.type))
         throw InputError(log.source, row_place(row),

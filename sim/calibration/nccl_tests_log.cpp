@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
@@ -22,6 +23,15 @@ namespace stepsim::calibration {
 namespace {
 
 constexpr const char* kLayout = "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong";
+
+// A half that moved bytes in no time is faster than any link carries them, as a too-fast time
+// is; nccl-tests leaves a half it did not run blank (or null in -J), and prints #wrong N/A.
+std::string zero_time(long long size, const std::string& column) {
+  return fmt::format(
+      "a time of 0 us for {} B{} is faster than any link carries the bytes; expected a time above 0 us "
+      "(nccl-tests leaves out a half it did not run)",
+      size, column.empty() ? "" : " (" + column + ")");
+}
 
 struct LineReader {
   const std::string& source;
@@ -42,12 +52,14 @@ struct LineReader {
     return value;
   }
 
-  NcclTestsResult result(std::size_t first) const {
+  // One half of a row of `size` bytes, from its time column `first` on.
+  NcclTestsResult result(std::size_t first, long long size) const {
     NcclTestsResult r;
     const double us = number<double>(first, "time");
     // Beyond a day a row is not a measurement of one collective, and beyond 106 days it
     // would not fit in the simulator's time.
     if (!(us >= 0 && us <= 86400e6)) fail(fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+    if (us == 0 && size > 0) fail(zero_time(size, fmt::format("column {}", first + 1)));
     r.time = Time::from_us(us);
     r.algbw = Bandwidth::gbytes_per_s(number<double>(first + 1, "algbw"));
     r.busbw = Bandwidth::gbytes_per_s(number<double>(first + 2, "busbw"));
@@ -108,10 +120,10 @@ NcclTestsRow parse_row(const LineReader& r) {
   const std::size_t first = root ? 5 : 4;
   const std::size_t half = n == 21 ? 8 : 4;
   if (n == 9) {
-    row.in_place = r.result(first);
+    row.in_place = r.result(first, size);
   } else {
-    row.out_of_place = r.result(first);
-    row.in_place = r.result(first + half);
+    row.out_of_place = r.result(first, size);
+    row.in_place = r.result(first + half, size);
   }
   return row;
 }
@@ -124,6 +136,29 @@ struct Section {
   std::map<std::string, std::set<int>> hosts;  // the ranks on each host
   int declared_ranks = 0;  // "-g 8" or "8x GPU" in a comment of a rows-only file
   int declared_nodes = 0;
+  // Where each was said, for the command line's flags to be checked against: the test's line;
+  // the device lines (first and last); the "8x GPU" count of the run's GPUs and its line; one
+  // process's ranks (nThread x nGpus, else -g) and its line; "one node"'s line. JSON: pointers.
+  std::string test_at;
+  int first_device_line = 0, last_device_line = 0;
+  std::string devices_at;
+  int gpus_said = 0;
+  std::string gpus_at;
+  int process_ranks = 0;
+  std::string process_ranks_at;
+  std::string one_node_at;
+
+  // The rank count the header gives exactly, and where: its devices', else its GPU count.
+  std::pair<int, std::string> ranks_said() const {
+    if (max_rank >= 0) return {max_rank + 1, devices_place()};
+    return {gpus_said, gpus_at};
+  }
+  std::string devices_place() const {
+    if (!devices_at.empty()) return devices_at;
+    if (first_device_line == last_device_line) return fmt::format("line {}", first_device_line);
+    return fmt::format("lines {}-{}", first_device_line, last_device_line);
+  }
+  std::string nodes_at() const { return !hosts.empty() ? devices_place() : declared_nodes > 0 ? one_node_at : ""; }
 
   int ranks() const { return max_rank >= 0 ? max_rank + 1 : declared_ranks > 0 ? declared_ranks : ranks_per_process; }
   int nodes() const { return !hosts.empty() ? static_cast<int>(hosts.size()) : declared_nodes; }
@@ -136,6 +171,19 @@ struct Section {
     return fmt::format("{} on {}, {} on {}", most->second.size(), most->first, fewest->second.size(), fewest->first);
   }
 };
+
+// What the section's header says of its rows, and where.
+void said_in(const Section& s, NcclTestsRow& row) {
+  row.test = s.test;
+  row.test_at = s.test_at;
+  row.ranks = s.ranks();
+  std::tie(row.ranks_said, row.ranks_at) = s.ranks_said();
+  row.process_ranks = s.process_ranks;
+  row.process_ranks_at = s.process_ranks_at;
+  row.nodes = s.nodes();
+  row.nodes_at = s.nodes_at();
+  row.uneven_hosts = s.uneven_hosts();
+}
 
 std::string nccl_version_of_code(long code) {
   if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
@@ -176,21 +224,30 @@ void read_header_line(const std::string& text, const std::string& source, int li
   constexpr std::size_t kMaxHeaderLine = 4096;
   if (text.size() > kMaxHeaderLine) return;
   std::smatch m;
+  const std::string here = fmt::format("line {}", line);
   if (std::regex_search(text, m, starting)) {
     s = Section{};
     s.test = m[1];
+    s.test_at = here;
     return;
   }
   if (std::regex_search(text, m, threads)) {
     s.ranks_per_process = count(m[1], 4096, "nThread") * count(m[2], 4096, "nGpus");
+    s.process_ranks = s.ranks_per_process;
+    s.process_ranks_at = here;
     return;
   }
   if (std::regex_search(text, m, device)) {
     const int rank = count(m[1], 16'777'215, "a rank");
     s.max_rank = std::max(s.max_rank, rank);
     s.hosts[m[2]].insert(rank);
+    if (s.first_device_line == 0) s.first_device_line = line;
+    s.last_device_line = line;
     if (h.host.empty()) h.host = m[2];
-    if (h.gpu.empty()) h.gpu = m[3];
+    if (h.gpu.empty()) {
+      h.gpu = m[3];
+      h.gpu_at = here;
+    }
     return;
   }
   if (std::regex_search(text, m, library)) {
@@ -201,16 +258,63 @@ void read_header_line(const std::string& text, const std::string& source, int li
   // one node with 8x NVIDIA A100-SXM4-80GB".
   if (std::regex_search(text, m, perf) && s.test.empty()) {
     s.test = m[1];
+    s.test_at = here;
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
   }
-  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0)
+  if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) {
     s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
-  if (std::regex_search(text, m, count_x)) {
-    if (s.declared_ranks == 0) s.declared_ranks = count(m[1], 16'777'216, "a GPU count");
-    if (h.gpu.empty()) h.gpu = m[2];
+    if (s.process_ranks == 0) {
+      s.process_ranks = s.declared_ranks;
+      s.process_ranks_at = here;
+    }
   }
-  if (text.find("one node") != std::string::npos && s.declared_nodes == 0) s.declared_nodes = 1;
+  if (std::regex_search(text, m, count_x)) {
+    const int gpus = count(m[1], 16'777'216, "a GPU count");
+    if (s.declared_ranks == 0) s.declared_ranks = gpus;
+    if (s.gpus_said == 0) {
+      s.gpus_said = gpus;
+      s.gpus_at = here;
+    }
+    if (h.gpu.empty()) {
+      h.gpu = m[2];
+      h.gpu_at = here;
+    }
+  }
+  if (text.find("one node") != std::string::npos && s.declared_nodes == 0) {
+    s.declared_nodes = 1;
+    s.one_node_at = here;
+  }
   if (std::regex_search(text, m, nccl_said) && h.nccl.empty()) h.nccl = m[1];
+}
+
+// NCCL's own lines, which nccl-tests' output carries beside its table (NCCL writes them to the
+// same stdout): the version, "NCCL version 2.19.3+cuda12.2" (init.cc, from NCCL_DEBUG=VERSION
+// up), and NCCL_DEBUG's lines as debug.cc writes them, "host:pid:tid [dev] NCCL INFO ...",
+// "host:pid:tid [dev] file:line (func) NCCL WARN ...", "host:pid:tid [dev] ms func:line NCCL
+// TRACE ..." and "host:pid:tid NCCL CALL ...", after a timestamp where NCCL_DEBUG_TIMESTAMP_LEVELS
+// asks for one (its default format "[%F %T] ", on WARN lines by default since NCCL 2.26). An
+// mpirun tag may come first, glued to the host ("[1,0]<stdout>:host:..."). Returns whether
+// `text` is one, and the version in `version` when it says it. Only the start of a line is
+// matched: a line of NCCL's is a kilobyte at most, and std::regex recurses a level per character.
+bool nccl_own_line(const std::string& text, std::string& version) {
+  static const std::regex tag(R"(^\s*(?:\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?\s*)*)");
+  static const std::regex version_line(
+      R"((?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )?NCCL version (\d+\.\d+\.\d+)\S*\s*)");
+  static const std::regex debug_line(
+      R"((?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )?[^\s:\[]+:\d+:\d+ )"
+      R"((?:\[\d+\] (?:NCCL INFO|\S+:\d+ (?:\(\S+\) )?NCCL WARN|\d+(?:\.\d+)? \S+:\d+ NCCL TRACE)|NCCL CALL)(?:\s|$))");
+  static const std::regex version_said(R"(NCCL INFO NCCL version (\d+\.\d+\.\d+))");
+  const std::string start = text.substr(0, 512);
+  std::smatch m;
+  std::regex_search(start, m, tag);
+  const std::string rest = start.substr(static_cast<std::size_t>(m.length(0)));
+  if (std::regex_match(rest, m, version_line)) {
+    version = m[1];
+    return true;
+  }
+  if (!std::regex_search(rest, m, debug_line, std::regex_constants::match_continuous)) return false;
+  if (std::regex_search(rest, m, version_said)) version = m[1];
+  return true;
 }
 
 // ---- JSON (-J) ----
@@ -241,7 +345,7 @@ long long json_whole(const json::value& v, const std::string& source, const std:
   return static_cast<long long>(x);
 }
 
-NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where) {
+NcclTestsResult json_result(const json::value& v, const std::string& source, const std::string& where, long long size) {
   NcclTestsResult r;
   if (v.is_null()) return r;
   if (!v.is_object())
@@ -251,6 +355,7 @@ NcclTestsResult json_result(const json::value& v, const std::string& source, con
   const double us = json_number(o, time_key, source, where);
   if (!(us >= 0 && us <= 86400e6))
     json_fail(source, where + "/" + time_key, fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+  if (us == 0 && size > 0) json_fail(source, where + "/" + time_key, zero_time(size, ""));
   r.time = Time::from_us(us);
   r.algbw = Bandwidth::gbytes_per_s(json_number(o, "alg_bw", source, where));
   r.busbw = Bandwidth::gbytes_per_s(json_number(o, "bus_bw", source, where));
@@ -271,6 +376,7 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     if (first.is_string()) {
       const std::string prog(first.get_string());
       s.test = prog.substr(prog.find_last_of('/') + 1);
+      s.test_at = "/args/0";
     }
   }
   if (const auto* v = o.if_contains("nccl_version"); v != nullptr && v->is_number())
@@ -295,7 +401,10 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
           if (log.header.host.empty()) log.header.host = std::string(host->get_string());
         }
         if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
-          if (log.header.gpu.empty()) log.header.gpu = std::string(info->get_string());
+          if (log.header.gpu.empty()) {
+            log.header.gpu = std::string(info->get_string());
+            log.header.gpu_at = fmt::format("/config/devices/{}/device_info", i);
+          }
       }
     }
     // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
@@ -307,6 +416,11 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
     const long long gpus = per_process("ngpus", "GPUs per thread");
     const long long threads = per_process("nthreads", "threads");
     if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = static_cast<int>(gpus * threads);
+    if (c.contains("ngpus")) {
+      s.process_ranks = static_cast<int>(gpus * threads);
+      s.process_ranks_at = "/config/ngpus";
+    }
+    s.devices_at = "/config/devices";
   }
   const auto* results = o.if_contains("results");
   if (results == nullptr || !results->is_array())
@@ -338,14 +452,11 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
       }
     }
     if (const auto* v = r.if_contains("out_of_place"))
-      row.out_of_place = json_result(*v, source, where + "/out_of_place");
+      row.out_of_place = json_result(*v, source, where + "/out_of_place", row.size.count());
     const auto* in = r.if_contains("in_place");
     if (in == nullptr) json_fail(source, where, "missing key 'in_place'");
-    row.in_place = json_result(*in, source, where + "/in_place");
-    row.test = s.test;
-    row.ranks = s.ranks();
-    row.nodes = s.nodes();
-    row.uneven_hosts = s.uneven_hosts();
+    row.in_place = json_result(*in, source, where + "/in_place", row.size.count());
+    said_in(s, row);
     row.result = static_cast<int>(i);
     log.rows.push_back(row);
   }
@@ -373,12 +484,13 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
       read_header_line(line_text, source, line, section, log.header);
       continue;
     }
+    if (std::string version; nccl_own_line(line_text, version)) {
+      if (log.header.nccl.empty()) log.header.nccl = version;
+      continue;
+    }
     drop_timestamp(tokens);
     NcclTestsRow row = parse_row(LineReader{source, line, tokens});
-    row.test = section.test;
-    row.ranks = section.ranks();
-    row.nodes = section.nodes();
-    row.uneven_hosts = section.uneven_hosts();
+    said_in(section, row);
     row.line = line;
     log.rows.push_back(row);
   }

@@ -32,6 +32,16 @@ struct NcclTestsRow {
   int ranks = 0;        // ranks of the communicator, 0 when not said
   int nodes = 0;        // hosts the ranks ran on, 0 when not said
   std::string uneven_hosts;  // "8 on a, 4 on b" when the hosts hold different rank counts
+  // What the header said of the row's test, ranks and nodes, and where ("line 3", "lines 5-12",
+  // "/config/devices"): "" where it did not say. An exact rank count (its device lines, an
+  // "8x GPU" count) or one process's ranks (nThread x nGpus, -g), which the count is a whole
+  // multiple of (the processes are not said).
+  std::string test_at;
+  int ranks_said = 0;
+  std::string ranks_at;
+  int process_ranks = 0;
+  std::string process_ranks_at;
+  std::string nodes_at;  // where `nodes` was said
   int line = 0;         // where the row is in its file (JSON: 0)
   int result = -1;      // JSON: its index in /results
   bool legacy = false;  // the layout before mid-2022: `wrong` is a numerical error, not a count
@@ -40,6 +50,7 @@ struct NcclTestsRow {
 // What the header lines say about the run (empty or 0 when they do not say it).
 struct NcclTestsHeader {
   std::string gpu;   // device name, "NVIDIA A100-SXM4-80GB"
+  std::string gpu_at;  // where the header names it ("line 5", "/config/devices/0/device_info")
   std::string host;  // the first host
   std::string nccl;  // "2.19.3"
   std::string command;

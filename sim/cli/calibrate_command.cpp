@@ -63,10 +63,13 @@ int run_import(const Args& args) {
                                                  "nccl-tests output (text or -J JSON)")(
       "output,o", po::value(&output)->value_name("FILE"), "the calibration file to write ('-' for stdout)")(
       "op", po::value(&o.op)->value_name("OP"),
-      "the test, when the log does not say (all_reduce_perf, allgather, ...)")(
-      "ranks", po::value(&o.ranks)->value_name("N"), "ranks of the communicator, when the log does not say")(
-      "nodes", po::value(&o.nodes)->value_name("N"), "nodes it spanned, when the log does not say (default 1)")(
-      "gpu", po::value(&o.gpu)->value_name("NAME"), "the GPU, when the log does not name it")(
+      "the test, when the log does not say (all_reduce_perf, allgather, ...); refused where its header says "
+      "another")("ranks", po::value(&o.ranks)->value_name("N"),
+                 "ranks of the communicator, when the log does not say; refused where its header says otherwise")(
+      "nodes", po::value(&o.nodes)->value_name("N"),
+      "nodes it spanned, when the log does not say (default 1); refused where its header says otherwise")(
+      "gpu", po::value(&o.gpu)->value_name("NAME"),
+      "the GPU, when the log does not name it; refused where its header names another")(
       "dtype", po::value(&o.dtype)->value_name("TYPE"),
       "only the rows of this nccl-tests type (bfloat16, float, ...) of a log of several (-d all); without it, a "
       "table per type");
@@ -76,8 +79,11 @@ int run_import(const Args& args) {
   if (help_requested(vm, kCalibrateUsage, desc, kCalibrateExamples)) return 0;
   if (logs.empty()) throw InputError("<command line>", "LOG", "give at least one nccl-tests log");
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
-  if (o.ranks < 0 || o.ranks > (1 << 20)) throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
-  if (o.nodes < 0 || o.nodes > (1 << 20)) throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
+  // 0 stands for "not given" in ImportOverrides: given, it is as far out of range as -8.
+  if (vm.count("ranks") != 0 && (o.ranks < 1 || o.ranks > (1 << 20)))
+    throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
+  if (vm.count("nodes") != 0 && (o.nodes < 1 || o.nodes > (1 << 20)))
+    throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
   if (vm.count("dtype") != 0 && !calibration::is_nccl_type(o.dtype))
     throw InputError("--dtype", o.dtype, "expected one of nccl-tests' type names (float, bfloat16, half, double, ...)");
   report::check_outputs({{"-o", output, {}}});

@@ -55,6 +55,8 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
     line("not searched", fmt::format("{}: {} does not run them", fmt::join(r.search.unrun_precisions, ", "), r.gpu));
   if (!r.report) {
     line("layout", r.search.no_layout.empty() ? "none fits on this many GPUs" : "none: " + r.search.no_layout);
+    // As sweep --best says it: the reason of the first layout refused, which the others' often share.
+    if (r.search.invalid > 0) line("first refused", r.search.first_refusal);
     return;
   }
   const Report& rep = *r.report;

@@ -106,16 +106,24 @@ boost::json::array notes_json(const std::vector<std::string>& notes) {
 }
 
 boost::json::object calibration_json(const CalibrationReport& c) {
-  boost::json::array files, measured, values, not_measured;
+  boost::json::array files, measured, values, unused, not_measured;
   for (const auto& f : c.files) files.emplace_back(f);
   for (const auto& m : c.measured) measured.emplace_back(m);
-  for (const auto& v : c.values)
-    values.push_back({{"key", v.key}, {"value", v.value}, {"preset", v.preset}, {"source", v.source}});
+  const auto value_json = [](const CalibratedValue& v) -> boost::json::value {
+    return {{"key", v.key}, {"value", v.value}, {"preset", v.preset}, {"source", v.source}};
+  };
+  for (const auto& v : c.values) values.push_back(value_json(v));
+  for (const auto& v : c.unused_values) unused.push_back(value_json(v));
   for (const auto& m : c.not_measured) not_measured.emplace_back(m);
-  return {{"files", std::move(files)},        {"compute_fraction", c.compute_fraction},
-          {"comm_fraction", c.comm_fraction}, {"comm_scaled_fraction", c.comm_scaled_fraction},
-          {"step_fraction", c.step_fraction}, {"measured", std::move(measured)},
-          {"values", std::move(values)},      {"not_measured", std::move(not_measured)}};
+  return {{"files", std::move(files)},
+          {"compute_fraction", c.compute_fraction},
+          {"comm_fraction", c.comm_fraction},
+          {"comm_scaled_fraction", c.comm_scaled_fraction},
+          {"step_fraction", c.step_fraction},
+          {"measured", std::move(measured)},
+          {"values", std::move(values)},
+          {"unused_values", std::move(unused)},
+          {"not_measured", std::move(not_measured)}};
 }
 
 boost::json::object spread_json(const RankSpread& s) {

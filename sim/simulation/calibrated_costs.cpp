@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 
 #include "calibration/link_bound.hpp"
 #include "calibration/plan.hpp"
@@ -16,8 +17,29 @@ CalibratedCosts::CalibratedCosts(const Scenario& scenario, const hardware::GpuMo
                                  const calibration::MeasuredTables& tables)
     : scenario_(scenario), gpu_(gpu), tables_(tables), model_(scenario, gpu) {}
 
+namespace {
+
+// The GPU figures the model's time of `op` depends on (GpuModel: the roofline's rate and
+// bytes, a GEMM's size and depth curve), as values_in_force names them.
+void consult(const hardware::GpuModel& gpu, const workload::OpCost& op, std::set<std::string>& keys) {
+  if (op.bytes.count() > 0) keys.insert("hbm");
+  if (op.cls == workload::OpClass::gemm) {
+    keys.insert(!op.fp8 ? "gemm_max" : gpu.dtype(op) == Precision::nvfp4 ? "fp4_gemm_max" : "fp8_gemm_max");
+    keys.insert("gemm_half_flops");
+    if (gpu.depth_k(op) > 0) keys.insert("gemm_half_k");
+  } else if (op.cls == workload::OpClass::attention) {
+    keys.insert("attention_max");
+    keys.insert("gemm_half_flops");
+  }
+}
+
+}  // namespace
+
 Time CalibratedCosts::compute(const workload::OpCost& op) const {
   const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, op);
+  // Every op is launched, measured or not.
+  consulted_.insert("kernel_launch_us");
+  if (!t.measured) consult(gpu_, op, consulted_);
   compute_total_us_ += t.time.us();
   const bool tensor = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;
   if (t.measured) {
@@ -100,14 +122,18 @@ std::string value_text(const CalibratedValue& v) {
 
 // What the calibration did for this step, in a sentence after the shares.
 std::string calibration_detail(const CalibrationReport& c) {
-  std::vector<std::string> values;
+  std::vector<std::string> values, unused;
   for (const auto& v : c.values) values.push_back(value_text(v));
+  for (const auto& v : c.unused_values) unused.push_back(value_text(v));
+  const std::string set_unused =
+      unused.empty() ? "" : fmt::format("; set but unused by this job: {}", fmt::join(unused, "; "));
   if (c.measured.empty() && c.values.empty())
-    return fmt::format("the calibration changes nothing this job uses; it would need measurements of: {}",
-                       fmt::join(c.not_measured, "; "));
+    return fmt::format("the calibration changes nothing this job uses; it would need measurements of: {}{}",
+                       fmt::join(c.not_measured, "; "), set_unused);
   std::string out = fmt::format(
       "measured: {}", c.measured.empty() ? "no table this step uses" : fmt::format("{}", fmt::join(c.measured, "; ")));
   if (!values.empty()) out += fmt::format("; in force: {}", fmt::join(values, "; "));
+  out += set_unused;
   if (!c.not_measured.empty())
     out += fmt::format("; not measured (the model alone): {}", fmt::join(c.not_measured, "; "));
   return out;
@@ -119,9 +145,14 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report, std::v
   CalibrationReport& out = report.calibration;
   for (const auto& f : tables_.files()) out.files.push_back(f.source);
   out.measured.assign(measured_.begin(), measured_.end());
+  // A figure is in force where the costs the model answered consulted it; a slowdown beside
+  // communication where some communication ran under compute (a slowdown of 0 changes the
+  // step too).
+  std::set<std::string> used = consulted_;
+  if (report.overlap.hidden_fraction > 0 || report.compute_slowdown_s > 0) used.insert("comm_slowdown");
+  for (CalibratedValue& v : values) (used.contains(v.key) ? out.values : out.unused_values).push_back(std::move(v));
   for (const std::string& what : not_measured_)
-    if (!fitted(what, values)) out.not_measured.push_back(what);
-  out.values = std::move(values);
+    if (!fitted(what, out.values)) out.not_measured.push_back(what);
   if (compute_total_us_ > 0) out.compute_fraction = compute_measured_us_ / compute_total_us_;
   double total = 0, measured = 0, scaled = 0;
   if (!timeline.ranks.empty()) {

@@ -27,7 +27,7 @@ class CalibratedCosts final : public parallelism::Costs {
   bool derived_slowdown() const override { return model_.derived_slowdown(); }
 
   // Fills `report.calibration` from the tally, the simulated timeline and the GPU figures the
-  // files set (`values`), with a note.
+  // files set (`values`: in force where the job's costs use them, else unused), with a note.
   void summarise(const Timeline& timeline, Report& report, std::vector<CalibratedValue> values) const;
 
  private:
@@ -41,6 +41,8 @@ class CalibratedCosts final : public parallelism::Costs {
   mutable std::map<CollKey, calibration::Source> collectives_;
   mutable std::set<std::string> measured_;
   mutable std::set<std::string> not_measured_;  // what the model alone answered
+  // The GPU figures (CalibratedValue keys) the model consulted for the costs it answered.
+  mutable std::set<std::string> consulted_;
 };
 
 // The calibration files a scenario names, read and checked against its GPU.

@@ -18,6 +18,7 @@
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 #include "stepsim/timeline.hpp"
@@ -377,7 +378,10 @@ std::string schedule_of(const SweepSpec& spec, const Candidate& c) {
 
 }  // namespace
 
+void check_calibration(const SweepSpec& spec) { (void)load_calibration(load_base(spec)); }
+
 BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space) {
+  check_calibration(spec);
   BestResult result;
   Tally tally(result);
   search_layouts(spec, space, jobs, progress, result, tally);

@@ -59,10 +59,17 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
 // The value `key` is assigned in `c`, or `otherwise`.
 std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise);
 
+// Throws the InputError that refuses the scenario's calibration files (unreadable, measured
+// on another GPU, beating the cluster's links or peak, timed under other collective settings):
+// they depend on the cluster and the collectives' settings, which no searched layout changes,
+// so every layout would be refused for the same reason.
+void check_calibration(const SweepSpec& spec);
+
 // Enumerates the layouts, simulates those that validate and fit (each with the least recompute
 // that fits, memory checked before simulating), fastest-bound first, leaving out those whose
 // lower bound cannot reach the ranked ones; then searches the secondary knobs of the fastest
-// `space.refine` layouts, and ranks everything by step time on `jobs` threads.
+// `space.refine` layouts, and ranks everything by step time on `jobs` threads. A calibration
+// refused (check_calibration) is thrown before any search.
 BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space = {});
 
 // The table of the K fastest of `best`: their breakdown, and what limits the first.

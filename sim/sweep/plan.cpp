@@ -73,12 +73,25 @@ void add_budget(const PlanSpec& spec, PlanRow& row) {
   if (spec.deadline_days > 0) row.deadline_tokens = tokens_per_s * spec.deadline_days * kSecondsPerDay;
 }
 
+// `body`, its refusals said of the cluster: it came from --cluster, not from a key the user wrote.
+template <class Body>
+void on_cluster(const PlanCluster& cluster, const Body& body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    const bool preset = e.file() == "--set" && e.where() == "cluster";
+    throw InputError(
+        "--cluster", cluster.name,
+        preset ? e.message() : e.file() + ": " + (e.where().empty() ? "" : e.where() + ": ") + e.message());
+  }
+}
+
 PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, unsigned jobs) {
   PlanRow row;
   row.cluster = cluster;
   row.gpus = gpus;
   const SweepSpec s = search_spec(spec, cluster, gpus);
-  try {
+  on_cluster(cluster, [&] {
     const Scenario base = load_base(s);
     row.gpu = base.cluster.gpu.name;
     // The price the search's reports use: NAME@PRICE's, or --set cluster.gpu_hour_price's.
@@ -89,13 +102,7 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
     space.max_layouts = spec.max_layouts;
     row.search = search_best(s, jobs, false, space);
     row.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } catch (const InputError& e) {
-    // The cluster came from --cluster, not from a key the user wrote.
-    const bool preset = e.file() == "--set" && e.where() == "cluster";
-    throw InputError(
-        "--cluster", cluster.name,
-        preset ? e.message() : e.file() + ": " + (e.where().empty() ? "" : e.where() + ": ") + e.message());
-  }
+  });
   row.band = validation_band(row.gpu);
   if (row.search.ranked.empty()) return row;
   row.layout = row.search.ranked.front().first;
@@ -297,6 +304,12 @@ std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
   // cluster: its errors are its own, not a cluster's.
   if (!spec.clusters.empty() && !spec.gpus.empty())
     (void)load_base(search_spec(spec, spec.clusters.front(), spec.gpus.front()));
+  // The calibration files, on every cluster before any search: a file refused on a cluster is
+  // refused for each of its layouts alike (measured on another GPU, beyond its links), an
+  // error of the request rather than a cluster on which nothing fits.
+  for (const PlanCluster& cluster : spec.clusters)
+    if (!spec.gpus.empty())
+      on_cluster(cluster, [&] { check_calibration(search_spec(spec, cluster, spec.gpus.front())); });
   std::vector<PlanRow> rows;
   for (const PlanCluster& cluster : spec.clusters)
     for (const int gpus : spec.gpus) {

@@ -441,3 +441,26 @@ TEST_CASE("the correction outside a table is continuous at the table's edges") {
   CHECK(big.source == Source::scaled);
   CHECK(big.choice.time().us() == Approx(40 * 1.001).epsilon(2e-3));
 }
+
+// A table of one latency-bound size fixes neither scale by the two ends' equations; its size
+// alone must still carry to its neighbours. Measured 2006 us at 8 B (the A100 log's 40.12 us
+// x 50), 4 B and 16 B, where the model stays within 0.01 % of its 8 B time, take 2006 us, not
+// the model's 40 us (the one point's latency went unscaled: nothing but the measured size
+// itself was slow).
+TEST_CASE("a one-size table carries its time to the sizes beside it") {
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  c.collectives[0].points = {{8, 2006}};
+  const MeasuredTables t({c});
+  const auto at = [&](std::int64_t bytes) {
+    return calibrate_collective(t, cluster, {}, {CollOp::allreduce, Bytes(bytes), {8, 1, 8}});
+  };
+  REQUIRE(at(8).source == Source::measured);
+  for (const std::int64_t bytes : {4, 16}) {
+    INFO(bytes << " B");
+    REQUIRE(at(bytes).source == Source::scaled);
+    CHECK(at(bytes).choice.time().us() == Approx(2006).epsilon(1e-4));
+  }
+  CHECK(at(16).choice.time().us() >= at(8).choice.time().us());
+  CHECK(at(4).choice.time().us() <= at(8).choice.time().us());
+}

@@ -244,3 +244,33 @@ TEST_CASE("numbers of nccl-tests JSON that must be whole are refused otherwise, 
   REQUIRE(ok.rows.size() == 1);
   CHECK(ok.rows[0].ranks == 8);
 }
+
+// NCCL writes its own lines to the stdout nccl-tests' table goes to: its version (init.cc,
+// from NCCL_DEBUG=VERSION up) and NCCL_DEBUG's INFO, WARN and TRACE lines in debug.cc's forms,
+// a WARN after a timestamp (NCCL 2.26's default) or an mpirun tag. They are skipped; the rows
+// around them are read at their own lines, and the version is the header's when it has none.
+TEST_CASE("NCCL's own version and debug lines beside the table are skipped, other stray lines refused") {
+  const std::string row = "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  const auto log = parse(
+      "# all_reduce_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "NCCL version 2.19.3+cuda12.2\n"
+      "thanos:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+      "thanos:1234:1234 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n"
+      "\n"
+      "thanos:1234:1250 [3] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error\n"
+      "[2025-03-12 10:00:00] thanos:1234:1250 [3] init.cc:1000 (ncclCommInitRank) NCCL WARN Cuda failure\n"
+      "thanos:1234:1234 [0] 12.345678 ncclGroupEnd:87 NCCL TRACE group end\n"
+      "[1,0]<stdout>:thanos:1234:1234 NCCL CALL ncclAllReduce(0x7f, 0x7f, 262144, 7, 0, 0x55, 0x56)\n" +
+      row);
+  REQUIRE(log.rows.size() == 1);
+  CHECK(log.rows[0].line == 10);
+  CHECK(log.rows[0].size == Bytes(1048576));
+  CHECK(log.header.nccl == "2.19.3");
+  // Anything else that is neither a comment nor a row is still refused, naming its line.
+  for (const std::string stray : {"NCCL said hello", "thanos:1234:1234 [0] NCCL DEBUG something", "NCCL version two",
+                                  "Option -G (CUDA graph) not supported before NCCL 2.9"}) {
+    INFO(stray);
+    CHECK_THROWS_WITH(parse("# all_reduce_perf -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + stray + "\n" + row),
+                      Catch::Contains("log.txt: line 2: expected "));
+  }
+}

@@ -204,4 +204,57 @@ TEST_CASE("a calibration that changes nothing the job uses says which measuremen
   CHECK(has_note(report, "the calibration changes nothing this job uses; it would need measurements of: "));
 }
 
+namespace {
+
+bool has_unused(const boost::json::value& calibration, const std::string& key) {
+  for (const auto& v : calibration.at("unused_values").as_array())
+    if (v.at("key").as_string() == key) return true;
+  return false;
+}
+
+}  // namespace
+
+// An FP8 GEMM efficiency under BF16 training runs no GEMM of the step at it: the step time is
+// the uncalibrated run's to the bit, so it is no figure in force, and the note says the
+// calibration changes nothing and that the figure is set but unused. Under FP8 training it is
+// in force and the step slower (0.1 against the preset's 0.525).
+TEST_CASE("a figure the job does not use is reported as set but unused, not in force") {
+  Scratch s("calib-report-unused");
+  s.write("f.json", R"({"stepsim_calibration":1,"provenance":{"gpu":"h100-sxm5-80gb"},
+    "compute":{"efficiency":{"fp8_gemm_max":0.1}}})");
+  const auto plain = s.run("simulate --json -");
+  const auto run = s.run("simulate --calibration f.json --json -");
+  REQUIRE(plain.status == 0);
+  REQUIRE(run.status == 0);
+  const auto report = parsed(run.out);
+  CHECK(number_at(report, "step_time_s") == number_at(parsed(plain.out), "step_time_s"));
+  CHECK(value_of(report.at("calibration"), "fp8_gemm_max") == nullptr);
+  CHECK(has_unused(report.at("calibration"), "fp8_gemm_max"));
+  CHECK_FALSE(has_note(report, "in force"));
+  CHECK(has_note(report, "the calibration changes nothing this job uses; it would need measurements of: "));
+  CHECK(has_note(report, "; set but unused by this job: fp8_gemm_max 0.1 (preset 0.525; f.json)"));
+  const auto fp8_plain = s.run("simulate --set training.precision=fp8 --json -");
+  const auto fp8 = s.run("simulate --set training.precision=fp8 --calibration f.json --json -");
+  REQUIRE(fp8.status == 0);
+  const auto fp8_report = parsed(fp8.out);
+  CHECK(number_at(fp8_report, "step_time_s") > number_at(parsed(fp8_plain.out), "step_time_s"));
+  CHECK(value_of(fp8_report.at("calibration"), "fp8_gemm_max") != nullptr);
+  CHECK(has_note(fp8_report, "in force: fp8_gemm_max 0.1 (preset 0.525; f.json)"));
+  // A slowdown beside communication on one GPU, where nothing communicates: unused; the GEMM
+  // efficiency beside it is in force.
+  s.write("g.json", R"({"stepsim_calibration":1,"provenance":{"gpu":"h100-sxm5-80gb"},
+    "compute":{"efficiency":{"gemm_max":0.5,"comm_slowdown":0.2}}})");
+  const auto one = s.run(
+      "simulate --calibration g.json --set cluster.nodes=1 --set parallel.tp=1 --set parallel.dp=1 --set "
+      "training.global_batch=8 --json -");
+  REQUIRE(one.status == 0);
+  const auto one_report = parsed(one.out);
+  CHECK(value_of(one_report.at("calibration"), "gemm_max") != nullptr);
+  CHECK(value_of(one_report.at("calibration"), "comm_slowdown") == nullptr);
+  CHECK(has_unused(one_report.at("calibration"), "comm_slowdown"));
+  CHECK(has_note(one_report,
+                 "; in force: gemm_max 0.5 (preset 0.681; g.json); set but unused by this job: "
+                 "comm_slowdown 0.2 (preset 0.12; g.json)"));
+}
+
 }  // namespace stepsim

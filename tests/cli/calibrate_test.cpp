@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <boost/json.hpp>
 #include <cmath>
@@ -389,14 +390,50 @@ TEST_CASE("an nccl-tests JSON log whose counts are not whole numbers is refused 
 TEST_CASE("a log with no usable row is refused, not imported as an empty calibration") {
   Scratch s("calib-no-rows");
   s.write("zero.txt",
-          "# all_reduce_perf -b 8 -e 8 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
-          "0 0 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n"
-          "8 2 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n");
+          "# all_reduce_perf -b 0 -e 0 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "0 0 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0\n");
   const auto run = s.run("calibrate import-nccl-tests zero.txt -o x.json");
   CHECK(run.status == 2);
-  CHECK(run.err.find("zero.txt: no row has a size and a time above zero (2 row(s) read); nothing to calibrate") !=
+  CHECK(run.err.find("zero.txt: no row has a size and a time above zero (1 row(s) read); nothing to calibrate") !=
         std::string::npos);
   CHECK(s.entries() == std::vector<std::string>{"zero.txt"});
+}
+
+// 1 MiB all-reduced in 0 us moves its bytes faster than any link, as a too-fast time does: the
+// out-of-place half's 0 was skipped for the in-place 53.03 us, and a row of two zeros dropped
+// (29 points). A half nccl-tests did not run is left out (blank, -J null), not 0, and is read so.
+TEST_CASE("a time of 0 us is refused naming the line and the column, a half not run is not") {
+  Scratch s("calib-zero-time");
+  const std::string header = "# all_reduce_perf -b 1M -e 2M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n";
+  const std::string good = "2097152 524288 float sum -1 59.30 35.37 61.89 0 71.33 29.40 51.45 0\n";
+  const auto import = [&](const std::string& row) {
+    s.write("z.txt", header + row + "\n" + good);
+    return s.run("calibrate import-nccl-tests z.txt -o x.json");
+  };
+  const std::string zero =
+      "a time of 0 us for 1048576 B (column {}) is faster than any link carries the bytes; "
+      "expected a time above 0 us";
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0 19.93 34.88 0 53.03 19.77 34.60 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0.00 0.00 0.00 0 0.00 0.00 0.00 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 52.61 19.93 34.88 0 0 19.77 34.60 0"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 10)) == "");
+  CHECK(testing::refusal(import("1048576 262144 float sum -1 0.00 19.93 34.88 N/A 53.03 19.77 34.60 N/A"),
+                         "z.txt: line 2: " + fmt::format(fmt::runtime(zero), 6)) == "");
+  s.write("z.json", R"({"args":["./all_reduce_perf"],"config":{"devices":[{"rank":0,"hostname":"a",
+    "device_info":"NVIDIA A100-SXM4-80GB"}]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum",
+    "root":"    -1","out_of_place":null,"in_place":{"time":0,"alg_bw":0,"bus_bw":0,"nwrong":0}}]})");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests z.json -o x.json"),
+                         "z.json: /results/0/in_place/time: a time of 0 us for 1048576 B is faster than any link "
+                         "carries the bytes") == "");
+  CHECK(s.entries() == std::vector<std::string>{"z.json", "z.txt"});
+  // A replay row without its out-of-place half (nccl-tests prints it blank): its in-place time.
+  REQUIRE(import("1048576 262144 float sum -1 53.03 19.77 34.60 0").status == 0);
+  const auto c = json_of(testing::slurp(s.file("x.json")));
+  const auto& points = c.at("collectives").at(0).at("points").as_array();
+  REQUIRE(points.size() == 2);
+  CHECK(number(points[0], "time_us") == 53.03);
 }
 
 TEST_CASE("a row of a run that produced wrong data is refused naming the line") {
@@ -429,9 +466,12 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   const auto sim = s.run("simulate --set cluster=dgx-a100-80g-hdr --calibration fast.json");
   CHECK(sim.status == 2);
   CHECK(sim.err.find(expected) != std::string::npos);
-  // A one-row log of `row` on 8 A100s of one node (or as `flags` say), imported: its error.
+  // A one-row log of `row` on 8 A100s of one node (or, without its header's GPU count, as
+  // `flags` say), imported: its error.
   const auto refused = [&](const char* name, const std::string& row, const std::string& flags = "") {
-    s.write(name, "# all_reduce_perf -b 8 -e 4G -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + row + "\n");
+    const std::string header = flags.empty() ? "# all_reduce_perf -b 8 -e 4G -g 8 with 8x NVIDIA A100-SXM4-80GB\n"
+                                             : "# all_reduce_perf -b 8 -e 4G -g 8\n";
+    s.write(name, header + row + "\n");
     const auto run_import = s.run(fmt::format("calibrate import-nccl-tests {} {} -o x.json", name, flags));
     CHECK(run_import.status == 2);
     return run_import.err;
@@ -449,7 +489,7 @@ TEST_CASE("collectives faster than any link of the cluster are refused") {
   // depends on both nodes' data, so each node sends at least S over its NICs, switch reducing
   // or not: 1 GiB in at least 1073741824 / 200e3 = 5368.7 us; 3700 us is refused.
   CHECK(refused("two.txt", "1073741824 268435456 float sum -1 3700 290.2 544.1 0 3700 290.2 544.1 0",
-                "--ranks 16 --nodes 2")
+                "--ranks 16 --nodes 2 --gpu \"NVIDIA A100-SXM4-80GB\"")
             .find("two.txt: line 2: 1073741824 B of allreduce in 3700 us over 2 NVLink domain(s) needs 290.2 GB/s "
                   "out of or into each domain, faster than the 200 GB/s of its hosts' NICs in dgx-a100-80g-hdr; "
                   "expected at least 5368.71 us") != std::string::npos);
@@ -631,6 +671,216 @@ TEST_CASE("from-trace and analyze read a trace on standard input as they read th
   CHECK(measured.at("source").as_string() == "/dev/stdin");
   CHECK(measured.at("steps").to_number<int>() == 1);
   CHECK(measured.at("step_time_s") == json_of(s.run("analyze step.json --json -").out).at("step_time_s"));
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+// The shipped A100 log with every time `factor` times longer: rows only when `rows_only`,
+// else with its header.
+std::string a100_log_times(double factor, bool rows_only) {
+  std::istringstream in(testing::slurp(kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt"));
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("#")) {
+      if (!rows_only) out += line + "\n";
+      continue;
+    }
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    for (const std::size_t time : {5, 9}) w[time] = fmt::format("{:g}", std::stod(w[time]) * factor);
+    out += fmt::format("{}\n", fmt::join(w, " "));
+  }
+  return out;
+}
+
+double time_us(const Scratch& s, const std::string& args) {
+  const auto run = s.run("collective allreduce --cluster dgx-a100-80g-hdr --calibration " + args + " --json -");
+  REQUIRE(run.status == 0);
+  return number(json_of(run.out).as_array().at(0), "time_us");
+}
+
+}  // namespace
+
+// A fabric measured 50 times slower than the model (the A100 log's times x 50): the model's
+// latency and bandwidth need scales of about 50, far outside what once was clamped to 0.05-20.
+// The measured log's own numbers are the oracle: the 8 B row takes 40.12 x 50 = 2006 us and
+// the model takes 40.00 us at 4 B as at 8 B, so 4 B takes 2006 us too (the clamp gave
+// 800); 4 GiB takes 32336 x 50 = 1616800 us, so 8 GiB takes more (the clamp gave 1309558),
+// about twice as much, as 4 GiB takes 1.98 times 2 GiB's 816500.
+TEST_CASE("a table fifty times slower than the model is followed past its ends, continuous and never faster") {
+  Scratch s("calib-x50");
+  s.write("x50.txt", a100_log_times(50, false));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt -o x50.json").status == 0);
+  CHECK(time_us(s, "x50.json --size 8B") == Approx(2006).epsilon(1e-9));
+  CHECK(time_us(s, "x50.json --size 4B") == Approx(2006).epsilon(1e-5));
+  const double at_4g = time_us(s, "x50.json --size 4GiB");
+  CHECK(at_4g == Approx(1616800).epsilon(1e-9));
+  const double at_8g = time_us(s, "x50.json --size 8GiB");
+  CHECK(at_8g > at_4g);
+  CHECK(at_8g == Approx(2 * at_4g).epsilon(0.02));
+  // From 1 B to 64 GiB no size takes less time than a smaller one, but between two measured
+  // rows, where the measurement itself has its noise (8 B 2006 us, 16 B 1982 us).
+  const auto sweep = s.run(
+      "collective allreduce --cluster dgx-a100-80g-hdr --calibration x50.json --sweep 1B:64GiB --factor 1.3 "
+      "--json -");
+  REQUIRE(sweep.status == 0);
+  const auto rows = json_of(sweep.out).as_array();
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    INFO("size " << number(rows[i], "size_bytes"));
+    if (rows[i].at("source").as_string() == "measured" && rows[i - 1].at("source").as_string() == "measured") continue;
+    CHECK(number(rows[i], "time_us") >= number(rows[i - 1], "time_us"));
+  }
+}
+
+// Scaled by 50, the log predicts each of its points from the others with the errors the log
+// itself does: a correction is the measurement's own proportion to the model, whatever it is.
+// The clamp made the table's two ends -60 % off.
+TEST_CASE("calibrate check of a table fifty times slower finds the errors of the table itself") {
+  Scratch s("calib-check-x50");
+  s.write("x50.txt", a100_log_times(50, false));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt -o x50.json").status == 0);
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  const auto slow = s.run("calibrate check x50.json");
+  const auto plain = s.run("calibrate check a.json");
+  REQUIRE(slow.status == 0);
+  REQUIRE(plain.status == 0);
+  for (const char* size : {"8", "4294967296"}) {
+    INFO("size " << size);
+    const auto x50 = check_row(slow.out, "# allreduce", size);
+    const auto x1 = check_row(plain.out, "# allreduce", size);
+    CHECK(x50[3] == x1[3]);
+    CHECK(x50[6] == "scaled");
+  }
+  // "# leave-one-out: 30 point(s), mean |error| 3.1% calibrated (max 24.6%"
+  const auto calibrated = [](const std::string& out) {
+    const auto from = out.find("# leave-one-out: 30 point(s)");
+    return from == std::string::npos ? out : out.substr(from, out.find(')', from) - from);
+  };
+  CHECK(calibrated(slow.out) == calibrated(plain.out));
+}
+
+// The same log as a two-node table of 16 ranks (rows only, shape given by flags), x 50: more
+// nodes of the same 8 GPUs take no less time for 256 MiB than the 16 measured (2392.6 x 50 =
+// 119630 us); the clamp made 32 and 4096 GPUs faster than that.
+TEST_CASE("a communicator grown from a measured one never takes less time than it") {
+  Scratch s("calib-x50-nodes");
+  s.write("x50.txt", a100_log_times(50, true));
+  REQUIRE(s.run("calibrate import-nccl-tests x50.txt --op all_reduce_perf --gpu \"NVIDIA A100-SXM4-80GB\" --ranks 16 "
+                "--nodes 2 -o x50.json")
+              .status == 0);
+  double before = 0;
+  for (const int gpus : {16, 32, 64, 512, 4096}) {
+    INFO(gpus << " GPUs");
+    const double us = time_us(s, fmt::format("x50.json --size 256MiB --gpus {}", gpus));
+    if (gpus == 16) CHECK(us == Approx(119630).epsilon(1e-9));
+    CHECK(us >= before);
+    before = us;
+  }
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+
+// The shipped A100 log's first line says the test (all_reduce_perf), 8 GPUs on one node and
+// their name: a flag that says otherwise would relabel the measurement (the A100's table
+// applied to the H100 preset, past the check that refuses a table of another GPU), so it is
+// refused naming the flag and that line; flags that agree change nothing.
+TEST_CASE("import-nccl-tests refuses a flag that contradicts the log's header, naming the flag and the line") {
+  Scratch s("calib-flags");
+  const std::string log = kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  const auto refusal_of = [&](const std::string& flags) {
+    return s.run(fmt::format("calibrate import-nccl-tests {} {} -o x.json", log, flags));
+  };
+  const std::string where = "a100-80g-8gpu-allreduce-a.txt: line 1: ";
+  CHECK(testing::refusal(refusal_of("--gpu \"NVIDIA H100 80GB HBM3\""),
+                         where + "--gpu 'NVIDIA H100 80GB HBM3' contradicts the log's header, which says the GPU is "
+                                 "'NVIDIA A100-SXM4-80GB' here (--gpu is for a log that does not say which GPU ran, "
+                                 "one that keeps only its rows: leave it out)") == "");
+  CHECK(testing::refusal(refusal_of("--op allgather"), where +
+                                                           "--op allgather contradicts the log's header, which says "
+                                                           "the test is all_reduce_perf here") == "");
+  CHECK(testing::refusal(refusal_of("--ranks 16"),
+                         where + "--ranks 16 contradicts the log's header, which says 8 ranks ran the test here") ==
+        "");
+  CHECK(testing::refusal(refusal_of("--ranks 8 --nodes 2"),
+                         where + "--nodes 2 contradicts the log's header, which says the ranks ran on one node here") ==
+        "");
+  CHECK(s.entries().empty());
+  // Agreeing flags, in the header's words or others for the same things.
+  CHECK(s.run(fmt::format("calibrate import-nccl-tests {} --gpu \"NVIDIA A100-SXM4-80GB\" --op allreduce --ranks 8 "
+                          "--nodes 1 -o x.json",
+                          log))
+            .status == 0);
+}
+
+// A full header: its device lines name the ranks (0 to 3) and the hosts (node-a, node-b) at
+// lines 4 to 7; "nThread 1 nGpus 2" (line 2) is one process's ranks, of which the whole run's
+// are a multiple when the device lines are not there.
+TEST_CASE("a full nccl-tests header's device lines and process counts are what the flags must agree with") {
+  Scratch s("calib-flags-full");
+  const std::string rows = "1024 256 float sum -1 30.11 0.03 0.06 0 29.80 0.03 0.06 0\n";
+  s.write("full.txt",
+          "# Collective test starting: all_reduce_perf\n"
+          "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20\n"
+          "# Using devices\n"
+          "#  Rank  0 Group  0 Pid  11 on     node-a device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  1 Group  0 Pid  11 on     node-a device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  2 Group  0 Pid  12 on     node-b device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+          "#  Rank  3 Group  0 Pid  12 on     node-b device  1 [0000:0f:00] NVIDIA H100 80GB HBM3\n" +
+              rows);
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --nodes 1 -o x.json"),
+                         "full.txt: lines 4-7: --nodes 1 contradicts the log's header, which says the ranks ran on 2 "
+                         "hosts here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --ranks 8 -o x.json"),
+                         "full.txt: lines 4-7: --ranks 8 contradicts the log's header, which says 4 ranks ran the "
+                         "test here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests full.txt --gpu \"NVIDIA H100 PCIe\" -o x.json"),
+                         "full.txt: line 4: --gpu 'NVIDIA H100 PCIe' contradicts the log's header, which says the GPU "
+                         "is 'NVIDIA H100 80GB HBM3' here") == "");
+  CHECK(s.run("calibrate import-nccl-tests full.txt --ranks 4 --nodes 2 --gpu \"NVIDIA H100 80GB HBM3\" -o x.json")
+            .status == 0);
+  // Without the device lines, 2 ranks a process: 6 ranks are three processes, 5 no whole number.
+  s.write("process.txt",
+          "# Collective test starting: all_reduce_perf\n"
+          "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20\n" +
+              rows);
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests process.txt --gpu \"NVIDIA H100 80GB HBM3\" --ranks 5 -o "
+                               "x.json"),
+                         "process.txt: line 2: --ranks 5 contradicts the log's header, which says each process ran 2 "
+                         "rank(s) (nThread x nGpus, -g), of which 5 is no whole number of processes") == "");
+  CHECK(s.run("calibrate import-nccl-tests process.txt --gpu \"NVIDIA H100 80GB HBM3\" --ranks 6 --nodes 3 -o x.json")
+            .status == 0);
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+
+// --ranks -8 was refused and --ranks 0 taken as not given (the log's 8 ranks used instead):
+// 0 ranks or nodes is as far from a communicator as -8, and is refused alike.
+TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a negative count") {
+  Scratch s("calib-zero-flags");
+  const std::string log = kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  for (const char* ranks : {"-8", "0"}) {
+    INFO("--ranks " << ranks);
+    CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks {} -o x.json", log, ranks)),
+                           "<command line>: --ranks: expected 1 to 1048576 ranks") == "");
+  }
+  for (const char* nodes : {"-1", "0"}) {
+    INFO("--nodes " << nodes);
+    CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --nodes {} -o x.json", log, nodes)),
+                           "<command line>: --nodes: expected 1 to 1048576 nodes") == "");
+  }
+  CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks 0 --nodes 0 -o x.json", log)),
+                         "--ranks: expected 1 to 1048576 ranks") == "");
+  CHECK(s.entries().empty());
 }
 
 }  // namespace stepsim

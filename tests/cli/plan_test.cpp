@@ -435,4 +435,48 @@ TEST_CASE("a GPU count where every layout is too large is a row that says how ma
   CHECK(rows[0].at("step_time_s").is_null());
 }
 
+// The scenario's calibration file refused on a cluster is refused for every layout alike: plan
+// said "744 configurations: 726 refused by validation ... none fits" and exited 0, naming no
+// file. It is the request's error, said before any search as sweep --best says it too.
+TEST_CASE("a calibration file refused on a cluster stops plan and sweep --best with its refusal") {
+  const Scratch dir("plan-calibration");
+  REQUIRE(dir.run("calibrate import-nccl-tests " STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o "
+                  "a100.calib.json")
+              .status == 0);
+  const std::string refusal =
+      "a100.calib.json: /provenance/gpu: measured on 'NVIDIA A100-SXM4-80GB', but the "
+      "scenario's GPU is 'h100-sxm5-80gb'";
+  // The A100 cluster first, whose search would run and fit: no search runs at all.
+  const Run plan = dir.run(
+      "plan --model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 --cluster dgx-a100-80g-hdr,dgx-h100-ndr --set "
+      "calibration='\"a100.calib.json\"'");
+  CHECK(testing::refusal(plan, "stepsim: error: --cluster: dgx-h100-ndr: " + refusal) == "");
+  CHECK(plan.err.find("stepsim: plan:") == std::string::npos);
+  const Run best =
+      dir.run("sweep --best 3 --gpus 8 --set cluster=dgx-h100-ndr --set calibration='\"a100.calib.json\"'");
+  CHECK(testing::refusal(best, "stepsim: error: " + refusal) == "");
+  // On the measured GPU it plans.
+  const boost::json::array rows =
+      plan_rows(dir,
+                "--model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 --cluster dgx-a100-80g-hdr --set "
+                "calibration='\"a100.calib.json\"'");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("status").as_string() == "ok");
+}
+
+// Where layouts are refused by validation and the rest do not fit, plan's table says the first
+// refusal's reason as sweep --best does (its rows' reason says it already): sequence
+// parallelism set for every layout, and the TP 1 ones have no TP group to split over.
+TEST_CASE("plan's table gives the first refusal when no layout fits") {
+  const Scratch dir("plan-first-refusal");
+  const Run run = dir.run(
+      "plan --model llama3-405b --tokens 1e9 --gpus 8 --cluster dgx-a100-80g-hdr --set "
+      "parallel.sequence_parallel=true");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("refused by validation") != std::string::npos);
+  CHECK(run.out.find("  layout                 none fits on this many GPUs\n"
+                     "  first refused          --set: parallel.sequence_parallel: needs parallel.tp > 1 (there is no "
+                     "TP group to split the sequence over)\n") != std::string::npos);
+}
+
 }  // namespace stepsim
