@@ -377,8 +377,9 @@ TEST_CASE("a rank that reaches its collectives late is the straggler of stepsim'
   const TempDir dir;
   for (const auto& [name, first] : {std::pair{"ranks0-3.json", 0}, std::pair{"ranks4-7.json", 4}}) {
     std::ofstream out(dir.path / name);
+    const int from = first;  // clang cannot capture a structured binding
     report::write_trace(
-        sim.timeline, [first](int rank) { return rank >= first && rank < first + 4; }, out, kRanks);
+        sim.timeline, [from](int rank) { return rank >= from && rank < from + 4; }, out, kRanks);
   }
   const analysis::JobAnalysis job = analysis::analyze_job(analysis::trace_files(dir.path.string()), std::nullopt, 2);
   REQUIRE(job.ranks.size() == kRanks);
