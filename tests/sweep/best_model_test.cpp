@@ -14,6 +14,7 @@
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/best.hpp"
+#include "sweep/search_helpers.hpp"
 
 using stepsim::sweep::BestResult;
 using stepsim::sweep::Candidate;
@@ -22,20 +23,10 @@ using stepsim::sweep::SearchSpace;
 using stepsim::sweep::SweepSpec;
 using stepsim::sweep::value_of;
 
+using stepsim::testing::spec_of;
+using stepsim::testing::values;
+
 namespace {
-
-SweepSpec job_on(std::vector<std::string> sets, int gpus) {
-  SweepSpec spec;
-  spec.sets = std::move(sets);
-  spec.gpus = gpus;
-  return spec;
-}
-
-std::set<std::string> taken(const std::vector<Candidate>& cs, const std::string& key) {
-  std::set<std::string> out;
-  for (const auto& c : cs) out.insert(value_of(c, key, "-"));
-  return out;
-}
 
 // The refusals of `layouts` (and of the second stage's candidates for the first of them), each
 // loaded after the user's --set as the search loads it, without recompute (which the search
@@ -71,13 +62,13 @@ SearchSpace with_precisions(std::vector<std::string> precisions) {
 // the model runs (cp 1, TP overlap off): the same question asked the other way.
 TEST_CASE("the search tries neither context parallelism nor TP overlap for latent attention, and fits DeepSeek-V3") {
   const std::vector<std::string> job = {"model=deepseek-v3", "cluster=gb200-nvl72"};
-  const SweepSpec spec = job_on(job, 256);
+  const SweepSpec spec = spec_of(job, 256);
   BestResult enumerated;
   const auto layouts = enumerate_layouts(spec, with_precisions({"mxfp8"}), enumerated);
   REQUIRE_FALSE(layouts.empty());
-  CHECK(taken(layouts, "parallel.cp") == std::set<std::string>{"1"});
-  CHECK(taken(layouts, "tensor_parallel.comm_overlap") == std::set<std::string>{"false"});
-  CHECK(taken(layouts, "parallel.tp").contains("8"));  // TP with sequence parallelism, still searched
+  CHECK(values(layouts, "parallel.cp") == std::set<std::string>{"1"});
+  CHECK(values(layouts, "tensor_parallel.comm_overlap") == std::set<std::string>{"false"});
+  CHECK(values(layouts, "parallel.tp").contains("8"));  // TP with sequence parallelism, still searched
   CHECK(refusals(spec, layouts).empty());
 
   const BestResult best = stepsim::sweep::search_best(spec, 2, false, with_precisions({"mxfp8"}));
@@ -85,14 +76,14 @@ TEST_CASE("the search tries neither context parallelism nor TP overlap for laten
   REQUIRE_FALSE(best.ranked.empty());
   auto fixed_sets = job;
   fixed_sets.insert(fixed_sets.end(), {"parallel.cp=1", "tensor_parallel.comm_overlap=false"});
-  const BestResult fixed = stepsim::sweep::search_best(job_on(fixed_sets, 256), 2, false, with_precisions({"mxfp8"}));
+  const BestResult fixed = stepsim::sweep::search_best(spec_of(fixed_sets, 256), 2, false, with_precisions({"mxfp8"}));
   REQUIRE_FALSE(fixed.ranked.empty());
   CHECK(best.ranked.front().second.step_time_s == fixed.ranked.front().second.step_time_s);
   // A CP the user fixes stays fixed, and validation gives its reason.
   BestResult user;
   auto user_sets = job;
   user_sets.insert(user_sets.end(), {"parallel.sequence_parallel=true", "parallel.cp=2"});
-  CHECK_THROWS_WITH(enumerate_layouts(job_on(user_sets, 256), {}, user),
+  CHECK_THROWS_WITH(enumerate_layouts(spec_of(user_sets, 256), {}, user),
                     Catch::Contains("latent attention (model.mla) with cp > 1 is not simulated yet"));
 }
 
@@ -154,7 +145,7 @@ TEST_CASE("every layout the search enumerates for a model feature that limits th
   };
   for (const Case& c : cases) {
     INFO(fmt::format("{} on {} GPUs: {}", fmt::join(c.sets, " "), c.gpus, c.key));
-    const SweepSpec spec = job_on(c.sets, c.gpus);
+    const SweepSpec spec = spec_of(c.sets, c.gpus);
     BestResult result;
     auto layouts = enumerate_layouts(spec, {}, result);
     REQUIRE_FALSE(layouts.empty());
@@ -165,7 +156,7 @@ TEST_CASE("every layout the search enumerates for a model feature that limits th
     std::erase_if(layouts, [&](const Candidate& l) {
       return std::string(c.key) == "parallel.schedule" && value_of(l, "parallel.pp", "1") == "1";
     });
-    const auto seen = taken(layouts, c.key);
+    const auto seen = values(layouts, c.key);
     for (const auto& v : c.refused) CHECK_FALSE(seen.contains(v));
     for (const auto& v : c.searched) CHECK(seen.contains(v));
   }
@@ -175,7 +166,7 @@ TEST_CASE("every layout the search enumerates for a model feature that limits th
 // model: the search tries none of them, so it refuses nothing, and says why FP32 is left out.
 TEST_CASE("the search simulates Megatron-Core's EP overlap only where it runs") {
   const SweepSpec spec =
-      job_on({"model=mixtral-8x7b", "training.framework=megatron", "model.moe.a2a_overlap=true"}, 16);
+      spec_of({"model=mixtral-8x7b", "training.framework=megatron", "model.moe.a2a_overlap=true"}, 16);
   const BestResult best = stepsim::sweep::search_best(spec, 2, false, with_precisions({"bf16", "fp32"}));
   INFO(best.first_refusal);
   CHECK(best.invalid == 0);
@@ -197,12 +188,12 @@ TEST_CASE("the search simulates Megatron-Core's EP overlap only where it runs") 
 // refused for a full recompute the search chose.
 TEST_CASE("the search chooses no full recompute beside per-layer CUDA graphs") {
   const std::vector<std::string> job = {"model=llama3-70b", "training.framework=megatron", "training.cuda_graphs=true"};
-  const BestResult best = stepsim::sweep::search_best(job_on(job, 8), 2, false);
+  const BestResult best = stepsim::sweep::search_best(spec_of(job, 8), 2, false);
   CHECK(best.invalid == 0);
   CHECK(best.ranked.empty());
   auto selective = job;
   selective.emplace_back("training.recompute=selective");
-  const BestResult fixed = stepsim::sweep::search_best(job_on(selective, 8), 2, false);
+  const BestResult fixed = stepsim::sweep::search_best(spec_of(selective, 8), 2, false);
   CHECK(fixed.invalid == 0);
   CHECK(best.oom == fixed.oom);
   CHECK(best.oom == best.candidates);
@@ -221,9 +212,9 @@ TEST_CASE("every layout the search enumerates for each model preset passes valid
     for (const char* cluster : {"dgx-h100-ndr", "gb200-nvl72"}) {
       INFO(fmt::format("{} on {}", model, cluster));
       // gpt-oss's clamp and biases are simulated as Megatron-Core runs them.
-      const SweepSpec spec = job_on({std::string("model=") + model, std::string("cluster=") + cluster,
-                                     "training.framework=megatron", "training.global_batch=1920"},
-                                    240);
+      const SweepSpec spec = spec_of({std::string("model=") + model, std::string("cluster=") + cluster,
+                                      "training.framework=megatron", "training.global_batch=1920"},
+                                     240);
       BestResult result;
       const auto layouts = enumerate_layouts(spec, {}, result);
       const std::string refused = refusals(spec, layouts);

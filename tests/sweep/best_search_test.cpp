@@ -10,6 +10,7 @@
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/best.hpp"
+#include "sweep/search_helpers.hpp"
 
 using stepsim::sweep::BestResult;
 using stepsim::sweep::Candidate;
@@ -18,20 +19,11 @@ using stepsim::sweep::SearchSpace;
 using stepsim::sweep::SweepSpec;
 using stepsim::sweep::value_of;
 
+using stepsim::testing::spec_of;
+using stepsim::testing::values;
+
 namespace {
 
-SweepSpec spec_of(std::vector<std::string> sets, int gpus) {
-  SweepSpec spec;
-  spec.sets = std::move(sets);
-  spec.gpus = gpus;
-  return spec;
-}
-
-std::set<std::string> values(const std::vector<Candidate>& cs, const std::string& key) {
-  std::set<std::string> out;
-  for (const auto& c : cs) out.insert(value_of(c, key, "-"));
-  return out;
-}
 
 }  // namespace
 
