@@ -63,6 +63,8 @@ class Fabric {
   int node_of(int rank) const { return rank / gpus_per_node_; }
   int nic_of(int local_gpu) const;  // the NIC a GPU uses, as NCCL maps them: g · nics / gpus
   int leaf_of(int node) const { return node / nodes_per_leaf_; }
+  // The rail whose leaf a rank's cross-node traffic goes through; −1 on a fat tree.
+  int rail_of(int rank) const { return rails_ ? nic_of(rank % gpus_per_node_) : -1; }
   bool oversubscribed() const { return oversubscription_ > 1.0; }
 
  private:

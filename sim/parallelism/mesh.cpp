@@ -347,12 +347,33 @@ std::string difference_text(const char* what, const RankGroup& group, std::initi
   return out;
 }
 
+// Where the groups of a kind cross an oversubscribed spine differently: a leaf switch holds
+// no whole number of them (TP 16 under three-node leaves), so some cross it and some do not.
+// Representative mode loads each simulated rank's leaf uplinks as the busiest leaf's.
+std::string leaf_difference_text(const char* what, const RankGroup& group, std::initializer_list<Range> ranges,
+                                 const Scenario& scenario) {
+  const ClusterSpec& cluster = scenario.cluster;
+  if (cluster.inter_node.oversubscription <= 1) return "";
+  const int leaf_gpus = cluster.gpus_per_node * std::max(1, cluster.inter_node.nodes_per_leaf);
+  const Placements pl = placements(group, ranges, leaf_gpus);
+  if (pl.alike) return "";
+  const RankGroup first = translated(group, pl.slowest);
+  const Spread d = spread_of(first, leaf_gpus);
+  std::string out = fmt::format("; {} cross the oversubscribed spine differently: {} of {} span {} leaf switches, {} "
+                                "per leaf, the first {}",
+                                what, pl.slow, pl.total, d.nodes, per_text(d), group_string(first));
+  if (scenario.simulation.ranks == RankMode::representative)
+    out += ", and each simulated rank's leaf uplinks carry the load of its stage's busiest leaf";
+  return out;
+}
+
 // A kind whose groups tile every pipeline stage alike, over all stages.
 std::string kind_difference(const char* what, const RankGroup& group, const Scenario& scenario) {
   const ParallelSpec& p = scenario.parallel;
   const long long stage = p.gpus() / p.pp;
   const Translates t = stage_translates(group, stage);
-  return difference_text(what, group, {{1, t.across}, {t.step, t.repeats}, {stage, p.pp}}, scenario);
+  return difference_text(what, group, {{1, t.across}, {t.step, t.repeats}, {stage, p.pp}}, scenario) +
+         leaf_difference_text(what, group, {{1, t.across}, {t.step, t.repeats}, {stage, p.pp}}, scenario);
 }
 
 }  // namespace

@@ -439,19 +439,56 @@ class Layout {
 
  private:
   // The spine share of a group, computed once per group (its members are the same for all).
-  SpineShare spine_from(std::int32_t group, const auto& ranks_of) {
+  SpineShare spine_from(std::int32_t group, const auto& share_of) {
     if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
     auto& share = spine_[static_cast<std::size_t>(group)];
-    if (!share) share = fabric_.oversubscribed() ? fabric_.spine_share(fabric_.nodes_of(ranks_of())) : SpineShare{};
+    if (!share) share = fabric_.oversubscribed() ? share_of() : SpineShare{};
     return *share;
   }
 
-  SpineShare spine_of(std::int32_t group, const RankGroup& members) {
-    return spine_from(group, [&] { return members.ranks(); });
+  SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index) {
+    return spine_from(group, [&] {
+      if (s_.simulation.ranks == RankMode::representative) return busiest_leaf_share(members, index);
+      return fabric_.spine_share(fabric_.nodes_of(members.ranks()));
+    });
+  }
+
+  // A simulated rank of representative mode loads its own leaf's uplinks for each of the
+  // stage's GPUs behind that leaf (RankPorts::leaf_weight), as if every group of a kind crossed
+  // the spine alike. They need not: with TP 16 on three-node leaves, the TP group of nodes 2
+  // and 3 crosses it and that of nodes 0 and 1 does not, and the step waits for the slowest
+  // group, whose collectives share the busiest leaf's uplinks with every group crossing there.
+  // So the share is the busiest leaf's load (the spine share of each member's group summed over
+  // the members behind the leaf, on the rank's rail) per GPU the rank's ports stand for; where
+  // all groups cross alike and the rank's leaf is the fullest, that is the group's own share.
+  SpineShare busiest_leaf_share(const RankGroup& members, std::size_t index) {
+    const Translates t = stage_translates(members, s_.parallel.gpus() / s_.parallel.pp);
+    const int rail = fabric_.rail_of(ranks_[index].rank);
+    std::map<int, SpineShare> load;  // per leaf
+    for (long long across = 0; across < t.across; ++across) {
+      for (long long repeat = 0; repeat < t.repeats; ++repeat) {
+        const std::vector<int> ranks = translated(members, across + repeat * t.step).ranks();
+        const SpineShare share = fabric_.spine_share(fabric_.nodes_of(ranks));
+        if (share == SpineShare{}) continue;
+        for (const int r : ranks) {
+          if (fabric_.rail_of(r) != rail) continue;
+          SpineShare& leaf = load[fabric_.leaf_of(fabric_.node_of(r))];
+          leaf.ring += share.ring;
+          leaf.spread += share.spread;
+        }
+      }
+    }
+    SpineShare busiest;
+    for (const auto& [leaf, l] : load) {
+      busiest.ring = std::max(busiest.ring, l.ring);
+      busiest.spread = std::max(busiest.spread, l.spread);
+    }
+    const double behind = links_[index].leaf_weight;
+    return {busiest.ring / behind, busiest.spread / behind};
   }
 
   SpineShare spine_of(std::int32_t group, const std::vector<int>& members) {
-    return spine_from(group, [&] { return members; });
+    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members)); });
   }
 
   // The link shares of a group, computed once per group: its slowest members' links.
@@ -471,7 +508,7 @@ class Layout {
     const std::int32_t g = group(c, members, index);
     const RankGroup like = costed(members);
     b.add_communicator(c.kind,
-                       {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, like), shares_of(g, like)});
+                       {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, members, index), shares_of(g, like)});
   }
 
   // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
@@ -483,7 +520,7 @@ class Layout {
       const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
       const RankGroup like = costed(c.members);
       b.add_communicator(c.kind,
-                         {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, like), shares_of(g, like)});
+                         {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, c.members, index), shares_of(g, like)});
     }
   }
 
@@ -516,7 +553,7 @@ class Layout {
     if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const RankGroup like = costed(members);
-    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, like),
+    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, members, index),
                             shares_of(it->second, like)};
     if (slot == Slot::expert_dp) {
       b.add_expert_dp(comm);
