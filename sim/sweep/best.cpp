@@ -190,8 +190,8 @@ void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, const
   for (const auto& r : results) tally.add(batch[r.index], r);
 }
 
-// The layouts whose precision the GPU has a peak for and the scenario runs (io::precision_refusal:
-// Megatron-Core's EP overlap a 16-bit model only, say); the others are left out with a note.
+// The layouts whose precision the GPU has a peak for and the scenario runs; the others are
+// left out with a note.
 std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> layouts, BestResult& result) {
   std::map<std::string, bool> ok;
   std::vector<Candidate> out;
@@ -199,16 +199,11 @@ std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> l
     const std::string precision = value_of(c, "training.precision", "");
     if (!ok.contains(precision)) {
       const Scenario base = load_base(spec);
-      const std::optional<Precision> p = precision_named(precision);
-      ok[precision] = precision.empty() || (p && runs_precision(base.cluster.gpu, *p));
-      if (!ok[precision]) {
-        result.unrun_precisions.push_back(precision);
-        result.notes.push_back(fmt::format("{} is not searched: {} {}", precision, base.cluster.gpu.name,
-                                           p && block_scaled(*p) && base.cluster.gpu.arch != GpuArch::blackwell
-                                               ? "has no block-scaled tensor cores (Blackwell)"
-                                               : "has no peak for it"));
-      } else if (const std::string why = p ? io::precision_refusal(base, *p) : ""; !why.empty()) {
-        ok[precision] = false;
+      const std::string why = unrun_precision_reason(base, precision);
+      ok[precision] = why.empty();
+      if (!why.empty()) {
+        const std::optional<Precision> p = precision_named(precision);
+        if (!p || !runs_precision(base.cluster.gpu, *p)) result.unrun_precisions.push_back(precision);
         result.notes.push_back(fmt::format("{} is not searched: {}", precision, why));
       }
     }
@@ -377,6 +372,17 @@ std::string schedule_of(const SweepSpec& spec, const Candidate& c) {
 }
 
 }  // namespace
+
+std::string unrun_precision_reason(const Scenario& base, const std::string& precision) {
+  if (precision.empty()) return "";
+  const std::optional<Precision> p = precision_named(precision);
+  if (!p || !runs_precision(base.cluster.gpu, *p))
+    return fmt::format("{} {}", base.cluster.gpu.name,
+                       p && block_scaled(*p) && base.cluster.gpu.arch != GpuArch::blackwell
+                           ? "has no block-scaled tensor cores (Blackwell)"
+                           : "has no peak for it");
+  return io::precision_refusal(base, *p);
+}
 
 void check_calibration(const SweepSpec& spec) { (void)load_calibration(load_base(spec)); }
 

@@ -65,6 +65,11 @@ std::string value_of(const Candidate& c, const std::string& key, const std::stri
 // so every layout would be refused for the same reason.
 void check_calibration(const SweepSpec& spec);
 
+// Why a search on `base` leaves `precision` out ("" when it runs it, or when it is ""): the GPU
+// has no peak for it (FP4 or MXFP8 before Blackwell), or the scenario does not run it
+// (io::precision_refusal: Megatron-Core's EP overlap runs a 16-bit model only, say).
+std::string unrun_precision_reason(const Scenario& base, const std::string& precision);
+
 // Enumerates the layouts, simulates those that validate and fit (each with the least recompute
 // that fits, memory checked before simulating), fastest-bound first, leaving out those whose
 // lower bound cannot reach the ranked ones; then searches the secondary knobs of the fastest

@@ -392,6 +392,25 @@ TEST_CASE("plan searches MXFP8 and NVFP4 on Blackwell and says it leaves them ou
   CHECK(h100_table.find("; bf16; ") != std::string::npos);  // the layout H100 gets is BF16
 }
 
+// A cluster whose GPU runs none of the precisions --precision allows has no layout to search
+// at any GPU count: the request's error, with exit 2 and each precision's reason, before any
+// search (it said "none fits" with exit 0), even beside a cluster that runs them.
+TEST_CASE("plan refuses a cluster that runs none of the precisions allowed") {
+  const Scratch dir("plan-no-precision");
+  const Run alone =
+      dir.run("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-h100-ndr --precision nvfp4 -o x.csv");
+  CHECK(alone.status == 2);
+  CHECK(alone.err.find("--cluster: dgx-h100-ndr: --precision: nvfp4: the cluster runs none of them (nvfp4: "
+                       "h100-sxm5-80gb has no block-scaled tensor cores (Blackwell))") != std::string::npos);
+  CHECK(!fs::exists(dir.file("x.csv")));
+  const Run beside = dir.run(
+      "plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-b200 --cluster dgx-h100-ndr --precision "
+      "mxfp8,nvfp4");
+  CHECK(beside.status == 2);
+  CHECK(beside.err.find("dgx-h100-ndr: --precision: mxfp8,nvfp4: the cluster runs none of them") != std::string::npos);
+  CHECK(beside.out.empty());
+}
+
 // 12 GPUs for the default job (Llama 3 8B: 32 heads, 32 layers, 8-GPU nodes; a global batch of
 // 128 sequences). By hand: TP divides 32 and stays in a node, PP divides 32 layers, so TP, PP
 // and CP take powers of two and DP keeps the factor 3: DP 3, 6 or 12, none of which times a
