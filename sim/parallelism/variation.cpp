@@ -15,6 +15,16 @@ namespace {
 
 int node_of(const Scenario& s, int rank) { return rank / s.cluster.gpus_per_node; }
 
+// The speed a rank's link of `kind` runs at, as a share of its line rate: what NCCL detects
+// and its cost model sees (a link trained down to a lower rate).
+double link_speed(const Scenario& s, int rank, LinkKind kind) {
+  const int node = node_of(s, rank);
+  double factor = 1.0;
+  for (const LinkFactor& l : s.simulation.variation.links)
+    if (l.link == kind && (l.rank == rank || l.node == node)) factor *= l.factor;
+  return factor;
+}
+
 engine::JitterDraw draw_of(JitterKind k) {
   switch (k) {
     case JitterKind::normal:
@@ -69,10 +79,10 @@ template <class Members>
 LinkShares slowest_links(const Scenario& s, long long count, const Members& rank_at) {
   const VariationSpec& v = s.simulation.variation;
   LinkShares shares;
-  if (v.links.empty() && v.failed_nics.empty() && v.background_traffic == 0) return shares;
+  if (v.links.empty()) return shares;
   for (long long i = 0; i < count; ++i) {
-    shares.nvlink = std::min(shares.nvlink, link_factor(s, rank_at(i), LinkKind::nvlink));
-    shares.nic = std::min(shares.nic, link_factor(s, rank_at(i), LinkKind::nic));
+    shares.nvlink = std::min(shares.nvlink, link_speed(s, rank_at(i), LinkKind::nvlink));
+    shares.nic = std::min(shares.nic, link_speed(s, rank_at(i), LinkKind::nic));
   }
   return shares;
 }
@@ -130,9 +140,7 @@ double speed_factor(const Scenario& s, int rank) {
 double link_factor(const Scenario& s, int rank, LinkKind kind) {
   const VariationSpec& v = s.simulation.variation;
   const int node = node_of(s, rank);
-  double factor = 1.0;
-  for (const LinkFactor& l : v.links)
-    if (l.link == kind && (l.rank == rank || l.node == node)) factor *= l.factor;
+  double factor = link_speed(s, rank, kind);
   if (kind != LinkKind::nic) return factor;
   // Entries for one node add up: the node's GPUs share the NICs that none of them failed.
   const int nics = std::max(s.cluster.inter_node.nics_per_node, 1);

@@ -23,8 +23,11 @@ double speed_factor(const Scenario& s, int rank);
 // The one place that maps (rank or node, link kind) to a capacity.
 double link_factor(const Scenario& s, int rank, LinkKind kind);
 
-// The share of their bandwidth that the slowest NVLink port and the slowest NIC of a
-// group's members carry: NCCL's cost of the group's collectives is the one on those links.
+// The speed the slowest NVLink port and the slowest NIC of a group's members run at, as a
+// share of their line rate (degraded links): NCCL's cost of the group's collectives is the
+// one on those links. Failed NICs and other jobs' traffic leave the rate as it is and share
+// the links instead: they scale the link resources only (link_factor), as a node with fewer
+// NICs shares its NICs.
 LinkShares link_shares(const Scenario& s, const RankGroup& members);
 LinkShares link_shares(const Scenario& s, const std::vector<int>& members);
 

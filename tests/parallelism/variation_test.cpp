@@ -115,9 +115,17 @@ TEST_CASE("a NIC at half its bandwidth slows the AllReduce of every member as ha
   CHECK(slow.report.ranks.straggler.cause == "network link at 0.5× bandwidth");
 }
 
+// A failed NIC is not a slower one: NCCL finds the NICs left at their line rate, and the
+// node's GPUs share them, as on a node built with fewer NICs; other jobs' traffic shares the
+// NICs too, unseen by NCCL. So 4 of 8 NICs down, or half of every NIC taken by other jobs, is
+// the node with 4 NICs for its 8 GPUs (it was costed as 200 Gb/s NICs, which NCCL's cost
+// model prices lower still at mid sizes: 13 % slower on the default job cut to 4 layers).
+const char* const kFourNics = "cluster.inter_node.nics_per_node=4";
+
 TEST_CASE("failed NICs and other jobs' traffic take their share of the network in both modes") {
   const std::vector<std::string> one_ar = with(kExact, {"data_parallel.overlap_grad_reduce=false"});
-  const double half = longest_comm_s(run(job(16), with(one_ar, {kHalfNics})), 0, CommKind::dp);
+  const double half = longest_comm_s(run(job(16), with(one_ar, {kFourNics})), 0, CommKind::dp);
+  CHECK(half > 1.1 * longest_comm_s(run(job(16), one_ar), 0, CommKind::dp));
   const SimulationResult busy = run(job(16), with(one_ar, {"simulation.variation.background_traffic=0.5"}));
   CHECK(longest_comm_s(busy, 0, CommKind::dp) == Approx(half).epsilon(1e-9));
   const SimulationResult busy_all =
@@ -132,7 +140,7 @@ TEST_CASE("failed NICs and other jobs' traffic take their share of the network i
 TEST_CASE("two entries failing NICs of one node fail their sum, as one entry of that count does") {
   const std::vector<std::string> one_ar =
       with(kExact, {"data_parallel.overlap_grad_reduce=false", "simulation.ranks=all"});
-  const double half = longest_comm_s(run(job(16), with(one_ar, {kHalfNics})), 0, CommKind::dp);
+  const double half = longest_comm_s(run(job(16), with(one_ar, {kFourNics})), 0, CommKind::dp);
   // 2 + 2 of node 1's 8 NICs down: its GPUs share the other 4, half the bandwidth.
   const SimulationResult split =
       run(job(16), with(one_ar, {R"(simulation.variation.failed_nics=[{"node": 1, "count": 2},
@@ -166,14 +174,14 @@ TEST_CASE("a link factor on every node equals the cluster with that bandwidth") 
             .report.step_time_s;
     CHECK(nic == Approx(inter).epsilon(1e-9));
   }
-  // Other jobs' traffic takes the same share of every NIC, in both modes.
+  // Other jobs' traffic takes the same share of every NIC, in both modes: half of each is
+  // two GPUs on each NIC.
   for (const char* mode : {"simulation.ranks=representative", "simulation.ranks=all"}) {
     INFO(mode);
     const double busy =
         run(job(32), with(kExact, {mode, "simulation.variation.background_traffic=0.5"})).report.step_time_s;
-    const double slower =
-        run(job(32), with(kExact, {mode, R"(cluster.inter_node.nic_bandwidth="200 Gb/s")"})).report.step_time_s;
-    CHECK(busy == Approx(slower).epsilon(1e-9));
+    const double shared = run(job(32), with(kExact, {mode, kFourNics})).report.step_time_s;
+    CHECK(busy == Approx(shared).epsilon(1e-9));
   }
 }
 
