@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/nccl_facts.hpp"
 #include "network/max_min.hpp"
 #include "stepsim/error.hpp"
 
@@ -23,6 +24,9 @@ Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resou
       // With more NICs than GPUs, each GPU drives nics / gpus of them as one port.
       nic_(
           cluster.inter_node.nic_bandwidth.scaled(std::max(1.0, static_cast<double>(nics_per_node_) / gpus_per_node_))),
+      // NCCL counts 3/4 of the link's line rate for its channels; the bytes the link moves
+      // are bounded by the line rate itself.
+      pcie_(Bandwidth::bytes_per_s(collectives::arch_facts(cluster.gpu.arch).pcie_path_gbps * 4 / 3 * 1e9)),
       node_nics_(cluster.inter_node.nic_bandwidth.scaled(nics_per_node_)) {}
 
 int Fabric::nic_of(int local_gpu) const {
@@ -38,6 +42,8 @@ std::string Fabric::name(const Key& key) const {
       return fmt::format("node {} gpu {} nvlink {}", where, which, side);
     case Kind::nic:
       return fmt::format("node {} nic {} {}", where, which, side);
+    case Kind::pcie:
+      return fmt::format("node {} gpu {} pcie {}", where, which, side);
     case Kind::leaf:
       break;
   }
@@ -74,6 +80,13 @@ RankPorts Fabric::ports(int rank, int first, int count) {
   p.nic_tx = resource({Kind::nic, node, nic, false}, nic_);
   p.nic_rx = resource({Kind::nic, node, nic, true}, nic_);
   p.nic_weight = std::max(1, count_on_node(node, first, count, nic));
+  // The GPU's traffic to and from its NIC crosses its own PCIe link, which every collective of
+  // the GPU shares; where the link is slower than the NIC port, it bounds their sum.
+  if (pcie_.bytes_per_s() < nic_.bytes_per_s()) {
+    p.pcie = true;
+    p.pcie_tx = resource({Kind::pcie, node, gpu, false}, pcie_);
+    p.pcie_rx = resource({Kind::pcie, node, gpu, true}, pcie_);
+  }
   if (!oversubscribed()) return p;
   // A leaf's uplinks carry what its nodes' NICs (one rail's NIC each, on a rail-optimized
   // fabric) can send, divided by the oversubscription.
@@ -131,6 +144,10 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
   if (load.inter > 0) {
     if (tx) out.push_back({ports.nic_tx, load.inter * ports.nic_weight});
     if (rx) out.push_back({ports.nic_rx, load.inter * ports.nic_weight});
+    if (ports.pcie) {  // each GPU its own link: the rank's alone, whatever it stands for
+      if (tx) out.push_back({ports.pcie_tx, load.inter});
+      if (rx) out.push_back({ports.pcie_rx, load.inter});
+    }
     const double spine = load.inter * spine_share * ports.leaf_weight;
     if (ports.spine && spine > 0) {
       if (tx) out.push_back({ports.leaf_up, spine});

@@ -29,7 +29,10 @@ struct RankPorts {
   network::ResourceId nic_rx = 0;
   network::ResourceId leaf_up = 0;  // only with an oversubscribed spine
   network::ResourceId leaf_down = 0;
+  network::ResourceId pcie_tx = 0;  // only where the GPU's PCIe link is slower than its NIC port
+  network::ResourceId pcie_rx = 0;
   bool spine = false;      // leaf_up and leaf_down exist
+  bool pcie = false;       // pcie_tx and pcie_rx exist
   double nic_weight = 1;   // GPUs of the rank's class on its NIC
   double leaf_weight = 1;  // GPUs of the rank's class behind its leaf uplinks
 };
@@ -68,7 +71,7 @@ class Fabric {
   bool oversubscribed() const { return oversubscription_ > 1.0; }
 
  private:
-  enum class Kind : std::uint8_t { nvlink, nic, leaf };
+  enum class Kind : std::uint8_t { nvlink, nic, leaf, pcie };
   using Key = std::tuple<Kind, int, int, bool>;  // kind, node or leaf, gpu or rail, receive side
   network::ResourceId resource(const Key& key, Bandwidth capacity);
   std::string name(const Key& key) const;
@@ -83,6 +86,7 @@ class Fabric {
   bool rails_;
   Bandwidth nvlink_;
   Bandwidth nic_;        // one GPU's NIC (several NICs when a node has more NICs than GPUs)
+  Bandwidth pcie_;       // the line rate of the GPU's PCIe link to its NIC
   Bandwidth node_nics_;  // all NICs of a node
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "cli/run_stepsim.hpp"
@@ -196,6 +197,32 @@ TEST_CASE("representative and all-ranks mode agree on DDP, FSDP and 3D jobs over
                           "training.micro_batch=1", "model.layers=8"})
       sets.emplace_back(s);
     check_modes_agree("", sets);
+  }
+}
+
+// A GPU's traffic to its NIC crosses its own PCIe link, whose line rate (Gen5 x16: 64 GB/s,
+// 512 Gb/s; Gen4: 32 GB/s, 256 Gb/s) bounds the sum of its concurrent collectives whatever the
+// NIC. Mixtral with EP 8 and DP 16 on 2 nodes runs its dense and expert ReduceScatters at
+// once: an 800 Gb/s NIC beside an H100 gave a 1.1 % faster step than 400 Gb/s, as if the link
+// carried 100 GB/s. By hand: any NIC at or above the line rate gives the step of a NIC at it.
+TEST_CASE("a NIC faster than the GPU's PCIe link adds nothing beyond the link's line rate") {
+  const std::vector<std::string> job = {"model.layers=4", "training.global_batch=16", "parallel.dp=16",
+                                        "cluster.nodes=2"};
+  const auto nic = [&](const std::string& cluster, const char* rate, bool all) {
+    std::vector<std::string> sets = job;
+    sets.push_back("cluster=" + cluster);
+    sets.push_back(fmt::format("cluster.inter_node.nic_bandwidth={}", rate));
+    return step("mixtral-8x7b-ep8-64xh100", sets, all);
+  };
+  for (const bool all : {false, true}) {
+    INFO("all ranks " << all);
+    const double at_link = nic("dgx-h100-ndr", "512 Gb/s", all);
+    CHECK(nic("dgx-h100-ndr", "800 Gb/s", all) == Approx(at_link).epsilon(1e-12));
+    CHECK(nic("dgx-h100-ndr", "1600 Gb/s", all) == Approx(at_link).epsilon(1e-12));
+    CHECK(nic("dgx-h100-ndr", "400 Gb/s", all) > at_link);
+    const double a100_link = nic("dgx-a100-80g-hdr", "256 Gb/s", all);
+    CHECK(nic("dgx-a100-80g-hdr", "400 Gb/s", all) == Approx(a100_link).epsilon(1e-12));
+    CHECK(nic("dgx-a100-80g-hdr", "200 Gb/s", all) > a100_link);
   }
 }
 
