@@ -53,6 +53,28 @@ TEST_CASE("Every pipeline stage of GPT-3 175B on Selene has its breakdown and me
   CHECK(table.str().find("  stage 7 ") != std::string::npos);
 }
 
+// Under 1F1B the last stage's optimizer step ends 134 ms before the step does (stage 0 still
+// runs its last backward): that wait on another stage is the pipeline's drain, a bubble in the
+// stage's breakdown and a bubble marker in its timeline, not `other`.
+TEST_CASE("The last stage's wait for the step to end is bubble, in its breakdown and its timeline") {
+  const auto r = run("default", {set("parallel.pp", "4"), set("parallel.dp", "2")});
+  const auto window = stepsim::report::report_window(r.timeline);
+  REQUIRE(r.report.stages.size() == 4);
+  REQUIRE(r.timeline.ranks.size() == 4);
+  const auto& last = r.timeline.ranks.back();
+  const stepsim::Time done = stepsim::report::last_activity(last, window);
+  const double drain = static_cast<double>((window.end - done).ps()) / 1e12;
+  REQUIRE(drain > 0.1);
+  bool marker = false;
+  for (const auto& iv : last.intervals)
+    marker = marker || (iv.activity == stepsim::Activity::bubble && iv.start == done && iv.end == window.end);
+  CHECK(marker);
+  const auto& b = r.report.stages.back().breakdown_s;
+  CHECK(b.other < 1e-3);
+  CHECK(b.bubble > drain);
+  CHECK(b.compute + b.exposed_total() + b.bubble + b.optimizer + b.other == Approx(r.report.step_time_s).epsilon(1e-9));
+}
+
 // "memory per GPU" is the memory in use of the largest stage (238.68 GiB under GPipe at pp 4:
 // every micro-batch's activations live at once); the stage table's memory column is the same
 // quantity per stage, so its largest cell is that figure, not the 224.6 GiB of live tensors.
