@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <ostream>
 
@@ -70,15 +71,23 @@ void write_cluster_comparison(const std::vector<ClusterColumn>& columns, const s
       {"GPU-hour price",
        [](const Report& r) { return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:g}", r.cost.gpu_hour_price)); }},
   };
+  // Each column as wide as its widest cell and two spaces more (at least 20), so that a long
+  // cell ("126.3 GiB (too large)") never runs into the one before it.
+  std::vector<std::size_t> widths;
+  for (const ClusterColumn& c : columns) {
+    std::size_t width = std::max<std::size_t>(20, c.cluster.size() + 2);
+    for (const auto& [label, cell] : rows) width = std::max(width, cell(c.report).size() + 2);
+    widths.push_back(width);
+  }
   out << "\nsame job on other clusters, with the same layout (" << layout
       << ") held fixed: a layout chosen for one cluster can mislead on another ('stepsim plan' finds each "
          "cluster's own fastest layout)\n"
       << fmt::format("  {:<24}", "");
-  for (const ClusterColumn& c : columns) out << fmt::format("{:>20}", c.cluster);
+  for (std::size_t i = 0; i < columns.size(); ++i) out << fmt::format("{:>{}}", columns[i].cluster, widths[i]);
   out << '\n';
   for (const auto& [label, cell] : rows) {
     out << fmt::format("  {:<24}", label);
-    for (const ClusterColumn& c : columns) out << fmt::format("{:>20}", cell(c.report));
+    for (std::size_t i = 0; i < columns.size(); ++i) out << fmt::format("{:>{}}", cell(columns[i].report), widths[i]);
     out << '\n';
   }
 }

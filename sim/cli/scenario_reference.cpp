@@ -224,7 +224,10 @@ constexpr KeyDoc kDocs[] = {
      "expert tensor parallelism: each expert's fc1 split by columns and fc2 by rows over etp ranks, which gather "
      "their tokens (AllGather) before the experts and reduce-scatter after; ep·etp divides tp·cp·dp",
      "Megatron `--expert-tensor-parallel-size`"},
-    {"parallel.stage_layers", "", "layers per stage, first to last; empty: an even split",
+    {"parallel.stage_layers", "",
+     "layers per model chunk, first to last in the model's order: pp entries (one a stage; under DualPipe stage s "
+     "holds chunks s and pp − 1 − s), or under the interleaved schedule pp·virtual_stages, stage s holding chunks "
+     "s, s + pp, s + 2·pp, …; empty: an even split",
      "Megatron `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`"},
     {"training.global_batch", "sequences", "samples per optimizer step, all replicas together",
      "Megatron `--global-batch-size`"},

@@ -441,6 +441,7 @@ Timeline Engine::run(IntervalObserver* observer) {
   finish_preparing();
   check_finished();
   for (std::size_t r = 0; r < ranks_.size(); ++r) end_host_run(r);
+  add_drain_bubbles();
   // Every interval ends at the time of the event that ended it, and time only grows: the step
   // ends when the last op or bubble did, known before any interval is written.
   timeline_.steps.push_back({"step", Time::zero(), last_end_});

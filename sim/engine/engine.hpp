@@ -396,6 +396,7 @@ class Engine {
   Interval interval_of(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
   void add_bubble(std::size_t r, const Bubble& bubble);
+  void add_drain_bubbles();
   void write_intervals(IntervalObserver* observer);
   void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
   Interval bubble_interval(const Bubble& b) const;

@@ -352,6 +352,31 @@ void Engine::add_bubble(std::size_t r, const Bubble& bubble) {
   ++bubbles.count;
 }
 
+// A rank done with the step waits for its end. Until the last rank of its own stage is done it
+// waits on its peers (idle time, as a collective's straggler would make it); from then on on
+// another stage, the pipeline's drain: a bubble to the step's end, which no op moves.
+void Engine::add_drain_bubbles() {
+  std::vector<Time> ends(ranks_.size());
+  std::vector<Time> stage_ends;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    // A stream runs its ops in order, so its last op ends last; the rank's last bubble ended
+    // when its last wait did.
+    Time end = Time::zero();
+    for (const std::vector<OpIndex>& stream : ranks_[r].list->streams)
+      if (!stream.empty()) end = max(end, end_of(r, stream.back()));
+    if (const RankBubbles& b = bubbles_[r]; b.count > 0)
+      end = max(end, b.last->items[(b.count - 1) % BubbleChunk::kSize].end);
+    ends[r] = end;
+    const auto stage = static_cast<std::size_t>(program_.ranks[r].stage);
+    if (stage >= stage_ends.size()) stage_ends.resize(stage + 1, Time::zero());
+    stage_ends[stage] = max(stage_ends[stage], end);
+  }
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const Time from = max(ends[r], stage_ends[static_cast<std::size_t>(program_.ranks[r].stage)]);
+    if (from < last_end_) add_bubble(r, {from, last_end_, ranks_[r].finished});
+  }
+}
+
 // Slabs double up to the largest size; a run with a preparing thread starts at the largest
 // and takes the slabs that thread made ready, while it has one.
 void Engine::new_bubble_slab() {

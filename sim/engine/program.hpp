@@ -88,6 +88,9 @@ struct RankProgram {
   int rank = 0;
   int multiplicity = 1;
   std::string label;
+  // Its pipeline stage. Once the last rank of its stage is done, a rank waits on another stage
+  // until the step ends (the pipeline's drain): a bubble, as a wait at a SendRecv is.
+  int stage = 0;
   std::vector<std::string> streams;                           // stream 0 is "compute"
   std::shared_ptr<OpList> list = std::make_shared<OpList>();  // shared by ranks with equal ops
   std::vector<CollectiveCall> calls;

@@ -247,12 +247,13 @@ void check_domain(const ClusterSpec& cl, const Checker& c) {
 }
 
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
+  // A fabric not simulated is refused first: what it would need of the rest says nothing.
+  check_fabrics(cl, c);
   check_nvls(cl, c);
   check_domain(cl, c);
   // A host link joins GPUs of one node to their CPU (a GB200 tray's two superchips: 2 and 2).
   c.require(cl.gpus_per_node % cl.host_link.gpus_per_link == 0, "/cluster/host_link/gpus_per_link",
             "{} GPUs per link do not divide the node's {} GPUs", cl.host_link.gpus_per_link, cl.gpus_per_node);
-  check_fabrics(cl, c);
   check_gpu(cl.gpu, c);
   c.efficiency(cl.tuning.bus_efficiency, "/cluster/collective_tuning/bus_efficiency", "NCCL's modelled bus bandwidth");
 }

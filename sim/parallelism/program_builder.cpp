@@ -425,6 +425,7 @@ class Layout {
     rank.rank = r.rank;
     rank.multiplicity = r.multiplicity;
     rank.label = r.label;
+    rank.stage = r.stage;
     rank.streams = {"compute"};
     program_.ranks.push_back(std::move(rank));
     // A simulated rank stands for the real ranks [rank, rank + multiplicity) of its stage

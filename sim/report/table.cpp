@@ -115,7 +115,8 @@ void write_memory(const MemoryReport& m, std::ostream& out) {
   row(out, "  buffers", gib(m.buffers));
 }
 
-// One row per pipeline stage: where its time goes and its memory.
+// One row per pipeline stage: where its time goes and its memory in use (as "memory per GPU",
+// which is the largest stage's).
 void write_stages(const Report& r, std::ostream& out) {
   if (r.stages.size() < 2) return;
   out << "\npipeline stages"
@@ -125,7 +126,7 @@ void write_stages(const Report& r, std::ostream& out) {
   for (const StageReport& st : r.stages) {
     const Breakdown& b = st.breakdown_s;
     const std::string memory =
-        st.memory_bytes.modelled ? fmt::format("{:.1f} GiB", st.memory_bytes.peak / 1073741824.0) : "-";
+        st.memory_bytes.modelled ? fmt::format("{:.1f} GiB", st.memory_bytes.device / 1073741824.0) : "-";
     out << fmt::format("  stage {:<7}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n", st.stage, ms(b.compute),
                        ms(st.compute_slowdown_s), ms(b.exposed_total()), ms(b.bubble), ms(b.optimizer), ms(b.other),
                        memory);

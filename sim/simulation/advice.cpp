@@ -579,7 +579,8 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   }
   r.advice.insert(r.advice.end(), paired.begin(), paired.end());
   rank(r.advice);
-  if (exposed < kExposedTarget && !host) return;
+  // Asked for (--advise) or brought on by the exposure or the host: the note names the best
+  // change that shortens the step by kWorthwhile or more, whatever the exposure.
   std::string note = "advice: " + r.advice_cause;
   const auto simulated =
       std::count_if(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });

@@ -55,7 +55,12 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   key("schedule", "parallel.schedule");
   key("virtual_stages", "parallel.virtual_stages");
   key("dp_kind", "data_parallel.kind");
-  key("bucket_cap_mb", "data_parallel.bucket_cap_mb");
+  // PyTorch DDP's bucket size, in MiB: a ddp row's whose buckets are not sized in parameters
+  // (Megatron-Core's) and are made at all (not under DeepSpeed's pipeline engine); the other
+  // kinds have none.
+  const bool pytorch_buckets =
+      r.report && layout_value(r, "data_parallel.kind") == "ddp" && r.bucket_parameters == 0 && !r.bucket.empty();
+  add("bucket_cap_mb", pytorch_buckets ? boost::json::value(layout_value(r, "data_parallel.bucket_cap_mb")) : nullptr);
   key("tp_comm_overlap", "tensor_parallel.comm_overlap");
   key("precision", "training.precision");
   key("recompute", "training.recompute");

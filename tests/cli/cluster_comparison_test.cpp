@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "cli/cluster_comparison.hpp"
 #include "cli/run_stepsim.hpp"
 
 using stepsim::testing::Scratch;
@@ -34,6 +38,52 @@ TEST_CASE("A cluster comparison says the layout is held fixed and points to plan
   CHECK(run.out.find("same job on other clusters, with the same layout (TP 8, PP 1, CP 1, DP 8) held fixed") !=
         std::string::npos);
   CHECK(run.out.find("'stepsim plan' finds each cluster's own fastest layout") != std::string::npos);
+}
+
+namespace {
+
+// A row's cells, split where two or more spaces stand between them.
+std::vector<std::string> cells_of(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t at = line.find_first_not_of(' ');
+  while (at != std::string::npos) {
+    auto end = line.find("  ", at);
+    cells.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    at = end == std::string::npos ? end : line.find_first_not_of(' ', end);
+  }
+  return cells;
+}
+
+}  // namespace
+
+// Llama 3 70B under ZeRO-1 at micro-batch 1 needs 126.3 GiB a GPU on H100 and H200 alike: a
+// cell of 21 characters, wider than the 20 a column had, ran into its neighbour.
+TEST_CASE("A cluster comparison keeps its columns apart when a cell is wider than the usual column") {
+  stepsim::Report too_large;
+  too_large.memory_bytes.modelled = true;
+  too_large.memory_bytes.fits = false;
+  too_large.memory_bytes.device = 126.3 * 1073741824.0;
+  const std::vector<stepsim::cli::ClusterColumn> columns{{"dgx-h200-ndr", too_large},
+                                                         {"a-cluster-name-longer-than-twenty", too_large}};
+  std::ostringstream out;
+  stepsim::cli::write_cluster_comparison(columns, "TP 8, PP 1, CP 1, DP 8", out);
+  std::istringstream lines(out.str());
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line.starts_with("same job")) continue;
+    INFO(line);
+    const auto cells = cells_of(line);
+    // The heading has no label; every other row has its label and one cell per cluster.
+    CHECK(cells.size() == (rows == 0 ? 2U : 3U));
+    if (line.find("memory per GPU") != std::string::npos) {
+      REQUIRE(cells.size() == 3);
+      CHECK(cells[1] == "126.3 GiB (too large)");
+      CHECK(cells[2] == "126.3 GiB (too large)");
+    }
+    ++rows;
+  }
+  CHECK(rows == 9);
 }
 
 TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {

@@ -149,6 +149,35 @@ TEST_CASE("plan searches a mixture of experts from the default scenario and stat
   }
 }
 
+// data_parallel.bucket_cap_mb is PyTorch DDP's bucket size: a row of another kind has none to
+// state (docs/plan.md), whatever the scenario's key holds (25 MiB by default).
+TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and JSON alike") {
+  const Scratch dir("plan-bucket-cap");
+  const std::string base = "--model gpt-1.3b --tokens 10B --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr ";
+  const auto ddp = plan_rows(dir, base +
+                                      "--set training.framework=pytorch --set data_parallel.kind=ddp --set "
+                                      "data_parallel.bucket_cap_mb=50");
+  REQUIRE(ddp.size() == 1);
+  CHECK(ddp.front().as_object().at("bucket_cap_mb") == "50");
+  for (const char* kind : {"fsdp", "zero1", "hsdp", "ddp --set training.framework=megatron"}) {
+    INFO(kind);
+    const auto rows = plan_rows(dir, base + "--set data_parallel.kind=" + kind);
+    REQUIRE(rows.size() == 1);
+    REQUIRE(rows.front().at("status").as_string() == "ok");
+    CHECK(rows.front().as_object().at("bucket_cap_mb").is_null());
+  }
+  // The CSV's cell is empty where the JSON has null.
+  const Run csv = dir.run("plan " + base + "--set data_parallel.kind=fsdp -o -");
+  REQUIRE(csv.status == 0);
+  const auto newline = csv.out.find('\n');
+  const std::string header = csv.out.substr(0, newline);
+  const std::string row = csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1);
+  const auto column = std::count(header.begin(), header.begin() + static_cast<long>(header.find("bucket_cap_mb")), ',');
+  std::size_t at = 0;
+  for (long i = 0; i < column; ++i) at = row.find(',', at) + 1;
+  CHECK(row.substr(at, row.find(',', at) - at).empty());
+}
+
 TEST_CASE("plan finds a layout on every cluster preset", "[slow]") {
   const Scratch dir("plan-presets");
   const auto rows = plan_rows(dir,
@@ -339,8 +368,9 @@ TEST_CASE("plan leaves the figures it does not know empty, never 0") {
   REQUIRE(header.size() == cells.size());
   for (std::size_t i = 0; i < header.size(); ++i) {
     INFO(header[i]);
-    // bucket_parameters is empty where the layout's kind sizes no buckets in parameters.
-    if (header[i] == "bucket_parameters") continue;
+    // bucket_parameters is empty where the layout's kind sizes no buckets in parameters, and
+    // bucket_cap_mb where PyTorch's DDP does not size them.
+    if (header[i] == "bucket_parameters" || header[i] == "bucket_cap_mb") continue;
     const bool unknown = header[i] == "gpu_hour_price" || header[i].starts_with("cost") ||
                          header[i] == "deadline_tokens" || header[i] == "reason";
     CHECK(cells[i].empty() == unknown);

@@ -1,10 +1,13 @@
 // The published training runs of configs/validation/ (tools/validate): the error the README
 // and docs/validation.md state is held here, so that a change that moves it fails.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -159,6 +162,31 @@ TEST_CASE("the Blackwell 405B run on B200, which ran, fits in memory") {
   const std::filesystem::path run = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell" /
                                     "mb2511-b200-llama31-405b-fp8cs-cp2.json";
   CHECK(test::run(run.string()).report.memory_bytes.fits);
+}
+
+// docs/model.md and docs/validation.md say how much longer the program makes torchtitan's eager
+// Llama 3 8B step than its torch.compile one (Table 1's rows 'FSDP' and 'FSDP + torch.compile',
+// 8 H100): the figure they state is the program's own, from the two scenarios.
+TEST_CASE("the documents state the eager step's excess over torch.compile that the program gives") {
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  const double eager = test::run((root / "tt-8b-8gpu-fsdp-bf16.json").string()).report.step_time_s;
+  const double compiled =
+      test::run((root / "memory" / "tt-8b-8gpu-fsdp-compile-bf16.json").string()).report.step_time_s;
+  REQUIRE(eager > compiled);
+  const std::string stated = fmt::format("{:.1f} % above torch.compile", 100.0 * (eager / compiled - 1.0));
+  const std::string steps = fmt::format("a step of {:.3f} s against {:.3f} s", eager, compiled);
+  for (const char* doc : {"docs/model.md", "docs/validation.md"}) {
+    INFO(doc);
+    std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / doc);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Joined into one line, as the paragraph reads.
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    std::string joined;
+    for (char c : text)
+      if (c != ' ' || joined.empty() || joined.back() != ' ') joined += c;
+    CHECK(joined.find(stated) != std::string::npos);
+    CHECK(joined.find(steps) != std::string::npos);
+  }
 }
 
 }  // namespace stepsim

@@ -2,7 +2,9 @@
 // overlapping communication slows, HFU beside MFU, cost and energy, and preset provenance.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "cli/simulate_support.hpp"
 #include "report/report_io.hpp"
@@ -49,6 +51,56 @@ TEST_CASE("Every pipeline stage of GPT-3 175B on Selene has its breakdown and me
   std::ostringstream table;
   stepsim::report::write_table(r, table);
   CHECK(table.str().find("  stage 7 ") != std::string::npos);
+}
+
+// Under 1F1B the last stage's optimizer step ends 134 ms before the step does (stage 0 still
+// runs its last backward): that wait on another stage is the pipeline's drain, a bubble in the
+// stage's breakdown and a bubble marker in its timeline, not `other`.
+TEST_CASE("The last stage's wait for the step to end is bubble, in its breakdown and its timeline") {
+  const auto r = run("default", {set("parallel.pp", "4"), set("parallel.dp", "2")});
+  const auto window = stepsim::report::report_window(r.timeline);
+  REQUIRE(r.report.stages.size() == 4);
+  REQUIRE(r.timeline.ranks.size() == 4);
+  const auto& last = r.timeline.ranks.back();
+  const stepsim::Time done = stepsim::report::last_activity(last, window);
+  const double drain = static_cast<double>((window.end - done).ps()) / 1e12;
+  REQUIRE(drain > 0.1);
+  bool marker = false;
+  for (const auto& iv : last.intervals)
+    marker = marker || (iv.activity == stepsim::Activity::bubble && iv.start == done && iv.end == window.end);
+  CHECK(marker);
+  const auto& b = r.report.stages.back().breakdown_s;
+  CHECK(b.other < 1e-3);
+  CHECK(b.bubble > drain);
+  CHECK(b.compute + b.exposed_total() + b.bubble + b.optimizer + b.other == Approx(r.report.step_time_s).epsilon(1e-9));
+}
+
+// "memory per GPU" is the memory in use of the largest stage (238.68 GiB under GPipe at pp 4:
+// every micro-batch's activations live at once); the stage table's memory column is the same
+// quantity per stage, so its largest cell is that figure, not the 224.6 GiB of live tensors.
+TEST_CASE("The stage table's memory is the memory in use that memory per GPU gives for the largest stage") {
+  const auto r =
+      run("default", {set("parallel.pp", "4"), set("parallel.dp", "2"), set("parallel.schedule", "gpipe")}).report;
+  REQUIRE(r.stages.size() == 4);
+  REQUIRE(r.memory_bytes.peak < r.memory_bytes.device - 1073741824.0);
+  std::ostringstream table;
+  stepsim::report::write_table(r, table);
+  const std::string text = table.str();
+  const auto top = text.find("memory per GPU");
+  REQUIRE(top != std::string::npos);
+  std::istringstream line(text.substr(top + 14));
+  double per_gpu = 0;
+  line >> per_gpu;
+  CHECK(per_gpu == Approx(r.memory_bytes.device / 1073741824.0).margin(0.005));
+  double largest = 0;
+  std::istringstream rows(text.substr(text.find("pipeline stages")));
+  for (std::string row; std::getline(rows, row);) {
+    if (!row.starts_with("  stage ")) continue;
+    const auto gib = row.rfind(" GiB");
+    REQUIRE(gib != std::string::npos);
+    largest = std::max(largest, std::stod(row.substr(row.rfind(' ', gib - 1) + 1)));
+  }
+  CHECK(largest == Approx(per_gpu).margin(0.05));
 }
 
 TEST_CASE("HFU counts the recomputed FLOPs and MFU does not") {

@@ -7,6 +7,7 @@
 #include "cli/run_stepsim.hpp"
 #include "cli/scenario_reference.hpp"
 #include "io/scenario_loader.hpp"
+#include "parallelism/stage_layout.hpp"
 
 using stepsim::testing::Scratch;
 using stepsim::testing::slurp;
@@ -99,4 +100,32 @@ TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
   CHECK(run.status == 2);
   CHECK(run.err.find("unknown value 'zero3': ZeRO-3 is 'fsdp' here") != std::string::npos);
   CHECK(run.err.find("zero1") == std::string::npos);
+}
+
+// parallel.stage_layers takes one entry per model chunk: pp of them, or pp·virtual_stages under
+// the interleaved schedule, where stage s holds chunks s, s + pp, …. The loader's own answer
+// and the layout's are the oracle for what the reference says.
+TEST_CASE("The reference says how many entries parallel.stage_layers takes and which chunk each stage holds") {
+  const std::vector<std::string> interleaved{"parallel.pp=2", "parallel.dp=4", "parallel.schedule=interleaved",
+                                             "parallel.virtual_stages=2"};
+  auto four = interleaved;
+  four.push_back("parallel.stage_layers=[7,9,9,7]");
+  const stepsim::Scenario s = stepsim::io::load_scenario("", four);
+  auto two = interleaved;
+  two.push_back("parallel.stage_layers=[16,16]");
+  CHECK_THROWS_WITH(stepsim::io::load_scenario("", two), Catch::Contains("has 2 entries but pp·virtual_stages is 4"));
+  // Stage 0 holds chunks 0 and 2: layers 0-6 and 16-24.
+  const auto chunks = stepsim::parallelism::chunk_layers(s.parallel, s.model.layers);
+  CHECK(stepsim::parallelism::chunk_of(chunks, s.parallel, 0, 1).first_layer == 16);
+  CHECK(stepsim::parallelism::chunk_of(chunks, s.parallel, 1, 0).first_layer == 7);
+  Scratch scratch("stage-layers-reference");
+  const auto run = scratch.run("presets --keys --markdown");
+  REQUIRE(run.status == 0);
+  const auto at = run.out.find("| `parallel.stage_layers` |");
+  REQUIRE(at != std::string::npos);
+  const std::string row = run.out.substr(at, run.out.find('\n', at) - at);
+  INFO(row);
+  CHECK(row.find("pp·virtual_stages") != std::string::npos);
+  CHECK(row.find("stage s holding chunks s, s + pp") != std::string::npos);
+  CHECK(row.find("layers per stage") == std::string::npos);
 }

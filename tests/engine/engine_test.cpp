@@ -311,6 +311,39 @@ TEST_CASE("the compute stream waiting for a peer is a bubble") {
   CHECK(interval(t, 0, "next").start == us(42));
 }
 
+// Stage 0's rank computes 10 us, stage 1's two ranks 4 us and 6 us: the step ends at 10 us.
+// Stage 1's first rank waits on its stage's other rank from 4 to 6 us (idle), then both wait on
+// stage 0 to the step's end: the drain, a bubble of 4 us each. Stage 0's rank ends the step.
+TEST_CASE("a stage done before the step ends waits on another stage to its end: a bubble") {
+  ProgramBuilder b(3);
+  b.program().ranks[1].stage = 1;
+  b.program().ranks[2].stage = 1;
+  b.compute(0, 0, "work", us(10));
+  b.compute(1, 0, "work", us(4));
+  b.compute(2, 0, "work", us(6));
+  const Timeline t = run(b.program());
+  REQUIRE(t.steps.size() == 1);
+  CHECK(t.steps[0].end == us(10));
+  CHECK(of_activity(t, 0, Activity::bubble).empty());
+  for (int r = 1; r < 3; ++r) {
+    INFO("rank " << r);
+    const auto bubbles = of_activity(t, r, Activity::bubble);
+    REQUIRE(bubbles.size() == 1);
+    CHECK(bubbles[0].start == us(6));
+    CHECK(bubbles[0].end == us(10));
+    CHECK(bubbles[0].stream == 0);
+    CHECK(t.ranks[static_cast<std::size_t>(r)].intervals.back().activity == Activity::bubble);
+  }
+  // Ranks of one stage alone: waiting on a peer of the same stage at the step's end is no
+  // bubble.
+  ProgramBuilder one(2);
+  one.compute(0, 0, "work", us(10));
+  one.compute(1, 0, "work", us(4));
+  const Timeline u = run(one.program());
+  CHECK(u.steps[0].end == us(10));
+  CHECK(of_activity(u, 1, Activity::bubble).empty());
+}
+
 TEST_CASE("a long run of compute ops ends under one event per 256 ops") {
   // 300 ops of 1 us back to back: the first 256 (a head and 255 chained behind it) end under
   // one event, the other 44 under a second.

@@ -397,3 +397,17 @@ TEST_CASE(
   CHECK(
       io::load_scenario_text(text, "scenario.json", {"training.framework=megatron"}).data_parallel.overlap_grad_reduce);
 }
+
+// An H100 node runs NVLink SHARP by default, which needs an NVSwitch; a fabric that is not
+// simulated at all is refused first, with the same words as when SHARP is off.
+TEST_CASE("an NVLink mesh is refused as not simulated before what NVLink SHARP would need of it") {
+  const std::string mesh = R"({ "preset": "dgx-h100-ndr", "intra_node": { "fabric": "nvlink-mesh" } })";
+  const std::string mesh_without_sharp =
+      R"({ "preset": "dgx-h100-ndr", "intra_node": { "fabric": "nvlink-mesh", "nvls": false } })";
+  const std::string refusal =
+      R"(scenario.json: /cluster/intra_node/fabric: "nvlink-mesh" is not simulated yet (use "nvswitch" or "pcie"))";
+  CHECK(error_in(scenario(kModel, mesh_without_sharp, kParallel)) == refusal);
+  CHECK(error_in(scenario(kModel, mesh, kParallel)) == refusal);
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"cluster.intra_node.fabric=nvlink-mesh"})
+            .find("\"nvlink-mesh\" is not simulated yet") != std::string::npos);
+}
