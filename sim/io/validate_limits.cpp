@@ -4,9 +4,12 @@
 #include "io/validate_limits.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "stepsim/error.hpp"
 
@@ -165,23 +168,32 @@ void products(const Scenario& s, const Limits& l) {
   const double b = static_cast<double>(s.training.micro_batch), seq = static_cast<double>(m.seq_len);
   const double h = static_cast<double>(m.hidden), layers = m.layers, heads = m.heads;
   const double micro_batches = static_cast<double>(s.training.global_batch) / (b * s.parallel.dp);
-  if (micro_batches * layers > kMaxLayerPasses)
+  // A layer under context parallelism runs its attention in the ring's cp steps, each with its
+  // transfers, and under TP communication overlap each GEMM beside a collective runs in tp
+  // pieces: measured, a layer then costs representative mode about 1 + (cp - 1)/5 plain layers'
+  // ops, time and memory (3.9 at CP 16, 195 at CP 1024), and 1 + (tp - 1)/4 (2.7 at TP 8);
+  // all-ranks mode about 1 + (cp - 1)/2 for context parallelism.
+  const double tp_weight = s.tensor_parallel.comm_overlap ? 1.0 + (s.parallel.tp - 1) / 4.0 : 1.0;
+  const auto weights_text = [&](const char* cp_text, const char* after = "") {
+    std::vector<std::string> parts;
+    if (s.parallel.cp > 1) parts.push_back(fmt::format("{} for its ring's steps", cp_text));
+    if (tp_weight > 1) parts.push_back("1 + (tp - 1)/4 for TP overlap's pieces");
+    return parts.empty() ? std::string() : fmt::format(", a layer counting {}{}", fmt::join(parts, " and "), after);
+  };
+  const double passes = micro_batches * layers * (1.0 + (s.parallel.cp - 1) / 5.0) * tp_weight;
+  if (passes > kMaxLayerPasses)
     l.fail("/training/global_batch",
-           fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers is more than "
-                       "the {:.0f} layer passes stepsim simulates per step: raise micro_batch or dp",
-                       micro_batches, m.layers, kMaxLayerPasses));
-  // All-ranks mode simulates every GPU of the model-parallel group and every DP replica. A
-  // layer under context parallelism runs its attention in the ring's cp steps, each with its
-  // transfers: measured, about 1 + (cp - 1)/2 plain layers' simulation time and memory.
+           fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers{} is {:.0f} "
+                       "layer passes, more than the {:.0f} stepsim simulates per step: raise micro_batch or dp",
+                       micro_batches, m.layers, weights_text("1 + (cp - 1)/5", ","), passes, kMaxLayerPasses));
+  // All-ranks mode simulates every GPU of the model-parallel group and every DP replica.
   const double ranks = static_cast<double>(s.parallel.tp) * s.parallel.dp * s.parallel.cp;
-  const double layer_weight = 1.0 + (s.parallel.cp - 1) / 2.0;
-  const double rank_passes = micro_batches * layers * layer_weight * ranks;
+  const double rank_passes = micro_batches * layers * (1.0 + (s.parallel.cp - 1) / 2.0) * tp_weight * ranks;
   if (s.simulation.ranks == RankMode::all && rank_passes > kMaxRankLayerPasses)
     l.fail("/simulation/ranks",
            fmt::format("simulating every rank is {:.0f} layer passes (micro-batches × layers × tp·dp·cp{}), more "
                        "than the {:.0f} stepsim simulates per step: use \"representative\"",
-                       rank_passes, s.parallel.cp > 1 ? ", a layer counting 1 + (cp - 1)/2 for its ring's steps" : "",
-                       kMaxRankLayerPasses));
+                       rank_passes, weights_text("1 + (cp - 1)/2"), kMaxRankLayerPasses));
   if (b * seq > kMaxTokensPerMicroBatch)
     l.fail("/training/micro_batch", fmt::format("micro_batch·seq_len = {:.0f} tokens; at most {:.0f} per micro-batch",
                                                 b * seq, kMaxTokensPerMicroBatch));

@@ -35,7 +35,8 @@ TEST_CASE("products of integer keys that would overflow are refused with the key
 TEST_CASE("more micro-batches than a step can simulate are refused up front") {
   CHECK(error_of({"training.global_batch=1099511627776"}) ==
         "--set: training.global_batch: 68719476736 micro-batches per step (global_batch / (micro_batch·dp)) times 32 "
-        "layers is more than the 262144 layer passes stepsim simulates per step: raise micro_batch or dp");
+        "layers is 2199023255552 layer passes, more than the 262144 stepsim simulates per step: raise micro_batch or "
+        "dp");
   CHECK(error_of({"training.global_batch=131072"}) == "no error");  // 8192 micro-batches × 32 layers
   CHECK(error_of({"simulation.ranks=all", "training.global_batch=131072"}) ==
         "--set: simulation.ranks: simulating every rank is 16777216 layer passes (micro-batches × layers × "
@@ -48,6 +49,28 @@ TEST_CASE("more micro-batches than a step can simulate are refused up front") {
         "--set: simulation.ranks: simulating every rank is 8390656 layer passes (micro-batches × layers × "
         "tp·dp·cp, a layer counting 1 + (cp - 1)/2 for its ring's steps), more than the 8388608 stepsim simulates "
         "per step: use \"representative\"");
+  // Representative mode weighs a layer by what it costs to simulate: CP 1024 with 16 layers and
+  // 128 micro-batches is 2048 plain passes, but 2048 · (1 + 1023/5) = 421,069 weighted (it took
+  // 20 s and 2 GiB where the limit stands for about 10 s and 1.2 GB); CP 16 at 4096 micro-batches
+  // of 16 layers is 65,536 · 4 = 262,144, at the limit.
+  CHECK(error_of({"model.layers=16", "training.global_batch=128", "training.micro_batch=1", "parallel.tp=1",
+                  "parallel.dp=1", "parallel.cp=1024", "cluster.nodes=0"}) ==
+        "--set: training.global_batch: 128 micro-batches per step (global_batch / (micro_batch·dp)) times 16 layers, a "
+        "layer counting 1 + (cp - 1)/5 for its ring's steps, is 421069 layer passes, more than the 262144 stepsim "
+        "simulates per step: raise micro_batch or dp");
+  CHECK(error_of({"model.layers=16", "training.global_batch=4096", "training.micro_batch=1", "parallel.tp=1",
+                  "parallel.dp=1", "parallel.cp=16", "cluster.nodes=0"}) == "no error");
+  CHECK(error_of({"model.layers=16", "training.global_batch=4100", "training.micro_batch=1", "parallel.tp=1",
+                  "parallel.dp=1", "parallel.cp=16", "cluster.nodes=0"}) != "no error");
+  // TP 8 with its communication overlap: 1 + 7/4 = 2.75 per layer; 8192 micro-batches of 32
+  // layers were at the limit without it.
+  CHECK(
+      error_of(
+          {"training.global_batch=131072", "parallel.sequence_parallel=true", "tensor_parallel.comm_overlap=true"}) ==
+      "--set: training.global_batch: 8192 micro-batches per step (global_batch / (micro_batch·dp)) times 32 layers, a "
+      "layer counting 1 + (tp - 1)/4 for TP overlap's pieces, is 720896 layer passes, more than the 262144 stepsim "
+      "simulates "
+      "per step: raise micro_batch or dp");
   CHECK(error_of({"model.layers=100000"}) == "--set: model.layers: must be between 1 and 2048, got 100000");
   CHECK(error_of({"training.global_batch=4"}) ==
         "--set: training.global_batch: 4 is smaller than micro_batch·dp (2·8): each data-parallel rank needs at "
