@@ -402,6 +402,10 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
 
 // Running out of memory is the scenario's size meeting this machine's (or this process's
 // limit), not a bug: said as bad input, with what was too large and what helps.
+// Steps beyond this are refused: the key ranges' own bound (validate_limits.cpp) stops most
+// scenarios before they run.
+constexpr double kMaxStepSeconds = 1e6;
+
 InputError out_of_memory(const Scenario& s) {
   struct rlimit limit {};
   const bool capped = ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
@@ -430,9 +434,34 @@ MemoryReport estimate_memory(const Scenario& scenario) {
   }
 }
 
+// The largest part of a step's breakdown, named as the report names it.
+std::pair<std::string, double> largest_part(const Breakdown& b) {
+  std::pair<std::string, double> out{"compute", b.compute};
+  const auto consider = [&](std::string name, double s) {
+    if (s > out.second) out = {std::move(name), s};
+  };
+  for (std::size_t k = 0; k < kCommKinds; ++k)
+    consider(fmt::format("exposed {} communication", to_string(static_cast<CommKind>(k))), b.exposed_comm[k]);
+  consider("pipeline bubble", b.bubble);
+  consider("optimizer", b.optimizer);
+  consider("other", b.other);
+  return out;
+}
+
 SimulationResult simulate(const Scenario& scenario, const SimulateOptions& options) {
   try {
-    return run_layers(scenario, options);
+    SimulationResult r = run_layers(scenario, options);
+    // The key ranges bound the step from below (its compute at peak, its gradients over the
+    // slowest link); latencies and launch costs can still carry it past what stepsim simulates.
+    if (r.report.step_time_s > kMaxStepSeconds) {
+      const auto [part, seconds] = largest_part(r.report.breakdown_s);
+      throw InputError(scenario.source, "",
+                       fmt::format("the step takes {:.4g} s, more than the {:.0f} s stepsim simulates; most of it is "
+                                   "{} ({:.4g} s): the scenario's rates are too slow, its latencies too long or its "
+                                   "sizes too large for one training step",
+                                   r.report.step_time_s, kMaxStepSeconds, part, seconds));
+    }
+    return r;
   } catch (const RangeOverflow& e) {
     throw InputError(scenario.source, "",
                      fmt::format("{} while simulating the step: the scenario's rates are too slow or its sizes too "

@@ -52,6 +52,20 @@ TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
   });
 }
 
+// Latencies within their ranges can still carry a step past the 10^6 s stepsim simulates,
+// which the key ranges' lower bound (compute at peak, gradients over the slowest link) does
+// not see: 512 layers' TP collectives at 1 s of latency and launch each take 3.94e6 s. The
+// step was reported (exit 0); it is refused with its largest part.
+TEST_CASE("a step longer than stepsim simulates is refused with the part that makes it so") {
+  check_cases({
+      {"simulate --set model.layers=512 --set training.global_batch=2048 --set 'cluster.intra_node.latency=\"1 s\"' "
+       "--set 'cluster.collective_tuning.launch_overhead=\"1 s\"'",
+       2,
+       "the step takes 3.943e+06 s, more than the 1000000 s stepsim simulates; most of it is exposed tp "
+       "communication"},
+  });
+}
+
 TEST_CASE("an empty scenario name is an error, not the default scenario") {
   check_cases({{"simulate ''", 2, "the scenario file name is empty"},
                {"compare trace.json ''", 2, "the scenario file name is empty"}});
