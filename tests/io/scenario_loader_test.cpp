@@ -2,6 +2,9 @@
 // applies after the file, and the resolved scenario loads back to the same values.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 
@@ -190,4 +193,51 @@ TEST_CASE("a missing scenario file that is no example preset lists the examples"
                     Catch::Contains("is a GPU preset, not a scenario: give it as '--set cluster.gpu=h200'"));
   // An example that is also a model preset's name is the example.
   CHECK(io::load_scenario("bloom-176b").model.name == "bloom-176b");
+}
+
+// A key inside a section or a preset keeps its --set value when a later --set replaces the
+// section: the H200's own memory is 143771 MiB and dgx-h200-ndr's NVLink 450 GB/s, so the
+// assignments' 100 GiB and 900 GB/s can only come from the assignments themselves.
+TEST_CASE("a set key survives a set of the section that holds it, in either order") {
+  const std::vector<std::vector<std::string>> gpu_orders = {{"cluster.gpu.memory=100 GiB", "cluster.gpu=h200"},
+                                                            {"cluster.gpu=h200", "cluster.gpu.memory=100 GiB"}};
+  for (const auto& sets : gpu_orders) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.cluster.gpu.name == "h200");
+    CHECK(s.cluster.gpu.memory.count() == 100LL << 30);
+    CHECK(s.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(4.8e12));
+  }
+  const std::vector<std::vector<std::string>> cluster_orders = {
+      {"cluster.intra_node.bandwidth=900 GB/s", "cluster=dgx-h200-ndr"},
+      {"cluster=dgx-h200-ndr", "cluster.intra_node.bandwidth=900 GB/s"}};
+  for (const auto& sets : cluster_orders) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.cluster.name == "dgx-h200-ndr");
+    CHECK(s.cluster.gpu.name == "h200");
+    CHECK(s.cluster.intra_node.bandwidth.bytes_per_s() == 900e9);
+  }
+  // training.framework sets the kernel keys as a preset would: a --set of one of them, before
+  // or after it, overrides it (Megatron's own attention is flash).
+  for (const auto& sets :
+       std::vector<std::vector<std::string>>{{"training.attention=unfused", "training.framework=megatron"},
+                                             {"training.framework=megatron", "training.attention=unfused"}}) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.training.framework == Framework::megatron);
+    CHECK(s.training.attention == AttentionKind::unfused);
+  }
+}
+
+TEST_CASE("assignments apply a section before its keys and otherwise in the order given") {
+  CHECK(io::ordered_sets({"cluster.gpu.memory=1 GiB", "parallel.tp=2", "cluster.gpu=h200", "parallel=x",
+                          "cluster=dgx-b200", "parallel.tp=4"}) ==
+        std::vector<std::string>{"parallel=x", "parallel.tp=2", "cluster=dgx-b200", "cluster.gpu=h200",
+                                 "cluster.gpu.memory=1 GiB", "parallel.tp=4"});
+  // Keys that only share a prefix are unrelated; the same key twice keeps its order (the last wins).
+  CHECK(io::ordered_sets({"model.layers_x=1", "model.layers=2", "model=a", "model=b"}) ==
+        std::vector<std::string>{"model=a", "model=b", "model.layers_x=1", "model.layers=2"});
+  CHECK(io::load_scenario("", {"parallel.tp=2", "parallel.tp=4"}).parallel.tp == 4);
+  CHECK(io::load_scenario("", {"parallel.tp=4", "parallel.tp=2"}).parallel.tp == 2);
 }
