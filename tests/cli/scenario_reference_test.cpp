@@ -8,6 +8,7 @@
 #include "cli/scenario_reference.hpp"
 #include "io/scenario_loader.hpp"
 
+using stepsim::testing::refusal;
 using stepsim::testing::Scratch;
 using stepsim::testing::slurp;
 
@@ -99,4 +100,25 @@ TEST_CASE("Asking for ZeRO-3 by that name says that it is fsdp here") {
   CHECK(run.status == 2);
   CHECK(run.err.find("unknown value 'zero3': ZeRO-3 is 'fsdp' here") != std::string::npos);
   CHECK(run.err.find("zero1") == std::string::npos);
+}
+
+// A name of another kind is said to be of that kind rather than unknown (with itself as the
+// suggestion), and an unknown kind before the slash is refused as --kind refuses it.
+TEST_CASE("A preset asked for under another kind names the kind it is") {
+  Scratch scratch("presets-kind");
+  const std::string gpu_not_model = "<command line>: stepsim presets: 'h200' is a gpu preset, not a model preset";
+  CHECK(refusal(scratch.run("presets model/h200"), gpu_not_model) == "");
+  CHECK(refusal(scratch.run("presets h200 --kind model"), gpu_not_model) == "");
+  CHECK(refusal(scratch.run("presets --kind cluster llama3-8b"),
+                "<command line>: stepsim presets: 'llama3-8b' is a model preset, not a cluster preset") == "");
+  CHECK(refusal(scratch.run("presets gpu/bloom-176b"),
+                "<command line>: stepsim presets: 'bloom-176b' is a model and an example preset, not a gpu preset") ==
+        "");
+  CHECK(refusal(scratch.run("presets foo/h200"),
+                "<command line>: stepsim presets: unknown kind 'foo' (expected gpu, cluster, model or example)") == "");
+  CHECK(refusal(scratch.run("presets --kind foo"),
+                "<command line>: --kind: unknown kind 'foo' (expected gpu, cluster, model or example)") == "");
+  CHECK(refusal(scratch.run("presets gpu/h2000"),
+                "<command line>: stepsim presets: unknown gpu preset 'h2000' (did you mean 'h200'?)") == "");
+  CHECK(scratch.run("presets gpus/h200").status == 0);
 }
