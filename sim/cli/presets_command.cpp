@@ -14,6 +14,7 @@
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
+#include "workload/work.hpp"
 
 namespace stepsim::cli {
 namespace {
@@ -173,7 +174,7 @@ int run_presets(const Args& args) {
       print_keys(scenario, "");
     return 0;
   }
-  const auto presets = io::list_presets();
+  const auto presets = io::list_presets(workload::model_parameters);
   if (name.empty()) {
     if (!json_paths.empty())
       write_json(presets, kind, json_paths.back());

@@ -2,6 +2,7 @@
 // --set overrides and validation, into a typed Scenario. All failures are InputError.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,7 +63,10 @@ struct PresetInfo {
   std::string name;
   std::string summary;
 };
-std::vector<PresetInfo> list_presets();
+// A model's parameters as the simulator counts them: workload::model_parameters, which lies in a
+// layer above this one; the model presets' summaries give it.
+using ParameterCount = std::function<long long(const ModelSpec&)>;
+std::vector<PresetInfo> list_presets(const ParameterCount& parameters);
 // The JSON text of one embedded preset (kind as in PresetInfo), or InputError.
 std::string preset_text(const std::string& kind, const std::string& name);
 

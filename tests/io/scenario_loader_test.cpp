@@ -128,7 +128,7 @@ TEST_CASE("calibration files, one or a list, stay in the scenario for simulate t
 }
 
 TEST_CASE("the resolved scenario loads back to the same scenario") {
-  for (const auto& info : io::list_presets()) {
+  for (const auto& info : io::list_presets([](const ModelSpec&) { return 0LL; })) {
     if (info.kind != "example") continue;
     INFO(info.name);
     const Scenario first = io::load_scenario(info.name, {"model.name=renamed"});
