@@ -567,5 +567,6 @@ void read_model(ModelSpec& out, const json::value& v, const Reader& r) { read_va
 
 json::value write_scenario(const Scenario& s) { return write_value(s, UnitStyle::bytes); }
 json::value write_cluster(const ClusterSpec& c) { return write_value(c, UnitStyle::bytes); }
+json::value write_gpu(const GpuSpec& g) { return write_value(g, UnitStyle::bytes); }
 
 }  // namespace stepsim::io

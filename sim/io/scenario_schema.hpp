@@ -25,5 +25,6 @@ bool assignment_covers(std::string_view key, std::string_view other);
 // Every key of the schema with its value, in schema order.
 boost::json::value write_scenario(const Scenario& s);
 boost::json::value write_cluster(const ClusterSpec& c);
+boost::json::value write_gpu(const GpuSpec& g);
 
 }  // namespace stepsim::io
