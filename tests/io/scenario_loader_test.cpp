@@ -2,6 +2,8 @@
 // applies after the file, and the resolved scenario loads back to the same values.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -166,6 +168,33 @@ TEST_CASE("a cluster preset is sized for a number of GPUs") {
   CHECK(c.intra_node.nvls);
   CHECK_THROWS_WITH(io::load_cluster("dgx-h100", 8),
                     "<command line>: cluster: unknown cluster preset 'dgx-h100' (did you mean 'dgx-h100-ndr'?)");
+}
+
+// A cluster file's keys are at its top level: a missing key, a bad unit and a rule between
+// keys are all named by pointers into the file, not into a scenario's cluster section.
+TEST_CASE("errors in a cluster file point into that file") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "stepsim-cluster-file-pointers";
+  std::filesystem::create_directories(dir);
+  const auto error_of = [&](const std::string& name, const std::string& text) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << text;
+    try {
+      (void)io::load_cluster(path, 8);
+    } catch (const InputError& e) {
+      return std::string(e.what()).substr(path.size());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("bare.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb"})") ==
+        ": /intra_node/bandwidth: is missing (or 0): expected a bandwidth between 1 Gb/s and 100 TB/s");
+  CHECK(error_of("unit.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
+                                   "inter_node": {"nic_bandwidth": "400"}})") ==
+        ": /inter_node/nic_bandwidth: '400' has no unit (expected e.g. \"400 Gb/s\" or \"50 GB/s\")");
+  CHECK(error_of("nvls.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "a100-sxm4-80gb",
+                                   "intra_node": {"bandwidth": "300 GB/s", "nvls": true},
+                                   "inter_node": {"nic_bandwidth": "200 Gb/s", "nics_per_node": 8}})") ==
+        ": /intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a scenario can start from an example preset and override it") {
