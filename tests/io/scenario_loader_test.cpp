@@ -175,7 +175,7 @@ TEST_CASE("a cluster preset is sized for a number of GPUs") {
 TEST_CASE("errors in a cluster file point into that file") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "stepsim-cluster-file-pointers";
   std::filesystem::create_directories(dir);
-  const auto error_of = [&](const std::string& name, const std::string& text) {
+  const auto cluster_error = [&](const std::string& name, const std::string& text) {
     const std::string path = (dir / name).string();
     std::ofstream(path) << text;
     try {
@@ -185,12 +185,12 @@ TEST_CASE("errors in a cluster file point into that file") {
     }
     return std::string("no error");
   };
-  CHECK(error_of("bare.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb"})") ==
+  CHECK(cluster_error("bare.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb"})") ==
         ": /intra_node/bandwidth: is missing (or 0): expected a bandwidth between 1 Gb/s and 100 TB/s");
-  CHECK(error_of("unit.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
+  CHECK(cluster_error("unit.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
                                    "inter_node": {"nic_bandwidth": "400"}})") ==
         ": /inter_node/nic_bandwidth: '400' has no unit (expected e.g. \"400 Gb/s\" or \"50 GB/s\")");
-  CHECK(error_of("nvls.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "a100-sxm4-80gb",
+  CHECK(cluster_error("nvls.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "a100-sxm4-80gb",
                                    "intra_node": {"bandwidth": "300 GB/s", "nvls": true},
                                    "inter_node": {"nic_bandwidth": "200 Gb/s", "nics_per_node": 8}})") ==
         ": /intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
