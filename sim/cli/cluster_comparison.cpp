@@ -13,8 +13,13 @@
 namespace stepsim::cli {
 namespace {
 
+// The scenario's assignments on the preset NAME: the --set cluster keys described the scenario's
+// own cluster and are left out (applied on NAME they would change it, as a section's keys apply
+// after the section whatever their order).
 std::vector<std::string> sets_for(const std::vector<std::string>& sets, const std::string& spec) {
-  std::vector<std::string> out = sets;
+  std::vector<std::string> out;
+  for (const std::string& set : sets)
+    if (!set.starts_with("cluster=") && !set.starts_with("cluster.")) out.push_back(set);
   const auto at = spec.find('@');
   const std::string name = spec.substr(0, at);
   if (name.empty())

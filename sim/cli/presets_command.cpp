@@ -2,8 +2,10 @@
 // one line each; with a name, that preset's JSON; with --keys, every scenario key.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "cli/options.hpp"
@@ -12,6 +14,7 @@
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
+#include "workload/work.hpp"
 
 namespace stepsim::cli {
 namespace {
@@ -80,21 +83,50 @@ void print_keys(const boost::json::value& v, const std::string& prefix) {
     print_keys(value, prefix.empty() ? std::string(key) : prefix + "." + std::string(key));
 }
 
+bool known_kind(const std::string& kind) {
+  return std::any_of(std::begin(kKinds), std::end(kKinds), [&](const Kind& k) { return kind == k.name; });
+}
+
+std::string unknown_kind_message(const std::string& kind) {
+  return fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind);
+}
+
+// "a gpu", "an example".
+std::string with_article(const std::string& kind) { return (kind == "example" ? "an " : "a ") + kind; }
+
+// "a gpu preset", "a model and an example preset": the kinds of the presets named alike.
+std::string kinds_text(const std::vector<io::PresetInfo>& named) {
+  std::string kinds;
+  for (std::size_t i = 0; i < named.size(); ++i)
+    kinds += (i == 0 ? "" : i + 1 == named.size() ? " and " : ", ") + with_article(named[i].kind);
+  return kinds + " preset";
+}
+
 // The one preset that NAME or KIND/NAME designates.
 io::PresetInfo find(const std::vector<io::PresetInfo>& presets, const std::string& spec) {
   const auto slash = spec.find('/');
   std::string kind = slash == std::string::npos ? "" : spec.substr(0, slash);
   if (kind.ends_with('s')) kind.pop_back();  // "gpus/h200" as well as "gpu/h200"
+  if (slash != std::string::npos && !known_kind(kind))
+    throw InputError("<command line>", "stepsim presets", unknown_kind_message(spec.substr(0, slash)));
   const std::string name = slash == std::string::npos ? spec : spec.substr(slash + 1);
-  std::vector<io::PresetInfo> matches;
-  std::vector<std::string_view> names;
+  std::vector<io::PresetInfo> named;    // of every kind
+  std::vector<std::string_view> names;  // of the kind asked for, each once
   for (const auto& p : presets) {
-    names.push_back(p.name);
-    if (p.name == name && (kind.empty() || p.kind == kind)) matches.push_back(p);
+    if (p.name == name) named.push_back(p);
+    if ((kind.empty() || p.kind == kind) && std::find(names.begin(), names.end(), p.name) == names.end())
+      names.push_back(p.name);
   }
+  std::vector<io::PresetInfo> matches;
+  for (const auto& p : named)
+    if (kind.empty() || p.kind == kind) matches.push_back(p);
   if (matches.size() == 1) return matches.front();
+  if (matches.empty() && !named.empty())
+    throw InputError("<command line>", "stepsim presets",
+                     fmt::format("'{}' is {}, not {} preset", name, kinds_text(named), with_article(kind)));
   if (matches.empty())
-    throw InputError("<command line>", "stepsim presets", io::unknown_name_message("preset", name, names));
+    throw InputError("<command line>", "stepsim presets",
+                     io::unknown_name_message(kind.empty() ? std::string("preset") : kind + " preset", name, names));
   throw InputError("<command line>", "stepsim presets",
                    fmt::format("'{}' is both a {} and an {} preset; write {}/{} or {}/{}", name, matches[0].kind,
                                matches[1].kind, matches[0].kind, name, matches[1].kind, name));
@@ -131,9 +163,7 @@ int run_presets(const Args& args) {
     throw InputError("<command line>", "--resolved", "applies to an example NAME (stepsim presets NAME --resolved)");
   if (!kind.empty() && vm.count("keys"))
     throw InputError("<command line>", "--kind", "applies to the list of presets, not to --keys");
-  if (!kind.empty() && kind != "gpu" && kind != "cluster" && kind != "model" && kind != "example")
-    throw InputError("<command line>", "--kind",
-                     fmt::format("unknown kind '{}' (expected gpu, cluster, model or example)", kind));
+  if (!kind.empty() && !known_kind(kind)) throw InputError("<command line>", "--kind", unknown_kind_message(kind));
   if (vm.count("markdown") && !vm.count("keys"))
     throw InputError("<command line>", "--markdown", "applies to --keys (stepsim presets --keys --markdown)");
   if (vm.count("keys")) {
@@ -144,7 +174,7 @@ int run_presets(const Args& args) {
       print_keys(scenario, "");
     return 0;
   }
-  const auto presets = io::list_presets();
+  const auto presets = io::list_presets(workload::model_parameters);
   if (name.empty()) {
     if (!json_paths.empty())
       write_json(presets, kind, json_paths.back());

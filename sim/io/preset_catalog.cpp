@@ -2,8 +2,6 @@
 // content (so a summary cannot disagree with the preset), and their JSON text.
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "io/json_document.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
@@ -57,29 +55,8 @@ std::string cluster_summary(const ClusterSpec& c) {
                      host_link_text(c.host_link), fitted_text(c.provenance));
 }
 
-// Parameters of the transformer: attention (GQA-aware), MLP (experts included), embeddings.
-double parameters(const ModelSpec& m) {
-  const double h = static_cast<double>(m.hidden);
-  const double kv = m.kv_heads > 0 ? static_cast<double>(m.kv_heads) : m.heads;
-  const double ffn = m.ffn_hidden > 0 ? static_cast<double>(m.ffn_hidden) : 4 * h;
-  const double head = m.head_dim > 0 ? static_cast<double>(m.head_dim) : h / m.heads;
-  const double attention = 2 * h * head * (m.heads + kv);
-  const double mlp_matrices = m.mlp == MlpKind::swiglu ? 3 : 2;
-  const double experts = m.moe.experts > 0 ? m.moe.experts + m.moe.shared_experts : 1;
-  const double expert_ffn =
-      m.moe.experts > 0 && m.moe.expert_ffn_hidden > 0 ? static_cast<double>(m.moe.expert_ffn_hidden) : ffn;
-  double moe_layers = m.layers;
-  if (m.mixed_layers()) {
-    moe_layers = 0;
-    for (int l = 0; l < m.layers; ++l) moe_layers += m.moe_layer(l) ? 1 : 0;
-  }
-  const double mlp = mlp_matrices * h * (moe_layers * expert_ffn * experts + (m.layers - moe_layers) * ffn);
-  const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
-  return m.layers * attention + mlp + embeddings;
-}
-
-std::string model_summary(const ModelSpec& m) {
-  const double p = parameters(m);
+std::string model_summary(const ModelSpec& m, const ParameterCount& parameters) {
+  const auto p = static_cast<double>(parameters(m));
   const std::string size = p >= 1e12 ? fmt::format("{:.2f}T", p / 1e12) : fmt::format("{:.1f}B", p / 1e9);
   const std::string moe = m.moe.experts > 0 ? fmt::format(", {} experts top-{}", m.moe.experts, m.moe.top_k) : "";
   const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
@@ -107,7 +84,7 @@ std::string example_summary(std::string_view text) {
   return sentence;
 }
 
-std::string summary(const EmbeddedFile& file) {
+std::string summary(const EmbeddedFile& file, const ParameterCount& parameters) {
   const std::string_view folder = preset_folder(file);
   const json::value name(json::string(preset_name(file)));
   const Reader r("presets", true);
@@ -124,20 +101,43 @@ std::string summary(const EmbeddedFile& file) {
   if (folder == "models") {
     ModelSpec m;
     read_model(m, name, r);
-    return model_summary(m);
+    return model_summary(m, parameters);
   }
   return example_summary(file.text);
 }
 
 }  // namespace
 
-std::vector<PresetInfo> list_presets() {
+std::vector<PresetInfo> list_presets(const ParameterCount& parameters) {
   std::vector<PresetInfo> out;
   for (const auto folder : kFolders)
     for (const auto& file : embedded_files())
       if (preset_folder(file) == folder)
-        out.push_back({std::string(kind_of(folder)), std::string(preset_name(file)), summary(file)});
+        out.push_back({std::string(kind_of(folder)), std::string(preset_name(file)), summary(file, parameters)});
   return out;
+}
+
+namespace {
+
+// What a GPU is as hardware: every key but its name and where its figures come from, as the
+// resolved scenario writes them (units written exactly, so equal text is equal figures).
+json::value hardware_of(const GpuSpec& gpu) {
+  json::value figures = write_gpu(gpu);
+  figures.as_object().erase("name");
+  figures.as_object().erase("provenance");
+  return figures;
+}
+
+}  // namespace
+
+std::string gpu_preset_of(const GpuSpec& gpu) {
+  const json::value figures = hardware_of(gpu);
+  for (const std::string_view name : preset_names("gpus")) {
+    GpuSpec preset;
+    read_gpu(preset, json::value(json::string(name)), Reader("presets", true));
+    if (hardware_of(preset) == figures) return std::string(name);
+  }
+  return "";
 }
 
 std::string preset_text(const std::string& kind, const std::string& name) {

@@ -52,6 +52,34 @@ std::string apply_set(Scenario& s, const std::string& assignment) {
   return pointer;
 }
 
+// The key an assignment "a.b=value" sets (the whole text when it has no '=': apply_set refuses it).
+std::string_view assigned_key(std::string_view assignment) { return assignment.substr(0, assignment.find('=')); }
+
+}  // namespace
+
+std::vector<std::string> ordered_sets(const std::vector<std::string>& sets) {
+  // Each round takes the first assignment left that no other one left covers; the relation has
+  // no cycle (a key covers only longer keys, or training.framework's kernel keys, which cover none).
+  std::vector<std::string> out;
+  std::vector<bool> done(sets.size(), false);
+  out.reserve(sets.size());
+  while (out.size() < sets.size()) {
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      if (done[i]) continue;
+      bool covered = false;
+      for (std::size_t j = 0; j < sets.size() && !covered; ++j)
+        covered = !done[j] && j != i && assignment_covers(assigned_key(sets[j]), assigned_key(sets[i]));
+      if (covered) continue;
+      done[i] = true;
+      out.push_back(sets[i]);
+      break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // Scenario and cluster files are small; a larger one is a mistake (or /dev/zero).
 constexpr std::size_t kMaxFileBytes = 64 << 20;
 
@@ -89,7 +117,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
   const json::value document = parse_json(text, source);
   if (!document.is_object()) throw InputError(source, "", "a scenario must be a JSON object");
   read_scenario(s, document, Reader(source, false));
-  for (const auto& assignment : sets) s.set_pointers.push_back(apply_set(s, assignment));
+  for (const auto& assignment : ordered_sets(sets)) s.set_pointers.push_back(apply_set(s, assignment));
   s.source = source;
   try {
     complete_and_validate(s);

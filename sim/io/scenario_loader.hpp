@@ -2,6 +2,7 @@
 // --set overrides and validation, into a typed Scenario. All failures are InputError.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,9 +12,10 @@
 namespace stepsim::io {
 
 // `path` empty: the embedded default scenario; "-": standard input; a path that is no file
-// but names an example preset loads that example. `sets`: "a.b=value" overrides, applied in
-// order after the file and before validation (the value is JSON when it parses, else a
-// string; "model=NAME" replaces a section by a preset).
+// but names an example preset loads that example. `sets`: "a.b=value" overrides, applied
+// after the file and before validation (the value is JSON when it parses, else a string;
+// "model=NAME" replaces a section by a preset), in the order of ordered_sets, so that the
+// result does not depend on the order they are given in.
 //
 // Conventions of the loaded Scenario: `model` and `cluster` are required, `training` needs
 // global_batch, every other section has defaults. cluster.nodes defaults to
@@ -21,6 +23,12 @@ namespace stepsim::io {
 // partly used). Sequence parallelism needs tp > 1 (Megatron switches it off at tp 1, where it
 // would do nothing: refused). TP beyond one node is accepted (it is slow, not invalid).
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets = {});
+
+// `sets` in the order load_scenario applies them: an assignment before every other whose key it
+// covers (a section before its keys: cluster, cluster.gpu, cluster.gpu.memory; training.framework
+// before the kernel keys it sets, training.attention, fusion, cross_entropy and grad_clip),
+// otherwise in the order given (the same key twice: the last wins).
+std::vector<std::string> ordered_sets(const std::vector<std::string>& sets);
 
 // The same from text already in memory; `source` names it in errors.
 Scenario load_scenario_text(const std::string& text, const std::string& source,
@@ -55,7 +63,14 @@ struct PresetInfo {
   std::string name;
   std::string summary;
 };
-std::vector<PresetInfo> list_presets();
+// A model's parameters as the simulator counts them: workload::model_parameters, which lies in a
+// layer above this one; the model presets' summaries give it.
+using ParameterCount = std::function<long long(const ModelSpec&)>;
+std::vector<PresetInfo> list_presets(const ParameterCount& parameters);
+// The GPU preset `gpu` is as hardware: the one whose every key but the name (and provenance,
+// which says where the figures come from) is `gpu`'s; "" when none is.
+std::string gpu_preset_of(const GpuSpec& gpu);
+
 // The JSON text of one embedded preset (kind as in PresetInfo), or InputError.
 std::string preset_text(const std::string& kind, const std::string& name);
 

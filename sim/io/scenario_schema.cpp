@@ -3,7 +3,9 @@
 // the resolved scenario and `stepsim presets --keys` all follow from the tables.
 #include "io/scenario_schema.hpp"
 
+#include <algorithm>
 #include <initializer_list>
+#include <iterator>
 
 #include "io/schema.hpp"
 #include "stepsim/framework.hpp"
@@ -373,7 +375,11 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
 }
 
 // training.framework sets the kernel keys it runs first, as a preset would, whatever its place
-// in the object: the keys beside it (and later --set assignments) override them.
+// in the object: the keys beside it (and --set assignments of them, whatever their order:
+// assignment_covers) override them.
+constexpr std::string_view kFrameworkKernelKeys[] = {"training.fusion", "training.attention", "training.cross_entropy",
+                                                     "training.grad_clip"};
+
 void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
     if (object->contains("main_grad")) out.main_grad_given = true;
@@ -387,6 +393,13 @@ void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
     }
   }
   read_value<TrainingSpec>(out, v, r);
+}
+
+bool assignment_covers(std::string_view key, std::string_view other) {
+  if (other.size() > key.size() && other.starts_with(key) && other[key.size()] == '.') return true;
+  if (key != "training.framework") return false;
+  return std::find(std::begin(kFrameworkKernelKeys), std::end(kFrameworkKernelKeys), other) !=
+         std::end(kFrameworkKernelKeys);
 }
 
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
@@ -554,5 +567,6 @@ void read_model(ModelSpec& out, const json::value& v, const Reader& r) { read_va
 
 json::value write_scenario(const Scenario& s) { return write_value(s, UnitStyle::bytes); }
 json::value write_cluster(const ClusterSpec& c) { return write_value(c, UnitStyle::bytes); }
+json::value write_gpu(const GpuSpec& g) { return write_value(g, UnitStyle::bytes); }
 
 }  // namespace stepsim::io

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/json/value.hpp>
+#include <string_view>
 
 #include "io/reader.hpp"
 #include "stepsim/scenario.hpp"
@@ -16,8 +17,14 @@ void read_cluster(ClusterSpec& out, const boost::json::value& v, const Reader& r
 void read_gpu(GpuSpec& out, const boost::json::value& v, const Reader& r);
 void read_model(ModelSpec& out, const boost::json::value& v, const Reader& r);
 
+// Whether assigning `key` ("a.b", as --set writes it) may set `other` too: `other` lies below it
+// (a section, a preset's object), or `key` is training.framework and `other` a kernel key the
+// framework sets.
+bool assignment_covers(std::string_view key, std::string_view other);
+
 // Every key of the schema with its value, in schema order.
 boost::json::value write_scenario(const Scenario& s);
 boost::json::value write_cluster(const ClusterSpec& c);
+boost::json::value write_gpu(const GpuSpec& g);
 
 }  // namespace stepsim::io

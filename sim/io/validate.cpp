@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "io/presets.hpp"
+#include "io/scenario_schema.hpp"
 #include "io/validate_limits.hpp"
 #include "io/validate_variation.hpp"
 #include "stepsim/error.hpp"
@@ -20,16 +22,36 @@ constexpr double kMinEfficiency = 0.01;
 // Throws InputError(file, where, message) when `ok` is false.
 class Checker {
  public:
-  explicit Checker(std::string file) : file_(std::move(file)) {}
+  // `sets`: the JSON pointers --set assignments gave (Scenario::set_pointers), if any.
+  explicit Checker(std::string file, const std::vector<std::string>* sets = nullptr)
+      : file_(std::move(file)), sets_(sets) {}
   template <class... A>
   void require(bool ok, const char* where, fmt::format_string<A...> message, A&&... args) const {
     if (!ok) throw InputError(file_, where, fmt::format(message, std::forward<A>(args)...));
   }
+  [[noreturn]] void fail(const std::string& where, const std::string& message) const {
+    throw InputError(file_, where, message);
+  }
+  // The deepest --set assignment that gave the value at `where` ("/cluster/gpu" for
+  // /cluster/gpu/arch after --set cluster.gpu=NAME), or "" when none did.
+  std::string assignment_of(std::string_view where) const {
+    std::string deepest;
+    if (sets_ == nullptr) return deepest;
+    for (const std::string& p : *sets_) {
+      const bool covers = where.starts_with(p) && (where.size() == p.size() || where[p.size()] == '/');
+      if (covers && p.size() > deepest.size()) deepest = p;
+    }
+    return deepest;
+  }
   // An efficiency: the fraction of a peak (`of`) a kind of work reaches. Below 1 % of it no
   // hardware runs a training step's work (calibration files take the same range), and a far
-  // smaller one would only carry the step out of the simulator's range of durations.
+  // smaller one would only carry the step out of the simulator's range of durations; above 1
+  // the work would run faster than the peak itself. The reason given is the violated side's.
   void efficiency(double v, const char* where, const char* of) const {
-    require(v >= kMinEfficiency && v <= 1, where,
+    require(v <= 1, where,
+            "must be a fraction of {} from {} to 1, got {}: above 1 the work would run faster than {} allows", of,
+            kMinEfficiency, v, of);
+    require(v >= kMinEfficiency, where,
             "must be a fraction of {} from {} to 1, got {}: no hardware runs a training step's work at less than {} % "
             "of its peak",
             of, kMinEfficiency, v, 100 * kMinEfficiency);
@@ -37,6 +59,7 @@ class Checker {
 
  private:
   std::string file_;
+  const std::vector<std::string>* sets_;
 };
 
 void require_model(const ModelSpec& m, const Checker& c) {
@@ -213,11 +236,40 @@ void check_gpu(const GpuSpec& g, const Checker& c) {
             "must be in [0, 1), got {}", g.efficiency.comm_slowdown);
 }
 
+// The cluster presets of `gpu` (its name and architecture), as the --set that picks one
+// ("--set cluster=dgx-a100-80g-hdr").
+std::string clusters_of(const GpuSpec& gpu) {
+  std::string out;
+  for (const std::string_view name : preset_names("clusters")) {
+    ClusterSpec preset;
+    read_cluster(preset, boost::json::value(boost::json::string(name)), Reader("presets", true));
+    if (preset.gpu.name == gpu.name && preset.gpu.arch == gpu.arch)
+      out += fmt::format("{}--set cluster={}", out.empty() ? "" : " or ", name);
+  }
+  return out;
+}
+
+// An Ampere GPU under NVLS. When a --set gave the GPU after the cluster's NVLS came (from the
+// file, or from a --set of the whole cluster), that assignment is what changed: it is named,
+// with what to change besides.
+[[noreturn]] void refuse_nvls_gpu(const ClusterSpec& cl, const Checker& c) {
+  const std::string gpu_set = c.assignment_of("/cluster/gpu/arch");
+  if (gpu_set.size() > c.assignment_of("/cluster/intra_node/nvls").size()) {
+    const std::string clusters = clusters_of(cl.gpu);
+    c.fail(gpu_set,
+           fmt::format("gives an Ampere GPU ({}), and the cluster ({}) runs NVLink SHARP (cluster.intra_node.nvls), "
+                       "which needs a Hopper or later GPU: also set cluster.intra_node.nvls=false{}",
+                       cl.gpu.name, cl.name,
+                       clusters.empty() ? "" : ", or pick a cluster of these GPUs (" + clusters + ")"));
+  }
+  c.fail("/cluster/intra_node/nvls",
+         fmt::format("NVLink SHARP needs a Hopper or later GPU ({} is ampere)", cl.gpu.name));
+}
+
 // NVLink SHARP is a feature of Hopper's and later NVSwitches.
 void check_nvls(const ClusterSpec& cl, const Checker& c) {
   if (!cl.intra_node.nvls) return;
-  c.require(cl.gpu.arch != GpuArch::ampere, "/cluster/intra_node/nvls",
-            "NVLink SHARP needs a Hopper or later GPU ({} is {})", cl.gpu.name, "ampere");
+  if (cl.gpu.arch == GpuArch::ampere) refuse_nvls_gpu(cl, c);
   c.require(cl.intra_node.fabric == IntraFabric::nvswitch, "/cluster/intra_node/nvls",
             "NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the switch)");
 }
@@ -1041,7 +1093,7 @@ void check_deepspeed(const Scenario& s, const Checker& c) {
 }
 
 void complete_and_validate(Scenario& s) {
-  const Checker c(s.source);
+  const Checker c(s.source, &s.set_pointers);
   require_model(s.model, c);
   c.require(!s.cluster.gpu.name.empty() || s.cluster.gpu.sms != 0, "/cluster",
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
@@ -1077,10 +1129,18 @@ void complete_and_validate(Scenario& s) {
 void complete_and_validate(ClusterSpec& cluster, int gpus, const std::string& source) {
   const Checker c(source);
   c.require(gpus > 0, "", "the number of GPUs must be positive, got {}", gpus);
-  check_cluster_ranges(cluster, source);
-  check_cluster(cluster, c);
-  cluster.nodes = 0;
-  size_cluster(cluster, gpus, c);
+  try {
+    check_cluster_ranges(cluster, source);
+    check_cluster(cluster, c);
+    cluster.nodes = 0;
+    size_cluster(cluster, gpus, c);
+  } catch (const InputError& e) {
+    // The checks name a scenario's keys; a cluster file's keys are at its top level, where
+    // reading it names them too.
+    constexpr std::string_view kSection = "/cluster";
+    if (e.file() != source || !e.where().starts_with(kSection)) throw;
+    throw InputError(source, e.where().substr(kSection.size()), e.message());
+  }
 }
 
 }  // namespace stepsim::io

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "io/units_text.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::io {
@@ -23,6 +25,90 @@ constexpr double kMaxStepSeconds = 1e6;                        // about 11.6 day
 constexpr double kMaxParams = 1125899906842624.0;              // 2^50 parameters
 constexpr double kMaxTokensPerMicroBatch = 4294967296;         // 2^32 tokens
 constexpr double kMaxMicroBatchBytes = 1152921504606846976.0;  // 2^60 bytes of one layer's activations
+
+// How a range's bounds and a refused value are written: in the units a scenario writes them in.
+// A bandwidth is written in bytes per second, a NIC's in bits (bit_rate).
+enum class Quantity { compute_rate, size, bandwidth, bit_rate };
+
+struct BoundUnit {
+  const char* name;
+  double factor;
+};
+
+constexpr BoundUnit kRateUnits[] = {{"EFLOPS", 1e18}, {"PFLOPS", 1e15}, {"TFLOPS", 1e12}, {"GFLOPS", 1e9},
+                                    {"MFLOPS", 1e6},  {"KFLOPS", 1e3},  {"FLOPS", 1.0}};
+constexpr BoundUnit kSizeUnits[] = {{"TiB", 1099511627776.0},
+                                    {"GiB", 1073741824.0},
+                                    {"MiB", 1048576.0},
+                                    {"KiB", 1024.0},
+                                    {"TB", 1e12},
+                                    {"GB", 1e9},
+                                    {"MB", 1e6},
+                                    {"KB", 1e3},
+                                    {"B", 1.0}};
+constexpr BoundUnit kByteRateUnits[] = {{"TB/s", 1e12}, {"GB/s", 1e9}, {"MB/s", 1e6}, {"kB/s", 1e3}, {"B/s", 1.0}};
+constexpr BoundUnit kBitRateUnits[] = {
+    {"Tb/s", 1e12 / 8}, {"Gb/s", 1e9 / 8}, {"Mb/s", 1e6 / 8}, {"Kb/s", 1e3 / 8}, {"b/s", 1.0 / 8}};
+
+// `v` as the shortest whole number of one of `units` ("100 TB/s", "1 MiB"), or "" when none.
+std::string whole_text(double v, std::span<const BoundUnit> units) {
+  std::string best;
+  for (const BoundUnit& u : units) {
+    const double count = v / u.factor;
+    if (count < 1 || count > 1e15 || count != std::floor(count) || count * u.factor != v) continue;
+    std::string text = fmt::format("{:.0f} {}", count, u.name);
+    if (best.empty() || text.size() < best.size()) best = std::move(text);
+  }
+  return best;
+}
+
+// The shorter of two texts, the first when they tie; an empty one loses.
+std::string shorter(std::string a, std::string b) {
+  if (a.empty() || (!b.empty() && b.size() < a.size())) return b;
+  return a;
+}
+
+// A refused value: in the key's own units where a whole number writes it ("999999 b/s" for a
+// NIC, "500 kB/s" for a host link), else in the other units of its kind, else exactly as the
+// resolved scenario writes it.
+std::string value_text(double v, Quantity q) {
+  switch (q) {
+    case Quantity::compute_rate:
+      return shorter(whole_text(v, kRateUnits), format_flop_rate(FlopRate::flops_per_s(v)));
+    case Quantity::size: {
+      const std::string whole = whole_text(v, kSizeUnits);
+      return whole.empty() ? format_bytes(Bytes(std::llround(v))) : whole;
+    }
+    case Quantity::bandwidth:
+    case Quantity::bit_rate:
+      break;
+  }
+  const bool bits = q == Quantity::bit_rate;
+  std::string text = whole_text(v, bits ? std::span(kBitRateUnits) : std::span(kByteRateUnits));
+  if (text.empty()) text = whole_text(v, bits ? std::span(kByteRateUnits) : std::span(kBitRateUnits));
+  return text.empty() ? format_bandwidth(Bandwidth::bytes_per_s(v), bits) : text;
+}
+
+// A range's bound: a bandwidth in bits or bytes, whichever is shorter (125 MB/s is "1 Gb/s",
+// 10^14 B/s "100 TB/s", as README gives link bandwidths' range).
+std::string bound_text(double v, Quantity q) {
+  if (q != Quantity::bandwidth && q != Quantity::bit_rate) return value_text(v, q);
+  const std::string text = shorter(whole_text(v, kByteRateUnits), whole_text(v, kBitRateUnits));
+  return text.empty() ? value_text(v, q) : text;
+}
+
+const char* quantity_noun(Quantity q) {
+  switch (q) {
+    case Quantity::compute_rate:
+      return "a compute rate";
+    case Quantity::size:
+      return "a size";
+    case Quantity::bandwidth:
+    case Quantity::bit_rate:
+      break;
+  }
+  return "a bandwidth";
+}
 
 class Limits {
  public:
@@ -38,12 +124,15 @@ class Limits {
     if (v < Time::zero() || v.seconds() > max_s)
       fail(where, fmt::format("must be between 0 and {} s, got {} s", max_s, v.seconds()));
   }
-  // A rate of 0 means "not available" where `zero_allowed`; otherwise within [lo, hi].
-  void rate(double v, double lo, double hi, const char* unit, bool zero_allowed, const char* where) const {
+  // A quantity within [lo, hi]; 0 means "not available" where `zero_allowed`. A 0 that the range
+  // refuses is a key left out (a section given as an object without it), or given as 0.
+  void quantity(double v, double lo, double hi, Quantity q, bool zero_allowed, const char* where) const {
     if (zero_allowed && v == 0) return;
-    if (!(v >= lo && v <= hi))
-      fail(where, fmt::format("must be between {} and {} {}{}, got {} {}", lo, hi, unit,
-                              zero_allowed ? " (or 0: not available)" : "", v, unit));
+    if (v >= lo && v <= hi) return;
+    const std::string range = fmt::format("between {} and {}", bound_text(lo, q), bound_text(hi, q));
+    if (v == 0) fail(where, fmt::format("is missing (or 0): expected {} {}", quantity_noun(q), range));
+    fail(where,
+         fmt::format("must be {}{}, got {}", range, zero_allowed ? " (or 0: not available)" : "", value_text(v, q)));
   }
   [[noreturn]] void fail(const char* where, const std::string& message) const {
     throw InputError(file_, where, message);
@@ -83,14 +172,14 @@ void model_ranges(const ModelSpec& m, const Limits& l) {
 
 void gpu_ranges(const GpuSpec& g, const Limits& l) {
   constexpr double kFlopsLo = 1e9, kFlopsHi = 1e21;  // 1 GFLOPS to 1 ZFLOPS
-  l.rate(g.flops.bf16.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/bf16");
-  l.rate(g.flops.fp16.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp16");
-  l.rate(g.flops.fp8.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp8");
-  l.rate(g.flops.tf32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/tf32");
-  l.rate(g.flops.fp32.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp32");
-  l.rate(g.flops.fp4.flops_per_s(), kFlopsLo, kFlopsHi, "FLOPS", true, "/cluster/gpu/flops/fp4");
-  l.rate(g.memory.as_double(), 1048576.0, 1125899906842624.0, "B", false, "/cluster/gpu/memory");
-  l.rate(g.memory_bandwidth.bytes_per_s(), 1e9, 1e15, "B/s", false, "/cluster/gpu/memory_bandwidth");
+  l.quantity(g.flops.bf16.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/bf16");
+  l.quantity(g.flops.fp16.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/fp16");
+  l.quantity(g.flops.fp8.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/fp8");
+  l.quantity(g.flops.tf32.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/tf32");
+  l.quantity(g.flops.fp32.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/fp32");
+  l.quantity(g.flops.fp4.flops_per_s(), kFlopsLo, kFlopsHi, Quantity::compute_rate, true, "/cluster/gpu/flops/fp4");
+  l.quantity(g.memory.as_double(), 1048576.0, 1125899906842624.0, Quantity::size, false, "/cluster/gpu/memory");
+  l.quantity(g.memory_bandwidth.bytes_per_s(), 1e9, 1e15, Quantity::bandwidth, false, "/cluster/gpu/memory_bandwidth");
   l.integer(g.sms, 1, 4096, "/cluster/gpu/sms");
   l.number(g.efficiency.gemm_half_flops, 0, 1e18, "/cluster/gpu/efficiency/gemm_half_flops");
   l.number(g.efficiency.gemm_half_k, 0, 1e6, "/cluster/gpu/efficiency/gemm_half_k");
@@ -105,18 +194,20 @@ void cluster_ranges(const ClusterSpec& c, const Limits& l) {
   l.integer(c.nvlink_domain, 0, kMaxGpus, "/cluster/nvlink_domain");  // 0: the node
   gpu_ranges(c.gpu, l);
   l.number(c.gpu_hour_price, 0, ClusterSpec::kMaxGpuHourPrice, "/cluster/gpu_hour_price");
-  l.rate(c.intra_node.bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/intra_node/bandwidth");
+  l.quantity(c.intra_node.bandwidth.bytes_per_s(), 1.25e8, 1e14, Quantity::bandwidth, false,
+             "/cluster/intra_node/bandwidth");
   l.duration(c.intra_node.latency, 1.0, "/cluster/intra_node/latency");
   l.integer(c.inter_node.nics_per_node, 1, 1024, "/cluster/inter_node/nics_per_node");
-  l.rate(c.inter_node.nic_bandwidth.bytes_per_s(), 1.25e8, 1e14, "B/s", false, "/cluster/inter_node/nic_bandwidth");
+  l.quantity(c.inter_node.nic_bandwidth.bytes_per_s(), 1.25e8, 1e14, Quantity::bit_rate, false,
+             "/cluster/inter_node/nic_bandwidth");
   l.duration(c.inter_node.latency, 1.0, "/cluster/inter_node/latency");
-  l.rate(c.host_link.bandwidth.bytes_per_s(), 1e6, 1e14, "B/s", true, "/cluster/host_link/bandwidth");
+  l.quantity(c.host_link.bandwidth.bytes_per_s(), 1e6, 1e14, Quantity::bandwidth, true, "/cluster/host_link/bandwidth");
   l.integer(c.host_link.gpus_per_link, 1, 1024, "/cluster/host_link/gpus_per_link");
   l.number(c.inter_node.oversubscription, 1, 1024, "/cluster/inter_node/oversubscription");
   l.integer(c.inter_node.nodes_per_leaf, 1, 1 << 20, "/cluster/inter_node/nodes_per_leaf");
   l.duration(c.tuning.launch_overhead, 1.0, "/cluster/collective_tuning/launch_overhead");
-  l.rate(c.tuning.ramp_half_bytes.as_double(), 0, 1099511627776.0, "B", false,
-         "/cluster/collective_tuning/ramp_half_bytes");
+  l.quantity(c.tuning.ramp_half_bytes.as_double(), 0, 1099511627776.0, Quantity::size, false,
+             "/cluster/collective_tuning/ramp_half_bytes");
   // Above 1 the shortfall would fall faster than the buffer grows: a larger buffer would take
   // less time.
   l.number(c.tuning.ramp_exponent, 0.01, 1, "/cluster/collective_tuning/ramp_exponent");
@@ -144,7 +235,8 @@ void training_ranges(const Scenario& s, const Limits& l) {
   l.integer(t.micro_batch, 1, 1LL << 20, "/training/micro_batch");
   l.integer(t.activation_offload_layers, 0, 2048, "/training/activation_offload_layers");
   // Up to the GPU's own memory: more would leave no layout that fits.
-  l.rate(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), "B", false, "/training/memory_headroom");
+  l.quantity(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), Quantity::size, false,
+             "/training/memory_headroom");
   if (static_cast<double>(t.micro_batch) * s.parallel.dp > static_cast<double>(t.global_batch))
     l.fail("/training/global_batch", fmt::format("{} is smaller than micro_batch·dp ({}·{}): each data-parallel rank "
                                                  "needs at least one micro-batch",

@@ -32,6 +32,7 @@
 #include "sweep/point.hpp"
 #include "sweep/rows.hpp"
 #include "sweep/runner.hpp"
+#include "workload/work.hpp"
 
 namespace py = pybind11;
 
@@ -189,7 +190,7 @@ void define_collective(py::module_& m) {
 
 py::list presets() {
   py::list out;
-  for (const io::PresetInfo& p : io::list_presets())
+  for (const io::PresetInfo& p : io::list_presets(workload::model_parameters))
     out.append(py::dict(py::arg("kind") = p.kind, py::arg("name") = p.name, py::arg("summary") = p.summary));
   return out;
 }

@@ -94,6 +94,7 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   on_cluster(cluster, [&] {
     const Scenario base = load_base(s);
     row.gpu = base.cluster.gpu.name;
+    row.band = validation_band(base.cluster.gpu);
     // The price the search's reports use: NAME@PRICE's, or --set cluster.gpu_hour_price's.
     row.cluster.gpu_hour_price = base.cluster.gpu_hour_price;
     const auto start = std::chrono::steady_clock::now();
@@ -103,7 +104,6 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
     row.search = search_best(s, jobs, false, space);
     row.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
-  row.band = validation_band(row.gpu);
   if (row.search.ranked.empty()) return row;
   row.layout = row.search.ranked.front().first;
   row.report = row.search.ranked.front().second;

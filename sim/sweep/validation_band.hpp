@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "stepsim/scenario.hpp"
+
 namespace stepsim::sweep {
 
 struct ValidationBand {
@@ -13,8 +15,10 @@ struct ValidationBand {
   std::string source;    // where the figure comes from, in words
 };
 
-// The band of `gpu` (a GPU preset's name): docs/validation.md's step-time errors of the runs on
-// that GPU not used for fitting, or of all such runs when none was on it.
-ValidationBand validation_band(const std::string& gpu);
+// The band of `gpu`: docs/validation.md's step-time errors of the runs not used for fitting on
+// the GPU preset whose figures it has (io::gpu_preset_of: every key but the name, which only
+// names it in the report), or of all such runs when it has no preset's figures or no run was on
+// that preset.
+ValidationBand validation_band(const GpuSpec& gpu);
 
 }  // namespace stepsim::sweep

@@ -335,6 +335,12 @@ OpCost optimizer_step(long long params, const TrainingSpec& t) {
                      gradient + master_bytes + moments + model_copy + clip, adam_flops);
 }
 
+long long model_parameters(const ModelSpec& m) {
+  LayerShape s = weight_shape(m, 1);
+  s.seq = m.seq_len;  // a learned position table has a row per position
+  return params_total(m, s);
+}
+
 ModelWork build_work(const Scenario& sc) {
   const LayerShape s = layer_shape(sc);
   const int pp = std::max(sc.parallel.pp, 1);
@@ -357,7 +363,7 @@ ModelWork build_work(const Scenario& sc) {
   w.optimizer = optimizer_step(stage_params, sc.training);
   w.model_flops_per_step = model_flops(sc, s);
   w.recompute_flops_per_step = recompute_flops(sc, s, w);
-  w.params_total = params_total(sc.model, s);
+  w.params_total = model_parameters(sc.model);
   return w;
 }
 

@@ -147,6 +147,11 @@ struct ModelWork {
 // grouped expert GEMMs, unpermute) plus any shared experts, in place of the dense MLP.
 ModelWork build_work(const Scenario& scenario);
 
+// The whole model's parameters as the simulator counts them (ModelWork::params_total): every
+// layer's, the embedding's and the head's, multi-token prediction's depths. `model` may leave
+// kv_heads and ffn_hidden 0 (their defaults).
+long long model_parameters(const ModelSpec& model);
+
 // One optimizer step (Adam, or SGD with momentum) over `params` parameters: memory-bound, its
 // bytes per parameter from the precisions of the main gradient and the moments (model.cpp).
 OpCost optimizer_step(long long params, const TrainingSpec& training);

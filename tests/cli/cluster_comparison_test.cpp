@@ -120,3 +120,28 @@ TEST_CASE("A trace format without a trace file is refused") {
         "stepsim: error: <command line>: --trace-format: needs --trace FILE: it chooses the format of "
         "that file\n");
 }
+
+// A --set cluster key describes the scenario's own cluster: the compared one is its preset (a
+// section's keys now apply after the section whatever their order, so they are left out of it).
+TEST_CASE("A cluster comparison runs the other preset as it is, without the scenario's cluster keys") {
+  Scratch scratch("compare-cluster-own-keys");
+  const auto run = scratch.run(
+      "simulate --set cluster.gpu_hour_price=2 --set cluster.gpu=a100-sxm4-80gb --set cluster.intra_node.nvls=false "
+      "--compare-cluster dgx-h200-ndr");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const std::string table = run.out.substr(run.out.find("same job on other clusters"));
+  const auto price = table.find("GPU-hour price");
+  REQUIRE(price != std::string::npos);
+  // The scenario's own cluster at 2 per GPU-hour, dgx-h200-ndr without a price.
+  CHECK(table.substr(price, table.find('\n', price) - price).ends_with("2                   -"));
+  const auto same = scratch.run("simulate --compare-cluster dgx-h200-ndr");
+  const auto other_step = [](const std::string& out) {
+    const std::string t = out.substr(out.find("same job on other clusters"));
+    const auto at = t.find("step time");
+    return t.substr(at, t.find('\n', at) - at);
+  };
+  // The H200 cluster's step time, the last column, is the one it has beside the default cluster.
+  const std::string with_keys = other_step(run.out), without = other_step(same.out);
+  CHECK(with_keys.substr(with_keys.rfind(' ')) == without.substr(without.rfind(' ')));
+}

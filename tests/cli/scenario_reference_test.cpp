@@ -2,13 +2,18 @@
 // the schema has a row with its meaning, and the presets' listings read as whole sentences.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <boost/json.hpp>
+#include <string>
 
 #include "cli/run_stepsim.hpp"
 #include "cli/scenario_reference.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/stage_layout.hpp"
+#include "stepsim/report.hpp"
 
+using stepsim::testing::refusal;
 using stepsim::testing::Scratch;
 using stepsim::testing::slurp;
 
@@ -128,4 +133,51 @@ TEST_CASE("The reference says how many entries parallel.stage_layers takes and w
   CHECK(row.find("pp·virtual_stages") != std::string::npos);
   CHECK(row.find("stage s holding chunks s, s + pp") != std::string::npos);
   CHECK(row.find("layers per stage") == std::string::npos);
+}
+
+// A name of another kind is said to be of that kind rather than unknown (with itself as the
+// suggestion), and an unknown kind before the slash is refused as --kind refuses it.
+TEST_CASE("A preset asked for under another kind names the kind it is") {
+  Scratch scratch("presets-kind");
+  const std::string gpu_not_model = "<command line>: stepsim presets: 'h200' is a gpu preset, not a model preset";
+  CHECK(refusal(scratch.run("presets model/h200"), gpu_not_model) == "");
+  CHECK(refusal(scratch.run("presets h200 --kind model"), gpu_not_model) == "");
+  CHECK(refusal(scratch.run("presets --kind cluster llama3-8b"),
+                "<command line>: stepsim presets: 'llama3-8b' is a model preset, not a cluster preset") == "");
+  CHECK(refusal(scratch.run("presets gpu/bloom-176b"),
+                "<command line>: stepsim presets: 'bloom-176b' is a model and an example preset, not a gpu preset") ==
+        "");
+  CHECK(refusal(scratch.run("presets foo/h200"),
+                "<command line>: stepsim presets: unknown kind 'foo' (expected gpu, cluster, model or example)") == "");
+  CHECK(refusal(scratch.run("presets --kind foo"),
+                "<command line>: --kind: unknown kind 'foo' (expected gpu, cluster, model or example)") == "");
+  CHECK(refusal(scratch.run("presets gpu/h2000"),
+                "<command line>: stepsim presets: unknown gpu preset 'h2000' (did you mean 'h200'?)") == "");
+  CHECK(scratch.run("presets gpus/h200").status == 0);
+}
+
+// A model preset's listed size is the simulator's own count, the weights a one-GPU run holds
+// (memory_bytes.params, two bytes each in BF16); DeepSeek-V3's is the 671B its paper gives
+// (multi-head latent attention's projections, not GQA's).
+TEST_CASE("Model summaries give the parameters the simulator counts") {
+  Scratch scratch("presets-parameters");
+  const auto run = scratch.run("presets --kind model --json -");
+  REQUIRE(run.status == 0);
+  const boost::json::value list = boost::json::parse(run.out);
+  int models = 0;
+  for (const auto& preset : list.as_array()) {
+    const std::string name(preset.at("name").as_string());
+    const std::string summary(preset.at("summary").as_string());
+    INFO(name << ": " << summary);
+    const stepsim::Scenario s =
+        stepsim::io::load_scenario("", {"model=" + name, "parallel.tp=1", "parallel.dp=1", "training.global_batch=1",
+                                        "training.micro_batch=1", "training.precision=bf16"});
+    const double params = stepsim::simulate(s, stepsim::SimulateOptions::report_only()).report.memory_bytes.params / 2;
+    const std::string size =
+        params >= 1e12 ? fmt::format("~{:.2f}T params:", params / 1e12) : fmt::format("~{:.1f}B params:", params / 1e9);
+    CHECK(summary.starts_with(size));
+    if (name == "deepseek-v3") CHECK(summary.starts_with("~671.0B params:"));
+    ++models;
+  }
+  CHECK(models == 24);
 }

@@ -10,13 +10,14 @@
 #include "invariants/scenario_grid.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
+#include "workload/work.hpp"
 
 namespace stepsim::test {
 namespace {
 
 std::vector<std::string> example_names() {
   std::vector<std::string> names;
-  for (const io::PresetInfo& p : io::list_presets())
+  for (const io::PresetInfo& p : io::list_presets(workload::model_parameters))
     if (p.kind == "example") names.push_back(p.name);
   return names;
 }

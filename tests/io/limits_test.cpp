@@ -79,9 +79,9 @@ TEST_CASE("more micro-batches than a step can simulate are refused up front") {
 
 TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast step") {
   CHECK(error_of({R"(cluster.gpu.flops.bf16="1 FLOPS")"}) ==
-        "--set: cluster.gpu.flops.bf16: must be between 1000000000 and 1e+21 FLOPS (or 0: not available), got 1 FLOPS");
+        "--set: cluster.gpu.flops.bf16: must be between 1 GFLOPS and 1000 EFLOPS (or 0: not available), got 1 FLOPS");
   CHECK(error_of({R"(cluster.intra_node.bandwidth="1 b/s")"}) ==
-        "--set: cluster.intra_node.bandwidth: must be between 125000000 and 100000000000000 B/s, got 0.125 B/s");
+        "--set: cluster.intra_node.bandwidth: must be between 1 Gb/s and 100 TB/s, got 1 b/s");
   CHECK(error_of({R"(cluster.inter_node.latency="1000 s")"}) ==
         "--set: cluster.inter_node.latency: must be between 0 and 1 s, got 1000 s");
   CHECK(error_of({R"(cluster.gpu.flops.bf16="1e308 PFLOPS")"}) ==
@@ -90,13 +90,32 @@ TEST_CASE("absurdly slow hardware is refused instead of overflowing into a fast 
         "--set: cluster.collective_tuning.ramp_exponent: must be between 0.01 and 1, got 1000");
 }
 
-TEST_CASE("range messages print byte counts and whole numbers in full") {
+// Ranges and values in the units scenarios write (README: link bandwidths 1 Gb/s–100 TB/s),
+// each in the unit that makes it the shortest whole number, never in exponent form.
+TEST_CASE("range messages give quantities in the units a scenario writes") {
   CHECK(error_of({R"(cluster.gpu.memory="1 KiB")"}) ==
-        "--set: cluster.gpu.memory: must be between 1048576 and 1125899906842624 B, got 1024 B");
+        "--set: cluster.gpu.memory: must be between 1 MiB and 1024 TiB, got 1 KiB");
   CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="1 Gb/s")"}) == "no error");
   CHECK(error_of({R"(cluster.inter_node.nic_bandwidth="999999 b/s")"}) ==
-        "--set: cluster.inter_node.nic_bandwidth: must be between 125000000 and 100000000000000 B/s, got 124999.875 "
-        "B/s");
+        "--set: cluster.inter_node.nic_bandwidth: must be between 1 Gb/s and 100 TB/s, got 999999 b/s");
+  CHECK(error_of({R"(cluster.gpu.memory_bandwidth="2000 TB/s")"}) ==
+        "--set: cluster.gpu.memory_bandwidth: must be between 1 GB/s and 1000 TB/s, got 2000 TB/s");
+  CHECK(error_of({R"(cluster.host_link.bandwidth="0.5 MB/s")"}) ==
+        "--set: cluster.host_link.bandwidth: must be between 1 MB/s and 100 TB/s (or 0: not available), got 500 kB/s");
+}
+
+// A cluster given as an object without a link's bandwidth left it 0, refused as out of a range
+// in bytes per second; the key is said to be missing.
+TEST_CASE("a bandwidth a cluster object leaves out is said to be missing") {
+  const std::string inline_cluster = R"({ "model": "llama3-8b", "parallel": { "tp": 8, "dp": 1 },
+    "cluster": { "name": "x", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
+                 "inter_node": { "nic_bandwidth": "400 Gb/s", "nics_per_node": 8 } },
+    "training": { "global_batch": 8 } })";
+  CHECK(error_of({}, inline_cluster) ==
+        "s.json: /cluster/intra_node/bandwidth: is missing (or 0): expected a bandwidth between 1 Gb/s and 100 TB/s");
+  CHECK(error_of({R"(cluster.intra_node.bandwidth="450 GB/s")", R"(cluster.inter_node.nic_bandwidth="0 Gb/s")"},
+                 inline_cluster) ==
+        "--set: cluster.inter_node.nic_bandwidth: is missing (or 0): expected a bandwidth between 1 Gb/s and 100 TB/s");
 }
 
 TEST_CASE("slow but valid hardware whose step would outlast the time range names the rate") {
@@ -108,8 +127,9 @@ TEST_CASE("slow but valid hardware whose step would outlast the time range names
 
 // An efficiency far below any hardware's carried the step past the simulator's range of
 // durations, refused then without the key: it is refused up front, naming the key and the
-// range, from 1 % of the peak (what calibration files take) to all of it.
-TEST_CASE("efficiencies below 1 % of the peak are refused with the key and the range") {
+// range, from 1 % of the peak (what calibration files take) to all of it, and the reason of the
+// side it falls beyond.
+TEST_CASE("efficiencies below 1 % of the peak or above it are refused with the key, the range and why") {
   struct Key {
     const char* key;
     const char* of;
@@ -121,10 +141,14 @@ TEST_CASE("efficiencies below 1 % of the peak are refused with the key and the r
                        Key{"cluster.gpu.efficiency.hbm", "the HBM bandwidth"},
                        Key{"cluster.collective_tuning.bus_efficiency", "NCCL's modelled bus bandwidth"}}) {
     INFO(k.key);
-    for (const char* value : {"1e-30", "0", "0.0099", "1.5"})
+    for (const char* value : {"1e-30", "0", "0.0099"})
       CHECK(error_of({std::string(k.key) + "=" + value}) ==
             "--set: " + std::string(k.key) + ": must be a fraction of " + k.of + " from 0.01 to 1, got " + value +
                 ": no hardware runs a training step's work at less than 1 % of its peak");
+    for (const char* value : {"1.0001", "1.5", "2"})
+      CHECK(error_of({std::string(k.key) + "=" + value}) ==
+            "--set: " + std::string(k.key) + ": must be a fraction of " + k.of + " from 0.01 to 1, got " + value +
+                ": above 1 the work would run faster than " + k.of + " allows");
     for (const char* value : {"0.01", "1"}) CHECK(error_of({std::string(k.key) + "=" + value}) == "no error");
   }
   const std::string slow_file = R"({ "model": "llama3-8b", "parallel": { "tp": 8, "dp": 8 },

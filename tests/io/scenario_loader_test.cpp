@@ -2,6 +2,11 @@
 // applies after the file, and the resolved scenario loads back to the same values.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 
@@ -125,7 +130,7 @@ TEST_CASE("calibration files, one or a list, stay in the scenario for simulate t
 }
 
 TEST_CASE("the resolved scenario loads back to the same scenario") {
-  for (const auto& info : io::list_presets()) {
+  for (const auto& info : io::list_presets([](const ModelSpec&) { return 0LL; })) {
     if (info.kind != "example") continue;
     INFO(info.name);
     const Scenario first = io::load_scenario(info.name, {"model.name=renamed"});
@@ -165,6 +170,33 @@ TEST_CASE("a cluster preset is sized for a number of GPUs") {
                     "<command line>: cluster: unknown cluster preset 'dgx-h100' (did you mean 'dgx-h100-ndr'?)");
 }
 
+// A cluster file's keys are at its top level: a missing key, a bad unit and a rule between
+// keys are all named by pointers into the file, not into a scenario's cluster section.
+TEST_CASE("errors in a cluster file point into that file") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "stepsim-cluster-file-pointers";
+  std::filesystem::create_directories(dir);
+  const auto cluster_error = [&](const std::string& name, const std::string& text) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << text;
+    try {
+      (void)io::load_cluster(path, 8);
+    } catch (const InputError& e) {
+      return std::string(e.what()).substr(path.size());
+    }
+    return std::string("no error");
+  };
+  CHECK(cluster_error("bare.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb"})") ==
+        ": /intra_node/bandwidth: is missing (or 0): expected a bandwidth between 1 Gb/s and 100 TB/s");
+  CHECK(cluster_error("unit.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "h100-sxm5-80gb",
+                                   "inter_node": {"nic_bandwidth": "400"}})") ==
+        ": /inter_node/nic_bandwidth: '400' has no unit (expected e.g. \"400 Gb/s\" or \"50 GB/s\")");
+  CHECK(cluster_error("nvls.json", R"({"name": "bare", "gpus_per_node": 8, "gpu": "a100-sxm4-80gb",
+                                   "intra_node": {"bandwidth": "300 GB/s", "nvls": true},
+                                   "inter_node": {"nic_bandwidth": "200 Gb/s", "nics_per_node": 8}})") ==
+        ": /intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a scenario can start from an example preset and override it") {
   const Scenario s =
       io::load_scenario_text(R"({ "preset": "korthikanti-22b", "training": { "recompute": "full" } })", "s.json");
@@ -190,4 +222,51 @@ TEST_CASE("a missing scenario file that is no example preset lists the examples"
                     Catch::Contains("is a GPU preset, not a scenario: give it as '--set cluster.gpu=h200'"));
   // An example that is also a model preset's name is the example.
   CHECK(io::load_scenario("bloom-176b").model.name == "bloom-176b");
+}
+
+// A key inside a section or a preset keeps its --set value when a later --set replaces the
+// section: the H200's own memory is 143771 MiB and dgx-h200-ndr's NVLink 450 GB/s, so the
+// assignments' 100 GiB and 900 GB/s can only come from the assignments themselves.
+TEST_CASE("a set key survives a set of the section that holds it, in either order") {
+  const std::vector<std::vector<std::string>> gpu_orders = {{"cluster.gpu.memory=100 GiB", "cluster.gpu=h200"},
+                                                            {"cluster.gpu=h200", "cluster.gpu.memory=100 GiB"}};
+  for (const auto& sets : gpu_orders) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.cluster.gpu.name == "h200");
+    CHECK(s.cluster.gpu.memory.count() == 100LL << 30);
+    CHECK(s.cluster.gpu.memory_bandwidth.bytes_per_s() == Approx(4.8e12));
+  }
+  const std::vector<std::vector<std::string>> cluster_orders = {
+      {"cluster.intra_node.bandwidth=900 GB/s", "cluster=dgx-h200-ndr"},
+      {"cluster=dgx-h200-ndr", "cluster.intra_node.bandwidth=900 GB/s"}};
+  for (const auto& sets : cluster_orders) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.cluster.name == "dgx-h200-ndr");
+    CHECK(s.cluster.gpu.name == "h200");
+    CHECK(s.cluster.intra_node.bandwidth.bytes_per_s() == 900e9);
+  }
+  // training.framework sets the kernel keys as a preset would: a --set of one of them, before
+  // or after it, overrides it (Megatron's own attention is flash).
+  for (const auto& sets :
+       std::vector<std::vector<std::string>>{{"training.attention=unfused", "training.framework=megatron"},
+                                             {"training.framework=megatron", "training.attention=unfused"}}) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario("", sets);
+    CHECK(s.training.framework == Framework::megatron);
+    CHECK(s.training.attention == AttentionKind::unfused);
+  }
+}
+
+TEST_CASE("assignments apply a section before its keys and otherwise in the order given") {
+  CHECK(io::ordered_sets({"cluster.gpu.memory=1 GiB", "parallel.tp=2", "cluster.gpu=h200", "parallel=x",
+                          "cluster=dgx-b200", "parallel.tp=4"}) ==
+        std::vector<std::string>{"parallel=x", "parallel.tp=2", "cluster=dgx-b200", "cluster.gpu=h200",
+                                 "cluster.gpu.memory=1 GiB", "parallel.tp=4"});
+  // Keys that only share a prefix are unrelated; the same key twice keeps its order (the last wins).
+  CHECK(io::ordered_sets({"model.layers_x=1", "model.layers=2", "model=a", "model=b"}) ==
+        std::vector<std::string>{"model=a", "model=b", "model.layers_x=1", "model.layers=2"});
+  CHECK(io::load_scenario("", {"parallel.tp=2", "parallel.tp=4"}).parallel.tp == 4);
+  CHECK(io::load_scenario("", {"parallel.tp=4", "parallel.tp=2"}).parallel.tp == 2);
 }

@@ -57,3 +57,22 @@ TEST_CASE("a value the file holds is still named by the file beside --set assign
     CHECK(e.where() == "data_parallel.shard_group");
   }
 }
+
+// A rule between two keys blames the --set that broke it: an Ampere GPU set into a cluster that
+// runs NVLink SHARP is the GPU's assignment, with what to change besides; NVLS set true on an
+// Ampere cluster is NVLS's.
+TEST_CASE("an Ampere GPU set into a cluster with NVLink SHARP names the GPU's assignment and the way out") {
+  const std::string ampere =
+      "--set: cluster.gpu: gives an Ampere GPU (a100-sxm4-80gb), and the cluster (dgx-h100-ndr) runs NVLink SHARP "
+      "(cluster.intra_node.nvls), which needs a Hopper or later GPU: also set cluster.intra_node.nvls=false, or pick a "
+      "cluster of these GPUs (--set cluster=dgx-a100-80g-hdr)";
+  CHECK(attributed_error({"cluster.gpu=a100-sxm4-80gb"}) == ampere);
+  CHECK(attributed_error({"cluster.gpu=a100-sxm4-80gb", "cluster=dgx-h100-ndr"}) == ampere);
+  CHECK(attributed_error({"cluster.gpu=a100-sxm4-80gb", "cluster.intra_node.nvls=false"}) == "no error");
+  CHECK(attributed_error({"cluster=dgx-a100-80g-hdr", "cluster.intra_node.nvls=true"}) ==
+        "--set: cluster.intra_node.nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+  const std::string file = R"({ "model": "gpt-1.3b", "cluster": { "preset": "dgx-a100-80g-hdr",
+    "intra_node": { "nvls": true } }, "parallel": { "tp": 2, "dp": 8 }, "training": { "global_batch": 64 } })";
+  CHECK(attributed_error({}, file) ==
+        "s.json: /cluster/intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
+}

@@ -48,6 +48,7 @@ struct Errors {
 TEST_CASE("each GPU's band is the mean absolute step-time error docs/validation.md lists for its runs") {
   std::ifstream page(std::string(STEPSIM_SOURCE_DIR) + "/docs/validation.md");
   std::map<std::string, Errors> by_gpu;
+  std::map<std::string, stepsim::GpuSpec> gpus;  // as each run's scenario has it
   Errors all;
   std::string line;
   while (std::getline(page, line)) {
@@ -57,7 +58,9 @@ TEST_CASE("each GPU's band is the mean absolute step-time error docs/validation.
     const std::string scenario = scenario_of(c[0]);
     if (scenario.empty() || c[6] == "fit") continue;
     const double error = std::abs(std::stod(c[5]));
-    const std::string gpu = stepsim::io::load_scenario(scenario, {}).cluster.gpu.name;
+    const stepsim::GpuSpec spec = stepsim::io::load_scenario(scenario, {}).cluster.gpu;
+    const std::string gpu = spec.name;
+    gpus[gpu] = spec;
     by_gpu[gpu].sum += error;
     ++by_gpu[gpu].runs;
     all.sum += error;
@@ -66,13 +69,43 @@ TEST_CASE("each GPU's band is the mean absolute step-time error docs/validation.
   REQUIRE(by_gpu.size() == 6);
   for (const auto& [gpu, e] : by_gpu) {
     INFO(gpu);
-    const auto band = stepsim::sweep::validation_band(gpu);
+    const auto band = stepsim::sweep::validation_band(gpus.at(gpu));
     CHECK(band.own_gpu);
     CHECK(band.runs == e.runs);
     CHECK(100 * band.mape == Approx(e.sum / e.runs).margin(0.01));
   }
-  const auto other = stepsim::sweep::validation_band("b300");
+  const auto other = stepsim::sweep::validation_band(stepsim::io::load_scenario("", {"cluster=dgx-b300"}).cluster.gpu);
   CHECK_FALSE(other.own_gpu);
   CHECK(other.runs == all.runs);
   CHECK(100 * other.mape == Approx(all.sum / all.runs).margin(0.01));
+}
+
+// The band is the hardware's: a GPU with an H100's figures under another name has the H100's
+// 16 runs' band (9.55 %), one whose figures are no preset's the band of every run.
+TEST_CASE("a GPU's band follows its figures, not its name") {
+  const auto band_of = [](const std::vector<std::string>& sets) {
+    return stepsim::sweep::validation_band(stepsim::io::load_scenario("", sets).cluster.gpu);
+  };
+  const auto h100 = band_of({});
+  CHECK(h100.own_gpu);
+  CHECK(h100.runs == 16);
+  CHECK(h100.mape == Approx(0.0955));
+  for (const char* name : {"cluster.gpu.name=h200", "cluster.gpu.name=zzz"}) {
+    INFO(name);
+    const auto renamed = band_of({name});
+    CHECK(renamed.own_gpu);
+    CHECK(renamed.runs == 16);
+    CHECK(renamed.mape == h100.mape);
+    CHECK(renamed.source.find("(the figures of h100-sxm5-80gb)") != std::string::npos);
+  }
+  const auto all = band_of({"cluster.gpu=b300"});
+  CHECK_FALSE(all.own_gpu);
+  for (const char* figure : {"cluster.gpu.flops.bf16=2000 TFLOPS", "cluster.gpu.efficiency.gemm_max=0.7"}) {
+    INFO(figure);
+    const auto changed = band_of({figure});
+    CHECK_FALSE(changed.own_gpu);
+    CHECK(changed.runs == all.runs);
+    CHECK(changed.mape == all.mape);
+    CHECK(changed.source.starts_with("h100-sxm5-80gb has no GPU preset's figures: "));
+  }
 }
