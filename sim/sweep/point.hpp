@@ -46,8 +46,10 @@ std::uint64_t fnv1a64(const std::string& text);
 
 // Loads the base scenario once: checks --set and --gpus against it, fills the base degrees,
 // the point count and the sweep_id (a hash of stepsim's version, the resolved scenario, the
-// calibration files' contents, --set, the axes, --gpus and --keep-oom), and checks each axis key on its first value so
-// that a misspelt key fails up front (exit 2) rather than once per point.
+// contents of every calibration file a point may read, --set's and --vary's alike, --set, the
+// axes, --gpus and --keep-oom), and checks each axis key on its first value so that a misspelt
+// key fails up front (exit 2) rather than once per point. The calibration files are noted as
+// inputs of the run (no output may replace one).
 void prepare(SweepSpec& spec);
 
 // The assignments of point `index` (base sets, varied keys, derived dp). `dp` receives the

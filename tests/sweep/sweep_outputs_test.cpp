@@ -158,3 +158,40 @@ TEST_CASE("a merge names the points it lacks and those given twice") {
         "stepsim: sweep: m.csv lacks 2 of the sweep's 3 points: 1-2 (merge the other shards' files too)\n");
   CHECK(count_lines(slurp(dir.file("m.csv"))) == 2);
 }
+
+// A calibration file is an input of the sweep whether --set or a --vary value names it: an
+// output leading to it, through a symlink or by its own name, is refused and it stays as it was.
+TEST_CASE("a sweep refuses an output that is one of its calibration files, by any name") {
+  const Scratch dir("sweep-calibration-output");
+  REQUIRE(dir.run("calibrate import-nccl-tests " + std::string(STEPSIM_TEST_DATA) +
+                  "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o cal.json")
+              .status == 0);
+  const std::string calibration = slurp(dir.file("cal.json"));
+  fs::create_symlink("cal.json", dir.file("rows.csv"));
+  const Run linked = dir.run("sweep --vary parallel.tp=1,2 --set 'calibration=[\"cal.json\"]' -o rows.csv");
+  CHECK(refusal(linked, "stepsim: error: rows.csv: -o: is 'cal.json', an input of this run") == "");
+  CHECK(slurp(dir.file("cal.json")) == calibration);
+
+  dir.write("cal.jsonl", calibration);
+  const Run varied = dir.run("sweep --vary 'calibration=[],[\"cal.jsonl\"]' -o cal.jsonl");
+  CHECK(refusal(varied, "stepsim: error: cal.jsonl: -o: is 'cal.jsonl', an input of this run") == "");
+  CHECK(slurp(dir.file("cal.jsonl")) == calibration);
+}
+
+// The points of `--vary calibration=...` read the files its values name: the sweep_id covers
+// their contents, so that rows simulated with the old file are not resumed as the new one's.
+TEST_CASE("a changed calibration file that a varied value names makes another sweep") {
+  const Scratch dir("sweep-varied-calibration");
+  REQUIRE(dir.run("calibrate import-nccl-tests " + std::string(STEPSIM_TEST_DATA) +
+                  "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o cal.json")
+              .status == 0);
+  const std::string sweep = "sweep --vary 'calibration=[],[\"cal.json\"]' -o c.csv";
+  REQUIRE(dir.run(sweep).status == 0);
+  const Run same = dir.run(sweep + " --resume");
+  REQUIRE(same.status == 0);
+  CHECK(same.err.find("2 already written") != std::string::npos);
+  dir.write("cal.json", slurp(dir.file("cal.json")) + "\n");
+  const Run changed = dir.run(sweep + " --resume");
+  CHECK(changed.status == 2);
+  CHECK(changed.err.find("written by another sweep") != std::string::npos);
+}
