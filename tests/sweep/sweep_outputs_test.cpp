@@ -195,3 +195,40 @@ TEST_CASE("a changed calibration file that a varied value names makes another sw
   CHECK(changed.status == 2);
   CHECK(changed.err.find("written by another sweep") != std::string::npos);
 }
+
+// /dev/stdout, /dev/fd/1 and /proc/self/fd/1 are stdout, as '-' is: the file behind a shell's
+// >> gets the rows after what it had, never emptied.
+TEST_CASE("rows to /dev/stdout are appended to the file stdout is, as with -o -") {
+  const Scratch dir("sweep-dev-stdout");
+  const std::string sweep = STEPSIM_BINARY " sweep --vary parallel.tp=1,2";
+  const Run dash = dir.run("sweep --vary parallel.tp=1,2 -o -");
+  REQUIRE(dash.status == 0);
+  for (const std::string name : {"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}) {
+    INFO(name);
+    dir.write("log.csv", "earlier\n");
+    const Run run = dir.shell("(" + sweep + " -o " + name + " >> log.csv)");
+    CHECK(run.status == 0);
+    CHECK(slurp(dir.file("log.csv")) == "earlier\n" + dash.out);
+  }
+}
+
+// A sweep killed while writing its first line leaves that line torn, without a newline: resumed,
+// it is cut and the file becomes the uninterrupted sweep's. A file of something else is refused.
+TEST_CASE("resuming cuts a torn first line and refuses a file that is no sweep's rows") {
+  const Scratch dir("sweep-torn-first");
+  const std::string sweep = "sweep --vary parallel.tp=1,2 -o ";
+  for (const std::string name : {"whole.csv", "whole.jsonl"}) REQUIRE(dir.run(sweep + name).status == 0);
+  for (const std::string ext : {".csv", ".jsonl"}) {
+    INFO(ext);
+    const std::string whole = slurp(dir.file("whole" + ext));
+    for (const std::size_t torn : {std::size_t{1}, std::size_t{25}, whole.find('\n') - 1}) {
+      dir.write("torn" + ext, whole.substr(0, torn));
+      REQUIRE(dir.run(sweep + "torn" + ext + " --resume").status == 0);
+      CHECK(slurp(dir.file("torn" + ext)) == whole);
+    }
+  }
+  dir.write("other.csv", "hello world");
+  const Run other = dir.run(sweep + "other.csv --resume");
+  CHECK(refusal(other, "stepsim: error: other.csv: line 1: is not the start of a sweep's rows") == "");
+  CHECK(slurp(dir.file("other.csv")) == "hello world");
+}
