@@ -232,3 +232,20 @@ TEST_CASE("resuming cuts a torn first line and refuses a file that is no sweep's
   CHECK(refusal(other, "stepsim: error: other.csv: line 1: is not the start of a sweep's rows") == "");
   CHECK(slurp(dir.file("other.csv")) == "hello world");
 }
+
+// A varied value out of a double's range is no JSON number: the rows stay JSON, so that stepsim
+// resumes and merges its own file.
+TEST_CASE("JSON rows of a value out of range resume and merge") {
+  const Scratch dir("sweep-infinity");
+  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1e400,-0,1E2 -o big.jsonl";
+  REQUIRE(dir.run(sweep).status == 0);
+  const std::string rows = slurp(dir.file("big.jsonl"));
+  CHECK(rows.find("\"data_parallel.bucket_cap_mb\":\"1e400\"") != std::string::npos);
+  const Run resumed = dir.run(sweep + " --resume");
+  CHECK(resumed.status == 0);
+  CHECK(resumed.err.find("3 already written") != std::string::npos);
+  CHECK(slurp(dir.file("big.jsonl")) == rows);
+  const Run merged = dir.run("sweep --merge m.jsonl big.jsonl");
+  CHECK(merged.status == 0);
+  CHECK(slurp(dir.file("m.jsonl")) == rows);
+}
