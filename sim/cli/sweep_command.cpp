@@ -67,7 +67,8 @@ constexpr const char* kSweepUsage =
     "gradient_as_bucket_view=false keeps it to DDP, a mixture-of-experts model away from FSDP).\n"
     "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
     "identical results share a row) with their breakdown and what limits the first; when none\n"
-    "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too (not\n"
+    "fits, the first refusal's reason and the configuration nearest to fitting with its memory\n"
+    "(in use and headroom against the capacity). --precision bf16,fp8 searches those precisions too (not\n"
     "beside --set training.precision, which fixes one). CP and TP overlap are searched where the\n"
     "model runs them (neither with latent attention, no CP with sliding windows).\n"
     "'stepsim plan' runs the same search on several clusters.";
