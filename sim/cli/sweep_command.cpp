@@ -53,7 +53,8 @@ constexpr const char* kSweepUsage =
     "file has one writer: a sweep holds a lock on its output, and a second one is refused.\n\n"
     "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
     "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
-    "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead).\n"
+    "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead): a\n"
+    "regular file, never stdout, a device or a FIFO.\n"
     "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
     "as every output is written (whole or not at all; a FIFO or device written through; '-' is\n"
     "stdout) and names the points no file has.\n\n"
@@ -215,7 +216,7 @@ int run_sweep(const Args& args) {
     options.shard = *shard;
   }
   (void)sweep::format_of(f.output, "-o");
-  options.output = sweep::shard_path(f.output, options.shard);
+  options.output = sweep::shard_output(f.output, options.shard);
   const auto s = sweep::run_sweep(spec, options);
   std::cerr << fmt::format(
       "stepsim: sweep: {} points{}: {} ok, {} invalid, {} oom, {} error{}{}\n", s.points,

@@ -1,7 +1,10 @@
 // `stepsim sweep` flags at their edges: job counts, flags that --best and --merge cannot
 // use, degrees spelt as JSON numbers, too few threads, and shard names.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 
@@ -137,4 +140,30 @@ TEST_CASE("the search for the best refuses --precision beside --set training.pre
   CHECK(fixed.err ==
         "stepsim: error: --precision: bf16: cannot be combined with --set training.precision=fp8, which fixes the "
         "precision that --precision searches: give one of them\n");
+}
+
+// A shard of several writes a file of its own for --merge: stdout, a descriptor, a device or a
+// FIFO would get part of the rows, or none while another file took them (the FIFO's reader
+// waiting for ever). Each is refused, naming -o and the name given.
+TEST_CASE("a shard refuses an output that is not a regular file") {
+  const Scratch dir("sweep-shard-output");
+  REQUIRE(::mkfifo(dir.file("pipe.csv").c_str(), 0600) == 0);
+  const std::string expected =
+      ": shard 1/2 writes its rows to a file of its own for --merge to join: expected a "
+      "regular file name ending in .csv or .jsonl, not stdout, a device or a FIFO\n";
+  const std::string sweep = "sweep --vary parallel.tp=2,4 ";
+  for (const std::string out : {"/dev/stdout", "/proc/self/fd/1", "/dev/null", "pipe.csv", "-"}) {
+    INFO(out);
+    const Run flag = dir.run(sweep + "--shard 1/2 -o " + out);
+    CHECK(flag.status == 2);
+    CHECK(flag.err == "stepsim: error: -o: " + out + expected);
+    CHECK(flag.out.empty());
+    const Run slurm =
+        dir.shell("SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 " STEPSIM_BINARY " " + sweep + "-o " + out);
+    CHECK(slurm.status == 2);
+    CHECK(slurm.err == flag.err);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"pipe.csv"});
+  // One shard of one is the whole sweep: stdout stays stdout.
+  CHECK(dir.run(sweep + "--shard 0/1 -o -").status == 0);
 }
