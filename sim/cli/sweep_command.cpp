@@ -2,6 +2,7 @@
 // rows streamed to CSV or JSON lines; resumable, shardable across a Slurm job array, and
 // mergeable; or, with --best, the fastest configurations that fit for a GPU count.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -97,7 +98,9 @@ po::options_description describe(SweepFlags& f) {
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
       "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
       "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
-      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core this process may use)")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"),
+      "simulations at once, 1 to 4096 and at most the points (default: every core this process may use); a point "
+      "running out of memory beside others stops the sweep (exit status 2)")(
       "keep-oom", po::bool_switch(&f.keep_oom), "report points that do not fit as ok, with fits=false")(
       "resume", po::bool_switch(&f.resume), "keep the rows already in FILE and run the rest")(
       "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
@@ -129,7 +132,7 @@ int run_merge(const SweepFlags& f, const po::variables_map& vm) {
   refuse_flags(vm, {"vary", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
                "which only joins files");
   const auto summary = sweep::merge_files(f.merge, f.positional);
-  if (summary.torn > 0) spdlog::warn("left out the torn last line of {} file(s)", summary.torn);
+  if (!summary.torn.empty()) spdlog::warn("left out the torn last line of {}", fmt::join(summary.torn, ", "));
   std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped{})\n",
                            summary.rows, f.positional.size(), f.merge, summary.duplicates.size(),
                            summary.duplicates.empty() ? "" : ": " + plural_points(summary.duplicates));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <sstream>
 #include <string_view>
 
@@ -262,6 +263,12 @@ void record_failures(PointResult& r, const std::function<void()>& body) {
   } catch (const InputError& e) {
     r.status = Status::invalid;
     r.reason = e.what();
+    // simulate() says a std::bad_alloc so, naming the scenario that was too large.
+    r.out_of_memory = e.message().starts_with("out of memory");
+  } catch (const std::bad_alloc&) {
+    r.status = Status::error;
+    r.reason = "out of memory: this process could not allocate what the point needs";
+    r.out_of_memory = true;
   } catch (const std::exception& e) {
     r.status = Status::error;
     r.reason = e.what();

@@ -39,6 +39,9 @@ struct PointResult {
   Status status = Status::ok;
   std::string reason;
   std::optional<Report> report;  // absent unless the point was simulated
+  // It failed for want of memory (std::bad_alloc, or simulate()'s "out of memory" error): with
+  // other simulations running at once, not a fault of the point's own.
+  bool out_of_memory = false;
 };
 
 // FNV-1a, 64 bits: the point_id of a resolved scenario, stable across runs and machines.
@@ -65,7 +68,8 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index);
 PointResult run_point(const SweepSpec& spec, std::size_t index);
 
 // Runs `body`; an InputError marks `r` invalid, any other exception an error, each with its
-// message as the reason, so that one failing point never stops a sweep.
+// message as the reason, so that one failing point never stops a sweep; running out of memory
+// sets r.out_of_memory too.
 void record_failures(PointResult& r, const std::function<void()>& body);
 
 }  // namespace stepsim::sweep

@@ -99,9 +99,9 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
   if (fd_ < 0) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
   owned_ = true;
   struct stat st {};
-  const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
   bool write_header = true;
-  if (regular) {
+  if (regular_) {
     lock_or_refuse(fd_, path);
     if (resume) {
       write_header = take_existing(format, header, sweep_id);
@@ -185,6 +185,8 @@ void RowFile::append(const std::string& line) {
   }
   if (std::chrono::steady_clock::now() - last_sync_ >= kSyncInterval) sync();
 }
+
+bool RowFile::is_terminal() const { return ::isatty(fd_) == 1; }
 
 void RowFile::sync() {
   last_sync_ = std::chrono::steady_clock::now();

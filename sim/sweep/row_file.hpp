@@ -52,6 +52,8 @@ class RowFile {
   const std::set<RowKey>& existing() const { return existing_; }
   void append(const std::string& line);
   void sync();  // fsync (a no-op on pipes and terminals)
+  bool is_terminal() const;                  // rows go to a terminal (no -o, or -o /dev/tty)
+  bool is_file() const { return regular_; }  // a regular file, which --resume can take up
 
  private:
   // Reads the rows already there into existing_ (checked against the header and sweep_id)
@@ -64,6 +66,7 @@ class RowFile {
   std::string path_;
   int fd_ = -1;
   bool owned_ = false;
+  bool regular_ = false;
   std::set<RowKey> existing_;
   std::chrono::steady_clock::time_point last_sync_;
 };

@@ -2,6 +2,7 @@
 // use, degrees spelt as JSON numbers, too few threads, and shard names.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -105,6 +106,30 @@ TEST_CASE("running out of memory says which scenario was too large and exits 2")
         "stepsim: error: <default>: out of memory while simulating the step: 16384 GPUs in all-ranks mode (each "
         "rank simulated) need more memory than this process may use (its address space is limited to 781 MiB: "
         "ulimit -v); representative mode (simulation.ranks = \"representative\") simulates one rank per stage\n");
+}
+
+// Two simulations of 16,384 ranks each in an address space of 780 MB: a point that runs out of
+// memory beside another is no row of its own but the run's failure, exit status 2 with what
+// to do; one at a time, the same points are rows that say they are too large for this process.
+TEST_CASE("a sweep whose points run out of memory side by side stops with exit status 2") {
+  if (!limits_apply()) return;
+  const Scratch dir("sweep-out-of-memory");
+  const std::string sweep =
+      " sweep --set simulation.ranks=all --set model=llama3-8b --set parallel.dp=2048 --set "
+      "training.global_batch=4096 --vary training.micro_batch=1,2 ";
+  const Run two = dir.shell("ulimit -v 800000 && " STEPSIM_BINARY + sweep + "--jobs 2 -o two.csv");
+  CHECK(two.status == 2);
+  CHECK(two.err ==
+        "stepsim: error: --jobs: 2: point 0 ran out of memory with 2 simulations at once (this process's address "
+        "space is limited to 781 MiB: ulimit -v): the rows before it are written; run fewer at once, with --resume "
+        "for the rest\n");
+  const std::string rows = slurp(dir.file("two.csv"));
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 1);  // the header alone
+  const Run one = dir.shell("ulimit -v 800000 && " STEPSIM_BINARY + sweep + "--jobs 1 -o one.csv");
+  CHECK(one.status == 0);
+  CHECK(one.err == "stepsim: sweep: 2 points: 0 ok, 2 invalid, 0 oom, 0 error -> one.csv\n");
+  CHECK(slurp(dir.file("one.csv")).find(",invalid,\"<default>: out of memory while simulating the step: 16384 GPUs") !=
+        std::string::npos);
 }
 
 TEST_CASE("a varied key that is one of the rows' own columns is refused") {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -248,4 +249,15 @@ TEST_CASE("JSON rows of a value out of range resume and merge") {
   const Run merged = dir.run("sweep --merge m.jsonl big.jsonl");
   CHECK(merged.status == 0);
   CHECK(slurp(dir.file("m.jsonl")) == rows);
+}
+
+TEST_CASE("a merge names each file whose torn last line it left out") {
+  const Scratch dir("merge-torn");
+  write_shards(dir);
+  std::ofstream(dir.file("part.shard-1-of-3.csv"), std::ios::app) << "1,0123";
+  const Run merge = dir.run("sweep --merge m.csv part.shard-0-of-3.csv part.shard-1-of-3.csv part.shard-2-of-3.csv");
+  CHECK(merge.status == 0);
+  CHECK(merge.err.find("stepsim: warning: left out the torn last line of part.shard-1-of-3.csv\n") !=
+        std::string::npos);
+  CHECK(slurp(dir.file("m.csv")) == slurp(dir.file("all.csv")));
 }
