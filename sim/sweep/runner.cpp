@@ -171,7 +171,7 @@ std::vector<PointResult> run_points(const std::vector<std::size_t>& indices, uns
   ordered_parallel<PointResult>(
       indices.size(), jobs, [&](std::size_t k) { return run(indices[k]); },
       [&](std::size_t k, PointResult&& r) {
-        if (r.out_of_memory && threads > 1) throw out_of_memory("a configuration", jobs, threads, "run fewer at once");
+        if (r.out_of_memory && threads > 1) throw out_of_memory("a simulation", jobs, threads, "run fewer at once");
         results.push_back(std::move(r));
         progress.update(k + 1);
       },
