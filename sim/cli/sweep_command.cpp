@@ -2,6 +2,7 @@
 // rows streamed to CSV or JSON lines; resumable, shardable across a Slurm job array, and
 // mergeable; or, with --best, the fastest configurations that fit for a GPU count.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -30,27 +31,32 @@ constexpr const char* kSweepUsage =
     "       stepsim sweep --merge OUT FILE...\n\n"
     "Simulates every point of the cartesian product of the --vary keys (the first key varies\n"
     "slowest) on all cores and writes one row per point, in point order, to FILE (.csv or\n"
-    ".jsonl; without -o or with '-o -', CSV on stdout). Without SCENARIO: the embedded default.\n\n"
+    ".jsonl; without -o or with '-o -', CSV on stdout; /dev/stdout, a device or a FIFO is written\n"
+    "through, never emptied). Without SCENARIO: the embedded default.\n\n"
     "VALUES: a list v1,v2,... or a range LO:HI:xF (geometric, F > 1) or LO:HI:+S (arithmetic).\n"
     "A value that is a JSON list, object or string keeps its commas: for a list-valued key,\n"
     "'training.cuda_graph_scope=[\"attn\"],[\"attn\",\"mlp\"]' is two values.\n\n"
     "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
     "assignments when they do not resolve), sweep_id (FNV-1a 64 of what makes the sweep: stepsim's\n"
-    "version, the resolved scenario, the calibration files' contents, --set, --vary, --gpus and\n"
-    "--keep-oom), sweep_points (the sweep's point count), the varied keys, parallel.dp with --gpus, status,\n"
+    "version, the resolved scenario, the contents of every calibration file a point may read,\n"
+    "--vary's values' too, --set, --vary, --gpus and --keep-oom), sweep_points (the sweep's point\n"
+    "count), the varied keys, parallel.dp with --gpus, status,\n"
     "reason, then step time, throughput, MFU, exposed communication per kind, hidden fraction,\n"
     "bubble and memory (peak, in use, headroom, capacity, fits). Status: ok; invalid (the scenario does not validate, "
     "or tp·pp·cp does\n"
     "not divide --gpus: the reason says why); oom (memory in use plus headroom above capacity: memory columns\n"
     "only; --keep-oom reports such points as ok with fits=false and all columns); error (an\n"
-    "internal error in that point). No point stops the sweep.\n\n"
+    "internal error in that point). No point stops the sweep, but one that runs out of memory\n"
+    "while others run beside it (exit status 2: run fewer at once, with --resume).\n\n"
     "Resume: each row is one append of a whole line, synced every few seconds and at the end,\n"
-    "so a killed sweep leaves whole rows; --resume keeps them (a torn last line is cut) and\n"
-    "runs the points not yet written. Rows of another sweep (another sweep_id) are refused, and a\n"
-    "file has one writer: a sweep holds a lock on its output, and a second one is refused.\n\n"
+    "so a killed sweep leaves whole rows; --resume keeps them (a torn last or first line is cut)\n"
+    "and runs the points not yet written. Rows of another sweep (another sweep_id), or a file that\n"
+    "is no sweep's rows, are refused, and a file has one writer: a sweep holds a lock on its\n"
+    "output, and a second one is refused.\n\n"
     "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
     "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
-    "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead).\n"
+    "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead): a\n"
+    "regular file, never stdout, a device or a FIFO.\n"
     "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
     "as every output is written (whole or not at all; a FIFO or device written through; '-' is\n"
     "stdout) and names the points no file has.\n\n"
@@ -64,8 +70,9 @@ constexpr const char* kSweepUsage =
     "gradient_as_bucket_view=false keeps it to DDP, a mixture-of-experts model away from FSDP).\n"
     "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
     "identical results share a row) with their breakdown and what limits the first; when none\n"
-    "fits, the first refusal's reason. --precision bf16,fp8 searches those precisions too (not\n"
-    "beside --set training.precision, which fixes one). CP and TP overlap are searched where the\n"
+    "fits, the first refusal's reason and the configuration nearest to fitting with its memory\n"
+    "(in use and headroom against the capacity). --precision bf16,fp8 searches those precisions\n"
+    "too (not beside --set training.precision, which fixes one). CP and TP overlap are searched where the\n"
     "model runs them (neither with latent attention, no CP with sliding windows).\n"
     "'stepsim plan' runs the same search on several clusters.";
 
@@ -92,7 +99,9 @@ po::options_description describe(SweepFlags& f) {
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
       "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
       "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
-      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core this process may use)")(
+      "jobs,j", po::value(&f.jobs)->value_name("J"),
+      "simulations at once, 1 to 4096 and at most the points (default: every core this process may use); a point "
+      "running out of memory beside others stops the sweep (exit status 2)")(
       "keep-oom", po::bool_switch(&f.keep_oom), "report points that do not fit as ok, with fits=false")(
       "resume", po::bool_switch(&f.resume), "keep the rows already in FILE and run the rest")(
       "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
@@ -124,7 +133,7 @@ int run_merge(const SweepFlags& f, const po::variables_map& vm) {
   refuse_flags(vm, {"vary", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
                "which only joins files");
   const auto summary = sweep::merge_files(f.merge, f.positional);
-  if (summary.torn > 0) spdlog::warn("left out the torn last line of {} file(s)", summary.torn);
+  if (!summary.torn.empty()) spdlog::warn("left out the torn last line of {}", fmt::join(summary.torn, ", "));
   std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped{})\n",
                            summary.rows, f.positional.size(), f.merge, summary.duplicates.size(),
                            summary.duplicates.empty() ? "" : ": " + plural_points(summary.duplicates));
@@ -211,7 +220,7 @@ int run_sweep(const Args& args) {
     options.shard = *shard;
   }
   (void)sweep::format_of(f.output, "-o");
-  options.output = sweep::shard_path(f.output, options.shard);
+  options.output = sweep::shard_output(f.output, options.shard);
   const auto s = sweep::run_sweep(spec, options);
   std::cerr << fmt::format(
       "stepsim: sweep: {} points{}: {} ok, {} invalid, {} oom, {} error{}{}\n", s.points,

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "stepsim/error.hpp"
@@ -19,6 +20,32 @@ double parse_number(const std::string& text, const std::string& axis, const char
   if (ec != std::errc() || ptr != end || !std::isfinite(value))
     throw InputError("--vary", axis, fmt::format("expected a number as the range's {}, got '{}'", what, text));
   return value;
+}
+
+// An integer written as one ("12", "-3"; not "1e3" nor "4.0") that 64 bits hold.
+std::optional<long long> written_integer(const std::string& text) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+// An arithmetic range of integers, counted exactly: beyond 2^53 a double cannot tell
+// 9007199254740993 from 9007199254740992. The step is checked above 0 already.
+std::vector<std::string> integer_range(const std::string& key, long long lo, long long hi, long long step) {
+  if (hi < lo)
+    throw InputError("--vary", key, fmt::format("the range's upper bound {} is below its lower bound {}", hi, lo));
+  // In unsigned 64 bits, where hi - lo cannot overflow; each value lo + k·step is one again.
+  const auto first = static_cast<unsigned long long>(lo);
+  const auto stride = static_cast<unsigned long long>(step);
+  const unsigned long long steps = (static_cast<unsigned long long>(hi) - first) / stride;
+  if (steps >= kMaxPoints)
+    throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
+  std::vector<std::string> values;
+  for (unsigned long long k = 0; k <= steps; ++k)
+    values.push_back(std::to_string(static_cast<long long>(first + k * stride)));
+  return values;
 }
 
 std::vector<std::string> split(const std::string& text, char separator) {
@@ -84,19 +111,35 @@ std::vector<std::string> expand_range(const std::string& key, const std::string&
     throw InputError("--vary", key, fmt::format("a geometric range must start above 0, got {}", lo));
   if (hi < lo)
     throw InputError("--vary", key, fmt::format("the range's upper bound {} is below its lower bound {}", hi, lo));
+  if (!geometric) {
+    const auto lo_integer = written_integer(parts[0]), hi_integer = written_integer(parts[1]),
+               step_integer = written_integer(parts[2].substr(1));
+    if (lo_integer && hi_integer && step_integer) return integer_range(key, *lo_integer, *hi_integer, *step_integer);
+  }
   const double span = geometric ? std::log(hi / lo) / std::log(step) : (hi - lo) / step;
   if (!(span < static_cast<double>(kMaxPoints)))
     throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
   std::vector<std::string> values;
   const double limit = hi + std::abs(hi) * 1e-9;
-  for (double v = lo; v <= limit; v = geometric ? v * step : v + step) {
+  double v = lo;  // geometric: each value from the one before
+  for (;;) {
+    // Arithmetic steps accumulate rounding: each value from lo, and integers printed as such.
+    const double exact = geometric ? v : lo + step * static_cast<double>(values.size());
+    if (!(exact <= limit)) break;
     if (values.size() >= kMaxPoints)
       throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
-    // Arithmetic steps accumulate rounding: recompute from lo, and print integers as such.
-    const double exact = geometric ? v : lo + step * static_cast<double>(values.size());
     const double rounded = std::round(exact);
-    values.push_back(
-        fmt::format("{}", std::abs(exact - rounded) < 1e-9 * std::max(1.0, std::abs(exact)) ? rounded : exact));
+    std::string shown =
+        fmt::format("{}", std::abs(exact - rounded) < 1e-9 * std::max(1.0, std::abs(exact)) ? rounded : exact);
+    // A step below the values' precision would give one value again and again (2^53 + 1 is
+    // 2^53 as a double).
+    if (!values.empty() && shown == values.back())
+      throw InputError("--vary", key,
+                       fmt::format("the range's {} {} is below the precision of its values near {}: two values "
+                                   "would be the same number",
+                                   geometric ? "factor" : "step", parts[2].substr(1), shown));
+    values.push_back(std::move(shown));
+    v *= step;
   }
   return values;
 }

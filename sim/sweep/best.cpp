@@ -18,6 +18,7 @@
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/memory_model.hpp"
 #include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
@@ -132,15 +133,32 @@ PointResult evaluate(const SweepSpec& spec, const Candidate& c, std::size_t inde
       if (!mode.empty()) push_recompute(with, mode);
       const Scenario scenario = io::load_scenario(spec.scenario, with);
       const MemoryReport memory = estimate_memory(scenario);
-      if (memory.modelled && !memory.fits) continue;
       if (!mode.empty()) r.values = {mode};
+      if (memory.modelled && !memory.fits) {
+        // Kept for when no mode fits: the memory of the most recompute, the nearest to fitting.
+        r.report = Report{};
+        r.report->memory_bytes = memory;
+        continue;
+      }
       r.report = simulate(scenario, SimulateOptions::report_only()).report;
-      if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) r.status = Status::oom;
+      if (r.report->memory_bytes.modelled && !r.report->memory_bytes.fits) break;
       return;
     }
     r.status = Status::oom;
+    if (r.report) r.reason = parallelism::does_not_fit(r.report->memory_bytes);
   });
   return r;
+}
+
+// The choices of a configuration, its keys without their sections: "tp=8 pp=1 ... recompute=full".
+std::string choice_label(const Candidate& c) {
+  std::string label;
+  for (const auto& s : c.sets) {
+    const auto eq = s.find('=');
+    const auto dot = s.rfind('.', eq);
+    label += (label.empty() ? "" : " ") + s.substr(dot + 1, eq - dot - 1) + "=" + s.substr(eq + 1);
+  }
+  return label;
 }
 
 // Counts each outcome and keeps what fits, each candidate once.
@@ -157,7 +175,10 @@ class Tally {
   void add(Candidate c, const PointResult& r) {
     ++result_.candidates;
     if (r.status == Status::invalid && result_.invalid++ == 0) result_.first_refusal = r.reason;
-    if (r.status == Status::oom) ++result_.oom;
+    if (r.status == Status::oom) {
+      ++result_.oom;
+      note_oom(c, r);
+    }
     if (r.status == Status::error) ++result_.errors;
     if (r.status != Status::ok) return;
     // Seen as tried (the second stage does not try it again) and as it ran.
@@ -177,8 +198,21 @@ class Tally {
   }
 
  private:
+  // Keeps the configuration that needs the least memory beyond the capacity, with its figures:
+  // why nothing fits, when nothing does.
+  void note_oom(Candidate c, const PointResult& r) {
+    if (!r.report || r.reason.empty()) return;
+    const MemoryReport& m = r.report->memory_bytes;
+    const double beyond = m.device + m.headroom - m.capacity;
+    if (!result_.closest_oom.empty() && beyond >= closest_beyond_) return;
+    closest_beyond_ = beyond;
+    for (const auto& mode : r.values) push_recompute(c.sets, mode);
+    result_.closest_oom = choice_label(c) + ": " + r.reason;
+  }
+
   BestResult& result_;
   std::set<std::vector<std::string>> seen_;
+  double closest_beyond_ = 0;
 };
 
 void run_batch(const SweepSpec& spec, const std::vector<Candidate>& batch, const std::vector<std::string>& modes,
@@ -273,13 +307,20 @@ void sort_fastest(BestResult& result) {
                    [](const auto& a, const auto& b) { return a.second.step_time_s < b.second.step_time_s; });
 }
 
-// Neighbours with identical results become one row.
+// Configurations with identical results become one row, at the place of the first. Sorted by
+// step time alone, they need not be neighbours: another result of the same step time (the
+// same breakdown with other memory) may sit between them, so every row of that step time is
+// looked at.
 void merge_alike(BestResult& result) {
   auto& ranked = result.ranked;
   std::vector<std::pair<Candidate, Report>> merged;
   for (auto& entry : ranked) {
-    if (!merged.empty() && same_result(merged.back().second, entry.second)) {
-      merged.back().first.alike.push_back(entry.first.sets);
+    auto row = merged.rbegin();
+    while (row != merged.rend() && row->second.step_time_s == entry.second.step_time_s &&
+           !same_result(row->second, entry.second))
+      ++row;
+    if (row != merged.rend() && same_result(row->second, entry.second)) {
+      row->first.alike.push_back(entry.first.sets);
       continue;
     }
     merged.push_back(std::move(entry));
@@ -331,16 +372,6 @@ std::string bucket_of(const Candidate& c, const std::string& kind, const Scenari
 // The row's bucket cell, as column() lists a key's values.
 std::string bucket_cell(const Candidate& c, const std::string& kind, const Scenario& base) {
   return alike_cell(c, [&](const Candidate& x) { return bucket_of(x, value_of(x, "data_parallel.kind", kind), base); });
-}
-
-std::string choice_label(const Candidate& c) {
-  std::string label;
-  for (const auto& s : c.sets) {
-    const auto eq = s.find('=');
-    const auto dot = s.rfind('.', eq);
-    label += (label.empty() ? "" : " ") + s.substr(dot + 1, eq - dot - 1) + "=" + s.substr(eq + 1);
-  }
-  return label;
 }
 
 // Whatever limits the step most besides compute: exposed communication (with its largest
@@ -433,6 +464,7 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
     out << "no configuration fits\n";
     if (!best.no_layout.empty()) out << "no layout: " << best.no_layout << "\n";
     if (best.invalid > 0) out << "the first configuration refused by validation: " << best.first_refusal << "\n";
+    if (!best.closest_oom.empty()) out << "the configuration nearest to fitting: " << best.closest_oom << "\n";
     return;
   }
   // A key the search left alone has the scenario's value (with the user's --set).

@@ -34,6 +34,9 @@ struct BestResult {
   std::vector<std::string> notes;                    // what the search leaves out, and why
   std::vector<std::string> unrun_precisions;         // allowed precisions the GPU does not run (in notes too)
   std::string first_refusal;                         // the first refused configuration's reason
+  // The configuration that misses the capacity by the least memory, its choices and figures
+  // ("tp=8 ... recompute=full: does not fit: 812.3 GiB in use ... > capacity 79.6 GiB").
+  std::string closest_oom;
   std::string no_layout;                             // why no layout was enumerated, when none was
   std::vector<std::pair<Candidate, Report>> ranked;  // fitting, fastest first, identical results merged
 };

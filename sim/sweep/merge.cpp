@@ -48,7 +48,7 @@ void read_input(Merged& m, const std::string& input, Format format, const std::s
   if (report::is_being_written(input))
     throw InputError(input, "", "a running sweep is still writing it; merge once it has finished");
   const FileLines lines = read_lines(input, format);
-  if (lines.torn_bytes > 0) ++summary.torn;
+  if (lines.torn_bytes > 0) summary.torn.push_back(input);
   if (lines.header.empty()) return;
   check_header(lines.header, input);
   if (m.header.empty()) m.header = lines.header;

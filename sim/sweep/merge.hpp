@@ -12,7 +12,7 @@ struct MergeSummary {
   std::size_t points = 0;               // of the sweep (its sweep_points); 0 when no file had a row
   std::vector<std::size_t> duplicates;  // the point of each row dropped as seen before (a resumed or repeated shard)
   std::vector<std::size_t> missing;     // the sweep's points no file has
-  std::size_t torn = 0;                 // files whose torn last line was left out
+  std::vector<std::string> torn;        // the files whose torn last line was left out
 };
 
 // Every input must have the output's format (by extension), the same columns and rows of one

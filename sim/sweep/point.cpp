@@ -9,12 +9,14 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <sstream>
 #include <string_view>
 
 #include "io/scenario_loader.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 #include "sweep/rows.hpp"
 
 namespace stepsim::sweep {
@@ -71,20 +73,55 @@ std::uint64_t assignments_id(const std::vector<std::string>& sets) {
 }
 
 // A file's bytes, or a note that it could not be read (the point reading it will say why).
+// A file read is an input of the run: no output may replace it (note_input_file).
 std::string contents_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "unreadable " + path;
+  note_input_file(path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
+// Whether the dotted key `where` ("a.b[0].c") is `key` or lies below it.
+bool under(const std::string& where, const std::string& key) {
+  return where.starts_with(key) && (where.size() == key.size() || where[key.size()] == '.' || where[key.size()] == '[');
+}
+
+// The calibration files a point may read beyond the base scenario's: those each value of a
+// varied `calibration` key names (a value that does not load is an invalid point, which reads
+// none).
+std::vector<std::string> varied_calibration(const SweepSpec& spec, const Scenario& base) {
+  std::vector<std::string> files;
+  for (const auto& axis : spec.axes) {
+    if (!under(axis.key, "calibration")) continue;
+    for (const auto& value : axis.values) {
+      auto sets = spec.sets;
+      sets.push_back(axis.key + "=" + value);
+      std::vector<std::string> named;
+      try {
+        named = io::load_scenario(spec.scenario, sets).calibration;
+      } catch (const InputError&) {
+        continue;
+      }
+      for (auto& path : named)
+        if (std::ranges::find(base.calibration, path) == base.calibration.end() &&
+            std::ranges::find(files, path) == files.end())
+          files.push_back(std::move(path));
+    }
+  }
+  return files;
+}
+
 // What makes two runs the same sweep: stepsim's version, the resolved base scenario, the
-// contents of the calibration files it reads, the --set list, the axes and the flags that
-// change rows. Shards of one sweep share it; anything else that writes rows does not.
+// contents of every calibration file a point may read (the base scenario's, then those the
+// varied values name), the --set list, the axes and the flags that change rows. Shards of one
+// sweep share it; anything else that writes rows does not.
 std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
   std::string text = fmt::format("stepsim {}\n{}\n", stepsim_version(), base.resolved_json);
   for (const auto& path : base.calibration) text += fmt::format("calibration {}\n{}\n", path, contents_of(path));
+  for (const auto& path : varied_calibration(spec, base))
+    text += fmt::format("calibration {}\n{}\n", path, contents_of(path));
   for (const auto& set : spec.sets) text += "set " + set + "\n";
   for (const auto& axis : spec.axes) {
     text += "vary " + axis.key;
@@ -93,11 +130,6 @@ std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
   }
   text += fmt::format("gpus {}\nkeep_oom {}\n", spec.gpus, spec.keep_oom);
   return fnv1a64(text);
-}
-
-// Whether the dotted key `where` ("a.b[0].c") is `key` or lies below it.
-bool under(const std::string& where, const std::string& key) {
-  return where.starts_with(key) && (where.size() == key.size() || where[key.size()] == '.' || where[key.size()] == '[');
 }
 
 // A point's scenario. A value that does not parse as its key's type, or does not validate,
@@ -231,6 +263,12 @@ void record_failures(PointResult& r, const std::function<void()>& body) {
   } catch (const InputError& e) {
     r.status = Status::invalid;
     r.reason = e.what();
+    // simulate() says a std::bad_alloc so, naming the scenario that was too large.
+    r.out_of_memory = e.message().starts_with("out of memory");
+  } catch (const std::bad_alloc&) {
+    r.status = Status::error;
+    r.reason = "out of memory: this process could not allocate what the point needs";
+    r.out_of_memory = true;
   } catch (const std::exception& e) {
     r.status = Status::error;
     r.reason = e.what();

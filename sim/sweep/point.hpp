@@ -39,6 +39,9 @@ struct PointResult {
   Status status = Status::ok;
   std::string reason;
   std::optional<Report> report;  // absent unless the point was simulated
+  // It failed for want of memory (std::bad_alloc, or simulate()'s "out of memory" error): with
+  // other simulations running at once, not a fault of the point's own.
+  bool out_of_memory = false;
 };
 
 // FNV-1a, 64 bits: the point_id of a resolved scenario, stable across runs and machines.
@@ -46,8 +49,10 @@ std::uint64_t fnv1a64(const std::string& text);
 
 // Loads the base scenario once: checks --set and --gpus against it, fills the base degrees,
 // the point count and the sweep_id (a hash of stepsim's version, the resolved scenario, the
-// calibration files' contents, --set, the axes, --gpus and --keep-oom), and checks each axis key on its first value so
-// that a misspelt key fails up front (exit 2) rather than once per point.
+// contents of every calibration file a point may read, --set's and --vary's alike, --set, the
+// axes, --gpus and --keep-oom), and checks each axis key on its first value so that a misspelt
+// key fails up front (exit 2) rather than once per point. The calibration files are noted as
+// inputs of the run (no output may replace one).
 void prepare(SweepSpec& spec);
 
 // The assignments of point `index` (base sets, varied keys, derived dp). `dp` receives the
@@ -63,7 +68,8 @@ PointResult resolve_point(const SweepSpec& spec, std::size_t index);
 PointResult run_point(const SweepSpec& spec, std::size_t index);
 
 // Runs `body`; an InputError marks `r` invalid, any other exception an error, each with its
-// message as the reason, so that one failing point never stops a sweep.
+// message as the reason, so that one failing point never stops a sweep; running out of memory
+// sets r.out_of_memory too.
 void record_failures(PointResult& r, const std::function<void()>& body);
 
 }  // namespace stepsim::sweep

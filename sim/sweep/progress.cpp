@@ -1,10 +1,14 @@
-// The progress line: "\r" redraws in place; the rate and ETA count only this run's points.
+// The progress line: "\r" redraws in place; the rate and ETA count only the points this run
+// simulates.
 #include "sweep/progress.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace stepsim::sweep {
 namespace {
@@ -17,36 +21,49 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(std::size_t total, bool enabled)
-    : total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+Progress::Progress(std::size_t total, bool enabled, std::FILE* out)
+    : total_(total), enabled_(enabled), out_(out), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 Progress::~Progress() { finish(); }
 
 bool Progress::stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
-void Progress::update(std::size_t done) {
+void Progress::update(std::size_t done, std::size_t skipped) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   if (drawn_ && now - last_draw_ < std::chrono::milliseconds(200) && done < total_) return;
   last_draw_ = now;
-  draw(done);
+  draw(done, skipped);
 }
 
-void Progress::draw(std::size_t done) {
+void Progress::draw(std::size_t done, std::size_t skipped) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
-  const std::string eta = rate > 0 ? duration_text(static_cast<double>(total_ - done) / rate) : "?";
+  // Points whose rows were there already took no simulation: counted, they would make the rate
+  // that of reading the file and the ETA far too short.
+  const std::size_t run = done - std::min(skipped, done);
+  const double rate = elapsed > 0 ? static_cast<double>(run) / elapsed : 0;
+  const std::string eta = done >= total_ ? duration_text(0)
+                          : rate > 0     ? duration_text(static_cast<double>(total_ - done) / rate)
+                                         : "?";
   const std::string line =
-      fmt::format("\rsweep: {}/{} points ({:.0f} %), {:.1f} points/s, ETA {}  ", done, total_,
+      fmt::format("sweep: {}/{} points ({:.0f} %), {:.1f} points/s, ETA {}  ", done, total_,
                   total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate, eta);
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  std::fputs(("\r" + line).c_str(), out_);
+  std::fflush(out_);
+  width_ = std::max(width_, line.size());
   drawn_ = true;
+}
+
+void Progress::hide() {
+  if (!enabled_ || !drawn_) return;
+  std::fputs(("\r" + std::string(width_, ' ') + "\r").c_str(), out_);
+  std::fflush(out_);
+  drawn_ = false;
 }
 
 void Progress::finish() {
   if (!enabled_ || !drawn_) return;
-  std::fputs("\n", stderr);
+  std::fputs("\n", out_);
   drawn_ = false;
   enabled_ = false;
 }

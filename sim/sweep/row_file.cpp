@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/input_files.hpp"
 
@@ -25,6 +26,14 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Whether `text`, a file's content without a newline, is what a sweep killed while writing
+// its first line leaves: the start of its CSV header, or of a JSON row (whose first key is
+// "point").
+bool torn_first_line(const std::string& text, Format format, const std::vector<std::string>& header) {
+  const std::string first = format == Format::csv ? format_header(header, format) : std::string("{\"point\":");
+  return first.starts_with(text) || (format == Format::jsonl && text.starts_with(first));
 }
 
 // Rows are synced at least this often, and at the end.
@@ -55,6 +64,7 @@ FileLines read_lines(const std::string& path, Format format) {
   const auto last_newline = text.rfind('\n');
   lines.whole_bytes = last_newline == std::string::npos ? 0 : last_newline + 1;
   lines.torn_bytes = text.size() - lines.whole_bytes;
+  lines.torn = text.substr(lines.whole_bytes);
   std::size_t begin = 0;
   for (std::size_t line = 1; begin < lines.whole_bytes; ++line) {
     const auto end = text.find('\n', begin);
@@ -73,9 +83,12 @@ FileLines read_lines(const std::string& path, Format format) {
 RowFile::RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
                  bool resume)
     : path_(path), last_sync_(std::chrono::steady_clock::now()) {
-  if (path == "-") {
-    if (resume) throw InputError("--resume", "", "needs an output file (-o FILE), not stdout");
-    fd_ = STDOUT_FILENO;
+  // Where the name leads, as every output of stepsim resolves it: stdout ('-', /dev/stdout,
+  // /dev/fd/1), another descriptor, a device or a FIFO is written through, never locked nor
+  // emptied (`-o /dev/stdout >> log.csv` appends to log.csv as `-o -` does).
+  const report::OutputTarget target = path == "-" ? report::stdout_target() : report::resolve_output("-o", path);
+  if (target.kind != report::TargetKind::file) {
+    open_through(target, resume);
     append(format_header(header, format));
     return;
   }
@@ -86,9 +99,9 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
   if (fd_ < 0) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
   owned_ = true;
   struct stat st {};
-  const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
   bool write_header = true;
-  if (regular) {
+  if (regular_) {
     lock_or_refuse(fd_, path);
     if (resume) {
       write_header = take_existing(format, header, sweep_id);
@@ -99,9 +112,37 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
   if (write_header) append(format_header(header, format));
 }
 
+void RowFile::open_through(const report::OutputTarget& target, bool resume) {
+  const bool to_stdout = target.kind == report::TargetKind::fd && target.fd == STDOUT_FILENO;
+  if (resume)
+    throw InputError("--resume", "",
+                     to_stdout ? std::string("needs an output file (-o FILE), not stdout")
+                               : fmt::format("needs an output file (-o FILE), not {}, which is written through (a "
+                                             "device, a FIFO or a descriptor)",
+                                             path_));
+  if (target.kind == report::TargetKind::fd) {
+    fd_ = target.fd;
+    return;
+  }
+  fd_ = ::open(target.path.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  if (fd_ < 0) throw InputError(path_, "-o", fmt::format("cannot open for writing: {}", std::strerror(errno)));
+  owned_ = true;
+}
+
 bool RowFile::take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id) {
   const FileLines lines = read_lines(path_, format);
-  if (lines.header.empty()) return true;
+  if (lines.header.empty()) {
+    // No whole line: an empty file, the torn first line of this sweep's file (its header, or
+    // the first JSON row), cut; or a file of something else, refused rather than appended to.
+    if (lines.torn_bytes == 0) return true;
+    if (!torn_first_line(lines.torn, format, header))
+      throw InputError(path_, "line 1",
+                       "is not the start of a sweep's rows (no header and no row): choose another output, or "
+                       "delete the file to start again");
+    if (::ftruncate(fd_, 0) != 0)
+      throw InputError(path_, "", fmt::format("cannot cut the torn first line: {}", std::strerror(errno)));
+    return true;
+  }
   if (lines.header != header)
     throw InputError(path_, "line 1",
                      "the columns differ from this sweep's (same scenario, --vary and --gpus are needed to resume)");
@@ -144,6 +185,8 @@ void RowFile::append(const std::string& line) {
   }
   if (std::chrono::steady_clock::now() - last_sync_ >= kSyncInterval) sync();
 }
+
+bool RowFile::is_terminal() const { return ::isatty(fd_) == 1; }
 
 void RowFile::sync() {
   last_sync_ = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/rows.hpp"
 
@@ -21,6 +22,7 @@ struct FileLines {
   std::vector<std::string> rows;
   std::size_t whole_bytes = 0;  // bytes up to the last newline
   std::size_t torn_bytes = 0;
+  std::string torn;  // the torn line itself
 };
 FileLines read_lines(const std::string& path, Format format);
 
@@ -34,10 +36,13 @@ InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t 
 
 class RowFile {
  public:
-  // "-": stdout. Otherwise the file is created (or emptied) and gets the header; with
-  // `resume` an existing file keeps its rows, must have the same header and every row this
-  // sweep's `sweep_id`, and loses a torn last line. A regular file is locked (flock) for as
-  // long as this object lives: a second writer is refused with InputError.
+  // "-", or any name report::resolve_output finds written through (/dev/stdout, a device, a
+  // FIFO): written in place, never emptied nor locked, and not resumable. Otherwise the file
+  // is created (or emptied) and gets the header; with `resume` an existing file keeps its
+  // rows, must have the same header and every row this sweep's `sweep_id`, and loses a torn
+  // last line (a torn first line too; a file without a whole line that does not start as a
+  // sweep's rows is refused). A regular file is locked (flock) for as long as this object
+  // lives: a second writer is refused with InputError.
   RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
           bool resume);
   ~RowFile();
@@ -47,15 +52,21 @@ class RowFile {
   const std::set<RowKey>& existing() const { return existing_; }
   void append(const std::string& line);
   void sync();  // fsync (a no-op on pipes and terminals)
+  bool is_terminal() const;                  // rows go to a terminal (no -o, or -o /dev/tty)
+  bool is_file() const { return regular_; }  // a regular file, which --resume can take up
 
  private:
   // Reads the rows already there into existing_ (checked against the header and sweep_id)
-  // and cuts a torn last line; true when the file has no header yet.
+  // and cuts a torn last line; true when the file has no header yet (empty, or emptied of its
+  // torn first line).
   bool take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id);
+  // Takes a target written through (stdout, a descriptor, a device, a FIFO) as it is.
+  void open_through(const report::OutputTarget& target, bool resume);
 
   std::string path_;
   int fd_ = -1;
   bool owned_ = false;
+  bool regular_ = false;
   std::set<RowKey> existing_;
   std::chrono::steady_clock::time_point last_sync_;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 
 #include "report/output_target.hpp"
 #include "stepsim/error.hpp"
@@ -24,13 +25,22 @@ struct Cell {
 };
 
 Cell text_cell(std::string s) { return {Cell::text, std::move(s)}; }
-Cell number_cell(double v) { return {Cell::number, fmt::format("{}", v)}; }
+// A figure that is not finite has no JSON number: it is left empty (null), as an unknown one.
+Cell number_cell(double v) { return std::isfinite(v) ? Cell{Cell::number, fmt::format("{}", v)} : Cell{}; }
 
-// A varied value as the JSON scalar it is when it is one (numbers, true), else text.
+// Whether `v` is a number JSON can write: Boost.JSON reads 1e400 as infinity, which it then
+// writes as Infinity, no JSON at all.
+bool finite_number(const json::value& v) {
+  return v.is_int64() || v.is_uint64() || (v.is_double() && std::isfinite(v.as_double()));
+}
+
+// A varied value as the JSON scalar it is when it is one (numbers, true), else text: as the
+// scenario loader reads it, for which a number out of range (1e400) is a string.
 Cell varied_cell(const std::string& s) {
   json::error_code ec;
   const json::value v = json::parse(s, ec);
-  if (!ec && (v.is_number() || v.is_bool())) return {v.is_bool() ? Cell::boolean : Cell::number, s};
+  if (!ec && v.is_bool()) return {Cell::boolean, s};
+  if (!ec && finite_number(v)) return {Cell::number, s};
   return text_cell(s);
 }
 
@@ -97,8 +107,11 @@ json::value json_of(const Cell& c) {
   switch (c.kind) {
     case Cell::text:
       return json::string(c.value);
-    case Cell::number:
-      return json::parse(c.value);
+    case Cell::number: {
+      json::error_code ec;
+      json::value v = json::parse(c.value, ec);
+      return !ec && finite_number(v) ? v : json::value(json::string(c.value));
+    }
     case Cell::boolean:
       return c.value == "true";
     case Cell::null:

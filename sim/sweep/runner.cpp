@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "engine/parallel.hpp"
+#include "stepsim/error.hpp"
 #include "sweep/progress.hpp"
 #include "sweep/row_file.hpp"
 
@@ -43,11 +45,28 @@ std::vector<std::thread> start_workers(unsigned wanted, const std::function<void
   return workers;
 }
 
+// " (this process's address space is limited to N MiB: ulimit -v)" where a limit is set.
+std::string memory_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return "";
+  return fmt::format(" (this process's address space is limited to {} MiB: ulimit -v)", limit.rlim_cur >> 20);
+}
+
+// A point that ran out of memory while others ran at once failed for their sake, not its own:
+// its row would say so of the point. `what` names it; `jobs` is --jobs (0: not given).
+InputError out_of_memory(const std::string& what, unsigned jobs, unsigned threads, const std::string& then) {
+  return InputError(
+      "--jobs", jobs == 0 ? std::string() : std::to_string(jobs),
+      fmt::format("{} ran out of memory with {} simulations at once{}: {}", what, threads, memory_limit(), then));
+}
+
 // Runs `run(i)` for i in [0, n) on `jobs` threads and hands the results to `deliver` in
-// order of i. `run` must not throw (a point's failure is its result).
+// order of i; `threads` receives the number of threads that run them (0: this one alone)
+// before the first is delivered. `run` must not throw (a point's failure is its result).
 template <typename Result>
 void ordered_parallel(std::size_t n, unsigned jobs, const std::function<Result(std::size_t)>& run,
-                      const std::function<void(std::size_t, Result&&)>& deliver) {
+                      const std::function<void(std::size_t, Result&&)>& deliver, unsigned& threads) {
+  threads = 0;
   if (n == 0) return;
   const unsigned wanted = job_count(jobs, n);
   std::atomic<std::size_t> next{0};
@@ -66,6 +85,7 @@ void ordered_parallel(std::size_t n, unsigned jobs, const std::function<Result(s
       ready.notify_one();
     }
   });
+  threads = static_cast<unsigned>(workers.size());
   const auto stop = [&] {
     next = n;  // the workers stop after their current point
     for (std::thread& w : workers) w.join();
@@ -100,7 +120,11 @@ RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
   RunSummary summary;
   summary.points = indices.size();
   Progress progress(indices.size(), options.progress);
+  // Rows on the terminal the progress line is drawn on: the line is erased before each row, and
+  // drawn again after it, below the rows.
+  const bool rows_under_progress = options.progress && file.is_terminal();
   const bool resuming = !file.existing().empty();
+  unsigned threads = 0;
   ordered_parallel<std::optional<PointResult>>(
       indices.size(), options.jobs,
       [&](std::size_t k) -> std::optional<PointResult> {
@@ -118,14 +142,21 @@ RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
         if (!r) {
           ++summary.skipped;
         } else {
+          if (r->out_of_memory && threads > 1)
+            throw out_of_memory(fmt::format("point {}", r->index), options.jobs, threads,
+                                file.is_file()
+                                    ? "the rows before it are written; run fewer at once, with --resume for the rest"
+                                    : "the rows before it are written; run fewer at once");
+          if (rows_under_progress) progress.hide();
           file.append(format_row(spec, *r, format));
           ++(r->status == Status::ok        ? summary.ok
              : r->status == Status::invalid ? summary.invalid
              : r->status == Status::oom     ? summary.oom
                                             : summary.error);
         }
-        progress.update(k + 1);
-      });
+        progress.update(k + 1, summary.skipped);
+      },
+      threads);
   progress.finish();
   file.sync();
   return summary;
@@ -136,12 +167,15 @@ std::vector<PointResult> run_points(const std::vector<std::size_t>& indices, uns
   std::vector<PointResult> results;
   results.reserve(indices.size());
   Progress progress(indices.size(), show_progress);
+  unsigned threads = 0;
   ordered_parallel<PointResult>(
       indices.size(), jobs, [&](std::size_t k) { return run(indices[k]); },
       [&](std::size_t k, PointResult&& r) {
+        if (r.out_of_memory && threads > 1) throw out_of_memory("a simulation", jobs, threads, "run fewer at once");
         results.push_back(std::move(r));
         progress.update(k + 1);
-      });
+      },
+      threads);
   progress.finish();
   return results;
 }

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::sweep {
@@ -66,6 +67,18 @@ std::string shard_path(const std::string& path, const Shard& shard) {
   const std::string stem = has_extension ? path.substr(0, dot) : path;
   const std::string extension = has_extension ? path.substr(dot) : "";
   return fmt::format("{}.shard-{}-of-{}{}", stem, shard.index, shard.count, extension);
+}
+
+std::string shard_output(const std::string& path, const Shard& shard) {
+  const std::string named = shard_path(path, shard);
+  // One shard of several writes a file of its own for --merge: stdout, a device or a FIFO
+  // would get a part of the rows (or none, the shard's name being another file's).
+  if (shard.count > 1 && (report::is_written_through(path) || report::is_written_through(named)))
+    throw InputError("-o", path,
+                     fmt::format("shard {}/{} writes its rows to a file of its own for --merge to join: expected a "
+                                 "regular file name ending in .csv or .jsonl, not stdout, a device or a FIFO",
+                                 shard.index, shard.count));
+  return named;
 }
 
 }  // namespace stepsim::sweep

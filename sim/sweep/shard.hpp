@@ -23,4 +23,9 @@ std::optional<Shard> shard_from_environment(const std::function<const char*(cons
 // Stdout ("-") stays stdout.
 std::string shard_path(const std::string& path, const Shard& shard);
 
+// shard_path's name for -o `path`, refused (InputError naming -o and `path`) when one shard of
+// several would write through stdout ('-', /dev/stdout), a device or a FIFO: shards need
+// regular files to merge.
+std::string shard_output(const std::string& path, const Shard& shard);
+
 }  // namespace stepsim::sweep

@@ -87,3 +87,26 @@ TEST_CASE("a product of more than a million points is refused") {
     CHECK(std::string(e.what()) == "--vary: c: the sweep would have more than 1000000 points; narrow the ranges");
   }
 }
+
+// Beyond 2^53 = 9007199254740992 a double has no odd integers: whole numbers are counted in
+// integers instead, and a range whose step the values cannot resolve is refused as such.
+TEST_CASE("a range beyond a double's precision is counted exactly or refused for its step") {
+  CHECK(parse_axis("training.global_batch=9007199254740992:9007199254740994:+1").values ==
+        std::vector<std::string>{"9007199254740992", "9007199254740993", "9007199254740994"});
+  CHECK(parse_axis("x=-3:3:+3").values == std::vector<std::string>{"-3", "0", "3"});
+  CHECK(parse_axis("x=9223372036854775800:9223372036854775807:+5").values ==
+        std::vector<std::string>{"9223372036854775800", "9223372036854775805"});
+  CHECK(message_of("training.global_batch=9007199254740992.0:9007199254740994:+1") ==
+        "--vary: training.global_batch: the range's step 1 is below the precision of its values near "
+        "9007199254740992: two values would be the same number");
+  CHECK(message_of("x=1e12:1.000000000001e12:+1e-4") ==
+        "--vary: x: the range's step 1e-4 is below the precision of its values near 1000000000000: two values would "
+        "be the same number");
+  CHECK(message_of("x=-9223372036854775807:9223372036854775807:+1") ==
+        "--vary: x: the range has more than 1000000 values");
+}
+
+TEST_CASE("a range of integers whose doubles are equal still needs its upper bound above its lower") {
+  CHECK(message_of("x=9007199254740993:9007199254740992:+1") ==
+        "--vary: x: the range's upper bound 9007199254740992 is below its lower bound 9007199254740993");
+}

@@ -1,9 +1,12 @@
-// The --best search and training.memory_headroom: a layout whose memory in use fits the GPU
-// only when no headroom is asked for is counted as not fitting, and is not ranked.
+// The --best search and memory: a layout whose memory in use fits the GPU only when no
+// headroom is asked for is counted as not fitting, and is not ranked; when nothing fits, the
+// search says which configuration comes nearest, by its memory.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -48,4 +51,43 @@ TEST_CASE("the best-configuration search drops a layout that fits only without t
     CHECK(report.memory_bytes.fits);
     CHECK(report.memory_bytes.device + headroom <= report.memory_bytes.capacity);
   }
+}
+
+namespace {
+
+SweepSpec llama_405b_on_8(const std::string& memory) {
+  SweepSpec spec;
+  spec.sets = {"model=llama3-405b"};
+  if (!memory.empty()) spec.sets.push_back("cluster.gpu.memory=\"" + memory + "\"");
+  spec.gpus = 8;
+  return spec;
+}
+
+}  // namespace
+
+// Llama 3 405B's weights, gradients and Adam states alone (16 bytes a parameter) need about
+// 755 GiB per GPU on 8 GPUs: nothing fits an 80 GB H100, and the search says by how much for the
+// configuration nearest to fitting. Asked another way: with the GPU's memory just above that
+// configuration's need, it fits and nothing that fits needs less; just below, nothing fits.
+TEST_CASE("when nothing fits, the search names the configuration nearest to fitting and its memory") {
+  const BestResult none = search_best(llama_405b_on_8(""), 2, false);
+  REQUIRE(none.ranked.empty());
+  INFO(none.closest_oom);
+  std::ostringstream table;
+  stepsim::sweep::write_best(llama_405b_on_8(""), none, 3, table);
+  CHECK(table.str().find("\nthe configuration nearest to fitting: " + none.closest_oom + "\n") != std::string::npos);
+  const auto at = none.closest_oom.find("does not fit: ");
+  REQUIRE(at != std::string::npos);
+  double in_use = 0, headroom = 0;
+  REQUIRE(std::sscanf(none.closest_oom.c_str() + at, "does not fit: %lf GiB in use at the peak + %lf GiB headroom",
+                      &in_use, &headroom) == 2);
+  CHECK(in_use >= 405e9 * 16 / 8 / 1073741824.0);
+  const BestResult just_above =
+      search_best(llama_405b_on_8(fmt::format("{:.1f} GiB", in_use + headroom + 0.2)), 2, false);
+  REQUIRE_FALSE(just_above.ranked.empty());
+  double least = 1e30;
+  for (const auto& ranked : just_above.ranked)
+    least = std::min(least, ranked.second.memory_bytes.device / 1073741824.0);
+  CHECK(least == Approx(in_use).margin(0.05));
+  CHECK(search_best(llama_405b_on_8(fmt::format("{:.1f} GiB", in_use + headroom - 0.2)), 2, false).ranked.empty());
 }

@@ -321,3 +321,23 @@ TEST_CASE("the search tries expert parallelism: none, the largest inside an NVLi
   CHECK(values(enumerate_layouts(fixed, {}, r4), "parallel.ep") == std::set<std::string>{"-"});
   CHECK(std::find(r4.fixed.begin(), r4.fixed.end(), "parallel.ep") != r4.fixed.end());
 }
+
+// Ranked by step time alone, configurations with the same step may differ in memory (FSDP's
+// against ZeRO-1's): the identical ones share a row even when such another sits between them.
+TEST_CASE("configurations with identical results share one row wherever they rank") {
+  const BestResult result =
+      stepsim::sweep::search_best(spec_of({"model=gpt-1.3b", "training.global_batch=8"}, 1), 2, false);
+  REQUIRE(result.ranked.size() > 2);
+  std::size_t shared = 0;
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    const stepsim::Report& a = result.ranked[i].second;
+    shared += result.ranked[i].first.alike.size();
+    for (std::size_t j = i + 1; j < result.ranked.size(); ++j) {
+      const stepsim::Report& b = result.ranked[j].second;
+      INFO("rows " << i + 1 << " and " << j + 1);
+      CHECK_FALSE((a.step_time_s == b.step_time_s && a.breakdown_s == b.breakdown_s &&
+                   a.memory_bytes.device == b.memory_bytes.device));
+    }
+  }
+  CHECK(shared > 0);
+}

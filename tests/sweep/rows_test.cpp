@@ -2,6 +2,7 @@
 // and the shard of a Slurm array task.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <map>
 
 #include "stepsim/error.hpp"
@@ -39,6 +40,31 @@ TEST_CASE("a reason with commas and quotes survives a CSV row and its reading ba
   CHECK(head.key == RowKey{7, 0x0123456789abcdefULL});
   CHECK(head.sweep == 0xfedcba9876543210ULL);
   CHECK(head.points == 12);
+}
+
+// JSON has no infinity: a varied 1e400, which the scenario loader reads as a string (it is out
+// of a double's range), is written as that string, and a figure that is not finite as null.
+TEST_CASE("a JSON line writes no number that is not finite") {
+  SweepSpec spec;
+  spec.axes = {{"data_parallel.bucket_cap_mb", {"1e400"}}};
+  spec.points = 1;
+  PointResult r;
+  r.values = {"1e400"};
+  r.report = stepsim::Report{};
+  r.report->step_time_s = std::numeric_limits<double>::infinity();
+  r.report->throughput.mfu = std::numeric_limits<double>::quiet_NaN();
+  const std::string line = format_row(spec, r, Format::jsonl);
+  INFO(line);
+  CHECK(line.find("\"sweep_points\":1,\"data_parallel.bucket_cap_mb\":\"1e400\",\"status\":\"ok\"") !=
+        std::string::npos);
+  CHECK(line.find("\"step_time_s\":null,") != std::string::npos);
+  CHECK(line.find("\"mfu\":null,") != std::string::npos);
+  CHECK(line.find("Infinity") == std::string::npos);
+  CHECK(line.find("NaN") == std::string::npos);
+  r.values = {"-0"};
+  CHECK(format_row(spec, r, Format::jsonl).find("\"data_parallel.bucket_cap_mb\":0,") != std::string::npos);
+  r.values = {"1E2"};
+  CHECK(format_row(spec, r, Format::jsonl).find("\"data_parallel.bucket_cap_mb\":1E2,") != std::string::npos);
 }
 
 TEST_CASE("a JSON line has the columns as keys with numbers as numbers and missing results as null") {

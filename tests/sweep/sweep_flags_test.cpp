@@ -1,7 +1,11 @@
 // `stepsim sweep` flags at their edges: job counts, flags that --best and --merge cannot
 // use, degrees spelt as JSON numbers, too few threads, and shard names.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 
@@ -104,6 +108,30 @@ TEST_CASE("running out of memory says which scenario was too large and exits 2")
         "ulimit -v); representative mode (simulation.ranks = \"representative\") simulates one rank per stage\n");
 }
 
+// Two simulations of 16,384 ranks each in an address space of 780 MB: a point that runs out of
+// memory beside another is no row of its own but the run's failure, exit status 2 with what
+// to do; one at a time, the same points are rows that say they are too large for this process.
+TEST_CASE("a sweep whose points run out of memory side by side stops with exit status 2") {
+  if (!limits_apply()) return;
+  const Scratch dir("sweep-out-of-memory");
+  const std::string sweep =
+      " sweep --set simulation.ranks=all --set model=llama3-8b --set parallel.dp=2048 --set "
+      "training.global_batch=4096 --vary training.micro_batch=1,2 ";
+  const Run two = dir.shell("ulimit -v 800000 && " STEPSIM_BINARY + sweep + "--jobs 2 -o two.csv");
+  CHECK(two.status == 2);
+  CHECK(two.err ==
+        "stepsim: error: --jobs: 2: point 0 ran out of memory with 2 simulations at once (this process's address "
+        "space is limited to 781 MiB: ulimit -v): the rows before it are written; run fewer at once, with --resume "
+        "for the rest\n");
+  const std::string rows = slurp(dir.file("two.csv"));
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 1);  // the header alone
+  const Run one = dir.shell("ulimit -v 800000 && " STEPSIM_BINARY + sweep + "--jobs 1 -o one.csv");
+  CHECK(one.status == 0);
+  CHECK(one.err == "stepsim: sweep: 2 points: 0 ok, 2 invalid, 0 oom, 0 error -> one.csv\n");
+  CHECK(slurp(dir.file("one.csv")).find(",invalid,\"<default>: out of memory while simulating the step: 16384 GPUs") !=
+        std::string::npos);
+}
+
 TEST_CASE("a varied key that is one of the rows' own columns is refused") {
   const Scratch dir("sweep-column-key");
   // A value that is not UTF-8 got such a key past the check for unknown keys.
@@ -137,4 +165,30 @@ TEST_CASE("the search for the best refuses --precision beside --set training.pre
   CHECK(fixed.err ==
         "stepsim: error: --precision: bf16: cannot be combined with --set training.precision=fp8, which fixes the "
         "precision that --precision searches: give one of them\n");
+}
+
+// A shard of several writes a file of its own for --merge: stdout, a descriptor, a device or a
+// FIFO would get part of the rows, or none while another file took them (the FIFO's reader
+// waiting for ever). Each is refused, naming -o and the name given.
+TEST_CASE("a shard refuses an output that is not a regular file") {
+  const Scratch dir("sweep-shard-output");
+  REQUIRE(::mkfifo(dir.file("pipe.csv").c_str(), 0600) == 0);
+  const std::string expected =
+      ": shard 1/2 writes its rows to a file of its own for --merge to join: expected a "
+      "regular file name ending in .csv or .jsonl, not stdout, a device or a FIFO\n";
+  const std::string sweep = "sweep --vary parallel.tp=2,4 ";
+  for (const std::string out : {"/dev/stdout", "/proc/self/fd/1", "/dev/null", "pipe.csv", "-"}) {
+    INFO(out);
+    const Run flag = dir.run(sweep + "--shard 1/2 -o " + out);
+    CHECK(flag.status == 2);
+    CHECK(flag.err == "stepsim: error: -o: " + out + expected);
+    CHECK(flag.out.empty());
+    const Run slurm =
+        dir.shell("SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 " STEPSIM_BINARY " " + sweep + "-o " + out);
+    CHECK(slurm.status == 2);
+    CHECK(slurm.err == flag.err);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"pipe.csv"});
+  // One shard of one is the whole sweep: stdout stays stdout.
+  CHECK(dir.run(sweep + "--shard 0/1 -o -").status == 0);
 }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -157,4 +158,106 @@ TEST_CASE("a merge names the points it lacks and those given twice") {
         "stepsim: sweep: merged 1 rows from 2 files into m.csv (1 duplicates dropped: point 0)\n"
         "stepsim: sweep: m.csv lacks 2 of the sweep's 3 points: 1-2 (merge the other shards' files too)\n");
   CHECK(count_lines(slurp(dir.file("m.csv"))) == 2);
+}
+
+// A calibration file is an input of the sweep whether --set or a --vary value names it: an
+// output leading to it, through a symlink or by its own name, is refused and it stays as it was.
+TEST_CASE("a sweep refuses an output that is one of its calibration files, by any name") {
+  const Scratch dir("sweep-calibration-output");
+  REQUIRE(dir.run("calibrate import-nccl-tests " + std::string(STEPSIM_TEST_DATA) +
+                  "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o cal.json")
+              .status == 0);
+  const std::string calibration = slurp(dir.file("cal.json"));
+  fs::create_symlink("cal.json", dir.file("rows.csv"));
+  const Run linked = dir.run("sweep --vary parallel.tp=1,2 --set 'calibration=[\"cal.json\"]' -o rows.csv");
+  CHECK(refusal(linked, "stepsim: error: rows.csv: -o: is 'cal.json', an input of this run") == "");
+  CHECK(slurp(dir.file("cal.json")) == calibration);
+
+  dir.write("cal.jsonl", calibration);
+  const Run varied = dir.run("sweep --vary 'calibration=[],[\"cal.jsonl\"]' -o cal.jsonl");
+  CHECK(refusal(varied, "stepsim: error: cal.jsonl: -o: is 'cal.jsonl', an input of this run") == "");
+  CHECK(slurp(dir.file("cal.jsonl")) == calibration);
+}
+
+// The points of `--vary calibration=...` read the files its values name: the sweep_id covers
+// their contents, so that rows simulated with the old file are not resumed as the new one's.
+TEST_CASE("a changed calibration file that a varied value names makes another sweep") {
+  const Scratch dir("sweep-varied-calibration");
+  REQUIRE(dir.run("calibrate import-nccl-tests " + std::string(STEPSIM_TEST_DATA) +
+                  "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o cal.json")
+              .status == 0);
+  const std::string sweep = "sweep --vary 'calibration=[],[\"cal.json\"]' -o c.csv";
+  REQUIRE(dir.run(sweep).status == 0);
+  const Run same = dir.run(sweep + " --resume");
+  REQUIRE(same.status == 0);
+  CHECK(same.err.find("2 already written") != std::string::npos);
+  dir.write("cal.json", slurp(dir.file("cal.json")) + "\n");
+  const Run changed = dir.run(sweep + " --resume");
+  CHECK(changed.status == 2);
+  CHECK(changed.err.find("written by another sweep") != std::string::npos);
+}
+
+// /dev/stdout, /dev/fd/1 and /proc/self/fd/1 are stdout, as '-' is: the file behind a shell's
+// >> gets the rows after what it had, never emptied.
+TEST_CASE("rows to /dev/stdout are appended to the file stdout is, as with -o -") {
+  const Scratch dir("sweep-dev-stdout");
+  const std::string sweep = STEPSIM_BINARY " sweep --vary parallel.tp=1,2";
+  const Run dash = dir.run("sweep --vary parallel.tp=1,2 -o -");
+  REQUIRE(dash.status == 0);
+  for (const std::string name : {"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}) {
+    INFO(name);
+    dir.write("log.csv", "earlier\n");
+    const Run run = dir.shell("(" + sweep + " -o " + name + " >> log.csv)");
+    CHECK(run.status == 0);
+    CHECK(slurp(dir.file("log.csv")) == "earlier\n" + dash.out);
+  }
+}
+
+// A sweep killed while writing its first line leaves that line torn, without a newline: resumed,
+// it is cut and the file becomes the uninterrupted sweep's. A file of something else is refused.
+TEST_CASE("resuming cuts a torn first line and refuses a file that is no sweep's rows") {
+  const Scratch dir("sweep-torn-first");
+  const std::string sweep = "sweep --vary parallel.tp=1,2 -o ";
+  for (const std::string name : {"whole.csv", "whole.jsonl"}) REQUIRE(dir.run(sweep + name).status == 0);
+  for (const std::string ext : {".csv", ".jsonl"}) {
+    INFO(ext);
+    const std::string whole = slurp(dir.file("whole" + ext));
+    for (const std::size_t torn : {std::size_t{1}, std::size_t{25}, whole.find('\n') - 1}) {
+      dir.write("torn" + ext, whole.substr(0, torn));
+      REQUIRE(dir.run(sweep + "torn" + ext + " --resume").status == 0);
+      CHECK(slurp(dir.file("torn" + ext)) == whole);
+    }
+  }
+  dir.write("other.csv", "hello world");
+  const Run other = dir.run(sweep + "other.csv --resume");
+  CHECK(refusal(other, "stepsim: error: other.csv: line 1: is not the start of a sweep's rows") == "");
+  CHECK(slurp(dir.file("other.csv")) == "hello world");
+}
+
+// A varied value out of a double's range is no JSON number: the rows stay JSON, so that stepsim
+// resumes and merges its own file.
+TEST_CASE("JSON rows of a value out of range resume and merge") {
+  const Scratch dir("sweep-infinity");
+  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1e400,-0,1E2 -o big.jsonl";
+  REQUIRE(dir.run(sweep).status == 0);
+  const std::string rows = slurp(dir.file("big.jsonl"));
+  CHECK(rows.find("\"data_parallel.bucket_cap_mb\":\"1e400\"") != std::string::npos);
+  const Run resumed = dir.run(sweep + " --resume");
+  CHECK(resumed.status == 0);
+  CHECK(resumed.err.find("3 already written") != std::string::npos);
+  CHECK(slurp(dir.file("big.jsonl")) == rows);
+  const Run merged = dir.run("sweep --merge m.jsonl big.jsonl");
+  CHECK(merged.status == 0);
+  CHECK(slurp(dir.file("m.jsonl")) == rows);
+}
+
+TEST_CASE("a merge names each file whose torn last line it left out") {
+  const Scratch dir("merge-torn");
+  write_shards(dir);
+  std::ofstream(dir.file("part.shard-1-of-3.csv"), std::ios::app) << "1,0123";
+  const Run merge = dir.run("sweep --merge m.csv part.shard-0-of-3.csv part.shard-1-of-3.csv part.shard-2-of-3.csv");
+  CHECK(merge.status == 0);
+  CHECK(merge.err.find("stepsim: warning: left out the torn last line of part.shard-1-of-3.csv\n") !=
+        std::string::npos);
+  CHECK(slurp(dir.file("m.csv")) == slurp(dir.file("all.csv")));
 }
