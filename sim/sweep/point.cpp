@@ -51,11 +51,13 @@ std::optional<std::string> degree_text(const std::string& set, std::string_view 
   return json::serialize(*degree);
 }
 
-// The degree NAME (tp, pp, cp) the last assignment to it in `sets` gives, as a positive
-// integer; nullopt when none assigns it or its value is not one (the loader then says why).
+// The degree NAME (tp, pp, cp) the assignment the loader applies last gives (in the order of
+// io::ordered_sets: a "parallel={...}" object before "parallel.tp=..." whatever the order
+// given), as a positive integer; nullopt when none assigns it or its value is not one (the
+// loader then says why).
 std::optional<long long> assigned_degree(const std::vector<std::string>& sets, std::string_view name) {
   std::optional<long long> degree;
-  for (const auto& set : sets)
+  for (const auto& set : io::ordered_sets(sets))
     if (const auto text = degree_text(set, name)) degree = whole_number(*text);
   return degree;
 }

@@ -48,3 +48,22 @@ TEST_CASE("a varied key inside a varied section gives the rows simulate gives") 
   layouts.axes = {{"parallel.tp", {"2", "4"}}, {"parallel", {R"({"tp":8})", R"({"pp":2})"}}};
   check_points(layouts);
 }
+
+// With --gpus the sweep works out each point's dp from its TP, PP and CP degrees: from the ones
+// the loader applies, so "parallel.tp=2" given before "parallel={...}" is the point's TP. On 64
+// GPUs: TP 2 gives dp 32, TP 4 dp 16 (it took TP 8 from the object and gave dp 8 to both).
+TEST_CASE("the dp a sweep derives from --gpus follows the TP the point runs") {
+  SweepSpec spec;
+  spec.gpus = 64;
+  spec.axes = {{"parallel.tp", {"2", "4"}}, {"parallel", {R"({"tp":8})"}}};
+  stepsim::sweep::prepare(spec);
+  REQUIRE(spec.points == 2);
+  for (std::size_t i = 0; i < spec.points; ++i) {
+    const stepsim::sweep::PointResult row = stepsim::sweep::run_point(spec, i);
+    REQUIRE(row.report);
+    const stepsim::Scenario s =
+        stepsim::io::load_scenario("", {spec.axes[1].key + "=" + row.values[1], spec.axes[0].key + "=" + row.values[0],
+                                        "parallel.dp=" + std::to_string(64 / std::stoi(row.values[0]))});
+    CHECK(row.report->step_time_s == stepsim::simulate(s).report.step_time_s);
+  }
+}
