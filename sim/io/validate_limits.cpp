@@ -18,7 +18,6 @@
 namespace stepsim::io {
 namespace {
 
-constexpr double kMaxLayerPasses = 262144;  // micro-batches × layers per step: about 10 s and 1.2 GB
 // Every rank of the job in all-ranks mode: micro-batches × layers × tp·dp·cp.
 constexpr double kMaxRankLayerPasses = 8388608;
 constexpr double kMaxStepSeconds = 1e6;                        // about 11.6 days, well inside Time's range
@@ -272,7 +271,8 @@ void products(const Scenario& s, const Limits& l) {
     if (tp_weight > 1) parts.push_back("1 + (tp - 1)/4 for TP overlap's pieces");
     return parts.empty() ? std::string() : fmt::format(", a layer counting {}{}", fmt::join(parts, " and "), after);
   };
-  const double passes = micro_batches * layers * (1.0 + (s.parallel.cp - 1) / 5.0) * tp_weight;
+  const double passes =
+      layer_passes(micro_batches, m.layers, s.parallel.cp, s.parallel.tp, s.tensor_parallel.comm_overlap);
   if (passes > kMaxLayerPasses)
     l.fail("/training/global_batch",
            fmt::format("{:.0f} micro-batches per step (global_batch / (micro_batch·dp)) times {} layers{} is {:.0f} "
@@ -321,6 +321,10 @@ void products(const Scenario& s, const Limits& l) {
 }
 
 }  // namespace
+
+double layer_passes(double micro_batches, int layers, int cp, int tp, bool tp_overlap) {
+  return micro_batches * layers * (1.0 + (cp - 1) / 5.0) * (tp_overlap ? 1.0 + (tp - 1) / 4.0 : 1.0);
+}
 
 void check_key_ranges(const Scenario& s) {
   const Limits l(s.source);

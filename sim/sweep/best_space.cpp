@@ -8,6 +8,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "io/validate_limits.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
@@ -408,7 +409,16 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                   if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
                   if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
                   for (auto& reset : kind_defaults(spec, base, kind)) c.sets.push_back(std::move(reset));
-                  const bool runs = schedule.runs && (ep == 0 || io::runs_expert_degree(base, ep));
+                  // More layer passes than a step simulates (io::layer_passes) is left for
+                  // validation to refuse, as a layout the model does not run.
+                  const bool overlap =
+                      overlap_possible(spec, base, d.tp) ||
+                      (user_sets(spec, "tensor_parallel.comm_overlap") && base.tensor_parallel.comm_overlap);
+                  const double passes =
+                      io::layer_passes(static_cast<double>(base.training.global_batch) / static_cast<double>(mb * d.dp),
+                                       base.model.layers, d.cp, d.tp, overlap);
+                  const bool runs =
+                      schedule.runs && (ep == 0 || io::runs_expert_degree(base, ep)) && passes <= io::kMaxLayerPasses;
                   (runs ? out : unrun).push_back(std::move(c));
                 }
       }
