@@ -233,38 +233,18 @@ class StepWriter {
     b_.join_lanes();
   }
 
-  // Megatron-Core's combined forward and backward of one layer pair
-  // (TransformerLayerSchedulePlan.run in models/common/model_chunk_schedule_plan.py): the
-  // backward's combine all-to-all, the forward's attention, the backward's MLP, the forward's
-  // dispatch, the backward's dispatch, the forward's MLP and combine, the backward's attention.
-  // So the backward (lane 1) goes first, and a pass hands over after each all-to-all it issues
-  // and before each dispatch (unless it has just been handed the turn): every all-to-all runs
-  // on the one ep stream under the other pass's compute, in Megatron's order.
+  // Megatron-Core's combined forward and backward of one layer pair, in the order
+  // combined_order gives its pieces.
   void combine(std::array<Script, 2>& lanes) {
-    std::array<std::size_t, 2> next{0, 0};
-    int lane = 1;
-    bool handed = true;
-    const auto hand_over = [&] {
-      lane ^= 1;
-      handed = true;
-    };
-    while (next[0] < lanes[0].size() || next[1] < lanes[1].size()) {
-      if (next[lane] == lanes[lane].size()) {
-        hand_over();
-        continue;
-      }
-      const Piece& piece = lanes[lane][next[lane]];
-      if (piece.dispatch && !handed) {
-        hand_over();
-        continue;
-      }
-      b_.set_lane(lane);
-      const long long before = ep_.all_to_alls();
-      piece.run();
-      ++next[lane];
-      handed = false;
-      if (ep_.all_to_alls() != before) hand_over();
-    }
+    combined_order(
+        {lanes[0].size(), lanes[1].size()},
+        [&lanes](int lane, std::size_t i) { return lanes[static_cast<std::size_t>(lane)][i].dispatch; },
+        [this, &lanes](int lane, std::size_t i) {
+          b_.set_lane(lane);
+          const long long before = ep_.all_to_alls();
+          lanes[static_cast<std::size_t>(lane)][i].run();
+          return ep_.all_to_alls() != before;
+        });
     b_.join_lanes();
   }
 
