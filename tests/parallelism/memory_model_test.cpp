@@ -651,3 +651,19 @@ TEST_CASE("a zero-bubble stage's peak under full recompute is its counter's") {
   check_counter_is_model(gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::full));
   check_counter_is_model(gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::selective));
 }
+
+// Each multi-token prediction depth keeps its layer's activations, its two norms' inputs and
+// its projection's 2h-wide input, its final norm's input and the shared head's input (that
+// norm's output), each s·b·h/t in bf16 with SP, and the fp32 logits b·s·V/t: at the 22B
+// shape (s 2048, b 1, h 6144, V 51,200) at TP 8, 6 · 2·sbh/8 = 18,874,368 bytes and
+// 4 · 2048 · 6,400 = 52,428,800 beside the layer's.
+TEST_CASE("a multi-token prediction depth keeps the shared head's input as the main head does") {
+  stepsim::Scenario s = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  const auto without = stepsim::workload::build_work(s);
+  s.model.mtp_layers = 1;
+  const auto with = stepsim::workload::build_work(s);
+  CHECK(6 * 2 * sbh / 8 == 18'874'368);
+  CHECK(with.post.activations.count() - without.post.activations.count() ==
+        with.layer.activations.count() + 18'874'368 + 52'428'800);
+}
