@@ -667,3 +667,52 @@ TEST_CASE("a multi-token prediction depth keeps the shared head's input as the m
   CHECK(with.post.activations.count() - without.post.activations.count() ==
         with.layer.activations.count() + 18'874'368 + 52'428'800);
 }
+
+namespace {
+
+// What lies outside the allocator on each stage: the CUDA context's 0.5 GiB and 0.25 GiB per
+// NCCL communicator.
+std::vector<std::int64_t> runtime_gib_quarters(const stepsim::Scenario& s) {
+  std::vector<std::int64_t> out;
+  for (const auto& m : sp::estimate_memory(s, stepsim::workload::build_work(s)).stages)
+    out.push_back(m.runtime.count() / (256LL << 20));
+  return out;
+}
+
+// The groups the program makes rank 0 a member of (every rank simulated, no pipeline).
+std::int64_t program_groups_of_rank_0(stepsim::Scenario s) {
+  s.simulation.ranks = stepsim::RankMode::all;
+  const sp::test::FixedCosts costs;
+  const auto program = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  std::int64_t n = 0;
+  for (const auto& g : program.groups) n += std::count(g.members.begin(), g.members.end(), 0) > 0 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// A rank's NCCL communicators are the program's: an MoE model at EP 4 on 8 data-parallel ranks
+// has the data-parallel one, the EP group's and the experts' data-parallel group's (8 / 4 = 2
+// ranks): 0.5 + 3 · 0.25 GiB, in quarters of a GiB 2 + 3; with expert TP 2 at EP 2, the ETP
+// group's too: 2 + 4. HSDP at TP 2 on 16 GPUs: the TP group, the shard group of the node's
+// 4 DP ranks and the replica group across the 2 nodes: 2 + 3. Two stages of a model with tied
+// embeddings: the pipeline's and the embedding group's on top of the data-parallel one: 2 + 3.
+TEST_CASE("every communicator the program gives a rank counts NCCL's buffers") {
+  auto moe = sp::test::small_scenario(1, 8, 1);
+  moe.model.moe = {8, 2, 4096};
+  moe.parallel.ep = 4;
+  CHECK(runtime_gib_quarters(moe) == std::vector<std::int64_t>{5});
+  CHECK(program_groups_of_rank_0(moe) == 3);
+  moe.parallel.ep = 2;
+  moe.parallel.etp = 2;
+  CHECK(runtime_gib_quarters(moe) == std::vector<std::int64_t>{6});
+  CHECK(program_groups_of_rank_0(moe) == 4);
+  auto hsdp = sp::test::small_scenario(2, 8, 1);
+  hsdp.data_parallel.kind = DpKind::hsdp;
+  CHECK(runtime_gib_quarters(hsdp) == std::vector<std::int64_t>{5});
+  CHECK(program_groups_of_rank_0(hsdp) == 3);
+  auto tied = sp::test::small_scenario(1, 2, 2);
+  tied.model.tied_embeddings = true;
+  tied.parallel.pp = 2;
+  CHECK(runtime_gib_quarters(tied) == std::vector<std::int64_t>{5, 5});
+}
