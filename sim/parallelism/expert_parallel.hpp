@@ -25,6 +25,9 @@ class ExpertParallel {
   // the forward dispatch (its backward, the tokens' input gradient going home).
   bool dispatches_before(const OpSite& site) const;
   bool dispatches_after(const OpSite& site) const;
+  // Whether the communication before (after) the op at `site` issues any EP all-to-all.
+  bool all_to_all_before(const OpSite& site) const { return enabled_ && into_experts(site); }
+  bool all_to_all_after(const OpSite& site) const { return enabled_ && out_of_experts(site); }
   // The EP all-to-alls issued so far.
   long long all_to_alls() const { return all_to_alls_; }
 

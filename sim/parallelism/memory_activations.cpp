@@ -1,34 +1,26 @@
 // Activations a pipeline stage keeps: the Korthikanti per-layer bytes (workload layer) of
 // every model-chunk forward its schedule has run but not yet backpropagated, and under a
-// zero-bubble schedule what a weight-gradient pass still needs after its B pass.
+// zero-bubble schedule what a weight-gradient pass still needs after its B pass; each pass
+// replayed op by op as the program issues it, with what each op allocates and frees.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "parallelism/activation_offload.hpp"
+#include "parallelism/expert_parallel.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/stage_layout.hpp"
+#include "parallelism/step_builder.hpp"
 #include "workload/layer.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
 namespace {
-
-Bytes chunk_activations(const workload::ModelWork& w, const ChunkLayers& c) {
-  Bytes kept{0};
-  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) kept += w.block(l).activations;
-  if (c.pre) kept += w.pre.activations;
-  if (c.post) kept += w.post.activations;
-  return kept;
-}
-
-// Only transformer layers defer their wgrad GEMMs (the embedding and head run whole in B).
-Bytes chunk_weight_inputs(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
-  Bytes kept{0};
-  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) kept += weight_pass_inputs(s, w.block(l));
-  return kept;
-}
 
 // Under sequence parallelism these GEMMs' inputs are kept sharded and gathered again for
 // the weight gradient.
@@ -54,15 +46,6 @@ Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
   if (!shape.repeats_kv) return Bytes(0);
   const long long tensors = shape.keeps_repeated_kv() ? 2 : 4;
   return Bytes(tensors * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
-}
-
-// On top of what a chunk keeps, at the worst moment of its backward: the loss's backward
-// buffers while the head still holds what it kept, or, once the head's activations are
-// freed, a layer's recomputed working set with context parallelism's buffers of its attention.
-Bytes backward_transient(const workload::ModelWork& w, const ChunkLayers& c, Bytes working) {
-  const Bytes loss = c.post ? w.post.backward_working : Bytes(0);
-  if (c.layers == 0) return loss;
-  return std::max(loss, working - (c.post ? w.post.activations : Bytes(0)));
 }
 
 // A stage's input and output as torch.distributed.pipelining passes them between stages
@@ -127,22 +110,6 @@ Bytes layer_working_set(const Scenario& s, const workload::ModelWork& w, int lay
   return working_set(s, w.dense_layer, workload::as_dense(shape));
 }
 
-// The largest of the chunk's layers': in a stack that mixes dense and MoE layers, a stage of
-// MoE layers alone never re-runs a dense layer's MLP.
-Bytes recompute_working_set(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
-  Bytes most{0};
-  if (c.layers == 0) return most;
-  if (w.dense.empty()) return layer_working_set(s, w, c.first_layer);
-  bool seen[2] = {false, false};  // a MoE layer, a dense one: each kind's set once
-  for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) {
-    bool& seen_kind = seen[w.dense[static_cast<std::size_t>(l)] ? 1 : 0];
-    if (seen_kind) continue;
-    seen_kind = true;
-    most = std::max(most, layer_working_set(s, w, l));
-  }
-  return most;
-}
-
 Bytes attention_backward_buffers(const Scenario& s, const workload::ModelWork& w) {
   return cp_attention_buffers(s, w) + repeated_kv_buffers(workload::layer_shape(s));
 }
@@ -175,39 +142,168 @@ ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& s, const workload::Model
   return out;
 }
 
+namespace {
+
+// One piece of a pass as the program builder issues it (StepWriter's forward, backward and
+// weight_pass; under the combined 1F1B each op in three pieces, its communication before,
+// itself, and what follows it, between the block's data-parallel hooks), with what it
+// allocates.
+struct Piece {
+  Bytes delta{0};
+  bool dispatch = false;    // it issues an EP dispatch all-to-all (forward, or its backward)
+  bool all_to_all = false;  // it issues an EP all-to-all
+};
+
+class PassPieces {
+ public:
+  PassPieces(const Scenario& s, const workload::ModelWork& w)
+      : s_(s), w_(w), memory_(s, w), ep_(s, w), split_(splits_backward(s.parallel.schedule)) {}
+
+  std::vector<Piece> forward(const ChunkLayers& c) const {
+    std::vector<Piece> out;
+    if (c.pre) ops(out, w_.pre.forward, 0, Phase::forward);
+    for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) ops(out, w_.block(l).forward, l + 1, Phase::forward);
+    if (c.post) ops(out, w_.post.forward, s_.model.layers + 1, Phase::forward);
+    return out;
+  }
+
+  // The whole backward, or under a zero-bubble schedule its B pass.
+  std::vector<Piece> backward(const ChunkLayers& c) const {
+    std::vector<Piece> out;
+    const Passes passes = split_ ? Passes::input : Passes::all;
+    if (c.post) ops(out, w_.post.backward, s_.model.layers + 1, Phase::backward);
+    for (int l = c.first_layer + c.layers - 1; l >= c.first_layer; --l) {
+      ops(out, w_.block(l).recompute, l + 1, Phase::recompute);
+      ops(out, w_.block(l).backward, l + 1, Phase::backward, passes);
+    }
+    if (c.pre) ops(out, w_.pre.backward, 0, Phase::backward);
+    return out;
+  }
+
+  std::vector<Piece> weight(const ChunkLayers& c) const {
+    std::vector<Piece> out;
+    for (int l = c.first_layer + c.layers - 1; l >= c.first_layer; --l)
+      ops(out, w_.block(l).backward, l + 1, Phase::backward, Passes::weight);
+    return out;
+  }
+
+ private:
+  enum class Passes : std::uint8_t { all, input, weight };
+
+  static bool selected(const workload::OpCost& cost, Passes passes) {
+    const bool wgrad = cost.pass == workload::Pass::backward_weight;
+    return passes == Passes::all || (passes == Passes::weight) == wgrad;
+  }
+
+  void ops(std::vector<Piece>& out, const std::vector<workload::OpCost>& list, int block, Phase phase,
+           Passes passes = Passes::all) const {
+    if (std::none_of(list.begin(), list.end(), [&](const workload::OpCost& c) { return selected(c, passes); })) return;
+    out.push_back({});  // the data-parallel strategy's hook before the block
+    for (const workload::OpCost& cost : list) {
+      if (!selected(cost, passes)) continue;
+      const OpSite site{block, &cost, phase};
+      out.push_back({Bytes(0), ep_.dispatches_before(site), ep_.all_to_all_before(site)});
+      out.push_back({memory_.of(block, cost, phase)});
+      out.push_back({Bytes(0), ep_.dispatches_after(site), ep_.all_to_all_after(site)});
+    }
+    out.push_back({});  // and after it
+  }
+
+  const Scenario& s_;
+  const workload::ModelWork& w_;
+  OpMemory memory_;
+  ExpertParallel ep_;
+  bool split_;
+};
+
+// What a pass, or a combined pair of passes, does to the allocated bytes: the change over it,
+// and the most they rise above where they started at any moment of it.
+struct PassMemory {
+  Bytes net{0};
+  Bytes rise{0};
+};
+
+PassMemory replay(const std::vector<Piece>& pieces) {
+  PassMemory m;
+  for (const Piece& p : pieces) {
+    m.net += p.delta;
+    m.rise = std::max(m.rise, m.net);
+  }
+  return m;
+}
+
+PassMemory replay_combined(const std::array<std::vector<Piece>, 2>& lanes) {
+  PassMemory m;
+  combined_order(
+      {lanes[0].size(), lanes[1].size()},
+      [&lanes](int lane, std::size_t i) { return lanes[static_cast<std::size_t>(lane)][i].dispatch; },
+      [&lanes, &m](int lane, std::size_t i) {
+        const Piece& p = lanes[static_cast<std::size_t>(lane)][i];
+        m.net += p.delta;
+        m.rise = std::max(m.rise, m.net);
+        return p.all_to_all;
+      });
+  return m;
+}
+
+}  // namespace
+
 KeptActivations kept_activations(const Scenario& s, const workload::ModelWork& w, int stage) {
   const ParallelSpec& p = s.parallel;
   const std::vector<ChunkLayers> layout = chunk_layers(p, s.model.layers);
-  const PipelineShape shape{std::max(p.pp, 1), static_cast<int>(s.training.micro_batches(p.dp)), chunks_per_stage(p),
-                            !pytorch_pipelining(s), s.model.moe.a2a_overlap};
-  const Bytes attention = attention_backward_buffers(s, w);
+  const std::vector<PipelineOp> order = stage_order(p.schedule, pipeline_shape(s), stage);
+  const PassPieces pieces(s, w);
+  // Per pass kind (forward, backward, weight, combined) and chunks, each replayed once.
+  std::map<std::tuple<int, int, int>, PassMemory> passes;
+  const auto pass = [&](int kind, int chunk, int paired) -> const PassMemory& {
+    const auto [it, inserted] = passes.try_emplace({kind, chunk, paired});
+    if (!inserted) return it->second;
+    const ChunkLayers& c = chunk_of(layout, p, stage, chunk);
+    if (kind == 0) it->second = replay(pieces.forward(c));
+    if (kind == 1) it->second = replay(pieces.backward(c));
+    if (kind == 2) it->second = replay(pieces.weight(c));
+    if (kind == 3)
+      it->second = replay_combined({pieces.forward(c), pieces.backward(chunk_of(layout, p, stage, paired))});
+    return it->second;
+  };
   const Offloaded on_host = offloaded(s, w);
   Bytes stored{0};
   long long chunks = 0;
   KeptActivations peak;
-  const bool split = splits_backward(p.schedule);
-  for (const PipelineOp& op : stage_order(p.schedule, shape, stage)) {
-    const ChunkLayers& c = chunk_of(layout, p, stage, op.chunk);
+  const auto at = [&peak](Bytes bytes, long long in_flight) {
+    if (bytes > peak.bytes) peak = {bytes, in_flight};
+  };
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const PipelineOp& op = order[i];
     if (op.weight) {
-      stored = stored - chunk_weight_inputs(s, w, c);
+      stored += pass(2, op.chunk, 0).net;  // a W pass frees what it needed
       continue;
     }
-    const ChunkPipelineBytes pipeline = pipeline_chunk_bytes(s, w, c);
-    const Bytes in_buffer = pipeline.in_buffer;
+    if (op.forward && op.overlapped && s.model.moe.a2a_overlap) {
+      // Megatron-Core's combined pair: the backward frees its layers as the forward allocates
+      // its own (stage_order puts the backward right after its forward).
+      const PassMemory& pair = pass(3, op.chunk, order[++i].chunk);
+      at(stored + pair.rise, chunks + 1);
+      stored += pair.net;
+      continue;
+    }
     if (op.forward) {
-      stored += chunk_activations(w, c) - in_buffer - on_host.all + pipeline.output;  // the output until the step ends
+      const PassMemory& f = pass(0, op.chunk, 0);
       ++chunks;
-      if (stored > peak.bytes) peak = {stored, chunks};
-      const Bytes transit = stored - (c.post ? w.post.activations : Bytes(0)) + on_host.in_transit;
-      if (on_host.all > Bytes(0) && transit > peak.bytes) peak = {transit, chunks};
+      if (on_host.all == Bytes(0)) {
+        at(stored + f.rise, chunks);
+        stored += f.net;
+        continue;
+      }
+      stored += f.net - on_host.all;
+      at(stored, chunks);
+      const ChunkLayers& c = chunk_of(layout, p, stage, op.chunk);
+      at(stored - (c.post ? w.post.activations : Bytes(0)) + on_host.in_transit, chunks);
       continue;
     }
-    const Bytes during = stored + backward_transient(w, c, recompute_working_set(s, w, c) + attention);
-    if (during > peak.bytes) peak = {during, chunks};
-    stored = stored - (chunk_activations(w, c) - in_buffer - on_host.all);
-    // A B pass frees what only it needed; the W pass's inputs stay until the W pass.
-    if (split) stored += chunk_weight_inputs(s, w, c);
-    if (split && stored > peak.bytes) peak = {stored, chunks - 1};
+    const PassMemory& b = pass(1, op.chunk, 0);
+    at(stored + b.rise, chunks);
+    stored += b.net + on_host.all;
     --chunks;
   }
   return peak;

@@ -37,6 +37,7 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/communicators.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/stage_layout.hpp"
@@ -147,13 +148,14 @@ Scenario expert_scenario(const Scenario& s) {
 }
 
 // The CUDA context (about 0.5 GiB with CUDA's lazy module loading) and, per NCCL communicator
-// the rank belongs to, its channels' buffers (NCCL_BUFFSIZE's 4 MiB for Simple plus LL128's
-// and LL's, on up to 32 channels: about 0.25 GiB). Estimates: no publisher states them, and
-// PyTorch's and Megatron's memory figures leave them out.
-Bytes runtime_memory(const Scenario& s) {
-  const ParallelSpec& p = s.parallel;
-  long long communicators = 0;
-  for (const int size : {p.tp, p.pp, p.cp, p.dp * p.cp, p.ep}) communicators += size > 1 ? 1 : 0;
+// the rank belongs to (communicator_count: the program's own list, for the stage's first
+// rank), its channels' buffers (NCCL_BUFFSIZE's 4 MiB for Simple plus LL128's and LL's, on up
+// to 32 channels: about 0.25 GiB). Estimates: no publisher states them, and PyTorch's and
+// Megatron's memory figures leave them out.
+Bytes runtime_memory(const Scenario& s, int stage) {
+  Coord first;
+  first.pp = stage;
+  const long long communicators = communicator_count(s, global_rank(s.parallel, first));
   return Bytes(512LL << 20) + Bytes(256LL << 20) * communicators;
 }
 
@@ -190,7 +192,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
   m.reserve = Bytes(std::llround(m.peak().as_double() * kAllocatorReserve));
-  m.runtime = runtime_memory(s);
+  m.runtime = runtime_memory(s, stage);
   return m;
 }
 

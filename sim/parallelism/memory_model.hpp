@@ -2,7 +2,10 @@
 // mode and precision, the activations the schedule keeps in flight, and buffers.
 #pragma once
 
+#include <map>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/program.hpp"
@@ -84,11 +87,9 @@ std::string does_not_fit(const MemoryReport& memory, int stage = -1);
 // does_not_fit of the stage with the peak, naming the stage, or empty when it fits.
 std::string memory_note(const MemoryEstimate& estimate);
 
-// Activations one layer re-materialises before its backward (full: all but its input;
-// selective: the attention scores) and holds until that backward frees them: layer
-// `layer`'s, and the largest of the layers of `chunk`.
+// Activations layer `layer` re-materialises before its backward (full: all but its input;
+// selective: the attention scores) and holds until that backward frees them.
 Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
-Bytes recompute_working_set(const Scenario& scenario, const workload::ModelWork& work, const ChunkLayers& chunk);
 
 // What a layer's attention backward holds beside the layer's own activations and its recompute
 // working set: context parallelism's K/V buffers and torchtitan's repeated K/V and their
@@ -105,8 +106,11 @@ struct KeptActivations {
 };
 
 // Replays pipeline stage `stage`'s schedule (GPipe keeps m micro-batches, 1F1B
-// min(p − stage, m), interleaved Megatron's warm-up plus one) over its model chunks. Under
-// PyTorch's pipelining each forward's output stays until the step ends (the last stage's
+// min(p − stage, m), interleaved Megatron's warm-up plus one) over its model chunks, each pass
+// op by op as the program issues it with what each op allocates and frees (OpMemory), so
+// that the peak is the one the trace's memory counter reaches; Megatron-Core's combined
+// forward and backward (model.moe.a2a_overlap) in the order combined_order runs their pieces.
+// Under PyTorch's pipelining each forward's output stays until the step ends (the last stage's
 // logits), and a chunk's input lies in its receive buffer (pipeline_buffers).
 KeptActivations kept_activations(const Scenario& scenario, const workload::ModelWork& work, int stage);
 
@@ -126,11 +130,35 @@ struct ChunkPipelineBytes {
 ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& scenario, const workload::ModelWork& work,
                                         const ChunkLayers& chunk);
 
-// Sets each rank's memory_base (its stage's states) and each op's memory_delta: a layer's
-// activations allocated by its last forward op, its recompute working set by its last
-// recompute op, both freed by its last backward op, and its attention backward's buffers
-// allocated by the backward op before the attention's and freed by the attention's; so the
-// trace's memory counter follows the step and peaks at the analytic estimate.
+// What each compute op of the step allocates (positive) or frees (negative) when it ends, by
+// the op's identity: its block (0 the embedding, l + 1 layer l, layers + 1 the head and
+// multi-token prediction), its cost in that block's work and its phase. A block's kept
+// activations are allocated by its last forward op, its recompute working set by its last
+// recompute op, both freed by its last backward op; its attention backward's buffers are
+// allocated by the backward op before the attention's and freed by the attention's; the
+// loss's backward buffers by the head's first two backward ops; under a zero-bubble schedule
+// the W pass's inputs by the B pass's last op and its own last op.
+class OpMemory {
+ public:
+  OpMemory(const Scenario& scenario, const workload::ModelWork& work);
+  Bytes of(int block, const workload::OpCost& cost, Phase phase) const;
+  // The same by the ops' names in the program (op_name), for every op of `work`.
+  std::unordered_map<std::string, Bytes> by_name(const workload::ModelWork& work) const;
+
+ private:
+  void add(int block, const workload::OpCost& cost, Phase phase, Bytes bytes);
+  void add_block(int block, const workload::LayerWork& work, Bytes kept, Bytes working);
+  void add_attention_buffers(int block, const workload::LayerWork& work, Bytes buffers);
+  void add_weight_pass(int block, const workload::LayerWork& work, Bytes kept);
+  void add_loss_working(const workload::LayerWork& post);
+  void add_pipeline_chunks(const Scenario& scenario, const workload::ModelWork& work);
+
+  int layers_ = 0;
+  std::map<std::tuple<int, const workload::OpCost*, Phase>, Bytes> deltas_;
+};
+
+// Sets each rank's memory_base (its stage's states) and each op's memory_delta (OpMemory), so
+// that the trace's memory counter follows the step and peaks at the analytic estimate.
 void annotate_memory(engine::Program& program, const Scenario& scenario, const workload::ModelWork& work);
 
 }  // namespace stepsim::parallelism

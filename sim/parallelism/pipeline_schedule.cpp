@@ -108,6 +108,31 @@ int chunk_micro_batches(Schedule schedule, const PipelineShape& shape) {
   return bidirectional(schedule) ? shape.micro_batches / 2 : shape.micro_batches;
 }
 
+void combined_order(std::array<std::size_t, 2> pieces, const std::function<bool(int, std::size_t)>& dispatch,
+                    const std::function<bool(int, std::size_t)>& run) {
+  std::array<std::size_t, 2> next{0, 0};
+  int lane = 1;
+  bool handed = true;
+  const auto hand_over = [&] {
+    lane ^= 1;
+    handed = true;
+  };
+  while (next[0] < pieces[0] || next[1] < pieces[1]) {
+    const auto l = static_cast<std::size_t>(lane);
+    if (next[l] == pieces[l]) {
+      hand_over();
+      continue;
+    }
+    if (dispatch(lane, next[l]) && !handed) {
+      hand_over();
+      continue;
+    }
+    const bool all_to_all = run(lane, next[l]++);
+    handed = false;
+    if (all_to_all) hand_over();
+  }
+}
+
 int warmup_forwards(const std::vector<PipelineOp>& order) {
   const auto first_backward =
       std::find_if(order.begin(), order.end(), [](const PipelineOp& op) { return !op.forward; });

@@ -2,6 +2,9 @@
 // list of forward and backward passes of (micro-batch, model chunk). One file per schedule, one row in the registry.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -81,6 +84,21 @@ int chunk_micro_batches(Schedule schedule, const PipelineShape& shape);
 
 // Forwards a stage runs before its first backward.
 int warmup_forwards(const std::vector<PipelineOp>& order);
+
+// Megatron-Core's combined forward and backward of one layer pair
+// (TransformerLayerSchedulePlan.run in models/common/model_chunk_schedule_plan.py): the
+// backward's combine all-to-all, the forward's attention, the backward's MLP, the forward's
+// dispatch, the backward's dispatch, the forward's MLP and combine, the backward's attention.
+// So the backward (lane 1) goes first, and a pass hands over after each all-to-all it issues
+// and before each dispatch (unless it has just been handed the turn): every all-to-all runs
+// on the one ep stream under the other pass's compute, in Megatron's order. Runs the pieces of
+// the forward (lane 0, `pieces[0]` of them) and the backward (lane 1) in that order:
+// `dispatch(lane, i)` says whether piece i of a lane issues an EP dispatch all-to-all (the
+// forward's, or its backward), `run(lane, i)` runs it and says whether it issued any EP
+// all-to-all. The program builder issues a combined pair by it, the memory model replays the
+// pair's allocations by it.
+void combined_order(std::array<std::size_t, 2> pieces, const std::function<bool(int, std::size_t)>& dispatch,
+                    const std::function<bool(int, std::size_t)>& run);
 
 // The schedules (one file each).
 std::vector<PipelineOp> gpipe_order(const PipelineShape& shape, int stage);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "parallelism/activation_offload.hpp"
+#include "parallelism/communicators.hpp"
 #include "parallelism/context_parallel.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
@@ -233,38 +234,18 @@ class StepWriter {
     b_.join_lanes();
   }
 
-  // Megatron-Core's combined forward and backward of one layer pair
-  // (TransformerLayerSchedulePlan.run in models/common/model_chunk_schedule_plan.py): the
-  // backward's combine all-to-all, the forward's attention, the backward's MLP, the forward's
-  // dispatch, the backward's dispatch, the forward's MLP and combine, the backward's attention.
-  // So the backward (lane 1) goes first, and a pass hands over after each all-to-all it issues
-  // and before each dispatch (unless it has just been handed the turn): every all-to-all runs
-  // on the one ep stream under the other pass's compute, in Megatron's order.
+  // Megatron-Core's combined forward and backward of one layer pair, in the order
+  // combined_order gives its pieces.
   void combine(std::array<Script, 2>& lanes) {
-    std::array<std::size_t, 2> next{0, 0};
-    int lane = 1;
-    bool handed = true;
-    const auto hand_over = [&] {
-      lane ^= 1;
-      handed = true;
-    };
-    while (next[0] < lanes[0].size() || next[1] < lanes[1].size()) {
-      if (next[lane] == lanes[lane].size()) {
-        hand_over();
-        continue;
-      }
-      const Piece& piece = lanes[lane][next[lane]];
-      if (piece.dispatch && !handed) {
-        hand_over();
-        continue;
-      }
-      b_.set_lane(lane);
-      const long long before = ep_.all_to_alls();
-      piece.run();
-      ++next[lane];
-      handed = false;
-      if (ep_.all_to_alls() != before) hand_over();
-    }
+    combined_order(
+        {lanes[0].size(), lanes[1].size()},
+        [&lanes](int lane, std::size_t i) { return lanes[static_cast<std::size_t>(lane)][i].dispatch; },
+        [this, &lanes](int lane, std::size_t i) {
+          b_.set_lane(lane);
+          const long long before = ep_.all_to_alls();
+          lanes[static_cast<std::size_t>(lane)][i].run();
+          return ep_.all_to_alls() != before;
+        });
     b_.join_lanes();
   }
 
@@ -400,13 +381,6 @@ class StepWriter {
   int chunk_ = 0;
 };
 
-struct Comm {
-  CommKind kind;
-  Dim dim;
-  const char* name;
-};
-constexpr Comm kComms[] = {{CommKind::tp, Dim::tp, "tp"}, {CommKind::cp, Dim::cp, "cp"}};
-
 // Simulated ranks get communicators: one Group per real group that has simulated members.
 class Layout {
  public:
@@ -431,9 +405,7 @@ class Layout {
     // A simulated rank stands for the real ranks [rank, rank + multiplicity) of its stage
     // (ranks are placed with the pipeline outermost), which load shared NICs and uplinks alike.
     b.set_links(links_.emplace_back(fabric_.ports(r.rank, r.rank, r.multiplicity)));
-    for (const Comm& c : kComms) add_comm(index, c, b);
-    add_data_parallel_comms(index, b);
-    add_expert_comms(index, b);
+    for (const RankCommunicator& c : rank_communicators(s_, r.rank)) add_comm(index, c, b);
     add_pipeline_links(index, b);
     add_host_streams(index, b);
   }
@@ -500,68 +472,29 @@ class Layout {
     return *shares;
   }
 
-  void add_comm(std::size_t index, const Comm& c, StepBuilder& b) {
-    if (dim_size(s_.parallel, c.dim) <= 1) return;
-    const RankGroup members = group_of(s_.parallel, ranks_[index].rank, c.dim);
-    auto& streams = program_.ranks[index].streams;
-    streams.push_back(c.name);
-    const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-    const std::int32_t g = group(c, members, index);
-    const RankGroup like = costed(members);
-    b.add_communicator(c.kind,
-                       {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, members, index), shares_of(g, like)});
-  }
-
-  // The data-parallel strategy's communicators (dp; fsdp and, for HSDP, dp across groups).
-  void add_data_parallel_comms(std::size_t index, StepBuilder& b) {
-    for (const DpCommunicator& c : data_parallel_communicators(gradient_scenario(s_), ranks_[index].rank)) {
-      auto& streams = program_.ranks[index].streams;
-      streams.push_back(c.name);
-      const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
-      const std::int32_t g = group({c.kind, Dim::dp, c.name}, c.members, index);
-      const RankGroup like = costed(c.members);
-      b.add_communicator(c.kind,
-                         {g, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(g, c.members, index), shares_of(g, like)});
-    }
-  }
-
-  // The EP group's all-to-all communicator and the expert-dp group's, for an MoE model.
-  void add_expert_comms(std::size_t index, StepBuilder& b) {
-    if (s_.model.moe.experts == 0) return;
-    const int rank = ranks_[index].rank;
-    if (s_.parallel.ep > 1) {
-      add_group_comm(index, {CommKind::ep, Dim::dp, "ep"}, expert_group(s_.parallel, rank), b);
-    }
-    if (s_.parallel.etp > 1) {
-      add_group_comm(index, {CommKind::ep, Dim::dp, "etp"}, expert_tp_group(s_.parallel, rank), b, Slot::expert_tp);
-    }
-    if (expert_dp_size(s_) > 1) {
-      add_group_comm(index, {CommKind::dp, Dim::dp, "dp experts"}, expert_data_group(s_.parallel, rank), b,
-                     Slot::expert_dp);
-    }
-  }
-
-  // Which of a rank's communicators a group is: its kind's, or the experts' own.
-  enum class Slot : std::uint8_t { kind, expert_tp, expert_dp };
-
-  void add_group_comm(std::size_t index, const Comm& c, const RankGroup& members, StepBuilder& b,
-                      Slot slot = Slot::kind) {
+  // A collective communicator: its group (groups partition the ranks, so a group's name and
+  // first member name it), its stream, and the slot the rank takes it for.
+  void add_comm(std::size_t index, const RankCommunicator& c, StepBuilder& b) {
     auto& streams = program_.ranks[index].streams;
     streams.push_back(c.name);
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const auto [it, inserted] =
-        named_groups_.try_emplace({c.name, members.first}, static_cast<std::int32_t>(program_.groups.size()));
-    if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
+        groups_.try_emplace({c.name, c.members.first}, static_cast<std::int32_t>(program_.groups.size()));
+    if (inserted) program_.groups.push_back({c.name, c.kind, c.members.size, {}, group_string(c.members)});
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    const RankGroup like = costed(members);
-    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, members, index),
-                            shares_of(it->second, like)};
-    if (slot == Slot::expert_dp) {
-      b.add_expert_dp(comm);
-    } else if (slot == Slot::expert_tp) {
-      b.add_expert_tp(comm);
-    } else {
-      b.add_communicator(c.kind, comm);
+    const RankGroup like = costed(c.members);
+    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()),
+                            spine_of(it->second, c.members, index), shares_of(it->second, like)};
+    switch (c.use) {
+      case RankCommunicator::Use::expert_dp:
+        b.add_expert_dp(comm);
+        break;
+      case RankCommunicator::Use::expert_tp:
+        b.add_expert_tp(comm);
+        break;
+      case RankCommunicator::Use::kind:
+        b.add_communicator(c.kind, comm);
+        break;
     }
   }
 
@@ -582,8 +515,7 @@ class Layout {
       add_pp_link(index, b, PpLink::backward_in, "pp bwd", {after, rank}, "pp gradient recv");
     }
     if (bidirectional(p.schedule)) add_reverse_links(index, b);
-    const bool outer = stage == 0 || stage == p.pp - 1;
-    if (s_.model.tied_embeddings && p.pp > 1 && outer && !bidirectional(p.schedule)) {
+    if (has_embedding_group(s_, stage)) {
       add_pp_link(index, b, PpLink::embedding, "pp embedding", {stage_rank(rank, 0), stage_rank(rank, p.pp - 1)},
                   "pp embedding");
     }
@@ -616,6 +548,7 @@ class Layout {
       add_pp_link(index, b, PpLink::reverse_forward_out, "pp fwd", {rank, before}, "pp reverse activation send");
       add_pp_link(index, b, PpLink::reverse_backward_in, "pp bwd", {before, rank}, "pp reverse gradient recv");
     }
+    if (!has_mirror_group(s_)) return;
     const int mirror = stage_rank(rank, p.pp - 1 - stage);
     add_pp_link(index, b, PpLink::mirror, "pp mirror", {std::min(rank, mirror), std::max(rank, mirror)}, "pp mirror");
   }
@@ -668,22 +601,12 @@ class Layout {
     return {members[0] + by, members[1] + by};
   }
 
-  // Groups partition the ranks, so a group's first member names it.
-  std::int32_t group(const Comm& c, const RankGroup& members, std::size_t index) {
-    const auto [it, inserted] =
-        groups_.try_emplace({c.kind, members.first}, static_cast<std::int32_t>(program_.groups.size()));
-    if (inserted) program_.groups.push_back({c.name, c.kind, members.size, {}, group_string(members)});
-    program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
-    return it->second;
-  }
-
   const Scenario& s_;
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
   std::vector<RankPorts> links_;  // per simulated rank
-  std::map<std::pair<CommKind, int>, std::int32_t> groups_;
+  std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
-  std::map<std::pair<std::string, int>, std::int32_t> named_groups_;
   Fabric fabric_;
   std::vector<std::optional<SpineShare>> spine_;   // per group, once known
   std::vector<std::optional<LinkShares>> shares_;  // per group, once known

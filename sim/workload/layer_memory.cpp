@@ -169,7 +169,15 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   const double projection_copy = in < ab ? tokens * static_cast<double>(s.q_heads * s.value_dim()) * in : 0.0;
   const double mlp =
       s.moe() ? moe_activations(s) : tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
-  const double split = tokens * attention_widths * ab + projection_copy + latents + mlp;
+  // model.qk_norm: Megatron-Core's q_layernorm and k_layernorm (Transformer Engine's RMSNorm,
+  // which saves its input made contiguous and the fp32 inverse RMS of each row for its
+  // backward): each head's query and key before the norm, copies of their own rather than
+  // views of the QKV output (the query's reshape across the groups copies it, the key's slice is
+  // not contiguous), and one fp32 figure per token and head.
+  const double qk_norms = s.qk_norm ? tokens * (static_cast<double>(s.q_width() + s.kv_width()) * ab +
+                                                static_cast<double>(s.q_heads + s.kv_heads) * 4.0)
+                                    : 0.0;
+  const double split = tokens * attention_widths * ab + projection_copy + latents + qk_norms + mlp;
   const double heads = static_cast<double>(s.batch * s.q_heads);
   const double seq = static_cast<double>(s.seq);
   double attention = 0.0;

@@ -172,8 +172,11 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
   post.linear_param_count += depths * layer.linear_param_count;  // eh_proj runs in BF16 (fp8_linear)
   // Per depth: the layer's activations, the two norms' inputs and the projection's input
   // (2h, kept on the rank's rows and gathered again for the weight gradient), the final norm's
-  // input and the fp32 softmax of the loss.
-  const double kept = static_cast<double>(rows * s.hidden * s.act_bytes) * 5.0 + static_cast<double>(logits) * 4.0;
+  // input, the shared head's input (the final norm's output, kept as the main head keeps
+  // its own) and what the loss keeps (the fp32 softmax).
+  const long long head_input = s.keeps_gathered_inputs() ? t : rows;
+  const double kept = static_cast<double>((5 * rows + head_input) * s.hidden * s.act_bytes) +
+                      static_cast<double>(logits) * loss_memory(s).kept;
   post.activations += (layer.activations + Bytes(std::llround(kept))) * depths;
 }
 

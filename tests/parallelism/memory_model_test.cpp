@@ -544,3 +544,175 @@ TEST_CASE("the LM head keeps its input for its weight gradient beside the final 
   CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + fp32_logits);  // eager keeps fp32 log-probabilities
   CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);
 }
+
+namespace {
+
+// Each stage's memory counter: where it starts, its highest and lowest values, where it ends.
+struct Counter {
+  std::int64_t first = 0, peak = 0, low = 0, last = 0;
+};
+
+std::vector<Counter> counters(const stepsim::Scenario& s) {
+  const auto work = stepsim::workload::build_work(s);
+  const sp::test::FixedCosts costs;
+  const stepsim::Timeline timeline = stepsim::engine::run(sp::build_program(s, work, costs));
+  std::vector<Counter> out;
+  for (const auto& rank : timeline.ranks) {
+    REQUIRE(!rank.memory.empty());
+    Counter c{rank.memory.front().value.count(), 0, rank.memory.front().value.count(),
+              rank.memory.back().value.count()};
+    for (const auto& sample : rank.memory) {
+      c.peak = std::max(c.peak, sample.value.count());
+      c.low = std::min(c.low, sample.value.count());
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Each stage's counter peaks at the stage's modelled peak to the byte, never goes below the
+// states it starts with and returns to them: every op frees only what its own block allocated.
+void check_counter_is_model(const stepsim::Scenario& s) {
+  const auto estimate = sp::estimate_memory(s, stepsim::workload::build_work(s));
+  const std::vector<Counter> stages = counters(s);
+  REQUIRE(stages.size() == estimate.stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    INFO("stage " << i);
+    CHECK(stages[i].first == estimate.stages[i].states().count());
+    CHECK(stages[i].peak == estimate.stages[i].peak().count());
+    CHECK(stages[i].low == stages[i].first);
+    CHECK(stages[i].last == stages[i].first);
+  }
+}
+
+// Two MoE layers (8 experts, top 2) at EP 4, `m` micro-batches of one sequence.
+stepsim::Scenario moe(int m, bool overlap) {
+  stepsim::Scenario s = sp::test::small_scenario(1, 4, m);
+  s.model.moe = {8, 2, 4096};
+  s.model.moe.a2a_overlap = overlap;
+  s.parallel.ep = 4;
+  return s;
+}
+
+}  // namespace
+
+// Megatron-Core's combined 1F1B runs the backward of micro-batch n beside the forward of n + 1,
+// layer L − 1 − i beside layer i: the backward's head and each of its layers end before the
+// forward's layer that runs beside them, so the pair frees before it allocates. Without a
+// pipeline its peak is then the plain 1F1B's, one micro-batch's activations with the loss's
+// backward, and not two micro-batches'. Interleaved (p 2, v 2), each stage's peak is where its
+// counter goes.
+TEST_CASE("the combined forward and backward keeps what the trace's memory counter holds") {
+  const auto plain = sp::estimate_memory(moe(4, false), stepsim::workload::build_work(moe(4, false)));
+  const auto combined = sp::estimate_memory(moe(4, true), stepsim::workload::build_work(moe(4, true)));
+  CHECK(combined.stages[0].activations == plain.stages[0].activations);
+  check_counter_is_model(moe(4, true));
+  check_counter_is_model(moe(4, false));
+  auto interleaved = moe(4, true);
+  interleaved.model.layers = 4;
+  interleaved.parallel.pp = 2;
+  interleaved.parallel.schedule = Schedule::interleaved;
+  interleaved.parallel.virtual_stages = 2;
+  check_counter_is_model(interleaved);
+  interleaved.training.recompute = Recompute::selective;
+  check_counter_is_model(interleaved);
+}
+
+// Multi-token prediction runs in the head's block, whose ops' names end as the main head's
+// ("mtp0 final rmsnorm backward"): only the head's own last backward op frees the block.
+TEST_CASE("the memory counter frees the head with multi-token prediction once") {
+  auto s = sp::test::small_scenario(1, 4, 4);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  s.model.mtp_layers = 1;
+  check_counter_is_model(s);
+  s.model.layers = 4;
+  s.parallel.pp = 2;
+  for (const Schedule schedule : {Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1, Schedule::zb_h2}) {
+    INFO("schedule " << static_cast<int>(schedule));
+    s.parallel.schedule = schedule;
+    s.parallel.virtual_stages = schedule == Schedule::interleaved ? 2 : 1;
+    check_counter_is_model(s);
+  }
+  auto latent = moe(4, false);
+  latent.model.mlp = stepsim::MlpKind::swiglu;
+  latent.model.mtp_layers = 1;
+  latent.model.mla = {256, 128, 64, 32, 64};
+  latent.model.moe.first_dense_layers = 1;
+  check_counter_is_model(latent);
+  latent.model.moe.a2a_overlap = true;
+  check_counter_is_model(latent);
+}
+
+// A zero-bubble B pass leaves the W pass's inputs for each layer as it goes, so the last layer's
+// recompute working set comes on top of the other layers' W inputs, not of the whole chunk's.
+TEST_CASE("a zero-bubble stage's peak under full recompute is its counter's") {
+  check_counter_is_model(gpt(8, 4, Schedule::zb_h2, 1, 8, Recompute::full));
+  check_counter_is_model(gpt(8, 4, Schedule::zb_h1, 1, 8, Recompute::full));
+  check_counter_is_model(gpt(8, 4, Schedule::one_f_one_b, 1, 8, Recompute::full));
+  check_counter_is_model(gpt(16, 4, Schedule::interleaved, 2, 8, Recompute::selective));
+}
+
+// Each multi-token prediction depth keeps its layer's activations, its two norms' inputs and
+// its projection's 2h-wide input, its final norm's input and the shared head's input (that
+// norm's output), each s·b·h/t in bf16 with SP, and the fp32 logits b·s·V/t: at the 22B
+// shape (s 2048, b 1, h 6144, V 51,200) at TP 8, 6 · 2·sbh/8 = 18,874,368 bytes and
+// 4 · 2048 · 6,400 = 52,428,800 beside the layer's.
+TEST_CASE("a multi-token prediction depth keeps the shared head's input as the main head does") {
+  stepsim::Scenario s = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::none);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  const auto without = stepsim::workload::build_work(s);
+  s.model.mtp_layers = 1;
+  const auto with = stepsim::workload::build_work(s);
+  CHECK(6 * 2 * sbh / 8 == 18'874'368);
+  CHECK(with.post.activations.count() - without.post.activations.count() ==
+        with.layer.activations.count() + 18'874'368 + 52'428'800);
+}
+
+namespace {
+
+// What lies outside the allocator on each stage: the CUDA context's 0.5 GiB and 0.25 GiB per
+// NCCL communicator.
+std::vector<std::int64_t> runtime_gib_quarters(const stepsim::Scenario& s) {
+  std::vector<std::int64_t> out;
+  for (const auto& m : sp::estimate_memory(s, stepsim::workload::build_work(s)).stages)
+    out.push_back(m.runtime.count() / (256LL << 20));
+  return out;
+}
+
+// The groups the program makes rank 0 a member of (every rank simulated, no pipeline).
+std::int64_t program_groups_of_rank_0(stepsim::Scenario s) {
+  s.simulation.ranks = stepsim::RankMode::all;
+  const sp::test::FixedCosts costs;
+  const auto program = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  std::int64_t n = 0;
+  for (const auto& g : program.groups) n += std::count(g.members.begin(), g.members.end(), 0) > 0 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// A rank's NCCL communicators are the program's: an MoE model at EP 4 on 8 data-parallel ranks
+// has the data-parallel one, the EP group's and the experts' data-parallel group's (8 / 4 = 2
+// ranks): 0.5 + 3 · 0.25 GiB, in quarters of a GiB 2 + 3; with expert TP 2 at EP 2, the ETP
+// group's too: 2 + 4. HSDP at TP 2 on 16 GPUs: the TP group, the shard group of the node's
+// 4 DP ranks and the replica group across the 2 nodes: 2 + 3. Two stages of a model with tied
+// embeddings: the pipeline's and the embedding group's on top of the data-parallel one: 2 + 3.
+TEST_CASE("every communicator the program gives a rank counts NCCL's buffers") {
+  auto moe = sp::test::small_scenario(1, 8, 1);
+  moe.model.moe = {8, 2, 4096};
+  moe.parallel.ep = 4;
+  CHECK(runtime_gib_quarters(moe) == std::vector<std::int64_t>{5});
+  CHECK(program_groups_of_rank_0(moe) == 3);
+  moe.parallel.ep = 2;
+  moe.parallel.etp = 2;
+  CHECK(runtime_gib_quarters(moe) == std::vector<std::int64_t>{6});
+  CHECK(program_groups_of_rank_0(moe) == 4);
+  auto hsdp = sp::test::small_scenario(2, 8, 1);
+  hsdp.data_parallel.kind = DpKind::hsdp;
+  CHECK(runtime_gib_quarters(hsdp) == std::vector<std::int64_t>{5});
+  CHECK(program_groups_of_rank_0(hsdp) == 3);
+  auto tied = sp::test::small_scenario(1, 2, 2);
+  tied.model.tied_embeddings = true;
+  tied.parallel.pp = 2;
+  CHECK(runtime_gib_quarters(tied) == std::vector<std::int64_t>{5, 5});
+}

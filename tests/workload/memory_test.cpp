@@ -154,3 +154,23 @@ TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quanti
   sc.training.precision = stepsim::Precision::mxfp8;
   CHECK(kept(stepsim::Framework::megatron) == 34 * sbh / 8 - 153 * (sbh / 8) / 32 + lse);
 }
+
+TEST_CASE("query and key norms keep the query and key they normed, and their inverse RMS") {
+  // Llama 3 8B at TP 8 with SP, 8,192 tokens: 4 local query heads and 1 K/V head of 128.
+  // Transformer Engine's RMSNorm (Megatron-Core's q_layernorm and k_layernorm) saves its input,
+  // made contiguous (a copy of the query reshaped across the groups, of the key sliced out of the
+  // QKV output), and one fp32 inverse RMS per row, a row being one token's head: 8,192 · (512 +
+  // 128) · 2 + 8,192 · (4 + 1) · 4 bytes. Full recompute keeps the layer's input alone.
+  auto sc = st::scenario(st::llama3_8b(), 8, 1);
+  sc.parallel.sequence_parallel = true;
+  const auto plain = stepsim::workload::build_work(sc).layer.activations.count();
+  sc.model.qk_norm = true;
+  const auto normed = stepsim::workload::build_work(sc).layer.activations.count();
+  constexpr std::int64_t tokens = 8192;
+  CHECK(normed - plain == tokens * (512 + 128) * 2 + tokens * (4 + 1) * 4);
+  CHECK(normed - plain == 10'649'600);
+  sc.training.recompute = Recompute::full;
+  const auto full = stepsim::workload::build_work(sc).layer.activations.count();
+  sc.model.qk_norm = false;
+  CHECK(stepsim::workload::build_work(sc).layer.activations.count() == full);
+}
