@@ -98,22 +98,25 @@ void OpMemory::add_loss_working(const workload::LayerWork& post) {
 // and a chunk's first layer keeps its input in the receive buffer the stage's states hold.
 void OpMemory::add_pipeline_chunks(const Scenario& s, const workload::ModelWork& w) {
   if (!pytorch_pipelining(s)) return;
+  // A block's last op of a pass, where it has one (a work description may leave a pass empty).
+  const auto at_last = [&](int block, const std::vector<workload::OpCost>& ops, Phase phase, Bytes delta) {
+    if (!ops.empty()) add(block, ops.back(), phase, delta);
+  };
   for (const ChunkLayers& c : chunk_layers(s.parallel, s.model.layers)) {
     const ChunkPipelineBytes bytes = pipeline_chunk_bytes(s, w, c);
     if (bytes.in_buffer > Bytes(0)) {
       const workload::LayerWork& first = w.block(c.first_layer);
-      add(c.first_layer + 1, first.forward.back(), Phase::forward, Bytes(0) - bytes.in_buffer);
-      if (!first.first_forward.empty())
-        add(c.first_layer + 1, first.first_forward.back(), Phase::forward, Bytes(0) - bytes.in_buffer);
-      add(c.first_layer + 1, first.backward.back(), Phase::backward, bytes.in_buffer);
+      at_last(c.first_layer + 1, first.forward, Phase::forward, Bytes(0) - bytes.in_buffer);
+      at_last(c.first_layer + 1, first.first_forward, Phase::forward, Bytes(0) - bytes.in_buffer);
+      at_last(c.first_layer + 1, first.backward, Phase::backward, bytes.in_buffer);
     }
     if (c.post) {
-      add(layers_ + 1, w.post.forward.back(), Phase::forward, bytes.output);
+      at_last(layers_ + 1, w.post.forward, Phase::forward, bytes.output);
     } else if (c.layers > 0) {
       const int last = c.first_layer + c.layers - 1;
       const workload::LayerWork& block = w.block(last);
-      add(last + 1, block.forward.back(), Phase::forward, bytes.output);
-      if (!block.first_forward.empty()) add(last + 1, block.first_forward.back(), Phase::forward, bytes.output);
+      at_last(last + 1, block.forward, Phase::forward, bytes.output);
+      at_last(last + 1, block.first_forward, Phase::forward, bytes.output);
     }
   }
 }
