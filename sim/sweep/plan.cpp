@@ -314,14 +314,16 @@ std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
   // layout to search at any GPU count, which is the request's error, not "none fits".
   for (const PlanCluster& cluster : spec.clusters) {
     if (spec.precisions.empty() || spec.gpus.empty()) continue;
-    std::vector<std::string> why;
     on_cluster(cluster, [&] {
       const Scenario base = load_base(search_spec(spec, cluster, spec.gpus.front()));
-      for (const std::string& p : spec.precisions) why.push_back(p + ": " + unrun_precision_reason(base, p));
-      if (std::ranges::none_of(spec.precisions,
-                               [&](const std::string& p) { return unrun_precision_reason(base, p).empty(); }))
-        throw InputError("--precision", fmt::format("{}", fmt::join(spec.precisions, ",")),
-                         fmt::format("the cluster runs none of them ({})", fmt::join(why, "; ")));
+      std::vector<std::string> why;
+      for (const std::string& p : spec.precisions) {
+        const std::string reason = unrun_precision_reason(base, p);
+        if (reason.empty()) return;  // it runs this one
+        why.push_back(p + ": " + reason);
+      }
+      throw InputError("--precision", fmt::format("{}", fmt::join(spec.precisions, ",")),
+                       fmt::format("the cluster runs none of them ({})", fmt::join(why, "; ")));
     });
   }
   std::vector<PlanRow> rows;
