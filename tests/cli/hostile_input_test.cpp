@@ -72,6 +72,13 @@ TEST_CASE("an empty scenario name is an error, not the default scenario") {
                {"compare trace.json ''", 2, "the scenario file name is empty"}});
 }
 
+// An empty TRACE is named as the argument, as an empty SCENARIO is, not looked for as a file
+// whose error names nothing.
+TEST_CASE("an empty trace name is an error naming TRACE") {
+  check_cases({{"analyze ''", 2, "stepsim: error: <command line>: TRACE: the trace file or folder name is empty\n"},
+               {"analyze - ''", 2, "stepsim: error: <command line>: TRACE: the trace file or folder name is empty\n"}});
+}
+
 // A NUL ends a C string: the file opened would be the name's part before it. Refused at the
 // key's pointer, and the whole name printed, the NUL escaped as JSON writes it.
 TEST_CASE("a NUL in a scenario file's calibration file name is refused at its pointer") {
