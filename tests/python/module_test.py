@@ -7,6 +7,7 @@ the module hands back the writer's text).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,15 @@ def raised(call, kind):
     except kind as e:
         return e
     raise AssertionError(f"no {kind.__name__}")
+
+
+def child(code, stdin=None, env=None, cwd=None):
+    """stdout of a Python child running `code` with this module (which must succeed), stdin fed
+    `stdin`; a child still running after two minutes is a hang, not a slow answer."""
+    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=120,
+                          env=os.environ if env is None else env, cwd=cwd)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+    return done.stdout
 
 
 def sweep_rows(*args):
@@ -476,10 +486,86 @@ def collective_factor():
     print("collective factor: refused without sweep")
 
 
+def scenario_read_once():
+    """Standard input and a FIFO are read once for every simulation of the scenario, as the
+    command line reads them: the same report (calibration and advice included) and the same
+    rows, where reading them again gave an empty scenario or waited for a writer forever."""
+    resolved = cli("presets", "ddp-1.3b-64xa100", "--resolved")
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+
+        def piped(*args):
+            done = subprocess.run([STEPSIM, *args], input=resolved, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        want = json.loads(piped("simulate", "-", "--calibration", calib, "--json", "-"))
+        assert want["calibration"], "the calibration file measured nothing this scenario runs"
+        got = child(f"import json, stepsim; print(json.dumps(stepsim.simulate('-', calibration={calib!r})))", resolved)
+        same(json.loads(got), want)
+        want = json.loads(piped("simulate", "-", "--advise", "--json", "-"))
+        assert want["advice"]["alternatives"], "no advice to compare"
+        same(json.loads(child("import json, stepsim; print(json.dumps(stepsim.simulate('-', advise=True)))",
+                              resolved)), want)
+        rows = os.path.join(folder, "rows.jsonl")
+        piped("sweep", "-", "--vary", "parallel.tp=1,2", "--gpus", "64", "-o", rows)
+        with open(rows) as f:
+            want_rows = [json.loads(line) for line in f]
+        assert [w["status"] for w in want_rows] == ["ok", "ok"], want_rows
+        # The rows as the list of dicts they are without pandas, every value as its JSON type.
+        got = child("import json, stepsim; stepsim._frame = lambda rows: rows; "
+                    "print(json.dumps(stepsim.sweep('-', vary={'parallel.tp': [1, 2]}, gpus=64, jobs=2)))", resolved)
+        same(json.loads(got), want_rows)
+        # A FIFO: a writer writes the scenario once; the call reads it once and returns.
+        fifo = os.path.join(folder, "scenario.fifo")
+        os.mkfifo(fifo)
+        writer = (f"import stepsim, threading, json\n"
+                  f"stepsim._frame = lambda rows: rows\n"
+                  f"def write():\n"
+                  f"    with open({fifo!r}, 'w') as f:\n"
+                  f"        f.write({resolved!r})\n"
+                  f"for call in (lambda: stepsim.simulate({fifo!r}, calibration={calib!r}),\n"
+                  f"             lambda: stepsim.sweep({fifo!r}, vary={{'parallel.tp': [1, 2]}}, gpus=64, jobs=2)):\n"
+                  f"    t = threading.Thread(target=write)\n"
+                  f"    t.start()\n"
+                  f"    print(json.dumps(call()))\n"
+                  f"    t.join()\n")
+        report, swept = child(writer).splitlines()
+        same(json.loads(report), json.loads(piped("simulate", "-", "--calibration", calib, "--json", "-")))
+        same(json.loads(swept), want_rows)
+    print("standard input and a FIFO: read once, the command line's report and rows")
+
+
+
+def vendored_package():
+    """The package copied under another name (vendor/stepsim) raises its own ScenarioError for
+    bad input, not ModuleNotFoundError for a module named stepsim._core."""
+    want = cli_error("simulate", "--set", "parallel.tp=x", "--json", "-")
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copytree(os.path.dirname(stepsim.__file__), os.path.join(folder, "vendor", "stepsim"))
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        got = child("import importlib.util, json\n"
+                    "assert importlib.util.find_spec('stepsim') is None, 'stepsim importable as itself'\n"
+                    "from vendor import stepsim\n"
+                    "try:\n"
+                    "    stepsim.simulate(sets={'parallel.tp': 'x'})\n"
+                    "except stepsim.ScenarioError as e:\n"
+                    "    print(json.dumps([str(e), e.file, e.pointer, isinstance(e, ValueError)]))\n",
+                    env=env, cwd=folder)
+    assert json.loads(got) == [want, "--set", "parallel.tp", True], got
+    print("vendored package: its own ScenarioError")
+
+
+
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
-                                 dict_scenario_values, collective_factor]}
+                                 dict_scenario_values, collective_factor, scenario_read_once,
+                                 vendored_package]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()
