@@ -561,11 +561,37 @@ def vendored_package():
 
 
 
+def unholdable_values():
+    """What JSON has no form for is a TypeError naming the argument and the place in it."""
+    import decimal
+
+    for call, want in [
+        (lambda: stepsim.simulate({"model": b"llama3-8b"}), "scenario: /model: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "training": {"seq_len": 1j}}), "scenario: /training/seq_len: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "parallel": {"tp": {1, 2}}}), "scenario: /parallel/tp: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "training": {"global_batch": decimal.Decimal(64)}}),
+         "scenario: /training/global_batch: "),
+        (lambda: stepsim.simulate({"model": ["x", b"y"]}), "scenario: /model/1: "),
+        (lambda: stepsim.simulate({("model",): "llama3-8b"}), "scenario: "),
+        (lambda: stepsim.simulate({"parallel": {("tp",): 2}}), "scenario: /parallel: "),
+        (lambda: stepsim.simulate(sets={"model": b"x"}), "sets: model: "),
+        (lambda: stepsim.simulate(sets={"training.seq_len": decimal.Decimal(4096)}), "sets: training.seq_len: "),
+        (lambda: stepsim.simulate(sets={"training.cuda_graph_scope": ["attn", {"mlp"}]}),
+         "sets: training.cuda_graph_scope/1: "),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [b"4"]}), "vary: parallel.tp: "),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1, 2j]}), "vary: parallel.tp: "),
+    ]:
+        e = raised(call, TypeError)
+        assert str(e).startswith(want) and "expected" in str(e), f"{want}: {e}"
+        assert "JSON serializable" not in str(e) and not str(e)[len(want):].startswith("/"), str(e)
+    print("values JSON cannot hold: TypeError naming the argument and the pointer")
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once,
-                                 vendored_package]}
+                                 vendored_package, unholdable_values]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

@@ -88,15 +88,31 @@ def _json(value, file, pointer):
     return json.dumps(_json_value(value, file, pointer), separators=(",", ":"), ensure_ascii=False)
 
 
+# The argument a JSON value comes from, by the name its errors give as ScenarioError.file.
+_ARGUMENT = {DICT_SOURCE: "scenario", "--set": "sets", "--vary": "vary"}
+# The values json.dumps writes as JSON's own (and, as text, as keys).
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(file, pointer, expected, value):
+    """The TypeError for a value JSON cannot hold: the argument, where in it, what was expected."""
+    where = f"{pointer}: " if pointer else ""
+    return TypeError(f"{_ARGUMENT.get(file, file)}: {where}expected {expected}, got {type(value).__name__}")
+
+
 def _json_value(value, file, pointer):
     """`value` with numpy's values as Python's; NaN, infinities and lone surrogates, which JSON
     cannot hold, are refused at their JSON pointer (json.dumps would write NaN, which no JSON
-    reader takes, and the error would point into text the caller never wrote)."""
+    reader takes, and the error would point into text the caller never wrote). What JSON has no
+    form for (bytes, a set, a complex number, a Decimal, a tuple as a key) is a TypeError naming
+    the argument and the pointer, not json.dumps's naming neither."""
     value = _plain(value)
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
             key = _plain(key)  # json.dumps writes the other keys it takes (1, True) as text
+            if not isinstance(key, _JSON_SCALARS):
+                raise _not_json(file, pointer, "keys as text", key)
             name = key if isinstance(key, str) else json.dumps(key)
             member = f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"
             _unicode(name, file, member)
@@ -104,6 +120,8 @@ def _json_value(value, file, pointer):
         return out
     if isinstance(value, (list, tuple)):
         return [_json_value(item, file, f"{pointer}/{i}") for i, item in enumerate(value)]
+    if not isinstance(value, _JSON_SCALARS):
+        raise _not_json(file, pointer, "text, a number, True, False, None, a list or a dict", value)
     if isinstance(value, float) and not math.isfinite(value):
         raise _error(file, pointer, f"expected a finite number, got {value!r}")
     if isinstance(value, str):
