@@ -587,11 +587,37 @@ def unholdable_values():
     print("values JSON cannot hold: TypeError naming the argument and the pointer")
 
 
+def nul_in_scenario_paths():
+    """A NUL in a dict scenario's calibration file name is refused at its pointer, not read up to
+    the NUL (another file); a NUL in a name is escaped in the error, not its end."""
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+        scenario = {"preset": "ddp-1.3b-64xa100", "calibration": calib + "\0junk"}
+        path = os.path.join(folder, "s.json")
+        with open(path, "w") as f:
+            json.dump(scenario, f)
+        want = cli_error("simulate", path, "--json", "-")
+        e = raised(lambda: stepsim.simulate(scenario), stepsim.ScenarioError)
+        assert str(e) == want.replace(path, "<dict>", 1), f"{e} != {want}"
+        assert (e.file, e.pointer) == ("<dict>", "/calibration/0") and "\\u0000junk" in e.message, str(e)
+        e = raised(lambda: stepsim.simulate(path), stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+        e = raised(lambda: stepsim.simulate("ddp-1.3b-64xa100", sets={"calibration": [calib + "\0junk"]}),
+                   stepsim.ScenarioError)
+        assert (e.file, e.pointer) == ("--set", "calibration[0]") and "\0" not in str(e), str(e)
+    e = raised(lambda: stepsim.simulate({"model": "x\0y", "cluster": "dgx-h100-ndr"}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<dict>", "/model") and "'x\\u0000y'" in e.message, str(e)
+    print("NUL in scenario paths: refused at the pointer, escaped in errors")
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once,
-                                 vendored_package, unholdable_values]}
+                                 vendored_package, unholdable_values,
+                                 nul_in_scenario_paths]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()
