@@ -249,6 +249,9 @@ def analyze():
     # Standard input twice is the command line's refusal, before either is read.
     e = raised(lambda: stepsim.analyze(["-", "-"]), stepsim.ScenarioError)
     assert e.message == cli_error("analyze", "-", "-").split(": ", 2)[2], str(e)
+    # A step the trace does not hold: named as the command line names it (docs/python.md).
+    e = raised(lambda: stepsim.analyze(TRACE, step=3), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--step", "3") and str(e) == cli_error("analyze", TRACE, "--step", "3"), str(e)
     print("analyze: equal")
 
 
@@ -538,6 +541,25 @@ def scenario_read_once():
     print("standard input and a FIFO: read once, the command line's report and rows")
 
 
+def empty_names():
+    """An empty scenario or trace name is refused as the command line refuses SCENARIO or TRACE
+    given as "", naming the argument; None stays the embedded default."""
+    want = cli_error("simulate", "", "--json", "-")
+    assert want.startswith("<command line>: SCENARIO: the scenario file name is empty ("), want
+    plan = {"gpus": 8, "cluster": "dgx-h100-ndr", "tokens": "1T", "max_layouts": 2}
+    for call, function in [(lambda: stepsim.simulate(""), "stepsim.simulate"),
+                           (lambda: stepsim.sweep("", vary={"parallel.tp": [1]}), "stepsim.sweep"),
+                           (lambda: stepsim.plan("", **plan), "stepsim.plan")]:
+        e = raised(call, stepsim.ScenarioError)
+        assert (e.file, e.pointer) == (function, "scenario"), str(e)
+        assert e.message.split(" (")[0] == want.split(": ", 2)[2].split(" (")[0], str(e)
+    want = cli_error("analyze", "", "--json", "-")
+    assert want == "<command line>: TRACE: the trace file or folder name is empty", want
+    for paths in ("", [TRACE, ""]):
+        e = raised(lambda: stepsim.analyze(paths), stepsim.ScenarioError)
+        assert (e.file, e.pointer, e.message) == ("stepsim.analyze", "paths", want.split(": ", 2)[2]), str(e)
+    print("empty names: refused as the command line refuses them")
+
 
 def vendored_package():
     """The package copied under another name (vendor/stepsim) raises its own ScenarioError for
@@ -556,9 +578,6 @@ def vendored_package():
                     env=env, cwd=folder)
     assert json.loads(got) == [want, "--set", "parallel.tp", True], got
     print("vendored package: its own ScenarioError")
-
-
-
 
 
 def unholdable_values():
@@ -612,12 +631,22 @@ def nul_in_scenario_paths():
     print("NUL in scenario paths: refused at the pointer, escaped in errors")
 
 
+def collective_empty_sweep():
+    """sweep="" is the sweep's own error, as on the command line, with or without factor."""
+    for extra, kwargs in [((), {}), (("--factor", "2"), {"factor": 2})]:
+        want = cli_error("collective", "allreduce", "--sweep", "", *extra, "--json", "-")
+        assert want == "<command line>: --sweep: expected MIN:MAX such as 8B:4GiB, got ''", want
+        e = raised(lambda: stepsim.collective("allreduce", sweep="", **kwargs), stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+    print("collective sweep '': the command line's error")
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
-                                 dict_scenario_values, collective_factor, scenario_read_once,
-                                 vendored_package, unholdable_values,
-                                 nul_in_scenario_paths]}
+                                 dict_scenario_values, collective_factor, scenario_read_once, empty_names,
+                                 vendored_package, unholdable_values, nul_in_scenario_paths,
+                                 collective_empty_sweep]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

@@ -136,7 +136,12 @@ def _scenario(scenario, function):
     if isinstance(scenario, dict):
         return DICT_SOURCE, _json(scenario, DICT_SOURCE, "")
     if isinstance(scenario, (str, os.PathLike)):
-        return _path(scenario, "scenario", f"stepsim.{function}"), None
+        path = _path(scenario, "scenario", f"stepsim.{function}")
+        # As the command line refuses SCENARIO given as "": None is the embedded default.
+        if not path:
+            raise _error(f"stepsim.{function}", "scenario",
+                         "the scenario file name is empty (leave it out, or give None, for the embedded default)")
+        return path, None
     raise TypeError(f"scenario: expected a dict, a file path or a preset name, got {type(scenario).__name__}")
 
 
@@ -391,6 +396,9 @@ def analyze(paths, rank=None, step=None):
     across ranks and the stragglers. step: only ProfilerStep#N (N or the full name).
     """
     paths = _files(paths, "paths", "stepsim.analyze")
+    # As the command line refuses TRACE given as "" (no file or folder has that name).
+    if "" in paths:
+        raise _error("stepsim.analyze", "paths", "the trace file or folder name is empty")
     if paths.count("-") > 1:
         raise _error("stepsim.analyze", "paths", "'-' (standard input) is given twice, but it can be read only once: "
                      "give all but one of them as files")
@@ -435,8 +443,9 @@ def collective(op, *, size=None, sweep=None, factor=None, gpus=None, ranks_per_n
                 ("protocol", protocol)] if value is not None}
     if factor is not None:
         options["factor"] = _factor(factor)
-        # Without a sweep there is one size and no step: the factor would do nothing.
-        if not sweep:
+        # Without a sweep there is one size and no step: the factor would do nothing. A sweep
+        # given as "" is the sweep's own error, as on the command line.
+        if sweep is None:
             raise _error("<command line>", "--factor", "applies only with --sweep")
     if gpus is not None:
         options["gpus"] = _collective_int(gpus, "gpus", f"expected 2 to {_MAX_COLLECTIVE_GPUS} GPUs")
