@@ -114,6 +114,7 @@ int run_analyze(const Args& args) {
   if (help_requested(vm, kAnalyzeUsage, desc, kAnalyzeExamples)) return 0;
   if (paths.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  require_trace_names(paths);
   require_stdin_once("analyze", paths);
   check_outputs(out);
 

@@ -1092,12 +1092,22 @@ void check_deepspeed(const Scenario& s, const Checker& c) {
             "--overlap-param-gather); use false");
 }
 
+// Calibration file names: a NUL would end the name where the file is opened (a C string), and
+// another file, or none, would be read in its place.
+void check_calibration_names(const Scenario& s, const Checker& c) {
+  for (std::size_t i = 0; i < s.calibration.size(); ++i)
+    if (s.calibration[i].find('\0') != std::string::npos)
+      c.fail(fmt::format("/calibration/{}", i),
+             fmt::format("expected a calibration file name without NUL characters, got \"{}\"", s.calibration[i]));
+}
+
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source, &s.set_pointers);
   require_model(s.model, c);
   c.require(!s.cluster.gpu.name.empty() || s.cluster.gpu.sms != 0, "/cluster",
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
   check_key_ranges(s);
+  check_calibration_names(s, c);
   complete_model(s.model);
   check_model(s.model, s.training.attention, c);
   check_gpt_oss_layer(s, c);
