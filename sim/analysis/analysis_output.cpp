@@ -408,6 +408,8 @@ Analysis analyze_trace(const std::string& path, std::optional<int> rank, const s
   Analysis a;
   a.trace = load_trace(path);
   const std::size_t rank_index = rank_index_of(a.trace, path, rank);
+  // The rank is measured over its own steps, as a folder's ranks each are without --rank.
+  a.trace.timeline.steps = a.trace.rank_steps[rank_index];
   const int world = a.trace.dist[rank_index].world_size;
   a.metrics = measure_steps(a.trace.timeline, rank_index, step, world);
   a.mean = mean_report(a.metrics, world > 0 ? world : static_cast<int>(a.trace.timeline.ranks.size()));

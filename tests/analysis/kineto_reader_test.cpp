@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "analysis/analysis_output.hpp"
 #include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/step_analysis.hpp"
@@ -376,4 +377,52 @@ TEST_CASE("with one ProfilerStep HTA keeps every GPU activity, and without commu
   CHECK_FALSE(h.overlap_pct.has_value());
   CHECK(h.kernel_time == Time::from_ps(80'000'000));
   CHECK(h.idle == Time::from_ps(40'000'000));
+}
+
+namespace {
+
+// One step of one rank of 8, its times `shift_us` later: from 5 us the CPU launches a 50 us
+// GEMM at 10 us and, from 6 us, a 40 us AllReduce at 40 us, so that the rank's own step runs
+// from 10 to 80 us: 70 us, 50 of compute, 40 of communication of which 20 exposed, no idle.
+std::string shifted_rank(int rank, int shift_us) {
+  return fmt::format(
+      R"trace({{"distributedInfo": {{"backend": "nccl", "rank": {0}, "world_size": 8}}, "traceEvents": [
+  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": {1}, "dur": 100}},
+  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {2}, "dur": 1, "args": {{"correlation": 1}}}},
+  {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {4}, "dur": 50, "args": {{"stream": 7, "correlation": 1}}}},
+  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {3}, "dur": 1, "args": {{"correlation": 2}}}},
+  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 20, "ts": {5}, "dur": 40,
+   "args": {{"stream": 20, "correlation": 2, "In msg nelems": 1000000, "dtype": "BFloat16", "Group size": 8}}}}]}})trace",
+      rank, shift_us, 5 + shift_us, 6 + shift_us, 10 + shift_us, 40 + shift_us);
+}
+
+}  // namespace
+
+TEST_CASE("a rank of a folder is measured over its own step, not over the other ranks' kernels") {
+  const TempDir dir("own-step");
+  // Rank 2 runs 9 us after rank 7, rank 5 3 us after it: together their kernels span 79 us.
+  dir.write("r2.json", shifted_rank(2, 9));
+  dir.write("r5.json", shifted_rank(5, 3));
+  dir.write("r7.json", shifted_rank(7, 0));
+  for (const int rank : {2, 5, 7}) {
+    INFO("rank " << rank);
+    const analysis::Analysis a = analysis::analyze_trace(dir.path(), rank, std::nullopt);
+    REQUIRE(a.metrics.steps.size() == 1);
+    CHECK(a.mean.step_time_s == Approx(70e-6));
+    CHECK(a.metrics.total.metrics.compute == Approx(50e-6));
+    CHECK(a.metrics.total.metrics.exposed_total() == Approx(20e-6));
+    CHECK(a.metrics.total.metrics.idle == Approx(0).margin(1e-15));
+  }
+  // The same as the rank's file alone.
+  CHECK(analysis::analyze_trace(dir.path() + "/r5.json", std::nullopt, std::nullopt).mean.step_time_s == Approx(70e-6));
+  // Each rank's window in the loaded folder, from its own GEMM: rank 2's at 19 us, rank 5's at
+  // 13 us, rank 7's at 10 us (the origin is the job's first timestamp, rank 7's step at 0).
+  const analysis::LoadedTrace t = analysis::load_trace(dir.path());
+  REQUIRE(t.rank_steps.size() == 3);
+  const std::int64_t starts[] = {19, 13, 10};
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(t.rank_steps[i].size() == 1);
+    CHECK(t.rank_steps[i][0].start == Time::from_us(starts[i]));
+    CHECK(t.rank_steps[i][0].end - t.rank_steps[i][0].start == Time::from_us(70));
+  }
 }

@@ -268,6 +268,37 @@ TEST_CASE("a collective's group size and message size as the trace gives them ma
   }
 }
 
+TEST_CASE("analyze and compare measure a folder's rank over its own step, as the rank's file alone") {
+  const Scratch dir("rank-own-step");
+  fs::create_directory(dir.file("odd"));
+  // Ranks 2, 5 and 7 of 8 each run a 50 us GEMM from 10 us and an AllReduce from 40 to 80 us:
+  // a 70 us step. Rank 2's times are 9 us later than rank 7's, rank 5's 3 us.
+  for (const auto& [rank, shift] : std::vector<std::pair<int, int>>{{2, 9}, {5, 3}, {7, 0}}) {
+    std::string events = cpu("user_annotation", "ProfilerStep#1", shift, 100) + "," +
+                         cpu("cuda_runtime", "cudaLaunchKernel", shift + 5, 1, 1) + "," +
+                         kernel(std::to_string(shift + 10), "50", 1) + "," +
+                         cpu("cuda_runtime", "cudaLaunchKernel", shift + 6, 1, 2);
+    events += fmt::format(R"x(,
+  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 20, "ts": {},
+   "dur": 40, "args": {{"stream": 20, "correlation": 2, "Group size": 8}}}})x",
+                          shift + 40);
+    dir.write(
+        fmt::format("odd/r{}.json", rank),
+        fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 8}}, )", rank) + trace_of(events).substr(1));
+  }
+  for (const char* args : {"analyze odd --rank 5 --json -", "analyze odd/r5.json --json -"}) {
+    INFO(args);
+    const Run r = dir.run(args);
+    REQUIRE(r.status == 0);
+    const boost::json::value v = boost::json::parse(r.out);
+    CHECK(v.at("step_time_s").as_double() == Approx(70e-6));
+    CHECK(v.at("idle_s").to_number<double>() == Approx(0).margin(1e-15));
+  }
+  const Run cmp = dir.run("compare odd ddp-1.3b-64xa100 --rank 5 --json -");
+  REQUIRE(cmp.status == 0);
+  CHECK(boost::json::parse(cmp.out).at("measured").at("step_time_s").as_double() == Approx(70e-6));
+}
+
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {
   const Scratch dir("no-gpu");
   dir.write("cpu-only.json", trace_of(cpu("user_annotation", "ProfilerStep#1", 1000, 100) + "," +
