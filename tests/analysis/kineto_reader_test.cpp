@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/analysis_output.hpp"
+#include "analysis/host_costs.hpp"
 #include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/step_analysis.hpp"
@@ -425,4 +426,31 @@ TEST_CASE("a rank of a folder is measured over its own step, not over the other 
     CHECK(t.rank_steps[i][0].start == Time::from_us(starts[i]));
     CHECK(t.rank_steps[i][0].end - t.rank_steps[i][0].start == Time::from_us(70));
   }
+}
+
+TEST_CASE("the median CPU cost of an even count is the mean of the two middle values") {
+  const TempDir dir("median");
+  // Operators of 30, 40, 10 and 30 us around launches of 5, 4 and 3, 2, 4 (tid 2) and 2 us
+  // (tid 3, no operator): operators 10 30 30 40, median (30 + 30) / 2 = 30 us; launches
+  // 2 2 3 4 4 5, median (3 + 4) / 2 = 3.5 us.
+  const std::string path = dir.write("host.json", R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 300},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 40},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 60, "dur": 4, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 70, "dur": 3, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 110, "dur": 10},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 112, "dur": 2, "args": {"correlation": 4}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 2, "ts": 0, "dur": 30},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 5, "dur": 4, "args": {"correlation": 5}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 3, "ts": 200, "dur": 2, "args": {"correlation": 6}},
+  {"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 300, "dur": 5, "args": {"stream": 7, "correlation": 1}}
+]})trace");
+  const analysis::HostCosts h = analysis::host_costs(path);
+  CHECK(h.operators == 4);
+  CHECK(h.operator_median == Time::from_us(30));
+  CHECK(h.launches == 6);
+  CHECK(h.launch_median == Time::from_ps(3'500'000));
 }
