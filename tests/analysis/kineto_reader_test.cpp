@@ -428,6 +428,46 @@ TEST_CASE("a rank of a folder is measured over its own step, not over the other 
   }
 }
 
+// PyTorch 1.8's Kineto wrote CPU operators, the ProfilerStep#N annotations among them, with
+// category "Operator" (and "Runtime", "Kernel").
+constexpr const char* kOperatorTrace = R"trace({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 100, "tid": 100, "ts": 0, "dur": 100, "args": {"External id": 1}},
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#2", "pid": 100, "tid": 100, "ts": 100, "dur": 100, "args": {"External id": 2}},
+  {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 2, "dur": 10, "args": {"External id": 3}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 4, "dur": 3, "args": {"correlation": 11}},
+  {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 100, "tid": 100, "ts": 102, "dur": 12, "args": {"External id": 4}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 104, "dur": 3, "args": {"correlation": 12}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 14, "dur": 3, "args": {"correlation": 13}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 114, "dur": 3, "args": {"correlation": 14}},
+  {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 7, "ts": 10, "dur": 50, "args": {"stream": 7, "correlation": 11}},
+  {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 20, "ts": 40, "dur": 40, "args": {"stream": 20, "correlation": 13}},
+  {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 110, "dur": 50, "args": {"stream": 7, "correlation": 12}},
+  {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 20, "ts": 140, "dur": 40, "args": {"stream": 20, "correlation": 14}}
+]})trace";
+
+TEST_CASE("old Kineto's Operator category: ProfilerStep#N are the steps, the other operators CPU operators") {
+  const TempDir dir("operator");
+  const std::string path = dir.write("old18.json", kOperatorTrace);
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  // Step 1 from its GEMM at 10 us to step 2's first kernel at 110 us; step 2 to the end of its
+  // AllReduce at 180 us. The times are relative to the first timestamp, 0.
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#1");
+  CHECK(t.timeline.steps[0].start == Time::from_us(10));
+  CHECK(t.timeline.steps[0].end == Time::from_us(110));
+  CHECK(t.timeline.steps[1].name == "ProfilerStep#2");
+  CHECK(t.timeline.steps[1].end == Time::from_us(180));
+  CHECK(t.hta.at(0).last_step_excluded);
+  // The launches at 4 and 104 us lie in aten::mm (10 us) and aten::add (12 us); those at 14
+  // and 114 us in no operator but the steps, which are not operators. Median of 10 and 12:
+  // 11 us; of the four 3 us launches: 3 us.
+  const analysis::HostCosts h = analysis::host_costs(path);
+  CHECK(h.operators == 2);
+  CHECK(h.operator_median == Time::from_us(11));
+  CHECK(h.launches == 4);
+  CHECK(h.launch_median == Time::from_us(3));
+}
+
 TEST_CASE("the median CPU cost of an even count is the mean of the two middle values") {
   const TempDir dir("median");
   // Operators of 30, 40, 10 and 30 us around launches of 5, 4 and 3, 2, 4 (tid 2) and 2 us
@@ -453,4 +493,31 @@ TEST_CASE("the median CPU cost of an even count is the mean of the two middle va
   CHECK(h.operator_median == Time::from_us(30));
   CHECK(h.launches == 6);
   CHECK(h.launch_median == Time::from_ps(3'500'000));
+}
+
+TEST_CASE("a metadata event's ts, 0 before epoch timestamps, neither sets the origin nor is refused") {
+  const TempDir dir("metadata-ts");
+  const std::string text = R"trace({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [
+  {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": 0, "args": {"name": "python"}},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1700000000000000, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": 1, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1700000000000010, "dur": 50, "args": {"stream": 7, "correlation": 1}},
+  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}
+]})trace";
+  const analysis::LoadedTrace t = analysis::load_trace(dir.write("meta.json", text));
+  // The origin is the step's ts: the GEMM starts 10 us after it and lasts the step's 50 us.
+  REQUIRE(t.timeline.steps.size() == 1);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#1");
+  CHECK(t.timeline.steps[0].start == Time::from_us(10));
+  CHECK(t.timeline.steps[0].end == Time::from_us(60));
+  // In a folder too: the file is one job's rank beside another whose metadata has no ts.
+  const TempDir job("metadata-job");
+  job.write("a.json", text);
+  std::string other = text;
+  other.replace(other.find(R"("rank": 0)"), 9, R"("rank": 1)");
+  other.replace(other.find(R"("ts": 0, )"), 9, "");
+  job.write("b.json", other);
+  const analysis::LoadedTrace both = analysis::load_trace(job.path());
+  REQUIRE(both.timeline.ranks.size() == 2);
+  CHECK(both.timeline.ranks[1].intervals[0].start == both.timeline.ranks[0].intervals[0].start);
 }
