@@ -84,7 +84,8 @@ LikeForLike like_for_like(const Analysis& measured, const SimulationResult& pred
   std::optional<std::string> step;
   if (measured.metrics.steps.size() == 1 && measured.trace.timeline.steps.size() > 1)
     step = measured.metrics.steps.front().name;
-  const TraceMetrics m = measure_steps(counted, measured.metrics.rank_index, step, measured.mean.gpus);
+  const TraceMetrics m = measure_steps(counted, measured.metrics.rank_index, step,
+                                       measured.trace.dist[measured.metrics.rank_index].world_size);
   const std::string version = out.measured.stepsim_version;
   out.measured = mean_report(m, measured.mean.gpus);
   out.measured.stepsim_version = version;

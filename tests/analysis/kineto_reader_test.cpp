@@ -125,7 +125,7 @@ TEST_CASE("a small trace with new NCCL names and no distributedInfo reads into s
   CHECK(m.steps[0].metrics.exposed[static_cast<int>(CommKind::tp)] == Approx(10e-6));
   CHECK(m.steps[0].metrics.hidden_fraction() == Approx(20.0 / 30.0));
   CHECK(m.collectives.size() == 3);
-  CHECK(m.collectives[0].busbw.gbytes_per_s() == Approx(2000.0 / 30e-6 * 1.5 * 1e-9));
+  CHECK(m.collectives[0].busbw->gbytes_per_s() == Approx(2000.0 / 30e-6 * 1.5 * 1e-9));
 }
 
 TEST_CASE("old Kineto names and categories are understood") {
