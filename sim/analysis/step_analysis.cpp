@@ -139,7 +139,7 @@ CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv,
 }
 
 TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, const std::optional<std::string>& step,
-                           int world_size) {
+                           int world_size, const std::string& source) {
   STEPSIM_CHECK(rank_index < timeline.ranks.size(), "rank index out of range");
   const RankTimeline& rank = timeline.ranks[rank_index];
   TraceMetrics out;
@@ -160,7 +160,8 @@ TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, con
   if (step && out.steps.empty()) {
     std::string known;
     for (const StepWindow& w : timeline.steps) known += (known.empty() ? "" : ", ") + w.name;
-    throw InputError("--step", *step, fmt::format("no such step in the trace (it has: {})", known));
+    throw InputError("--step", *step,
+                     fmt::format("no such step in {} (it has: {})", source.empty() ? "the trace" : source, known));
   }
   return out;
 }

@@ -51,10 +51,11 @@ struct TraceMetrics {
 };
 
 // Measures `rank_index` over every step window, or only the one named `step` ("4" or
-// "ProfilerStep#4"); InputError when no window has that name. `world_size` sizes the
-// collectives whose process group the trace does not name (0: unknown, as their busbw then is).
+// "ProfilerStep#4"); InputError naming `source` (the file measured; "" the trace) when no
+// window has that name. `world_size` sizes the collectives whose process group the trace
+// does not name (0: unknown, as their busbw then is).
 TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, const std::optional<std::string>& step,
-                           int world_size = 0);
+                           int world_size = 0, const std::string& source = "");
 
 // Exposed communication (comm running, no compute running) between `begin` and `end`,
 // split equally among the collective ops / process groups running at that instant.

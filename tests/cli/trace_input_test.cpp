@@ -386,6 +386,29 @@ TEST_CASE("communication on no named process group has one name in the table and
   CHECK(table.out.find("  by process group:   unnamed ") != std::string::npos);
 }
 
+TEST_CASE("a step one rank's file lacks is refused naming that file") {
+  const Scratch dir("job-missing-step");
+  fs::create_directory(dir.file("job"));
+  // Ranks 0 and 1 profiled ProfilerStep#1, rank 2 ProfilerStep#7.
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string step = rank == 2 ? "ProfilerStep#7" : "ProfilerStep#1";
+    dir.write(fmt::format("job/rank{}.json", rank),
+              fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 3}}, )", rank) +
+                  trace_of(cpu("user_annotation", step, 1000, 100) + "," +
+                           cpu("cuda_runtime", "cudaLaunchKernel", 1001, 1, 1) + "," + kernel("1010", "40", 1))
+                      .substr(1));
+  }
+  const Run r = dir.run("analyze job --step 1");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "stepsim: error: --step: 1: no such step in job/rank2.json (it has: ProfilerStep#7)\n");
+  CHECK(dir.run("analyze job --step 7").err.find("no such step in job/rank0.json (it has: ProfilerStep#1)") !=
+        std::string::npos);
+  // One file: the file is the trace.
+  CHECK(dir.run("analyze job/rank0.json --step 7").err ==
+        "stepsim: error: --step: 7: no such step in the trace (it has: ProfilerStep#1)\n");
+}
+
 TEST_CASE("analyze and compare measure a folder's rank over its own step, as the rank's file alone") {
   const Scratch dir("rank-own-step");
   fs::create_directory(dir.file("odd"));
