@@ -108,12 +108,45 @@ TEST_CASE("compare says when the trace and the scenario are different jobs, and 
   CHECK(other.out.find("differs: world size: the trace is of 8 ranks, the scenario of 64 GPUs") != std::string::npos);
   CHECK(other.out.find("differs: model: the scenario computes") != std::string::npos);
   CHECK(other.out.find("differs: steps: the trace holds 6 profiler steps") != std::string::npos);
+  // Without --json too: a pipe or a file taking the table would hide the lines.
+  CHECK(other.err.find("warning: compare: world size: the trace is of 8 ranks, the scenario of 64 GPUs") !=
+        std::string::npos);
   CHECK(other.out.find("pp\n") != std::string::npos);
   REQUIRE(scratch.run("simulate ddp-1.3b-64xa100 --trace-format kineto --trace sim.json").status == 0);
   const auto same = scratch.run("compare sim.json ddp-1.3b-64xa100");
   REQUIRE(same.status == 0);
   CHECK(same.out.find("differs:") == std::string::npos);
   CHECK(same.out.find("+0.0pp") != std::string::npos);
+}
+
+// The default scenario is TP 8 inside each node and DP 8 across the nodes: its trace's NCCL
+// kernels say "Group size" 8 for both. Against TP 2 and DP 32 (the same 64 GPUs, the same
+// model) only the groups' sizes tell that the layouts differ.
+TEST_CASE("compare says when the trace's process groups are of other sizes than the scenario's, on stderr too") {
+  Scratch scratch("compare-group-sizes");
+  REQUIRE(scratch.run("simulate default --trace-format kineto --trace tp8.json").status == 0);
+  const auto other = scratch.run("compare tp8.json default --set parallel.tp=2 --set parallel.dp=32");
+  REQUIRE(other.status == 0);
+  const std::string tp = "tp process groups: the trace's have 8 ranks, the scenario's 2; they are different layouts";
+  const std::string dp = "dp process groups: the trace's have 8 ranks, the scenario's 32; they are different layouts";
+  CHECK(other.out.find("differs: " + tp + "\n") != std::string::npos);
+  CHECK(other.out.find("differs: " + dp + "\n") != std::string::npos);
+  CHECK(other.out.find("differs: world size") == std::string::npos);
+  // The table may go to a pipe or a file: the warnings reach the terminal all the same.
+  CHECK(other.err.find("warning: compare: " + tp + "\n") != std::string::npos);
+  CHECK(other.err.find("warning: compare: " + dp + "\n") != std::string::npos);
+  const auto json = scratch.run("compare tp8.json default --set parallel.tp=2 --set parallel.dp=32 --json -");
+  REQUIRE(json.status == 0);
+  CHECK(json.err.find("warning: compare: " + tp + "\n") != std::string::npos);
+  // With one TP group fewer than the scenario has, none: the scenario has no tp communicator.
+  const auto no_tp = scratch.run("compare tp8.json default --set parallel.tp=1 --set parallel.dp=64");
+  REQUIRE(no_tp.status == 0);
+  CHECK(no_tp.out.find("differs: tp process groups: the trace's have 8 ranks, the scenario has no tp communicator; "
+                       "they are different layouts\n") != std::string::npos);
+  const auto same = scratch.run("compare tp8.json default");
+  REQUIRE(same.status == 0);
+  CHECK(same.out.find("differs:") == std::string::npos);
+  CHECK(same.err.find("warning") == std::string::npos);
 }
 
 TEST_CASE("An all-ranks run's Kineto trace is the rank its report measures, read back to the same figures") {
