@@ -155,6 +155,42 @@ TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its
 // The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of
 // them (held quantized) are one set of weights: latent attention, routed and shared experts
 // with and without biases, a dense layer of a mixed stack.
+namespace {
+
+// What one depth of multi-token prediction adds to the last stage's activations of
+// DeepSeek-V3's example (8 stages) under the recompute of `sets`.
+stepsim::Bytes mtp_activations(std::vector<std::string> sets) {
+  std::vector<stepsim::Bytes> last;
+  for (const char* depths : {"model.mtp_layers=0", "model.mtp_layers=1"}) {
+    std::vector<std::string> with = sets;
+    with.emplace_back(depths);
+    const stepsim::Scenario s = stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", with);
+    last.push_back(
+        stepsim::parallelism::estimate_memory(s, stepsim::workload::build_work(s)).stages.back().activations);
+  }
+  return last[1] - last[0];
+}
+
+}  // namespace
+
+// The depth's layer is not recomputed, whatever training.recompute says: no recompute op runs
+// for it, so it keeps what it keeps without recompute. Under full recompute it was counted as
+// keeping its input alone (2.53 GB added against 4.81 GB without recompute, the same ops).
+TEST_CASE("the multi-token-prediction layer keeps what it keeps without recompute under every recompute mode") {
+  const stepsim::Bytes none = mtp_activations({"training.recompute=none"});
+  CHECK(none.count() > 0);
+  CHECK(mtp_activations({"training.recompute=full"}) == none);
+  CHECK(mtp_activations({"training.recompute=selective"}) == none);
+  CHECK(mtp_activations({"training.recompute=selective",
+                         R"(training.recompute_modules=["moe_act", "layernorm", "mla_up_proj"])"}) == none);
+  // And no recompute op of the depth runs.
+  const auto full = stepsim::simulate(
+      stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", {"model.mtp_layers=1", "training.recompute=full"}));
+  CHECK(ran(full.timeline, "mtp0 expert fc1 fwd"));
+  CHECK(ran(full.timeline, "L60 expert fc1 recompute"));
+  CHECK_FALSE(ran(full.timeline, "mtp0 expert fc1 recompute"));
+}
+
 TEST_CASE("the Linear weights the gathers quantize are the ones the memory model holds quantized") {
   for (const std::string model : {"deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "llama3-8b"}) {
     INFO(model);
