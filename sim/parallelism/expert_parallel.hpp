@@ -15,7 +15,9 @@ namespace stepsim::parallelism {
 
 class ExpertParallel {
  public:
-  ExpertParallel(const Scenario& scenario, const workload::ModelWork& work);
+  // The all-to-alls of pipeline stage `stage` (the flex dispatcher's share depends on where the
+  // stage's EP groups lie).
+  ExpertParallel(const Scenario& scenario, const workload::ModelWork& work, int stage);
 
   // Around every compute op: the all-to-alls that feed the expert GEMMs and those they feed.
   void before_op(StepBuilder& b, const OpSite& site);
