@@ -89,6 +89,15 @@ bool sends_probs(const Scenario& s) {
   return s.model.moe.dispatcher == MoeDispatcher::alltoall && traits_of(s.training.framework).megatron_core;
 }
 
+// The layer an op belongs to as its collectives' names give it: "L3" for transformer layer 3,
+// and for a multi-token-prediction depth's layer, which runs in the head's block, the depth its
+// ops are named after ("mtp0", workload::add_mtp).
+std::string layer_label(const OpSite& site) {
+  const std::string_view name = site.cost->name;
+  if (name.starts_with("mtp")) return std::string(name.substr(0, name.find(' ')));
+  return fmt::format("L{}", site.block - 1);
+}
+
 }  // namespace
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work, int stage)
@@ -103,9 +112,9 @@ ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& wor
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,
                                   const std::vector<OpIndex>& waits) {
-  const auto [it, inserted] = names_.try_emplace({site.block, what}, 0);
+  const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("L{} {}", site.block - 1, what));
+    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("{} {}", it->first.first, what));
   }
   const OpIndex c = b.expert_tp_collective(op, etp_message_, it->second, waits);
   b.defer_wait(c, WaitRule::next_op, site.cost->role);
@@ -115,9 +124,9 @@ OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op,
 OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const char* what,
                                    const std::vector<OpIndex>& waits, bool probs) {
   const Bytes size = probs ? probs_message_ : message_;
-  const auto [it, inserted] = names_.try_emplace({site.block, what}, 0);
+  const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, CollOp::alltoall, size, fmt::format("L{} {}", site.block - 1, what));
+    it->second = b.collective_name(CommKind::ep, CollOp::alltoall, size, fmt::format("{} {}", it->first.first, what));
   }
   const OpIndex op = b.collective(CommKind::ep, CollOp::alltoall, size, it->second, waits);
   b.defer_wait(op, WaitRule::next_op, site.cost->role);
@@ -184,7 +193,8 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
     if (forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs", waits, true);
     waits = {a2a};
   }
-  if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp gather backward", waits);
+  // The backward of the forward's ReduceScatter after the experts is this AllGather.
+  if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp scatter backward", waits);
 }
 
 void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
@@ -192,8 +202,7 @@ void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   if (!out_of_experts(site)) return;
   const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits{op};
-  if (etp_)
-    waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp scatter backward", waits)};
+  if (etp_) waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp gather backward", waits)};
   if (!enabled_) return;
   all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);
   if (!forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs backward", waits, true);

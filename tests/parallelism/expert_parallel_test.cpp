@@ -397,8 +397,15 @@ TEST_CASE("with etp 2 each expert is split over two ranks that gather their toke
   const std::vector<CollOp> order{CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall,
                                   CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall};
   for (std::size_t i = 0; i < calls.size(); ++i) CHECK(calls[i].first == order[i]);
-  CHECK(calls[1].second.find("L0 etp gather") != std::string::npos);
-  CHECK(calls[6].second.find("L0 etp scatter backward") != std::string::npos);
+  CHECK(calls[1].second.find("L0 etp gather,") != std::string::npos);
+  CHECK(calls[2].second.find("L0 etp scatter,") != std::string::npos);
+  // A backward is named after the forward collective it is the backward of, as "combine
+  // backward" is: the forward's ReduceScatter comes back as the backward's AllGather and its
+  // AllGather as the ReduceScatter.
+  CHECK(calls[4].second.find("L0 combine backward,") != std::string::npos);
+  CHECK(calls[5].second.find("AllGather ep L0 etp scatter backward,") != std::string::npos);
+  CHECK(calls[6].second.find("ReduceScatter ep L0 etp gather backward,") != std::string::npos);
+  CHECK(calls[7].second.find("L0 dispatch backward,") != std::string::npos);
 }
 
 // EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the

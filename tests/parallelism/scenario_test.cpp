@@ -147,14 +147,14 @@ TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its
   const auto mtp = stepsim::simulate(stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", {"model.mtp_layers=1"}));
   CHECK(ran(mtp.timeline, "mtp0 expert fc1 fwd"));
   CHECK(ran(mtp.timeline, "mtp0 cross entropy fwd"));
-  CHECK(ran(mtp.timeline, "L61 dispatch"));  // the head's block, after the 61 layers
-  CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "L61 dispatch"));
+  // Its all-to-alls are named after the depth, as its compute ops are, not after a 62nd layer.
+  CHECK(ran(mtp.timeline, "mtp0 dispatch"));
+  CHECK(ran(mtp.timeline, "mtp0 combine backward"));
+  CHECK_FALSE(ran(mtp.timeline, "L61 "));
+  CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "mtp0 dispatch"));
   CHECK(mtp.report.step_time_s > report_of("deepseek-v3-ep64-512xh100").step_time_s);
 }
 
-// The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of
-// them (held quantized) are one set of weights: latent attention, routed and shared experts
-// with and without biases, a dense layer of a mixed stack.
 namespace {
 
 // What one depth of multi-token prediction adds to the last stage's activations of
@@ -191,6 +191,9 @@ TEST_CASE("the multi-token-prediction layer keeps what it keeps without recomput
   CHECK_FALSE(ran(full.timeline, "mtp0 expert fc1 recompute"));
 }
 
+// The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of
+// them (held quantized) are one set of weights: latent attention, routed and shared experts
+// with and without biases, a dense layer of a mixed stack.
 TEST_CASE("the Linear weights the gathers quantize are the ones the memory model holds quantized") {
   for (const std::string model : {"deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "llama3-8b"}) {
     INFO(model);
