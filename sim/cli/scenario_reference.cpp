@@ -48,13 +48,14 @@ constexpr KeyDoc kDocs[] = {
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
      "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
      "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
-     "megatron or nemo; unspecified where the EP group spans NVLink domains) and needs ep > 1",
+     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",
      "Megatron-Core's EP all-to-all overlap: each steady-state forward runs merged layer by layer with the backward of "
      "another micro-batch, each one's dispatch and combine under the other's compute; needs ep > 1 and schedule 1f1b "
-     "(pp 1) or interleaved",
+     "(pp 1) or interleaved; Megatron-Core's option (training.framework megatron, nemo or unspecified), refused "
+     "where Megatron-Core refuses it (full recompute, an fp32 model, more than one MTP layer)",
      "Megatron `--overlap-moe-expert-parallel-comm` with `--delay-wgrad-compute`; Megatron-Bridge `moe_a2a_overlap`"},
     {"model.moe.imbalance", "",
      "the busiest EP rank's routed tokens over the mean (1: even), at most ep·min(top_k, experts/ep)/top_k; it sets "

@@ -134,7 +134,7 @@ class StepWriter {
         stage_(stage),
         tp_(s, work),
         cp_(s, work),
-        ep_(s, work),
+        ep_(s, work, stage),
         pp_(s, work, stage),
         offload_(s, work),
         dp_(make_data_parallel(stage_s_)),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stepsim/report.hpp"
+#include "stepsim/scenario.hpp"
 #include "stepsim/timeline.hpp"
 
 namespace stepsim::report {
@@ -131,11 +132,25 @@ void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out, int world_size = 0);
 // Only the ranks of Timeline::ranks whose global rank `keep` accepts.
 void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size = 0);
+// The element types of a simulated step's collectives, which its timeline does not carry:
+// gradient reductions (a data-parallel or FSDP AllReduce or ReduceScatter, the pipeline's
+// AllReduces of the tied embedding's and DualPipe's mirrored gradients) in
+// data_parallel.grad_reduce_dtype, everything else (activations, parameters gathered) in
+// `other`.
+struct CollectiveDtypes {
+  Precision gradients = Precision::bf16;
+  Precision other = Precision::bf16;
+};
+// A scenario's: its grad_reduce_dtype, and its activations' type (bf16 under an 8- or 4-bit
+// format).
+CollectiveDtypes collective_dtypes(const Scenario& s);
 // One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
 // PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read;
 // `gpu` (the GPU preset's name) is its deviceProperties' name, for the GPU check of
-// `calibrate from-trace`.
-void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out);
+// `calibrate from-trace`; `dtypes` name each collective's kernel and dtype and count its
+// elements.
+void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,
+                        const CollectiveDtypes& dtypes = {});
 
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.

@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <set>
+#include <string>
 
 #include "cli/run_stepsim.hpp"
 
@@ -238,4 +239,73 @@ TEST_CASE("A Kineto trace under jitter holds each collective's wait for its slow
   const double predicted = c.at("predicted").at("comm_s").at("dp").to_number<double>();
   CHECK(measured == Approx(predicted).epsilon(0.001));
   CHECK(measured > waited);
+}
+
+namespace {
+
+struct TraceComms {
+  long long reduced_elements = 0;  // "In msg nelems" of the dp ReduceScatters
+  std::set<std::string> reduce_names, reduce_dtypes;
+  long long all_to_alls = 0;
+  std::set<std::string> all_to_all_names;
+};
+
+TraceComms comms_of(const boost::json::value& trace) {
+  TraceComms out;
+  for (const auto& e : trace.at("traceEvents").as_array()) {
+    const auto& o = e.as_object();
+    if (o.at("ph").as_string() != "X" || o.at("cat").as_string() != "kernel") continue;
+    const auto& args = o.at("args").as_object();
+    if (!args.contains("Collective name")) continue;
+    const std::string name(o.at("name").as_string());
+    const std::string collective(args.at("Collective name").as_string());
+    if (collective == "_reduce_scatter_base" && args.at("Process Group Name").as_string() == "dp") {
+      out.reduced_elements += args.at("In msg nelems").as_int64();
+      out.reduce_names.insert(name);
+      out.reduce_dtypes.insert(std::string(args.at("dtype").as_string()));
+    }
+    if (collective == "all_to_all") {
+      ++out.all_to_alls;
+      out.all_to_all_names.insert(name);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Mixtral's example reduces its gradients in FP32 (data_parallel.grad_reduce_dtype): NCCL runs
+// ncclDevKernel_ReduceScatter_Sum_f32 on a Float tensor of bytes/4 elements, and reduces as many
+// elements as it does in BF16. NCCL has no all-to-all kernel: PyTorch's all_to_all_single runs as
+// grouped sends and receives, ncclDevKernel_SendRecv, which `analyze` classes as an all-to-all of
+// the EP group by its collective name. The trace had said BFloat16 with bytes/2 elements, twice
+// the gradients, and ncclDevKernel_AllToAll_RING_LL.
+TEST_CASE("A Kineto trace names each collective's kernel and element type as NCCL and PyTorch do") {
+  Scratch scratch("kineto-dtypes");
+  const std::string job = "mixtral-8x7b-ep8-64xh100 --trace-format kineto --trace ";
+  REQUIRE(scratch.run("simulate " + job + "fp32.json").status == 0);
+  REQUIRE(scratch.run("simulate " + job + "bf16.json --set data_parallel.grad_reduce_dtype=bf16").status == 0);
+  const TraceComms fp32 = comms_of(boost::json::parse(slurp(scratch.file("fp32.json"))));
+  const TraceComms bf16 = comms_of(boost::json::parse(slurp(scratch.file("bf16.json"))));
+  CHECK(fp32.reduce_names == std::set<std::string>{"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"});
+  CHECK(fp32.reduce_dtypes == std::set<std::string>{"Float"});
+  CHECK(bf16.reduce_names == std::set<std::string>{"ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"});
+  CHECK(bf16.reduce_dtypes == std::set<std::string>{"BFloat16"});
+  CHECK(fp32.reduced_elements > 0);
+  CHECK(fp32.reduced_elements == bf16.reduced_elements);
+  CHECK(fp32.all_to_alls > 0);
+  CHECK(fp32.all_to_all_names == std::set<std::string>{"ncclDevKernel_SendRecv"});
+  // Read back, every one of them is an all-to-all of the EP group.
+  const auto analyzed = scratch.run("analyze fp32.json --json measured.json");
+  INFO(analyzed.err);
+  REQUIRE(analyzed.status == 0);
+  long long all_to_alls = 0;
+  const boost::json::value measured = boost::json::parse(slurp(scratch.file("measured.json")));
+  for (const auto& c : measured.at("collectives").as_array()) {
+    if (c.at("kernel").as_string() != "ncclDevKernel_SendRecv") continue;
+    CHECK(c.at("op").as_string() == "alltoall");
+    CHECK(c.at("group").as_string() == "ep");
+    ++all_to_alls;
+  }
+  CHECK(all_to_alls == fp32.all_to_alls);
 }
