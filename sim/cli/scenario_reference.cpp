@@ -311,7 +311,9 @@ constexpr KeyDoc kDocs[] = {
     {"training.main_grad", "",
      "precision of the main gradients micro-batches accumulate into: `fp32` or `bf16`; under `megatron` and `nemo` "
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
-     "sets the other, both given must agree, and neither given is `fp32` for both",
+     "sets the other, both given must agree, and neither given is `fp32` for both; under PyTorch's DDP (`ddp` under "
+     "`pytorch`, `torchtitan`, `torchtitan-compile`) the parameters' own gradients, which its buckets reduce as they "
+     "are: tied alike, neither given is the parameters' precision (`bf16` under mixed precision, `fp32` without)",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
@@ -351,8 +353,8 @@ constexpr KeyDoc kDocs[] = {
      "DDP does not copy, and with any other `data_parallel.kind`",
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
-     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
-     "gradients (`training.main_grad`)",
+     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1`, and under PyTorch's DDP, "
+     "that of the main gradients (`training.main_grad`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
