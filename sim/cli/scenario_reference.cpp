@@ -327,7 +327,10 @@ constexpr KeyDoc kDocs[] = {
      "or nemo) are sized by `bucket_parameters`. No bucket key applies under DeepSpeed's pipeline engine (framework "
      "`deepspeed` with pp > 1): one set is refused",
      "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "ddp (PyTorch's): size of the first (smallest) bucket",
+    {"data_parallel.first_bucket_mb", "MiB",
+     "ddp (PyTorch's): size of the first (smallest) bucket; under `pytorch`, `torchtitan` and `torchtitan-compile`, "
+     "where only `bucket_cap_mb` is given, that size, as PyTorch caps the first bucket at 1 MiB only when "
+     "`bucket_cap_mb` is left unset",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "

@@ -793,6 +793,20 @@ bool runs(KindFamily family, DpKind kind, Framework framework) {
   return true;
 }
 
+// PyTorch's DistributedDataParallel caps its first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
+// only when bucket_cap_mb is left unset (bucket_bytes_cap_default); a bucket_cap_mb given caps
+// the first bucket as well (torch/nn/parallel/distributed.py, _ddp_init_helper's
+// bucket_size_limits). first_bucket_mb, given, sets the first bucket either way. Resolved
+// where PyTorch's DDP runs (data_parallel.kind ddp under pytorch, torchtitan and
+// torchtitan-compile), after the keys are checked, so that the resolved scenario reads back
+// alike.
+void resolve_first_bucket(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  if (!d.bucket_cap_mb_given || d.first_bucket_mb_given) return;
+  if (d.kind != DpKind::ddp || !traits_of(s.training.framework).pytorch_ddp) return;
+  d.first_bucket_mb = d.bucket_cap_mb;
+}
+
 struct KindKey {
   const char* key;  // under data_parallel
   KindFamily family;
@@ -1048,6 +1062,8 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
+    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it.
+    if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
   }
@@ -1134,6 +1150,7 @@ void complete_and_validate(Scenario& s) {
   check_recompute_modules(s, c);
   check_cuda_graph_scope(s, c);
   check_data_parallel(s.data_parallel, s.parallel, s.training.framework, c);
+  resolve_first_bucket(s);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
   check_a2a_overlap(s, c);

@@ -250,3 +250,26 @@ TEST_CASE("under PyTorch's DDP the gradients' two precision keys are one") {
       stepsim::InputError);
 }
 
+// PyTorch's DistributedDataParallel caps its first bucket at 1 MiB only when bucket_cap_mb is
+// left unset (distributed.py: bucket_bytes_cap_default, _DEFAULT_FIRST_BUCKET_BYTES); a cap
+// given caps the first bucket too. The small GPT's gradients, 2 bytes each, fit one bucket of
+// 100,000 MiB whole.
+TEST_CASE("a bucket_cap_mb given caps PyTorch DDP's first bucket too") {
+  const DdpBytes unset = ddp_bytes({"training.framework=pytorch"});
+  CHECK(unset.bucket_sizes.front() == Approx(2.0 * 32'768'000));  // the LM head, past 1 MiB
+  const DdpBytes given = ddp_bytes({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
+  REQUIRE(given.bucket_sizes.size() == 1);
+  CHECK(given.bucket_sizes.front() == Approx(2.0 * kDdpParams));
+  // first_bucket_mb given keeps the first bucket its own size.
+  const DdpBytes both = ddp_bytes(
+      {"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000", "data_parallel.first_bucket_mb=1"});
+  REQUIRE(both.bucket_sizes.size() == 2);
+  CHECK(both.bucket_sizes.front() == Approx(2.0 * 32'768'000));
+  // The resolved scenario states the first bucket's size and reads back to it.
+  const stepsim::Scenario s = ddp_small({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
+  CHECK(s.data_parallel.first_bucket_mb == 100000);
+  CHECK(stepsim::io::load_scenario_text(s.resolved_json, "resolved.json", {}).data_parallel.first_bucket_mb == 100000);
+  // Outside PyTorch's DDP the first bucket is left as it was: the distributed optimizer's has none.
+  CHECK(ddp_small({"training.framework=pytorch", "data_parallel.kind=zero1", "data_parallel.bucket_cap_mb=25"})
+            .data_parallel.first_bucket_mb == 1);
+}
