@@ -367,7 +367,9 @@ struct TrainingSpec {
 struct DataParallelSpec {
   DpKind kind = DpKind::ddp;
   double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
-  double first_bucket_mb = 1.0;  // MiB
+  double first_bucket_mb = 1.0;  // MiB; bucket_cap_mb where only that is given (io/validate.cpp)
+  bool bucket_cap_mb_given = false;
+  bool first_bucket_mb_given = false;
   // Megatron-Core's gradient buckets (zero1, zero2; ddp under megatron or nemo): parameters per
   // bucket (--ddp-bucket-size), up to kMaxBucketParameters; 0 leaves it Megatron-Core's
   // default, max(4e7, 1e6·dp).

@@ -312,7 +312,9 @@ constexpr KeyDoc kDocs[] = {
     {"training.main_grad", "",
      "precision of the main gradients micro-batches accumulate into: `fp32` or `bf16`; under `megatron` and `nemo` "
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
-     "sets the other, both given must agree, and neither given is `fp32` for both",
+     "sets the other, both given must agree, and neither given is `fp32` for both; under PyTorch's DDP (`ddp` under "
+     "`pytorch`, `torchtitan`, `torchtitan-compile`) the parameters' own gradients, which its buckets reduce as they "
+     "are: tied alike, neither given is the parameters' precision (`bf16` under mixed precision, `fp32` without)",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
@@ -326,7 +328,10 @@ constexpr KeyDoc kDocs[] = {
      "or nemo) are sized by `bucket_parameters`. No bucket key applies under DeepSpeed's pipeline engine (framework "
      "`deepspeed` with pp > 1): one set is refused",
      "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "ddp (PyTorch's): size of the first (smallest) bucket",
+    {"data_parallel.first_bucket_mb", "MiB",
+     "ddp (PyTorch's): size of the first (smallest) bucket; under `pytorch`, `torchtitan` and `torchtitan-compile`, "
+     "where only `bucket_cap_mb` is given, that size, as PyTorch caps the first bucket at 1 MiB only when "
+     "`bucket_cap_mb` is left unset",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
@@ -352,8 +357,8 @@ constexpr KeyDoc kDocs[] = {
      "DDP does not copy, and with any other `data_parallel.kind`",
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
-     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
-     "gradients (`training.main_grad`)",
+     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1`, and under PyTorch's DDP, "
+     "that of the main gradients (`training.main_grad`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},

@@ -682,9 +682,10 @@ std::string pipeline_notes(const Scenario& s) {
   const Bytes message = pipeline_message(s);
   return fmt::format(
       "; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
-      "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
+      "virtual stage {}; SendRecv of {} per micro-batch and boundary ({}) "
       "between adjacent stages of the pp group",
-      schedule, s.training.micro_batches(p.dp), chunks_per_stage(p), ranks_string(layers), format_size(message));
+      schedule, s.training.micro_batches(p.dp), chunks_per_stage(p), ranks_string(layers), format_size(message),
+      pipeline_message_formula(s));
 }
 
 std::string placement_notes(const Scenario& s) {
