@@ -23,7 +23,7 @@ std::uint8_t BuildState::host_class(Time cost) {
 
 const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
   const Key key{r.op,          r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node,
-                shares.nvlink, shares.nic,     r.kind};
+                shares.nvlink, shares.nic,     shares.nics,   r.kind};
   auto it = collectives_.find(key);
   if (it == collectives_.end())
     it = collectives_.emplace(key, shares.whole() ? costs_.collective(r) : costs_.degraded_collective(r, shares)).first;

@@ -86,7 +86,7 @@ class BuildState {
   std::uint8_t host_class(Time cost);
 
  private:
-  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, CommKind>;
+  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, int, CommKind>;
   engine::Program& program_;
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
