@@ -173,7 +173,16 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
 
 std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
                                                     const collectives::LinkLoad& load, Side side) const {
-  return link_uses(ports_, load, side, op == CollOp::alltoall ? comm.spine.spread : comm.spine.ring);
+  const bool spread = op == CollOp::alltoall;
+  std::vector<network::ResourceUse> out = link_uses(ports_, load, side, spread ? comm.spine.spread : comm.spine.ring);
+  if (load.inter <= 0) return out;
+  for (const LeafLoad& leaf : comm.leaves) {
+    const double share = load.inter * (spread ? leaf.share.spread : leaf.share.ring);
+    if (share <= 0) continue;
+    if (side != Side::rx) out.push_back({leaf.up, share});
+    if (side != Side::tx) out.push_back({leaf.down, share});
+  }
+  return out;
 }
 
 std::uint32_t StepBuilder::collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what) {
@@ -224,7 +233,9 @@ bool StepBuilder::replay(StepBuilder& model) {
     const Communicator& theirs = model.slots_[i];
     if ((mine.group >= 0) != (theirs.group >= 0)) return false;
     if (mine.group < 0) continue;
-    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine) return false;
+    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine ||
+        mine.leaves != theirs.leaves)
+      return false;
     // Calls are told apart by their group: two slots that are one group on one rank share calls.
     for (std::size_t j = 0; j < i; ++j) {
       if (slots_[j].group >= 0 && (slots_[j].group == mine.group) != (model.slots_[j].group == theirs.group)) {
