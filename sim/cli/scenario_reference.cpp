@@ -402,7 +402,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"simulation.variation.failed_nics", "",
      "NICs that are down: a list of `{\"node\": N, \"count\": C}` (C 1 unless given); entries for one node add "
-     "up; the node's GPUs share the NICs left; needs `all`",
+     "up; the node's GPUs share the NICs left, and NCCL, which finds the NICs at init, costs a communicator on the "
+     "NICs left on its node with the fewest (a node built with that many); needs `all`",
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "
@@ -415,7 +416,9 @@ constexpr KeyDoc kDocs[] = {
     {"simulation.variation.jitter.seed", "",
      "seed of the draws (the same seed gives the same step); used by `simulation.ranks` `all`", ""},
     {"simulation.variation.background_traffic", "fraction",
-     "share of every GPU's network bandwidth taken by other jobs' traffic (0: none)", ""},
+     "share of every GPU's network bandwidth taken by other jobs' traffic (0: none); NCCL never sees it, so its "
+     "rings and trees stay those of the NICs' line rate",
+     ""},
     {"context_parallel.comm", "",
      "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
      "torchtitan the rank's own block's attention runs beside it)",

@@ -47,6 +47,17 @@ struct SpineShare {
   bool operator==(const SpineShare&) const = default;
 };
 
+// Representative mode: the load that a simulated rank's communicator puts on one leaf's
+// uplinks, per byte of its cross-node load: the spine share of each of its stage's groups of
+// the kind, summed over their members behind the leaf (on the rank's rail).
+struct LeafLoad {
+  network::ResourceId up = 0;
+  network::ResourceId down = 0;
+  SpineShare share;
+
+  bool operator==(const LeafLoad&) const = default;
+};
+
 // Creates each resource once, on first use, under a stable name that other parts (reports,
 // degraded links) can look up: "node 3 gpu 2 nvlink tx", "node 3 nic 1 rx", "leaf 2 up" on
 // a fat tree, "leaf 2 rail 1 up" on a rail-optimized fabric.
@@ -56,6 +67,9 @@ class Fabric {
 
   // The ports of global rank `rank`, which stands for the real ranks [first, first + count).
   RankPorts ports(int rank, int first, int count);
+  // The uplinks of leaf `leaf` (of rail `rail` on a rail-optimized fabric, −1 on a fat tree);
+  // only with an oversubscribed spine.
+  LeafLoad leaf_ports(int leaf, int rail);
   // `nodes`: the group's nodes in rank order, each once.
   SpineShare spine_share(std::span<const int> nodes) const;
   // The same for a group on nodes 0 to `nodes` − 1, without listing them.

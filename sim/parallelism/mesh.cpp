@@ -360,7 +360,8 @@ std::string difference_text(const char* what, const RankGroup& group, std::initi
 
 // Where the groups of a kind cross an oversubscribed spine differently: a leaf switch holds
 // no whole number of them (TP 16 under three-node leaves), so some cross it and some do not.
-// Representative mode loads each simulated rank's leaf uplinks as the busiest leaf's.
+// Representative mode loads every leaf's uplinks a stage's groups cross with the stage's
+// traffic there, so the busiest leaf paces them.
 std::string leaf_difference_text(const char* what, const RankGroup& group, std::initializer_list<Range> ranges,
                                  const Scenario& scenario) {
   const ClusterSpec& cluster = scenario.cluster;
@@ -374,7 +375,7 @@ std::string leaf_difference_text(const char* what, const RankGroup& group, std::
                                 "per leaf, the first {}",
                                 what, pl.slow, pl.total, d.nodes, per_text(d), group_string(first));
   if (scenario.simulation.ranks == RankMode::representative)
-    out += ", and each simulated rank's leaf uplinks carry the load of its stage's busiest leaf";
+    out += ", and each simulated rank loads every leaf its stage's groups cross with their traffic there";
   return out;
 }
 

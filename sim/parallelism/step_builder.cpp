@@ -23,7 +23,7 @@ std::uint8_t BuildState::host_class(Time cost) {
 
 const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
   const Key key{r.op,          r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node,
-                shares.nvlink, shares.nic,     r.kind};
+                shares.nvlink, shares.nic,     shares.nics,   r.kind};
   auto it = collectives_.find(key);
   if (it == collectives_.end())
     it = collectives_.emplace(key, shares.whole() ? costs_.collective(r) : costs_.degraded_collective(r, shares)).first;
@@ -173,7 +173,16 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
 
 std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
                                                     const collectives::LinkLoad& load, Side side) const {
-  return link_uses(ports_, load, side, op == CollOp::alltoall ? comm.spine.spread : comm.spine.ring);
+  const bool spread = op == CollOp::alltoall;
+  std::vector<network::ResourceUse> out = link_uses(ports_, load, side, spread ? comm.spine.spread : comm.spine.ring);
+  if (load.inter <= 0) return out;
+  for (const LeafLoad& leaf : comm.leaves) {
+    const double share = load.inter * (spread ? leaf.share.spread : leaf.share.ring);
+    if (share <= 0) continue;
+    if (side != Side::rx) out.push_back({leaf.up, share});
+    if (side != Side::tx) out.push_back({leaf.down, share});
+  }
+  return out;
 }
 
 std::uint32_t StepBuilder::collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what) {
@@ -224,7 +233,9 @@ bool StepBuilder::replay(StepBuilder& model) {
     const Communicator& theirs = model.slots_[i];
     if ((mine.group >= 0) != (theirs.group >= 0)) return false;
     if (mine.group < 0) continue;
-    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine) return false;
+    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine ||
+        mine.leaves != theirs.leaves)
+      return false;
     // Calls are told apart by their group: two slots that are one group on one rank share calls.
     for (std::size_t j = 0; j < i; ++j) {
       if (slots_[j].group >= 0 && (slots_[j].group == mine.group) != (model.slots_[j].group == theirs.group)) {

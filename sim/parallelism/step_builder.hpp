@@ -43,6 +43,9 @@ struct Communicator {
   collectives::GroupShape shape;
   SpineShare spine{};   // share of the members' cross-node traffic that leaves their leaf
   LinkShares shares{};  // the bandwidth its slowest members' links carry (simulation.variation)
+  // Representative mode under an oversubscribed spine: the loads on every leaf's uplinks that
+  // the stage's groups of its kind cross (the rank's own leaf then takes no `spine` share).
+  std::vector<LeafLoad> leaves{};
 };
 
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
@@ -86,7 +89,7 @@ class BuildState {
   std::uint8_t host_class(Time cost);
 
  private:
-  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, CommKind>;
+  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, int, CommKind>;
   engine::Program& program_;
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
