@@ -182,7 +182,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.host_link.bandwidth", "B/s",
      "bandwidth per direction of one link between GPUs and their host's memory (NVLink-C2C from a Grace CPU, PCIe "
-     "from an x86 host), which activation offload copies over; 0: none described (offload refused)",
+     "from an x86 host), which activation offload copies over; 0: none described (offload refused); a link no faster "
+     "than the GPU's PCIe x16 line rate is the GPU's PCIe link, whose copies share it with the GPU's NIC traffic",
      ""},
     {"cluster.host_link.gpus_per_link", "",
      "GPUs sharing one host link (2 on a GB200 or GB300 superchip), consecutive GPUs of a node; each of the job's "

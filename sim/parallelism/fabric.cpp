@@ -13,13 +13,14 @@
 
 namespace stepsim::parallelism {
 
-Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources)
+Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies)
     : resources_(resources),
       gpus_per_node_(std::max(1, cluster.gpus_per_node)),
       nics_per_node_(std::max(1, cluster.inter_node.nics_per_node)),
       nodes_per_leaf_(std::max(1, cluster.inter_node.nodes_per_leaf)),
       oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
       rails_(cluster.inter_node.topology == InterTopology::rail_optimized),
+      host_copies_(host_copies),
       nvlink_(cluster.intra_node.bandwidth),
       // With more NICs than GPUs, each GPU drives nics / gpus of them as one port.
       nic_(
@@ -81,8 +82,9 @@ RankPorts Fabric::ports(int rank, int first, int count) {
   p.nic_rx = resource({Kind::nic, node, nic, true}, nic_);
   p.nic_weight = std::max(1, count_on_node(node, first, count, nic));
   // The GPU's traffic to and from its NIC crosses its own PCIe link, which every collective of
-  // the GPU shares; where the link is slower than the NIC port, it bounds their sum.
-  if (pcie_.bytes_per_s() < nic_.bytes_per_s()) {
+  // the GPU shares; where the link is slower than the NIC port, it bounds their sum. Copies to
+  // and from host memory over the same link share it with them.
+  if (host_copies_ || pcie_.bytes_per_s() < nic_.bytes_per_s()) {
     p.pcie = true;
     p.pcie_tx = resource({Kind::pcie, node, gpu, false}, pcie_);
     p.pcie_rx = resource({Kind::pcie, node, gpu, true}, pcie_);

@@ -29,7 +29,8 @@ struct RankPorts {
   network::ResourceId nic_rx = 0;
   network::ResourceId leaf_up = 0;  // only with an oversubscribed spine
   network::ResourceId leaf_down = 0;
-  network::ResourceId pcie_tx = 0;  // only where the GPU's PCIe link is slower than its NIC port
+  // Only where the GPU's PCIe link is slower than its NIC port, or carries host copies too.
+  network::ResourceId pcie_tx = 0;
   network::ResourceId pcie_rx = 0;
   bool spine = false;      // leaf_up and leaf_down exist
   bool pcie = false;       // pcie_tx and pcie_rx exist
@@ -63,7 +64,9 @@ struct LeafLoad {
 // a fat tree, "leaf 2 rail 1 up" on a rail-optimized fabric.
 class Fabric {
  public:
-  Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources);
+  // `host_copies`: copies between the GPUs and host memory cross each GPU's PCIe link too
+  // (activation offload over an x86 host's PCIe), so every GPU's link is a resource.
+  Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies = false);
 
   // The ports of global rank `rank`, which stands for the real ranks [first, first + count).
   RankPorts ports(int rank, int first, int count);
@@ -98,6 +101,7 @@ class Fabric {
   int nodes_per_leaf_;
   double oversubscription_;
   bool rails_;
+  bool host_copies_;
   Bandwidth nvlink_;
   Bandwidth nic_;        // one GPU's NIC (several NICs when a node has more NICs than GPUs)
   Bandwidth pcie_;       // the line rate of the GPU's PCIe link to its NIC

@@ -388,7 +388,7 @@ class Layout {
       : s_(s),
         program_(program),
         ranks_(simulated_ranks(s.parallel, s.simulation.ranks)),
-        fabric_(s.cluster, program.resources) {}
+        fabric_(s.cluster, program.resources, offload_on_pcie(s)) {}
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
   const std::vector<RankPorts>& links() const { return links_; }
@@ -547,13 +547,27 @@ class Layout {
 
   // Activation offload's copy streams, one per direction as Transformer Engine's offload
   // handler makes them (its d2h_stream and h2d_stream), over the rank's share of its host link.
+  // Where that is the GPU's PCIe link, its NIC traffic crosses it too: the copies are flows on
+  // it, each direction a group of the rank alone.
   void add_host_streams(std::size_t index, StepBuilder& b) {
     if (s_.training.activation_offload_layers == 0) return;
     auto& streams = program_.ranks[index].streams;
     streams.push_back("offload to host");
     streams.push_back("offload from host");
-    b.set_host_streams(static_cast<engine::StreamIndex>(streams.size() - 2),
-                       static_cast<engine::StreamIndex>(streams.size() - 1), host_link_share(s_, ranks_[index].rank));
+    const auto to_host = static_cast<engine::StreamIndex>(streams.size() - 2);
+    const auto from_host = static_cast<engine::StreamIndex>(streams.size() - 1);
+    const Bandwidth share = host_link_share(s_, ranks_[index].rank);
+    if (!offload_on_pcie(s_)) {
+      b.set_host_streams(to_host, from_host, share);
+      return;
+    }
+    const int rank = ranks_[index].rank;
+    const auto group = [&](const char* name) {
+      program_.groups.push_back({name, CommKind::other, 1, {static_cast<int>(index)}, ranks_string({rank})});
+      return static_cast<std::int32_t>(program_.groups.size() - 1);
+    };
+    const std::int32_t out = group("offload to host");
+    b.set_host_streams(to_host, from_host, share, out, group("offload from host"));
   }
 
   // DualPipe's reverse direction: activations from the stage after to the stage before,

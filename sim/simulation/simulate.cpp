@@ -215,9 +215,10 @@ std::string offload_note(const Scenario& s, const workload::ModelWork& work) {
   for (int l = 0; l < n; ++l) all += parallelism::offloaded_bytes(work, l);
   return fmt::format(
       "activation offload: layers 0-{} of {} copy their activations ({:.1f} MiB per micro-batch in all) to host "
-      "memory and back, each way at {}, on copy streams beside the compute, synchronised as Transformer Engine's CPU "
+      "memory and back, each way at {}{}, on copy streams beside the compute, synchronised as Transformer Engine's CPU "
       "offload does",
-      n - 1, s.model.layers, all.mib_value(), host_share_text(s));
+      n - 1, s.model.layers, all.mib_value(), host_share_text(s),
+      parallelism::offload_on_pcie(s) ? ", over each GPU's PCIe link, which its NIC traffic shares" : "");
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {
