@@ -15,7 +15,7 @@
 //   every gradient, in the gradients' precision (buckets are made per gradient dtype), held for
 //   the whole step.
 // - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
-//   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters. DeepSpeed's ZeRO-1 and 2 copy
+//   ReduceScatter), of the buckets its program reduces. DeepSpeed's ZeRO-1 and 2 copy
 //   every gradient into two buffers of reduce_bucket_size elements, whatever the model's size.
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
 //   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
@@ -131,11 +131,29 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
 }
 
-// Two of Megatron's gradient buckets of max(4e7, 1e6·dp) parameters (fewer when the stage
-// has less).
-Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
-  const long long bucket = megatron_bucket_elements(s);
-  return Bytes(std::min(params, 2 * bucket) * grad_bytes);
+// The most two consecutive buckets of `layout` hold together, in parameters: one filling while
+// the one launched before it is reduced.
+long long two_in_flight(const BucketLayout& layout) {
+  long long most = 0;
+  for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
+    const long long pair =
+        bucket_elements(layout, layout.buckets[k]) + (k > 0 ? bucket_elements(layout, layout.buckets[k - 1]) : 0);
+    most = std::max(most, pair);
+  }
+  return most;
+}
+
+// ZeRO-2's gradients held unsharded on stage `stage`: the buckets the program reduces there,
+// made as data_parallel_zero.cpp makes them (megatron_bucket_layout's, closed once they hold at
+// least their size, so the LM head alone can be one; the routed experts' own over their group,
+// filled beside the dense ones), two at a time: the one filling and the one before it in its
+// ReduceScatter.
+Bytes zero2_buckets(const Scenario& s, int stage, int grad_bytes) {
+  Scenario stage_s = gradient_scenario(s);
+  if (s.parallel.pp > 1) stage_s.parallel.stage = stage;
+  long long held = two_in_flight(megatron_bucket_layout(stage_s));
+  if (expert_dp_size(stage_s) > 1) held += two_in_flight(expert_bucket_layout(stage_s, true));
+  return Bytes(held * grad_bytes);
 }
 
 // The scenario as the routed experts' states see it: data parallelism over the expert-dp
@@ -182,7 +200,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (deepspeed_ipg_buffers(s)) {
     m.buffers = ipg_buffers(s);
   } else if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
-    m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
+    m.buffers = zero2_buckets(s, stage, bytes.grads);
   }
   const DataParallelSpec& dp = s.data_parallel;
   if (dp.kind == DpKind::ddp && !dp.gradient_as_bucket_view && s.parallel.dp * s.parallel.cp > 1)
