@@ -18,8 +18,8 @@
 //   ReduceScatter), of the buckets its program reduces. DeepSpeed's ZeRO-1 and 2 copy
 //   every gradient into two buffers of reduce_bucket_size elements, whatever the model's size.
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
-//   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
-//   time plus the prefetched one; gradients of two units wait unsharded for ReduceScatter
+//   the root unit (embedding, head) stays gathered for the step; layers are gathered as many at
+//   a time as the program gathers them (gathered_units); gradients of two units wait unsharded for ReduceScatter
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
@@ -114,11 +114,24 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
   return out;
 }
 
+// Layer units whose parameters are gathered at once, as the program gathers them
+// (data_parallel_fsdp.cpp). FSDP2 prefetches one unit ahead and its next AllGather waits for
+// the unit before to be freed: two. FSDP1's AllGathers are issued by the host, which runs ahead
+// of the GPU, and its rate limiter lets a unit's AllGather start only once the free of the unit
+// max_inflight_all_gathers before it has run, so with prefetch that many are gathered at once
+// (the current unit and those ahead of it: FullyShardedDataParallel's limit_all_gathers,
+// _FreeEventQueue); without prefetch the backward's AllGathers queue behind the ReduceScatters
+// and the step's peak, at the backward's start, holds one.
+long long gathered_units(const DataParallelSpec& d) {
+  if (d.fsdp_version == 2) return 2;
+  const bool prefetch = d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
+  return prefetch ? std::max(d.max_inflight_all_gathers, 1) : 1;
+}
+
 // FSDP's gathered parameters and unsharded gradients on top of the sharded states.
 void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
   const DataParallelSpec& d = s.data_parallel;
-  const bool prefetch = d.fsdp_version == 2 || d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
-  long long units = std::min<long long>(prefetch ? 2 : 1, std::max(d.max_inflight_all_gathers, 1));
+  long long units = gathered_units(d);
   // SHARD_GRAD_OP keeps them gathered; under a pipeline schedule every backward but the
   // last leaves its units gathered too, and their gradients unreduced until the last.
   const bool pipelined = s.parallel.pp > 1;

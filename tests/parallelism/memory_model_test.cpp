@@ -223,6 +223,45 @@ TEST_CASE("FSDP without prefetch gathers one layer, and without resharding all o
   CHECK(kept.params.count() == 4 * P / 8 + 2 * P);
 }
 
+// FSDP1's rate limiter lets a unit's AllGather start once the free of the unit
+// max_inflight_all_gathers before it has run (the program's waits, below), and the host, ahead
+// of the GPU, issues them that early: so many layers are gathered at once, not two.
+TEST_CASE("FSDP1 holds as many layers gathered as its AllGather limit lets in flight") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  for (const int limit : {1, 2, 3, 4, 8}) {
+    s.data_parallel.max_inflight_all_gathers = limit;
+    const long long layers = std::min(limit, 4);  // the stage has 4
+    INFO("max_inflight_all_gathers " << limit);
+    CHECK(sp::estimate_memory(s, states_work()).stages.front().params.count() ==
+          4 * P / 8 + 2 * (750'000 + layers * 1'000'000));
+  }
+  // The program: at a limit of 3, layer 3's forward AllGather waits for layer 0's last forward op
+  // (its free), layers 1 and 2's for none; so layers 1 to 3 are gathered together.
+  auto g = sp::test::small_scenario(1, 8, 1);
+  g.model.layers = 4;
+  g.data_parallel.kind = DpKind::fsdp;
+  g.data_parallel.max_inflight_all_gathers = 3;
+  const sp::test::FixedCosts costs;
+  const stepsim::engine::Program program = sp::build_program(g, sp::test::small_work(g), costs);
+  const auto names = sp::test::op_names(program);
+  const auto first = [&names](const std::string& prefix) {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].rfind(prefix, 0) == 0) return static_cast<stepsim::engine::OpIndex>(i);
+    FAIL("no op named " << prefix);
+    return stepsim::engine::OpIndex{0};
+  };
+  const auto waits = [&](const std::string& gather) {
+    const auto w = program.ranks[0].waits_of(first(gather));
+    return std::vector<stepsim::engine::OpIndex>(w.begin(), w.end());
+  };
+  const stepsim::engine::OpIndex free0 = first("L0 mlp residual fwd");
+  CHECK(waits("AllGather fsdp L1 forward").empty());
+  CHECK(waits("AllGather fsdp L2 forward").empty());
+  CHECK(waits("AllGather fsdp L3 forward") == std::vector<stepsim::engine::OpIndex>{free0});
+  // The trace's counter starts from the same states: it follows the limit too.
+  CHECK(program.ranks[0].memory_base == sp::estimate_memory(g, sp::test::small_work(g)).stages.front().states());
+}
+
 TEST_CASE("HSDP shards within one node") {
   const auto m = states(DpKind::hsdp, 32);
   CHECK(m.optimizer.count() == 8 * P / 8);
