@@ -369,7 +369,8 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.backward_prefetch", "", "fsdp, hsdp (FSDP 1; FSDP 2 always gathers ahead): `pre`, `post` or `none`",
      "FSDP `backward_prefetch`"},
     {"data_parallel.max_inflight_all_gathers", "",
-     "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting",
+     "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting; with prefetch, the layers "
+     "held gathered at once (memory)",
      "FSDP `limit_all_gathers` (rate limiter of 2)"},
     {"data_parallel.overlap_param_gather", "",
      "zero1/zero2: gather updated parameters during the next forward; refused under framework `deepspeed`, whose "

@@ -111,6 +111,15 @@ class RankTally {
   std::unique_ptr<State> state_;
 };
 
+// What one pipeline stage holds and the compute time of each part over the step, at the
+// ops' own costs (no slowdown beside communication, no jitter).
+struct StageWork {
+  int layers = 0;
+  bool embedding = false;
+  bool head = false;  // the LM head and the loss (and multi-token prediction)
+  double layers_s = 0, embedding_s = 0, head_s = 0;
+};
+
 // The pipeline's shape, for explaining its bubbles.
 struct PipelineFacts {
   int pp = 1;
@@ -119,6 +128,7 @@ struct PipelineFacts {
   // A schedule that splits the backward (zb-h1, zb-h2, dualpipe): its bubble depends on the
   // input- and weight-gradient passes' times, so 1F1B's is quoted as a comparison only.
   std::string split_schedule;
+  std::vector<StageWork> stages;  // one per stage; empty: the reasons are not known
 };
 
 // Why the stage with the largest bubble waits, or "" without a pipeline or a bubble.

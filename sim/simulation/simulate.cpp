@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 
+#include "calibration/apply.hpp"
 #include "collectives/nccl_facts.hpp"
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
@@ -21,6 +22,7 @@
 #include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/program_builder.hpp"
+#include "parallelism/stage_layout.hpp"
 #include "parallelism/variation.hpp"
 #include "report/report_io.hpp"
 #include "simulation/calibrated_costs.hpp"
@@ -31,6 +33,44 @@
 namespace stepsim {
 
 namespace {
+
+// What each pipeline stage holds and how long each part computes over the step, at the costs
+// the program charged its ops (calibrated where measured), for the bubble note's reasons: a
+// chunk's first micro-batch runs its first forward (Megatron-Core's weight quantization), the
+// others the plain one; every micro-batch its recompute and backward.
+std::vector<report::StageWork> stage_work(const Scenario& s, const workload::ModelWork& work,
+                                          const calibration::MeasuredTables& tables, const hardware::GpuModel& gpu) {
+  const ParallelSpec& p = s.parallel;
+  const auto m = static_cast<double>(s.training.micro_batches(p.dp));
+  const auto seconds = [&](const workload::LayerWork& block) {
+    double sum = 0;
+    const auto add = [&](const std::vector<workload::OpCost>& ops, double times) {
+      for (const workload::OpCost& op : ops)
+        sum += calibration::calibrate_compute(tables, gpu, op).time.seconds() * times;
+    };
+    add(block.forward, block.first_forward.empty() ? m : m - 1);
+    add(block.first_forward, 1);
+    add(block.recompute, m);
+    add(block.backward, m);
+    return sum;
+  };
+  const std::vector<parallelism::ChunkLayers> layout = parallelism::chunk_layers(p, s.model.layers);
+  std::vector<report::StageWork> out;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    report::StageWork w;
+    for (int k = 0; k < parallelism::chunks_per_stage(p); ++k) {
+      const parallelism::ChunkLayers& c = parallelism::chunk_of(layout, p, stage, k);
+      w.layers += c.layers;
+      for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) w.layers_s += seconds(work.block(l));
+      if (c.pre) w.embedding_s += seconds(work.pre);
+      if (c.post) w.head_s += seconds(work.post);
+      w.embedding = w.embedding || c.pre;
+      w.head = w.head || c.post;
+    }
+    out.push_back(w);
+  }
+  return out;
+}
 
 // The memory model's breakdown for the report, and a note when the peak exceeds capacity
 // (the simulate command also logs it; the library itself stays silent).
@@ -406,7 +446,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   report::PipelineFacts pipeline{scenario.parallel.pp,
                                  scenario.parallel.virtual_stages,
                                  scenario.training.micro_batches(scenario.parallel.dp),
+                                 {},
                                  {}};
+  if (scenario.parallel.pp > 1) pipeline.stages = stage_work(scenario, work, tables, gpu);
   for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())
