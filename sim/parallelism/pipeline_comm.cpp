@@ -61,8 +61,9 @@ bool sends_whole_stream(const Scenario& s) {
 
 Bytes pipeline_message(const Scenario& scenario) {
   const workload::LayerShape s = workload::layer_shape(scenario);
+  // tokens() is already this rank's share of the sequence under context parallelism.
   const long long whole = s.tokens() * s.hidden * s.act_bytes;
-  return Bytes((sends_whole_stream(scenario) ? whole : whole / s.tp) / scenario.parallel.cp);
+  return Bytes(sends_whole_stream(scenario) ? whole : whole / s.tp);
 }
 
 std::string pipeline_message_formula(const Scenario& scenario) {

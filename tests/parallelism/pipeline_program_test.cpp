@@ -195,3 +195,17 @@ TEST_CASE("without sequence parallelism Megatron-Core sends the whole b·s·h fr
   s.training.framework = stepsim::Framework::unspecified;
   for (Bytes b : sent(s)) CHECK(b == Bytes(2048LL * 1024 * 2 / 2));
 }
+
+// Megatron-Core's get_tensor_shapes divides the sequence by the context-parallel size once
+// (and by tp under sequence parallelism): with cp = 2 and tp = 2 each rank sends
+// 1·(2048 / 2)·1024 / 2 bf16 elements, 1 MiB. The message was once divided by cp a second time.
+TEST_CASE("under context parallelism the pipeline message is this rank's share of the sequence, once") {
+  auto s = pipeline(Schedule::one_f_one_b, 2, 4, 1);
+  s.parallel.tp = 2;
+  s.parallel.cp = 2;
+  s.parallel.sequence_parallel = true;
+  s.cluster.nodes = 1;
+  s.training.framework = stepsim::Framework::megatron;
+  CHECK(sp::pipeline_message(s) == Bytes(1LL * (2048 / 2) * 1024 * 2 / 2));
+  CHECK(sp::placement_notes(s).find("SendRecv of 1.0 MiB per micro-batch") != std::string::npos);
+}
