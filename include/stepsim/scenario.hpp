@@ -19,6 +19,7 @@ namespace stepsim {
 // NVFP4BlockScaling: E2M1 values in 16-element blocks with FP8 E4M3 scales and a per-tensor
 // FP32 scale, at the FP4 rate). Like fp8, they run the Linear layers' GEMMs in that format and
 // keep activations, attention and the rest in BF16.
+// nvfp4 stays the last: tables indexed by precision are sized by it (calibration/tables.hpp).
 enum class Precision { bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4 };
 // How per-tensor FP8 (training.precision fp8) gets its scales: delayed (Transformer Engine's
 // DelayedScaling, from the amax history of earlier steps, the amax taken inside the cast) or

@@ -61,8 +61,10 @@ class MeasuredTables {
   std::map<std::tuple<CollOp, int, int, int, std::string>, std::size_t> by_typed_shape_;
   std::map<std::pair<CollOp, bool>, std::vector<std::size_t>> by_tier_;
   std::vector<GemmPoint> gemm_;
-  // time (µs) over FLOPs per dtype and pass, and achieved GB/s over bytes
-  std::vector<std::pair<double, double>> gemm_curve_[5], attention_curve_[2][5];
+  // time (µs) over FLOPs per dtype (indexed by Precision, nvfp4 the last) and pass, and
+  // achieved GB/s over bytes
+  static constexpr std::size_t kDtypes = static_cast<std::size_t>(Precision::nvfp4) + 1;
+  std::vector<std::pair<double, double>> gemm_curve_[kDtypes], attention_curve_[2][kDtypes];
   std::vector<std::pair<double, double>> memory_curve_;
 };
 

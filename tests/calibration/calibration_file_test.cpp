@@ -464,3 +464,21 @@ TEST_CASE("a one-size table carries its time to the sizes beside it") {
   CHECK(at(16).choice.time().us() >= at(8).choice.time().us());
   CHECK(at(4).choice.time().us() <= at(8).choice.time().us());
 }
+
+// Each element type has a curve of its own. The block-scaled types once indexed past the end
+// of a five-type array: an MXFP8 GEMM point landed in BF16's forward attention curve and an
+// NVFP4 one in FP16's, so a calibration of FP4 GEMMs made attention "measured".
+TEST_CASE("block-scaled GEMM points stay in their own type's curve") {
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  c.compute.gemm = {{8192, 8192, 8192, stepsim::Precision::mxfp8, 250.0},
+                    {8192, 8192, 8192, stepsim::Precision::nvfp4, 130.0}};
+  const MeasuredTables t({c});
+  const double flops = 2.0 * 8192 * 8192 * 8192;
+  CHECK(t.gemm_us(8192, 8192, 8192, flops, stepsim::Precision::mxfp8) == Approx(250.0));
+  CHECK(t.gemm_us(8192, 8192, 8192, flops, stepsim::Precision::nvfp4) == Approx(130.0));
+  for (const auto dtype : {stepsim::Precision::bf16, stepsim::Precision::fp16, stepsim::Precision::fp8})
+    CHECK_FALSE(t.gemm_us(8192, 8192, 8192, flops, dtype).has_value());
+  for (const bool backward : {false, true})
+    for (const auto dtype : {stepsim::Precision::bf16, stepsim::Precision::fp16})
+      CHECK_FALSE(t.attention_us(flops, backward, dtype).has_value());
+}
