@@ -392,6 +392,7 @@ class Layout {
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
   const std::vector<RankPorts>& links() const { return links_; }
+  const std::vector<RankGroup>& members() const { return members_; }  // per group, its real ranks
 
   void add_rank(std::size_t index, StepBuilder& b) {
     const SimulatedRank& r = ranks_[index];
@@ -480,7 +481,10 @@ class Layout {
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const auto [it, inserted] =
         groups_.try_emplace({c.name, c.members.first}, static_cast<std::int32_t>(program_.groups.size()));
-    if (inserted) program_.groups.push_back({c.name, c.kind, c.members.size, {}, group_string(c.members)});
+    if (inserted) {
+      program_.groups.push_back({c.name, c.kind, c.members.size, {}, group_string(c.members)});
+      members_.push_back(c.members);
+    }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const RankGroup like = costed(c.members);
     const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()),
@@ -570,6 +574,8 @@ class Layout {
         pp_groups_.try_emplace({name, members}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
+      const auto [low, high] = std::minmax(members[0], members[1]);
+      members_.push_back(low == high ? RankGroup{low, 1, 1} : RankGroup{low, high - low, 2});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const std::vector<int> like = costed(members);
@@ -604,7 +610,8 @@ class Layout {
   const Scenario& s_;
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
-  std::vector<RankPorts> links_;  // per simulated rank
+  std::vector<RankPorts> links_;    // per simulated rank
+  std::vector<RankGroup> members_;  // per group of program_, its real ranks
   std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
@@ -665,7 +672,7 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
     }
   }
   annotate_memory(program, scenario, work);
-  apply_variation(program, scenario, layout.links());
+  apply_variation(program, scenario, layout.links(), layout.members());
   return program;
 }
 

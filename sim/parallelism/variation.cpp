@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/jitter_arrivals.hpp"
+
 namespace stepsim::parallelism {
 namespace {
 
@@ -87,45 +89,6 @@ LinkShares slowest_links(const Scenario& s, long long count, const Members& rank
   return shares;
 }
 
-bool waits_on_collective(const engine::Program& program, const engine::RankProgram& rank, engine::OpIndex o) {
-  for (engine::OpIndex w : rank.waits_of(o)) {
-    const engine::Op& op = rank.ops()[w];
-    if (op.kind != engine::OpKind::collective) continue;
-    const auto group = rank.calls[static_cast<std::size_t>(op.call)].group;
-    if (program.groups[static_cast<std::size_t>(group)].size > 1) return true;
-  }
-  return false;
-}
-
-// Between two synchronisations (a compute op waiting on a collective) each real rank's
-// compute drifts by the sum of its kernels' jitter: variance sigma² · Σ d². The members of
-// an N-rank collective arrive spread by that drift, and the expected wait for the last is
-// the expected maximum of N such sums, sigma · √(Σ d²) · E[max of N], E taken over the sum of
-// as many equal kernels as give its kurtosis, drawn from the scenario's distribution: a few
-// kernels keep its shape (a uniform one bounded, a lognormal one long-tailed), many make it
-// normal.
-void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma,
-                       ExpectedMaxima& maxima) {
-  double d2 = 0;  // Σ d² since the last synchronisation, in s²
-  double d4 = 0;  // Σ d⁴, in s⁴
-  for (engine::OpIndex o = 0; o < rank.ops().size(); ++o) {
-    const engine::Op& op = rank.ops()[o];
-    if (op.kind == engine::OpKind::copy) continue;  // on a copy engine, no kernel to jitter
-    if (op.kind == engine::OpKind::compute) {
-      if (waits_on_collective(program, rank, o)) d2 = d4 = 0;
-      const double s2 = op.duration.seconds() * op.duration.seconds();
-      d2 += s2;
-      d4 += s2 * s2;
-      continue;
-    }
-    const int members =
-        program.groups[static_cast<std::size_t>(rank.calls[static_cast<std::size_t>(op.call)].group)].size;
-    if (members <= 1 || d2 <= 0) continue;
-    const double wait_s = sigma * std::sqrt(d2) * maxima.of(members, ExpectedMaxima::equal_kernels(d2, d4));
-    rank.skews.push_back({o, Time::from_ps(std::llround(wait_s * 1e12))});
-  }
-}
-
 }  // namespace
 
 double speed_factor(const Scenario& s, int rank) {
@@ -160,16 +123,15 @@ LinkShares link_shares(const Scenario& s, const std::vector<int>& members) {
                        [&](long long i) { return members[static_cast<std::size_t>(i)]; });
 }
 
-void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
+void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links,
+                     const std::vector<RankGroup>& members) {
   scale_links(program, s, links);
   const VariationSpec& v = s.simulation.variation;
   if (s.simulation.ranks == RankMode::all) {
     set_compute_variation(program, s);
     return;
   }
-  if (!v.jitters()) return;
-  ExpectedMaxima maxima(v.jitter.distribution, v.jitter.sigma);
-  for (engine::RankProgram& rank : program.ranks) add_arrival_skews(program, rank, v.jitter.sigma, maxima);
+  if (v.jitters()) program.arrivals = jitter_arrivals(program, members, v.jitter.distribution, v.jitter.sigma);
 }
 
 std::string variation_cause(const Scenario& s, int rank) {

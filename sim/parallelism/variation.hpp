@@ -31,10 +31,13 @@ double link_factor(const Scenario& s, int rank, LinkKind kind);
 LinkShares link_shares(const Scenario& s, const RankGroup& members);
 LinkShares link_shares(const Scenario& s, const std::vector<int>& members);
 
-// Applies the scenario's variation to `program`; `links[i]` are the ports of program.ranks[i].
-// A degraded port or NIC is scaled once, however many simulated ranks share it. (Collectives
-// got their cost on degraded links when they were built: link_shares.)
-void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links);
+// Applies the scenario's variation to `program`; `links[i]` are the ports of program.ranks[i],
+// `members[g]` the real ranks of program.groups[g]. A degraded port or NIC is scaled once,
+// however many simulated ranks share it. (Collectives got their cost on degraded links when
+// they were built: link_shares.) In representative mode under jitter, the program gets its
+// arrival model (jitter_arrivals).
+void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links,
+                     const std::vector<RankGroup>& members);
 
 // Which varied resource makes global rank `rank` slow, in words ("" when none): for the
 // report's straggler.

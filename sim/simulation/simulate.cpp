@@ -218,8 +218,9 @@ std::string jitter_note(const JitterSpec& j, RankMode mode) {
         name, j.sigma, j.seed);
   return fmt::format(
       "kernel jitter ({}, relative standard deviation {:.3g}): each collective starts after the expected wait for the "
-      "slowest of its N members, sigma x sqrt(sum of squared kernel times since the last synchronisation) x E[max of "
-      "N such sums of the distribution's draws]; simulation.ranks \"all\" draws every kernel instead",
+      "slowest of its N members, sigma x sqrt(sum of squared kernel times since a collective last held their compute "
+      "back) x E[max of N such sums of the distribution's draws], and the step ends when the slowest rank is done; "
+      "simulation.ranks \"all\" draws every kernel instead",
       name, j.sigma);
 }
 
