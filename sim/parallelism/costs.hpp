@@ -26,8 +26,9 @@ CollectiveCost with_gpu_shares(CollectiveCost cost, const GpuSpec& gpu, const co
                                const collectives::Choice& choice);
 
 // The share of its bandwidth that a communicator's slowest NVLink port and slowest NIC carry
-// (simulation.variation): NCCL builds its rings and trees on the links it finds, so a group
-// whose links are all degraded alike runs as on a cluster with that bandwidth.
+// (simulation.variation; above 1 for faster links): NCCL builds its rings and trees on the
+// links it finds, so a group whose links all run at one factor runs as on a cluster with that
+// bandwidth.
 struct LinkShares {
   double nvlink = 1;
   double nic = 1;

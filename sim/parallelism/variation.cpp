@@ -77,12 +77,16 @@ void scale_links(engine::Program& program, const Scenario& s, const std::vector<
     program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
 }
 
+// The slowest of the members' links, whatever their speed: a factor above 1 (a faster link,
+// a partly upgraded cluster) counts as one below does, so that the same factor on every
+// member is the cluster with that bandwidth.
 template <class Members>
 LinkShares slowest_links(const Scenario& s, long long count, const Members& rank_at) {
   const VariationSpec& v = s.simulation.variation;
   LinkShares shares;
-  if (v.links.empty()) return shares;
-  for (long long i = 0; i < count; ++i) {
+  if (v.links.empty() || count == 0) return shares;
+  shares = {link_speed(s, rank_at(0), LinkKind::nvlink), link_speed(s, rank_at(0), LinkKind::nic)};
+  for (long long i = 1; i < count; ++i) {
     shares.nvlink = std::min(shares.nvlink, link_speed(s, rank_at(i), LinkKind::nvlink));
     shares.nic = std::min(shares.nic, link_speed(s, rank_at(i), LinkKind::nic));
   }

@@ -24,8 +24,8 @@ double speed_factor(const Scenario& s, int rank);
 double link_factor(const Scenario& s, int rank, LinkKind kind);
 
 // The speed the slowest NVLink port and the slowest NIC of a group's members run at, as a
-// share of their line rate (degraded links): NCCL's cost of the group's collectives is the
-// one on those links. Failed NICs and other jobs' traffic leave the rate as it is and share
+// share of their line rate (degraded links, or faster ones above 1): NCCL's cost of the
+// group's collectives is the one on those links. Failed NICs and other jobs' traffic leave the rate as it is and share
 // the links instead: they scale the link resources only (link_factor), as a node with fewer
 // NICs shares its NICs.
 LinkShares link_shares(const Scenario& s, const RankGroup& members);

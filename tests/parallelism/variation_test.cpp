@@ -186,6 +186,33 @@ TEST_CASE("a link factor on every node equals the cluster with that bandwidth") 
   }
 }
 
+// A factor above 1 is a faster link, as a partly upgraded cluster has: on every node it is
+// the cluster with that bandwidth (it made no difference while a group's slowest link was
+// sought from 1 down). The gradient AllReduce alone, exposed: over NVLink on one node of 8,
+// over the NICs on 4 nodes of 200 Gb/s NICs (at 400 Gb/s the AllReduce no longer waits on
+// them).
+TEST_CASE("a link factor above 1 on every node equals the cluster with that much more bandwidth") {
+  const std::vector<std::string> all =
+      with(kExact, {"simulation.ranks=all", "data_parallel.overlap_grad_reduce=false"});
+  const auto every_node = [](int nodes, const char* link, int factor) {
+    std::string list;
+    for (int node = 0; node < nodes; ++node)
+      list += fmt::format(R"({}{{"node": {}, "link": "{}", "factor": {}}})", node == 0 ? "" : ", ", node, link, factor);
+    return "simulation.variation.links=[" + list + "]";
+  };
+  const double one_node = run(job(8), all).report.step_time_s;
+  const double nvlink = run(job(8), with(all, {every_node(1, "nvlink", 2)})).report.step_time_s;
+  const double intra = run(job(8), with(all, {R"(cluster.intra_node.bandwidth="900 GB/s")"})).report.step_time_s;
+  CHECK(intra < one_node);
+  CHECK(nvlink == Approx(intra).epsilon(1e-9));
+  const std::vector<std::string> slow_nics = with(all, {kHalfNics});
+  const double four_nodes = run(job(32), slow_nics).report.step_time_s;
+  const double nic = run(job(32), with(slow_nics, {every_node(4, "nic", 2)})).report.step_time_s;
+  const double inter = run(job(32), all).report.step_time_s;
+  CHECK(inter < four_nodes);
+  CHECK(nic == Approx(inter).epsilon(1e-9));
+}
+
 // TP 8 inside each node, DP 8 across the nodes: rank 9 (node 1, GPU 1) takes part in node 1's
 // TP group and in the DP group of GPUs 1 of every node. Its slow link slows those groups'
 // collectives for every member, and the report must say whose hardware it is.
