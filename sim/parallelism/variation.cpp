@@ -138,14 +138,36 @@ void apply_variation(engine::Program& program, const Scenario& s, const std::vec
   if (v.jitters()) program.arrivals = jitter_arrivals(program, members, v.jitter.distribution, v.jitter.sigma);
 }
 
-std::string variation_cause(const Scenario& s, int rank) {
+namespace {
+
+Hardware hardware_of(const Scenario& s, int rank) {
+  return {speed_factor(s, rank), link_factor(s, rank, LinkKind::nic), link_factor(s, rank, LinkKind::nvlink)};
+}
+
+}  // namespace
+
+HardwareSpread::HardwareSpread(const Scenario& s) : s_(s) {
+  const long long gpus = s.parallel.gpus();
+  if (gpus <= 0) return;
+  fastest_ = hardware_of(s, 0);
+  for (long long r = 1; r < gpus; ++r) {
+    const Hardware h = hardware_of(s, static_cast<int>(r));
+    fastest_ = {std::max(fastest_.speed, h.speed), std::max(fastest_.nic, h.nic), std::max(fastest_.nvlink, h.nvlink)};
+  }
+}
+
+Hardware HardwareSpread::own(int rank) const {
+  const Hardware h = hardware_of(s_, rank);
+  return {h.speed / fastest_.speed, h.nic / fastest_.nic, h.nvlink / fastest_.nvlink};
+}
+
+std::string HardwareSpread::cause(int rank) const {
+  const Hardware h = own(rank);
   std::vector<std::string> causes;
-  if (const double f = speed_factor(s, rank); f != 1.0) causes.push_back(fmt::format("compute at {:.3g}× speed", f));
-  if (const double f = link_factor(s, rank, LinkKind::nic); f != 1.0)
-    causes.push_back(fmt::format("network link at {:.3g}× bandwidth", f));
-  if (const double f = link_factor(s, rank, LinkKind::nvlink); f != 1.0)
-    causes.push_back(fmt::format("NVLink at {:.3g}× bandwidth", f));
-  if (causes.empty() && s.simulation.variation.jitters()) causes.push_back("kernel jitter");
+  if (h.speed < 1) causes.push_back(fmt::format("compute at {:.3g}× speed", h.speed));
+  if (h.nic < 1) causes.push_back(fmt::format("network link at {:.3g}× bandwidth", h.nic));
+  if (h.nvlink < 1) causes.push_back(fmt::format("NVLink at {:.3g}× bandwidth", h.nvlink));
+  if (causes.empty() && s_.simulation.variation.jitters()) causes.push_back("kernel jitter");
   return fmt::format("{}", fmt::join(causes, ", "));
 }
 

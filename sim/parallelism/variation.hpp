@@ -39,8 +39,27 @@ LinkShares link_shares(const Scenario& s, const std::vector<int>& members);
 void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links,
                      const std::vector<RankGroup>& members);
 
-// Which varied resource makes global rank `rank` slow, in words ("" when none): for the
-// report's straggler.
-std::string variation_cause(const Scenario& s, int rank);
+// A GPU's compute speed and the shares of its links (speed_factor, link_factor).
+struct Hardware {
+  double speed = 1;
+  double nic = 1;
+  double nvlink = 1;
+};
+
+// What singles out GPUs: each figure of a GPU against the largest any GPU of the job has, so
+// that what every GPU shares (other jobs' traffic, one factor on every node) singles out none.
+class HardwareSpread {
+ public:
+  explicit HardwareSpread(const Scenario& s);
+  // Global rank `rank`'s figures as fractions of the fastest GPU's (1: as fast as any).
+  Hardware own(int rank) const;
+  // Which varied resource makes `rank` slower than the others, in words ("" when none): for
+  // the report's straggler.
+  std::string cause(int rank) const;
+
+ private:
+  const Scenario& s_;
+  Hardware fastest_;
+};
 
 }  // namespace stepsim::parallelism

@@ -10,8 +10,12 @@
 
 #include <fmt/format.h>
 
+#include <boost/json.hpp>
+#include <sstream>
+
 #include "io/scenario_loader.hpp"
 #include "parallelism/variation.hpp"
+#include "report/report_io.hpp"
 #include "stepsim/report.hpp"
 
 using stepsim::Activity;
@@ -112,8 +116,6 @@ TEST_CASE("a NIC at half its bandwidth slows the AllReduce of every member as ha
   CHECK(after < 2 * before);
   CHECK(longest_comm_s(slow, 0, CommKind::dp) == Approx(after).epsilon(1e-9));
   CHECK(longest_comm_s(slow, 15, CommKind::dp) == Approx(after).epsilon(1e-9));
-  CHECK(slow.report.ranks.straggler.rank == 3);
-  CHECK(slow.report.ranks.straggler.cause == "network link at 0.5× bandwidth");
 }
 
 // A failed NIC is not a slower one: NCCL finds the NICs left at their line rate, and the
@@ -214,20 +216,26 @@ TEST_CASE("a link factor above 1 on every node equals the cluster with that much
 }
 
 // TP 8 inside each node, DP 8 across the nodes: rank 9 (node 1, GPU 1) takes part in node 1's
-// TP group and in the DP group of GPUs 1 of every node. Its slow link slows those groups'
-// collectives for every member, and the report must say whose hardware it is.
+// TP group and in the DP group of GPUs 1 of every node. Its slow NVLink slows node 1's TP
+// collectives for every member, the other nodes' DP peers wait for node 1, and the report must
+// say whose hardware it is. Its slow NIC carries the DP AllReduce of the GPUs 1 alone, which
+// it slows for all of them alike at the step's end: nobody waits, and nobody is named.
 TEST_CASE("the straggler of a job with one slow link is the rank whose link is slow") {
   const std::string llama = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
     "training": { "global_batch": 64, "micro_batch": 1 }, "simulation": { "ranks": "all" } })";
-  for (const char* link : {"nic", "nvlink"}) {
-    INFO(link);
-    const SimulationResult r =
-        run(llama, {fmt::format(R"(simulation.variation.links=[{{"rank": 9, "link": "{}", "factor": 0.5}}])", link)});
-    CHECK(r.report.ranks.straggler.rank == 9);
-    CHECK(r.report.ranks.straggler.cause.starts_with(link == std::string("nic") ? "network link at 0.5× bandwidth"
-                                                                                : "NVLink at 0.5× bandwidth"));
-    CHECK(r.report.ranks.straggler.cause.find("no variation") == std::string::npos);
-  }
+  const auto slow = [&](const char* link) {
+    return run(llama, {fmt::format(R"(simulation.variation.links=[{{"rank": 9, "link": "{}", "factor": 0.5}}])", link)})
+        .report.ranks;
+  };
+  const stepsim::RanksReport nvlink = slow("nvlink");
+  CHECK(nvlink.straggler.rank == 9);
+  CHECK(nvlink.straggler.cause.starts_with("NVLink at 0.5× bandwidth"));
+  CHECK(nvlink.straggler.cause.find("no variation") == std::string::npos);
+  const stepsim::RanksReport nic = slow("nic");
+  // (Members arrive picoseconds apart where durations were rounded: no wait.)
+  CHECK(std::all_of(nic.rendezvous_wait_max_s.begin(), nic.rendezvous_wait_max_s.end(),
+                    [](double w) { return w < 1e-9; }));
+  CHECK(nic.straggler.rank == -1);
 }
 
 // GPT 1.3B on 4 stages x DP 16: rank 16 (stage 1) at 0.8x compute reaches its collectives
@@ -255,6 +263,77 @@ TEST_CASE("a slow node's GPUs are the stragglers") {
   CHECK(r.report.ranks.straggler.rank >= 16);
   CHECK(r.report.ranks.straggler.rank < 24);
   CHECK(r.report.ranks.straggler.cause == "compute at 0.9× speed");
+}
+
+// A factor every GPU shares (every node's NICs at half, or other jobs taking half of every
+// NIC) singles out no GPU: the ranks that arrive last under jitter do so by their draws, and
+// the cause names what makes a rank slower than the fastest GPU of the job, nothing else.
+TEST_CASE("a link factor every GPU shares is no straggler's cause") {
+  const std::vector<std::string> jitter =
+      with(kExact, {"simulation.ranks=all", "simulation.variation.jitter.distribution=normal",
+                    "simulation.variation.jitter.sigma=0.05"});
+  const std::string every_nic =
+      R"(simulation.variation.links=[{"node": 0, "link": "nic", "factor": 0.5}, {"node": 1, "link": "nic", "factor": 0.5}])";
+  for (const std::string& shared : {every_nic, std::string("simulation.variation.background_traffic=0.5")}) {
+    INFO(shared);
+    const SimulationResult r = run(job(16), with(jitter, {shared}));
+    CHECK(r.report.ranks.straggler.rank >= 0);
+    CHECK(r.report.ranks.straggler.cause == "kernel jitter");
+    // Without jitter the GPUs are alike: nobody waits, and nobody is named.
+    const SimulationResult even = run(job(16), with(kExact, {"simulation.ranks=all", shared}));
+    CHECK(even.report.ranks.straggler.rank == -1);
+    CHECK(even.report.ranks.straggler.cause.empty());
+  }
+}
+
+// One GPU's NIC at half among NICs that other jobs leave half of (or that run at half on every
+// node): against the others it carries half as much, which is what the cause says (0.25 is its
+// share of the line rate, which no GPU of the job has). GPT 1.3B on 4 stages x DP 16, rank 16
+// (stage 1) as in the test above.
+TEST_CASE("a slow NIC among NICs every GPU shares a factor of is named by its share of the fastest") {
+  const std::string gpt = R"({ "preset": "ddp-1.3b-64xa100", "parallel": { "pp": 4, "dp": 16 },
+    "training": { "global_batch": 128, "micro_batch": 1 }, "simulation": { "ranks": "all" } })";
+  std::string every_node;
+  for (int node = 0; node < 8; ++node)
+    every_node += fmt::format(R"({{"node": {}, "link": "nic", "factor": 0.5}}, )", node);
+  const std::string rank16 = R"({"rank": 16, "link": "nic", "factor": 0.5})";
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"simulation.variation.background_traffic=0.5",
+                                 "simulation.variation.links=[" + rank16 + "]"},
+        std::vector<std::string>{"simulation.variation.links=[" + every_node + rank16 + "]"}}) {
+    INFO(sets.front());
+    const SimulationResult r = run(gpt, sets);
+    CHECK(r.report.ranks.straggler.rank == 16);
+    CHECK(r.report.ranks.straggler.cause.starts_with("network link at 0.5× bandwidth (its collectives run slower"));
+  }
+}
+
+// Variation names a straggler only where somebody waited for it. A job of one GPU has no
+// collective; a NIC at half on 16 GPUs that reduce their gradients once, after the backward,
+// slows that AllReduce for every member alike, and nobody waits for anybody.
+TEST_CASE("slow hardware that makes nobody wait names no straggler") {
+  const std::vector<std::string> all = with(kExact, {"simulation.ranks=all"});
+  const SimulationResult alone =
+      run(job(1), with(all, {R"(simulation.variation.gpu_speed=[{"rank": 0, "factor": 0.8}])"}));
+  const SimulationResult slow_nic =
+      run(job(16), with(all, {"data_parallel.overlap_grad_reduce=false",
+                              R"(simulation.variation.links=[{"rank": 3, "link": "nic", "factor": 0.5}])"}));
+  for (const SimulationResult* r : {&alone, &slow_nic}) {
+    for (std::size_t k = 0; k < stepsim::kCommKinds; ++k) CHECK(r->report.ranks.rendezvous_wait_max_s[k] == 0);
+    CHECK(r->report.ranks.straggler.rank == -1);
+    CHECK(r->report.ranks.straggler.cause.empty());
+    std::ostringstream json;
+    stepsim::report::write_json(r->report, json);
+    const boost::json::value straggler = boost::json::parse(json.str()).at("ranks").at("straggler");
+    CHECK(straggler.at("rank").is_null());
+    CHECK(straggler.at("cause").as_string().empty());
+    CHECK(straggler.at("caused_wait_s").to_number<double>() == 0);
+    std::ostringstream table;
+    stepsim::report::write_table(r->report, table);
+    CHECK(table.str().find("straggler") == std::string::npos);
+  }
+  CHECK(slow_nic.report.step_time_s >
+        run(job(16), with(all, {"data_parallel.overlap_grad_reduce=false"})).report.step_time_s);
 }
 
 TEST_CASE("kernel jitter is the same for a seed and differs between seeds") {
