@@ -2,10 +2,12 @@
 // layer consumes. Field names follow the scenario-file keys (docs/scenario-reference.md).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stepsim/units.hpp"
@@ -365,7 +367,9 @@ struct TrainingSpec {
 struct DataParallelSpec {
   DpKind kind = DpKind::ddp;
   double bucket_cap_mb = 25.0;   // MiB, PyTorch's name and meaning
-  double first_bucket_mb = 1.0;  // MiB
+  double first_bucket_mb = 1.0;  // MiB; bucket_cap_mb where only that is given (io/validate.cpp)
+  bool bucket_cap_mb_given = false;
+  bool first_bucket_mb_given = false;
   // Megatron-Core's gradient buckets (zero1, zero2; ddp under megatron or nemo): parameters per
   // bucket (--ddp-bucket-size), up to kMaxBucketParameters; 0 leaves it Megatron-Core's
   // default, max(4e7, 1e6·dp).
@@ -488,13 +492,39 @@ struct Scenario {
   std::vector<std::string> set_pointers;
 };
 
-// The NVLink domains one EP group spans (at least 1). Megatron-Core cuts a stage's ranks into
-// blocks of ep·etp consecutive ranks, ETP innermost (expert_group in parallelism/mesh.hpp), so
-// an EP group's ranks lie etp apart and cover ep·etp consecutive GPUs, whatever TP and CP are.
+// The most NVLink domains any EP group of the job spans (at least 1). Megatron-Core cuts each
+// pipeline stage's ranks into blocks of ep·etp consecutive ranks, ETP innermost (expert_group in
+// parallelism/mesh.hpp), so an EP group's ranks lie etp apart from the group's first rank,
+// stage·i + ep·etp·j + q (q < etp), to (ep − 1)·etp past it, whatever TP and CP are. Whether a
+// group crosses a domain boundary depends only on where its first rank falls in its domain:
+// those places are found without listing the groups, as the residues modulo the domain size of
+// the sums of each term's multiples (each term's repeat within the domain size).
 inline int ep_domains(const Scenario& s) {
-  const long long span = static_cast<long long>(s.parallel.ep) * (s.parallel.etp > 1 ? s.parallel.etp : 1);
-  const long long domain = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
-  return span / domain > 1 ? static_cast<int>(span / domain) : 1;
+  const ParallelSpec& p = s.parallel;
+  if (p.ep <= 1) return 1;
+  const long long g = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
+  const long long etp = p.etp > 1 ? p.etp : 1;
+  const long long stage = static_cast<long long>(p.tp) * p.cp * p.dp;
+  const long long block = p.ep * etp;
+  std::vector<char> at(static_cast<std::size_t>(g), 0);  // residues of the first ranks seen so far
+  at[0] = 1;
+  const auto add = [&](long long step, long long count) {
+    std::vector<char> next(at.size(), 0);
+    const long long distinct = count < g ? count : g;
+    for (long long r = 0; r < g; ++r) {
+      if (at[static_cast<std::size_t>(r)] == 0) continue;
+      for (long long i = 0; i < distinct; ++i) next[static_cast<std::size_t>((r + step % g * i) % g)] = 1;
+    }
+    at = std::move(next);
+  };
+  add(stage, p.pp);
+  add(block, stage / block > 1 ? stage / block : 1);
+  add(1, etp);
+  long long most = 1;
+  for (long long r = 0; r < g; ++r) {
+    if (at[static_cast<std::size_t>(r)] != 0) most = std::max(most, (r + (p.ep - 1) * etp) / g + 1);
+  }
+  return static_cast<int>(most);
 }
 
 }  // namespace stepsim

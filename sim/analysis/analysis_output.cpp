@@ -24,6 +24,12 @@ namespace {
 
 namespace json = boost::json;
 
+// What the collectives table prints for a value the trace does not give (the JSON: null).
+constexpr const char* kUnknown = "-";
+
+// The label of communication on no process group the trace names, in the tables and the JSON.
+constexpr const char* kNoGroup = "unnamed";
+
 // One label per process group, then `none` for communication without one, distinct among
 // the groups `rank` communicates in: a group's name, or where two of them share it (stepsim's
 // "pp fwd" to the next stage and from the one before, a real job's groups named alike) the
@@ -93,7 +99,7 @@ void write_exposure(const Analysis& a, std::ostream& out) {
   for (std::size_t k = 0; k < t.exposed_by_op.size(); ++k)
     if (t.exposed_by_op[k] > 0)
       ops += fmt::format("  {} {:.3f}", nccl_name(static_cast<CollOp>(k)), t.exposed_by_op[k] / n * 1e3);
-  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), kNoGroup);
   for (std::size_t g = 0; g < t.exposed_by_group.size(); ++g)
     if (t.exposed_by_group[g] > 0)
       groups += fmt::format("  {} {:.3f}", group_label(labels, static_cast<std::int32_t>(g)),
@@ -151,11 +157,13 @@ void write_hta(const Analysis& a, std::ostream& out) {
   fmt::print(out, "\n");
 }
 
-// Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets.
+// Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets. The
+// bandwidths are of the kernels that took time (`timed`, `timed_s`): a kernel of 0 us moved
+// its bytes in no measurable time, and would make the mean time, and so algbw, meaningless.
 struct CollectiveRow {
   std::size_t first = 0;
-  int count = 0, ranks = 0;
-  double seconds = 0, min_s = 0, max_s = 0;
+  int count = 0, ranks = 0, timed = 0;
+  double seconds = 0, min_s = 0, max_s = 0, timed_s = 0;
 };
 
 std::string readable_size(std::int64_t bytes) {
@@ -172,34 +180,47 @@ void write_collectives(const Analysis& a, std::ostream& out) {
   for (std::size_t i = 0; i < a.metrics.collectives.size(); ++i) {
     const CollectiveRecord& c = a.metrics.collectives[i];
     const double s = c.duration.seconds();
-    auto [it, fresh] = rows.try_emplace({c.op, c.group, c.bytes.count()}, CollectiveRow{i, 0, c.ranks, 0, s, s});
+    auto [it, fresh] = rows.try_emplace({c.op, c.group, c.bytes.count()}, CollectiveRow{i, 0, c.ranks, 0, 0, s, s, 0});
     CollectiveRow& r = it->second;
     ++r.count;
     r.seconds += s;
     r.min_s = std::min(r.min_s, s);
     r.max_s = std::max(r.max_s, s);
+    if (c.duration > Time::zero()) {
+      ++r.timed;
+      r.timed_s += s;
+    }
   }
   std::vector<std::pair<std::tuple<CollOp, std::int32_t, std::int64_t>, CollectiveRow>> ordered(rows.begin(),
                                                                                                 rows.end());
   std::sort(ordered.begin(), ordered.end(),
             [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
   const double steps = static_cast<double>(std::max<std::size_t>(1, a.metrics.steps.size()));
-  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), kNoGroup);
   fmt::print(out, "\ncollectives (grouped by op, process group and size; algbw and busbw in GB/s as nccl-tests)\n");
   fmt::print(out, "{:<14} {:<18} {:>5} {:>9} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "group",
              "ranks", "per step", "size", "bytes", "mean us", "min us", "max us", "algbw", "busbw");
+  int untimed = 0;
   for (const auto& [key, r] : ordered) {
     const auto [op, group, bytes] = key;
     const double mean = r.seconds / r.count;
-    const std::string size = bytes > 0 ? readable_size(bytes) : "-";
-    const double algbw = bytes > 0 && mean > 0 ? static_cast<double>(bytes) / mean * 1e-9 : 0;
-    const std::string alg = bytes > 0 ? fmt::format("{:.2f}", algbw) : "-";
-    const std::string bus = bytes > 0 ? fmt::format("{:.2f}", algbw * collectives::bus_factor(op, r.ranks)) : "-";
-    const std::string exact = bytes > 0 ? fmt::format("{}", bytes) : "-";
+    untimed += r.count - r.timed;
+    const std::string size = bytes > 0 ? readable_size(bytes) : kUnknown;
+    // nccl-tests' algbw = S / t over the kernels that took time; busbw needs the group's size.
+    const bool timed = bytes > 0 && r.timed > 0;
+    const double algbw = timed ? static_cast<double>(bytes) / (r.timed_s / r.timed) * 1e-9 : 0;
+    const std::string alg = timed ? fmt::format("{:.2f}", algbw) : kUnknown;
+    const std::string bus =
+        timed && r.ranks > 0 ? fmt::format("{:.2f}", algbw * collectives::bus_factor(op, r.ranks)) : kUnknown;
+    const std::string exact = bytes > 0 ? fmt::format("{}", bytes) : kUnknown;
+    const std::string ranks = r.ranks > 0 ? fmt::format("{}", r.ranks) : kUnknown;
     fmt::print(out, "{:<14} {:<18} {:>5} {:>9.2f} {:>12} {:>14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10} {:>10}\n",
-               nccl_name(op), group_label(labels, group), r.ranks, r.count / steps, size, exact, mean * 1e6,
+               nccl_name(op), group_label(labels, group), ranks, r.count / steps, size, exact, mean * 1e6,
                r.min_s * 1e6, r.max_s * 1e6, alg, bus);
   }
+  if (untimed > 0)
+    fmt::print(out, "{} kernel{} of 0 us left out of algbw and busbw (counted in the times)\n", untimed,
+               untimed == 1 ? "" : "s");
 }
 
 json::object per_kind(const PerKind& v, double scale) {
@@ -238,7 +259,7 @@ json::object step_json(const Timeline& t, const RankTimeline& rank, const StepMe
     if (s.exposed_by_op[k] > 0) by_op[to_string(static_cast<CollOp>(k))] = s.exposed_by_op[k] / n;
   o["exposed_by_collective_s"] = by_op;
   json::object by_group;
-  const std::vector<std::string> labels = group_labels(t, rank, "unknown");
+  const std::vector<std::string> labels = group_labels(t, rank, kNoGroup);
   for (std::size_t g = 0; g < s.exposed_by_group.size(); ++g)
     if (s.exposed_by_group[g] > 0)
       by_group[group_label(labels, static_cast<std::int32_t>(g))] = s.exposed_by_group[g] / n;
@@ -279,18 +300,21 @@ json::value hta_json(const HtaMetrics& h) {
 
 json::array collectives_json(const Analysis& a) {
   json::array arr;
-  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), "unnamed");
+  const std::vector<std::string> labels = group_labels(a.trace.timeline, measured_rank(a), kNoGroup);
+  const auto gbps = [](const std::optional<Bandwidth>& b) {
+    return b ? json::value(b->gbytes_per_s()) : json::value(nullptr);
+  };
   for (const CollectiveRecord& c : a.metrics.collectives) {
     json::object o;
     o["step"] = c.step;
     o["op"] = to_string(c.op);
     o["group"] = group_label(labels, c.group);
-    o["ranks"] = c.ranks;
+    o["ranks"] = c.ranks > 0 ? json::value(c.ranks) : json::value(nullptr);
     o["bytes"] = c.bytes.count();
     o["start_s"] = (c.start - a.metrics.steps.front().start).seconds();
     o["duration_s"] = c.duration.seconds();
-    o["algbw_GBps"] = c.algbw.gbytes_per_s();
-    o["busbw_GBps"] = c.busbw.gbytes_per_s();
+    o["algbw_GBps"] = gbps(c.algbw);
+    o["busbw_GBps"] = gbps(c.busbw);
     o["kernel"] = a.trace.timeline.names[c.name];
     arr.push_back(std::move(o));
   }
@@ -408,6 +432,8 @@ Analysis analyze_trace(const std::string& path, std::optional<int> rank, const s
   Analysis a;
   a.trace = load_trace(path);
   const std::size_t rank_index = rank_index_of(a.trace, path, rank);
+  // The rank is measured over its own steps, as a folder's ranks each are without --rank.
+  a.trace.timeline.steps = a.trace.rank_steps[rank_index];
   const int world = a.trace.dist[rank_index].world_size;
   a.metrics = measure_steps(a.trace.timeline, rank_index, step, world);
   a.mean = mean_report(a.metrics, world > 0 ? world : static_cast<int>(a.trace.timeline.ranks.size()));

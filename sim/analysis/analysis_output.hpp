@@ -17,10 +17,10 @@ struct Analysis {
   Report mean;  // the mean step, as a report
 };
 
-// Loads `path` and measures one of its ranks over its steps (all, or `step`): `rank` is the
-// global rank (RankTimeline::rank: distributedInfo's, else the file's place among the files,
-// or a stepsim trace's process); none: the lowest. InputError naming --rank and the ranks
-// the trace holds when it holds no such rank.
+// Loads `path` and measures one of its ranks over its own steps (all, or `step`), which
+// become the timeline's steps: `rank` is the global rank (RankTimeline::rank: distributedInfo's,
+// else the file's place among the files, or a stepsim trace's process); none: the lowest.
+// InputError naming --rank and the ranks the trace holds when it holds no such rank.
 Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step);
 
 void write_analysis_table(const Analysis& a, std::ostream& out);

@@ -11,11 +11,14 @@
 namespace stepsim::analysis {
 namespace {
 
+// The middle value; of an even count, the mean of the two middle ones (to the picosecond).
 Time median(std::vector<Time> values) {
   if (values.empty()) return Time::zero();
   const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
   std::nth_element(values.begin(), mid, values.end());
-  return *mid;
+  if (values.size() % 2 == 1) return *mid;
+  const Time below = *std::max_element(values.begin(), mid);
+  return below + Time::from_ps((*mid - below).ps() / 2);
 }
 
 // Per thread, its operators sorted by start, an enclosing one before those it encloses.

@@ -33,7 +33,7 @@ std::string collective_key(const Timeline& t, const CollectiveRecord& c) {
 RankSummary summarise(const LoadedTrace& loaded, std::size_t index, std::size_t file_index,
                       const std::optional<std::string>& step) {
   const DistributedInfo& d = loaded.dist[index];
-  const TraceMetrics m = measure_steps(loaded.timeline, index, step, d.world_size);
+  const TraceMetrics m = measure_steps(loaded.timeline, index, step, d.world_size, loaded.files[index]);
   RankSummary r;
   r.file = loaded.files[index];
   r.dist = d;

@@ -118,14 +118,15 @@ Field lookup(const std::array<KeyName, N>& table, std::string_view key) {
   return Field::none;
 }
 
-// Old Kineto wrote "Kernel"/"Memcpy"/"Memset"/"Runtime"; current Kineto the lower-case forms.
+// Old Kineto (PyTorch 1.8) wrote "Operator"/"Kernel"/"Memcpy"/"Memset"/"Runtime"; current
+// Kineto the lower-case forms.
 Cat category_of(std::string_view c) {
   if (c == "kernel" || c == "Kernel") return Cat::kernel;
   if (c == "gpu_memcpy" || c == "Memcpy") return Cat::memcpy;
   if (c == "gpu_memset" || c == "Memset") return Cat::memset;
   if (c == "cuda_runtime" || c == "Runtime" || c == "cuda_driver") return Cat::runtime;
   if (c == "user_annotation") return Cat::user_annotation;
-  if (c == "cpu_op") return Cat::cpu_op;
+  if (c == "cpu_op" || c == "Operator") return Cat::cpu_op;
   if (c == "compute") return Cat::compute;
   if (c == "comm") return Cat::comm;
   if (c == "memory") return Cat::memory;
@@ -702,7 +703,6 @@ class Handler {
       event_.has_dur = true;
       return;
     }
-    if (!origin_.set && m.in_range) origin_ = {true, m.whole};
     event_.ts = m;
     event_.ts_value = value;
     event_.has_ts = true;
@@ -799,9 +799,15 @@ class Handler {
   bool finish_event(json::error_code& ec) {
     // HTA reads the events into one table: an event without ts makes its ts column float.
     if (!event_.has_ts) trace_.hta.fractional_ts = true;
+    // The first timestamp sets the origin; a metadata event's (ph M: a process or thread
+    // name, whose ts Kineto may write as 0) is no time of the trace and is not checked.
+    const bool metadata = event_.ph == "M";
+    if (!origin_.set && !metadata && event_.has_ts && event_.ts.in_range) origin_ = {true, event_.ts.whole};
     if (!check_gpu_activity(ec)) return false;
+    if (metadata) return true;
     if (!take_hta_row(ec)) return false;
-    if (event_.cat == Cat::cpu_op) return note_cpu_op();
+    // A ProfilerStep#N is a step in either category (old Kineto wrote it as an "Operator").
+    if (event_.cat == Cat::cpu_op && !is_profiler_step(event_.name)) return note_cpu_op();
     if (event_.ph != "X" || !event_.has_ts || !kept()) return true;
     if (!check_times(ec)) return false;
     finish_kept_event();
@@ -917,8 +923,7 @@ class Handler {
         if (event_.has_dur && is_kernel_launch(event_.name))
           trace_.kernel_launches.push_back({event_.tid, start, start + dur});
         return;
-      case Cat::cpu_op:  // note_cpu_op
-        return;
+      case Cat::cpu_op:  // a ProfilerStep#N (the other operators: note_cpu_op)
       case Cat::user_annotation:
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
           trace_.steps.push_back({trace_.intern(event_.name), start, start + dur});

@@ -51,7 +51,8 @@ struct GpuEvent {
   Time wait;  // comm: time at the rendezvous before `start` (args wait_us)
 };
 
-// A CPU-side span: a ProfilerStep#N annotation.
+// A CPU-side span: a ProfilerStep#N annotation (category user_annotation, or an operator's:
+// cpu_op, old Kineto's Operator).
 struct CpuSpan {
   std::uint32_t name = 0;
   Time start;
@@ -65,7 +66,8 @@ struct Launch {
   Time at;
 };
 
-// A CPU event on one thread: an operator (cat cpu_op) or a kernel launch's runtime call.
+// A CPU event on one thread: an operator (cat cpu_op, old Kineto's Operator; a ProfilerStep#N
+// is a step, not an operator) or a kernel launch's runtime call.
 struct CpuEvent {
   std::int64_t tid = -1;
   Time start;
@@ -110,7 +112,7 @@ struct KinetoTrace {
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;
   std::vector<Launch> launches;           // in file order
-  std::vector<CpuEvent> cpu_ops;          // the CPU operators (cat cpu_op), in file order
+  std::vector<CpuEvent> cpu_ops;          // the CPU operators (cat cpu_op or Operator), in file order
   std::vector<CpuEvent> kernel_launches;  // the cudaLaunchKernel calls with their durations
   std::vector<CpuSpan> windows;           // stepsim traces: the step windows (category "step")
   bool stepsim_format = false;            // written by stepsim: one rank per pid

@@ -1,7 +1,11 @@
 // Waiting at a rendezvous counted as communication on both sides; see like_for_like.hpp.
 #include "analysis/like_for_like.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
+#include <set>
 
 #include "analysis/step_analysis.hpp"
 #include "report/report_io.hpp"
@@ -56,7 +60,50 @@ Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_
   return r;
 }
 
+using SizesByKind = std::array<std::set<int>, kCommKinds>;
+
+// The sizes of the groups of more than one rank, of a known kind, that `rank` runs
+// communication on (every group of `t` when `rank` is null).
+SizesByKind group_sizes(const Timeline& t, const RankTimeline* rank) {
+  std::vector<bool> used(t.groups.size(), rank == nullptr);
+  if (rank != nullptr)
+    for (const Interval& iv : rank->intervals)
+      if (iv.activity == Activity::comm && iv.group >= 0 && static_cast<std::size_t>(iv.group) < used.size())
+        used[static_cast<std::size_t>(iv.group)] = true;
+  SizesByKind out;
+  for (std::size_t g = 0; g < t.groups.size(); ++g)
+    if (used[g] && t.groups[g].kind != CommKind::other && t.groups[g].size > 1)
+      out[static_cast<std::size_t>(t.groups[g].kind)].insert(t.groups[g].size);
+  return out;
+}
+
+std::string sizes_text(const std::set<int>& sizes) {
+  std::string out;
+  for (int s : sizes) out += fmt::format("{}{}", out.empty() ? "" : " or ", s);
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> group_size_differences(const Analysis& measured, const SimulationResult& predicted,
+                                                int pipeline_stages) {
+  const SizesByKind stated =
+      group_sizes(measured.trace.timeline, &measured.trace.timeline.ranks[measured.metrics.rank_index]);
+  SizesByKind simulated = group_sizes(predicted.timeline, nullptr);
+  if (pipeline_stages > 1) simulated[static_cast<std::size_t>(CommKind::pp)].insert(pipeline_stages);
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < kCommKinds; ++k) {
+    const std::set<int>& trace = stated[k];
+    const std::set<int>& scenario = simulated[k];
+    if (std::all_of(trace.begin(), trace.end(), [&scenario](int s) { return scenario.contains(s); })) continue;
+    const char* kind = to_string(static_cast<CommKind>(k));
+    out.push_back(fmt::format("{} process groups: the trace's have {} ranks, {}; they are different layouts", kind,
+                              sizes_text(trace),
+                              scenario.empty() ? fmt::format("the scenario has no {} communicator", kind)
+                                               : fmt::format("the scenario's {}", sizes_text(scenario))));
+  }
+  return out;
+}
 
 Timeline waits_as_comm(Timeline t) {
   for (RankTimeline& rank : t.ranks)
@@ -84,7 +131,8 @@ LikeForLike like_for_like(const Analysis& measured, const SimulationResult& pred
   std::optional<std::string> step;
   if (measured.metrics.steps.size() == 1 && measured.trace.timeline.steps.size() > 1)
     step = measured.metrics.steps.front().name;
-  const TraceMetrics m = measure_steps(counted, measured.metrics.rank_index, step, measured.mean.gpus);
+  const TraceMetrics m = measure_steps(counted, measured.metrics.rank_index, step,
+                                       measured.trace.dist[measured.metrics.rank_index].world_size);
   const std::string version = out.measured.stepsim_version;
   out.measured = mean_report(m, measured.mean.gpus);
   out.measured.stepsim_version = version;

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "analysis/analysis_output.hpp"
 #include "stepsim/report.hpp"
@@ -35,5 +36,14 @@ struct LikeForLike {
 // (every rank with simulation.ranks "all", one rank per pipeline stage otherwise), else on
 // the rank the report is measured on (the critical path); same_rank() tells which.
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted);
+
+// Where the process groups the measured rank communicates in are of another size than the
+// prediction's communicators of the same kind, one line per kind ("tp process groups: the
+// trace's have 8 ranks, the scenario's 2; ..."): the trace states each group's size ("Group size"),
+// the simulation holds its communicators (its timeline's groups; a pipeline's also of
+// `pipeline_stages` ranks, Megatron's pipeline group, beside the simulator's pairs of
+// neighbouring stages). Groups of kind other and of one rank say nothing.
+std::vector<std::string> group_size_differences(const Analysis& measured, const SimulationResult& predicted,
+                                                int pipeline_stages);
 
 }  // namespace stepsim::analysis

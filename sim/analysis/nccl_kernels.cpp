@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 namespace stepsim::analysis {
@@ -93,6 +94,43 @@ CommKind kind_of_words(std::string_view text) {
   return CommKind::other;
 }
 
+struct MegatronGroup {
+  std::string_view description;
+  CommKind kind;
+};
+
+// Megatron-Core's process groups by the group_desc parallel_state.py gives them, each the kind
+// of the simulator's communicator that runs the same collectives (parallelism/communicators.cpp),
+// so that compare puts measured and predicted time alike: the experts' gradient reduction
+// (EXPERT_DATA_PARALLEL_GROUP and its partial groups) and the distributed optimizer's groups
+// are dp, as the simulator's "dp experts" and dp are; expert tensor parallelism's gathers and
+// scatters ep, as the simulator's "etp" is; the tied embedding's all-reduce pp. Groups that
+// span several kinds, on which the simulator runs nothing (FP8 amax reductions, gradient
+// norms), are other. The rest (TENSOR_MODEL_PARALLEL_GROUP, CONTEXT_PARALLEL_GROUP,
+// PIPELINE_MODEL_PARALLEL_GROUP, DATA_PARALLEL_GROUP...) their words name.
+constexpr std::array kMegatronGroups{MegatronGroup{"EXPERT_DATA_PARALLEL_GROUP", CommKind::dp},
+                                     MegatronGroup{"INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", CommKind::dp},
+                                     MegatronGroup{"INTER_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", CommKind::dp},
+                                     MegatronGroup{"INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", CommKind::dp},
+                                     MegatronGroup{"INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", CommKind::dp},
+                                     MegatronGroup{"INTER_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", CommKind::dp},
+                                     MegatronGroup{"EXPERT_MODEL_PARALLEL_GROUP", CommKind::ep},
+                                     MegatronGroup{"EXPERT_TENSOR_PARALLEL_GROUP", CommKind::ep},
+                                     MegatronGroup{"EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", CommKind::ep},
+                                     MegatronGroup{"EMBEDDING_GROUP", CommKind::pp},
+                                     MegatronGroup{"POSITION_EMBEDDING_GROUP", CommKind::pp},
+                                     MegatronGroup{"MODEL_PARALLEL_GROUP", CommKind::other},
+                                     MegatronGroup{"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", CommKind::other},
+                                     MegatronGroup{"TENSOR_AND_DATA_PARALLEL_GROUP", CommKind::other},
+                                     MegatronGroup{"TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", CommKind::other},
+                                     MegatronGroup{"TENSOR_AND_CONTEXT_PARALLEL_GROUP", CommKind::other}};
+
+std::optional<CommKind> megatron_group_kind(std::string_view description) {
+  for (const MegatronGroup& g : kMegatronGroups)
+    if (description == g.description) return g.kind;
+  return std::nullopt;
+}
+
 bool starts_with_any(std::string_view s, std::initializer_list<std::string_view> prefixes) {
   for (std::string_view p : prefixes)
     if (s.starts_with(p)) return true;
@@ -150,6 +188,7 @@ int dtype_bytes(std::string_view dtype) {
 }
 
 CommKind kind_of_group(std::string_view name, std::string_view description) {
+  if (const std::optional<CommKind> megatron = megatron_group_kind(description)) return *megatron;
   const CommKind k = kind_of_words(description);
   return k != CommKind::other ? k : kind_of_words(name);
 }

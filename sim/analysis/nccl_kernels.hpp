@@ -31,8 +31,11 @@ CollOp coll_op_of(std::string_view collective_name, std::string_view kernel_name
 // Bytes per element of a PyTorch dtype name ("Float", "BFloat16", "c10::Half", ...); 0 unknown.
 int dtype_bytes(std::string_view dtype);
 
-// A process group's kind from its name or description ("tp", "data_parallel", ...);
-// `other` when nothing says (PyTorch's "default_pg" could be any).
+// A process group's kind from its description or name: Megatron-Core's descriptions as the
+// simulator classes the same communicators (EXPERT_DATA_PARALLEL_GROUP is dp, the experts'
+// gradient reduction; EXPERT_TENSOR_PARALLEL_GROUP ep), else the first word that names a
+// parallelism ("tp", "data_parallel", ...); `other` when nothing says (PyTorch's "default_pg"
+// could be any).
 CommKind kind_of_group(std::string_view name, std::string_view description);
 
 }  // namespace stepsim::analysis

@@ -126,21 +126,20 @@ CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv,
   r.op = iv.op;
   r.group = iv.group;
   r.ranks = iv.group >= 0 ? timeline.groups[static_cast<std::size_t>(iv.group)].size : 0;
-  if (r.ranks <= 0) r.ranks = world_size;
-  STEPSIM_CHECK(r.ranks > 0, "a collective without a group size needs the world size");
+  if (r.ranks <= 0) r.ranks = std::max(0, world_size);
   r.bytes = iv.bytes;
   r.start = iv.start;
   r.arrival = iv.start - iv.waited;
   r.duration = iv.end - iv.start;
   if (r.duration > Time::zero() && r.bytes.count() > 0) {
     r.algbw = Bandwidth::bytes_per_s(r.bytes.as_double() / r.duration.seconds());
-    r.busbw = r.algbw.scaled(collectives::bus_factor(r.op, r.ranks));
+    if (r.ranks > 0) r.busbw = r.algbw->scaled(collectives::bus_factor(r.op, r.ranks));
   }
   return r;
 }
 
 TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, const std::optional<std::string>& step,
-                           int world_size) {
+                           int world_size, const std::string& source) {
   STEPSIM_CHECK(rank_index < timeline.ranks.size(), "rank index out of range");
   const RankTimeline& rank = timeline.ranks[rank_index];
   TraceMetrics out;
@@ -156,13 +155,13 @@ TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, con
     if (step && !names_step(w.name, *step)) continue;
     out.steps.push_back(measure_window(timeline, rank, w));
     add(out.total, out.steps.back());
-    add_collectives(timeline, rank, w, world_size > 0 ? world_size : static_cast<int>(timeline.ranks.size()),
-                    out.collectives);
+    add_collectives(timeline, rank, w, world_size, out.collectives);
   }
   if (step && out.steps.empty()) {
     std::string known;
     for (const StepWindow& w : timeline.steps) known += (known.empty() ? "" : ", ") + w.name;
-    throw InputError("--step", *step, fmt::format("no such step in the trace (it has: {})", known));
+    throw InputError("--step", *step,
+                     fmt::format("no such step in {} (it has: {})", source.empty() ? "the trace" : source, known));
   }
   return out;
 }

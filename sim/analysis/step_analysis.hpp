@@ -29,7 +29,7 @@ struct CollectiveRecord {
   std::uint32_t name = 0;  // index into Timeline::names
   CollOp op = CollOp::other;
   std::int32_t group = -1;
-  int ranks = 0;   // group size; 0 unknown
+  int ranks = 0;   // group size (the process group's, else the job's world size); 0 unknown
   Bytes bytes{0};  // 0 unknown
   Time start;      // when the data starts to move
   // When the rank reached the collective: the start less its wait at the rendezvous for the
@@ -37,8 +37,9 @@ struct CollectiveRecord {
   // kernel starts on arrival and holds the wait.
   Time arrival;
   Time duration;
-  Bandwidth algbw;
-  Bandwidth busbw;
+  // Unknown (none) without the size or a duration above zero; busbw also without the group size.
+  std::optional<Bandwidth> algbw;
+  std::optional<Bandwidth> busbw;
 };
 
 struct TraceMetrics {
@@ -50,10 +51,11 @@ struct TraceMetrics {
 };
 
 // Measures `rank_index` over every step window, or only the one named `step` ("4" or
-// "ProfilerStep#4"); InputError when no window has that name. `world_size` sizes the
-// collectives whose process group the trace does not name (0: the timeline's ranks).
+// "ProfilerStep#4"); InputError naming `source` (the file measured; "" the trace) when no
+// window has that name. `world_size` sizes the collectives whose process group the trace
+// does not name (0: unknown, as their busbw then is).
 TraceMetrics measure_steps(const Timeline& timeline, std::size_t rank_index, const std::optional<std::string>& step,
-                           int world_size = 0);
+                           int world_size = 0, const std::string& source = "");
 
 // Exposed communication (comm running, no compute running) between `begin` and `end`,
 // split equally among the collective ops / process groups running at that instant.
@@ -64,7 +66,8 @@ std::vector<double> exposed_by_group(const RankTimeline& rank, std::size_t group
 // overlap); hidden fraction over all steps together. stepsim_version is left to the caller.
 Report mean_report(const TraceMetrics& m, int gpus);
 
-// busbw factor-scaled bandwidth for one kernel, as nccl-tests prints it.
+// busbw factor-scaled bandwidth for one kernel, as nccl-tests prints it. `world_size` sizes a
+// collective without a process group of known size (0: unknown).
 CollectiveRecord collective_record(const Timeline& timeline, const Interval& iv, int world_size);
 
 }  // namespace stepsim::analysis

@@ -127,16 +127,20 @@ class Builder {
     const StepAssigner steps(trace);
     const bool many_devices = !device && devices(trace).size() > 1;
     StreamIds ids;
+    RankWindows own{{}, {}, trace.stepsim_format};
     for (const GpuEvent& g : trace.gpu) {
       if (device && g.device != *device) continue;
       rank.intervals.push_back(interval_of(trace, g, stream_index(trace, rank, ids, g, many_devices)));
-      if (!trace.stepsim_format) note_step(trace, steps, g);
-      whole_.add(g.start, g.end);
+      if (!trace.stepsim_format) note_step(trace, steps, g, own.windows);
+      own.whole.add(g.start, g.end);
     }
+    for (const auto& [key, w] : own.windows) windows_[key].add(w.start, w.end);
+    if (own.whole.used) whole_.add(own.whole.start, own.whole.end);
     for (const CpuSpan& w : trace.windows) add_window(trace.strings[w.name], w.start, w.end);
     std::stable_sort(rank.intervals.begin(), rank.intervals.end(),
                      [](const Interval& a, const Interval& b) { return a.start < b.start; });
     timeline_.ranks.push_back(std::move(rank));
+    ranks_.push_back(std::move(own));
   }
 
   static std::vector<std::int64_t> devices(const KinetoTrace& trace) {
@@ -146,28 +150,50 @@ class Builder {
     return seen;
   }
 
-  Timeline finish() {
-    Time last_end = windows_.empty() ? Time::zero() : windows_.begin()->second.end;
-    for (const auto& [key, w] : windows_) {
-      timeline_.steps.push_back({key.second, w.start, w.end});
-      last_end = max(last_end, w.end);
-    }
-    // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
-    // where the next begins; the last one where the work of every step ends, so that a kernel
-    // of an earlier step still running then (a long collective) is measured in full, as the
-    // whole-trace figure and the collectives table count it.
-    std::stable_sort(timeline_.steps.begin(), timeline_.steps.end(),
-                     [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
-    for (std::size_t i = 0; i + 1 < timeline_.steps.size(); ++i) timeline_.steps[i].end = timeline_.steps[i + 1].start;
-    if (!timeline_.steps.empty()) timeline_.steps.back().end = last_end;
-    for (const StepWindow& w : given_) timeline_.steps.push_back(w);
-    if (timeline_.steps.empty())
-      timeline_.steps.push_back(
-          {"trace", whole_.used ? whole_.start : Time::zero(), whole_.used ? whole_.end : Time::zero()});
+  // The timeline, its step windows those of every rank together; `rank_steps`, each rank's
+  // own (a Kineto rank's from its own GPU activities, a stepsim trace's the windows it gives).
+  Timeline finish(std::vector<std::vector<StepWindow>>& rank_steps) {
+    timeline_.steps = tile(windows_, whole_);
+    rank_steps.clear();
+    for (const RankWindows& r : ranks_) rank_steps.push_back(r.shared ? timeline_.steps : tile(r.windows, r.whole));
     return std::move(timeline_);
   }
 
  private:
+  // Keyed by (N of ProfilerStep#N, name), so that ranks share a window by name; ordered by
+  // time in tile().
+  using Windows = std::map<std::pair<std::int64_t, std::string>, Window>;
+
+  // Steps tile the time in the order they ran (their numbers may say otherwise): each ends
+  // where the next begins; the last one where the work of every step ends, so that a kernel
+  // of an earlier step still running then (a long collective) is measured in full, as the
+  // whole-trace figure and the collectives table count it. The windows a trace gives follow;
+  // without any, one window "trace" over `whole`.
+  std::vector<StepWindow> tile(const Windows& windows, const Window& whole) const {
+    std::vector<StepWindow> steps;
+    Time last_end = windows.empty() ? Time::zero() : windows.begin()->second.end;
+    for (const auto& [key, w] : windows) {
+      steps.push_back({key.second, w.start, w.end});
+      last_end = max(last_end, w.end);
+    }
+    std::stable_sort(steps.begin(), steps.end(),
+                     [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+    for (std::size_t i = 0; i + 1 < steps.size(); ++i) steps[i].end = steps[i + 1].start;
+    if (!steps.empty()) steps.back().end = last_end;
+    for (const StepWindow& w : given_) steps.push_back(w);
+    if (steps.empty())
+      steps.push_back({"trace", whole.used ? whole.start : Time::zero(), whole.used ? whole.end : Time::zero()});
+    return steps;
+  }
+
+  // One rank's step windows and the span of its GPU activity; `shared`: a stepsim trace's
+  // rank, whose windows are the ones the trace gives for the whole job.
+  struct RankWindows {
+    Windows windows;
+    Window whole;
+    bool shared = false;
+  };
+
   // A window given by the trace itself (stepsim traces repeat it for every rank).
   void add_window(const std::string& name, Time start, Time end) {
     for (const StepWindow& w : given_)
@@ -246,20 +272,19 @@ class Builder {
     return static_cast<std::int32_t>(timeline_.groups.size() - 1);
   }
 
-  void note_step(const KinetoTrace& trace, const StepAssigner& steps, const GpuEvent& g) {
+  static void note_step(const KinetoTrace& trace, const StepAssigner& steps, const GpuEvent& g, Windows& windows) {
     const std::optional<std::size_t> s = steps.step_of(g);
     if (!s) return;
     const CpuSpan& span = steps.steps()[*s];
     const std::string& name = trace.strings[span.name];
-    windows_[{step_number(name), name}].add(g.start, g.end);
+    windows[{step_number(name), name}].add(g.start, g.end);
   }
 
   Timeline timeline_;
-  // Keyed by (N of ProfilerStep#N, name), so that ranks share a window by name; ordered by
-  // time in finish().
-  std::map<std::pair<std::int64_t, std::string>, Window> windows_;
+  Windows windows_;  // every rank's together
   Window whole_;
   std::vector<StepWindow> given_;
+  std::vector<RankWindows> ranks_;
 };
 
 // The ranks the traces hold, as check_one_job reads them: a Kineto trace is the rank its
@@ -344,7 +369,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
     }
   }
   check_one_job(rank_sources(traces));
-  out.timeline = builder.finish();
+  out.timeline = builder.finish(out.rank_steps);
   return out;
 }
 

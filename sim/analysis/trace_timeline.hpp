@@ -13,7 +13,10 @@
 namespace stepsim::analysis {
 
 struct LoadedTrace {
-  Timeline timeline;
+  Timeline timeline;  // its step windows: every rank's together
+  // Per rank, in Timeline::ranks order: its own step windows, which measure it (a Kineto
+  // rank's from its own GPU activities; the windows a stepsim trace gives, for each of its ranks).
+  std::vector<std::vector<StepWindow>> rank_steps;
   std::vector<DistributedInfo> dist;  // per rank, in Timeline::ranks order
   std::vector<std::string> files;     // per rank
   std::vector<HtaMetrics> hta;        // per rank: HolisticTraceAnalysis' figures
@@ -51,14 +54,15 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 // - A step is a CPU annotation ProfilerStep#N. A GPU activity belongs to the step during
 //   whose CPU span it was launched (its cuda_runtime event with the same correlation id);
 //   without a launch, to the step whose CPU span contains the activity's own start.
-// - A step's window starts at the first start of its activities (over all ranks) and ends
-//   where the next step's window starts (in time order, whatever the numbers N say), so
-//   that steps tile the time like the period of a training loop even when the CPU runs
-//   ahead of the GPU; the last step ends at the last end of the activities of every step
-//   (it includes the drain, and the work of earlier steps still running). Steps without
-//   GPU activity are
-//   dropped; a trace without ProfilerStep annotations has one window "trace" over all its
-//   GPU activity.
+// - A step's window starts at the first start of its activities and ends where the next
+//   step's window starts (in time order, whatever the numbers N say), so that steps tile the
+//   time like the period of a training loop even when the CPU runs ahead of the GPU; the
+//   last step ends at the last end of the activities of every step (it includes the drain,
+//   and the work of earlier steps still running). Steps without GPU activity are dropped; a
+//   trace without ProfilerStep annotations has one window "trace" over all its GPU activity.
+//   Each rank's windows are of its own activities (LoadedTrace::rank_steps): another rank's
+//   kernels, started earlier or ended later, are no part of its step. Timeline::steps are
+//   of all the ranks' activities together.
 LoadedTrace to_timeline(std::vector<KinetoTrace> traces);
 
 }  // namespace stepsim::analysis

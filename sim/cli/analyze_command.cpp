@@ -40,7 +40,9 @@ constexpr const char* kAnalyzeUsage =
     "per ProfilerStep, the step time, compute, communication busy time, exposed communication,\n"
     "memcpy/memset-only time, idle time and the hidden fraction; exposed communication per\n"
     "collective, process group and kind; and every collective grouped by op, process group and\n"
-    "size with nccl-tests' algbw and busbw (DDP's gradient buckets show up as one row each).\n\n"
+    "size with nccl-tests' algbw and busbw (DDP's gradient buckets show up as one row each; '-'\n"
+    "where the trace does not give the size or the group's size; kernels of 0 us left out of the\n"
+    "bandwidths, a line says how many).\n\n"
     "How the trace is read (HolisticTraceAnalysis' classes):\n"
     "  GPU activity     complete events of category kernel, gpu_memcpy, gpu_memset with a whole\n"
     "                   args.stream of 0 or more, as Kineto writes them (one with another phase,\n"
@@ -49,10 +51,11 @@ constexpr const char* kAnalyzeUsage =
     "  communication    kernels whose name starts with 'nccl' or contains 'ncclKernel'\n"
     "  memory           Memcpy / Memset; every other kernel is compute\n"
     "  step             a GPU activity belongs to ProfilerStep#N when it was launched during that\n"
-    "                   CPU annotation; a step's window runs from the first start of its\n"
-    "                   activities to the start of the next one in time; the last step's runs until\n"
-    "                   the work of every step ends (a collective of an earlier step still running\n"
-    "                   is measured in it, as the whole-trace figure and the collectives count it)\n"
+    "                   CPU annotation; a step's window runs from the first start of the measured\n"
+    "                   rank's own activities in it to the start of its next one in time; the last\n"
+    "                   step's runs until the work of every step ends (a collective of an earlier\n"
+    "                   step still running is measured in it, as the whole-trace figure and the\n"
+    "                   collectives count it)\n"
     "  exposed comm     communication running and no compute running\n"
     "  hidden fraction  communication and compute at once / union of communication time, per\n"
     "                   step window and over the whole trace (every step, every activity)\n\n"
@@ -114,6 +117,7 @@ int run_analyze(const Args& args) {
   if (help_requested(vm, kAnalyzeUsage, desc, kAnalyzeExamples)) return 0;
   if (paths.empty())
     throw InputError("<command line>", "stepsim analyze", "missing TRACE (see 'stepsim analyze --help')");
+  require_trace_names(paths);
   require_stdin_once("analyze", paths);
   check_outputs(out);
 

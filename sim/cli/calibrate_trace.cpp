@@ -34,7 +34,7 @@ struct RankKernels {
 RankKernels read_kernels(const analysis::LoadedTrace& t) {
   RankKernels out{{}, 0};
   if (t.timeline.ranks.empty()) return out;
-  const StepWindow& w = t.timeline.steps.front();
+  const StepWindow& w = t.rank_steps.front().front();
   for (const Interval& iv : t.timeline.ranks.front().intervals) {
     if (iv.activity != Activity::compute && iv.activity != Activity::comm) continue;
     if (iv.start < w.start || iv.start >= w.end) continue;

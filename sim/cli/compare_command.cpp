@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "analysis/analysis_output.hpp"
+#include "analysis/like_for_like.hpp"
 #include "cli/options.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
@@ -23,13 +24,17 @@ constexpr const char* kCompareUsage =
     "does: the mean over its ProfilerSteps, or one step with --step) and simulates SCENARIO.json,\n"
     "then prints measured and predicted step time, exposed communication per kind, communication\n"
     "busy time, compute and hidden fraction with the relative difference (predicted - measured)\n"
-    "/ measured. Process groups of a trace count as kind 'other' unless their name says tp, dp,\n"
-    "pp, ep, cp or fsdp, so compare the total exposed communication first. Fractions (hidden,\n"
+    "/ measured. Process groups of a trace count as kind 'other' unless their description or name\n"
+    "says tp, dp, pp, ep, cp or fsdp (Megatron-Core's descriptions as the simulator classes the\n"
+    "same communicators: EXPERT_DATA_PARALLEL_GROUP is dp, EXPERT_TENSOR_PARALLEL_GROUP ep), so\n"
+    "compare the total exposed communication first. Fractions (hidden,\n"
     "exposed of the step) differ in percentage points (pp). The prediction is measured on the\n"
     "trace's rank when the simulation simulates it (simulation.ranks \"all\" simulates every\n"
     "GPU), else on its report's rank, which a note then says. Before the table, compare checks\n"
-    "that the trace and the scenario describe the same job (world size, compute per step, step\n"
-    "count) and says what differs; the same lines go to stderr as warnings.";
+    "that the trace and the scenario describe the same job (world size, the size of each kind's\n"
+    "process groups the trace states against the scenario's communicators, compute per step,\n"
+    "step count) and says what differs in 'differs:' lines; the same lines go to stderr as\n"
+    "warnings in every case, so that a pipe or file taking the table or the JSON does not hide them.";
 
 constexpr const char* kCompareExamples =
     "  stepsim compare rank0.json.gz my-ddp-scenario.json\n"
@@ -38,7 +43,8 @@ constexpr const char* kCompareExamples =
 
 // What tells that the trace and the scenario are different jobs, one line each.
 std::vector<std::string> job_differences(const analysis::Analysis& measured, const Scenario& scenario,
-                                         const Report& predicted) {
+                                         const SimulationResult& result) {
+  const Report& predicted = result.report;
   std::vector<std::string> out;
   // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
   // representative mode); its distributedInfo gives the job's world size, and one written
@@ -50,6 +56,8 @@ std::vector<std::string> job_differences(const analysis::Analysis& measured, con
                     "x cp {}); they are different jobs",
                     world, scenario.parallel.gpus(), scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.dp,
                     scenario.parallel.cp));
+  for (std::string& d : analysis::group_size_differences(measured, result, scenario.parallel.pp))
+    out.push_back(std::move(d));
   const double m = measured.mean.breakdown_s.compute + measured.mean.breakdown_s.optimizer;
   const double p = predicted.breakdown_s.compute + predicted.breakdown_s.optimizer;
   if (m > 0 && p > 0 && (p / m > 2.0 || m / p > 2.0))
@@ -94,9 +102,9 @@ int run_compare(const Args& args) {
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);
   const SimulationResult predicted = simulate(scenario);
-  const std::vector<std::string> differences = job_differences(measured, scenario, predicted.report);
-  if (out.json)  // the table says it too; a JSON reader sees it here
-    for (const std::string& d : differences) spdlog::warn("compare: {}", d);
+  const std::vector<std::string> differences = job_differences(measured, scenario, predicted);
+  // The table says it too, but a pipe or a file may take the table (or the JSON) unread.
+  for (const std::string& d : differences) spdlog::warn("compare: {}", d);
   emit(
       out,
       [&](std::ostream& os) {

@@ -89,6 +89,11 @@ void require_scenario_name(const std::string& given) {
                      "the scenario file name is empty (omit it to simulate the embedded default)");
 }
 
+void require_trace_names(const std::vector<std::string>& paths) {
+  if (std::find(paths.begin(), paths.end(), "") != paths.end())
+    throw InputError("<command line>", "TRACE", "the trace file or folder name is empty");
+}
+
 void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs) {
   if (std::count(inputs.begin(), inputs.end(), "-") < 2) return;
   throw InputError("<command line>", "stepsim " + command,

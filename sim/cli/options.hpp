@@ -57,6 +57,10 @@ po::variables_map parse_args(const std::string& command, const Args& args, const
 // A scenario argument that was given must name something: "" is an error, not the default.
 void require_scenario_name(const std::string& given);
 
+// Trace arguments must name files or folders: "" is named as the argument TRACE, not looked
+// for as a file.
+void require_trace_names(const std::vector<std::string>& paths);
+
 // Standard input can be read once: InputError naming `command` when '-' is among `inputs`
 // (the command's file arguments) more than once.
 void require_stdin_once(const std::string& command, const std::vector<std::string>& inputs);

@@ -48,13 +48,14 @@ constexpr KeyDoc kDocs[] = {
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
      "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
      "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
-     "megatron or nemo; unspecified where the EP group spans NVLink domains) and needs ep > 1",
+     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",
      "Megatron-Core's EP all-to-all overlap: each steady-state forward runs merged layer by layer with the backward of "
      "another micro-batch, each one's dispatch and combine under the other's compute; needs ep > 1 and schedule 1f1b "
-     "(pp 1) or interleaved",
+     "(pp 1) or interleaved; Megatron-Core's option (training.framework megatron, nemo or unspecified), refused "
+     "where Megatron-Core refuses it (full recompute, an fp32 model, more than one MTP layer)",
      "Megatron `--overlap-moe-expert-parallel-comm` with `--delay-wgrad-compute`; Megatron-Bridge `moe_a2a_overlap`"},
     {"model.moe.imbalance", "",
      "the busiest EP rank's routed tokens over the mean (1: even), at most ep·min(top_k, experts/ep)/top_k; it sets "
@@ -181,7 +182,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.host_link.bandwidth", "B/s",
      "bandwidth per direction of one link between GPUs and their host's memory (NVLink-C2C from a Grace CPU, PCIe "
-     "from an x86 host), which activation offload copies over; 0: none described (offload refused)",
+     "from an x86 host), which activation offload copies over; 0: none described (offload refused); a link no faster "
+     "than the GPU's PCIe x16 line rate is the GPU's PCIe link, whose copies share it with the GPU's NIC traffic",
      ""},
     {"cluster.host_link.gpus_per_link", "",
      "GPUs sharing one host link (2 on a GB200 or GB300 superchip), consecutive GPUs of a node; each of the job's "
@@ -311,7 +313,9 @@ constexpr KeyDoc kDocs[] = {
     {"training.main_grad", "",
      "precision of the main gradients micro-batches accumulate into: `fp32` or `bf16`; under `megatron` and `nemo` "
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
-     "sets the other, both given must agree, and neither given is `fp32` for both",
+     "sets the other, both given must agree, and neither given is `fp32` for both; under PyTorch's DDP (`ddp` under "
+     "`pytorch`, `torchtitan`, `torchtitan-compile`) the parameters' own gradients, which its buckets reduce as they "
+     "are: tied alike, neither given is the parameters' precision (`bf16` under mixed precision, `fp32` without)",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
@@ -325,7 +329,10 @@ constexpr KeyDoc kDocs[] = {
      "or nemo) are sized by `bucket_parameters`. No bucket key applies under DeepSpeed's pipeline engine (framework "
      "`deepspeed` with pp > 1): one set is refused",
      "PyTorch DDP `bucket_cap_mb`"},
-    {"data_parallel.first_bucket_mb", "MiB", "ddp (PyTorch's): size of the first (smallest) bucket",
+    {"data_parallel.first_bucket_mb", "MiB",
+     "ddp (PyTorch's): size of the first (smallest) bucket; under `pytorch`, `torchtitan` and `torchtitan-compile`, "
+     "where only `bucket_cap_mb` is given, that size, as PyTorch caps the first bucket at 1 MiB only when "
+     "`bucket_cap_mb` is left unset",
      "PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`)"},
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
@@ -351,8 +358,8 @@ constexpr KeyDoc kDocs[] = {
      "DDP does not copy, and with any other `data_parallel.kind`",
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
-     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1` that of the main "
-     "gradients (`training.main_grad`)",
+     "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1`, and under PyTorch's DDP, "
+     "that of the main gradients (`training.main_grad`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
@@ -362,7 +369,8 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.backward_prefetch", "", "fsdp, hsdp (FSDP 1; FSDP 2 always gathers ahead): `pre`, `post` or `none`",
      "FSDP `backward_prefetch`"},
     {"data_parallel.max_inflight_all_gathers", "",
-     "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting",
+     "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting; with prefetch, the layers "
+     "held gathered at once (memory)",
      "FSDP `limit_all_gathers` (rate limiter of 2)"},
     {"data_parallel.overlap_param_gather", "",
      "zero1/zero2: gather updated parameters during the next forward; refused under framework `deepspeed`, whose "
@@ -397,7 +405,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"simulation.variation.failed_nics", "",
      "NICs that are down: a list of `{\"node\": N, \"count\": C}` (C 1 unless given); entries for one node add "
-     "up; the node's GPUs share the NICs left; needs `all`",
+     "up; the node's GPUs share the NICs left, and NCCL, which finds the NICs at init, costs a communicator on the "
+     "NICs left on its node with the fewest (a node built with that many); needs `all`",
      ""},
     {"simulation.variation.jitter.distribution", "",
      "per-kernel jitter: `none`, `normal`, `lognormal` or `uniform`, of mean 1; in representative mode each collective "
@@ -410,7 +419,9 @@ constexpr KeyDoc kDocs[] = {
     {"simulation.variation.jitter.seed", "",
      "seed of the draws (the same seed gives the same step); used by `simulation.ranks` `all`", ""},
     {"simulation.variation.background_traffic", "fraction",
-     "share of every GPU's network bandwidth taken by other jobs' traffic (0: none)", ""},
+     "share of every GPU's network bandwidth taken by other jobs' traffic (0: none); NCCL never sees it, so its "
+     "rings and trees stay those of the NICs' line rate",
+     ""},
     {"context_parallel.comm", "",
      "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
      "torchtitan the rank's own block's attention runs beside it)",

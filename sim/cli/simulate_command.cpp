@@ -147,7 +147,8 @@ int run_simulate(const Args& args) {
       [&](std::ostream& os) { report::write_json(result.report, os); },
       [&](std::ostream& os) {
         if (format == "kineto")
-          report::write_kineto_trace(result.timeline, -1, scenario.cluster.gpu.name, os);
+          report::write_kineto_trace(result.timeline, -1, scenario.cluster.gpu.name, os,
+                                     report::collective_dtypes(scenario));
         else
           report::write_trace(
               result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus());

@@ -32,12 +32,21 @@ double first_speed_at_most(std::span<const double> speeds, double limit) {
   return limit;
 }
 
+// A GPU's port to the network: its NIC, or with more NICs than GPUs the nics / gpus NICs it
+// drives (NCCL maps them to it), as one port of their summed line rate.
+double port_gbps(const ClusterSpec& cluster) {
+  const double per_gpu =
+      static_cast<double>(std::max(1, cluster.inter_node.nics_per_node)) / std::max(1, cluster.gpus_per_node);
+  return cluster.inter_node.nic_bandwidth.gbytes_per_s() * std::max(1.0, per_gpu);
+}
+
 double nic_speed(const ClusterSpec& cluster, const ArchFacts& arch, double intra_total) {
   // NCCL sees the NIC's line rate: an oversubscribed spine is shared traffic, which the
   // network's link resources model (leaf uplinks), not a slower NIC. The path from the GPU
-  // to its NIC crosses the GPU's PCIe link, which bounds it.
-  const double nic = cluster.inter_node.nic_bandwidth.gbytes_per_s();
-  return first_speed_at_most(arch.inter_speeds, std::min({nic, intra_total, arch.pcie_path_gbps}));
+  // to its NICs crosses the GPU's one PCIe link, which bounds the sum over them: NCCL's search
+  // takes each channel's bandwidth off the links of its path, so a GPU's channels through its
+  // two NICs share that link as one NIC's do.
+  return first_speed_at_most(arch.inter_speeds, std::min({port_gbps(cluster), intra_total, arch.pcie_path_gbps}));
 }
 
 }  // namespace
@@ -55,10 +64,11 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
   // one NVLink fabric as one node): its ranks reach the network through all its nodes' NICs.
   const int ppn = std::max(1, request.shape.ranks_per_node);
   const double nic = nic_speed(cluster, arch, c.intra_total);
-  const int domain_nics =
-      cluster.inter_node.nics_per_node * std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
-  const int nics = std::max(1, std::min({domain_nics, ppn, kMaxSearchChannels}));
-  c.nic_per_gpu = nic * std::max(1, cluster.inter_node.nics_per_node) / std::max(1, cluster.gpus_per_node);
+  // The domain's ports to the network: its NICs, or one per GPU where a GPU has several.
+  const int node_ports = std::min(std::max(1, cluster.inter_node.nics_per_node), std::max(1, cluster.gpus_per_node));
+  const int domain_ports = node_ports * std::max(1, cluster.domain_gpus() / std::max(1, cluster.gpus_per_node));
+  const int nics = std::max(1, std::min({domain_ports, ppn, kMaxSearchChannels}));
+  c.nic_per_gpu = nic * node_ports / std::max(1, cluster.gpus_per_node);
   if (request.shape.nodes <= 1) {
     c.ring = search(arch.intra_speeds, c.intra_total, arch);
     const double nvls_speed = first_speed_at_most(arch.intra_speeds, c.intra_total / ppn);

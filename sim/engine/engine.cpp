@@ -359,10 +359,11 @@ void Engine::index_kinds() {
         kind.size = call.size;
         kind.cap = call.algbw;
         kind.slows_compute = call.slows_compute;
+        kind.host_copy = call.host_copy;
       } else {
         STEPSIM_CHECK(call.size == kind.size,
                       fmt::format("group '{}' call {} has different sizes on its members", program_.groups[g].name, k));
-        STEPSIM_CHECK(call.slows_compute == kind.slows_compute,
+        STEPSIM_CHECK(call.slows_compute == kind.slows_compute && call.host_copy == kind.host_copy,
                       fmt::format("group '{}' call {} is NCCL on some members only", program_.groups[g].name, k));
         if (call.algbw < kind.cap) kind.cap = call.algbw;
       }

@@ -222,7 +222,7 @@ class Engine {
     OpIndex run_first = 0;
     OpIndex host_next = 0;              // next op the host issues
     std::uint32_t finished = 0;         // ops done so far
-    std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase
+    std::uint16_t comm_running = 0;     // collectives of this rank in their latency or data phase (no host copy)
     std::uint16_t slowing_comm = 0;     // those of them that slow its compute (NCCL kernels)
     std::uint16_t compute_running = 0;  // compute ops of this rank that run
     std::uint16_t at_rendezvous = 0;    // collectives waiting for peers
@@ -254,6 +254,7 @@ class Engine {
   struct CollectiveKind {
     std::uint32_t uses_count = 0;  // its flow's link uses: flow_uses_[uses_begin, + uses_count)
     bool slows_compute = true;     // see CollectiveCall::slows_compute
+    bool host_copy = false;        // see CollectiveCall::host_copy
     float sm_share = 0;            // see CollectiveCall::sm_share (the members' largest)
     float hbm_share = 0;
     std::size_t uses_begin = 0;

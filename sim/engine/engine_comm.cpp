@@ -76,7 +76,7 @@ void Engine::start_collective(std::uint32_t c) {
 
 void Engine::set_comm_running(std::size_t r, int delta, const CollectiveKind& kind) {
   RankState& state = ranks_[r];
-  state.comm_running += delta;
+  if (!kind.host_copy) state.comm_running += delta;  // a copy engine's copy is no communication
   if (kind.slows_compute) {
     const Taken old = program_.derived_slowdown ? taken_[r] : Taken{};
     const bool was_slowing = state.slowing_comm > 0;

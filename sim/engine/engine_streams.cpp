@@ -336,6 +336,11 @@ Interval Engine::interval_of(std::size_t r, OpIndex o) const {
   i.name = name_map_[op.name];
   i.stream = op.stream;
   i.phase = op.phase;
+  if (op.kind == OpKind::collective && call_of(r, o).host_copy) {
+    i.activity = Activity::memory;
+    i.bytes = call_of(r, o).size;
+    return i;
+  }
   if (op.kind == OpKind::collective) {
     const CollectiveCall& call = call_of(r, o);
     i.activity = Activity::comm;

@@ -21,7 +21,9 @@ using OpIndex = std::uint32_t;
 using StreamIndex = std::uint16_t;
 
 // copy: a memory copy on a copy engine (cudaMemcpyAsync between the GPU and host memory): it
-// takes its duration as given, neither slowed by NCCL kernels nor jittered like a kernel.
+// takes its duration as given, neither slowed by NCCL kernels nor jittered like a kernel. A
+// copy whose bytes share a link with other traffic is a collective op instead, whose call is
+// a host copy (CollectiveCall::host_copy).
 enum class OpKind : std::uint8_t { compute, collective, copy };
 
 // The data phase of a collective as NCCL's cost model sees it: a fixed latency, then `size`
@@ -42,6 +44,12 @@ struct CollectiveCall {
   // over the GPU's, and the HBM bandwidth its bytes use over the GPU's.
   double sm_share = 0;
   double hbm_share = 0;
+  // A copy engine's copy between the GPU and host memory whose bytes cross a link other
+  // traffic loads too (the GPU's PCIe link, which its NIC traffic also crosses): a flow of its
+  // one rank, at up to `algbw`, over `uses`. No NCCL kernel: the timeline shows it as a memory
+  // copy, not as communication, and it neither slows the compute nor counts as communication
+  // running.
+  bool host_copy = false;
 
   bool operator==(const CollectiveCall&) const = default;
 };

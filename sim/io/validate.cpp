@@ -696,28 +696,44 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
 // (accumulate_allreduce_grads_in_fp32 in megatron/training/arguments.py) and Megatron-Bridge's
 // and NeMo 2's mixed-precision recipes do by default. Megatron-FSDP keeps them apart
 // (megatron_fsdp_main_grads_dtype and megatron_fsdp_grad_comm_dtype), as do other frameworks.
+//
+// PyTorch's DistributedDataParallel (data_parallel.kind ddp under pytorch, torchtitan and
+// torchtitan-compile) reduces the parameters' own gradients, which the micro-batches accumulate
+// into and which have the parameters' dtype: its reducer makes its buckets per gradient dtype,
+// each a tensor of that dtype, and all-reduces each bucket as it is (reducer.cpp). The two keys
+// are one precision there too, the gradients'; neither given, that of the parameters as
+// training.precision holds them (bf16 under mixed precision, fp32 without; fp16 training's
+// two-byte gradients are counted as bf16, main_grad knowing no fp16).
 void tie_gradient_buffer(Scenario& s, const Checker& c) {
   if (!main_grad_is_reduced_buffer(s)) return;
   TrainingSpec& t = s.training;
   DataParallelSpec& d = s.data_parallel;
   const std::string_view name = traits_of(t.framework).name;
+  const bool megatron = traits_of(t.framework).megatron_core;
+  const std::string owner =
+      fmt::format("{} (training.framework {})", megatron ? "Megatron-Core" : "PyTorch's DDP", name);
   if (t.main_grad_given && d.grad_reduce_dtype_given) {
     c.require(d.grad_reduce_dtype == t.main_grad, "/data_parallel/grad_reduce_dtype",
-              "{} with training.main_grad {}: under Megatron-Core (training.framework {}) the main gradients are the "
-              "buffer that is reduced (grad_reduce_in_fp32 sets both); give them the same precision",
-              to_string(d.grad_reduce_dtype), to_string(t.main_grad), name);
+              "{} with training.main_grad {}: under {} {}; give them the same precision",
+              to_string(d.grad_reduce_dtype), to_string(t.main_grad), owner,
+              megatron ? "the main gradients are the buffer that is reduced (grad_reduce_in_fp32 sets both)"
+                       : "the gradients are the parameters' own, which its buckets reduce in their own dtype");
   } else if (t.main_grad_given) {
     d.grad_reduce_dtype = t.main_grad;
   } else if (d.grad_reduce_dtype_given) {
     c.require(d.grad_reduce_dtype == Precision::fp32 || d.grad_reduce_dtype == Precision::bf16,
               "/data_parallel/grad_reduce_dtype",
-              "{} under Megatron-Core (training.framework {}) would make the main gradients {} too, and they are fp32 "
-              "or bf16 (training.main_grad)",
-              to_string(d.grad_reduce_dtype), name, to_string(d.grad_reduce_dtype));
+              "{} under {} would make the {} gradients {} too, and they are fp32 or bf16 (training.main_grad)",
+              to_string(d.grad_reduce_dtype), owner, megatron ? "main" : "accumulated", to_string(d.grad_reduce_dtype));
+    c.require(megatron || d.grad_reduce_dtype == Precision::fp32 || element_bytes(t.precision) < 4,
+              "/data_parallel/grad_reduce_dtype",
+              "{} under {}: the gradients are the parameters' own, and training.precision {} keeps fp32 parameters",
+              to_string(d.grad_reduce_dtype), owner, to_string(t.precision));
     t.main_grad = d.grad_reduce_dtype;
   } else {
-    t.main_grad = Precision::fp32;
-    d.grad_reduce_dtype = Precision::fp32;
+    const Precision p = megatron || element_bytes(t.precision) == 4 ? Precision::fp32 : Precision::bf16;
+    t.main_grad = p;
+    d.grad_reduce_dtype = p;
   }
 }
 
@@ -775,6 +791,20 @@ bool runs(KindFamily family, DpKind kind, Framework framework) {
       return megatron_buckets(kind, framework);
   }
   return true;
+}
+
+// PyTorch's DistributedDataParallel caps its first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
+// only when bucket_cap_mb is left unset (bucket_bytes_cap_default); a bucket_cap_mb given caps
+// the first bucket as well (torch/nn/parallel/distributed.py, _ddp_init_helper's
+// bucket_size_limits). first_bucket_mb, given, sets the first bucket either way. Resolved
+// where PyTorch's DDP runs (data_parallel.kind ddp under pytorch, torchtitan and
+// torchtitan-compile), after the keys are checked, so that the resolved scenario reads back
+// alike.
+void resolve_first_bucket(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  if (!d.bucket_cap_mb_given || d.first_bucket_mb_given) return;
+  if (d.kind != DpKind::ddp || !traits_of(s.training.framework).pytorch_ddp) return;
+  d.first_bucket_mb = d.bucket_cap_mb;
 }
 
 struct KindKey {
@@ -1032,6 +1062,8 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
+    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it.
+    if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
   }
@@ -1043,7 +1075,9 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
 
 bool main_grad_is_reduced_buffer(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;
-  return traits_of(s.training.framework).megatron_core && (kind == DpKind::ddp || kind == DpKind::zero1);
+  const FrameworkTraits& traits = traits_of(s.training.framework);
+  if (traits.pytorch_ddp) return kind == DpKind::ddp;
+  return traits.megatron_core && (kind == DpKind::ddp || kind == DpKind::zero1);
 }
 
 // DeepSpeed's pipeline engine (PipelineEngine, pp > 1) runs its 1F1B TrainSchedule only, and
@@ -1092,12 +1126,22 @@ void check_deepspeed(const Scenario& s, const Checker& c) {
             "--overlap-param-gather); use false");
 }
 
+// Calibration file names: a NUL would end the name where the file is opened (a C string), and
+// another file, or none, would be read in its place.
+void check_calibration_names(const Scenario& s, const Checker& c) {
+  for (std::size_t i = 0; i < s.calibration.size(); ++i)
+    if (s.calibration[i].find('\0') != std::string::npos)
+      c.fail(fmt::format("/calibration/{}", i),
+             fmt::format("expected a calibration file name without NUL characters, got \"{}\"", s.calibration[i]));
+}
+
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source, &s.set_pointers);
   require_model(s.model, c);
   c.require(!s.cluster.gpu.name.empty() || s.cluster.gpu.sms != 0, "/cluster",
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
   check_key_ranges(s);
+  check_calibration_names(s, c);
   complete_model(s.model);
   check_model(s.model, s.training.attention, c);
   check_gpt_oss_layer(s, c);
@@ -1116,6 +1160,7 @@ void complete_and_validate(Scenario& s) {
   check_recompute_modules(s, c);
   check_cuda_graph_scope(s, c);
   check_data_parallel(s.data_parallel, s.parallel, s.training.framework, c);
+  resolve_first_bucket(s);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);
   check_a2a_overlap(s, c);

@@ -17,8 +17,9 @@ namespace stepsim::io {
 void complete_and_validate(Scenario& s);
 
 // Whether the scenario's main gradients are the buffer its data-parallel reduction carries
-// (Megatron-Core's DDP and distributed optimizer), so that training.main_grad and
-// data_parallel.grad_reduce_dtype are one precision.
+// (Megatron-Core's DDP and distributed optimizer; PyTorch's DDP, whose buckets reduce the
+// parameters' own gradients), so that training.main_grad and data_parallel.grad_reduce_dtype
+// are one precision.
 bool main_grad_is_reduced_buffer(const Scenario& s);
 
 // The --set assignments that switching `s` to data-parallel kind `kind` needs besides the kind:

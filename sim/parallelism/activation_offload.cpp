@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "collectives/nccl_facts.hpp"
+
 namespace stepsim::parallelism {
 
 Bytes offloaded_bytes(const workload::ModelWork& work, int layer) { return work.block(layer).activations; }
@@ -20,6 +22,18 @@ int host_link_gpus(const Scenario& s, int rank) {
 }
 
 Bandwidth host_link_share(const Scenario& s, int rank) { return s.cluster.host_link.per_gpu(host_link_gpus(s, rank)); }
+
+// NCCL counts 3/4 of the link's line rate (collectives::ArchFacts::pcie_path_gbps); the host
+// link's figure is the line rate itself (64 GB/s each way for Gen5 x16).
+bool host_link_is_pcie(const ClusterSpec& cluster) {
+  const double line_rate = collectives::arch_facts(cluster.gpu.arch).pcie_path_gbps * 4 / 3;
+  const double link = cluster.host_link.bandwidth.gbytes_per_s();
+  return link > 0 && link <= line_rate * (1 + 1e-9);
+}
+
+bool offload_on_pcie(const Scenario& s) {
+  return s.training.activation_offload_layers > 0 && host_link_is_pcie(s.cluster);
+}
 
 // TE spreads the synchronisations evenly over the model's layers: window k ends after
 // (layers / offloaded)·(k + 1) − 1 layers, the first layers % offloaded windows one layer

@@ -50,6 +50,15 @@ class ActivationOffload {
 // The bytes a layer's offload copies each way: the activations it keeps for its backward.
 Bytes offloaded_bytes(const workload::ModelWork& work, int layer);
 
+// Whether the cluster's host link is each GPU's PCIe link to an x86 host (DGX), which the
+// GPU's NIC traffic also crosses (GPUDirect RDMA: GPU, PCIe switch, NIC), rather than a Grace
+// CPU's NVLink-C2C, separate from the NIC path: a host link no faster than the GPU's PCIe x16
+// line rate is that link.
+bool host_link_is_pcie(const ClusterSpec& cluster);
+// Whether the scenario's offload copies cross the GPUs' PCIe links, and so share them with
+// the NIC traffic.
+bool offload_on_pcie(const Scenario& s);
+
 // How many of the job's GPUs share the host link of global rank `rank`: all of the link's
 // (cluster.host_link.gpus_per_link), unless the job ends before the link does.
 int host_link_gpus(const Scenario& s, int rank);

@@ -28,16 +28,20 @@ CollectiveCost with_gpu_shares(CollectiveCost cost, const GpuSpec& gpu, const co
 // The share of its bandwidth that a communicator's slowest NVLink port and slowest NIC carry
 // (simulation.variation; above 1 for faster links): NCCL builds its rings and trees on the
 // links it finds, so a group whose links all run at one factor runs as on a cluster with that
-// bandwidth.
+// bandwidth. Likewise the NICs it finds: NCCL searches its graphs at init on each node's
+// working NICs and its ranks keep the fewest channels any of them found, so a group with a
+// node short of NICs runs as on a cluster whose nodes all have that node's NICs.
 struct LinkShares {
   double nvlink = 1;
   double nic = 1;
+  int nics = 0;  // the working NICs of the group's node with the fewest; 0: every node's
 
-  bool whole() const { return nvlink == 1 && nic == 1; }
+  bool whole() const { return nvlink == 1 && nic == 1 && nics == 0; }
   bool operator==(const LinkShares&) const = default;
 };
 
-// `cluster` with its NVLink and NIC bandwidth scaled by `shares`.
+// `cluster` with its NVLink and NIC bandwidth scaled by `shares`, and its nodes' NICs those
+// of `shares` where it names them.
 ClusterSpec with_shares(const ClusterSpec& cluster, const LinkShares& shares);
 
 class Costs {
@@ -46,7 +50,8 @@ class Costs {
   virtual Time compute(const workload::OpCost& op) const = 0;
   virtual CollectiveCost collective(const collectives::Request& request) const = 0;
   // The same on links that carry only `shares` of their bandwidth; by default the cost at
-  // full bandwidth with its bandwidth scaled by the smaller share.
+  // full bandwidth with its bandwidth scaled by the smaller share (the NICs a node has left
+  // are the model's to cost: ModelCosts).
   virtual CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const;
   virtual Time kernel_launch() const = 0;
   virtual double comm_slowdown() const = 0;

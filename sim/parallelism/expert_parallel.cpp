@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
+#include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "stepsim/framework.hpp"
 
@@ -28,22 +30,55 @@ namespace {
 using workload::Pass;
 using workload::Role;
 
-// Of the bytes the all-to-all dispatcher sends out of a rank's NVLink domain, the share the
-// flex dispatcher (DeepEP, HybridEP) sends: one copy per other domain holding any of a token's
-// top_k experts instead of one per expert. With tokens spread evenly over the experts (the
-// benchmarks force balance), a given other domain holds none of a token's k distinct experts
-// with probability p0 = C(E − E/D, k) / C(E, k); the token then goes to (D − 1)(1 − p0) other
-// domains against k(D − 1)/D copies. The NVLink leg inside each domain is left at the same
-// share: the NICs, 18 times slower, set the pace.
-double flex_share(const Scenario& s) {
-  const int domains = ep_domains(s);
-  if (s.model.moe.dispatcher != MoeDispatcher::flex || domains <= 1) return 1.0;
+// Of the bytes the all-to-all dispatcher sends out of the NVLink domains of an EP group, the
+// share the flex dispatcher (DeepEP, HybridEP) sends: one copy per other domain holding any of a
+// token's top_k experts instead of one per expert. With tokens spread evenly over the group's
+// ranks and E experts evenly over them (the benchmarks force balance), a domain holding n_j of
+// the group's N ranks holds E·n_j/N experts, and none of a token's k distinct experts with
+// probability p_j = C(E − E·n_j/N, k) / C(E, k). A token of domain i then goes to Σ_{j≠i} (1 − p_j)
+// other domains under flex, against k(1 − n_i/N) copies under the all-to-all; the share is the
+// ratio of the two averaged over the tokens (domain i's are n_i/N of them). With D domains of
+// N/D ranks each, (1 − C(E − E/D, k)/C(E, k))·D/k. The NVLink leg inside each domain is left
+// at the same share: the NICs, 18 times slower, set the pace.
+double flex_share(const Scenario& s, const RankGroup& group) {
+  if (s.model.moe.dispatcher != MoeDispatcher::flex) return 1.0;
+  const long long g = std::max(1, s.cluster.domain_gpus());
+  std::map<long long, long long> members;  // per domain
+  for (long long i = 0; i < group.size; ++i) ++members[group.at(i) / g];
+  if (members.size() <= 1) return 1.0;
   const double experts = s.model.moe.experts;
-  const double outside = experts - experts / domains;
   const int k = s.model.moe.top_k;
-  double none = 1.0;
-  for (int i = 0; i < k; ++i) none *= std::max(0.0, outside - i) / (experts - i);
-  return std::min(1.0, (1.0 - none) * domains / k);
+  // The probability that a token has none of its experts among `held` of them.
+  const auto none_of = [&](double held) {
+    double p = 1.0;
+    for (int i = 0; i < k; ++i) p *= std::max(0.0, experts - held - i) / (experts - i);
+    return p;
+  };
+  const bool even = std::ranges::all_of(members, [&](const auto& m) { return m.second == members.begin()->second; });
+  if (even) {
+    const auto domains = static_cast<double>(members.size());
+    return std::min(1.0, (1.0 - none_of(experts / domains)) * domains / k);
+  }
+  const auto n = static_cast<double>(group.size);
+  double reached = 0;  // Σ_j (1 − p_j): other domains a token reaches, its own included
+  for (const auto& m : members) reached += 1.0 - none_of(experts * static_cast<double>(m.second) / n);
+  double flex = 0, all_to_all = 0;
+  for (const auto& m : members) {
+    const double share = static_cast<double>(m.second) / n;
+    flex += share * (reached - (1.0 - none_of(experts * share)));
+    all_to_all += share * k * (1.0 - share);
+  }
+  return std::min(1.0, flex / all_to_all);
+}
+
+// The EP group a stage's all-to-alls are sized for: the stage's ranks share one op list, and
+// representative mode costs the stage's EP communicator as its slowest group (program_builder,
+// costed), the one the step waits for; so the flex share is that group's.
+RankGroup stage_ep_group(const Scenario& s, int stage) {
+  const ParallelSpec& p = s.parallel;
+  const RankGroup own = expert_group(p, global_rank(p, Coord{0, 0, 0, stage}));
+  const Translates t = stage_translates(own, p.gpus() / p.pp);
+  return translated(own, slowest_translation(own, t, s.cluster.domain_gpus()));
 }
 
 // Megatron-Core's all-to-all dispatcher sends the routed copies' probabilities by an all-to-all
@@ -54,23 +89,32 @@ bool sends_probs(const Scenario& s) {
   return s.model.moe.dispatcher == MoeDispatcher::alltoall && traits_of(s.training.framework).megatron_core;
 }
 
+// The layer an op belongs to as its collectives' names give it: "L3" for transformer layer 3,
+// and for a multi-token-prediction depth's layer, which runs in the head's block, the depth its
+// ops are named after ("mtp0", workload::add_mtp).
+std::string layer_label(const OpSite& site) {
+  const std::string_view name = site.cost->name;
+  if (name.starts_with("mtp")) return std::string(name.substr(0, name.find(' ')));
+  return fmt::format("L{}", site.block - 1);
+}
+
 }  // namespace
 
-ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work)
+ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work, int stage)
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
       etp_(s.model.moe.experts > 0 && s.parallel.etp > 1),
       split_backward_(splits_backward(s.parallel.schedule)),
       sorts_(std::ranges::any_of(work.layer.forward,
                                  [](const workload::OpCost& op) { return op.role == Role::moe_sort; })),
-      message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s)))),
+      message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s, stage_ep_group(s, stage))))),
       etp_message_(work.layer.expert_tp_message),
       probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)) {}
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,
                                   const std::vector<OpIndex>& waits) {
-  const auto [it, inserted] = names_.try_emplace({site.block, what}, 0);
+  const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("L{} {}", site.block - 1, what));
+    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("{} {}", it->first.first, what));
   }
   const OpIndex c = b.expert_tp_collective(op, etp_message_, it->second, waits);
   b.defer_wait(c, WaitRule::next_op, site.cost->role);
@@ -80,9 +124,9 @@ OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op,
 OpIndex ExpertParallel::all_to_all(StepBuilder& b, const OpSite& site, const char* what,
                                    const std::vector<OpIndex>& waits, bool probs) {
   const Bytes size = probs ? probs_message_ : message_;
-  const auto [it, inserted] = names_.try_emplace({site.block, what}, 0);
+  const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, CollOp::alltoall, size, fmt::format("L{} {}", site.block - 1, what));
+    it->second = b.collective_name(CommKind::ep, CollOp::alltoall, size, fmt::format("{} {}", it->first.first, what));
   }
   const OpIndex op = b.collective(CommKind::ep, CollOp::alltoall, size, it->second, waits);
   b.defer_wait(op, WaitRule::next_op, site.cost->role);
@@ -149,7 +193,8 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
     if (forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs", waits, true);
     waits = {a2a};
   }
-  if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp gather backward", waits);
+  // The backward of the forward's ReduceScatter after the experts is this AllGather.
+  if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp scatter backward", waits);
 }
 
 void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
@@ -157,8 +202,7 @@ void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   if (!out_of_experts(site)) return;
   const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits{op};
-  if (etp_)
-    waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp scatter backward", waits)};
+  if (etp_) waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp gather backward", waits)};
   if (!enabled_) return;
   all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);
   if (!forward && probs_message_.count() > 0) all_to_all(b, site, "dispatch probs backward", waits, true);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 
 #include "parallelism/step_builder.hpp"
 #include "stepsim/scenario.hpp"
@@ -15,7 +16,9 @@ namespace stepsim::parallelism {
 
 class ExpertParallel {
  public:
-  ExpertParallel(const Scenario& scenario, const workload::ModelWork& work);
+  // The all-to-alls of pipeline stage `stage` (the flex dispatcher's share depends on where the
+  // stage's EP groups lie).
+  ExpertParallel(const Scenario& scenario, const workload::ModelWork& work, int stage);
 
   // Around every compute op: the all-to-alls that feed the expert GEMMs and those they feed.
   void before_op(StepBuilder& b, const OpSite& site);
@@ -59,7 +62,7 @@ class ExpertParallel {
   Bytes etp_message_;
   Bytes probs_message_;  // the probabilities' all-to-all's S; zero where none is sent
   long long all_to_alls_ = 0;
-  std::map<std::pair<int, std::string>, std::uint32_t> names_;
+  std::map<std::pair<std::string, std::string>, std::uint32_t> names_;  // by layer label and what
 };
 
 }  // namespace stepsim::parallelism

@@ -13,13 +13,14 @@
 
 namespace stepsim::parallelism {
 
-Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources)
+Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies)
     : resources_(resources),
       gpus_per_node_(std::max(1, cluster.gpus_per_node)),
       nics_per_node_(std::max(1, cluster.inter_node.nics_per_node)),
       nodes_per_leaf_(std::max(1, cluster.inter_node.nodes_per_leaf)),
       oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
       rails_(cluster.inter_node.topology == InterTopology::rail_optimized),
+      host_copies_(host_copies),
       nvlink_(cluster.intra_node.bandwidth),
       // With more NICs than GPUs, each GPU drives nics / gpus of them as one port.
       nic_(
@@ -81,28 +82,38 @@ RankPorts Fabric::ports(int rank, int first, int count) {
   p.nic_rx = resource({Kind::nic, node, nic, true}, nic_);
   p.nic_weight = std::max(1, count_on_node(node, first, count, nic));
   // The GPU's traffic to and from its NIC crosses its own PCIe link, which every collective of
-  // the GPU shares; where the link is slower than the NIC port, it bounds their sum.
-  if (pcie_.bytes_per_s() < nic_.bytes_per_s()) {
+  // the GPU shares; where the link is slower than the NIC port, it bounds their sum. Copies to
+  // and from host memory over the same link share it with them.
+  if (host_copies_ || pcie_.bytes_per_s() < nic_.bytes_per_s()) {
     p.pcie = true;
     p.pcie_tx = resource({Kind::pcie, node, gpu, false}, pcie_);
     p.pcie_rx = resource({Kind::pcie, node, gpu, true}, pcie_);
   }
   if (!oversubscribed()) return p;
-  // A leaf's uplinks carry what its nodes' NICs (one rail's NIC each, on a rail-optimized
-  // fabric) can send, divided by the oversubscription.
   const int leaf = leaf_of(node);
   const int rail = rails_ ? nic : -1;
-  const Bandwidth down = rails_ ? nic_ : node_nics_;
-  const Bandwidth uplinks = down.scaled(nodes_per_leaf_ / oversubscription_);
+  const LeafLoad uplinks = leaf_ports(leaf, rail);
   p.spine = true;
-  p.leaf_up = resource({Kind::leaf, leaf, rail, false}, uplinks);
-  p.leaf_down = resource({Kind::leaf, leaf, rail, true}, uplinks);
+  p.leaf_up = uplinks.up;
+  p.leaf_down = uplinks.down;
   int behind = 0;
   const int first_node = std::max(leaf * nodes_per_leaf_, node_of(first));
   const int last_node = std::min((leaf + 1) * nodes_per_leaf_ - 1, node_of(first + count - 1));
   for (int n = first_node; n <= last_node; ++n) behind += count_on_node(n, first, count, rail);
   p.leaf_weight = std::max(1, behind);
   return p;
+}
+
+// A leaf's uplinks carry what its nodes' NICs (one rail's NIC each, on a rail-optimized
+// fabric) can send, divided by the oversubscription.
+LeafLoad Fabric::leaf_ports(int leaf, int rail) {
+  STEPSIM_CHECK(oversubscribed(), "leaf uplinks exist only under an oversubscribed spine");
+  const Bandwidth down = rails_ ? nic_ : node_nics_;
+  const Bandwidth uplinks = down.scaled(nodes_per_leaf_ / oversubscription_);
+  LeafLoad out;
+  out.up = resource({Kind::leaf, leaf, rail, false}, uplinks);
+  out.down = resource({Kind::leaf, leaf, rail, true}, uplinks);
+  return out;
 }
 
 std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {

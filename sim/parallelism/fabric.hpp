@@ -29,7 +29,8 @@ struct RankPorts {
   network::ResourceId nic_rx = 0;
   network::ResourceId leaf_up = 0;  // only with an oversubscribed spine
   network::ResourceId leaf_down = 0;
-  network::ResourceId pcie_tx = 0;  // only where the GPU's PCIe link is slower than its NIC port
+  // Only where the GPU's PCIe link is slower than its NIC port, or carries host copies too.
+  network::ResourceId pcie_tx = 0;
   network::ResourceId pcie_rx = 0;
   bool spine = false;      // leaf_up and leaf_down exist
   bool pcie = false;       // pcie_tx and pcie_rx exist
@@ -47,15 +48,31 @@ struct SpineShare {
   bool operator==(const SpineShare&) const = default;
 };
 
+// Representative mode: the load that a simulated rank's communicator puts on one leaf's
+// uplinks, per byte of its cross-node load: the spine share of each of its stage's groups of
+// the kind, summed over their members behind the leaf (on the rank's rail).
+struct LeafLoad {
+  network::ResourceId up = 0;
+  network::ResourceId down = 0;
+  SpineShare share;
+
+  bool operator==(const LeafLoad&) const = default;
+};
+
 // Creates each resource once, on first use, under a stable name that other parts (reports,
 // degraded links) can look up: "node 3 gpu 2 nvlink tx", "node 3 nic 1 rx", "leaf 2 up" on
 // a fat tree, "leaf 2 rail 1 up" on a rail-optimized fabric.
 class Fabric {
  public:
-  Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources);
+  // `host_copies`: copies between the GPUs and host memory cross each GPU's PCIe link too
+  // (activation offload over an x86 host's PCIe), so every GPU's link is a resource.
+  Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies = false);
 
   // The ports of global rank `rank`, which stands for the real ranks [first, first + count).
   RankPorts ports(int rank, int first, int count);
+  // The uplinks of leaf `leaf` (of rail `rail` on a rail-optimized fabric, −1 on a fat tree);
+  // only with an oversubscribed spine.
+  LeafLoad leaf_ports(int leaf, int rail);
   // `nodes`: the group's nodes in rank order, each once.
   SpineShare spine_share(std::span<const int> nodes) const;
   // The same for a group on nodes 0 to `nodes` − 1, without listing them.
@@ -84,6 +101,7 @@ class Fabric {
   int nodes_per_leaf_;
   double oversubscription_;
   bool rails_;
+  bool host_copies_;
   Bandwidth nvlink_;
   Bandwidth nic_;        // one GPU's NIC (several NICs when a node has more NICs than GPUs)
   Bandwidth pcie_;       // the line rate of the GPU's PCIe link to its NIC

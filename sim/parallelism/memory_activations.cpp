@@ -157,7 +157,8 @@ struct Piece {
 class PassPieces {
  public:
   PassPieces(const Scenario& s, const workload::ModelWork& w)
-      : s_(s), w_(w), memory_(s, w), ep_(s, w), split_(splits_backward(s.parallel.schedule)) {}
+      // Only where the all-to-alls stand is read here, which is the same on every stage.
+      : s_(s), w_(w), memory_(s, w), ep_(s, w, 0), split_(splits_backward(s.parallel.schedule)) {}
 
   std::vector<Piece> forward(const ChunkLayers& c) const {
     std::vector<Piece> out;

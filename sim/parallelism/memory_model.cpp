@@ -15,11 +15,11 @@
 //   every gradient, in the gradients' precision (buckets are made per gradient dtype), held for
 //   the whole step.
 // - ZeRO-2 shards the gradients but holds two buckets unsharded (one filling, one in its
-//   ReduceScatter) of Megatron's max(4e7, 1e6·dp) parameters. DeepSpeed's ZeRO-1 and 2 copy
+//   ReduceScatter), of the buckets its program reduces. DeepSpeed's ZeRO-1 and 2 copy
 //   every gradient into two buffers of reduce_bucket_size elements, whatever the model's size.
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
-//   the root unit (embedding, head) stays gathered for the step; layers are gathered one at a
-//   time plus the prefetched one; gradients of two units wait unsharded for ReduceScatter
+//   the root unit (embedding, head) stays gathered for the step; layers are gathered as many at
+//   a time as the program gathers them (gathered_units); gradients of two units wait unsharded for ReduceScatter
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
@@ -114,11 +114,24 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
   return out;
 }
 
+// Layer units whose parameters are gathered at once, as the program gathers them
+// (data_parallel_fsdp.cpp). FSDP2 prefetches one unit ahead and its next AllGather waits for
+// the unit before to be freed: two. FSDP1's AllGathers are issued by the host, which runs ahead
+// of the GPU, and its rate limiter lets a unit's AllGather start only once the free of the unit
+// max_inflight_all_gathers before it has run, so with prefetch that many are gathered at once
+// (the current unit and those ahead of it: FullyShardedDataParallel's limit_all_gathers,
+// _FreeEventQueue); without prefetch the backward's AllGathers queue behind the ReduceScatters
+// and the step's peak, at the backward's start, holds one.
+long long gathered_units(const DataParallelSpec& d) {
+  if (d.fsdp_version == 2) return 2;
+  const bool prefetch = d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
+  return prefetch ? std::max(d.max_inflight_all_gathers, 1) : 1;
+}
+
 // FSDP's gathered parameters and unsharded gradients on top of the sharded states.
 void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
   const DataParallelSpec& d = s.data_parallel;
-  const bool prefetch = d.fsdp_version == 2 || d.forward_prefetch || d.backward_prefetch != BackwardPrefetch::none;
-  long long units = std::min<long long>(prefetch ? 2 : 1, std::max(d.max_inflight_all_gathers, 1));
+  long long units = gathered_units(d);
   // SHARD_GRAD_OP keeps them gathered; under a pipeline schedule every backward but the
   // last leaves its units gathered too, and their gradients unreduced until the last.
   const bool pipelined = s.parallel.pp > 1;
@@ -131,11 +144,29 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
 }
 
-// Two of Megatron's gradient buckets of max(4e7, 1e6·dp) parameters (fewer when the stage
-// has less).
-Bytes zero2_buckets(const Scenario& s, long long params, int grad_bytes) {
-  const long long bucket = megatron_bucket_elements(s);
-  return Bytes(std::min(params, 2 * bucket) * grad_bytes);
+// The most two consecutive buckets of `layout` hold together, in parameters: one filling while
+// the one launched before it is reduced.
+long long two_in_flight(const BucketLayout& layout) {
+  long long most = 0;
+  for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
+    const long long pair =
+        bucket_elements(layout, layout.buckets[k]) + (k > 0 ? bucket_elements(layout, layout.buckets[k - 1]) : 0);
+    most = std::max(most, pair);
+  }
+  return most;
+}
+
+// ZeRO-2's gradients held unsharded on stage `stage`: the buckets the program reduces there,
+// made as data_parallel_zero.cpp makes them (megatron_bucket_layout's, closed once they hold at
+// least their size, so the LM head alone can be one; the routed experts' own over their group,
+// filled beside the dense ones), two at a time: the one filling and the one before it in its
+// ReduceScatter.
+Bytes zero2_buckets(const Scenario& s, int stage, int grad_bytes) {
+  Scenario stage_s = gradient_scenario(s);
+  if (s.parallel.pp > 1) stage_s.parallel.stage = stage;
+  long long held = two_in_flight(megatron_bucket_layout(stage_s));
+  if (expert_dp_size(stage_s) > 1) held += two_in_flight(expert_bucket_layout(stage_s, true));
+  return Bytes(held * grad_bytes);
 }
 
 // The scenario as the routed experts' states see it: data parallelism over the expert-dp
@@ -182,7 +213,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (deepspeed_ipg_buffers(s)) {
     m.buffers = ipg_buffers(s);
   } else if (s.data_parallel.kind == DpKind::zero2 && s.parallel.dp * s.parallel.cp > 1) {
-    m.buffers = zero2_buckets(gradient_scenario(s), m.param_count, bytes.grads);
+    m.buffers = zero2_buckets(s, stage, bytes.grads);
   }
   const DataParallelSpec& dp = s.data_parallel;
   if (dp.kind == DpKind::ddp && !dp.gradient_as_bucket_view && s.parallel.dp * s.parallel.cp > 1)

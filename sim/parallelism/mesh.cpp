@@ -339,9 +339,20 @@ std::string difference_text(const char* what, const RankGroup& group, std::initi
   const RankGroup first = translated(group, pl.slowest);
   const Spread d = spread_of(first, cluster.domain_gpus());
   const bool domains = cluster.domain_gpus() != cluster.gpus_per_node;
-  std::string out = fmt::format("; {} are placed differently: {} of {} span {} {}, {} per {}, the first {}", what,
-                                pl.slow, pl.total, d.nodes, domains ? "NVLink domains" : "nodes", per_text(d),
-                                domains ? "domain" : "node", group_string(first));
+  // Groups placed otherwise than the slowest may span as many domains with more members in
+  // the emptiest (an EP group of 64 on 72-GPU racks: 56 + 8 is slower than 48 + 16): count them.
+  long long spanning = 0;
+  for (const auto& [residue, r] : residues(ranges, cluster.domain_gpus()))
+    spanning += spread_of(translated(group, r.first), cluster.domain_gpus()).nodes == d.nodes ? r.count : 0;
+  const char* unit = domains ? "NVLink domains" : "nodes";
+  std::string out =
+      spanning > pl.slow
+          ? fmt::format(
+                "; {} are placed differently: {} of {} span {} {}, the slowest {} of them {} per {}, the first {}",
+                what, spanning, pl.total, d.nodes, unit, pl.slow, per_text(d), domains ? "domain" : "node",
+                group_string(first))
+          : fmt::format("; {} are placed differently: {} of {} span {} {}, {} per {}, the first {}", what, pl.slow,
+                        pl.total, d.nodes, unit, per_text(d), domains ? "domain" : "node", group_string(first));
   if (scenario.simulation.ranks == RankMode::representative)
     out += ", which the step waits for: each simulated rank is costed as its stage's slowest";
   return out;
@@ -349,7 +360,8 @@ std::string difference_text(const char* what, const RankGroup& group, std::initi
 
 // Where the groups of a kind cross an oversubscribed spine differently: a leaf switch holds
 // no whole number of them (TP 16 under three-node leaves), so some cross it and some do not.
-// Representative mode loads each simulated rank's leaf uplinks as the busiest leaf's.
+// Representative mode loads every leaf's uplinks a stage's groups cross with the stage's
+// traffic there, so the busiest leaf paces them.
 std::string leaf_difference_text(const char* what, const RankGroup& group, std::initializer_list<Range> ranges,
                                  const Scenario& scenario) {
   const ClusterSpec& cluster = scenario.cluster;
@@ -363,7 +375,7 @@ std::string leaf_difference_text(const char* what, const RankGroup& group, std::
                                 "per leaf, the first {}",
                                 what, pl.slow, pl.total, d.nodes, per_text(d), group_string(first));
   if (scenario.simulation.ranks == RankMode::representative)
-    out += ", and each simulated rank's leaf uplinks carry the load of its stage's busiest leaf";
+    out += ", and each simulated rank loads every leaf its stage's groups cross with their traffic there";
   return out;
 }
 

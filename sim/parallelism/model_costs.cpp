@@ -10,6 +10,7 @@ ClusterSpec with_shares(const ClusterSpec& cluster, const LinkShares& shares) {
   ClusterSpec out = cluster;
   out.intra_node.bandwidth = cluster.intra_node.bandwidth.scaled(shares.nvlink);
   out.inter_node.nic_bandwidth = cluster.inter_node.nic_bandwidth.scaled(shares.nic);
+  if (shares.nics > 0) out.inter_node.nics_per_node = shares.nics;
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "parallelism/grad_buckets.hpp"
+#include "stepsim/framework.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
@@ -44,9 +45,30 @@ Bytes mirror_grad(const Scenario& s, int stage) {
 
 }  // namespace
 
+namespace {
+
+// Megatron-Core's get_tensor_shapes (pipeline_parallel/schedules.py) splits the sequence over TP
+// only under sequence parallelism: without it every TP rank holds the whole residual stream and
+// sends it whole. Megatron-LM and Megatron-DeepSpeed of 2021-22 (scatter_gather_tensors_in_
+// pipeline, on by default) sent 1/tp of it from each TP rank and gathered it again over NVLink on
+// the receiving stage, and DeepSpeed's pipeline engine partitions it alike over the model-parallel
+// ranks; torchtitan's TP plan always shards the sequence (SequenceParallel, Shard(1) outputs).
+bool sends_whole_stream(const Scenario& s) {
+  return traits_of(s.training.framework).megatron_core && !(s.parallel.sequence_parallel && s.parallel.tp > 1);
+}
+
+}  // namespace
+
 Bytes pipeline_message(const Scenario& scenario) {
   const workload::LayerShape s = workload::layer_shape(scenario);
-  return Bytes(s.tokens() * s.hidden * s.act_bytes / s.tp / scenario.parallel.cp);
+  // tokens() is already this rank's share of the sequence under context parallelism.
+  const long long whole = s.tokens() * s.hidden * s.act_bytes;
+  return Bytes(sends_whole_stream(scenario) ? whole : whole / s.tp);
+}
+
+std::string pipeline_message_formula(const Scenario& scenario) {
+  if (scenario.parallel.tp == 1) return "b·s·h";
+  return sends_whole_stream(scenario) ? "b·s·h from every TP rank: no sequence parallelism" : "b·s·h / tp";
 }
 
 PipelineComm::PipelineComm(const Scenario& scenario, const workload::ModelWork&, int stage)

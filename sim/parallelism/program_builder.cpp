@@ -134,7 +134,7 @@ class StepWriter {
         stage_(stage),
         tp_(s, work),
         cp_(s, work),
-        ep_(s, work),
+        ep_(s, work, stage),
         pp_(s, work, stage),
         offload_(s, work),
         dp_(make_data_parallel(stage_s_)),
@@ -388,7 +388,7 @@ class Layout {
       : s_(s),
         program_(program),
         ranks_(simulated_ranks(s.parallel, s.simulation.ranks)),
-        fabric_(s.cluster, program.resources) {}
+        fabric_(s.cluster, program.resources, offload_on_pcie(s)) {}
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
   const std::vector<RankPorts>& links() const { return links_; }
@@ -420,49 +420,68 @@ class Layout {
     return *share;
   }
 
-  SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index) {
-    return spine_from(group, [&] {
-      if (s_.simulation.ranks == RankMode::representative) return busiest_leaf_share(members, index);
-      return fabric_.spine_share(fabric_.nodes_of(members.ranks()));
-    });
-  }
-
-  // A simulated rank of representative mode loads its own leaf's uplinks for each of the
-  // stage's GPUs behind that leaf (RankPorts::leaf_weight), as if every group of a kind crossed
-  // the spine alike. They need not: with TP 16 on three-node leaves, the TP group of nodes 2
-  // and 3 crosses it and that of nodes 0 and 1 does not, and the step waits for the slowest
-  // group, whose collectives share the busiest leaf's uplinks with every group crossing there.
-  // So the share is the busiest leaf's load (the spine share of each member's group summed over
-  // the members behind the leaf, on the rank's rail) per GPU the rank's ports stand for; where
-  // all groups cross alike and the rank's leaf is the fullest, that is the group's own share.
-  SpineShare busiest_leaf_share(const RankGroup& members, std::size_t index) {
-    const Translates t = stage_translates(members, s_.parallel.gpus() / s_.parallel.pp);
-    const int rail = fabric_.rail_of(ranks_[index].rank);
-    std::map<int, SpineShare> load;  // per leaf
-    for (long long across = 0; across < t.across; ++across) {
-      for (long long repeat = 0; repeat < t.repeats; ++repeat) {
-        const std::vector<int> ranks = translated(members, across + repeat * t.step).ranks();
-        const SpineShare share = fabric_.spine_share(fabric_.nodes_of(ranks));
-        if (share == SpineShare{}) continue;
-        for (const int r : ranks) {
-          if (fabric_.rail_of(r) != rail) continue;
-          SpineShare& leaf = load[fabric_.leaf_of(fabric_.node_of(r))];
-          leaf.ring += share.ring;
-          leaf.spread += share.spread;
-        }
-      }
-    }
-    SpineShare busiest;
-    for (const auto& [leaf, l] : load) {
-      busiest.ring = std::max(busiest.ring, l.ring);
-      busiest.spread = std::max(busiest.spread, l.spread);
-    }
-    const double behind = links_[index].leaf_weight;
-    return {busiest.ring / behind, busiest.spread / behind};
+  SpineShare spine_of(std::int32_t group, const RankGroup& members) {
+    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members.ranks())); });
   }
 
   SpineShare spine_of(std::int32_t group, const std::vector<int>& members) {
     return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members)); });
+  }
+
+  // A simulated rank of representative mode stands for every rank of its stage, whose groups
+  // of one kind need not cross the spine alike: with TP 16 on three-node leaves, the TP group
+  // of nodes 2 and 3 crosses it and that of nodes 0 and 1 does not; and a leaf may hold nodes
+  // of two stages (six-node leaves under eight-node stages: leaf 1 holds two nodes of stage 0
+  // and four of stage 1), whose traffic shares its uplinks. So the rank loads every leaf that
+  // its stage's groups of the kind cross, each with the spine share of each member's group
+  // summed over the stage's members behind that leaf (on the rank's rail), as the real ranks
+  // there do; the other stages' simulated ranks load the same uplinks with their own members'.
+  // The rank's collectives then run at the pace of the busiest leaf, shared with every stage's
+  // traffic crossing there, as in all-ranks mode. `translate(k)` is the k-th of `count` groups
+  // of the kind in the stage.
+  std::vector<LeafLoad> leaves_of(std::int32_t group, std::size_t index, long long count, const auto& translate) {
+    if (s_.simulation.ranks != RankMode::representative || !fabric_.oversubscribed()) return {};
+    const auto [it, inserted] = leaves_.try_emplace({group, index});
+    if (!inserted) return it->second;
+    const int rail = fabric_.rail_of(ranks_[index].rank);
+    const int stage = ranks_[index].stage;
+    const long long stage_ranks = s_.parallel.gpus() / s_.parallel.pp;
+    std::map<int, SpineShare> load;  // per leaf
+    for (long long k = 0; k < count; ++k) {
+      const std::vector<int> ranks = translate(k);
+      const SpineShare share = fabric_.spine_share(fabric_.nodes_of(ranks));
+      if (share == SpineShare{}) continue;
+      for (const int r : ranks) {
+        if (r / stage_ranks != stage || fabric_.rail_of(r) != rail) continue;
+        SpineShare& leaf = load[fabric_.leaf_of(fabric_.node_of(r))];
+        leaf.ring += share.ring;
+        leaf.spread += share.spread;
+      }
+    }
+    for (const auto& [leaf, share] : load) {
+      LeafLoad l = fabric_.leaf_ports(leaf, rail);
+      l.share = share;
+      it->second.push_back(l);
+    }
+    return it->second;
+  }
+
+  // The same for a communicator: its group's translates over the stage.
+  std::vector<LeafLoad> leaves_of(std::int32_t group, const RankGroup& members, std::size_t index) {
+    const Translates t = stage_translates(members, s_.parallel.gpus() / s_.parallel.pp);
+    return leaves_of(group, index, t.across * t.repeats,
+                     [&](long long k) { return translated(members, k % t.across + k / t.across * t.step).ranks(); });
+  }
+
+  // And for a pipeline link: the same link between the same stages at every place in them
+  // (the rank's side of it: its sends load its leaves' uplinks, its receives their downlinks).
+  std::vector<LeafLoad> leaves_of(std::int32_t group, const std::vector<int>& members, std::size_t index) {
+    if (members.size() != 2 || members[0] == members[1]) return {};
+    // The rank is its stage's first, and the link's other end the same place in its stage.
+    return leaves_of(group, index, s_.parallel.gpus() / s_.parallel.pp, [&](long long k) {
+      const auto by = static_cast<int>(k);
+      return std::vector<int>{members[0] + by, members[1] + by};
+    });
   }
 
   // The link shares of a group, computed once per group: its slowest members' links.
@@ -487,8 +506,13 @@ class Layout {
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const RankGroup like = costed(c.members);
-    const Communicator comm{it->second, stream, shape_of(like, s_.cluster.domain_gpus()),
-                            spine_of(it->second, c.members, index), shares_of(it->second, like)};
+    Communicator comm{it->second,
+                      stream,
+                      shape_of(like, s_.cluster.domain_gpus()),
+                      {},
+                      shares_of(it->second, like),
+                      leaves_of(it->second, c.members, index)};
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members);
     switch (c.use) {
       case RankCommunicator::Use::expert_dp:
         b.add_expert_dp(comm);
@@ -527,13 +551,27 @@ class Layout {
 
   // Activation offload's copy streams, one per direction as Transformer Engine's offload
   // handler makes them (its d2h_stream and h2d_stream), over the rank's share of its host link.
+  // Where that is the GPU's PCIe link, its NIC traffic crosses it too: the copies are flows on
+  // it, each direction a group of the rank alone.
   void add_host_streams(std::size_t index, StepBuilder& b) {
     if (s_.training.activation_offload_layers == 0) return;
     auto& streams = program_.ranks[index].streams;
     streams.push_back("offload to host");
     streams.push_back("offload from host");
-    b.set_host_streams(static_cast<engine::StreamIndex>(streams.size() - 2),
-                       static_cast<engine::StreamIndex>(streams.size() - 1), host_link_share(s_, ranks_[index].rank));
+    const auto to_host = static_cast<engine::StreamIndex>(streams.size() - 2);
+    const auto from_host = static_cast<engine::StreamIndex>(streams.size() - 1);
+    const Bandwidth share = host_link_share(s_, ranks_[index].rank);
+    if (!offload_on_pcie(s_)) {
+      b.set_host_streams(to_host, from_host, share);
+      return;
+    }
+    const int rank = ranks_[index].rank;
+    const auto group = [&](const char* name) {
+      program_.groups.push_back({name, CommKind::other, 1, {static_cast<int>(index)}, ranks_string({rank})});
+      return static_cast<std::int32_t>(program_.groups.size() - 1);
+    };
+    const std::int32_t out = group("offload to host");
+    b.set_host_streams(to_host, from_host, share, out, group("offload from host"));
   }
 
   // DualPipe's reverse direction: activations from the stage after to the stage before,
@@ -579,8 +617,14 @@ class Layout {
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const std::vector<int> like = costed(members);
-    b.add_pp_link(link, {it->second, stream, shape_of(like, s_.cluster.domain_gpus()), spine_of(it->second, like),
-                         shares_of(it->second, like)});
+    Communicator comm{it->second,
+                      stream,
+                      shape_of(like, s_.cluster.domain_gpus()),
+                      {},
+                      shares_of(it->second, like),
+                      leaves_of(it->second, members, index)};
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like);
+    b.add_pp_link(link, comm);
   }
 
   // A simulated rank of representative mode stands for every rank of its stage, whose groups
@@ -616,6 +660,7 @@ class Layout {
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
   std::vector<std::optional<SpineShare>> spine_;   // per group, once known
+  std::map<std::pair<std::int32_t, std::size_t>, std::vector<LeafLoad>> leaves_;  // per group and rank, once known
   std::vector<std::optional<LinkShares>> shares_;  // per group, once known
 };
 
@@ -689,9 +734,10 @@ std::string pipeline_notes(const Scenario& s) {
   const Bytes message = pipeline_message(s);
   return fmt::format(
       "; pipeline: {} schedule, {} micro-batches, {} chunk(s) per stage, layers per "
-      "virtual stage {}; SendRecv of {} per micro-batch and boundary (b·s·h / tp) "
+      "virtual stage {}; SendRecv of {} per micro-batch and boundary ({}) "
       "between adjacent stages of the pp group",
-      schedule, s.training.micro_batches(p.dp), chunks_per_stage(p), ranks_string(layers), format_size(message));
+      schedule, s.training.micro_batches(p.dp), chunks_per_stage(p), ranks_string(layers), format_size(message),
+      pipeline_message_formula(s));
 }
 
 std::string placement_notes(const Scenario& s) {

@@ -23,7 +23,7 @@ std::uint8_t BuildState::host_class(Time cost) {
 
 const CollectiveCost& BuildState::collective(const collectives::Request& r, const LinkShares& shares) {
   const Key key{r.op,          r.size.count(), r.shape.ranks, r.shape.nodes, r.shape.ranks_per_node,
-                shares.nvlink, shares.nic,     r.kind};
+                shares.nvlink, shares.nic,     shares.nics,   r.kind};
   auto it = collectives_.find(key);
   if (it == collectives_.end())
     it = collectives_.emplace(key, shares.whole() ? costs_.collective(r) : costs_.degraded_collective(r, shares)).first;
@@ -173,7 +173,16 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
 
 std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
                                                     const collectives::LinkLoad& load, Side side) const {
-  return link_uses(ports_, load, side, op == CollOp::alltoall ? comm.spine.spread : comm.spine.ring);
+  const bool spread = op == CollOp::alltoall;
+  std::vector<network::ResourceUse> out = link_uses(ports_, load, side, spread ? comm.spine.spread : comm.spine.ring);
+  if (load.inter <= 0) return out;
+  for (const LeafLoad& leaf : comm.leaves) {
+    const double share = load.inter * (spread ? leaf.share.spread : leaf.share.ring);
+    if (share <= 0) continue;
+    if (side != Side::rx) out.push_back({leaf.up, share});
+    if (side != Side::tx) out.push_back({leaf.down, share});
+  }
+  return out;
 }
 
 std::uint32_t StepBuilder::collective_name(CommKind kind, CollOp op, Bytes size, const std::string& what) {
@@ -224,7 +233,9 @@ bool StepBuilder::replay(StepBuilder& model) {
     const Communicator& theirs = model.slots_[i];
     if ((mine.group >= 0) != (theirs.group >= 0)) return false;
     if (mine.group < 0) continue;
-    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine) return false;
+    if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine ||
+        mine.leaves != theirs.leaves)
+      return false;
     // Calls are told apart by their group: two slots that are one group on one rank share calls.
     for (std::size_t j = 0; j < i; ++j) {
       if (slots_[j].group >= 0 && (slots_[j].group == mine.group) != (model.slots_[j].group == theirs.group)) {
@@ -245,9 +256,10 @@ bool StepBuilder::replay(StepBuilder& model) {
     // A group whose links are degraded otherwise than the model's has its own NCCL cost.
     if (origin.nccl && comm.shares != model.slots_[origin.slot].shares)
       origin.cost = state_.collective({call.op, call.size, comm.shape, call.kind}, comm.shares);
-    out.calls.push_back({call.op, call.kind, comm.group, call.size, origin.cost.latency, origin.cost.algbw,
-                         uses(comm, call.op, origin.cost.load, origin.side), call.slows_compute, origin.cost.sm_share,
-                         origin.cost.hbm_share});
+    out.calls.push_back(
+        {call.op, call.kind, comm.group, call.size, origin.cost.latency, origin.cost.algbw,
+         origin.host_copy ? host_copy_uses(origin.side) : uses(comm, call.op, origin.cost.load, origin.side),
+         call.slows_compute, origin.cost.sm_share, origin.cost.hbm_share, call.host_copy});
   }
   return true;
 }
@@ -311,18 +323,54 @@ void StepBuilder::launched_from_cpp(OpIndex index) {
   op.host = state_.host_class(state_.costs().kernel_launch());
 }
 
+void StepBuilder::set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share,
+                                   std::int32_t to_host_group, std::int32_t from_host_group) {
+  to_host_ = to_host;
+  from_host_ = from_host;
+  host_share_ = share;
+  if (to_host_group < 0 || from_host_group < 0) return;
+  STEPSIM_CHECK(ports_.pcie, "host copies over a PCIe link the rank's ports do not have");
+  slots_[kToHostSlot].group = to_host_group;
+  slots_[kToHostSlot].stream = to_host;
+  slots_[kFromHostSlot].group = from_host_group;
+  slots_[kFromHostSlot].stream = from_host;
+}
+
+std::vector<network::ResourceUse> StepBuilder::host_copy_uses(Side side) const {
+  return {{side == Side::tx ? ports_.pcie_tx : ports_.pcie_rx, 1.0}};
+}
+
 OpIndex StepBuilder::host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta,
                                Phase phase, const std::vector<OpIndex>& waits) {
   STEPSIM_CHECK(to_host_ != 0 && from_host_ != 0, "no host copy streams on this rank");
   engine::Op e;
-  e.kind = engine::OpKind::copy;
   e.stream = to_host ? to_host_ : from_host_;
   e.name = name;
   e.phase = phase;
-  e.duration = duration;
   e.memory_delta = memory_delta;
   // The bytes it moves, which the timeline's memory interval carries.
   state_.program().work.try_emplace(name, KernelWork{0, bytes});
+  const std::size_t slot = to_host ? kToHostSlot : kFromHostSlot;
+  const std::int32_t group = slots_[slot].group;
+  if (group < 0) {
+    e.kind = engine::OpKind::copy;
+    e.duration = duration;
+    return append(e, waits);
+  }
+  // Over the GPU's PCIe link, beside its NIC traffic: a flow at up to the rank's share of its
+  // host link, out of the GPU to the host, into it back.
+  const Side side = to_host ? Side::tx : Side::rx;
+  auto& calls = rank().calls;
+  const auto [it, inserted] = calls_.try_emplace({CollOp::sendrecv, CommKind::other, group, bytes.count()},
+                                                 static_cast<std::int32_t>(calls.size()));
+  if (inserted) {
+    const CollectiveCost cost{Time::zero(), host_share_, {}};
+    calls.push_back({CollOp::sendrecv, CommKind::other, group, bytes, cost.latency, cost.algbw, host_copy_uses(side),
+                     false, 0, 0, true});
+    origins_.push_back({slot, side, cost, false, true});
+  }
+  e.kind = engine::OpKind::collective;
+  e.call = it->second;
   return append(e, waits);
 }
 

@@ -43,6 +43,9 @@ struct Communicator {
   collectives::GroupShape shape;
   SpineShare spine{};   // share of the members' cross-node traffic that leaves their leaf
   LinkShares shares{};  // the bandwidth its slowest members' links carry (simulation.variation)
+  // Representative mode under an oversubscribed spine: the loads on every leaf's uplinks that
+  // the stage's groups of its kind cross (the rank's own leaf then takes no `spine` share).
+  std::vector<LeafLoad> leaves{};
 };
 
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
@@ -86,7 +89,7 @@ class BuildState {
   std::uint8_t host_class(Time cost);
 
  private:
-  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, CommKind>;
+  using Key = std::tuple<CollOp, std::int64_t, int, int, int, double, double, int, CommKind>;
   engine::Program& program_;
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
@@ -137,15 +140,15 @@ class StepBuilder {
   // op stays free.
   void launched_from_cpp(OpIndex op);
   // The rank's copy-engine streams to and from host memory (activation offload), and what it
-  // gets of its host link per direction.
-  void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share) {
-    to_host_ = to_host;
-    from_host_ = from_host;
-    host_share_ = share;
-  }
+  // gets of its host link per direction. With groups (one rank each, one per direction) the
+  // copies cross the GPU's PCIe link (RankPorts::pcie_tx, pcie_rx), which they share with the
+  // GPU's NIC traffic.
+  void set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share,
+                        std::int32_t to_host_group = -1, std::int32_t from_host_group = -1);
   Bandwidth host_share() const { return host_share_; }
-  // A copy of `bytes` to (or from) host memory on its stream, taking `duration`; the allocation
-  // changes by `memory_delta` when it ends.
+  // A copy of `bytes` to (or from) host memory on its stream, taking `duration` (or, over the
+  // GPU's PCIe link, as long as it takes at up to its share of the host link there); the
+  // allocation changes by `memory_delta` when it ends.
   OpIndex host_copy(bool to_host, std::uint32_t name, Bytes bytes, Time duration, Bytes memory_delta, Phase phase,
                     const std::vector<OpIndex>& waits);
   void defer_wait(OpIndex op, WaitRule rule, workload::Role role);
@@ -194,9 +197,12 @@ class StepBuilder {
   using CallKey = std::tuple<CollOp, CommKind, std::int32_t, std::int64_t>;
   // Where a communicator sits in slots_: the CommKinds first, then the pipeline's links, then
   // the expert-tp and the expert-dp communicators.
-  static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 2;
-  static constexpr std::size_t kExpertTpSlot = kSlots - 2;
-  static constexpr std::size_t kExpertDpSlot = kSlots - 1;
+  static constexpr std::size_t kSlots = kCommKinds + kPpLinks + 4;
+  static constexpr std::size_t kExpertTpSlot = kCommKinds + kPpLinks;
+  static constexpr std::size_t kExpertDpSlot = kExpertTpSlot + 1;
+  // Host copies over the GPU's PCIe link, one group of the rank alone per direction.
+  static constexpr std::size_t kToHostSlot = kExpertTpSlot + 2;
+  static constexpr std::size_t kFromHostSlot = kExpertTpSlot + 3;
   static constexpr std::size_t slot_of(CommKind kind) { return static_cast<std::size_t>(kind); }
   static constexpr std::size_t slot_of(PpLink link) { return kCommKinds + static_cast<std::size_t>(link); }
   // How a call was made, per call: replay() makes it again on another rank's communicator.
@@ -204,12 +210,15 @@ class StepBuilder {
     std::size_t slot = 0;
     Side side = Side::both;
     CollectiveCost cost;
-    bool nccl = true;  // NCCL's cost for the communicator (a transfer's is the caller's)
+    bool nccl = true;        // NCCL's cost for the communicator (a transfer's is the caller's)
+    bool host_copy = false;  // a copy over the GPU's PCIe link (host_copy)
   };
 
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
   std::vector<network::ResourceUse> uses(const Communicator& comm, CollOp op, const collectives::LinkLoad& load,
                                          Side side) const;
+  // A host copy's: the GPU's PCIe link, its transmit side to the host, its receive side back.
+  std::vector<network::ResourceUse> host_copy_uses(Side side) const;
   OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
   std::int32_t call_of(std::size_t slot, CommKind kind, CollOp op, Bytes size, Side side);
   OpIndex collective_on(std::size_t slot, CommKind kind, CollOp op, Bytes size, std::uint32_t name,

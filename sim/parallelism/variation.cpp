@@ -104,27 +104,59 @@ double speed_factor(const Scenario& s, int rank) {
   return factor;
 }
 
+namespace {
+
+// The NICs of `node` that work: entries for one node add up.
+int working_nics(const Scenario& s, int node) {
+  int failed = 0;
+  for (const FailedNics& f : s.simulation.variation.failed_nics)
+    if (f.node == node) failed += f.count;
+  return std::max(s.cluster.inter_node.nics_per_node, 1) - failed;
+}
+
+// NCCL builds its graphs at init from the NICs each node has, and its ranks keep the fewest
+// channels and the lowest bandwidths any of them found (init.cc aligns the graphs over the
+// all-gathered graph information): a NIC down at init is a node without it, and the group's
+// collectives are costed on the working NICs of its node with the fewest. Other jobs' traffic,
+// which NCCL never sees, leaves its graphs as they are (link_factor shares the links).
+template <class Members>
+LinkShares with_working_nics(const Scenario& s, LinkShares shares, long long count, const Members& rank_at) {
+  const std::vector<FailedNics>& failed = s.simulation.variation.failed_nics;
+  if (failed.empty()) return shares;
+  const int nics = std::max(s.cluster.inter_node.nics_per_node, 1);
+  int fewest = nics;
+  int last_node = -1;
+  for (long long i = 0; i < count; ++i) {
+    const int node = node_of(s, rank_at(i));
+    if (node == last_node) continue;  // a node's members mostly follow one another
+    last_node = node;
+    fewest = std::min(fewest, working_nics(s, node));
+  }
+  if (fewest < nics) shares.nics = fewest;
+  return shares;
+}
+
+}  // namespace
+
 double link_factor(const Scenario& s, int rank, LinkKind kind) {
   const VariationSpec& v = s.simulation.variation;
-  const int node = node_of(s, rank);
   double factor = link_speed(s, rank, kind);
   if (kind != LinkKind::nic) return factor;
-  // Entries for one node add up: the node's GPUs share the NICs that none of them failed.
+  // The node's GPUs share the NICs that none of them failed.
   const int nics = std::max(s.cluster.inter_node.nics_per_node, 1);
-  int failed = 0;
-  for (const FailedNics& f : v.failed_nics)
-    if (f.node == node) failed += f.count;
-  factor *= static_cast<double>(nics - failed) / nics;
+  factor *= static_cast<double>(working_nics(s, node_of(s, rank))) / nics;
   return factor * (1.0 - v.background_traffic);
 }
 
 LinkShares link_shares(const Scenario& s, const RankGroup& members) {
-  return slowest_links(s, members.size, [&](long long i) { return static_cast<int>(members.at(i)); });
+  const auto rank_at = [&](long long i) { return static_cast<int>(members.at(i)); };
+  return with_working_nics(s, slowest_links(s, members.size, rank_at), members.size, rank_at);
 }
 
 LinkShares link_shares(const Scenario& s, const std::vector<int>& members) {
-  return slowest_links(s, static_cast<long long>(members.size()),
-                       [&](long long i) { return members[static_cast<std::size_t>(i)]; });
+  const auto rank_at = [&](long long i) { return members[static_cast<std::size_t>(i)]; };
+  const auto count = static_cast<long long>(members.size());
+  return with_working_nics(s, slowest_links(s, count, rank_at), count, rank_at);
 }
 
 void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links,

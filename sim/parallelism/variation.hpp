@@ -25,9 +25,11 @@ double link_factor(const Scenario& s, int rank, LinkKind kind);
 
 // The speed the slowest NVLink port and the slowest NIC of a group's members run at, as a
 // share of their line rate (degraded links, or faster ones above 1): NCCL's cost of the
-// group's collectives is the one on those links. Failed NICs and other jobs' traffic leave the rate as it is and share
-// the links instead: they scale the link resources only (link_factor), as a node with fewer
-// NICs shares its NICs.
+// group's collectives is the one on those links. Failed NICs leave the rate as it is: NCCL,
+// which finds a node's NICs at init, costs the group on the working NICs of its node with the
+// fewest (LinkShares::nics), and the node's GPUs share the NICs left (link_factor), as on a
+// node built with fewer NICs. Other jobs' traffic, which NCCL never sees, scales the link
+// resources only.
 LinkShares link_shares(const Scenario& s, const RankGroup& members);
 LinkShares link_shares(const Scenario& s, const std::vector<int>& members);
 

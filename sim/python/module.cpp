@@ -39,12 +39,19 @@ namespace py = pybind11;
 namespace stepsim::python {
 namespace {
 
+// A scenario argument read once, as the command line reads it: standard input ("-"), a FIFO or
+// a file being edited would otherwise be read again (and differ) for every simulation of it.
+io::ScenarioInput scenario_input(const std::string& path, const std::optional<std::string>& text) {
+  return text ? io::ScenarioInput{path, text} : io::read_scenario_input(path);
+}
+
 // As `stepsim simulate --json -` (with --advise when `asked`): the advice is part of the report.
 std::string simulate_json(const std::string& path, const std::optional<std::string>& text,
                           const std::vector<std::string>& sets, const std::vector<std::string>& calibrations,
                           bool asked) {
   const py::gil_scoped_release unlocked;
-  const io::ScenarioInput input{path, text};
+  // Read once for the scenario, its calibration and every change the advice simulates.
+  const io::ScenarioInput input = scenario_input(path, text);
   const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
   const Scenario scenario = io::load_scenario(input, all_sets);
   SimulationResult result = simulate(scenario, SimulateOptions::report_only());
@@ -94,7 +101,8 @@ std::vector<std::string> sweep_rows(const std::string& path, const std::optional
   check_jobs("stepsim.sweep", jobs);
   std::vector<sweep::Axis> given;
   for (const auto& [key, values] : axes) given.push_back({key, values});
-  const sweep::SweepSpec spec = sweep_spec({path, text}, given, sets, gpus, keep_oom);
+  // Read once for every point.
+  const sweep::SweepSpec spec = sweep_spec(scenario_input(path, text), given, sets, gpus, keep_oom);
   std::vector<std::size_t> indices(spec.points);
   for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
   const auto results = sweep::run_points(
@@ -136,7 +144,7 @@ std::string plan_json(const std::string& path, const std::optional<std::string>&
   const py::gil_scoped_release unlocked;
   check_jobs("stepsim.plan", jobs);
   // A file is read once for every cluster and layout, as the command line reads it.
-  request.scenario = text ? io::ScenarioInput{path, text} : io::read_scenario_input(path);
+  request.scenario = scenario_input(path, text);
   const sweep::PlanSpec spec = sweep::make_plan_spec(request);
   std::ostringstream out;
   sweep::write_plan_json(sweep::run_plan(spec, static_cast<unsigned>(jobs), {}), out);
@@ -235,12 +243,16 @@ void define_module(py::module_& m) {
   // buffers then stay mapped for the next, in every thread (page faults of fresh memory in
   // several threads at once queue on the process's memory map).
   engine::keep_freed_memory();
-  py::exception<InputError>(m, "ScenarioError", PyExc_ValueError);
+  // The class itself, kept from here: importing it by name when an error is raised would fail
+  // where the package is imported under another name (vendored as vendor.stepsim). The
+  // reference is held for the life of the process, as the translator is.
+  static py::handle scenario_error;
+  scenario_error = py::exception<InputError>(m, "ScenarioError", PyExc_ValueError).inc_ref();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InputError& e) {
-      translate_input_error(py::module_::import("stepsim._core").attr("ScenarioError"), e);
+      translate_input_error(py::reinterpret_borrow<py::object>(scenario_error), e);
     }
   });
   define_functions(m);

@@ -17,14 +17,46 @@ namespace {
 constexpr std::int64_t kCpuTid = 1;
 constexpr std::int64_t kFirstStreamTid = 7;  // CUDA's first non-default stream id
 
+// A collective's element type as NCCL's kernel names (src/device/generate.py), PyTorch's
+// profiler (the c10 scalar type of record_param_comms' "dtype") and its size give it. stepsim's
+// collectives move 16-bit or 32-bit floats; an 8-bit format's tensors are gathered and reduced
+// in these.
+struct Dtype {
+  const char* nccl;
+  const char* torch;
+  int bytes;
+};
+
+Dtype dtype_of(Precision p) {
+  switch (p) {
+    case Precision::fp16:
+      return {"f16", "Half", 2};
+    case Precision::fp32:
+    case Precision::tf32:
+      return {"f32", "Float", 4};
+    default:
+      return {"bf16", "BFloat16", 2};
+  }
+}
+
+// A gradient reduction (CollectiveDtypes): reduced in data_parallel.grad_reduce_dtype.
+bool reduces_gradients(const Interval& iv) {
+  const bool reduction = iv.op == CollOp::allreduce || iv.op == CollOp::reducescatter || iv.op == CollOp::reduce;
+  return reduction && (iv.kind == CommKind::dp || iv.kind == CommKind::fsdp || iv.kind == CommKind::pp);
+}
+
 // NCCL's device kernel name, as NCCL 2.19+ writes it: ncclDevKernel_AllReduce_Sum_bf16_RING_LL.
-std::string nccl_kernel_name(CollOp op) {
+// An all-to-all has no kernel of its own: PyTorch's all_to_all_single issues grouped ncclSend and
+// ncclRecv calls, which NCCL runs as ncclDevKernel_SendRecv; the profiler's "Collective name"
+// (all_to_all) tells it from a pipeline's send.
+std::string nccl_kernel_name(CollOp op, const Dtype& dtype) {
   switch (op) {
     case CollOp::allreduce:
     case CollOp::reducescatter:
     case CollOp::reduce:
-      return fmt::format("ncclDevKernel_{}_Sum_bf16_RING_LL", nccl_name(op));
+      return fmt::format("ncclDevKernel_{}_Sum_{}_RING_LL", nccl_name(op), dtype.nccl);
     case CollOp::sendrecv:
+    case CollOp::alltoall:
       return "ncclDevKernel_SendRecv";
     default:
       return fmt::format("ncclDevKernel_{}_RING_LL", nccl_name(op));
@@ -69,8 +101,9 @@ std::string json_quoted(std::string_view s) {
 
 class KinetoWriter {
  public:
-  KinetoWriter(const Timeline& t, const RankTimeline& rank, const std::string& gpu, std::ostream& out)
-      : t_(t), rank_(rank), gpu_(gpu), out_(out) {}
+  KinetoWriter(const Timeline& t, const RankTimeline& rank, const std::string& gpu, const CollectiveDtypes& dtypes,
+               std::ostream& out)
+      : t_(t), rank_(rank), gpu_(gpu), dtypes_(dtypes), out_(out) {}
 
   void write(const StepWindow& window) {
     out_ << fmt::format(
@@ -93,7 +126,7 @@ class KinetoWriter {
       const std::int64_t e = ps_to_ns(iv.end.ps());
       const std::int64_t launch = std::max(start, std::min(s, end));
       const std::int64_t tid = kFirstStreamTid + iv.stream;
-      const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op)
+      const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op, dtype(iv))
                                : iv.activity == Activity::memory ? memcpy_name(iv)
                                                                  : std::string(t_.names[iv.name]);
       event("cuda_runtime", iv.activity == Activity::memory ? "cudaMemcpyAsync" : "cudaLaunchKernel", pid(), kCpuTid,
@@ -125,11 +158,13 @@ class KinetoWriter {
     return fmt::format(", \"flops\": {}, \"hbm_bytes\": {}", it->second.flops, it->second.bytes.count());
   }
 
+  Dtype dtype(const Interval& iv) const { return dtype_of(reduces_gradients(iv) ? dtypes_.gradients : dtypes_.other); }
+
   std::string comm_args(const Interval& iv) const {
     fmt::memory_buffer b;
-    fmt::format_to(std::back_inserter(b),
-                   ", \"Collective name\": \"{}\", \"dtype\": \"BFloat16\", \"In msg nelems\": {}",
-                   kineto_collective(iv.op), iv.bytes.count() / 2);
+    const Dtype d = dtype(iv);
+    fmt::format_to(std::back_inserter(b), ", \"Collective name\": \"{}\", \"dtype\": \"{}\", \"In msg nelems\": {}",
+                   kineto_collective(iv.op), d.torch, iv.bytes.count() / d.bytes);
     if (iv.group >= 0) {
       const ProcessGroup& g = t_.groups[static_cast<std::size_t>(iv.group)];
       fmt::format_to(std::back_inserter(b), ", \"Group size\": {}, \"Process Group Name\": ", g.size);
@@ -180,17 +215,24 @@ class KinetoWriter {
   const Timeline& t_;
   const RankTimeline& rank_;
   const std::string& gpu_;
+  const CollectiveDtypes& dtypes_;
   std::ostream& out_;
   bool first_ = true;
 };
 
 }  // namespace
 
-void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out) {
+CollectiveDtypes collective_dtypes(const Scenario& s) {
+  const Precision p = s.training.precision;
+  return {s.data_parallel.grad_reduce_dtype, low_precision(p) ? Precision::bf16 : p};
+}
+
+void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,
+                        const CollectiveDtypes& dtypes) {
   const StepWindow window = report_window(timeline);
   const int index = rank_index >= 0 ? rank_index : critical_rank(timeline, window);
   if (index < 0) return;
-  KinetoWriter(timeline, timeline.ranks[static_cast<std::size_t>(index)], gpu, out).write(window);
+  KinetoWriter(timeline, timeline.ranks[static_cast<std::size_t>(index)], gpu, dtypes, out).write(window);
 }
 
 }  // namespace stepsim::report

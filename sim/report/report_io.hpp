@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stepsim/report.hpp"
+#include "stepsim/scenario.hpp"
 #include "stepsim/timeline.hpp"
 
 namespace stepsim::report {
@@ -110,6 +111,15 @@ class RankTally {
   std::unique_ptr<State> state_;
 };
 
+// What one pipeline stage holds and the compute time of each part over the step, at the
+// ops' own costs (no slowdown beside communication, no jitter).
+struct StageWork {
+  int layers = 0;
+  bool embedding = false;
+  bool head = false;  // the LM head and the loss (and multi-token prediction)
+  double layers_s = 0, embedding_s = 0, head_s = 0;
+};
+
 // The pipeline's shape, for explaining its bubbles.
 struct PipelineFacts {
   int pp = 1;
@@ -118,6 +128,7 @@ struct PipelineFacts {
   // A schedule that splits the backward (zb-h1, zb-h2, dualpipe): its bubble depends on the
   // input- and weight-gradient passes' times, so 1F1B's is quoted as a comparison only.
   std::string split_schedule;
+  std::vector<StageWork> stages;  // one per stage; empty: the reasons are not known
 };
 
 // Why the stage with the largest bubble waits, or "" without a pipeline or a bubble.
@@ -131,11 +142,25 @@ void write_json(const Report& report, std::ostream& out);
 void write_trace(const Timeline& timeline, std::ostream& out, int world_size = 0);
 // Only the ranks of Timeline::ranks whose global rank `keep` accepts.
 void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size = 0);
+// The element types of a simulated step's collectives, which its timeline does not carry:
+// gradient reductions (a data-parallel or FSDP AllReduce or ReduceScatter, the pipeline's
+// AllReduces of the tied embedding's and DualPipe's mirrored gradients) in
+// data_parallel.grad_reduce_dtype, everything else (activations, parameters gathered) in
+// `other`.
+struct CollectiveDtypes {
+  Precision gradients = Precision::bf16;
+  Precision other = Precision::bf16;
+};
+// A scenario's: its grad_reduce_dtype, and its activations' type (bf16 under an 8- or 4-bit
+// format).
+CollectiveDtypes collective_dtypes(const Scenario& s);
 // One rank (`rank_index` into Timeline::ranks; -1: the rank the report is measured on) as a
 // PyTorch profiler (Kineto) trace that `stepsim analyze` and HolisticTraceAnalysis read;
 // `gpu` (the GPU preset's name) is its deviceProperties' name, for the GPU check of
-// `calibrate from-trace`.
-void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out);
+// `calibrate from-trace`; `dtypes` name each collective's kernel and dtype and count its
+// elements.
+void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,
+                        const CollectiveDtypes& dtypes = {});
 
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.

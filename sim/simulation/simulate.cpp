@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 
+#include "calibration/apply.hpp"
 #include "collectives/nccl_facts.hpp"
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
@@ -21,6 +22,7 @@
 #include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/program_builder.hpp"
+#include "parallelism/stage_layout.hpp"
 #include "parallelism/variation.hpp"
 #include "report/report_io.hpp"
 #include "simulation/calibrated_costs.hpp"
@@ -31,6 +33,44 @@
 namespace stepsim {
 
 namespace {
+
+// What each pipeline stage holds and how long each part computes over the step, at the costs
+// the program charged its ops (calibrated where measured), for the bubble note's reasons: a
+// chunk's first micro-batch runs its first forward (Megatron-Core's weight quantization), the
+// others the plain one; every micro-batch its recompute and backward.
+std::vector<report::StageWork> stage_work(const Scenario& s, const workload::ModelWork& work,
+                                          const calibration::MeasuredTables& tables, const hardware::GpuModel& gpu) {
+  const ParallelSpec& p = s.parallel;
+  const auto m = static_cast<double>(s.training.micro_batches(p.dp));
+  const auto seconds = [&](const workload::LayerWork& block) {
+    double sum = 0;
+    const auto add = [&](const std::vector<workload::OpCost>& ops, double times) {
+      for (const workload::OpCost& op : ops)
+        sum += calibration::calibrate_compute(tables, gpu, op).time.seconds() * times;
+    };
+    add(block.forward, block.first_forward.empty() ? m : m - 1);
+    add(block.first_forward, 1);
+    add(block.recompute, m);
+    add(block.backward, m);
+    return sum;
+  };
+  const std::vector<parallelism::ChunkLayers> layout = parallelism::chunk_layers(p, s.model.layers);
+  std::vector<report::StageWork> out;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    report::StageWork w;
+    for (int k = 0; k < parallelism::chunks_per_stage(p); ++k) {
+      const parallelism::ChunkLayers& c = parallelism::chunk_of(layout, p, stage, k);
+      w.layers += c.layers;
+      for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) w.layers_s += seconds(work.block(l));
+      if (c.pre) w.embedding_s += seconds(work.pre);
+      if (c.post) w.head_s += seconds(work.post);
+      w.embedding = w.embedding || c.pre;
+      w.head = w.head || c.post;
+    }
+    out.push_back(w);
+  }
+  return out;
+}
 
 // The memory model's breakdown for the report, and a note when the peak exceeds capacity
 // (the simulate command also logs it; the library itself stays silent).
@@ -77,17 +117,30 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
 }
 
 // A NIC faster than the PCIe path from its GPU carries only what that path does (NCCL's
-// topology search counts the path's bandwidth): said where the job crosses the network.
+// topology search counts the path's bandwidth): said where the job crosses the network. With
+// more NICs than GPUs, a GPU's NICs together are its port, and their sum crosses the one link.
 void add_nic_path_note(const Scenario& s, report::ReportInputs& inputs) {
   const collectives::ArchFacts& arch = collectives::arch_facts(s.cluster.gpu.arch);
   const double nic = s.cluster.inter_node.nic_bandwidth.gbytes_per_s();
+  const double per_gpu =
+      std::max(1.0, static_cast<double>(s.cluster.inter_node.nics_per_node) / std::max(1, s.cluster.gpus_per_node));
+  const double port = nic * per_gpu;
   const double line_rate = arch.pcie_path_gbps * 4 / 3;  // NCCL counts 3/4 of it
-  if (s.parallel.gpus() <= s.cluster.domain_gpus() || nic <= line_rate * (1 + 1e-9)) return;
+  if (s.parallel.gpus() <= s.cluster.domain_gpus() || port <= line_rate * (1 + 1e-9)) return;
+  if (per_gpu == 1.0) {
+    inputs.notes.push_back(fmt::format(
+        "cluster.inter_node.nic_bandwidth {:g} Gb/s ({:g} GB/s) is beyond the {} link between each {} GPU and its "
+        "NIC ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives across nodes run at that, not at the "
+        "NIC's rate",
+        nic * 8, nic, arch.pcie_name, s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
+    return;
+  }
   inputs.notes.push_back(fmt::format(
-      "cluster.inter_node.nic_bandwidth {:g} Gb/s ({:g} GB/s) is beyond the {} link between each {} GPU and its "
-      "NIC ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives across nodes run at that, not at the "
-      "NIC's rate",
-      nic * 8, nic, arch.pcie_name, s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
+      "cluster.inter_node: {} NICs of {:g} Gb/s for {} GPUs give each GPU {:g} NICs, {:g} Gb/s ({:g} GB/s), beyond "
+      "the {} link between each {} GPU and its NICs ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives "
+      "across nodes run at that, not at the NICs' rate",
+      s.cluster.inter_node.nics_per_node, nic * 8, s.cluster.gpus_per_node, per_gpu, port * 8, port, arch.pcie_name,
+      s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
 }
 
 // Megatron-Core's EP overlap asked for where its step has no passes to pair: the key changes
@@ -198,9 +251,10 @@ std::string offload_note(const Scenario& s, const workload::ModelWork& work) {
   for (int l = 0; l < n; ++l) all += parallelism::offloaded_bytes(work, l);
   return fmt::format(
       "activation offload: layers 0-{} of {} copy their activations ({:.1f} MiB per micro-batch in all) to host "
-      "memory and back, each way at {}, on copy streams beside the compute, synchronised as Transformer Engine's CPU "
+      "memory and back, each way at {}{}, on copy streams beside the compute, synchronised as Transformer Engine's CPU "
       "offload does",
-      n - 1, s.model.layers, all.mib_value(), host_share_text(s));
+      n - 1, s.model.layers, all.mib_value(), host_share_text(s),
+      parallelism::offload_on_pcie(s) ? ", over each GPU's PCIe link, which its NIC traffic shares" : "");
 }
 
 std::string jitter_note(const JitterSpec& j, RankMode mode) {
@@ -389,7 +443,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   report::PipelineFacts pipeline{scenario.parallel.pp,
                                  scenario.parallel.virtual_stages,
                                  scenario.training.micro_batches(scenario.parallel.dp),
+                                 {},
                                  {}};
+  if (scenario.parallel.pp > 1) pipeline.stages = stage_work(scenario, work, tables, gpu);
   for (const parallelism::ScheduleKind& k : parallelism::pipeline_schedules())
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())

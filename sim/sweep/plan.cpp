@@ -336,8 +336,8 @@ std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
   return rows;
 }
 
-std::string layout_value(const PlanRow& row, const std::string& key) {
-  if (!row.report) return "";
+boost::json::value layout_json(const PlanRow& row, const std::string& key) {
+  if (!row.report) return nullptr;
   const boost::json::value config = boost::json::parse(row.report->config_json);
   const boost::json::value* v = &config;
   std::size_t from = 0;
@@ -349,7 +349,11 @@ std::string layout_value(const PlanRow& row, const std::string& key) {
     from = dot + 1;
   }
   STEPSIM_CHECK(v != nullptr, "the report's config has no " + key);
-  return json_text(*v);
+  return *v;
+}
+
+std::string layout_value(const PlanRow& row, const std::string& key) {
+  return row.report ? json_text(layout_json(row, key)) : "";
 }
 
 }  // namespace stepsim::sweep

@@ -3,6 +3,8 @@
 // on it takes: time, energy, cost, with the band the validation errors put around them.
 #pragma once
 
+#include <boost/json/value.hpp>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -85,7 +87,11 @@ double parse_tokens(const std::string& text, const std::string& flag);
 // line as each search ends.
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs, const std::function<void(const PlanRow&)>& progress);
 
-// A row's layout key by key ("parallel.tp" -> "4"), from the simulated scenario itself.
+// A row's layout key by key ("parallel.tp" -> 4, "tensor_parallel.comm_overlap" -> false), from
+// the simulated scenario itself: the value its resolved JSON holds (null for a row without a
+// layout).
+boost::json::value layout_json(const PlanRow& row, const std::string& key);
+// The same as text ("parallel.tp" -> "4"; "" for a row without a layout), as tables print it.
 std::string layout_value(const PlanRow& row, const std::string& key);
 
 }  // namespace stepsim::sweep

@@ -44,9 +44,9 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
       {"status", boost::json::value(status_of(r))},
   };
   const auto add = [&](const char* name, boost::json::value v) { f.emplace_back(name, r.report ? v : nullptr); };
-  const auto key = [&](const char* name, const char* k) {
-    add(name, r.report ? boost::json::value(layout_value(r, k)) : nullptr);
-  };
+  // Layout keys as the scenario holds them: numbers, true or false, names (a sweep's rows write
+  // a varied key so too).
+  const auto key = [&](const char* name, const char* k) { add(name, layout_json(r, k)); };
   key("tp", "parallel.tp");
   key("pp", "parallel.pp");
   key("cp", "parallel.cp");
@@ -60,7 +60,7 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   // kinds have none.
   const bool pytorch_buckets =
       r.report && layout_value(r, "data_parallel.kind") == "ddp" && r.bucket_parameters == 0 && !r.bucket.empty();
-  add("bucket_cap_mb", pytorch_buckets ? boost::json::value(layout_value(r, "data_parallel.bucket_cap_mb")) : nullptr);
+  add("bucket_cap_mb", pytorch_buckets ? layout_json(r, "data_parallel.bucket_cap_mb") : nullptr);
   key("tp_comm_overlap", "tensor_parallel.comm_overlap");
   key("precision", "training.precision");
   key("recompute", "training.recompute");

@@ -253,7 +253,13 @@ std::vector<OpCost> unfused_attention(const LayerShape& s) {
 // window itself is s·w − w²/2 pairs. Tiles of 128 by 128: FlashAttention-4's on Blackwell
 // (flash_attn/cute, its forward 128 or 2 × 128 rows by 128 keys, backward 128 by 128);
 // FlashAttention-3 on Hopper takes 192 by 128 at head dim 64 (hopper/tile_size.h,
-// tile_size_fwd_sm90), cuDNN does not publish its own.
+// tile_size_fwd_sm90), cuDNN does not publish its own. The tiles a window reaches are some of
+// those the causal mask reaches, so the count is at most what causal attention is costed at,
+// s²/2 (flash_attention): a window of s − 128 keys or more reaches every tile the causal kernel
+// does and is costed as it. (Counted tile by tile, the two could not agree: causal attention
+// counts half of each diagonal tile, while the window's first query tile, which reaches the same
+// one diagonal tile, counts it whole; halving the window's diagonal tiles as well would take a
+// quarter off w = 128.)
 double window_tile_pairs(long long seq, long long window) {
   constexpr long long tile = 128;
   double pairs = 0;
@@ -262,7 +268,7 @@ double window_tile_pairs(long long seq, long long window) {
     const long long key_tiles = last / tile - std::max(0LL, first - window) / tile + 1;
     pairs += static_cast<double>(key_tiles * tile * (last - first + 1));
   }
-  return pairs;
+  return std::min(pairs, 0.5 * static_cast<double>(seq) * static_cast<double>(seq));
 }
 
 OpCost flash_attention(const LayerShape& s) {

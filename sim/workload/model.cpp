@@ -173,11 +173,13 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
   // Per depth: the layer's activations, the two norms' inputs and the projection's input
   // (2h, kept on the rank's rows and gathered again for the weight gradient), the final norm's
   // input, the shared head's input (the final norm's output, kept as the main head keeps
-  // its own) and what the loss keeps (the fp32 softmax).
+  // its own) and what the loss keeps (the fp32 softmax). The depth's layer is not recomputed
+  // (its ops above are the layer's forward and backward, with no recompute pass), so it keeps
+  // what a layer without recompute keeps, whatever the scenario's recompute mode.
   const long long head_input = s.keeps_gathered_inputs() ? t : rows;
   const double kept = static_cast<double>((5 * rows + head_input) * s.hidden * s.act_bytes) +
                       static_cast<double>(logits) * loss_memory(s).kept;
-  post.activations += (layer.activations + Bytes(std::llround(kept))) * depths;
+  post.activations += (layer_activations(s, Recompute::none) + Bytes(std::llround(kept))) * depths;
 }
 
 // Layers of a mixed stack that are dense (none when every layer is alike).

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "analysis/analysis_output.hpp"
+#include "analysis/host_costs.hpp"
 #include "analysis/hta_metrics.hpp"
 #include "analysis/kineto_trace.hpp"
 #include "analysis/step_analysis.hpp"
@@ -123,7 +125,7 @@ TEST_CASE("a small trace with new NCCL names and no distributedInfo reads into s
   CHECK(m.steps[0].metrics.exposed[static_cast<int>(CommKind::tp)] == Approx(10e-6));
   CHECK(m.steps[0].metrics.hidden_fraction() == Approx(20.0 / 30.0));
   CHECK(m.collectives.size() == 3);
-  CHECK(m.collectives[0].busbw.gbytes_per_s() == Approx(2000.0 / 30e-6 * 1.5 * 1e-9));
+  CHECK(m.collectives[0].busbw->gbytes_per_s() == Approx(2000.0 / 30e-6 * 1.5 * 1e-9));
 }
 
 TEST_CASE("old Kineto names and categories are understood") {
@@ -376,4 +378,146 @@ TEST_CASE("with one ProfilerStep HTA keeps every GPU activity, and without commu
   CHECK_FALSE(h.overlap_pct.has_value());
   CHECK(h.kernel_time == Time::from_ps(80'000'000));
   CHECK(h.idle == Time::from_ps(40'000'000));
+}
+
+namespace {
+
+// One step of one rank of 8, its times `shift_us` later: from 5 us the CPU launches a 50 us
+// GEMM at 10 us and, from 6 us, a 40 us AllReduce at 40 us, so that the rank's own step runs
+// from 10 to 80 us: 70 us, 50 of compute, 40 of communication of which 20 exposed, no idle.
+std::string shifted_rank(int rank, int shift_us) {
+  return fmt::format(
+      R"trace({{"distributedInfo": {{"backend": "nccl", "rank": {0}, "world_size": 8}}, "traceEvents": [
+  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": {1}, "dur": 100}},
+  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {2}, "dur": 1, "args": {{"correlation": 1}}}},
+  {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {4}, "dur": 50, "args": {{"stream": 7, "correlation": 1}}}},
+  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {3}, "dur": 1, "args": {{"correlation": 2}}}},
+  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 20, "ts": {5}, "dur": 40,
+   "args": {{"stream": 20, "correlation": 2, "In msg nelems": 1000000, "dtype": "BFloat16", "Group size": 8}}}}]}})trace",
+      rank, shift_us, 5 + shift_us, 6 + shift_us, 10 + shift_us, 40 + shift_us);
+}
+
+}  // namespace
+
+TEST_CASE("a rank of a folder is measured over its own step, not over the other ranks' kernels") {
+  const TempDir dir("own-step");
+  // Rank 2 runs 9 us after rank 7, rank 5 3 us after it: together their kernels span 79 us.
+  dir.write("r2.json", shifted_rank(2, 9));
+  dir.write("r5.json", shifted_rank(5, 3));
+  dir.write("r7.json", shifted_rank(7, 0));
+  for (const int rank : {2, 5, 7}) {
+    INFO("rank " << rank);
+    const analysis::Analysis a = analysis::analyze_trace(dir.path(), rank, std::nullopt);
+    REQUIRE(a.metrics.steps.size() == 1);
+    CHECK(a.mean.step_time_s == Approx(70e-6));
+    CHECK(a.metrics.total.metrics.compute == Approx(50e-6));
+    CHECK(a.metrics.total.metrics.exposed_total() == Approx(20e-6));
+    CHECK(a.metrics.total.metrics.idle == Approx(0).margin(1e-15));
+  }
+  // The same as the rank's file alone.
+  CHECK(analysis::analyze_trace(dir.path() + "/r5.json", std::nullopt, std::nullopt).mean.step_time_s == Approx(70e-6));
+  // Each rank's window in the loaded folder, from its own GEMM: rank 2's at 19 us, rank 5's at
+  // 13 us, rank 7's at 10 us (the origin is the job's first timestamp, rank 7's step at 0).
+  const analysis::LoadedTrace t = analysis::load_trace(dir.path());
+  REQUIRE(t.rank_steps.size() == 3);
+  const std::int64_t starts[] = {19, 13, 10};
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(t.rank_steps[i].size() == 1);
+    CHECK(t.rank_steps[i][0].start == Time::from_us(starts[i]));
+    CHECK(t.rank_steps[i][0].end - t.rank_steps[i][0].start == Time::from_us(70));
+  }
+}
+
+// PyTorch 1.8's Kineto wrote CPU operators, the ProfilerStep#N annotations among them, with
+// category "Operator" (and "Runtime", "Kernel").
+constexpr const char* kOperatorTrace = R"trace({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 100, "tid": 100, "ts": 0, "dur": 100, "args": {"External id": 1}},
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#2", "pid": 100, "tid": 100, "ts": 100, "dur": 100, "args": {"External id": 2}},
+  {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 2, "dur": 10, "args": {"External id": 3}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 4, "dur": 3, "args": {"correlation": 11}},
+  {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 100, "tid": 100, "ts": 102, "dur": 12, "args": {"External id": 4}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 104, "dur": 3, "args": {"correlation": 12}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 14, "dur": 3, "args": {"correlation": 13}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 114, "dur": 3, "args": {"correlation": 14}},
+  {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": 7, "ts": 10, "dur": 50, "args": {"stream": 7, "correlation": 11}},
+  {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 20, "ts": 40, "dur": 40, "args": {"stream": 20, "correlation": 13}},
+  {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 110, "dur": 50, "args": {"stream": 7, "correlation": 12}},
+  {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 20, "ts": 140, "dur": 40, "args": {"stream": 20, "correlation": 14}}
+]})trace";
+
+TEST_CASE("old Kineto's Operator category: ProfilerStep#N are the steps, the other operators CPU operators") {
+  const TempDir dir("operator");
+  const std::string path = dir.write("old18.json", kOperatorTrace);
+  const analysis::LoadedTrace t = analysis::load_trace(path);
+  // Step 1 from its GEMM at 10 us to step 2's first kernel at 110 us; step 2 to the end of its
+  // AllReduce at 180 us. The times are relative to the first timestamp, 0.
+  REQUIRE(t.timeline.steps.size() == 2);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#1");
+  CHECK(t.timeline.steps[0].start == Time::from_us(10));
+  CHECK(t.timeline.steps[0].end == Time::from_us(110));
+  CHECK(t.timeline.steps[1].name == "ProfilerStep#2");
+  CHECK(t.timeline.steps[1].end == Time::from_us(180));
+  CHECK(t.hta.at(0).last_step_excluded);
+  // The launches at 4 and 104 us lie in aten::mm (10 us) and aten::add (12 us); those at 14
+  // and 114 us in no operator but the steps, which are not operators. Median of 10 and 12:
+  // 11 us; of the four 3 us launches: 3 us.
+  const analysis::HostCosts h = analysis::host_costs(path);
+  CHECK(h.operators == 2);
+  CHECK(h.operator_median == Time::from_us(11));
+  CHECK(h.launches == 4);
+  CHECK(h.launch_median == Time::from_us(3));
+}
+
+TEST_CASE("the median CPU cost of an even count is the mean of the two middle values") {
+  const TempDir dir("median");
+  // Operators of 30, 40, 10 and 30 us around launches of 5, 4 and 3, 2, 4 (tid 2) and 2 us
+  // (tid 3, no operator): operators 10 30 30 40, median (30 + 30) / 2 = 30 us; launches
+  // 2 2 3 4 4 5, median (3 + 4) / 2 = 3.5 us.
+  const std::string path = dir.write("host.json", R"trace({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 300},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 40},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 60, "dur": 4, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 70, "dur": 3, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 110, "dur": 10},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 112, "dur": 2, "args": {"correlation": 4}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 2, "ts": 0, "dur": 30},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 5, "dur": 4, "args": {"correlation": 5}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 3, "ts": 200, "dur": 2, "args": {"correlation": 6}},
+  {"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 300, "dur": 5, "args": {"stream": 7, "correlation": 1}}
+]})trace");
+  const analysis::HostCosts h = analysis::host_costs(path);
+  CHECK(h.operators == 4);
+  CHECK(h.operator_median == Time::from_us(30));
+  CHECK(h.launches == 6);
+  CHECK(h.launch_median == Time::from_ps(3'500'000));
+}
+
+TEST_CASE("a metadata event's ts, 0 before epoch timestamps, neither sets the origin nor is refused") {
+  const TempDir dir("metadata-ts");
+  const std::string text = R"trace({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [
+  {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": 0, "args": {"name": "python"}},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1700000000000000, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1700000000000001, "dur": 1, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1700000000000010, "dur": 50, "args": {"stream": 7, "correlation": 1}},
+  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}
+]})trace";
+  const analysis::LoadedTrace t = analysis::load_trace(dir.write("meta.json", text));
+  // The origin is the step's ts: the GEMM starts 10 us after it and lasts the step's 50 us.
+  REQUIRE(t.timeline.steps.size() == 1);
+  CHECK(t.timeline.steps[0].name == "ProfilerStep#1");
+  CHECK(t.timeline.steps[0].start == Time::from_us(10));
+  CHECK(t.timeline.steps[0].end == Time::from_us(60));
+  // In a folder too: the file is one job's rank beside another whose metadata has no ts.
+  const TempDir job("metadata-job");
+  job.write("a.json", text);
+  std::string other = text;
+  other.replace(other.find(R"("rank": 0)"), 9, R"("rank": 1)");
+  other.replace(other.find(R"("ts": 0, )"), 9, "");
+  job.write("b.json", other);
+  const analysis::LoadedTrace both = analysis::load_trace(job.path());
+  REQUIRE(both.timeline.ranks.size() == 2);
+  CHECK(both.timeline.ranks[1].intervals[0].start == both.timeline.ranks[0].intervals[0].start);
 }

@@ -118,8 +118,8 @@ TEST_CASE("resnet-50 DDP shows five AllReduce buckets and two Broadcasts per ste
     CHECK(c.bytes.count() == elements[i] * 4);
     CHECK(c.duration.ps() == durations[i]);
     // Two ranks: AllReduce's factor 2(n-1)/n is 1, busbw = algbw.
-    CHECK(c.busbw.gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
-    CHECK(c.algbw.gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
+    CHECK(c.busbw->gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
+    CHECK(c.algbw->gbytes_per_s() == Approx(busbw[i]).epsilon(1e-12));
   }
   std::int64_t total = 0;
   for (std::int64_t e : elements) total += e;

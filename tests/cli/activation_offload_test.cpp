@@ -195,3 +195,31 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
           std::string::npos);
   }
 }
+
+// On a DGX the GPU's one PCIe x16 link to its switch carries its copies to and from host
+// memory and its NIC traffic alike (GPUDirect RDMA: GPU, PCIe switch, NIC). GPT 1.3B on 64
+// H100, DP 64 over 8 nodes, 12 of 24 layers offloaded: the gradient AllReduces of the
+// backward run beside the reloads, and each took 32.560 ms in all with 0, 12 or 23 layers
+// offloaded, as if each had the whole link. They share it now, and take longer beside the
+// copies; the note says so. On GB200 the copies cross the Grace's NVLink-C2C, another path:
+// their times are the share of the link exactly (the tests above).
+TEST_CASE("Offload copies over an x86 host's PCIe link share it with the GPU's NIC traffic") {
+  const std::string job = R"({"model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
+    "parallel": {"tp": 1, "pp": 1, "dp": 64}, "training": {"framework": "megatron", "global_batch": 256,
+    "micro_batch": 4}})";
+  const auto run = [&](const std::vector<std::string>& sets) {
+    return stepsim::simulate(stepsim::io::load_scenario_text(job, "dgx.json", sets)).report;
+  };
+  const auto dp_busy = [](const stepsim::Report& r) {
+    return r.comm_s[static_cast<std::size_t>(stepsim::CommKind::dp)];
+  };
+  for (const char* nic :
+       {R"(cluster.inter_node.nic_bandwidth="400 Gb/s")", R"(cluster.inter_node.nic_bandwidth="800 Gb/s")"}) {
+    INFO(nic);
+    const stepsim::Report none = run({nic, "model.seq_len=4096"});
+    const stepsim::Report offload = run({nic, "model.seq_len=4096", layers(12)});
+    CHECK(dp_busy(offload) > 1.5 * dp_busy(none));
+    CHECK(offload_note(offload).find("over each GPU's PCIe link, which its NIC traffic shares") != std::string::npos);
+  }
+  CHECK(offload_note(run_tray({layers(1)}).report).find("PCIe") == std::string::npos);
+}

@@ -1,9 +1,11 @@
 // The network's shared resources end to end: NICs shared by GPUs and an oversubscribed spine
 // slow a cross-node DP AllReduce by the hand-computed ratio, `stepsim collective` agrees, and
 // representative and all-ranks mode give one step time on homogeneous jobs.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -223,6 +225,85 @@ TEST_CASE("a NIC faster than the GPU's PCIe link adds nothing beyond the link's 
     const double a100_link = nic("dgx-a100-80g-hdr", "256 Gb/s", all);
     CHECK(nic("dgx-a100-80g-hdr", "400 Gb/s", all) == Approx(a100_link).epsilon(1e-12));
     CHECK(nic("dgx-a100-80g-hdr", "200 Gb/s", all) > a100_link);
+  }
+}
+
+// A DGX whose GPUs have two NICs each: each GPU's traffic to both crosses its one PCIe x16
+// link, which NCCL's topology counts at 48 GB/s on H100 and 24 GB/s on A100 whatever the NICs
+// behind it, and which carries at most its line rate. So 16 NICs of 400 Gb/s for 8 H100 are,
+// to NCCL and to the links, 8 NICs of 800 Gb/s: each GPU has 800 Gb/s of ports either way.
+// (NCCL's per-GPU share was taken as 48 GB/s times two NICs: a SendRecv between two nodes
+// gave 63.81 GB/s, bound only by the link's line rate, against 45.64 GB/s with 8 NICs of
+// 800 Gb/s; an AllToAll over 64 GPUs 72.89 against 52.15 GB/s.)
+std::string nic_cluster(const std::string& gpu, const std::string& nvlink, int nics, const std::string& rate) {
+  return fmt::format(R"({{ "name": "two-nics", "gpus_per_node": 8, "gpu": "{}",
+  "intra_node": {{ "fabric": "nvswitch", "bandwidth": "{}", "latency": "0.6 us", "nvls": {} }},
+  "inter_node": {{ "fabric": "infiniband", "nics_per_node": {}, "nic_bandwidth": "{}", "latency": "2.7 us" }},
+  "collective_tuning": {{ "launch_overhead": "25 us", "latency_floor": "36 us", "bus_efficiency": 1.0,
+    "ramp_half_bytes": "10 MiB", "ramp_exponent": 0.65 }} }})",
+                     gpu, nvlink, gpu == "a100-sxm4-80gb" ? "false" : "true", nics, rate);
+}
+
+// The table's rows of `stepsim collective` (size, count, type, time, algbw, busbw, pair).
+std::string collective_rows(const testing::Scratch& dir, const std::string& args) {
+  const testing::Run run = dir.run("collective " + args);
+  REQUIRE(run.status == 0);
+  std::string rows;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#') rows += line + "\n";
+  REQUIRE(!rows.empty());
+  return rows;
+}
+
+TEST_CASE("two NICs per GPU carry what one NIC of their sum does behind the GPU's PCIe link") {
+  const testing::Scratch dir("two-nics");
+  dir.write("h100-16x400.json", nic_cluster("h100-sxm5-80gb", "450 GB/s", 16, "400 Gb/s"));
+  dir.write("h100-8x800.json", nic_cluster("h100-sxm5-80gb", "450 GB/s", 8, "800 Gb/s"));
+  dir.write("a100-16x200.json", nic_cluster("a100-sxm4-80gb", "300 GB/s", 16, "200 Gb/s"));
+  dir.write("a100-8x400.json", nic_cluster("a100-sxm4-80gb", "300 GB/s", 8, "400 Gb/s"));
+  for (const auto& [two, one] :
+       {std::pair{"h100-16x400.json", "h100-8x800.json"}, std::pair{"a100-16x200.json", "a100-8x400.json"}}) {
+    INFO(two << " against " << one);
+    for (const char* query :
+         {"sendrecv --gpus 2 --ranks-per-node 1 --size 1GiB", "alltoall --gpus 64 --size 1GiB",
+          "allreduce --gpus 64 --size 1GiB --algorithm ring", "allgather --gpus 16 --ranks-per-node 2 --size 1GiB"}) {
+      INFO(query);
+      CHECK(collective_rows(dir, fmt::format("{} --cluster {}", query, two)) ==
+            collective_rows(dir, fmt::format("{} --cluster {}", query, one)));
+    }
+  }
+  // By hand: a SendRecv between two nodes runs at NCCL's 48 GB/s path, less its latency.
+  const collectives::Choice path = collectives::predict(io::load_cluster(dir.file("h100-16x400.json").string(), 16), {},
+                                                        {CollOp::sendrecv, Bytes::gib(1), {2, 2, 1}});
+  CHECK(path.algbw.gbytes_per_s() < 48);
+  CHECK(path.algbw.gbytes_per_s() > 45);
+}
+
+TEST_CASE("a job on two NICs per GPU runs as on one NIC of their sum, and the report says the link limits them") {
+  const std::vector<std::string> job = {"model.layers=4", "training.global_batch=16", "parallel.dp=16",
+                                        "cluster.nodes=2"};
+  const auto run = [&](const std::string& cluster, std::vector<std::string> sets, bool all) {
+    sets.insert(sets.end(), job.begin(), job.end());
+    sets.push_back("cluster=" + cluster);
+    if (all) sets.push_back(test::set("simulation.ranks", "all"));
+    return test::run("mixtral-8x7b-ep8-64xh100", sets).report;
+  };
+  for (const bool all : {false, true}) {
+    INFO("all ranks " << all);
+    const Report two = run("dgx-h100-ndr", {"cluster.inter_node.nics_per_node=16"}, all);
+    CHECK(two.step_time_s == run("dgx-h100-ndr", {R"(cluster.inter_node.nic_bandwidth="800 Gb/s")"}, all).step_time_s);
+    CHECK(run("dgx-a100-80g-hdr",
+              {"cluster.inter_node.nics_per_node=16", R"(cluster.inter_node.nic_bandwidth="200 Gb/s")"}, all)
+              .step_time_s ==
+          run("dgx-a100-80g-hdr", {R"(cluster.inter_node.nic_bandwidth="400 Gb/s")"}, all).step_time_s);
+    const bool said = std::any_of(two.notes.begin(), two.notes.end(), [](const std::string& n) {
+      return n.find(
+                 "16 NICs of 400 Gb/s for 8 GPUs give each GPU 2 NICs, 800 Gb/s (100 GB/s), beyond the PCIe Gen5 "
+                 "x16 link between each h100-sxm5-80gb GPU and its NICs (64 GB/s; NCCL's topology counts 48 GB/s "
+                 "of it)") != std::string::npos;
+    });
+    CHECK(said);
   }
 }
 

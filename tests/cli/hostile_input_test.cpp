@@ -7,6 +7,7 @@
 #include "run_stepsim.hpp"
 
 namespace fs = std::filesystem;
+using stepsim::testing::refusal;
 using stepsim::testing::Run;
 using stepsim::testing::Scratch;
 
@@ -69,6 +70,26 @@ TEST_CASE("a step longer than stepsim simulates is refused with the part that ma
 TEST_CASE("an empty scenario name is an error, not the default scenario") {
   check_cases({{"simulate ''", 2, "the scenario file name is empty"},
                {"compare trace.json ''", 2, "the scenario file name is empty"}});
+}
+
+// An empty TRACE is named as the argument, as an empty SCENARIO is, not looked for as a file
+// whose error names nothing.
+TEST_CASE("an empty trace name is an error naming TRACE") {
+  check_cases({{"analyze ''", 2, "stepsim: error: <command line>: TRACE: the trace file or folder name is empty\n"},
+               {"analyze - ''", 2, "stepsim: error: <command line>: TRACE: the trace file or folder name is empty\n"}});
+}
+
+// A NUL ends a C string: the file opened would be the name's part before it. Refused at the
+// key's pointer, and the whole name printed, the NUL escaped as JSON writes it.
+TEST_CASE("a NUL in a scenario file's calibration file name is refused at its pointer") {
+  const Scratch dir("nul-calibration");
+  dir.write("c.json", R"({"preset": "ddp-1.3b-64xa100", "calibration": "a100.calib.json\u0000junk"})");
+  dir.write("m.json", R"({"preset": "ddp-1.3b-64xa100", "model": "x\u0000y"})");
+  CHECK(refusal(dir.run("simulate c.json"),
+                "stepsim: error: c.json: /calibration/0: expected a calibration file name without NUL characters, "
+                "got \"a100.calib.json\\u0000junk\"\n") == "");
+  CHECK(refusal(dir.run("simulate m.json"), "stepsim: error: m.json: /model: unknown model preset 'x\\u0000y' (") ==
+        "");
 }
 
 TEST_CASE("a forced algorithm that does not apply names where it was given and the key") {

@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <set>
+#include <string>
 
 #include "cli/run_stepsim.hpp"
 
@@ -108,12 +109,45 @@ TEST_CASE("compare says when the trace and the scenario are different jobs, and 
   CHECK(other.out.find("differs: world size: the trace is of 8 ranks, the scenario of 64 GPUs") != std::string::npos);
   CHECK(other.out.find("differs: model: the scenario computes") != std::string::npos);
   CHECK(other.out.find("differs: steps: the trace holds 6 profiler steps") != std::string::npos);
+  // Without --json too: a pipe or a file taking the table would hide the lines.
+  CHECK(other.err.find("warning: compare: world size: the trace is of 8 ranks, the scenario of 64 GPUs") !=
+        std::string::npos);
   CHECK(other.out.find("pp\n") != std::string::npos);
   REQUIRE(scratch.run("simulate ddp-1.3b-64xa100 --trace-format kineto --trace sim.json").status == 0);
   const auto same = scratch.run("compare sim.json ddp-1.3b-64xa100");
   REQUIRE(same.status == 0);
   CHECK(same.out.find("differs:") == std::string::npos);
   CHECK(same.out.find("+0.0pp") != std::string::npos);
+}
+
+// The default scenario is TP 8 inside each node and DP 8 across the nodes: its trace's NCCL
+// kernels say "Group size" 8 for both. Against TP 2 and DP 32 (the same 64 GPUs, the same
+// model) only the groups' sizes tell that the layouts differ.
+TEST_CASE("compare says when the trace's process groups are of other sizes than the scenario's, on stderr too") {
+  Scratch scratch("compare-group-sizes");
+  REQUIRE(scratch.run("simulate default --trace-format kineto --trace tp8.json").status == 0);
+  const auto other = scratch.run("compare tp8.json default --set parallel.tp=2 --set parallel.dp=32");
+  REQUIRE(other.status == 0);
+  const std::string tp = "tp process groups: the trace's have 8 ranks, the scenario's 2; they are different layouts";
+  const std::string dp = "dp process groups: the trace's have 8 ranks, the scenario's 32; they are different layouts";
+  CHECK(other.out.find("differs: " + tp + "\n") != std::string::npos);
+  CHECK(other.out.find("differs: " + dp + "\n") != std::string::npos);
+  CHECK(other.out.find("differs: world size") == std::string::npos);
+  // The table may go to a pipe or a file: the warnings reach the terminal all the same.
+  CHECK(other.err.find("warning: compare: " + tp + "\n") != std::string::npos);
+  CHECK(other.err.find("warning: compare: " + dp + "\n") != std::string::npos);
+  const auto json = scratch.run("compare tp8.json default --set parallel.tp=2 --set parallel.dp=32 --json -");
+  REQUIRE(json.status == 0);
+  CHECK(json.err.find("warning: compare: " + tp + "\n") != std::string::npos);
+  // With one TP group fewer than the scenario has, none: the scenario has no tp communicator.
+  const auto no_tp = scratch.run("compare tp8.json default --set parallel.tp=1 --set parallel.dp=64");
+  REQUIRE(no_tp.status == 0);
+  CHECK(no_tp.out.find("differs: tp process groups: the trace's have 8 ranks, the scenario has no tp communicator; "
+                       "they are different layouts\n") != std::string::npos);
+  const auto same = scratch.run("compare tp8.json default");
+  REQUIRE(same.status == 0);
+  CHECK(same.out.find("differs:") == std::string::npos);
+  CHECK(same.err.find("warning") == std::string::npos);
 }
 
 TEST_CASE("An all-ranks run's Kineto trace is the rank its report measures, read back to the same figures") {
@@ -205,4 +239,73 @@ TEST_CASE("A Kineto trace under jitter holds each collective's wait for its slow
   const double predicted = c.at("predicted").at("comm_s").at("dp").to_number<double>();
   CHECK(measured == Approx(predicted).epsilon(0.001));
   CHECK(measured > waited);
+}
+
+namespace {
+
+struct TraceComms {
+  long long reduced_elements = 0;  // "In msg nelems" of the dp ReduceScatters
+  std::set<std::string> reduce_names, reduce_dtypes;
+  long long all_to_alls = 0;
+  std::set<std::string> all_to_all_names;
+};
+
+TraceComms comms_of(const boost::json::value& trace) {
+  TraceComms out;
+  for (const auto& e : trace.at("traceEvents").as_array()) {
+    const auto& o = e.as_object();
+    if (o.at("ph").as_string() != "X" || o.at("cat").as_string() != "kernel") continue;
+    const auto& args = o.at("args").as_object();
+    if (!args.contains("Collective name")) continue;
+    const std::string name(o.at("name").as_string());
+    const std::string collective(args.at("Collective name").as_string());
+    if (collective == "_reduce_scatter_base" && args.at("Process Group Name").as_string() == "dp") {
+      out.reduced_elements += args.at("In msg nelems").as_int64();
+      out.reduce_names.insert(name);
+      out.reduce_dtypes.insert(std::string(args.at("dtype").as_string()));
+    }
+    if (collective == "all_to_all") {
+      ++out.all_to_alls;
+      out.all_to_all_names.insert(name);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Mixtral's example reduces its gradients in FP32 (data_parallel.grad_reduce_dtype): NCCL runs
+// ncclDevKernel_ReduceScatter_Sum_f32 on a Float tensor of bytes/4 elements, and reduces as many
+// elements as it does in BF16. NCCL has no all-to-all kernel: PyTorch's all_to_all_single runs as
+// grouped sends and receives, ncclDevKernel_SendRecv, which `analyze` classes as an all-to-all of
+// the EP group by its collective name. The trace had said BFloat16 with bytes/2 elements, twice
+// the gradients, and ncclDevKernel_AllToAll_RING_LL.
+TEST_CASE("A Kineto trace names each collective's kernel and element type as NCCL and PyTorch do") {
+  Scratch scratch("kineto-dtypes");
+  const std::string job = "mixtral-8x7b-ep8-64xh100 --trace-format kineto --trace ";
+  REQUIRE(scratch.run("simulate " + job + "fp32.json").status == 0);
+  REQUIRE(scratch.run("simulate " + job + "bf16.json --set data_parallel.grad_reduce_dtype=bf16").status == 0);
+  const TraceComms fp32 = comms_of(boost::json::parse(slurp(scratch.file("fp32.json"))));
+  const TraceComms bf16 = comms_of(boost::json::parse(slurp(scratch.file("bf16.json"))));
+  CHECK(fp32.reduce_names == std::set<std::string>{"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"});
+  CHECK(fp32.reduce_dtypes == std::set<std::string>{"Float"});
+  CHECK(bf16.reduce_names == std::set<std::string>{"ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"});
+  CHECK(bf16.reduce_dtypes == std::set<std::string>{"BFloat16"});
+  CHECK(fp32.reduced_elements > 0);
+  CHECK(fp32.reduced_elements == bf16.reduced_elements);
+  CHECK(fp32.all_to_alls > 0);
+  CHECK(fp32.all_to_all_names == std::set<std::string>{"ncclDevKernel_SendRecv"});
+  // Read back, every one of them is an all-to-all of the EP group.
+  const auto analyzed = scratch.run("analyze fp32.json --json measured.json");
+  INFO(analyzed.err);
+  REQUIRE(analyzed.status == 0);
+  long long all_to_alls = 0;
+  const boost::json::value measured = boost::json::parse(slurp(scratch.file("measured.json")));
+  for (const auto& c : measured.at("collectives").as_array()) {
+    if (c.at("kernel").as_string() != "ncclDevKernel_SendRecv") continue;
+    CHECK(c.at("op").as_string() == "alltoall");
+    CHECK(c.at("group").as_string() == "ep");
+    ++all_to_alls;
+  }
+  CHECK(all_to_alls == fp32.all_to_alls);
 }

@@ -158,7 +158,9 @@ TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and
                                       "--set training.framework=pytorch --set data_parallel.kind=ddp --set "
                                       "data_parallel.bucket_cap_mb=50");
   REQUIRE(ddp.size() == 1);
-  CHECK(ddp.front().as_object().at("bucket_cap_mb") == "50");
+  // A number, as the scenario's key holds it (the rows once gave layout keys as text, "50").
+  CHECK(ddp.front().as_object().at("bucket_cap_mb").is_number());
+  CHECK(ddp.front().as_object().at("bucket_cap_mb").to_number<double>() == 50);
   for (const char* kind : {"fsdp", "zero1", "hsdp", "ddp --set training.framework=megatron"}) {
     INFO(kind);
     const auto rows = plan_rows(dir, base + "--set data_parallel.kind=" + kind);
@@ -176,6 +178,66 @@ TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and
   std::size_t at = 0;
   for (long i = 0; i < column; ++i) at = row.find(',', at) + 1;
   CHECK(row.substr(at, row.find(',', at) - at).empty());
+}
+
+// The layout keys of a JSON row are the scenario's values, numbers and true or false as a sweep's
+// rows give them (parallel.tp 1, not "1"), and the CSV's cells are their text, as before.
+TEST_CASE("plan's JSON rows give layout counts as numbers and flags as true or false, the CSV's cells as text") {
+  const Scratch dir("plan-layout-types");
+  const std::string args =
+      "--model gpt-1.3b --tokens 10B --gpus 12,8 --max-layouts 4 --cluster dgx-h100-ndr --set "
+      "training.framework=pytorch --set data_parallel.kind=ddp --set data_parallel.bucket_cap_mb=12.5";
+  const boost::json::array rows = plan_rows(dir, args);
+  REQUIRE(rows.size() == 2);
+  const Run csv = dir.run("plan " + args + " -o -");
+  REQUIRE(csv.status == 0);
+  std::vector<std::vector<std::string>> lines;
+  std::size_t from = 0;
+  for (auto end = csv.out.find('\n'); end != std::string::npos; from = end + 1, end = csv.out.find('\n', from)) {
+    // No cell of these rows is quoted but the reason, which comes last: split at the commas before it.
+    const std::string line = csv.out.substr(from, end - from);
+    std::vector<std::string>& cells = lines.emplace_back();
+    std::size_t at = 0;
+    for (auto comma = line.find(','); comma != std::string::npos && cells.size() < 40; comma = line.find(',', at)) {
+      cells.push_back(line.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  REQUIRE(lines.size() == 3);
+  const auto cell = [&](std::size_t row, const std::string& key) {
+    const auto column = std::find(lines[0].begin(), lines[0].end(), key);
+    REQUIRE(column != lines[0].end());
+    return lines[row + 1][static_cast<std::size_t>(column - lines[0].begin())];
+  };
+  const char* counts[] = {"tp", "pp", "cp", "dp", "micro_batch", "virtual_stages", "ep"};
+  const char* names[] = {"schedule", "dp_kind", "precision", "recompute"};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const boost::json::object& row = rows[i].as_object();
+    INFO(row.at("gpus"));
+    REQUIRE(row.at("status").as_string() == "ok");
+    for (const char* key : counts) {
+      INFO(key);
+      CHECK(row.at(key).is_int64());
+      CHECK(boost::json::serialize(row.at(key)) == cell(i, key));
+    }
+    for (const char* key : names) {
+      INFO(key);
+      CHECK(row.at(key).is_string());
+      CHECK(row.at(key).as_string() == cell(i, key));
+    }
+    CHECK(row.at("tp_comm_overlap").is_bool());
+    CHECK(boost::json::serialize(row.at("tp_comm_overlap")) == cell(i, "tp_comm_overlap"));
+    CHECK(row.at("dp_kind").as_string() == "ddp");
+    CHECK(row.at("bucket_cap_mb").is_double());
+    CHECK(row.at("bucket_cap_mb").to_number<double>() == 12.5);
+    CHECK(cell(i, "bucket_cap_mb") == "12.5");
+  }
+  // The layout multiplies out to the GPUs: the counts are the layout's, not text that looks like it.
+  for (const auto& r : rows) {
+    const boost::json::object& row = r.as_object();
+    CHECK(row.at("tp").as_int64() * row.at("pp").as_int64() * row.at("cp").as_int64() * row.at("dp").as_int64() ==
+          row.at("gpus").as_int64());
+  }
 }
 
 TEST_CASE("plan finds a layout on every cluster preset", "[slow]") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/simulate_support.hpp"
 #include "report/report_io.hpp"
@@ -154,4 +155,45 @@ TEST_CASE("a zero-bubble schedule's bubble note compares with 1F1B instead of qu
   CHECK(has_note(r, "under zb-h1 it depends on how long the input- and weight-gradient passes take"));
   CHECK(has_note(r, "1F1B would leave on an even pipeline, (pp-1)/m = 7/64 of a stage's compute"));
   CHECK_FALSE(has_note(r, "(pp-1)/(v·m)"));
+}
+
+namespace {
+
+// 16 GPT layers of hidden 4096 over 4 stages, a 256-token vocabulary (embedding and head next to
+// nothing), links fast enough to leave only the schedule's waits.
+constexpr const char* kUnevenPipeline = R"({
+  "model": { "name": "toy", "layers": 16, "hidden": 4096, "heads": 32, "kv_heads": 32, "ffn_hidden": 16384,
+             "vocab": 256, "seq_len": 4096, "mlp": "gelu", "tied_embeddings": false },
+  "cluster": { "preset": "dgx-h100-ndr", "intra_node": { "bandwidth": "100 TB/s", "latency": "0 us" },
+               "inter_node": { "nic_bandwidth": "100 Tb/s", "latency": "0 us" } },
+  "parallel": { "tp": 1, "pp": 4, "dp": 1, "schedule": "1f1b" },
+  "training": { "global_batch": 8, "micro_batch": 1, "precision": "bf16", "recompute": "none" },
+  "data_parallel": { "kind": "ddp" } })";
+
+std::string bubble_note_of(const std::vector<std::string>& sets) {
+  const auto r = stepsim::simulate(stepsim::io::load_scenario_text(kUnevenPipeline, "pp.json", sets)).report;
+  for (const auto& n : r.notes)
+    if (n.rfind("pipeline: stage", 0) == 0) return n;
+  return "";
+}
+
+}  // namespace
+
+// The stage that computes more is blamed on what the simulation put on it: six layers against
+// three, one layer against five, not the embedding or the head that its place would suggest.
+TEST_CASE("The bubble note blames the layers a stage holds, not its place in the pipeline") {
+  const std::string six = bubble_note_of({"parallel.stage_layers=[6,4,3,3]"});
+  INFO(six);
+  CHECK(six.find("stage 0 computes") != std::string::npos);
+  CHECK(six.find("because it holds 6 layers against 3 (") != std::string::npos);
+  CHECK(six.find("embedding") == std::string::npos);
+  const std::string one = bubble_note_of({"parallel.stage_layers=[1,5,5,5]"});
+  INFO(one);
+  CHECK(one.find("because it holds 5 layers against 1 (") != std::string::npos);
+  CHECK(one.find("LM head") == std::string::npos);
+  // Every layer on the first stage: the reference is the stages' mean, not an empty stage's 0 ms.
+  const std::string all = bubble_note_of({"parallel.stage_layers=[16,0,0,0]"});
+  INFO(all);
+  CHECK(all.find("the 0.0 ms of an even pipeline") == std::string::npos);
+  CHECK(all.find("because it holds 16 layers against none (") != std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "cli/scenario_reference.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/stage_layout.hpp"
+#include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
 
 using stepsim::testing::refusal;
@@ -180,4 +181,35 @@ TEST_CASE("Model summaries give the parameters the simulator counts") {
     ++models;
   }
   CHECK(models == 24);
+}
+
+// Megatron-Core's EP overlap is taken where its other options are, under megatron, nemo and the
+// unspecified framework (whose keys default to Megatron-Core's), and refused under the
+// frameworks that do not run Megatron-Core; the reference says so, where it had left the
+// frameworks out and the guide had said "refused outside Megatron".
+TEST_CASE("The reference says under which frameworks the EP all-to-all overlap runs, as they are taken") {
+  constexpr const char* kMixtral = R"({ "model": "mixtral-8x7b", "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true },
+    "training": { "global_batch": 64, "micro_batch": 1 } })";
+  for (const char* framework : {"unspecified", "megatron", "nemo"}) {
+    INFO(framework);
+    CHECK_NOTHROW(stepsim::io::load_scenario_text(
+        kMixtral, "s.json", {"model.moe.a2a_overlap=true", std::string("training.framework=") + framework}));
+  }
+  std::string refused = "accepted";
+  try {
+    (void)stepsim::io::load_scenario_text(kMixtral, "s.json",
+                                          {"model.moe.a2a_overlap=true", "training.framework=torchtitan"});
+  } catch (const stepsim::InputError& e) {
+    refused = e.what();
+  }
+  CHECK(refused ==
+        "--set: training.framework: model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not torchtitan's");
+  Scratch scratch("reference-a2a-overlap");
+  const auto run = scratch.run("presets --keys --markdown");
+  REQUIRE(run.status == 0);
+  const std::size_t row = run.out.find("| `model.moe.a2a_overlap` |");
+  REQUIRE(row != std::string::npos);
+  const std::string text = run.out.substr(row, run.out.find('\n', row) - row);
+  CHECK(text.find("training.framework megatron, nemo or unspecified") != std::string::npos);
 }

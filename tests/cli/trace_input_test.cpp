@@ -6,6 +6,10 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <sstream>
+#include <vector>
+
 #include "run_stepsim.hpp"
 
 namespace stepsim::testing {
@@ -266,6 +270,174 @@ TEST_CASE("a collective's group size and message size as the trace gives them ma
     CHECK(c.at("algbw_GBps").as_double() == Approx(0.04));
     CHECK(c.at("busbw_GBps").as_double() == Approx(0.06));
   }
+}
+
+// One profiler step of a rank whose CPU launches a 50 us GEMM at 10 us and AllReduces of 2 MB
+// (1,000,000 BFloat16) with `args` at the `starts` and of the `durations` given (us);
+// `info`: the distributedInfo, or none.
+std::string allreduce_trace(const std::string& info, const std::vector<std::pair<int, int>>& kernels,
+                            const std::string& args) {
+  std::string events = cpu("user_annotation", "ProfilerStep#1", 0, 200) + "," +
+                       cpu("cuda_runtime", "cudaLaunchKernel", 1, 1, 1) + "," + kernel("10", "50", 1);
+  int correlation = 2;
+  for (const auto& [start, dur] : kernels) {
+    events += "," + cpu("cuda_runtime", "cudaLaunchKernel", correlation, 1, correlation);
+    events += fmt::format(R"x(,
+  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 20, "ts": {},
+   "dur": {}, "args": {{"stream": 20, "correlation": {}, "In msg nelems": 1000000, "dtype": "BFloat16"{}}}}})x",
+                          start, dur, correlation, args.empty() ? "" : ", " + args);
+    ++correlation;
+  }
+  const std::string trace = trace_of(events);
+  return info.empty() ? trace : R"({"distributedInfo": )" + info + ", " + trace.substr(1);
+}
+
+// The collectives table's row of `op`: its words.
+std::vector<std::string> collective_row(const std::string& table, const std::string& op) {
+  const std::size_t heading = table.find("\ncollectives (");
+  REQUIRE(heading != std::string::npos);
+  std::istringstream lines(table.substr(heading));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> row;
+    for (std::string w; words >> w;) row.push_back(w);
+    if (!row.empty() && row[0] == op) return row;
+  }
+  FAIL("no row " << op);
+  return {};
+}
+
+TEST_CASE("without distributedInfo or a group size a collective's ranks and busbw are unknown, not 1 and 0") {
+  const Scratch dir("unknown-group-size");
+  // 2,000,000 bytes in 40 us: algbw 50 GB/s. busbw needs the group's size, which nothing gives.
+  dir.write("nodist.json", allreduce_trace("", {{40, 40}}, ""));
+  const Run js = dir.run("analyze nodist.json --json -");
+  INFO(js.err);
+  REQUIRE(js.status == 0);
+  const boost::json::value c = boost::json::parse(js.out).at("collectives").at(0);
+  CHECK(c.at("ranks").is_null());
+  CHECK(c.at("bytes").as_int64() == 2000000);
+  CHECK(c.at("algbw_GBps").as_double() == Approx(50));
+  CHECK(c.at("busbw_GBps").is_null());
+  const Run table = dir.run("analyze nodist.json");
+  REQUIRE(table.status == 0);
+  // op, group, ranks, per step, size (2 words), bytes, mean, min, max, algbw, busbw.
+  const std::vector<std::string> row = collective_row(table.out, "AllReduce");
+  REQUIRE(row.size() == 12);
+  CHECK(row[1] == "unnamed");
+  CHECK(row[2] == "-");
+  CHECK(row[10] == "50.00");
+  CHECK(row[11] == "-");
+  // The job's world size sizes a collective without a process group: AllReduce over 4 ranks
+  // moves 2 (4 - 1) / 4 = 1.5 times algbw.
+  dir.write("world.json", allreduce_trace(R"({"rank": 0, "world_size": 4})", {{40, 40}}, ""));
+  const Run world = dir.run("analyze world.json --json -");
+  REQUIRE(world.status == 0);
+  const boost::json::value w = boost::json::parse(world.out).at("collectives").at(0);
+  CHECK(w.at("ranks").as_int64() == 4);
+  CHECK(w.at("busbw_GBps").as_double() == Approx(75));
+}
+
+TEST_CASE("a zero-length NCCL kernel is left out of its row's bandwidth, the same in the table and the JSON") {
+  const Scratch dir("zero-length-kernel");
+  // Two 2,000,000-byte AllReduces over 2 ranks, of 0 and 10 us: the timed one's algbw is
+  // 2e6 / 10e-6 = 200 GB/s, and over 2 ranks busbw = algbw (2 (2 - 1) / 2 = 1).
+  dir.write("zero.json",
+            allreduce_trace(R"({"rank": 0, "world_size": 2})", {{40, 0}, {70, 10}},
+                            R"("Group size": 2, "Process Group Name": "0", "Process Group Ranks": "[0, 1]")"));
+  const Run table = dir.run("analyze zero.json");
+  INFO(table.err);
+  REQUIRE(table.status == 0);
+  const std::vector<std::string> row = collective_row(table.out, "AllReduce");
+  REQUIRE(row.size() == 12);
+  CHECK(row[3] == "2.00");     // per step: both kernels
+  CHECK(row[7] == "5.0");      // mean us: both kernels
+  CHECK(row[10] == "200.00");  // algbw: the timed one
+  CHECK(row[11] == "200.00");
+  CHECK(table.out.find("\n1 kernel of 0 us left out of algbw and busbw (counted in the times)\n") != std::string::npos);
+  const Run js = dir.run("analyze zero.json --json -");
+  REQUIRE(js.status == 0);
+  const boost::json::array c = boost::json::parse(js.out).at("collectives").as_array();
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].at("duration_s").to_number<double>() == 0);
+  CHECK(c[0].at("algbw_GBps").is_null());
+  CHECK(c[0].at("busbw_GBps").is_null());
+  CHECK(c[1].at("algbw_GBps").as_double() == Approx(200));
+  CHECK(c[1].at("busbw_GBps").as_double() == Approx(200));
+}
+
+TEST_CASE("communication on no named process group has one name in the table and the JSON") {
+  const Scratch dir("no-group-name");
+  // The recommendation model's trace names no process group for its collectives.
+  const Run js = dir.run(std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/recsys-a100-rank3of8.json.gz --json -");
+  REQUIRE(js.status == 0);
+  const boost::json::value v = boost::json::parse(js.out);
+  std::set<std::string> groups;
+  for (const boost::json::value& c : v.at("collectives").as_array())
+    groups.insert(std::string(c.at("group").as_string()));
+  CHECK(groups == std::set<std::string>{"unnamed"});
+  const boost::json::object& exposed = v.at("exposed_by_group_s").as_object();
+  REQUIRE(exposed.size() == 1);
+  CHECK(exposed.contains("unnamed"));
+  for (const boost::json::value& step : v.at("per_step").as_array())
+    for (const auto& kv : step.at("exposed_by_group_s").as_object()) CHECK(kv.key() == "unnamed");
+  const Run table = dir.run(std::string("analyze ") + STEPSIM_TEST_DATA + "/traces/recsys-a100-rank3of8.json.gz");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("  by process group:   unnamed ") != std::string::npos);
+}
+
+TEST_CASE("a step one rank's file lacks is refused naming that file") {
+  const Scratch dir("job-missing-step");
+  fs::create_directory(dir.file("job"));
+  // Ranks 0 and 1 profiled ProfilerStep#1, rank 2 ProfilerStep#7.
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string step = rank == 2 ? "ProfilerStep#7" : "ProfilerStep#1";
+    dir.write(fmt::format("job/rank{}.json", rank),
+              fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 3}}, )", rank) +
+                  trace_of(cpu("user_annotation", step, 1000, 100) + "," +
+                           cpu("cuda_runtime", "cudaLaunchKernel", 1001, 1, 1) + "," + kernel("1010", "40", 1))
+                      .substr(1));
+  }
+  const Run r = dir.run("analyze job --step 1");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "stepsim: error: --step: 1: no such step in job/rank2.json (it has: ProfilerStep#7)\n");
+  CHECK(dir.run("analyze job --step 7").err.find("no such step in job/rank0.json (it has: ProfilerStep#1)") !=
+        std::string::npos);
+  // One file: the file is the trace.
+  CHECK(dir.run("analyze job/rank0.json --step 7").err ==
+        "stepsim: error: --step: 7: no such step in the trace (it has: ProfilerStep#1)\n");
+}
+
+TEST_CASE("analyze and compare measure a folder's rank over its own step, as the rank's file alone") {
+  const Scratch dir("rank-own-step");
+  fs::create_directory(dir.file("odd"));
+  // Ranks 2, 5 and 7 of 8 each run a 50 us GEMM from 10 us and an AllReduce from 40 to 80 us:
+  // a 70 us step. Rank 2's times are 9 us later than rank 7's, rank 5's 3 us.
+  for (const auto& [rank, shift] : std::vector<std::pair<int, int>>{{2, 9}, {5, 3}, {7, 0}}) {
+    std::string events = cpu("user_annotation", "ProfilerStep#1", shift, 100) + "," +
+                         cpu("cuda_runtime", "cudaLaunchKernel", shift + 5, 1, 1) + "," +
+                         kernel(std::to_string(shift + 10), "50", 1) + "," +
+                         cpu("cuda_runtime", "cudaLaunchKernel", shift + 6, 1, 2);
+    events += fmt::format(R"x(,
+  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 20, "ts": {},
+   "dur": 40, "args": {{"stream": 20, "correlation": 2, "Group size": 8}}}})x",
+                          shift + 40);
+    dir.write(
+        fmt::format("odd/r{}.json", rank),
+        fmt::format(R"({{"distributedInfo": {{"rank": {}, "world_size": 8}}, )", rank) + trace_of(events).substr(1));
+  }
+  for (const char* args : {"analyze odd --rank 5 --json -", "analyze odd/r5.json --json -"}) {
+    INFO(args);
+    const Run r = dir.run(args);
+    REQUIRE(r.status == 0);
+    const boost::json::value v = boost::json::parse(r.out);
+    CHECK(v.at("step_time_s").as_double() == Approx(70e-6));
+    CHECK(v.at("idle_s").to_number<double>() == Approx(0).margin(1e-15));
+  }
+  const Run cmp = dir.run("compare odd ddp-1.3b-64xa100 --rank 5 --json -");
+  REQUIRE(cmp.status == 0);
+  CHECK(boost::json::parse(cmp.out).at("measured").at("step_time_s").as_double() == Approx(70e-6));
 }
 
 TEST_CASE("a trace without timed GPU activity is refused, not measured as a 0 s step") {

@@ -465,6 +465,40 @@ TEST_CASE("two concurrent collectives sharing one link take longer than one") {
   CHECK(interval(t, 0, "second").end == us(20));
 }
 
+// A copy engine's copy to host memory over the GPU's PCIe link (64 GB/s each way), beside an
+// AllReduce whose NIC traffic crosses the same link (NCCL's 48 GB/s path). By hand: both
+// start at 0 and the link splits max-min fairly, 32 GB/s each (below both caps); the 16 MB
+// AllReduce ends at 500 us, when the copy has moved 16 of its 64 MB; the other 48 MB go at
+// the copy's whole 64 GB/s, 750 us: it ends at 1250 us, not the 1000 us it takes alone. A
+// GEMM waiting for the AllReduce then runs beside the copy at full speed: a copy engine's
+// copy is no NCCL kernel.
+TEST_CASE("a host copy shares the GPU's PCIe link with its NIC traffic, as a memory copy that slows no compute") {
+  ProgramBuilder b(1);
+  b.program().comm_slowdown = 0.5;
+  const auto pcie = b.link(Bandwidth::gbytes_per_s(64));
+  const auto copies = b.group("offload to host", {0}, CommKind::other);
+  const auto dp = b.group("dp", {0});
+  const auto to_host = b.stream(0, "offload to host");
+  const auto nccl = b.stream(0, "dp");
+  stepsim::engine::CollectiveCall copy =
+      call(Bytes{64'000'000}, Time::zero(), Bandwidth::gbytes_per_s(64), {{pcie, 1}});
+  copy.host_copy = true;
+  copy.slows_compute = false;
+  b.collective(0, to_host, "copy", copies, copy);
+  const auto reduce = b.collective(0, nccl, "allreduce", dp,
+                                   call(Bytes{16'000'000}, Time::zero(), Bandwidth::gbytes_per_s(48), {{pcie, 1}}));
+  b.compute(0, 0, "gemm", us(100), {reduce});
+  const Timeline t = run(b.program());
+  CHECK(interval(t, 0, "allreduce").end == us(500));
+  CHECK(interval(t, 0, "copy").start == Time::zero());
+  CHECK(interval(t, 0, "copy").end == us(1250));
+  CHECK(interval(t, 0, "copy").activity == Activity::memory);
+  CHECK(interval(t, 0, "copy").bytes == Bytes{64'000'000});
+  CHECK(interval(t, 0, "allreduce").activity == Activity::comm);
+  CHECK(interval(t, 0, "gemm").start == us(500));
+  CHECK(interval(t, 0, "gemm").end == us(600));
+}
+
 TEST_CASE("every member of a collective finishes at the same time") {
   ProgramBuilder b(2);
   const auto slow = b.link(Bandwidth::gbytes_per_s(50));

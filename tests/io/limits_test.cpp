@@ -327,6 +327,29 @@ TEST_CASE("the flex dispatcher is refused where it would change nothing or is no
                   "model.moe.dispatcher=flex"}) == "no error");
 }
 
+// Whether an EP group crosses an NVLink domain is a matter of where it lies, not of ep·etp
+// against the domain's size: EP groups of 8 on 36-GPU domains of GB200 trays, ranks 32 to 39
+// across the first boundary; EP 64 pipeline stages on 72-GPU racks, every stage but the first
+// across a boundary. Counted as ep·etp / GPUs per domain (0 and 1 domains), both were refused.
+TEST_CASE("the flex dispatcher is taken where some EP group crosses an NVLink domain, however large the domain") {
+  const std::string mixtral = R"({ "model": "mixtral-8x7b", "cluster": "gb200-nvl72",
+    "parallel": { "tp": 1, "dp": 64, "ep": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";
+  CHECK(error_of({"cluster.nodes=16", "cluster.nvlink_domain=36", "model.moe.dispatcher=flex"}, mixtral) == "no error");
+  // All 64 GPUs in one rack: every EP group inside it.
+  CHECK(error_of({"cluster.nodes=16", "model.moe.dispatcher=flex"}, mixtral) ==
+        "--set: model.moe.dispatcher: \"flex\" changes nothing here: it sends fewer bytes only where the EP group "
+        "spans NVLink domains (ep·etp = 8 GPUs, in one domain of 72), and the all-to-all dispatcher's sort by local "
+        "expert and all-to-all of the probabilities, which flex does without, are Megatron-Core's, simulated under "
+        "training.framework megatron or nemo");
+  const std::string dsv3 = R"({ "model": "deepseek-v3", "cluster": "gb200-nvl72",
+    "parallel": { "tp": 1, "pp": 8, "dp": 64, "ep": 64, "stage_layers": [7, 8, 8, 8, 8, 8, 7, 7] },
+    "training": { "global_batch": 1024, "micro_batch": 1, "recompute": "full" } })";
+  for (const char* domain : {"cluster.nvlink_domain=72", "cluster.nvlink_domain=36"}) {
+    INFO(domain);
+    CHECK(error_of({"cluster.nodes=128", domain, "model.moe.dispatcher=flex"}, dsv3) == "no error");
+  }
+}
+
 // An EP rank receives the copies of the EP group's tokens routed to its experts. A token's
 // top_k copies go to distinct experts, so at most min(top_k, experts/ep) of them land on one
 // rank: ep·min(top_k, experts/ep)/top_k times the mean of top_k copies per rank's token.

@@ -411,3 +411,28 @@ TEST_CASE("an NVLink mesh is refused as not simulated before what NVLink SHARP w
   CHECK(error_in(scenario(kModel, kCluster, kParallel), {"cluster.intra_node.fabric=nvlink-mesh"})
             .find("\"nvlink-mesh\" is not simulated yet") != std::string::npos);
 }
+
+// A NUL ends the C string a file is opened by: "a.json\0junk" would open a.json, and an error
+// printed through what() would end at the NUL, the message lost.
+TEST_CASE("a NUL in a calibration file name is refused at its pointer, from the file or a --set") {
+  const std::string text = R"({ "preset": "ddp-1.3b-64xa100", "calibration": )";
+  CHECK(error_in(text + R"("a.calib.json\u0000junk" })") ==
+        "scenario.json: /calibration/0: expected a calibration file name without NUL characters, got "
+        "\"a.calib.json\\u0000junk\"");
+  CHECK(error_in(text + R"(["a.calib.json", "b.calib.json\u0000"] })") ==
+        "scenario.json: /calibration/1: expected a calibration file name without NUL characters, got "
+        "\"b.calib.json\\u0000\"");
+  CHECK(error_in(R"({ "preset": "ddp-1.3b-64xa100" })", {R"(calibration="a.calib.json\u0000junk")"}) ==
+        "--set: calibration[0]: expected a calibration file name without NUL characters, got "
+        "\"a.calib.json\\u0000junk\"");
+}
+
+TEST_CASE("an error naming text with a NUL prints it escaped, whole") {
+  CHECK(error_in(scenario(R"("x\u0000y")", kCluster, kParallel))
+            .starts_with("scenario.json: /model: unknown model preset 'x\\u0000y' ("));
+  const InputError e(std::string("a.json\0b", 8), std::string("/k\0", 3), std::string("got \0\0", 6));
+  CHECK(std::string(e.what()) == "a.json\\u0000b: /k\\u0000: got \\u0000\\u0000");
+  CHECK(e.file() == "a.json\\u0000b");
+  CHECK(e.where() == "/k\\u0000");
+  CHECK(e.message() == "got \\u0000\\u0000");
+}

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/scenario_loader.hpp"
@@ -81,14 +82,14 @@ bool ddp_waits_on(const Program& p, OpIndex op, OpIndex on) {
 
 }  // namespace
 
-TEST_CASE("under PyTorch's DDP every gradient is copied into its bucket and back, fp32 read and written") {
+TEST_CASE("under PyTorch's DDP every gradient is copied into its bucket and back, in the gradients' dtype") {
   const stepsim::Scenario s = ddp_small({"training.framework=pytorch"});
   REQUIRE_FALSE(s.data_parallel.gradient_as_bucket_view);  // PyTorch's default
   const Program p = ddp_program(s);
   const ReducerOps r = ddp_reducer_ops(p);
-  // Main gradients fp32 (training.main_grad's default): 4 bytes read, 4 written an element.
-  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));
-  CHECK(r.back_bytes == Approx(8.0 * kDdpParams));
+  // The bf16 parameters' gradients are bf16: 2 bytes read, 2 written an element.
+  CHECK(r.into_bytes == Approx(4.0 * kDdpParams));
+  CHECK(r.back_bytes == Approx(4.0 * kDdpParams));
   const auto buckets = spt::collectives_of(p, CommKind::dp);
   REQUIRE(buckets.size() == r.back.size());
   for (std::size_t k = 0; k < buckets.size(); ++k) {
@@ -121,7 +122,7 @@ TEST_CASE("gradient_as_bucket_view scales the gradients in place and copies noth
   const Program p =
       ddp_program(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}));
   const ReducerOps r = ddp_reducer_ops(p);
-  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));  // div_ reads and writes each element
+  CHECK(r.into_bytes == Approx(4.0 * kDdpParams));  // div_ reads and writes each bf16 element
   CHECK(r.back.empty());
   for (OpIndex i : r.into) CHECK(p.names[p.ranks[0].ops()[i].name].find("scaled in bucket") != std::string::npos);
 }
@@ -138,8 +139,8 @@ TEST_CASE("without gradient_as_bucket_view the buckets are a second gradient buf
   const auto views =
       stepsim::simulate(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}))
           .report.memory_bytes;
-  CHECK(copies.buffers - views.buffers == Approx(4.0 * kDdpParams));
-  CHECK(copies.grads == Approx(4.0 * kDdpParams));
+  CHECK(copies.buffers - views.buffers == Approx(2.0 * kDdpParams));
+  CHECK(copies.grads == Approx(2.0 * kDdpParams));
   // One GPU: no DDP, no buckets.
   const auto alone =
       stepsim::simulate(ddp_small({"training.framework=pytorch", "parallel.dp=1", "training.global_batch=2"}))
@@ -167,4 +168,108 @@ TEST_CASE("gradient_as_bucket_view false is refused where no PyTorch reducer run
   CHECK_FALSE(s.data_parallel.gradient_as_bucket_view);
   CHECK_FALSE(
       stepsim::io::load_scenario_text(s.resolved_json, "resolved.json", {}).data_parallel.gradient_as_bucket_view);
+}
+
+namespace {
+
+struct DdpBytes {
+  double grads = 0, buffers = 0;     // memory_bytes
+  double into = 0, back = 0;         // the reducer's kernels
+  double reduced = 0;                // the buckets' AllReduces
+  std::vector<double> bucket_sizes;  // each AllReduce's bytes, in launch order
+};
+
+DdpBytes ddp_bytes(const std::vector<std::string>& sets) {
+  const stepsim::Scenario s = ddp_small(sets);
+  const Program p = ddp_program(s);
+  const ReducerOps r = ddp_reducer_ops(p);
+  DdpBytes out;
+  out.into = r.into_bytes;
+  out.back = r.back_bytes;
+  for (OpIndex c : spt::collectives_of(p, CommKind::dp)) {
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[c].call)];
+    out.bucket_sizes.push_back(call.size.as_double());
+    out.reduced += call.size.as_double();
+  }
+  const auto memory = stepsim::simulate(s).report.memory_bytes;
+  out.grads = memory.grads;
+  out.buffers = memory.buffers;
+  return out;
+}
+
+}  // namespace
+
+// PyTorch's reducer makes each bucket a tensor of its gradients' dtype, which is the
+// parameters' (reducer.cpp, initialize_buckets), and all-reduces it as it is: the gradients
+// held, the bucket copy beside them, the reducer's kernels, the cap and the AllReduce all take
+// one element size. Counted by hand: kDdpParams elements at 2 bytes in bf16, 4 in fp32.
+TEST_CASE("PyTorch's DDP holds, copies, buckets and all-reduces its gradients in one dtype") {
+  for (const auto& [sets, bytes] :
+       {std::pair{std::vector<std::string>{"training.framework=pytorch"}, 2.0},
+        std::pair{std::vector<std::string>{"training.framework=pytorch", "data_parallel.grad_reduce_dtype=fp32"}, 4.0},
+        std::pair{std::vector<std::string>{"training.framework=torchtitan", "training.main_grad=fp32"}, 4.0}}) {
+    INFO(sets.back() << ": " << bytes << " bytes an element");
+    const DdpBytes d = ddp_bytes(sets);
+    CHECK(d.grads == Approx(bytes * kDdpParams));
+    CHECK(d.buffers == Approx(bytes * kDdpParams));  // the buckets beside the gradients
+    CHECK(d.into == Approx(2 * bytes * kDdpParams));
+    CHECK(d.back == Approx(2 * bytes * kDdpParams));
+    CHECK(d.reduced == Approx(bytes * kDdpParams));  // every bucket once, as it is
+    // The default caps in those bytes: the first bucket the LM head alone (32,768,000
+    // elements, over 1 MiB), the next ones closing at 25 MiB or just past it.
+    REQUIRE(d.bucket_sizes.size() >= 2);
+    CHECK(d.bucket_sizes[0] == Approx(bytes * 32'768'000));
+    for (std::size_t k = 1; k + 1 < d.bucket_sizes.size(); ++k) CHECK(d.bucket_sizes[k] >= 25.0 * 1024 * 1024);
+  }
+}
+
+TEST_CASE("under PyTorch's DDP the gradients' two precision keys are one") {
+  // Neither given: the parameters' dtype, bf16 under mixed precision, fp32 without.
+  const stepsim::Scenario bf16 = ddp_small({"training.framework=pytorch"});
+  CHECK(bf16.training.main_grad == stepsim::Precision::bf16);
+  CHECK(bf16.data_parallel.grad_reduce_dtype == stepsim::Precision::bf16);
+  const stepsim::Scenario fp32 = ddp_small({"training.framework=pytorch", "training.precision=fp32"});
+  CHECK(fp32.training.main_grad == stepsim::Precision::fp32);
+  CHECK(fp32.data_parallel.grad_reduce_dtype == stepsim::Precision::fp32);
+  // One given sets the other; the resolved scenario reads back alike.
+  const stepsim::Scenario set = ddp_small({"training.framework=pytorch", "training.main_grad=fp32"});
+  CHECK(set.data_parallel.grad_reduce_dtype == stepsim::Precision::fp32);
+  CHECK(stepsim::io::load_scenario_text(set.resolved_json, "resolved.json", {}).training.main_grad ==
+        stepsim::Precision::fp32);
+  try {
+    ddp_small({"training.framework=pytorch", "training.main_grad=fp32", "data_parallel.grad_reduce_dtype=bf16"});
+    FAIL("two precisions accepted");
+  } catch (const stepsim::InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "--set: data_parallel.grad_reduce_dtype: bf16 with training.main_grad fp32: under PyTorch's DDP "
+          "(training.framework pytorch) the gradients are the parameters' own, which its buckets reduce in their own "
+          "dtype; give them the same precision");
+  }
+  CHECK_THROWS_AS(
+      ddp_small({"training.framework=pytorch", "training.precision=fp32", "data_parallel.grad_reduce_dtype=bf16"}),
+      stepsim::InputError);
+}
+
+// PyTorch's DistributedDataParallel caps its first bucket at 1 MiB only when bucket_cap_mb is
+// left unset (distributed.py: bucket_bytes_cap_default, _DEFAULT_FIRST_BUCKET_BYTES); a cap
+// given caps the first bucket too. The small GPT's gradients, 2 bytes each, fit one bucket of
+// 100,000 MiB whole.
+TEST_CASE("a bucket_cap_mb given caps PyTorch DDP's first bucket too") {
+  const DdpBytes unset = ddp_bytes({"training.framework=pytorch"});
+  CHECK(unset.bucket_sizes.front() == Approx(2.0 * 32'768'000));  // the LM head, past 1 MiB
+  const DdpBytes given = ddp_bytes({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
+  REQUIRE(given.bucket_sizes.size() == 1);
+  CHECK(given.bucket_sizes.front() == Approx(2.0 * kDdpParams));
+  // first_bucket_mb given keeps the first bucket its own size.
+  const DdpBytes both = ddp_bytes(
+      {"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000", "data_parallel.first_bucket_mb=1"});
+  REQUIRE(both.bucket_sizes.size() == 2);
+  CHECK(both.bucket_sizes.front() == Approx(2.0 * 32'768'000));
+  // The resolved scenario states the first bucket's size and reads back to it.
+  const stepsim::Scenario s = ddp_small({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
+  CHECK(s.data_parallel.first_bucket_mb == 100000);
+  CHECK(stepsim::io::load_scenario_text(s.resolved_json, "resolved.json", {}).data_parallel.first_bucket_mb == 100000);
+  // Outside PyTorch's DDP the first bucket is left as it was: the distributed optimizer's has none.
+  CHECK(ddp_small({"training.framework=pytorch", "data_parallel.kind=zero1", "data_parallel.bucket_cap_mb=25"})
+            .data_parallel.first_bucket_mb == 1);
 }

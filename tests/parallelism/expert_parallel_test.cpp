@@ -397,8 +397,15 @@ TEST_CASE("with etp 2 each expert is split over two ranks that gather their toke
   const std::vector<CollOp> order{CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall,
                                   CollOp::alltoall, CollOp::allgather, CollOp::reducescatter, CollOp::alltoall};
   for (std::size_t i = 0; i < calls.size(); ++i) CHECK(calls[i].first == order[i]);
-  CHECK(calls[1].second.find("L0 etp gather") != std::string::npos);
-  CHECK(calls[6].second.find("L0 etp scatter backward") != std::string::npos);
+  CHECK(calls[1].second.find("L0 etp gather,") != std::string::npos);
+  CHECK(calls[2].second.find("L0 etp scatter,") != std::string::npos);
+  // A backward is named after the forward collective it is the backward of, as "combine
+  // backward" is: the forward's ReduceScatter comes back as the backward's AllGather and its
+  // AllGather as the ReduceScatter.
+  CHECK(calls[4].second.find("L0 combine backward,") != std::string::npos);
+  CHECK(calls[5].second.find("AllGather ep L0 etp scatter backward,") != std::string::npos);
+  CHECK(calls[6].second.find("ReduceScatter ep L0 etp gather backward,") != std::string::npos);
+  CHECK(calls[7].second.find("L0 dispatch backward,") != std::string::npos);
 }
 
 // EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the
@@ -457,4 +464,63 @@ TEST_CASE("the flex dispatcher's nodes are those of Megatron's expert groups, wh
         Approx(size_of(2, 1, 16, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
   CHECK(size_of(2, 2, 8, MoeDispatcher::flex) ==
         Approx(size_of(2, 2, 8, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
+}
+
+// Three pipeline stages of 6 ranks on 8-GPU nodes, EP 6 over 6 experts, top 2: stage 0's EP
+// group (ranks 0 to 5) lies in node 0, stage 1's (6 to 11) holds 2 ranks on node 0 and 4 on
+// node 1, stage 2's (12 to 17) 4 on node 1 and 2 on node 2. An EP group of 6 GPUs is no
+// multiple of the node, yet two stages cross nodes. By hand, with one expert per rank: a token
+// of the 2-rank side (1/3 of the tokens) has its 2 experts outside its node in 2 · 4/6 copies
+// under the all-to-all, and under flex reaches the other side unless both experts are among
+// its own 2, 1 − C(2,2)/C(6,2) = 14/15; a token of the 4-rank side (2/3) sends 2 · 2/6 copies
+// against 1 − C(4,2)/C(6,2) = 9/15. Flex sends (1/3 · 14/15 + 2/3 · 9/15) / (1/3 · 4/3 + 2/3 ·
+// 2/3) = (32/45) / (8/9) = 4/5 of the all-to-all's bytes across nodes.
+TEST_CASE("the flex dispatcher's share follows where each stage's EP group lies, unevenly split included") {
+  const auto sizes_of = [](stepsim::MoeDispatcher d) {
+    stepsim::Scenario s = spt::small_scenario(1, 6, 1);
+    s.model.moe = {6, 2, 4096};
+    s.model.layers = 3;
+    s.parallel.pp = 3;
+    s.parallel.ep = 6;
+    s.cluster.nodes = 3;
+    s.model.moe.dispatcher = d;
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    REQUIRE(p.ranks.size() == 3);  // one simulated rank per stage
+    std::vector<double> out;
+    for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+      const auto ops = spt::collectives_of(p, CommKind::ep, r);
+      REQUIRE(!ops.empty());
+      const auto& op = p.ranks[r].ops()[ops.front()];
+      out.push_back(p.ranks[r].calls[static_cast<std::size_t>(op.call)].size.as_double());
+    }
+    return out;
+  };
+  const std::vector<double> all_to_all = sizes_of(stepsim::MoeDispatcher::alltoall);
+  const std::vector<double> flex = sizes_of(stepsim::MoeDispatcher::flex);
+  CHECK(flex[0] == all_to_all[0]);
+  CHECK(flex[1] == Approx(all_to_all[1] * 4.0 / 5.0).epsilon(1e-6));
+  CHECK(flex[2] == Approx(all_to_all[2] * 4.0 / 5.0).epsilon(1e-6));
+}
+
+// Twelve experts, top 2, EP 12 on 8-GPU nodes: ranks 0 to 11 hold 8 and 4. With one expert per
+// rank a token of the 8 (2/3 of them) sends 2 · 4/12 copies out of its node under the
+// all-to-all against 1 − C(8,2)/C(12,2) = 38/66 under flex; one of the 4 (1/3) 2 · 8/12
+// against 1 − C(4,2)/C(12,2) = 60/66: (2/3 · 38/66 + 1/3 · 60/66) / (2/3 · 2/3 + 1/3 · 4/3) =
+// 17/22. Counted as ep·etp / GPUs per node = 1 domain, the group had been sent whole.
+TEST_CASE("the flex dispatcher sends less from an EP group over an uneven pair of nodes") {
+  const auto size_of = [](stepsim::MoeDispatcher d) {
+    stepsim::Scenario s = spt::small_scenario(1, 24, 1);
+    s.model.moe = {12, 2, 4096};
+    s.parallel.ep = 12;
+    s.model.moe.dispatcher = d;
+    const spt::FixedCosts costs;
+    const auto p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    const auto ops = spt::collectives_of(p, CommKind::ep);
+    REQUIRE(!ops.empty());
+    const auto& op = p.ranks[0].ops()[ops.front()];
+    return p.ranks[0].calls[static_cast<std::size_t>(op.call)].size.as_double();
+  };
+  CHECK(size_of(stepsim::MoeDispatcher::flex) ==
+        Approx(size_of(stepsim::MoeDispatcher::alltoall) * 17.0 / 22.0).epsilon(1e-6));
 }

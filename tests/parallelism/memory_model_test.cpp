@@ -170,11 +170,38 @@ TEST_CASE("ZeRO-1 shards the 12 bytes of optimizer state over dp") {
   CHECK(m.optimizer.count() == 12 * P / 8);
 }
 
-TEST_CASE("ZeRO-2 also shards gradients but keeps two buckets unsharded") {
+// The small GPT's gradients in reverse registration order, in Megatron's buckets of 4e7
+// parameters closed once they hold at least that: the LM head (32,768,000), the final norm
+// (2,048) and layer 3's fc2 and fc1 (8,393,728) make 41,163,776; the rest of layer 3
+// (4,202,496), layers 2 and 1 (12,596,224 each) and layer 0 down to its QKV weight (12,594,176)
+// 41,989,120; layer 0's input norm and the embeddings 34,867,200. ZeRO-2 holds the bucket
+// filling and the one before it in its ReduceScatter, at most the first two, in fp32.
+TEST_CASE("ZeRO-2 also shards gradients but keeps two of its buckets unsharded") {
   const auto m = states(DpKind::zero2, 8);
   CHECK(m.grads.count() == 4 * P / 8);
   CHECK(m.optimizer.count() == 12 * P / 8);
-  CHECK(m.buffers.count() == 4 * P);  // the whole stage fits in two 4e7-parameter buckets
+  CHECK(m.buffers.count() == 4LL * (41'163'776 + 41'989'120));
+}
+
+// The same answer from the program: the ReduceScatters of one micro-batch, in launch order,
+// each a bucket in bf16 (grad_reduce_dtype); the most two consecutive ones hold, in fp32.
+TEST_CASE("ZeRO-2's unsharded buckets are the ones its program reduce-scatters") {
+  auto s = sp::test::small_scenario(1, 8, 1);
+  s.data_parallel.kind = DpKind::zero2;
+  s.model.vocab = 256'000;  // an LM head of 262 M parameters, a bucket of its own
+  const auto work = stepsim::workload::build_work(s);
+  const sp::test::FixedCosts costs;
+  const stepsim::engine::Program program = sp::build_program(s, work, costs);
+  std::vector<std::int64_t> buckets;
+  for (auto i : sp::test::collectives_of(program, stepsim::CommKind::dp)) {
+    const auto& call = program.ranks[0].calls[static_cast<std::size_t>(program.ranks[0].ops()[i].call)];
+    if (call.op == stepsim::CollOp::reducescatter) buckets.push_back(call.size.count() / 2);
+  }
+  REQUIRE(buckets.size() >= 2);
+  CHECK(buckets.front() >= 1024LL * 256'000);  // the LM head
+  std::int64_t most = 0;
+  for (std::size_t k = 1; k < buckets.size(); ++k) most = std::max(most, buckets[k - 1] + buckets[k]);
+  CHECK(sp::estimate_memory(s, work).stages.front().buffers.count() == 4 * most);
 }
 
 TEST_CASE("FSDP shards everything and gathers the root plus two layers") {
@@ -194,6 +221,45 @@ TEST_CASE("FSDP without prefetch gathers one layer, and without resharding all o
   s.data_parallel.reshard_after_forward = false;
   const auto kept = sp::estimate_memory(s, states_work()).stages.front();
   CHECK(kept.params.count() == 4 * P / 8 + 2 * P);
+}
+
+// FSDP1's rate limiter lets a unit's AllGather start once the free of the unit
+// max_inflight_all_gathers before it has run (the program's waits, below), and the host, ahead
+// of the GPU, issues them that early: so many layers are gathered at once, not two.
+TEST_CASE("FSDP1 holds as many layers gathered as its AllGather limit lets in flight") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  for (const int limit : {1, 2, 3, 4, 8}) {
+    s.data_parallel.max_inflight_all_gathers = limit;
+    const long long layers = std::min(limit, 4);  // the stage has 4
+    INFO("max_inflight_all_gathers " << limit);
+    CHECK(sp::estimate_memory(s, states_work()).stages.front().params.count() ==
+          4 * P / 8 + 2 * (750'000 + layers * 1'000'000));
+  }
+  // The program: at a limit of 3, layer 3's forward AllGather waits for layer 0's last forward op
+  // (its free), layers 1 and 2's for none; so layers 1 to 3 are gathered together.
+  auto g = sp::test::small_scenario(1, 8, 1);
+  g.model.layers = 4;
+  g.data_parallel.kind = DpKind::fsdp;
+  g.data_parallel.max_inflight_all_gathers = 3;
+  const sp::test::FixedCosts costs;
+  const stepsim::engine::Program program = sp::build_program(g, sp::test::small_work(g), costs);
+  const auto names = sp::test::op_names(program);
+  const auto first = [&names](const std::string& prefix) {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].rfind(prefix, 0) == 0) return static_cast<stepsim::engine::OpIndex>(i);
+    FAIL("no op named " << prefix);
+    return stepsim::engine::OpIndex{0};
+  };
+  const auto waits = [&](const std::string& gather) {
+    const auto w = program.ranks[0].waits_of(first(gather));
+    return std::vector<stepsim::engine::OpIndex>(w.begin(), w.end());
+  };
+  const stepsim::engine::OpIndex free0 = first("L0 mlp residual fwd");
+  CHECK(waits("AllGather fsdp L1 forward").empty());
+  CHECK(waits("AllGather fsdp L2 forward").empty());
+  CHECK(waits("AllGather fsdp L3 forward") == std::vector<stepsim::engine::OpIndex>{free0});
+  // The trace's counter starts from the same states: it follows the limit too.
+  CHECK(program.ranks[0].memory_base == sp::estimate_memory(g, sp::test::small_work(g)).stages.front().states());
 }
 
 TEST_CASE("HSDP shards within one node") {
@@ -283,16 +349,19 @@ TEST_CASE("HSDP's default shard group divides dp and the memory model shards ove
   CHECK(sp::hsdp_shard_ranks(states_scenario(DpKind::hsdp, 32)) == 8);
 }
 
-// ZeRO-2's two unsharded buckets are Megatron's: with dp 64 they hold 6.4e7 parameters each,
-// more than the 4.75M of the stage, so the stage's gradients bound them.
+// ZeRO-2's buckets are Megatron's: with dp 64 of 6.4e7 parameters. Of the small GPT with 8
+// layers (12,596,224 parameters each), in reverse order: the LM head and final norm
+// (32,770,048), layers 7 and 6 and layer 5's fc2 and fc1 (8,393,728) make 66,356,224; the rest
+// of layer 5 (4,202,496), layers 4 to 1 and layer 0 down to its projection weight (9,445,376)
+// 64,032,768; the rest 38,016,000. The first two are held together, in fp32.
 TEST_CASE("ZeRO-2's bucket buffers take Megatron's bucket size") {
   auto s = states_scenario(DpKind::zero2, 64);
-  s.model.layers = 200;
-  auto w = states_work();
-  const auto m = sp::estimate_memory(s, w).stages.front();
-  const long long params = 200 * 1'000'000LL + 750'000;
-  CHECK(m.buffers.count() == 4 * std::min(params, 2 * sp::megatron_bucket_elements(s)));
-  CHECK(m.buffers.count() == 4 * 128'000'000LL);
+  s.model.layers = 8;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(m.buffers.count() == 4 * (66'356'224LL + 64'032'768LL));
+  // One bucket as large as the model (Megatron's --ddp-bucket-size) holds every gradient.
+  s.data_parallel.bucket_parameters = 1'000'000'000;
+  CHECK(sp::estimate_memory(s, states_work()).stages.front().buffers.count() == 4 * 168'404'992LL);
 }
 
 // Under a pipeline schedule PyTorch keeps every unit of the stage gathered after a backward

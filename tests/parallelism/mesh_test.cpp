@@ -225,3 +225,21 @@ TEST_CASE("the placement notes say how many groups of a kind straddle NVLink dom
   s.cluster.gpus_per_node = 8;
   CHECK_THAT(sp::placement_description(s), !Catch::Contains("placed differently"));
 }
+
+// DeepSeek-V3's layout on 72-GPU racks: 8 stages of 64 ranks, one EP group of 64 each. Stage k
+// starts at rank 64k, 64k mod 72 = 0, 64, 56, 48, 40, 32, 24, 16 for k = 0 to 7: every stage but
+// the first crosses into the next rack, holding 8 and 56 (stage 1), 16 and 48, ..., 56 and 8
+// (stage 7) on its two racks. The slowest are those with 8 on one rack (stages 1 and 7); the
+// note had said "2 of 8 span 2 NVLink domains" where 7 do.
+TEST_CASE("the placement note counts every group that spans as many domains as the slowest") {
+  stepsim::Scenario s;
+  s.parallel.pp = 8;
+  s.parallel.dp = 64;
+  s.parallel.ep = 64;
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nvlink_domain = 72;
+  CHECK_THAT(
+      sp::placement_description(s),
+      Catch::Contains("; ep groups are placed differently: 7 of 8 span 2 NVLink domains, the slowest 2 of them 8 "
+                      "to 56 per domain, the first [64, 65, 66, 67, 68, 69, 70, ..., 127]"));
+}

@@ -164,3 +164,48 @@ TEST_CASE("the pipeline message is b·s·h / tp activations in bf16 under fp8, i
   CHECK(comm.message() == message);
   CHECK(sp::placement_notes(s).find("SendRecv of 2.0 MiB") != std::string::npos);
 }
+
+// Megatron-Core's get_tensor_shapes splits the sequence over TP only under sequence
+// parallelism: without it each of the tp = 2 ranks sends the whole b·s·h = 1·2048·1024 bf16
+// elements, 4 MiB, where sequence parallelism sends 2 MiB. Megatron-LM's scatter/gather of
+// 2021-22 (and the unspecified framework that stands for it) sends 1/tp either way.
+TEST_CASE("without sequence parallelism Megatron-Core sends the whole b·s·h from every TP rank") {
+  auto s = pipeline(Schedule::one_f_one_b, 2, 4, 1);
+  s.parallel.tp = 2;
+  s.cluster.nodes = 1;
+  s.training.framework = stepsim::Framework::megatron;
+  const auto sent = [](const stepsim::Scenario& scenario) {
+    const spt::FixedCosts costs;
+    const auto program = sp::build_program(scenario, spt::small_work(scenario), costs);
+    std::vector<Bytes> sizes;
+    for (auto i : spt::collectives_of(program, CommKind::pp, 0))
+      sizes.push_back(program.ranks[0].calls[static_cast<std::size_t>(program.ranks[0].ops()[i].call)].size);
+    return sizes;
+  };
+  const std::vector<Bytes> whole = sent(s);
+  REQUIRE_FALSE(whole.empty());
+  for (Bytes b : whole) CHECK(b == Bytes(2048LL * 1024 * 2));
+  CHECK(sp::placement_notes(s).find("SendRecv of 4.0 MiB per micro-batch and boundary (b·s·h from every TP rank") !=
+        std::string::npos);
+  s.parallel.sequence_parallel = true;
+  for (Bytes b : sent(s)) CHECK(b == Bytes(2048LL * 1024 * 2 / 2));
+  CHECK(sp::placement_notes(s).find("SendRecv of 2.0 MiB per micro-batch and boundary (b·s·h / tp)") !=
+        std::string::npos);
+  s.parallel.sequence_parallel = false;
+  s.training.framework = stepsim::Framework::unspecified;
+  for (Bytes b : sent(s)) CHECK(b == Bytes(2048LL * 1024 * 2 / 2));
+}
+
+// Megatron-Core's get_tensor_shapes divides the sequence by the context-parallel size once
+// (and by tp under sequence parallelism): with cp = 2 and tp = 2 each rank sends
+// 1·(2048 / 2)·1024 / 2 bf16 elements, 1 MiB. The message was once divided by cp a second time.
+TEST_CASE("under context parallelism the pipeline message is this rank's share of the sequence, once") {
+  auto s = pipeline(Schedule::one_f_one_b, 2, 4, 1);
+  s.parallel.tp = 2;
+  s.parallel.cp = 2;
+  s.parallel.sequence_parallel = true;
+  s.cluster.nodes = 1;
+  s.training.framework = stepsim::Framework::megatron;
+  CHECK(sp::pipeline_message(s) == Bytes(1LL * (2048 / 2) * 1024 * 2 / 2));
+  CHECK(sp::placement_notes(s).find("SendRecv of 1.0 MiB per micro-batch") != std::string::npos);
+}

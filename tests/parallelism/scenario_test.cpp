@@ -147,9 +147,48 @@ TEST_CASE("multi-token prediction runs its MoE layer on the last stage, with its
   const auto mtp = stepsim::simulate(stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", {"model.mtp_layers=1"}));
   CHECK(ran(mtp.timeline, "mtp0 expert fc1 fwd"));
   CHECK(ran(mtp.timeline, "mtp0 cross entropy fwd"));
-  CHECK(ran(mtp.timeline, "L61 dispatch"));  // the head's block, after the 61 layers
-  CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "L61 dispatch"));
+  // Its all-to-alls are named after the depth, as its compute ops are, not after a 62nd layer.
+  CHECK(ran(mtp.timeline, "mtp0 dispatch"));
+  CHECK(ran(mtp.timeline, "mtp0 combine backward"));
+  CHECK_FALSE(ran(mtp.timeline, "L61 "));
+  CHECK_FALSE(ran(run_timeline("deepseek-v3-ep64-512xh100"), "mtp0 dispatch"));
   CHECK(mtp.report.step_time_s > report_of("deepseek-v3-ep64-512xh100").step_time_s);
+}
+
+namespace {
+
+// What one depth of multi-token prediction adds to the last stage's activations of
+// DeepSeek-V3's example (8 stages) under the recompute of `sets`.
+stepsim::Bytes mtp_activations(std::vector<std::string> sets) {
+  std::vector<stepsim::Bytes> last;
+  for (const char* depths : {"model.mtp_layers=0", "model.mtp_layers=1"}) {
+    std::vector<std::string> with = sets;
+    with.emplace_back(depths);
+    const stepsim::Scenario s = stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", with);
+    last.push_back(
+        stepsim::parallelism::estimate_memory(s, stepsim::workload::build_work(s)).stages.back().activations);
+  }
+  return last[1] - last[0];
+}
+
+}  // namespace
+
+// The depth's layer is not recomputed, whatever training.recompute says: no recompute op runs
+// for it, so it keeps what it keeps without recompute. Under full recompute it was counted as
+// keeping its input alone (2.53 GB added against 4.81 GB without recompute, the same ops).
+TEST_CASE("the multi-token-prediction layer keeps what it keeps without recompute under every recompute mode") {
+  const stepsim::Bytes none = mtp_activations({"training.recompute=none"});
+  CHECK(none.count() > 0);
+  CHECK(mtp_activations({"training.recompute=full"}) == none);
+  CHECK(mtp_activations({"training.recompute=selective"}) == none);
+  CHECK(mtp_activations({"training.recompute=selective",
+                         R"(training.recompute_modules=["moe_act", "layernorm", "mla_up_proj"])"}) == none);
+  // And no recompute op of the depth runs.
+  const auto full = stepsim::simulate(
+      stepsim::io::load_scenario("deepseek-v3-ep64-512xh100", {"model.mtp_layers=1", "training.recompute=full"}));
+  CHECK(ran(full.timeline, "mtp0 expert fc1 fwd"));
+  CHECK(ran(full.timeline, "L60 expert fc1 recompute"));
+  CHECK_FALSE(ran(full.timeline, "mtp0 expert fc1 recompute"));
 }
 
 // The gradient tensors marked as Linear weights (gathered quantized) and the workload's count of

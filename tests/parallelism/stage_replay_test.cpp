@@ -73,16 +73,18 @@ TEST_CASE("replaying a stage's first rank builds the program that writing every 
       {"hsdp-llama3-8b-64xh100",
        {R"(simulation.variation.links=[{"rank": 9, "link": "nic", "factor": 0.5},
                                         {"node": 2, "link": "nvlink", "factor": 0.7}])",
-        R"(simulation.variation.failed_nics=[{"node": 3, "count": 4}])",
-        "simulation.variation.background_traffic=0.2",
+        R"(simulation.variation.failed_nics=[{"node": 3, "count": 4}])", "simulation.variation.background_traffic=0.2",
         R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 0.8}])"}},
       {"hsdp-llama3-8b-64xh100", {}},
       {"zero1-llama3-8b-64xh100", {}},
       {"ddp-1.3b-64xa100", {}},
+      // Activation offload over each A100's PCIe link: the copies are flows on it.
+      {"ddp-1.3b-64xa100", {"training.activation_offload_layers=4", "training.framework=\"megatron\""}},
       // Context parallelism with its ring; tensor-parallel overlap (userbuffers transfers).
       {"llama3-70b-cp2-64xh100", {}},
-      {"korthikanti-22b", {"parallel.dp=2", "training.global_batch=8", "parallel.sequence_parallel=true",
-                           "tensor_parallel.comm_overlap=true"}},
+      {"korthikanti-22b",
+       {"parallel.dp=2", "training.global_batch=8", "parallel.sequence_parallel=true",
+        "tensor_parallel.comm_overlap=true"}},
       // Experts: EP all-to-all and the expert-data-parallel group.
       {"mixtral-8x7b-ep8-64xh100", {}},
       // TP groups of two nodes on leaves of three: every other group crosses the spine, so its
@@ -105,4 +107,47 @@ TEST_CASE("replaying a stage's first rank builds the program that writing every 
       check_same(stage_program(s, sp::StageRanks::replay), stage_program(s, sp::StageRanks::write));
     }
   }
+}
+
+// On an x86 host the GPU's one PCIe x16 link to its switch carries both its copies to and from
+// host memory and its NIC traffic (GPUDirect RDMA: GPU, PCIe switch, NIC), so activation
+// offload's copies load the GPU's PCIe link as its collectives across nodes do; a Grace CPU's
+// NVLink-C2C is another path than the NIC's, and its copies load no link the NICs load.
+TEST_CASE("offload copies over an x86 host's PCIe link load the GPU's PCIe link, as its NIC traffic does") {
+  const std::vector<std::string> offload{"training.activation_offload_layers=4", "training.framework=\"megatron\""};
+  for (const char* cluster : {"cluster=dgx-h100-ndr", "cluster=dgx-a100-80g-hdr"}) {
+    INFO(cluster);
+    std::vector<std::string> sets = offload;
+    sets.emplace_back(cluster);
+    const stepsim::Scenario s = stepsim::io::load_scenario("ddp-1.3b-64xa100", sets);
+    const Program p = stage_program(s, sp::StageRanks::replay);
+    const auto& rank = p.ranks.front();
+    const auto name = [&](stepsim::network::ResourceId id) { return p.resources[id].name; };
+    int copies = 0;
+    bool nic_on_link = false;
+    for (const auto& call : rank.calls) {
+      if (call.host_copy) {
+        ++copies;
+        REQUIRE(call.uses.size() == 1);
+        CHECK((name(call.uses[0].resource) == "node 0 gpu 0 pcie tx" ||
+               name(call.uses[0].resource) == "node 0 gpu 0 pcie rx"));
+        CHECK(call.uses[0].weight == 1);
+        CHECK(call.algbw == s.cluster.host_link.bandwidth);  // each GPU its own link
+        CHECK(!call.slows_compute);
+        continue;
+      }
+      for (const auto& u : call.uses) nic_on_link = nic_on_link || name(u.resource) == "node 0 gpu 0 pcie tx";
+    }
+    CHECK(copies == 2);  // the 4 layers' activations, one size: one call to the host, one back
+    CHECK(nic_on_link);
+    for (const auto& op : rank.ops()) CHECK(op.kind != stepsim::engine::OpKind::copy);
+  }
+  // GB200: the copies run for their duration at the GPU's share of the C2C link.
+  std::vector<std::string> sets = offload;
+  sets.emplace_back("cluster=gb200-nvl72");
+  const Program grace = stage_program(stepsim::io::load_scenario("ddp-1.3b-64xa100", sets), sp::StageRanks::replay);
+  for (const auto& call : grace.ranks.front().calls) CHECK(!call.host_copy);
+  int copies = 0;
+  for (const auto& op : grace.ranks.front().ops()) copies += op.kind == stepsim::engine::OpKind::copy ? 1 : 0;
+  CHECK(copies > 0);
 }

@@ -7,6 +7,7 @@ the module hands back the writer's text).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,15 @@ def raised(call, kind):
     except kind as e:
         return e
     raise AssertionError(f"no {kind.__name__}")
+
+
+def child(code, stdin=None, env=None, cwd=None):
+    """stdout of a Python child running `code` with this module (which must succeed), stdin fed
+    `stdin`; a child still running after two minutes is a hang, not a slow answer."""
+    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=120,
+                          env=os.environ if env is None else env, cwd=cwd)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+    return done.stdout
 
 
 def sweep_rows(*args):
@@ -239,6 +249,9 @@ def analyze():
     # Standard input twice is the command line's refusal, before either is read.
     e = raised(lambda: stepsim.analyze(["-", "-"]), stepsim.ScenarioError)
     assert e.message == cli_error("analyze", "-", "-").split(": ", 2)[2], str(e)
+    # A step the trace does not hold: named as the command line names it (docs/python.md).
+    e = raised(lambda: stepsim.analyze(TRACE, step=3), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--step", "3") and str(e) == cli_error("analyze", TRACE, "--step", "3"), str(e)
     print("analyze: equal")
 
 
@@ -476,10 +489,164 @@ def collective_factor():
     print("collective factor: refused without sweep")
 
 
+def scenario_read_once():
+    """Standard input and a FIFO are read once for every simulation of the scenario, as the
+    command line reads them: the same report (calibration and advice included) and the same
+    rows, where reading them again gave an empty scenario or waited for a writer forever."""
+    resolved = cli("presets", "ddp-1.3b-64xa100", "--resolved")
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+
+        def piped(*args):
+            done = subprocess.run([STEPSIM, *args], input=resolved, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        want = json.loads(piped("simulate", "-", "--calibration", calib, "--json", "-"))
+        assert want["calibration"], "the calibration file measured nothing this scenario runs"
+        got = child(f"import json, stepsim; print(json.dumps(stepsim.simulate('-', calibration={calib!r})))", resolved)
+        same(json.loads(got), want)
+        want = json.loads(piped("simulate", "-", "--advise", "--json", "-"))
+        assert want["advice"]["alternatives"], "no advice to compare"
+        same(json.loads(child("import json, stepsim; print(json.dumps(stepsim.simulate('-', advise=True)))",
+                              resolved)), want)
+        rows = os.path.join(folder, "rows.jsonl")
+        piped("sweep", "-", "--vary", "parallel.tp=1,2", "--gpus", "64", "-o", rows)
+        with open(rows) as f:
+            want_rows = [json.loads(line) for line in f]
+        assert [w["status"] for w in want_rows] == ["ok", "ok"], want_rows
+        # The rows as the list of dicts they are without pandas, every value as its JSON type.
+        got = child("import json, stepsim; stepsim._frame = lambda rows: rows; "
+                    "print(json.dumps(stepsim.sweep('-', vary={'parallel.tp': [1, 2]}, gpus=64, jobs=2)))", resolved)
+        same(json.loads(got), want_rows)
+        # A FIFO: a writer writes the scenario once; the call reads it once and returns.
+        fifo = os.path.join(folder, "scenario.fifo")
+        os.mkfifo(fifo)
+        writer = (f"import stepsim, threading, json\n"
+                  f"stepsim._frame = lambda rows: rows\n"
+                  f"def write():\n"
+                  f"    with open({fifo!r}, 'w') as f:\n"
+                  f"        f.write({resolved!r})\n"
+                  f"for call in (lambda: stepsim.simulate({fifo!r}, calibration={calib!r}),\n"
+                  f"             lambda: stepsim.sweep({fifo!r}, vary={{'parallel.tp': [1, 2]}}, gpus=64, jobs=2)):\n"
+                  f"    t = threading.Thread(target=write)\n"
+                  f"    t.start()\n"
+                  f"    print(json.dumps(call()))\n"
+                  f"    t.join()\n")
+        report, swept = child(writer).splitlines()
+        same(json.loads(report), json.loads(piped("simulate", "-", "--calibration", calib, "--json", "-")))
+        same(json.loads(swept), want_rows)
+    print("standard input and a FIFO: read once, the command line's report and rows")
+
+
+def empty_names():
+    """An empty scenario or trace name is refused as the command line refuses SCENARIO or TRACE
+    given as "", naming the argument; None stays the embedded default."""
+    want = cli_error("simulate", "", "--json", "-")
+    assert want.startswith("<command line>: SCENARIO: the scenario file name is empty ("), want
+    plan = {"gpus": 8, "cluster": "dgx-h100-ndr", "tokens": "1T", "max_layouts": 2}
+    for call, function in [(lambda: stepsim.simulate(""), "stepsim.simulate"),
+                           (lambda: stepsim.sweep("", vary={"parallel.tp": [1]}), "stepsim.sweep"),
+                           (lambda: stepsim.plan("", **plan), "stepsim.plan")]:
+        e = raised(call, stepsim.ScenarioError)
+        assert (e.file, e.pointer) == (function, "scenario"), str(e)
+        assert e.message.split(" (")[0] == want.split(": ", 2)[2].split(" (")[0], str(e)
+    want = cli_error("analyze", "", "--json", "-")
+    assert want == "<command line>: TRACE: the trace file or folder name is empty", want
+    for paths in ("", [TRACE, ""]):
+        e = raised(lambda: stepsim.analyze(paths), stepsim.ScenarioError)
+        assert (e.file, e.pointer, e.message) == ("stepsim.analyze", "paths", want.split(": ", 2)[2]), str(e)
+    print("empty names: refused as the command line refuses them")
+
+
+def vendored_package():
+    """The package copied under another name (vendor/stepsim) raises its own ScenarioError for
+    bad input, not ModuleNotFoundError for a module named stepsim._core."""
+    want = cli_error("simulate", "--set", "parallel.tp=x", "--json", "-")
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copytree(os.path.dirname(stepsim.__file__), os.path.join(folder, "vendor", "stepsim"))
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        got = child("import importlib.util, json\n"
+                    "assert importlib.util.find_spec('stepsim') is None, 'stepsim importable as itself'\n"
+                    "from vendor import stepsim\n"
+                    "try:\n"
+                    "    stepsim.simulate(sets={'parallel.tp': 'x'})\n"
+                    "except stepsim.ScenarioError as e:\n"
+                    "    print(json.dumps([str(e), e.file, e.pointer, isinstance(e, ValueError)]))\n",
+                    env=env, cwd=folder)
+    assert json.loads(got) == [want, "--set", "parallel.tp", True], got
+    print("vendored package: its own ScenarioError")
+
+
+def unholdable_values():
+    """What JSON has no form for is a TypeError naming the argument and the place in it."""
+    import decimal
+
+    for call, want in [
+        (lambda: stepsim.simulate({"model": b"llama3-8b"}), "scenario: /model: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "training": {"seq_len": 1j}}), "scenario: /training/seq_len: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "parallel": {"tp": {1, 2}}}), "scenario: /parallel/tp: "),
+        (lambda: stepsim.simulate({"model": "llama3-8b", "training": {"global_batch": decimal.Decimal(64)}}),
+         "scenario: /training/global_batch: "),
+        (lambda: stepsim.simulate({"model": ["x", b"y"]}), "scenario: /model/1: "),
+        (lambda: stepsim.simulate({("model",): "llama3-8b"}), "scenario: "),
+        (lambda: stepsim.simulate({"parallel": {("tp",): 2}}), "scenario: /parallel: "),
+        (lambda: stepsim.simulate(sets={"model": b"x"}), "sets: model: "),
+        (lambda: stepsim.simulate(sets={"training.seq_len": decimal.Decimal(4096)}), "sets: training.seq_len: "),
+        (lambda: stepsim.simulate(sets={"training.cuda_graph_scope": ["attn", {"mlp"}]}),
+         "sets: training.cuda_graph_scope/1: "),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [b"4"]}), "vary: parallel.tp: "),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1, 2j]}), "vary: parallel.tp: "),
+    ]:
+        e = raised(call, TypeError)
+        assert str(e).startswith(want) and "expected" in str(e), f"{want}: {e}"
+        assert "JSON serializable" not in str(e) and not str(e)[len(want):].startswith("/"), str(e)
+    print("values JSON cannot hold: TypeError naming the argument and the pointer")
+
+
+def nul_in_scenario_paths():
+    """A NUL in a dict scenario's calibration file name is refused at its pointer, not read up to
+    the NUL (another file); a NUL in a name is escaped in the error, not its end."""
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+        scenario = {"preset": "ddp-1.3b-64xa100", "calibration": calib + "\0junk"}
+        path = os.path.join(folder, "s.json")
+        with open(path, "w") as f:
+            json.dump(scenario, f)
+        want = cli_error("simulate", path, "--json", "-")
+        e = raised(lambda: stepsim.simulate(scenario), stepsim.ScenarioError)
+        assert str(e) == want.replace(path, "<dict>", 1), f"{e} != {want}"
+        assert (e.file, e.pointer) == ("<dict>", "/calibration/0") and "\\u0000junk" in e.message, str(e)
+        e = raised(lambda: stepsim.simulate(path), stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+        e = raised(lambda: stepsim.simulate("ddp-1.3b-64xa100", sets={"calibration": [calib + "\0junk"]}),
+                   stepsim.ScenarioError)
+        assert (e.file, e.pointer) == ("--set", "calibration[0]") and "\0" not in str(e), str(e)
+    e = raised(lambda: stepsim.simulate({"model": "x\0y", "cluster": "dgx-h100-ndr"}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<dict>", "/model") and "'x\\u0000y'" in e.message, str(e)
+    print("NUL in scenario paths: refused at the pointer, escaped in errors")
+
+
+def collective_empty_sweep():
+    """sweep="" is the sweep's own error, as on the command line, with or without factor."""
+    for extra, kwargs in [((), {}), (("--factor", "2"), {"factor": 2})]:
+        want = cli_error("collective", "allreduce", "--sweep", "", *extra, "--json", "-")
+        assert want == "<command line>: --sweep: expected MIN:MAX such as 8B:4GiB, got ''", want
+        e = raised(lambda: stepsim.collective("allreduce", sweep="", **kwargs), stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+    print("collective sweep '': the command line's error")
+
+
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
-                                 dict_scenario_values, collective_factor]}
+                                 dict_scenario_values, collective_factor, scenario_read_once, empty_names,
+                                 vendored_package, unholdable_values, nul_in_scenario_paths,
+                                 collective_empty_sweep]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

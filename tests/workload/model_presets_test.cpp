@@ -147,6 +147,28 @@ TEST_CASE("a windowed attention kernel computes every 128 x 128 tile its window 
   CHECK(pairs / (4096.0 * 128 - 0.5 * 128 * 128) == Approx(2.0).epsilon(0.02));
 }
 
+// The tiles a window reaches are some of those causal attention reaches. gpt-oss-120b's layer 0
+// with a window of 3968 keys over 4096 tokens reaches all 528 tiles on and below the diagonal,
+// the causal kernel's, and had been costed at 528 · 128² = 8,650,752 pairs per head, 3 % above
+// the causal layer beside it (s²/2 = 8,388,608).
+TEST_CASE("a windowed attention kernel is never costed above the causal one beside it") {
+  double previous = 0;
+  for (const int window : {128, 256, 1024, 2048, 3584, 3840, 3967, 3968, 4000, 4095}) {
+    INFO("window " << window);
+    const stepsim::Scenario s = scenario("gpt-oss-120b", "model.sliding_window=" + std::to_string(window));
+    const ModelWork w = stepsim::workload::build_work(s);
+    REQUIRE(s.model.windowed_layer(0));
+    REQUIRE_FALSE(s.model.windowed_layer(1));
+    const double windowed = op(w.block(0).forward, Role::attention_core).flops;
+    const double causal = op(w.block(1).forward, Role::attention_core).flops;
+    CHECK(causal == Approx(2.0 * 64 * (4096.0 * 4096 / 2) * (64 + 64)));
+    CHECK(windowed <= causal);
+    if (window >= 4096 - 128) CHECK(windowed == causal);
+    CHECK(windowed >= previous);  // a wider window costs no less
+    previous = windowed;
+  }
+}
+
 TEST_CASE("DeepSeek-V3's latent attention and first 3 dense layers: 671 B parameters, 37 B active") {
   const stepsim::Scenario s = scenario("deepseek-v3");
   const ModelWork w = stepsim::workload::build_work(s);

@@ -88,15 +88,31 @@ def _json(value, file, pointer):
     return json.dumps(_json_value(value, file, pointer), separators=(",", ":"), ensure_ascii=False)
 
 
+# The argument a JSON value comes from, by the name its errors give as ScenarioError.file.
+_ARGUMENT = {DICT_SOURCE: "scenario", "--set": "sets", "--vary": "vary"}
+# The values json.dumps writes as JSON's own (and, as text, as keys).
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(file, pointer, expected, value):
+    """The TypeError for a value JSON cannot hold: the argument, where in it, what was expected."""
+    where = f"{pointer}: " if pointer else ""
+    return TypeError(f"{_ARGUMENT.get(file, file)}: {where}expected {expected}, got {type(value).__name__}")
+
+
 def _json_value(value, file, pointer):
     """`value` with numpy's values as Python's; NaN, infinities and lone surrogates, which JSON
     cannot hold, are refused at their JSON pointer (json.dumps would write NaN, which no JSON
-    reader takes, and the error would point into text the caller never wrote)."""
+    reader takes, and the error would point into text the caller never wrote). What JSON has no
+    form for (bytes, a set, a complex number, a Decimal, a tuple as a key) is a TypeError naming
+    the argument and the pointer, not json.dumps's naming neither."""
     value = _plain(value)
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
             key = _plain(key)  # json.dumps writes the other keys it takes (1, True) as text
+            if not isinstance(key, _JSON_SCALARS):
+                raise _not_json(file, pointer, "keys as text", key)
             name = key if isinstance(key, str) else json.dumps(key)
             member = f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"
             _unicode(name, file, member)
@@ -104,6 +120,8 @@ def _json_value(value, file, pointer):
         return out
     if isinstance(value, (list, tuple)):
         return [_json_value(item, file, f"{pointer}/{i}") for i, item in enumerate(value)]
+    if not isinstance(value, _JSON_SCALARS):
+        raise _not_json(file, pointer, "text, a number, True, False, None, a list or a dict", value)
     if isinstance(value, float) and not math.isfinite(value):
         raise _error(file, pointer, f"expected a finite number, got {value!r}")
     if isinstance(value, str):
@@ -118,7 +136,12 @@ def _scenario(scenario, function):
     if isinstance(scenario, dict):
         return DICT_SOURCE, _json(scenario, DICT_SOURCE, "")
     if isinstance(scenario, (str, os.PathLike)):
-        return _path(scenario, "scenario", f"stepsim.{function}"), None
+        path = _path(scenario, "scenario", f"stepsim.{function}")
+        # As the command line refuses SCENARIO given as "": None is the embedded default.
+        if not path:
+            raise _error(f"stepsim.{function}", "scenario",
+                         "the scenario file name is empty (leave it out, or give None, for the embedded default)")
+        return path, None
     raise TypeError(f"scenario: expected a dict, a file path or a preset name, got {type(scenario).__name__}")
 
 
@@ -373,6 +396,9 @@ def analyze(paths, rank=None, step=None):
     across ranks and the stragglers. step: only ProfilerStep#N (N or the full name).
     """
     paths = _files(paths, "paths", "stepsim.analyze")
+    # As the command line refuses TRACE given as "" (no file or folder has that name).
+    if "" in paths:
+        raise _error("stepsim.analyze", "paths", "the trace file or folder name is empty")
     if paths.count("-") > 1:
         raise _error("stepsim.analyze", "paths", "'-' (standard input) is given twice, but it can be read only once: "
                      "give all but one of them as files")
@@ -417,8 +443,9 @@ def collective(op, *, size=None, sweep=None, factor=None, gpus=None, ranks_per_n
                 ("protocol", protocol)] if value is not None}
     if factor is not None:
         options["factor"] = _factor(factor)
-        # Without a sweep there is one size and no step: the factor would do nothing.
-        if not sweep:
+        # Without a sweep there is one size and no step: the factor would do nothing. A sweep
+        # given as "" is the sweep's own error, as on the command line.
+        if sweep is None:
             raise _error("<command line>", "--factor", "applies only with --sweep")
     if gpus is not None:
         options["gpus"] = _collective_int(gpus, "gpus", f"expected 2 to {_MAX_COLLECTIVE_GPUS} GPUs")
