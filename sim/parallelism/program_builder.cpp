@@ -568,6 +568,7 @@ class Layout {
     const int rank = ranks_[index].rank;
     const auto group = [&](const char* name) {
       program_.groups.push_back({name, CommKind::other, 1, {static_cast<int>(index)}, ranks_string({rank})});
+      members_.push_back(RankGroup{rank, 1, 1});  // the rank alone, for the jitter's arrival model
       return static_cast<std::int32_t>(program_.groups.size() - 1);
     };
     const std::int32_t out = group("offload to host");

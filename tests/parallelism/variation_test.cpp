@@ -377,6 +377,21 @@ TEST_CASE("slow hardware that makes nobody wait names no straggler") {
         run(job(16), with(all, {"data_parallel.overlap_grad_reduce=false"})).report.step_time_s);
 }
 
+// Activation offload on an x86 host copies over each GPU's PCIe link as a flow of a group of
+// the rank alone; representative mode's jitter needs each group's real members, and once
+// stopped with an internal error on those groups. One member waits for nobody: the copies add
+// no rendezvous wait, and the jitter's TP wait is there as without offload.
+TEST_CASE("representative mode's jitter runs beside activation offload over PCIe") {
+  const std::vector<std::string> jitter = {"simulation.variation.jitter.distribution=normal",
+                                           "simulation.variation.jitter.sigma=0.1"};
+  const std::vector<std::string> offload = {"parallel.sequence_parallel=true", "training.activation_offload_layers=24"};
+  const SimulationResult even = stepsim::simulate(stepsim::io::load_scenario("default", offload));
+  const SimulationResult r = stepsim::simulate(stepsim::io::load_scenario("default", with(offload, jitter)));
+  CHECK(r.report.step_time_s > even.report.step_time_s);
+  CHECK(wait(r.report, CommKind::tp) > 0);
+  CHECK(wait(r.report, CommKind::other) == 0);
+}
+
 TEST_CASE("kernel jitter is the same for a seed and differs between seeds") {
   const std::vector<std::string> jitter =
       with(kExact, {"simulation.ranks=all", "simulation.variation.jitter.distribution=normal",
