@@ -33,21 +33,55 @@ std::vector<std::string> sets_for(const std::vector<std::string>& sets, const st
 
 std::string or_dash(bool known, const std::string& text) { return known ? text : "-"; }
 
+// The first variation entry that names a node, as its JSON pointer ("" if none): any where a
+// node of `other` has another count of GPUs, failed NICs where it has another count of NICs.
+std::string node_entry(const VariationSpec& v, const ClusterSpec& own, const ClusterSpec& other) {
+  const bool gpus = own.gpus_per_node != other.gpus_per_node;
+  if (gpus && !v.node_speed.empty()) return "/simulation/variation/node_speed/0/node";
+  for (std::size_t i = 0; gpus && i < v.links.size(); ++i)
+    if (v.links[i].node) return fmt::format("/simulation/variation/links/{}/node", i);
+  if (!v.failed_nics.empty() && (gpus || own.inter_node.nics_per_node != other.inter_node.nics_per_node))
+    return "/simulation/variation/failed_nics/0/node";
+  return {};
+}
+
+// Variation given by node means that node's GPUs and NICs on the scenario's own cluster; on a
+// cluster with other GPUs (or NICs) per node, node N holds other GPUs, or is no node of the
+// job. Such an entry is refused, by its key, rather than carried to other hardware.
+void check_nodes_carry(const Scenario& own, const Scenario& other, const std::string& spec) {
+  const std::string entry = node_entry(own.simulation.variation, own.cluster, other.cluster);
+  if (entry.empty()) return;
+  const bool nics = entry.find("failed_nics") != std::string::npos;
+  const InputError e = scenario_error(
+      own, entry,
+      fmt::format("names a node of {} ({} GPUs and {} NICs a node), whose {} on {} ({} GPUs and {} NICs a node) "
+                  "are others: give the GPUs by rank ({}), or compare without it",
+                  own.cluster.name, own.cluster.gpus_per_node, own.cluster.inter_node.nics_per_node,
+                  nics ? "NICs" : "GPUs", other.cluster.name, other.cluster.gpus_per_node,
+                  other.cluster.inter_node.nics_per_node,
+                  nics ? R"(links with "rank" and "link": "nic")" : R"(gpu_speed, or links with "rank")"));
+  throw InputError("<command line>", "--compare-cluster", spec + ": " + e.what());
+}
+
 }  // namespace
 
 std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
-                                            const std::string& own_cluster, const Report& own,
+                                            const Scenario& scenario, const Report& own,
                                             const std::vector<std::string>& others) {
-  std::vector<ClusterColumn> columns{{own_cluster, own}};
+  std::vector<ClusterColumn> columns{{scenario.cluster.name, own}};
   for (const std::string& spec : others) {
     const std::vector<std::string> with_cluster = sets_for(sets, spec);
+    Scenario s;
     try {
-      const Scenario s = io::load_scenario(input, with_cluster);
-      columns.push_back({s.cluster.name, simulate(s, SimulateOptions::report_only()).report});
+      s = io::load_scenario(input, with_cluster);
     } catch (const InputError& e) {
-      // The cluster came from this flag, not from a --set the user wrote.
-      throw InputError("<command line>", "--compare-cluster", spec + ": " + e.message());
+      // The cluster keys come from this flag (the user's own --set cluster keys are left out):
+      // their error is the flag's. Any other names its key and where its value came from.
+      const bool flag = e.file() == "--set" && (e.where() == "cluster" || e.where().starts_with("cluster."));
+      throw InputError("<command line>", "--compare-cluster", spec + ": " + (flag ? e.message() : e.what()));
     }
+    check_nodes_carry(scenario, s, spec);
+    columns.push_back({s.cluster.name, simulate(s, SimulateOptions::report_only()).report});
   }
   return columns;
 }

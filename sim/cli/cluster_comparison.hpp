@@ -16,10 +16,12 @@ struct ClusterColumn {
   Report report;
 };
 
-// The scenario (as read once, with sets) simulated again on each "NAME" or "NAME@PRICE" (price of one
-// GPU-hour) in `others`; the first column is the scenario's own cluster.
+// The scenario (as read once, with sets; `scenario` as loaded) simulated again on each "NAME" or
+// "NAME@PRICE" (price of one GPU-hour) in `others`; the first column is the scenario's own cluster.
+// Variation given by node is refused on a cluster with other GPUs (or, for failed NICs, other
+// NICs) per node, naming its key: node N would be other hardware there.
 std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
-                                            const std::string& own_cluster, const Report& own,
+                                            const Scenario& scenario, const Report& own,
                                             const std::vector<std::string>& others);
 
 // `layout` names the parallel layout every column runs: it is held fixed, not searched per

@@ -398,9 +398,10 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"simulation.variation.links", "",
      "links that carry a share of their bandwidth: a list of `{\"rank\": R}` or `{\"node\": N}` with `\"link\"` "
-     "`nic` or `nvlink` and `\"factor\"` F from 0.01 to 10 (the entries for a GPU's link and its node's "
-     "multiply, their product in the same range); a group's collectives cost what NCCL predicts on its slowest "
-     "links (the same factor on every node is the cluster with that bandwidth); needs `all`",
+     "`nic` or `nvlink` and `\"factor\"` F from 0.01 to 10 (above 1 a faster link, as on a partly upgraded "
+     "cluster; the entries for a GPU's link and its node's multiply, their product in the same range); a group's "
+     "collectives cost what NCCL predicts on its slowest links (the same factor on every node is the cluster with "
+     "that bandwidth); needs `all`",
      ""},
     {"simulation.variation.failed_nics", "",
      "NICs that are down: a list of `{\"node\": N, \"count\": C}` (C 1 unless given); entries for one node add "

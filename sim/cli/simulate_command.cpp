@@ -133,9 +133,9 @@ int run_simulate(const Args& args) {
                      "names none of the simulated ranks (representative mode simulates one rank per pipeline "
                      "stage; simulation.ranks \"all\" simulates every GPU)");
   advise({input, all_sets, vm.count("advise") > 0, {}}, scenario, result);
-  const std::vector<ClusterColumn> columns =
-      clusters.empty() ? std::vector<ClusterColumn>{}
-                       : compare_clusters(input, sets, scenario.cluster.name, result.report, clusters);
+  const std::vector<ClusterColumn> columns = clusters.empty()
+                                                 ? std::vector<ClusterColumn>{}
+                                                 : compare_clusters(input, sets, scenario, result.report, clusters);
   if (!result.report.memory_bytes.fits) spdlog::warn("{}", parallelism::does_not_fit(result.report.memory_bytes));
 
   emit(

@@ -44,7 +44,7 @@ Engine::Engine(const Program& program, SecondThread second)
   bubbles_.resize(ranks_.size());
   slowed_ = 1.0 + program_.comm_slowdown;
   if (program_.derived_slowdown) taken_.resize(ranks_.size());
-  any_skews_ = std::ranges::any_of(program_.ranks, [](const RankProgram& rank) { return !rank.skews.empty(); });
+  if (program_.arrivals) arrivals_ = program_.arrivals->start();
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");
   place_op_states();
@@ -253,7 +253,7 @@ void Engine::index_collectives() {
   }
   collective_first_ = std::move(first_of);
   collective_groups_ = std::move(order);
-  if (any_skews_) not_before_.assign(total, Time::zero());
+  if (arrivals_) not_before_.assign(total, Time::zero());
 }
 
 // Collective c is call k of its group: k is found among the calls' first collectives.

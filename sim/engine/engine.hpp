@@ -385,6 +385,7 @@ class Engine {
   void advance_after(std::size_t r, OpIndex o);
   void try_start(std::size_t r, std::size_t stream);
   void start_compute(std::size_t r, OpIndex o);
+  void note_held_back(std::size_t r, OpIndex o);
   void on_compute_end(std::size_t r, OpIndex o, StreamIndex stream, std::uint32_t version);
   void schedule_compute_end(std::size_t r, OpIndex o);
   void catch_up(std::size_t r, bool all);
@@ -404,7 +405,7 @@ class Engine {
 
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);
-  void note_skew(std::size_t r, OpIndex o, std::uint32_t c);
+  Time note_skew(std::size_t r, OpIndex o, std::uint32_t c);
   void start_collective(std::uint32_t c);
   void set_comm_running(std::size_t r, int delta, const CollectiveKind& kind);
   void on_latency_end(std::uint32_t c);
@@ -473,7 +474,8 @@ class Engine {
   // Program::derived_slowdown: per rank, what its running NCCL kernels take (with how many
   // run, RankState::slowing_comm) and how much longer its compute ran for it.
   std::vector<Taken> taken_;
-  bool any_skews_ = false;  // representative mode under jitter
+  // Representative mode under jitter: the run's arrival model (Program::arrivals).
+  std::unique_ptr<ArrivalModel::Run> arrivals_;
   bool second_thread_ = false;
   bool ran_ = false;
 

@@ -16,12 +16,12 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   RankState& state = ranks_[r];
   const std::uint32_t c = state.ops[o].collective;
   Collective& coll = collectives_[c];
-  if (any_skews_ && !program_.ranks[r].skews.empty()) note_skew(r, o, c);  // reads the launch, which `since` replaces
+  const Time since = arrivals_ ? note_skew(r, o, c) : now_;  // reads the launch, which `since` replaces
   flags_of(state.ops[o]).status = Status::arrived;
-  state.ops[o].since_ps = now_.ps();
+  state.ops[o].since_ps = since.ps();
   ++state.at_rendezvous;
   const bool all = ++coll.arrived == coll.member_count;
-  if (all && (!any_skews_ || not_before_[c] <= now_)) {
+  if (all && (!arrivals_ || not_before_[c] <= now_)) {
     start_collective(c);
     return;
   }
@@ -29,17 +29,30 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   update_bubble(r);
 }
 
-// The expected slowest member arrives `wait` after this rank's work for the call was ready
-// (issued and its events fired), not after this rank reached it: a busy stream has already
-// delayed it.
-void Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
-  const auto& skews = program_.ranks[r].skews;
-  const auto it =
-      std::lower_bound(skews.begin(), skews.end(), o, [](const ArrivalSkew& s, OpIndex op) { return s.op < op; });
-  if (it == skews.end() || it->op != o) return;
-  Time ready = launch_of(ranks_[r], o, ranks_[r].ops[o]);
+// Representative mode under jitter: the collective starts no earlier than the expected last
+// real member arrives, after this rank's work for the call was ready (issued and its events
+// fired), not after this rank reached it: a busy stream has already delayed it, and the members
+// whose work was ready while it was busy arrive together when it frees. Returns when the mean
+// real member arrives, from which on the rank's wait is counted (the wait a real rank sees).
+Time Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
+  const RankState& state = ranks_[r];
+  Time ready = launch_of(state, o, state.ops[o]);
   for (OpIndex w : program_.ranks[r].waits_of(o)) ready = max(ready, end_of(r, w));  // all done by now
-  not_before_[c] = max(not_before_[c], ready + it->wait);
+  // The op before it on its stream: a kernel is the call's data as its events are, a
+  // collective holds the stream until it ends on every member.
+  Time free = Time::zero();
+  const StreamIndex stream = state.list->ops[o].stream;
+  if (const std::uint32_t head = heads(r)[stream].head; head > 0) {
+    const OpIndex before = state.list->streams[stream][head - 1];
+    if (state.list->ops[before].kind == OpKind::collective) {
+      free = end_of(r, before);
+    } else {
+      ready = max(ready, end_of(r, before));
+    }
+  }
+  const ArrivalModel::Run::Arrival a = arrivals_->arrival(r, o, free - ready);
+  not_before_[c] = max(not_before_[c], ready + a.last);
+  return max(now_, min(ready + a.mean, ready + a.last));
 }
 
 // Every member has reached the call: it starts on all of them at once.

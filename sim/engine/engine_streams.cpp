@@ -113,6 +113,7 @@ void Engine::try_start(std::size_t r, std::size_t stream) {
 
 void Engine::start_compute(std::size_t r, OpIndex o) {
   require_prepared(o);  // its work
+  if (arrivals_ && ranks_[r].list->ops[o].kind == OpKind::compute) note_held_back(r, o);  // reads the launch
   OpState& op = ranks_[r].ops[o];
   flags_of(op).status = Status::running;
   op.start = now_;
@@ -122,6 +123,36 @@ void Engine::start_compute(std::size_t r, OpIndex o) {
   if (ranks_[r].list->ops[o].stream != 0) return;
   ranks_[r].compute_busy = true;
   update_bubble(r);
+}
+
+// Representative mode under jitter: the arrival model learns which collective of several real
+// members ended last of what the compute op starting now waited for, and how long after the
+// rest (its launch, the op before it on its stream, its other events) or before them. A compute
+// op waiting for nothing is never held back, and starts chained (schedule_compute_end); one that
+// waits starts here.
+void Engine::note_held_back(std::size_t r, OpIndex o) {
+  const RankState& state = ranks_[r];
+  const ListIndex& list = *state.list;
+  Time others = launch_of(state, o, state.ops[o]);
+  OpIndex held = 0;
+  Time held_end;
+  bool any = false;
+  const auto consider = [&](OpIndex w) {
+    const Time end = end_of(r, w);
+    const bool shared = list.ops[w].kind == OpKind::collective &&
+                        program_.groups[static_cast<std::size_t>(call_of(r, w).group)].size > 1;
+    if (!shared) {
+      others = max(others, end);
+    } else if (!any || end > held_end) {
+      any = true;
+      held = w;
+      held_end = end;
+    }
+  };
+  for (OpIndex w : program_.ranks[r].waits_of(o)) consider(w);
+  const StreamIndex stream = list.ops[o].stream;
+  if (const std::uint32_t head = heads(r)[stream].head; head > 0) consider(list.streams[stream][head - 1]);
+  if (any) arrivals_->held_back(r, o, held, held_end - others);
 }
 
 // When a running compute op ends at the rank's current speed: its work left at `since`.
@@ -151,6 +182,7 @@ void Engine::schedule_compute_end(std::size_t r, OpIndex o) {
       const Op& op = list.ops[n];
       if (op.kind != OpKind::compute || n >= state.host_next) break;
       if (op.wait_count != 0 && flags_of(state.ops[n]).waits_met != op.wait_count) break;
+      if (op.wait_count != 0 && arrivals_) break;  // it tells the arrival model what held it back
       if (launch_of(state, n, state.ops[n]) > end) break;
       require_prepared(n);
       const auto work = Time::from_ps(state.ops[n].work);
@@ -358,8 +390,9 @@ void Engine::add_bubble(std::size_t r, const Bubble& bubble) {
 }
 
 // A rank done with the step waits for its end. Until the last rank of its own stage is done it
-// waits on its peers (idle time, as a collective's straggler would make it); from then on on
-// another stage, the pipeline's drain: a bubble to the step's end, which no op moves.
+// waits on its peers (idle time, as a collective's straggler would make it; in representative
+// mode under jitter, the real ranks that drew slower kernels since they last met); from then
+// on on another stage, the pipeline's drain: a bubble to the step's end, which no op moves.
 void Engine::add_drain_bubbles() {
   std::vector<Time> ends(ranks_.size());
   std::vector<Time> stage_ends;
@@ -374,7 +407,10 @@ void Engine::add_drain_bubbles() {
     ends[r] = end;
     const auto stage = static_cast<std::size_t>(program_.ranks[r].stage);
     if (stage >= stage_ends.size()) stage_ends.resize(stage + 1, Time::zero());
+    // Representative mode under jitter: the stage is done when the slowest real rank is.
+    if (arrivals_) end = end + arrivals_->finish(r);
     stage_ends[stage] = max(stage_ends[stage], end);
+    last_end_ = max(last_end_, end);
   }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const Time from = max(ends[r], stage_ends[static_cast<std::size_t>(program_.ranks[r].stage)]);

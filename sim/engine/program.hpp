@@ -85,11 +85,36 @@ struct OpList {
   bool operator==(const OpList&) const = default;
 };
 
-// Representative mode under kernel jitter: the expected time from when this rank's work for
-// a collective is ready until the slowest of the real members that it stands for arrives.
-struct ArrivalSkew {
-  std::uint32_t op = 0;
-  Time wait;
+// Representative mode under kernel jitter: a simulated rank stands for real ranks whose
+// kernels drift apart, each by the sum of its kernels' jitter, until a collective holds their
+// compute back together. The model (built with the program) says when a collective's last
+// real member arrives; the engine tells it where a collective held back a rank's compute.
+class ArrivalModel {
+ public:
+  // The state of one run: what it was told so far.
+  class Run {
+   public:
+    virtual ~Run() = default;
+    // When the real members of collective op o of simulated rank r arrive, from when the
+    // rank's work for it is ready (its events fired): the mean one and the last one; its
+    // stream frees `lag` after that (negative: before), and a member whose work is ready
+    // earlier waits for it.
+    struct Arrival {
+      Time mean;
+      Time last;
+    };
+    virtual Arrival arrival(std::size_t r, OpIndex o, Time lag) = 0;
+    // Compute op o of rank r starts, and of what it waited for (its launch, the op before it
+    // on its stream, its events), `collective`, of a group of more than one real member, ended
+    // last, `slack` after the rest (negative: before them): a real member whose own work was
+    // not ready by then started later, and only the others were held back.
+    virtual void held_back(std::size_t r, OpIndex o, OpIndex collective, Time slack) = 0;
+    // The expected time from when rank r's last op ends until the last of the real ranks it
+    // stands for is done: the step ends with the slowest of them.
+    virtual Time finish(std::size_t r) = 0;
+  };
+  virtual ~ArrivalModel() = default;
+  virtual std::unique_ptr<Run> start() const = 0;
 };
 
 struct RankProgram {
@@ -102,8 +127,7 @@ struct RankProgram {
   std::vector<std::string> streams;                           // stream 0 is "compute"
   std::shared_ptr<OpList> list = std::make_shared<OpList>();  // shared by ranks with equal ops
   std::vector<CollectiveCall> calls;
-  Bytes memory_base{0};            // allocated before the step starts
-  std::vector<ArrivalSkew> skews;  // sorted by op; empty but in representative mode with jitter
+  Bytes memory_base{0};  // allocated before the step starts
 
   const std::vector<Op>& ops() const { return list->ops; }
   const std::vector<OpIndex>& waits() const { return list->waits; }
@@ -142,6 +166,8 @@ struct Program {
   // memory-bound one) that the running NCCL kernels take (CollectiveCall::sm_share, hbm_share).
   bool derived_slowdown = false;
   ComputeVariation variation;  // ranks that compute slower, kernel jitter
+  // Representative mode under kernel jitter: when a collective's slowest real member arrives.
+  std::shared_ptr<const ArrivalModel> arrivals;
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
   // The host's cost to issue `op`.

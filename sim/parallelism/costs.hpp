@@ -26,11 +26,11 @@ CollectiveCost with_gpu_shares(CollectiveCost cost, const GpuSpec& gpu, const co
                                const collectives::Choice& choice);
 
 // The share of its bandwidth that a communicator's slowest NVLink port and slowest NIC carry
-// (simulation.variation): NCCL builds its rings and trees on the links it finds, so a group
-// whose links are all degraded alike runs as on a cluster with that bandwidth. Likewise the
-// NICs it finds: NCCL searches its graphs at init on each node's working NICs and its ranks
-// keep the fewest channels any of them found, so a group with a node short of NICs runs as on
-// a cluster whose nodes all have that node's NICs.
+// (simulation.variation; above 1 for faster links): NCCL builds its rings and trees on the
+// links it finds, so a group whose links all run at one factor runs as on a cluster with that
+// bandwidth. Likewise the NICs it finds: NCCL searches its graphs at init on each node's
+// working NICs and its ranks keep the fewest channels any of them found, so a group with a
+// node short of NICs runs as on a cluster whose nodes all have that node's NICs.
 struct LinkShares {
   double nvlink = 1;
   double nic = 1;

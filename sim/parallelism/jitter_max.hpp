@@ -3,6 +3,7 @@
 // kernels' jitter, and the collective starts when the largest of its members' drifts is in.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "stepsim/scenario.hpp"
@@ -22,6 +23,10 @@ class ExpectedMaxima {
   ExpectedMaxima(JitterKind kind, double sigma);
 
   double of(int n, int kernels);
+  // The variance of that maximum, in variances of the sum: how far apart n groups' last
+  // members are, each group's the largest of its n members' drifts (1 for n = 1; for normal
+  // draws 1 − 1/π at n = 2, falling towards 0 as n grows).
+  double variance_of(int n, int kernels);
   // The kernel count of a sum of durations d with these Σd² and Σd⁴ that has its variance and
   // its kurtosis: (Σd²)² / Σd⁴, one for a single kernel, k for k equal ones.
   static int equal_kernels(double sum_d2, double sum_d4);
@@ -32,6 +37,7 @@ class ExpectedMaxima {
  private:
   const std::vector<double>& sum_of(int kernels);
 
+  std::map<int, double> normal_variances_;  // by n
   double lo_ = 0;  // the first bin's centre, one kernel, in standard deviations of a kernel
   double step_ = 0;
   std::vector<std::vector<double>> sums_;  // sums_[k - 1]: the mass of each bin of a sum of k kernels

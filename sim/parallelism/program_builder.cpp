@@ -392,6 +392,7 @@ class Layout {
 
   const std::vector<SimulatedRank>& ranks() const { return ranks_; }
   const std::vector<RankPorts>& links() const { return links_; }
+  const std::vector<RankGroup>& members() const { return members_; }  // per group, its real ranks
 
   void add_rank(std::size_t index, StepBuilder& b) {
     const SimulatedRank& r = ranks_[index];
@@ -499,7 +500,10 @@ class Layout {
     const auto stream = static_cast<engine::StreamIndex>(streams.size() - 1);
     const auto [it, inserted] =
         groups_.try_emplace({c.name, c.members.first}, static_cast<std::int32_t>(program_.groups.size()));
-    if (inserted) program_.groups.push_back({c.name, c.kind, c.members.size, {}, group_string(c.members)});
+    if (inserted) {
+      program_.groups.push_back({c.name, c.kind, c.members.size, {}, group_string(c.members)});
+      members_.push_back(c.members);
+    }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const RankGroup like = costed(c.members);
     Communicator comm{it->second,
@@ -564,6 +568,7 @@ class Layout {
     const int rank = ranks_[index].rank;
     const auto group = [&](const char* name) {
       program_.groups.push_back({name, CommKind::other, 1, {static_cast<int>(index)}, ranks_string({rank})});
+      members_.push_back(RankGroup{rank, 1, 1});  // the rank alone, for the jitter's arrival model
       return static_cast<std::int32_t>(program_.groups.size() - 1);
     };
     const std::int32_t out = group("offload to host");
@@ -608,6 +613,8 @@ class Layout {
         pp_groups_.try_emplace({name, members}, static_cast<std::int32_t>(program_.groups.size()));
     if (inserted) {
       program_.groups.push_back({name, CommKind::pp, static_cast<int>(members.size()), {}, ranks_string(members)});
+      const auto [low, high] = std::minmax(members[0], members[1]);
+      members_.push_back(low == high ? RankGroup{low, 1, 1} : RankGroup{low, high - low, 2});
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const std::vector<int> like = costed(members);
@@ -648,7 +655,8 @@ class Layout {
   const Scenario& s_;
   engine::Program& program_;
   std::vector<SimulatedRank> ranks_;
-  std::vector<RankPorts> links_;  // per simulated rank
+  std::vector<RankPorts> links_;    // per simulated rank
+  std::vector<RankGroup> members_;  // per group of program_, its real ranks
   std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
@@ -710,7 +718,7 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
     }
   }
   annotate_memory(program, scenario, work);
-  apply_variation(program, scenario, layout.links());
+  apply_variation(program, scenario, layout.links(), layout.members());
   return program;
 }
 

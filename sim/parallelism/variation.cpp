@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "parallelism/jitter_arrivals.hpp"
+
 namespace stepsim::parallelism {
 namespace {
 
@@ -75,55 +77,20 @@ void scale_links(engine::Program& program, const Scenario& s, const std::vector<
     program.resources[id].capacity = program.resources[id].capacity.scaled(factor);
 }
 
+// The slowest of the members' links, whatever their speed: a factor above 1 (a faster link,
+// a partly upgraded cluster) counts as one below does, so that the same factor on every
+// member is the cluster with that bandwidth.
 template <class Members>
 LinkShares slowest_links(const Scenario& s, long long count, const Members& rank_at) {
   const VariationSpec& v = s.simulation.variation;
   LinkShares shares;
-  if (v.links.empty()) return shares;
-  for (long long i = 0; i < count; ++i) {
+  if (v.links.empty() || count == 0) return shares;
+  shares = {link_speed(s, rank_at(0), LinkKind::nvlink), link_speed(s, rank_at(0), LinkKind::nic)};
+  for (long long i = 1; i < count; ++i) {
     shares.nvlink = std::min(shares.nvlink, link_speed(s, rank_at(i), LinkKind::nvlink));
     shares.nic = std::min(shares.nic, link_speed(s, rank_at(i), LinkKind::nic));
   }
   return shares;
-}
-
-bool waits_on_collective(const engine::Program& program, const engine::RankProgram& rank, engine::OpIndex o) {
-  for (engine::OpIndex w : rank.waits_of(o)) {
-    const engine::Op& op = rank.ops()[w];
-    if (op.kind != engine::OpKind::collective) continue;
-    const auto group = rank.calls[static_cast<std::size_t>(op.call)].group;
-    if (program.groups[static_cast<std::size_t>(group)].size > 1) return true;
-  }
-  return false;
-}
-
-// Between two synchronisations (a compute op waiting on a collective) each real rank's
-// compute drifts by the sum of its kernels' jitter: variance sigma² · Σ d². The members of
-// an N-rank collective arrive spread by that drift, and the expected wait for the last is
-// the expected maximum of N such sums, sigma · √(Σ d²) · E[max of N], E taken over the sum of
-// as many equal kernels as give its kurtosis, drawn from the scenario's distribution: a few
-// kernels keep its shape (a uniform one bounded, a lognormal one long-tailed), many make it
-// normal.
-void add_arrival_skews(const engine::Program& program, engine::RankProgram& rank, double sigma,
-                       ExpectedMaxima& maxima) {
-  double d2 = 0;  // Σ d² since the last synchronisation, in s²
-  double d4 = 0;  // Σ d⁴, in s⁴
-  for (engine::OpIndex o = 0; o < rank.ops().size(); ++o) {
-    const engine::Op& op = rank.ops()[o];
-    if (op.kind == engine::OpKind::copy) continue;  // on a copy engine, no kernel to jitter
-    if (op.kind == engine::OpKind::compute) {
-      if (waits_on_collective(program, rank, o)) d2 = d4 = 0;
-      const double s2 = op.duration.seconds() * op.duration.seconds();
-      d2 += s2;
-      d4 += s2 * s2;
-      continue;
-    }
-    const int members =
-        program.groups[static_cast<std::size_t>(rank.calls[static_cast<std::size_t>(op.call)].group)].size;
-    if (members <= 1 || d2 <= 0) continue;
-    const double wait_s = sigma * std::sqrt(d2) * maxima.of(members, ExpectedMaxima::equal_kernels(d2, d4));
-    rank.skews.push_back({o, Time::from_ps(std::llround(wait_s * 1e12))});
-  }
 }
 
 }  // namespace
@@ -192,26 +159,47 @@ LinkShares link_shares(const Scenario& s, const std::vector<int>& members) {
   return with_working_nics(s, slowest_links(s, count, rank_at), count, rank_at);
 }
 
-void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links) {
+void apply_variation(engine::Program& program, const Scenario& s, const std::vector<RankPorts>& links,
+                     const std::vector<RankGroup>& members) {
   scale_links(program, s, links);
   const VariationSpec& v = s.simulation.variation;
   if (s.simulation.ranks == RankMode::all) {
     set_compute_variation(program, s);
     return;
   }
-  if (!v.jitters()) return;
-  ExpectedMaxima maxima(v.jitter.distribution, v.jitter.sigma);
-  for (engine::RankProgram& rank : program.ranks) add_arrival_skews(program, rank, v.jitter.sigma, maxima);
+  if (v.jitters()) program.arrivals = jitter_arrivals(program, members, v.jitter.distribution, v.jitter.sigma);
 }
 
-std::string variation_cause(const Scenario& s, int rank) {
+namespace {
+
+Hardware hardware_of(const Scenario& s, int rank) {
+  return {speed_factor(s, rank), link_factor(s, rank, LinkKind::nic), link_factor(s, rank, LinkKind::nvlink)};
+}
+
+}  // namespace
+
+HardwareSpread::HardwareSpread(const Scenario& s) : s_(s) {
+  const long long gpus = s.parallel.gpus();
+  if (gpus <= 0) return;
+  fastest_ = hardware_of(s, 0);
+  for (long long r = 1; r < gpus; ++r) {
+    const Hardware h = hardware_of(s, static_cast<int>(r));
+    fastest_ = {std::max(fastest_.speed, h.speed), std::max(fastest_.nic, h.nic), std::max(fastest_.nvlink, h.nvlink)};
+  }
+}
+
+Hardware HardwareSpread::own(int rank) const {
+  const Hardware h = hardware_of(s_, rank);
+  return {h.speed / fastest_.speed, h.nic / fastest_.nic, h.nvlink / fastest_.nvlink};
+}
+
+std::string HardwareSpread::cause(int rank) const {
+  const Hardware h = own(rank);
   std::vector<std::string> causes;
-  if (const double f = speed_factor(s, rank); f != 1.0) causes.push_back(fmt::format("compute at {:.3g}× speed", f));
-  if (const double f = link_factor(s, rank, LinkKind::nic); f != 1.0)
-    causes.push_back(fmt::format("network link at {:.3g}× bandwidth", f));
-  if (const double f = link_factor(s, rank, LinkKind::nvlink); f != 1.0)
-    causes.push_back(fmt::format("NVLink at {:.3g}× bandwidth", f));
-  if (causes.empty() && s.simulation.variation.jitters()) causes.push_back("kernel jitter");
+  if (h.speed < 1) causes.push_back(fmt::format("compute at {:.3g}× speed", h.speed));
+  if (h.nic < 1) causes.push_back(fmt::format("network link at {:.3g}× bandwidth", h.nic));
+  if (h.nvlink < 1) causes.push_back(fmt::format("NVLink at {:.3g}× bandwidth", h.nvlink));
+  if (causes.empty() && s_.simulation.variation.jitters()) causes.push_back("kernel jitter");
   return fmt::format("{}", fmt::join(causes, ", "));
 }
 

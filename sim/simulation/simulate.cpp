@@ -159,17 +159,15 @@ std::string ep_overlap_note(const Scenario& s) {
                         : "2 or more micro-batches per replica");
 }
 
-// The rank whose own hardware is slowest (compute speed, NVLink or NIC share), -1 if none is
-// slowed.
-int slowest_hardware(const Scenario& s, const Timeline& timeline) {
-  const VariationSpec& v = s.simulation.variation;
-  if (!v.singles_out_gpus()) return -1;
+// The rank whose own hardware is slowest (compute speed, NVLink or NIC share, against the
+// fastest GPU's), -1 if none is slower than another.
+int slowest_hardware(const Scenario& s, const parallelism::HardwareSpread& spread, const Timeline& timeline) {
+  if (!s.simulation.variation.singles_out_gpus()) return -1;
   int slowest = -1;
   double least = 1.0;
   for (const RankTimeline& rank : timeline.ranks) {
-    const double f =
-        std::min({parallelism::speed_factor(s, rank.rank), parallelism::link_factor(s, rank.rank, LinkKind::nic),
-                  parallelism::link_factor(s, rank.rank, LinkKind::nvlink)});
+    const parallelism::Hardware h = spread.own(rank.rank);
+    const double f = std::min({h.speed, h.nic, h.nvlink});
     if (f >= least) continue;
     least = f;
     slowest = rank.rank;
@@ -181,28 +179,26 @@ int slowest_hardware(const Scenario& s, const Timeline& timeline) {
 // late: its collectives run slower for every member, and the rank that then arrives last
 // elsewhere (its compute slowed longer by the longer communication, or held back by a
 // pipeline peer) is one whose hardware is whole. The report names the slowed hardware's rank.
+// Where no rank waited for another, there is no straggler, however slow some hardware is.
 void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& straggler) {
-  if (straggler.rank >= 0) {
-    straggler.cause = parallelism::variation_cause(s, straggler.rank);
-    if (!straggler.cause.empty()) return;
-  }
-  const int slowest = slowest_hardware(s, timeline);
+  if (straggler.rank < 0) return;
+  const parallelism::HardwareSpread spread(s);
+  straggler.cause = spread.cause(straggler.rank);
+  if (!straggler.cause.empty()) return;
+  const int slowest = slowest_hardware(s, spread, timeline);
   if (slowest < 0) {
-    if (straggler.rank >= 0) straggler.cause = "its place in the schedule (no variation on this rank)";
+    straggler.cause = "its place in the schedule (no variation on this rank)";
     return;
   }
-  const std::string cause = parallelism::variation_cause(s, slowest);
+  const parallelism::Hardware h = spread.own(slowest);
   // A slow link slows its collectives for every member; a slow GPU arrives late at its own
   // collectives and holds back, through the pipeline, the stages that wait for its output.
-  const bool link =
-      std::min(parallelism::link_factor(s, slowest, LinkKind::nic),
-               parallelism::link_factor(s, slowest, LinkKind::nvlink)) < parallelism::speed_factor(s, slowest);
-  straggler.cause = straggler.rank < 0
-                        ? cause
-                        : fmt::format("{} ({}; rank {}, whose hardware is whole, arrives last after them)", cause,
-                                      link ? "its collectives run slower for every member"
-                                           : "its late work holds back the ranks that wait on it, through the pipeline",
-                                      straggler.rank);
+  const bool link = std::min(h.nic, h.nvlink) < h.speed;
+  straggler.cause =
+      fmt::format("{} ({}; rank {}, whose hardware is whole, arrives last after them)", spread.cause(slowest),
+                  link ? "its collectives run slower for every member"
+                       : "its late work holds back the ranks that wait on it, through the pipeline",
+                  straggler.rank);
   straggler.rank = slowest;
 }
 
@@ -272,8 +268,9 @@ std::string jitter_note(const JitterSpec& j, RankMode mode) {
         name, j.sigma, j.seed);
   return fmt::format(
       "kernel jitter ({}, relative standard deviation {:.3g}): each collective starts after the expected wait for the "
-      "slowest of its N members, sigma x sqrt(sum of squared kernel times since the last synchronisation) x E[max of "
-      "N such sums of the distribution's draws]; simulation.ranks \"all\" draws every kernel instead",
+      "slowest of its N members, sigma x sqrt(sum of squared kernel times since a collective last held their compute "
+      "back) x E[max of N such sums of the distribution's draws], and the step ends when the slowest rank is done; "
+      "simulation.ranks \"all\" draws every kernel instead",
       name, j.sigma);
 }
 

@@ -145,3 +145,46 @@ TEST_CASE("A cluster comparison runs the other preset as it is, without the scen
   const std::string with_keys = other_step(run.out), without = other_step(same.out);
   CHECK(with_keys.substr(with_keys.rfind(' ')) == without.substr(without.rfind(' ')));
 }
+
+// A key that the other cluster makes wrong is named, with where its value came from: 5 of a
+// DGX H100 node's 8 NICs may fail, not of a GB200 tray's 4 (the message once gave the reason
+// alone, and the user could not tell which key it was about).
+TEST_CASE("A key the compared cluster refuses is named with where it came from") {
+  Scratch scratch("compare-cluster-key");
+  const auto run = scratch.run(
+      "simulate --set simulation.ranks=all --set 'simulation.variation.failed_nics=[{\"node\": 1, \"count\": 5}]' "
+      "--compare-cluster gb200-nvl72");
+  CHECK(run.status == 2);
+  CHECK(run.err.find("stepsim: error: <command line>: --compare-cluster: gb200-nvl72: --set: "
+                     "simulation.variation.failed_nics[0].count: must be from 1 to 3") == 0);
+}
+
+// Node 3 of a DGX H100 job is GPUs 24-31; on GB200 trays of 4 GPUs node 3 is GPUs 12-15. A
+// slow node or a node's links carried there would be other GPUs: refused, naming the key. On
+// a cluster of 8 GPUs a node the same entry means the same GPUs and runs.
+TEST_CASE("Variation given by node is refused on a cluster with other GPUs per node, naming the key") {
+  Scratch scratch("compare-cluster-nodes");
+  const std::string slow_node =
+      "simulate --set simulation.ranks=all "
+      "--set 'simulation.variation.node_speed=[{\"node\": 3, \"factor\": 0.8}]' ";
+  const auto gb200 = scratch.run(slow_node + "--compare-cluster gb200-nvl72");
+  CHECK(gb200.status == 2);
+  CHECK(gb200.err.find("stepsim: error: <command line>: --compare-cluster: gb200-nvl72: --set: "
+                       "simulation.variation.node_speed[0].node: names a node of dgx-h100-ndr (8 GPUs") == 0);
+  CHECK(gb200.out.empty());
+  const auto links = scratch.run(
+      "simulate --set simulation.ranks=all --set "
+      "'simulation.variation.links=[{\"rank\": 5, \"link\": \"nic\", \"factor\": 0.5}, {\"node\": 2, \"link\": "
+      "\"nvlink\", \"factor\": 0.5}]' --compare-cluster gb200-nvl72");
+  CHECK(links.status == 2);
+  CHECK(links.err.find("gb200-nvl72: --set: simulation.variation.links[1].node: names a node") != std::string::npos);
+  const auto h200 = scratch.run(slow_node + "--compare-cluster dgx-h200-ndr");
+  INFO(h200.err);
+  CHECK(h200.status == 0);
+  // By rank, the GPUs are the same on every cluster.
+  const auto by_rank = scratch.run(
+      "simulate --set simulation.ranks=all "
+      "--set 'simulation.variation.gpu_speed=[{\"rank\": 24, \"factor\": 0.8}]' --compare-cluster gb200-nvl72");
+  INFO(by_rank.err);
+  CHECK(by_rank.status == 0);
+}

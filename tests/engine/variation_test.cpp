@@ -1,8 +1,13 @@
-// Ranks that differ in the engine: compute speeds, counter-based kernel jitter, and the
-// expected wait for a representative collective's slowest member.
+// Ranks that differ in the engine: compute speeds, counter-based kernel jitter, and what
+// the engine asks and tells the arrival model of representative mode under jitter.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.hpp"
 #include "engine/variation.hpp"
@@ -98,21 +103,76 @@ TEST_CASE("a collective waits for its slower member, and the wait is recorded") 
   CHECK(interval(t, 1, "allreduce").waited == Time::zero());
 }
 
-TEST_CASE("a representative collective starts the expected skew after its work was ready") {
+namespace {
+
+using stepsim::engine::OpIndex;
+
+// A stand-in for the arrival model of representative mode under jitter: fixed answers, and a
+// record of what the engine asked and told it.
+class FixedArrivals final : public stepsim::engine::ArrivalModel {
+ public:
+  struct Seen {
+    std::vector<std::pair<OpIndex, Time>> lags;            // per arrival: op, lag
+    std::vector<std::tuple<OpIndex, OpIndex, Time>> held;  // op, collective, slack
+  };
+  // Its answers for collective op `only` (any collective op when none), zero for the others.
+  FixedArrivals(Time mean, Time last, Time finish, std::optional<OpIndex> only, std::shared_ptr<Seen> seen)
+      : mean_(mean), last_(last), finish_(finish), only_(only), seen_(std::move(seen)) {}
+
+  std::unique_ptr<Run> start() const override { return std::make_unique<FixedRun>(*this); }
+
+ private:
+  class FixedRun final : public Run {
+   public:
+    explicit FixedRun(const FixedArrivals& m) : m_(m) {}
+    Arrival arrival(std::size_t, OpIndex o, Time lag) override {
+      m_.seen_->lags.emplace_back(o, lag);
+      if (m_.only_ && *m_.only_ != o) return {};
+      return {m_.mean_, m_.last_};
+    }
+    void held_back(std::size_t, OpIndex o, OpIndex collective, Time slack) override {
+      m_.seen_->held.emplace_back(o, collective, slack);
+    }
+    Time finish(std::size_t) override { return m_.finish_; }
+
+   private:
+    const FixedArrivals& m_;
+  };
+
+  Time mean_, last_, finish_;
+  std::optional<OpIndex> only_;
+  std::shared_ptr<Seen> seen_;
+};
+
+std::shared_ptr<FixedArrivals::Seen> use_arrivals(ProgramBuilder& b, Time mean, Time last, Time finish = Time::zero(),
+                                                  std::optional<OpIndex> only = std::nullopt) {
+  auto seen = std::make_shared<FixedArrivals::Seen>();
+  b.program().arrivals = std::make_shared<const FixedArrivals>(mean, last, finish, only, seen);
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("a representative collective starts when its last real member arrives after its work was ready") {
   ProgramBuilder b(1);
   const auto g = b.group("dp", {0});
   b.program().groups[0].size = 64;  // one simulated rank stands for 64
   const auto dp = b.stream(0, "dp");
   const auto w = b.compute(0, 0, "backward", us(100));
-  const auto c = b.collective(0, dp, "allreduce", g, call(stepsim::Bytes{0}, us(10)), {w});
-  b.program().ranks[0].skews = {{c, us(7)}};
+  b.collective(0, dp, "allreduce", g, call(stepsim::Bytes{0}, us(10)), {w});
+  const auto seen = use_arrivals(b, us(3), us(7));
   const auto t = run(b.program());
+  // The mean member arrives 3 us after the work was ready, the last 7 us after it: the wait a
+  // real rank sees is the 4 us between the two.
   CHECK(interval(t, 0, "allreduce").start == us(107));
-  CHECK(interval(t, 0, "allreduce").waited == us(7));
+  CHECK(interval(t, 0, "allreduce").waited == us(4));
   CHECK(interval(t, 0, "allreduce").end == us(117));
+  // The stream was free from the start, 100 us before the work was ready.
+  REQUIRE(seen->lags.size() == 1);
+  CHECK(seen->lags[0].second == Time::zero() - us(100));
 }
 
-TEST_CASE("a skew shorter than the time a busy stream held the collective adds nothing") {
+TEST_CASE("the arrival model hears how long a busy stream held a representative collective") {
   ProgramBuilder b(1);
   const auto g = b.group("dp", {0});
   b.program().groups[0].size = 64;
@@ -120,9 +180,40 @@ TEST_CASE("a skew shorter than the time a busy stream held the collective adds n
   const auto w = b.compute(0, 0, "backward", us(10));
   b.collective(0, dp, "first", g, call(stepsim::Bytes{0}, us(50)));
   const auto c = b.collective(0, dp, "second", g, call(stepsim::Bytes{0}, us(10)), {w});
-  b.program().ranks[0].skews = {{c, us(20)}};
+  const auto seen = use_arrivals(b, us(40), us(45), Time::zero(), c);
   const auto t = run(b.program());
-  // Ready at 10 us, expected last member at 30 us; the stream frees at 50 us.
-  CHECK(interval(t, 0, "second").start == us(50));
-  CHECK(interval(t, 0, "second").waited == Time::zero());
+  // Ready at 10 us, the stream free at 50 us: 40 us later. The last member at 55 us.
+  REQUIRE(seen->lags.size() == 2);
+  CHECK(seen->lags[1] == std::pair{c, us(40)});
+  CHECK(interval(t, 0, "second").start == us(55));
+  CHECK(interval(t, 0, "second").waited == us(5));
+}
+
+TEST_CASE("a compute op tells the arrival model whether a collective held it back and by how much") {
+  ProgramBuilder b(1);
+  const auto g = b.group("tp", {0});
+  b.program().groups[0].size = 8;
+  const auto tp = b.stream(0, "tp");
+  const auto dgrad = b.compute(0, 0, "dgrad", us(100));
+  const auto held = b.collective(0, tp, "allreduce held", g, call(stepsim::Bytes{0}, us(30)), {dgrad});
+  b.compute(0, 0, "layer norm", us(5), {held});  // waits 30 us for the AllReduce
+  const auto dgrad2 = b.compute(0, 0, "dgrad 2", us(100));
+  const auto hidden = b.collective(0, tp, "allreduce hidden", g, call(stepsim::Bytes{0}, us(30)), {dgrad2});
+  b.compute(0, 0, "wgrad", us(50));
+  const auto after = b.compute(0, 0, "layer norm 2", us(5), {hidden});  // the AllReduce ended 20 us before
+  const auto seen = use_arrivals(b, Time::zero(), Time::zero());
+  run(b.program());
+  REQUIRE(seen->held.size() == 2);
+  CHECK(std::get<1>(seen->held[0]) == held);
+  CHECK(std::get<2>(seen->held[0]) == us(30));
+  CHECK(seen->held[1] == std::tuple{after, hidden, Time::zero() - us(20)});
+}
+
+TEST_CASE("a representative step ends when the slowest real rank the model expects is done") {
+  ProgramBuilder b(1);
+  b.compute(0, 0, "optimizer", us(100));
+  use_arrivals(b, Time::zero(), Time::zero(), us(9));
+  const auto t = run(b.program());
+  REQUIRE(t.steps.size() == 1);
+  CHECK(t.steps[0].end == us(109));
 }
