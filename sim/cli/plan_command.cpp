@@ -40,8 +40,8 @@ constexpr const char* kPlanUsage =
     "tools/plot.py pareto FILE.csv draws cost against time to train. Progress goes to stderr.\n\n"
     "Search: layouts are simulated in the order of a lower bound on their step time (their compute:\n"
     "one micro-batch simulated per TP, CP, micro-batch and precision, times the micro-batches over\n"
-    "the stages, with the pipeline's fill and drain); those whose bound is above the fastest found\n"
-    "are left out, and once --max-layouts fit the rest too (the table counts them).";
+    "the stages, with the fill and drain the schedule cannot hide); those whose bound is above the\n"
+    "fastest found are left out, and once --max-layouts fit the rest too (the table counts them).";
 
 constexpr const char* kPlanExamples =
     "  stepsim plan --model llama3-70b --tokens 1T --gpus 256 --precision bf16,fp8 \\\n"

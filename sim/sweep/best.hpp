@@ -62,6 +62,12 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
 // The value `key` is assigned in `c`, or `otherwise`.
 std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise);
 
+// The lower bound on `layout`'s step time that orders and prunes the search: the compute of one
+// micro-batch through the model on its TP and CP group, simulated, times its micro-batches over
+// its stages, with the fill and drain its pipeline schedule cannot hide (docs/plan.md). 0 where
+// that micro-batch does not simulate.
+double step_lower_bound(const SweepSpec& spec, const Candidate& layout);
+
 // Throws the InputError that refuses the scenario's calibration files (unreadable, measured
 // on another GPU, beating the cluster's links or peak, timed under other collective settings):
 // they depend on the cluster and the collectives' settings, which no searched layout changes,
