@@ -5,6 +5,7 @@
 #include "sweep/best.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <functional>
@@ -449,10 +450,24 @@ double step_lower_bound(const SweepSpec& spec, const Candidate& layout) {
   return bound_of(layout, probe_compute(spec, probe_key(layout)), load_base(spec));
 }
 
+void check_precisions(const SweepSpec& spec, const std::vector<std::string>& precisions) {
+  if (precisions.empty()) return;
+  const Scenario base = load_base(spec);
+  std::vector<std::string> why;
+  for (const std::string& p : precisions) {
+    const std::string reason = unrun_precision_reason(base, p);
+    if (reason.empty()) return;  // it runs this one
+    why.push_back(p + ": " + reason);
+  }
+  throw InputError("--precision", fmt::format("{}", fmt::join(precisions, ",")),
+                   fmt::format("the cluster runs none of them ({})", fmt::join(why, "; ")));
+}
+
 void check_calibration(const SweepSpec& spec) { (void)load_calibration(load_base(spec)); }
 
 BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space) {
   check_calibration(spec);
+  if (!fixes(spec, "training.precision")) check_precisions(spec, space.precisions);
   BestResult result;
   Tally tally(result);
   search_layouts(spec, space, jobs, progress, result, tally);

@@ -59,6 +59,14 @@ Scenario load_base(const SweepSpec& spec);
 // the least recompute that fits each).
 std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layout);
 
+// Refuses what the user's --set `sets` cannot fix in a search over a GPU count: parallel.dp,
+// which the count derives.
+void check_search_sets(const std::vector<std::string>& sets);
+
+// Refuses a list of precisions to search (--precision) of which the GPU of `spec`'s cluster, or
+// its scenario, runs none (unrun_precision_reason), naming --precision and each one's reason.
+void check_precisions(const SweepSpec& spec, const std::vector<std::string>& precisions);
+
 // The value `key` is assigned in `c`, or `otherwise`.
 std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise);
 
