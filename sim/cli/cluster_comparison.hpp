@@ -17,7 +17,8 @@ struct ClusterColumn {
 };
 
 // The scenario (as read once, with sets) simulated again on each "NAME" or "NAME@PRICE" (price of one
-// GPU-hour) in `others`; the first column is the scenario's own cluster.
+// GPU-hour) in `others`, or in their comma-separated lists, each parsed as plan's --cluster is
+// (sweep::parse_cluster_spec); the first column is the scenario's own cluster.
 std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
                                             const std::string& own_cluster, const Report& own,
                                             const std::vector<std::string>& others);

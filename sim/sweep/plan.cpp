@@ -230,22 +230,26 @@ std::string json_text(const boost::json::value& v) {
 
 }  // namespace
 
-PlanCluster parse_plan_cluster(const std::string& text) {
+PlanCluster parse_cluster_spec(const std::string& text, const std::string& flag) {
   const auto at = text.find('@');
   PlanCluster c{text.substr(0, at), 0};
-  if (c.name.empty()) throw InputError("--cluster", text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
+  if (c.name.empty()) throw InputError(flag, text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
   if (at == std::string::npos) return c;
   const auto price = number_of(text.substr(at + 1));
   if (!price || *price <= 0)
-    throw InputError("--cluster", text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
+    throw InputError(flag, text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
   if (*price > ClusterSpec::kMaxGpuHourPrice)
-    throw InputError("--cluster", text,
+    throw InputError(flag, text,
                      fmt::format("expected a price per GPU-hour of at most {:.0f} after '@' (cluster.gpu_hour_price's "
                                  "range), got {:g}",
                                  ClusterSpec::kMaxGpuHourPrice, *price));
   c.gpu_hour_price = *price;
   return c;
 }
+
+PlanCluster parse_plan_cluster(const std::string& text) { return parse_cluster_spec(text, "--cluster"); }
+
+std::vector<std::string> split_cluster_lists(const std::vector<std::string>& lists) { return split(lists); }
 
 double parse_tokens(const std::string& text, const std::string& flag) {
   static constexpr std::pair<char, double> kSuffixes[] = {{'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'G', 1e9}, {'T', 1e12}};

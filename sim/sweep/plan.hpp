@@ -85,8 +85,15 @@ struct PlanRow {
   long long bucket_parameters = 0;
 };
 
-// "NAME" or "NAME@PRICE"; InputError naming --cluster otherwise.
+// "NAME" or "NAME@PRICE" (a price per GPU-hour above 0, at most cluster.gpu_hour_price's
+// range); InputError naming `flag` otherwise. plan's --cluster and simulate's --compare-cluster
+// both take it.
+PlanCluster parse_cluster_spec(const std::string& text, const std::string& flag);
+// parse_cluster_spec for --cluster.
 PlanCluster parse_plan_cluster(const std::string& text);
+// The items of comma-separated lists of clusters ("a@1,b" and "c": a@1, b, c), in order, empty
+// items kept for parse_cluster_spec to refuse.
+std::vector<std::string> split_cluster_lists(const std::vector<std::string>& lists);
 
 // --precision as the search takes it (sweep --best and plan): comma-separated lists of
 // training precisions, each checked and kept once, in order. Refused beside a --set (of
