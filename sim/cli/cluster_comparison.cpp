@@ -9,6 +9,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
+#include "sweep/plan.hpp"
 
 namespace stepsim::cli {
 namespace {
@@ -20,14 +21,12 @@ std::vector<std::string> sets_for(const std::vector<std::string>& sets, const st
   std::vector<std::string> out;
   for (const std::string& set : sets)
     if (!set.starts_with("cluster=") && !set.starts_with("cluster.")) out.push_back(set);
-  const auto at = spec.find('@');
-  const std::string name = spec.substr(0, at);
-  if (name.empty())
-    throw InputError("<command line>", "--compare-cluster", "expected NAME or NAME@PRICE, got '" + spec + "'");
+  // NAME or NAME@PRICE, as plan's --cluster takes it.
+  const sweep::PlanCluster cluster = sweep::parse_cluster_spec(spec, "--compare-cluster");
   // Keep the GPU count: the cluster preset brings its own node count, which load_scenario derives again.
-  out.push_back("cluster=" + name);
+  out.push_back("cluster=" + cluster.name);
   out.push_back("cluster.nodes=0");
-  if (at != std::string::npos) out.push_back("cluster.gpu_hour_price=" + spec.substr(at + 1));
+  if (cluster.gpu_hour_price > 0) out.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
   return out;
 }
 
@@ -69,7 +68,7 @@ std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, cons
                                             const Scenario& scenario, const Report& own,
                                             const std::vector<std::string>& others) {
   std::vector<ClusterColumn> columns{{scenario.cluster.name, own}};
-  for (const std::string& spec : others) {
+  for (const std::string& spec : sweep::split_cluster_lists(others)) {
     const std::vector<std::string> with_cluster = sets_for(sets, spec);
     Scenario s;
     try {

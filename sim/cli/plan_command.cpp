@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kPlanUsage =
     "usage: stepsim plan [SCENARIO.json] [--model NAME] (--tokens N | --deadline DAYS) --gpus LIST\n"
-    "                    --cluster NAME[@PRICE]... [--precision LIST] [--set KEY=VALUE]... [--jobs J]\n"
+    "                    [--cluster NAME[@PRICE]...] [--precision LIST] [--set KEY=VALUE]... [--jobs J]\n"
     "                    [-o FILE.csv|FILE.json]\n\n"
     "Which cluster to buy for a training job. For each --cluster (a cluster preset, with its price\n"
     "per GPU-hour) and each GPU count, searches the fastest layout that fits, as 'sweep --best'\n"
@@ -31,17 +31,21 @@ constexpr const char* kPlanUsage =
     "cost; then the Pareto table of cost against time to train.\n\n"
     "The job is SCENARIO (without it: the embedded default) with --model and --set: its model,\n"
     "sequence length and global batch hold on every cluster; its layout keys are searched unless\n"
-    "--set fixes them.\n\n"
+    "--set fixes them. The keys of SCENARIO's cluster section carry to every --cluster as --set\n"
+    "cluster.KEY would (not its preset, node count or GPU: a GPU of its own is refused beside\n"
+    "--cluster); without --cluster, SCENARIO's own cluster is planned. --tokens: a whole number of\n"
+    "tokens, at least one step's (global batch x sequence length).\n\n"
     "Band: the step time, time to train and cost carry +/- the mean absolute error of stepsim's\n"
     "step times against the published runs on that GPU (docs/validation.md); a GPU with no\n"
     "published run gets the mean over all runs, and says so.\n\n"
-    "--gpus: a count, a list (128,256) or a range (64:1024:x2). -o writes one row per cluster and\n"
-    "GPU count as CSV or JSON, whole or not at all ('-': CSV on stdout instead of the tables);\n"
+    "--gpus: a count, a list (128,256) or a range (64:1024:x2), up to 1048576. -o writes one row\n"
+    "per cluster and GPU count as CSV or JSON, whole or not at all ('-': CSV on stdout instead of\n"
+    "the tables);\n"
     "tools/plot.py pareto FILE.csv draws cost against time to train. Progress goes to stderr.\n\n"
     "Search: layouts are simulated in the order of a lower bound on their step time (their compute:\n"
     "one micro-batch simulated per TP, CP, micro-batch and precision, times the micro-batches over\n"
-    "the stages, with the pipeline's fill and drain); those whose bound is above the fastest found\n"
-    "are left out, and once --max-layouts fit the rest too (the table counts them).";
+    "the stages, with the fill and drain the schedule cannot hide); those whose bound is above the\n"
+    "fastest found are left out, and once --max-layouts fit the rest too (the table counts them).";
 
 constexpr const char* kPlanExamples =
     "  stepsim plan --model llama3-70b --tokens 1T --gpus 256 --precision bf16,fp8 \\\n"

@@ -5,6 +5,7 @@
 #include "sweep/best.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "io/validate.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
+#include "parallelism/pipeline_schedule.hpp"
 #include "simulation/calibrated_costs.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
@@ -91,18 +93,47 @@ double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   }
 }
 
+// The micro-batches the pipeline's fill and drain add to a stage's own in the lower bound: the
+// last stage starts its first forward once the first micro-batch has run through the p - 1
+// stages before it, and the first stage ends once the last micro-batch's backward has come
+// back through them, (p - 1) micro-batches under 1F1B and GPipe, (p - 1) / v under the
+// interleaved schedule, whose passes are a v-th of a stage. The zero-bubble schedules (ZB-H1,
+// ZB-H2) and DualPipe fill that bubble with deferred weight-gradient passes (and DualPipe with
+// the micro-batches coming from the other end): what is left of it depends on how the forward,
+// input- and weight-gradient passes compare, which the probe does not measure, so none is
+// counted.
+double fill_and_drain(Schedule schedule, double pp, double v) {
+  switch (schedule) {
+    case Schedule::gpipe:
+    case Schedule::one_f_one_b:
+      return pp - 1;
+    case Schedule::interleaved:
+      return (pp - 1) / v;
+    case Schedule::zb_h1:
+    case Schedule::zb_h2:
+    case Schedule::dualpipe:
+      return 0;
+  }
+  return 0;
+}
+
 // A layout's step time from below: each stage computes m micro-batches of 1/pp of the model,
-// and the pipeline's fill and drain add (pp - 1) / virtual stages of them. Every stage is
-// counted as the average one, which the heaviest (the last, with the head) exceeds: 1F1B's step
-// is at least the last stage's m micro-batches plus one of every other stage's, which is at
-// least the average stage's m + pp - 1.
-double bound_of(const Candidate& c, double probe, long long global_batch) {
-  const double pp = std::stod(value_of(c, "parallel.pp", "1"));
-  const double v = std::stod(value_of(c, "parallel.virtual_stages", "1"));
-  const double dp = std::stod(value_of(c, "parallel.dp", "1"));
-  const double mb = std::stod(value_of(c, "training.micro_batch", "1"));
-  const double micro_batches = static_cast<double>(global_batch) / (mb * dp);
-  return probe / pp * (micro_batches + (pp - 1) / v);
+// and the pipeline's fill and drain add fill_and_drain() of them. Every stage is counted as
+// the average one, which the heaviest (the last, with the head) exceeds: 1F1B's step is at
+// least the last stage's m micro-batches plus one of every other stage's, which is at least the
+// average stage's m + pp - 1. A key the layout leaves to the user's --set (the schedule, the
+// virtual stages) has the value of `base`, the scenario with that --set.
+double bound_of(const Candidate& c, double probe, const Scenario& base) {
+  const double pp = std::stod(value_of(c, "parallel.pp", std::to_string(base.parallel.pp)));
+  const double v = std::stod(value_of(c, "parallel.virtual_stages", std::to_string(base.parallel.virtual_stages)));
+  const double dp = std::stod(value_of(c, "parallel.dp", std::to_string(base.parallel.dp)));
+  const double mb = std::stod(value_of(c, "training.micro_batch", std::to_string(base.training.micro_batch)));
+  const std::string named = value_of(c, "parallel.schedule", "");
+  Schedule schedule = base.parallel.schedule;
+  for (const parallelism::ScheduleKind& kind : parallelism::pipeline_schedules())
+    if (named == kind.name) schedule = kind.schedule;
+  const double micro_batches = static_cast<double>(base.training.global_batch) / (mb * dp);
+  return probe / pp * (micro_batches + fill_and_drain(schedule, pp, v));
 }
 
 // The recompute modes the search chooses from, least first: those the scenario runs
@@ -270,10 +301,10 @@ std::map<ProbeKey, double> probes(const SweepSpec& spec, const std::vector<Candi
 void search_layouts(const SweepSpec& spec, const SearchSpace& space, unsigned jobs, bool show, BestResult& result,
                     Tally& tally) {
   const std::vector<Candidate> layouts = supported(spec, enumerate_layouts(spec, space, result), result);
-  const long long global_batch = load_base(spec).training.global_batch;
+  const Scenario base = load_base(spec);
   const auto compute = probes(spec, layouts, jobs);
   std::vector<std::pair<double, Candidate>> ordered;
-  for (const auto& c : layouts) ordered.emplace_back(bound_of(c, compute.at(probe_key(c)), global_batch), c);
+  for (const auto& c : layouts) ordered.emplace_back(bound_of(c, compute.at(probe_key(c)), base), c);
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const std::vector<std::string> modes = recompute_modes(spec);
   const std::size_t keep = std::max<std::size_t>(space.keep, 1);
@@ -415,10 +446,28 @@ std::string unrun_precision_reason(const Scenario& base, const std::string& prec
   return io::precision_refusal(base, *p);
 }
 
+double step_lower_bound(const SweepSpec& spec, const Candidate& layout) {
+  return bound_of(layout, probe_compute(spec, probe_key(layout)), load_base(spec));
+}
+
+void check_precisions(const SweepSpec& spec, const std::vector<std::string>& precisions) {
+  if (precisions.empty()) return;
+  const Scenario base = load_base(spec);
+  std::vector<std::string> why;
+  for (const std::string& p : precisions) {
+    const std::string reason = unrun_precision_reason(base, p);
+    if (reason.empty()) return;  // it runs this one
+    why.push_back(p + ": " + reason);
+  }
+  throw InputError("--precision", fmt::format("{}", fmt::join(precisions, ",")),
+                   fmt::format("the cluster runs none of them ({})", fmt::join(why, "; ")));
+}
+
 void check_calibration(const SweepSpec& spec) { (void)load_calibration(load_base(spec)); }
 
 BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space) {
   check_calibration(spec);
+  if (!fixes(spec, "training.precision")) check_precisions(spec, space.precisions);
   BestResult result;
   Tally tally(result);
   search_layouts(spec, space, jobs, progress, result, tally);
@@ -442,8 +491,9 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, cons
   if (result.pruned > 0)
     result.notes.push_back(fmt::format(
         "{} layouts not simulated: their compute alone (one micro-batch through the model on their TP and CP "
-        "group, simulated, times their micro-batches over the stages, with the pipeline's fill and drain) already "
-        "takes longer than the layouts ranked",
+        "group, simulated, times their micro-batches over the stages, with the fill and drain their schedule cannot "
+        "hide) "
+        "already takes longer than the layouts ranked",
         result.pruned));
   return result;
 }

@@ -59,8 +59,22 @@ Scenario load_base(const SweepSpec& spec);
 // the least recompute that fits each).
 std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layout);
 
+// Refuses what the user's --set `sets` cannot fix in a search over a GPU count: parallel.dp,
+// which the count derives.
+void check_search_sets(const std::vector<std::string>& sets);
+
+// Refuses a list of precisions to search (--precision) of which the GPU of `spec`'s cluster, or
+// its scenario, runs none (unrun_precision_reason), naming --precision and each one's reason.
+void check_precisions(const SweepSpec& spec, const std::vector<std::string>& precisions);
+
 // The value `key` is assigned in `c`, or `otherwise`.
 std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise);
+
+// The lower bound on `layout`'s step time that orders and prunes the search: the compute of one
+// micro-batch through the model on its TP and CP group, simulated, times its micro-batches over
+// its stages, with the fill and drain its pipeline schedule cannot hide (docs/plan.md). 0 where
+// that micro-batch does not simulate.
+double step_lower_bound(const SweepSpec& spec, const Candidate& layout);
 
 // Throws the InputError that refuses the scenario's calibration files (unreadable, measured
 // on another GPU, beating the cluster's links or peak, timed under other collective settings):

@@ -251,8 +251,7 @@ void note_fixed(const SweepSpec& spec, BestResult& result) {
         "parallel.virtual_stages", "training.precision", "data_parallel.kind", "data_parallel.bucket_cap_mb",
         "data_parallel.bucket_parameters", "tensor_parallel.comm_overlap", "training.recompute"})
     if (user_sets(spec, key)) result.fixed.emplace_back(key);
-  if (user_sets(spec, "parallel.dp"))
-    throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
+  check_search_sets(spec.sets);
 }
 
 std::vector<std::string> precisions(const SweepSpec& spec, const SearchSpace& space) {
@@ -275,11 +274,52 @@ bool secondary(const std::string& set) {
 
 }  // namespace
 
+void check_search_sets(const std::vector<std::string>& sets) {
+  if (std::ranges::any_of(sets, [](const std::string& s) { return s.starts_with("parallel.dp="); }))
+    throw InputError("--set", "parallel.dp", "cannot be combined with --gpus, which derives parallel.dp");
+}
+
 std::string value_of(const Candidate& c, const std::string& key, const std::string& otherwise) {
   for (const auto& s : c.sets)
     if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
   return otherwise;
 }
+
+namespace {
+
+// Throws where the micro-batch the user's --set fixes does not divide the global batch: every
+// layout is refused then, whatever DP degree it has, and the scenario's own DP degree (the
+// refusal of its own layout) is not what the search tried. `tries` are the layouts base_sets
+// tried: one of them loads with a micro-batch of 1 unless something else is refused too.
+void refuse_micro_batch(const SweepSpec& spec, const std::vector<std::vector<std::string>>& tries) {
+  const std::string given = value_of(Candidate{spec.sets, {}}, "training.micro_batch", "");
+  long long micro_batch = 0;
+  try {
+    std::size_t used = 0;
+    micro_batch = std::stoll(given, &used);
+    if (used != given.size() || micro_batch < 1) return;
+  } catch (const std::exception&) {
+    return;  // not a count: loading says so
+  }
+  for (auto sets : tries) {
+    std::erase_if(sets, [](const std::string& s) { return s.starts_with("training.micro_batch="); });
+    sets.emplace_back("training.micro_batch=1");
+    long long global_batch = 0;
+    try {
+      global_batch = io::load_scenario(spec.scenario, sets).training.global_batch;
+    } catch (const InputError&) {
+      continue;
+    }
+    if (global_batch % micro_batch == 0) return;
+    throw InputError("--set", "training.micro_batch",
+                     fmt::format("the global batch of {} sequences (training.global_batch) does not split into "
+                                 "micro-batches of {}: no data-parallel degree the search tries divides it "
+                                 "(micro_batch times DP must divide the global batch)",
+                                 global_batch, micro_batch));
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> base_sets(const SweepSpec& spec) {
   std::vector<std::vector<std::string>> tries{spec.sets};
@@ -329,6 +369,7 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
       if (!refused) refused = e;
     }
   }
+  refuse_micro_batch(spec, tries);
   throw *refused;
 }
 

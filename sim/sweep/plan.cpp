@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "io/embedded_files.hpp"
+#include "io/json_document.hpp"
 #include "io/presets.hpp"
+#include "io/reader.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
@@ -51,9 +54,13 @@ std::string bucket_text(const Scenario& s) {
 SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus) {
   SweepSpec s;
   s.scenario = spec.scenario;
-  // The preset first, so that the user's --set cluster.KEY changes it; its node count last,
-  // derived from the layout again; the price of NAME@PRICE over a --set one.
-  s.sets.push_back("cluster=" + cluster.name);
+  // The preset first, then the keys the scenario's own cluster section writes, so that they and
+  // the user's --set cluster.KEY change it; its node count last, derived from the layout again;
+  // the price of NAME@PRICE over a --set or scenario one. The scenario's own cluster is as it is.
+  if (!cluster.own) {
+    s.sets.push_back("cluster=" + cluster.name);
+    s.sets.insert(s.sets.end(), spec.cluster_sets.begin(), spec.cluster_sets.end());
+  }
   s.sets.insert(s.sets.end(), spec.sets.begin(), spec.sets.end());
   s.sets.push_back("cluster.nodes=0");
   if (cluster.gpu_hour_price > 0) s.sets.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
@@ -73,12 +80,38 @@ void add_budget(const PlanSpec& spec, PlanRow& row) {
   if (spec.deadline_days > 0) row.deadline_tokens = tokens_per_s * spec.deadline_days * kSecondsPerDay;
 }
 
-// `body`, its refusals said of the cluster: it came from --cluster, not from a key the user wrote.
+// The name of the scenario in errors.
+std::string scenario_name(const io::ScenarioInput& scenario) {
+  return scenario.path.empty() ? std::string("<default>") : scenario.path;
+}
+
+// Whether `where` (an InputError's place, "cluster.inter_node.nics_per_node") lies under the
+// key of the assignment `set` ("cluster.inter_node={...}").
+bool under_key(const std::string& where, const std::string& set) {
+  const std::string key = set.substr(0, set.find('='));
+  return where == key || where.starts_with(key + ".") || where.starts_with(key + "[");
+}
+
+// `e`, a refusal of a key the scenario's cluster section carried to a --cluster preset (not one
+// the user's --set gave) said of the scenario, where "--set" names it.
+InputError of_carried_key(const PlanSpec& spec, const InputError& e) {
+  const auto carried = [&](const std::vector<std::string>& sets) {
+    return std::ranges::any_of(sets, [&](const std::string& set) { return under_key(e.where(), set); });
+  };
+  if (e.file() != "--set" || e.where() == "cluster" || !carried(spec.cluster_sets) || carried(spec.sets)) return e;
+  return InputError(scenario_name(spec.scenario), e.where(), e.message());
+}
+
+// `body`, its refusals said of the cluster: it came from --cluster, not from a key the user
+// wrote; a key the scenario's cluster section carried to it is the scenario's. The scenario's
+// own cluster's refusals are the scenario's as they stand.
 template <class Body>
-void on_cluster(const PlanCluster& cluster, const Body& body) {
+void on_cluster(const PlanSpec& spec, const PlanCluster& cluster, const Body& body) {
   try {
     body();
-  } catch (const InputError& e) {
+  } catch (const InputError& error) {
+    if (cluster.own) throw;
+    const InputError e = of_carried_key(spec, error);
     const bool preset = e.file() == "--set" && e.where() == "cluster";
     throw InputError(
         "--cluster", cluster.name,
@@ -91,8 +124,9 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   row.cluster = cluster;
   row.gpus = gpus;
   const SweepSpec s = search_spec(spec, cluster, gpus);
-  on_cluster(cluster, [&] {
+  on_cluster(spec, cluster, [&] {
     const Scenario base = load_base(s);
+    if (cluster.own) row.cluster.name = base.cluster.name;
     row.gpu = base.cluster.gpu.name;
     row.band = validation_band(base.cluster.gpu);
     // The price the search's reports use: NAME@PRICE's, or --set cluster.gpu_hour_price's.
@@ -170,8 +204,9 @@ std::vector<int> gpu_counts(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != v.size() || n < 1 || n > 1'000'000)
-      throw InputError("--gpus", text, "expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2");
+    if (used != v.size() || n < 1 || n > kMaxGpus)
+      throw InputError("--gpus", text,
+                       fmt::format("expected GPU counts from 1 to {}, e.g. 256, 128,256 or 64:1024:x2", kMaxGpus));
     out.push_back(static_cast<int>(n));
   }
   return out;
@@ -195,22 +230,26 @@ std::string json_text(const boost::json::value& v) {
 
 }  // namespace
 
-PlanCluster parse_plan_cluster(const std::string& text) {
+PlanCluster parse_cluster_spec(const std::string& text, const std::string& flag) {
   const auto at = text.find('@');
   PlanCluster c{text.substr(0, at), 0};
-  if (c.name.empty()) throw InputError("--cluster", text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
+  if (c.name.empty()) throw InputError(flag, text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
   if (at == std::string::npos) return c;
   const auto price = number_of(text.substr(at + 1));
   if (!price || *price <= 0)
-    throw InputError("--cluster", text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
+    throw InputError(flag, text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
   if (*price > ClusterSpec::kMaxGpuHourPrice)
-    throw InputError("--cluster", text,
+    throw InputError(flag, text,
                      fmt::format("expected a price per GPU-hour of at most {:.0f} after '@' (cluster.gpu_hour_price's "
                                  "range), got {:g}",
                                  ClusterSpec::kMaxGpuHourPrice, *price));
   c.gpu_hour_price = *price;
   return c;
 }
+
+PlanCluster parse_plan_cluster(const std::string& text) { return parse_cluster_spec(text, "--cluster"); }
+
+std::vector<std::string> split_cluster_lists(const std::vector<std::string>& lists) { return split(lists); }
 
 double parse_tokens(const std::string& text, const std::string& flag) {
   static constexpr std::pair<char, double> kSuffixes[] = {{'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'G', 1e9}, {'T', 1e12}};
@@ -223,8 +262,9 @@ double parse_tokens(const std::string& text, const std::string& flag) {
       break;
     }
   const auto v = number_of(digits);
-  if (!v || *v <= 0 || *v * scale > 1e18)
-    throw InputError(flag, text, "expected a token count above 0 such as 1T, 300B or 1.5e12 (at most 1e18)");
+  if (!v || *v * scale < 1 || *v * scale > 1e18 || std::floor(*v * scale) != *v * scale)
+    throw InputError(flag, text,
+                     "expected a whole number of tokens, at least 1, such as 1T, 300B or 1.5e12 (at most 1e18)");
   return *v * scale;
 }
 
@@ -249,6 +289,8 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
   spec.scenario = request.scenario;
   if (!request.model.empty()) spec.sets.push_back("model=" + request.model);
   spec.sets.insert(spec.sets.end(), request.sets.begin(), request.sets.end());
+  // The model --model names, said of --model (loading it would say --set model).
+  if (!request.model.empty()) (void)io::find_preset("models", request.model, io::Reader("--model", true));
   if (request.tokens.empty() && request.deadline.empty())
     throw InputError("<command line>", "--tokens",
                      "expected a token budget (--tokens N) or a deadline (--deadline DAYS)");
@@ -263,6 +305,7 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     if (set.starts_with("cluster.nodes="))
       throw InputError("--set", "cluster.nodes", "plan derives each cluster's node count from the GPU count (--gpus)");
   }
+  check_search_sets(spec.sets);
   const std::vector<std::string_view> presets = io::preset_names("clusters");
   for (const std::string& c : split(request.clusters)) {
     PlanCluster cluster = parse_plan_cluster(c);
@@ -276,9 +319,25 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     }
     spec.clusters.push_back(std::move(cluster));
   }
-  if (spec.clusters.empty())
+  // Without --cluster, the scenario's own cluster; with it, the keys of the scenario's cluster
+  // section carry to each but the preset (--cluster's) and the node count (--gpus'), and a GPU
+  // of its own, which would replace each cluster's, is refused.
+  const bool scenario_given = !spec.scenario.path.empty() || spec.scenario.text;
+  if (spec.clusters.empty() && !scenario_given)
     throw InputError("<command line>", "--cluster",
-                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5");
+                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5 (or a scenario, whose own "
+                     "cluster is then planned)");
+  if (spec.clusters.empty()) spec.clusters.push_back(PlanCluster{"", 0, true});
+  for (const auto& [key, value] : scenario_cluster_keys(spec.scenario)) {
+    if (spec.clusters.front().own || key == "preset" || key == "nodes") continue;
+    if (key == "gpu")
+      throw InputError(scenario_name(spec.scenario), "cluster.gpu",
+                       fmt::format("the scenario's cluster has a GPU of its own ({}), which would replace the GPU of "
+                                   "every --cluster: plan its cluster alone (without --cluster), or swap every "
+                                   "cluster's GPU with --set cluster.gpu=...",
+                                   value));
+    spec.cluster_sets.push_back("cluster." + key + "=" + value);
+  }
   if (request.max_layouts < 0 || request.max_layouts > 1000000)
     throw InputError("--max-layouts", std::to_string(request.max_layouts),
                      "expected a number of layouts from 0 (every one) to 1000000");
@@ -298,34 +357,59 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
   return spec;
 }
 
+std::vector<std::pair<std::string, std::string>> scenario_cluster_keys(const io::ScenarioInput& scenario) {
+  boost::json::value document;
+  try {
+    std::optional<std::string> text = scenario.text;
+    if (!text && !scenario.path.empty()) text = io::read_scenario_input(scenario.path).text;
+    if (const io::EmbeddedFile* example =
+            text || scenario.path.empty() ? nullptr : io::lookup_preset("examples", scenario.path))
+      text = std::string(example->text);
+    if (!text) return {};  // the default scenario, or a name that loading it refuses
+    document = io::parse_json(*text, scenario_name(scenario));
+  } catch (const InputError&) {
+    return {};  // loading it refuses it, with the place
+  }
+  const boost::json::value* cluster = document.is_object() ? document.as_object().if_contains("cluster") : nullptr;
+  std::vector<std::pair<std::string, std::string>> out;
+  if (cluster == nullptr || !cluster->is_object()) return out;
+  for (const auto& [key, value] : cluster->as_object())
+    out.emplace_back(std::string(key), boost::json::serialize(value));
+  return out;
+}
+
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
                               const std::function<void(const PlanRow&)>& progress) {
   // The job itself (scenario, --model, --set) is checked once, before any search, on the first
   // cluster: its errors are its own, not a cluster's.
-  if (!spec.clusters.empty() && !spec.gpus.empty())
-    (void)load_base(search_spec(spec, spec.clusters.front(), spec.gpus.front()));
+  if (!spec.clusters.empty() && !spec.gpus.empty()) {
+    Scenario job;
+    try {
+      job = load_base(search_spec(spec, spec.clusters.front(), spec.gpus.front()));
+    } catch (const InputError& e) {
+      throw of_carried_key(spec, e);
+    }
+    // A budget of less than one step trains nothing: a step takes the global batch's tokens
+    // on every cluster.
+    const double step_tokens = static_cast<double>(job.training.global_batch) * static_cast<double>(job.model.seq_len);
+    if (spec.tokens > 0 && spec.tokens < step_tokens)
+      throw InputError("--tokens", fmt::format("{:.0f}", spec.tokens),
+                       fmt::format("is less than one step of the job ({:.0f} tokens: a global batch of {} sequences "
+                                   "of {}): expected a budget of at least one step",
+                                   step_tokens, job.training.global_batch, job.model.seq_len));
+  }
   // The calibration files, on every cluster before any search: a file refused on a cluster is
   // refused for each of its layouts alike (measured on another GPU, beyond its links), an
   // error of the request rather than a cluster on which nothing fits.
   for (const PlanCluster& cluster : spec.clusters)
     if (!spec.gpus.empty())
-      on_cluster(cluster, [&] { check_calibration(search_spec(spec, cluster, spec.gpus.front())); });
+      on_cluster(spec, cluster, [&] { check_calibration(search_spec(spec, cluster, spec.gpus.front())); });
   // The precisions --precision allows, likewise: a cluster whose GPU runs none of them has no
   // layout to search at any GPU count, which is the request's error, not "none fits".
-  for (const PlanCluster& cluster : spec.clusters) {
-    if (spec.precisions.empty() || spec.gpus.empty()) continue;
-    on_cluster(cluster, [&] {
-      const Scenario base = load_base(search_spec(spec, cluster, spec.gpus.front()));
-      std::vector<std::string> why;
-      for (const std::string& p : spec.precisions) {
-        const std::string reason = unrun_precision_reason(base, p);
-        if (reason.empty()) return;  // it runs this one
-        why.push_back(p + ": " + reason);
-      }
-      throw InputError("--precision", fmt::format("{}", fmt::join(spec.precisions, ",")),
-                       fmt::format("the cluster runs none of them ({})", fmt::join(why, "; ")));
-    });
-  }
+  for (const PlanCluster& cluster : spec.clusters)
+    if (!spec.gpus.empty())
+      on_cluster(spec, cluster,
+                 [&] { check_precisions(search_spec(spec, cluster, spec.gpus.front()), spec.precisions); });
   std::vector<PlanRow> rows;
   for (const PlanCluster& cluster : spec.clusters)
     for (const int gpus : spec.gpus) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sweep/best.hpp"
@@ -16,13 +17,17 @@
 namespace stepsim::sweep {
 
 struct PlanCluster {
-  std::string name;           // a cluster preset
+  std::string name;           // a cluster preset; of the scenario's own cluster, its name once searched
   double gpu_hour_price = 0;  // 0: none given
+  bool own = false;           // the scenario's own cluster, planned where no --cluster is given
 };
 
 struct PlanSpec {
   io::ScenarioInput scenario;     // the job: model, sequence, global batch (path "": the default)
   std::vector<std::string> sets;  // --set, applied on every cluster
+  // The keys the scenario's own cluster section writes but its preset and node count, as
+  // "cluster.KEY=VALUE": applied on every --cluster preset before --set, as --set would apply them.
+  std::vector<std::string> cluster_sets;
   double tokens = 0;              // the token budget; 0: none
   double deadline_days = 0;       // 0: none
   std::vector<int> gpus;          // the GPU counts to plan for
@@ -47,7 +52,15 @@ struct PlanRequest {
   long long max_layouts = kDefaultPlanLayouts;  // --max-layouts
 };
 
+// Without --cluster, a scenario given (a file, an example, text) is planned on its own cluster;
+// with --cluster, its cluster section's keys carry to every cluster (PlanSpec::cluster_sets)
+// but its GPU, which would replace every cluster's own: refused, naming the key.
 PlanSpec make_plan_spec(const PlanRequest& request);
+
+// The keys `scenario`'s own text writes in its cluster section, each with its value as JSON
+// text ("inter_node", "{\"oversubscription\":4}"), in the order written; none where the section
+// is a preset's name alone (or the scenario is the embedded default).
+std::vector<std::pair<std::string, std::string>> scenario_cluster_keys(const io::ScenarioInput& scenario);
 
 // One cluster at one GPU count.
 struct PlanRow {
@@ -72,8 +85,15 @@ struct PlanRow {
   long long bucket_parameters = 0;
 };
 
-// "NAME" or "NAME@PRICE"; InputError naming --cluster otherwise.
+// "NAME" or "NAME@PRICE" (a price per GPU-hour above 0, at most cluster.gpu_hour_price's
+// range); InputError naming `flag` otherwise. plan's --cluster and simulate's --compare-cluster
+// both take it.
+PlanCluster parse_cluster_spec(const std::string& text, const std::string& flag);
+// parse_cluster_spec for --cluster.
 PlanCluster parse_plan_cluster(const std::string& text);
+// The items of comma-separated lists of clusters ("a@1,b" and "c": a@1, b, c), in order, empty
+// items kept for parse_cluster_spec to refuse.
+std::vector<std::string> split_cluster_lists(const std::vector<std::string>& lists);
 
 // --precision as the search takes it (sweep --best and plan): comma-separated lists of
 // training precisions, each checked and kept once, in order. Refused beside a --set (of

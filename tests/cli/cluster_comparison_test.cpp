@@ -2,6 +2,7 @@
 // energy per million tokens from each cluster's price and board power.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -90,7 +91,33 @@ TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
   Scratch scratch("compare-cluster-bad");
   const auto run = scratch.run("simulate --compare-cluster @3");
   CHECK(run.status == 2);
-  CHECK(run.err == "stepsim: error: <command line>: --compare-cluster: expected NAME or NAME@PRICE, got '@3'\n");
+  CHECK(run.err == "stepsim: error: --compare-cluster: @3: expected NAME or NAME@PRICE, e.g. dgx-b200@5.5\n");
+}
+
+// --compare-cluster takes a cluster as plan's --cluster does: a price of 0 (or none after '@')
+// is refused alike, naming the flag (it was taken as no price), and a comma-separated list is
+// several clusters (it was an unknown preset 'a,b'), the columns those clusters give one by one.
+TEST_CASE("simulate --compare-cluster parses a cluster as plan's --cluster does") {
+  Scratch scratch("compare-cluster-spec");
+  for (const char* spec : {"dgx-b200@0", "dgx-b200@", "dgx-b200@-1", "dgx-b200@1e300"}) {
+    const auto compare = scratch.run(std::string("simulate --compare-cluster ") + spec);
+    const auto plan = scratch.run(std::string("plan --tokens 1T --gpus 8 --cluster ") + spec);
+    CHECK(compare.status == 2);
+    CHECK(plan.status == 2);
+    const std::string prefix = std::string("stepsim: error: --cluster: ") + spec + ": ";
+    REQUIRE(plan.err.starts_with(prefix));
+    CHECK(compare.err ==
+          std::string("stepsim: error: --compare-cluster: ") + spec + ": " + plan.err.substr(prefix.size()));
+  }
+  const auto list = scratch.run("simulate --compare-cluster dgx-h200-ndr@3,dgx-b200");
+  const auto each = scratch.run("simulate --compare-cluster dgx-h200-ndr@3 --compare-cluster dgx-b200");
+  INFO(list.err);
+  REQUIRE(list.status == 0);
+  REQUIRE(each.status == 0);
+  const auto table = [](const std::string& out) { return out.substr(std::min(out.size(), out.find("same job on"))); };
+  CHECK(table(list.out) == table(each.out));
+  CHECK(table(list.out).find("dgx-b200") != std::string::npos);
+  CHECK(table(list.out).find("dgx-h200-ndr") != std::string::npos);
 }
 
 TEST_CASE("An unknown cluster to compare is blamed on --compare-cluster, not on a --set") {

@@ -264,12 +264,13 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
   };
   CHECK(err("--tokens 1T --gpus 8") ==
         "stepsim: error: <command line>: --cluster: expected at least one cluster preset, e.g. --cluster "
-        "dgx-b200@5.5\n");
+        "dgx-b200@5.5 (or a scenario, whose own cluster is then planned)\n");
   CHECK(err("--gpus 8 --cluster dgx-b200") ==
         "stepsim: error: <command line>: --tokens: expected a token budget (--tokens N) or a deadline (--deadline "
         "DAYS)\n");
   CHECK(err("--tokens lots --gpus 8 --cluster dgx-b200") ==
-        "stepsim: error: --tokens: lots: expected a token count above 0 such as 1T, 300B or 1.5e12 (at most 1e18)\n");
+        "stepsim: error: --tokens: lots: expected a whole number of tokens, at least 1, such as 1T, 300B or 1.5e12 (at "
+        "most 1e18)\n");
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200@cheap") ==
         "stepsim: error: --cluster: dgx-b200@cheap: expected a price per GPU-hour above 0 after '@', e.g. "
         "dgx-b200@5.5\n");
@@ -282,7 +283,7 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 --max-layouts -1") ==
         "stepsim: error: --max-layouts: -1: expected a number of layouts from 0 (every one) to 1000000\n");
   CHECK(err("--tokens 1T --gpus 0 --cluster dgx-b200") ==
-        "stepsim: error: --gpus: 0: expected GPU counts from 1 to 1000000, e.g. 256, 128,256 or 64:1024:x2\n");
+        "stepsim: error: --gpus: 0: expected GPU counts from 1 to 1048576, e.g. 256, 128,256 or 64:1024:x2\n");
   CHECK(err("--tokens 1T --gpus 8 --cluster dgx-b200 -o plan.txt") ==
         "stepsim: error: -o: plan.txt: expected a file name ending in .csv or .json, or '-', a device or a FIFO for "
         "CSV written through\n");
@@ -314,6 +315,52 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].at("gpu").as_string() == "h200");
   CHECK(number(rows[0].as_object(), "memory_capacity_gib") > 100);
+}
+
+// A scenario's cluster section is part of the job: its keys carry to every --cluster preset as
+// --set cluster.KEY carries them (the same rows as those --set give), a price given with @PRICE
+// replaces its price, and without --cluster its own cluster is the one planned. A GPU of its own
+// would replace every cluster's: refused, naming the key.
+TEST_CASE("plan carries the scenario's cluster keys to every cluster and plans its own without --cluster") {
+  const Scratch dir("plan-scenario-cluster");
+  dir.write("job.json", R"({"preset": "default", "model": "gpt-1.3b",
+    "cluster": {"preset": "dgx-h100-ndr", "gpu_hour_price": 2.5, "inter_node": {"oversubscription": 4}}})");
+  const std::string job = " --tokens 1e9 --gpus 16 --max-layouts 4";
+  const boost::json::array file = plan_rows(dir, "job.json --cluster dgx-h100-ndr" + job);
+  const boost::json::array set = plan_rows(dir,
+                                           "--model gpt-1.3b --cluster dgx-h100-ndr --set cluster.gpu_hour_price=2.5 "
+                                           "--set cluster.inter_node.oversubscription=4" +
+                                               job);
+  const boost::json::array own = plan_rows(dir, "job.json" + job);
+  const boost::json::array plain = plan_rows(dir, "--model gpt-1.3b --cluster dgx-h100-ndr" + job);
+  for (const auto* rows : {&file, &set, &own, &plain}) {
+    REQUIRE(rows->size() == 1);
+    REQUIRE(rows->at(0).at("status").as_string() == "ok");
+  }
+  for (const auto* rows : {&file, &own}) {
+    const auto& row = rows->at(0).as_object();
+    CHECK(row.at("cluster").as_string() == "dgx-h100-ndr");
+    CHECK(number(row, "gpu_hour_price") == 2.5);
+    CHECK(number(row, "step_time_s") == number(set[0].as_object(), "step_time_s"));
+    CHECK(number(row, "cost") == number(set[0].as_object(), "cost"));
+  }
+  // The oversubscribed network is slower than the preset's own.
+  CHECK(number(file[0].as_object(), "step_time_s") > number(plain[0].as_object(), "step_time_s"));
+  const boost::json::array priced = plan_rows(dir, "job.json --cluster dgx-h100-ndr@3" + job);
+  REQUIRE(priced.size() == 1);
+  CHECK(number(priced[0].as_object(), "gpu_hour_price") == 3);
+  CHECK(number(priced[0].as_object(), "step_time_s") == number(file[0].as_object(), "step_time_s"));
+  dir.write("gpu.json", R"({"preset": "default", "cluster": {"preset": "dgx-h100-ndr", "gpu": "h200"}})");
+  const Run gpu = dir.run("plan gpu.json --cluster dgx-b200" + job);
+  CHECK(gpu.status == 2);
+  CHECK(gpu.err ==
+        "stepsim: error: gpu.json: cluster.gpu: the scenario's cluster has a GPU of its own (\"h200\"), which would "
+        "replace the GPU of every --cluster: plan its cluster alone (without --cluster), or swap every cluster's GPU "
+        "with --set cluster.gpu=...\n");
+  CHECK(gpu.err.find("stepsim: plan:") == std::string::npos);  // refused before any search
+  const boost::json::array h200 = plan_rows(dir, "gpu.json" + job);
+  REQUIRE(h200.size() == 1);
+  CHECK(h200[0].at("gpu").as_string() == "h200");
 }
 
 // --set cluster.gpu_hour_price prices every cluster given without @PRICE, as that @PRICE
@@ -501,6 +548,94 @@ TEST_CASE("plan refuses a cluster that runs none of the precisions allowed") {
   CHECK(beside.status == 2);
   CHECK(beside.err.find("dgx-h100-ndr: --precision: mxfp8,nvfp4: the cluster runs none of them") != std::string::npos);
   CHECK(beside.out.empty());
+}
+
+// sweep --best refuses a GPU that runs none of the precisions --precision allows as plan does:
+// the same reason, exit 2 (it said "0 configurations ... no configuration fits", exit 0).
+TEST_CASE("sweep --best refuses a cluster that runs none of the precisions allowed, as plan does") {
+  const Scratch dir("best-no-precision");
+  for (const auto& [cluster, precision] : {std::pair{"dgx-a100-80g-hdr", "fp8"}, std::pair{"dgx-h100-ndr", "nvfp4"}}) {
+    const Run plan = dir.run(
+        fmt::format("plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster {} --precision {}", cluster, precision));
+    const Run best = dir.run(fmt::format("sweep --set model=gpt-1.3b --set cluster={} --gpus 8 --best 1 --precision {}",
+                                         cluster, precision));
+    CHECK(plan.status == 2);
+    CHECK(best.status == 2);
+    const std::string prefix = fmt::format("stepsim: error: --cluster: {}: ", cluster);
+    REQUIRE(plan.err.starts_with(prefix));
+    CHECK(best.err == "stepsim: error: " + plan.err.substr(prefix.size()));
+    CHECK(best.out.find("no configuration fits") == std::string::npos);
+  }
+}
+
+// Errors name what the user gave: --set parallel.dp is the --set's alone (not a cluster's),
+// an unknown --model is --model's, a micro-batch the global batch does not split into is the
+// micro-batch's, not the default scenario's DP of 8 that the search never uses.
+TEST_CASE("plan's errors name the flag that gave the value") {
+  const Scratch dir("plan-blame");
+  const Run dp = dir.run("plan --tokens 1T --gpus 64 --cluster dgx-h100-ndr --set parallel.dp=8");
+  CHECK(dp.status == 2);
+  CHECK(dp.err == "stepsim: error: --set: parallel.dp: cannot be combined with --gpus, which derives parallel.dp\n");
+  const Run model = dir.run("plan --model nosuch --tokens 1T --gpus 64 --cluster dgx-h100-ndr");
+  CHECK(model.status == 2);
+  CHECK(model.err.starts_with("stepsim: error: --model: unknown model preset 'nosuch' (expected one of "));
+  // 128 sequences (the default job's global batch) are no whole number of micro-batches of 3.
+  const std::string micro_batch =
+      "stepsim: error: --set: training.micro_batch: the global batch of 128 sequences (training.global_batch) does "
+      "not split into micro-batches of 3: no data-parallel degree the search tries divides it (micro_batch times DP "
+      "must divide the global batch)\n";
+  const Run plan = dir.run("plan --set training.micro_batch=3 --tokens 1T --gpus 64 --cluster dgx-h100-ndr");
+  CHECK(plan.status == 2);
+  CHECK(plan.err == micro_batch);
+  const Run best = dir.run("sweep --set training.micro_batch=3 --gpus 64 --best 1");
+  CHECK(best.status == 2);
+  CHECK(best.err == micro_batch);
+  CHECK(dir.entries().empty());
+}
+
+// A token budget is a whole number of tokens, at least one step's: the default job's step takes
+// 128 sequences of 8192 tokens, 1,048,576 tokens (it reported 0.0 days for 0.005 tokens and
+// for 1k). One step's tokens exactly are a budget.
+TEST_CASE("plan takes a whole token budget of at least one step") {
+  const Scratch dir("plan-tokens");
+  const auto err = [&](const std::string& tokens) {
+    const Run run = dir.run("plan --tokens " + tokens + " --gpus 64 --cluster dgx-h100-ndr");
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    return run.err;
+  };
+  const std::string whole =
+      ": expected a whole number of tokens, at least 1, such as 1T, 300B or 1.5e12 (at most 1e18)\n";
+  CHECK(err("5e-3") == "stepsim: error: --tokens: 5e-3" + whole);
+  CHECK(err("0.5") == "stepsim: error: --tokens: 0.5" + whole);
+  CHECK(err("1.0000005K") == "stepsim: error: --tokens: 1.0000005K" + whole);
+  CHECK(err("1k") ==
+        "stepsim: error: --tokens: 1000: is less than one step of the job (1048576 tokens: a global batch of 128 "
+        "sequences of 8192): expected a budget of at least one step\n");
+  CHECK(err("1048575") ==
+        "stepsim: error: --tokens: 1048575: is less than one step of the job (1048576 tokens: a global batch of 128 "
+        "sequences of 8192): expected a budget of at least one step\n");
+  const boost::json::array rows = plan_rows(dir, "--tokens 1048576 --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr");
+  REQUIRE(rows.size() == 1);
+  const auto& row = rows[0].as_object();
+  REQUIRE(row.at("status").as_string() == "ok");
+  // One step's tokens take one step.
+  CHECK(number(row, "train_days") * 86400 == Approx(number(row, "step_time_s")).epsilon(1e-9));
+}
+
+// --gpus goes as far as a job does (1,048,576 GPUs, the README's limit and parallel.dp's), and
+// no farther.
+TEST_CASE("plan's GPU counts reach the largest job a scenario takes") {
+  const Scratch dir("plan-gpu-limit");
+  const Run over = dir.run("plan --tokens 1T --gpus 1048577 --cluster dgx-h100-ndr");
+  CHECK(over.status == 2);
+  CHECK(over.err ==
+        "stepsim: error: --gpus: 1048577: expected GPU counts from 1 to 1048576, e.g. 256, 128,256 or 64:1024:x2\n");
+  // The limit itself is a GPU count: the request is checked (and refused for its price here)
+  // beyond the count.
+  const Run limit = dir.run("plan --tokens 1T --gpus 1048576 --cluster dgx-h100-ndr@0");
+  CHECK(limit.status == 2);
+  CHECK(limit.err.find("--gpus") == std::string::npos);
 }
 
 // 12 GPUs for the default job (Llama 3 8B: 32 heads, 32 layers, 8-GPU nodes; a global batch of
