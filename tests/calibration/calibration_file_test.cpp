@@ -243,9 +243,10 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
   REQUIRE(two_nodes.collectives.size() == 1);
   CHECK(two_nodes.collectives[0].nodes == 2);
   CHECK(two_nodes.collectives[0].ranks_per_node == 2);
-  CHECK_THROWS_WITH(import_nccl_tests({log(a100, "node-b", "8", "a.txt"), log(h100, "node-b", "8", "h.txt")}, {}),
-                    "h.txt: ran on NVIDIA H100 80GB HBM3, but a.txt ran on NVIDIA A100-SXM4-80GB: a calibration file "
-                    "holds one GPU's measurements (import each GPU's logs into a file of its own)");
+  CHECK_THROWS_WITH(
+      import_nccl_tests({log(a100, "node-b", "8", "a.txt"), log(h100, "node-b", "8", "h.txt")}, {}),
+      "h.txt: line 2: ran on NVIDIA H100 80GB HBM3, but a.txt ran on NVIDIA A100-SXM4-80GB: a calibration file "
+      "holds one GPU's measurements (import each GPU's logs into a file of its own)");
   // Two ranks on a and one on b: no "nodes x ranks per node" shape ran.
   std::istringstream uneven(
       "# Collective test starting: all_reduce_perf\n"
@@ -258,6 +259,51 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "communicators have as many ranks on every node: measure with as many GPUs on each host");
   CHECK_THROWS_WITH(log(a100, "node-b", "-8", "n.txt"),
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
+}
+
+// A file of several rows-only logs, one after another, is each test with its own header: the
+// same tables as the logs imported as files of their own, and two GPUs refused as two files are.
+TEST_CASE("a file of several tests imports as the tests imported one by one") {
+  const std::string all_reduce =
+      "# all_reduce_perf -b 1K -e 4K -f 4 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1024 256 float sum -1 48.0 0.02 0.04 0 48.0 0.02 0.04 0\n"
+      "4096 1024 float sum -1 48.1 0.09 0.15 0 48.1 0.09 0.15 0\n";
+  const std::string all_gather =
+      "# all_gather_perf -b 1K -e 4K -f 4 -g 4 on one node with 4x NVIDIA A100-SXM4-80GB\n"
+      "1024 32 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
+      "4096 128 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
+  const auto parse = [](const std::string& text, const char* name) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, name);
+  };
+  const Calibration apart = import_nccl_tests({parse(all_reduce, "ar.txt"), parse(all_gather, "ag.txt")}, {});
+  const Calibration together = import_nccl_tests({parse(all_reduce + all_gather, "both.txt")}, {});
+  REQUIRE(apart.collectives.size() == 2);
+  REQUIRE(together.collectives.size() == apart.collectives.size());
+  for (std::size_t i = 0; i < apart.collectives.size(); ++i) {
+    const CollectiveTable &a = apart.collectives[i], &t = together.collectives[i];
+    CHECK(t.op == a.op);
+    CHECK(t.ranks == a.ranks);
+    CHECK(t.nodes == a.nodes);
+    REQUIRE(t.points.size() == a.points.size());
+    for (std::size_t j = 0; j < a.points.size(); ++j) {
+      CHECK(t.points[j].bytes == a.points[j].bytes);
+      CHECK(t.points[j].time_us == a.points[j].time_us);
+    }
+  }
+  // The all_gather's own: 4 ranks at 108 us, not the all_reduce's 8 ranks or its times.
+  CHECK(together.collectives[1].op == CollOp::allgather);
+  CHECK(together.collectives[1].ranks == 4);
+  CHECK(together.collectives[1].points[0].time_us == 108.0);
+  const std::string h200 =
+      "# all_reduce_perf on one node with 8x H200, NCCL 2.19.3\n"
+      "8589934592 2147483648 float sum -1 31517 272.55 476.96 0 31516 272.56 476.98 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({parse(all_reduce + h200, "x.txt")}, {}),
+                    "x.txt: line 4: ran on H200, but line 1 ran on NVIDIA A100-SXM4-80GB: a calibration file holds "
+                    "one GPU's measurements (import each GPU's logs into a file of its own)");
+  CHECK_THROWS_WITH(import_nccl_tests({parse(h200 + all_reduce, "y.txt")}, {}),
+                    "y.txt: line 3: ran on NVIDIA A100-SXM4-80GB, but line 1 ran on H200: a calibration file holds "
+                    "one GPU's measurements (import each GPU's logs into a file of its own)");
 }
 
 // A log of two element types for one shape (nccl-tests -d all) is a table per type, each the

@@ -882,5 +882,19 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
                          "--ranks: expected 1 to 1048576 ranks") == "");
   CHECK(s.entries().empty());
 }
+// A log that keeps only its rows and says 16 ranks but not on how many hosts: an A100 host holds
+// 8, so one node of 16 is no run that happened.
+TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
+  Scratch s("calib-rows16");
+  s.write("rows16.txt", "1048576 262144 float sum -1 120.0 0 0 0 120.0 0 0 0\n");
+  const std::string base =
+      "calibrate import-nccl-tests rows16.txt --op allreduce --gpu \"NVIDIA A100-SXM4-80GB\" --ranks 16";
+  CHECK(testing::refusal(s.run(base + " -o x.json"),
+                         "rows16.txt: line 1: 16 ranks ran the test, more than a host of NVIDIA A100-SXM4-80GB holds "
+                         "(8 GPUs), and the log does not say on how many hosts: give --nodes") == "");
+  const auto two = s.run(base + " --nodes 2 -o x.json");
+  REQUIRE(two.status == 0);
+  CHECK(two.out.find("16 rank(s), 2 node(s) x 8") != std::string::npos);
+}
 
 }  // namespace stepsim
