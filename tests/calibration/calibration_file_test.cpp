@@ -187,6 +187,51 @@ TEST_CASE("a collective inside the measured range costs the measured time, outsi
   CHECK(calibrate_collective(t, cluster, {}, network).source == Source::model);
 }
 
+// Two files that measured one shape at different sizes are one table, as their logs imported
+// into one file: the same points and the same time at every size; not the later file alone.
+TEST_CASE("the tables of one shape in two calibration files are merged as their logs imported together") {
+  const NcclTestsLog log = read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  NcclTestsLog small = log, large = log;
+  std::erase_if(small.rows, [](const NcclTestsRow& r) { return r.size.count() > 131072; });
+  std::erase_if(large.rows, [](const NcclTestsRow& r) { return r.size.count() <= 131072; });
+  Calibration lo = import_nccl_tests({small}, {}), hi = import_nccl_tests({large}, {});
+  lo.source = "lo.json";
+  hi.source = "hi.json";
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const MeasuredTables apart({hi, lo}, cluster), whole({import_nccl_tests({log}, {})}, cluster);
+  const CollectiveTable* a = apart.exact(CollOp::allreduce, 8, 1, 8);
+  const CollectiveTable* w = whole.exact(CollOp::allreduce, 8, 1, 8);
+  REQUIRE(a != nullptr);
+  REQUIRE(w != nullptr);
+  REQUIRE(a->points.size() == w->points.size());
+  for (std::size_t i = 0; i < w->points.size(); ++i) {
+    CHECK(a->points[i].bytes == w->points[i].bytes);
+    CHECK(a->points[i].time_us == w->points[i].time_us);
+  }
+  for (long long bytes = 1024; bytes <= (1LL << 30); bytes *= 32) {
+    INFO("size " << bytes);
+    const collectives::Request r{CollOp::allreduce, Bytes(bytes), {8, 1, 8}};
+    const auto x = calibrate_collective(apart, cluster, {}, r), y = calibrate_collective(whole, cluster, {}, r);
+    CHECK(x.source == Source::measured);
+    CHECK(x.choice.time().us() == Approx(y.choice.time().us()).epsilon(1e-12));
+  }
+  // The log's own row: 1 GiB in 8247.6 us, measured by hi.json, given before lo.json.
+  const collectives::Request gib{CollOp::allreduce, Bytes(1LL << 30), {8, 1, 8}};
+  CHECK(calibrate_collective(apart, cluster, {}, gib).choice.time().us() == Approx(8247.6).epsilon(1e-9));
+  // The same file twice measures each size once; one size timed twice otherwise is refused.
+  CHECK(MeasuredTables({lo, lo}, cluster).exact(CollOp::allreduce, 8, 1, 8)->points.size() ==
+        lo.collectives[0].points.size());
+  Calibration other = lo;
+  other.source = "other.json";
+  other.collectives[0].points.back().time_us = 50;
+  CHECK_THROWS_WITH(
+      MeasuredTables({lo, other}, cluster),
+      "other.json: /collectives/0/points/14: measures allreduce of 8 rank(s), 1 node(s) x 8 (float) at "
+      "131072 B in 50 us, but lo.json /collectives/0/points/14 measures it in 42.26 us: the tables of one "
+      "shape and type in several calibration files are merged, and a size has one time (import both logs "
+      "into one file, which averages a size's times, or give one of the files)");
+}
+
 TEST_CASE("the alpha-beta fit takes latency from the smallest size and bandwidth from the largest") {
   std::vector<CollectivePoint> pts;
   for (double s = 8; s <= 1e9; s *= 8) pts.push_back({s, 20 + s / 100e3});  // 20 us + 100 GB/s
