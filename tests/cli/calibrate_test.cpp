@@ -882,6 +882,35 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
                          "--ranks: expected 1 to 1048576 ranks") == "");
   CHECK(s.entries().empty());
 }
+
+// Pipeline SendRecv of 2 ranks runs inside a node (stage 0 to 1) and across nodes (stage 3 to
+// 4): two communicators of as many ranks. Rank 0's own communication is the in-node link and
+// its TP AllReduce, so the share of its communication measured is above 0 with the in-node
+// table, which changes its step, and 0 with the cross-node table alone.
+TEST_CASE("the measured share of communication counts the communicators of the measured shape only") {
+  Scratch s("calib-sendrecv-shape");
+  const std::string rows =
+      "33554432 8388608 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
+      "67108864 16777216 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
+      "134217728 33554432 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
+  s.write("in.txt", "# sendrecv_perf -b 32M -e 128M -g 2 on one node with 2x NVIDIA H100 80GB HBM3\n" + rows);
+  s.write("across.txt",
+          "# sendrecv_perf -b 32M -e 128M with 2x NVIDIA H100 80GB HBM3, one GPU on each of 2 hosts\n" + rows);
+  REQUIRE(s.run("calibrate import-nccl-tests in.txt -o in.json").status == 0);
+  REQUIRE(s.run("calibrate import-nccl-tests across.txt --nodes 2 -o across.json").status == 0);
+  const std::string job =
+      "simulate --set parallel.tp=2 --set parallel.pp=8 --set parallel.dp=1 --set training.global_batch=16 --set "
+      "cluster=dgx-h100-ndr --set cluster.nodes=2 --json - ";
+  const auto plain = s.run(job), in = s.run(job + "--calibration in.json"),
+             across = s.run(job + "--calibration across.json");
+  REQUIRE(plain.status == 0);
+  REQUIRE(in.status == 0);
+  REQUIRE(across.status == 0);
+  const auto a = json_of(plain.out), b = json_of(in.out), c = json_of(across.out);
+  CHECK(number(b, "step_time_s") != number(a, "step_time_s"));
+  CHECK(number(b.at("calibration"), "comm_fraction") > 0);
+  CHECK(number(c.at("calibration"), "comm_fraction") == 0);
+}
 // A log that keeps only its rows and says 16 ranks but not on how many hosts: an A100 host holds
 // 8, so one node of 16 is no run that happened.
 TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
