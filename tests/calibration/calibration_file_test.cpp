@@ -443,6 +443,35 @@ TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
   CHECK(copy.find("gemm_half_k")->why_not == "the GEMM kernels that ran alone do not differ in K by a factor of 2");
 }
 
+// GEMMs twice as fast as the H100 preset's peak allows are not of a run of the scenario: the
+// fit leaves gemm_max (and the GEMM curve fitted with it) out with a note, keeps the attention
+// kernels' own figure, and the file it gives is one the reader takes.
+TEST_CASE("the trace fit leaves out an efficiency above 1 and writes a file simulate reads") {
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  std::vector<MeasuredKernel> ks = kernels_of(h100_with(2.0, 2e10), Precision::bf16, workload::OpClass::gemm, false);
+  GpuSpec attention = gpu;
+  attention.efficiency.attention_max = 0.6;
+  const auto att = kernels_of(attention, Precision::bf16, workload::OpClass::attention, false);
+  ks.insert(ks.end(), att.begin(), att.end());
+  TraceFit fit = fit_kernels(ks, gpu, Precision::bf16);
+  const FittedEfficiency e = fit.efficiency();
+  CHECK_FALSE(e.gemm_max.has_value());
+  CHECK_FALSE(e.gemm_half_flops.has_value());
+  REQUIRE(e.attention_max.has_value());
+  CHECK(*e.attention_max == Approx(0.6).epsilon(1e-6));
+  CHECK(fit.find("gemm_max")->why_not ==
+        "the kernels imply 2, above 1, faster than the GPU's peak: the trace is not of this scenario");
+  CHECK(fit.find("gemm_half_flops")->why_not ==
+        "fitted with gemm_max, which the kernels put out of bounds: the trace is not of this scenario");
+  Calibration c;
+  c.provenance.gpu = gpu.name;
+  c.compute.efficiency = e;
+  CHECK(parse_calibration(calibration_json(c), "f.json").compute.efficiency.attention_max == e.attention_max);
+  CHECK(out_of_bounds("hbm", 1.2) == "above 1, faster than the GPU's HBM bandwidth");
+  CHECK(out_of_bounds("comm_slowdown", 12) == "above 10, the most a calibration file holds");
+  CHECK(out_of_bounds("gemm_max", 0.9).empty());
+}
+
 // GEMMs of every size at every inner dimension: the depth and the size bend the curve apart,
 // and the fit finds both (the preset's depth is 350 elements, the kernels' 600).
 TEST_CASE("the trace fit recovers a GEMM's depth half point from kernels of several K") {
