@@ -911,6 +911,60 @@ TEST_CASE("the measured share of communication counts the communicators of the m
   CHECK(number(b.at("calibration"), "comm_fraction") > 0);
   CHECK(number(c.at("calibration"), "comm_fraction") == 0);
 }
+
+// The plan's runs, measured as the model times them and imported, are the very communicators
+// the simulation uses: on GB200 NVL72 the 36-rank data-parallel group spans two racks of 18
+// trays, one rank a tray (12 trays of 3 would be one rack, a shape the job does not have).
+TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation uses") {
+  Scratch s("calib-plan-e2e");
+  const std::string job =
+      "default --set cluster=gb200-nvl72 --set parallel.tp=4 --set parallel.dp=36 --set "
+      "training.global_batch=288";
+  const auto plan = s.run("calibrate plan " + job + " --json -");
+  REQUIRE(plan.status == 0);
+  const auto p = json_of(plan.out);
+  std::string commands;
+  for (const auto& c : p.at("commands").as_array()) commands += std::string(c.at("command").as_string()) + "\n";
+  CHECK(commands.find("mpirun -np 36 -N 1 all_reduce_perf") != std::string::npos);
+  std::string logs;
+  std::vector<std::string> shapes;
+  int i = 0;
+  for (const auto& n : p.at("collectives").as_array()) {
+    const std::string op(n.at("op").as_string()), dtype(n.at("dtype").as_string());
+    const int ranks = static_cast<int>(number(n, "ranks")), per_host = static_cast<int>(number(n, "ranks_per_node"));
+    REQUIRE(op == "allreduce");
+    const auto lo = static_cast<long long>(std::exp2(std::floor(std::log2(number(n, "min_bytes")))));
+    const auto hi = static_cast<long long>(std::exp2(std::ceil(std::log2(number(n, "max_bytes")))));
+    const auto model = s.run(fmt::format(
+        "collective allreduce --cluster gb200-nvl72 --gpus {} --ranks-per-node {} --sweep {}B:{}B --factor 2 --json -",
+        ranks, per_host, lo, hi));
+    REQUIRE(model.status == 0);
+    std::string log = "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 1\n# Using devices\n";
+    for (int r = 0; r < ranks; ++r)
+      log += fmt::format("#  Rank {} Group  0 Pid {} on tray{} device {} [0x{:02x}] NVIDIA GB200\n", r, 1000 + r,
+                         r / per_host, r % per_host, r % 256);
+    const auto rows = json_of(model.out);
+    for (const auto& row : rows.as_array()) {
+      const double us = number(row, "time_us");
+      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", number(row, "size_bytes"),
+                         number(row, "count"), dtype, us, us);
+    }
+    s.write(fmt::format("run-{}.txt", i), log);
+    logs += fmt::format(" run-{}.txt", i++);
+  }
+  REQUIRE(i == 2);
+  REQUIRE(s.run("calibrate import-nccl-tests" + logs + " -o e2e.json").status == 0);
+  const auto run = s.run("simulate " + job + " --calibration e2e.json --json -");
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  const auto& c = report.at("calibration");
+  std::string measured;
+  for (const auto& m : c.at("measured").as_array()) measured += std::string(m.as_string()) + "\n";
+  CHECK(measured.find("allreduce 36 ranks on 2 node(s) x 18: measured") != std::string::npos);
+  CHECK(measured.find("allreduce 4 ranks on 1 node(s) x 4: measured") != std::string::npos);
+  for (const auto& m : c.at("not_measured").as_array())
+    CHECK_FALSE(std::string(m.as_string()).starts_with("allreduce"));
+}
 // A log that keeps only its rows and says 16 ranks but not on how many hosts: an A100 host holds
 // 8, so one node of 16 is no run that happened.
 TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
