@@ -965,6 +965,92 @@ TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation u
   for (const auto& m : c.at("not_measured").as_array())
     CHECK_FALSE(std::string(m.as_string()).starts_with("allreduce"));
 }
+
+namespace {
+
+// An all_reduce_perf run of 8 H100s of one node, bfloat16, 64 KiB to 128 MiB at 40 us + S /
+// 250 GB/s, with NCCL's lines saying what the environment forced (none where empty).
+std::string ring_log(const std::string& nccl_lines) {
+  std::string log =
+      "# Collective test starting: all_reduce_perf\n" + nccl_lines +
+      "NCCL version 2.21.5+cuda12.4\n# nThread 1 nGpus 1 minBytes 64KiB maxBytes 128MiB\n# Using devices\n";
+  for (int r = 0; r < 8; ++r)
+    log += fmt::format("#  Rank {} Group  0 Pid {} on node0 device {} [0x{:02x}] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
+                       r, r);
+  for (long long size = 1 << 16; size <= (1 << 27); size *= 2) {
+    const double us = 40 + static_cast<double>(size) / 250e3;
+    log += fmt::format("{} {} bfloat16 sum -1 {:.3f} 0 0 0 {:.3f} 0 0 0\n", size, size / 2, us, us);
+  }
+  return log;
+}
+
+}  // namespace
+
+// A run with NCCL_ALGO=Ring and NCCL_PROTO=Simple (NCCL's own lines say so, or the flags where
+// the log keeps none of them) is a ring/simple table: what a scenario forcing ring and simple
+// uses, and `calibrate check` checks against such a scenario as simulate does.
+TEST_CASE("a log of a run with the algorithm and protocol forced imports as a table of them") {
+  Scratch s("calib-forced");
+  s.write("said.txt", ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+                               "node0:1000:1000 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"));
+  s.write("silent.txt", ring_log(""));
+  s.write("list.txt", ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring,Tree\n"));
+  REQUIRE(s.run("calibrate import-nccl-tests said.txt -o said.json").status == 0);
+  const auto flags = s.run("calibrate import-nccl-tests silent.txt --algorithm ring --protocol Simple -o flags.json");
+  REQUIRE(flags.status == 0);
+  CHECK(flags.out.find("bfloat16 (ring/simple forced)") != std::string::npos);
+  for (const char* file : {"said.json", "flags.json"}) {
+    INFO(file);
+    const auto t = json_of(testing::slurp(s.file(file))).at("collectives").at(0);
+    CHECK(t.at("algorithm").as_string() == "ring");
+    CHECK(t.at("protocol").as_string() == "simple");
+  }
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests said.txt --algorithm tree -o x.json"),
+                         "said.txt: line 2: --algorithm tree contradicts the log's header, which says NCCL ran with "
+                         "NCCL_ALGO set to Ring here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests list.txt -o x.json"),
+                         "list.txt: line 2: NCCL_ALGO 'Ring,Tree' is not one algorithm stepsim models") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests silent.txt --protocol fast -o x.json"),
+                         "<command line>: --protocol: expected one protocol") == "");
+  s.write("ring.json", R"({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+    "training": {"global_batch": 128, "micro_batch": 2}, "collectives": {"algorithm": "ring", "protocol": "simple"}})");
+  s.write("auto.json", R"({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+    "training": {"global_batch": 128, "micro_batch": 2}})");
+  const auto run = s.run("simulate ring.json --calibration said.json --json -");
+  REQUIRE(run.status == 0);
+  CHECK(json_of(run.out).at("calibration").at("measured").as_array().size() > 0);
+  CHECK(s.run("calibrate check said.json ring.json").status == 0);
+  CHECK(s.run("calibrate check said.json").status == 0);
+  // As simulate refuses it for a scenario that lets NCCL choose, so does the check.
+  const std::string why = "said.json: /collectives/0: measured with algorithm ring forced, but NCCL chooses";
+  CHECK(testing::refusal(s.run("simulate auto.json --calibration said.json"), why) == "");
+  CHECK(testing::refusal(s.run("calibrate check said.json auto.json"), why) == "");
+}
+
+// -d all writes a row per type: the summary says each table's type.
+TEST_CASE("the import summary names each table's element type") {
+  Scratch s("calib-summary-dtype");
+  std::string log = "# all_reduce_perf -g 8 on one node with 8x NVIDIA H100 80GB HBM3\n";
+  for (long long size = 1 << 20; size <= (1 << 22); size *= 2)
+    for (const char* type : {"float", "bfloat16"})
+      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 4, type,
+                         20 + static_cast<double>(size) / 200e3, 20 + static_cast<double>(size) / 200e3);
+  s.write("mixed.txt", log);
+  const auto import = s.run("calibrate import-nccl-tests mixed.txt -o m.json");
+  REQUIRE(import.status == 0);
+  CHECK(import.out.find("dtype") != std::string::npos);
+  CHECK(import.out.find("%  bfloat16\n") != std::string::npos);
+  CHECK(import.out.find("%  float\n") != std::string::npos);
+  // The collective command's rows are float's: the bfloat16 table alone stands for them by bytes.
+  REQUIRE(s.run("calibrate import-nccl-tests mixed.txt --dtype bfloat16 -o bf.json").status == 0);
+  const auto one = s.run("collective allreduce --gpus 8 --size 2MiB --calibration bf.json");
+  REQUIRE(one.status == 0);
+  CHECK(one.out.find("(above: measured, from a bfloat16 table matched by bytes)") != std::string::npos);
+  const auto both = s.run("collective allreduce --gpus 8 --size 2MiB --calibration m.json --json -");
+  REQUIRE(both.status == 0);
+  CHECK(json_of(both.out).at(0).at("table_dtype").as_string() == "float");
+}
+
 // A log that keeps only its rows and says 16 ranks but not on how many hosts: an A100 host holds
 // 8, so one node of 16 is no run that happened.
 TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
