@@ -56,6 +56,9 @@ struct ProcessGroup {
   CommKind kind = CommKind::other;
   int size = 0;       // members
   std::string ranks;  // "[0, 1, 2, 3]" where known
+  // Simulated groups: the NVLink domains the members span and members in each, the shape
+  // its collectives were costed on (0 where not known).
+  int nodes = 0, ranks_per_node = 0;
 };
 
 // The host (CPU) thread of a simulated rank issuing `ops` ops back to back, from `start` until

@@ -163,6 +163,15 @@ void check_measured_as(const Calibration& c, const CollectivesSpec& forced) {
   }
 }
 
+CollectivesSpec measured_as(const CollectiveTable& t) {
+  CollectivesSpec out;
+  for (int i = 0; i <= static_cast<int>(Algorithm::direct); ++i)
+    if (t.algorithm == collectives::to_string(static_cast<Algorithm>(i))) out.algorithm = static_cast<Algorithm>(i);
+  for (int i = 0; i <= static_cast<int>(Protocol::simple); ++i)
+    if (t.protocol == collectives::to_string(static_cast<Protocol>(i))) out.protocol = static_cast<Protocol>(i);
+  return out;
+}
+
 const char* to_string(Source s) {
   switch (s) {
     case Source::model:

@@ -46,6 +46,9 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
 // one forced. Its times are not those of the collectives it would replace.
 void check_measured_as(const Calibration& c, const CollectivesSpec& forced);
 
+// How `t`'s collectives ran: its forced algorithm and protocol, automatic where NCCL chose.
+CollectivesSpec measured_as(const CollectiveTable& t);
+
 struct CalibratedTime {
   Time time;
   bool measured = false;

@@ -183,18 +183,8 @@ FittedEfficiency read_efficiency(const json::value& v, const Place& p) {
   only_keys(o, p,
             {"gemm_max", "fp8_gemm_max", "gemm_half_flops", "gemm_half_k", "attention_max", "hbm", "comm_slowdown"});
   FittedEfficiency e;
-  auto fraction = [&](const char* key, std::optional<double>& out, double lo, double hi) {
-    if (const auto* x = o.if_contains(key)) out = number(*x, p.at(key), "a fraction", lo, hi);
-  };
-  fraction("gemm_max", e.gemm_max, 0.01, 1.0);
-  fraction("fp8_gemm_max", e.fp8_gemm_max, 0.01, 1.0);
-  fraction("attention_max", e.attention_max, 0.01, 1.0);
-  fraction("hbm", e.hbm, 0.01, 1.0);
-  fraction("comm_slowdown", e.comm_slowdown, 0.0, 10.0);
-  if (const auto* x = o.if_contains("gemm_half_flops"))
-    e.gemm_half_flops = number(*x, p.at("gemm_half_flops"), "FLOPs", 0, 1e15);
-  if (const auto* x = o.if_contains("gemm_half_k"))
-    e.gemm_half_k = number(*x, p.at("gemm_half_k"), "elements of K", 0, 1e6);
+  for (const EfficiencyField& f : kEfficiencyFields)
+    if (const auto* x = o.if_contains(f.key)) e.*f.fitted = number(*x, p.at(f.key), f.unit, f.lo, f.hi);
   return e;
 }
 

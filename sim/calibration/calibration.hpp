@@ -56,20 +56,24 @@ struct FittedEfficiency {
   std::optional<double> gemm_max, fp8_gemm_max, gemm_half_flops, gemm_half_k, attention_max, hbm, comm_slowdown;
 };
 
-// Each fitted efficiency with its key and its place in the GPU preset.
+// Each fitted efficiency with its key, its place in the GPU preset and the values a
+// calibration file may hold (from `lo` to `hi`, in `unit`): a fraction of a peak above 1 is
+// faster than the GPU can run.
 struct EfficiencyField {
   const char* key;
   std::optional<double> FittedEfficiency::*fitted;
   double GpuEfficiency::*preset;
+  double lo, hi;
+  const char* unit;
 };
 inline constexpr EfficiencyField kEfficiencyFields[] = {
-    {"gemm_max", &FittedEfficiency::gemm_max, &GpuEfficiency::gemm_max},
-    {"fp8_gemm_max", &FittedEfficiency::fp8_gemm_max, &GpuEfficiency::fp8_gemm_max},
-    {"gemm_half_flops", &FittedEfficiency::gemm_half_flops, &GpuEfficiency::gemm_half_flops},
-    {"gemm_half_k", &FittedEfficiency::gemm_half_k, &GpuEfficiency::gemm_half_k},
-    {"attention_max", &FittedEfficiency::attention_max, &GpuEfficiency::attention_max},
-    {"hbm", &FittedEfficiency::hbm, &GpuEfficiency::hbm},
-    {"comm_slowdown", &FittedEfficiency::comm_slowdown, &GpuEfficiency::comm_slowdown}};
+    {"gemm_max", &FittedEfficiency::gemm_max, &GpuEfficiency::gemm_max, 0.01, 1.0, "a fraction"},
+    {"fp8_gemm_max", &FittedEfficiency::fp8_gemm_max, &GpuEfficiency::fp8_gemm_max, 0.01, 1.0, "a fraction"},
+    {"gemm_half_flops", &FittedEfficiency::gemm_half_flops, &GpuEfficiency::gemm_half_flops, 0, 1e15, "FLOPs"},
+    {"gemm_half_k", &FittedEfficiency::gemm_half_k, &GpuEfficiency::gemm_half_k, 0, 1e6, "elements of K"},
+    {"attention_max", &FittedEfficiency::attention_max, &GpuEfficiency::attention_max, 0.01, 1.0, "a fraction"},
+    {"hbm", &FittedEfficiency::hbm, &GpuEfficiency::hbm, 0.01, 1.0, "a fraction"},
+    {"comm_slowdown", &FittedEfficiency::comm_slowdown, &GpuEfficiency::comm_slowdown, 0.0, 10.0, "a fraction"}};
 
 struct ComputeTables {
   std::vector<GemmPoint> gemm;

@@ -135,10 +135,23 @@ std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu) {
   return best;
 }
 
-void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced) {
+int most_gpus_per_host(const std::string& gpu) {
+  int most = 0;
+  for (std::string_view name : io::preset_names("clusters")) {
+    const ClusterSpec spec = io::load_cluster(std::string(name), 8);
+    if (gpu_matches(gpu, spec.gpu.name)) most = std::max(most, spec.gpus_per_node);
+  }
+  return most;
+}
+
+void check_fits(const Calibration& c, const ClusterSpec& cluster) {
   check_gpu(c, cluster.gpu.name);
   check_within_peak(c, cluster.gpu);
   check_within_links(c, cluster);
+}
+
+void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced) {
+  check_fits(c, cluster);
   check_measured_as(c, forced);
 }
 

@@ -43,9 +43,15 @@ void check_within_links(const Calibration& c, const ClusterSpec& cluster);
 // check an import against; empty when no preset has that GPU.
 std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu);
 
+// The most GPUs a host of the cluster presets whose GPU is `gpu` holds; 0 when no preset has it.
+int most_gpus_per_host(const std::string& gpu);
+
 // The GPU check, the peak and links checks and the algorithm and protocol check together: what a
 // calibration must pass before it stands for measurements on `cluster` of collectives run
 // as `forced` says.
 void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced);
+// The same but the algorithm and protocol check: each table stands for collectives run as it
+// was measured (`calibrate check` without a scenario).
+void check_fits(const Calibration& c, const ClusterSpec& cluster);
 
 }  // namespace stepsim::calibration

@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <tuple>
 
 #include "calibration/apply.hpp"
 #include "calibration/link_bound.hpp"
+#include "collectives/collective.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::calibration {
@@ -18,6 +20,7 @@ struct ShapeKey {
   CollOp op;
   int ranks, nodes;
   std::string type;
+  std::string algorithm, protocol;  // stepsim's names where the run forced them, else ""
   auto operator<=>(const ShapeKey&) const = default;
 };
 
@@ -73,12 +76,59 @@ void check_flags(const NcclTestsLog& log, const NcclTestsRow& row, const ImportO
         "how many nodes the ranks ran on");
 }
 
+// An algorithm or a protocol: NCCL's names for it, in errors, and its name in a table ("" for
+// NCCL's own choice), or empty for a name of neither.
+struct Setting {
+  const char* what;      // "algorithm"
+  const char* flag;      // "--algorithm"
+  const char* variable;  // "NCCL_ALGO"
+  const char* names;     // "Ring, Tree, ..."
+  bool algorithm;
+
+  std::optional<std::string> table_name(const std::string& name) const {
+    if (algorithm) {
+      const auto a = algorithm_named(name);
+      if (!a) return std::nullopt;
+      return *a == Algorithm::automatic ? "" : collectives::to_string(*a);
+    }
+    const auto p = protocol_named(name);
+    if (!p) return std::nullopt;
+    return *p == Protocol::automatic ? "" : collectives::to_string(*p);
+  }
+};
+constexpr Setting kAlgorithm{"algorithm", "--algorithm", "NCCL_ALGO", "Ring, Tree, NVLS, NVLSTree, CollnetDirect, PAT",
+                             true};
+constexpr Setting kProtocol{"protocol", "--protocol", "NCCL_PROTO", "LL, LL128, Simple", false};
+
+// What the run forced: the flag where given, else what NCCL's own lines said; a flag that says
+// otherwise than NCCL is refused, as a flag that contradicts the header.
+std::string run_setting(const NcclTestsLog& log, const Setting& s, const std::string& flag_value,
+                        const std::string& said, const std::string& said_at) {
+  std::optional<std::string> from_log;
+  if (!said.empty()) {
+    from_log = s.table_name(said);
+    if (!from_log)
+      throw InputError(log.source, said_at,
+                       fmt::format("{} '{}' is not one {} stepsim models ({}): a table stands for one forced {} or "
+                                   "NCCL's own choice; measure with one {} forced",
+                                   s.variable, said, s.what, s.names, s.what, s.what));
+  }
+  if (flag_value.empty()) return from_log.value_or("");
+  const std::string given = s.table_name(flag_value).value_or("");
+  if (from_log && *from_log != given)
+    contradicts(log, said_at, fmt::format("{} {}", s.flag, flag_value),
+                fmt::format("NCCL ran with {} set to {}", s.variable, said),
+                s.algorithm ? "which algorithm ran" : "which protocol ran");
+  return given;
+}
+
 // One measured time, kept with its row to check it once the GPU is known.
 struct Measurement {
   const NcclTestsLog* log;
   const NcclTestsRow* row;
   ShapeKey key;
   double bytes, us;
+  bool nodes_said;  // by the header or --nodes; else taken as one
 };
 
 }  // namespace
@@ -92,6 +142,68 @@ constexpr std::pair<const char*, CollOp> kTests[] = {
     {"reduce", CollOp::reduce}};
 
 }  // namespace
+
+std::string nccl_algo_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "Ring";
+    case Algorithm::tree:
+      return "Tree";
+    case Algorithm::nvls:
+      return "NVLS";
+    case Algorithm::nvls_tree:
+      return "NVLSTree";
+    case Algorithm::collnet:
+      return "CollnetDirect";
+    case Algorithm::pat:
+      return "PAT";
+    case Algorithm::automatic:
+    case Algorithm::direct:
+      break;
+  }
+  return {};
+}
+
+std::string nccl_proto_name(Protocol p) {
+  switch (p) {
+    case Protocol::ll:
+      return "LL";
+    case Protocol::ll128:
+      return "LL128";
+    case Protocol::simple:
+      return "Simple";
+    case Protocol::automatic:
+      break;
+  }
+  return {};
+}
+
+namespace {
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+template <class E, class NcclName>
+std::optional<E> named(const std::string& name, E last, NcclName nccl_name) {
+  const std::string n = lowercase(name);
+  for (int i = 0; i <= static_cast<int>(last); ++i) {
+    const auto e = static_cast<E>(i);
+    if (n == collectives::to_string(e) || (!nccl_name(e).empty() && n == lowercase(nccl_name(e)))) return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Algorithm> algorithm_named(const std::string& name) {
+  return named(name, Algorithm::direct, nccl_algo_name);
+}
+
+std::optional<Protocol> protocol_named(const std::string& name) {
+  return named(name, Protocol::simple, nccl_proto_name);
+}
 
 std::string nccl_test_program(CollOp op) {
   for (const auto& [prefix, o] : kTests)
@@ -118,22 +230,16 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
   Calibration c;
   std::map<ShapeKey, std::map<double, std::vector<double>>> tables;
   std::vector<Measurement> measured;
-  std::string first_gpu_log;  // the first log that names its GPU
+  std::string first_gpu_log, first_gpu_at;  // the first log that names its GPU, and where
+  for (const auto& [setting, value] : {std::pair{&kAlgorithm, &o.algorithm}, {&kProtocol, &o.protocol}})
+    if (!value->empty() && !setting->table_name(*value))
+      throw InputError("<command line>", setting->flag,
+                       fmt::format("expected one {}, NCCL's name or stepsim's ({}, or auto for NCCL's own choice), "
+                                   "got '{}'",
+                                   setting->what, setting->names, *value));
   for (const NcclTestsLog& log : logs) {
     c.provenance.sources.push_back(log.source);
     const NcclTestsHeader& h = log.header;
-    if (!h.gpu.empty() && !c.provenance.gpu.empty() && h.gpu != c.provenance.gpu)
-      throw InputError(log.source, "",
-                       fmt::format("ran on {}, but {} ran on {}: a calibration file holds one GPU's measurements "
-                                   "(import each GPU's logs into a file of its own)",
-                                   h.gpu, first_gpu_log, c.provenance.gpu));
-    if (!o.gpu.empty() && !h.gpu.empty() && !(gpu_matches(o.gpu, h.gpu) && gpu_matches(h.gpu, o.gpu)))
-      contradicts(log, h.gpu_at, fmt::format("--gpu '{}'", o.gpu), fmt::format("the GPU is '{}'", h.gpu),
-                  "which GPU ran");
-    if (c.provenance.gpu.empty() && !h.gpu.empty()) {
-      c.provenance.gpu = h.gpu;
-      first_gpu_log = log.source;
-    }
     if (c.provenance.host.empty()) c.provenance.host = h.host;
     if (c.provenance.nccl.empty()) c.provenance.nccl = h.nccl;
     if (c.provenance.command.empty()) c.provenance.command = h.command;
@@ -142,6 +248,23 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
     for (const NcclTestsRow& row : log.rows) {
       check_not_wrong(log, row);
       check_flags(log, row, o);
+      // Each test of a file names its own GPU (a file may be several runs one after another).
+      if (!row.gpu.empty()) {
+        if (!o.gpu.empty() && !(gpu_matches(o.gpu, row.gpu) && gpu_matches(row.gpu, o.gpu)))
+          contradicts(log, row.gpu_at, fmt::format("--gpu '{}'", o.gpu), fmt::format("the GPU is '{}'", row.gpu),
+                      "which GPU ran");
+        if (c.provenance.gpu.empty()) {
+          c.provenance.gpu = row.gpu;
+          first_gpu_log = log.source;
+          first_gpu_at = row.gpu_at;
+        } else if (row.gpu != c.provenance.gpu) {
+          throw InputError(
+              log.source, row.gpu_at,
+              fmt::format("ran on {}, but {} ran on {}: a calibration file holds one GPU's "
+                          "measurements (import each GPU's logs into a file of its own)",
+                          row.gpu, first_gpu_log == log.source ? first_gpu_at : first_gpu_log, c.provenance.gpu));
+        }
+      }
       const std::string test = !o.op.empty() ? o.op : row.test;
       if (test.empty())
         throw InputError(log.source, row_place(row),
@@ -167,8 +290,14 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
         throw InputError(log.source, row_place(row),
                          fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
       if (!o.dtype.empty() && row.type != o.dtype) continue;
-      measured.push_back(
-          {&log, &row, {op_of_test(test, log.source), ranks, nodes, row.type}, row.size.as_double(), r.time.us()});
+      measured.push_back({&log,
+                          &row,
+                          {op_of_test(test, log.source), ranks, nodes, row.type,
+                           run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at),
+                           run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at)},
+                          row.size.as_double(),
+                          r.time.us(),
+                          o.nodes > 0 || row.nodes > 0});
       ++usable;
     }
     if (usable == 0)
@@ -187,7 +316,15 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
   // Checked against the fastest links any cluster with this GPU has; an unknown GPU is
   // checked when the file is applied to a cluster.
   const std::optional<ClusterSpec> cluster = fastest_cluster_with(c.provenance.gpu);
+  // Where neither the log nor --nodes says the hosts, the ranks ran on one: more ranks than a
+  // host of this GPU holds did not, and would be taken for one NVLink domain of them all.
+  const int host_gpus = most_gpus_per_host(c.provenance.gpu);
   for (const Measurement& m : measured) {
+    if (!m.nodes_said && host_gpus > 0 && m.key.ranks > host_gpus)
+      throw InputError(m.log->source, row_place(*m.row),
+                       fmt::format("{} ranks ran the test, more than a host of {} holds ({} GPUs), and the log does "
+                                   "not say on how many hosts: give --nodes",
+                                   m.key.ranks, c.provenance.gpu, host_gpus));
     if (cluster)
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
     tables[m.key][m.bytes].push_back(m.us);
@@ -199,6 +336,8 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
     t.nodes = key.nodes;
     t.ranks_per_node = key.ranks / key.nodes;
     t.dtype = key.type;
+    t.algorithm = key.algorithm;
+    t.protocol = key.protocol;
     for (const auto& [bytes, times] : sizes) {
       double sum = 0;
       for (double x : times) sum += x;

@@ -3,6 +3,7 @@
 // with an α–β fit.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,21 @@ struct ImportOverrides {
   int ranks = 0, nodes = 0;
   std::string gpu;
   std::string dtype;  // only the rows of this nccl-tests type ("bfloat16"); "": every row (a table a type)
+  // What the run forced (NCCL_ALGO, NCCL_PROTO), NCCL's name or stepsim's ("Ring", "ring"),
+  // when the log does not say; "auto": NCCL's own choice. "": the log's word, else NCCL's choice.
+  std::string algorithm, protocol;
 };
+
+// NCCL_ALGO's and NCCL_PROTO's spelling of a forced choice ("Ring", "NVLSTree", "Simple");
+// empty for NCCL's own choice and for what NCCL has no name for.
+std::string nccl_algo_name(Algorithm a);
+std::string nccl_proto_name(Protocol p);
+
+// The algorithm or protocol named by NCCL's spelling or stepsim's, case aside ("Ring", "ring",
+// "NVLSTree", "nvls-tree", "auto"); empty for anything else (a list such as "Ring,Tree", an
+// exclusion "^NVLS": no one algorithm).
+std::optional<Algorithm> algorithm_named(const std::string& name);
+std::optional<Protocol> protocol_named(const std::string& name);
 
 // The collective of an nccl-tests program ("all_reduce_perf" → allreduce); throws an
 // InputError naming `source` for a test stepsim does not model.

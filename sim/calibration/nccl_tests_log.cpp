@@ -147,6 +147,9 @@ struct Section {
   int process_ranks = 0;
   std::string process_ranks_at;
   std::string one_node_at;
+  std::string gpu, gpu_at;                                         // the device name the header gives, and where
+  std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;  // NCCL_ALGO, NCCL_PROTO as NCCL said them
+  bool has_rows = false;                                           // a row has come since the header began
 
   // The rank count the header gives exactly, and where: its devices', else its GPU count.
   std::pair<int, std::string> ranks_said() const {
@@ -183,6 +186,24 @@ void said_in(const Section& s, NcclTestsRow& row) {
   row.nodes = s.nodes();
   row.nodes_at = s.nodes_at();
   row.uneven_hosts = s.uneven_hosts();
+  row.gpu = s.gpu;
+  row.gpu_at = s.gpu_at;
+  row.nccl_algo = s.nccl_algo;
+  row.nccl_algo_at = s.nccl_algo_at;
+  row.nccl_proto = s.nccl_proto;
+  row.nccl_proto_at = s.nccl_proto_at;
+}
+
+// The GPU a section's header names: the section's, and the file's where it is the first named.
+void gpu_said(Section& s, NcclTestsHeader& h, const std::string& name, const std::string& at) {
+  if (s.gpu.empty()) {
+    s.gpu = name;
+    s.gpu_at = at;
+  }
+  if (h.gpu.empty()) {
+    h.gpu = name;
+    h.gpu_at = at;
+  }
 }
 
 std::string nccl_version_of_code(long code) {
@@ -231,6 +252,8 @@ void read_header_line(const std::string& text, const std::string& source, int li
     s.test_at = here;
     return;
   }
+  // "# Collective test concluded: all_gather_perf" ends a test; it starts none.
+  if (text.find("Collective test concluded") != std::string::npos) return;
   if (std::regex_search(text, m, threads)) {
     s.ranks_per_process = count(m[1], 4096, "nThread") * count(m[2], 4096, "nGpus");
     s.process_ranks = s.ranks_per_process;
@@ -244,10 +267,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
     if (s.first_device_line == 0) s.first_device_line = line;
     s.last_device_line = line;
     if (h.host.empty()) h.host = m[2];
-    if (h.gpu.empty()) {
-      h.gpu = m[3];
-      h.gpu_at = here;
-    }
+    gpu_said(s, h, m[3], here);
     return;
   }
   if (std::regex_search(text, m, library)) {
@@ -255,8 +275,11 @@ void read_header_line(const std::string& text, const std::string& source, int li
     return;
   }
   // Files that keep only the rows say what ran in a comment: "# all_reduce_perf -b 8 -g 8 on
-  // one node with 8x NVIDIA A100-SXM4-80GB".
-  if (std::regex_search(text, m, perf) && s.test.empty()) {
+  // one node with 8x NVIDIA A100-SXM4-80GB". After rows, such a comment is the header of the
+  // next test (logs of several runs, one after another), which says what it ran afresh.
+  const bool names_test = std::regex_search(text, m, perf);
+  if (names_test && s.has_rows) s = Section{};
+  if (names_test && s.test.empty()) {
     s.test = m[1];
     s.test_at = here;
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
@@ -275,10 +298,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
       s.gpus_said = gpus;
       s.gpus_at = here;
     }
-    if (h.gpu.empty()) {
-      h.gpu = m[2];
-      h.gpu_at = here;
-    }
+    gpu_said(s, h, m[2], here);
   }
   if (text.find("one node") != std::string::npos && s.declared_nodes == 0) {
     s.declared_nodes = 1;
@@ -294,9 +314,11 @@ void read_header_line(const std::string& text, const std::string& source, int li
 // TRACE ..." and "host:pid:tid NCCL CALL ...", after a timestamp where NCCL_DEBUG_TIMESTAMP_LEVELS
 // asks for one (its default format "[%F %T] ", on WARN lines by default since NCCL 2.26). An
 // mpirun tag may come first, glued to the host ("[1,0]<stdout>:host:..."). Returns whether
-// `text` is one, and the version in `version` when it says it. Only the start of a line is
-// matched: a line of NCCL's is a kilobyte at most, and std::regex recurses a level per character.
-bool nccl_own_line(const std::string& text, std::string& version) {
+// `text` is one, and the version in `version` when it says it; NCCL_ALGO or NCCL_PROTO set by
+// the environment ("NCCL INFO NCCL_ALGO set by environment to Ring") in `section`. Only the
+// start of a line is matched: a line of NCCL's is a kilobyte at most, and std::regex recurses
+// a level per character.
+bool nccl_own_line(const std::string& text, int line, std::string& version, Section& section) {
   static const std::regex tag(R"(^\s*(?:\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?\s*)*)");
   static const std::regex version_line(
       R"((?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )?NCCL version (\d+\.\d+\.\d+)\S*\s*)");
@@ -314,6 +336,12 @@ bool nccl_own_line(const std::string& text, std::string& version) {
   }
   if (!std::regex_search(rest, m, debug_line, std::regex_constants::match_continuous)) return false;
   if (std::regex_search(rest, m, version_said)) version = m[1];
+  static const std::regex forced(R"(NCCL INFO (NCCL_ALGO|NCCL_PROTO) set by environment to (\S+))");
+  if (std::regex_search(rest, m, forced)) {
+    const bool algo = m[1] == "NCCL_ALGO";
+    (algo ? section.nccl_algo : section.nccl_proto) = m[2];
+    (algo ? section.nccl_algo_at : section.nccl_proto_at) = fmt::format("line {}", line);
+  }
   return true;
 }
 
@@ -401,10 +429,7 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
           if (log.header.host.empty()) log.header.host = std::string(host->get_string());
         }
         if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
-          if (log.header.gpu.empty()) {
-            log.header.gpu = std::string(info->get_string());
-            log.header.gpu_at = fmt::format("/config/devices/{}/device_info", i);
-          }
+          gpu_said(s, log.header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i));
       }
     }
     // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
@@ -484,12 +509,13 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
       read_header_line(line_text, source, line, section, log.header);
       continue;
     }
-    if (std::string version; nccl_own_line(line_text, version)) {
+    if (std::string version; nccl_own_line(line_text, line, version, section)) {
       if (log.header.nccl.empty()) log.header.nccl = version;
       continue;
     }
     drop_timestamp(tokens);
     NcclTestsRow row = parse_row(LineReader{source, line, tokens});
+    section.has_rows = true;
     said_in(section, row);
     row.line = line;
     log.rows.push_back(row);

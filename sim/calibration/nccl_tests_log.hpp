@@ -42,6 +42,13 @@ struct NcclTestsRow {
   int process_ranks = 0;
   std::string process_ranks_at;
   std::string nodes_at;  // where `nodes` was said
+  // The GPU the row's test ran on, as its header names it, and where: each test of a file of
+  // several says its own ("" where its header does not say).
+  std::string gpu;
+  std::string gpu_at;
+  // What NCCL said its run was forced to ("NCCL INFO NCCL_ALGO set by environment to Ring",
+  // NCCL_PROTO likewise), as NCCL spells it, and where: "" where it did not say.
+  std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;
   int line = 0;         // where the row is in its file (JSON: 0)
   int result = -1;      // JSON: its index in /results
   bool legacy = false;  // the layout before mid-2022: `wrong` is a numerical error, not a count
@@ -49,7 +56,7 @@ struct NcclTestsRow {
 
 // What the header lines say about the run (empty or 0 when they do not say it).
 struct NcclTestsHeader {
-  std::string gpu;   // device name, "NVIDIA A100-SXM4-80GB"
+  std::string gpu;     // device name, "NVIDIA A100-SXM4-80GB", as the first test's header says it
   std::string gpu_at;  // where the header names it ("line 5", "/config/devices/0/device_info")
   std::string host;  // the first host
   std::string nccl;  // "2.19.3"
@@ -62,6 +69,10 @@ struct NcclTestsLog {
   NcclTestsHeader header;
 };
 
+// A file may hold several tests, one after another: a full log's "# Collective test starting"
+// line, or in a file that keeps only the rows, a comment naming an nccl-tests program after
+// rows ("# all_gather_perf -b 8 ... with 8x NVIDIA H200"), starts a test of its own, whose rows
+// take their test, ranks, nodes and GPU from its header alone.
 // `source` names the input in errors ("file: line N: expected ...").
 NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source);
 NcclTestsLog read_nccl_tests(const std::string& path);

@@ -12,42 +12,6 @@
 namespace stepsim::calibration {
 namespace {
 
-// NCCL_ALGO's and NCCL_PROTO's spelling of a forced choice; empty where NCCL has none.
-std::string nccl_algo(Algorithm a) {
-  switch (a) {
-    case Algorithm::ring:
-      return "Ring";
-    case Algorithm::tree:
-      return "Tree";
-    case Algorithm::nvls:
-      return "NVLS";
-    case Algorithm::nvls_tree:
-      return "NVLSTree";
-    case Algorithm::collnet:
-      return "CollnetDirect";
-    case Algorithm::pat:
-      return "PAT";
-    case Algorithm::automatic:
-    case Algorithm::direct:
-      break;
-  }
-  return {};
-}
-
-std::string nccl_proto(Protocol p) {
-  switch (p) {
-    case Protocol::ll:
-      return "LL";
-    case Protocol::ll128:
-      return "LL128";
-    case Protocol::simple:
-      return "Simple";
-    case Protocol::automatic:
-      break;
-  }
-  return {};
-}
-
 // A power of two in nccl-tests' size syntax: 512, 1K, 64M, 4G.
 std::string size_text(double bytes) {
   const auto b = static_cast<long long>(bytes);
@@ -64,8 +28,8 @@ PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced
   // Open MPI's mpirun: -N ranks per node, and -x to set a variable on every rank (a variable
   // set before mpirun reaches only the ranks of the node it runs on).
   std::string env;
-  if (const std::string a = nccl_algo(forced.algorithm); !a.empty()) env += " -x NCCL_ALGO=" + a;
-  if (const std::string p = nccl_proto(forced.protocol); !p.empty()) env += " -x NCCL_PROTO=" + p;
+  if (const std::string a = nccl_algo_name(forced.algorithm); !a.empty()) env += " -x NCCL_ALGO=" + a;
+  if (const std::string p = nccl_proto_name(forced.protocol); !p.empty()) env += " -x NCCL_PROTO=" + p;
   const std::string per_node = n.nodes > 1 ? fmt::format(" -N {}", n.ranks_per_node) : "";
   return {fmt::format("{} {} ranks on {} node(s) x {}, {}, {} to {}", to_string(n.op), n.ranks, n.nodes,
                       n.ranks_per_node, n.dtype, size_text(b), size_text(e)),

@@ -1,11 +1,15 @@
 // Lookup in measured tables: curves sorted by size with repeated sizes merged (geometric
-// mean), then piecewise-linear interpolation of log y over log x.
+// mean), then piecewise-linear interpolation of log y over log x; collective tables of one
+// shape in several files merged into one.
 #include "calibration/tables.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
+#include "calibration/apply.hpp"
 #include "calibration/link_bound.hpp"
 #include "stepsim/error.hpp"
 
@@ -68,13 +72,82 @@ MeasuredTables::MeasuredTables(std::vector<Calibration> files, const ClusterSpec
   index(&cluster);
 }
 
-void MeasuredTables::index(const ClusterSpec* cluster) {
-  for (const Calibration& c : files_) {
-    collectives_.insert(collectives_.end(), c.collectives.begin(), c.collectives.end());
-    for (const auto& t : c.collectives)
+namespace {
+
+// A table's shape as it was measured (hosts) and how it ran: tables alike in all of it are one.
+using TableKey = std::tuple<CollOp, int, int, int, std::string, std::string, std::string>;
+
+TableKey key_of(const CollectiveTable& t) {
+  return {t.op, t.ranks, t.nodes, t.ranks_per_node, t.dtype, t.algorithm, t.protocol};
+}
+
+// Where a point came from, for the error that names two files measuring one size differently.
+struct PointSource {
+  const Calibration* file;
+  std::size_t table, point;
+  std::string where() const { return fmt::format("/collectives/{}/points/{}", table, point); }
+};
+
+// The tables of every file, in file order, those of one shape, type and algorithm/protocol
+// merged into one: the points of all of them (as if their logs had been imported together),
+// refitted, at the place of the last. A size measured twice with the same time is one point;
+// with two times it is refused, naming both files: one size has one time.
+std::vector<CollectiveTable> merged_tables(const std::vector<Calibration>& files) {
+  std::map<TableKey, std::vector<std::pair<const CollectiveTable*, PointSource>>> parts;
+  std::vector<std::pair<const CollectiveTable*, TableKey>> order;
+  for (const Calibration& c : files)
+    for (std::size_t i = 0; i < c.collectives.size(); ++i) {
+      const CollectiveTable& t = c.collectives[i];
       STEPSIM_CHECK(std::is_sorted(t.points.begin(), t.points.end(),
                                    [](const auto& a, const auto& b) { return a.bytes < b.bytes; }),
                     "a collective table's points are sorted by size, for the binary search of each lookup");
+      parts[key_of(t)].emplace_back(&t, PointSource{&c, i, 0});
+      order.emplace_back(&t, key_of(t));
+    }
+  std::vector<CollectiveTable> out;
+  for (const auto& [table, key] : order) {
+    const auto& same = parts.at(key);
+    if (same.back().first != table) continue;  // merged into the last of its kind
+    if (same.size() == 1) {
+      out.push_back(*table);
+      continue;
+    }
+    std::map<double, std::pair<double, PointSource>> points;
+    for (const auto& [t, from] : same)
+      for (std::size_t j = 0; j < t->points.size(); ++j) {
+        const CollectivePoint& p = t->points[j];
+        PointSource here = from;
+        here.point = j;
+        const auto [it, fresh] = points.try_emplace(p.bytes, p.time_us, here);
+        if (fresh || it->second.first == p.time_us) continue;
+        const PointSource& first = it->second.second;
+        throw InputError(
+            here.file->source, here.where(),
+            fmt::format(
+                "measures {} of {} rank(s), {} node(s) x {} ({}{}) at {:.0f} B in {:g} us, but {} {} measures "
+                "it in {:g} us: the tables of one shape and type in several calibration files are merged, "
+                "and a size has one time (import both logs into one file, which averages a size's times, "
+                "or give one of the files)",
+                to_string(t->op), t->ranks, t->nodes, t->ranks_per_node, t->dtype,
+                t->algorithm.empty() ? "" : ", " + t->algorithm + (t->protocol.empty() ? "" : "/" + t->protocol),
+                p.bytes, p.time_us, first.file->source, first.where(), it->second.first));
+      }
+    CollectiveTable merged = *table;
+    if (points.size() != table->points.size()) {  // else the others measured no size it did not
+      merged.points.clear();
+      for (const auto& [bytes, point] : points) merged.points.push_back({bytes, point.first});
+      merged.fit = fit_alpha_beta(merged.points, merged.op, merged.ranks, 0.0);
+    }
+    out.push_back(std::move(merged));
+  }
+  return out;
+}
+
+}  // namespace
+
+void MeasuredTables::index(const ClusterSpec* cluster) {
+  collectives_ = merged_tables(files_);
+  for (const Calibration& c : files_) {
     for (const GemmPoint& g : c.compute.gemm) {
       gemm_.push_back(g);
       gemm_curve_[index_of(g.dtype)].emplace_back(g.flops(), g.time_us);
@@ -83,7 +156,8 @@ void MeasuredTables::index(const ClusterSpec* cluster) {
       attention_curve_[a.backward ? 1 : 0][index_of(a.dtype)].emplace_back(a.flops(), a.time_us);
     for (const BandwidthPoint& m : c.compute.memory) memory_curve_.emplace_back(m.bytes, m.gbytes_per_s);
   }
-  // Later files win where several measured the same shape.
+  // Where files measured a shape in several types (or run settings), the later file's table
+  // answers a lookup of any type.
   for (std::size_t i = 0; i < collectives_.size(); ++i) {
     CollectiveTable& t = collectives_[i];
     if (cluster != nullptr) {

@@ -7,8 +7,12 @@
 // o µs beside communication progresses at 1 / (1 + s) then, so Σo / Σ(t0 − t + o) = 1 + s.
 #include "calibration/trace_fit.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <string_view>
 
 #include "hardware/gpu_model.hpp"
 
@@ -252,7 +256,54 @@ void fit_slowdown(const Fit& f, FittedValue& v) {
   v.residual = rms(rel);
 }
 
+// Leaves unfitted, with a note, each of `keys` that the kernels put out of a calibration file's
+// bounds; returns the first so left out.
+std::string leave_out_implausible(TraceFit& fit, std::initializer_list<const char*> keys) {
+  std::string first;
+  for (const char* key : keys) {
+    FittedValue& v = *fit.find(key);
+    if (!v.fitted) continue;
+    const std::string why = out_of_bounds(v.key, *v.fitted);
+    if (why.empty()) continue;
+    v.why_not = fmt::format("the kernels imply {:.4g}, {}: the trace is not of this scenario", *v.fitted, why);
+    v.fitted.reset();
+    v.implausible = true;
+    if (first.empty()) first = key;
+  }
+  return first;
+}
+
+// The GEMM curve's values are fitted together: a maximum out of bounds takes the others with
+// it, and the fits after it (attention, which shares the size curve) see the preset's curve.
+void leave_out_implausible_gemm(Fit& f, TraceFit& fit, const GpuEfficiency& preset) {
+  static constexpr const char* kCurve[] = {"gemm_max", "fp8_gemm_max", "gemm_half_flops", "gemm_half_k"};
+  const std::string refused = leave_out_implausible(fit, {"gemm_max", "fp8_gemm_max"});
+  if (refused.empty()) return;
+  for (const char* key : kCurve) {
+    FittedValue& v = *fit.find(key);
+    if (!v.fitted) continue;
+    v.why_not =
+        fmt::format("fitted with {}, which the kernels put out of bounds: the trace is not of this scenario", refused);
+    v.fitted.reset();
+    v.implausible = true;
+  }
+  for (const EfficiencyField& e : kEfficiencyFields)
+    for (const char* key : kCurve)
+      if (std::string_view(e.key) == key) f.gpu.efficiency.*e.preset = preset.*e.preset;
+}
+
 }  // namespace
+
+std::string out_of_bounds(const std::string& key, double value) {
+  for (const EfficiencyField& f : kEfficiencyFields) {
+    if (key != f.key || (value >= f.lo && value <= f.hi)) continue;
+    if (value > f.hi && f.hi == 1.0)
+      return fmt::format("above 1, faster than the GPU's {}", key == "hbm" ? "HBM bandwidth" : "peak");
+    if (value > f.hi) return fmt::format("above {:g}, the most a calibration file holds", f.hi);
+    return fmt::format("below {:g}, the least a calibration file holds", f.lo);
+  }
+  return "";
+}
 
 FittedEfficiency TraceFit::efficiency() const {
   FittedEfficiency e;
@@ -276,11 +327,13 @@ TraceFit fit_kernels(const std::vector<MeasuredKernel>& ks, const GpuSpec& gpu, 
   f.model();  // refuses a GPU without the run's peak before anything is fitted
   fit_gemm(f, *out.find("gemm_max"), *out.find("fp8_gemm_max"), *out.find("gemm_half_flops"),
            *out.find("gemm_half_k"));
+  leave_out_implausible_gemm(f, out, gpu.efficiency);
   fit_one(f, &Fit::attention, &GpuEfficiency::attention_max, *out.find("attention_max"),
           "no attention kernel of a known op ran without communication");
   fit_one(f, &Fit::memory, &GpuEfficiency::hbm, *out.find("hbm"),
           "no memory-bound kernel of a known op ran without communication");
   fit_slowdown(f, *out.find("comm_slowdown"));
+  leave_out_implausible(out, {"attention_max", "hbm", "comm_slowdown"});
   return out;
 }
 

@@ -30,6 +30,9 @@ struct FittedValue {
   int kernels = 0;
   double residual = 0;  // RMS relative error of the fitted model over those kernels
   std::string why_not;  // when not fitted; how, when fitted another way than kernel by kernel
+  // Fitted to a value no calibration file may hold (a fraction of a peak above 1: faster than
+  // the GPU runs), so left out: the trace is not of the scenario, and no other way fits it.
+  bool implausible = false;
 };
 
 struct TraceFit {
@@ -42,6 +45,11 @@ struct TraceFit {
 // `gpu` gives the peaks, HBM bandwidth, kernel floor and the preset efficiencies, `precision`
 // the run's (which ops are FP8 GEMMs is each op's own `fp8`).
 TraceFit fit_kernels(const std::vector<MeasuredKernel>& kernels, const GpuSpec& gpu, Precision precision);
+
+// The bounds a calibration file holds each value in (kEfficiencyFields), as the words of a
+// note: "" within them, else why a value out of them cannot be the scenario's ("above 1, faster
+// than the GPU's peak").
+std::string out_of_bounds(const std::string& key, double value);
 
 // Efficiency from class totals, for traces whose kernels cannot be matched one by one:
 // the preset value scaled by simulated / measured time of that class.

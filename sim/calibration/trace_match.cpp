@@ -168,7 +168,7 @@ Matched match_kernels(const std::vector<TraceKernel>& kernels, const OpNames& na
 
 void fit_by_totals(TraceFit& fit, const Matched& m, const ClassTotals& sim, Precision precision) {
   for (auto& v : fit.values) {
-    if (v.fitted) continue;
+    if (v.fitted || v.implausible) continue;
     if (m.by_name == 0 && (v.key == "gemm_half_flops" || v.key == "gemm_half_k" || v.key == "comm_slowdown"))
       v.why_not = "no kernel matched an op of the scenario by name, so no kernel's FLOPs are known";
     double simulated = 0, measured = 0;
@@ -183,13 +183,14 @@ void fit_by_totals(TraceFit& fit, const Matched& m, const ClassTotals& sim, Prec
       if (v.key == "attention_max") v.why_not = "the trace has no attention kernels (no transformer layers?)";
       continue;
     }
-    if (const auto x = scale_by_totals(v.preset, simulated, measured); x && *x <= 1.0) {
+    if (const auto x = scale_by_totals(v.preset, simulated, measured); x && out_of_bounds(v.key, *x).empty()) {
       v.fitted = *x;
       v.kernels = n;
       v.residual = 0;
       v.why_not = "from class totals";
     } else if (x) {
-      v.why_not = fmt::format("class totals imply {:.3g}, above 1: the trace is not of this scenario", *x);
+      v.why_not =
+          fmt::format("class totals imply {:.3g}, {}: the trace is not of this scenario", *x, out_of_bounds(v.key, *x));
     }
   }
 }

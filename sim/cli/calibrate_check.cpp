@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "calibration/apply.hpp"
 #include "calibration/link_bound.hpp"
@@ -31,7 +32,10 @@ constexpr const char* kCalibrateCheckUsage =
     "the whole file. Each prediction is printed beside the uncalibrated model's, with errors\n"
     "relative to the measurement and where the prediction came from (measured: interpolated in\n"
     "a table; scaled: the model corrected by a measured shape; model). The cluster is the\n"
-    "scenario's, --cluster, or the first preset with the file's GPU.";
+    "scenario's, --cluster, or the first preset with the file's GPU. Collectives run as the\n"
+    "scenario forces them (collectives.algorithm, collectives.protocol), and a table measured\n"
+    "otherwise is refused as simulate refuses it; without a scenario, each table's as it was\n"
+    "measured (its algorithm and protocol where the run forced them, else NCCL's choice).";
 
 constexpr const char* kCalibrateCheckExamples =
     "  stepsim calibrate check a100.calib.json\n"
@@ -81,14 +85,20 @@ void print_table_header(const cal::CollectiveTable& t, const ClusterSpec& cluste
              "error", "source");
 }
 
-// One measured collective predicted from `tables` and by the model alone.
+// How the collectives are predicted: as the scenario runs them (its forced algorithm and
+// protocol), else each table's as it was measured.
+CollectivesSpec forced_for(const std::optional<CollectivesSpec>& scenario, const cal::CollectiveTable& t) {
+  return scenario ? *scenario : cal::measured_as(t);
+}
+
+// One measured collective predicted from `tables` and by the model alone, run as `forced` says.
 void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, const cal::MeasuredTables& tables,
-                 const cal::CollectivePoint& p, ErrorStats& stats) {
+                 const cal::CollectivePoint& p, ErrorStats& stats, const CollectivesSpec& forced) {
   // The table's hosts as the model's NVLink domains.
   const collectives::Request r{t.op, Bytes(static_cast<std::int64_t>(std::llround(p.bytes))),
                                cal::domain_shape(cluster, t.ranks, t.nodes)};
-  const double model = collectives::predict(cluster, {}, r).time().us();
-  const auto cal = cal::calibrate_collective(tables, cluster, {}, r, t.dtype);
+  const double model = collectives::predict(cluster, forced, r).time().us();
+  const auto cal = cal::calibrate_collective(tables, cluster, forced, r, t.dtype);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
   fmt::print("  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
@@ -110,13 +120,15 @@ cal::Calibration without_point(const cal::Calibration& c, std::size_t ti, std::s
   return rest;
 }
 
-void leave_one_out_collectives(const cal::Calibration& c, const ClusterSpec& base, ErrorStats& stats) {
+void leave_one_out_collectives(const cal::Calibration& c, const ClusterSpec& base, ErrorStats& stats,
+                               const std::optional<CollectivesSpec>& scenario) {
   for (std::size_t ti = 0; ti < c.collectives.size(); ++ti) {
     const cal::CollectiveTable& t = c.collectives[ti];
     const ClusterSpec cluster = spanning(base, t);
     print_table_header(t, cluster, "left out");
     for (std::size_t i = 0; i < t.points.size(); ++i)
-      check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}, cluster), t.points[i], stats);
+      check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}, cluster), t.points[i], stats,
+                  forced_for(scenario, t));
   }
 }
 
@@ -182,7 +194,7 @@ void leave_one_out_memory(const cal::Calibration& c, const ClusterSpec& cluster,
 // The points of another log of the same hardware, predicted from the whole file. A log that
 // does not name its GPU is taken as measured on the file's.
 void held_out(const std::string& path, const cal::Calibration& c, const cal::MeasuredTables& tables,
-              const ClusterSpec& base) {
+              const ClusterSpec& base, const std::optional<CollectivesSpec>& scenario) {
   const cal::NcclTestsLog log = cal::read_nccl_tests(path);
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
@@ -193,12 +205,15 @@ void held_out(const std::string& path, const cal::Calibration& c, const cal::Mea
                                  log.header.gpu, c.source, base.name, base.gpu.name));
   cal::Calibration measured = cal::import_nccl_tests({log}, o);
   measured.source = log.source;
-  cal::check_fits(measured, base, {});
+  if (scenario)
+    cal::check_fits(measured, base, *scenario);
+  else
+    cal::check_fits(measured, base);
   ErrorStats stats;
   for (const cal::CollectiveTable& t : measured.collectives) {
     const ClusterSpec cluster = spanning(base, t);
     print_table_header(t, cluster, "calibrated");
-    for (const cal::CollectivePoint& p : t.points) check_point(t, cluster, tables, p, stats);
+    for (const cal::CollectivePoint& p : t.points) check_point(t, cluster, tables, p, stats, forced_for(scenario, t));
   }
   print_summary("held-out " + path, stats);
 }
@@ -224,11 +239,17 @@ int run_check(const Args& args) {
                      "give a scenario or --cluster, not both (the scenario names its cluster)");
   const cal::Calibration c = cal::read_calibration(file);
   const ClusterSpec base = check_cluster(c, scenario, cluster, 8);
-  cal::check_fits(c, base, {});
+  // A scenario's collectives run as it forces them: the file must have measured them so.
+  std::optional<CollectivesSpec> forced;
+  if (!scenario.empty()) forced = io::load_scenario(scenario).collectives;
+  if (forced)
+    cal::check_fits(c, base, *forced);
+  else
+    cal::check_fits(c, base);
   fmt::print("# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
   fmt::print("# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;
-  leave_one_out_collectives(c, base, stats);
+  leave_one_out_collectives(c, base, stats, forced);
   leave_one_out_gemm(c, base, stats);
   leave_one_out_memory(c, base, stats);
   fmt::print("\n");
@@ -236,7 +257,7 @@ int run_check(const Args& args) {
   const cal::MeasuredTables tables({c}, base);
   for (const std::string& path : held) {
     fmt::print("\n# held-out {}: each point predicted from {}\n", path, file);
-    held_out(path, c, tables, base);
+    held_out(path, c, tables, base, forced);
   }
   return 0;
 }

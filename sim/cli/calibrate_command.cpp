@@ -22,7 +22,7 @@ namespace {
 
 constexpr const char* kCalibrateUsage =
     "usage: stepsim calibrate import-nccl-tests LOG... -o FILE [--op OP] [--ranks N] [--nodes N] [--gpu NAME]\n"
-    "                                          [--dtype TYPE]\n"
+    "                                          [--dtype TYPE] [--algorithm A] [--protocol P]\n"
     "       stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n"
     "       stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
     "       stepsim calibrate from-trace TRACE\n"
@@ -72,7 +72,14 @@ int run_import(const Args& args) {
       "the GPU, when the log does not name it; refused where its header names another")(
       "dtype", po::value(&o.dtype)->value_name("TYPE"),
       "only the rows of this nccl-tests type (bfloat16, float, ...) of a log of several (-d all); without it, a "
-      "table per type");
+      "table per type")(
+      "algorithm", po::value(&o.algorithm)->value_name("A"),
+      "the algorithm the run forced (NCCL_ALGO: Ring, Tree, NVLS, NVLSTree, CollnetDirect, PAT; auto: "
+      "NCCL's own choice), when the log does not say (NCCL's 'NCCL_ALGO set by environment' line); "
+      "refused where it says another")(
+      "protocol", po::value(&o.protocol)->value_name("P"),
+      "the protocol the run forced (NCCL_PROTO: LL, LL128, Simple; auto), when the log does not say; refused where it "
+      "says another");
   po::positional_options_description positional;
   positional.add("log", -1);
   const auto vm = parse_args("calibrate import-nccl-tests", args, desc, positional);
@@ -99,12 +106,18 @@ int run_import(const Args& args) {
   log << fmt::format("# {} on {} ({} host, NCCL {})\n", fmt::join(c.provenance.sources, ", "), c.provenance.gpu,
                      c.provenance.host.empty() ? "unnamed" : c.provenance.host,
                      c.provenance.nccl.empty() ? "not said" : c.provenance.nccl);
-  log << fmt::format("# {:<14} {:<26} {:>6} {:>23} {:>10} {:>12} {:>10}\n", "op", "shape", "points", "sizes(B)",
-                     "alpha(us)", "busbw(GB/s)", "fit error");
+  log << fmt::format("# {:<14} {:<26} {:>6} {:>23} {:>10} {:>12} {:>10}  {}\n", "op", "shape", "points", "sizes(B)",
+                     "alpha(us)", "busbw(GB/s)", "fit error", "dtype");
   for (const auto& t : c.collectives) {
-    log << fmt::format("  {:<14} {:<26} {:>6} {:>14} {:>12.2f} {:>12.2f} {:>9.1f}%{}\n", to_string(t.op), ranks_text(t),
-                       t.points.size(), fmt::format("{:.0f}-{:.0f}", t.points.front().bytes, t.points.back().bytes),
-                       t.fit.alpha_us, t.fit.busbw_gbps, 100 * t.fit.max_error,
+    const std::string forced = t.algorithm.empty() && t.protocol.empty()
+                                   ? ""
+                                   : fmt::format(" ({} forced)", t.algorithm.empty()  ? t.protocol
+                                                                 : t.protocol.empty() ? t.algorithm
+                                                                                      : t.algorithm + "/" + t.protocol);
+    log << fmt::format("  {:<14} {:<26} {:>6} {:>14} {:>12.2f} {:>12.2f} {:>9.1f}%  {}{}{}\n", to_string(t.op),
+                       ranks_text(t), t.points.size(),
+                       fmt::format("{:.0f}-{:.0f}", t.points.front().bytes, t.points.back().bytes), t.fit.alpha_us,
+                       t.fit.busbw_gbps, 100 * t.fit.max_error, t.dtype, forced,
                        t.fit.alpha_fitted ? "" : "  (one size: alpha not fitted)");
   }
   const std::string text = calibration::calibration_json(c);

@@ -30,7 +30,9 @@ constexpr const char* kCollectiveUsage =
     "--ranks-per-node K places K on each of N/K nodes:\n"
     "a data-parallel or FSDP communicator beside TP 8 has one rank per node.\n"
     "With --calibration, measured tables replace the model inside their measured sizes (and\n"
-    "scale it outside them); the model's time and, at measured sizes, both errors are shown.";
+    "scale it outside them); the model's time and, at measured sizes, both errors are shown.\n"
+    "The rows are of float elements: a shape's float table where one was measured, else its\n"
+    "table of another type, matched by bytes (the row says which).";
 
 constexpr const char* kCollectiveExamples =
     "  stepsim collective allreduce --size 256MiB\n"
@@ -65,8 +67,11 @@ void print_table(const CollectivePrediction& p, std::ostream& out) {
                        t, algbw, busbw_gbps(r, p.op, p.gpus), collectives::to_string(r.choice.algorithm),
                        collectives::to_string(r.choice.protocol));
     if (r.model) {
-      out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {})", "", "",
-                         "", r.model->time().us(), "", "", calibration::to_string(r.source));
+      const std::string by_bytes = r.table_dtype.empty() || r.table_dtype == "float"
+                                       ? ""
+                                       : fmt::format(", from a {} table matched by bytes", r.table_dtype);
+      out << fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    model without calibration (above: {}{})", "",
+                         "", "", r.model->time().us(), "", "", calibration::to_string(r.source), by_bytes);
       if (r.measured_us)
         out << fmt::format("; measured {:.2f}: error {:+.1f}% calibrated, {:+.1f}% model", *r.measured_us,
                            100 * relative_error(t, *r.measured_us),

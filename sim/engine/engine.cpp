@@ -458,7 +458,8 @@ void Engine::start_timeline() {
   for (const std::string& name : program_.names) name_map_.push_back(timeline_.intern(name));
   for (const auto& [name, work] : program_.work) timeline_.work[name_map_[name]] = work;
   bubble_name_ = timeline_.intern("bubble");
-  for (const Group& g : program_.groups) timeline_.groups.push_back({g.name, g.kind, g.size, g.ranks});
+  for (const Group& g : program_.groups)
+    timeline_.groups.push_back({g.name, g.kind, g.size, g.ranks, g.nodes, g.ranks_per_node});
   timeline_.ranks.resize(program_.ranks.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankProgram& rank = program_.ranks[r];

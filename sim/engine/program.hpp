@@ -149,6 +149,9 @@ struct Group {
   int size = 0;              // real members
   std::vector<int> members;  // indices into Program::ranks that take part
   std::string ranks;         // "[0, 8, 16, ...]" for the report
+  // The shape its collectives are costed on: NVLink domains its members span, members in
+  // each (0: not said).
+  int nodes = 0, ranks_per_node = 0;
 };
 
 struct Program {

@@ -492,6 +492,14 @@ class Layout {
     return *shares;
   }
 
+  // The shape a group's collectives are costed on, for the report to tell its collectives from
+  // those of another group of as many ranks.
+  void note_shape(std::int32_t group, const collectives::GroupShape& shape) {
+    engine::Group& g = program_.groups[static_cast<std::size_t>(group)];
+    g.nodes = shape.nodes;
+    g.ranks_per_node = shape.ranks_per_node;
+  }
+
   // A collective communicator: its group (groups partition the ranks, so a group's name and
   // first member name it), its stream, and the slot the rank takes it for.
   void add_comm(std::size_t index, const RankCommunicator& c, StepBuilder& b) {
@@ -512,6 +520,7 @@ class Layout {
                       {},
                       shares_of(it->second, like),
                       leaves_of(it->second, c.members, index)};
+    note_shape(it->second, comm.shape);
     if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members);
     switch (c.use) {
       case RankCommunicator::Use::expert_dp:
@@ -624,6 +633,7 @@ class Layout {
                       {},
                       shares_of(it->second, like),
                       leaves_of(it->second, members, index)};
+    note_shape(it->second, comm.shape);
     if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like);
     b.add_pp_link(link, comm);
   }

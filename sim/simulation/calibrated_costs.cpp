@@ -84,7 +84,8 @@ parallelism::CollectiveCost CalibratedCosts::collective(const collectives::Reque
   const std::string dtype = calibration::collective_type(scenario_, request.op, request.kind);
   const calibration::CalibratedChoice c =
       calibration::calibrate_collective(tables_, scenario_.cluster, scenario_.collectives, request, dtype);
-  collectives_[{request.op, request.size.count(), request.shape.ranks, request.kind}] = c.source;
+  const auto& s = request.shape;
+  collectives_[{request.op, request.size.count(), s.ranks, s.nodes, s.ranks_per_node, request.kind}] = c.source;
   if (c.source == calibration::Source::model)
     not_measured_.insert(
         shape_text(request.op, request.shape.ranks, request.shape.nodes, request.shape.ranks_per_node));
@@ -160,8 +161,9 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report, std::v
       if (i.activity != Activity::comm) continue;
       const double d = (i.end - i.start).seconds();
       total += d;
-      const int ranks = i.group >= 0 ? timeline.groups[static_cast<std::size_t>(i.group)].size : 0;
-      const auto it = collectives_.find({i.op, i.bytes.count(), ranks, i.kind});
+      if (i.group < 0) continue;
+      const ProcessGroup& g = timeline.groups[static_cast<std::size_t>(i.group)];
+      const auto it = collectives_.find({i.op, i.bytes.count(), g.size, g.nodes, g.ranks_per_node, i.kind});
       if (it == collectives_.end()) continue;
       if (it->second == calibration::Source::measured) measured += d;
       if (it->second == calibration::Source::scaled) scaled += d;

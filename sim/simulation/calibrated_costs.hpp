@@ -31,8 +31,10 @@ class CalibratedCosts final : public parallelism::Costs {
   void summarise(const Timeline& timeline, Report& report, std::vector<CalibratedValue> values) const;
 
  private:
-  // op, size, ranks and what communicates (its element type decides the table)
-  using CollKey = std::tuple<CollOp, std::int64_t, int, CommKind>;
+  // op, size, the communicator's shape (ranks, NVLink domains, ranks in each: two groups of as
+  // many ranks may be measured apart, one inside a node and one across) and what communicates
+  // (its element type decides the table)
+  using CollKey = std::tuple<CollOp, std::int64_t, int, int, int, CommKind>;
   const Scenario& scenario_;
   const hardware::GpuModel& gpu_;
   const calibration::MeasuredTables& tables_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "calibration/link_bound.hpp"
 #include "engine/program.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/costs.hpp"
@@ -42,13 +43,20 @@ class NeedsRecorder final : public parallelism::Costs {
 
 // A communicator's shape in hosts, as nccl-tests runs it and calibration files record it: the
 // model's nodes are NVLink domains, and a domain of several hosts (a GB200 NVL72 rack's trays)
-// holds its ranks on its hosts in turn, as many on each as divide its ranks up to a host's GPUs.
+// holds its ranks on its hosts in turn. The most ranks on each host (up to a host's GPUs, a
+// divisor of the domain's ranks) whose hosts, filled into domains as an import reads them back
+// (domain_shape), make the very shape: 36 ranks over two racks' 18 trays are one rank a tray,
+// where three a tray would put all 12 trays in one rack.
 std::pair<int, int> host_shape(const ClusterSpec& cluster, const collectives::GroupShape& shape) {
   if (cluster.domain_gpus() <= cluster.gpus_per_node) return {shape.nodes, shape.ranks_per_node};
-  int per_host = std::min(shape.ranks_per_node, cluster.gpus_per_node);
-  while (per_host > 1 && shape.ranks_per_node % per_host != 0) --per_host;
-  per_host = std::max(per_host, 1);
-  return {shape.ranks / per_host, per_host};
+  for (int per_host = std::min(shape.ranks_per_node, cluster.gpus_per_node); per_host >= 1; --per_host) {
+    if (shape.ranks_per_node % per_host != 0) continue;
+    const collectives::GroupShape back = calibration::domain_shape(cluster, shape.ranks, shape.ranks / per_host);
+    if (back.nodes == shape.nodes && back.ranks_per_node == shape.ranks_per_node)
+      return {shape.ranks / per_host, per_host};
+  }
+  // No layout reads back as this shape: one rank a host, the one that spreads it the most.
+  return {shape.ranks, 1};
 }
 
 }  // namespace

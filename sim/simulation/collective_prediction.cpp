@@ -182,16 +182,21 @@ calibration::MeasuredTables read_tables(const std::vector<std::string>& files, c
   return calibration::MeasuredTables(std::move(read), cluster);
 }
 
+constexpr const char* kRowType = "float";
+
 // The calibrated time in place of the model's, the model kept beside it, and the measured
 // time when this very size was measured on this shape.
 void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, const ClusterSpec& cluster,
                const CollectivesSpec& forced, const collectives::Request& request) {
-  const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request);
+  // The rows are of float elements, nccl-tests' default type: a float table where one was
+  // measured, else one of another type, matched by bytes.
+  const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request, kRowType);
   row.model = row.choice;
   row.choice = c.choice;
   row.source = c.source;
+  if (c.table != nullptr) row.table_dtype = c.table->dtype;
   const auto& s = request.shape;
-  if (const auto* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node)) {
+  if (const auto* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, kRowType)) {
     for (const auto& p : t->points)
       if (p.bytes == request.size.as_double()) row.measured_us = p.time_us;
   }
@@ -281,6 +286,7 @@ boost::json::value collective_json(const CollectivePrediction& p) {
     o["channels"] = r.choice.channels;
     if (r.model) {
       o["source"] = calibration::to_string(r.source);
+      if (!r.table_dtype.empty()) o["table_dtype"] = r.table_dtype;
       o["model_time_us"] = r.model->time().us();
       if (r.measured_us) {
         o["measured_time_us"] = *r.measured_us;

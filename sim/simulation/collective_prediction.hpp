@@ -39,6 +39,9 @@ struct CollectiveRow {
   std::optional<collectives::Choice> model;
   calibration::Source source = calibration::Source::model;
   std::optional<double> measured_us;
+  // The element type of the measured table used ("" where none was): the rows are float's, as
+  // nccl-tests' default; a table of another type stands for them matched by bytes.
+  std::string table_dtype;
 };
 
 struct CollectivePrediction {

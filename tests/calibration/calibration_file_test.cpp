@@ -187,6 +187,51 @@ TEST_CASE("a collective inside the measured range costs the measured time, outsi
   CHECK(calibrate_collective(t, cluster, {}, network).source == Source::model);
 }
 
+// Two files that measured one shape at different sizes are one table, as their logs imported
+// into one file: the same points and the same time at every size; not the later file alone.
+TEST_CASE("the tables of one shape in two calibration files are merged as their logs imported together") {
+  const NcclTestsLog log = read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt");
+  NcclTestsLog small = log, large = log;
+  std::erase_if(small.rows, [](const NcclTestsRow& r) { return r.size.count() > 131072; });
+  std::erase_if(large.rows, [](const NcclTestsRow& r) { return r.size.count() <= 131072; });
+  Calibration lo = import_nccl_tests({small}, {}), hi = import_nccl_tests({large}, {});
+  lo.source = "lo.json";
+  hi.source = "hi.json";
+  const ClusterSpec cluster = io::load_cluster("dgx-a100-80g-hdr", 8);
+  const MeasuredTables apart({hi, lo}, cluster), whole({import_nccl_tests({log}, {})}, cluster);
+  const CollectiveTable* a = apart.exact(CollOp::allreduce, 8, 1, 8);
+  const CollectiveTable* w = whole.exact(CollOp::allreduce, 8, 1, 8);
+  REQUIRE(a != nullptr);
+  REQUIRE(w != nullptr);
+  REQUIRE(a->points.size() == w->points.size());
+  for (std::size_t i = 0; i < w->points.size(); ++i) {
+    CHECK(a->points[i].bytes == w->points[i].bytes);
+    CHECK(a->points[i].time_us == w->points[i].time_us);
+  }
+  for (long long bytes = 1024; bytes <= (1LL << 30); bytes *= 32) {
+    INFO("size " << bytes);
+    const collectives::Request r{CollOp::allreduce, Bytes(bytes), {8, 1, 8}};
+    const auto x = calibrate_collective(apart, cluster, {}, r), y = calibrate_collective(whole, cluster, {}, r);
+    CHECK(x.source == Source::measured);
+    CHECK(x.choice.time().us() == Approx(y.choice.time().us()).epsilon(1e-12));
+  }
+  // The log's own row: 1 GiB in 8247.6 us, measured by hi.json, given before lo.json.
+  const collectives::Request gib{CollOp::allreduce, Bytes(1LL << 30), {8, 1, 8}};
+  CHECK(calibrate_collective(apart, cluster, {}, gib).choice.time().us() == Approx(8247.6).epsilon(1e-9));
+  // The same file twice measures each size once; one size timed twice otherwise is refused.
+  CHECK(MeasuredTables({lo, lo}, cluster).exact(CollOp::allreduce, 8, 1, 8)->points.size() ==
+        lo.collectives[0].points.size());
+  Calibration other = lo;
+  other.source = "other.json";
+  other.collectives[0].points.back().time_us = 50;
+  CHECK_THROWS_WITH(
+      MeasuredTables({lo, other}, cluster),
+      "other.json: /collectives/0/points/14: measures allreduce of 8 rank(s), 1 node(s) x 8 (float) at "
+      "131072 B in 50 us, but lo.json /collectives/0/points/14 measures it in 42.26 us: the tables of one "
+      "shape and type in several calibration files are merged, and a size has one time (import both logs "
+      "into one file, which averages a size's times, or give one of the files)");
+}
+
 TEST_CASE("the alpha-beta fit takes latency from the smallest size and bandwidth from the largest") {
   std::vector<CollectivePoint> pts;
   for (double s = 8; s <= 1e9; s *= 8) pts.push_back({s, 20 + s / 100e3});  // 20 us + 100 GB/s
@@ -243,9 +288,10 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
   REQUIRE(two_nodes.collectives.size() == 1);
   CHECK(two_nodes.collectives[0].nodes == 2);
   CHECK(two_nodes.collectives[0].ranks_per_node == 2);
-  CHECK_THROWS_WITH(import_nccl_tests({log(a100, "node-b", "8", "a.txt"), log(h100, "node-b", "8", "h.txt")}, {}),
-                    "h.txt: ran on NVIDIA H100 80GB HBM3, but a.txt ran on NVIDIA A100-SXM4-80GB: a calibration file "
-                    "holds one GPU's measurements (import each GPU's logs into a file of its own)");
+  CHECK_THROWS_WITH(
+      import_nccl_tests({log(a100, "node-b", "8", "a.txt"), log(h100, "node-b", "8", "h.txt")}, {}),
+      "h.txt: line 2: ran on NVIDIA H100 80GB HBM3, but a.txt ran on NVIDIA A100-SXM4-80GB: a calibration file "
+      "holds one GPU's measurements (import each GPU's logs into a file of its own)");
   // Two ranks on a and one on b: no "nodes x ranks per node" shape ran.
   std::istringstream uneven(
       "# Collective test starting: all_reduce_perf\n"
@@ -258,6 +304,51 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "communicators have as many ranks on every node: measure with as many GPUs on each host");
   CHECK_THROWS_WITH(log(a100, "node-b", "-8", "n.txt"),
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
+}
+
+// A file of several rows-only logs, one after another, is each test with its own header: the
+// same tables as the logs imported as files of their own, and two GPUs refused as two files are.
+TEST_CASE("a file of several tests imports as the tests imported one by one") {
+  const std::string all_reduce =
+      "# all_reduce_perf -b 1K -e 4K -f 4 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1024 256 float sum -1 48.0 0.02 0.04 0 48.0 0.02 0.04 0\n"
+      "4096 1024 float sum -1 48.1 0.09 0.15 0 48.1 0.09 0.15 0\n";
+  const std::string all_gather =
+      "# all_gather_perf -b 1K -e 4K -f 4 -g 4 on one node with 4x NVIDIA A100-SXM4-80GB\n"
+      "1024 32 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
+      "4096 128 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
+  const auto parse = [](const std::string& text, const char* name) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, name);
+  };
+  const Calibration apart = import_nccl_tests({parse(all_reduce, "ar.txt"), parse(all_gather, "ag.txt")}, {});
+  const Calibration together = import_nccl_tests({parse(all_reduce + all_gather, "both.txt")}, {});
+  REQUIRE(apart.collectives.size() == 2);
+  REQUIRE(together.collectives.size() == apart.collectives.size());
+  for (std::size_t i = 0; i < apart.collectives.size(); ++i) {
+    const CollectiveTable &a = apart.collectives[i], &t = together.collectives[i];
+    CHECK(t.op == a.op);
+    CHECK(t.ranks == a.ranks);
+    CHECK(t.nodes == a.nodes);
+    REQUIRE(t.points.size() == a.points.size());
+    for (std::size_t j = 0; j < a.points.size(); ++j) {
+      CHECK(t.points[j].bytes == a.points[j].bytes);
+      CHECK(t.points[j].time_us == a.points[j].time_us);
+    }
+  }
+  // The all_gather's own: 4 ranks at 108 us, not the all_reduce's 8 ranks or its times.
+  CHECK(together.collectives[1].op == CollOp::allgather);
+  CHECK(together.collectives[1].ranks == 4);
+  CHECK(together.collectives[1].points[0].time_us == 108.0);
+  const std::string h200 =
+      "# all_reduce_perf on one node with 8x H200, NCCL 2.19.3\n"
+      "8589934592 2147483648 float sum -1 31517 272.55 476.96 0 31516 272.56 476.98 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({parse(all_reduce + h200, "x.txt")}, {}),
+                    "x.txt: line 4: ran on H200, but line 1 ran on NVIDIA A100-SXM4-80GB: a calibration file holds "
+                    "one GPU's measurements (import each GPU's logs into a file of its own)");
+  CHECK_THROWS_WITH(import_nccl_tests({parse(h200 + all_reduce, "y.txt")}, {}),
+                    "y.txt: line 3: ran on NVIDIA A100-SXM4-80GB, but line 1 ran on H200: a calibration file holds "
+                    "one GPU's measurements (import each GPU's logs into a file of its own)");
 }
 
 // A log of two element types for one shape (nccl-tests -d all) is a table per type, each the
@@ -350,6 +441,35 @@ TEST_CASE("the trace fit recovers efficiencies from kernels made with them") {
   // Kernels without a shape say nothing of K.
   CHECK_FALSE(e.gemm_half_k.has_value());
   CHECK(copy.find("gemm_half_k")->why_not == "the GEMM kernels that ran alone do not differ in K by a factor of 2");
+}
+
+// GEMMs twice as fast as the H100 preset's peak allows are not of a run of the scenario: the
+// fit leaves gemm_max (and the GEMM curve fitted with it) out with a note, keeps the attention
+// kernels' own figure, and the file it gives is one the reader takes.
+TEST_CASE("the trace fit leaves out an efficiency above 1 and writes a file simulate reads") {
+  const GpuSpec gpu = io::load_cluster("dgx-h100-ndr", 8).gpu;
+  std::vector<MeasuredKernel> ks = kernels_of(h100_with(2.0, 2e10), Precision::bf16, workload::OpClass::gemm, false);
+  GpuSpec attention = gpu;
+  attention.efficiency.attention_max = 0.6;
+  const auto att = kernels_of(attention, Precision::bf16, workload::OpClass::attention, false);
+  ks.insert(ks.end(), att.begin(), att.end());
+  TraceFit fit = fit_kernels(ks, gpu, Precision::bf16);
+  const FittedEfficiency e = fit.efficiency();
+  CHECK_FALSE(e.gemm_max.has_value());
+  CHECK_FALSE(e.gemm_half_flops.has_value());
+  REQUIRE(e.attention_max.has_value());
+  CHECK(*e.attention_max == Approx(0.6).epsilon(1e-6));
+  CHECK(fit.find("gemm_max")->why_not ==
+        "the kernels imply 2, above 1, faster than the GPU's peak: the trace is not of this scenario");
+  CHECK(fit.find("gemm_half_flops")->why_not ==
+        "fitted with gemm_max, which the kernels put out of bounds: the trace is not of this scenario");
+  Calibration c;
+  c.provenance.gpu = gpu.name;
+  c.compute.efficiency = e;
+  CHECK(parse_calibration(calibration_json(c), "f.json").compute.efficiency.attention_max == e.attention_max);
+  CHECK(out_of_bounds("hbm", 1.2) == "above 1, faster than the GPU's HBM bandwidth");
+  CHECK(out_of_bounds("comm_slowdown", 12) == "above 10, the most a calibration file holds");
+  CHECK(out_of_bounds("gemm_max", 0.9).empty());
 }
 
 // GEMMs of every size at every inner dimension: the depth and the size bend the curve apart,

@@ -132,6 +132,25 @@ TEST_CASE("a full log names the test, the ranks, the hosts, the GPU and the NCCL
   CHECK(log.rows[2].nodes == 1);
 }
 
+TEST_CASE("a test header after rows starts a test of its own, with its own GPU and ranks") {
+  const auto log = parse(
+      "# all_reduce_perf -b 8 -e 8 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "8 2 float sum -1 40.0 0.00 0.00 0 39.0 0.00 0.00 0\n"
+      "# all_gather_perf -b 8 -e 8 -g 2 on one node with 2x NVIDIA H200\n"
+      "8 1 float none -1 30.0 0.00 0.00 0 29.0 0.00 0.00 0\n");
+  REQUIRE(log.rows.size() == 2);
+  CHECK(log.rows[0].test == "all_reduce_perf");
+  CHECK(log.rows[0].ranks == 8);
+  CHECK(log.rows[0].gpu == "NVIDIA A100-SXM4-80GB");
+  CHECK(log.rows[0].gpu_at == "line 1");
+  CHECK(log.rows[1].test == "all_gather_perf");
+  CHECK(log.rows[1].test_at == "line 3");
+  CHECK(log.rows[1].ranks == 2);
+  CHECK(log.rows[1].gpu == "NVIDIA H200");
+  CHECK(log.rows[1].gpu_at == "line 3");
+  CHECK(log.header.gpu == "NVIDIA A100-SXM4-80GB");
+}
+
 TEST_CASE("timestamps, per-iteration statistics and replay rows are read") {
   const auto log = parse(
       "65536 16384 float sum -1 41.0 1.60 2.80 0 41.2 1.59 2.79 0 2026-11-30 12:00:01\n"

@@ -883,4 +883,187 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
   CHECK(s.entries().empty());
 }
 
+// Pipeline SendRecv of 2 ranks runs inside a node (stage 0 to 1) and across nodes (stage 3 to
+// 4): two communicators of as many ranks. Rank 0's own communication is the in-node link and
+// its TP AllReduce, so the share of its communication measured is above 0 with the in-node
+// table, which changes its step, and 0 with the cross-node table alone.
+TEST_CASE("the measured share of communication counts the communicators of the measured shape only") {
+  Scratch s("calib-sendrecv-shape");
+  const std::string rows =
+      "33554432 8388608 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
+      "67108864 16777216 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
+      "134217728 33554432 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
+  s.write("in.txt", "# sendrecv_perf -b 32M -e 128M -g 2 on one node with 2x NVIDIA H100 80GB HBM3\n" + rows);
+  s.write("across.txt",
+          "# sendrecv_perf -b 32M -e 128M with 2x NVIDIA H100 80GB HBM3, one GPU on each of 2 hosts\n" + rows);
+  REQUIRE(s.run("calibrate import-nccl-tests in.txt -o in.json").status == 0);
+  REQUIRE(s.run("calibrate import-nccl-tests across.txt --nodes 2 -o across.json").status == 0);
+  const std::string job =
+      "simulate --set parallel.tp=2 --set parallel.pp=8 --set parallel.dp=1 --set training.global_batch=16 --set "
+      "cluster=dgx-h100-ndr --set cluster.nodes=2 --json - ";
+  const auto plain = s.run(job), in = s.run(job + "--calibration in.json"),
+             across = s.run(job + "--calibration across.json");
+  REQUIRE(plain.status == 0);
+  REQUIRE(in.status == 0);
+  REQUIRE(across.status == 0);
+  const auto a = json_of(plain.out), b = json_of(in.out), c = json_of(across.out);
+  CHECK(number(b, "step_time_s") != number(a, "step_time_s"));
+  CHECK(number(b.at("calibration"), "comm_fraction") > 0);
+  CHECK(number(c.at("calibration"), "comm_fraction") == 0);
+}
+
+// The plan's runs, measured as the model times them and imported, are the very communicators
+// the simulation uses: on GB200 NVL72 the 36-rank data-parallel group spans two racks of 18
+// trays, one rank a tray (12 trays of 3 would be one rack, a shape the job does not have).
+TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation uses") {
+  Scratch s("calib-plan-e2e");
+  const std::string job =
+      "default --set cluster=gb200-nvl72 --set parallel.tp=4 --set parallel.dp=36 --set "
+      "training.global_batch=288";
+  const auto plan = s.run("calibrate plan " + job + " --json -");
+  REQUIRE(plan.status == 0);
+  const auto p = json_of(plan.out);
+  std::string commands;
+  for (const auto& c : p.at("commands").as_array()) commands += std::string(c.at("command").as_string()) + "\n";
+  CHECK(commands.find("mpirun -np 36 -N 1 all_reduce_perf") != std::string::npos);
+  std::string logs;
+  std::vector<std::string> shapes;
+  int i = 0;
+  for (const auto& n : p.at("collectives").as_array()) {
+    const std::string op(n.at("op").as_string()), dtype(n.at("dtype").as_string());
+    const int ranks = static_cast<int>(number(n, "ranks")), per_host = static_cast<int>(number(n, "ranks_per_node"));
+    REQUIRE(op == "allreduce");
+    const auto lo = static_cast<long long>(std::exp2(std::floor(std::log2(number(n, "min_bytes")))));
+    const auto hi = static_cast<long long>(std::exp2(std::ceil(std::log2(number(n, "max_bytes")))));
+    const auto model = s.run(fmt::format(
+        "collective allreduce --cluster gb200-nvl72 --gpus {} --ranks-per-node {} --sweep {}B:{}B --factor 2 --json -",
+        ranks, per_host, lo, hi));
+    REQUIRE(model.status == 0);
+    std::string log = "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 1\n# Using devices\n";
+    for (int r = 0; r < ranks; ++r)
+      log += fmt::format("#  Rank {} Group  0 Pid {} on tray{} device {} [0x{:02x}] NVIDIA GB200\n", r, 1000 + r,
+                         r / per_host, r % per_host, r % 256);
+    const auto rows = json_of(model.out);
+    for (const auto& row : rows.as_array()) {
+      const double us = number(row, "time_us");
+      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", number(row, "size_bytes"),
+                         number(row, "count"), dtype, us, us);
+    }
+    s.write(fmt::format("run-{}.txt", i), log);
+    logs += fmt::format(" run-{}.txt", i++);
+  }
+  REQUIRE(i == 2);
+  REQUIRE(s.run("calibrate import-nccl-tests" + logs + " -o e2e.json").status == 0);
+  const auto run = s.run("simulate " + job + " --calibration e2e.json --json -");
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  const auto& c = report.at("calibration");
+  std::string measured;
+  for (const auto& m : c.at("measured").as_array()) measured += std::string(m.as_string()) + "\n";
+  CHECK(measured.find("allreduce 36 ranks on 2 node(s) x 18: measured") != std::string::npos);
+  CHECK(measured.find("allreduce 4 ranks on 1 node(s) x 4: measured") != std::string::npos);
+  for (const auto& m : c.at("not_measured").as_array())
+    CHECK_FALSE(std::string(m.as_string()).starts_with("allreduce"));
+}
+
+namespace {
+
+// An all_reduce_perf run of 8 H100s of one node, bfloat16, 64 KiB to 128 MiB at 40 us + S /
+// 250 GB/s, with NCCL's lines saying what the environment forced (none where empty).
+std::string ring_log(const std::string& nccl_lines) {
+  std::string log =
+      "# Collective test starting: all_reduce_perf\n" + nccl_lines +
+      "NCCL version 2.21.5+cuda12.4\n# nThread 1 nGpus 1 minBytes 64KiB maxBytes 128MiB\n# Using devices\n";
+  for (int r = 0; r < 8; ++r)
+    log += fmt::format("#  Rank {} Group  0 Pid {} on node0 device {} [0x{:02x}] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
+                       r, r);
+  for (long long size = 1 << 16; size <= (1 << 27); size *= 2) {
+    const double us = 40 + static_cast<double>(size) / 250e3;
+    log += fmt::format("{} {} bfloat16 sum -1 {:.3f} 0 0 0 {:.3f} 0 0 0\n", size, size / 2, us, us);
+  }
+  return log;
+}
+
+}  // namespace
+
+// A run with NCCL_ALGO=Ring and NCCL_PROTO=Simple (NCCL's own lines say so, or the flags where
+// the log keeps none of them) is a ring/simple table: what a scenario forcing ring and simple
+// uses, and `calibrate check` checks against such a scenario as simulate does.
+TEST_CASE("a log of a run with the algorithm and protocol forced imports as a table of them") {
+  Scratch s("calib-forced");
+  s.write("said.txt", ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+                               "node0:1000:1000 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"));
+  s.write("silent.txt", ring_log(""));
+  s.write("list.txt", ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring,Tree\n"));
+  REQUIRE(s.run("calibrate import-nccl-tests said.txt -o said.json").status == 0);
+  const auto flags = s.run("calibrate import-nccl-tests silent.txt --algorithm ring --protocol Simple -o flags.json");
+  REQUIRE(flags.status == 0);
+  CHECK(flags.out.find("bfloat16 (ring/simple forced)") != std::string::npos);
+  for (const char* file : {"said.json", "flags.json"}) {
+    INFO(file);
+    const auto t = json_of(testing::slurp(s.file(file))).at("collectives").at(0);
+    CHECK(t.at("algorithm").as_string() == "ring");
+    CHECK(t.at("protocol").as_string() == "simple");
+  }
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests said.txt --algorithm tree -o x.json"),
+                         "said.txt: line 2: --algorithm tree contradicts the log's header, which says NCCL ran with "
+                         "NCCL_ALGO set to Ring here") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests list.txt -o x.json"),
+                         "list.txt: line 2: NCCL_ALGO 'Ring,Tree' is not one algorithm stepsim models") == "");
+  CHECK(testing::refusal(s.run("calibrate import-nccl-tests silent.txt --protocol fast -o x.json"),
+                         "<command line>: --protocol: expected one protocol") == "");
+  s.write("ring.json", R"({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+    "training": {"global_batch": 128, "micro_batch": 2}, "collectives": {"algorithm": "ring", "protocol": "simple"}})");
+  s.write("auto.json", R"({"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+    "training": {"global_batch": 128, "micro_batch": 2}})");
+  const auto run = s.run("simulate ring.json --calibration said.json --json -");
+  REQUIRE(run.status == 0);
+  CHECK(json_of(run.out).at("calibration").at("measured").as_array().size() > 0);
+  CHECK(s.run("calibrate check said.json ring.json").status == 0);
+  CHECK(s.run("calibrate check said.json").status == 0);
+  // As simulate refuses it for a scenario that lets NCCL choose, so does the check.
+  const std::string why = "said.json: /collectives/0: measured with algorithm ring forced, but NCCL chooses";
+  CHECK(testing::refusal(s.run("simulate auto.json --calibration said.json"), why) == "");
+  CHECK(testing::refusal(s.run("calibrate check said.json auto.json"), why) == "");
+}
+
+// -d all writes a row per type: the summary says each table's type.
+TEST_CASE("the import summary names each table's element type") {
+  Scratch s("calib-summary-dtype");
+  std::string log = "# all_reduce_perf -g 8 on one node with 8x NVIDIA H100 80GB HBM3\n";
+  for (long long size = 1 << 20; size <= (1 << 22); size *= 2)
+    for (const char* type : {"float", "bfloat16"})
+      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 4, type,
+                         20 + static_cast<double>(size) / 200e3, 20 + static_cast<double>(size) / 200e3);
+  s.write("mixed.txt", log);
+  const auto import = s.run("calibrate import-nccl-tests mixed.txt -o m.json");
+  REQUIRE(import.status == 0);
+  CHECK(import.out.find("dtype") != std::string::npos);
+  CHECK(import.out.find("%  bfloat16\n") != std::string::npos);
+  CHECK(import.out.find("%  float\n") != std::string::npos);
+  // The collective command's rows are float's: the bfloat16 table alone stands for them by bytes.
+  REQUIRE(s.run("calibrate import-nccl-tests mixed.txt --dtype bfloat16 -o bf.json").status == 0);
+  const auto one = s.run("collective allreduce --gpus 8 --size 2MiB --calibration bf.json");
+  REQUIRE(one.status == 0);
+  CHECK(one.out.find("(above: measured, from a bfloat16 table matched by bytes)") != std::string::npos);
+  const auto both = s.run("collective allreduce --gpus 8 --size 2MiB --calibration m.json --json -");
+  REQUIRE(both.status == 0);
+  CHECK(json_of(both.out).at(0).at("table_dtype").as_string() == "float");
+}
+
+// A log that keeps only its rows and says 16 ranks but not on how many hosts: an A100 host holds
+// 8, so one node of 16 is no run that happened.
+TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
+  Scratch s("calib-rows16");
+  s.write("rows16.txt", "1048576 262144 float sum -1 120.0 0 0 0 120.0 0 0 0\n");
+  const std::string base =
+      "calibrate import-nccl-tests rows16.txt --op allreduce --gpu \"NVIDIA A100-SXM4-80GB\" --ranks 16";
+  CHECK(testing::refusal(s.run(base + " -o x.json"),
+                         "rows16.txt: line 1: 16 ranks ran the test, more than a host of NVIDIA A100-SXM4-80GB holds "
+                         "(8 GPUs), and the log does not say on how many hosts: give --nodes") == "");
+  const auto two = s.run(base + " --nodes 2 -o x.json");
+  REQUIRE(two.status == 0);
+  CHECK(two.out.find("16 rank(s), 2 node(s) x 8") != std::string::npos);
+}
+
 }  // namespace stepsim
