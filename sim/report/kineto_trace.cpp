@@ -1,10 +1,12 @@
 // write_kineto_trace(): one simulated rank's step shaped as a PyTorch profiler (Kineto) trace,
 // so that `stepsim analyze`, HolisticTraceAnalysis and other Kineto tools read a simulation as
 // they read a measurement: GPU work as "kernel" events on CUDA stream threads with NCCL's
-// kernel names, a ProfilerStep#1 annotation on the CPU thread, and one cudaLaunchKernel
+// kernel names, a ProfilerStep#1 annotation on the CPU thread and its GPU side (category
+// gpu_user_annotation) over the report's window, and one cudaLaunchKernel
 // runtime event per kernel sharing its correlation id.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <ostream>
 
 #include "report/json_text.hpp"
@@ -115,6 +117,10 @@ class KinetoWriter {
     const std::int64_t start = ps_to_ns(window.start.ps());
     const std::int64_t end = ps_to_ns(window.end.ps());
     event("user_annotation", "ProfilerStep#1", pid(), kCpuTid, start, end - start, "");
+    // The step's GPU side, as PyTorch's profiler writes it on the first stream: the whole
+    // step, so that a rank waiting before its first kernel (a later pipeline stage) reads
+    // back over the report's window.
+    event("gpu_user_annotation", "ProfilerStep#1", 0, kFirstStreamTid, start, end - start, "");
     std::int64_t correlation = 1;
     for (const Interval& iv : rank_.intervals) {
       if (iv.activity == Activity::bubble) continue;

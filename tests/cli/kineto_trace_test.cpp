@@ -309,3 +309,34 @@ TEST_CASE("A Kineto trace names each collective's kernel and element type as NCC
   }
   CHECK(all_to_alls == fp32.all_to_alls);
 }
+
+// The report of a pipeline is measured on its critical rank, here rank 56 of stage 7, whose
+// first kernel starts 173.8 ms into the step while it waits for stage 0's activations. The
+// Kineto trace's step (ProfilerStep#1) starts at 0 on both sides, CPU and GPU: read back, the
+// step is the report's 13401.3 ms with its 471 ms of bubble, not 13227.5 ms from the rank's
+// first kernel with the wait lost.
+TEST_CASE("A later pipeline stage's Kineto trace reads back over the report's whole step") {
+  const Scratch dir("kineto-late-stage");
+  const std::string job = "gpt3-175b-selene --set parallel.schedule=zb-h2 --set parallel.virtual_stages=1";
+  const auto sim = dir.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto s = boost::json::parse(slurp(dir.file("sim.json")));
+  const auto compared = dir.run("compare step.json " + job + " --json compare.json");
+  INFO(compared.err);
+  REQUIRE(compared.status == 0);
+  const auto c = boost::json::parse(slurp(dir.file("compare.json")));
+  REQUIRE(c.at("measured_rank") == c.at("predicted_rank"));
+  REQUIRE(c.at("measured_rank").to_number<int>() != 0);  // the case this checks: not stage 0
+  const double step = s.at("step_time_s").to_number<double>();
+  CHECK(c.at("measured").at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  CHECK(c.at("predicted").at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  const auto analyzed = dir.run("analyze step.json --json measured.json");
+  REQUIRE(analyzed.status == 0);
+  const auto m = boost::json::parse(slurp(dir.file("measured.json")));
+  CHECK(m.at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  // A real trace has no bubble of its own: the idle time, the report's bubble, is "other".
+  const auto& predicted = s.at("breakdown_s");
+  CHECK(m.at("breakdown_s").at("other").to_number<double>() ==
+        Approx(predicted.at("bubble").to_number<double>() + predicted.at("other").to_number<double>()).epsilon(0.001));
+}
