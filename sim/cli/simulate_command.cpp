@@ -151,7 +151,8 @@ int run_simulate(const Args& args) {
                                      report::collective_dtypes(scenario));
         else
           report::write_trace(
-              result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus());
+              result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus(),
+              scenario.cluster.gpu.name);
       });
   // A bug met while simulating one of the advice's changes: the report is written, its row
   // names the change and the error, and the command fails, as any bug makes it fail.
