@@ -153,6 +153,9 @@ void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep,
 struct CollectiveDtypes {
   Precision gradients = Precision::bf16;
   Precision other = Precision::bf16;
+  // A parameter AllGather (data-parallel or FSDP) moves a byte buffer, each FP8 weight at 1
+  // byte and each other tensor at 2 (per-tensor FP8: parallelism::gathered_bytes).
+  bool byte_parameter_gathers = false;
 };
 // A scenario's: its grad_reduce_dtype, and its activations' type (bf16 under an 8- or 4-bit
 // format).
