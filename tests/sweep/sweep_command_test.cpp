@@ -214,7 +214,7 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
         "stepsim: error: --vary: parallel.dp: cannot be combined with --gpus, which derives parallel.dp per point\n");
   CHECK(err("--vary parallel.tp=1,2 --resume") ==
         "stepsim: error: --resume: needs an output file (-o FILE), not stdout\n");
-  CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --best K)\n");
+  CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --spec FILE, or --best K)\n");
 }
 
 TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first",
