@@ -69,6 +69,7 @@ enum class Cat : std::uint8_t {
   memset,
   runtime,
   user_annotation,
+  gpu_user_annotation,
   cpu_op,
   compute,
   comm,
@@ -126,6 +127,7 @@ Cat category_of(std::string_view c) {
   if (c == "gpu_memset" || c == "Memset") return Cat::memset;
   if (c == "cuda_runtime" || c == "Runtime" || c == "cuda_driver") return Cat::runtime;
   if (c == "user_annotation") return Cat::user_annotation;
+  if (c == "gpu_user_annotation") return Cat::gpu_user_annotation;
   if (c == "cpu_op" || c == "Operator") return Cat::cpu_op;
   if (c == "compute") return Cat::compute;
   if (c == "comm") return Cat::comm;
@@ -760,7 +762,8 @@ class Handler {
   // The events stepsim keeps; the others' times are never read.
   bool kept() const {
     if (event_.cat == Cat::other) return false;
-    return event_.cat != Cat::user_annotation || event_.name.starts_with("ProfilerStep#");
+    const bool annotation = event_.cat == Cat::user_annotation || event_.cat == Cat::gpu_user_annotation;
+    return !annotation || event_.name.starts_with("ProfilerStep#");
   }
 
   std::string event_label() const {
@@ -927,6 +930,9 @@ class Handler {
       case Cat::user_annotation:
         if (event_.has_dur && event_.name.starts_with("ProfilerStep#"))
           trace_.steps.push_back({trace_.intern(event_.name), start, start + dur});
+        return;
+      case Cat::gpu_user_annotation:  // a ProfilerStep#N's GPU side
+        if (event_.has_dur) trace_.gpu_steps.push_back({trace_.intern(event_.name), start, start + dur});
         return;
       case Cat::compute:
         keep_tagged(start, dur, Activity::compute);

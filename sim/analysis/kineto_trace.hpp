@@ -111,6 +111,9 @@ struct KinetoTrace {
   NameTable strings{""};  // index 0: absent
   std::vector<GpuEvent> gpu;
   std::vector<CpuSpan> steps;
+  // ProfilerStep#N's GPU-side annotations (category gpu_user_annotation): where the step
+  // begins and ends on the GPU, which may be before its first kernel or after its last.
+  std::vector<CpuSpan> gpu_steps;
   std::vector<Launch> launches;           // in file order
   std::vector<CpuEvent> cpu_ops;          // the CPU operators (cat cpu_op or Operator), in file order
   std::vector<CpuEvent> kernel_launches;  // the cudaLaunchKernel calls with their durations

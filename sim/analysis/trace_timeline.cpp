@@ -134,6 +134,7 @@ class Builder {
       if (!trace.stepsim_format) note_step(trace, steps, g, own.windows);
       own.whole.add(g.start, g.end);
     }
+    if (!trace.stepsim_format) extend_to_gpu_annotations(trace, own.windows);
     for (const auto& [key, w] : own.windows) windows_[key].add(w.start, w.end);
     if (own.whole.used) whole_.add(own.whole.start, own.whole.end);
     for (const CpuSpan& w : trace.windows) add_window(trace.strings[w.name], w.start, w.end);
@@ -272,6 +273,18 @@ class Builder {
     return static_cast<std::int32_t>(timeline_.groups.size() - 1);
   }
 
+  // A step's GPU-side annotation (PyTorch's gpu_user_annotation ProfilerStep#N) says where
+  // the step begins and ends on the GPU: a rank that waits before its first kernel (a later
+  // pipeline stage) or after its last is in its step meanwhile. A step without GPU activity
+  // stays dropped.
+  static void extend_to_gpu_annotations(const KinetoTrace& trace, Windows& windows) {
+    for (const CpuSpan& span : trace.gpu_steps) {
+      const std::string& name = trace.strings[span.name];
+      const auto it = windows.find({step_number(name), name});
+      if (it != windows.end()) it->second.add(span.start, span.end);
+    }
+  }
+
   static void note_step(const KinetoTrace& trace, const StepAssigner& steps, const GpuEvent& g, Windows& windows) {
     const std::optional<std::size_t> s = steps.step_of(g);
     if (!s) return;
@@ -311,6 +324,7 @@ void shift(KinetoTrace& t, std::int64_t by_us) {
   const Time by = Time::from_ps(by_us * 1000000);
   for (GpuEvent& g : t.gpu) g.start += by, g.end += by;
   for (CpuSpan& s : t.steps) s.start += by, s.end += by;
+  for (CpuSpan& s : t.gpu_steps) s.start += by, s.end += by;
   for (CpuSpan& s : t.windows) s.start += by, s.end += by;
   for (Launch& l : t.launches) l.at += by;
   for (CpuEvent& e : t.cpu_ops) e.start += by, e.end += by;

@@ -58,7 +58,11 @@ LoadedTrace load_file(const std::string& file, TimeOrigin& origin);
 //   step's window starts (in time order, whatever the numbers N say), so that steps tile the
 //   time like the period of a training loop even when the CPU runs ahead of the GPU; the
 //   last step ends at the last end of the activities of every step (it includes the drain,
-//   and the work of earlier steps still running). Steps without GPU activity are dropped; a
+//   and the work of earlier steps still running). Where the trace gives a step's GPU-side
+//   annotation (category gpu_user_annotation, ProfilerStep#N), the step's activities span
+//   it too: the step starts no later and ends no earlier than it (PyTorch's spans the step's
+//   kernels; stepsim's own the whole step, so that a rank idle at its start, a later
+//   pipeline stage, is measured over the step). Steps without GPU activity are dropped; a
 //   trace without ProfilerStep annotations has one window "trace" over all its GPU activity.
 //   Each rank's windows are of its own activities (LoadedTrace::rank_steps): another rank's
 //   kernels, started earlier or ended later, are no part of its step. Timeline::steps are

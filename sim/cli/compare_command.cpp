@@ -113,7 +113,9 @@ int run_compare(const Args& args) {
         analysis::write_comparison_table(measured, predicted, os);
       },
       [&](std::ostream& os) { analysis::write_comparison_json(measured, predicted, os); },
-      [&](std::ostream& os) { report::write_trace(predicted.timeline, os, scenario.parallel.gpus()); });
+      [&](std::ostream& os) {
+        report::write_trace(predicted.timeline, os, scenario.parallel.gpus(), scenario.cluster.gpu.name);
+      });
   return 0;
 }
 

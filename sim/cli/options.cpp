@@ -21,12 +21,41 @@ void add_output_options(po::options_description& desc, OutputOptions& out) {
       "write a Chrome/Perfetto trace to FILE ('-' for stdout)");
 }
 
+namespace {
+
+// An option given both as a positional argument and by its flag ("simulate s.json --scenario
+// s.json"): Boost says it "cannot be specified more than once", though the flag was given once.
+void refuse_positional_and_flag(const std::string& command, const po::parsed_options& parsed,
+                                const po::options_description& desc, const po::multiple_occurrences& e) {
+  const std::string flag = e.get_option_name();
+  bool positional = false, named = false;
+  for (const po::option& o : parsed.options) {
+    if ("--" + o.string_key != flag) continue;
+    (o.position_key >= 0 ? positional : named) = true;
+  }
+  if (!positional || !named) return;
+  const std::string key = flag.substr(2);
+  const po::option_description* d = desc.find_nothrow(key, false);
+  const std::string argument = d != nullptr ? d->semantic()->name() : key;
+  throw InputError(
+      "<command line>", fmt::format("stepsim {}", command),
+      fmt::format("the {} is given twice, as the argument {} and with {}: give it once", key, argument, flag));
+}
+
+}  // namespace
+
 po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
                              const po::positional_options_description& positional) {
   po::variables_map vm;
+  po::parsed_options parsed(&desc);
   try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    parsed = po::command_line_parser(args).options(desc).positional(positional).run();
+    po::store(parsed, vm);
     po::notify(vm);
+  } catch (const po::multiple_occurrences& e) {
+    refuse_positional_and_flag(command, parsed, desc, e);
+    throw InputError("<command line>", fmt::format("stepsim {}", command),
+                     fmt::format("{} (see 'stepsim {} --help')", e.what(), command));
   } catch (const po::error& e) {
     throw InputError("<command line>", fmt::format("stepsim {}", command),
                      fmt::format("{} (see 'stepsim {} --help')", e.what(), command));
@@ -34,10 +63,17 @@ po::variables_map parse_args(const std::string& command, const Args& args, const
   return vm;
 }
 
+std::function<void(const std::vector<std::string>&)> given_once(const std::string& flag) {
+  return [flag](const std::vector<std::string>& values) {
+    // Boost's own words for a repeated single value; parse_args names the command.
+    if (values.size() > 1) throw po::error(fmt::format("option '{}' cannot be specified more than once", flag));
+  };
+}
+
 void add_trace_options(po::options_description& desc, TraceSelection& selection) {
   // The step as a list: GCC 12 warns (-Wnull-dereference) inside Boost's
   // typed_value<std::string>::notify when several string options are inlined in one function.
-  desc.add_options()("step", po::value(&selection.step)->value_name("N"),
+  desc.add_options()("step", po::value(&selection.step)->value_name("N")->notifier(given_once("--step")),
                      "measure only ProfilerStep#N (N or the full name)")(
       "rank", po::value<long long>()->value_name("R")->notifier([&selection](long long rank) {
         if (rank < 0)
@@ -52,7 +88,7 @@ void add_trace_options(po::options_description& desc, TraceSelection& selection)
 
 std::optional<std::string> TraceSelection::step_name() const {
   if (step.empty()) return std::nullopt;
-  return step.back();
+  return step.front();
 }
 
 namespace {

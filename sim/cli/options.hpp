@@ -27,12 +27,18 @@ void add_output_options(po::options_description& desc, OutputOptions& out);
 
 // Which rank and profiler step of a trace to measure (analyze, compare).
 struct TraceSelection {
-  std::vector<std::string> step;  // the last one given wins; empty: every step
+  std::vector<std::string> step;  // at most one (given_once); empty: every step
   std::optional<int> rank;        // the global rank (see add_trace_options); none: the lowest
   std::optional<std::string> step_name() const;
 };
 
 void add_trace_options(po::options_description& desc, TraceSelection& selection);
+
+// The notifier of a single-valued option read into a list (GCC 12 warns inside Boost's
+// typed_value<std::string>::notify when several string options are inlined in one function):
+// refuses it when repeated, as parse_args refuses any other single-valued option, with Boost's
+// words ("option '--step' cannot be specified more than once").
+std::function<void(const std::vector<std::string>&)> given_once(const std::string& flag);
 
 using Writer = std::function<void(std::ostream&)>;
 

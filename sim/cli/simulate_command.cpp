@@ -68,12 +68,13 @@ int run_simulate(const Args& args) {
       "override a scenario key, e.g. parallel.tp=4 (repeatable)")(
       "calibration", po::value(&calibrations)->value_name("FILE")->composing(),
       "apply a calibration file (stepsim calibrate) after the scenario's own (repeatable)")(
-      "trace-format", po::value(&formats)->value_name("FORMAT"),
+      "trace-format", po::value(&formats)->value_name("FORMAT")->notifier(given_once("--trace-format")),
       "chrome (default): every simulated rank for Perfetto; kineto: the rank the report is measured on as a "
       "PyTorch profiler trace (kernel events on CUDA streams, NCCL kernel names, ProfilerStep#1) for "
       "'stepsim analyze' and HolisticTraceAnalysis")(
-      "trace-ranks", po::value(&trace_ranks)->value_name("LIST"),
-      "only these global ranks in the chrome trace, e.g. 0,5,100-120 (default: every simulated rank; with "
+      "trace-ranks", po::value(&trace_ranks)->value_name("LIST")->notifier(given_once("--trace-ranks")),
+      "only these global ranks in the chrome trace, one list given once, e.g. 0,5,100-120 (default: every "
+      "simulated rank; with "
       "simulation.ranks \"all\" that is every GPU, whose timelines are then all held in memory: several GiB "
       "at 16,384 GPUs)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
@@ -93,7 +94,7 @@ int run_simulate(const Args& args) {
   auto vm = parse_args("simulate", args, desc, positional);
   if (help_requested(vm, kSimulateUsage, desc, kSimulateExamples)) return 0;
   check_outputs(out);
-  const std::string format = formats.empty() ? "chrome" : formats.back();
+  const std::string format = formats.empty() ? "chrome" : formats.front();
   if (format != "chrome" && format != "kineto")
     throw InputError("<command line>", "--trace-format",
                      "unknown trace format '" + format + "' (expected chrome or kineto)");
@@ -117,7 +118,7 @@ int run_simulate(const Args& args) {
                      "cannot be combined with calibration files: they were measured on this scenario's GPUs "
                      "and do not describe the other clusters");
   const RankSelection traced =
-      trace_ranks.empty() ? RankSelection() : RankSelection(trace_ranks.back(), scenario.parallel.gpus());
+      trace_ranks.empty() ? RankSelection() : RankSelection(trace_ranks.front(), scenario.parallel.gpus());
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
   // Only the trace reads intervals beyond the report's own: without one, or with a subset of
   // ranks, an all-ranks run keeps no other rank's (a kineto trace holds the report's rank).
@@ -151,7 +152,8 @@ int run_simulate(const Args& args) {
                                      report::collective_dtypes(scenario));
         else
           report::write_trace(
-              result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus());
+              result.timeline, [&](int rank) { return traced.contains(rank); }, os, scenario.parallel.gpus(),
+              scenario.cluster.gpu.name);
       });
   // A bug met while simulating one of the advice's changes: the report is written, its row
   // names the change and the error, and the command fails, as any bug makes it fail.

@@ -26,7 +26,8 @@ namespace {
 
 constexpr const char* kSweepUsage =
     "usage: stepsim sweep [SCENARIO.json] --vary KEY=VALUES [--vary ...] [--set KEY=VALUE]...\n"
-    "                     [--gpus N] [-o FILE] [--jobs J] [--keep-oom] [--resume] [--shard K/N]\n"
+    "                     [--spec FILE] [--gpus N] [-o FILE] [--jobs J] [--keep-oom] [--resume]\n"
+    "                     [--shard K/N]\n"
     "       stepsim sweep [SCENARIO.json] --best K --gpus N [--set KEY=VALUE]... [--jobs J]\n"
     "       stepsim sweep --merge OUT FILE...\n\n"
     "Simulates every point of the cartesian product of the --vary keys (the first key varies\n"
@@ -35,7 +36,10 @@ constexpr const char* kSweepUsage =
     "through, never emptied). Without SCENARIO: the embedded default.\n\n"
     "VALUES: a list v1,v2,... or a range LO:HI:xF (geometric, F > 1) or LO:HI:+S (arithmetic).\n"
     "A value that is a JSON list, object or string keeps its commas: for a list-valued key,\n"
-    "'training.cuda_graph_scope=[\"attn\"],[\"attn\",\"mlp\"]' is two values.\n\n"
+    "'training.cuda_graph_scope=[\"attn\"],[\"attn\",\"mlp\"]' is two values.\n"
+    "--spec FILE lists the keys to vary, one KEY=VALUES a line as --vary takes them (blank lines\n"
+    "and lines starting with '#' skipped): the same sweep as those --vary flags, the same rows\n"
+    "and sweep_id; with --vary, the file's keys come first.\n\n"
     "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
     "assignments when they do not resolve), sweep_id (FNV-1a 64 of what makes the sweep: stepsim's\n"
     "version, the resolved scenario, the contents of every calibration file a point may read,\n"
@@ -80,6 +84,7 @@ constexpr const char* kSweepExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"
     "      --set model=llama3-8b --gpus 64 -o out.csv\n"
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1:256:x2 -o buckets.jsonl\n"
+    "  printf 'parallel.tp=1:8:x2\\nparallel.pp=1,2,4\\n' > axes.txt && stepsim sweep --spec axes.txt --gpus 64\n"
     "  stepsim sweep --vary parallel.tp=1:8:x2 --vary parallel.pp=1,2,4 --gpus 64 -o out.csv --resume\n"
     "  stepsim sweep --vary training.micro_batch=1:4:+1 --shard 0/4 -o out.csv   # writes out.shard-0-of-4.csv\n"
     "  stepsim sweep --merge out.csv out.shard-*-of-4.csv\n"
@@ -87,7 +92,7 @@ constexpr const char* kSweepExamples =
 
 struct SweepFlags {
   std::vector<std::string> positional, vary, sets, precisions;
-  std::string output = "-", shard, merge, jobs;
+  std::string output = "-", shard, merge, jobs, spec;
   int gpus = 0, best = 0;
   bool keep_oom = false, resume = false;
 };
@@ -96,6 +101,9 @@ po::options_description describe(SweepFlags& f) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("vary", po::value(&f.vary)->value_name("KEY=VALUES")->composing(),
                                                  "a key and its values or range (repeatable)")(
+      "spec", po::value(&f.spec)->value_name("FILE"),
+      "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines and lines starting "
+      "with '#' skipped); with --vary, the file's keys come first")(
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
       "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
       "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
@@ -130,7 +138,7 @@ std::string plural_points(const std::vector<std::size_t>& points) {
 }
 
 int run_merge(const SweepFlags& f, const po::variables_map& vm) {
-  refuse_flags(vm, {"vary", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
+  refuse_flags(vm, {"vary", "spec", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
                "which only joins files");
   const auto summary = sweep::merge_files(f.merge, f.positional);
   if (!summary.torn.empty()) spdlog::warn("left out the torn last line of {}", fmt::join(summary.torn, ", "));
@@ -170,12 +178,15 @@ sweep::SweepSpec spec_of(const SweepFlags& f, const po::variables_map& vm) {
   if (f.gpus == 0 && f.best > 0)
     throw InputError("--best", std::to_string(f.best),
                      "the search needs the GPU count whose layouts it tries: give --gpus N (1 or more)");
+  if (vm.count("spec") != 0) require_stdin_once("sweep", {f.positional.empty() ? "" : f.positional.front(), f.spec});
   sweep::SweepSpec spec;
   // Read once for every point (a pipe or standard input can only be read once).
   spec.scenario = io::read_scenario_input(f.positional.empty() ? "" : f.positional.front());
   spec.sets = f.sets;
   spec.gpus = f.gpus;
   spec.keep_oom = f.keep_oom;
+  // The spec file's axes, then --vary's: the first varies slowest.
+  if (vm.count("spec") != 0) spec.axes = sweep::read_spec_file(f.spec);
   for (const auto& text : f.vary) spec.axes.push_back(sweep::parse_axis(text));
   (void)sweep::point_count(spec.axes);
   return spec;
@@ -198,6 +209,7 @@ int run_sweep(const Args& args) {
   sweep::SweepSpec spec = spec_of(f, vm);
   if (vm.count("best") != 0) {
     if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
+    if (vm.count("spec") != 0) throw InputError("--spec", f.spec, "cannot be combined with --best");
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
     refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");
     sweep::SearchSpace space;
@@ -208,7 +220,8 @@ int run_sweep(const Args& args) {
   }
   if (!f.precisions.empty())
     throw InputError("--precision", f.precisions.front(), "applies to --best (a row sweep varies training.precision)");
-  if (spec.axes.empty()) throw InputError("--vary", "", "expected at least one --vary KEY=VALUES (or --best K)");
+  if (spec.axes.empty())
+    throw InputError("--vary", "", "expected at least one --vary KEY=VALUES (or --spec FILE, or --best K)");
   sweep::prepare(spec);
   sweep::RunOptions options;
   options.jobs = jobs;

@@ -1,10 +1,12 @@
 // write_kineto_trace(): one simulated rank's step shaped as a PyTorch profiler (Kineto) trace,
 // so that `stepsim analyze`, HolisticTraceAnalysis and other Kineto tools read a simulation as
 // they read a measurement: GPU work as "kernel" events on CUDA stream threads with NCCL's
-// kernel names, a ProfilerStep#1 annotation on the CPU thread, and one cudaLaunchKernel
+// kernel names, a ProfilerStep#1 annotation on the CPU thread and its GPU side (category
+// gpu_user_annotation) over the report's window, and one cudaLaunchKernel
 // runtime event per kernel sharing its correlation id.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <ostream>
 
 #include "report/json_text.hpp"
@@ -39,10 +41,27 @@ Dtype dtype_of(Precision p) {
   }
 }
 
+// The bytes an FP8 run's parameter AllGathers move: each Linear weight at 1 byte, the other
+// tensors at 2, in one byte buffer (Megatron-Core's FP8 parameter buffer is uint8; FSDP2 views
+// inputs of mixed types as uint8), which PyTorch's profiler names Byte.
+constexpr Dtype kByte{"u8", "Byte", 1};
+
 // A gradient reduction (CollectiveDtypes): reduced in data_parallel.grad_reduce_dtype.
 bool reduces_gradients(const Interval& iv) {
   const bool reduction = iv.op == CollOp::allreduce || iv.op == CollOp::reducescatter || iv.op == CollOp::reduce;
   return reduction && (iv.kind == CommKind::dp || iv.kind == CommKind::fsdp || iv.kind == CommKind::pp);
+}
+
+// A parameter AllGather: the distributed optimizer's or FSDP's.
+bool gathers_parameters(const Interval& iv) {
+  return iv.op == CollOp::allgather && (iv.kind == CommKind::dp || iv.kind == CommKind::fsdp);
+}
+
+// The first rank of a group's list "[3, 7]", or -1.
+int first_rank(const std::string& ranks) {
+  const std::size_t at = ranks.find_first_of("0123456789");
+  if (at == std::string::npos || ranks.find_first_not_of("[ ") != at) return -1;
+  return std::atoi(ranks.c_str() + at);
 }
 
 // NCCL's device kernel name, as NCCL 2.19+ writes it: ncclDevKernel_AllReduce_Sum_bf16_RING_LL.
@@ -86,7 +105,7 @@ const char* kineto_collective(CollOp op) {
     case CollOp::alltoall:
       return "all_to_all";
     case CollOp::sendrecv:
-      return "send";
+      return "send";  // the receiving side: comm_args
     default:
       return "unknown";
   }
@@ -115,6 +134,10 @@ class KinetoWriter {
     const std::int64_t start = ps_to_ns(window.start.ps());
     const std::int64_t end = ps_to_ns(window.end.ps());
     event("user_annotation", "ProfilerStep#1", pid(), kCpuTid, start, end - start, "");
+    // The step's GPU side, as PyTorch's profiler writes it on the first stream: the whole
+    // step, so that a rank waiting before its first kernel (a later pipeline stage) reads
+    // back over the report's window.
+    event("gpu_user_annotation", "ProfilerStep#1", 0, kFirstStreamTid, start, end - start, "");
     std::int64_t correlation = 1;
     for (const Interval& iv : rank_.intervals) {
       if (iv.activity == Activity::bubble) continue;
@@ -158,21 +181,40 @@ class KinetoWriter {
     return fmt::format(", \"flops\": {}, \"hbm_bytes\": {}", it->second.flops, it->second.bytes.count());
   }
 
-  Dtype dtype(const Interval& iv) const { return dtype_of(reduces_gradients(iv) ? dtypes_.gradients : dtypes_.other); }
+  Dtype dtype(const Interval& iv) const {
+    if (dtypes_.byte_parameter_gathers && gathers_parameters(iv)) return kByte;
+    return dtype_of(reduces_gradients(iv) ? dtypes_.gradients : dtypes_.other);
+  }
 
+  const ProcessGroup* group_of(const Interval& iv) const {
+    if (iv.group < 0 || static_cast<std::size_t>(iv.group) >= t_.groups.size()) return nullptr;
+    return &t_.groups[static_cast<std::size_t>(iv.group)];
+  }
+
+  // As PyTorch's ProcessGroupNCCL records them (record_param_comms): a receive is "recv"
+  // (a pipeline transfer's group lists its sender first); each side's element count, the
+  // shard In and the whole Out for _allgather_base, the reverse for _reduce_scatter_base, the
+  // same on both sides for the others.
   std::string comm_args(const Interval& iv) const {
     fmt::memory_buffer b;
     const Dtype d = dtype(iv);
-    fmt::format_to(std::back_inserter(b), ", \"Collective name\": \"{}\", \"dtype\": \"{}\", \"In msg nelems\": {}",
-                   kineto_collective(iv.op), d.torch, iv.bytes.count() / d.bytes);
-    if (iv.group >= 0) {
-      const ProcessGroup& g = t_.groups[static_cast<std::size_t>(iv.group)];
-      fmt::format_to(std::back_inserter(b), ", \"Group size\": {}, \"Process Group Name\": ", g.size);
-      append_json_string(b, g.name);
+    const ProcessGroup* g = group_of(iv);
+    const bool receives = iv.op == CollOp::sendrecv && g != nullptr && g->size == 2 && first_rank(g->ranks) >= 0 &&
+                          first_rank(g->ranks) != rank_.rank;
+    const std::int64_t whole = iv.bytes.count() / d.bytes;
+    const std::int64_t shard = g != nullptr && g->size > 1 ? whole / g->size : whole;
+    const std::int64_t in = iv.op == CollOp::allgather ? shard : whole;
+    const std::int64_t out = iv.op == CollOp::reducescatter ? shard : whole;
+    fmt::format_to(std::back_inserter(b),
+                   ", \"Collective name\": \"{}\", \"dtype\": \"{}\", \"In msg nelems\": {}, \"Out msg nelems\": {}",
+                   receives ? "recv" : kineto_collective(iv.op), d.torch, in, out);
+    if (g != nullptr) {
+      fmt::format_to(std::back_inserter(b), ", \"Group size\": {}, \"Process Group Name\": ", g->size);
+      append_json_string(b, g->name);
       b.append(std::string_view(", \"Process Group Description\": "));
-      append_json_string(b, g.name);
+      append_json_string(b, g->name);
       b.append(std::string_view(", \"Process Group Ranks\": "));
-      append_json_string(b, g.ranks);
+      append_json_string(b, g->ranks);
     }
     return fmt::to_string(b);
   }
@@ -224,7 +266,8 @@ class KinetoWriter {
 
 CollectiveDtypes collective_dtypes(const Scenario& s) {
   const Precision p = s.training.precision;
-  return {s.data_parallel.grad_reduce_dtype, low_precision(p) ? Precision::bf16 : p};
+  // Per-tensor FP8 gathers its Linear weights at 1 byte (parallelism::gathered_bytes).
+  return {s.data_parallel.grad_reduce_dtype, low_precision(p) ? Precision::bf16 : p, p == Precision::fp8};
 }
 
 void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,

@@ -138,10 +138,13 @@ void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
 // `world_size` (the job's GPUs; 0: unknown, left out) goes into a distributedInfo as PyTorch's
 // profiler writes it, with the rank when the trace holds one, so that `stepsim analyze` reads
-// the trace back as the job it is and not as a job of its simulated ranks.
-void write_trace(const Timeline& timeline, std::ostream& out, int world_size = 0);
+// the trace back as the job it is and not as a job of its simulated ranks. `gpu` (the GPU
+// preset's name; "": unknown, left out) goes into a deviceProperties as in the Kineto trace
+// (write_kineto_trace), for the GPU check of `calibrate from-trace`.
+void write_trace(const Timeline& timeline, std::ostream& out, int world_size = 0, const std::string& gpu = {});
 // Only the ranks of Timeline::ranks whose global rank `keep` accepts.
-void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size = 0);
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size = 0,
+                 const std::string& gpu = {});
 // The element types of a simulated step's collectives, which its timeline does not carry:
 // gradient reductions (a data-parallel or FSDP AllReduce or ReduceScatter, the pipeline's
 // AllReduces of the tied embedding's and DualPipe's mirrored gradients) in
@@ -150,6 +153,9 @@ void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep,
 struct CollectiveDtypes {
   Precision gradients = Precision::bf16;
   Precision other = Precision::bf16;
+  // A parameter AllGather (data-parallel or FSDP) moves a byte buffer, each FP8 weight at 1
+  // byte and each other tensor at 2 (per-tensor FP8: parallelism::gathered_bytes).
+  bool byte_parameter_gathers = false;
 };
 // A scenario's: its grad_reduce_dtype, and its activations' type (bf16 under an 8- or 4-bit
 // format).

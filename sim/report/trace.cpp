@@ -270,12 +270,13 @@ void RankTraceWriter::write(const RankTimeline& rank, std::size_t sort_index) {
 
 }  // namespace
 
-void write_trace(const Timeline& timeline, std::ostream& out, int world_size) {
+void write_trace(const Timeline& timeline, std::ostream& out, int world_size, const std::string& gpu) {
   write_trace(
-      timeline, [](int) { return true; }, out, world_size);
+      timeline, [](int) { return true; }, out, world_size, gpu);
 }
 
-void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size) {
+void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep, std::ostream& out, int world_size,
+                 const std::string& gpu) {
   TraceStream stream(out);
   RankTraceWriter writer(timeline, stream);
   std::vector<int> written;
@@ -284,10 +285,21 @@ void write_trace(const Timeline& timeline, const std::function<bool(int)>& keep,
     writer.write(timeline.ranks[i], i);
     written.push_back(timeline.ranks[i].rank);
   }
-  if (world_size <= 0) return stream.finish();
-  // Each process is a rank (its pid); "rank" names the trace's one rank, as a profiler's does.
-  const std::string rank = written.size() == 1 ? fmt::format(",\"rank\":{}", written.front()) : "";
-  stream.finish(fmt::format(",\n\"distributedInfo\":{{\"backend\":\"nccl\"{},\"world_size\":{}}}", rank, world_size));
+  fmt::memory_buffer members;
+  if (world_size > 0) {
+    // Each process is a rank (its pid); "rank" names the trace's one rank, as a profiler's does.
+    const std::string rank = written.size() == 1 ? fmt::format(",\"rank\":{}", written.front()) : "";
+    fmt::format_to(std::back_inserter(members), ",\n\"distributedInfo\":{{\"backend\":\"nccl\"{},\"world_size\":{}}}",
+                   rank, world_size);
+  }
+  // Every simulated rank runs on the scenario's GPU: one device, named as the Kineto trace
+  // names it.
+  if (!gpu.empty()) {
+    members.append(std::string_view(",\n\"deviceProperties\":[{\"id\":0,\"name\":"));
+    append_json_string(members, gpu);
+    members.append(std::string_view("}]"));
+  }
+  stream.finish(std::string_view(members.data(), members.size()));
 }
 
 }  // namespace stepsim::report

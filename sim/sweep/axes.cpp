@@ -3,12 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "stepsim/error.hpp"
+#include "stepsim/input_files.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -166,6 +170,33 @@ Axis parse_axis(const std::string& text) {
   if (axis.values.size() > kMaxPoints)
     throw InputError("--vary", axis.key, fmt::format("more than {} values", kMaxPoints));
   return axis;
+}
+
+std::vector<Axis> read_spec_file(const std::string& path) {
+  if (path.empty()) throw InputError("--spec", "", "the spec file name is empty");
+  std::ifstream in(path == "-" ? "/dev/stdin" : path, std::ios::binary);
+  if (!in) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
+  note_input_file(path);
+  std::vector<Axis> axes;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const std::size_t last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    try {
+      axes.push_back(parse_axis(text));
+    } catch (const InputError& e) {
+      // parse_axis names --vary and the key: here the file and the line say where.
+      throw InputError(path, fmt::format("line {}", number), fmt::format("{}: {}", e.where(), e.message()));
+    }
+  }
+  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
+  if (axes.empty())
+    throw InputError(path, "",
+                     "lists no variation (expected lines KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S, as --vary "
+                     "takes them)");
+  return axes;
 }
 
 std::size_t point_count(const std::vector<Axis>& axes) {

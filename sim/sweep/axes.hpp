@@ -20,6 +20,12 @@ inline constexpr std::size_t kMaxPoints = 1'000'000;
 // Errors are InputError("--vary", ...).
 Axis parse_axis(const std::string& text);
 
+// The axes a spec file (`--spec FILE`) lists: one KEY=VALUES a line, as --vary takes it, in
+// the order the lines give them; blank lines and lines starting with '#' are skipped. The
+// same sweep as the same --vary flags. InputError naming the file and the line ("line 3") on
+// a line that is not KEY=VALUES, and naming the file when it cannot be read or lists none.
+std::vector<Axis> read_spec_file(const std::string& path);
+
 // The number of points of the product; InputError naming --vary above kMaxPoints.
 std::size_t point_count(const std::vector<Axis>& axes);
 

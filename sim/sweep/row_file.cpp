@@ -96,7 +96,7 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
   // Opened without truncating: a regular file is emptied (or read, to resume) only once this
   // process holds its lock, so that a second sweep never destroys the rows of a running one.
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
+  if (fd_ < 0) throw InputError(path, "-o", fmt::format("cannot open for writing: {}", std::strerror(errno)));
   owned_ = true;
   struct stat st {};
   regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
@@ -106,7 +106,7 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
     if (resume) {
       write_header = take_existing(format, header, sweep_id);
     } else if (::ftruncate(fd_, 0) != 0) {
-      throw InputError(path, "", fmt::format("cannot empty the file: {}", std::strerror(errno)));
+      throw InputError(path, "-o", fmt::format("cannot empty the file: {}", std::strerror(errno)));
     }
   }
   if (write_header) append(format_header(header, format));
@@ -140,7 +140,7 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
                        "is not the start of a sweep's rows (no header and no row): choose another output, or "
                        "delete the file to start again");
     if (::ftruncate(fd_, 0) != 0)
-      throw InputError(path_, "", fmt::format("cannot cut the torn first line: {}", std::strerror(errno)));
+      throw InputError(path_, "-o", fmt::format("cannot cut the torn first line: {}", std::strerror(errno)));
     return true;
   }
   if (lines.header != header)
@@ -153,7 +153,7 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
     existing_.insert(head.key);
   }
   if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
-    throw InputError(path_, "", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
+    throw InputError(path_, "-o", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
   return false;
 }
 
@@ -178,8 +178,10 @@ void RowFile::append(const std::string& line) {
         if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode))
           static_cast<void>(::ftruncate(fd_, st.st_size - static_cast<off_t>(done)));
       }
-      throw InputError(path_ == "-" ? "<stdout>" : path_, "",
-                       fmt::format("cannot write the rows: {}", std::strerror(error)));
+      // Named as every output error names its file: "FILE: -o: ..." (stdout has no flag).
+      if (path_ == "-")
+        throw InputError("<stdout>", "", fmt::format("cannot write the rows: {}", std::strerror(error)));
+      throw InputError(path_, "-o", fmt::format("cannot write the rows: {}", std::strerror(error)));
     }
     done += static_cast<std::size_t>(n);
   }

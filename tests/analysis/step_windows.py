@@ -11,7 +11,8 @@ printed, in real_traces_test.cpp). Definitions:
   with the same correlation id) lies in that CPU annotation's [ts, ts + dur); without a
   launch, when its own start does. A step's window starts at the first start of its
   activities and ends where the next step's window starts; the last step's window ends at
-  the last end of the activities of all the steps.
+  the last end of the activities of all the steps. A step's GPU-side annotation
+  (gpu_user_annotation ProfilerStep#N) counts as one of its activities for these bounds.
 - Within a window: merge each class's intervals (clipped to the window); hidden fraction =
   |comm ∩ comp| / |comm|; exposed = |comm| - |comm ∩ comp|;
   memory-only = |memory - comm - comp|; idle = window - |comm ∪ comp ∪ memory|.
@@ -158,7 +159,7 @@ def collective_record(a):
 def analyse(path):
     doc = load(path)
     events = doc["traceEvents"]
-    acts, steps, launches = [], [], {}
+    acts, steps, gpu_steps, launches = [], [], [], {}
     for ev in events:
         if ev.get("ph") != "X" or "ts" not in ev:
             continue
@@ -172,6 +173,8 @@ def analyse(path):
             launches[args["correlation"]] = ps(ev["ts"])
         elif cat == "user_annotation" and name.startswith("ProfilerStep#") and "dur" in ev:
             steps.append((ps(ev["ts"]), ps(ev["ts"]) + ps(ev["dur"]), name))
+        elif cat == "gpu_user_annotation" and name.startswith("ProfilerStep#") and "dur" in ev:
+            gpu_steps.append((ps(ev["ts"]), ps(ev["ts"]) + ps(ev["dur"]), name))
     steps.sort()
     members = {name: [] for _, _, name in steps}
     for a in acts:
@@ -180,7 +183,11 @@ def analyse(path):
             if s <= t < e:
                 members[name].append(a)
                 break
-    windows = [(min(a["start"] for a in members[name]), max(a["end"] for a in members[name]), name)
+    spans = {}
+    for s, e, name in gpu_steps:
+        spans.setdefault(name, []).append((s, e))
+    windows = [(min([a["start"] for a in members[name]] + [s for s, _ in spans.get(name, [])]),
+                max([a["end"] for a in members[name]] + [e for _, e in spans.get(name, [])]), name)
                for _, _, name in steps if members[name]]
     per_step = []
     last_end = max((hi for _, hi, _ in windows), default=None)

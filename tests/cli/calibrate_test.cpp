@@ -199,6 +199,25 @@ TEST_CASE("from-trace on a trace of another model runs and says what it could no
   CHECK_FALSE(std::filesystem::exists(s.file("g.json")));
 }
 
+// stepsim's own chrome trace names the GPU it simulated, as its Kineto trace does: fitted
+// against a scenario on another GPU, both are refused alike; on the same GPU both run.
+TEST_CASE("from-trace refuses stepsim's own chrome trace of another GPU, as it refuses the Kineto one") {
+  Scratch s("calib-own-gpu");
+  REQUIRE(s.run("simulate --trace c.json").status == 0);
+  REQUIRE(s.run("simulate --trace k.json --trace-format kineto").status == 0);
+  for (const std::string trace : {"c.json", "k.json"}) {
+    INFO(trace);
+    const auto other = s.run("calibrate from-trace " + trace + " default --set cluster=dgx-a100-80g-hdr -o z.json");
+    CHECK(other.status == 2);
+    CHECK(other.err.find(trace + ": /deviceProperties/0/name: ran on 'h100-sxm5-80gb', but the scenario's GPU is "
+                                 "'a100-sxm4-80gb'") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(s.file("z.json")));
+    const auto same = s.run("calibrate from-trace " + trace + " default -o same.json");
+    INFO(same.err);
+    CHECK(same.status == 0);
+  }
+}
+
 // Oracle: the same figures computed apart from stepsim, by a short script over the traces'
 // JSON (for each cudaLaunchKernel, the shortest cpu_op on its thread that encloses it; medians
 // of those operators' and of the launches' durations).

@@ -1,8 +1,10 @@
 // The stepsim program as users run it: exit statuses, error messages that name the file
 // and the place in it, and outputs that are whole or absent.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,39 @@ TEST_CASE("bad command lines fail with exit status 2 and say why") {
     CHECK(r.status == 2);
     CHECK(r.err.find(c.says) != std::string::npos);
   }
+}
+
+// Every single-valued option given twice is refused alike, whether Boost keeps it as one value
+// (--json) or as a list (--trace-format, --trace-ranks, --step): the same words as --json's.
+TEST_CASE("a single-valued option given twice is refused naming it, whichever option it is") {
+  const Scratch dir("given-twice");
+  const Run json = dir.run("simulate --json a.json --json b.json");
+  REQUIRE(json.status == 2);
+  REQUIRE(json.err.find("stepsim simulate: option '--json' cannot be specified more than once") != std::string::npos);
+  struct Case {
+    const char* command;
+    const char* args;
+    const char* flag;
+  };
+  const Case cases[] = {
+      {"simulate", "--trace t.json --trace-format chrome --trace-format kineto", "--trace-format"},
+      {"simulate", "--trace t.json --trace-ranks 0 --trace-ranks 5", "--trace-ranks"},
+      {"analyze", "t.json --step 4 --step 5", "--step"},
+      {"compare", "t.json default --step 4 --step 5", "--step"},
+      {"simulate", "--scenario default --scenario default", "--scenario"},
+  };
+  for (const Case& c : cases) {
+    const Run r = dir.run(std::string(c.command) + " " + c.args);
+    INFO("stepsim " << c.command << " " << c.args);
+    CHECK(stepsim::testing::refusal(r, fmt::format("<command line>: stepsim {}: option '{}' cannot be specified "
+                                                   "more than once (see 'stepsim {} --help')",
+                                                   c.command, c.flag, c.command)) == "");
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.file("t.json")));
+  // Given once as the argument and once by its flag, it is named as given twice that way.
+  CHECK(stepsim::testing::refusal(dir.run("simulate default --scenario default"),
+                                  "<command line>: stepsim simulate: the scenario is given twice, as the argument "
+                                  "SCENARIO.json and with --scenario: give it once") == "");
 }
 
 TEST_CASE("every command answers --help with examples") {

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 
@@ -308,4 +309,132 @@ TEST_CASE("A Kineto trace names each collective's kernel and element type as NCC
     ++all_to_alls;
   }
   CHECK(all_to_alls == fp32.all_to_alls);
+}
+
+// The report of a pipeline is measured on its critical rank, here rank 56 of stage 7, whose
+// first kernel starts 173.8 ms into the step while it waits for stage 0's activations. The
+// Kineto trace's step (ProfilerStep#1) starts at 0 on both sides, CPU and GPU: read back, the
+// step is the report's 13401.3 ms with its 471 ms of bubble, not 13227.5 ms from the rank's
+// first kernel with the wait lost.
+TEST_CASE("A later pipeline stage's Kineto trace reads back over the report's whole step") {
+  const Scratch dir("kineto-late-stage");
+  const std::string job = "gpt3-175b-selene --set parallel.schedule=zb-h2 --set parallel.virtual_stages=1";
+  const auto sim = dir.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto s = boost::json::parse(slurp(dir.file("sim.json")));
+  const auto compared = dir.run("compare step.json " + job + " --json compare.json");
+  INFO(compared.err);
+  REQUIRE(compared.status == 0);
+  const auto c = boost::json::parse(slurp(dir.file("compare.json")));
+  REQUIRE(c.at("measured_rank") == c.at("predicted_rank"));
+  REQUIRE(c.at("measured_rank").to_number<int>() != 0);  // the case this checks: not stage 0
+  const double step = s.at("step_time_s").to_number<double>();
+  CHECK(c.at("measured").at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  CHECK(c.at("predicted").at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  const auto analyzed = dir.run("analyze step.json --json measured.json");
+  REQUIRE(analyzed.status == 0);
+  const auto m = boost::json::parse(slurp(dir.file("measured.json")));
+  CHECK(m.at("step_time_s").to_number<double>() == Approx(step).epsilon(0.001));
+  // A real trace has no bubble of its own: the idle time, the report's bubble, is "other".
+  const auto& predicted = s.at("breakdown_s");
+  CHECK(m.at("breakdown_s").at("other").to_number<double>() ==
+        Approx(predicted.at("bubble").to_number<double>() + predicted.at("other").to_number<double>()).epsilon(0.001));
+}
+
+namespace {
+
+// The "Collective name", "dtype", "In msg nelems" and "Out msg nelems" of each NCCL kernel.
+struct TraceCall {
+  std::string collective, dtype, group;
+  long long in = -1, out = -1;
+  int group_size = 0;
+};
+
+std::vector<TraceCall> calls_of(const boost::json::value& trace) {
+  std::vector<TraceCall> calls;
+  for (const auto& e : trace.at("traceEvents").as_array()) {
+    const auto& o = e.as_object();
+    if (o.at("ph").as_string() != "X" || o.at("cat").as_string() != "kernel") continue;
+    const auto& args = o.at("args").as_object();
+    if (!args.contains("Collective name")) continue;
+    TraceCall c{std::string(args.at("Collective name").as_string()), std::string(args.at("dtype").as_string()),
+                args.contains("Process Group Name") ? std::string(args.at("Process Group Name").as_string()) : ""};
+    c.in = args.at("In msg nelems").as_int64();
+    if (args.contains("Out msg nelems")) c.out = args.at("Out msg nelems").as_int64();
+    if (args.contains("Group size")) c.group_size = static_cast<int>(args.at("Group size").as_int64());
+    calls.push_back(c);
+  }
+  return calls;
+}
+
+}  // namespace
+
+// PyTorch's ProcessGroupNCCL records each side's element count (record_param_comms): an
+// AllGather's shard in and the gathered whole out, a ReduceScatter the reverse; a pipeline's
+// receive is "recv". The chrome trace of the same run names each transfer ("... from stage 6":
+// a receive) and gives each collective's bytes: an FP8 run's parameter AllGathers move a byte
+// buffer (FP8 weights at 1 byte), labelled Byte, one element a byte.
+TEST_CASE("The Kineto trace's NCCL fields are PyTorch's: each side's count, recv, and an FP8 gather's bytes") {
+  const Scratch dir("kineto-nccl-fields");
+  SECTION("pipeline receives") {
+    REQUIRE(dir.run("simulate gpt3-175b-selene --trace-format kineto --trace k.json").status == 0);
+    REQUIRE(dir.run("simulate gpt3-175b-selene --trace c.json").status == 0);
+    const auto kineto = boost::json::parse(slurp(dir.file("k.json")));
+    const auto rank = kineto.at("distributedInfo").at("rank").to_number<int>();
+    long long receives = 0, sends = 0;
+    const auto chrome = boost::json::parse(slurp(dir.file("c.json")));
+    for (const auto& e : chrome.at("traceEvents").as_array()) {
+      const auto& o = e.as_object();
+      if (!o.contains("cat") || o.at("cat").as_string() != "comm" || o.at("pid").to_number<int>() != rank) continue;
+      if (o.at("args").at("op").as_string() != "sendrecv") continue;
+      const std::string name(o.at("name").as_string());
+      if (name.find(" from stage ") != std::string::npos) ++receives;
+      if (name.find(" to stage ") != std::string::npos) ++sends;
+    }
+    REQUIRE(receives > 0);
+    REQUIRE(sends > 0);
+    long long recv = 0, send = 0;
+    for (const TraceCall& c : calls_of(kineto)) {
+      recv += c.collective == "recv";
+      send += c.collective == "send";
+      if (c.collective == "recv" || c.collective == "send") CHECK(c.in == c.out);
+    }
+    CHECK(recv == receives);
+    CHECK(send == sends);
+  }
+  SECTION("an FP8 run's FSDP gathers and reductions") {
+    const std::string job = "fsdp-llama2-7b-8xh100 --set training.precision=fp8";
+    REQUIRE(dir.run("simulate " + job + " --trace-format kineto --trace k.json").status == 0);
+    REQUIRE(dir.run("simulate " + job + " --trace c.json --trace-ranks 0").status == 0);
+    std::multiset<long long> gathered;  // the bytes of rank 0's FSDP AllGathers
+    const auto chrome = boost::json::parse(slurp(dir.file("c.json")));
+    for (const auto& e : chrome.at("traceEvents").as_array()) {
+      const auto& o = e.as_object();
+      if (!o.contains("cat") || o.at("cat").as_string() != "comm") continue;
+      const auto& args = o.at("args").as_object();
+      if (args.at("op").as_string() == "allgather" && args.at("kind").as_string() == "fsdp")
+        gathered.insert(args.at("bytes").as_int64());
+    }
+    REQUIRE(!gathered.empty());
+    std::multiset<long long> out_bytes;
+    long long scatters = 0;
+    const auto kineto = boost::json::parse(slurp(dir.file("k.json")));
+    for (const TraceCall& c : calls_of(kineto)) {
+      INFO(c.collective << " " << c.group << " " << c.in << " -> " << c.out);
+      REQUIRE(c.group_size == 8);
+      if (c.collective == "_allgather_base") {
+        CHECK(c.dtype == "Byte");
+        CHECK(c.in == c.out / 8);
+        out_bytes.insert(c.out);
+      }
+      if (c.collective == "_reduce_scatter_base") {
+        ++scatters;
+        CHECK(c.dtype == "Float");  // the example reduces in FP32
+        CHECK(c.out == c.in / 8);
+      }
+    }
+    CHECK(out_bytes == gathered);
+    CHECK(scatters > 0);
+  }
 }

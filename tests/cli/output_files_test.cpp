@@ -172,6 +172,28 @@ TEST_CASE("when the second output fails the first is not written and nothing is 
   CHECK(dir.entries() == std::vector<std::string>{"folder"});
 }
 
+// A sweep's -o is an output like --json and --trace: its errors name the file and the flag,
+// as simulate's do for /dev/full (the oracle: the same command's --json error).
+TEST_CASE("a sweep's -o that cannot be written is named with its flag, as every other output is") {
+  const Scratch dir("sweep-o-errors");
+  if (fs::is_character_file("/dev/full")) {
+    const Run json = dir.run(std::string(kSimulate) + " --json /dev/full");
+    CHECK(json.err == "stepsim: error: /dev/full: --json: cannot write: No space left on device\n");
+    const Run rows = dir.run("sweep ddp-1.3b-64xa100 --vary training.micro_batch=1,2 -o /dev/full");
+    CHECK(rows.status == 2);
+    CHECK(rows.err == "stepsim: error: /dev/full: -o: cannot write the rows: No space left on device\n");
+  }
+  // A folder this process may not write to (root may write anywhere: nothing to check then).
+  if (::geteuid() != 0) {
+    fs::create_directory(dir.file("locked"));
+    fs::permissions(dir.file("locked"), fs::perms::owner_read | fs::perms::owner_exec);
+    const Run locked = dir.run("sweep ddp-1.3b-64xa100 --vary training.micro_batch=1,2 -o locked/rows.csv");
+    fs::permissions(dir.file("locked"), fs::perms::owner_all);
+    CHECK(locked.status == 2);
+    CHECK(locked.err.find("locked/rows.csv: -o: ") != std::string::npos);
+  }
+}
+
 TEST_CASE("a stdout that cannot take the output fails the run, and a failing output prints no report") {
   if (!fs::is_character_file("/dev/full")) return;
   const Scratch dir("full-stdout");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -144,10 +145,8 @@ TEST_CASE("failed NICs and other jobs' traffic take their share of the network i
 // NCCL searches its graphs at communicator init on the NICs each node has, and its ranks keep
 // the fewest channels and the lowest bandwidths any of them found: a NIC down at init is, to
 // NCCL, a node without it. So 4 of every node's 8 NICs down is, exactly, the node built with 4
-// NICs, to NCCL's cost model as to the links. (The cost model saw 8 NICs: DDP 1.3B on 8 DGX
-// H100 nodes gave 127.490 ms against 123.938 ms with 4 NICs, 8 channels against 4.) Other jobs'
-// traffic, which NCCL never sees, shares the links alone: it need not cost what the 4-NIC node
-// does (127.490 ms there; 268.795 against 274.162 ms on DGX A100).
+// NICs, to NCCL's cost model as to the links. Other jobs' traffic, which NCCL never sees,
+// shares the links alone: it need not cost what the 4-NIC node does (the next test).
 TEST_CASE("4 of every node's 8 NICs down cost what a node built with 4 NICs does, on DGX H100 and A100") {
   const std::string failed = [] {
     std::string list;
@@ -166,6 +165,34 @@ TEST_CASE("4 of every node's 8 NICs down cost what a node built with 4 NICs does
     CHECK(down.report.step_time_s == Approx(four.report.step_time_s).epsilon(1e-12));
     CHECK(longest_comm_s(down, 0, CommKind::dp) == Approx(longest_comm_s(four, 0, CommKind::dp)).epsilon(1e-12));
     CHECK(step({}).report.step_time_s < four.report.step_time_s);
+  }
+}
+
+// The figures docs/user-guide.md quotes ("Stragglers"): DDP 1.3B on 8 DGX H100 nodes, its
+// gradients reduced after the backward, with half of every NIC busy with other jobs' traffic
+// against the node built with 4 NICs: a step of 122.9 against 119.3 ms, comm_s.dp 26.8 against
+// 23.2 ms; on DGX A100 260.9 against 266.3 ms and 52.7 against 58.1 ms. Half of every NIC busy
+// is not the 4-NIC node: dearer on H100, cheaper on A100. (As printed: to the 0.1 ms shown.)
+TEST_CASE("the user guide's figures for half of every NIC busy against 4 NICs are what the program prints") {
+  struct Figures {
+    const char* cluster;
+    double busy_step_ms, busy_dp_ms, four_step_ms, four_dp_ms;
+  };
+  for (const Figures& f : {Figures{"cluster=dgx-h100-ndr", 122.9, 26.8, 119.3, 23.2},
+                           Figures{"cluster=dgx-a100-80g-hdr", 260.9, 52.7, 266.3, 58.1}}) {
+    INFO(f.cluster);
+    const auto step = [&](const char* more) {
+      return stepsim::simulate(stepsim::io::load_scenario("ddp-1.3b-64xa100",
+                                                          {f.cluster, "data_parallel.overlap_grad_reduce=false", more}))
+          .report;
+    };
+    const stepsim::Report busy = step("simulation.variation.background_traffic=0.5");
+    const stepsim::Report four = step(kFourNics);
+    const auto dp = static_cast<std::size_t>(CommKind::dp);
+    CHECK(std::round(busy.step_time_s * 1e4) / 10 == f.busy_step_ms);
+    CHECK(std::round(busy.comm_s[dp] * 1e4) / 10 == f.busy_dp_ms);
+    CHECK(std::round(four.step_time_s * 1e4) / 10 == f.four_step_ms);
+    CHECK(std::round(four.comm_s[dp] * 1e4) / 10 == f.four_dp_ms);
   }
 }
 

@@ -82,6 +82,44 @@ TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
   CHECK(slurp(dir.work() / "merged.jsonl") == slurp(dir.work() / "all.jsonl"));
 }
 
+// --spec FILE is the --vary flags written in a file: the same rows, sweep_id included, byte
+// for byte; with --vary the file's keys come first, as if their flags came first.
+TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and names a bad line") {
+  const Scratch dir("sweep-spec");
+  const std::string tp = "parallel.tp=1,2,4", buckets = "data_parallel.bucket_cap_mb=25:100:x2";
+  const std::string scope = R"(training.cuda_graph_scope=["attn"],["attn","mlp"])";
+  const std::string common = " --set model=llama3-8b --gpus 64";
+  const Run flags = dir.run("sweep --vary " + tp + " --vary " + buckets + " --vary '" + scope + "'" + common);
+  REQUIRE(flags.status == 0);
+  REQUIRE(std::count(flags.out.begin(), flags.out.end(), '\n') == 1 + 3 * 3 * 2);
+  std::ofstream(dir.file("axes.txt")) << "# the layout first\n"
+                                      << tp << "\n\n  " << buckets << "  \r\n"
+                                      << scope << "\n";
+  const Run file = dir.run("sweep --spec axes.txt" + common);
+  INFO(file.err);
+  REQUIRE(file.status == 0);
+  CHECK(file.out == flags.out);
+  std::ofstream(dir.file("first.txt")) << tp << "\n" << buckets << "\n";
+  const Run both = dir.run("sweep --spec first.txt --vary '" + scope + "'" + common);
+  REQUIRE(both.status == 0);
+  CHECK(both.out == flags.out);
+
+  std::ofstream(dir.file("bad.txt")) << tp << "\n# fine\nparallel.pp\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec bad.txt"),
+                                  "bad.txt: line 3: parallel.pp: expected KEY=V1,V2,... or KEY=LO:HI:xF or "
+                                  "KEY=LO:HI:+S") == "");
+  std::ofstream(dir.file("range.txt")) << "parallel.tp=8:1:x2\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec range.txt"),
+                                  "range.txt: line 1: parallel.tp: the range's upper bound 1 is below its lower "
+                                  "bound 8") == "");
+  std::ofstream(dir.file("empty.txt")) << "# nothing\n\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec empty.txt"), "empty.txt: lists no variation") == "");
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec missing.txt"),
+                                  "missing.txt: cannot read the spec file: No such file or directory") == "");
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec axes.txt --spec axes.txt"),
+                                  "option '--spec' cannot be specified more than once") == "");
+}
+
 TEST_CASE("points that do not divide --gpus or do not validate are rows with their reason") {
   const Scratch dir("sweep");
   const Run run = dir.run("sweep --vary parallel.tp=3,8 --set model=llama3-8b --gpus 64");
@@ -176,7 +214,7 @@ TEST_CASE("bad sweep flags exit with status 2 and a message naming the flag") {
         "stepsim: error: --vary: parallel.dp: cannot be combined with --gpus, which derives parallel.dp per point\n");
   CHECK(err("--vary parallel.tp=1,2 --resume") ==
         "stepsim: error: --resume: needs an output file (-o FILE), not stdout\n");
-  CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --best K)\n");
+  CHECK(err("") == "stepsim: error: --vary: expected at least one --vary KEY=VALUES (or --spec FILE, or --best K)\n");
 }
 
 TEST_CASE("the search for the best configuration ranks the configurations that fit and names what limits the first",
