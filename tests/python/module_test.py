@@ -236,6 +236,34 @@ def plan():
     print(f"plan: {len(want)} rows equal")
 
 
+def plan_own_cluster():
+    """Without a cluster, the scenario's own cluster section (its price and network) is planned, as
+    `stepsim plan SCENARIO.json` without --cluster plans it; with neither, the command line's error."""
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = os.path.join(folder, "own.json")
+        with open(scenario, "w") as f:
+            json.dump({"preset": "default", "model": "llama3-8b",
+                       "cluster": {"preset": "dgx-h100-ndr", "gpu_hour_price": 2.5,
+                                   "inter_node": {"oversubscription": 4}}}, f)
+        rows = os.path.join(folder, "rows.json")
+        cli("plan", scenario, "--tokens", "1T", "--gpus", "8", "--max-layouts", "8", "-o", rows)
+        with open(rows) as f:
+            want = json.load(f)
+        got = records(stepsim.plan(scenario, gpus=8, tokens="1T", max_layouts=8))
+    assert len(got) == len(want) == 1 and want[0]["status"] == "ok", want
+    assert want[0]["cost"] is not None, want[0]
+    for key in want[0]:
+        if key != "search_s":  # wall-clock time
+            assert got[0][key] == want[0][key], f"{key}: {got[0][key]!r} != {want[0][key]!r}"
+    message = cli_error("plan", "--tokens", "1T", "--gpus", "8")
+    try:
+        stepsim.plan(gpus=8, tokens="1T")
+        raise AssertionError("a plan with no scenario and no cluster accepted")
+    except stepsim.ScenarioError as e:
+        assert str(e) == message, (str(e), message)
+    print(f"plan of the scenario's own cluster: cost {want[0]['cost']}, as the command line")
+
+
 def collective():
     want = json.loads(cli("collective", "allgather", "--gpus", "16", "--ranks-per-node", "8", "--sweep", "1MiB:1GiB",
                           "--factor", "4", "--json", "-"))
@@ -642,7 +670,7 @@ def collective_empty_sweep():
 
 
 CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
-                                 sweep_into_frame, plan, collective, analyze, presets, threads, nul_characters,
+                                 sweep_into_frame, plan, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,
                                  vendored_package, unholdable_values, nul_in_scenario_paths,

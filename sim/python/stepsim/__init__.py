@@ -349,8 +349,11 @@ def _list_text(values, name):
 
 
 def _clusters(cluster):
-    """--cluster values from "name[@price]", a list of them, or a dict {name: price or None}."""
+    """--cluster values from "name[@price]", a list of them, or a dict {name: price or None};
+    None gives none (the scenario's own cluster is planned)."""
     cluster = _plain(cluster)
+    if cluster is None:
+        return []
     if isinstance(cluster, str):
         names = [cluster]
     elif isinstance(cluster, dict) and all(isinstance(name, str) for name in cluster):
@@ -363,7 +366,7 @@ def _clusters(cluster):
     return [_native(name, "<command line>", "--cluster") for name in names]
 
 
-def plan(scenario=None, *, gpus, cluster, tokens=None, deadline=None, model=None, precision=None, sets=None,
+def plan(scenario=None, *, gpus, cluster=None, tokens=None, deadline=None, model=None, precision=None, sets=None,
          max_layouts=_core.DEFAULT_PLAN_LAYOUTS, jobs=0):
     """Which cluster to buy: for each cluster and GPU count the fastest layout that fits, and what
     the token budget costs on it, one row each as `stepsim plan ... -o rows.json` writes it: a
@@ -371,7 +374,8 @@ def plan(scenario=None, *, gpus, cluster, tokens=None, deadline=None, model=None
 
     gpus: a count, a list ([128, 256]) or the text of --gpus ("64:1024:x2"). cluster: a cluster
     preset "name" or "name@price" (price per GPU-hour), a list of them, or a dict {name: price or
-    None}. tokens: the budget, a number or text ("1T", "300B"); deadline: days. At least one of
+    None}; without one, the scenario's own cluster (its cluster section, price included) is planned,
+    as `stepsim plan SCENARIO.json` without --cluster does. tokens: the budget, a number or text ("1T", "300B"); deadline: days. At least one of
     the two. model: a model preset, as --model. precision: precisions to search ("bf16,fp8" or a
     list; default the scenario's). max_layouts and jobs as the flags. A cluster and GPU count
     where nothing fits is a row with status "none fits" or "no layout" and its reason.
