@@ -30,6 +30,9 @@ PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced
   std::string env;
   if (const std::string a = nccl_algo_name(forced.algorithm); !a.empty()) env += " -x NCCL_ALGO=" + a;
   if (const std::string p = nccl_proto_name(forced.protocol); !p.empty()) env += " -x NCCL_PROTO=" + p;
+  // NCCL says what the environment forced ("NCCL_ALGO set by environment to Ring") at INFO in
+  // its ENV subsystem: the line import-nccl-tests reads to label the table as forced.
+  if (!env.empty()) env += " -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=ENV";
   const std::string per_node = n.nodes > 1 ? fmt::format(" -N {}", n.ranks_per_node) : "";
   return {fmt::format("{} {} ranks on {} node(s) x {}, {}, {} to {}", to_string(n.op), n.ranks, n.nodes,
                       n.ranks_per_node, n.dtype, size_text(b), size_text(e)),

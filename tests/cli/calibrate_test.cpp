@@ -617,10 +617,11 @@ TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario ne
   const auto run = s.run("calibrate plan p.json");
   REQUIRE(run.status == 0);
   // Open MPI sets a variable on every rank with -x (one set before mpirun stays on its node).
-  CHECK(run.out.find("mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple all_reduce_perf -b 32K -e 64M -f 2 -g 1 -d "
+  CHECK(run.out.find("mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple "
+                     "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=ENV all_reduce_perf -b 32K -e 64M -f 2 -g 1 -d "
                      "bfloat16\n") != std::string::npos);
-  CHECK(run.out.find(
-            "mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple all_reduce_perf -b 32M -e 1G -f 2 -g 1 -d float\n") !=
+  CHECK(run.out.find("mpirun -np 2 -x NCCL_ALGO=Ring -x NCCL_PROTO=Simple "
+                     "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=ENV all_reduce_perf -b 32M -e 1G -f 2 -g 1 -d float\n") !=
         std::string::npos);
   CHECK(run.out.find("stepsim-calibrate -o gemm.calib.json --gemm ") != std::string::npos);
   CHECK(run.out.find(" --gemm 8192x14336x4096:bf16") != std::string::npos);
