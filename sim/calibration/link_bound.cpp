@@ -144,15 +144,11 @@ int most_gpus_per_host(const std::string& gpu) {
   return most;
 }
 
-void check_fits(const Calibration& c, const ClusterSpec& cluster) {
+void check_fits(const Calibration& c, const ClusterSpec& cluster, const std::optional<CollectivesSpec>& forced) {
   check_gpu(c, cluster.gpu.name);
   check_within_peak(c, cluster.gpu);
   check_within_links(c, cluster);
-}
-
-void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced) {
-  check_fits(c, cluster);
-  check_measured_as(c, forced);
+  if (forced) check_measured_as(c, *forced);
 }
 
 }  // namespace stepsim::calibration

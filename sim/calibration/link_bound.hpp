@@ -48,10 +48,8 @@ int most_gpus_per_host(const std::string& gpu);
 
 // The GPU check, the peak and links checks and the algorithm and protocol check together: what a
 // calibration must pass before it stands for measurements on `cluster` of collectives run
-// as `forced` says.
-void check_fits(const Calibration& c, const ClusterSpec& cluster, const CollectivesSpec& forced);
-// The same but the algorithm and protocol check: each table stands for collectives run as it
-// was measured (`calibrate check` without a scenario).
-void check_fits(const Calibration& c, const ClusterSpec& cluster);
+// as `forced` says. Without `forced` each table stands for collectives run as it was measured
+// (`calibrate check` without a scenario), and the algorithm and protocol check is left out.
+void check_fits(const Calibration& c, const ClusterSpec& cluster, const std::optional<CollectivesSpec>& forced);
 
 }  // namespace stepsim::calibration

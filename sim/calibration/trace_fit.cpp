@@ -13,6 +13,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string_view>
+#include <utility>
 
 #include "hardware/gpu_model.hpp"
 
@@ -256,6 +257,13 @@ void fit_slowdown(const Fit& f, FittedValue& v) {
   v.residual = rms(rel);
 }
 
+// A fitted value the trace cannot stand for: left unfitted, with the reason.
+void leave_out(FittedValue& v, std::string why) {
+  v.why_not = std::move(why);
+  v.fitted.reset();
+  v.implausible = true;
+}
+
 // Leaves unfitted, with a note, each of `keys` that the kernels put out of a calibration file's
 // bounds; returns the first so left out.
 std::string leave_out_implausible(TraceFit& fit, std::initializer_list<const char*> keys) {
@@ -265,9 +273,7 @@ std::string leave_out_implausible(TraceFit& fit, std::initializer_list<const cha
     if (!v.fitted) continue;
     const std::string why = out_of_bounds(v.key, *v.fitted);
     if (why.empty()) continue;
-    v.why_not = fmt::format("the kernels imply {:.4g}, {}: the trace is not of this scenario", *v.fitted, why);
-    v.fitted.reset();
-    v.implausible = true;
+    leave_out(v, fmt::format("the kernels imply {:.4g}, {}: the trace is not of this scenario", *v.fitted, why));
     if (first.empty()) first = key;
   }
   return first;
@@ -281,11 +287,9 @@ void leave_out_implausible_gemm(Fit& f, TraceFit& fit, const GpuEfficiency& pres
   if (refused.empty()) return;
   for (const char* key : kCurve) {
     FittedValue& v = *fit.find(key);
-    if (!v.fitted) continue;
-    v.why_not =
-        fmt::format("fitted with {}, which the kernels put out of bounds: the trace is not of this scenario", refused);
-    v.fitted.reset();
-    v.implausible = true;
+    if (v.fitted)
+      leave_out(v, fmt::format("fitted with {}, which the kernels put out of bounds: the trace is not of this scenario",
+                               refused));
   }
   for (const EfficiencyField& e : kEfficiencyFields)
     for (const char* key : kCurve)

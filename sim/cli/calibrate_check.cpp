@@ -205,10 +205,7 @@ void held_out(const std::string& path, const cal::Calibration& c, const cal::Mea
                                  log.header.gpu, c.source, base.name, base.gpu.name));
   cal::Calibration measured = cal::import_nccl_tests({log}, o);
   measured.source = log.source;
-  if (scenario)
-    cal::check_fits(measured, base, *scenario);
-  else
-    cal::check_fits(measured, base);
+  cal::check_fits(measured, base, scenario);
   ErrorStats stats;
   for (const cal::CollectiveTable& t : measured.collectives) {
     const ClusterSpec cluster = spanning(base, t);
@@ -242,10 +239,7 @@ int run_check(const Args& args) {
   // A scenario's collectives run as it forces them: the file must have measured them so.
   std::optional<CollectivesSpec> forced;
   if (!scenario.empty()) forced = io::load_scenario(scenario).collectives;
-  if (forced)
-    cal::check_fits(c, base, *forced);
-  else
-    cal::check_fits(c, base);
+  cal::check_fits(c, base, forced);
   fmt::print("# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
   fmt::print("# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;
