@@ -178,6 +178,7 @@ std::vector<Axis> read_spec_file(const std::string& path) {
   if (!in) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   note_input_file(path);
   std::vector<Axis> axes;
+  std::vector<std::size_t> lines;  // where each axis was given, for a key given twice
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     const std::size_t first = line.find_first_not_of(" \t\r");
@@ -190,6 +191,13 @@ std::vector<Axis> read_spec_file(const std::string& path) {
       // parse_axis names --vary and the key: here the file and the line say where.
       throw InputError(path, fmt::format("line {}", number), fmt::format("{}: {}", e.where(), e.message()));
     }
+    for (std::size_t i = 0; i + 1 < axes.size(); ++i)
+      if (axes[i].key == axes.back().key)
+        throw InputError(path, fmt::format("line {}", number),
+                         fmt::format("{}: the key is varied twice (line {} varies it too): give its values in one "
+                                     "line",
+                                     axes.back().key, lines[i]));
+    lines.push_back(number);
   }
   if (in.bad()) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   if (axes.empty())

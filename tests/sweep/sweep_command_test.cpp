@@ -112,6 +112,10 @@ TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and name
   CHECK(stepsim::testing::refusal(dir.run("sweep --spec range.txt"),
                                   "range.txt: line 1: parallel.tp: the range's upper bound 1 is below its lower "
                                   "bound 8") == "");
+  std::ofstream(dir.file("twice.txt")) << "training.micro_batch=1\n\ntraining.micro_batch=2\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec twice.txt"),
+                                  "twice.txt: line 3: training.micro_batch: the key is varied twice (line 1 varies "
+                                  "it too)") == "");
   std::ofstream(dir.file("empty.txt")) << "# nothing\n\n";
   CHECK(stepsim::testing::refusal(dir.run("sweep --spec empty.txt"), "empty.txt: lists no variation") == "");
   CHECK(stepsim::testing::refusal(dir.run("sweep --spec missing.txt"),
