@@ -164,7 +164,7 @@ TEST_CASE("every layout the search enumerates for a model feature that limits th
 
 // Megatron-Core's EP overlap refuses EP 1, 1F1B with a pipeline, full recompute and an FP32
 // model: the search tries none of them, so it refuses nothing, and says why FP32 is left out.
-TEST_CASE("the search simulates Megatron-Core's EP overlap only where it runs") {
+TEST_CASE("the search simulates Megatron-Core's EP overlap only where it runs", "[slow]") {
   const SweepSpec spec =
       spec_of({"model=mixtral-8x7b", "training.framework=megatron", "model.moe.a2a_overlap=true"}, 16);
   const BestResult best = stepsim::sweep::search_best(spec, 2, false, with_precisions({"bf16", "fp32"}));
