@@ -158,6 +158,7 @@ RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
       },
       threads);
   progress.finish();
+  if (resuming) file.put_in_point_order(format, columns(spec));
   file.sync();
   return summary;
 }

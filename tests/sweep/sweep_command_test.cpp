@@ -82,6 +82,34 @@ TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
   CHECK(slurp(dir.work() / "merged.jsonl") == slurp(dir.work() / "all.jsonl"));
 }
 
+// Resuming a merge of two shards of four (points 0, 1, 4, 5 present) appended points 2, 3, 6
+// and 7 after them: rows 0,1,4,5,2,3,6,7. The resumed file is in point order, the rows of the
+// sweep run in one go, byte for byte, in CSV and in JSON lines.
+TEST_CASE("a sweep resumed on a merged file with gaps writes its rows in point order") {
+  const Scratch dir("sweep-resume-gaps");
+  const std::string sweep = "sweep --vary parallel.tp=1:8:x2 --vary data_parallel.bucket_cap_mb=25,100 --gpus 64";
+  for (const std::string extension : {".csv", ".jsonl"}) {
+    INFO(extension);
+    REQUIRE(dir.run(sweep + " -o whole" + extension).status == 0);
+    for (const char* shard : {"0/4", "1/4"})
+      REQUIRE(dir.run(sweep + " --shard " + shard + " -o out" + extension).status == 0);
+    const Run merge =
+        dir.run("sweep --merge part" + extension + " out.shard-0-of-4" + extension + " out.shard-1-of-4" + extension);
+    REQUIRE(merge.status == 0);
+    REQUIRE(merge.err.find("lacks 4 of the sweep's 8 points") != std::string::npos);
+    const Run resumed = dir.run(sweep + " --resume -o part" + extension);
+    INFO(resumed.err);
+    REQUIRE(resumed.status == 0);
+    CHECK(resumed.err.find("4 already written") != std::string::npos);
+    CHECK(slurp(dir.file("part" + extension)) == slurp(dir.file("whole" + extension)));
+    // In order already: resumed again, nothing runs and nothing changes.
+    REQUIRE(dir.run(sweep + " --resume -o part" + extension).status == 0);
+    CHECK(slurp(dir.file("part" + extension)) == slurp(dir.file("whole" + extension)));
+  }
+  // No temporary file is left beside the rows.
+  for (const std::string& name : dir.entries()) CHECK(name.find("stepsim") == std::string::npos);
+}
+
 // --spec FILE is the --vary flags written in a file: the same rows, sweep_id included, byte
 // for byte; with --vary the file's keys come first, as if their flags came first.
 TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and names a bad line") {
