@@ -38,8 +38,11 @@ constexpr const char* kSweepUsage =
     "A value that is a JSON list, object or string keeps its commas: for a list-valued key,\n"
     "'training.cuda_graph_scope=[\"attn\"],[\"attn\",\"mlp\"]' is two values.\n"
     "--spec FILE lists the keys to vary, one KEY=VALUES a line as --vary takes them (blank lines\n"
-    "and lines starting with '#' skipped): the same sweep as those --vary flags, the same rows\n"
-    "and sweep_id; with --vary, the file's keys come first.\n\n"
+    "and lines starting with '#' skipped; a '#' after a space or tab, outside a JSON string,\n"
+    "starts a comment; the key and each value trimmed): the same sweep as those --vary flags, the\n"
+    "same rows and sweep_id; with --vary, the file's keys come first. An error about a key of the\n"
+    "file names the file and the line ('axes.txt: line 3: ...'); an invalid point's reason names\n"
+    "--vary, as the rows of the --vary flags do.\n\n"
     "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
     "assignments when they do not resolve), sweep_id (FNV-1a 64 of what makes the sweep: stepsim's\n"
     "version, the resolved scenario, the contents of every calibration file a point may read,\n"
@@ -54,11 +57,13 @@ constexpr const char* kSweepUsage =
     "while others run beside it (exit status 2: run fewer at once, with --resume).\n\n"
     "Resume: each row is one append of a whole line, synced every few seconds and at the end,\n"
     "so a killed sweep leaves whole rows; --resume keeps them (a torn last or first line is cut)\n"
-    "and runs the points not yet written. Rows of another sweep (another sweep_id), or a file that\n"
-    "is no sweep's rows, are refused, and a file has one writer: a sweep holds a lock on its\n"
-    "output, and a second one is refused.\n\n"
-    "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
-    "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
+    "and runs the points not yet written; rows found with gaps between them (a merge of some\n"
+    "shards) are then written again in point order, whole or not at all. Rows of another sweep\n"
+    "(another sweep_id), or a file that is no sweep's rows, are refused, and a file has one\n"
+    "writer: a sweep holds a lock on its output, and a second one is refused.\n\n"
+    "Shards: --shard K/N (0-based), or in a job array K = (SLURM_ARRAY_TASK_ID -\n"
+    "SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of N = SLURM_ARRAY_TASK_COUNT (--array=0-6:2:\n"
+    "shards 0 to 3), runs the points whose index mod N is K and writes\n"
     "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead): a\n"
     "regular file, never stdout, a device or a FIFO.\n"
     "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
@@ -102,8 +107,8 @@ po::options_description describe(SweepFlags& f) {
   desc.add_options()("help,h", "show this help")("vary", po::value(&f.vary)->value_name("KEY=VALUES")->composing(),
                                                  "a key and its values or range (repeatable)")(
       "spec", po::value(&f.spec)->value_name("FILE"),
-      "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines and lines starting "
-      "with '#' skipped); with --vary, the file's keys come first")(
+      "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines, lines starting "
+      "with '#' and comments from ' #' skipped); with --vary, the file's keys come first")(
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
       "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
       "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(

@@ -152,6 +152,51 @@ TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and name
                                   "option '--spec' cannot be specified more than once") == "");
 }
 
+// A key the scenario lacks was refused as --vary's, naming neither the file nor the line; a
+// blank before '=' was part of the key ('tp '); a comment after the values was a value.
+TEST_CASE("a spec file's key and values are trimmed, a comment may end a line, and every error names the line") {
+  const Scratch dir("sweep-spec-lines");
+  const std::string common = " --set model=llama3-8b --gpus 64";
+  const Run flags = dir.run("sweep --vary parallel.tp=4,8 --vary data_parallel.bucket_cap_mb=25,100" + common);
+  REQUIRE(flags.status == 0);
+  std::ofstream(dir.file("spaced.txt")) << "parallel.tp = 4, 8   # the layout\n"
+                                        << "\tdata_parallel.bucket_cap_mb\t=25 ,100\n";
+  const Run spaced = dir.run("sweep --spec spaced.txt" + common);
+  INFO(spaced.err);
+  REQUIRE(spaced.status == 0);
+  CHECK(spaced.out == flags.out);
+  // A '#' after no blank is the value's: "100#x" is a value of its own, an invalid point whose
+  // reason names the key as --vary would (the rows of a file are those of the --vary flags).
+  std::ofstream(dir.file("hash.txt")) << "parallel.tp=4,8\ndata_parallel.bucket_cap_mb=25,100#x\n";
+  const Run hash = dir.run("sweep --spec hash.txt" + common);
+  REQUIRE(hash.status == 0);
+  CHECK(hash.out == dir.run("sweep --vary parallel.tp=4,8 --vary 'data_parallel.bucket_cap_mb=25,100#x'" + common).out);
+  CHECK(hash.out.find(",100#x,") != std::string::npos);
+  std::ofstream(dir.file("commented.txt")) << "parallel.tp = 4,8 # comment\n"
+                                           << "data_parallel.bucket_cap_mb=25,100\t# sizes in MiB\n";
+  const Run commented = dir.run("sweep --spec commented.txt" + common);
+  REQUIRE(commented.status == 0);
+  CHECK(commented.out == flags.out);
+  // A '#' inside a JSON string is the value's (here an unknown one, refused at its line).
+  std::ofstream(dir.file("quoted.txt")) << "parallel.tp=4\ntraining.cuda_graph_scope=[\"a #b\"]\n";
+  CHECK(dir.run("sweep --spec quoted.txt" + common).err ==
+        "stepsim: error: quoted.txt: line 2: training.cuda_graph_scope[0]: unknown value 'a #b' (expected one of "
+        "attn, mlp, moe, moe_router, moe_preprocess)\n");
+
+  std::ofstream(dir.file("sp4.txt")) << "# c\nparallel.tp=4,8\nparallel.tpp=1,2\n";
+  CHECK(dir.run("sweep --spec sp4.txt --gpus 64 -o -").err ==
+        "stepsim: error: sp4.txt: line 3: parallel.tpp: unknown key 'tpp' (did you mean 'tp'?)\n");
+  std::ofstream(dir.file("column.txt")) << "parallel.tp=4\n\nstatus=1\n";
+  CHECK(dir.run("sweep --spec column.txt").err ==
+        "stepsim: error: column.txt: line 3: status: is a column of the sweep's rows, not a scenario key\n");
+  std::ofstream(dir.file("dp.txt")) << "parallel.dp=2,4\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec dp.txt --gpus 64"),
+                                  "dp.txt: line 1: parallel.dp: cannot be combined with --gpus") == "");
+  std::ofstream(dir.file("tp.txt")) << "parallel.tp=4,8\n";
+  CHECK(dir.run("sweep --spec tp.txt --vary parallel.tp=2").err ==
+        "stepsim: error: --vary: parallel.tp: the key is varied twice (tp.txt line 1 varies it too)\n");
+}
+
 TEST_CASE("points that do not divide --gpus or do not validate are rows with their reason") {
   const Scratch dir("sweep");
   const Run run = dir.run("sweep --vary parallel.tp=3,8 --set model=llama3-8b --gpus 64");
