@@ -21,6 +21,11 @@
 #include "sweep/row_file.hpp"
 
 namespace stepsim::sweep {
+
+InputError jobs_error(const std::string& text) {
+  return InputError("--jobs", text,
+                    fmt::format("expected a whole number of simulations at once from 1 to {}", kMaxJobs));
+}
 namespace {
 
 unsigned job_count(unsigned jobs, std::size_t work) {

@@ -315,10 +315,12 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
         "stepsim: error: --best: 2: the search needs the GPU count whose layouts it tries: give --gpus N (1 or "
         "more)\n");
   // Given, --gpus is a count of 1 or more: 0 would derive no parallel.dp, and is refused as -8 is.
-  CHECK(dir.run("sweep --best 2 --gpus 0").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
-  CHECK(dir.run("sweep --best 2 --gpus -8").err == "stepsim: error: --gpus: -8: expected a GPU count of 1 or more\n");
+  CHECK(dir.run("sweep --best 2 --gpus 0").err ==
+        "stepsim: error: --gpus: 0: expected a GPU count of 1 to 2147483647\n");
+  CHECK(dir.run("sweep --best 2 --gpus -8").err ==
+        "stepsim: error: --gpus: -8: expected a GPU count of 1 to 2147483647\n");
   const Run rows = dir.run("sweep --vary parallel.tp=1,2 --gpus 0");
   CHECK(rows.status == 2);
   CHECK(rows.out.empty());
-  CHECK(rows.err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+  CHECK(rows.err == "stepsim: error: --gpus: 0: expected a GPU count of 1 to 2147483647\n");
 }
