@@ -11,7 +11,8 @@
   plot.py pareto PLAN.csv -o pareto.png
       stepsim plan's rows: cost against time to train, the bands as error bars, the Pareto front
 
-Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700), in the format
+SWEEP is a sweep's rows as CSV or JSON lines (-o FILE.jsonl); PLAN is plan's rows as CSV or JSON
+(-o FILE.json). Every picture is WIDTH x HEIGHT pixels (--width, --height; default 1200 x 700), in the format
 -o's name ends with (.png, .svg or .pdf; a device or pipe gets PNG); a file is replaced whole or not at all, and never the
 input it was drawn from. Rows that are
 not plotted (out of memory, invalid, nothing fits, no price) are listed under the picture and
@@ -51,12 +52,55 @@ def fail(message):
     sys.exit(2)
 
 
+def cell(value):
+    """A JSON row's value as the CSV cell stepsim writes for it: null empty, true and false as
+    such, numbers with every digit, a list or object as its JSON text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def json_rows(path, text):
+    """The rows of `plan -o FILE.json` (one array of objects) or of `sweep -o FILE.jsonl` (one
+    object a line), each as CSV would give it; None when `text` is neither (then read as CSV)."""
+    try:
+        document = json.loads(text)
+        rows = document if isinstance(document, list) else [document]
+    except ValueError:
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                fail(f"{path}: line {number}: not JSON: expected stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or "
+                     "JSON (plan -o FILE.json)")
+    if not all(isinstance(r, dict) for r in rows):
+        fail(f"{path}: expected rows as JSON objects, one a line (sweep -o FILE.jsonl) or in one array (plan -o "
+             "FILE.json)")
+    return [{key: cell(value) for key, value in r.items()} for r in rows]
+
+
 def read_all(path):
+    """The rows of stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or JSON (plan -o FILE.json), told
+    apart by their first character ('{' or '['), every value as the CSV cell would have it."""
     try:
         with open(path, newline="") as f:
-            return list(csv.DictReader(f))
+            text = f.read()
     except OSError as e:
         fail(f"{path}: {e.strerror}")
+    except UnicodeDecodeError:
+        fail(f"{path}: not text: expected stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or JSON (plan -o FILE.json)")
+    if text.lstrip()[:1] in ("{", "["):
+        return json_rows(path, text)
+    return list(csv.DictReader(text.splitlines()))
 
 
 def read_rows(path, left_out=None):
@@ -216,6 +260,9 @@ def curves(args):
 def breakdown(args):
     left_out = []
     rows = read_rows(args.sweep, left_out)
+    for label in args.label or []:
+        if label not in rows[0]:
+            fail(f"{args.sweep}: no column '{label}' (a --label must be a column, such as a varied key)")
     labels = args.label or [c for c in rows[0] if "." in c]
     fig, (axis,) = figure(args)
     names = [" ".join(f"{k.split('.')[-1]}={r.get(k, '')}" for k in labels) or r["point"] for r in rows]

@@ -231,6 +231,9 @@ int run_check(const Args& args) {
   const auto vm = parse_args("calibrate check", args, desc, positional);
   if (help_requested(vm, kCalibrateCheckUsage, desc, kCalibrateCheckExamples)) return 0;
   if (file.empty()) throw InputError("<command line>", "FILE", "give the calibration file to check");
+  refuse_empty(
+      vm,
+      {{"scenario", "a scenario file or preset"}, {"cluster", "a cluster preset"}, {"held-out", "an nccl-tests log"}});
   if (!scenario.empty() && !cluster.empty())
     throw InputError("<command line>", "--cluster",
                      "give a scenario or --cluster, not both (the scenario names its cluster)");

@@ -16,6 +16,7 @@
 #include "cli/options.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/scenario.hpp"
 
 namespace stepsim::cli {
 namespace {
@@ -54,6 +55,13 @@ std::string ranks_text(const calibration::CollectiveTable& t) {
   return fmt::format("{} rank(s), {} node(s) x {}", t.ranks, t.nodes, t.ranks_per_node);
 }
 
+// The error of a --ranks or --nodes value that is not a whole number from 1 to kMaxGpus.
+Refusal count_refusal(const std::string& flag, const std::string& what) {
+  return [flag, what](const std::string& text) {
+    return InputError("<command line>", flag, fmt::format("expected 1 to {} {}, got {}", kMaxGpus, what, text));
+  };
+}
+
 int run_import(const Args& args) {
   std::vector<std::string> logs;
   std::string output;
@@ -64,9 +72,9 @@ int run_import(const Args& args) {
       "output,o", po::value(&output)->value_name("FILE"), "the calibration file to write ('-' for stdout)")(
       "op", po::value(&o.op)->value_name("OP"),
       "the test, when the log does not say (all_reduce_perf, allgather, ...); refused where its header says "
-      "another")("ranks", po::value(&o.ranks)->value_name("N"),
+      "another")("ranks", number_value(o.ranks, "--ranks", count_refusal("--ranks", "ranks"))->value_name("N"),
                  "ranks of the communicator, when the log does not say; refused where its header says otherwise")(
-      "nodes", po::value(&o.nodes)->value_name("N"),
+      "nodes", number_value(o.nodes, "--nodes", count_refusal("--nodes", "nodes"))->value_name("N"),
       "nodes it spanned, when the log does not say (default 1); refused where its header says otherwise")(
       "gpu", po::value(&o.gpu)->value_name("NAME"),
       "the GPU, when the log does not name it; refused where its header names another")(
@@ -86,11 +94,16 @@ int run_import(const Args& args) {
   if (help_requested(vm, kCalibrateUsage, desc, kCalibrateExamples)) return 0;
   if (logs.empty()) throw InputError("<command line>", "LOG", "give at least one nccl-tests log");
   if (output.empty()) throw InputError("<command line>", "-o", "give the calibration file to write (-o FILE)");
+  // Each of these, left out, is what the log says; given, "" says nothing.
+  refuse_empty(vm, {{"op", "the test's name, such as all_reduce_perf or allgather"},
+                    {"gpu", "the GPU's name"},
+                    {"algorithm", "the algorithm the run forced (NCCL_ALGO: Ring, Tree, ...)"},
+                    {"protocol", "the protocol the run forced (NCCL_PROTO: LL, LL128, Simple)"}});
   // 0 stands for "not given" in ImportOverrides: given, it is as far out of range as -8.
-  if (vm.count("ranks") != 0 && (o.ranks < 1 || o.ranks > (1 << 20)))
-    throw InputError("<command line>", "--ranks", "expected 1 to 1048576 ranks");
-  if (vm.count("nodes") != 0 && (o.nodes < 1 || o.nodes > (1 << 20)))
-    throw InputError("<command line>", "--nodes", "expected 1 to 1048576 nodes");
+  if (vm.count("ranks") != 0 && (o.ranks < 1 || o.ranks > kMaxGpus))
+    throw count_refusal("--ranks", "ranks")(std::to_string(o.ranks));
+  if (vm.count("nodes") != 0 && (o.nodes < 1 || o.nodes > kMaxGpus))
+    throw count_refusal("--nodes", "nodes")(std::to_string(o.nodes));
   if (vm.count("dtype") != 0 && !calibration::is_nccl_type(o.dtype))
     throw InputError("--dtype", o.dtype, "expected one of nccl-tests' type names (float, bfloat16, half, double, ...)");
   report::check_outputs({{"-o", output, {}}});

@@ -94,10 +94,11 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
       "size", po::value<std::string>()->value_name("S")->notifier([&o](const std::string& s) { o.size = s; }),
       "one size, e.g. 256MiB (default 256MiB)")(
       "sweep", po::value<std::string>()->value_name("MIN:MAX")->notifier([&o](const std::string& s) { o.sweep = s; }),
-      "sizes from MIN to MAX, e.g. 8B:4GiB")("factor", po::value(&o.factor)->value_name("F"),
-                                             "size step of --sweep (default 2)")(
-      "gpus", po::value(&o.gpus)->value_name("N"), "GPUs in the communicator (default 8)")(
-      "ranks-per-node", po::value<int>()->value_name("K")->notifier([&o](int k) { o.ranks_per_node = k; }),
+      "sizes from MIN to MAX, e.g. 8B:4GiB")(
+      "factor", number_value(o.factor, "--factor", factor_error)->value_name("F"), "size step of --sweep (default 2)")(
+      "gpus", number_value(o.gpus, "--gpus", collective_gpus_error)->value_name("N"),
+      "GPUs in the communicator (default 8)")(
+      "ranks-per-node", number_value(o.ranks_per_node, "--ranks-per-node", ranks_per_node_error)->value_name("K"),
       "communicator ranks on each node, spanning N/K nodes (default: fill whole nodes)")(
       "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")(
       "algorithm", po::value(&o.algorithm)->value_name("A"),

@@ -70,18 +70,33 @@ std::function<void(const std::vector<std::string>&)> given_once(const std::strin
   };
 }
 
+namespace {
+
+// A rank from 0 to kMaxGpus - 1, in the words of what it is not.
+InputError rank_refusal(const std::string& text) {
+  const auto rank = number_of<long long>(text);
+  const bool digits = text.size() > 1 && text.find_first_not_of("0123456789", 1) == std::string::npos;
+  if ((rank && *rank < 0) || (digits && text.front() == '-'))
+    return InputError("<command line>", "--rank", fmt::format("expected a rank of 0 or more, got {}", text));
+  if (rank || (digits && text.front() != '-'))
+    return InputError("<command line>", "--rank", fmt::format("expected a rank below {}, got {}", kMaxGpus, text));
+  return InputError("<command line>", "--rank",
+                    fmt::format("expected a rank from 0 to {} (a whole number), got {}", kMaxGpus - 1, text));
+}
+
+}  // namespace
+
 void add_trace_options(po::options_description& desc, TraceSelection& selection) {
   // The step as a list: GCC 12 warns (-Wnull-dereference) inside Boost's
   // typed_value<std::string>::notify when several string options are inlined in one function.
-  desc.add_options()("step", po::value(&selection.step)->value_name("N")->notifier(given_once("--step")),
-                     "measure only ProfilerStep#N (N or the full name)")(
-      "rank", po::value<long long>()->value_name("R")->notifier([&selection](long long rank) {
-        if (rank < 0)
-          throw InputError("<command line>", "--rank", fmt::format("expected a rank of 0 or more, got {}", rank));
-        if (rank >= kMaxGpus)
-          throw InputError("<command line>", "--rank", fmt::format("expected a rank below {}, got {}", kMaxGpus, rank));
-        selection.rank = static_cast<int>(rank);
+  desc.add_options()(
+      "step", po::value(&selection.step)->value_name("N")->notifier([](const std::vector<std::string>& steps) {
+        given_once("--step")(steps);
+        if (steps.front().empty())
+          throw InputError("<command line>", "--step", "expected a step number N or its name ProfilerStep#N, got ''");
       }),
+      "measure only ProfilerStep#N (N or the full name)")(
+      "rank", number_value(selection.rank, "--rank", rank_refusal, 0, kMaxGpus - 1)->value_name("R"),
       "which rank of a folder or file to measure: the global rank its distributedInfo gives (a file without "
       "one: its place among the folder's files, from 0; a stepsim trace: its process); default: the lowest");
 }
@@ -117,6 +132,19 @@ void write_with_log(const report::Output& output, const std::string& log) {
     return;
   }
   report::write_outputs({output}, [&](std::ostream& out) { out << log; });
+}
+
+void refuse_empty(const po::variables_map& vm, std::initializer_list<std::pair<const char*, const char*>> flags) {
+  for (const auto& [name, expected] : flags) {
+    if (vm.count(name) == 0) continue;
+    const boost::any& value = vm[name].value();
+    bool empty = false;
+    if (const auto* text = boost::any_cast<std::string>(&value)) empty = text->empty();
+    if (const auto* texts = boost::any_cast<std::vector<std::string>>(&value))
+      empty = std::find(texts->begin(), texts->end(), "") != texts->end();
+    if (empty)
+      throw InputError("<command line>", fmt::format("--{}", name), fmt::format("expected {}, got ''", expected));
+  }
 }
 
 void require_scenario_name(const std::string& given) {

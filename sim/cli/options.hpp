@@ -3,14 +3,19 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <functional>
+#include <initializer_list>
 #include <iosfwd>
+#include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.hpp"
 #include "report/report_io.hpp"
+#include "stepsim/error.hpp"
 
 namespace stepsim::cli {
 
@@ -40,6 +45,49 @@ void add_trace_options(po::options_description& desc, TraceSelection& selection)
 // words ("option '--step' cannot be specified more than once").
 std::function<void(const std::vector<std::string>&)> given_once(const std::string& flag);
 
+// What a numeric flag says of a value it refuses (the text as given): the one error of the
+// flag's range check, for a value outside the range and one that is no number or that the
+// flag's type cannot hold alike ("--gpus: 2147483648: expected a GPU count of 1 to ...").
+using Refusal = std::function<InputError(const std::string& text)>;
+
+// A number as a whole: "12", "-3", "1.5" (a floating-point T); nullopt for anything else, or
+// for a value T cannot hold.
+template <typename T>
+std::optional<T> number_of(const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+template <typename T>
+struct NumberOf {
+  using type = T;
+};
+template <typename T>
+struct NumberOf<std::optional<T>> {
+  using type = T;
+};
+
+// A numeric flag given once, read into `target` (a T, or a std::optional<T> left empty when the
+// flag is not given; a whole number for an integral T): a value that is no such number, or that
+// T cannot hold, is refused by `refuse`, as its range check refuses one out of range (Boost
+// would say only "the argument ('X') for option '--F' is invalid"). Read as text, so that the
+// flag keeps its own words. With `lo` and `hi`, a value outside them is refused alike.
+template <typename Target, typename T = typename NumberOf<Target>::type>
+po::typed_value<std::vector<std::string>>* number_value(Target& target, const std::string& flag, Refusal refuse,
+                                                        T lo = std::numeric_limits<T>::lowest(),
+                                                        T hi = std::numeric_limits<T>::max()) {
+  return po::value<std::vector<std::string>>()->notifier(
+      [&target, flag, refuse = std::move(refuse), lo, hi](const std::vector<std::string>& values) {
+        given_once(flag)(values);
+        const auto value = number_of<T>(values.front());
+        if (!value || *value < lo || *value > hi) throw refuse(values.front());
+        target = *value;
+      });
+}
+
 using Writer = std::function<void(std::ostream&)>;
 
 // Refuses outputs that cannot be written (the same file twice, a folder, ...) before any
@@ -59,6 +107,11 @@ void write_with_log(const report::Output& output, const std::string& log);
 // InputError("<command line>", "stepsim COMMAND", message). Returns the variables map.
 po::variables_map parse_args(const std::string& command, const Args& args, const po::options_description& desc,
                              const po::positional_options_description& positional);
+
+// Each flag of `flags` (long names, as --help lists them) given "" where its value must name
+// something: InputError naming the flag and what it expects ("expected a preset name, got ''"),
+// rather than "" read as the flag left out. A text or a list of texts.
+void refuse_empty(const po::variables_map& vm, std::initializer_list<std::pair<const char*, const char*>> flags);
 
 // A scenario argument that was given must name something: "" is an error, not the default.
 void require_scenario_name(const std::string& given);

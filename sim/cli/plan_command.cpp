@@ -75,8 +75,9 @@ po::options_description describe(PlanFlags& f) {
       "training precisions allowed, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. bf16,fp8 (default: the "
       "scenario's; not with --set training.precision, which fixes one)")(
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key on every cluster")(
-      "jobs,j", po::value(&f.jobs)->value_name("J"), "simulations at once (default: every core)")(
-      "max-layouts", po::value(&f.max_layouts)->value_name("N"),
+      "jobs,j", number_value(f.jobs, "--jobs", sweep::jobs_error)->value_name("J"),
+      "simulations at once (default: every core)")(
+      "max-layouts", number_value(f.max_layouts, "--max-layouts", sweep::max_layouts_error)->value_name("N"),
       "layouts that fit simulated per cluster and GPU count, the fastest bound first (default 96; 0: every one the "
       "bound cannot rule out)")("output,o", po::value(&f.output)->value_name("FILE"),
                                 "rows to FILE.csv or FILE.json ('-': CSV on stdout)");
@@ -87,10 +88,10 @@ sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
   if (vm.count("scenario") != 0) require_scenario_name(f.scenario);
   sweep::PlanRequest request;
   request.scenario = io::read_scenario_input(f.scenario);  // read once for every cluster and layout
-  request.model = f.model;
-  request.tokens = f.tokens;
-  request.deadline = f.deadline;
-  request.gpus = f.gpus;
+  if (vm.count("model") != 0) request.model = f.model;
+  if (vm.count("tokens") != 0) request.tokens = f.tokens;
+  if (vm.count("deadline") != 0) request.deadline = f.deadline;
+  if (vm.count("gpus") != 0) request.gpus = f.gpus;
   request.clusters = f.clusters;
   request.precisions = f.precisions;
   request.sets = f.sets;
@@ -100,8 +101,7 @@ sweep::PlanSpec spec_of(const PlanFlags& f, const po::variables_map& vm) {
 
 void check_jobs(const PlanFlags& f, const po::variables_map& vm) {
   if (vm.count("jobs") != 0 && (f.jobs < 1 || f.jobs > sweep::kMaxJobs))
-    throw InputError("--jobs", std::to_string(f.jobs),
-                     fmt::format("expected a whole number of simulations at once from 1 to {}", sweep::kMaxJobs));
+    throw sweep::jobs_error(std::to_string(f.jobs));
 }
 
 report::Output output_of(const std::string& path, const std::vector<sweep::PlanRow>* rows) {

@@ -150,6 +150,9 @@ int run_presets(const Args& args) {
   positional.add("name", 1);
   const auto vm = parse_args("presets", args, desc, positional);
   if (help_requested(vm, kPresetsUsage, desc, kPresetsExamples)) return 0;
+  if (!names.empty() && names.front().empty())
+    throw InputError("<command line>", "NAME", "the preset name is empty (leave it out to list the presets)");
+  refuse_empty(vm, {{"kind", "gpu, cluster, model or example"}});
   for (const auto& [list, flag] : {std::pair{&names, "NAME"}, {&kinds, "--kind"}, {&json_paths, "--json"}})
     if (list->size() > 1) throw InputError("<command line>", flag, "given more than once (give it once)");
   const std::string name = names.empty() ? "" : names.back();

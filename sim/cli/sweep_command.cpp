@@ -6,10 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <initializer_list>
 #include <iostream>
+#include <limits>
 
 #include "cli/options.hpp"
 #include "stepsim/error.hpp"
@@ -38,8 +38,11 @@ constexpr const char* kSweepUsage =
     "A value that is a JSON list, object or string keeps its commas: for a list-valued key,\n"
     "'training.cuda_graph_scope=[\"attn\"],[\"attn\",\"mlp\"]' is two values.\n"
     "--spec FILE lists the keys to vary, one KEY=VALUES a line as --vary takes them (blank lines\n"
-    "and lines starting with '#' skipped): the same sweep as those --vary flags, the same rows\n"
-    "and sweep_id; with --vary, the file's keys come first.\n\n"
+    "and lines starting with '#' skipped; a '#' after a space or tab, outside a JSON string,\n"
+    "starts a comment; the key and each value trimmed): the same sweep as those --vary flags, the\n"
+    "same rows and sweep_id; with --vary, the file's keys come first. An error about a key of the\n"
+    "file names the file and the line ('axes.txt: line 3: ...'); an invalid point's reason names\n"
+    "--vary, as the rows of the --vary flags do.\n\n"
     "Rows: point (index in the sweep), point_id (FNV-1a 64 of the resolved scenario, or of the\n"
     "assignments when they do not resolve), sweep_id (FNV-1a 64 of what makes the sweep: stepsim's\n"
     "version, the resolved scenario, the contents of every calibration file a point may read,\n"
@@ -54,11 +57,13 @@ constexpr const char* kSweepUsage =
     "while others run beside it (exit status 2: run fewer at once, with --resume).\n\n"
     "Resume: each row is one append of a whole line, synced every few seconds and at the end,\n"
     "so a killed sweep leaves whole rows; --resume keeps them (a torn last or first line is cut)\n"
-    "and runs the points not yet written. Rows of another sweep (another sweep_id), or a file that\n"
-    "is no sweep's rows, are refused, and a file has one writer: a sweep holds a lock on its\n"
-    "output, and a second one is refused.\n\n"
-    "Shards: --shard K/N (0-based), or SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of\n"
-    "SLURM_ARRAY_TASK_COUNT in a job array, runs the points whose index mod N is K and writes\n"
+    "and runs the points not yet written; rows found with gaps between them (a merge of some\n"
+    "shards) are then written again in point order, whole or not at all. Rows of another sweep\n"
+    "(another sweep_id), or a file that is no sweep's rows, are refused, and a file has one\n"
+    "writer: a sweep holds a lock on its output, and a second one is refused.\n\n"
+    "Shards: --shard K/N (0-based), or in a job array K = (SLURM_ARRAY_TASK_ID -\n"
+    "SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of N = SLURM_ARRAY_TASK_COUNT (--array=0-6:2:\n"
+    "shards 0 to 3), runs the points whose index mod N is K and writes\n"
     "out.shard-K-of-N.csv for -o out.csv ('{shard}' in the name is replaced by K instead): a\n"
     "regular file, never stdout, a device or a FIFO.\n"
     "--merge OUT FILE... joins shard files of one sweep in point order, one row per point, writes OUT\n"
@@ -97,16 +102,26 @@ struct SweepFlags {
   bool keep_oom = false, resume = false;
 };
 
+InputError gpus_refusal(const std::string& text) {
+  return InputError("--gpus", text, fmt::format("expected a GPU count of 1 to {}", std::numeric_limits<int>::max()));
+}
+
+InputError best_refusal(const std::string& text) {
+  return InputError("--best", text,
+                    fmt::format("expected 1 to {} configurations to print", std::numeric_limits<int>::max()));
+}
+
 po::options_description describe(SweepFlags& f) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")("vary", po::value(&f.vary)->value_name("KEY=VALUES")->composing(),
                                                  "a key and its values or range (repeatable)")(
       "spec", po::value(&f.spec)->value_name("FILE"),
-      "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines and lines starting "
-      "with '#' skipped); with --vary, the file's keys come first")(
+      "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines, lines starting "
+      "with '#' and comments from ' #' skipped); with --vary, the file's keys come first")(
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
-      "gpus", po::value(&f.gpus)->value_name("N"), "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
-      "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
+      "gpus", number_value(f.gpus, "--gpus", gpus_refusal)->value_name("N"),
+      "GPU count: parallel.dp = N / (tp·pp·cp) per point")("output,o", po::value(&f.output)->value_name("FILE"),
+                                                           "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
       "jobs,j", po::value(&f.jobs)->value_name("J"),
       "simulations at once, 1 to 4096 and at most the points (default: every core this process may use); a point "
       "running out of memory beside others stops the sweep (exit status 2)")(
@@ -114,7 +129,8 @@ po::options_description describe(SweepFlags& f) {
       "resume", po::bool_switch(&f.resume), "keep the rows already in FILE and run the rest")(
       "shard", po::value(&f.shard)->value_name("K/N"), "run shard K of N (default: from SLURM_ARRAY_TASK_*)")(
       "merge", po::value(&f.merge)->value_name("OUT"), "merge the shard FILEs given as arguments into OUT")(
-      "best", po::value(&f.best)->value_name("K"), "print the K fastest configurations that fit on --gpus N")(
+      "best", number_value(f.best, "--best", best_refusal)->value_name("K"),
+      "print the K fastest configurations that fit on --gpus N")(
       "precision", po::value(&f.precisions)->value_name("LIST")->composing(),
       "with --best: training precisions to search, of bf16, fp16, fp8, tf32, fp32, mxfp8, nvfp4, e.g. "
       "bf16,fp8 (default: the scenario's)")("inputs", po::value(&f.positional)->value_name("SCENARIO.json"),
@@ -156,13 +172,9 @@ int run_merge(const SweepFlags& f, const po::variables_map& vm) {
 // --jobs as a whole number from 1 to sweep::kMaxJobs; 0 when not given (every usable core).
 unsigned jobs_of(const SweepFlags& f, const po::variables_map& vm) {
   if (vm.count("jobs") == 0) return 0;
-  long long jobs = 0;
-  const char* end = f.jobs.data() + f.jobs.size();
-  const auto [ptr, ec] = std::from_chars(f.jobs.data(), end, jobs);
-  if (ec != std::errc() || ptr != end || jobs < 1 || jobs > sweep::kMaxJobs)
-    throw InputError("--jobs", f.jobs,
-                     fmt::format("expected a whole number of simulations at once from 1 to {}", sweep::kMaxJobs));
-  return static_cast<unsigned>(jobs);
+  const auto jobs = number_of<long long>(f.jobs);
+  if (!jobs || *jobs < 1 || *jobs > sweep::kMaxJobs) throw sweep::jobs_error(f.jobs);
+  return static_cast<unsigned>(*jobs);
 }
 
 sweep::SweepSpec spec_of(const SweepFlags& f, const po::variables_map& vm) {
@@ -173,8 +185,7 @@ sweep::SweepSpec spec_of(const SweepFlags& f, const po::variables_map& vm) {
     throw InputError("<command line>", "SCENARIO",
                      "the scenario file name is empty (omit it to sweep the embedded default)");
   // Given, a count of GPUs to derive parallel.dp from: 0 would derive nothing.
-  if (vm.count("gpus") != 0 && f.gpus < 1)
-    throw InputError("--gpus", std::to_string(f.gpus), "expected a GPU count of 1 or more");
+  if (vm.count("gpus") != 0 && f.gpus < 1) throw gpus_refusal(std::to_string(f.gpus));
   if (f.gpus == 0 && f.best > 0)
     throw InputError("--best", std::to_string(f.best),
                      "the search needs the GPU count whose layouts it tries: give --gpus N (1 or more)");
@@ -208,7 +219,7 @@ int run_sweep(const Args& args) {
   const unsigned jobs = jobs_of(f, vm);
   sweep::SweepSpec spec = spec_of(f, vm);
   if (vm.count("best") != 0) {
-    if (f.best < 1) throw InputError("--best", std::to_string(f.best), "expected 1 or more configurations to print");
+    if (f.best < 1) throw best_refusal(std::to_string(f.best));
     if (vm.count("spec") != 0) throw InputError("--spec", f.spec, "cannot be combined with --best");
     if (!spec.axes.empty()) throw InputError("--vary", spec.axes.front().key, "cannot be combined with --best");
     refuse_flags(vm, {"output", "shard", "resume", "keep-oom"}, "--best", "which prints its table on stdout");

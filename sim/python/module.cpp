@@ -10,6 +10,7 @@
 
 #include <boost/json.hpp>
 
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -64,20 +65,23 @@ std::string simulate_json(const std::string& path, const std::optional<std::stri
   return out.str();
 }
 
-// `jobs` of sweep() and plan(): 0 (every usable core) to sweep::kMaxJobs simulations at once.
-void check_jobs(const char* function, long long jobs) {
-  if (jobs < 0 || jobs > sweep::kMaxJobs)
-    throw InputError(
-        function, "jobs",
-        fmt::format("expected 0 (every usable core) to {} simulations at once, got {}", sweep::kMaxJobs, jobs));
+// `jobs` of sweep() and plan(): 0 (every usable core) to sweep::kMaxJobs simulations at once,
+// refused in the words of --jobs.
+void check_jobs(long long jobs) {
+  if (jobs < 0 || jobs > sweep::kMaxJobs) {
+    const InputError e = sweep::jobs_error(std::to_string(jobs));
+    throw InputError(e.file(), e.where(), e.message() + " (or 0: every usable core)");
+  }
 }
 
 // A sweep as `stepsim sweep` makes it from its flags, here Python's arguments.
 sweep::SweepSpec sweep_spec(const io::ScenarioInput& scenario, const std::vector<sweep::Axis>& axes,
                             const std::vector<std::string>& sets, int gpus, bool keep_oom) {
+  // In the words of --gpus.
   if (gpus < 0)
-    throw InputError("stepsim.sweep", "gpus",
-                     fmt::format("expected a GPU count of 1 or more (or 0: parallel.dp as set), got {}", gpus));
+    throw InputError(
+        "--gpus", std::to_string(gpus),
+        fmt::format("expected a GPU count of 1 to {} (or 0: parallel.dp as set)", std::numeric_limits<int>::max()));
   if (axes.empty()) throw InputError("stepsim.sweep", "vary", "expected at least one key to vary");
   for (const sweep::Axis& axis : axes)
     if (axis.values.empty())
@@ -98,7 +102,7 @@ std::vector<std::string> sweep_rows(const std::string& path, const std::optional
                                     const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
                                     const std::vector<std::string>& sets, int gpus, bool keep_oom, long long jobs) {
   const py::gil_scoped_release unlocked;
-  check_jobs("stepsim.sweep", jobs);
+  check_jobs(jobs);
   std::vector<sweep::Axis> given;
   for (const auto& [key, values] : axes) given.push_back({key, values});
   // Read once for every point.
@@ -138,11 +142,12 @@ std::string analyze_json(const std::vector<std::string>& paths, std::optional<in
 }
 
 // As `stepsim plan ... -o rows.json`: every cluster at every GPU count, the rows' JSON array.
-// The arguments are the flags' text; errors name the flag each stands for.
+// The arguments are the flags' text (None: the flag not given); errors name the flag each stands
+// for.
 std::string plan_json(const std::string& path, const std::optional<std::string>& text, sweep::PlanRequest request,
                       long long jobs) {
   const py::gil_scoped_release unlocked;
-  check_jobs("stepsim.plan", jobs);
+  check_jobs(jobs);
   // A file is read once for every cluster and layout, as the command line reads it.
   request.scenario = scenario_input(path, text);
   const sweep::PlanSpec spec = sweep::make_plan_spec(request);
@@ -154,9 +159,10 @@ std::string plan_json(const std::string& path, const std::optional<std::string>&
 void define_plan(py::module_& m) {
   m.def(
       "plan_json",
-      [](const std::string& path, const std::optional<std::string>& text, std::string model, std::string tokens,
-         std::string deadline, std::string gpus, std::vector<std::string> clusters, std::vector<std::string> precisions,
-         std::vector<std::string> sets, long long max_layouts, long long jobs) {
+      [](const std::string& path, const std::optional<std::string>& text, std::optional<std::string> model,
+         std::optional<std::string> tokens, std::optional<std::string> deadline, std::optional<std::string> gpus,
+         std::vector<std::string> clusters, std::vector<std::string> precisions, std::vector<std::string> sets,
+         long long max_layouts, long long jobs) {
         sweep::PlanRequest request;
         request.model = std::move(model);
         request.tokens = std::move(tokens);

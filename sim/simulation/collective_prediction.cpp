@@ -17,6 +17,20 @@
 #include "stepsim/error.hpp"
 
 namespace stepsim {
+InputError collective_gpus_error(const std::string& text) {
+  return InputError("<command line>", "--gpus", fmt::format("expected 2 to {} GPUs, got {}", kMaxGpus, text));
+}
+
+InputError ranks_per_node_error(const std::string& text) {
+  return InputError("<command line>", "--ranks-per-node",
+                    fmt::format("expected 1 to the cluster's GPUs per node, got {}", text));
+}
+
+InputError factor_error(const std::string& text) {
+  return InputError("<command line>", "--factor",
+                    fmt::format("expected a factor between 1.001 and 1000000, got {}", text));
+}
+
 namespace {
 
 std::string lower(std::string s) {
@@ -66,9 +80,7 @@ std::vector<Bytes> sizes(const CollectiveQuery& q) {
     throw InputError("<command line>", "--sweep", fmt::format("expected MIN:MAX such as 8B:4GiB, got '{}'", sweep));
   const Bytes lo = io::parse_bytes(sweep.substr(0, colon), "<command line>", "--sweep");
   const Bytes hi = io::parse_bytes(sweep.substr(colon + 1), "<command line>", "--sweep");
-  if (!(q.factor >= 1.001 && q.factor <= 1e6))
-    throw InputError("<command line>", "--factor",
-                     fmt::format("expected a factor between 1.001 and 1000000, got {}", q.factor));
+  if (!(q.factor >= 1.001 && q.factor <= 1e6)) throw factor_error(fmt::format("{}", q.factor));
   if (lo.count() < 1 || hi < lo)
     throw InputError("<command line>", "--sweep", fmt::format("expected 1 <= MIN <= MAX, got '{}'", sweep));
   check_size(hi, "--sweep");
@@ -109,11 +121,8 @@ void check_gpus(const CollectiveQuery& q) {
     throw InputError("<command line>", "--gpus",
                      "a collective over 1 GPU moves no data (NCCL returns at once or makes a local copy); expected 2 "
                      "or more GPUs");
-  if (q.gpus < 2 || q.gpus > kMaxGpus)
-    throw InputError("<command line>", "--gpus", fmt::format("expected 2 to {} GPUs, got {}", kMaxGpus, q.gpus));
-  if (q.ranks_per_node && *q.ranks_per_node < 1)
-    throw InputError("<command line>", "--ranks-per-node",
-                     fmt::format("expected 1 or more, got {}", *q.ranks_per_node));
+  if (q.gpus < 2 || q.gpus > kMaxGpus) throw collective_gpus_error(std::to_string(q.gpus));
+  if (q.ranks_per_node && *q.ranks_per_node < 1) throw ranks_per_node_error(std::to_string(*q.ranks_per_node));
 }
 
 // NCCL's model and the fabric see every node of a communicator alike (the same ranks per

@@ -11,6 +11,7 @@
 
 #include "calibration/apply.hpp"
 #include "collectives/collective.hpp"
+#include "stepsim/error.hpp"
 #include "stepsim/scenario.hpp"
 
 namespace stepsim {
@@ -59,6 +60,13 @@ struct CollectivePrediction {
 // K ranks on the first GPUs of each node (all of a node's without K), costed over the NVLink
 // domains that hold them (a GB200 NVL72 rack's 18 trays of 4 are one domain).
 collectives::GroupShape communicator_shape(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node);
+
+// The errors of a value of --gpus, --ranks-per-node or --factor out of range, given as `text`:
+// the range checks of predict_collective give them, and so does the command line for a value
+// that is no number or that the query's type cannot hold.
+InputError collective_gpus_error(const std::string& text);
+InputError ranks_per_node_error(const std::string& text);
+InputError factor_error(const std::string& text);
 
 // Checks the query (InputError naming the flag) and predicts each size.
 CollectivePrediction predict_collective(const CollectiveQuery& query);

@@ -172,32 +172,74 @@ Axis parse_axis(const std::string& text) {
   return axis;
 }
 
+namespace {
+
+constexpr const char* kBlanks = " \t\r";
+
+std::string trimmed(const std::string& text) {
+  const std::size_t first = text.find_first_not_of(kBlanks);
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(kBlanks) - first + 1);
+}
+
+// A spec line without its comment: from a '#' that starts the line or follows a space or tab,
+// outside a JSON string ("a #b" keeps its '#').
+std::string without_comment(const std::string& line) {
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+      return line.substr(0, i);
+    }
+  }
+  return line;
+}
+
+}  // namespace
+
+InputError axis_error(const Axis& axis, const std::string& where, const std::string& message) {
+  if (axis.file.empty()) return InputError("--vary", where, message);
+  return InputError(axis.file, fmt::format("line {}", axis.line), fmt::format("{}: {}", where, message));
+}
+
 std::vector<Axis> read_spec_file(const std::string& path) {
   if (path.empty()) throw InputError("--spec", "", "the spec file name is empty");
   std::ifstream in(path == "-" ? "/dev/stdin" : path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   note_input_file(path);
   std::vector<Axis> axes;
-  std::vector<std::size_t> lines;  // where each axis was given, for a key given twice
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
-    const std::size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const std::size_t last = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(first, last - first + 1);
+    std::string text = trimmed(without_comment(line));
+    if (text.empty()) continue;
+    // "KEY = V1, V2": the key and each value without the blanks around them.
+    if (const auto eq = text.find('='); eq != std::string::npos)
+      text = trimmed(text.substr(0, eq)) + "=" + trimmed(text.substr(eq + 1));
     try {
       axes.push_back(parse_axis(text));
     } catch (const InputError& e) {
       // parse_axis names --vary and the key: here the file and the line say where.
       throw InputError(path, fmt::format("line {}", number), fmt::format("{}: {}", e.where(), e.message()));
     }
+    Axis& axis = axes.back();
+    axis.file = path;
+    axis.line = number;
+    for (auto& value : axis.values) {
+      value = trimmed(value);
+      if (value.empty()) throw axis_error(axis, axis.key, fmt::format("empty value in '{}'", line));
+    }
     for (std::size_t i = 0; i + 1 < axes.size(); ++i)
-      if (axes[i].key == axes.back().key)
-        throw InputError(path, fmt::format("line {}", number),
-                         fmt::format("{}: the key is varied twice (line {} varies it too): give its values in one "
-                                     "line",
-                                     axes.back().key, lines[i]));
-    lines.push_back(number);
+      if (axes[i].key == axis.key)
+        throw axis_error(
+            axis, axis.key,
+            fmt::format("the key is varied twice (line {} varies it too): give its values in one line", axes[i].line));
   }
   if (in.bad()) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   if (axes.empty())
@@ -211,7 +253,7 @@ std::size_t point_count(const std::vector<Axis>& axes) {
   std::size_t count = 1;
   for (const auto& axis : axes) {
     if (axis.values.size() > kMaxPoints / count)
-      throw InputError("--vary", axis.key,
+      throw axis_error(axis, axis.key,
                        fmt::format("the sweep would have more than {} points; narrow the ranges", kMaxPoints));
     count *= axis.values.size();
   }

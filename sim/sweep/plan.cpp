@@ -284,20 +284,32 @@ std::vector<std::string> parse_precisions(const std::vector<std::string>& lists,
   return out;
 }
 
+InputError max_layouts_error(const std::string& text) {
+  return InputError("--max-layouts", text, "expected a number of layouts from 0 (every one) to 1000000");
+}
+
 PlanSpec make_plan_spec(const PlanRequest& request) {
   PlanSpec spec;
   spec.scenario = request.scenario;
-  if (!request.model.empty()) spec.sets.push_back("model=" + request.model);
+  if (request.model && request.model->empty())
+    throw InputError("<command line>", "--model",
+                     "expected a model preset name, got '' (leave --model out for the scenario's model)");
+  if (request.model) spec.sets.push_back("model=" + *request.model);
   spec.sets.insert(spec.sets.end(), request.sets.begin(), request.sets.end());
   // The model --model names, said of --model (loading it would say --set model).
-  if (!request.model.empty()) (void)io::find_preset("models", request.model, io::Reader("--model", true));
-  if (request.tokens.empty() && request.deadline.empty())
+  if (request.model) (void)io::find_preset("models", *request.model, io::Reader("--model", true));
+  if (!request.tokens && !request.deadline)
     throw InputError("<command line>", "--tokens",
                      "expected a token budget (--tokens N) or a deadline (--deadline DAYS)");
-  if (!request.tokens.empty()) spec.tokens = parse_tokens(request.tokens, "--tokens");
-  if (!request.deadline.empty()) spec.deadline_days = days_of(request.deadline);
-  if (request.gpus.empty()) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
-  spec.gpus = gpu_counts(request.gpus);
+  // Given, each is read, "" too (it is no number).
+  if (request.tokens) spec.tokens = parse_tokens(*request.tokens, "--tokens");
+  if (request.deadline) spec.deadline_days = days_of(*request.deadline);
+  if (!request.gpus) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
+  if (request.gpus->empty())
+    throw InputError(
+        "<command line>", "--gpus",
+        fmt::format("expected GPU counts from 1 to {}, e.g. 256, 128,256 or 64:1024:x2, got ''", kMaxGpus));
+  spec.gpus = gpu_counts(*request.gpus);
   for (const std::string& set : spec.sets) {
     if (set.starts_with("cluster="))
       throw InputError("--set", set.substr(0, set.find('=')),
@@ -339,8 +351,7 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     spec.cluster_sets.push_back("cluster." + key + "=" + value);
   }
   if (request.max_layouts < 0 || request.max_layouts > 1000000)
-    throw InputError("--max-layouts", std::to_string(request.max_layouts),
-                     "expected a number of layouts from 0 (every one) to 1000000");
+    throw max_layouts_error(std::to_string(request.max_layouts));
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
   spec.precisions = parse_precisions(request.precisions, spec.sets);
   // A price given both ways would leave one unused: --set cluster.gpu_hour_price prices every

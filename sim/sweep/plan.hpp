@@ -44,13 +44,18 @@ inline constexpr long long kDefaultPlanLayouts = 96;
 // them) give it, as text; make_plan_spec checks each and names the flag in its errors.
 struct PlanRequest {
   io::ScenarioInput scenario;                   // read once (io::read_scenario_input)
-  std::string model;                            // --model: a model preset; "": the scenario's
-  std::string tokens, deadline, gpus;           // --tokens, --deadline, --gpus; "": not given
+  // --model (a model preset), --tokens, --deadline, --gpus: absent when not given; given, ""
+  // is refused (it names nothing).
+  std::optional<std::string> model, tokens, deadline, gpus;
   std::vector<std::string> clusters;            // --cluster: NAME[@PRICE], or comma-separated lists
   std::vector<std::string> precisions;          // --precision: names, or comma-separated lists
   std::vector<std::string> sets;                // --set
   long long max_layouts = kDefaultPlanLayouts;  // --max-layouts
 };
+
+// The error of a --max-layouts value (`text`, as given) that is not a whole number from 0 to
+// 1000000.
+InputError max_layouts_error(const std::string& text);
 
 // Without --cluster, a scenario given (a file, an example, text) is planned on its own cluster;
 // with --cluster, its cluster section's keys carry to every cluster (PlanSpec::cluster_sets)

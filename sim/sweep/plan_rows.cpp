@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
 std::string csv_cell(const boost::json::value& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return std::string(v.as_string());
-  if (v.is_double()) return fmt::format("{:.6g}", v.as_double());
+  if (v.is_double()) return number_text(v.as_double());  // every digit, as a sweep's rows
   return boost::json::serialize(v);
 }
 

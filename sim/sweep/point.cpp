@@ -143,6 +143,7 @@ Scenario load_point(const SweepSpec& spec, const std::vector<std::string>& sets)
     return io::load_scenario(spec.scenario, sets);
   } catch (const InputError& e) {
     if (e.file() != "--set") throw;
+    // Named --vary from a spec file too: a file's rows are those of the same --vary flags.
     const bool varied = std::ranges::any_of(spec.axes, [&](const Axis& a) { return under(e.where(), a.key); });
     if (varied) throw InputError("--vary", e.where(), e.message());
     if (spec.gpus != 0 && e.where() == "parallel.dp") throw InputError("--gpus", e.where(), e.message());
@@ -182,7 +183,7 @@ void prepare(SweepSpec& spec) {
     for (const auto& axis : spec.axes)
       for (const auto& value : axis.values)
         if (assigns_degree({axis.key + "=" + value}, "dp"))
-          throw InputError("--vary", axis.key,
+          throw axis_error(axis, axis.key,
                            axis.key == "parallel.dp"
                                ? "cannot be combined with --gpus, which derives parallel.dp per point"
                                : fmt::format("{} sets dp, which cannot be combined with --gpus (it derives "
@@ -191,14 +192,18 @@ void prepare(SweepSpec& spec) {
   }
   for (std::size_t i = 0; i < spec.axes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      if (spec.axes[i].key == spec.axes[j].key) throw InputError("--vary", spec.axes[i].key, "the key is varied twice");
+      if (spec.axes[i].key == spec.axes[j].key)
+        throw axis_error(spec.axes[i], spec.axes[i].key,
+                         spec.axes[j].file.empty() ? std::string("the key is varied twice")
+                                                   : fmt::format("the key is varied twice ({} line {} varies it too)",
+                                                                 spec.axes[j].file, spec.axes[j].line));
   // A row names its varied keys beside its own columns: one name may not be both.
   SweepSpec fixed = spec;
   fixed.axes.clear();
   const std::vector<std::string> own = columns(fixed);
   for (const auto& axis : spec.axes)
     if (std::find(own.begin(), own.end(), axis.key) != own.end())
-      throw InputError("--vary", axis.key, "is a column of the sweep's rows, not a scenario key");
+      throw axis_error(axis, axis.key, "is a column of the sweep's rows, not a scenario key");
   const Scenario base = io::load_scenario(spec.scenario, spec.sets);
   spec.base_tp = base.parallel.tp;
   spec.base_pp = base.parallel.pp;
@@ -213,8 +218,7 @@ void prepare(SweepSpec& spec) {
     } catch (const InputError& e) {
       // Only a key the scenario does not have is the command's fault; a value that does not
       // validate is an invalid point, recorded with its reason.
-      if (e.file() == "--set" && e.message().starts_with("unknown "))
-        throw InputError("--vary", e.where(), e.message());
+      if (e.file() == "--set" && e.message().starts_with("unknown ")) throw axis_error(axis, e.where(), e.message());
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -93,6 +94,8 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
     return;
   }
   if (const auto input = input_file_read_as(path)) throw InputError(path, "-o", input_clash(*input));
+  real_path_ = target.path;
+  folder_ = target.folder;
   // Opened without truncating: a regular file is emptied (or read, to resume) only once this
   // process holds its lock, so that a second sweep never destroys the rows of a running one.
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -155,6 +158,68 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
   if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
     throw InputError(path_, "-o", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
   return false;
+}
+
+void RowFile::put_in_point_order(Format format, const std::vector<std::string>& header) {
+  if (!regular_ || !owned_) return;
+  sync();
+  std::ifstream in(real_path_, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof())
+    throw InputError(path_, "-o", fmt::format("cannot read the rows back: {}", std::strerror(errno ? errno : EIO)));
+  std::string head;  // the CSV header line (JSON lines have none)
+  std::vector<std::pair<std::size_t, std::string>> rows;
+  std::size_t number = 0;
+  for (std::string line; std::getline(text, line);) {
+    ++number;
+    if (format == Format::csv && number == 1) {
+      head = line + "\n";
+      continue;
+    }
+    rows.emplace_back(head_of(line, format, header, path_, number).key.point, line + "\n");
+  }
+  const auto by_point = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (std::is_sorted(rows.begin(), rows.end(), by_point)) return;
+  std::stable_sort(rows.begin(), rows.end(), by_point);
+  const auto fail = [&](const std::string& what, const std::string& temporary) {
+    const int error = errno ? errno : EIO;
+    if (!temporary.empty()) ::unlink(temporary.c_str());
+    return InputError(path_, "-o",
+                      fmt::format("cannot write the rows again in point order ({}: {}); the file keeps every row, "
+                                  "out of order",
+                                  what, std::strerror(error)));
+  };
+  std::string temporary = folder_ + "/.stepsim-rows-XXXXXX";
+  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) throw fail("a temporary file", "");
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || ::fchmod(fd, st.st_mode & 07777) != 0 || ::flock(fd, LOCK_EX) != 0) {
+    const InputError e = fail("a temporary file", temporary);
+    ::close(fd);
+    throw e;
+  }
+  std::string all = head;
+  for (const auto& row : rows) all += row.second;
+  for (std::size_t done = 0; done < all.size();) {
+    const ssize_t n = ::write(fd, all.data() + done, all.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      const InputError e = fail("writing", temporary);
+      ::close(fd);
+      throw e;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::rename(temporary.c_str(), real_path_.c_str()) != 0) {
+    const InputError e = fail("replacing the file", temporary);
+    ::close(fd);
+    throw e;
+  }
+  // The new file, locked already, is this sweep's from now on.
+  ::close(fd_);
+  fd_ = fd;
 }
 
 RowFile::~RowFile() {

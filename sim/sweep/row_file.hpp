@@ -50,6 +50,12 @@ class RowFile {
   RowFile& operator=(const RowFile&) = delete;
 
   const std::set<RowKey>& existing() const { return existing_; }
+  // A resumed file whose rows are not in point order (the rows it had left gaps, which the
+  // points run now filled at its end) is written again in point order, as a sweep run in one
+  // go writes it: to a temporary file beside it, synced and locked, then renamed over it, so
+  // that the file is whole, old or new, whatever stops the program. A file in order, or one
+  // written through, is left as it is.
+  void put_in_point_order(Format format, const std::vector<std::string>& header);
   void append(const std::string& line);
   void sync();  // fsync (a no-op on pipes and terminals)
   bool is_terminal() const;                  // rows go to a terminal (no -o, or -o /dev/tty)
@@ -64,6 +70,7 @@ class RowFile {
   void open_through(const report::OutputTarget& target, bool resume);
 
   std::string path_;
+  std::string real_path_, folder_;  // a regular file's: symlinks resolved, and its folder
   int fd_ = -1;
   bool owned_ = false;
   bool regular_ = false;

@@ -26,7 +26,7 @@ struct Cell {
 
 Cell text_cell(std::string s) { return {Cell::text, std::move(s)}; }
 // A figure that is not finite has no JSON number: it is left empty (null), as an unknown one.
-Cell number_cell(double v) { return std::isfinite(v) ? Cell{Cell::number, fmt::format("{}", v)} : Cell{}; }
+Cell number_cell(double v) { return std::isfinite(v) ? Cell{Cell::number, number_text(v)} : Cell{}; }
 
 // Whether `v` is a number JSON can write: Boost.JSON reads 1e400 as infinity, which it then
 // writes as Infinity, no JSON at all.
@@ -136,6 +136,8 @@ InputError missing_column(const std::string& file, const char* name) {
 }
 
 }  // namespace
+
+std::string number_text(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
 
 std::string csv_line(const std::vector<std::string>& fields) {
   std::string line;

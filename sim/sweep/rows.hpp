@@ -29,6 +29,11 @@ std::string format_row(const SweepSpec& spec, const PointResult& r, Format forma
 // as spaces.
 std::string csv_line(const std::vector<std::string>& fields);
 
+// A figure as a row's cell writes it (CSV and JSON alike): the shortest text that reads back as
+// the same double ("1.565813297598", "5.785936710269238e+11"); "" when it is not finite (no
+// JSON number holds it).
+std::string number_text(double v);
+
 // The fields of one CSV line (no newline), RFC 4180 quoting; InputError(file, line) when
 // a quote is unbalanced.
 std::vector<std::string> parse_csv_line(const std::string& line, const std::string& file, std::size_t line_number);

@@ -21,6 +21,11 @@
 #include "sweep/row_file.hpp"
 
 namespace stepsim::sweep {
+
+InputError jobs_error(const std::string& text) {
+  return InputError("--jobs", text,
+                    fmt::format("expected a whole number of simulations at once from 1 to {}", kMaxJobs));
+}
 namespace {
 
 unsigned job_count(unsigned jobs, std::size_t work) {
@@ -158,6 +163,7 @@ RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
       },
       threads);
   progress.finish();
+  if (resuming) file.put_in_point_order(format, columns(spec));
   file.sync();
   return summary;
 }

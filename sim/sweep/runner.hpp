@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "stepsim/error.hpp"
 #include "sweep/point.hpp"
 #include "sweep/rows.hpp"
 
@@ -18,6 +19,9 @@ struct Shard {
 
 // More simulations at once than this is a mistake, not a machine.
 inline constexpr long long kMaxJobs = 4096;
+
+// The error of a --jobs value (`text`, as given) that is not a whole number from 1 to kMaxJobs.
+InputError jobs_error(const std::string& text);
 
 struct RunOptions {
   std::string output = "-";  // file name or "-"

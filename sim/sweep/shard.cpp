@@ -37,16 +37,22 @@ std::optional<Shard> shard_from_environment(const std::function<const char*(cons
   const char* count = getenv("SLURM_ARRAY_TASK_COUNT");
   if (id == nullptr || count == nullptr) return std::nullopt;
   const char* min = getenv("SLURM_ARRAY_TASK_MIN");
+  const char* step = getenv("SLURM_ARRAY_TASK_STEP");  // --array=0-6:2 runs ids 0, 2, 4, 6
   const auto k = parse_count(id);
   const auto n = parse_count(count);
   const auto lo = min ? parse_count(min) : std::optional<long long>(0);
-  long long task = -1;  // k - lo, unless that overflows (ids far apart are no shard either)
-  if (k && lo && __builtin_sub_overflow(*k, *lo, &task)) task = -1;
+  const auto stride = step ? parse_count(step) : std::optional<long long>(1);
+  if (!stride || *stride < 1)
+    throw InputError("SLURM_ARRAY_TASK_STEP", step, "expected the job array's step, a whole number of 1 or more");
+  long long offset = -1;  // k - lo, unless that overflows (ids far apart are no shard either)
+  if (k && lo && __builtin_sub_overflow(*k, *lo, &offset)) offset = -1;
+  const long long task = offset >= 0 && offset % *stride == 0 ? offset / *stride : -1;
   if (!k || !n || !lo || *n < 1 || task < 0 || task >= *n)
     throw InputError("SLURM_ARRAY_TASK_ID", id,
-                     fmt::format("expected a task id from SLURM_ARRAY_TASK_MIN ({}) on, below it plus "
-                                 "SLURM_ARRAY_TASK_COUNT ({}); submit with --array=0-{{N-1}}",
-                                 min ? min : "unset", count));
+                     fmt::format("expected a task id SLURM_ARRAY_TASK_MIN ({}) + K x SLURM_ARRAY_TASK_STEP ({}) "
+                                 "for K from 0 to SLURM_ARRAY_TASK_COUNT ({}) - 1; submit with --array=0-{{N-1}} "
+                                 "or --array=LO-HI:STEP",
+                                 min ? min : "unset", step ? step : "unset", count));
   return Shard{static_cast<std::size_t>(task), static_cast<std::size_t>(*n)};
 }
 

@@ -13,8 +13,9 @@ namespace stepsim::sweep {
 // "K/N" with 0 ≤ K < N; InputError naming --shard otherwise.
 Shard parse_shard(const std::string& text);
 
-// The shard from a job array's environment: task K = SLURM_ARRAY_TASK_ID −
-// SLURM_ARRAY_TASK_MIN (0 when unset) of N = SLURM_ARRAY_TASK_COUNT; nothing outside an
+// The shard from a job array's environment: task K = (SLURM_ARRAY_TASK_ID −
+// SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP (MIN 0 and STEP 1 when unset: --array=0-6:2
+// runs ids 0, 2, 4, 6 as shards 0 to 3) of N = SLURM_ARRAY_TASK_COUNT; nothing outside an
 // array. `getenv` is a parameter so that tests need no process environment.
 std::optional<Shard> shard_from_environment(const std::function<const char*(const char*)>& getenv);
 

@@ -891,12 +891,12 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
   for (const char* ranks : {"-8", "0"}) {
     INFO("--ranks " << ranks);
     CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks {} -o x.json", log, ranks)),
-                           "<command line>: --ranks: expected 1 to 1048576 ranks") == "");
+                           fmt::format("<command line>: --ranks: expected 1 to 1048576 ranks, got {}", ranks)) == "");
   }
   for (const char* nodes : {"-1", "0"}) {
     INFO("--nodes " << nodes);
     CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --nodes {} -o x.json", log, nodes)),
-                           "<command line>: --nodes: expected 1 to 1048576 nodes") == "");
+                           fmt::format("<command line>: --nodes: expected 1 to 1048576 nodes, got {}", nodes)) == "");
   }
   CHECK(testing::refusal(s.run(fmt::format("calibrate import-nccl-tests {} --ranks 0 --nodes 0 -o x.json", log)),
                          "--ranks: expected 1 to 1048576 ranks") == "");

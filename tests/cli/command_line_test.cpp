@@ -257,7 +257,8 @@ TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide th
         "16\n");
   const Run zero = dir.run("collective allreduce --gpus 16 --ranks-per-node 0");
   CHECK(zero.status == 2);
-  CHECK(zero.err == "stepsim: error: <command line>: --ranks-per-node: expected 1 or more, got 0\n");
+  CHECK(zero.err ==
+        "stepsim: error: <command line>: --ranks-per-node: expected 1 to the cluster's GPUs per node, got 0\n");
 }
 
 TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores fails with exit status 2") {
@@ -268,4 +269,78 @@ TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores f
             "--set: training.precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
             "Hopper") != std::string::npos);
   CHECK(dir.run("simulate --set cluster=dgx-b200 --set training.precision=nvfp4").status == 0);
+}
+
+// A value Boost could not read into the flag's type (2147483648 for an int, "abc", "1.5") was
+// refused as "the argument ('2147483648') for option '--gpus' is invalid", naming neither what
+// was expected nor the flag's range. Now every numeric flag says what its range check says of
+// a value out of range: the same error as for an in-range refusal, the value as given.
+TEST_CASE("a numeric flag's value that is no number or beyond its type is refused as its range check refuses") {
+  const Scratch dir("numeric-flags");
+  const std::string log = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  struct Case {
+    std::string command, flag, refused;  // `refused`: in the flag's type, out of its range
+    std::vector<std::string> values;
+  };
+  const std::vector<Case> cases = {
+      {"sweep --vary parallel.tp=8 -o -", "--gpus", "-7", {"2147483648", "abc", "1.5", "-2147483649"}},
+      {"sweep --gpus 8", "--best", "-7", {"99999999999", "x"}},
+      {"plan --gpus 8 --tokens 1T --cluster dgx-h100-ndr",
+       "--max-layouts",
+       "1000001",
+       {"9223372036854775808", "many", "2.5"}},
+      {"plan --gpus 8 --tokens 1T --cluster dgx-h100-ndr", "--jobs", "4097", {"abc", "99999999999999999999"}},
+      {"collective allreduce --size 1MiB", "--gpus", "1048577", {"2147483648", "abc", "1.5"}},
+      {"collective allreduce --size 1MiB", "--ranks-per-node", "-7", {"2147483648", "k"}},
+      {"collective allreduce --sweep 1MiB:1GiB", "--factor", "1000001", {"x", "1e999"}},
+      {"calibrate import-nccl-tests " + log + " -o x.json", "--ranks", "1048577", {"2147483648", "eight"}},
+      {"calibrate import-nccl-tests " + log + " -o x.json", "--nodes", "1048577", {"4294967296", "1.0"}},
+      {"analyze x.json", "--rank", "-7", {"-99999999999999999999"}},
+      {"analyze x.json", "--rank", "1048577", {"99999999999999999999"}},
+  };
+  for (const Case& c : cases) {
+    const Run in_range = dir.run(c.command + " " + c.flag + " " + c.refused);
+    INFO(c.command << " " << c.flag << " " << c.refused << ": " << in_range.err);
+    REQUIRE(in_range.status == 2);
+    const auto at = in_range.err.find(c.refused);
+    REQUIRE(at != std::string::npos);
+    CHECK(in_range.err.find(c.flag) != std::string::npos);
+    for (const std::string& value : c.values) {
+      const Run run = dir.run(c.command + " " + c.flag + " " + value);
+      INFO(c.flag << " " << value);
+      CHECK(run.status == 2);
+      CHECK(run.err == std::string(in_range.err).replace(at, c.refused.size(), value));
+    }
+  }
+  CHECK(dir.entries().empty());
+}
+
+// `plan --model ''` planned the default model and `plan --deadline ''` ignored the deadline, both
+// with exit status 0: "" was taken for the flag left out. A flag whose value names something
+// refuses "" naming the flag, as --cluster '' and --precision '' are refused.
+TEST_CASE("an empty value of a flag that names something is refused, not taken for the flag left out") {
+  const Scratch dir("empty-flags");
+  const std::string plan = "plan --gpus 8 --cluster dgx-h100-ndr --max-layouts 1 ";
+  const std::string log = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {plan + "--tokens 1T --model ''", "<command line>: --model: expected a model preset name, got ''"},
+      {plan + "--tokens 1T --deadline ''", "--deadline: expected a number of days above 0"},
+      {plan + "--deadline 10 --tokens ''", "--tokens: expected a whole number of tokens"},
+      {"plan --tokens 1T --cluster dgx-h100-ndr --gpus ''",
+       "<command line>: --gpus: expected GPU counts from 1 to 1048576, e.g. 256, 128,256 or 64:1024:x2, got ''"},
+      {"presets --kind ''", "<command line>: --kind: expected gpu, cluster, model or example, got ''"},
+      {"presets ''", "<command line>: NAME: the preset name is empty"},
+      {"analyze x.json --step ''", "<command line>: --step: expected a step number N or its name ProfilerStep#N"},
+      {"calibrate check " + log + " --scenario ''", "<command line>: --scenario: expected a scenario file or preset"},
+      {"calibrate check " + log + " --cluster ''", "<command line>: --cluster: expected a cluster preset, got ''"},
+      {"calibrate import-nccl-tests " + log + " -o x.json --op ''", "<command line>: --op: expected the test's name"},
+      {"calibrate import-nccl-tests " + log + " -o x.json --gpu ''", "<command line>: --gpu: expected the GPU's name"},
+      {"calibrate import-nccl-tests " + log + " -o x.json --algorithm ''", "<command line>: --algorithm: expected"},
+      {"calibrate import-nccl-tests " + log + " -o x.json --protocol ''", "<command line>: --protocol: expected"},
+  };
+  for (const auto& [command, message] : cases) {
+    INFO(command);
+    CHECK(stepsim::testing::refusal(dir.run(command), message) == "");
+  }
+  CHECK(dir.entries().empty());
 }

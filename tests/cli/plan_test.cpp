@@ -6,6 +6,8 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 #include <string>
 #include <utility>
@@ -484,6 +486,43 @@ TEST_CASE("plan leaves the figures it does not know empty, never 0") {
                          header[i] == "deadline_tokens" || header[i] == "reason";
     CHECK(cells[i].empty() == unknown);
   }
+}
+
+// The CSV was cut to six significant digits (deadline_tokens 5.78594e+11 where the JSON of the
+// same plan had 5.785936710269238E11, a relative difference up to 5e-6): each figure of the CSV
+// reads back as the JSON's number of the same plan run again, to a few units in the last place
+// (not every figure of two runs agrees to the last bit), search_s (a wall-clock time) aside.
+TEST_CASE("plan's CSV holds every digit of each figure, as its JSON does") {
+  const Scratch dir("plan-digits");
+  const std::string args =
+      "--model gpt-1.3b --gpus 8 --max-layouts 4 --tokens 1e9 --deadline 10 --cluster dgx-h100-ndr@2.5";
+  const boost::json::array rows = plan_rows(dir, args);
+  REQUIRE(rows.size() == 1);
+  const Run csv = dir.run("plan " + args + " -o -");
+  REQUIRE(csv.status == 0);
+  const auto newline = csv.out.find('\n');
+  std::vector<std::string> header, cells;
+  for (auto [line, out] :
+       {std::pair{csv.out.substr(0, newline), &header},
+        std::pair{csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1), &cells}}) {
+    std::size_t from = 0;
+    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+      out->push_back(line.substr(from, comma - from));
+      from = comma + 1;
+    }
+    out->push_back(line.substr(from));
+  }
+  REQUIRE(header.size() == cells.size());
+  std::size_t figures = 0;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const boost::json::value& v = rows[0].as_object().at(header[i]);
+    if (!v.is_double() || header[i] == "search_s") continue;
+    INFO(header[i] << ": CSV " << cells[i] << ", JSON " << boost::json::serialize(v));
+    CHECK(std::abs(std::strtod(cells[i].c_str(), nullptr) - v.as_double()) <= 1e-14 * std::abs(v.as_double()));
+    ++figures;
+  }
+  CHECK(figures >= 10);
+  CHECK(rows[0].as_object().at("deadline_tokens").is_double());
 }
 
 // A cluster without a price has no cost to compare: the front is the priced clusters', and

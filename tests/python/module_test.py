@@ -162,8 +162,8 @@ def bad_scenario():
         (lambda: stepsim.simulate("no-such-file.json"), ("no-such-file.json", "")),
         (lambda: stepsim.sweep(vary={"parallel.tpp": [1, 2]}), ("--vary", "parallel.tpp")),
         (lambda: stepsim.sweep(vary={"parallel.tp": []}), ("stepsim.sweep", "vary")),
-        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=-8), ("stepsim.sweep", "gpus")),
-        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=5000), ("stepsim.sweep", "jobs")),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=-8), ("--gpus", "-8")),
+        (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=5000), ("--jobs", "5000")),
         (lambda: stepsim.sweep(vary={"parallel.tp": "8:1:x2"}), ("--vary", "parallel.tp")),
         (lambda: stepsim.collective("allreduce", gpus=1), ("<command line>", "--gpus")),
         (lambda: stepsim.analyze("no-such-trace.json"), ("no-such-trace.json", "")),
@@ -232,7 +232,7 @@ def plan():
             function()
             raise AssertionError("jobs=-1 accepted")
         except stepsim.ScenarioError as e:
-            assert e.file in ("stepsim.plan", "stepsim.sweep") and e.pointer == "jobs", str(e)
+            assert (e.file, e.pointer) == ("--jobs", "-1"), str(e)
     print(f"plan: {len(want)} rows equal")
 
 
@@ -404,11 +404,12 @@ def integer_ranges():
         (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", max_layouts=2**64),
          max_layouts.replace("-1", str(2**64))),
         (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=2**64),
-         f"stepsim.sweep: jobs: expected 0 (every usable core) to 4096 simulations at once, got {2**64}"),
+         f"--jobs: {2**64}: expected a whole number of simulations at once from 1 to 4096 (or 0: every usable core)"),
         (lambda: stepsim.plan(gpus=8, cluster="dgx-h100-ndr", tokens="1T", jobs=-2**63 - 1),
-         f"stepsim.plan: jobs: expected 0 (every usable core) to 4096 simulations at once, got {-2**63 - 1}"),
+         f"--jobs: {-2**63 - 1}: expected a whole number of simulations at once from 1 to 4096 (or 0: every usable "
+         "core)"),
         (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, gpus=2**31),
-         f"stepsim.sweep: gpus: expected a GPU count of 1 to {2**31 - 1} (or 0: parallel.dp as set), got {2**31}"),
+         f"--gpus: {2**31}: expected a GPU count of 1 to {2**31 - 1} (or 0: parallel.dp as set)"),
     ]:
         e = raised(call, stepsim.ScenarioError)
         assert str(e) == want, f"{e} != {want}"
@@ -669,7 +670,47 @@ def collective_empty_sweep():
     print("collective sweep '': the command line's error")
 
 
-CASES = {f.__name__: f for f in [default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
+def plan_empty_flags():
+    """plan(model="") planned the default model, "" standing for the argument left out: each text
+    argument of plan() is refused as the command line refuses the flag given ''; None is left out."""
+    plan = {"gpus": 8, "cluster": "dgx-h100-ndr", "max_layouts": 1}
+    for kwargs, flags in [({"model": "", "tokens": "1T"}, ("--model", "", "--tokens", "1T")),
+                          ({"deadline": "", "tokens": "1T"}, ("--deadline", "", "--tokens", "1T")),
+                          ({"tokens": "", "deadline": 10}, ("--tokens", "", "--deadline", "10"))]:
+        want = cli_error("plan", "--gpus", "8", "--cluster", "dgx-h100-ndr", "--max-layouts", "1", *flags)
+        e = raised(lambda: stepsim.plan(**plan, **kwargs), stepsim.ScenarioError)
+        assert str(e) == want, f"{kwargs}: {e} != {want}"
+    print("plan's empty text arguments: the command line's errors")
+
+
+def list_items():
+    """A bad item of a list argument is named by its place, not the list as a whole; an integer
+    beyond a double (10**400) is refused at its JSON pointer, as 2**70 is, not at a place in JSON
+    text the caller never wrote; a count beyond the native int in the words of its flag."""
+    e = raised(lambda: stepsim.plan(gpus=[64.0], tokens="1T", cluster="dgx-h100-ndr"), TypeError)
+    assert str(e) == "gpus[0]: expected an integer, got float", str(e)
+    e = raised(lambda: stepsim.plan(gpus=[8, True], tokens="1T", cluster="dgx-h100-ndr"), TypeError)
+    assert str(e) == "gpus[1]: expected an integer, got bool", str(e)
+    e = raised(lambda: stepsim.plan(gpus=8, precision=["bf16", 8.5], tokens="1T", cluster="dgx-h100-ndr"), TypeError)
+    assert str(e) == "precision[1]: expected a precision's name, got float", str(e)
+    scenario = {"model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": {"tp": 8, "dp": 8},
+                "training": {"global_batch": 2**70}}
+    e = raised(lambda: stepsim.simulate(scenario), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<dict>", "/training/global_batch"), str(e)
+    scenario["training"]["global_batch"] = 10**400
+    e = raised(lambda: stepsim.simulate(scenario), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("<dict>", "/training/global_batch"), str(e)
+    assert e.message.endswith("is out of range (at most about 1.8e308)"), e.message
+    e = raised(lambda: stepsim.simulate(sets={"training.global_batch": -10**400}), stepsim.ScenarioError)
+    assert (e.file, e.pointer) == ("--set", "training.global_batch"), str(e)
+    # gpus=2**31: the command line's words for --gpus 2147483648, with Python's own 0.
+    want = cli_error("sweep", "--vary", "parallel.tp=8", "--gpus", str(2**31), "-o", "-")
+    e = raised(lambda: stepsim.sweep(vary={"parallel.tp": [8]}, gpus=2**31), stepsim.ScenarioError)
+    assert str(e) == want + " (or 0: parallel.dp as set)", f"{e} != {want}"
+    print("list items named by place; huge integers at their pointer; gpus=2**31 in --gpus's words")
+
+
+CASES = {f.__name__: f for f in [plan_empty_flags, list_items, default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,

@@ -97,3 +97,25 @@ done
 "$stepsim" sweep --merge "$work/merged.csv" "$work"/out.shard-*-of-4.csv 2>/dev/null
 cmp "$work/merged.csv" "$work/whole.csv" || fail "the merged rows differ from the unsharded sweep"
 echo "slurm job array: $(($(wc -l <"$work/merged.csv") - 1)) rows from 4 tasks equal the unsharded sweep"
+
+# An array with a step runs task ids 0, 2, 4, 6 (SLURM_ARRAY_TASK_STEP 2): shards 0 to 3, not
+# shard 2 and three refusals. The sweep's own --jobs wins over the one the script derives from
+# --cpus-per-task (given twice, the sweep refused it).
+STEPSIM=$stepsim timeout 120 sbatch --wait --array=0-6:2 --cpus-per-task=1 --output="$work/step-%a.log" \
+  --chdir="$work" "$source_dir/tools/slurm/sweep.sbatch" "$work/step.csv" "${sweep[@]}" --jobs 2 >/dev/null ||
+  { logs; cat "$work"/step-*.log >&2 || true; fail "the job array with a step did not finish"; }
+for k in 0 1 2 3; do
+  [ -s "$work/step.shard-$k-of-4.csv" ] || { cat "$work"/step-*.log >&2; fail "the array with a step wrote no shard $k"; }
+done
+"$stepsim" sweep --merge "$work/step-merged.csv" "$work"/step.shard-*-of-4.csv 2>/dev/null
+cmp "$work/step-merged.csv" "$work/whole.csv" || fail "the array with a step merges into other rows"
+echo "slurm job array with a step: shards 0 to 3 from ids 0, 2, 4, 6 equal the unsharded sweep"
+
+# -o among the sweep's arguments: the script names OUT itself, and says so.
+status=0
+STEPSIM=$stepsim bash "$source_dir/tools/slurm/sweep.sbatch" "$work/o.csv" "${sweep[@]}" -o "$work/other.csv" \
+  2>"$work/o.err" || status=$?
+[ "$status" -eq 2 ] && grep -q "the output is the first argument" "$work/o.err" ||
+  fail "-o among the arguments: exit $status, $(cat "$work/o.err")"
+[ ! -e "$work/o.csv" ] && [ ! -e "$work/other.csv" ] || fail "-o among the arguments wrote rows"
+echo "sweep.sbatch: -o among the sweep's arguments refused"

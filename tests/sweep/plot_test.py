@@ -51,6 +51,41 @@ def plan_pareto(stepsim, plot, d):
     if "not plotted: dgx-b200 x 8: no cost" not in listing or listing.count("plotted: dgx-") != 3:
         raise AssertionError(f"pareto listing:\n{listing}")
     print("pareto: 1200x700 PNG, the row without a price listed")
+    # The same plan as JSON (-o plan.json): the same rows drawn and listed.
+    rows_json = os.path.join(d, "plan.json")
+    subprocess.run([stepsim, "plan", "--model", "gpt-1.3b", "--tokens", "10B", "--gpus", "8", "--cluster",
+                    "dgx-h100-ndr@2.5,dgx-a100-80g-hdr@1.8,dgx-b200", "-o", rows_json], check=True, capture_output=True)
+    from_json = subprocess.run(plot + ["pareto", rows_json, "-o", os.path.join(d, "pareto-json.png")], check=True,
+                               capture_output=True, text=True).stdout
+    if from_json != listing:
+        raise AssertionError(f"pareto from JSON:\n{from_json}\nfrom CSV:\n{listing}")
+    print("pareto: plan's JSON rows drawn as its CSV rows")
+
+
+def json_lines(stepsim, plot, csv, d):
+    """A sweep's JSON lines (-o FILE.jsonl) are drawn as its CSV rows: the same curves, the same
+    points listed; a --label that is no column is refused as -x is."""
+    jsonl = os.path.join(d, "sweep.jsonl")
+    subprocess.run([stepsim, "sweep", "--vary", "data_parallel.bucket_cap_mb=1:64:x4", "--vary", "parallel.tp=4,8",
+                    "--set", "model=llama3-8b", "--gpus", "64", "-o", jsonl], check=True, capture_output=True)
+    for command in (["curves", "-x", "data_parallel.bucket_cap_mb", "--group", "parallel.tp"], ["breakdown"]):
+        said = []
+        for rows in (csv, jsonl):
+            run = subprocess.run(plot + [command[0], rows] + command[1:] + ["-o", os.path.join(d, "rows.png")],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                raise AssertionError(f"{command[0]} {rows}: exit {run.returncode}, {run.stderr!r}")
+            said.append(run.stdout.replace(rows, "ROWS"))
+        if said[0] != said[1]:
+            raise AssertionError(f"{command[0]}: from JSON lines:\n{said[1]}\nfrom CSV:\n{said[0]}")
+    for rows in (csv, jsonl):
+        bad = subprocess.run(plot + ["breakdown", rows, "--label", "bogus", "-o", os.path.join(d, "b2.png")],
+                             capture_output=True, text=True)
+        if bad.returncode != 2 or "no column 'bogus'" not in bad.stderr:
+            raise AssertionError(f"breakdown --label bogus: exit {bad.returncode}, {bad.stderr!r}")
+    if os.path.exists(os.path.join(d, "b2.png")):
+        raise AssertionError("breakdown --label bogus drew a picture")
+    print("JSON lines: drawn as the CSV rows; --label bogus refused")
 
 
 def without_matplotlib(source, csv, d):
@@ -121,6 +156,7 @@ def main():
             print(f"{os.path.basename(out)}: {got[0]}x{got[1]} PNG, {os.path.getsize(out)} bytes")
         readme_bucket_example(stepsim, plot, d)
         plan_pareto(stepsim, plot, d)
+        json_lines(stepsim, plot, csv, d)
         without_matplotlib(source, csv, d)
         outputs(plot, csv, d)
         bad = subprocess.run(plot + ["curves", csv, "-x", "no.such.key", "-o", os.path.join(d, "x.png")],

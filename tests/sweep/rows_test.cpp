@@ -141,6 +141,39 @@ TEST_CASE("a Slurm array task's shard counts from SLURM_ARRAY_TASK_MIN") {
   CHECK_FALSE(shard_from_environment(getenv).has_value());
 }
 
+// --array=0-6:2 runs task ids 0, 2, 4, 6 with SLURM_ARRAY_TASK_COUNT 4 and STEP 2: id 2 was
+// shard 2 of 4, and ids 4 and 6 were refused, so shards 1 and 3 never ran.
+TEST_CASE("a Slurm array with a step numbers its shards by the step") {
+  std::map<std::string, std::string> env = {{"SLURM_ARRAY_TASK_COUNT", "4"},
+                                            {"SLURM_ARRAY_TASK_MIN", "0"},
+                                            {"SLURM_ARRAY_TASK_MAX", "6"},
+                                            {"SLURM_ARRAY_TASK_STEP", "2"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  for (std::size_t k = 0; k < 4; ++k) {
+    env["SLURM_ARRAY_TASK_ID"] = std::to_string(2 * k);
+    const auto shard = shard_from_environment(getenv);
+    REQUIRE(shard);
+    CHECK(shard->index == k);
+    CHECK(shard->count == 4);
+  }
+  // --array=5-17:4: ids 5, 9, 13, 17.
+  env = {{"SLURM_ARRAY_TASK_COUNT", "4"},
+         {"SLURM_ARRAY_TASK_MIN", "5"},
+         {"SLURM_ARRAY_TASK_STEP", "4"},
+         {"SLURM_ARRAY_TASK_ID", "13"}};
+  CHECK(shard_from_environment(getenv)->index == 2);
+  env["SLURM_ARRAY_TASK_ID"] = "7";  // not an id of the array
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
+  env["SLURM_ARRAY_TASK_ID"] = "21";  // past its last
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
+  env["SLURM_ARRAY_TASK_ID"] = "5";
+  env["SLURM_ARRAY_TASK_STEP"] = "0";
+  CHECK_THROWS_AS(shard_from_environment(getenv), stepsim::InputError);
+}
+
 TEST_CASE("every {shard} in a name is replaced, with one shard too") {
   CHECK(shard_path("runs/{shard}/part-{shard}.csv", {3, 8}) == "runs/3/part-3.csv");
   CHECK(shard_path("part-{shard}.csv", {0, 1}) == "part-0.csv");

@@ -82,6 +82,34 @@ TEST_CASE("shards of a sweep merge into the rows of the unsharded sweep") {
   CHECK(slurp(dir.work() / "merged.jsonl") == slurp(dir.work() / "all.jsonl"));
 }
 
+// Resuming a merge of two shards of four (points 0, 1, 4, 5 present) appended points 2, 3, 6
+// and 7 after them: rows 0,1,4,5,2,3,6,7. The resumed file is in point order, the rows of the
+// sweep run in one go, byte for byte, in CSV and in JSON lines.
+TEST_CASE("a sweep resumed on a merged file with gaps writes its rows in point order") {
+  const Scratch dir("sweep-resume-gaps");
+  const std::string sweep = "sweep --vary parallel.tp=1:8:x2 --vary data_parallel.bucket_cap_mb=25,100 --gpus 64";
+  for (const std::string extension : {".csv", ".jsonl"}) {
+    INFO(extension);
+    REQUIRE(dir.run(sweep + " -o whole" + extension).status == 0);
+    for (const char* shard : {"0/4", "1/4"})
+      REQUIRE(dir.run(sweep + " --shard " + shard + " -o out" + extension).status == 0);
+    const Run merge =
+        dir.run("sweep --merge part" + extension + " out.shard-0-of-4" + extension + " out.shard-1-of-4" + extension);
+    REQUIRE(merge.status == 0);
+    REQUIRE(merge.err.find("lacks 4 of the sweep's 8 points") != std::string::npos);
+    const Run resumed = dir.run(sweep + " --resume -o part" + extension);
+    INFO(resumed.err);
+    REQUIRE(resumed.status == 0);
+    CHECK(resumed.err.find("4 already written") != std::string::npos);
+    CHECK(slurp(dir.file("part" + extension)) == slurp(dir.file("whole" + extension)));
+    // In order already: resumed again, nothing runs and nothing changes.
+    REQUIRE(dir.run(sweep + " --resume -o part" + extension).status == 0);
+    CHECK(slurp(dir.file("part" + extension)) == slurp(dir.file("whole" + extension)));
+  }
+  // No temporary file is left beside the rows.
+  for (const std::string& name : dir.entries()) CHECK(name.find("stepsim") == std::string::npos);
+}
+
 // --spec FILE is the --vary flags written in a file: the same rows, sweep_id included, byte
 // for byte; with --vary the file's keys come first, as if their flags came first.
 TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and names a bad line") {
@@ -122,6 +150,51 @@ TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and name
                                   "missing.txt: cannot read the spec file: No such file or directory") == "");
   CHECK(stepsim::testing::refusal(dir.run("sweep --spec axes.txt --spec axes.txt"),
                                   "option '--spec' cannot be specified more than once") == "");
+}
+
+// A key the scenario lacks was refused as --vary's, naming neither the file nor the line; a
+// blank before '=' was part of the key ('tp '); a comment after the values was a value.
+TEST_CASE("a spec file's key and values are trimmed, a comment may end a line, and every error names the line") {
+  const Scratch dir("sweep-spec-lines");
+  const std::string common = " --set model=llama3-8b --gpus 64";
+  const Run flags = dir.run("sweep --vary parallel.tp=4,8 --vary data_parallel.bucket_cap_mb=25,100" + common);
+  REQUIRE(flags.status == 0);
+  std::ofstream(dir.file("spaced.txt")) << "parallel.tp = 4, 8   # the layout\n"
+                                        << "\tdata_parallel.bucket_cap_mb\t=25 ,100\n";
+  const Run spaced = dir.run("sweep --spec spaced.txt" + common);
+  INFO(spaced.err);
+  REQUIRE(spaced.status == 0);
+  CHECK(spaced.out == flags.out);
+  // A '#' after no blank is the value's: "100#x" is a value of its own, an invalid point whose
+  // reason names the key as --vary would (the rows of a file are those of the --vary flags).
+  std::ofstream(dir.file("hash.txt")) << "parallel.tp=4,8\ndata_parallel.bucket_cap_mb=25,100#x\n";
+  const Run hash = dir.run("sweep --spec hash.txt" + common);
+  REQUIRE(hash.status == 0);
+  CHECK(hash.out == dir.run("sweep --vary parallel.tp=4,8 --vary 'data_parallel.bucket_cap_mb=25,100#x'" + common).out);
+  CHECK(hash.out.find(",100#x,") != std::string::npos);
+  std::ofstream(dir.file("commented.txt")) << "parallel.tp = 4,8 # comment\n"
+                                           << "data_parallel.bucket_cap_mb=25,100\t# sizes in MiB\n";
+  const Run commented = dir.run("sweep --spec commented.txt" + common);
+  REQUIRE(commented.status == 0);
+  CHECK(commented.out == flags.out);
+  // A '#' inside a JSON string is the value's (here an unknown one, refused at its line).
+  std::ofstream(dir.file("quoted.txt")) << "parallel.tp=4\ntraining.cuda_graph_scope=[\"a #b\"]\n";
+  CHECK(dir.run("sweep --spec quoted.txt" + common).err ==
+        "stepsim: error: quoted.txt: line 2: training.cuda_graph_scope[0]: unknown value 'a #b' (expected one of "
+        "attn, mlp, moe, moe_router, moe_preprocess)\n");
+
+  std::ofstream(dir.file("sp4.txt")) << "# c\nparallel.tp=4,8\nparallel.tpp=1,2\n";
+  CHECK(dir.run("sweep --spec sp4.txt --gpus 64 -o -").err ==
+        "stepsim: error: sp4.txt: line 3: parallel.tpp: unknown key 'tpp' (did you mean 'tp'?)\n");
+  std::ofstream(dir.file("column.txt")) << "parallel.tp=4\n\nstatus=1\n";
+  CHECK(dir.run("sweep --spec column.txt").err ==
+        "stepsim: error: column.txt: line 3: status: is a column of the sweep's rows, not a scenario key\n");
+  std::ofstream(dir.file("dp.txt")) << "parallel.dp=2,4\n";
+  CHECK(stepsim::testing::refusal(dir.run("sweep --spec dp.txt --gpus 64"),
+                                  "dp.txt: line 1: parallel.dp: cannot be combined with --gpus") == "");
+  std::ofstream(dir.file("tp.txt")) << "parallel.tp=4,8\n";
+  CHECK(dir.run("sweep --spec tp.txt --vary parallel.tp=2").err ==
+        "stepsim: error: --vary: parallel.tp: the key is varied twice (tp.txt line 1 varies it too)\n");
 }
 
 TEST_CASE("points that do not divide --gpus or do not validate are rows with their reason") {
@@ -242,10 +315,12 @@ TEST_CASE("the search for the best configuration ranks the configurations that f
         "stepsim: error: --best: 2: the search needs the GPU count whose layouts it tries: give --gpus N (1 or "
         "more)\n");
   // Given, --gpus is a count of 1 or more: 0 would derive no parallel.dp, and is refused as -8 is.
-  CHECK(dir.run("sweep --best 2 --gpus 0").err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
-  CHECK(dir.run("sweep --best 2 --gpus -8").err == "stepsim: error: --gpus: -8: expected a GPU count of 1 or more\n");
+  CHECK(dir.run("sweep --best 2 --gpus 0").err ==
+        "stepsim: error: --gpus: 0: expected a GPU count of 1 to 2147483647\n");
+  CHECK(dir.run("sweep --best 2 --gpus -8").err ==
+        "stepsim: error: --gpus: -8: expected a GPU count of 1 to 2147483647\n");
   const Run rows = dir.run("sweep --vary parallel.tp=1,2 --gpus 0");
   CHECK(rows.status == 2);
   CHECK(rows.out.empty());
-  CHECK(rows.err == "stepsim: error: --gpus: 0: expected a GPU count of 1 or more\n");
+  CHECK(rows.err == "stepsim: error: --gpus: 0: expected a GPU count of 1 to 2147483647\n");
 }

@@ -17,6 +17,7 @@ See docs/python.md.
 import json
 import math
 import os
+import sys
 
 from . import _core
 from ._core import ScenarioError
@@ -34,6 +35,8 @@ _LONG_LONG = (-2**63, 2**63 - 1)
 # sweep::kMaxJobs and the largest GPU count of `stepsim collective`, for the messages of integers
 # beyond the native types (the native checks give the same ones for those inside).
 _MAX_JOBS = 4096
+# The largest integer a double holds; the scenario reader refuses a number beyond it.
+_LARGEST_DOUBLE = int(sys.float_info.max)
 _MAX_COLLECTIVE_GPUS = 1 << 20
 
 # --vary's and --set's syntax errors, in the command line's words.
@@ -105,7 +108,8 @@ def _json_value(value, file, pointer):
     cannot hold, are refused at their JSON pointer (json.dumps would write NaN, which no JSON
     reader takes, and the error would point into text the caller never wrote). What JSON has no
     form for (bytes, a set, a complex number, a Decimal, a tuple as a key) is a TypeError naming
-    the argument and the pointer, not json.dumps's naming neither."""
+    the argument and the pointer, not json.dumps's naming neither. So is an integer beyond a
+    double's range (10**400), which the scenario reader would place by line and column."""
     value = _plain(value)
     if isinstance(value, dict):
         out = {}
@@ -124,6 +128,9 @@ def _json_value(value, file, pointer):
         raise _not_json(file, pointer, "text, a number, True, False, None, a list or a dict", value)
     if isinstance(value, float) and not math.isfinite(value):
         raise _error(file, pointer, f"expected a finite number, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST_DOUBLE:
+        # As the scenario reader words it, which would name only the place in the JSON text.
+        raise _error(file, pointer, f"the number {value} is out of range (at most about 1.8e308)")
     if isinstance(value, str):
         _unicode(value, file, pointer)
     return value
@@ -259,12 +266,13 @@ def _inside(value, bounds):
     return bounds[0] <= value <= bounds[1]
 
 
-def _jobs(jobs, function):
-    """sweep()'s and plan()'s jobs; the native check refuses what is out of range but fits."""
+def _jobs(jobs):
+    """sweep()'s and plan()'s jobs, refused in the words of --jobs; the native check refuses what
+    is out of range but fits."""
     jobs = _int(jobs, "jobs")
     if not _inside(jobs, _LONG_LONG):
-        raise _error(function, "jobs",
-                     f"expected 0 (every usable core) to {_MAX_JOBS} simulations at once, got {jobs}")
+        raise _error("--jobs", str(jobs), f"expected a whole number of simulations at once from 1 to {_MAX_JOBS} "
+                                          "(or 0: every usable core)")
     return jobs
 
 
@@ -296,10 +304,10 @@ def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
     axes = _axes(vary)
     gpus = _int(gpus, "gpus")
     if not _inside(gpus, _INT):
-        raise _error("stepsim.sweep", "gpus", f"expected a GPU count of 1 to {_INT[1]} (or 0: parallel.dp as set), "
-                                              f"got {gpus}")
+        # The words of --gpus.
+        raise _error("--gpus", str(gpus), f"expected a GPU count of 1 to {_INT[1]} (or 0: parallel.dp as set)")
     rows = _core.sweep_rows(path, text, axes, _sets(sets), gpus, _bool(keep_oom, "keep_oom"),
-                            _jobs(jobs, "stepsim.sweep"))
+                            _jobs(jobs))
     return _frame([json.loads(line) for line in rows])
 
 
@@ -318,33 +326,40 @@ def _flag(name):
 
 
 def _string(value, name):
-    """A text argument (None: the flag not given), named as its flag in errors."""
+    """A text argument (None: the flag not given, passed on as None), named as its flag in errors."""
     if value is None:
-        return ""
+        return None
     if not isinstance(value, str):
         raise TypeError(f"{name}: expected text, got {type(value).__name__}")
     return _native(value, "<command line>", _flag(name))
 
 
 def _text(value, name):
-    """A number or text as the flag takes it ("" for None)."""
+    """A number or text as the flag takes it (None: the flag not given)."""
     value = _plain(value)
     if value is None:
-        return ""
+        return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TypeError(f"{name}: expected a number or text, got {type(value).__name__}")
     return _native(value, "<command line>", _flag(name)) if isinstance(value, str) else repr(value)
 
 
-def _list_text(values, name):
-    """A list (or one item) as the text of a comma-separated flag."""
+def _list_text(values, name, item):
+    """A list (or one item) as the text of a comma-separated flag (None: the flag not given); a bad
+    item of a list is named by its place (`gpus[0]: expected an integer, got float`)."""
     values = _plain(values)
     if values is None:
-        return ""
-    items = [_plain(v) for v in values] if isinstance(values, (list, tuple)) else [values]
-    if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items):
+        return None
+    if isinstance(values, (list, tuple)):
+        items = [_plain(v) for v in values]
+        for i, v in enumerate(items):
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                raise TypeError(f"{name}[{i}]: expected {item}, got {type(v).__name__}")
+    elif isinstance(values, bool) or not isinstance(values, (str, int)):
         raise TypeError(f"{name}: expected one value, a list of them or the flag's text, "
                         f"got {type(values).__name__}")
+    else:
+        items = [values]
     return _native(",".join(str(v) for v in items), "<command line>", _flag(name))
 
 
@@ -386,9 +401,9 @@ def plan(scenario=None, *, gpus, cluster=None, tokens=None, deadline=None, model
         # The command line's words for a count outside the flag's range.
         raise _error("--max-layouts", str(max_layouts), "expected a number of layouts from 0 (every one) to 1000000")
     rows = json.loads(_core.plan_json(path, text, _string(model, "model"), _text(tokens, "tokens"),
-                                      _text(deadline, "deadline"), _list_text(gpus, "gpus"), _clusters(cluster),
-                                      [_list_text(precision, "precision")] if precision is not None else [],
-                                      _sets(sets), max_layouts, _jobs(jobs, "stepsim.plan")))
+                                      _text(deadline, "deadline"), _list_text(gpus, "gpus", "an integer"), _clusters(cluster),
+                                      [_list_text(precision, "precision", "a precision's name")] if precision is not None else [],
+                                      _sets(sets), max_layouts, _jobs(jobs)))
     return _frame(rows)
 
 
