@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@ namespace {
 
 using testing::Run;
 using testing::Scratch;
+namespace fs = std::filesystem;
 
 const std::string kNemo = std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/nemo2407-llama3-70b-64gpu.json";
 
