@@ -180,6 +180,9 @@ struct SimulateOptions {
   // rank). Others' intervals are dropped as soon as they are tallied
   // (RankTimeline::dropped), which in all-ranks mode saves most of the run's memory.
   std::function<bool(int)> keep_intervals;
+  // The kept ranks' timelines record how the host issued each op (RankTimeline::issues), for
+  // a Kineto trace's CPU side.
+  bool host_issues = false;
 
   // Only the report is read.
   static SimulateOptions report_only() {

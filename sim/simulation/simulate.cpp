@@ -310,6 +310,7 @@ class ReportObserver final : public engine::IntervalObserver {
       RankTimeline& old = timeline.ranks[critical_];
       old.dropped = old.intervals.size();
       old.intervals = {};
+      old.issues = {};
     }
     critical_ = r;
     critical_end_ = last;
@@ -349,8 +350,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
   const CalibratedCosts costs(scenario, gpu, tables);
   const auto build_start = std::chrono::steady_clock::now();
-  const engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
-                                                 : parallelism::build_program(scenario, work, costs);
+  engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
+                                           : parallelism::build_program(scenario, work, costs);
+  program.record_host_issues = options.host_issues;
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   report::ReportInputs inputs;
   for (const engine::RankProgram& rank : program.ranks)
@@ -364,6 +366,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   } else {
     result.timeline = engine::run(program, nullptr, &stats);
   }
+  result.timeline.kernel_launch = gpu.kernel_launch();
   // Where the time of a large run goes (stepsim -v).
   spdlog::debug("program: {} simulated rank(s), {} ops in {} op list(s), {} collectives; built in {:.2f} s",
                 program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
