@@ -51,7 +51,7 @@ struct MemoryReport {
 // A GPU figure a calibration file set in place of the preset's: the value in force and where
 // it came from ("fitted.json: fitted to trace rank0.json", "node.json: measured").
 struct CalibratedValue {
-  std::string key;  // "gemm_max", "fp8_gemm_max", ..., "comm_slowdown", "kernel_launch_us"
+  std::string key;  // "gemm_max", "fp8_gemm_max", ..., "comm_slowdown", "kernel_launch_us", "dispatch_us"
   double value = 0;
   double preset = 0;
   std::string source;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include "calibration/apply.hpp"
 #include "collectives/nccl_facts.hpp"
@@ -200,6 +201,24 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
                        : "its late work holds back the ranks that wait on it, through the pipeline",
                   straggler.rank);
   straggler.rank = slowest;
+}
+
+// The per-operator dispatch the calibration files set: in force (added to `values`) where it is
+// training.framework's own to the nanosecond; else a note that it is not applied, for the
+// program charges each operator the framework's dispatch beside its launch.
+std::string dispatch_note(const calibration::MeasuredTables& tables, const TrainingSpec& t,
+                          std::vector<CalibratedValue>& values) {
+  const FrameworkTraits& f = traits_of(t.framework);
+  const std::optional<CalibratedValue> d = calibration::calibrated_dispatch(tables, f.dispatch);
+  if (!d) return "";
+  if (calibration::dispatch_applies(*d)) {
+    values.push_back(*d);
+    return "";
+  }
+  return fmt::format(
+      "calibration: the per-operator dispatch of {:.4g} us ({}) is not applied: the host pays training.framework's "
+      "dispatch ({}: {:.4g} us) per operator beside its kernel launch; the step's host cost follows the framework's",
+      d->value, d->source, f.name, d->preset);
 }
 
 // Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
@@ -442,7 +461,12 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   result.report = report::make_report(result.timeline, inputs);
   result.report.host.framework = traits_of(scenario.training.framework).name;
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
-  if (!tables.empty()) costs.summarise(result.timeline, result.report, values);
+  if (!tables.empty()) {
+    std::vector<CalibratedValue> with_host = values;
+    if (std::string note = dispatch_note(tables, scenario.training, with_host); !note.empty())
+      result.report.notes.push_back(std::move(note));
+    costs.summarise(result.timeline, result.report, with_host);
+  }
   report::PipelineFacts pipeline{scenario.parallel.pp,
                                  scenario.parallel.virtual_stages,
                                  scenario.training.micro_batches(scenario.parallel.dp),
