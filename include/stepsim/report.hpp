@@ -51,7 +51,7 @@ struct MemoryReport {
 // A GPU figure a calibration file set in place of the preset's: the value in force and where
 // it came from ("fitted.json: fitted to trace rank0.json", "node.json: measured").
 struct CalibratedValue {
-  std::string key;  // "gemm_max", "fp8_gemm_max", ..., "comm_slowdown", "kernel_launch_us"
+  std::string key;  // "gemm_max", "fp8_gemm_max", ..., "comm_slowdown", "kernel_launch_us", "dispatch_us"
   double value = 0;
   double preset = 0;
   std::string source;
@@ -180,6 +180,9 @@ struct SimulateOptions {
   // rank). Others' intervals are dropped as soon as they are tallied
   // (RankTimeline::dropped), which in all-ranks mode saves most of the run's memory.
   std::function<bool(int)> keep_intervals;
+  // The kept ranks' timelines record how the host issued each op (RankTimeline::issues), for
+  // a Kineto trace's CPU side.
+  bool host_issues = false;
 
   // Only the report is read.
   static SimulateOptions report_only() {

@@ -71,6 +71,20 @@ struct HostRun {
   bool operator==(const HostRun&) const = default;
 };
 
+// How the host issued the op of one interval (simulated ranks, when a run is asked to record
+// it: a Kineto trace's CPU side). The host pays `cost` for the op, its framework's dispatch and
+// its kernel's launch, and is done with it at `issued`; an op a CUDA graph replays costs the
+// host nothing (`replayed`), the graph's launch being free in the model.
+struct HostIssue {
+  Time issued;
+  Time cost;
+  std::uint32_t order = 0;  // its place in the host's issue order
+  bool op = false;          // false: a bubble, which the host does not issue
+  bool replayed = false;
+
+  bool operator==(const HostIssue&) const = default;
+};
+
 struct RankTimeline {
   int rank = 0;                       // global rank it stands for (the first of its class)
   int multiplicity = 1;               // real ranks this one represents
@@ -79,6 +93,8 @@ struct RankTimeline {
   std::vector<Interval> intervals;    // in start order per stream; streams interleaved
   std::vector<CounterSample> memory;  // allocated bytes over time
   std::vector<HostRun> host;          // simulated ranks: the CPU's runs of launches, in time order
+  // When recorded (Program::record_host_issues), one per interval, in the same order; else empty.
+  std::vector<HostIssue> issues;
   // Intervals the simulation ran and did not keep: all-ranks runs keep only the ranks that
   // a trace or the report's own measurements read (a summary of every rank is in the report).
   std::size_t dropped = 0;
@@ -110,6 +126,9 @@ struct Timeline {
   std::vector<StepWindow> steps;  // at least one window
   // By name: the compute kernels whose work is known (simulated ones, stepsim's traces).
   std::map<std::uint32_t, KernelWork> work;
+  // Simulated: the host's cost of one kernel launch (cluster.gpu.kernel_launch in force), the
+  // part of each op's host cost that is its launch; the rest is the framework's dispatch.
+  Time kernel_launch = Time::zero();
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
 };

@@ -3,6 +3,7 @@
 #include "analysis/host_costs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -35,9 +36,11 @@ std::map<std::int64_t, std::vector<CpuEvent>> operators_by_thread(const std::vec
 struct Pooled {
   std::vector<Time> operators;
   std::vector<Time> launches;
+  std::size_t cpu_ops = 0;
 };
 
 void add(const KinetoTrace& trace, Pooled& out) {
+  out.cpu_ops += trace.cpu_ops.size();
   const auto ops = operators_by_thread(trace.cpu_ops);
   std::map<std::int64_t, std::vector<CpuEvent>> launches;
   for (const CpuEvent& l : trace.kernel_launches) {
@@ -66,10 +69,20 @@ void add(const KinetoTrace& trace, Pooled& out) {
 }
 
 HostCosts summarise(const Pooled& p) {
-  return {p.operators.size(), p.launches.size(), median(p.operators), median(p.launches)};
+  return {p.operators.size(), p.launches.size(), p.cpu_ops, median(p.operators), median(p.launches)};
 }
 
 }  // namespace
+
+HostFit fit_host(const HostCosts& h) {
+  const auto us = [](Time t) { return std::round(t.us() * 10) / 10; };
+  HostFit out;
+  if (h.launches > 0 && h.launch_median > Time::zero()) out.launch_us = us(h.launch_median);
+  if (h.operators > 0) out.operator_us = us(h.operator_median);
+  if (out.operator_us && out.launch_us)
+    out.dispatch_us = std::max(0.0, std::round((*out.operator_us - *out.launch_us) * 10) / 10);
+  return out;
+}
 
 HostCosts host_costs(const KinetoTrace& trace) {
   Pooled p;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,22 @@ namespace stepsim::analysis {
 struct HostCosts {
   std::size_t operators = 0;  // CPU operators that launched at least one kernel
   std::size_t launches = 0;   // kernel launches with a duration
+  std::size_t cpu_ops = 0;    // CPU operators, whether or not they launched a kernel
   Time operator_median;       // the operators' median duration: dispatch and launch
   Time launch_median;         // the launches' median duration
 };
+
+// What the host costs say of the host model (calibrate from-trace), in microseconds rounded to
+// a tenth, as printed and as the calibration file holds them: the kernel launch (cluster.gpu.kernel_launch) is the
+// launches' median, where there are launches of some duration; the dispatch (the framework's
+// cost per operator beyond its launch) the operators' median beyond it, where some operator
+// encloses a launch and the launch is known, and not below zero.
+struct HostFit {
+  std::optional<double> launch_us;
+  std::optional<double> dispatch_us;
+  std::optional<double> operator_us;  // the operators' median, from which the dispatch is
+};
+HostFit fit_host(const HostCosts& h);
 
 // Of one trace's CPU operators and launches.
 HostCosts host_costs(const KinetoTrace& trace);

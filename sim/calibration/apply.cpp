@@ -117,10 +117,13 @@ int growth(const collectives::GroupShape& a, const CollectiveTable& b) {
   return 0;
 }
 
+// A file `calibrate from-trace` wrote.
+bool from_trace(const Calibration& c) { return c.provenance.command.starts_with("stepsim calibrate from-trace"); }
+
 // "fitted.json: fitted to trace rank0.json" for a file `calibrate from-trace` wrote.
 std::string fitted_source(const Calibration& c) {
   if (c.provenance.sources.empty()) return c.source;
-  const bool trace = c.provenance.command.starts_with("stepsim calibrate from-trace");
+  const bool trace = from_trace(c);
   return fmt::format("{}: fitted to {}{}", c.source, trace ? "trace " : "", fmt::join(c.provenance.sources, ", "));
 }
 
@@ -258,7 +261,7 @@ std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const
                            c.source + ": measured beside a running collective"};
     if (c.compute.launch_overhead_us)
       in_force["kernel_launch_us"] = {"kernel_launch_us", *c.compute.launch_overhead_us, preset.kernel_launch.us(),
-                                      c.source + ": measured"};
+                                      from_trace(c) ? fitted_source(c) : c.source + ": measured"};
   }
   if (measured_slowdown) in_force["comm_slowdown"] = *measured_slowdown;
   std::vector<CalibratedValue> out;
@@ -267,6 +270,17 @@ std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const
   if (const auto it = in_force.find("kernel_launch_us"); it != in_force.end()) out.push_back(it->second);
   return out;
 }
+
+std::optional<CalibratedValue> calibrated_dispatch(const MeasuredTables& tables, Time framework_dispatch) {
+  std::optional<CalibratedValue> out;
+  for (const Calibration& c : tables.files())
+    if (c.compute.dispatch_us)
+      out = CalibratedValue{"dispatch_us", *c.compute.dispatch_us, framework_dispatch.us(),
+                            from_trace(c) ? fitted_source(c) : c.source + ": measured"};
+  return out;
+}
+
+bool dispatch_applies(const CalibratedValue& dispatch) { return std::abs(dispatch.value - dispatch.preset) < 5e-4; }
 
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
   for (const CalibratedValue& v : values_in_force(tables, gpu)) {

@@ -3,6 +3,7 @@
 // nearest measured communicator shape says about the model's latency and bandwidth.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "calibration/tables.hpp"
@@ -63,6 +64,15 @@ CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::G
 // and slowdown), each with its value in force and where it came from; later files win, and a
 // slowdown measured beside a running collective wins over one fitted to a trace.
 std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const GpuSpec& preset);
+
+// The host's cost per operator beyond its launch that the calibration files set (the last
+// file's), with `framework_dispatch` (training.framework's) as its preset; none when no file
+// sets one.
+std::optional<CalibratedValue> calibrated_dispatch(const MeasuredTables& tables, Time framework_dispatch);
+
+// Whether that dispatch is the framework's own (its preset) to the nanosecond: the simulation
+// charges each operator the framework's dispatch, and applies no other.
+bool dispatch_applies(const CalibratedValue& dispatch);
 
 // The GPU with those values in force.
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu);

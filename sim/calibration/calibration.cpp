@@ -200,13 +200,15 @@ std::vector<T> read_list(const json::object& o, const Place& p, const char* key,
 
 ComputeTables read_compute(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
-  only_keys(o, p, {"gemm", "attention", "memory", "launch_overhead_us", "comm_slowdown", "efficiency"});
+  only_keys(o, p, {"gemm", "attention", "memory", "launch_overhead_us", "dispatch_us", "comm_slowdown", "efficiency"});
   ComputeTables c;
   c.gemm = read_list<GemmPoint>(o, p, "gemm", read_gemm);
   c.attention = read_list<AttentionPoint>(o, p, "attention", read_attention);
   c.memory = read_list<BandwidthPoint>(o, p, "memory", read_bandwidth);
   if (const auto* x = o.if_contains("launch_overhead_us"))
     c.launch_overhead_us = number(*x, p.at("launch_overhead_us"), "microseconds", 0, 1e4);
+  if (const auto* x = o.if_contains("dispatch_us"))
+    c.dispatch_us = number(*x, p.at("dispatch_us"), "microseconds", 0, 1e4);
   if (const auto* x = o.if_contains("comm_slowdown"))
     c.comm_slowdown = number(*x, p.at("comm_slowdown"), "a fraction", 0, 10);
   if (const auto* x = o.if_contains("efficiency")) c.efficiency = read_efficiency(*x, p.at("efficiency"));
@@ -449,6 +451,7 @@ std::string calibration_json(const Calibration& c) {
   if (!attention.empty()) compute["attention"] = std::move(attention);
   if (!memory.empty()) compute["memory"] = std::move(memory);
   if (c.compute.launch_overhead_us) compute["launch_overhead_us"] = *c.compute.launch_overhead_us;
+  if (c.compute.dispatch_us) compute["dispatch_us"] = *c.compute.dispatch_us;
   if (c.compute.comm_slowdown) compute["comm_slowdown"] = *c.compute.comm_slowdown;
   json::object eff;
   const FittedEfficiency& e = c.compute.efficiency;

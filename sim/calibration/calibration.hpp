@@ -79,7 +79,10 @@ struct ComputeTables {
   std::vector<GemmPoint> gemm;
   std::vector<AttentionPoint> attention;
   std::vector<BandwidthPoint> memory;
-  std::optional<double> launch_overhead_us;
+  std::optional<double> launch_overhead_us;  // the host's cost of one kernel launch (cluster.gpu.kernel_launch)
+  // The host's cost per operator beyond its kernel launch: the framework's dispatch
+  // (training.framework), as a trace's CPU operators around their launches show it.
+  std::optional<double> dispatch_us;
   std::optional<double> comm_slowdown;  // fraction by which a GEMM slows beside a collective
   FittedEfficiency efficiency;
 };

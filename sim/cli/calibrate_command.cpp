@@ -41,6 +41,7 @@ constexpr const char* kCalibrateUsage =
     "  from-trace         fit GPU efficiencies and the slowdown under communication so that the\n"
     "                     simulated scenario agrees with a profiler trace of it; with or without a\n"
     "                     scenario, the CPU's cost per operator from the trace's CPU operators\n"
+    "                     (with one, the kernel launch and dispatch are written to the file too)\n"
     "  plan               the nccl-tests and stepsim-calibrate runs that would measure every\n"
     "                     communicator (op, shape, data type, sizes) and GEMM shape of the scenario\n"
     "  (tools/calibrate builds stepsim-calibrate, which measures a GPU node and writes the file)";

@@ -18,6 +18,7 @@
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 #include "stepsim/report.hpp"
 #include "workload/work.hpp"
 
@@ -66,18 +67,46 @@ calibration::ClassTotals simulated_totals(const Scenario& s, const calibration::
   return t;
 }
 
-// The CPU's cost per operator: what training.framework's dispatch is measured from.
+// The CPU's cost per operator, what training.framework's dispatch is measured from, and the
+// kernel launch's, each as the calibration file holds it; or what the trace lacks for them.
 void print_host(const std::string& trace, const analysis::HostCosts& h, std::ostream& log) {
-  if (h.operators == 0) {
-    log << fmt::format("# host: no CPU operator around a kernel launch in {} (no cpu_op and cudaLaunchKernel events)\n",
-                       trace);
+  const analysis::HostFit fit = analysis::fit_host(h);
+  if (!fit.launch_us) {
+    log << fmt::format("# host: no kernel launch cost in {}: {}\n", trace,
+                       h.launches > 0   ? fmt::format("its {} cudaLaunchKernel events last no time", h.launches)
+                       : h.cpu_ops == 0 ? std::string("no cpu_op and no cudaLaunchKernel events")
+                                        : fmt::format("{} cpu_op events but no cudaLaunchKernel event", h.cpu_ops));
+    return;
+  }
+  if (!fit.dispatch_us) {
+    log << fmt::format("# host: kernel launch {:.1f} us (median of {} launches); no per-operator cost: {}\n",
+                       *fit.launch_us, h.launches,
+                       h.cpu_ops == 0
+                           ? std::string("no cpu_op events")
+                           : fmt::format("none of its {} cpu_op events encloses a launch on its thread", h.cpu_ops));
     return;
   }
   log << fmt::format(
       "# host: per-operator CPU cost {:.1f} us (median of {} CPU operators that launched kernels), kernel launch "
       "{:.1f} us (median of {} launches): {:.1f} us of dispatch beyond the launch\n",
-      h.operator_median.us(), h.operators, h.launch_median.us(), h.launches,
-      (h.operator_median - h.launch_median).us());
+      *fit.operator_us, h.operators, *fit.launch_us, h.launches, *fit.dispatch_us);
+}
+
+// Where the host costs go in the calibration file, and what `simulate --calibration` does
+// with them.
+void print_host_written(const calibration::Calibration& c, const Scenario& scenario, std::ostream& log) {
+  const calibration::ComputeTables& t = c.compute;
+  if (!t.launch_overhead_us) return;
+  log << fmt::format(
+      "# host: written as compute.launch_overhead_us {:.1f} (cluster.gpu.kernel_launch, preset {:.4g} us)",
+      *t.launch_overhead_us, scenario.cluster.gpu.kernel_launch.us());
+  const FrameworkTraits& f = traits_of(scenario.training.framework);
+  if (t.dispatch_us) {
+    const bool applies = calibration::dispatch_applies({"dispatch_us", *t.dispatch_us, f.dispatch.us(), ""});
+    log << fmt::format(" and compute.dispatch_us {:.1f} (training.framework {}: {:.4g} us{})", *t.dispatch_us, f.name,
+                       f.dispatch.us(), applies ? "" : "; not applied by simulate, which charges the framework's");
+  }
+  log << "\n";
 }
 
 // The GPU the trace says it ran on (its deviceProperties) must be the scenario's: efficiencies
@@ -147,6 +176,9 @@ int run_from_trace(const Args& args) {
   c.provenance.command = "stepsim calibrate from-trace " + trace + " " + scenario.source;
   for (const std::string& set : sets) c.provenance.command += " --set " + set;
   c.compute.efficiency = fit.efficiency();
+  const analysis::HostFit host_fit = analysis::fit_host(host);
+  c.compute.launch_overhead_us = host_fit.launch_us;
+  c.compute.dispatch_us = host_fit.dispatch_us;
 
   std::ostringstream log;
   log << fmt::format(
@@ -169,7 +201,8 @@ int run_from_trace(const Args& args) {
                          v.why_not);
   }
   Scenario recalibrated = scenario;
-  recalibrated.cluster.gpu = calibration::calibrated_gpu(calibration::MeasuredTables({c}), scenario.cluster.gpu);
+  const calibration::MeasuredTables fitted({c});
+  recalibrated.cluster.gpu = calibration::calibrated_gpu(fitted, scenario.cluster.gpu);
   const double before = simulate(scenario).report.step_time_s, after = simulate(recalibrated).report.step_time_s;
   const double measured = rk.step_us * 1e-6;
   log << fmt::format(
@@ -177,6 +210,7 @@ int run_from_trace(const Args& args) {
       "fitted values ({:+.2f}%)\n",
       measured, before, 100 * (before - measured) / measured, after, 100 * (after - measured) / measured);
   print_host(trace, host, log);
+  print_host_written(c, scenario, log);
   write_with_log({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }}, log.str());
   return 0;
 }

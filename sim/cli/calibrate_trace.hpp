@@ -1,5 +1,6 @@
 // `stepsim calibrate from-trace`: GPU efficiencies and the slowdown under communication
-// fitted so that a scenario's simulation agrees with a profiler trace of it.
+// fitted so that a scenario's simulation agrees with a profiler trace of it, and the host's
+// kernel launch and per-operator dispatch its CPU operators show.
 #pragma once
 
 #include "cli/commands.hpp"

@@ -127,6 +127,7 @@ int run_simulate(const Args& args) {
     options = SimulateOptions::report_only();
   else if (!traced.all())
     options.keep_intervals = [&traced](int rank) { return traced.contains(rank); };
+  options.host_issues = out.trace && format == "kineto";  // the Kineto trace's CPU side
   SimulationResult result = simulate(scenario, options);
   if (!traced.all() && std::none_of(result.timeline.ranks.begin(), result.timeline.ranks.end(),
                                     [&](const RankTimeline& r) { return traced.contains(r.rank); }))

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <thread>
@@ -42,6 +43,7 @@ Engine::Engine(const Program& program, SecondThread second)
   inline_heads_ = heads_stride_ <= kInlineHeads;
   if (!inline_heads_) heads_.assign(ranks_.size() * heads_stride_, StreamHead{});
   bubbles_.resize(ranks_.size());
+  if (program_.record_host_issues) host_runs_.assign(ranks_.size(), {{OpIndex{0}, Time::zero()}});
   slowed_ = 1.0 + program_.comm_slowdown;
   if (program_.derived_slowdown) taken_.resize(ranks_.size());
   if (program_.arrivals) arrivals_ = program_.arrivals->start();
@@ -542,6 +544,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
           timeline_.ranks[r].dropped = intervals.size();
           spare = std::move(intervals);
           intervals = {};
+          timeline_.ranks[r].issues = {};
         }
         done(r);
         turn.store(r + 1, std::memory_order_release);
@@ -570,6 +573,10 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   };
   if (!taken_.empty()) timeline_.ranks[r].compute_slowed = Time::from_ps(std::llround(taken_[r].slowed_ps));
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
+  std::vector<HostIssue>& issues = timeline_.ranks[r].issues;
+  const bool record = !host_runs_.empty();
+  issues.clear();
+  if (record) issues.reserve(state.ops.size() + bubbles_[r].count);
   order.resize(state.ops.size());
   // A rank's blocks of states lie a whole row apart: the hardware does not fetch the next one
   // ahead, so this pass asks for the block kAhead blocks on while it reads one.
@@ -589,9 +596,11 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   for (std::size_t k = 0; k < order.size(); ++k) {
     for (const Bubble* b = next(); b != nullptr && b->after <= k; b = next()) {
       out.push_back(bubble_interval(*b));
+      if (record) issues.emplace_back();
       advance();
     }
     out.push_back(interval_of(r, order[k]));
+    if (record) issues.push_back(host_issue(r, order[k]));
     const Bytes delta = state.list->ops[order[k]].memory_delta;
     if (delta.count() == 0) continue;
     allocated += delta;
@@ -599,8 +608,26 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   }
   for (const Bubble* b = next(); b != nullptr; b = next()) {
     out.push_back(bubble_interval(*b));
+    if (record) issues.emplace_back();
     advance();
   }
+}
+
+// The host run that issued `o` began at its first op: `o`'s issue ended once the host had paid
+// its cost and those of the run's ops before it (launch_of).
+HostIssue Engine::host_issue(std::size_t r, OpIndex o) const {
+  const std::vector<std::pair<OpIndex, Time>>& runs = host_runs_[r];
+  const auto run =
+      std::prev(std::ranges::upper_bound(runs, o, {}, [](const std::pair<OpIndex, Time>& p) { return p.first; }));
+  const std::vector<Time>& before = ranks_[r].list->host_before;
+  const Op& op = ranks_[r].list->ops[o];
+  HostIssue h;
+  h.issued = run->second + (before[o + 1] - before[run->first]);
+  h.cost = before[o + 1] - before[o];
+  h.order = o;
+  h.op = true;
+  h.replayed = op.host != 0 && h.cost == Time::zero();
+  return h;
 }
 
 // Each rank's buffer is smaller than a huge page in all-ranks mode, but the allocator places

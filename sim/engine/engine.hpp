@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/event_queue.hpp"
@@ -401,6 +402,8 @@ class Engine {
   void add_drain_bubbles();
   void write_intervals(IntervalObserver* observer);
   void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
+  // How the host issued op `o` of rank `r` (Program::record_host_issues).
+  HostIssue host_issue(std::size_t r, OpIndex o) const;
   Interval bubble_interval(const Bubble& b) const;
 
   // Collectives and flows (engine_comm.cpp).
@@ -430,6 +433,8 @@ class Engine {
   std::size_t heads_stride_ = 0;
   bool inline_heads_ = false;         // every list has at most kInlineHeads streams: the heads are in ranks_
   std::vector<RankBubbles> bubbles_;  // per rank
+  // Per rank, when the program records host issues: each host run's first op and start.
+  std::vector<std::vector<std::pair<OpIndex, Time>>> host_runs_;
   // Per rank, its op states and its first op: dense, to prefetch without touching ranks_.
   std::vector<OpStates> op_base_;
   std::vector<const Op*> program_base_;

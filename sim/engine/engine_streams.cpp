@@ -27,6 +27,7 @@ void Engine::issue_from_host(std::size_t r) {
       for (OpIndex w : rank.waits_of(state.host_next)) issue_at = max(issue_at, end_of(r, w));
       state.run_first = state.host_next;
       state.run_start = issue_at;
+      if (!host_runs_.empty()) host_runs_[r].emplace_back(state.run_first, state.run_start);
       ++state.host_next;
       continue;
     }

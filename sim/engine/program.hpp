@@ -171,6 +171,9 @@ struct Program {
   ComputeVariation variation;  // ranks that compute slower, kernel jitter
   // Representative mode under kernel jitter: when a collective's slowest real member arrives.
   std::shared_ptr<const ArrivalModel> arrivals;
+  // The timeline records how the host issued each op (RankTimeline::issues): a Kineto trace's
+  // CPU side. Off by default: large runs keep no more per interval than they need.
+  bool record_host_issues = false;
 
   std::uint32_t intern(std::string_view name) { return names.intern(name); }
   // The host's cost to issue `op`.

@@ -2,12 +2,21 @@
 // so that `stepsim analyze`, HolisticTraceAnalysis and other Kineto tools read a simulation as
 // they read a measurement: GPU work as "kernel" events on CUDA stream threads with NCCL's
 // kernel names, a ProfilerStep#1 annotation on the CPU thread and its GPU side (category
-// gpu_user_annotation) over the report's window, and one cudaLaunchKernel
-// runtime event per kernel sharing its correlation id.
+// gpu_user_annotation) over the report's window. The host thread shows what the simulated
+// host did: each op it issued as a cpu_op over the host's cost of it (the framework's dispatch,
+// then the launch), ending in the cudaLaunchKernel (cudaMemcpyAsync for a copy) that takes the
+// kernel launch's share of it and shares the kernel's correlation id; the ops a CUDA graph
+// replays under one cudaGraphLaunch at the time the host reached them, whose correlation id all
+// their kernels share, as Kineto links a graph's kernels to its launch. A timeline that did not
+// record its host issues (RankTimeline::issues) gets a launch of no duration at each kernel's
+// start.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
+#include <string_view>
+#include <vector>
 
 #include "report/json_text.hpp"
 #include "report/report_io.hpp"
@@ -118,6 +127,14 @@ std::string json_quoted(std::string_view s) {
   return fmt::to_string(b);
 }
 
+// The layer an op's name places it in ("L12 " of "L12 fc1 fwd"), or "".
+std::string_view layer_of(std::string_view name) {
+  if (name.size() < 3 || name[0] != 'L') return {};
+  const std::size_t digits = name.find_first_not_of("0123456789", 1);
+  if (digits == 1 || digits == std::string_view::npos || name[digits] != ' ') return {};
+  return name.substr(0, digits + 1);
+}
+
 class KinetoWriter {
  public:
   KinetoWriter(const Timeline& t, const RankTimeline& rank, const std::string& gpu, const CollectiveDtypes& dtypes,
@@ -138,8 +155,9 @@ class KinetoWriter {
     // step, so that a rank waiting before its first kernel (a later pipeline stage) reads
     // back over the report's window.
     event("gpu_user_annotation", "ProfilerStep#1", 0, kFirstStreamTid, start, end - start, "");
-    std::int64_t correlation = 1;
-    for (const Interval& iv : rank_.intervals) {
+    const std::vector<std::int64_t> correlation = host_side(start, end);
+    for (std::size_t i = 0; i < rank_.intervals.size(); ++i) {
+      const Interval& iv = rank_.intervals[i];
       if (iv.activity == Activity::bubble) continue;
       // A real NCCL kernel runs from when its rank reaches the collective, spinning until the
       // last member arrives: the wait is inside the kernel, as the report counts it. A pipeline
@@ -147,25 +165,79 @@ class KinetoWriter {
       const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
       const std::int64_t s = ps_to_ns((spins ? iv.start - iv.waited : iv.start).ps());
       const std::int64_t e = ps_to_ns(iv.end.ps());
-      const std::int64_t launch = std::max(start, std::min(s, end));
       const std::int64_t tid = kFirstStreamTid + iv.stream;
       const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op, dtype(iv))
                                : iv.activity == Activity::memory ? memcpy_name(iv)
                                                                  : std::string(t_.names[iv.name]);
-      event("cuda_runtime", iv.activity == Activity::memory ? "cudaMemcpyAsync" : "cudaLaunchKernel", pid(), kCpuTid,
-            launch, 0, fmt::format("\"correlation\": {}, \"External id\": {}", correlation, correlation));
       std::string args = fmt::format("\"device\": 0, \"stream\": {}, \"correlation\": {}, \"External id\": {}", tid,
-                                     correlation, correlation);
+                                     correlation[i], correlation[i]);
       if (iv.activity == Activity::comm) args += comm_args(iv);
       if (iv.activity == Activity::compute) args += work_args(iv);
       event(iv.activity == Activity::memory ? "gpu_memcpy" : "kernel", name, 0, tid, s, e - s, args);
-      ++correlation;
     }
     out_ << "\n  ]\n}\n";
   }
 
  private:
   std::int64_t pid() const { return 1000 + rank_.rank; }
+
+  static const char* runtime_call(const Interval& iv) {
+    return iv.activity == Activity::memory ? "cudaMemcpyAsync" : "cudaLaunchKernel";
+  }
+
+  // The host thread's events, and each interval's correlation id (0 for a bubble).
+  std::vector<std::int64_t> host_side(std::int64_t start, std::int64_t end) {
+    const std::vector<Interval>& intervals = rank_.intervals;
+    std::vector<std::int64_t> correlation(intervals.size(), 0);
+    std::int64_t next = 1;
+    const auto ids = [](std::int64_t id) { return fmt::format("\"correlation\": {}, \"External id\": {}", id, id); };
+    if (rank_.issues.size() != intervals.size()) {
+      for (std::size_t i = 0; i < intervals.size(); ++i) {
+        const Interval& iv = intervals[i];
+        if (iv.activity == Activity::bubble) continue;
+        correlation[i] = next++;
+        const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+        const std::int64_t s = ps_to_ns((spins ? iv.start - iv.waited : iv.start).ps());
+        event("cuda_runtime", runtime_call(iv), pid(), kCpuTid, std::max(start, std::min(s, end)), 0,
+              ids(correlation[i]));
+      }
+      return correlation;
+    }
+    // The ops in the order the host issued them.
+    std::vector<std::size_t> issued;
+    for (std::size_t i = 0; i < intervals.size(); ++i)
+      if (rank_.issues[i].op && intervals[i].activity != Activity::bubble) issued.push_back(i);
+    std::ranges::sort(issued, {}, [&](std::size_t i) { return rank_.issues[i].order; });
+    std::int64_t graph = 0;  // the correlation id of the graph launch the last op was replayed by; 0: none
+    std::string_view graph_layer;
+    std::uint32_t last = 0;
+    for (std::size_t i : issued) {
+      const HostIssue& h = rank_.issues[i];
+      const Interval& iv = intervals[i];
+      const std::int64_t done = ps_to_ns(h.issued.ps());
+      if (h.replayed) {
+        // One replay of a graph for the ops of one layer replayed one after the other (the
+        // frameworks capture a graph per layer).
+        const std::string_view layer = layer_of(t_.names[iv.name]);
+        if (graph == 0 || h.order != last + 1 || layer != graph_layer) {
+          graph_layer = layer;
+          graph = next++;
+          event("cuda_runtime", "cudaGraphLaunch", pid(), kCpuTid, done, 0, ids(graph));
+        }
+        correlation[i] = graph;
+        last = h.order;
+        continue;
+      }
+      graph = 0;
+      correlation[i] = next++;
+      const std::int64_t from = ps_to_ns((h.issued - h.cost).ps());
+      const std::int64_t launch = ps_to_ns((h.issued - min(t_.kernel_launch, h.cost)).ps());
+      event("cpu_op", std::string(t_.names[iv.name]), pid(), kCpuTid, from, done - from,
+            fmt::format("\"External id\": {}", correlation[i]));
+      event("cuda_runtime", runtime_call(iv), pid(), kCpuTid, launch, done - launch, ids(correlation[i]));
+    }
+    return correlation;
+  }
 
   int world_size() const {
     int n = 0;

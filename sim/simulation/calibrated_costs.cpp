@@ -39,6 +39,7 @@ Time CalibratedCosts::compute(const workload::OpCost& op) const {
   const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, op);
   // Every op is launched, measured or not.
   consulted_.insert("kernel_launch_us");
+  consulted_.insert("dispatch_us");
   if (!t.measured) consult(gpu_, op, consulted_);
   compute_total_us_ += t.time.us();
   const bool tensor = op.cls == workload::OpClass::gemm || op.cls == workload::OpClass::attention;

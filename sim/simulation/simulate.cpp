@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include "calibration/apply.hpp"
 #include "collectives/nccl_facts.hpp"
@@ -202,6 +203,24 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
   straggler.rank = slowest;
 }
 
+// The per-operator dispatch the calibration files set: in force (added to `values`) where it is
+// training.framework's own to the nanosecond; else a note that it is not applied, for the
+// program charges each operator the framework's dispatch beside its launch.
+std::string dispatch_note(const calibration::MeasuredTables& tables, const TrainingSpec& t,
+                          std::vector<CalibratedValue>& values) {
+  const FrameworkTraits& f = traits_of(t.framework);
+  const std::optional<CalibratedValue> d = calibration::calibrated_dispatch(tables, f.dispatch);
+  if (!d) return "";
+  if (calibration::dispatch_applies(*d)) {
+    values.push_back(*d);
+    return "";
+  }
+  return fmt::format(
+      "calibration: the per-operator dispatch of {:.4g} us ({}) is not applied: the host pays training.framework's "
+      "dispatch ({}: {:.4g} us) per operator beside its kernel launch; the step's host cost follows the framework's",
+      d->value, d->source, f.name, d->preset);
+}
+
 // Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
 // what its CPU pays per operator.
 std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
@@ -310,6 +329,7 @@ class ReportObserver final : public engine::IntervalObserver {
       RankTimeline& old = timeline.ranks[critical_];
       old.dropped = old.intervals.size();
       old.intervals = {};
+      old.issues = {};
     }
     critical_ = r;
     critical_end_ = last;
@@ -349,8 +369,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   const hardware::GpuModel gpu(scenario.cluster.gpu, scenario.training.precision);
   const CalibratedCosts costs(scenario, gpu, tables);
   const auto build_start = std::chrono::steady_clock::now();
-  const engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
-                                                 : parallelism::build_program(scenario, work, costs);
+  engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
+                                           : parallelism::build_program(scenario, work, costs);
+  program.record_host_issues = options.host_issues;
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   report::ReportInputs inputs;
   for (const engine::RankProgram& rank : program.ranks)
@@ -364,6 +385,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   } else {
     result.timeline = engine::run(program, nullptr, &stats);
   }
+  result.timeline.kernel_launch = gpu.kernel_launch();
   // Where the time of a large run goes (stepsim -v).
   spdlog::debug("program: {} simulated rank(s), {} ops in {} op list(s), {} collectives; built in {:.2f} s",
                 program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
@@ -439,7 +461,12 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   result.report = report::make_report(result.timeline, inputs);
   result.report.host.framework = traits_of(scenario.training.framework).name;
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
-  if (!tables.empty()) costs.summarise(result.timeline, result.report, values);
+  if (!tables.empty()) {
+    std::vector<CalibratedValue> with_host = values;
+    if (std::string note = dispatch_note(tables, scenario.training, with_host); !note.empty())
+      result.report.notes.push_back(std::move(note));
+    costs.summarise(result.timeline, result.report, with_host);
+  }
   report::PipelineFacts pipeline{scenario.parallel.pp,
                                  scenario.parallel.virtual_stages,
                                  scenario.training.micro_batches(scenario.parallel.dp),

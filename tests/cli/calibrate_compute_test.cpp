@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "cli/run_stepsim.hpp"
+#include "cli/simulate_support.hpp"
 
 namespace stepsim {
 namespace {
@@ -255,6 +256,49 @@ TEST_CASE("a figure the job does not use is reported as set but unused, not in f
   CHECK(has_note(one_report,
                  "; in force: gemm_max 0.5 (preset 0.681; g.json); set but unused by this job: "
                  "comm_slowdown 0.2 (preset 0.12; g.json)"));
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+
+// A host-bound step (eager GPT-3 Small, whose kernels are shorter than the CPU takes to issue
+// them) with an 8 us kernel launch: its trace gives the launch back, and eager PyTorch's 12 us
+// of dispatch (docs/scenario-reference.md, training.framework), and the step simulated with the
+// fit is the trace's within 2 %, the tolerance of the other round trips here.
+TEST_CASE("from-trace recovers a host-bound step's kernel launch and dispatch, and the step with them") {
+  Scratch s("calib-host-rt");
+  s.write("small.json", test::kEagerGpt3Small);
+  const auto sim = s.run(
+      "simulate small.json --set cluster.gpu.efficiency.gemm_max=0.5 --set cluster.gpu.efficiency.hbm=0.6 "
+      "--set \"cluster.gpu.kernel_launch=8 us\" --trace-format kineto --trace slow.json --json report.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto fit = s.run("calibrate from-trace slow.json small.json -o fit.json");
+  INFO(fit.out << fit.err);
+  REQUIRE(fit.status == 0);
+  const auto file = parsed(testing::slurp(s.file("fit.json")));
+  const auto& compute = file.at("compute");
+  CHECK(number_at(compute, "launch_overhead_us") == Approx(8.0).margin(0.05));
+  CHECK(number_at(compute, "dispatch_us") == Approx(12.0).margin(0.05));
+  CHECK(number_at(compute.at("efficiency"), "gemm_max") == Approx(0.5).epsilon(0.02));
+  CHECK(fit.out.find("kernel launch 8.0 us") != std::string::npos);
+  const auto again = s.run("simulate small.json --calibration fit.json --json -");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto report = parsed(again.out);
+  const double trace_step = number_at(parsed(testing::slurp(s.file("report.json"))), "step_time_s");
+  CHECK(number_at(report, "step_time_s") == Approx(trace_step).epsilon(0.02));
+  // In force, from the trace, and in the config as the simulation used it.
+  const auto* launch = value_of(report.at("calibration"), "kernel_launch_us");
+  REQUIRE(launch != nullptr);
+  CHECK(launch->at("value").to_number<double>() == Approx(8.0).margin(0.05));
+  CHECK(launch->at("source").as_string() == "fit.json: fitted to trace slow.json");
+  const auto* dispatch = value_of(report.at("calibration"), "dispatch_us");
+  REQUIRE(dispatch != nullptr);
+  CHECK(dispatch->at("value").to_number<double>() == Approx(12.0).margin(0.05));
+  CHECK(report.at("config").at("cluster").at("gpu").at("kernel_launch").as_string() == "8 us");
+  CHECK(has_note(report, "the CPU issues each operator in 20 us (8 us launch, 12 us dispatch)"));
 }
 
 }  // namespace stepsim

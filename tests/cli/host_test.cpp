@@ -4,6 +4,8 @@
 
 #include <boost/json/parse.hpp>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -246,4 +248,128 @@ TEST_CASE("The EP all-to-all overlap runs where Megatron-Core runs it and is ref
   CHECK(pipeline.status == 2);
   CHECK(pipeline.err.find("/parallel/schedule: model.moe.a2a_overlap with pp 2 needs \"schedule\": \"interleaved\"") !=
         std::string::npos);
+}
+
+namespace {
+
+// The host thread's and the GPU's events of a Kineto trace, in microseconds.
+struct KinetoEvent {
+  std::string cat, name;
+  double ts = 0, dur = 0;
+  std::int64_t id = -1;  // correlation (runtime, kernel) or External id (cpu_op)
+};
+
+std::vector<KinetoEvent> kineto_events(const std::string& text) {
+  std::vector<KinetoEvent> out;
+  const auto trace = boost::json::parse(text);
+  for (const auto& e : trace.at("traceEvents").as_array()) {
+    const auto& o = e.as_object();
+    if (o.at("ph").as_string() != "X") continue;
+    KinetoEvent k{std::string(o.at("cat").as_string()), std::string(o.at("name").as_string()),
+                  o.at("ts").to_number<double>(), o.at("dur").to_number<double>(), -1};
+    const auto& args = o.at("args").as_object();
+    if (const auto* c = args.if_contains("correlation")) {
+      k.id = c->as_int64();
+    } else if (const auto* x = args.if_contains("External id")) {
+      k.id = x->as_int64();
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace
+
+// By hand (the launch-bound test above): 9,811 operators, each costing the CPU 8 us of launch
+// (set) and eager PyTorch's 12 us of dispatch. A kernel starts no earlier than its launch ends.
+TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op ending in its launch") {
+  Scratch s("host-kineto");
+  s.write("small.json", kSmall);
+  const auto sim =
+      s.run("simulate small.json --set \"cluster.gpu.kernel_launch=8 us\" --trace-format kineto --trace step.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const std::vector<KinetoEvent> events = kineto_events(stepsim::testing::slurp(s.file("step.json")));
+  std::map<std::int64_t, const KinetoEvent*> runtime;
+  std::vector<const KinetoEvent*> ops, kernels;
+  double host_us = 0;
+  int launches = 0;
+  for (const KinetoEvent& e : events) {
+    if (e.cat == "cuda_runtime") {
+      CHECK(runtime.emplace(e.id, &e).second);  // one runtime call per correlation id
+      if (e.name == "cudaLaunchKernel") {
+        ++launches;
+        CHECK(e.dur == Approx(8.0).margin(1e-3));
+      }
+      CHECK(e.name != "cudaGraphLaunch");
+    } else if (e.cat == "cpu_op") {
+      ops.push_back(&e);
+      host_us += e.dur;
+    } else if (e.cat == "kernel" || e.cat == "gpu_memcpy") {
+      kernels.push_back(&e);
+    }
+  }
+  CHECK(host_us == Approx(9811 * 20.0).epsilon(0.001));
+  CHECK(launches > 9000);
+  // Each operator ends with its launch, which it encloses.
+  for (const KinetoEvent* op : ops) {
+    const auto it = runtime.find(op->id);
+    REQUIRE(it != runtime.end());
+    CHECK(it->second->ts >= op->ts - 1e-3);
+    CHECK(it->second->ts + it->second->dur == Approx(op->ts + op->dur).margin(1e-3));
+  }
+  // One host thread: its operators one after another.
+  std::sort(ops.begin(), ops.end(), [](const KinetoEvent* a, const KinetoEvent* b) { return a->ts < b->ts; });
+  for (std::size_t i = 1; i < ops.size(); ++i) CHECK(ops[i]->ts >= ops[i - 1]->ts + ops[i - 1]->dur - 1e-3);
+  // Every kernel was launched by one call, and starts once it has returned.
+  CHECK(kernels.size() == ops.size());
+  for (const KinetoEvent* k : kernels) {
+    const auto it = runtime.find(k->id);
+    REQUIRE(it != runtime.end());
+    CHECK(k->ts >= it->second->ts + it->second->dur - 1e-3);
+  }
+}
+
+// Replayed kernels are launched by their graph: one cudaGraphLaunch for each run of them, whose
+// correlation id they share, and no cpu_op or cudaLaunchKernel of their own.
+TEST_CASE("Under CUDA graphs the Kineto trace launches the replayed kernels by a cudaGraphLaunch each graph") {
+  Scratch s("host-kineto-graphs");
+  s.write("small.json", kSmall);
+  const auto sim = s.run("simulate small.json --set training.cuda_graphs=true --trace-format kineto --trace step.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const std::vector<KinetoEvent> events = kineto_events(stepsim::testing::slurp(s.file("step.json")));
+  std::map<std::int64_t, std::string> call;
+  std::map<std::int64_t, std::set<std::string>> layers_of;  // by correlation id, the layers of its kernels
+  std::map<std::int64_t, int> kernels_of;
+  int ops = 0, kernels = 0, graphs = 0;
+  for (const KinetoEvent& e : events) {
+    if (e.cat == "cuda_runtime") call[e.id] = e.name;
+    if (e.cat == "cuda_runtime" && e.name == "cudaGraphLaunch") ++graphs;
+    if (e.cat == "cpu_op") ++ops;
+    if (e.cat == "kernel" || e.cat == "gpu_memcpy") {
+      ++kernels;
+      ++kernels_of[e.id];
+      layers_of[e.id].insert(e.name.substr(0, e.name.find(' ')));
+    }
+  }
+  // A graph for each layer's forward and each one's backward in every micro-batch: 12 layers,
+  // 32 micro-batches. In the last one DDP's reducer copies each gradient into its bucket as the
+  // backward makes it, which the host issues between the replayed kernels: a layer's 6
+  // gradient-making ops, the last of them ending its backward, cut it in 6, 5 more graphs a layer.
+  CHECK(graphs == 2 * 12 * 32 + 12 * 5);
+  int replayed = 0;
+  for (const auto& [id, n] : kernels_of) {
+    REQUIRE(call.count(id) == 1);
+    if (call[id] == "cudaGraphLaunch") {
+      replayed += n;
+      CHECK(layers_of[id].size() == 1);  // each graph one layer's
+      CHECK(layers_of[id].begin()->front() == 'L');
+    } else {
+      CHECK(n == 1);
+    }
+  }
+  // Every other kernel was issued by an operator of its own.
+  CHECK(replayed > 12 * 32 * 2);
+  CHECK(ops + replayed == kernels);
 }

@@ -194,6 +194,39 @@ TEST_CASE("the host's runs of launches end where it blocks on the GPU and start 
   CHECK(interval(t, 0, "sync").start == us(110));  // the GPU idles 5 us waiting for the host
 }
 
+// The same hand computations as the two tests above, asked of each op: when the host was done
+// issuing it, at what cost, and whether a CUDA graph replayed it.
+TEST_CASE("the timeline records how the host issued each op when the program asks for it") {
+  ProgramBuilder b(1, us(5));
+  b.program().host_costs = {us(20), Time::zero()};
+  const auto a = b.compute(0, 0, "a", us(100));  // 20: a framework's dispatch and launch
+  b.op(0, a).host = 1;
+  const auto sync = b.compute(0, 0, "sync", us(1), {a});  // the host waits for a, ending at 120
+  b.op(0, sync).host_blocks = true;
+  const auto c = b.compute(0, 0, "c", us(1));  // replayed by a CUDA graph
+  b.op(0, c).host = 2;
+  b.program().record_host_issues = true;
+  const Timeline t = run(b.program());
+  const stepsim::RankTimeline& r = t.ranks[0];
+  REQUIRE(r.issues.size() == r.intervals.size());
+  for (std::size_t i = 0; i < r.intervals.size(); ++i) {
+    const std::string name = t.names[r.intervals[i].name];
+    const stepsim::HostIssue& h = r.issues[i];
+    INFO(name);
+    if (r.intervals[i].activity == stepsim::Activity::bubble) {
+      CHECK_FALSE(h.op);
+      continue;
+    }
+    CHECK(h.op);
+    if (name == "a") CHECK(h == stepsim::HostIssue{us(20), us(20), 0, true, false});
+    if (name == "sync") CHECK(h == stepsim::HostIssue{us(125), us(5), 1, true, false});
+    if (name == "c") CHECK(h == stepsim::HostIssue{us(125), Time::zero(), 2, true, true});
+  }
+  // Not asked for: nothing recorded.
+  b.program().record_host_issues = false;
+  CHECK(run(b.program()).ranks[0].issues.empty());
+}
+
 TEST_CASE("a duration that overflows while the op states are prepared is an error on either thread") {
   for (const auto preparation : {stepsim::engine::SecondThread::by_size, stepsim::engine::SecondThread::always}) {
     ProgramBuilder b(2);
