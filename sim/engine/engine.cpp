@@ -19,6 +19,14 @@
 #include "stepsim/error.hpp"
 
 namespace stepsim::engine {
+
+std::string RunStats::event_rate() const {
+  if (loop_s <= 0) return "-";
+  const double rate = static_cast<double>(events) / loop_s;
+  if (rate >= 1e6) return fmt::format("{:.1f} M/s", rate * 1e-6);
+  if (rate >= 1e3) return fmt::format("{:.1f} k/s", rate * 1e-3);
+  return fmt::format("{:.0f}/s", rate);
+}
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

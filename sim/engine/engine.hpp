@@ -58,6 +58,10 @@ struct RunStats {
   double prepare_s = 0;
   double loop_s = 0;
   double write_s = 0;
+
+  // The loop's events per second for the log, in the unit that shows its digits: "2.4 M/s",
+  // "36.9 k/s", "950/s" ("-" when the loop was not timed).
+  std::string event_rate() const;
 };
 
 // Whether a run takes a second thread: to prepare the ops' states alongside the start of the

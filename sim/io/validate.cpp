@@ -266,12 +266,50 @@ std::string clusters_of(const GpuSpec& gpu) {
          fmt::format("NVLink SHARP needs a Hopper or later GPU ({} is ampere)", cl.gpu.name));
 }
 
+// The intra-node fabric's name as a scenario writes it.
+const char* fabric_name(IntraFabric f) {
+  switch (f) {
+    case IntraFabric::nvswitch:
+      return "nvswitch";
+    case IntraFabric::nvlink_mesh:
+      return "nvlink-mesh";
+    case IntraFabric::pcie:
+      return "pcie";
+  }
+  return "?";
+}
+
+// NVLS on a fabric without an NVSwitch. Of the two keys, the one the user changed last is
+// named: a --set of the fabric given after what gave NVLS (the cluster preset, the file, a --set
+// of the whole cluster), or a fabric that differs from its cluster preset's while NVLS is the
+// preset's own, is the fabric's, with what to change besides; otherwise NVLS was asked for on
+// this fabric, and is named.
+[[noreturn]] void refuse_nvls_fabric(const ClusterSpec& cl, const Checker& c) {
+  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
+  const std::string nvls_set = c.assignment_of("/cluster/intra_node/nvls");
+  // A --set of the fabric given over what gave NVLS (a --set of the whole cluster or of
+  // intra_node, the file); two --set assignments of the keys themselves both ask, and NVLS is
+  // named. Both from one place (the file, one --set): the one that differs from the cluster
+  // preset's.
+  bool fabric_changed = fabric_set.size() > nvls_set.size() && fabric_set.starts_with(nvls_set);
+  if (fabric_set == nvls_set && lookup_preset("clusters", cl.name) != nullptr) {
+    ClusterSpec preset;
+    read_cluster(preset, boost::json::value(boost::json::string(cl.name)), Reader("presets", true));
+    fabric_changed = preset.intra_node.nvls && preset.intra_node.fabric != cl.intra_node.fabric;
+  }
+  if (fabric_changed)
+    c.fail("/cluster/intra_node/fabric",
+           fmt::format("\"{}\" has no NVSwitch, and the cluster ({}) runs NVLink SHARP (cluster.intra_node.nvls), "
+                       "whose reductions run in the switch: also set cluster.intra_node.nvls=false",
+                       fabric_name(cl.intra_node.fabric), cl.name));
+  c.fail("/cluster/intra_node/nvls", "NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the switch)");
+}
+
 // NVLink SHARP is a feature of Hopper's and later NVSwitches.
 void check_nvls(const ClusterSpec& cl, const Checker& c) {
   if (!cl.intra_node.nvls) return;
   if (cl.gpu.arch == GpuArch::ampere) refuse_nvls_gpu(cl, c);
-  c.require(cl.intra_node.fabric == IntraFabric::nvswitch, "/cluster/intra_node/nvls",
-            "NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the switch)");
+  if (cl.intra_node.fabric != IntraFabric::nvswitch) refuse_nvls_fabric(cl, c);
 }
 
 // Fabrics the collective model tells apart: NCCL drives RoCE with the same IB verbs

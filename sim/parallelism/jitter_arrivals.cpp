@@ -141,20 +141,6 @@ Clipped clipped(double sd, double slack) {
   return {m1, std::max(0.0, m2 - m1 * m1)};
 }
 
-// E[max(M, level)] − E[M], M the largest of n standard normal draws: the integral of
-// P(M < x) up to `level`, which is 0 far below the mean and 1 far above it.
-double raised_by(double level, int n) {
-  if (level <= -kFarTail) return 0;
-  const boost::math::normal_distribution<double> normal;
-  constexpr double kStep = 1.0 / 32;
-  const double to = std::min(level, kFarTail);
-  const int steps = std::max(1, static_cast<int>(std::ceil((to + kFarTail) / kStep)));
-  const double h = (to + kFarTail) / steps;
-  double integral = 0;
-  for (int i = 0; i < steps; ++i) integral += std::pow(boost::math::cdf(normal, -kFarTail + (i + 0.5) * h), n);
-  return integral * h + std::max(0.0, level - kFarTail);
-}
-
 class JitterArrivals final : public engine::ArrivalModel {
  public:
   JitterArrivals(std::vector<RankComms> ranks, JitterKind kind, double sigma)
@@ -269,11 +255,12 @@ class ArrivalRun final : public engine::ArrivalModel::Run {
   double last_above(const Drift& d, int n, double level) {
     if (d.lead <= 0 || n <= 1) return std::max(level, 0.0);
     const double sd = model_.sigma() * std::sqrt(d.lead);
-    return sd * (maxima_.of(n, ExpectedMaxima::equal_kernels(d.lead, d.d4)) + raised_by(level / sd, n));
+    return sd * (maxima_.of(n, ExpectedMaxima::equal_kernels(d.lead, d.d4)) + raised_by_.of(level / sd, n));
   }
 
   const JitterArrivals& model_;
   ExpectedMaxima maxima_;
+  RaisedByLevel raised_by_;
   std::vector<std::vector<std::vector<SyncPoint>>> points_;  // per rank, per communicator, by op
 };
 

@@ -4,6 +4,7 @@
 #include "parallelism/jitter_max.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <boost/math/distributions/lognormal.hpp>
@@ -120,7 +121,15 @@ const std::vector<double>& ExpectedMaxima::sum_of(int kernels) {
 double ExpectedMaxima::of(int n, int kernels) {
   STEPSIM_CHECK(kernels >= 1, "a jitter sum of no kernels");
   if (n <= 1) return 0.0;
-  if (sums_.empty() || kernels > kMaxKernels) return expected_max_normal(n);
+  // Asked for at every collective: kept per (n, kernels), 0 kernels for a normal sum.
+  const int key = sums_.empty() || kernels > kMaxKernels ? 0 : kernels;
+  const auto [it, inserted] = expected_.try_emplace({n, key}, 0.0);
+  if (!inserted) return it->second;
+  it->second = key == 0 ? expected_max_normal(n) : expected_of(n, kernels);
+  return it->second;
+}
+
+double ExpectedMaxima::expected_of(int n, int kernels) {
   const std::vector<double>& mass = sum_of(kernels);
   // Bin i of the sum of k kernels is centred on k·lo + i·step, its mass spread evenly over it
   // (exact for one uniform kernel); the sum's deviation is √k.
@@ -153,8 +162,52 @@ double ExpectedMaxima::variance_of(int n, int kernels) {
     }
     return it->second;
   }
-  const std::vector<double>& mass = sum_of(kernels);
-  return variance_of_max(mass, kernels * lo_, step_, n) / kernels;
+  const auto [it, inserted] = variances_.try_emplace({n, kernels}, 0.0);
+  if (inserted) it->second = variance_of_max(sum_of(kernels), kernels * lo_, step_, n) / kernels;
+  return it->second;
+}
+
+namespace {
+
+constexpr double kGridStep = 1.0 / 32;
+
+}  // namespace
+
+double RaisedByLevel::of(double level, int n) {
+  if (level <= -kFarTail) return 0;
+  const Table& t = table(n);
+  if (level >= kFarTail) return t.integral.back() + (level - kFarTail);
+  const double u = (level + kFarTail) / kGridStep;
+  const auto k = std::min(static_cast<std::size_t>(u), t.integral.size() - 2);
+  const double x = u - static_cast<double>(k);
+  const double x2 = x * x;
+  const double x3 = x2 * x;
+  return (2 * x3 - 3 * x2 + 1) * t.integral[k] + (x3 - 2 * x2 + x) * kGridStep * t.slope[k] +
+         (3 * x2 - 2 * x3) * t.integral[k + 1] + (x3 - x2) * kGridStep * t.slope[k + 1];
+}
+
+const RaisedByLevel::Table& RaisedByLevel::table(int n) {
+  const auto [it, inserted] = tables_.try_emplace(n);
+  Table& t = it->second;
+  if (!inserted) return t;
+  const boost::math::normal_distribution<double> normal;
+  const auto power = [&normal, n](double x) { return std::pow(boost::math::cdf(normal, x), n); };
+  // Five-point Gauss–Legendre on [−1, 1].
+  constexpr std::array<double, 5> kNode = {0.0, 0.5384693101056831, -0.5384693101056831, 0.9061798459386640,
+                                           -0.9061798459386640};
+  constexpr std::array<double, 5> kWeight = {0.5688888888888889, 0.4786286704993665, 0.4786286704993665,
+                                             0.2369268850561891, 0.2369268850561891};
+  const auto cells = static_cast<int>(std::lround(2 * kFarTail / kGridStep));
+  t.integral.assign(1, 0.0);
+  t.slope.assign(1, power(-kFarTail));
+  for (int i = 0; i < cells; ++i) {
+    const double mid = -kFarTail + (i + 0.5) * kGridStep;
+    double cell = 0;
+    for (std::size_t j = 0; j < kNode.size(); ++j) cell += kWeight[j] * power(mid + kNode[j] * kGridStep / 2);
+    t.integral.push_back(t.integral.back() + cell * kGridStep / 2);
+    t.slope.push_back(power(-kFarTail + (i + 1) * kGridStep));
+  }
+  return t;
 }
 
 int ExpectedMaxima::equal_kernels(double sum_d2, double sum_d4) {

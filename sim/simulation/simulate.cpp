@@ -391,9 +391,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
                 program.ranks.size(), stats.ops, stats.op_lists, stats.collectives, build_s);
   spdlog::debug(
       "engine: {} events ({} superseded; {} compute ends under a later op's event), {} rate solves; setup "
-      "{:.2f} s, events {:.2f} s ({:.1f} M/s), intervals {:.2f} s{}",
-      stats.events, stats.stale, stats.chained, stats.rate_solves, stats.setup_s, stats.loop_s,
-      stats.loop_s > 0 ? static_cast<double>(stats.events) / stats.loop_s * 1e-6 : 0.0, stats.write_s,
+      "{:.2f} s, events {:.2f} s ({}), intervals {:.2f} s{}",
+      stats.events, stats.stale, stats.chained, stats.rate_solves, stats.setup_s, stats.loop_s, stats.event_rate(),
+      stats.write_s,
       stats.prepare_s > 0
           ? fmt::format("; op states prepared alongside, done {:.2f} s after setup began", stats.prepare_s)
           : std::string());

@@ -1,6 +1,7 @@
 // Whole-scenario benchmarks: the wall time of `simulate()` on the embedded default and on a
 // 16,384-GPU Llama-3-405B job, each from a loaded scenario to a finished report; the 405B
-// job both as pure DP and as 3D parallelism with an interleaved pipeline; GPT-3 175B in 3D
+// job both as pure DP and as 3D parallelism with an interleaved pipeline (and, as the default,
+// in representative mode under kernel jitter); GPT-3 175B in 3D
 // on 512 GPUs and in pure DP on 4,096, in representative and in all-ranks mode (the latter
 // with kernel jitter and a slow GPU).
 // tools/bench_scale.sh times the largest all-ranks jobs and their peak memory.
@@ -24,6 +25,13 @@ stepsim::Scenario all_ranks(stepsim::Scenario s) {
   s.simulation.ranks = stepsim::RankMode::all;
   s.simulation.variation.jitter = {stepsim::JitterKind::normal, 0.05, 7};
   s.simulation.variation.gpu_speed.push_back({1, 0.9});
+  return s;
+}
+
+// Representative mode under 5 % per-kernel jitter (normal): each collective waits the expected
+// time for its slowest real member.
+stepsim::Scenario jittered(stepsim::Scenario s) {
+  s.simulation.variation.jitter = {stepsim::JitterKind::normal, 0.05, 1};
   return s;
 }
 
@@ -58,6 +66,16 @@ void BM_Llama405bTp8Pp16Dp128Interleaved(benchmark::State& state) {
   run_scenario(state, bench_scenario("llama3-405b-4d-16k"));
 }
 BENCHMARK(BM_Llama405bTp8Pp16Dp128Interleaved)->Unit(benchmark::kMillisecond);
+
+void BM_DefaultScenarioJitter(benchmark::State& state) {
+  run_scenario(state, jittered(stepsim::io::load_scenario("")));
+}
+BENCHMARK(BM_DefaultScenarioJitter)->Unit(benchmark::kMillisecond);
+
+void BM_Llama405bTp8Pp16Dp128InterleavedJitter(benchmark::State& state) {
+  run_scenario(state, jittered(bench_scenario("llama3-405b-4d-16k")));
+}
+BENCHMARK(BM_Llama405bTp8Pp16Dp128InterleavedJitter)->Unit(benchmark::kMillisecond);
 
 void BM_Gpt3Tp8Pp8Dp8(benchmark::State& state) { run_scenario(state, bench_scenario("gpt3-3d-512")); }
 BENCHMARK(BM_Gpt3Tp8Pp8Dp8)->Unit(benchmark::kMillisecond);

@@ -977,3 +977,20 @@ TEST_CASE("more NCCL channels beside a GEMM never make it end sooner") {
   const Time all = interval(run(beside_allreduce(false, {132, 132})), 0, "gemm").end;
   CHECK(static_cast<double>(all.ps()) == Approx(1e6 * (1000 + 132 * 0.9)).epsilon(1e-9));
 }
+
+// The log's events per second: a slow loop (a representative run under jitter, some ten
+// thousand events a second) printed "0.0 M/s"; each rate shows its digits in its own unit.
+TEST_CASE("the loop's event rate is printed in the unit that shows its digits") {
+  stepsim::engine::RunStats stats;
+  stats.events = 43528;
+  stats.loop_s = 1.18;
+  CHECK(stats.event_rate() == "36.9 k/s");  // 43,528 / 1.18 s = 36,888 a second
+  stats.events = 5'000'000;
+  stats.loop_s = 0.5;
+  CHECK(stats.event_rate() == "10.0 M/s");
+  stats.events = 950;
+  stats.loop_s = 1;
+  CHECK(stats.event_rate() == "950/s");
+  stats.loop_s = 0;
+  CHECK(stats.event_rate() == "-");
+}

@@ -76,3 +76,33 @@ TEST_CASE("an Ampere GPU set into a cluster with NVLink SHARP names the GPU's as
   CHECK(attributed_error({}, file) ==
         "s.json: /cluster/intra_node/nvls: NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)");
 }
+
+// A fabric without an NVSwitch where the cluster preset runs NVLink SHARP: the fabric is what the
+// user changed, so the fabric's key is named (the --set, or the file's pointer), never NVLS's
+// key the user did not write, nor <default>; NVLS asked for on that fabric is NVLS's.
+TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's key and the way out") {
+  const std::string way_out =
+      "cluster.intra_node.fabric: \"pcie\" has no NVSwitch, and the cluster (dgx-h100-ndr) runs NVLink SHARP "
+      "(cluster.intra_node.nvls), whose reductions run in the switch: also set cluster.intra_node.nvls=false";
+  CHECK(attributed_error({"cluster.intra_node.fabric=pcie"}) == "--set: " + way_out);
+  CHECK(attributed_error({"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false"}) == "no error");
+  // The embedded default scenario (Llama-3-8B on dgx-h100-ndr), as `stepsim simulate --set` runs it.
+  std::string on_default = "no error";
+  try {
+    io::load_scenario("", {"cluster.intra_node.fabric=pcie"});
+  } catch (const InputError& e) {
+    on_default = e.what();
+  }
+  CHECK(on_default == "--set: " + way_out);
+  const std::string file = R"({ "model": "gpt-1.3b", "cluster": { "preset": "dgx-h100-ndr",
+    "intra_node": { "fabric": "pcie", "bandwidth": "32 GB/s" } }, "parallel": { "dp": 16 },
+    "training": { "global_batch": 64, "micro_batch": 4 } })";
+  CHECK(attributed_error({}, file) ==
+        "s.json: /cluster/intra_node/fabric: \"pcie\" has no NVSwitch, and the cluster (dgx-h100-ndr) runs NVLink "
+        "SHARP (cluster.intra_node.nvls), whose reductions run in the switch: also set cluster.intra_node.nvls=false");
+  CHECK(attributed_error({"cluster.intra_node.nvls=false"}, file) == "no error");
+  // NVLS given after the fabric: NVLS is what was asked for on a fabric that has no switch.
+  CHECK(attributed_error({"cluster.intra_node.nvls=true"}, file) ==
+        "--set: cluster.intra_node.nvls: NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the "
+        "switch)");
+}

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <boost/math/distributions/normal.hpp>
 #include <sstream>
 
 #include "io/scenario_loader.hpp"
@@ -608,6 +609,34 @@ TEST_CASE("representative mode's jitter on an FSDP job lets the ranks drift wher
                                << " s; all ranks: " << drawn.step << " s, " << waits_of(drawn, CommKind::fsdp) << " s");
   CHECK(waits_of(expected, CommKind::fsdp) == Approx(waits_of(drawn, CommKind::fsdp)).epsilon(0.15));
   CHECK(expected.step == Approx(drawn.step).epsilon(0.15));
+}
+
+// E[max(M, L)] − E[M] = ∫ Φ(x)ⁿ dx up to L, kept on a grid and interpolated between its
+// points: for one draw the integral is L·Φ(L) + φ(L) in closed form; far above the mean it is
+// L − E[M], E[M] = 1/√π for two draws; elsewhere a direct trapezoid sum of 200,000 steps.
+TEST_CASE("the rise of the expected maximum above a level is the integral of the maxima's distribution") {
+  const boost::math::normal_distribution<double> normal;
+  stepsim::parallelism::RaisedByLevel raised;
+  CHECK(raised.of(-9, 8) == 0);
+  for (const double level : {-3.0, -0.3, 0.0, 0.3, 1.01, 2.5, 7.9}) {
+    INFO("level " << level);
+    CHECK(raised.of(level, 1) ==
+          Approx(level * boost::math::cdf(normal, level) + boost::math::pdf(normal, level)).margin(1e-7));
+  }
+  CHECK(raised.of(12, 2) == Approx(12 - 1 / std::sqrt(3.14159265358979)).margin(1e-7));
+  const auto direct = [&normal](double level, int n) {
+    constexpr int kSteps = 200000;
+    const double h = (level + 8) / kSteps;
+    double sum = 0;
+    for (int i = 0; i <= kSteps; ++i)
+      sum += (i == 0 || i == kSteps ? 0.5 : 1.0) * std::pow(boost::math::cdf(normal, -8 + i * h), n);
+    return sum * h;
+  };
+  for (const int n : {2, 8, 128, 16384})
+    for (const double level : {-1.7, 0.45, 2.013, 3.3, 4.1}) {
+      INFO("n " << n << ", level " << level);
+      CHECK(raised.of(level, n) == Approx(direct(level, n)).margin(1e-7));
+    }
 }
 
 TEST_CASE("the variance of the largest of n normal draws is the published figure") {
