@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -268,4 +269,39 @@ TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores f
             "--set: training.precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
             "Hopper") != std::string::npos);
   CHECK(dir.run("simulate --set cluster=dgx-b200 --set training.precision=nvfp4").status == 0);
+}
+
+// README's command table names each flag collective and presets list in their --help (but the
+// positional NAME's own flag and the long form of -v), and every calibrate step.
+TEST_CASE("the README names every flag of collective and presets and every calibrate step") {
+  const Scratch dir("readme-flags");
+  const std::string readme = stepsim::testing::slurp(fs::path(STEPSIM_SOURCE_DIR) / "README.md");
+  for (const char* command : {"collective", "presets"}) {
+    const Run help = dir.run(std::string(command) + " --help");
+    REQUIRE(help.status == 0);
+    std::istringstream lines(help.out);
+    std::vector<std::string> flags;
+    for (std::string line; std::getline(lines, line);) {
+      // Options are listed as "  --flag ..." or "  -x [ --flag ] ...".
+      const std::size_t at = line.find("--");
+      if (line.rfind("  -", 0) != 0 || at == std::string::npos || at > 8) continue;
+      const std::size_t end = line.find_first_of(" =]", at);
+      flags.push_back(line.substr(at, end - at));
+    }
+    CHECK(flags.size() >= 4);
+    for (const std::string& flag : flags) {
+      if (flag == "--help" || flag == "--name" || flag == "--verbose") continue;
+      INFO(command << " " << flag);
+      CHECK(readme.find(flag) != std::string::npos);
+    }
+  }
+  const Run calibrate = dir.run("calibrate --help");
+  const std::size_t row = readme.find("| `stepsim calibrate ");
+  REQUIRE(row != std::string::npos);
+  const std::string table_row = readme.substr(row, readme.find('\n', row) - row);
+  for (const char* step : {"import-nccl-tests", "check", "from-trace", "plan"}) {
+    INFO(step);
+    CHECK(calibrate.out.find("stepsim calibrate " + std::string(step)) != std::string::npos);
+    CHECK(table_row.find(std::string(step) + " ") != std::string::npos);
+  }
 }
