@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 #include "cli/scenario_reference.hpp"
@@ -251,4 +252,35 @@ TEST_CASE("Only model, cluster and cluster.gpu take a preset, as the reference a
              Catch::Contains("`model` and `cluster` (and\n`cluster.gpu`) are each a preset name") &&
                  Catch::Contains("the other sections are objects") &&
                  !Catch::Contains("each is a preset name or an object"));
+}
+
+// The README's table of what each framework runs: its torchtitan (eager) and torchtitan with
+// torch.compile columns are what training.framework resolves the kernel keys to.
+TEST_CASE("The README's framework table gives the cross-entropy torchtitan resolves to") {
+  const std::string readme = slurp(std::string(STEPSIM_SOURCE_DIR) + "/README.md");
+  const std::string row_start = "| `training.cross_entropy` |";
+  const std::size_t at = readme.find(row_start);
+  REQUIRE(at != std::string::npos);
+  std::vector<std::string> cells;
+  std::string cell;
+  for (std::size_t i = at + 1; i < readme.size() && readme[i] != '\n'; ++i) {
+    if (readme[i] != '|') {
+      cell += readme[i];
+      continue;
+    }
+    cells.push_back(cell);
+    cell.clear();
+  }
+  REQUIRE(cells.size() == 4);  // key, Megatron/NeMo, torchtitan compiled, torchtitan eager
+  const auto resolved = [](const std::string& framework) {
+    const auto scenario =
+        boost::json::parse(stepsim::io::load_scenario("", {"training.framework=" + framework}).resolved_json);
+    return std::string(scenario.at("training").at("cross_entropy").as_string());
+  };
+  const std::string eager = resolved("torchtitan");
+  const std::string compiled = resolved("torchtitan-compile");
+  INFO(cells[3]);
+  CHECK(cells[3].find("`" + eager + "`") == 1);  // the cell starts with it
+  INFO(cells[2]);
+  CHECK(cells[2].find("`" + compiled + "`") != std::string::npos);
 }
