@@ -233,6 +233,15 @@ def plan():
             raise AssertionError("jobs=-1 accepted")
         except stepsim.ScenarioError as e:
             assert e.file in ("stepsim.plan", "stepsim.sweep") and e.pointer == "jobs", str(e)
+    # A sweep's own GPU count is named as sweep()'s argument too, as docs/python.md says.
+    try:
+        stepsim.sweep(vary={"parallel.tp": [1, 2]}, gpus=-1)
+        raise AssertionError("gpus=-1 accepted")
+    except stepsim.ScenarioError as e:
+        assert (e.file, e.pointer) == ("stepsim.sweep", "gpus"), str(e)
+    with open(os.path.join(SOURCE, "docs/python.md")) as f:
+        doc = " ".join(f.read().split())
+    assert "`stepsim.sweep` for `sweep()`'s own `gpus`, `jobs`" in doc
     print(f"plan: {len(want)} rows equal")
 
 
