@@ -130,7 +130,9 @@ TEST_CASE("a single-valued option given twice is refused naming it, whichever op
 
 TEST_CASE("every command answers --help with examples") {
   const Scratch dir("commands");
-  for (const char* command : {"simulate", "collective", "analyze", "compare", "presets"}) {
+  for (const char* command :
+       {"simulate", "collective", "analyze", "compare", "presets", "sweep", "plan", "calibrate import-nccl-tests",
+        "calibrate check", "calibrate from-trace", "calibrate plan"}) {
     const Run r = dir.run(std::string(command) + " --help");
     INFO(command);
     CHECK(r.status == 0);
@@ -269,6 +271,17 @@ TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores f
             "--set: training.precision: nvfp4 needs a Blackwell GPU (block-scaled tensor cores); h100-sxm5-80gb is "
             "Hopper") != std::string::npos);
   CHECK(dir.run("simulate --set cluster=dgx-b200 --set training.precision=nvfp4").status == 0);
+}
+
+TEST_CASE("simulate --help says --compare-cluster takes a comma-separated list, as the program does") {
+  const Scratch dir("compare-cluster-list");
+  const Run help = dir.run("simulate --help");
+  CHECK(help.out.find("comma-separated list") != std::string::npos);
+  // The list and the flag given twice are the same question.
+  const Run listed = dir.run("simulate ddp-1.3b-64xa100 --compare-cluster dgx-h200-ndr,dgx-b200");
+  const Run repeated = dir.run("simulate ddp-1.3b-64xa100 --compare-cluster dgx-h200-ndr --compare-cluster dgx-b200");
+  CHECK(listed.status == 0);
+  CHECK(listed.out == repeated.out);
 }
 
 // README's command table names each flag collective and presets list in their --help (but the
