@@ -96,3 +96,29 @@ TEST_CASE("docs/report.md documents every JSON field of simulate, analyze, compa
       CHECK((doc.find("`" + name + "`") != std::string::npos || doc.find("`" + name + "[]`") != std::string::npos));
     }
 }
+
+// Two definitions of docs/report.md checked against the program's own numbers: the cost per step
+// is GPUs × price per GPU-hour × step time in seconds / 3600, and rendezvous_wait_max_s is a time
+// per kind, the longest of one rank, so never below the mean over the ranks.
+TEST_CASE("docs/report.md's cost per step and rendezvous_wait_max_s are what the report gives") {
+  const Scratch dir("report-definitions");
+  const Run run = dir.run(
+      "simulate ddp-1.3b-64xa100 --set parallel.dp=8 --set training.global_batch=64 --set simulation.ranks=all "
+      "--set cluster.gpu_hour_price=2.2 --set 'simulation.variation.gpu_speed=[{\"rank\": 5, \"factor\": 0.8}]' "
+      "--json -");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const json::value report = json::parse(run.out);
+  const double gpus = report.at("gpus").to_number<double>();
+  const double step = report.at("step_time_s").to_number<double>();
+  CHECK(report.at("cost").at("cost_per_step").to_number<double>() == Approx(gpus * 2.2 * step / 3600));
+  const json::object& mean = report.at("ranks").at("rendezvous_wait_s").as_object();
+  const json::object& most = report.at("ranks").at("rendezvous_wait_max_s").as_object();
+  REQUIRE(most.at("dp").to_number<double>() > 0);
+  for (const auto& kind : mean) CHECK(most.at(kind.key()).to_number<double>() >= kind.value().to_number<double>());
+  const std::string doc = slurp(std::string(STEPSIM_SOURCE_DIR) + "/docs/report.md");
+  CHECK(doc.find("cost per step = GPUs × `cluster.gpu_hour_price` (per GPU-hour) × step time (s) / 3600") !=
+        std::string::npos);
+  CHECK(doc.find("`rendezvous_wait_max_s` per kind: the longest such wait of\n  one rank") != std::string::npos);
+  CHECK(doc.find("the rank that waited most") == std::string::npos);
+}
