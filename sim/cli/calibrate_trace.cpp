@@ -141,7 +141,10 @@ int run_from_trace(const Args& args) {
   if (help_requested(vm,
                      "usage: stepsim calibrate from-trace TRACE SCENARIO -o FILE [--set KEY=VALUE]...\n"
                      "       stepsim calibrate from-trace TRACE   (the CPU's cost per operator alone)",
-                     desc, ""))
+                     desc,
+                     "  stepsim calibrate from-trace rank0.json.gz my-scenario.json -o fitted.calib.json\n"
+                     "  stepsim simulate --trace step.json && stepsim calibrate from-trace step.json default -o -\n"
+                     "  stepsim calibrate from-trace tests/data/traces/\n"))
     return 0;
   if (trace.empty()) throw InputError("<command line>", "TRACE", "give the trace to calibrate from");
   require_stdin_once("calibrate from-trace", {trace, scenario_path});

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kSimulateUsage =
     "usage: stepsim simulate [SCENARIO.json] [--set KEY=VALUE]... [--calibration FILE]... [--advise]\n"
     "                        [--json FILE] [--trace FILE [--trace-format kineto] [--trace-ranks LIST]]\n"
-    "                        [--compare-cluster NAME]...\n\n"
+    "                        [--compare-cluster NAME[@PRICE][,NAME[@PRICE]]...]...\n\n"
     "Simulates one training step of SCENARIO.json (without it: the embedded default, Llama-3-8B\n"
     "on 64 H100 with TP 8 inside each node and DDP across 8 nodes) and prints step time,\n"
     "throughput, MFU and where the time goes. SCENARIO.json may be an embedded example's name\n"
@@ -79,8 +79,9 @@ int run_simulate(const Args& args) {
       "at 16,384 GPUs)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
       "also simulate the job, with its layout held fixed, on cluster preset NAME (with PRICE per GPU-hour) and "
-      "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable; 'stepsim "
-      "plan' finds each cluster's own fastest layout)")(
+      "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable, or a "
+      "comma-separated list NAME[@PRICE],NAME[@PRICE],... as plan's --cluster; 'stepsim plan' finds each cluster's "
+      "own fastest layout)")(
       "advise",
       "say which communication is exposed and why, and whether the GPU waits for the host, and simulate the knobs "
       "that would hide them, best first, a knob that does not fit in memory together with what makes it fit "

@@ -230,8 +230,15 @@ void parallel_ranges(const ParallelSpec& p, const Limits& l) {
 
 void training_ranges(const Scenario& s, const Limits& l) {
   const TrainingSpec& t = s.training;
-  l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
   l.integer(t.micro_batch, 1, 1LL << 20, "/training/micro_batch");
+  // Required, with no default: 0 is the key left out (or given as 0), not a value to range-check.
+  if (t.global_batch == 0)
+    l.fail("/training/global_batch",
+           fmt::format("is missing (or 0): expected the global batch, the sequences of one optimizer step over "
+                       "every data-parallel rank, a whole number divisible by micro_batch·dp ({}·{}), e.g. "
+                       "\"global_batch\": {}",
+                       t.micro_batch, s.parallel.dp, 8 * t.micro_batch * s.parallel.dp));
+  l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
   l.integer(t.activation_offload_layers, 0, 2048, "/training/activation_offload_layers");
   // Up to the GPU's own memory: more would leave no layout that fits.
   l.quantity(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), Quantity::size, false,

@@ -472,17 +472,28 @@ BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, cons
   Tally tally(result);
   search_layouts(spec, space, jobs, progress, result, tally);
   sort_fastest(result);
+  const std::size_t refined = std::min(space.refine, result.ranked.size());
   std::vector<Candidate> second;
-  for (std::size_t i = 0; i < std::min(space.refine, result.ranked.size()); ++i)
+  for (std::size_t i = 0; i < refined; ++i)
     for (auto& c : refinements(spec, result.ranked[i].first))
       if (tally.first_time(c)) second.push_back(std::move(c));
   if (!second.empty()) run_batch(spec, second, recompute_modes(spec), jobs, tally);
   sort_fastest(result);
   merge_alike(result);
-  result.notes.push_back(fmt::format(
-      "each configuration runs with the least recompute that fits (more only adds work); the {} fastest layouts "
-      "were then tried with every data-parallel kind, bucket size and TP overlap not fixed by --set",
-      space.refine));
+  // Only the layouts that fit are refined: say how many there were, none when nothing fits.
+  const std::string refinement =
+      refined == 0 ? std::string(
+                         "no layout fits, so none was tried with every data-parallel kind, bucket size and "
+                         "TP overlap")
+      : refined == 1 ? std::string(
+                           "the fastest layout was then tried with every data-parallel kind, bucket size and TP "
+                           "overlap not fixed by --set")
+                     : fmt::format(
+                           "the {} fastest layouts were then tried with every data-parallel kind, bucket size and TP "
+                           "overlap not fixed by --set",
+                           refined);
+  result.notes.push_back(
+      fmt::format("each configuration runs with the least recompute that fits (more only adds work); {}", refinement));
   if (result.unsearched > 0)
     result.notes.push_back(fmt::format(
         "{} layouts not simulated once {} fitted, although their compute alone could have been faster than the "

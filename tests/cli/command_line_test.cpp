@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -129,7 +130,9 @@ TEST_CASE("a single-valued option given twice is refused naming it, whichever op
 
 TEST_CASE("every command answers --help with examples") {
   const Scratch dir("commands");
-  for (const char* command : {"simulate", "collective", "analyze", "compare", "presets"}) {
+  for (const char* command :
+       {"simulate", "collective", "analyze", "compare", "presets", "sweep", "plan", "calibrate import-nccl-tests",
+        "calibrate check", "calibrate from-trace", "calibrate plan"}) {
     const Run r = dir.run(std::string(command) + " --help");
     INFO(command);
     CHECK(r.status == 0);
@@ -343,4 +346,49 @@ TEST_CASE("an empty value of a flag that names something is refused, not taken f
     CHECK(stepsim::testing::refusal(dir.run(command), message) == "");
   }
   CHECK(dir.entries().empty());
+
+TEST_CASE("simulate --help says --compare-cluster takes a comma-separated list, as the program does") {
+  const Scratch dir("compare-cluster-list");
+  const Run help = dir.run("simulate --help");
+  CHECK(help.out.find("comma-separated list") != std::string::npos);
+  // The list and the flag given twice are the same question.
+  const Run listed = dir.run("simulate ddp-1.3b-64xa100 --compare-cluster dgx-h200-ndr,dgx-b200");
+  const Run repeated = dir.run("simulate ddp-1.3b-64xa100 --compare-cluster dgx-h200-ndr --compare-cluster dgx-b200");
+  CHECK(listed.status == 0);
+  CHECK(listed.out == repeated.out);
+}
+
+// README's command table names each flag collective and presets list in their --help (but the
+// positional NAME's own flag and the long form of -v), and every calibrate step.
+TEST_CASE("the README names every flag of collective and presets and every calibrate step") {
+  const Scratch dir("readme-flags");
+  const std::string readme = stepsim::testing::slurp(fs::path(STEPSIM_SOURCE_DIR) / "README.md");
+  for (const char* command : {"collective", "presets"}) {
+    const Run help = dir.run(std::string(command) + " --help");
+    REQUIRE(help.status == 0);
+    std::istringstream lines(help.out);
+    std::vector<std::string> flags;
+    for (std::string line; std::getline(lines, line);) {
+      // Options are listed as "  --flag ..." or "  -x [ --flag ] ...".
+      const std::size_t at = line.find("--");
+      if (line.rfind("  -", 0) != 0 || at == std::string::npos || at > 8) continue;
+      const std::size_t end = line.find_first_of(" =]", at);
+      flags.push_back(line.substr(at, end - at));
+    }
+    CHECK(flags.size() >= 4);
+    for (const std::string& flag : flags) {
+      if (flag == "--help" || flag == "--name" || flag == "--verbose") continue;
+      INFO(command << " " << flag);
+      CHECK(readme.find(flag) != std::string::npos);
+    }
+  }
+  const Run calibrate = dir.run("calibrate --help");
+  const std::size_t row = readme.find("| `stepsim calibrate ");
+  REQUIRE(row != std::string::npos);
+  const std::string table_row = readme.substr(row, readme.find('\n', row) - row);
+  for (const char* step : {"import-nccl-tests", "check", "from-trace", "plan"}) {
+    INFO(step);
+    CHECK(calibrate.out.find("stepsim calibrate " + std::string(step)) != std::string::npos);
+    CHECK(table_row.find(std::string(step) + " ") != std::string::npos);
+  }
 }

@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 #include "cli/scenario_reference.hpp"
@@ -212,4 +213,74 @@ TEST_CASE("The reference says under which frameworks the EP all-to-all overlap r
   REQUIRE(row != std::string::npos);
   const std::string text = run.out.substr(row, run.out.find('\n', row) - row);
   CHECK(text.find("training.framework megatron, nemo or unspecified") != std::string::npos);
+}
+
+// The reference and the README say which sections take a preset; the loader's answers are the
+// oracle: a section that takes none refuses a name and a "preset" key.
+TEST_CASE("Only model, cluster and cluster.gpu take a preset, as the reference and the README say") {
+  const auto load_error = [](const boost::json::object& scenario) -> std::string {
+    try {
+      stepsim::io::load_scenario_text(boost::json::serialize(scenario), "s.json");
+    } catch (const stepsim::InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const boost::json::object base{
+      {"model", "llama3-8b"}, {"cluster", "dgx-h100-ndr"}, {"training", {{"global_batch", 128}}}};
+  for (const char* section :
+       {"parallel", "training", "data_parallel", "tensor_parallel", "context_parallel", "collectives", "simulation"}) {
+    INFO(section);
+    boost::json::object named = base;
+    named[section] = "default";
+    CHECK_THAT(load_error(named), Catch::Contains(fmt::format("/{}: expected an object, got a string", section)));
+    boost::json::object keyed = base;
+    keyed[section] = boost::json::object{{"preset", "default"}};
+    CHECK_THAT(load_error(keyed), Catch::Contains("unknown key 'preset'"));
+  }
+  boost::json::object presets = base;
+  presets["model"] = {{"preset", "llama3-8b"}, {"layers", 4}};
+  presets["cluster"] = {{"preset", "dgx-h100-ndr"}, {"gpu", {{"preset", "h200"}}}};
+  CHECK(load_error(presets) == "no error");
+
+  Scratch scratch("scenario-reference-presets");
+  const auto run = scratch.run("presets --keys --markdown");
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("`model`, `cluster` and `cluster.gpu` are each a preset name") &&
+                          Catch::Contains("every\nother section is an object of the keys below"));
+  CHECK_THAT(slurp(std::string(STEPSIM_SOURCE_DIR) + "/README.md"),
+             Catch::Contains("`model` and `cluster` (and\n`cluster.gpu`) are each a preset name") &&
+                 Catch::Contains("the other sections are objects") &&
+                 !Catch::Contains("each is a preset name or an object"));
+}
+
+// The README's table of what each framework runs: its torchtitan (eager) and torchtitan with
+// torch.compile columns are what training.framework resolves the kernel keys to.
+TEST_CASE("The README's framework table gives the cross-entropy torchtitan resolves to") {
+  const std::string readme = slurp(std::string(STEPSIM_SOURCE_DIR) + "/README.md");
+  const std::string row_start = "| `training.cross_entropy` |";
+  const std::size_t at = readme.find(row_start);
+  REQUIRE(at != std::string::npos);
+  std::vector<std::string> cells;
+  std::string cell;
+  for (std::size_t i = at + 1; i < readme.size() && readme[i] != '\n'; ++i) {
+    if (readme[i] != '|') {
+      cell += readme[i];
+      continue;
+    }
+    cells.push_back(cell);
+    cell.clear();
+  }
+  REQUIRE(cells.size() == 4);  // key, Megatron/NeMo, torchtitan compiled, torchtitan eager
+  const auto resolved = [](const std::string& framework) {
+    const auto scenario =
+        boost::json::parse(stepsim::io::load_scenario("", {"training.framework=" + framework}).resolved_json);
+    return std::string(scenario.at("training").at("cross_entropy").as_string());
+  };
+  const std::string eager = resolved("torchtitan");
+  const std::string compiled = resolved("torchtitan-compile");
+  INFO(cells[3]);
+  CHECK(cells[3].find("`" + eager + "`") == 1);  // the cell starts with it
+  INFO(cells[2]);
+  CHECK(cells[2].find("`" + compiled + "`") != std::string::npos);
 }

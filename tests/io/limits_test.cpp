@@ -389,3 +389,20 @@ TEST_CASE("an imbalance beyond what top-k routing can send to one EP rank is ref
   CHECK(error_of(with(top1, "model.moe.imbalance=8")) == "no error");
   CHECK(error_of(with(top1, "model.moe.imbalance=8.5")).find("must be at most 8 with") != std::string::npos);
 }
+
+TEST_CASE("a training section without global_batch is told the key is missing, not given a 0 it never wrote") {
+  // The required key left out: no value to range-check, the message names the key and what to give.
+  const std::string no_batch = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+  "training": { "micro_batch": 1 }, "data_parallel": { "kind": "ddp" } })";
+  const std::string error = error_of({}, no_batch);
+  CHECK(error ==
+        "s.json: /training/global_batch: is missing (or 0): expected the global batch, the sequences of one optimizer "
+        "step over every data-parallel rank, a whole number divisible by micro_batch·dp (1·8), e.g. "
+        "\"global_batch\": 64");
+  CHECK(error.find("got 0") == std::string::npos);
+  // The example's value is one the loader takes.
+  CHECK(error_of({"training.global_batch=64"}, no_batch) == "no error");
+  // A value given is range-checked as before.
+  CHECK(error_of({"training.global_batch=-8"}) ==
+        "--set: training.global_batch: must be between 1 and 1099511627776, got -8");
+}

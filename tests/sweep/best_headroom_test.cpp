@@ -91,3 +91,15 @@ TEST_CASE("when nothing fits, the search names the configuration nearest to fitt
   CHECK(least == Approx(in_use).margin(0.05));
   CHECK(search_best(llama_405b_on_8(fmt::format("{:.1f} GiB", in_use + headroom - 0.2)), 2, false).ranked.empty());
 }
+
+// The note on the second round names only layouts that were tried: when none fits, none was.
+TEST_CASE("when nothing fits, the search's note says no layout was refined instead of the fastest three") {
+  const SweepSpec spec = llama_405b_on_8("");
+  const BestResult none = search_best(spec, 2, false);
+  REQUIRE(none.ranked.empty());
+  std::ostringstream table;
+  stepsim::sweep::write_best(spec, none, 3, table);
+  INFO(table.str());
+  CHECK(table.str().find("fastest layouts were then tried") == std::string::npos);
+  CHECK(table.str().find("no layout fits, so none was tried with every data-parallel kind") != std::string::npos);
+}
