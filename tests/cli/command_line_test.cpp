@@ -346,7 +346,9 @@ TEST_CASE("an empty value of a flag that names something is refused, not taken f
     CHECK(stepsim::testing::refusal(dir.run(command), message) == "");
   }
   CHECK(dir.entries().empty());
+}
 
+// The --help of simulate says what --compare-cluster takes.
 TEST_CASE("simulate --help says --compare-cluster takes a comma-separated list, as the program does") {
   const Scratch dir("compare-cluster-list");
   const Run help = dir.run("simulate --help");
