@@ -284,3 +284,25 @@ TEST_CASE("CUDA graphs of whole layers leave the embedding's, the head's and the
       ++outside;
   CHECK(outside == 5);
 }
+
+TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host") {
+  // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 39 % of the step.
+  const stepsim::SimulationResult plain = stepsim::simulate(small({"training.framework=megatron"}));
+  const stepsim::SimulationResult offload =
+      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=1"}));
+  REQUIRE(plain.report.host.gpu_wait_s > 0.3 * plain.report.step_time_s);
+  // By hand: offloading one layer adds two copies a micro-batch for the CPU to issue (to the
+  // host after its forward, back before its backward), 32 x 2 x 17 us, and leaves every kernel
+  // of the compute and communication streams as it was; the copies run on copy engines beside
+  // them. So the CPU, which sets the pace, issues 1.088 ms more, and the GPU waits for it no
+  // less than before and at most that much more.
+  const double copies_s = 32 * 2 * 17e-6;
+  CHECK(offload.report.host.cpu_issue_s - plain.report.host.cpu_issue_s == Approx(copies_s).epsilon(1e-9));
+  CHECK(offload.report.host.gpu_wait_s >= plain.report.host.gpu_wait_s);
+  CHECK(offload.report.host.gpu_wait_s <= plain.report.host.gpu_wait_s + copies_s + 1e-9);
+  // The copies of 11 layers lengthen the step; the GPU waits for the host longer still.
+  const stepsim::SimulationResult more =
+      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=11"}));
+  CHECK(more.report.step_time_s > plain.report.step_time_s);
+  CHECK(more.report.host.gpu_wait_s >= plain.report.host.gpu_wait_s);
+}
