@@ -285,6 +285,19 @@ TEST_CASE("CUDA graphs of whole layers leave the embedding's, the head's and the
   CHECK(outside == 5);
 }
 
+TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA graphs replay") {
+  stepsim::testing::Scratch scratch("host-graphs-lane");
+  scratch.write("s.json", kSmall);
+  const auto run = scratch.run("simulate s.json --set training.cuda_graphs=true --trace t.json");
+  REQUIRE(run.status == 0);
+  const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
+  // By hand: per micro-batch the embedding, final layernorm, LM head and loss forward and the
+  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward (9 x 32), DDP's 8
+  // bucket AllReduces, the optimizer step, the reducer's 75 copies into buckets and 8 back.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 380 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 9596 ops") == std::string::npos);
+}
+
 TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host") {
   // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 39 % of the step.
   const stepsim::SimulationResult plain = stepsim::simulate(small({"training.framework=megatron"}));
