@@ -298,6 +298,13 @@ TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA grap
   CHECK(trace.find("issue 9596 ops") == std::string::npos);
 }
 
+TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {
+  const stepsim::SimulationResult r = stepsim::simulate(small({"cluster.gpu.kernel_launch=\"1 ms\""}));
+  CHECK(mentions(r.report, "the CPU issues each operator in 1012 us (1000 us launch, 12 us dispatch)"));
+  const stepsim::SimulationResult tenth = stepsim::simulate(small({"cluster.gpu.kernel_launch=\"4.5 us\""}));
+  CHECK(mentions(tenth.report, "the CPU issues each operator in 16.5 us (4.5 us launch, 12 us dispatch)"));
+}
+
 TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host") {
   // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 39 % of the step.
   const stepsim::SimulationResult plain = stepsim::simulate(small({"training.framework=megatron"}));
