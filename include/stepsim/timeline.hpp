@@ -63,6 +63,7 @@ struct ProcessGroup {
 
 // The host (CPU) thread of a simulated rank issuing `ops` ops back to back, from `start` until
 // the last of them was issued; between two such runs it waits for the GPU (a synchronising call).
+// The kernels CUDA graphs replay among them cost the CPU nothing and are not counted in `ops`.
 struct HostRun {
   Time start;
   Time end;

@@ -134,10 +134,15 @@ const Engine::ListIndex& Engine::index_of(std::size_t r) {
   index->ops = list.ops;
   index->host_before.reserve(list.ops.size() + 1);
   index->host_before.push_back(Time::zero());
+  index->issued_before.reserve(list.ops.size() + 1);
+  index->issued_before.push_back(0);
   for (std::size_t o = 0; o < list.ops.size(); ++o) {
     if (list.ops[o].kind == OpKind::collective) index->collectives.push_back(static_cast<OpIndex>(o));
     if (list.ops[o].host_blocks) index->host_blocking.push_back(static_cast<OpIndex>(o));
-    index->host_before.push_back(index->host_before.back() + program_.host_cost(list.ops[o]));
+    const Time cost = program_.host_cost(list.ops[o]);
+    index->host_before.push_back(index->host_before.back() + cost);
+    // A kernel a CUDA graph replays costs the CPU nothing: the CPU lane does not count it.
+    index->issued_before.push_back(index->issued_before.back() + (cost > Time::zero() ? 1 : 0));
   }
   index->memory_changes = static_cast<std::size_t>(
       std::ranges::count_if(list.ops, [](const Op& op) { return op.memory_delta.count() != 0; }));

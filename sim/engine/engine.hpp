@@ -166,6 +166,7 @@ class Engine {
     std::vector<OpIndex> collectives;             // the collective ops, in list order
     std::vector<OpIndex> host_blocking;           // the ops that block the host, in list order
     std::vector<Time> host_before;                // per op, the host's cost to issue the ops before it (one past: all)
+    std::vector<OpIndex> issued_before;           // per op, the ops before it the host issues at a cost (one past: all)
     std::size_t memory_changes = 0;               // ops with a memory delta
     std::span<const Op> ops;                      // the list's ops
   };

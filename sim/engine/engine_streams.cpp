@@ -54,7 +54,9 @@ void Engine::end_host_run(std::size_t r) {
   if (state.host_next == state.run_first) return;
   const Time end = issued_before(state, state.host_next);
   if (end == state.run_start) return;  // a CUDA graph's replay: nothing for the CPU to do
-  timeline_.ranks[r].host.push_back({state.run_start, end, state.host_next - state.run_first});
+  const ListIndex& list = *state.list;
+  timeline_.ranks[r].host.push_back(
+      {state.run_start, end, list.issued_before[state.host_next] - list.issued_before[state.run_first]});
 }
 
 bool Engine::waits_done(std::size_t r, OpIndex o) const {

@@ -295,7 +295,7 @@ OpIndex StepBuilder::transfer(CommKind kind, CollOp op, Bytes size, std::uint32_
   e.name = name;
   e.call = it->second;
   // Userbuffers' exchanges inside a layer, replayed with it or with their GEMM's scope.
-  if (state_.captures_layers() || (comm_role_ && state_.captures(*comm_role_))) e.host = BuildState::kReplayed;
+  if (comm_role_ && state_.captures(*comm_role_)) e.host = BuildState::kReplayed;
   return append(e, waits);
 }
 
@@ -306,14 +306,15 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   e.stream = slots_[slot].stream;
   e.name = name;
   e.call = call_of(slot, kind, op, size, side);
-  // A layer's own communication is captured with it; gradient and pipeline transfers are not.
-  const bool layer_comm = kind == CommKind::tp || kind == CommKind::cp || kind == CommKind::ep;
-  if (state_.captures_layers()) {
-    if (layer_comm) e.host = BuildState::kReplayed;
-  } else if ((kind == CommKind::cp && state_.captures(workload::Role::attention_core)) ||
-             (kind == CommKind::tp && comm_role_ && state_.captures(*comm_role_))) {
-    e.host = BuildState::kReplayed;  // the attention's K/V exchange; a captured GEMM's TP collective
-  }
+  // A layer's own communication is captured with it: a TP collective with the op it belongs
+  // to (the embedding's, the head's and the loss's stay outside every graph), the attention's
+  // K/V exchange with the attention, the expert all-to-alls and gathers with a whole layer.
+  // Gradient and pipeline transfers are not captured.
+  bool replayed = false;
+  if (kind == CommKind::tp) replayed = comm_role_ && state_.captures(*comm_role_);
+  if (kind == CommKind::cp) replayed = state_.captures(workload::Role::attention_core);
+  if (kind == CommKind::ep) replayed = state_.captures_layers();
+  if (replayed) e.host = BuildState::kReplayed;
   return append(e, waits);
 }
 

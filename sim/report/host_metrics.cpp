@@ -1,5 +1,6 @@
 // How much of the step the GPU waited for the CPU that issues its kernels: the CPU's runs of
-// launches (RankTimeline::host) against the time any kernel of the rank ran.
+// launches (RankTimeline::host) against the time any compute or communication kernel of the
+// rank ran.
 #include <algorithm>
 #include <vector>
 
@@ -13,12 +14,14 @@ struct Span {
   Time end;
 };
 
-// The union of the rank's kernels (a collective from when it reached its rendezvous: the NCCL
-// kernel runs through the wait), sorted and merged.
+// The union of the kernels the host issues work to (a collective from when it reached its
+// rendezvous: the NCCL kernel runs through the wait), sorted and merged. A copy engine's
+// memcpy (activation offload's copies to and from host memory) is left out: the compute and
+// communication streams wait for the CPU while it runs just the same.
 std::vector<Span> gpu_busy(const RankTimeline& rank) {
   std::vector<Span> spans;
   for (const Interval& i : rank.intervals) {
-    if (i.activity == Activity::bubble) continue;
+    if (i.activity == Activity::bubble || i.activity == Activity::memory) continue;
     spans.push_back({i.activity == Activity::comm ? i.start - i.waited : i.start, i.end});
   }
   std::ranges::sort(spans, {}, &Span::start);

@@ -221,6 +221,13 @@ std::string dispatch_note(const calibration::MeasuredTables& tables, const Train
       d->value, d->source, f.name, d->preset);
 }
 
+// Microseconds as a plain number to a tenth, without a trailing ".0": 1012, 17, 73.4.
+std::string plain_us(Time t) {
+  std::string text = fmt::format("{:.1f}", t.us());
+  if (text.ends_with(".0")) text.resize(text.size() - 2);
+  return text;
+}
+
 // Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
 // what its CPU pays per operator.
 std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
@@ -233,12 +240,13 @@ std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
   std::string note = fmt::format("framework {}: {}", f.name, f.kernels);
   if (!overridden.empty())
     note += fmt::format(" (training.{} set apart from it)", fmt::join(overridden, ", training."));
-  note += fmt::format("; the CPU issues each operator in {:.3g} us ({:.3g} us launch, {:.3g} us dispatch)",
-                      (launch + f.dispatch).us(), launch.us(), f.dispatch.us());
+  note += fmt::format("; the CPU issues each operator in {} us ({} us launch, {} us dispatch)",
+                      plain_us(launch + f.dispatch), plain_us(launch), plain_us(f.dispatch));
   if (experts && f.expert_gemm_host > Time::zero())
-    note += fmt::format("; each further expert GEMM of a grouped GEMM {:.3g} us ({:.3g} us launch, {:.3g} us of "
-                        "Transformer Engine's GroupedLinear around it)",
-                        (launch + f.expert_gemm_host).us(), launch.us(), f.expert_gemm_host.us());
+    note += fmt::format(
+        "; each further expert GEMM of a grouped GEMM {} us ({} us launch, {} us of "
+        "Transformer Engine's GroupedLinear around it)",
+        plain_us(launch + f.expert_gemm_host), plain_us(launch), plain_us(f.expert_gemm_host));
   if (t.cuda_graphs && t.cuda_graph_scope.empty()) note += ", the transformer layers' replayed by CUDA graphs at no CPU cost";
   if (t.cuda_graphs && !t.cuda_graph_scope.empty()) {
     std::vector<std::string> scopes;

@@ -17,7 +17,8 @@ constexpr double activation_flops = 8.0;
 
 OpCost norm(const char* name, Role role, const LayerShape& s) {
   // The norm runs on s/t rows with SP.
-  return elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), norm_flops);
+  return with_norm_operators(
+      elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), norm_flops), s);
 }
 
 OpCost residual(const char* name, Role role, const LayerShape& s) {
@@ -36,8 +37,15 @@ OpCost activation(const LayerShape& s, const char* prefix, Role role, long long 
   // a write) apart.
   double bytes = (s.llama_style ? 3.0 : 2.0) * s.act_bytes;
   if (s.eager && s.llama_style) bytes = 5.0 * s.act_bytes;
-  return elementwise(std::string(prefix) + (s.llama_style ? "swiglu" : "gelu"), role, OpClass::elementwise, elements,
-                     bytes, activation_flops);
+  OpCost op = elementwise(std::string(prefix) + (s.llama_style ? "swiglu" : "gelu"), role, OpClass::elementwise,
+                          elements, bytes, activation_flops);
+  if (s.eager && s.llama_style) {
+    // F.silu(gate) * up: silu and mul; autograd's mul backward makes both factors' gradients
+    // (two products) and silu_backward the gate's.
+    op.operators = 2;
+    op.backward_operators = 3;
+  }
+  return op;
 }
 
 // YaRN's rotary embedding as Megatron-Core applies it: cos and sin scaled by the attention factor
@@ -62,14 +70,25 @@ OpCost yarn_rotary(const LayerShape& s, long long width) {
 }
 
 // Rotary position embedding of the queries and keys (Llama-style models): a fused kernel
-// reads and writes each element once; eager PyTorch (Llama's reference code, torchtitan)
-// upcasts to fp32, multiplies as complex numbers and casts back, three kernels.
+// reads and writes each element once; eager PyTorch (Llama's reference code, torchtitan's
+// apply_rotary_emb) upcasts to fp32, multiplies as complex numbers and casts back, three
+// kernels.
 OpCost rotary(const LayerShape& s, long long width) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
   if (s.unfused_rope && !s.eager) return yarn_rotary(s, width);
   const double bytes = s.eager ? (a + fp32) + 2.0 * fp32 + (fp32 + a) : 2.0 * a;
-  return elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * width, bytes, 6.0);
+  OpCost op = elementwise("rotary embedding", Role::rotary, OpClass::elementwise, s.tokens() * width, bytes, 6.0);
+  if (s.eager) {
+    // Per tensor, the queries and the keys: x.float() (reshape and view_as_complex are views),
+    // the complex product with freqs_cis (view_as_real and flatten views), type_as: 3 kernels.
+    // Autograd's: the gradient cast to fp32, the product with freqs_cis.conj() (mul has no
+    // conjugate-bit kernel, so PyTorch's conjugate fallback first copies the small freqs_cis
+    // resolved) and the cast back: 4.
+    op.operators = 2 * 3;
+    op.backward_operators = 2 * 4;
+  }
+  return op;
 }
 
 // Megatron-Core's all-to-all dispatcher receives the routed tokens grouped by source rank and
@@ -90,10 +109,10 @@ OpCost chunk_sort(const char* name, Role role, long long routed, const LayerShap
 // QKV projection and before the rotary embedding. Their 2·head_dim weights are left out of the
 // parameters.
 void append_qk_norms(const LayerShape& s, std::vector<OpCost>& ops) {
-  ops.push_back(
-      elementwise("q rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.q_width(), norm_bytes(s), norm_flops));
-  ops.push_back(
-      elementwise("k rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.kv_width(), norm_bytes(s), norm_flops));
+  ops.push_back(with_norm_operators(
+      elementwise("q rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.q_width(), norm_bytes(s), norm_flops), s));
+  ops.push_back(with_norm_operators(
+      elementwise("k rmsnorm", Role::qk_norm, OpClass::norm, s.tokens() * s.kv_width(), norm_bytes(s), norm_flops), s));
 }
 
 // gpt-oss's clamp of the experts' SwiGLU inputs (model.swiglu_limit), as Megatron-Core's
@@ -200,7 +219,8 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
 // An RMSNorm over `width` elements of each of the rank's rows (MLA's latents, normed before
 // they are gathered: s/t rows under sequence parallelism).
 OpCost latent_norm(const char* name, const LayerShape& s, long long width) {
-  return elementwise(name, Role::input_norm, OpClass::norm, s.norm_tokens() * width, norm_bytes(s), norm_flops);
+  return with_norm_operators(
+      elementwise(name, Role::input_norm, OpClass::norm, s.norm_tokens() * width, norm_bytes(s), norm_flops), s);
 }
 
 // Multi-head latent attention's projections before the attention core (Megatron-Core's
@@ -469,6 +489,24 @@ double norm_bytes(const LayerShape& s) {
   const double a = s.act_bytes;
   if (!(s.eager && s.llama_style)) return 2.0 * a;
   return (a + fp32) + 2.0 * fp32 + fp32 + 2.0 * fp32 + (fp32 + a) + 2.0 * a;
+}
+
+// Eager RMSNorm is the chain of PyTorch operators that Llama's reference RMSNorm runs, and
+// F.rms_norm (torch.nn.RMSNorm, torchtitan's norm) as PyTorch decomposes it
+// (aten/src/ATen/native/layer_norm.cpp, rms_norm_symint) where no fused kernel takes it
+// (PyTorch's own fused CUDA kernel, aten::_fused_rms_norm, came after the releases the
+// validated torchtitan runs used): x.float(), pow(2), mean, + eps, rsqrt, the product, type_as
+// and the product with the weight, 8 kernels. Autograd's backward nodes (derivatives.yaml):
+// the weight product's two products and the weight gradient's sum over the rows (3), the cast's
+// (1), the product's two products and the sum of the rsqrt factor's gradient over the row (3),
+// rsqrt's -0.5·grad·result³ (3), mean's division of the expanded gradient (1), pow's
+// grad·2·x^1 (x.pow(1) a copy, 3), the sum of x.float()'s two gradients (1) and the cast back
+// (1): 16. PyTorch's LayerNorm is one kernel each way, eager or not.
+OpCost with_norm_operators(OpCost op, const LayerShape& s, int norms) {
+  if (!(s.eager && s.llama_style)) return op;
+  op.operators = 8 * norms;
+  op.backward_operators = 16 * norms;
+  return op;
 }
 
 std::vector<OpCost> attention_core_forward(const LayerShape& s) {

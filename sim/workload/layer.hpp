@@ -11,6 +11,9 @@ namespace stepsim::workload {
 
 // HBM bytes per element of one LayerNorm or RMSNorm forward, fused or eager.
 double norm_bytes(const LayerShape& shape);
+// A LayerNorm or RMSNorm op of `norms` norms (normed by norm_bytes): its operators, forward and
+// backward, as the host issues them (eager RMSNorm: a chain of PyTorch operators).
+OpCost with_norm_operators(OpCost op, const LayerShape& shape, int norms = 1);
 // Forward ops of the attention core alone (what selective recomputation re-runs).
 std::vector<OpCost> attention_core_forward(const LayerShape& shape);
 // All forward ops of one layer, in execution order.

@@ -2,6 +2,7 @@
 // optimizer step, model FLOPs and parameter totals.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "workload/layer.hpp"
@@ -31,6 +32,19 @@ double loss_bytes(const LayerShape& s) {
   if (s.unfused_loss) return (a + fp32) + fp32 + 2.0 * fp32 + 2.0 * fp32 + fp32 + 2.0 * fp32;
   if (s.loss == CrossEntropy::eager) return a + 3.0 * fp32;
   return a + fp32;
+}
+
+// The loss over `logits` local logits. Eager (F.cross_entropy on logits.float()) is a chain
+// of PyTorch operators: the upcast, log_softmax and nll_loss, 3 kernels; autograd's backward
+// the seed gradient (loss.backward()'s ones), nll_loss_backward's zeroed gradient and its
+// kernel, log_softmax's backward and the cast back, 5.
+OpCost loss_op(const std::string& name, long long logits, const LayerShape& s) {
+  OpCost op = elementwise(name, Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0);
+  if (s.loss == CrossEntropy::eager) {
+    op.operators = 3;
+    op.backward_operators = 5;
+  }
+  return op;
 }
 
 // Bytes per local logit the loss keeps from its forward for its backward, and what its
@@ -89,10 +103,12 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   // Vocab-parallel cross-entropy reads the logits and keeps fp32 softmax for the backward.
   const long long logits = s.tokens() * s.vocab;
   LayerWork w;
-  w.forward.push_back(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, OpClass::norm,
-                                  s.norm_tokens() * s.hidden, norm_bytes(s), 8.0));
+  w.forward.push_back(
+      with_norm_operators(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm,
+                                      OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), 8.0),
+                          s));
   w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
-  w.forward.push_back(elementwise("cross entropy", Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0));
+  w.forward.push_back(loss_op("cross entropy", logits, s));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
@@ -138,12 +154,14 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
     std::vector<OpCost> head;  // the ops before and after the layer, each with its own backward
     head.push_back(
         elementwise(p + "embedding", Role::embedding, OpClass::embedding, t * s.hidden, 2.0 * s.act_bytes, 1.0));
-    head.push_back(elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * rows * s.hidden, norm_bytes(s), 8.0));
+    head.push_back(with_norm_operators(
+        elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * rows * s.hidden, norm_bytes(s), 8.0), s, 2));
     head.push_back(gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden / s.tp, 2 * s.hidden, s));
     std::vector<OpCost> tail;
-    tail.push_back(elementwise(p + norm_name, Role::mtp, OpClass::norm, rows * s.hidden, norm_bytes(s), 8.0));
+    tail.push_back(with_norm_operators(
+        elementwise(p + norm_name, Role::mtp, OpClass::norm, rows * s.hidden, norm_bytes(s), 8.0), s));
     tail.push_back(gemm(p + "lm head", Role::lm_head, Pass::forward, t, s.vocab, s.hidden, s));
-    tail.push_back(elementwise(p + "cross entropy", Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0));
+    tail.push_back(loss_op(p + "cross entropy", logits, s));
     std::vector<OpCost> depth_backward;
     for (auto it = tail.rbegin(); it != tail.rend(); ++it) append_backward(*it, s, depth_backward);
     for (OpCost op : layer.backward) {

@@ -45,8 +45,11 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   const stepsim::SimulationResult r = stepsim::simulate(small());
   // By hand: an eager GPT layer runs 10 operators forward (2 layernorms, qkv, attention,
   // projection, 2 residual adds, fc1, GELU, fc2) and 14 backward (their backward nodes, a dgrad
-  // and a wgrad per Linear); outside the layers the embedding, final layernorm, LM head and loss
-  // forward, and 5 backward: 12 x 24 + 9 = 297 per micro-batch. 256 sequences on 8 replicas,
+  // and a wgrad per Linear); outside the layers the embedding, final layernorm and LM head
+  // forward, the loss's upcast, log_softmax and nll_loss, and backward the embedding's, the
+  // final layernorm's, the LM head's dgrad and wgrad and the loss's 5 (the seed gradient,
+  // nll_loss_backward's zeroed gradient and kernel, log_softmax's backward, the cast back):
+  // 12 x 24 + 6 + 9 = 303 per micro-batch. 256 sequences on 8 replicas,
   // one per micro-batch: 32 micro-batches. Then DDP's 8 bucket AllReduces (310 MiB of bf16
   // gradients in 25 MiB buckets, the 74 MiB embedding and LM head each over the cap) and the
   // optimizer step. PyTorch's DDP reducer, without gradient_as_bucket_view, copies each of the
@@ -54,8 +57,8 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   // fc1 and fc2, each a weight and a bias; the final layernorm's two; the LM head) into its
   // bucket in the last micro-batch and back after its AllReduce: an operator each way. Each
   // operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
-  const double ops = 297.0 * 32 + 8 + 1 + 2 * 149;
-  const double issue_s = ops * 17e-6;  // 166.8 ms
+  const double ops = 303.0 * 32 + 8 + 1 + 2 * 149;
+  const double issue_s = ops * 17e-6;  // 170.1 ms
   CHECK(r.report.step_time_s == Approx(issue_s).epsilon(0.02));
   CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
   // The report says the GPU waited for the host for the difference.
@@ -278,6 +281,15 @@ std::vector<KinetoEvent> kineto_events(const std::string& text) {
   return out;
 }
 
+// The eager GPT-3 Small under Megatron-Core at TP 2 without sequence parallelism, one
+// micro-batch per replica.
+stepsim::Scenario small_tp2(const std::vector<std::string>& more = {}) {
+  std::vector<std::string> sets{"training.framework=megatron", "parallel.tp=2", "parallel.dp=4",
+                                "training.global_batch=4"};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return small(sets);
+}
+
 }  // namespace
 
 // By hand (the launch-bound test above): 9,811 operators, each costing the CPU 8 us of launch
@@ -372,4 +384,67 @@ TEST_CASE("Under CUDA graphs the Kineto trace launches the replayed kernels by a
   // Every other kernel was issued by an operator of its own.
   CHECK(replayed > 12 * 32 * 2);
   CHECK(ops + replayed == kernels);
+}
+
+TEST_CASE("CUDA graphs of whole layers leave the embedding's, the head's and the loss's TP collectives to the CPU") {
+  const stepsim::SimulationResult eager = stepsim::simulate(small_tp2());
+  const stepsim::SimulationResult whole = stepsim::simulate(small_tp2({"training.cuda_graphs=true"}));
+  const stepsim::SimulationResult scoped =
+      stepsim::simulate(small_tp2({"training.cuda_graphs=true", R"(training.cuda_graph_scope=["attn","mlp"])"}));
+  // A dense layer is its attention and its MLP: both ways the graphs replay the same ops.
+  CHECK(whole.report.host.cpu_issue_s == Approx(scoped.report.host.cpu_issue_s).epsilon(1e-12));
+  // By hand: the graphs replay each layer's 10 forward ops (2 layernorms, qkv, attention,
+  // projection, 2 residual adds, fc1, GELU, fc2), its 14 backward ones and its 4 TP AllReduces
+  // (after the projection and fc2 forward, after the qkv and fc1 dgrads): 12 x 28 ops at 17 us
+  // for the one micro-batch. The embedding's AllReduce, the loss's three and the LM head
+  // dgrad's stay with the CPU (85 us more would be left out if they were replayed too).
+  CHECK(eager.report.host.cpu_issue_s - whole.report.host.cpu_issue_s == Approx(12 * 28 * 17e-6).epsilon(1e-9));
+  int outside = 0;
+  for (const stepsim::Interval& i : whole.timeline.ranks.front().intervals)
+    if (i.activity == stepsim::Activity::comm && i.kind == stepsim::CommKind::tp &&
+        whole.timeline.names[i.name].find(" L") == std::string::npos)
+      ++outside;
+  CHECK(outside == 5);
+}
+
+TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA graphs replay") {
+  stepsim::testing::Scratch scratch("host-graphs-lane");
+  scratch.write("s.json", kSmall);
+  const auto run = scratch.run("simulate s.json --set training.cuda_graphs=true --trace t.json");
+  REQUIRE(run.status == 0);
+  const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
+  // By hand: per micro-batch the embedding, final layernorm, LM head and loss forward and the
+  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward (9 x 32), DDP's 8
+  // bucket AllReduces, the optimizer step, the reducer's 75 copies into buckets and 8 back.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 380 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 9596 ops") == std::string::npos);
+}
+
+TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {
+  const stepsim::SimulationResult r = stepsim::simulate(small({"cluster.gpu.kernel_launch=\"1 ms\""}));
+  CHECK(mentions(r.report, "the CPU issues each operator in 1012 us (1000 us launch, 12 us dispatch)"));
+  const stepsim::SimulationResult tenth = stepsim::simulate(small({"cluster.gpu.kernel_launch=\"4.5 us\""}));
+  CHECK(mentions(tenth.report, "the CPU issues each operator in 16.5 us (4.5 us launch, 12 us dispatch)"));
+}
+
+TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host") {
+  // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 39 % of the step.
+  const stepsim::SimulationResult plain = stepsim::simulate(small({"training.framework=megatron"}));
+  const stepsim::SimulationResult offload =
+      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=1"}));
+  REQUIRE(plain.report.host.gpu_wait_s > 0.3 * plain.report.step_time_s);
+  // By hand: offloading one layer adds two copies a micro-batch for the CPU to issue (to the
+  // host after its forward, back before its backward), 32 x 2 x 17 us, and leaves every kernel
+  // of the compute and communication streams as it was; the copies run on copy engines beside
+  // them. So the CPU, which sets the pace, issues 1.088 ms more, and the GPU waits for it no
+  // less than before and at most that much more.
+  const double copies_s = 32 * 2 * 17e-6;
+  CHECK(offload.report.host.cpu_issue_s - plain.report.host.cpu_issue_s == Approx(copies_s).epsilon(1e-9));
+  CHECK(offload.report.host.gpu_wait_s >= plain.report.host.gpu_wait_s);
+  CHECK(offload.report.host.gpu_wait_s <= plain.report.host.gpu_wait_s + copies_s + 1e-9);
+  // The copies of 11 layers lengthen the step; the GPU waits for the host longer still.
+  const stepsim::SimulationResult more =
+      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=11"}));
+  CHECK(more.report.step_time_s > plain.report.step_time_s);
+  CHECK(more.report.host.gpu_wait_s >= plain.report.host.gpu_wait_s);
 }

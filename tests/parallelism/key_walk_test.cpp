@@ -194,12 +194,15 @@ const std::vector<Row>& rows() {
       // The dense MLP recomputed beside the attention core: more backward work, less memory.
       {"training.recompute_modules", Expect::changes, "[\"core_attn\",\"mlp\"]", {"training.recompute=selective"}},
       {"training.framework", Expect::changes, "pytorch"},
-      {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch"}},
-      // Only the attention replayed: the MLP's kernels cost the CPU again.
+      // Short sequences, so that the CPU sets the pace of the eager step.
+      {"training.cuda_graphs", Expect::changes, "true", {"training.framework=pytorch", "model.seq_len=128"}},
+      // Only the attention replayed: the MLP's kernels cost the CPU again, which then sets the
+      // pace (short sequences, many micro-batches, no pipeline).
       {"training.cuda_graph_scope",
        Expect::changes,
        "[\"attn\"]",
-       {"training.framework=megatron", "training.cuda_graphs=true"}},
+       {"training.framework=megatron", "training.cuda_graphs=true", "model.seq_len=128", "parallel.pp=1",
+        "parallel.tp=1", "parallel.dp=16", "training.global_batch=256"}},
       // Offload saves activation memory at the peak (pp 1, as Megatron-Core requires).
       {"training.activation_offload_layers", Expect::changes, "8", {"parallel.pp=1", "parallel.dp=8"}},
       {"training.attention", Expect::changes, "unfused"},

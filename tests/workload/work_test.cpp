@@ -207,6 +207,42 @@ TEST_CASE("eager element-wise kernels move the bytes of each PyTorch operator an
   CHECK(bytes(find(eager.layer.backward, Role::rotary, Pass::backward)) == Approx(2 * tokens * qk * 20));
 }
 
+// The PyTorch operators the host issues for one Llama layer, counted by hand from the eager
+// code (docs/model.md, "The host"): forward the RMSNorm's x.float(), pow, mean, + eps, rsqrt,
+// product, type_as and weight product (8, twice), the rotary embedding's x.float(), complex
+// product and type_as on the queries and on the keys (6), SwiGLU's silu and product (2), and one
+// operator each for the QKV, attention, projection, fc1 and fc2 and the two residual adds (7):
+// 16 + 6 + 2 + 7 = 31, where a fused layer issues one per op, 11. Backward autograd's 16 per
+// RMSNorm, 4 per rotary tensor, 3 for SwiGLU, a dgrad and a wgrad per GEMM (8), one for the
+// attention and one per residual add (3): 32 + 8 + 3 + 8 + 3 = 54, against 15 fused. The loss:
+// the upcast, log_softmax and nll_loss (3); backward the seed gradient, nll_loss_backward's
+// zeroed gradient and kernel, log_softmax's backward and the cast back (5).
+TEST_CASE("An eager Llama layer issues each PyTorch operator of its norms, rotary embedding and SwiGLU") {
+  auto sc = st::scenario(st::llama3_8b(), 1, 1, 16);
+  const auto fused = stepsim::workload::build_work(sc);
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto eager = stepsim::workload::build_work(sc);
+  const auto operators = [](const std::vector<OpCost>& ops) {
+    int n = 0;
+    for (const OpCost& op : ops) n += op.operators;
+    return n;
+  };
+  CHECK(fused.layer.forward.size() == 11);
+  CHECK(operators(fused.layer.forward) == 11);
+  CHECK(operators(eager.layer.forward) == 31);
+  CHECK(operators(fused.layer.backward) == 15);
+  CHECK(operators(eager.layer.backward) == 54);
+  CHECK(find(eager.layer.forward, Role::input_norm).operators == 8);
+  CHECK(find(eager.layer.backward, Role::input_norm, Pass::backward).operators == 16);
+  CHECK(find(eager.post.forward, Role::final_norm).operators == 8);
+  CHECK(find(eager.post.forward, Role::loss).operators == 3);
+  CHECK(find(eager.post.backward, Role::loss, Pass::backward).operators == 5);
+  CHECK(find(fused.post.forward, Role::loss).operators == 1);
+  // The same chains re-run by full recomputation issue the same operators.
+  sc.training.recompute = Recompute::full;
+  CHECK(operators(stepsim::workload::build_work(sc).layer.recompute) == 31);
+}
+
 TEST_CASE("GPT layers have no rotary embedding and their LayerNorm is one kernel in eager mode too") {
   auto sc = st::scenario(st::gpt(24, 2048, 16), 1, 1);
   sc.training.fusion = stepsim::Fusion::eager;
