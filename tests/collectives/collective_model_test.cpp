@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "cluster_fixtures.hpp"
+#include "collectives/algorithm.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/topology.hpp"
 #include "stepsim/error.hpp"
 
 using namespace stepsim;
@@ -206,4 +208,21 @@ TEST_CASE("forcing ring on 8 H100 leaves the ring's cost as listed beside NVLS")
   const collectives::Choice forced = choose(h100, CollOp::allreduce, Bytes::mib(64), {8, 1, 8}, {Algorithm::ring});
   CHECK(forced.protocol == Protocol::simple);
   CHECK(forced.time() == ring->time());
+}
+
+// NCCL 2.28.9's src/graph/tuning.cc caps a Blackwell Ring LL128 channel at 2 · 36.7 GB/s on one
+// node and beyond two, 34.6 GB/s on two (perChMaxRingLL128Bws). On 2 or 4 DGX B200 nodes (8
+// NICs of 400 Gb/s: 8 channels at 48 GB/s, the first Blackwell inter-node speed below 50) the
+// LL128 bus bandwidth is min(0.92 · 8 · 48, 8 · cap): 276.8 GB/s on two nodes, 353.28 beyond,
+// and an AllGather's algorithm bandwidth that times n / (n − 1).
+TEST_CASE("Blackwell's Ring LL128 channels are capped as NCCL 2.28.9 caps them, 34.6 GB/s on two nodes") {
+  const ClusterSpec b200 = forced_test_b200();
+  const auto ll128 = [&](collectives::GroupShape shape) {
+    const collectives::Context c = collectives::make_context(b200, {CollOp::allgather, Bytes::gib(1), shape});
+    REQUIRE(c.ring.channels == 8);
+    REQUIRE(c.ring.bw_inter == 48);
+    return collectives::algorithm_row(Algorithm::ring).estimate(c, Protocol::ll128).algbw_gbps;
+  };
+  CHECK(ll128({16, 2, 8}) == Approx(8 * 34.6 * 16 / 15));
+  CHECK(ll128({32, 4, 8}) == Approx(0.92 * 8 * 48 * 32 / 31));
 }
