@@ -347,7 +347,7 @@ TEST_CASE("stepsim collective on a PCIe-only cluster never passes the GPU's PCIe
 TEST_CASE("DDP on a PCIe-only cluster pays each AllReduce's bytes over the GPU's PCIe link, across nodes too") {
   const auto scenario = [](int dp) {
     return fmt::format(R"({{ "model": "gpt-1.3b", "cluster": {}, "parallel": {{"tp": 1, "pp": 1, "dp": {}}},
-      "training": {{"global_batch": 64, "micro_batch": 4}},
+      "training": {{"global_batch": 128, "micro_batch": 4}},
       "data_parallel": {{"kind": "ddp", "overlap_grad_reduce": false}} }})",
                        kPcieCluster, dp);
   };
