@@ -30,13 +30,12 @@ bool allowed(Protocol p, const CollectivesSpec& forced) {
 // NCCL's modelled time of one pair (µs), by which NCCL chooses.
 double nccl_us(const Context& c, const Estimate& e) { return e.latency_us + c.nbytes() / (1e3 * e.algbw_gbps); }
 
-// NCCL's modelled time of the pair it chooses: the shortest among the pairs it may run.
-double chosen_nccl_us(const Context& c, const CollectivesSpec& forced) {
+// NCCL's modelled time of the pair it chooses on its own: the shortest among every pair.
+double chosen_nccl_us(const Context& c) {
   double best = std::numeric_limits<double>::infinity();
   for (const AlgorithmRow& row : algorithms()) {
-    if (!allowed(row, forced) || row.unsupported(c)) continue;
+    if (row.unsupported(c)) continue;
     for (Protocol p : kProtocols) {
-      if (!allowed(p, forced)) continue;
       const Estimate e = row.estimate(c, p);
       if (e.algbw_gbps > 0) best = std::min(best, nccl_us(c, e));
     }
@@ -48,27 +47,28 @@ double chosen_nccl_us(const Context& c, const CollectivesSpec& forced) {
 // step rises (a 4 MiB AllReduce across nodes modelled faster than one of 4 MiB less a byte).
 // A larger buffer never takes less time: the cost holds the longest modelled time of any
 // smaller buffer, and between the steps every pair's time grows with the buffer, so the
-// sizes just below the steps are the only ones to look at.
-double held_nccl_us(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request,
-                    const Context& c) {
-  const AlgorithmRow& tree = algorithm_row(Algorithm::tree);
-  if (!allowed(tree, forced) || tree.unsupported(c)) return 0;
+// sizes just below the steps are the only ones to look at. The time held is that of NCCL's
+// own choice, whichever pairs a forced algorithm or protocol leaves it: a pair costs the same
+// forced or chosen.
+double held_nccl_us(const ClusterSpec& cluster, const Request& request, const Context& c) {
+  if (algorithm_row(Algorithm::tree).unsupported(c)) return 0;
   double held = 0;
   for (double step : tree_correction_steps()) {
     if (step > request.size.as_double()) break;
     Request before = request;
     before.size = Bytes(static_cast<std::int64_t>(step) - 1);
-    held = std::max(held, chosen_nccl_us(make_context(cluster, before), forced));
+    held = std::max(held, chosen_nccl_us(make_context(cluster, before)));
   }
   return held;
 }
 
-// The fastest Simple pair's bandwidth without NCCL's size corrections, among the algorithms
-// that may run: the bandwidth the shortfall is taken on, whichever pair NCCL then picks.
-double reference_gbps(const Context& c, const CollectivesSpec& forced) {
+// The fastest Simple pair's bandwidth without NCCL's size corrections, among every algorithm
+// that applies: the bandwidth the shortfall is taken on, whichever pair NCCL then picks or is
+// forced to run.
+double reference_gbps(const Context& c) {
   double best = 0;
   for (const AlgorithmRow& row : algorithms())
-    if (allowed(row, forced) && !row.unsupported(c)) best = std::max(best, row.estimate(c, Protocol::simple).peak());
+    if (!row.unsupported(c)) best = std::max(best, row.estimate(c, Protocol::simple).peak());
   return best;
 }
 
@@ -192,8 +192,10 @@ std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec
   if (request.shape.ranks == 1) return {single_rank(cluster, request)};
   const Context c = make_context(cluster, request);
   check_forced_algorithm(c, forced.algorithm);
-  const Extra extra{shortfall_us(cluster.tuning, c.size, c.nbytes(), reference_gbps(c, forced)),
-                    held_nccl_us(cluster, forced, request, c)};
+  // What each pair pays beyond NCCL's model does not depend on the pairs allowed: a forced
+  // algorithm or protocol narrows NCCL's choice, not the cost of any pair.
+  const Extra extra{shortfall_us(cluster.tuning, c.size, c.nbytes(), reference_gbps(c)),
+                    held_nccl_us(cluster, request, c)};
   std::vector<Choice> out;
   for (const AlgorithmRow& row : algorithms())
     if (allowed(row, forced) && !row.unsupported(c)) add_pairs(c, row, forced, extra, out);

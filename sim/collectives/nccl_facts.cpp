@@ -1,5 +1,6 @@
-// NCCL's tuning constants, carried over as data (values from NCCL's src/graph/tuning.cc
-// and search.cc; docs/model.md lists the most important ones).
+// NCCL's tuning constants, carried over as data: the values of NCCL 2.28.9 (tag v2.28.9-1),
+// src/graph/tuning.cc (ncclTunerConstantsDefaults, nvlsEfficiency) and src/graph/search.cc
+// (the speed arrays), all of one version; docs/model.md lists the most important ones.
 #include "collectives/nccl_facts.hpp"
 
 #include <cmath>
@@ -14,7 +15,7 @@ constexpr std::array<double, 19> kAmpereInter{48, 30, 28, 24, 20, 18,  15,  12, 
                                               7,  6,  5,  4,  3,  2.4, 1.2, 0.24, 0.12};
 constexpr std::array<double, 11> kHopperIntra{60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
 constexpr std::array<double, 17> kHopperInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
-constexpr std::array<double, 10> kBlackwellIntra{90, 80, 70, 60, 50, 40, 30, 24, 20, 19};
+constexpr std::array<double, 11> kBlackwellIntra{90, 80, 70, 60, 50, 40, 30, 24, 20, 19, 18};
 constexpr std::array<double, 18> kBlackwellInter{96,   48, 45.1, 42, 40, 30,  24,  22,   20,
                                                  17.5, 15, 12,   6,  3,  2.4, 1.2, 0.24, 0.12};
 
@@ -56,10 +57,12 @@ const ArchFacts kBlackwell{
     .inter_speeds = kBlackwellInter,
     .dup_min_speed = 50.0,
     .ll_max_bw = {282.0, 39.0, 20.4},
-    .ring_ll128_per_channel = {73.4, 73.4, 73.4},
+    // 2 · 36.7 on one node and beyond two, 34.6 on two (NCCL 2.25 to 2.28.3 had 2 · 36.7 on
+    // two nodes as well; 2.29 has {34.5, 34.6, 34.5} and 2.30 {40, 40, 40}).
+    .ring_ll128_per_channel = {73.4, 34.6, 73.4},
     .tree_ll128_per_channel = {55.6, 31.67, 20.0},
     .tree_per_channel = {70.0, 42.8, 24.0},
-    .nvls_tree_per_channel = {0.0, 96.0, 43.1},
+    .nvls_tree_per_channel = {0.0, 96.0, 43.8},
     .nvls_efficiency = 0.74,
     .tree_pattern_penalty = true,
     .pcie_path_gbps = 96.0,

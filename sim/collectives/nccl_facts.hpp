@@ -1,4 +1,4 @@
-// The constants of NCCL's tuning model (src/graph/tuning.cc and search.cc, NCCL 2.18–2.28),
+// The constants of NCCL's tuning model (src/graph/tuning.cc and search.cc of NCCL 2.28.9),
 // per GPU architecture and per (algorithm, protocol), as stepsim's algorithms read them.
 #pragma once
 

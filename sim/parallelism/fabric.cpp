@@ -21,6 +21,7 @@ Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resou
       oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
       rails_(cluster.inter_node.topology == InterTopology::rail_optimized),
       host_copies_(host_copies),
+      pcie_fabric_(cluster.intra_node.fabric == IntraFabric::pcie),
       nvlink_(cluster.intra_node.bandwidth),
       // With more NICs than GPUs, each GPU drives nics / gpus of them as one port.
       nic_(
@@ -76,15 +77,26 @@ RankPorts Fabric::ports(int rank, int first, int count) {
   const int gpu = rank % gpus_per_node_;
   const int nic = nic_of(gpu);
   RankPorts p;
-  p.nvlink_tx = resource({Kind::nvlink, node, gpu, false}, nvlink_);
-  p.nvlink_rx = resource({Kind::nvlink, node, gpu, true}, nvlink_);
   p.nic_tx = resource({Kind::nic, node, nic, false}, nic_);
   p.nic_rx = resource({Kind::nic, node, nic, true}, nic_);
   p.nic_weight = std::max(1, count_on_node(node, first, count, nic));
+  if (pcie_fabric_) {
+    // GPUs joined by PCIe only send everything over their one x16 link, at the fabric's
+    // bandwidth: to their peers through the PCIe switches, and to their NIC (GPUDirect RDMA:
+    // GPU, PCIe switch, NIC). Every part of every call of the GPU, and its copies to and from
+    // host memory, share that link.
+    p.pcie = true;
+    p.pcie_fabric = true;
+    p.pcie_tx = p.nvlink_tx = resource({Kind::pcie, node, gpu, false}, nvlink_);
+    p.pcie_rx = p.nvlink_rx = resource({Kind::pcie, node, gpu, true}, nvlink_);
+  } else {
+    p.nvlink_tx = resource({Kind::nvlink, node, gpu, false}, nvlink_);
+    p.nvlink_rx = resource({Kind::nvlink, node, gpu, true}, nvlink_);
+  }
   // The GPU's traffic to and from its NIC crosses its own PCIe link, which every collective of
   // the GPU shares; where the link is slower than the NIC port, it bounds their sum. Copies to
   // and from host memory over the same link share it with them.
-  if (host_copies_ || pcie_.bytes_per_s() < nic_.bytes_per_s()) {
+  if (!pcie_fabric_ && (host_copies_ || pcie_.bytes_per_s() < nic_.bytes_per_s())) {
     p.pcie = true;
     p.pcie_tx = resource({Kind::pcie, node, gpu, false}, pcie_);
     p.pcie_rx = resource({Kind::pcie, node, gpu, true}, pcie_);
@@ -148,14 +160,16 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
   std::vector<network::ResourceUse> out;
   const bool tx = side != Side::rx;
   const bool rx = side != Side::tx;
-  if (load.intra > 0) {
-    if (tx) out.push_back({ports.nvlink_tx, load.intra});
-    if (rx) out.push_back({ports.nvlink_rx, load.intra});
+  // On a PCIe fabric the bytes to the NIC cross the same link as those to the peers.
+  const double intra = load.intra + (ports.pcie_fabric ? load.inter : 0.0);
+  if (intra > 0) {  // each GPU its own link: the rank's alone, whatever it stands for
+    if (tx) out.push_back({ports.nvlink_tx, intra});
+    if (rx) out.push_back({ports.nvlink_rx, intra});
   }
   if (load.inter > 0) {
     if (tx) out.push_back({ports.nic_tx, load.inter * ports.nic_weight});
     if (rx) out.push_back({ports.nic_rx, load.inter * ports.nic_weight});
-    if (ports.pcie) {  // each GPU its own link: the rank's alone, whatever it stands for
+    if (ports.pcie && !ports.pcie_fabric) {  // each GPU its own link, as above
       if (tx) out.push_back({ports.pcie_tx, load.inter});
       if (rx) out.push_back({ports.pcie_rx, load.inter});
     }

@@ -29,11 +29,15 @@ struct RankPorts {
   network::ResourceId nic_rx = 0;
   network::ResourceId leaf_up = 0;  // only with an oversubscribed spine
   network::ResourceId leaf_down = 0;
-  // Only where the GPU's PCIe link is slower than its NIC port, or carries host copies too.
+  // Only where the GPU's PCIe link is slower than its NIC port, or carries host copies too, or
+  // is the node's fabric.
   network::ResourceId pcie_tx = 0;
   network::ResourceId pcie_rx = 0;
-  bool spine = false;      // leaf_up and leaf_down exist
-  bool pcie = false;       // pcie_tx and pcie_rx exist
+  bool spine = false;  // leaf_up and leaf_down exist
+  bool pcie = false;   // pcie_tx and pcie_rx exist
+  // A PCIe fabric: the GPU reaches its peers and its NIC over its one PCIe link, so nvlink_tx
+  // and nvlink_rx are that link (pcie_tx and pcie_rx), which carries both parts of a call.
+  bool pcie_fabric = false;
   double nic_weight = 1;   // GPUs of the rank's class on its NIC
   double leaf_weight = 1;  // GPUs of the rank's class behind its leaf uplinks
 };
@@ -60,8 +64,9 @@ struct LeafLoad {
 };
 
 // Creates each resource once, on first use, under a stable name that other parts (reports,
-// degraded links) can look up: "node 3 gpu 2 nvlink tx", "node 3 nic 1 rx", "leaf 2 up" on
-// a fat tree, "leaf 2 rail 1 up" on a rail-optimized fabric.
+// degraded links) can look up: "node 3 gpu 2 nvlink tx" ("node 3 gpu 2 pcie tx" on a PCIe
+// fabric), "node 3 nic 1 rx", "leaf 2 up" on a fat tree, "leaf 2 rail 1 up" on a
+// rail-optimized fabric.
 class Fabric {
  public:
   // `host_copies`: copies between the GPUs and host memory cross each GPU's PCIe link too
@@ -102,6 +107,7 @@ class Fabric {
   double oversubscription_;
   bool rails_;
   bool host_copies_;
+  bool pcie_fabric_;  // the GPUs of a node are joined by PCIe only
   Bandwidth nvlink_;
   Bandwidth nic_;        // one GPU's NIC (several NICs when a node has more NICs than GPUs)
   Bandwidth pcie_;       // the line rate of the GPU's PCIe link to its NIC
@@ -110,6 +116,7 @@ class Fabric {
 
 // The resource loads of one rank's part of a call: `load` per algorithm byte on its NVLink
 // port and on its NIC, the side(s) it uses, and the uplinks for the share that leaves its leaf.
+// On a PCIe fabric the GPU's one link carries the intra-node and the cross-node part together.
 std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
                                             double spine_share);
 

@@ -1,8 +1,16 @@
 // NCCL's cost model: bus factors, protocol and algorithm choice, forcing, link loads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
 #include "cluster_fixtures.hpp"
+#include "collectives/algorithm.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/topology.hpp"
 #include "stepsim/error.hpp"
 
 using namespace stepsim;
@@ -126,4 +134,95 @@ TEST_CASE("a tree AllReduce sends 2(N-1)/N of the buffer out of each node, sprea
   nvls_tree.algorithm = Algorithm::nvls_tree;
   CHECK(collectives::link_load({CollOp::allreduce, Bytes::mib(64), {32, 4, 8}}, nvls_tree).inter ==
         Approx(2.0 * 3 / 4 / 8));
+}
+
+namespace {
+
+// A DGX B200 node (NVLS and LL128 on Blackwell) and 8 A100 joined by PCIe only (no LL128).
+ClusterSpec forced_test_b200() {
+  ClusterSpec c = test::dgx_hopper("dgx-b200", 16);
+  c.gpu.arch = GpuArch::blackwell;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(900);
+  return c;
+}
+
+ClusterSpec forced_test_a100_pcie() {
+  ClusterSpec c = test::dgx_a100_80g_hdr(16);
+  c.intra_node.fabric = IntraFabric::pcie;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(32);
+  return c;
+}
+
+}  // namespace
+
+// NCCL_ALGO and NCCL_PROTO only narrow the pairs NCCL chooses among: the pair it then runs
+// costs what the same pair costs in the list NCCL chooses from on its own (stepsim collective
+// -v), whichever other pairs are left out.
+TEST_CASE("a forced pair costs what the same pair costs among all candidates, for every op, size and cluster") {
+  const std::vector<ClusterSpec> clusters{test::dgx_a100_80g_hdr(16), test::dgx_hopper("dgx-h100-ndr", 16),
+                                          forced_test_b200(), forced_test_a100_pcie()};
+  const std::vector<collectives::GroupShape> shapes{{8, 1, 8}, {16, 2, 8}, {64, 8, 8}, {8, 8, 1}};
+  const std::vector<Bytes> sizes{Bytes(4096), Bytes::kib(300), Bytes::mib(4), Bytes::mib(64), Bytes::gib(1)};
+  int compared = 0;
+  for (const ClusterSpec& c : clusters) {
+    for (CollOp op : {CollOp::allreduce, CollOp::allgather, CollOp::reducescatter, CollOp::broadcast}) {
+      for (const collectives::GroupShape& shape : shapes) {
+        for (Bytes size : sizes) {
+          const Request request{op, size, shape};
+          for (const collectives::Choice& listed : collectives::candidates(c, {}, request)) {
+            const std::string pair =
+                fmt::format("{} {} {} B on {}/{}: {}/{}", c.name, to_string(op), size.count(), shape.ranks, shape.nodes,
+                            collectives::to_string(listed.algorithm), collectives::to_string(listed.protocol));
+            INFO(pair);
+            // The pair alone, the algorithm alone (any protocol) and the protocol alone.
+            const std::vector<CollectivesSpec> forcings{{listed.algorithm, listed.protocol},
+                                                        {listed.algorithm, Protocol::automatic},
+                                                        {Algorithm::automatic, listed.protocol}};
+            for (const CollectivesSpec& forced : forcings) {
+              for (const collectives::Choice& x : collectives::candidates(c, forced, request)) {
+                if (x.algorithm != listed.algorithm || x.protocol != listed.protocol) continue;
+                ++compared;
+                CHECK(x.time() == listed.time());
+                CHECK(x.algbw == listed.algbw);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 1000);
+}
+
+// The case as a user met it: on 8 H100 NVLS is NCCL's choice for a 64 MiB AllReduce, and with
+// ring forced the ring's Simple protocol costs the 479.3 us it is listed at, not 502.5 us.
+TEST_CASE("forcing ring on 8 H100 leaves the ring's cost as listed beside NVLS") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
+  const Request request{CollOp::allreduce, Bytes::mib(64), {8, 1, 8}};
+  const auto all = collectives::candidates(h100, {}, request);
+  REQUIRE(all.front().algorithm == Algorithm::nvls);
+  const auto ring = std::find_if(all.begin(), all.end(), [](const collectives::Choice& x) {
+    return x.algorithm == Algorithm::ring && x.protocol == Protocol::simple;
+  });
+  REQUIRE(ring != all.end());
+  const collectives::Choice forced = choose(h100, CollOp::allreduce, Bytes::mib(64), {8, 1, 8}, {Algorithm::ring});
+  CHECK(forced.protocol == Protocol::simple);
+  CHECK(forced.time() == ring->time());
+}
+
+// NCCL 2.28.9's src/graph/tuning.cc caps a Blackwell Ring LL128 channel at 2 · 36.7 GB/s on one
+// node and beyond two, 34.6 GB/s on two (perChMaxRingLL128Bws). On 2 or 4 DGX B200 nodes (8
+// NICs of 400 Gb/s: 8 channels at 48 GB/s, the first Blackwell inter-node speed below 50) the
+// LL128 bus bandwidth is min(0.92 · 8 · 48, 8 · cap): 276.8 GB/s on two nodes, 353.28 beyond,
+// and an AllGather's algorithm bandwidth that times n / (n − 1).
+TEST_CASE("Blackwell's Ring LL128 channels are capped as NCCL 2.28.9 caps them, 34.6 GB/s on two nodes") {
+  const ClusterSpec b200 = forced_test_b200();
+  const auto ll128 = [&](collectives::GroupShape shape) {
+    const collectives::Context c = collectives::make_context(b200, {CollOp::allgather, Bytes::gib(1), shape});
+    REQUIRE(c.ring.channels == 8);
+    REQUIRE(c.ring.bw_inter == 48);
+    return collectives::algorithm_row(Algorithm::ring).estimate(c, Protocol::ll128).algbw_gbps;
+  };
+  CHECK(ll128({16, 2, 8}) == Approx(8 * 34.6 * 16 / 15));
+  CHECK(ll128({32, 4, 8}) == Approx(0.92 * 8 * 48 * 32 / 31));
 }

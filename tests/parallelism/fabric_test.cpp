@@ -176,3 +176,63 @@ TEST_CASE("a collective's fabric bandwidth is the one every member's ports give,
     }
   }
 }
+
+namespace {
+
+// 8 A100 per node joined by PCIe only, each GPU's x16 link at 32 GB/s, and 8 NICs of
+// 400 Gb/s (50 GB/s), faster than that link.
+ClusterSpec pcie_cluster() {
+  ClusterSpec c = cluster(8);
+  c.gpu.arch = stepsim::GpuArch::ampere;
+  c.intra_node.fabric = stepsim::IntraFabric::pcie;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(32);
+  c.intra_node.nvls = false;
+  return c;
+}
+
+}  // namespace
+
+// A PCIe GPU sends to its peers and to its NIC (GPUDirect RDMA: GPU, PCIe switch, NIC) over its
+// one x16 link: its port to the peers is that link, which its NIC traffic crosses too.
+TEST_CASE("on a PCIe fabric a GPU's peers and its NIC are reached over its one PCIe link") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(pcie_cluster(), resources);
+  const sp::RankPorts p = fabric.ports(11, 11, 1);
+  CHECK(p.pcie);
+  CHECK(p.nvlink_tx == p.pcie_tx);
+  CHECK(p.nvlink_rx == p.pcie_rx);
+  CHECK(resources[p.pcie_tx].name == "node 1 gpu 3 pcie tx");
+  CHECK(resources[p.pcie_rx].name == "node 1 gpu 3 pcie rx");
+  CHECK(resources[p.pcie_tx].capacity.gbytes_per_s() == Approx(32));
+  // A ring member on 2 nodes of 8 moves 1.875 bytes per algorithm byte in all, 1.640625 to its
+  // peers and 0.234375 to its NIC: all of it over the link, the NIC's part over the NIC too.
+  const auto uses = sp::link_uses(p, {1.640625, 0.234375}, sp::Side::tx, 0);
+  REQUIRE(uses.size() == 2);
+  CHECK(uses[0].resource == p.pcie_tx);
+  CHECK(uses[0].weight == Approx(1.875));
+  CHECK(uses[1].resource == p.nic_tx);
+  CHECK(uses[1].weight == Approx(0.234375));
+}
+
+// Each member of a ring or tree AllReduce over n GPUs moves 2(n − 1)/n of the buffer out of
+// its GPU and as much in, all of it over the GPU's one 32 GB/s link: the bus bandwidth can
+// never pass the link's, however many nodes the group spans (nor an AllGather's, (n − 1)/n).
+TEST_CASE("on a PCIe fabric a collective's bus bandwidth never passes the GPU's PCIe link, on any number of nodes") {
+  const ClusterSpec c = pcie_cluster();
+  for (const auto op : {stepsim::CollOp::allreduce, stepsim::CollOp::allgather, stepsim::CollOp::reducescatter}) {
+    for (const stepsim::collectives::GroupShape shape : std::initializer_list<stepsim::collectives::GroupShape>{
+             {8, 1, 8}, {16, 2, 8}, {32, 4, 8}, {64, 8, 8}, {32, 8, 4}}) {
+      for (const auto algorithm : {stepsim::Algorithm::ring, stepsim::Algorithm::tree}) {
+        if (algorithm == stepsim::Algorithm::tree && op != stepsim::CollOp::allreduce) continue;
+        const stepsim::collectives::Request request{op, stepsim::Bytes::gib(4), shape};
+        stepsim::collectives::Choice choice;
+        choice.algorithm = algorithm;
+        choice.algbw = Bandwidth::gbytes_per_s(400);
+        const double per_byte = stepsim::collectives::bus_factor(op, shape.ranks);
+        INFO(stepsim::collectives::to_string(algorithm)
+             << " over " << shape.ranks << " GPUs on " << shape.nodes << " nodes");
+        CHECK(sp::fabric_bandwidth(c, request, choice).gbytes_per_s() * per_byte <= Approx(32).epsilon(1e-12));
+      }
+    }
+  }
+}
