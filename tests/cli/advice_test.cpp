@@ -517,7 +517,7 @@ TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives
 
 namespace {
 
-// GPT-3 Small in eager PyTorch: the CPU issues 9,811 operators at 17 us (166.8 ms) while its
+// GPT-3 Small in eager PyTorch: the CPU issues 10,003 operators at 17 us (170.1 ms) while its
 // kernels add up to 98.6 ms (the host model's worked example in docs/model.md).
 stepsim::Report eager_advice(const std::vector<std::string>& sets) {
   const stepsim::io::ScenarioInput input{"eager.json", stepsim::test::kEagerGpt3Small};

@@ -292,7 +292,7 @@ stepsim::Scenario small_tp2(const std::vector<std::string>& more = {}) {
 
 }  // namespace
 
-// By hand (the launch-bound test above): 9,811 operators, each costing the CPU 8 us of launch
+// By hand (the launch-bound test above): 10,003 operators, each costing the CPU 8 us of launch
 // (set) and eager PyTorch's 12 us of dispatch. A kernel starts no earlier than its launch ends.
 TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op ending in its launch") {
   Scratch s("host-kineto");
