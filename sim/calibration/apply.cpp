@@ -280,8 +280,6 @@ std::optional<CalibratedValue> calibrated_dispatch(const MeasuredTables& tables,
   return out;
 }
 
-bool dispatch_applies(const CalibratedValue& dispatch) { return std::abs(dispatch.value - dispatch.preset) < 5e-4; }
-
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu) {
   for (const CalibratedValue& v : values_in_force(tables, gpu)) {
     if (v.key == "kernel_launch_us") gpu.kernel_launch = Time::from_us(v.value);

@@ -67,12 +67,8 @@ std::vector<CalibratedValue> values_in_force(const MeasuredTables& tables, const
 
 // The host's cost per operator beyond its launch that the calibration files set (the last
 // file's), with `framework_dispatch` (training.framework's) as its preset; none when no file
-// sets one.
+// sets one. The simulation charges it in place of the framework's.
 std::optional<CalibratedValue> calibrated_dispatch(const MeasuredTables& tables, Time framework_dispatch);
-
-// Whether that dispatch is the framework's own (its preset) to the nanosecond: the simulation
-// charges each operator the framework's dispatch, and applies no other.
-bool dispatch_applies(const CalibratedValue& dispatch);
 
 // The GPU with those values in force.
 GpuSpec calibrated_gpu(const MeasuredTables& tables, GpuSpec gpu);

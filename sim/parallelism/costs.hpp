@@ -3,6 +3,8 @@
 // structure can be tested with hand-made costs.
 #pragma once
 
+#include <optional>
+
 #include "collectives/collective.hpp"
 #include "hardware/gpu_model.hpp"
 #include "stepsim/scenario.hpp"
@@ -54,6 +56,9 @@ class Costs {
   // are the model's to cost: ModelCosts).
   virtual CollectiveCost degraded_collective(const collectives::Request& request, const LinkShares& shares) const;
   virtual Time kernel_launch() const = 0;
+  // The CPU's dispatch per operator beside its launch where a calibration file measured it;
+  // none: training.framework's own.
+  virtual std::optional<Time> dispatch() const { return std::nullopt; }
   virtual double comm_slowdown() const = 0;
   // Whether HBM bandwidth bounds `op` rather than the SMs: what an NCCL kernel beside it takes
   // of the one or the other slows it (GpuEfficiency::derived_comm_slowdown).

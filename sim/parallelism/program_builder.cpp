@@ -683,7 +683,8 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   engine::Program program;
   // Each op costs the CPU its kernel's launch and the framework's dispatch around it, unless a
   // CUDA graph replays it.
-  program.kernel_launch = costs.kernel_launch() + traits_of(scenario.training.framework).dispatch;
+  program.kernel_launch =
+      costs.kernel_launch() + costs.dispatch().value_or(traits_of(scenario.training.framework).dispatch);
   program.expert_gemm_host = traits_of(scenario.training.framework).expert_gemm_host;
   program.comm_slowdown = costs.comm_slowdown();
   program.derived_slowdown = costs.derived_slowdown();

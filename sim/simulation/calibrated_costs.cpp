@@ -10,6 +10,7 @@
 #include "calibration/link_bound.hpp"
 #include "calibration/plan.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim {
 
@@ -34,6 +35,13 @@ void consult(const hardware::GpuModel& gpu, const workload::OpCost& op, std::set
 }
 
 }  // namespace
+
+std::optional<Time> CalibratedCosts::dispatch() const {
+  const std::optional<CalibratedValue> d =
+      calibration::calibrated_dispatch(tables_, traits_of(scenario_.training.framework).dispatch);
+  if (!d) return std::nullopt;
+  return Time::from_us(d->value);
+}
 
 Time CalibratedCosts::compute(const workload::OpCost& op) const {
   const calibration::CalibratedTime t = calibration::calibrate_compute(tables_, gpu_, op);

@@ -22,6 +22,7 @@ class CalibratedCosts final : public parallelism::Costs {
   parallelism::CollectiveCost degraded_collective(const collectives::Request& request,
                                                   const parallelism::LinkShares& shares) const override;
   Time kernel_launch() const override { return model_.kernel_launch(); }
+  std::optional<Time> dispatch() const override;
   double comm_slowdown() const override { return model_.comm_slowdown(); }
   bool memory_bound(const workload::OpCost& op) const override { return model_.memory_bound(op); }
   bool derived_slowdown() const override { return model_.derived_slowdown(); }

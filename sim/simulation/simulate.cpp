@@ -203,22 +203,12 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
   straggler.rank = slowest;
 }
 
-// The per-operator dispatch the calibration files set: in force (added to `values`) where it is
-// training.framework's own to the nanosecond; else a note that it is not applied, for the
-// program charges each operator the framework's dispatch beside its launch.
-std::string dispatch_note(const calibration::MeasuredTables& tables, const TrainingSpec& t,
-                          std::vector<CalibratedValue>& values) {
+// The CPU's dispatch per operator: the one the calibration files measured (in place of
+// training.framework's), else the framework's own.
+Time dispatch_in_force(const calibration::MeasuredTables& tables, const TrainingSpec& t) {
   const FrameworkTraits& f = traits_of(t.framework);
   const std::optional<CalibratedValue> d = calibration::calibrated_dispatch(tables, f.dispatch);
-  if (!d) return "";
-  if (calibration::dispatch_applies(*d)) {
-    values.push_back(*d);
-    return "";
-  }
-  return fmt::format(
-      "calibration: the per-operator dispatch of {:.4g} us ({}) is not applied: the host pays training.framework's "
-      "dispatch ({}: {:.4g} us) per operator beside its kernel launch; the step's host cost follows the framework's",
-      d->value, d->source, f.name, d->preset);
+  return d ? Time::from_us(d->value) : f.dispatch;
 }
 
 // Microseconds as a plain number to a tenth, without a trailing ".0": 1012, 17, 73.4.
@@ -230,7 +220,7 @@ std::string plain_us(Time t) {
 
 // Which framework's kernels and host costs the step runs, the kernel keys set beside it, and
 // what its CPU pays per operator.
-std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
+std::string framework_note(const TrainingSpec& t, Time launch, Time dispatch, bool experts) {
   const FrameworkTraits& f = traits_of(t.framework);
   std::vector<std::string> overridden;
   if (t.fusion != f.fusion) overridden.emplace_back("fusion");
@@ -241,7 +231,7 @@ std::string framework_note(const TrainingSpec& t, Time launch, bool experts) {
   if (!overridden.empty())
     note += fmt::format(" (training.{} set apart from it)", fmt::join(overridden, ", training."));
   note += fmt::format("; the CPU issues each operator in {} us ({} us launch, {} us dispatch)",
-                      plain_us(launch + f.dispatch), plain_us(launch), plain_us(f.dispatch));
+                      plain_us(launch + dispatch), plain_us(launch), plain_us(dispatch));
   if (experts && f.expert_gemm_host > Time::zero())
     note += fmt::format(
         "; each further expert GEMM of a grouped GEMM {} us ({} us launch, {} us of "
@@ -460,7 +450,8 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           "(data_parallel.bucket_parameters, {} parameters) does not apply",
           reduced, size));
   }
-  inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(), scenario.model.moe.experts > 1));
+  inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(),
+                                        dispatch_in_force(tables, scenario.training), scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
   if (std::string note = ep_overlap_note(scenario); !note.empty()) inputs.notes.push_back(std::move(note));
   add_memory(scenario, work, inputs);
@@ -471,8 +462,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   explain_straggler(scenario, result.timeline, result.report.ranks.straggler);
   if (!tables.empty()) {
     std::vector<CalibratedValue> with_host = values;
-    if (std::string note = dispatch_note(tables, scenario.training, with_host); !note.empty())
-      result.report.notes.push_back(std::move(note));
+    if (std::optional<CalibratedValue> d =
+            calibration::calibrated_dispatch(tables, traits_of(scenario.training.framework).dispatch))
+      with_host.push_back(*d);
     costs.summarise(result.timeline, result.report, with_host);
   }
   report::PipelineFacts pipeline{scenario.parallel.pp,

@@ -274,24 +274,34 @@ TEST_CASE("from-trace writes the host costs it prints for a real trace into the 
   CHECK(number(n.at("compute"), "launch_overhead_us") == 9.7);
   CHECK(printed(resnet.out, "kernel launch ", " us") == 9.7);
   CHECK(number(n.at("compute"), "dispatch_us") == printed(resnet.out, "launches): ", " us of dispatch"));
-  // Simulated with it: the launch in force, from the trace; the default scenario's framework
-  // (unspecified) charges no dispatch, and the note says the file's is not applied.
+  // Simulated with it: the launch and the dispatch in force, both from the trace, the dispatch in
+  // place of the default scenario's framework's (unspecified: none).
   const auto run = s.run("simulate --set cluster=dgx-a100-80g-hdr --calibration r.json --json -");
   INFO(run.err);
   REQUIRE(run.status == 0);
   const auto report = json_of(run.out);
-  bool launch = false, dispatch_note = false;
-  for (const auto& v : report.at("calibration").at("values").as_array())
+  bool launch = false, dispatch = false, framework_note = false;
+  for (const auto& v : report.at("calibration").at("values").as_array()) {
+    const std::string source = "r.json: fitted to trace " + kData + "/traces/recsys-a100-rank3of8.json.gz";
     if (v.at("key").as_string() == "kernel_launch_us") {
       launch = true;
       CHECK(number(v, "value") == 6.0);
-      CHECK(v.at("source").as_string() == "r.json: fitted to trace " + kData + "/traces/recsys-a100-rank3of8.json.gz");
+      CHECK(v.at("source").as_string() == source);
     }
+    if (v.at("key").as_string() == "dispatch_us") {
+      dispatch = true;
+      CHECK(number(v, "value") == 12.0);
+      CHECK(number(v, "preset") == 0.0);
+      CHECK(v.at("source").as_string() == source);
+    }
+  }
   for (const auto& note : report.at("notes").as_array())
-    if (std::string(note.as_string()).find("the per-operator dispatch of 12 us") != std::string::npos)
-      dispatch_note = true;
+    if (std::string(note.as_string()).find("the CPU issues each operator in 18 us (6 us launch, 12 us dispatch)") !=
+        std::string::npos)
+      framework_note = true;
   CHECK(launch);
-  CHECK(dispatch_note);
+  CHECK(dispatch);
+  CHECK(framework_note);
   CHECK(report.at("config").at("cluster").at("gpu").at("kernel_launch").as_string() == "6 us");
 }
 

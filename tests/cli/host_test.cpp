@@ -321,7 +321,7 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
       kernels.push_back(&e);
     }
   }
-  CHECK(host_us == Approx(9811 * 20.0).epsilon(0.001));
+  CHECK(host_us == Approx(10003 * 20.0).epsilon(0.001));
   CHECK(launches > 9000);
   // Each operator ends with its launch, which it encloses.
   for (const KinetoEvent* op : ops) {
@@ -447,4 +447,30 @@ TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host")
       stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=11"}));
   CHECK(more.report.step_time_s > plain.report.step_time_s);
   CHECK(more.report.host.gpu_wait_s >= plain.report.host.gpu_wait_s);
+}
+
+// A calibration file's measured dispatch is charged in place of the framework's: every operator
+// of the launch-bound step costs the CPU 5 us of launch and 30 us of dispatch instead of eager
+// PyTorch's 12, so the CPU's issue time grows by 35/17 (no op of this step has another cost).
+TEST_CASE("A calibrated per-operator dispatch is charged in place of the framework's") {
+  stepsim::testing::Scratch scratch("host-dispatch");
+  scratch.write("s.json", kSmall);
+  scratch.write("d.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA H100 80GB HBM3"},
+                              "compute": {"dispatch_us": 30}})");
+  const auto plain = scratch.run("simulate s.json --json -");
+  const auto calibrated = scratch.run("simulate s.json --calibration d.json --json -");
+  INFO(calibrated.err);
+  REQUIRE(plain.status == 0);
+  REQUIRE(calibrated.status == 0);
+  const auto p = boost::json::parse(plain.out);
+  const auto c = boost::json::parse(calibrated.out);
+  const double cpu = p.at("host").at("cpu_issue_s").to_number<double>();
+  CHECK(c.at("host").at("cpu_issue_s").to_number<double>() == Approx(cpu * 35 / 17).epsilon(1e-9));
+  bool in_force = false;
+  for (const auto& v : c.at("calibration").at("values").as_array())
+    if (v.at("key").as_string() == "dispatch_us")
+      in_force = v.at("value").to_number<double>() == 30 && v.at("preset").to_number<double>() == 12;
+  CHECK(in_force);
+  CHECK(calibrated.out.find("the CPU issues each operator in 35 us (5 us launch, 30 us dispatch)") !=
+        std::string::npos);
 }
