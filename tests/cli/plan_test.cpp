@@ -41,6 +41,23 @@ boost::json::array small_plan(const Scratch& dir, const std::string& clusters) {
   return plan_rows(dir, "--model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4 " + clusters);
 }
 
+// A CSV's header and first row, cut at each comma: no cell of plan's rows is quoted (the
+// fields are names and numbers).
+std::pair<std::vector<std::string>, std::vector<std::string>> header_and_first_row(const std::string& csv) {
+  const auto newline = csv.find('\n');
+  std::vector<std::string> header, cells;
+  for (auto [line, out] : {std::pair{csv.substr(0, newline), &header},
+                           std::pair{csv.substr(newline + 1, csv.find('\n', newline + 1) - newline - 1), &cells}}) {
+    std::size_t from = 0;
+    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+      out->push_back(line.substr(from, comma - from));
+      from = comma + 1;
+    }
+    out->push_back(line.substr(from));
+  }
+  return {header, cells};
+}
+
 }  // namespace
 
 // NeMo 24.07's Llama 3 70B recipe (TP 4, PP 4 interleaved over 5 virtual stages, CP 2, FP8,
@@ -465,19 +482,7 @@ TEST_CASE("plan leaves the figures it does not know empty, never 0") {
   // The CSV: empty cells where the JSON has null.
   const Run csv = dir.run("plan --model gpt-1.3b --gpus 8 --max-layouts 4 --tokens 1e9 --cluster dgx-h100-ndr -o -");
   REQUIRE(csv.status == 0);
-  const auto newline = csv.out.find('\n');
-  std::vector<std::string> header, cells;
-  for (auto [line, out] :
-       {std::pair{csv.out.substr(0, newline), &header},
-        std::pair{csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1), &cells}}) {
-    std::size_t from = 0;
-    // No cell of this row is quoted: the fields are names and numbers.
-    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
-      out->push_back(line.substr(from, comma - from));
-      from = comma + 1;
-    }
-    out->push_back(line.substr(from));
-  }
+  const auto [header, cells] = header_and_first_row(csv.out);
   REQUIRE(header.size() == cells.size());
   for (std::size_t i = 0; i < header.size(); ++i) {
     INFO(header[i]);
@@ -502,18 +507,7 @@ TEST_CASE("plan's CSV holds every digit of each figure, as its JSON does") {
   REQUIRE(rows.size() == 1);
   const Run csv = dir.run("plan " + args + " -o -");
   REQUIRE(csv.status == 0);
-  const auto newline = csv.out.find('\n');
-  std::vector<std::string> header, cells;
-  for (auto [line, out] :
-       {std::pair{csv.out.substr(0, newline), &header},
-        std::pair{csv.out.substr(newline + 1, csv.out.find('\n', newline + 1) - newline - 1), &cells}}) {
-    std::size_t from = 0;
-    for (auto comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
-      out->push_back(line.substr(from, comma - from));
-      from = comma + 1;
-    }
-    out->push_back(line.substr(from));
-  }
+  const auto [header, cells] = header_and_first_row(csv.out);
   REQUIRE(header.size() == cells.size());
   std::size_t figures = 0;
   for (std::size_t i = 0; i < header.size(); ++i) {
