@@ -203,14 +203,6 @@ void explain_straggler(const Scenario& s, const Timeline& timeline, Straggler& s
   straggler.rank = slowest;
 }
 
-// The CPU's dispatch per operator: the one the calibration files measured (in place of
-// training.framework's), else the framework's own.
-Time dispatch_in_force(const calibration::MeasuredTables& tables, const TrainingSpec& t) {
-  const FrameworkTraits& f = traits_of(t.framework);
-  const std::optional<CalibratedValue> d = calibration::calibrated_dispatch(tables, f.dispatch);
-  return d ? Time::from_us(d->value) : f.dispatch;
-}
-
 // Microseconds as a plain number to a tenth, without a trailing ".0": 1012, 17, 73.4.
 std::string plain_us(Time t) {
   std::string text = fmt::format("{:.1f}", t.us());
@@ -451,7 +443,8 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           reduced, size));
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(),
-                                        dispatch_in_force(tables, scenario.training), scenario.model.moe.experts > 1));
+                                        costs.dispatch().value_or(traits_of(scenario.training.framework).dispatch),
+                                        scenario.model.moe.experts > 1));
   if (scenario.training.activation_offload_layers > 0) inputs.notes.push_back(offload_note(scenario, work));
   if (std::string note = ep_overlap_note(scenario); !note.empty()) inputs.notes.push_back(std::move(note));
   add_memory(scenario, work, inputs);
