@@ -23,6 +23,11 @@ namespace {
 int thread_blocks(const collectives::Choice& choice, GpuArch arch, const collectives::Request& request) {
   constexpr int kMaxChannels = 64;  // MAXCHANNELS since NCCL 2.19
   if (choice.channels == 0) return 0;
+  // A send and a receive between nodes: two channels per network peer (paths.cc,
+  // ncclTopoGetNchannels), and a communicator's peers take the fewest any pair needs
+  // (ncclTopoComputeP2pChannels: p2pnChannelsPerPeer), each channel one thread block that
+  // serves the send and the receive.
+  if (request.op == CollOp::sendrecv && request.shape.nodes > 1) return 2;
   if (choice.algorithm == Algorithm::nvls || choice.algorithm == Algorithm::nvls_tree) {
     if (arch == GpuArch::blackwell) return request.shape.nodes > 1 ? 32 : 24;
     return 16;

@@ -67,6 +67,16 @@ TEST_CASE("an NCCL kernel takes an SM for each of its thread blocks and HBM band
         Approx(24.0 / 108));
 }
 
+TEST_CASE("a send and receive between nodes takes the two channels NCCL gives a network peer") {
+  const stepsim::GpuSpec h100 = gpu(stepsim::GpuArch::hopper, 132, 3.35);
+  // Across nodes: two channels per network peer (ncclTopoGetNchannels), each a thread block
+  // serving the send and the receive, whatever the ring graph's 16 channels.
+  CHECK(shares(h100, CollOp::sendrecv, Algorithm::ring, 16, 2).sm_share == Approx(2.0 / 132));
+  // Inside a node over NVLink, a peer gets up to the communicator's channels, which NCCL
+  // doubles from the ring graph's: 32 thread blocks.
+  CHECK(shares(h100, CollOp::sendrecv, Algorithm::ring, 16).sm_share == Approx(32.0 / 132));
+}
+
 TEST_CASE("the derived slowdown costs time that more SMs per GPU make smaller") {
   const std::string derived = "cluster.gpu.efficiency.derived_comm_slowdown=true";
   const double h100 = compute_slowdown({derived});
