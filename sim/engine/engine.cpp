@@ -53,7 +53,7 @@ Engine::Engine(const Program& program, SecondThread second)
   bubbles_.resize(ranks_.size());
   if (program_.record_host_issues) host_runs_.assign(ranks_.size(), {{OpIndex{0}, Time::zero()}});
   slowed_ = 1.0 + program_.comm_slowdown;
-  taken_.resize(ranks_.size());
+  if (program_.derived_slowdown) taken_.resize(ranks_.size());
   if (program_.arrivals) arrivals_ = program_.arrivals->start();
   STEPSIM_CHECK(program_.variation.speed.empty() || program_.variation.speed.size() == ranks_.size(),
                 "compute speeds do not match the simulated ranks");

@@ -208,7 +208,6 @@ class Engine {
   struct Taken {
     double sm = 0;
     double hbm = 0;
-    std::int64_t running = 0;  // of its NCCL kernels, those whose collective runs (the others wait)
     double slowed_ps = 0;
   };
   // The most of a GPU's SMs or HBM bandwidth that kernels beside a compute op take from it:
@@ -415,9 +414,8 @@ class Engine {
   // Collectives and flows (engine_comm.cpp).
   void arrive(std::size_t r, OpIndex o);
   Time note_skew(std::size_t r, OpIndex o, std::uint32_t c);
-  // `last`: the member that arrives as it starts (none after a skew wait: all held their SMs).
-  void start_collective(std::uint32_t c, std::size_t last = SIZE_MAX);
-  void set_kernel(std::size_t r, const CollectiveKind& kind, int held, int running);
+  void start_collective(std::uint32_t c);
+  void set_comm_running(std::size_t r, int delta, const CollectiveKind& kind);
   void on_latency_end(std::uint32_t c);
   void end_collective(std::uint32_t c);
   void add_flow(std::uint32_t c);

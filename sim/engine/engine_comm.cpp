@@ -22,10 +22,9 @@ void Engine::arrive(std::size_t r, OpIndex o) {
   ++state.at_rendezvous;
   const bool all = ++coll.arrived == coll.member_count;
   if (all && (!arrivals_ || not_before_[c] <= now_)) {
-    start_collective(c, r);
+    start_collective(c);
     return;
   }
-  set_kernel(r, kinds_[coll.kind], +1, 0);  // its kernel waits for its peers on its SMs
   if (all) queue_.push({not_before_[c], 0, c, 0, 0, EventKind::skew_end});
   update_bubble(r);
 }
@@ -56,9 +55,8 @@ Time Engine::note_skew(std::size_t r, OpIndex o, std::uint32_t c) {
   return max(now_, min(ready + a.mean, ready + a.last));
 }
 
-// Every member has reached the call: it starts on all of them at once. Each member's kernel
-// has held its SMs since it arrived, but `last`'s, which arrives now.
-void Engine::start_collective(std::uint32_t c, std::size_t last) {
+// Every member has reached the call: it starts on all of them at once.
+void Engine::start_collective(std::uint32_t c) {
   const Collective& coll = collectives_[c];
   const CollectiveKind& kind = kinds_[coll.kind];
   for (std::uint32_t m = 0; m < coll.member_count; ++m) {
@@ -71,33 +69,28 @@ void Engine::start_collective(std::uint32_t c, std::size_t last) {
     op.start = now_;
     if (state.list->ops[o].stream == 0) state.compute_busy = true;
     --state.at_rendezvous;
-    set_kernel(r, kind, r == last ? 1 : 0, +1);
+    set_comm_running(r, +1, kind);
   }
   queue_.push({now_ + coll.latency, 0, c, 0, 0, EventKind::latency_end});
 }
 
-// A member's NCCL kernel from its arrival (`held`) and while the collective runs (`running`).
-// Under Program::derived_slowdown it holds its channels' SMs from its arrival, one thread
-// block each, spinning until its peers arrive: a compute-bound kernel beside it runs on the
-// SMs left; once the collective runs, its bytes also take HBM bandwidth. Under the fitted
-// comm_slowdown, every kernel beside it slows while the collective runs.
-void Engine::set_kernel(std::size_t r, const CollectiveKind& kind, int held, int running) {
+void Engine::set_comm_running(std::size_t r, int delta, const CollectiveKind& kind) {
   RankState& state = ranks_[r];
-  if (!kind.host_copy) state.comm_running += running;  // a copy engine's copy is no communication
+  if (!kind.host_copy) state.comm_running += delta;  // a copy engine's copy is no communication
   if (kind.slows_compute) {
-    Taken& taken = taken_[r];
-    const Taken old = taken;
+    const Taken old = program_.derived_slowdown ? taken_[r] : Taken{};
     const bool was_slowing = state.slowing_comm > 0;
-    state.slowing_comm += held;
-    taken.running += running;
-    taken.sm += held * static_cast<double>(kind.sm_share);
-    if (program_.derived_slowdown) taken.hbm += running * static_cast<double>(kind.hbm_share);
-    // Exactly nothing once no kernel runs, whatever the rounding of the sums.
-    if (state.slowing_comm == 0) taken = {0, 0, 0, taken.slowed_ps};
-    const bool changes = program_.derived_slowdown
-                             ? taken.sm != old.sm || taken.hbm != old.hbm
-                             : program_.comm_slowdown != 0.0 && (taken.running > 0) != (old.running > 0);
-    if (changes) reschedule_compute(r, old, was_slowing);
+    state.slowing_comm += delta;
+    if (program_.derived_slowdown) {
+      Taken& taken = taken_[r];
+      taken.sm += delta * static_cast<double>(kind.sm_share);
+      taken.hbm += delta * static_cast<double>(kind.hbm_share);
+      // Exactly nothing once no kernel runs, whatever the rounding of the sums.
+      if (state.slowing_comm == 0) taken = {0, 0, taken.slowed_ps};
+      if (taken.sm != old.sm || taken.hbm != old.hbm) reschedule_compute(r, old, was_slowing);
+    } else if (program_.comm_slowdown != 0.0 && (state.slowing_comm > 0) != was_slowing) {
+      reschedule_compute(r, old, was_slowing);
+    }
   }
   update_bubble(r);
 }
@@ -118,7 +111,7 @@ void Engine::end_collective(std::uint32_t c) {
     const std::size_t r = member_rank(coll, m);
     catch_up(r, false);
     complete_op(r, member_op(coll, m));
-    set_kernel(r, kind, -1, -1);
+    set_comm_running(r, -1, kind);
   }
   for (std::uint32_t m = 0; m < coll.member_count; ++m) advance_after(member_rank(coll, m), member_op(coll, m));
 }

@@ -256,15 +256,14 @@ double Engine::compute_factor(std::size_t r, OpIndex o) const {
   const RankState& state = ranks_[r];
   if (state.slowing_comm == 0) return 1.0;                  // the common case: read nothing else
   if (state.list->ops[o].kind == OpKind::copy) return 1.0;  // copy engines, not the SMs
-  return factor_of(taken_[r], true, state.list->ops[o].memory_bound);
+  return factor_of(taken_.empty() ? Taken{} : taken_[r], true, state.list->ops[o].memory_bound);
 }
 
 // A kernel on the SMs (or HBM bandwidth) the NCCL kernels leave runs at that share of its
-// speed; with the fitted comm_slowdown, every kernel slows alike while a collective runs (the
-// fraction is fitted to running collectives: a kernel that waits for its peers slows nothing).
+// speed; with the fitted comm_slowdown, every kernel slows alike.
 double Engine::factor_of(const Taken& taken, bool slowing, bool memory_bound) const {
   if (!slowing) return 1.0;
-  if (!program_.derived_slowdown) return taken.running > 0 ? slowed_ : 1.0;
+  if (!program_.derived_slowdown) return slowed_;
   const double share = std::min(kMaxTaken, memory_bound ? taken.hbm : taken.sm);
   return share <= 0 ? 1.0 : 1.0 / (1.0 - share);
 }

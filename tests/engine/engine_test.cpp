@@ -2,7 +2,6 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <cmath>
 #include <functional>
 
 #include "engine/engine.hpp"
@@ -978,44 +977,6 @@ TEST_CASE("more NCCL channels beside a GEMM never make it end sooner") {
   CHECK(interval(run(beside_allreduce(false, {0}, 0)), 0, "gemm").end == us(1000));
   const Time all = interval(run(beside_allreduce(false, {132, 132})), 0, "gemm").end;
   CHECK(static_cast<double>(all.ps()) == Approx(1e6 * (1000 + 132 * 0.9)).epsilon(1e-9));
-}
-
-// A member's NCCL kernel is launched when the member reaches the call and spins on its
-// channels' SMs until the last member arrives: rank 0 reaches an AllReduce of 16 channels (of
-// 132 SMs, 132 us) at 0 beside a GEMM of 1,000 us; rank 1 reaches it after 200 us of its own
-// work, so the AllReduce runs from 200 to 332 us.
-namespace {
-
-stepsim::engine::Program gemm_beside_waiting_allreduce(bool derived) {
-  ProgramBuilder b(2);
-  b.program().derived_slowdown = derived;
-  b.program().comm_slowdown = 0.5;
-  b.compute(0, 0, "gemm", us(1000));
-  const auto g = b.group("dp", {0, 1});
-  const auto comm = b.stream(0, "dp");
-  stepsim::engine::CollectiveCall c = call(Bytes{0}, us(132));
-  c.sm_share = 16 / 132.0;
-  c.hbm_share = 0.25;
-  b.collective(0, comm, "allreduce", g, c);
-  b.compute(1, 0, "late", us(200));
-  b.collective(1, 0, "allreduce", g, c);
-  return b.program();
-}
-
-}  // namespace
-
-TEST_CASE("a waiting NCCL kernel holds its SMs from its rank's arrival under the derived slowdown") {
-  // Derived: 332 us on 116 of 132 SMs do 291.76 us of the GEMM's work; it ends at
-  // 1,000 + 332 · 16 / 132 = 1,040.24 us (from the AllReduce's start only, 1,016 us).
-  const Timeline derived = run(gemm_beside_waiting_allreduce(true));
-  const Time expected = us(1000) + Time::from_ps(std::llround(332e6 * 16 / 132));
-  CHECK(std::abs((interval(derived, 0, "gemm").end - expected).ps()) <= 1);
-  CHECK(std::abs((derived.ranks[0].compute_slowed - (expected - us(1000))).ps()) <= 1);
-  CHECK(interval(derived, 1, "allreduce").start == us(200));
-  // The fitted comm_slowdown is a running collective's: 132 us at 1 / 1.5 do 88 us of work,
-  // and the wait slows nothing: 1,044 us.
-  const Timeline scalar = run(gemm_beside_waiting_allreduce(false));
-  CHECK(interval(scalar, 0, "gemm").end == us(1044));
 }
 
 // The log's events per second: a slow loop (a representative run under jitter, some ten
