@@ -88,3 +88,18 @@ TEST_CASE("A launch-bound step's Kineto trace gives back simulate's GPU wait for
   // The other classes are what is left of the stream's idle time: no wait on another stream.
   CHECK(exact.other == Time::zero());
 }
+
+// Under CUDA graphs the same step keeps the GPU ahead of the host: every replayed kernel is tied
+// to its graph's one cudaGraphLaunch, and the host wait HTA finds is as small as simulate's.
+TEST_CASE("Under CUDA graphs the Kineto trace's graph launches tie every kernel, and host wait stays small") {
+  const RoundTrip r = round_trip({"training.cuda_graphs=true"});
+  const analysis::HtaMetrics& h = r.read.trace.hta.at(r.read.metrics.rank_index);
+  REQUIRE(h.idle_breakdown_exact.has_value());
+  const analysis::HtaStreamIdle& exact = busiest(*h.idle_breakdown_exact);
+  CHECK(exact.launched == exact.kernels);
+  const double simulated = r.sim.report.host.gpu_wait_s;
+  const double step = r.sim.report.step_time_s;
+  CHECK(simulated < 0.01 * step);  // the host's 17 us before the first kernel
+  CHECK(exact.host_wait.seconds() <= simulated);
+  CHECK(exact.idle().seconds() < 0.01 * step);
+}
