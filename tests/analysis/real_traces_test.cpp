@@ -267,3 +267,27 @@ TEST_CASE("HTA's idle breakdown is per step over the ProfilerSteps its window co
   REQUIRE(h.idle_breakdown_exact.has_value());  // its timestamps are fractional
   CHECK(h.idle_breakdown.total.launched == h.idle_breakdown.total.kernels);
 }
+
+// The same on the exact timestamps: HTA with HTA_DISABLE_NS_ROUNDING=1 prints, for the
+// ResNet-50 trace, stream 7 host_wait 355484.56 us over 1,742 gaps and kernel_wait 1414.17 us
+// over 759, stream 40 host_wait 381488.45 us over 13. HTA holds each timestamp (about 4.46e12
+// us) as a double, within half an ulp (0.5 ns) of its text, so each gap it sums is within 2 ns
+// of the exact one; stepsim's are exact picoseconds. Allowed: 2 ns a gap, and HTA's rounding to
+// two decimals.
+TEST_CASE("HTA's idle breakdown of the resnet-50 trace on the exact timestamps equals HTA's unrounded figures") {
+  const analysis::HtaMetrics h = analysis::load_trace(trace("resnet50-ddp-a100-rank0of2.json.gz")).hta.at(0);
+  REQUIRE(h.idle_breakdown_exact.has_value());
+  const auto& streams = h.idle_breakdown_exact->streams;
+  REQUIRE(streams.size() == 2);
+  const auto near = [](Time t, double printed_us, int gaps) {
+    return std::fabs(t.seconds() * 1e6 - printed_us) <= gaps * 0.002 + 0.005;
+  };
+  CHECK(streams[0].stream == 7);
+  CHECK(near(streams[0].host_wait, 355484.56, 1742));
+  CHECK(near(streams[0].kernel_wait, 1414.17, 759));
+  CHECK(streams[0].other == Time::zero());
+  CHECK(streams[1].stream == 40);
+  CHECK(near(streams[1].host_wait, 381488.45, 13));
+  CHECK(streams[1].kernel_wait == Time::zero());
+  CHECK(streams[1].other == Time::zero());
+}
