@@ -134,6 +134,54 @@ std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics&
   return out;
 }
 
+// Why the idle breakdown has no split; "" when it has one.
+std::string idle_breakdown_missing(const HtaIdleBreakdown& b) {
+  if (b.total.kernels == 0) return "no GPU kernel, memcpy or memset in HTA's window";
+  if (b.launched() == 0)
+    return "no kernel is tied by its correlation id to a launch on the CPU (cudaLaunchKernel, cudaGraphLaunch, "
+           "...), so host wait cannot be told from the rest";
+  return "";
+}
+
+double ms_per_step(Time t, std::size_t steps) { return t.seconds() * 1e3 / static_cast<double>(steps); }
+
+void write_idle_row(const std::string& label, const HtaStreamIdle& s, std::size_t steps, std::ostream& out) {
+  const Time idle = s.idle();
+  fmt::print(out, "    {:<10} {:>9.3f} {:>10.3f} {:>5.1f}% {:>10.3f} {:>5.1f}% {:>10.3f} {:>5.1f}%\n", label,
+             ms_per_step(idle, steps), ms_per_step(s.host_wait, steps), percent_of(s.host_wait, idle),
+             ms_per_step(s.kernel_wait, steps), percent_of(s.kernel_wait, idle), ms_per_step(s.other, steps),
+             percent_of(s.other, idle));
+}
+
+// HTA's idle time breakdown: one row per stream and the streams summed, ms per step and the
+// share of the stream's idle time.
+void write_idle_breakdown(const HtaMetrics& h, std::ostream& out) {
+  const HtaIdleBreakdown& b = h.idle_breakdown;
+  if (const std::string missing = idle_breakdown_missing(b); !missing.empty()) {
+    fmt::print(out, "  idle time breakdown: n/a ({})\n", missing);
+    return;
+  }
+  fmt::print(out,
+             "  idle time breakdown, ms per step over {} step{} (gaps between a stream's consecutive kernels; "
+             "kernel wait: under {:.0f} us)\n",
+             h.steps, h.steps == 1 ? "" : "s", kHtaConsecutiveKernelDelay.seconds() * 1e6);
+  fmt::print(out, "    {:<10} {:>9} {:>17} {:>17} {:>17}\n", "stream", "idle", "host wait", "kernel wait", "other");
+  for (const HtaStreamIdle& s : b.streams) write_idle_row(fmt::format("{}", s.stream), s, h.steps, out);
+  if (b.streams.size() > 1) write_idle_row("all (sum)", b.total, h.steps, out);
+  if (b.total.launched < b.total.kernels)
+    fmt::print(out, "    {} of {} kernels without a launch in the trace (never host wait)\n",
+               b.total.kernels - b.total.launched, b.total.kernels);
+  if (h.idle_breakdown_exact) {
+    const HtaStreamIdle& e = h.idle_breakdown_exact->total;
+    fmt::print(out,
+               "    on the exact timestamps (HTA_DISABLE_NS_ROUNDING=1), all streams: host wait {:.3f} ms ({:.1f}%), "
+               "kernel wait {:.3f} ms ({:.1f}%), other {:.3f} ms ({:.1f}%)\n",
+               ms_per_step(e.host_wait, h.steps), percent_of(e.host_wait, e.idle()),
+               ms_per_step(e.kernel_wait, h.steps), percent_of(e.kernel_wait, e.idle()), ms_per_step(e.other, h.steps),
+               percent_of(e.other, e.idle()));
+  }
+}
+
 void write_hta(const Analysis& a, std::ostream& out) {
   const HtaMetrics& h = a.trace.hta[a.metrics.rank_index];
   if (!h.available) {
@@ -155,6 +203,7 @@ void write_hta(const Analysis& a, std::ostream& out) {
   fmt::print(out, "  kernel types:      ");
   for (const auto& [label, pct] : kernel_type_shares(h)) fmt::print(out, "  {} {:.1f}%", label, pct);
   fmt::print(out, "\n");
+  write_idle_breakdown(h, out);
 }
 
 // Collectives grouped by (op, group, size) in order of first appearance: DDP's buckets. The
@@ -267,6 +316,55 @@ json::object step_json(const Timeline& t, const RankTimeline& rank, const StepMe
   return o;
 }
 
+json::value ratio_json(Time part, Time whole) {
+  return whole != Time::zero() ? json::value(static_cast<double>(part.ps()) / static_cast<double>(whole.ps()))
+                               : json::value(nullptr);
+}
+
+json::object stream_idle_json(const HtaStreamIdle& s, std::size_t steps) {
+  json::object o;
+  if (s.stream >= 0) o["stream"] = s.stream;
+  o["kernels"] = s.kernels;
+  o["launched_kernels"] = s.launched;
+  const auto per_step = [steps](Time t) { return t.seconds() / static_cast<double>(steps); };
+  o["idle_s"] = per_step(s.idle());
+  o["host_wait_s"] = per_step(s.host_wait);
+  o["kernel_wait_s"] = per_step(s.kernel_wait);
+  o["other_s"] = per_step(s.other);
+  o["host_wait_ratio"] = ratio_json(s.host_wait, s.idle());
+  o["kernel_wait_ratio"] = ratio_json(s.kernel_wait, s.idle());
+  o["other_ratio"] = ratio_json(s.other, s.idle());
+  o["idle_time_us"] = s.idle().seconds() * 1e6;
+  o["host_wait_us"] = s.host_wait.seconds() * 1e6;
+  o["kernel_wait_us"] = s.kernel_wait.seconds() * 1e6;
+  o["other_us"] = s.other.seconds() * 1e6;
+  return o;
+}
+
+json::object idle_breakdown_json(const HtaIdleBreakdown& b, std::size_t steps) {
+  json::object o;
+  json::array streams;
+  for (const HtaStreamIdle& s : b.streams) streams.push_back(stream_idle_json(s, steps));
+  o["streams"] = std::move(streams);
+  o["all_streams"] = stream_idle_json(b.total, steps);
+  return o;
+}
+
+json::value hta_idle_json(const HtaMetrics& h) {
+  json::object o;
+  const std::string missing = idle_breakdown_missing(h.idle_breakdown);
+  o["available"] = missing.empty();
+  o["note"] = missing.empty() ? json::value(nullptr) : json::value(missing);
+  o["steps"] = h.steps;
+  o["consecutive_kernel_delay_us"] = kHtaConsecutiveKernelDelay.seconds() * 1e6;
+  if (!missing.empty()) return o;
+  const json::object rounded = idle_breakdown_json(h.idle_breakdown, h.steps);
+  for (const auto& kv : rounded) o[kv.key()] = kv.value();
+  o["exact_timestamps"] = h.idle_breakdown_exact ? json::value(idle_breakdown_json(*h.idle_breakdown_exact, h.steps))
+                                                 : json::value(nullptr);
+  return o;
+}
+
 json::value hta_json(const HtaMetrics& h) {
   if (!h.available) return nullptr;
   json::object o;
@@ -295,6 +393,7 @@ json::value hta_json(const HtaMetrics& h) {
     kinds.push_back(std::move(k));
   }
   o["kernel_type_breakdown"] = std::move(kinds);
+  o["idle_time_breakdown"] = hta_idle_json(h);
   return o;
 }
 

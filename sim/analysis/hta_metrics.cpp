@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <unordered_map>
 
 namespace stepsim::analysis {
 namespace {
@@ -98,38 +100,52 @@ struct Rounder {
   Time end(Time start, Time end) const { return relative_us(std::floor(absolute(start) + duration(end - start))); }
 };
 
+// Which activities HTA keeps, and their times as HTA's table has them: rounded inward where
+// HTA rounds (`round`), exact otherwise.
 class Selection {
  public:
-  Selection(const HtaView& view, const std::vector<Launch>& launches) : view_(view), launches_(launches) {}
+  Selection(const HtaView& view, const std::vector<Launch>& launches, bool round)
+      : view_(view), launches_(launches), round_(round), rounder_{view.origin_us} {
+    excluded_ = view_.step_names.size() >= 2 && view_.cpu_rows > 0;
+    // No CPU ProfilerStep: HTA takes the first CPU event's start, before which nothing starts.
+    none_ = excluded_ && !view_.cpu_step;
+    last_ = start_of(view_.last_step);
+    if (excluded_)
+      for (const Launch& l : launches_)
+        if (start_of(l.at) < last_) launched_.push_back(l.correlation);
+    std::sort(launched_.begin(), launched_.end());
+  }
+
+  bool last_step_excluded() const { return excluded_; }
+  Time start_of(Time t) const { return round_ ? rounder_.start(t) : t; }
+  Time start(const HtaActivity& a) const { return start_of(a.start); }
+  Time end(const HtaActivity& a) const { return round_ ? rounder_.end(a.start, a.end) : a.end; }
+
+  bool keeps(const HtaActivity& a) const {
+    if (none_) return false;
+    if (!excluded_) return true;
+    return a.gpu_row ? std::binary_search(launched_.begin(), launched_.end(), a.correlation) : start(a) < last_;
+  }
+
+  // A CPU event of HTA's table that HTA keeps: before the last step's start when it is left out.
+  bool keeps(const Launch& l) const { return !none_ && (!excluded_ || start_of(l.at) < last_); }
 
   // The activities HTA keeps, as spans in ps, by kernel type (index: HtaKernelType).
-  std::array<std::vector<Span>, 4> select(HtaMetrics& m) const {
+  std::array<std::vector<Span>, 4> select() const {
     std::array<std::vector<Span>, 4> by_type;
-    m.rounded = view_.fractional_ts;
-    m.last_step_excluded = view_.step_names.size() >= 2 && view_.cpu_rows > 0;
-    // No CPU ProfilerStep: HTA takes the first CPU event's start, before which nothing starts.
-    if (m.last_step_excluded && !view_.cpu_step) return by_type;
-    const Rounder round{view_.origin_us};
-    const Time last = m.rounded ? round.start(view_.last_step) : view_.last_step;
-    std::vector<std::int64_t> launched;
-    if (m.last_step_excluded)
-      for (const Launch& l : launches_)
-        if ((m.rounded ? round.start(l.at) : l.at) < last) launched.push_back(l.correlation);
-    std::sort(launched.begin(), launched.end());
-    for (const HtaActivity& a : view_.activities) {
-      const Time start = m.rounded ? round.start(a.start) : a.start;
-      const Time end = m.rounded ? round.end(a.start, a.end) : a.end;
-      if (m.last_step_excluded &&
-          (a.gpu_row ? !std::binary_search(launched.begin(), launched.end(), a.correlation) : !(start < last)))
-        continue;
-      by_type[static_cast<std::size_t>(a.type)].push_back({start.ps(), end.ps()});
-    }
+    for (const HtaActivity& a : view_.activities)
+      if (keeps(a)) by_type[static_cast<std::size_t>(a.type)].push_back({start(a).ps(), end(a).ps()});
     return by_type;
   }
 
  private:
   const HtaView& view_;
   const std::vector<Launch>& launches_;
+  bool round_;
+  Rounder rounder_;
+  bool excluded_ = false, none_ = false;
+  Time last_;
+  std::vector<std::int64_t> launched_;
 };
 
 void overlap(const std::vector<Span>& comm, const std::vector<Span>& comp, HtaMetrics& m) {
@@ -186,6 +202,59 @@ void temporal(const std::array<std::vector<Span>, 4>& by_type, const std::vector
   m.non_compute = Time::from_ps(span - compute - idle);
 }
 
+// hta/analyzers/breakdown_analysis.py, get_idle_time_breakdown; see hta_metrics.hpp.
+HtaIdleBreakdown idle_breakdown(const HtaView& view, const std::vector<Launch>& launches, bool round) {
+  const Selection sel(view, launches, round);
+  HtaIdleBreakdown b;
+  b.rounded = round;
+  // Each correlation id's launch: the last CPU row with it in the file, if HTA keeps it.
+  std::unordered_map<std::int64_t, std::optional<Time>> launch_of;
+  for (const Launch& l : launches)
+    if (l.hta_row) launch_of[l.correlation] = sel.keeps(l) ? std::optional<Time>(sel.start_of(l.at)) : std::nullopt;
+  struct Kernel {
+    std::int64_t stream;
+    Time start, end;
+    std::optional<Time> launch;
+  };
+  std::vector<Kernel> kernels;
+  for (const HtaActivity& a : view.activities) {
+    if (!a.kernel_category || a.stream == -1 || !sel.keeps(a)) continue;
+    std::optional<Time> launch;
+    if (a.gpu_row)
+      if (const auto it = launch_of.find(a.correlation); it != launch_of.end()) launch = it->second;
+    kernels.push_back({a.stream, sel.start(a), sel.end(a), launch});
+  }
+  std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) {
+    return x.stream != y.stream ? x.stream < y.stream : x.start < y.start;
+  });
+  b.total.stream = -1;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const Kernel& k = kernels[i];
+    const bool first = i == 0 || kernels[i - 1].stream != k.stream;
+    if (first) b.streams.emplace_back().stream = k.stream;
+    HtaStreamIdle& s = b.streams.back();
+    ++s.kernels;
+    if (k.launch) ++s.launched;
+    if (first) continue;
+    const Time previous_end = kernels[i - 1].end;
+    const Time gap = k.start - previous_end;
+    if (k.launch && *k.launch > previous_end)
+      s.host_wait += gap;
+    else if (gap < kHtaConsecutiveKernelDelay)
+      s.kernel_wait += gap;
+    else
+      s.other += gap;
+  }
+  for (const HtaStreamIdle& s : b.streams) {
+    b.total.kernels += s.kernels;
+    b.total.launched += s.launched;
+    b.total.host_wait += s.host_wait;
+    b.total.kernel_wait += s.kernel_wait;
+    b.total.other += s.other;
+  }
+  return b;
+}
+
 }  // namespace
 
 double hta_round(double value, int decimals) {
@@ -196,13 +265,20 @@ double hta_round(double value, int decimals) {
 HtaMetrics measure_hta(const HtaView& view, const std::vector<Launch>& launches) {
   HtaMetrics m;
   m.available = true;
-  const auto by_type = Selection(view, launches).select(m);
+  m.rounded = view.fractional_ts;
+  const Selection selection(view, launches, m.rounded);
+  m.last_step_excluded = selection.last_step_excluded();
+  const auto by_type = selection.select();
   const std::vector<Span> comm = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::communication)]);
   const std::vector<Span> comp = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::computation)]);
   const std::vector<Span> memory = merge_like_hta(by_type[static_cast<std::size_t>(HtaKernelType::memory)]);
   overlap(comm, comp, m);
   kernel_types(comp, comm, memory, m);
   temporal(by_type, comp, m);
+  m.idle_breakdown = idle_breakdown(view, launches, m.rounded);
+  if (m.rounded) m.idle_breakdown_exact = idle_breakdown(view, launches, false);
+  const std::size_t named = view.step_names.size();
+  m.steps = m.last_step_excluded ? named - 1 : std::max<std::size_t>(1, named);
   return m;
 }
 

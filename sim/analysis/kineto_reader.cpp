@@ -898,7 +898,8 @@ class Handler {
     if (step) note_hta_step(gpu, start);
     if (launch) trace_.launches.push_back({event_.correlation, start});
     if (event_.stream != -1)
-      h.activities.push_back({start, end, event_.correlation, hta_kernel_type(event_.name), gpu});
+      h.activities.push_back({start, end, event_.correlation, event_.stream, hta_kernel_type(event_.name), gpu,
+                              event_.cat == Cat::kernel || event_.cat == Cat::memcpy || event_.cat == Cat::memset});
     return true;
   }
 
@@ -922,7 +923,7 @@ class Handler {
         return;
       case Cat::runtime:
         // With a dur it is already a launch (take_hta_row).
-        if (event_.correlation >= 0 && !event_.has_dur) trace_.launches.push_back({event_.correlation, start});
+        if (event_.correlation >= 0 && !event_.has_dur) trace_.launches.push_back({event_.correlation, start, false});
         if (event_.has_dur && is_kernel_launch(event_.name))
           trace_.kernel_launches.push_back({event_.tid, start, start + dur});
         return;

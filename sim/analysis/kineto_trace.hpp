@@ -64,6 +64,7 @@ struct CpuSpan {
 struct Launch {
   std::int64_t correlation = 0;
   Time at;
+  bool hta_row = true;  // with a dur, so a row of HTA's table (its idle time breakdown reads those)
 };
 
 // A CPU event on one thread: an operator (cat cpu_op, old Kineto's Operator; a ProfilerStep#N
@@ -89,8 +90,12 @@ enum class HtaKernelType : std::uint8_t { communication, memory, computation, ot
 struct HtaActivity {
   Time start, end;
   std::int64_t correlation = -1;
+  std::int64_t stream = -1;  // args.stream
   HtaKernelType type = HtaKernelType::other;
   bool gpu_row = false;  // HTA's GPU kernel: stream >= 0 and correlation >= 0
+  // Of category kernel, gpu_memcpy or gpu_memset (old Kineto: Kernel, Memcpy, Memset): the
+  // activities HTA's idle time breakdown takes.
+  bool kernel_category = false;
 };
 
 // What HTA's comm-comp overlap and breakdowns need of one trace (see hta_metrics.hpp).

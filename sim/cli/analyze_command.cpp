@@ -69,7 +69,15 @@ constexpr const char* kAnalyzeUsage =
     "                      kernels except Memcpy/Memset/dma/Sync names) are merged across streams;\n"
     "                      overlap = both at once / communication, in % to 2 decimals\n"
     "  temporal breakdown  idle, compute and non-compute time over the span of those activities\n"
-    "  kernel types        time computation, communication and memory run alone or overlapping";
+    "  kernel types        time computation, communication and memory run alone or overlapping\n"
+    "  idle breakdown      per CUDA stream and summed over them, ms per step (the window's time over\n"
+    "                      the ProfilerSteps it covers) and share of idle: the gap before each\n"
+    "                      kernel, memcpy or memset on its stream is host wait when its launch\n"
+    "                      (the CPU event with its correlation id: cudaLaunchKernel, one\n"
+    "                      cudaGraphLaunch for a graph's kernels) began after the previous one\n"
+    "                      ended, else kernel wait under 30 us, else other (another stream, an\n"
+    "                      event); where timestamps are rounded, also on the exact ones; n/a\n"
+    "                      when no kernel is tied to a launch";
 
 constexpr const char* kAnalyzeExamples =
     "  stepsim analyze rank0.json.gz\n"
