@@ -26,6 +26,10 @@ struct SweepSpec {
   // and merge check, so that rows of another sweep are never taken for this one's).
   std::size_t points = 0;
   std::uint64_t sweep_id = 0;
+  // Set by prepare() where an axis varies `cluster`: the keys the scenario's own cluster section
+  // writes (io::carried_cluster_sets), which every point applies on its cluster preset before
+  // --set, as plan applies them on each --cluster.
+  std::vector<std::string> cluster_sets;
 };
 
 enum class Status { ok, invalid, oom, error };
