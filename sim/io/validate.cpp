@@ -632,14 +632,30 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
 }
 
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
-// refuses --tp-comm-overlap without it) and only with a TP group to talk to.
+// refuses --tp-comm-overlap without it) and only with a TP group to talk to; its copies go over
+// NVLink, so every TP group lies inside one NVLink domain: at most a domain's GPUs, and none
+// across a domain's boundary (TP groups of 16 on 72-GPU racks: ranks 64 to 79 span two).
 void check_tp_overlap(const Scenario& s, const Checker& c) {
   if (!s.tensor_parallel.comm_overlap) return;
   c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
-  c.require(s.parallel.tp <= s.cluster.domain_gpus(), "/tensor_parallel/comm_overlap",
+  const int domain = s.cluster.domain_gpus();
+  c.require(s.parallel.tp <= domain, "/tensor_parallel/comm_overlap",
             "needs the TP group inside one NVLink domain (tp {} > {} GPUs per domain): the overlap copies over "
             "NVLink",
-            s.parallel.tp, s.cluster.domain_gpus());
+            s.parallel.tp, domain);
+  const TpStraddle straddle = tp_straddle(s.parallel.tp, s.parallel.gpus(), domain);
+  if (straddle.first >= 0) {
+    const long long first = straddle.first * s.parallel.tp, last = first + s.parallel.tp - 1;
+    const long long d0 = first / domain, d1 = last / domain;
+    c.fail("/tensor_parallel/comm_overlap",
+           fmt::format("needs every TP group inside one NVLink domain (the overlap copies over NVLink), but {} of {} "
+                       "TP groups of {} ranks span two domains of {} GPUs: {}TP group {} (ranks {} to {}) spans "
+                       "NVLink domains {} (GPUs {} to {}) and {} (GPUs {} to {}); choose a tp that divides {}, or "
+                       "turn the overlap off",
+                       straddle.crossing, straddle.groups, s.parallel.tp, domain,
+                       straddle.crossing > 1 ? "the first, " : "", straddle.first, first, last, d0, d0 * domain,
+                       d0 * domain + domain - 1, d1, d1 * domain, d1 * domain + domain - 1, domain));
+  }
   c.require(s.parallel.sequence_parallel, "/tensor_parallel/comm_overlap",
             "needs \"sequence_parallel\": true (Transformer Engine overlaps the AllGather and ReduceScatter of "
             "sequence parallelism)");
@@ -1043,6 +1059,25 @@ bool runs_context_parallel(const Scenario& s) {
   // check_context_parallel's kernels and check_simulated's features.
   return fused_attention(s.training.attention) && !s.model.latent_attention() && s.model.mtp_layers == 0 &&
          s.model.sliding_window == 0;
+}
+
+TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
+  TpStraddle out;
+  if (tp <= 0 || domain_gpus <= 0) return out;
+  out.groups = ranks / tp;
+  // Which groups cross repeats every lcm(tp, domain) ranks: domain / gcd groups.
+  const long long period = domain_gpus / std::gcd(tp, domain_gpus);
+  const auto crosses = [&](long long g) { return g * tp / domain_gpus != (g * tp + tp - 1) / domain_gpus; };
+  long long per_period = 0, in_rest = 0;
+  const long long rest = out.groups % period;
+  for (long long g = 0; g < period && g < out.groups; ++g)
+    if (crosses(g)) {
+      ++per_period;
+      if (g < rest) ++in_rest;
+      if (out.first < 0) out.first = g;
+    }
+  out.crossing = out.groups / period * per_period + in_rest;
+  return out;
 }
 
 bool runs_tp_overlap(const Scenario& s) { return !s.model.latent_attention(); }
