@@ -370,6 +370,19 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
       if (!refused) refused = e;
     }
   }
+  // A --set that only a searched precision takes (training.fp8_scaling current beside the
+  // scenario's bf16): the base at the first searched precision that loads, as a file of that
+  // precision would give it; the precisions it refuses are then noted as not searched.
+  if (!user_sets(spec, "training.precision"))
+    for (const std::string& precision : spec.precisions)
+      for (auto sets : tries) {
+        sets.push_back("training.precision=" + precision);
+        try {
+          (void)io::load_scenario(spec.scenario, sets);
+          return sets;
+        } catch (const InputError&) {
+        }
+      }
   refuse_micro_batch(spec, tries);
   throw *refused;
 }

@@ -65,6 +65,7 @@ SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus
   }
   if (cluster.gpu_hour_price > 0) s.sets.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
   s.gpus = gpus;
+  s.precisions = spec.precisions;
   return s;
 }
 
