@@ -325,8 +325,27 @@ void check_fabrics(const ClusterSpec& cl, const Checker& c) {
 
 // An NVLink domain is whole nodes joined by NVLink Switch trays: a node's GPUs share its
 // fabric, and only a switched fabric reaches past the node.
+// A domain that is no whole number of nodes where a --set gave the node size after what gave the
+// domain (the file, the cluster preset, a --set of the whole cluster): that assignment changed
+// it, and is named, with where the domain came from.
 void check_domain(const ClusterSpec& cl, const Checker& c) {
   if (cl.nvlink_domain == 0) return;
+  if (cl.nvlink_domain % cl.gpus_per_node != 0) {
+    const std::string node_set = c.assignment_of("/cluster/gpus_per_node");
+    const std::string domain_set = c.assignment_of("/cluster/nvlink_domain");
+    if (node_set.size() > domain_set.size()) {
+      std::string from = domain_set.empty() ? "" : " (a --set)";
+      if (lookup_preset("clusters", cl.name) != nullptr && domain_set != "/cluster/nvlink_domain") {
+        ClusterSpec preset;
+        read_cluster(preset, boost::json::value(boost::json::string(cl.name)), Reader("presets", true));
+        if (preset.nvlink_domain == cl.nvlink_domain) from = fmt::format(" of the {} preset", cl.name);
+      }
+      c.fail(node_set, fmt::format("gives nodes of {} GPUs, and the cluster's NVLink domain (cluster.nvlink_domain{}) "
+                                   "is {} GPUs, no whole number of them: also set cluster.nvlink_domain to a multiple "
+                                   "of {}",
+                                   cl.gpus_per_node, from, cl.nvlink_domain, cl.gpus_per_node));
+    }
+  }
   c.require(cl.nvlink_domain % cl.gpus_per_node == 0, "/cluster/nvlink_domain",
             "must be a whole number of nodes of {} GPUs, got {}", cl.gpus_per_node, cl.nvlink_domain);
   c.require(cl.nvlink_domain == cl.gpus_per_node || cl.intra_node.fabric == IntraFabric::nvswitch,
