@@ -7,6 +7,7 @@
 #include <functional>
 #include <ostream>
 
+#include "io/on_cluster.hpp"
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/plan.hpp"
@@ -14,18 +15,12 @@
 namespace stepsim::cli {
 namespace {
 
-// The scenario's assignments on the preset NAME: the --set cluster keys described the scenario's
-// own cluster and are left out (applied on NAME they would change it, as a section's keys apply
-// after the section whatever their order).
-std::vector<std::string> sets_for(const std::vector<std::string>& sets, const std::string& spec) {
-  std::vector<std::string> out;
-  for (const std::string& set : sets)
-    if (!set.starts_with("cluster=") && !set.starts_with("cluster.")) out.push_back(set);
-  // NAME or NAME@PRICE, as plan's --cluster takes it.
-  const sweep::PlanCluster cluster = sweep::parse_cluster_spec(spec, "--compare-cluster");
-  // Keep the GPU count: the cluster preset brings its own node count, which load_scenario derives again.
-  out.push_back("cluster=" + cluster.name);
-  out.push_back("cluster.nodes=0");
+// The scenario's assignments on the preset of "NAME" or "NAME@PRICE" (as plan's --cluster takes
+// it): the preset with the scenario's own cluster keys, of its file and of --set, carried to it
+// as plan carries them (io::sets_on_cluster), and the price of @PRICE.
+std::vector<std::string> sets_for(const std::vector<std::string>& sets, const std::vector<std::string>& carried,
+                                  const sweep::PlanCluster& cluster) {
+  std::vector<std::string> out = io::sets_on_cluster(cluster.name, carried, sets);
   if (cluster.gpu_hour_price > 0) out.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
   return out;
 }
@@ -68,15 +63,21 @@ std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, cons
                                             const Scenario& scenario, const Report& own,
                                             const std::vector<std::string>& others) {
   std::vector<ClusterColumn> columns{{scenario.cluster.name, own}};
-  for (const std::string& spec : sweep::split_cluster_lists(others)) {
-    const std::vector<std::string> with_cluster = sets_for(sets, spec);
+  const std::vector<std::string> clusters = sweep::split_cluster_lists(others);
+  if (clusters.empty()) return columns;
+  const std::vector<std::string> carried =
+      io::carried_cluster_sets(input, sets, "--compare-cluster", "compare without --compare-cluster");
+  for (const std::string& spec : clusters) {
+    const sweep::PlanCluster cluster = sweep::parse_cluster_spec(spec, "--compare-cluster");
     Scenario s;
     try {
-      s = io::load_scenario(input, with_cluster);
-    } catch (const InputError& e) {
-      // The cluster keys come from this flag (the user's own --set cluster keys are left out):
-      // their error is the flag's. Any other names its key and where its value came from.
-      const bool flag = e.file() == "--set" && (e.where() == "cluster" || e.where().starts_with("cluster."));
+      s = io::load_scenario(input, sets_for(sets, carried, cluster));
+    } catch (const InputError& error) {
+      // The preset and the node count come from this flag: their error is the flag's. Any other
+      // names its key and where its value came from, the scenario's file for a key its cluster
+      // section carried.
+      const InputError e = io::carried_key_error(error, input, carried, sets);
+      const bool flag = e.file() == "--set" && (e.where() == "cluster" || e.where() == "cluster.nodes");
       throw InputError("<command line>", "--compare-cluster", spec + ": " + (flag ? e.message() : e.what()));
     }
     check_nodes_carry(scenario, s, spec);

@@ -19,8 +19,11 @@ struct ClusterColumn {
 // The scenario (as read once, with sets; `scenario` as loaded) simulated again on each "NAME" or
 // "NAME@PRICE" (price of one GPU-hour) in `others`, or in their comma-separated lists, each parsed
 // as plan's --cluster is (sweep::parse_cluster_spec); the first column is the scenario's own
-// cluster. Variation given by node is refused on a cluster with other GPUs (or, for failed NICs,
-// other NICs) per node, naming its key: node N would be other hardware there.
+// cluster. The keys of the scenario's own cluster (its file's cluster section and the --set
+// cluster keys, but the preset and the node count) carry to each preset as plan carries them
+// (io::sets_on_cluster): the scenario's own preset as a column runs exactly the scenario. Variation given by node is
+// refused on a cluster with other GPUs (or, for failed NICs, other NICs) per node, naming its key: node N would be
+// other hardware there.
 std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,
                                             const Scenario& scenario, const Report& own,
                                             const std::vector<std::string>& others);

@@ -1,9 +1,11 @@
 // `stepsim collective`: predicted time, algbw and busbw of one collective per size, printed
 // like an nccl-tests table, with the (algorithm, protocol) pair NCCL would choose.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/options.hpp"
@@ -45,13 +47,33 @@ constexpr const char* kCollectiveExamples =
 
 // The table as nccl-tests prints it, with the calibrated rows' model beside them and, with -v,
 // every candidate pair.
+// Where the communicator lies over NVLink domains larger than a node, and, where it lies
+// unevenly, how it is costed: as an even group of its emptiest domain's size (README).
+std::string domain_text(const CollectivePrediction& p) {
+  const int domain = p.cluster.domain_gpus();
+  if (domain == p.cluster.gpus_per_node) return "";
+  const std::vector<int>& d = p.domain_ranks;
+  const bool even = std::ranges::all_of(d, [&](int n) { return n == d.front(); });
+  if (even) return fmt::format(" in {} NVLink domain(s) of {} GPUs, {} ranks per domain", d.size(), domain, d.front());
+  // Runs of equal counts: "3 x 72 + 4".
+  std::vector<std::string> runs;
+  for (std::size_t i = 0; i < d.size();) {
+    std::size_t j = i;
+    while (j < d.size() && d[j] == d[i]) ++j;
+    runs.push_back(j - i > 1 ? fmt::format("{} x {}", j - i, d[i]) : std::to_string(d[i]));
+    i = j;
+  }
+  return fmt::format(
+      " in {} NVLink domain(s) of {} GPUs holding {} ranks; costed as an even group of its emptiest domain's size: "
+      "{} ranks as {} domain(s) of {}",
+      d.size(), domain, fmt::join(runs, " + "), p.shape.ranks, p.shape.nodes, p.shape.ranks_per_node);
+}
+
+// The table as nccl-tests prints it, with the calibrated rows' model beside them and, with -v,
+// every candidate pair.
 void print_table(const CollectivePrediction& p, std::ostream& out) {
-  const std::string domains = p.cluster.domain_gpus() == p.cluster.gpus_per_node
-                                  ? ""
-                                  : fmt::format(" in {} NVLink domain(s) of {} GPUs, {} ranks per domain",
-                                                p.shape.nodes, p.cluster.domain_gpus(), p.shape.ranks_per_node);
   out << fmt::format("# stepsim collective {} on {} GPUs of {} ({} node(s){})\n", to_string(p.op), p.gpus,
-                     p.cluster.name, p.cluster.nodes, domains);
+                     p.cluster.name, p.cluster.nodes, domain_text(p));
   if (p.rounded > 0 || p.dropped > 0)
     out << fmt::format("# as nccl-tests runs them: {} size(s) rounded down to whole float elements{}{}\n", p.rounded,
                        p.op == CollOp::allgather || p.op == CollOp::reducescatter || p.op == CollOp::alltoall

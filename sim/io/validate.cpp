@@ -325,8 +325,27 @@ void check_fabrics(const ClusterSpec& cl, const Checker& c) {
 
 // An NVLink domain is whole nodes joined by NVLink Switch trays: a node's GPUs share its
 // fabric, and only a switched fabric reaches past the node.
+// A domain that is no whole number of nodes where a --set gave the node size after what gave the
+// domain (the file, the cluster preset, a --set of the whole cluster): that assignment changed
+// it, and is named, with where the domain came from.
 void check_domain(const ClusterSpec& cl, const Checker& c) {
   if (cl.nvlink_domain == 0) return;
+  if (cl.nvlink_domain % cl.gpus_per_node != 0) {
+    const std::string node_set = c.assignment_of("/cluster/gpus_per_node");
+    const std::string domain_set = c.assignment_of("/cluster/nvlink_domain");
+    if (node_set.size() > domain_set.size()) {
+      std::string from = domain_set.empty() ? "" : " (a --set)";
+      if (lookup_preset("clusters", cl.name) != nullptr && domain_set != "/cluster/nvlink_domain") {
+        ClusterSpec preset;
+        read_cluster(preset, boost::json::value(boost::json::string(cl.name)), Reader("presets", true));
+        if (preset.nvlink_domain == cl.nvlink_domain) from = fmt::format(" of the {} preset", cl.name);
+      }
+      c.fail(node_set, fmt::format("gives nodes of {} GPUs, and the cluster's NVLink domain (cluster.nvlink_domain{}) "
+                                   "is {} GPUs, no whole number of them: also set cluster.nvlink_domain to a multiple "
+                                   "of {}",
+                                   cl.gpus_per_node, from, cl.nvlink_domain, cl.gpus_per_node));
+    }
+  }
   c.require(cl.nvlink_domain % cl.gpus_per_node == 0, "/cluster/nvlink_domain",
             "must be a whole number of nodes of {} GPUs, got {}", cl.gpus_per_node, cl.nvlink_domain);
   c.require(cl.nvlink_domain == cl.gpus_per_node || cl.intra_node.fabric == IntraFabric::nvswitch,
@@ -632,14 +651,30 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
 }
 
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
-// refuses --tp-comm-overlap without it) and only with a TP group to talk to.
+// refuses --tp-comm-overlap without it) and only with a TP group to talk to; its copies go over
+// NVLink, so every TP group lies inside one NVLink domain: at most a domain's GPUs, and none
+// across a domain's boundary (TP groups of 16 on 72-GPU racks: ranks 64 to 79 span two).
 void check_tp_overlap(const Scenario& s, const Checker& c) {
   if (!s.tensor_parallel.comm_overlap) return;
   c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
-  c.require(s.parallel.tp <= s.cluster.domain_gpus(), "/tensor_parallel/comm_overlap",
+  const int domain = s.cluster.domain_gpus();
+  c.require(s.parallel.tp <= domain, "/tensor_parallel/comm_overlap",
             "needs the TP group inside one NVLink domain (tp {} > {} GPUs per domain): the overlap copies over "
             "NVLink",
-            s.parallel.tp, s.cluster.domain_gpus());
+            s.parallel.tp, domain);
+  const TpStraddle straddle = tp_straddle(s.parallel.tp, s.parallel.gpus(), domain);
+  if (straddle.first >= 0) {
+    const long long first = straddle.first * s.parallel.tp, last = first + s.parallel.tp - 1;
+    const long long d0 = first / domain, d1 = last / domain;
+    c.fail("/tensor_parallel/comm_overlap",
+           fmt::format("needs every TP group inside one NVLink domain (the overlap copies over NVLink), but {} of {} "
+                       "TP groups of {} ranks span two domains of {} GPUs: {}TP group {} (ranks {} to {}) spans "
+                       "NVLink domains {} (GPUs {} to {}) and {} (GPUs {} to {}); choose a tp that divides {}, or "
+                       "turn the overlap off",
+                       straddle.crossing, straddle.groups, s.parallel.tp, domain,
+                       straddle.crossing > 1 ? "the first, " : "", straddle.first, first, last, d0, d0 * domain,
+                       d0 * domain + domain - 1, d1, d1 * domain, d1 * domain + domain - 1, domain));
+  }
   c.require(s.parallel.sequence_parallel, "/tensor_parallel/comm_overlap",
             "needs \"sequence_parallel\": true (Transformer Engine overlaps the AllGather and ReduceScatter of "
             "sequence parallelism)");
@@ -1043,6 +1078,25 @@ bool runs_context_parallel(const Scenario& s) {
   // check_context_parallel's kernels and check_simulated's features.
   return fused_attention(s.training.attention) && !s.model.latent_attention() && s.model.mtp_layers == 0 &&
          s.model.sliding_window == 0;
+}
+
+TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
+  TpStraddle out;
+  if (tp <= 0 || domain_gpus <= 0) return out;
+  out.groups = ranks / tp;
+  // Which groups cross repeats every lcm(tp, domain) ranks: domain / gcd groups.
+  const long long period = domain_gpus / std::gcd(tp, domain_gpus);
+  const auto crosses = [&](long long g) { return g * tp / domain_gpus != (g * tp + tp - 1) / domain_gpus; };
+  long long per_period = 0, in_rest = 0;
+  const long long rest = out.groups % period;
+  for (long long g = 0; g < period && g < out.groups; ++g)
+    if (crosses(g)) {
+      ++per_period;
+      if (g < rest) ++in_rest;
+      if (out.first < 0) out.first = g;
+    }
+  out.crossing = out.groups / period * per_period + in_rest;
+  return out;
 }
 
 bool runs_tp_overlap(const Scenario& s) { return !s.model.latent_attention(); }

@@ -51,6 +51,16 @@ bool splits_over_tp(const ModelSpec& m, int tp);
 // multi-token prediction or sliding-window attention, which are not simulated with it yet.
 bool runs_context_parallel(const Scenario& s);
 
+// TP groups (`tp` consecutive ranks, TP innermost) over `ranks` ranks laid out on NVLink domains
+// of `domain_gpus` consecutive GPUs: how many of them span two or more domains, and the first
+// such group's index (-1 where none does).
+struct TpStraddle {
+  long long groups = 0;    // TP groups in all
+  long long crossing = 0;  // of them spanning two or more domains
+  long long first = -1;    // the first of those
+};
+TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus);
+
 // TP communication overlap, besides what the layout gives it (tp > 1 inside one NVLink domain,
 // sequence parallelism): not with latent attention, not simulated with it yet.
 bool runs_tp_overlap(const Scenario& s);

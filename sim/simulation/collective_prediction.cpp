@@ -220,13 +220,34 @@ double busbw_gbps(const CollectiveRow& r, CollOp op, int gpus) {
   return t > 0 ? r.size.as_double() / t * collectives::bus_factor(op, gpus) * 1e-9 : 0.0;
 }
 
+namespace {
+// The GPU of each rank: K ranks on the first GPUs of each node.
+std::vector<int> communicator_gpus(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node) {
+  const int per_node = ranks_per_node.value_or(std::min(gpus, cluster.gpus_per_node));
+  std::vector<int> out;
+  out.reserve(static_cast<std::size_t>(gpus));
+  for (int r = 0; r < gpus; ++r) out.push_back(r / per_node * cluster.gpus_per_node + r % per_node);
+  return out;
+}
+}  // namespace
+
 collectives::GroupShape communicator_shape(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node) {
   const int per_node = ranks_per_node.value_or(std::min(gpus, cluster.gpus_per_node));
   if (cluster.domain_gpus() == cluster.gpus_per_node) return {gpus, (gpus + per_node - 1) / per_node, per_node};
-  std::vector<int> ranks;
-  ranks.reserve(static_cast<std::size_t>(gpus));
-  for (int r = 0; r < gpus; ++r) ranks.push_back(r / per_node * cluster.gpus_per_node + r % per_node);
-  return parallelism::shape_of(ranks, cluster.domain_gpus());
+  return parallelism::shape_of(communicator_gpus(cluster, gpus, ranks_per_node), cluster.domain_gpus());
+}
+
+std::vector<int> communicator_domain_ranks(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node) {
+  std::vector<int> out;
+  int domain = -1;
+  for (const int gpu : communicator_gpus(cluster, gpus, ranks_per_node)) {
+    if (gpu / cluster.domain_gpus() != domain) {
+      domain = gpu / cluster.domain_gpus();
+      out.push_back(0);
+    }
+    ++out.back();
+  }
+  return out;
 }
 
 CollectivePrediction predict_collective(const CollectiveQuery& q) {
@@ -238,6 +259,7 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
   const CollectivesSpec forced = forced_choice(q);
   const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster, forced);
   out.shape = communicator_shape(out.cluster, q.gpus, q.ranks_per_node);
+  out.domain_ranks = communicator_domain_ranks(out.cluster, q.gpus, q.ranks_per_node);
   const std::vector<Bytes> asked = sizes(q);
   std::vector<TestShape> shapes;
   for (Bytes s : asked) {

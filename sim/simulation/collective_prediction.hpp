@@ -49,7 +49,12 @@ struct CollectivePrediction {
   CollOp op = CollOp::allreduce;
   ClusterSpec cluster;  // the cluster holding the communicator
   int gpus = 0;
-  collectives::GroupShape shape;  // over the NVLink domains that hold its ranks
+  // How it is costed over the NVLink domains that hold its ranks: an uneven placement as an even
+  // group of its emptiest domain's size (parallelism::shape_of), so not always where it lies.
+  collectives::GroupShape shape;
+  // Where it lies: the ranks of each NVLink domain holding some, in domain order (76 GPUs on
+  // NVL72 racks: 72 and 4).
+  std::vector<int> domain_ranks;
   std::vector<CollectiveRow> rows;
   // Sizes that nccl-tests rounds down (to whole float elements; for AllGather, ReduceScatter
   // and AllToAll to per-rank counts a multiple of four), and sizes that round to nothing.
@@ -60,6 +65,9 @@ struct CollectivePrediction {
 // K ranks on the first GPUs of each node (all of a node's without K), costed over the NVLink
 // domains that hold them (a GB200 NVL72 rack's 18 trays of 4 are one domain).
 collectives::GroupShape communicator_shape(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node);
+// The same K ranks on the first GPUs of each node: how many each NVLink domain holding some
+// holds, in domain order.
+std::vector<int> communicator_domain_ranks(const ClusterSpec& cluster, int gpus, std::optional<int> ranks_per_node);
 
 // The errors of a value of --gpus, --ranks-per-node or --factor out of range, given as `text`:
 // the range checks of predict_collective give them, and so does the command line for a value

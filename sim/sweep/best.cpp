@@ -465,7 +465,10 @@ void check_precisions(const SweepSpec& spec, const std::vector<std::string>& pre
 
 void check_calibration(const SweepSpec& spec) { (void)load_calibration(load_base(spec)); }
 
-BestResult search_best(const SweepSpec& spec, unsigned jobs, bool progress, const SearchSpace& space) {
+BestResult search_best(const SweepSpec& given, unsigned jobs, bool progress, const SearchSpace& space) {
+  // The base scenario may load at a searched precision (SweepSpec::precisions).
+  SweepSpec spec = given;
+  if (spec.precisions.empty()) spec.precisions = space.precisions;
   check_calibration(spec);
   if (!fixes(spec, "training.precision")) check_precisions(spec, space.precisions);
   BestResult result;
@@ -562,9 +565,11 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
       << "): " << limiting_factor(best.ranked.front().second) << "\n";
 }
 
-void print_best(const SweepSpec& spec, std::size_t k, unsigned jobs, bool progress, std::ostream& out,
+void print_best(const SweepSpec& given, std::size_t k, unsigned jobs, bool progress, std::ostream& out,
                 SearchSpace space) {
   space.keep = k;
+  SweepSpec spec = given;
+  if (spec.precisions.empty()) spec.precisions = space.precisions;
   write_best(spec, search_best(spec, jobs, progress, space), k, out);
 }
 

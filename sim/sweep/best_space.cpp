@@ -195,11 +195,12 @@ bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
   return user_sets(spec, "parallel.sequence_parallel") ? base.parallel.sequence_parallel : tp > 1;
 }
 
-// Transformer Engine's TP overlap where it can run: sequence parallelism, TP inside one NVLink
-// domain, a model it is simulated with (not latent attention).
+// Transformer Engine's TP overlap where it can run: sequence parallelism, every TP group of the
+// --gpus ranks inside one NVLink domain, a model it is simulated with (not latent attention).
 bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
   return !user_sets(spec, "tensor_parallel.comm_overlap") && tp > 1 && tp <= base.cluster.domain_gpus() &&
-         sequence_parallel(spec, base, tp) && io::runs_tp_overlap(base);
+         io::tp_straddle(tp, spec.gpus, base.cluster.domain_gpus()).first < 0 && sequence_parallel(spec, base, tp) &&
+         io::runs_tp_overlap(base);
 }
 
 // Expert parallelism for a mixture of experts the user's --set leaves it to: powers of two
@@ -369,6 +370,19 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
       if (!refused) refused = e;
     }
   }
+  // A --set that only a searched precision takes (training.fp8_scaling current beside the
+  // scenario's bf16): the base at the first searched precision that loads, as a file of that
+  // precision would give it; the precisions it refuses are then noted as not searched.
+  if (!user_sets(spec, "training.precision"))
+    for (const std::string& precision : spec.precisions)
+      for (auto sets : tries) {
+        sets.push_back("training.precision=" + precision);
+        try {
+          (void)io::load_scenario(spec.scenario, sets);
+          return sets;
+        } catch (const InputError&) {
+        }
+      }
   refuse_micro_batch(spec, tries);
   throw *refused;
 }

@@ -10,8 +10,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "io/embedded_files.hpp"
-#include "io/json_document.hpp"
+#include "io/on_cluster.hpp"
 #include "io/presets.hpp"
 #include "io/reader.hpp"
 #include "io/scenario_loader.hpp"
@@ -54,17 +53,19 @@ std::string bucket_text(const Scenario& s) {
 SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus) {
   SweepSpec s;
   s.scenario = spec.scenario;
-  // The preset first, then the keys the scenario's own cluster section writes, so that they and
-  // the user's --set cluster.KEY change it; its node count last, derived from the layout again;
-  // the price of NAME@PRICE over a --set or scenario one. The scenario's own cluster is as it is.
-  if (!cluster.own) {
-    s.sets.push_back("cluster=" + cluster.name);
-    s.sets.insert(s.sets.end(), spec.cluster_sets.begin(), spec.cluster_sets.end());
+  // A --cluster preset with the keys the scenario's own cluster section writes, so that they and
+  // the user's --set cluster.KEY change it (io::sets_on_cluster); the scenario's own cluster as
+  // it is; the node count derived from the layout again; the price of NAME@PRICE over a --set or
+  // scenario one.
+  if (cluster.own) {
+    s.sets = spec.sets;
+    s.sets.push_back("cluster.nodes=0");
+  } else {
+    s.sets = io::sets_on_cluster(cluster.name, spec.cluster_sets, spec.sets);
   }
-  s.sets.insert(s.sets.end(), spec.sets.begin(), spec.sets.end());
-  s.sets.push_back("cluster.nodes=0");
   if (cluster.gpu_hour_price > 0) s.sets.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
   s.gpus = gpus;
+  s.precisions = spec.precisions;
   return s;
 }
 
@@ -80,26 +81,10 @@ void add_budget(const PlanSpec& spec, PlanRow& row) {
   if (spec.deadline_days > 0) row.deadline_tokens = tokens_per_s * spec.deadline_days * kSecondsPerDay;
 }
 
-// The name of the scenario in errors.
-std::string scenario_name(const io::ScenarioInput& scenario) {
-  return scenario.path.empty() ? std::string("<default>") : scenario.path;
-}
-
-// Whether `where` (an InputError's place, "cluster.inter_node.nics_per_node") lies under the
-// key of the assignment `set` ("cluster.inter_node={...}").
-bool under_key(const std::string& where, const std::string& set) {
-  const std::string key = set.substr(0, set.find('='));
-  return where == key || where.starts_with(key + ".") || where.starts_with(key + "[");
-}
-
 // `e`, a refusal of a key the scenario's cluster section carried to a --cluster preset (not one
 // the user's --set gave) said of the scenario, where "--set" names it.
 InputError of_carried_key(const PlanSpec& spec, const InputError& e) {
-  const auto carried = [&](const std::vector<std::string>& sets) {
-    return std::ranges::any_of(sets, [&](const std::string& set) { return under_key(e.where(), set); });
-  };
-  if (e.file() != "--set" || e.where() == "cluster" || !carried(spec.cluster_sets) || carried(spec.sets)) return e;
-  return InputError(scenario_name(spec.scenario), e.where(), e.message());
+  return io::carried_key_error(e, spec.scenario, spec.cluster_sets, spec.sets);
 }
 
 // `body`, its refusals said of the cluster: it came from --cluster, not from a key the user
@@ -340,16 +325,9 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
                      "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5 (or a scenario, whose own "
                      "cluster is then planned)");
   if (spec.clusters.empty()) spec.clusters.push_back(PlanCluster{"", 0, true});
-  for (const auto& [key, value] : scenario_cluster_keys(spec.scenario)) {
-    if (spec.clusters.front().own || key == "preset" || key == "nodes") continue;
-    if (key == "gpu")
-      throw InputError(scenario_name(spec.scenario), "cluster.gpu",
-                       fmt::format("the scenario's cluster has a GPU of its own ({}), which would replace the GPU of "
-                                   "every --cluster: plan its cluster alone (without --cluster), or swap every "
-                                   "cluster's GPU with --set cluster.gpu=...",
-                                   value));
-    spec.cluster_sets.push_back("cluster." + key + "=" + value);
-  }
+  if (!spec.clusters.front().own)
+    spec.cluster_sets =
+        io::carried_cluster_sets(spec.scenario, spec.sets, "--cluster", "plan its cluster alone (without --cluster)");
   if (request.max_layouts < 0 || request.max_layouts > 1000000)
     throw max_layouts_error(std::to_string(request.max_layouts));
   spec.max_layouts = static_cast<std::size_t>(request.max_layouts);
@@ -366,27 +344,6 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
                                        "cluster without @PRICE",
                                        set));
   return spec;
-}
-
-std::vector<std::pair<std::string, std::string>> scenario_cluster_keys(const io::ScenarioInput& scenario) {
-  boost::json::value document;
-  try {
-    std::optional<std::string> text = scenario.text;
-    if (!text && !scenario.path.empty()) text = io::read_scenario_input(scenario.path).text;
-    if (const io::EmbeddedFile* example =
-            text || scenario.path.empty() ? nullptr : io::lookup_preset("examples", scenario.path))
-      text = std::string(example->text);
-    if (!text) return {};  // the default scenario, or a name that loading it refuses
-    document = io::parse_json(*text, scenario_name(scenario));
-  } catch (const InputError&) {
-    return {};  // loading it refuses it, with the place
-  }
-  const boost::json::value* cluster = document.is_object() ? document.as_object().if_contains("cluster") : nullptr;
-  std::vector<std::pair<std::string, std::string>> out;
-  if (cluster == nullptr || !cluster->is_object()) return out;
-  for (const auto& [key, value] : cluster->as_object())
-    out.emplace_back(std::string(key), boost::json::serialize(value));
-  return out;
 }
 
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,

@@ -26,7 +26,8 @@ struct PlanSpec {
   io::ScenarioInput scenario;     // the job: model, sequence, global batch (path "": the default)
   std::vector<std::string> sets;  // --set, applied on every cluster
   // The keys the scenario's own cluster section writes but its preset and node count, as
-  // "cluster.KEY=VALUE": applied on every --cluster preset before --set, as --set would apply them.
+  // "cluster.KEY=VALUE" (io::carried_cluster_sets): applied on every --cluster preset before
+  // --set, as --set would apply them.
   std::vector<std::string> cluster_sets;
   double tokens = 0;              // the token budget; 0: none
   double deadline_days = 0;       // 0: none
@@ -61,11 +62,6 @@ InputError max_layouts_error(const std::string& text);
 // with --cluster, its cluster section's keys carry to every cluster (PlanSpec::cluster_sets)
 // but its GPU, which would replace every cluster's own: refused, naming the key.
 PlanSpec make_plan_spec(const PlanRequest& request);
-
-// The keys `scenario`'s own text writes in its cluster section, each with its value as JSON
-// text ("inter_node", "{\"oversubscription\":4}"), in the order written; none where the section
-// is a preset's name alone (or the scenario is the embedded default).
-std::vector<std::pair<std::string, std::string>> scenario_cluster_keys(const io::ScenarioInput& scenario);
 
 // One cluster at one GPU count.
 struct PlanRow {

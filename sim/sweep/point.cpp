@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "io/on_cluster.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
@@ -141,8 +142,10 @@ std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
 Scenario load_point(const SweepSpec& spec, const std::vector<std::string>& sets) {
   try {
     return io::load_scenario(spec.scenario, sets);
-  } catch (const InputError& e) {
-    if (e.file() != "--set") throw;
+  } catch (const InputError& error) {
+    // A key the scenario's cluster section carried to a varied cluster is the scenario's.
+    const InputError e = io::carried_key_error(error, spec.scenario, spec.cluster_sets, spec.sets);
+    if (e.file() != "--set") throw e;
     // Named --vary from a spec file too: a file's rows are those of the same --vary flags.
     const bool varied = std::ranges::any_of(spec.axes, [&](const Axis& a) { return under(e.where(), a.key); });
     if (varied) throw InputError("--vary", e.where(), e.message());
@@ -197,6 +200,10 @@ void prepare(SweepSpec& spec) {
                          spec.axes[j].file.empty() ? std::string("the key is varied twice")
                                                    : fmt::format("the key is varied twice ({} line {} varies it too)",
                                                                  spec.axes[j].file, spec.axes[j].line));
+  // A varied cluster preset carries the scenario's own cluster keys, as plan's --cluster does.
+  if (std::ranges::any_of(spec.axes, [](const Axis& a) { return a.key == "cluster"; }))
+    spec.cluster_sets = io::carried_cluster_sets(spec.scenario, spec.sets, "--vary cluster",
+                                                 "sweep its cluster alone (without --vary cluster)");
   // A row names its varied keys beside its own columns: one name may not be both.
   SweepSpec fixed = spec;
   fixed.axes.clear();
@@ -225,7 +232,10 @@ void prepare(SweepSpec& spec) {
 
 std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std::string>& values, std::string& dp,
                                     std::string& problem) {
-  std::vector<std::string> sets = spec.sets;
+  // The carried cluster keys first, so that --set wins; a varied preset ("cluster=NAME") applies
+  // before them whatever the order (io::ordered_sets).
+  std::vector<std::string> sets = spec.cluster_sets;
+  sets.insert(sets.end(), spec.sets.begin(), spec.sets.end());
   for (std::size_t i = 0; i < spec.axes.size(); ++i) sets.push_back(spec.axes[i].key + "=" + values[i]);
   if (spec.gpus == 0) return sets;
   const auto tp = assigned_degree(sets, "tp").value_or(spec.base_tp);

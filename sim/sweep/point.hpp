@@ -26,6 +26,15 @@ struct SweepSpec {
   // and merge check, so that rows of another sweep are never taken for this one's).
   std::size_t points = 0;
   std::uint64_t sweep_id = 0;
+  // The precisions a best-configuration search chooses from (SearchSpace::precisions, plan's
+  // --precision; empty: the scenario's own): where the scenario refuses its own precision
+  // beside the user's --set (training.fp8_scaling current on a bf16 scenario), the search's base
+  // loads with the first of them it accepts, as it would from a file of that precision.
+  std::vector<std::string> precisions;
+  // Set by prepare() where an axis varies `cluster`: the keys the scenario's own cluster section
+  // writes (io::carried_cluster_sets), which every point applies on its cluster preset before
+  // --set, as plan applies them on each --cluster.
+  std::vector<std::string> cluster_sets;
 };
 
 enum class Status { ok, invalid, oom, error };

@@ -1,5 +1,6 @@
 // `simulate --compare-cluster`: the same job on other clusters, side by side, with cost and
 // energy per million tokens from each cluster's price and board power.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -148,29 +149,123 @@ TEST_CASE("A trace format without a trace file is refused") {
         "that file\n");
 }
 
-// A --set cluster key describes the scenario's own cluster: the compared one is its preset (a
-// section's keys now apply after the section whatever their order, so they are left out of it).
-TEST_CASE("A cluster comparison runs the other preset as it is, without the scenario's cluster keys") {
-  Scratch scratch("compare-cluster-own-keys");
-  const auto run = scratch.run(
-      "simulate --set cluster.gpu_hour_price=2 --set cluster.gpu=a100-sxm4-80gb --set cluster.intra_node.nvls=false "
-      "--compare-cluster dgx-h200-ndr");
+namespace {
+
+// The cells of a row of the comparison table ("step time": "15.075 s" per column).
+std::vector<std::string> comparison_row(const std::string& out, const std::string& label) {
+  const auto table = out.find("same job on other clusters");
+  if (table == std::string::npos) return {};
+  const auto at = out.find("  " + label + "  ", table);
+  if (at == std::string::npos) return {};
+  // Cells are right-aligned, two spaces or more apart; a cell has single spaces ("0.419 s").
+  const std::string line = out.substr(at + label.size() + 2, out.find('\n', at) - at - label.size() - 2);
+  std::vector<std::string> cells;
+  for (std::size_t i = line.find_first_not_of(' '); i != std::string::npos;) {
+    const std::size_t end = line.find("  ", i);
+    cells.push_back(line.substr(i, end == std::string::npos ? std::string::npos : end - i));
+    i = end == std::string::npos ? end : line.find_first_not_of(' ', end);
+  }
+  return cells;
+}
+
+// The step time the report's table gives, as the comparison writes it ("step time   418.813 ms"
+// -> "0.419 s").
+std::string own_step(const std::string& out) {
+  const auto at = out.find("step time");
+  if (at == std::string::npos) return "";
+  std::istringstream line(out.substr(at + 9, out.find('\n', at) - at - 9));
+  double number = 0;
+  std::string unit;
+  line >> number >> unit;
+  return fmt::format("{:.3f} s", unit == "ms" ? number / 1000 : number);
+}
+
+// A GB200 NVL72 job with 8-GPU NVLink domains and a slower NVLink (90 GB/s): on its own cluster
+// preset as a column it is the job itself, the domain and the link carried (they were dropped:
+// 0.087 s beside the job's 0.419 s), and on GB300 it is the job with the preset swapped and the
+// same keys kept.
+const char* kSlowLink = R"({
+  "model": "llama3-8b",
+  "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 8, "intra_node": {"bandwidth": "90 GB/s"}},
+  "parallel": {"tp": 8, "pp": 1, "dp": 2, "sequence_parallel": true},
+  "training": {"framework": "megatron", "global_batch": 2, "micro_batch": 1, "precision": "bf16"},
+  "data_parallel": {"kind": "zero1"}
+})";
+
+}  // namespace
+
+TEST_CASE("A job compared against its own cluster gives exactly its own step time, its cluster keys carried") {
+  Scratch scratch("compare-cluster-own");
+  scratch.write("slow.json", kSlowLink);
+  const auto run = scratch.run("simulate slow.json --compare-cluster gb200-nvl72,gb300-nvl72");
   INFO(run.err);
   REQUIRE(run.status == 0);
-  const std::string table = run.out.substr(run.out.find("same job on other clusters"));
-  const auto price = table.find("GPU-hour price");
-  REQUIRE(price != std::string::npos);
-  // The scenario's own cluster at 2 per GPU-hour, dgx-h200-ndr without a price.
-  CHECK(table.substr(price, table.find('\n', price) - price).ends_with("2                   -"));
-  const auto same = scratch.run("simulate --compare-cluster dgx-h200-ndr");
-  const auto other_step = [](const std::string& out) {
-    const std::string t = out.substr(out.find("same job on other clusters"));
-    const auto at = t.find("step time");
-    return t.substr(at, t.find('\n', at) - at);
-  };
-  // The H200 cluster's step time, the last column, is the one it has beside the default cluster.
-  const std::string with_keys = other_step(run.out), without = other_step(same.out);
-  CHECK(with_keys.substr(with_keys.rfind(' ')) == without.substr(without.rfind(' ')));
+  const std::vector<std::string> steps = comparison_row(run.out, "step time");
+  REQUIRE(steps.size() == 3);
+  CHECK(steps[0] == own_step(run.out));
+  CHECK(steps[1] == steps[0]);
+  const auto swapped = scratch.run(
+      "simulate slow.json --set cluster=gb300-nvl72 --set cluster.nvlink_domain=8 "
+      "--set 'cluster.intra_node.bandwidth=90 GB/s'");
+  INFO(swapped.err);
+  REQUIRE(swapped.status == 0);
+  CHECK(steps[2] == own_step(swapped.out));
+}
+
+// The validation run mb260401-gb200-dsv3-mxfp8 places 64 GPUs of each 72-GPU rack
+// (nvlink_domain 64): its own preset as a column once ran 72-GPU domains (28.358 s beside the
+// job's 15.075 s), and GB300 19.012 s where the same placement on GB300 gives 14.988 s (14.249 s
+// while gb300 carried the H100's FP8 GEMM fraction, 0.525, which MXFP8 runs at).
+TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on the GB300 preset") {
+  Scratch scratch("compare-cluster-dsv3");
+  const std::string dsv3 =
+      std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-gb200-dsv3-mxfp8.json";
+  const auto run = scratch.run("simulate " + dsv3 + " --compare-cluster gb200-nvl72,gb300-nvl72");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const std::vector<std::string> steps = comparison_row(run.out, "step time");
+  REQUIRE(steps.size() == 3);
+  CHECK(steps[0] == "15.075 s");
+  CHECK(steps[1] == "15.075 s");
+  CHECK(steps[2] == "14.988 s");
+  const auto swapped = scratch.run("simulate " + dsv3 + " --set cluster=gb300-nvl72 --set cluster.nvlink_domain=64");
+  REQUIRE(swapped.status == 0);
+  CHECK(own_step(swapped.out) == steps[2]);
+}
+
+// A key the scenario's cluster section writes that another preset cannot take (a domain of 12
+// GPUs is three GB200 trays of 4, no whole number of DGX B200's nodes of 8) is refused naming
+// the key and the file it came from, as plan refuses it.
+TEST_CASE("A cluster key that the compared cluster cannot take is refused as plan refuses it") {
+  Scratch scratch("compare-cluster-refused");
+  scratch.write("d12.json", R"({"model": "llama3-8b", "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 12},
+    "parallel": {"tp": 4, "pp": 1, "dp": 6},
+    "training": {"framework": "megatron", "global_batch": 24, "micro_batch": 1, "precision": "bf16"}})");
+  const auto run = scratch.run("simulate d12.json --compare-cluster dgx-b200");
+  CHECK(run.status == 2);
+  CHECK(run.err ==
+        "stepsim: error: <command line>: --compare-cluster: dgx-b200: d12.json: cluster.nvlink_domain: must be a whole "
+        "number of nodes of 8 GPUs, got 12\n");
+  CHECK(run.out.empty());
+  const auto plan = scratch.run("plan d12.json --tokens 1B --gpus 24 --cluster dgx-b200");
+  CHECK(plan.status == 2);
+  CHECK(plan.err.find("d12.json: cluster.nvlink_domain: must be a whole number of nodes of 8 GPUs, got 12") !=
+        std::string::npos);
+}
+
+// The --set cluster keys are the scenario's own cluster's too: carried to each compared preset
+// as plan carries them (a price included, where NAME@PRICE gives none).
+TEST_CASE("A cluster comparison carries the --set cluster keys to each preset, as plan does") {
+  Scratch scratch("compare-cluster-own-keys");
+  const auto run = scratch.run(
+      "simulate --set cluster.gpu_hour_price=2 --set cluster.intra_node.nvls=false --compare-cluster dgx-h200-ndr");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(comparison_row(run.out, "GPU-hour price") == std::vector<std::string>{"2", "2"});
+  const auto h200 = scratch.run(
+      "simulate --set cluster=dgx-h200-ndr --set cluster.gpu_hour_price=2 --set cluster.intra_node.nvls=false");
+  REQUIRE(h200.status == 0);
+  CHECK(comparison_row(run.out, "step time").back() == own_step(h200.out));
 }
 
 // A key that the other cluster makes wrong is named, with where its value came from: 5 of a

@@ -76,6 +76,29 @@ TEST_CASE("stepsim collective says how many NVLink domains a communicator spans"
   CHECK(run.out.find("(36 node(s) in 2 NVLink domain(s) of 72 GPUs, 72 ranks per domain)") != std::string::npos);
 }
 
+// 76 GPUs on NVL72 racks, 4 a tray, fill one rack and a tray of the next: two domains of 72 and
+// 4 ranks, costed as an even group of the emptiest domain's 4 (76 = 19 x 4: nineteen domains
+// of 4). 100 GPUs hold 72 and 28; 28 does not divide 100: two domains of 28. The header once
+// printed the costing as the placement ("19 NVLink domain(s)", "28 ranks per domain").
+TEST_CASE("stepsim collective prints where an uneven communicator lies and, apart, how it is costed") {
+  const testing::Scratch dir("nvlink-domain-uneven");
+  const testing::Run rack_and_tray =
+      dir.run("collective allreduce --cluster gb200-nvl72 --gpus 76 --ranks-per-node 4 --size 1GiB");
+  REQUIRE(rack_and_tray.status == 0);
+  CHECK(rack_and_tray.out.find("(19 node(s) in 2 NVLink domain(s) of 72 GPUs holding 72 + 4 ranks; costed as an even "
+                               "group of its emptiest domain's size: 76 ranks as 19 domain(s) of 4)") !=
+        std::string::npos);
+  const testing::Run hundred =
+      dir.run("collective allreduce --cluster gb200-nvl72 --gpus 100 --ranks-per-node 4 --size 1GiB");
+  REQUIRE(hundred.status == 0);
+  CHECK(hundred.out.find("(25 node(s) in 2 NVLink domain(s) of 72 GPUs holding 72 + 28 ranks; costed as an even "
+                         "group of its emptiest domain's size: 56 ranks as 2 domain(s) of 28)") != std::string::npos);
+  const testing::Run racks =
+      dir.run("collective allreduce --cluster gb200-nvl72 --gpus 220 --ranks-per-node 4 --size 1GiB");
+  REQUIRE(racks.status == 0);
+  CHECK(racks.out.find("in 4 NVLink domain(s) of 72 GPUs holding 3 x 72 + 4 ranks") != std::string::npos);
+}
+
 TEST_CASE(
     "DeepSeek-V3 at EP 64 in one NVL72 rack keeps its all-to-alls on NVLink and EP 128 over two racks uses NICs") {
   const Report rack = deepseek(64);

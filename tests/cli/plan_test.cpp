@@ -761,3 +761,39 @@ TEST_CASE("plan's table gives the first refusal when no layout fits") {
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+
+// FP8 current scaling is a recipe of FP8: with --precision fp8 the search runs FP8 only, and
+// --set training.fp8_scaling=current asks what a scenario file of FP8 with current scaling asks.
+// It was refused against the default scenario's bf16 before --precision applied. The oracle:
+// the same request with the precision fixed by --set instead of searched.
+TEST_CASE("plan and sweep --best take --set training.fp8_scaling=current when --precision searches fp8") {
+  const Scratch dir("plan-fp8-scaling");
+  const std::string job = "--model llama3-8b --tokens 1B --gpus 8 --cluster dgx-b200 --max-layouts 8 ";
+  const auto searched = plan_rows(dir, job + "--precision fp8 --set training.fp8_scaling=current");
+  const auto fixed = plan_rows(dir, job + "--set training.precision=fp8 --set training.fp8_scaling=current");
+  REQUIRE(searched.size() == 1);
+  REQUIRE(fixed.size() == 1);
+  for (const char* key : {"status", "tp", "pp", "dp", "precision", "step_time_s"}) {
+    INFO(key);
+    CHECK(searched[0].as_object().at(key) == fixed[0].as_object().at(key));
+  }
+  // bf16 searched beside fp8 is left out, as with the recipe in a file.
+  const auto both = plan_rows(dir, job + "--precision bf16,fp8 --set training.fp8_scaling=current");
+  REQUIRE(both.size() == 1);
+  CHECK(both[0].as_object().at("precision") == "fp8");
+  const Run best = dir.run(
+      "sweep --set model=llama3-8b --set cluster=dgx-b200 --set training.fp8_scaling=current --best 2 --gpus 8 "
+      "--precision bf16,fp8");
+  INFO(best.err);
+  CHECK(best.status == 0);
+  CHECK(best.out.find("note: bf16 is not searched: training.fp8_scaling current is a recipe of fp8") !=
+        std::string::npos);
+  // Without fp8 searched, the recipe is refused, naming the key.
+  const Run none = dir.run("plan " + job + "--precision bf16 --set training.fp8_scaling=current");
+  CHECK(none.status == 2);
+  CHECK(none.err.find("training.fp8_scaling") != std::string::npos);
+}
+
+}  // namespace stepsim

@@ -82,6 +82,27 @@ TEST_CASE("every GPU preset states each efficiency of the compute model") {
   }
 }
 
+// Blackwell Ultra (B300, GB300) has Blackwell's tensor-core generation and no run of its own to
+// fit: its FP8 and FP4 GEMM fractions are the same-form Blackwell part's fitted ones (B200's on
+// the B300, GB200's on the GB300), not the H100's FP8 figure, which made GB300 2.06x GB200 on
+// NVFP4 GEMMs where the FP4 peaks differ by 1.5x.
+TEST_CASE("the Blackwell Ultra GPU presets carry Blackwell's fitted FP8 and FP4 GEMM fractions") {
+  const auto gpu = [](const char* name) {
+    GpuSpec g;
+    io::read_gpu(g, boost::json::value(boost::json::string(name)), io::Reader("test", true));
+    return g;
+  };
+  const GpuSpec b200 = gpu("b200"), gb200 = gpu("gb200"), b300 = gpu("b300"), gb300 = gpu("gb300");
+  CHECK(b300.efficiency.fp8_gemm_max == b200.efficiency.fp8_gemm_max);
+  CHECK(b300.efficiency.fp4_gemm_max == b200.efficiency.fp4_gemm_max);
+  CHECK(gb300.efficiency.fp8_gemm_max == gb200.efficiency.fp8_gemm_max);
+  CHECK(gb300.efficiency.fp4_gemm_max == gb200.efficiency.fp4_gemm_max);
+  // The large NVFP4 GEMM's rate, fraction times peak, is then the peaks' ratio: 15000 / 10000.
+  CHECK(gb300.efficiency.fp4_gemm_max * gb300.flops.fp4.tflops() /
+            (gb200.efficiency.fp4_gemm_max * gb200.flops.fp4.tflops()) ==
+        Approx(1.5));
+}
+
 TEST_CASE("the GPU presets carry the datasheet figures") {
   const Scenario a100 = io::load_scenario_text(
       R"({"model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": {"global_batch": 1}})", "t.json");

@@ -436,3 +436,29 @@ TEST_CASE("an error naming text with a NUL prints it escaped, whole") {
   CHECK(e.where() == "/k\\u0000");
   CHECK(e.message() == "got \\u0000\\u0000");
 }
+
+// Transformer Engine's TP overlap copies over NVLink: a TP group across two NVLink domains has
+// no NVLink between its halves. TP groups of 16 consecutive ranks on 72-GPU racks: group 4,
+// ranks 64 to 79, spans racks 0 and 1 (72 = 4·16 + 8); the tp <= 72 check let it through.
+TEST_CASE("TP communication overlap is refused when a TP group crosses an NVLink domain's boundary") {
+  const auto straddle = [](int dp) {
+    return R"({ "model": "llama3-70b", "cluster": "gb200-nvl72",
+      "parallel": {"tp": 16, "pp": 1, "dp": )" +
+           std::to_string(dp) + R"(, "sequence_parallel": true},
+      "training": {"framework": "megatron", "global_batch": 36, "micro_batch": 1, "precision": "fp8"},
+      "data_parallel": {"kind": "zero1"}, "tensor_parallel": {"comm_overlap": true} })";
+  };
+  CHECK(error_in(straddle(9)) ==
+        "scenario.json: /tensor_parallel/comm_overlap: needs every TP group inside one NVLink domain (the overlap "
+        "copies over NVLink), but 1 of 9 TP groups of 16 ranks span two domains of 72 GPUs: TP group 4 (ranks 64 to "
+        "79) spans NVLink domains 0 (GPUs 0 to 71) and 1 (GPUs 72 to 143); choose a tp that divides 72, or turn the "
+        "overlap off");
+  // Four racks: the boundary at 144 falls between groups, those at 72 and 216 inside groups 4 and 13.
+  CHECK(error_in(straddle(18))
+            .find("but 2 of 18 TP groups of 16 ranks span two domains of 72 GPUs: the first, TP "
+                  "group 4 (ranks 64 to 79)") != std::string::npos);
+  // Four groups fill 64 GPUs of one rack: none crosses.
+  CHECK(error_in(straddle(4)) == "no error");
+  // TP 8 divides the rack: none crosses on two racks.
+  CHECK(error_in(straddle(9), {"parallel.tp=8", "parallel.dp=18"}) == "no error");
+}

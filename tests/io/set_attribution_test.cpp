@@ -106,3 +106,26 @@ TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's
         "--set: cluster.intra_node.nvls: NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the "
         "switch)");
 }
+
+// The node size a --set gives against the NVLink domain the cluster preset brought: the file
+// wrote neither key, so the --set is named, and where the domain's 72 GPUs came from (it once
+// named the file's /cluster/nvlink_domain, which the file never wrote).
+TEST_CASE("a --set node size that the preset's NVLink domain does not hold whole is named by --set") {
+  const std::string rack = R"({ "model": "llama3-8b", "cluster": {"preset": "gb200-nvl72"},
+    "parallel": {"tp": 8, "dp": 2, "sequence_parallel": true},
+    "training": {"framework": "megatron", "global_batch": 2, "micro_batch": 1} })";
+  CHECK(attributed_error({"cluster.gpus_per_node=16"}, rack) ==
+        "--set: cluster.gpus_per_node: gives nodes of 16 GPUs, and the cluster's NVLink domain (cluster.nvlink_domain "
+        "of the gb200-nvl72 preset) is 72 GPUs, no whole number of them: also set cluster.nvlink_domain to a multiple "
+        "of 16");
+  // A domain the file writes is the file's, and the --set still changed what made it wrong.
+  const std::string half = R"({ "model": "llama3-8b", "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 36},
+    "parallel": {"tp": 8, "dp": 2, "sequence_parallel": true},
+    "training": {"framework": "megatron", "global_batch": 2, "micro_batch": 1} })";
+  CHECK(attributed_error({"cluster.gpus_per_node=8"}, half) ==
+        "--set: cluster.gpus_per_node: gives nodes of 8 GPUs, and the cluster's NVLink domain (cluster.nvlink_domain) "
+        "is 36 GPUs, no whole number of them: also set cluster.nvlink_domain to a multiple of 8");
+  // Both by --set: the domain's own assignment is named, as before.
+  CHECK(attributed_error({"cluster.gpus_per_node=16", "cluster.nvlink_domain=72"}, rack) ==
+        "--set: cluster.nvlink_domain: must be a whole number of nodes of 16 GPUs, got 72");
+}

@@ -710,12 +710,30 @@ def list_items():
     print("list items named by place; huge integers at their pointer; gpus=2**31 in --gpus's words")
 
 
+def plan_fp8_scaling_set():
+    """FP8 current scaling given in sets while precision searches FP8: planned as the command line
+    plans it, the same rows as training.precision fp8 given in sets (it was refused against the
+    default scenario's bf16 before the searched precision applied)."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.json")
+        cli("plan", "--model", "llama3-8b", "--tokens", "1B", "--gpus", "8", "--cluster", "dgx-b200",
+            "--set", "training.precision=fp8", "--set", "training.fp8_scaling=current", "--max-layouts", "8",
+            "-o", rows)
+        with open(rows) as f:
+            want = json.load(f)
+    got = records(stepsim.plan(model="llama3-8b", tokens="1B", gpus=8, cluster="dgx-b200", precision="fp8",
+                               sets={"training.fp8_scaling": "current"}, max_layouts=8))
+    assert len(got) == len(want) == 1 and want[0]["status"] == "ok", want
+    for key in ("status", "tp", "pp", "dp", "precision", "step_time_s"):
+        assert got[0][key] == want[0][key], f"{key}: {got[0][key]!r} != {want[0][key]!r}"
+    print(f"plan with fp8_scaling in sets: step {got[0]['step_time_s']} s, as training.precision fp8 in sets")
+
 CASES = {f.__name__: f for f in [plan_empty_flags, list_items, default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,
                                  vendored_package, unholdable_values, nul_in_scenario_paths,
-                                 collective_empty_sweep]}
+                                 collective_empty_sweep, plan_fp8_scaling_set]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

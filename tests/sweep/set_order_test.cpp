@@ -67,3 +67,32 @@ TEST_CASE("the dp a sweep derives from --gpus follows the TP the point runs") {
     CHECK(row.report->step_time_s == stepsim::simulate(s).report.step_time_s);
   }
 }
+
+// A varied cluster preset carries the keys the scenario's own cluster section writes, as plan's
+// --cluster does: the scenario's own preset as a point is the scenario itself (its 8-GPU
+// NVLink domains and slower NVLink were dropped), and another preset is the scenario with the
+// preset swapped and the same keys kept.
+TEST_CASE("a sweep varying the cluster carries the scenario's own cluster keys to each preset") {
+  const std::string text = R"({
+    "model": "llama3-8b",
+    "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 8, "intra_node": {"bandwidth": "90 GB/s"}},
+    "parallel": {"tp": 8, "pp": 1, "dp": 2, "sequence_parallel": true},
+    "training": {"framework": "megatron", "global_batch": 2, "micro_batch": 1, "precision": "bf16"},
+    "data_parallel": {"kind": "zero1"} })";
+  SweepSpec spec;
+  spec.scenario = stepsim::io::ScenarioInput{"slow.json", text};
+  spec.axes.emplace_back("cluster", std::vector<std::string>{"gb200-nvl72", "gb300-nvl72"});
+  stepsim::sweep::prepare(spec);
+  REQUIRE(spec.points == 2);
+  const stepsim::sweep::PointResult own = stepsim::sweep::run_point(spec, 0);
+  INFO(own.reason);
+  REQUIRE(own.report);
+  CHECK(own.report->step_time_s ==
+        stepsim::simulate(stepsim::io::load_scenario_text(text, "slow.json")).report.step_time_s);
+  const stepsim::sweep::PointResult other = stepsim::sweep::run_point(spec, 1);
+  INFO(other.reason);
+  REQUIRE(other.report);
+  const stepsim::Scenario swapped = stepsim::io::load_scenario_text(
+      text, "slow.json", {"cluster=gb300-nvl72", "cluster.nvlink_domain=8", R"(cluster.intra_node.bandwidth=90 GB/s)"});
+  CHECK(other.report->step_time_s == stepsim::simulate(swapped).report.step_time_s);
+}
