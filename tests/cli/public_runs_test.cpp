@@ -146,7 +146,9 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   // Transformer Engine's FP8 weights were counted at 2 bytes. Four MoE runs (Qwen3 235B-A22B on
   // 64 B200, GPT-OSS 120B and Qwen3 30B-A3B at micro-batch 4 on B200, DeepSeek-V3 on GB200)
   // were on it while a Megatron-Core MoE layer was counted keeping the expert outputs its
-  // combine sums, which Megatron-Core weighs in the experts and keeps no more.
+  // combine sums, which Megatron-Core weighs in the experts and keeps no more. Llama 3 70B under
+  // Megatron-FSDP on GB200 stays on it, a close call that the allocator's estimated reserve decides
+  // (178.6 GiB of live tensors).
   const std::set<std::string> known = {"mb260401-gb200-llama3-70b-fp8cs-fsdp"};
   CHECK(does_not_fit == known);
   check_stated(groups, {{"gpu b200", 0.1132},
