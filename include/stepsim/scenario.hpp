@@ -59,7 +59,7 @@ enum class Fusion { fused, eager };
 // eager (PyTorch's cross_entropy on the fp32 upcast of the logits outside torch.compile; with
 // TP, DTensor's loss_parallel) or compiled (the same under torch.compile: one kernel each way,
 // the softmax recomputed in the backward).
-enum class CrossEntropy { fused, unfused, eager, compiled };
+enum class CrossEntropy { fused, unfused, eager, compiled, te };
 // The framework that runs the step (training.framework): it sets the kernel keys above as it
 // runs them and the CPU's cost to issue an operator (stepsim/framework.hpp). unspecified keeps
 // the keys' own defaults and charges each kernel its launch alone.

@@ -294,10 +294,12 @@ constexpr KeyDoc kDocs[] = {
     {"training.cross_entropy", "",
      "`fused` (one kernel over the logits), `unfused` (Megatron's vocab-parallel cross entropy: fp32 copy, max, "
      "subtract, exp, sum and divide as separate kernels), `eager` (PyTorch's cross_entropy on the fp32 upcast "
-     "logits outside torch.compile, with TP DTensor's loss_parallel: fp32 buffers of the logits' size) or "
-     "`compiled` (the same under torch.compile: the logits kept, the softmax recomputed in the backward)",
-     "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`); torchtitan's loss: `eager` before 2025, "
-     "`compiled` with `--training.compile` since"},
+     "logits outside torch.compile, with TP DTensor's loss_parallel: fp32 buffers of the logits' size), "
+     "`compiled` (the same under torch.compile: the logits kept, the softmax recomputed in the backward) or `te` "
+     "(Transformer Engine's `parallel_cross_entropy`: the gradient written into the logits in the forward, the "
+     "logits alone kept; timed as `fused`)",
+     "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`; with `--cross-entropy-fusion-impl te`: `te`); "
+     "torchtitan's loss: `eager` before 2025, `compiled` with `--training.compile` since"},
     {"training.memory_headroom", "bytes",
      "memory `fits` leaves free beyond the modelled peak in use (allocator reserve, CUDA context and NCCL buffers "
      "included); `sweep`, `--best` and the advice drop what does not fit with it",

@@ -113,7 +113,8 @@ std::span<const EnumName<CrossEntropy>> enum_names(Tag<CrossEntropy>) {
   static constexpr EnumName<CrossEntropy> names[] = {{"fused", CrossEntropy::fused},
                                                      {"unfused", CrossEntropy::unfused},
                                                      {"eager", CrossEntropy::eager},
-                                                     {"compiled", CrossEntropy::compiled}};
+                                                     {"compiled", CrossEntropy::compiled},
+                                                     {"te", CrossEntropy::te}};
   return names;
 }
 

@@ -69,9 +69,36 @@ double clamped_fc1(const LayerShape& s) {
   return static_cast<double>(s.routed_tokens() * s.etp * s.expert_fc1_out) * s.act_bytes;
 }
 
+// The activation's output that ungated experts keep for the product with the probabilities
+// when Megatron-Core weighs the copies in the experts (below); gated experts weigh them in
+// the fused activation, which keeps no output.
+double weighted_output(const LayerShape& s) {
+  const bool gated = s.expert_fc1_out > s.expert_ffn;
+  if (!s.weighs_in_experts || gated) return 0.0;
+  return static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * static_cast<double>(s.act_bytes);
+}
+
+// What weighing the routed copies by their router probabilities keeps. Megatron-Core weighs
+// them in the experts (Megatron-LM 2659630721, 2025-04-09; TEGroupedMLP.bias_act_func at
+// 4415119414, 2026-05): gated experts in the fused activation (weighted_bias_swiglu_impl and
+// weighted_bias_quick_geglu_impl, whose WeightedSwiGLUFunction saves its input, counted with
+// the experts, and the fp32 probabilities), others by multiplying the activation's output by
+// the probabilities (which keeps that output and the probabilities); the unpermutation then
+// sums the expert outputs unweighted (moe_utils.unpermute without probs: only its index map
+// is saved). Elsewhere the expert outputs are weighted in the combine, which keeps them, top_k
+// copies of each token's hidden state.
+double routing_weights(const LayerShape& s) {
+  constexpr double fp32 = 4.0;
+  const double routed = static_cast<double>(s.routed_tokens() * s.etp);
+  if (!s.weighs_in_experts)
+    return static_cast<double>(s.norm_tokens() * s.top_k * s.hidden) * static_cast<double>(s.act_bytes);
+  return routed * fp32 + weighted_output(s);
+}
+
 // What an MoE MLP keeps for its backward: the router's fp32 probabilities, each routed copy's
-// expert input, activation input (and its clamped copy) and fc2 input, the expert outputs the
-// unpermutation sums, and the shared experts' fc1 output and fc2 input.
+// expert input, activation input (and its clamped copy) and fc2 input, what weighing the
+// copies by their probabilities keeps (routing_weights), and the shared experts' fc1 output
+// and fc2 input.
 double moe_activations(const LayerShape& s) {
   const double ab = s.act_bytes;
   const double in = s.saved_input_bytes;  // the expert GEMMs' inputs, as their Linear layers keep them
@@ -81,7 +108,7 @@ double moe_activations(const LayerShape& s) {
   const double experts =
       routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in) +
       clamped_fc1(s);
-  const double combine = n * static_cast<double>(s.top_k) * h * ab;
+  const double combine = routing_weights(s);
   const double shared = n * static_cast<double>(s.shared_experts) *
                         (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in);
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
@@ -94,7 +121,8 @@ double moe_activations(const LayerShape& s) {
 // keys and values (core_attn_out's hook frees them, the attention's saved copies with them).
 // mlp (dense layers): fc1's input, activation input and fc2's input. moe_act: the routed
 // experts' activation output, fc2's input (TE's fc2 saves it unquantized for this,
-// set_save_original_input), and the clamped copy of fc1's output.
+// set_save_original_input), the clamped copy of fc1's output and ungated experts' weighted
+// activation output (weighted_output).
 double selective_savings(const LayerShape& s) {
   const double ab = s.act_bytes;
   const double in = s.saved_input_bytes;
@@ -112,7 +140,7 @@ double selective_savings(const LayerShape& s) {
   if (s.recomputes(RecomputeModule::mlp) && !s.moe())
     saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
   if (s.recomputes(RecomputeModule::moe_act) && s.moe())
-    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in + clamped_fc1(s);
+    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in + clamped_fc1(s) + weighted_output(s);
   return saved;
 }
 

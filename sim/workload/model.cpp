@@ -25,7 +25,9 @@ bool learned_positions(const LayerShape& s) { return !s.llama_style; }
 // Eager (torchtitan: logits.float() before cross_entropy): the upcast (read, write fp32),
 // then log-softmax (read, write fp32). Unfused (Megatron's vocab-parallel cross entropy):
 // the upcast, max (read), subtract, exp and divide in place (read, write each) and the sum
-// (read).
+// (read). Transformer Engine's (te) is charged as the fused one: its two passes read the bf16
+// logits twice and write the gradient once, the fused loss's 6 bytes a bf16 logit; its
+// backward, an in-place scaling (4 bytes a logit), is still charged the fused backward's.
 double loss_bytes(const LayerShape& s) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
@@ -56,7 +58,11 @@ OpCost loss_op(const std::string& name, long long logits, const LayerShape& s) {
 //   TP, DTensor's loss_parallel computes the softmax gradient in separate ops (exp of the
 //   output, its product with the gradient's sum, the difference): one more fp32 buffer;
 // - compiled (torch.compile): the kernels keep the logits themselves and recompute the
-//   softmax in the backward, writing the gradient in the logits' precision.
+//   softmax in the backward, writing the gradient in the logits' precision;
+// - te (Transformer Engine's parallel_cross_entropy, Megatron-Core's cross_entropy_fusion_impl
+//   "te"): CrossEntropyFunction.forward writes the gradient into the logits in place
+//   (triton/cross_entropy.py, cross_entropy_forward) and saves them; its backward scales them
+//   in place (cross_entropy_backward): the logits alone are kept, nothing is added.
 struct LossMemory {
   double kept = 0;
   double backward = 0;
@@ -70,6 +76,8 @@ LossMemory loss_memory(const LayerShape& s) {
       return {fp32, s.tp > 1 ? 3.0 * fp32 : 2.0 * fp32};
     case CrossEntropy::compiled:
       return {a, a};
+    case CrossEntropy::te:
+      return {a, 0.0};
     case CrossEntropy::fused:
     case CrossEntropy::unfused:
       break;

@@ -120,6 +120,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.clamps_swiglu = m.swiglu_limit > 0;
   s.unfused_rope = m.yarn_factor > 1;
   s.cached_weights = traits_of(sc.training.framework).megatron_core;
+  s.weighs_in_experts = traits_of(sc.training.framework).megatron_core;
   s.repeats_kv = traits_of(sc.training.framework).torchtitan_attention && !s.mla();
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;

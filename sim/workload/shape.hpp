@@ -41,6 +41,11 @@ struct LayerShape {
   // Quantized weights reused after a step's first micro-batch (the framework's
   // megatron_core): LayerWork::first_forward quantizes them, forward does not.
   bool cached_weights = false;
+  // Megatron-Core weighs each routed copy by its router probability inside the experts (the
+  // framework's megatron_core; Megatron-LM 2659630721, 2025-04-09, "Memory efficient token
+  // permutation": TEGroupedMLP's weighted activation) and sums the expert outputs unweighted,
+  // so the combine keeps no expert output for the probabilities' gradient.
+  bool weighs_in_experts = false;
   bool unfused_loss = false;  // Megatron's unfused vocab-parallel cross entropy (training.cross_entropy)
   // How the loss runs: training.cross_entropy, eager whenever the element-wise work is.
   CrossEntropy loss = CrossEntropy::fused;

@@ -174,3 +174,25 @@ TEST_CASE("query and key norms keep the query and key they normed, and their inv
   sc.model.qk_norm = false;
   CHECK(stepsim::workload::build_work(sc).layer.activations.count() == full);
 }
+
+// Transformer Engine's parallel_cross_entropy (Megatron-Core's cross_entropy_fusion_impl "te")
+// writes the gradient into the bf16 logits in its forward and saves them; its backward scales
+// them in place (transformer_engine/pytorch/cross_entropy.py, triton/cross_entropy.py). Llama 3
+// 70B at micro-batch 2 of 8192 tokens, TP 1: the head keeps the final norm's input and the
+// head's input, 2 · 16,384 · 8192 · 2 bytes = 536,870,912, and the logits, 16,384 · 128,256 · 2
+// = 4,202,692,608 bytes: 4,739,563,520 in all, and its backward adds nothing. The fused loss
+// keeps the fp32 softmax, 4 bytes a logit, and casts its gradient back, 2 more.
+TEST_CASE("Transformer Engine's cross entropy keeps the logits holding their gradient and adds nothing") {
+  stepsim::ModelSpec m = st::llama3_70b();
+  m.seq_len = 8192;
+  m.vocab = 128256;
+  stepsim::Scenario s = st::scenario(m, 1, 2);
+  s.training.cross_entropy = stepsim::CrossEntropy::te;
+  const auto te = stepsim::workload::build_work(s);
+  CHECK(te.post.activations.count() == 4739563520LL);
+  CHECK(te.post.backward_working.count() == 0);
+  s.training.cross_entropy = stepsim::CrossEntropy::fused;
+  const auto fused = stepsim::workload::build_work(s);
+  CHECK(fused.post.activations.count() == 536870912LL + 2 * 4202692608LL);
+  CHECK(fused.post.backward_working.count() == 4202692608LL);
+}

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "scenarios.hpp"
+#include "workload/layer.hpp"
+#include "workload/shape.hpp"
 #include "workload/work.hpp"
 
 namespace st = stepsim::testing;
@@ -243,4 +245,33 @@ TEST_CASE("no chunk sort with one expert per rank, the flex dispatcher or outsid
   stepsim::Scenario titan = s;
   titan.training.framework = stepsim::Framework::torchtitan;
   CHECK_FALSE(sorts(titan));
+}
+
+// Megatron-Core weighs each routed copy by its router probability in the experts (Megatron-LM
+// 2659630721, "Memory efficient token permutation"; TEGroupedMLP.bias_act_func): the fused
+// weighted SwiGLU saves its input and the fp32 probabilities, and the unpermutation sums the
+// expert outputs unweighted, keeping none of them. Mixtral 8x7B at EP 1, 4096 tokens, top 2:
+// 8192 routed copies. Weighted in the combine, the expert outputs are kept, 4096 · 2 · 4096 ·
+// 2 bytes = 67,108,864; weighted in the experts, the probabilities, 8192 · 4 = 32,768 bytes.
+// Ungated experts multiply the activation's output by the probabilities, which keeps that
+// output too: 8192 · 14336 · 2 = 234,881,024 bytes.
+TEST_CASE("Megatron-Core's MoE layer keeps the routing probabilities, not the expert outputs the combine sums") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 1, 64);
+  s.training.framework = stepsim::Framework::megatron;
+  stepsim::workload::LayerShape shape = stepsim::workload::layer_shape(s);
+  REQUIRE(shape.weighs_in_experts);
+  using stepsim::workload::layer_activations;
+  const auto in_experts = layer_activations(shape, stepsim::Recompute::none);
+  shape.weighs_in_experts = false;
+  const auto in_combine = layer_activations(shape, stepsim::Recompute::none);
+  CHECK((in_combine - in_experts).count() == 67108864 - 32768);
+  // Ungated experts of the same width.
+  shape.expert_fc1_out = shape.expert_ffn;
+  const auto ungated_combine = layer_activations(shape, stepsim::Recompute::none);
+  shape.weighs_in_experts = true;
+  const auto ungated_experts = layer_activations(shape, stepsim::Recompute::none);
+  CHECK((ungated_experts - ungated_combine).count() == 32768 + 234881024 - 67108864);
+  // Other frameworks weigh the outputs in the combine.
+  s.training.framework = stepsim::Framework::pytorch;
+  CHECK_FALSE(stepsim::workload::layer_shape(s).weighs_in_experts);
 }
