@@ -134,6 +134,12 @@ int run_import(const Args& args) {
                        t.fit.busbw_gbps, 100 * t.fit.max_error, t.dtype, forced,
                        t.fit.alpha_fitted ? "" : "  (one size: alpha not fitted)");
   }
+  const std::vector<std::string> left_out = calibration::leave_out_unreadable(c);
+  if (c.collectives.empty())
+    throw InputError(
+        fmt::format("{}", fmt::join(logs, ", ")), "",
+        fmt::format("no measured point is one a calibration file can hold ({})", fmt::join(left_out, "; ")));
+  for (const std::string& note : left_out) log << "# not written: " << note << "\n";
   const std::string text = calibration::calibration_json(c);
   write_with_log({"-o", output, [&](std::ostream& os) { os << text; }}, log.str());
   return 0;
