@@ -431,6 +431,32 @@ TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-
                       "dgx-a100-80g-hdr's GPU 'a100-sxm4-80gb'") != std::string::npos);
 }
 
+// A held-out log that cannot be read is refused before the report starts: stdout stays
+// empty, as README promises of a failing run.
+TEST_CASE("calibrate check with a held-out log it cannot read prints nothing and exits 2") {
+  Scratch s("calib-check-bad-held");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  s.write("garbage.txt", "this is not an nccl-tests log\n");
+  s.write("truncated.txt",
+          "# all_reduce_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4096 1024 float sum -1 25.00 0.16 0.29 0 25.00 0.16 0.29 0\n"
+          "8192 2048 float sum -1 30.0");
+  for (const char* log : {"nothere.txt", "garbage.txt", "truncated.txt"}) {
+    INFO(log);
+    const auto run = s.run("calibrate check a.json --held-out " + std::string(log));
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    CHECK(run.err.find(log) != std::string::npos);
+  }
+  // The same with a readable held-out log first: nothing printed either.
+  const auto both = s.run("calibrate check a.json --held-out " + kData +
+                          "/nccl-tests/a100-80g-8gpu-allreduce-b.txt --held-out nothere.txt");
+  CHECK(both.status == 2);
+  CHECK(both.out.empty());
+}
+
 TEST_CASE("bad calibration files and logs are refused with the file and the place") {
   Scratch s("calib-bad");
   REQUIRE(
