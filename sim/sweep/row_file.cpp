@@ -153,7 +153,14 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
   for (std::size_t i = 0; i < lines.rows.size(); ++i) {
     const RowHead head = head_of(lines.rows[i], format, header, path_, first + i);
     if (head.sweep != sweep_id) throw other_sweep(path_, first + i, head.sweep, sweep_id, "this sweep's");
+    if (!existing_rows_.empty() && head.key.point <= existing_rows_.back().key.point)
+      throw InputError(path_, fmt::format("line {}", first + i),
+                       fmt::format("point {} after point {} (line {}): expected one row per point, in point order "
+                                   "(a point after {}); --resume takes only the rows a sweep writes",
+                                   head.key.point, existing_rows_.back().key.point, existing_rows_.back().line,
+                                   existing_rows_.back().key.point));
     existing_.insert(head.key);
+    existing_rows_.push_back({head.key, first + i});
   }
   if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
     throw InputError(path_, "-o", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));
