@@ -18,6 +18,7 @@
 
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::calibration {
 namespace {
@@ -503,7 +504,8 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
 NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
   std::ostringstream all;
   all << in.rdbuf();
-  const std::string text = all.str();
+  // A byte order mark first is no part of the first line (nor of a JSON log's first brace).
+  const std::string text(without_bom(all.str()));
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return parse_json_log(text, source);
 

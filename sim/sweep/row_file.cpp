@@ -16,6 +16,7 @@
 #include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/input_files.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -72,6 +73,8 @@ FileLines read_lines(const std::string& path, Format format) {
     std::string content = text.substr(begin, end - begin);
     begin = end + 1;
     if (lines.header.empty()) {
+      // A byte order mark an editor put first is no part of the first column's name.
+      if (line == 1) content = std::string(without_bom(content));
       lines.header = header_of(content, format, path);
       // JSON lines have no header line: the first row gives the keys and is a row too.
       if (format == Format::csv) continue;
