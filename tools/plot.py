@@ -72,6 +72,8 @@ def json_rows(path, text):
     try:
         document = json.loads(text)
         rows = document if isinstance(document, list) else [document]
+    except RecursionError:
+        fail(f"{path}: nested too deeply: expected stepsim's rows (flat JSON objects)")
     except ValueError:
         rows = []
         for number, line in enumerate(text.splitlines(), 1):
@@ -79,6 +81,8 @@ def json_rows(path, text):
                 continue
             try:
                 rows.append(json.loads(line))
+            except RecursionError:
+                fail(f"{path}: line {number}: nested too deeply: expected stepsim's rows (flat JSON objects)")
             except ValueError:
                 fail(f"{path}: line {number}: not JSON: expected stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or "
                      "JSON (plan -o FILE.json)")
@@ -98,15 +102,39 @@ def read_all(path):
         fail(f"{path}: {e.strerror}")
     except UnicodeDecodeError:
         fail(f"{path}: not text: expected stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or JSON (plan -o FILE.json)")
+    text = text.removeprefix("\ufeff")  # a byte order mark an editor put first
     if text.lstrip()[:1] in ("{", "["):
         return json_rows(path, text)
-    return list(csv.DictReader(text.splitlines()))
+    try:
+        return list(csv.DictReader(text.splitlines()))
+    except csv.Error as e:
+        fail(f"{path}: not CSV ({e}): expected stepsim's CSV, JSON lines (sweep -o FILE.jsonl) or JSON (plan -o "
+             "FILE.json)")
+
+
+def check_numbers(path, rows, keys, required=()):
+    """Refuses, naming the row and the column, a row whose `keys` hold something other than a
+    number (or nothing, except the `required` ones), as stepsim never writes them: the picture
+    would otherwise stop half drawn."""
+    for i, r in enumerate(rows, 1):
+        for key in keys:
+            value = r.get(key)
+            if value is None and key not in r:
+                fail(f"{path}: no column '{key}': expected stepsim's rows")
+            if (value == "" or value is None) and key not in required:
+                continue
+            got = number(value if isinstance(value, str) else "")
+            if got is None or not math.isfinite(got):
+                point = r.get("point") or f"{r.get('cluster', '')} x {r.get('gpus', '')}"
+                fail(f"{path}: row {i} ({point}): {key}: expected a number, got {value!r}")
 
 
 def read_rows(path, left_out=None):
     """The rows with a step time; the others go to `left_out` (status and reason) when given."""
     rows = read_all(path)
     ok = [r for r in rows if r.get("status") == "ok" and r.get("step_time_s")]
+    columns = ["step_time_s", "compute_s", "bubble_s", "optimizer_s"] + [f"exposed_{k}_s" for k in KINDS]
+    check_numbers(path, ok, columns, required=("step_time_s",))
     if left_out is not None:
         left_out.extend(r for r in rows if not (r.get("status") == "ok" and r.get("step_time_s")))
     if not ok:
@@ -133,7 +161,7 @@ def outside_legend(axis):
 def number(text):
     try:
         return float(text)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
 
 
@@ -296,23 +324,46 @@ def breakdown(args):
 
 
 def load_trace(path):
+    """The trace's events, each an object; a complete ('X') event's ts and dur numbers."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt") as f:
             data = json.load(f)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:  # EOFError: a truncated gzip
         fail(f"{path}: {e}")
-    return data["traceEvents"] if isinstance(data, dict) else data
+    except RecursionError:
+        fail(f"{path}: nested too deeply: expected a trace (an object with \"traceEvents\", or a list of events)")
+    if isinstance(data, dict):
+        if not isinstance(data.get("traceEvents"), list):
+            fail(f"{path}: no \"traceEvents\" list: expected a trace (stepsim simulate --trace, or a PyTorch "
+                 "profiler trace)")
+        data = data["traceEvents"]
+    if not isinstance(data, list):
+        fail(f"{path}: expected a trace (an object with \"traceEvents\", or a list of events), got "
+             f"{type(data).__name__}")
+    for i, e in enumerate(data):
+        if not isinstance(e, dict):
+            fail(f"{path}: traceEvents[{i}]: expected an event (an object), got {json.dumps(e)[:40]}")
+        if e.get("ph") == "X" and "dur" in e and e.get("cat") != "step":
+            for key in ("ts", "dur"):
+                value = e.get(key)
+                if isinstance(value, bool) or not isinstance(value, (int, float, str)) or number(value) is None or \
+                        not math.isfinite(number(value)):
+                    fail(f"{path}: traceEvents[{i}]: {key}: expected a number of microseconds, got "
+                         f"{json.dumps(value)}")
+    return data
 
 
 def category(event):
     """compute, bubble, memory or a communication kind (stepsim's args.kind; nccl kernels of
     other traces count as dp unless their name says otherwise)."""
-    cat = event.get("cat", "")
-    kind = (event.get("args") or {}).get("kind")
+    cat = event.get("cat") if isinstance(event.get("cat"), str) else ""
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    kind = args.get("kind")
     if kind in KINDS:
         return kind
-    name = event.get("name", "").lower()
+    name = event.get("name") if isinstance(event.get("name"), str) else ""
+    name = name.lower()
     if "nccl" in name:
         return next((k for k in KINDS if f" {k} " in f" {name} "), "dp")
     if cat in ("bubble", "optimizer"):
@@ -324,12 +375,18 @@ def category(event):
 
 def timeline(args):
     trace = load_trace(args.trace)
-    names = {(e.get("pid", 0), e.get("tid", 0)): e["args"]["name"] for e in trace
-             if e.get("ph") == "M" and e.get("name") == "thread_name" and "name" in (e.get("args") or {})}
+    names = {(e.get("pid", 0), e.get("tid", 0)): str(e["args"]["name"]) for e in trace
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and isinstance(e.get("args"), dict) and
+             "name" in e["args"]}
     # The whole-step markers span everything and would hide nothing but add a lane.
     events = [e for e in trace if e.get("ph") == "X" and "dur" in e and e.get("cat") != "step"]
     if not events:
         fail(f"{args.trace}: no complete ('X') events")
+    # A pid or tid is a number or a name; anything else (a list, an object) is shown as its text.
+    for e in events:
+        for key in ("pid", "tid"):
+            if not isinstance(e.get(key, 0), (int, float, str)):
+                e[key] = json.dumps(e[key])
     lanes = sorted({(e.get("pid", 0), e.get("tid", 0)) for e in events}, key=lambda k: (str(k[0]), str(k[1])))
     keep = set(sorted({p for p, _ in lanes}, key=str)[: args.ranks])
     lanes = [lane for lane in lanes if lane[0] in keep]
@@ -369,6 +426,8 @@ def pareto(args):
              "no cost (no price, --cluster NAME@PRICE) or no token budget (--tokens)") for r in rows if r not in drawn]
     if not drawn:
         fail(f"{args.plan}: no row with a time to train and a cost (plan --tokens N --cluster NAME@PRICE)")
+    check_numbers(args.plan, drawn, ["train_days_low", "train_days_high", "cost_low", "cost_high"],
+                  required=("train_days_low", "train_days_high", "cost_low", "cost_high"))
     fig, (axis,) = figure(args)
     for r in drawn:
         days, cost = float(r["train_days"]), float(r["cost"])
@@ -417,7 +476,11 @@ def main():
         fail("--width and --height: expected 100 to 10000 pixels")
     source = {"curves": "sweep", "breakdown": "sweep", "timeline": "trace", "pareto": "plan"}[args.command]
     check_output(args.output, getattr(args, source))
-    {"curves": curves, "breakdown": breakdown, "timeline": timeline, "pareto": pareto}[args.command](args)
+    try:
+        {"curves": curves, "breakdown": breakdown, "timeline": timeline, "pareto": pareto}[args.command](args)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, RecursionError) as e:
+        # Input the checks above did not foresee: named as theirs are, never a traceback.
+        fail(f"{getattr(args, source)}: cannot draw it: {type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":

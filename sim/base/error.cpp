@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "stepsim/scenario.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim {
 namespace {
@@ -41,14 +42,6 @@ std::string dotted(const std::string& pointer) {
   return out;
 }
 
-// `text` with each NUL character written \u0000, as JSON writes it: what() is a C string, which a
-// NUL would end (a file name "a.json\u0000junk" would print as "a.json" and nothing after it).
-std::string without_nul(std::string text) {
-  for (std::size_t at = text.find('\0'); at != std::string::npos; at = text.find('\0', at + 6))
-    text.replace(at, 1, "\\u0000");
-  return text;
-}
-
 }  // namespace
 
 InputError scenario_error(const Scenario& s, const std::string& where, std::string message) {
@@ -59,10 +52,10 @@ InputError scenario_error(const Scenario& s, const std::string& where, std::stri
 }
 
 InputError::InputError(std::string file, std::string where, std::string message)
-    : std::runtime_error(describe(without_nul(file), without_nul(where), without_nul(message))),
-      file_(without_nul(std::move(file))),
-      where_(without_nul(std::move(where))),
-      message_(without_nul(std::move(message))) {}
+    : std::runtime_error(describe(printable(file), printable(where), printable(message))),
+      file_(printable(file)),
+      where_(printable(where)),
+      message_(printable(message)) {}
 
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
   throw InternalError(fmt::format("internal error at {}:{}: check '{}' failed: {}", file, line, expr, msg));

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "calibration/apply.hpp"
 #include "collectives/collective.hpp"
@@ -83,6 +84,8 @@ double number(const json::value& v, const Place& p, const char* unit, double lo,
   return x;
 }
 
+double number(const json::value& v, const Place& p, const ValueRange& r) { return number(v, p, r.unit, r.lo, r.hi); }
+
 long long integer(const json::value& v, const Place& p, const char* what, long long lo, long long hi) {
   const double x = number(v, p, what, static_cast<double>(lo), static_cast<double>(hi));
   if (x != std::floor(x)) p.fail(fmt::format("expected a whole number of {}, got {}", what, x));
@@ -109,7 +112,7 @@ Precision precision(const json::value& v, const Place& p) {
   return enum_value(v, p, Precision::bf16, Precision::fp32, [](Precision x) { return std::string(to_string(x)); });
 }
 
-constexpr double kMaxUs = 86400e6;  // a day: beyond it a row is not one kernel
+constexpr double kMaxUs = kKernelTimeUs.hi;
 constexpr long long kMaxDim = 1LL << 24;
 
 Provenance read_provenance(const json::value& v, const Place& p) {
@@ -147,7 +150,7 @@ GemmPoint read_gemm(const json::value& v, const Place& p) {
   g.n = integer(required(o, p, "n"), p.at("n"), "columns", 1, kMaxDim);
   g.k = integer(required(o, p, "k"), p.at("k"), "elements", 1, kMaxDim);
   g.dtype = precision(required(o, p, "dtype"), p.at("dtype"));
-  g.time_us = number(required(o, p, "time_us"), p.at("time_us"), "microseconds", 1e-3, kMaxUs);
+  g.time_us = number(required(o, p, "time_us"), p.at("time_us"), kKernelTimeUs);
   return g;
 }
 
@@ -165,7 +168,7 @@ AttentionPoint read_attention(const json::value& v, const Place& p) {
   a.seq = integer(required(o, p, "seq"), p.at("seq"), "tokens", 1, kMaxDim);
   a.head_dim = integer(required(o, p, "head_dim"), p.at("head_dim"), "elements", 1, 1 << 16);
   a.dtype = precision(required(o, p, "dtype"), p.at("dtype"));
-  a.time_us = number(required(o, p, "time_us"), p.at("time_us"), "microseconds", 1e-3, kMaxUs);
+  a.time_us = number(required(o, p, "time_us"), p.at("time_us"), kKernelTimeUs);
   if (a.heads % a.kv_heads != 0)
     p.at("kv_heads").fail(fmt::format("expected a divisor of heads ({}), got {}", a.heads, a.kv_heads));
   return a;
@@ -174,8 +177,8 @@ AttentionPoint read_attention(const json::value& v, const Place& p) {
 BandwidthPoint read_bandwidth(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
   only_keys(o, p, {"bytes", "gbytes_per_s"});
-  return {number(required(o, p, "bytes"), p.at("bytes"), "bytes", 1, 1e13),
-          number(required(o, p, "gbytes_per_s"), p.at("gbytes_per_s"), "GB/s", 1e-3, 1e5)};
+  return {number(required(o, p, "bytes"), p.at("bytes"), kMemoryBytes),
+          number(required(o, p, "gbytes_per_s"), p.at("gbytes_per_s"), kMemoryGbps)};
 }
 
 FittedEfficiency read_efficiency(const json::value& v, const Place& p) {
@@ -206,11 +209,9 @@ ComputeTables read_compute(const json::value& v, const Place& p) {
   c.attention = read_list<AttentionPoint>(o, p, "attention", read_attention);
   c.memory = read_list<BandwidthPoint>(o, p, "memory", read_bandwidth);
   if (const auto* x = o.if_contains("launch_overhead_us"))
-    c.launch_overhead_us = number(*x, p.at("launch_overhead_us"), "microseconds", 0, 1e4);
-  if (const auto* x = o.if_contains("dispatch_us"))
-    c.dispatch_us = number(*x, p.at("dispatch_us"), "microseconds", 0, 1e4);
-  if (const auto* x = o.if_contains("comm_slowdown"))
-    c.comm_slowdown = number(*x, p.at("comm_slowdown"), "a fraction", 0, 10);
+    c.launch_overhead_us = number(*x, p.at("launch_overhead_us"), kHostCostUs);
+  if (const auto* x = o.if_contains("dispatch_us")) c.dispatch_us = number(*x, p.at("dispatch_us"), kHostCostUs);
+  if (const auto* x = o.if_contains("comm_slowdown")) c.comm_slowdown = number(*x, p.at("comm_slowdown"), kSlowdown);
   if (const auto* x = o.if_contains("efficiency")) c.efficiency = read_efficiency(*x, p.at("efficiency"));
   return c;
 }
@@ -263,8 +264,10 @@ CollectivePoint read_point(const json::value& v, const Place& p) {
   const auto& o = object_at(v, p);
   only_keys(o, p, {"bytes", "time_us"});
   // nccl-tests sizes are whole bytes, and so is every size a writer writes.
-  return {static_cast<double>(integer(required(o, p, "bytes"), p.at("bytes"), "bytes", 1, 1LL << 40)),
-          number(required(o, p, "time_us"), p.at("time_us"), "microseconds", 1e-3, kMaxUs)};
+  return {static_cast<double>(integer(required(o, p, "bytes"), p.at("bytes"), kCollectiveBytes.unit,
+                                      static_cast<long long>(kCollectiveBytes.lo),
+                                      static_cast<long long>(kCollectiveBytes.hi))),
+          number(required(o, p, "time_us"), p.at("time_us"), kKernelTimeUs)};
 }
 
 CollectiveTable read_collective(const json::value& v, const Place& p) {
@@ -495,6 +498,79 @@ bool gpu_matches(const std::string& measured_gpu, const std::string& preset) {
     return lower_alnum(measured_gpu).find(family) != std::string::npos;
   }
   return m.family == p.family && agree(m.form, p.form) && agree(m.memory, p.memory);
+}
+
+namespace {
+
+// A value out of `r`, as the note that leaves it out says it.
+std::string out_of_range(const std::string& key, double x, const ValueRange& r) {
+  return fmt::format("{} {} left out: a calibration file holds {} from {} to {}", key, x, r.unit, r.lo, r.hi);
+}
+
+// Drops the points of `points` whose `value` is out of `r`, with a note for each.
+template <class Point, class Value>
+void drop_points(std::vector<Point>& points, const std::string& key, Value value, const ValueRange& r,
+                 std::vector<std::string>& notes) {
+  std::vector<Point> kept;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double x = value(points[i]);
+    if (r.holds(x)) {
+      kept.push_back(points[i]);
+    } else {
+      notes.push_back(out_of_range(fmt::format("{}/{}", key, i), x, r));
+    }
+  }
+  points = std::move(kept);
+}
+
+}  // namespace
+
+std::vector<std::string> leave_out_unreadable(Calibration& c) {
+  std::vector<std::string> notes;
+  ComputeTables& t = c.compute;
+  for (auto [key, value, range] : {std::tuple{"compute.launch_overhead_us", &t.launch_overhead_us, kHostCostUs},
+                                   {"compute.dispatch_us", &t.dispatch_us, kHostCostUs},
+                                   {"compute.comm_slowdown", &t.comm_slowdown, kSlowdown}}) {
+    if (*value && !range.holds(**value)) {
+      notes.push_back(out_of_range(key, **value, range));
+      value->reset();
+    }
+  }
+  for (const EfficiencyField& f : kEfficiencyFields) {
+    std::optional<double>& v = t.efficiency.*f.fitted;
+    if (v && !(*v >= f.lo && *v <= f.hi)) {
+      notes.push_back(out_of_range(fmt::format("compute.efficiency.{}", f.key), *v, {f.lo, f.hi, f.unit}));
+      v.reset();
+    }
+  }
+  drop_points(
+      t.gemm, "compute.gemm", [](const GemmPoint& g) { return g.time_us; }, kKernelTimeUs, notes);
+  drop_points(
+      t.attention, "compute.attention", [](const AttentionPoint& a) { return a.time_us; }, kKernelTimeUs, notes);
+  drop_points(
+      t.memory, "compute.memory", [](const BandwidthPoint& m) { return m.bytes; }, kMemoryBytes, notes);
+  drop_points(
+      t.memory, "compute.memory", [](const BandwidthPoint& m) { return m.gbytes_per_s; }, kMemoryGbps, notes);
+  std::vector<CollectiveTable> kept;
+  for (std::size_t i = 0; i < c.collectives.size(); ++i) {
+    CollectiveTable& table = c.collectives[i];
+    const std::size_t before = table.points.size();
+    const std::string key = fmt::format("collectives/{} ({} of {} ranks) point", i, to_string(table.op), table.ranks);
+    drop_points(
+        table.points, key, [](const CollectivePoint& p) { return p.time_us; }, kKernelTimeUs, notes);
+    drop_points(
+        table.points, key, [](const CollectivePoint& p) { return p.bytes == std::floor(p.bytes) ? p.bytes : -1.0; },
+        kCollectiveBytes, notes);
+    if (table.points.empty()) {
+      notes.push_back(fmt::format("collectives/{} ({} of {} ranks) left out: none of its points is left", i,
+                                  to_string(table.op), table.ranks));
+      continue;
+    }
+    if (table.points.size() != before) table.fit = fit_alpha_beta(table.points, table.op, table.ranks, 0.0);
+    kept.push_back(std::move(table));
+  }
+  c.collectives = std::move(kept);
+  return notes;
 }
 
 void check_gpu(const Calibration& c, const std::string& preset) {

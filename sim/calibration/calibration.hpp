@@ -75,6 +75,21 @@ inline constexpr EfficiencyField kEfficiencyFields[] = {
     {"hbm", &FittedEfficiency::hbm, &GpuEfficiency::hbm, 0.01, 1.0, "a fraction"},
     {"comm_slowdown", &FittedEfficiency::comm_slowdown, &GpuEfficiency::comm_slowdown, 0.0, 10.0, "a fraction"}};
 
+// The values a calibration file may hold for a number of `unit` (from `lo` to `hi`): the
+// reader refuses a value out of its range, and every writer leaves such a value out
+// (leave_out_unreadable), so that what `stepsim calibrate` writes `simulate` reads.
+struct ValueRange {
+  double lo, hi;
+  const char* unit;
+  bool holds(double x) const { return x >= lo && x <= hi; }
+};
+inline constexpr ValueRange kKernelTimeUs{1e-3, 86400e6, "microseconds"};  // a day: beyond it a row is not one kernel
+inline constexpr ValueRange kHostCostUs{0, 1e4, "microseconds"};           // launch_overhead_us, dispatch_us
+inline constexpr ValueRange kSlowdown{0, 10, "a fraction"};                // compute.comm_slowdown
+inline constexpr ValueRange kMemoryBytes{1, 1e13, "bytes"};
+inline constexpr ValueRange kMemoryGbps{1e-3, 1e5, "GB/s"};
+inline constexpr ValueRange kCollectiveBytes{1, 1LL << 40, "bytes"};
+
 struct ComputeTables {
   std::vector<GemmPoint> gemm;
   std::vector<AttentionPoint> attention;
@@ -137,6 +152,12 @@ std::string calibration_json(const Calibration& c);
 // …), and the same form factor (SXM, PCIe, NVL) and memory (80 GB) where both names say
 // them. An empty name is not known to differ.
 bool gpu_matches(const std::string& measured_gpu, const std::string& preset);
+
+// Leaves out of `c` every value the reader would refuse (out of its ValueRange, or of its
+// EfficiencyField's bounds): a scalar is reset, a table's point dropped (a collective table
+// refitted to the points left, and dropped when none is left). Returns one note per value left
+// out, naming its key, the value and the range it must be in.
+std::vector<std::string> leave_out_unreadable(Calibration& c);
 
 // Throws an InputError naming the calibration file when it was measured on another GPU.
 void check_gpu(const Calibration& c, const std::string& preset);

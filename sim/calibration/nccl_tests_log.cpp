@@ -18,6 +18,7 @@
 
 #include "io/json_document.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::calibration {
 namespace {
@@ -195,7 +196,16 @@ void said_in(const Section& s, NcclTestsRow& row) {
 }
 
 // The GPU a section's header names: the section's, and the file's where it is the first named.
-void gpu_said(Section& s, NcclTestsHeader& h, const std::string& name, const std::string& at) {
+// One run's ranks all name one GPU (as gpu_matches tells the names apart: a header's "8x NVIDIA
+// H100" and its devices' "NVIDIA H100 80GB HBM3" are one); a run of mixed GPUs is refused, naming
+// both and where each was said.
+void gpu_said(Section& s, NcclTestsHeader& h, const std::string& name, const std::string& at,
+              const std::string& source) {
+  if (!s.gpu.empty() && !gpu_matches(name, s.gpu))
+    throw InputError(source, at,
+                     fmt::format("names the GPU '{}', but {} names '{}' in the same run: a log holds one GPU's "
+                                 "measurements (import each GPU's runs on their own)",
+                                 name, s.gpu_at, s.gpu));
   if (s.gpu.empty()) {
     s.gpu = name;
     s.gpu_at = at;
@@ -267,7 +277,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
     if (s.first_device_line == 0) s.first_device_line = line;
     s.last_device_line = line;
     if (h.host.empty()) h.host = m[2];
-    gpu_said(s, h, m[3], here);
+    gpu_said(s, h, m[3], here, source);
     return;
   }
   if (std::regex_search(text, m, library)) {
@@ -298,7 +308,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
       s.gpus_said = gpus;
       s.gpus_at = here;
     }
-    gpu_said(s, h, m[2], here);
+    gpu_said(s, h, m[2], here, source);
   }
   if (text.find("one node") != std::string::npos && s.declared_nodes == 0) {
     s.declared_nodes = 1;
@@ -429,7 +439,8 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
           if (log.header.host.empty()) log.header.host = std::string(host->get_string());
         }
         if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
-          gpu_said(s, log.header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i));
+          gpu_said(s, log.header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i),
+                   source);
       }
     }
     // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
@@ -493,7 +504,8 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
 NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
   std::ostringstream all;
   all << in.rdbuf();
-  const std::string text = all.str();
+  // A byte order mark first is no part of the first line (nor of a JSON log's first brace).
+  const std::string text(without_bom(all.str()));
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return parse_json_log(text, source);
 

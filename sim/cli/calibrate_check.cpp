@@ -191,10 +191,16 @@ void leave_one_out_memory(const cal::Calibration& c, const ClusterSpec& cluster,
   }
 }
 
-// The points of another log of the same hardware, predicted from the whole file. A log that
-// does not name its GPU is taken as measured on the file's.
-void held_out(const std::string& path, const cal::Calibration& c, const cal::MeasuredTables& tables,
-              const ClusterSpec& base, const std::optional<CollectivesSpec>& scenario) {
+// Another log of the same hardware, read and checked (its tables as the file's are) before
+// anything is printed, so that a log that cannot be read leaves stdout empty. A log that does
+// not name its GPU is taken as measured on the file's.
+struct HeldOut {
+  std::string path;
+  cal::Calibration measured;
+};
+
+HeldOut read_held_out(const std::string& path, const cal::Calibration& c, const ClusterSpec& base,
+                      const std::optional<CollectivesSpec>& scenario) {
   const cal::NcclTestsLog log = cal::read_nccl_tests(path);
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
@@ -203,16 +209,22 @@ void held_out(const std::string& path, const cal::Calibration& c, const cal::Mea
                      fmt::format("ran on '{}', but {} is checked on {}'s GPU '{}': a held-out log must come from "
                                  "the hardware the calibration measured",
                                  log.header.gpu, c.source, base.name, base.gpu.name));
-  cal::Calibration measured = cal::import_nccl_tests({log}, o);
-  measured.source = log.source;
-  cal::check_fits(measured, base, scenario);
+  HeldOut out{path, cal::import_nccl_tests({log}, o)};
+  out.measured.source = log.source;
+  cal::check_fits(out.measured, base, scenario);
+  return out;
+}
+
+// The points of a held-out log, predicted from the whole file.
+void print_held_out(const HeldOut& h, const cal::MeasuredTables& tables, const ClusterSpec& base,
+                    const std::optional<CollectivesSpec>& scenario) {
   ErrorStats stats;
-  for (const cal::CollectiveTable& t : measured.collectives) {
+  for (const cal::CollectiveTable& t : h.measured.collectives) {
     const ClusterSpec cluster = spanning(base, t);
     print_table_header(t, cluster, "calibrated");
     for (const cal::CollectivePoint& p : t.points) check_point(t, cluster, tables, p, stats, forced_for(scenario, t));
   }
-  print_summary("held-out " + path, stats);
+  print_summary("held-out " + h.path, stats);
 }
 
 }  // namespace
@@ -243,6 +255,9 @@ int run_check(const Args& args) {
   std::optional<CollectivesSpec> forced;
   if (!scenario.empty()) forced = io::load_scenario(scenario).collectives;
   cal::check_fits(c, base, forced);
+  std::vector<HeldOut> held_out;
+  for (const std::string& path : held) held_out.push_back(read_held_out(path, c, base, forced));
+  const cal::MeasuredTables tables({c}, base);
   fmt::print("# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
   fmt::print("# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;
@@ -251,10 +266,9 @@ int run_check(const Args& args) {
   leave_one_out_memory(c, base, stats);
   fmt::print("\n");
   print_summary("leave-one-out", stats);
-  const cal::MeasuredTables tables({c}, base);
-  for (const std::string& path : held) {
-    fmt::print("\n# held-out {}: each point predicted from {}\n", path, file);
-    held_out(path, c, tables, base, forced);
+  for (const HeldOut& h : held_out) {
+    fmt::print("\n# held-out {}: each point predicted from {}\n", h.path, file);
+    print_held_out(h, tables, base, forced);
   }
   return 0;
 }

@@ -120,20 +120,28 @@ int run_import(const Args& args) {
   log << fmt::format("# {} on {} ({} host, NCCL {})\n", fmt::join(c.provenance.sources, ", "), c.provenance.gpu,
                      c.provenance.host.empty() ? "unnamed" : c.provenance.host,
                      c.provenance.nccl.empty() ? "not said" : c.provenance.nccl);
-  log << fmt::format("# {:<14} {:<26} {:>6} {:>23} {:>10} {:>12} {:>10}  {}\n", "op", "shape", "points", "sizes(B)",
-                     "alpha(us)", "busbw(GB/s)", "fit error", "dtype");
+  log << fmt::format("# {:<14} {:<26} {:>6} {:>23} {:>10} {:>16} {:>10}  {}\n", "op", "shape", "points", "sizes(B)",
+                     "alpha(us)", "fit busbw(GB/s)", "fit error", "dtype");
   for (const auto& t : c.collectives) {
     const std::string forced = t.algorithm.empty() && t.protocol.empty()
                                    ? ""
                                    : fmt::format(" ({} forced)", t.algorithm.empty()  ? t.protocol
                                                                  : t.protocol.empty() ? t.algorithm
                                                                                       : t.algorithm + "/" + t.protocol);
-    log << fmt::format("  {:<14} {:<26} {:>6} {:>14} {:>12.2f} {:>12.2f} {:>9.1f}%  {}{}{}\n", to_string(t.op),
+    log << fmt::format("  {:<14} {:<26} {:>6} {:>14} {:>12.2f} {:>16.2f} {:>9.1f}%  {}{}{}\n", to_string(t.op),
                        ranks_text(t), t.points.size(),
                        fmt::format("{:.0f}-{:.0f}", t.points.front().bytes, t.points.back().bytes), t.fit.alpha_us,
                        t.fit.busbw_gbps, 100 * t.fit.max_error, t.dtype, forced,
                        t.fit.alpha_fitted ? "" : "  (one size: alpha not fitted)");
   }
+  log << "# alpha: the smallest size's time less its bandwidth term; fit busbw: the largest size's bus bandwidth with "
+         "alpha taken off (above the busbw nccl-tests prints for that row, which counts the latency in)\n";
+  const std::vector<std::string> left_out = calibration::leave_out_unreadable(c);
+  if (c.collectives.empty())
+    throw InputError(
+        fmt::format("{}", fmt::join(logs, ", ")), "",
+        fmt::format("no measured point is one a calibration file can hold ({})", fmt::join(left_out, "; ")));
+  for (const std::string& note : left_out) log << "# not written: " << note << "\n";
   const std::string text = calibration::calibration_json(c);
   write_with_log({"-o", output, [&](std::ostream& os) { os << text; }}, log.str());
   return 0;

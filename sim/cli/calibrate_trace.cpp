@@ -180,6 +180,8 @@ int run_from_trace(const Args& args) {
   const analysis::HostFit host_fit = analysis::fit_host(host);
   c.compute.launch_overhead_us = host_fit.launch_us;
   c.compute.dispatch_us = host_fit.dispatch_us;
+  // What `simulate` would refuse is left out, and said so, before the fitted step is simulated.
+  const std::vector<std::string> left_out = calibration::leave_out_unreadable(c);
 
   std::ostringstream log;
   log << fmt::format(
@@ -212,6 +214,7 @@ int run_from_trace(const Args& args) {
       measured, before, 100 * (before - measured) / measured, after, 100 * (after - measured) / measured);
   print_host(trace, host, log);
   print_host_written(c, scenario, log);
+  for (const std::string& note : left_out) log << "# not written: " << note << "\n";
   write_with_log({"-o", output, [&](std::ostream& os) { os << calibration::calibration_json(c); }}, log.str());
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <boost/json/stream_parser.hpp>
 
 #include "stepsim/error.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::io {
 namespace json = boost::json;
@@ -157,9 +158,12 @@ bool try_parse_json(std::string_view text, json::value& out) {
 json::value parse_json(std::string_view text, const std::string& source) {
   // A UTF-8 byte order mark, which some Windows editors write first, is not part of the
   // document (RFC 8259 lets a parser ignore it); positions stay those an editor shows.
-  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  const std::size_t bom = text.size() - without_bom(text).size();
+  text = without_bom(text);
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw InputError(source, "", "is empty: expected a JSON document");
+  // JSON is UTF-8 (RFC 8259): bytes that are not say so, rather than "syntax error".
+  check_utf8(text, source, bom);
   check_strict(text, source);
   json::stream_parser parser({}, scenario_options());
   boost::system::error_code ec;

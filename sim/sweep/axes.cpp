@@ -13,6 +13,7 @@
 
 #include "stepsim/error.hpp"
 #include "stepsim/input_files.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -214,9 +215,17 @@ std::vector<Axis> read_spec_file(const std::string& path) {
   std::ifstream in(path == "-" ? "/dev/stdin" : path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   note_input_file(path);
+  std::ostringstream whole;
+  whole << in.rdbuf();
+  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
+  // A byte order mark first is no part of the first key; the rest is UTF-8 text, as keys are.
+  const std::string all = whole.str();
+  const std::string_view body = without_bom(all);
+  check_utf8(body, path, all.size() - body.size());
+  std::istringstream lines{std::string(body)};
   std::vector<Axis> axes;
   std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
+  for (std::size_t number = 1; std::getline(lines, line); ++number) {
     std::string text = trimmed(without_comment(line));
     if (text.empty()) continue;
     // "KEY = V1, V2": the key and each value without the blanks around them.
@@ -241,7 +250,6 @@ std::vector<Axis> read_spec_file(const std::string& path) {
             axis, axis.key,
             fmt::format("the key is varied twice (line {} varies it too): give its values in one line", axes[i].line));
   }
-  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the spec file: {}", std::strerror(errno)));
   if (axes.empty())
     throw InputError(path, "",
                      "lists no variation (expected lines KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S, as --vary "

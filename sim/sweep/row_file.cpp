@@ -16,6 +16,7 @@
 #include "report/output_target.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/input_files.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::sweep {
 namespace {
@@ -72,6 +73,8 @@ FileLines read_lines(const std::string& path, Format format) {
     std::string content = text.substr(begin, end - begin);
     begin = end + 1;
     if (lines.header.empty()) {
+      // A byte order mark an editor put first is no part of the first column's name.
+      if (line == 1) content = std::string(without_bom(content));
       lines.header = header_of(content, format, path);
       // JSON lines have no header line: the first row gives the keys and is a row too.
       if (format == Format::csv) continue;
@@ -153,7 +156,14 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
   for (std::size_t i = 0; i < lines.rows.size(); ++i) {
     const RowHead head = head_of(lines.rows[i], format, header, path_, first + i);
     if (head.sweep != sweep_id) throw other_sweep(path_, first + i, head.sweep, sweep_id, "this sweep's");
+    if (!existing_rows_.empty() && head.key.point <= existing_rows_.back().key.point)
+      throw InputError(path_, fmt::format("line {}", first + i),
+                       fmt::format("point {} after point {} (line {}): expected one row per point, in point order "
+                                   "(a point after {}); --resume takes only the rows a sweep writes",
+                                   head.key.point, existing_rows_.back().key.point, existing_rows_.back().line,
+                                   existing_rows_.back().key.point));
     existing_.insert(head.key);
+    existing_rows_.push_back({head.key, first + i});
   }
   if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
     throw InputError(path_, "-o", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));

@@ -39,7 +39,8 @@ class RowFile {
   // "-", or any name report::resolve_output finds written through (/dev/stdout, a device, a
   // FIFO): written in place, never emptied nor locked, and not resumable. Otherwise the file
   // is created (or emptied) and gets the header; with `resume` an existing file keeps its
-  // rows, must have the same header and every row this sweep's `sweep_id`, and loses a torn
+  // rows, must have the same header, every row this sweep's `sweep_id` and one row per point
+  // in point order (the points increasing; gaps are points to run), and loses a torn
   // last line (a torn first line too; a file without a whole line that does not start as a
   // sweep's rows is refused). A regular file is locked (flock) for as long as this object
   // lives: a second writer is refused with InputError.
@@ -50,6 +51,14 @@ class RowFile {
   RowFile& operator=(const RowFile&) = delete;
 
   const std::set<RowKey>& existing() const { return existing_; }
+  // The rows a resumed file had, each with its line: one per point, in point order (gaps
+  // allowed: the points not yet run), or the file was refused.
+  struct ExistingRow {
+    RowKey key;
+    std::size_t line = 0;
+  };
+  const std::vector<ExistingRow>& existing_rows() const { return existing_rows_; }
+  const std::string& path() const { return path_; }
   // A resumed file whose rows are not in point order (the rows it had left gaps, which the
   // points run now filled at its end) is written again in point order, as a sweep run in one
   // go writes it: to a temporary file beside it, synced and locked, then renamed over it, so
@@ -75,6 +84,7 @@ class RowFile {
   bool owned_ = false;
   bool regular_ = false;
   std::set<RowKey> existing_;
+  std::vector<ExistingRow> existing_rows_;
   std::chrono::steady_clock::time_point last_sync_;
 };
 

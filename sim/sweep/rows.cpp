@@ -254,9 +254,29 @@ RowHead head_of(const std::string& line, Format format, const std::vector<std::s
     const json::value v = json::parse(line, ec);
     const json::object* o = ec ? nullptr : v.if_object();
     if (o == nullptr) throw InputError(file, where, "expected a JSON object per line");
+    // Every row has the keys of the first, in its order, as every CSV row has the header's
+    // fields.
+    for (const std::string& key : header)
+      if (!o->contains(key))
+        throw InputError(file, where,
+                         fmt::format("has no key '{}': expected the keys of line 1, as every row has", key));
+    if (o->size() != header.size()) {
+      for (const auto& kv : *o)
+        if (std::find(header.begin(), header.end(), std::string_view(kv.key())) == header.end())
+          throw InputError(file, where,
+                           fmt::format("has the key '{}', which line 1 has not: expected the keys of line 1",
+                                       std::string_view(kv.key())));
+      throw InputError(file, where, fmt::format("expected {} keys as line 1 has, got {}", header.size(), o->size()));
+    }
     for (std::size_t k = 0; k < kNames.size(); ++k) {
       const json::value* cell = o->if_contains(kNames[k]);
       if (cell == nullptr) throw missing_column(file, kNames[k]);
+      // As the sweep writes them: point and sweep_points numbers, the ids strings.
+      const bool id = k == 1 || k == 2;
+      if (id ? !cell->is_string() : !cell->is_number())
+        throw InputError(file, fmt::format("{}, key '{}'", where, kNames[k]),
+                         fmt::format("expected {}, got {}", id ? "a string of 16 hex digits" : "a whole number",
+                                     json::serialize(*cell)));
       text[k] = cell->is_string() ? std::string(cell->get_string()) : json::serialize(*cell);
     }
   }

@@ -122,6 +122,15 @@ RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
   RowFile file(options.output, format, columns(spec), spec.sweep_id, options.resume);
   std::vector<std::size_t> indices;
   for (std::size_t i = options.shard.index; i < point_count(spec.axes); i += options.shard.count) indices.push_back(i);
+  // Each row a resumed file has must be its point's: the point_id this sweep gives that point.
+  for (const RowFile::ExistingRow& row : file.existing_rows()) {
+    const std::uint64_t id = resolve_point(spec, row.key.point).id;
+    if (id != row.key.id)
+      throw InputError(file.path(), fmt::format("line {}", row.line),
+                       fmt::format("point {} has point_id {}, but this sweep's point {} is {}: expected this sweep's "
+                                   "rows (--resume takes only the rows a sweep writes)",
+                                   row.key.point, format_id(row.key.id), row.key.point, format_id(id)));
+  }
   RunSummary summary;
   summary.points = indices.size();
   Progress progress(indices.size(), options.progress);

@@ -602,3 +602,44 @@ TEST_CASE("block-scaled GEMM points stay in their own type's curve") {
     for (const auto dtype : {stepsim::Precision::bf16, stepsim::Precision::fp16})
       CHECK_FALSE(t.attention_us(flops, backward, dtype).has_value());
 }
+
+namespace stepsim::calibration {
+
+// Every value a writer may put beyond the reader's range is left out with a note, so that the
+// text written is one the reader takes: the reader's own answer is the oracle.
+TEST_CASE("leave_out_unreadable leaves what the reader refuses, and the reader takes the rest") {
+  Calibration c;
+  c.provenance.gpu = "NVIDIA A100-SXM4-80GB";
+  c.compute.launch_overhead_us = 12000;
+  c.compute.dispatch_us = 899999999995;
+  c.compute.comm_slowdown = 0.2;
+  c.compute.efficiency.gemm_max = 1.3;
+  c.compute.efficiency.hbm = 0.8;
+  c.compute.gemm = {{1024, 1024, 1024, Precision::bf16, 0.0}, {2048, 2048, 2048, Precision::bf16, 100.0}};
+  CollectiveTable t;
+  t.op = CollOp::allreduce;
+  t.ranks = 8;
+  t.ranks_per_node = 8;
+  t.points = {{1024, 0.0}, {1 << 20, 50.0}, {1 << 24, 400.0}};
+  t.fit = fit_alpha_beta(t.points, t.op, t.ranks, 0.0);
+  c.collectives = {t};
+  CHECK_THROWS_AS(parse_calibration(calibration_json(c), "before.json"), InputError);
+  const std::vector<std::string> notes = leave_out_unreadable(c);
+  REQUIRE(notes.size() == 5);
+  CHECK(notes[0] == "compute.launch_overhead_us 12000 left out: a calibration file holds microseconds from 0 to 10000");
+  CHECK(notes[1].starts_with("compute.dispatch_us 899999999995 left out"));
+  CHECK(notes[2] == "compute.efficiency.gemm_max 1.3 left out: a calibration file holds a fraction from 0.01 to 1");
+  CHECK(notes[3].starts_with("compute.gemm/0 0 left out"));
+  CHECK(notes[4].starts_with("collectives/0 (allreduce of 8 ranks) point/0 0 left out"));
+  const Calibration back = parse_calibration(calibration_json(c), "after.json");
+  CHECK_FALSE(back.compute.launch_overhead_us);
+  CHECK_FALSE(back.compute.dispatch_us);
+  CHECK(back.compute.comm_slowdown == 0.2);
+  CHECK_FALSE(back.compute.efficiency.gemm_max);
+  CHECK(back.compute.efficiency.hbm == 0.8);
+  CHECK(back.compute.gemm.size() == 1);
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].points.size() == 2);
+}
+
+}  // namespace stepsim::calibration

@@ -186,6 +186,35 @@ TEST_CASE("the JSON output of nccl-tests -J is read") {
   CHECK(log.rows[1].in_place.time.us() == Approx(21.0));
 }
 
+// README: a log whose ranks name different GPUs is refused, text and JSON alike, naming both
+// GPUs and where each was said.
+TEST_CASE("a log whose ranks name different GPUs is refused, naming both and where") {
+  CHECK_THROWS_WITH(
+      parse("# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5\n"
+            "#  Rank  0 Group  0 Pid 100 on node1 device  0 [0x07] NVIDIA A100-SXM4-80GB\n"
+            "#  Rank  1 Group  0 Pid 101 on node1 device  1 [0x0f] NVIDIA A100-SXM4-80GB\n"
+            "#  Rank  2 Group  0 Pid 102 on node1 device  2 [0x47] NVIDIA H100 80GB HBM3\n"
+            "#  Rank  3 Group  0 Pid 103 on node1 device  3 [0x4e] NVIDIA A100-SXM4-80GB\n"
+            "1024 256 float sum -1 42.05 0.02 0.04 0 39.65 0.03 0.05 0\n"),
+      "log.txt: line 4: names the GPU 'NVIDIA H100 80GB HBM3', but line 2 names 'NVIDIA A100-SXM4-80GB' in the same "
+      "run: a log holds one GPU's measurements (import each GPU's runs on their own)");
+  CHECK_THROWS_WITH(
+      parse(R"({"version":2,"args":["./build/all_reduce_perf","-b","8"],"config":{"nthreads":1,"ngpus":2,"devices":[
+      {"rank":0,"group":0,"pid":1,"hostname":"gpu01","device":0,"device_info":"NVIDIA H200"},
+      {"rank":1,"group":0,"pid":1,"hostname":"gpu01","device":1,"device_info":"NVIDIA A100-SXM4-80GB"}]},
+    "results":[{"size":8,"count":2,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":20.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0.0},"in_place":null}]})"),
+      "log.txt: /config/devices/1/device_info: names the GPU 'NVIDIA A100-SXM4-80GB', but "
+      "/config/devices/0/device_info "
+      "names 'NVIDIA H200' in the same run: a log holds one GPU's measurements (import each GPU's runs on their own)");
+  // One GPU spelt two ways (a rows-only file's comment and its devices' lines) is one GPU.
+  const auto log = parse(
+      "# all_reduce_perf -b 8 -e 1024 -g 2 on one node with 2x NVIDIA H100\n"
+      "#  Rank  0 Group  0 Pid 100 on node1 device  0 [0x07] NVIDIA H100 80GB HBM3\n"
+      "1024 256 float sum -1 42.05 0.02 0.04 0 39.65 0.03 0.05 0\n");
+  CHECK(log.header.gpu == "NVIDIA H100");
+}
+
 TEST_CASE("truncated and garbage logs name the file and the place") {
   CHECK_THROWS_WITH(parse("1024 256 float sum -1 40.0 0.03 0.05 0 39.0 0.03\n"),
                     Catch::Contains("log.txt: line 1: expected an nccl-tests row of 12 or 13 columns") &&

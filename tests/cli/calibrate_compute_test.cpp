@@ -302,3 +302,52 @@ TEST_CASE("from-trace recovers a host-bound step's kernel launch and dispatch, a
 }
 
 }  // namespace stepsim
+
+namespace stepsim {
+
+// A trace whose kernel launches take 12 ms and whose CPU operators 9e11 us: from-trace fits a
+// launch and a dispatch beyond what a calibration file holds (0 to 10000 us). It leaves them
+// out, says so, and writes a file `simulate` reads.
+TEST_CASE("from-trace leaves out a host cost beyond a calibration file's range, and simulate reads what it wrote") {
+  Scratch s("calib-host-range");
+  s.write("ddp.json", R"({"model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "parallel": {"tp": 1, "pp": 1, "dp": 8},
+    "training": {"framework": "pytorch", "global_batch": 16, "micro_batch": 2, "precision": "bf16"},
+    "data_parallel": {"kind": "ddp", "bucket_cap_mb": 25}})");
+  const auto sim = s.run("simulate ddp.json --set cluster.nodes=1 --trace-format kineto --trace step.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  auto trace = parsed(testing::slurp(s.file("step.json")));
+  int launches = 0, operators = 0;
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (!o.contains("dur")) continue;
+    const auto text = [&](const char* key) {
+      return o.contains(key) && o.at(key).is_string() ? std::string(o.at(key).get_string()) : std::string();
+    };
+    if (text("name") == "cudaLaunchKernel") {
+      o["dur"] = 12000.0;
+      ++launches;
+    } else if (text("cat") == "cpu_op") {
+      o["dur"] = 9e11;
+      ++operators;
+    }
+  }
+  REQUIRE(launches > 0);
+  REQUIRE(operators > 0);
+  s.write("slow.json", boost::json::serialize(trace));
+  const auto fit = s.run("calibrate from-trace slow.json ddp.json --set cluster.nodes=1 -o fit.json");
+  INFO(fit.out << fit.err);
+  REQUIRE(fit.status == 0);
+  const auto file = parsed(testing::slurp(s.file("fit.json")));
+  const auto& compute = file.at("compute").as_object();
+  CHECK_FALSE(compute.contains("launch_overhead_us"));
+  CHECK_FALSE(compute.contains("dispatch_us"));
+  CHECK(fit.out.find("not written: compute.launch_overhead_us 12000 left out: a calibration file holds microseconds "
+                     "from 0 to 10000") != std::string::npos);
+  CHECK(fit.out.find("not written: compute.dispatch_us ") != std::string::npos);
+  const auto again = s.run("simulate ddp.json --set cluster.nodes=1 --calibration fit.json --json -");
+  INFO(again.err);
+  CHECK(again.status == 0);
+}
+
+}  // namespace stepsim

@@ -47,6 +47,27 @@ TEST_CASE("a calibration imported from nccl-tests reproduces every measured size
   CHECK(worst_model > 0.05);
 }
 
+// The bus bandwidth import prints is the fit's: the largest size's with alpha taken off, by hand
+// 134217728 B / (1305.0 - 40.12) us = 106.11 GB/s algbw, x 2(8-1)/8 = 185.69 GB/s, where the log's
+// own busbw for that row, latency counted in, is 179.99. The label says which it is.
+TEST_CASE("import-nccl-tests prints the fit's bus bandwidth and says it is the fit's") {
+  Scratch s("calib-busbw");
+  s.write("full.txt",
+          "# all_reduce_perf -b 8 -e 128M -f 2 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "8 2 float sum -1 40.12 0.00 0.00 0 38.85 0.00 0.00 0\n"
+          "1024 256 float sum -1 42.05 0.02 0.04 0 39.65 0.03 0.05 0\n"
+          "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n"
+          "134217728 33554432 float sum -1 1305.0 102.85 179.99 0 1312.3 102.27 178.98 0\n");
+  const auto run = s.run("calibrate import-nccl-tests full.txt -o a.json");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("alpha(us)  fit busbw(GB/s)") != std::string::npos);
+  const double busbw = 134217728 / (1305.0 - 40.12) / 1e3 * 2 * 7 / 8;
+  CHECK(run.out.find(fmt::format(" 40.12 {:>16.2f}", busbw)) != std::string::npos);
+  CHECK(fmt::format("{:.2f}", busbw) == "185.69");
+  CHECK(run.out.find("fit busbw: the largest size's bus bandwidth with alpha taken off") != std::string::npos);
+}
+
 TEST_CASE("sizes outside the measured range fall back to the model scaled by the measured shape") {
   Scratch s("calib-outside");
   REQUIRE(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/h200-8gpu-allreduce-8GiB.txt -o h.json").status ==
@@ -429,6 +450,32 @@ TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-
   CHECK(h200.status == 2);
   CHECK(h200.err.find("h200-8gpu-allreduce-8GiB.txt: ran on 'H200', but a.json is checked on "
                       "dgx-a100-80g-hdr's GPU 'a100-sxm4-80gb'") != std::string::npos);
+}
+
+// A held-out log that cannot be read is refused before the report starts: stdout stays
+// empty, as README promises of a failing run.
+TEST_CASE("calibrate check with a held-out log it cannot read prints nothing and exits 2") {
+  Scratch s("calib-check-bad-held");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  s.write("garbage.txt", "this is not an nccl-tests log\n");
+  s.write("truncated.txt",
+          "# all_reduce_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4096 1024 float sum -1 25.00 0.16 0.29 0 25.00 0.16 0.29 0\n"
+          "8192 2048 float sum -1 30.0");
+  for (const char* log : {"nothere.txt", "garbage.txt", "truncated.txt"}) {
+    INFO(log);
+    const auto run = s.run("calibrate check a.json --held-out " + std::string(log));
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    CHECK(run.err.find(log) != std::string::npos);
+  }
+  // The same with a readable held-out log first: nothing printed either.
+  const auto both = s.run("calibrate check a.json --held-out " + kData +
+                          "/nccl-tests/a100-80g-8gpu-allreduce-b.txt --held-out nothere.txt");
+  CHECK(both.status == 2);
+  CHECK(both.out.empty());
 }
 
 TEST_CASE("bad calibration files and logs are refused with the file and the place") {

@@ -156,3 +156,69 @@ TEST_CASE("the earlier internal errors on natural input are gone") {
       {"simulate --set \"model.name=$(printf '\\377')\" --json -", 2, "not valid UTF-8"},
   });
 }
+
+// An error message quotes the input that is wrong: control characters in it (an ESC sequence
+// that would clear the terminal) and bytes that are not UTF-8 are escaped, as NUL is; a file
+// that is not UTF-8 says so and where, rather than "syntax error".
+TEST_CASE("control characters and bytes that are not UTF-8 are escaped in errors, and named as such") {
+  const Scratch dir("escapes");
+  dir.write("esc.txt",
+            "\x1b[2J\x1b]0;owned\x07"
+            "data_parallel.bucket_cap_mb\n");
+  dir.write("esc2.json", R"({"model": "\u001b[31mred"})");
+  dir.write("bin.txt", std::string("\x97\x86\xefP\x99\x01\xff", 7) + "=1,2\n");
+  dir.write("nu.json", "{\n  \"model\": \"gpt-1.3b\",\n  \xff\"cluster\": \"dgx-h100-ndr\"\n}\n");
+  dir.write("bom.txt",
+            "\xEF\xBB\xBF"
+            "data_parallel.bucket_cap_mb\xff=1,2\n");
+  const Run esc = dir.run("sweep --spec esc.txt");
+  CHECK(refusal(esc,
+                "stepsim: error: esc.txt: line 1: \\u001b[2J\\u001b]0;owned\\u0007data_parallel.bucket_cap_mb: "
+                "expected KEY=V1,V2,...") == "");
+  CHECK(esc.err.find('\x1b') == std::string::npos);
+  const Run esc2 = dir.run("simulate esc2.json");
+  CHECK(refusal(esc2, "stepsim: error: esc2.json: /model: unknown model preset '\\u001b[31mred' (") == "");
+  CHECK(esc2.err.find('\x1b') == std::string::npos);
+  // The spec file is read as UTF-8 text: its first bad byte is named, counted from 1.
+  CHECK(refusal(dir.run("sweep --spec bin.txt"),
+                "stepsim: error: bin.txt: line 1, column 1: not valid UTF-8 at byte 1 (0x97): expected UTF-8 text\n") ==
+        "");
+  CHECK(
+      refusal(dir.run("simulate nu.json"),
+              "stepsim: error: nu.json: line 3, column 3: not valid UTF-8 at byte 28 (0xFF): expected UTF-8 text\n") ==
+      "");
+  // After a byte order mark, which is skipped, the byte still counts from the file's first.
+  CHECK(refusal(dir.run("sweep --spec bom.txt"), "bom.txt: line 1, column 28: not valid UTF-8 at byte 31 (0xFF)") ==
+        "");
+}
+
+// A UTF-8 byte order mark first is accepted in every text input, as in scenario files: a spec
+// file's first key and an nccl-tests log's first line are read as without it.
+TEST_CASE("a byte order mark is skipped in spec files and nccl-tests logs as in scenario files") {
+  const Scratch dir("bom");
+  const std::string bom = "\xEF\xBB\xBF";
+  dir.write("spec.txt", bom + "data_parallel.bucket_cap_mb=1,2\n");
+  dir.write("plain.txt", "data_parallel.bucket_cap_mb=1,2\n");
+  const Run with = dir.run("sweep --spec spec.txt");
+  INFO(with.err);
+  REQUIRE(with.status == 0);
+  CHECK(with.out == dir.run("sweep --spec plain.txt").out);
+  const std::string log =
+      "# all_reduce_perf -b 1024 -e 2048 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1024 256 float sum -1 25.00 0.04 0.07 0 25.00 0.04 0.07 0\n"
+      "2048 512 float sum -1 30.00 0.07 0.12 0 30.00 0.07 0.12 0\n";
+  dir.write("bom-log.txt", bom + log);
+  dir.write("log.txt", log);
+  const Run imported = dir.run("calibrate import-nccl-tests bom-log.txt -o a.json");
+  INFO(imported.err);
+  REQUIRE(imported.status == 0);
+  REQUIRE(dir.run("calibrate import-nccl-tests log.txt -o b.json").status == 0);
+  CHECK(stepsim::testing::slurp(dir.file("a.json")).find("\"points\"") != std::string::npos);
+  dir.write("bom-log.json", bom + R"({"version":2,"args":["./build/all_reduce_perf"],"config":{"nthreads":1,"ngpus":8,
+    "devices":[{"rank":0,"hostname":"gpu01","device_info":"NVIDIA H200"}]},
+    "results":[{"size":1024,"count":256,"type":"float","redop":"sum","root":"-1","out_of_place":null,
+    "in_place":{"time":21.0,"alg_bw":0.05,"bus_bw":0.09,"nwrong":0.0}}]})");
+  const Run json = dir.run("calibrate import-nccl-tests bom-log.json -o c.json");
+  INFO(json.err);
+  CHECK(json.status == 0);
+}

@@ -728,12 +728,38 @@ def plan_fp8_scaling_set():
         assert got[0][key] == want[0][key], f"{key}: {got[0][key]!r} != {want[0][key]!r}"
     print(f"plan with fp8_scaling in sets: step {got[0]['step_time_s']} s, as training.precision fp8 in sets")
 
+
+def non_utf8_input():
+    """docs/python.md: bad input raises ScenarioError. A scenario or calibration file that is not
+    UTF-8 is one: its message says where, as the command line's does, with the bytes escaped."""
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = os.path.join(folder, "nu.json")
+        with open(scenario, "wb") as f:
+            f.write(b'{\n  "preset": "ddp-1.3b-64xa100",\n  \xff"model": "gpt-1.3b"\n}\n')
+        want = cli_error("simulate", scenario, "--json", "-")
+        assert want.endswith("line 3, column 3: not valid UTF-8 at byte 37 (0xFF): expected UTF-8 text"), want
+        e = raised(lambda: stepsim.simulate(scenario), stepsim.ScenarioError)
+        assert str(e) == want, f"{e} != {want}"
+        calib = os.path.join(folder, "c.json")
+        with open(calib, "wb") as f:
+            f.write(b'{"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100\xff"}}\n')
+        e = raised(lambda: stepsim.simulate("ddp-1.3b-64xa100", calibration=calib), stepsim.ScenarioError)
+        assert "not valid UTF-8 at byte 62 (0xFF)" in str(e), str(e)
+        # A control character in a JSON string is escaped in the message, not printed raw.
+        esc = os.path.join(folder, "esc.json")
+        with open(esc, "w") as f:
+            f.write('{"model": "\\u001b[31mred"}')
+        e = raised(lambda: stepsim.simulate(esc), stepsim.ScenarioError)
+        assert "\x1b" not in str(e) and "'\\u001b[31mred'" in e.message, str(e)
+    print("input that is not UTF-8 raises ScenarioError saying where")
+
+
 CASES = {f.__name__: f for f in [plan_empty_flags, list_items, default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,
                                  vendored_package, unholdable_values, nul_in_scenario_paths,
-                                 collective_empty_sweep, plan_fp8_scaling_set]}
+                                 collective_empty_sweep, plan_fp8_scaling_set, non_utf8_input]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

@@ -2,8 +2,11 @@
 """tools/plot.py renders valid PNGs of the asked size from a small sweep, a simulated trace and a plan;
 the rows it cannot draw are listed, and without matplotlib it says which Python it needs.
 
-usage: plot_test.py STEPSIM_BINARY SOURCE_DIR
+usage: plot_test.py STEPSIM_BINARY SOURCE_DIR [malformed]
+  malformed: only the malformed inputs, which plot.py refuses with exit 2 naming the file
 """
+import gzip
+import json
 import os
 import stat
 import struct
@@ -132,9 +135,68 @@ def outputs(plot, csv, d):
           "refused")
 
 
+def malformed_inputs(plot, csv, trace, d):
+    """Malformed rows and traces are refused as plot.py's own errors are: exit 2 and
+    "plot.py: error: FILE: ...", never a traceback; no picture is written."""
+    with open(csv) as f:
+        header, first = f.readline(), f.readline()
+    columns = header.rstrip("\n").split(",")
+    cells = first.rstrip("\n").split(",")
+    cells[columns.index("step_time_s")] = "abc"
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    no_ts = [dict(e) for e in events]
+    del next(e for e in no_ts if e.get("ph") == "X" and e.get("cat") != "step")["ts"]
+    null_name = [dict(e) for e in events]
+    next(e for e in null_name if e.get("ph") == "X" and e.get("cat") != "step")["name"] = None
+    whole = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    files = {
+        "nodict.json": ('{"a": 1}', "no \"traceEvents\" list"),
+        "list.json": ("[1, 2]", "traceEvents[0]: expected an event (an object), got 1"),
+        "nots.json": (json.dumps({"traceEvents": no_ts}), ": ts: expected a number of microseconds, got null"),
+        "trunc.json.gz": (whole[: len(whole) // 2], "Compressed file ended before the end-of-stream marker"),
+        "deep.json": ("[" * 100000 + "]" * 100000, "nested too deeply"),
+    }
+    rows = {
+        "bad.csv": (header + ",".join(cells) + "\n", "row 1 (0): step_time_s: expected a number, got 'abc'"),
+        "deep.jsonl": ("[" * 100000 + "\n", "nested too deeply"),
+    }
+    plan = ("cluster,gpus,status,train_days,train_days_low,train_days_high,cost,cost_low,cost_high,pareto\n"
+            "dgx-h100-ndr,8,ok,0.137,,0.15,65.9,59.6,72.2,true\n")
+    cases = [(["timeline", name], name, text, said) for name, (text, said) in files.items()]
+    cases += [(["curves", name, "-x", "data_parallel.bucket_cap_mb"], name, text, said)
+              for name, (text, said) in rows.items()]
+    cases += [(["breakdown", "bad.csv"], "bad.csv", rows["bad.csv"][0], rows["bad.csv"][1])]
+    cases += [(["pareto", "plan2.csv"], "plan2.csv", plan,
+               "row 1 (dgx-h100-ndr x 8): train_days_low: expected a number, got ''")]
+    for args, name, text, said in cases:
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode())
+        out = os.path.join(d, "malformed.png")
+        run = subprocess.run(plot + [args[0], path] + args[2:] + ["-o", out], capture_output=True, text=True,
+                             cwd=d)
+        if run.returncode != 2 or not run.stderr.startswith(f"plot.py: error: {path}: ") or said not in run.stderr \
+                or "Traceback" in run.stderr or os.path.exists(out):
+            raise AssertionError(f"{' '.join(args)}: exit {run.returncode}, {run.stderr!r} (expected 2 and {said!r})")
+    # A null event name is drawn as a kernel of no name: not an error.
+    path = os.path.join(d, "nullname.json")
+    with open(path, "w") as f:
+        json.dump({"traceEvents": null_name}, f)
+    subprocess.run(plot + ["timeline", path, "-o", os.path.join(d, "nullname.png")], check=True, capture_output=True)
+    print(f"malformed inputs: {len(cases)} refused with exit 2 naming the file; a null event name drawn")
+
+
 def main():
     stepsim, source = sys.argv[1], sys.argv[2]
     plot = [sys.executable, os.path.join(source, "tools", "plot.py")]
+    if sys.argv[3:] == ["malformed"]:
+        with tempfile.TemporaryDirectory(prefix="stepsim-plot-") as d:
+            csv, trace = os.path.join(d, "sweep.csv"), os.path.join(d, "step.json")
+            subprocess.run([stepsim, "sweep", "--vary", "data_parallel.bucket_cap_mb=1,4", "-o", csv], check=True)
+            subprocess.run([stepsim, "simulate", "--trace", trace], check=True, stdout=subprocess.DEVNULL)
+            malformed_inputs(plot, csv, trace, d)
+        return
     with tempfile.TemporaryDirectory(prefix="stepsim-plot-") as d:
         csv = os.path.join(d, "sweep.csv")
         trace = os.path.join(d, "step.json")

@@ -9,7 +9,9 @@
 #include <thread>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cli/run_stepsim.hpp"
@@ -108,6 +110,66 @@ TEST_CASE("a sweep resumed on a merged file with gaps writes its rows in point o
   }
   // No temporary file is left beside the rows.
   for (const std::string& name : dir.entries()) CHECK(name.find("stepsim") == std::string::npos);
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line + "\n");
+  return out;
+}
+
+}  // namespace
+
+// README: --resume refuses a file that is not this sweep's rows, one per point in point order
+// (gaps are the points still to run); CSV and JSON lines alike. Each refusal names the file and
+// the line, exits 2 and leaves the file as it was.
+TEST_CASE("a sweep resumed on rows that are not this sweep's, one per point in order, is refused") {
+  const Scratch dir("sweep-resume-bad-rows");
+  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1,2,5,10,25";
+  REQUIRE(dir.run(sweep + " -o whole.csv").status == 0);
+  REQUIRE(dir.run(sweep + " -o whole.jsonl").status == 0);
+  const auto csv = lines_of(slurp(dir.file("whole.csv")));
+  const auto jsonl = lines_of(slurp(dir.file("whole.jsonl")));
+  REQUIRE(csv.size() == 6);
+  REQUIRE(jsonl.size() == 5);
+  const auto refused = [&](const std::string& name, const std::string& text, const std::string& message) {
+    INFO(name);
+    dir.write(name, text);
+    const Run run = dir.run(sweep + " --resume -o " + name);
+    CHECK(stepsim::testing::refusal(run, name + ": " + message) == "");
+    CHECK(slurp(dir.file(name)) == text);
+  };
+  // Point 0 twice.
+  refused("dup.csv", csv[0] + csv[1] + csv[2] + csv[1],
+          "line 4: point 0 after point 1 (line 3): expected one row per point, in point order");
+  refused("dup.jsonl", jsonl[0] + jsonl[1] + jsonl[0],
+          "line 3: point 0 after point 1 (line 2): expected one row per point, in point order");
+  // Out of order.
+  refused("order.csv", csv[0] + csv[2] + csv[1], "line 3: point 0 after point 1 (line 2)");
+  // Point 3 with point 2's point_id: not this sweep's point 3.
+  const std::string id2 = csv[3].substr(2, 16), id3 = csv[4].substr(2, 16);
+  std::string row3 = csv[4];
+  row3.replace(2, 16, id2);
+  refused("badid.csv", csv[0] + csv[1] + csv[2] + row3,
+          "line 4: point 3 has point_id " + id2 + ", but this sweep's point 3 is " + id3);
+  // A JSON row without a key the first has, and one whose point is a string.
+  auto missing = boost::json::parse(jsonl[1]).as_object();
+  missing.erase("mfu");
+  refused("missing.jsonl", jsonl[0] + boost::json::serialize(missing) + "\n",
+          "line 2: has no key 'mfu': expected the keys of line 1");
+  auto text_point = boost::json::parse(jsonl[1]).as_object();
+  text_point["point"] = "1";
+  refused("string.jsonl", jsonl[0] + boost::json::serialize(text_point) + "\n",
+          "line 2, key 'point': expected a whole number, got \"1\"");
+  // A merge's rows with a gap are still taken: the gap is run and the file is the whole sweep's.
+  dir.write("gap.csv", csv[0] + csv[1] + csv[3] + csv[5]);
+  const Run gap = dir.run(sweep + " --resume -o gap.csv");
+  INFO(gap.err);
+  REQUIRE(gap.status == 0);
+  CHECK(slurp(dir.file("gap.csv")) == slurp(dir.file("whole.csv")));
 }
 
 // --spec FILE is the --vary flags written in a file: the same rows, sweep_id included, byte

@@ -147,12 +147,14 @@ void Recorder::slowdown(const Summary& alone, const Summary& beside) {
   c_.compute.comm_slowdown = std::max(0.0, beside.median / alone.median - 1.0);
 }
 
-std::string Recorder::json() const {
+std::string Recorder::json(std::vector<std::string>* left_out) const {
   calibration::Calibration c = c_;
   for (auto& t : c.collectives) {
     std::sort(t.points.begin(), t.points.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
     t.fit = calibration::fit_alpha_beta(t.points, t.op, t.ranks, 0.0);
   }
+  std::vector<std::string> notes = calibration::leave_out_unreadable(c);
+  if (left_out != nullptr) *left_out = std::move(notes);
   return calibration::calibration_json(c);
 }
 

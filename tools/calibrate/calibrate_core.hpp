@@ -62,8 +62,10 @@ class Recorder {
   // Slowdown of a GEMM beside communication: alone and beside, in µs.
   void slowdown(const Summary& alone, const Summary& beside);
 
-  // The file's text: the collective points sorted and fitted (alpha–beta).
-  std::string json() const;
+  // The file's text: the collective points sorted and fitted (alpha–beta), and every value
+  // `stepsim simulate` would refuse left out (calibration::leave_out_unreadable), with the notes
+  // that say so in `left_out` where given.
+  std::string json(std::vector<std::string>* left_out = nullptr) const;
   const calibration::Calibration& calibration() const { return c_; }
 
  private:
