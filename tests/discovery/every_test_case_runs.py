@@ -6,7 +6,7 @@ name into two filters that match nothing.
 
     every_test_case_runs.py BUILD_DIR [TEST_SPEC]
 
-TEST_SPEC is the Catch2 test spec the build discovers with (the sanitized build's "~[slow]"):
+TEST_SPEC is the Catch2 test spec the build discovers with (the sanitized build's "~[slow]~[.]"):
 the names the programs list under it are the ones ctest must run.
 """
 import pathlib
