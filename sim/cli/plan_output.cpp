@@ -53,6 +53,7 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
                              r.search.oom, r.search.pruned, r.search.unsearched, r.search.ranked.size(), r.search_s));
   if (!r.search.unrun_precisions.empty())
     line("not searched", fmt::format("{}: {} does not run them", fmt::join(r.search.unrun_precisions, ", "), r.gpu));
+  for (const std::string& refused : r.search.refused_precisions) line("not searched", refused);
   if (!r.report) {
     line("layout", r.search.no_layout.empty() ? "none fits on this many GPUs" : "none: " + r.search.no_layout);
     // As sweep --best says it: the reason of the first layout refused, which the others' often share.

@@ -268,7 +268,10 @@ std::vector<Candidate> supported(const SweepSpec& spec, std::vector<Candidate> l
       ok[precision] = why.empty();
       if (!why.empty()) {
         const std::optional<Precision> p = precision_named(precision);
-        if (!p || !runs_precision(base.cluster.gpu, *p)) result.unrun_precisions.push_back(precision);
+        if (!p || !runs_precision(base.cluster.gpu, *p))
+          result.unrun_precisions.push_back(precision);
+        else
+          result.refused_precisions.push_back(fmt::format("{}: {}", precision, why));
         result.notes.push_back(fmt::format("{} is not searched: {}", precision, why));
       }
     }

@@ -33,6 +33,8 @@ struct BestResult {
   std::vector<std::string> fixed;                    // search keys the user fixed with --set
   std::vector<std::string> notes;                    // what the search leaves out, and why
   std::vector<std::string> unrun_precisions;         // allowed precisions the GPU does not run (in notes too)
+  std::vector<std::string>
+      refused_precisions;  // "bf16: why": allowed precisions the scenario does not run (in notes too)
   std::string first_refusal;                         // the first refused configuration's reason
   // The configuration that misses the capacity by the least memory, its choices and figures
   // ("tp=8 ... recompute=full: does not fit: 812.3 GiB in use ... > capacity 79.6 GiB").

@@ -783,6 +783,11 @@ TEST_CASE("plan and sweep --best take --set training.fp8_scaling=current when --
   const auto both = plan_rows(dir, job + "--precision bf16,fp8 --set training.fp8_scaling=current");
   REQUIRE(both.size() == 1);
   CHECK(both[0].as_object().at("precision") == "fp8");
+  // ... and plan's table says so, as sweep --best's notes do (it said nothing of bf16).
+  const Run table = dir.run("plan " + job + "--precision bf16,fp8 --set training.fp8_scaling=current");
+  CHECK(table.status == 0);
+  CHECK(table.out.find("  not searched           bf16: training.fp8_scaling current is a recipe of fp8") !=
+        std::string::npos);
   const Run best = dir.run(
       "sweep --set model=llama3-8b --set cluster=dgx-b200 --set training.fp8_scaling=current --best 2 --gpus 8 "
       "--precision bf16,fp8");
