@@ -297,7 +297,7 @@ constexpr KeyDoc kDocs[] = {
      "logits outside torch.compile, with TP DTensor's loss_parallel: fp32 buffers of the logits' size), "
      "`compiled` (the same under torch.compile: the logits kept, the softmax recomputed in the backward) or `te` "
      "(Transformer Engine's `parallel_cross_entropy`: the gradient written into the logits in the forward, the "
-     "logits alone kept; timed as `fused`)",
+     "logits alone kept; its forward timed as `fused`, its backward as one read and write of the logits)",
      "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`; with `--cross-entropy-fusion-impl te`: `te`); "
      "torchtitan's loss: `eager` before 2025, `compiled` with `--training.compile` since"},
     {"training.memory_headroom", "bytes",

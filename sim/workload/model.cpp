@@ -27,7 +27,8 @@ bool learned_positions(const LayerShape& s) { return !s.llama_style; }
 // the upcast, max (read), subtract, exp and divide in place (read, write each) and the sum
 // (read). Transformer Engine's (te) is charged as the fused one: its two passes read the bf16
 // logits twice and write the gradient once, the fused loss's 6 bytes a bf16 logit; its
-// backward, an in-place scaling (4 bytes a logit), is still charged the fused backward's.
+// backward scales that gradient in place by the per-token loss gradient (read and write each
+// logit once: loss_op).
 double loss_bytes(const LayerShape& s) {
   constexpr double fp32 = 4.0;
   const double a = s.act_bytes;
@@ -42,6 +43,11 @@ double loss_bytes(const LayerShape& s) {
 // kernel, log_softmax's backward and the cast back, 5.
 OpCost loss_op(const std::string& name, long long logits, const LayerShape& s) {
   OpCost op = elementwise(name, Role::loss, OpClass::loss, logits, loss_bytes(s), 6.0);
+  // Transformer Engine's backward (triton/cross_entropy.py, cross_entropy_backward) runs
+  // element_mul_kernel over the logits that hold the gradient: Megatron-Core's per-token losses
+  // give a gradient of one value per token, never the scalar 1.0 for which it skips the kernel.
+  if (s.loss == CrossEntropy::te)
+    op.backward_bytes = Bytes(std::llround(static_cast<double>(logits) * 2.0 * s.act_bytes));
   if (s.loss == CrossEntropy::eager) {
     op.operators = 3;
     op.backward_operators = 5;

@@ -269,6 +269,20 @@ TEST_CASE("the unfused cross entropy reads and writes the fp32 logits once per k
   CHECK(bytes(find(unfused.post.backward, Role::loss, Pass::backward)) == Approx(logits * 14));
 }
 
+// Transformer Engine's parallel_cross_entropy: the forward reads the bf16 logits twice (online
+// max and sum, then the gradient) and writes the gradient over them, 2 + 2 + 2 = 6 bytes a
+// logit; the backward multiplies that gradient in place by each token's loss gradient
+// (element_mul_kernel): read 2, write 2 = 4, against the fused loss's 12 and Megatron's 14.
+TEST_CASE("Transformer Engine's cross entropy backward reads and writes the logits once") {
+  auto sc = st::scenario(st::gpt(24, 2048, 16), 1, 1);
+  sc.training.cross_entropy = stepsim::CrossEntropy::te;
+  const auto te = stepsim::workload::build_work(sc);
+  const double logits = static_cast<double>(sc.training.micro_batch * sc.model.seq_len * sc.model.vocab);
+  const auto bytes = [](const OpCost& op) { return static_cast<double>(op.bytes.count()); };
+  CHECK(bytes(find(te.post.forward, Role::loss)) == Approx(logits * 6));
+  CHECK(bytes(find(te.post.backward, Role::loss, Pass::backward)) == Approx(logits * 4));
+}
+
 // PyTorch's embedding_dense_backward_cuda returns a dense gradient of the whole table, zeroed
 // (at::zeros) before the tokens' rows are summed into it; Megatron-Core's DDP hook then adds it
 // into the FP32 main gradient (param.main_grad.add_(param.grad.data)): read it, read and
