@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/idle_output.hpp"
 #include "analysis/like_for_like.hpp"
 #include "collectives/collective.hpp"
 #include "report/json_text.hpp"
@@ -115,10 +116,6 @@ void write_exposure(const Analysis& a, std::ostream& out) {
              a.metrics.whole_trace_hidden_fraction * 100);
 }
 
-double percent_of(Time part, Time whole) {
-  return whole > Time::zero() ? 100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()) : 0.0;
-}
-
 std::string hta_rules(const HtaMetrics& h) {
   std::string rules = h.last_step_excluded ? "last ProfilerStep excluded" : "every step (fewer than two ProfilerSteps)";
   if (h.rounded) rules += ", timestamps rounded inward to whole us";
@@ -132,54 +129,6 @@ std::vector<std::pair<std::string, double>> kernel_type_shares(const HtaMetrics&
   std::vector<std::pair<std::string, double>> out;
   for (const HtaKernelTypeTime& k : h.kernel_types) out.emplace_back(k.label, hta_round(percent_of(k.time, sum), 1));
   return out;
-}
-
-// Why the idle breakdown has no split; "" when it has one.
-std::string idle_breakdown_missing(const HtaIdleBreakdown& b) {
-  if (b.total.kernels == 0) return "no GPU kernel, memcpy or memset in HTA's window";
-  if (b.launched() == 0)
-    return "no kernel is tied by its correlation id to a launch on the CPU (cudaLaunchKernel, cudaGraphLaunch, "
-           "...), so host wait cannot be told from the rest";
-  return "";
-}
-
-double ms_per_step(Time t, std::size_t steps) { return t.seconds() * 1e3 / static_cast<double>(steps); }
-
-void write_idle_row(const std::string& label, const HtaStreamIdle& s, std::size_t steps, std::ostream& out) {
-  const Time idle = s.idle();
-  fmt::print(out, "    {:<10} {:>9.3f} {:>10.3f} {:>5.1f}% {:>10.3f} {:>5.1f}% {:>10.3f} {:>5.1f}%\n", label,
-             ms_per_step(idle, steps), ms_per_step(s.host_wait, steps), percent_of(s.host_wait, idle),
-             ms_per_step(s.kernel_wait, steps), percent_of(s.kernel_wait, idle), ms_per_step(s.other, steps),
-             percent_of(s.other, idle));
-}
-
-// HTA's idle time breakdown: one row per stream and the streams summed, ms per step and the
-// share of the stream's idle time.
-void write_idle_breakdown(const HtaMetrics& h, std::ostream& out) {
-  const HtaIdleBreakdown& b = h.idle_breakdown;
-  if (const std::string missing = idle_breakdown_missing(b); !missing.empty()) {
-    fmt::print(out, "  idle time breakdown: n/a ({})\n", missing);
-    return;
-  }
-  fmt::print(out,
-             "  idle time breakdown, ms per step over {} step{} (gaps between a stream's consecutive kernels; "
-             "kernel wait: under {:.0f} us)\n",
-             h.steps, h.steps == 1 ? "" : "s", kHtaConsecutiveKernelDelay.seconds() * 1e6);
-  fmt::print(out, "    {:<10} {:>9} {:>17} {:>17} {:>17}\n", "stream", "idle", "host wait", "kernel wait", "other");
-  for (const HtaStreamIdle& s : b.streams) write_idle_row(fmt::format("{}", s.stream), s, h.steps, out);
-  if (b.streams.size() > 1) write_idle_row("all (sum)", b.total, h.steps, out);
-  if (b.total.launched < b.total.kernels)
-    fmt::print(out, "    {} of {} kernels without a launch in the trace (never host wait)\n",
-               b.total.kernels - b.total.launched, b.total.kernels);
-  if (h.idle_breakdown_exact) {
-    const HtaStreamIdle& e = h.idle_breakdown_exact->total;
-    fmt::print(out,
-               "    on the exact timestamps (HTA_DISABLE_NS_ROUNDING=1), all streams: host wait {:.3f} ms ({:.1f}%), "
-               "kernel wait {:.3f} ms ({:.1f}%), other {:.3f} ms ({:.1f}%)\n",
-               ms_per_step(e.host_wait, h.steps), percent_of(e.host_wait, e.idle()),
-               ms_per_step(e.kernel_wait, h.steps), percent_of(e.kernel_wait, e.idle()), ms_per_step(e.other, h.steps),
-               percent_of(e.other, e.idle()));
-  }
 }
 
 void write_hta(const Analysis& a, std::ostream& out) {
@@ -316,55 +265,6 @@ json::object step_json(const Timeline& t, const RankTimeline& rank, const StepMe
   return o;
 }
 
-json::value ratio_json(Time part, Time whole) {
-  return whole != Time::zero() ? json::value(static_cast<double>(part.ps()) / static_cast<double>(whole.ps()))
-                               : json::value(nullptr);
-}
-
-json::object stream_idle_json(const HtaStreamIdle& s, std::size_t steps) {
-  json::object o;
-  if (s.stream >= 0) o["stream"] = s.stream;
-  o["kernels"] = s.kernels;
-  o["launched_kernels"] = s.launched;
-  const auto per_step = [steps](Time t) { return t.seconds() / static_cast<double>(steps); };
-  o["idle_s"] = per_step(s.idle());
-  o["host_wait_s"] = per_step(s.host_wait);
-  o["kernel_wait_s"] = per_step(s.kernel_wait);
-  o["other_s"] = per_step(s.other);
-  o["host_wait_ratio"] = ratio_json(s.host_wait, s.idle());
-  o["kernel_wait_ratio"] = ratio_json(s.kernel_wait, s.idle());
-  o["other_ratio"] = ratio_json(s.other, s.idle());
-  o["idle_time_us"] = s.idle().seconds() * 1e6;
-  o["host_wait_us"] = s.host_wait.seconds() * 1e6;
-  o["kernel_wait_us"] = s.kernel_wait.seconds() * 1e6;
-  o["other_us"] = s.other.seconds() * 1e6;
-  return o;
-}
-
-json::object idle_breakdown_json(const HtaIdleBreakdown& b, std::size_t steps) {
-  json::object o;
-  json::array streams;
-  for (const HtaStreamIdle& s : b.streams) streams.push_back(stream_idle_json(s, steps));
-  o["streams"] = std::move(streams);
-  o["all_streams"] = stream_idle_json(b.total, steps);
-  return o;
-}
-
-json::value hta_idle_json(const HtaMetrics& h) {
-  json::object o;
-  const std::string missing = idle_breakdown_missing(h.idle_breakdown);
-  o["available"] = missing.empty();
-  o["note"] = missing.empty() ? json::value(nullptr) : json::value(missing);
-  o["steps"] = h.steps;
-  o["consecutive_kernel_delay_us"] = kHtaConsecutiveKernelDelay.seconds() * 1e6;
-  if (!missing.empty()) return o;
-  const json::object rounded = idle_breakdown_json(h.idle_breakdown, h.steps);
-  for (const auto& kv : rounded) o[kv.key()] = kv.value();
-  o["exact_timestamps"] = h.idle_breakdown_exact ? json::value(idle_breakdown_json(*h.idle_breakdown_exact, h.steps))
-                                                 : json::value(nullptr);
-  return o;
-}
-
 json::value hta_json(const HtaMetrics& h) {
   if (!h.available) return nullptr;
   json::object o;
@@ -393,7 +293,7 @@ json::value hta_json(const HtaMetrics& h) {
     kinds.push_back(std::move(k));
   }
   o["kernel_type_breakdown"] = std::move(kinds);
-  o["idle_time_breakdown"] = hta_idle_json(h);
+  o["idle_time_breakdown"] = idle_breakdown_json(h);
   return o;
 }
 
@@ -446,6 +346,7 @@ struct Row {
   double measured, predicted;
   bool fraction;
   bool known = true;  // false: not measurable from this trace (measured is 0)
+  const char* unknown = "in kernels";  // what the measured column says when not known
 };
 
 std::vector<Row> comparison_rows(const LikeForLike& lf) {
@@ -467,18 +368,21 @@ std::vector<Row> comparison_rows(const LikeForLike& lf) {
                   lf.measured_wait_s.has_value()});
   rows.push_back({"compute", m.breakdown_s.compute + m.breakdown_s.optimizer,
                   p.breakdown_s.compute + p.breakdown_s.optimizer, false});
+  rows.push_back({"GPU waiting for the host", lf.measured_host_wait_s.value_or(0.0), lf.predicted_host_wait_s, false,
+                  lf.measured_host_wait_s.has_value(), "n/a"});
   rows.push_back({"hidden fraction", m.overlap.hidden_fraction, p.overlap.hidden_fraction, true});
   rows.push_back(
       {"exposed fraction of step", m.overlap.exposed_fraction_of_step, p.overlap.exposed_fraction_of_step, true});
   return rows;
 }
 
-json::object side_json(const Report& r, std::optional<double> wait_s) {
+json::object side_json(const Report& r, std::optional<double> wait_s, std::optional<double> host_wait_s) {
   json::object o;
   o["step_time_s"] = r.step_time_s;
   o["exposed_comm_s"] = per_kind(r.breakdown_s.exposed_comm, 1.0);
   o["comm_s"] = per_kind(r.comm_s, 1.0);
   o["wait_s"] = wait_s ? json::value(*wait_s) : json::value(nullptr);
+  o["host_wait_s"] = host_wait_s ? json::value(*host_wait_s) : json::value(nullptr);
   o["hidden_fraction"] = r.overlap.hidden_fraction;
   return o;
 }
@@ -585,7 +489,7 @@ void write_comparison_table(const Analysis& measured, const SimulationResult& pr
     const double scale = r.fraction ? 100.0 : 1e3;
     const char* unit = r.fraction ? "%" : "ms";
     const std::string m =
-        r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", "in kernels");
+        r.known ? fmt::format("{:>10.3f}{:<2}", r.measured * scale, unit) : fmt::format("{:>12}", r.unknown);
     const std::string d = !r.known     ? fmt::format("{:>10}", "-")
                           : r.fraction ? points_text(r.predicted, r.measured)
                                        : relative_text(r.predicted, r.measured);
@@ -616,8 +520,8 @@ void write_comparison_json(const Analysis& measured, const SimulationResult& pre
     rows.push_back(std::move(row));
   }
   o["comparison"] = std::move(rows);
-  o["measured"] = side_json(lf.measured, lf.measured_wait_s);
-  o["predicted"] = side_json(lf.predicted, lf.predicted_wait_s);
+  o["measured"] = side_json(lf.measured, lf.measured_wait_s, lf.measured_host_wait_s);
+  o["predicted"] = side_json(lf.predicted, lf.predicted_wait_s, lf.predicted_host_wait_s);
   report::write_pretty_json(o, out);
 }
 

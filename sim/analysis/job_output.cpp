@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "analysis/idle_output.hpp"
 #include "report/json_text.hpp"
 
 namespace stepsim::analysis {
@@ -143,7 +144,27 @@ json::object rank_json(const RankSummary& r) {
   o["comm_s"] = per_kind_json(busy);
   o["hidden_fraction"] = r.total.hidden_fraction();
   o["hta_comm_comp_overlap_pctg"] = r.hta.overlap_pct ? json::value(*r.hta.overlap_pct) : json::value(nullptr);
+  // As `analyze` of this rank's file alone writes it (its hta.idle_time_breakdown).
+  o["idle_time_breakdown"] = r.hta.available ? idle_breakdown_json(r.hta) : json::value(nullptr);
   return o;
+}
+
+std::vector<RankIdle> ranks_idle(const JobAnalysis& job) {
+  std::vector<RankIdle> out;
+  for (const RankSummary& r : job.ranks) out.push_back({r.rank, &r.hta});
+  return out;
+}
+
+json::value across_idle_json(const JobAnalysis& job) {
+  const std::optional<IdleAcrossRanks> a = idle_across_ranks(ranks_idle(job));
+  if (!a) return nullptr;
+  return json::object{{"ranks", a->ranks},
+                      {"idle_s", a->idle_s},
+                      {"host_wait_s", a->host_wait_s},
+                      {"kernel_wait_s", a->kernel_wait_s},
+                      {"other_s", a->other_s},
+                      {"host_wait_max_s", a->host_wait_max_s},
+                      {"host_wait_max_rank", a->host_wait_max_rank}};
 }
 
 }  // namespace
@@ -158,6 +179,7 @@ void write_job_table(const JobAnalysis& job, std::ostream& out) {
              s.mean * 1e3, s.min_rank, s.min * 1e3, s.max_rank, s.max * 1e3);
   fmt::print(out, "  exposed comm, mean: {}\n", kinds_text(mean_exposed(job), 1e3));
   fmt::print(out, "  hidden fraction:    mean {:.1f}%\n", mean_hidden(job) * 100);
+  write_ranks_idle_breakdown(ranks_idle(job), out);
   write_stragglers(job, out);
 }
 
@@ -173,6 +195,7 @@ void write_job_json(const JobAnalysis& job, const std::string& version, std::ost
       {"mean", s.mean}, {"min", s.min}, {"min_rank", s.min_rank}, {"max", s.max}, {"max_rank", s.max_rank}};
   across["exposed_comm_s"] = per_kind_json(mean_exposed(job));
   across["hidden_fraction"] = mean_hidden(job);
+  across["idle_time_breakdown"] = across_idle_json(job);
   o["across_ranks"] = std::move(across);
   o["collective_calls"] = job.calls;
   json::array stragglers;

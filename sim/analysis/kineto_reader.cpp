@@ -16,6 +16,7 @@
 #include "analysis/nccl_kernels.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/scenario.hpp"
+#include "stepsim/text.hpp"
 
 namespace stepsim::analysis {
 
@@ -1053,9 +1054,26 @@ KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
   std::vector<char> chunk(std::size_t{1} << 20);
   Position at;
   json::error_code ec;
-  for (;;) {
-    const std::size_t n = source.read(chunk.data(), chunk.size());
-    if (n == 0 && at.offset == 0) throw InputError(path, "", "the file is empty (expected a JSON trace)");
+  // A leading UTF-8 byte order mark is skipped, as every text input skips it: the first chunk
+  // is read until it holds the mark's length (inflate may give fewer bytes at a time), and the
+  // mark counts in the byte offsets of messages but not in the columns or the JSON read.
+  std::size_t first = 0;
+  while (first < kUtf8Bom.size()) {
+    const std::size_t got = source.read(chunk.data() + first, chunk.size() - first);
+    if (got == 0) break;
+    first += got;
+  }
+  std::size_t skip = without_bom(std::string_view(chunk.data(), first)).size() < first ? kUtf8Bom.size() : 0;
+  const std::uint64_t bom = skip;
+  at.offset = bom;
+  for (bool first_chunk = true;; first_chunk = false) {
+    std::size_t n = first_chunk ? first : source.read(chunk.data(), chunk.size());
+    if (skip > 0) {
+      std::memmove(chunk.data(), chunk.data() + skip, n - skip);
+      n -= skip;
+      skip = 0;
+    }
+    if (n == 0 && at.offset == bom) throw InputError(path, "", "the file is empty (expected a JSON trace)");
     const std::size_t used = parser.write_some(n > 0, chunk.data(), n, ec);
     if (ec == json::error::extra_data || (!ec && used < n)) {
       // The document ended inside the chunk; the parser stops at what follows it.
@@ -1071,7 +1089,7 @@ KinetoTrace read_kineto(const std::string& path, TimeOrigin& origin) {
     at.advance(chunk.data(), n);
     if (n == 0) break;
   }
-  trace.content_bytes = at.offset;
+  trace.content_bytes = at.offset - bom;
   return trace;
 }
 

@@ -46,6 +46,8 @@ Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_
   chosen_rank = measured.rank;
   chosen_label = measured.label;
   wait_s = waits_in(measured, window.start, window.end).seconds();
+  r.host.gpu_wait_s = report::measure_host(measured, window.start, window.end).gpu_wait;
+  r.host.gpu_wait_fraction_of_step = r.step_time_s > 0 ? r.host.gpu_wait_s / r.step_time_s : 0.0;
   const Timeline counted = waits_as_comm(t);
   const report::WindowMetrics m =
       report::measure(counted.ranks[static_cast<std::size_t>(chosen)], window.start, window.end);
@@ -115,11 +117,22 @@ Timeline waits_as_comm(Timeline t) {
   return t;
 }
 
+std::optional<double> measured_host_wait(const HtaMetrics& h) {
+  if (!h.available || h.idle_breakdown.launched() == 0 || h.idle_breakdown.streams.empty()) return std::nullopt;
+  const HtaIdleBreakdown& b = h.idle_breakdown_exact ? *h.idle_breakdown_exact : h.idle_breakdown;
+  const auto compute =
+      std::max_element(b.streams.begin(), b.streams.end(),
+                       [](const HtaStreamIdle& x, const HtaStreamIdle& y) { return x.kernels < y.kernels; });
+  return compute->host_wait.seconds() / static_cast<double>(std::max<std::size_t>(1, h.steps));
+}
+
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted) {
   LikeForLike out;
   out.measured_rank = measured.trace.dist[measured.metrics.rank_index].rank;
   out.predicted = remeasured(predicted.report, predicted.timeline, out.measured_rank, out.predicted_wait_s,
                              out.predicted_rank, out.predicted_label);
+  out.predicted_host_wait_s = out.predicted.host.gpu_wait_s;
+  out.measured_host_wait_s = measured_host_wait(measured.trace.hta[measured.metrics.rank_index]);
   out.measured = measured.mean;
   if (!measured.trace.simulated) return out;  // a real kernel already holds its wait
   const RankTimeline& rank = measured.trace.timeline.ranks[measured.metrics.rank_index];

@@ -25,6 +25,11 @@ struct LikeForLike {
   Report predicted;                       // the simulation's step, waits as communication
   std::optional<double> measured_wait_s;  // per step; unknown for a real trace (inside its kernels)
   double predicted_wait_s = 0;            // per step, on the rank the prediction is measured on
+  // The GPU waiting for the host per step: measured, HolisticTraceAnalysis' host wait on the
+  // trace's compute stream (measured_host_wait); predicted, simulate's "GPU waiting for the
+  // host" (Report::host.gpu_wait_s) on the rank the prediction is measured on.
+  std::optional<double> measured_host_wait_s;
+  double predicted_host_wait_s = 0;
   int measured_rank = -1;                 // the trace's global rank; -1 when it does not say
   int predicted_rank = -1;                // the global rank the prediction is measured on
   std::string predicted_label;            // that rank's label: "rank 0 (stage 0)"
@@ -36,6 +41,13 @@ struct LikeForLike {
 // (every rank with simulation.ranks "all", one rank per pipeline stage otherwise), else on
 // the rank the report is measured on (the critical path); same_rank() tells which.
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted);
+
+// HolisticTraceAnalysis' host wait per step (its window's over the ProfilerSteps it covers) on
+// the compute stream of `h`'s rank, the stream with the most kernels (on it the GPU waits for
+// the host; another stream's gaps are mostly its wait for the compute stream's work), on the
+// exact timestamps where HTA rounds them; none when the trace has no idle breakdown (not a
+// Kineto trace, or no kernel tied to its launch).
+std::optional<double> measured_host_wait(const HtaMetrics& h);
 
 // Where the process groups the measured rank communicates in are of another size than the
 // prediction's communicators of the same kind, one line per kind ("tp process groups: the

@@ -6,9 +6,12 @@
 #include "cli/calibrate_check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <cmath>
 #include <optional>
+#include <ostream>
+#include <sstream>
 
 #include "calibration/apply.hpp"
 #include "calibration/link_bound.hpp"
@@ -55,12 +58,13 @@ struct ErrorStats {
   }
 };
 
-void print_summary(const std::string& what, const ErrorStats& s) {
+void print_summary(const std::string& what, const ErrorStats& s, std::ostream& out) {
   if (s.n == 0) {
-    fmt::print("# {}: no measured points\n", what);
+    fmt::print(out, "# {}: no measured points\n", what);
     return;
   }
-  fmt::print("# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%)\n",
+  fmt::print(out,
+             "# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%)\n",
              what, s.n, 100 * s.sum_with / s.n, 100 * s.max_with, 100 * s.sum_without / s.n, 100 * s.max_without);
 }
 
@@ -78,10 +82,11 @@ ClusterSpec check_cluster(const cal::Calibration& c, const std::string& scenario
                    fmt::format("no cluster preset has the GPU '{}'; give --cluster or a scenario", c.provenance.gpu));
 }
 
-void print_table_header(const cal::CollectiveTable& t, const ClusterSpec& cluster, const char* predicted) {
-  fmt::print("\n# {} on {} rank(s), {} node(s) x {}, {} ({})\n", to_string(t.op), t.ranks, t.nodes, t.ranks_per_node,
-             cluster.name, t.dtype);
-  fmt::print("# {:>14} {:>12} {:>13} {:>9} {:>12} {:>9}  {}\n", "size(B)", "measured", predicted, "error", "model",
+void print_table_header(const cal::CollectiveTable& t, const ClusterSpec& cluster, const char* predicted,
+                        std::ostream& out) {
+  fmt::print(out, "\n# {} on {} rank(s), {} node(s) x {}, {} ({})\n", to_string(t.op), t.ranks, t.nodes,
+             t.ranks_per_node, cluster.name, t.dtype);
+  fmt::print(out, "# {:>14} {:>12} {:>13} {:>9} {:>12} {:>9}  {}\n", "size(B)", "measured", predicted, "error", "model",
              "error", "source");
 }
 
@@ -93,7 +98,7 @@ CollectivesSpec forced_for(const std::optional<CollectivesSpec>& scenario, const
 
 // One measured collective predicted from `tables` and by the model alone, run as `forced` says.
 void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, const cal::MeasuredTables& tables,
-                 const cal::CollectivePoint& p, ErrorStats& stats, const CollectivesSpec& forced) {
+                 const cal::CollectivePoint& p, ErrorStats& stats, const CollectivesSpec& forced, std::ostream& out) {
   // The table's hosts as the model's NVLink domains.
   const collectives::Request r{t.op, Bytes(static_cast<std::int64_t>(std::llround(p.bytes))),
                                cal::domain_shape(cluster, t.ranks, t.nodes)};
@@ -101,7 +106,7 @@ void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, cons
   const auto cal = cal::calibrate_collective(tables, cluster, forced, r, t.dtype);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
-  fmt::print("  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
+  fmt::print(out, "  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
              cal.choice.time().us(), 100 * with, model, 100 * without, cal::to_string(cal.source));
 }
 
@@ -120,15 +125,29 @@ cal::Calibration without_point(const cal::Calibration& c, std::size_t ti, std::s
   return rest;
 }
 
+// A table whose collective the model cannot run as it was measured (an AllToAll measured with
+// ring forced, say), named by its file and place rather than by the scenario key the model's
+// error speaks of.
+template <class Body>
+void for_table(const std::string& file, const std::string& where, const Body& body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    throw InputError(file, where, e.message());
+  }
+}
+
 void leave_one_out_collectives(const cal::Calibration& c, const ClusterSpec& base, ErrorStats& stats,
-                               const std::optional<CollectivesSpec>& scenario) {
+                               const std::optional<CollectivesSpec>& scenario, std::ostream& out) {
   for (std::size_t ti = 0; ti < c.collectives.size(); ++ti) {
     const cal::CollectiveTable& t = c.collectives[ti];
     const ClusterSpec cluster = spanning(base, t);
-    print_table_header(t, cluster, "left out");
-    for (std::size_t i = 0; i < t.points.size(); ++i)
-      check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}, cluster), t.points[i], stats,
-                  forced_for(scenario, t));
+    print_table_header(t, cluster, "left out", out);
+    for_table(c.source, fmt::format("/collectives/{}", ti), [&] {
+      for (std::size_t i = 0; i < t.points.size(); ++i)
+        check_point(t, cluster, cal::MeasuredTables({without_point(c, ti, i)}, cluster), t.points[i], stats,
+                    forced_for(scenario, t), out);
+    });
   }
 }
 
@@ -153,10 +172,10 @@ workload::OpCost gemm_op(const cal::GemmPoint& g) {
   return op;
 }
 
-void leave_one_out_gemm(const cal::Calibration& c, const ClusterSpec& cluster, ErrorStats& stats) {
+void leave_one_out_gemm(const cal::Calibration& c, const ClusterSpec& cluster, ErrorStats& stats, std::ostream& out) {
   if (c.compute.gemm.empty()) return;
-  fmt::print("\n# GEMM on {}\n# {:>6} {:>6} {:>6} {:>5} {:>12} {:>12} {:>9} {:>12} {:>9}\n", cluster.gpu.name, "m", "n",
-             "k", "dtype", "measured", "left out", "error", "model", "error");
+  fmt::print(out, "\n# GEMM on {}\n# {:>6} {:>6} {:>6} {:>5} {:>12} {:>12} {:>9} {:>12} {:>9}\n", cluster.gpu.name, "m",
+             "n", "k", "dtype", "measured", "left out", "error", "model", "error");
   for (std::size_t i = 0; i < c.compute.gemm.size(); ++i) {
     const cal::GemmPoint& g = c.compute.gemm[i];
     if (!cluster.gpu.flops.for_precision(g.dtype).positive()) continue;
@@ -167,13 +186,13 @@ void leave_one_out_gemm(const cal::Calibration& c, const ClusterSpec& cluster, E
     const double with = cal::calibrate_compute(tables, refit, op).time.us();
     const double without_us = model.duration(op).us();
     stats.add(error_of(with, g.time_us), error_of(without_us, g.time_us));
-    fmt::print("  {:>6} {:>6} {:>6} {:>5} {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", g.m, g.n, g.k,
+    fmt::print(out, "  {:>6} {:>6} {:>6} {:>5} {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", g.m, g.n, g.k,
                to_string(g.dtype), g.time_us, with, 100 * error_of(with, g.time_us), without_us,
                100 * error_of(without_us, g.time_us));
   }
 }
 
-void leave_one_out_memory(const cal::Calibration& c, const ClusterSpec& cluster, ErrorStats& stats) {
+void leave_one_out_memory(const cal::Calibration& c, const ClusterSpec& cluster, ErrorStats& stats, std::ostream& out) {
   for (std::size_t i = 0; i < c.compute.memory.size(); ++i) {
     const cal::BandwidthPoint& m = c.compute.memory[i];
     workload::OpCost op;
@@ -186,7 +205,7 @@ void leave_one_out_memory(const cal::Calibration& c, const ClusterSpec& cluster,
     const double with = cal::calibrate_compute(tables, model, op).time.us();
     const double without_us = model.duration(op).us();
     stats.add(error_of(with, measured), error_of(without_us, measured));
-    fmt::print("  copy {:>14g} B {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", m.bytes, measured, with,
+    fmt::print(out, "  copy {:>14g} B {:>12.2f} {:>12.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%\n", m.bytes, measured, with,
                100 * error_of(with, measured), without_us, 100 * error_of(without_us, measured));
   }
 }
@@ -217,14 +236,17 @@ HeldOut read_held_out(const std::string& path, const cal::Calibration& c, const 
 
 // The points of a held-out log, predicted from the whole file.
 void print_held_out(const HeldOut& h, const cal::MeasuredTables& tables, const ClusterSpec& base,
-                    const std::optional<CollectivesSpec>& scenario) {
+                    const std::optional<CollectivesSpec>& scenario, std::ostream& out) {
   ErrorStats stats;
   for (const cal::CollectiveTable& t : h.measured.collectives) {
     const ClusterSpec cluster = spanning(base, t);
-    print_table_header(t, cluster, "calibrated");
-    for (const cal::CollectivePoint& p : t.points) check_point(t, cluster, tables, p, stats, forced_for(scenario, t));
+    print_table_header(t, cluster, "calibrated", out);
+    for_table(h.measured.source, "", [&] {
+      for (const cal::CollectivePoint& p : t.points)
+        check_point(t, cluster, tables, p, stats, forced_for(scenario, t), out);
+    });
   }
-  print_summary("held-out " + h.path, stats);
+  print_summary("held-out " + h.path, stats, out);
 }
 
 }  // namespace
@@ -258,18 +280,22 @@ int run_check(const Args& args) {
   std::vector<HeldOut> held_out;
   for (const std::string& path : held) held_out.push_back(read_held_out(path, c, base, forced));
   const cal::MeasuredTables tables({c}, base);
-  fmt::print("# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
-  fmt::print("# leave-one-out: each point predicted from the file without it\n");
+  // The whole check is composed before any of it is printed: an error on the way (a point the
+  // model refuses, say) leaves stdout empty, and a stdout that cannot take it is an error.
+  std::ostringstream out;
+  fmt::print(out, "# {}: measured on {}, predicted on {} ({})\n", c.source, c.provenance.gpu, base.name, base.gpu.name);
+  fmt::print(out, "# leave-one-out: each point predicted from the file without it\n");
   ErrorStats stats;
-  leave_one_out_collectives(c, base, stats, forced);
-  leave_one_out_gemm(c, base, stats);
-  leave_one_out_memory(c, base, stats);
-  fmt::print("\n");
-  print_summary("leave-one-out", stats);
+  leave_one_out_collectives(c, base, stats, forced, out);
+  leave_one_out_gemm(c, base, stats, out);
+  leave_one_out_memory(c, base, stats, out);
+  fmt::print(out, "\n");
+  print_summary("leave-one-out", stats, out);
   for (const HeldOut& h : held_out) {
-    fmt::print("\n# held-out {}: each point predicted from {}\n", h.path, file);
-    print_held_out(h, tables, base, forced);
+    fmt::print(out, "\n# held-out {}: each point predicted from {}\n", h.path, file);
+    print_held_out(h, tables, base, forced, out);
   }
+  emit({}, [&out](std::ostream& os) { os << out.str(); }, {}, {});
   return 0;
 }
 

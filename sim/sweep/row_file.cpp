@@ -85,7 +85,7 @@ FileLines read_lines(const std::string& path, Format format) {
 }
 
 RowFile::RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
-                 bool resume)
+                 bool resume, const RowCheck& check)
     : path_(path), last_sync_(std::chrono::steady_clock::now()) {
   // Where the name leads, as every output of stepsim resolves it: stdout ('-', /dev/stdout,
   // /dev/fd/1), another descriptor, a device or a FIFO is written through, never locked nor
@@ -110,7 +110,7 @@ RowFile::RowFile(const std::string& path, Format format, const std::vector<std::
   if (regular_) {
     lock_or_refuse(fd_, path);
     if (resume) {
-      write_header = take_existing(format, header, sweep_id);
+      write_header = take_existing(format, header, sweep_id, check);
     } else if (::ftruncate(fd_, 0) != 0) {
       throw InputError(path, "-o", fmt::format("cannot empty the file: {}", std::strerror(errno)));
     }
@@ -135,7 +135,8 @@ void RowFile::open_through(const report::OutputTarget& target, bool resume) {
   owned_ = true;
 }
 
-bool RowFile::take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id) {
+bool RowFile::take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
+                            const RowCheck& check) {
   const FileLines lines = read_lines(path_, format);
   if (lines.header.empty()) {
     // No whole line: an empty file, the torn first line of this sweep's file (its header, or
@@ -164,6 +165,7 @@ bool RowFile::take_existing(Format format, const std::vector<std::string>& heade
                                    existing_rows_.back().key.point));
     existing_.insert(head.key);
     existing_rows_.push_back({head.key, first + i});
+    if (check) check(existing_rows_.back());
   }
   if (lines.torn_bytes > 0 && ::ftruncate(fd_, static_cast<off_t>(lines.whole_bytes)) != 0)
     throw InputError(path_, "-o", fmt::format("cannot cut the torn last line: {}", std::strerror(errno)));

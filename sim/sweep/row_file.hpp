@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,27 +37,32 @@ InputError other_sweep(const std::string& file, std::size_t line, std::uint64_t 
 
 class RowFile {
  public:
-  // "-", or any name report::resolve_output finds written through (/dev/stdout, a device, a
-  // FIFO): written in place, never emptied nor locked, and not resumable. Otherwise the file
-  // is created (or emptied) and gets the header; with `resume` an existing file keeps its
-  // rows, must have the same header, every row this sweep's `sweep_id` and one row per point
-  // in point order (the points increasing; gaps are points to run), and loses a torn
-  // last line (a torn first line too; a file without a whole line that does not start as a
-  // sweep's rows is refused). A regular file is locked (flock) for as long as this object
-  // lives: a second writer is refused with InputError.
-  RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
-          bool resume);
-  ~RowFile();
-  RowFile(const RowFile&) = delete;
-  RowFile& operator=(const RowFile&) = delete;
-
-  const std::set<RowKey>& existing() const { return existing_; }
   // The rows a resumed file had, each with its line: one per point, in point order (gaps
   // allowed: the points not yet run), or the file was refused.
   struct ExistingRow {
     RowKey key;
     std::size_t line = 0;
   };
+  // What the sweep asks of each row a resumed file has (its point_id, its shard): throws
+  // InputError to refuse the file, which is then left as it was (its torn last line too).
+  using RowCheck = std::function<void(const ExistingRow&)>;
+
+  // "-", or any name report::resolve_output finds written through (/dev/stdout, a device, a
+  // FIFO): written in place, never emptied nor locked, and not resumable. Otherwise the file
+  // is created (or emptied) and gets the header; with `resume` an existing file keeps its
+  // rows, must have the same header, every row this sweep's `sweep_id`, one row per point in
+  // point order (the points increasing; gaps are points to run) and each row accepted by
+  // `check`, all checked before the file is changed, and loses a torn last line (a torn first
+  // line too; a file without a whole line that does not start as a sweep's rows is refused).
+  // A regular file is locked (flock) for as long as this object lives: a second writer is
+  // refused with InputError.
+  RowFile(const std::string& path, Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
+          bool resume, const RowCheck& check = {});
+  ~RowFile();
+  RowFile(const RowFile&) = delete;
+  RowFile& operator=(const RowFile&) = delete;
+
+  const std::set<RowKey>& existing() const { return existing_; }
   const std::vector<ExistingRow>& existing_rows() const { return existing_rows_; }
   const std::string& path() const { return path_; }
   // A resumed file whose rows are not in point order (the rows it had left gaps, which the
@@ -74,7 +80,8 @@ class RowFile {
   // Reads the rows already there into existing_ (checked against the header and sweep_id)
   // and cuts a torn last line; true when the file has no header yet (empty, or emptied of its
   // torn first line).
-  bool take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id);
+  bool take_existing(Format format, const std::vector<std::string>& header, std::uint64_t sweep_id,
+                     const RowCheck& check);
   // Takes a target written through (stdout, a descriptor, a device, a FIFO) as it is.
   void open_through(const report::OutputTarget& target, bool resume);
 

@@ -119,18 +119,29 @@ void ordered_parallel(std::size_t n, unsigned jobs, const std::function<Result(s
 
 RunSummary run_sweep(const SweepSpec& spec, const RunOptions& options) {
   const Format format = format_of(options.output, "-o");
-  RowFile file(options.output, format, columns(spec), spec.sweep_id, options.resume);
-  std::vector<std::size_t> indices;
-  for (std::size_t i = options.shard.index; i < point_count(spec.axes); i += options.shard.count) indices.push_back(i);
-  // Each row a resumed file has must be its point's: the point_id this sweep gives that point.
-  for (const RowFile::ExistingRow& row : file.existing_rows()) {
+  // Each row a resumed file has must be its point's (the point_id this sweep gives that
+  // point) and, with --shard K/N, one of this shard's points: another shard's row is a file
+  // mixed up with another shard's (a merge would keep whichever row of a point it meets
+  // first). Checked before the file is changed.
+  const Shard& shard = options.shard;
+  const RowFile::RowCheck check = [&spec, &options, &shard](const RowFile::ExistingRow& row) {
+    const std::string& path = options.output;
+    if (row.key.point % shard.count != shard.index)
+      throw InputError(
+          path, fmt::format("line {}", row.line),
+          fmt::format("point {} is shard {}/{}'s (its index mod {}), not this run's shard {}/{}: "
+                      "expected only this shard's rows (a merge of the shards resumes without --shard)",
+                      row.key.point, row.key.point % shard.count, shard.count, shard.count, shard.index, shard.count));
     const std::uint64_t id = resolve_point(spec, row.key.point).id;
     if (id != row.key.id)
-      throw InputError(file.path(), fmt::format("line {}", row.line),
+      throw InputError(path, fmt::format("line {}", row.line),
                        fmt::format("point {} has point_id {}, but this sweep's point {} is {}: expected this sweep's "
                                    "rows (--resume takes only the rows a sweep writes)",
                                    row.key.point, format_id(row.key.id), row.key.point, format_id(id)));
-  }
+  };
+  RowFile file(options.output, format, columns(spec), spec.sweep_id, options.resume, check);
+  std::vector<std::size_t> indices;
+  for (std::size_t i = shard.index; i < point_count(spec.axes); i += shard.count) indices.push_back(i);
   RunSummary summary;
   summary.points = indices.size();
   Progress progress(indices.size(), options.progress);

@@ -15,6 +15,7 @@
 #include "analysis/job_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "cli/run_stepsim.hpp"
+#include "cli/simulate_support.hpp"
 #include "io/scenario_loader.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/report.hpp"
@@ -395,4 +396,108 @@ TEST_CASE("a rank that reaches its collectives late is the straggler of stepsim'
   CHECK(sim.report.ranks.straggler.caused_wait_s > 0.05);
   CHECK(s.others_wait.seconds() ==
         Approx(sim.report.ranks.straggler.caused_wait_s).margin(static_cast<double>(calls) * 1e-9));
+}
+
+namespace {
+
+// The row of `stream` in `analyze FILE`'s idle breakdown, without its label: the figures.
+std::string idle_figures(const std::string& table, const std::string& stream) {
+  const std::string head = fmt::format("    {:<10} ", stream);
+  const std::size_t at = table.find("\n" + head);
+  if (at == std::string::npos) return "no row for stream " + stream;
+  const std::size_t begin = at + 1 + head.size();
+  return table.substr(begin, table.find('\n', begin) - begin);
+}
+
+}  // namespace
+
+// HolisticTraceAnalysis' get_idle_time_breakdown over several ranks is a row per rank and
+// stream. The oracle of each rank is `analyze` of its file alone; of the mean across ranks,
+// those files' figures added up by hand. Eight DDP ranks of the eager GPT-3 Small (the GPU
+// waits for the host most of the step), every rank's Kineto trace with its host's side, rank 5
+// computing at twice the speed: it waits for its host the longest.
+TEST_CASE("analyze of a folder of Kineto ranks gives each rank's idle breakdown as analyze of its file alone") {
+  const Scenario s = io::load_scenario_text(test::kEagerGpt3Small, "eager.json",
+                                            {"simulation.ranks=all", "model.layers=2", "training.global_batch=8",
+                                             R"(simulation.variation.gpu_speed=[{"rank": 5, "factor": 2}])"});
+  SimulateOptions options;
+  options.host_issues = true;
+  const SimulationResult sim = simulate(s, options);
+  REQUIRE(sim.timeline.ranks.size() == kRanks);
+  const testing::Scratch scratch("analyze-job-idle");
+  const fs::path dir = scratch.file("ranks");
+  fs::create_directories(dir);
+  for (int r = 0; r < kRanks; ++r) {
+    std::ofstream out(dir / fmt::format("rank{}.json", r));
+    report::write_kineto_trace(sim.timeline, r, "H100", out, report::collective_dtypes(s));
+  }
+  const testing::Run job = scratch.run("analyze " + dir.string() + " --json -");
+  INFO(job.err);
+  REQUIRE(job.status == 0);
+  const json::value v = json::parse(job.out);
+  const testing::Run table = scratch.run("analyze " + dir.string());
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("idle time breakdown (HolisticTraceAnalysis' get_idle_time_breakdown per rank and stream)") !=
+        std::string::npos);
+  double idle = 0, host = 0, kernel = 0, other = 0, most = -1;
+  int most_rank = -1;
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r);
+    const std::string file = (dir / fmt::format("rank{}.json", r)).string();
+    const testing::Run alone = scratch.run("analyze " + file + " --json -");
+    REQUIRE(alone.status == 0);
+    const json::value one = json::parse(alone.out).at("hta").at("idle_time_breakdown");
+    REQUIRE(one.at("available").as_bool());
+    const json::value& mine = v.at("ranks").at(static_cast<std::size_t>(r));
+    CHECK(mine.at("rank").to_number<int>() == r);
+    CHECK(mine.at("idle_time_breakdown") == one);
+    // The text: each stream's figures as analyze of the file prints them, after the rank and
+    // the stream.
+    const std::string text = scratch.run("analyze " + file).out;
+    const json::array& streams = one.at("streams").as_array();
+    REQUIRE(streams.size() >= 2);  // compute and communication
+    for (const json::value& st : streams) {
+      const std::string id = fmt::format("{}", st.at("stream").to_number<std::int64_t>());
+      INFO("stream " << id);
+      const std::string figures = idle_figures(text, id);
+      CHECK(table.out.find(fmt::format("\n  {:>6} {:>9} {}\n", r, id, figures)) != std::string::npos);
+    }
+    CHECK(table.out.find(fmt::format("\n  {:>6} {:>9} {}\n", r, "all (sum)", idle_figures(text, "all (sum)"))) !=
+          std::string::npos);
+    const json::value& all = one.at("all_streams");
+    idle += all.at("idle_s").to_number<double>();
+    host += all.at("host_wait_s").to_number<double>();
+    kernel += all.at("kernel_wait_s").to_number<double>();
+    other += all.at("other_s").to_number<double>();
+    if (all.at("host_wait_s").to_number<double>() > most) {
+      most = all.at("host_wait_s").to_number<double>();
+      most_rank = r;
+    }
+  }
+  CHECK(most_rank == 5);
+  const json::value& across = v.at("across_ranks").at("idle_time_breakdown");
+  CHECK(across.at("ranks").to_number<int>() == kRanks);
+  CHECK(across.at("idle_s").to_number<double>() == Approx(idle / kRanks).epsilon(1e-12));
+  CHECK(across.at("host_wait_s").to_number<double>() == Approx(host / kRanks).epsilon(1e-12));
+  CHECK(across.at("kernel_wait_s").to_number<double>() == Approx(kernel / kRanks).epsilon(1e-12));
+  CHECK(across.at("other_s").to_number<double>() == Approx(other / kRanks).epsilon(1e-12));
+  CHECK(across.at("host_wait_max_rank").to_number<int>() == 5);
+  CHECK(across.at("host_wait_max_s").to_number<double>() == most);
+  CHECK(table.out.find(fmt::format("most host wait: rank 5 {:.3f} ms", most * 1e3)) != std::string::npos);
+}
+
+// stepsim's own trace format has no launches for HTA: the job says so in one line, and its
+// JSON has no breakdown.
+TEST_CASE("analyze of a folder of stepsim's own rank traces says the idle breakdown is not available") {
+  const TempDir dir;
+  write_ranks(dir.path, -1, 1.0);
+  const testing::Scratch scratch("analyze-job-idle-own");
+  const testing::Run table = scratch.run("analyze " + dir.path.string());
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("\nidle time breakdown: n/a (traces in stepsim's own format") != std::string::npos);
+  const testing::Run js = scratch.run("analyze " + dir.path.string() + " --json -");
+  REQUIRE(js.status == 0);
+  const json::value v = json::parse(js.out);
+  CHECK(v.at("ranks").at(0).at("idle_time_breakdown").is_null());
+  CHECK(v.at("across_ranks").at("idle_time_breakdown").is_null());
 }

@@ -4,8 +4,11 @@
 #include <zlib.h>
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "analysis/analysis_output.hpp"
@@ -15,6 +18,7 @@
 #include "analysis/step_analysis.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/text.hpp"
 
 using namespace stepsim;
 
@@ -185,6 +189,52 @@ TEST_CASE("corrupt gzip data is an error that says so") {
   const std::string path = dir.write("bad.json.gz", real);
   CHECK(error_of(path) ==
         path + ": compressed byte " + std::to_string(real.size() - 4) + ": corrupt gzip data: incorrect data check");
+}
+
+namespace {
+
+// The decompressed text of a gzip file.
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  for (int n; (n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0;)
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+  gzclose(f);
+  return text;
+}
+
+// What `analyze --json` writes of `path`, without the file's name.
+std::string analysis_of(const std::string& path) {
+  const analysis::Analysis a = analysis::analyze_trace(path, std::nullopt, std::nullopt);
+  std::ostringstream out;
+  analysis::write_analysis_json(a, out);
+  boost::json::object o = boost::json::parse(out.str()).as_object();
+  o.erase("source");
+  return boost::json::serialize(o);
+}
+
+}  // namespace
+
+// Some editors and tools write a UTF-8 byte order mark first, and every other text input of
+// stepsim skips it: a real trace with one, plain or gzip, reads as the trace without it.
+TEST_CASE("a real trace that begins with a byte order mark, plain or gzip, gives the same analysis") {
+  const TempDir dir("bom");
+  const std::string real = std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  const std::string text = gunzip(real);
+  REQUIRE_FALSE(text.starts_with(kUtf8Bom));
+  const std::string expected = analysis_of(real);
+  CHECK(analysis_of(dir.write("bom.json", std::string(kUtf8Bom) + text)) == expected);
+  CHECK(analysis_of(dir.write_gz("bom.json.gz", std::string(kUtf8Bom) + text)) == expected);
+  CHECK(analysis::load_trace(dir.write("bom2.json", std::string(kUtf8Bom) + text)).content_bytes == text.size());
+  // An error's column is the text's; its byte counts the mark, as the file's bytes do.
+  const std::string cut = "{\"traceEvents\": [\n  {\"ph\": \"X\", \"ts\": 12";
+  const std::string path = dir.write("cut.json", std::string(kUtf8Bom) + cut);
+  CHECK(error_of(path) == path + ": line 2, column 23 (byte 43): the JSON ends early (truncated file?)");
+  // A mark alone is an empty file.
+  const std::string empty = dir.write("empty.json", std::string(kUtf8Bom));
+  CHECK(error_of(empty) == empty + ": the file is empty (expected a JSON trace)");
 }
 
 TEST_CASE("a truncated JSON trace is an error with the line and byte where it stops") {

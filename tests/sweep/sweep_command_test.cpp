@@ -172,6 +172,49 @@ TEST_CASE("a sweep resumed on rows that are not this sweep's, one per point in o
   CHECK(slurp(dir.file("gap.csv")) == slurp(dir.file("whole.csv")));
 }
 
+// A shard's file holds that shard's points alone (index mod N = K): resumed with --shard K/N, a
+// row of another shard's point is refused naming the file and its line, exit 2, the file left
+// as it was (its torn last line too); the merged file of every shard resumes without --shard.
+// Points 0 to 4 in two shards: shard 0 runs 0, 2 and 4, shard 1 runs 1 and 3.
+TEST_CASE("a shard resumed on a file holding another shard's rows is refused, the file untouched") {
+  const Scratch dir("sweep-resume-shard");
+  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1,2,5,10,25";
+  REQUIRE(dir.run(sweep + " -o whole.csv").status == 0);
+  REQUIRE(dir.run(sweep + " -o whole.jsonl").status == 0);
+  const auto csv = lines_of(slurp(dir.file("whole.csv")));
+  const auto jsonl = lines_of(slurp(dir.file("whole.jsonl")));
+  REQUIRE(csv.size() == 6);
+  REQUIRE(jsonl.size() == 5);
+  const auto refused = [&](const std::string& shard, const std::string& output, const std::string& name,
+                           const std::string& text, const std::string& message) {
+    INFO(name);
+    dir.write(name, text);
+    const Run run = dir.run(sweep + " --shard " + shard + " --resume -o " + output);
+    CHECK(stepsim::testing::refusal(run, name + ": " + message) == "");
+    CHECK(slurp(dir.file(name)) == text);
+  };
+  // Shard 0's file with point 1 (shard 1's) after point 0, and a torn last line.
+  refused("0/2", "part.csv", "part.shard-0-of-2.csv", csv[0] + csv[1] + csv[2] + csv[3].substr(0, 10),
+          "line 3: point 1 is shard 1/2's (its index mod 2), not this run's shard 0/2");
+  refused("0/2", "part.jsonl", "part.shard-0-of-2.jsonl", jsonl[0] + jsonl[1],
+          "line 2: point 1 is shard 1/2's (its index mod 2), not this run's shard 0/2");
+  // Shard 1 resumed on the whole sweep's rows: point 0 is shard 0's.
+  refused("1/2", "all.csv", "all.shard-1-of-2.csv", slurp(dir.file("whole.csv")),
+          "line 2: point 0 is shard 0/2's (its index mod 2), not this run's shard 1/2");
+  // Shard 1's own rows resume: point 3 is run after point 1.
+  dir.write("own.shard-1-of-2.csv", csv[0] + csv[2]);
+  const Run own = dir.run(sweep + " --shard 1/2 --resume -o own.csv");
+  INFO(own.err);
+  REQUIRE(own.status == 0);
+  CHECK(slurp(dir.file("own.shard-1-of-2.csv")) == csv[0] + csv[2] + csv[4]);
+  // The merge of both shards, points 0 to 3 written, is completed without --shard.
+  dir.write("merged.csv", csv[0] + csv[1] + csv[2] + csv[3] + csv[4]);
+  const Run merged = dir.run(sweep + " --resume -o merged.csv");
+  INFO(merged.err);
+  REQUIRE(merged.status == 0);
+  CHECK(slurp(dir.file("merged.csv")) == slurp(dir.file("whole.csv")));
+}
+
 // --spec FILE is the --vary flags written in a file: the same rows, sweep_id included, byte
 // for byte; with --vary the file's keys come first, as if their flags came first.
 TEST_CASE("a sweep's spec file gives the rows of the same --vary flags, and names a bad line") {
