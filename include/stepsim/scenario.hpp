@@ -69,6 +69,11 @@ enum class Framework : std::uint8_t { unspecified, megatron, nemo, torchtitan, t
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, zb_h2, dualpipe };
 enum class DpKind { ddp, zero1, zero2, fsdp, hsdp };
 enum class BackwardPrefetch { pre, post, none };
+// Whose FSDP runs kind fsdp or hsdp (key data_parallel.fsdp_impl): PyTorch's (FSDP1's flat
+// parameter or FSDP2's fully_shard, data_parallel.fsdp_version), or Megatron-FSDP, which
+// Megatron-Core and Megatron-Bridge run for use_megatron_fsdp and which holds its states in
+// buffers of its own (parallelism/memory_model.cpp).
+enum class FsdpImpl { pytorch, megatron };
 enum class IntraFabric { nvswitch, nvlink_mesh, pcie };
 enum class InterFabric { infiniband, roce, ethernet };
 enum class InterTopology { rail_optimized, fat_tree };
@@ -392,6 +397,7 @@ struct DataParallelSpec {
   int max_inflight_all_gathers = 2;
   bool overlap_param_gather = false;
   int fsdp_version = 1;
+  FsdpImpl fsdp_impl = FsdpImpl::pytorch;
   int shard_group = 0;  // hsdp: GPUs per shard group (0 = one node)
 };
 

@@ -380,6 +380,15 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--overlap-param-gather`"},
     {"data_parallel.fsdp_version", "", "fsdp, hsdp: 1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
      "`FullyShardedDataParallel` vs `fully_shard`"},
+    {"data_parallel.fsdp_impl", "",
+     "fsdp, hsdp: whose FSDP holds the memory: `pytorch` (PyTorch's, as `fsdp_version` says) or `megatron` "
+     "(Megatron-FSDP under Megatron-Core, training.framework `megatron` or `nemo`: its sharded BF16 or FP8 "
+     "model-weight buffer beside the fp32 main weights, a double buffer of two layers' gathered weights and two "
+     "layers' gradients, the embedding and LM head kept gathered, the embedding's gradient held only after the "
+     "peak; docs/model.md). The step is timed as FSDP1's in-place gathers either way, so `megatron` needs "
+     "`fsdp_version` 1, `reshard_after_forward` true and `max_inflight_all_gathers` 2, and refuses MXFP8 and NVFP4",
+     "Megatron-Core `use_megatron_fsdp` with `data_parallel_sharding_strategy` `optim_grads_params` and "
+     "`fsdp_double_buffer`"},
     {"data_parallel.shard_group", "GPUs",
      "hsdp: ranks per shard group; 0: one NVLink domain (node, or cluster.nvlink_domain)", "HSDP `device_mesh`"},
     {"tensor_parallel.comm_overlap", "",

@@ -146,6 +146,11 @@ std::span<const EnumName<BackwardPrefetch>> enum_names(Tag<BackwardPrefetch>) {
   return names;
 }
 
+std::span<const EnumName<FsdpImpl>> enum_names(Tag<FsdpImpl>) {
+  static constexpr EnumName<FsdpImpl> names[] = {{"pytorch", FsdpImpl::pytorch}, {"megatron", FsdpImpl::megatron}};
+  return names;
+}
+
 std::span<const EnumName<IntraFabric>> enum_names(Tag<IntraFabric>) {
   static constexpr EnumName<IntraFabric> names[] = {
       {"nvswitch", IntraFabric::nvswitch}, {"nvlink-mesh", IntraFabric::nvlink_mesh}, {"pcie", IntraFabric::pcie}};
@@ -455,6 +460,7 @@ Schema<DataParallelSpec> schema_of(Tag<DataParallelSpec>) {
       field<&DataParallelSpec::max_inflight_all_gathers>("max_inflight_all_gathers"),
       field<&DataParallelSpec::overlap_param_gather>("overlap_param_gather"),
       field<&DataParallelSpec::fsdp_version>("fsdp_version"),
+      field<&DataParallelSpec::fsdp_impl>("fsdp_impl"),
       field<&DataParallelSpec::shard_group>("shard_group")};
   return {fields, ""};
 }

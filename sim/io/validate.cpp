@@ -898,10 +898,12 @@ std::string default_of() {
 }
 
 std::string pre_prefetch() { return "pre"; }
+std::string pytorch_impl() { return "pytorch"; }
 
 constexpr KindKey kKindKeys[] = {
     {"fsdp_version", KindFamily::sharded, differs<&DataParallelSpec::fsdp_version>,
      default_of<&DataParallelSpec::fsdp_version>},
+    {"fsdp_impl", KindFamily::sharded, differs<&DataParallelSpec::fsdp_impl>, pytorch_impl},
     {"reshard_after_forward", KindFamily::sharded, differs<&DataParallelSpec::reshard_after_forward>,
      default_of<&DataParallelSpec::reshard_after_forward>},
     {"forward_prefetch", KindFamily::sharded, differs<&DataParallelSpec::forward_prefetch>,
@@ -999,6 +1001,41 @@ void check_fsdp2_keys(const DataParallelSpec& d, const Checker& c) {
   fsdp1_key(d.forward_prefetch != defaults.forward_prefetch, "/data_parallel/forward_prefetch");
   fsdp1_key(d.backward_prefetch != defaults.backward_prefetch, "/data_parallel/backward_prefetch");
   fsdp1_key(d.max_inflight_all_gathers != defaults.max_inflight_all_gathers, "/data_parallel/max_inflight_all_gathers");
+}
+
+// Megatron-FSDP (fsdp_impl megatron) is Megatron-Core's: its FullyShardedDataParallel adapter
+// wraps each TransformerLayer as a unit under the optim_grads_params strategy that
+// Megatron-Bridge's use_megatron_fsdp sets, and gathers into its buffers in place, as FSDP1's
+// flat parameter does (the program's fsdp_version 1). What the memory model counts of it
+// (parallelism/memory_model.cpp) leaves no room for PyTorch's other FSDP settings.
+void check_megatron_fsdp(const Scenario& s, const Checker& c) {
+  const DataParallelSpec& d = s.data_parallel;
+  const Framework framework = s.training.framework;
+  if (d.fsdp_impl != FsdpImpl::megatron || (d.kind != DpKind::fsdp && d.kind != DpKind::hsdp)) return;
+  c.require(traits_of(framework).megatron_core, "/data_parallel/fsdp_impl",
+            "megatron is Megatron-Core's FSDP (use_megatron_fsdp): training.framework must be megatron or nemo, "
+            "got {}",
+            traits_of(framework).name);
+  c.require(d.fsdp_version == 1, "/data_parallel/fsdp_version",
+            "{} is PyTorch's fully_shard, whose copies in and out of its buffers Megatron-FSDP does not make: with "
+            "fsdp_impl megatron leave it at 1 (gathered in place)",
+            d.fsdp_version);
+  c.require(d.reshard_after_forward, "/data_parallel/reshard_after_forward",
+            "false is not Megatron-FSDP's optim_grads_params, which frees each TransformerLayer's gathered weights "
+            "after its forward (its optim_grads strategy, which keeps them whole, is not simulated)");
+  c.require(d.max_inflight_all_gathers == DataParallelSpec{}.max_inflight_all_gathers,
+            "/data_parallel/max_inflight_all_gathers",
+            "{}: Megatron-FSDP gathers into a double buffer of two TransformerLayers (fsdp_double_buffer), so two "
+            "at most are gathered at once; leave it at 2",
+            d.max_inflight_all_gathers);
+  // MXFP8 keeps a column-wise buffer beside the row-wise one (transpose_weight_buffer) and
+  // Megatron-Bridge turns reuse_grad_buf_for_mxfp8_param_ag off under Megatron-FSDP, so its
+  // weights would be gathered at 1 byte each way, not the BF16 the program sends; NVFP4's
+  // recipes leave fp8_param_gather off. Neither is modelled from its source yet.
+  c.require(s.training.precision != Precision::mxfp8 && s.training.precision != Precision::nvfp4, "/training/precision",
+            "{} with data_parallel.fsdp_impl megatron is not simulated yet (Megatron-FSDP's buffers are modelled for "
+            "BF16 and per-tensor FP8 weights)",
+            to_string(s.training.precision));
 }
 
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Framework framework, const Checker& c) {
@@ -1252,6 +1289,7 @@ void complete_and_validate(Scenario& s) {
   check_recompute_modules(s, c);
   check_cuda_graph_scope(s, c);
   check_data_parallel(s.data_parallel, s.parallel, s.training.framework, c);
+  check_megatron_fsdp(s, c);
   resolve_first_bucket(s);
   check_context_parallel(s, c);
   check_tp_overlap(s, c);

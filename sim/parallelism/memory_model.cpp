@@ -23,6 +23,9 @@
 //   (the current one and the one in flight), the root's until the end of backward. Under a
 //   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
 //   stage's units gathered and their gradients unsharded, so all of them count.
+// - Megatron-FSDP (data_parallel.fsdp_impl megatron; Megatron-Core's FullyShardedDataParallel
+//   under the optim_grads_params strategy and fsdp_double_buffer that Megatron-Bridge's
+//   use_megatron_fsdp recipes set) holds its own buffers instead (add_megatron_fsdp below).
 // - PyTorch's pipelining (torchtitan) keeps a receive buffer per micro-batch for activations
 //   and one for gradients, and every micro-batch's stage output until the step ends (the
 //   last stage's logits): PipelineStage in PyTorch's stage.py.
@@ -93,6 +96,7 @@ struct StageShape {
   long long expert_params = 0;  // of those, the routed experts'
   long long linear_params = 0;  // of those, the Linear layers' weights
   long long root_params = 0;    // embedding and head parameters on this stage
+  long long pre_params = 0;     // of those, the embedding's
 };
 
 StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stage) {
@@ -107,6 +111,7 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
       out.linear_params += w.block(l).linear_param_count;
     }
     if (c.pre) out.root_params += w.pre.param_count;
+    if (c.pre) out.pre_params += w.pre.param_count;
     if (c.post) out.root_params += w.post.param_count;
     if (c.post) out.expert_params += w.post.expert_param_count;  // multi-token prediction's experts
     if (c.post) out.linear_params += w.post.linear_param_count;
@@ -142,6 +147,68 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
   const long long unsharded_grads = shape.root_params + waiting * w.layer.param_count;
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
+}
+
+// Megatron-FSDP, as Megatron-Core runs it for Megatron-Bridge's use_megatron_fsdp (Megatron-LM
+// 4415119414, megatron/core/distributed/fsdp/): its FullyShardedDataParallel adapter
+// (mcore_fsdp_adapter.py) makes each TransformerLayer an FSDP unit under the optim_grads_params
+// strategy that Megatron-Bridge's _set_megatron_fsdp_overrides sets, and its ParamAndGradBuffer
+// (param_and_grad_buffer.py, _init_each_parameter_group_buffers) keeps, for every parameter
+// group, a model-weight buffer, a main-weight buffer and a main-gradient buffer, all three
+// sharded over the data-parallel ranks under that strategy (is_*_buffer_distributed):
+// - main weights: main_params_dtype, fp32 by default (MixedPrecisionPolicy): the master copy,
+//   4 bytes a parameter sharded, as stepsim counts FSDP's flat shard (state_bytes).
+// - model weights: the compute weights themselves, sharded beside the main weights:
+//   megatron_fsdp_weight_bytes a Linear weight, the compute precision (BF16) any other.
+// - main gradients: main_grads_dtype (training.main_grad), sharded; the optimizer's Adam
+//   moments are kept on the main weights' shards (distrib_optimizer.py leaves Megatron-FSDP
+//   its weights and gradients): both as state_bytes counts them.
+// With fsdp_double_buffer (set by Megatron-Bridge's Llama recipes and forced by nccl_ub) the
+// gathered weights and the unsharded gradients of the TransformerLayers come from two
+// FixedPoolAllocator pools of UB_BUFFER_NUM = 2 units each, kept in Megatron's global memory
+// buffer once allocated (GlobalMemoryBuffer.get_tensor): two layers gathered at their gathered
+// bytes (linear_weight_bytes) and two layers' gradients in the precision they are reduced in
+// (fetch_bucket with grad_comm_dtype: data_parallel.grad_reduce_dtype), whatever the
+// pipeline schedule, since each layer's hooks free its weights after its forward and backward.
+// The modules outside the units (embedding, final norm, LM head) are gathered in BF16 at the
+// step's first forward and kept so until the step's end (AllGatherPipeline.release_bucket:
+// "Non-unit modules should remain persistently allocated"); their gradients are buckets of
+// their own, reduced once ready and freed (GradReducePipeline): the head's from the start of
+// each backward, when the activations peak, the embedding's only after the layers' backward
+// has freed them, on a single stage whose weight is not the head's too. Each bucket's padding
+// to a multiple of dp times its rows' length (build_data_parallel_buffer_index) is left out,
+// as is the FP32 copy of the gradient shard the optimizer step makes after the backward
+// (update_main_grads).
+constexpr long long kMegatronFsdpBufferUnits = 2;  // UB_BUFFER_NUM
+
+// Bytes of a Linear weight in Megatron-FSDP's sharded model-weight buffer: FP8 weights
+// (fp8_param_gather) are uint8 there, their raw data alone (Transformer Engine's transpose is
+// made after each gather and discarded, keep_fp8_transpose_cache off as Megatron-Bridge sets it;
+// fp8_discard_transpose_cache); other weights the compute precision. MXFP8 and NVFP4 are refused
+// with fsdp_impl megatron (io/validate.cpp).
+double megatron_fsdp_weight_bytes(const Scenario& s) {
+  return s.training.precision == Precision::fp8 ? operand_bytes(Precision::fp8) : compute_bytes(s);
+}
+
+void add_megatron_fsdp(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, int dense_shards,
+                       int expert_shards, StageMemory& m) {
+  // The model-weight buffer's shard: the routed experts' over their own group.
+  const long long experts = shape.expert_params;
+  const long long dense = shape.layer_params + shape.root_params - experts;
+  const double linear = megatron_fsdp_weight_bytes(s);
+  const double dense_bytes =
+      static_cast<double>(dense) * compute_bytes(s) +
+      static_cast<double>(std::max(shape.linear_params - experts, 0LL)) * (linear - compute_bytes(s));
+  m.params += Bytes(std::llround(std::ceil(dense_bytes / dense_shards))) +
+              Bytes(std::llround(std::ceil(static_cast<double>(experts) * linear / expert_shards)));
+  // Two layers gathered, and the modules outside the units kept gathered.
+  const long long units = std::min(kMegatronFsdpBufferUnits, shape.layers);
+  m.params += Bytes((shape.root_params + units * w.layer.param_count) * compute_bytes(s)) +
+              linear_weight_change(s, units * w.layer.linear_param_count);
+  // Two layers' gradients, and of the root's those alive at the peak of the activations.
+  const bool embedding_at_peak = s.parallel.pp > 1 || s.model.tied_embeddings;
+  const long long root = shape.root_params - (embedding_at_peak ? 0 : shape.pre_params);
+  m.grads += Bytes((root + units * w.layer.param_count) * element_bytes(s.data_parallel.grad_reduce_dtype));
 }
 
 // The most two consecutive buckets of `layout` hold together, in parameters: one filling while
@@ -205,7 +272,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   m.grads = sharded(dense, bytes.grads, shards.grads) + sharded(experts, bytes.grads, expert_shards.grads);
   m.optimizer =
       sharded(dense, bytes.optimizer, shards.optimizer) + sharded(experts, bytes.optimizer, expert_shards.optimizer);
-  if (fully_sharded(s)) {
+  if (fully_sharded(s) && s.data_parallel.fsdp_impl == FsdpImpl::megatron) {
+    add_megatron_fsdp(s, w, shape, shards.params, expert_shards.params, m);
+  } else if (fully_sharded(s)) {
     add_fsdp_units(s, w, shape, m);
   } else {
     m.params += linear_weight_change(s, shape.linear_params);

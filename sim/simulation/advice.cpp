@@ -142,7 +142,9 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
       s.training.framework != Framework::deepspeed)
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
-    // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise.
+    // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise; Megatron-FSDP
+    // gathers into a double buffer of two units and frees each unit after its forward.
+    const bool megatron_fsdp = d.fsdp_impl == FsdpImpl::megatron;
     if (d.fsdp_version == 1) {
       if (d.backward_prefetch != BackwardPrefetch::pre)
         out.push_back(
@@ -150,10 +152,11 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
       if (!d.forward_prefetch)
         out.push_back(
             {{set("data_parallel.forward_prefetch", "true")}, "prefetch: gather the next unit in the forward"});
-      out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
-                     "prefetch depth: more AllGathers in flight"});
+      if (!megatron_fsdp)
+        out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
+                       "prefetch depth: more AllGathers in flight"});
     }
-    if (d.reshard_after_forward)
+    if (d.reshard_after_forward && !megatron_fsdp)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
       out.push_back(kind_switch(s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains"));

@@ -307,6 +307,34 @@ TEST_CASE("FSDP1's prefetch keys and AllGather limit are refused under FSDP2 awa
         "no error");
 }
 
+// Megatron-FSDP is Megatron-Core's, gathers two TransformerLayers at most in place and frees
+// each after its forward; its buffers are modelled for BF16 and per-tensor FP8 weights.
+TEST_CASE("Megatron-FSDP is refused outside Megatron-Core and with settings it does not have") {
+  const std::string text = scenario(kModel, kCluster, kParallel);
+  const std::string megatron = "data_parallel.fsdp_impl=megatron";
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "training.framework=nemo", megatron}) == "no error");
+  CHECK(error_in(text, {"data_parallel.kind=hsdp", "training.framework=megatron", megatron}) == "no error");
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "training.framework=torchtitan", megatron}) ==
+        "--set: data_parallel.fsdp_impl: megatron is Megatron-Core's FSDP (use_megatron_fsdp): training.framework "
+        "must be megatron or nemo, got torchtitan");
+  CHECK(error_in(text, {"data_parallel.kind=zero1", "training.framework=nemo", megatron})
+            .find("is FSDP's (data_parallel.kind fsdp or hsdp): under kind zero1") != std::string::npos);
+  const auto refused = [&](const std::string& set, const std::string& where) {
+    const std::string error = error_in(text, {"data_parallel.kind=fsdp", "training.framework=nemo", megatron, set});
+    INFO(error);
+    return error.starts_with("--set: " + where + ": ");
+  };
+  CHECK(refused("data_parallel.fsdp_version=2", "data_parallel.fsdp_version"));
+  CHECK(refused("data_parallel.reshard_after_forward=false", "data_parallel.reshard_after_forward"));
+  CHECK(refused("data_parallel.max_inflight_all_gathers=4", "data_parallel.max_inflight_all_gathers"));
+  CHECK(refused("training.precision=mxfp8", "training.precision"));
+  CHECK(refused("training.precision=nvfp4", "training.precision"));
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "training.framework=nemo", megatron, "training.precision=fp8"}) ==
+        "no error");
+  CHECK(error_in(text, {"data_parallel.kind=fsdp", "data_parallel.fsdp_impl=typo"}).find("data_parallel.fsdp_impl") !=
+        std::string::npos);
+}
+
 // Megatron-Core's EP overlap runs each layer through its fine-grained schedule plan, outside the
 // transformer block whose CPU offload context offloads the layers: the two together are refused.
 TEST_CASE("the EP all-to-all overlap with activation offload is refused") {

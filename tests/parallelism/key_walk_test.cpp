@@ -228,6 +228,8 @@ const std::vector<Row>& rows() {
       {"data_parallel.max_inflight_all_gathers", Expect::changes, "1", plus(kFsdp, {"data_parallel.fsdp_version=1"})},
       {"data_parallel.overlap_param_gather", Expect::changes, "true", {"data_parallel.kind=zero1"}},
       {"data_parallel.fsdp_version", Expect::changes, "2", kFsdp},
+      // Megatron-FSDP's sharded model weights beside its main weights, and its double buffer.
+      {"data_parallel.fsdp_impl", Expect::changes, "megatron", plus(kFsdp, {"training.framework=megatron"})},
       {"data_parallel.shard_group", Expect::changes, "2", {"data_parallel.kind=hsdp"}},
       {"tensor_parallel.comm_overlap", Expect::changes, "true", {"parallel.sequence_parallel=true"}},
       // A forced algorithm applies to every collective: ring has no SendRecv, so no pipeline.

@@ -377,6 +377,63 @@ TEST_CASE("FSDP under a pipeline holds the stage's units gathered and their grad
   CHECK(m.grads.count() == 4 * stage / 8 + 2 * stage);
 }
 
+// Megatron-FSDP (Megatron-LM 4415119414, megatron/core/distributed/fsdp/), by hand from its
+// rules for the small model above on 8 GPUs in per-tensor FP8 on Blackwell, each layer's 1M
+// parameters 800k Linear weights (FP8 with fp8_param_gather) and 200k others (BF16), the 0.5M
+// embedding and 0.25M head BF16; main gradients BF16, as grad_reduce_in_fp32 off leaves them:
+// - ParamAndGradBuffer keeps three buffers sharded over the 8 ranks (optim_grads_params): fp32
+//   main weights 4 x 4.75M / 8 = 2,375,000; the model weights, FP8 Linear weights as uint8
+//   and the rest BF16, (3.2M x 1 + 1.55M x 2) / 8 = 787,500; BF16 main gradients
+//   2 x 4.75M / 8 = 1,187,500.
+// - fsdp_double_buffer's two pools of UB_BUFFER_NUM = 2 units: two layers gathered,
+//   2 x (800k x 1 + 200k x 2) = 2,400,000, and two layers' BF16 gradients 2 x 1M x 2 = 4,000,000.
+// - The modules outside the units stay gathered in BF16 for the step: 0.75M x 2 = 1,500,000;
+//   the head's gradient is held from the start of the backward, 0.25M x 2 = 500,000, the
+//   embedding's only after the layers' backward (1M more when the head shares its weight).
+// - Adam's fp32 moments on the main weights' shards: 8 x 4.75M / 8 = 4,750,000.
+TEST_CASE("Megatron-FSDP holds its sharded buffers, a double buffer of two layers and the root gathered") {
+  stepsim::workload::ModelWork w = states_work();
+  w.layer.linear_param_count = 800'000;
+  auto s = states_scenario(DpKind::fsdp, 8);
+  s.training.framework = stepsim::Framework::nemo;
+  s.training.precision = stepsim::Precision::fp8;
+  s.training.main_grad = stepsim::Precision::bf16;
+  s.cluster.gpu.arch = stepsim::GpuArch::blackwell;
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  const auto m = sp::estimate_memory(s, w).stages.front();
+  CHECK(m.params.count() == 2'375'000 + 787'500 + 2'400'000 + 1'500'000);
+  CHECK(m.grads.count() == 1'187'500 + 4'000'000 + 500'000);
+  CHECK(m.optimizer.count() == 4'750'000);
+  CHECK(m.buffers.count() == 0);
+  // The same model under PyTorch's FSDP holds no model-weight shard beside its fp32 one and the
+  // embedding's gradient with the head's.
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::pytorch;
+  const auto pytorch = sp::estimate_memory(s, w).stages.front();
+  CHECK(pytorch.params.count() == 2'375'000 + 2'400'000 + 1'500'000);
+  CHECK(pytorch.grads.count() == 1'187'500 + 4'000'000 + 1'500'000);
+  // A head that shares the embedding's weight has its gradient from the start of the backward.
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  s.model.tied_embeddings = true;
+  CHECK(sp::estimate_memory(s, w).stages.front().grads.count() == 1'187'500 + 4'000'000 + 500'000 + 1'000'000);
+}
+
+// Under a pipeline Megatron-FSDP still frees each layer after its forward and its backward
+// (its hooks are the module's, whatever the schedule): two layers, not the stage's all.
+TEST_CASE("Megatron-FSDP under a pipeline holds two layers, and the embedding's gradient") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  s.training.framework = stepsim::Framework::megatron;
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  s.model.layers = 8;
+  s.parallel.pp = 2;
+  s.cluster.nodes = 2;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  // Stage 0: 4 layers and the 0.5M embedding, BF16; shards over 8 of 4 (main) + 2 (model) bytes.
+  const long long stage = 4 * 1'000'000 + 500'000;
+  CHECK(m.params.count() == (4 + 2) * stage / 8 + 2 * (500'000 + 2 * 1'000'000));
+  // fp32 main gradients sharded; two layers' and the embedding's gradients in BF16.
+  CHECK(m.grads.count() == 4 * stage / 8 + 2 * (500'000 + 2 * 1'000'000));
+}
+
 // torchtitan's tensor parallelism (DTensor; its loss runs under loss_parallel, here eager)
 // with sequence parallelism all-gathers a Linear's input and the Linear saves it whole,
 // where Megatron saves its shard and gathers it again for the backward: the LM head keeps
