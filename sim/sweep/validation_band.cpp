@@ -26,7 +26,7 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
     {"h100-sxm5-96gb-500w", 0.0377, 9},  // torchtitan on H100
     {"h200", 0.0190, 1},                 // torchtitan on H200
     {"b200", 0.1151, 7},                 // Megatron-Bridge on DGX B200 (dense and MoE)
-    {"gb200", 0.0783, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
+    {"gb200", 0.0784, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};
 
 // Every row above together.
