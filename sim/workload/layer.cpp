@@ -570,6 +570,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
   w.rope_message = Bytes(s.mla() ? s.tokens() * s.qk_rope * s.act_bytes : 0);
   w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
+  w.kv_grad_block_f32 = Bytes(s.kv_block_elements() * 4);
   w.expert_param_count = layer_expert_param_count(s);
   w.linear_param_count = layer_linear_param_count(s);
   w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);
