@@ -1,8 +1,10 @@
 // The attention core of a CP rank: its pieces on the compute stream and the K/V blocks on
 // the cp stream. Forward (and recompute) passes K/V one block per step; backward passes K/V
-// and the partial dK/dV, whose last step returns each rank's own dK/dV before its QKV
-// backward can start.
+// and the partial dK/dV as each framework's attention does: Transformer Engine in one message
+// a step beside that step's attention, PyTorch after each step in float32.
 #include "parallelism/context_parallel.hpp"
+
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -13,9 +15,10 @@ namespace stepsim::parallelism {
 ContextParallel::ContextParallel(const Scenario& s, const workload::ModelWork& work)
     : cp_(std::max(s.parallel.cp, 1)),
       comm_(s.context_parallel.comm),
-      own_block_under_gather_(traits_of(s.training.framework).torchtitan_attention),
+      pytorch_(traits_of(s.training.framework).torchtitan_attention),
       layers_(s.model.layers),
       kv_block_(work.layer.kv_block),
+      kv_grad_block_(work.layer.kv_grad_block_f32),
       names_(s.model.layers) {}
 
 bool ContextParallel::handles(const OpSite& site) const {
@@ -29,9 +32,10 @@ std::uint32_t ContextParallel::comm_name(StepBuilder& b, CollOp op, Bytes size, 
 }
 
 OpIndex ContextParallel::issue(StepBuilder& b, const OpSite& site) {
+  if (site.cost->pass != workload::Pass::forward && pytorch_) return pytorch_backward(b, site);
   if (comm_ == CpComm::all_gather) return gathered(b, site);
   if (site.cost->pass == workload::Pass::forward) return ring_forward(b, site);
-  return ring_backward(b, site);
+  return te_ring_backward(b, site);
 }
 
 // Step i computes attention against the block in hand while the ring passes it on; step
@@ -53,39 +57,90 @@ OpIndex ContextParallel::ring_forward(StepBuilder& b, const OpSite& site) {
   return op;
 }
 
-// The same ring in backward, plus each step's partial dK/dV passed on after the step; the
-// last one brings the rank its own dK/dV, which its QKV backward waits for.
-OpIndex ContextParallel::ring_backward(StepBuilder& b, const OpSite& site) {
+// Transformer Engine's AttnFuncWithCPAndKVP2P.backward: the ring reversed, the rank's own
+// block last. Each step sends its message before its attention and waits for it after: the
+// first carries the K/V block only, the middle ones the K/V and the partial dK/dV in one
+// buffer (p2p_comm_buffers, in the K/V's precision), the last the dK/dV only; the dK/dV that
+// arrives with it are the rank's own, to which its own block's gradients are added. Step
+// i + 1 computes with what step i's message brought, and its message leaves after step i's
+// dK/dV have been added to (after step i's attention and message). Nothing is sent after the
+// last step, so its message runs beside the own block's attention.
+OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
   const workload::OpCost piece = op_piece(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t kv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
   const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention dK/dV ring step");
+  std::vector<OpIndex> after = b.last_compute();
   std::vector<OpIndex> arrived;
-  std::vector<OpIndex> producer = b.last_compute();
   OpIndex op = 0;
-  OpIndex grad = 0;
+  OpIndex message = 0;
   for (int i = 0; i < cp_; ++i) {
-    std::vector<OpIndex> next;
-    if (i + 1 < cp_) next = {b.collective(CommKind::cp, CollOp::sendrecv, kv_block_, kv, producer)};
-    producer.clear();
+    if (i == 0) {
+      message = b.collective(CommKind::cp, CollOp::sendrecv, kv_block_, kv, after);
+    } else if (i + 1 < cp_) {
+      const Bytes both = kv_block_ * 2;
+      message = b.collective(CommKind::cp, CollOp::sendrecv, both,
+                             comm_name(b, CollOp::sendrecv, both, site, "attention K/V and dK/dV ring step"), after);
+    } else {
+      message = b.collective(CommKind::cp, CollOp::sendrecv, kv_block_, dkv, after);
+    }
     op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)], arrived);
-    grad = b.collective(CommKind::cp, CollOp::sendrecv, kv_block_, dkv, {op});
-    arrived = next;
+    arrived = {message};
+    after = {op, message};
   }
-  b.defer_wait(grad, WaitRule::next_op, site.cost->role);
+  b.defer_wait(message, WaitRule::next_op, site.cost->role);
   return op;
 }
 
-// AllGather of every rank's K/V before attention; in backward, gathered again and the dK/dV
-// reduce-scattered back to their owners after it. Under PyTorch's context_parallel the rank's
-// own block (one cp-th of the work, as load balancing gives every step) runs first, beside
-// the gather, and the rest waits for it (_templated_ring_attention's first step).
+// PyTorch's _templated_ring_attention_backward (context_parallel under torchtitan). The K/V
+// come as in forward: around the ring one block a step (rotate method alltoall, `p2p`) or in
+// one AllGather started at the first step, beside the own block's attention (allgather). The
+// dK/dV go around the ring whatever the rotate method (dkv_rotater, an _AllToAllRotater),
+// accumulated and sent in float32 (_ContextParallelOptions.convert_to_f32): after step i's
+// attention the rank waits for the dK/dV of step i − 1, adds its share and sends them on, one
+// message a step, cp in all; after the last step it waits for the last, its own.
+OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
+  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
+  const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_grad_block_, site, "attention dK/dV ring step");
+  const bool gather = comm_ == CpComm::all_gather;
+  const Bytes whole = kv_block_ * cp_;
+  const std::uint32_t kv = gather ? comm_name(b, CollOp::allgather, whole, site, "attention K/V")
+                                  : comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
+  std::vector<OpIndex> producer = b.last_compute();
+  std::vector<OpIndex> arrived;  // the K/V this step computes against
+  std::optional<OpIndex> added;  // the dK/dV whose wait the previous step's accumulation put on the stream
+  std::optional<OpIndex> grads;  // the dK/dV last sent
+  OpIndex op = 0;
+  for (int i = 0; i < cp_; ++i) {
+    std::vector<OpIndex> next;
+    if (gather && i == 0) next = {b.collective(CommKind::cp, CollOp::allgather, whole, kv, producer)};
+    if (!gather && i + 1 < cp_) next = {b.collective(CommKind::cp, CollOp::sendrecv, kv_block_, kv, producer)};
+    producer.clear();
+    std::vector<OpIndex> waits = arrived;
+    if (added) waits.push_back(*added);
+    op = b.compute(piece, site.phase, names[static_cast<std::size_t>(i)], waits);
+    std::vector<OpIndex> after{op};
+    if (grads) after.push_back(*grads);
+    added = grads;
+    grads = b.collective(CommKind::cp, CollOp::sendrecv, kv_grad_block_, dkv, after);
+    if (!next.empty()) arrived = next;
+  }
+  b.defer_wait(*grads, WaitRule::next_op, site.cost->role);
+  return op;
+}
+
+// AllGather of every rank's K/V before attention; in Transformer Engine's backward
+// (AttnFuncWithCPAndKVAllGather), gathered again and the dK/dV reduce-scattered back to their
+// owners after it. Under PyTorch's context_parallel the rank's own block (one cp-th of the
+// work, as load balancing gives every step) runs first, beside the gather, and the rest waits
+// for it (_templated_ring_attention's first step).
 OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   const Bytes whole = kv_block_ * cp_;
   const std::uint32_t ag = comm_name(b, CollOp::allgather, whole, site, "attention K/V");
   const OpIndex gather = b.collective(CommKind::cp, CollOp::allgather, whole, ag, b.last_compute());
   OpIndex op = 0;
-  if (own_block_under_gather_) {
+  if (pytorch_) {
     const std::vector<std::uint32_t>& names = names_.of(b, site, 2);
     b.compute(op_piece(*site.cost, cp_), site.phase, names.front(), {});
     op = b.compute(op_piece(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});

@@ -4,7 +4,8 @@
 // values either around the CP ring, one block per step overlapped with the attention of the
 // block at hand (`p2p`, TE's AttnFuncWithCPAndKVP2P), or by one AllGather before it
 // (`all_gather`, as Llama 3 was trained). PyTorch's context_parallel (torchtitan) gathers the
-// same way but computes the rank's own block while the AllGather is in flight.
+// same way but computes the rank's own block while the AllGather is in flight, and in backward
+// passes the dK/dV around the ring in float32 whichever way the K/V come.
 #pragma once
 
 #include "parallelism/split_op.hpp"
@@ -29,15 +30,17 @@ class ContextParallel {
 
  private:
   OpIndex ring_forward(StepBuilder& b, const OpSite& site);
-  OpIndex ring_backward(StepBuilder& b, const OpSite& site);
+  OpIndex te_ring_backward(StepBuilder& b, const OpSite& site);
+  OpIndex pytorch_backward(StepBuilder& b, const OpSite& site);
   OpIndex gathered(StepBuilder& b, const OpSite& site);
   std::uint32_t comm_name(StepBuilder& b, CollOp op, Bytes size, const OpSite& site, const char* what);
 
   int cp_;
   CpComm comm_;
-  bool own_block_under_gather_;  // PyTorch's _AllGatherRotater: the own block's attention overlaps the gather
+  bool pytorch_;  // PyTorch's context_parallel (torchtitan) rather than Transformer Engine's
   int layers_;
   Bytes kv_block_;
+  Bytes kv_grad_block_;  // PyTorch's dK/dV message: float32
   PieceNames names_;
   std::map<std::tuple<int, CollOp, std::string>, std::uint32_t> comm_names_;
 };

@@ -396,16 +396,24 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
   return out;
 }
 
-// torchtitan's per-op selective checkpointing saves the attention output and every second
-// matmul output of a block (wq, wv, w1, w2 of wq, wk, wv, wo, w1, w3, w2) and recomputes the
-// rest: wk, wo and w3 (in the fused layout: the projection and half of fc1) and the
-// element-wise work between them.
-std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward) {
+// torchtitan's per-op selective checkpointing (_get_custom_policy) saves the attention output
+// and the output of every odd-numbered aten.mm of a block (wq, wv, w1, w2 of wq, wk, wv, wo,
+// w1, w3, w2) and recomputes the rest: wk, wo and w3 (in the fused layout: the K share of the
+// qkv GEMM, the projection and half of fc1) and the element-wise work between them.
+std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const LayerShape& s) {
   std::vector<OpCost> out;
   for (const OpCost& op : forward) {
     if (op.cls == OpClass::attention || op.role == Role::attention_core) continue;
     if (op.cls != OpClass::gemm && op.role != Role::fp8_cast) {
       out.push_back(op);
+    } else if (op.role == Role::qkv) {
+      const OpCost k = gemm("k projection", Role::qkv, Pass::forward, op.m, s.kv_width(), op.k, s);
+      OpCost share = op;
+      share.name = op.name + " (K share)";
+      share.n = k.n;
+      share.flops = k.flops;
+      share.bytes = k.bytes;
+      out.push_back(std::move(share));
     } else if (op.role == Role::attn_proj) {
       out.push_back(op);
     } else if (op.role == Role::fc1) {
@@ -562,7 +570,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   if (s.cached_weights && low_precision(s.precision)) w.first_forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = selective_recompute(w.forward, s);
   if (recompute == Recompute::full) w.recompute = w.forward;
-  if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward);
+  if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward, s);
   w.backward = with_fp8_casts(layer_backward(s), s);
   w.param_count = layer_param_count(s);
   w.params = Bytes(w.param_count * s.act_bytes);
@@ -570,6 +578,7 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
   w.rope_message = Bytes(s.mla() ? s.tokens() * s.qk_rope * s.act_bytes : 0);
   w.kv_block = Bytes(s.kv_block_elements() * s.act_bytes);
+  w.kv_grad_block_f32 = Bytes(s.kv_block_elements() * 4);
   w.expert_param_count = layer_expert_param_count(s);
   w.linear_param_count = layer_linear_param_count(s);
   w.dispatch_message = Bytes(s.routed_tokens() * s.hidden * s.act_bytes);

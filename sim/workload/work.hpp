@@ -111,6 +111,7 @@ struct LayerWork {
   Bytes tp_message{0};               // b·s·h elements of the precision: one TP collective's S
   Bytes rope_message{0};             // latent attention's shared rotary key of b·s tokens: its SP AllGather's S
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message
+  Bytes kv_grad_block_f32{0};        // their gradients in float32, as PyTorch's context_parallel passes them
   long long expert_param_count = 0;  // of param_count: routed experts' weights (reduced over expert DP)
   long long linear_param_count = 0;  // of param_count: Linear layers' weights (layer_linear_param_count)
   Bytes dispatch_message{0};         // routed tokens the busiest EP rank receives: one all-to-all's S

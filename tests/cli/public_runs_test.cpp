@@ -72,8 +72,8 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 5.01 % overall, 5.80 % on the 24
-// not used for fitting; per group 10.07 % (Megatron-LM README), 1.68 % (NeMo 24.07), 2.94 %
+// Over the runs whose features are simulated (all 28): MAPE 5.03 % overall, 5.81 % on the 24
+// not used for fitting; per group 10.07 % (Megatron-LM README), 1.80 % (NeMo 24.07), 2.95 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states", "[slow]") {
@@ -102,15 +102,15 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.0501);
-  CHECK(unfitted / n_unfitted <= 0.0580);
-  check_stated(groups, {{"megatron_readme", 0.1007}, {"nemo_24.07", 0.0168}, {"torchtitan", 0.0294}});
+  CHECK(all / n_all <= 0.0503);
+  CHECK(unfitted / n_unfitted <= 0.0581);
+  check_stated(groups, {{"megatron_readme", 0.1007}, {"nemo_24.07", 0.0180}, {"torchtitan", 0.0295}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
 // 4 used for fitting (reproduced within 1 %), 20 held out, none refused. MAPE over the
 // held-out runs per GPU type and per dense/MoE (each rounded up to a hundredth of a percent):
-// GB200 7.86 %, B200 11.52 %, H100 14.01 %, dense 6.97 %, MoE 11.83 %.
+// GB200 7.86 %, B200 11.57 %, H100 14.01 %, dense 7.02 %, MoE 11.83 %.
 TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states", "[slow]") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
   std::map<std::string, std::pair<double, int>> groups;
@@ -152,10 +152,10 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   // and the BF16 main gradients its recipe keeps; 178.6 as PyTorch's FSDP would hold them).
   const std::set<std::string> known = {"mb260401-gb200-llama3-70b-fp8cs-fsdp"};
   CHECK(does_not_fit == known);
-  check_stated(groups, {{"gpu b200", 0.1152},
+  check_stated(groups, {{"gpu b200", 0.1157},
                         {"gpu gb200", 0.0786},
                         {"gpu h100", 0.1401},
-                        {"model dense", 0.0697},
+                        {"model dense", 0.0702},
                         {"model moe", 0.1183}});
 }
 

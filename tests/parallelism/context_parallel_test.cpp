@@ -50,18 +50,20 @@ stepsim::Scenario cp_scenario(int cp) {
 
 }  // namespace
 
-TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and K/V and dK/dV in backward") {
+TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and each step's attention waits for its block") {
   const Built b = work_and_program(cp_scenario(4));
   const long long block = b.work.layer.kv_block.count();
   CHECK(block == 512LL * 2 * 1024 * 2);  // K and V of 2048/4 tokens, 16 heads of 64, bf16
-  const auto kv = cp_calls(b.program, "L0 attention K/V ring step");
-  const auto dkv = cp_calls(b.program, "L0 attention dK/dV ring step");
-  CHECK(kv.size() == 3 + 3);
-  CHECK(dkv.size() == 4);
-  for (const auto& [op, size] : kv) {
-    CHECK(op == CollOp::sendrecv);
-    CHECK(size == block);
+  const long forward_end = spt::find_op(b.program, "L0 flash attention fwd");
+  REQUIRE(forward_end >= 0);
+  long forward_kv = 0;
+  for (OpIndex i : spt::collectives_of(b.program, CommKind::cp)) {
+    const auto& op = b.program.ranks[0].ops()[i];
+    if (static_cast<long>(i) < forward_end &&
+        b.program.names[op.name].find("L0 attention K/V ring step") != std::string::npos)
+      ++forward_kv;
   }
+  CHECK(forward_kv == 3);
   // The attention runs in 4 steps; each after the first waits for the block the ring brought.
   const long first = spt::find_op(b.program, "L0 flash attention fwd (step 1/4)");
   const long second = spt::find_op(b.program, "L0 flash attention fwd (step 2/4)");
@@ -72,6 +74,113 @@ TEST_CASE("the CP ring passes cp − 1 K/V blocks in forward and K/V and dK/dV i
   const auto waits = b.program.ranks[0].waits_of(static_cast<OpIndex>(second));
   REQUIRE(waits.size() == 1);
   CHECK(b.program.ranks[0].ops()[waits[0]].kind == stepsim::engine::OpKind::collective);
+}
+
+namespace {
+
+// The first compute op of rank 0 after op `after`.
+long next_compute(const Program& p, long after) {
+  const auto& ops = p.ranks[0].ops();
+  for (std::size_t i = static_cast<std::size_t>(after) + 1; i < ops.size(); ++i)
+    if (ops[i].kind == stepsim::engine::OpKind::compute) return static_cast<long>(i);
+  return -1;
+}
+
+bool waits_for(const Program& p, long op, long on) {
+  const auto waits = p.ranks[0].waits_of(static_cast<OpIndex>(op));
+  return std::find(waits.begin(), waits.end(), static_cast<OpIndex>(on)) != waits.end();
+}
+
+// The index of rank 0's last cp collective whose name contains `what`.
+long last_cp(const Program& p, const std::string& what) {
+  long last = -1;
+  for (OpIndex i : spt::collectives_of(p, CommKind::cp))
+    if (p.names[p.ranks[0].ops()[i].name].find(what) != std::string::npos) last = static_cast<long>(i);
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("Transformer Engine's ring backward sends K/V first, K/V with dK/dV between and dK/dV last") {
+  // AttnFuncWithCPAndKVP2P.backward, for i in range(cp): i == 0 sends p2p_comm_buffers[0][0]
+  // (K/V), i == cp − 1 sends [1] (dK/dV), the others both halves of the (2, *kv.shape)
+  // buffer, in the K/V's dtype. With the forward's cp − 1 K/V blocks, per layer:
+  struct Row {
+    int cp;
+    std::size_t kv, both, dkv;
+  };
+  for (const Row r : {Row{2, 1 + 1, 0, 1}, Row{4, 3 + 1, 2, 1}}) {
+    INFO("cp " << r.cp);
+    const Built b = work_and_program(cp_scenario(r.cp));
+    const long long block = 2048LL / r.cp * 2 * 1024 * 2;  // K and V of the rank's tokens, bf16
+    REQUIRE(b.work.layer.kv_block.count() == block);
+    const auto kv = cp_calls(b.program, "L0 attention K/V ring step");
+    const auto both = cp_calls(b.program, "L0 attention K/V and dK/dV ring step");
+    const auto dkv = cp_calls(b.program, "L0 attention dK/dV ring step");
+    CHECK(kv.size() == r.kv);
+    CHECK(both.size() == r.both);
+    CHECK(dkv.size() == r.dkv);
+    for (const auto& call : kv) CHECK(call == std::pair{CollOp::sendrecv, block});
+    for (const auto& call : both) CHECK(call == std::pair{CollOp::sendrecv, 2 * block});
+    for (const auto& call : dkv) CHECK(call == std::pair{CollOp::sendrecv, block});
+    // The dK/dV leave before the own block's attention, which runs beside them and does not
+    // wait for them; the op after the attention does.
+    const long message = last_cp(b.program, "L0 attention dK/dV ring step");
+    const long own = spt::find_op(b.program, "L0 flash attention backward");
+    REQUIRE(message >= 0);
+    REQUIRE(own > message);
+    CHECK_FALSE(waits_for(b.program, own, message));
+    CHECK(waits_for(b.program, next_compute(b.program, own), message));
+  }
+}
+
+TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way the K/V come") {
+  // _templated_ring_attention_backward: kv_rotater as in forward (cp − 1 K/V blocks around
+  // the ring, or one AllGather of the cp blocks), dkv_rotater an _AllToAllRotater that sends
+  // the float32 dK/dV once a step, cp times, waited for after the loop.
+  struct Row {
+    int cp;
+    stepsim::CpComm comm;
+  };
+  for (const Row r : {Row{2, stepsim::CpComm::p2p}, Row{4, stepsim::CpComm::p2p}, Row{2, stepsim::CpComm::all_gather},
+                      Row{4, stepsim::CpComm::all_gather}}) {
+    INFO("cp " << r.cp << (r.comm == stepsim::CpComm::p2p ? " p2p" : " all_gather"));
+    stepsim::Scenario s = cp_scenario(r.cp);
+    s.context_parallel.comm = r.comm;
+    s.training.framework = stepsim::Framework::torchtitan;
+    const Built b = work_and_program(s);
+    const long long block = 2048LL / r.cp * 2 * 1024 * 2;  // K and V of the rank's tokens, bf16
+    REQUIRE(b.work.layer.kv_block.count() == block);
+    const auto dkv = cp_calls(b.program, "L0 attention dK/dV ring step");
+    REQUIRE(dkv.size() == static_cast<std::size_t>(r.cp));
+    for (const auto& call : dkv) CHECK(call == std::pair{CollOp::sendrecv, 2 * block});  // float32
+    CHECK(cp_calls(b.program, "L0 attention K/V and dK/dV").empty());
+    CHECK(cp_calls(b.program, "L0 attention dK/dV,").empty());  // no ReduceScatter
+    if (r.comm == stepsim::CpComm::p2p) {
+      const auto kv = cp_calls(b.program, "L0 attention K/V ring step");
+      CHECK(kv.size() == static_cast<std::size_t>(2 * (r.cp - 1)));
+      for (const auto& call : kv) CHECK(call == std::pair{CollOp::sendrecv, block});
+    } else {
+      const auto gathers = cp_calls(b.program, "L0 attention K/V,");
+      REQUIRE(gathers.size() == 2);
+      for (const auto& call : gathers) CHECK(call == std::pair{CollOp::allgather, r.cp * block});
+    }
+    // The last dK/dV leave after the own block's attention and the op after it waits for them.
+    const long own = spt::find_op(b.program, "L0 flash attention backward");
+    const long message = last_cp(b.program, "L0 attention dK/dV ring step");
+    REQUIRE(own >= 0);
+    REQUIRE(message > own);
+    CHECK(waits_for(b.program, message, own));
+    CHECK(waits_for(b.program, next_compute(b.program, message), message));
+    // Step 3 (cp 4) waits for the dK/dV of step 1, which step 2's addition waited for.
+    if (r.cp == 4) {
+      const long step1 = spt::find_op(b.program, "L0 flash attention backward (step 1/4)");
+      const long step3 = spt::find_op(b.program, "L0 flash attention backward (step 3/4)");
+      const long first_dkv = spt::find_op(b.program, b.program.names[b.program.ranks[0].ops()[message].name], step1);
+      CHECK(first_dkv > step1);
+      CHECK(waits_for(b.program, step3, first_dkv));
+    }
+  }
 }
 
 TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK/dV after its backward") {

@@ -39,6 +39,15 @@ TEST_CASE("Llama 3 70B with cp 2 on 64 H100 runs and reports its CP time") {
   CHECK(exposed(r, CommKind::cp) < busy(r, CommKind::cp) / 2);
 }
 
+TEST_CASE("Llama 3 70B at 16384 tokens with cp 2 hides its whole K/V ring behind attention") {
+  // Each message of Transformer Engine's ring, the backward's last dK/dV included, runs beside
+  // a step's attention (half the rank's attention a step; a message is the K/V of the rank's
+  // 8,192 tokens at its 1 K/V head, 4 MiB, over NVLink): no cp time is left exposed.
+  const stepsim::Report r = report_of(kCp, {"training.recompute=none", "model.seq_len=16384"});
+  CHECK(busy(r, CommKind::cp) > 0);
+  CHECK(exposed(r, CommKind::cp) == 0);
+}
+
 TEST_CASE("context parallelism halves the activations a rank keeps and shards optimizer state over dp·cp") {
   const stepsim::Report cp2 = report_of(kCp);
   const stepsim::Report cp1 = report_of(kCp, {"parallel.cp=1", "parallel.dp=8"});

@@ -165,6 +165,22 @@ TEST_CASE("recomputation re-runs nothing, the attention core, or the whole forwa
   CHECK(full.recompute.size() == full.forward.size());
 }
 
+TEST_CASE("torchtitan's per-op recompute re-runs the K, output and up projections of Llama 3 8B") {
+  // _get_custom_policy counts a block's aten.mm calls (wq, wk, wv, wo, w1, w3, w2) and saves
+  // every odd-numbered one: wk, wo and w3 run again. Per token at TP 1, hidden 4096, 8 K/V
+  // heads of 128: 2 · 4096 · (1024 + 4096 + 14336) FLOPs, whatever the GEMMs are called here.
+  auto sc = st::scenario(st::llama3_8b(), 1, 1);
+  sc.training.recompute = Recompute::selective_op;
+  const auto w = stepsim::workload::build_work(sc);
+  const double tokens = 8192.0;
+  double gemm = 0;
+  for (const OpCost& op : w.layer.recompute) gemm += op.cls == OpClass::gemm ? op.flops : 0.0;
+  CHECK(gemm / tokens == Approx(2.0 * 4096 * (1024 + 4096 + 14336)).epsilon(1e-12));
+  // Per token over the 32 layers, the K projection alone: 2 · 4096 · 1024 · 32 = 0.268 GFLOP.
+  const auto& k = find(w.layer.recompute, Role::qkv);
+  CHECK(k.flops / tokens * 32 == Approx(268435456.0).epsilon(1e-12));
+}
+
 TEST_CASE("the last stage runs a vocab-parallel LM head and its backward") {
   const auto w = stepsim::workload::build_work(st::scenario(st::gpt(48, 6144, 64), 8, 4));
   const OpCost& head = find(w.post.forward, Role::lm_head);
