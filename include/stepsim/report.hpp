@@ -101,7 +101,8 @@ struct CostReport {
 struct Advice {
   std::string change;  // "data_parallel.bucket_cap_mb=100", several joined by " "
   std::string why;     // which cause of exposure it addresses
-  std::string status;  // "ok", or why it was not simulated (refused, not simulated yet, too large)
+  std::string status;  // "ok", or why it was not simulated (does not fit, not simulated yet, too large)
+  // The step with the change: only where status is "ok" (null in JSON otherwise).
   double step_time_s = 0;
   double exposed_fraction_of_step = 0;
 };

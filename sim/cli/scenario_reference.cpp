@@ -392,8 +392,9 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.shard_group", "GPUs",
      "hsdp: ranks per shard group; 0: one NVLink domain (node, or cluster.nvlink_domain)", "HSDP `device_mesh`"},
     {"tensor_parallel.comm_overlap", "",
-     "overlap TP communication with GEMMs (needs sequence parallelism and every TP group inside one NVLink domain: tp "
-     "at most the domain's GPUs, and no group of consecutive ranks across a domain's boundary)",
+     "overlap TP communication with GEMMs (needs sequence parallelism, an NVLink fabric (not `pcie`) and every TP "
+     "group inside one NVLink domain: tp at most the domain's GPUs, and no group of consecutive ranks across a "
+     "domain's boundary)",
      "Megatron `--tp-comm-overlap` (Transformer Engine userbuffers)"},
     {"collectives.algorithm", "", "force an NCCL algorithm, or `auto` for NCCL's choice", "`NCCL_ALGO`"},
     {"collectives.protocol", "", "force an NCCL protocol, or `auto`", "`NCCL_PROTO`"},

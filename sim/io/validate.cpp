@@ -480,10 +480,31 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
+// The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
+// multiple of pp (its rounds run pp micro-batches through every chunk), DualPipe an even number,
+// at least 2·pp, as its reference implementation asserts (half the micro-batches enter at each
+// end, and each direction needs pp of them to reach its steady state). Checked here rather than
+// when the step is built, so that every caller (simulate, the sweeps' search, the advice) refuses
+// such a layout before anything else is asked of it, its memory included.
+void check_schedule_micro_batches(const Scenario& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  const long long m = s.training.micro_batches(p.dp);
+  if (fills_schedule(p.schedule, p.pp, m)) return;
+  if (p.schedule == Schedule::interleaved)
+    c.fail("/training/global_batch",
+           fmt::format("the interleaved schedule needs the micro-batches per replica ({}) to be a multiple of pp ({})",
+                       m, p.pp));
+  c.fail("/training/global_batch",
+         fmt::format("the DualPipe schedule needs an even number of micro-batches per replica, at least 2·pp ({}), "
+                     "got {}",
+                     2 * p.pp, m));
+}
+
 void check_training(const Scenario& s, const Checker& c) {
   const TrainingSpec& t = s.training;
   c.require(t.global_batch % (t.micro_batch * s.parallel.dp) == 0, "/training/global_batch",
             "{} is not divisible by micro_batch·dp ({}·{})", t.global_batch, t.micro_batch, s.parallel.dp);
+  check_schedule_micro_batches(s, c);
   c.require(t.optimizer == "adam" || t.optimizer == "adamw" || t.optimizer == "sgd", "/training/optimizer",
             "unknown optimizer '{}' (expected one of adam, adamw, sgd)", t.optimizer);
   c.require(t.optimizer_state == Precision::fp32 || t.optimizer_state == Precision::bf16, "/training/optimizer_state",
@@ -654,9 +675,14 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
 // refuses --tp-comm-overlap without it) and only with a TP group to talk to; its copies go over
 // NVLink, so every TP group lies inside one NVLink domain: at most a domain's GPUs, and none
 // across a domain's boundary (TP groups of 16 on 72-GPU racks: ranks 64 to 79 span two).
+// A PCIe node has no NVLink: its GPUs are one domain only as the collectives' intra-node tier
+// (ClusterSpec::domain_gpus), and the overlap has no NVLink to copy over there.
 void check_tp_overlap(const Scenario& s, const Checker& c) {
   if (!s.tensor_parallel.comm_overlap) return;
   c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
+  c.require(s.cluster.intra_node.fabric != IntraFabric::pcie, "/tensor_parallel/comm_overlap",
+            "needs NVLink between the GPUs of each TP group (Transformer Engine's overlap copies over NVLink), and the "
+            "cluster's intra-node fabric (cluster.intra_node.fabric) is \"pcie\", with none: turn the overlap off");
   const int domain = s.cluster.domain_gpus();
   c.require(s.parallel.tp <= domain, "/tensor_parallel/comm_overlap",
             "needs the TP group inside one NVLink domain (tp {} > {} GPUs per domain): the overlap copies over "
@@ -1041,6 +1067,11 @@ void check_megatron_fsdp(const Scenario& s, const Checker& c) {
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Framework framework, const Checker& c) {
   check_kind_keys(d, framework, c);
   check_fsdp2_keys(d, c);
+  // Megatron asserts it of its arguments (--overlap-param-gather needs --overlap-grad-reduce),
+  // whatever the data-parallel size.
+  if (runs(KindFamily::param_gather, d.kind, framework) && d.overlap_param_gather)
+    c.require(d.overlap_grad_reduce, "/data_parallel/overlap_param_gather",
+              "needs overlap_grad_reduce, as in Megatron");
   c.require(d.grad_reduce_dtype == Precision::bf16 || d.grad_reduce_dtype == Precision::fp16 ||
                 d.grad_reduce_dtype == Precision::fp32,
             "/data_parallel/grad_reduce_dtype", "must be bf16, fp16 or fp32, got {}", to_string(d.grad_reduce_dtype));
@@ -1136,7 +1167,15 @@ TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
   return out;
 }
 
-bool runs_tp_overlap(const Scenario& s) { return !s.model.latent_attention(); }
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches) {
+  if (schedule == Schedule::interleaved) return micro_batches % pp == 0;
+  if (schedule == Schedule::dualpipe) return micro_batches % 2 == 0 && micro_batches >= 2LL * pp;
+  return true;
+}
+
+bool runs_tp_overlap(const Scenario& s) {
+  return !s.model.latent_attention() && s.cluster.intra_node.fabric != IntraFabric::pcie;
+}
 
 bool runs_expert_degree(const Scenario& s, int ep) {
   const MoeSpec& moe = s.model.moe;

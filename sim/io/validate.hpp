@@ -62,7 +62,8 @@ struct TpStraddle {
 TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus);
 
 // TP communication overlap, besides what the layout gives it (tp > 1 inside one NVLink domain,
-// sequence parallelism): not with latent attention, not simulated with it yet.
+// sequence parallelism): an intra-node fabric of NVLink (not "pcie", which has none), and not
+// latent attention, not simulated with it yet.
 bool runs_tp_overlap(const Scenario& s);
 
 // Expert parallelism of degree `ep`: the experts' imbalance must be one an EP rank can hold,
@@ -74,6 +75,11 @@ bool runs_expert_degree(const Scenario& s, int ep);
 // and no mixture of experts, Megatron-Core's EP overlap needs the interleaved schedule, and
 // activation offload no pipeline at all.
 bool runs_pipeline(const Scenario& s, int pp, Schedule schedule);
+
+// Whether `micro_batches` per replica are what a pipeline of `pp` stages under `schedule` needs:
+// under the interleaved schedule a multiple of pp, under DualPipe an even number of at least
+// 2·pp; any number under the other schedules.
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches);
 
 // Recompute mode `r`: Megatron-Core refuses full recompute with its EP overlap and with
 // per-layer CUDA graphs, and any recompute with activation offload; latent attention is not

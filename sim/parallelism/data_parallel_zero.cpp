@@ -92,9 +92,8 @@ Zero::Zero(const Scenario& s)
       expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
       precision_(s.training.precision) {
-  if (overlap_param_gather_ && !s.data_parallel.overlap_grad_reduce) {
-    throw scenario_error(s, "/data_parallel/overlap_param_gather", "needs overlap_grad_reduce, as in Megatron");
-  }
+  STEPSIM_CHECK(!overlap_param_gather_ || s.data_parallel.overlap_grad_reduce,
+                "overlap_param_gather without overlap_grad_reduce, which validation refuses");
   const BucketLayout& layout = sync_.layout();
   const std::size_t n = layout.buckets.size();
   reached_.assign(n, false);

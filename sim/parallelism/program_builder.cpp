@@ -50,31 +50,16 @@ struct Piece {
 };
 using Script = std::vector<Piece>;
 
-// As the reference implementation asserts: half the micro-batches enter at each end, and each
-// direction needs at least pp of them to reach its steady state.
-void check_dualpipe(const Scenario& s, long long m) {
-  if (m % 2 != 0 || m < 2LL * s.parallel.pp) {
-    throw scenario_error(s, "/training/global_batch",
-                         fmt::format("the DualPipe schedule needs an even number of micro-batches per replica, at "
-                                     "least 2·pp ({}), got {}",
-                                     2 * s.parallel.pp, m));
-  }
-}
-
+// What validation (io::complete_and_validate) guarantees of the micro-batches, which the
+// schedules rely on: at least one per replica, a multiple of pp under the interleaved schedule,
+// an even number of at least 2·pp under DualPipe.
 void check_supported(const Scenario& s) {
-  if (s.training.micro_batches(s.parallel.dp) < 1) {
-    throw scenario_error(s, "/training/global_batch",
-                         fmt::format("global batch {} is smaller than micro_batch {} times dp {}",
-                                     s.training.global_batch, s.training.micro_batch, s.parallel.dp));
-  }
   const long long m = s.training.micro_batches(s.parallel.dp);
-  if (s.parallel.schedule == Schedule::interleaved && m % s.parallel.pp != 0) {
-    throw scenario_error(s, "/training/global_batch",
-                         fmt::format("the interleaved schedule needs the micro-batches per replica ({}) "
-                                     "to be a multiple of pp ({})",
-                                     m, s.parallel.pp));
-  }
-  if (s.parallel.schedule == Schedule::dualpipe) check_dualpipe(s, m);
+  STEPSIM_CHECK(m >= 1, "a replica without a micro-batch");
+  STEPSIM_CHECK(s.parallel.schedule != Schedule::interleaved || m % s.parallel.pp == 0,
+                "interleaved micro-batches not a multiple of pp");
+  STEPSIM_CHECK(s.parallel.schedule != Schedule::dualpipe || (m % 2 == 0 && m >= 2LL * s.parallel.pp),
+                "DualPipe micro-batches odd or fewer than 2·pp");
 }
 
 // The scenario as one pipeline stage's data-parallel strategy sees it: only the gradients of

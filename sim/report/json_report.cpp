@@ -80,12 +80,15 @@ boost::json::array stages_json(const std::vector<StageReport>& stages) {
 
 boost::json::object advice_json(const Report& r) {
   boost::json::array alternatives;
-  for (const Advice& a : r.advice)
+  for (const Advice& a : r.advice) {
+    // The step a change gives is known only where it was simulated: null otherwise, never 0.
+    const auto simulated = [&](double v) { return a.status == "ok" ? boost::json::value(v) : boost::json::value(); };
     alternatives.push_back({{"change", a.change},
                             {"why", a.why},
                             {"status", a.status},
-                            {"step_time_s", a.step_time_s},
-                            {"exposed_fraction_of_step", a.exposed_fraction_of_step}});
+                            {"step_time_s", simulated(a.step_time_s)},
+                            {"exposed_fraction_of_step", simulated(a.exposed_fraction_of_step)}});
+  }
   return {{"cause", r.advice_cause}, {"alternatives", std::move(alternatives)}};
 }
 

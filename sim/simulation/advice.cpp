@@ -238,6 +238,19 @@ void add_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
         s, p.tp / 2, {{set("parallel.tp", p.tp / 2), set("parallel.pp", 2)}, "layout: half the TP group, two stages"}));
 }
 
+// More chunks per stage than the scenario's `now` (1 without interleaving) that split the model's
+// layers evenly over the pipeline (model.layers a multiple of pp·chunks, as validation requires
+// without parallel.stage_layers): twice as many where they do, otherwise the fewest more that
+// do; 0 where none does.
+int more_chunks(const Scenario& s, int now) {
+  const auto even = [&](long long v) { return s.model.layers % (s.parallel.pp * v) == 0; };
+  const int per_stage = s.model.layers / s.parallel.pp;
+  if (2 * now <= per_stage && even(2 * now)) return 2 * now;
+  for (int v = now + 1; v <= per_stage; ++v)
+    if (v >= 2 && even(v)) return v;
+  return 0;
+}
+
 void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   if (p.pp <= 1) return;
@@ -248,11 +261,12 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
   const bool own_layout = !p.stage_layers.empty();
   // DeepSpeed's pipeline engine runs its own 1F1B schedule only.
   const bool interleavable = !deepspeed_pipeline_engine(s);
-  if (interleavable && !own_layout && p.schedule != Schedule::interleaved)
-    out.push_back({{set("parallel.schedule", "interleaved"), set("parallel.virtual_stages", 2)},
-                   "pipeline bubble: interleave two chunks per stage"});
-  else if (interleavable && !own_layout)
-    out.push_back({{set("parallel.virtual_stages", p.virtual_stages * 2)}, "pipeline bubble: more chunks per stage"});
+  const int chunks = more_chunks(s, p.schedule == Schedule::interleaved ? p.virtual_stages : 1);
+  if (interleavable && !own_layout && chunks > 0 && p.schedule != Schedule::interleaved)
+    out.push_back({{set("parallel.schedule", "interleaved"), set("parallel.virtual_stages", chunks)},
+                   fmt::format("pipeline bubble: interleave {} chunks per stage", chunks)});
+  else if (interleavable && !own_layout && chunks > 0)
+    out.push_back({{set("parallel.virtual_stages", chunks)}, "pipeline bubble: more chunks per stage"});
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "pipeline bubble: more, smaller micro-batches"});
@@ -445,22 +459,34 @@ std::string joined(const std::vector<std::string>& sets) {
   return s;
 }
 
-Advice try_candidate(const AdviceRequest& request, const Candidate& c) {
-  Advice a;
-  a.change = joined(c.sets);
-  a.why = c.why;
+// The scenario with the change, validated as any scenario is; nothing where validation refuses
+// it: a change the program would refuse is not advice, whatever its memory.
+std::optional<Scenario> changed(const AdviceRequest& request, const Candidate& c) {
   std::vector<std::string> sets = request.sets;
   sets.insert(sets.end(), c.sets.begin(), c.sets.end());
   try {
-    const Scenario scenario = io::load_scenario(request.scenario, sets);
-    const MemoryReport memory = estimate_memory(scenario);  // cheap: no simulation for what cannot run
+    return io::load_scenario(request.scenario, sets);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
+// The change simulated, or its memory where it does not fit; nothing where validation refuses it.
+std::optional<Advice> try_candidate(const AdviceRequest& request, const Candidate& c) {
+  Advice a;
+  a.change = joined(c.sets);
+  a.why = c.why;
+  const std::optional<Scenario> scenario = changed(request, c);
+  if (!scenario) return std::nullopt;
+  try {
+    const MemoryReport memory = estimate_memory(*scenario);  // cheap: no simulation for what cannot run
     if (!memory.fits) {
       a.status = fmt::format("does not fit in memory ({:.1f} GiB with {:.1f} GiB headroom)",
                              memory.device / 1073741824.0, memory.headroom / 1073741824.0);
       return a;
     }
-    const SimulationResult r = request.simulate_change ? request.simulate_change(scenario)
-                                                       : simulate(scenario, SimulateOptions::report_only());
+    const SimulationResult r = request.simulate_change ? request.simulate_change(*scenario)
+                                                       : simulate(*scenario, SimulateOptions::report_only());
     a.status = "ok";
     a.step_time_s = r.report.step_time_s;
     a.exposed_fraction_of_step = r.report.overlap.exposed_fraction_of_step;
@@ -498,10 +524,11 @@ void fitted(const AdviceRequest& request, const Candidate& c, const std::vector<
   std::optional<Advice> best;
   for (const Candidate& fix : fixes) {
     if (!disjoint(c, fix)) continue;
-    Advice a = try_candidate(request, together(c, fix, "; to fit, "));
-    if (met_a_bug(a))
-      out.push_back(std::move(a));
-    else if (a.status == "ok" && (!best || a.step_time_s < best->step_time_s))
+    std::optional<Advice> a = try_candidate(request, together(c, fix, "; to fit, "));
+    if (!a) continue;
+    if (met_a_bug(*a))
+      out.push_back(std::move(*a));
+    else if (a->status == "ok" && (!best || a->step_time_s < best->step_time_s))
       best = std::move(a);
   }
   if (best) out.push_back(std::move(*best));
@@ -516,7 +543,8 @@ void advise_memory(const AdviceRequest& request, const Scenario& scenario, Repor
   const MemoryReport& m = r.memory_bytes;
   r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
   const std::vector<Candidate> fixes = memory_fixes(scenario);
-  for (const Candidate& c : fixes) r.advice.push_back(try_candidate(request, c));
+  for (const Candidate& c : fixes)
+    if (std::optional<Advice> a = try_candidate(request, c)) r.advice.push_back(std::move(*a));
   const bool one_fits = std::any_of(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
   std::size_t pairs = 0;
   if (!one_fits)
@@ -524,8 +552,8 @@ void advise_memory(const AdviceRequest& request, const Scenario& scenario, Repor
       for (std::size_t j = i + 1; j < fixes.size(); ++j) {
         if (!disjoint(fixes[i], fixes[j])) continue;
         ++pairs;
-        Advice a = try_candidate(request, together(fixes[i], fixes[j], "; and "));
-        if (a.status == "ok" || met_a_bug(a)) r.advice.push_back(std::move(a));
+        std::optional<Advice> a = try_candidate(request, together(fixes[i], fixes[j], "; and "));
+        if (a && (a->status == "ok" || met_a_bug(*a))) r.advice.push_back(std::move(*a));
       }
   rank(r.advice);
   std::string note = "advice: " + r.advice_cause;
@@ -573,10 +601,14 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   const std::vector<Candidate> fixes = memory_fixes(scenario);
   for (const Candidate& c : candidates(scenario, r, dominant)) {
     if (!simulate_them) {
-      r.advice.push_back({joined(c.sets), c.why, "not simulated: a large scenario; run with --advise", 0, 0});
+      // Validated all the same (a load, no simulation): a change the program refuses is not shown.
+      if (changed(request, c))
+        r.advice.push_back({joined(c.sets), c.why, "not simulated: a large scenario; run with --advise", 0, 0});
       continue;
     }
-    r.advice.push_back(try_candidate(request, c));
+    std::optional<Advice> a = try_candidate(request, c);
+    if (!a) continue;
+    r.advice.push_back(std::move(*a));
     // A change that does not fit, tried again with what makes the job fit.
     if (fits_not(r.advice.back())) fitted(request, c, fixes, paired);
   }

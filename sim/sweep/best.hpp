@@ -52,7 +52,10 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
 // the search replaces, so where that layout alone is refused (MoE layers at tp > 1 without
 // sequence parallelism, which every searched layout with tp > 1 turns on; heads that its tp
 // does not divide), the search starts from it with sequence parallelism, or at tp 1, unless
-// the user's --set fixes that key; otherwise the scenario's own refusal.
+// the user's --set fixes that key; otherwise the scenario's own refusal, or where the plainest
+// layout (one replica, one sequence a micro-batch) is refused for its global batch (a schedule
+// the user fixes that needs more micro-batches per replica than the batch gives any layout),
+// that refusal, which every layout shares.
 std::vector<std::string> base_sets(const SweepSpec& spec);
 Scenario load_base(const SweepSpec& spec);
 

@@ -75,6 +75,7 @@ std::vector<std::vector<std::string>> all_schedules(const SweepSpec& spec, const
 struct Pipeline {
   std::vector<std::string> sets;
   bool runs = true;
+  Schedule schedule = Schedule::one_f_one_b;
 };
 
 std::vector<Pipeline> schedules(const SweepSpec& spec, const Scenario& base, int pp) {
@@ -84,7 +85,7 @@ std::vector<Pipeline> schedules(const SweepSpec& spec, const Scenario& base, int
     const Schedule schedule = named.empty()     ? base.parallel.schedule
                               : named == "1f1b" ? Schedule::one_f_one_b
                                                 : Schedule::interleaved;
-    out.push_back({std::move(sets), io::runs_pipeline(base, pp, schedule)});
+    out.push_back({std::move(sets), io::runs_pipeline(base, pp, schedule), schedule});
   }
   return out;
 }
@@ -196,7 +197,8 @@ bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
 }
 
 // Transformer Engine's TP overlap where it can run: sequence parallelism, every TP group of the
-// --gpus ranks inside one NVLink domain, a model it is simulated with (not latent attention).
+// --gpus ranks inside one NVLink domain, an NVLink fabric and a model it is simulated with
+// (io::runs_tp_overlap: not "pcie", not latent attention).
 bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
   return !user_sets(spec, "tensor_parallel.comm_overlap") && tp > 1 && tp <= base.cluster.domain_gpus() &&
          io::tp_straddle(tp, spec.gpus, base.cluster.domain_gpus()).first < 0 && sequence_parallel(spec, base, tp) &&
@@ -320,6 +322,20 @@ void refuse_micro_batch(const SweepSpec& spec, const std::vector<std::vector<std
   }
 }
 
+// Throws where the plainest layout base_sets tries (one replica, one sequence a micro-batch,
+// unless the user's --set fixes them: the most micro-batches per replica any layout has) is
+// refused for its global batch: a pipeline schedule the user fixes with more micro-batches per
+// replica than the batch gives (the interleaved schedule's multiple of pp, DualPipe's even
+// number of at least 2·pp) refuses every layout then, whatever its memory, and the scenario's
+// own layout is not what the search tried.
+void refuse_schedule_batch(const SweepSpec& spec, const std::vector<std::string>& plainest) {
+  try {
+    (void)io::load_scenario(spec.scenario, plainest);
+  } catch (const InputError& e) {
+    if (e.where() == "training.global_batch" || e.where() == "/training/global_batch") throw;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> base_sets(const SweepSpec& spec) {
@@ -351,6 +367,7 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
     const std::string key(set, std::string_view(set).find('='));
     if (!user_sets(spec, key)) tries.back().emplace_back(set);
   }
+  const std::vector<std::string> plainest = tries.back();
   // A mixture of experts that needs an EP all-to-all (Megatron-Core's EP overlap, the flex
   // dispatcher) or EP ranks to spread an imbalance over refuses one GPU's layout: at its
   // plainest it runs on two GPUs, one expert group of two.
@@ -384,6 +401,7 @@ std::vector<std::string> base_sets(const SweepSpec& spec) {
         }
       }
   refuse_micro_batch(spec, tries);
+  refuse_schedule_batch(spec, plainest);
   throw *refused;
 }
 
@@ -433,9 +451,9 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
   const std::vector<int> tps = user_sets(spec, "parallel.tp")
                                    ? std::vector<int>{base.parallel.tp}
                                    : divisors(std::min<long long>(base.cluster.domain_gpus(), base.model.heads), n);
-  // The layouts the scenario runs, and those whose schedule or EP degree its model refuses
-  // (io::runs_pipeline, io::runs_expert_degree): searched only where it runs none, for
-  // validation to refuse them with its reason.
+  // The layouts the scenario runs, and those whose schedule, micro-batches per replica or EP
+  // degree it refuses (io::runs_pipeline, io::fills_schedule, io::runs_expert_degree): searched
+  // only where it runs none, for validation to refuse them with its reason.
   std::vector<Candidate> out;
   std::vector<Candidate> unrun;
   std::vector<long long> dps;  // the DP degrees the splits leave, and whether the batch splits over one
@@ -472,8 +490,11 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                   const double passes =
                       io::layer_passes(static_cast<double>(base.training.global_batch) / static_cast<double>(mb * d.dp),
                                        base.model.layers, d.cp, d.tp, overlap);
-                  const bool runs =
-                      schedule.runs && (ep == 0 || io::runs_expert_degree(base, ep)) && passes <= io::kMaxLayerPasses;
+                  // The micro-batches per replica the schedule needs (io::fills_schedule).
+                  const bool filled =
+                      io::fills_schedule(schedule.schedule, pp, base.training.global_batch / (mb * d.dp));
+                  const bool runs = schedule.runs && filled && (ep == 0 || io::runs_expert_degree(base, ep)) &&
+                                    passes <= io::kMaxLayerPasses;
                   (runs ? out : unrun).push_back(std::move(c));
                 }
       }

@@ -110,7 +110,12 @@ json::value json_of(const Cell& c) {
     case Cell::number: {
       json::error_code ec;
       json::value v = json::parse(c.value, ec);
-      return !ec && finite_number(v) ? v : json::value(json::string(c.value));
+      if (ec || !finite_number(v)) return json::string(c.value);
+      // Boost.JSON's parser (1.81) rounds some decimals to a neighbour of the double they were
+      // written from (478300.81545073213 read as 478300.8154507322): the value is the text read
+      // correctly rounded, as CSV and simulate's JSON give it, to the last digit.
+      if (v.is_double()) std::from_chars(c.value.data(), c.value.data() + c.value.size(), v.as_double());
+      return v;
     }
     case Cell::boolean:
       return c.value == "true";

@@ -490,3 +490,48 @@ TEST_CASE("TP communication overlap is refused when a TP group crosses an NVLink
   // TP 8 divides the rack: none crosses on two racks.
   CHECK(error_in(straddle(9), {"parallel.tp=8", "parallel.dp=18"}) == "no error");
 }
+
+// The pipeline schedules' rules on the micro-batches per replica are refused on loading, before
+// anything is asked of the layout (its memory, its step): 128 sequences in micro-batches of 2
+// over dp 8 are 8 per replica.
+TEST_CASE("a schedule's rule on the micro-batches per replica is refused on loading") {
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 2, "pp": 4, "dp": 8, "schedule": "interleaved",
+      "virtual_stages": 2 })")) == "no error");
+  // 8 per replica at pp 16 (llama3-8b's 32 layers over 16·2 chunks): not a multiple.
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 1, "pp": 16, "dp": 8, "schedule": "interleaved",
+      "virtual_stages": 2 })")) ==
+        "scenario.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (8) to "
+        "be a multiple of pp (16)");
+  // DualPipe: 8 per replica at pp 8 is fewer than 2·pp.
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 1, "pp": 8, "dp": 8, "schedule": "dualpipe" })")) ==
+        "scenario.json: /training/global_batch: the DualPipe schedule needs an even number of micro-batches per "
+        "replica, at least 2·pp (16), got 8");
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 2, "pp": 4, "dp": 8, "schedule": "dualpipe" })")) == "no error");
+}
+
+// Megatron asserts --overlap-param-gather needs --overlap-grad-reduce of its arguments, whatever
+// the data-parallel size: refused on loading at dp 1 as at dp 8.
+TEST_CASE("overlap_param_gather without overlap_grad_reduce is refused on loading, whatever dp") {
+  const std::vector<std::string> sets{"data_parallel.kind=zero1", "data_parallel.overlap_grad_reduce=false",
+                                      "data_parallel.overlap_param_gather=true"};
+  const std::string expected = "--set: data_parallel.overlap_param_gather: needs overlap_grad_reduce, as in Megatron";
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), sets) == expected);
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 8, "dp": 1 })"), sets) == expected);
+}
+
+// Transformer Engine's TP overlap copies over NVLink: a PCIe node, whose GPUs are one domain of
+// the collectives' intra-node tier, has none, and the overlap is refused there.
+TEST_CASE("TP communication overlap is refused on a PCIe fabric, naming the fabric") {
+  const std::vector<std::string> pcie{"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false",
+                                      "parallel.sequence_parallel=true"};
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), pcie) == "no error");
+  auto overlap = pcie;
+  overlap.push_back("tensor_parallel.comm_overlap=true");
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), overlap) ==
+        "--set: tensor_parallel.comm_overlap: needs NVLink between the GPUs of each TP group (Transformer Engine's "
+        "overlap copies over NVLink), and the cluster's intra-node fabric (cluster.intra_node.fabric) is \"pcie\", "
+        "with none: turn the overlap off");
+  // The same overlap on the NVSwitch the preset has: accepted.
+  CHECK(error_in(scenario(kModel, kCluster, kParallel),
+                 {"parallel.sequence_parallel=true", "tensor_parallel.comm_overlap=true"}) == "no error");
+}

@@ -254,21 +254,22 @@ TEST_CASE("recomputing the dense MLPs leaves a stage of MoE layers alone as it i
   }
 }
 
-// A value a --set assignment gave is named by --set and its key, also where a rule is checked
-// only while simulating.
-TEST_CASE("a rule checked while simulating names --set for a value it gave") {
+// The interleaved schedule's rule on the micro-batches per replica is validation's, as every
+// other rule on the scenario: loading refuses it, a value a --set assignment gave named by --set
+// and its key.
+TEST_CASE("the interleaved schedule's micro-batch rule is refused on loading, naming --set for a value it gave") {
   // Interleaving needs the micro-batches per replica to be a multiple of pp: a batch of 24 in
   // micro-batches of 2 over 4 replicas is 3 each, at pp 2.
   const std::string text = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
     "parallel": { "tp": 2, "pp": 2, "dp": 4, "schedule": "interleaved", "virtual_stages": 2 },
     "training": { "global_batch": 24, "micro_batch": 2 } })";
-  const auto step = [](const stepsim::Scenario& s) { stepsim::simulate(s, stepsim::SimulateOptions::report_only()); };
   const std::string message =
       "training.global_batch: the interleaved schedule needs the micro-batches per replica (3) to be a multiple of pp "
       "(2)";
-  CHECK_THROWS_WITH(step(stepsim::io::load_scenario_text(text, "s.json", {"training.global_batch=24"})),
-                    "--set: " + message);
-  CHECK_THROWS_WITH(step(stepsim::io::load_scenario_text(text, "s.json", {"training.micro_batch=2"})),
+  CHECK_THROWS_WITH(stepsim::io::load_scenario_text(text, "s.json", {"training.global_batch=24"}), "--set: " + message);
+  CHECK_THROWS_WITH(stepsim::io::load_scenario_text(text, "s.json", {"training.micro_batch=2"}),
                     "s.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (3) "
                     "to be a multiple of pp (2)");
+  // 4 micro-batches per replica, a multiple of pp: loads.
+  CHECK_NOTHROW(stepsim::io::load_scenario_text(text, "s.json", {"training.global_batch=32"}));
 }

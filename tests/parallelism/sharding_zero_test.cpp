@@ -301,14 +301,6 @@ TEST_CASE("zero2 reduce-scatters every micro-batch's gradients, zero1 only the l
   }
 }
 
-TEST_CASE("overlap_param_gather without overlap_grad_reduce is an input error") {
-  Scenario s = zero(true);
-  s.data_parallel.overlap_grad_reduce = false;
-  CHECK_THROWS_WITH(zero_program(s),
-                    "test.json: /data_parallel/overlap_param_gather: needs "
-                    "overlap_grad_reduce, as in Megatron");
-}
-
 namespace {
 
 // Every compute op lasts one picosecond per byte it moves.

@@ -103,3 +103,57 @@ TEST_CASE("when nothing fits, the search's note says no layout was refined inste
   CHECK(table.str().find("fastest layouts were then tried") == std::string::npos);
   CHECK(table.str().find("no layout fits, so none was tried with every data-parallel kind") != std::string::npos);
 }
+
+namespace {
+
+// Llama 3 70B over an interleaved pipeline of 8 stages on 16 GPUs, in a batch of `batch`.
+SweepSpec interleaved_on_16(const std::string& gpu, int batch) {
+  SweepSpec spec;
+  spec.sets = {"model=llama3-70b",
+               "training.global_batch=" + std::to_string(batch),
+               "parallel.pp=8",
+               "parallel.schedule=interleaved",
+               "parallel.virtual_stages=2",
+               "data_parallel.kind=zero1"};
+  if (!gpu.empty()) spec.sets.push_back("cluster.gpu=" + gpu);
+  spec.gpus = 16;
+  return spec;
+}
+
+long long number_in(const stepsim::sweep::Candidate& c, const std::string& key, long long otherwise) {
+  const std::string v = stepsim::sweep::value_of(c, key, "");
+  return v.empty() ? otherwise : std::stoll(v);
+}
+
+}  // namespace
+
+// A batch of 4 gives no layout a multiple of pp 8 micro-batches per replica (4 at most): the
+// search refuses the job with that rule on an H100, where these layouts' memory would not fit,
+// as on an H200, where it would; it names no configuration nearest to fitting.
+TEST_CASE("a job whose schedule no layout's micro-batches can fill is refused with that rule, whatever the memory") {
+  for (const char* gpu : {"", "h200"}) {
+    INFO(gpu);
+    CHECK_THROWS_WITH(search_best(interleaved_on_16(gpu, 4), 1, false),
+                      Catch::Contains("the interleaved schedule needs the micro-batches per replica (4) to be a "
+                                      "multiple of pp (8)"));
+  }
+}
+
+// A batch of 8: the layouts with 8 micro-batches per replica (one replica, micro-batches of one)
+// run, those with 4 or fewer do not (8 / (micro-batch times dp) not a multiple of 8, by hand).
+// The search tries only the first, and counts none of the others as not fitting on the H100,
+// where their memory would not fit.
+TEST_CASE("a layout the program refuses is not searched, nor counted as not fitting, whatever its memory") {
+  const SweepSpec spec = interleaved_on_16("", 8);
+  BestResult enumerated;
+  const auto layouts = stepsim::sweep::enumerate_layouts(spec, {}, enumerated);
+  REQUIRE_FALSE(layouts.empty());
+  for (const auto& c : layouts) {
+    INFO(stepsim::sweep::value_of(c, "training.micro_batch", "-")
+         << " " << stepsim::sweep::value_of(c, "parallel.dp", "-"));
+    CHECK(8 / (number_in(c, "training.micro_batch", 1) * number_in(c, "parallel.dp", 1)) % 8 == 0);
+  }
+  const BestResult r = search_best(spec, 1, false);
+  CHECK(r.invalid == 0);
+  CHECK(r.oom <= layouts.size());
+}

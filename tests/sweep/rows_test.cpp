@@ -2,6 +2,12 @@
 // and the shard of a Slurm array task.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -210,4 +216,56 @@ TEST_CASE("a row's memory columns are those fits compares: in use plus headroom 
   r.report = rep;
   const std::string line = format_row(spec, r, Format::csv);
   CHECK(line.ends_with(",70,78,4,80,false\n"));
+}
+
+namespace {
+
+// The double a JSON line's number under `key` reads as, correctly rounded (std::from_chars).
+double number_under(const std::string& line, const std::string& key) {
+  const std::string at = "\"" + key + "\":";
+  const auto from = line.find(at);
+  REQUIRE(from != std::string::npos);
+  const char* begin = line.data() + from + at.size();
+  double v = 0;
+  const auto [end, ec] = std::from_chars(begin, line.data() + line.size(), v);
+  REQUIRE(ec == std::errc());
+  REQUIRE((*end == ',' || *end == '}'));
+  return v;
+}
+
+// Doubles whose shortest text (as rows and simulate's JSON write them) Boost.JSON's parser reads
+// as another double, found among a deterministic run of figures of a step's magnitudes.
+std::vector<double> misread_by_boost() {
+  std::vector<double> out{478300.81545073213};  // tokens_per_s of an H100 fp8 sweep point
+  std::uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 200000 && out.size() < 20; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double v = static_cast<double>(x >> 11) / static_cast<double>(1ULL << 53) * 1e6;
+    boost::json::error_code ec;
+    const boost::json::value read = boost::json::parse(fmt::format("{}", v), ec);
+    if (!ec && read.is_double() && read.as_double() != v) out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+// A JSON line holds each figure as the double itself, as the CSV row and simulate's JSON do, to
+// the last digit: also the figures Boost.JSON's own parser would read a unit in the last place off.
+TEST_CASE("a JSON line holds the very double of each figure, also those Boost's parser misreads") {
+  const std::vector<double> values = misread_by_boost();
+  SweepSpec spec;
+  spec.points = 1;
+  for (double v : values) {
+    INFO(fmt::format("{}", v));
+    PointResult r;
+    r.report = stepsim::Report{};
+    r.report->throughput.tokens_per_s = v;
+    r.report->step_time_s = v / 1e5;
+    const std::string line = format_row(spec, r, Format::jsonl);
+    CHECK(number_under(line, "tokens_per_s") == v);
+    CHECK(number_under(line, "step_time_s") == v / 1e5);
+    // The CSV row's text reads as the same double.
+    CHECK(format_row(spec, r, Format::csv).find("," + fmt::format("{}", v) + ",") != std::string::npos);
+  }
 }
