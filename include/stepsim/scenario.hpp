@@ -335,7 +335,7 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   // key training.recompute_modules (recompute selective only); empty: ["core_attn"]
   std::vector<RecomputeModule> recompute_modules;
-  Framework framework = Framework::unspecified;  // key training.framework: sets the kernel keys below
+  Framework framework = Framework::unspecified;  // key training.framework: the kernel keys' defaults
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
   // transformer layers' kernels and their TP communication replayed without the CPU issuing them.
   bool cuda_graphs = false;
@@ -366,6 +366,10 @@ struct TrainingSpec {
   // Gradient clipping by global norm (Megatron's --clip-grad, torchtitan's max_norm, both on
   // by default): the optimizer step also reads the gradients for their norm and scales them.
   bool grad_clip = true;
+  // Which kernel keys a layer of the scenario (its file, an example preset it starts from, a
+  // --set) gave itself: training.framework's defaults apply to the others only, whatever the
+  // order of the layers.
+  bool fusion_given = false, attention_given = false, cross_entropy_given = false, grad_clip_given = false;
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
 };

@@ -257,7 +257,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
-     "`data_parallel.gradient_as_bucket_view` as it runs them (keys beside it override) and the CPU's cost per "
+     "`data_parallel.gradient_as_bucket_view` as it runs them (only those no layer gives: a key in the file, its "
+     "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
