@@ -340,7 +340,8 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
      "bucket, each closed once it holds at least that many, in the first pipeline stage's first "
-     "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
+     "model chunk (every other chunk is one bucket; zero2 splits every chunk of every stage alike); `0` (default) "
+     "makes it max(4e7, 1e6·dp), Megatron-Core's "
      "default. Under framework `deepspeed` (ZeRO's `reduce_bucket_size`, 5e8 by default) a bucket holds at most "
      "that many, and two buffers of that size hold the gradients it copies in; refused under its pipeline "
      "engine, pp > 1, which reduces in buffers of its own",
@@ -348,7 +349,8 @@ constexpr KeyDoc kDocs[] = {
      "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
-     "the backward (zero2: after each micro-batch's, on the compute stream; bucket sizes then do not matter). Under "
+     "the backward (zero2: after each micro-batch's, on the compute stream; the bucket size then sets only its memory, "
+     "one bucket held unsharded). Under "
      "framework deepspeed with pp > 1 it is false whatever it "
      "says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
      "Megatron `--overlap-grad-reduce`; DeepSpeed `overlap_comm`; for DDP, false stands for `no_sync()` until the "
