@@ -385,8 +385,10 @@ struct DataParallelSpec {
   // default, max(4e7, 1e6·dp).
   long long bucket_parameters = 0;
   static constexpr long long kMaxBucketParameters = 1'000'000'000'000;
-  // Off under DeepSpeed's pipeline engine whatever the scenario says (io/validate.cpp).
+  // Off under DeepSpeed's pipeline engine whatever the scenario says, and by default under
+  // DeepSpeed's ZeRO-1 and ZeRO-2, whose overlap_comm is off unless given (io/validate.cpp).
   bool overlap_grad_reduce = true;
+  bool overlap_grad_reduce_given = false;
   // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the
   // reducer scales in place; false (PyTorch's default) copies each gradient into its bucket
   // and back after the AllReduce, and keeps the buckets as a second gradient buffer. When the

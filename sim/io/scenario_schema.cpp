@@ -430,13 +430,15 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision, gradient_as_bucket_view, whose default the framework decides, and the
+// gradients' precision, gradient_as_bucket_view and overlap_grad_reduce, whose defaults the
+// framework decides, and the
 // bucket sizes, the first of which follows bucket_cap_mb where only that is given
 // (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
     if (object->contains("grad_reduce_dtype")) out.grad_reduce_dtype_given = true;
     if (object->contains("gradient_as_bucket_view")) out.gradient_as_bucket_view_given = true;
+    if (object->contains("overlap_grad_reduce")) out.overlap_grad_reduce_given = true;
     if (object->contains("bucket_cap_mb")) out.bucket_cap_mb_given = true;
     if (object->contains("first_bucket_mb")) out.first_bucket_mb_given = true;
   }
