@@ -13,7 +13,7 @@ namespace stepsim {
 struct FrameworkTraits {
   Framework framework = Framework::unspecified;
   std::string_view name;  // the key's value: "megatron", "torchtitan-compile", ...
-  // The kernel keys it sets (the keys beside it in the scenario still override them).
+  // The kernel keys it sets where no layer of the scenario gives them (io/scenario_schema.cpp).
   Fusion fusion = Fusion::fused;
   AttentionKind attention = AttentionKind::flash;
   CrossEntropy cross_entropy = CrossEntropy::fused;

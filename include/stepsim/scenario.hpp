@@ -335,7 +335,7 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   // key training.recompute_modules (recompute selective only); empty: ["core_attn"]
   std::vector<RecomputeModule> recompute_modules;
-  Framework framework = Framework::unspecified;  // key training.framework: sets the kernel keys below
+  Framework framework = Framework::unspecified;  // key training.framework: the kernel keys' defaults
   // CUDA graphs (Megatron's --enable-cuda-graph, torch.compile's reduce-overhead): the
   // transformer layers' kernels and their TP communication replayed without the CPU issuing them.
   bool cuda_graphs = false;
@@ -366,6 +366,10 @@ struct TrainingSpec {
   // Gradient clipping by global norm (Megatron's --clip-grad, torchtitan's max_norm, both on
   // by default): the optimizer step also reads the gradients for their norm and scales them.
   bool grad_clip = true;
+  // Which kernel keys a layer of the scenario (its file, an example preset it starts from, a
+  // --set) gave itself: training.framework's defaults apply to the others only, whatever the
+  // order of the layers.
+  bool fusion_given = false, attention_given = false, cross_entropy_given = false, grad_clip_given = false;
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
 };
@@ -381,8 +385,10 @@ struct DataParallelSpec {
   // default, max(4e7, 1e6·dp).
   long long bucket_parameters = 0;
   static constexpr long long kMaxBucketParameters = 1'000'000'000'000;
-  // Off under DeepSpeed's pipeline engine whatever the scenario says (io/validate.cpp).
+  // Off under DeepSpeed's pipeline engine whatever the scenario says, and by default under
+  // DeepSpeed's ZeRO-1 and ZeRO-2, whose overlap_comm is off unless given (io/validate.cpp).
   bool overlap_grad_reduce = true;
+  bool overlap_grad_reduce_given = false;
   // PyTorch DDP's gradient_as_bucket_view: the gradients are views of the buckets, which the
   // reducer scales in place; false (PyTorch's default) copies each gradient into its bucket
   // and back after the AllReduce, and keeps the buckets as a second gradient buffer. When the

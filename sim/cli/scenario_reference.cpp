@@ -257,7 +257,9 @@ constexpr KeyDoc kDocs[] = {
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
-     "`data_parallel.gradient_as_bucket_view` as it runs them (keys beside it override) and the CPU's cost per "
+     "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
+     "`data_parallel.overlap_grad_reduce`: off) as it runs them (only those no layer gives: a key in the file, its "
+     "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
      "first); `unspecified`: the keys' own defaults, the launch alone",
@@ -339,16 +341,19 @@ constexpr KeyDoc kDocs[] = {
     {"data_parallel.bucket_parameters", "parameters",
      "zero1, zero2, and ddp under framework megatron or nemo (Megatron-Core's buckets): parameters per gradient "
      "bucket, each closed once it holds at least that many, in the first pipeline stage's first "
-     "model chunk (every other chunk is one bucket); `0` (default) makes it max(4e7, 1e6·dp), Megatron-Core's "
+     "model chunk (every other chunk is one bucket; zero2 splits every chunk of every stage alike); `0` (default) "
+     "makes it max(4e7, 1e6·dp), Megatron-Core's "
      "default. Under framework `deepspeed` (ZeRO's `reduce_bucket_size`, 5e8 by default) a bucket holds at most "
-     "that many, and two buffers of that size hold the gradients it copies in; refused under its pipeline "
+     "that many, and two buffers of that size hold the gradients it copies in (one without overlap_grad_reduce, its "
+     "default there); refused under its pipeline "
      "engine, pp > 1, which reduces in buffers of its own",
      "Megatron `--ddp-bucket-size` (`DistributedDataParallelConfig.bucket_size`); DeepSpeed "
      "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
-     "the backward (zero2: after each micro-batch's, on the compute stream; bucket sizes then do not matter). Under "
-     "framework deepspeed with pp > 1 it is false whatever it "
+     "the backward (zero2: after each micro-batch's, on the compute stream; the bucket size then sets only its memory, "
+     "one bucket held unsharded). Under framework deepspeed it defaults to false with zero1 and zero2 (DeepSpeed's "
+     "`overlap_comm` is on by default for ZeRO stage 3 only), and with pp > 1 it is false whatever it "
      "says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
      "Megatron `--overlap-grad-reduce`; DeepSpeed `overlap_comm`; for DDP, false stands for `no_sync()` until the "
      "last micro-batch and one flat AllReduce after it"},

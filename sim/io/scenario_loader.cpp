@@ -59,7 +59,7 @@ std::string_view assigned_key(std::string_view assignment) { return assignment.s
 
 std::vector<std::string> ordered_sets(const std::vector<std::string>& sets) {
   // Each round takes the first assignment left that no other one left covers; the relation has
-  // no cycle (a key covers only longer keys, or training.framework's kernel keys, which cover none).
+  // no cycle (a key covers only longer keys).
   std::vector<std::string> out;
   std::vector<bool> done(sets.size(), false);
   out.reserve(sets.size());

@@ -25,9 +25,10 @@ namespace stepsim::io {
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets = {});
 
 // `sets` in the order load_scenario applies them: an assignment before every other whose key it
-// covers (a section before its keys: cluster, cluster.gpu, cluster.gpu.memory; training.framework
-// before the kernel keys it sets, training.attention, fusion, cross_entropy and grad_clip),
-// otherwise in the order given (the same key twice: the last wins).
+// covers (a section before its keys: cluster, cluster.gpu, cluster.gpu.memory), otherwise in the
+// order given (the same key twice: the last wins). training.framework sets only the kernel keys
+// (training.attention, fusion, cross_entropy, grad_clip) that neither the file nor any assignment
+// gives, so their order does not matter either.
 std::vector<std::string> ordered_sets(const std::vector<std::string>& sets);
 
 // The same from text already in memory; `source` names it in errors.

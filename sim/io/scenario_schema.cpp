@@ -380,32 +380,30 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   return {fields, ""};
 }
 
-// training.framework sets the kernel keys it runs first, as a preset would, whatever its place
-// in the object: the keys beside it (and --set assignments of them, whatever their order:
-// assignment_covers) override them.
-constexpr std::string_view kFrameworkKernelKeys[] = {"training.fusion", "training.attention", "training.cross_entropy",
-                                                     "training.grad_clip"};
-
+// training.framework gives the kernel keys their defaults: it sets those that no layer of the
+// scenario (the file, an example preset it starts from, a --set) gives itself, whatever the
+// order of the layers and the place of the keys in their object.
 void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
     if (object->contains("main_grad")) out.main_grad_given = true;
+    if (object->contains("fusion")) out.fusion_given = true;
+    if (object->contains("attention")) out.attention_given = true;
+    if (object->contains("cross_entropy")) out.cross_entropy_given = true;
+    if (object->contains("grad_clip")) out.grad_clip_given = true;
     if (const json::value* framework = object->if_contains("framework"); framework != nullptr) {
       read_value(out.framework, *framework, r.at("framework"));
       const FrameworkTraits& traits = traits_of(out.framework);
-      out.fusion = traits.fusion;
-      out.attention = traits.attention;
-      out.cross_entropy = traits.cross_entropy;
-      out.grad_clip = traits.grad_clip;
+      if (!out.fusion_given) out.fusion = traits.fusion;
+      if (!out.attention_given) out.attention = traits.attention;
+      if (!out.cross_entropy_given) out.cross_entropy = traits.cross_entropy;
+      if (!out.grad_clip_given) out.grad_clip = traits.grad_clip;
     }
   }
   read_value<TrainingSpec>(out, v, r);
 }
 
 bool assignment_covers(std::string_view key, std::string_view other) {
-  if (other.size() > key.size() && other.starts_with(key) && other[key.size()] == '.') return true;
-  if (key != "training.framework") return false;
-  return std::find(std::begin(kFrameworkKernelKeys), std::end(kFrameworkKernelKeys), other) !=
-         std::end(kFrameworkKernelKeys);
+  return other.size() > key.size() && other.starts_with(key) && other[key.size()] == '.';
 }
 
 Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
@@ -432,13 +430,15 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision, gradient_as_bucket_view, whose default the framework decides, and the
+// gradients' precision, gradient_as_bucket_view and overlap_grad_reduce, whose defaults the
+// framework decides, and the
 // bucket sizes, the first of which follows bucket_cap_mb where only that is given
 // (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
   if (const json::object* object = v.if_object(); object != nullptr) {
     if (object->contains("grad_reduce_dtype")) out.grad_reduce_dtype_given = true;
     if (object->contains("gradient_as_bucket_view")) out.gradient_as_bucket_view_given = true;
+    if (object->contains("overlap_grad_reduce")) out.overlap_grad_reduce_given = true;
     if (object->contains("bucket_cap_mb")) out.bucket_cap_mb_given = true;
     if (object->contains("first_bucket_mb")) out.first_bucket_mb_given = true;
   }

@@ -18,8 +18,8 @@ void read_gpu(GpuSpec& out, const boost::json::value& v, const Reader& r);
 void read_model(ModelSpec& out, const boost::json::value& v, const Reader& r);
 
 // Whether assigning `key` ("a.b", as --set writes it) may set `other` too: `other` lies below it
-// (a section, a preset's object), or `key` is training.framework and `other` a kernel key the
-// framework sets.
+// (a section, a preset's object). training.framework covers none: it sets only the kernel keys
+// that no layer gives itself (read_value of TrainingSpec), in whatever order.
 bool assignment_covers(std::string_view key, std::string_view other);
 
 // Every key of the schema with its value, in schema order.

@@ -1248,6 +1248,17 @@ bool main_grad_is_reduced_buffer(const Scenario& s) {
   return traits.megatron_core && (kind == DpKind::ddp || kind == DpKind::zero1);
 }
 
+// DeepSpeed's ZeRO stages 1 and 2 overlap the gradient reduction with the backward only when
+// the configuration asks (zero_optimization.overlap_comm defaults to stage == 3:
+// deepspeed/runtime/zero/config.py, overlap_comm_valid), so under training.framework deepspeed
+// zero1 and zero2 leave overlap_grad_reduce off unless the scenario gives it. Its pipeline
+// engine turns it off anyway (resolve_pipeline_engine).
+void resolve_deepspeed_overlap(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  if (s.training.framework != Framework::deepspeed || d.overlap_grad_reduce_given) return;
+  if (d.kind == DpKind::zero1 || d.kind == DpKind::zero2) d.overlap_grad_reduce = false;
+}
+
 // DeepSpeed's pipeline engine (PipelineEngine, pp > 1) runs its 1F1B TrainSchedule only, and
 // ZeRO stage 0 or 1 only (it asserts
 // ZeRO-2 and ZeRO-3 away) and schedules the gradient reduction itself: every stage reduces its
@@ -1320,6 +1331,7 @@ void complete_and_validate(Scenario& s) {
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);
+  resolve_deepspeed_overlap(s);
   check_deepspeed(s, c);
   resolve_pipeline_engine(s, c);
   check_training(s, c);

@@ -234,13 +234,13 @@ std::string zero_notes(const Scenario& s) {
   const bool deepspeed = s.training.framework == Framework::deepspeed;
   // Megatron-Core closes a bucket once it holds at least its size, DeepSpeed before a gradient
   // would take it past that size (chunked_layout); DeepSpeed with pp > 1 returned above.
-  const std::string buckets = s.parallel.pp > 1
-                                  ? fmt::format(
-                                        "{} gradient buckets of at least {} on stage 0 (each later stage and model "
-                                        "chunk one bucket)",
-                                        megatron_bucket_layout(first).buckets.size(), size)
-                                  : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
-                                                deepspeed ? "at most" : "at least", size);
+  const std::string buckets = s.parallel.pp > 1 ? fmt::format("{} gradient buckets of at least {} on stage 0 ({})",
+                                                              megatron_bucket_layout(first).buckets.size(), size,
+                                                              zero2 && s.data_parallel.overlap_grad_reduce
+                                                                  ? "every stage and model chunk split alike"
+                                                                  : "each later stage and model chunk one bucket")
+                                                : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
+                                                              deepspeed ? "at most" : "at least", size);
   return fmt::format(
       "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
       deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,

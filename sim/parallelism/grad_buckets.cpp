@@ -203,9 +203,12 @@ BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Byt
 // into buckets of `cap_elements` parameters; each later chunk (interleaved schedules) and every
 // chunk of a later stage reduces as one bucket, its reduction being off the critical path
 // (Megatron-Core's DistributedDataParallel sets no bucket size when pp_rank > 0, and
-// Megatron-LM's model set-up disables bucketing for model_chunk_idx > 0). Without
-// overlap_grad_reduce every chunk is one bucket. Buckets follow reverse registration order,
-// which visits the chunks from the last to the first.
+// Megatron-LM's model set-up disables bucketing for model_chunk_idx > 0). zero2, which
+// Megatron-Core's DDP does not run, fills and reduces its buckets on every stage and in every
+// chunk, as DeepSpeed's ZeRO-2 fills its ipg buffer (stage_1_and_2.py: the gradient hook
+// reduces the bucket whenever the next gradient would take it past reduce_bucket_size,
+// whatever the stage). Without overlap_grad_reduce every chunk is one bucket. Buckets follow
+// reverse registration order, which visits the chunks from the last to the first.
 BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bool experts) {
   const ParallelSpec& p = scenario.parallel;
   BucketLayout layout;
@@ -245,8 +248,9 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
   // gradient larger than that is reduced alone. Megatron-Core closes a bucket once it holds at
   // least its size.
   const bool at_most = scenario.training.framework == Framework::deepspeed;
+  const bool every_chunk = scenario.data_parallel.kind == DpKind::zero2;
   for (int c : by_position) {
-    const bool bucketed = overlap && c == 0 && p.stage <= 0;
+    const bool bucketed = overlap && (every_chunk || (c == 0 && p.stage <= 0));
     const Bytes chunk_cap = bucketed ? cap : kUnbounded;
     for (Bucket& b :
          assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap, at_most))

@@ -54,6 +54,8 @@ BucketLayout bucket_layout(const Scenario& scenario);
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): megatron_bucket_elements
 // parameters each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
 // every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
+// zero2 (DeepSpeed's ZeRO-2, which Megatron-Core's DDP does not run) splits every chunk of every
+// stage alike.
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
 // DeepSpeed's pipeline engine: after the whole schedule every gradient of the stage is

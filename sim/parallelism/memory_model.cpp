@@ -226,13 +226,25 @@ long long two_in_flight(const BucketLayout& layout) {
 // ZeRO-2's gradients held unsharded on stage `stage`: the buckets the program reduces there,
 // made as data_parallel_zero.cpp makes them (megatron_bucket_layout's, closed once they hold at
 // least their size, so the LM head alone can be one; the routed experts' own over their group,
-// filled beside the dense ones), two at a time: the one filling and the one before it in its
-// ReduceScatter.
+// filled beside the dense ones; every stage and model chunk split alike, as DeepSpeed's ZeRO-2
+// fills its ipg buffer), two at a time: the one filling and the one before it in its
+// ReduceScatter. Without overlap_grad_reduce one: the program reduces each micro-batch's
+// gradients in one collective, but DeepSpeed's hook still reduces its one buffer whenever the
+// next gradient would overfill it (overlap_comm only picks the stream and the second buffer),
+// so no more than a bucket is ever held unsharded.
 Bytes zero2_buckets(const Scenario& s, int stage, int grad_bytes) {
   Scenario stage_s = gradient_scenario(s);
   if (s.parallel.pp > 1) stage_s.parallel.stage = stage;
-  long long held = two_in_flight(megatron_bucket_layout(stage_s));
-  if (expert_dp_size(stage_s) > 1) held += two_in_flight(expert_bucket_layout(stage_s, true));
+  const bool overlap = s.data_parallel.overlap_grad_reduce;
+  stage_s.data_parallel.overlap_grad_reduce = true;
+  const auto held_in = [overlap](const BucketLayout& layout) {
+    if (overlap) return two_in_flight(layout);
+    long long most = 0;
+    for (const Bucket& b : layout.buckets) most = std::max(most, bucket_elements(layout, b));
+    return most;
+  };
+  long long held = held_in(megatron_bucket_layout(stage_s));
+  if (expert_dp_size(stage_s) > 1) held += held_in(expert_bucket_layout(stage_s, true));
   return Bytes(held * grad_bytes);
 }
 

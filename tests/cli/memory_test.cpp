@@ -8,6 +8,8 @@
 
 #include "cli/simulate_support.hpp"
 #include "io/scenario_loader.hpp"
+#include "parallelism/memory_model.hpp"
+#include "stepsim/report.hpp"
 #include "workload/work.hpp"
 
 namespace stepsim {
@@ -87,6 +89,72 @@ TEST_CASE("FSDP of a 7B model on 8 GPUs holds an eighth of its states") {
   CHECK(fsdp.peak < zero2.peak);
   CHECK(zero2.peak < zero1.peak);
   CHECK(zero1.peak < ddp.peak);
+}
+
+// Llama 3 70B with TP 8, PP 4 and DP 2: ZeRO-2 shards the gradients that ZeRO-1 holds whole
+// (Rajbhandari et al. 2020), so on no stage does it hold more of them. Its unsharded buckets are
+// DeepSpeed's on every stage (reduce_bucket_size whatever the stage), here Megatron-Core's size,
+// max(4e7, 1e6·2) parameters, each closed once it holds that many: two of them at a time, each
+// at most 4e7 plus its last tensor, in fp32. The largest tensor a rank holds is the LM head's
+// shard on the last stage and the embedding's on the first, 128256·8192/8, and on the others
+// fc1's, 8192·2·28672/8. Before, every
+// stage but the first reduced as one bucket and held its whole gradient (7.97 GiB) beside the
+// shard.
+TEST_CASE("ZeRO-2 holds no more gradient memory than ZeRO-1 on any pipeline stage") {
+  const auto memory = [](const std::string& kind) {
+    const Scenario s = io::load_scenario(
+        "zero1-llama3-8b-64xh100",
+        {"model=llama3-70b", "parallel.tp=8", "parallel.pp=4", "parallel.dp=2", "training.global_batch=32",
+         "parallel.sequence_parallel=true", "training.recompute=full", "data_parallel.kind=" + kind});
+    return parallelism::estimate_memory(s, workload::build_work(s));
+  };
+  const parallelism::MemoryEstimate zero1 = memory("zero1");
+  const parallelism::MemoryEstimate zero2 = memory("zero2");
+  REQUIRE(zero1.stages.size() == 4);
+  REQUIRE(zero2.stages.size() == 4);
+  const double fc1 = 8192.0 * 2 * 28672 / 8;
+  const double head = 128256.0 * 8192 / 8;
+  for (std::size_t k = 0; k < 4; ++k) {
+    INFO("stage " << k);
+    const parallelism::StageMemory& one = zero1.stages[k];
+    const parallelism::StageMemory& two = zero2.stages[k];
+    CHECK(two.grads.count() * 2 == Approx(one.grads.count()).margin(8));  // the fp32 main gradients over dp 2
+    CHECK((two.grads + two.buffers).count() <= (one.grads + one.buffers).count());
+    const double buckets = static_cast<double>((two.buffers - one.buffers).count());
+    CHECK(buckets > 0);
+    const double largest = k == 0 || k == 3 ? head : fc1;
+    CHECK(buckets <= 4 * (2 * 4e7 + largest + fc1));
+  }
+}
+
+// DeepSpeed's overlap_comm is off by default for ZeRO stages 1 and 2 (on for stage 3 only), and
+// without it DeepSpeed allocates one ipg buffer of reduce_bucket_size (5e8) elements, 0.93 GiB
+// in BF16, where overlap_comm's two take 1.86 GiB. Before, the key's generic default (true)
+// gave two buffers and the overlapped timing. (The default example gives the key itself, for
+// its DDP: there it stays true.)
+TEST_CASE("ZeRO-1 and ZeRO-2 under DeepSpeed leave the gradient reduction unoverlapped unless asked") {
+  const std::string text = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 8, "dp": 8 },
+    "training": { "framework": "deepspeed", "global_batch": 64 } })";
+  const auto buffers = [](const Scenario& x) {
+    return parallelism::estimate_memory(x, workload::build_work(x)).stages.front().buffers.count();
+  };
+  for (const char* kind : {"zero1", "zero2"}) {
+    INFO(kind);
+    const std::string set_kind = std::string("data_parallel.kind=") + kind;
+    const Scenario s = io::load_scenario_text(text, "ds.json", {set_kind});
+    CHECK_FALSE(s.data_parallel.overlap_grad_reduce);
+    CHECK(buffers(s) == 500'000'000LL * 2);
+    // The same as a scenario that says so.
+    const Scenario off = io::load_scenario_text(text, "ds.json", {set_kind, "data_parallel.overlap_grad_reduce=false"});
+    CHECK(simulate(s).report.step_time_s == simulate(off).report.step_time_s);
+    // Given, it holds: two buffers.
+    const Scenario on = io::load_scenario_text(text, "ds.json", {set_kind, "data_parallel.overlap_grad_reduce=true"});
+    CHECK(on.data_parallel.overlap_grad_reduce);
+    CHECK(buffers(on) == 2 * 500'000'000LL * 2);
+  }
+  // Megatron-Core's distributed optimizer keeps the key's default.
+  CHECK(io::load_scenario_text(text, "ds.json", {"data_parallel.kind=zero1", "training.framework=megatron"})
+            .data_parallel.overlap_grad_reduce);
 }
 
 }  // namespace stepsim

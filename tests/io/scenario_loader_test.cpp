@@ -259,6 +259,45 @@ TEST_CASE("a set key survives a set of the section that holds it, in either orde
   }
 }
 
+// training.framework gives only the kernel keys that no layer gives itself. A file that runs
+// Megatron with Transformer Engine's cross entropy, given its own framework again, is the same
+// scenario (before, the --set put back Megatron's unfused cross entropy); another framework by
+// --set keeps the file's cross_entropy and takes its own defaults for the others (torchtitan:
+// eager element-wise kernels, FlashAttention-2, and Megatron's grad_clip true either way).
+TEST_CASE("a set of training.framework keeps the kernel keys the file or another set gives") {
+  const std::string text = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 1, "pp": 1, "dp": 8 },
+    "training": { "framework": "megatron", "global_batch": 16, "micro_batch": 1, "precision": "bf16",
+                  "recompute": "none", "cross_entropy": "te" },
+    "data_parallel": { "kind": "zero1" } })";
+  const Scenario own = io::load_scenario_text(text, "off.json", {"cluster.nodes=1"});
+  CHECK(own.training.cross_entropy == CrossEntropy::te);
+  const Scenario again = io::load_scenario_text(text, "off.json", {"cluster.nodes=1", "training.framework=megatron"});
+  CHECK(again.training.cross_entropy == CrossEntropy::te);
+  CHECK(again.resolved_json == own.resolved_json);
+  const Scenario titan = io::load_scenario_text(text, "off.json", {"training.framework=torchtitan"});
+  CHECK(titan.training.cross_entropy == CrossEntropy::te);
+  CHECK(titan.training.fusion == Fusion::eager);
+  CHECK(titan.training.attention == AttentionKind::flash2);
+  // A kernel key set before or after the framework wins over the framework's default.
+  for (const auto& sets :
+       std::vector<std::vector<std::string>>{{"training.fusion=fused", "training.framework=torchtitan"},
+                                             {"training.framework=torchtitan", "training.fusion=fused"}}) {
+    INFO(sets.front());
+    const Scenario s = io::load_scenario_text(text, "off.json", sets);
+    CHECK(s.training.framework == Framework::torchtitan);
+    CHECK(s.training.fusion == Fusion::fused);
+    CHECK(s.training.cross_entropy == CrossEntropy::te);
+    CHECK(s.training.attention == AttentionKind::flash2);
+  }
+  // Where no layer gives a kernel key, the framework set last gives it.
+  const std::string bare = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "dp": 8 },
+    "training": { "framework": "nemo", "global_batch": 16 } })";
+  CHECK(io::load_scenario_text(bare, "bare.json").training.cross_entropy == CrossEntropy::fused);
+  CHECK(io::load_scenario_text(bare, "bare.json", {"training.framework=megatron"}).training.cross_entropy ==
+        CrossEntropy::unfused);
+}
+
 TEST_CASE("assignments apply a section before its keys and otherwise in the order given") {
   CHECK(io::ordered_sets({"cluster.gpu.memory=1 GiB", "parallel.tp=2", "cluster.gpu=h200", "parallel=x",
                           "cluster=dgx-b200", "parallel.tp=4"}) ==

@@ -183,6 +183,17 @@ TEST_CASE("ZeRO-2 also shards gradients but keeps two of its buckets unsharded")
   CHECK(m.buffers.count() == 4LL * (41'163'776 + 41'989'120));
 }
 
+// Without overlap_grad_reduce DeepSpeed's hook still reduces its one buffer whenever the next
+// gradient would overfill it: one bucket held at a time, the largest of the three above, in
+// fp32 (before, the whole model's gradient as one bucket, 118,020,096 parameters, beside the
+// shard: more than ZeRO-1 holds).
+TEST_CASE("ZeRO-2 without overlap holds one bucket unsharded") {
+  auto s = states_scenario(DpKind::zero2, 8);
+  s.data_parallel.overlap_grad_reduce = false;
+  const auto m = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(m.buffers.count() == 4LL * 41'989'120);
+}
+
 // The same answer from the program: the ReduceScatters of one micro-batch, in launch order,
 // each a bucket in bf16 (grad_reduce_dtype); the most two consecutive ones hold, in fp32.
 TEST_CASE("ZeRO-2's unsharded buckets are the ones its program reduce-scatters") {

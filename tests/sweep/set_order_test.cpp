@@ -96,3 +96,35 @@ TEST_CASE("a sweep varying the cluster carries the scenario's own cluster keys t
       text, "slow.json", {"cluster=gb300-nvl72", "cluster.nvlink_domain=8", R"(cluster.intra_node.bandwidth=90 GB/s)"});
   CHECK(other.report->step_time_s == stepsim::simulate(swapped).report.step_time_s);
 }
+
+// A varied training.framework gives only the kernel keys the scenario does not give: the point
+// that varies it to the file's own framework is the file itself (Transformer Engine's cross
+// entropy kept), and the other point keeps it too.
+TEST_CASE("a sweep varying training.framework keeps the file's own kernel keys") {
+  const std::string text = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 1, "pp": 1, "dp": 8 },
+    "training": { "framework": "megatron", "global_batch": 16, "micro_batch": 1, "precision": "bf16",
+                  "recompute": "none", "cross_entropy": "te" },
+    "data_parallel": { "kind": "zero1" } })";
+  SweepSpec spec;
+  spec.scenario = stepsim::io::ScenarioInput{"off.json", text};
+  spec.axes.emplace_back("training.framework", std::vector<std::string>{"megatron", "nemo"});
+  stepsim::sweep::prepare(spec);
+  REQUIRE(spec.points == 2);
+  const stepsim::Scenario file = stepsim::io::load_scenario_text(text, "off.json");
+  const stepsim::sweep::PointResult own = stepsim::sweep::run_point(spec, 0);
+  INFO(own.reason);
+  REQUIRE(own.report);
+  CHECK(own.id == stepsim::sweep::fnv1a64(file.resolved_json));
+  CHECK(own.report->step_time_s == stepsim::simulate(file).report.step_time_s);
+  // NeMo's own cross entropy would be the fused one; the file's te stays.
+  std::string nemo_text = text;
+  nemo_text.replace(nemo_text.find("\"megatron\""), 10, "\"nemo\"");
+  const stepsim::Scenario nemo_file = stepsim::io::load_scenario_text(nemo_text, "nemo.json");
+  REQUIRE(nemo_file.training.cross_entropy == stepsim::CrossEntropy::te);
+  const stepsim::sweep::PointResult nemo = stepsim::sweep::run_point(spec, 1);
+  INFO(nemo.reason);
+  REQUIRE(nemo.report);
+  CHECK(nemo.id == stepsim::sweep::fnv1a64(nemo_file.resolved_json));
+  CHECK(nemo.report->step_time_s == stepsim::simulate(nemo_file).report.step_time_s);
+}
