@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/run_stepsim.hpp"
 #include "sweep/long_sweep.hpp"
@@ -123,18 +125,29 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
+// A sweep of five points written whole as CSV and as JSON lines, for the resume tests: the
+// header and five rows, and five rows.
+const std::string kFivePoints = "sweep --vary data_parallel.bucket_cap_mb=1,2,5,10,25";
+
+std::pair<std::vector<std::string>, std::vector<std::string>> five_point_rows(const Scratch& dir) {
+  REQUIRE(dir.run(kFivePoints + " -o whole.csv").status == 0);
+  REQUIRE(dir.run(kFivePoints + " -o whole.jsonl").status == 0);
+  auto csv = lines_of(slurp(dir.file("whole.csv")));
+  auto jsonl = lines_of(slurp(dir.file("whole.jsonl")));
+  REQUIRE(csv.size() == 6);
+  REQUIRE(jsonl.size() == 5);
+  return {std::move(csv), std::move(jsonl)};
+}
+
 // README: --resume refuses a file that is not this sweep's rows, one per point in point order
 // (gaps are the points still to run); CSV and JSON lines alike. Each refusal names the file and
 // the line, exits 2 and leaves the file as it was.
 TEST_CASE("a sweep resumed on rows that are not this sweep's, one per point in order, is refused") {
   const Scratch dir("sweep-resume-bad-rows");
-  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1,2,5,10,25";
-  REQUIRE(dir.run(sweep + " -o whole.csv").status == 0);
-  REQUIRE(dir.run(sweep + " -o whole.jsonl").status == 0);
-  const auto csv = lines_of(slurp(dir.file("whole.csv")));
-  const auto jsonl = lines_of(slurp(dir.file("whole.jsonl")));
-  REQUIRE(csv.size() == 6);
-  REQUIRE(jsonl.size() == 5);
+  const std::string sweep = kFivePoints;
+  const auto rows = five_point_rows(dir);
+  const std::vector<std::string>& csv = rows.first;
+  const std::vector<std::string>& jsonl = rows.second;
   const auto refused = [&](const std::string& name, const std::string& text, const std::string& message) {
     INFO(name);
     dir.write(name, text);
@@ -178,13 +191,10 @@ TEST_CASE("a sweep resumed on rows that are not this sweep's, one per point in o
 // Points 0 to 4 in two shards: shard 0 runs 0, 2 and 4, shard 1 runs 1 and 3.
 TEST_CASE("a shard resumed on a file holding another shard's rows is refused, the file untouched") {
   const Scratch dir("sweep-resume-shard");
-  const std::string sweep = "sweep --vary data_parallel.bucket_cap_mb=1,2,5,10,25";
-  REQUIRE(dir.run(sweep + " -o whole.csv").status == 0);
-  REQUIRE(dir.run(sweep + " -o whole.jsonl").status == 0);
-  const auto csv = lines_of(slurp(dir.file("whole.csv")));
-  const auto jsonl = lines_of(slurp(dir.file("whole.jsonl")));
-  REQUIRE(csv.size() == 6);
-  REQUIRE(jsonl.size() == 5);
+  const std::string sweep = kFivePoints;
+  const auto rows = five_point_rows(dir);
+  const std::vector<std::string>& csv = rows.first;
+  const std::vector<std::string>& jsonl = rows.second;
   const auto refused = [&](const std::string& shard, const std::string& output, const std::string& name,
                            const std::string& text, const std::string& message) {
     INFO(name);
