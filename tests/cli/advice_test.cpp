@@ -468,7 +468,8 @@ TEST_CASE("The advice to leave no TP group switches sequence parallelism and TP 
 
 // With the TP overlap on, the advice proposes no change that leaves the scenario as it is,
 // and its advice to leave sequence parallelism off takes the overlap that needs it with it.
-TEST_CASE("With TP overlap on the advice neither proposes it again nor drops the sequence parallelism it needs") {
+TEST_CASE("With TP overlap on the advice neither proposes it again nor drops the sequence parallelism it needs",
+          "[slow]") {
   const auto r = advised("gpt3-175b-selene", {"tensor_parallel.comm_overlap=true"}, true).report;
   const auto changes = changes_of(r);
   for (const auto& a : r.advice) {
@@ -765,7 +766,7 @@ std::string validation_config(const std::string& name) {
 // refuses: TP 4 over 16 replicas with 4 micro-batches each at pp 8 under the interleaved schedule
 // (shown as not fitting in memory), 40 chunks per stage of 80 layers over 4 stages, TP 1 over 128
 // replicas with a global batch of 64.
-TEST_CASE("Every change the advice shows is one the program accepts") {
+TEST_CASE("Every change the advice shows is one the program accepts", "[slow]") {
   for (const char* name : {"tt-405b-512gpu-3d-interleaved.json", "nemo2407-llama2-70b-64gpu.json",
                            "blackwell/mb2509-gb200-llama31-405b-fsdp-tp2.json"}) {
     const std::string path = validation_config(name);
@@ -782,7 +783,7 @@ TEST_CASE("Every change the advice shows is one the program accepts") {
 // fewest more that do: GPT-OSS 120B's 36 layers over 4 stages are 9 a stage, which 2 chunks do
 // not split and 3 do; Llama 2 70B's 80 layers over 4 stages in 20 chunks are one layer a chunk
 // already, and no more chunks are offered.
-TEST_CASE("The advice interleaves only as many chunks per stage as split the layers evenly") {
+TEST_CASE("The advice interleaves only as many chunks per stage as split the layers evenly", "[slow]") {
   const auto moe = advised(validation_config("blackwell/mb260401-h100-gptoss120b-bf16.json"), {}, true).report;
   std::vector<std::string> changes;
   for (const auto& a : moe.advice) changes.push_back(a.change);
@@ -797,7 +798,7 @@ TEST_CASE("The advice interleaves only as many chunks per stage as split the lay
 
 // Unknown figures are null, never 0: a change not simulated (a large scenario's, without
 // --advise; one that does not fit in memory) has no step time in JSON, and a simulated one its own.
-TEST_CASE("The advice's JSON gives null for the step of a change that was not simulated") {
+TEST_CASE("The advice's JSON gives null for the step of a change that was not simulated", "[slow]") {
   for (const auto& [name, asked] : {std::pair{std::string("bloom-176b"), false},
                                     std::pair{validation_config("tt-405b-512gpu-3d-interleaved.json"), true}}) {
     const auto r = advised(name, {}, asked).report;

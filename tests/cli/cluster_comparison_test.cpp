@@ -98,7 +98,7 @@ TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
 // --compare-cluster takes a cluster as plan's --cluster does: a price of 0 (or none after '@')
 // is refused alike, naming the flag (it was taken as no price), and a comma-separated list is
 // several clusters (it was an unknown preset 'a,b'), the columns those clusters give one by one.
-TEST_CASE("simulate --compare-cluster parses a cluster as plan's --cluster does") {
+TEST_CASE("simulate --compare-cluster parses a cluster as plan's --cluster does", "[slow]") {
   Scratch scratch("compare-cluster-spec");
   for (const char* spec : {"dgx-b200@0", "dgx-b200@", "dgx-b200@-1", "dgx-b200@1e300"}) {
     const auto compare = scratch.run(std::string("simulate --compare-cluster ") + spec);
@@ -217,7 +217,7 @@ TEST_CASE("A job compared against its own cluster gives exactly its own step tim
 // job's 15.075 s), and GB300 19.012 s where the same placement on GB300 gave 14.988 s (14.249 s
 // while gb300 carried the H100's FP8 GEMM fraction, 0.525, which MXFP8 runs at). Since
 // Transformer Engine's loss backward is costed as it runs: 14.995 s, and 14.908 s on GB300.
-TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on the GB300 preset") {
+TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on the GB300 preset", "[slow]") {
   Scratch scratch("compare-cluster-dsv3");
   const std::string dsv3 =
       std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/blackwell/mb260401-gb200-dsv3-mxfp8.json";

@@ -57,7 +57,7 @@ TEST_CASE("overflowing scenario numbers exit with status 2 and the key") {
 // which the key ranges' lower bound (compute at peak, gradients over the slowest link) does
 // not see: 512 layers' TP collectives at 1 s of latency and launch each take 3.94e6 s. The
 // step was reported (exit 0); it is refused with its largest part.
-TEST_CASE("a step longer than stepsim simulates is refused with the part that makes it so") {
+TEST_CASE("a step longer than stepsim simulates is refused with the part that makes it so", "[slow]") {
   check_cases({
       {"simulate --set model.layers=512 --set training.global_batch=2048 --set 'cluster.intra_node.latency=\"1 s\"' "
        "--set 'cluster.collective_tuning.launch_overhead=\"1 s\"'",

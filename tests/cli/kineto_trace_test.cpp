@@ -375,7 +375,8 @@ std::vector<TraceCall> calls_of(const boost::json::value& trace) {
 // receive is "recv". The chrome trace of the same run names each transfer ("... from stage 6":
 // a receive) and gives each collective's bytes: an FP8 run's parameter AllGathers move a byte
 // buffer (FP8 weights at 1 byte), labelled Byte, one element a byte.
-TEST_CASE("The Kineto trace's NCCL fields are PyTorch's: each side's count, recv, and an FP8 gather's bytes") {
+TEST_CASE("The Kineto trace's NCCL fields are PyTorch's: each side's count, recv, and an FP8 gather's bytes",
+          "[slow]") {
   const Scratch dir("kineto-nccl-fields");
   SECTION("pipeline receives") {
     REQUIRE(dir.run("simulate gpt3-175b-selene --trace-format kineto --trace k.json").status == 0);

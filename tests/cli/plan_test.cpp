@@ -172,7 +172,7 @@ TEST_CASE("plan searches a mixture of experts from the default scenario and stat
 
 // data_parallel.bucket_cap_mb is PyTorch DDP's bucket size: a row of another kind has none to
 // state (docs/plan.md), whatever the scenario's key holds (25 MiB by default).
-TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and JSON alike") {
+TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and JSON alike", "[slow]") {
   const Scratch dir("plan-bucket-cap");
   const std::string base = "--model gpt-1.3b --tokens 10B --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr ";
   const auto ddp = plan_rows(dir, base +
@@ -203,7 +203,8 @@ TEST_CASE("plan's rows give bucket_cap_mb on PyTorch DDP's rows only, in CSV and
 
 // The layout keys of a JSON row are the scenario's values, numbers and true or false as a sweep's
 // rows give them (parallel.tp 1, not "1"), and the CSV's cells are their text, as before.
-TEST_CASE("plan's JSON rows give layout counts as numbers and flags as true or false, the CSV's cells as text") {
+TEST_CASE("plan's JSON rows give layout counts as numbers and flags as true or false, the CSV's cells as text",
+          "[slow]") {
   const Scratch dir("plan-layout-types");
   const std::string args =
       "--model gpt-1.3b --tokens 10B --gpus 12,8 --max-layouts 4 --cluster dgx-h100-ndr --set "
@@ -342,7 +343,7 @@ TEST_CASE("plan applies --set cluster keys to each cluster preset") {
 // --set cluster.KEY carries them (the same rows as those --set give), a price given with @PRICE
 // replaces its price, and without --cluster its own cluster is the one planned. A GPU of its own
 // would replace every cluster's: refused, naming the key.
-TEST_CASE("plan carries the scenario's cluster keys to every cluster and plans its own without --cluster") {
+TEST_CASE("plan carries the scenario's cluster keys to every cluster and plans its own without --cluster", "[slow]") {
   const Scratch dir("plan-scenario-cluster");
   dir.write("job.json", R"({"preset": "default", "model": "gpt-1.3b",
     "cluster": {"preset": "dgx-h100-ndr", "gpu_hour_price": 2.5, "inter_node": {"oversubscription": 4}}})");
@@ -447,7 +448,7 @@ TEST_CASE("plan refuses --precision beside --set training.precision") {
 // of a cluster given without a price, the budget's days, energy and cost without --tokens, the
 // energy without the GPU's board power, the deadline's tokens without --deadline. What it
 // knows is a number: the same row's step time, and the figures the flags given make known.
-TEST_CASE("plan leaves the figures it does not know empty, never 0") {
+TEST_CASE("plan leaves the figures it does not know empty, never 0", "[slow]") {
   const Scratch dir("plan-unknown");
   const auto row_of = [&](const std::string& args) {
     const boost::json::array rows = plan_rows(dir, "--model gpt-1.3b --gpus 8 --max-layouts 4 " + args);
@@ -549,7 +550,7 @@ TEST_CASE("plan --help shows its usage, options and an example") {
 
 // The block-scaled precisions are searched where the GPU runs them (Blackwell) and left out,
 // saying so, where it does not (H100: no block-scaled tensor cores).
-TEST_CASE("plan searches MXFP8 and NVFP4 on Blackwell and says it leaves them out on Hopper") {
+TEST_CASE("plan searches MXFP8 and NVFP4 on Blackwell and says it leaves them out on Hopper", "[slow]") {
   const Scratch dir("plan-block-scaled");
   const Run run = dir.run(
       "plan --model gpt-1.3b --tokens 10B --gpus 8 --cluster dgx-b200@5 --cluster dgx-h100-ndr@2 --precision "
@@ -703,7 +704,7 @@ TEST_CASE("a GPU count without a layout says why, in plan and in sweep --best") 
 
 // Llama 3.1 405B on one DGX A100: 810 GB of BF16 weights alone against 8 × 80 GB, so every
 // layout the search enumerates is too large, and the row says so rather than "no layout".
-TEST_CASE("a GPU count where every layout is too large is a row that says how many were tried") {
+TEST_CASE("a GPU count where every layout is too large is a row that says how many were tried", "[slow]") {
   const Scratch dir("plan-none-fits");
   const boost::json::array rows =
       plan_rows(dir, "--model llama3-405b --tokens 1e9 --gpus 8 --cluster dgx-a100-80g-hdr");
@@ -768,7 +769,7 @@ namespace stepsim {
 // --set training.fp8_scaling=current asks what a scenario file of FP8 with current scaling asks.
 // It was refused against the default scenario's bf16 before --precision applied. The oracle:
 // the same request with the precision fixed by --set instead of searched.
-TEST_CASE("plan and sweep --best take --set training.fp8_scaling=current when --precision searches fp8") {
+TEST_CASE("plan and sweep --best take --set training.fp8_scaling=current when --precision searches fp8", "[slow]") {
   const Scratch dir("plan-fp8-scaling");
   const std::string job = "--model llama3-8b --tokens 1B --gpus 8 --cluster dgx-b200 --max-layouts 8 ";
   const auto searched = plan_rows(dir, job + "--precision fp8 --set training.fp8_scaling=current");

@@ -95,7 +95,7 @@ std::string joined(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-TEST_CASE("No file of the repository refers to a document the repository does not have") {
+TEST_CASE("No file of the repository refers to a document the repository does not have", "[slow]") {
   const std::vector<fs::path> files = repository_files();
   REQUIRE(files.size() > 100);
   std::vector<std::string> found;

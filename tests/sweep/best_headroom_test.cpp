@@ -69,7 +69,7 @@ SweepSpec llama_405b_on_8(const std::string& memory) {
 // 755 GiB per GPU on 8 GPUs: nothing fits an 80 GB H100, and the search says by how much for the
 // configuration nearest to fitting. Asked another way: with the GPU's memory just above that
 // configuration's need, it fits and nothing that fits needs less; just below, nothing fits.
-TEST_CASE("when nothing fits, the search names the configuration nearest to fitting and its memory") {
+TEST_CASE("when nothing fits, the search names the configuration nearest to fitting and its memory", "[slow]") {
   const BestResult none = search_best(llama_405b_on_8(""), 2, false);
   REQUIRE(none.ranked.empty());
   INFO(none.closest_oom);
@@ -93,7 +93,7 @@ TEST_CASE("when nothing fits, the search names the configuration nearest to fitt
 }
 
 // The note on the second round names only layouts that were tried: when none fits, none was.
-TEST_CASE("when nothing fits, the search's note says no layout was refined instead of the fastest three") {
+TEST_CASE("when nothing fits, the search's note says no layout was refined instead of the fastest three", "[slow]") {
   const SweepSpec spec = llama_405b_on_8("");
   const BestResult none = search_best(spec, 2, false);
   REQUIRE(none.ranked.empty());

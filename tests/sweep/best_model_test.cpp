@@ -60,7 +60,8 @@ SearchSpace with_precisions(std::vector<std::string> precisions) {
 // the search enumerated had CP > 1 or TP overlap, and validation refused all of them. Now it
 // tries neither, and its fastest is the fastest of the search with both fixed by --set at what
 // the model runs (cp 1, TP overlap off): the same question asked the other way.
-TEST_CASE("the search tries neither context parallelism nor TP overlap for latent attention, and fits DeepSeek-V3") {
+TEST_CASE("the search tries neither context parallelism nor TP overlap for latent attention, and fits DeepSeek-V3",
+          "[slow]") {
   const std::vector<std::string> job = {"model=deepseek-v3", "cluster=gb200-nvl72"};
   const SweepSpec spec = spec_of(job, 256);
   BestResult enumerated;
@@ -186,7 +187,7 @@ TEST_CASE("the search simulates Megatron-Core's EP overlap only where it runs", 
 // without full recompute, which Megatron-Core refuses beside them. Each layout is counted as
 // not fitting (as with selective recompute fixed by --set, the most the graphs allow), not as
 // refused for a full recompute the search chose.
-TEST_CASE("the search chooses no full recompute beside per-layer CUDA graphs") {
+TEST_CASE("the search chooses no full recompute beside per-layer CUDA graphs", "[slow]") {
   const std::vector<std::string> job = {"model=llama3-70b", "training.framework=megatron", "training.cuda_graphs=true"};
   const BestResult best = stepsim::sweep::search_best(spec_of(job, 8), 2, false);
   CHECK(best.invalid == 0);
