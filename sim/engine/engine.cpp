@@ -532,6 +532,7 @@ void Engine::write_intervals(IntervalObserver* observer) {
   // (a dropped rank's buffer serves its next rank, still in its cache); the observer sees the
   // ranks in order, each on the thread that wrote it, the threads taking turns.
   const std::size_t threads = second_thread_ ? 2 : 1;
+  const bool record = !host_runs_.empty();
   std::atomic<std::size_t> turn{0};  // the rank to be shown to the observer next
   std::atomic<bool> failed{false};
   std::exception_ptr error;
@@ -548,7 +549,8 @@ void Engine::write_intervals(IntervalObserver* observer) {
         } else if (large) {
           populate_pages(intervals.data(), intervals.capacity() * sizeof(Interval));
         }
-        write_rank_intervals(r, order);
+        // Under an observer the host's issues are written for the ranks it keeps, once kept.
+        write_rank_intervals(r, order, record && observer == nullptr);
         while (turn.load(std::memory_order_acquire) != r) {
           if (failed.load(std::memory_order_acquire)) return;
           std::this_thread::yield();
@@ -557,7 +559,8 @@ void Engine::write_intervals(IntervalObserver* observer) {
           timeline_.ranks[r].dropped = intervals.size();
           spare = std::move(intervals);
           intervals = {};
-          timeline_.ranks[r].issues = {};
+        } else if (observer != nullptr && record) {
+          write_rank_issues(r, order);
         }
         done(r);
         turn.store(r + 1, std::memory_order_release);
@@ -569,11 +572,10 @@ void Engine::write_intervals(IntervalObserver* observer) {
   if (error) std::rethrow_exception(error);
 }
 
-// The ops in the order they finished, each bubble after the ops finished before it ended:
-// written front to back, so that the buffer is filled as a stream.
-void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order) {
-  const RankState& state = ranks_[r];
-  // The rank's bubbles, in the order they ended.
+// Rank r's ops in the order they finished (`order`: their op indices), each bubble after the
+// ops finished before it ended: on_bubble(bubble) and on_op(k) in the timeline's order.
+template <class OnBubble, class OnOp>
+void Engine::walk_rank(std::size_t r, const std::vector<std::uint32_t>& order, OnBubble on_bubble, OnOp on_op) const {
   const BubbleChunk* chunk = bubbles_[r].first;
   std::size_t at = 0;  // in chunk
   std::size_t left = bubbles_[r].count;
@@ -584,10 +586,27 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
     chunk = chunk->next;
     at = 0;
   };
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    for (const Bubble* b = next(); b != nullptr && b->after <= k; b = next()) {
+      on_bubble(*b);
+      advance();
+    }
+    on_op(k);
+  }
+  for (const Bubble* b = next(); b != nullptr; b = next()) {
+    on_bubble(*b);
+    advance();
+  }
+}
+
+// The ops in the order they finished, each bubble after the ops finished before it ended:
+// written front to back, so that the buffer is filled as a stream. With `record`, how the host
+// issued each (write_rank_issues) beside them.
+void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order, bool record) {
+  const RankState& state = ranks_[r];
   if (!taken_.empty()) timeline_.ranks[r].compute_slowed = Time::from_ps(std::llround(taken_[r].slowed_ps));
   std::vector<Interval>& out = timeline_.ranks[r].intervals;
   std::vector<HostIssue>& issues = timeline_.ranks[r].issues;
-  const bool record = !host_runs_.empty();
   issues.clear();
   if (record) issues.reserve(state.ops.size() + bubbles_[r].count);
   order.resize(state.ops.size());
@@ -606,24 +625,31 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
   memory.reserve(1 + state.list->memory_changes);  // exactly: no slack in all-ranks mode
   Bytes allocated = program_.ranks[r].memory_base;
   memory.push_back({Time::zero(), allocated});
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    for (const Bubble* b = next(); b != nullptr && b->after <= k; b = next()) {
-      out.push_back(bubble_interval(*b));
-      if (record) issues.emplace_back();
-      advance();
-    }
-    out.push_back(interval_of(r, order[k]));
-    if (record) issues.push_back(host_issue(r, order[k]));
-    const Bytes delta = state.list->ops[order[k]].memory_delta;
-    if (delta.count() == 0) continue;
-    allocated += delta;
-    memory.push_back({end_of(r, order[k]), allocated});
-  }
-  for (const Bubble* b = next(); b != nullptr; b = next()) {
-    out.push_back(bubble_interval(*b));
-    if (record) issues.emplace_back();
-    advance();
-  }
+  walk_rank(
+      r, order,
+      [&](const Bubble& b) {
+        out.push_back(bubble_interval(b));
+        if (record) issues.emplace_back();
+      },
+      [&](std::size_t k) {
+        out.push_back(interval_of(r, order[k]));
+        if (record) issues.push_back(host_issue(r, order[k]));
+        const Bytes delta = state.list->ops[order[k]].memory_delta;
+        if (delta.count() == 0) return;
+        allocated += delta;
+        memory.push_back({end_of(r, order[k]), allocated});
+      });
+}
+
+// How the host issued each op of rank r, in the order write_rank_intervals wrote them: for a
+// rank an observer keeps, once it has kept it (so the ranks it drops cost nothing for it).
+void Engine::write_rank_issues(std::size_t r, const std::vector<std::uint32_t>& order) {
+  std::vector<HostIssue>& issues = timeline_.ranks[r].issues;
+  issues.clear();
+  issues.reserve(order.size() + bubbles_[r].count);
+  walk_rank(
+      r, order, [&](const Bubble&) { issues.emplace_back(); },
+      [&](std::size_t k) { issues.push_back(host_issue(r, order[k])); });
 }
 
 // The host run that issued `o` began at its first op: `o`'s issue ended once the host had paid

@@ -406,7 +406,10 @@ class Engine {
   void add_bubble(std::size_t r, const Bubble& bubble);
   void add_drain_bubbles();
   void write_intervals(IntervalObserver* observer);
-  void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order);
+  template <class OnBubble, class OnOp>
+  void walk_rank(std::size_t r, const std::vector<std::uint32_t>& order, OnBubble on_bubble, OnOp on_op) const;
+  void write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& order, bool record);
+  void write_rank_issues(std::size_t r, const std::vector<std::uint32_t>& order);
   // How the host issued op `o` of rank `r` (Program::record_host_issues).
   HostIssue host_issue(std::size_t r, OpIndex o) const;
   Interval bubble_interval(const Bubble& b) const;

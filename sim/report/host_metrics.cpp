@@ -1,6 +1,10 @@
-// How much of the step the GPU waited for the CPU that issues its kernels: the CPU's runs of
-// launches (RankTimeline::host) against the time any compute or communication kernel of the
-// rank ran.
+// How much of the step the GPU waited for the CPU that issues its kernels. Where the timeline
+// records when the host issued each op (RankTimeline::issues): in each stretch where no compute
+// or communication kernel of the rank ran, the part before the host had issued the kernel that
+// ended it (HolisticTraceAnalysis' host wait: the kernel was not launched yet). A stretch whose
+// next kernel was issued before it began is not the host's: a copy, a dependency, a peer. Without
+// those times (a profiler trace read without its launches): the CPU's runs of launches
+// (RankTimeline::host) against the time any kernel ran.
 #include <algorithm>
 #include <vector>
 
@@ -12,19 +16,28 @@ namespace {
 struct Span {
   Time start;
   Time end;
+  Time issued;  // when the host had issued its op (with RankTimeline::issues)
 };
 
 // The union of the kernels the host issues work to (a collective from when it reached its
 // rendezvous: the NCCL kernel runs through the wait), sorted and merged. A copy engine's
 // memcpy (activation offload's copies to and from host memory) is left out: the compute and
 // communication streams wait for the CPU while it runs just the same.
-std::vector<Span> gpu_busy(const RankTimeline& rank) {
+std::vector<Span> kernel_spans(const RankTimeline& rank) {
+  const bool issued = rank.issues.size() == rank.intervals.size();
   std::vector<Span> spans;
-  for (const Interval& i : rank.intervals) {
+  for (std::size_t k = 0; k < rank.intervals.size(); ++k) {
+    const Interval& i = rank.intervals[k];
     if (i.activity == Activity::bubble || i.activity == Activity::memory) continue;
-    spans.push_back({i.activity == Activity::comm ? i.start - i.waited : i.start, i.end});
+    spans.push_back({i.activity == Activity::comm ? i.start - i.waited : i.start, i.end,
+                     issued ? rank.issues[k].issued : Time::zero()});
   }
   std::ranges::sort(spans, {}, &Span::start);
+  return spans;
+}
+
+std::vector<Span> gpu_busy(const RankTimeline& rank) {
+  const std::vector<Span> spans = kernel_spans(rank);
   std::vector<Span> merged;
   for (const Span& s : spans) {
     if (!merged.empty() && s.start <= merged.back().end) {
@@ -36,10 +49,35 @@ std::vector<Span> gpu_busy(const RankTimeline& rank) {
   return merged;
 }
 
+// The stretches in [begin, end) where no kernel ran, each up to when the host had issued the
+// kernel (of those starting first after it, the earliest issued) that ended it.
+double issue_bound_wait(const RankTimeline& rank, Time begin, Time end) {
+  const std::vector<Span> spans = kernel_spans(rank);
+  double wait = 0;
+  Time idle_from = begin;
+  for (std::size_t k = 0; k < spans.size() && spans[k].start < end;) {
+    const Time at = spans[k].start;
+    Time issued = spans[k].issued;
+    Time busy_to = spans[k].end;
+    for (++k; k < spans.size() && spans[k].start == at; ++k) {
+      issued = min(issued, spans[k].issued);
+      busy_to = max(busy_to, spans[k].end);
+    }
+    if (at > idle_from) {
+      const Time waited_to = min(issued, at);
+      if (waited_to > idle_from) wait += (waited_to - idle_from).seconds();
+    }
+    idle_from = max(idle_from, busy_to);
+  }
+  return wait;
+}
+
 }  // namespace
 
 HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end) {
   HostMetrics m;
+  const bool issued = !rank.issues.empty() && rank.issues.size() == rank.intervals.size();
+  if (issued) m.gpu_wait = issue_bound_wait(rank, begin, end);
   const std::vector<Span> busy = gpu_busy(rank);
   auto next = busy.begin();
   for (const HostRun& run : rank.host) {
@@ -51,7 +89,7 @@ HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end) {
     while (next != busy.end() && next->end <= from) ++next;
     for (auto b = next; b != busy.end() && b->start < to; ++b)
       covered = covered + (min(b->end, to) - max(b->start, from));
-    m.gpu_wait += (to - from - covered).seconds();
+    if (!issued) m.gpu_wait += (to - from - covered).seconds();
   }
   return m;
 }

@@ -361,7 +361,9 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   const auto build_start = std::chrono::steady_clock::now();
   engine::Program program = tables.empty() ? parallelism::build_program(scenario, work, gpu)
                                            : parallelism::build_program(scenario, work, costs);
-  program.record_host_issues = options.host_issues;
+  // Always: the report measures how long the GPU waited for the host from when each op was
+  // issued (report/host_metrics.cpp).
+  program.record_host_issues = true;
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   report::ReportInputs inputs;
   for (const engine::RankProgram& rank : program.ranks)
@@ -470,6 +472,10 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
     if (k.schedule == scenario.parallel.schedule && k.split_backward) pipeline.split_schedule = k.name;
   if (std::string note = report::bubble_note(result.report, pipeline); !note.empty())
     result.report.notes.push_back(std::move(note));
+  // The host's issue of each op was recorded for the report; the timeline keeps it only when
+  // asked (a Kineto trace's CPU side).
+  if (!options.host_issues)
+    for (RankTimeline& rank : result.timeline.ranks) rank.issues = {};
   return result;
 }
 
