@@ -53,10 +53,15 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 // FSDP1's knobs as FullyShardedDataParallel applies them, and FSDP2's fixed behaviour:
 // - FSDP1: the compute stream waits for a unit's AllGather right before it; forward_prefetch
 //   issues the next unit's AllGather after that wait; backward_prefetch pre issues the next
-//   unit's before the current backward, post after the current backward (its parameters
-//   freed, so it waits for that compute), none not at all (it then queues behind the
-//   previous ReduceScatter). limit_all_gathers: before an AllGather the host blocks on the
-//   oldest free event once max_inflight_all_gathers of them are pending.
+//   unit's before the current backward, post after the current backward, none not at all
+//   (it then queues behind the previous ReduceScatter). post runs in the unit's post-backward
+//   hook (_post_backward_hook: _reshard records the free event, _prefetch_handle unshards the
+//   next unit, and only then _reduce_grad issues the ReduceScatter), which the autograd engine
+//   calls once the host has issued the unit's gradient kernels: the AllGather goes to the
+//   unshard stream, which does not wait for the compute stream, so it waits only for what the
+//   rate limiter makes the host wait for, and it is queued before the unit's ReduceScatter.
+//   limit_all_gathers: before an AllGather the host blocks on the oldest free event once
+//   max_inflight_all_gathers of them are pending.
 // - FSDP2: depth-1 prefetch both ways without host blocking; each AllGather waits for the
 //   unit before it to be freed (two gathered buffers at most), and the compute stream waits
 //   for the previous ReduceScatter before the next one is issued. Its parameters are separate
@@ -217,9 +222,8 @@ void Fsdp::backward_end(StepBuilder& b, int unit, const BlockSite& site) {
   const bool sync = !pipelined_ || site.last_micro_batch;
   if (sync && !pipelined_) free(unit, last);
   const int next = unit - 1;
-  if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) {
-    gather(b, next, "backward", {last});
-  }
+  // The post-backward hook: the free above, the prefetch, then the ReduceScatter.
+  if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) gather(b, next, "backward");
   if (!sync) return;
   if (pipelined_) {
     to_reduce_.push_back(unit);

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "engine/engine.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
@@ -65,6 +66,28 @@ const stepsim::engine::CollectiveCall& call(const Program& p, long i) {
   return p.ranks[0].calls[static_cast<std::size_t>(op(p, i).call)];
 }
 
+// Compute far slower than the host: 100 µs a kernel against 1 µs to issue it, so the host
+// runs ahead of the GPU; every collective 10 µs + size at 100 GB/s.
+class SlowCompute final : public sp::Costs {
+ public:
+  stepsim::Time compute(const stepsim::workload::OpCost&) const override { return stepsim::Time::from_us(100.0); }
+  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
+    return {stepsim::Time::from_us(10.0), stepsim::Bandwidth::gbytes_per_s(100.0), {1.0, 0.0}};
+  }
+  stepsim::Time kernel_launch() const override { return stepsim::Time::from_us(1.0); }
+  double comm_slowdown() const override { return 0.0; }
+};
+
+// The first interval of rank 0 whose name starts with `prefix`.
+const stepsim::Interval& interval(const stepsim::Timeline& t, const std::string& prefix) {
+  for (const stepsim::Interval& iv : t.ranks[0].intervals) {
+    if (t.names[iv.name].rfind(prefix, 0) == 0) return iv;
+  }
+  INFO(prefix);
+  FAIL("no interval starts with the prefix");
+  return t.ranks[0].intervals.front();
+}
+
 Scenario with_prefetch(BackwardPrefetch prefetch) {
   Scenario s = fsdp();
   s.data_parallel.backward_prefetch = prefetch;
@@ -114,10 +137,34 @@ TEST_CASE("backward_prefetch post issues it after the current backward, before i
   const long next = starting(p, "AllGather fsdp L0 backward");
   const long last = at(p, "L1 input norm backward");
   CHECK(next > last);
-  CHECK(waits_on(p, next, last));
+  // FSDP1's _post_backward_hook reshards (recording L1's free event on the compute stream),
+  // prefetches L0 on the unshard stream, which does not wait for the compute stream, and only
+  // then issues L1's ReduceScatter. The AllGather's one GPU-side gate is the rate limiter: at
+  // two in flight the host waits for the older of the two pending free events, L1's after its
+  // forward (L0's was taken by L1's own backward AllGather), not for L1's backward.
+  CHECK_FALSE(waits_on(p, next, last));
+  CHECK(op(p, next).host_blocks);
+  const auto waits = p.ranks[0].waits_of(static_cast<OpIndex>(next));
+  CHECK(waits.size() == 1);
+  CHECK(waits_on(p, next, at(p, "L1 mlp residual fwd")));
   CHECK(next < starting(p, "ReduceScatter fsdp L1"));
   // Nothing prefetches the first layer of the backward.
   CHECK(starting(p, "AllGather fsdp L1 backward") > at(p, "final norm backward"));
+}
+
+TEST_CASE("backward_prefetch post gathers the next unit while the current backward still runs") {
+  // The host issues L1's backward kernels long before the GPU has run them, and its
+  // post-backward hook issues L0's AllGather right after them on the unshard stream, which no
+  // compute event gates: the gather runs beside L1's backward, not after its last kernel.
+  const SlowCompute costs;
+  const Scenario s = with_prefetch(BackwardPrefetch::post);
+  const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, spt::small_work(s), costs));
+  const stepsim::Interval& gather = interval(t, "AllGather fsdp L0 backward");
+  const stepsim::Interval& last = interval(t, "L1 input norm backward");
+  CHECK(gather.start < last.start);
+  CHECK(gather.end < last.end);
+  // It queues on the NCCL stream before L1's ReduceScatter, which waits for L1's last kernel.
+  CHECK(gather.end <= interval(t, "ReduceScatter fsdp L1").start);
 }
 
 TEST_CASE("backward_prefetch none queues each AllGather behind the previous ReduceScatter") {
