@@ -27,10 +27,18 @@ namespace {
 
 struct Unit {
   std::string label;  // "root", "L3"
-  Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights at 1 byte in FP8)
+  Bytes params{0};    // the gathered buffer (unit_gathered_bytes)
   Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
   long long elements = 0;
 };
+
+// Bytes one parameter of `t` takes in its unit's AllGather: FSDP1's FlatParameter is gathered
+// in its param_dtype, the compute precision, whatever the GEMMs run in
+// (DataParallelSpec::flat_parameter); FSDP2 and Megatron-FSDP gather FP8 Linear weights at
+// 1 byte (gathered_bytes).
+int unit_gathered_bytes(const Scenario& s, const GradTensor& t) {
+  return s.data_parallel.flat_parameter() ? compute_bytes(s) : gathered_bytes(t, s.training.precision);
+}
 
 // Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
 std::vector<Unit> fsdp_units(const Scenario& s) {
@@ -40,7 +48,7 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
     const bool root = t.block == 0 || t.block == s.model.layers + 1;
     const auto u = root ? 0 : static_cast<std::size_t>(t.block);
     elements[u] += t.elements;
-    gathered[u] += Bytes(t.elements * gathered_bytes(t, s.training.precision));
+    gathered[u] += Bytes(t.elements * unit_gathered_bytes(s, t));
   }
   std::vector<Unit> units;
   for (std::size_t u = 0; u < elements.size(); ++u) {

@@ -122,6 +122,29 @@ TEST_CASE("gathers use the training precision and reductions grad_reduce_dtype")
   CHECK(call(p, starting(p, "ReduceScatter fsdp L0")).size == Bytes(layer * 4));
 }
 
+TEST_CASE("FSDP1 gathers its flat parameter in BF16 under FP8 and FSDP2 each Linear weight at 1 byte") {
+  // FSDP1's FlatParameter is all-gathered in its param_dtype; torchao's float8 all-gather works
+  // only through FSDP2's fsdp_pre_all_gather hooks. Layer (h = 1024): the Linear weights
+  // 12h², and 13h of biases and LayerNorm parameters that stay BF16 in any case.
+  const long long h = 1024;
+  const long long linear = 12 * h * h;
+  const long long rest = 3 * h + h + 4 * h + h + 4 * h;
+  Scenario s = fsdp();
+  s.training.precision = Precision::fp8;
+  const Program fsdp1 = build(s);
+  CHECK(call(fsdp1, starting(fsdp1, "AllGather fsdp L0 forward")).size == Bytes((linear + rest) * 2));
+  CHECK(s.data_parallel.flat_parameter());
+  s.data_parallel.fsdp_version = 2;
+  const Program fsdp2 = build(s);
+  CHECK(call(fsdp2, starting(fsdp2, "AllGather fsdp L0 forward")).size == Bytes(linear + rest * 2));
+  CHECK_FALSE(s.data_parallel.flat_parameter());
+  // Megatron-FSDP, timed as FSDP1's in-place gathers, gathers FP8 weights (fp8_param_gather).
+  s.data_parallel.fsdp_version = 1;
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  const Program megatron = build(s);
+  CHECK(call(megatron, starting(megatron, "AllGather fsdp L0 forward")).size == Bytes(linear + rest * 2));
+}
+
 TEST_CASE("backward_prefetch pre issues the next unit's AllGather before the current backward") {
   const Program p = build(with_prefetch(BackwardPrefetch::pre));
   const long next = starting(p, "AllGather fsdp L0 backward");
