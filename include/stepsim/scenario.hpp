@@ -405,6 +405,14 @@ struct DataParallelSpec {
   int fsdp_version = 1;
   FsdpImpl fsdp_impl = FsdpImpl::pytorch;
   int shard_group = 0;  // hsdp: GPUs per shard group (0 = one node)
+
+  // PyTorch's FSDP1 (fsdp or hsdp, fsdp_version 1, fsdp_impl pytorch): each unit is one
+  // FlatParameter, all-gathered in its param_dtype, the compute precision. Only FSDP2's
+  // per-parameter hooks (fsdp_pre_all_gather, which torchao's enable_fsdp_float8_all_gather
+  // implements) and Megatron-FSDP's fp8_param_gather gather FP8 weights at 1 byte.
+  bool flat_parameter() const {
+    return (kind == DpKind::fsdp || kind == DpKind::hsdp) && fsdp_version == 1 && fsdp_impl == FsdpImpl::pytorch;
+  }
 };
 
 struct TensorParallelSpec {

@@ -27,10 +27,18 @@ namespace {
 
 struct Unit {
   std::string label;  // "root", "L3"
-  Bytes params{0};    // the gathered buffer (gathered_bytes: Linear weights at 1 byte in FP8)
+  Bytes params{0};    // the gathered buffer (unit_gathered_bytes)
   Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
   long long elements = 0;
 };
+
+// Bytes one parameter of `t` takes in its unit's AllGather: FSDP1's FlatParameter is gathered
+// in its param_dtype, the compute precision, whatever the GEMMs run in
+// (DataParallelSpec::flat_parameter); FSDP2 and Megatron-FSDP gather FP8 Linear weights at
+// 1 byte (gathered_bytes).
+int unit_gathered_bytes(const Scenario& s, const GradTensor& t) {
+  return s.data_parallel.flat_parameter() ? compute_bytes(s) : gathered_bytes(t, s.training.precision);
+}
 
 // Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
 std::vector<Unit> fsdp_units(const Scenario& s) {
@@ -40,7 +48,7 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
     const bool root = t.block == 0 || t.block == s.model.layers + 1;
     const auto u = root ? 0 : static_cast<std::size_t>(t.block);
     elements[u] += t.elements;
-    gathered[u] += Bytes(t.elements * gathered_bytes(t, s.training.precision));
+    gathered[u] += Bytes(t.elements * unit_gathered_bytes(s, t));
   }
   std::vector<Unit> units;
   for (std::size_t u = 0; u < elements.size(); ++u) {
@@ -53,10 +61,15 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 // FSDP1's knobs as FullyShardedDataParallel applies them, and FSDP2's fixed behaviour:
 // - FSDP1: the compute stream waits for a unit's AllGather right before it; forward_prefetch
 //   issues the next unit's AllGather after that wait; backward_prefetch pre issues the next
-//   unit's before the current backward, post after the current backward (its parameters
-//   freed, so it waits for that compute), none not at all (it then queues behind the
-//   previous ReduceScatter). limit_all_gathers: before an AllGather the host blocks on the
-//   oldest free event once max_inflight_all_gathers of them are pending.
+//   unit's before the current backward, post after the current backward, none not at all
+//   (it then queues behind the previous ReduceScatter). post runs in the unit's post-backward
+//   hook (_post_backward_hook: _reshard records the free event, _prefetch_handle unshards the
+//   next unit, and only then _reduce_grad issues the ReduceScatter), which the autograd engine
+//   calls once the host has issued the unit's gradient kernels: the AllGather goes to the
+//   unshard stream, which does not wait for the compute stream, so it waits only for what the
+//   rate limiter makes the host wait for, and it is queued before the unit's ReduceScatter.
+//   limit_all_gathers: before an AllGather the host blocks on the oldest free event once
+//   max_inflight_all_gathers of them are pending.
 // - FSDP2: depth-1 prefetch both ways without host blocking; each AllGather waits for the
 //   unit before it to be freed (two gathered buffers at most), and the compute stream waits
 //   for the previous ReduceScatter before the next one is issued. Its parameters are separate
@@ -217,9 +230,8 @@ void Fsdp::backward_end(StepBuilder& b, int unit, const BlockSite& site) {
   const bool sync = !pipelined_ || site.last_micro_batch;
   if (sync && !pipelined_) free(unit, last);
   const int next = unit - 1;
-  if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) {
-    gather(b, next, "backward", {last});
-  }
+  // The post-backward hook: the free above, the prefetch, then the ReduceScatter.
+  if (!fsdp2() && backward_prefetch_ == BackwardPrefetch::post && next >= 1) gather(b, next, "backward");
   if (!sync) return;
   if (pipelined_) {
     to_reduce_.push_back(unit);

@@ -143,7 +143,9 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   if (!d.reshard_after_forward || pipelined) units = shape.layers;
   units = std::min(units, shape.layers);
   const long long gathered = shape.root_params + units * w.layer.param_count;
-  m.params += Bytes(gathered * compute_bytes(s)) + linear_weight_change(s, units * w.layer.linear_param_count);
+  m.params += Bytes(gathered * compute_bytes(s));
+  // FSDP1's gathered FlatParameter is in the compute precision (DataParallelSpec::flat_parameter).
+  if (!d.flat_parameter()) m.params += linear_weight_change(s, units * w.layer.linear_param_count);
   const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
   const long long unsharded_grads = shape.root_params + waiting * w.layer.param_count;
   m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));

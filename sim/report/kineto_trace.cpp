@@ -338,8 +338,10 @@ class KinetoWriter {
 
 CollectiveDtypes collective_dtypes(const Scenario& s) {
   const Precision p = s.training.precision;
-  // Per-tensor FP8 gathers its Linear weights at 1 byte (parallelism::gathered_bytes).
-  return {s.data_parallel.grad_reduce_dtype, low_precision(p) ? Precision::bf16 : p, p == Precision::fp8};
+  // Per-tensor FP8 gathers its Linear weights at 1 byte (parallelism::gathered_bytes), but for
+  // FSDP1's FlatParameter, gathered in BF16 (DataParallelSpec::flat_parameter).
+  return {s.data_parallel.grad_reduce_dtype, low_precision(p) ? Precision::bf16 : p,
+          p == Precision::fp8 && !s.data_parallel.flat_parameter()};
 }
 
 void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,

@@ -96,12 +96,6 @@ void add_memory(const Scenario& scenario, const workload::ModelWork& work, repor
         "nothing to several GB more by scope and pipeline depth, so a close fit needs measuring");
 }
 
-constexpr const char* kFlopConvention =
-    "model FLOPs = 6 x tokens x GEMM weights (LM head included, input embedding lookup "
-    "left out) + causal attention 6 x tokens x seq_len x layers x heads x head_dim (half the "
-    "s^2 Megatron's papers count); MFU divides them by the dense peak, HFU adds the recomputed "
-    "FLOPs (docs/report.md)";
-
 // Where the hardware presets' figures come from, and a warning when one is not fitted.
 void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   auto describe = [&](const char* what, const std::string& name, const Provenance& p) {
@@ -402,7 +396,7 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
   inputs.derived_slowdown = gpu.spec().efficiency.derived_comm_slowdown;
   inputs.gpu_power_w = scenario.cluster.gpu.board_power_w;
   inputs.gpu_hour_price = scenario.cluster.gpu_hour_price;
-  inputs.flop_convention = kFlopConvention;
+  inputs.flop_convention = workload::flop_convention(scenario.model);
   add_provenance(scenario, inputs);
   add_nic_path_note(scenario, inputs);
   if (scenario.parallel.dp > 1 && deepspeed_pipeline_engine(scenario)) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
 
@@ -282,6 +284,52 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double w = static_cast<double>(m.sliding_window);
   return flops - 3.0 * batch * windowed * (seq * seq - (2.0 * seq * w - w * w)) * qk_v;
 }
+
+}  // namespace
+
+std::string flop_convention(const ModelSpec& m) {
+  // Per query head: QKᵀ over the query/key width and P·V over the value width, equal (3 · 2 ·
+  // head_dim = 6 · head_dim) but under latent attention.
+  const bool latent = m.mla.kv_lora_rank > 0;
+  const auto per_head = [latent](const std::string& span) {
+    return latent ? fmt::format("3 x {} x heads x (qk_head_dim + v_head_dim)", span)
+                  : fmt::format("6 x {} x heads x head_dim", span);
+  };
+  std::string weights = "LM head included, input embedding lookup left out";
+  if (m.moe.experts > 0) {
+    const std::string routed = m.moe.capacity_factor > 0
+                                   ? "top_k routed experts less the copies the capacity factor drops"
+                                   : "top_k routed experts";
+    weights +=
+        m.moe.shared_experts > 0
+            ? fmt::format("; of a mixture of experts those a token runs through: the router, {} and the shared experts",
+                          routed)
+            : fmt::format("; of a mixture of experts those a token runs through: the router and {}", routed);
+  }
+  if (m.mtp_layers > 0) {
+    weights += fmt::format(
+        "; per multi-token prediction depth ({} here) its layer, its 2h x h projection and the LM head again",
+        m.mtp_layers);
+  }
+  std::string attention =
+      per_head(m.mtp_layers > 0 ? "tokens x seq_len x (layers + MTP depths)" : "tokens x seq_len x layers");
+  attention += latent ? " (latent attention, qk_head_dim = qk_nope_head_dim + qk_rope_head_dim; half the s^2 "
+                        "Megatron's papers count)"
+                      : " (half the s^2 Megatron's papers count)";
+  const long long windowed = windowed_layers(m);
+  if (windowed > 0) {
+    attention += fmt::format(
+        ", of which each of the {} of {} layers with a sliding window of w = {} tokens counts the window's s x w - "
+        "w^2/2 query-key pairs a sequence instead of s^2/2, {} in place of its causal share",
+        windowed, m.layers, m.sliding_window, per_head("tokens x (2w - w^2/s)"));
+  }
+  return fmt::format(
+      "model FLOPs = 6 x tokens x GEMM weights ({}) + causal attention {}; MFU divides them by the dense peak, HFU "
+      "adds the recomputed FLOPs (docs/report.md)",
+      weights, attention);
+}
+
+namespace {
 
 bool routed_expert(Role role) {
   return role == Role::expert_fc1 || role == Role::expert_activation || role == Role::expert_fc2;

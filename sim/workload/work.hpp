@@ -153,6 +153,12 @@ ModelWork build_work(const Scenario& scenario);
 // kv_heads and ffn_hidden 0 (their defaults).
 long long model_parameters(const ModelSpec& model);
 
+// How ModelWork::model_flops_per_step counts a model's FLOPs (the report's flop_convention):
+// the convention for every model, with what the model's own layers add to it (a mixture of
+// experts' active weights, latent attention's head widths, multi-token prediction's depths,
+// sliding-window layers' query-key pairs), so that MFU can be reproduced from the text.
+std::string flop_convention(const ModelSpec& model);
+
 // One optimizer step (Adam, or SGD with momentum) over `params` parameters: memory-bound, its
 // bytes per parameter from the precisions of the main gradient and the moments (model.cpp).
 OpCost optimizer_step(long long params, const TrainingSpec& training);

@@ -373,8 +373,8 @@ std::vector<TraceCall> calls_of(const boost::json::value& trace) {
 // PyTorch's ProcessGroupNCCL records each side's element count (record_param_comms): an
 // AllGather's shard in and the gathered whole out, a ReduceScatter the reverse; a pipeline's
 // receive is "recv". The chrome trace of the same run names each transfer ("... from stage 6":
-// a receive) and gives each collective's bytes: an FP8 run's parameter AllGathers move a byte
-// buffer (FP8 weights at 1 byte), labelled Byte, one element a byte.
+// a receive) and gives each collective's bytes: an FP8 run's FSDP2 AllGathers move a byte
+// buffer (FP8 weights at 1 byte), labelled Byte, one element a byte; FSDP1's move BF16.
 TEST_CASE("The Kineto trace's NCCL fields are PyTorch's: each side's count, recv, and an FP8 gather's bytes",
           "[slow]") {
   const Scratch dir("kineto-nccl-fields");
@@ -404,38 +404,56 @@ TEST_CASE("The Kineto trace's NCCL fields are PyTorch's: each side's count, recv
     CHECK(recv == receives);
     CHECK(send == sends);
   }
-  SECTION("an FP8 run's FSDP gathers and reductions") {
-    const std::string job = "fsdp-llama2-7b-8xh100 --set training.precision=fp8";
-    REQUIRE(dir.run("simulate " + job + " --trace-format kineto --trace k.json").status == 0);
-    REQUIRE(dir.run("simulate " + job + " --trace c.json --trace-ranks 0").status == 0);
-    std::multiset<long long> gathered;  // the bytes of rank 0's FSDP AllGathers
-    const auto chrome = boost::json::parse(slurp(dir.file("c.json")));
-    for (const auto& e : chrome.at("traceEvents").as_array()) {
-      const auto& o = e.as_object();
-      if (!o.contains("cat") || o.at("cat").as_string() != "comm") continue;
-      const auto& args = o.at("args").as_object();
-      if (args.at("op").as_string() == "allgather" && args.at("kind").as_string() == "fsdp")
+  // FSDP2 views its inputs of mixed types as one uint8 buffer; FSDP1's FlatParameter is gathered
+  // in its param_dtype, BF16, two bytes an element: Llama 2 7B's layer of 4·4096² + 3·4096·11008
+  // + 2·4096 = 202,383,360 parameters is 404,766,720 bytes.
+  struct Fp8Gather {
+    const char* version;
+    const char* dtype;
+    long long bytes_per_element;
+  };
+  for (const Fp8Gather& v : {Fp8Gather{"2", "Byte", 1}, Fp8Gather{"1", "BFloat16", 2}}) {
+    SECTION(std::string("an FP8 run's FSDP") + v.version + " gathers and reductions") {
+      const std::string job =
+          std::string("fsdp-llama2-7b-8xh100 --set training.precision=fp8 --set data_parallel.fsdp_version=") +
+          v.version;
+      REQUIRE(dir.run("simulate " + job + " --trace-format kineto --trace k.json").status == 0);
+      REQUIRE(dir.run("simulate " + job + " --trace c.json --trace-ranks 0").status == 0);
+      std::multiset<long long> gathered;  // the bytes of rank 0's FSDP AllGathers
+      long long first_layer = 0;
+      const auto chrome = boost::json::parse(slurp(dir.file("c.json")));
+      for (const auto& e : chrome.at("traceEvents").as_array()) {
+        const auto& o = e.as_object();
+        if (!o.contains("cat") || o.at("cat").as_string() != "comm") continue;
+        const auto& args = o.at("args").as_object();
+        if (args.at("op").as_string() != "allgather" || args.at("kind").as_string() != "fsdp") continue;
         gathered.insert(args.at("bytes").as_int64());
-    }
-    REQUIRE(!gathered.empty());
-    std::multiset<long long> out_bytes;
-    long long scatters = 0;
-    const auto kineto = boost::json::parse(slurp(dir.file("k.json")));
-    for (const TraceCall& c : calls_of(kineto)) {
-      INFO(c.collective << " " << c.group << " " << c.in << " -> " << c.out);
-      REQUIRE(c.group_size == 8);
-      if (c.collective == "_allgather_base") {
-        CHECK(c.dtype == "Byte");
-        CHECK(c.in == c.out / 8);
-        out_bytes.insert(c.out);
+        if (std::string(o.at("name").as_string()).find("AllGather fsdp L0 forward") != std::string::npos)
+          first_layer = args.at("bytes").as_int64();
       }
-      if (c.collective == "_reduce_scatter_base") {
-        ++scatters;
-        CHECK(c.dtype == "Float");  // the example reduces in FP32
-        CHECK(c.out == c.in / 8);
+      REQUIRE(!gathered.empty());
+      if (v.bytes_per_element == 2) CHECK(first_layer == 404'766'720);
+      // FP8 Linear weights at 1 byte, the two RMSNorms' 2 · 4096 at 2.
+      if (v.bytes_per_element == 1) CHECK(first_layer == 202'375'168 + 2 * 8192);
+      std::multiset<long long> out_bytes;
+      long long scatters = 0;
+      const auto kineto = boost::json::parse(slurp(dir.file("k.json")));
+      for (const TraceCall& c : calls_of(kineto)) {
+        INFO(c.collective << " " << c.group << " " << c.in << " -> " << c.out);
+        REQUIRE(c.group_size == 8);
+        if (c.collective == "_allgather_base") {
+          CHECK(c.dtype == v.dtype);
+          CHECK(c.in == c.out / 8);
+          out_bytes.insert(c.out * v.bytes_per_element);
+        }
+        if (c.collective == "_reduce_scatter_base") {
+          ++scatters;
+          CHECK(c.dtype == "Float");  // the example reduces in FP32
+          CHECK(c.out == c.in / 8);
+        }
       }
+      CHECK(out_bytes == gathered);
+      CHECK(scatters > 0);
     }
-    CHECK(out_bytes == gathered);
-    CHECK(scatters > 0);
   }
 }

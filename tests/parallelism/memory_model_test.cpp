@@ -155,12 +155,19 @@ TEST_CASE("Transformer Engine's low-precision Linear weights take their format's
   s.cluster.gpu.arch = stepsim::GpuArch::blackwell;
   s.training.framework = stepsim::Framework::torchtitan;
   CHECK(params(stepsim::Precision::fp8) == 2 * P);
-  // FSDP's gathered layers (two, with prefetch) hold theirs in the same format.
+  // FSDP2's gathered layers (two) hold theirs in the same format...
   s.training.framework = stepsim::Framework::megatron;
   s.data_parallel.kind = DpKind::fsdp;
+  s.data_parallel.fsdp_version = 2;
   s.training.precision = stepsim::Precision::bf16;
-  const auto bf16_fsdp = sp::estimate_memory(s, w).stages.front().params.count();
-  CHECK(params(stepsim::Precision::fp8) == bf16_fsdp - 2 * 800'000);
+  const auto bf16_fsdp2 = sp::estimate_memory(s, w).stages.front().params.count();
+  CHECK(params(stepsim::Precision::fp8) == bf16_fsdp2 - 2 * 800'000);
+  // ... FSDP1's (two, with prefetch) are its FlatParameter gathered in its param_dtype, BF16:
+  // the FP8 run holds what the BF16 run does.
+  s.data_parallel.fsdp_version = 1;
+  s.training.precision = stepsim::Precision::bf16;
+  const auto bf16_fsdp1 = sp::estimate_memory(s, w).stages.front().params.count();
+  CHECK(params(stepsim::Precision::fp8) == bf16_fsdp1);
 }
 
 TEST_CASE("ZeRO-1 shards the 12 bytes of optimizer state over dp") {
@@ -417,11 +424,15 @@ TEST_CASE("Megatron-FSDP holds its sharded buffers, a double buffer of two layer
   CHECK(m.optimizer.count() == 4'750'000);
   CHECK(m.buffers.count() == 0);
   // The same model under PyTorch's FSDP holds no model-weight shard beside its fp32 one and the
-  // embedding's gradient with the head's.
+  // embedding's gradient with the head's; FSDP1 gathers each layer's FlatParameter in its
+  // param_dtype, BF16 (2 x 1M x 2 = 4,000,000), FSDP2 the Linear weights in FP8 as above.
   s.data_parallel.fsdp_impl = stepsim::FsdpImpl::pytorch;
   const auto pytorch = sp::estimate_memory(s, w).stages.front();
-  CHECK(pytorch.params.count() == 2'375'000 + 2'400'000 + 1'500'000);
+  CHECK(pytorch.params.count() == 2'375'000 + 4'000'000 + 1'500'000);
   CHECK(pytorch.grads.count() == 1'187'500 + 4'000'000 + 1'500'000);
+  s.data_parallel.fsdp_version = 2;
+  CHECK(sp::estimate_memory(s, w).stages.front().params.count() == 2'375'000 + 2'400'000 + 1'500'000);
+  s.data_parallel.fsdp_version = 1;
   // A head that shares the embedding's weight has its gradient from the start of the backward.
   s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
   s.model.tied_embeddings = true;

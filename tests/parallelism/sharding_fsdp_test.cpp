@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "engine/engine.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
@@ -65,6 +66,28 @@ const stepsim::engine::CollectiveCall& call(const Program& p, long i) {
   return p.ranks[0].calls[static_cast<std::size_t>(op(p, i).call)];
 }
 
+// Compute far slower than the host: 100 µs a kernel against 1 µs to issue it, so the host
+// runs ahead of the GPU; every collective 10 µs + size at 100 GB/s.
+class SlowCompute final : public sp::Costs {
+ public:
+  stepsim::Time compute(const stepsim::workload::OpCost&) const override { return stepsim::Time::from_us(100.0); }
+  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
+    return {stepsim::Time::from_us(10.0), stepsim::Bandwidth::gbytes_per_s(100.0), {1.0, 0.0}};
+  }
+  stepsim::Time kernel_launch() const override { return stepsim::Time::from_us(1.0); }
+  double comm_slowdown() const override { return 0.0; }
+};
+
+// The first interval of rank 0 whose name starts with `prefix`.
+const stepsim::Interval& interval(const stepsim::Timeline& t, const std::string& prefix) {
+  for (const stepsim::Interval& iv : t.ranks[0].intervals) {
+    if (t.names[iv.name].rfind(prefix, 0) == 0) return iv;
+  }
+  INFO(prefix);
+  FAIL("no interval starts with the prefix");
+  return t.ranks[0].intervals.front();
+}
+
 Scenario with_prefetch(BackwardPrefetch prefetch) {
   Scenario s = fsdp();
   s.data_parallel.backward_prefetch = prefetch;
@@ -99,6 +122,29 @@ TEST_CASE("gathers use the training precision and reductions grad_reduce_dtype")
   CHECK(call(p, starting(p, "ReduceScatter fsdp L0")).size == Bytes(layer * 4));
 }
 
+TEST_CASE("FSDP1 gathers its flat parameter in BF16 under FP8 and FSDP2 each Linear weight at 1 byte") {
+  // FSDP1's FlatParameter is all-gathered in its param_dtype; torchao's float8 all-gather works
+  // only through FSDP2's fsdp_pre_all_gather hooks. Layer (h = 1024): the Linear weights
+  // 12h², and 13h of biases and LayerNorm parameters that stay BF16 in any case.
+  const long long h = 1024;
+  const long long linear = 12 * h * h;
+  const long long rest = 3 * h + h + 4 * h + h + 4 * h;
+  Scenario s = fsdp();
+  s.training.precision = Precision::fp8;
+  const Program fsdp1 = build(s);
+  CHECK(call(fsdp1, starting(fsdp1, "AllGather fsdp L0 forward")).size == Bytes((linear + rest) * 2));
+  CHECK(s.data_parallel.flat_parameter());
+  s.data_parallel.fsdp_version = 2;
+  const Program fsdp2 = build(s);
+  CHECK(call(fsdp2, starting(fsdp2, "AllGather fsdp L0 forward")).size == Bytes(linear + rest * 2));
+  CHECK_FALSE(s.data_parallel.flat_parameter());
+  // Megatron-FSDP, timed as FSDP1's in-place gathers, gathers FP8 weights (fp8_param_gather).
+  s.data_parallel.fsdp_version = 1;
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  const Program megatron = build(s);
+  CHECK(call(megatron, starting(megatron, "AllGather fsdp L0 forward")).size == Bytes(linear + rest * 2));
+}
+
 TEST_CASE("backward_prefetch pre issues the next unit's AllGather before the current backward") {
   const Program p = build(with_prefetch(BackwardPrefetch::pre));
   const long next = starting(p, "AllGather fsdp L0 backward");
@@ -114,10 +160,34 @@ TEST_CASE("backward_prefetch post issues it after the current backward, before i
   const long next = starting(p, "AllGather fsdp L0 backward");
   const long last = at(p, "L1 input norm backward");
   CHECK(next > last);
-  CHECK(waits_on(p, next, last));
+  // FSDP1's _post_backward_hook reshards (recording L1's free event on the compute stream),
+  // prefetches L0 on the unshard stream, which does not wait for the compute stream, and only
+  // then issues L1's ReduceScatter. The AllGather's one GPU-side gate is the rate limiter: at
+  // two in flight the host waits for the older of the two pending free events, L1's after its
+  // forward (L0's was taken by L1's own backward AllGather), not for L1's backward.
+  CHECK_FALSE(waits_on(p, next, last));
+  CHECK(op(p, next).host_blocks);
+  const auto waits = p.ranks[0].waits_of(static_cast<OpIndex>(next));
+  CHECK(waits.size() == 1);
+  CHECK(waits_on(p, next, at(p, "L1 mlp residual fwd")));
   CHECK(next < starting(p, "ReduceScatter fsdp L1"));
   // Nothing prefetches the first layer of the backward.
   CHECK(starting(p, "AllGather fsdp L1 backward") > at(p, "final norm backward"));
+}
+
+TEST_CASE("backward_prefetch post gathers the next unit while the current backward still runs") {
+  // The host issues L1's backward kernels long before the GPU has run them, and its
+  // post-backward hook issues L0's AllGather right after them on the unshard stream, which no
+  // compute event gates: the gather runs beside L1's backward, not after its last kernel.
+  const SlowCompute costs;
+  const Scenario s = with_prefetch(BackwardPrefetch::post);
+  const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, spt::small_work(s), costs));
+  const stepsim::Interval& gather = interval(t, "AllGather fsdp L0 backward");
+  const stepsim::Interval& last = interval(t, "L1 input norm backward");
+  CHECK(gather.start < last.start);
+  CHECK(gather.end < last.end);
+  // It queues on the NCCL stream before L1's ReduceScatter, which waits for L1's last kernel.
+  CHECK(gather.end <= interval(t, "ReduceScatter fsdp L1").start);
 }
 
 TEST_CASE("backward_prefetch none queues each AllGather behind the previous ReduceScatter") {

@@ -100,6 +100,34 @@ TEST_CASE("gpt-oss-120b holds the model card's 116.83 B parameters less its sink
   CHECK(op(w.block(1).forward, Role::attention_core).flops == Approx(0.5 * 2.0 * 64 * 4096.0 * 4096 * 128));
 }
 
+TEST_CASE("the printed FLOP convention states the sliding window's count, and its formula gives the model FLOPs") {
+  const stepsim::Scenario s = scenario("gpt-oss-120b");
+  const ModelWork w = stepsim::workload::build_work(s);
+  const std::string text = stepsim::workload::flop_convention(s.model);
+  INFO(text);
+  CHECK(text.find("18 of 36 layers with a sliding window of w = 128 tokens") != std::string::npos);
+  CHECK(text.find("s x w - w^2/2 query-key pairs a sequence instead of s^2/2") != std::string::npos);
+  CHECK(text.find("6 x tokens x (2w - w^2/s) x heads x head_dim") != std::string::npos);
+  CHECK(text.find("top_k routed experts") != std::string::npos);
+  // The text read as arithmetic, per token: 6 per active weight (as the model card counts
+  // them, above), causal attention 6 · s · heads · head_dim on the 18 full layers and
+  // 6 · (2w − w²/s) · heads · head_dim on the 18 windowed ones (64 heads of 64).
+  const double attention = 2880LL * (4096 + 2 * 512) + 4096LL * 2880;
+  const double active = 36.0 * (attention + 128LL * 2880 + 4 * 3LL * 2880 * 2880) + 201088LL * 2880;
+  const double stated =
+      6.0 * active + 6.0 * 4096 * 18 * 64 * 64 + 6.0 * (2.0 * 128 - 128.0 * 128 / 4096) * 18 * 64 * 64;
+  CHECK(per_token(w, s) == Approx(stated).epsilon(1e-12));
+  // A model without windows, latent attention or multi-token prediction reads as before.
+  CHECK(stepsim::workload::flop_convention(scenario("qwen3-30b-a3b").model).find("window") == std::string::npos);
+  // Latent attention's query/key and value widths differ; MTP depths count as layers.
+  const std::string mla = stepsim::workload::flop_convention(scenario("deepseek-v3", "model.mtp_layers=1").model);
+  INFO(mla);
+  CHECK(mla.find("3 x tokens x seq_len x (layers + MTP depths) x heads x (qk_head_dim + v_head_dim)") !=
+        std::string::npos);
+  CHECK(mla.find("per multi-token prediction depth (1 here) its layer, its 2h x h projection and the LM head again") !=
+        std::string::npos);
+}
+
 TEST_CASE("gpt-oss-120b's clamp, expert biases and YaRN rotary run as PyTorch operators in Megatron-Core") {
   // One sequence of 4096 tokens on one of 8 GPUs at EP 8: 4 · 4096 routed copies reach its 16
   // experts (balanced routing), whose fc1 writes 2 · 2880 per copy.
