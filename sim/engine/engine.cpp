@@ -612,8 +612,10 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
       if (record) issues.emplace_back();
       advance();
     }
-    out.push_back(interval_of(r, order[k]));
-    if (record) issues.push_back(host_issue(r, order[k]));
+    if (!stands_in(r, order[k])) {
+      out.push_back(interval_of(r, order[k]));
+      if (record) issues.push_back(host_issue(r, order[k]));
+    }
     const Bytes delta = state.list->ops[order[k]].memory_delta;
     if (delta.count() == 0) continue;
     allocated += delta;
