@@ -632,8 +632,10 @@ void Engine::write_rank_intervals(std::size_t r, std::vector<std::uint32_t>& ord
         if (record) issues.emplace_back();
       },
       [&](std::size_t k) {
-        out.push_back(interval_of(r, order[k]));
-        if (record) issues.push_back(host_issue(r, order[k]));
+        if (!stands_in(r, order[k])) {
+          out.push_back(interval_of(r, order[k]));
+          if (record) issues.push_back(host_issue(r, order[k]));
+        }
         const Bytes delta = state.list->ops[order[k]].memory_delta;
         if (delta.count() == 0) return;
         allocated += delta;
@@ -649,7 +651,9 @@ void Engine::write_rank_issues(std::size_t r, const std::vector<std::uint32_t>& 
   issues.reserve(order.size() + bubbles_[r].count);
   walk_rank(
       r, order, [&](const Bubble&) { issues.emplace_back(); },
-      [&](std::size_t k) { issues.push_back(host_issue(r, order[k])); });
+      [&](std::size_t k) {
+        if (!stands_in(r, order[k])) issues.push_back(host_issue(r, order[k]));
+      });
 }
 
 // The host run that issued `o` began at its first op: `o`'s issue ended once the host had paid

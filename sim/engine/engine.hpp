@@ -402,6 +402,9 @@ class Engine {
   void note_slowed(std::size_t r, Time ran, double factor);
   void complete_op(std::size_t r, OpIndex o);
   Interval interval_of(std::size_t r, OpIndex o) const;
+  // Whether op o of rank r is a collective of a stand-in group (Group::stand_in), which the
+  // timeline leaves out.
+  bool stands_in(std::size_t r, OpIndex o) const;
   void update_bubble(std::size_t r);
   void add_bubble(std::size_t r, const Bubble& bubble);
   void add_drain_bubbles();

@@ -333,6 +333,11 @@ void Engine::complete_op(std::size_t r, OpIndex o) {
 }
 
 // What a finished op leaves in the timeline.
+bool Engine::stands_in(std::size_t r, OpIndex o) const {
+  if (ranks_[r].list->ops[o].kind != OpKind::collective) return false;
+  return program_.groups[static_cast<std::size_t>(call_of(r, o).group)].stand_in;
+}
+
 Interval Engine::interval_of(std::size_t r, OpIndex o) const {
   const Op& op = ranks_[r].list->ops[o];
   Interval i{ranks_[r].ops[o].start, end_of(r, o)};

@@ -152,6 +152,11 @@ struct Group {
   // The shape its collectives are costed on: NVLink domains its members span, members in
   // each (0: not said).
   int nodes = 0, ranks_per_node = 0;
+  // Representative mode: the group of members of a rank's costed group that are placed
+  // otherwise in this kind (a TP group across two racks whose members' DP groups differ). Its
+  // collectives load those members' links beside the rank's own and are left out of the
+  // timeline: the rank stands for them only on the links they share.
+  bool stand_in = false;
 };
 
 struct Program {

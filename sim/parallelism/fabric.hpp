@@ -40,6 +40,8 @@ struct RankPorts {
   bool pcie_fabric = false;
   double nic_weight = 1;   // GPUs of the rank's class on its NIC
   double leaf_weight = 1;  // GPUs of the rank's class behind its leaf uplinks
+
+  bool operator==(const RankPorts&) const = default;
 };
 
 // Fraction of a group member's cross-node traffic that leaves its leaf: NCCL's rings (and its

@@ -11,7 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -391,7 +393,9 @@ class Layout {
     // A simulated rank stands for the real ranks [rank, rank + multiplicity) of its stage
     // (ranks are placed with the pipeline outermost), which load shared NICs and uplinks alike.
     b.set_links(links_.emplace_back(fabric_.ports(r.rank, r.rank, r.multiplicity)));
-    for (const RankCommunicator& c : rank_communicators(s_, r.rank)) add_comm(index, c, b);
+    const std::vector<RankCommunicator> comms = rank_communicators(s_, r.rank);
+    for (const RankCommunicator& c : comms) add_comm(index, c, b);
+    add_stand_ins(index, comms, b);
     add_pipeline_links(index, b);
     add_host_streams(index, b);
   }
@@ -518,6 +522,70 @@ class Layout {
         b.add_communicator(c.kind, comm);
         break;
     }
+  }
+
+  // A simulated rank of representative mode takes each communicator as the slowest group of
+  // its kind in the stage (costed), and those need not hold the same ranks: with TP 16 x DP 32
+  // on 512 NVL72 GPUs, the TP group of ranks 64 to 79 straddles racks 0 and 1, and its members
+  // 72 to 79 have DP groups with a member alone on the partial eighth rack, which is how the
+  // rank's DP communicator is costed, while 64 to 71 have DP groups of 4 and 5 per rack. A
+  // ring collective runs at the pace of its busiest member's links, and the NICs of 64 to 71
+  // carry their own DP groups' collectives, shorter and of another rate than the rank's. So
+  // for each communicator A whose costed group crosses NVLink domains, and each other
+  // communicator B of the rank, the members of A's costed group whose B group is costed
+  // otherwise than the rank's B (and crosses domains too, loading their NICs) get a stand-in:
+  // one such member's links, which A's calls load beside the rank's own, and a stand-in B
+  // communicator over them, costed as that member's B group, on which the rank makes every
+  // call it makes on B. One stand-in per A, B and distinct shape; a shape's members repeat with the
+  // period at which A's members' offsets repeat over the domains, so at most that many are
+  // looked at. TP, CP and DP communicators only: their groups move rigidly with a member.
+  void add_stand_ins(std::size_t index, const std::vector<RankCommunicator>& comms, StepBuilder& b) {
+    if (s_.simulation.ranks != RankMode::representative) return;
+    const long long g = s_.cluster.domain_gpus();
+    const auto mesh_kind = [](const RankCommunicator& c) {
+      return c.use == RankCommunicator::Use::kind && c.kind != CommKind::ep && c.kind != CommKind::pp;
+    };
+    using Made = std::tuple<std::string_view, std::string_view, collectives::GroupShape>;
+    std::vector<Made> made;  // (A, B, shape): one stand-in each
+    for (const RankCommunicator& a : comms) {
+      if (!mesh_kind(a)) continue;
+      const RankGroup like = costed(a.members);
+      if (shape_of(like, s_.cluster.domain_gpus()).nodes <= 1) continue;
+      const long long period = g / std::gcd(g, like.stride % g);
+      for (long long i = 0; i < std::min<long long>(like.size, period); ++i) {
+        const int member = static_cast<int>(like.at(i));
+        const std::vector<RankCommunicator> theirs = rank_communicators(s_, member);
+        for (const RankCommunicator& mine : comms) {
+          if (!mesh_kind(mine) || std::string_view(mine.name) == a.name) continue;
+          const auto other = std::ranges::find_if(
+              theirs, [&](const RankCommunicator& t) { return std::string_view(t.name) == mine.name; });
+          if (other == theirs.end()) continue;
+          const collectives::GroupShape shape = shape_of(other->members, s_.cluster.domain_gpus());
+          if (shape.nodes <= 1 || shape == shape_of(costed(mine.members), s_.cluster.domain_gpus())) continue;
+          const RankPorts ports = fabric_.ports(member, member, 1);
+          if (ports.nic_tx == links_[index].nic_tx) continue;
+          const Made key{a.name, mine.name, shape};
+          if (std::ranges::find(made, key) != made.end()) continue;
+          made.push_back(key);
+          b.add_other_links(a.kind, ports);
+          add_stand_in(index, *other, shape, ports, b);
+        }
+      }
+    }
+  }
+
+  void add_stand_in(std::size_t index, const RankCommunicator& c, const collectives::GroupShape& shape,
+                    const RankPorts& ports, StepBuilder& b) {
+    auto& streams = program_.ranks[index].streams;
+    streams.push_back(fmt::format("{} stand-in", c.name));
+    const auto group = static_cast<std::int32_t>(program_.groups.size());
+    program_.groups.push_back({c.name, c.kind, c.members.size, {static_cast<int>(index)}, group_string(c.members)});
+    program_.groups.back().stand_in = true;
+    members_.push_back(c.members);
+    const Communicator comm{
+        group, static_cast<engine::StreamIndex>(streams.size() - 1), shape, {}, shares_of(group, c.members), {}};
+    note_shape(group, shape);
+    b.add_stand_in(c.kind, comm, ports);
   }
 
   // A stage's SendRecv links to its neighbours, one 2-member group and stream per direction,

@@ -175,6 +175,9 @@ std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, Co
                                                     const collectives::LinkLoad& load, Side side) const {
   const bool spread = op == CollOp::alltoall;
   std::vector<network::ResourceUse> out = link_uses(ports_, load, side, spread ? comm.spine.spread : comm.spine.ring);
+  for (const RankPorts& other : comm.others) {
+    for (const network::ResourceUse& u : link_uses(other, load, side, 0.0)) out.push_back(u);
+  }
   if (load.inter <= 0) return out;
   for (const LeafLoad& leaf : comm.leaves) {
     const double share = load.inter * (spread ? leaf.share.spread : leaf.share.ring);
@@ -227,14 +230,14 @@ std::int32_t StepBuilder::call_of(std::size_t slot, CommKind kind, CollOp op, By
 }
 
 bool StepBuilder::replay(StepBuilder& model) {
-  if (host_share_ != model.host_share_) return false;
+  if (host_share_ != model.host_share_ || !stand_ins_.empty() || !model.stand_ins_.empty()) return false;
   for (std::size_t i = 0; i < kSlots; ++i) {
     const Communicator& mine = slots_[i];
     const Communicator& theirs = model.slots_[i];
     if ((mine.group >= 0) != (theirs.group >= 0)) return false;
     if (mine.group < 0) continue;
     if (mine.stream != theirs.stream || mine.shape != theirs.shape || mine.spine != theirs.spine ||
-        mine.leaves != theirs.leaves)
+        mine.leaves != theirs.leaves || mine.others != theirs.others)
       return false;
     // Calls are told apart by their group: two slots that are one group on one rank share calls.
     for (std::size_t j = 0; j < i; ++j) {
@@ -315,7 +318,37 @@ OpIndex StepBuilder::collective_on(std::size_t slot, CommKind kind, CollOp op, B
   if (kind == CommKind::cp) replayed = state_.captures(workload::Role::attention_core);
   if (kind == CommKind::ep) replayed = state_.captures_layers();
   if (replayed) e.host = BuildState::kReplayed;
-  return append(e, waits);
+  const OpIndex index = append(e, waits);
+  for (const StandIn& stand_in : stand_ins_) {
+    if (stand_in.slot != slot) continue;
+    engine::Op copy = e;
+    copy.stream = stand_in.comm.stream;
+    copy.call = stand_in_call(stand_in, kind, op, size, side);
+    copy.host = state_.host_class(Time::zero());
+    append(copy, waits);
+  }
+  return index;
+}
+
+std::int32_t StepBuilder::stand_in_call(const StandIn& stand_in, CommKind kind, CollOp op, Bytes size, Side side) {
+  auto& calls = rank().calls;
+  const auto [it, inserted] =
+      calls_.try_emplace({op, kind, stand_in.comm.group, size.count()}, static_cast<std::int32_t>(calls.size()));
+  if (!inserted) return it->second;
+  const CollectiveCost& cost = state_.collective({op, size, stand_in.comm.shape, kind}, stand_in.comm.shares);
+  calls.push_back({op, kind, stand_in.comm.group, size, cost.latency, cost.algbw,
+                   link_uses(stand_in.ports, cost.load, side, 0.0), false});
+  origins_.push_back({stand_in.slot, side, cost});
+  return it->second;
+}
+
+void StepBuilder::add_other_links(CommKind kind, const RankPorts& ports) {
+  std::vector<RankPorts>& others = slots_[slot_of(kind)].others;
+  if (std::ranges::find(others, ports) == others.end()) others.push_back(ports);
+}
+
+void StepBuilder::add_stand_in(CommKind kind, const Communicator& comm, const RankPorts& ports) {
+  stand_ins_.push_back({slot_of(kind), comm, ports});
 }
 
 void StepBuilder::launched_from_cpp(OpIndex index) {

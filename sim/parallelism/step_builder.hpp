@@ -46,6 +46,11 @@ struct Communicator {
   // Representative mode under an oversubscribed spine: the loads on every leaf's uplinks that
   // the stage's groups of its kind cross (the rank's own leaf then takes no `spine` share).
   std::vector<LeafLoad> leaves{};
+  // Representative mode: the links of members of the costed group that are placed otherwise
+  // than the rank in another of its communicators (a TP group across two racks whose members
+  // on one rack have other DP groups): the calls load them too, beside the rank's own, so
+  // that a collective runs at the pace of its busiest member's links (see add_stand_in).
+  std::vector<RankPorts> others{};
 };
 
 // The pipeline's point-to-point links of one rank, each a 2-member group of one direction
@@ -114,6 +119,15 @@ class StepBuilder {
   void add_expert_tp(const Communicator& comm) { slots_[kExpertTpSlot] = comm; }
   OpIndex expert_tp_collective(CollOp op, Bytes size, std::uint32_t name, const std::vector<OpIndex>& waits);
   bool has_pp_link(PpLink link) const;
+  // Representative mode: `kind`'s calls also load `ports`, another member's links
+  // (Communicator::others).
+  void add_other_links(CommKind kind, const RankPorts& ports);
+  // Representative mode: a stand-in for the `kind` communicator of members placed otherwise
+  // (Group::stand_in): each call on `kind` is made again on it, over `ports` (those members'
+  // links), with the call's waits. It loads their links beside the calls of the rank's other
+  // communicators that load them too (Communicator::others); nothing waits for it, it takes
+  // no host time, and it slows no compute.
+  void add_stand_in(CommKind kind, const Communicator& comm, const RankPorts& ports);
 
   // A compute op; it also waits for every deferred wait whose rule it meets.
   OpIndex compute(const workload::OpCost& op, Phase phase, const std::string& name,
@@ -214,6 +228,12 @@ class StepBuilder {
     bool host_copy = false;  // a copy over the GPU's PCIe link (host_copy)
   };
 
+  struct StandIn {
+    std::size_t slot = 0;  // the communicator it stands in beside
+    Communicator comm;
+    RankPorts ports;
+  };
+
   bool attaches(const Deferred& d, const workload::OpCost& op) const;
   std::vector<network::ResourceUse> uses(const Communicator& comm, CollOp op, const collectives::LinkLoad& load,
                                          Side side) const;
@@ -221,6 +241,7 @@ class StepBuilder {
   std::vector<network::ResourceUse> host_copy_uses(Side side) const;
   OpIndex append(const engine::Op& op, const std::vector<OpIndex>& waits);
   std::int32_t call_of(std::size_t slot, CommKind kind, CollOp op, Bytes size, Side side);
+  std::int32_t stand_in_call(const StandIn& stand_in, CommKind kind, CollOp op, Bytes size, Side side);
   OpIndex collective_on(std::size_t slot, CommKind kind, CollOp op, Bytes size, std::uint32_t name,
                         const std::vector<OpIndex>& waits, Side side = Side::both);
 
@@ -228,6 +249,7 @@ class StepBuilder {
   std::size_t rank_index_;
   RankPorts ports_;
   std::array<Communicator, kSlots> slots_{};
+  std::vector<StandIn> stand_ins_;
   std::vector<Deferred> deferred_;
   std::vector<OpIndex> waits_;  // the op being appended: its waits, sorted (kept to reuse its memory)
   std::map<CallKey, std::int32_t> calls_;

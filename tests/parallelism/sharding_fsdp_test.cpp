@@ -1,7 +1,9 @@
 // FSDP and HSDP programs: which AllGather each prefetch setting issues before which compute
 // op, the rate limiter's host blocking, resharding, FSDP2's waits, and HSDP's groups.
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -356,4 +358,88 @@ TEST_CASE("under DeepSpeed the FSDP notes say that ZeRO-3 is simulated with FSDP
   CHECK(note.find(caveat) != std::string::npos);
   CHECK(note.find("stage3_prefetch_bucket_size") != std::string::npos);
   CHECK(note.find("reduce_bucket_size") != std::string::npos);
+}
+
+namespace {
+
+// Every collective half over NVLink, half over the NIC, so that its calls load both.
+class SplitCosts final : public stepsim::parallelism::Costs {
+ public:
+  stepsim::Time compute(const stepsim::workload::OpCost&) const override { return stepsim::Time::from_us(1.0); }
+  sp::CollectiveCost collective(const stepsim::collectives::Request&) const override {
+    return {stepsim::Time::from_us(10.0), stepsim::Bandwidth::gbytes_per_s(100.0), {0.5, 0.5}};
+  }
+  stepsim::Time kernel_launch() const override { return stepsim::Time::from_us(5.0); }
+  double comm_slowdown() const override { return 0.1; }
+};
+
+bool loads(const Program& p, const stepsim::engine::CollectiveCall& c, const std::string& resource) {
+  return std::ranges::any_of(c.uses, [&](const auto& u) { return p.resources[u.resource].name == resource; });
+}
+
+}  // namespace
+
+// TP 8 x FSDP 28 on 56 trays of 4 GPUs in NVLink domains of 20: eleven domains and 4 GPUs of a
+// twelfth. TP groups of 8 straddle domains at 20, 60, ..., 220, 4 members on each side; the
+// first of them, ranks 16 to 23, is how representative mode costs its rank's TP communicator.
+// DP groups stride 8: those starting at 4 to 7 end at 220 to 223, alone on the twelfth domain
+// (costed as 28 domains of 1), the rank's DP communicator's cost; those starting at 0 to 3
+// hold 2 or 3 members in each of domains 0 to 10 (costed as 14 domains of 2). Ranks 20 to 23
+// of the TP group are in the former, 16 to 19 in the latter: rank 16 (tray 4, GPU 0, NIC 0)
+// carries its own DP group's collectives, [0, 8, ..., 216], which the rank's TP calls share
+// its NIC with. So the rank's TP calls load tray 4's NIC 0 beside its own (tray 0's), and each
+// of its FSDP calls is made again, with the same waits, on a stand-in group costed as 14
+// domains of 2 over rank 16's links only.
+TEST_CASE("representative mode loads the NIC of a straddling TP group's member whose DP group is placed otherwise") {
+  Scenario s = spt::small_scenario(8, 28, 1);
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nodes = 56;
+  s.cluster.nvlink_domain = 20;
+  s.cluster.inter_node.nics_per_node = 4;
+  s.data_parallel.kind = DpKind::fsdp;
+  const SplitCosts costs;
+  const Program p = sp::build_program(s, spt::small_work(s), costs);
+  std::vector<std::size_t> stand_ins;
+  for (std::size_t g = 0; g < p.groups.size(); ++g)
+    if (p.groups[g].stand_in) stand_ins.push_back(g);
+  REQUIRE(stand_ins.size() == 1);
+  const stepsim::engine::Group& stand_in = p.groups[stand_ins[0]];
+  CHECK(stand_in.kind == CommKind::fsdp);
+  CHECK(stand_in.ranks == "[0, 8, 16, 24, 32, 40, 48, ..., 216]");
+  CHECK(stand_in.nodes == 14);
+  CHECK(stand_in.ranks_per_node == 2);
+  const std::vector<OpIndex> tp = spt::collectives_of(p, CommKind::tp);
+  REQUIRE(!tp.empty());
+  for (const OpIndex o : tp) {
+    const auto& c = call(p, o);
+    CHECK(loads(p, c, "node 0 nic 0 tx"));
+    CHECK(loads(p, c, "node 4 nic 0 tx"));
+    CHECK(loads(p, c, "node 4 nic 0 rx"));
+  }
+  long made = 0, again = 0;
+  const auto& ops = p.ranks[0].ops();
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    if (ops[o].kind != stepsim::engine::OpKind::collective) continue;
+    const auto& c = p.ranks[0].calls[static_cast<std::size_t>(ops[o].call)];
+    if (c.kind != CommKind::fsdp) continue;
+    if (c.group != static_cast<std::int32_t>(stand_ins[0])) {
+      ++made;
+      CHECK(p.groups[static_cast<std::size_t>(c.group)].nodes == 28);
+      continue;
+    }
+    ++again;
+    CHECK(loads(p, c, "node 4 nic 0 tx"));
+    CHECK(!loads(p, c, "node 0 nic 0 tx"));
+    CHECK(!c.slows_compute);
+    const auto& before = p.ranks[0].calls[static_cast<std::size_t>(ops[o - 1].call)];
+    CHECK(before.kind == CommKind::fsdp);
+    CHECK(p.ranks[0].waits_of(static_cast<OpIndex>(o)).size() ==
+          p.ranks[0].waits_of(static_cast<OpIndex>(o - 1)).size());
+  }
+  CHECK(made > 0);
+  CHECK(again == made);
+  // All-ranks mode simulates every member as it is placed: no stand-in.
+  s.simulation.ranks = stepsim::RankMode::all;
+  const Program all = sp::build_program(s, spt::small_work(s), costs);
+  CHECK(std::ranges::none_of(all.groups, [](const stepsim::engine::Group& g) { return g.stand_in; }));
 }
