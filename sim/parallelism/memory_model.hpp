@@ -108,8 +108,9 @@ std::string memory_note(const MemoryEstimate& estimate);
 Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
 
 // What a layer's attention backward holds beside the layer's own activations and its recompute
-// working set: context parallelism's K/V buffers and torchtitan's repeated K/V and their
-// gradients.
+// working set: context parallelism's buffers as each framework's attention backward allocates
+// them (K/V received or gathered, dK/dV sent and accumulated, dQ's accumulator) and torchtitan's
+// repeated K/V and their gradients.
 Bytes attention_backward_buffers(const Scenario& scenario, const workload::ModelWork& work);
 
 // What a zero-bubble weight-gradient (W) pass needs of one micro-batch of `block`, kept

@@ -259,12 +259,13 @@ TEST_CASE("context parallelism's K/V buffers are held during a layer's attention
     return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
   };
   const long long block = 512LL * 2 * 1024 * 2;  // one rank's K and V: 512 tokens, 16 heads of 64, bf16
-  const long long ring = peak(s);                // the block in hand and arriving, dK/dV in hand and in flight
+  const long long queries = block / 2;           // dQ's accumulator: 512 tokens, 16 heads of 64, bf16
+  const long long ring = peak(s);                // Transformer Engine's two p2p_comm_buffers and dq_buffer
   s.context_parallel.comm = stepsim::CpComm::all_gather;
-  const long long gathered = peak(s);  // 4 ranks' K/V gathered and the sequence's dK/dV
-  CHECK(gathered - ring == (2 * 4 - 4) * block);
+  const long long gathered = peak(s);  // the gathered K/V, the sequence's dK/dV, the steps' dK/dV
+  CHECK(gathered - ring == (27 * block / 2 + queries) - (4 * block + queries));
   s.parallel.cp = 1;
   s.context_parallel.comm = stepsim::CpComm::p2p;
   s.model.seq_len /= 4;  // the same tokens on a rank without context parallelism
-  CHECK(ring - peak(s) == 4 * block);
+  CHECK(ring - peak(s) == 4 * block + queries);
 }
