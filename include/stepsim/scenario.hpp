@@ -353,6 +353,10 @@ struct TrainingSpec {
   // does not see (allocator spikes, other processes, the model's own error). 2 GiB: NeMo's
   // Nemotron-4 340B run, which ran on 80 GB H100s, is modelled within 3.1 GiB of capacity.
   Bytes memory_headroom = Bytes(2LL << 30);
+  // PyTorch's caching allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: what it
+  // holds beyond the live tensors at the peak is the pages they leave partly used, not the
+  // reserve fitted to runs without it (parallelism/memory_model).
+  bool expandable_segments = false;
   std::string optimizer = "adam";
   // Precision of the optimizer's moments (Adam m and v, SGD momentum) and of the main
   // gradients micro-batches accumulate into: fp32 (Megatron's and ZeRO's default) or bf16

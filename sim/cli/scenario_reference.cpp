@@ -306,6 +306,11 @@ constexpr KeyDoc kDocs[] = {
      "memory `fits` leaves free beyond the modelled peak in use (allocator reserve, CUDA context and NCCL buffers "
      "included); `sweep`, `--best` and the advice drop what does not fit with it",
      ""},
+    {"training.expandable_segments", "",
+     "PyTorch's caching allocator maps its memory in pages it gives back before an allocation fails: the reserve "
+     "beyond the live tensors is the last 20 MiB page of its large pool and 2 MiB page of its small pool, not the "
+     "5.7 % fitted to runs without it",
+     "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"},
     {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
     {"training.grad_clip", "",
      "clip gradients by their global norm: the optimizer step also reads them for the norm "

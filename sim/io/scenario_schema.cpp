@@ -425,7 +425,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
       field<&TrainingSpec::fusion>("fusion"),
       field<&TrainingSpec::cross_entropy>("cross_entropy"),
       field<&TrainingSpec::grad_clip>("grad_clip"),
-      field<&TrainingSpec::memory_headroom>("memory_headroom")};
+      field<&TrainingSpec::memory_headroom>("memory_headroom"),
+      field<&TrainingSpec::expandable_segments>("expandable_segments")};
   return {fields, ""};
 }
 

@@ -131,10 +131,10 @@ OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
 }
 
 // AllGather of every rank's K/V before attention; in Transformer Engine's backward
-// (AttnFuncWithCPAndKVAllGather), gathered again and the dK/dV reduce-scattered back to their
-// owners after it. Under PyTorch's context_parallel the rank's own block (one cp-th of the
-// work, as load balancing gives every step) runs first, beside the gather, and the rest waits
-// for it (_templated_ring_attention's first step).
+// (AttnFuncWithCPAndKVAllGather), gathered again and the dK and the dV reduce-scattered back to
+// their owners after it, one ReduceScatter each. Under PyTorch's context_parallel the rank's own block (one cp-th of
+// the work, as load balancing gives every step) runs first, beside the gather, and the rest waits for it
+// (_templated_ring_attention's first step).
 OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   const Bytes whole = kv_block_ * cp_;
   const std::uint32_t ag = comm_name(b, CollOp::allgather, whole, site, "attention K/V");
@@ -148,8 +148,14 @@ OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
     op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {gather});
   }
   if (site.cost->pass == workload::Pass::forward) return op;
-  const std::uint32_t rs = comm_name(b, CollOp::reducescatter, whole, site, "attention dK/dV");
-  b.defer_wait(b.collective(CommKind::cp, CollOp::reducescatter, whole, rs, {op}), WaitRule::next_op, site.cost->role);
+  // reduce_scatter_along_first_dim of dK, then of dV: two ReduceScatters of half the whole
+  // sequence's K/V each, one after the other.
+  const Bytes half = Bytes(whole.count() / 2);
+  const OpIndex dk = b.collective(CommKind::cp, CollOp::reducescatter, half,
+                                  comm_name(b, CollOp::reducescatter, half, site, "attention dK"), {op});
+  const OpIndex dv = b.collective(CommKind::cp, CollOp::reducescatter, half,
+                                  comm_name(b, CollOp::reducescatter, half, site, "attention dV"), {dk});
+  b.defer_wait(dv, WaitRule::next_op, site.cost->role);
   return op;
 }
 

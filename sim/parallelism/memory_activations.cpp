@@ -15,6 +15,7 @@
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
+#include "stepsim/framework.hpp"
 #include "workload/layer.hpp"
 #include "workload/shape.hpp"
 
@@ -26,15 +27,42 @@ namespace {
 // the weight gradient.
 bool gathered_input(workload::Role role) { return role == workload::Role::qkv || role == workload::Role::fc1; }
 
-// Context parallelism's K/V buffers during a layer's attention backward, beyond the rank's own
-// K and V (which the layer keeps): around the ring (p2p), the block in hand and the one
-// arriving, and the partial dK/dV in hand and in flight, each of one rank's K/V block
-// (Transformer Engine's AttnFuncWithCPAndKVP2P double-buffers both); gathered (all_gather),
-// the whole sequence's K/V and its dK/dV until they are reduce-scattered.
+// Context parallelism's buffers during a layer's attention backward, beyond the rank's own K and
+// V (which the layer keeps) and the dQ, dK and dV a single GPU's attention kernel returns (the
+// step's attention piece's, which no model of a backward counts). With kv one rank's K/V block
+// (b·s/cp tokens, as the attention takes them) in their precision and q its queries' bytes:
+// - Transformer Engine's ring (AttnFuncWithCPAndKVP2P.backward, bf16/fp16 attention): two
+//   p2p_comm_buffers of twice the block in the K/V's dtype, each the K/V and the partial dK/dV a
+//   step sends or receives in one message (4 kv), and the dQ it accumulates into
+//   (dq_buffer = empty_like(q): q).
+// - Transformer Engine's gather (AttnFuncWithCPAndKVAllGather.backward, sbhd): at its peak,
+//   while the last of the two index_selects that put the whole sequence's dK and dV back in rank
+//   order runs, it holds the gathered K and V reordered (cp kv), the dK and dV of the whole
+//   sequence (cp kv, one of them still before its reorder, cp/2 kv) and reordered (cp kv), the
+//   two steps' dK/dV kept in dk_per_step and dv_per_step ((rank + 1)/2 + (2cp − rank)/2 =
+//   cp + 1/2 kv) and dQ with the two steps' halves of it (2 q): less the kernel's returns (q
+//   and kv), q + (3.5 cp − 0.5) kv.
+// - PyTorch's _templated_ring_attention_backward (torchtitan, convert_to_f32): the dK/dV in
+//   float32 (f = 2 kv a block), three of them from the second step on (the accumulated ones in
+//   hand, the ones sent and the ones arriving), dQ's float32 accumulator (2 q), and the K/V: with
+//   the allgather rotater the gathered sequence (cp kv) and the concatenated copy of the block in
+//   hand (next_kv, kept from the step before at the last step): cp + 1 kv; with alltoall the block
+//   in hand, its concatenated copy being sent and the block arriving (3 kv, each middle step),
+//   at cp 2 the block in hand and the copy the first step sent, still referenced (2 kv).
 Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
   const int cp = std::max(s.parallel.cp, 1);
   if (cp == 1) return Bytes(0);
-  return w.layer.kv_block * (s.context_parallel.comm == CpComm::all_gather ? 2LL * cp : 4LL);
+  const workload::LayerShape shape = workload::layer_shape(s);
+  const Bytes kv = w.layer.kv_block;
+  const bool gather = s.context_parallel.comm == CpComm::all_gather;
+  if (traits_of(s.training.framework).torchtitan_attention) {
+    const Bytes dq_f32 = Bytes(shape.tokens() * shape.q_width() * 4);
+    const long long kv_blocks = gather ? cp + 1LL : (cp >= 3 ? 3LL : 2LL);
+    return w.layer.kv_grad_block_f32 * 3 + kv * kv_blocks + dq_f32;
+  }
+  const Bytes q = Bytes(shape.tokens() * shape.q_width() * shape.act_bytes);
+  if (gather) return q + Bytes((kv.count() * (7LL * cp - 1) + 1) / 2);
+  return q + kv * 4;
 }
 
 // torchtitan's repeat_kv during a layer's attention backward: the attention kernel takes K and

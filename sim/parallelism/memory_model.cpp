@@ -31,7 +31,8 @@
 //   last stage's logits): PipelineStage in PyTorch's stage.py.
 // - PyTorch's caching allocator reserves more than the live tensors at their peak (blocks
 //   split and cached, rounding): kAllocatorReserve of that peak, fitted to published reserved
-//   peaks (docs/validation.md).
+//   peaks (docs/validation.md); under expandable_segments the pages they leave partly used
+//   (allocator_reserve, from the allocator's source).
 // - Outside the allocator: the CUDA context and NCCL's buffers, estimated per communicator.
 #include "parallelism/memory_model.hpp"
 
@@ -305,7 +306,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
-  m.reserve = Bytes(std::llround(m.peak().as_double() * kAllocatorReserve));
+  m.reserve = allocator_reserve(s, m.peak());
   m.runtime = runtime_memory(s, stage);
   return m;
 }
@@ -313,6 +314,11 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
 }  // namespace
 
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
+
+Bytes allocator_reserve(const Scenario& s, Bytes peak) {
+  if (s.training.expandable_segments) return Bytes(kExpandableLargePage + kExpandableSmallPage);
+  return Bytes(std::llround(peak.as_double() * kAllocatorReserve));
+}
 
 bool deepspeed_ipg_buffers(const Scenario& s) {
   const DpKind kind = s.data_parallel.kind;

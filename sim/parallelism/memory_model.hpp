@@ -67,9 +67,25 @@ struct MemoryEstimate {
 };
 
 // Share of the peak of live tensors that the caching allocator holds on top of it at the
-// peak (its reserved peak over its allocated peak, less one): fitted once to torchtitan's Llama 3.1
-// 8B BF16 FSDP run on 8 GPUs (docs/validation.md).
+// peak (its reserved peak over its allocated peak, less one), without expandable segments:
+// fitted once to torchtitan's Llama 3.1 8B BF16 FSDP run on 8 GPUs (docs/validation.md).
 inline constexpr double kAllocatorReserve = 0.057;
+
+// Under expandable_segments:True (training.expandable_segments) PyTorch's CUDACachingAllocator
+// keeps one segment per pool that it maps in pages, 20 MiB in its large pool (kLargeBuffer) and
+// 2 MiB in its small pool (kSmallBuffer); it splits a block down to the request rounded to 512
+// bytes (should_split), maps only the pages a request lacks at the segment's end
+// (try_allocate_expandable_block), and before an allocation fails unmaps every whole free page
+// (release_cached_blocks, unmap_block) and retries. So at a peak that presses on the GPU's
+// memory what it holds beyond the live tensors is what pages they leave partly used: at most a
+// page of each pool at its segment's end. That is the reserve counted: 22 MiB. Left out: a
+// partly used page at the ends of a free gap between live blocks, and where memory is ample the
+// free pages it keeps mapped (its reserved peak then above this).
+inline constexpr long long kExpandableLargePage = 20LL << 20;
+inline constexpr long long kExpandableSmallPage = 2LL << 20;
+
+// What the caching allocator holds beyond the live tensors at a peak of `peak` live bytes.
+Bytes allocator_reserve(const Scenario& scenario, Bytes peak);
 
 // The analytic model of `scenario` whose per-micro-batch work is `work`.
 MemoryEstimate estimate_memory(const Scenario& scenario, const workload::ModelWork& work);
@@ -92,8 +108,9 @@ std::string memory_note(const MemoryEstimate& estimate);
 Bytes layer_working_set(const Scenario& scenario, const workload::ModelWork& work, int layer);
 
 // What a layer's attention backward holds beside the layer's own activations and its recompute
-// working set: context parallelism's K/V buffers and torchtitan's repeated K/V and their
-// gradients.
+// working set: context parallelism's buffers as each framework's attention backward allocates
+// them (K/V received or gathered, dK/dV sent and accumulated, dQ's accumulator) and torchtitan's
+// repeated K/V and their gradients.
 Bytes attention_backward_buffers(const Scenario& scenario, const workload::ModelWork& work);
 
 // What a zero-bubble weight-gradient (W) pass needs of one micro-batch of `block`, kept

@@ -183,17 +183,32 @@ TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way 
   }
 }
 
-TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK/dV after its backward") {
+// Transformer Engine's AttnFuncWithCPAndKVAllGather.backward ends with
+// reduce_scatter_along_first_dim(dk) and then reduce_scatter_along_first_dim(dv): two
+// ReduceScatters of the whole sequence's dK and dV, each half of the gathered K/V: at CP 2
+// (1,024 tokens a rank) one rank's K/V block, 1,024 · 2 · 1024 · 2 bytes; the dV's after the
+// dK's.
+TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK, then dV, after its backward") {
   stepsim::Scenario s = cp_scenario(2);
   s.context_parallel.comm = stepsim::CpComm::all_gather;
   const Built b = work_and_program(s);
-  const long long whole = b.work.layer.kv_block.count() * 2;
+  const long long block = b.work.layer.kv_block.count();
+  CHECK(block == 1024LL * 2 * 1024 * 2);
+  const long long whole = block * 2;
   const auto gathers = cp_calls(b.program, "L0 attention K/V,");
-  const auto scatters = cp_calls(b.program, "L0 attention dK/dV,");
   REQUIRE(gathers.size() == 2);
   CHECK(gathers[0] == std::pair{CollOp::allgather, whole});
-  REQUIRE(scatters.size() == 1);
-  CHECK(scatters[0] == std::pair{CollOp::reducescatter, whole});
+  CHECK(cp_calls(b.program, "L0 attention dK/dV,").empty());
+  const auto dk = cp_calls(b.program, "L0 attention dK,");
+  const auto dv = cp_calls(b.program, "L0 attention dV,");
+  REQUIRE(dk.size() == 1);
+  REQUIRE(dv.size() == 1);
+  CHECK(dk[0] == std::pair{CollOp::reducescatter, 1024LL * 1024 * 2 * 2});
+  CHECK(dv[0] == dk[0]);
+  const long dk_op = last_cp(b.program, "L0 attention dK,");
+  const long dv_op = last_cp(b.program, "L0 attention dV,");
+  CHECK(dv_op > dk_op);
+  CHECK(waits_for(b.program, dv_op, dk_op));
 }
 
 TEST_CASE("gradients of CP ranks are reduced over the dp·cp group and CP sits between TP and DP") {
@@ -244,12 +259,13 @@ TEST_CASE("context parallelism's K/V buffers are held during a layer's attention
     return sp::estimate_memory(sc, stepsim::workload::build_work(sc)).stages.front().activations.count();
   };
   const long long block = 512LL * 2 * 1024 * 2;  // one rank's K and V: 512 tokens, 16 heads of 64, bf16
-  const long long ring = peak(s);                // the block in hand and arriving, dK/dV in hand and in flight
+  const long long queries = block / 2;           // dQ's accumulator: 512 tokens, 16 heads of 64, bf16
+  const long long ring = peak(s);                // Transformer Engine's two p2p_comm_buffers and dq_buffer
   s.context_parallel.comm = stepsim::CpComm::all_gather;
-  const long long gathered = peak(s);  // 4 ranks' K/V gathered and the sequence's dK/dV
-  CHECK(gathered - ring == (2 * 4 - 4) * block);
+  const long long gathered = peak(s);  // the gathered K/V, the sequence's dK/dV, the steps' dK/dV
+  CHECK(gathered - ring == (27 * block / 2 + queries) - (4 * block + queries));
   s.parallel.cp = 1;
   s.context_parallel.comm = stepsim::CpComm::p2p;
   s.model.seq_len /= 4;  // the same tokens on a rank without context parallelism
-  CHECK(ring - peak(s) == 4 * block);
+  CHECK(ring - peak(s) == 4 * block + queries);
 }

@@ -210,6 +210,7 @@ const std::vector<Row>& rows() {
       {"training.cross_entropy", Expect::changes, "unfused"},
       {"training.grad_clip", Expect::changes, "false"},
       {"training.memory_headroom", Expect::changes, "\"79 GiB\""},
+      {"training.expandable_segments", Expect::changes, "true"},
       {"training.optimizer", Expect::changes, "sgd"},
       {"training.optimizer_state", Expect::changes, "bf16"},
       {"training.main_grad", Expect::changes, "bf16"},
@@ -267,7 +268,8 @@ std::vector<double> signature(const stepsim::SimulationResult& r) {
   std::vector<double> out{
       p.step_time_s,          p.memory_bytes.peak,      p.memory_bytes.params,
       p.memory_bytes.grads,   p.memory_bytes.optimizer, p.memory_bytes.activations,
-      p.memory_bytes.buffers, p.memory_bytes.capacity,  static_cast<double>(r.timeline.ranks.size())};
+      p.memory_bytes.buffers, p.memory_bytes.capacity,  static_cast<double>(r.timeline.ranks.size()),
+      p.memory_bytes.reserved};
   out.push_back(p.memory_bytes.fits ? 1.0 : 0.0);
   out.push_back(p.cost.energy_per_step_j);
   out.push_back(p.cost.cost_per_step);

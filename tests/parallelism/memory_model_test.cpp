@@ -639,8 +639,9 @@ std::int64_t first_stage_activations(const stepsim::Scenario& s) {
 // The counter holds the attention backward's buffers from the backward op before the attention's
 // to the attention's last piece. The small model (s 2048, h 1024, 16 heads of 64, TP 1) at CP 4
 // over two stages under full recompute: one rank's K/V block is 512 tokens · 2 · 1024 · 2 bytes
-// = 2,097,152; gathered (all_gather) the attention backward holds 2 · 4 blocks, around the
-// ring (p2p) 4, so the first stage's counter peaks 4 blocks, 8,388,608 bytes, higher gathered.
+// = 2,097,152 and its queries half that; gathered (all_gather) the attention backward holds
+// 13.5 blocks and the queries, around the ring (p2p) 4 and the queries (the test above), so the
+// first stage's counter peaks 9.5 blocks, 19,922,944 bytes, higher gathered.
 // torchtitan eager without recompute, 4 K/V heads: dK and dV 2 · 2048 · (16 − 4) · 64 · 2 =
 // 6,291,456 bytes wider than the K/V heads during the attention backward.
 TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers") {
@@ -653,7 +654,7 @@ TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers
   s.context_parallel.comm = stepsim::CpComm::all_gather;
   const std::int64_t gathered = counter_activations(s)[0];
   CHECK(gathered == first_stage_activations(s));
-  CHECK(gathered - ring == 4 * 512LL * 2 * 1024 * 2);
+  CHECK(gathered - ring == 19 * 512LL * 2 * 1024 * 2 / 2);
 
   auto eager = sp::test::small_scenario(1, 2, 1);
   eager.parallel.pp = 2;
@@ -665,6 +666,43 @@ TEST_CASE("the trace's memory counter holds the attention backward's K/V buffers
   const std::int64_t gqa = counter_activations(eager)[0];
   CHECK(gqa == first_stage_activations(eager));
   CHECK(gqa - mha == 2LL * 2048 * (16 - 4) * 64 * 2);
+}
+
+// Context parallelism's attention backward buffers, counted by hand from each framework's
+// source. The small model (s 2048, h 1024, 16 heads of 64, TP 1, micro-batch 1) at CP 4: a rank
+// has 512 tokens, its K/V block kv = 512 · 2 · 1024 · 2 = 2,097,152 bytes and its queries
+// q = 512 · 1024 · 2 = 1,048,576.
+// - Transformer Engine's ring: two p2p_comm_buffers of torch.empty((2, *kv.shape)) in the K/V's
+//   dtype (4 kv) and dq_buffer = torch.empty_like(q): 9,437,184.
+// - Transformer Engine's gather, at the second index_select of the reordered dK/dV: k_ag and v_ag
+//   (cp kv = 8,388,608), the reordered dK (cp/2 kv), dV before and after its reorder (cp kv), the
+//   steps' dk_per_step and dv_per_step ((rank + 1)/2 + (2 cp − rank)/2 = 4.5 kv), dq and
+//   dq_per_step's halves (2 q), less a kernel's own dQ, dK and dV (q + kv): q + 13.5 kv =
+//   29,360,128.
+// - PyTorch's ring backward (torchtitan, no repeated heads here): the float32 dK/dV,
+//   512 · 2 · 1024 · 4 = 4,194,304 bytes, three at once (12,582,912), the float32 dQ
+//   (2,097,152), and the K/V: allgather the gathered 4 blocks and next_kv's copy (5 kv =
+//   10,485,760), 25,165,824 in all; alltoall the block in hand, next_kv and the one arriving
+//   (3 kv), 20,971,520. At CP 2 (1,024 tokens, kv 4,194,304) alltoall holds 2 kv at most, the
+//   copy the first step sent still referenced at the second: 3 · 8,388,608 + 2 · 4,194,304 +
+//   4,194,304 = 37,748,736.
+TEST_CASE("context parallelism's attention backward holds each framework's buffers") {
+  auto s = sp::test::small_scenario(1, 1, 1);
+  s.parallel.cp = 4;
+  const auto buffers = [](const stepsim::Scenario& sc) {
+    return sp::attention_backward_buffers(sc, stepsim::workload::build_work(sc)).count();
+  };
+  CHECK(buffers(s) == 9'437'184);
+  s.context_parallel.comm = stepsim::CpComm::all_gather;
+  CHECK(buffers(s) == 29'360'128);
+
+  auto titan = s;
+  titan.training.framework = stepsim::Framework::torchtitan;
+  CHECK(buffers(titan) == 25'165'824);
+  titan.context_parallel.comm = stepsim::CpComm::p2p;
+  CHECK(buffers(titan) == 20'971'520);
+  titan.parallel.cp = 2;
+  CHECK(buffers(titan) == 37'748'736);
 }
 
 // Megatron-Core's output layer is a ColumnParallelLinear whose
@@ -863,4 +901,21 @@ TEST_CASE("every communicator the program gives a rank counts NCCL's buffers") {
   tied.model.tied_embeddings = true;
   tied.parallel.pp = 2;
   CHECK(runtime_gib_quarters(tied) == std::vector<std::int64_t>{5, 5});
+}
+
+// The caching allocator's reserve: without expandable segments 5.7 % of the live tensors' peak
+// (the fitted factor); under expandable_segments:True the pages at the end of its two pools'
+// segments, kLargeBuffer's 20 MiB and kSmallBuffer's 2 MiB: 23,068,672 bytes, whatever the
+// peak. Four layers of 1M parameters, a 0.5M embedding and a 0.25M head under DDP: 4.75M
+// parameters at 2 + 4 + 12 bytes, 85,500,000 bytes of states (no activations in this work).
+TEST_CASE("under expandable segments the allocator holds a page of each pool beyond the live tensors") {
+  auto s = states_scenario(DpKind::ddp, 1);
+  const sp::StageMemory fitted = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(fitted.peak().count() == 85'500'000);
+  CHECK(fitted.reserve.count() == 4'873'500);  // 0.057 · 85,500,000
+  s.training.expandable_segments = true;
+  const sp::StageMemory paged = sp::estimate_memory(s, states_work()).stages.front();
+  CHECK(paged.peak().count() == 85'500'000);
+  CHECK(paged.reserve.count() == 23'068'672);
+  CHECK(paged.reserved().count() == 85'500'000 + 23'068'672);
 }
