@@ -356,10 +356,11 @@ constexpr KeyDoc kDocs[] = {
      "`zero_optimization.reduce_bucket_size`"},
     {"data_parallel.overlap_grad_reduce", "",
      "ddp, zero1, zero2: reduce gradient buckets during the backward; false: one reduction of all gradients after "
-     "the backward (zero2: after each micro-batch's, on the compute stream; the bucket size then sets only its memory, "
-     "one bucket held unsharded). Under framework deepspeed it defaults to false with zero1 and zero2 (DeepSpeed's "
-     "`overlap_comm` is on by default for ZeRO stage 3 only), and with pp > 1 it is false whatever it "
-     "says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
+     "the backward (zero2: each bucket still as the backward fills it, but on the compute stream, the backward "
+     "waiting for it, one bucket held unsharded). Under framework deepspeed it defaults to false with ddp (ZeRO "
+     "stage 0: the engine all-reduces every gradient after the backward, in buffers of 5e8 elements), zero1 and "
+     "zero2 (DeepSpeed's `overlap_comm` is on by default for ZeRO stage 3 only), and with pp > 1 it is false "
+     "whatever it says (the notes say so): DeepSpeed's pipeline engine reduces after the whole schedule",
      "Megatron `--overlap-grad-reduce`; DeepSpeed `overlap_comm`; for DDP, false stands for `no_sync()` until the "
      "last micro-batch and one flat AllReduce after it"},
     {"data_parallel.gradient_as_bucket_view", "",

@@ -1251,12 +1251,16 @@ bool main_grad_is_reduced_buffer(const Scenario& s) {
 // DeepSpeed's ZeRO stages 1 and 2 overlap the gradient reduction with the backward only when
 // the configuration asks (zero_optimization.overlap_comm defaults to stage == 3:
 // deepspeed/runtime/zero/config.py, overlap_comm_valid), so under training.framework deepspeed
-// zero1 and zero2 leave overlap_grad_reduce off unless the scenario gives it. Its pipeline
-// engine turns it off anyway (resolve_pipeline_engine).
+// zero1 and zero2 leave overlap_grad_reduce off unless the scenario gives it. At ZeRO stage 0
+// (ddp) its engine reduces nothing during the backward: _backward_epilogue calls
+// allreduce_gradients once the backward is done, which at the accumulation boundary alone
+// all-reduces every gradient in buffers of MEMORY_OPT_ALLREDUCE_SIZE (5e8) elements
+// (deepspeed/runtime/engine.py, buffered_allreduce_fallback), so ddp leaves it off too. Its
+// pipeline engine turns it off anyway (resolve_pipeline_engine).
 void resolve_deepspeed_overlap(Scenario& s) {
   DataParallelSpec& d = s.data_parallel;
   if (s.training.framework != Framework::deepspeed || d.overlap_grad_reduce_given) return;
-  if (d.kind == DpKind::zero1 || d.kind == DpKind::zero2) d.overlap_grad_reduce = false;
+  if (d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) d.overlap_grad_reduce = false;
 }
 
 // DeepSpeed's pipeline engine (PipelineEngine, pp > 1) runs its 1F1B TrainSchedule only, and

@@ -17,7 +17,6 @@ BucketSync::BucketSync(BucketLayout layout, bool overlap, CollOp op, bool expert
   for (std::size_t k = 0; k < layout_.buckets.size(); ++k) {
     for (int t : layout_.buckets[k].tensors) bucket_of_[static_cast<std::size_t>(t)] = static_cast<int>(k);
     missing_.push_back(static_cast<int>(layout_.buckets[k].tensors.size()));
-    still_missing_ += missing_.back();
   }
   producer_.assign(layout_.buckets.size(), 0);
   for (std::size_t t = 0; t < layout_.tensors.size(); ++t) {
@@ -32,14 +31,7 @@ void BucketSync::produced(int tensor, OpIndex op) {
   done_[t] = true;
   const auto k = static_cast<std::size_t>(bucket_of_[t]);
   --missing_[k];
-  --still_missing_;
   producer_[k] = std::max(producer_[k], op);
-  last_producer_ = std::max(last_producer_, op);
-}
-
-void BucketSync::launch_rest_when_produced(StepBuilder& b, const std::vector<OpIndex>& waits) {
-  if (still_missing_ > 0) return;
-  while (next_ < layout_.buckets.size()) launch(b, waits);
 }
 
 void BucketSync::run_reducer(int grad_bytes, bool copy_back) {

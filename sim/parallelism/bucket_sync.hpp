@@ -40,11 +40,6 @@ class BucketSync {
   const std::vector<OpIndex>& launched() const { return launched_; }
   const BucketLayout& layout() const { return layout_; }
   bool all_launched() const { return next_ == layout_.buckets.size(); }
-  // Once every gradient exists (each op producing one seen), launches the buckets not
-  // launched yet, each waiting for `waits`: the reduction of one whole backward after it.
-  void launch_rest_when_produced(StepBuilder& b, const std::vector<OpIndex>& waits);
-  // The op that produced the last gradient seen.
-  OpIndex last_producer() const { return last_producer_; }
 
  private:
   void produced(int tensor, OpIndex op);
@@ -63,8 +58,6 @@ class BucketSync {
   std::vector<OpIndex> producer_;  // per bucket: the op producing its last gradient
   std::map<std::pair<int, workload::Role>, std::vector<int>> tensors_at_;  // by (block, role)
   std::size_t next_ = 0;                                                   // next bucket to launch
-  int still_missing_ = 0;                                                  // gradients not produced yet
-  OpIndex last_producer_ = 0;
   std::vector<OpIndex> launched_;
   int reducer_bytes_ = 0;  // run_reducer's bytes per gradient element; 0: no reducer kernels
   bool copy_back_ = false;
@@ -105,14 +98,6 @@ class GradientSync {
   }
   const BucketLayout& layout() const { return dense_.layout(); }
   bool all_launched() const { return dense_.all_launched() && (!experts_ || experts_->all_launched()); }
-  // Without overlap, one micro-batch's reduction: once its last gradient exists, every bucket
-  // (dense and expert) waits for the op that produced it.
-  void launch_rest_when_produced(StepBuilder& b) {
-    OpIndex last = dense_.last_producer();
-    if (experts_) last = std::max(last, experts_->last_producer());
-    dense_.launch_rest_when_produced(b, {last});
-    if (experts_) experts_->launch_rest_when_produced(b, {last});
-  }
   // The expert gradients' layout; nullptr without expert buckets.
   const BucketLayout* expert_layout() const { return experts_ ? &experts_->layout() : nullptr; }
 

@@ -84,7 +84,7 @@ class Zero final : public DataParallel {
 
 Zero::Zero(const Scenario& s)
     : reduction_(bucket_reduction(s)),
-      sync_(deepspeed_pipeline_engine(s) ? deepspeed_pipeline_layout(s) : megatron_bucket_layout(s),
+      sync_(deepspeed_pipeline_engine(s) ? deepspeed_engine_layout(s) : megatron_bucket_layout(s),
             s.data_parallel.overlap_grad_reduce, reduction_),
       every_micro_batch_(s.data_parallel.kind == DpKind::zero2),
       overlap_(s.data_parallel.overlap_grad_reduce),
@@ -124,12 +124,14 @@ void Zero::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   // A backward op after the micro-batch's last gradient (an input gradient) has nothing to add.
   if (retired_.count(site.micro_batch) != 0) return;
   GradientSync& sync = micro_batch_sync(site.micro_batch);
+  const std::size_t before = sync.launched().size();
   sync.after_backward_op(b, site, op);
   if (!overlap_) {
-    // Without overlap_comm DeepSpeed reduces on the compute stream: what follows waits.
-    sync.launch_rest_when_produced(b);
-    if (sync.all_launched())
-      for (OpIndex c : sync.launched()) b.defer_wait(c, WaitRule::next_op, workload::Role::embedding);
+    // Without overlap_comm DeepSpeed's hook reduces each bucket as it fills, on the compute
+    // stream (stage_1_and_2.py, average_tensor: the current stream): the backward waits for it.
+    const std::vector<OpIndex> launched = sync.launched();
+    for (std::size_t i = before; i < launched.size(); ++i)
+      b.defer_wait(launched[i], WaitRule::next_op, workload::Role::embedding);
   }
   if (sync.all_launched()) retire(site.micro_batch);
 }
@@ -140,16 +142,23 @@ void Zero::end_backward(StepBuilder& b) {
     return;
   }
   while (!in_flight_.empty()) {
-    in_flight_.begin()->second.end_backward(b);
+    GradientSync& sync = in_flight_.begin()->second;
+    const std::size_t before = sync.launched().size();
+    sync.end_backward(b);
+    const std::vector<OpIndex> launched = sync.launched();
+    for (std::size_t i = before; i < launched.size() && !overlap_; ++i)
+      b.defer_wait(launched[i], WaitRule::next_op, workload::Role::embedding);
     retire(in_flight_.begin()->first);
   }
 }
 
+// Each bucket is launched once its gradients exist, with overlap_comm or without (which only
+// makes the backward wait for it: after_backward_op).
 GradientSync& Zero::micro_batch_sync(int micro_batch) {
   auto it = in_flight_.find(micro_batch);
   if (it != in_flight_.end()) return it->second;
-  GradientSync sync(sync_.layout(), overlap_, reduction_);
-  if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, overlap_, reduction_);
+  GradientSync sync(sync_.layout(), true, reduction_);
+  if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, true, reduction_);
   if (copy_bytes_ > 0) sync.copy_into_buckets(copy_bytes_);
   return in_flight_.emplace(micro_batch, std::move(sync)).first->second;
 }
@@ -227,7 +236,7 @@ std::string zero_notes(const Scenario& s) {
         "ZeRO-1 under DeepSpeed's pipeline engine: each stage's gradients all-reduced after the whole schedule in "
         "buffers of 500 M elements ({} on stage 0), Adam on 1/{} of stage 0's {} M parameters, parameters "
         "all-gathered after the optimizer step",
-        deepspeed_pipeline_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
+        deepspeed_engine_layout(first).buckets.size(), s.parallel.dp, elements / 1'000'000);
   }
   const std::string size = megatron_bucket_text(s);
   const bool zero2 = s.data_parallel.kind == DpKind::zero2;
@@ -236,9 +245,8 @@ std::string zero_notes(const Scenario& s) {
   // would take it past that size (chunked_layout); DeepSpeed with pp > 1 returned above.
   const std::string buckets = s.parallel.pp > 1 ? fmt::format("{} gradient buckets of at least {} on stage 0 ({})",
                                                               megatron_bucket_layout(first).buckets.size(), size,
-                                                              zero2 && s.data_parallel.overlap_grad_reduce
-                                                                  ? "every stage and model chunk split alike"
-                                                                  : "each later stage and model chunk one bucket")
+                                                              zero2 ? "every stage and model chunk split alike"
+                                                                    : "each later stage and model chunk one bucket")
                                                 : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
                                                               deepspeed ? "at most" : "at least", size);
   return fmt::format(
@@ -248,7 +256,9 @@ std::string zero_notes(const Scenario& s) {
       deepspeed ? "all-reduced (each rank keeps its partition's slices)" : "reduce-scattered",
       zero2 ? fmt::format("in every micro-batch's backward ({} a step: gradients sharded, as DeepSpeed's ZeRO-2{})",
                           s.training.micro_batches(s.parallel.dp),
-                          s.data_parallel.overlap_grad_reduce ? "" : ", on the compute stream without overlap")
+                          s.data_parallel.overlap_grad_reduce
+                              ? ""
+                              : ", each on the compute stream as it fills without overlap, the backward waiting")
             : "in the last micro-batch",
       s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000,
       s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step");

@@ -207,8 +207,10 @@ BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Byt
 // Megatron-Core's DDP does not run, fills and reduces its buckets on every stage and in every
 // chunk, as DeepSpeed's ZeRO-2 fills its ipg buffer (stage_1_and_2.py: the gradient hook
 // reduces the bucket whenever the next gradient would take it past reduce_bucket_size,
-// whatever the stage). Without overlap_grad_reduce every chunk is one bucket. Buckets follow
-// reverse registration order, which visits the chunks from the last to the first.
+// whatever the stage, with overlap_comm or without: overlap_comm only picks the stream the
+// reduction runs on and a second buffer). Without overlap_grad_reduce zero1's and ddp's chunks
+// are each one bucket. Buckets follow reverse registration order, which visits the chunks from
+// the last to the first.
 BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bool experts) {
   const ParallelSpec& p = scenario.parallel;
   BucketLayout layout;
@@ -250,7 +252,7 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
   const bool at_most = scenario.training.framework == Framework::deepspeed;
   const bool every_chunk = scenario.data_parallel.kind == DpKind::zero2;
   for (int c : by_position) {
-    const bool bucketed = overlap && (every_chunk || (c == 0 && p.stage <= 0));
+    const bool bucketed = every_chunk || (overlap && c == 0 && p.stage <= 0);
     const Bytes chunk_cap = bucketed ? cap : kUnbounded;
     for (Bucket& b :
          assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap, at_most))
@@ -264,6 +266,8 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
 BucketLayout bucket_layout(const Scenario& scenario) {
   if (megatron_buckets(DpKind::ddp, scenario.training.framework)) return megatron_bucket_layout(scenario);
   const DataParallelSpec& dp = scenario.data_parallel;
+  if (!dp.overlap_grad_reduce && scenario.training.framework == Framework::deepspeed)
+    return deepspeed_engine_layout(scenario);
   if (!dp.overlap_grad_reduce) return reverse_order_layout(scenario, kUnbounded, kUnbounded);
   return reverse_order_layout(scenario, Bytes::mib(dp.first_bucket_mb), Bytes::mib(dp.bucket_cap_mb));
 }
@@ -272,7 +276,7 @@ BucketLayout megatron_bucket_layout(const Scenario& scenario) {
   return chunked_layout(scenario, megatron_bucket_elements(scenario), false);
 }
 
-BucketLayout deepspeed_pipeline_layout(const Scenario& scenario) {
+BucketLayout deepspeed_engine_layout(const Scenario& scenario) {
   const Bytes buffer{500'000'000LL * element_bytes(scenario.data_parallel.grad_reduce_dtype)};
   return reverse_order_layout(scenario, buffer, buffer);
 }

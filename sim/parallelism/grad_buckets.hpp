@@ -48,20 +48,22 @@ struct BucketLayout {
 
 // DDP's buckets for `scenario` (data_parallel.bucket_cap_mb, first_bucket_mb,
 // grad_reduce_dtype), for the program and for the report notes; where the DDP is
-// Megatron-Core's (training.framework megatron or nemo), megatron_bucket_layout.
+// Megatron-Core's (training.framework megatron or nemo), megatron_bucket_layout; DeepSpeed's
+// ZeRO stage 0 without overlap_grad_reduce (its default), deepspeed_engine_layout.
 BucketLayout bucket_layout(const Scenario& scenario);
 
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): megatron_bucket_elements
 // parameters each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
 // every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
 // zero2 (DeepSpeed's ZeRO-2, which Megatron-Core's DDP does not run) splits every chunk of every
-// stage alike.
+// stage alike, with overlap_grad_reduce or without.
 BucketLayout megatron_bucket_layout(const Scenario& scenario);
 
-// DeepSpeed's pipeline engine: after the whole schedule every gradient of the stage is
-// all-reduced in buffers of 5e8 elements (MEMORY_OPT_ALLREDUCE_SIZE), in reverse registration
-// order.
-BucketLayout deepspeed_pipeline_layout(const Scenario& scenario);
+// DeepSpeed's engine's own reduction (engine.py, allreduce_gradients: buffered_allreduce_fallback):
+// every gradient all-reduced in buffers of 5e8 elements (MEMORY_OPT_ALLREDUCE_SIZE), in reverse
+// registration order; its pipeline engine's after the whole schedule, and ZeRO stage 0's (ddp
+// without overlap_grad_reduce) after the backward of the last micro-batch.
+BucketLayout deepspeed_engine_layout(const Scenario& scenario);
 
 // DeepSpeed ZeRO's reduce_bucket_size by default: the elements of gradient one reduction of
 // stage 1 or 2 takes.

@@ -231,10 +231,9 @@ long long two_in_flight(const BucketLayout& layout) {
 // least their size, so the LM head alone can be one; the routed experts' own over their group,
 // filled beside the dense ones; every stage and model chunk split alike, as DeepSpeed's ZeRO-2
 // fills its ipg buffer), two at a time: the one filling and the one before it in its
-// ReduceScatter. Without overlap_grad_reduce one: the program reduces each micro-batch's
-// gradients in one collective, but DeepSpeed's hook still reduces its one buffer whenever the
-// next gradient would overfill it (overlap_comm only picks the stream and the second buffer),
-// so no more than a bucket is ever held unsharded.
+// ReduceScatter. Without overlap_grad_reduce one: DeepSpeed's hook reduces its one buffer
+// whenever the next gradient would overfill it, on the compute stream, which waits for it
+// (overlap_comm only picks the stream and the second buffer), and so does the program.
 Bytes zero2_buckets(const Scenario& s, int stage, int grad_bytes) {
   Scenario stage_s = gradient_scenario(s);
   if (s.parallel.pp > 1) stage_s.parallel.stage = stage;

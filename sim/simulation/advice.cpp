@@ -110,9 +110,11 @@ std::string cause_of(const Scenario& s, CommKind kind) {
 void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const DataParallelSpec& d = s.data_parallel;
   if (s.parallel.dp <= 1) return;
-  // DeepSpeed's pipeline engine reduces after the schedule, in buffers of its own: neither the
-  // overlap nor a bucket size is the scenario's to choose there.
-  const bool engine = deepspeed_pipeline_engine(s);
+  // DeepSpeed's pipeline engine reduces after the schedule, and its engine at ZeRO stage 0
+  // (ddp) after the backward, in buffers of its own: neither the overlap nor a bucket size is
+  // the scenario's to choose there.
+  const bool engine =
+      deepspeed_pipeline_engine(s) || (s.training.framework == Framework::deepspeed && d.kind == DpKind::ddp);
   const bool pytorch_buckets = d.kind == DpKind::ddp && !megatron_buckets(d.kind, s.training.framework);
   if (!engine && (d.kind == DpKind::ddp || d.kind == DpKind::zero1 || d.kind == DpKind::zero2) &&
       !d.overlap_grad_reduce) {

@@ -412,7 +412,13 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as "
           "Megatron-Core's DDP without --overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by "
           "default max(4e7, 1e6·dp) parameters) does not apply");
-    if (d.kind == DpKind::ddp && !megatron)
+    const bool deepspeed = scenario.training.framework == Framework::deepspeed;
+    if (d.kind == DpKind::ddp && deepspeed)
+      inputs.notes.push_back(
+          "overlap_grad_reduce=false: every gradient is all-reduced after the last micro-batch's backward in buffers "
+          "of 5e8 elements (DeepSpeed's engine at ZeRO stage 0: allreduce_gradients after the backward, its "
+          "default), so no bucket size applies");
+    if (d.kind == DpKind::ddp && !megatron && !deepspeed)
       inputs.notes.push_back(fmt::format(
           "overlap_grad_reduce=false: every gradient is reduced in one AllReduce after the backward (as DDP under "
           "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) and "
@@ -420,7 +426,6 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           d.bucket_cap_mb, d.first_bucket_mb));
     // DeepSpeed all-reduces its buckets (stage_1_and_2.py), one after another on the compute
     // stream without overlap_comm: about one collective's time for all of them.
-    const bool deepspeed = scenario.training.framework == Framework::deepspeed;
     const char* reduced = deepspeed ? "all-reduced" : "reduce-scattered";
     const char* size = deepspeed ? "by default reduce_bucket_size's 5e8" : "by default max(4e7, 1e6·dp)";
     if (d.kind == DpKind::zero1)
@@ -433,10 +438,10 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           size));
     if (d.kind == DpKind::zero2)
       inputs.notes.push_back(fmt::format(
-          "overlap_grad_reduce=false: each micro-batch's gradients are {} in one collective after its backward, on "
-          "the compute stream (as DeepSpeed's ZeRO-2 without overlap_comm), so the bucket size "
-          "(data_parallel.bucket_parameters, {} parameters) does not apply",
-          reduced, size));
+          "overlap_grad_reduce=false: each micro-batch's gradient buckets (data_parallel.bucket_parameters, {} "
+          "parameters) are {} as its backward fills them, on the compute stream, the backward waiting for each (as "
+          "DeepSpeed's ZeRO-2 without overlap_comm)",
+          size, reduced));
   }
   inputs.notes.push_back(framework_note(scenario.training, gpu.kernel_launch(),
                                         costs.dispatch().value_or(traits_of(scenario.training.framework).dispatch),

@@ -21,7 +21,13 @@ constexpr long long kMaxMicroBatch = 8;
 constexpr int kMaxVirtualStages = 8;
 constexpr int kMaxContextParallel = 8;
 const std::vector<std::string> kBuckets = {"25", "100"};  // MiB: PyTorch's default and a large one
-const std::vector<std::string> kDpKinds = {"ddp", "zero1", "fsdp"};
+const std::vector<std::string> kDpKinds = {"ddp", "zero1", "zero2", "fsdp"};
+
+// Whether a layout of `pp` stages runs data-parallel kind `kind` (io/validate.cpp,
+// resolve_pipeline_engine: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only).
+bool runs_kind_at(const std::string& kind, Framework framework, int pp) {
+  return !deepspeed_pipeline_engine(framework, pp) || kind.empty() || kind == "ddp" || kind == "zero1";
+}
 
 std::vector<int> divisors(long long n, long long limit) {
   std::vector<int> out;
@@ -158,7 +164,7 @@ std::vector<std::string> kind_defaults(const SweepSpec& spec, const Scenario& ba
 // zero-bubble and DualPipe schedules refuse some kinds). When none loads, all of them, to be
 // refused with a reason.
 std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& base) {
-  // The searched kinds, and the scenario's own (HSDP, ZeRO-2) beside them.
+  // The searched kinds, and the scenario's own (HSDP) beside them.
   std::vector<std::string> universe = kDpKinds;
   if (std::ranges::find(universe, to_string(base.data_parallel.kind)) == universe.end())
     universe.emplace_back(to_string(base.data_parallel.kind));
@@ -179,16 +185,19 @@ std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& b
   return out.empty() ? universe : out;
 }
 
-// The first stage's data-parallel kinds: the distributed optimizer (ZeRO-1) everywhere, FSDP
-// too without pipeline parallelism, where it is how such jobs fit; the rest is refined later.
-// Of those, the ones the scenario admits; if it admits neither, the ones it does.
-std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp, const std::vector<std::string>& admitted) {
+// The first stage's data-parallel kinds: ZeRO-1 and ZeRO-2 everywhere (ZeRO-2 shards the
+// gradients too, so it fits where ZeRO-1 needs recompute or does not fit), FSDP too without
+// pipeline parallelism, where it is how such jobs fit; the rest is refined later. Of those,
+// the ones the scenario admits and the layout's stages run (DeepSpeed's pipeline engine: no
+// ZeRO-2); if it admits none, the ones it does.
+std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp, Framework framework,
+                                      const std::vector<std::string>& admitted) {
   if (user_sets(spec, "data_parallel.kind")) return {""};
   const std::vector<std::string> preferred =
-      pp == 1 ? std::vector<std::string>{"zero1", "fsdp"} : std::vector<std::string>{"zero1"};
+      pp == 1 ? std::vector<std::string>{"zero1", "zero2", "fsdp"} : std::vector<std::string>{"zero1", "zero2"};
   std::vector<std::string> out;
   for (const auto& kind : preferred)
-    if (std::ranges::find(admitted, kind) != admitted.end()) out.push_back(kind);
+    if (std::ranges::find(admitted, kind) != admitted.end() && runs_kind_at(kind, framework, pp)) out.push_back(kind);
   return out.empty() ? admitted : out;
 }
 
@@ -474,7 +483,7 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
         for (const long long mb : micro_batches(spec, base, d.dp))
           for (const Pipeline& schedule : pipelines)
             for (const auto& precision : precisions(spec, space))
-              for (const auto& kind : layout_kinds(spec, pp, kinds))
+              for (const auto& kind : layout_kinds(spec, pp, base.training.framework, kinds))
                 for (const int ep : expert_degrees(spec, base, d)) {
                   Candidate c = layout(spec, base, d, mb);
                   if (ep > 0) c.sets.push_back(fmt::format("parallel.ep={}", ep));
@@ -521,6 +530,7 @@ std::vector<Candidate> refinements(const SweepSpec& spec, const Candidate& layou
   const long long dp = std::stoll(value_of(layout, "parallel.dp", std::to_string(base.parallel.dp)));
   std::vector<Candidate> out;
   for (const auto& kind : kinds) {
+    if (!runs_kind_at(kind, base.training.framework, pp)) continue;
     const std::optional<DpKind> k =
         kind.empty() ? std::optional<DpKind>(base.data_parallel.kind) : io::dp_kind_named(kind);
     // The bucket key this kind sizes its buckets by, and the sizes tried ("": the default).

@@ -418,10 +418,14 @@ TEST_CASE(
                 "--set: parallel.schedule: under training.framework deepspeed with parallel.pp 2: DeepSpeed's pipeline "
                 "engine runs its own 1F1B schedule (TrainSchedule) and no other; use 1f1b") != std::string::npos);
   }
-  // Without a pipeline DeepSpeed's engine reduces as the kind says, and the other frameworks'
-  // pipelines overlap by default.
+  // Without a pipeline DeepSpeed's engine at ZeRO stage 0 (ddp) also reduces after the backward
+  // unless the scenario gives overlap_grad_reduce (engine.py: allreduce_gradients after the
+  // backward), and the other frameworks' pipelines overlap by default.
   const std::string flat = scenario(kModel, kCluster, kParallel);
-  CHECK(io::load_scenario_text(flat, "scenario.json", deepspeed).data_parallel.overlap_grad_reduce);
+  CHECK_FALSE(io::load_scenario_text(flat, "scenario.json", deepspeed).data_parallel.overlap_grad_reduce);
+  CHECK(io::load_scenario_text(flat, "scenario.json",
+                               {"training.framework=deepspeed", "data_parallel.overlap_grad_reduce=true"})
+            .data_parallel.overlap_grad_reduce);
   CHECK(
       io::load_scenario_text(text, "scenario.json", {"training.framework=megatron"}).data_parallel.overlap_grad_reduce);
 }

@@ -273,3 +273,25 @@ TEST_CASE("a bucket_cap_mb given caps PyTorch DDP's first bucket too") {
   CHECK(ddp_small({"training.framework=pytorch", "data_parallel.kind=zero1", "data_parallel.bucket_cap_mb=25"})
             .data_parallel.first_bucket_mb == 1);
 }
+
+// DeepSpeed's engine at ZeRO stage 0 reduces nothing during the backward: _backward_epilogue
+// calls allreduce_gradients once the backward is done, which at the accumulation boundary
+// all-reduces every gradient in buffers of 5e8 elements (engine.py, buffered_allreduce_fallback).
+// A scenario that leaves overlap_grad_reduce out runs as one that says false; the small GPT's
+// 92,827,648 parameters fit one buffer: one AllReduce of them all in BF16, after the backward.
+TEST_CASE("DeepSpeed's ZeRO stage 0 reduces after the backward unless the scenario asks for overlap") {
+  const stepsim::Scenario unsaid = ddp_small({"training.framework=deepspeed"});
+  const stepsim::Scenario said = ddp_small({"training.framework=deepspeed", "data_parallel.overlap_grad_reduce=false"});
+  CHECK_FALSE(unsaid.data_parallel.overlap_grad_reduce);
+  const auto step = [](const stepsim::Scenario& s) { return stepsim::simulate(s).report.step_time_s; };
+  CHECK(step(unsaid) == step(said));
+  const DdpBytes bytes = ddp_bytes({"training.framework=deepspeed"});
+  CHECK(bytes.bucket_sizes == std::vector<double>{2.0 * kDdpParams});
+  const Program p = ddp_program(unsaid);
+  const auto reduced = spt::collectives_of(p, CommKind::dp);
+  REQUIRE(reduced.size() == 1);
+  CHECK(static_cast<long>(reduced.front()) > spt::find_op(p, "L0 fc1 wgrad", spt::find_op(p, "L0 fc1 wgrad") + 1));
+  // Given, the scenario's overlap holds.
+  CHECK(ddp_small({"training.framework=deepspeed", "data_parallel.overlap_grad_reduce=true"})
+            .data_parallel.overlap_grad_reduce);
+}

@@ -281,11 +281,15 @@ TEST_CASE("zero2 reduce-scatters every micro-batch's gradients, zero1 only the l
       two.data_parallel.kind = DpKind::zero2;
       const Program p1 = zero_program(one);
       const Program p2 = zero_program(two);
-      const auto scatters = count(p1, CollOp::reducescatter);
-      CHECK(scatters == (overlap ? 2 : 1));  // the layout's buckets; one collective without overlap
-      CHECK(count(p2, CollOp::reducescatter) == micro_batches * scatters);
-      CHECK(count(p2, CollOp::allgather) == count(p1, CollOp::allgather));
-      // zero2's first ReduceScatter comes before the second micro-batch's forward; zero1's after.
+      // zero1: the layout's two buckets, one collective without overlap; zero2 reduces its two
+      // buckets in every micro-batch either way (DeepSpeed's hook reduces its buffer as it fills).
+      CHECK(count(p1, CollOp::reducescatter) == (overlap ? 2 : 1));
+      CHECK(count(p2, CollOp::reducescatter) == micro_batches * 2);
+      // The parameters are gathered bucket by bucket after the optimizer step.
+      CHECK(count(p2, CollOp::allgather) == 2);
+      CHECK(count(p1, CollOp::allgather) == count(p1, CollOp::reducescatter));
+      // zero2's first micro-batch's ReduceScatters come before the second micro-batch's forward;
+      // zero1's after.
       const auto names = spt::op_names(p2);
       long second_forward = -1;
       int embeddings = 0;
@@ -295,10 +299,57 @@ TEST_CASE("zero2 reduce-scatters every micro-batch's gradients, zero1 only the l
       const long first = first_with_prefix(p2, "ReduceScatter dp bucket");
       CHECK(first < second_forward);
       CHECK(first_with_prefix(p1, "ReduceScatter dp bucket") > second_forward);
-      // Without overlap DeepSpeed reduces on the compute stream: the next forward waits for it.
-      CHECK(op_waits_on(p2, second_forward, first) == !overlap);
+      // Without overlap DeepSpeed reduces on the compute stream: the next compute op waits for
+      // the last bucket of the micro-batch.
+      const long last = first_with_prefix(p2, "ReduceScatter dp bucket 1");
+      CHECK(last < second_forward);
+      const auto& ops = p2.ranks[0].ops();
+      long next = last + 1;
+      while (next < static_cast<long>(ops.size()) && ops[static_cast<std::size_t>(next)].call >= 0) ++next;
+      REQUIRE(next < static_cast<long>(ops.size()));
+      CHECK(op_waits_on(p2, next, last) == !overlap);
     }
   }
+}
+
+// DeepSpeed's ZeRO-2 without overlap_comm (stage_1_and_2.py) reduces in its gradient hook: once
+// the next gradient would take the buffer past reduce_bucket_size it reduces the buffer, on the
+// current stream (average_tensor), so the backward goes on only after it. The small GPT's
+// buckets of at least 4e7 parameters, by hand in reverse registration order: the head
+// (32,768,000), the final norm (2,048), layer 1's fc2 (4,194,304 + 1,024) and fc1 (4,194,304 +
+// 4,096) pass 4e7, so bucket 0 is complete at layer 1's fc1 weight gradient, before any of layer
+// 0's; bucket 1 is the rest.
+TEST_CASE("without overlap zero2 reduces each bucket as the backward fills it, and the backward waits for it") {
+  Scenario s = zero(false, DpKind::zero2);
+  s.data_parallel.overlap_grad_reduce = false;
+  const Program p = zero_program(s);
+  // Two buckets in each of the two micro-batches, as with overlap: the same collectives, sizes
+  // and order.
+  const auto sizes = [](const Program& program) {
+    std::vector<double> out;
+    for (OpIndex c : spt::collectives_of(program, CommKind::dp))
+      out.push_back(program.ranks[0].calls[static_cast<std::size_t>(program.ranks[0].ops()[c].call)].size.as_double());
+    return out;
+  };
+  Scenario overlapped = s;
+  overlapped.data_parallel.overlap_grad_reduce = true;
+  CHECK(dp_ops(p) == std::vector<CollOp>{CollOp::reducescatter, CollOp::reducescatter, CollOp::reducescatter,
+                                         CollOp::reducescatter, CollOp::allgather, CollOp::allgather});
+  CHECK(sizes(p) == sizes(zero_program(overlapped)));
+  // Bucket 0 of the first micro-batch is reduced inside its backward, before layer 0's weight
+  // gradients, and the next compute op waits for it.
+  const long bucket = first_with_prefix(p, "ReduceScatter dp bucket 0");
+  CHECK(bucket > spt::find_op(p, "L1 fc1 wgrad"));
+  CHECK(bucket < spt::find_op(p, "L0 fc1 wgrad"));
+  const auto& ops = p.ranks[0].ops();
+  long next = bucket + 1;
+  while (next < static_cast<long>(ops.size()) && ops[static_cast<std::size_t>(next)].call >= 0) ++next;
+  REQUIRE(next < static_cast<long>(ops.size()));
+  CHECK(op_waits_on(p, next, bucket));
+  // With overlap_comm the reduction runs beside the backward, which does not wait.
+  const Program q = zero_program(overlapped);
+  const long beside = first_with_prefix(q, "ReduceScatter dp bucket 0");
+  CHECK_FALSE(op_waits_on(q, beside + 1, beside));
 }
 
 namespace {

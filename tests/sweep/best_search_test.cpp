@@ -9,6 +9,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
 #include "sweep/best.hpp"
 #include "sweep/search_helpers.hpp"
 
@@ -181,13 +182,14 @@ TEST_CASE("the search keeps to the data-parallel kinds the scenario admits") {
   BestResult moe_result;
   SweepSpec moe = spec_of({}, 64);
   moe.scenario.path = "mixtral-8x7b-ep8-64xh100";
-  CHECK(values(enumerate_layouts(moe, {}, moe_result), "data_parallel.kind") == std::set<std::string>{"zero1"});
+  CHECK(values(enumerate_layouts(moe, {}, moe_result), "data_parallel.kind") ==
+        std::set<std::string>{"zero1", "zero2"});
   CHECK(values(stepsim::sweep::refinements(moe, enumerate_layouts(moe, {}, moe_result).front()),
-               "data_parallel.kind") == std::set<std::string>{"ddp", "zero1"});
-  // Without such a key, both first-stage kinds.
+               "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "zero2"});
+  // Without such a key, every first-stage kind.
   BestResult dense_result;
   CHECK(values(enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, dense_result), "data_parallel.kind") ==
-        std::set<std::string>{"zero1", "fsdp"});
+        std::set<std::string>{"zero1", "zero2", "fsdp"});
 }
 
 TEST_CASE("a search that ranks nothing gives the first refusal's reason") {
@@ -209,10 +211,10 @@ TEST_CASE("the search's candidates of another kind take the scenario's kind keys
   SweepSpec hsdp = spec_of({}, 64);
   hsdp.scenario.path = "hsdp-llama3-8b-64xh100";
   const auto layouts = enumerate_layouts(hsdp, {}, result);
-  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"zero1", "fsdp"});
+  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"zero1", "zero2", "fsdp"});
   for (const auto& c : layouts) CHECK(value_of(c, "data_parallel.shard_group", "-") == "0");
   const auto refined = stepsim::sweep::refinements(hsdp, layouts.front());
-  CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "fsdp", "hsdp"});
+  CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "zero2", "fsdp", "hsdp"});
   for (const auto& c : refined) {
     const std::string kind = value_of(c, "data_parallel.kind", "");
     CHECK(value_of(c, "data_parallel.shard_group", "-") == (kind == "hsdp" ? "-" : "0"));
@@ -354,4 +356,45 @@ TEST_CASE("the search does not try TP communication overlap on a PCIe fabric") {
   CHECK(values(layouts, "tensor_parallel.comm_overlap") == std::set<std::string>{"false"});
   for (const auto& c : stepsim::sweep::refinements(spec, layouts.front()))
     CHECK(value_of(c, "tensor_parallel.comm_overlap", "-") != "true");
+}
+
+// ZeRO-2 shards the gradients as well as the optimizer states, so it fits where ZeRO-1 does not:
+// on zero1-llama3-8b-64xh100, TP 1 with DP 64 needs 92 GiB under ZeRO-1 without recompute, and
+// simulate --advise finds it at 0.783 s under ZeRO-2, faster than any ZeRO-1 or FSDP layout. The
+// search tries ZeRO-2 in both stages wherever the scenario admits it (every framework but
+// DeepSpeed's pipeline engine, which runs ZeRO stage 0 or 1 only), says so in its rows, and its
+// lower bound stays below every ZeRO-2 step it simulates.
+TEST_CASE("the search tries ZeRO-2 where the scenario runs it and finds the layout only it fits") {
+  SweepSpec spec = spec_of({}, 64);
+  spec.scenario.path = "zero1-llama3-8b-64xh100";
+  const BestResult best = stepsim::sweep::search_best(spec, 2, false);
+  REQUIRE_FALSE(best.ranked.empty());
+  const auto& [fastest, report] = best.ranked.front();
+  CHECK(value_of(fastest, "data_parallel.kind", "") == "zero2");
+  // No slower than the configuration the advice simulates.
+  const double advised =
+      stepsim::simulate(
+          stepsim::io::load_scenario(spec.scenario, {"parallel.tp=1", "parallel.dp=64", "data_parallel.kind=zero2"}),
+          stepsim::SimulateOptions::report_only())
+          .report.step_time_s;
+  CHECK(report.step_time_s <= advised);
+  int zero2 = 0;
+  for (const auto& [c, r] : best.ranked) {
+    if (value_of(c, "data_parallel.kind", "") != "zero2") continue;
+    ++zero2;
+    INFO(stepsim::sweep::value_of(c, "parallel.tp", "") << " " << value_of(c, "parallel.cp", ""));
+    CHECK(stepsim::sweep::step_lower_bound(spec, c) <= r.step_time_s);
+  }
+  CHECK(zero2 > 1);
+  // DeepSpeed's pipeline engine refuses ZeRO-2: no layout with stages, nor their refinement, tries it.
+  BestResult ds_result;
+  const SweepSpec ds = spec_of({"model=gpt-1.3b", "training.framework=deepspeed"}, 8);
+  const auto layouts = enumerate_layouts(ds, {}, ds_result);
+  for (const auto& c : layouts) {
+    const bool staged = value_of(c, "parallel.pp", "1") != "1";
+    if (staged) CHECK(value_of(c, "data_parallel.kind", "") == "zero1");
+    for (const auto& r : stepsim::sweep::refinements(ds, c))
+      if (staged) CHECK(value_of(r, "data_parallel.kind", "") != "zero2");
+  }
+  CHECK(values(layouts, "data_parallel.kind").contains("zero2"));
 }
