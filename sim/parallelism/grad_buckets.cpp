@@ -208,8 +208,9 @@ BucketLayout reverse_order_layout(const Scenario& scenario, Bytes first_cap, Byt
 // chunk, as DeepSpeed's ZeRO-2 fills its ipg buffer (stage_1_and_2.py: the gradient hook
 // reduces the bucket whenever the next gradient would take it past reduce_bucket_size,
 // whatever the stage, with overlap_comm or without: overlap_comm only picks the stream the
-// reduction runs on and a second buffer). Without overlap_grad_reduce zero1's and ddp's chunks
-// are each one bucket. Buckets follow reverse registration order, which visits the chunks from
+// reduction runs on and a second buffer). Without overlap_grad_reduce Megatron-Core's chunks
+// are each one bucket; DeepSpeed's ZeRO-1 still fills buckets of reduce_bucket_size, all
+// reduced after the backward. Buckets follow reverse registration order, which visits the chunks from
 // the last to the first.
 BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bool experts) {
   const ParallelSpec& p = scenario.parallel;
@@ -252,7 +253,11 @@ BucketLayout chunked_layout(const Scenario& scenario, long long cap_elements, bo
   const bool at_most = scenario.training.framework == Framework::deepspeed;
   const bool every_chunk = scenario.data_parallel.kind == DpKind::zero2;
   for (int c : by_position) {
-    const bool bucketed = every_chunk || (overlap && c == 0 && p.stage <= 0);
+    // DeepSpeed (one chunk, pp 1: its pipeline engine has its own layout) fills its ipg buffer
+    // to reduce_bucket_size with overlap_comm or without: without it, stage 1's reduce_gradients
+    // walks every parameter after the backward and reduces the buffer each time it would
+    // overflow, so its buckets run one after another (stage_1_and_2.py).
+    const bool bucketed = every_chunk || at_most || (overlap && c == 0 && p.stage <= 0);
     const Bytes chunk_cap = bucketed ? cap : kUnbounded;
     for (Bucket& b :
          assign_buckets(layout.tensors, order[static_cast<std::size_t>(c)], bytes, chunk_cap, chunk_cap, at_most))

@@ -54,7 +54,8 @@ BucketLayout bucket_layout(const Scenario& scenario);
 
 // Megatron's buckets for the distributed optimizer (ZeRO-1/2): megatron_bucket_elements
 // parameters each, no smaller first bucket, in the first model chunk of the first pipeline stage only;
-// every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM).
+// every other chunk is one bucket, as is everything without overlap_grad_reduce (Megatron-LM);
+// under DeepSpeed (pp 1) buckets of at most reduce_bucket_size with or without it.
 // zero2 (DeepSpeed's ZeRO-2, which Megatron-Core's DDP does not run) splits every chunk of every
 // stage alike, with overlap_grad_reduce or without.
 BucketLayout megatron_bucket_layout(const Scenario& scenario);

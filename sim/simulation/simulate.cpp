@@ -424,18 +424,22 @@ SimulationResult run_layers(const Scenario& given, const SimulateOptions& option
           "no_sync() until the last micro-batch would, with one flat bucket), so bucket_cap_mb ({} MiB) and "
           "first_bucket_mb ({} MiB) do not apply",
           d.bucket_cap_mb, d.first_bucket_mb));
-    // DeepSpeed all-reduces its buckets (stage_1_and_2.py), one after another on the compute
-    // stream without overlap_comm: about one collective's time for all of them.
+    // DeepSpeed all-reduces its buckets (stage_1_and_2.py); without overlap_comm ZeRO-1's
+    // reduce_gradients reduces them one after another after the backward.
     const char* reduced = deepspeed ? "all-reduced" : "reduce-scattered";
     const char* size = deepspeed ? "by default reduce_bucket_size's 5e8" : "by default max(4e7, 1e6·dp)";
-    if (d.kind == DpKind::zero1)
+    if (d.kind == DpKind::zero1 && deepspeed)
       inputs.notes.push_back(fmt::format(
-          "overlap_grad_reduce=false: every gradient is {} in one collective after the backward (as {}), so the "
-          "bucket size (data_parallel.bucket_parameters, {} parameters) does not apply",
-          reduced,
-          deepspeed ? "DeepSpeed's ZeRO-1 without overlap_comm, its buckets one after another"
-                    : "Megatron-Core without --overlap-grad-reduce",
+          "overlap_grad_reduce=false: the gradient buckets (data_parallel.bucket_parameters, {} parameters) are "
+          "all-reduced one after another after the backward (as DeepSpeed's ZeRO-1 without overlap_comm: "
+          "reduce_gradients)",
           size));
+    else if (d.kind == DpKind::zero1)
+      inputs.notes.push_back(fmt::format(
+          "overlap_grad_reduce=false: every gradient is {} in one collective after the backward (as Megatron-Core "
+          "without --overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, {} parameters) does "
+          "not apply",
+          reduced, size));
     if (d.kind == DpKind::zero2)
       inputs.notes.push_back(fmt::format(
           "overlap_grad_reduce=false: each micro-batch's gradient buckets (data_parallel.bucket_parameters, {} "

@@ -104,15 +104,16 @@ TEST_CASE("With overlap off the report says the bucket size does not apply") {
              "reduce-scattered in one collective after the backward (as Megatron-Core without "
              "--overlap-grad-reduce), so the bucket size (data_parallel.bucket_parameters, by default max(4e7, "
              "1e6·dp) parameters) does not apply"));
-  // DeepSpeed's ZeRO all-reduces its buckets, one after another without overlap_comm.
+  // DeepSpeed's ZeRO all-reduces its buckets, one after another after the backward without
+  // overlap_comm: the bucket size applies.
   const auto deepspeed = stepsim::test::run("zero1-llama3-8b-64xh100", {"data_parallel.overlap_grad_reduce=false",
                                                                         "data_parallel.overlap_param_gather=false",
                                                                         "training.framework=deepspeed"})
                              .report;
   CHECK(said(deepspeed,
-             "all-reduced in one collective after the backward (as DeepSpeed's ZeRO-1 without overlap_comm, its "
-             "buckets one after another), so the bucket size (data_parallel.bucket_parameters, by default "
-             "reduce_bucket_size's 5e8 parameters) does not apply"));
+             "the gradient buckets (data_parallel.bucket_parameters, by default reduce_bucket_size's 5e8 parameters) "
+             "are all-reduced one after another after the backward (as DeepSpeed's ZeRO-1 without overlap_comm: "
+             "reduce_gradients)"));
 }
 
 // Llama 3 8B at TP 2 on 64 H100 needs about 123 GiB at the peak: asked for advice, stepsim

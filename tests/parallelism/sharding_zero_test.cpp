@@ -229,6 +229,39 @@ TEST_CASE("under DeepSpeed's pipeline engine ZeRO-1 all-reduces each stage's gra
   }
 }
 
+// DeepSpeed's ZeRO-1 without overlap_comm registers no gradient hooks: after the backward
+// reduce_gradients walks every parameter and reduces its ipg buffer each time the next gradient
+// would take it past reduce_bucket_size (stage_1_and_2.py), so the buckets are those it fills
+// with overlap_comm, all reduced after the last backward op, one after another.
+TEST_CASE("without overlap DeepSpeed's ZeRO-1 all-reduces the buckets of overlap_comm after the backward") {
+  Scenario s = zero(false);
+  s.training.framework = stepsim::Framework::deepspeed;
+  s.data_parallel.bucket_parameters = 20'000'000;
+  s.data_parallel.overlap_grad_reduce = true;
+  const Program overlapped = zero_program(s);
+  s.data_parallel.overlap_grad_reduce = false;
+  const Program p = zero_program(s);
+  const auto sizes = [](const Program& program) {
+    std::vector<double> out;
+    for (OpIndex c : spt::collectives_of(program, CommKind::dp)) {
+      const auto& call = program.ranks[0].calls[static_cast<std::size_t>(program.ranks[0].ops()[c].call)];
+      if (call.op == CollOp::allreduce) out.push_back(call.size.as_double());
+    }
+    return out;
+  };
+  // The small model's 91 M parameters in buckets of at most 20 M, the 32.8 M embedding and LM
+  // head each alone: more than one bucket.
+  REQUIRE(sizes(p).size() >= 3);
+  CHECK(sizes(p) == sizes(overlapped));
+  const auto names = spt::op_names(p);
+  long last_backward = -1;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i].find("backward") != std::string::npos || names[i].find("grad") != std::string::npos)
+      if (names[i].rfind("AllReduce", 0) != 0 && names[i].rfind("AllGather", 0) != 0)
+        last_backward = static_cast<long>(i);
+  for (OpIndex c : spt::collectives_of(p, CommKind::dp)) CHECK(static_cast<long>(c) > last_backward);
+}
+
 TEST_CASE("ZeRO reduce-scatters gradient buckets in the last micro-batch only") {
   const Program p = zero_program(zero(false));
   const long first = first_with_prefix(p, "ReduceScatter dp bucket 0");
