@@ -20,7 +20,7 @@ struct Span {
 };
 
 // The union of the kernels the host issues work to (a collective from when it reached its
-// rendezvous: the NCCL kernel runs through the wait), sorted and merged. A copy engine's
+// rendezvous: the NCCL kernel runs through the wait), sorted by start. A copy engine's
 // memcpy (activation offload's copies to and from host memory) is left out: the compute and
 // communication streams wait for the CPU while it runs just the same.
 std::vector<Span> kernel_spans(const RankTimeline& rank) {
@@ -36,8 +36,8 @@ std::vector<Span> kernel_spans(const RankTimeline& rank) {
   return spans;
 }
 
-std::vector<Span> gpu_busy(const RankTimeline& rank) {
-  const std::vector<Span> spans = kernel_spans(rank);
+// Those spans merged where they overlap.
+std::vector<Span> merged_spans(const std::vector<Span>& spans) {
   std::vector<Span> merged;
   for (const Span& s : spans) {
     if (!merged.empty() && s.start <= merged.back().end) {
@@ -51,8 +51,7 @@ std::vector<Span> gpu_busy(const RankTimeline& rank) {
 
 // The stretches in [begin, end) where no kernel ran, each up to when the host had issued the
 // kernel (of those starting first after it, the earliest issued) that ended it.
-double issue_bound_wait(const RankTimeline& rank, Time begin, Time end) {
-  const std::vector<Span> spans = kernel_spans(rank);
+double issue_bound_wait(const std::vector<Span>& spans, Time begin, Time end) {
   double wait = 0;
   Time idle_from = begin;
   for (std::size_t k = 0; k < spans.size() && spans[k].start < end;) {
@@ -77,8 +76,9 @@ double issue_bound_wait(const RankTimeline& rank, Time begin, Time end) {
 HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end) {
   HostMetrics m;
   const bool issued = !rank.issues.empty() && rank.issues.size() == rank.intervals.size();
-  if (issued) m.gpu_wait = issue_bound_wait(rank, begin, end);
-  const std::vector<Span> busy = gpu_busy(rank);
+  const std::vector<Span> spans = kernel_spans(rank);
+  if (issued) m.gpu_wait = issue_bound_wait(spans, begin, end);
+  const std::vector<Span> busy = merged_spans(spans);
   auto next = busy.begin();
   for (const HostRun& run : rank.host) {
     const Time from = max(run.start, begin);

@@ -558,6 +558,7 @@ TEST_CASE("When the GPU waits for the host the advice names it and tries CUDA gr
 
 namespace {
 
+// A change's --set assignments (the advice joins them with a space; no value holds one).
 std::vector<std::string> words(const std::string& change) {
   std::vector<std::string> out;
   std::stringstream in(change);
@@ -748,14 +749,6 @@ TEST_CASE("A bug met while simulating one change of the advice is that change's 
 
 namespace {
 
-// A change's --set assignments (the advice joins them with a space; no value holds one).
-std::vector<std::string> sets_of(const std::string& change) {
-  std::vector<std::string> out;
-  std::istringstream in(change);
-  for (std::string s; in >> s;) out.push_back(s);
-  return out;
-}
-
 std::string validation_config(const std::string& name) {
   return std::string(STEPSIM_SOURCE_DIR) + "/configs/validation/" + name;
 }
@@ -775,7 +768,7 @@ TEST_CASE("Every change the advice shows is one the program accepts", "[slow]") 
     REQUIRE(simulated(r) > 0);
     for (const auto& a : r.advice) {
       INFO(name << ": " << a.change << ": " << a.status);
-      CHECK_NOTHROW(stepsim::io::load_scenario(path, sets_of(a.change)));
+      CHECK_NOTHROW(stepsim::io::load_scenario(path, words(a.change)));
     }
   }
 }
