@@ -26,6 +26,9 @@ const char* to_string(CollOp op);
 const char* to_string(Activity a);
 const char* to_string(Phase p);
 const char* nccl_name(CollOp op);  // "AllReduce", "AllGather", ...
+// AllToAll and SendRecv: NCCL runs them as grouped sends and receives, whose protocol follows
+// each transfer's size; NCCL_ALGO and NCCL_PROTO choose among the collectives' algorithms only.
+constexpr bool point_to_point(CollOp op) { return op == CollOp::alltoall || op == CollOp::sendrecv; }
 
 struct Interval {
   Time start;

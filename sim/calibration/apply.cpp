@@ -161,6 +161,7 @@ void check_setting(const Calibration& c, std::size_t i, const std::string& measu
 void check_measured_as(const Calibration& c, const CollectivesSpec& forced) {
   for (std::size_t i = 0; i < c.collectives.size(); ++i) {
     const CollectiveTable& t = c.collectives[i];
+    if (point_to_point(t.op)) continue;  // NCCL_ALGO and NCCL_PROTO do not reach them
     check_setting(c, i, t.algorithm, collectives::to_string(forced.algorithm), "algorithm");
     check_setting(c, i, t.protocol, collectives::to_string(forced.protocol), "protocol");
   }

@@ -285,6 +285,14 @@ CollectiveTable read_collective(const json::value& v, const Place& p) {
     p.fail(fmt::format("ranks ({}) must be nodes ({}) times ranks_per_node ({})", t.ranks, t.nodes, t.ranks_per_node));
   if (const auto* x = o.if_contains("dtype")) t.dtype = nccl_type(*x, p.at("dtype"));
   // Named only when the run forced them (NCCL_ALGO, NCCL_PROTO); "auto" is the key left out.
+  // Neither reaches point-to-point transfers, so their tables name neither.
+  if (point_to_point(t.op))
+    for (const char* key : {"algorithm", "protocol"})
+      if (o.contains(key))
+        p.at(key).fail(
+            fmt::format("{} runs as point-to-point sends and receives, which NCCL_ALGO and NCCL_PROTO do "
+                        "not touch; leave \"{}\" out",
+                        to_string(t.op), key));
   if (const auto* x = o.if_contains("algorithm"))
     t.algorithm =
         collectives::to_string(enum_value(*x, p.at("algorithm"), Algorithm::ring, Algorithm::direct,

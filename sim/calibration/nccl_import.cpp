@@ -290,11 +290,17 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
         throw InputError(log.source, row_place(row),
                          fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
       if (!o.dtype.empty() && row.type != o.dtype) continue;
+      const CollOp op = op_of_test(test, log.source);
+      std::string algorithm = run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at);
+      std::string protocol = run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at);
+      // Sends and receives run as NCCL chooses whatever NCCL_ALGO and NCCL_PROTO say.
+      if (point_to_point(op)) {
+        algorithm.clear();
+        protocol.clear();
+      }
       measured.push_back({&log,
                           &row,
-                          {op_of_test(test, log.source), ranks, nodes, row.type,
-                           run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at),
-                           run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at)},
+                          {op, ranks, nodes, row.type, std::move(algorithm), std::move(protocol)},
                           row.size.as_double(),
                           r.time.us(),
                           o.nodes > 0 || row.nodes > 0});

@@ -23,11 +23,12 @@ std::string size_text(double bytes) {
 double power_below(double bytes) { return std::exp2(std::floor(std::log2(std::max(bytes, 1.0)))); }
 double power_above(double bytes) { return std::exp2(std::ceil(std::log2(std::max(bytes, 1.0)))); }
 
-PlannedRun collective_run(const CollectiveNeed& n, const CollectivesSpec& forced) {
+PlannedRun collective_run(const CollectiveNeed& n, CollectivesSpec forced) {
   const double b = power_below(n.min_bytes), e = power_above(n.max_bytes);
   // Open MPI's mpirun: -N ranks per node, and -x to set a variable on every rank (a variable
   // set before mpirun reaches only the ranks of the node it runs on).
   std::string env;
+  if (point_to_point(n.op)) forced = CollectivesSpec{};  // NCCL_ALGO and NCCL_PROTO do not reach them
   if (const std::string a = nccl_algo_name(forced.algorithm); !a.empty()) env += " -x NCCL_ALGO=" + a;
   if (const std::string p = nccl_proto_name(forced.protocol); !p.empty()) env += " -x NCCL_PROTO=" + p;
   // NCCL says what the environment forced ("NCCL_ALGO set by environment to Ring") at INFO in

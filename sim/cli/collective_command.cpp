@@ -124,9 +124,11 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
       "communicator ranks on each node, spanning N/K nodes (default: fill whole nodes)")(
       "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")(
       "algorithm", po::value(&o.algorithm)->value_name("A"),
-      "force ring, tree, nvls, nvls-tree, pat, direct (default auto)")(
-      "protocol", po::value(&o.protocol)->value_name("P"), "force ll, ll128, simple (default auto)")(
-      "json", po::value(&json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
+      "force ring, tree, nvls, nvls-tree, pat (the collectives), direct (AllToAll, SendRecv) (default auto), as "
+      "NCCL_ALGO")(
+      "protocol", po::value(&o.protocol)->value_name("P"),
+      "force ll, ll128, simple (default auto), as NCCL_PROTO: not for AllToAll and SendRecv, which NCCL runs point "
+      "to point")("json", po::value(&json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
       "verbose,v", po::bool_switch(&o.candidates),
       "list every candidate pair with its time and NCCL's own estimate, in the order NCCL ranks them")(
       "calibration", po::value(&o.calibrations)->value_name("FILE")->composing(),

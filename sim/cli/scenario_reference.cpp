@@ -407,8 +407,12 @@ constexpr KeyDoc kDocs[] = {
      "group inside one NVLink domain: tp at most the domain's GPUs, and no group of consecutive ranks across a "
      "domain's boundary)",
      "Megatron `--tp-comm-overlap` (Transformer Engine userbuffers)"},
-    {"collectives.algorithm", "", "force an NCCL algorithm, or `auto` for NCCL's choice", "`NCCL_ALGO`"},
-    {"collectives.protocol", "", "force an NCCL protocol, or `auto`", "`NCCL_PROTO`"},
+    {"collectives.algorithm", "",
+     "force an NCCL algorithm on the collectives, or `auto` for NCCL's choice (AllToAll and SendRecv, point to point "
+     "in NCCL, keep NCCL's own)",
+     "`NCCL_ALGO`"},
+    {"collectives.protocol", "",
+     "force an NCCL protocol on the collectives, or `auto` (AllToAll and SendRecv keep NCCL's own)", "`NCCL_PROTO`"},
     {"calibration", "", "calibration files applied after the presets (`stepsim calibrate`)", "`--calibration FILE`"},
     {"simulation.ranks", "", "`representative` (one rank per pipeline stage) or `all` (every GPU)", ""},
     {"simulation.variation.gpu_speed", "",

@@ -187,10 +187,14 @@ const char* to_string(Protocol p) {
   return names[static_cast<int>(p)];
 }
 
-std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request) {
+std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& setting, const Request& request) {
   check_shape(request.shape);
   if (request.shape.ranks == 1) return {single_rank(cluster, request)};
   const Context c = make_context(cluster, request);
+  // Point-to-point transfers never see NCCL_ALGO or NCCL_PROTO (enqueue.cc appends them as
+  // send and receive tasks, LL or Simple by size): a scenario that forces the collectives'
+  // algorithm leaves its pipeline's and experts' transfers as they are.
+  const CollectivesSpec forced = point_to_point(c.op) ? CollectivesSpec{} : setting;
   check_forced_algorithm(c, forced.algorithm);
   // What each pair pays beyond NCCL's model does not depend on the pairs allowed: a forced
   // algorithm or protocol narrows NCCL's choice, not the cost of any pair.

@@ -170,6 +170,21 @@ CollectivesSpec forced_choice(const CollectiveQuery& q) {
   return forced;
 }
 
+// NCCL_ALGO and NCCL_PROTO leave AllToAll and SendRecv as they are (point_to_point): a flag
+// that forces them there would change nothing, so it is refused rather than ignored.
+void check_point_to_point_setting(CollOp op, const CollectivesSpec& forced) {
+  if (!point_to_point(op)) return;
+  const auto refuse = [op](const char* flag, const char* value, const char* choices) {
+    throw InputError("<command line>", flag,
+                     fmt::format("NCCL runs {} as point-to-point sends and receives, which NCCL_ALGO and NCCL_PROTO "
+                                 "do not touch, so '{}' cannot be forced (choices: {})",
+                                 nccl_name(op), value, choices));
+  };
+  if (forced.algorithm != Algorithm::automatic && forced.algorithm != Algorithm::direct)
+    refuse("--algorithm", collectives::to_string(forced.algorithm), "auto, direct");
+  if (forced.protocol != Protocol::automatic) refuse("--protocol", collectives::to_string(forced.protocol), "auto");
+}
+
 // The model names a forced algorithm or protocol by its scenario key; here it came from a flag.
 std::vector<collectives::Choice> candidates_for_command_line(const ClusterSpec& cluster, const CollectivesSpec& forced,
                                                              const collectives::Request& request) {
@@ -257,6 +272,7 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
   out.cluster = load_cluster_for(q);
   out.gpus = q.gpus;
   const CollectivesSpec forced = forced_choice(q);
+  check_point_to_point_setting(out.op, forced);
   const calibration::MeasuredTables tables = read_tables(q.calibrations, out.cluster, forced);
   out.shape = communicator_shape(out.cluster, q.gpus, q.ranks_per_node);
   out.domain_ranks = communicator_domain_ranks(out.cluster, q.gpus, q.ranks_per_node);

@@ -479,24 +479,24 @@ TEST_CASE("calibrate check with a held-out log it cannot read prints nothing and
 }
 
 // calibrate check composes its whole report before printing it: a table found on the way that
-// the model cannot run as it was measured (an AllToAll with ring forced: ring runs no
-// AllToAll), after the AllReduce table's rows, leaves stdout empty, and the error names the
-// file and the table.
+// the model cannot run as it was measured (an AllGather with tree forced: NCCL's tree runs
+// AllReduce only), after the AllReduce table's rows, leaves stdout empty, and the error names
+// the file and the table.
 TEST_CASE("calibrate check that fails after its first table prints nothing and names the table") {
   Scratch s("calib-check-midway");
-  const std::string alltoall =
-      R"({"op": "alltoall", "ranks": 8, "nodes": 1, "algorithm": "ring",
+  const std::string allgather =
+      R"({"op": "allgather", "ranks": 8, "nodes": 1, "algorithm": "tree",
           "fit": {"alpha_us": 4.6875, "algbw_gbps": 0.201649231, "busbw_gbps": 0.176443077, "max_error": 0.0234375, "alpha_fitted": true},
           "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 4096, "time_us": 25}]})";
   std::string two = kFourPoints;
-  two.insert(two.rfind("]}"), ",\n  " + alltoall);
+  two.insert(two.rfind("]}"), ",\n  " + allgather);
   s.write("two.json", two);
   const auto run = s.run("calibrate check two.json --cluster dgx-a100-80g-hdr");
   CHECK(run.status == 2);
   CHECK(run.out.empty());
   CHECK(run.err ==
-        "stepsim: error: two.json: /collectives/1: 'ring' does not apply to AllToAll on 8 GPUs over 1 node(s): it "
-        "does not implement AllToAll (choices: auto, direct)\n");
+        "stepsim: error: two.json: /collectives/1: 'tree' does not apply to AllGather on 8 GPUs over 1 node(s): it "
+        "does not implement AllGather (choices: auto, ring)\n");
   // The AllReduce table alone is checked as before.
   s.write("four.json", kFourPoints);
   CHECK(s.run("calibrate check four.json --cluster dgx-a100-80g-hdr").status == 0);

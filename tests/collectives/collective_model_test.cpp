@@ -226,3 +226,37 @@ TEST_CASE("Blackwell's Ring LL128 channels are capped as NCCL 2.28.9 caps them, 
   CHECK(ll128({16, 2, 8}) == Approx(8 * 34.6 * 16 / 15));
   CHECK(ll128({32, 4, 8}) == Approx(0.92 * 8 * 48 * 32 / 31));
 }
+
+// NCCL appends AllToAll and SendRecv as send and receive tasks (enqueue.cc, p2pTaskAppend),
+// whose protocol is LL or Simple by size alone: NCCL_ALGO and NCCL_PROTO never reach them, so
+// a scenario that forces the collectives leaves its pipeline's and experts' transfers as NCCL
+// runs them on its own, on one node and across nodes.
+TEST_CASE("a forced algorithm or protocol leaves point-to-point transfers as NCCL chooses them") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 2);
+  const std::vector<CollectivesSpec> forcings{{Algorithm::ring, Protocol::automatic},
+                                              {Algorithm::nvls, Protocol::simple},
+                                              {Algorithm::automatic, Protocol::ll128},
+                                              {Algorithm::tree, Protocol::ll}};
+  for (CollOp op : {CollOp::sendrecv, CollOp::alltoall}) {
+    for (const collectives::GroupShape& shape :
+         std::vector<collectives::GroupShape>{{2, 1, 2}, {8, 1, 8}, {2, 2, 1}, {16, 2, 8}}) {
+      if (op == CollOp::sendrecv && shape.ranks != 2) continue;
+      for (Bytes size : {Bytes(4096), Bytes::mib(64)}) {
+        const Request request{op, size, shape};
+        const collectives::Choice own = collectives::predict(h100, {}, request);
+        CHECK(own.algorithm == Algorithm::direct);
+        for (const CollectivesSpec& forced : forcings) {
+          INFO(fmt::format("{} of {} B on {} ranks over {} node(s), {}/{} forced", to_string(op), size.count(),
+                           shape.ranks, shape.nodes, collectives::to_string(forced.algorithm),
+                           collectives::to_string(forced.protocol)));
+          const collectives::Choice x = collectives::predict(h100, forced, request);
+          CHECK(x.algorithm == own.algorithm);
+          CHECK(x.protocol == own.protocol);
+          CHECK(x.time() == own.time());
+        }
+      }
+    }
+  }
+  // The collectives themselves are still held to what was forced.
+  CHECK(choose(h100, CollOp::allreduce, Bytes::mib(64), {8, 1, 8}, {Algorithm::ring}).algorithm == Algorithm::ring);
+}

@@ -233,7 +233,8 @@ const std::vector<Row>& rows() {
       {"data_parallel.fsdp_impl", Expect::changes, "megatron", plus(kFsdp, {"training.framework=megatron"})},
       {"data_parallel.shard_group", Expect::changes, "2", {"data_parallel.kind=hsdp"}},
       {"tensor_parallel.comm_overlap", Expect::changes, "true", {"parallel.sequence_parallel=true"}},
-      // A forced algorithm applies to every collective: ring has no SendRecv, so no pipeline.
+      // Without a pipeline, whose transfers keep NCCL's own choice whatever is forced, the DP
+      // AllReduces NCCL would run otherwise take the ring.
       {"collectives.algorithm", Expect::changes, "ring", {"parallel.pp=1", "parallel.dp=8"}},
       {"collectives.protocol", Expect::changes, "LL"},
       {"calibration", Expect::changes, calibration.c_str()},
