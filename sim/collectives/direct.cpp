@@ -20,12 +20,19 @@ double transfer_bw(const Context& c) {
   return worst > 0 ? 1.0 / worst : c.intra_total;
 }
 
+// LL needs LL buffers on the connection (enqueue.cc, addP2pToPlan), and a network connection
+// has none unless NCCL_ALLOC_P2P_NET_LL_BUFFERS is set (transport/net.cc): between nodes every
+// transfer is Simple. Inside a node NCCL takes LL up to 16 KiB a channel of each peer
+// (NCCL_P2P_LL_THRESHOLD); the model takes the faster of LL and Simple there, which keeps the
+// cost monotone in the size where NCCL's threshold would step.
+bool ll_buffers(const Context& c) { return c.nodes() == 1; }
+
 }  // namespace
 
 std::optional<std::string> unsupported(const Context& c) { return only_ops(c, {CollOp::alltoall, CollOp::sendrecv}); }
 
 Estimate estimate(const Context& c, Protocol p) {
-  if (p == Protocol::ll128) return {};
+  if (p == Protocol::ll128 || (p == Protocol::ll && !ll_buffers(c))) return {};
   double bw = transfer_bw(c);
   if (p == Protocol::ll) bw = std::min(bw * 0.5, ll_cap(c));
   double lat = base_latency_us(Algorithm::ring, p) + hop_latency_us(c.intra_hw, Algorithm::ring, p) * c.intra_hop_scale;

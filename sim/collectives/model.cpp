@@ -30,12 +30,13 @@ bool allowed(Protocol p, const CollectivesSpec& forced) {
 // NCCL's modelled time of one pair (µs), by which NCCL chooses.
 double nccl_us(const Context& c, const Estimate& e) { return e.latency_us + c.nbytes() / (1e3 * e.algbw_gbps); }
 
-// NCCL's modelled time of the pair it chooses on its own: the shortest among every pair.
-double chosen_nccl_us(const Context& c) {
+// NCCL's modelled time of the pair it chooses: the shortest among the pairs `forced` allows.
+double chosen_nccl_us(const Context& c, const CollectivesSpec& forced) {
   double best = std::numeric_limits<double>::infinity();
   for (const AlgorithmRow& row : algorithms()) {
-    if (row.unsupported(c)) continue;
+    if (row.unsupported(c) || !allowed(row, forced)) continue;
     for (Protocol p : kProtocols) {
+      if (!allowed(p, forced)) continue;
       const Estimate e = row.estimate(c, p);
       if (e.algbw_gbps > 0) best = std::min(best, nccl_us(c, e));
     }
@@ -48,16 +49,20 @@ double chosen_nccl_us(const Context& c) {
 // A larger buffer never takes less time: the cost holds the longest modelled time of any
 // smaller buffer, and between the steps every pair's time grows with the buffer, so the
 // sizes just below the steps are the only ones to look at. The time held is that of NCCL's
-// own choice, whichever pairs a forced algorithm or protocol leaves it: a pair costs the same
-// forced or chosen.
-double held_nccl_us(const ClusterSpec& cluster, const Request& request, const Context& c) {
-  if (algorithm_row(Algorithm::tree).unsupported(c)) return 0;
+// choice among the pairs a forced algorithm or protocol leaves it, so a forced Tree's cost
+// never drops either. It is at least that of NCCL's choice among every pair (the fewer pairs,
+// the longer the shortest), and a pair whose own time grows with the buffer (every pair but
+// Tree's) costs the same forced as listed among every candidate.
+double held_nccl_us(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request,
+                    const Context& c) {
+  if (algorithm_row(Algorithm::tree).unsupported(c) || !allowed(algorithm_row(Algorithm::tree), forced)) return 0;
   double held = 0;
   for (double step : tree_correction_steps()) {
     if (step > request.size.as_double()) break;
     Request before = request;
     before.size = Bytes(static_cast<std::int64_t>(step) - 1);
-    held = std::max(held, chosen_nccl_us(make_context(cluster, before)));
+    const double chosen = chosen_nccl_us(make_context(cluster, before), forced);
+    if (std::isfinite(chosen)) held = std::max(held, chosen);
   }
   return held;
 }
@@ -199,7 +204,7 @@ std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec
   // What each pair pays beyond NCCL's model does not depend on the pairs allowed: a forced
   // algorithm or protocol narrows NCCL's choice, not the cost of any pair.
   const Extra extra{shortfall_us(cluster.tuning, c.size, c.nbytes(), reference_gbps(c)),
-                    held_nccl_us(cluster, request, c)};
+                    held_nccl_us(cluster, forced, request, c)};
   std::vector<Choice> out;
   for (const AlgorithmRow& row : algorithms())
     if (allowed(row, forced) && !row.unsupported(c)) add_pairs(c, row, forced, extra, out);
