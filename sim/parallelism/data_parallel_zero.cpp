@@ -1,6 +1,7 @@
 // Megatron's distributed optimizer (Megatron-LM megatron/core/distributed): gradient buckets reduce-scattered
 // during the last micro-batch's backward, the optimizer updates this rank's 1/dp shard, and
-// the updated parameters are all-gathered bucket by bucket. zero2 shards the gradients too, so
+// the updated parameters are all-gathered bucket by bucket (by DeepSpeed, parameter group by
+// group). zero2 shards the gradients too, so
 // it reduce-scatters them in every micro-batch's backward, keeping only its shard between
 // micro-batches: DeepSpeed's ZeRO-2 (stage_1_and_2.py, reduce_ready_partitions_and_remove_grads
 // reduces whenever partition_gradients, and otherwise only at the accumulation boundary).
@@ -56,6 +57,7 @@ class Zero final : public DataParallel {
   std::size_t gradient_bucket(std::size_t gather) const { return gathered_.size() - 1 - gather; }
   void reach(StepBuilder& b, std::size_t gather);
   void dispatch(StepBuilder& b, std::size_t gather, const std::vector<OpIndex>& waits);
+  void gather_param_groups(StepBuilder& b, OpIndex optimizer);
 
   // zero2's buckets of the micro-batches whose reduction has not all been launched yet.
   GradientSync& micro_batch_sync(int micro_batch);
@@ -74,6 +76,7 @@ class Zero final : public DataParallel {
   long long dense_params_ = 0;   // this stage's parameters outside the routed experts
   long long expert_params_ = 0;  // and inside them
   bool overlap_param_gather_;
+  bool deepspeed_;
   Precision precision_;
   // Buckets in forward order (the reverse of the gradient buckets), and which of them hold
   // each block's parameters.
@@ -91,6 +94,7 @@ Zero::Zero(const Scenario& s)
       dp_(s.parallel.dp),
       expert_dp_(expert_dp_size(s)),
       overlap_param_gather_(s.data_parallel.overlap_param_gather),
+      deepspeed_(s.training.framework == Framework::deepspeed),
       precision_(s.training.precision) {
   STEPSIM_CHECK(!overlap_param_gather_ || s.data_parallel.overlap_grad_reduce,
                 "overlap_param_gather without overlap_grad_reduce, which validation refuses");
@@ -209,6 +213,10 @@ void Zero::dispatch(StepBuilder& b, std::size_t g, const std::vector<OpIndex>& w
 
 // Buckets the forward did not gather (all of them without overlap_param_gather).
 void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
+  if (deepspeed_) {
+    gather_param_groups(b, optimizer);
+    return;
+  }
   for (std::size_t g = 0; g < gathered_.size(); ++g) {
     if (!gathered_[g]) dispatch(b, g, {optimizer});
   }
@@ -219,6 +227,36 @@ void Zero::after_optimizer(StepBuilder& b, OpIndex optimizer) {
     const Bytes size = bucket_gather_bytes(layout, layout.buckets[k], precision_);
     b.expert_dp_collective(CollOp::allgather, size, fmt::format("bucket {} params", k), {optimizer});
   }
+}
+
+// DeepSpeed's ZeRO-1/2 (and its pipeline engine's BF16 optimizer) all-gathers each parameter
+// group's flat 16-bit buffer in one AllGather after its optimizer step (runtime/utils.py,
+// all_gather_dp_groups: one all_gather_into_tensor per group where torch has it; DeepSpeed's
+// allgather_bucket_size splits it only where torch does not). Megatron-DeepSpeed's groups are
+// the parameters with weight decay and those without (norms and biases); under MoE each is
+// split again into the experts' own group, gathered over the expert data-parallel group.
+void Zero::gather_param_groups(StepBuilder& b, OpIndex optimizer) {
+  const int bytes = low_precision(precision_) ? 2 : element_bytes(precision_);
+  const auto groups = [&](const BucketLayout& layout) {
+    std::pair<long long, long long> decayed_and_not{0, 0};
+    for (const GradTensor& t : layout.tensors)
+      (weight_decayed(t) ? decayed_and_not.first : decayed_and_not.second) += t.elements;
+    return decayed_and_not;
+  };
+  const auto [decayed, not_decayed] = groups(sync_.layout());
+  if (decayed > 0)
+    b.collective(CommKind::dp, CollOp::allgather, Bytes(decayed * bytes), "param group 0 params", {optimizer});
+  if (not_decayed > 0)
+    b.collective(CommKind::dp, CollOp::allgather, Bytes(not_decayed * bytes), "param group 1 params", {optimizer});
+  const BucketLayout* experts = sync_.expert_layout();
+  if (experts == nullptr) return;
+  const auto [expert_decayed, expert_not_decayed] = groups(*experts);
+  if (expert_decayed > 0)
+    b.expert_dp_collective(CollOp::allgather, Bytes(expert_decayed * bytes), "expert param group 0 params",
+                           {optimizer});
+  if (expert_not_decayed > 0)
+    b.expert_dp_collective(CollOp::allgather, Bytes(expert_not_decayed * bytes), "expert param group 1 params",
+                           {optimizer});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 #include "parallelism/stage_layout.hpp"
 #include "stepsim/framework.hpp"
@@ -323,6 +324,11 @@ long long bucket_elements(const BucketLayout& layout, const Bucket& bucket) {
 int gathered_bytes(const GradTensor& tensor, Precision precision) {
   if (!low_precision(precision)) return element_bytes(precision);
   return precision == Precision::fp8 && tensor.quantized ? 1 : 2;
+}
+
+bool weight_decayed(const GradTensor& tensor) {
+  const std::string_view name = tensor.name;
+  return !name.ends_with(".bias") && !name.ends_with("norm.weight");
 }
 
 Bytes bucket_gather_bytes(const BucketLayout& layout, const Bucket& bucket, Precision precision) {

@@ -96,6 +96,10 @@ long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);
 // buffer and quantizes them after (reuse_grad_buf_for_mxfp8_param_ag, which Megatron-Bridge
 // requires with fp8_param_gather; param_and_grad_buffer.py), and NVFP4's weights are BF16.
 int gathered_bytes(const GradTensor& tensor, Precision precision);
+// Whether the optimizer applies weight decay to the tensor: not to a norm's weight nor to any
+// bias (Megatron-Core's and Megatron-DeepSpeed's parameter groups leave biases and 1-D
+// parameters out of weight decay).
+bool weight_decayed(const GradTensor& tensor);
 // Bytes of bucket `bucket`'s parameters as gathered (gathered_bytes).
 Bytes bucket_gather_bytes(const BucketLayout& layout, const Bucket& bucket, Precision precision);
 

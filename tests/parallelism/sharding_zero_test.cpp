@@ -110,9 +110,9 @@ TEST_CASE("under DeepSpeed ZeRO's buckets hold reduce_bucket_size's 5e8 elements
   CHECK(sp::megatron_bucket_elements(s) == 500'000'000);
   REQUIRE(sp::megatron_bucket_layout(s).buckets.size() == 1);
   // zero2 all-reduces it in each of the two micro-batches (DeepSpeed's multi-rank bucket
-  // all-reduce) and gathers it once.
+  // all-reduce) and gathers each of its two parameter groups once.
   const Program p = zero_program(s);
-  CHECK(dp_ops(p) == std::vector<CollOp>{CollOp::allreduce, CollOp::allreduce, CollOp::allgather});
+  CHECK(dp_ops(p) == std::vector<CollOp>{CollOp::allreduce, CollOp::allreduce, CollOp::allgather, CollOp::allgather});
   // DeepSpeed closes a bucket before a gradient would take it past the size. Reverse
   // registration order, by hand: the head (32,768,000), the final norm (2,048), layer 1's fc2
   // bias and weight (1,024 + 4,194,304) and fc1 bias (4,096) make 36,969,472; its fc1 weight
@@ -221,10 +221,13 @@ TEST_CASE("under DeepSpeed's pipeline engine ZeRO-1 all-reduces each stage's gra
         if (names[i].rfind("AllReduce", 0) != 0 && names[i].rfind("ReduceScatter", 0) != 0)
           last_backward = static_cast<long>(i);
     const auto dp = spt::collectives_of(p, CommKind::dp, r);
-    REQUIRE(dp.size() == 2);  // one buffer of gradients (under 5e8 elements) and its parameters' gather
+    // One buffer of gradients (under 5e8 elements), then the gathers of the parameters with
+    // weight decay and of those without.
+    REQUIRE(dp.size() == 3);
     const auto& rank = p.ranks[r];
     CHECK(rank.calls[static_cast<std::size_t>(rank.ops()[dp[0]].call)].op == CollOp::allreduce);
     CHECK(rank.calls[static_cast<std::size_t>(rank.ops()[dp[1]].call)].op == CollOp::allgather);
+    CHECK(rank.calls[static_cast<std::size_t>(rank.ops()[dp[2]].call)].op == CollOp::allgather);
     CHECK(static_cast<long>(dp[0]) > last_backward);
   }
 }
@@ -280,6 +283,32 @@ TEST_CASE("without overlap_param_gather every parameter AllGather follows the op
   const long gather = first_with_prefix(p, "AllGather dp bucket 1 params");
   CHECK(gather > optimizer);
   CHECK(op_waits_on(p, gather, optimizer));
+}
+
+// DeepSpeed's ZeRO gathers each parameter group's flat buffer in one all_gather_into_tensor
+// after the optimizer step (runtime/utils.py, all_gather_into_tensor_dp_groups), whatever its
+// buckets: Megatron-DeepSpeed's two groups, with weight decay and without (norms, biases). By
+// hand for the small GPT (hidden 1024, FFN 4096, vocabulary 32000, sequence 2048, 2 layers,
+// biases): decayed, the word embedding 32,768,000, the positions 2,097,152, per layer QKV
+// 3,145,728 + projection 1,048,576 + fc1 4,194,304 + fc2 4,194,304 = 12,582,912, and the head
+// 32,768,000: 92,798,976 elements; not decayed, per layer the biases 3072 + 1024 + 4096 + 1024
+// and two norms' weight and bias 4096, 13,312, and the final norm's 2048: 28,672. In BF16.
+TEST_CASE("DeepSpeed's ZeRO gathers each parameter group in one AllGather after the optimizer") {
+  Scenario s = zero(false);
+  s.training.framework = stepsim::Framework::deepspeed;
+  s.data_parallel.bucket_parameters = 20'000'000;  // several gradient buckets
+  const Program p = zero_program(s);
+  const long optimizer = first_with_prefix(p, "optimizer step");
+  std::vector<double> gathered;
+  for (OpIndex c : spt::collectives_of(p, CommKind::dp)) {
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[c].call)];
+    if (call.op != CollOp::allgather) continue;
+    gathered.push_back(call.size.as_double());
+    CHECK(op_waits_on(p, static_cast<long>(c), optimizer));
+  }
+  CHECK(gathered == std::vector<double>{92'798'976.0 * 2, 28'672.0 * 2});
+  const std::vector<CollOp> ops = dp_ops(p);
+  CHECK(std::count(ops.begin(), ops.end(), CollOp::allreduce) >= 3);
 }
 
 TEST_CASE("with overlap_param_gather the forward dispatches the next bucket's AllGather") {
