@@ -316,14 +316,10 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     }
     spec.clusters.push_back(std::move(cluster));
   }
-  // Without --cluster, the scenario's own cluster; with it, the keys of the scenario's cluster
-  // section carry to each but the preset (--cluster's) and the node count (--gpus'), and a GPU
-  // of its own, which would replace each cluster's, is refused.
-  const bool scenario_given = !spec.scenario.path.empty() || spec.scenario.text;
-  if (spec.clusters.empty() && !scenario_given)
-    throw InputError("<command line>", "--cluster",
-                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5 (or a scenario, whose own "
-                     "cluster is then planned)");
+  // Without --cluster, the scenario's own cluster (the embedded default's without a scenario);
+  // with it, the keys of the scenario's cluster section carry to each but the preset
+  // (--cluster's) and the node count (--gpus'), and a GPU of its own, which would replace each
+  // cluster's, is refused.
   if (spec.clusters.empty()) spec.clusters.push_back(PlanCluster{"", 0, true});
   if (!spec.clusters.front().own)
     spec.cluster_sets =
