@@ -17,11 +17,16 @@ namespace {
 
 // The scenario's assignments on the preset of "NAME" or "NAME@PRICE" (as plan's --cluster takes
 // it): the preset with the scenario's own cluster keys, of its file and of --set, carried to it
-// as plan carries them (io::sets_on_cluster), and the price of @PRICE.
+// as plan carries them (io::sets_on_cluster), and the price of @PRICE. The scenario's price
+// (its file's or --set cluster.gpu_hour_price) is its own cluster's: another preset given
+// without @PRICE has none, rather than a price nobody gave it; the scenario's own preset keeps it.
 std::vector<std::string> sets_for(const std::vector<std::string>& sets, const std::vector<std::string>& carried,
-                                  const sweep::PlanCluster& cluster) {
+                                  const sweep::PlanCluster& cluster, const std::string& own) {
   std::vector<std::string> out = io::sets_on_cluster(cluster.name, carried, sets);
-  if (cluster.gpu_hour_price > 0) out.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
+  if (cluster.gpu_hour_price > 0)
+    out.push_back(fmt::format("cluster.gpu_hour_price={}", cluster.gpu_hour_price));
+  else if (cluster.name != own)
+    out.push_back("cluster.gpu_hour_price=0");
   return out;
 }
 
@@ -71,7 +76,7 @@ std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, cons
     const sweep::PlanCluster cluster = sweep::parse_cluster_spec(spec, "--compare-cluster");
     Scenario s;
     try {
-      s = io::load_scenario(input, sets_for(sets, carried, cluster));
+      s = io::load_scenario(input, sets_for(sets, carried, cluster, scenario.cluster.name));
     } catch (const InputError& error) {
       // The preset and the node count come from this flag: their error is the flag's. Any other
       // names its key and where its value came from, the scenario's file for a key its cluster
@@ -129,6 +134,11 @@ void write_cluster_comparison(const std::vector<ClusterColumn>& columns, const s
     for (std::size_t i = 0; i < columns.size(); ++i) out << fmt::format("{:>{}}", cell(columns[i].report), widths[i]);
     out << '\n';
   }
+  // The scenario's price beside a cluster without one: say why that one's cost is "-".
+  const auto unpriced = [](const ClusterColumn& c) { return c.report.cost.gpu_hour_price <= 0; };
+  if (!unpriced(columns.front()) && std::any_of(columns.begin() + 1, columns.end(), unpriced))
+    out << "  -: no price given for that cluster (--compare-cluster NAME@PRICE); the scenario's price is its own "
+           "cluster's\n";
 }
 
 }  // namespace stepsim::cli

@@ -21,7 +21,9 @@ struct ClusterColumn {
 // as plan's --cluster is (sweep::parse_cluster_spec); the first column is the scenario's own
 // cluster. The keys of the scenario's own cluster (its file's cluster section and the --set
 // cluster keys, but the preset and the node count) carry to each preset as plan carries them
-// (io::sets_on_cluster): the scenario's own preset as a column runs exactly the scenario. Variation given by node is
+// (io::sets_on_cluster): the scenario's own preset as a column runs exactly the scenario. The
+// price is not carried: a cluster's price is its @PRICE, and one given without @PRICE has none
+// (its cost "-"), but the scenario's own preset, whose price the scenario gives. Variation given by node is
 // refused on a cluster with other GPUs (or, for failed NICs, other NICs) per node, naming its key: node N would be
 // other hardware there.
 std::vector<ClusterColumn> compare_clusters(const io::ScenarioInput& input, const std::vector<std::string>& sets,

@@ -28,14 +28,18 @@ constexpr const char* kPlanUsage =
     "data-parallel kind, bucket size, TP communication overlap and the --precision values allowed),\n"
     "and prints per cluster: the layout, step time, tokens/s per GPU, MFU, exposed communication,\n"
     "memory headroom, and for the token budget the time to train, the GPU boards' energy and the\n"
-    "cost; then the Pareto table of cost against time to train.\n\n"
+    "cost; then the Pareto table of cost against time to train (with --deadline alone, of cost per\n"
+    "M tokens against the tokens trained by the deadline).\n\n"
     "The job is SCENARIO (without it: the embedded default) with --model and --set: its model,\n"
     "sequence length and global batch hold on every cluster; its layout keys are searched unless\n"
     "--set fixes them. The keys of SCENARIO's cluster section carry to every --cluster as --set\n"
     "cluster.KEY would (not its preset, node count or GPU: a GPU of its own is refused beside\n"
-    "--cluster); without --cluster, SCENARIO's own cluster is planned. --tokens: a whole number of\n"
-    "tokens, at least one step's (global batch x sequence length).\n\n"
-    "Band: the step time, time to train and cost carry +/- the mean absolute error of stepsim's\n"
+    "--cluster); without --cluster, SCENARIO's own cluster is planned (the embedded default's without\n"
+    "SCENARIO). --tokens: a whole number of tokens from one step's (global batch x sequence length)\n"
+    "to 1e18. Steps are whole: the budget takes ceil(tokens / tokens per step) steps, and the\n"
+    "deadline trains floor(deadline / step time) of them; a deadline shorter than one step on every\n"
+    "cluster and GPU count is refused.\n\n"
+    "Band: the step time, time to train, energy and cost carry +/- the mean absolute error of stepsim's\n"
     "step times against the published runs on that GPU (docs/validation.md); a GPU with no\n"
     "published run gets the mean over all runs, and says so.\n\n"
     "--gpus: a count, a list (128,256) or a range (64:1024:x2), up to 1048576. -o writes one row\n"
@@ -65,9 +69,10 @@ po::options_description describe(PlanFlags& f) {
   desc.add_options()("help,h", "show this help")("scenario", po::value(&f.scenario)->value_name("SCENARIO.json"),
                                                  "the job (default: the embedded default scenario)")(
       "model", po::value(&f.model)->value_name("NAME"), "a model preset (--set model=NAME)")(
-      "tokens", po::value(&f.tokens)->value_name("N"), "token budget, e.g. 1T, 300B, 1.5e12")(
-      "deadline", po::value(&f.deadline)->value_name("DAYS"), "days available: tokens trained by then")(
-      "gpus", po::value(&f.gpus)->value_name("LIST"), "GPU count(s): 256, 128,256 or 64:1024:x2")(
+      "tokens", po::value(&f.tokens)->value_name("N"), "token budget, e.g. 1T, 300B, 1.5e12 (at most 1e18)")(
+      "deadline", po::value(&f.deadline)->value_name("DAYS"),
+      "days available: tokens of the whole steps trained by then")("gpus", po::value(&f.gpus)->value_name("LIST"),
+                                                                   "GPU count(s): 256, 128,256 or 64:1024:x2")(
       "cluster", po::value(&f.clusters)->value_name("NAME[@PRICE]")->composing(),
       "a cluster preset and its price per GPU-hour (repeatable, or a comma-separated list; --set "
       "cluster.gpu_hour_price=P prices those given without one)")(

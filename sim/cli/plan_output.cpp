@@ -40,6 +40,20 @@ std::string band_of(double value, double mape, const std::function<std::string(d
   return fmt::format("{} ({} to {})", text(value), text(value * (1 - mape)), text(value * (1 + mape)));
 }
 
+// The tokens of the whole steps finished by the deadline; none where one step takes longer.
+std::string deadline_text(const sweep::PlanSpec& spec, const PlanRow& r) {
+  if (*r.deadline_tokens <= 0)
+    return fmt::format(
+        "0 tokens in {:g} days: one step ({:.0f} tokens) takes {:.3f} s, longer than the deadline's "
+        "{:g} s",
+        spec.deadline_days, r.step_tokens, r.report->step_time_s, spec.deadline_days * 86400);
+  return fmt::format("{:.3g} tokens in {:g} days ({:.0f} whole steps){}", *r.deadline_tokens, spec.deadline_days,
+                     *r.deadline_tokens / r.step_tokens,
+                     spec.tokens <= 0                     ? ""
+                     : r.train_days <= spec.deadline_days ? ": the budget fits"
+                                                          : ": the budget does not fit");
+}
+
 void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& out) {
   const auto line = [&](const char* label, const std::string& text) {
     out << fmt::format("  {:<23}{}\n", label, text);
@@ -75,16 +89,12 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
     line("time to train", band_of(r.train_days, mape, [](double d) { return fmt::format("{:.1f} days", d); }) +
                               fmt::format(" for {:g} tokens", spec.tokens));
     line("energy", rep.cost.gpu_power_w > 0
-                       ? fmt::format("{:.1f} MWh (GPU boards at their rated power)", r.energy_kwh / 1000)
+                       ? band_of(r.energy_kwh / 1000, mape, [](double e) { return fmt::format("{:.1f} MWh", e); }) +
+                             " (GPU boards at their rated power)"
                        : "- (the GPU preset has no board power)");
     line("cost", r.cluster.gpu_hour_price > 0 ? band_of(r.cost, mape, money) : "- (no price: --cluster NAME@PRICE)");
   }
-  if (spec.deadline_days > 0)
-    line("by the deadline",
-         fmt::format("{:.3g} tokens in {:g} days{}", r.deadline_tokens, spec.deadline_days,
-                     spec.tokens > 0
-                         ? (r.train_days <= spec.deadline_days ? ": the budget fits" : ": the budget does not fit")
-                         : ""));
+  if (r.deadline_tokens) line("by the deadline", deadline_text(spec, r));
   line("band", fmt::format("+/- {:.1f} %: {}", 100 * mape, r.band.source));
 }
 
@@ -96,18 +106,22 @@ void write_pareto(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows,
   std::stable_sort(found.begin(), found.end(), [](const PlanRow* a, const PlanRow* b) {
     return a->report->throughput.tokens_per_s > b->report->throughput.tokens_per_s;
   });
-  out << "\ncost against time to train, fastest first (* on the Pareto front: no other choice is both faster and "
-         "cheaper)\n";
+  // With a budget: its days and cost (the rows' train_days and cost); with a deadline alone: the
+  // tokens trained by it and the cost of a million tokens (deadline_tokens, cost_per_mtoken).
+  const bool budget = spec.tokens > 0;
+  out << (budget ? "\ncost against time to train, fastest first (* on the Pareto front: no other choice is both "
+                   "faster and cheaper)\n"
+                 : "\ncost per M tokens against tokens trained by the deadline, most first (* on the Pareto front: no "
+                   "other choice trains more for less a token)\n");
   out << fmt::format("     {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", "cluster", "GPUs", "precision",
-                     spec.tokens > 0 ? "days to train (band)" : "tokens/s, all GPUs",
-                     spec.tokens > 0 ? "cost (band)" : "cost per M tokens");
+                     budget ? "days to train (band)" : "tokens by the deadline",
+                     budget ? "cost (band)" : "cost per M tokens");
   for (const PlanRow* r : found) {
     const double mape = r->band.mape;
-    const std::string time = spec.tokens > 0
-                                 ? band_of(r->train_days, mape, [](double d) { return fmt::format("{:.1f}", d); })
-                                 : fmt::format("{:.0f}", r->report->throughput.tokens_per_s);
+    const std::string time = budget ? band_of(r->train_days, mape, [](double d) { return fmt::format("{:.1f}", d); })
+                                    : fmt::format("{:.3g}", r->deadline_tokens.value_or(0));
     const std::string cost = r->cluster.gpu_hour_price <= 0 ? "-"
-                             : spec.tokens > 0              ? band_of(r->cost, mape, money)
+                             : budget                       ? band_of(r->cost, mape, money)
                                                             : fmt::format("{:.3f}", r->report->cost.cost_per_mtoken);
     out << fmt::format("  {}  {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", r->pareto ? "*" : " ", r->cluster.name, r->gpus,
                        sweep::layout_value(*r, "training.precision"), time, cost);

@@ -81,8 +81,8 @@ int run_simulate(const Args& args) {
       "also simulate the job, with its layout held fixed, on cluster preset NAME (with PRICE per GPU-hour) and "
       "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable, or a "
       "comma-separated list NAME[@PRICE],NAME[@PRICE],... as plan's --cluster; the scenario's own cluster keys, of "
-      "its file and of --set, carry to each as plan carries them; 'stepsim plan' finds each cluster's own fastest "
-      "layout)")(
+      "its file and of --set, carry to each as plan carries them, but the price: the scenario's is its own "
+      "cluster's, and a cluster without @PRICE has none; 'stepsim plan' finds each cluster's own fastest layout)")(
       "advise",
       "say which communication is exposed and why, and whether the GPU waits for the host, and simulate the knobs "
       "that would hide them, best first, a knob that does not fit in memory together with what makes it fit "

@@ -69,16 +69,39 @@ SweepSpec search_spec(const PlanSpec& spec, const PlanCluster& cluster, int gpus
   return s;
 }
 
-// The budget's figures on the row's layout.
-void add_budget(const PlanSpec& spec, PlanRow& row) {
+// The budget's figures on the row's layout, in whole steps: a step trains the global batch's
+// tokens at once, so a budget takes ceil(tokens / tokens per step) steps and a deadline trains
+// floor(deadline / step time) of them. Energy and cost are those steps' (board power, price).
+void add_budget(const PlanSpec& spec, const Scenario& chosen, PlanRow& row) {
   const Report& r = *row.report;
-  const double tokens_per_s = r.throughput.tokens_per_s;
-  if (spec.tokens > 0 && tokens_per_s > 0) {
-    row.train_days = spec.tokens / tokens_per_s / kSecondsPerDay;
-    row.energy_kwh = r.cost.energy_per_mtoken_kwh * spec.tokens / 1e6;
-    row.cost = r.cost.cost_per_mtoken * spec.tokens / 1e6;
+  row.step_tokens = static_cast<double>(chosen.training.global_batch) * static_cast<double>(chosen.model.seq_len);
+  if (spec.tokens > 0 && r.step_time_s > 0) {
+    const double steps = std::ceil(spec.tokens / row.step_tokens);
+    row.train_days = steps * r.step_time_s / kSecondsPerDay;
+    row.energy_kwh = steps * r.cost.energy_per_step_j / 3.6e6;
+    row.cost = steps * r.cost.cost_per_step;
   }
-  if (spec.deadline_days > 0) row.deadline_tokens = tokens_per_s * spec.deadline_days * kSecondsPerDay;
+  if (spec.deadline_days > 0 && r.step_time_s > 0)
+    row.deadline_tokens = std::floor(spec.deadline_days * kSecondsPerDay / r.step_time_s) * row.step_tokens;
+}
+
+// A deadline no row finishes one step by trains nothing anywhere: refused, as a budget below one
+// step is, rather than reported as 0 tokens (a row that finishes none beside others that do
+// reports its 0).
+void check_deadline(const PlanSpec& spec, const std::vector<PlanRow>& rows) {
+  const PlanRow* fastest = nullptr;
+  for (const PlanRow& r : rows) {
+    if (!r.report) continue;
+    if (r.deadline_tokens.value_or(0) > 0) return;
+    if (fastest == nullptr || r.report->step_time_s < fastest->report->step_time_s) fastest = &r;
+  }
+  if (fastest == nullptr || spec.deadline_days <= 0) return;
+  throw InputError("--deadline", spec.deadline_text,
+                   fmt::format("is {:g} s, less than one step of the job on every cluster and GPU count (the fastest, "
+                               "{} on {} GPUs, takes {:.6g} s a step for {:.0f} tokens): expected a deadline of at "
+                               "least one step",
+                               spec.deadline_days * kSecondsPerDay, fastest->cluster.name, fastest->gpus,
+                               fastest->report->step_time_s, fastest->step_tokens));
 }
 
 // `e`, a refusal of a key the scenario's cluster section carried to a --cluster preset (not one
@@ -131,17 +154,21 @@ PlanRow plan_one(const PlanSpec& spec, const PlanCluster& cluster, int gpus, uns
   const Scenario chosen = io::load_scenario(s.scenario, sets);
   row.bucket = bucket_text(chosen);
   if (sized_in_parameters(chosen)) row.bucket_parameters = parallelism::megatron_bucket_elements(chosen);
-  add_budget(spec, row);
+  add_budget(spec, chosen, row);
   return row;
 }
 
 // A row is on the front when no other row trains at least as fast for no more money and is
 // better in one of them. Seconds and cost per token order rows as the budget's days and cost
-// do, and need no budget.
+// do (every row takes the same whole steps for it); with a deadline alone, "as fast" is as many
+// tokens by the deadline, which the table prints.
 // A row without a price has no cost to compare: the front is the priced rows', and only when
 // no row has a price is it the fastest rows by time alone.
-void mark_pareto(std::vector<PlanRow>& rows) {
-  const auto time_of = [](const PlanRow& r) { return 1 / r.report->throughput.tokens_per_s; };
+void mark_pareto(const PlanSpec& spec, std::vector<PlanRow>& rows) {
+  const bool by_deadline = spec.tokens <= 0;
+  const auto time_of = [by_deadline](const PlanRow& r) {
+    return by_deadline ? -r.deadline_tokens.value_or(0) : 1 / r.report->throughput.tokens_per_s;
+  };
   const auto cost_of = [](const PlanRow& r) { return r.report->cost.cost_per_mtoken; };
   const auto priced = [](const PlanRow& r) { return r.cluster.gpu_hour_price > 0; };
   const bool any_priced =
@@ -289,6 +316,7 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
   // Given, each is read, "" too (it is no number).
   if (request.tokens) spec.tokens = parse_tokens(*request.tokens, "--tokens");
   if (request.deadline) spec.deadline_days = days_of(*request.deadline);
+  if (request.deadline) spec.deadline_text = *request.deadline;
   if (!request.gpus) throw InputError("<command line>", "--gpus", "expected the GPU count(s) to plan for");
   if (request.gpus->empty())
     throw InputError(
@@ -316,14 +344,10 @@ PlanSpec make_plan_spec(const PlanRequest& request) {
     }
     spec.clusters.push_back(std::move(cluster));
   }
-  // Without --cluster, the scenario's own cluster; with it, the keys of the scenario's cluster
-  // section carry to each but the preset (--cluster's) and the node count (--gpus'), and a GPU
-  // of its own, which would replace each cluster's, is refused.
-  const bool scenario_given = !spec.scenario.path.empty() || spec.scenario.text;
-  if (spec.clusters.empty() && !scenario_given)
-    throw InputError("<command line>", "--cluster",
-                     "expected at least one cluster preset, e.g. --cluster dgx-b200@5.5 (or a scenario, whose own "
-                     "cluster is then planned)");
+  // Without --cluster, the scenario's own cluster (the embedded default's without a scenario);
+  // with it, the keys of the scenario's cluster section carry to each but the preset
+  // (--cluster's) and the node count (--gpus'), and a GPU of its own, which would replace each
+  // cluster's, is refused.
   if (spec.clusters.empty()) spec.clusters.push_back(PlanCluster{"", 0, true});
   if (!spec.clusters.front().own)
     spec.cluster_sets =
@@ -384,7 +408,8 @@ std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs,
       rows.push_back(plan_one(spec, cluster, gpus, jobs));
       if (progress) progress(rows.back());
     }
-  mark_pareto(rows);
+  if (spec.deadline_days > 0) check_deadline(spec, rows);
+  mark_pareto(spec, rows);
   return rows;
 }
 

@@ -31,6 +31,7 @@ struct PlanSpec {
   std::vector<std::string> cluster_sets;
   double tokens = 0;              // the token budget; 0: none
   double deadline_days = 0;       // 0: none
+  std::string deadline_text;      // --deadline as given, for its errors
   std::vector<int> gpus;          // the GPU counts to plan for
   std::vector<PlanCluster> clusters;
   std::vector<std::string> precisions;  // allowed; empty: the scenario's own
@@ -72,10 +73,14 @@ struct PlanRow {
   std::optional<Candidate> layout;  // the fastest, absent when nothing fits
   std::optional<Report> report;
   ValidationBand band;
-  double train_days = 0;       // the token budget at the step time; 0 without a budget
-  double energy_kwh = 0;       // GPU boards, for the budget
-  double cost = 0;             // for the budget; 0 without a price
-  double deadline_tokens = 0;  // tokens trained by the deadline; 0 without one
+  double step_tokens = 0;  // tokens one step trains: the global batch times the sequence length
+  // The budget's whole steps, ceil(tokens / step_tokens), at the step time; 0 without a budget.
+  double train_days = 0;
+  double energy_kwh = 0;  // GPU boards, for the budget's steps
+  double cost = 0;        // for the budget's steps; 0 without a price
+  // The whole steps finished by the deadline, floor(deadline / step time), times step_tokens (0
+  // where not one step finishes by it); absent without a deadline.
+  std::optional<double> deadline_tokens;
   bool pareto = false;         // no other row trains the budget both sooner and for less
   double search_s = 0;         // wall-clock seconds the search took
   // The layout's gradient bucket size as its kind sizes it ("25 MiB", "40 M parameters"); ""
@@ -105,7 +110,8 @@ std::vector<std::string> parse_precisions(const std::vector<std::string>& lists,
 double parse_tokens(const std::string& text, const std::string& flag);
 
 // Searches every cluster at every GPU count (clusters in the order given); `progress` hears a
-// line as each search ends.
+// line as each search ends. A deadline shorter than one step on every row that has a layout is
+// refused (InputError naming --deadline), as a budget below one step is.
 std::vector<PlanRow> run_plan(const PlanSpec& spec, unsigned jobs, const std::function<void(const PlanRow&)>& progress);
 
 // A row's layout key by key ("parallel.tp" -> 4, "tensor_parallel.comm_overlap" -> false), from

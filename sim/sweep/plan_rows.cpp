@@ -35,6 +35,7 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   // A figure that is not known is null (an empty CSV cell), never 0: the price of a cluster
   // given without one, the budget's days, energy and cost without a token budget, the energy
   // without the GPU's board power, the cost without a price, the deadline's tokens without one.
+  // The deadline's 0 tokens where not one step finishes by it are known, and a number.
   const auto known = [](bool given, double v) { return given ? boost::json::value(v) : boost::json::value(nullptr); };
   std::vector<std::pair<std::string, boost::json::value>> f = {
       {"cluster", boost::json::value(r.cluster.name)},
@@ -91,13 +92,21 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   num(
       "energy_mwh", [&](const Report&) { return r.energy_kwh / 1000; }, energy);
   num(
+      "energy_mwh_low", [&](const Report&) { return r.energy_kwh / 1000 * (1 - m); }, energy);
+  num(
+      "energy_mwh_high", [&](const Report&) { return r.energy_kwh / 1000 * (1 + m); }, energy);
+  num(
       "cost", [&](const Report&) { return r.cost; }, cost);
   num(
       "cost_low", [&](const Report&) { return r.cost * (1 - m); }, cost);
   num(
       "cost_high", [&](const Report&) { return r.cost * (1 + m); }, cost);
+  // The price's cost of a million tokens at the step time, budget or not: the Pareto table's
+  // cost with a deadline alone.
   num(
-      "deadline_tokens", [&](const Report&) { return r.deadline_tokens; }, r.deadline_tokens > 0);
+      "cost_per_mtoken", [](const Report& x) { return x.cost.cost_per_mtoken; }, r.cluster.gpu_hour_price > 0);
+  num(
+      "deadline_tokens", [&](const Report&) { return r.deadline_tokens.value_or(0); }, r.deadline_tokens.has_value());
   f.emplace_back("pareto", r.pareto);
   f.emplace_back("band_mape", m);
   f.emplace_back("band_runs", r.band.runs);

@@ -16,9 +16,10 @@ struct ValidationBand {
 };
 
 // The band of `gpu`: docs/validation.md's step-time errors of the runs not used for fitting on
-// the GPU preset whose figures it has (io::gpu_preset_of: every key but the name, which only
-// names it in the report), or of all such runs when it has no preset's figures or no run was on
-// that preset.
+// the GPU preset whose figures it has, every key that a step time reads (not the name and
+// provenance, which only name it, the board power, which gives the energy, nor the memory
+// capacity, which decides which layouts fit); or of all such runs when it has no preset's
+// figures (the source then names the keys that differ) or no run was on that preset.
 ValidationBand validation_band(const GpuSpec& gpu);
 
 }  // namespace stepsim::sweep

@@ -255,18 +255,51 @@ TEST_CASE("A cluster key that the compared cluster cannot take is refused as pla
 }
 
 // The --set cluster keys are the scenario's own cluster's too: carried to each compared preset
-// as plan carries them (a price included, where NAME@PRICE gives none).
+// as plan carries them, but the price, which is the scenario's own cluster's.
 TEST_CASE("A cluster comparison carries the --set cluster keys to each preset, as plan does") {
   Scratch scratch("compare-cluster-own-keys");
   const auto run = scratch.run(
       "simulate --set cluster.gpu_hour_price=2 --set cluster.intra_node.nvls=false --compare-cluster dgx-h200-ndr");
   INFO(run.err);
   REQUIRE(run.status == 0);
-  CHECK(comparison_row(run.out, "GPU-hour price") == std::vector<std::string>{"2", "2"});
+  CHECK(comparison_row(run.out, "GPU-hour price") == std::vector<std::string>{"2", "-"});
   const auto h200 = scratch.run(
       "simulate --set cluster=dgx-h200-ndr --set cluster.gpu_hour_price=2 --set cluster.intra_node.nvls=false");
   REQUIRE(h200.status == 0);
   CHECK(comparison_row(run.out, "step time").back() == own_step(h200.out));
+}
+
+// The scenario's price is its own cluster's: a cluster compared without @PRICE has no cost (a
+// DGX B300 at the A100's 1.8 was the cheapest column by three times), where @PRICE gives one;
+// the scenario's own preset as a column keeps the scenario's price, the same cluster. The cost
+// of a million tokens by hand: price × GPUs × step time / 3600 / tokens per step × 1e6, the
+// default job's 64 GPUs and 128 sequences of 8192 tokens.
+TEST_CASE("A cluster compared without @PRICE has no price, not the scenario's") {
+  Scratch scratch("compare-cluster-price");
+  const auto run = scratch.run(
+      "simulate --set cluster.gpu_hour_price=1.8 --compare-cluster dgx-h200-ndr@2.9 --compare-cluster dgx-b300 "
+      "--compare-cluster dgx-h100-ndr");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(comparison_row(run.out, "GPU-hour price") == std::vector<std::string>{"1.8", "2.9", "-", "1.8"});
+  const std::vector<std::string> costs = comparison_row(run.out, "cost per M tokens");
+  const std::vector<std::string> steps = comparison_row(run.out, "step time");
+  REQUIRE(costs.size() == 4);
+  REQUIRE(steps.size() == 4);
+  CHECK(costs[2] == "-");
+  CHECK(costs[3] == costs[0]);
+  const double h200_step = std::stod(steps[1]);
+  CHECK(std::stod(costs[1]) == Approx(2.9 * 64 * h200_step / 3600 / (128.0 * 8192) * 1e6).margin(0.0011));
+  CHECK(run.out.find("  -: no price given for that cluster (--compare-cluster NAME@PRICE); the scenario's price is "
+                     "its own cluster's\n") != std::string::npos);
+  // A scenario file's price is its cluster's alike.
+  scratch.write("a100.json",
+                R"({"preset": "default", "cluster": {"preset": "dgx-a100-80g-hdr", "gpu_hour_price": 1.8}})");
+  const auto file = scratch.run("simulate a100.json --compare-cluster dgx-b300");
+  INFO(file.err);
+  REQUIRE(file.status == 0);
+  CHECK(comparison_row(file.out, "GPU-hour price") == std::vector<std::string>{"1.8", "-"});
+  CHECK(comparison_row(file.out, "cost per M tokens").back() == "-");
 }
 
 // A key that the other cluster makes wrong is named, with where its value came from: 5 of a

@@ -73,6 +73,8 @@ TEST_CASE("on 256 H100 plan's layout for Llama 3 70B is at least as fast as NeMo
   CHECK(number(row, "step_time_s") <= nemo);
 }
 
+// A step of GPT 1.3B on the default job trains 128 sequences of 2048 tokens, 262,144 tokens: 10B
+// tokens take ceil(10e9 / 262144) = 38,147 whole steps (38,146.97 of them was the budget once).
 TEST_CASE("plan's time to train, energy and cost are the budget at the step's throughput, price and board power") {
   const Scratch dir("plan-budget");
   const auto rows =
@@ -82,12 +84,18 @@ TEST_CASE("plan's time to train, energy and cost are the budget at the step's th
     const auto& row = v.as_object();
     REQUIRE(row.at("status").as_string() == "ok");
     const double gpus = number(row, "gpus");
-    const double days = 10e9 / (number(row, "tokens_per_s_per_gpu") * gpus) / 86400;
-    CHECK(number(row, "train_days") == Approx(days).epsilon(1e-9));
-    CHECK(number(row, "cost") == Approx(gpus * number(row, "gpu_hour_price") * days * 24).epsilon(1e-6));
+    const double days = 38147 * number(row, "step_time_s") / 86400;
+    CHECK(number(row, "train_days") == Approx(days).epsilon(1e-12));
+    CHECK(number(row, "cost") == Approx(gpus * number(row, "gpu_hour_price") * days * 24).epsilon(1e-12));
     // Board power: 700 W for the H100 SXM5, 400 W for the A100 SXM4 (datasheets).
     const double watts = row.at("gpu").as_string() == "h100-sxm5-80gb" ? 700 : 400;
-    CHECK(number(row, "energy_mwh") == Approx(gpus * watts * days * 24 / 1e6).epsilon(1e-6));
+    const double mwh = gpus * watts * days * 24 / 1e6;
+    CHECK(number(row, "energy_mwh") == Approx(mwh).epsilon(1e-12));
+    // The energy is proportional to the step time, so it carries the step time's band as the
+    // days and the cost do.
+    const double band = number(row, "band_mape");
+    CHECK(number(row, "energy_mwh_low") == Approx(mwh * (1 - band)).epsilon(1e-12));
+    CHECK(number(row, "energy_mwh_high") == Approx(mwh * (1 + band)).epsilon(1e-12));
     CHECK(number(row, "step_time_high_s") / number(row, "step_time_s") == Approx(1 + number(row, "band_mape")));
     CHECK(number(row, "memory_in_use_gib") <= number(row, "memory_capacity_gib"));
   }
@@ -113,6 +121,12 @@ TEST_CASE("plan prints a table per cluster and the Pareto table, with progress o
     CHECK(run.out.find(label) != std::string::npos);
   CHECK(run.err.find("stepsim: plan: dgx-h100-ndr, 8 GPUs: ") == 0);
   CHECK(run.err.find("stepsim: plan: dgx-b200, 8 GPUs: ") != std::string::npos);
+  // The energy carries the band as the days and the cost do: "E MWh (LOW MWh to HIGH MWh)".
+  const auto energy = run.out.find("  energy ");
+  REQUIRE(energy != std::string::npos);
+  const std::string line = run.out.substr(energy, run.out.find('\n', energy) - energy);
+  CHECK(line.find(" MWh to ") != std::string::npos);
+  CHECK(line.ends_with(" MWh) (GPU boards at their rated power)"));
 }
 
 // The default scenario is TP 8 without sequence parallelism, which a mixture of experts
@@ -284,9 +298,6 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
     CHECK(run.status == 2);
     return run.err;
   };
-  CHECK(err("--tokens 1T --gpus 8") ==
-        "stepsim: error: <command line>: --cluster: expected at least one cluster preset, e.g. --cluster "
-        "dgx-b200@5.5 (or a scenario, whose own cluster is then planned)\n");
   CHECK(err("--gpus 8 --cluster dgx-b200") ==
         "stepsim: error: <command line>: --tokens: expected a token budget (--tokens N) or a deadline (--deadline "
         "DAYS)\n");
@@ -470,15 +481,17 @@ TEST_CASE("plan leaves the figures it does not know empty, never 0", "[slow]") {
   };
   // A budget, no price: no cost; no deadline: no tokens by it.
   const auto budget = row_of("--tokens 1e9 --cluster dgx-h100-ndr");
-  is_null(budget, {"gpu_hour_price", "cost", "cost_low", "cost_high", "deadline_tokens"});
-  is_number(budget, {"step_time_s", "train_days", "train_days_low", "train_days_high", "energy_mwh"});
+  is_null(budget, {"gpu_hour_price", "cost", "cost_low", "cost_high", "cost_per_mtoken", "deadline_tokens"});
+  is_number(budget, {"step_time_s", "train_days", "train_days_low", "train_days_high", "energy_mwh", "energy_mwh_low",
+                     "energy_mwh_high"});
   // A deadline alone: no budget to take days, energy or cost for.
   const auto deadline = row_of("--deadline 10 --cluster dgx-h100-ndr@2");
-  is_null(deadline, {"train_days", "train_days_low", "train_days_high", "energy_mwh", "cost", "cost_low", "cost_high"});
-  is_number(deadline, {"gpu_hour_price", "deadline_tokens"});
+  is_null(deadline, {"train_days", "train_days_low", "train_days_high", "energy_mwh", "energy_mwh_low",
+                     "energy_mwh_high", "cost", "cost_low", "cost_high"});
+  is_number(deadline, {"gpu_hour_price", "cost_per_mtoken", "deadline_tokens"});
   // A GPU without a board power: no energy.
   const auto unpowered = row_of("--tokens 1e9 --cluster dgx-h100-ndr@2 --set cluster.gpu.board_power_w=0");
-  is_null(unpowered, {"energy_mwh", "deadline_tokens"});
+  is_null(unpowered, {"energy_mwh", "energy_mwh_low", "energy_mwh_high", "deadline_tokens"});
   is_number(unpowered, {"train_days", "cost"});
   // The CSV: empty cells where the JSON has null.
   const Run csv = dir.run("plan --model gpt-1.3b --gpus 8 --max-layouts 4 --tokens 1e9 --cluster dgx-h100-ndr -o -");
@@ -800,6 +813,129 @@ TEST_CASE("plan and sweep --best take --set training.fp8_scaling=current when --
   const Run none = dir.run("plan " + job + "--precision bf16 --set training.fp8_scaling=current");
   CHECK(none.status == 2);
   CHECK(none.err.find("training.fp8_scaling") != std::string::npos);
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+namespace {
+
+// The plan's text of each line of the table's `label` ("  by the deadline"), in row order.
+std::vector<std::string> table_lines(const std::string& out, const std::string& label) {
+  std::vector<std::string> lines;
+  for (auto at = out.find(label); at != std::string::npos; at = out.find(label, at + 1))
+    lines.push_back(out.substr(at, out.find('\n', at) - at));
+  return lines;
+}
+
+}  // namespace
+
+// A step trains the global batch at once: GPT 1.3B's default job, 128 sequences of 2048 tokens,
+// 262,144 tokens a step. A deadline of 2.5 steps trains 2 (it said 2.5 steps' 655,360 tokens), a
+// budget of 2.5 steps' tokens takes 3, and a deadline shorter than one step on every row is
+// refused, as a budget below one step is (it reported 0.5 steps' tokens).
+TEST_CASE("plan counts whole steps: a deadline trains the steps it finishes, a budget takes a step more for a part") {
+  const Scratch dir("plan-whole-steps");
+  const std::string job = "--model gpt-1.3b --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr@2.5 ";
+  const boost::json::array first = plan_rows(dir, job + "--deadline 10");
+  REQUIRE(first.size() == 1);
+  REQUIRE(first[0].at("status").as_string() == "ok");
+  const double step = number(first[0].as_object(), "step_time_s");
+  // 10 days: floor(864000 / step) steps.
+  CHECK(number(first[0].as_object(), "deadline_tokens") == std::floor(864000 / step) * 262144);
+  const std::string two_and_a_half = fmt::format("{:.17g}", 2.5 * step / 86400);
+  const boost::json::array rows = plan_rows(dir, job + "--tokens 655360 --deadline " + two_and_a_half);
+  REQUIRE(rows.size() == 1);
+  const auto& row = rows[0].as_object();
+  CHECK(number(row, "step_time_s") == step);
+  CHECK(number(row, "deadline_tokens") == 2 * 262144);
+  CHECK(number(row, "train_days") * 86400 == Approx(3 * step).epsilon(1e-12));
+  CHECK(number(row, "cost") == Approx(3 * step * 8 * 2.5 / 3600).epsilon(1e-12));
+  CHECK(number(row, "energy_mwh") == Approx(3 * step * 8 * 700 / 3.6e9).epsilon(1e-12));
+  const Run table = dir.run("plan " + job + "--deadline " + two_and_a_half);
+  REQUIRE(table.status == 0);
+  CHECK(table_lines(table.out, "  by the deadline") ==
+        std::vector<std::string>{fmt::format("  by the deadline        5.24e+05 tokens in {} days (2 whole steps)",
+                                             fmt::format("{:g}", 2.5 * step / 86400))});
+  const std::string half = fmt::format("{:.17g}", 0.5 * step / 86400);
+  const Run refused = dir.run("plan " + job + "--deadline " + half);
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  // After the search's progress line: the step time is what the search finds.
+  CHECK(
+      refused.err.ends_with(fmt::format("\nstepsim: error: --deadline: {}: is {:g} s, less than one step of the job "
+                                        "on every cluster and GPU count (the fastest, dgx-h100-ndr on 8 GPUs, takes "
+                                        "{:.6g} s a step for 262144 tokens): expected a deadline of at least one "
+                                        "step\n",
+                                        half, 0.5 * step, step)));
+}
+
+// A deadline one row finishes no step by and another does: the first trains 0 tokens (a
+// number, not an unknown), the table says why, and the plan stands.
+TEST_CASE("plan gives 0 tokens by a deadline shorter than a row's step when another row finishes one") {
+  const Scratch dir("plan-deadline-zero");
+  const std::string job = "--model gpt-1.3b --gpus 8,16 --max-layouts 4 --cluster dgx-h100-ndr@2.5 ";
+  const boost::json::array first = plan_rows(dir, job + "--deadline 10");
+  REQUIRE(first.size() == 2);
+  const double slow = number(first[0].as_object(), "step_time_s");
+  const double fast = number(first[1].as_object(), "step_time_s");
+  REQUIRE(fast < 0.9 * slow);
+  const std::string deadline = fmt::format("{:.17g}", 0.95 * slow / 86400);
+  const boost::json::array rows = plan_rows(dir, job + "--deadline " + deadline);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("deadline_tokens").is_number());
+  CHECK(number(rows[0].as_object(), "deadline_tokens") == 0);
+  CHECK(number(rows[1].as_object(), "deadline_tokens") == std::floor(0.95 * slow / fast) * 262144);
+  const Run table = dir.run("plan " + job + "--deadline " + deadline);
+  REQUIRE(table.status == 0);
+  const auto lines = table_lines(table.out, "  by the deadline");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == fmt::format("  by the deadline        0 tokens in {:g} days: one step (262144 tokens) takes {:.3f} "
+                                "s, longer than the deadline's {:g} s",
+                                0.95 * slow / 86400, slow, 0.95 * slow));
+}
+
+// With a deadline alone the Pareto table prints the tokens trained by the deadline and the cost of
+// a million tokens (price × GPUs × step time / 3600 / 262,144 tokens × 1e6), under a header
+// that says so (it said "cost against time to train" over tokens/s), and the rows hold both:
+// deadline_tokens and cost_per_mtoken (which no column held).
+TEST_CASE("plan's Pareto table with a deadline alone prints what its rows hold, under a header that says so") {
+  const Scratch dir("plan-deadline-pareto");
+  const std::string args =
+      "plan --model gpt-1.3b --deadline 1 --gpus 8 --max-layouts 4 --cluster dgx-h100-ndr@2.5 "
+      "--cluster dgx-a100-80g-hdr@1.8 -o rows.json";
+  const Run run = dir.run(args);
+  REQUIRE(run.status == 0);
+  const boost::json::array rows = boost::json::parse(testing::slurp(dir.file("rows.json"))).as_array();
+  REQUIRE(rows.size() == 2);
+  CHECK(run.out.find("\ncost per M tokens against tokens trained by the deadline, most first") != std::string::npos);
+  CHECK(run.out.find("cost against time to train") == std::string::npos);
+  for (const auto& v : rows) {
+    const auto& row = v.as_object();
+    const double price = number(row, "gpu_hour_price");
+    const double per_mtoken = price * 8 * number(row, "step_time_s") / 3600 / 262144 * 1e6;
+    CHECK(number(row, "cost_per_mtoken") == Approx(per_mtoken).epsilon(1e-12));
+    CHECK(number(row, "deadline_tokens") == std::floor(86400 / number(row, "step_time_s")) * 262144);
+    const std::string line =
+        fmt::format("  {}  {:<20} {:>6}  {:<9} {:>28}  {:>32}", row.at("pareto").as_bool() ? "*" : " ",
+                    std::string(row.at("cluster").as_string()), 8, std::string(row.at("precision").as_string()),
+                    fmt::format("{:.3g}", number(row, "deadline_tokens")), fmt::format("{:.3f}", per_mtoken));
+    CHECK(run.out.find(line + "\n") != std::string::npos);
+  }
+}
+
+// Without a scenario the job is the embedded default, and without --cluster its own cluster is
+// planned (the default scenario's dgx-h100-ndr, configs/examples/default.json), as plan's help
+// says: it was refused ("expected at least one cluster preset").
+TEST_CASE("plan without a scenario or --cluster plans the embedded default's own cluster") {
+  const Scratch dir("plan-default-own");
+  const boost::json::array own = plan_rows(dir, "--model gpt-1.3b --tokens 1e9 --gpus 8 --max-layouts 4");
+  const boost::json::array named = small_plan(dir, "--cluster dgx-h100-ndr");
+  REQUIRE(own.size() == 1);
+  REQUIRE(named.size() == 1);
+  CHECK(own[0].at("cluster").as_string() == "dgx-h100-ndr");
+  CHECK(own[0].at("status").as_string() == "ok");
+  CHECK(own[0].at("step_time_s") == named[0].at("step_time_s"));
 }
 
 }  // namespace stepsim

@@ -238,7 +238,8 @@ def plan():
 
 def plan_own_cluster():
     """Without a cluster, the scenario's own cluster section (its price and network) is planned, as
-    `stepsim plan SCENARIO.json` without --cluster plans it; with neither, the command line's error."""
+    `stepsim plan SCENARIO.json` without --cluster plans it; with neither, the embedded default's
+    own cluster, as `stepsim plan` without either plans it."""
     with tempfile.TemporaryDirectory() as folder:
         scenario = os.path.join(folder, "own.json")
         with open(scenario, "w") as f:
@@ -255,12 +256,17 @@ def plan_own_cluster():
     for key in want[0]:
         if key != "search_s":  # wall-clock time
             assert got[0][key] == want[0][key], f"{key}: {got[0][key]!r} != {want[0][key]!r}"
-    message = cli_error("plan", "--tokens", "1T", "--gpus", "8")
-    try:
-        stepsim.plan(gpus=8, tokens="1T")
-        raise AssertionError("a plan with no scenario and no cluster accepted")
-    except stepsim.ScenarioError as e:
-        assert str(e) == message, (str(e), message)
+    # Neither a scenario nor a cluster: the embedded default's own cluster, dgx-h100-ndr.
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.json")
+        cli("plan", "--tokens", "1T", "--gpus", "8", "--max-layouts", "2", "-o", rows)
+        with open(rows) as f:
+            default = json.load(f)
+    got = records(stepsim.plan(gpus=8, tokens="1T", max_layouts=2))
+    assert len(got) == len(default) == 1 and default[0]["cluster"] == "dgx-h100-ndr", default
+    for key in default[0]:
+        if key != "search_s":
+            assert got[0][key] == default[0][key], f"{key}: {got[0][key]!r} != {default[0][key]!r}"
     print(f"plan of the scenario's own cluster: cost {want[0]['cost']}, as the command line")
 
 
