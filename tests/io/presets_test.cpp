@@ -120,6 +120,16 @@ TEST_CASE("the GPU presets carry the datasheet figures") {
   CHECK(h200.cluster.gpu.flops.fp8.tflops() == Approx(1979));
 }
 
+// torchtitan's hosts, as pytorch/torchtitan docs/performance.md says: "Each H100 GPU is
+// equipped with 96GB HBM2e with 2.4 TB/sec peak memory bandwidth", at "the default 500W power
+// limit". The preset had the 80 GB HBM3 part's 3.35 TB/s.
+TEST_CASE("the 500 W H100 has the HBM2e bandwidth torchtitan states for its hosts") {
+  GpuSpec g;
+  io::read_gpu(g, boost::json::value(boost::json::string("h100-sxm5-96gb-500w")), io::Reader("test", true));
+  CHECK(g.memory_bandwidth.bytes_per_s() == Approx(2.4e12));
+  CHECK(g.board_power_w == 500);
+}
+
 TEST_CASE("the preset listing has a summary for every preset") {
   // The parameter count is the caller's (the simulator's, a layer above); here one per layer.
   const auto presets = io::list_presets([](const ModelSpec& m) { return 1'000'000'000LL * m.layers; });
