@@ -182,9 +182,6 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
   CHECK(odd.status == 2);
   CHECK(odd.err.find("--set: cluster.host_link.gpus_per_link: 3 GPUs per link do not divide the node's 4 GPUs") !=
         std::string::npos);
-  // A cluster preset that does not describe one.
-  refused("--set training.activation_offload_layers=2 --set cluster=dgx-b300",
-          "cluster dgx-b300 describes no link to host memory");
   // torchtitan and the others have no such offload: the key would be accepted and mean nothing.
   for (const char* framework : {"torchtitan", "pytorch", "deepspeed"}) {
     const auto r = scratch.run(std::string("simulate s.json --set training.activation_offload_layers=2 "
@@ -194,6 +191,34 @@ TEST_CASE("Activation offload is refused where Megatron-Core refuses it, and wit
     CHECK(r.err.find("--set: training.framework: training.activation_offload_layers is Megatron-Core's") !=
           std::string::npos);
   }
+}
+
+// DGX B300: each B300's PCIe Gen6 x16 link goes to its ConnectX-8's switch, and on to Xeon 6
+// hosts whose root ports are PCIe Gen5 x16: 64 GB/s each way. On 4 GPUs of one node (no NIC
+// traffic) each layer's copy takes its bytes over that, 84 017 152 B / 64 GB/s = 1.3128 ms; the
+// cluster was refused for offload while its preset described no host link.
+TEST_CASE("DGX B300 offloads over each GPU's PCIe link to its Xeon host at Gen5 x16") {
+  const stepsim::HostLink link =
+      stepsim::io::load_scenario_text(kTray, "tray.json", {"cluster=dgx-b300"}).cluster.host_link;
+  CHECK(link.bandwidth.bytes_per_s() == 64e9);
+  CHECK(link.gpus_per_link == 1);
+  const stepsim::SimulationResult r = run_tray({"cluster=dgx-b300", layers(3)});
+  for (const char* stream : {"offload to host", "offload from host"}) {
+    const std::vector<stepsim::Interval> copies = on_stream(r.timeline, stream);
+    REQUIRE(copies.size() == 3);
+    for (const stepsim::Interval& i : copies) {
+      CHECK(i.bytes.as_double() == kLayerBytes);
+      CHECK((i.end - i.start).seconds() == Approx(kLayerBytes / 64e9).epsilon(1e-6));
+    }
+  }
+  CHECK(offload_note(r.report).find("over each GPU's PCIe link, which its NIC traffic shares") != std::string::npos);
+  // A comparison with offload that names the cluster runs, where it was refused.
+  stepsim::testing::Scratch scratch("offload-dgx-b300");
+  scratch.write("s.json", kTray);
+  const auto compared =
+      scratch.run("simulate s.json --set training.activation_offload_layers=2 --compare-cluster dgx-b300");
+  INFO(compared.err);
+  CHECK(compared.status == 0);
 }
 
 // On a DGX the GPU's one PCIe x16 link to its switch carries its copies to and from host

@@ -68,14 +68,14 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
                      "host link 450 GB/s shared by 2 GPUs; datasheet only\n") != std::string::npos);
   CHECK(run.out.find("4 x gb300 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 800 Gb/s NICs, "
                      "host link 450 GB/s shared by 2 GPUs; datasheet only\n") != std::string::npos);
-  CHECK(run.out.find("8 x b300 per node, NVLink 900 GB/s + NVLS, 8 x 800 Gb/s NICs, no host link; datasheet only\n") !=
-        std::string::npos);
+  CHECK(run.out.find("8 x b300 per node, NVLink 900 GB/s + NVLS, 8 x 800 Gb/s NICs, host link 64 GB/s per GPU; "
+                     "datasheet only\n") != std::string::npos);
 }
 
-TEST_CASE("Cluster summaries show the host link activation offload copies over, or that there is none") {
+TEST_CASE("Cluster summaries show the host link activation offload copies over") {
   // From the presets' files: a Grace's NVLink-C2C at 450 GB/s each way for the two GPUs of a
-  // GB200 or GB300 superchip, each DGX H100 GPU's own PCIe Gen5 x16 at 64 GB/s, and no host
-  // link described for the DGX B300.
+  // GB200 or GB300 superchip, each DGX H100 GPU's own PCIe Gen5 x16 at 64 GB/s, and each DGX
+  // B300 GPU's path to its Xeon 6 host, whose PCIe Gen5 x16 root port gives 64 GB/s.
   Scratch scratch("presets-host-link");
   const auto run = scratch.run("presets --kind cluster");
   REQUIRE(run.status == 0);
@@ -87,7 +87,7 @@ TEST_CASE("Cluster summaries show the host link activation offload copies over, 
   CHECK(line_of("gb300-nvl72").ends_with(", host link 450 GB/s shared by 2 GPUs; datasheet only"));
   CHECK(line_of("dgx-h100-ndr").ends_with(", 8 x 400 Gb/s NICs, host link 64 GB/s per GPU; datasheet only"));
   CHECK(line_of("dgx-a100-80g-hdr").ends_with(", host link 32 GB/s per GPU; fitted"));
-  CHECK(line_of("dgx-b300").ends_with(", 8 x 800 Gb/s NICs, no host link; datasheet only"));
+  CHECK(line_of("dgx-b300").ends_with(", 8 x 800 Gb/s NICs, host link 64 GB/s per GPU; datasheet only"));
   // The JSON list carries the same summaries.
   const auto json = scratch.run("presets --kind cluster --json -");
   REQUIRE(json.status == 0);

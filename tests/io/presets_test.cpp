@@ -120,6 +120,33 @@ TEST_CASE("the GPU presets carry the datasheet figures") {
   CHECK(h200.cluster.gpu.flops.fp8.tflops() == Approx(1979));
 }
 
+// B300's TF32, FP32 and FP4 peaks from the figures the preset cites, NVIDIA's HGX B300 over 8
+// GPUs: TF32 18 PFLOPS with sparsity (half without), FP32 600 TFLOPS, FP4 108 PFLOPS dense. The
+// TF32 rate was 1100 TFLOPS, a per-GPU table's rounding, where B200's, the same tensor core's
+// from the same kind of figure, is 1125.
+TEST_CASE("the B300 preset's TF32, FP32 and FP4 peaks are its HGX figures over 8 GPUs") {
+  const auto gpu = [](const char* name) {
+    GpuSpec g;
+    io::read_gpu(g, boost::json::value(boost::json::string(name)), io::Reader("test", true));
+    return g;
+  };
+  const GpuSpec b300 = gpu("b300");
+  CHECK(b300.flops.tf32.tflops() == Approx(18000.0 / 8 / 2));
+  CHECK(b300.flops.tf32.tflops() == Approx(gpu("b200").flops.tf32.tflops()));
+  CHECK(b300.flops.fp32.tflops() == Approx(600.0 / 8));
+  CHECK(b300.flops.fp4.tflops() == Approx(108000.0 / 8));
+}
+
+// torchtitan's hosts, as pytorch/torchtitan docs/performance.md says: "Each H100 GPU is
+// equipped with 96GB HBM2e with 2.4 TB/sec peak memory bandwidth", at "the default 500W power
+// limit". The preset had the 80 GB HBM3 part's 3.35 TB/s.
+TEST_CASE("the 500 W H100 has the HBM2e bandwidth torchtitan states for its hosts") {
+  GpuSpec g;
+  io::read_gpu(g, boost::json::value(boost::json::string("h100-sxm5-96gb-500w")), io::Reader("test", true));
+  CHECK(g.memory_bandwidth.bytes_per_s() == Approx(2.4e12));
+  CHECK(g.board_power_w == 500);
+}
+
 TEST_CASE("the preset listing has a summary for every preset") {
   // The parameter count is the caller's (the simulator's, a layer above); here one per layer.
   const auto presets = io::list_presets([](const ModelSpec& m) { return 1'000'000'000LL * m.layers; });
