@@ -16,7 +16,8 @@ std::optional<std::string> unsupported(const Context& c) {
   // enqueue.cc skips NVLS for all but AllReduce beyond NCCL_MAX_NVLS_ARITY local ranks.
   if (c.op != CollOp::allreduce && c.ppn() > kMaxNvlsArity)
     return fmt::format("beyond {} GPUs of one NVLink domain NCCL runs NVLS for AllReduce only", kMaxNvlsArity);
-  if (c.ppn() < 2 || c.nvls.channels < 2) return "NVLS needs at least two GPUs in the node";
+  if (c.ppn() < 2) return "NVLS needs at least two GPUs in the node";
+  if (c.nvls.channels < 2) return "NCCL's NVLS search finds no two channels that fit on the GPUs' NVSwitch links";
   return std::nullopt;
 }
 

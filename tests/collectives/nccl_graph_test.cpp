@@ -81,6 +81,17 @@ TEST_CASE("NVLS graphs across nodes take the inter-node speeds and keep bwInter 
         Approx(8 * (2 * 48 * 0.74 * 7 / 8) * 16 / 30));
 }
 
+// An NVLS head across nodes is a GPU next to a NIC (search.cc: fewer channels than NICs), and
+// tuning.cc wants two channels: 8 H100 behind one NIC per node run no NVLS-Tree.
+TEST_CASE("NVLS-Tree needs two GPUs with a NIC of their own per node") {
+  ClusterSpec one_nic = test::dgx_hopper("dgx-h100-ndr", 2);
+  one_nic.inter_node.nics_per_node = 1;
+  CHECK(nvls_graph(one_nic, {16, 2, 8}).channels == 1);
+  CHECK_THROWS_WITH(collectives::predict(one_nic, {Algorithm::nvls_tree, Protocol::automatic},
+                                         Request{CollOp::allreduce, Bytes::mib(64), {16, 2, 8}}),
+                    Catch::Contains("NVLS-Tree needs two NVLS channels, one per GPU with a NIC of its own"));
+}
+
 // enqueue.cc skips NVLS for every function but AllReduce when a node holds more than
 // NCCL_MAX_NVLS_ARITY (32) ranks; a rack of GB200 is one node.
 TEST_CASE("beyond 32 GPUs of one NVLink domain NVLS runs AllReduce only") {
