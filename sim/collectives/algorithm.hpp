@@ -27,7 +27,7 @@ struct Context {
   Bytes size;  // nccl-tests S
   GroupShape shape;
   Graph ring{};            // ring and tree graphs (NCCL searches them alike on these systems)
-  Graph nvls{};            // NVLS heads: one channel per GPU of the node
+  Graph nvls{};            // NVLS graph: one channel per head GPU (0 channels: none)
   double intra_total = 0;  // NCCL's NVLink (or PCIe) bandwidth of one GPU, GB/s
   double nic_per_gpu = 0;  // one GPU's share of the node's NICs as NCCL sees them, GB/s
   Hw intra_hw = Hw::nvlink;

@@ -24,6 +24,7 @@ const ArchFacts kAmpere{
     .intra_speeds = kAmpereIntra,
     .inter_speeds = kAmpereInter,
     .dup_min_speed = 25.0,
+    .dup_many_channels_speed = 25.0,  // ccMin 80: the 4-channel rule does not apply
     .ll_max_bw = {87.7, 39.0, 20.4},  // multi-node rows are NCCL's x86/Intel host figures
     .ring_ll128_per_channel = {20.0, 20.0, 20.0},
     .tree_ll128_per_channel = {20.0, 20.0, 20.0},
@@ -39,7 +40,8 @@ const ArchFacts kHopper{
     .nvlink_fraction = 20.6 / 25.0,
     .intra_speeds = kHopperIntra,
     .inter_speeds = kHopperInter,
-    .dup_min_speed = 50.0,
+    .dup_min_speed = 25.0,
+    .dup_many_channels_speed = 50.0,
     .ll_max_bw = {141.0, 39.0, 20.4},
     .ring_ll128_per_channel = {36.7, 36.7, 36.7},
     .tree_ll128_per_channel = {36.7, 36.7, 29.0},
@@ -55,7 +57,8 @@ const ArchFacts kBlackwell{
     .nvlink_fraction = 40.1 / 50.0,
     .intra_speeds = kBlackwellIntra,
     .inter_speeds = kBlackwellInter,
-    .dup_min_speed = 50.0,
+    .dup_min_speed = 25.0,
+    .dup_many_channels_speed = 50.0,
     .ll_max_bw = {282.0, 39.0, 20.4},
     // 2 · 36.7 on one node and beyond two, 34.6 on two (NCCL 2.25 to 2.28.3 had 2 · 36.7 on
     // two nodes as well; 2.29 has {34.5, 34.6, 34.5} and 2.30 {40, 40, 40}).

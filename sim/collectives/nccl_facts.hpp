@@ -19,7 +19,10 @@ struct ArchFacts {
   double nvlink_fraction;
   std::span<const double> intra_speeds;  // per-channel bandwidths the graph search tries, GB/s
   std::span<const double> inter_speeds;
-  double dup_min_speed;             // channels are doubled (and halved) from this speed up
+  // ncclTopoDupChannels doubles (and halves) a ring/tree graph's channels from 25 GB/s up, and
+  // on compute capability above 8.0 below 50 GB/s only a graph of at most 4 channels.
+  double dup_min_speed;
+  double dup_many_channels_speed;
   std::array<double, 3> ll_max_bw;  // LL bus bandwidth cap, GB/s
   std::array<double, 3> ring_ll128_per_channel;
   std::array<double, 3> tree_ll128_per_channel;
@@ -44,6 +47,10 @@ enum class Hw { nvlink, pci, net };
 // Base latency and per-hop latency (µs) of NCCL's model. Algorithms without a figure read 0.
 double base_latency_us(Algorithm a, Protocol p);
 double hop_latency_us(Hw hw, Algorithm a, Protocol p);
+
+// NCCL_MAX_NVLS_ARITY (src/include/device.h): the most NVLS channels (heads), and beyond this
+// many GPUs of one node NCCL runs NVLS for AllReduce only (enqueue.cc).
+inline constexpr int kMaxNvlsArity = 32;
 
 // Network post overhead per inter-node ring step (µs), ×3 for Simple.
 inline constexpr double kNetOverheadUs = 1.0;

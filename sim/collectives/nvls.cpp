@@ -1,5 +1,9 @@
 // NVLS: NVLink SHARP, the NVSwitch reduces and multicasts (Hopper and later, Simple only,
 // one node: across nodes it needs CollNet, which is off).
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "collectives/algorithm.hpp"
 
 namespace stepsim::collectives::nvls {
@@ -9,7 +13,11 @@ std::optional<std::string> unsupported(const Context& c) {
   if (c.arch.nvls_efficiency <= 0 || !c.cluster.intra_node.nvls)
     return "the cluster has no NVLink SHARP (intra_node.nvls is false or the GPU predates Hopper)";
   if (c.nodes() > 1) return "NVLS spans one node; across nodes it needs CollNet, which is off";
-  if (c.ppn() < 2 || c.nvls.channels < 2) return "NVLS needs at least two GPUs in the node";
+  // enqueue.cc skips NVLS for all but AllReduce beyond NCCL_MAX_NVLS_ARITY local ranks.
+  if (c.op != CollOp::allreduce && c.ppn() > kMaxNvlsArity)
+    return fmt::format("beyond {} GPUs of one NVLink domain NCCL runs NVLS for AllReduce only", kMaxNvlsArity);
+  if (c.ppn() < 2) return "NVLS needs at least two GPUs in the node";
+  if (c.nvls.channels < 2) return "NCCL's NVLS search finds no two channels that fit on the GPUs' NVSwitch links";
   return std::nullopt;
 }
 
@@ -19,6 +27,8 @@ Estimate estimate(const Context& c, Protocol p) {
   double bw = c.nvls.bw_intra * c.arch.nvls_efficiency * (ch - 1) / ch;
   // AllReduce pipelines the reduction and the multicast.
   bw *= c.op == CollOp::allreduce ? 2.0 : (c.ppn() - 1.0) / c.ppn();
+  // No faster than the graph's bwInter, which the search raises to at most twice bwIntra.
+  bw = std::min(bw, c.nvls.bw_inter);
   double algbw = ch * bw;
   if (c.op == CollOp::allreduce) algbw *= c.ranks() / nsteps(c.op, c.ranks());
   const double lat = hop_latency_us(Hw::nvlink, Algorithm::nvls, p) * c.intra_hop_scale;

@@ -11,7 +11,9 @@ std::optional<std::string> unsupported(const Context& c) {
   if (c.arch.nvls_efficiency <= 0 || !c.cluster.intra_node.nvls)
     return "the cluster has no NVLink SHARP (intra_node.nvls is false or the GPU predates Hopper)";
   if (c.nodes() == 1) return "NVLS-Tree needs more than one node";
-  if (c.ppn() < 2 || c.nvls.channels < 2) return "NVLS-Tree needs at least two GPUs per node";
+  if (c.ppn() < 2) return "NVLS-Tree needs at least two GPUs per node";
+  // One channel per head, a GPU next to a NIC; tuning.cc wants two.
+  if (c.nvls.channels < 2) return "NVLS-Tree needs two NVLS channels, one per GPU with a NIC of its own";
   return std::nullopt;
 }
 

@@ -5,12 +5,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace stepsim::collectives {
 namespace {
 
 // NCCL's graph search holds at most 16 channels before duplication.
 constexpr int kMaxSearchChannels = 16;
+
+// ncclTopoDupChannels (search.cc): a ring/tree graph's channels are doubled and each halved,
+// unless it is slower than 25 GB/s, or (compute capability above 8.0) slower than 50 GB/s with
+// more than 4 channels.
+Graph dup_channels(const Graph& g, const ArchFacts& arch) {
+  if (g.bw_intra < arch.dup_min_speed - 1e-9) return g;
+  if (g.bw_intra < arch.dup_many_channels_speed - 1e-9 && g.channels > 4) return g;
+  return {g.channels * 2, g.bw_intra / 2, g.bw_inter / 2};
+}
 
 // The search tries speeds from the top and keeps the first one at which channels fit.
 Graph search(std::span<const double> speeds, double limit, const ArchFacts& arch) {
@@ -21,8 +31,53 @@ Graph search(std::span<const double> speeds, double limit, const ArchFacts& arch
     best = {channels, s, s};
     break;
   }
-  // Fast channels are split in two, which lets more SMs share the work.
-  if (best.bw_intra >= arch.dup_min_speed) best = {best.channels * 2, best.bw_intra / 2, best.bw_inter / 2};
+  return dup_channels(best, arch);
+}
+
+// NCCL's NVLS search (search.cc, ncclTopoCompute and ncclTopoSearchTryNvls). A channel's head
+// is one GPU; each channel takes its speed once off every GPU's NVSwitch link and twice off its
+// head's, so ch channels at speed s fit when (ch + 1)·s ≤ the link. At most
+// NCCL_MAX_NVLS_ARITY channels, and no more than the GPUs.
+
+int nvls_fit(double speed, double link) { return static_cast<int>(std::floor(link / speed + 1e-9)) - 1; }
+
+// The search's second pass raises the graph's bwInter one listed speed at a time while it is
+// below twice bwIntra and the network path (limit) carries it; inside one node nothing does.
+double raise_inter(std::span<const double> speeds, std::size_t at, double intra, double limit) {
+  while (at > 0 && speeds[at] < 2 * intra && speeds[at - 1] <= limit + 1e-9) --at;
+  return speeds[at];
+}
+
+// One node: every GPU must head a channel (minChannels = maxChannels), at the fastest listed
+// speed at which they all fit. No speed fits: no graph, and NCCL turns NVLS off.
+Graph nvls_one_node(std::span<const double> speeds, double link, int gpus) {
+  const int channels = std::min(kMaxNvlsArity, gpus);
+  for (std::size_t i = 0; i < speeds.size(); ++i)
+    if (nvls_fit(speeds[i], link) >= channels)
+      return {channels, speeds[i], raise_inter(speeds, i, speeds[i], std::numeric_limits<double>::infinity())};
+  return {};
+}
+
+// Across nodes the heads are the GPUs next to a NIC (one channel each) and the speeds are the
+// inter-node list, from the first the NIC path carries. The first pass walks down the speeds
+// while the next is above 0.49 of the best so far, keeping a graph with more channels or more
+// channels × speed; it stops at the most channels or once channels × speed reach the link.
+Graph nvls_across_nodes(std::span<const double> speeds, double link, int gpus, int heads, double limit) {
+  const int most = std::min(kMaxNvlsArity, gpus);
+  Graph best{};
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < speeds.size(); ++i) {
+    const double s = speeds[i];
+    if (s > limit + 1e-9) continue;
+    if (best.channels > 0 && s / best.bw_inter <= 0.49) break;
+    const int channels = std::min({most, heads, nvls_fit(s, link)});
+    if (channels >= 1 && (channels > best.channels || channels * s > best.channels * best.bw_inter)) {
+      best = {channels, s, s};
+      at = i;
+    }
+    if (best.channels == most || best.channels * best.bw_inter >= link - 1e-9) break;
+  }
+  if (best.channels > 0) best.bw_inter = raise_inter(speeds, at, best.bw_intra, limit);
   return best;
 }
 
@@ -71,15 +126,15 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
   c.nic_per_gpu = nic * node_ports / std::max(1, cluster.gpus_per_node);
   if (request.shape.nodes <= 1) {
     c.ring = search(arch.intra_speeds, c.intra_total, arch);
-    const double nvls_speed = first_speed_at_most(arch.intra_speeds, c.intra_total / ppn);
-    c.nvls = {ppn, nvls_speed, nvls_speed};
+    c.nvls = nvls_one_node(arch.intra_speeds, c.intra_total, ppn);
     return c;
   }
   // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel.
-  c.ring = {nics, nic, nic};
-  if (nic >= arch.dup_min_speed) c.ring = {nics * 2, nic / 2, nic / 2};
-  const double nvls_speed = first_speed_at_most(arch.intra_speeds, c.intra_total / ppn);
-  c.nvls = {ppn, nvls_speed, nic};
+  c.ring = dup_channels({nics, nic, nic}, arch);
+  // An NVLS channel leaves through one NIC, whatever other NICs its GPU has.
+  const double nvls_limit =
+      std::min({cluster.inter_node.nic_bandwidth.gbytes_per_s(), c.intra_total, arch.pcie_path_gbps});
+  c.nvls = nvls_across_nodes(arch.inter_speeds, c.intra_total, ppn, std::min(domain_ports, ppn), nvls_limit);
   return c;
 }
 

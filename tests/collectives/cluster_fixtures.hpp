@@ -35,4 +35,23 @@ inline ClusterSpec dgx_hopper(const char* name, int nodes) {
   return c;
 }
 
+inline ClusterSpec dgx_b200(int nodes) {
+  ClusterSpec c = dgx_hopper("dgx-b200", nodes);
+  c.gpu.name = "b200";
+  c.gpu.arch = GpuArch::blackwell;
+  c.intra_node.bandwidth = Bandwidth::gbytes_per_s(900);
+  return c;
+}
+
+// Racks of 18 trays of 4 GPUs, each rack one NVLink domain, one 400 Gb/s NIC per GPU.
+inline ClusterSpec gb200_nvl72(int racks) {
+  ClusterSpec c = dgx_b200(18 * racks);
+  c.name = "gb200-nvl72";
+  c.gpu.name = "gb200";
+  c.gpus_per_node = 4;
+  c.nvlink_domain = 72;
+  c.inter_node.nics_per_node = 4;
+  return c;
+}
+
 }  // namespace stepsim::test

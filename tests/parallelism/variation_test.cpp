@@ -122,8 +122,8 @@ TEST_CASE("a NIC at half its bandwidth slows the AllReduce of every member as ha
 
 // A failed NIC is not a slower one: NCCL finds the NICs left at their line rate, and the
 // node's GPUs share them, as on a node built with fewer NICs; other jobs' traffic shares the
-// NICs too, unseen by NCCL. On this 2-node job 4 of 8 NICs down, or half of every NIC taken by
-// other jobs, is the node with 4 NICs for its 8 GPUs (it was costed as 200 Gb/s NICs, which
+// NICs too, unseen by NCCL. On this 2-node job 4 of 8 NICs down is the node with 4 NICs for its
+// 8 GPUs, and half of every NIC taken by other jobs loads the links as it does (it was costed as 200 Gb/s NICs, which
 // NCCL's cost model prices lower still at mid sizes: 13 % slower on the default job cut to 4
 // layers).
 const char* const kFourNics = "cluster.inter_node.nics_per_node=4";
@@ -132,8 +132,10 @@ TEST_CASE("failed NICs and other jobs' traffic take their share of the network i
   const std::vector<std::string> one_ar = with(kExact, {"data_parallel.overlap_grad_reduce=false"});
   const double half = longest_comm_s(run(job(16), with(one_ar, {kFourNics})), 0, CommKind::dp);
   CHECK(half > 1.1 * longest_comm_s(run(job(16), one_ar), 0, CommKind::dp));
+  // NCCL never sees the other jobs: it keeps an NVLS-Tree head per NIC, 8, where the 4-NIC node
+  // has 4 (search.cc), so the busy NICs cost less than the missing ones.
   const SimulationResult busy = run(job(16), with(one_ar, {"simulation.variation.background_traffic=0.5"}));
-  CHECK(longest_comm_s(busy, 0, CommKind::dp) == Approx(half).epsilon(1e-9));
+  CHECK(longest_comm_s(busy, 0, CommKind::dp) < half);
   const SimulationResult busy_all =
       run(job(16), with(one_ar, {"simulation.variation.background_traffic=0.5", "simulation.ranks=all"}));
   CHECK(busy_all.report.step_time_s == Approx(busy.report.step_time_s).epsilon(1e-9));
@@ -171,15 +173,16 @@ TEST_CASE("4 of every node's 8 NICs down cost what a node built with 4 NICs does
 
 // The figures docs/user-guide.md quotes ("Stragglers"): DDP 1.3B on 8 DGX H100 nodes, its
 // gradients reduced after the backward, with half of every NIC busy with other jobs' traffic
-// against the node built with 4 NICs: a step of 122.9 against 119.3 ms, comm_s.dp 26.8 against
-// 23.2 ms; on DGX A100 260.9 against 266.3 ms and 52.7 against 58.1 ms. Half of every NIC busy
-// is not the 4-NIC node: dearer on H100, cheaper on A100. (As printed: to the 0.1 ms shown.)
+// against the node built with 4 NICs: a step of 122.9 against 124.7 ms, comm_s.dp 26.8 against
+// 28.6 ms (119.3 and 23.2 ms while NCCL's NVLS-Tree was given a head per GPU, not per NIC); on
+// DGX A100 260.9 against 266.3 ms and 52.7 against 58.1 ms. Half of every NIC busy is not the
+// 4-NIC node: cheaper on both. (As printed: to the 0.1 ms shown.)
 TEST_CASE("the user guide's figures for half of every NIC busy against 4 NICs are what the program prints") {
   struct Figures {
     const char* cluster;
     double busy_step_ms, busy_dp_ms, four_step_ms, four_dp_ms;
   };
-  for (const Figures& f : {Figures{"cluster=dgx-h100-ndr", 122.9, 26.8, 119.3, 23.2},
+  for (const Figures& f : {Figures{"cluster=dgx-h100-ndr", 122.9, 26.8, 124.7, 28.6},
                            Figures{"cluster=dgx-a100-80g-hdr", 260.9, 52.7, 266.3, 58.1}}) {
     INFO(f.cluster);
     const auto step = [&](const char* more) {
@@ -246,14 +249,15 @@ TEST_CASE("a link factor on every node equals the cluster with that bandwidth") 
             .report.step_time_s;
     CHECK(nic == Approx(inter).epsilon(1e-9));
   }
-  // Other jobs' traffic takes the same share of every NIC, in both modes: half of each is
-  // two GPUs on each NIC.
+  // Other jobs' traffic takes the same share of every NIC, in both modes: half of each loads
+  // the links as two GPUs on each NIC do, but NCCL, which does not see it, keeps a head per NIC
+  // for its NVLS-Tree, 8 per node where the 4-NIC node has 4.
   for (const char* mode : {"simulation.ranks=representative", "simulation.ranks=all"}) {
     INFO(mode);
     const double busy =
         run(job(32), with(kExact, {mode, "simulation.variation.background_traffic=0.5"})).report.step_time_s;
     const double shared = run(job(32), with(kExact, {mode, kFourNics})).report.step_time_s;
-    CHECK(busy == Approx(shared).epsilon(1e-9));
+    CHECK(busy < shared);
   }
 }
 

@@ -1,0 +1,133 @@
+// NCCL's graph search as stepsim models it: the NVLS graph's heads and speeds, and the doubling
+// of ring/tree channels. The oracle is NCCL 2.28.9's src/graph/search.cc worked by hand: a GPU's
+// NVSwitch link is 18 NVLinks of 20.6 GB/s on Hopper (370.8) and of 40.1 GB/s on Blackwell
+// (721.8), and the speeds are search.cc's lists.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "cluster_fixtures.hpp"
+#include "collectives/algorithm.hpp"
+#include "collectives/collective.hpp"
+#include "collectives/topology.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+using collectives::GroupShape;
+using collectives::Request;
+
+namespace {
+
+collectives::Graph nvls_graph(const ClusterSpec& cluster, GroupShape shape) {
+  return collectives::make_context(cluster, {CollOp::allreduce, Bytes::gib(1), shape}).nvls;
+}
+
+collectives::Graph ring_graph(const ClusterSpec& cluster, GroupShape shape) {
+  return collectives::make_context(cluster, {CollOp::allreduce, Bytes::gib(1), shape}).ring;
+}
+
+void check_graph(const collectives::Graph& g, int channels, double bw_intra, double bw_inter) {
+  CHECK(g.channels == channels);
+  CHECK(g.bw_intra == Approx(bw_intra));
+  CHECK(g.bw_inter == Approx(bw_inter));
+}
+
+double estimate_algbw(const ClusterSpec& cluster, Algorithm a, CollOp op, GroupShape shape) {
+  const collectives::Context c = collectives::make_context(cluster, {op, Bytes::gib(1), shape});
+  return collectives::algorithm_row(a).estimate(c, Protocol::simple).algbw_gbps;
+}
+
+bool lists_nvls(const ClusterSpec& cluster, CollOp op, GroupShape shape) {
+  const auto all = collectives::candidates(cluster, {}, Request{op, Bytes::mib(64), shape});
+  return std::any_of(all.begin(), all.end(),
+                     [](const collectives::Choice& x) { return x.algorithm == Algorithm::nvls; });
+}
+
+}  // namespace
+
+// Inside one node every GPU heads a channel, up to 32, at the fastest listed speed s with
+// (heads + 1) · s within the link: 8 H100 9 · 40 = 360 ≤ 370.8; 8 B200 9 · 80 = 720 ≤ 721.8
+// (9 · 90 = 810 is not); 12 GB200 13 · 50; 24 GB200 25 · 24; 72 GB200 32 heads, 33 · 20. The
+// second pass then raises bwInter one listed speed at a time up to twice s or the top of the list.
+TEST_CASE("NVLS graphs inside one NVLink domain have at most 32 heads that fit on each GPU's link") {
+  check_graph(nvls_graph(test::dgx_hopper("dgx-h100-ndr", 1), {8, 1, 8}), 8, 40, 60);
+  check_graph(nvls_graph(test::dgx_b200(1), {8, 1, 8}), 8, 80, 90);
+  const ClusterSpec rack = test::gb200_nvl72(1);
+  check_graph(nvls_graph(rack, {12, 1, 12}), 12, 50, 90);
+  check_graph(nvls_graph(rack, {24, 1, 24}), 24, 24, 50);
+  check_graph(nvls_graph(rack, {72, 1, 72}), 32, 20, 40);
+}
+
+// tuning.cc: an NVLS channel's AllReduce bandwidth is min(2 · bwIntra · 0.74 · (ch − 1) / ch,
+// bwInter), times ch · n / (2 (n − 1)) for the algorithm bandwidth: on 8 B200 bwInter (90)
+// binds, on 72 GB200 the head count does.
+TEST_CASE("the NVLS AllReduce bandwidth is NCCL's for 8 B200 and for one NVL72 rack") {
+  CHECK(estimate_algbw(test::dgx_b200(1), Algorithm::nvls, CollOp::allreduce, {8, 1, 8}) == Approx(8 * 90.0 * 8 / 14));
+  CHECK(estimate_algbw(test::gb200_nvl72(1), Algorithm::nvls, CollOp::allreduce, {72, 1, 72}) ==
+        Approx(32 * (2 * 20 * 0.74 * 31 / 32) * 72 / 142));
+}
+
+// Across nodes the heads are GPUs with a NIC and the speeds the inter-node list, from the first
+// the NIC path carries (48). 8 H100: 48 fits 6 heads, 45 7, 40 all 8; bwInter then rises to 48.
+// 8 B200: 48 fits 14, so all 8. A rack of 72 GB200: 48 fits 14 heads, walking down to 20 fits
+// 32; bwInter rises to 40, twice 20. NVLS-Tree on two nodes: min(2 · bwIntra · 0.74 · (ch − 1)
+// / ch, 2 · bwInter, 96).
+TEST_CASE("NVLS graphs across nodes take the inter-node speeds and keep bwInter within the NIC") {
+  check_graph(nvls_graph(test::dgx_hopper("dgx-h100-ndr", 2), {16, 2, 8}), 8, 40, 48);
+  check_graph(nvls_graph(test::dgx_b200(2), {16, 2, 8}), 8, 48, 48);
+  check_graph(nvls_graph(test::gb200_nvl72(2), {144, 2, 72}), 32, 20, 40);
+  CHECK(estimate_algbw(test::dgx_b200(2), Algorithm::nvls_tree, CollOp::allreduce, {16, 2, 8}) ==
+        Approx(8 * (2 * 48 * 0.74 * 7 / 8) * 16 / 30));
+}
+
+// An NVLS head across nodes is a GPU next to a NIC (search.cc: fewer channels than NICs), and
+// tuning.cc wants two channels: 8 H100 behind one NIC per node run no NVLS-Tree.
+TEST_CASE("NVLS-Tree needs two GPUs with a NIC of their own per node") {
+  ClusterSpec one_nic = test::dgx_hopper("dgx-h100-ndr", 2);
+  one_nic.inter_node.nics_per_node = 1;
+  CHECK(nvls_graph(one_nic, {16, 2, 8}).channels == 1);
+  CHECK_THROWS_WITH(collectives::predict(one_nic, {Algorithm::nvls_tree, Protocol::automatic},
+                                         Request{CollOp::allreduce, Bytes::mib(64), {16, 2, 8}}),
+                    Catch::Contains("NVLS-Tree needs two NVLS channels, one per GPU with a NIC of its own"));
+}
+
+// enqueue.cc skips NVLS for every function but AllReduce when a node holds more than
+// NCCL_MAX_NVLS_ARITY (32) ranks; a rack of GB200 is one node.
+TEST_CASE("beyond 32 GPUs of one NVLink domain NVLS runs AllReduce only") {
+  const ClusterSpec rack = test::gb200_nvl72(1);
+  CHECK(lists_nvls(rack, CollOp::allreduce, {72, 1, 72}));
+  CHECK_FALSE(lists_nvls(rack, CollOp::allgather, {72, 1, 72}));
+  CHECK_FALSE(lists_nvls(rack, CollOp::reducescatter, {36, 1, 36}));
+  CHECK(lists_nvls(rack, CollOp::allgather, {32, 1, 32}));
+  const Request request{CollOp::allgather, Bytes::mib(64), {72, 1, 72}};
+  CHECK(collectives::predict(rack, {}, request).algorithm == Algorithm::ring);
+  CHECK_THROWS_WITH(collectives::predict(rack, {Algorithm::nvls, Protocol::automatic}, request),
+                    Catch::Contains("beyond 32 GPUs of one NVLink domain NCCL runs NVLS for AllReduce only"));
+}
+
+// ncclTopoDupChannels doubles a graph unless bwIntra < 25, or (compute capability above 8.0)
+// bwIntra < 50 with more than 4 channels. H100 nodes reach the network at 48 GB/s: 1 or 4
+// ranks per node double to 2 × 24 and 8 × 24, 8 ranks per node keep 8 × 48. An A100's 200 Gb/s
+// NIC gives 24, below 25: never doubled.
+TEST_CASE("ring channels across nodes are doubled as NCCL doubles them") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
+  check_graph(ring_graph(h100, {16, 16, 1}), 2, 24, 24);
+  check_graph(ring_graph(h100, {64, 16, 4}), 8, 24, 24);
+  check_graph(ring_graph(h100, {128, 16, 8}), 8, 48, 48);
+  check_graph(ring_graph(test::dgx_a100_80g_hdr(16), {16, 16, 1}), 1, 24, 24);
+}
+
+// NCCL's model with 2 × 24 channels on 16 H100, one per node, 4 MiB (ppn 1: Tree's network
+// latencies everywhere; tree correction 0.8 at 2^16 chunks): Tree LL128 bus bandwidth
+// min(min(0.92 · 48, 2 · 36) · 120/128, 2 · 29) · 0.85 = 35.19, algorithm bandwidth half of it
+// times 0.8, latency 14 + 2 · 4 · 8.5 = 82 us: 82 + 4194304 / 14076 = 380.0 us, faster than
+// Ring LL128 at 14 + 30 · 8.5 + 4194304 / (0.92 · 48 · 16 / 30 · 1000) = 447.1 us.
+TEST_CASE("a one-rank-per-node AllReduce on H100 runs Tree LL128 at 4 MiB as NCCL does") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 16);
+  const collectives::Choice c = collectives::predict(h100, {}, Request{CollOp::allreduce, Bytes::mib(4), {16, 16, 1}});
+  CHECK(c.algorithm == Algorithm::tree);
+  CHECK(c.protocol == Protocol::ll128);
+  CHECK(c.channels == 2);
+  CHECK(c.nccl_time.us() == Approx(380.0).epsilon(1e-3));
+}
