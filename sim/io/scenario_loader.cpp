@@ -25,6 +25,12 @@ namespace stepsim::io {
 namespace json = boost::json;
 namespace {
 
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return text;
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
 // "a.b.c=value": the value is JSON when it parses (numbers, true, lists), else a string.
 // Returns the JSON pointer it assigned ("/a/b/c").
 std::string apply_set(Scenario& s, const std::string& assignment) {
@@ -47,8 +53,10 @@ std::string apply_set(Scenario& s, const std::string& assignment) {
   if (key.back() == '.') throw InputError("--set", key, "empty key name (expected e.g. model.layers)");
   std::string pointer;
   for (const auto& part : parts) pointer += "/" + part;
+  const bool number = value.is_number();
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = json::object{{*it, std::move(value)}};
-  read_scenario(s, value, Reader("--set", true));
+  const Reader reader("--set", true);
+  read_scenario(s, value, number ? reader.typed(trimmed(text)) : reader);
   return pointer;
 }
 
