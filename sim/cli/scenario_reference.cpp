@@ -451,6 +451,13 @@ constexpr KeyDoc kDocs[] = {
      "share of every GPU's network bandwidth taken by other jobs' traffic (0: none); NCCL never sees it, so its "
      "rings and trees stay those of the NICs' line rate",
      ""},
+    {"derived", "",
+     "written by `stepsim presets NAME --resolved` and the report's `config`: the keys no layer of the scenario gave, "
+     "whose values there are the defaults or follow other keys (`cluster.nodes`, `training.framework`'s keys, "
+     "`first_bucket_mb` after `bucket_cap_mb`, ...); loading the file derives them again, so that it behaves as the "
+     "scenario it came from under any `--set`. Take a key out of the list to give its value (a listed value that the "
+     "other keys do not give is refused)",
+     ""},
     {"context_parallel.comm", "",
      "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
      "torchtitan the rank's own block's attention runs beside it)",

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "io/derived_keys.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_schema.hpp"
 #include "io/validate_limits.hpp"
@@ -1329,6 +1330,7 @@ void check_calibration_names(const Scenario& s, const Checker& c) {
 
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source, &s.set_pointers);
+  const ZeroKeys given = given_zero_keys(s);
   require_model(s.model, c);
   c.require(!s.cluster.gpu.name.empty() || s.cluster.gpu.sms != 0, "/cluster",
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
@@ -1363,6 +1365,7 @@ void complete_and_validate(Scenario& s) {
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);
   check_variation(s);
+  s.derived = derived_keys(s, given);
 }
 
 void complete_and_validate(ClusterSpec& cluster, int gpus, const std::string& source) {
