@@ -511,6 +511,10 @@ struct Scenario {
   ContextParallelSpec context_parallel;
   std::vector<std::string> calibration;  // calibration files (later)
   std::string resolved_json;             // the fully resolved scenario as canonical JSON text
+  // The keys no layer of the scenario gave, whose values follow other keys (cluster.nodes,
+  // training.framework's kernel keys, ...): resolved_json lists them under "derived", and
+  // loading it derives them again (io/derived_keys.hpp).
+  std::vector<std::string> derived;
   // The JSON pointers that --set assignments (a sweep's --vary among them) gave values, each
   // with everything below it: a bad value there is the assignment's, not the file's
   // (scenario_error in stepsim/error.hpp).

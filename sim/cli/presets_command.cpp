@@ -143,7 +143,9 @@ int run_presets(const Args& args) {
       "kind", po::value(&kinds)->value_name("KIND"), "list only gpu, cluster, model or example presets")(
       "json", po::value(&json_paths)->value_name("FILE")->implicit_value({"-"}, "-"),
       "write the list as JSON to FILE ('-' or nothing: stdout): [{\"kind\", \"name\", \"summary\"}, ...]")(
-      "resolved", "with an example NAME: print the fully resolved scenario instead of the file")(
+      "resolved",
+      "with an example NAME: print the fully resolved scenario instead of the file (the keys that follow "
+      "other keys where not given listed under derived, derived again when it is loaded)")(
       "keys", "list every scenario key with the default scenario's value")(
       "markdown", "with --keys: the scenario reference as Markdown (unit, meaning, framework option)");
   po::positional_options_description positional;

@@ -41,7 +41,8 @@ constexpr KeyDoc kDocs[] = {
      "Megatron without `--untie-embeddings-and-output-weights`"},
     {"model.moe.experts", "", "experts per MoE layer; 0: dense", "Megatron `--num-experts`"},
     {"model.moe.top_k", "", "experts each token is routed to", "Megatron `--moe-router-topk`"},
-    {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert", "Megatron `--moe-ffn-hidden-size`"},
+    {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert; 0: `model.ffn_hidden`",
+     "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
      "Megatron `--moe-expert-capacity-factor`"},
     {"model.moe.dispatcher", "",
@@ -133,7 +134,11 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.gpu.memory", "bytes", "HBM capacity", ""},
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
-    {"cluster.gpu.sms", "", "streaming multiprocessors", ""},
+    {"cluster.gpu.sms", "",
+     "streaming multiprocessors; acts only where something takes SMs from compute: with "
+     "`efficiency.derived_comm_slowdown` true (the NCCL kernels' channels) and with "
+     "`tensor_parallel.comm_overlap` (the 16 SMs of its reduce-scatter kernel); elsewhere no value changes the step",
+     ""},
     {"cluster.gpu.kernel_launch", "time", "host (CPU) cost to launch one kernel", ""},
     {"cluster.gpu.efficiency.gemm_max", "fraction",
      "sustained fraction of dense peak reached by large GEMMs (0.01 to 1)", ""},
@@ -449,6 +454,13 @@ constexpr KeyDoc kDocs[] = {
     {"simulation.variation.background_traffic", "fraction",
      "share of every GPU's network bandwidth taken by other jobs' traffic (0: none); NCCL never sees it, so its "
      "rings and trees stay those of the NICs' line rate",
+     ""},
+    {"derived", "",
+     "written by `stepsim presets NAME --resolved` and the report's `config`: the keys no layer of the scenario gave, "
+     "whose values there are the defaults or follow other keys (`cluster.nodes`, `training.framework`'s keys, "
+     "`first_bucket_mb` after `bucket_cap_mb`, ...); loading the file derives them again, so that it behaves as the "
+     "scenario it came from under any `--set`. Take a key out of the list to give its value (a listed value that the "
+     "other keys do not give is refused)",
      ""},
     {"context_parallel.comm", "",
      "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "

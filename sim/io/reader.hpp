@@ -18,6 +18,15 @@ class Reader {
   // The same place, one preset deeper (to stop presets that refer to themselves).
   Reader in_preset(std::string file) const;
 
+  // A --set value that is one number, as the command line gave it ("2e9"), so that an error
+  // about the number shows what was typed rather than the number rewritten.
+  Reader typed(std::string text) const {
+    Reader child = *this;
+    child.typed_ = std::move(text);
+    return child;
+  }
+  const std::string& typed() const { return typed_; }
+
   const std::string& file() const { return file_; }
   const std::string& where() const { return where_; }
   int preset_depth() const { return preset_depth_; }
@@ -28,6 +37,7 @@ class Reader {
   std::string where_;
   bool dotted_;
   int preset_depth_ = 0;
+  std::string typed_;
 };
 
 // The choice closest to `word` by edit distance, or "" when none is close enough to suggest.

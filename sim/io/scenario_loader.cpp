@@ -14,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "io/derived_keys.hpp"
 #include "io/json_document.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_schema.hpp"
@@ -24,6 +25,12 @@
 namespace stepsim::io {
 namespace json = boost::json;
 namespace {
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return text;
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
 
 // "a.b.c=value": the value is JSON when it parses (numbers, true, lists), else a string.
 // Returns the JSON pointer it assigned ("/a/b/c").
@@ -36,6 +43,10 @@ std::string apply_set(Scenario& s, const std::string& assignment) {
     throw InputError("--set", "", "the assignment is not valid UTF-8 text (scenario keys and names are UTF-8)");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
+  if (key == "derived" || key.starts_with("derived."))
+    throw InputError("--set", key,
+                     "is no key to set: a resolved scenario lists under derived the keys that follow other keys; give "
+                     "a key's own value with --set KEY=VALUE");
   json::value value;
   if (!try_parse_json(text, value)) value = json::string(text);
   std::vector<std::string> parts;
@@ -47,8 +58,10 @@ std::string apply_set(Scenario& s, const std::string& assignment) {
   if (key.back() == '.') throw InputError("--set", key, "empty key name (expected e.g. model.layers)");
   std::string pointer;
   for (const auto& part : parts) pointer += "/" + part;
+  const bool number = value.is_number();
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = json::object{{*it, std::move(value)}};
-  read_scenario(s, value, Reader("--set", true));
+  const Reader reader("--set", true);
+  read_scenario(s, value, number ? reader.typed(trimmed(text)) : reader);
   return pointer;
 }
 
@@ -114,8 +127,9 @@ std::string read_file(const std::string& path, bool& found) {
 
 Scenario load_scenario_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
   Scenario s;
-  const json::value document = parse_json(text, source);
+  json::value document = parse_json(text, source);
   if (!document.is_object()) throw InputError(source, "", "a scenario must be a JSON object");
+  take_derived(document, source);
   read_scenario(s, document, Reader(source, false));
   for (const auto& assignment : ordered_sets(sets)) s.set_pointers.push_back(apply_set(s, assignment));
   s.source = source;
@@ -126,7 +140,12 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
     if (e.file() != source) throw;
     throw scenario_error(s, e.where(), e.message());
   }
-  s.resolved_json = pretty_json(write_scenario(s));
+  json::value resolved = write_scenario(s);
+  if (!s.derived.empty()) {
+    json::array& list = resolved.as_object()["derived"].emplace_array();
+    for (const auto& key : s.derived) list.emplace_back(key);
+  }
+  s.resolved_json = pretty_json(resolved);
   return s;
 }
 

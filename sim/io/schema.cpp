@@ -35,7 +35,7 @@ Int read_integer(const json::value& v, const Reader& r) {
 // Quantities must carry their unit; a bare number is the classic bits-or-bytes mistake.
 std::string quantity_text(const json::value& v, const Reader& r) {
   if (v.is_string()) return std::string(v.get_string());
-  if (v.is_number()) return number_text(v);
+  if (v.is_number()) return r.typed().empty() ? number_text(v) : r.typed();
   fail_type("a string with a unit", v, r);
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "io/derived_keys.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_schema.hpp"
 #include "io/validate_limits.hpp"
@@ -423,9 +424,18 @@ void check_degrees(const ParallelSpec& p, const Checker& c) {
 // Megatron's divisibility rules for splitting a model over TP, PP, CP and EP.
 void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
   c.require(m.heads % p.tp == 0, "/parallel/tp", "model.heads ({}) is not divisible by tp ({})", m.heads, p.tp);
-  // Megatron replicates KV heads when tp exceeds them.
-  c.require(m.kv_heads % p.tp == 0 || p.tp % m.kv_heads == 0, "/parallel/tp",
-            "model.kv_heads ({}) and tp ({}) must divide one another", m.kv_heads, p.tp);
+  // Neither Megatron-Core nor torchtitan replicates key/value heads over TP: Megatron-Core's
+  // attention takes divide(num_query_groups, tp) query groups per rank, and divide asserts that
+  // tp divides them (megatron/core/transformer/attention.py); torchtitan shards wk and wv
+  // column-wise over TP and views each rank's share as whole heads of head_dim.
+  // Named by the key a --set gave last, where one did (--set model.kv_heads=4 on a tp 8 file).
+  if (m.kv_heads % p.tp != 0)
+    c.fail(c.assignment_of("/model/kv_heads").size() > c.assignment_of("/parallel/tp").size() ? "/model/kv_heads"
+                                                                                              : "/parallel/tp",
+           fmt::format("model.kv_heads ({}) is not divisible by parallel.tp ({}): TP splits the key/value heads over "
+                       "its ranks (Megatron-Core's num_query_groups per partition, torchtitan's wk and wv shards) and "
+                       "never replicates them; use a tp that divides kv_heads",
+                       m.kv_heads, p.tp));
   c.require(m.ffn_hidden % p.tp == 0, "/parallel/tp", "model.ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden,
             p.tp);
   if (p.sequence_parallel)
@@ -1138,7 +1148,7 @@ std::optional<DpKind> dp_kind_named(std::string_view name) {
 
 bool splits_over_tp(const ModelSpec& m, int tp) {
   // check_split's rules, and check_simulated's for multi-token prediction's projection.
-  return tp >= 1 && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) && m.ffn_hidden % tp == 0 &&
+  return tp >= 1 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0 &&
          (m.mtp_layers == 0 || m.hidden % tp == 0);
 }
 
@@ -1320,6 +1330,7 @@ void check_calibration_names(const Scenario& s, const Checker& c) {
 
 void complete_and_validate(Scenario& s) {
   const Checker c(s.source, &s.set_pointers);
+  const ZeroKeys given = given_zero_keys(s);
   require_model(s.model, c);
   c.require(!s.cluster.gpu.name.empty() || s.cluster.gpu.sms != 0, "/cluster",
             "the scenario has no cluster (a preset name such as \"dgx-h100-ndr\" or an object)");
@@ -1354,6 +1365,7 @@ void complete_and_validate(Scenario& s) {
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);
   check_variation(s);
+  s.derived = derived_keys(s, given);
 }
 
 void complete_and_validate(ClusterSpec& cluster, int gpus, const std::string& source) {

@@ -44,7 +44,7 @@ std::optional<DpKind> dp_kind_named(std::string_view name);
 // only one that changes.
 
 // Model dimensions that split over `tp` ranks: heads, the FFN, key/value heads (which TP
-// divides or replicates), and with multi-token prediction the hidden width.
+// divides, never replicates), and with multi-token prediction the hidden width.
 bool splits_over_tp(const ModelSpec& m, int tp);
 
 // Context parallelism (cp > 1): inside fused attention kernels, and not with latent attention,

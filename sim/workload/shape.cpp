@@ -28,8 +28,8 @@ void validate(const Scenario& sc, long long kv_heads, long long ffn) {
           fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
   require(sc, m.heads % t == 0, "/parallel/tp",
           fmt::format("tp {} does not divide the {} attention heads", t, m.heads));
-  require(sc, m.heads % kv_heads == 0 && (kv_heads % t == 0 || t % kv_heads == 0), "/model/kv_heads",
-          fmt::format("kv_heads {} must divide heads {} and divide or be divided by tp {}", kv_heads, m.heads, t));
+  require(sc, m.heads % kv_heads == 0 && kv_heads % t == 0, "/model/kv_heads",
+          fmt::format("kv_heads {} must divide heads {} and be divisible by tp {}", kv_heads, m.heads, t));
   require(sc, ffn % t == 0, "/model/ffn_hidden", fmt::format("tp {} does not divide ffn_hidden {}", t, ffn));
   require(sc, !sc.parallel.sequence_parallel || m.seq_len % t == 0, "/parallel/sequence_parallel",
           fmt::format("sequence parallelism needs seq_len {} to be a multiple of tp {}", m.seq_len, t));
@@ -63,7 +63,7 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep, int etp) {
   s.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
   s.qk_norm = m.qk_norm && !m.latent_attention();
   s.q_heads = m.heads / s.tp;
-  s.kv_heads = ceil_div(kv_heads, s.tp);
+  s.kv_heads = kv_heads / s.tp;  // TP splits them, never replicates them (io/validate.cpp)
   if (m.latent_attention()) {
     s.q_lora = m.mla.q_lora_rank;
     s.kv_lora = m.mla.kv_lora_rank;

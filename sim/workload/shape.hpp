@@ -16,7 +16,7 @@ struct LayerShape {
   long long head_dim = 1;  // model.head_dim, or h / heads
   bool qk_norm = false;    // model.qk_norm: each head's query and key normed (not under MLA)
   long long q_heads = 1;   // local query heads: heads / t
-  long long kv_heads = 1;  // local key/value heads, one replicated head when t > kv_heads
+  long long kv_heads = 1;  // local key/value heads: kv_heads / t (t divides them)
   // Multi-head latent attention (kv_lora 0: standard attention): the latents' widths, each
   // head's query/key width qk_nope + qk_rope (head_dim) and value width v_dim.
   long long q_lora = 0;

@@ -53,12 +53,16 @@ std::vector<std::string> small(int gpus, int gpus_per_node, std::vector<std::str
 }
 
 const std::string kNvl72 = test::set("cluster", "gb200-nvl72");
+// TP splits key/value heads and never replicates them: TP 16 and 32 need that many. The
+// default model's 32 heads each with its own key and value head, Llama 3 70B's 64 in 16 groups.
+const std::string kKvHeads32 = test::set("model.kv_heads", "32");
+const std::string kKvHeads16 = test::set("model.kv_heads", "16");
 
 // TP 16 x DP 9 on two GB200 NVL72 racks: ranks 64 to 79 form the one TP group across the
 // racks, whose TP collectives go over the NICs. Representative mode simulated rank 0's TP
 // group, inside rack 0, and gave 1.137 s where all-ranks mode gives 1.683 s.
 TEST_CASE("representative mode waits for the TP group that straddles two NVL72 racks, as all-ranks mode does") {
-  const Modes m = both({kNvl72, test::set("cluster.nodes", "36"), test::set("parallel.tp", "16"),
+  const Modes m = both({kNvl72, kKvHeads32, test::set("cluster.nodes", "36"), test::set("parallel.tp", "16"),
                         test::set("parallel.dp", "9"), test::set("training.global_batch", "144"),
                         test::set("training.micro_batch", "1"), test::set("parallel.sequence_parallel", "true")});
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
@@ -76,6 +80,7 @@ TEST_CASE("representative mode waits for the TP group that straddles two NVL72 r
 std::vector<std::string> straddling_fsdp() {
   return {kNvl72,
           test::set("model", "llama3-70b"),
+          kKvHeads16,
           test::set("cluster.nodes", "128"),
           test::set("parallel.tp", "16"),
           test::set("parallel.dp", "32"),
@@ -137,7 +142,7 @@ TEST_CASE("representative and all-ranks mode agree where groups of one kind stra
                        test::set("model.seq_len", "12288")}));
   }
   SECTION("TP 32 on NVL72") {
-    check_agree(small(128, 4, {kNvl72, test::set("parallel.tp", "32"), test::set("parallel.dp", "4")}));
+    check_agree(small(128, 4, {kNvl72, kKvHeads32, test::set("parallel.tp", "32"), test::set("parallel.dp", "4")}));
   }
   SECTION("CP 16 on NVL72") {
     check_agree(small(128, 4,
@@ -162,17 +167,17 @@ TEST_CASE("representative and all-ranks mode agree where groups of one kind stra
   }
   SECTION("HSDP under TP 16 on NVL36x2") {
     check_agree(small(144, 4,
-                      {kNvl72, nvl36, test::set("parallel.tp", "16"), test::set("parallel.dp", "9"),
+                      {kNvl72, nvl36, kKvHeads32, test::set("parallel.tp", "16"), test::set("parallel.dp", "9"),
                        test::set("data_parallel.kind", "hsdp")}));
   }
   SECTION("pipeline stages of 64 ranks on NVL72") {
-    check_agree(
-        small(128, 4,
-              {kNvl72, test::set("parallel.tp", "16"), test::set("parallel.dp", "4"), test::set("parallel.pp", "2")}));
+    check_agree(small(128, 4,
+                      {kNvl72, kKvHeads32, test::set("parallel.tp", "16"), test::set("parallel.dp", "4"),
+                       test::set("parallel.pp", "2")}));
   }
   SECTION("DualPipe's mirror links on NVL36x2") {
     check_agree(small(128, 4,
-                      {kNvl72, nvl36, test::set("parallel.tp", "16"), test::set("parallel.dp", "2"),
+                      {kNvl72, nvl36, kKvHeads32, test::set("parallel.tp", "16"), test::set("parallel.dp", "2"),
                        test::set("parallel.pp", "4"), test::set("parallel.schedule", "dualpipe")}));
   }
 }
@@ -196,7 +201,8 @@ TEST_CASE("representative mode loads its leaf uplinks as the busiest leaf's wher
   const std::vector<std::string> spine = {test::set("cluster.inter_node.nodes_per_leaf", "3"),
                                           test::set("cluster.inter_node.oversubscription", "4")};
   SECTION("TP 16 on a rail-optimized fabric") {
-    std::vector<std::string> sets = small(64, 8, {test::set("parallel.tp", "16"), test::set("parallel.dp", "4")});
+    std::vector<std::string> sets =
+        small(64, 8, {kKvHeads32, test::set("parallel.tp", "16"), test::set("parallel.dp", "4")});
     sets.insert(sets.end(), spine.begin(), spine.end());
     const Modes m = both(sets);
     CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
@@ -243,7 +249,7 @@ TEST_CASE("representative mode shares a leaf's uplinks among the pipeline stages
 TEST_CASE("simulate refuses TP overlap on a TP group across two NVL72 racks with exit status 2") {
   const stepsim::testing::Scratch dir("straddle-overlap");
   dir.write("straddle_overlap.json", R"({
-    "model": "llama3-70b",
+    "model": {"preset": "llama3-70b", "kv_heads": 16},
     "cluster": {"preset": "gb200-nvl72"},
     "parallel": {"tp": 16, "dp": 9, "sequence_parallel": true},
     "training": {"framework": "megatron", "global_batch": 18, "micro_batch": 1, "precision": "fp8"},

@@ -388,3 +388,12 @@ TEST_CASE("a file its user may not write is refused as an output and kept") {
 
 }  // namespace
 }  // namespace stepsim::testing
+
+// Megatron-Core asserts that tp divides num_query_groups (divide() in its attention), and
+// torchtitan's TP plan shards wk and wv over the TP ranks: neither replicates key/value heads,
+// so fewer of them than tp is bad input.
+TEST_CASE("simulate refuses fewer key/value heads than tp") {
+  Scratch dir("kv-heads");
+  CHECK(refusal(dir.run("simulate --set model.kv_heads=4"),
+                "--set: model.kv_heads: model.kv_heads (4) is not divisible by parallel.tp (8)") == "");
+}

@@ -101,13 +101,26 @@ TEST_CASE("a UTF-8 byte order mark before the document is skipped, and errors ke
 TEST_CASE("heads that tp does not divide are rejected") {
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 3, "dp": 8 })")) ==
         "scenario.json: /parallel/tp: model.heads (32) is not divisible by tp (3)");
-  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })")) ==
-        "no error");
-  // Megatron replicates KV heads when tp exceeds them.
-  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })")) ==
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 8 })", kCluster, R"({ "tp": 8, "dp": 8 })")) ==
         "no error");
   CHECK(error_in(scenario(R"({ "preset": "gpt-18b", "kv_heads": 12 })", kCluster, kParallel)) ==
-        "scenario.json: /parallel/tp: model.kv_heads (12) and tp (8) must divide one another");
+        "scenario.json: /parallel/tp: model.kv_heads (12) is not divisible by parallel.tp (8): TP splits the key/value "
+        "heads over its ranks (Megatron-Core's num_query_groups per partition, torchtitan's wk and wv shards) and "
+        "never replicates them; use a tp that divides kv_heads");
+}
+
+// Megatron-Core's attention takes divide(num_query_groups, tp) query groups per rank, and divide
+// asserts that tp divides them (megatron/core/transformer/attention.py, megatron/core/utils.py);
+// torchtitan's TP plan shards wk and wv column-wise and views each rank's share as whole heads.
+// Neither replicates key/value heads when tp exceeds them.
+TEST_CASE("fewer key/value heads than tp are refused, as Megatron-Core and torchtitan refuse them") {
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 4 })", kCluster, R"({ "tp": 8, "dp": 8 })"))
+            .starts_with("scenario.json: /parallel/tp: model.kv_heads (4) is not divisible by parallel.tp (8)"));
+  CHECK(error_in(scenario(R"({ "preset": "llama3-8b", "kv_heads": 16 })", kCluster, R"({ "tp": 32, "dp": 2 })"))
+            .starts_with("scenario.json: /parallel/tp: model.kv_heads (16) is not divisible by parallel.tp (32)"));
+  // A --set of the heads is named as the assignment.
+  CHECK(error_in(scenario(kModel, kCluster, kParallel), {"model.kv_heads=4"})
+            .starts_with("--set: model.kv_heads: model.kv_heads (4) is not divisible by parallel.tp (8)"));
 }
 
 TEST_CASE("a cluster whose GPU count differs from tp·pp·dp·cp is rejected") {
@@ -135,12 +148,13 @@ TEST_CASE("an NVLink domain is whole nodes on a switched NVLink fabric") {
 
 TEST_CASE("TP communication overlap needs the TP group inside one NVLink domain, not one node") {
   const std::string tp16 = R"({ "tp": 16, "dp": 4, "sequence_parallel": true })";
+  // TP 16 needs 16 key/value heads to split.
+  const std::string model = R"({ "preset": "llama3-8b", "kv_heads": 32 })";
   const std::vector<std::string> overlap{"tensor_parallel.comm_overlap=true"};
-  CHECK(error_in(scenario(kModel, kCluster, tp16), overlap) ==
+  CHECK(error_in(scenario(model, kCluster, tp16), overlap) ==
         "--set: tensor_parallel.comm_overlap: needs the TP group inside one NVLink domain (tp 16 > 8 GPUs "
         "per domain): the overlap copies over NVLink");
-  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) ==
-        "no error");
+  CHECK(error_in(scenario(model, R"({ "preset": "dgx-h100-ndr", "nvlink_domain": 16 })", tp16), overlap) == "no error");
 }
 
 // MXFP8 and NVFP4 GEMMs are block-scaled tensor-core instructions of Blackwell (sm_100):
@@ -474,7 +488,8 @@ TEST_CASE("an error naming text with a NUL prints it escaped, whole") {
 // ranks 64 to 79, spans racks 0 and 1 (72 = 4·16 + 8); the tp <= 72 check let it through.
 TEST_CASE("TP communication overlap is refused when a TP group crosses an NVLink domain's boundary") {
   const auto straddle = [](int dp) {
-    return R"({ "model": "llama3-70b", "cluster": "gb200-nvl72",
+    // TP 16 needs 16 key/value heads to split.
+    return R"({ "model": { "preset": "llama3-70b", "kv_heads": 16 }, "cluster": "gb200-nvl72",
       "parallel": {"tp": 16, "pp": 1, "dp": )" +
            std::to_string(dp) + R"(, "sequence_parallel": true},
       "training": {"framework": "megatron", "global_batch": 36, "micro_batch": 1, "precision": "fp8"},

@@ -82,6 +82,14 @@ TEST_CASE("a bare number where a unit is needed lists the accepted units") {
         R"(s.json: /cluster/gpu/memory: '80' has no unit (expected e.g. "80 GiB" or "25 MB"))");
 }
 
+TEST_CASE("a --set number without its unit is shown as it was typed") {
+  // JSON reads 2e9 as a number; the message shows the text given, not 2000000000.
+  CHECK(error_from([] { io::load_scenario("", {"training.memory_headroom=2e9"}); }) ==
+        R"(--set: training.memory_headroom: '2e9' has no unit (expected e.g. "80 GiB" or "25 MB"))");
+  CHECK(error_from([] { io::load_scenario("", {"cluster.inter_node.nic_bandwidth= 400 "}); }) ==
+        R"(--set: cluster.inter_node.nic_bandwidth: '400' has no unit (expected e.g. "400 Gb/s" or "50 GB/s"))");
+}
+
 TEST_CASE("unknown units, fractions of a byte and words are errors") {
   CHECK(error_from([] { io::parse_bytes("8 Gb", "--sweep", ""); }) ==
         "--sweep: '8 Gb' has an unknown unit 'Gb' (expected one of B, KB, kB, MB, GB, TB, KiB, MiB, GiB, TiB)");

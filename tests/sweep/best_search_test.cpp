@@ -32,10 +32,16 @@ namespace {
 // on NVLink there, as it does inside an 8-GPU DGX.
 TEST_CASE("the search's TP reaches across the trays of an NVL72 rack, not past its NVLink domain") {
   BestResult result;
-  const auto rack = enumerate_layouts(spec_of({"model=llama3-70b", "cluster=gb200-nvl72"}, 128), {}, result);
+  // TP splits the key/value heads too: 64 of them, one per query head, so that TP may reach 64.
+  const auto rack =
+      enumerate_layouts(spec_of({"model=llama3-70b", "model.kv_heads=64", "cluster=gb200-nvl72"}, 128), {}, result);
   const auto tps = values(rack, "parallel.tp");
   CHECK(tps.contains("8"));
   CHECK(tps.contains("64"));  // the 64 heads split over 64 GPUs of one rack
+  // With Llama 3 70B's 8 key/value heads TP stops at 8.
+  BestResult gqa_result;
+  const auto gqa = enumerate_layouts(spec_of({"model=llama3-70b", "cluster=gb200-nvl72"}, 128), {}, gqa_result);
+  CHECK(values(gqa, "parallel.tp") == std::set<std::string>{"1", "2", "4", "8"});
   BestResult dgx_result;
   const auto dgx = enumerate_layouts(spec_of({"model=llama3-70b", "cluster=dgx-h100-ndr"}, 128), {}, dgx_result);
   CHECK(values(dgx, "parallel.tp") == std::set<std::string>{"1", "2", "4", "8"});

@@ -128,3 +128,33 @@ TEST_CASE("a sweep varying training.framework keeps the file's own kernel keys")
   CHECK(nemo.id == stepsim::sweep::fnv1a64(nemo_file.resolved_json));
   CHECK(nemo.report->step_time_s == stepsim::simulate(nemo_file).report.step_time_s);
 }
+
+// A resolved scenario marks the keys that follow others (cluster.nodes among them), so that a
+// sweep of it is the sweep of the scenario it came from: the same points, rows and sweep_id.
+// Frozen at 8 nodes, dp 32 would not fit the cluster and the point would be invalid.
+TEST_CASE("a sweep of a resolved example is the sweep of the example") {
+  SweepSpec named;
+  named.scenario = stepsim::io::ScenarioInput{"ddp-1.3b-64xa100", std::nullopt};
+  named.axes.emplace_back("parallel.dp", std::vector<std::string>{"32", "64"});
+  SweepSpec resolved = named;
+  resolved.scenario =
+      stepsim::io::ScenarioInput{"r.json", stepsim::io::load_scenario("ddp-1.3b-64xa100").resolved_json};
+  stepsim::sweep::prepare(named);
+  stepsim::sweep::prepare(resolved);
+  CHECK(resolved.sweep_id == named.sweep_id);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const stepsim::sweep::PointResult a = stepsim::sweep::run_point(named, i);
+    const stepsim::sweep::PointResult b = stepsim::sweep::run_point(resolved, i);
+    INFO(b.reason);
+    REQUIRE(a.report);
+    REQUIRE(b.report);
+    CHECK(b.id == a.id);
+    CHECK(b.report->step_time_s == a.report->step_time_s);
+  }
+  // A file that gives the cluster's size is another sweep.
+  SweepSpec fixed = resolved;
+  fixed.scenario.text = stepsim::io::load_scenario("ddp-1.3b-64xa100", {"cluster.nodes=8"}).resolved_json;
+  stepsim::sweep::prepare(fixed);
+  CHECK(fixed.sweep_id != named.sweep_id);
+  CHECK(stepsim::sweep::run_point(fixed, 0).status == stepsim::sweep::Status::invalid);
+}

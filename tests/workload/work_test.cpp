@@ -109,9 +109,14 @@ TEST_CASE("Llama 3 8B at TP 8 has GQA and SwiGLU GEMM shapes") {
   CHECK(find(fwd, Role::activation).name == "swiglu");
 }
 
-TEST_CASE("key and value heads are replicated when TP exceeds them") {
-  const auto w = stepsim::workload::build_work(st::scenario(st::llama3_8b(), 16, 1));
-  CHECK(find(w.layer.forward, Role::qkv).n == (2 + 2 * 1) * 128);
+// Megatron-Core takes divide(num_query_groups, tp) key/value heads per rank and divide asserts
+// that tp divides them; torchtitan shards wk and wv over TP as whole heads. Neither replicates.
+TEST_CASE("TP splits the key and value heads and refuses fewer of them than its ranks") {
+  auto model = st::llama3_8b();
+  CHECK_THROWS_AS(stepsim::workload::build_work(st::scenario(model, 16, 1)), stepsim::InputError);
+  model.kv_heads = 16;
+  const auto w = stepsim::workload::build_work(st::scenario(model, 16, 1));
+  CHECK(find(w.layer.forward, Role::qkv).n == (2 + 2 * 1) * 128);  // 2 query heads, 1 key and 1 value head
 }
 
 TEST_CASE("backward GEMMs run dgrad then wgrad with the forward's FLOPs each") {
