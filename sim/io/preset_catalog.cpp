@@ -117,29 +117,6 @@ std::vector<PresetInfo> list_presets(const ParameterCount& parameters) {
   return out;
 }
 
-namespace {
-
-// What a GPU is as hardware: every key but its name and where its figures come from, as the
-// resolved scenario writes them (units written exactly, so equal text is equal figures).
-json::value hardware_of(const GpuSpec& gpu) {
-  json::value figures = write_gpu(gpu);
-  figures.as_object().erase("name");
-  figures.as_object().erase("provenance");
-  return figures;
-}
-
-}  // namespace
-
-std::string gpu_preset_of(const GpuSpec& gpu) {
-  const json::value figures = hardware_of(gpu);
-  for (const std::string_view name : preset_names("gpus")) {
-    GpuSpec preset;
-    read_gpu(preset, json::value(json::string(name)), Reader("presets", true));
-    if (hardware_of(preset) == figures) return std::string(name);
-  }
-  return "";
-}
-
 std::string preset_text(const std::string& kind, const std::string& name) {
   std::vector<std::string_view> kinds;
   for (const auto folder : kFolders) {

@@ -68,9 +68,6 @@ struct PresetInfo {
 // layer above this one; the model presets' summaries give it.
 using ParameterCount = std::function<long long(const ModelSpec&)>;
 std::vector<PresetInfo> list_presets(const ParameterCount& parameters);
-// The GPU preset `gpu` is as hardware: the one whose every key but the name (and provenance,
-// which says where the figures come from) is `gpu`'s; "" when none is.
-std::string gpu_preset_of(const GpuSpec& gpu);
 
 // The JSON text of one embedded preset (kind as in PresetInfo), or InputError.
 std::string preset_text(const std::string& kind, const std::string& name);
