@@ -1150,13 +1150,14 @@ TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation u
 
 namespace {
 
-// An all_reduce_perf run of 8 H100s of one node, bfloat16, 64 KiB to 128 MiB at 40 us + S /
-// 250 GB/s, with NCCL's lines saying what the environment forced (none where empty).
-std::string ring_log(const std::string& nccl_lines) {
+// A run of `test` (all_reduce_perf unless said) on `ranks` H100s of one node, bfloat16, 64 KiB
+// to 128 MiB at 40 us + S / 250 GB/s, with NCCL's lines saying what the environment forced
+// (none where empty).
+std::string ring_log(const std::string& nccl_lines, const std::string& test = "all_reduce_perf", int ranks = 8) {
   std::string log =
-      "# Collective test starting: all_reduce_perf\n" + nccl_lines +
+      "# Collective test starting: " + test + "\n" + nccl_lines +
       "NCCL version 2.21.5+cuda12.4\n# nThread 1 nGpus 1 minBytes 64KiB maxBytes 128MiB\n# Using devices\n";
-  for (int r = 0; r < 8; ++r)
+  for (int r = 0; r < ranks; ++r)
     log += fmt::format("#  Rank {} Group  0 Pid {} on node0 device {} [0x{:02x}] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
                        r, r);
   for (long long size = 1 << 16; size <= (1 << 27); size *= 2) {
@@ -1207,6 +1208,35 @@ TEST_CASE("a log of a run with the algorithm and protocol forced imports as a ta
   const std::string why = "said.json: /collectives/0: measured with algorithm ring forced, but NCCL chooses";
   CHECK(testing::refusal(s.run("simulate auto.json --calibration said.json"), why) == "");
   CHECK(testing::refusal(s.run("calibrate check said.json auto.json"), why) == "");
+}
+
+// A SendRecv log from a run with NCCL_ALGO=Ring set is a measurement of NCCL's own transfers: it
+// imports as an unlabelled table, serves scenarios forced or not, and a file that labels a
+// point-to-point table with an algorithm is refused at that table.
+TEST_CASE("a point-to-point log imports as NCCL's own choice, whatever NCCL_ALGO said") {
+  Scratch s("forced-p2p-import");
+  s.write("ring.txt",
+          ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n", "sendrecv_perf", 2));
+  REQUIRE(s.run("calibrate import-nccl-tests ring.txt -o p2p.json").status == 0);
+  const auto doc = json_of(testing::slurp(s.file("p2p.json")));
+  const auto& table = doc.at("collectives").at(0).as_object();
+  CHECK(table.at("op").as_string() == "sendrecv");
+  CHECK_FALSE(table.contains("algorithm"));
+  CHECK_FALSE(table.contains("protocol"));
+  const std::string scenario =
+      "--set model=llama3-8b --set cluster=dgx-h100-ndr --set parallel.tp=4 "
+      "--set parallel.pp=2 --set parallel.dp=1 --set training.global_batch=8 "
+      "--set calibration=[\\\"p2p.json\\\"]";
+  CHECK(s.run("simulate " + scenario).status == 0);
+  CHECK(s.run("simulate " + scenario + " --set collectives.algorithm=ring").status == 0);
+
+  std::string labelled = testing::slurp(s.file("p2p.json"));
+  labelled.replace(labelled.find("\"op\""), 4, "\"algorithm\": \"ring\", \"op\"");
+  s.write("labelled.json", labelled);
+  CHECK(testing::refusal(
+            s.run("calibrate check labelled.json"),
+            "labelled.json: /collectives/0/algorithm: sendrecv runs as point-to-point sends and receives, which "
+            "NCCL_ALGO and NCCL_PROTO do not touch; leave \"algorithm\" out") == "");
 }
 
 // -d all writes a row per type: the summary says each table's type.

@@ -2,14 +2,12 @@
 // protocol) choice and never reach point-to-point transfers (AllToAll, SendRecv), which NCCL
 // appends as send and receive tasks whose protocol follows their size (src/enqueue.cc,
 // p2pTaskAppend). Forcing the collectives of a pipelined or expert-parallel job leaves its
-// transfers, their measurement and their calibration as they are.
+// transfers and their measurement as they are.
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
 #include "cli/run_stepsim.hpp"
@@ -104,53 +102,6 @@ TEST_CASE("calibrate plan forces NCCL_ALGO and NCCL_PROTO on collective runs onl
   CHECK(own["all_reduce_perf"] == 0);
   CHECK(forced["alltoall_perf"] == 0);
   CHECK(forced["sendrecv_perf"] == 0);
-}
-
-namespace {
-
-// A sendrecv_perf run of 2 H100s of one node, 64 KiB to 128 MiB at 10 us + S / 300 GB/s, with
-// NCCL's lines saying what the environment forced.
-std::string sendrecv_log(const std::string& nccl_lines) {
-  std::string log =
-      "# Collective test starting: sendrecv_perf\n" + nccl_lines +
-      "NCCL version 2.21.5+cuda12.4\n# nThread 1 nGpus 1 minBytes 64KiB maxBytes 128MiB\n# Using devices\n";
-  for (int r = 0; r < 2; ++r)
-    log += fmt::format("#  Rank {} Group  0 Pid {} on node0 device {} [0x{:02x}] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
-                       r, r);
-  for (long long size = 1 << 16; size <= (1 << 27); size *= 2) {
-    const double us = 10 + static_cast<double>(size) / 300e3;
-    log += fmt::format("{} {} bfloat16 sum -1 {:.3f} 0 0 0 {:.3f} 0 0 0\n", size, size / 2, us, us);
-  }
-  return log;
-}
-
-}  // namespace
-
-// A SendRecv log from a run with NCCL_ALGO=Ring set is a measurement of NCCL's own transfers: it
-// imports as an unlabelled table, serves scenarios forced or not, and a file that labels a
-// point-to-point table with an algorithm is refused at that table.
-TEST_CASE("a point-to-point log imports as NCCL's own choice, whatever NCCL_ALGO said") {
-  Scratch s("forced-p2p-import");
-  s.write("ring.txt", sendrecv_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"));
-  REQUIRE(s.run("calibrate import-nccl-tests ring.txt -o p2p.json").status == 0);
-  const auto doc = boost::json::parse(testing::slurp(s.file("p2p.json")));
-  const auto& table = doc.at("collectives").at(0).as_object();
-  CHECK(table.at("op").as_string() == "sendrecv");
-  CHECK_FALSE(table.contains("algorithm"));
-  CHECK_FALSE(table.contains("protocol"));
-  const std::string scenario =
-      "--set model=llama3-8b --set cluster=dgx-h100-ndr --set parallel.tp=4 "
-      "--set parallel.pp=2 --set parallel.dp=1 --set training.global_batch=8 "
-      "--set calibration=[\\\"p2p.json\\\"]";
-  CHECK(s.run("simulate " + scenario).status == 0);
-  CHECK(s.run("simulate " + scenario + " --set collectives.algorithm=ring").status == 0);
-
-  std::string labelled = testing::slurp(s.file("p2p.json"));
-  labelled.replace(labelled.find("\"op\""), 4, "\"algorithm\": \"ring\", \"op\"");
-  s.write("labelled.json", labelled);
-  CHECK(refusal(s.run("calibrate check labelled.json"),
-                "labelled.json: /collectives/0/algorithm: sendrecv runs as point-to-point sends and receives, which "
-                "NCCL_ALGO and NCCL_PROTO do not touch; leave \"algorithm\" out") == "");
 }
 
 }  // namespace stepsim
