@@ -80,6 +80,26 @@ enum class InterTopology { rail_optimized, fat_tree };
 enum class RankMode { representative, all };
 enum class GpuArch { ampere, hopper, blackwell };
 
+// The PCIe link each architecture's GPUs carry: its generation and an x16 link's line rate,
+// GB/s each way (Gen4 32 on Ampere, Gen5 64 on Hopper, Gen6 128 on Blackwell). NCCL's topology
+// counts 3/4 of it (lane rate × width / 80).
+struct PcieLink {
+  int generation;
+  double line_gbps;
+  double nccl_gbps() const { return line_gbps * 3 / 4; }
+};
+constexpr PcieLink gpu_pcie_link(GpuArch a) {
+  switch (a) {
+    case GpuArch::ampere:
+      return {4, 32.0};
+    case GpuArch::hopper:
+      return {5, 64.0};
+    case GpuArch::blackwell:
+      return {6, 128.0};
+  }
+  return {5, 64.0};
+}
+
 // Bytes per element of a precision (fp8 and mxfp8 = 1, bf16/fp16 = 2, tf32/fp32 = 4; nvfp4 = 2:
 // its parameters stay BF16 and are quantized for each GEMM). What a parameter takes as
 // gathered is parallelism::gathered_bytes, as held the memory model's.

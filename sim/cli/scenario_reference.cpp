@@ -171,7 +171,10 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.provenance.fitted", "", "whether the efficiencies are fitted to measurements", ""},
     {"cluster.gpu.provenance.source", "", "what they are fitted to, or which datasheet and assumptions", ""},
     {"cluster.intra_node.fabric", "", "`nvswitch`, `nvlink-mesh` or `pcie`", ""},
-    {"cluster.intra_node.bandwidth", "B/s", "NVLink bandwidth per GPU per direction", ""},
+    {"cluster.intra_node.bandwidth", "B/s",
+     "NVLink bandwidth per GPU per direction; on a `pcie` fabric the line rate of each GPU's PCIe link, at most its "
+     "x16 rate (Gen4 32, Gen5 64, Gen6 128 GB/s)",
+     ""},
     {"cluster.intra_node.latency", "time", "per-hop latency inside a node", "NCCL's hwLat (src/graph/tuning.cc)"},
     {"cluster.intra_node.nvls", "", "NVLink SHARP (reductions in the NVSwitch)", "`NCCL_NVLS_ENABLE`"},
     {"cluster.inter_node.fabric", "", "`infiniband`, `roce` or `ethernet`", ""},

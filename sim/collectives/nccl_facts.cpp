@@ -32,8 +32,6 @@ const ArchFacts kAmpere{
     .nvls_tree_per_channel = {24.0, 23.6, 17.8},
     .nvls_efficiency = 0.0,
     .tree_pattern_penalty = false,
-    .pcie_path_gbps = 24.0,
-    .pcie_name = "PCIe Gen4 x16",
 };
 
 const ArchFacts kHopper{
@@ -49,8 +47,6 @@ const ArchFacts kHopper{
     .nvls_tree_per_channel = {0.0, 57.7, 45.5},
     .nvls_efficiency = 0.85,
     .tree_pattern_penalty = true,
-    .pcie_path_gbps = 48.0,
-    .pcie_name = "PCIe Gen5 x16",
 };
 
 const ArchFacts kBlackwell{
@@ -68,8 +64,6 @@ const ArchFacts kBlackwell{
     .nvls_tree_per_channel = {0.0, 96.0, 43.8},
     .nvls_efficiency = 0.74,
     .tree_pattern_penalty = true,
-    .pcie_path_gbps = 96.0,
-    .pcie_name = "PCIe Gen6 x16",
 };
 
 // Rows: Tree, Ring, NVLS, NVLS-Tree, PAT; columns LL, LL128, Simple.

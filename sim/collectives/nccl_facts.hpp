@@ -30,11 +30,6 @@ struct ArchFacts {
   std::array<double, 3> nvls_tree_per_channel;
   double nvls_efficiency;     // 0: no NVLink SHARP on this architecture
   bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE)
-  // The GPU's PCIe x16 link, which the path to its NIC crosses, as NCCL's topology counts it
-  // (lane rate × width / 80, 3/4 of the raw rate: Gen4 24, Gen5 48, Gen6 96 GB/s): no channel
-  // of the search is faster, whatever the NIC's line rate.
-  double pcie_path_gbps;
-  const char* pcie_name;
 };
 
 const ArchFacts& arch_facts(GpuArch arch);

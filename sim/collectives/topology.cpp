@@ -101,7 +101,8 @@ double nic_speed(const ClusterSpec& cluster, const ArchFacts& arch, double intra
   // to its NICs crosses the GPU's one PCIe link, which bounds the sum over them: NCCL's search
   // takes each channel's bandwidth off the links of its path, so a GPU's channels through its
   // two NICs share that link as one NIC's do.
-  return first_speed_at_most(arch.inter_speeds, std::min({port_gbps(cluster), intra_total, arch.pcie_path_gbps}));
+  const double pcie = gpu_pcie_link(cluster.gpu.arch).nccl_gbps();
+  return first_speed_at_most(arch.inter_speeds, std::min({port_gbps(cluster), intra_total, pcie}));
 }
 
 }  // namespace
@@ -110,7 +111,10 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
   const ArchFacts& arch = arch_facts(cluster.gpu.arch);
   const bool pcie = cluster.intra_node.fabric == IntraFabric::pcie;
   Context c{cluster, arch, request.op, request.size, request.shape};
-  c.intra_total = cluster.intra_node.bandwidth.gbytes_per_s() * (pcie ? 1.0 : arch.nvlink_fraction);
+  // What NCCL's topology believes a GPU's port to its peers carries: of an NVLink port its
+  // per-link figure over the line rate, of a PCIe link 3/4 of the line rate (as for the path
+  // to a NIC), so that a PCIe link is no faster than an NVLink port of the same line rate.
+  c.intra_total = cluster.intra_node.bandwidth.gbytes_per_s() * (pcie ? 0.75 : arch.nvlink_fraction);
   c.intra_hw = pcie ? Hw::pci : Hw::nvlink;
   c.ll128 = !pcie;
   c.intra_hop_scale = cluster.intra_node.latency.us() / (pcie ? 1.0 : 0.6);
@@ -129,11 +133,17 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
     c.nvls = nvls_one_node(arch.intra_speeds, c.intra_total, ppn);
     return c;
   }
-  // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel.
-  c.ring = dup_channels({nics, nic, nic}, arch);
+  // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel. On a
+  // PCIe fabric every channel also crosses each GPU's one PCIe link, behind which are both its
+  // peers and its NIC: the search takes each channel's speed off that link, so the channels
+  // share it (evenly here, rather than as the search's listed speeds would split it, so that a
+  // faster NIC or link never makes a collective slower).
+  double ring_speed = nic;
+  if (pcie && nics * nic > c.intra_total) ring_speed = c.intra_total / nics;
+  c.ring = dup_channels({nics, ring_speed, ring_speed}, arch);
   // An NVLS channel leaves through one NIC, whatever other NICs its GPU has.
-  const double nvls_limit =
-      std::min({cluster.inter_node.nic_bandwidth.gbytes_per_s(), c.intra_total, arch.pcie_path_gbps});
+  const double nvls_limit = std::min(
+      {cluster.inter_node.nic_bandwidth.gbytes_per_s(), c.intra_total, gpu_pcie_link(cluster.gpu.arch).nccl_gbps()});
   c.nvls = nvls_across_nodes(arch.inter_speeds, c.intra_total, ppn, std::min(domain_ports, ppn), nvls_limit);
   return c;
 }

@@ -356,11 +356,38 @@ void check_domain(const ClusterSpec& cl, const Checker& c) {
             cl.nvlink_domain, cl.gpus_per_node);
 }
 
+// On a "pcie" fabric the intra-node bandwidth is each GPU's PCIe link, which carries no more
+// than the line rate of an x16 link of the GPU's generation. A --set of the fabric given after
+// what gave the bandwidth (an NVLink cluster preset's, most often) is named, with what to set
+// besides; otherwise the bandwidth is.
+void check_pcie_fabric(const ClusterSpec& cl, const Checker& c) {
+  if (cl.intra_node.fabric != IntraFabric::pcie) return;
+  const PcieLink link = gpu_pcie_link(cl.gpu.arch);
+  const double gbps = cl.intra_node.bandwidth.gbytes_per_s();
+  if (gbps <= link.line_gbps * (1 + 1e-9)) return;
+  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
+  const std::string bandwidth_set = c.assignment_of("/cluster/intra_node/bandwidth");
+  const bool fabric_last = fabric_set.size() > bandwidth_set.size() && fabric_set.starts_with(bandwidth_set);
+  const std::string limit = fmt::format(
+      "the GPUs of a \"pcie\" fabric reach each other over their PCIe links, and the PCIe Gen{} x16 "
+      "link of each {} GPU carries at most {:g} GB/s each way",
+      link.generation, cl.gpu.name, link.line_gbps);
+  if (fabric_last)
+    c.fail(fabric_set, fmt::format("{}, where cluster.intra_node.bandwidth is {:g} GB/s (an NVLink figure): also set "
+                                   "cluster.intra_node.bandwidth to the link's rate, or the peer-to-peer bandwidth "
+                                   "measured on it",
+                                   limit, gbps));
+  c.fail("/cluster/intra_node/bandwidth",
+         fmt::format("{}, got {:g} GB/s: give the link's rate, or the peer-to-peer bandwidth measured on it", limit,
+                     gbps));
+}
+
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
   // A fabric not simulated is refused first: what it would need of the rest says nothing.
   check_fabrics(cl, c);
   check_nvls(cl, c);
   check_domain(cl, c);
+  check_pcie_fabric(cl, c);
   // A host link joins GPUs of one node to their CPU (a GB200 tray's two superchips: 2 and 2).
   c.require(cl.gpus_per_node % cl.host_link.gpus_per_link == 0, "/cluster/host_link/gpus_per_link",
             "{} GPUs per link do not divide the node's {} GPUs", cl.host_link.gpus_per_link, cl.gpus_per_node);

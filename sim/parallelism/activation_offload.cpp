@@ -6,8 +6,6 @@
 
 #include <algorithm>
 
-#include "collectives/nccl_facts.hpp"
-
 namespace stepsim::parallelism {
 
 Bytes offloaded_bytes(const workload::ModelWork& work, int layer) { return work.block(layer).activations; }
@@ -23,10 +21,10 @@ int host_link_gpus(const Scenario& s, int rank) {
 
 Bandwidth host_link_share(const Scenario& s, int rank) { return s.cluster.host_link.per_gpu(host_link_gpus(s, rank)); }
 
-// NCCL counts 3/4 of the link's line rate (collectives::ArchFacts::pcie_path_gbps); the host
-// link's figure is the line rate itself (64 GB/s each way for Gen5 x16).
+// The host link's figure is a line rate (64 GB/s each way for Gen5 x16), as the GPU's PCIe
+// link's is (gpu_pcie_link).
 bool host_link_is_pcie(const ClusterSpec& cluster) {
-  const double line_rate = collectives::arch_facts(cluster.gpu.arch).pcie_path_gbps * 4 / 3;
+  const double line_rate = gpu_pcie_link(cluster.gpu.arch).line_gbps;
   const double link = cluster.host_link.bandwidth.gbytes_per_s();
   return link > 0 && link <= line_rate * (1 + 1e-9);
 }

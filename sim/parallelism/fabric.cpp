@@ -28,7 +28,7 @@ Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resou
           cluster.inter_node.nic_bandwidth.scaled(std::max(1.0, static_cast<double>(nics_per_node_) / gpus_per_node_))),
       // NCCL counts 3/4 of the link's line rate for its channels; the bytes the link moves
       // are bounded by the line rate itself.
-      pcie_(Bandwidth::bytes_per_s(collectives::arch_facts(cluster.gpu.arch).pcie_path_gbps * 4 / 3 * 1e9)),
+      pcie_(Bandwidth::gbytes_per_s(gpu_pcie_link(cluster.gpu.arch).line_gbps)),
       node_nics_(cluster.inter_node.nic_bandwidth.scaled(nics_per_node_)) {}
 
 int Fabric::nic_of(int local_gpu) const {

@@ -15,7 +15,6 @@
 #include <optional>
 
 #include "calibration/apply.hpp"
-#include "collectives/nccl_facts.hpp"
 #include "engine/engine.hpp"
 #include "hardware/gpu_model.hpp"
 #include "parallelism/activation_offload.hpp"
@@ -115,27 +114,28 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
 // topology search counts the path's bandwidth): said where the job crosses the network. With
 // more NICs than GPUs, a GPU's NICs together are its port, and their sum crosses the one link.
 void add_nic_path_note(const Scenario& s, report::ReportInputs& inputs) {
-  const collectives::ArchFacts& arch = collectives::arch_facts(s.cluster.gpu.arch);
+  const PcieLink link = gpu_pcie_link(s.cluster.gpu.arch);
+  const std::string link_name = fmt::format("PCIe Gen{} x16", link.generation);
   const double nic = s.cluster.inter_node.nic_bandwidth.gbytes_per_s();
   const double per_gpu =
       std::max(1.0, static_cast<double>(s.cluster.inter_node.nics_per_node) / std::max(1, s.cluster.gpus_per_node));
   const double port = nic * per_gpu;
-  const double line_rate = arch.pcie_path_gbps * 4 / 3;  // NCCL counts 3/4 of it
+  const double line_rate = link.line_gbps;
   if (s.parallel.gpus() <= s.cluster.domain_gpus() || port <= line_rate * (1 + 1e-9)) return;
   if (per_gpu == 1.0) {
     inputs.notes.push_back(fmt::format(
         "cluster.inter_node.nic_bandwidth {:g} Gb/s ({:g} GB/s) is beyond the {} link between each {} GPU and its "
         "NIC ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives across nodes run at that, not at the "
         "NIC's rate",
-        nic * 8, nic, arch.pcie_name, s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
+        nic * 8, nic, link_name, s.cluster.gpu.name, line_rate, link.nccl_gbps()));
     return;
   }
   inputs.notes.push_back(fmt::format(
       "cluster.inter_node: {} NICs of {:g} Gb/s for {} GPUs give each GPU {:g} NICs, {:g} Gb/s ({:g} GB/s), beyond "
       "the {} link between each {} GPU and its NICs ({:g} GB/s; NCCL's topology counts {:g} GB/s of it): collectives "
       "across nodes run at that, not at the NICs' rate",
-      s.cluster.inter_node.nics_per_node, nic * 8, s.cluster.gpus_per_node, per_gpu, port * 8, port, arch.pcie_name,
-      s.cluster.gpu.name, line_rate, arch.pcie_path_gbps));
+      s.cluster.inter_node.nics_per_node, nic * 8, s.cluster.gpus_per_node, per_gpu, port * 8, port, link_name,
+      s.cluster.gpu.name, line_rate, link.nccl_gbps()));
 }
 
 // Megatron-Core's EP overlap asked for where its step has no passes to pair: the key changes

@@ -326,8 +326,12 @@ constexpr const char* kPcieCluster = R"({ "name": "pcie-a100", "gpus_per_node": 
 
 // A ring AllReduce moves 2(n − 1)/n of the buffer out of each GPU and as much in, to its peers
 // and to its NIC, all over the GPU's one PCIe link: its bus bandwidth (algbw · 2(n − 1)/n)
-// never passes the link's 32 GB/s, on one node or many. (More nodes ran faster than one:
-// 29.40 GB/s on 8 GPUs, 36.5 on 16 to 64, the NIC traffic on a link of its own.)
+// never passes the link's 32 GB/s, on one node or many, nor the 24 GB/s of it NCCL's topology
+// counts (lane rate × width / 80 for Gen4 x16), which its search hands out among the channels;
+// at 4 GiB it comes within the listed search speed below that (20 GB/s on one node) less the
+// size shortfall. (More nodes ran faster than one: 29.40 GB/s on 8 GPUs, 36.5 on 16 to 64, the
+// NIC traffic on a link of its own; then 31.96 on 16, each of 8 channels through its own NIC
+// taking a whole NIC's speed off the one link.)
 TEST_CASE("stepsim collective on a PCIe-only cluster never passes the GPU's PCIe link, on any number of nodes") {
   const testing::Scratch dir("pcie-collective");
   dir.write("pcie.json", kPcieCluster);
@@ -339,9 +343,37 @@ TEST_CASE("stepsim collective on a PCIe-only cluster never passes the GPU's PCIe
     std::string type;
     row >> size >> count >> type >> time >> algbw >> busbw;
     INFO(gpus << " GPUs: " << rows);
-    CHECK(busbw > 25);
-    CHECK(busbw <= 32);
+    CHECK(busbw > 19);
+    CHECK(busbw <= 24);
     CHECK(algbw * 2.0 * (gpus - 1) / gpus <= 32.005);
+  }
+}
+
+// NCCL's topology counts a PCIe link at 3/4 of its line rate (lane rate × width / 80) and an
+// H100's NVLink at 20.6 of its 25 GB/s, and runs no LL128 over PCIe: at the same line rate a
+// PCIe node is never the faster. (It was: the PCIe link was counted whole, a channel of 30 GB/s
+// where NVLink's gave 24; 3.42 against 4.24 s for FSDP of Llama 2 7B on 8 H100 at 32 GB/s.)
+TEST_CASE("a PCIe link is no faster than an NVLink port of the same line rate, on one node or many") {
+  const testing::Scratch dir("pcie-vs-nvlink");
+  std::string pcie = kPcieCluster;
+  pcie.replace(pcie.find("a100-sxm4-80gb"), 14, "h100-sxm5-80gb");
+  dir.write("pcie.json", pcie);
+  std::string nvlink = pcie;
+  nvlink.replace(nvlink.find("\"fabric\": \"pcie\""), 16, "\"fabric\": \"nvswitch\"");
+  dir.write("nvlink.json", nvlink);
+  const auto busbw = [&](const std::string& cluster, int gpus, const std::string& size) {
+    std::istringstream row(
+        collective_rows(dir, fmt::format("allreduce --cluster {} --gpus {} --size {}", cluster, gpus, size)));
+    double bytes = 0, count = 0, time = 0, algbw = 0, bus = 0;
+    std::string type;
+    row >> bytes >> count >> type >> time >> algbw >> bus;
+    return bus;
+  };
+  for (const int gpus : {8, 16, 64}) {
+    for (const std::string size : {"64KiB", "64MiB", "4GiB"}) {
+      INFO(gpus << " GPUs, " << size);
+      CHECK(busbw("pcie.json", gpus, size) <= busbw("nvlink.json", gpus, size));
+    }
   }
 }
 

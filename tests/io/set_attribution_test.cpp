@@ -85,7 +85,8 @@ TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's
       "cluster.intra_node.fabric: \"pcie\" has no NVSwitch, and the cluster (dgx-h100-ndr) runs NVLink SHARP "
       "(cluster.intra_node.nvls), whose reductions run in the switch: also set cluster.intra_node.nvls=false";
   CHECK(attributed_error({"cluster.intra_node.fabric=pcie"}) == "--set: " + way_out);
-  CHECK(attributed_error({"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false"}) == "no error");
+  CHECK(attributed_error({"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false",
+                          "cluster.intra_node.bandwidth=64GB/s"}) == "no error");
   // The embedded default scenario (Llama-3-8B on dgx-h100-ndr), as `stepsim simulate --set` runs it.
   std::string on_default = "no error";
   try {
@@ -105,6 +106,38 @@ TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's
   CHECK(attributed_error({"cluster.intra_node.nvls=true"}, file) ==
         "--set: cluster.intra_node.nvls: NVLink SHARP needs \"fabric\": \"nvswitch\" (the reduction runs in the "
         "switch)");
+}
+
+// On a PCIe fabric the intra-node bandwidth is each GPU's PCIe x16 link, whose line rate is
+// 32 GT/s × 16 lanes (128b/130b) ≈ 63 GB/s each way on Gen5 (Hopper), 64 GB/s as the presets
+// write it: an NVLink figure left from the preset names the fabric set after it, with the way
+// out; one given for the link itself is the bandwidth's.
+TEST_CASE("a PCIe fabric faster than the GPU's PCIe x16 link is refused, naming the key that made it so") {
+  const std::vector<std::string> pcie{"cluster.intra_node.nvls=false", "cluster.intra_node.fabric=pcie"};
+  CHECK(attributed_error(pcie) ==
+        "--set: cluster.intra_node.fabric: the GPUs of a \"pcie\" fabric reach each other over their PCIe links, "
+        "and the PCIe Gen5 x16 link of each h100-sxm5-80gb GPU carries at most 64 GB/s each way, where "
+        "cluster.intra_node.bandwidth is 450 GB/s (an NVLink figure): also set cluster.intra_node.bandwidth to the "
+        "link's rate, or the peer-to-peer bandwidth measured on it");
+  auto faster = pcie;
+  faster.push_back("cluster.intra_node.bandwidth=100GB/s");
+  CHECK(attributed_error(faster) ==
+        "--set: cluster.intra_node.bandwidth: the GPUs of a \"pcie\" fabric reach each other over their PCIe "
+        "links, and the PCIe Gen5 x16 link of each h100-sxm5-80gb GPU carries at most 64 GB/s each way, got 100 "
+        "GB/s: give the link's rate, or the peer-to-peer bandwidth measured on it");
+  auto link = pcie;
+  link.push_back("cluster.intra_node.bandwidth=64GB/s");
+  CHECK(attributed_error(link) == "no error");
+  // Ampere's PCIe Gen4 x16 carries half as much; Blackwell's Gen6 twice.
+  const std::string a100 = R"({ "model": "gpt-1.3b", "cluster": { "preset": "dgx-a100-80g-hdr",
+    "intra_node": { "fabric": "pcie", "bandwidth": "48 GB/s" } }, "parallel": { "dp": 16 },
+    "training": { "global_batch": 64, "micro_batch": 4 } })";
+  CHECK(attributed_error({}, a100) ==
+        "s.json: /cluster/intra_node/bandwidth: the GPUs of a \"pcie\" fabric reach each other over their PCIe "
+        "links, and the PCIe Gen4 x16 link of each a100-sxm4-80gb GPU carries at most 32 GB/s each way, got 48 "
+        "GB/s: give the link's rate, or the peer-to-peer bandwidth measured on it");
+  CHECK(attributed_error({"cluster=dgx-b200", "cluster.intra_node.nvls=false", "cluster.intra_node.fabric=pcie",
+                          "cluster.intra_node.bandwidth=128GB/s"}) == "no error");
 }
 
 // The node size a --set gives against the NVLink domain the cluster preset brought: the file
