@@ -213,8 +213,12 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--tensor-model-parallel-size`"},
     {"parallel.pp", "", "pipeline stages", "Megatron `--pipeline-model-parallel-size`"},
     {"parallel.dp", "", "data-parallel replicas", "world size / (tp·pp·cp)"},
-    {"parallel.cp", "", "context-parallel size: the sequence split over cp ranks (2·cp chunks, causal load balance)",
-     "Megatron `--context-parallel-size`"},
+    {"parallel.cp", "",
+     "context-parallel size: the sequence split over cp ranks (2·cp chunks, causal load balance). Transformer "
+     "Engine's context parallelism under training.framework `megatron`, `nemo` and `unspecified`; PyTorch's "
+     "`context_parallel` under `torchtitan`, `torchtitan-compile` and `pytorch`; refused under `deepspeed` "
+     "(DeepSpeed's long-sequence parallelism is Ulysses, not simulated)",
+     "Megatron `--context-parallel-size`; torchtitan `context_parallel_degree`"},
     {"parallel.ep", "", "expert-parallel size: the experts of an MoE layer split over ep ranks",
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",

@@ -15,7 +15,7 @@ namespace stepsim::parallelism {
 ContextParallel::ContextParallel(const Scenario& s, const workload::ModelWork& work)
     : cp_(std::max(s.parallel.cp, 1)),
       comm_(s.context_parallel.comm),
-      pytorch_(traits_of(s.training.framework).torchtitan_attention),
+      pytorch_(pytorch_context_parallel(s.training.framework)),
       layers_(s.model.layers),
       kv_block_(work.layer.kv_block),
       kv_grad_block_(work.layer.kv_grad_block_f32),
@@ -92,7 +92,7 @@ OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
   return op;
 }
 
-// PyTorch's _templated_ring_attention_backward (context_parallel under torchtitan). The K/V
+// PyTorch's _templated_ring_attention_backward (context_parallel under torchtitan or pytorch). The K/V
 // come as in forward: around the ring one block a step (rotate method alltoall, `p2p`) or in
 // one AllGather started at the first step, beside the own block's attention (allgather). The
 // dK/dV go around the ring whatever the rotate method (dkv_rotater, an _AllToAllRotater),

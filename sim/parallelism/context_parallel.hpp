@@ -37,7 +37,7 @@ class ContextParallel {
 
   int cp_;
   CpComm comm_;
-  bool pytorch_;  // PyTorch's context_parallel (torchtitan) rather than Transformer Engine's
+  bool pytorch_;  // PyTorch's context_parallel rather than Transformer Engine's (pytorch_context_parallel)
   int layers_;
   Bytes kv_block_;
   Bytes kv_grad_block_;  // PyTorch's dK/dV message: float32

@@ -137,17 +137,24 @@ TEST_CASE("Transformer Engine's ring backward sends K/V first, K/V with dK/dV be
 TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way the K/V come") {
   // _templated_ring_attention_backward: kv_rotater as in forward (cp − 1 K/V blocks around
   // the ring, or one AllGather of the cp blocks), dkv_rotater an _AllToAllRotater that sends
-  // the float32 dK/dV once a step, cp times, waited for after the loop.
+  // the float32 dK/dV once a step, cp times, waited for after the loop. Eager PyTorch has no
+  // other context parallelism than this torch.distributed.tensor.experimental.context_parallel,
+  // which torchtitan calls too.
   struct Row {
     int cp;
     stepsim::CpComm comm;
+    stepsim::Framework framework;
   };
-  for (const Row r : {Row{2, stepsim::CpComm::p2p}, Row{4, stepsim::CpComm::p2p}, Row{2, stepsim::CpComm::all_gather},
-                      Row{4, stepsim::CpComm::all_gather}}) {
-    INFO("cp " << r.cp << (r.comm == stepsim::CpComm::p2p ? " p2p" : " all_gather"));
+  const auto tt = stepsim::Framework::torchtitan;
+  const auto eager = stepsim::Framework::pytorch;
+  for (const Row r : {Row{2, stepsim::CpComm::p2p, tt}, Row{4, stepsim::CpComm::p2p, tt},
+                      Row{2, stepsim::CpComm::all_gather, tt}, Row{4, stepsim::CpComm::all_gather, tt},
+                      Row{4, stepsim::CpComm::p2p, eager}, Row{4, stepsim::CpComm::all_gather, eager}}) {
+    INFO("cp " << r.cp << (r.comm == stepsim::CpComm::p2p ? " p2p" : " all_gather")
+               << (r.framework == eager ? " pytorch" : " torchtitan"));
     stepsim::Scenario s = cp_scenario(r.cp);
     s.context_parallel.comm = r.comm;
-    s.training.framework = stepsim::Framework::torchtitan;
+    s.training.framework = r.framework;
     const Built b = work_and_program(s);
     const long long block = 2048LL / r.cp * 2 * 1024 * 2;  // K and V of the rank's tokens, bf16
     REQUIRE(b.work.layer.kv_block.count() == block);
