@@ -11,6 +11,20 @@
 #include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
+namespace {
+
+// `steps` of the cp steps' attention as one kernel. Each step's kernel computes the rank's s/cp
+// queries against one rank's block of s/cp keys (the first step its own two chunks, causally;
+// the others a chunk against a block or a block against a chunk, the same work): the kernel of
+// a job without context parallelism over s/cp tokens, which is how it is costed, where the
+// whole op meets all s keys (the backward's efficiency follows the keys, hardware::GpuModel).
+workload::OpCost step_kernel(const workload::OpCost& cost, int cp, double steps = 1.0) {
+  workload::OpCost piece = op_piece(cost, cp, steps);
+  piece.n = std::max(cost.n / cp, 1LL);
+  return piece;
+}
+
+}  // namespace
 
 ContextParallel::ContextParallel(const Scenario& s, const workload::ModelWork& work)
     : cp_(std::max(s.parallel.cp, 1)),
@@ -41,7 +55,7 @@ OpIndex ContextParallel::issue(StepBuilder& b, const OpSite& site) {
 // Step i computes attention against the block in hand while the ring passes it on; step
 // i + 1 waits for that block. The rank's own block needs no transfer.
 OpIndex ContextParallel::ring_forward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t kv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
   std::vector<OpIndex> arrived;
@@ -66,7 +80,7 @@ OpIndex ContextParallel::ring_forward(StepBuilder& b, const OpSite& site) {
 // dK/dV have been added to (after step i's attention and message). Nothing is sent after the
 // last step, so its message runs beside the own block's attention.
 OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t kv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
   const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention dK/dV ring step");
@@ -100,7 +114,7 @@ OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
 // attention the rank waits for the dK/dV of step i − 1, adds its share and sends them on, one
 // message a step, cp in all; after the last step it waits for the last, its own.
 OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_grad_block_, site, "attention dK/dV ring step");
   const bool gather = comm_ == CpComm::all_gather;
@@ -142,8 +156,8 @@ OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   OpIndex op = 0;
   if (pytorch_) {
     const std::vector<std::uint32_t>& names = names_.of(b, site, 2);
-    b.compute(op_piece(*site.cost, cp_), site.phase, names.front(), {});
-    op = b.compute(op_piece(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
+    b.compute(step_kernel(*site.cost, cp_), site.phase, names.front(), {});
+    op = b.compute(step_kernel(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
   } else {
     op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {gather});
   }
