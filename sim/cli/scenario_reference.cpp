@@ -467,10 +467,11 @@ constexpr KeyDoc kDocs[] = {
      "other keys do not give is refused)",
      ""},
     {"context_parallel.comm", "",
-     "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
-     "torchtitan the rank's own block's attention runs beside it)",
-     "Megatron-Core `--cp-comm-type` p2p / all_gather; torchtitan `context_parallel_rotate_method` alltoall / "
-     "allgather"},
+     "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (Transformer Engine: an "
+     "AllGather of K and one of V; PyTorch's `context_parallel`: one AllGather of K/V, the rank's own block's "
+     "attention beside it)",
+     "Megatron-Core `--cp-comm-type` p2p / all_gather; torchtitan `context_parallel_rotate_method` and "
+     "PyTorch's `set_rotate_method` alltoall / allgather"},
 };
 
 const KeyDoc* find_doc(std::string_view key) {

@@ -144,27 +144,31 @@ OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
   return op;
 }
 
-// AllGather of every rank's K/V before attention; in Transformer Engine's backward
-// (AttnFuncWithCPAndKVAllGather), gathered again and the dK and the dV reduce-scattered back to
-// their owners after it, one ReduceScatter each. Under PyTorch's context_parallel the rank's own block (one cp-th of
-// the work, as load balancing gives every step) runs first, beside the gather, and the rest waits for it
-// (_templated_ring_attention's first step).
+// Every rank's K/V gathered before attention. Under PyTorch's context_parallel
+// (_AllGatherRotater) K and V go in one buffer, one AllGather, and the rank's own block (one
+// cp-th of the work, as load balancing gives every step) runs first, beside the gather, the rest
+// waiting for it (_templated_ring_attention's first step); its backward is pytorch_backward's.
+// Transformer Engine's AttnFuncWithCPAndKVAllGather gathers K and then V
+// (gather_along_first_dim of each, in forward and again in backward), and after the backward
+// reduce-scatters the dK and then the dV back to their owners, one ReduceScatter each.
 OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   const Bytes whole = kv_block_ * cp_;
-  const std::uint32_t ag = comm_name(b, CollOp::allgather, whole, site, "attention K/V");
-  const OpIndex gather = b.collective(CommKind::cp, CollOp::allgather, whole, ag, b.last_compute());
-  OpIndex op = 0;
   if (pytorch_) {
+    const OpIndex gather =
+        b.collective(CommKind::cp, CollOp::allgather, whole,
+                     comm_name(b, CollOp::allgather, whole, site, "attention K/V"), b.last_compute());
     const std::vector<std::uint32_t>& names = names_.of(b, site, 2);
     b.compute(step_kernel(*site.cost, cp_), site.phase, names.front(), {});
-    op = b.compute(step_kernel(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
-  } else {
-    op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {gather});
+    return b.compute(step_kernel(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
   }
-  if (site.cost->pass == workload::Pass::forward) return op;
-  // reduce_scatter_along_first_dim of dK, then of dV: two ReduceScatters of half the whole
-  // sequence's K/V each, one after the other.
+  // The whole sequence's K, or V: half the gathered K/V.
   const Bytes half = Bytes(whole.count() / 2);
+  const OpIndex k = b.collective(CommKind::cp, CollOp::allgather, half,
+                                 comm_name(b, CollOp::allgather, half, site, "attention K"), b.last_compute());
+  const OpIndex v = b.collective(CommKind::cp, CollOp::allgather, half,
+                                 comm_name(b, CollOp::allgather, half, site, "attention V"), {k});
+  const OpIndex op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {v});
+  if (site.cost->pass == workload::Pass::forward) return op;
   const OpIndex dk = b.collective(CommKind::cp, CollOp::reducescatter, half,
                                   comm_name(b, CollOp::reducescatter, half, site, "attention dK"), {op});
   const OpIndex dv = b.collective(CommKind::cp, CollOp::reducescatter, half,

@@ -190,21 +190,33 @@ TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way 
   }
 }
 
-// Transformer Engine's AttnFuncWithCPAndKVAllGather.backward ends with
-// reduce_scatter_along_first_dim(dk) and then reduce_scatter_along_first_dim(dv): two
-// ReduceScatters of the whole sequence's dK and dV, each half of the gathered K/V: at CP 2
-// (1,024 tokens a rank) one rank's K/V block, 1,024 · 2 · 1024 · 2 bytes; the dV's after the
-// dK's.
-TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK, then dV, after its backward") {
+// Transformer Engine's AttnFuncWithCPAndKVAllGather gathers K and then V
+// (gather_along_first_dim(k, cp_group), then of v), in forward and again in backward, and its
+// backward ends with reduce_scatter_along_first_dim(dk) and then of dv: each of the four
+// AllGathers and the two ReduceScatters moves the whole sequence's K, V, dK or dV, half of the
+// gathered K/V: at CP 2 (1,024 tokens a rank) one rank's K/V block, 1,024 · 2 · 1024 · 2 bytes;
+// V's after K's, the attention after V's, the dV's after the dK's.
+TEST_CASE(
+    "the all_gather variant gathers K, then V, before attention and reduce-scatters dK, then dV, after its "
+    "backward") {
   stepsim::Scenario s = cp_scenario(2);
   s.context_parallel.comm = stepsim::CpComm::all_gather;
   const Built b = work_and_program(s);
   const long long block = b.work.layer.kv_block.count();
   CHECK(block == 1024LL * 2 * 1024 * 2);
-  const long long whole = block * 2;
-  const auto gathers = cp_calls(b.program, "L0 attention K/V,");
-  REQUIRE(gathers.size() == 2);
-  CHECK(gathers[0] == std::pair{CollOp::allgather, whole});
+  const long long half_whole = 1024LL * 1024 * 2 * 2;  // K (or V) of the 2,048 tokens, bf16
+  CHECK(cp_calls(b.program, "L0 attention K/V,").empty());
+  for (const char* what : {"L0 attention K,", "L0 attention V,"}) {
+    INFO(what);
+    const auto gathers = cp_calls(b.program, what);
+    REQUIRE(gathers.size() == 2);  // forward and backward
+    for (const auto& call : gathers) CHECK(call == std::pair{CollOp::allgather, half_whole});
+  }
+  // The backward's gathers: V's waits for K's and the attention for V's.
+  const long k = last_cp(b.program, "L0 attention K,");
+  const long v = last_cp(b.program, "L0 attention V,");
+  CHECK(waits_for(b.program, v, k));
+  CHECK(waits_for(b.program, spt::find_op(b.program, "L0 flash attention backward"), v));
   CHECK(cp_calls(b.program, "L0 attention dK/dV,").empty());
   const auto dk = cp_calls(b.program, "L0 attention dK,");
   const auto dv = cp_calls(b.program, "L0 attention dV,");
