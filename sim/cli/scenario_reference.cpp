@@ -409,8 +409,10 @@ constexpr KeyDoc kDocs[] = {
      "`fsdp_version` 1, `reshard_after_forward` true and `max_inflight_all_gathers` 2, and refuses MXFP8 and NVFP4",
      "Megatron-Core `use_megatron_fsdp` with `data_parallel_sharding_strategy` `optim_grads_params` and "
      "`fsdp_double_buffer`"},
-    {"data_parallel.shard_group", "GPUs",
-     "hsdp: ranks per shard group; 0: one NVLink domain (node, or cluster.nvlink_domain)", "HSDP `device_mesh`"},
+    {"data_parallel.shard_group", "DP ranks",
+     "hsdp: DP ranks per shard group, each with its whole CP group (FSDP shards over shard_group·cp GPUs and "
+     "replicates over dp / shard_group); 0: the DP ranks of one NVLink domain (node, or cluster.nvlink_domain)",
+     "HSDP `device_mesh`; torchtitan `data_parallel_shard_degree` (sharded over the `dp_shard_cp` mesh)"},
     {"tensor_parallel.comm_overlap", "",
      "overlap TP communication with GEMMs (needs sequence parallelism, an NVLink fabric (not `pcie`) and every TP "
      "group inside one NVLink domain: tp at most the domain's GPUs, and no group of consecutive ranks across a "

@@ -241,6 +241,44 @@ TEST_CASE("gradients of CP ranks are reduced over the dp·cp group and CP sits b
   CHECK(std::find(groups.begin(), groups.end(), "dp [0, 2, 4, 6]") != groups.end());
 }
 
+namespace {
+
+std::vector<std::string> group_names(const Program& p) {
+  std::vector<std::string> groups;
+  for (const auto& g : p.groups) groups.push_back(g.name + " " + g.ranks);
+  return groups;
+}
+
+bool has(const std::vector<std::string>& groups, const std::string& group) {
+  return std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
+}  // namespace
+
+// torchtitan's HSDP with context parallelism (parallel_dims.py): FSDP shards over the flattened
+// dp_shard_cp mesh, dp_shard DP ranks times their cp ranks, and replicates over dp_replicate.
+// At tp 2, cp 2, dp 2 (CP group [0, 2], DP group [0, 4]): a shard group of one DP rank is its CP
+// group, the replicas the DP group; a shard group of two DP ranks is all four.
+TEST_CASE("HSDP's shard group counts DP ranks and holds their whole CP groups") {
+  stepsim::Scenario s = spt::small_scenario(2, 2, 1);
+  s.parallel.cp = 2;
+  s.data_parallel.kind = stepsim::DpKind::hsdp;
+  s.data_parallel.shard_group = 1;
+  const auto one = group_names(work_and_program(s).program);
+  CHECK(has(one, "fsdp [0, 2]"));
+  CHECK(has(one, "dp [0, 4]"));
+  CHECK(sp::placement_notes(s).find("HSDP: shard groups of 1 DP ranks with their CP groups of 2 (2 GPUs), gradient "
+                                    "shards all-reduced across 2 groups") != std::string::npos);
+  CHECK(sp::placement_notes(s).find("Adam on 1/2 of the parameters") != std::string::npos);
+  s.data_parallel.shard_group = 2;
+  const auto both = group_names(work_and_program(s).program);
+  CHECK(has(both, "fsdp [0, 2, 4, 6]"));
+  CHECK(std::none_of(both.begin(), both.end(), [](const std::string& g) { return g.rfind("dp ", 0) == 0; }));
+  // By default one node's DP ranks: the node's 8 GPUs hold tp·cp = 4 a DP rank, so both.
+  s.data_parallel.shard_group = 0;
+  CHECK(has(group_names(work_and_program(s).program), "fsdp [0, 2, 4, 6]"));
+}
+
 TEST_CASE("under torchtitan the K/V gathered are as wide as the queries and the own block runs beside the gather") {
   stepsim::Scenario s = cp_scenario(4);
   s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
