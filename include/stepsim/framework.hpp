@@ -33,12 +33,9 @@ struct FrameworkTraits {
   // every autograd gradient added into it), and the options scenarios may ask of it alone
   // (the EP all-to-all overlap, activation offload, recompute_modules).
   bool megatron_core = false;
-  // The model code is torchtitan's Llama and its context parallelism PyTorch's context_parallel:
-  // the attention repeats the K/V heads up to the query heads before
-  // scaled_dot_product_attention (repeat_kv), so every K/V tensor the attention and its
-  // context parallelism hold or move is as wide as the queries; and the K/V all-gather
-  // (PyTorch's _AllGatherRotater, torchtitan's default context_parallel_rotate_method) is
-  // started before the attention of the rank's own block, which runs while it is in flight.
+  // The model code is torchtitan's Llama: the attention repeats the K/V heads up to the query
+  // heads before scaled_dot_product_attention (repeat_kv), so every K/V tensor the attention and
+  // its context parallelism hold or move is as wide as the queries.
   bool torchtitan_attention = false;
   // CPU per expert GEMM of a grouped GEMM beyond the first, beyond the GEMM's launch:
   // Transformer Engine's GroupedLinear (Megatron-Core's experts) works on the host per expert
@@ -64,6 +61,16 @@ inline bool runs_megatron_options(Framework f) { return f == Framework::unspecif
 // steps are not captured.
 inline bool captures_cuda_graphs(Framework f) {
   return f != Framework::torchtitan && f != Framework::torchtitan_compile && f != Framework::deepspeed;
+}
+
+// Context parallelism is PyTorch's torch.distributed.tensor.experimental.context_parallel, eager
+// PyTorch's only one (torchtitan's too): _templated_ring_attention and its backward, the K/V
+// all-gathered (_AllGatherRotater, rotate method "allgather", started before the attention of the
+// rank's own block, which runs while it is in flight) or passed around the ring ("alltoall"), the
+// dK/dV around the ring in float32. Elsewhere it is Transformer Engine's, as Megatron-Core runs
+// it (the unspecified framework's kernels are Megatron-Core's); DeepSpeed has none (io refuses it).
+inline bool pytorch_context_parallel(Framework f) {
+  return f == Framework::torchtitan || f == Framework::torchtitan_compile || f == Framework::pytorch;
 }
 
 // Gradient buckets as Megatron-Core makes them, sized in parameters (data_parallel.

@@ -344,6 +344,10 @@ struct ParallelSpec {
   // Not a scenario key: set on the copy of the scenario that one pipeline stage's
   // data-parallel strategy sees, so that it syncs only that stage's gradients (-1: all).
   int stage = -1;
+  // Not a scenario key: set on the copy that the data-parallel strategies see, whose dp is the
+  // job's dp·cp and cp 1 (parallelism::gradient_scenario): the cp folded into that dp, each of the
+  // job's DP ranks being that many consecutive ranks of it (1: none folded).
+  int folded_cp = 1;
   int gpus() const { return tp * pp * dp * cp; }
 };
 
@@ -428,7 +432,7 @@ struct DataParallelSpec {
   bool overlap_param_gather = false;
   int fsdp_version = 1;
   FsdpImpl fsdp_impl = FsdpImpl::pytorch;
-  int shard_group = 0;  // hsdp: GPUs per shard group (0 = one node)
+  int shard_group = 0;  // hsdp: DP ranks per shard group, each with its CP group (0 = one NVLink domain)
 
   // PyTorch's FSDP1 (fsdp or hsdp, fsdp_version 1, fsdp_impl pytorch): each unit is one
   // FlatParameter, all-gathered in its param_dtype, the compute precision. Only FSDP2's

@@ -216,8 +216,12 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--tensor-model-parallel-size`"},
     {"parallel.pp", "", "pipeline stages", "Megatron `--pipeline-model-parallel-size`"},
     {"parallel.dp", "", "data-parallel replicas", "world size / (tp·pp·cp)"},
-    {"parallel.cp", "", "context-parallel size: the sequence split over cp ranks (2·cp chunks, causal load balance)",
-     "Megatron `--context-parallel-size`"},
+    {"parallel.cp", "",
+     "context-parallel size: the sequence split over cp ranks (2·cp chunks, causal load balance). Transformer "
+     "Engine's context parallelism under training.framework `megatron`, `nemo` and `unspecified`; PyTorch's "
+     "`context_parallel` under `torchtitan`, `torchtitan-compile` and `pytorch`; refused under `deepspeed` "
+     "(DeepSpeed's long-sequence parallelism is Ulysses, not simulated)",
+     "Megatron `--context-parallel-size`; torchtitan `context_parallel_degree`"},
     {"parallel.ep", "", "expert-parallel size: the experts of an MoE layer split over ep ranks",
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
@@ -408,8 +412,10 @@ constexpr KeyDoc kDocs[] = {
      "`fsdp_version` 1, `reshard_after_forward` true and `max_inflight_all_gathers` 2, and refuses MXFP8 and NVFP4",
      "Megatron-Core `use_megatron_fsdp` with `data_parallel_sharding_strategy` `optim_grads_params` and "
      "`fsdp_double_buffer`"},
-    {"data_parallel.shard_group", "GPUs",
-     "hsdp: ranks per shard group; 0: one NVLink domain (node, or cluster.nvlink_domain)", "HSDP `device_mesh`"},
+    {"data_parallel.shard_group", "DP ranks",
+     "hsdp: DP ranks per shard group, each with its whole CP group (FSDP shards over shard_group·cp GPUs and "
+     "replicates over dp / shard_group); 0: the DP ranks of one NVLink domain (node, or cluster.nvlink_domain)",
+     "HSDP `device_mesh`; torchtitan `data_parallel_shard_degree` (sharded over the `dp_shard_cp` mesh)"},
     {"tensor_parallel.comm_overlap", "",
      "overlap TP communication with GEMMs (needs sequence parallelism, an NVLink fabric (not `pcie`) and every TP "
      "group inside one NVLink domain: tp at most the domain's GPUs, and no group of consecutive ranks across a "
@@ -466,10 +472,11 @@ constexpr KeyDoc kDocs[] = {
      "other keys do not give is refused)",
      ""},
     {"context_parallel.comm", "",
-     "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (one AllGather of K/V; under "
-     "torchtitan the rank's own block's attention runs beside it)",
-     "Megatron-Core `--cp-comm-type` p2p / all_gather; torchtitan `context_parallel_rotate_method` alltoall / "
-     "allgather"},
+     "`p2p` (K/V around the CP ring, overlapped with attention) or `all_gather` (Transformer Engine: an "
+     "AllGather of K and one of V; PyTorch's `context_parallel`: one AllGather of K/V, the rank's own block's "
+     "attention beside it)",
+     "Megatron-Core `--cp-comm-type` p2p / all_gather; torchtitan `context_parallel_rotate_method` and "
+     "PyTorch's `set_rotate_method` alltoall / allgather"},
 };
 
 const KeyDoc* find_doc(std::string_view key) {

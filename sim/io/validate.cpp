@@ -809,10 +809,18 @@ void check_dispatcher(const Scenario& s, const Checker& c) {
             span, s.cluster.domain_gpus());
 }
 
-// Context parallelism runs inside fused attention kernels (Transformer Engine), and its
-// communication variant means something only when there is a CP group.
+// Context parallelism runs inside fused attention kernels (Transformer Engine's, or PyTorch's
+// context_parallel around scaled_dot_product_attention), and its communication variant means
+// something only when there is a CP group. DeepSpeed has neither: its long-sequence parallelism
+// is Ulysses (sequence_parallel_size, ALST), all-to-alls that move the sequence shards onto the
+// attention heads, which is not simulated.
 void check_context_parallel(const Scenario& s, const Checker& c) {
   if (s.parallel.cp > 1) {
+    c.require(s.training.framework != Framework::deepspeed, "/parallel/cp",
+              "context parallelism (cp {}) under training.framework deepspeed is not simulated: DeepSpeed has no "
+              "ring or all-gather context parallelism, its long-sequence parallelism is Ulysses (all-to-alls that "
+              "move the sequence shards onto the attention heads), which is not simulated",
+              s.parallel.cp);
     c.require(fused_attention(s.training.attention), "/training/attention",
               "context parallelism (cp {}) needs \"attention\": \"flash\" or \"flash2\" (the ring runs inside the "
               "fused kernel)",
@@ -1182,7 +1190,7 @@ bool splits_over_tp(const ModelSpec& m, int tp) {
 bool runs_context_parallel(const Scenario& s) {
   // check_context_parallel's kernels and check_simulated's features.
   return fused_attention(s.training.attention) && !s.model.latent_attention() && s.model.mtp_layers == 0 &&
-         s.model.sliding_window == 0;
+         s.model.sliding_window == 0 && s.training.framework != Framework::deepspeed;
 }
 
 TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {

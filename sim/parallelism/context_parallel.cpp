@@ -11,11 +11,25 @@
 #include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
+namespace {
+
+// `steps` of the cp steps' attention as one kernel. Each step's kernel computes the rank's s/cp
+// queries against one rank's block of s/cp keys (the first step its own two chunks, causally;
+// the others a chunk against a block or a block against a chunk, the same work): the kernel of
+// a job without context parallelism over s/cp tokens, which is how it is costed, where the
+// whole op meets all s keys (the backward's efficiency follows the keys, hardware::GpuModel).
+workload::OpCost step_kernel(const workload::OpCost& cost, int cp, double steps = 1.0) {
+  workload::OpCost piece = op_piece(cost, cp, steps);
+  piece.n = std::max(cost.n / cp, 1LL);
+  return piece;
+}
+
+}  // namespace
 
 ContextParallel::ContextParallel(const Scenario& s, const workload::ModelWork& work)
     : cp_(std::max(s.parallel.cp, 1)),
       comm_(s.context_parallel.comm),
-      pytorch_(traits_of(s.training.framework).torchtitan_attention),
+      pytorch_(pytorch_context_parallel(s.training.framework)),
       layers_(s.model.layers),
       kv_block_(work.layer.kv_block),
       kv_grad_block_(work.layer.kv_grad_block_f32),
@@ -41,7 +55,7 @@ OpIndex ContextParallel::issue(StepBuilder& b, const OpSite& site) {
 // Step i computes attention against the block in hand while the ring passes it on; step
 // i + 1 waits for that block. The rank's own block needs no transfer.
 OpIndex ContextParallel::ring_forward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t kv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
   std::vector<OpIndex> arrived;
@@ -66,7 +80,7 @@ OpIndex ContextParallel::ring_forward(StepBuilder& b, const OpSite& site) {
 // dK/dV have been added to (after step i's attention and message). Nothing is sent after the
 // last step, so its message runs beside the own block's attention.
 OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t kv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention K/V ring step");
   const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_block_, site, "attention dK/dV ring step");
@@ -92,7 +106,7 @@ OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
   return op;
 }
 
-// PyTorch's _templated_ring_attention_backward (context_parallel under torchtitan). The K/V
+// PyTorch's _templated_ring_attention_backward (context_parallel under torchtitan or pytorch). The K/V
 // come as in forward: around the ring one block a step (rotate method alltoall, `p2p`) or in
 // one AllGather started at the first step, beside the own block's attention (allgather). The
 // dK/dV go around the ring whatever the rotate method (dkv_rotater, an _AllToAllRotater),
@@ -100,7 +114,7 @@ OpIndex ContextParallel::te_ring_backward(StepBuilder& b, const OpSite& site) {
 // attention the rank waits for the dK/dV of step i − 1, adds its share and sends them on, one
 // message a step, cp in all; after the last step it waits for the last, its own.
 OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
-  const workload::OpCost piece = op_piece(*site.cost, cp_);
+  const workload::OpCost piece = step_kernel(*site.cost, cp_);
   const std::vector<std::uint32_t>& names = names_.of(b, site, cp_);
   const std::uint32_t dkv = comm_name(b, CollOp::sendrecv, kv_grad_block_, site, "attention dK/dV ring step");
   const bool gather = comm_ == CpComm::all_gather;
@@ -130,27 +144,31 @@ OpIndex ContextParallel::pytorch_backward(StepBuilder& b, const OpSite& site) {
   return op;
 }
 
-// AllGather of every rank's K/V before attention; in Transformer Engine's backward
-// (AttnFuncWithCPAndKVAllGather), gathered again and the dK and the dV reduce-scattered back to
-// their owners after it, one ReduceScatter each. Under PyTorch's context_parallel the rank's own block (one cp-th of
-// the work, as load balancing gives every step) runs first, beside the gather, and the rest waits for it
-// (_templated_ring_attention's first step).
+// Every rank's K/V gathered before attention. Under PyTorch's context_parallel
+// (_AllGatherRotater) K and V go in one buffer, one AllGather, and the rank's own block (one
+// cp-th of the work, as load balancing gives every step) runs first, beside the gather, the rest
+// waiting for it (_templated_ring_attention's first step); its backward is pytorch_backward's.
+// Transformer Engine's AttnFuncWithCPAndKVAllGather gathers K and then V
+// (gather_along_first_dim of each, in forward and again in backward), and after the backward
+// reduce-scatters the dK and then the dV back to their owners, one ReduceScatter each.
 OpIndex ContextParallel::gathered(StepBuilder& b, const OpSite& site) {
   const Bytes whole = kv_block_ * cp_;
-  const std::uint32_t ag = comm_name(b, CollOp::allgather, whole, site, "attention K/V");
-  const OpIndex gather = b.collective(CommKind::cp, CollOp::allgather, whole, ag, b.last_compute());
-  OpIndex op = 0;
   if (pytorch_) {
+    const OpIndex gather =
+        b.collective(CommKind::cp, CollOp::allgather, whole,
+                     comm_name(b, CollOp::allgather, whole, site, "attention K/V"), b.last_compute());
     const std::vector<std::uint32_t>& names = names_.of(b, site, 2);
-    b.compute(op_piece(*site.cost, cp_), site.phase, names.front(), {});
-    op = b.compute(op_piece(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
-  } else {
-    op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {gather});
+    b.compute(step_kernel(*site.cost, cp_), site.phase, names.front(), {});
+    return b.compute(step_kernel(*site.cost, cp_, cp_ - 1.0), site.phase, names.back(), {gather});
   }
-  if (site.cost->pass == workload::Pass::forward) return op;
-  // reduce_scatter_along_first_dim of dK, then of dV: two ReduceScatters of half the whole
-  // sequence's K/V each, one after the other.
+  // The whole sequence's K, or V: half the gathered K/V.
   const Bytes half = Bytes(whole.count() / 2);
+  const OpIndex k = b.collective(CommKind::cp, CollOp::allgather, half,
+                                 comm_name(b, CollOp::allgather, half, site, "attention K"), b.last_compute());
+  const OpIndex v = b.collective(CommKind::cp, CollOp::allgather, half,
+                                 comm_name(b, CollOp::allgather, half, site, "attention V"), {k});
+  const OpIndex op = b.compute(*site.cost, site.phase, names_.of(b, site, 1).back(), {v});
+  if (site.cost->pass == workload::Pass::forward) return op;
   const OpIndex dk = b.collective(CommKind::cp, CollOp::reducescatter, half,
                                   comm_name(b, CollOp::reducescatter, half, site, "attention dK"), {op});
   const OpIndex dv = b.collective(CommKind::cp, CollOp::reducescatter, half,

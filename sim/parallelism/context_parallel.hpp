@@ -2,10 +2,11 @@
 // sequence is cut into 2·cp chunks and CP rank r keeps chunks r and 2·cp − 1 − r, so every
 // rank has the same share of causal attention work. Attention gets the other ranks' keys and
 // values either around the CP ring, one block per step overlapped with the attention of the
-// block at hand (`p2p`, TE's AttnFuncWithCPAndKVP2P), or by one AllGather before it
-// (`all_gather`, as Llama 3 was trained). PyTorch's context_parallel (torchtitan) gathers the
-// same way but computes the rank's own block while the AllGather is in flight, and in backward
-// passes the dK/dV around the ring in float32 whichever way the K/V come.
+// block at hand (`p2p`, TE's AttnFuncWithCPAndKVP2P), or gathered before it (`all_gather`, as
+// Llama 3 was trained; TE's AttnFuncWithCPAndKVAllGather: an AllGather of K, then one of V).
+// PyTorch's context_parallel (training.framework torchtitan, torchtitan-compile and pytorch)
+// gathers both in one AllGather and computes the rank's own block while it is in flight, and in
+// backward passes the dK/dV around the ring in float32 whichever way the K/V come.
 #pragma once
 
 #include "parallelism/split_op.hpp"
@@ -37,7 +38,7 @@ class ContextParallel {
 
   int cp_;
   CpComm comm_;
-  bool pytorch_;  // PyTorch's context_parallel (torchtitan) rather than Transformer Engine's
+  bool pytorch_;  // PyTorch's context_parallel rather than Transformer Engine's (pytorch_context_parallel)
   int layers_;
   Bytes kv_block_;
   Bytes kv_grad_block_;  // PyTorch's dK/dV message: float32

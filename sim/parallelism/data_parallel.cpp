@@ -51,6 +51,7 @@ std::span<const DataParallelKind> data_parallel_kinds() { return kKinds; }
 Scenario gradient_scenario(const Scenario& scenario) {
   Scenario out = scenario;
   out.parallel.dp = scenario.parallel.dp * std::max(scenario.parallel.cp, 1);
+  out.parallel.folded_cp = scenario.parallel.folded_cp * std::max(scenario.parallel.cp, 1);
   out.parallel.cp = 1;
   return out;
 }

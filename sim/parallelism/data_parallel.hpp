@@ -100,7 +100,8 @@ std::string hsdp_notes(const Scenario& scenario);
 std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int shard_ranks);
 std::string sharded_fsdp_notes(const Scenario& scenario, int shard_ranks);
 
-// HSDP's DP ranks per shard group (data_parallel_hsdp.cpp says how the default is chosen).
+// HSDP's ranks of the scenario's DP group per shard group (data_parallel_hsdp.cpp says how the
+// default is chosen): of gradient_scenario's, the shard group's DP ranks times the cp folded in.
 int hsdp_shard_ranks(const Scenario& scenario);
 
 // Divides an optimizer step's work by `shards` (each rank updates 1/shards of it).

@@ -42,7 +42,7 @@ bool gathered_input(workload::Role role) { return role == workload::Role::qkv ||
 //   two steps' dK/dV kept in dk_per_step and dv_per_step ((rank + 1)/2 + (2cp − rank)/2 =
 //   cp + 1/2 kv) and dQ with the two steps' halves of it (2 q): less the kernel's returns (q
 //   and kv), q + (3.5 cp − 0.5) kv.
-// - PyTorch's _templated_ring_attention_backward (torchtitan, convert_to_f32): the dK/dV in
+// - PyTorch's _templated_ring_attention_backward (torchtitan and pytorch, convert_to_f32): the dK/dV in
 //   float32 (f = 2 kv a block), three of them from the second step on (the accumulated ones in
 //   hand, the ones sent and the ones arriving), dQ's float32 accumulator (2 q), and the K/V: with
 //   the allgather rotater the gathered sequence (cp kv) and the concatenated copy of the block in
@@ -55,7 +55,7 @@ Bytes cp_attention_buffers(const Scenario& s, const workload::ModelWork& w) {
   const workload::LayerShape shape = workload::layer_shape(s);
   const Bytes kv = w.layer.kv_block;
   const bool gather = s.context_parallel.comm == CpComm::all_gather;
-  if (traits_of(s.training.framework).torchtitan_attention) {
+  if (pytorch_context_parallel(s.training.framework)) {
     const Bytes dq_f32 = Bytes(shape.tokens() * shape.q_width() * 4);
     const long long kv_blocks = gather ? cp + 1LL : (cp >= 3 ? 3LL : 2LL);
     return w.layer.kv_grad_block_f32 * 3 + kv * kv_blocks + dq_f32;

@@ -66,9 +66,14 @@ Bytes pipeline_message(const Scenario& scenario) {
   return Bytes(sends_whole_stream(scenario) ? whole : whole / s.tp);
 }
 
+// s is model.seq_len: under context parallelism a rank sends its s/cp tokens.
 std::string pipeline_message_formula(const Scenario& scenario) {
-  if (scenario.parallel.tp == 1) return "b·s·h";
-  return sends_whole_stream(scenario) ? "b·s·h from every TP rank: no sequence parallelism" : "b·s·h / tp";
+  const bool cp = scenario.parallel.cp > 1;
+  if (scenario.parallel.tp == 1) return cp ? "b·s·h / cp" : "b·s·h";
+  if (sends_whole_stream(scenario))
+    return cp ? "b·s·h / cp from every TP rank: no sequence parallelism"
+              : "b·s·h from every TP rank: no sequence parallelism";
+  return cp ? "b·s·h / (cp·tp)" : "b·s·h / tp";
 }
 
 PipelineComm::PipelineComm(const Scenario& scenario, const workload::ModelWork&, int stage)

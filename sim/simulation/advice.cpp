@@ -61,6 +61,38 @@ CommKind dominant_kind(const Report& r) {
   return best;
 }
 
+// Why the CP group's K/V exchange is exposed, from the variant the framework runs
+// (parallelism::ContextParallel) and where the group lies.
+std::string cp_cause(const Scenario& s) {
+  const bool gather = s.context_parallel.comm == CpComm::all_gather;
+  const bool pytorch = pytorch_context_parallel(s.training.framework);
+  std::string why;
+  if (!gather)
+    why = fmt::format(
+        "each ring step's K/V block{} runs beside one step's attention, a cp-th of the layer's, which is too short "
+        "to cover it where a rank's share of the sequence is short or the CP group's links are slow{}",
+        pytorch ? " (and in the backward the float32 dK/dV)" : " (and in the backward the dK/dV with it)",
+        pytorch ? ", and the last dK/dV message has nothing beside it" : "");
+  else if (pytorch)
+    why =
+        "the AllGather of the whole sequence's K/V has only the rank's own block's attention beside it, and in the "
+        "backward the float32 dK/dV go around the ring, the last message with nothing beside it";
+  else
+    why =
+        "the AllGathers of the whole sequence's K and V come before the attention that needs them, and the "
+        "ReduceScatters of its dK and dV after its backward, with nothing of that layer beside them";
+  const int span = s.parallel.tp * s.parallel.cp;
+  const int domain = s.cluster.domain_gpus();
+  if (domain > 0 && span > domain)
+    why += fmt::format(
+        "; the CP group spans {} NVLink domains (tp·cp = {} GPUs, {} a domain), so its messages cross "
+        "the scale-out network",
+        (span + domain - 1) / domain, span, domain);
+  return "the context-parallel K/V exchange is exposed: " + why +
+         "; the other exchange (context_parallel.comm) or a smaller CP group with more data parallelism is what "
+         "hides or shrinks it";
+}
+
 std::string cause_of(const Scenario& s, CommKind kind) {
   const DataParallelSpec& d = s.data_parallel;
   switch (kind) {
@@ -102,6 +134,8 @@ std::string cause_of(const Scenario& s, CommKind kind) {
                             "network",
                             s.parallel.ep, ep_domains(s))
               : "");
+    case CommKind::cp:
+      return cp_cause(s);
     default:
       return fmt::format("{} communication is exposed", to_string(kind));
   }
@@ -194,6 +228,24 @@ void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
   if (p.ep % 2 == 0 && moe.experts % (p.ep / 2) == 0)
     out.push_back({{set("parallel.ep", p.ep / 2)},
                    "layout: half the EP group, twice the experts per GPU, fewer NVLink domains crossed"});
+}
+
+// The CP group's other K/V exchange (the ring beside each step's attention, or the gather before
+// it), and half the CP group with twice the data parallelism: twice the tokens a rank, so each
+// ring step's attention is longer beside a block of the same bytes per token, and fewer steps.
+void add_context_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  if (p.cp <= 1) return;
+  const bool gather = s.context_parallel.comm == CpComm::all_gather;
+  out.push_back({{set("context_parallel.comm", gather ? "p2p" : "all_gather")},
+                 gather ? "context parallelism: the K/V around the ring, each block beside a step's attention"
+                        : "context parallelism: the K/V gathered before the attention, no ring steps"});
+  if (p.cp % 2 != 0) return;
+  Candidate c{{set("parallel.cp", p.cp / 2), set("parallel.dp", static_cast<long long>(p.dp) * 2)},
+              "layout: half the CP group, more data parallelism"};
+  // all_gather needs a CP group.
+  if (p.cp == 2 && gather) c.sets.push_back(set("context_parallel.comm", "p2p"));
+  out.push_back(std::move(c));
 }
 
 // Sequence parallelism and TP communication overlap need a TP group (both are refused at tp 1):
@@ -426,6 +478,7 @@ std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind d
   add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
   add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
   add_expert_parallel(s, dominant == CommKind::ep ? first : rest);
+  add_context_parallel(s, dominant == CommKind::cp ? first : rest);
   first.insert(first.end(), rest.begin(), rest.end());
   return first;
 }

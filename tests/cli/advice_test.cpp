@@ -835,3 +835,27 @@ TEST_CASE("The advice does not propose TP communication overlap on a PCIe fabric
   REQUIRE_FALSE(r.advice.empty());
   CHECK_FALSE(proposes_overlap(r));
 }
+
+// Llama 3 70B at tp 8 and cp 8: the CP group of rank 0, [0, 8, ..., 56], spans all 8 nodes, and
+// each ring step's attention is an eighth of a layer's. The advice names that, and simulates the
+// other exchange and half the CP group; each as the same scenario with its change simulated
+// directly (the oracle).
+TEST_CASE("With the CP exchange exposed the advice names why and tries the gather and a smaller CP group") {
+  const std::vector<std::string> sets{"parallel.cp=8", "parallel.dp=1"};
+  const auto r = advised("llama3-70b-cp2-64xh100", sets, true).report;
+  CHECK(r.advice_cause.find("of it cp: the context-parallel K/V exchange is exposed: each ring step's K/V block") !=
+        std::string::npos);
+  CHECK(r.advice_cause.find("the CP group spans 8 NVLink domains (tp·cp = 64 GPUs, 8 a domain)") != std::string::npos);
+  for (const std::string change : {"context_parallel.comm=all_gather", "parallel.cp=4 parallel.dp=2"}) {
+    INFO(change);
+    const auto row = std::find_if(r.advice.begin(), r.advice.end(),
+                                  [&change](const stepsim::Advice& a) { return a.change == change; });
+    REQUIRE(row != r.advice.end());
+    REQUIRE(row->status == "ok");
+    std::vector<std::string> with = sets;
+    std::istringstream words(change);
+    for (std::string w; words >> w;) with.push_back(w);
+    const auto direct = stepsim::simulate(stepsim::io::load_scenario("llama3-70b-cp2-64xh100", with));
+    CHECK(row->step_time_s == Approx(direct.report.step_time_s).epsilon(1e-12));
+  }
+}

@@ -224,6 +224,18 @@ TEST_CASE("TP overlap, context parallelism and its variant are refused where the
   CHECK(error_of({"parallel.cp=2", "context_parallel.comm=all_gather"}) == "no error");
 }
 
+// DeepSpeed's long-sequence parallelism is Ulysses (deepspeed/sequence/layer.py,
+// DistributedAttention: all-to-alls over the sequence-parallel group around the attention);
+// it has no K/V ring or gather for context parallelism to stand for.
+TEST_CASE("context parallelism under DeepSpeed is refused, under eager PyTorch it runs") {
+  CHECK(error_of({"parallel.cp=2", "training.framework=deepspeed"}) ==
+        "--set: parallel.cp: context parallelism (cp 2) under training.framework deepspeed is not simulated: "
+        "DeepSpeed has no ring or all-gather context parallelism, its long-sequence parallelism is Ulysses "
+        "(all-to-alls that move the sequence shards onto the attention heads), which is not simulated");
+  CHECK(error_of({"training.framework=deepspeed"}) == "no error");
+  CHECK(error_of({"parallel.cp=2", "training.framework=pytorch"}) == "no error");
+}
+
 TEST_CASE("NVLink SHARP is refused on Ampere and without an NVSwitch") {
   const std::string a100 =
       R"({ "model": "gpt-1.3b", "cluster": "dgx-a100-80g-hdr", "training": { "global_batch": 8 } })";

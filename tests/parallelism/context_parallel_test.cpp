@@ -137,17 +137,24 @@ TEST_CASE("Transformer Engine's ring backward sends K/V first, K/V with dK/dV be
 TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way the K/V come") {
   // _templated_ring_attention_backward: kv_rotater as in forward (cp − 1 K/V blocks around
   // the ring, or one AllGather of the cp blocks), dkv_rotater an _AllToAllRotater that sends
-  // the float32 dK/dV once a step, cp times, waited for after the loop.
+  // the float32 dK/dV once a step, cp times, waited for after the loop. Eager PyTorch has no
+  // other context parallelism than this torch.distributed.tensor.experimental.context_parallel,
+  // which torchtitan calls too.
   struct Row {
     int cp;
     stepsim::CpComm comm;
+    stepsim::Framework framework;
   };
-  for (const Row r : {Row{2, stepsim::CpComm::p2p}, Row{4, stepsim::CpComm::p2p}, Row{2, stepsim::CpComm::all_gather},
-                      Row{4, stepsim::CpComm::all_gather}}) {
-    INFO("cp " << r.cp << (r.comm == stepsim::CpComm::p2p ? " p2p" : " all_gather"));
+  const auto tt = stepsim::Framework::torchtitan;
+  const auto eager = stepsim::Framework::pytorch;
+  for (const Row r : {Row{2, stepsim::CpComm::p2p, tt}, Row{4, stepsim::CpComm::p2p, tt},
+                      Row{2, stepsim::CpComm::all_gather, tt}, Row{4, stepsim::CpComm::all_gather, tt},
+                      Row{4, stepsim::CpComm::p2p, eager}, Row{4, stepsim::CpComm::all_gather, eager}}) {
+    INFO("cp " << r.cp << (r.comm == stepsim::CpComm::p2p ? " p2p" : " all_gather")
+               << (r.framework == eager ? " pytorch" : " torchtitan"));
     stepsim::Scenario s = cp_scenario(r.cp);
     s.context_parallel.comm = r.comm;
-    s.training.framework = stepsim::Framework::torchtitan;
+    s.training.framework = r.framework;
     const Built b = work_and_program(s);
     const long long block = 2048LL / r.cp * 2 * 1024 * 2;  // K and V of the rank's tokens, bf16
     REQUIRE(b.work.layer.kv_block.count() == block);
@@ -183,21 +190,33 @@ TEST_CASE("PyTorch's ring backward passes cp float32 dK/dV blocks whichever way 
   }
 }
 
-// Transformer Engine's AttnFuncWithCPAndKVAllGather.backward ends with
-// reduce_scatter_along_first_dim(dk) and then reduce_scatter_along_first_dim(dv): two
-// ReduceScatters of the whole sequence's dK and dV, each half of the gathered K/V: at CP 2
-// (1,024 tokens a rank) one rank's K/V block, 1,024 · 2 · 1024 · 2 bytes; the dV's after the
-// dK's.
-TEST_CASE("the all_gather variant gathers K/V before attention and reduce-scatters dK, then dV, after its backward") {
+// Transformer Engine's AttnFuncWithCPAndKVAllGather gathers K and then V
+// (gather_along_first_dim(k, cp_group), then of v), in forward and again in backward, and its
+// backward ends with reduce_scatter_along_first_dim(dk) and then of dv: each of the four
+// AllGathers and the two ReduceScatters moves the whole sequence's K, V, dK or dV, half of the
+// gathered K/V: at CP 2 (1,024 tokens a rank) one rank's K/V block, 1,024 · 2 · 1024 · 2 bytes;
+// V's after K's, the attention after V's, the dV's after the dK's.
+TEST_CASE(
+    "the all_gather variant gathers K, then V, before attention and reduce-scatters dK, then dV, after its "
+    "backward") {
   stepsim::Scenario s = cp_scenario(2);
   s.context_parallel.comm = stepsim::CpComm::all_gather;
   const Built b = work_and_program(s);
   const long long block = b.work.layer.kv_block.count();
   CHECK(block == 1024LL * 2 * 1024 * 2);
-  const long long whole = block * 2;
-  const auto gathers = cp_calls(b.program, "L0 attention K/V,");
-  REQUIRE(gathers.size() == 2);
-  CHECK(gathers[0] == std::pair{CollOp::allgather, whole});
+  const long long half_whole = 1024LL * 1024 * 2 * 2;  // K (or V) of the 2,048 tokens, bf16
+  CHECK(cp_calls(b.program, "L0 attention K/V,").empty());
+  for (const char* what : {"L0 attention K,", "L0 attention V,"}) {
+    INFO(what);
+    const auto gathers = cp_calls(b.program, what);
+    REQUIRE(gathers.size() == 2);  // forward and backward
+    for (const auto& call : gathers) CHECK(call == std::pair{CollOp::allgather, half_whole});
+  }
+  // The backward's gathers: V's waits for K's and the attention for V's.
+  const long k = last_cp(b.program, "L0 attention K,");
+  const long v = last_cp(b.program, "L0 attention V,");
+  CHECK(waits_for(b.program, v, k));
+  CHECK(waits_for(b.program, spt::find_op(b.program, "L0 flash attention backward"), v));
   CHECK(cp_calls(b.program, "L0 attention dK/dV,").empty());
   const auto dk = cp_calls(b.program, "L0 attention dK,");
   const auto dv = cp_calls(b.program, "L0 attention dV,");
@@ -220,6 +239,44 @@ TEST_CASE("gradients of CP ranks are reduced over the dp·cp group and CP sits b
   CHECK(std::find(groups.begin(), groups.end(), "tp [0, 1]") != groups.end());
   CHECK(std::find(groups.begin(), groups.end(), "cp [0, 2]") != groups.end());
   CHECK(std::find(groups.begin(), groups.end(), "dp [0, 2, 4, 6]") != groups.end());
+}
+
+namespace {
+
+std::vector<std::string> group_names(const Program& p) {
+  std::vector<std::string> groups;
+  for (const auto& g : p.groups) groups.push_back(g.name + " " + g.ranks);
+  return groups;
+}
+
+bool has(const std::vector<std::string>& groups, const std::string& group) {
+  return std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
+}  // namespace
+
+// torchtitan's HSDP with context parallelism (parallel_dims.py): FSDP shards over the flattened
+// dp_shard_cp mesh, dp_shard DP ranks times their cp ranks, and replicates over dp_replicate.
+// At tp 2, cp 2, dp 2 (CP group [0, 2], DP group [0, 4]): a shard group of one DP rank is its CP
+// group, the replicas the DP group; a shard group of two DP ranks is all four.
+TEST_CASE("HSDP's shard group counts DP ranks and holds their whole CP groups") {
+  stepsim::Scenario s = spt::small_scenario(2, 2, 1);
+  s.parallel.cp = 2;
+  s.data_parallel.kind = stepsim::DpKind::hsdp;
+  s.data_parallel.shard_group = 1;
+  const auto one = group_names(work_and_program(s).program);
+  CHECK(has(one, "fsdp [0, 2]"));
+  CHECK(has(one, "dp [0, 4]"));
+  CHECK(sp::placement_notes(s).find("HSDP: shard groups of 1 DP ranks with their CP groups of 2 (2 GPUs), gradient "
+                                    "shards all-reduced across 2 groups") != std::string::npos);
+  CHECK(sp::placement_notes(s).find("Adam on 1/2 of the parameters") != std::string::npos);
+  s.data_parallel.shard_group = 2;
+  const auto both = group_names(work_and_program(s).program);
+  CHECK(has(both, "fsdp [0, 2, 4, 6]"));
+  CHECK(std::none_of(both.begin(), both.end(), [](const std::string& g) { return g.rfind("dp ", 0) == 0; }));
+  // By default one node's DP ranks: the node's 8 GPUs hold tp·cp = 4 a DP rank, so both.
+  s.data_parallel.shard_group = 0;
+  CHECK(has(group_names(work_and_program(s).program), "fsdp [0, 2, 4, 6]"));
 }
 
 TEST_CASE("under torchtitan the K/V gathered are as wide as the queries and the own block runs beside the gather") {

@@ -209,3 +209,21 @@ TEST_CASE("under context parallelism the pipeline message is this rank's share o
   CHECK(sp::pipeline_message(s) == Bytes(1LL * (2048 / 2) * 1024 * 2 / 2));
   CHECK(sp::placement_notes(s).find("SendRecv of 1.0 MiB per micro-batch") != std::string::npos);
 }
+
+// Llama 3 70B's first message at tp 8, cp 2, s 8192: each rank sends the residual stream of its
+// s/cp = 4,096 tokens, split over TP: 1 · 4096 · 8192 / 8 · 2 B = 8 MiB, which the formula beside
+// it gives only with cp in it.
+TEST_CASE("the pipeline note's formula divides by cp under context parallelism") {
+  stepsim::Scenario s = spt::small_scenario(2, 1, 4);
+  s.parallel.pp = 2;
+  s.parallel.cp = 2;
+  s.parallel.sequence_parallel = true;
+  s.cluster.nodes = 1;
+  // 1 · (2048 / 2) · 1024 / 2 · 2 B = 1 MiB.
+  CHECK(sp::placement_notes(s).find("SendRecv of 1.0 MiB per micro-batch and boundary (b·s·h / (cp·tp))") !=
+        std::string::npos);
+  s.parallel.tp = 1;
+  s.parallel.dp = 2;
+  CHECK(sp::placement_notes(s).find("SendRecv of 2.0 MiB per micro-batch and boundary (b·s·h / cp)") !=
+        std::string::npos);
+}
