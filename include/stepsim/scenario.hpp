@@ -79,6 +79,9 @@ enum class InterFabric { infiniband, roce, ethernet };
 enum class InterTopology { rail_optimized, fat_tree };
 enum class RankMode { representative, all };
 enum class GpuArch { ampere, hopper, blackwell };
+// The vendor of the hosts' CPUs, which NCCL's tuning reads for communicators across nodes
+// (src/graph/tuning.cc: the LL bandwidth cap and the network post overhead per ring step).
+enum class HostCpu { intel, amd, arm };
 
 // The PCIe link each architecture's GPUs carry: its generation and an x16 link's line rate,
 // GB/s each way (Gen4 32 on Ampere, Gen5 64 on Hopper, Gen6 128 on Blackwell). NCCL's topology
@@ -222,6 +225,7 @@ struct ClusterSpec {
   IntraNode intra_node;
   InterNode inter_node;
   HostLink host_link;
+  HostCpu host_cpu = HostCpu::intel;
   CollectiveTuning tuning;
   double gpu_hour_price = 0;  // price of one GPU-hour, any currency; 0: not given (no default)
   static constexpr double kMaxGpuHourPrice = 1e6;

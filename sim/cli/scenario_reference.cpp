@@ -197,6 +197,11 @@ constexpr KeyDoc kDocs[] = {
      "GPUs sharing one host link (2 on a GB200 or GB300 superchip), consecutive GPUs of a node; each of the job's "
      "GPUs on a link gets the link over their number while they copy",
      ""},
+    {"cluster.host_cpu", "",
+     "`intel`, `amd` or `arm`: the hosts' CPU vendor, which NCCL's tuning reads for communicators across nodes: on "
+     "AMD hosts LL's bus bandwidth is capped at 22.5 GB/s on two nodes and 19.0 on more (39.0 and 20.4 on others) "
+     "and each network step of a ring costs at least 2 us (6 us with Simple) where others take 1 (3)",
+     "NCCL `NCCL_NET_OVERHEAD` (the step overhead)"},
     {"cluster.collective_tuning.launch_overhead", "time",
      "added to NCCL's modelled time of every collective (launch and synchronisation)", ""},
     {"cluster.collective_tuning.bus_efficiency", "fraction",

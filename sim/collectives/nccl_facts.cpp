@@ -25,7 +25,7 @@ const ArchFacts kAmpere{
     .inter_speeds = kAmpereInter,
     .dup_min_speed = 25.0,
     .dup_many_channels_speed = 25.0,  // ccMin 80: the 4-channel rule does not apply
-    .ll_max_bw = {87.7, 39.0, 20.4},  // multi-node rows are NCCL's x86/Intel host figures
+    .ll_max_bw = {87.7, 39.0, 20.4},
     .ring_ll128_per_channel = {20.0, 20.0, 20.0},
     .tree_ll128_per_channel = {20.0, 20.0, 20.0},
     .tree_per_channel = {24.0, 23.6, 17.8},
@@ -124,6 +124,15 @@ const ArchFacts& arch_facts(GpuArch arch) {
 }
 
 int nodes_index(int nodes) { return nodes <= 2 ? nodes - 1 : 2; }
+
+double ll_max_bw_gbps(const ArchFacts& arch, HostCpu cpu, int nodes) {
+  // llMaxBws' second row, which NCCL reads across nodes where the CPU vendor is AMD (or mixed).
+  constexpr std::array<double, 3> kAmdHosts{87.7, 22.5, 19.0};
+  const auto i = static_cast<std::size_t>(nodes_index(nodes));
+  return i > 0 && cpu == HostCpu::amd ? kAmdHosts[i] : arch.ll_max_bw[i];
+}
+
+double net_overhead_us(HostCpu cpu) { return cpu == HostCpu::amd ? 2.0 : 1.0; }
 
 double base_latency_us(Algorithm a, Protocol p) {
   return kBase[static_cast<std::size_t>(latency_row(a))][static_cast<std::size_t>(protocol_index(p))];

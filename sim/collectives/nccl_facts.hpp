@@ -23,7 +23,9 @@ struct ArchFacts {
   // on compute capability above 8.0 below 50 GB/s only a graph of at most 4 channels.
   double dup_min_speed;
   double dup_many_channels_speed;
-  std::array<double, 3> ll_max_bw;  // LL bus bandwidth cap, GB/s
+  // LL bus bandwidth cap, GB/s: on one node the architecture's, across nodes that of hosts with
+  // Intel (or Arm) CPUs; ll_max_bw_gbps gives AMD hosts theirs.
+  std::array<double, 3> ll_max_bw;
   std::array<double, 3> ring_ll128_per_channel;
   std::array<double, 3> tree_ll128_per_channel;
   std::array<double, 3> tree_per_channel;
@@ -47,8 +49,14 @@ double hop_latency_us(Hw hw, Algorithm a, Protocol p);
 // many GPUs of one node NCCL runs NVLS for AllReduce only (enqueue.cc).
 inline constexpr int kMaxNvlsArity = 32;
 
-// Network post overhead per inter-node ring step (µs), ×3 for Simple.
-inline constexpr double kNetOverheadUs = 1.0;
+// NCCL's LL bus bandwidth cap (llMaxBws, GB/s): for one node the architecture's row, across
+// nodes the hosts' CPU's: AMD hosts' row {22.5, 19.0} on two nodes and more, any other's
+// {39.0, 20.4}.
+double ll_max_bw_gbps(const ArchFacts& arch, HostCpu cpu, int nodes);
+
+// Network post overhead per inter-node ring step (µs), ×3 for Simple (getNetOverhead): 2 µs on
+// x86 hosts with AMD CPUs, 1 µs on any other.
+double net_overhead_us(HostCpu cpu);
 
 // NCCL's Tree correction factor for AllReduce, indexed by log2(bytes / 64), 64 B to 256 MiB.
 double tree_correction(Protocol p, double bytes);

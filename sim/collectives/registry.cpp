@@ -38,7 +38,7 @@ double nsteps(CollOp op, int ranks) {
   return ranks;
 }
 
-double ll_cap(const Context& c) { return c.arch.ll_max_bw[static_cast<std::size_t>(nodes_index(c.nodes()))]; }
+double ll_cap(const Context& c) { return ll_max_bw_gbps(c.arch, c.cluster.host_cpu, c.nodes()); }
 
 double tree_inter_load(const Context& c) {
   if (c.nodes() <= 1) return 0.0;

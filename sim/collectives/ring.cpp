@@ -37,7 +37,7 @@ double latency_us(const Context& c, Protocol p) {
   const double inter = hop_latency_us(Hw::net, net_row, p) * c.net_hop_scale;
   int inter_steps = 0;
   if (c.nodes() > 1) {
-    intra = std::max(intra, kNetOverheadUs * (p == Protocol::simple ? 3.0 : 1.0));
+    intra = std::max(intra, net_overhead_us(c.cluster.host_cpu) * (p == Protocol::simple ? 3.0 : 1.0));
     inter_steps = c.op == CollOp::allreduce ? 2 * (c.nodes() - 1) : c.nodes() - 1;
   }
   const double steps = nsteps(c.op, c.ranks());

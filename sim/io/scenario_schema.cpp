@@ -169,6 +169,12 @@ std::span<const EnumName<InterTopology>> enum_names(Tag<InterTopology>) {
   return names;
 }
 
+std::span<const EnumName<HostCpu>> enum_names(Tag<HostCpu>) {
+  static constexpr EnumName<HostCpu> names[] = {
+      {"intel", HostCpu::intel}, {"amd", HostCpu::amd}, {"arm", HostCpu::arm}};
+  return names;
+}
+
 std::span<const EnumName<RankMode>> enum_names(Tag<RankMode>) {
   static constexpr EnumName<RankMode> names[] = {{"representative", RankMode::representative}, {"all", RankMode::all}};
   return names;
@@ -311,6 +317,7 @@ Schema<ClusterSpec> schema_of(Tag<ClusterSpec>) {
                                                   field<&ClusterSpec::intra_node>("intra_node"),
                                                   field<&ClusterSpec::inter_node>("inter_node"),
                                                   field<&ClusterSpec::host_link>("host_link"),
+                                                  field<&ClusterSpec::host_cpu>("host_cpu"),
                                                   field<&ClusterSpec::tuning>("collective_tuning"),
                                                   field<&ClusterSpec::gpu_hour_price>("gpu_hour_price"),
                                                   field<&ClusterSpec::provenance>("provenance")};

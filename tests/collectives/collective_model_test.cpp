@@ -317,3 +317,29 @@ TEST_CASE("point-to-point transfers between nodes run the Simple protocol") {
   }
   CHECK(choose(h100, CollOp::sendrecv, Bytes(4096), {2, 1, 2}).protocol == Protocol::ll);
 }
+
+// NCCL's tuning reads the hosts' CPU vendor across nodes (tuning.cc): getNetOverhead gives
+// 2 us per network step on x86 AMD hosts against 1 us on Intel, ×3 for Simple, and a ring's
+// intra-node steps take at least that; the LL cap is llMaxBws' AMD row (22.5 GB/s on two nodes,
+// 19.0 beyond) instead of Intel's (39.0, 20.4). A ring AllReduce of 16 A100 on two nodes has
+// 2(16 − 1) = 30 steps, 2 of them across the network: its 28 NVLink steps of 3.4 us (Simple)
+// take max(3.4, 6) = 6 us on AMD hosts, max(3.4, 3) = 3.4 on Intel, and multi-node Simple
+// AllReduce rings take 1.4× their latency: 28 × 2.6 × 1.4 = 101.92 us more in NCCL's model.
+TEST_CASE("AMD hosts pay NCCL's larger network overhead and LL cap across nodes, and only there") {
+  ClusterSpec intel = test::dgx_a100_80g_hdr(2);
+  intel.host_cpu = HostCpu::intel;
+  ClusterSpec amd = intel;
+  amd.host_cpu = HostCpu::amd;
+  const CollectivesSpec ring_simple{Algorithm::ring, Protocol::simple};
+  const auto nccl_us = [&](const ClusterSpec& c, collectives::GroupShape shape, CollectivesSpec forced) {
+    return choose(c, CollOp::allreduce, Bytes::mib(256), shape, forced).nccl_time.us();
+  };
+  CHECK(nccl_us(amd, {16, 2, 8}, ring_simple) - nccl_us(intel, {16, 2, 8}, ring_simple) == Approx(101.92));
+  // One node: no network step, the GPU's row: the same.
+  CHECK(nccl_us(amd, {8, 1, 8}, ring_simple) == Approx(nccl_us(intel, {8, 1, 8}, ring_simple)));
+  // LL's bus bandwidth on two nodes: 22.5 against 39.0 GB/s, so AMD hosts take longer at a size
+  // where the cap binds, and on one node they take the same.
+  const CollectivesSpec ring_ll{Algorithm::ring, Protocol::ll};
+  CHECK(nccl_us(amd, {16, 2, 8}, ring_ll) > nccl_us(intel, {16, 2, 8}, ring_ll) + 1000);
+  CHECK(nccl_us(amd, {8, 1, 8}, ring_ll) == Approx(nccl_us(intel, {8, 1, 8}, ring_ll)));
+}

@@ -147,7 +147,10 @@ const std::vector<Row>& rows() {
       {"cluster.gpu.efficiency.kernel_min", Expect::changes, "\"30 us\""},
       {"cluster.gpu.efficiency.comm_slowdown", Expect::changes, "0.5"},
       {"cluster.gpu.efficiency.derived_comm_slowdown", Expect::changes, "true"},
-      {"cluster.intra_node.fabric", Expect::changes, "pcie", {"cluster.intra_node.nvls=false"}},
+      {"cluster.intra_node.fabric",
+       Expect::changes,
+       "pcie",
+       {"cluster.intra_node.nvls=false", "cluster.intra_node.bandwidth=\"64 GB/s\""}},
       {"cluster.intra_node.bandwidth", Expect::changes, "\"100 GB/s\""},
       {"cluster.intra_node.latency", Expect::changes, "\"20 us\""},
       {"cluster.intra_node.nvls", Expect::changes, "false", {"parallel.tp=8", "parallel.dp=1"}},
@@ -170,6 +173,9 @@ const std::vector<Row>& rows() {
       // The host link carries activation offload's copies: at 1 GB/s they are exposed.
       {"cluster.host_link.bandwidth", Expect::changes, "\"1 GB/s\"", kOffload},
       {"cluster.host_link.gpus_per_link", Expect::changes, "8", kOffload},
+      // AMD hosts: each network step of a ring costs at least 6 us with Simple, not 3; at pp 1
+      // the DP group spans both nodes, and without NVLS its AllReduce is a ring.
+      {"cluster.host_cpu", Expect::changes, "amd", {"parallel.pp=1", "parallel.dp=8", "cluster.intra_node.nvls=false"}},
       {"cluster.collective_tuning.launch_overhead", Expect::changes, "\"20 us\""},
       {"cluster.collective_tuning.bus_efficiency", Expect::changes, "0.5"},
       {"cluster.collective_tuning.ramp_half_bytes", Expect::changes, "\"64 MiB\""},
