@@ -377,7 +377,8 @@ constexpr KeyDoc kDocs[] = {
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
      "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1`, and under PyTorch's DDP, "
-     "that of the main gradients (`training.main_grad`)",
+     "that of the main gradients (`training.main_grad`); elsewhere `bf16` by default, `fp32` where "
+     "`training.precision` keeps fp32 parameters (`fp32`, `tf32`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},

@@ -813,8 +813,20 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
 // are one precision there too, the gradients'; neither given, that of the parameters as
 // training.precision holds them (bf16 under mixed precision, fp32 without; fp16 training's
 // two-byte gradients are counted as bf16, main_grad knowing no fp16).
+//
+// Elsewhere the reduction's precision is its own key, and not given it is the gradients' as the
+// parameters hold them: fp32 where training.precision keeps fp32 parameters (fp32, tf32), which
+// have no bf16 gradients to reduce. DeepSpeed's engine communicates in fp32 unless its fp16 or
+// bf16 mode is on (communication_data_type, deepspeed/runtime/engine.py); Megatron-Core's DDP
+// and distributed optimizer reduce in param.dtype unless grad_reduce_in_fp32 (the unspecified
+// framework's keys); PyTorch's FSDP without a MixedPrecision reduce_dtype reduces the
+// parameters' own. Under mixed precision the schema's bf16 stays.
 void tie_gradient_buffer(Scenario& s, const Checker& c) {
-  if (!main_grad_is_reduced_buffer(s)) return;
+  if (!main_grad_is_reduced_buffer(s)) {
+    if (!s.data_parallel.grad_reduce_dtype_given && element_bytes(s.training.precision) == 4)
+      s.data_parallel.grad_reduce_dtype = Precision::fp32;
+    return;
+  }
   TrainingSpec& t = s.training;
   DataParallelSpec& d = s.data_parallel;
   const std::string_view name = traits_of(t.framework).name;

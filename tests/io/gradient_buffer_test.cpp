@@ -96,3 +96,23 @@ TEST_CASE("under Megatron-Core two different precisions given are refused with b
         "scenario.json: /data_parallel/grad_reduce_dtype: fp16 under Megatron-Core (training.framework nemo) would "
         "make the main gradients fp16 too, and they are fp32 or bf16 (training.main_grad)");
 }
+
+TEST_CASE("an fp32 model reduces fp32 gradients under every framework unless the scenario says otherwise") {
+  // DeepSpeed communicates in fp32 unless its fp16 or bf16 mode is on (communication_data_type,
+  // deepspeed/runtime/engine.py); Megatron-Core reduces in param.dtype; PyTorch's DDP and FSDP
+  // without a reduce_dtype reduce the parameters' own gradients.
+  for (const char* framework : {"unspecified", "deepspeed", "pytorch", "torchtitan", "megatron"}) {
+    for (const char* kind : {"ddp", "zero1", "zero2", "fsdp"}) {
+      for (const char* precision : {"fp32", "tf32"}) {
+        INFO(framework << " " << kind << " " << precision);
+        const Scenario s = load(framework_scenario(framework), {std::string("data_parallel.kind=") + kind,
+                                                                std::string("training.precision=") + precision});
+        CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
+      }
+    }
+  }
+  // DeepSpeed's communication_data_type may still ask for bf16.
+  const Scenario asked =
+      load(framework_scenario("deepspeed"), {"training.precision=fp32", "data_parallel.grad_reduce_dtype=bf16"});
+  CHECK(asked.data_parallel.grad_reduce_dtype == Precision::bf16);
+}
