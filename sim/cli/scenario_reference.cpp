@@ -143,13 +143,13 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.efficiency.gemm_max", "fraction",
      "sustained fraction of dense peak reached by large GEMMs (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs",
-     "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so FP8 and FP4 "
-     "GEMMs reach half at this times their peak over the 16-bit one",
+     "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so a GEMM of "
+     "every precision reaches half at this times its peak over the 16-bit one (FP8 2, TF32 1/2)",
      ""},
     {"cluster.gpu.efficiency.gemm_half_k", "elements",
      "inner dimension K at which a GEMM reaches half of its rate for its size: each tile's fixed work (pipeline "
-     "fill, epilogue) against its K loop, K / (K + this) in 16-bit elements (FP8 and FP4 GEMMs: this times their "
-     "peak over the 16-bit one); 0: none",
+     "fill, epilogue) against its K loop, K / (K + this) in 16-bit elements (a GEMM of another precision: this "
+     "times its peak over the 16-bit one); 0: none",
      ""},
     {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
      "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8; 0.01 "
