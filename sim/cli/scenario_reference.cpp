@@ -329,7 +329,8 @@ constexpr KeyDoc kDocs[] = {
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
      "sets the other, both given must agree, and neither given is `fp32` for both; under PyTorch's DDP (`ddp` under "
      "`pytorch`, `torchtitan`, `torchtitan-compile`) the parameters' own gradients, which its buckets reduce as they "
-     "are: tied alike, neither given is the parameters' precision (`bf16` under mixed precision, `fp32` without)",
+     "are: tied alike, neither given is `fp32`, as autocast (PyTorch's mixed precision beside DDP, torchtitan's for "
+     "DDP) keeps the parameters and their gradients, with no master copy; `bf16` is a model cast to bf16",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "

@@ -810,9 +810,13 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
 // torchtitan-compile) reduces the parameters' own gradients, which the micro-batches accumulate
 // into and which have the parameters' dtype: its reducer makes its buckets per gradient dtype,
 // each a tensor of that dtype, and all-reduces each bucket as it is (reducer.cpp). The two keys
-// are one precision there too, the gradients'; neither given, that of the parameters as
-// training.precision holds them (bf16 under mixed precision, fp32 without; fp16 training's
-// two-byte gradients are counted as bf16, main_grad knowing no fp16).
+// are one precision there too, the gradients'; neither given, fp32 whatever training.precision:
+// PyTorch's mixed precision beside DDP is autocast (torchtitan's maybe_enable_amp returns
+// torch.autocast for DDP and single-device runs, "Mixed precision training is handled by AMP";
+// PyTorch's AMP recipe likewise wraps the forward of an fp32 model in torch.autocast), which
+// keeps the parameters, and so their gradients, in fp32 and casts each weight to bf16 for its
+// GEMM. bf16 given is a model cast to bf16 (model.to(torch.bfloat16)), whose gradients are bf16
+// (fp16 training's two-byte gradients are counted as bf16, main_grad knowing no fp16).
 //
 // Elsewhere the reduction's precision is its own key, and not given it is the gradients' as the
 // parameters hold them: fp32 where training.precision keeps fp32 parameters (fp32, tf32), which
@@ -852,9 +856,8 @@ void tie_gradient_buffer(Scenario& s, const Checker& c) {
               to_string(d.grad_reduce_dtype), owner, to_string(t.precision));
     t.main_grad = d.grad_reduce_dtype;
   } else {
-    const Precision p = megatron || element_bytes(t.precision) == 4 ? Precision::fp32 : Precision::bf16;
-    t.main_grad = p;
-    d.grad_reduce_dtype = p;
+    t.main_grad = Precision::fp32;
+    d.grad_reduce_dtype = Precision::fp32;
   }
 }
 

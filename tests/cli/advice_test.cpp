@@ -140,11 +140,11 @@ TEST_CASE("On a job that does not fit the advice ranks the simulated changes tha
   CHECK(r.notes.back().rfind("advice: does not fit: ", 0) == 0);
 }
 
-// The DDP example (PyTorch's DDP, 1.3B parameters, bf16 gradients as its parameters) holds its
-// buckets beside its gradients, 2.5 GiB; with 48 GiB of headroom on its 80 GiB that decides
-// whether it fits (33.4 GiB in use with them, 30.8 without).
+// The DDP example (PyTorch's DDP, 1.3B parameters, fp32 gradients as its parameters under
+// autocast) holds its buckets beside its gradients, 4.9 GiB; with 44 GiB of headroom on its 80
+// GiB that decides whether it fits (38.3 GiB in use with them, 33.2 without).
 TEST_CASE("Under PyTorch's DDP the advice to fit offers the buckets as views of the gradients") {
-  const std::vector<std::string> sets = {"training.memory_headroom=\"48 GiB\""};
+  const std::vector<std::string> sets = {"training.memory_headroom=\"44 GiB\""};
   const auto r = advised("ddp-1.3b-64xa100", sets, true).report;
   REQUIRE_FALSE(r.memory_bytes.fits);
   bool offered = false;
@@ -158,7 +158,7 @@ TEST_CASE("Under PyTorch's DDP the advice to fit offers the buckets as views of 
   with.push_back("data_parallel.gradient_as_bucket_view=true");
   const auto views = stepsim::test::run("ddp-1.3b-64xa100", with).report;
   CHECK(views.memory_bytes.fits);
-  CHECK(r.memory_bytes.buffers - views.memory_bytes.buffers == Approx(2.0 * 1.3e9).epsilon(0.05));
+  CHECK(r.memory_bytes.buffers - views.memory_bytes.buffers == Approx(4.0 * 1.3e9).epsilon(0.05));  // fp32
 }
 
 TEST_CASE("The advice to recompute whole layers drops the modules that only selective recompute lists") {
