@@ -12,8 +12,9 @@
 // - PyTorch's DDP (pytorch, torchtitan) with torch.optim: the optimizer updates the parameters
 //   themselves, in their gradients' precision (training.main_grad): fp32 under autocast, PyTorch's
 //   mixed precision beside DDP (4 B params, 4 B gradients, no master copy, the moments), bf16 in
-//   a model cast to bf16. Autocast's bf16 copy of every Linear weight, cast in the forward and
-//   saved for its layer's backward, is held at the peak (2 B per weight, buffers).
+//   a model cast to bf16. Autocast's bf16 copy of every Linear weight and of the LM head, cast
+//   in the forward and saved for its layer's backward, is held at the peak (2 B per weight,
+//   buffers).
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
 //   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer; without
 //   gradient_as_bucket_view (PyTorch's default) the reducer's buckets are a second buffer of
@@ -307,7 +308,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (dp.kind == DpKind::ddp && !dp.gradient_as_bucket_view && s.parallel.dp * s.parallel.cp > 1)
     m.buffers += Bytes(m.param_count * bytes.grads);
   m.buffers += pipeline_buffers(s, stage);
-  m.buffers += autocast_weights(s, shape.linear_params);
+  // The Linear layers' weights and the LM head's (with the final norm's few parameters).
+  m.buffers += autocast_weights(s, shape.linear_params + shape.root_params - shape.pre_params);
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;

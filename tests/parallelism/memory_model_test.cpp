@@ -123,7 +123,8 @@ TEST_CASE("bf16 moments and main gradients hold 2 + 2 + (4 + 4) bytes per parame
 // is torch.autocast over an fp32 model (torchtitan's maybe_enable_amp: "Mixed precision
 // training is handled by AMP"), so the parameters and their gradients stay fp32 and the
 // optimizer steps the parameters themselves, with no master copy: 4 + 4 + 8 bytes a parameter,
-// plus autocast's bf16 copy of each Linear weight, saved for the backward (2 bytes each), and
+// plus autocast's bf16 copy of each Linear weight and the LM head, saved for the backward (2
+// bytes each), and
 // the reducer's fp32 buckets (gradient_as_bucket_view off, PyTorch's default).
 TEST_CASE("PyTorch's DDP under autocast holds fp32 parameters and gradients and no master copy") {
   stepsim::Scenario s = states_scenario(DpKind::ddp, 8);
@@ -132,8 +133,7 @@ TEST_CASE("PyTorch's DDP under autocast holds fp32 parameters and gradients and 
   s.data_parallel.gradient_as_bucket_view = false;
   stepsim::workload::ModelWork w = states_work();
   w.layer.linear_param_count = 900'000;
-  w.post.linear_param_count = 250'000;
-  const long long linear = 4 * 900'000 + 250'000;
+  const long long linear = 4 * 900'000 + 250'000;  // the layers' Linear weights and the head
   const auto m = sp::estimate_memory(s, w).stages.front();
   CHECK(m.params.count() == 4 * P);
   CHECK(m.grads.count() == 4 * P);
