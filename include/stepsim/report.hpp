@@ -136,11 +136,18 @@ struct RanksReport {
 // The CPU that issues the kernels, measured on the same rank as the breakdown: how long it
 // spent issuing, and how much of the step the GPU ran nothing while the CPU was still issuing
 // (the GPU waited for the host: part of breakdown_s.other).
+// The host side of the step, on the pipeline stage whose GPU waits longest for its CPU (the
+// stage the step waits on: the other stages see that wait as bubble), the measured rank's stage
+// measured on it and every other stage on its first simulated rank, as `stages` are; the
+// measured rank where none waits longer. Its breakdown's part is the measured rank's own.
 struct HostReport {
   std::string framework;  // training.framework
+  std::string rank;       // the rank the figures below are of ("rank 4 (stage 1)")
   double cpu_issue_s = 0;
   double gpu_wait_s = 0;
   double gpu_wait_fraction_of_step = 0;
+  // The measured rank's own GPU wait for its host, part of breakdown_s.other.
+  double breakdown_gpu_wait_s = 0;
 };
 
 struct Report {

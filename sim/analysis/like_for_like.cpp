@@ -46,7 +46,12 @@ Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_
   chosen_rank = measured.rank;
   chosen_label = measured.label;
   wait_s = waits_in(measured, window.start, window.end).seconds();
-  r.host.gpu_wait_s = report::measure_host(measured, window.start, window.end).gpu_wait;
+  // The host figures of this rank too, not of the rank that waits longest for its host.
+  const report::HostMetrics host = report::measure_host(measured, window.start, window.end);
+  r.host.rank = report::rank_title(measured);
+  r.host.cpu_issue_s = host.issue;
+  r.host.gpu_wait_s = host.gpu_wait;
+  r.host.breakdown_gpu_wait_s = host.gpu_wait;
   r.host.gpu_wait_fraction_of_step = r.step_time_s > 0 ? r.host.gpu_wait_s / r.step_time_s : 0.0;
   const Timeline counted = waits_as_comm(t);
   const report::WindowMetrics m =

@@ -143,13 +143,13 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.efficiency.gemm_max", "fraction",
      "sustained fraction of dense peak reached by large GEMMs (0.01 to 1)", ""},
     {"cluster.gpu.efficiency.gemm_half_flops", "FLOPs",
-     "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so FP8 and FP4 "
-     "GEMMs reach half at this times their peak over the 16-bit one",
+     "GEMM size at which it reaches half of gemm_max, at the 16-bit rate: a fixed time per GEMM, so a GEMM of "
+     "every precision reaches half at this times its peak over the 16-bit one (FP8 2, TF32 1/2)",
      ""},
     {"cluster.gpu.efficiency.gemm_half_k", "elements",
      "inner dimension K at which a GEMM reaches half of its rate for its size: each tile's fixed work (pipeline "
-     "fill, epilogue) against its K loop, K / (K + this) in 16-bit elements (FP8 and FP4 GEMMs: this times their "
-     "peak over the 16-bit one); 0: none",
+     "fill, epilogue) against its K loop, K / (K + this) in 16-bit elements (a GEMM of another precision: this "
+     "times its peak over the 16-bit one); 0: none",
      ""},
     {"cluster.gpu.efficiency.fp8_gemm_max", "fraction",
      "sustained fraction of the FP8 dense peak reached by large FP8 GEMMs (training.precision fp8 or mxfp8; 0.01 "
@@ -341,7 +341,8 @@ constexpr KeyDoc kDocs[] = {
      "with `data_parallel.kind` `ddp` or `zero1` the buffer `data_parallel.grad_reduce_dtype` reduces, so one given "
      "sets the other, both given must agree, and neither given is `fp32` for both; under PyTorch's DDP (`ddp` under "
      "`pytorch`, `torchtitan`, `torchtitan-compile`) the parameters' own gradients, which its buckets reduce as they "
-     "are: tied alike, neither given is the parameters' precision (`bf16` under mixed precision, `fp32` without)",
+     "are: tied alike, neither given is `fp32`, as autocast (PyTorch's mixed precision beside DDP, torchtitan's for "
+     "DDP) keeps the parameters and their gradients, with no master copy; `bf16` is a model cast to bf16",
      "Megatron `--accumulate-allreduce-grads-in-fp32` (`grad_reduce_in_fp32`), `--main-grads-dtype`"},
     {"data_parallel.kind", "",
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
@@ -389,7 +390,8 @@ constexpr KeyDoc kDocs[] = {
      "PyTorch DDP `gradient_as_bucket_view`"},
     {"data_parallel.grad_reduce_dtype", "",
      "precision gradients are reduced in; under `megatron` and `nemo` with `ddp` or `zero1`, and under PyTorch's DDP, "
-     "that of the main gradients (`training.main_grad`)",
+     "that of the main gradients (`training.main_grad`); elsewhere `bf16` by default, `fp32` where "
+     "`training.precision` keeps fp32 parameters (`fp32`, `tf32`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
     {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},

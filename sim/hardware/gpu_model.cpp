@@ -72,8 +72,9 @@ double head_dim_share(const workload::OpCost& op, GpuArch arch) {
 
 // A GEMM's rate beside its size: each output tile fills its pipeline before its K loop and
 // writes its result after it, a fixed time whatever K, so a short K runs below the rate a deep
-// one reaches: K / (K + gemm_half_k), in elements at the 16-bit rate, and at a low precision's
-// rate (its peak over the 16-bit one) that many more in the same time. The presets' half points
+// one reaches: K / (K + gemm_half_k), in elements at the 16-bit rate, and at another precision's
+// rate (its peak over the 16-bit one) that many more (FP8, FP4) or fewer (TF32, FP32) in the
+// same time. The presets' half points
 // and size curves come from OpenXLA's measured GEMM table (matmul_interpolator_data.h, 2025;
 // tests/data/gemm/): 70 on Hopper (sm_90 BF16 rows), 40 on Blackwell (sm_100 BF16 and FP8
 // rows), least squares beside the size curve. DeepGEMM's block-scaled FP8 kernels on an H800
@@ -89,9 +90,15 @@ double GpuModel::depth_k(const workload::OpCost& op) const {
   return k / rate_ratio(op);
 }
 
-// A low-precision GEMM's peak over the 16-bit one (FP8 2, NVFP4 4); 1 for every other op.
+// The op's tensor-core peak over the 16-bit (bf16) one, at which the half points are given: FP8 2,
+// NVFP4 4, TF32 1/2, FP32 on an H100 0.068. The fixed time per GEMM is the same whatever the
+// precision, so a slower format reaches half its rate at fewer FLOPs and a shorter K. A GPU
+// without a bf16 peak takes its fp16 peak as the 16-bit one (a V100), and one with neither
+// takes the half points at its own rate.
 double GpuModel::rate_ratio(const workload::OpCost& op) const {
-  return op.fp8 ? peak_.flops_per_s() / tensor_peak_.flops_per_s() : 1.0;
+  const FlopRate sixteen_bit = gpu_.flops.bf16.positive() ? gpu_.flops.bf16 : gpu_.flops.fp16;
+  if (!sixteen_bit.positive()) return 1.0;
+  return (op.fp8 ? peak_ : tensor_peak_).flops_per_s() / sixteen_bit.flops_per_s();
 }
 
 double GpuModel::depth_share(const workload::OpCost& op) const {
@@ -126,10 +133,10 @@ double GpuModel::efficiency(const workload::OpCost& op) const {
   const GpuEfficiency& e = gpu_.efficiency;
   // A fixed per-kernel cost t0 (launch ramp, tail wave) in front of the peak-rate work gives
   // F / (F + peak·t0): half of the maximum at F = gemm_half_flops, given at the 16-bit rate. The
-  // same t0 in front of a low-precision GEMM's faster work is that many more FLOPs: its half
-  // point scales with its peak (XLA's measured table, docs/model.md: BF16 and FP8 rows on
-  // Blackwell fit one curve at 8.0 % RMS this way, at best 10.9 % with one half point in FLOPs). A
-  // grouped GEMM's experts each run on the curve at their own GEMM's size.
+  // same t0 in front of another precision's work is that many more FLOPs at a faster peak (FP8,
+  // FP4) and fewer at a slower one (TF32, FP32): its half point scales with its peak (XLA's measured table,
+  // docs/model.md: BF16 and FP8 rows on Blackwell fit one curve at 8.0 % RMS this way, at best 10.9 % with one half
+  // point in FLOPs). A grouped GEMM's experts each run on the curve at their own GEMM's size.
   const double flops = op.flops / static_cast<double>(std::max(op.groups, 1LL));
   const double saturation = flops / (flops + e.gemm_half_flops * rate_ratio(op));
   switch (op.cls) {

@@ -40,11 +40,12 @@ class GpuModel {
   // A GEMM's share of its size's rate for its inner dimension K: K / (K + gemm_half_k), the
   // half point scaled to a low-precision GEMM's rate (gpu_model.cpp); 1 without gemm_half_k.
   double depth_share(const workload::OpCost& op) const;
-  // The K that share is taken at, in elements at the 16-bit rate (a low-precision GEMM's K over
-  // its peak's ratio to the 16-bit one); 0 for an op it does not apply to.
+  // The K that share is taken at, in elements at the 16-bit rate (a GEMM's K over its peak's
+  // ratio to the 16-bit one); 0 for an op it does not apply to.
   double depth_k(const workload::OpCost& op) const;
-  // A low-precision GEMM's peak over the 16-bit peak (FP8 2, NVFP4 4 on Blackwell); 1 for any
-  // other op. Both GEMM half points, given at the 16-bit rate, scale by it.
+  // The op's tensor-core peak over the bf16 peak (FP8 2, NVFP4 4 on Blackwell, TF32 1/2, FP32
+  // on an H100 0.068; 1 without a bf16 peak). Both GEMM half points, given at the 16-bit rate,
+  // scale by it.
   double rate_ratio(const workload::OpCost& op) const;
   // Fraction by which compute slows while a communication kernel runs (GpuEfficiency).
   double comm_slowdown() const { return gpu_.efficiency.comm_slowdown; }

@@ -845,11 +845,27 @@ void check_context_parallel(const Scenario& s, const Checker& c) {
 // torchtitan-compile) reduces the parameters' own gradients, which the micro-batches accumulate
 // into and which have the parameters' dtype: its reducer makes its buckets per gradient dtype,
 // each a tensor of that dtype, and all-reduces each bucket as it is (reducer.cpp). The two keys
-// are one precision there too, the gradients'; neither given, that of the parameters as
-// training.precision holds them (bf16 under mixed precision, fp32 without; fp16 training's
-// two-byte gradients are counted as bf16, main_grad knowing no fp16).
+// are one precision there too, the gradients'; neither given, fp32 whatever training.precision:
+// PyTorch's mixed precision beside DDP is autocast (torchtitan's maybe_enable_amp returns
+// torch.autocast for DDP and single-device runs, "Mixed precision training is handled by AMP";
+// PyTorch's AMP recipe likewise wraps the forward of an fp32 model in torch.autocast), which
+// keeps the parameters, and so their gradients, in fp32 and casts each weight to bf16 for its
+// GEMM. bf16 given is a model cast to bf16 (model.to(torch.bfloat16)), whose gradients are bf16
+// (fp16 training's two-byte gradients are counted as bf16, main_grad knowing no fp16).
+//
+// Elsewhere the reduction's precision is its own key, and not given it is the gradients' as the
+// parameters hold them: fp32 where training.precision keeps fp32 parameters (fp32, tf32), which
+// have no bf16 gradients to reduce. DeepSpeed's engine communicates in fp32 unless its fp16 or
+// bf16 mode is on (communication_data_type, deepspeed/runtime/engine.py); Megatron-Core's DDP
+// and distributed optimizer reduce in param.dtype unless grad_reduce_in_fp32 (the unspecified
+// framework's keys); PyTorch's FSDP without a MixedPrecision reduce_dtype reduces the
+// parameters' own. Under mixed precision the schema's bf16 stays.
 void tie_gradient_buffer(Scenario& s, const Checker& c) {
-  if (!main_grad_is_reduced_buffer(s)) return;
+  if (!main_grad_is_reduced_buffer(s)) {
+    if (!s.data_parallel.grad_reduce_dtype_given && element_bytes(s.training.precision) == 4)
+      s.data_parallel.grad_reduce_dtype = Precision::fp32;
+    return;
+  }
   TrainingSpec& t = s.training;
   DataParallelSpec& d = s.data_parallel;
   const std::string_view name = traits_of(t.framework).name;
@@ -875,9 +891,8 @@ void tie_gradient_buffer(Scenario& s, const Checker& c) {
               to_string(d.grad_reduce_dtype), owner, to_string(t.precision));
     t.main_grad = d.grad_reduce_dtype;
   } else {
-    const Precision p = megatron || element_bytes(t.precision) == 4 ? Precision::fp32 : Precision::bf16;
-    t.main_grad = p;
-    d.grad_reduce_dtype = p;
+    t.main_grad = Precision::fp32;
+    d.grad_reduce_dtype = Precision::fp32;
   }
 }
 

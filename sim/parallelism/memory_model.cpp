@@ -9,6 +9,12 @@
 //   quantized tensors (linear_weight_bytes); other frameworks keep them at 2 B.
 //   training.main_grad and training.optimizer_state bf16 halve the gradients and the moments
 //   (Adam: 2 + 2 + 8 B); the master weights stay fp32.
+// - PyTorch's DDP (pytorch, torchtitan) with torch.optim: the optimizer updates the parameters
+//   themselves, in their gradients' precision (training.main_grad): fp32 under autocast, PyTorch's
+//   mixed precision beside DDP (4 B params, 4 B gradients, no master copy, the moments), bf16 in
+//   a model cast to bf16. Autocast's bf16 copy of every Linear weight and of the LM head, cast
+//   in the forward and saved for its layer's backward, is held at the peak (2 B per weight,
+//   buffers).
 // - DDP buckets are views into the contiguous main-gradient buffer (Megatron's grad buffer,
 //   PyTorch's gradient_as_bucket_view), so DDP adds no bucket buffer; without
 //   gradient_as_bucket_view (PyTorch's default) the reducer's buckets are a second buffer of
@@ -302,6 +308,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   if (dp.kind == DpKind::ddp && !dp.gradient_as_bucket_view && s.parallel.dp * s.parallel.cp > 1)
     m.buffers += Bytes(m.param_count * bytes.grads);
   m.buffers += pipeline_buffers(s, stage);
+  // The Linear layers' weights and the LM head's (with the final norm's few parameters).
+  m.buffers += autocast_weights(s, shape.linear_params + shape.root_params - shape.pre_params);
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
@@ -337,7 +345,17 @@ StateBytes state_bytes(const Scenario& s) {
   const int master = mixed ? 4 : 0;
   const int grads = element_bytes(s.training.main_grad);
   if (fully_sharded(s)) return {4, grads, moments};  // the fp32 shard is the master copy
+  if (optimizer_on_parameters(s)) return {grads, grads, moments};
   return {compute_bytes(s), grads, master + moments};
+}
+
+bool optimizer_on_parameters(const Scenario& s) {
+  return s.data_parallel.kind == DpKind::ddp && traits_of(s.training.framework).pytorch_ddp;
+}
+
+Bytes autocast_weights(const Scenario& s, long long linear_params) {
+  const bool autocast = optimizer_on_parameters(s) && mixed_precision(s) && element_bytes(s.training.main_grad) == 4;
+  return Bytes(autocast ? linear_params * 2 : 0);
 }
 
 Sharding state_sharding(const Scenario& s) {

@@ -174,9 +174,11 @@ void write_json(const Report& r, std::ostream& out) {
   o["ranks"] = ranks_json(r.ranks);
   if (!r.host.framework.empty())
     o["host"] = {{"framework", r.host.framework},
+                 {"rank", r.host.rank},
                  {"cpu_issue_s", r.host.cpu_issue_s},
                  {"gpu_wait_s", r.host.gpu_wait_s},
-                 {"gpu_wait_fraction_of_step", r.host.gpu_wait_fraction_of_step}};
+                 {"gpu_wait_fraction_of_step", r.host.gpu_wait_fraction_of_step},
+                 {"breakdown_gpu_wait_s", r.host.breakdown_gpu_wait_s}};
   write_pretty_json(o, out);
 }
 

@@ -2,6 +2,9 @@
 // ends last (the critical path), plus throughput from the job's facts.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
 
@@ -107,6 +110,42 @@ std::vector<StageReport> stages_of(const Timeline& timeline, const ReportInputs&
   return stages;
 }
 
+// The host figures of the pipeline stage whose GPU waits longest for its CPU, the measured
+// rank's stage measured on it and each other stage on the first simulated rank that stands for
+// it (as stages_of measures them); the measured rank where no stage waits longer. The stage
+// that waits on its host holds back the others, whose compute streams then idle for want of its
+// activations (bubble, not host).
+void add_host(Report& r, const Timeline& timeline, const ReportInputs& in, int measured, const StepWindow& window) {
+  const auto at = [&](int i) {
+    return measure_host(timeline.ranks[static_cast<std::size_t>(i)], window.start, window.end);
+  };
+  const HostMetrics own = at(measured);
+  HostMetrics worst = own;
+  int worst_rank = measured;
+  std::vector<bool> seen;
+  const auto mark = [&seen](int stage) {
+    if (static_cast<std::size_t>(stage) >= seen.size()) seen.resize(static_cast<std::size_t>(stage) + 1, false);
+    const bool before = seen[static_cast<std::size_t>(stage)];
+    seen[static_cast<std::size_t>(stage)] = true;
+    return before;
+  };
+  const auto own_stage = static_cast<std::size_t>(measured);
+  if (own_stage < in.stage_of_rank.size() && in.stage_of_rank[own_stage] >= 0) mark(in.stage_of_rank[own_stage]);
+  for (int i = 0; i < static_cast<int>(std::min(timeline.ranks.size(), in.stage_of_rank.size())); ++i) {
+    const int stage = in.stage_of_rank[static_cast<std::size_t>(i)];
+    if (stage < 0 || mark(stage)) continue;
+    const HostMetrics m = at(i);
+    if (m.gpu_wait <= worst.gpu_wait) continue;
+    worst = m;
+    worst_rank = i;
+  }
+  r.host.rank = rank_title(timeline.ranks[static_cast<std::size_t>(worst_rank)]);
+  r.host.cpu_issue_s = worst.issue;
+  r.host.gpu_wait_s = worst.gpu_wait;
+  r.host.breakdown_gpu_wait_s = own.gpu_wait;
+  if (r.step_time_s > 0) r.host.gpu_wait_fraction_of_step = worst.gpu_wait / r.step_time_s;
+}
+
 }  // namespace
 
 Time last_activity(const RankTimeline& rank, const StepWindow& window) {
@@ -157,10 +196,7 @@ Report make_report(const Timeline& timeline, const ReportInputs& inputs) {
     const WindowMetrics m = measure(rank, window.start, window.end);
     add_metrics(r, m);
     r.compute_slowdown_s = slowdown_of(m, rank, inputs);
-    const HostMetrics host = measure_host(rank, window.start, window.end);
-    r.host.cpu_issue_s = host.issue;
-    r.host.gpu_wait_s = host.gpu_wait;
-    if (r.step_time_s > 0) r.host.gpu_wait_fraction_of_step = host.gpu_wait / r.step_time_s;
+    add_host(r, timeline, inputs, chosen, window);
     if (timeline.ranks.size() > 1) r.notes.push_back(fmt::format("breakdown measured on {}", rank_title(rank)));
   }
   if (!r.memory_bytes.modelled) r.notes.push_back("memory not modelled: memory_bytes are zero");

@@ -78,8 +78,12 @@ void write_breakdown(const Report& r, std::ostream& out) {
   row(out, "  bubble", duration(b.bubble), percent(b.bubble, step));
   row(out, "  optimizer", duration(b.optimizer), percent(b.optimizer, step));
   row(out, "  other", duration(b.other), percent(b.other, step));
-  if (r.host.gpu_wait_s > 0)
-    row(out, "    GPU waiting for the host", duration(r.host.gpu_wait_s), percent(r.host.gpu_wait_s, step));
+  const double own = r.host.breakdown_gpu_wait_s;
+  if (own > 0) row(out, "    GPU waiting for the host", duration(own), percent(own, step));
+  // Another stage's GPU waits longer for its host, and holds this one back (its bubble).
+  if (r.host.gpu_wait_s <= own) return;
+  out << '\n';
+  row(out, fmt::format("host wait, {}", r.host.rank), duration(r.host.gpu_wait_s), percent(r.host.gpu_wait_s, step));
 }
 
 void write_comm(const Report& r, std::ostream& out) {

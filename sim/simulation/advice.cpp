@@ -30,7 +30,8 @@ struct Candidate {
 };
 
 // The GPU idles for the host, waiting for kernels to be issued, for at least kExposedTarget of
-// the step.
+// the step: on the pipeline stage that waits longest for its host (Report::host), which holds
+// back the other stages.
 bool host_bound(const Report& r) { return r.host.gpu_wait_s >= kExposedTarget * r.step_time_s; }
 
 // A change the advice names as the best must shorten the step by this share at least: less is
@@ -647,7 +648,12 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   if (r.breakdown_s.bubble >= kExposedTarget * r.step_time_s)
     r.advice_cause +=
         fmt::format("; the pipeline bubble adds {:.1f} % of the step", 100.0 * r.breakdown_s.bubble / r.step_time_s);
-  if (host)
+  if (host && r.host.gpu_wait_s > r.host.breakdown_gpu_wait_s)
+    r.advice_cause += fmt::format(
+        "; the GPU of {} waits for its host {:.1f} % of the step: its CPU issues the kernels more slowly than they "
+        "run, and the stages that wait for it see that time as bubble",
+        r.host.rank, 100.0 * r.host.gpu_wait_s / r.step_time_s);
+  else if (host)
     r.advice_cause += fmt::format(
         "; the GPU waits for the host {:.1f} % of the step: the CPU issues the kernels more slowly than they run",
         100.0 * r.host.gpu_wait_s / r.step_time_s);

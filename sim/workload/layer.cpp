@@ -23,12 +23,42 @@ OpCost norm(const char* name, Role role, const LayerShape& s) {
 
 OpCost residual(const char* name, Role role, const LayerShape& s) {
   // Fused bias-dropout-add: read the branch and the residual, write the sum (and a 1-byte
-  // dropout mask when the model trains with dropout). Eager runs the bias add (read, write),
-  // the dropout (read, write, mask) and the add (two reads, a write) as three kernels.
+  // dropout mask when the model trains with dropout).
   const double a = s.act_bytes;
-  double bytes = 3.0 * a + (s.dropout() ? 1.0 : 0.0);
-  if (s.eager && s.dropout()) bytes = 7.0 * a + 1.0;
-  return elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, bytes, 2.0);
+  const long long elements = s.norm_tokens() * s.hidden;
+  OpCost op = elementwise(name, role, OpClass::elementwise, elements, 3.0 * a + (s.dropout() ? 1.0 : 0.0), 2.0);
+  if (!(s.eager && s.dropout())) return op;
+  // Eager runs Megatron's unfused bias-dropout-add: the bias add (read, write), the dropout
+  // (read, write, mask) and the add (two reads, a write), three operators and kernels. Autograd
+  // runs three too: the add's gradient passes through, the dropout's is the gradient times
+  // the mask (native_dropout_backward: both read, the gradient written), the bias's the sum of
+  // the gradient over the rows (the engine's sum_to to the broadcast bias's shape: a read), and
+  // the residual stream's input, used by the add and by the next norm, gets its two gradients
+  // summed (InputBuffer::add: two reads, a write).
+  op.bytes = Bytes(std::llround(static_cast<double>(elements) * (7.0 * a + 1.0)));
+  op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * (6.0 * a + 1.0)));
+  op.operators = 3;
+  op.backward_operators = 3;
+  return op;
+}
+
+// The gradient of a Linear layer's bias where eager autograd computes it apart: the output
+// gradient summed over the rows (AddmmBackward0's gradient for the broadcast bias, reduced by
+// the engine's sum_to; Megatron's unfused linear_with_grad_accumulation: grad_output.sum(0)),
+// one kernel reading the gradient. The attention projection's and fc2's biases are the eager
+// residual's own bias add, and their gradients its backward's.
+OpCost bias_gradient(const OpCost& gemm_op, const LayerShape& s) {
+  OpCost op = elementwise(gemm_op.name + " bias gradient", gemm_op.role, OpClass::elementwise, gemm_op.m * gemm_op.n,
+                          s.act_bytes, 1.0);
+  op.pass = Pass::backward;
+  return op;
+}
+
+// The biased Linear layers whose bias no other op adds: qkv and fc1 of an eager GeLU (GPT)
+// layer. Fused kernels (Transformer Engine's, Inductor's) fold the bias gradient into theirs.
+bool separate_bias_gradient(const OpCost& op, const LayerShape& s) {
+  if (!s.eager || s.llama_style || op.cls != OpClass::gemm) return false;
+  return op.role == Role::qkv || op.role == Role::fc1;
 }
 
 OpCost activation(const LayerShape& s, const char* prefix, Role role, long long elements) {
@@ -557,6 +587,7 @@ std::vector<OpCost> layer_backward(const LayerShape& s) {
     // Flash attention's backward recomputes QKᵀ inside the kernel: five GEMMs against the
     // forward's two, 2.5× its FLOPs.
     if (it->cls == OpClass::attention) ops.back().flops = 2.5 * it->flops;
+    if (separate_bias_gradient(*it, s)) ops.push_back(bias_gradient(*it, s));
   }
   return ops;
 }

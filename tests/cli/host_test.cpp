@@ -43,22 +43,25 @@ bool mentions(const stepsim::Report& r, const std::string& part) {
 
 TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it, not the sum of its kernels") {
   const stepsim::SimulationResult r = stepsim::simulate(small());
-  // By hand: an eager GPT layer runs 10 operators forward (2 layernorms, qkv, attention,
-  // projection, 2 residual adds, fc1, GELU, fc2) and 14 backward (their backward nodes, a dgrad
-  // and a wgrad per Linear); outside the layers the embedding, final layernorm and LM head
-  // forward, the loss's upcast, log_softmax and nll_loss, and backward the embedding's, the
-  // final layernorm's, the LM head's dgrad and wgrad and the loss's 5 (the seed gradient,
-  // nll_loss_backward's zeroed gradient and kernel, log_softmax's backward, the cast back):
-  // 12 x 24 + 6 + 9 = 303 per micro-batch. 256 sequences on 8 replicas,
-  // one per micro-batch: 32 micro-batches. Then DDP's 8 bucket AllReduces (310 MiB of bf16
-  // gradients in 25 MiB buckets, the 74 MiB embedding and LM head each over the cap) and the
-  // optimizer step. PyTorch's DDP reducer, without gradient_as_bucket_view, copies each of the
-  // 149 gradients (word and position embeddings, 12 a layer: two layernorms, qkv, projection,
-  // fc1 and fc2, each a weight and a bias; the final layernorm's two; the LM head) into its
-  // bucket in the last micro-batch and back after its AllReduce: an operator each way. Each
-  // operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
-  const double ops = 303.0 * 32 + 8 + 1 + 2 * 149;
-  const double issue_s = ops * 17e-6;  // 170.1 ms
+  // By hand: an eager GPT layer runs 14 operators forward (2 layernorms, qkv, attention,
+  // projection, fc1, GELU, fc2, and each of the 2 residuals' bias add, dropout and add) and 20
+  // backward (a dgrad and a wgrad per Linear, the layernorms', attention's and GELU's nodes, the
+  // qkv and fc1 biases' gradient sums, and each residual's dropout gradient, bias gradient sum
+  // and the residual stream's two gradients summed); outside the layers the embedding, final
+  // layernorm and LM head forward, the loss's upcast, log_softmax and nll_loss, and backward
+  // the embedding's, the final layernorm's, the LM head's dgrad and wgrad and the loss's 5 (the
+  // seed gradient, nll_loss_backward's zeroed gradient and kernel, log_softmax's backward, the
+  // cast back): 12 x 34 + 6 + 9 = 423 per micro-batch. 256 sequences on 8 replicas, one per
+  // micro-batch: 32 micro-batches. Then DDP's 14 bucket AllReduces (621 MiB of fp32 gradients,
+  // autocast keeping the parameters fp32: the 147 MiB LM head alone in the 1 MiB first bucket,
+  // then 25 MiB buckets of about a 27 MiB layer each, 12, and the 147 MiB embedding with what is
+  // left) and the optimizer step. PyTorch's DDP reducer, without gradient_as_bucket_view, copies
+  // each of the 149 gradients (word and position embeddings, 12 a layer: two layernorms, qkv,
+  // projection, fc1 and fc2, each a weight and a bias; the final layernorm's two; the LM head)
+  // into its bucket in the last micro-batch and back after its AllReduce: an operator each way.
+  // Each operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
+  const double ops = 423.0 * 32 + 14 + 1 + 2 * 149;
+  const double issue_s = ops * 17e-6;  // 235.4 ms
   CHECK(r.report.step_time_s == Approx(issue_s).epsilon(0.02));
   CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
   // The report says the GPU waited for the host for the difference.
@@ -164,10 +167,11 @@ TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
   REQUIRE(run.status == 0);
   const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
   CHECK(trace.find(R"x("name":"cpu (kernel issue)")x") != std::string::npos);
-  // One run of 297 x 32 + 9 ops, the reducer's 75 copies into buckets (one after each of the
+  // One run of 321 x 32 + 15 ops (a residual's three operators are one op, each layer's two
+  // bias gradient sums two more), the reducer's 75 copies into buckets (one after each of the
   // last micro-batch's 75 backward ops that make gradients: 6 a layer, the embedding, the final
-  // layernorm and the LM head) and its 8 copies back, one a bucket.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 9596 ops")x") != std::string::npos);
+  // layernorm and the LM head) and its 14 copies back, one a bucket.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 10376 ops")x") != std::string::npos);
 }
 
 TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are refused") {
@@ -321,7 +325,7 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
       kernels.push_back(&e);
     }
   }
-  CHECK(host_us == Approx(10003 * 20.0).epsilon(0.001));
+  CHECK(host_us == Approx(13849 * 20.0).epsilon(0.001));
   CHECK(launches > 9000);
   // Each operator ends with its launch, which it encloses.
   for (const KinetoEvent* op : ops) {
@@ -414,10 +418,10 @@ TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA grap
   REQUIRE(run.status == 0);
   const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
   // By hand: per micro-batch the embedding, final layernorm, LM head and loss forward and the
-  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward (9 x 32), DDP's 8
-  // bucket AllReduces, the optimizer step, the reducer's 75 copies into buckets and 8 back.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 380 ops")x") != std::string::npos);
-  CHECK(trace.find("issue 9596 ops") == std::string::npos);
+  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward (9 x 32), DDP's 14
+  // bucket AllReduces, the optimizer step, the reducer's 75 copies into buckets and 14 back.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 392 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 10376 ops") == std::string::npos);
 }
 
 TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {

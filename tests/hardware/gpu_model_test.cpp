@@ -253,6 +253,32 @@ TEST_CASE("a low-precision GEMM's size half point is the same time, so its FLOPs
   CHECK(fp8_same.compute_time(low).seconds() == Approx(12e9 / (1979e12 * spec.efficiency.gemm_max) + t0_bf16));
 }
 
+// The same fixed time t0 in front of a slower format's work is fewer FLOPs: TF32's and FP32's
+// half points scale down with their peaks as FP8's scale up. By hand, fc1 of the eager GPT-3
+// Small example on the H100 preset (512 tokens, 768 → 3072: F = 2.416e9, K = 768; gemm_max
+// 0.681, F½ 4e9 and K½ 70 at the 989 TFLOPS BF16 rate): at TF32 (494.5 TFLOPS, r = 0.5)
+// 0.681 · 2.416/(2.416 + 2) · 768/(768 + 35) of 494.5 TFLOPS, 13.7 us; at FP32 (67 TFLOPS,
+// r = 0.0677) 0.681 · 2.416/(2.416 + 0.271) · 768/(768 + 4.74), 59.3 us. A fixed half point
+// would price them at 20.8 and 153 us, the BF16 time times the peaks' ratio.
+TEST_CASE("tf32 and fp32 GEMMs pay the same fixed time per GEMM as bf16, at their own peaks") {
+  const stepsim::GpuSpec spec = preset_gpu("dgx-h100-ndr");
+  const OpCost fc1 = gemm(512, 3072, 768);
+  const GpuModel tf32(spec, Precision::tf32);
+  const GpuModel fp32(spec, Precision::fp32);
+  CHECK(tf32.rate_ratio(fc1) == Approx(494.5 / 989.0));
+  CHECK(fp32.rate_ratio(fc1) == Approx(67.0 / 989.0));
+  CHECK(tf32.duration(fc1).seconds() == Approx(13.71e-6).epsilon(0.002));
+  CHECK(fp32.duration(fc1).seconds() == Approx(59.26e-6).epsilon(0.002));
+  // The fixed time itself, F½ / (peak · gemm_max) at a size far past the half point less its
+  // work, is the BF16 one at every precision: 4e9 / (989e12 · 0.681) = 5.94 us.
+  const OpCost big = gemm(16384, 16384, 1LL << 20);
+  for (const GpuModel* model : {&tf32, &fp32}) {
+    const double peak = model == &tf32 ? 494.5e12 : 67e12;
+    const double work = big.flops / (peak * 0.681 * model->depth_share(big));
+    CHECK(model->compute_time(big).seconds() - work == Approx(4e9 / (989e12 * 0.681)).epsilon(0.01));
+  }
+}
+
 TEST_CASE("an element-wise kernel runs at the achievable HBM bandwidth") {
   const GpuModel gpu(st::a100(), Precision::bf16);
   OpCost op;

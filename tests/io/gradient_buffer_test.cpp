@@ -52,7 +52,7 @@ TEST_CASE("under Megatron-Core a scenario that gives neither precision keeps and
 }
 
 TEST_CASE("outside Megatron-Core the main gradients and the reduction keep their own precisions") {
-  // PyTorch DDP reduces the parameters' own bf16 gradients; nothing ties the two keys.
+  // Megatron-Core's distributed optimizer under PyTorch; nothing ties the two keys.
   const Scenario s = load(framework_scenario("pytorch"));
   CHECK(s.training.main_grad == Precision::fp32);
   CHECK(s.data_parallel.grad_reduce_dtype == Precision::bf16);
@@ -95,4 +95,39 @@ TEST_CASE("under Megatron-Core two different precisions given are refused with b
   CHECK(load_error(framework_scenario("nemo", R"(, "grad_reduce_dtype": "fp16")")) ==
         "scenario.json: /data_parallel/grad_reduce_dtype: fp16 under Megatron-Core (training.framework nemo) would "
         "make the main gradients fp16 too, and they are fp32 or bf16 (training.main_grad)");
+}
+
+TEST_CASE("an fp32 model reduces fp32 gradients under every framework unless the scenario says otherwise") {
+  // DeepSpeed communicates in fp32 unless its fp16 or bf16 mode is on (communication_data_type,
+  // deepspeed/runtime/engine.py); Megatron-Core reduces in param.dtype; PyTorch's DDP and FSDP
+  // without a reduce_dtype reduce the parameters' own gradients.
+  for (const char* framework : {"unspecified", "deepspeed", "pytorch", "torchtitan", "megatron"}) {
+    for (const char* kind : {"ddp", "zero1", "zero2", "fsdp"}) {
+      for (const char* precision : {"fp32", "tf32"}) {
+        INFO(framework << " " << kind << " " << precision);
+        const Scenario s = load(framework_scenario(framework), {std::string("data_parallel.kind=") + kind,
+                                                                std::string("training.precision=") + precision});
+        CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
+      }
+    }
+  }
+  // DeepSpeed's communication_data_type may still ask for bf16.
+  const Scenario asked =
+      load(framework_scenario("deepspeed"), {"training.precision=fp32", "data_parallel.grad_reduce_dtype=bf16"});
+  CHECK(asked.data_parallel.grad_reduce_dtype == Precision::bf16);
+}
+
+TEST_CASE("PyTorch's DDP under mixed precision keeps and reduces fp32 gradients, as autocast leaves them") {
+  // torchtitan's maybe_enable_amp returns torch.autocast for DDP ("Mixed precision training is
+  // handled by AMP"), as PyTorch's AMP recipe does: the parameters stay fp32, so .grad is fp32
+  // and the reducer's buckets, made per gradient dtype, all-reduce fp32.
+  for (const char* framework : {"pytorch", "torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    const Scenario s = load(framework_scenario(framework), {"data_parallel.kind=ddp"});
+    CHECK(s.training.main_grad == Precision::fp32);
+    CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
+    // A model cast to bf16 reduces its bf16 gradients.
+    const Scenario cast = load(framework_scenario(framework), {"data_parallel.kind=ddp", "training.main_grad=bf16"});
+    CHECK(cast.data_parallel.grad_reduce_dtype == Precision::bf16);
+  }
 }

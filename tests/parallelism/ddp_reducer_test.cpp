@@ -87,9 +87,10 @@ TEST_CASE("under PyTorch's DDP every gradient is copied into its bucket and back
   REQUIRE_FALSE(s.data_parallel.gradient_as_bucket_view);  // PyTorch's default
   const Program p = ddp_program(s);
   const ReducerOps r = ddp_reducer_ops(p);
-  // The bf16 parameters' gradients are bf16: 2 bytes read, 2 written an element.
-  CHECK(r.into_bytes == Approx(4.0 * kDdpParams));
-  CHECK(r.back_bytes == Approx(4.0 * kDdpParams));
+  // Under autocast the parameters and their gradients stay fp32: 4 bytes read, 4 written an
+  // element.
+  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));
+  CHECK(r.back_bytes == Approx(8.0 * kDdpParams));
   const auto buckets = spt::collectives_of(p, CommKind::dp);
   REQUIRE(buckets.size() == r.back.size());
   for (std::size_t k = 0; k < buckets.size(); ++k) {
@@ -122,7 +123,7 @@ TEST_CASE("gradient_as_bucket_view scales the gradients in place and copies noth
   const Program p =
       ddp_program(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}));
   const ReducerOps r = ddp_reducer_ops(p);
-  CHECK(r.into_bytes == Approx(4.0 * kDdpParams));  // div_ reads and writes each bf16 element
+  CHECK(r.into_bytes == Approx(8.0 * kDdpParams));  // div_ reads and writes each fp32 element
   CHECK(r.back.empty());
   for (OpIndex i : r.into) CHECK(p.names[p.ranks[0].ops()[i].name].find("scaled in bucket") != std::string::npos);
 }
@@ -139,8 +140,8 @@ TEST_CASE("without gradient_as_bucket_view the buckets are a second gradient buf
   const auto views =
       stepsim::simulate(ddp_small({"training.framework=pytorch", "data_parallel.gradient_as_bucket_view=true"}))
           .report.memory_bytes;
-  CHECK(copies.buffers - views.buffers == Approx(2.0 * kDdpParams));
-  CHECK(copies.grads == Approx(2.0 * kDdpParams));
+  CHECK(copies.buffers - views.buffers == Approx(4.0 * kDdpParams));
+  CHECK(copies.grads == Approx(4.0 * kDdpParams));
   // One GPU: no DDP, no buckets.
   const auto alone =
       stepsim::simulate(ddp_small({"training.framework=pytorch", "parallel.dp=1", "training.global_batch=2"}))
@@ -202,16 +203,22 @@ DdpBytes ddp_bytes(const std::vector<std::string>& sets) {
 // PyTorch's reducer makes each bucket a tensor of its gradients' dtype, which is the
 // parameters' (reducer.cpp, initialize_buckets), and all-reduces it as it is: the gradients
 // held, the bucket copy beside them, the reducer's kernels, the cap and the AllReduce all take
-// one element size. Counted by hand: kDdpParams elements at 2 bytes in bf16, 4 in fp32.
+// one element size. Counted by hand: kDdpParams elements at 2 bytes in bf16 (a model cast to
+// bf16), 4 in fp32 (autocast's, the default). Under autocast the buffers also hold the bf16
+// casts of the Linear weights, 2 · 12,582,912, and of the LM head with the final norm,
+// 32,768,000 + 2,048, at 2 bytes each.
 TEST_CASE("PyTorch's DDP holds, copies, buckets and all-reduces its gradients in one dtype") {
+  constexpr double kCasts = 2.0 * (2 * 12'582'912 + 32'768'000 + 2'048);
   for (const auto& [sets, bytes] :
-       {std::pair{std::vector<std::string>{"training.framework=pytorch"}, 2.0},
+       {std::pair{std::vector<std::string>{"training.framework=pytorch", "training.main_grad=bf16"}, 2.0},
+        std::pair{std::vector<std::string>{"training.framework=pytorch"}, 4.0},
         std::pair{std::vector<std::string>{"training.framework=pytorch", "data_parallel.grad_reduce_dtype=fp32"}, 4.0},
         std::pair{std::vector<std::string>{"training.framework=torchtitan", "training.main_grad=fp32"}, 4.0}}) {
     INFO(sets.back() << ": " << bytes << " bytes an element");
     const DdpBytes d = ddp_bytes(sets);
     CHECK(d.grads == Approx(bytes * kDdpParams));
-    CHECK(d.buffers == Approx(bytes * kDdpParams));  // the buckets beside the gradients
+    // The buckets beside the gradients, and autocast's weight casts.
+    CHECK(d.buffers == Approx(bytes * kDdpParams + (bytes == 4.0 ? kCasts : 0.0)));
     CHECK(d.into == Approx(2 * bytes * kDdpParams));
     CHECK(d.back == Approx(2 * bytes * kDdpParams));
     CHECK(d.reduced == Approx(bytes * kDdpParams));  // every bucket once, as it is
@@ -224,18 +231,18 @@ TEST_CASE("PyTorch's DDP holds, copies, buckets and all-reduces its gradients in
 }
 
 TEST_CASE("under PyTorch's DDP the gradients' two precision keys are one") {
-  // Neither given: the parameters' dtype, bf16 under mixed precision, fp32 without.
+  // Neither given: fp32, autocast keeping the parameters fp32 under mixed precision too.
   const stepsim::Scenario bf16 = ddp_small({"training.framework=pytorch"});
-  CHECK(bf16.training.main_grad == stepsim::Precision::bf16);
-  CHECK(bf16.data_parallel.grad_reduce_dtype == stepsim::Precision::bf16);
+  CHECK(bf16.training.main_grad == stepsim::Precision::fp32);
+  CHECK(bf16.data_parallel.grad_reduce_dtype == stepsim::Precision::fp32);
   const stepsim::Scenario fp32 = ddp_small({"training.framework=pytorch", "training.precision=fp32"});
   CHECK(fp32.training.main_grad == stepsim::Precision::fp32);
   CHECK(fp32.data_parallel.grad_reduce_dtype == stepsim::Precision::fp32);
   // One given sets the other; the resolved scenario reads back alike.
-  const stepsim::Scenario set = ddp_small({"training.framework=pytorch", "training.main_grad=fp32"});
-  CHECK(set.data_parallel.grad_reduce_dtype == stepsim::Precision::fp32);
+  const stepsim::Scenario set = ddp_small({"training.framework=pytorch", "training.main_grad=bf16"});
+  CHECK(set.data_parallel.grad_reduce_dtype == stepsim::Precision::bf16);
   CHECK(stepsim::io::load_scenario_text(set.resolved_json, "resolved.json", {}).training.main_grad ==
-        stepsim::Precision::fp32);
+        stepsim::Precision::bf16);
   try {
     ddp_small({"training.framework=pytorch", "training.main_grad=fp32", "data_parallel.grad_reduce_dtype=bf16"});
     FAIL("two precisions accepted");
@@ -252,19 +259,19 @@ TEST_CASE("under PyTorch's DDP the gradients' two precision keys are one") {
 
 // PyTorch's DistributedDataParallel caps its first bucket at 1 MiB only when bucket_cap_mb is
 // left unset (distributed.py: bucket_bytes_cap_default, _DEFAULT_FIRST_BUCKET_BYTES); a cap
-// given caps the first bucket too. The small GPT's gradients, 2 bytes each, fit one bucket of
-// 100,000 MiB whole.
+// given caps the first bucket too. The small GPT's gradients, 4 bytes each (fp32 under
+// autocast), fit one bucket of 100,000 MiB whole.
 TEST_CASE("a bucket_cap_mb given caps PyTorch DDP's first bucket too") {
   const DdpBytes unset = ddp_bytes({"training.framework=pytorch"});
-  CHECK(unset.bucket_sizes.front() == Approx(2.0 * 32'768'000));  // the LM head, past 1 MiB
+  CHECK(unset.bucket_sizes.front() == Approx(4.0 * 32'768'000));  // the LM head, past 1 MiB
   const DdpBytes given = ddp_bytes({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
   REQUIRE(given.bucket_sizes.size() == 1);
-  CHECK(given.bucket_sizes.front() == Approx(2.0 * kDdpParams));
+  CHECK(given.bucket_sizes.front() == Approx(4.0 * kDdpParams));
   // first_bucket_mb given keeps the first bucket its own size.
   const DdpBytes both = ddp_bytes(
       {"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000", "data_parallel.first_bucket_mb=1"});
   REQUIRE(both.bucket_sizes.size() == 2);
-  CHECK(both.bucket_sizes.front() == Approx(2.0 * 32'768'000));
+  CHECK(both.bucket_sizes.front() == Approx(4.0 * 32'768'000));
   // The resolved scenario states the first bucket's size and reads back to it.
   const stepsim::Scenario s = ddp_small({"training.framework=pytorch", "data_parallel.bucket_cap_mb=100000"});
   CHECK(s.data_parallel.first_bucket_mb == 100000);

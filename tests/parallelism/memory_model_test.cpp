@@ -119,6 +119,35 @@ TEST_CASE("bf16 moments and main gradients hold 2 + 2 + (4 + 4) bytes per parame
   CHECK(sp::estimate_memory(s, states_work()).stages.front().optimizer.count() == (4 + 2) * P);
 }
 
+// PyTorch's DDP with torch.optim (torchtitan's DDP path, PyTorch's AMP recipe): mixed precision
+// is torch.autocast over an fp32 model (torchtitan's maybe_enable_amp: "Mixed precision
+// training is handled by AMP"), so the parameters and their gradients stay fp32 and the
+// optimizer steps the parameters themselves, with no master copy: 4 + 4 + 8 bytes a parameter,
+// plus autocast's bf16 copy of each Linear weight and the LM head, saved for the backward (2
+// bytes each), and
+// the reducer's fp32 buckets (gradient_as_bucket_view off, PyTorch's default).
+TEST_CASE("PyTorch's DDP under autocast holds fp32 parameters and gradients and no master copy") {
+  stepsim::Scenario s = states_scenario(DpKind::ddp, 8);
+  s.training.framework = stepsim::Framework::torchtitan;
+  s.training.main_grad = stepsim::Precision::fp32;
+  s.data_parallel.gradient_as_bucket_view = false;
+  stepsim::workload::ModelWork w = states_work();
+  w.layer.linear_param_count = 900'000;
+  const long long linear = 4 * 900'000 + 250'000;  // the layers' Linear weights and the head
+  const auto m = sp::estimate_memory(s, w).stages.front();
+  CHECK(m.params.count() == 4 * P);
+  CHECK(m.grads.count() == 4 * P);
+  CHECK(m.optimizer.count() == 8 * P);
+  CHECK(m.buffers.count() == 4 * P + 2 * linear);
+  // A model cast to bf16 (main_grad bf16): bf16 parameters and gradients, still no master copy.
+  s.training.main_grad = stepsim::Precision::bf16;
+  const auto cast = sp::estimate_memory(s, w).stages.front();
+  CHECK(cast.params.count() == 2 * P);
+  CHECK(cast.grads.count() == 2 * P);
+  CHECK(cast.optimizer.count() == 8 * P);
+  CHECK(cast.buffers.count() == 2 * P);
+}
+
 TEST_CASE("FSDP keeps its fp32 shard as the master copy with bf16 moments and gradients") {
   stepsim::Scenario s = states_scenario(DpKind::fsdp, 8);
   s.training.optimizer_state = stepsim::Precision::bf16;

@@ -274,6 +274,43 @@ TEST_CASE("GPT layers have no rotary embedding and their LayerNorm is one kernel
   CHECK(static_cast<double>(find(w.layer.forward, Role::input_norm).bytes.count()) == Approx(rows * 2048 * 4));
 }
 
+// An eager GPT layer, counted by hand from Megatron's unfused bias-dropout-add and PyTorch's
+// autograd (docs/model.md, "Element-wise work"): each residual is three operators forward
+// (bias add, dropout, add: 2 + 2+2+1 + 2+2+2 = 15 bytes an element at 2-byte activations) and
+// three backward (dropout's gradient times the mask 2+1+2, the bias gradient's sum over the
+// rows 2, the residual stream's two gradients summed 2+2+2: 13 bytes); the qkv and fc1 biases'
+// gradients are one sum each over their output gradient (2 bytes an element). Forward: two
+// LayerNorms, qkv, attention, projection, fc1, GeLU, fc2 (8) and the residuals (6): 14.
+// Backward: a dgrad and a wgrad per GEMM (8), the LayerNorms, attention and GeLU (4), the two
+// bias sums (2) and the residuals (6): 20.
+TEST_CASE("An eager GPT residual issues its three operators and its biases' gradients are summed apart") {
+  auto sc = st::scenario(st::gpt(24, 2048, 16), 1, 1);
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto w = stepsim::workload::build_work(sc);
+  const auto operators = [](const std::vector<OpCost>& ops) {
+    int n = 0;
+    for (const OpCost& op : ops) n += op.operators;
+    return n;
+  };
+  CHECK(operators(w.layer.forward) == 14);
+  CHECK(operators(w.layer.backward) == 20);
+  const double rows = static_cast<double>(sc.training.micro_batch * sc.model.seq_len);
+  const auto bytes = [](const OpCost& op) { return static_cast<double>(op.bytes.count()); };
+  for (const Role role : {Role::attn_residual, Role::mlp_residual}) {
+    CHECK(find(w.layer.forward, role).operators == 3);
+    CHECK(bytes(find(w.layer.forward, role)) == Approx(rows * 2048 * 15));
+    CHECK(find(w.layer.backward, role, Pass::backward).operators == 3);
+    CHECK(bytes(find(w.layer.backward, role, Pass::backward)) == Approx(rows * 2048 * 13));
+  }
+  CHECK(bytes(find(w.layer.backward, Role::qkv, Pass::backward)) == Approx(rows * 3 * 2048 * 2));
+  CHECK(bytes(find(w.layer.backward, Role::fc1, Pass::backward)) == Approx(rows * 4 * 2048 * 2));
+  // Fused, the residual is one kernel each way and no bias gradient runs apart.
+  sc.training.fusion = stepsim::Fusion::fused;
+  const auto fused = stepsim::workload::build_work(sc);
+  CHECK(operators(fused.layer.forward) == 10);
+  CHECK(operators(fused.layer.backward) == 14);
+}
+
 // Megatron's vocab-parallel cross entropy without --cross-entropy-loss-fusion, per logit:
 // logits.float() 2+4, max 4, subtract 4+4, exp 4+4, sum 4, divide 4+4 = 38 forward; the
 // backward scales the saved softmax 4+4 and casts it back 4+2 = 14.
