@@ -73,7 +73,7 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 }  // namespace
 
 // Over the runs whose features are simulated (all 28): MAPE 5.46 % overall, 6.33 % on the 24
-// not used for fitting; per group 9.92 % (Megatron-LM README), 1.80 % (NeMo 24.07), 3.90 %
+// not used for fitting; per group 9.92 % (Megatron-LM README), 1.83 % (NeMo 24.07), 3.90 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states", "[slow]") {
@@ -104,7 +104,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   CHECK(n_unfitted == 24);
   CHECK(all / n_all <= 0.0546);
   CHECK(unfitted / n_unfitted <= 0.0633);
-  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0180}, {"torchtitan", 0.0390}});
+  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0183}, {"torchtitan", 0.0390}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
