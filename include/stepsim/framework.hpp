@@ -2,6 +2,7 @@
 // cost to issue one operator beyond its kernel launch (docs/model.md, "The host").
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -47,6 +48,32 @@ struct FrameworkTraits {
   // (PyTorch's default: off). Megatron-Core's DDP reduces its gradient buffer as it is.
   bool pytorch_ddp = false;
 };
+
+// How the framework's optimizer step runs its kernels: one fused kernel per step (Transformer
+// Engine's or Apex's FusedAdam and FusedSGD under Megatron-Core, falling back to torch.optim
+// only where neither is installed; DeepSpeed's FusedAdam for its "Adam" and "AdamW";
+// torchtitan's optimizer.implementation, "fused" by default), or torch.optim's foreach path,
+// one multi-tensor kernel per arithmetic operator (torch.optim's default on CUDA:
+// _default_to_fused_or_foreach picks foreach unless fused=True is asked; eager PyTorch, and
+// DeepSpeed's SGD, which it takes from torch.optim).
+enum class OptimizerKernels : std::uint8_t { fused, foreach };
+OptimizerKernels optimizer_kernels(Framework f, std::string_view optimizer);
+
+// What the framework does each step under fp16 mixed precision (training.precision fp16) to
+// check the loss-scaled gradients for overflow before the optimizer step:
+// - megatron_core: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan, one
+//   _amp_foreach_non_finite_check_and_unscale_ over the main gradients (read and written), an
+//   all_reduce(found_inf, MAX) over the gradient-statistics group (the model-parallel group;
+//   every rank under the distributed optimizer) and found_inf.item();
+// - grad_scaler: torch.amp.GradScaler, the same kernel in unscale_ and the .item() of
+//   found_inf in step; ShardedGradScaler (FSDP) all-reduces found_inf over its process group
+//   (the world by default) first;
+// - deepspeed: the ZeRO and FP16 optimizers' has_overflow, each gradient cast to fp32 and
+//   summed (_has_inf_or_nan), the flag all-reduced over the data-parallel group (ZeRO-2's
+//   partitioned gradients) and the model-parallel group, and .item();
+// - none: no loss scaling (torchtitan has no GradScaler).
+enum class LossScaling : std::uint8_t { none, megatron_core, grad_scaler, deepspeed };
+LossScaling loss_scaling(Framework f);
 
 // Every framework, unspecified first.
 std::span<const FrameworkTraits> frameworks();

@@ -45,11 +45,13 @@ constexpr std::array kFrameworks{
                     "scaled_dot_product_attention (FlashAttention-2), the compiled cross entropy, gradients "
                     "clipped on the GPU",
                     false, true, Time::zero(), true},
-    FrameworkTraits{Framework::pytorch, "pytorch", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
-                    kEagerDispatch, false,
-                    "eager PyTorch (DDP or FSDP): one kernel per operator, scaled_dot_product_attention "
-                    "(FlashAttention-2), PyTorch's cross entropy, no gradient clipping unless asked for",
-                    false, false, Time::zero(), true},
+    FrameworkTraits{
+        Framework::pytorch, "pytorch", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false, kEagerDispatch,
+        false,
+        "eager PyTorch (DDP or FSDP): one kernel per operator, scaled_dot_product_attention "
+        "(FlashAttention-2), PyTorch's cross entropy, torch.optim's foreach optimizer, no gradient clipping "
+        "unless asked for",
+        false, false, Time::zero(), true},
     FrameworkTraits{Framework::deepspeed, "deepspeed", Fusion::eager, AttentionKind::flash2, CrossEntropy::eager, false,
                     kEagerDispatch, false,
                     "DeepSpeed on an eager PyTorch model: one kernel per operator, scaled_dot_product_attention "
@@ -62,5 +64,28 @@ constexpr std::array kFrameworks{
 std::span<const FrameworkTraits> frameworks() { return kFrameworks; }
 
 const FrameworkTraits& traits_of(Framework f) { return kFrameworks[static_cast<std::size_t>(f)]; }
+
+OptimizerKernels optimizer_kernels(Framework f, std::string_view optimizer) {
+  if (f == Framework::pytorch) return OptimizerKernels::foreach;
+  if (f == Framework::deepspeed && optimizer == "sgd") return OptimizerKernels::foreach;
+  return OptimizerKernels::fused;
+}
+
+LossScaling loss_scaling(Framework f) {
+  switch (f) {
+    case Framework::unspecified:
+    case Framework::megatron:
+    case Framework::nemo:
+      return LossScaling::megatron_core;
+    case Framework::pytorch:
+      return LossScaling::grad_scaler;
+    case Framework::deepspeed:
+      return LossScaling::deepspeed;
+    case Framework::torchtitan:
+    case Framework::torchtitan_compile:
+      return LossScaling::none;
+  }
+  return LossScaling::none;
+}
 
 }  // namespace stepsim

@@ -254,8 +254,9 @@ constexpr KeyDoc kDocs[] = {
     {"training.precision", "",
      "`bf16`, `fp16`, `fp8`, `tf32`, `fp32`, or Transformer Engine's block-scaled `mxfp8` and `nvfp4` (Blackwell "
      "only); fp8, mxfp8 and nvfp4 run the Linear layers' GEMMs in that format, the rest in BF16; picks the peak MFU "
-     "divides by",
-     "Megatron `--bf16`, `--fp8-format`, `--fp8-recipe mxfp8`, `--fp4-recipe nvfp4`"},
+     "divides by; fp16 adds dynamic loss scaling's check before the optimizer step as the framework runs it (a pass "
+     "over the gradients, the overflow flag's all-reduce, the CPU's wait for it; none under torchtitan)",
+     "Megatron `--bf16`, `--fp16`, `--fp8-format`, `--fp8-recipe mxfp8`, `--fp4-recipe nvfp4`"},
     {"training.fp8_scaling", "",
      "per-tensor FP8's scales: `delayed` (from the amax history, taken inside the cast) or `current` (each tensor's "
      "own amax, a pass of its own before the cast); only with precision fp8",
@@ -328,7 +329,10 @@ constexpr KeyDoc kDocs[] = {
      "beyond the live tensors is the last 20 MiB page of its large pool and 2 MiB page of its small pool, not the "
      "5.7 % fitted to runs without it",
      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"},
-    {"training.optimizer", "", "`adam`, `adamw` or `sgd`", "Megatron `--optimizer`"},
+    {"training.optimizer", "",
+     "`adam`, `adamw` or `sgd` (with momentum); one fused kernel (FusedAdam, FusedSGD) under every framework but "
+     "`pytorch`, whose torch.optim runs its foreach path (Adam 7 passes, AdamW 8, SGD 3), as `deepspeed` does SGD",
+     "Megatron `--optimizer`"},
     {"training.grad_clip", "",
      "clip gradients by their global norm: the optimizer step also reads them for the norm "
      "and scales them in place",

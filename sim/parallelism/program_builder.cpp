@@ -26,6 +26,7 @@
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/fabric.hpp"
 #include "parallelism/grad_buckets.hpp"
+#include "parallelism/loss_scaling.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/mesh.hpp"
 #include "parallelism/pipeline_comm.hpp"
@@ -72,12 +73,22 @@ Scenario stage_scenario(const Scenario& s, int stage) {
   return out;
 }
 
-// Adam over the parameters this stage's GPU holds.
-OpCost stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
-  if (s.parallel.pp <= 1) return work.optimizer;
-  long long params = 0;
-  for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) params += t.elements;
-  return workload::optimizer_step(params, s.training);
+// The optimizer step over the parameters this stage's GPU holds, and the passes over their
+// gradients that may run before it: fp16's overflow check and clipping's norm.
+struct StageOptimizer {
+  OpCost step;
+  OpCost overflow_check;
+  OpCost norm;
+};
+
+StageOptimizer stage_optimizer(const Scenario& s, const workload::ModelWork& work) {
+  long long params = work.optimizer_params;
+  if (s.parallel.pp > 1) {
+    params = 0;
+    for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) params += t.elements;
+  }
+  return {s.parallel.pp > 1 ? workload::optimizer_step(params, s.training) : work.optimizer,
+          workload::overflow_check(params, s.training), workload::gradient_norm(params, s.training)};
 }
 
 // Megatron-Core's train_step zeroes each model chunk's whole gradient buffer before the
@@ -100,9 +111,9 @@ using OpNames = std::map<std::tuple<int, const OpCost*, Phase>, std::uint32_t>;
 // the stage's parameters), worked out once and not for each rank of an all-ranks run.
 struct JobShared {
   OpNames names;
-  std::map<int, OpCost> optimizers;
+  std::map<int, StageOptimizer> optimizers;
 
-  const OpCost& optimizer(const Scenario& stage_s, int stage, const workload::ModelWork& work) {
+  const StageOptimizer& optimizer(const Scenario& stage_s, int stage, const workload::ModelWork& work) {
     const auto [it, inserted] = optimizers.try_emplace(stage);
     if (inserted) it->second = stage_optimizer(stage_s, work);
     return it->second;
@@ -148,14 +159,35 @@ class StepWriter {
     const bool syncs = s_.training.grad_clip && traits_of(s_.training.framework).syncs_grad_norm;
     if (syncs)
       for (OpIndex op : b_.last_compute()) waits.push_back(op);
-    OpCost step = dp_->optimizer_op(optimizer_);
+    OpCost step = dp_->optimizer_op(optimizer_.step);
     step.bytes += zeroed_gradients(stage_s_);
+    const bool scaled = scales_loss(s_);
+    if (scaled) waits = check_overflow(waits, step, syncs);
     const OpIndex optimizer = b_.compute(step, Phase::optimizer, "optimizer step", waits);
-    if (syncs) b_.rank().ops()[optimizer].host_blocks = true;
+    if (syncs || scaled) b_.rank().ops()[optimizer].host_blocks = true;
     dp_->after_optimizer(b_, optimizer);
   }
 
  private:
+  // fp16's dynamic loss scaling, after every gradient: the check of the gradients, the flag's
+  // all-reduces, then the host's read of the flag (.item()), which the step after it waits
+  // for. Megatron-Core then reads the gradients' norm (a second .item()): its pass, taken out of
+  // `step`, runs between the two reads. Returns what the step waits for.
+  std::vector<OpIndex> check_overflow(const std::vector<OpIndex>& waits, OpCost& step, bool syncs) {
+    OpIndex last = b_.compute(dp_->optimizer_op(optimizer_.overflow_check), Phase::optimizer,
+                              optimizer_.overflow_check.name, waits);
+    for (const FlagReduce& r : overflow_flag_reduces(s_, b_.rank().rank))
+      last =
+          b_.small_all_reduce(r.shape, r.size, Phase::optimizer,
+                              fmt::format("overflow flag all-reduce ({}, {} ranks)", r.group, r.shape.ranks), {last});
+    if (!syncs) return {last};
+    const OpCost norm = dp_->optimizer_op(optimizer_.norm);
+    step.bytes = step.bytes - norm.bytes;
+    const OpIndex read = b_.compute(norm, Phase::optimizer, norm.name, {last});
+    b_.rank().ops()[read].host_blocks = true;
+    return {read};
+  }
+
   // One pass of the schedule: its receive, its compute and the send of its output (or only
   // its compute, for a pass of a pair, whose transfers the pair makes).
   void pass(const PipelineOp& op, bool transfers = true) {
@@ -358,7 +390,7 @@ class StepWriter {
   PipelineComm pp_;
   ActivationOffload offload_;
   std::unique_ptr<DataParallel> dp_;
-  OpCost optimizer_;
+  StageOptimizer optimizer_;
   OpNames& names_;
   bool split_ = splits_backward(s_.parallel.schedule);
   bool a2a_overlap_ = s_.model.moe.a2a_overlap;

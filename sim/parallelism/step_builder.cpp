@@ -171,6 +171,20 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   return index;
 }
 
+OpIndex StepBuilder::small_all_reduce(const collectives::GroupShape& shape, Bytes size, Phase phase,
+                                      const std::string& name, const std::vector<OpIndex>& waits) {
+  const CollectiveCost& cost = state_.collective({CollOp::allreduce, size, shape, CommKind::other}, LinkShares{});
+  engine::Op op;
+  op.kind = engine::OpKind::compute;
+  op.stream = 0;
+  op.name = state_.name(name);
+  op.phase = phase;
+  op.duration = cost.latency + transfer_time(size, cost.algbw);
+  const OpIndex index = append(op, waits);
+  last_compute_[static_cast<std::size_t>(lane_)] = index;
+  return index;
+}
+
 std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
                                                     const collectives::LinkLoad& load, Side side) const {
   const bool spread = op == CollOp::alltoall;

@@ -135,6 +135,12 @@ class StepBuilder {
   // The same with a name already interned (BuildState::name), for names reused across
   // micro-batches.
   OpIndex compute(const workload::OpCost& op, Phase phase, std::uint32_t name, const std::vector<OpIndex>& waits = {});
+  // An AllReduce of a few bytes over a group that is none of the rank's communicators (the
+  // loss scale's overflow flag over the model-parallel group or the whole job), on the compute
+  // stream, which waits for it: as long as NCCL's model gives for the group's shape, its
+  // latency in effect. It neither loads links nor waits for the group's other members.
+  OpIndex small_all_reduce(const collectives::GroupShape& shape, Bytes size, Phase phase, const std::string& name,
+                           const std::vector<OpIndex>& waits);
   // A collective on `kind`'s stream, named "AllReduce dp bucket 3, 25.0 MiB".
   OpIndex collective(CommKind kind, CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
   // The same with the name from collective_name().

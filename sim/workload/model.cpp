@@ -7,19 +7,44 @@
 
 #include <fmt/format.h>
 
+#include "stepsim/framework.hpp"
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
 
 namespace stepsim::workload {
 namespace {
 
-// Adam per parameter: read the main gradient (4 B in fp32), read and write the fp32 master
-// weight (8) and the moments m and v (2 × 8 in fp32, 2 × 4 in bf16); mixed precision also
-// writes the 16-bit model copy (2): 30 bytes in all for bf16 with fp32 state (ZeRO's 2 + 4 +
-// 12 bytes of state), 20 with bf16 moments and main gradients; ~10 FLOPs. Clipping adds three
-// passes over the gradients.
-constexpr double master_bytes = 8.0;
+// Adam per parameter: ~10 FLOPs, memory-bound (optimizer_step below).
 constexpr double adam_flops = 10.0;
+constexpr double master = 4.0;  // the fp32 master (main) weight
+
+// HBM bytes per parameter of one fused kernel (FusedAdam, FusedSGD, torch.optim's fused=True):
+// read the gradient, read and write the master weight and each moment once.
+double fused_bytes(double gradient, double state, bool sgd) {
+  const double moments = sgd ? 1.0 : 2.0;  // momentum, or Adam's m and v
+  return gradient + 2.0 * master + moments * 2.0 * state;
+}
+
+// HBM bytes per parameter of torch.optim's foreach path, one multi-tensor kernel per operator
+// over every parameter (g: the gradient, s: a moment, p: the master weight):
+// - Adam (_multi_tensor_adam, not capturable): _foreach_lerp_(m, g) 2s + g,
+//   _foreach_mul_(v) 2s, _foreach_addcmul_(v, g, g) 2s + g (g read once), _foreach_sqrt(v)
+//   into a new list 2s, _foreach_div_ and _foreach_add_ on it 2s each,
+//   _foreach_addcdiv_(p, m, sqrt) 2p + 2s: 14s + 2g + 2p, 72 B in fp32, in 7 operators;
+//   AdamW's decoupled weight decay first multiplies the weights (_foreach_mul_(p), 2p): 80 B,
+//   8 operators. (Adam's own weight_decay defaults to 0 in torch.optim, adding nothing.)
+// - SGD with momentum (_multi_tensor_sgd): _foreach_mul_(buf) 2s, _foreach_add_(buf, g) 2s + g,
+//   _foreach_add_(p, buf) 2p + s: 5s + g + 2p, 32 B in fp32, 3 operators.
+struct Passes {
+  double bytes;
+  int operators;
+};
+Passes foreach_passes(const std::string& optimizer, double gradient, double state) {
+  if (optimizer == "sgd") return {5.0 * state + gradient + 2.0 * master, 3};
+  const Passes adam{14.0 * state + 2.0 * gradient + 2.0 * master, 7};
+  if (optimizer == "adamw") return {adam.bytes + 2.0 * master, 8};
+  return adam;
+}
 
 bool learned_positions(const LayerShape& s) { return !s.llama_style; }
 
@@ -407,17 +432,47 @@ void add_windowed_layers(ModelWork& w, const Scenario& sc, const LayerShape& s) 
 }  // namespace
 
 OpCost optimizer_step(long long params, const TrainingSpec& t) {
-  const bool mixed = element_bytes(t.precision) < 4;
-  const double model_copy = mixed ? 2.0 : 0.0;  // fp8 runs keep a bf16 model copy too
   const double gradient = element_bytes(t.main_grad);
-  const bool sgd = t.optimizer == "sgd";  // one moment (momentum) instead of Adam's m and v
-  const double moments = (sgd ? 1.0 : 2.0) * 2.0 * element_bytes(t.optimizer_state);  // read and written
+  const double state = element_bytes(t.optimizer_state);
+  const bool sgd = t.optimizer == "sgd";
+  const bool foreach = optimizer_kernels(t.framework, t.optimizer) == OptimizerKernels::foreach;
+  const Passes passes =
+      foreach ? foreach_passes(t.optimizer, gradient, state) : Passes{fused_bytes(gradient, state, sgd), 1};
+  // Mixed precision copies the updated master weights into the 16-bit model weights after the
+  // step: read 4, write 2 (Megatron's _copy_main_params_to_model_params, DeepSpeed's copy of
+  // the fp32 partition into the bit16 one); fp8 runs keep a bf16 model copy too.
+  const double model_copy = element_bytes(t.precision) < 4 ? master + 2.0 : 0.0;
   // Clipping by global norm: the L2 norm reads every gradient of the shard, the clip scales
   // them in place (read, write). The norm's all-reduce of one float across the job takes
   // tens of microseconds and is left out.
   const double clip = t.grad_clip ? 3.0 * gradient : 0.0;
-  return elementwise(sgd ? "sgd" : "adam", Role::optimizer, OpClass::optimizer, params,
-                     gradient + master_bytes + moments + model_copy + clip, adam_flops);
+  OpCost op = elementwise(sgd ? "sgd" : "adam", Role::optimizer, OpClass::optimizer, params,
+                          passes.bytes + model_copy + clip, adam_flops);
+  op.operators = passes.operators;
+  return op;
+}
+
+OpCost overflow_check(long long params, const TrainingSpec& t) {
+  const double gradient = element_bytes(t.main_grad);
+  switch (loss_scaling(t.framework)) {
+    case LossScaling::megatron_core:
+    case LossScaling::grad_scaler:
+      return elementwise("unscale and check gradients", Role::optimizer, OpClass::optimizer, params, 2.0 * gradient,
+                         1.0);
+    case LossScaling::deepspeed: {
+      OpCost op = elementwise("check gradients for overflow", Role::optimizer, OpClass::optimizer, params,
+                              gradient + 2.0 * master, 1.0);
+      op.operators = 2;  // x.float(), .sum()
+      return op;
+    }
+    case LossScaling::none:
+      break;
+  }
+  return elementwise("no loss scaling", Role::optimizer, OpClass::optimizer, 0, 0.0, 0.0);
+}
+
+OpCost gradient_norm(long long params, const TrainingSpec& t) {
+  return elementwise("gradient norm", Role::optimizer, OpClass::optimizer, params, element_bytes(t.main_grad), 2.0);
 }
 
 long long model_parameters(const ModelSpec& m) {
@@ -446,6 +501,7 @@ ModelWork build_work(const Scenario& sc) {
   const long long stage_params =
       largest_layers_params(sc.model, w, stage_layers) + w.pre.param_count + (pp == 1 ? w.post.param_count : 0);
   w.optimizer = optimizer_step(stage_params, sc.training);
+  w.optimizer_params = stage_params;
   w.model_flops_per_step = model_flops(sc, s);
   w.recompute_flops_per_step = recompute_flops(sc, s, w);
   w.params_total = model_parameters(sc.model);

@@ -129,6 +129,7 @@ struct ModelWork {
   LayerWork pre;                        // embedding (first stage)
   LayerWork post;                       // final norm, LM head, loss (last stage)
   OpCost optimizer;                     // one optimizer step over this GPU's parameters (before DP sharding)
+  long long optimizer_params = 0;       // the parameters it covers: the most loaded stage's
   double model_flops_per_step = 0;      // whole model, whole global batch, no recompute
   double recompute_flops_per_step = 0;  // what the GPUs execute beyond the model FLOPs
   long long params_total = 0;           // whole model
@@ -162,5 +163,16 @@ std::string flop_convention(const ModelSpec& model);
 // One optimizer step (Adam, or SGD with momentum) over `params` parameters: memory-bound, its
 // bytes per parameter from the precisions of the main gradient and the moments (model.cpp).
 OpCost optimizer_step(long long params, const TrainingSpec& training);
+
+// Under fp16 mixed precision, the framework's check of `params` gradients for overflow before
+// the optimizer step (LossScaling, stepsim/framework.hpp): Megatron-Core's and GradScaler's
+// _amp_foreach_non_finite_check_and_unscale_ reads and writes each gradient; DeepSpeed's
+// _has_inf_or_nan casts each to fp32 (read, write 4 B) and sums it (read 4 B). No bytes where
+// the framework does not scale the loss.
+OpCost overflow_check(long long params, const TrainingSpec& training);
+
+// The first of gradient clipping's passes (the read of every gradient for the global norm),
+// which optimizer_step counts among its own.
+OpCost gradient_norm(long long params, const TrainingSpec& training);
 
 }  // namespace stepsim::workload

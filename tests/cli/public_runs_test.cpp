@@ -104,7 +104,7 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   CHECK(n_unfitted == 24);
   CHECK(all / n_all <= 0.0544);
   CHECK(unfitted / n_unfitted <= 0.0630);
-  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0170}, {"torchtitan", 0.0390}});
+  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0172}, {"torchtitan", 0.0388}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):

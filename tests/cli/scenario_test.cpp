@@ -65,7 +65,10 @@ TEST_CASE("gradient accumulation sends DP gradients once per step whatever the m
   const Report one = test::run("ddp-1.3b-64xa100", {"training.global_batch=128"}).report;
   const Report four = test::run("ddp-1.3b-64xa100", {"training.global_batch=512"}).report;
   CHECK(busy_of(four, CommKind::dp) == Approx(busy_of(one, CommKind::dp)).epsilon(1e-9));
-  CHECK(four.step_time_s > 3 * one.step_time_s);
+  // Four micro-batches' forward and backward, one optimizer step (torch.optim's foreach Adam,
+  // the same 61 ms whatever the micro-batch count).
+  CHECK(four.breakdown_s.optimizer == Approx(one.breakdown_s.optimizer));
+  CHECK(four.step_time_s - four.breakdown_s.optimizer > 3 * (one.step_time_s - one.breakdown_s.optimizer));
 }
 
 // Default scenario with PP 4 and 64 MiB TP AllReduces (2 × 4096 tokens × 4096 × 2 bytes):
