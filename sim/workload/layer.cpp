@@ -399,7 +399,11 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
 // torchtitan's per-op selective checkpointing (_get_custom_policy) saves the attention output
 // and the output of every odd-numbered aten.mm of a block (wq, wv, w1, w2 of wq, wk, wv, wo,
 // w1, w3, w2) and recomputes the rest: wk, wo and w3 (in the fused layout: the K share of the
-// qkv GEMM, the projection and half of fc1) and the element-wise work between them.
+// qkv GEMM, the projection and half of fc1) and the element-wise work between them. It saves
+// the output of reduce_scatter_tensor too: under sequence parallelism the projection's
+// ReduceScatter is not run again, and torch.compile's partitioner, which recomputes only what
+// the backward reads, does without the projection (its output feeds that ReduceScatter alone);
+// eager checkpointing replays every op it did not save, the projection with them.
 std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const LayerShape& s) {
   std::vector<OpCost> out;
   for (const OpCost& op : forward) {
@@ -414,8 +418,11 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const L
       share.flops = k.flops;
       share.bytes = k.bytes;
       out.push_back(std::move(share));
-    } else if (op.role == Role::attn_proj) {
+    } else if (op.role == Role::attn_proj && !s.sequence_parallel) {
       out.push_back(op);
+    } else if (op.role == Role::attn_proj && s.eager) {
+      out.push_back(op);
+      out.back().reduced_output_saved = true;
     } else if (op.role == Role::fc1) {
       OpCost half = op;
       half.name = op.name + " (up half)";

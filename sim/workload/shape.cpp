@@ -115,6 +115,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.cp = std::max(sc.parallel.cp, 1);
   s.seq = m.seq_len / s.cp;
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
+  s.dtensor_tp = !regathers_inputs(sc.training.framework);
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
   s.clamps_swiglu = m.swiglu_limit > 0;

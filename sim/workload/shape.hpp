@@ -105,12 +105,11 @@ struct LayerShape {
   long long kv_block_elements() const { return tokens() * 2 * (repeats_kv ? q_width() : kv_width()); }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
   long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
-  // torchtitan's tensor parallelism (DTensor, known by PyTorch's loss, which runs under its
-  // loss_parallel) with sequence parallelism: a Linear saves the input it all-gathered whole,
-  // where Megatron saves its shard and gathers it again for the backward.
-  bool keeps_gathered_inputs() const {
-    return tp > 1 && sequence_parallel && (loss == CrossEntropy::eager || loss == CrossEntropy::compiled);
-  }
+  // PyTorch's DTensor tensor parallelism (torchtitan's; stepsim::regathers_inputs false) with
+  // sequence parallelism: a Linear saves the input it all-gathered whole, where Megatron-Core
+  // saves its shard and gathers it again for the backward.
+  bool dtensor_tp = false;
+  bool keeps_gathered_inputs() const { return tp > 1 && sequence_parallel && dtensor_tp; }
   long long q_width() const { return q_heads * head_dim; }
   long long kv_width() const { return kv_heads * head_dim; }
   long long qkv_width() const { return q_width() + 2 * kv_width(); }
