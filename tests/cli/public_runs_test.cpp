@@ -72,8 +72,8 @@ void check_stated(const std::map<std::string, std::pair<double, int>>& groups,
 
 }  // namespace
 
-// Over the runs whose features are simulated (all 28): MAPE 5.44 % overall, 6.30 % on the 24
-// not used for fitting; per group 9.92 % (Megatron-LM README), 1.70 % (NeMo 24.07), 3.90 %
+// Over the runs whose features are simulated (all 28): MAPE 5.46 % overall, 6.33 % on the 24
+// not used for fitting; per group 9.93 % (Megatron-LM README), 1.72 % (NeMo 24.07), 3.93 %
 // (torchtitan): the figures the README states, each the exact MAPE rounded up to a hundredth
 // of a percent.
 TEST_CASE("the simulated public runs stay within the validation error the documentation states", "[slow]") {
@@ -102,15 +102,15 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.0544);
-  CHECK(unfitted / n_unfitted <= 0.0630);
-  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0170}, {"torchtitan", 0.0390}});
+  CHECK(all / n_all <= 0.0546);
+  CHECK(unfitted / n_unfitted <= 0.0633);
+  check_stated(groups, {{"megatron_readme", 0.0993}, {"nemo_24.07", 0.0172}, {"torchtitan", 0.0393}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):
 // 4 used for fitting (reproduced within 1 %), 20 held out, none refused. MAPE over the
 // held-out runs per GPU type and per dense/MoE (each rounded up to a hundredth of a percent):
-// GB200 7.86 %, B200 11.57 %, H100 14.01 %, dense 7.02 %, MoE 11.83 %.
+// GB200 7.86 %, B200 11.58 %, H100 14.01 %, dense 7.03 %, MoE 11.83 %.
 TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error the documentation states", "[slow]") {
   const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell";
   std::map<std::string, std::pair<double, int>> groups;
@@ -152,10 +152,10 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   // and the BF16 main gradients its recipe keeps; 178.6 as PyTorch's FSDP would hold them).
   const std::set<std::string> known = {"mb260401-gb200-llama3-70b-fp8cs-fsdp"};
   CHECK(does_not_fit == known);
-  check_stated(groups, {{"gpu b200", 0.1157},
+  check_stated(groups, {{"gpu b200", 0.1158},
                         {"gpu gb200", 0.0786},
                         {"gpu h100", 0.1401},
-                        {"model dense", 0.0702},
+                        {"model dense", 0.0703},
                         {"model moe", 0.1183}});
 }
 
