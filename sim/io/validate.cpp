@@ -520,6 +520,15 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
             m.moe.experts, p.ep);
+  // The shared experts are one MLP split over TP (Megatron-Core's SharedExpertMLP, whose
+  // ColumnParallelLinear divides moe_shared_expert_intermediate_size by tp).
+  const long long shared_width = m.moe.shared_experts * m.moe.expert_ffn_hidden;
+  c.require(
+      shared_width % p.tp == 0,
+      set_among(c, {"/model/moe/expert_ffn_hidden", "/model/moe/shared_experts", "/parallel/tp"}, "/parallel/tp"),
+      "the shared experts' width (model.moe.shared_experts · expert_ffn_hidden = {}) is not divisible by tp ({}): "
+      "Megatron-Core splits the shared experts over TP as one MLP",
+      shared_width, p.tp);
   check_imbalance(m.moe, p.ep, c);
   c.require(p.tp * p.cp * p.dp % p.ep == 0, "/parallel/ep",
             "ep ({}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline stage", p.ep,
@@ -1219,7 +1228,7 @@ std::optional<DpKind> dp_kind_named(std::string_view name) {
 bool splits_over_tp(const ModelSpec& m, int tp) {
   // check_split's rules, and check_simulated's for multi-token prediction's projection.
   return tp >= 1 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0 &&
-         (m.mtp_layers == 0 || m.hidden % tp == 0);
+         m.moe.shared_experts * m.moe.expert_ffn_hidden % tp == 0 && (m.mtp_layers == 0 || m.hidden % tp == 0);
 }
 
 bool runs_context_parallel(const Scenario& s) {

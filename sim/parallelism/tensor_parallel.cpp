@@ -78,11 +78,13 @@ constexpr auto RS = CollOp::reducescatter;
 // the qkv rows, gathering and reducing their latents (Msg::input); the duplicated down
 // projections have none, but under SP the shared rotary key is gathered after the kv down
 // projection (gather_from_sequence_parallel_region) and its gradient reduce-scattered.
+// Megatron-Core's shared experts (SharedExpertMLP, an MLP over the TP group) are the dense
+// MLP's rows again.
 // Multi-token prediction's eh_proj (MultiTokenPredictionLayer): column-parallel over the
 // gathered 2h-wide pair, its h/t-wide output gathered along h whatever SP
 // (all_gather_last_dim_from_tensor_parallel_region) and, with SP, split back to s/t rows
 // (scatter_to_sequence_parallel_region, whose backward gathers them).
-constexpr std::array<Rule, 34> kRules{{
+constexpr std::array<Rule, 41> kRules{{
     {Role::embedding, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::embedding, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::qkv, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
@@ -116,6 +118,17 @@ constexpr std::array<Rule, 34> kRules{{
     {Role::qkv, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::embedding, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "grad"},
+    {Role::shared_fc1, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
+     "output grad"},
+    {Role::shared_fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
+     "wgrad input", Msg::hidden, Impl::regather},
+    {Role::shared_fc1, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad"},
+    {Role::shared_fc1, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad"},
     {Role::kv_down, PassSel::forward, When::after, Sp::on, AG, Producer::this_op, WaitRule::next_op, 1,
      "rotary key fwd", Msg::rope},
     {Role::kv_down, PassSel::dgrad, When::before, Sp::on, RS, Producer::last_compute, WaitRule::next_op, 1,
@@ -250,8 +263,8 @@ Bytes TensorParallel::gathered(const OpSite& site, std::size_t rule) const {
 Bytes TensorParallel::quantized(const OpSite& site, Bytes whole) const {
   const workload::OpCost& op = *site.cost;
   if (!op.fp8) return whole;
-  const bool column = op.role == Role::qkv || op.role == Role::fc1;
-  const bool row = op.role == Role::fc2 || op.role == Role::attn_proj;
+  const bool column = op.role == Role::qkv || op.role == Role::fc1 || op.role == Role::shared_fc1;
+  const bool row = op.role == Role::fc2 || op.role == Role::attn_proj || op.role == Role::shared_fc2;
   const bool forward_input = op.pass == Pass::forward && column;
   const bool backward = op.pass != Pass::forward && (column || row);
   if ((forward_input && quantizes_inputs_) || (backward && quantizes_backward_))

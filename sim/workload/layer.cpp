@@ -209,11 +209,12 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   // same lead over the GPU, and its backward runs after the combine's backward as it does there.
   if (s.expert_bias) ops.push_back(expert_fc2_bias(s, routed * s.hidden));
   if (s.shared_experts == 0) return;
-  const long long width = s.shared_experts * s.shared_ffn;
-  ops.push_back(
-      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.shared_fc1_out, s.hidden, s));
-  ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
-  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
+  // Column- then row-parallel over TP, as the dense MLP: over every token, gathered under
+  // sequence parallelism (parallelism/tensor_parallel.cpp).
+  const long long t = s.tokens();
+  ops.push_back(gemm("shared expert fc1", Role::shared_fc1, Pass::forward, t, s.shared_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "shared expert ", Role::shared_activation, t * s.shared_ffn));
+  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, t, s.hidden, s.shared_ffn, s));
 }
 
 // An RMSNorm over `width` elements of each of the rank's rows (MLA's latents, normed before

@@ -57,8 +57,8 @@ struct LayerShape {
   long long etp = 1;             // expert tensor parallelism: ranks one expert is split over
   long long expert_ffn = 0;      // one expert's ffn hidden on this GPU: expert_ffn_hidden / etp
   long long expert_fc1_out = 0;  // its fc1 width: expert_ffn (GeLU) or 2·expert_ffn (SwiGLU)
-  long long shared_experts = 0;  // experts every token goes through
-  long long shared_ffn = 0;      // one shared expert's ffn hidden (whole: ETP does not split them)
+  long long shared_experts = 0;  // 1 where tokens go through shared experts: one MLP, all of their widths
+  long long shared_ffn = 0;      // its ffn hidden on this rank: the shared experts' together over tp
   long long shared_fc1_out = 0;  // its fc1 width
   // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
   // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).

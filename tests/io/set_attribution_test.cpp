@@ -54,6 +54,17 @@ TEST_CASE("a --set that breaks a TP divisibility rule is named, not the key it i
     "parallel": { "tp": 1, "dp": 16, "ep": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";
   CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8"}, moe) ==
         "--set: parallel.tp: mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
+  // Megatron-Core's shared experts are one MLP over TP: its ColumnParallelLinear divides
+  // moe_shared_expert_intermediate_size by tp.
+  CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8", "parallel.sequence_parallel=true",
+                          "model.moe.shared_experts=1", "model.moe.expert_ffn_hidden=14335"},
+                         moe) ==
+        "--set: model.moe.expert_ffn_hidden: the shared experts' width (model.moe.shared_experts · "
+        "expert_ffn_hidden = 14335) is not divisible by tp (2): Megatron-Core splits the shared experts over TP as "
+        "one MLP");
+  CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8", "parallel.sequence_parallel=true",
+                          "model.moe.shared_experts=2", "model.moe.expert_ffn_hidden=14335"},
+                         moe) == "no error");
 }
 
 // Transformer Engine's userbuffers (megatron, nemo, the unspecified framework) and torchtitan's
