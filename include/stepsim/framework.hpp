@@ -83,6 +83,14 @@ const FrameworkTraits& traits_of(Framework f);
 // unspecified one, whose kernel keys default to Megatron-Core's.
 inline bool runs_megatron_options(Framework f) { return f == Framework::unspecified || traits_of(f).megatron_core; }
 
+// Tensor parallelism runs on Megatron-Core's Linear layers (Transformer Engine's): megatron, nemo
+// and the unspecified framework, whose kernels are Megatron-Core's. Under sequence parallelism
+// they save the rank's shard of a column-parallel input and all-gather it again for the weight
+// gradient (LinearWithGradAccumulationAndAsyncCommunication, TE's _LayerNormLinear). Elsewhere
+// tensor parallelism is PyTorch's DTensor (torchtitan's plan, parallelize_module): F.linear saves
+// the tensor PrepareModuleInput gathered, and nothing is gathered again.
+inline bool regathers_inputs(Framework f) { return runs_megatron_options(f); }
+
 // The framework captures the transformer layers of a training step in CUDA graphs (Megatron's
 // --enable-cuda-graph, NeMo's, PyTorch's make_graphed_callables); torchtitan's and DeepSpeed's
 // steps are not captured.

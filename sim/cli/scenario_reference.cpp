@@ -430,8 +430,10 @@ constexpr KeyDoc kDocs[] = {
     {"tensor_parallel.comm_overlap", "",
      "overlap TP communication with GEMMs (needs sequence parallelism, an NVLink fabric (not `pcie`) and every TP "
      "group inside one NVLink domain: tp at most the domain's GPUs, and no group of consecutive ranks across a "
-     "domain's boundary)",
-     "Megatron `--tp-comm-overlap` (Transformer Engine userbuffers)"},
+     "domain's boundary); refused under `training.framework` `torchtitan` (torchtitan's async TP needs "
+     "torch.compile), `pytorch` and `deepspeed`, which have none",
+     "Megatron `--tp-comm-overlap` (Transformer Engine userbuffers); torchtitan-compile's async TP "
+     "(`enable_async_tensor_parallel`)"},
     {"collectives.algorithm", "",
      "force an NCCL algorithm on the collectives, or `auto` for NCCL's choice (AllToAll and SendRecv, point to point "
      "in NCCL, keep NCCL's own)",

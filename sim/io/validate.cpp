@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <numeric>
 
 #include "io/derived_keys.hpp"
@@ -448,9 +449,18 @@ void check_degrees(const ParallelSpec& p, const Checker& c) {
   }
 }
 
+// Of the keys a rule is between, the first a --set gave, or `otherwise` where no --set gave any:
+// the error names what the user changed.
+const char* set_among(const Checker& c, std::initializer_list<const char*> keys, const char* otherwise) {
+  for (const char* key : keys)
+    if (!c.assignment_of(key).empty()) return key;
+  return otherwise;
+}
+
 // Megatron's divisibility rules for splitting a model over TP, PP, CP and EP.
 void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
-  c.require(m.heads % p.tp == 0, "/parallel/tp", "model.heads ({}) is not divisible by tp ({})", m.heads, p.tp);
+  c.require(m.heads % p.tp == 0, set_among(c, {"/model/heads", "/parallel/tp"}, "/parallel/tp"),
+            "model.heads ({}) is not divisible by tp ({})", m.heads, p.tp);
   // Neither Megatron-Core nor torchtitan replicates key/value heads over TP: Megatron-Core's
   // attention takes divide(num_query_groups, tp) query groups per rank, and divide asserts that
   // tp divides them (megatron/core/transformer/attention.py); torchtitan shards wk and wv
@@ -463,11 +473,13 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
                        "its ranks (Megatron-Core's num_query_groups per partition, torchtitan's wk and wv shards) and "
                        "never replicates them; use a tp that divides kv_heads",
                        m.kv_heads, p.tp));
-  c.require(m.ffn_hidden % p.tp == 0, "/parallel/tp", "model.ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden,
-            p.tp);
+  c.require(m.ffn_hidden % p.tp == 0, set_among(c, {"/model/ffn_hidden", "/parallel/tp"}, "/parallel/tp"),
+            "model.ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden, p.tp);
   if (p.sequence_parallel)
-    c.require(m.seq_len % p.tp == 0, "/parallel/sequence_parallel", "model.seq_len ({}) is not divisible by tp ({})",
-              m.seq_len, p.tp);
+    c.require(
+        m.seq_len % p.tp == 0,
+        set_among(c, {"/model/seq_len", "/parallel/tp", "/parallel/sequence_parallel"}, "/parallel/sequence_parallel"),
+        "model.seq_len ({}) is not divisible by tp ({})", m.seq_len, p.tp);
   if (p.cp > 1)
     c.require(m.seq_len % (2LL * p.cp) == 0, "/parallel/cp",
               "model.seq_len ({}) is not divisible by 2·cp ({}): each rank takes two balanced chunks", m.seq_len,
@@ -508,12 +520,22 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
             m.moe.experts, p.ep);
+  // The shared experts are one MLP split over TP (Megatron-Core's SharedExpertMLP, whose
+  // ColumnParallelLinear divides moe_shared_expert_intermediate_size by tp).
+  const long long shared_width = m.moe.shared_experts * m.moe.expert_ffn_hidden;
+  c.require(
+      shared_width % p.tp == 0,
+      set_among(c, {"/model/moe/expert_ffn_hidden", "/model/moe/shared_experts", "/parallel/tp"}, "/parallel/tp"),
+      "the shared experts' width (model.moe.shared_experts · expert_ffn_hidden = {}) is not divisible by tp ({}): "
+      "Megatron-Core splits the shared experts over TP as one MLP",
+      shared_width, p.tp);
   check_imbalance(m.moe, p.ep, c);
   c.require(p.tp * p.cp * p.dp % p.ep == 0, "/parallel/ep",
             "ep ({}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline stage", p.ep,
             p.tp * p.cp * p.dp);
   if (p.tp > 1)
-    c.require(p.sequence_parallel, "/parallel/sequence_parallel",
+    c.require(p.sequence_parallel,
+              set_among(c, {"/parallel/sequence_parallel", "/parallel/tp"}, "/parallel/sequence_parallel"),
               "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
@@ -708,6 +730,14 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
             traits_of(f).name);
 }
 
+// TP communication overlap exists as Transformer Engine's userbuffers (Megatron's
+// --tp-comm-overlap: megatron, nemo, and the unspecified framework, whose options are
+// Megatron-Core's) and as torchtitan's async TP, which needs torch.compile (parallelize_llama
+// raises "Async TP requires --training.compile"); eager PyTorch and DeepSpeed have neither.
+bool overlaps_tp(Framework f) {
+  return f != Framework::torchtitan && f != Framework::pytorch && f != Framework::deepspeed;
+}
+
 // Transformer Engine's userbuffers overlap exists only with sequence parallelism (Megatron
 // refuses --tp-comm-overlap without it) and only with a TP group to talk to; its copies go over
 // NVLink, so every TP group lies inside one NVLink domain: at most a domain's GPUs, and none
@@ -716,6 +746,20 @@ void check_activation_offload(const Scenario& s, const Checker& c) {
 // (ClusterSpec::domain_gpus), and the overlap has no NVLink to copy over there.
 void check_tp_overlap(const Scenario& s, const Checker& c) {
   if (!s.tensor_parallel.comm_overlap) return;
+  const Framework f = s.training.framework;
+  if (!overlaps_tp(f)) {
+    const bool framework_last =
+        c.assignment_of("/training/framework").size() > c.assignment_of("/tensor_parallel/comm_overlap").size();
+    c.fail(framework_last ? "/training/framework" : "/tensor_parallel/comm_overlap",
+           f == Framework::torchtitan
+               ? std::string("tensor_parallel.comm_overlap under torchtitan is its async TP, which needs "
+                             "torch.compile (torchtitan raises \"Async TP requires --training.compile\"): use "
+                             "training.framework torchtitan-compile or turn the overlap off")
+               : fmt::format("tensor_parallel.comm_overlap is Transformer Engine's userbuffers (megatron, nemo) or "
+                             "torchtitan-compile's async TP, not {}'s, which has no TP communication overlap: turn "
+                             "the overlap off",
+                             traits_of(f).name));
+  }
   c.require(s.parallel.tp > 1, "/tensor_parallel/comm_overlap", "needs parallel.tp > 1 (there is no TP communication)");
   c.require(s.cluster.intra_node.fabric != IntraFabric::pcie, "/tensor_parallel/comm_overlap",
             "needs NVLink between the GPUs of each TP group (Transformer Engine's overlap copies over NVLink), and the "
@@ -1199,7 +1243,7 @@ std::optional<DpKind> dp_kind_named(std::string_view name) {
 bool splits_over_tp(const ModelSpec& m, int tp) {
   // check_split's rules, and check_simulated's for multi-token prediction's projection.
   return tp >= 1 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0 &&
-         (m.mtp_layers == 0 || m.hidden % tp == 0);
+         m.moe.shared_experts * m.moe.expert_ffn_hidden % tp == 0 && (m.mtp_layers == 0 || m.hidden % tp == 0);
 }
 
 bool runs_context_parallel(const Scenario& s) {
@@ -1234,7 +1278,8 @@ bool fills_schedule(Schedule schedule, int pp, long long micro_batches) {
 }
 
 bool runs_tp_overlap(const Scenario& s) {
-  return !s.model.latent_attention() && s.cluster.intra_node.fabric != IntraFabric::pcie;
+  return !s.model.latent_attention() && s.cluster.intra_node.fabric != IntraFabric::pcie &&
+         overlaps_tp(s.training.framework);
 }
 
 bool runs_expert_degree(const Scenario& s, int ep) {

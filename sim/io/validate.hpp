@@ -63,7 +63,8 @@ TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus);
 
 // TP communication overlap, besides what the layout gives it (tp > 1 inside one NVLink domain,
 // sequence parallelism): an intra-node fabric of NVLink (not "pcie", which has none), and not
-// latent attention, not simulated with it yet.
+// latent attention, not simulated with it yet, and a framework that has it (not torchtitan eager,
+// pytorch nor deepspeed).
 bool runs_tp_overlap(const Scenario& s);
 
 // Expert parallelism of degree `ep`: the experts' imbalance must be one an EP rank can hold,

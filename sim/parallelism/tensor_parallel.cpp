@@ -29,8 +29,25 @@ enum class PassSel : std::uint8_t { forward, dgrad };  // dgrad: backward_data o
 // - hidden: b·s·h, the layer's hidden state (the loss's fp32 per token for the loss);
 // - input: the GEMM's input as the column-parallel GEMM reads it, rows × input width (the
 //   forward's m·k, the input gradient's m·n): latent attention's latents, MTP's 2h-wide pair;
-// - rope: latent attention's shared rotary key, b·s·qk_rope.
-enum class Msg : std::uint8_t { hidden, input, rope };
+// - rope: latent attention's shared rotary key, b·s·qk_rope;
+// - loss_pair: two fp32 per token (Megatron's fused cross entropy: the predicted logit and the
+//   sum of exponentials concatenated into one AllReduce);
+// - loss_gathered: three fp32 per token from each TP rank (Transformer Engine's
+//   parallel_cross_entropy all-gathers every rank's max, sum and target logit).
+enum class Msg : std::uint8_t { hidden, input, rope, loss_pair, loss_gathered };
+
+// Which implementations run the row (the collectives differ where the code does):
+// - regather: Megatron-Core's Linear layers (Transformer Engine's too) save a sequence-parallel
+//   input as the rank's shard and all-gather it again for the weight gradient
+//   (LinearWithGradAccumulationAndAsyncCommunication, _LayerNormLinear's ln_out); PyTorch's
+//   DTensor sequence parallelism lets F.linear save the tensor it gathered, and the backward of
+//   that redistribute is the gradient's ReduceScatter alone;
+// - the cross entropy's (training.cross_entropy): three AllReduces of one fp32 per token (max,
+//   predicted logit, sum of exponentials) in Megatron's VocabParallelCrossEntropy (unfused)
+//   and DTensor's loss_parallel (eager, compiled); two in Megatron's fused one
+//   (fused_vocab_parallel_cross_entropy: the max, then the other two concatenated); one
+//   AllGather in Transformer Engine's (te).
+enum class Impl : std::uint8_t { any, regather, ce_three, ce_fused, ce_te };
 
 // One TP collective placement.
 struct Rule {
@@ -44,6 +61,7 @@ struct Rule {
   int count;          // collectives issued back to back
   const char* what;
   Msg msg = Msg::hidden;
+  Impl impl = Impl::any;
 };
 
 constexpr auto AR = CollOp::allreduce;
@@ -53,16 +71,20 @@ constexpr auto RS = CollOp::reducescatter;
 // Without SP: g (AllReduce) after the row-parallel GEMMs forward, f's conjugate (AllReduce)
 // after the column-parallel GEMMs' input gradient. With SP: AllGather before the
 // column-parallel GEMMs, ReduceScatter after the row-parallel ones; backward mirrors them
-// and re-gathers the column-parallel input for the weight gradient.
+// (the embedding's ReduceScatter too: its gradient gathered back to every token, Megatron's
+// _ReduceScatterToSequenceParallelRegion.backward, DTensor's Shard(1) to Replicate) and, under
+// Megatron-Core, re-gathers the column-parallel input for the weight gradient.
 // Latent attention (Megatron-Core's MLASelfAttention): its column-parallel up projections are
 // the qkv rows, gathering and reducing their latents (Msg::input); the duplicated down
 // projections have none, but under SP the shared rotary key is gathered after the kv down
 // projection (gather_from_sequence_parallel_region) and its gradient reduce-scattered.
+// Megatron-Core's shared experts (SharedExpertMLP, an MLP over the TP group) are the dense
+// MLP's rows again.
 // Multi-token prediction's eh_proj (MultiTokenPredictionLayer): column-parallel over the
 // gathered 2h-wide pair, its h/t-wide output gathered along h whatever SP
 // (all_gather_last_dim_from_tensor_parallel_region) and, with SP, split back to s/t rows
 // (scatter_to_sequence_parallel_region, whose backward gathers them).
-constexpr std::array<Rule, 30> kRules{{
+constexpr std::array<Rule, 41> kRules{{
     {Role::embedding, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::embedding, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::qkv, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
@@ -72,20 +94,41 @@ constexpr std::array<Rule, 30> kRules{{
     {Role::fc2, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::fc2, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
     {Role::lm_head, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
-    {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 3, "fwd"},
-    {Role::lm_head, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
-     "wgrad input"},
+    {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 3, "fwd",
+     Msg::hidden, Impl::ce_three},
+    {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 1, "max fwd",
+     Msg::hidden, Impl::ce_fused},
+    {Role::loss, PassSel::forward, When::after, Sp::any, AR, Producer::this_op, WaitRule::next_op, 1, "sum fwd",
+     Msg::loss_pair, Impl::ce_fused},
+    {Role::loss, PassSel::forward, When::after, Sp::any, AG, Producer::this_op, WaitRule::next_op, 1, "fwd",
+     Msg::loss_gathered, Impl::ce_te},
+    {Role::lm_head, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input",
+     Msg::hidden, Impl::regather},
     {Role::lm_head, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::lm_head, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::fc2, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "output grad"},
-    {Role::fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input",
+     Msg::hidden, Impl::regather},
     {Role::fc1, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::fc1, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::attn_proj, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
      "output grad"},
-    {Role::qkv, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input"},
+    {Role::qkv, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1, "wgrad input",
+     Msg::hidden, Impl::regather},
     {Role::qkv, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
     {Role::qkv, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1, "dgrad"},
+    {Role::embedding, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "grad"},
+    {Role::shared_fc1, PassSel::forward, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::forward, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::forward, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_op, 1, "fwd"},
+    {Role::shared_fc2, PassSel::dgrad, When::before, Sp::on, AG, Producer::last_compute, WaitRule::next_op, 1,
+     "output grad"},
+    {Role::shared_fc1, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
+     "wgrad input", Msg::hidden, Impl::regather},
+    {Role::shared_fc1, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad"},
+    {Role::shared_fc1, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1,
+     "dgrad"},
     {Role::kv_down, PassSel::forward, When::after, Sp::on, AG, Producer::this_op, WaitRule::next_op, 1,
      "rotary key fwd", Msg::rope},
     {Role::kv_down, PassSel::dgrad, When::before, Sp::on, RS, Producer::last_compute, WaitRule::next_op, 1,
@@ -99,7 +142,7 @@ constexpr std::array<Rule, 30> kRules{{
     {Role::mtp_projection, PassSel::dgrad, When::before, Sp::any, RS, Producer::last_compute, WaitRule::next_op, 1,
      "output grad"},
     {Role::mtp_projection, PassSel::dgrad, When::before, Sp::on, AG, Producer::none, WaitRule::wgrad_of_role, 1,
-     "wgrad input", Msg::input},
+     "wgrad input", Msg::input, Impl::regather},
     {Role::mtp_projection, PassSel::dgrad, When::after, Sp::off, AR, Producer::this_op, WaitRule::next_other_role, 1,
      "dgrad", Msg::input},
     {Role::mtp_projection, PassSel::dgrad, When::after, Sp::on, RS, Producer::this_op, WaitRule::next_other_role, 1,
@@ -111,9 +154,31 @@ bool pass_matches(PassSel sel, Pass pass) {
   return pass == Pass::backward_data || pass == Pass::backward;
 }
 
-bool matches(const Rule& rule, const OpSite& site, bool after, bool sequence_parallel) {
+constexpr unsigned bit(Impl impl) { return 1U << static_cast<unsigned>(impl); }
+
+// The Impl rows `scenario` runs: Megatron-Core's re-gathers where the framework runs its Linear
+// layers (megatron, nemo, and the unspecified framework, whose defaults are Megatron-Core's),
+// and the cross entropy's collectives as its kernels run (LayerShape::loss).
+unsigned impls_of(const Scenario& scenario) {
+  unsigned out = bit(Impl::any);
+  if (regathers_inputs(scenario.training.framework)) out |= bit(Impl::regather);
+  switch (workload::layer_shape(scenario).loss) {
+    case CrossEntropy::fused:
+      return out | bit(Impl::ce_fused);
+    case CrossEntropy::te:
+      return out | bit(Impl::ce_te);
+    case CrossEntropy::unfused:
+    case CrossEntropy::eager:
+    case CrossEntropy::compiled:
+      break;
+  }
+  return out | bit(Impl::ce_three);
+}
+
+bool matches(const Rule& rule, const OpSite& site, bool after, bool sequence_parallel, unsigned impls) {
   if (rule.role != site.cost->role || (rule.when == When::after) != after) return false;
   if (rule.sp != Sp::any && (rule.sp == Sp::on) != sequence_parallel) return false;
+  if ((impls & bit(rule.impl)) == 0) return false;
   return pass_matches(rule.pass, site.cost->pass);
 }
 
@@ -143,6 +208,7 @@ TensorParallel::TensorParallel(const Scenario& scenario, const workload::ModelWo
       rope_message_(work.layer.rope_message),
       latent_attention_(scenario.model.latent_attention()),
       act_bytes_(workload::layer_shape(scenario).act_bytes),
+      impls_(impls_of(scenario)),
       pieces_(scenario.model.layers) {
   const Precision p = scenario.training.precision;
   const bool low = p == Precision::fp8 || p == Precision::mxfp8 || p == Precision::nvfp4;
@@ -171,6 +237,10 @@ Bytes TensorParallel::message(const OpSite& site, std::size_t rule) const {
   switch (msg) {
     case Msg::rope:
       return rope_message_;
+    case Msg::loss_pair:
+      return loss_message_ * 2;
+    case Msg::loss_gathered:
+      return loss_message_ * (3LL * tp_);
     case Msg::input:
       return Bytes(op.m * (op.pass == Pass::forward ? op.k : op.n) * act_bytes_);
     case Msg::hidden:
@@ -193,8 +263,8 @@ Bytes TensorParallel::gathered(const OpSite& site, std::size_t rule) const {
 Bytes TensorParallel::quantized(const OpSite& site, Bytes whole) const {
   const workload::OpCost& op = *site.cost;
   if (!op.fp8) return whole;
-  const bool column = op.role == Role::qkv || op.role == Role::fc1;
-  const bool row = op.role == Role::fc2 || op.role == Role::attn_proj;
+  const bool column = op.role == Role::qkv || op.role == Role::fc1 || op.role == Role::shared_fc1;
+  const bool row = op.role == Role::fc2 || op.role == Role::attn_proj || op.role == Role::shared_fc2;
   const bool forward_input = op.pass == Pass::forward && column;
   const bool backward = op.pass != Pass::forward && (column || row);
   if ((forward_input && quantizes_inputs_) || (backward && quantizes_backward_))
@@ -203,14 +273,15 @@ Bytes TensorParallel::quantized(const OpSite& site, Bytes whole) const {
 }
 
 bool TensorParallel::has_rule(const OpSite& site, bool after) const {
-  return std::ranges::any_of(kRules, [&](const Rule& rule) { return matches(rule, site, after, sequence_parallel_); });
+  return std::ranges::any_of(kRules,
+                             [&](const Rule& rule) { return matches(rule, site, after, sequence_parallel_, impls_); });
 }
 
 void TensorParallel::issue(StepBuilder& b, const OpSite& site, bool after, const std::vector<OpIndex>& producer) {
   const std::vector<OpIndex> none;
   for (std::size_t r = 0; r < kRules.size(); ++r) {
     const Rule& rule = kRules[r];
-    if (!matches(rule, site, after, sequence_parallel_)) continue;
+    if (!matches(rule, site, after, sequence_parallel_, impls_)) continue;
     const std::uint32_t collective = name(b, r, site);
     const std::vector<OpIndex>& waits = rule.producer == Producer::none ? none : producer;
     OpIndex last = 0;
@@ -239,6 +310,7 @@ void TensorParallel::before_op(StepBuilder& b, const OpSite& site) {
 }
 
 void TensorParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+  if (site.cost->reduced_output_saved) return;
   if (enabled_ && !pipelines(site) && has_rule(site, true)) issue(b, site, true, {op});
 }
 

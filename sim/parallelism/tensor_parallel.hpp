@@ -66,6 +66,7 @@ class TensorParallel {
   Bytes rope_message_;  // latent attention's shared rotary key of b·s tokens
   bool latent_attention_;
   int act_bytes_;  // one activation element: the latents' and MTP's gathers
+  unsigned impls_;  // the implementations whose rows apply (Impl in tensor_parallel.cpp), one bit each
   // Bytes of one element of a low-precision GEMM's operand gathered before it, over act_bytes_
   // (1 where the gathers stay BF16); which gathers are quantized: quantizes_*.
   double quantized_share_ = 1.0;

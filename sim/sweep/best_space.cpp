@@ -209,7 +209,7 @@ bool sequence_parallel(const SweepSpec& spec, const Scenario& base, int tp) {
 
 // Transformer Engine's TP overlap where it can run: sequence parallelism, every TP group of the
 // --gpus ranks inside one NVLink domain, an NVLink fabric and a model it is simulated with
-// (io::runs_tp_overlap: not "pcie", not latent attention).
+// (io::runs_tp_overlap: not "pcie", not latent attention, a framework that has the overlap).
 bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
   return !user_sets(spec, "tensor_parallel.comm_overlap") && tp > 1 && tp <= base.cluster.domain_gpus() &&
          io::tp_straddle(tp, spec.gpus, base.cluster.domain_gpus()).first < 0 && sequence_parallel(spec, base, tp) &&

@@ -239,11 +239,12 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   // same lead over the GPU, and its backward runs after the combine's backward as it does there.
   if (s.expert_bias) ops.push_back(expert_fc2_bias(s, routed * s.hidden));
   if (s.shared_experts == 0) return;
-  const long long width = s.shared_experts * s.shared_ffn;
-  ops.push_back(
-      gemm("shared expert fc1", Role::shared_fc1, Pass::forward, n, s.shared_experts * s.shared_fc1_out, s.hidden, s));
-  ops.push_back(activation(s, "shared expert ", Role::shared_activation, n * width));
-  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, n, s.hidden, width, s));
+  // Column- then row-parallel over TP, as the dense MLP: over every token, gathered under
+  // sequence parallelism (parallelism/tensor_parallel.cpp).
+  const long long t = s.tokens();
+  ops.push_back(gemm("shared expert fc1", Role::shared_fc1, Pass::forward, t, s.shared_fc1_out, s.hidden, s));
+  ops.push_back(activation(s, "shared expert ", Role::shared_activation, t * s.shared_ffn));
+  ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, t, s.hidden, s.shared_ffn, s));
 }
 
 // An RMSNorm over `width` elements of each of the rank's rows (MLA's latents, normed before
@@ -429,7 +430,11 @@ std::vector<OpCost> with_fp8_casts(const std::vector<OpCost>& ops, const LayerSh
 // torchtitan's per-op selective checkpointing (_get_custom_policy) saves the attention output
 // and the output of every odd-numbered aten.mm of a block (wq, wv, w1, w2 of wq, wk, wv, wo,
 // w1, w3, w2) and recomputes the rest: wk, wo and w3 (in the fused layout: the K share of the
-// qkv GEMM, the projection and half of fc1) and the element-wise work between them.
+// qkv GEMM, the projection and half of fc1) and the element-wise work between them. It saves
+// the output of reduce_scatter_tensor too: under sequence parallelism the projection's
+// ReduceScatter is not run again, and torch.compile's partitioner, which recomputes only what
+// the backward reads, does without the projection (its output feeds that ReduceScatter alone);
+// eager checkpointing replays every op it did not save, the projection with them.
 std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const LayerShape& s) {
   std::vector<OpCost> out;
   for (const OpCost& op : forward) {
@@ -444,8 +449,11 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const L
       share.flops = k.flops;
       share.bytes = k.bytes;
       out.push_back(std::move(share));
-    } else if (op.role == Role::attn_proj) {
+    } else if (op.role == Role::attn_proj && !s.sequence_parallel) {
       out.push_back(op);
+    } else if (op.role == Role::attn_proj && s.eager) {
+      out.push_back(op);
+      out.back().reduced_output_saved = true;
     } else if (op.role == Role::fc1) {
       OpCost half = op;
       half.name = op.name + " (up half)";

@@ -109,7 +109,7 @@ double moe_activations(const LayerShape& s) {
       routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in) +
       clamped_fc1(s);
   const double combine = routing_weights(s);
-  const double shared = n * static_cast<double>(s.shared_experts) *
+  const double shared = static_cast<double>(s.tokens() * s.shared_experts) *
                         (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in);
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
 }

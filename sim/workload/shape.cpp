@@ -82,9 +82,13 @@ LayerShape weight_shape(const ModelSpec& m, int tp, int ep, int etp) {
     s.etp = std::max(etp, 1);
     s.expert_ffn = (m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : ffn) / s.etp;
     s.expert_fc1_out = s.llama_style ? 2 * s.expert_ffn : s.expert_ffn;
-    s.shared_experts = m.moe.shared_experts;
-    s.shared_ffn = s.expert_ffn * s.etp;
-    s.shared_fc1_out = s.expert_fc1_out * s.etp;
+    // Megatron-Core's SharedExpertMLP is one MLP moe_shared_expert_intermediate_size wide (every
+    // shared expert's width together), tensor-parallel like the dense MLP (its fc1 column- and
+    // its fc2 row-parallel over the TP group; io checks that tp divides the width).
+    const long long shared_width = m.moe.shared_experts * (s.expert_ffn * s.etp);
+    s.shared_experts = m.moe.shared_experts > 0 ? 1 : 0;
+    s.shared_ffn = shared_width / s.tp;
+    s.shared_fc1_out = s.llama_style ? 2 * s.shared_ffn : s.shared_ffn;
     s.expert_bias = m.linear_bias;
   }
   return s;
@@ -115,6 +119,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.cp = std::max(sc.parallel.cp, 1);
   s.seq = m.seq_len / s.cp;
   s.sequence_parallel = sc.parallel.sequence_parallel && s.tp > 1;
+  s.dtensor_tp = !regathers_inputs(sc.training.framework);
   s.attention = sc.training.attention;
   s.eager = sc.training.fusion == Fusion::eager;
   s.clamps_swiglu = m.swiglu_limit > 0;

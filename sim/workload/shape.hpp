@@ -57,8 +57,8 @@ struct LayerShape {
   long long etp = 1;             // expert tensor parallelism: ranks one expert is split over
   long long expert_ffn = 0;      // one expert's ffn hidden on this GPU: expert_ffn_hidden / etp
   long long expert_fc1_out = 0;  // its fc1 width: expert_ffn (GeLU) or 2·expert_ffn (SwiGLU)
-  long long shared_experts = 0;  // experts every token goes through
-  long long shared_ffn = 0;      // one shared expert's ffn hidden (whole: ETP does not split them)
+  long long shared_experts = 0;  // 1 where tokens go through shared experts: one MLP, all of their widths
+  long long shared_ffn = 0;      // its ffn hidden on this rank: the shared experts' together over tp
   long long shared_fc1_out = 0;  // its fc1 width
   // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
   // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).
@@ -105,12 +105,11 @@ struct LayerShape {
   long long kv_block_elements() const { return tokens() * 2 * (repeats_kv ? q_width() : kv_width()); }
   // Rows seen by norms, dropouts and residual adds: s/t of them with sequence parallelism.
   long long norm_tokens() const { return sequence_parallel ? batch * seq / tp : batch * seq; }
-  // torchtitan's tensor parallelism (DTensor, known by PyTorch's loss, which runs under its
-  // loss_parallel) with sequence parallelism: a Linear saves the input it all-gathered whole,
-  // where Megatron saves its shard and gathers it again for the backward.
-  bool keeps_gathered_inputs() const {
-    return tp > 1 && sequence_parallel && (loss == CrossEntropy::eager || loss == CrossEntropy::compiled);
-  }
+  // PyTorch's DTensor tensor parallelism (torchtitan's; stepsim::regathers_inputs false) with
+  // sequence parallelism: a Linear saves the input it all-gathered whole, where Megatron-Core
+  // saves its shard and gathers it again for the backward.
+  bool dtensor_tp = false;
+  bool keeps_gathered_inputs() const { return tp > 1 && sequence_parallel && dtensor_tp; }
   long long q_width() const { return q_heads * head_dim; }
   long long kv_width() const { return kv_heads * head_dim; }
   long long qkv_width() const { return q_width() + 2 * kv_width(); }

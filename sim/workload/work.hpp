@@ -94,6 +94,10 @@ struct OpCost {
   int backward_operators = 0;
   // The host waits for the GPU's stream before it issues the op (a synchronising copy).
   bool host_sync = false;
+  // A recomputed row-parallel GEMM whose reduce-scattered output the checkpoint saved
+  // (torchtitan's per-op selective checkpointing keeps reduce_scatter_tensor's output): its
+  // ReduceScatter is not issued again.
+  bool reduced_output_saved = false;
 };
 
 struct LayerWork {

@@ -102,9 +102,9 @@ TEST_CASE("the simulated public runs stay within the validation error the docume
   }
   CHECK(n_all == 28);
   CHECK(n_unfitted == 24);
-  CHECK(all / n_all <= 0.0544);
-  CHECK(unfitted / n_unfitted <= 0.0630);
-  check_stated(groups, {{"megatron_readme", 0.0992}, {"nemo_24.07", 0.0172}, {"torchtitan", 0.0388}});
+  CHECK(all / n_all <= 0.0546);
+  CHECK(unfitted / n_unfitted <= 0.0633);
+  check_stated(groups, {{"megatron_readme", 0.0993}, {"nemo_24.07", 0.0174}, {"torchtitan", 0.0392}});
 }
 
 // The 24 runs of Megatron-Bridge's performance summary (configs/validation/blackwell/):

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "load_error.hpp"
 #include "stepsim/error.hpp"
 
@@ -36,9 +38,61 @@ TEST_CASE("a value --set gives that fails validation is named by --set and its d
   CHECK(attributed_error({"model=deepseek-v3", "model.layers=3"}) ==
         "--set: model.moe.first_dense_layers: leaves no MoE layer among the 3 layers, got 3 (a dense model has "
         "model.moe.experts 0)");
-  // A rule between keys names the one it is about: here the file's.
+  // A rule between keys names the one the user changed: here the --set heads, not the file's tp.
   CHECK(attributed_error({"model.heads=1", "model.kv_heads=1"}) ==
-        "s.json: /parallel/tp: model.heads (1) is not divisible by tp (2)");
+        "--set: model.heads: model.heads (1) is not divisible by tp (2)");
+}
+
+TEST_CASE("a --set that breaks a TP divisibility rule is named, not the key it is checked against") {
+  CHECK(attributed_error({"model.ffn_hidden=8191"}) ==
+        "--set: model.ffn_hidden: model.ffn_hidden (8191) is not "
+        "divisible by tp (2)");
+  CHECK(attributed_error({"parallel.sequence_parallel=true", "model.seq_len=2047"}) ==
+        "--set: model.seq_len: model.seq_len (2047) is not divisible by tp (2)");
+  // The file's mixture of experts without sequence parallelism, made TP by --set.
+  const std::string moe = R"({ "model": { "preset": "mixtral-8x7b", "layers": 2 }, "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 1, "dp": 16, "ep": 8 }, "training": { "global_batch": 64, "micro_batch": 1 } })";
+  CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8"}, moe) ==
+        "--set: parallel.tp: mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
+  // Megatron-Core's shared experts are one MLP over TP: its ColumnParallelLinear divides
+  // moe_shared_expert_intermediate_size by tp.
+  CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8", "parallel.sequence_parallel=true",
+                          "model.moe.shared_experts=1", "model.moe.expert_ffn_hidden=14335"},
+                         moe) ==
+        "--set: model.moe.expert_ffn_hidden: the shared experts' width (model.moe.shared_experts · "
+        "expert_ffn_hidden = 14335) is not divisible by tp (2): Megatron-Core splits the shared experts over TP as "
+        "one MLP");
+  CHECK(attributed_error({"parallel.tp=2", "parallel.dp=8", "parallel.sequence_parallel=true",
+                          "model.moe.shared_experts=2", "model.moe.expert_ffn_hidden=14335"},
+                         moe) == "no error");
+}
+
+// Transformer Engine's userbuffers (megatron, nemo, the unspecified framework) and torchtitan's
+// async TP, which torchtitan runs only compiled (parallelize_llama raises "Async TP requires
+// --training.compile"), overlap TP communication; eager PyTorch and DeepSpeed have no such thing.
+TEST_CASE("TP communication overlap is refused under frameworks that have none") {
+  const std::vector<std::string> overlap{"parallel.sequence_parallel=true", "tensor_parallel.comm_overlap=true"};
+  const auto under = [&](const std::string& framework) {
+    std::vector<std::string> sets{"training.framework=" + framework};
+    sets.insert(sets.end(), overlap.begin(), overlap.end());
+    return attributed_error(sets);
+  };
+  for (const char* f : {"megatron", "nemo", "torchtitan-compile"}) CHECK(under(f) == "no error");
+  CHECK(attributed_error(overlap) == "no error");
+  CHECK(under("torchtitan") ==
+        "--set: tensor_parallel.comm_overlap: tensor_parallel.comm_overlap under torchtitan is its async TP, which "
+        "needs torch.compile (torchtitan raises \"Async TP requires --training.compile\"): use training.framework "
+        "torchtitan-compile or turn the overlap off");
+  for (const char* f : {"pytorch", "deepspeed"})
+    CHECK(under(f) == fmt::format("--set: tensor_parallel.comm_overlap: tensor_parallel.comm_overlap is Transformer "
+                                  "Engine's userbuffers (megatron, nemo) or torchtitan-compile's async TP, not {}'s, "
+                                  "which has no TP communication overlap: turn the overlap off",
+                                  f));
+  // The overlap the file asks for, the framework a --set's: the framework is named.
+  const std::string file = R"({ "model": "gpt-1.3b", "cluster": "dgx-h100-ndr",
+    "parallel": { "tp": 2, "dp": 8, "sequence_parallel": true }, "tensor_parallel": { "comm_overlap": true },
+    "training": { "global_batch": 64, "micro_batch": 2 } })";
+  CHECK(attributed_error({"training.framework=pytorch"}, file).starts_with("--set: training.framework: "));
 }
 
 TEST_CASE("a value the file holds is still named by the file beside --set assignments") {

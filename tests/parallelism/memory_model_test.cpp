@@ -495,6 +495,7 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
   stepsim::Scenario megatron = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::full);
   megatron.model.mlp = stepsim::MlpKind::swiglu;
   stepsim::Scenario torchtitan = megatron;
+  torchtitan.training.framework = stepsim::Framework::torchtitan;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
   const auto m = stepsim::workload::build_work(megatron), t = stepsim::workload::build_work(torchtitan);
   const std::int64_t gathered = sbh * 7 / 8 * 2;
@@ -755,6 +756,7 @@ TEST_CASE("the LM head keeps its input for its weight gradient beside the final 
   whole.parallel.sequence_parallel = false;
   CHECK(head(whole) == 2 * 2 * sbh + fp32_logits);
   auto torchtitan = s;
+  torchtitan.training.framework = stepsim::Framework::torchtitan;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
   CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + fp32_logits);  // eager keeps fp32 log-probabilities
   CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);

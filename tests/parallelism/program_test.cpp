@@ -51,8 +51,10 @@ TEST_CASE("without sequence parallelism a layer has two TP AllReduces each way")
   CHECK(ops_named(p, CommKind::tp, "tp L0 ", "") == V(4, CollOp::allreduce));
   for (OpIndex i : spt::collectives_of(p, CommKind::tp)) {
     const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
-    const bool loss = p.names[p.ranks[0].ops()[i].name].find("loss") != std::string::npos;
-    CHECK(call.size == (loss ? Bytes(2048 * 4) : Bytes(2048 * 1024 * 2)));
+    const std::string& name = p.names[p.ranks[0].ops()[i].name];
+    const bool loss = name.find("loss") != std::string::npos;
+    const bool pair = name.find("loss sum") != std::string::npos;  // the fused cross entropy's second
+    CHECK(call.size == (loss ? Bytes(2048 * 4 * (pair ? 2 : 1)) : Bytes(2048 * 1024 * 2)));
   }
 }
 
@@ -236,4 +238,102 @@ TEST_CASE("a GPU's NIC resource is its share of the line rate whatever the overs
     REQUIRE(nic != p.resources.end());
     CHECK(nic->capacity.gbytes_per_s() == Approx(s.cluster.inter_node.nic_bandwidth.gbytes_per_s()));
   }
+}
+
+// PyTorch's DTensor sequence parallelism (torchtitan's plan, parallelize_module) gathers a
+// column-parallel input once (PrepareModuleInput, ColwiseParallel(input_layouts=Shard(1))) and
+// F.linear saves the gathered tensor for the weight gradient; the backward of that
+// redistribute is the gradient's ReduceScatter alone. So a layer's backward has 4 collectives,
+// not Megatron-Core's 6, and the LM head gathers nothing again.
+TEST_CASE("under DTensor sequence parallelism the backward gathers no input again") {
+  using V = std::vector<CollOp>;
+  const auto AG = CollOp::allgather;
+  const auto RS = CollOp::reducescatter;
+  for (const auto f :
+       {stepsim::Framework::torchtitan, stepsim::Framework::torchtitan_compile, stepsim::Framework::pytorch}) {
+    INFO(static_cast<int>(f));
+    auto s = spt::small_scenario(4, 1, 1);
+    s.parallel.sequence_parallel = true;
+    s.training.framework = f;
+    const Program p = program_of(s);
+    CHECK(ops_named(p, CommKind::tp, "tp L0 ", "") == V{AG, RS, AG, RS, AG, RS, AG, RS});
+    CHECK(ops_named(p, CommKind::tp, "", "wgrad input").empty());
+  }
+}
+
+// Under sequence parallelism the vocab-parallel embedding ends with a ReduceScatter to the
+// rank's s/t rows (Megatron's reduce_scatter_to_sequence_parallel_region, torchtitan's
+// RowwiseParallel(output_layouts=Shard(1))), whose backward all-gathers the gradient back to
+// every token (_ReduceScatterToSequenceParallelRegion.backward: _gather_along_first_dim) before
+// the lookup's backward: b·s·h = 2,048 × 1,024 BF16, 4 MiB. Without it the AllReduce's
+// backward is the identity.
+TEST_CASE("under sequence parallelism the embedding's gradient is gathered back to every token") {
+  auto s = spt::small_scenario(4, 1, 1);
+  s.parallel.sequence_parallel = true;
+  const Program p = program_of(s);
+  const long gather = spt::find_op(p, "AllGather tp embedding backward grad, 4.0 MiB");
+  REQUIRE(gather >= 0);
+  CHECK(waits_for(p, spt::find_op(p, "embedding backward"), static_cast<OpIndex>(gather)));
+  s.parallel.sequence_parallel = false;
+  CHECK(ops_named(program_of(s), CommKind::tp, "embedding backward", "").empty());
+}
+
+namespace {
+
+// The loss's TP collectives, as (op, bytes) in issue order.
+std::vector<std::pair<CollOp, long long>> loss_collectives(stepsim::CrossEntropy ce) {
+  auto s = spt::small_scenario(4, 1, 1);
+  s.training.cross_entropy = ce;
+  const Program p = program_of(s);
+  std::vector<std::pair<CollOp, long long>> out;
+  for (OpIndex i : spt::collectives_of(p, CommKind::tp)) {
+    if (p.names[p.ranks[0].ops()[i].name].find("tp loss") == std::string::npos) continue;
+    const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+    out.emplace_back(call.op, call.size.count());
+  }
+  return out;
+}
+
+}  // namespace
+
+// 2,048 tokens, one fp32 each: 8 KiB. Megatron's VocabParallelCrossEntropy (unfused) and
+// DTensor's loss_parallel (eager, compiled) all-reduce the max, the predicted logit and the sum
+// of exponentials; the fused one (fused_vocab_parallel_cross_entropy) the max, then the other
+// two concatenated ("batched to invoke a single AllReduce call"); Transformer Engine's
+// parallel_cross_entropy all-gathers each rank's max, sum and target logit (3 fp32 a token) once.
+TEST_CASE("the cross entropy's TP collectives are those its implementation makes") {
+  using V = std::vector<std::pair<CollOp, long long>>;
+  const auto AR = CollOp::allreduce;
+  for (const auto ce : {stepsim::CrossEntropy::unfused, stepsim::CrossEntropy::eager, stepsim::CrossEntropy::compiled})
+    CHECK(loss_collectives(ce) == V{{AR, 8192}, {AR, 8192}, {AR, 8192}});
+  CHECK(loss_collectives(stepsim::CrossEntropy::fused) == V{{AR, 8192}, {AR, 2 * 8192}});
+  CHECK(loss_collectives(stepsim::CrossEntropy::te) == V{{CollOp::allgather, 4 * 3 * 8192}});
+}
+
+// torchtitan's per-op selective checkpointing saves reduce_scatter_tensor's output (its
+// _save_list), so the attention projection's ReduceScatter is not run again; compiled, the
+// partitioner drops the projection too (its output feeds that ReduceScatter alone), eager
+// checkpointing replays it. Without sequence parallelism the AllReduce is not saved: the
+// projection and its AllReduce run again.
+TEST_CASE("per-op selective recompute does not reduce-scatter the saved attention output again") {
+  auto s = spt::small_scenario(4, 1, 1);
+  s.model.mlp = stepsim::MlpKind::swiglu;
+  s.parallel.sequence_parallel = true;
+  s.training.recompute = stepsim::Recompute::selective_op;
+  s.training.framework = stepsim::Framework::torchtitan_compile;
+  const auto program = [&] {
+    const spt::FixedCosts costs;
+    return sp::build_program(s, stepsim::workload::build_work(s), costs);
+  };
+  Program p = program();
+  CHECK(ops_named(p, CommKind::tp, "L0 attention projection", "fwd") == std::vector{CollOp::reducescatter});
+  CHECK(spt::find_op(p, "L0 attention projection recompute") < 0);
+  s.training.framework = stepsim::Framework::torchtitan;
+  s.training.fusion = stepsim::Fusion::eager;
+  p = program();
+  CHECK(ops_named(p, CommKind::tp, "L0 attention projection", "fwd") == std::vector{CollOp::reducescatter});
+  CHECK(spt::find_op(p, "L0 attention projection recompute") >= 0);
+  s.parallel.sequence_parallel = false;
+  p = program();
+  CHECK(ops_named(p, CommKind::tp, "L0 attention projection", "fwd") == std::vector(2, CollOp::allreduce));
 }

@@ -273,3 +273,32 @@ TEST_CASE("the interleaved schedule's micro-batch rule is refused on loading, na
   // 4 micro-batches per replica, a multiple of pp: loads.
   CHECK_NOTHROW(stepsim::io::load_scenario_text(text, "s.json", {"training.global_batch=32"}));
 }
+
+// Megatron-Core's SharedExpertMLP is an MLP over the TP group (super().__init__ with the TP
+// process group): its fc1 column-parallel, its fc2 row-parallel, with the dense MLP's
+// sequence-parallel AllGather and ReduceScatter. Mixtral's dimensions with one shared expert
+// at TP 2: 3 · 4,096 · 14,336 / 2 BF16 weights a rank, and b·s·h = 4,096 × 4,096 BF16 (32 MiB)
+// a collective.
+TEST_CASE("the shared experts are split over TP and gather and reduce-scatter as the dense MLP") {
+  std::vector<std::string> sets{"model.layers=1",
+                                "cluster.nodes=1",
+                                "training.global_batch=4",
+                                "parallel.dp=4",
+                                "parallel.ep=4",
+                                "parallel.tp=2",
+                                "parallel.sequence_parallel=true",
+                                "training.recompute=none",
+                                "data_parallel.overlap_param_gather=false"};
+  const auto none = stepsim::simulate(stepsim::io::load_scenario("mixtral-8x7b-ep8-64xh100", sets));
+  sets.emplace_back("model.moe.shared_experts=1");
+  const auto shared = stepsim::simulate(stepsim::io::load_scenario("mixtral-8x7b-ep8-64xh100", sets));
+  CHECK(shared.report.memory_bytes.params - none.report.memory_bytes.params == Approx(3.0 * 4096 * 14336 / 2 * 2));
+  for (const char* collective :
+       {"AllGather tp L0 shared expert fc1 fwd, 32.0 MiB", "ReduceScatter tp L0 shared expert fc2 fwd, 32.0 MiB",
+        "AllGather tp L0 shared expert fc2 output grad, 32.0 MiB",
+        "ReduceScatter tp L0 shared expert fc1 dgrad, 32.0 MiB"}) {
+    INFO(collective);
+    CHECK(ran(shared.timeline, collective));
+    CHECK_FALSE(ran(none.timeline, collective));
+  }
+}
