@@ -21,8 +21,9 @@ namespace {
 // scenario's order, with whether `s` gave it. The zero keys: 0 derives them (io/validate.cpp's
 // complete_model and size_cluster). The others: training.framework sets the kernel keys
 // (io/scenario_schema.cpp); main_grad and grad_reduce_dtype follow each other and the
-// framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind, and
-// first_bucket_mb bucket_cap_mb, whose being given is what decides it (io/validate.cpp).
+// framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind,
+// fsdp_version the framework, and first_bucket_mb bucket_cap_mb, whose being given is what
+// decides it (io/validate.cpp).
 struct Derivable {
   std::string_view key;
   bool (*given)(const Scenario&, const ZeroKeys&);
@@ -50,6 +51,8 @@ constexpr Derivable kDerivable[] = {
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.gradient_as_bucket_view_given; }},
     {"data_parallel.grad_reduce_dtype",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.grad_reduce_dtype_given; }},
+    {"data_parallel.fsdp_version",
+     [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.fsdp_version_given; }},
 };
 
 std::string pointer_of(std::string_view key) {

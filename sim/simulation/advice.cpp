@@ -55,6 +55,11 @@ Candidate kind_switch(const Scenario& s, DpKind kind, std::string why) {
   return c;
 }
 
+// A switch of the data-parallel kind where the framework has that kind (has_dp_kind).
+void add_kind_switch(std::vector<Candidate>& out, const Scenario& s, DpKind kind, std::string why) {
+  if (has_dp_kind(s.training.framework, kind)) out.push_back(kind_switch(s, kind, std::move(why)));
+}
+
 CommKind dominant_kind(const Report& r) {
   CommKind best = CommKind::tp;
   for (std::size_t k = 0; k < kCommKinds; ++k)
@@ -180,9 +185,11 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
     // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise; Megatron-FSDP
-    // gathers into a double buffer of two units and frees each unit after its forward.
+    // gathers into a double buffer of two units and frees each unit after its forward; DeepSpeed's
+    // ZeRO-3 takes none of PyTorch FSDP's keys.
     const bool megatron_fsdp = d.fsdp_impl == FsdpImpl::megatron;
-    if (d.fsdp_version == 1) {
+    const bool zero3 = s.training.framework == Framework::deepspeed;
+    if (d.fsdp_version == 1 && !zero3) {
       if (d.backward_prefetch != BackwardPrefetch::pre)
         out.push_back(
             {{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
@@ -193,10 +200,10 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
         out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
                        "prefetch depth: more AllGathers in flight"});
     }
-    if (d.reshard_after_forward && !megatron_fsdp)
+    if (d.reshard_after_forward && !megatron_fsdp && !zero3)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
-      out.push_back(kind_switch(s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains"));
+      add_kind_switch(out, s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains");
   }
   if (d.grad_reduce_dtype == Precision::fp32) {
     // Where the reduced buffer is the main gradients (Megatron-Core), grad_reduce_in_fp32 off halves both.
@@ -348,11 +355,11 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     out.push_back({{set("data_parallel.gradient_as_bucket_view", "true")},
                    "fit: gradients as views of PyTorch DDP's buckets, no second gradient buffer"});
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
-    out.push_back(kind_switch(s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
-                              "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"));
+    add_kind_switch(out, s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
+                    "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism");
   // FSDP of mixture-of-experts models is not simulated.
   if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1 && s.model.moe.experts == 0)
-    out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
+    add_kind_switch(out, s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)");
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
   // Megatron-Core refuses full recompute beside per-layer CUDA graphs.

@@ -253,6 +253,22 @@ TEST_CASE("Under FSDP2 the advice offers none of FSDP1's prefetch keys") {
   CHECK(offered);
 }
 
+// Eager PyTorch has no distributed optimizer: to fit, its DDP job is offered FSDP, not ZeRO-1.
+TEST_CASE("The advice to fit offers only the data-parallel kinds the framework has") {
+  const std::vector<std::string> sets = {"model=llama3-8b", "parallel.tp=2", "parallel.dp=32",
+                                         "training.framework=pytorch"};
+  const auto r = advised("", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  bool fsdp = false;
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("zero1") == std::string::npos);
+    CHECK(a.change.find("zero2") == std::string::npos);
+    fsdp = fsdp || a.change.rfind("data_parallel.kind=fsdp", 0) == 0;
+  }
+  CHECK(fsdp);
+}
+
 // Megatron-Core's buckets are sized in parameters: on the ZeRO-1 example (dp 32: buckets of
 // max(4e7, 3.2e7) = 4e7 parameters) the advice tries a quarter and four times that, and no
 // size in MiB, which ZeRO refuses; under PyTorch's DDP it is the other way round.
@@ -332,10 +348,12 @@ TEST_CASE("With the EP all-to-alls exposed the advice tries the EP overlap, the 
     CHECK(a.status == "ok");
     if (a.change == "model.moe.dispatcher=flex") CHECK(a.exposed_fraction_of_step < r.overlap.exposed_fraction_of_step);
   }
-  // Where Megatron-Core would refuse the overlap (full recompute, or not its framework), and
-  // inside one node, fewer candidates: none refused when simulated.
-  for (const auto& extra :
-       std::vector<std::vector<std::string>>{{"training.recompute=full"}, {"training.framework=torchtitan"}}) {
+  // Where Megatron-Core would refuse the overlap (full recompute, or not its framework: torchtitan,
+  // with its own DDP, having no distributed optimizer), and inside one node, fewer candidates:
+  // none refused when simulated.
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"training.recompute=full"},
+           {"training.framework=torchtitan", "data_parallel.kind=ddp", "data_parallel.overlap_param_gather=false"}}) {
     auto more = sets;
     more.insert(more.end(), extra.begin(), extra.end());
     const auto refused = advised("mixtral-8x7b-ep8-64xh100", more, true).report;
