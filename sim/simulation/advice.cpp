@@ -11,6 +11,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
@@ -99,6 +100,48 @@ std::string cp_cause(const Scenario& s) {
          "hides or shrinks it";
 }
 
+// Why FSDP's own AllGathers and ReduceScatters are exposed, by whose FSDP runs them and which
+// of its keys the scenario may set: FSDP1's prefetch keys and rate limiter; FSDP2's prefetch of
+// one unit each way, which has no key; Megatron-FSDP's double buffer of two units; DeepSpeed's
+// ZeRO-3, simulated with FSDP1's defaults, none of whose keys it takes.
+std::string fsdp_cause(const Scenario& s) {
+  const DataParallelSpec& d = s.data_parallel;
+  const char* bandwidth = "or the bandwidth is too low for one unit's compute to cover its gather";
+  if (s.training.framework == Framework::deepspeed)
+    return "DeepSpeed ZeRO-3's parameter AllGathers and gradient ReduceScatters are exposed: simulated with FSDP's "
+           "layer units gathered one ahead (ZeRO-3's own prefetch, stage3_prefetch_bucket_size, is not modelled), "
+           "and the bandwidth is too low for one layer's compute to cover the next one's gather";
+  if (d.fsdp_impl == FsdpImpl::megatron)
+    return fmt::format(
+        "Megatron-FSDP's parameter AllGathers and gradient ReduceScatters are exposed: its double buffer holds two "
+        "layers, so it gathers one layer ahead and no further, {}",
+        bandwidth);
+  if (d.fsdp_version == 2)
+    return fmt::format(
+        "FSDP2's parameter AllGathers and gradient ReduceScatters are exposed: fully_shard gathers one unit ahead "
+        "in each pass by itself, with no key to gather further ahead, {}; keeping the gathered parameters from the "
+        "forward to the backward (reshard_after_forward false) or sharding inside an NVLink domain (kind hsdp) is what "
+        "hides or shrinks it",
+        bandwidth);
+  return fmt::format(
+      "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth (backward_prefetch, "
+      "forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the compute, {}",
+      bandwidth);
+}
+
+// Why HSDP's replica AllReduces are exposed: each unit's gradient shard is all-reduced across
+// the replicas after its ReduceScatter, the root's (embedding, LM head) last, after the whole
+// backward.
+std::string hsdp_cause(const Scenario& s) {
+  const int shard = parallelism::hsdp_shard_ranks(s);
+  return fmt::format(
+      "data-parallel gradient reduction is exposed: under HSDP each FSDP unit's gradient shard is all-reduced "
+      "across the {} replicas of the shard group after its ReduceScatter, and the last, the root's (embedding, "
+      "final norm, LM head), once the whole backward is done, with no compute beside it; a larger shard group "
+      "(data_parallel.shard_group, now {} DP ranks) makes each shard and its AllReduce smaller",
+      s.parallel.dp / std::max(shard, 1), shard);
+}
+
 std::string cause_of(const Scenario& s, CommKind kind) {
   const DataParallelSpec& d = s.data_parallel;
   switch (kind) {
@@ -111,6 +154,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
       if (deepspeed_pipeline_engine(s))
         return "data-parallel gradient reduction is exposed: DeepSpeed's pipeline engine reduces every stage's "
                "gradients after the whole schedule, so none of it runs beside compute";
+      if (d.kind == DpKind::hsdp) return hsdp_cause(s);
       if (!d.overlap_grad_reduce)
         return "data-parallel gradient reduction is exposed because overlap_grad_reduce=false reduces every "
                "gradient after the backward, so none of it runs beside compute";
@@ -121,9 +165,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
           megatron_buckets(d.kind, s.training.framework) ? parallelism::megatron_bucket_text(s)
                                                          : fmt::format("{} MiB", d.bucket_cap_mb));
     case CommKind::fsdp:
-      return "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth "
-             "(backward_prefetch, forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the "
-             "compute, or the bandwidth is too low for one unit's compute to cover its gather";
+      return fsdp_cause(s);
     case CommKind::pp:
       return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
     case CommKind::ep:

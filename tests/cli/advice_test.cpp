@@ -253,6 +253,38 @@ TEST_CASE("Under FSDP2 the advice offers none of FSDP1's prefetch keys") {
   CHECK(offered);
 }
 
+// Under HSDP the data-parallel traffic is one replica AllReduce of each unit's gradient shard
+// after its ReduceScatter (PyTorch's foreach_reduce, HSDP's all_reduce_group), not DDP buckets,
+// whose bucket_cap_mb HSDP refuses; under FSDP2 fully_shard gathers one unit ahead by itself, and
+// FSDP1's prefetch keys, which FSDP2 refuses, are not what to blame.
+TEST_CASE("The advice blames HSDP's replica AllReduces and FSDP2's own prefetch, not keys they refuse") {
+  const std::vector<std::string> hsdp = {"model=llama3-8b",
+                                         "parallel.tp=2",
+                                         "parallel.cp=2",
+                                         "parallel.dp=16",
+                                         "training.framework=torchtitan",
+                                         "training.global_batch=32",
+                                         "training.micro_batch=1",
+                                         "training.recompute=full",
+                                         "data_parallel.kind=hsdp",
+                                         "data_parallel.shard_group=2",
+                                         "data_parallel.grad_reduce_dtype=fp32"};
+  const auto h = advised("", hsdp, true).report;
+  INFO(h.advice_cause);
+  CHECK(h.advice_cause.find(" dp: data-parallel gradient reduction is exposed: under HSDP each FSDP unit's gradient "
+                            "shard is all-reduced across the 8 replicas of the shard group after its ReduceScatter") !=
+        std::string::npos);
+  CHECK(h.advice_cause.find("bucket") == std::string::npos);
+  const auto v2 = advised("fsdp-llama3-70b",
+                          {"data_parallel.fsdp_version=2", "cluster.collective_tuning.bus_efficiency=0.08"}, true)
+                      .report;
+  INFO(v2.advice_cause);
+  CHECK(v2.advice_cause.find("fsdp: FSDP2's parameter AllGathers and gradient ReduceScatters are exposed: fully_shard "
+                             "gathers one unit ahead in each pass by itself") != std::string::npos);
+  CHECK(v2.advice_cause.find("prefetch depth") == std::string::npos);
+  CHECK(v2.advice_cause.find("backward_prefetch") == std::string::npos);
+}
+
 // Eager PyTorch has no distributed optimizer: to fit, its DDP job is offered FSDP, not ZeRO-1.
 TEST_CASE("The advice to fit offers only the data-parallel kinds the framework has") {
   const std::vector<std::string> sets = {"model=llama3-8b", "parallel.tp=2", "parallel.dp=32",
