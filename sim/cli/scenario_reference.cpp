@@ -285,7 +285,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
      "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them; under Megatron-Core refused with "
-     "full recompute, which its per-layer graphs do not take)",
+     "full recompute, which its per-layer graphs do not take, and in a GeLU model, with its dropout, with selective "
+     "recompute of a module they capture: `core_attn` with whole layers or `attn`, `mlp` with whole layers or `mlp`)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.cuda_graph_scope", "",
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "

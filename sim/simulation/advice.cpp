@@ -355,9 +355,7 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
-  // Megatron-Core refuses full recompute beside per-layer CUDA graphs.
-  const bool graphed = s.training.cuda_graphs && runs_megatron_options(s.training.framework);
-  if (s.training.recompute != Recompute::full && !graphed) {
+  if (s.training.recompute != Recompute::full) {
     // The modules are what selective recomputes; full recompute runs without them.
     std::vector<std::string> full{set("training.recompute", "full")};
     if (!s.training.recompute_modules.empty()) full.push_back(set("training.recompute_modules", "[]"));
@@ -366,13 +364,12 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (p.dp % 2 == 0 && p.stage_layers.empty() && s.model.layers % (2 * p.pp) == 0)
     out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
                    "fit: twice the pipeline stages, each with half the layers"});
-  // Megatron-Core's offload through Transformer Engine (cpu_offloading_num_layers), which it
-  // allows without a pipeline, recompute or CUDA graphs: half the layers, or all it can but the
-  // last where the scenario offloads half already.
+  // Megatron-Core's offload through Transformer Engine (cpu_offloading_num_layers): half the
+  // layers, or all it can but the last where the scenario offloads half already (validation
+  // leaves it out where Megatron-Core refuses it: a pipeline, recompute, CUDA graphs).
   const int offloaded = s.training.activation_offload_layers;
   const int more = offloaded < s.model.layers / 2 ? s.model.layers / 2 : s.model.layers - 1;
-  if (runs_megatron_options(s.training.framework) && p.pp == 1 && s.training.recompute == Recompute::none &&
-      !s.training.cuda_graphs && s.cluster.host_link.bandwidth.positive() && more > offloaded)
+  if (more > offloaded)
     out.push_back({{set("training.activation_offload_layers", more)},
                    fmt::format("fit: {} {} activations in host memory (Transformer Engine's CPU offload, its "
                                "copies beside the compute)",
@@ -443,13 +440,9 @@ std::optional<Candidate> wider_scope(const Scenario& s) {
 // DeepSpeed's steps, not FSDP-sharded layers), or a wider scope of them; a micro-batch twice
 // as large issues half the kernels per token.
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
-  const Framework f = s.training.framework;
-  const DpKind kind = s.data_parallel.kind;
-  // Not where the graphs would be refused: Megatron-Core's beside full recompute, whole layers
-  // of a mixture of experts elsewhere.
-  const bool megatron = runs_megatron_options(f);
-  const bool refused = megatron ? s.training.recompute == Recompute::full : s.model.moe.experts > 0;
-  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp && !refused) {
+  // Where the graphs would be refused (the framework, FSDP, recompute, whole layers of a mixture
+  // of experts outside Megatron-Core), validation leaves the change out.
+  if (!s.training.cuda_graphs) {
     if (s.model.moe.experts > 0) {
       // A mixture of experts as Megatron-Core graphs it: the parts whose shapes do not change.
       const std::vector<CudaGraphScope> parts = moe_graph_parts(s, {});
@@ -576,6 +569,13 @@ void rank(std::vector<Advice>& advice) {
 // whose simulation met a bug. Memory is estimated before anything is simulated, so only the
 // pairs that fit cost a simulation.
 void fitted(const AdviceRequest& request, const Candidate& c, const std::vector<Candidate>& fixes,
+// The changes validation accepts, each with the scenario's --set: the rules of what runs
+// together live in validation alone, and a change it refuses is neither shown nor paired.
+std::vector<Candidate> admitted(const AdviceRequest& request, std::vector<Candidate> all) {
+  std::erase_if(all, [&](const Candidate& c) { return !changed(request, c); });
+  return all;
+}
+
             std::vector<Advice>& out) {
   std::optional<Advice> best;
   for (const Candidate& fix : fixes) {
@@ -598,7 +598,7 @@ void fitted(const AdviceRequest& request, const Candidate& c, const std::vector<
 void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
   const MemoryReport& m = r.memory_bytes;
   r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
-  const std::vector<Candidate> fixes = memory_fixes(scenario);
+  const std::vector<Candidate> fixes = admitted(request, memory_fixes(scenario));
   for (const Candidate& c : fixes)
     if (std::optional<Advice> a = try_candidate(request, c)) r.advice.push_back(std::move(*a));
   const bool one_fits = std::any_of(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
@@ -659,7 +659,7 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
         100.0 * r.host.gpu_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
   std::vector<Advice> paired;
-  const std::vector<Candidate> fixes = memory_fixes(scenario);
+  std::optional<std::vector<Candidate>> fixes;  // validated when a change first does not fit
   for (const Candidate& c : candidates(scenario, r, dominant)) {
     if (!simulate_them) {
       // Validated all the same (a load, no simulation): a change the program refuses is not shown.
@@ -671,7 +671,9 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     if (!a) continue;
     r.advice.push_back(std::move(*a));
     // A change that does not fit, tried again with what makes the job fit.
-    if (fits_not(r.advice.back())) fitted(request, c, fixes, paired);
+    if (!fits_not(r.advice.back())) continue;
+    if (!fixes) fixes = admitted(request, memory_fixes(scenario));
+    fitted(request, c, *fixes, paired);
   }
   r.advice.insert(r.advice.end(), paired.begin(), paired.end());
   rank(r.advice);

@@ -886,3 +886,31 @@ TEST_CASE("With the CP exchange exposed the advice names why and tries the gathe
     CHECK(row->step_time_s == Approx(direct.report.step_time_s).epsilon(1e-12));
   }
 }
+
+// Korthikanti et al.'s GPT 22B does not fit one DGX A100 without recompute; under Megatron-Core
+// with whole-layer CUDA graphs its selective recompute (the attention core, with GPT's attention
+// dropout) is refused, as is full recompute: no row of the advice may set either, and every
+// row's change must load as the scenario with it would (the same validation, whatever the
+// advice's own reasons for choosing it).
+TEST_CASE("The advice proposes no change that validation refuses") {
+  const std::vector<std::string> sets = {"training.framework=megatron", "training.cuda_graphs=true"};
+  const auto r = advised("korthikanti-22b", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  REQUIRE_FALSE(r.advice.empty());
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("training.recompute=") == std::string::npos);
+    std::vector<std::string> with = sets;
+    for (const std::string& w : words(a.change)) with.push_back(w);
+    CHECK_NOTHROW(stepsim::io::load_scenario("korthikanti-22b", with));
+  }
+  // GPT-3 Small waiting for its host under Megatron-Core with selective recompute: CUDA graphs of
+  // whole layers would graph the recomputed attention core, so they are not offered.
+  const auto host = eager_advice({"training.framework=megatron", "training.recompute=selective"});
+  REQUIRE(host.host.gpu_wait_s > 0.05 * host.step_time_s);
+  CHECK_FALSE(has(changes_of(host), "training.cuda_graphs=true"));
+  CHECK_THROWS_AS(stepsim::io::load_scenario(
+                      stepsim::io::ScenarioInput{"eager.json", stepsim::test::kEagerGpt3Small},
+                      {"training.framework=megatron", "training.recompute=selective", "training.cuda_graphs=true"}),
+                  stepsim::InputError);
+}
