@@ -262,9 +262,11 @@ constexpr KeyDoc kDocs[] = {
      "own amax, a pass of its own before the cast); only with precision fp8",
      "Megatron `--fp8-recipe delayed` or `tensorwise`"},
     {"training.recompute", "",
-     "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
-     "output kept)",
-     "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+     "`none`, `selective` (attention core), `full` (whole layer: every layer keeps only its input and recomputes its "
+     "forward before its backward, one layer at a time; Megatron's `block` method, or a part of the layers, is not "
+     "simulated) or `selective-op` (torchtitan: every other matmul output kept)",
+     "Megatron `--recompute-activations` (selective), `--recompute-granularity full --recompute-method uniform "
+     "--recompute-num-layers 1` (full)"},
     {"training.recompute_modules", "",
      "what `selective` recomputes, Megatron-Core's names: `core_attn` (the default alone), `layernorm` (norms not "
      "fused into a Linear: before MLA's down projections and before a MoE layer), `mla_up_proj` (MLA's up "
