@@ -34,6 +34,10 @@ struct Candidate {
 // back the other stages.
 bool host_bound(const Report& r) { return r.host.gpu_wait_s >= kExposedTarget * r.step_time_s; }
 
+// The GPU idles for activation offload's copies, late for their window, for at least
+// kExposedTarget of the step (Report::offload_wait_s).
+bool offload_bound(const Report& r) { return r.offload_wait_s >= kExposedTarget * r.step_time_s; }
+
 // A change the advice names as the best must shorten the step by this share at least: less is
 // within what a bucket boundary or a rounding moves.
 constexpr double kWorthwhile = 0.005;
@@ -465,9 +469,25 @@ void add_host(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("training.micro_batch", 2 * mb)}, "host: twice the micro-batch, half the kernels per token"});
 }
 
+// Activation offload's copies late for their windows: fewer layers offloaded, so fewer copies
+// and longer windows of compute beside each (Transformer Engine spreads the synchronisations
+// over the layers), half of them or none, each with its activations back on the GPU.
+void add_offload(const Scenario& s, std::vector<Candidate>& out) {
+  const int n = s.training.activation_offload_layers;
+  if (n >= 2)
+    out.push_back({{set("training.activation_offload_layers", n / 2)},
+                   fmt::format("offload: {} layers' activations to host memory, fewer copies to wait for and longer "
+                               "windows of compute beside each (more activations on the GPU)",
+                               n / 2)});
+  if (n >= 1)
+    out.push_back({{set("training.activation_offload_layers", 0)},
+                   "offload: none, no copies to wait for (every layer's activations on the GPU)"});
+}
+
 std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind dominant) {
   std::vector<Candidate> first, rest;
   if (host_bound(r)) add_host(s, first);
+  if (offload_bound(r)) add_offload(s, first);
   add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
   add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
   add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
@@ -549,6 +569,13 @@ std::optional<Advice> try_candidate(const AdviceRequest& request, const Candidat
   return a;
 }
 
+// The changes validation accepts, each with the scenario's --set: the rules of what runs
+// together live in validation alone, and a change it refuses is neither shown nor paired.
+std::vector<Candidate> admitted(const AdviceRequest& request, std::vector<Candidate> all) {
+  std::erase_if(all, [&](const Candidate& c) { return !changed(request, c); });
+  return all;
+}
+
 bool met_a_bug(const Advice& a) { return a.status.starts_with(kInternalError); }
 
 std::size_t intervals_of(const Timeline& t) {
@@ -569,13 +596,6 @@ void rank(std::vector<Advice>& advice) {
 // whose simulation met a bug. Memory is estimated before anything is simulated, so only the
 // pairs that fit cost a simulation.
 void fitted(const AdviceRequest& request, const Candidate& c, const std::vector<Candidate>& fixes,
-// The changes validation accepts, each with the scenario's --set: the rules of what runs
-// together live in validation alone, and a change it refuses is neither shown nor paired.
-std::vector<Candidate> admitted(const AdviceRequest& request, std::vector<Candidate> all) {
-  std::erase_if(all, [&](const Candidate& c) { return !changed(request, c); });
-  return all;
-}
-
             std::vector<Advice>& out) {
   std::optional<Advice> best;
   for (const Candidate& fix : fixes) {
@@ -635,7 +655,8 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     return;
   }
   const bool host = host_bound(r);
-  if (!request.asked && exposed < kExposedTarget && !host) return;
+  const bool offload = offload_bound(r);
+  if (!request.asked && exposed < kExposedTarget && !host && !offload) return;
   const CommKind dominant = dominant_kind(r);
   const double dominant_s = of(r.breakdown_s.exposed_comm, dominant);
   r.advice_cause =
@@ -657,6 +678,12 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     r.advice_cause += fmt::format(
         "; the GPU waits for the host {:.1f} % of the step: the CPU issues the kernels more slowly than they run",
         100.0 * r.host.gpu_wait_s / r.step_time_s);
+  if (offload)
+    r.advice_cause += fmt::format(
+        "; the GPU waits for activation offload's copies {:.1f} % of the step: a window's copy to or from host "
+        "memory takes longer over cluster.host_link than the compute beside it, and the compute waits for it at the "
+        "window's end",
+        100.0 * r.offload_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
   std::vector<Advice> paired;
   std::optional<std::vector<Candidate>> fixes;  // validated when a change first does not fit
@@ -677,7 +704,7 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
   }
   r.advice.insert(r.advice.end(), paired.begin(), paired.end());
   rank(r.advice);
-  // Asked for (--advise) or brought on by the exposure or the host: the note names the best
+  // Asked for (--advise) or brought on by the exposure, the host or the offload copies: the note names the best
   // change that shortens the step by kWorthwhile or more, whatever the exposure.
   std::string note = "advice: " + r.advice_cause;
   const auto simulated =
