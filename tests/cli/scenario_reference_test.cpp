@@ -324,6 +324,42 @@ std::vector<Row> reference_rows() {
 
 }  // namespace
 
+// A quantity with a unit takes its unit at zero too (a bare number where a unit is needed is an
+// error that lists the units): where the reference says what zero means for such a
+// key, it writes the zero as the key takes it, and that text is no unit error.
+TEST_CASE("The reference writes a quantity's zero with its unit, as the key takes it") {
+  int zeros = 0;
+  for (const Row& row : reference_rows()) {
+    const bool quantity =
+        row.value.starts_with("`\"") && row.value.size() > 2 && std::isdigit(static_cast<unsigned char>(row.value[2]));
+    if (!quantity) continue;
+    INFO(row.key << ": " << row.meaning);
+    CHECK(row.meaning.find("; 0:") == std::string::npos);
+    CHECK(row.meaning.find("(0:") == std::string::npos);
+    for (auto at = row.meaning.find("`\"0 "); at != std::string::npos; at = row.meaning.find("`\"0 ", at + 1)) {
+      const std::string zero = row.meaning.substr(at + 2, row.meaning.find('"', at + 2) - at - 2);
+      ++zeros;
+      try {
+        (void)stepsim::io::load_scenario("", {row.key + "=" + zero});
+      } catch (const stepsim::InputError& e) {
+        CHECK(std::string(e.what()).find("unit") == std::string::npos);
+      }
+    }
+  }
+  CHECK(zeros >= 8);  // six GPU peaks, the host link, NCCL's ramp
+  // The host link described as none is refused for offload by name; a bare 0 for its unit.
+  Scratch scratch("reference-zero");
+  const std::string offload =
+      "simulate ddp-1.3b-64xa100 --set cluster=dgx-h100-ndr --set training.framework=megatron "
+      "--set training.activation_offload_layers=2 --set cluster.host_link.bandwidth=";
+  CHECK(refusal(scratch.run(offload + "'0 GB/s'"),
+                "--set: training.activation_offload_layers: cluster dgx-h100-ndr describes no link to host memory to "
+                "offload over (set cluster.host_link.bandwidth)") == "");
+  CHECK(refusal(scratch.run(offload + "0"),
+                "--set: cluster.host_link.bandwidth: '0' has no unit (expected e.g. \"400 Gb/s\" or \"50 GB/s\")") ==
+        "");
+}
+
 // Megatron-Core's TransformerConfig.__post_init__ refuses --recompute-granularity full without
 // a method ('recompute_method must be "block" or "uniform"') and a number of layers
 // (recompute_num_layers); stepsim's full recompute keeps every layer's input alone and
