@@ -322,6 +322,10 @@ struct ModelSpec {
   bool linear_bias = false;
   double yarn_factor = 0;
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
+  // GeLU models train as GPT does, with dropout 0.1 on the attention probabilities and on each
+  // block's output (Megatron's --attention-dropout and --hidden-dropout defaults); SwiGLU models
+  // as Llama does, with none (workload::LayerShape::dropout).
+  bool trains_with_dropout() const { return mlp == MlpKind::gelu; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.
   bool moe_layer(int layer) const {

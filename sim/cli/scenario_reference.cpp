@@ -130,7 +130,7 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.flops.*", "FLOPS",
      "dense tensor-core peak per precision (datasheet, without sparsity): `bf16`, `fp16`, `fp8` (also MXFP8's), "
      "`tf32`, "
-     "`fp32`, `fp4` (NVFP4's); 0: none",
+     "`fp32`, `fp4` (NVFP4's); `\"0 TFLOPS\"`: none",
      ""},
     {"cluster.gpu.memory", "bytes", "HBM capacity", ""},
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
@@ -190,7 +190,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.host_link.bandwidth", "B/s",
      "bandwidth per direction of one link between GPUs and their host's memory (NVLink-C2C from a Grace CPU, PCIe "
-     "from an x86 host), which activation offload copies over; 0: none described (offload refused); a link no faster "
+     "from an x86 host), which activation offload copies over; `\"0 GB/s\"`: none described (offload refused); a link "
+     "no faster "
      "than the GPU's PCIe x16 line rate is the GPU's PCIe link, whose copies share it with the GPU's NIC traffic",
      ""},
     {"cluster.host_link.gpus_per_link", "",
@@ -209,7 +210,7 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.collective_tuning.ramp_half_bytes", "bytes",
      "per-rank size around which NCCL's model falls shortest: efficiency bus_efficiency / (1 + x^e / (1 + x²)), "
      "x = ramp_half_bytes / size, e = ramp_exponent, taken on the fastest Simple pair's bandwidth for whichever "
-     "pair NCCL chooses; 0: no size shortfall",
+     "pair NCCL chooses; `\"0 B\"`: no size shortfall",
      ""},
     {"cluster.collective_tuning.ramp_exponent", "", "how slowly that shortfall falls above it (0.01 to 1)", ""},
     {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
@@ -262,9 +263,11 @@ constexpr KeyDoc kDocs[] = {
      "own amax, a pass of its own before the cast); only with precision fp8",
      "Megatron `--fp8-recipe delayed` or `tensorwise`"},
     {"training.recompute", "",
-     "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
-     "output kept)",
-     "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+     "`none`, `selective` (attention core), `full` (whole layer: every layer keeps only its input and recomputes its "
+     "forward before its backward, one layer at a time; Megatron's `block` method, or a part of the layers, is not "
+     "simulated) or `selective-op` (torchtitan: every other matmul output kept)",
+     "Megatron `--recompute-activations` (selective), `--recompute-granularity full --recompute-method uniform "
+     "--recompute-num-layers 1` (full)"},
     {"training.recompute_modules", "",
      "what `selective` recomputes, Megatron-Core's names: `core_attn` (the default alone), `layernorm` (norms not "
      "fused into a Linear: before MLA's down projections and before a MoE layer), `mla_up_proj` (MLA's up "
@@ -285,7 +288,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
      "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them; under Megatron-Core refused with "
-     "full recompute, which its per-layer graphs do not take)",
+     "full recompute, which its per-layer graphs do not take, and in a GeLU model, with its dropout, with selective "
+     "recompute of a module they capture: `core_attn` with whole layers or `attn`, `mlp` with whole layers or `mlp`)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.cuda_graph_scope", "",
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
@@ -548,9 +552,9 @@ void write_scenario_reference(const boost::json::value& scenario, std::ostream& 
          "refused); the whole file may start from an example scenario with a top-level `\"preset\"`.\n"
          "`--set KEY=VALUE` overrides one key (whatever the order of the assignments, a section's keys\n"
          "apply after the section: `cluster` before `cluster.gpu`). Quantities with a unit are strings\n"
-         "with the unit (`\"400 Gb/s\"`, `\"2.5 us\"`, `\"80 GiB\"`, `\"989 TFLOPS\"`); bare numbers are plain\n"
-         "JSON numbers. The value column is the default scenario's (`stepsim simulate` with no file:\n"
-         "Llama 3 8B on 64 H100); keys a preset sets take the preset's value.\n";
+         "with the unit, zero too (`\"400 Gb/s\"`, `\"2.5 us\"`, `\"80 GiB\"`, `\"989 TFLOPS\"`, `\"0 GB/s\"`);\n"
+         "bare numbers are plain JSON numbers. The value column is the default scenario's (`stepsim\n"
+         "simulate` with no file: Llama 3 8B on 64 H100); keys a preset sets take the preset's value.\n";
   std::string section;
   for (const auto& [key, value] : leaf_keys(scenario)) {
     const std::string top = key.substr(0, key.find('.'));

@@ -591,6 +591,41 @@ void check_training(const Scenario& s, const Checker& c) {
             "current scaling is a recipe of training.precision fp8, not of {}", to_string(t.precision));
 }
 
+bool graphs(const TrainingSpec& t, CudaGraphScope scope) {
+  return std::find(t.cuda_graph_scope.begin(), t.cuda_graph_scope.end(), scope) != t.cuda_graph_scope.end();
+}
+
+bool recomputes(const TrainingSpec& t, RecomputeModule m) {
+  return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
+}
+
+// Selective recompute of a module Megatron-Core's per-layer graphs capture, in a model with
+// dropout: TransformerConfig.__post_init__ refuses a graphed recompute module that draws random
+// numbers ("Graphed recompute module doesn't accept random number"; the whole layer, an empty
+// scope, captures every module). GeLU models keep GPT's dropout 0.1 on the attention
+// probabilities and on each block's output (attention_dropout, hidden_dropout).
+void check_graphed_recompute(const Scenario& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  if (t.recompute != Recompute::selective || !s.model.trains_with_dropout()) return;
+  const bool whole = t.cuda_graph_scope.empty();
+  const auto inside = [whole](const char* scope) {
+    return whole ? std::string("whole layers, training.cuda_graph_scope empty")
+                 : fmt::format("training.cuda_graph_scope with \"{}\"", scope);
+  };
+  const bool core_attn = t.recompute_modules.empty() || recomputes(t, RecomputeModule::core_attn);
+  c.require(!core_attn || !(whole || graphs(t, CudaGraphScope::attn)), "/training/recompute",
+            "\"selective\" recompute of the attention core (\"core_attn\"{}) inside CUDA graphs ({}): Megatron-Core "
+            "refuses it with attention dropout (\"attention dropout is not supported with graphed attention "
+            "recomputation\"), and a GeLU model trains with GPT's dropout 0.1; capture no \"attn\" "
+            "(training.cuda_graph_scope [\"mlp\"]), recompute other training.recompute_modules, or recompute nothing",
+            t.recompute_modules.empty() ? ", the default module" : "", inside("attn"));
+  c.require(!recomputes(t, RecomputeModule::mlp) || !(whole || graphs(t, CudaGraphScope::mlp)), "/training/recompute",
+            "\"selective\" recompute of \"mlp\" inside CUDA graphs ({}): Megatron-Core refuses it with hidden dropout "
+            "(\"hidden dropout is not supported with graphed MLP/MoE recomputation\"), and a GeLU model trains with "
+            "GPT's dropout 0.1; capture no \"mlp\" (training.cuda_graph_scope [\"attn\"]) or recompute no \"mlp\"",
+            inside("mlp"));
+}
+
 // CUDA graphs of the transformer layers exist where the framework captures them (Megatron's
 // --enable-cuda-graph, NeMo's, PyTorch's make_graphed_callables) and the layers issue nothing
 // from the CPU between their kernels: FSDP's hooks gather each layer's parameters from the CPU.
@@ -621,10 +656,7 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
             "\"full\" with training.cuda_graphs: Megatron-Core refuses full recompute with per-layer CUDA graphs "
             "(only a full-iteration graph, which stepsim does not simulate, takes it); use selective recompute or no "
             "CUDA graphs");
-}
-
-bool graphs(const TrainingSpec& t, CudaGraphScope scope) {
-  return std::find(t.cuda_graph_scope.begin(), t.cuda_graph_scope.end(), scope) != t.cuda_graph_scope.end();
+  check_graphed_recompute(s, c);
 }
 
 // training.cuda_graph_scope as Megatron-Core accepts it (--cuda-graph-scope with
@@ -656,10 +688,6 @@ void check_cuda_graph_scope(const Scenario& s, const Checker& c) {
             s.model.moe.capacity_factor);
   c.require(!graphs(t, CudaGraphScope::mlp) || !moe || s.model.mixed_layers(), where,
             "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
-}
-
-bool recomputes(const TrainingSpec& t, RecomputeModule m) {
-  return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
 }
 
 // training.recompute_modules as Megatron-Core accepts it (TransformerConfig.__post_init__), and
@@ -1308,15 +1336,6 @@ bool runs_pipeline(const Scenario& s, int pp, Schedule schedule) {
     return false;
   if (s.model.moe.a2a_overlap && schedule != Schedule::interleaved) return false;
   return s.training.activation_offload_layers == 0;
-}
-
-bool runs_recompute(const Scenario& s, Recompute r) {
-  // check_a2a_overlap, check_cuda_graphs, check_activation_offload and check_simulated.
-  if (r == Recompute::full &&
-      (s.model.moe.a2a_overlap || (s.training.cuda_graphs && runs_megatron_options(s.training.framework))))
-    return false;
-  if (r != Recompute::none && s.training.activation_offload_layers > 0) return false;
-  return r != Recompute::selective_op || !s.model.latent_attention();
 }
 
 std::string precision_refusal(const Scenario& s, Precision p) {

@@ -82,11 +82,6 @@ bool runs_pipeline(const Scenario& s, int pp, Schedule schedule);
 // 2·pp; any number under the other schedules.
 bool fills_schedule(Schedule schedule, int pp, long long micro_batches);
 
-// Recompute mode `r`: Megatron-Core refuses full recompute with its EP overlap and with
-// per-layer CUDA graphs, and any recompute with activation offload; latent attention is not
-// simulated with selective_op.
-bool runs_recompute(const Scenario& s, Recompute r);
-
 // Why the scenario cannot train in precision `p` whatever its layout ("" when it can; the
 // GPU's own precisions are runs_precision's): Megatron-Core's EP overlap needs a 16-bit model,
 // current scaling is FP8's, bf16 main gradients need mixed precision.

@@ -136,17 +136,24 @@ double bound_of(const Candidate& c, double probe, const Scenario& base) {
   return probe / pp * (micro_batches + fill_and_drain(schedule, pp, v));
 }
 
-// The recompute modes the search chooses from, least first: those the scenario runs
-// (io::runs_recompute: Megatron-Core's EP overlap and per-layer CUDA graphs refuse full
-// recompute, activation offload any); "" alone where the user's --set fixes the mode.
+// The recompute modes the search chooses from, least first: those the scenario loads with, as
+// validation decides (Megatron-Core's EP overlap and per-layer CUDA graphs refuse full
+// recompute, its graphs selective recompute of a graphed module beside dropout, activation
+// offload any recompute); "" alone where the user's --set fixes the mode.
 std::vector<std::string> recompute_modes(const SweepSpec& spec) {
   if (fixes(spec, "training.recompute")) return {""};
-  const Scenario base = load_base(spec);
+  const std::vector<std::string> base = base_sets(spec);
   std::vector<std::string> out;
-  for (const auto& [mode, recompute] :
-       {std::pair{"none", Recompute::none}, std::pair{"selective", Recompute::selective},
-        std::pair{"full", Recompute::full}})
-    if (io::runs_recompute(base, recompute)) out.emplace_back(mode);
+  for (const char* mode : {"none", "selective", "full"}) {
+    std::vector<std::string> sets = base;
+    push_recompute(sets, mode);
+    try {
+      (void)io::load_scenario(spec.scenario, sets);
+      out.emplace_back(mode);
+    } catch (const InputError&) {
+      // Refused beside the scenario's other keys: not a mode to search.
+    }
+  }
   return out;
 }
 

@@ -282,6 +282,11 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   return attention + h * fc1 + ffn * h;
 }
 
+// Per query head, QKᵀ over head_dim and P·V over the value width: 2·head_dim for standard heads.
+double attention_width(const ModelSpec& m, const LayerShape& s) {
+  return static_cast<double>(m.heads * (s.head_dim + s.value_dim()));
+}
+
 // 6·tokens·(GEMM weights) + 6·B·s²·l·(heads·head_dim). Attention is counted causal: a causal
 // model attends to s(s+1)/2 ≈ s²/2 query-key pairs, and that half is the work the flash
 // kernels do, so MFU stays at or below what the kernels achieve. Megatron's papers count the
@@ -293,8 +298,7 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double seq = static_cast<double>(m.seq_len);
   const double layers = static_cast<double>(m.layers);
   const double h = static_cast<double>(m.hidden);
-  // Per query head, QKᵀ over head_dim and P·V over the value width: 2·head_dim for standard heads.
-  const double qk_v = static_cast<double>(m.heads * (s.head_dim + s.value_dim()));
+  const double qk_v = attention_width(m, s);
   const double vocab = static_cast<double>(m.vocab);
   const double dense = static_cast<double>(dense_layers(m));
   const double gemm_weights =
@@ -350,7 +354,7 @@ std::string flop_convention(const ModelSpec& m) {
   }
   return fmt::format(
       "model FLOPs = 6 x tokens x GEMM weights ({}) + causal attention {}; MFU divides them by the dense peak, HFU "
-      "adds the recomputed FLOPs (docs/report.md)",
+      "adds the recomputed FLOPs, counted the same way (docs/report.md)",
       weights, attention);
 }
 
@@ -360,27 +364,43 @@ bool routed_expert(Role role) {
   return role == Role::expert_fc1 || role == Role::expert_activation || role == Role::expert_fc2;
 }
 
-// Each layer's recompute ops for every micro-batch of the step, on all tp·cp GPUs that share
-// the layer. The routed experts' ops are the busiest EP rank's; over the EP ranks the experts
-// recompute the copies they keep.
+bool recomputes_attention_core(const LayerWork& layer) {
+  return std::any_of(layer.recompute.begin(), layer.recompute.end(),
+                     [](const OpCost& op) { return op.role == Role::attention_core; });
+}
+
+// The FLOPs the recompute adds to the model FLOPs, counted as model FLOPs are, so that HFU and
+// MFU differ by the recompute alone: each layer's recomputed GEMMs for every micro-batch of the
+// step on all tp·cp GPUs that share the layer (the routed experts' those of the busiest EP rank;
+// over the EP ranks the experts recompute the copies they keep), and where a layer recomputes
+// its attention core, that core's forward as model FLOPs count it, causal (or the window's
+// query-key pairs), whatever its kernel executes: unfused attention's full s² in the forward and
+// the backward is left out of both. Element-wise work (softmax, dropout, norms) is in neither.
 double recompute_flops(const Scenario& sc, const LayerShape& s, const ModelWork& w) {
   const double expert_share = s.routed_load > 0 ? s.kept_load / s.routed_load : 1.0;
-  const auto per_layer = [&](const LayerWork& layer) {
+  const auto gemms = [&](const LayerWork& layer) {
     double f = 0;
-    for (const OpCost& op : layer.recompute) f += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+    for (const OpCost& op : layer.recompute) {
+      if (op.cls != OpClass::gemm || op.role == Role::attention_core) continue;
+      f += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+    }
     return f;
   };
-  const double dense = static_cast<double>(dense_layers(sc.model));
-  double layers = (static_cast<double>(sc.model.layers) - dense) * per_layer(w.layer) +
-                  (dense > 0 ? dense * per_layer(w.dense_layer) : 0.0);
-  // Windowed layers recompute their windowed attention core in place of the causal one.
-  for (int l = 0; l < static_cast<int>(w.windowed.size()); ++l) {
-    if (!w.windowed[static_cast<std::size_t>(l)]) continue;
-    const bool is_dense = !w.dense.empty() && w.dense[static_cast<std::size_t>(l)];
-    layers += per_layer(w.block(l)) - per_layer(is_dense ? w.dense_layer : w.layer);
+  const ModelSpec& m = sc.model;
+  const double batch = static_cast<double>(sc.training.global_batch);
+  const double seq = static_cast<double>(m.seq_len);
+  const double window = static_cast<double>(m.sliding_window);
+  const double qk_v = attention_width(m, s);
+  double layer_gemms = 0, attention = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerWork& layer = w.block(l);
+    layer_gemms += gemms(layer);
+    if (!recomputes_attention_core(layer)) continue;
+    // Per sequence 2·(query-key pairs)·(heads·(qk + v)): s²/2 pairs causal, s·w − w²/2 in a window.
+    attention += batch * qk_v * (m.windowed_layer(l) ? 2.0 * seq * window - window * window : seq * seq);
   }
-  const double passes = static_cast<double>(sc.training.global_batch) / static_cast<double>(sc.training.micro_batch);
-  return layers * sc.parallel.tp * sc.parallel.cp * passes;
+  const double passes = batch / static_cast<double>(sc.training.micro_batch);
+  return layer_gemms * sc.parallel.tp * sc.parallel.cp * passes + attention;
 }
 
 long long params_total(const ModelSpec& m, const LayerShape& s) {

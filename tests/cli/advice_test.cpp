@@ -886,3 +886,61 @@ TEST_CASE("With the CP exchange exposed the advice names why and tries the gathe
     CHECK(row->step_time_s == Approx(direct.report.step_time_s).epsilon(1e-12));
   }
 }
+
+// Korthikanti et al.'s GPT 22B does not fit one DGX A100 without recompute; under Megatron-Core
+// with whole-layer CUDA graphs its selective recompute (the attention core, with GPT's attention
+// dropout) is refused, as is full recompute: no row of the advice may set either, and every
+// row's change must load as the scenario with it would (the same validation, whatever the
+// advice's own reasons for choosing it).
+TEST_CASE("The advice proposes no change that validation refuses") {
+  const std::vector<std::string> sets = {"training.framework=megatron", "training.cuda_graphs=true"};
+  const auto r = advised("korthikanti-22b", sets, true).report;
+  REQUIRE_FALSE(r.memory_bytes.fits);
+  REQUIRE_FALSE(r.advice.empty());
+  for (const auto& a : r.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("training.recompute=") == std::string::npos);
+    std::vector<std::string> with = sets;
+    for (const std::string& w : words(a.change)) with.push_back(w);
+    CHECK_NOTHROW(stepsim::io::load_scenario("korthikanti-22b", with));
+  }
+  // GPT-3 Small waiting for its host under Megatron-Core with selective recompute: CUDA graphs of
+  // whole layers would graph the recomputed attention core, so they are not offered.
+  const auto host = eager_advice({"training.framework=megatron", "training.recompute=selective"});
+  REQUIRE(host.host.gpu_wait_s > 0.05 * host.step_time_s);
+  CHECK_FALSE(has(changes_of(host), "training.cuda_graphs=true"));
+  CHECK_THROWS_AS(stepsim::io::load_scenario(
+                      stepsim::io::ScenarioInput{"eager.json", stepsim::test::kEagerGpt3Small},
+                      {"training.framework=megatron", "training.recompute=selective", "training.cuda_graphs=true"}),
+                  stepsim::InputError);
+}
+
+// GPT 1.3B at DP 64 on DGX H100 with 12 of its 24 layers' activations offloaded over each GPU's
+// PCIe link, beside the gradient AllReduce's traffic: a quarter of the step the compute waits
+// for the copies (the report's "waiting for offload copies", all of `other` but the 5 us the
+// GPU waits for its host). The advice names it and tries 6 layers and none; each row's step is
+// the step of the scenario with that change, simulated directly.
+TEST_CASE("When the GPU waits for offload copies the advice names it and tries fewer layers") {
+  const std::vector<std::string> sets = {"cluster=dgx-h100-ndr", "training.framework=unspecified",
+                                         "training.activation_offload_layers=12"};
+  const auto r = advised("ddp-1.3b-64xa100", sets, false).report;
+  CHECK(r.offload_wait_s > 0.2 * r.step_time_s);
+  CHECK(r.offload_wait_s == Approx(r.breakdown_s.other - r.host.breakdown_gpu_wait_s).epsilon(1e-9));
+  CHECK(r.advice_cause.find("; the GPU waits for activation offload's copies 24.") != std::string::npos);
+  for (const std::string change : {"training.activation_offload_layers=6", "training.activation_offload_layers=0"}) {
+    INFO(change);
+    const auto row = std::find_if(r.advice.begin(), r.advice.end(),
+                                  [&change](const stepsim::Advice& a) { return a.change == change; });
+    REQUIRE(row != r.advice.end());
+    REQUIRE(row->status == "ok");
+    std::vector<std::string> with = sets;
+    with.push_back(change);
+    const auto direct = stepsim::simulate(stepsim::io::load_scenario("ddp-1.3b-64xa100", with));
+    CHECK(row->step_time_s == Approx(direct.report.step_time_s).epsilon(1e-12));
+    CHECK(row->step_time_s < 0.8 * r.step_time_s);
+  }
+  // Without offload nothing waits for copies, and nothing of it is advised.
+  const auto none = advised("ddp-1.3b-64xa100", {"cluster=dgx-h100-ndr"}, true).report;
+  CHECK(none.offload_wait_s == 0);
+  for (const auto& a : none.advice) CHECK(a.change.find("activation_offload_layers") == std::string::npos);
+}

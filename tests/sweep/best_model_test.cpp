@@ -200,6 +200,22 @@ TEST_CASE("the search chooses no full recompute beside per-layer CUDA graphs", "
   CHECK(best.oom == best.candidates);
 }
 
+// GPT 22B (GeLU, trained with dropout) on one DGX H100 with Megatron-Core's whole-layer CUDA
+// graphs: the layouts that do not fit without recompute may take neither selective recompute
+// (the graphed attention core beside attention dropout) nor full recompute, which
+// Megatron-Core refuses beside them. The search asks validation which modes run, so none of its
+// layouts is refused for a mode it chose.
+TEST_CASE("the search chooses no recompute that validation refuses beside CUDA graphs", "[slow]") {
+  const std::vector<std::string> job = {"model=gpt-22b", "training.framework=megatron", "training.cuda_graphs=true"};
+  const BestResult best = stepsim::sweep::search_best(spec_of(job, 8), 2, false);
+  CHECK(best.invalid == 0);
+  CHECK(best.oom > 0);
+  for (const auto& [c, report] : best.ranked) {
+    INFO(fmt::format("{}", fmt::join(c.sets, " ")));
+    CHECK(value_of(c, "training.recompute", "none") == "none");
+  }
+}
+
 // Every model preset on 240 GPUs of 8-GPU nodes and of NVL72 racks (a count of many divisors:
 // TP 3, 5, 6, 10, 12, 15, 20, 24, 30, 40 among them, and a global batch that every DP degree
 // and micro-batch divide): whatever the model's heads, FFN, key/value heads and features,
