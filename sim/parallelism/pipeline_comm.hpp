@@ -33,10 +33,12 @@ class PipelineComm {
   // After a pass: the send of its output, waiting for the pass's last compute op.
   void send(StepBuilder& b, const PipelineOp& op) const;
   // Tied embeddings split over the first and the last stage: the AllReduce of the word
-  // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
+  // embedding's gradient, after `waits` (the stage's last backward and the DP gradient sync);
+  // nothing elsewhere.
   std::vector<OpIndex> sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const;
   // DualPipe: stage i and stage p − 1 − i hold the same two model chunks; the AllReduce that
-  // sums the gradients of both copies, after `waits`; nothing under other schedules.
+  // sums the gradients of both copies, after `waits` (as sync_embedding's); nothing under other
+  // schedules.
   std::vector<OpIndex> sync_mirror(StepBuilder& b, const std::vector<OpIndex>& waits) const;
 
   // The SendRecv message (pipeline_message).

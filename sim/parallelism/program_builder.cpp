@@ -152,8 +152,13 @@ class StepWriter {
     dp_->end_backward(b_);
     std::vector<OpIndex> waits = dp_->optimizer_waits();
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
-    for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
-    for (OpIndex op : pp_.sync_mirror(b_, waits)) waits.push_back(op);
+    // The stages' gradient sums (finalize_model_grads' _allreduce_embedding_grads after
+    // finish_grad_sync, DualPipe's two copies of a stage) are issued on the compute stream after
+    // the last backward: they wait for it, and for the DP reduction where there is one.
+    std::vector<OpIndex> summed = waits;
+    for (OpIndex op : b_.stream_tail()) summed.push_back(op);
+    for (OpIndex op : pp_.sync_embedding(b_, summed)) waits.push_back(op);
+    for (OpIndex op : pp_.sync_mirror(b_, summed)) waits.push_back(op);
     // Megatron reads the gradients' norm on the CPU (.item()): the host waits for every
     // gradient, and the backward's last kernel, before it issues the step.
     const bool syncs = s_.training.grad_clip && traits_of(s_.training.framework).syncs_grad_norm;
