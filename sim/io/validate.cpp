@@ -490,10 +490,14 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               p.tp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
-    c.require(
-        m.layers % chunks == 0, "/parallel/pp",
-        "model.layers ({}) is not divisible by pp·virtual_stages ({}); give parallel.stage_layers for an uneven split",
-        m.layers, chunks);
+    // Named by the key a --set changed (the first of them, the message naming both degrees),
+    // else by the virtual stages where pp alone divides the layers.
+    const char* culprit = p.virtual_stages > 1 && m.layers % p.pp == 0 ? "/parallel/virtual_stages" : "/parallel/pp";
+    c.require(m.layers % chunks == 0,
+              set_among(c, {"/parallel/virtual_stages", "/parallel/pp", "/model/layers"}, culprit),
+              "model.layers ({}) is not divisible by pp·virtual_stages ({}·{} = {}); give parallel.stage_layers for an "
+              "uneven split",
+              m.layers, p.pp, p.virtual_stages, chunks);
   } else {
     c.require(static_cast<int>(p.stage_layers.size()) == chunks, "/parallel/stage_layers",
               "has {} entries but pp·virtual_stages is {}", p.stage_layers.size(), chunks);
