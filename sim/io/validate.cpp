@@ -544,7 +544,8 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
 }
 
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
-// multiple of pp (its rounds run pp micro-batches through every chunk), DualPipe an even number,
+// multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
+// ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
 // at least 2·pp, as its reference implementation asserts (half the micro-batches enter at each
 // end, and each direction needs pp of them to reach its steady state). Checked here rather than
 // when the step is built, so that every caller (simulate, the sweeps' search, the advice) refuses
@@ -552,7 +553,13 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
 void check_schedule_micro_batches(const Scenario& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const long long m = s.training.micro_batches(p.dp);
-  if (fills_schedule(p.schedule, p.pp, m)) return;
+  const bool pytorch = pytorch_pipelining(s);
+  if (fills_schedule(p.schedule, p.pp, m, pytorch)) return;
+  if (p.schedule == Schedule::interleaved && pytorch)
+    c.fail("/training/global_batch",
+           fmt::format("PyTorch's interleaved schedule (ScheduleInterleaved1F1B) needs the micro-batches per replica "
+                       "({}) to be a multiple of its rounds, max(1, micro-batches // pp) = {}",
+                       m, std::max(1LL, m / p.pp)));
   if (p.schedule == Schedule::interleaved)
     c.fail("/training/global_batch",
            fmt::format("the interleaved schedule needs the micro-batches per replica ({}) to be a multiple of pp ({})",
@@ -1275,7 +1282,8 @@ TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
   return out;
 }
 
-bool fills_schedule(Schedule schedule, int pp, long long micro_batches) {
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches, bool pytorch) {
+  if (schedule == Schedule::interleaved && pytorch) return micro_batches % std::max(1LL, micro_batches / pp) == 0;
   if (schedule == Schedule::interleaved) return micro_batches % pp == 0;
   if (schedule == Schedule::dualpipe) return micro_batches % 2 == 0 && micro_batches >= 2LL * pp;
   return true;

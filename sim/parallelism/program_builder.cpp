@@ -54,13 +54,14 @@ struct Piece {
 using Script = std::vector<Piece>;
 
 // What validation (io::complete_and_validate) guarantees of the micro-batches, which the
-// schedules rely on: at least one per replica, a multiple of pp under the interleaved schedule,
-// an even number of at least 2·pp under DualPipe.
+// schedules rely on: at least one per replica, a multiple of the interleaved schedule's rounds
+// (max(1, m div pp) of them: PyTorch's; Megatron-Core's m, a multiple of pp, is one), an even
+// number of at least 2·pp under DualPipe.
 void check_supported(const Scenario& s) {
   const long long m = s.training.micro_batches(s.parallel.dp);
   STEPSIM_CHECK(m >= 1, "a replica without a micro-batch");
-  STEPSIM_CHECK(s.parallel.schedule != Schedule::interleaved || m % s.parallel.pp == 0,
-                "interleaved micro-batches not a multiple of pp");
+  STEPSIM_CHECK(s.parallel.schedule != Schedule::interleaved || m % std::max(1LL, m / s.parallel.pp) == 0,
+                "interleaved micro-batches not a multiple of the rounds");
   STEPSIM_CHECK(s.parallel.schedule != Schedule::dualpipe || (m % 2 == 0 && m >= 2LL * s.parallel.pp),
                 "DualPipe micro-batches odd or fewer than 2·pp");
 }

@@ -530,6 +530,36 @@ TEST_CASE("the layers' split over pp and virtual stages names the key that broke
         "parallel.stage_layers for an uneven split");
 }
 
+// PyTorch's ScheduleInterleaved1F1B (torch.distributed.pipelining, torchtitan's pipelines) runs
+// max(1, m // pp) rounds and takes any m those rounds divide: pp 4 with 10 or 3 micro-batches,
+// as its docstring's examples, and 6; not 9 (2 rounds). Megatron-Core keeps its multiple of pp.
+TEST_CASE("PyTorch's interleaved schedule takes the micro-batch counts its rounds divide") {
+  const auto pipeline = [](const std::string& framework, const std::string& kind, long long batch) {
+    return R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+      "parallel": { "tp": 2, "pp": 4, "dp": 1, "schedule": "interleaved", "virtual_stages": 2 },
+      "training": { "framework": ")" +
+           framework + R"(", "global_batch": )" + std::to_string(batch) +
+           R"(, "micro_batch": 1 }, "data_parallel": { "kind": ")" + kind + R"(" } })";
+  };
+  const auto titan = [&](long long batch) { return pipeline("torchtitan", "fsdp", batch); };
+  for (const long long m : {10, 3, 6, 8, 1}) {
+    INFO(m << " micro-batches");
+    CHECK(error_in(titan(m)) == "no error");
+  }
+  CHECK(error_in(titan(9)) ==
+        "scenario.json: /training/global_batch: PyTorch's interleaved schedule (ScheduleInterleaved1F1B) needs the "
+        "micro-batches per replica (9) to be a multiple of its rounds, max(1, micro-batches // pp) = 2");
+  CHECK(error_in(pipeline("pytorch", "ddp", 3)) == "no error");
+  CHECK(
+      error_in(pipeline("megatron", "zero1", 10)) ==
+      "scenario.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (10) to be "
+      "a multiple of pp (4)");
+  CHECK(
+      error_in(pipeline("megatron", "fsdp", 10)) ==
+      "scenario.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (10) to be "
+      "a multiple of pp (4)");
+}
+
 // The pipeline schedules' rules on the micro-batches per replica are refused on loading, before
 // anything is asked of the layout (its memory, its step): 128 sequences in micro-batches of 2
 // over dp 8 are 8 per replica.

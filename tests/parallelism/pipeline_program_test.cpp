@@ -98,6 +98,32 @@ TEST_CASE("with free communication interleaved 1F1B leaves a (p - 1)/(m v) bubbl
   }
 }
 
+// PyTorch's ScheduleInterleaved1F1B runs 3, 6 and 10 micro-batches over 4 stages (rounds of 3, 6
+// and 5): every stage runs each pass of each micro-batch once, its compute m/4 times that of 4
+// micro-batches, and the step ends (no pass waits on one that never runs).
+TEST_CASE("the interleaved schedule runs micro-batch counts that are not a multiple of p in PyTorch's rounds") {
+  const auto busy = [](const stepsim::Scenario& s) {
+    const FreeCosts costs;
+    const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, spt::small_work(s), costs));
+    std::vector<Time> out;
+    for (const auto& rank : t.ranks) {
+      Time compute = Time::zero();
+      for (const auto& iv : rank.intervals)
+        if (iv.activity == stepsim::Activity::compute && iv.phase != stepsim::Phase::optimizer)
+          compute += iv.end - iv.start;
+      out.push_back(compute);
+    }
+    return out;
+  };
+  const std::vector<Time> four = busy(pipeline(Schedule::interleaved, 4, 4, 2));
+  for (const int m : {3, 6, 10}) {
+    INFO(m << " micro-batches");
+    const std::vector<Time> run = busy(pipeline(Schedule::interleaved, 4, m, 2));
+    REQUIRE(run.size() == four.size());
+    for (std::size_t r = 0; r < run.size(); ++r) CHECK(run[r] * 4 == four[r] * m);
+  }
+}
+
 TEST_CASE("activations and gradients cross each stage boundary once per micro-batch") {
   const auto s = pipeline(Schedule::one_f_one_b, 4, 8, 1);
   const spt::FixedCosts costs;
