@@ -108,6 +108,10 @@ inline bool pytorch_context_parallel(Framework f) {
   return f == Framework::torchtitan || f == Framework::torchtitan_compile || f == Framework::pytorch;
 }
 
+// torchtitan runs the step, eager or compiled: its parallelize_llama decides more than the
+// kernels (its TP plan shards the sequence, its FSDP reshards by its own policy).
+inline bool torchtitan(Framework f) { return f == Framework::torchtitan || f == Framework::torchtitan_compile; }
+
 // The pipeline runs under torch.distributed.pipelining (PipelineStage and its schedules), as
 // torchtitan and eager PyTorch run one, and as the unspecified framework's FSDP stages do;
 // Megatron-Core runs its own schedules (with its own DDP or its FSDP alike), DeepSpeed its

@@ -337,7 +337,10 @@ inline constexpr int kMaxGpus = 1 << 20;
 
 struct ParallelSpec {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  // Where the scenario does not give it, training.framework decides: torchtitan's TP plan always
+  // shards the sequence (io/validate.cpp).
   bool sequence_parallel = false;
+  bool sequence_parallel_given = false;
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;
   std::vector<int> stage_layers;

@@ -231,8 +231,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
-     "instead of AllReduce); needs tp > 1",
-     "Megatron `--sequence-parallel`"},
+     "instead of AllReduce); needs tp > 1; under `torchtitan` and `torchtitan-compile` with tp > 1 true unless "
+     "given, and false refused (its TP plan always shards the sequence)",
+     "Megatron `--sequence-parallel`; torchtitan's `apply_tp` always"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
      "(bidirectional, pp even, micro-batches ≥ 2·pp); other than `1f1b` needs pp > 1",
@@ -276,7 +277,8 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
      "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
-     "`data_parallel.overlap_grad_reduce`: off) as it runs them (only those no layer gives: a key in the file, its "
+     "`data_parallel.overlap_grad_reduce`: off; under `torchtitan`, `parallel.sequence_parallel` with TP) as it runs "
+     "them (only those no layer gives: a key in the file, its "
      "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "

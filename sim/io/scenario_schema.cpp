@@ -373,6 +373,14 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
   return {fields, "models"};
 }
 
+// Records whether the scenario gave sequence_parallel, which torchtitan turns on under TP
+// (io/validate.cpp).
+void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr && object->contains("sequence_parallel"))
+    out.sequence_parallel_given = true;
+  read_value<ParallelSpec>(out, v, r);
+}
+
 Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   static constexpr Field<ParallelSpec> fields[] = {field<&ParallelSpec::tp>("tp"),
                                                    field<&ParallelSpec::pp>("pp"),

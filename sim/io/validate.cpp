@@ -543,6 +543,23 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
+// torchtitan's apply_tp (parallelize_llama) shards the sequence under every TP plan it applies:
+// SequenceParallel norms, Shard(1) between the blocks, the head's input Shard(1); it has no TP
+// without it. So under torchtitan with tp > 1 sequence_parallel follows (true) where the
+// scenario does not give it, and a false is refused.
+void resolve_torchtitan_sequence_parallel(Scenario& s, const Checker& c) {
+  ParallelSpec& p = s.parallel;
+  if (!torchtitan(s.training.framework) || p.tp == 1) return;
+  if (!p.sequence_parallel_given) p.sequence_parallel = true;
+  c.require(p.sequence_parallel,
+            set_among(c, {"/parallel/sequence_parallel", "/training/framework", "/parallel/tp"},
+                      "/parallel/sequence_parallel"),
+            "torchtitan's tensor parallelism always shards the sequence (apply_tp's SequenceParallel norms and "
+            "Shard(1) block outputs), so parallel.sequence_parallel false has no run under training.framework {} "
+            "with tp {}: leave it out or true",
+            traits_of(s.training.framework).name, p.tp);
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
 // multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
 // ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
@@ -1449,6 +1466,7 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.name.empty()) s.cluster.name = "custom";
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
+  resolve_torchtitan_sequence_parallel(s, c);
   check_degrees(s.parallel, c);
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
