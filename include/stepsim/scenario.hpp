@@ -432,7 +432,10 @@ struct DataParallelSpec {
   bool gradient_as_bucket_view_given = false;
   Precision grad_reduce_dtype = Precision::bf16;
   bool grad_reduce_dtype_given = false;  // the scenario gave grad_reduce_dtype (see main_grad_given)
+  // Where the scenario does not give it, torchtitan's default under pipeline parallelism
+  // (false) or true (io/validate.cpp).
   bool reshard_after_forward = true;
+  bool reshard_after_forward_given = false;
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   int max_inflight_all_gathers = 2;

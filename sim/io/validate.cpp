@@ -560,6 +560,18 @@ void resolve_torchtitan_sequence_parallel(Scenario& s, const Checker& c) {
             traits_of(s.training.framework).name, p.tp);
 }
 
+// torchtitan's apply_fsdp under its default reshard_after_forward_policy reshards each block
+// after its forward only without a pipeline (reshard_after_forward = not pp_enabled: "For PP, by
+// default do not reshard after forward to avoid per-microbatch all-gathers"). So under
+// torchtitan's FSDP (kind fsdp or hsdp) with pp > 1 reshard_after_forward follows (false) where
+// the scenario does not give it; a value given wins (its "always" and "never" policies).
+void resolve_torchtitan_reshard(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  const bool sharded = d.kind == DpKind::fsdp || d.kind == DpKind::hsdp;
+  if (!torchtitan(s.training.framework) || !sharded || s.parallel.pp == 1 || d.reshard_after_forward_given) return;
+  d.reshard_after_forward = false;
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
 // multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
 // ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
@@ -1364,8 +1376,10 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
-    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it.
+    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it, and a
+    // reshard_after_forward torchtitan derived (resolve_torchtitan_reshard) with the kind.
     if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
+    if (key == "data_parallel.reshard_after_forward" && !s.data_parallel.reshard_after_forward_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
   }
@@ -1467,6 +1481,7 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
   resolve_torchtitan_sequence_parallel(s, c);
+  resolve_torchtitan_reshard(s);
   check_degrees(s.parallel, c);
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);

@@ -1,5 +1,6 @@
 // The keys torchtitan decides beyond its kernels, from its parallelize_llama: its TP plan always
-// shards the sequence (apply_tp).
+// shards the sequence (apply_tp), and its FSDP keeps the gathered weights through a pipeline's
+// forwards (apply_fsdp's default reshard_after_forward_policy, not pp_enabled).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -33,6 +34,7 @@ bool lists_derived(const Scenario& s, const char* key) {
 }
 
 const char* const kTp8 = R"({ "tp": 8, "pp": 1, "dp": 4 })";
+const char* const kPp4 = R"({ "tp": 2, "pp": 4, "dp": 4 })";
 
 }  // namespace
 
@@ -65,4 +67,27 @@ TEST_CASE("torchtitan's tensor parallelism shards the sequence, and sequence_par
   const std::string resolved = load_job(titan_job("torchtitan", kTp8, "fsdp")).resolved_json;
   CHECK_FALSE(
       load_job(resolved, {"training.framework=megatron", "data_parallel.kind=zero1"}).parallel.sequence_parallel);
+}
+
+// apply_fsdp: reshard_after_forward = not pp_enabled under the "default" policy ("For PP, by
+// default do not reshard after forward to avoid per-microbatch all-gathers"); "always" and
+// "never" are a value given, which wins.
+TEST_CASE("torchtitan's FSDP does not reshard after forward under a pipeline unless given") {
+  for (const char* kind : {"fsdp", "hsdp"}) {
+    INFO(kind);
+    const Scenario piped = load_job(titan_job("torchtitan", kPp4, kind));
+    CHECK_FALSE(piped.data_parallel.reshard_after_forward);
+    CHECK(lists_derived(piped, "data_parallel.reshard_after_forward"));
+    CHECK(load_job(titan_job("torchtitan", kPp4, kind), {"data_parallel.reshard_after_forward=true"})
+              .data_parallel.reshard_after_forward);
+    CHECK(load_job(titan_job("torchtitan", R"({ "tp": 2, "dp": 16 })", kind)).data_parallel.reshard_after_forward);
+    // The resolved file reshards again without the pipeline.
+    CHECK(load_job(piped.resolved_json, {"parallel.pp=1", "parallel.dp=16"}).data_parallel.reshard_after_forward);
+  }
+  // PyTorch FSDP elsewhere keeps fully_shard's own default, true.
+  CHECK(load_job(titan_job("pytorch", kPp4, "fsdp")).data_parallel.reshard_after_forward);
+  // Under DDP the key does nothing and keeps its default: the resolved file switches kinds freely.
+  const Scenario ddp = load_job(titan_job("torchtitan", kPp4, "ddp"));
+  CHECK(ddp.data_parallel.reshard_after_forward);
+  CHECK_FALSE(load_job(ddp.resolved_json, {"data_parallel.kind=fsdp"}).data_parallel.reshard_after_forward);
 }
