@@ -108,6 +108,22 @@ inline bool pytorch_context_parallel(Framework f) {
   return f == Framework::torchtitan || f == Framework::torchtitan_compile || f == Framework::pytorch;
 }
 
+// torchtitan runs the step, eager or compiled: its parallelize_llama decides more than the
+// kernels (its TP plan shards the sequence, its FSDP reshards by its own policy).
+inline bool torchtitan(Framework f) { return f == Framework::torchtitan || f == Framework::torchtitan_compile; }
+
+// The pipeline runs under torch.distributed.pipelining (PipelineStage and its schedules), as
+// torchtitan and eager PyTorch run one, and as the unspecified framework's FSDP stages do;
+// Megatron-Core runs its own schedules (with its own DDP or its FSDP alike), DeepSpeed its
+// pipeline engine.
+inline bool pytorch_pipelining(Framework f, DpKind kind, int pp) {
+  if (pp <= 1 || traits_of(f).megatron_core || f == Framework::deepspeed) return false;
+  return f != Framework::unspecified || kind == DpKind::fsdp || kind == DpKind::hsdp;
+}
+inline bool pytorch_pipelining(const Scenario& s) {
+  return pytorch_pipelining(s.training.framework, s.data_parallel.kind, s.parallel.pp);
+}
+
 // Gradient buckets as Megatron-Core makes them, sized in parameters (data_parallel.
 // bucket_parameters, by default max(4e7, 1e6·dp)): the distributed optimizer's (zero1, zero2)
 // under every framework, and DDP's where the DDP is Megatron-Core's (training.framework megatron

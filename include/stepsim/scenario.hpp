@@ -341,7 +341,10 @@ inline constexpr int kMaxGpus = 1 << 20;
 
 struct ParallelSpec {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  // Where the scenario does not give it, training.framework decides: torchtitan's TP plan always
+  // shards the sequence (io/validate.cpp).
   bool sequence_parallel = false;
+  bool sequence_parallel_given = false;
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;
   std::vector<int> stage_layers;
@@ -433,7 +436,10 @@ struct DataParallelSpec {
   bool gradient_as_bucket_view_given = false;
   Precision grad_reduce_dtype = Precision::bf16;
   bool grad_reduce_dtype_given = false;  // the scenario gave grad_reduce_dtype (see main_grad_given)
+  // Where the scenario does not give it, torchtitan's default under pipeline parallelism
+  // (false) or true (io/validate.cpp).
   bool reshard_after_forward = true;
+  bool reshard_after_forward_given = false;
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   int max_inflight_all_gathers = 2;

@@ -232,8 +232,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
-     "instead of AllReduce); needs tp > 1",
-     "Megatron `--sequence-parallel`"},
+     "instead of AllReduce); needs tp > 1; under `torchtitan` and `torchtitan-compile` with tp > 1 true unless "
+     "given, and false refused (its TP plan always shards the sequence)",
+     "Megatron `--sequence-parallel`; torchtitan's `apply_tp` always"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
      "(bidirectional, pp even, micro-batches ≥ 2·pp); other than `1f1b` needs pp > 1",
@@ -279,7 +280,9 @@ constexpr KeyDoc kDocs[] = {
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
      "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
-     "`data_parallel.overlap_grad_reduce`: off) as it runs them (only those no layer gives: a key in the file, its "
+     "`data_parallel.overlap_grad_reduce`: off; under `torchtitan`, `parallel.sequence_parallel` with TP and "
+     "`data_parallel.reshard_after_forward` with a pipeline) as it runs them (only those no layer gives: a key in the "
+     "file, its "
      "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
@@ -401,8 +404,10 @@ constexpr KeyDoc kDocs[] = {
      "that of the main gradients (`training.main_grad`); elsewhere `bf16` by default, `fp32` where "
      "`training.precision` keeps fp32 parameters (`fp32`, `tf32`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
-    {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
-     "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
+    {"data_parallel.reshard_after_forward", "",
+     "fsdp, hsdp: free gathered parameters after the forward; under `torchtitan` and `torchtitan-compile` with "
+     "pp > 1 false unless given (its default policy)",
+     "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP; torchtitan `fsdp_reshard_after_forward`"},
     {"data_parallel.forward_prefetch", "",
      "fsdp, hsdp (FSDP 1; FSDP 2 always does): gather the next unit's parameters during the forward",
      "FSDP `forward_prefetch`"},

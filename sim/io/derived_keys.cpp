@@ -21,8 +21,9 @@ namespace {
 // scenario's order, with whether `s` gave it. The zero keys: 0 derives them (io/validate.cpp's
 // complete_model and size_cluster). The others: training.framework sets the kernel keys
 // (io/scenario_schema.cpp); main_grad and grad_reduce_dtype follow each other and the
-// framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind, and
-// first_bucket_mb bucket_cap_mb, whose being given is what decides it (io/validate.cpp).
+// framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind,
+// sequence_parallel the framework and tp, reshard_after_forward the framework, the kind and pp,
+// and first_bucket_mb bucket_cap_mb, whose being given is what decides it (io/validate.cpp).
 struct Derivable {
   std::string_view key;
   bool (*given)(const Scenario&, const ZeroKeys&);
@@ -35,6 +36,8 @@ constexpr Derivable kDerivable[] = {
     {"model.moe.expert_ffn_hidden",
      [](const Scenario& s, const ZeroKeys& z) { return z.expert_ffn_hidden || s.model.moe.expert_ffn_hidden == 0; }},
     {"cluster.nodes", [](const Scenario&, const ZeroKeys& z) { return z.nodes; }},
+    {"parallel.sequence_parallel",
+     [](const Scenario& s, const ZeroKeys&) { return s.parallel.sequence_parallel_given; }},
     {"training.attention", [](const Scenario& s, const ZeroKeys&) { return s.training.attention_given; }},
     {"training.main_grad", [](const Scenario& s, const ZeroKeys&) { return s.training.main_grad_given; }},
     {"training.fusion", [](const Scenario& s, const ZeroKeys&) { return s.training.fusion_given; }},
@@ -50,6 +53,8 @@ constexpr Derivable kDerivable[] = {
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.gradient_as_bucket_view_given; }},
     {"data_parallel.grad_reduce_dtype",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.grad_reduce_dtype_given; }},
+    {"data_parallel.reshard_after_forward",
+     [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.reshard_after_forward_given; }},
 };
 
 std::string pointer_of(std::string_view key) {

@@ -373,6 +373,14 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
   return {fields, "models"};
 }
 
+// Records whether the scenario gave sequence_parallel, which torchtitan turns on under TP
+// (io/validate.cpp).
+void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr && object->contains("sequence_parallel"))
+    out.sequence_parallel_given = true;
+  read_value<ParallelSpec>(out, v, r);
+}
+
 Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   static constexpr Field<ParallelSpec> fields[] = {field<&ParallelSpec::tp>("tp"),
                                                    field<&ParallelSpec::pp>("pp"),
@@ -438,8 +446,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision, gradient_as_bucket_view and overlap_grad_reduce, whose defaults the
-// framework decides, and the
+// gradients' precision, gradient_as_bucket_view, overlap_grad_reduce and reshard_after_forward,
+// whose defaults the framework decides, and the
 // bucket sizes, the first of which follows bucket_cap_mb where only that is given
 // (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
@@ -449,6 +457,7 @@ void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
     if (object->contains("overlap_grad_reduce")) out.overlap_grad_reduce_given = true;
     if (object->contains("bucket_cap_mb")) out.bucket_cap_mb_given = true;
     if (object->contains("first_bucket_mb")) out.first_bucket_mb_given = true;
+    if (object->contains("reshard_after_forward")) out.reshard_after_forward_given = true;
   }
   read_value<DataParallelSpec>(out, v, r);
 }

@@ -490,10 +490,14 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               p.tp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
-    c.require(
-        m.layers % chunks == 0, "/parallel/pp",
-        "model.layers ({}) is not divisible by pp·virtual_stages ({}); give parallel.stage_layers for an uneven split",
-        m.layers, chunks);
+    // Named by the key a --set changed (the first of them, the message naming both degrees),
+    // else by the virtual stages where pp alone divides the layers.
+    const char* culprit = p.virtual_stages > 1 && m.layers % p.pp == 0 ? "/parallel/virtual_stages" : "/parallel/pp";
+    c.require(m.layers % chunks == 0,
+              set_among(c, {"/parallel/virtual_stages", "/parallel/pp", "/model/layers"}, culprit),
+              "model.layers ({}) is not divisible by pp·virtual_stages ({}·{} = {}); give parallel.stage_layers for an "
+              "uneven split",
+              m.layers, p.pp, p.virtual_stages, chunks);
   } else {
     c.require(static_cast<int>(p.stage_layers.size()) == chunks, "/parallel/stage_layers",
               "has {} entries but pp·virtual_stages is {}", p.stage_layers.size(), chunks);
@@ -539,8 +543,38 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
+// torchtitan's apply_tp (parallelize_llama) shards the sequence under every TP plan it applies:
+// SequenceParallel norms, Shard(1) between the blocks, the head's input Shard(1); it has no TP
+// without it. So under torchtitan with tp > 1 sequence_parallel follows (true) where the
+// scenario does not give it, and a false is refused.
+void resolve_torchtitan_sequence_parallel(Scenario& s, const Checker& c) {
+  ParallelSpec& p = s.parallel;
+  if (!torchtitan(s.training.framework) || p.tp == 1) return;
+  if (!p.sequence_parallel_given) p.sequence_parallel = true;
+  c.require(p.sequence_parallel,
+            set_among(c, {"/parallel/sequence_parallel", "/training/framework", "/parallel/tp"},
+                      "/parallel/sequence_parallel"),
+            "torchtitan's tensor parallelism always shards the sequence (apply_tp's SequenceParallel norms and "
+            "Shard(1) block outputs), so parallel.sequence_parallel false has no run under training.framework {} "
+            "with tp {}: leave it out or true",
+            traits_of(s.training.framework).name, p.tp);
+}
+
+// torchtitan's apply_fsdp under its default reshard_after_forward_policy reshards each block
+// after its forward only without a pipeline (reshard_after_forward = not pp_enabled: "For PP, by
+// default do not reshard after forward to avoid per-microbatch all-gathers"). So under
+// torchtitan's FSDP (kind fsdp or hsdp) with pp > 1 reshard_after_forward follows (false) where
+// the scenario does not give it; a value given wins (its "always" and "never" policies).
+void resolve_torchtitan_reshard(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  const bool sharded = d.kind == DpKind::fsdp || d.kind == DpKind::hsdp;
+  if (!torchtitan(s.training.framework) || !sharded || s.parallel.pp == 1 || d.reshard_after_forward_given) return;
+  d.reshard_after_forward = false;
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
-// multiple of pp (its rounds run pp micro-batches through every chunk), DualPipe an even number,
+// multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
+// ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
 // at least 2·pp, as its reference implementation asserts (half the micro-batches enter at each
 // end, and each direction needs pp of them to reach its steady state). Checked here rather than
 // when the step is built, so that every caller (simulate, the sweeps' search, the advice) refuses
@@ -548,7 +582,13 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
 void check_schedule_micro_batches(const Scenario& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const long long m = s.training.micro_batches(p.dp);
-  if (fills_schedule(p.schedule, p.pp, m)) return;
+  const bool pytorch = pytorch_pipelining(s);
+  if (fills_schedule(p.schedule, p.pp, m, pytorch)) return;
+  if (p.schedule == Schedule::interleaved && pytorch)
+    c.fail("/training/global_batch",
+           fmt::format("PyTorch's interleaved schedule (ScheduleInterleaved1F1B) needs the micro-batches per replica "
+                       "({}) to be a multiple of its rounds, max(1, micro-batches // pp) = {}",
+                       m, std::max(1LL, m / p.pp)));
   if (p.schedule == Schedule::interleaved)
     c.fail("/training/global_batch",
            fmt::format("the interleaved schedule needs the micro-batches per replica ({}) to be a multiple of pp ({})",
@@ -1299,7 +1339,8 @@ TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
   return out;
 }
 
-bool fills_schedule(Schedule schedule, int pp, long long micro_batches) {
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches, bool pytorch) {
+  if (schedule == Schedule::interleaved && pytorch) return micro_batches % std::max(1LL, micro_batches / pp) == 0;
   if (schedule == Schedule::interleaved) return micro_batches % pp == 0;
   if (schedule == Schedule::dualpipe) return micro_batches % 2 == 0 && micro_batches >= 2LL * pp;
   return true;
@@ -1354,8 +1395,10 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
-    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it.
+    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it, and a
+    // reshard_after_forward torchtitan derived (resolve_torchtitan_reshard) with the kind.
     if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
+    if (key == "data_parallel.reshard_after_forward" && !s.data_parallel.reshard_after_forward_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
   }
@@ -1456,6 +1499,8 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.name.empty()) s.cluster.name = "custom";
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
+  resolve_torchtitan_sequence_parallel(s, c);
+  resolve_torchtitan_reshard(s);
   check_degrees(s.parallel, c);
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);

@@ -78,9 +78,10 @@ bool runs_expert_degree(const Scenario& s, int ep);
 bool runs_pipeline(const Scenario& s, int pp, Schedule schedule);
 
 // Whether `micro_batches` per replica are what a pipeline of `pp` stages under `schedule` needs:
-// under the interleaved schedule a multiple of pp, under DualPipe an even number of at least
-// 2·pp; any number under the other schedules.
-bool fills_schedule(Schedule schedule, int pp, long long micro_batches);
+// under the interleaved schedule a multiple of pp (Megatron-Core's), or under PyTorch's
+// pipelining (`pytorch`, stepsim::pytorch_pipelining) a multiple of its max(1, m // pp) rounds;
+// under DualPipe an even number of at least 2·pp; any number under the other schedules.
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches, bool pytorch);
 
 // Why the scenario cannot train in precision `p` whatever its layout ("" when it can; the
 // GPU's own precisions are runs_precision's): Megatron-Core's EP overlap needs a 16-bit model,

@@ -502,8 +502,11 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                       io::layer_passes(static_cast<double>(base.training.global_batch) / static_cast<double>(mb * d.dp),
                                        base.model.layers, d.cp, d.tp, overlap);
                   // The micro-batches per replica the schedule needs (io::fills_schedule).
+                  const std::optional<DpKind> dp_kind =
+                      kind.empty() ? std::optional<DpKind>(base.data_parallel.kind) : io::dp_kind_named(kind);
+                  const bool pytorch = dp_kind && pytorch_pipelining(base.training.framework, *dp_kind, pp);
                   const bool filled =
-                      io::fills_schedule(schedule.schedule, pp, base.training.global_batch / (mb * d.dp));
+                      io::fills_schedule(schedule.schedule, pp, base.training.global_batch / (mb * d.dp), pytorch);
                   const bool runs = schedule.runs && filled && (ep == 0 || io::runs_expert_degree(base, ep)) &&
                                     passes <= io::kMaxLayerPasses;
                   (runs ? out : unrun).push_back(std::move(c));

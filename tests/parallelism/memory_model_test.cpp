@@ -594,8 +594,10 @@ TEST_CASE("the trace's memory counter follows PyTorch's pipeline outputs and rec
 
 TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wide as the queries") {
   // Two stages (the first has no loss) under full recompute: the first stage peaks in its first
-  // backward, with one layer's working set on top of what it keeps.
+  // backward, with one layer's working set on top of what it keeps. FSDP's stages, so that
+  // both frameworks run PyTorch's pipelining and keep the same stage outputs.
   auto s = sp::test::small_scenario(1, 2, 1);
+  s.data_parallel.kind = stepsim::DpKind::fsdp;
   s.parallel.pp = 2;
   s.training.recompute = Recompute::full;
   s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
