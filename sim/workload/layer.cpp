@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "workload/autocast.hpp"
 #include "workload/op_builder.hpp"
 
 namespace stepsim::workload {
@@ -604,13 +605,13 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   LayerWork w;
   // Every micro-batch quantizes the weights, unless the framework keeps the first one's
   // copies: then only the first micro-batch of each chunk does (first_forward), and a full
-  // recompute reuses them as well.
-  w.forward = with_fp8_casts(layer_forward(s), s, !s.cached_weights);
+  // recompute reuses them as well. Autocast casts them every micro-batch and in a recompute.
+  w.forward = with_autocast_casts(with_fp8_casts(layer_forward(s), s, !s.cached_weights), s);
   if (s.cached_weights && low_precision(s.precision)) w.first_forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = selective_recompute(w.forward, s);
   if (recompute == Recompute::full) w.recompute = w.forward;
   if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward, s);
-  w.backward = with_fp8_casts(layer_backward(s), s);
+  w.backward = with_autocast_gradient_casts(with_fp8_casts(layer_backward(s), s), s);
   w.param_count = layer_param_count(s);
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);

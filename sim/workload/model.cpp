@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "stepsim/framework.hpp"
+#include "workload/autocast.hpp"
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
 
@@ -153,6 +154,9 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
+  // Autocast casts the head's weight (the embedding's where tied) each micro-batch.
+  w.forward = with_autocast_casts(w.forward, s);
+  w.backward = with_autocast_gradient_casts(w.backward, s);
   // Unfused, the backward scales the saved fp32 softmax in place (read, write) and casts it
   // back to the logits' precision (read fp32, write): not twice the forward's six passes.
   for (OpCost& op : w.backward) {
