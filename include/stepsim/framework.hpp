@@ -75,6 +75,19 @@ OptimizerKernels optimizer_kernels(Framework f, std::string_view optimizer);
 enum class LossScaling : std::uint8_t { none, megatron_core, grad_scaler, deepspeed };
 LossScaling loss_scaling(Framework f);
 
+// PyTorch's DDP with torch.optim (data_parallel.kind ddp under a framework whose DDP is PyTorch's:
+// pytorch, torchtitan, torchtitan-compile): the optimizer steps the parameters themselves, which
+// keep their gradients' precision (training.main_grad), and no master copy exists
+// (io's tie_gradient_buffer).
+bool optimizer_on_parameters(const Scenario& scenario);
+
+// The step runs under torch.autocast over an fp32 model: PyTorch's mixed precision beside DDP
+// (torchtitan's maybe_enable_amp for DDP and single-device runs, PyTorch's AMP recipe), a
+// training.precision below fp32 with fp32 parameters and gradients (optimizer_on_parameters, main
+// gradients fp32). The memory model counts its bf16 weight copies and the workload its casts
+// (docs/model.md, "Autocast").
+bool runs_autocast(const Scenario& scenario);
+
 // Every framework, unspecified first.
 std::span<const FrameworkTraits> frameworks();
 const FrameworkTraits& traits_of(Framework f);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "stepsim/framework.hpp"
+#include "workload/autocast.hpp"
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
 
@@ -120,8 +121,9 @@ LossMemory loss_memory(const LayerShape& s) {
 
 LayerWork build_pre(const LayerShape& s) {
   // Vocab-parallel lookup: each TP rank writes b·s·h (zeros outside its shard) before the TP
-  // reduction; GPT adds learned positions and dropout on top.
-  const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.act_bytes;
+  // reduction; GPT adds learned positions and dropout on top. Under autocast the table is fp32
+  // and so is the lookup (embedding is on none of autocast's lists), the residual stream's start.
+  const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.stream_bytes();
   LayerWork w;
   w.forward.push_back(
       elementwise("embedding", Role::embedding, OpClass::embedding, s.tokens() * s.hidden, per_element, 1.0));
@@ -132,7 +134,9 @@ LayerWork build_pre(const LayerShape& s) {
   // DDP hook (_make_param_hook: param.main_grad.add_(param.grad.data)) then reads it and
   // reads and writes the main gradient. 1.1 ms per micro-batch for a 131k × 2048 BF16 table
   // with an FP32 main gradient on an H100.
-  const double table_element = s.act_bytes + (s.main_grad_hook ? s.act_bytes + 2.0 * s.main_grad_bytes : 0.0);
+  // The table's gradient is in the table's precision: fp32 under autocast.
+  const double table = s.autocast ? 4.0 : s.act_bytes;
+  const double table_element = table + (s.main_grad_hook ? s.act_bytes + 2.0 * s.main_grad_bytes : 0.0);
   w.backward.back().bytes += Bytes(std::llround(static_cast<double>(w.param_count) * table_element));
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = Bytes(s.dropout() ? s.norm_tokens() * s.hidden : 0);  // dropout mask
@@ -144,15 +148,15 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   // Vocab-parallel cross-entropy reads the logits and keeps fp32 softmax for the backward.
   const long long logits = s.tokens() * s.vocab;
   LayerWork w;
-  w.forward.push_back(
-      with_norm_operators(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm,
-                                      OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), 8.0),
-                          s));
+  w.forward.push_back(stream_norm(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, s));
   w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
   w.forward.push_back(loss_op("cross entropy", logits, s));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
+  // Autocast casts the head's weight (the embedding's where tied) each micro-batch.
+  w.forward = with_autocast_casts(w.forward, s);
+  w.backward = with_autocast_gradient_casts(w.backward, s);
   // Unfused, the backward scales the saved fp32 softmax in place (read, write) and casts it
   // back to the logits' precision (read fp32, write): not twice the forward's six passes.
   for (OpCost& op : w.backward) {
@@ -163,12 +167,13 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   const LossMemory loss = loss_memory(s);
-  // The final norm's input, and the head's input (the norm's output), which the head's Linear
-  // saves for its weight gradient: Megatron's ColumnParallelLinear the rank's rows as they came
-  // (LinearWithGradAccumulationAndAsyncCommunication saves its input before the all-gather of
-  // sequence parallelism), torchtitan's nn.Linear the tensor it all-gathered, whole.
+  // The final norm's input (the residual stream's precision), and the head's input (the norm's
+  // output), which the head's Linear saves for its weight gradient: Megatron's
+  // ColumnParallelLinear the rank's rows as they came (LinearWithGradAccumulationAndAsyncCommunication
+  // saves its input before the all-gather of sequence parallelism), torchtitan's nn.Linear the
+  // tensor it all-gathered, whole.
   const long long head_input = s.keeps_gathered_inputs() ? s.tokens() : s.norm_tokens();
-  w.activations = Bytes((s.norm_tokens() + head_input) * s.hidden * s.act_bytes +
+  w.activations = Bytes((s.norm_tokens() * s.stream_bytes() + head_input * s.act_bytes) * s.hidden +
                         std::llround(static_cast<double>(logits) * loss.kept));
   w.backward_working = Bytes(std::llround(static_cast<double>(logits) * loss.backward));
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);

@@ -51,12 +51,19 @@ TEST_CASE("On the default scenario the advice names TP and ranks at least three 
   CHECK(r.notes.back().rfind("advice: ", 0) == 0);
 }
 
-TEST_CASE("Without gradient overlap the advice names overlap first") {
+// Overlap hides all of the reduction; only bf16 gradients shorten the step more, since a model
+// cast to bf16 also runs without autocast's casts.
+TEST_CASE("Without gradient overlap the advice names overlap, which hides the whole reduction") {
   const auto r = advised("ddp-1.3b-64xa100", {"data_parallel.overlap_grad_reduce=false"}, false).report;
   CHECK(r.advice_cause.find("overlap_grad_reduce=false") != std::string::npos);
-  REQUIRE(simulated(r) >= 1);
-  CHECK(r.advice.front().change.rfind("data_parallel.overlap_grad_reduce=true", 0) == 0);
-  CHECK(r.advice.front().step_time_s < r.step_time_s);
+  REQUIRE(simulated(r) >= 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const bool bf16 = r.advice[i].change.find("training.main_grad=bf16") != std::string::npos;
+    INFO(r.advice[i].change);
+    CHECK((bf16 || r.advice[i].change.rfind("data_parallel.overlap_grad_reduce=true", 0) == 0));
+    CHECK(r.advice[i].step_time_s < r.step_time_s);
+    if (!bf16) CHECK(r.advice[i].exposed_fraction_of_step < 0.001);
+  }
 }
 
 TEST_CASE("Under the exposure target there is no advice unless asked") {
@@ -142,7 +149,7 @@ TEST_CASE("On a job that does not fit the advice ranks the simulated changes tha
 
 // The DDP example (PyTorch's DDP, 1.3B parameters, fp32 gradients as its parameters under
 // autocast) holds its buckets beside its gradients, 4.9 GiB; with 44 GiB of headroom on its 80
-// GiB that decides whether it fits (38.3 GiB in use with them, 33.2 without).
+// GiB that decides whether it fits (39.1 GiB in use with them, 34.0 without).
 TEST_CASE("Under PyTorch's DDP the advice to fit offers the buckets as views of the gradients") {
   const std::vector<std::string> sets = {"training.memory_headroom=\"44 GiB\""};
   const auto r = advised("ddp-1.3b-64xa100", sets, true).report;
@@ -522,8 +529,8 @@ TEST_CASE("The advice keeps a pipeline whose layers per stage the scenario gives
 
 namespace {
 
-// GPT-3 Small in eager PyTorch: the CPU issues 13,855 operators at 17 us (235.5 ms) while its
-// kernels add up to 114.1 ms (the host model's worked example in docs/model.md).
+// GPT-3 Small in eager PyTorch: the CPU issues 20,895 operators at 17 us (355.2 ms) while its
+// kernels add up to 142.6 ms (the host model's worked example in docs/model.md).
 stepsim::Report eager_advice(const std::vector<std::string>& sets) {
   const stepsim::io::ScenarioInput input{"eager.json", stepsim::test::kEagerGpt3Small};
   const stepsim::Scenario scenario = stepsim::io::load_scenario(input, sets);
@@ -568,7 +575,7 @@ TEST_CASE("When the GPU waits for the host the advice names it and tries CUDA gr
   const auto graphs = std::find_if(r.advice.begin(), r.advice.end(),
                                    [](const stepsim::Advice& a) { return a.change == "training.cuda_graphs=true"; });
   REQUIRE(graphs != r.advice.end());
-  CHECK(graphs->step_time_s == Approx(0.1150).epsilon(0.01));  // its kernels and the last AllReduce's tail
+  CHECK(graphs->step_time_s == Approx(0.1431).epsilon(0.01));  // its kernels and the last AllReduce's tail
   CHECK(has(changes_of(r), "training.micro_batch=2"));
   CHECK(r.notes.back().find("best simulated change: ") != std::string::npos);
   // Where CUDA graphs would be refused (torchtitan does not capture steps; Megatron-Core takes no
