@@ -555,12 +555,15 @@ struct Scenario {
 // stage·i + ep·etp·j + q (q < etp), to (ep − 1)·etp past it, whatever TP and CP are. Whether a
 // group crosses a domain boundary depends only on where its first rank falls in its domain:
 // those places are found without listing the groups, as the residues modulo the domain size of
-// the sums of each term's multiples (each term's repeat within the domain size).
+// the sums of each term's multiples (each term's repeat within the domain size). Under the flex
+// dispatcher with etp > 1 the all-to-alls run over a whole block, stage·i + ep·etp·j to
+// ep·etp − 1 past it (parallelism::dispatches_over_block).
 inline int ep_domains(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   if (p.ep <= 1) return 1;
   const long long g = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
   const long long etp = p.etp > 1 ? p.etp : 1;
+  const bool whole_block = s.model.moe.experts > 0 && s.model.moe.dispatcher == MoeDispatcher::flex && etp > 1;
   const long long stage = static_cast<long long>(p.tp) * p.cp * p.dp;
   const long long block = p.ep * etp;
   std::vector<char> at(static_cast<std::size_t>(g), 0);  // residues of the first ranks seen so far
@@ -576,10 +579,11 @@ inline int ep_domains(const Scenario& s) {
   };
   add(stage, p.pp);
   add(block, stage / block > 1 ? stage / block : 1);
-  add(1, etp);
+  if (!whole_block) add(1, etp);
+  const long long reach = whole_block ? p.ep * etp - 1 : (p.ep - 1) * etp;  // the last member past the first
   long long most = 1;
   for (long long r = 0; r < g; ++r) {
-    if (at[static_cast<std::size_t>(r)] != 0) most = std::max(most, (r + (p.ep - 1) * etp) / g + 1);
+    if (at[static_cast<std::size_t>(r)] != 0) most = std::max(most, (r + reach) / g + 1);
   }
   return static_cast<int>(most);
 }

@@ -49,7 +49,10 @@ constexpr KeyDoc kDocs[] = {
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
      "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
      "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
-     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1",
+     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1; with etp > 1 it "
+     "dispatches over the ep·etp ranks of an expert group, every expert's tokens to each of its ETP ranks, and no "
+     "ETP AllGather or ReduceScatter runs (Megatron-Core's MoEFlexTokenDispatcher over its tp_ep group). "
+     "`alltoall` where not given; Megatron's own default, `allgather`, is not simulated (refused)",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",

@@ -97,6 +97,21 @@ RankGroup expert_data_group(const ParallelSpec& p, int rank) {
   return {base + rank % stage % block, block, stage / block};
 }
 
+RankGroup expert_block(const ParallelSpec& p, int rank) {
+  const int stage = p.tp * p.cp * p.dp;
+  const int base = rank - rank % stage;
+  const int block = p.ep * p.etp;
+  return {base + rank % stage / block * block, 1, block};
+}
+
+bool dispatches_over_block(const Scenario& s) {
+  return s.model.moe.experts > 0 && s.model.moe.dispatcher == MoeDispatcher::flex && s.parallel.etp > 1;
+}
+
+RankGroup dispatch_group(const Scenario& s, int rank) {
+  return dispatches_over_block(s) ? expert_block(s.parallel, rank) : expert_group(s.parallel, rank);
+}
+
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) { return group_of(p, rank, d).ranks(); }
 
 namespace {
