@@ -340,11 +340,14 @@ struct ParallelSpec {
   bool sequence_parallel = false;
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;
-  std::vector<int> stage_layers;
+  std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
   // Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size): each expert's fc1
   // split by columns and fc2 by rows over etp ranks, folded with EP out of a stage's tp·cp·dp
-  // ranks (ETP innermost).
-  int etp = 1;  // explicit layers per stage; empty = even split
+  // ranks (ETP innermost). Not given, a mixture of experts under Megatron-Core (training.framework
+  // megatron or nemo) takes tp, as Megatron-Core sets expert_tensor_parallel_size when unset
+  // (io/validate.cpp); 1 elsewhere.
+  int etp = 1;
+  bool etp_given = false;  // a layer of the scenario (its file, a preset, a --set) gave etp
   // Not a scenario key: set on the copy of the scenario that one pipeline stage's
   // data-parallel strategy sees, so that it syncs only that stage's gradients (-1: all).
   int stage = -1;

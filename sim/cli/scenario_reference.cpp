@@ -40,7 +40,10 @@ constexpr KeyDoc kDocs[] = {
     {"model.tied_embeddings", "", "input embedding and LM head share one weight",
      "Megatron without `--untie-embeddings-and-output-weights`"},
     {"model.moe.experts", "", "experts per MoE layer; 0: dense", "Megatron `--num-experts`"},
-    {"model.moe.top_k", "", "experts each token is routed to", "Megatron `--moe-router-topk`"},
+    {"model.moe.top_k", "",
+     "experts each token is routed to; 1 where not given (Megatron's own default is 2; every MoE preset gives its "
+     "model's)",
+     "Megatron `--moe-router-topk`"},
     {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert; 0: `model.ffn_hidden`",
      "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
@@ -244,7 +247,10 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--virtual-pipeline-model-parallel-size`"},
     {"parallel.etp", "",
      "expert tensor parallelism: each expert's fc1 split by columns and fc2 by rows over etp ranks, which gather "
-     "their tokens (AllGather) before the experts and reduce-scatter after; ep·etp divides tp·cp·dp",
+     "their tokens (AllGather) before the experts and reduce-scatter after (the `alltoall` dispatcher); ep·etp "
+     "divides tp·cp·dp and etp divides `model.moe.expert_ffn_hidden`. Not given: `parallel.tp` for a mixture of "
+     "experts under `training.framework` megatron or nemo (Megatron-Core's default), 1 elsewhere (torchtitan's "
+     "default)",
      "Megatron `--expert-tensor-parallel-size`"},
     {"parallel.stage_layers", "",
      "layers per model chunk, first to last in the model's order: pp entries (one a stage; under DualPipe stage s "
@@ -278,7 +284,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
-     "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
+     "`data_parallel.gradient_as_bucket_view` (and, under `megatron` and `nemo`, a mixture of experts' "
+     "`parallel.etp`: tp; under `deepspeed` with zero1 or zero2, "
      "`data_parallel.overlap_grad_reduce`: off) as it runs them (only those no layer gives: a key in the file, its "
      "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
@@ -482,7 +489,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"derived", "",
      "written by `stepsim presets NAME --resolved` and the report's `config`: the keys no layer of the scenario gave, "
-     "whose values there are the defaults or follow other keys (`cluster.nodes`, `training.framework`'s keys, "
+     "whose values there are the defaults or follow other keys (`cluster.nodes`, `parallel.etp`, "
+     "`training.framework`'s keys, "
      "`first_bucket_mb` after `bucket_cap_mb`, ...); loading the file derives them again, so that it behaves as the "
      "scenario it came from under any `--set`. Take a key out of the list to give its value (a listed value that the "
      "other keys do not give is refused)",

@@ -387,6 +387,13 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   return {fields, ""};
 }
 
+// Records whether the scenario gave etp, which follows tp under Megatron-Core where it does not
+// (io/validate.cpp).
+void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr && object->contains("etp")) out.etp_given = true;
+  read_value<ParallelSpec>(out, v, r);
+}
+
 // training.framework gives the kernel keys their defaults: it sets those that no layer of the
 // scenario (the file, an example preset it starts from, a --set) gives itself, whatever the
 // order of the layers and the place of the keys in their object.
