@@ -40,7 +40,10 @@ constexpr KeyDoc kDocs[] = {
     {"model.tied_embeddings", "", "input embedding and LM head share one weight",
      "Megatron without `--untie-embeddings-and-output-weights`"},
     {"model.moe.experts", "", "experts per MoE layer; 0: dense", "Megatron `--num-experts`"},
-    {"model.moe.top_k", "", "experts each token is routed to", "Megatron `--moe-router-topk`"},
+    {"model.moe.top_k", "",
+     "experts each token is routed to; 1 where not given (Megatron's own default is 2; every MoE preset gives its "
+     "model's)",
+     "Megatron `--moe-router-topk`"},
     {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert; 0: `model.ffn_hidden`",
      "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
@@ -49,7 +52,10 @@ constexpr KeyDoc kDocs[] = {
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
      "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
      "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
-     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1",
+     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1; with etp > 1 it "
+     "dispatches over the ep·etp ranks of an expert group, every expert's tokens to each of its ETP ranks, and no "
+     "ETP AllGather or ReduceScatter runs (Megatron-Core's MoEFlexTokenDispatcher over its tp_ep group). "
+     "`alltoall` where not given; Megatron's own default, `allgather`, is not simulated (refused)",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",
@@ -243,7 +249,10 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--virtual-pipeline-model-parallel-size`"},
     {"parallel.etp", "",
      "expert tensor parallelism: each expert's fc1 split by columns and fc2 by rows over etp ranks, which gather "
-     "their tokens (AllGather) before the experts and reduce-scatter after; ep·etp divides tp·cp·dp",
+     "their tokens (AllGather) before the experts and reduce-scatter after (the `alltoall` dispatcher); ep·etp "
+     "divides tp·cp·dp and etp divides `model.moe.expert_ffn_hidden`. Not given: `parallel.tp` for a mixture of "
+     "experts under `training.framework` megatron or nemo (Megatron-Core's default), 1 elsewhere (torchtitan's "
+     "default)",
      "Megatron `--expert-tensor-parallel-size`"},
     {"parallel.stage_layers", "",
      "layers per model chunk, first to last in the model's order: pp entries (one a stage; under DualPipe stage s "
@@ -279,10 +288,10 @@ constexpr KeyDoc kDocs[] = {
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
-     "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
-     "`data_parallel.overlap_grad_reduce`: off; under `torchtitan`, `parallel.sequence_parallel` with TP and "
-     "`data_parallel.reshard_after_forward` with a pipeline) as it runs them (only those no layer gives: a key in the "
-     "file, its "
+     "`data_parallel.gradient_as_bucket_view` (and, under `megatron` and `nemo`, a mixture of experts' "
+     "`parallel.etp`: tp; under `deepspeed` with zero1 or zero2, `data_parallel.overlap_grad_reduce`: off; under "
+     "`torchtitan`, `parallel.sequence_parallel` with TP and `data_parallel.reshard_after_forward` with a "
+     "pipeline) as it runs them (only those no layer gives: a key in the file, its "
      "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
@@ -488,7 +497,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"derived", "",
      "written by `stepsim presets NAME --resolved` and the report's `config`: the keys no layer of the scenario gave, "
-     "whose values there are the defaults or follow other keys (`cluster.nodes`, `training.framework`'s keys, "
+     "whose values there are the defaults or follow other keys (`cluster.nodes`, `parallel.etp`, "
+     "`training.framework`'s keys, "
      "`first_bucket_mb` after `bucket_cap_mb`, ...); loading the file derives them again, so that it behaves as the "
      "scenario it came from under any `--set`. Take a key out of the list to give its value (a listed value that the "
      "other keys do not give is refused)",

@@ -373,14 +373,6 @@ Schema<ModelSpec> schema_of(Tag<ModelSpec>) {
   return {fields, "models"};
 }
 
-// Records whether the scenario gave sequence_parallel, which torchtitan turns on under TP
-// (io/validate.cpp).
-void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
-  if (const json::object* object = v.if_object(); object != nullptr && object->contains("sequence_parallel"))
-    out.sequence_parallel_given = true;
-  read_value<ParallelSpec>(out, v, r);
-}
-
 Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   static constexpr Field<ParallelSpec> fields[] = {field<&ParallelSpec::tp>("tp"),
                                                    field<&ParallelSpec::pp>("pp"),
@@ -393,6 +385,16 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
                                                    field<&ParallelSpec::virtual_stages>("virtual_stages"),
                                                    field<&ParallelSpec::stage_layers>("stage_layers")};
   return {fields, ""};
+}
+
+// Records whether the scenario gave etp, which follows tp under Megatron-Core where it does not,
+// and sequence_parallel, which torchtitan turns on under TP (io/validate.cpp).
+void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr) {
+    if (object->contains("etp")) out.etp_given = true;
+    if (object->contains("sequence_parallel")) out.sequence_parallel_given = true;
+  }
+  read_value<ParallelSpec>(out, v, r);
 }
 
 // training.framework gives the kernel keys their defaults: it sets those that no layer of the

@@ -458,6 +458,18 @@ const char* set_among(const Checker& c, std::initializer_list<const char*> keys,
 }
 
 // Megatron's divisibility rules for splitting a model over TP, PP, CP and EP.
+// Megatron-Core sets expert_tensor_parallel_size to tensor_model_parallel_size when it is not
+// given (megatron/training/arguments.py, model_parallel_config.py __post_init__,
+// parallel_state.initialize_model_parallel), so a mixture of experts under training.framework
+// megatron or nemo that gives no parallel.etp splits its experts over tp ranks. Elsewhere 1:
+// torchtitan's expert_tensor_parallel_degree defaults to 1, and the other frameworks have no
+// expert tensor parallelism. A dense model keeps 1 (etp means nothing there).
+void derive_expert_tp(Scenario& s) {
+  ParallelSpec& p = s.parallel;
+  if (p.etp_given || s.model.moe.experts == 0 || !traits_of(s.training.framework).megatron_core) return;
+  p.etp = p.tp;
+}
+
 void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
   c.require(m.heads % p.tp == 0, set_among(c, {"/model/heads", "/parallel/tp"}, "/parallel/tp"),
             "model.heads ({}) is not divisible by tp ({})", m.heads, p.tp);
@@ -511,15 +523,20 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(p.etp == 1, "/parallel/etp", "expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
+  // An etp the scenario did not give is tp's (derive_expert_tp): the refusal says so.
+  const std::string derived =
+      p.etp_given ? ""
+                  : " (parallel.etp not given: it follows parallel.tp under Megatron-Core, as "
+                    "expert_tensor_parallel_size does when unset; give parallel.etp, such as 1, to choose another)";
   c.require(m.moe.expert_ffn_hidden % p.etp == 0, "/parallel/etp",
             "etp ({}) does not divide model.moe.expert_ffn_hidden ({}): each expert's fc1 and fc2 are split over "
-            "etp ranks",
-            p.etp, m.moe.expert_ffn_hidden);
+            "etp ranks{}",
+            p.etp, m.moe.expert_ffn_hidden, derived);
   if (p.etp > 1)
     c.require(p.tp * p.cp * p.dp % (p.ep * p.etp) == 0, "/parallel/etp",
               "ep·etp ({}·{}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline "
-              "stage",
-              p.ep, p.etp, p.tp * p.cp * p.dp);
+              "stage{}",
+              p.ep, p.etp, p.tp * p.cp * p.dp, derived);
   c.require(p.ep > 1 || m.moe.imbalance == 1.0, "/model/moe/imbalance",
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
@@ -1502,6 +1519,7 @@ void complete_and_validate(Scenario& s) {
   resolve_torchtitan_sequence_parallel(s, c);
   resolve_torchtitan_reshard(s);
   check_degrees(s.parallel, c);
+  derive_expert_tp(s);
   check_split(s.model, s.parallel, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);

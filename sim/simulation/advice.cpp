@@ -127,7 +127,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
       return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
     case CommKind::ep:
       return fmt::format(
-          "the expert-parallel all-to-alls are exposed: {}{}",
+          "the expert-parallel all-to-alls are exposed: {}{}{}",
           s.model.moe.a2a_overlap
               ? "Megatron-Core's EP overlap runs them under another micro-batch's compute where the schedule pairs a "
                 "forward with a backward, not in the warm-up and cool-down, nor where they outlast the compute beside "
@@ -135,9 +135,17 @@ std::string cause_of(const Scenario& s, CommKind kind) {
               : "each MoE layer's dispatch feeds its experts and its combine feeds the next layer, so without "
                 "Megatron-Core's EP overlap nothing of the same micro-batch runs beside them",
           ep_domains(s) > 1
-              ? fmt::format("; the EP group of {} spans {} NVLink domains, so part of each crosses the scale-out "
-                            "network",
-                            s.parallel.ep, ep_domains(s))
+              ? fmt::format("; the {} spans {} NVLink domains, so part of each crosses the scale-out network",
+                            s.parallel.etp > 1 && s.model.moe.dispatcher == MoeDispatcher::flex
+                                ? fmt::format("flex dispatcher's expert block of ep·etp = {} ranks",
+                                              s.parallel.ep * s.parallel.etp)
+                                : fmt::format("EP group of {}", s.parallel.ep),
+                            ep_domains(s))
+              : "",
+          s.parallel.etp > 1 && s.model.moe.dispatcher == MoeDispatcher::alltoall
+              ? fmt::format("; with etp {} the ETP group gathers the tokens after each all-to-all into the experts "
+                            "and reduce-scatters them before each one out (also ep)",
+                            s.parallel.etp)
               : "");
     case CommKind::cp:
       return cp_cause(s);
@@ -214,10 +222,33 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
 // has passes to pair (parallelism::ep_overlap_pairs: a single micro-batch per replica has
 // none, and the overlap would change nothing), the flex dispatcher and a smaller EP group
 // where the group crosses NVLink domains.
+// Expert tensor parallelism: its gathers and scatters around the experts (the all-to-all
+// dispatcher's), the flex dispatcher's copies of each token to every ETP rank of its experts,
+// and the EP group's stride over etp times the ranks all go with etp 1, each expert whole on its
+// GPU (the expert group of ep ranks divides the stage's ranks where one of ep·etp did).
+void add_expert_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  if (s.parallel.etp <= 1) return;
+  out.push_back({{set("parallel.etp", 1)},
+                 "layout: each expert whole on its GPU (etp 1): no ETP gathers and scatters, an EP group that "
+                 "strides 1, not etp"});
+}
+
+// For a mixture of experts that does not fit: each expert split over as many ranks as the TP
+// group (etp = tp, Megatron-Core's default where not given), 1/tp of its weights, gradients and
+// optimizer states a GPU, where tp divides the experts' width and ep·tp the stage's ranks.
+void add_expert_memory_fix(const Scenario& s, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  if (s.model.moe.experts == 0 || p.etp != 1 || p.tp <= 1) return;
+  if (s.model.moe.expert_ffn_hidden % p.tp != 0 || p.tp * p.cp * p.dp % (p.ep * p.tp) != 0) return;
+  out.push_back({{set("parallel.etp", p.tp)}, "fit: each expert split over the TP group's ranks (etp = tp)"});
+}
+
 void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   const MoeSpec& moe = s.model.moe;
-  if (moe.experts == 0 || p.ep <= 1) return;
+  if (moe.experts == 0) return;
+  add_expert_tensor_parallel(s, out);
+  if (p.ep <= 1) return;
   const Schedule overlap_schedule = p.pp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   if (!moe.a2a_overlap && runs_megatron_options(s.training.framework) && p.schedule == overlap_schedule &&
       s.training.recompute != Recompute::full && parallelism::ep_overlap_pairs(s))
@@ -343,7 +374,8 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
 
 // What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,
 // sharding the model states, recompute, more pipeline stages (fewer layers' activations and
-// weights per GPU), activation offload, a smaller micro-batch, a larger TP group.
+// weights per GPU), activation offload, experts split over the TP group's ranks, a smaller
+// micro-batch, a larger TP group.
 std::vector<Candidate> memory_fixes(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const DataParallelSpec& d = s.data_parallel;
@@ -378,6 +410,7 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
                    fmt::format("fit: {} {} activations in host memory (Transformer Engine's CPU offload, its "
                                "copies beside the compute)",
                                more, more == 1 ? "layer's" : "layers'")});
+  add_expert_memory_fix(s, out);
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});
