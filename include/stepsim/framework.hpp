@@ -83,6 +83,19 @@ LossScaling loss_scaling(Framework f);
 bool has_dp_kind(Framework f, DpKind kind);
 std::string_view dp_kind_absence(Framework f);
 
+// PyTorch's DDP with torch.optim (data_parallel.kind ddp under a framework whose DDP is PyTorch's:
+// pytorch, torchtitan, torchtitan-compile): the optimizer steps the parameters themselves, which
+// keep their gradients' precision (training.main_grad), and no master copy exists
+// (io's tie_gradient_buffer).
+bool optimizer_on_parameters(const Scenario& scenario);
+
+// The step runs under torch.autocast over an fp32 model: PyTorch's mixed precision beside DDP
+// (torchtitan's maybe_enable_amp for DDP and single-device runs, PyTorch's AMP recipe), a
+// training.precision below fp32 with fp32 parameters and gradients (optimizer_on_parameters, main
+// gradients fp32). The memory model counts its bf16 weight copies and the workload its casts
+// (docs/model.md, "Autocast").
+bool runs_autocast(const Scenario& scenario);
+
 // Every framework, unspecified first.
 std::span<const FrameworkTraits> frameworks();
 const FrameworkTraits& traits_of(Framework f);
@@ -114,6 +127,22 @@ inline bool captures_cuda_graphs(Framework f) {
 // it (the unspecified framework's kernels are Megatron-Core's); DeepSpeed has none (io refuses it).
 inline bool pytorch_context_parallel(Framework f) {
   return f == Framework::torchtitan || f == Framework::torchtitan_compile || f == Framework::pytorch;
+}
+
+// torchtitan runs the step, eager or compiled: its parallelize_llama decides more than the
+// kernels (its TP plan shards the sequence, its FSDP reshards by its own policy).
+inline bool torchtitan(Framework f) { return f == Framework::torchtitan || f == Framework::torchtitan_compile; }
+
+// The pipeline runs under torch.distributed.pipelining (PipelineStage and its schedules), as
+// torchtitan and eager PyTorch run one, and as the unspecified framework's FSDP stages do;
+// Megatron-Core runs its own schedules (with its own DDP or its FSDP alike), DeepSpeed its
+// pipeline engine.
+inline bool pytorch_pipelining(Framework f, DpKind kind, int pp) {
+  if (pp <= 1 || traits_of(f).megatron_core || f == Framework::deepspeed) return false;
+  return f != Framework::unspecified || kind == DpKind::fsdp || kind == DpKind::hsdp;
+}
+inline bool pytorch_pipelining(const Scenario& s) {
+  return pytorch_pipelining(s.training.framework, s.data_parallel.kind, s.parallel.pp);
 }
 
 // Gradient buckets as Megatron-Core makes them, sized in parameters (data_parallel.

@@ -165,6 +165,10 @@ struct Report {
   // Part of breakdown_s.compute: how much longer compute ran because communication kernels
   // shared the GPU with it (overlap time × s / (1 + s) for the GPU's comm_slowdown s).
   double compute_slowdown_s = 0;
+  // Part of breakdown_s.other: the time the measured rank's GPU ran no compute or communication
+  // kernel while activation offload's copies ran, the next kernel already issued (waiting for
+  // the copies, not for the host: disjoint from host.breakdown_gpu_wait_s).
+  double offload_wait_s = 0;
   std::vector<StageReport> stages;  // every pipeline stage (one entry without a pipeline)
   CostReport cost;
   std::string flop_convention;          // how model FLOPs are counted, for MFU and HFU

@@ -322,6 +322,10 @@ struct ModelSpec {
   bool linear_bias = false;
   double yarn_factor = 0;
   bool latent_attention() const { return mla.kv_lora_rank > 0; }
+  // GeLU models train as GPT does, with dropout 0.1 on the attention probabilities and on each
+  // block's output (Megatron's --attention-dropout and --hidden-dropout defaults); SwiGLU models
+  // as Llama does, with none (workload::LayerShape::dropout).
+  bool trains_with_dropout() const { return mlp == MlpKind::gelu; }
   // Whether layer `layer` (counted from 0) is an MoE layer, and whether the stack mixes dense
   // and MoE layers.
   bool moe_layer(int layer) const {
@@ -337,14 +341,20 @@ inline constexpr int kMaxGpus = 1 << 20;
 
 struct ParallelSpec {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  // Where the scenario does not give it, training.framework decides: torchtitan's TP plan always
+  // shards the sequence (io/validate.cpp).
   bool sequence_parallel = false;
+  bool sequence_parallel_given = false;
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;
-  std::vector<int> stage_layers;
+  std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
   // Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size): each expert's fc1
   // split by columns and fc2 by rows over etp ranks, folded with EP out of a stage's tp·cp·dp
-  // ranks (ETP innermost).
-  int etp = 1;  // explicit layers per stage; empty = even split
+  // ranks (ETP innermost). Not given, a mixture of experts under Megatron-Core (training.framework
+  // megatron or nemo) takes tp, as Megatron-Core sets expert_tensor_parallel_size when unset
+  // (io/validate.cpp); 1 elsewhere.
+  int etp = 1;
+  bool etp_given = false;  // a layer of the scenario (its file, a preset, a --set) gave etp
   // Not a scenario key: set on the copy of the scenario that one pipeline stage's
   // data-parallel strategy sees, so that it syncs only that stage's gradients (-1: all).
   int stage = -1;
@@ -429,7 +439,10 @@ struct DataParallelSpec {
   bool gradient_as_bucket_view_given = false;
   Precision grad_reduce_dtype = Precision::bf16;
   bool grad_reduce_dtype_given = false;  // the scenario gave grad_reduce_dtype (see main_grad_given)
+  // Where the scenario does not give it, torchtitan's default under pipeline parallelism
+  // (false) or true (io/validate.cpp).
   bool reshard_after_forward = true;
+  bool reshard_after_forward_given = false;
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   int max_inflight_all_gathers = 2;
@@ -557,12 +570,15 @@ struct Scenario {
 // stage·i + ep·etp·j + q (q < etp), to (ep − 1)·etp past it, whatever TP and CP are. Whether a
 // group crosses a domain boundary depends only on where its first rank falls in its domain:
 // those places are found without listing the groups, as the residues modulo the domain size of
-// the sums of each term's multiples (each term's repeat within the domain size).
+// the sums of each term's multiples (each term's repeat within the domain size). Under the flex
+// dispatcher with etp > 1 the all-to-alls run over a whole block, stage·i + ep·etp·j to
+// ep·etp − 1 past it (parallelism::dispatches_over_block).
 inline int ep_domains(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   if (p.ep <= 1) return 1;
   const long long g = s.cluster.domain_gpus() > 1 ? s.cluster.domain_gpus() : 1;
   const long long etp = p.etp > 1 ? p.etp : 1;
+  const bool whole_block = s.model.moe.experts > 0 && s.model.moe.dispatcher == MoeDispatcher::flex && etp > 1;
   const long long stage = static_cast<long long>(p.tp) * p.cp * p.dp;
   const long long block = p.ep * etp;
   std::vector<char> at(static_cast<std::size_t>(g), 0);  // residues of the first ranks seen so far
@@ -578,10 +594,11 @@ inline int ep_domains(const Scenario& s) {
   };
   add(stage, p.pp);
   add(block, stage / block > 1 ? stage / block : 1);
-  add(1, etp);
+  if (!whole_block) add(1, etp);
+  const long long reach = whole_block ? p.ep * etp - 1 : (p.ep - 1) * etp;  // the last member past the first
   long long most = 1;
   for (long long r = 0; r < g; ++r) {
-    if (at[static_cast<std::size_t>(r)] != 0) most = std::max(most, (r + (p.ep - 1) * etp) / g + 1);
+    if (at[static_cast<std::size_t>(r)] != 0) most = std::max(most, (r + reach) / g + 1);
   }
   return static_cast<int>(most);
 }

@@ -72,13 +72,16 @@ struct GroupWord {
   CommKind kind;
 };
 
-// Whole words (split at non-letters) that name a parallelism.
+// Whole words (split at non-letters) that name a parallelism. "etp" is the simulator's expert
+// tensor parallelism communicator (parallelism/communicators.cpp), whose gathers and scatters it
+// counts as ep, as Megatron-Core's EXPERT_TENSOR_PARALLEL_GROUP is below.
 constexpr std::array kGroupWords{
-    GroupWord{"tp", CommKind::tp},      GroupWord{"tensor", CommKind::tp},   GroupWord{"cp", CommKind::cp},
-    GroupWord{"context", CommKind::cp}, GroupWord{"ep", CommKind::ep},       GroupWord{"expert", CommKind::ep},
-    GroupWord{"moe", CommKind::ep},     GroupWord{"dp", CommKind::dp},       GroupWord{"data", CommKind::dp},
-    GroupWord{"ddp", CommKind::dp},     GroupWord{"fsdp", CommKind::fsdp},   GroupWord{"shard", CommKind::fsdp},
-    GroupWord{"pp", CommKind::pp},      GroupWord{"pipeline", CommKind::pp}, GroupWord{"pipe", CommKind::pp}};
+    GroupWord{"tp", CommKind::tp},      GroupWord{"tensor", CommKind::tp}, GroupWord{"cp", CommKind::cp},
+    GroupWord{"context", CommKind::cp}, GroupWord{"ep", CommKind::ep},     GroupWord{"expert", CommKind::ep},
+    GroupWord{"etp", CommKind::ep},     GroupWord{"moe", CommKind::ep},    GroupWord{"dp", CommKind::dp},
+    GroupWord{"data", CommKind::dp},    GroupWord{"ddp", CommKind::dp},    GroupWord{"fsdp", CommKind::fsdp},
+    GroupWord{"shard", CommKind::fsdp}, GroupWord{"pp", CommKind::pp},     GroupWord{"pipeline", CommKind::pp},
+    GroupWord{"pipe", CommKind::pp}};
 
 CommKind kind_of_words(std::string_view text) {
   std::size_t i = 0;

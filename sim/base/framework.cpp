@@ -123,4 +123,13 @@ LossScaling loss_scaling(Framework f) {
   return LossScaling::none;
 }
 
+bool optimizer_on_parameters(const Scenario& s) {
+  return s.data_parallel.kind == DpKind::ddp && traits_of(s.training.framework).pytorch_ddp;
+}
+
+bool runs_autocast(const Scenario& s) {
+  return optimizer_on_parameters(s) && element_bytes(s.training.precision) < 4 &&
+         element_bytes(s.training.main_grad) == 4;
+}
+
 }  // namespace stepsim

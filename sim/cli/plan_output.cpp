@@ -25,8 +25,10 @@ std::string layout_text(const PlanRow& r) {
                    ? fmt::format(" (interleaved, {} virtual stages)", v("parallel.virtual_stages"))
                    : " (" + v("parallel.schedule") + ")";
   const std::string kind = v("data_parallel.kind");
-  // A mixture of experts: its EP degree (the config's model.moe.experts is 0 for a dense model).
-  const std::string ep = v("model.moe.experts") == "0" ? "" : ", EP " + v("parallel.ep");
+  // A mixture of experts: its EP and ETP degrees (the config's model.moe.experts is 0 for a dense
+  // model).
+  const std::string ep =
+      v("model.moe.experts") == "0" ? "" : fmt::format(", EP {}, ETP {}", v("parallel.ep"), v("parallel.etp"));
   return fmt::format("TP {}, PP {}{}, CP {}, DP {}{}; micro-batch {}; {}{}; TP overlap {}; {}; recompute {}",
                      v("parallel.tp"), pp, schedule, v("parallel.cp"), v("parallel.dp"), ep, v("training.micro_batch"),
                      kind, r.bucket.empty() ? "" : ", bucket " + r.bucket,

@@ -40,7 +40,10 @@ constexpr KeyDoc kDocs[] = {
     {"model.tied_embeddings", "", "input embedding and LM head share one weight",
      "Megatron without `--untie-embeddings-and-output-weights`"},
     {"model.moe.experts", "", "experts per MoE layer; 0: dense", "Megatron `--num-experts`"},
-    {"model.moe.top_k", "", "experts each token is routed to", "Megatron `--moe-router-topk`"},
+    {"model.moe.top_k", "",
+     "experts each token is routed to; 1 where not given (Megatron's own default is 2; every MoE preset gives its "
+     "model's)",
+     "Megatron `--moe-router-topk`"},
     {"model.moe.expert_ffn_hidden", "", "MLP inner size of one expert; 0: `model.ffn_hidden`",
      "Megatron `--moe-ffn-hidden-size`"},
     {"model.moe.capacity_factor", "", "tokens an expert takes, as a multiple of an even share; 0: no dropping",
@@ -49,7 +52,10 @@ constexpr KeyDoc kDocs[] = {
      "`alltoall` (every routed copy sent to its expert's rank) or `flex` (DeepEP or HybridEP: a token sent once to "
      "each NVLink domain holding one of its experts, forwarded over NVLink there; under Megatron-Core no sort by "
      "local expert and no all-to-all of the probabilities); `flex` is Megatron-Core's option (training.framework "
-     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1",
+     "megatron or nemo; unspecified where an EP group spans NVLink domains) and needs ep > 1; with etp > 1 it "
+     "dispatches over the ep·etp ranks of an expert group, every expert's tokens to each of its ETP ranks, and no "
+     "ETP AllGather or ReduceScatter runs (Megatron-Core's MoEFlexTokenDispatcher over its tp_ep group). "
+     "`alltoall` where not given; Megatron's own default, `allgather`, is not simulated (refused)",
      "Megatron `--moe-token-dispatcher-type alltoall` or `flex` with `--moe-flex-dispatcher-backend deepep` or "
      "`hybridep`"},
     {"model.moe.a2a_overlap", "",
@@ -130,7 +136,7 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.flops.*", "FLOPS",
      "dense tensor-core peak per precision (datasheet, without sparsity): `bf16`, `fp16`, `fp8` (also MXFP8's), "
      "`tf32`, "
-     "`fp32`, `fp4` (NVFP4's); 0: none",
+     "`fp32`, `fp4` (NVFP4's); `\"0 TFLOPS\"`: none",
      ""},
     {"cluster.gpu.memory", "bytes", "HBM capacity", ""},
     {"cluster.gpu.memory_bandwidth", "B/s", "HBM bandwidth (datasheet)", ""},
@@ -190,7 +196,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"cluster.host_link.bandwidth", "B/s",
      "bandwidth per direction of one link between GPUs and their host's memory (NVLink-C2C from a Grace CPU, PCIe "
-     "from an x86 host), which activation offload copies over; 0: none described (offload refused); a link no faster "
+     "from an x86 host), which activation offload copies over; `\"0 GB/s\"`: none described (offload refused); a link "
+     "no faster "
      "than the GPU's PCIe x16 line rate is the GPU's PCIe link, whose copies share it with the GPU's NIC traffic",
      ""},
     {"cluster.host_link.gpus_per_link", "",
@@ -209,7 +216,7 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.collective_tuning.ramp_half_bytes", "bytes",
      "per-rank size around which NCCL's model falls shortest: efficiency bus_efficiency / (1 + x^e / (1 + x²)), "
      "x = ramp_half_bytes / size, e = ramp_exponent, taken on the fastest Simple pair's bandwidth for whichever "
-     "pair NCCL chooses; 0: no size shortfall",
+     "pair NCCL chooses; `\"0 B\"`: no size shortfall",
      ""},
     {"cluster.collective_tuning.ramp_exponent", "", "how slowly that shortfall falls above it (0.01 to 1)", ""},
     {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
@@ -231,8 +238,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--expert-model-parallel-size`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
-     "instead of AllReduce); needs tp > 1",
-     "Megatron `--sequence-parallel`"},
+     "instead of AllReduce); needs tp > 1; under `torchtitan` and `torchtitan-compile` with tp > 1 true unless "
+     "given, and false refused (its TP plan always shards the sequence)",
+     "Megatron `--sequence-parallel`; torchtitan's `apply_tp` always"},
     {"parallel.schedule", "",
      "`1f1b`, `gpipe`, `interleaved`, `zb-h1` or `zb-h2` (zero bubble), `dualpipe` "
      "(bidirectional, pp even, micro-batches ≥ 2·pp); other than `1f1b` needs pp > 1",
@@ -241,7 +249,10 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--virtual-pipeline-model-parallel-size`"},
     {"parallel.etp", "",
      "expert tensor parallelism: each expert's fc1 split by columns and fc2 by rows over etp ranks, which gather "
-     "their tokens (AllGather) before the experts and reduce-scatter after; ep·etp divides tp·cp·dp",
+     "their tokens (AllGather) before the experts and reduce-scatter after (the `alltoall` dispatcher); ep·etp "
+     "divides tp·cp·dp and etp divides `model.moe.expert_ffn_hidden`. Not given: `parallel.tp` for a mixture of "
+     "experts under `training.framework` megatron or nemo (Megatron-Core's default), 1 elsewhere (torchtitan's "
+     "default)",
      "Megatron `--expert-tensor-parallel-size`"},
     {"parallel.stage_layers", "",
      "layers per model chunk, first to last in the model's order: pp entries (one a stage; under DualPipe stage s "
@@ -262,9 +273,11 @@ constexpr KeyDoc kDocs[] = {
      "own amax, a pass of its own before the cast); only with precision fp8",
      "Megatron `--fp8-recipe delayed` or `tensorwise`"},
     {"training.recompute", "",
-     "`none`, `selective` (attention core), `full` (whole layer) or `selective-op` (torchtitan: every other matmul "
-     "output kept)",
-     "Megatron `--recompute-activations` (selective), `--recompute-granularity full`"},
+     "`none`, `selective` (attention core), `full` (whole layer: every layer keeps only its input and recomputes its "
+     "forward before its backward, one layer at a time; Megatron's `block` method, or a part of the layers, is not "
+     "simulated) or `selective-op` (torchtitan: every other matmul output kept)",
+     "Megatron `--recompute-activations` (selective), `--recompute-granularity full --recompute-method uniform "
+     "--recompute-num-layers 1` (full)"},
     {"training.recompute_modules", "",
      "what `selective` recomputes, Megatron-Core's names: `core_attn` (the default alone), `layernorm` (norms not "
      "fused into a Linear: before MLA's down projections and before a MoE layer), `mla_up_proj` (MLA's up "
@@ -275,8 +288,10 @@ constexpr KeyDoc kDocs[] = {
     {"training.framework", "",
      "the framework that runs the step: `megatron`, `nemo`, `torchtitan`, `torchtitan-compile`, `pytorch` (eager "
      "DDP/FSDP) or `deepspeed`; sets `fusion`, `attention`, `cross_entropy`, `grad_clip` and "
-     "`data_parallel.gradient_as_bucket_view` (and, under `deepspeed` with zero1 or zero2, "
-     "`data_parallel.overlap_grad_reduce`: off) as it runs them (only those no layer gives: a key in the file, its "
+     "`data_parallel.gradient_as_bucket_view` (and, under `megatron` and `nemo`, a mixture of experts' "
+     "`parallel.etp`: tp; under `deepspeed` with zero1 or zero2, `data_parallel.overlap_grad_reduce`: off; under "
+     "`torchtitan`, `parallel.sequence_parallel` with TP and `data_parallel.reshard_after_forward` with a "
+     "pipeline) as it runs them (only those no layer gives: a key in the file, its "
      "preset or any --set wins, whatever the order) and the CPU's cost per "
      "operator (12 us of dispatch beside the launch; Megatron and NeMo "
      "also wait on the CPU for the gradient norm, and spend 73.4 us on it per expert GEMM of a grouped GEMM after the "
@@ -285,7 +300,8 @@ constexpr KeyDoc kDocs[] = {
     {"training.cuda_graphs", "",
      "CUDA graphs replay the transformer layers' kernels and their TP/CP/EP communication: the CPU does not issue "
      "them (refused with torchtitan, DeepSpeed and FSDP, which do not capture them; under Megatron-Core refused with "
-     "full recompute, which its per-layer graphs do not take)",
+     "full recompute, which its per-layer graphs do not take, and in a GeLU model, with its dropout, with selective "
+     "recompute of a module they capture: `core_attn` with whole layers or `attn`, `mlp` with whole layers or `mlp`)",
      "Megatron `--enable-cuda-graph`; torch.compile `mode=\"reduce-overhead\"`"},
     {"training.cuda_graph_scope", "",
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
@@ -400,8 +416,10 @@ constexpr KeyDoc kDocs[] = {
      "that of the main gradients (`training.main_grad`); elsewhere `bf16` by default, `fp32` where "
      "`training.precision` keeps fp32 parameters (`fp32`, `tf32`)",
      "Megatron `--accumulate-allreduce-grads-in-fp32`"},
-    {"data_parallel.reshard_after_forward", "", "fsdp, hsdp: free gathered parameters after the forward",
-     "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP"},
+    {"data_parallel.reshard_after_forward", "",
+     "fsdp, hsdp: free gathered parameters after the forward; under `torchtitan` and `torchtitan-compile` with "
+     "pp > 1 false unless given (its default policy)",
+     "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP; torchtitan `fsdp_reshard_after_forward`"},
     {"data_parallel.forward_prefetch", "",
      "fsdp, hsdp (FSDP 1; FSDP 2 always does): gather the next unit's parameters during the forward",
      "FSDP `forward_prefetch`"},
@@ -484,7 +502,8 @@ constexpr KeyDoc kDocs[] = {
      ""},
     {"derived", "",
      "written by `stepsim presets NAME --resolved` and the report's `config`: the keys no layer of the scenario gave, "
-     "whose values there are the defaults or follow other keys (`cluster.nodes`, `training.framework`'s keys, "
+     "whose values there are the defaults or follow other keys (`cluster.nodes`, `parallel.etp`, "
+     "`training.framework`'s keys, "
      "`first_bucket_mb` after `bucket_cap_mb`, ...); loading the file derives them again, so that it behaves as the "
      "scenario it came from under any `--set`. Take a key out of the list to give its value (a listed value that the "
      "other keys do not give is refused)",
@@ -553,9 +572,9 @@ void write_scenario_reference(const boost::json::value& scenario, std::ostream& 
          "refused); the whole file may start from an example scenario with a top-level `\"preset\"`.\n"
          "`--set KEY=VALUE` overrides one key (whatever the order of the assignments, a section's keys\n"
          "apply after the section: `cluster` before `cluster.gpu`). Quantities with a unit are strings\n"
-         "with the unit (`\"400 Gb/s\"`, `\"2.5 us\"`, `\"80 GiB\"`, `\"989 TFLOPS\"`); bare numbers are plain\n"
-         "JSON numbers. The value column is the default scenario's (`stepsim simulate` with no file:\n"
-         "Llama 3 8B on 64 H100); keys a preset sets take the preset's value.\n";
+         "with the unit, zero too (`\"400 Gb/s\"`, `\"2.5 us\"`, `\"80 GiB\"`, `\"989 TFLOPS\"`, `\"0 GB/s\"`);\n"
+         "bare numbers are plain JSON numbers. The value column is the default scenario's (`stepsim\n"
+         "simulate` with no file: Llama 3 8B on 64 H100); keys a preset sets take the preset's value.\n";
   std::string section;
   for (const auto& [key, value] : leaf_keys(scenario)) {
     const std::string top = key.substr(0, key.find('.'));

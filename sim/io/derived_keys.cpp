@@ -20,8 +20,10 @@ namespace {
 // Every key that follows others unless a layer of the scenario gives it, in the resolved
 // scenario's order, with whether `s` gave it. The zero keys: 0 derives them (io/validate.cpp's
 // complete_model and size_cluster). The others: training.framework sets the kernel keys
-// (io/scenario_schema.cpp); main_grad and grad_reduce_dtype follow each other and the
+// (io/scenario_schema.cpp) and, for a mixture of experts under Megatron-Core, parallel.etp to
+// parallel.tp (io/validate.cpp); main_grad and grad_reduce_dtype follow each other and the
 // framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind,
+// sequence_parallel the framework and tp, reshard_after_forward the framework, the kind and pp,
 // fsdp_version the framework, and first_bucket_mb bucket_cap_mb, whose being given is what
 // decides it (io/validate.cpp).
 struct Derivable {
@@ -36,6 +38,9 @@ constexpr Derivable kDerivable[] = {
     {"model.moe.expert_ffn_hidden",
      [](const Scenario& s, const ZeroKeys& z) { return z.expert_ffn_hidden || s.model.moe.expert_ffn_hidden == 0; }},
     {"cluster.nodes", [](const Scenario&, const ZeroKeys& z) { return z.nodes; }},
+    {"parallel.etp", [](const Scenario& s, const ZeroKeys&) { return s.parallel.etp_given; }},
+    {"parallel.sequence_parallel",
+     [](const Scenario& s, const ZeroKeys&) { return s.parallel.sequence_parallel_given; }},
     {"training.attention", [](const Scenario& s, const ZeroKeys&) { return s.training.attention_given; }},
     {"training.main_grad", [](const Scenario& s, const ZeroKeys&) { return s.training.main_grad_given; }},
     {"training.fusion", [](const Scenario& s, const ZeroKeys&) { return s.training.fusion_given; }},
@@ -53,6 +58,8 @@ constexpr Derivable kDerivable[] = {
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.grad_reduce_dtype_given; }},
     {"data_parallel.fsdp_version",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.fsdp_version_given; }},
+    {"data_parallel.reshard_after_forward",
+     [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.reshard_after_forward_given; }},
 };
 
 std::string pointer_of(std::string_view key) {

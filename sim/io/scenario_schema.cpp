@@ -387,6 +387,16 @@ Schema<ParallelSpec> schema_of(Tag<ParallelSpec>) {
   return {fields, ""};
 }
 
+// Records whether the scenario gave etp, which follows tp under Megatron-Core where it does not,
+// and sequence_parallel, which torchtitan turns on under TP (io/validate.cpp).
+void read_value(ParallelSpec& out, const json::value& v, const Reader& r) {
+  if (const json::object* object = v.if_object(); object != nullptr) {
+    if (object->contains("etp")) out.etp_given = true;
+    if (object->contains("sequence_parallel")) out.sequence_parallel_given = true;
+  }
+  read_value<ParallelSpec>(out, v, r);
+}
+
 // training.framework gives the kernel keys their defaults: it sets those that no layer of the
 // scenario (the file, an example preset it starts from, a --set) gives itself, whatever the
 // order of the layers and the place of the keys in their object.
@@ -438,8 +448,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision, gradient_as_bucket_view, overlap_grad_reduce and fsdp_version, whose
-// defaults the framework decides, and the
+// gradients' precision, gradient_as_bucket_view, overlap_grad_reduce, reshard_after_forward and
+// fsdp_version, whose defaults the framework decides, and the
 // bucket sizes, the first of which follows bucket_cap_mb where only that is given
 // (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
@@ -450,6 +460,7 @@ void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
     if (object->contains("bucket_cap_mb")) out.bucket_cap_mb_given = true;
     if (object->contains("first_bucket_mb")) out.first_bucket_mb_given = true;
     if (object->contains("fsdp_version")) out.fsdp_version_given = true;
+    if (object->contains("reshard_after_forward")) out.reshard_after_forward_given = true;
   }
   read_value<DataParallelSpec>(out, v, r);
 }

@@ -458,6 +458,18 @@ const char* set_among(const Checker& c, std::initializer_list<const char*> keys,
 }
 
 // Megatron's divisibility rules for splitting a model over TP, PP, CP and EP.
+// Megatron-Core sets expert_tensor_parallel_size to tensor_model_parallel_size when it is not
+// given (megatron/training/arguments.py, model_parallel_config.py __post_init__,
+// parallel_state.initialize_model_parallel), so a mixture of experts under training.framework
+// megatron or nemo that gives no parallel.etp splits its experts over tp ranks. Elsewhere 1:
+// torchtitan's expert_tensor_parallel_degree defaults to 1, and the other frameworks have no
+// expert tensor parallelism. A dense model keeps 1 (etp means nothing there).
+void derive_expert_tp(Scenario& s) {
+  ParallelSpec& p = s.parallel;
+  if (p.etp_given || s.model.moe.experts == 0 || !traits_of(s.training.framework).megatron_core) return;
+  p.etp = p.tp;
+}
+
 void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
   c.require(m.heads % p.tp == 0, set_among(c, {"/model/heads", "/parallel/tp"}, "/parallel/tp"),
             "model.heads ({}) is not divisible by tp ({})", m.heads, p.tp);
@@ -490,10 +502,14 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               p.tp);
   const int chunks = p.pp * p.virtual_stages;
   if (p.stage_layers.empty()) {
-    c.require(
-        m.layers % chunks == 0, "/parallel/pp",
-        "model.layers ({}) is not divisible by pp·virtual_stages ({}); give parallel.stage_layers for an uneven split",
-        m.layers, chunks);
+    // Named by the key a --set changed (the first of them, the message naming both degrees),
+    // else by the virtual stages where pp alone divides the layers.
+    const char* culprit = p.virtual_stages > 1 && m.layers % p.pp == 0 ? "/parallel/virtual_stages" : "/parallel/pp";
+    c.require(m.layers % chunks == 0,
+              set_among(c, {"/parallel/virtual_stages", "/parallel/pp", "/model/layers"}, culprit),
+              "model.layers ({}) is not divisible by pp·virtual_stages ({}·{} = {}); give parallel.stage_layers for an "
+              "uneven split",
+              m.layers, p.pp, p.virtual_stages, chunks);
   } else {
     c.require(static_cast<int>(p.stage_layers.size()) == chunks, "/parallel/stage_layers",
               "has {} entries but pp·virtual_stages is {}", p.stage_layers.size(), chunks);
@@ -507,15 +523,20 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
     c.require(p.etp == 1, "/parallel/etp", "expert tensor parallelism needs an MoE model (model.moe.experts > 0)");
     return;
   }
+  // An etp the scenario did not give is tp's (derive_expert_tp): the refusal says so.
+  const std::string derived =
+      p.etp_given ? ""
+                  : " (parallel.etp not given: it follows parallel.tp under Megatron-Core, as "
+                    "expert_tensor_parallel_size does when unset; give parallel.etp, such as 1, to choose another)";
   c.require(m.moe.expert_ffn_hidden % p.etp == 0, "/parallel/etp",
             "etp ({}) does not divide model.moe.expert_ffn_hidden ({}): each expert's fc1 and fc2 are split over "
-            "etp ranks",
-            p.etp, m.moe.expert_ffn_hidden);
+            "etp ranks{}",
+            p.etp, m.moe.expert_ffn_hidden, derived);
   if (p.etp > 1)
     c.require(p.tp * p.cp * p.dp % (p.ep * p.etp) == 0, "/parallel/etp",
               "ep·etp ({}·{}) must divide tp·cp·dp ({}): expert groups are folded out of the ranks of one pipeline "
-              "stage",
-              p.ep, p.etp, p.tp * p.cp * p.dp);
+              "stage{}",
+              p.ep, p.etp, p.tp * p.cp * p.dp, derived);
   c.require(p.ep > 1 || m.moe.imbalance == 1.0, "/model/moe/imbalance",
             "is the load of the busiest EP rank over the mean and needs parallel.ep > 1, got {}", m.moe.imbalance);
   c.require(m.moe.experts % p.ep == 0, "/parallel/ep", "model.moe.experts ({}) is not divisible by ep ({})",
@@ -539,8 +560,38 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
               "mixture-of-experts layers with tp > 1 need sequence parallelism (Megatron requires it)");
 }
 
+// torchtitan's apply_tp (parallelize_llama) shards the sequence under every TP plan it applies:
+// SequenceParallel norms, Shard(1) between the blocks, the head's input Shard(1); it has no TP
+// without it. So under torchtitan with tp > 1 sequence_parallel follows (true) where the
+// scenario does not give it, and a false is refused.
+void resolve_torchtitan_sequence_parallel(Scenario& s, const Checker& c) {
+  ParallelSpec& p = s.parallel;
+  if (!torchtitan(s.training.framework) || p.tp == 1) return;
+  if (!p.sequence_parallel_given) p.sequence_parallel = true;
+  c.require(p.sequence_parallel,
+            set_among(c, {"/parallel/sequence_parallel", "/training/framework", "/parallel/tp"},
+                      "/parallel/sequence_parallel"),
+            "torchtitan's tensor parallelism always shards the sequence (apply_tp's SequenceParallel norms and "
+            "Shard(1) block outputs), so parallel.sequence_parallel false has no run under training.framework {} "
+            "with tp {}: leave it out or true",
+            traits_of(s.training.framework).name, p.tp);
+}
+
+// torchtitan's apply_fsdp under its default reshard_after_forward_policy reshards each block
+// after its forward only without a pipeline (reshard_after_forward = not pp_enabled: "For PP, by
+// default do not reshard after forward to avoid per-microbatch all-gathers"). So under
+// torchtitan's FSDP (kind fsdp or hsdp) with pp > 1 reshard_after_forward follows (false) where
+// the scenario does not give it; a value given wins (its "always" and "never" policies).
+void resolve_torchtitan_reshard(Scenario& s) {
+  DataParallelSpec& d = s.data_parallel;
+  const bool sharded = d.kind == DpKind::fsdp || d.kind == DpKind::hsdp;
+  if (!torchtitan(s.training.framework) || !sharded || s.parallel.pp == 1 || d.reshard_after_forward_given) return;
+  d.reshard_after_forward = false;
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
-// multiple of pp (its rounds run pp micro-batches through every chunk), DualPipe an even number,
+// multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
+// ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
 // at least 2·pp, as its reference implementation asserts (half the micro-batches enter at each
 // end, and each direction needs pp of them to reach its steady state). Checked here rather than
 // when the step is built, so that every caller (simulate, the sweeps' search, the advice) refuses
@@ -548,7 +599,13 @@ void check_split(const ModelSpec& m, const ParallelSpec& p, const Checker& c) {
 void check_schedule_micro_batches(const Scenario& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const long long m = s.training.micro_batches(p.dp);
-  if (fills_schedule(p.schedule, p.pp, m)) return;
+  const bool pytorch = pytorch_pipelining(s);
+  if (fills_schedule(p.schedule, p.pp, m, pytorch)) return;
+  if (p.schedule == Schedule::interleaved && pytorch)
+    c.fail("/training/global_batch",
+           fmt::format("PyTorch's interleaved schedule (ScheduleInterleaved1F1B) needs the micro-batches per replica "
+                       "({}) to be a multiple of its rounds, max(1, micro-batches // pp) = {}",
+                       m, std::max(1LL, m / p.pp)));
   if (p.schedule == Schedule::interleaved)
     c.fail("/training/global_batch",
            fmt::format("the interleaved schedule needs the micro-batches per replica ({}) to be a multiple of pp ({})",
@@ -591,6 +648,41 @@ void check_training(const Scenario& s, const Checker& c) {
             "current scaling is a recipe of training.precision fp8, not of {}", to_string(t.precision));
 }
 
+bool graphs(const TrainingSpec& t, CudaGraphScope scope) {
+  return std::find(t.cuda_graph_scope.begin(), t.cuda_graph_scope.end(), scope) != t.cuda_graph_scope.end();
+}
+
+bool recomputes(const TrainingSpec& t, RecomputeModule m) {
+  return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
+}
+
+// Selective recompute of a module Megatron-Core's per-layer graphs capture, in a model with
+// dropout: TransformerConfig.__post_init__ refuses a graphed recompute module that draws random
+// numbers ("Graphed recompute module doesn't accept random number"; the whole layer, an empty
+// scope, captures every module). GeLU models keep GPT's dropout 0.1 on the attention
+// probabilities and on each block's output (attention_dropout, hidden_dropout).
+void check_graphed_recompute(const Scenario& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  if (t.recompute != Recompute::selective || !s.model.trains_with_dropout()) return;
+  const bool whole = t.cuda_graph_scope.empty();
+  const auto inside = [whole](const char* scope) {
+    return whole ? std::string("whole layers, training.cuda_graph_scope empty")
+                 : fmt::format("training.cuda_graph_scope with \"{}\"", scope);
+  };
+  const bool core_attn = t.recompute_modules.empty() || recomputes(t, RecomputeModule::core_attn);
+  c.require(!core_attn || !(whole || graphs(t, CudaGraphScope::attn)), "/training/recompute",
+            "\"selective\" recompute of the attention core (\"core_attn\"{}) inside CUDA graphs ({}): Megatron-Core "
+            "refuses it with attention dropout (\"attention dropout is not supported with graphed attention "
+            "recomputation\"), and a GeLU model trains with GPT's dropout 0.1; capture no \"attn\" "
+            "(training.cuda_graph_scope [\"mlp\"]), recompute other training.recompute_modules, or recompute nothing",
+            t.recompute_modules.empty() ? ", the default module" : "", inside("attn"));
+  c.require(!recomputes(t, RecomputeModule::mlp) || !(whole || graphs(t, CudaGraphScope::mlp)), "/training/recompute",
+            "\"selective\" recompute of \"mlp\" inside CUDA graphs ({}): Megatron-Core refuses it with hidden dropout "
+            "(\"hidden dropout is not supported with graphed MLP/MoE recomputation\"), and a GeLU model trains with "
+            "GPT's dropout 0.1; capture no \"mlp\" (training.cuda_graph_scope [\"attn\"]) or recompute no \"mlp\"",
+            inside("mlp"));
+}
+
 // CUDA graphs of the transformer layers exist where the framework captures them (Megatron's
 // --enable-cuda-graph, NeMo's, PyTorch's make_graphed_callables) and the layers issue nothing
 // from the CPU between their kernels: FSDP's hooks gather each layer's parameters from the CPU.
@@ -621,10 +713,7 @@ void check_cuda_graphs(const Scenario& s, const Checker& c) {
             "\"full\" with training.cuda_graphs: Megatron-Core refuses full recompute with per-layer CUDA graphs "
             "(only a full-iteration graph, which stepsim does not simulate, takes it); use selective recompute or no "
             "CUDA graphs");
-}
-
-bool graphs(const TrainingSpec& t, CudaGraphScope scope) {
-  return std::find(t.cuda_graph_scope.begin(), t.cuda_graph_scope.end(), scope) != t.cuda_graph_scope.end();
+  check_graphed_recompute(s, c);
 }
 
 // training.cuda_graph_scope as Megatron-Core accepts it (--cuda-graph-scope with
@@ -656,10 +745,6 @@ void check_cuda_graph_scope(const Scenario& s, const Checker& c) {
             s.model.moe.capacity_factor);
   c.require(!graphs(t, CudaGraphScope::mlp) || !moe || s.model.mixed_layers(), where,
             "\"mlp\" captures dense MLP blocks and every layer of this model is a mixture of experts");
-}
-
-bool recomputes(const TrainingSpec& t, RecomputeModule m) {
-  return std::find(t.recompute_modules.begin(), t.recompute_modules.end(), m) != t.recompute_modules.end();
 }
 
 // training.recompute_modules as Megatron-Core accepts it (TransformerConfig.__post_init__), and
@@ -1295,7 +1380,8 @@ TpStraddle tp_straddle(int tp, long long ranks, int domain_gpus) {
   return out;
 }
 
-bool fills_schedule(Schedule schedule, int pp, long long micro_batches) {
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches, bool pytorch) {
+  if (schedule == Schedule::interleaved && pytorch) return micro_batches % std::max(1LL, micro_batches / pp) == 0;
   if (schedule == Schedule::interleaved) return micro_batches % pp == 0;
   if (schedule == Schedule::dualpipe) return micro_batches % 2 == 0 && micro_batches >= 2LL * pp;
   return true;
@@ -1334,15 +1420,6 @@ bool runs_pipeline(const Scenario& s, int pp, Schedule schedule) {
   return s.training.activation_offload_layers == 0;
 }
 
-bool runs_recompute(const Scenario& s, Recompute r) {
-  // check_a2a_overlap, check_cuda_graphs, check_activation_offload and check_simulated.
-  if (r == Recompute::full &&
-      (s.model.moe.a2a_overlap || (s.training.cuda_graphs && runs_megatron_options(s.training.framework))))
-    return false;
-  if (r != Recompute::none && s.training.activation_offload_layers > 0) return false;
-  return r != Recompute::selective_op || !s.model.latent_attention();
-}
-
 std::string precision_refusal(const Scenario& s, Precision p) {
   // check_a2a_overlap and check_training.
   if (s.model.moe.a2a_overlap && element_bytes(p) == 4)
@@ -1359,10 +1436,12 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
   std::vector<std::string> out;
   for (const KindKey& k : kKindKeys) {
     const std::string key = std::string("data_parallel.") + k.key;
-    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it.
+    // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it, and a
+    // reshard_after_forward torchtitan derived (resolve_torchtitan_reshard) with the kind.
     if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
     // So does an FSDP version the framework chose (resolve_fsdp_version).
     if (key == "data_parallel.fsdp_version" && !s.data_parallel.fsdp_version_given) continue;
+    if (key == "data_parallel.reshard_after_forward" && !s.data_parallel.reshard_after_forward_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
   }
@@ -1515,7 +1594,10 @@ void complete_and_validate(Scenario& s) {
   if (s.cluster.name.empty()) s.cluster.name = "custom";
   if (s.cluster.gpu.name.empty()) s.cluster.gpu.name = "custom";
   check_cluster(s.cluster, c);
+  resolve_torchtitan_sequence_parallel(s, c);
+  resolve_torchtitan_reshard(s);
   check_degrees(s.parallel, c);
+  derive_expert_tp(s);
   check_split(s.model, s.parallel, c);
   check_framework_kind(s, c);
   tie_gradient_buffer(s, c);

@@ -78,14 +78,10 @@ bool runs_expert_degree(const Scenario& s, int ep);
 bool runs_pipeline(const Scenario& s, int pp, Schedule schedule);
 
 // Whether `micro_batches` per replica are what a pipeline of `pp` stages under `schedule` needs:
-// under the interleaved schedule a multiple of pp, under DualPipe an even number of at least
-// 2·pp; any number under the other schedules.
-bool fills_schedule(Schedule schedule, int pp, long long micro_batches);
-
-// Recompute mode `r`: Megatron-Core refuses full recompute with its EP overlap and with
-// per-layer CUDA graphs, and any recompute with activation offload; latent attention is not
-// simulated with selective_op.
-bool runs_recompute(const Scenario& s, Recompute r);
+// under the interleaved schedule a multiple of pp (Megatron-Core's), or under PyTorch's
+// pipelining (`pytorch`, stepsim::pytorch_pipelining) a multiple of its max(1, m // pp) rounds;
+// under DualPipe an even number of at least 2·pp; any number under the other schedules.
+bool fills_schedule(Schedule schedule, int pp, long long micro_batches, bool pytorch);
 
 // Why the scenario cannot train in precision `p` whatever its layout ("" when it can; the
 // GPU's own precisions are runs_precision's): Megatron-Core's EP overlap needs a 16-bit model,

@@ -50,7 +50,10 @@ void BucketSync::copy_into_buckets(int grad_bytes) {
 void BucketSync::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   const workload::Pass pass = site.cost->pass;
   if (pass == workload::Pass::forward || pass == workload::Pass::backward_data) return;
-  const auto it = tensors_at_.find({site.block, site.cost->role});
+  // Under autocast the fp32 gradient is the cast's after the wgrad GEMM.
+  if (site.cost->gradient_cast_follows) return;
+  const workload::Role role = site.cost->role == workload::Role::fp8_cast ? site.cost->cast_of : site.cost->role;
+  const auto it = tensors_at_.find({site.block, role});
   if (it == tensors_at_.end()) return;
   OpIndex ready = op;
   if (reducer_bytes_ > 0) {

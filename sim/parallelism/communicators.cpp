@@ -14,8 +14,11 @@ std::vector<RankCommunicator> rank_communicators(const Scenario& s, int rank) {
   for (const DpCommunicator& c : data_parallel_communicators(gradient_scenario(s), rank))
     out.push_back({c.kind, c.name, c.members});
   if (s.model.moe.experts == 0) return out;
-  if (p.ep > 1) out.push_back({CommKind::ep, "ep", expert_group(p, rank)});
-  if (p.etp > 1) out.push_back({CommKind::ep, "etp", expert_tp_group(p, rank), RankCommunicator::Use::expert_tp});
+  // Under the flex dispatcher with etp > 1 the all-to-alls run over the expert block, and the
+  // ETP group runs nothing (dispatches_over_block).
+  if (p.ep > 1) out.push_back({CommKind::ep, "ep", dispatch_group(s, rank)});
+  if (p.etp > 1 && !dispatches_over_block(s))
+    out.push_back({CommKind::ep, "etp", expert_tp_group(p, rank), RankCommunicator::Use::expert_tp});
   if (expert_dp_size(s) > 1)
     out.push_back({CommKind::dp, "dp experts", expert_data_group(p, rank), RankCommunicator::Use::expert_dp});
   return out;

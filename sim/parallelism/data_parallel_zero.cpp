@@ -269,6 +269,10 @@ std::string zero_notes(const Scenario& s) {
   const BucketLayout layout = megatron_bucket_layout(s.parallel.pp > 1 ? first : s);
   long long elements = 0;  // a rank's parameters: of stage 0 under a pipeline
   for (const Bucket& b : layout.buckets) elements += bucket_elements(layout, b);
+  // The experts' states are sharded over the expert-dp group (tp·cp·dp / (ep·etp) ranks), not dp.
+  long long expert_elements = 0;
+  for (const GradTensor& t : gradient_tensors(s.model, (s.parallel.pp > 1 ? first : s).parallel))
+    if (t.expert) expert_elements += t.elements;
   if (deepspeed_pipeline_engine(s)) {
     return fmt::format(
         "ZeRO-1 under DeepSpeed's pipeline engine: each stage's gradients all-reduced after the whole schedule in "
@@ -287,8 +291,12 @@ std::string zero_notes(const Scenario& s) {
                                                                     : "each later stage and model chunk one bucket")
                                                 : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
                                                               deepspeed ? "at most" : "at least", size);
+  const std::string experts = expert_elements > 0
+                                  ? fmt::format(" and 1/{} of the experts' {} M (their expert-dp group)",
+                                                expert_dp_size(s), expert_elements / 1'000'000)
+                                  : "";
   return fmt::format(
-      "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters, parameters all-gathered {}",
+      "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters{}, parameters all-gathered {}",
       deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,
       deepspeed && s.data_parallel.bucket_parameters == 0 ? " (reduce_bucket_size's default)" : "",
       deepspeed ? "all-reduced (each rank keeps its partition's slices)" : "reduce-scattered",
@@ -298,7 +306,7 @@ std::string zero_notes(const Scenario& s) {
                               ? ""
                               : ", each on the compute stream as it fills without overlap, the backward waiting")
             : "in the last micro-batch",
-      s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000,
+      s.parallel.dp, s.parallel.pp > 1 ? "stage 0's " : "", elements / 1'000'000, experts,
       s.data_parallel.overlap_param_gather ? "one bucket ahead of the forward" : "after the optimizer step");
 }
 

@@ -5,11 +5,13 @@
 // it), or after its input gradient when the schedule defers weight gradients. Where Megatron-Core's
 // all-to-all dispatcher sorts the received tokens by local expert, the sort follows the dispatch
 // and the unsort precedes the combine, so the all-to-alls go before and after them instead. The flex
-// dispatcher (DeepEP, HybridEP) sends less across NVLink domains (flex_share). Each is on the
+// dispatcher (DeepEP, HybridEP) sends less across NVLink domains (flex_share); with etp > 1 it
+// dispatches over the expert block of ep·etp ranks, each token to every ETP rank of its experts
+// (etp times the copies), and no ETP gather or scatter runs (dispatches_over_block). Each is on the
 // ep stream and the next compute op of its pass waits for it: only DualPipe and Megatron-Core's
 // EP all-to-all overlap (model.moe.a2a_overlap), which run another micro-batch's pass beside
-// it, hide it. With expert tensor parallelism the ETP group's AllGather follows each
-// all-to-all into the experts and its ReduceScatter precedes each one out of them, on the etp
+// it, hide it. With expert tensor parallelism under the all-to-all dispatcher the ETP group's
+// AllGather follows each all-to-all into the experts and its ReduceScatter precedes each one out of them, on the etp
 // stream.
 #include "parallelism/expert_parallel.hpp"
 
@@ -39,9 +41,14 @@ using workload::Role;
 // other domains under flex, against k(1 − n_i/N) copies under the all-to-all; the share is the
 // ratio of the two averaged over the tokens (domain i's are n_i/N of them). With D domains of
 // N/D ranks each, (1 − C(E − E/D, k)/C(E, k))·D/k. The NVLink leg inside each domain is left
-// at the same share: the NICs, 18 times slower, set the pace.
+// at the same share: the NICs, 18 times slower, set the pace. Over an expert block of ep·etp
+// ranks (dispatches_over_block) the all-to-all would send each routed copy to each of the
+// expert's etp ranks, k·etp copies a token, while flex still sends it once to each other domain
+// (a domain holding n_j of the block's N ranks holds E·n_j/N experts, each with its etp ranks):
+// the share is then over k·etp copies.
 double flex_share(const Scenario& s, const RankGroup& group) {
   if (s.model.moe.dispatcher != MoeDispatcher::flex) return 1.0;
+  const int copies = dispatches_over_block(s) ? s.parallel.etp : 1;  // per routed copy
   const long long g = std::max(1, s.cluster.domain_gpus());
   std::map<long long, long long> members;  // per domain
   for (long long i = 0; i < group.size; ++i) ++members[group.at(i) / g];
@@ -57,7 +64,7 @@ double flex_share(const Scenario& s, const RankGroup& group) {
   const bool even = std::ranges::all_of(members, [&](const auto& m) { return m.second == members.begin()->second; });
   if (even) {
     const auto domains = static_cast<double>(members.size());
-    return std::min(1.0, (1.0 - none_of(experts / domains)) * domains / k);
+    return std::min(1.0, (1.0 - none_of(experts / domains)) * domains / (k * copies));
   }
   const auto n = static_cast<double>(group.size);
   double reached = 0;  // Σ_j (1 − p_j): other domains a token reaches, its own included
@@ -66,17 +73,18 @@ double flex_share(const Scenario& s, const RankGroup& group) {
   for (const auto& m : members) {
     const double share = static_cast<double>(m.second) / n;
     flex += share * (reached - (1.0 - none_of(experts * share)));
-    all_to_all += share * k * (1.0 - share);
+    all_to_all += share * k * copies * (1.0 - share);
   }
   return std::min(1.0, flex / all_to_all);
 }
 
-// The EP group a stage's all-to-alls are sized for: the stage's ranks share one op list, and
-// representative mode costs the stage's EP communicator as its slowest group (program_builder,
-// costed), the one the step waits for; so the flex share is that group's.
+// The EP group (or expert block, dispatch_group) a stage's all-to-alls are sized for: the
+// stage's ranks share one op list, and representative mode costs the stage's EP communicator as
+// its slowest group (program_builder, costed), the one the step waits for; so the flex share is
+// that group's.
 RankGroup stage_ep_group(const Scenario& s, int stage) {
   const ParallelSpec& p = s.parallel;
-  const RankGroup own = expert_group(p, global_rank(p, Coord{0, 0, 0, stage}));
+  const RankGroup own = dispatch_group(s, global_rank(p, Coord{0, 0, 0, stage}));
   const Translates t = stage_translates(own, p.gpus() / p.pp);
   return translated(own, slowest_translation(own, t, s.cluster.domain_gpus()));
 }
@@ -102,11 +110,13 @@ std::string layer_label(const OpSite& site) {
 
 ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& work, int stage)
     : enabled_(s.model.moe.experts > 0 && s.parallel.ep > 1),
-      etp_(s.model.moe.experts > 0 && s.parallel.etp > 1),
+      etp_(s.model.moe.experts > 0 && s.parallel.etp > 1 && !dispatches_over_block(s)),
       split_backward_(splits_backward(s.parallel.schedule)),
       sorts_(std::ranges::any_of(work.layer.forward,
                                  [](const workload::OpCost& op) { return op.role == Role::moe_sort; })),
-      message_(Bytes(std::llround(work.layer.dispatch_message.as_double() * flex_share(s, stage_ep_group(s, stage))))),
+      message_(
+          Bytes(std::llround(work.layer.dispatch_message.as_double() * (dispatches_over_block(s) ? s.parallel.etp : 1) *
+                             flex_share(s, stage_ep_group(s, stage))))),
       etp_message_(work.layer.expert_tp_message),
       probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)) {}
 

@@ -1,8 +1,8 @@
-// Expert parallelism as Megatron-Core's all-to-all token dispatcher runs it: the routed
-// copies of this GPU's tokens go to the EP ranks that hold their experts before the expert
-// GEMMs (dispatch) and come back after them (combine), gathered over and scattered back to
-// the ETP group around the experts when they are split by expert tensor parallelism; the
-// backward mirrors both.
+// Expert parallelism as Megatron-Core's token dispatchers run it: the routed copies of this
+// GPU's tokens go to the EP ranks that hold their experts before the expert GEMMs (dispatch)
+// and come back after them (combine), gathered over and scattered back to the ETP group around
+// the experts when they are split by expert tensor parallelism (the all-to-all dispatcher; the
+// flex dispatcher sends them to every ETP rank instead); the backward mirrors both.
 #pragma once
 
 #include <map>
@@ -35,7 +35,9 @@ class ExpertParallel {
   long long all_to_alls() const { return all_to_alls_; }
 
   // One all-to-all's S: the routed tokens the busiest EP rank receives, b·s/(cp·tp)·top_k·h
-  // elements times the imbalance (capped by the capacity factor).
+  // elements times the imbalance (capped by the capacity factor), times etp where the flex
+  // dispatcher sends each to every ETP rank of its experts (dispatches_over_block), times the
+  // flex dispatcher's share (flex_share).
   Bytes message() const { return message_; }
 
  private:

@@ -1,7 +1,8 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron's schedule with virtual pipeline stages):
-// each stage holds v model chunks; micro-batches go through the chunks in groups of p, so the
-// warm-up is 2(p − stage − 1) + (v − 1)·p passes and the bubble shrinks to (p − 1)/(m·v).
-// PyTorch's ScheduleInterleaved1F1B orders the passes alike, without Megatron's rule for m = p.
+// each stage holds v model chunks; micro-batches go through the chunks in rounds of N, so the
+// warm-up is 2(p − stage − 1) + (v − 1)·N passes and the bubble shrinks to (p − 1)/(m·v).
+// Megatron-Core's rounds are of p micro-batches (microbatch_group_size_per_vp_stage), m a
+// multiple of p; PyTorch's ScheduleInterleaved1F1B takes max(1, m // p) rounds of m / rounds.
 #include <algorithm>
 
 #include "parallelism/pipeline_schedule.hpp"
@@ -10,14 +11,18 @@ namespace stepsim::parallelism {
 
 namespace {
 
-// The k-th forward (or backward) pass of a stage, numbered as Megatron numbers virtual
-// micro-batches: groups of p micro-batches go through chunk 0, then chunk 1, ... (backward
-// from the last chunk down).
+// The micro-batches of one round: PyTorch's microbatches_per_round, m // max(1, m // p), which
+// is p whenever m is a multiple of p, the only micro-batch counts Megatron-Core runs.
+int round_size(const PipelineShape& s) { return s.micro_batches / std::max(1, s.micro_batches / s.stages); }
+
+// The k-th forward (or backward) pass of a stage, numbered as Megatron's schedule table and
+// PyTorch's forward_stage_index number them: rounds of N micro-batches go through chunk 0, then
+// chunk 1, ... (backward from the last chunk down).
 PipelineOp virtual_op(const PipelineShape& s, int k, bool forward) {
-  const int group = s.stages * s.chunks;
-  const int in_group = k % group;
-  const int chunk = in_group / s.stages;
-  const int micro_batch = (k / group) * s.stages + k % s.stages;
+  const int n = round_size(s);
+  const int round = n * s.chunks;
+  const int chunk = k % round / n;
+  const int micro_batch = k / round * n + k % n;
   return {micro_batch, forward ? chunk : s.chunks - 1 - chunk, forward};
 }
 
@@ -25,17 +30,13 @@ PipelineOp virtual_op(const PipelineShape& s, int k, bool forward) {
 
 std::vector<PipelineOp> interleaved_order(const PipelineShape& shape, int stage) {
   const int total = shape.micro_batches * shape.chunks;
-  // With exactly p micro-batches Megatron runs every forward first; PyTorch does not. Megatron-
-  // Core's tunable schedule (November 2024) replaced that rule with a cap on each stage's
-  // warm-up at the m·v passes, and the EP all-to-all overlap came later (August 2025): under it
-  // every stage keeps its own warm-up.
-  const bool all_first = shape.all_forwards_first_at_p && !shape.a2a_overlap && shape.micro_batches == shape.stages;
-  // Under the EP all-to-all overlap one more forward warms up, so that each combined forward
-  // and backward of the steady state are of different micro-batches (schedules.py,
-  // get_pp_rank_microbatches: overlap_moe_expert_parallel_comm adds one).
+  // Megatron-Core's get_pp_rank_microbatches and PyTorch's _get_warmup_ops: capped at the m·v
+  // passes. (Megatron-Core before its tunable schedule of November 2024 ran every forward first
+  // when m = p.) Under the EP all-to-all overlap one more forward warms up, so that each
+  // combined forward and backward of the steady state are of different micro-batches
+  // (overlap_moe_expert_parallel_comm adds one).
   const int extra = shape.a2a_overlap ? 1 : 0;
-  const int warmup =
-      all_first ? total : std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * shape.stages + extra, total);
+  const int warmup = std::min(2 * (shape.stages - stage - 1) + (shape.chunks - 1) * round_size(shape) + extra, total);
   std::vector<PipelineOp> order;
   for (int k = 0; k < warmup; ++k) order.push_back(virtual_op(shape, k, true));
   for (int k = 0; k < total - warmup; ++k) {

@@ -12,6 +12,7 @@
 #include "parallelism/activation_offload.hpp"
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/memory_model.hpp"
+#include "parallelism/pipeline_comm.hpp"
 #include "parallelism/pipeline_schedule.hpp"
 #include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
@@ -74,13 +75,6 @@ Bytes repeated_kv_buffers(const workload::LayerShape& shape) {
   if (!shape.repeats_kv) return Bytes(0);
   const long long tensors = shape.keeps_repeated_kv() ? 2 : 4;
   return Bytes(tensors * shape.tokens() * (shape.q_width() - shape.kv_width()) * shape.act_bytes);
-}
-
-// A stage's input and output as torch.distributed.pipelining passes them between stages
-// (PipelineStage in PyTorch's stage.py): one micro-batch's residual stream, s·b·h/t
-// elements under sequence parallelism.
-Bytes stage_boundary(const workload::LayerShape& shape) {
-  return Bytes(shape.norm_tokens() * shape.hidden * shape.act_bytes);
 }
 
 // Activation offload (pp 1, so one chunk holds every layer): the offloaded layers'
@@ -152,7 +146,9 @@ Bytes pipeline_buffers(const Scenario& s, int stage) {
     buffers += (c.pre ? 0 : 1) + (c.post ? 0 : 1);
   }
   const long long m = s.training.micro_batches(p.dp);
-  return Bytes(buffers * m * stage_boundary(workload::layer_shape(s)).count());
+  // Each buffer holds what crosses the boundary (PipelineStage in PyTorch's stage.py): the
+  // SendRecv message.
+  return Bytes(buffers * m * pipeline_message(s).count());
 }
 
 // forward_one_chunk appends the chunk's output to output_chunks, which the schedule merges
@@ -163,7 +159,7 @@ Bytes pipeline_buffers(const Scenario& s, int stage) {
 ChunkPipelineBytes pipeline_chunk_bytes(const Scenario& s, const workload::ModelWork& w, const ChunkLayers& c) {
   if (!pytorch_pipelining(s)) return {};
   const workload::LayerShape shape = workload::layer_shape(s);
-  const Bytes boundary = stage_boundary(shape);
+  const Bytes boundary = pipeline_message(s);
   ChunkPipelineBytes out;
   out.output = c.post ? Bytes(shape.tokens() * shape.vocab * shape.act_bytes) : boundary;
   if (!c.pre && c.layers > 0) out.in_buffer = std::min(boundary, w.block(c.first_layer).activations);

@@ -14,6 +14,7 @@
 #include "parallelism/stage_layout.hpp"
 #include "parallelism/step_builder.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/framework.hpp"
 
 namespace stepsim::parallelism {
 

@@ -365,13 +365,8 @@ StateBytes state_bytes(const Scenario& s) {
   return {compute_bytes(s), grads, master + moments};
 }
 
-bool optimizer_on_parameters(const Scenario& s) {
-  return s.data_parallel.kind == DpKind::ddp && traits_of(s.training.framework).pytorch_ddp;
-}
-
 Bytes autocast_weights(const Scenario& s, long long linear_params) {
-  const bool autocast = optimizer_on_parameters(s) && mixed_precision(s) && element_bytes(s.training.main_grad) == 4;
-  return Bytes(autocast ? linear_params * 2 : 0);
+  return Bytes(runs_autocast(s) ? linear_params * 2 : 0);
 }
 
 Sharding state_sharding(const Scenario& s) {

@@ -31,13 +31,8 @@ struct Sharding {
 
 StateBytes state_bytes(const Scenario& scenario);
 
-// PyTorch's DDP with torch.optim (data_parallel.kind ddp under pytorch, torchtitan and
-// torchtitan-compile): the optimizer steps the parameters themselves, which keep their gradients'
-// precision, and no master copy exists (io::tie_gradient_buffer).
-bool optimizer_on_parameters(const Scenario& scenario);
-
-// What autocast holds beyond the fp32 parameters there under mixed precision: a bf16 copy of each
-// of `linear_params` Linear weights, cast in the forward and saved for the backward.
+// What autocast (runs_autocast) holds beyond the fp32 parameters: a bf16 copy of each of
+// `linear_params` Linear weights, cast in the forward and saved for the backward.
 Bytes autocast_weights(const Scenario& scenario, long long linear_params);
 
 // Bytes of one element as the GPU computes with it, a parameter's or an unsharded gradient's

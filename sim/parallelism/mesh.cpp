@@ -97,6 +97,21 @@ RankGroup expert_data_group(const ParallelSpec& p, int rank) {
   return {base + rank % stage % block, block, stage / block};
 }
 
+RankGroup expert_block(const ParallelSpec& p, int rank) {
+  const int stage = p.tp * p.cp * p.dp;
+  const int base = rank - rank % stage;
+  const int block = p.ep * p.etp;
+  return {base + rank % stage / block * block, 1, block};
+}
+
+bool dispatches_over_block(const Scenario& s) {
+  return s.model.moe.experts > 0 && s.model.moe.dispatcher == MoeDispatcher::flex && s.parallel.etp > 1;
+}
+
+RankGroup dispatch_group(const Scenario& s, int rank) {
+  return dispatches_over_block(s) ? expert_block(s.parallel, rank) : expert_group(s.parallel, rank);
+}
+
 std::vector<int> group_ranks(const ParallelSpec& p, int rank, Dim d) { return group_of(p, rank, d).ranks(); }
 
 namespace {
@@ -411,22 +426,34 @@ std::string placement_description(const Scenario& scenario) {
                            {{1, stage}, {stage, p.pp - 1}}, scenario);
   }
   if (p.ep > 1) {
-    const RankGroup ep = expert_group(p, 0);
-    out += "; " + describe_group("ep", ep, scenario.cluster) + kind_difference("ep groups", ep, scenario);
-    const RankGroup edp = expert_data_group(p, 0);
+    const bool block = dispatches_over_block(scenario);
+    const RankGroup ep = dispatch_group(scenario, 0);
+    const char* name = block ? "flex dispatch (ep·etp)" : "ep";
+    out += "; " + describe_group(name, ep, scenario.cluster) +
+           kind_difference(block ? "flex dispatch groups" : "ep groups", ep, scenario);
+  }
+  if (p.etp > 1 && !dispatches_over_block(scenario)) {
+    const RankGroup etp = expert_tp_group(p, 0);
+    out += "; " + describe_group("etp", etp, scenario.cluster) + kind_difference("etp groups", etp, scenario);
+  }
+  // CP ranks hold the same weights: their gradients are reduced together with DP's.
+  ParallelSpec folded = p;
+  folded.dp = p.dp * p.cp;
+  folded.cp = 1;
+  const RankGroup gradient = group_of(folded, 0, Dim::dp);
+  // The experts' gradients are reduced over the expert-dp group, tp·cp·dp / (ep·etp) ranks,
+  // which is the group of the other gradients only where ep·etp = tp and cp = 1 (TP 2 and EP 1
+  // at ETP 1: the 2·dp ranks of a stage, not its dp).
+  const RankGroup edp = expert_data_group(p, 0);
+  const bool same =
+      edp.size == gradient.size && edp.first == gradient.first && (edp.size <= 1 || edp.stride == gradient.stride);
+  if (scenario.model.moe.experts > 0 && (p.ep > 1 || !same))
     out += edp.size > 1 ? "; expert gradients reduced over the " + describe_group("expert-dp", edp, scenario.cluster) +
                               kind_difference("expert-dp groups", edp, scenario)
                         : "; every GPU holds its own experts (no expert-dp group)";
-  }
-  if (p.cp > 1) {
-    // CP ranks hold the same weights: their gradients are reduced together with DP's.
-    ParallelSpec folded = p;
-    folded.dp = p.dp * p.cp;
-    folded.cp = 1;
-    const RankGroup gradient = group_of(folded, 0, Dim::dp);
+  if (p.cp > 1)
     out += "; gradients reduced over dp·cp, " + describe_group("gradient", gradient, scenario.cluster) +
            kind_difference("gradient groups", gradient, scenario);
-  }
   const auto ranks = simulated_ranks(p, scenario.simulation.ranks);
   return out + fmt::format("; {} simulated rank(s) standing for {} GPUs", ranks.size(), p.gpus());
 }

@@ -43,6 +43,18 @@ struct RankGroup {
 RankGroup expert_group(const ParallelSpec& p, int rank);
 RankGroup expert_tp_group(const ParallelSpec& p, int rank);
 RankGroup expert_data_group(const ParallelSpec& p, int rank);
+// The ep·etp consecutive ranks of a block (Megatron-Core's expert tensor and model parallel
+// group, its dispatchers' tp_ep_group).
+RankGroup expert_block(const ParallelSpec& p, int rank);
+
+// Whether the EP all-to-alls run over the expert block rather than the EP group: Megatron-Core's
+// flex dispatcher (MoEFlexTokenDispatcher) dispatches over tp_ep_group with the routing map
+// repeated over the expert-TP ranks, every token going to each ETP rank of its experts, and runs
+// no ETP AllGather or ReduceScatter; with etp 1 the block is the EP group.
+bool dispatches_over_block(const Scenario& s);
+// The group a rank's EP all-to-alls run over: its expert block where dispatches_over_block, its
+// EP group otherwise.
+RankGroup dispatch_group(const Scenario& s, int rank);
 
 // The `d` communicator that contains `rank`, in group order.
 RankGroup group_of(const ParallelSpec& p, int rank, Dim d);

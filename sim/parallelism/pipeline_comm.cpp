@@ -49,12 +49,15 @@ namespace {
 
 // Megatron-Core's get_tensor_shapes (pipeline_parallel/schedules.py) splits the sequence over TP
 // only under sequence parallelism: without it every TP rank holds the whole residual stream and
-// sends it whole. Megatron-LM and Megatron-DeepSpeed of 2021-22 (scatter_gather_tensors_in_
-// pipeline, on by default) sent 1/tp of it from each TP rank and gathered it again over NVLink on
-// the receiving stage, and DeepSpeed's pipeline engine partitions it alike over the model-parallel
-// ranks; torchtitan's TP plan always shards the sequence (SequenceParallel, Shard(1) outputs).
+// sends it whole. torch.distributed.pipelining's PipelineStage sends a stage's output as the
+// stage returns it: sharded over TP under sequence parallelism (torchtitan's TP plan always
+// shards the sequence, Shard(1) outputs), whole without it (RowwiseParallel's Replicate output).
+// Megatron-LM and Megatron-DeepSpeed of 2021-22 (scatter_gather_tensors_in_pipeline, on by
+// default) sent 1/tp of it from each TP rank and gathered it again over NVLink on the receiving
+// stage, and DeepSpeed's pipeline engine partitions it alike over the model-parallel ranks.
 bool sends_whole_stream(const Scenario& s) {
-  return traits_of(s.training.framework).megatron_core && !(s.parallel.sequence_parallel && s.parallel.tp > 1);
+  if (s.parallel.sequence_parallel && s.parallel.tp > 1) return false;
+  return traits_of(s.training.framework).megatron_core || pytorch_pipelining(s);
 }
 
 }  // namespace

@@ -14,13 +14,16 @@
 
 namespace stepsim::parallelism {
 
-// The SendRecv message: one micro-batch's b·s·h activations in the activation precision (bf16
-// under fp8 training), split over CP (each CP rank holds s/cp of the sequence) and over TP,
-// which under Megatron-Core (training.framework megatron, nemo) only sequence parallelism
-// splits: without it each TP rank holds the whole residual stream and sends it whole
-// (get_tensor_shapes). Elsewhere 1/tp: Megatron-LM's scatter/gather of the replicated tensor,
-// DeepSpeed's partitioned activations, torchtitan's sequence-sharded outputs. The program and
-// the report notes both take it from here, and its formula in words ("b·s·h / tp").
+// What crosses a stage boundary, the SendRecv message: one micro-batch's b·s·h activations in
+// the activation precision (bf16 under fp8 training), split over CP (each CP rank holds s/cp of
+// the sequence) and over TP, which under Megatron-Core (training.framework megatron, nemo) and
+// under PyTorch's pipelining (torchtitan, whose TP always runs sequence parallelism) only
+// sequence parallelism splits: without it each TP rank holds the whole residual stream and
+// sends it whole (get_tensor_shapes; PipelineStage sends the stage's output as it is).
+// Elsewhere 1/tp: Megatron-LM's scatter/gather of the replicated tensor, DeepSpeed's
+// partitioned activations. The program, the receive buffers and outputs PyTorch's stages keep
+// (memory_activations) and the report notes all take it from here, and its formula in words
+// ("b·s·h / tp").
 Bytes pipeline_message(const Scenario& scenario);
 std::string pipeline_message_formula(const Scenario& scenario);
 
@@ -33,10 +36,12 @@ class PipelineComm {
   // After a pass: the send of its output, waiting for the pass's last compute op.
   void send(StepBuilder& b, const PipelineOp& op) const;
   // Tied embeddings split over the first and the last stage: the AllReduce of the word
-  // embedding's gradient, after `waits` (the DP gradient sync); nothing elsewhere.
+  // embedding's gradient, after `waits` (the stage's last backward and the DP gradient sync);
+  // nothing elsewhere.
   std::vector<OpIndex> sync_embedding(StepBuilder& b, const std::vector<OpIndex>& waits) const;
   // DualPipe: stage i and stage p − 1 − i hold the same two model chunks; the AllReduce that
-  // sums the gradients of both copies, after `waits`; nothing under other schedules.
+  // sums the gradients of both copies, after `waits` (as sync_embedding's); nothing under other
+  // schedules.
   std::vector<OpIndex> sync_mirror(StepBuilder& b, const std::vector<OpIndex>& waits) const;
 
   // The SendRecv message (pipeline_message).

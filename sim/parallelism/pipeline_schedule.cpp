@@ -23,11 +23,6 @@ constexpr std::array<ScheduleKind, 6> kSchedules{{
 
 std::span<const ScheduleKind> pipeline_schedules() { return kSchedules; }
 
-bool pytorch_pipelining(const Scenario& s) {
-  const DpKind kind = s.data_parallel.kind;
-  return s.parallel.pp > 1 && (kind == DpKind::fsdp || kind == DpKind::hsdp);
-}
-
 namespace {
 
 // Megatron-Core's combined 1F1B without a pipeline (pipeline_parallel/combined_1f1b.py,
@@ -76,7 +71,7 @@ std::vector<PipelineOp> stage_order(Schedule schedule, const PipelineShape& shap
 
 PipelineShape pipeline_shape(const Scenario& s) {
   return {s.parallel.pp, static_cast<int>(s.training.micro_batches(s.parallel.dp)), s.parallel.virtual_stages,
-          !pytorch_pipelining(s), s.model.moe.a2a_overlap};
+          s.model.moe.a2a_overlap};
 }
 
 bool ep_overlap_pairs(const Scenario& s) {

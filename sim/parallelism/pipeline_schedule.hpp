@@ -31,10 +31,6 @@ struct PipelineShape {
   int stages = 1;         // p
   int micro_batches = 1;  // m, per pipeline replica and step (both directions of DualPipe)
   int chunks = 1;         // v, model chunks per stage
-  // Megatron's interleaved schedule runs every forward first when m = p (not under a2a_overlap,
-  // which only Megatron-Core releases without that rule run); PyTorch's ScheduleInterleaved1F1B
-  // (torch.distributed.pipelining) keeps its usual warm-up.
-  bool all_forwards_first_at_p = true;
   // Megatron-Core's EP all-to-all overlap (model.moe.a2a_overlap): each steady-state forward
   // runs merged with the backward after it, and without a pipeline the backward of each
   // micro-batch waits for the next one's forward (combined_1f1b.py).
@@ -53,11 +49,6 @@ struct ScheduleKind {
 };
 
 std::span<const ScheduleKind> pipeline_schedules();
-
-// Whether a pipeline runs under torch.distributed.pipelining, PyTorch's schedules as torchtitan
-// runs them: pipeline stages whose data parallelism is FSDP (Megatron pipelines run with its
-// own data parallelism). Its interleaved schedule has no rule for m = p.
-bool pytorch_pipelining(const Scenario& scenario);
 
 // The scenario's pipeline: its stages, micro-batches per replica and step, model chunks per
 // stage, and whether Megatron-Core's combined 1F1B runs it (model.moe.a2a_overlap).

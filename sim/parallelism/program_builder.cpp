@@ -54,13 +54,14 @@ struct Piece {
 using Script = std::vector<Piece>;
 
 // What validation (io::complete_and_validate) guarantees of the micro-batches, which the
-// schedules rely on: at least one per replica, a multiple of pp under the interleaved schedule,
-// an even number of at least 2·pp under DualPipe.
+// schedules rely on: at least one per replica, a multiple of the interleaved schedule's rounds
+// (max(1, m div pp) of them: PyTorch's; Megatron-Core's m, a multiple of pp, is one), an even
+// number of at least 2·pp under DualPipe.
 void check_supported(const Scenario& s) {
   const long long m = s.training.micro_batches(s.parallel.dp);
   STEPSIM_CHECK(m >= 1, "a replica without a micro-batch");
-  STEPSIM_CHECK(s.parallel.schedule != Schedule::interleaved || m % s.parallel.pp == 0,
-                "interleaved micro-batches not a multiple of pp");
+  STEPSIM_CHECK(s.parallel.schedule != Schedule::interleaved || m % std::max(1LL, m / s.parallel.pp) == 0,
+                "interleaved micro-batches not a multiple of the rounds");
   STEPSIM_CHECK(s.parallel.schedule != Schedule::dualpipe || (m % 2 == 0 && m >= 2LL * s.parallel.pp),
                 "DualPipe micro-batches odd or fewer than 2·pp");
 }
@@ -152,8 +153,13 @@ class StepWriter {
     dp_->end_backward(b_);
     std::vector<OpIndex> waits = dp_->optimizer_waits();
     for (OpIndex op : b_.take_deferred()) waits.push_back(op);
-    for (OpIndex op : pp_.sync_embedding(b_, waits)) waits.push_back(op);
-    for (OpIndex op : pp_.sync_mirror(b_, waits)) waits.push_back(op);
+    // The stages' gradient sums (finalize_model_grads' _allreduce_embedding_grads after
+    // finish_grad_sync, DualPipe's two copies of a stage) are issued on the compute stream after
+    // the last backward: they wait for it, and for the DP reduction where there is one.
+    std::vector<OpIndex> summed = waits;
+    for (OpIndex op : b_.stream_tail()) summed.push_back(op);
+    for (OpIndex op : pp_.sync_embedding(b_, summed)) waits.push_back(op);
+    for (OpIndex op : pp_.sync_mirror(b_, summed)) waits.push_back(op);
     // Megatron reads the gradients' norm on the CPU (.item()): the host waits for every
     // gradient, and the backward's last kernel, before it issues the step.
     const bool syncs = s_.training.grad_clip && traits_of(s_.training.framework).syncs_grad_norm;

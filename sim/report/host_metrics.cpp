@@ -1,8 +1,9 @@
-// How much of the step the GPU waited for the CPU that issues its kernels. Where the timeline
-// records when the host issued each op (RankTimeline::issues): in each stretch where no compute
-// or communication kernel of the rank ran, the part before the host had issued the kernel that
-// ended it (HolisticTraceAnalysis' host wait: the kernel was not launched yet). A stretch whose
-// next kernel was issued before it began is not the host's: a copy, a dependency, a peer. Without
+// How much of the step the GPU waited for the CPU that issues its kernels, and for its copies.
+// Where the timeline records when the host issued each op (RankTimeline::issues): in each
+// stretch where no compute or communication kernel of the rank ran, the part before the host had
+// issued the kernel that ended it (HolisticTraceAnalysis' host wait: the kernel was not launched
+// yet). A stretch whose next kernel was issued before it began is not the host's: a copy, a
+// dependency, a peer; of it, the time a copy ran is the GPU waiting for its copies. Without
 // those times (a profiler trace read without its launches): the CPU's runs of launches
 // (RankTimeline::host) against the time any kernel ran.
 #include <algorithm>
@@ -49,10 +50,30 @@ std::vector<Span> merged_spans(const std::vector<Span>& spans) {
   return merged;
 }
 
-// The stretches in [begin, end) where no kernel ran, each up to when the host had issued the
-// kernel (of those starting first after it, the earliest issued) that ended it.
-double issue_bound_wait(const std::vector<Span>& spans, Time begin, Time end) {
-  double wait = 0;
+// The copies (Activity::memory) of the rank, merged where they overlap, sorted by start.
+std::vector<Span> copy_spans(const RankTimeline& rank) {
+  std::vector<Span> spans;
+  for (const Interval& i : rank.intervals)
+    if (i.activity == Activity::memory) spans.push_back({i.start, i.end, Time::zero()});
+  std::ranges::sort(spans, {}, &Span::start);
+  return merged_spans(spans);
+}
+
+// The time in [from, to) that one of the merged `copies` covers.
+double copying(const std::vector<Span>& copies, Time from, Time to) {
+  double s = 0;
+  for (const Span& c : copies) {
+    if (c.start >= to) break;
+    const Time a = max(c.start, from), b = min(c.end, to);
+    if (b > a) s += (b - a).seconds();
+  }
+  return s;
+}
+
+// The stretches in [begin, end) where no kernel ran: each up to when the host had issued the
+// kernel (of those starting first after it, the earliest issued) that ended it is the host's;
+// of the rest, and of the stretch after the last kernel, the time a copy ran is the copies'.
+void idle_waits(const std::vector<Span>& spans, const std::vector<Span>& copies, Time begin, Time end, HostMetrics& m) {
   Time idle_from = begin;
   for (std::size_t k = 0; k < spans.size() && spans[k].start < end;) {
     const Time at = spans[k].start;
@@ -63,12 +84,13 @@ double issue_bound_wait(const std::vector<Span>& spans, Time begin, Time end) {
       busy_to = max(busy_to, spans[k].end);
     }
     if (at > idle_from) {
-      const Time waited_to = min(issued, at);
-      if (waited_to > idle_from) wait += (waited_to - idle_from).seconds();
+      const Time waited_to = max(idle_from, min(issued, at));
+      m.gpu_wait += (waited_to - idle_from).seconds();
+      m.copy_wait += copying(copies, waited_to, at);
     }
     idle_from = max(idle_from, busy_to);
   }
-  return wait;
+  if (end > idle_from) m.copy_wait += copying(copies, idle_from, end);
 }
 
 }  // namespace
@@ -77,7 +99,8 @@ HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end) {
   HostMetrics m;
   const bool issued = !rank.issues.empty() && rank.issues.size() == rank.intervals.size();
   const std::vector<Span> spans = kernel_spans(rank);
-  if (issued) m.gpu_wait = issue_bound_wait(spans, begin, end);
+  idle_waits(spans, copy_spans(rank), begin, end, m);
+  if (!issued) m.gpu_wait = 0;  // from the CPU's runs of launches instead, below
   const std::vector<Span> busy = merged_spans(spans);
   auto next = busy.begin();
   for (const HostRun& run : rank.host) {

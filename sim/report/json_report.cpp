@@ -166,6 +166,7 @@ void write_json(const Report& r, std::ostream& out) {
   o["notes"] = notes_json(r.notes);
   if (!r.calibration.files.empty()) o["calibration"] = calibration_json(r.calibration);
   o["compute_slowdown_s"] = r.compute_slowdown_s;
+  o["offload_wait_s"] = r.offload_wait_s;
   o["stages"] = stages_json(r.stages);
   o["cost"] = cost_json(r.cost);
   o["flop_convention"] = r.flop_convention;

@@ -143,6 +143,7 @@ void add_host(Report& r, const Timeline& timeline, const ReportInputs& in, int m
   r.host.cpu_issue_s = worst.issue;
   r.host.gpu_wait_s = worst.gpu_wait;
   r.host.breakdown_gpu_wait_s = own.gpu_wait;
+  r.offload_wait_s = own.copy_wait;
   if (r.step_time_s > 0) r.host.gpu_wait_fraction_of_step = worst.gpu_wait / r.step_time_s;
 }
 

@@ -39,10 +39,13 @@ struct WindowMetrics {
 // Sweeps the rank's intervals clipped to [begin, end): O(n log n), one buffer.
 WindowMetrics measure(const RankTimeline& rank, Time begin, Time end);
 
-// The rank's CPU issue time in [begin, end), and of it the time no kernel of the rank ran.
+// The rank's CPU issue time in [begin, end), and of it the time no kernel of the rank ran; and
+// the time no kernel ran, the next one already issued (or the step's last done), while a copy
+// ran: the GPU waiting for its copies (activation offload's), disjoint from its wait for the host.
 struct HostMetrics {
-  double issue = 0;     // s
-  double gpu_wait = 0;  // s
+  double issue = 0;      // s
+  double gpu_wait = 0;   // s
+  double copy_wait = 0;  // s
 };
 HostMetrics measure_host(const RankTimeline& rank, Time begin, Time end);
 

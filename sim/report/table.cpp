@@ -80,6 +80,8 @@ void write_breakdown(const Report& r, std::ostream& out) {
   row(out, "  other", duration(b.other), percent(b.other, step));
   const double own = r.host.breakdown_gpu_wait_s;
   if (own > 0) row(out, "    GPU waiting for the host", duration(own), percent(own, step));
+  const double copies = r.offload_wait_s;
+  if (copies > 0) row(out, "    waiting for offload copies", duration(copies), percent(copies, step));
   // Another stage's GPU waits longer for its host, and holds this one back (its bubble).
   if (r.host.gpu_wait_s <= own) return;
   out << '\n';

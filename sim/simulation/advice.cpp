@@ -35,6 +35,10 @@ struct Candidate {
 // back the other stages.
 bool host_bound(const Report& r) { return r.host.gpu_wait_s >= kExposedTarget * r.step_time_s; }
 
+// The GPU idles for activation offload's copies, late for their window, for at least
+// kExposedTarget of the step (Report::offload_wait_s).
+bool offload_bound(const Report& r) { return r.offload_wait_s >= kExposedTarget * r.step_time_s; }
+
 // A change the advice names as the best must shorten the step by this share at least: less is
 // within what a bucket boundary or a rounding moves.
 constexpr double kWorthwhile = 0.005;
@@ -170,7 +174,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
       return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
     case CommKind::ep:
       return fmt::format(
-          "the expert-parallel all-to-alls are exposed: {}{}",
+          "the expert-parallel all-to-alls are exposed: {}{}{}",
           s.model.moe.a2a_overlap
               ? "Megatron-Core's EP overlap runs them under another micro-batch's compute where the schedule pairs a "
                 "forward with a backward, not in the warm-up and cool-down, nor where they outlast the compute beside "
@@ -178,9 +182,17 @@ std::string cause_of(const Scenario& s, CommKind kind) {
               : "each MoE layer's dispatch feeds its experts and its combine feeds the next layer, so without "
                 "Megatron-Core's EP overlap nothing of the same micro-batch runs beside them",
           ep_domains(s) > 1
-              ? fmt::format("; the EP group of {} spans {} NVLink domains, so part of each crosses the scale-out "
-                            "network",
-                            s.parallel.ep, ep_domains(s))
+              ? fmt::format("; the {} spans {} NVLink domains, so part of each crosses the scale-out network",
+                            s.parallel.etp > 1 && s.model.moe.dispatcher == MoeDispatcher::flex
+                                ? fmt::format("flex dispatcher's expert block of ep·etp = {} ranks",
+                                              s.parallel.ep * s.parallel.etp)
+                                : fmt::format("EP group of {}", s.parallel.ep),
+                            ep_domains(s))
+              : "",
+          s.parallel.etp > 1 && s.model.moe.dispatcher == MoeDispatcher::alltoall
+              ? fmt::format("; with etp {} the ETP group gathers the tokens after each all-to-all into the experts "
+                            "and reduce-scatters them before each one out (also ep)",
+                            s.parallel.etp)
               : "");
     case CommKind::cp:
       return cp_cause(s);
@@ -259,10 +271,33 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
 // has passes to pair (parallelism::ep_overlap_pairs: a single micro-batch per replica has
 // none, and the overlap would change nothing), the flex dispatcher and a smaller EP group
 // where the group crosses NVLink domains.
+// Expert tensor parallelism: its gathers and scatters around the experts (the all-to-all
+// dispatcher's), the flex dispatcher's copies of each token to every ETP rank of its experts,
+// and the EP group's stride over etp times the ranks all go with etp 1, each expert whole on its
+// GPU (the expert group of ep ranks divides the stage's ranks where one of ep·etp did).
+void add_expert_tensor_parallel(const Scenario& s, std::vector<Candidate>& out) {
+  if (s.parallel.etp <= 1) return;
+  out.push_back({{set("parallel.etp", 1)},
+                 "layout: each expert whole on its GPU (etp 1): no ETP gathers and scatters, an EP group that "
+                 "strides 1, not etp"});
+}
+
+// For a mixture of experts that does not fit: each expert split over as many ranks as the TP
+// group (etp = tp, Megatron-Core's default where not given), 1/tp of its weights, gradients and
+// optimizer states a GPU, where tp divides the experts' width and ep·tp the stage's ranks.
+void add_expert_memory_fix(const Scenario& s, std::vector<Candidate>& out) {
+  const ParallelSpec& p = s.parallel;
+  if (s.model.moe.experts == 0 || p.etp != 1 || p.tp <= 1) return;
+  if (s.model.moe.expert_ffn_hidden % p.tp != 0 || p.tp * p.cp * p.dp % (p.ep * p.tp) != 0) return;
+  out.push_back({{set("parallel.etp", p.tp)}, "fit: each expert split over the TP group's ranks (etp = tp)"});
+}
+
 void add_expert_parallel(const Scenario& s, std::vector<Candidate>& out) {
   const ParallelSpec& p = s.parallel;
   const MoeSpec& moe = s.model.moe;
-  if (moe.experts == 0 || p.ep <= 1) return;
+  if (moe.experts == 0) return;
+  add_expert_tensor_parallel(s, out);
+  if (p.ep <= 1) return;
   const Schedule overlap_schedule = p.pp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   if (!moe.a2a_overlap && runs_megatron_options(s.training.framework) && p.schedule == overlap_schedule &&
       s.training.recompute != Recompute::full && parallelism::ep_overlap_pairs(s))
@@ -388,7 +423,8 @@ void add_pipeline(const Scenario& s, const Report& r, std::vector<Candidate>& ou
 
 // What makes a job that does not fit fit: PyTorch DDP's buckets as views of the gradients,
 // sharding the model states, recompute, more pipeline stages (fewer layers' activations and
-// weights per GPU), activation offload, a smaller micro-batch, a larger TP group.
+// weights per GPU), activation offload, experts split over the TP group's ranks, a smaller
+// micro-batch, a larger TP group.
 std::vector<Candidate> memory_fixes(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const DataParallelSpec& d = s.data_parallel;
@@ -404,9 +440,7 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     add_kind_switch(out, s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)");
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
-  // Megatron-Core refuses full recompute beside per-layer CUDA graphs.
-  const bool graphed = s.training.cuda_graphs && runs_megatron_options(s.training.framework);
-  if (s.training.recompute != Recompute::full && !graphed) {
+  if (s.training.recompute != Recompute::full) {
     // The modules are what selective recomputes; full recompute runs without them.
     std::vector<std::string> full{set("training.recompute", "full")};
     if (!s.training.recompute_modules.empty()) full.push_back(set("training.recompute_modules", "[]"));
@@ -415,17 +449,17 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (p.dp % 2 == 0 && p.stage_layers.empty() && s.model.layers % (2 * p.pp) == 0)
     out.push_back({{set("parallel.pp", p.pp * 2), set("parallel.dp", static_cast<long long>(p.dp) / 2)},
                    "fit: twice the pipeline stages, each with half the layers"});
-  // Megatron-Core's offload through Transformer Engine (cpu_offloading_num_layers), which it
-  // allows without a pipeline, recompute or CUDA graphs: half the layers, or all it can but the
-  // last where the scenario offloads half already.
+  // Megatron-Core's offload through Transformer Engine (cpu_offloading_num_layers): half the
+  // layers, or all it can but the last where the scenario offloads half already (validation
+  // leaves it out where Megatron-Core refuses it: a pipeline, recompute, CUDA graphs).
   const int offloaded = s.training.activation_offload_layers;
   const int more = offloaded < s.model.layers / 2 ? s.model.layers / 2 : s.model.layers - 1;
-  if (runs_megatron_options(s.training.framework) && p.pp == 1 && s.training.recompute == Recompute::none &&
-      !s.training.cuda_graphs && s.cluster.host_link.bandwidth.positive() && more > offloaded)
+  if (more > offloaded)
     out.push_back({{set("training.activation_offload_layers", more)},
                    fmt::format("fit: {} {} activations in host memory (Transformer Engine's CPU offload, its "
                                "copies beside the compute)",
                                more, more == 1 ? "layer's" : "layers'")});
+  add_expert_memory_fix(s, out);
   if (s.training.micro_batch > 1)
     out.push_back(
         {{set("training.micro_batch", s.training.micro_batch / 2)}, "fit: half the micro-batch, half the activations"});
@@ -492,13 +526,9 @@ std::optional<Candidate> wider_scope(const Scenario& s) {
 // DeepSpeed's steps, not FSDP-sharded layers), or a wider scope of them; a micro-batch twice
 // as large issues half the kernels per token.
 void add_host(const Scenario& s, std::vector<Candidate>& out) {
-  const Framework f = s.training.framework;
-  const DpKind kind = s.data_parallel.kind;
-  // Not where the graphs would be refused: Megatron-Core's beside full recompute, whole layers
-  // of a mixture of experts elsewhere.
-  const bool megatron = runs_megatron_options(f);
-  const bool refused = megatron ? s.training.recompute == Recompute::full : s.model.moe.experts > 0;
-  if (!s.training.cuda_graphs && captures_cuda_graphs(f) && kind != DpKind::fsdp && kind != DpKind::hsdp && !refused) {
+  // Where the graphs would be refused (the framework, FSDP, recompute, whole layers of a mixture
+  // of experts outside Megatron-Core), validation leaves the change out.
+  if (!s.training.cuda_graphs) {
     if (s.model.moe.experts > 0) {
       // A mixture of experts as Megatron-Core graphs it: the parts whose shapes do not change.
       const std::vector<CudaGraphScope> parts = moe_graph_parts(s, {});
@@ -521,9 +551,25 @@ void add_host(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("training.micro_batch", 2 * mb)}, "host: twice the micro-batch, half the kernels per token"});
 }
 
+// Activation offload's copies late for their windows: fewer layers offloaded, so fewer copies
+// and longer windows of compute beside each (Transformer Engine spreads the synchronisations
+// over the layers), half of them or none, each with its activations back on the GPU.
+void add_offload(const Scenario& s, std::vector<Candidate>& out) {
+  const int n = s.training.activation_offload_layers;
+  if (n >= 2)
+    out.push_back({{set("training.activation_offload_layers", n / 2)},
+                   fmt::format("offload: {} layers' activations to host memory, fewer copies to wait for and longer "
+                               "windows of compute beside each (more activations on the GPU)",
+                               n / 2)});
+  if (n >= 1)
+    out.push_back({{set("training.activation_offload_layers", 0)},
+                   "offload: none, no copies to wait for (every layer's activations on the GPU)"});
+}
+
 std::vector<Candidate> candidates(const Scenario& s, const Report& r, CommKind dominant) {
   std::vector<Candidate> first, rest;
   if (host_bound(r)) add_host(s, first);
+  if (offload_bound(r)) add_offload(s, first);
   add_tensor_parallel(s, dominant == CommKind::tp ? first : rest);
   add_data_parallel(s, dominant == CommKind::dp || dominant == CommKind::fsdp ? first : rest);
   add_pipeline(s, r, dominant == CommKind::pp ? first : rest);
@@ -605,6 +651,13 @@ std::optional<Advice> try_candidate(const AdviceRequest& request, const Candidat
   return a;
 }
 
+// The changes validation accepts, each with the scenario's --set: the rules of what runs
+// together live in validation alone, and a change it refuses is neither shown nor paired.
+std::vector<Candidate> admitted(const AdviceRequest& request, std::vector<Candidate> all) {
+  std::erase_if(all, [&](const Candidate& c) { return !changed(request, c); });
+  return all;
+}
+
 bool met_a_bug(const Advice& a) { return a.status.starts_with(kInternalError); }
 
 std::size_t intervals_of(const Timeline& t) {
@@ -647,7 +700,7 @@ void fitted(const AdviceRequest& request, const Candidate& c, const std::vector<
 void advise_memory(const AdviceRequest& request, const Scenario& scenario, Report& r) {
   const MemoryReport& m = r.memory_bytes;
   r.advice_cause = parallelism::does_not_fit(m) + "; the changes below are simulated, those that fit first";
-  const std::vector<Candidate> fixes = memory_fixes(scenario);
+  const std::vector<Candidate> fixes = admitted(request, memory_fixes(scenario));
   for (const Candidate& c : fixes)
     if (std::optional<Advice> a = try_candidate(request, c)) r.advice.push_back(std::move(*a));
   const bool one_fits = std::any_of(r.advice.begin(), r.advice.end(), [](const Advice& a) { return a.status == "ok"; });
@@ -684,7 +737,8 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     return;
   }
   const bool host = host_bound(r);
-  if (!request.asked && exposed < kExposedTarget && !host) return;
+  const bool offload = offload_bound(r);
+  if (!request.asked && exposed < kExposedTarget && !host && !offload) return;
   const CommKind dominant = dominant_kind(r);
   const double dominant_s = of(r.breakdown_s.exposed_comm, dominant);
   r.advice_cause =
@@ -706,9 +760,15 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     r.advice_cause += fmt::format(
         "; the GPU waits for the host {:.1f} % of the step: the CPU issues the kernels more slowly than they run",
         100.0 * r.host.gpu_wait_s / r.step_time_s);
+  if (offload)
+    r.advice_cause += fmt::format(
+        "; the GPU waits for activation offload's copies {:.1f} % of the step: a window's copy to or from host "
+        "memory takes longer over cluster.host_link than the compute beside it, and the compute waits for it at the "
+        "window's end",
+        100.0 * r.offload_wait_s / r.step_time_s);
   const bool simulate_them = request.asked || intervals_of(result.timeline) <= kCheapIntervals;
   std::vector<Advice> paired;
-  const std::vector<Candidate> fixes = memory_fixes(scenario);
+  std::optional<std::vector<Candidate>> fixes;  // validated when a change first does not fit
   for (const Candidate& c : candidates(scenario, r, dominant)) {
     if (!simulate_them) {
       // Validated all the same (a load, no simulation): a change the program refuses is not shown.
@@ -720,11 +780,13 @@ void advise(const AdviceRequest& request, const Scenario& scenario, SimulationRe
     if (!a) continue;
     r.advice.push_back(std::move(*a));
     // A change that does not fit, tried again with what makes the job fit.
-    if (fits_not(r.advice.back())) fitted(request, c, fixes, paired);
+    if (!fits_not(r.advice.back())) continue;
+    if (!fixes) fixes = admitted(request, memory_fixes(scenario));
+    fitted(request, c, *fixes, paired);
   }
   r.advice.insert(r.advice.end(), paired.begin(), paired.end());
   rank(r.advice);
-  // Asked for (--advise) or brought on by the exposure or the host: the note names the best
+  // Asked for (--advise) or brought on by the exposure, the host or the offload copies: the note names the best
   // change that shortens the step by kWorthwhile or more, whatever the exposure.
   std::string note = "advice: " + r.advice_cause;
   const auto simulated =

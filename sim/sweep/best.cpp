@@ -57,22 +57,27 @@ ProbeKey probe_key(const Candidate& c) {
           value_of(c, "training.micro_batch", "1"),
           value_of(c, "training.precision", ""),
           value_of(c, "parallel.sequence_parallel", ""),
-          value_of(c, "parallel.ep", "")};
+          value_of(c, "parallel.ep", ""),
+          value_of(c, "parallel.etp", "")};
 }
 
 // 0 when the probe does not run (then the bound prunes nothing).
 double probe_compute(const SweepSpec& spec, const ProbeKey& k) {
   auto sets = spec.sets;
-  // An EP group wider than TP x CP needs data parallelism under it: the probe runs as many
-  // replicas as that takes, one micro-batch each, and their compute is the same.
-  // A mixture of experts' layouts carry their searched EP; where none does, the EP the user
-  // fixed with --set (a dense model has neither).
-  const std::string ep = k[5].empty() ? value_of(Candidate{spec.sets, {}}, "parallel.ep", "") : k[5];
+  // An expert group (ep·etp ranks) that TP x CP does not hold needs data parallelism under it:
+  // the probe runs as many replicas as that takes, one micro-batch each, and their compute is
+  // the same. A mixture of experts' layouts carry their searched EP and ETP; where none does,
+  // those the user fixed with --set (a dense model has neither).
+  const Candidate user{spec.sets, {}};
+  const std::string ep = k[5].empty() ? value_of(user, "parallel.ep", "") : k[5];
+  const std::string etp = k[6].empty() ? value_of(user, "parallel.etp", "") : k[6];
   long long dp = 1;
-  if (!ep.empty()) {
+  if (!ep.empty() || !etp.empty()) {
     const long long group = std::stoll(k[0]) * std::stoll(k[1]);
-    dp = std::max(1LL, std::stoll(ep) / group);
-    sets.push_back("parallel.ep=" + ep);
+    const long long experts = (ep.empty() ? 1 : std::stoll(ep)) * (etp.empty() ? 1 : std::stoll(etp));
+    dp = experts / std::gcd(group, experts);
+    if (!ep.empty()) sets.push_back("parallel.ep=" + ep);
+    if (!etp.empty()) sets.push_back("parallel.etp=" + etp);
   }
   for (const std::string& s :
        {"parallel.tp=" + k[0], "parallel.cp=" + k[1], "training.micro_batch=" + k[2],
@@ -136,17 +141,24 @@ double bound_of(const Candidate& c, double probe, const Scenario& base) {
   return probe / pp * (micro_batches + fill_and_drain(schedule, pp, v));
 }
 
-// The recompute modes the search chooses from, least first: those the scenario runs
-// (io::runs_recompute: Megatron-Core's EP overlap and per-layer CUDA graphs refuse full
-// recompute, activation offload any); "" alone where the user's --set fixes the mode.
+// The recompute modes the search chooses from, least first: those the scenario loads with, as
+// validation decides (Megatron-Core's EP overlap and per-layer CUDA graphs refuse full
+// recompute, its graphs selective recompute of a graphed module beside dropout, activation
+// offload any recompute); "" alone where the user's --set fixes the mode.
 std::vector<std::string> recompute_modes(const SweepSpec& spec) {
   if (fixes(spec, "training.recompute")) return {""};
-  const Scenario base = load_base(spec);
+  const std::vector<std::string> base = base_sets(spec);
   std::vector<std::string> out;
-  for (const auto& [mode, recompute] :
-       {std::pair{"none", Recompute::none}, std::pair{"selective", Recompute::selective},
-        std::pair{"full", Recompute::full}})
-    if (io::runs_recompute(base, recompute)) out.emplace_back(mode);
+  for (const char* mode : {"none", "selective", "full"}) {
+    std::vector<std::string> sets = base;
+    push_recompute(sets, mode);
+    try {
+      (void)io::load_scenario(spec.scenario, sets);
+      out.emplace_back(mode);
+    } catch (const InputError&) {
+      // Refused beside the scenario's other keys: not a mode to search.
+    }
+  }
   return out;
 }
 
@@ -539,20 +551,23 @@ void write_best(const SweepSpec& spec, const BestResult& best, std::size_t k, st
   // The search sets the kind and recompute unless the user did.
   const std::string kind = value_of(Candidate{spec.sets, {}}, "data_parallel.kind", "?");
   const std::string overlap = base.tensor_parallel.comm_overlap ? "true" : "false";
-  // A mixture of experts gets an EP column after DP (the cell is empty for a dense model).
+  // A mixture of experts gets EP and ETP columns after DP (no cells for a dense model).
   const bool moe = base.model.moe.experts > 0;
-  const auto ep_cell = [&](const std::string& text) { return moe ? fmt::format(" {:>3}", text) : std::string(); };
+  const auto ep_cell = [&](const std::string& ep, const std::string& etp) {
+    return moe ? fmt::format(" {:>3} {:>3}", ep, etp) : std::string();
+  };
   const std::string row = "{:>3}  {:>3} {:>3} {:>3} {:>4}{} {:>3}  {:<14} {:<9} {:>6} {:<6} {:<9} {:<9}  ";
   out << "\n"
       << fmt::format(fmt::runtime(row + "{:>7} {:>11} {:>6}  {:>9} {:>9} {:>8} {:>7}\n"), "#", "TP", "PP", "CP", "DP",
-                     ep_cell("EP"), "mb", "schedule", "DP kind", "bucket", "TP ovl", "precision", "recompute", "step s",
-                     "tokens/s", "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
+                     ep_cell("EP", "ETP"), "mb", "schedule", "DP kind", "bucket", "TP ovl", "precision", "recompute",
+                     "step s", "tokens/s", "MFU", "compute s", "exposed s", "bubble s", "mem GiB");
   for (std::size_t i = 0; i < std::min(k, best.ranked.size()); ++i) {
     const auto& [c, r] = best.ranked[i];
     out << fmt::format(fmt::runtime(row + "{:>7.3f} {:>11.0f} {:>5.1f}%  {:>9.3f} {:>9.3f} {:>8.3f} {:>7.1f}\n"), i + 1,
                        column(c, "parallel.tp", "?"), column(c, "parallel.pp", "?"),
                        column(c, "parallel.cp", std::to_string(base.parallel.cp)), column(c, "parallel.dp", "?"),
-                       ep_cell(column(c, "parallel.ep", std::to_string(base.parallel.ep))),
+                       ep_cell(column(c, "parallel.ep", std::to_string(base.parallel.ep)),
+                               column(c, "parallel.etp", std::to_string(base.parallel.etp))),
                        column(c, "training.micro_batch", "?"), schedule_of(spec, c),
                        column(c, "data_parallel.kind", kind), bucket_cell(c, kind, base),
                        column(c, "tensor_parallel.comm_overlap", overlap),

@@ -220,26 +220,65 @@ bool overlap_possible(const SweepSpec& spec, const Scenario& base, int tp) {
          io::runs_tp_overlap(base);
 }
 
-// Expert parallelism for a mixture of experts the user's --set leaves it to: powers of two
-// that divide the experts and, with ETP, the stage's tp·cp·dp ranks (Megatron-Core folds the
-// expert groups out of them): 1, the largest whose EP group stays inside one NVLink domain,
-// and the largest of all. 0: the scenario's own (a dense model, or ep fixed by --set).
-std::vector<int> expert_degrees(const SweepSpec& spec, const Scenario& base, const Degrees& d) {
-  const int experts = base.model.moe.experts;
-  if (experts == 0 || user_sets(spec, "parallel.ep")) return {0};
-  const long long ranks = static_cast<long long>(d.tp) * d.cp * d.dp;
-  const long long etp = std::max(base.parallel.etp, 1);
-  int inside = 1;
-  int most = 1;
-  for (int e = 2; e <= experts; e *= 2) {
-    if (experts % e != 0 || ranks % (e * etp) != 0) continue;
-    most = e;
-    if (e * etp <= base.cluster.domain_gpus()) inside = e;
-  }
+// A mixture of experts' expert layout: its EP and ETP degrees, 0 where the search leaves the key
+// to the scenario (a dense model, or a degree the user's --set fixes).
+struct ExpertDegrees {
+  int ep = 0, etp = 0;
+};
+
+// Expert tensor parallelism for a mixture of experts the user's --set leaves it to: 1 (each
+// expert whole on its GPU, as the recipes of Megatron-Bridge run them) and the layout's TP
+// (Megatron-Core's default, expert_tensor_parallel_size = tensor_model_parallel_size), where etp
+// divides the experts' width (each expert's fc1 and fc2 split over its ranks). torchtitan runs
+// these two alone. 0: the scenario's own (etp fixed by --set).
+std::vector<int> expert_tp_degrees(const SweepSpec& spec, const Scenario& base, int tp) {
+  if (user_sets(spec, "parallel.etp")) return {0};
   std::vector<int> out{1};
-  for (int e : {inside, most})
-    if (e != out.back()) out.push_back(e);
+  const long long width = base.model.moe.expert_ffn_hidden;
+  if (tp > 1 && width % tp == 0) out.push_back(tp);
   return out;
+}
+
+// Expert parallelism for a mixture of experts the user's --set leaves it to, at each ETP degree
+// expert_tp_degrees gives: powers of two that divide the experts and, with ETP, the stage's
+// tp·cp·dp ranks (Megatron-Core folds the expert groups of ep·etp ranks out of them): 1, the
+// largest whose expert group stays inside one NVLink domain, and the largest of all. An ETP
+// degree whose ep·etp no stage's ranks hold (a fixed ep) is left out, unless no degree is left.
+// {0, 0}: a dense model.
+std::vector<ExpertDegrees> expert_degrees(const SweepSpec& spec, const Scenario& base, const Degrees& d) {
+  const int experts = base.model.moe.experts;
+  if (experts == 0) return {{}};
+  const long long ranks = static_cast<long long>(d.tp) * d.cp * d.dp;
+  const bool fixed_ep = user_sets(spec, "parallel.ep");
+  std::vector<ExpertDegrees> out;
+  for (const int etp_set : expert_tp_degrees(spec, base, d.tp)) {
+    const long long etp = etp_set > 0 ? etp_set : std::max(base.parallel.etp, 1);
+    if (fixed_ep) {
+      if (ranks % (base.parallel.ep * etp) == 0) out.push_back({0, etp_set});
+      continue;
+    }
+    int inside = 1;
+    int most = 1;
+    for (int e = 2; e <= experts; e *= 2) {
+      if (experts % e != 0 || ranks % (e * etp) != 0) continue;
+      most = e;
+      if (e * etp <= base.cluster.domain_gpus()) inside = e;
+    }
+    std::vector<int> eps{1};
+    for (int e : {inside, most})
+      if (e != eps.back()) eps.push_back(e);
+    for (int e : eps) out.push_back({e, etp_set});
+  }
+  if (out.empty()) out.push_back({0, expert_tp_degrees(spec, base, d.tp).front()});
+  return out;
+}
+
+// Whether the scenario runs the expert layout `e` (io::runs_expert_degree at its ETP degree).
+bool runs_experts(const Scenario& base, const ExpertDegrees& e) {
+  if (e.ep == 0) return true;
+  Scenario s = base;
+  if (e.etp > 0) s.parallel.etp = e.etp;
+  return io::runs_expert_degree(s, e.ep);
 }
 
 Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, long long mb) {
@@ -264,10 +303,10 @@ Candidate layout(const SweepSpec& spec, const Scenario& base, const Degrees& d, 
 }
 
 void note_fixed(const SweepSpec& spec, BestResult& result) {
-  for (const char* key :
-       {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "training.micro_batch", "parallel.schedule",
-        "parallel.virtual_stages", "training.precision", "data_parallel.kind", "data_parallel.bucket_cap_mb",
-        "data_parallel.bucket_parameters", "tensor_parallel.comm_overlap", "training.recompute"})
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "parallel.etp",
+                          "training.micro_batch", "parallel.schedule", "parallel.virtual_stages", "training.precision",
+                          "data_parallel.kind", "data_parallel.bucket_cap_mb", "data_parallel.bucket_parameters",
+                          "tensor_parallel.comm_overlap", "training.recompute"})
     if (user_sets(spec, key)) result.fixed.emplace_back(key);
   check_search_sets(spec.sets);
 }
@@ -490,9 +529,10 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
           for (const Pipeline& schedule : pipelines)
             for (const auto& precision : precisions(spec, space))
               for (const auto& kind : layout_kinds(spec, pp, base.training.framework, kinds))
-                for (const int ep : expert_degrees(spec, base, d)) {
+                for (const ExpertDegrees& e : expert_degrees(spec, base, d)) {
                   Candidate c = layout(spec, base, d, mb);
-                  if (ep > 0) c.sets.push_back(fmt::format("parallel.ep={}", ep));
+                  if (e.ep > 0) c.sets.push_back(fmt::format("parallel.ep={}", e.ep));
+                  if (e.etp > 0) c.sets.push_back(fmt::format("parallel.etp={}", e.etp));
                   c.sets.insert(c.sets.end(), schedule.sets.begin(), schedule.sets.end());
                   if (!precision.empty()) c.sets.push_back("training.precision=" + precision);
                   if (!kind.empty()) c.sets.push_back("data_parallel.kind=" + kind);
@@ -506,10 +546,12 @@ std::vector<Candidate> enumerate_layouts(const SweepSpec& spec, const SearchSpac
                       io::layer_passes(static_cast<double>(base.training.global_batch) / static_cast<double>(mb * d.dp),
                                        base.model.layers, d.cp, d.tp, overlap);
                   // The micro-batches per replica the schedule needs (io::fills_schedule).
+                  const std::optional<DpKind> dp_kind =
+                      kind.empty() ? std::optional<DpKind>(base.data_parallel.kind) : io::dp_kind_named(kind);
+                  const bool pytorch = dp_kind && pytorch_pipelining(base.training.framework, *dp_kind, pp);
                   const bool filled =
-                      io::fills_schedule(schedule.schedule, pp, base.training.global_batch / (mb * d.dp));
-                  const bool runs = schedule.runs && filled && (ep == 0 || io::runs_expert_degree(base, ep)) &&
-                                    passes <= io::kMaxLayerPasses;
+                      io::fills_schedule(schedule.schedule, pp, base.training.global_batch / (mb * d.dp), pytorch);
+                  const bool runs = schedule.runs && filled && runs_experts(base, e) && passes <= io::kMaxLayerPasses;
                   (runs ? out : unrun).push_back(std::move(c));
                 }
       }

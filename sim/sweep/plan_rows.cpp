@@ -66,6 +66,7 @@ std::vector<std::pair<std::string, boost::json::value>> fields(const PlanRow& r)
   key("precision", "training.precision");
   key("recompute", "training.recompute");
   key("ep", "parallel.ep");
+  key("etp", "parallel.etp");
   add("bucket_parameters", r.bucket_parameters > 0 ? boost::json::value(r.bucket_parameters) : nullptr);
   const Report* rep = r.report ? &*r.report : nullptr;
   const auto num = [&](const char* name, const std::function<double(const Report&)>& of, bool given = true) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "workload/autocast.hpp"
 #include "workload/op_builder.hpp"
 
 namespace stepsim::workload {
@@ -15,18 +16,33 @@ constexpr double norm_flops = 8.0;
 constexpr double softmax_flops = 5.0;
 constexpr double activation_flops = 8.0;
 
-OpCost norm(const char* name, Role role, const LayerShape& s) {
-  // The norm runs on s/t rows with SP.
-  return with_norm_operators(
-      elementwise(name, role, OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), norm_flops), s);
+// Bytes per element of a norm of the residual stream under autocast (r = 4 bytes in, a = 2):
+// PyTorch's LayerNorm on autocast's fp32 list reads and writes fp32, 2r; eager RMSNorm on the
+// fp32 stream has no casts to make (x.float() and type_as(x) return x), so pow (2r), mean (r),
+// the product by rsqrt (2r) and the product by the fp32 weight (2r), 7r; a fused kernel
+// (torch.compile) writes the bf16 copy its Linear layers take, r + a, the cast fused into it.
+double autocast_norm_bytes(const LayerShape& s) {
+  const double r = s.stream_bytes();
+  if (!s.eager) return r + s.act_bytes;
+  return s.llama_style ? 7.0 * r : 2.0 * r;
 }
 
 OpCost residual(const char* name, Role role, const LayerShape& s) {
   // Fused bias-dropout-add: read the branch and the residual, write the sum (and a 1-byte
-  // dropout mask when the model trains with dropout).
+  // dropout mask when the model trains with dropout). Under autocast the stream (r bytes) is
+  // fp32 and the branch (a) bf16.
   const double a = s.act_bytes;
-  const long long elements = s.norm_tokens() * s.hidden;
-  OpCost op = elementwise(name, role, OpClass::elementwise, elements, 3.0 * a + (s.dropout() ? 1.0 : 0.0), 2.0);
+  const double r = s.stream_bytes();
+  const double mask = s.dropout() ? 1.0 : 0.0;
+  const auto e = static_cast<double>(s.norm_tokens() * s.hidden);
+  OpCost op = elementwise(name, role, OpClass::elementwise, s.norm_tokens() * s.hidden, a + 2.0 * r + mask, 2.0);
+  if (s.eager && !s.dropout() && s.autocast) {
+    // Backward: the add's gradient passes through; the autograd engine casts the bf16 branch's
+    // (validate_outputs: a gradient is made its input's dtype), r + a; the stream's input, read
+    // by the add and by the next norm, gets its two gradients summed (InputBuffer::add), 3r.
+    op.backward_bytes = Bytes(std::llround(e * (4.0 * r + a)));
+    op.backward_operators = 2;
+  }
   if (!(s.eager && s.dropout())) return op;
   // Eager runs Megatron's unfused bias-dropout-add: the bias add (read, write), the dropout
   // (read, write, mask) and the add (two reads, a write), three operators and kernels. Autograd
@@ -34,11 +50,13 @@ OpCost residual(const char* name, Role role, const LayerShape& s) {
   // the mask (native_dropout_backward: both read, the gradient written), the bias's the sum of
   // the gradient over the rows (the engine's sum_to to the broadcast bias's shape: a read), and
   // the residual stream's input, used by the add and by the next norm, gets its two gradients
-  // summed (InputBuffer::add: two reads, a write).
-  op.bytes = Bytes(std::llround(static_cast<double>(elements) * (7.0 * a + 1.0)));
-  op.backward_bytes = Bytes(std::llround(static_cast<double>(elements) * (6.0 * a + 1.0)));
+  // summed (InputBuffer::add: two reads, a write). Under autocast the bias is fp32, so the bias
+  // add already writes fp32 (type promotion), and the engine casts the branch's gradient to
+  // bf16, one more kernel (r + a).
+  op.bytes = Bytes(std::llround(e * (a + 6.0 * r + 1.0)));
+  op.backward_bytes = Bytes(std::llround(e * (6.0 * r + 1.0 + (s.autocast ? r + a : 0.0))));
   op.operators = 3;
-  op.backward_operators = 3;
+  op.backward_operators = s.autocast ? 4 : 3;
   return op;
 }
 
@@ -555,6 +573,20 @@ OpCost with_norm_operators(OpCost op, const LayerShape& s, int norms) {
   return op;
 }
 
+OpCost stream_norm(const std::string& name, Role role, const LayerShape& s) {
+  // The norm runs on s/t rows with SP.
+  const long long elements = s.norm_tokens() * s.hidden;
+  OpCost op = with_norm_operators(elementwise(name, role, OpClass::norm, elements, norm_bytes(s), norm_flops), s);
+  if (!s.autocast) return op;
+  op.bytes = Bytes(std::llround(static_cast<double>(elements) * autocast_norm_bytes(s)));
+  if (s.eager && s.llama_style) {
+    // The chain less x.float() and type_as(x), and backward less their nodes: 6 and 14.
+    op.operators = 6;
+    op.backward_operators = 14;
+  }
+  return op;
+}
+
 std::vector<OpCost> attention_core_forward(const LayerShape& s) {
   if (s.attention == AttentionKind::unfused) return unfused_attention(s);
   return {flash_attention(s)};
@@ -563,7 +595,7 @@ std::vector<OpCost> attention_core_forward(const LayerShape& s) {
 std::vector<OpCost> layer_forward(const LayerShape& s) {
   const long long t = s.tokens();
   std::vector<OpCost> ops;
-  ops.push_back(norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
+  ops.push_back(stream_norm(s.llama_style ? "input rmsnorm" : "input layernorm", Role::input_norm, s));
   if (s.mla()) {
     append_latent_projections(s, ops);
   } else {
@@ -575,7 +607,7 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
   ops.push_back(
       gemm("attention projection", Role::attn_proj, Pass::forward, t, s.hidden, s.q_heads * s.value_dim(), s));
   ops.push_back(residual("attention residual", Role::attn_residual, s));
-  ops.push_back(norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
+  ops.push_back(stream_norm(s.llama_style ? "post-attention rmsnorm" : "post-attention layernorm", Role::post_norm, s));
   if (s.moe()) {
     append_moe(s, ops);
   } else {
@@ -604,13 +636,13 @@ LayerWork build_layer(const LayerShape& s, Recompute recompute) {
   LayerWork w;
   // Every micro-batch quantizes the weights, unless the framework keeps the first one's
   // copies: then only the first micro-batch of each chunk does (first_forward), and a full
-  // recompute reuses them as well.
-  w.forward = with_fp8_casts(layer_forward(s), s, !s.cached_weights);
+  // recompute reuses them as well. Autocast casts them every micro-batch and in a recompute.
+  w.forward = with_autocast_casts(with_fp8_casts(layer_forward(s), s, !s.cached_weights), s);
   if (s.cached_weights && low_precision(s.precision)) w.first_forward = with_fp8_casts(layer_forward(s), s);
   if (recompute == Recompute::selective) w.recompute = selective_recompute(w.forward, s);
   if (recompute == Recompute::full) w.recompute = w.forward;
   if (recompute == Recompute::selective_op) w.recompute = per_op_recompute(w.forward, s);
-  w.backward = with_fp8_casts(layer_backward(s), s);
+  w.backward = with_autocast_gradient_casts(with_fp8_casts(layer_backward(s), s), s);
   w.param_count = layer_param_count(s);
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = layer_activations(s, recompute);

@@ -2,6 +2,7 @@
 // activation memory it keeps per micro-batch.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "workload/shape.hpp"
@@ -14,6 +15,9 @@ double norm_bytes(const LayerShape& shape);
 // A LayerNorm or RMSNorm op of `norms` norms (normed by norm_bytes): its operators, forward and
 // backward, as the host issues them (eager RMSNorm: a chain of PyTorch operators).
 OpCost with_norm_operators(OpCost op, const LayerShape& shape, int norms = 1);
+// A norm of the residual stream (each layer's two, the final one) over the rank's rows: fp32 in
+// under autocast (LayerShape::stream_bytes).
+OpCost stream_norm(const std::string& name, Role role, const LayerShape& shape);
 // Forward ops of the attention core alone (what selective recomputation re-runs).
 std::vector<OpCost> attention_core_forward(const LayerShape& shape);
 // All forward ops of one layer, in execution order.

@@ -153,10 +153,11 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   //   split by TP: Q, K, V, projection input, activation input, fc2 input — 24·sbh/t;
   //   attention scores: softmax output, dropout mask and output — 5·a·s²·b/t.
   const double ab = s.act_bytes;
+  const double rs = s.stream_bytes();  // the residual stream's: fp32 under autocast
   const double rows = static_cast<double>(s.norm_tokens());
   const double tokens = static_cast<double>(s.tokens());
   const double h = static_cast<double>(s.hidden);
-  if (recompute == Recompute::full) return Bytes(std::llround(rows * h * ab));  // layer input
+  if (recompute == Recompute::full) return Bytes(std::llround(rows * h * rs));  // layer input
   if (recompute == Recompute::selective_op) {
     // torchtitan's per-op selective checkpointing keeps the block input, the attention output
     // with its log-sum-exp, and the outputs of wq, wv, w1 (half of fc1) and w2; the rest is
@@ -164,14 +165,14 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
     // the backward reads, and no backward reads w2's output (the residual add needs nothing).
     const double kept_widths = static_cast<double>(s.q_width() + s.kv_width() + s.q_width() + s.fc1_out / 2);
     const double lse = static_cast<double>(s.batch * s.q_heads * s.seq) * 4.0;
-    const double hidden_tensors = s.eager ? 2.0 : 1.0;
-    return Bytes(std::llround(hidden_tensors * rows * h * ab + tokens * kept_widths * ab + lse));
+    const double hidden_bytes = rs + (s.eager ? ab : 0.0);  // the block input, and eager w2's output
+    return Bytes(std::llround(hidden_bytes * rows * h + tokens * kept_widths * ab + lse));
   }
   const double masks = s.dropout() ? 2.0 : 0.0;
-  // Norm inputs in the activations' precision; the QKV input and the MLP's (a dense fc1's as its
-  // Linear keeps it; a MoE layer's router keeps its input in bf16).
+  // Norm inputs in the residual stream's precision; the QKV input and the MLP's (a dense fc1's as
+  // its Linear keeps it; a MoE layer's router keeps its input in bf16).
   const double in = s.saved_input_bytes;
-  double replicated = rows * h * (2.0 * ab + in + (s.moe() ? ab : in) + masks);
+  double replicated = rows * h * (2.0 * rs + in + (s.moe() ? ab : in) + masks);
   // torchtitan's sequence parallelism all-gathers the attention's and the MLP's inputs
   // (PrepareModuleInput: Shard(1) to Replicate()) and their nn.Linear layers save the gathered
   // tensors for the weight gradient: both inputs kept whole, s·b·h each rather than s·b·h/t (in

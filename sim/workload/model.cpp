@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "stepsim/framework.hpp"
+#include "workload/autocast.hpp"
 #include "workload/layer.hpp"
 #include "workload/op_builder.hpp"
 
@@ -120,8 +121,9 @@ LossMemory loss_memory(const LayerShape& s) {
 
 LayerWork build_pre(const LayerShape& s) {
   // Vocab-parallel lookup: each TP rank writes b·s·h (zeros outside its shard) before the TP
-  // reduction; GPT adds learned positions and dropout on top.
-  const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.act_bytes;
+  // reduction; GPT adds learned positions and dropout on top. Under autocast the table is fp32
+  // and so is the lookup (embedding is on none of autocast's lists), the residual stream's start.
+  const double per_element = (learned_positions(s) ? 4.0 : 2.0) * s.stream_bytes();
   LayerWork w;
   w.forward.push_back(
       elementwise("embedding", Role::embedding, OpClass::embedding, s.tokens() * s.hidden, per_element, 1.0));
@@ -132,7 +134,9 @@ LayerWork build_pre(const LayerShape& s) {
   // DDP hook (_make_param_hook: param.main_grad.add_(param.grad.data)) then reads it and
   // reads and writes the main gradient. 1.1 ms per micro-batch for a 131k × 2048 BF16 table
   // with an FP32 main gradient on an H100.
-  const double table_element = s.act_bytes + (s.main_grad_hook ? s.act_bytes + 2.0 * s.main_grad_bytes : 0.0);
+  // The table's gradient is in the table's precision: fp32 under autocast.
+  const double table = s.autocast ? 4.0 : s.act_bytes;
+  const double table_element = table + (s.main_grad_hook ? s.act_bytes + 2.0 * s.main_grad_bytes : 0.0);
   w.backward.back().bytes += Bytes(std::llround(static_cast<double>(w.param_count) * table_element));
   w.params = Bytes(w.param_count * s.act_bytes);
   w.activations = Bytes(s.dropout() ? s.norm_tokens() * s.hidden : 0);  // dropout mask
@@ -144,15 +148,15 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   // Vocab-parallel cross-entropy reads the logits and keeps fp32 softmax for the backward.
   const long long logits = s.tokens() * s.vocab;
   LayerWork w;
-  w.forward.push_back(
-      with_norm_operators(elementwise(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm,
-                                      OpClass::norm, s.norm_tokens() * s.hidden, norm_bytes(s), 8.0),
-                          s));
+  w.forward.push_back(stream_norm(s.llama_style ? "final rmsnorm" : "final layernorm", Role::final_norm, s));
   w.forward.push_back(gemm("lm head", Role::lm_head, Pass::forward, s.tokens(), s.vocab, s.hidden, s));
   w.forward.push_back(loss_op("cross entropy", logits, s));
   for (auto it = w.forward.rbegin(); it != w.forward.rend(); ++it) {
     append_backward(*it, s, w.backward);
   }
+  // Autocast casts the head's weight (the embedding's where tied) each micro-batch.
+  w.forward = with_autocast_casts(w.forward, s);
+  w.backward = with_autocast_gradient_casts(w.backward, s);
   // Unfused, the backward scales the saved fp32 softmax in place (read, write) and casts it
   // back to the logits' precision (read fp32, write): not twice the forward's six passes.
   for (OpCost& op : w.backward) {
@@ -163,12 +167,13 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
   w.param_count = norm_params + (holds_output_weight ? s.vocab * s.hidden : 0);
   w.params = Bytes(w.param_count * s.act_bytes);
   const LossMemory loss = loss_memory(s);
-  // The final norm's input, and the head's input (the norm's output), which the head's Linear
-  // saves for its weight gradient: Megatron's ColumnParallelLinear the rank's rows as they came
-  // (LinearWithGradAccumulationAndAsyncCommunication saves its input before the all-gather of
-  // sequence parallelism), torchtitan's nn.Linear the tensor it all-gathered, whole.
+  // The final norm's input (the residual stream's precision), and the head's input (the norm's
+  // output), which the head's Linear saves for its weight gradient: Megatron's
+  // ColumnParallelLinear the rank's rows as they came (LinearWithGradAccumulationAndAsyncCommunication
+  // saves its input before the all-gather of sequence parallelism), torchtitan's nn.Linear the
+  // tensor it all-gathered, whole.
   const long long head_input = s.keeps_gathered_inputs() ? s.tokens() : s.norm_tokens();
-  w.activations = Bytes((s.norm_tokens() + head_input) * s.hidden * s.act_bytes +
+  w.activations = Bytes((s.norm_tokens() * s.stream_bytes() + head_input * s.act_bytes) * s.hidden +
                         std::llround(static_cast<double>(logits) * loss.kept));
   w.backward_working = Bytes(std::llround(static_cast<double>(logits) * loss.backward));
   w.tp_message = Bytes(s.tokens() * s.hidden * s.act_bytes);
@@ -282,6 +287,11 @@ double layer_gemm_weights(const ModelSpec& m, const LayerShape& s) {
   return attention + h * fc1 + ffn * h;
 }
 
+// Per query head, QKᵀ over head_dim and P·V over the value width: 2·head_dim for standard heads.
+double attention_width(const ModelSpec& m, const LayerShape& s) {
+  return static_cast<double>(m.heads * (s.head_dim + s.value_dim()));
+}
+
 // 6·tokens·(GEMM weights) + 6·B·s²·l·(heads·head_dim). Attention is counted causal: a causal
 // model attends to s(s+1)/2 ≈ s²/2 query-key pairs, and that half is the work the flash
 // kernels do, so MFU stays at or below what the kernels achieve. Megatron's papers count the
@@ -293,8 +303,7 @@ double model_flops(const Scenario& sc, const LayerShape& s) {
   const double seq = static_cast<double>(m.seq_len);
   const double layers = static_cast<double>(m.layers);
   const double h = static_cast<double>(m.hidden);
-  // Per query head, QKᵀ over head_dim and P·V over the value width: 2·head_dim for standard heads.
-  const double qk_v = static_cast<double>(m.heads * (s.head_dim + s.value_dim()));
+  const double qk_v = attention_width(m, s);
   const double vocab = static_cast<double>(m.vocab);
   const double dense = static_cast<double>(dense_layers(m));
   const double gemm_weights =
@@ -350,7 +359,7 @@ std::string flop_convention(const ModelSpec& m) {
   }
   return fmt::format(
       "model FLOPs = 6 x tokens x GEMM weights ({}) + causal attention {}; MFU divides them by the dense peak, HFU "
-      "adds the recomputed FLOPs (docs/report.md)",
+      "adds the recomputed FLOPs, counted the same way (docs/report.md)",
       weights, attention);
 }
 
@@ -360,27 +369,43 @@ bool routed_expert(Role role) {
   return role == Role::expert_fc1 || role == Role::expert_activation || role == Role::expert_fc2;
 }
 
-// Each layer's recompute ops for every micro-batch of the step, on all tp·cp GPUs that share
-// the layer. The routed experts' ops are the busiest EP rank's; over the EP ranks the experts
-// recompute the copies they keep.
+bool recomputes_attention_core(const LayerWork& layer) {
+  return std::any_of(layer.recompute.begin(), layer.recompute.end(),
+                     [](const OpCost& op) { return op.role == Role::attention_core; });
+}
+
+// The FLOPs the recompute adds to the model FLOPs, counted as model FLOPs are, so that HFU and
+// MFU differ by the recompute alone: each layer's recomputed GEMMs for every micro-batch of the
+// step on all tp·cp GPUs that share the layer (the routed experts' those of the busiest EP rank;
+// over the EP ranks the experts recompute the copies they keep), and where a layer recomputes
+// its attention core, that core's forward as model FLOPs count it, causal (or the window's
+// query-key pairs), whatever its kernel executes: unfused attention's full s² in the forward and
+// the backward is left out of both. Element-wise work (softmax, dropout, norms) is in neither.
 double recompute_flops(const Scenario& sc, const LayerShape& s, const ModelWork& w) {
   const double expert_share = s.routed_load > 0 ? s.kept_load / s.routed_load : 1.0;
-  const auto per_layer = [&](const LayerWork& layer) {
+  const auto gemms = [&](const LayerWork& layer) {
     double f = 0;
-    for (const OpCost& op : layer.recompute) f += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+    for (const OpCost& op : layer.recompute) {
+      if (op.cls != OpClass::gemm || op.role == Role::attention_core) continue;
+      f += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+    }
     return f;
   };
-  const double dense = static_cast<double>(dense_layers(sc.model));
-  double layers = (static_cast<double>(sc.model.layers) - dense) * per_layer(w.layer) +
-                  (dense > 0 ? dense * per_layer(w.dense_layer) : 0.0);
-  // Windowed layers recompute their windowed attention core in place of the causal one.
-  for (int l = 0; l < static_cast<int>(w.windowed.size()); ++l) {
-    if (!w.windowed[static_cast<std::size_t>(l)]) continue;
-    const bool is_dense = !w.dense.empty() && w.dense[static_cast<std::size_t>(l)];
-    layers += per_layer(w.block(l)) - per_layer(is_dense ? w.dense_layer : w.layer);
+  const ModelSpec& m = sc.model;
+  const double batch = static_cast<double>(sc.training.global_batch);
+  const double seq = static_cast<double>(m.seq_len);
+  const double window = static_cast<double>(m.sliding_window);
+  const double qk_v = attention_width(m, s);
+  double layer_gemms = 0, attention = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerWork& layer = w.block(l);
+    layer_gemms += gemms(layer);
+    if (!recomputes_attention_core(layer)) continue;
+    // Per sequence 2·(query-key pairs)·(heads·(qk + v)): s²/2 pairs causal, s·w − w²/2 in a window.
+    attention += batch * qk_v * (m.windowed_layer(l) ? 2.0 * seq * window - window * window : seq * seq);
   }
-  const double passes = static_cast<double>(sc.training.global_batch) / static_cast<double>(sc.training.micro_batch);
-  return layers * sc.parallel.tp * sc.parallel.cp * passes;
+  const double passes = batch / static_cast<double>(sc.training.micro_batch);
+  return layer_gemms * sc.parallel.tp * sc.parallel.cp * passes + attention;
 }
 
 long long params_total(const ModelSpec& m, const LayerShape& s) {

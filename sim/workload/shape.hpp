@@ -38,6 +38,14 @@ struct LayerShape {
   bool clamps_swiglu = false;
   bool expert_bias = false;
   bool unfused_rope = false;
+  // torch.autocast over an fp32 model (stepsim::runs_autocast): every micro-batch's forward casts
+  // each Linear layer's fp32 weight to bf16 for its GEMM, and the backward casts the weight's
+  // gradient back to fp32 (workload/autocast.hpp).
+  bool autocast = false;
+  // One element of the residual stream (the embedding's output, the residual adds, the norms'
+  // inputs): under autocast fp32, since the embedding's fp32 table gives fp32, the norms run in
+  // fp32 and a bf16 branch added to the fp32 stream promotes to it.
+  int stream_bytes() const { return autocast ? 4 : act_bytes; }
   // Quantized weights reused after a step's first micro-batch (the framework's
   // megatron_core): LayerWork::first_forward quantizes them, forward does not.
   bool cached_weights = false;

@@ -45,9 +45,11 @@ enum class Role : std::uint8_t {
   shared_fc1,
   shared_activation,
   shared_fc2,
-  fp8_cast,  // a low-precision GEMM's input quantization (with its amax and transposed copy)
-  rotary,    // rotary position embedding of the queries and keys (Llama-style models)
-  qk_norm,   // each head's query and key RMS-normalized before the rotary embedding (Qwen3)
+  // A GEMM's casts: a low-precision GEMM's input quantization (with its amax and transposed
+  // copy), or autocast's bf16 copies of a Linear layer's weights and their gradients' fp32 casts.
+  fp8_cast,
+  rotary,   // rotary position embedding of the queries and keys (Llama-style models)
+  qk_norm,  // each head's query and key RMS-normalized before the rotary embedding (Qwen3)
   // Multi-token prediction's own work beside its transformer layer: the next tokens' embedding
   // lookup and the norms (mtp), the projection of the two normed streams (mtp_projection).
   mtp,
@@ -67,7 +69,7 @@ enum class Pass : std::uint8_t { forward, backward_data, backward_weight, backwa
 struct OpCost {
   std::string name;  // "fc1", "attention core"
   Role role = Role::qkv;
-  Role cast_of = Role::fp8_cast;  // a low-precision cast (Role::fp8_cast): the role of the GEMM it quantizes for
+  Role cast_of = Role::fp8_cast;  // a cast (Role::fp8_cast): the role of the GEMM it casts for
   Pass pass = Pass::forward;
   OpClass cls = OpClass::gemm;
   double flops = 0;               // per GPU
@@ -94,6 +96,10 @@ struct OpCost {
   int backward_operators = 0;
   // The host waits for the GPU's stream before it issues the op (a synchronising copy).
   bool host_sync = false;
+  // A weight-gradient GEMM (or a bias's gradient) under autocast: what it writes is in the GEMM's
+  // precision, and the cast after it (Role::fp8_cast, cast_of its role) makes the fp32 gradient
+  // of the parameter, so that cast, not this op, produces it.
+  bool gradient_cast_follows = false;
   // A recomputed row-parallel GEMM whose reduce-scattered output the checkpoint saved
   // (torchtitan's per-op selective checkpointing keeps reduce_scatter_tensor's output): its
   // ReduceScatter is not issued again.

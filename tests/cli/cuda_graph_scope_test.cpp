@@ -144,3 +144,65 @@ TEST_CASE("cuda_graph_scope is refused where Megatron-Core refuses it or it woul
   // What is allowed runs: a dense model's attention and MLP.
   CHECK(scratch.run("simulate dense.json " + key + "[\"attn\",\"mlp\"]'").status == 0);
 }
+
+namespace {
+
+// The dense model above with GPT's GeLU MLP, which trains with dropout 0.1 on the attention
+// probabilities and on each block's output.
+std::string gelu_dense() {
+  std::string text = kGraphDense;
+  const std::string swiglu = R"("mlp": "swiglu")";
+  text.replace(text.find(swiglu), swiglu.size(), R"("mlp": "gelu")");
+  return text;
+}
+
+}  // namespace
+
+// Megatron-LM's TransformerConfig.__post_init__ (d98e8a64, transformer_config.py), with per-layer
+// graphs and selective recompute: "full_cudagraph" is an empty scope (the whole layer);
+//   attention_dropout != 0: assert (not full_cudagraph and attn not in scope) or "core_attn" not
+//     in recompute_modules, "attention dropout is not supported with graphed attention
+//     recomputation";
+//   hidden_dropout != 0: assert (not full_cudagraph and mlp not in scope) or "mlp" not in
+//     recompute_modules, "hidden dropout is not supported with graphed MLP/MoE recomputation".
+// recompute_modules defaults to ["core_attn"]. A model without dropout (SwiGLU, Llama's) passes.
+TEST_CASE("Selective recompute of a graphed module is refused beside dropout, as Megatron-Core refuses it") {
+  stepsim::testing::Scratch scratch("cuda-graph-recompute");
+  scratch.write("gelu.json", gelu_dense());
+  scratch.write("swiglu.json", kGraphDense);
+  const std::string attention =
+      "--set: training.recompute: \"selective\" recompute of the attention core (\"core_attn\"";
+  const std::string attention_refused =
+      "Megatron-Core refuses it with attention dropout (\"attention dropout is not supported with graphed attention "
+      "recomputation\")";
+  const std::string mlp_refused =
+      "--set: training.recompute: \"selective\" recompute of \"mlp\" inside CUDA graphs (training.cuda_graph_scope "
+      "with \"mlp\"): Megatron-Core refuses it with hidden dropout (\"hidden dropout is not supported with graphed "
+      "MLP/MoE recomputation\")";
+  const std::string selective = " --set training.recompute=selective";
+  const std::string scope = " --set 'training.cuda_graph_scope=";
+  const std::string modules = " --set 'training.recompute_modules=";
+  // The whole layer in a graph, with the default module or core_attn named.
+  const auto whole = scratch.run("simulate gelu.json" + selective);
+  CHECK(refusal(whole, attention + ", the default module) inside CUDA graphs (whole layers, training.cuda_graph_scope "
+                                   "empty)") == "");
+  CHECK(refusal(whole, attention_refused) == "");
+  CHECK(refusal(scratch.run("simulate gelu.json" + selective + modules + "[\"core_attn\"]'"),
+                attention + ") inside CUDA graphs (whole layers") == "");
+  CHECK(refusal(scratch.run("simulate gelu.json" + selective + modules + "[\"mlp\"]'"), "recompute of \"mlp\"") == "");
+  // The attention block in a graph and its core recomputed; the MLP in a graph and recomputed.
+  CHECK(refusal(scratch.run("simulate gelu.json" + selective + scope + "[\"attn\"]'"),
+                attention + ", the default module) inside CUDA graphs (training.cuda_graph_scope with \"attn\")") ==
+        "");
+  CHECK(refusal(scratch.run("simulate gelu.json" + selective + scope + "[\"mlp\"]'" + modules + "[\"mlp\"]'"),
+                mlp_refused) == "");
+  // A recomputed module outside the graphs runs: the core beside graphed MLPs, the MLP beside
+  // graphed attention.
+  CHECK(scratch.run("simulate gelu.json" + selective + scope + "[\"mlp\"]'").status == 0);
+  CHECK(scratch.run("simulate gelu.json" + selective + scope + "[\"attn\"]'" + modules + "[\"mlp\"]'").status == 0);
+  // No dropout: every combination runs.
+  CHECK(scratch.run("simulate swiglu.json" + selective).status == 0);
+  CHECK(scratch.run("simulate swiglu.json" + selective + scope + "[\"mlp\"]'" + modules + "[\"mlp\"]'").status == 0);
+  // The rule is Megatron-Core's: PyTorch's make_graphed_callables is not refused by it.
+  CHECK(scratch.run("simulate gelu.json" + selective + " --set training.framework=pytorch").status == 0);
+}

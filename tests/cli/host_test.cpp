@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/kineto_events.hpp"
 #include "cli/run_stepsim.hpp"
 #include "cli/simulate_support.hpp"
 #include "io/scenario_loader.hpp"
@@ -51,17 +52,24 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   // layernorm and LM head forward, the loss's upcast, log_softmax and nll_loss, and backward
   // the embedding's, the final layernorm's, the LM head's dgrad and wgrad and the loss's 5 (the
   // seed gradient, nll_loss_backward's zeroed gradient and kernel, log_softmax's backward, the
-  // cast back): 12 x 34 + 6 + 9 = 423 per micro-batch. 256 sequences on 8 replicas, one per
-  // micro-batch: 32 micro-batches. Then DDP's 14 bucket AllReduces (621 MiB of fp32 gradients,
-  // autocast keeping the parameters fp32: the 147 MiB LM head alone in the 1 MiB first bucket,
-  // then 25 MiB buckets of about a 27 MiB layer each, 12, and the 147 MiB embedding with what is
-  // left) and the optimizer step (torch.optim's foreach Adam: 7 operators). PyTorch's DDP reducer, without
-  // gradient_as_bucket_view, copies each of the 149 gradients (word and position embeddings, 12 a layer: two
-  // layernorms, qkv, projection, fc1 and fc2, each a weight and a bias; the final layernorm's two; the LM head) into
-  // its bucket in the last micro-batch and back after its AllReduce: an operator each way. Each operator costs the CPU
-  // the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
-  const double ops = 423.0 * 32 + 14 + 7 + 2 * 149;
-  const double issue_s = ops * 17e-6;  // 235.5 ms
+  // cast back): 12 x 34 + 6 + 9 = 423 per micro-batch. Autocast adds its casts (PyTorch's
+  // cached_cast, an operator per tensor): forward each layer's qkv weight and bias, projection
+  // weight, fc1 weight and bias and fc2 weight, and the LM head's weight, and backward each of
+  // their gradients back to fp32 (_to_copy_backward): 2 x (12 x 6 + 1) = 146; and since its
+  // residual stream is fp32, the qkv, fc1 and LM head inputs (the layernorms' fp32 outputs) cast
+  // forward and their gradients backward, 2 x (12 x 2 + 1) = 50, and each residual's backward
+  // casts the bf16 branch's gradient (the autograd engine's validate_outputs), 12 x 2 = 24: 643
+  // per micro-batch.
+  // 256 sequences on 8 replicas, one per micro-batch: 32 micro-batches. Then DDP's 14 bucket AllReduces (621 MiB of
+  // fp32 gradients, autocast keeping the parameters fp32: the 147 MiB LM head alone in the 1 MiB first bucket, then 25
+  // MiB buckets of about a 27 MiB layer each, 12, and the 147 MiB embedding with what is left) and the optimizer step
+  // (torch.optim's foreach Adam: 7 operators). PyTorch's DDP reducer, without gradient_as_bucket_view, copies each of
+  // the 149 gradients (word and position embeddings, 12 a layer: two layernorms, qkv, projection, fc1 and fc2, each a
+  // weight and a bias; the final layernorm's two; the LM head) into its bucket in the last micro-batch and back after
+  // its AllReduce: an operator each way. Each operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's
+  // 12 us dispatch.
+  const double ops = (423.0 + 146 + 50 + 24) * 32 + 14 + 7 + 2 * 149;
+  const double issue_s = ops * 17e-6;  // 355.2 ms
   // The optimizer's kernels, issued last, run after the last issue.
   CHECK(r.report.step_time_s - r.report.breakdown_s.optimizer == Approx(issue_s).epsilon(0.02));
   CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
@@ -169,10 +177,14 @@ TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
   const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
   CHECK(trace.find(R"x("name":"cpu (kernel issue)")x") != std::string::npos);
   // One run of 321 x 32 + 15 ops (a residual's three operators are one op, each layer's two
-  // bias gradient sums two more), the reducer's 75 copies into buckets (one after each of the
-  // last micro-batch's 75 backward ops that make gradients: 6 a layer, the embedding, the final
-  // layernorm and the LM head) and its 14 copies back, one a bucket.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 10376 ops")x") != std::string::npos);
+  // bias gradient sums two more), autocast's casts (a layer's four GEMMs' weights forward and
+  // their gradients backward, the LM head's, and the qkv, fc1 and LM head inputs' gradients
+  // backward, the inputs' casts forward going with the weights': 123 ops a micro-batch), the
+  // reducer's 75 copies into
+  // buckets (one after each of the last micro-batch's 75 backward ops that make gradients: 6 a
+  // layer, the embedding, the final layernorm and the LM head) and its 14 copies back, one a
+  // bucket.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 14312 ops")x") != std::string::npos);
 }
 
 TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are refused") {
@@ -260,31 +272,8 @@ TEST_CASE("The EP all-to-all overlap runs where Megatron-Core runs it and is ref
 
 namespace {
 
-// The host thread's and the GPU's events of a Kineto trace, in microseconds.
-struct KinetoEvent {
-  std::string cat, name;
-  double ts = 0, dur = 0;
-  std::int64_t id = -1;  // correlation (runtime, kernel) or External id (cpu_op)
-};
-
-std::vector<KinetoEvent> kineto_events(const std::string& text) {
-  std::vector<KinetoEvent> out;
-  const auto trace = boost::json::parse(text);
-  for (const auto& e : trace.at("traceEvents").as_array()) {
-    const auto& o = e.as_object();
-    if (o.at("ph").as_string() != "X") continue;
-    KinetoEvent k{std::string(o.at("cat").as_string()), std::string(o.at("name").as_string()),
-                  o.at("ts").to_number<double>(), o.at("dur").to_number<double>(), -1};
-    const auto& args = o.at("args").as_object();
-    if (const auto* c = args.if_contains("correlation")) {
-      k.id = c->as_int64();
-    } else if (const auto* x = args.if_contains("External id")) {
-      k.id = x->as_int64();
-    }
-    out.push_back(std::move(k));
-  }
-  return out;
-}
+using stepsim::testing::kineto_events;
+using stepsim::testing::KinetoEvent;
 
 // The eager GPT-3 Small under Megatron-Core at TP 2 without sequence parallelism, one
 // micro-batch per replica.
@@ -297,7 +286,7 @@ stepsim::Scenario small_tp2(const std::vector<std::string>& more = {}) {
 
 }  // namespace
 
-// By hand (the launch-bound test above): 10,009 operators, each costing the CPU 8 us of launch
+// By hand (the launch-bound test above): 20,895 operators, each costing the CPU 8 us of launch
 // (set) and eager PyTorch's 12 us of dispatch. A kernel starts no earlier than its launch ends.
 TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op ending in its launch") {
   Scratch s("host-kineto");
@@ -326,7 +315,7 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
       kernels.push_back(&e);
     }
   }
-  CHECK(host_us == Approx(13855 * 20.0).epsilon(0.001));
+  CHECK(host_us == Approx(20895 * 20.0).epsilon(0.001));
   CHECK(launches > 9000);
   // Each operator ends with its launch, which it encloses.
   for (const KinetoEvent* op : ops) {
@@ -419,10 +408,12 @@ TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA grap
   REQUIRE(run.status == 0);
   const std::string trace = stepsim::testing::slurp(scratch.file("t.json"));
   // By hand: per micro-batch the embedding, final layernorm, LM head and loss forward and the
-  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward (9 x 32), DDP's 14
-  // bucket AllReduces, the optimizer step, the reducer's 75 copies into buckets and 14 back.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 392 ops")x") != std::string::npos);
-  CHECK(trace.find("issue 10376 ops") == std::string::npos);
+  // loss, LM head (dgrad, wgrad), final layernorm and embedding backward and autocast's casts for
+  // the LM head, forward (its weight and input) and backward (its weight's and input's gradients)
+  // (12 x 32), DDP's 14 bucket AllReduces, the optimizer step, the reducer's 75 copies into
+  // buckets and 14 back.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 488 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 14312 ops") == std::string::npos);
 }
 
 TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {

@@ -245,7 +245,7 @@ TEST_CASE("plan's JSON rows give layout counts as numbers and flags as true or f
     REQUIRE(column != lines[0].end());
     return lines[row + 1][static_cast<std::size_t>(column - lines[0].begin())];
   };
-  const char* counts[] = {"tp", "pp", "cp", "dp", "micro_batch", "virtual_stages", "ep"};
+  const char* counts[] = {"tp", "pp", "cp", "dp", "micro_batch", "virtual_stages", "ep", "etp"};
   const char* names[] = {"schedule", "dp_kind", "precision", "recompute"};
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const boost::json::object& row = rows[i].as_object();

@@ -112,6 +112,30 @@ TEST_CASE("HFU counts the recomputed FLOPs and MFU does not") {
   CHECK(full.flop_convention.find("causal attention") != std::string::npos);
 }
 
+// Korthikanti et al.'s GPT 22B (h 6144, 48 layers, s 2048, V 51,200; GeLU, a 4h MLP, tied
+// embeddings) counted per token as model FLOPs count it: 6·(12h²·l + h·V) for the GEMMs and
+// 6·s·h·l for causal attention (3 · 2 · s/2 query-key pairs · 2h). A recomputed attention core
+// adds its causal forward, 2·s·h·l; a recomputed layer its whole forward, 24h²·l + 2·s·h·l. HFU
+// over MFU is their ratio, whatever attention kernel runs (the unfused one executes the full s²
+// in the forward, the backward and the recompute alike: none of it is in either count).
+TEST_CASE("HFU counts the recompute as model FLOPs are counted, whatever the attention kernel") {
+  const double h = 6144, l = 48, s = 2048, v = 51200;
+  const double model = 6 * (12 * h * h * l + h * v) + 6 * s * h * l;
+  const double core = 2 * s * h * l;
+  const double layer = 24 * h * h * l + 2 * s * h * l;
+  for (const char* attention : {"unfused", "flash"}) {
+    INFO(attention);
+    const auto ratio = [&](const char* recompute) {
+      const auto r =
+          run("korthikanti-22b", {set("training.attention", attention), set("training.recompute", recompute)}).report;
+      return r.throughput.hfu / r.throughput.mfu;
+    };
+    CHECK(ratio("none") == Approx(1.0).epsilon(1e-12));
+    CHECK(ratio("selective") == Approx((model + core) / model).epsilon(1e-9));  // 1.008884
+    CHECK(ratio("full") == Approx((model + layer) / model).epsilon(1e-9));      // 1.328710
+  }
+}
+
 TEST_CASE("Energy comes from the preset's board power and cost only from a given price") {
   const auto r = run("default").report;
   CHECK(r.cost.gpu_power_w == 700);

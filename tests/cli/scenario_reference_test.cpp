@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <cctype>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -283,4 +285,93 @@ TEST_CASE("The README's framework table gives the cross-entropy torchtitan resol
   CHECK(cells[3].find("`" + eager + "`") == 1);  // the cell starts with it
   INFO(cells[2]);
   CHECK(cells[2].find("`" + compiled + "`") != std::string::npos);
+}
+
+namespace {
+
+// The reference's rows: key, value, meaning and framework option (the Markdown table's columns
+// but the unit).
+struct Row {
+  std::string key, value, meaning, framework;
+};
+
+std::vector<Row> reference_rows() {
+  std::ostringstream out;
+  stepsim::cli::write_scenario_reference(boost::json::parse(stepsim::io::load_scenario("").resolved_json), out);
+  std::vector<Row> rows;
+  std::istringstream in(out.str());
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("| `")) continue;
+    std::vector<std::string> cells;
+    for (std::size_t at = 1; at < line.size();) {
+      const auto next = line.find(" | ", at);
+      cells.push_back(line.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      if (next == std::string::npos) break;
+      at = next + 3;
+    }
+    if (cells.size() < 4) continue;
+    const auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(' '));
+      s.erase(s.find_last_not_of(' ') + 1);
+      return s;
+    };
+    std::string framework = cells.size() > 4 ? trim(cells[4]) : "";
+    if (framework.ends_with("|")) framework = trim(framework.substr(0, framework.size() - 1));
+    rows.push_back({trim(cells[0]).substr(1, trim(cells[0]).size() - 2), trim(cells[2]), trim(cells[3]), framework});
+  }
+  return rows;
+}
+
+}  // namespace
+
+// A quantity with a unit takes its unit at zero too (a bare number where a unit is needed is an
+// error that lists the units): where the reference says what zero means for such a
+// key, it writes the zero as the key takes it, and that text is no unit error.
+TEST_CASE("The reference writes a quantity's zero with its unit, as the key takes it") {
+  int zeros = 0;
+  for (const Row& row : reference_rows()) {
+    const bool quantity =
+        row.value.starts_with("`\"") && row.value.size() > 2 && std::isdigit(static_cast<unsigned char>(row.value[2]));
+    if (!quantity) continue;
+    INFO(row.key << ": " << row.meaning);
+    CHECK(row.meaning.find("; 0:") == std::string::npos);
+    CHECK(row.meaning.find("(0:") == std::string::npos);
+    for (auto at = row.meaning.find("`\"0 "); at != std::string::npos; at = row.meaning.find("`\"0 ", at + 1)) {
+      const std::string zero = row.meaning.substr(at + 2, row.meaning.find('"', at + 2) - at - 2);
+      ++zeros;
+      try {
+        (void)stepsim::io::load_scenario("", {row.key + "=" + zero});
+      } catch (const stepsim::InputError& e) {
+        CHECK(std::string(e.what()).find("unit") == std::string::npos);
+      }
+    }
+  }
+  CHECK(zeros >= 8);  // six GPU peaks, the host link, NCCL's ramp
+  // The host link described as none is refused for offload by name; a bare 0 for its unit.
+  Scratch scratch("reference-zero");
+  const std::string offload =
+      "simulate ddp-1.3b-64xa100 --set cluster=dgx-h100-ndr --set training.framework=megatron "
+      "--set training.activation_offload_layers=2 --set cluster.host_link.bandwidth=";
+  CHECK(refusal(scratch.run(offload + "'0 GB/s'"),
+                "--set: training.activation_offload_layers: cluster dgx-h100-ndr describes no link to host memory to "
+                "offload over (set cluster.host_link.bandwidth)") == "");
+  CHECK(refusal(scratch.run(offload + "0"),
+                "--set: cluster.host_link.bandwidth: '0' has no unit (expected e.g. \"400 Gb/s\" or \"50 GB/s\")") ==
+        "");
+}
+
+// Megatron-Core's TransformerConfig.__post_init__ refuses --recompute-granularity full without
+// a method ('recompute_method must be "block" or "uniform"') and a number of layers
+// (recompute_num_layers); stepsim's full recompute keeps every layer's input alone and
+// recomputes it layer by layer, Megatron's uniform method over units of one layer.
+TEST_CASE("The reference maps full recompute to the Megatron options that run it") {
+  for (const Row& row : reference_rows()) {
+    if (row.key != "training.recompute") continue;
+    INFO(row.meaning);
+    CHECK(row.meaning.find("`full` (whole layer: every layer keeps only its input") != std::string::npos);
+    CHECK(row.framework.find("`--recompute-granularity full --recompute-method uniform --recompute-num-layers 1` "
+                             "(full)") != std::string::npos);
+    return;
+  }
+  FAIL("no training.recompute row");
 }

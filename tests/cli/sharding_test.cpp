@@ -187,3 +187,25 @@ TEST_CASE("HSDP gathers inside the node and all-reduces across nodes") {
 }
 
 }  // namespace stepsim
+
+// The distributed optimizer shards the experts' states over the expert-dp group, tp·cp·dp /
+// (ep·etp) ranks (Megatron-Core's expert decoder), the rest over dp. Mixtral 8x7B cut to 2
+// layers at TP 2, DP 4, EP 1: 8 experts of 3 · 4096 · 14336 parameters in each layer, 2818 M,
+// whole at ETP 1 over an expert-dp group of 8, and 1409 M at ETP 2 over 4.
+TEST_CASE("the distributed optimizer's note shards the experts over their expert-dp group") {
+  const std::vector<std::string> sets{
+      "model.layers=2",         "parallel.tp=2", "parallel.dp=4", "parallel.ep=1", "parallel.sequence_parallel=true",
+      "training.global_batch=8"};
+  const auto note = [&](const char* etp) {
+    std::vector<std::string> with = sets;
+    with.emplace_back(etp);
+    return stepsim::test::run("mixtral-8x7b-ep8-64xh100", with).report.notes.front();
+  };
+  const std::string whole = note("parallel.etp=1");
+  CHECK_THAT(whole,
+             Catch::Contains("Adam on 1/4 of ") && Catch::Contains(" M parameters and 1/8 of the experts' 2818 M"));
+  CHECK_THAT(whole, Catch::Contains("expert gradients reduced over the expert-dp group of rank 0: 8 ranks"));
+  const std::string split = note("parallel.etp=2");
+  CHECK_THAT(split, Catch::Contains(" M parameters and 1/4 of the experts' 1409 M"));
+  CHECK_THAT(split, !Catch::Contains("expert gradients reduced over"));
+}

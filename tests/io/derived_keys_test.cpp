@@ -131,3 +131,64 @@ TEST_CASE("derived lists derivable keys only and is no key to set") {
         "--set: derived: is no key to set: a resolved scenario lists under derived the keys that follow other keys; "
         "give a key's own value with --set KEY=VALUE");
 }
+
+namespace {
+
+// Mixtral 8x7B on 16 H100 at TP 2 and EP 4 under `framework`, giving no parallel.etp.
+std::string moe_job(const std::string& framework) {
+  return fmt::format(R"({{
+  "model": "mixtral-8x7b", "cluster": "dgx-h100-ndr",
+  "parallel": {{ "tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true }},
+  "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1 }},
+  "data_parallel": {{ "kind": "zero1" }} }})",
+                     framework);
+}
+
+bool lists(const std::string& resolved, const char* key) {
+  const boost::json::value document = boost::json::parse(resolved);
+  const auto& derived = document.at("derived").as_array();
+  return std::find(derived.begin(), derived.end(), key) != derived.end();
+}
+
+}  // namespace
+
+// Megatron-Core: "if args.expert_tensor_parallel_size is None: args.expert_tensor_parallel_size =
+// args.tensor_model_parallel_size" (megatron/training/arguments.py; model_parallel_config.py's
+// __post_init__ and parallel_state.initialize_model_parallel alike). torchtitan's
+// expert_tensor_parallel_degree defaults to 1.
+TEST_CASE("a mixture of experts under Megatron-Core splits its experts over tp ranks where no layer gives etp") {
+  for (const char* framework : {"megatron", "nemo"}) {
+    INFO(framework);
+    const Scenario s = io::load_scenario_text(moe_job(framework), "s.json");
+    CHECK(s.parallel.etp == 2);
+    CHECK(lists(s.resolved_json, "parallel.etp"));
+    // The resolved file derives it again: from the tp a further --set gives, as the file it came from does.
+    CHECK(io::load_scenario_text(s.resolved_json, "r.json").parallel.etp == 2);
+    CHECK(io::load_scenario_text(s.resolved_json, "r.json",
+                                 {"parallel.tp=1", "parallel.sequence_parallel=false", "parallel.dp=16"})
+              .parallel.etp == 1);
+    CHECK(outcome_of_text(s.resolved_json, {"training.framework=torchtitan"}) ==
+          outcome_of_text(moe_job(framework), {"training.framework=torchtitan"}));
+  }
+  for (const char* framework : {"torchtitan", "unspecified"}) {
+    INFO(framework);
+    const Scenario s = io::load_scenario_text(moe_job(framework), "s.json");
+    CHECK(s.parallel.etp == 1);
+    CHECK(lists(s.resolved_json, "parallel.etp"));
+    CHECK(io::load_scenario_text(s.resolved_json, "r.json", {"training.framework=megatron"}).parallel.etp == 2);
+  }
+  // Given, it stays, and is not listed.
+  const Scenario given = io::load_scenario_text(moe_job("megatron"), "s.json", {"parallel.etp=1"});
+  CHECK(given.parallel.etp == 1);
+  CHECK_FALSE(lists(given.resolved_json, "parallel.etp"));
+  // A dense model has no experts to split.
+  CHECK(io::load_scenario_text(moe_job("megatron"), "s.json", {"model=llama3-8b", "parallel.ep=1"}).parallel.etp == 1);
+}
+
+TEST_CASE("an etp that follows tp and leaves no room for the expert groups is refused saying it follows tp") {
+  CHECK(test::load_error(moe_job("megatron"), {"parallel.dp=4", "parallel.ep=8"}) ==
+        "s.json: /parallel/etp: ep·etp (8·2) must divide tp·cp·dp (8): expert groups are folded out of the ranks of "
+        "one pipeline stage (parallel.etp not given: it follows parallel.tp under Megatron-Core, as "
+        "expert_tensor_parallel_size does when unset; give parallel.etp, such as 1, to choose another)");
+  CHECK(test::load_error(moe_job("megatron"), {"parallel.dp=4", "parallel.ep=8", "parallel.etp=1"}) == "no error");
+}

@@ -182,7 +182,7 @@ TEST_CASE("fp8 current scaling is refused with a precision other than fp8") {
 
 TEST_CASE("pipeline, batch and precision rules name the key at fault") {
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 3, "dp": 1 })")) ==
-        "scenario.json: /parallel/pp: model.layers (32) is not divisible by pp·virtual_stages (3); give "
+        "scenario.json: /parallel/pp: model.layers (32) is not divisible by pp·virtual_stages (3·1 = 3); give "
         "parallel.stage_layers for an uneven split");
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "pp": 2, "dp": 4, "schedule": "interleaved" })")) ==
         "scenario.json: /parallel/virtual_stages: the interleaved schedule needs virtual_stages >= 2, got 1");
@@ -512,6 +512,56 @@ TEST_CASE("TP communication overlap is refused when a TP group crosses an NVLink
   CHECK(error_in(straddle(4)) == "no error");
   // TP 8 divides the rack: none crosses on two racks.
   CHECK(error_in(straddle(9), {"parallel.tp=8", "parallel.dp=18"}) == "no error");
+}
+
+// 32 layers split over pp 4 alone, not over 4·3 virtual stages: the virtual stages are at fault,
+// and are named, as the key a --set gave is; where --set gave both, the first named is the
+// virtual stages and the message names both degrees.
+TEST_CASE("the layers' split over pp and virtual stages names the key that broke it") {
+  const std::string interleaved = R"({ "tp": 2, "pp": 4, "dp": 8, "schedule": "interleaved", "virtual_stages": 2 })";
+  const std::string message =
+      "model.layers (32) is not divisible by pp·virtual_stages (4·3 = 12); give parallel.stage_layers for an uneven "
+      "split";
+  CHECK(error_in(scenario(kModel, kCluster, interleaved), {"parallel.virtual_stages=3"}) ==
+        "--set: parallel.virtual_stages: " + message);
+  CHECK(error_in(scenario(kModel, kCluster, interleaved), {"parallel.pp=4", "parallel.virtual_stages=3"}) ==
+        "--set: parallel.virtual_stages: " + message);
+  CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 2, "pp": 4, "dp": 8, "schedule": "interleaved",
+      "virtual_stages": 3 })")) == "scenario.json: /parallel/virtual_stages: " + message);
+  // pp 3 divides no split of 32 layers: pp is at fault, and a --set of it is named.
+  CHECK(error_in(scenario(kModel, kCluster, interleaved), {"parallel.pp=3"}) ==
+        "--set: parallel.pp: model.layers (32) is not divisible by pp·virtual_stages (3·2 = 6); give "
+        "parallel.stage_layers for an uneven split");
+}
+
+// PyTorch's ScheduleInterleaved1F1B (torch.distributed.pipelining, torchtitan's pipelines) runs
+// max(1, m // pp) rounds and takes any m those rounds divide: pp 4 with 10 or 3 micro-batches,
+// as its docstring's examples, and 6; not 9 (2 rounds). Megatron-Core keeps its multiple of pp.
+TEST_CASE("PyTorch's interleaved schedule takes the micro-batch counts its rounds divide") {
+  const auto pipeline = [](const std::string& framework, const std::string& kind, long long batch) {
+    return R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr",
+      "parallel": { "tp": 2, "pp": 4, "dp": 1, "schedule": "interleaved", "virtual_stages": 2 },
+      "training": { "framework": ")" +
+           framework + R"(", "global_batch": )" + std::to_string(batch) +
+           R"(, "micro_batch": 1 }, "data_parallel": { "kind": ")" + kind + R"(" } })";
+  };
+  const auto titan = [&](long long batch) { return pipeline("torchtitan", "fsdp", batch); };
+  for (const long long m : {10, 3, 6, 8, 1}) {
+    INFO(m << " micro-batches");
+    CHECK(error_in(titan(m)) == "no error");
+  }
+  CHECK(error_in(titan(9)) ==
+        "scenario.json: /training/global_batch: PyTorch's interleaved schedule (ScheduleInterleaved1F1B) needs the "
+        "micro-batches per replica (9) to be a multiple of its rounds, max(1, micro-batches // pp) = 2");
+  CHECK(error_in(pipeline("pytorch", "ddp", 3)) == "no error");
+  CHECK(
+      error_in(pipeline("megatron", "zero1", 10)) ==
+      "scenario.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (10) to be "
+      "a multiple of pp (4)");
+  CHECK(
+      error_in(pipeline("megatron", "fsdp", 10)) ==
+      "scenario.json: /training/global_batch: the interleaved schedule needs the micro-batches per replica (10) to be "
+      "a multiple of pp (4)");
 }
 
 // The pipeline schedules' rules on the micro-batches per replica are refused on loading, before

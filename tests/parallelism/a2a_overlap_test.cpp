@@ -31,7 +31,7 @@ namespace {
 // after it.
 std::string letters(Schedule schedule, int p, int m, int v, int stage) {
   std::string out;
-  for (const sp::PipelineOp& op : sp::stage_order(schedule, {p, m, v, true, true}, stage)) {
+  for (const sp::PipelineOp& op : sp::stage_order(schedule, {p, m, v, true}, stage)) {
     if (!out.empty()) out += ' ';
     out += op.forward ? 'F' : 'B';
     out += std::to_string(op.micro_batch);

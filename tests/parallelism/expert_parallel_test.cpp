@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -241,8 +242,9 @@ TEST_CASE("only Megatron-Core's grouped GEMMs cost the host per expert beyond th
     int grouped = 0;
     for (const auto& op : p.ranks[0].ops()) {
       const std::string& name = p.names[op.name];
+      // Under pytorch autocast's casts of the experts' weights are ops of their own.
       if (op.kind != stepsim::engine::OpKind::compute || name.find("expert fc") == std::string::npos ||
-          name.find("shared") != std::string::npos)
+          name.find("shared") != std::string::npos || name.find(" cast") != std::string::npos)
         continue;
       INFO(name);
       CHECK(p.host_cost(op) == stepsim::Time::from_us(12 + 2 * 5 + expert_host));
@@ -438,7 +440,9 @@ TEST_CASE("the flex dispatcher sends a token once to each other node holding one
 // (RankGenerator's expert decoder, order tp-ep-dp-pp with tp = etp): at TP 2 and ETP 1 an EP
 // group of 8 is 8 consecutive ranks, one node of 8, whatever TP is; only ETP spreads it. So
 // TP 2 EP 8 on two nodes stays inside a node (the flex dispatcher sends what the all-to-all
-// sends), TP 2 EP 16 spans two nodes (22/28 of it, as at TP 1), and ETP 2 EP 8 spans two.
+// sends), TP 2 EP 16 spans two nodes (22/28 of it, as at TP 1), and ETP 2 EP 8 spans two (its
+// expert block of 16, over which flex sends each token to both ETP ranks of its experts: the
+// same bytes across nodes, the test below).
 TEST_CASE("the flex dispatcher's nodes are those of Megatron's expert groups, which TP does not spread") {
   const auto size_of = [](int tp, int etp, int ep, stepsim::MoeDispatcher d) {
     stepsim::Scenario s = spt::small_scenario(tp, 32 / tp, 1);
@@ -464,6 +468,45 @@ TEST_CASE("the flex dispatcher's nodes are those of Megatron's expert groups, wh
         Approx(size_of(2, 1, 16, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
   CHECK(size_of(2, 2, 8, MoeDispatcher::flex) ==
         Approx(size_of(2, 2, 8, MoeDispatcher::alltoall) * 22.0 / 28.0).epsilon(1e-6));
+}
+
+// Megatron-Core's MoEFlexTokenDispatcher (token_dispatcher.py) runs one DeepEP or HybridEP
+// dispatch over its tp_ep_group, the ep·etp ranks of an expert block, with router_topk and
+// num_experts multiplied by the expert-TP size: _initialize_metadata repeats the routing map over
+// the ETP ranks ("each TP ranks in a TP group should receive the same tokens"), and
+// dispatch_postprocess and combine_preprocess gather and scatter nothing. TP 2 and EP 4 at ETP 2
+// on one node of 8: the block is the node, each routed copy goes to both ranks of its expert,
+// twice the all-to-all dispatcher's per-rank bytes, all over NVLink. EP 8 at ETP 2 on two nodes:
+// the block of 16 spans both; a token goes once to the other node when any of its 2 experts is
+// there, 1 − C(4,2)/C(8,2) = 22/28, against 2 · 2 · 1/2 = 2 copies the repeated map would send
+// across: 2 · (22/28) / 2 of twice the all-to-all's bytes.
+TEST_CASE("with etp 2 the flex dispatcher sends each token to every ETP rank of its experts over the expert block") {
+  const auto program_of = [](int dp, int ep) {
+    stepsim::Scenario s = spt::small_scenario(2, dp, 1);
+    s.model.moe = {8, 2, 4096};
+    s.parallel.sequence_parallel = true;
+    s.parallel.ep = ep;
+    s.parallel.etp = 2;
+    s.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+    const auto work = stepsim::workload::build_work(s);
+    const spt::FixedCosts costs;
+    return std::make_pair(sp::build_program(s, work, costs), work.layer.dispatch_message.as_double());
+  };
+  for (const auto& [dp, ep, share] : {std::tuple{4, 4, 1.0}, std::tuple{8, 8, 22.0 / 28.0 / 2.0}}) {
+    INFO("ep " << ep);
+    const auto [p, dispatch] = program_of(dp, ep);
+    std::map<std::string, int> sizes;
+    for (const auto& g : p.groups) sizes[g.name] = g.size;
+    CHECK(sizes.at("ep") == 2 * ep);
+    CHECK_FALSE(sizes.contains("etp"));
+    const auto ops = spt::collectives_of(p, CommKind::ep);
+    REQUIRE(!ops.empty());
+    for (OpIndex i : ops) {
+      const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+      CHECK(call.op == CollOp::alltoall);
+      CHECK(call.size.as_double() == Approx(dispatch * 2 * share).epsilon(1e-6));
+    }
+  }
 }
 
 // Three pipeline stages of 6 ranks on 8-GPU nodes, EP 6 over 6 experts, top 2: stage 0's EP

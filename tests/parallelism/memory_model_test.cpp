@@ -521,6 +521,7 @@ TEST_CASE("torchtitan's sequence parallelism keeps the inputs it gathered whole"
   stepsim::Scenario torchtitan = megatron;
   torchtitan.training.framework = stepsim::Framework::torchtitan;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  torchtitan.data_parallel.kind = DpKind::fsdp;  // as torchtitan runs TP: its DDP is autocast's fp32 stream
   const auto m = stepsim::workload::build_work(megatron), t = stepsim::workload::build_work(torchtitan);
   const std::int64_t gathered = sbh * 7 / 8 * 2;
   // The eager loss keeps fp32 log-probabilities as the fused one keeps its fp32 softmax.
@@ -547,6 +548,7 @@ TEST_CASE("without recompute torchtitan's layers keep the attention and MLP inpu
   stepsim::Scenario torchtitan = megatron;
   torchtitan.training.framework = stepsim::Framework::torchtitan;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  torchtitan.data_parallel.kind = DpKind::fsdp;  // as torchtitan runs TP: its DDP is autocast's fp32 stream
   const auto layer = [](stepsim::Scenario sc, Recompute r) {
     sc.training.recompute = r;
     return stepsim::workload::build_work(sc).layer.activations.count();
@@ -618,8 +620,10 @@ TEST_CASE("the trace's memory counter follows PyTorch's pipeline outputs and rec
 
 TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wide as the queries") {
   // Two stages (the first has no loss) under full recompute: the first stage peaks in its first
-  // backward, with one layer's working set on top of what it keeps.
+  // backward, with one layer's working set on top of what it keeps. FSDP's stages, so that
+  // both frameworks run PyTorch's pipelining and keep the same stage outputs.
   auto s = sp::test::small_scenario(1, 2, 1);
+  s.data_parallel.kind = stepsim::DpKind::fsdp;
   s.parallel.pp = 2;
   s.training.recompute = Recompute::full;
   s.model.kv_heads = 4;  // 16 query heads of 64 share 4 K/V heads
@@ -628,6 +632,7 @@ TEST_CASE("torchtitan's attention backward holds K, V and their gradients as wid
   };
   const long long megatron = first_stage(s);
   s.training.framework = stepsim::Framework::torchtitan_compile;
+  s.training.main_grad = stepsim::Precision::bf16;  // a bf16 model, not autocast's fp32 residual stream
   // repeat_kv: K, V, dK and dV of 2,048 tokens 12 heads of 64 wider, in bf16.
   CHECK(first_stage(s) - megatron == 4LL * 2048 * (16 - 4) * 64 * 2);
   // Eager, the recomputed layer holds K and V repeated as the attention saved them, and its
@@ -782,6 +787,7 @@ TEST_CASE("the LM head keeps its input for its weight gradient beside the final 
   auto torchtitan = s;
   torchtitan.training.framework = stepsim::Framework::torchtitan;
   torchtitan.training.cross_entropy = stepsim::CrossEntropy::eager;
+  torchtitan.data_parallel.kind = DpKind::fsdp;  // as torchtitan runs TP: its DDP is autocast's fp32 stream
   CHECK(head(torchtitan) == 2 * sbh / 8 + 2 * sbh + fp32_logits);  // eager keeps fp32 log-probabilities
   CHECK(2 * sbh / 8 + 2 * sbh == 28'311'552);
 }

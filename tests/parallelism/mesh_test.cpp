@@ -243,3 +243,31 @@ TEST_CASE("the placement note counts every group that spans as many domains as t
       Catch::Contains("; ep groups are placed differently: 7 of 8 span 2 NVLink domains, the slowest 2 of them 8 "
                       "to 56 per domain, the first [64, 65, 66, 67, 68, 69, 70, ..., 127]"));
 }
+
+// Megatron-Core's expert data-parallel group holds world / (pp · ep · etp) ranks
+// (parallel_state's expert decoder, order tp-ep-dp-pp with tp = etp): at TP 2, EP 1 and ETP 1
+// on 8 GPUs it is all 8, while the dense gradients go over DP's 4; at ETP 2 it is DP's 4 ranks
+// [0, 2, 4, 6] again, and the notes need not repeat it.
+TEST_CASE("the placement notes name the expert-dp group wherever it is not the dp group, EP 1 included") {
+  stepsim::Scenario s;
+  s.parallel = mesh(2, 4);
+  s.parallel.sequence_parallel = true;
+  s.model.moe.experts = 8;
+  s.cluster.gpus_per_node = 8;
+  CHECK_THAT(sp::placement_description(s),
+             Catch::Contains("; expert gradients reduced over the expert-dp group of rank 0: 8 ranks on 1 node(s), 8 "
+                             "per node [0, 1, 2, 3, 4, 5, 6, 7]; "));
+  s.parallel.etp = 2;
+  CHECK_THAT(sp::placement_description(s), !Catch::Contains("expert-dp"));
+  CHECK_THAT(sp::placement_description(s),
+             Catch::Contains("; etp group of rank 0: 2 ranks on 1 node(s), 2 per node [0, 1]"));
+  // EP 4 at ETP 2: one block of 8 ranks, no expert-dp group; under the flex dispatcher the
+  // all-to-alls run over that block (Megatron-Core's tp_ep group), the ETP group runs nothing.
+  s.parallel.ep = 4;
+  CHECK_THAT(sp::placement_description(s), Catch::Contains("every GPU holds its own experts (no expert-dp group)"));
+  s.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  const std::string flex = sp::placement_description(s);
+  CHECK_THAT(flex, Catch::Contains("; flex dispatch (ep·etp) group of rank 0: 8 ranks on 1 node(s), 8 per node [0, 1, "
+                                   "2, 3, 4, 5, 6, 7]"));
+  CHECK_THAT(flex, !Catch::Contains("etp group"));
+}

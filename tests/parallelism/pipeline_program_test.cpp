@@ -1,6 +1,7 @@
 // Pipeline programs: with free communication and uniform compute the bubble fraction is
 // Megatron's (p − 1)/m, or (p − 1)/(m·v) interleaved; SendRecv links and the tied embedding.
 #include <algorithm>
+#include <optional>
 
 #include <catch2/catch.hpp>
 
@@ -97,6 +98,32 @@ TEST_CASE("with free communication interleaved 1F1B leaves a (p - 1)/(m v) bubbl
   }
 }
 
+// PyTorch's ScheduleInterleaved1F1B runs 3, 6 and 10 micro-batches over 4 stages (rounds of 3, 6
+// and 5): every stage runs each pass of each micro-batch once, its compute m/4 times that of 4
+// micro-batches, and the step ends (no pass waits on one that never runs).
+TEST_CASE("the interleaved schedule runs micro-batch counts that are not a multiple of p in PyTorch's rounds") {
+  const auto busy = [](const stepsim::Scenario& s) {
+    const FreeCosts costs;
+    const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, spt::small_work(s), costs));
+    std::vector<Time> out;
+    for (const auto& rank : t.ranks) {
+      Time compute = Time::zero();
+      for (const auto& iv : rank.intervals)
+        if (iv.activity == stepsim::Activity::compute && iv.phase != stepsim::Phase::optimizer)
+          compute += iv.end - iv.start;
+      out.push_back(compute);
+    }
+    return out;
+  };
+  const std::vector<Time> four = busy(pipeline(Schedule::interleaved, 4, 4, 2));
+  for (const int m : {3, 6, 10}) {
+    INFO(m << " micro-batches");
+    const std::vector<Time> run = busy(pipeline(Schedule::interleaved, 4, m, 2));
+    REQUIRE(run.size() == four.size());
+    for (std::size_t r = 0; r < run.size(); ++r) CHECK(run[r] * 4 == four[r] * m);
+  }
+}
+
 TEST_CASE("activations and gradients cross each stage boundary once per micro-batch") {
   const auto s = pipeline(Schedule::one_f_one_b, 4, 8, 1);
   const spt::FixedCosts costs;
@@ -149,6 +176,94 @@ TEST_CASE("the optimizer waits for the tied embedding's AllReduce") {
   const auto reduces = spt::collectives_of(program, CommKind::pp);
   const auto waits = program.ranks[0].waits_of(static_cast<stepsim::engine::OpIndex>(optimizer));
   CHECK(std::find(waits.begin(), waits.end(), reduces.back()) != waits.end());
+}
+
+namespace {
+
+// Every compute op 1 µs, SendRecv free and every AllReduce 50 µs whatever its size: a step's
+// arithmetic is the schedule's plus each reduction left exposed.
+class ReduceCosts final : public sp::Costs {
+ public:
+  Time compute(const stepsim::workload::OpCost&) const override { return Time::from_us(1.0); }
+  sp::CollectiveCost collective(const stepsim::collectives::Request& r) const override {
+    const Time latency = r.op == CollOp::allreduce ? Time::from_us(50.0) : Time::zero();
+    return {latency, stepsim::Bandwidth::gbytes_per_s(1e12), {0.0, 0.0}};
+  }
+  Time kernel_launch() const override { return Time::zero(); }
+  double comm_slowdown() const override { return 0.0; }
+};
+
+struct GradSum {
+  Time step = Time::zero();           // the last op's end on any rank
+  bool waits = true;                  // every member's reduction starts after its last backward
+  Time start = Time::zero();          // the latest reduction's start
+  Time last_backward = Time::zero();  // the latest backward end on a member
+  bool found = false;
+};
+
+GradSum grad_sum(const stepsim::Scenario& s) {
+  const ReduceCosts costs;
+  const stepsim::Timeline t = stepsim::engine::run(sp::build_program(s, spt::small_work(s), costs));
+  GradSum out;
+  for (const auto& rank : t.ranks) {
+    Time backward = Time::zero();
+    std::optional<Time> start;
+    for (const auto& iv : rank.intervals) {
+      out.step = std::max(out.step, iv.end);
+      if (iv.activity == stepsim::Activity::compute && iv.phase != stepsim::Phase::optimizer)
+        backward = std::max(backward, iv.end);
+      if (iv.activity == stepsim::Activity::comm && iv.kind == CommKind::pp && iv.op == CollOp::allreduce)
+        start = iv.start;
+    }
+    if (!start) continue;
+    out.found = true;
+    out.waits = out.waits && *start >= backward;
+    out.start = std::max(out.start, *start);
+    out.last_backward = std::max(out.last_backward, backward);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Megatron's finalize_model_grads all-reduces the tied embedding's gradient after the DP
+// gradient sync, which itself follows the last backward: with no DP reduction (dp 1) it still
+// waits for the backward, so the step grows by the reduction's 50 µs at dp 1 as at dp 2.
+TEST_CASE("the tied embedding's AllReduce starts after the last backward of both stages") {
+  for (const int dp : {1, 2}) {
+    auto s = pipeline(Schedule::one_f_one_b, 4, 4, 1);
+    s.parallel.dp = dp;
+    s.training.global_batch = 4LL * dp;
+    s.cluster.nodes = (4 * dp + 7) / 8;
+    const GradSum untied = grad_sum(s);
+    s.model.tied_embeddings = true;
+    const GradSum tied = grad_sum(s);
+    INFO("dp " << dp);
+    REQUIRE(tied.found);
+    CHECK(tied.waits);
+    if (dp == 1) CHECK(tied.start == tied.last_backward);
+    CHECK(tied.step - untied.step == Time::from_us(50.0));
+  }
+}
+
+// DualPipe sums the gradients of each stage's two copies (stage i and p − 1 − i) once both
+// have run their last backward pass: the step ends 50 µs (the AllReduce) and 1 µs (the
+// optimizer) after the later of them.
+TEST_CASE("DualPipe's mirror AllReduce starts after both copies' last backward") {
+  for (const int dp : {1, 2}) {
+    auto s = pipeline(Schedule::dualpipe, 4, 8, 1);
+    s.parallel.dp = dp;
+    s.training.global_batch = 8LL * dp;
+    s.cluster.nodes = (4 * dp + 7) / 8;
+    const GradSum sum = grad_sum(s);
+    INFO("dp " << dp);
+    REQUIRE(sum.found);
+    CHECK(sum.waits);
+    if (dp == 1) {
+      CHECK(sum.start == sum.last_backward);
+      CHECK(sum.step == sum.last_backward + Time::from_us(51.0));
+    }
+  }
 }
 
 // fp8 training keeps activations in bf16, so the SendRecv carries 2-byte elements: b·s·h·2

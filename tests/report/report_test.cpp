@@ -111,6 +111,33 @@ TEST_CASE("the derived compute slowdown is the time the engine measured") {
   CHECK(report::make_report(t, in).compute_slowdown_s == Approx(20e-6 / 3));
 }
 
+// Compute 0–10 us; a copy 5–30 us with the next compute, 30–40 us, issued at 8 us: the 20 us
+// between is the GPU waiting for the copy. A copy 40–48 us; the next compute, 50–60 us, issued
+// at 45 us: 40–45 us is the GPU waiting for the host (a copy running does not make it the
+// copy's), 45–48 us for the copy, 48–50 us for nothing the breakdown names. other = 20 + 8 + 2.
+TEST_CASE("the GPU waiting for its copies is named apart from its wait for the host") {
+  Timeline t;
+  t.ranks.push_back(rank_of(
+      {compute_us(0, 10), test::memory_us(5, 30), compute_us(30, 40), test::memory_us(40, 48), compute_us(50, 60)}));
+  const auto us = [](double v) { return Time::from_us(v); };
+  t.ranks[0].issues = {{us(0), us(1), 0, true, false},
+                       {us(4), us(1), 1, true, false},
+                       {us(8), us(1), 2, true, false},
+                       {us(9), us(1), 3, true, false},
+                       {us(45), us(1), 4, true, false}};
+  t.steps.push_back({"step", Time::zero(), us(60)});
+  const Report r = report::make_report(t, inputs());
+  CHECK(r.breakdown_s.other == Approx(30e-6).epsilon(1e-12));
+  CHECK(r.host.breakdown_gpu_wait_s == Approx(5e-6).epsilon(1e-12));
+  CHECK(r.offload_wait_s == Approx(23e-6).epsilon(1e-12));
+  const auto v = boost::json::parse(json_of(r));
+  CHECK(v.at("offload_wait_s").as_double() == Approx(23e-6).epsilon(1e-12));
+  std::ostringstream table;
+  report::write_table(r, table);
+  CHECK(table.str().find("    GPU waiting for the host        5.000 us       8.3 %\n"
+                         "    waiting for offload copies     23.000 us      38.3 %\n") != std::string::npos);
+}
+
 TEST_CASE("a timeline without step windows is measured over its whole span") {
   Timeline t = two_rank_timeline();
   t.steps.clear();
@@ -132,7 +159,7 @@ TEST_CASE("the JSON report has exactly the contract's fields") {
                                          "comm_s", "overlap", "memory_bytes", "config", "notes",
                                          // added after the first contract, never renamed
                                          "compute_slowdown_s", "stages", "cost", "flop_convention", "provenance",
-                                         "advice", "ranks"});
+                                         "advice", "ranks", "offload_wait_s"});
   CHECK(keys(v.at("ranks")) == std::set<std::string>{"simulated", "step_time_s", "compute_s", "rendezvous_wait_s",
                                                      "rendezvous_wait_max_s", "straggler"});
   CHECK(keys(v.at("ranks").at("rendezvous_wait_s")) == kinds);

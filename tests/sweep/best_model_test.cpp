@@ -7,12 +7,17 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
 #include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
+#include "stepsim/report.hpp"
 #include "sweep/best.hpp"
 #include "sweep/search_helpers.hpp"
 
@@ -200,6 +205,22 @@ TEST_CASE("the search chooses no full recompute beside per-layer CUDA graphs", "
   CHECK(best.oom == best.candidates);
 }
 
+// GPT 22B (GeLU, trained with dropout) on one DGX H100 with Megatron-Core's whole-layer CUDA
+// graphs: the layouts that do not fit without recompute may take neither selective recompute
+// (the graphed attention core beside attention dropout) nor full recompute, which
+// Megatron-Core refuses beside them. The search asks validation which modes run, so none of its
+// layouts is refused for a mode it chose.
+TEST_CASE("the search chooses no recompute that validation refuses beside CUDA graphs", "[slow]") {
+  const std::vector<std::string> job = {"model=gpt-22b", "training.framework=megatron", "training.cuda_graphs=true"};
+  const BestResult best = stepsim::sweep::search_best(spec_of(job, 8), 2, false);
+  CHECK(best.invalid == 0);
+  CHECK(best.oom > 0);
+  for (const auto& [c, report] : best.ranked) {
+    INFO(fmt::format("{}", fmt::join(c.sets, " ")));
+    CHECK(value_of(c, "training.recompute", "none") == "none");
+  }
+}
+
 // Every model preset on 240 GPUs of 8-GPU nodes and of NVL72 racks (a count of many divisors:
 // TP 3, 5, 6, 10, 12, 15, 20, 24, 30, 40 among them, and a global batch that every DP degree
 // and micro-batch divide): whatever the model's heads, FFN, key/value heads and features,
@@ -222,4 +243,44 @@ TEST_CASE("every layout the search enumerates for each model preset passes valid
       INFO(refused);
       CHECK(refused.empty());
     }
+}
+
+// Qwen3-30B-A3B cut to 8 layers on two DGX H100 from a scenario at TP 2 and ETP 2: the search
+// sets parallel.etp in every layout, 1 or the layout's TP (Megatron-Core's default and the
+// recipes' 1), never the scenario's 2 at TP 1, and so finds TP 1, EP 8, ETP 1 at least as fast as
+// that layout simulated on its own. Carrying the scenario's ETP 2 to every layout, it had found
+// 0.388 s at TP 1 with ETP 2 against that layout's 0.325 s.
+TEST_CASE("the search chooses the expert tensor parallelism of every layout of a mixture of experts", "[slow]") {
+  namespace fs = std::filesystem;
+  const fs::path file = fs::temp_directory_path() / fmt::format("stepsim-etp-search-{}.json", ::getpid());
+  {
+    std::ofstream out(file);
+    out << R"({ "model": {"preset": "qwen3-30b-a3b", "layers": 8},
+  "cluster": {"preset": "dgx-h100-ndr", "nodes": 2},
+  "parallel": {"tp": 2, "dp": 8, "ep": 4, "etp": 2, "sequence_parallel": true},
+  "training": {"global_batch": 64, "micro_batch": 1, "framework": "megatron"},
+  "data_parallel": {"kind": "zero1"} })";
+  }
+  SweepSpec spec;
+  spec.scenario = stepsim::io::read_scenario_input(file.string());
+  spec.gpus = 16;
+  BestResult enumerated;
+  const std::vector<Candidate> layouts = enumerate_layouts(spec, {}, enumerated);
+  REQUIRE_FALSE(layouts.empty());
+  for (const Candidate& c : layouts) {
+    INFO(fmt::format("{}", fmt::join(c.sets, " ")));
+    const std::string etp = value_of(c, "parallel.etp", "-");
+    CHECK((etp == "1" || etp == value_of(c, "parallel.tp", "?")));
+  }
+  // TP 1, 2 and 4: Qwen3-30B-A3B's 4 key/value heads leave TP 8 out.
+  CHECK(values(layouts, "parallel.etp") == std::set<std::string>{"1", "2", "4"});
+  const BestResult best = stepsim::sweep::search_best(spec, 2, false);
+  REQUIRE_FALSE(best.ranked.empty());
+  const double layout = stepsim::simulate(stepsim::io::load_scenario(
+                                              spec.scenario, {"parallel.tp=1", "parallel.dp=16", "parallel.ep=8",
+                                                              "parallel.etp=1", "parallel.sequence_parallel=false",
+                                                              "training.micro_batch=4", "data_parallel.kind=zero2"}))
+                            .report.step_time_s;
+  CHECK(best.ranked.front().second.step_time_s <= layout);
+  fs::remove(file);
 }

@@ -323,14 +323,15 @@ TEST_CASE("the search starts from the scenario's layout made valid, unless the u
 // A mixture of experts: EP 1, the largest EP group inside one NVLink domain (8 GPUs of a DGX)
 // and the largest of all, each a power of two dividing the experts and the stage's tp·cp·dp.
 // Mixtral's 8 experts on 64 GPUs at TP 1, PP 1: EP 1 and 8 (8 is both); 32 experts: 1, 8, 32;
-// at TP 2 the EP group lies within the TP·DP ranks as well, so the same. A dense model gets no
-// EP, and an EP the user fixes is kept.
+// at TP 2 and ETP 1 the EP group lies within the TP·DP ranks as well, so the same; at TP 2 and
+// ETP 2 an expert group of ep·2 ranks stays inside 8 GPUs up to EP 4: 1, 4, 32. A dense model
+// gets no EP, and an EP the user fixes is kept.
 TEST_CASE("the search tries expert parallelism: none, the largest inside an NVLink domain, the largest") {
-  const auto eps = [](const std::vector<Candidate>& layouts, const std::string& tp) {
+  const auto eps = [](const std::vector<Candidate>& layouts, const std::string& tp, const std::string& etp = "1") {
     std::set<std::string> out;
     for (const auto& c : layouts)
       if (value_of(c, "parallel.tp", "") == tp && value_of(c, "parallel.pp", "") == "1" &&
-          value_of(c, "parallel.cp", "1") == "1")
+          value_of(c, "parallel.cp", "1") == "1" && value_of(c, "parallel.etp", "-") == etp)
         out.insert(value_of(c, "parallel.ep", "-"));
     return out;
   };
@@ -339,6 +340,7 @@ TEST_CASE("the search tries expert parallelism: none, the largest inside an NVLi
   const auto wide = enumerate_layouts(spec_of({"model=mixtral-8x7b", "model.moe.experts=32"}, 64), {}, r2);
   CHECK(eps(wide, "1") == std::set<std::string>{"1", "8", "32"});
   CHECK(eps(wide, "2") == std::set<std::string>{"1", "8", "32"});
+  CHECK(eps(wide, "2", "2") == std::set<std::string>{"1", "4", "32"});
   CHECK(values(enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, r3), "parallel.ep") == std::set<std::string>{"-"});
   const SweepSpec fixed = spec_of({"model=mixtral-8x7b", "parallel.ep=4"}, 64);
   CHECK(values(enumerate_layouts(fixed, {}, r4), "parallel.ep") == std::set<std::string>{"-"});

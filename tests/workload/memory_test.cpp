@@ -151,7 +151,8 @@ TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quanti
   CHECK(kept(stepsim::Framework::megatron) == 29 * sbh / 8 + lse);
   // torchtitan's float8 (torchao's Float8Linear) stays counted in bf16, and under DTensor's
   // sequence parallelism its attention and MLP inputs are kept as they were gathered, whole and
-  // in FP8: 2 · 7/8 · s·b·h bytes more.
+  // in FP8: 2 · 7/8 · s·b·h bytes more (under FSDP: its DDP would be autocast).
+  sc.data_parallel.kind = stepsim::DpKind::fsdp;
   CHECK(kept(stepsim::Framework::torchtitan_compile) == (34 + 14) * sbh / 8 + lse);
   // MXFP8 adds an E8M0 scale per 32 elements to each quantized byte: 34 − 6·(2 − 33/32) + 33/32.
   sc.training.precision = stepsim::Precision::mxfp8;

@@ -355,7 +355,12 @@ TEST_CASE("the embedding's backward zeroes its whole table's gradient and Megatr
   const double table = (51200.0 / 2 + 2048.0) * 2048.0;     // the local vocabulary and the positions
   const double lookup = 2.0 * tokens * 2048.0 * 4.0 * 2.0;  // twice the forward's bytes
   sc.training.framework = stepsim::Framework::torchtitan;
+  sc.data_parallel.kind = stepsim::DpKind::fsdp;  // bf16 parameters
   CHECK(bytes() == Approx(lookup + table * 2.0));
   sc.training.framework = stepsim::Framework::megatron;
   CHECK(bytes() == Approx(lookup + table * (2.0 + 2.0 + 4.0 + 4.0)));
+  // Under autocast (torchtitan's DDP) the table, its gradient and the lookup are fp32.
+  sc.training.framework = stepsim::Framework::torchtitan;
+  sc.data_parallel.kind = stepsim::DpKind::ddp;
+  CHECK(bytes() == Approx(2.0 * lookup + table * 4.0));
 }
