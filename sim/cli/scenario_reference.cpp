@@ -343,7 +343,7 @@ constexpr KeyDoc kDocs[] = {
     {"training.expandable_segments", "",
      "PyTorch's caching allocator maps its memory in pages it gives back before an allocation fails: the reserve "
      "beyond the live tensors is the last 20 MiB page of its large pool and 2 MiB page of its small pool, not the "
-     "5.7 % fitted to runs without it",
+     "13.3 % of the activations fitted to runs without it",
      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"},
     {"training.optimizer", "",
      "`adam`, `adamw` or `sgd` (with momentum); one fused kernel (FusedAdam, FusedSGD) under every framework but "

@@ -1295,6 +1295,18 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Frame
               p.dp);
 }
 
+// "ddp, zero1 or zero2": those of `kinds` that training.framework `f` has (has_dp_kind), for
+// the hint of a refusal.
+std::string kinds_of(Framework f, std::initializer_list<DpKind> kinds) {
+  std::vector<std::string> names;
+  for (const DpKind k : kinds)
+    if (has_dp_kind(f, k)) names.emplace_back(to_string(k));
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
 void check_simulated(const Scenario& s, const Checker& c) {
   // Multi-token prediction runs on the last stage beside the head, whose CP handling of a
@@ -1323,16 +1335,20 @@ void check_simulated(const Scenario& s, const Checker& c) {
     c.require(s.training.recompute != Recompute::selective_op, "/training/recompute",
               "latent attention (model.mla) with selective_op recompute is not simulated yet");
   }
+  const Framework f = s.training.framework;
   if (s.model.moe.experts > 0)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");
+              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2}));
   if (s.parallel.schedule == Schedule::zb_h1 || s.parallel.schedule == Schedule::zb_h2)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, zero1 or zero2)");
+              "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2}));
   // DualPipe's two copies of each stage sum whole gradients, which these strategies shard.
   if (s.parallel.schedule == Schedule::dualpipe)
     c.require(s.data_parallel.kind == DpKind::ddp || s.data_parallel.kind == DpKind::zero1, "/data_parallel/kind",
-              "ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp or zero1)");
+              "ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1}));
 }
 
 }  // namespace

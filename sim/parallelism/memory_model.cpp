@@ -37,8 +37,9 @@
 //   and one for gradients, and every micro-batch's stage output until the step ends (the
 //   last stage's logits): PipelineStage in PyTorch's stage.py.
 // - PyTorch's caching allocator reserves more than the live tensors at their peak (blocks
-//   split and cached, rounding): kAllocatorReserve of that peak, fitted to published reserved
-//   peaks (docs/validation.md); under expandable_segments the pages they leave partly used
+//   split and cached, rounding): kAllocatorReserve of the activations at that peak, what is
+//   allocated and freed in many sizes within the step, fitted to a published reserved peak
+//   (docs/validation.md); under expandable_segments the pages they leave partly used
 //   (allocator_reserve, from the allocator's source).
 // - Outside the allocator: the CUDA context and NCCL's buffers, estimated per communicator.
 #include "parallelism/memory_model.hpp"
@@ -329,7 +330,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
-  m.reserve = allocator_reserve(s, m.peak());
+  m.reserve = allocator_reserve(s, m.activations);
   m.runtime = runtime_memory(s, stage);
   return m;
 }
@@ -338,9 +339,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
 
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
-Bytes allocator_reserve(const Scenario& s, Bytes peak) {
+Bytes allocator_reserve(const Scenario& s, Bytes activations) {
   if (s.training.expandable_segments) return Bytes(kExpandableLargePage + kExpandableSmallPage);
-  return Bytes(std::llround(peak.as_double() * kAllocatorReserve));
+  return Bytes(std::llround(activations.as_double() * kAllocatorReserve));
 }
 
 bool deepspeed_ipg_buffers(const Scenario& s) {

@@ -125,3 +125,20 @@ TEST_CASE("DeepSpeed's ZeRO-3 takes none of PyTorch FSDP's keys") {
   CHECK(sharding_error({"training.framework=deepspeed", "data_parallel.kind=zero2",
                         "data_parallel.bucket_parameters=100000000"}) == "no error");
 }
+
+// A refusal's hint offers only kinds the framework has: torchtitan has no ZeRO-1 or ZeRO-2, so
+// an FSDP mixture of experts is told to use ddp alone there, and ddp, zero1 or zero2 under
+// Megatron-Core.
+TEST_CASE("the hint of an FSDP refusal names only the kinds the framework has") {
+  const std::vector<std::string> moe = {"model=mixtral-8x7b", "parallel.ep=8", "data_parallel.kind=fsdp"};
+  auto with = [&](const char* framework) {
+    std::vector<std::string> sets = moe;
+    sets.push_back(std::string("training.framework=") + framework);
+    return sharding_error(sets);
+  };
+  CHECK(with("torchtitan") ==
+        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp)");
+  CHECK(with("megatron") ==
+        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated "
+        "yet (use ddp, zero1 or zero2)");
+}
