@@ -75,6 +75,14 @@ OptimizerKernels optimizer_kernels(Framework f, std::string_view optimizer);
 enum class LossScaling : std::uint8_t { none, megatron_core, grad_scaler, deepspeed };
 LossScaling loss_scaling(Framework f);
 
+// Whether the framework has data-parallel kind `kind` (data_parallel.kind): Megatron-Core's DDP,
+// distributed optimizer (zero1, zero2) and FSDP under megatron, nemo and the unspecified
+// framework; DeepSpeed's ZeRO stages 0 to 3 (ddp, zero1, zero2, fsdp), without PyTorch FSDP's
+// HYBRID_SHARD; PyTorch's DistributedDataParallel, FSDP and HSDP alone under pytorch and
+// torchtitan (torchtitan's replicate and fully_shard). dp_kind_absence says why not.
+bool has_dp_kind(Framework f, DpKind kind);
+std::string_view dp_kind_absence(Framework f);
+
 // PyTorch's DDP with torch.optim (data_parallel.kind ddp under a framework whose DDP is PyTorch's:
 // pytorch, torchtitan, torchtitan-compile): the optimizer steps the parameters themselves, which
 // keep their gradients' precision (training.main_grad), and no master copy exists

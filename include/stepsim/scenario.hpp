@@ -447,7 +447,9 @@ struct DataParallelSpec {
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   int max_inflight_all_gathers = 2;
   bool overlap_param_gather = false;
+  // 1 unless given, but 2 under torchtitan, which shards with fully_shard alone (io/validate.cpp).
   int fsdp_version = 1;
+  bool fsdp_version_given = false;
   FsdpImpl fsdp_impl = FsdpImpl::pytorch;
   int shard_group = 0;  // hsdp: DP ranks per shard group, each with its CP group (0 = one NVLink domain)
 

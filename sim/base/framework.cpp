@@ -71,6 +71,41 @@ OptimizerKernels optimizer_kernels(Framework f, std::string_view optimizer) {
   return OptimizerKernels::fused;
 }
 
+bool has_dp_kind(Framework f, DpKind kind) {
+  switch (f) {
+    case Framework::deepspeed:
+      return kind != DpKind::hsdp;
+    case Framework::pytorch:
+    case Framework::torchtitan:
+    case Framework::torchtitan_compile:
+      return kind == DpKind::ddp || kind == DpKind::fsdp || kind == DpKind::hsdp;
+    default:
+      return true;
+  }
+}
+
+// Megatron-Core's distributed optimizer (zero1, zero2) reduce-scatters the gradients and
+// all-gathers the updated parameters; PyTorch's nearest, torch.distributed.optim's
+// ZeroRedundancyOptimizer, shards the optimizer states only, beside a DDP that all-reduces every
+// gradient, and broadcasts each rank's updated parameters from it (_sync_params): another
+// step, not simulated. DeepSpeed's ZeRO-3 partitions over the whole data-parallel group, or over
+// groups of its own with MiCS or ZeRO++'s hpZ, neither simulated.
+std::string_view dp_kind_absence(Framework f) {
+  switch (f) {
+    case Framework::deepspeed:
+      return "DeepSpeed has ZeRO stages 0 to 3 (ddp, zero1, zero2, fsdp) and no PyTorch FSDP HYBRID_SHARD (its "
+             "sharding within groups, MiCS and ZeRO++'s hpZ, is not simulated)";
+    case Framework::pytorch:
+    case Framework::torchtitan:
+    case Framework::torchtitan_compile:
+      return "it has PyTorch's DDP, FSDP and HSDP (ddp, fsdp, hsdp); zero1 and zero2 are Megatron-Core's "
+             "distributed optimizer and DeepSpeed's ZeRO-1 and ZeRO-2, and PyTorch's ZeroRedundancyOptimizer (the "
+             "gradients all-reduced, the updated parameters broadcast) is not simulated";
+    default:
+      return "";
+  }
+}
+
 LossScaling loss_scaling(Framework f) {
   switch (f) {
     case Framework::unspecified:

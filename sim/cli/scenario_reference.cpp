@@ -343,7 +343,7 @@ constexpr KeyDoc kDocs[] = {
     {"training.expandable_segments", "",
      "PyTorch's caching allocator maps its memory in pages it gives back before an allocation fails: the reserve "
      "beyond the live tensors is the last 20 MiB page of its large pool and 2 MiB page of its small pool, not the "
-     "5.7 % fitted to runs without it",
+     "13.3 % of the activations fitted to runs without it",
      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"},
     {"training.optimizer", "",
      "`adam`, `adamw` or `sgd` (with momentum); one fused kernel (FusedAdam, FusedSGD) under every framework but "
@@ -368,7 +368,10 @@ constexpr KeyDoc kDocs[] = {
      "`ddp`, `zero1` (Megatron's distributed optimizer: gradients reduce-scattered in the last micro-batch), "
      "`zero2` (the same with the gradients sharded too, so reduce-scattered in every micro-batch, as DeepSpeed's "
      "ZeRO-2), `fsdp` (ZeRO-3) or `hsdp`; a key of another kind "
-     "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing",
+     "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing; so is "
+     "a kind the framework lacks: `pytorch` and `torchtitan` have `ddp`, `fsdp` and `hsdp`, `deepspeed` all but "
+     "`hsdp`, and its `fsdp` is ZeRO-3, which takes none of PyTorch FSDP's keys (`fsdp_version`, "
+     "`reshard_after_forward`, the prefetch keys, `max_inflight_all_gathers`)",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; DeepSpeed `zero_optimization.stage` 2; FSDP "
      "FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",
@@ -430,7 +433,9 @@ constexpr KeyDoc kDocs[] = {
      "zero1/zero2: gather updated parameters during the next forward; refused under framework `deepspeed`, whose "
      "ZeRO gathers them after its optimizer step",
      "Megatron `--overlap-param-gather`"},
-    {"data_parallel.fsdp_version", "", "fsdp, hsdp: 1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`)",
+    {"data_parallel.fsdp_version", "",
+     "fsdp, hsdp: 1 (FlatParameter FSDP) or 2 (per-parameter `fully_shard`); not given, 2 under framework "
+     "`torchtitan` (its only FSDP: 1 is refused there) and 1 elsewhere",
      "`FullyShardedDataParallel` vs `fully_shard`"},
     {"data_parallel.fsdp_impl", "",
      "fsdp, hsdp: whose FSDP holds the memory: `pytorch` (PyTorch's, as `fsdp_version` says) or `megatron` "

@@ -24,7 +24,8 @@ namespace {
 // parallel.tp (io/validate.cpp); main_grad and grad_reduce_dtype follow each other and the
 // framework, gradient_as_bucket_view and overlap_grad_reduce the framework and the kind,
 // sequence_parallel the framework and tp, reshard_after_forward the framework, the kind and pp,
-// and first_bucket_mb bucket_cap_mb, whose being given is what decides it (io/validate.cpp).
+// fsdp_version the framework, and first_bucket_mb bucket_cap_mb, whose being given is what
+// decides it (io/validate.cpp).
 struct Derivable {
   std::string_view key;
   bool (*given)(const Scenario&, const ZeroKeys&);
@@ -55,6 +56,8 @@ constexpr Derivable kDerivable[] = {
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.gradient_as_bucket_view_given; }},
     {"data_parallel.grad_reduce_dtype",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.grad_reduce_dtype_given; }},
+    {"data_parallel.fsdp_version",
+     [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.fsdp_version_given; }},
     {"data_parallel.reshard_after_forward",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.reshard_after_forward_given; }},
 };

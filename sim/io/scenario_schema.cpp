@@ -448,8 +448,8 @@ Schema<TrainingSpec> schema_of(Tag<TrainingSpec>) {
 }
 
 // Records whether the scenario gave grad_reduce_dtype, which Megatron-Core ties to the main
-// gradients' precision, gradient_as_bucket_view, overlap_grad_reduce and reshard_after_forward,
-// whose defaults the framework decides, and the
+// gradients' precision, gradient_as_bucket_view, overlap_grad_reduce, reshard_after_forward and
+// fsdp_version, whose defaults the framework decides, and the
 // bucket sizes, the first of which follows bucket_cap_mb where only that is given
 // (io/validate.cpp).
 void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
@@ -459,6 +459,7 @@ void read_value(DataParallelSpec& out, const json::value& v, const Reader& r) {
     if (object->contains("overlap_grad_reduce")) out.overlap_grad_reduce_given = true;
     if (object->contains("bucket_cap_mb")) out.bucket_cap_mb_given = true;
     if (object->contains("first_bucket_mb")) out.first_bucket_mb_given = true;
+    if (object->contains("fsdp_version")) out.fsdp_version_given = true;
     if (object->contains("reshard_after_forward")) out.reshard_after_forward_given = true;
   }
   read_value<DataParallelSpec>(out, v, r);

@@ -1140,10 +1140,30 @@ constexpr KindKey kKindKeys[] = {
      default_of<&DataParallelSpec::overlap_param_gather>},
 };
 
+// Why a gradient-bucket key does nothing under DeepSpeed's ZeRO-3 (kind fsdp under deepspeed),
+// which reduce-scatters its gradients in buckets of reduce_bucket_size (5e8 elements by default),
+// overlapped with the backward by overlap_comm (on at stage 3): stepsim reduces a layer's
+// gradients at a time there and models neither.
+std::string zero3_bucket_message(KindFamily family) {
+  const char* what = family == KindFamily::megatron_buckets
+                         ? "sizes the gradient buckets of Megatron-Core and of DeepSpeed's ZeRO-1 and ZeRO-2 (kind "
+                           "zero1 or zero2)"
+                     : family == KindFamily::bucket_size ? "sizes PyTorch DDP's gradient buckets (kind ddp)"
+                                                         : "overlaps gradient buckets (kind ddp, zero1, zero2)";
+  return fmt::format(
+      "{}: under training.framework deepspeed, kind fsdp is DeepSpeed's ZeRO-3, which reduce-scatters its gradients "
+      "in buckets of reduce_bucket_size (5e8 elements by default) during the backward (overlap_comm); stepsim "
+      "reduces a layer's gradients at a time there and models neither setting (leave it at its default)",
+      what);
+}
+
 // Why a key of `family` does nothing under data-parallel kind `dp_kind`.
 std::string idle_key_message(KindFamily family, DpKind dp_kind, Framework framework) {
   const char* kind = to_string(dp_kind);
   const std::string_view framework_name = traits_of(framework).name;
+  const bool bucket_key =
+      family == KindFamily::bucket_size || family == KindFamily::buckets || family == KindFamily::megatron_buckets;
+  if (bucket_key && framework == Framework::deepspeed && dp_kind == DpKind::fsdp) return zero3_bucket_message(family);
   switch (family) {
     case KindFamily::sharded:
       return fmt::format(
@@ -1205,13 +1225,17 @@ void check_kind_keys(const DataParallelSpec& d, Framework framework, const Check
 
 // FSDP2 (fully_shard) prefetches one unit ahead in both passes by itself and has no rate
 // limiter: FSDP1's prefetch keys and limit would do nothing there.
-void check_fsdp2_keys(const DataParallelSpec& d, const Checker& c) {
+void check_fsdp2_keys(const DataParallelSpec& d, Framework framework, const Checker& c) {
   if (d.fsdp_version != 2) return;
   const DataParallelSpec defaults;
+  const std::string version = d.fsdp_version_given
+                                  ? std::string("fsdp_version 2")
+                                  : fmt::format("training.framework {}'s only FSDP", traits_of(framework).name);
   auto fsdp1_key = [&](bool changed, const char* where) {
     c.require(!changed, where,
-              "is FSDP1's: FSDP2 (fsdp_version 2) gathers the next unit ahead in the forward and the backward by "
-              "itself and limits no AllGathers (leave it at its default)");
+              "is FSDP1's: FSDP2 ({}) gathers the next unit ahead in the forward and the backward by itself and "
+              "limits no AllGathers (leave it at its default)",
+              version);
   };
   fsdp1_key(d.forward_prefetch != defaults.forward_prefetch, "/data_parallel/forward_prefetch");
   fsdp1_key(d.backward_prefetch != defaults.backward_prefetch, "/data_parallel/backward_prefetch");
@@ -1255,7 +1279,7 @@ void check_megatron_fsdp(const Scenario& s, const Checker& c) {
 
 void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Framework framework, const Checker& c) {
   check_kind_keys(d, framework, c);
-  check_fsdp2_keys(d, c);
+  check_fsdp2_keys(d, framework, c);
   // Megatron asserts it of its arguments (--overlap-param-gather needs --overlap-grad-reduce),
   // whatever the data-parallel size.
   if (runs(KindFamily::param_gather, d.kind, framework) && d.overlap_param_gather)
@@ -1269,6 +1293,18 @@ void check_data_parallel(const DataParallelSpec& d, const ParallelSpec& p, Frame
   if (d.kind == DpKind::hsdp && d.shard_group > 0)
     c.require(p.dp % d.shard_group == 0, "/data_parallel/shard_group", "{} does not divide dp ({})", d.shard_group,
               p.dp);
+}
+
+// "ddp, zero1 or zero2": those of `kinds` that training.framework `f` has (has_dp_kind), for
+// the hint of a refusal.
+std::string kinds_of(Framework f, std::initializer_list<DpKind> kinds) {
+  std::vector<std::string> names;
+  for (const DpKind k : kinds)
+    if (has_dp_kind(f, k)) names.emplace_back(to_string(k));
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
 }
 
 // Keys that are read but whose feature is not simulated yet: refused rather than ignored.
@@ -1299,16 +1335,20 @@ void check_simulated(const Scenario& s, const Checker& c) {
     c.require(s.training.recompute != Recompute::selective_op, "/training/recompute",
               "latent attention (model.mla) with selective_op recompute is not simulated yet");
   }
+  const Framework f = s.training.framework;
   if (s.model.moe.experts > 0)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp, zero1 or zero2)");
+              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2}));
   if (s.parallel.schedule == Schedule::zb_h1 || s.parallel.schedule == Schedule::zb_h2)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use ddp, zero1 or zero2)");
+              "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2}));
   // DualPipe's two copies of each stage sum whole gradients, which these strategies shard.
   if (s.parallel.schedule == Schedule::dualpipe)
     c.require(s.data_parallel.kind == DpKind::ddp || s.data_parallel.kind == DpKind::zero1, "/data_parallel/kind",
-              "ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use ddp or zero1)");
+              "ZeRO-2, FSDP and HSDP under the DualPipe schedule are not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1}));
 }
 
 }  // namespace
@@ -1415,6 +1455,8 @@ std::vector<std::string> kind_switch_sets(const Scenario& s, DpKind kind,
     // A first bucket that follows bucket_cap_mb (resolve_first_bucket) goes back with it, and a
     // reshard_after_forward torchtitan derived (resolve_torchtitan_reshard) with the kind.
     if (key == "data_parallel.first_bucket_mb" && !s.data_parallel.first_bucket_mb_given) continue;
+    // So does an FSDP version the framework chose (resolve_fsdp_version).
+    if (key == "data_parallel.fsdp_version" && !s.data_parallel.fsdp_version_given) continue;
     if (key == "data_parallel.reshard_after_forward" && !s.data_parallel.reshard_after_forward_given) continue;
     if (k.changed(s.data_parallel) && !runs(k.family, kind, s.training.framework) && !keep(key))
       out.push_back(key + "=" + k.default_value());
@@ -1481,12 +1523,64 @@ void resolve_pipeline_engine(Scenario& s, const Checker& c) {
             "a mixture-of-experts model under training.framework deepspeed with parallel.pp > 1 is not simulated yet");
 }
 
+// torchtitan shards with FSDP2 alone (its apply_fsdp calls fully_shard; it has no
+// FullyShardedDataParallel): under torchtitan and torchtitan-compile kind fsdp or hsdp runs
+// fsdp_version 2 unless the scenario gives it, and 1 given is refused. Elsewhere it stays 1
+// unless given.
+void resolve_fsdp_version(Scenario& s, const Checker& c) {
+  DataParallelSpec& d = s.data_parallel;
+  const Framework f = s.training.framework;
+  if (f != Framework::torchtitan && f != Framework::torchtitan_compile) return;
+  if (d.kind != DpKind::fsdp && d.kind != DpKind::hsdp) return;
+  if (!d.fsdp_version_given) d.fsdp_version = 2;
+  c.require(d.fsdp_version != 1, "/data_parallel/fsdp_version",
+            "1 (FullyShardedDataParallel) under training.framework {}: torchtitan shards with fully_shard (FSDP2) "
+            "alone; use 2 or leave it out",
+            traits_of(f).name);
+}
+
+// A data-parallel kind the framework does not have (has_dp_kind) is refused, at the key the
+// scenario set last.
+void check_framework_kind(const Scenario& s, const Checker& c) {
+  const Framework f = s.training.framework;
+  const DpKind kind = s.data_parallel.kind;
+  if (has_dp_kind(f, kind)) return;
+  const bool framework_last =
+      c.assignment_of("/training/framework").size() > c.assignment_of("/data_parallel/kind").size();
+  c.fail(framework_last ? "/training/framework" : "/data_parallel/kind",
+         fmt::format("data_parallel.kind {} is not a kind of training.framework {}: {}", to_string(kind),
+                     traits_of(f).name, dp_kind_absence(f)));
+}
+
+// Under training.framework deepspeed, kind fsdp is DeepSpeed's ZeRO-3 (stage3.py), simulated
+// with FSDP1's layer units and their defaults: it has no FSDP version, no BACKWARD_PRE or
+// BACKWARD_POST, forward prefetch flag or rate limiter (it prefetches modules within
+// stage3_prefetch_bucket_size and stage3_max_live_parameters), and keeps a module's parameters
+// gathered by its own thresholds (stage3_max_reuse_distance, stage3_param_persistence_threshold),
+// none of which is simulated. PyTorch FSDP's keys would change the simulated step there, so they
+// are refused.
+void check_deepspeed_zero3(const DataParallelSpec& d, const Checker& c) {
+  const DataParallelSpec defaults;
+  for (const auto& [key, set] :
+       {std::pair{"/data_parallel/fsdp_version", d.fsdp_version != defaults.fsdp_version},
+        std::pair{"/data_parallel/backward_prefetch", d.backward_prefetch != defaults.backward_prefetch},
+        std::pair{"/data_parallel/forward_prefetch", d.forward_prefetch != defaults.forward_prefetch},
+        std::pair{"/data_parallel/max_inflight_all_gathers",
+                  d.max_inflight_all_gathers != defaults.max_inflight_all_gathers},
+        std::pair{"/data_parallel/reshard_after_forward", d.reshard_after_forward != defaults.reshard_after_forward}})
+    c.require(!set, key,
+              "is PyTorch FSDP's: under training.framework deepspeed, kind fsdp is DeepSpeed's ZeRO-3, which has no "
+              "such setting (it prefetches within stage3_prefetch_bucket_size and keeps parameters gathered by "
+              "stage3_max_reuse_distance, which are not simulated); leave it at its default");
+}
+
 // DeepSpeed's ZeRO stages 1 and 2 (stage_1_and_2.py) all-gather the updated parameters after
 // the optimizer step (all_gather_dp_groups), before the next step begins: no gather runs
 // beside the next forward, which is Megatron-Core's distributed optimizer's
 // --overlap-param-gather, so asking for it under DeepSpeed is refused rather than ignored.
 void check_deepspeed(const Scenario& s, const Checker& c) {
   if (s.training.framework != Framework::deepspeed) return;
+  check_deepspeed_zero3(s.data_parallel, c);
   c.require(!s.data_parallel.overlap_param_gather, "/data_parallel/overlap_param_gather",
             "true under training.framework deepspeed: DeepSpeed's ZeRO all-gathers the updated parameters after its "
             "optimizer step, before the next forward (overlapping the gather with the forward is Megatron-Core's "
@@ -1521,8 +1615,10 @@ void complete_and_validate(Scenario& s) {
   check_degrees(s.parallel, c);
   derive_expert_tp(s);
   check_split(s.model, s.parallel, c);
+  check_framework_kind(s, c);
   tie_gradient_buffer(s, c);
   resolve_bucket_view(s, c);
+  resolve_fsdp_version(s, c);
   resolve_deepspeed_overlap(s);
   check_deepspeed(s, c);
   resolve_pipeline_engine(s, c);

@@ -26,9 +26,10 @@
 // - FSDP's flat parameter shard is fp32 and is the master copy (4 B params, 8 B Adam moments);
 //   the root unit (embedding, head) stays gathered for the step; layers are gathered as many at
 //   a time as the program gathers them (gathered_units); gradients of two units wait unsharded for ReduceScatter
-//   (the current one and the one in flight), the root's until the end of backward. Under a
-//   pipeline schedule (PyTorch's pipelining stages) every backward but the last keeps the
-//   stage's units gathered and their gradients unsharded, so all of them count.
+//   (the current one and the one in flight). Of the root's, only the LM head's is alive when the
+//   activations peak (root_grads_at_peak). Under a pipeline schedule (PyTorch's pipelining
+//   stages) every backward but the last keeps the stage's units gathered and their gradients
+//   unsharded, so all of them count.
 // - Megatron-FSDP (data_parallel.fsdp_impl megatron; Megatron-Core's FullyShardedDataParallel
 //   under the optim_grads_params strategy and fsdp_double_buffer that Megatron-Bridge's
 //   use_megatron_fsdp recipes set) holds its own buffers instead (add_megatron_fsdp below).
@@ -36,8 +37,9 @@
 //   and one for gradients, and every micro-batch's stage output until the step ends (the
 //   last stage's logits): PipelineStage in PyTorch's stage.py.
 // - PyTorch's caching allocator reserves more than the live tensors at their peak (blocks
-//   split and cached, rounding): kAllocatorReserve of that peak, fitted to published reserved
-//   peaks (docs/validation.md); under expandable_segments the pages they leave partly used
+//   split and cached, rounding): kAllocatorReserve of the activations at that peak, what is
+//   allocated and freed in many sizes within the step, fitted to a published reserved peak
+//   (docs/validation.md); under expandable_segments the pages they leave partly used
 //   (allocator_reserve, from the allocator's source).
 // - Outside the allocator: the CUDA context and NCCL's buffers, estimated per communicator.
 #include "parallelism/memory_model.hpp"
@@ -140,6 +142,22 @@ long long gathered_units(const DataParallelSpec& d) {
   return prefetch ? std::max(d.max_inflight_all_gathers, 1) : 1;
 }
 
+// Bytes of the root unit's gradient alive when the activations peak, at the backward's start.
+// Autograd computes a gradient in its parameter's dtype, the unsharded parameter's param_dtype
+// (the compute precision), and FSDP casts it to reduce_dtype only in the unit's post-backward
+// hook, just before its ReduceScatter (FSDP1's _post_backward_hook; FSDP2's foreach_reduce). The
+// root's hook runs once every one of its gradients has arrived: FSDP1's FlatParameter has its
+// gradient only when the gradients of all its views are in (the embedding's last, after every
+// layer's backward), and FSDP2 reduces the root after the whole backward. Until then the root
+// holds the LM head's gradient in the compute precision (with the final norm's few), or, where
+// the head shares the embedding's weight, that weight's. Under a pipeline schedule earlier
+// micro-batches' backwards have left the stage's whole root gradient unreduced beside it.
+Bytes root_grads_at_peak(const Scenario& s, const StageShape& shape) {
+  if (s.parallel.pp > 1) return Bytes(shape.root_params * element_bytes(s.data_parallel.grad_reduce_dtype));
+  const long long head = shape.root_params - (s.model.tied_embeddings ? 0 : shape.pre_params);
+  return Bytes(head * compute_bytes(s));
+}
+
 // FSDP's gathered parameters and unsharded gradients on top of the sharded states.
 void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
   const DataParallelSpec& d = s.data_parallel;
@@ -154,8 +172,7 @@ void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const Stage
   // FSDP1's gathered FlatParameter is in the compute precision (DataParallelSpec::flat_parameter).
   if (!d.flat_parameter()) m.params += linear_weight_change(s, units * w.layer.linear_param_count);
   const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
-  const long long unsharded_grads = shape.root_params + waiting * w.layer.param_count;
-  m.grads += Bytes(unsharded_grads * element_bytes(d.grad_reduce_dtype));
+  m.grads += Bytes(waiting * w.layer.param_count * element_bytes(d.grad_reduce_dtype)) + root_grads_at_peak(s, shape);
 }
 
 // Megatron-FSDP, as Megatron-Core runs it for Megatron-Bridge's use_megatron_fsdp (Megatron-LM
@@ -313,7 +330,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
-  m.reserve = allocator_reserve(s, m.peak());
+  m.reserve = allocator_reserve(s, m.activations);
   m.runtime = runtime_memory(s, stage);
   return m;
 }
@@ -322,9 +339,9 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
 
 int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 
-Bytes allocator_reserve(const Scenario& s, Bytes peak) {
+Bytes allocator_reserve(const Scenario& s, Bytes activations) {
   if (s.training.expandable_segments) return Bytes(kExpandableLargePage + kExpandableSmallPage);
-  return Bytes(std::llround(peak.as_double() * kAllocatorReserve));
+  return Bytes(std::llround(activations.as_double() * kAllocatorReserve));
 }
 
 bool deepspeed_ipg_buffers(const Scenario& s) {

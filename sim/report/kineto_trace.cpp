@@ -66,6 +66,12 @@ bool gathers_parameters(const Interval& iv) {
   return iv.op == CollOp::allgather && (iv.kind == CommKind::dp || iv.kind == CommKind::fsdp);
 }
 
+// FSDP's root unit (embedding, final norm, LM head; named "root" by parallelism/
+// data_parallel_fsdp.cpp) holds no FP8 weight (gathered_bytes: the Linear layers' weights alone),
+// so its inputs share one dtype and FSDP2 gathers them in it: foreach_all_gather views a group's
+// inputs as uint8 only where their dtypes differ (_get_all_gather_input_metadatas).
+bool gathers_fsdp_root(std::string_view name) { return name.starts_with("AllGather fsdp root "); }
+
 // The first rank of a group's list "[3, 7]", or -1.
 int first_rank(const std::string& ranks) {
   const std::size_t at = ranks.find_first_of("0123456789");
@@ -254,7 +260,7 @@ class KinetoWriter {
   }
 
   Dtype dtype(const Interval& iv) const {
-    if (dtypes_.byte_parameter_gathers && gathers_parameters(iv)) return kByte;
+    if (dtypes_.byte_parameter_gathers && gathers_parameters(iv) && !gathers_fsdp_root(t_.names[iv.name])) return kByte;
     return dtype_of(reduces_gradients(iv) ? dtypes_.gradients : dtypes_.other);
   }
 

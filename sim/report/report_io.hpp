@@ -157,7 +157,8 @@ struct CollectiveDtypes {
   Precision gradients = Precision::bf16;
   Precision other = Precision::bf16;
   // A parameter AllGather (data-parallel or FSDP) moves a byte buffer, each FP8 weight at 1
-  // byte and each other tensor at 2 (per-tensor FP8: parallelism::gathered_bytes).
+  // byte and each other tensor at 2 (per-tensor FP8: parallelism::gathered_bytes); FSDP's root
+  // unit, which holds no FP8 weight, gathers in the compute precision.
   bool byte_parameter_gathers = false;
 };
 // A scenario's: its grad_reduce_dtype, and its activations' type (bf16 under an 8- or 4-bit

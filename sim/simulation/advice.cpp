@@ -11,6 +11,7 @@
 
 #include "io/scenario_loader.hpp"
 #include "io/validate.hpp"
+#include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
@@ -59,6 +60,11 @@ Candidate kind_switch(const Scenario& s, DpKind kind, std::string why) {
   return c;
 }
 
+// A switch of the data-parallel kind where the framework has that kind (has_dp_kind).
+void add_kind_switch(std::vector<Candidate>& out, const Scenario& s, DpKind kind, std::string why) {
+  if (has_dp_kind(s.training.framework, kind)) out.push_back(kind_switch(s, kind, std::move(why)));
+}
+
 CommKind dominant_kind(const Report& r) {
   CommKind best = CommKind::tp;
   for (std::size_t k = 0; k < kCommKinds; ++k)
@@ -98,6 +104,48 @@ std::string cp_cause(const Scenario& s) {
          "hides or shrinks it";
 }
 
+// Why FSDP's own AllGathers and ReduceScatters are exposed, by whose FSDP runs them and which
+// of its keys the scenario may set: FSDP1's prefetch keys and rate limiter; FSDP2's prefetch of
+// one unit each way, which has no key; Megatron-FSDP's double buffer of two units; DeepSpeed's
+// ZeRO-3, simulated with FSDP1's defaults, none of whose keys it takes.
+std::string fsdp_cause(const Scenario& s) {
+  const DataParallelSpec& d = s.data_parallel;
+  const char* bandwidth = "or the bandwidth is too low for one unit's compute to cover its gather";
+  if (s.training.framework == Framework::deepspeed)
+    return "DeepSpeed ZeRO-3's parameter AllGathers and gradient ReduceScatters are exposed: simulated with FSDP's "
+           "layer units gathered one ahead (ZeRO-3's own prefetch, stage3_prefetch_bucket_size, is not modelled), "
+           "and the bandwidth is too low for one layer's compute to cover the next one's gather";
+  if (d.fsdp_impl == FsdpImpl::megatron)
+    return fmt::format(
+        "Megatron-FSDP's parameter AllGathers and gradient ReduceScatters are exposed: its double buffer holds two "
+        "layers, so it gathers one layer ahead and no further, {}",
+        bandwidth);
+  if (d.fsdp_version == 2)
+    return fmt::format(
+        "FSDP2's parameter AllGathers and gradient ReduceScatters are exposed: fully_shard gathers one unit ahead "
+        "in each pass by itself, with no key to gather further ahead, {}; keeping the gathered parameters from the "
+        "forward to the backward (reshard_after_forward false) or sharding inside an NVLink domain (kind hsdp) is what "
+        "hides or shrinks it",
+        bandwidth);
+  return fmt::format(
+      "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth (backward_prefetch, "
+      "forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the compute, {}",
+      bandwidth);
+}
+
+// Why HSDP's replica AllReduces are exposed: each unit's gradient shard is all-reduced across
+// the replicas after its ReduceScatter, the root's (embedding, LM head) last, after the whole
+// backward.
+std::string hsdp_cause(const Scenario& s) {
+  const int shard = parallelism::hsdp_shard_ranks(s);
+  return fmt::format(
+      "data-parallel gradient reduction is exposed: under HSDP each FSDP unit's gradient shard is all-reduced "
+      "across the {} replicas of the shard group after its ReduceScatter, and the last, the root's (embedding, "
+      "final norm, LM head), once the whole backward is done, with no compute beside it; a larger shard group "
+      "(data_parallel.shard_group, now {} DP ranks) makes each shard and its AllReduce smaller",
+      s.parallel.dp / std::max(shard, 1), shard);
+}
+
 std::string cause_of(const Scenario& s, CommKind kind) {
   const DataParallelSpec& d = s.data_parallel;
   switch (kind) {
@@ -110,6 +158,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
       if (deepspeed_pipeline_engine(s))
         return "data-parallel gradient reduction is exposed: DeepSpeed's pipeline engine reduces every stage's "
                "gradients after the whole schedule, so none of it runs beside compute";
+      if (d.kind == DpKind::hsdp) return hsdp_cause(s);
       if (!d.overlap_grad_reduce)
         return "data-parallel gradient reduction is exposed because overlap_grad_reduce=false reduces every "
                "gradient after the backward, so none of it runs beside compute";
@@ -120,9 +169,7 @@ std::string cause_of(const Scenario& s, CommKind kind) {
           megatron_buckets(d.kind, s.training.framework) ? parallelism::megatron_bucket_text(s)
                                                          : fmt::format("{} MiB", d.bucket_cap_mb));
     case CommKind::fsdp:
-      return "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth "
-             "(backward_prefetch, forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the "
-             "compute, or the bandwidth is too low for one unit's compute to cover its gather";
+      return fsdp_cause(s);
     case CommKind::pp:
       return "pipeline SendRecv is exposed: a stage waits for the activations or gradients of its neighbour";
     case CommKind::ep:
@@ -192,9 +239,11 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
     // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise; Megatron-FSDP
-    // gathers into a double buffer of two units and frees each unit after its forward.
+    // gathers into a double buffer of two units and frees each unit after its forward; DeepSpeed's
+    // ZeRO-3 takes none of PyTorch FSDP's keys.
     const bool megatron_fsdp = d.fsdp_impl == FsdpImpl::megatron;
-    if (d.fsdp_version == 1) {
+    const bool zero3 = s.training.framework == Framework::deepspeed;
+    if (d.fsdp_version == 1 && !zero3) {
       if (d.backward_prefetch != BackwardPrefetch::pre)
         out.push_back(
             {{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
@@ -205,10 +254,10 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
         out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
                        "prefetch depth: more AllGathers in flight"});
     }
-    if (d.reshard_after_forward && !megatron_fsdp)
+    if (d.reshard_after_forward && !megatron_fsdp && !zero3)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
     if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
-      out.push_back(kind_switch(s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains"));
+      add_kind_switch(out, s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains");
   }
   if (d.grad_reduce_dtype == Precision::fp32) {
     // Where the reduced buffer is the main gradients (Megatron-Core), grad_reduce_in_fp32 off halves both.
@@ -384,11 +433,11 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
     out.push_back({{set("data_parallel.gradient_as_bucket_view", "true")},
                    "fit: gradients as views of PyTorch DDP's buckets, no second gradient buffer"});
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
-    out.push_back(kind_switch(s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
-                              "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism"));
+    add_kind_switch(out, s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
+                    "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism");
   // FSDP of mixture-of-experts models is not simulated.
   if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1 && s.model.moe.experts == 0)
-    out.push_back(kind_switch(s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)"));
+    add_kind_switch(out, s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)");
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});
   if (s.training.recompute != Recompute::full) {

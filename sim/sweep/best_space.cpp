@@ -164,8 +164,10 @@ std::vector<std::string> kind_defaults(const SweepSpec& spec, const Scenario& ba
 // zero-bubble and DualPipe schedules refuse some kinds). When none loads, all of them, to be
 // refused with a reason.
 std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& base) {
-  // The searched kinds, and the scenario's own (HSDP) beside them.
-  std::vector<std::string> universe = kDpKinds;
+  // The searched kinds the framework has (has_dp_kind), and the scenario's own (HSDP) beside them.
+  std::vector<std::string> universe;
+  for (const auto& kind : kDpKinds)
+    if (has_dp_kind(base.training.framework, *io::dp_kind_named(kind))) universe.push_back(kind);
   if (std::ranges::find(universe, to_string(base.data_parallel.kind)) == universe.end())
     universe.emplace_back(to_string(base.data_parallel.kind));
   std::vector<std::string> out;
@@ -191,12 +193,14 @@ std::vector<std::string> admitted_kinds(const SweepSpec& spec, const Scenario& b
 // among it, is refined later (tried at every stage count, ZeRO-2 doubled what a large search
 // simulates: Llama 3 70B on 512 GB200, 2,251 configurations in place of 1,174, the same winner). Of those,
 // the ones the scenario admits and the layout's stages run (DeepSpeed's pipeline engine: no
-// ZeRO-2); if it admits none, the ones it does.
+// ZeRO-2); where the framework has no ZeRO-1 (PyTorch, torchtitan), FSDP; if it admits none of
+// these, the ones it does.
 std::vector<std::string> layout_kinds(const SweepSpec& spec, int pp, Framework framework,
                                       const std::vector<std::string>& admitted) {
   if (user_sets(spec, "data_parallel.kind")) return {""};
-  const std::vector<std::string> preferred =
+  std::vector<std::string> preferred =
       pp == 1 ? std::vector<std::string>{"zero1", "zero2", "fsdp"} : std::vector<std::string>{"zero1"};
+  if (!has_dp_kind(framework, DpKind::zero1)) preferred = {"fsdp"};
   std::vector<std::string> out;
   for (const auto& kind : preferred)
     if (std::ranges::find(admitted, kind) != admitted.end() && runs_kind_at(kind, framework, pp)) out.push_back(kind);

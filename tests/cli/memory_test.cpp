@@ -91,6 +91,26 @@ TEST_CASE("FSDP of a 7B model on 8 GPUs holds an eighth of its states") {
   CHECK(zero1.peak < ddp.peak);
 }
 
+// Llama 3 70B (80 layers of 4·8192² + 2·8192·1024 + 3·8192·28672 + 2·8192 = 855,654,400
+// parameters; embedding and LM head 128256·8192 = 1,050,673,152 each, final norm 8192) under
+// FSDP1 over 64 GPUs, gradients reduced in fp32. When the activations peak, at the backward's
+// start, FSDP holds the fp32 gradient shard, 4 · 70,553,706,496 / 64 = 4,409,606,656 bytes, two
+// layers' gradients awaiting their ReduceScatter, 2 · 855,654,400 · 4 = 6,845,235,200, and of the
+// root's only the LM head's and the final norm's, as autograd computed them, in bf16:
+// 1,050,681,344 · 2 = 2,101,362,688 (FSDP1's _post_backward_hook casts to the reduce dtype only
+// when the root's FlatParameter has its whole gradient, after the embedding's backward). Before,
+// the whole root was counted in fp32, 2,101,354,496 · 4 = 8,405,417,984 bytes, 5.87 GiB more, and
+// the job below at 7168 tokens a sequence in micro-batches of 2 "did not fit" (81.3 GiB in use).
+TEST_CASE("FSDP counts the LM head's bf16 gradient of the root's at the peak, and a job that fits fits") {
+  const Report r = test::run("fsdp-llama3-70b").report;
+  CHECK(r.memory_bytes.grads == 4'409'606'656.0 + 6'845'235'200.0 + 2'101'362'688.0);
+  const Report longer =
+      test::run("fsdp-llama3-70b", {"training.micro_batch=2", "training.global_batch=128", "model.seq_len=7168"})
+          .report;
+  CHECK(longer.memory_bytes.fits);
+  CHECK_FALSE(has_note_starting(longer, "does not fit: "));
+}
+
 // Llama 3 70B with TP 8, PP 4 and DP 2: ZeRO-2 shards the gradients that ZeRO-1 holds whole
 // (Rajbhandari et al. 2020), so on no stage does it hold more of them. Its unsharded buckets are
 // DeepSpeed's on every stage (reduce_bucket_size whatever the stage), here Megatron-Core's size,

@@ -149,8 +149,11 @@ TEST_CASE("the simulated Megatron-Bridge runs stay within the validation error t
   // combine sums, which Megatron-Core weighs in the experts and keeps no more. Llama 3 70B under
   // Megatron-FSDP on GB200 stays on it, a close call that the allocator's estimated reserve decides
   // (175.7 GiB of live tensors with Megatron-FSDP's own buffers, data_parallel.fsdp_impl megatron,
-  // and the BF16 main gradients its recipe keeps; 178.6 as PyTorch's FSDP would hold them).
-  const std::set<std::string> known = {"mb260401-gb200-llama3-70b-fp8cs-fsdp"};
+  // and the BF16 main gradients its recipe keeps; 178.6 as PyTorch's FSDP would hold them). So is
+  // GB200's Llama 3.1 405B FP8 run since the reserve is a share of the activations: 168.1 GiB of
+  // live tensors, 142 GB of them the interleaved schedule's activations, whose 13.3 % the
+  // estimate adds (docs/model.md).
+  const std::set<std::string> known = {"mb260401-gb200-llama3-70b-fp8cs-fsdp", "mb260401-gb200-llama31-405b-fp8"};
   CHECK(does_not_fit == known);
   check_stated(groups, {{"gpu b200", 0.1157},
                         {"gpu gb200", 0.0786},

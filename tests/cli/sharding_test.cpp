@@ -1,9 +1,14 @@
 // Sharded data parallelism end to end: FSDP's backward prefetch settings on a
 // communication-bound step, ZeRO-1's overlap_param_gather, ZeRO-2 against ZeRO-1, and the
 // FSDP and HSDP examples.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -56,7 +61,49 @@ SimulationResult zero1(bool overlap_param_gather) {
                    {test::set("data_parallel.overlap_param_gather", overlap_param_gather ? "true" : "false")});
 }
 
+// docs/model.md as one line, its paragraphs' line breaks and runs of spaces made single spaces.
+std::string model_doc() {
+  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / "docs/model.md");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::string joined;
+  for (char c : text)
+    if (c != ' ' || joined.empty() || joined.back() != ' ') joined += c;
+  return joined;
+}
+
+// A step in milliseconds as the documents write it: 897.2, 1,089.9.
+std::string ms_text(double seconds) {
+  const double ms = std::round(seconds * 1e4) / 10;
+  if (ms < 1000) return fmt::format("{:.1f}", ms);
+  return fmt::format("{},{:05.1f}", static_cast<int>(ms / 1000), ms - 1000 * static_cast<int>(ms / 1000));
+}
+
 }  // namespace
+
+// docs/model.md states the FSDP1 example's step under backward_prefetch pre and post, and what
+// ZeRO-2 costs the ZeRO-1 example with and without overlap: the figures are the program's own.
+TEST_CASE("the model document states the sharding examples' steps that the program gives") {
+  const std::string doc = model_doc();
+  const auto step = [](const std::string& name, const std::vector<std::string>& sets) {
+    return test::run(name, sets).report.step_time_s;
+  };
+  const double pre = step("fsdp-llama2-7b-8xh100", {"data_parallel.backward_prefetch=pre"});
+  const double post = step("fsdp-llama2-7b-8xh100", {"data_parallel.backward_prefetch=post"});
+  CHECK(doc.find(fmt::format("`fsdp-llama2-7b-8xh100`: {:.4f} s with `pre`, {:.4f} s with `post`", pre, post)) !=
+        std::string::npos);
+  const std::string z = "zero1-llama3-8b-64xh100";
+  const std::string no_gather = "data_parallel.overlap_param_gather=false";
+  const std::string serial = "data_parallel.overlap_grad_reduce=false";
+  const std::string zero2 = "data_parallel.kind=zero2";
+  const std::string stated = fmt::format(
+      "`zero2` issues the 65 ReduceScatters twice and takes the step from {} to {} ms; without overlap, from {} to {} "
+      "ms",
+      ms_text(step(z, {no_gather})), ms_text(step(z, {no_gather, zero2})), ms_text(step(z, {no_gather, serial})),
+      ms_text(step(z, {no_gather, serial, zero2})));
+  INFO(stated);
+  CHECK(doc.find(stated) != std::string::npos);
+}
 
 TEST_CASE("FSDP backward_prefetch none exposes more AllGather time than pre") {
   const SimulationResult pre = communication_bound("pre");

@@ -140,7 +140,7 @@ std::string moe_job(const std::string& framework) {
   "model": "mixtral-8x7b", "cluster": "dgx-h100-ndr",
   "parallel": {{ "tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true }},
   "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1 }},
-  "data_parallel": {{ "kind": "zero1" }} }})",
+  "data_parallel": {{ "kind": "ddp" }} }})",
                      framework);
 }
 

@@ -269,7 +269,7 @@ TEST_CASE("a set of training.framework keeps the kernel keys the file or another
     "parallel": { "tp": 1, "pp": 1, "dp": 8 },
     "training": { "framework": "megatron", "global_batch": 16, "micro_batch": 1, "precision": "bf16",
                   "recompute": "none", "cross_entropy": "te" },
-    "data_parallel": { "kind": "zero1" } })";
+    "data_parallel": { "kind": "fsdp" } })";
   const Scenario own = io::load_scenario_text(text, "off.json", {"cluster.nodes=1"});
   CHECK(own.training.cross_entropy == CrossEntropy::te);
   const Scenario again = io::load_scenario_text(text, "off.json", {"cluster.nodes=1", "training.framework=megatron"});

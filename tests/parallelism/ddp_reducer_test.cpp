@@ -277,7 +277,7 @@ TEST_CASE("a bucket_cap_mb given caps PyTorch DDP's first bucket too") {
   CHECK(s.data_parallel.first_bucket_mb == 100000);
   CHECK(stepsim::io::load_scenario_text(s.resolved_json, "resolved.json", {}).data_parallel.first_bucket_mb == 100000);
   // Outside PyTorch's DDP the first bucket is left as it was: the distributed optimizer's has none.
-  CHECK(ddp_small({"training.framework=pytorch", "data_parallel.kind=zero1", "data_parallel.bucket_cap_mb=25"})
+  CHECK(ddp_small({"training.framework=megatron", "data_parallel.kind=zero1", "data_parallel.bucket_cap_mb=25"})
             .data_parallel.first_bucket_mb == 1);
 }
 

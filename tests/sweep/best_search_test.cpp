@@ -198,6 +198,21 @@ TEST_CASE("the search keeps to the data-parallel kinds the scenario admits") {
         std::set<std::string>{"zero1", "zero2", "fsdp"});
 }
 
+// torchtitan and eager PyTorch have DDP, FSDP and HSDP and no distributed optimizer: their
+// search tries neither zero1 nor zero2 (which the scenario would refuse), in either stage.
+TEST_CASE("the search tries only the data-parallel kinds the framework has") {
+  for (const char* framework : {"pytorch", "torchtitan"}) {
+    INFO(framework);
+    BestResult result;
+    const SweepSpec spec = spec_of({"model=gpt-1.3b", std::string("training.framework=") + framework}, 8);
+    const auto layouts = enumerate_layouts(spec, {}, result);
+    REQUIRE_FALSE(layouts.empty());
+    CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"fsdp"});
+    CHECK(values(stepsim::sweep::refinements(spec, layouts.front()), "data_parallel.kind") ==
+          std::set<std::string>{"ddp", "fsdp"});
+  }
+}
+
 TEST_CASE("a search that ranks nothing gives the first refusal's reason") {
   BestResult best;
   best.candidates = 3;
@@ -209,18 +224,18 @@ TEST_CASE("a search that ranks nothing gives the first refusal's reason") {
                        "/parallel/tp: 3 does not divide 32 heads\n") != std::string::npos);
 }
 
-// The HSDP example sets shard_group, which FSDP, ZeRO-1 and DDP refuse: their candidates take
-// it back to its default rather than leaving the search HSDP alone. The scenario's own kind
-// joins the second stage.
+// The HSDP example (eager PyTorch: DDP, FSDP and HSDP) sets shard_group, which FSDP and DDP
+// refuse: their candidates take it back to its default rather than leaving the search HSDP
+// alone. The scenario's own kind joins the second stage.
 TEST_CASE("the search's candidates of another kind take the scenario's kind keys back to their defaults") {
   BestResult result;
   SweepSpec hsdp = spec_of({}, 64);
   hsdp.scenario.path = "hsdp-llama3-8b-64xh100";
   const auto layouts = enumerate_layouts(hsdp, {}, result);
-  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"zero1", "zero2", "fsdp"});
+  CHECK(values(layouts, "data_parallel.kind") == std::set<std::string>{"fsdp"});
   for (const auto& c : layouts) CHECK(value_of(c, "data_parallel.shard_group", "-") == "0");
   const auto refined = stepsim::sweep::refinements(hsdp, layouts.front());
-  CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "zero2", "fsdp", "hsdp"});
+  CHECK(values(refined, "data_parallel.kind") == std::set<std::string>{"ddp", "fsdp", "hsdp"});
   for (const auto& c : refined) {
     const std::string kind = value_of(c, "data_parallel.kind", "");
     CHECK(value_of(c, "data_parallel.shard_group", "-") == (kind == "hsdp" ? "-" : "0"));

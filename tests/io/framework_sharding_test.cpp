@@ -1,0 +1,144 @@
+// The data-parallel kinds and FSDP keys each framework has: PyTorch and torchtitan have DDP, FSDP
+// and HSDP and no ZeRO-1 or ZeRO-2; torchtitan's FSDP is fully_shard (FSDP2) alone; DeepSpeed's
+// kind fsdp is its ZeRO-3, which has no PyTorch FSDP setting and no HYBRID_SHARD.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/scenario_loader.hpp"
+#include "load_error.hpp"
+#include "stepsim/error.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+// Llama 3 8B on 64 H100, data parallelism over all of them.
+const std::string kShardingJob =
+    R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 64 },
+  "training": { "global_batch": 128, "micro_batch": 2 } })";
+
+std::string sharding_error(const std::vector<std::string>& sets) { return test::load_error(kShardingJob, sets); }
+
+std::string kind_error(const std::string& framework, const std::string& kind) {
+  return sharding_error({"training.framework=" + framework, "data_parallel.kind=" + kind});
+}
+
+}  // namespace
+
+// torchtitan's parallelize functions apply replicate (DDP) or fully_shard (FSDP, HSDP over a 2-D
+// mesh) and nothing else; eager PyTorch's nearest to ZeRO-1, ZeroRedundancyOptimizer, all-reduces
+// every gradient through DDP and broadcasts each rank's updated parameters (_sync_params), not the
+// distributed optimizer's ReduceScatter and AllGather that zero1 simulates.
+TEST_CASE("a data-parallel kind the framework does not have is refused, naming both keys") {
+  for (const char* framework : {"pytorch", "torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    for (const char* kind : {"ddp", "fsdp", "hsdp"}) CHECK(kind_error(framework, kind) == "no error");
+    for (const char* kind : {"zero1", "zero2"})
+      CHECK(kind_error(framework, kind) ==
+            std::string("--set: data_parallel.kind: data_parallel.kind ") + kind +
+                " is not a kind of training.framework " + framework +
+                ": it has PyTorch's DDP, FSDP and HSDP (ddp, fsdp, hsdp); zero1 and zero2 are Megatron-Core's "
+                "distributed optimizer and DeepSpeed's ZeRO-1 and ZeRO-2, and PyTorch's ZeroRedundancyOptimizer (the "
+                "gradients all-reduced, the updated parameters broadcast) is not simulated");
+  }
+  for (const char* kind : {"ddp", "zero1", "zero2", "fsdp"}) CHECK(kind_error("deepspeed", kind) == "no error");
+  CHECK(kind_error("deepspeed", "hsdp") ==
+        "--set: data_parallel.kind: data_parallel.kind hsdp is not a kind of training.framework deepspeed: DeepSpeed "
+        "has ZeRO stages 0 to 3 (ddp, zero1, zero2, fsdp) and no PyTorch FSDP HYBRID_SHARD (its sharding within "
+        "groups, MiCS and ZeRO++'s hpZ, is not simulated)");
+  for (const char* framework : {"megatron", "nemo"})
+    for (const char* kind : {"ddp", "zero1", "zero2", "fsdp", "hsdp"}) CHECK(kind_error(framework, kind) == "no error");
+  // The key set last is the one named: the file's kind and a --set framework.
+  const std::string zero2 = R"({ "model": "llama3-8b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 64 },
+    "training": { "global_batch": 128, "micro_batch": 2 }, "data_parallel": { "kind": "zero2" } })";
+  CHECK(test::load_error(zero2, {"training.framework=torchtitan"})
+            .starts_with("--set: training.framework: data_parallel.kind zero2 is not a kind of training.framework "
+                         "torchtitan: "));
+}
+
+// torchtitan's apply_fsdp calls fully_shard: FSDP2, whose prefetch has no keys. Not given, the
+// version follows the framework and the kind, and the resolved scenario lists it as derived.
+TEST_CASE("torchtitan runs FSDP2 unless told, and refuses FSDP1 and its keys") {
+  const Scenario titan =
+      io::load_scenario_text(kShardingJob, "s.json", {"training.framework=torchtitan", "data_parallel.kind=fsdp"});
+  CHECK(titan.data_parallel.fsdp_version == 2);
+  CHECK(io::load_scenario_text(kShardingJob, "s.json",
+                               {"training.framework=torchtitan-compile", "data_parallel.kind=hsdp"})
+            .data_parallel.fsdp_version == 2);
+  CHECK(io::load_scenario_text(kShardingJob, "s.json", {"training.framework=pytorch", "data_parallel.kind=fsdp"})
+            .data_parallel.fsdp_version == 1);
+  // DDP has no FSDP version to derive: it stays at its inert default.
+  CHECK(io::load_scenario_text(kShardingJob, "s.json", {"training.framework=torchtitan"}).data_parallel.fsdp_version ==
+        1);
+  const auto resolved = boost::json::parse(titan.resolved_json);
+  const auto& derived = resolved.at("derived").as_array();
+  CHECK(std::find(derived.begin(), derived.end(), "data_parallel.fsdp_version") != derived.end());
+  // The resolved scenario follows a framework set on it, as its source would.
+  CHECK(io::load_scenario_text(titan.resolved_json, "r.json", {"training.framework=pytorch"})
+            .data_parallel.fsdp_version == 1);
+  CHECK(sharding_error({"training.framework=torchtitan", "data_parallel.kind=fsdp", "data_parallel.fsdp_version=1"}) ==
+        "--set: data_parallel.fsdp_version: 1 (FullyShardedDataParallel) under training.framework torchtitan: "
+        "torchtitan shards with fully_shard (FSDP2) alone; use 2 or leave it out");
+  CHECK(sharding_error({"training.framework=torchtitan", "data_parallel.kind=fsdp", "data_parallel.fsdp_version=2"}) ==
+        "no error");
+  for (const char* set : {"data_parallel.backward_prefetch=none", "data_parallel.forward_prefetch=true",
+                          "data_parallel.max_inflight_all_gathers=8"}) {
+    INFO(set);
+    const std::string error = sharding_error({"training.framework=torchtitan", "data_parallel.kind=fsdp", set});
+    CHECK(error.find(": is FSDP1's: FSDP2 (training.framework torchtitan's only FSDP) gathers the next unit ahead") !=
+          std::string::npos);
+  }
+}
+
+// DeepSpeed's stage3.py and partitioned_param_coordinator.py gather module by module within
+// stage3_prefetch_bucket_size and reduce-scatter gradients in reduce_bucket_size buckets: none of
+// PyTorch FSDP's version, prefetch, rate limiter or resharding choice exists there.
+TEST_CASE("DeepSpeed's ZeRO-3 takes none of PyTorch FSDP's keys") {
+  const std::vector<std::string> zero3{"training.framework=deepspeed", "data_parallel.kind=fsdp"};
+  CHECK(sharding_error(zero3) == "no error");
+  for (const char* key : {"fsdp_version=2", "backward_prefetch=none", "backward_prefetch=post", "forward_prefetch=true",
+                          "max_inflight_all_gathers=8", "reshard_after_forward=false"}) {
+    INFO(key);
+    std::vector<std::string> sets = zero3;
+    sets.push_back(std::string("data_parallel.") + key);
+    const std::string name(key, std::string_view(key).find('='));
+    CHECK(sharding_error(sets) ==
+          "--set: data_parallel." + name +
+              ": is PyTorch FSDP's: under training.framework deepspeed, kind fsdp is DeepSpeed's ZeRO-3, which has no "
+              "such setting (it prefetches within stage3_prefetch_bucket_size and keeps parameters gathered by "
+              "stage3_max_reuse_distance, which are not simulated); leave it at its default");
+  }
+  // A bucket size is refused for what ZeRO-3 does: its own buckets, which are not modelled.
+  std::vector<std::string> bucket = zero3;
+  bucket.emplace_back("data_parallel.bucket_parameters=100000000");
+  CHECK(sharding_error(bucket) ==
+        "--set: data_parallel.bucket_parameters: sizes the gradient buckets of Megatron-Core and of DeepSpeed's ZeRO-1 "
+        "and ZeRO-2 (kind zero1 or zero2): under training.framework deepspeed, kind fsdp is DeepSpeed's ZeRO-3, which "
+        "reduce-scatters its gradients in buckets of reduce_bucket_size (5e8 elements by default) during the backward "
+        "(overlap_comm); stepsim reduces a layer's gradients at a time there and models neither setting (leave it at "
+        "its default)");
+  CHECK(sharding_error({"training.framework=deepspeed", "data_parallel.kind=zero2",
+                        "data_parallel.bucket_parameters=100000000"}) == "no error");
+}
+
+// A refusal's hint offers only kinds the framework has: torchtitan has no ZeRO-1 or ZeRO-2, so
+// an FSDP mixture of experts is told to use ddp alone there, and ddp, zero1 or zero2 under
+// Megatron-Core.
+TEST_CASE("the hint of an FSDP refusal names only the kinds the framework has") {
+  const std::vector<std::string> moe = {"model=mixtral-8x7b", "parallel.ep=8", "data_parallel.kind=fsdp"};
+  auto with = [&](const char* framework) {
+    std::vector<std::string> sets = moe;
+    sets.push_back(std::string("training.framework=") + framework);
+    return sharding_error(sets);
+  };
+  CHECK(with("torchtitan") ==
+        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp)");
+  CHECK(with("megatron") ==
+        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated "
+        "yet (use ddp, zero1 or zero2)");
+}
