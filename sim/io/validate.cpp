@@ -589,6 +589,27 @@ void resolve_torchtitan_reshard(Scenario& s) {
   d.reshard_after_forward = false;
 }
 
+// torchtitan's maybe_enable_amp: under FSDP (fully_shard, which CP also applies) its
+// MixedPrecisionPolicy casts; otherwise DDP or a single device runs under torch.autocast, but TP
+// or PP without FSDP runs no mixed precision at all ("Mixed precision training with TP or PP is
+// only supported when FSDP/HSDP/CP is enabled", then "Mixed precision training is disabled"): the
+// model trains in fp32 (tf32 where the script allows TF32 matmuls). A lower training.precision
+// there is refused, at the key set last, after the rules that name a key of the framework's own.
+void check_torchtitan_amp(const Scenario& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (!torchtitan(s.training.framework) || s.data_parallel.kind != DpKind::ddp || p.cp > 1) return;
+  if ((p.tp == 1 && p.pp == 1) || element_bytes(s.training.precision) == 4) return;
+  c.fail(set_among(
+             c, {"/training/precision", "/parallel/tp", "/parallel/pp", "/data_parallel/kind", "/training/framework"},
+             "/training/precision"),
+         fmt::format("training.precision {} has no run under training.framework {} with data_parallel.kind ddp and "
+                     "tp {}, pp {}: torchtitan's maybe_enable_amp disables mixed precision when TP or PP runs without "
+                     "FSDP (\"Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is "
+                     "enabled\"), so the model trains in fp32; use training.precision fp32 or tf32, or "
+                     "data_parallel.kind fsdp or hsdp",
+                     to_string(s.training.precision), traits_of(s.training.framework).name, p.tp, p.pp));
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
 // multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
 // ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
@@ -1635,6 +1656,7 @@ void complete_and_validate(Scenario& s) {
   check_a2a_overlap(s, c);
   check_dispatcher(s, c);
   check_simulated(s, c);
+  check_torchtitan_amp(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);
   check_variation(s);

@@ -139,9 +139,11 @@ std::string moe_job(const std::string& framework) {
   return fmt::format(R"({{
   "model": "mixtral-8x7b", "cluster": "dgx-h100-ndr",
   "parallel": {{ "tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true }},
-  "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1 }},
+  "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1{} }},
   "data_parallel": {{ "kind": "ddp" }} }})",
-                     framework);
+                     framework,
+                     // torchtitan's DDP beside TP trains in fp32 (maybe_enable_amp).
+                     framework == "torchtitan" ? R"(, "precision": "fp32")" : "");
 }
 
 bool lists(const std::string& resolved, const char* key) {

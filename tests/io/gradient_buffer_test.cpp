@@ -127,11 +127,15 @@ TEST_CASE("PyTorch's DDP under mixed precision keeps and reduces fp32 gradients,
   // and the reducer's buckets, made per gradient dtype, all-reduce fp32.
   for (const char* framework : {"pytorch", "torchtitan", "torchtitan-compile"}) {
     INFO(framework);
-    const Scenario s = load(framework_scenario(framework), {"data_parallel.kind=ddp"});
+    // DDP alone: torchtitan runs autocast without TP or PP (with them, no mixed precision).
+    const std::vector<std::string> ddp = {"data_parallel.kind=ddp", "parallel.tp=1", "parallel.dp=64"};
+    const Scenario s = load(framework_scenario(framework), ddp);
     CHECK(s.training.main_grad == Precision::fp32);
     CHECK(s.data_parallel.grad_reduce_dtype == Precision::fp32);
     // A model cast to bf16 reduces its bf16 gradients.
-    const Scenario cast = load(framework_scenario(framework), {"data_parallel.kind=ddp", "training.main_grad=bf16"});
+    std::vector<std::string> cast_sets = ddp;
+    cast_sets.push_back("training.main_grad=bf16");
+    const Scenario cast = load(framework_scenario(framework), cast_sets);
     CHECK(cast.data_parallel.grad_reduce_dtype == Precision::bf16);
   }
 }

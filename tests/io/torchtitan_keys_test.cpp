@@ -87,7 +87,39 @@ TEST_CASE("torchtitan's FSDP does not reshard after forward under a pipeline unl
   // PyTorch FSDP elsewhere keeps fully_shard's own default, true.
   CHECK(load_job(titan_job("pytorch", kPp4, "fsdp")).data_parallel.reshard_after_forward);
   // Under DDP the key does nothing and keeps its default: the resolved file switches kinds freely.
-  const Scenario ddp = load_job(titan_job("torchtitan", kPp4, "ddp"));
+  // (torchtitan's DDP beside a pipeline trains in fp32, maybe_enable_amp.)
+  const Scenario ddp = load_job(titan_job("torchtitan", kPp4, "ddp"), {"training.precision=fp32"});
   CHECK(ddp.data_parallel.reshard_after_forward);
   CHECK_FALSE(load_job(ddp.resolved_json, {"data_parallel.kind=fsdp"}).data_parallel.reshard_after_forward);
+}
+
+// torchtitan's maybe_enable_amp: FSDP (or CP, which applies it) casts through fully_shard, DDP
+// alone runs torch.autocast, and TP or PP without FSDP disables mixed precision ("Mixed precision
+// training with TP or PP is only supported when FSDP/HSDP/CP is enabled"): bf16 there has no run.
+TEST_CASE("torchtitan trains TP or PP without FSDP in fp32 alone") {
+  for (const char* framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    const std::string tp = titan_job(framework, kTp8, "ddp");
+    CHECK(test::load_error(tp, {"training.precision=bf16"}) ==
+          std::string("--set: training.precision: training.precision bf16 has no run under training.framework ") +
+              framework +
+              " with data_parallel.kind ddp and tp 8, pp 1: torchtitan's maybe_enable_amp disables mixed precision "
+              "when TP or PP runs without FSDP (\"Mixed precision training with TP or PP is only supported when "
+              "FSDP/HSDP/CP is enabled\"), so the model trains in fp32; use training.precision fp32 or tf32, or "
+              "data_parallel.kind fsdp or hsdp");
+    CHECK(test::load_error(tp, {"training.precision=fp32"}) == "no error");
+    CHECK(test::load_error(titan_job(framework, kPp4, "ddp"), {"training.precision=fp32"}) == "no error");
+    CHECK(test::load_error(titan_job(framework, kPp4, "ddp"), {"training.precision=bf16"})
+              .starts_with("--set: training.precision: training.precision bf16 has no run"));
+    // DDP alone runs autocast, FSDP its own mixed precision: both train in bf16.
+    CHECK(test::load_error(titan_job(framework, R"({ "tp": 1, "dp": 32 })", "ddp"), {"training.precision=bf16"}) ==
+          "no error");
+    CHECK(test::load_error(titan_job(framework, kTp8, "fsdp"), {"training.precision=bf16"}) == "no error");
+  }
+  // The key set last is the one named: a --set tp on a bf16 DDP file.
+  CHECK(
+      test::load_error(titan_job("torchtitan", R"({ "tp": 1, "dp": 32 })", "ddp"), {"parallel.tp=2", "parallel.dp=16"})
+          .starts_with("--set: parallel.tp: training.precision bf16 has no run"));
+  // PyTorch's own autocast beside DDP and TP is the user's script's, which stepsim takes as given.
+  CHECK(test::load_error(titan_job("pytorch", kTp8, "ddp"), {"training.precision=bf16"}) == "no error");
 }
