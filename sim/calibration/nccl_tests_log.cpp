@@ -135,6 +135,7 @@ struct Section {
   int ranks_per_process = 0;
   int max_rank = -1;
   std::map<std::string, std::set<int>> hosts;  // the ranks on each host
+  std::size_t host_ranks = 1;  // ranks each of those stands for (in -J, a process's first rank: its process's)
   int declared_ranks = 0;  // "-g 8" or "8x GPU" in a comment of a rows-only file
   int declared_nodes = 0;
   // Where each was said, for the command line's flags to be checked against: the test's line;
@@ -172,7 +173,8 @@ struct Section {
     const auto [fewest, most] = std::minmax_element(
         hosts.begin(), hosts.end(), [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
     if (fewest->second.size() == most->second.size()) return "";
-    return fmt::format("{} on {}, {} on {}", most->second.size(), most->first, fewest->second.size(), fewest->first);
+    return fmt::format("{} on {}, {} on {}", most->second.size() * host_ranks, most->first,
+                       fewest->second.size() * host_ranks, fewest->first);
   }
 };
 
@@ -242,8 +244,9 @@ void read_header_line(const std::string& text, const std::string& source, int li
   };
   static const std::regex starting(R"(Collective test starting:\s*(\S+))");
   static const std::regex threads(R"(nThread\s+(\d+)\s+nGpus\s+(\d+))");
+  // "#  Rank  0 Group  0 Pid ..." since nccl-tests 2.13 (2022); "#   Rank  0 Pid ..." before.
   static const std::regex device(
-      R"(Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+\S))");
+      R"(Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+\S))");
   static const std::regex library(R"(nccl-library=(\d+))");
   static const std::regex perf(R"((\S*_perf)\b(.*))");
   static const std::regex gpus_flag(R"(\s-g\s+(\d+))");
@@ -401,6 +404,40 @@ NcclTestsResult json_result(const json::value& v, const std::string& source, con
   return r;
 }
 
+// The devices of a -J log. nccl-tests writes one entry per process, its first rank's
+// (util.cu: writeDeviceReport parses the first "#  Rank" line of each process's block), so a
+// process of `process_ranks` GPUs (nThread x nGpus) holds the ranks from its entry's on: one
+// process of -g 8 lists rank 0 alone, two on two hosts ranks 0 and 8. A list whose ranks are
+// not all such first ranks lists each rank.
+void json_devices(const json::array& list, int process_ranks, Section& s, NcclTestsHeader& header,
+                  const std::string& source) {
+  std::vector<int> ranks(list.size());
+  bool per_process = process_ranks > 1;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ranks[i] = static_cast<int>(i);  // a device without a rank is the list's i-th
+    if (!list[i].is_object()) continue;
+    const auto* r = list[i].get_object().if_contains("rank");
+    if (r == nullptr || !r->is_number()) continue;
+    ranks[i] =
+        static_cast<int>(json_whole(*r, source, fmt::format("/config/devices/{}/rank", i), "a rank", 0, 16'777'215));
+    per_process = per_process && ranks[i] % process_ranks == 0;
+  }
+  const int held = per_process ? process_ranks : 1;
+  s.host_ranks = static_cast<std::size_t>(held);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) continue;
+    const auto& dev = list[i].get_object();
+    if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number())
+      s.max_rank = std::max(s.max_rank, ranks[i] + held - 1);
+    if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
+      s.hosts[std::string(host->get_string())].insert(ranks[i]);
+      if (header.host.empty()) header.host = std::string(host->get_string());
+    }
+    if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
+      gpu_said(s, header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i), source);
+  }
+}
+
 NcclTestsLog parse_json_log(const std::string& text, const std::string& source) {
   const json::value doc = io::parse_json(text, source);
   if (!doc.is_object()) json_fail(source, "/", "expected the JSON object that nccl-tests -J writes");
@@ -422,38 +459,19 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
         static_cast<long>(json_whole(*v, source, "/nccl_version", "an NCCL version code", 0, 99'999'999)));
   if (const auto* cfg = o.if_contains("config"); cfg != nullptr && cfg->is_object()) {
     const auto& c = cfg->get_object();
-    if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array()) {
-      const auto& list = devices->get_array();
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (!list[i].is_object()) continue;
-        const auto& dev = list[i].get_object();
-        // A device without a rank is the list's i-th.
-        int rank = static_cast<int>(i);
-        if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number()) {
-          rank = static_cast<int>(
-              json_whole(*r, source, fmt::format("/config/devices/{}/rank", i), "a rank", 0, 16'777'215));
-          s.max_rank = std::max(s.max_rank, rank);
-        }
-        if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
-          s.hosts[std::string(host->get_string())].insert(rank);
-          if (log.header.host.empty()) log.header.host = std::string(host->get_string());
-        }
-        if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
-          gpu_said(s, log.header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i),
-                   source);
-      }
-    }
     // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
     const auto per_process = [&](const char* key, const char* what) {
       const auto* n = c.if_contains(key);
       if (n == nullptr || !n->is_number()) return 1LL;
       return json_whole(*n, source, fmt::format("/config/{}", key), what, 1, 4096);
     };
-    const long long gpus = per_process("ngpus", "GPUs per thread");
-    const long long threads = per_process("nthreads", "threads");
-    if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = static_cast<int>(gpus * threads);
+    const int process_ranks =
+        static_cast<int>(per_process("ngpus", "GPUs per thread") * per_process("nthreads", "threads"));
+    if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array())
+      json_devices(devices->get_array(), process_ranks, s, log.header, source);
+    if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = process_ranks;
     if (c.contains("ngpus")) {
-      s.process_ranks = static_cast<int>(gpus * threads);
+      s.process_ranks = process_ranks;
       s.process_ranks_at = "/config/ngpus";
     }
     s.devices_at = "/config/devices";

@@ -1,6 +1,8 @@
 // The nccl-tests log parser: current and legacy rows, N/A, MPI prefixes, and bad lines.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <sstream>
 
 #include "calibration/nccl_tests_log.hpp"
@@ -321,4 +323,52 @@ TEST_CASE("NCCL's own version and debug lines beside the table are skipped, othe
     CHECK_THROWS_WITH(parse("# all_reduce_perf -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + stray + "\n" + row),
                       Catch::Contains("log.txt: line 2: expected "));
   }
+}
+
+// nccl-tests before 2.13 (commit d313d20, September 2022) printed its device lines without a
+// group: "#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s". Two processes of -g 8 on two hosts
+// (mpirun -np 2 -g 8) are 16 ranks on 2 nodes, not nGpus' 8 on one.
+TEST_CASE("a log from nccl-tests before 2.13 names its ranks, hosts and GPU on device lines without a group") {
+  std::string text =
+      "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n";
+  for (int r = 0; r < 16; ++r)
+    text += fmt::format("#   Rank {:2d} Pid {:6d} on {:>10} device {:2d} [0x{:02x}] NVIDIA A100-SXM4-80GB\n", r,
+                        4000 + r / 8, r < 8 ? "node0" : "node1", r % 8, r);
+  text += "     1048576        262144     float     sum    86.21  12.16  22.81  1e-07    86.00  12.19  22.86  1e-07\n";
+  const auto log = parse(text);
+  REQUIRE(log.rows.size() == 1);
+  CHECK(log.rows[0].legacy);
+  CHECK(log.rows[0].ranks == 16);
+  CHECK(log.rows[0].nodes == 2);
+  CHECK(log.rows[0].uneven_hosts.empty());
+  CHECK(log.header.gpu == "NVIDIA A100-SXM4-80GB");
+  CHECK(log.header.host == "node0");
+}
+
+// nccl-tests' -J writer lists one device per process, the first of its nThread x nGpus ranks
+// (util.cu: writeDeviceReport hands each process's "#  Rank" lines to parseRankInfo, which reads
+// the first): one process of -g 8 lists rank 0 alone, two of -g 8 on two hosts ranks 0 and 8.
+TEST_CASE("the JSON log of processes of several GPUs counts every GPU of each process") {
+  const auto json = [](const std::string& devices) {
+    return R"({"version":2,"args":["./build/all_reduce_perf","-b","1M","-e","1M","-g","8"],"nccl_version":22703,
+      "config":{"nthreads":1,"ngpus":8,"devices":[)" +
+           devices + R"(]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":52.61,"alg_bw":19.93,"bus_bw":34.88,"nwrong":0.0},
+      "in_place":{"time":53.03,"alg_bw":19.77,"bus_bw":34.60,"nwrong":0.0},"actual_iterations":20,
+      "experiment_name":""}]})";
+  };
+  const std::string a0 = R"({"rank":0,"group":0,"pid":11,"hostname":"gpu01","device":0,"device_hex":"0000:07:00",
+    "device_info":"NVIDIA A100-SXM4-80GB"})";
+  const std::string b8 = R"({"rank":8,"group":0,"pid":12,"hostname":"gpu02","device":0,"device_hex":"0000:07:00",
+    "device_info":"NVIDIA A100-SXM4-80GB"})";
+  const auto one = parse(json(a0));
+  REQUIRE(one.rows.size() == 1);
+  CHECK(one.rows[0].ranks == 8);
+  CHECK(one.rows[0].ranks_said == 8);
+  CHECK(one.rows[0].nodes == 1);
+  const auto two = parse(json(a0 + "," + b8));
+  REQUIRE(two.rows.size() == 1);
+  CHECK(two.rows[0].ranks == 16);
+  CHECK(two.rows[0].nodes == 2);
+  CHECK(two.rows[0].uneven_hosts.empty());
 }

@@ -1278,4 +1278,32 @@ TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
   CHECK(two.out.find("16 rank(s), 2 node(s) x 8") != std::string::npos);
 }
 
+// A 2-node run's times are the network's: read as one node's they would stand for NVLink and
+// charge every tensor-parallel collective the network's time. nccl-tests before 2.13 printed
+// its device lines without a group ("#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s"), and
+// its -J file lists each process's first rank alone (util.cu, writeDeviceReport).
+TEST_CASE("logs of two hosts of 8 GPUs import as 16 ranks on 2 nodes, old text and -J alike") {
+  Scratch s("calib-2x8");
+  std::string legacy = "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5\n";
+  for (int r = 0; r < 16; ++r)
+    legacy += fmt::format("#   Rank {:2d} Pid {:6d} on {:>10} device {:2d} [0x{:02x}] NVIDIA A100-SXM4-80GB\n", r,
+                          4000 + r / 8, r < 8 ? "node0" : "node1", r % 8, r);
+  s.write("legacy.txt", legacy + "1048576 262144 float sum 86.21 12.16 22.81 1e-07 86.00 12.19 22.86 1e-07\n");
+  const auto old = s.run("calibrate import-nccl-tests legacy.txt --op all_reduce_perf -o a.json");
+  INFO(old.err);
+  REQUIRE(old.status == 0);
+  CHECK(old.out.find("allreduce      16 rank(s), 2 node(s) x 8") != std::string::npos);
+  s.write("run.json", R"({"version":2,"args":["./build/all_reduce_perf","-g","8"],"nccl_version":22703,
+    "config":{"nthreads":1,"ngpus":8,"devices":[
+      {"rank":0,"group":0,"pid":11,"hostname":"node0","device":0,"device_hex":"0000:07:00","device_info":"NVIDIA A100-SXM4-80GB"},
+      {"rank":8,"group":0,"pid":12,"hostname":"node1","device":0,"device_hex":"0000:07:00","device_info":"NVIDIA A100-SXM4-80GB"}]},
+    "results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":86.21,"alg_bw":12.16,"bus_bw":22.81,"nwrong":0.0},
+      "in_place":{"time":86.00,"alg_bw":12.19,"bus_bw":22.86,"nwrong":0.0}}]})");
+  const auto json = s.run("calibrate import-nccl-tests run.json -o b.json");
+  INFO(json.err);
+  REQUIRE(json.status == 0);
+  CHECK(json.out.find("allreduce      16 rank(s), 2 node(s) x 8") != std::string::npos);
+}
+
 }  // namespace stepsim
