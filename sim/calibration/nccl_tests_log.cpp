@@ -34,6 +34,16 @@ std::string zero_time(long long size, const std::string& column) {
       size, column.empty() ? "" : " (" + column + ")");
 }
 
+// A run with -C 1 prints, in place of each half's time, the host's time to enqueue the timed
+// collectives (common.cu: cputimeSec, taken before completeColl), a few microseconds whatever
+// the size; its algbw and busbw still come from the collectives' own time.
+std::string cpu_time_said(const std::string& column) {
+  return fmt::format(
+      "the time column is {}: nccl-tests -C 1 prints the host's time to enqueue the collectives there, not how "
+      "long they take; expected a run without -C (or with -C 0)",
+      column);
+}
+
 struct LineReader {
   const std::string& source;
   int line;
@@ -152,6 +162,7 @@ struct Section {
   std::string gpu, gpu_at;                                         // the device name the header gives, and where
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;  // NCCL_ALGO, NCCL_PROTO as NCCL said them
   bool has_rows = false;                                           // a row has come since the header began
+  std::string cputime_at;  // where the table header names its time column "cputime" (-C 1)
 
   // The rank count the header gives exactly, and where: its devices', else its GPU count.
   std::pair<int, std::string> ranks_said() const {
@@ -313,6 +324,9 @@ void read_header_line(const std::string& text, const std::string& source, int li
     }
     gpu_said(s, h, m[2], here, source);
   }
+  // The table header of a run with -C 1: its time columns are the host's, not the collectives'.
+  static const std::regex cputime(R"(\bsize\b.*\bcputime\b)");
+  if (std::regex_search(text, cputime)) s.cputime_at = here;
   if (text.find("one node") != std::string::npos && s.declared_nodes == 0) {
     s.declared_nodes = 1;
     s.one_node_at = here;
@@ -392,11 +406,11 @@ NcclTestsResult json_result(const json::value& v, const std::string& source, con
   if (!v.is_object())
     json_fail(source, where, fmt::format("expected an object or null, got {}", io::describe_value(v)));
   const auto& o = v.get_object();
-  const char* time_key = o.contains("cpu_time") ? "cpu_time" : "time";
-  const double us = json_number(o, time_key, source, where);
+  if (o.contains("cpu_time")) json_fail(source, where + "/cpu_time", cpu_time_said("cpu_time"));
+  const double us = json_number(o, "time", source, where);
   if (!(us >= 0 && us <= 86400e6))
-    json_fail(source, where + "/" + time_key, fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
-  if (us == 0 && size > 0) json_fail(source, where + "/" + time_key, zero_time(size, ""));
+    json_fail(source, where + "/time", fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+  if (us == 0 && size > 0) json_fail(source, where + "/time", zero_time(size, ""));
   r.time = Time::from_us(us);
   r.algbw = Bandwidth::gbytes_per_s(json_number(o, "alg_bw", source, where));
   r.busbw = Bandwidth::gbytes_per_s(json_number(o, "bus_bw", source, where));
@@ -545,6 +559,9 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
     }
     drop_timestamp(tokens);
     NcclTestsRow row = parse_row(LineReader{source, line, tokens});
+    if (!section.cputime_at.empty())
+      throw InputError(source, fmt::format("line {}", line),
+                       cpu_time_said(fmt::format("cputime, as the table header on {} names it", section.cputime_at)));
     section.has_rows = true;
     said_in(section, row);
     row.line = line;

@@ -372,3 +372,34 @@ TEST_CASE("the JSON log of processes of several GPUs counts every GPU of each pr
   CHECK(two.rows[0].nodes == 2);
   CHECK(two.rows[0].uneven_hosts.empty());
 }
+
+// With -C 1 nccl-tests prints, in each half's time column ("cputime"; -J: "cpu_time"), the host's
+// time to enqueue the timed collectives (common.cu: cputimeSec is taken before completeColl), a
+// few microseconds at any size; its algbw comes from their real time (here 65536 B at 1.75 GB/s
+// is 37.4 us, not 5.10).
+TEST_CASE("a run that printed the host's time in place of the collectives' (-C 1) is refused") {
+  CHECK_THROWS_WITH(
+      parse("# nThread 1 nGpus 8 minBytes 65536 maxBytes 65536 step: 2(factor) warmup iters: 5 iters: 20\n"
+            "#       size         count      type   redop    root  cputime   algbw   busbw #wrong  cputime   algbw   "
+            "busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
+            "(GB/s)\n"
+            "       65536         16384     float     sum      -1     5.10    1.75    3.06      0     5.05    1.75    "
+            "3.05      0\n"),
+      "log.txt: line 4: the time column is cputime, as the table header on line 2 names it: nccl-tests -C 1 prints "
+      "the host's time to enqueue the collectives there, not how long they take; expected a run without -C (or with "
+      "-C 0)");
+  CHECK_THROWS_WITH(
+      parse(R"({"version":2,"args":["./build/all_reduce_perf","-C","1"],"results":[{"size":65536,"count":16384,
+        "type":"float","redop":"sum","root":"    -1","out_of_place":{"cpu_time":5.10,"alg_bw":1.75,"bus_bw":3.06,
+        "nwrong":0.0},"in_place":{"cpu_time":5.05,"alg_bw":1.75,"bus_bw":3.05,"nwrong":0.0}}]})"),
+      "log.txt: /results/0/out_of_place/cpu_time: the time column is cpu_time: nccl-tests -C 1 prints the host's time "
+      "to enqueue the collectives there, not how long they take; expected a run without -C (or with -C 0)");
+  // The same table with its time column named "time" is read.
+  const auto log = parse(
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+      "#wrong\n"
+      "       65536         16384     float     sum      -1    37.48    1.75    3.06      0    37.55    1.75    3.05  "
+      "    0\n");
+  REQUIRE(log.rows.size() == 1);
+}
