@@ -249,6 +249,61 @@ long header_count(const std::ssub_match& digits, long max, const char* what, con
   return value;
 }
 
+// A launcher option's value in `options` ("-np 8", "--ntasks=16"), 0 where it is not given.
+long launcher_option(const std::string& options, const std::regex& option, const char* what, const std::string& source,
+                     int line) {
+  std::smatch m;
+  if (!std::regex_search(options, m, option)) return 0;
+  return header_count(m[1], 16'777'216, what, source, line);
+}
+
+// A comment that gives the run's command line with its launcher, "# mpirun -np 8 all_reduce_perf
+// -g 1", says the communicator: the launcher's processes (-np; srun's -n, or -N nodes of
+// --ntasks-per-node) times each one's ranks (-t threads of -g GPUs), 8 here, where -g alone
+// would say one process's; and the nodes where it says them (srun's -N, mpirun's -np over its
+// -N per node). Only the launcher's options before the program count (nccl-tests' own -n is
+// its iteration count).
+void launched_ranks(const std::string& text, const std::string& source, int line, Section& s) {
+  static const std::regex launcher(R"((?:^|[\s#])(mpirun|mpiexec|orterun|srun)\s+(.*?)\S*_perf\b)");
+  static const std::regex processes(R"((?:^|\s)(?:-np|-n|--np|--ntasks)(?:\s+|=)(\d+))");
+  static const std::regex mpi_per_node(R"((?:^|\s)(?:-N|-npernode|--npernode)(?:\s+|=)(\d+))");
+  static const std::regex srun_per_node(R"((?:^|\s)--ntasks-per-node(?:\s+|=)(\d+))");
+  static const std::regex srun_nodes(R"((?:^|\s)(?:-N|--nodes)(?:\s+|=)(\d+))");
+  static const std::regex gpus_flag(R"(\s-g\s+(\d+))"), threads_flag(R"(\s-t\s+(\d+))");
+  std::smatch m;
+  if (s.declared_ranks != 0 || !std::regex_search(text, m, launcher)) return;
+  const bool srun = m[1] == "srun";
+  const std::string options = m[2];
+  const long per_node =
+      launcher_option(options, srun ? srun_per_node : mpi_per_node, "processes per node", source, line);
+  long nodes = srun ? launcher_option(options, srun_nodes, "nodes", source, line) : 0;
+  long processes_n = launcher_option(options, processes, "the launcher's process count", source, line);
+  if (processes_n == 0) processes_n = nodes * per_node;
+  if (processes_n == 0) return;
+  if (!srun && per_node > 0 && processes_n % per_node == 0) nodes = processes_n / per_node;
+  long per_process = 1;
+  if (std::regex_search(text, m, gpus_flag))
+    per_process *= header_count(m[1], 4096, "-g (GPUs per thread)", source, line);
+  if (std::regex_search(text, m, threads_flag)) per_process *= header_count(m[1], 4096, "-t (threads)", source, line);
+  constexpr long kMost = 16'777'216;
+  if (processes_n * per_process > kMost)
+    throw InputError(
+        source, fmt::format("line {}", line),
+        fmt::format("expected a run of at most {} ranks, got {} processes of {}", kMost, processes_n, per_process));
+  const std::string here = fmt::format("line {}", line);
+  s.declared_ranks = static_cast<int>(processes_n * per_process);
+  s.process_ranks = static_cast<int>(per_process);
+  s.process_ranks_at = here;
+  if (s.gpus_said == 0) {
+    s.gpus_said = s.declared_ranks;
+    s.gpus_at = here;
+  }
+  if (nodes > 0 && s.declared_nodes == 0) {
+    s.declared_nodes = static_cast<int>(nodes);
+    s.one_node_at = here;
+  }
+}
+
 void read_header_line(const std::string& text, const std::string& source, int line, Section& s, NcclTestsHeader& h) {
   const auto count = [&](const std::ssub_match& digits, long max, const char* what) {
     return static_cast<int>(header_count(digits, max, what, source, line));
@@ -308,6 +363,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
     s.test_at = here;
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
   }
+  launched_ranks(text, source, line, s);
   if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) {
     s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
     if (s.process_ranks == 0) {

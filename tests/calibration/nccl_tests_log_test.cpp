@@ -403,3 +403,27 @@ TEST_CASE("a run that printed the host's time in place of the collectives' (-C 1
       "    0\n");
   REQUIRE(log.rows.size() == 1);
 }
+
+// nccl-tests runs nProcs x nThreads x nGpus ranks (common.cu, setupArgs): a rows-only file whose
+// comment is the run's launcher line ("mpirun -np 8 all_reduce_perf ... -g 1", as `calibrate
+// plan` prints it) is 8 ranks, not -g's one process of 1. srun's -N nodes of --ntasks-per-node,
+// and mpirun's -np over its -N per node, say the nodes too; nccl-tests' own -n (iterations),
+// after the program, is no process count.
+TEST_CASE("a rows-only log whose comment is the launcher's command line counts every process") {
+  const std::string row = "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  const auto mpi = parse("# mpirun -np 8 all_reduce_perf -b 1M -e 128M -f 2 -g 1 -d float\n" + row);
+  REQUIRE(mpi.rows.size() == 1);
+  CHECK(mpi.rows[0].ranks == 8);
+  CHECK(mpi.rows[0].ranks_said == 8);
+  CHECK(mpi.rows[0].process_ranks == 1);
+  CHECK(mpi.rows[0].nodes == 0);
+  const auto srun = parse("# srun -N 2 --ntasks-per-node=8 ./build/all_reduce_perf -b 1M -e 1M -g 1 -n 50\n" + row);
+  CHECK(srun.rows[0].ranks == 16);
+  CHECK(srun.rows[0].nodes == 2);
+  const auto per_host = parse("# mpirun -np 2 -N 1 all_reduce_perf -b 1M -e 1M -g 8\n" + row);
+  CHECK(per_host.rows[0].ranks == 16);
+  CHECK(per_host.rows[0].nodes == 2);
+  CHECK(per_host.rows[0].process_ranks == 8);
+  // Without a launcher, -g is the whole run (one process), as before.
+  CHECK(parse("# all_reduce_perf -b 1M -e 1M -g 8\n" + row).rows[0].ranks == 8);
+}
