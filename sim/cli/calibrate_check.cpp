@@ -49,6 +49,7 @@ double error_of(double predicted, double measured) { return (predicted - measure
 struct ErrorStats {
   double sum_with = 0, sum_without = 0, max_with = 0, max_without = 0;
   int n = 0;
+  int model_only = 0;  // points no table of the file reached: their "calibrated" time is the model's
   void add(double with, double without) {
     sum_with += std::abs(with);
     sum_without += std::abs(without);
@@ -63,9 +64,14 @@ void print_summary(const std::string& what, const ErrorStats& s, std::ostream& o
     fmt::print(out, "# {}: no measured points\n", what);
     return;
   }
-  fmt::print(out,
-             "# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%)\n",
-             what, s.n, 100 * s.sum_with / s.n, 100 * s.max_with, 100 * s.sum_without / s.n, 100 * s.max_without);
+  const std::string model_only =
+      s.model_only == 0
+          ? ""
+          : fmt::format("; {} of them the model alone (source model: no table of the file has their op and tier)",
+                        s.model_only == s.n ? "all" : std::to_string(s.model_only));
+  fmt::print(
+      out, "# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%){}\n",
+      what, s.n, 100 * s.sum_with / s.n, 100 * s.max_with, 100 * s.sum_without / s.n, 100 * s.max_without, model_only);
 }
 
 // The cluster a check predicts on: the scenario's, --cluster, or the first preset whose GPU
@@ -106,6 +112,7 @@ void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, cons
   const auto cal = cal::calibrate_collective(tables, cluster, forced, r, t.dtype);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
+  if (cal.source == cal::Source::model) ++stats.model_only;
   fmt::print(out, "  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
              cal.choice.time().us(), 100 * with, model, 100 * without, cal::to_string(cal.source));
 }

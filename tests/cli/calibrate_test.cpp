@@ -423,6 +423,30 @@ TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by han
         std::string::npos);
 }
 
+// A held-out AllGather checked against a file of AllReduce alone: no table reaches it, so the
+// "calibrated" prediction of each point is the model's (source "model"), and the summary says
+// so rather than presenting the model's errors as the calibration's.
+TEST_CASE("calibrate check says when the points it checks were predicted by the model alone") {
+  Scratch s("calib-check-model");
+  s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
+  s.write("gather.txt",
+          "# all_gather_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4096 128 float none -1 25.00 0.16 0.14 0 25.00 0.16 0.14 0\n"
+          "8192 256 float none -1 30.00 0.27 0.24 0 30.00 0.27 0.24 0\n");
+  const auto run = s.run("calibrate check two.json --held-out gather.txt");
+  REQUIRE(run.status == 0);
+  CHECK(check_row(run.out, "# held-out gather.txt", "4096").back() == "model");
+  CHECK(run.out.find("# held-out gather.txt: 2 point(s), mean |error| ") != std::string::npos);
+  CHECK(run.out.find("; all of them the model alone (source model: no table of the file has their op and tier)\n") !=
+        std::string::npos);
+  // Where the file reaches every point (leave-one-out, each from the other), nothing more.
+  const auto loo = run.out.find("# leave-one-out: 2 point(s), mean |error| ");
+  REQUIRE(loo != std::string::npos);
+  CHECK(run.out.substr(loo, run.out.find('\n', loo) - loo).find("model alone (source") == std::string::npos);
+}
+
 TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-out errors on a second run") {
   Scratch s("calib-check");
   REQUIRE(
