@@ -101,3 +101,34 @@ TEST_CASE("the recorder writes a calibration file that stepsim reads back") {
   CHECK(c.collectives[0].points.front().bytes == 8);  // sorted on output
   CHECK(c.collectives[0].fit.alpha_us > 0);
 }
+
+// NCCL reads NCCL_ALGO and NCCL_PROTO from the environment of the process whose collectives it
+// runs (tuning.cc: "NCCL_ALGO set by environment to Ring"), so what stepsim-calibrate times under
+// NCCL_ALGO=Ring is ring's time: its tables say so, as import-nccl-tests labels such a log, and
+// stand only for collectives forced alike.
+TEST_CASE("collectives timed under NCCL_ALGO and NCCL_PROTO are recorded as forced to them") {
+  CHECK(nccl_forced(nullptr, nullptr).algorithm.empty());
+  CHECK(nccl_forced("", "").protocol.empty());
+  const RunSettings ring = nccl_forced("Ring", "simple");
+  CHECK(ring.algorithm == "ring");
+  CHECK(ring.protocol == "simple");
+  CHECK(nccl_forced("NVLSTree", nullptr).algorithm == "nvls-tree");
+  CHECK_THROWS_WITH(nccl_forced("^NVLS", nullptr),
+                    "NCCL_ALGO=^NVLS: expected one of Ring, Tree, NVLS, NVLSTree, CollnetDirect, PAT (or the variable "
+                    "unset): a calibration table stands for one forced setting or NCCL's own choice");
+  CHECK_THROWS_WITH(nccl_forced(nullptr, "LL,LL128"), Catch::StartsWith("NCCL_PROTO=LL,LL128: expected one of LL, "
+                                                                        "LL128, Simple"));
+  calibration::Provenance p;
+  p.gpu = "NVIDIA H200";
+  Recorder rec(p, ring);
+  rec.collective(CollOp::allreduce, 8, 1048576, summarize({60}, "a"));
+  rec.collective(CollOp::allreduce, 8, 8, summarize({20}, "a"));
+  const calibration::Calibration c = calibration::parse_calibration(rec.json(), "out.json");
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].algorithm == "ring");
+  CHECK(c.collectives[0].protocol == "simple");
+  // Unforced, a table is NCCL's own choice, as before.
+  Recorder plain(p);
+  plain.collective(CollOp::allreduce, 8, 8, summarize({20}, "a"));
+  CHECK(calibration::parse_calibration(plain.json(), "out.json").collectives[0].algorithm.empty());
+}

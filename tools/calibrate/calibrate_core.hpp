@@ -50,10 +50,23 @@ struct Summary {
 // measurement that timed nothing must not become a table entry.
 Summary summarize(std::vector<double> samples, const std::string& what);
 
+// How the timed collectives run: what NCCL_ALGO and NCCL_PROTO in the measuring process's
+// environment force, in stepsim's names ("ring", "simple"); "" where NCCL chooses.
+struct RunSettings {
+  std::string algorithm, protocol;
+};
+// From the two variables' values (null or "" where unset). A value that forces no one
+// algorithm or protocol (a list, an exclusion such as "^NVLS", an unknown name) throws
+// std::invalid_argument naming the variable: a table stands for one forced setting or NCCL's
+// own choice, and a table of either would stand for collectives that did not run so.
+RunSettings nccl_forced(const char* nccl_algo, const char* nccl_proto);
+
 // Builds the calibration file out of measurements as they arrive.
 class Recorder {
  public:
-  explicit Recorder(calibration::Provenance provenance);
+  // `forced`: how the collectives it records ran (their tables say so, as import-nccl-tests
+  // labels a log whose NCCL said "NCCL_ALGO set by environment to Ring").
+  explicit Recorder(calibration::Provenance provenance, RunSettings forced = {});
   void gemm(const GemmShape& s, Precision dtype, const Summary& us);
   void attention(const calibration::AttentionPoint& shape, const Summary& us);
   void copy(double bytes_moved, const Summary& us);
@@ -70,6 +83,7 @@ class Recorder {
 
  private:
   calibration::Calibration c_;
+  RunSettings forced_;
 };
 
 }  // namespace stepsim::calibrate_tool

@@ -14,6 +14,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -65,6 +66,7 @@ struct Options {
   std::size_t gemm_shapes = 48;
   std::vector<GemmRequest> gemms;  // --gemm: exactly these, in place of the plan
   std::string command;
+  RunSettings forced;  // what NCCL_ALGO and NCCL_PROTO force on the collectives timed
 };
 
 Options parse(int argc, char** argv) {
@@ -98,6 +100,7 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
   if (o.output.empty()) throw std::invalid_argument("-o: give the calibration file to write");
+  o.forced = nccl_forced(std::getenv("NCCL_ALGO"), std::getenv("NCCL_PROTO"));
   return o;
 }
 
@@ -491,7 +494,7 @@ int run(const Options& o) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   CUDA_CHECK(cudaSetDevice(0));
   progress(std::to_string(gpus) + " x " + prop.name);
-  Recorder rec(provenance(o, prop, gpus));
+  Recorder rec(provenance(o, prop, gpus), o.forced);
   measure_gemms(o, prop, rec);
   measure_copies(o, rec);
   if (gpus >= 2) measure_collectives(o, gpus, rec);
