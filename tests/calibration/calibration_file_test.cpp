@@ -643,3 +643,20 @@ TEST_CASE("leave_out_unreadable leaves what the reader refuses, and the reader t
 }
 
 }  // namespace stepsim::calibration
+
+// Unfused attention's scores are one batched kernel of b·h/t GEMMs of s × s × d: on GPT 22B with
+// TP 8 and micro-batch 4 (korthikanti-22b), 4 · 64/8 = 32 GEMMs of 2048 × 2048 × 96, 32 · 2 ·
+// 2048² · 96 = 25.77 GFLOP. `calibrate plan` names the shape 2048x2048x96, and one GEMM of it
+// measured (0.805 GFLOP in 4.027 us at 200 TFLOPS) is no time for the batch of 32: at the
+// rate every point here shows, the batch takes 25.77e9 / 200e12 = 128.85 us.
+TEST_CASE("a measured GEMM shape times one GEMM of it, not a batch of them") {
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  const auto at_200_tflops = [](long long m, long long n, long long k) {
+    return GemmPoint{m, n, k, stepsim::Precision::bf16, 2.0 * m * n * k / 200e12 * 1e6};
+  };
+  c.compute.gemm = {at_200_tflops(2048, 2048, 96), at_200_tflops(8192, 6144, 8192)};
+  const MeasuredTables t({c});
+  const double one = 2.0 * 2048 * 2048 * 96;
+  CHECK(*t.gemm_us(2048, 2048, 96, one, stepsim::Precision::bf16) == Approx(4.026).epsilon(1e-3));
+  CHECK(*t.gemm_us(2048, 2048, 96, 32 * one, stepsim::Precision::bf16) == Approx(128.85).epsilon(1e-3));
+}
