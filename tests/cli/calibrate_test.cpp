@@ -447,6 +447,29 @@ TEST_CASE("calibrate check says when the points it checks were predicted by the 
   CHECK(run.out.substr(loo, run.out.find('\n', loo) - loo).find("model alone (source") == std::string::npos);
 }
 
+// Outside its measured FLOPs a GEMM costs the model's time (simulate interpolates compute tables
+// inside their range only), so a GEMM table's end point left out is the model's, and the help
+// says so rather than promising the correction collective tables get there.
+TEST_CASE("calibrate check predicts a GEMM table's end points by the model alone, as its help says") {
+  Scratch s("calib-check-gemm");
+  s.write("gemm.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "compute": {"gemm": [{"m": 2048, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 274.88},
+                         {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 549.76},
+                         {"m": 8192, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 1099.51}]}})");
+  const auto run = s.run("calibrate check gemm.json");
+  REQUIRE(run.status == 0);
+  for (const char* m : {"2048", "8192"}) {
+    const auto row = check_row(run.out, "# GEMM", m);
+    REQUIRE(row.size() == 9);
+    CHECK(row[5] == row[7]);  // left out == model
+  }
+  const auto middle = check_row(run.out, "# GEMM", "4096");
+  CHECK(std::stod(middle[5]) == Approx(549.76).epsilon(1e-3));  // interpolated at the same rate
+  const auto help = s.run("calibrate check --help");
+  CHECK(help.out.find("at a GEMM or memory-bound table's ends by the model alone (as simulate costs them)") !=
+        std::string::npos);
+}
+
 TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-out errors on a second run") {
   Scratch s("calib-check");
   REQUIRE(
