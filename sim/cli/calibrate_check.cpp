@@ -83,7 +83,7 @@ ClusterSpec check_cluster(const cal::Calibration& c, const std::string& scenario
   if (!cluster.empty()) return io::load_cluster(cluster, gpus);
   for (std::string_view name : io::preset_names("clusters")) {
     ClusterSpec spec = io::load_cluster(std::string(name), gpus);
-    if (cal::gpu_matches(c.provenance.gpu, spec.gpu.name)) return spec;
+    if (cal::gpu_stands_for(c.provenance.gpu, spec.gpu.name)) return spec;
   }
   throw InputError(c.source, "/provenance/gpu",
                    fmt::format("no cluster preset has the GPU '{}'; give --cluster or a scenario", c.provenance.gpu));
@@ -231,7 +231,7 @@ HeldOut read_held_out(const std::string& path, const cal::Calibration& c, const 
   const cal::NcclTestsLog log = cal::read_nccl_tests(path);
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
-  if (!cal::gpu_matches(log.header.gpu, base.gpu.name))
+  if (!cal::gpu_stands_for(log.header.gpu, base.gpu.name))
     throw InputError(log.source, "",
                      fmt::format("ran on '{}', but {} is checked on {}'s GPU '{}': a held-out log must come from "
                                  "the hardware the calibration measured",

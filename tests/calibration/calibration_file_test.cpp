@@ -660,3 +660,25 @@ TEST_CASE("a measured GEMM shape times one GEMM of it, not a batch of them") {
   CHECK(*t.gemm_us(2048, 2048, 96, one, stepsim::Precision::bf16) == Approx(4.026).epsilon(1e-3));
   CHECK(*t.gemm_us(2048, 2048, 96, 32 * one, stepsim::Precision::bf16) == Approx(128.85).epsilon(1e-3));
 }
+
+// CUDA names the H200's PCIe card "NVIDIA H200 NVL" (600 W, NVLink bridges of 2 or 4 cards, no
+// NVSwitch); the preset "h200" is the H200 SXM (configs/gpus/h200.json: "NVIDIA H200 SXM 141
+// GB", 700 W, in DGX/HGX H200 on NVSwitch). Its name says no form factor, so the family alone
+// let the card's measurements stand for the SXM board.
+TEST_CASE("a PCIe or NVL board stands only for a GPU whose name says that form") {
+  CHECK(gpu_stands_for("NVIDIA H200", "h200"));
+  CHECK(gpu_stands_for("NVIDIA B200", "b200"));
+  CHECK(gpu_stands_for("NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"));
+  CHECK_FALSE(gpu_stands_for("NVIDIA H200 NVL", "h200"));
+  CHECK_FALSE(gpu_stands_for("NVIDIA H100 PCIe", "h100"));
+  CHECK(gpu_stands_for("NVIDIA H200 NVL", "h200-nvl"));
+  CHECK(gpu_stands_for("NVIDIA H100 PCIe", "h100-pcie"));
+  // Two CUDA names of one run still agree where one says less ("8x NVIDIA H100" in a comment).
+  CHECK(gpu_matches("NVIDIA H100 PCIe", "NVIDIA H100"));
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  c.provenance.gpu = "NVIDIA H200 NVL";
+  CHECK_THROWS_WITH(check_gpu(c, "h200"),
+                    "c.json: /provenance/gpu: measured on 'NVIDIA H200 NVL', but the scenario's GPU is 'h200', the "
+                    "SXM board: an NVL board stands only for a GPU whose name says nvl (calibrate on that GPU, or "
+                    "choose a cluster with the measured GPU)");
+}
