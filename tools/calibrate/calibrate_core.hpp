@@ -40,6 +40,18 @@ std::vector<double> size_plan(double min_bytes, double max_bytes, double factor)
 // Communicator sizes to measure on `gpus` local GPUs: 2, 4, 8, ... and `gpus` itself.
 std::vector<int> group_sizes(int gpus);
 
+// One timed run of `foreground` beside `background`, as the slowdown of a GEMM beside
+// communication is measured: the background is started first, so that the host's time to
+// start it (a thread per GPU, an NCCL enqueue each) lies outside the window `start` and `stop`
+// mark, which holds the foreground alone, slowed by what runs beside it.
+template <class Start, class Stop, class Background, class Foreground>
+void run_beside(Start start, Stop stop, Background background, Foreground foreground) {
+  background();
+  start();
+  foreground();
+  stop();
+}
+
 struct Summary {
   double median = 0, min = 0, max = 0;
   int samples = 0;

@@ -147,6 +147,24 @@ Summary time_on(cudaStream_t stream, const Options& o, const std::string& what, 
   return summarize(samples, what);
 }
 
+// Warm-up runs, then `repeats` timed runs of `body` on `stream`, each beside `background`,
+// started before the timed window (run_beside): its host time is not the body's.
+template <class Background, class Body>
+Summary time_beside(cudaStream_t stream, const Options& o, const std::string& what, Background background, Body body) {
+  for (int i = 0; i < o.warmup; ++i) {
+    background();
+    body();
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> samples;
+  Events ev;
+  for (int i = 0; i < o.repeats; ++i) {
+    run_beside([&] { ev.start(stream); }, [&] { ev.stop(stream); }, background, body);
+    samples.push_back(ev.us());
+  }
+  return summarize(samples, what);
+}
+
 // ---- GEMM (cuBLASLt, TN as FP8 requires) ----
 
 class Gemm {
@@ -437,10 +455,8 @@ void measure_slowdown(const Options& o, int gpus, Recorder& rec) {
   Summary beside;
   if (gpus >= 2) {
     Comm comm(gpus, busy);
-    beside = time_on(s, o, "GEMM beside a collective", [&] {
-      comm.launch(CollOp::allreduce, busy);
-      gemm.run(s);
-    });
+    beside = time_beside(
+        s, o, "GEMM beside a collective", [&] { comm.launch(CollOp::allreduce, busy); }, [&] { gemm.run(s); });
     for (int i = 0; i < gpus; ++i) {
       CUDA_CHECK(cudaSetDevice(i));
       CUDA_CHECK(cudaStreamSynchronize(comm.stream(i)));
@@ -450,10 +466,9 @@ void measure_slowdown(const Options& o, int gpus, Recorder& rec) {
     cudaStream_t copy{};
     CUDA_CHECK(cudaStreamCreate(&copy));
     DeviceBuffer x(busy), y(busy);
-    beside = time_on(s, o, "GEMM beside a copy", [&] {
-      CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, busy, cudaMemcpyDeviceToDevice, copy));
-      gemm.run(s);
-    });
+    beside = time_beside(
+        s, o, "GEMM beside a copy",
+        [&] { CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, busy, cudaMemcpyDeviceToDevice, copy)); }, [&] { gemm.run(s); });
     CUDA_CHECK(cudaStreamSynchronize(copy));
     CUDA_CHECK(cudaStreamDestroy(copy));
   }
