@@ -581,12 +581,23 @@ std::vector<std::string> leave_out_unreadable(Calibration& c) {
   return notes;
 }
 
+bool gpu_stands_for(const std::string& measured_gpu, const std::string& preset) {
+  if (!gpu_matches(measured_gpu, preset)) return false;
+  const std::string form = sku_of(measured_gpu).form;
+  return preset.empty() || !((form == "pcie" || form == "nvl") && sku_of(preset).form.empty());
+}
+
 void check_gpu(const Calibration& c, const std::string& preset) {
-  if (gpu_matches(c.provenance.gpu, preset)) return;
+  if (gpu_stands_for(c.provenance.gpu, preset)) return;
+  const std::string form = sku_of(c.provenance.gpu).form;
+  const bool board = gpu_matches(c.provenance.gpu, preset);
   throw InputError(c.source, "/provenance/gpu",
-                   fmt::format("measured on '{}', but the scenario's GPU is '{}' (calibrate on that GPU, or choose a "
+                   fmt::format("measured on '{}', but the scenario's GPU is '{}'{} (calibrate on that GPU, or choose a "
                                "cluster with the measured GPU)",
-                               c.provenance.gpu, preset));
+                               c.provenance.gpu, preset,
+                               board ? fmt::format(", the SXM board: {} board stands only for a GPU whose name says {}",
+                                                   form == "nvl" ? "an NVL" : "a PCIe", form)
+                                     : ""));
 }
 
 }  // namespace stepsim::calibration

@@ -153,6 +153,12 @@ std::string calibration_json(const Calibration& c);
 // them. An empty name is not known to differ.
 bool gpu_matches(const std::string& measured_gpu, const std::string& preset);
 
+// gpu_matches, and a PCIe or NVL board (CUDA names them so: "NVIDIA H200 NVL", "NVIDIA H100
+// PCIe") stands only for a preset whose name says that form: a preset's name that says none is
+// the SXM board (or superchip) every shipped one is, "h200" the H200 SXM. Two CUDA names of one
+// run compare by gpu_matches alone.
+bool gpu_stands_for(const std::string& measured_gpu, const std::string& preset);
+
 // Leaves out of `c` every value the reader would refuse (out of its ValueRange, or of its
 // EfficiencyField's bounds): a scalar is reset, a table's point dropped (a collective table
 // refitted to the points left, and dropped when none is left). Returns one note per value left

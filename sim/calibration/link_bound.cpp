@@ -129,7 +129,7 @@ std::optional<ClusterSpec> fastest_cluster_with(const std::string& gpu) {
   std::optional<ClusterSpec> best;
   for (std::string_view name : io::preset_names("clusters")) {
     ClusterSpec spec = io::load_cluster(std::string(name), 8);
-    if (!gpu_matches(gpu, spec.gpu.name)) continue;
+    if (!gpu_stands_for(gpu, spec.gpu.name)) continue;
     if (!best || rank_links_gbps(spec, 2) > rank_links_gbps(*best, 2)) best = std::move(spec);
   }
   return best;
@@ -139,7 +139,7 @@ int most_gpus_per_host(const std::string& gpu) {
   int most = 0;
   for (std::string_view name : io::preset_names("clusters")) {
     const ClusterSpec spec = io::load_cluster(std::string(name), 8);
-    if (gpu_matches(gpu, spec.gpu.name)) most = std::max(most, spec.gpus_per_node);
+    if (gpu_stands_for(gpu, spec.gpu.name)) most = std::max(most, spec.gpus_per_node);
   }
   return most;
 }

@@ -34,6 +34,16 @@ std::string zero_time(long long size, const std::string& column) {
       size, column.empty() ? "" : " (" + column + ")");
 }
 
+// A run with -C 1 prints, in place of each half's time, the host's time to enqueue the timed
+// collectives (common.cu: cputimeSec, taken before completeColl), a few microseconds whatever
+// the size; its algbw and busbw still come from the collectives' own time.
+std::string cpu_time_said(const std::string& column) {
+  return fmt::format(
+      "the time column is {}: nccl-tests -C 1 prints the host's time to enqueue the collectives there, not how "
+      "long they take; expected a run without -C (or with -C 0)",
+      column);
+}
+
 struct LineReader {
   const std::string& source;
   int line;
@@ -135,6 +145,7 @@ struct Section {
   int ranks_per_process = 0;
   int max_rank = -1;
   std::map<std::string, std::set<int>> hosts;  // the ranks on each host
+  std::size_t host_ranks = 1;  // ranks each of those stands for (in -J, a process's first rank: its process's)
   int declared_ranks = 0;  // "-g 8" or "8x GPU" in a comment of a rows-only file
   int declared_nodes = 0;
   // Where each was said, for the command line's flags to be checked against: the test's line;
@@ -151,6 +162,7 @@ struct Section {
   std::string gpu, gpu_at;                                         // the device name the header gives, and where
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;  // NCCL_ALGO, NCCL_PROTO as NCCL said them
   bool has_rows = false;                                           // a row has come since the header began
+  std::string cputime_at;  // where the table header names its time column "cputime" (-C 1)
 
   // The rank count the header gives exactly, and where: its devices', else its GPU count.
   std::pair<int, std::string> ranks_said() const {
@@ -172,7 +184,8 @@ struct Section {
     const auto [fewest, most] = std::minmax_element(
         hosts.begin(), hosts.end(), [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
     if (fewest->second.size() == most->second.size()) return "";
-    return fmt::format("{} on {}, {} on {}", most->second.size(), most->first, fewest->second.size(), fewest->first);
+    return fmt::format("{} on {}, {} on {}", most->second.size() * host_ranks, most->first,
+                       fewest->second.size() * host_ranks, fewest->first);
   }
 };
 
@@ -236,14 +249,70 @@ long header_count(const std::ssub_match& digits, long max, const char* what, con
   return value;
 }
 
+// A launcher option's value in `options` ("-np 8", "--ntasks=16"), 0 where it is not given.
+long launcher_option(const std::string& options, const std::regex& option, const char* what, const std::string& source,
+                     int line) {
+  std::smatch m;
+  if (!std::regex_search(options, m, option)) return 0;
+  return header_count(m[1], 16'777'216, what, source, line);
+}
+
+// A comment that gives the run's command line with its launcher, "# mpirun -np 8 all_reduce_perf
+// -g 1", says the communicator: the launcher's processes (-np; srun's -n, or -N nodes of
+// --ntasks-per-node) times each one's ranks (-t threads of -g GPUs), 8 here, where -g alone
+// would say one process's; and the nodes where it says them (srun's -N, mpirun's -np over its
+// -N per node). Only the launcher's options before the program count (nccl-tests' own -n is
+// its iteration count).
+void launched_ranks(const std::string& text, const std::string& source, int line, Section& s) {
+  static const std::regex launcher(R"((?:^|[\s#])(mpirun|mpiexec|orterun|srun)\s+(.*?)\S*_perf\b)");
+  static const std::regex processes(R"((?:^|\s)(?:-np|-n|--np|--ntasks)(?:\s+|=)(\d+))");
+  static const std::regex mpi_per_node(R"((?:^|\s)(?:-N|-npernode|--npernode)(?:\s+|=)(\d+))");
+  static const std::regex srun_per_node(R"((?:^|\s)--ntasks-per-node(?:\s+|=)(\d+))");
+  static const std::regex srun_nodes(R"((?:^|\s)(?:-N|--nodes)(?:\s+|=)(\d+))");
+  static const std::regex gpus_flag(R"(\s-g\s+(\d+))"), threads_flag(R"(\s-t\s+(\d+))");
+  std::smatch m;
+  if (s.declared_ranks != 0 || !std::regex_search(text, m, launcher)) return;
+  const bool srun = m[1] == "srun";
+  const std::string options = m[2];
+  const long per_node =
+      launcher_option(options, srun ? srun_per_node : mpi_per_node, "processes per node", source, line);
+  long nodes = srun ? launcher_option(options, srun_nodes, "nodes", source, line) : 0;
+  long processes_n = launcher_option(options, processes, "the launcher's process count", source, line);
+  if (processes_n == 0) processes_n = nodes * per_node;
+  if (processes_n == 0) return;
+  if (!srun && per_node > 0 && processes_n % per_node == 0) nodes = processes_n / per_node;
+  long per_process = 1;
+  if (std::regex_search(text, m, gpus_flag))
+    per_process *= header_count(m[1], 4096, "-g (GPUs per thread)", source, line);
+  if (std::regex_search(text, m, threads_flag)) per_process *= header_count(m[1], 4096, "-t (threads)", source, line);
+  constexpr long kMost = 16'777'216;
+  if (processes_n * per_process > kMost)
+    throw InputError(
+        source, fmt::format("line {}", line),
+        fmt::format("expected a run of at most {} ranks, got {} processes of {}", kMost, processes_n, per_process));
+  const std::string here = fmt::format("line {}", line);
+  s.declared_ranks = static_cast<int>(processes_n * per_process);
+  s.process_ranks = static_cast<int>(per_process);
+  s.process_ranks_at = here;
+  if (s.gpus_said == 0) {
+    s.gpus_said = s.declared_ranks;
+    s.gpus_at = here;
+  }
+  if (nodes > 0 && s.declared_nodes == 0) {
+    s.declared_nodes = static_cast<int>(nodes);
+    s.one_node_at = here;
+  }
+}
+
 void read_header_line(const std::string& text, const std::string& source, int line, Section& s, NcclTestsHeader& h) {
   const auto count = [&](const std::ssub_match& digits, long max, const char* what) {
     return static_cast<int>(header_count(digits, max, what, source, line));
   };
   static const std::regex starting(R"(Collective test starting:\s*(\S+))");
   static const std::regex threads(R"(nThread\s+(\d+)\s+nGpus\s+(\d+))");
+  // "#  Rank  0 Group  0 Pid ..." since nccl-tests 2.13 (2022); "#   Rank  0 Pid ..." before.
   static const std::regex device(
-      R"(Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+\S))");
+      R"(Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+\S))");
   static const std::regex library(R"(nccl-library=(\d+))");
   static const std::regex perf(R"((\S*_perf)\b(.*))");
   static const std::regex gpus_flag(R"(\s-g\s+(\d+))");
@@ -294,6 +363,7 @@ void read_header_line(const std::string& text, const std::string& source, int li
     s.test_at = here;
     if (h.command.empty()) h.command = m[1].str() + m[2].str();
   }
+  launched_ranks(text, source, line, s);
   if (std::regex_search(text, m, gpus_flag) && s.declared_ranks == 0) {
     s.declared_ranks = count(m[1], 4096, "-g (GPUs per thread)");
     if (s.process_ranks == 0) {
@@ -310,6 +380,9 @@ void read_header_line(const std::string& text, const std::string& source, int li
     }
     gpu_said(s, h, m[2], here, source);
   }
+  // The table header of a run with -C 1: its time columns are the host's, not the collectives'.
+  static const std::regex cputime(R"(\bsize\b.*\bcputime\b)");
+  if (std::regex_search(text, cputime)) s.cputime_at = here;
   if (text.find("one node") != std::string::npos && s.declared_nodes == 0) {
     s.declared_nodes = 1;
     s.one_node_at = here;
@@ -389,16 +462,50 @@ NcclTestsResult json_result(const json::value& v, const std::string& source, con
   if (!v.is_object())
     json_fail(source, where, fmt::format("expected an object or null, got {}", io::describe_value(v)));
   const auto& o = v.get_object();
-  const char* time_key = o.contains("cpu_time") ? "cpu_time" : "time";
-  const double us = json_number(o, time_key, source, where);
+  if (o.contains("cpu_time")) json_fail(source, where + "/cpu_time", cpu_time_said("cpu_time"));
+  const double us = json_number(o, "time", source, where);
   if (!(us >= 0 && us <= 86400e6))
-    json_fail(source, where + "/" + time_key, fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
-  if (us == 0 && size > 0) json_fail(source, where + "/" + time_key, zero_time(size, ""));
+    json_fail(source, where + "/time", fmt::format("expected a time from 0 to 86400000000 us, got {}", us));
+  if (us == 0 && size > 0) json_fail(source, where + "/time", zero_time(size, ""));
   r.time = Time::from_us(us);
   r.algbw = Bandwidth::gbytes_per_s(json_number(o, "alg_bw", source, where));
   r.busbw = Bandwidth::gbytes_per_s(json_number(o, "bus_bw", source, where));
   if (const auto* w = o.if_contains("nwrong"); w != nullptr && w->is_number()) r.wrong = w->to_number<double>();
   return r;
+}
+
+// The devices of a -J log. nccl-tests writes one entry per process, its first rank's
+// (util.cu: writeDeviceReport parses the first "#  Rank" line of each process's block), so a
+// process of `process_ranks` GPUs (nThread x nGpus) holds the ranks from its entry's on: one
+// process of -g 8 lists rank 0 alone, two on two hosts ranks 0 and 8. A list whose ranks are
+// not all such first ranks lists each rank.
+void json_devices(const json::array& list, int process_ranks, Section& s, NcclTestsHeader& header,
+                  const std::string& source) {
+  std::vector<int> ranks(list.size());
+  bool per_process = process_ranks > 1;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ranks[i] = static_cast<int>(i);  // a device without a rank is the list's i-th
+    if (!list[i].is_object()) continue;
+    const auto* r = list[i].get_object().if_contains("rank");
+    if (r == nullptr || !r->is_number()) continue;
+    ranks[i] =
+        static_cast<int>(json_whole(*r, source, fmt::format("/config/devices/{}/rank", i), "a rank", 0, 16'777'215));
+    per_process = per_process && ranks[i] % process_ranks == 0;
+  }
+  const int held = per_process ? process_ranks : 1;
+  s.host_ranks = static_cast<std::size_t>(held);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) continue;
+    const auto& dev = list[i].get_object();
+    if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number())
+      s.max_rank = std::max(s.max_rank, ranks[i] + held - 1);
+    if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
+      s.hosts[std::string(host->get_string())].insert(ranks[i]);
+      if (header.host.empty()) header.host = std::string(host->get_string());
+    }
+    if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
+      gpu_said(s, header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i), source);
+  }
 }
 
 NcclTestsLog parse_json_log(const std::string& text, const std::string& source) {
@@ -422,38 +529,19 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& source) 
         static_cast<long>(json_whole(*v, source, "/nccl_version", "an NCCL version code", 0, 99'999'999)));
   if (const auto* cfg = o.if_contains("config"); cfg != nullptr && cfg->is_object()) {
     const auto& c = cfg->get_object();
-    if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array()) {
-      const auto& list = devices->get_array();
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (!list[i].is_object()) continue;
-        const auto& dev = list[i].get_object();
-        // A device without a rank is the list's i-th.
-        int rank = static_cast<int>(i);
-        if (const auto* r = dev.if_contains("rank"); r != nullptr && r->is_number()) {
-          rank = static_cast<int>(
-              json_whole(*r, source, fmt::format("/config/devices/{}/rank", i), "a rank", 0, 16'777'215));
-          s.max_rank = std::max(s.max_rank, rank);
-        }
-        if (const auto* host = dev.if_contains("hostname"); host != nullptr && host->is_string()) {
-          s.hosts[std::string(host->get_string())].insert(rank);
-          if (log.header.host.empty()) log.header.host = std::string(host->get_string());
-        }
-        if (const auto* info = dev.if_contains("device_info"); info != nullptr && info->is_string())
-          gpu_said(s, log.header, std::string(info->get_string()), fmt::format("/config/devices/{}/device_info", i),
-                   source);
-      }
-    }
     // Threads times GPUs per thread, as the text header's "nThread 1 nGpus 8" says.
     const auto per_process = [&](const char* key, const char* what) {
       const auto* n = c.if_contains(key);
       if (n == nullptr || !n->is_number()) return 1LL;
       return json_whole(*n, source, fmt::format("/config/{}", key), what, 1, 4096);
     };
-    const long long gpus = per_process("ngpus", "GPUs per thread");
-    const long long threads = per_process("nthreads", "threads");
-    if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = static_cast<int>(gpus * threads);
+    const int process_ranks =
+        static_cast<int>(per_process("ngpus", "GPUs per thread") * per_process("nthreads", "threads"));
+    if (const auto* devices = c.if_contains("devices"); devices != nullptr && devices->is_array())
+      json_devices(devices->get_array(), process_ranks, s, log.header, source);
+    if (c.contains("ngpus") && s.max_rank < 0) s.ranks_per_process = process_ranks;
     if (c.contains("ngpus")) {
-      s.process_ranks = static_cast<int>(gpus * threads);
+      s.process_ranks = process_ranks;
       s.process_ranks_at = "/config/ngpus";
     }
     s.devices_at = "/config/devices";
@@ -527,6 +615,9 @@ NcclTestsLog parse_nccl_tests(std::istream& in, const std::string& source) {
     }
     drop_timestamp(tokens);
     NcclTestsRow row = parse_row(LineReader{source, line, tokens});
+    if (!section.cputime_at.empty())
+      throw InputError(source, fmt::format("line {}", line),
+                       cpu_time_said(fmt::format("cputime, as the table header on {} names it", section.cputime_at)));
     section.has_rows = true;
     said_in(section, row);
     row.line = line;

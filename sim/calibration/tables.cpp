@@ -177,9 +177,14 @@ void MeasuredTables::index(const ClusterSpec* cluster) {
 
 std::optional<double> MeasuredTables::gemm_us(long long m, long long n, long long k, double flops,
                                               Precision dtype) const {
-  // The very shape measured wins over the curve in FLOPs (a GEMM's time depends on its shape).
-  for (auto it = gemm_.rbegin(); it != gemm_.rend(); ++it)
-    if (it->dtype == dtype && it->m == m && it->n == n && it->k == k) return it->time_us;
+  // The very shape measured wins over the curve in FLOPs (a GEMM's time depends on its shape),
+  // for an op that is one GEMM of it. An op of more FLOPs than its shape's 2·m·n·k is a batch of
+  // such GEMMs in one kernel (unfused attention's scores and values: one per head and sequence),
+  // which one GEMM's time does not time: its FLOPs find it on the curve.
+  const double one = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (std::abs(flops - one) <= 1e-9 * one)
+    for (auto it = gemm_.rbegin(); it != gemm_.rend(); ++it)
+      if (it->dtype == dtype && it->m == m && it->n == n && it->k == k) return it->time_us;
   return interpolate_loglog(gemm_curve_[index_of(dtype)], flops);
 }
 

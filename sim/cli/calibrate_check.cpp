@@ -30,7 +30,8 @@ constexpr const char* kCalibrateCheckUsage =
     "usage: stepsim calibrate check FILE [SCENARIO | --cluster C] [--held-out LOG]...\n\n"
     "How well a calibration file generalises. Leave-one-out: each measured point (collective,\n"
     "GEMM, memory-bound) is predicted from the file without that point: inside a table by\n"
-    "interpolating its neighbours, at a table's ends by the model corrected by the rest. With\n"
+    "interpolating its neighbours, at a collective table's ends by the model corrected by the\n"
+    "rest, at a GEMM or memory-bound table's ends by the model alone (as simulate costs them). With\n"
     "--held-out, each point of other nccl-tests logs of the same hardware is predicted from\n"
     "the whole file. Each prediction is printed beside the uncalibrated model's, with errors\n"
     "relative to the measurement and where the prediction came from (measured: interpolated in\n"
@@ -49,6 +50,7 @@ double error_of(double predicted, double measured) { return (predicted - measure
 struct ErrorStats {
   double sum_with = 0, sum_without = 0, max_with = 0, max_without = 0;
   int n = 0;
+  int model_only = 0;  // points no table of the file reached: their "calibrated" time is the model's
   void add(double with, double without) {
     sum_with += std::abs(with);
     sum_without += std::abs(without);
@@ -63,9 +65,14 @@ void print_summary(const std::string& what, const ErrorStats& s, std::ostream& o
     fmt::print(out, "# {}: no measured points\n", what);
     return;
   }
-  fmt::print(out,
-             "# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%)\n",
-             what, s.n, 100 * s.sum_with / s.n, 100 * s.max_with, 100 * s.sum_without / s.n, 100 * s.max_without);
+  const std::string model_only =
+      s.model_only == 0
+          ? ""
+          : fmt::format("; {} of them the model alone (source model: no table of the file has their op and tier)",
+                        s.model_only == s.n ? "all" : std::to_string(s.model_only));
+  fmt::print(
+      out, "# {}: {} point(s), mean |error| {:.1f}% calibrated (max {:.1f}%), {:.1f}% model alone (max {:.1f}%){}\n",
+      what, s.n, 100 * s.sum_with / s.n, 100 * s.max_with, 100 * s.sum_without / s.n, 100 * s.max_without, model_only);
 }
 
 // The cluster a check predicts on: the scenario's, --cluster, or the first preset whose GPU
@@ -76,7 +83,7 @@ ClusterSpec check_cluster(const cal::Calibration& c, const std::string& scenario
   if (!cluster.empty()) return io::load_cluster(cluster, gpus);
   for (std::string_view name : io::preset_names("clusters")) {
     ClusterSpec spec = io::load_cluster(std::string(name), gpus);
-    if (cal::gpu_matches(c.provenance.gpu, spec.gpu.name)) return spec;
+    if (cal::gpu_stands_for(c.provenance.gpu, spec.gpu.name)) return spec;
   }
   throw InputError(c.source, "/provenance/gpu",
                    fmt::format("no cluster preset has the GPU '{}'; give --cluster or a scenario", c.provenance.gpu));
@@ -106,6 +113,7 @@ void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, cons
   const auto cal = cal::calibrate_collective(tables, cluster, forced, r, t.dtype);
   const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
+  if (cal.source == cal::Source::model) ++stats.model_only;
   fmt::print(out, "  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
              cal.choice.time().us(), 100 * with, model, 100 * without, cal::to_string(cal.source));
 }
@@ -223,7 +231,7 @@ HeldOut read_held_out(const std::string& path, const cal::Calibration& c, const 
   const cal::NcclTestsLog log = cal::read_nccl_tests(path);
   cal::ImportOverrides o;
   if (log.header.gpu.empty()) o.gpu = c.provenance.gpu;
-  if (!cal::gpu_matches(log.header.gpu, base.gpu.name))
+  if (!cal::gpu_stands_for(log.header.gpu, base.gpu.name))
     throw InputError(log.source, "",
                      fmt::format("ran on '{}', but {} is checked on {}'s GPU '{}': a held-out log must come from "
                                  "the hardware the calibration measured",

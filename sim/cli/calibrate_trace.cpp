@@ -113,7 +113,7 @@ void print_host_written(const calibration::Calibration& c, const Scenario& scena
 void check_trace_gpu(const std::vector<analysis::KinetoTrace>& traces, const Scenario& scenario) {
   for (const analysis::KinetoTrace& t : traces) {
     if (t.gpu_name.empty() || t.gpu_name == "simulated GPU") continue;
-    if (calibration::gpu_matches(t.gpu_name, scenario.cluster.gpu.name)) continue;
+    if (calibration::gpu_stands_for(t.gpu_name, scenario.cluster.gpu.name)) continue;
     throw InputError(t.path, "/deviceProperties/0/name",
                      fmt::format("ran on '{}', but the scenario's GPU is '{}': a fit stands for the GPU it was "
                                  "measured on (give a scenario on that GPU, e.g. --set cluster=... or "

@@ -101,3 +101,46 @@ TEST_CASE("the recorder writes a calibration file that stepsim reads back") {
   CHECK(c.collectives[0].points.front().bytes == 8);  // sorted on output
   CHECK(c.collectives[0].fit.alpha_us > 0);
 }
+
+// NCCL reads NCCL_ALGO and NCCL_PROTO from the environment of the process whose collectives it
+// runs (tuning.cc: "NCCL_ALGO set by environment to Ring"), so what stepsim-calibrate times under
+// NCCL_ALGO=Ring is ring's time: its tables say so, as import-nccl-tests labels such a log, and
+// stand only for collectives forced alike.
+TEST_CASE("collectives timed under NCCL_ALGO and NCCL_PROTO are recorded as forced to them") {
+  CHECK(nccl_forced(nullptr, nullptr).algorithm.empty());
+  CHECK(nccl_forced("", "").protocol.empty());
+  const RunSettings ring = nccl_forced("Ring", "simple");
+  CHECK(ring.algorithm == "ring");
+  CHECK(ring.protocol == "simple");
+  CHECK(nccl_forced("NVLSTree", nullptr).algorithm == "nvls-tree");
+  CHECK_THROWS_WITH(nccl_forced("^NVLS", nullptr),
+                    "NCCL_ALGO=^NVLS: expected one of Ring, Tree, NVLS, NVLSTree, CollnetDirect, PAT (or the variable "
+                    "unset): a calibration table stands for one forced setting or NCCL's own choice");
+  CHECK_THROWS_WITH(nccl_forced(nullptr, "LL,LL128"), Catch::StartsWith("NCCL_PROTO=LL,LL128: expected one of LL, "
+                                                                        "LL128, Simple"));
+  calibration::Provenance p;
+  p.gpu = "NVIDIA H200";
+  Recorder rec(p, ring);
+  rec.collective(CollOp::allreduce, 8, 1048576, summarize({60}, "a"));
+  rec.collective(CollOp::allreduce, 8, 8, summarize({20}, "a"));
+  const calibration::Calibration c = calibration::parse_calibration(rec.json(), "out.json");
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].algorithm == "ring");
+  CHECK(c.collectives[0].protocol == "simple");
+  // Unforced, a table is NCCL's own choice, as before.
+  Recorder plain(p);
+  plain.collective(CollOp::allreduce, 8, 8, summarize({20}, "a"));
+  CHECK(calibration::parse_calibration(plain.json(), "out.json").collectives[0].algorithm.empty());
+}
+
+// stepsim-calibrate's slowdown is (GEMM beside a collective) / (GEMM alone) - 1. Starting the
+// collective takes the host a thread per GPU and an NCCL enqueue each, tens to hundreds of
+// microseconds against an 8192^3 BF16 GEMM's ~1.5 ms on an H100: inside the timed window they
+// read as slowdown of the GEMM. On a clock where starting the background costs 100 us and the
+// GEMM beside it 1000 us, the window holds the 1000 us alone.
+TEST_CASE("a GEMM timed beside a collective is timed after the collective has been started") {
+  double now = 0, started = -1, stopped = -1;
+  run_beside([&] { started = now; }, [&] { stopped = now; }, [&] { now += 100; }, [&] { now += 1000; });
+  CHECK(stopped - started == 1000);
+  CHECK(started == 100);
+}

@@ -643,3 +643,42 @@ TEST_CASE("leave_out_unreadable leaves what the reader refuses, and the reader t
 }
 
 }  // namespace stepsim::calibration
+
+// Unfused attention's scores are one batched kernel of b·h/t GEMMs of s × s × d: on GPT 22B with
+// TP 8 and micro-batch 4 (korthikanti-22b), 4 · 64/8 = 32 GEMMs of 2048 × 2048 × 96, 32 · 2 ·
+// 2048² · 96 = 25.77 GFLOP. `calibrate plan` names the shape 2048x2048x96, and one GEMM of it
+// measured (0.805 GFLOP in 4.027 us at 200 TFLOPS) is no time for the batch of 32: at the
+// rate every point here shows, the batch takes 25.77e9 / 200e12 = 128.85 us.
+TEST_CASE("a measured GEMM shape times one GEMM of it, not a batch of them") {
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  const auto at_200_tflops = [](long long m, long long n, long long k) {
+    return GemmPoint{m, n, k, stepsim::Precision::bf16, 2.0 * m * n * k / 200e12 * 1e6};
+  };
+  c.compute.gemm = {at_200_tflops(2048, 2048, 96), at_200_tflops(8192, 6144, 8192)};
+  const MeasuredTables t({c});
+  const double one = 2.0 * 2048 * 2048 * 96;
+  CHECK(*t.gemm_us(2048, 2048, 96, one, stepsim::Precision::bf16) == Approx(4.026).epsilon(1e-3));
+  CHECK(*t.gemm_us(2048, 2048, 96, 32 * one, stepsim::Precision::bf16) == Approx(128.85).epsilon(1e-3));
+}
+
+// CUDA names the H200's PCIe card "NVIDIA H200 NVL" (600 W, NVLink bridges of 2 or 4 cards, no
+// NVSwitch); the preset "h200" is the H200 SXM (configs/gpus/h200.json: "NVIDIA H200 SXM 141
+// GB", 700 W, in DGX/HGX H200 on NVSwitch). Its name says no form factor, so the family alone
+// let the card's measurements stand for the SXM board.
+TEST_CASE("a PCIe or NVL board stands only for a GPU whose name says that form") {
+  CHECK(gpu_stands_for("NVIDIA H200", "h200"));
+  CHECK(gpu_stands_for("NVIDIA B200", "b200"));
+  CHECK(gpu_stands_for("NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"));
+  CHECK_FALSE(gpu_stands_for("NVIDIA H200 NVL", "h200"));
+  CHECK_FALSE(gpu_stands_for("NVIDIA H100 PCIe", "h100"));
+  CHECK(gpu_stands_for("NVIDIA H200 NVL", "h200-nvl"));
+  CHECK(gpu_stands_for("NVIDIA H100 PCIe", "h100-pcie"));
+  // Two CUDA names of one run still agree where one says less ("8x NVIDIA H100" in a comment).
+  CHECK(gpu_matches("NVIDIA H100 PCIe", "NVIDIA H100"));
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  c.provenance.gpu = "NVIDIA H200 NVL";
+  CHECK_THROWS_WITH(check_gpu(c, "h200"),
+                    "c.json: /provenance/gpu: measured on 'NVIDIA H200 NVL', but the scenario's GPU is 'h200', the "
+                    "SXM board: an NVL board stands only for a GPU whose name says nvl (calibrate on that GPU, or "
+                    "choose a cluster with the measured GPU)");
+}

@@ -1,6 +1,8 @@
 // The nccl-tests log parser: current and legacy rows, N/A, MPI prefixes, and bad lines.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <sstream>
 
 #include "calibration/nccl_tests_log.hpp"
@@ -321,4 +323,107 @@ TEST_CASE("NCCL's own version and debug lines beside the table are skipped, othe
     CHECK_THROWS_WITH(parse("# all_reduce_perf -g 8 with 8x NVIDIA A100-SXM4-80GB\n" + stray + "\n" + row),
                       Catch::Contains("log.txt: line 2: expected "));
   }
+}
+
+// nccl-tests before 2.13 (commit d313d20, September 2022) printed its device lines without a
+// group: "#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s". Two processes of -g 8 on two hosts
+// (mpirun -np 2 -g 8) are 16 ranks on 2 nodes, not nGpus' 8 on one.
+TEST_CASE("a log from nccl-tests before 2.13 names its ranks, hosts and GPU on device lines without a group") {
+  std::string text =
+      "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n";
+  for (int r = 0; r < 16; ++r)
+    text += fmt::format("#   Rank {:2d} Pid {:6d} on {:>10} device {:2d} [0x{:02x}] NVIDIA A100-SXM4-80GB\n", r,
+                        4000 + r / 8, r < 8 ? "node0" : "node1", r % 8, r);
+  text += "     1048576        262144     float     sum    86.21  12.16  22.81  1e-07    86.00  12.19  22.86  1e-07\n";
+  const auto log = parse(text);
+  REQUIRE(log.rows.size() == 1);
+  CHECK(log.rows[0].legacy);
+  CHECK(log.rows[0].ranks == 16);
+  CHECK(log.rows[0].nodes == 2);
+  CHECK(log.rows[0].uneven_hosts.empty());
+  CHECK(log.header.gpu == "NVIDIA A100-SXM4-80GB");
+  CHECK(log.header.host == "node0");
+}
+
+// nccl-tests' -J writer lists one device per process, the first of its nThread x nGpus ranks
+// (util.cu: writeDeviceReport hands each process's "#  Rank" lines to parseRankInfo, which reads
+// the first): one process of -g 8 lists rank 0 alone, two of -g 8 on two hosts ranks 0 and 8.
+TEST_CASE("the JSON log of processes of several GPUs counts every GPU of each process") {
+  const auto json = [](const std::string& devices) {
+    return R"({"version":2,"args":["./build/all_reduce_perf","-b","1M","-e","1M","-g","8"],"nccl_version":22703,
+      "config":{"nthreads":1,"ngpus":8,"devices":[)" +
+           devices + R"(]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":52.61,"alg_bw":19.93,"bus_bw":34.88,"nwrong":0.0},
+      "in_place":{"time":53.03,"alg_bw":19.77,"bus_bw":34.60,"nwrong":0.0},"actual_iterations":20,
+      "experiment_name":""}]})";
+  };
+  const std::string a0 = R"({"rank":0,"group":0,"pid":11,"hostname":"gpu01","device":0,"device_hex":"0000:07:00",
+    "device_info":"NVIDIA A100-SXM4-80GB"})";
+  const std::string b8 = R"({"rank":8,"group":0,"pid":12,"hostname":"gpu02","device":0,"device_hex":"0000:07:00",
+    "device_info":"NVIDIA A100-SXM4-80GB"})";
+  const auto one = parse(json(a0));
+  REQUIRE(one.rows.size() == 1);
+  CHECK(one.rows[0].ranks == 8);
+  CHECK(one.rows[0].ranks_said == 8);
+  CHECK(one.rows[0].nodes == 1);
+  const auto two = parse(json(a0 + "," + b8));
+  REQUIRE(two.rows.size() == 1);
+  CHECK(two.rows[0].ranks == 16);
+  CHECK(two.rows[0].nodes == 2);
+  CHECK(two.rows[0].uneven_hosts.empty());
+}
+
+// With -C 1 nccl-tests prints, in each half's time column ("cputime"; -J: "cpu_time"), the host's
+// time to enqueue the timed collectives (common.cu: cputimeSec is taken before completeColl), a
+// few microseconds at any size; its algbw comes from their real time (here 65536 B at 1.75 GB/s
+// is 37.4 us, not 5.10).
+TEST_CASE("a run that printed the host's time in place of the collectives' (-C 1) is refused") {
+  CHECK_THROWS_WITH(
+      parse("# nThread 1 nGpus 8 minBytes 65536 maxBytes 65536 step: 2(factor) warmup iters: 5 iters: 20\n"
+            "#       size         count      type   redop    root  cputime   algbw   busbw #wrong  cputime   algbw   "
+            "busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
+            "(GB/s)\n"
+            "       65536         16384     float     sum      -1     5.10    1.75    3.06      0     5.05    1.75    "
+            "3.05      0\n"),
+      "log.txt: line 4: the time column is cputime, as the table header on line 2 names it: nccl-tests -C 1 prints "
+      "the host's time to enqueue the collectives there, not how long they take; expected a run without -C (or with "
+      "-C 0)");
+  CHECK_THROWS_WITH(
+      parse(R"({"version":2,"args":["./build/all_reduce_perf","-C","1"],"results":[{"size":65536,"count":16384,
+        "type":"float","redop":"sum","root":"    -1","out_of_place":{"cpu_time":5.10,"alg_bw":1.75,"bus_bw":3.06,
+        "nwrong":0.0},"in_place":{"cpu_time":5.05,"alg_bw":1.75,"bus_bw":3.05,"nwrong":0.0}}]})"),
+      "log.txt: /results/0/out_of_place/cpu_time: the time column is cpu_time: nccl-tests -C 1 prints the host's time "
+      "to enqueue the collectives there, not how long they take; expected a run without -C (or with -C 0)");
+  // The same table with its time column named "time" is read.
+  const auto log = parse(
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+      "#wrong\n"
+      "       65536         16384     float     sum      -1    37.48    1.75    3.06      0    37.55    1.75    3.05  "
+      "    0\n");
+  REQUIRE(log.rows.size() == 1);
+}
+
+// nccl-tests runs nProcs x nThreads x nGpus ranks (common.cu, setupArgs): a rows-only file whose
+// comment is the run's launcher line ("mpirun -np 8 all_reduce_perf ... -g 1", as `calibrate
+// plan` prints it) is 8 ranks, not -g's one process of 1. srun's -N nodes of --ntasks-per-node,
+// and mpirun's -np over its -N per node, say the nodes too; nccl-tests' own -n (iterations),
+// after the program, is no process count.
+TEST_CASE("a rows-only log whose comment is the launcher's command line counts every process") {
+  const std::string row = "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  const auto mpi = parse("# mpirun -np 8 all_reduce_perf -b 1M -e 128M -f 2 -g 1 -d float\n" + row);
+  REQUIRE(mpi.rows.size() == 1);
+  CHECK(mpi.rows[0].ranks == 8);
+  CHECK(mpi.rows[0].ranks_said == 8);
+  CHECK(mpi.rows[0].process_ranks == 1);
+  CHECK(mpi.rows[0].nodes == 0);
+  const auto srun = parse("# srun -N 2 --ntasks-per-node=8 ./build/all_reduce_perf -b 1M -e 1M -g 1 -n 50\n" + row);
+  CHECK(srun.rows[0].ranks == 16);
+  CHECK(srun.rows[0].nodes == 2);
+  const auto per_host = parse("# mpirun -np 2 -N 1 all_reduce_perf -b 1M -e 1M -g 8\n" + row);
+  CHECK(per_host.rows[0].ranks == 16);
+  CHECK(per_host.rows[0].nodes == 2);
+  CHECK(per_host.rows[0].process_ranks == 8);
+  // Without a launcher, -g is the whole run (one process), as before.
+  CHECK(parse("# all_reduce_perf -b 1M -e 1M -g 8\n" + row).rows[0].ranks == 8);
 }

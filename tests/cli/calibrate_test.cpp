@@ -423,6 +423,53 @@ TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by han
         std::string::npos);
 }
 
+// A held-out AllGather checked against a file of AllReduce alone: no table reaches it, so the
+// "calibrated" prediction of each point is the model's (source "model"), and the summary says
+// so rather than presenting the model's errors as the calibration's.
+TEST_CASE("calibrate check says when the points it checks were predicted by the model alone") {
+  Scratch s("calib-check-model");
+  s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
+  s.write("gather.txt",
+          "# all_gather_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+          "4096 128 float none -1 25.00 0.16 0.14 0 25.00 0.16 0.14 0\n"
+          "8192 256 float none -1 30.00 0.27 0.24 0 30.00 0.27 0.24 0\n");
+  const auto run = s.run("calibrate check two.json --held-out gather.txt");
+  REQUIRE(run.status == 0);
+  CHECK(check_row(run.out, "# held-out gather.txt", "4096").back() == "model");
+  CHECK(run.out.find("# held-out gather.txt: 2 point(s), mean |error| ") != std::string::npos);
+  CHECK(run.out.find("; all of them the model alone (source model: no table of the file has their op and tier)\n") !=
+        std::string::npos);
+  // Where the file reaches every point (leave-one-out, each from the other), nothing more.
+  const auto loo = run.out.find("# leave-one-out: 2 point(s), mean |error| ");
+  REQUIRE(loo != std::string::npos);
+  CHECK(run.out.substr(loo, run.out.find('\n', loo) - loo).find("model alone (source") == std::string::npos);
+}
+
+// Outside its measured FLOPs a GEMM costs the model's time (simulate interpolates compute tables
+// inside their range only), so a GEMM table's end point left out is the model's, and the help
+// says so rather than promising the correction collective tables get there.
+TEST_CASE("calibrate check predicts a GEMM table's end points by the model alone, as its help says") {
+  Scratch s("calib-check-gemm");
+  s.write("gemm.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "compute": {"gemm": [{"m": 2048, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 274.88},
+                         {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 549.76},
+                         {"m": 8192, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 1099.51}]}})");
+  const auto run = s.run("calibrate check gemm.json");
+  REQUIRE(run.status == 0);
+  for (const char* m : {"2048", "8192"}) {
+    const auto row = check_row(run.out, "# GEMM", m);
+    REQUIRE(row.size() == 9);
+    CHECK(row[5] == row[7]);  // left out == model
+  }
+  const auto middle = check_row(run.out, "# GEMM", "4096");
+  CHECK(std::stod(middle[5]) == Approx(549.76).epsilon(1e-3));  // interpolated at the same rate
+  const auto help = s.run("calibrate check --help");
+  CHECK(help.out.find("at a GEMM or memory-bound table's ends by the model alone (as simulate costs them)") !=
+        std::string::npos);
+}
+
 TEST_CASE("calibrate check on the A100 log gives leave-one-out errors, and held-out errors on a second run") {
   Scratch s("calib-check");
   REQUIRE(
@@ -1276,6 +1323,34 @@ TEST_CASE("a rows-only log of more ranks than a host holds needs --nodes") {
   const auto two = s.run(base + " --nodes 2 -o x.json");
   REQUIRE(two.status == 0);
   CHECK(two.out.find("16 rank(s), 2 node(s) x 8") != std::string::npos);
+}
+
+// A 2-node run's times are the network's: read as one node's they would stand for NVLink and
+// charge every tensor-parallel collective the network's time. nccl-tests before 2.13 printed
+// its device lines without a group ("#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s"), and
+// its -J file lists each process's first rank alone (util.cu, writeDeviceReport).
+TEST_CASE("logs of two hosts of 8 GPUs import as 16 ranks on 2 nodes, old text and -J alike") {
+  Scratch s("calib-2x8");
+  std::string legacy = "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5\n";
+  for (int r = 0; r < 16; ++r)
+    legacy += fmt::format("#   Rank {:2d} Pid {:6d} on {:>10} device {:2d} [0x{:02x}] NVIDIA A100-SXM4-80GB\n", r,
+                          4000 + r / 8, r < 8 ? "node0" : "node1", r % 8, r);
+  s.write("legacy.txt", legacy + "1048576 262144 float sum 86.21 12.16 22.81 1e-07 86.00 12.19 22.86 1e-07\n");
+  const auto old = s.run("calibrate import-nccl-tests legacy.txt --op all_reduce_perf -o a.json");
+  INFO(old.err);
+  REQUIRE(old.status == 0);
+  CHECK(old.out.find("allreduce      16 rank(s), 2 node(s) x 8") != std::string::npos);
+  s.write("run.json", R"({"version":2,"args":["./build/all_reduce_perf","-g","8"],"nccl_version":22703,
+    "config":{"nthreads":1,"ngpus":8,"devices":[
+      {"rank":0,"group":0,"pid":11,"hostname":"node0","device":0,"device_hex":"0000:07:00","device_info":"NVIDIA A100-SXM4-80GB"},
+      {"rank":8,"group":0,"pid":12,"hostname":"node1","device":0,"device_hex":"0000:07:00","device_info":"NVIDIA A100-SXM4-80GB"}]},
+    "results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"    -1",
+      "out_of_place":{"time":86.21,"alg_bw":12.16,"bus_bw":22.81,"nwrong":0.0},
+      "in_place":{"time":86.00,"alg_bw":12.19,"bus_bw":22.86,"nwrong":0.0}}]})");
+  const auto json = s.run("calibrate import-nccl-tests run.json -o b.json");
+  INFO(json.err);
+  REQUIRE(json.status == 0);
+  CHECK(json.out.find("allreduce      16 rank(s), 2 node(s) x 8") != std::string::npos);
 }
 
 }  // namespace stepsim

@@ -8,8 +8,10 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 
 #include "calibration/apply.hpp"
+#include "calibration/nccl_import.hpp"
 
 namespace stepsim::calibrate_tool {
 
@@ -110,7 +112,33 @@ Summary summarize(std::vector<double> samples, const std::string& what) {
   return s;
 }
 
-Recorder::Recorder(calibration::Provenance provenance) { c_.provenance = std::move(provenance); }
+namespace {
+
+// One variable's value as a table names it: "" for unset or NCCL's own choice.
+template <class Named>
+std::string forced_name(const char* variable, const char* value, const char* choices, Named named) {
+  if (value == nullptr || *value == '\0') return "";
+  const auto setting = named(value);
+  if (!setting)
+    throw std::invalid_argument(fmt::format(
+        "{}={}: expected one of {} (or the variable unset): a calibration table stands for one forced setting "
+        "or NCCL's own choice",
+        variable, value, choices));
+  if (*setting == std::remove_cvref_t<decltype(*setting)>::automatic) return "";
+  return collectives::to_string(*setting);
+}
+
+}  // namespace
+
+RunSettings nccl_forced(const char* nccl_algo, const char* nccl_proto) {
+  return {forced_name("NCCL_ALGO", nccl_algo, "Ring, Tree, NVLS, NVLSTree, CollnetDirect, PAT",
+                      calibration::algorithm_named),
+          forced_name("NCCL_PROTO", nccl_proto, "LL, LL128, Simple", calibration::protocol_named)};
+}
+
+Recorder::Recorder(calibration::Provenance provenance, RunSettings forced) : forced_(std::move(forced)) {
+  c_.provenance = std::move(provenance);
+}
 
 void Recorder::gemm(const GemmShape& s, Precision dtype, const Summary& us) {
   c_.compute.gemm.push_back({s.m, s.n, s.k, dtype, us.median});
@@ -137,6 +165,10 @@ void Recorder::collective(CollOp op, int ranks, double bytes, const Summary& us)
     t.ranks = ranks;
     t.nodes = 1;
     t.ranks_per_node = ranks;
+    if (!point_to_point(op)) {  // NCCL_ALGO and NCCL_PROTO do not reach sends and receives
+      t.algorithm = forced_.algorithm;
+      t.protocol = forced_.protocol;
+    }
     c_.collectives.push_back(t);
     it = c_.collectives.end() - 1;
   }

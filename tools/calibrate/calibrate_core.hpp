@@ -40,6 +40,18 @@ std::vector<double> size_plan(double min_bytes, double max_bytes, double factor)
 // Communicator sizes to measure on `gpus` local GPUs: 2, 4, 8, ... and `gpus` itself.
 std::vector<int> group_sizes(int gpus);
 
+// One timed run of `foreground` beside `background`, as the slowdown of a GEMM beside
+// communication is measured: the background is started first, so that the host's time to
+// start it (a thread per GPU, an NCCL enqueue each) lies outside the window `start` and `stop`
+// mark, which holds the foreground alone, slowed by what runs beside it.
+template <class Start, class Stop, class Background, class Foreground>
+void run_beside(Start start, Stop stop, Background background, Foreground foreground) {
+  background();
+  start();
+  foreground();
+  stop();
+}
+
 struct Summary {
   double median = 0, min = 0, max = 0;
   int samples = 0;
@@ -50,10 +62,23 @@ struct Summary {
 // measurement that timed nothing must not become a table entry.
 Summary summarize(std::vector<double> samples, const std::string& what);
 
+// How the timed collectives run: what NCCL_ALGO and NCCL_PROTO in the measuring process's
+// environment force, in stepsim's names ("ring", "simple"); "" where NCCL chooses.
+struct RunSettings {
+  std::string algorithm, protocol;
+};
+// From the two variables' values (null or "" where unset). A value that forces no one
+// algorithm or protocol (a list, an exclusion such as "^NVLS", an unknown name) throws
+// std::invalid_argument naming the variable: a table stands for one forced setting or NCCL's
+// own choice, and a table of either would stand for collectives that did not run so.
+RunSettings nccl_forced(const char* nccl_algo, const char* nccl_proto);
+
 // Builds the calibration file out of measurements as they arrive.
 class Recorder {
  public:
-  explicit Recorder(calibration::Provenance provenance);
+  // `forced`: how the collectives it records ran (their tables say so, as import-nccl-tests
+  // labels a log whose NCCL said "NCCL_ALGO set by environment to Ring").
+  explicit Recorder(calibration::Provenance provenance, RunSettings forced = {});
   void gemm(const GemmShape& s, Precision dtype, const Summary& us);
   void attention(const calibration::AttentionPoint& shape, const Summary& us);
   void copy(double bytes_moved, const Summary& us);
@@ -70,6 +95,7 @@ class Recorder {
 
  private:
   calibration::Calibration c_;
+  RunSettings forced_;
 };
 
 }  // namespace stepsim::calibrate_tool

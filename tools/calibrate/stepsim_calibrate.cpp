@@ -14,6 +14,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -65,6 +66,7 @@ struct Options {
   std::size_t gemm_shapes = 48;
   std::vector<GemmRequest> gemms;  // --gemm: exactly these, in place of the plan
   std::string command;
+  RunSettings forced;  // what NCCL_ALGO and NCCL_PROTO force on the collectives timed
 };
 
 Options parse(int argc, char** argv) {
@@ -98,6 +100,7 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
   if (o.output.empty()) throw std::invalid_argument("-o: give the calibration file to write");
+  o.forced = nccl_forced(std::getenv("NCCL_ALGO"), std::getenv("NCCL_PROTO"));
   return o;
 }
 
@@ -139,6 +142,24 @@ Summary time_on(cudaStream_t stream, const Options& o, const std::string& what, 
     ev.start(stream);
     body();
     ev.stop(stream);
+    samples.push_back(ev.us());
+  }
+  return summarize(samples, what);
+}
+
+// Warm-up runs, then `repeats` timed runs of `body` on `stream`, each beside `background`,
+// started before the timed window (run_beside): its host time is not the body's.
+template <class Background, class Body>
+Summary time_beside(cudaStream_t stream, const Options& o, const std::string& what, Background background, Body body) {
+  for (int i = 0; i < o.warmup; ++i) {
+    background();
+    body();
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> samples;
+  Events ev;
+  for (int i = 0; i < o.repeats; ++i) {
+    run_beside([&] { ev.start(stream); }, [&] { ev.stop(stream); }, background, body);
     samples.push_back(ev.us());
   }
   return summarize(samples, what);
@@ -434,10 +455,8 @@ void measure_slowdown(const Options& o, int gpus, Recorder& rec) {
   Summary beside;
   if (gpus >= 2) {
     Comm comm(gpus, busy);
-    beside = time_on(s, o, "GEMM beside a collective", [&] {
-      comm.launch(CollOp::allreduce, busy);
-      gemm.run(s);
-    });
+    beside = time_beside(
+        s, o, "GEMM beside a collective", [&] { comm.launch(CollOp::allreduce, busy); }, [&] { gemm.run(s); });
     for (int i = 0; i < gpus; ++i) {
       CUDA_CHECK(cudaSetDevice(i));
       CUDA_CHECK(cudaStreamSynchronize(comm.stream(i)));
@@ -447,10 +466,9 @@ void measure_slowdown(const Options& o, int gpus, Recorder& rec) {
     cudaStream_t copy{};
     CUDA_CHECK(cudaStreamCreate(&copy));
     DeviceBuffer x(busy), y(busy);
-    beside = time_on(s, o, "GEMM beside a copy", [&] {
-      CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, busy, cudaMemcpyDeviceToDevice, copy));
-      gemm.run(s);
-    });
+    beside = time_beside(
+        s, o, "GEMM beside a copy",
+        [&] { CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, busy, cudaMemcpyDeviceToDevice, copy)); }, [&] { gemm.run(s); });
     CUDA_CHECK(cudaStreamSynchronize(copy));
     CUDA_CHECK(cudaStreamDestroy(copy));
   }
@@ -491,7 +509,7 @@ int run(const Options& o) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   CUDA_CHECK(cudaSetDevice(0));
   progress(std::to_string(gpus) + " x " + prop.name);
-  Recorder rec(provenance(o, prop, gpus));
+  Recorder rec(provenance(o, prop, gpus), o.forced);
   measure_gemms(o, prop, rec);
   measure_copies(o, rec);
   if (gpus >= 2) measure_collectives(o, gpus, rec);
