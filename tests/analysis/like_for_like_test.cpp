@@ -291,6 +291,31 @@ TEST_CASE("Megatron-Core's process groups are of the kind the simulator gives th
     CHECK(analysis::kind_of_group("9", mixed) == CommKind::other);
 }
 
+// PyTorch's DeviceMesh describes each of its groups as "mesh_<dimension>"
+// (torch/distributed/device_mesh.py), and torchtitan (parallel_dims.py) shards with FSDP over
+// "dp_shard", or "dp_shard_cp" flattened with context parallelism, replicates HSDP's copies
+// over "dp_replicate" and reduces the loss over "dp". The oracle for each is the kind the
+// simulator gives the communicator that runs the same collectives in an HSDP scenario.
+TEST_CASE("torchtitan's device mesh groups are of the kind the simulator gives the same communicators") {
+  const SimulationResult sim = simulate(io::load_scenario("hsdp-llama3-8b-64xh100"));
+  std::map<std::string, CommKind> simulated;
+  for (const ProcessGroup& g : sim.timeline.groups) simulated[g.name] = g.kind;
+  REQUIRE(simulated.contains("fsdp"));
+  REQUIRE(simulated.contains("dp"));
+  const std::vector<std::pair<std::string, std::string>> same{{"mesh_dp_shard", "fsdp"},
+                                                              {"mesh_dp_shard_cp", "fsdp"},
+                                                              {"mesh_dp_replicate", "dp"},
+                                                              {"mesh_dp", "dp"},
+                                                              {"mesh_dp_cp", "dp"}};
+  for (const auto& [description, communicator] : same) {
+    INFO(description << " against the simulator's " << communicator);
+    CHECK(analysis::kind_of_group("3", description) == simulated.at(communicator));
+  }
+  CHECK(analysis::kind_of_group("3", "mesh_tp") == CommKind::tp);
+  CHECK(analysis::kind_of_group("3", "mesh_cp") == CommKind::cp);
+  CHECK(analysis::kind_of_group("3", "mesh_pp") == CommKind::pp);
+}
+
 namespace {
 
 // The measured and predicted figures of compare's row `what` (measured null: NaN).
@@ -317,6 +342,33 @@ double compute_stream_host_wait(const json::value& analyzed) {
 }
 
 }  // namespace
+
+// The simulator's own FSDP trace with its group described as torchtitan's is: the same job,
+// so compare finds nothing that differs and puts the exposed FSDP time on the fsdp row (it
+// said "dp process groups: ... the scenario has no dp communicator" and -100 %).
+TEST_CASE("compare takes a torchtitan FSDP trace's sharding group for the scenario's fsdp communicator") {
+  const testing::Scratch scratch("compare-torchtitan-fsdp");
+  REQUIRE(scratch.run("simulate fsdp-llama2-7b-8xh100 --trace own.json --trace-format kineto").status == 0);
+  std::string trace = testing::slurp(scratch.file("own.json"));
+  const std::string own = R"("Process Group Name": "fsdp", "Process Group Description": "fsdp")";
+  const std::string titan = R"("Process Group Name": "1", "Process Group Description": "mesh_dp_shard_cp")";
+  std::size_t relabelled = 0;
+  for (std::size_t at = trace.find(own); at != std::string::npos; at = trace.find(own, at + titan.size())) {
+    trace.replace(at, own.size(), titan);
+    ++relabelled;
+  }
+  REQUIRE(relabelled > 0);
+  scratch.write("titan.json", trace);
+  const testing::Run run = scratch.run("compare titan.json fsdp-llama2-7b-8xh100 --json -");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.err.find("differs") == std::string::npos);
+  CHECK(run.err.find("warning") == std::string::npos);
+  const json::value v = json::parse(run.out);
+  const auto [measured, predicted] = row_of(v, "exposed fsdp");
+  CHECK(predicted > 0);
+  CHECK(measured == Approx(predicted).epsilon(1e-6));
+}
 
 // compare puts the GPU's wait for its host beside simulate's: measured, HTA's host wait on the
 // trace's compute stream as `analyze` gives it; predicted, simulate's "GPU waiting for the
