@@ -27,7 +27,11 @@ constexpr const char* kCompareUsage =
     "difference (predicted - measured) / measured. The GPU waiting for the host is, measured,\n"
     "HolisticTraceAnalysis' host wait on the trace's compute stream (the stream with the most\n"
     "kernels; on the exact timestamps, per ProfilerStep of HTA's window; n/a without kernels tied\n"
-    "to their launches) and, predicted, what simulate reports as 'GPU waiting for the host'.\n"
+    "to their launches) and, predicted, the same rule on the simulated rank's compute stream,\n"
+    "each kernel launched when the simulated host launched it, as its '--trace-format kineto'\n"
+    "trace records it (simulate's own 'GPU waiting for the host' counts only the time no kernel\n"
+    "runs at all, so a compute stream idle behind another stream's collective with its next\n"
+    "kernel launched late is host wait here and not there).\n"
     "Process groups of a trace count as kind 'other' unless their description or name\n"
     "says tp, dp, pp, ep, cp or fsdp (Megatron-Core's descriptions as the simulator classes the\n"
     "same communicators: EXPERT_DATA_PARALLEL_GROUP is dp, EXPERT_TENSOR_PARALLEL_GROUP ep, as\n"
@@ -106,7 +110,10 @@ int run_compare(const Args& args) {
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);
-  const SimulationResult predicted = simulate(scenario);
+  // The host's issue of each op, for the host-wait row's launches (analysis::like_for_like).
+  SimulateOptions options;
+  options.host_issues = true;
+  const SimulationResult predicted = simulate(scenario, options);
   const std::vector<std::string> differences = job_differences(measured, scenario, predicted);
   // The table says it too, but a pipe or a file may take the table (or the JSON) unread.
   for (const std::string& d : differences) spdlog::warn("compare: {}", d);
