@@ -169,12 +169,24 @@ std::optional<double> measured_host_wait(const HtaMetrics& h) {
   return compute->host_wait.seconds() / static_cast<double>(std::max<std::size_t>(1, h.steps));
 }
 
+std::optional<double> measured_host_wait(const HtaMetrics& h, const std::string& step) {
+  if (!measured_host_wait(h)) return std::nullopt;
+  Time wait;
+  for (const StepHostWait& s : h.step_host_wait)
+    if (s.step == step) wait += s.host_wait;
+  return wait.seconds();
+}
+
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted) {
   LikeForLike out;
   out.measured_rank = measured.trace.dist[measured.metrics.rank_index].rank;
   out.predicted = remeasured(predicted.report, predicted.timeline, out.measured_rank, out.predicted_wait_s,
                              out.predicted_host_wait_s, out.predicted_rank, out.predicted_label);
-  out.measured_host_wait_s = measured_host_wait(measured.trace.hta[measured.metrics.rank_index]);
+  // One step of several (--step): that step's wait, not the mean of HTA's window.
+  const HtaMetrics& hta = measured.trace.hta[measured.metrics.rank_index];
+  const bool one_step = measured.metrics.steps.size() == 1 && measured.trace.timeline.steps.size() > 1;
+  out.measured_host_wait_s =
+      one_step ? measured_host_wait(hta, measured.metrics.steps.front().name) : measured_host_wait(hta);
   out.measured = measured.mean;
   if (!measured.trace.simulated) return out;  // a real kernel already holds its wait
   const RankTimeline& rank = measured.trace.timeline.ranks[measured.metrics.rank_index];

@@ -53,6 +53,10 @@ LikeForLike like_for_like(const Analysis& measured, const SimulationResult& pred
 // exact timestamps where HTA rounds them; none when the trace has no idle breakdown (not a
 // Kineto trace, or no kernel tied to its launch).
 std::optional<double> measured_host_wait(const HtaMetrics& h);
+// The same of one ProfilerStep alone (`step`: "ProfilerStep#N"), the last one too, each gap on
+// the compute stream counted in the step that launched the kernel after it (step_host_wait()):
+// compare --step N; none where measured_host_wait(h) is none.
+std::optional<double> measured_host_wait(const HtaMetrics& h, const std::string& step);
 
 // Where the process groups the measured rank communicates in are of another size than the
 // prediction's communicators of the same kind, one line per kind ("tp process groups: the

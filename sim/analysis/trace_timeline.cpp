@@ -366,6 +366,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
       out.hta.push_back(measure_hta(t.hta, t.launches));
+      out.hta.back().step_host_wait = step_host_wait(t);
       continue;
     }
     // stepsim's own trace: each process is the rank its pid says, of the world size its

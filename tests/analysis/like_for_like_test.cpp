@@ -438,6 +438,24 @@ TEST_CASE("compare's host wait row reads a MoE step's own trace back as predicte
   CHECK(p == Approx(measured).epsilon(1e-6));
 }
 
+// compare --step N measures step N's host wait, not the mean of HTA's window (which leaves the
+// last step out): on the ResNet-50 trace, stream 7's host wait is 175.666220, 179.818327 and
+// 184.606770 ms in ProfilerSteps 4, 5 and 6 (a plain-Python reading of the raw events, gaps
+// counted in the step that launched the kernel after them). compare said 177.742 ms, the mean
+// of steps 4 and 5, for every --step; without --step it still gives that mean.
+TEST_CASE("compare --step N puts step N's host wait beside the prediction") {
+  const testing::Scratch scratch("compare-step-host-wait");
+  const std::string trace = std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  const std::pair<const char*, double> steps[] = {
+      {" --step 4", 175.666220e-3}, {" --step 6", 184.606770e-3}, {"", (175.666220e-3 + 179.818327e-3) / 2}};
+  for (const auto& [step, expected] : steps) {
+    INFO("compare" << step);
+    const testing::Run run = scratch.run("compare " + trace + " ddp-1.3b-64xa100 --json -" + step);
+    REQUIRE(run.status == 0);
+    CHECK(row_of(json::parse(run.out), "GPU waiting for the host").first == Approx(expected).epsilon(1e-9));
+  }
+}
+
 // Eight eager DDP ranks, rank 3 computing at half speed: the report (the critical path, rank 3)
 // waits least for its host. Compared with rank 0's trace, the prediction is rank 0's: HTA's
 // host wait on rank 0's simulated timeline, which rank 0's own Kineto trace reads back.
