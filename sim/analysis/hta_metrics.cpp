@@ -257,6 +257,56 @@ HtaIdleBreakdown idle_breakdown(const HtaView& view, const std::vector<Launch>& 
 
 }  // namespace
 
+std::vector<StepHostWait> step_host_wait(const KinetoTrace& trace) {
+  std::vector<StepHostWait> out;
+  for (const CpuSpan& s : trace.steps) out.push_back({trace.strings[s.name], Time::zero()});
+  // Each correlation id's launch: the last CPU row with it in the file, as HTA joins them.
+  std::unordered_map<std::int64_t, Time> launch_of;
+  for (const Launch& l : trace.launches)
+    if (l.hta_row) launch_of[l.correlation] = l.at;
+  std::unordered_map<std::int64_t, std::size_t> per_stream;
+  for (const HtaActivity& a : trace.hta.activities)
+    if (a.kernel_category && a.stream != -1) ++per_stream[a.stream];
+  if (per_stream.empty()) return out;
+  // The compute stream: the most activities, the lowest stream id on ties (as by stream id).
+  std::int64_t compute = -1;
+  std::size_t most = 0;
+  for (const auto& [stream, n] : per_stream)
+    if (n > most || (n == most && stream < compute)) {
+      compute = stream;
+      most = n;
+    }
+  struct Kernel {
+    Time start, end;
+    std::optional<Time> launch;
+  };
+  std::vector<Kernel> kernels;
+  for (const HtaActivity& a : trace.hta.activities) {
+    if (!a.kernel_category || a.stream != compute) continue;
+    std::optional<Time> launch;
+    if (a.gpu_row)
+      if (const auto it = launch_of.find(a.correlation); it != launch_of.end()) launch = it->second;
+    kernels.push_back({a.start, a.end, launch});
+  }
+  std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) { return x.start < y.start; });
+  // The steps by start; a launch is in the latest step that started at or before it, if it
+  // has not ended (as the step table assigns activities to steps).
+  std::vector<std::size_t> by_start(trace.steps.size());
+  for (std::size_t s = 0; s < by_start.size(); ++s) by_start[s] = s;
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [&](std::size_t a, std::size_t b) { return trace.steps[a].start < trace.steps[b].start; });
+  for (std::size_t k = 1; k < kernels.size(); ++k) {
+    const std::optional<Time> launch = kernels[k].launch;
+    if (!launch || *launch <= kernels[k - 1].end) continue;
+    const auto it = std::upper_bound(by_start.begin(), by_start.end(), *launch,
+                                     [&](Time at, std::size_t s) { return at < trace.steps[s].start; });
+    if (it == by_start.begin()) continue;
+    const std::size_t s = *std::prev(it);
+    if (*launch < trace.steps[s].end) out[s].host_wait += kernels[k].start - kernels[k - 1].end;
+  }
+  return out;
+}
+
 double hta_round(double value, int decimals) {
   const double scale = std::pow(10.0, decimals);
   return std::nearbyint(value * scale) / scale;

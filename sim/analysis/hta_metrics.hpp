@@ -35,6 +35,12 @@ struct HtaIdleBreakdown {
   std::size_t launched() const { return total.launched; }
 };
 
+// The host wait of one CPU ProfilerStep#N on a rank's compute stream (step_host_wait()).
+struct StepHostWait {
+  std::string step;  // "ProfilerStep#N"
+  Time host_wait;
+};
+
 struct HtaMetrics {
   bool available = false;             // a Kineto trace (stepsim's own traces have no HTA view)
   bool last_step_excluded = false;    // two or more ProfilerSteps: the last one is left out
@@ -53,6 +59,8 @@ struct HtaMetrics {
   // The ProfilerSteps the window covers (the last one left out), at least 1: the per-step
   // figures are the window's divided by it.
   std::size_t steps = 1;
+  // The compute stream's host wait in each step, the last one too (step_host_wait()).
+  std::vector<StepHostWait> step_host_wait;
 };
 
 // HTA's consecutive_kernel_delay: a gap shorter than this that is not host wait is kernel
@@ -82,6 +90,13 @@ inline constexpr Time kHtaConsecutiveKernelDelay = Time::from_ps(30000000);
 // Ties in start order are taken in file order (HTA leaves them to NumPy's unstable sort;
 // they matter only for activities that rounding leaves shorter than nothing).
 HtaMetrics measure_hta(const HtaView& view, const std::vector<Launch>& launches);
+
+// HTA's host wait of each CPU ProfilerStep#N of `trace`, in file order, on its compute stream
+// (the stream with the most activities of the idle breakdown's categories) and on the exact
+// timestamps: the idle breakdown's rule for every gap on that stream, whatever HTA's window,
+// each gap counted in the step whose CPU annotation holds the launch of the activity after it
+// (a host wait is the host late to launch it). What one step alone waited for its host.
+std::vector<StepHostWait> step_host_wait(const KinetoTrace& trace);
 
 // NumPy's round(value, decimals): rint(value × 10^decimals) / 10^decimals.
 double hta_round(double value, int decimals);

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "analysis/step_analysis.hpp"
 #include "report/report_io.hpp"
@@ -34,10 +36,45 @@ int prediction_rank(const Timeline& t, const StepWindow& window, int rank) {
   return report::critical_rank(t, window);
 }
 
+// HolisticTraceAnalysis' host wait on the compute stream of `rank`, the stream with the most
+// kernels (the first such stream on ties), as measured_host_wait() reads it from the rank's
+// Kineto trace: each kernel of the stream, taken in start order, whose launch began after the
+// kernel before it ended (kernel_launches(), where write_kineto_trace() puts the launch) waited
+// its gap for the host. A collective's kernel starts when its rank reached it, as in the trace.
+// None when the timeline did not record the host's issues (SimulateOptions::host_issues).
+std::optional<double> hta_host_wait(const Timeline& t, const RankTimeline& rank, const StepWindow& window) {
+  if (rank.issues.size() != rank.intervals.size()) return std::nullopt;
+  struct Kernel {
+    std::uint16_t stream;
+    Time start, end;
+    std::optional<Time> launch;
+  };
+  const std::vector<report::KernelLaunch> launches = report::kernel_launches(t, rank, window);
+  std::vector<Kernel> kernels;
+  std::vector<std::size_t> per_stream(rank.streams.size() + 1, 0);
+  for (std::size_t i = 0; i < rank.intervals.size(); ++i) {
+    const Interval& iv = rank.intervals[i];
+    if (iv.activity == Activity::bubble) continue;
+    const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+    kernels.push_back({iv.stream, spins ? iv.start - iv.waited : iv.start, iv.end, launches[i].at});
+    if (iv.stream >= per_stream.size()) per_stream.resize(iv.stream + 1U, 0);
+    ++per_stream[iv.stream];
+  }
+  if (kernels.empty()) return 0;
+  const auto compute =
+      static_cast<std::uint16_t>(std::max_element(per_stream.begin(), per_stream.end()) - per_stream.begin());
+  std::erase_if(kernels, [compute](const Kernel& k) { return k.stream != compute; });
+  std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& a, const Kernel& b) { return a.start < b.start; });
+  Time wait;
+  for (std::size_t k = 1; k < kernels.size(); ++k)
+    if (kernels[k].launch && *kernels[k].launch > kernels[k - 1].end) wait += kernels[k].start - kernels[k - 1].end;
+  return wait.seconds();
+}
+
 // The report's fields as report::make_report measures them, on the same window and on the
 // rank prediction_rank() picks for global rank `rank`.
-Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_s, int& chosen_rank,
-                  std::string& chosen_label) {
+Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_s, double& host_wait_s,
+                  int& chosen_rank, std::string& chosen_label) {
   Report r = base;
   const StepWindow window = report::report_window(t);
   const int chosen = prediction_rank(t, window, rank);
@@ -48,6 +85,7 @@ Report remeasured(const Report& base, const Timeline& t, int rank, double& wait_
   wait_s = waits_in(measured, window.start, window.end).seconds();
   // The host figures of this rank too, not of the rank that waits longest for its host.
   const report::HostMetrics host = report::measure_host(measured, window.start, window.end);
+  host_wait_s = hta_host_wait(t, measured, window).value_or(host.gpu_wait);
   r.host.rank = report::rank_title(measured);
   r.host.cpu_issue_s = host.issue;
   r.host.gpu_wait_s = host.gpu_wait;
@@ -131,13 +169,24 @@ std::optional<double> measured_host_wait(const HtaMetrics& h) {
   return compute->host_wait.seconds() / static_cast<double>(std::max<std::size_t>(1, h.steps));
 }
 
+std::optional<double> measured_host_wait(const HtaMetrics& h, const std::string& step) {
+  if (!measured_host_wait(h)) return std::nullopt;
+  Time wait;
+  for (const StepHostWait& s : h.step_host_wait)
+    if (s.step == step) wait += s.host_wait;
+  return wait.seconds();
+}
+
 LikeForLike like_for_like(const Analysis& measured, const SimulationResult& predicted) {
   LikeForLike out;
   out.measured_rank = measured.trace.dist[measured.metrics.rank_index].rank;
   out.predicted = remeasured(predicted.report, predicted.timeline, out.measured_rank, out.predicted_wait_s,
-                             out.predicted_rank, out.predicted_label);
-  out.predicted_host_wait_s = out.predicted.host.gpu_wait_s;
-  out.measured_host_wait_s = measured_host_wait(measured.trace.hta[measured.metrics.rank_index]);
+                             out.predicted_host_wait_s, out.predicted_rank, out.predicted_label);
+  // One step of several (--step): that step's wait, not the mean of HTA's window.
+  const HtaMetrics& hta = measured.trace.hta[measured.metrics.rank_index];
+  const bool one_step = measured.metrics.steps.size() == 1 && measured.trace.timeline.steps.size() > 1;
+  out.measured_host_wait_s =
+      one_step ? measured_host_wait(hta, measured.metrics.steps.front().name) : measured_host_wait(hta);
   out.measured = measured.mean;
   if (!measured.trace.simulated) return out;  // a real kernel already holds its wait
   const RankTimeline& rank = measured.trace.timeline.ranks[measured.metrics.rank_index];

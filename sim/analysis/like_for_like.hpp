@@ -25,9 +25,14 @@ struct LikeForLike {
   Report predicted;                       // the simulation's step, waits as communication
   std::optional<double> measured_wait_s;  // per step; unknown for a real trace (inside its kernels)
   double predicted_wait_s = 0;            // per step, on the rank the prediction is measured on
-  // The GPU waiting for the host per step: measured, HolisticTraceAnalysis' host wait on the
-  // trace's compute stream (measured_host_wait); predicted, simulate's "GPU waiting for the
-  // host" (Report::host.gpu_wait_s) on the rank the prediction is measured on.
+  // The GPU waiting for the host per step, by one rule on both sides: HolisticTraceAnalysis'
+  // host wait on the compute stream, measured from the trace (measured_host_wait), predicted
+  // on the simulated rank the prediction is measured on, each kernel launched where its Kineto
+  // trace would put the launch (report::kernel_launches). simulate's own "GPU waiting for the
+  // host" (Report::host.gpu_wait_s) counts only the time no kernel of the rank runs: a compute
+  // stream waiting on another stream's collective for a kernel launched after the one before
+  // it ended is host wait to HTA and not to simulate. A simulation that did not record the
+  // host's issues (SimulateOptions::host_issues) gives simulate's figure instead.
   std::optional<double> measured_host_wait_s;
   double predicted_host_wait_s = 0;
   int measured_rank = -1;                 // the trace's global rank; -1 when it does not say
@@ -48,6 +53,10 @@ LikeForLike like_for_like(const Analysis& measured, const SimulationResult& pred
 // exact timestamps where HTA rounds them; none when the trace has no idle breakdown (not a
 // Kineto trace, or no kernel tied to its launch).
 std::optional<double> measured_host_wait(const HtaMetrics& h);
+// The same of one ProfilerStep alone (`step`: "ProfilerStep#N"), the last one too, each gap on
+// the compute stream counted in the step that launched the kernel after it (step_host_wait()):
+// compare --step N; none where measured_host_wait(h) is none.
+std::optional<double> measured_host_wait(const HtaMetrics& h, const std::string& step);
 
 // Where the process groups the measured rank communicates in are of another size than the
 // prediction's communicators of the same kind, one line per kind ("tp process groups: the

@@ -83,18 +83,33 @@ constexpr std::array kGroupWords{
     GroupWord{"shard", CommKind::fsdp}, GroupWord{"pp", CommKind::pp},     GroupWord{"pipeline", CommKind::pp},
     GroupWord{"pipe", CommKind::pp}};
 
+std::optional<CommKind> kind_of_word(std::string_view word) {
+  for (const GroupWord& g : kGroupWords)
+    if (word == g.word) return g.kind;
+  return std::nullopt;
+}
+
+// The first word that names a parallelism; a data-parallel group whose words also say it is
+// sharded is FSDP's: PyTorch's DeviceMesh describes its groups as "mesh_<dimension>"
+// (torch/distributed/device_mesh.py), and torchtitan shards with FSDP over "dp_shard" or its
+// flattening with context parallelism "dp_shard_cp" (parallel_dims.py), replicating over
+// "dp_replicate" (HSDP's all-reduce, dp) and reducing the loss over "dp" or "dp_cp".
 CommKind kind_of_words(std::string_view text) {
+  std::optional<CommKind> first;
+  bool sharded = false;
   std::size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && !std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     std::size_t j = i;
     while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
     const std::string word = squeeze(text.substr(i, j - i));
-    for (const GroupWord& g : kGroupWords)
-      if (word == g.word) return g.kind;
+    const std::optional<CommKind> kind = kind_of_word(word);
+    if (!first) first = kind;
+    sharded = sharded || word == "shard";
     i = j;
   }
-  return CommKind::other;
+  if (first == CommKind::dp && sharded) return CommKind::fsdp;
+  return first.value_or(CommKind::other);
 }
 
 struct MegatronGroup {

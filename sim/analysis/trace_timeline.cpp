@@ -34,7 +34,33 @@ bool is_trace_file(const fs::path& p) {
   throw InputError(path, "", fmt::format("cannot read the trace: {}", std::strerror(error)));
 }
 
-// The trace files of a folder, sorted by name. Entries that cannot be examined are skipped
+// File names in the order a person numbers them: runs of digits by their value, so that
+// rank2.json comes before rank10.json (rank files are named by rank, and a file without
+// distributedInfo is the rank of its place); the plain order breaks ties (rank01, rank1).
+bool natural_less(const std::string& a, const std::string& b) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (!digit(a[i]) || !digit(b[j])) {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+      continue;
+    }
+    std::size_t ie = i, je = j;
+    while (ie < a.size() && digit(a[ie])) ++ie;
+    while (je < b.size() && digit(b[je])) ++je;
+    std::size_t is = i, js = j;  // past the leading zeros
+    while (is + 1 < ie && a[is] == '0') ++is;
+    while (js + 1 < je && b[js] == '0') ++js;
+    if (ie - is != je - js) return ie - is < je - js;
+    if (const int c = a.compare(is, ie - is, b, js, je - js); c != 0) return c < 0;
+    i = ie, j = je;
+  }
+  if (i < a.size() || j < b.size()) return j < b.size() && i == a.size();
+  return a < b;
+}
+
+// The trace files of a folder, in natural_less order. Entries that cannot be examined are skipped
 // like any other non-trace entry; a folder that cannot be listed is an error.
 std::vector<std::string> folder_files(const std::string& path) {
   std::error_code ec;
@@ -47,7 +73,7 @@ std::vector<std::string> folder_files(const std::string& path) {
     if (it->is_regular_file(type_ec) && is_trace_file(it->path())) files.push_back(it->path().string());
   }
   if (ec) cannot_read(path, ec.value());
-  std::sort(files.begin(), files.end());
+  std::sort(files.begin(), files.end(), natural_less);
   if (files.empty()) throw InputError(path, "", "the folder holds no *.json or *.json.gz trace files");
   return files;
 }
@@ -366,6 +392,7 @@ LoadedTrace to_timeline(std::vector<KinetoTrace> traces) {
       out.dist.push_back(t.dist);
       out.files.push_back(t.path);
       out.hta.push_back(measure_hta(t.hta, t.launches));
+      out.hta.back().step_host_wait = step_host_wait(t);
       continue;
     }
     // stepsim's own trace: each process is the rank its pid says, of the world size its

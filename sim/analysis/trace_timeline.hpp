@@ -36,8 +36,8 @@ LoadedTrace load_trace(const std::string& path);
 std::vector<KinetoTrace> read_traces(const std::string& path);
 
 // The files load_trace reads for `path`: the file itself ("-": /dev/stdin, standard input), or
-// a folder's *.json and *.json.gz sorted by name. InputError when it cannot be read or the
-// folder holds none.
+// a folder's *.json and *.json.gz sorted by name, numbers by value (rank2 before rank10).
+// InputError when it cannot be read or the folder holds none.
 std::vector<std::string> trace_files(const std::string& path);
 
 // One file alone (its ranks: one for a Kineto trace, one per process for stepsim's own),

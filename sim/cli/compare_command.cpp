@@ -26,13 +26,18 @@ constexpr const char* kCompareUsage =
     "busy time, compute, the GPU waiting for the host and hidden fraction with the relative\n"
     "difference (predicted - measured) / measured. The GPU waiting for the host is, measured,\n"
     "HolisticTraceAnalysis' host wait on the trace's compute stream (the stream with the most\n"
-    "kernels; on the exact timestamps, per ProfilerStep of HTA's window; n/a without kernels tied\n"
-    "to their launches) and, predicted, what simulate reports as 'GPU waiting for the host'.\n"
+    "kernels; on the exact timestamps, per ProfilerStep of HTA's window, or with --step N that\n"
+    "step's gaps alone, each in the step that launched the kernel after it; n/a without kernels\n"
+    "tied to their launches) and, predicted, the same rule on the simulated rank's compute stream,\n"
+    "each kernel launched when the simulated host launched it, as its '--trace-format kineto'\n"
+    "trace records it (simulate's own 'GPU waiting for the host' counts only the time no kernel\n"
+    "runs at all, so a compute stream idle behind another stream's collective with its next\n"
+    "kernel launched late is host wait here and not there).\n"
     "Process groups of a trace count as kind 'other' unless their description or name\n"
     "says tp, dp, pp, ep, cp or fsdp (Megatron-Core's descriptions as the simulator classes the\n"
     "same communicators: EXPERT_DATA_PARALLEL_GROUP is dp, EXPERT_TENSOR_PARALLEL_GROUP ep, as\n"
-    "the simulator's own \"etp\" is), so\n"
-    "compare the total exposed communication first. Fractions (hidden,\n"
+    "the simulator's own \"etp\" is; a sharded data-parallel group, torchtitan's mesh_dp_shard\n"
+    "or mesh_dp_shard_cp, fsdp), so compare the total exposed communication first. Fractions (hidden,\n"
     "exposed of the step) differ in percentage points (pp). The prediction is measured on the\n"
     "trace's rank when the simulation simulates it (simulation.ranks \"all\" simulates every\n"
     "GPU), else on its report's rank, which a note then says. Before the table, compare checks\n"
@@ -106,7 +111,10 @@ int run_compare(const Args& args) {
 
   const analysis::Analysis measured = analysis::analyze_trace(inputs[0], selection.rank, selection.step_name());
   const Scenario scenario = io::load_scenario(inputs[1], sets);
-  const SimulationResult predicted = simulate(scenario);
+  // The host's issue of each op, for the host-wait row's launches (analysis::like_for_like).
+  SimulateOptions options;
+  options.host_issues = true;
+  const SimulationResult predicted = simulate(scenario, options);
   const std::vector<std::string> differences = job_differences(measured, scenario, predicted);
   // The table says it too, but a pipe or a file may take the table (or the JSON) unread.
   for (const std::string& d : differences) spdlog::warn("compare: {}", d);

@@ -141,6 +141,23 @@ std::string_view layer_of(std::string_view name) {
   return name.substr(0, digits + 1);
 }
 
+// The ops of `rank` the host issued (not its bubbles), in the order it issued them.
+std::vector<std::size_t> issue_order(const RankTimeline& rank) {
+  std::vector<std::size_t> issued;
+  for (std::size_t i = 0; i < rank.intervals.size(); ++i)
+    if (rank.issues[i].op && rank.intervals[i].activity != Activity::bubble) issued.push_back(i);
+  std::ranges::sort(issued, {}, [&](std::size_t i) { return rank.issues[i].order; });
+  return issued;
+}
+
+// Where a kernel starts on its stream: a collective from when its rank reached it, spinning
+// until the last member arrives (the report counts the wait as communication); a pipeline
+// transfer's wait for its neighbour stays outside it, the bubble the report makes it.
+Time kernel_start(const Interval& iv) {
+  const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
+  return spins ? iv.start - iv.waited : iv.start;
+}
+
 class KinetoWriter {
  public:
   KinetoWriter(const Timeline& t, const RankTimeline& rank, const std::string& gpu, const CollectiveDtypes& dtypes,
@@ -161,15 +178,11 @@ class KinetoWriter {
     // step, so that a rank waiting before its first kernel (a later pipeline stage) reads
     // back over the report's window.
     event("gpu_user_annotation", "ProfilerStep#1", 0, kFirstStreamTid, start, end - start, "");
-    const std::vector<std::int64_t> correlation = host_side(start, end);
+    const std::vector<std::int64_t> correlation = host_side(window);
     for (std::size_t i = 0; i < rank_.intervals.size(); ++i) {
       const Interval& iv = rank_.intervals[i];
       if (iv.activity == Activity::bubble) continue;
-      // A real NCCL kernel runs from when its rank reaches the collective, spinning until the
-      // last member arrives: the wait is inside the kernel, as the report counts it. A pipeline
-      // transfer's wait for its neighbour stays outside it, the bubble the report makes it.
-      const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
-      const std::int64_t s = ps_to_ns((spins ? iv.start - iv.waited : iv.start).ps());
+      const std::int64_t s = ps_to_ns(kernel_start(iv).ps());
       const std::int64_t e = ps_to_ns(iv.end.ps());
       const std::int64_t tid = kFirstStreamTid + iv.stream;
       const std::string name = iv.activity == Activity::comm     ? nccl_kernel_name(iv.op, dtype(iv))
@@ -192,52 +205,41 @@ class KinetoWriter {
   }
 
   // The host thread's events, and each interval's correlation id (0 for a bubble).
-  std::vector<std::int64_t> host_side(std::int64_t start, std::int64_t end) {
+  std::vector<std::int64_t> host_side(const StepWindow& window) {
     const std::vector<Interval>& intervals = rank_.intervals;
+    const std::vector<KernelLaunch> launches = kernel_launches(t_, rank_, window);
     std::vector<std::int64_t> correlation(intervals.size(), 0);
     std::int64_t next = 1;
     const auto ids = [](std::int64_t id) { return fmt::format("\"correlation\": {}, \"External id\": {}", id, id); };
     if (rank_.issues.size() != intervals.size()) {
       for (std::size_t i = 0; i < intervals.size(); ++i) {
-        const Interval& iv = intervals[i];
-        if (iv.activity == Activity::bubble) continue;
+        if (!launches[i].at) continue;
         correlation[i] = next++;
-        const bool spins = iv.activity == Activity::comm && iv.kind != CommKind::pp;
-        const std::int64_t s = ps_to_ns((spins ? iv.start - iv.waited : iv.start).ps());
-        event("cuda_runtime", runtime_call(iv), pid(), kCpuTid, std::max(start, std::min(s, end)), 0,
+        event("cuda_runtime", runtime_call(intervals[i]), pid(), kCpuTid, ps_to_ns(launches[i].at->ps()), 0,
               ids(correlation[i]));
       }
       return correlation;
     }
-    // The ops in the order the host issued them.
-    std::vector<std::size_t> issued;
-    for (std::size_t i = 0; i < intervals.size(); ++i)
-      if (rank_.issues[i].op && intervals[i].activity != Activity::bubble) issued.push_back(i);
-    std::ranges::sort(issued, {}, [&](std::size_t i) { return rank_.issues[i].order; });
-    std::int64_t graph = 0;  // the correlation id of the graph launch the last op was replayed by; 0: none
-    std::string_view graph_layer;
-    std::uint32_t last = 0;
-    for (std::size_t i : issued) {
+    std::uint32_t graph = 0;    // the graph replay the last op belonged to; 0: none
+    std::int64_t graph_id = 0;  // its launch's correlation id
+    for (std::size_t i : issue_order(rank_)) {
       const HostIssue& h = rank_.issues[i];
       const Interval& iv = intervals[i];
+      const KernelLaunch& l = launches[i];
       const std::int64_t done = ps_to_ns(h.issued.ps());
-      if (h.replayed) {
-        // One replay of a graph for the ops of one layer replayed one after the other (the
-        // frameworks capture a graph per layer).
-        const std::string_view layer = layer_of(t_.names[iv.name]);
-        if (graph == 0 || h.order != last + 1 || layer != graph_layer) {
-          graph_layer = layer;
-          graph = next++;
-          event("cuda_runtime", "cudaGraphLaunch", pid(), kCpuTid, done, 0, ids(graph));
+      if (l.graph != 0) {
+        if (l.graph != graph) {
+          graph = l.graph;
+          graph_id = next++;
+          event("cuda_runtime", "cudaGraphLaunch", pid(), kCpuTid, ps_to_ns(l.at->ps()), 0, ids(graph_id));
         }
-        correlation[i] = graph;
-        last = h.order;
+        correlation[i] = graph_id;
         continue;
       }
       graph = 0;
       correlation[i] = next++;
       const std::int64_t from = ps_to_ns((h.issued - h.cost).ps());
-      const std::int64_t launch = ps_to_ns((h.issued - min(t_.kernel_launch, h.cost)).ps());
+      const std::int64_t launch = ps_to_ns(l.at->ps());
       event("cpu_op", std::string(t_.names[iv.name]), pid(), kCpuTid, from, done - from,
             fmt::format("\"External id\": {}", correlation[i]));
       event("cuda_runtime", runtime_call(iv), pid(), kCpuTid, launch, done - launch, ids(correlation[i]));
@@ -341,6 +343,43 @@ class KinetoWriter {
 };
 
 }  // namespace
+
+std::vector<KernelLaunch> kernel_launches(const Timeline& timeline, const RankTimeline& rank,
+                                          const StepWindow& window) {
+  const std::vector<Interval>& intervals = rank.intervals;
+  std::vector<KernelLaunch> out(intervals.size());
+  if (rank.issues.size() != intervals.size()) {
+    for (std::size_t i = 0; i < intervals.size(); ++i)
+      if (intervals[i].activity != Activity::bubble)
+        out[i].at = max(window.start, min(kernel_start(intervals[i]), window.end));
+    return out;
+  }
+  // One replay of a graph for the ops of one layer replayed one after the other (the
+  // frameworks capture a graph per layer).
+  std::uint32_t graphs = 0;
+  bool replaying = false;
+  std::string_view layer;
+  std::uint32_t last = 0;
+  Time replay_at;
+  for (std::size_t i : issue_order(rank)) {
+    const HostIssue& h = rank.issues[i];
+    if (!h.replayed) {
+      replaying = false;
+      out[i].at = h.issued - min(timeline.kernel_launch, h.cost);
+      continue;
+    }
+    const std::string_view op_layer = layer_of(timeline.names[intervals[i].name]);
+    if (!replaying || h.order != last + 1 || op_layer != layer) {
+      replaying = true;
+      layer = op_layer;
+      replay_at = h.issued;
+      ++graphs;
+    }
+    out[i] = {replay_at, graphs};
+    last = h.order;
+  }
+  return out;
+}
 
 CollectiveDtypes collective_dtypes(const Scenario& s) {
   const Precision p = s.training.precision;

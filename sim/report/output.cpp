@@ -20,6 +20,13 @@
 namespace stepsim::report {
 namespace {
 
+// The null device, which discards what each output writes to it: any number of outputs may go
+// there (--json /dev/null --trace /dev/null), as a shell's redirections may.
+bool discards(const OutputTarget& t) {
+  static const std::string null_device = resolve_output("", "/dev/null").identity;
+  return t.kind == TargetKind::through && t.identity == null_device;
+}
+
 std::vector<OutputTarget> resolve_all(const std::vector<Output>& outputs) {
   std::vector<OutputTarget> targets;
   for (const Output& o : outputs) {
@@ -34,7 +41,7 @@ std::vector<OutputTarget> resolve_all(const std::vector<Output>& outputs) {
                          "finish or choose another output");
     }
     for (std::size_t j = 0; j + 1 < targets.size(); ++j) {
-      if (targets[j].identity != targets.back().identity) continue;
+      if (targets[j].identity != targets.back().identity || discards(targets.back())) continue;
       throw InputError(
           "<command line>", fmt::format("{} and {}", outputs[j].flag, o.flag),
           fmt::format("'{}' and '{}' are the same file (give each output its own)", outputs[j].path, o.path));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -141,7 +142,10 @@ void RankTally::add(const RankTimeline& rank) {
   // waits for its neighbour is the bubble.
   std::array<std::vector<std::pair<Time, Time>>, kCommKinds> spans;
   s.meetings.start_rank();
+  std::optional<Time> drain;  // the start of a bubble that lasts to the step's end
   for (const Interval& iv : rank.intervals) {
+    if (iv.activity == Activity::bubble && iv.end >= s.window.end && iv.start < s.window.end)
+      drain = drain ? max(*drain, iv.start) : iv.start;
     if (iv.activity == Activity::bubble || iv.start >= s.window.end || iv.end <= s.window.start) continue;
     f.step_s = std::max(f.step_s, seconds(min(iv.end, s.window.end) - s.window.start));
     if (iv.activity == Activity::compute) f.compute_s += seconds(iv.end - iv.start);
@@ -166,6 +170,14 @@ void RankTally::add(const RankTimeline& rank) {
   for (std::size_t k = 0; k < kCommKinds; ++k) {
     s.out.rendezvous_wait_s[k] += waits[k] / s.ranks;
     s.out.rendezvous_wait_max_s[k] = std::max(s.out.rendezvous_wait_max_s[k], waits[k]);
+  }
+  // A simulated rank standing for several real ones (representative mode) is done when the
+  // slowest of them is: under jitter the engine waits the expected time for it after the rank's
+  // own last op, before the drain bubble to the step's end (or up to the end when there is
+  // none), and so does the step.
+  if (rank.multiplicity > 1) {
+    const Time done = drain && seconds(*drain - s.window.start) >= f.step_s ? *drain : s.window.end;
+    f.step_s = std::max(f.step_s, seconds(done - s.window.start));
   }
   s.figures.push_back(f);
 }

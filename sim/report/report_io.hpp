@@ -172,6 +172,18 @@ CollectiveDtypes collective_dtypes(const Scenario& s);
 void write_kineto_trace(const Timeline& timeline, int rank_index, const std::string& gpu, std::ostream& out,
                         const CollectiveDtypes& dtypes = {});
 
+// When the host launched the kernel of each of `rank`'s intervals, as write_kineto_trace()
+// records it: an op the host issued, at its cudaLaunchKernel's (cudaMemcpyAsync's) start, the
+// kernel launch's share of its cost before it was issued; an op a CUDA graph replayed, at the
+// cudaGraphLaunch of its layer's replay (`graph`: which, from 1), when the host reached the
+// first op replayed; without recorded host issues, at the kernel's start within `window`.
+// None for a bubble, which no host launches.
+struct KernelLaunch {
+  std::optional<Time> at;
+  std::uint32_t graph = 0;  // 0: launched on its own
+};
+std::vector<KernelLaunch> kernel_launches(const Timeline& timeline, const RankTimeline& rank, const StepWindow& window);
+
 // One output file of a command: the flag that asked for it, the path ("-": stdout) and
 // what to write.
 struct Output {

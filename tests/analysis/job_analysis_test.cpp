@@ -188,6 +188,27 @@ TEST_CASE("analyze refuses a folder with the traces of two jobs, naming a file o
   }
 }
 
+// Files without distributedInfo are the ranks of their places in the folder. Named rank0.json
+// to rank11.json, as people number rank files, rank10.json is rank 10: it came third in the
+// plain order of names (rank0, rank1, rank10, ...), and the straggler it holds back every call
+// for was reported as rank 2.
+TEST_CASE("a folder's rank files without distributedInfo are ranked by the numbers in their names") {
+  const TempDir dir;
+  for (int r = 0; r < 12; ++r) {
+    std::string trace = kineto_rank(r, 12, r == 10 ? 50 : 0);
+    trace.erase(1, trace.find("\"traceEvents\"") - 1);  // {"traceEvents": ...}, no distributedInfo
+    std::ofstream(dir.path / fmt::format("rank{}.json", r)) << trace;
+  }
+  const std::vector<std::string> files = analysis::trace_files(dir.path.string());
+  REQUIRE(files.size() == 12);
+  for (int r = 0; r < 12; ++r)
+    CHECK(files[static_cast<std::size_t>(r)] == (dir.path / fmt::format("rank{}.json", r)).string());
+  const analysis::JobAnalysis job = analysis::analyze_job(files, std::nullopt, 2);
+  REQUIRE(job.stragglers.size() == 1);
+  CHECK(job.stragglers.front().rank == 10);
+  CHECK(job.ranks[10].file == (dir.path / "rank10.json").string());
+}
+
 TEST_CASE("analyze refuses a rank given by two files, naming both") {
   const testing::Scratch scratch("analyze-rank-twice");
   const fs::path dir = scratch.file("traces");

@@ -291,6 +291,31 @@ TEST_CASE("Megatron-Core's process groups are of the kind the simulator gives th
     CHECK(analysis::kind_of_group("9", mixed) == CommKind::other);
 }
 
+// PyTorch's DeviceMesh describes each of its groups as "mesh_<dimension>"
+// (torch/distributed/device_mesh.py), and torchtitan (parallel_dims.py) shards with FSDP over
+// "dp_shard", or "dp_shard_cp" flattened with context parallelism, replicates HSDP's copies
+// over "dp_replicate" and reduces the loss over "dp". The oracle for each is the kind the
+// simulator gives the communicator that runs the same collectives in an HSDP scenario.
+TEST_CASE("torchtitan's device mesh groups are of the kind the simulator gives the same communicators") {
+  const SimulationResult sim = simulate(io::load_scenario("hsdp-llama3-8b-64xh100"));
+  std::map<std::string, CommKind> simulated;
+  for (const ProcessGroup& g : sim.timeline.groups) simulated[g.name] = g.kind;
+  REQUIRE(simulated.contains("fsdp"));
+  REQUIRE(simulated.contains("dp"));
+  const std::vector<std::pair<std::string, std::string>> same{{"mesh_dp_shard", "fsdp"},
+                                                              {"mesh_dp_shard_cp", "fsdp"},
+                                                              {"mesh_dp_replicate", "dp"},
+                                                              {"mesh_dp", "dp"},
+                                                              {"mesh_dp_cp", "dp"}};
+  for (const auto& [description, communicator] : same) {
+    INFO(description << " against the simulator's " << communicator);
+    CHECK(analysis::kind_of_group("3", description) == simulated.at(communicator));
+  }
+  CHECK(analysis::kind_of_group("3", "mesh_tp") == CommKind::tp);
+  CHECK(analysis::kind_of_group("3", "mesh_cp") == CommKind::cp);
+  CHECK(analysis::kind_of_group("3", "mesh_pp") == CommKind::pp);
+}
+
 namespace {
 
 // The measured and predicted figures of compare's row `what` (measured null: NaN).
@@ -318,11 +343,40 @@ double compute_stream_host_wait(const json::value& analyzed) {
 
 }  // namespace
 
-// compare puts the GPU's wait for its host beside simulate's: measured, HTA's host wait on the
-// trace's compute stream as `analyze` gives it; predicted, simulate's "GPU waiting for the
-// host" as `simulate --json` gives it. On the eager GPT-3 Small's own Kineto trace they agree
-// within the 2 % of docs/user-guide.md.
-TEST_CASE("compare puts the trace's host wait beside simulate's GPU waiting for the host") {
+// The simulator's own FSDP trace with its group described as torchtitan's is: the same job,
+// so compare finds nothing that differs and puts the exposed FSDP time on the fsdp row (it
+// said "dp process groups: ... the scenario has no dp communicator" and -100 %).
+TEST_CASE("compare takes a torchtitan FSDP trace's sharding group for the scenario's fsdp communicator") {
+  const testing::Scratch scratch("compare-torchtitan-fsdp");
+  REQUIRE(scratch.run("simulate fsdp-llama2-7b-8xh100 --trace own.json --trace-format kineto").status == 0);
+  std::string trace = testing::slurp(scratch.file("own.json"));
+  const std::string own = R"("Process Group Name": "fsdp", "Process Group Description": "fsdp")";
+  const std::string titan = R"("Process Group Name": "1", "Process Group Description": "mesh_dp_shard_cp")";
+  std::size_t relabelled = 0;
+  for (std::size_t at = trace.find(own); at != std::string::npos; at = trace.find(own, at + titan.size())) {
+    trace.replace(at, own.size(), titan);
+    ++relabelled;
+  }
+  REQUIRE(relabelled > 0);
+  scratch.write("titan.json", trace);
+  const testing::Run run = scratch.run("compare titan.json fsdp-llama2-7b-8xh100 --json -");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.err.find("differs") == std::string::npos);
+  CHECK(run.err.find("warning") == std::string::npos);
+  const json::value v = json::parse(run.out);
+  const auto [measured, predicted] = row_of(v, "exposed fsdp");
+  CHECK(predicted > 0);
+  CHECK(measured == Approx(predicted).epsilon(1e-6));
+}
+
+// compare measures the GPU's wait for its host by one rule on both sides, HTA's host wait on
+// the compute stream: measured, as `analyze` gives it for the trace; predicted, on the simulated
+// rank. A simulated step's own Kineto trace is the prediction itself, so the two sides agree
+// (to the nanoseconds the trace keeps); on the eager GPT-3 Small, launch-bound and with DDP's
+// AllReduces beside the backward, HTA's rule stays within the 2 % of docs/user-guide.md of
+// simulate's own "GPU waiting for the host".
+TEST_CASE("compare measures the GPU's wait for its host by HTA's rule on both sides") {
   const testing::Scratch scratch("compare-host-wait");
   scratch.write("eager.json", test::kEagerGpt3Small);
   const testing::Run sim = scratch.run("simulate eager.json --json sim.json --trace trace.json --trace-format kineto");
@@ -340,14 +394,14 @@ TEST_CASE("compare puts the trace's host wait beside simulate's GPU waiting for 
   const json::value v = json::parse(run.out);
   const auto [m, p] = row_of(v, "GPU waiting for the host");
   CHECK(m == Approx(measured).epsilon(1e-12));
-  CHECK(p == Approx(simulated).epsilon(1e-12));
-  CHECK(m == Approx(p).epsilon(0.02));
+  CHECK(p == Approx(measured).epsilon(1e-6));
+  CHECK(m == Approx(simulated).epsilon(0.02));
   CHECK(v.at("measured").at("host_wait_s").to_number<double>() == Approx(measured).epsilon(1e-12));
-  CHECK(v.at("predicted").at("host_wait_s").to_number<double>() == Approx(simulated).epsilon(1e-12));
+  CHECK(v.at("predicted").at("host_wait_s").to_number<double>() == Approx(p).epsilon(1e-12));
   const testing::Run table = scratch.run("compare trace.json eager.json");
   REQUIRE(table.status == 0);
-  CHECK(table.out.find(fmt::format("GPU waiting for the host   {:>10.3f}ms {:>10.3f}ms", measured * 1e3,
-                                   simulated * 1e3)) != std::string::npos);
+  CHECK(table.out.find(fmt::format("GPU waiting for the host   {:>10.3f}ms {:>10.3f}ms", measured * 1e3, p * 1e3)) !=
+        std::string::npos);
   // stepsim's own trace format has no launches: the measured side is not known.
   REQUIRE(scratch.run("simulate eager.json --trace own.json").status == 0);
   const testing::Run own = scratch.run("compare own.json eager.json --json -");
@@ -358,20 +412,76 @@ TEST_CASE("compare puts the trace's host wait beside simulate's GPU waiting for 
         std::string::npos);
 }
 
+// Mixtral's MoE layers: the host waits for each layer's token counts after the router, so it
+// launches the experts' first GEMM after the permute before it ended, and the compute stream
+// idles while the dispatch all-to-all runs on another stream. HTA calls that gap host wait
+// (the launch came after the kernel before it ended); simulate's "GPU waiting for the host"
+// does not (a kernel of the rank runs meanwhile). compare said 63.259 ms measured against
+// 1.125 ms predicted (-98.2 %) of the simulation's own trace; both sides now use HTA's rule.
+TEST_CASE("compare's host wait row reads a MoE step's own trace back as predicted") {
+  const testing::Scratch scratch("compare-host-wait-moe");
+  const testing::Run sim =
+      scratch.run("simulate mixtral-8x7b-ep8-64xh100 --json sim.json --trace trace.json --trace-format kineto");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const double simulated =
+      json::parse(testing::slurp(scratch.file("sim.json"))).at("host").at("gpu_wait_s").to_number<double>();
+  const testing::Run analyzed = scratch.run("analyze trace.json --json -");
+  REQUIRE(analyzed.status == 0);
+  const double measured = compute_stream_host_wait(json::parse(analyzed.out));
+  REQUIRE(measured > 10 * simulated);
+  const testing::Run run = scratch.run("compare trace.json mixtral-8x7b-ep8-64xh100 --json -");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const auto [m, p] = row_of(json::parse(run.out), "GPU waiting for the host");
+  CHECK(m == Approx(measured).epsilon(1e-12));
+  CHECK(p == Approx(measured).epsilon(1e-6));
+}
+
+// compare --step N measures step N's host wait, not the mean of HTA's window (which leaves the
+// last step out): on the ResNet-50 trace, stream 7's host wait is 175.666220, 179.818327 and
+// 184.606770 ms in ProfilerSteps 4, 5 and 6 (a plain-Python reading of the raw events, gaps
+// counted in the step that launched the kernel after them). compare said 177.742 ms, the mean
+// of steps 4 and 5, for every --step; without --step it still gives that mean.
+TEST_CASE("compare --step N puts step N's host wait beside the prediction") {
+  const testing::Scratch scratch("compare-step-host-wait");
+  const std::string trace = std::string(STEPSIM_TEST_DATA) + "/traces/resnet50-ddp-a100-rank0of2.json.gz";
+  const std::pair<const char*, double> steps[] = {
+      {" --step 4", 175.666220e-3}, {" --step 6", 184.606770e-3}, {"", (175.666220e-3 + 179.818327e-3) / 2}};
+  for (const auto& [step, expected] : steps) {
+    INFO("compare" << step);
+    const testing::Run run = scratch.run("compare " + trace + " ddp-1.3b-64xa100 --json -" + step);
+    REQUIRE(run.status == 0);
+    CHECK(row_of(json::parse(run.out), "GPU waiting for the host").first == Approx(expected).epsilon(1e-9));
+  }
+}
+
 // Eight eager DDP ranks, rank 3 computing at half speed: the report (the critical path, rank 3)
-// waits least for its host. Compared with rank 0's trace, the prediction is rank 0's, as
-// simulate measures its GPU's wait for the host on rank 0's timeline.
+// waits least for its host. Compared with rank 0's trace, the prediction is rank 0's: HTA's
+// host wait on rank 0's simulated timeline, which rank 0's own Kineto trace reads back.
 TEST_CASE("compare's predicted host wait is that of the trace's rank when the simulation simulates it") {
   const Scenario s = io::load_scenario_text(test::kEagerGpt3Small, "eager.json",
                                             {"simulation.ranks=all", "model.layers=2", "training.global_batch=8",
                                              R"(simulation.variation.gpu_speed=[{"rank": 3, "factor": 0.5}])"});
-  const SimulationResult sim = simulate(s);
+  SimulateOptions options;
+  options.host_issues = true;  // as compare simulates: the launches of its host-wait row
+  const SimulationResult sim = simulate(s, options);
   REQUIRE(critical(sim) == 3);
-  const analysis::Analysis a = read_back(sim, 0);
+  // Rank 0's own Kineto trace: HTA's host wait on it is the figure to predict.
+  const fs::path path = fs::temp_directory_path() / ("stepsim-like-rank0-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(path);
+    report::write_kineto_trace(sim.timeline, 0, "h100-sxm5-80gb", out);
+  }
+  const analysis::Analysis a = analysis::analyze_trace(path.string(), 0, std::nullopt);
+  fs::remove(path);
   const analysis::LikeForLike lf = analysis::like_for_like(a, sim);
   REQUIRE(lf.predicted_rank == 0);
+  REQUIRE(lf.measured_host_wait_s.has_value());
+  CHECK(lf.predicted_host_wait_s == Approx(*lf.measured_host_wait_s).epsilon(1e-6));
+  // The report's rank (the critical path, rank 3) waits far less for its host.
   const StepWindow window = report::report_window(sim.timeline);
   const double rank0 = report::measure_host(sim.timeline.ranks[0], window.start, window.end).gpu_wait;
-  CHECK(lf.predicted_host_wait_s == rank0);
   CHECK(rank0 > sim.report.host.gpu_wait_s * 1.2);
+  CHECK(lf.predicted_host_wait_s > sim.report.host.gpu_wait_s * 1.2);
 }

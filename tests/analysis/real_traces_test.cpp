@@ -291,3 +291,23 @@ TEST_CASE("HTA's idle breakdown of the resnet-50 trace on the exact timestamps e
   CHECK(streams[1].kernel_wait == Time::zero());
   CHECK(streams[1].other == Time::zero());
 }
+
+// Each ProfilerStep's own host wait on the compute stream (stream 7), by HTA's rule on the
+// exact timestamps, each gap in the step whose annotation holds the launch of the kernel after
+// it, the last step too. The oracle is a plain-Python reading of the raw events (decimal
+// arithmetic on the trace's text): 870, 871 and 872 host-wait gaps summing to 175666.220,
+// 179818.327 and 184606.770 us. Steps 4 and 5 together are HTA's window, whose unrounded
+// figure HTA prints as 355484.56 us over 1,742 gaps (2 ns a gap allowed, as above).
+TEST_CASE("each ProfilerStep's host wait on the compute stream of the resnet-50 trace") {
+  const analysis::HtaMetrics h = analysis::load_trace(trace("resnet50-ddp-a100-rank0of2.json.gz")).hta.at(0);
+  REQUIRE(h.step_host_wait.size() == 3);
+  const std::pair<const char*, std::int64_t> pinned[] = {
+      {"ProfilerStep#4", 175666220000}, {"ProfilerStep#5", 179818327000}, {"ProfilerStep#6", 184606770000}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(pinned[i].first);
+    CHECK(h.step_host_wait[i].step == pinned[i].first);
+    CHECK(h.step_host_wait[i].host_wait.ps() == pinned[i].second);
+  }
+  const Time window = h.step_host_wait[0].host_wait + h.step_host_wait[1].host_wait;
+  CHECK(std::fabs(window.seconds() * 1e6 - 355484.56) <= 1742 * 0.002 + 0.005);
+}

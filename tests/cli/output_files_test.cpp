@@ -104,6 +104,23 @@ TEST_CASE("two outputs naming the same file are refused with both flags named") 
   CHECK(dir.entries() == std::vector<std::string>{"link.json"});
 }
 
+// The null device discards what is written to it, so any number of outputs may go there, as
+// a shell sends several streams to it (they were refused as "the same file").
+TEST_CASE("every output may go to /dev/null at once") {
+  const Scratch dir("null-device");
+  const Run r = dir.run(std::string(kSimulate) + " --json /dev/null --trace /dev/null");
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("step time") != std::string::npos);
+  CHECK(dir.entries().empty());
+  const Run analyze =
+      dir.run("analyze " + std::string(STEPSIM_SOURCE_DIR) +
+              "/tests/data/traces/resnet50-ddp-a100-rank0of2.json.gz --json /dev/null --trace /dev/null");
+  CHECK(analyze.status == 0);
+  CHECK(dir.entries().empty());
+}
+
 // Every command that reads a file and writes one: an output that is one of its inputs (by
 // any name) is refused before it is written, and the input is left as it was.
 TEST_CASE("an output that is one of the run's inputs is refused and the input kept") {
