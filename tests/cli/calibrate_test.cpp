@@ -400,11 +400,15 @@ TEST_CASE("calibrate check predicts each point from the others, by hand on four 
   CHECK(run.out.find("# leave-one-out: 4 point(s), mean |error| ") != std::string::npos);
 }
 
+// An 8-GPU AllReduce table of two measured points, 10 us at 1 KiB and 40 us at 16 KiB.
+constexpr const char* kTwoPointAllReduce =
+    R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
+    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
+                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})";
+
 TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by hand") {
   Scratch s("calib-check-held");
-  s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
-                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
+  s.write("two.json", kTwoPointAllReduce);
   s.write("held.txt",
           "# all_reduce_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
           "4096 1024 float sum -1 25.00 0.16 0.29 0 25.00 0.16 0.29 0\n"
@@ -428,9 +432,7 @@ TEST_CASE("calibrate check predicts a held-out log's sizes from the file, by han
 // so rather than presenting the model's errors as the calibration's.
 TEST_CASE("calibrate check says when the points it checks were predicted by the model alone") {
   Scratch s("calib-check-model");
-  s.write("two.json", R"({"stepsim_calibration": 1, "provenance": {"gpu": "NVIDIA A100-SXM4-80GB"},
-    "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "fit": {"alpha_us": 7.96875, "algbw_gbps": 0.511500488, "busbw_gbps": 0.895125854, "max_error": 0.0029296875, "alpha_fitted": true},
-                     "points": [{"bytes": 1024, "time_us": 10}, {"bytes": 16384, "time_us": 40}]}]})");
+  s.write("two.json", kTwoPointAllReduce);
   s.write("gather.txt",
           "# all_gather_perf -b 4096 -e 8192 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
           "4096 128 float none -1 25.00 0.16 0.14 0 25.00 0.16 0.14 0\n"
