@@ -49,7 +49,13 @@ po::variables_map parse_args(const std::string& command, const Args& args, const
   po::variables_map vm;
   po::parsed_options parsed(&desc);
   try {
-    parsed = po::command_line_parser(args).options(desc).positional(positional).run();
+    // No guessing: Boost would take a prefix of one option for it (--ranks for --ranks-per-node,
+    // --sc for --scenario), so a misspelt or misremembered flag silently set another.
+    parsed = po::command_line_parser(args)
+                 .options(desc)
+                 .positional(positional)
+                 .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+                 .run();
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::multiple_occurrences& e) {

@@ -398,3 +398,17 @@ TEST_CASE("the README names every flag of collective and presets and every calib
     CHECK(table_row.find(std::string(step) + " ") != std::string::npos);
   }
 }
+
+// Boost's guessing took a prefix of one option for it: `collective --ranks 64` set
+// --ranks-per-node and `simulate --sc FILE` --scenario. A flag is now spelt whole, or refused.
+TEST_CASE("an option's prefix is not taken for the option") {
+  const Scratch dir("option-prefix");
+  const Run ranks = dir.run("collective allreduce --ranks 64 --cluster dgx-h100-ndr");
+  CHECK(ranks.status == 2);
+  CHECK(ranks.out.empty());
+  CHECK(ranks.err.find("unrecognised option '--ranks'") != std::string::npos);
+  const Run scenario = dir.run("simulate --sc korthikanti-22b");
+  CHECK(scenario.status == 2);
+  CHECK(scenario.err.find("unrecognised option '--sc'") != std::string::npos);
+  CHECK(dir.run("simulate --scenario korthikanti-22b").status == 0);
+}
