@@ -125,7 +125,10 @@ std::string read_file(const std::string& path, bool& found) {
 
 }  // namespace
 
-Scenario load_scenario_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
+namespace {
+
+// The file and the assignments, read: the keys they give, before defaults and validation.
+Scenario read_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
   Scenario s;
   json::value document = parse_json(text, source);
   if (!document.is_object()) throw InputError(source, "", "a scenario must be a JSON object");
@@ -133,6 +136,13 @@ Scenario load_scenario_text(const std::string& text, const std::string& source, 
   read_scenario(s, document, Reader(source, false));
   for (const auto& assignment : ordered_sets(sets)) s.set_pointers.push_back(apply_set(s, assignment));
   s.source = source;
+  return s;
+}
+
+}  // namespace
+
+Scenario load_scenario_text(const std::string& text, const std::string& source, const std::vector<std::string>& sets) {
+  Scenario s = read_text(text, source, sets);
   try {
     complete_and_validate(s);
   } catch (const InputError& e) {
@@ -158,18 +168,25 @@ ScenarioInput read_scenario_input(const std::string& path) {
   return {path, std::nullopt};  // an example's name, or an error load_scenario words
 }
 
-Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
-  if (path.empty()) {
-    Scenario s =
-        load_scenario_text(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
-    return s;
+namespace {
+
+using TextLoader = Scenario (*)(const std::string& text, const std::string& source,
+                                const std::vector<std::string>& sets);
+
+// The scenario `path` names (the embedded default for "", standard input for "-", a file, or an
+// example preset), given to `load` with its name.
+Scenario from_path(const std::string& path, const std::vector<std::string>& sets, TextLoader load) {
+  if (path.empty())
+    return load(std::string(find_preset("examples", "default", Reader("", false)).text), "<default>", sets);
+  if (path == "-") {
+    const ScenarioInput input = read_scenario_input(path);
+    return load(*input.text, input.path, sets);
   }
-  if (path == "-") return load_scenario(read_scenario_input(path), sets);
   bool found = false;
   const std::string text = read_file(path, found);
-  if (found) return load_scenario_text(text, path, sets);
+  if (found) return load(text, path, sets);
   if (const EmbeddedFile* example = lookup_preset("examples", path))
-    return load_scenario_text(std::string(example->text), "configs/" + std::string(example->path), sets);
+    return load(std::string(example->text), "configs/" + std::string(example->path), sets);
   // A preset of a section, not a whole scenario: say where it goes.
   struct Section {
     const char* folder;
@@ -193,8 +210,18 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
                                                close));
 }
 
+}  // namespace
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
+  return from_path(path, sets, load_scenario_text);
+}
+
 Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets) {
   return input.text ? load_scenario_text(*input.text, input.path, sets) : load_scenario(input.path, sets);
+}
+
+Scenario read_scenario_keys(const ScenarioInput& input, const std::vector<std::string>& sets) {
+  return input.text ? read_text(*input.text, input.path, sets) : from_path(input.path, sets, read_text);
 }
 
 std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,

@@ -43,6 +43,13 @@ struct ScenarioInput {
 };
 Scenario load_scenario(const ScenarioInput& input, const std::vector<std::string>& sets = {});
 
+// The scenario as the file (or example) and `sets` give it, read as load_scenario reads them
+// but neither completed nor validated: a key none of them gives keeps its type's default, and no
+// key follows another. For what a scenario says before validation refuses it as it stands (a
+// sweep's degrees, from which --gpus derives the dp that makes it valid). Throws what reading
+// throws (no such file, a key that does not exist, a value of the wrong type).
+Scenario read_scenario_keys(const ScenarioInput& input, const std::vector<std::string>& sets = {});
+
 // A scenario argument read once: "-" is standard input (named <stdin> in errors), a file is
 // held as its text, an example's name (or "", the default) is left to load_scenario. A
 // command that loads its scenario more than once (advice, other clusters, every point of a

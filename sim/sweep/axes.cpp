@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -125,7 +126,10 @@ std::vector<std::string> expand_range(const std::string& key, const std::string&
   if (!(span < static_cast<double>(kMaxPoints)))
     throw InputError("--vary", key, fmt::format("the range has more than {} values", kMaxPoints));
   std::vector<std::string> values;
-  const double limit = hi + std::abs(hi) * 1e-9;
+  // The tolerance takes in hi where rounding left a value a hair above it, never a value a whole
+  // step (or factor) beyond it: at most half the last step.
+  const double last_step = geometric ? hi - hi / step : step;
+  const double limit = hi + std::min(std::abs(hi) * 1e-9, last_step / 2);
   double v = lo;  // geometric: each value from the one before
   for (;;) {
     // Arithmetic steps accumulate rounding: each value from lo, and integers printed as such.

@@ -63,6 +63,23 @@ std::optional<long long> assigned_degree(const std::vector<std::string>& sets, s
   return degree;
 }
 
+// The parallel section the point's scenario and assignments give before validation (a varied
+// example preset brings its own), or nullopt where they do not read (the loader says why).
+std::optional<ParallelSpec> given_degrees(const SweepSpec& spec, const std::vector<std::string>& sets) {
+  try {
+    return io::read_scenario_keys(spec.scenario, sets).parallel;
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
+// A point's degree NAME: what its scenario gives (`given`, 0 where it reads none), else its last
+// assignment's, else the base scenario's; the loader refuses a degree that is not one.
+long long degree_of(const std::vector<std::string>& sets, std::string_view name, int given, int base) {
+  if (given >= 1) return given;
+  return assigned_degree(sets, name).value_or(base);
+}
+
 bool assigns_degree(const std::vector<std::string>& sets, std::string_view name) {
   return std::any_of(sets.begin(), sets.end(), [&](const std::string& set) { return degree_text(set, name); });
 }
@@ -121,7 +138,11 @@ std::vector<std::string> varied_calibration(const SweepSpec& spec, const Scenari
 // varied values name), the --set list, the axes and the flags that change rows. Shards of one
 // sweep share it; anything else that writes rows does not.
 std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
-  std::string text = fmt::format("stepsim {}\n{}\n", stepsim_version(), base.resolved_json);
+  // A base scenario that does not validate has no resolved text: the text it was read from.
+  const std::string scenario = !base.resolved_json.empty() ? base.resolved_json
+                               : spec.scenario.text        ? "unresolved\n" + *spec.scenario.text
+                                                           : "unresolved scenario " + spec.scenario.path;
+  std::string text = fmt::format("stepsim {}\n{}\n", stepsim_version(), scenario);
   for (const auto& path : base.calibration) text += fmt::format("calibration {}\n{}\n", path, contents_of(path));
   for (const auto& path : varied_calibration(spec, base))
     text += fmt::format("calibration {}\n{}\n", path, contents_of(path));
@@ -133,6 +154,25 @@ std::uint64_t sweep_fingerprint(const SweepSpec& spec, const Scenario& base) {
   }
   text += fmt::format("gpus {}\nkeep_oom {}\n", spec.gpus, spec.keep_oom);
   return fnv1a64(text);
+}
+
+// The scenario with --set alone: validated where it validates. A sweep that varies keys or derives
+// dp from --gpus does not run it as it stands, and its points' values may make valid what it
+// refuses (a micro-batch --set that the varied global batches divide, the dp --gpus derives): its
+// keys are then read unvalidated, with the refusal in `refused`. A key it does not have is
+// refused all the same.
+Scenario base_scenario(const SweepSpec& spec, std::optional<InputError>& refused) {
+  try {
+    return io::load_scenario(spec.scenario, spec.sets);
+  } catch (const InputError& e) {
+    if (spec.axes.empty() && spec.gpus == 0) throw;
+    refused = e;
+  }
+  try {
+    return io::read_scenario_keys(spec.scenario, spec.sets);
+  } catch (const InputError&) {
+    throw *refused;
+  }
 }
 
 // A point's scenario. A value that does not parse as its key's type, or does not validate,
@@ -179,6 +219,17 @@ std::uint64_t fnv1a64(const std::string& text) {
   return hash;
 }
 
+namespace {
+
+// Whether some point of the sweep loads: one that does not is a row with its reason.
+bool any_point_loads(const SweepSpec& spec) {
+  for (std::size_t i = 0; i < spec.points; ++i)
+    if (resolve_point(spec, i).status != Status::invalid) return true;
+  return false;
+}
+
+}  // namespace
+
 void prepare(SweepSpec& spec) {
   if (spec.gpus != 0) {
     if (assigns_degree(spec.sets, "dp"))
@@ -211,11 +262,13 @@ void prepare(SweepSpec& spec) {
   for (const auto& axis : spec.axes)
     if (std::find(own.begin(), own.end(), axis.key) != own.end())
       throw axis_error(axis, axis.key, "is a column of the sweep's rows, not a scenario key");
-  const Scenario base = io::load_scenario(spec.scenario, spec.sets);
+  std::optional<InputError> refused;
+  const Scenario base = base_scenario(spec, refused);
   spec.base_tp = base.parallel.tp;
   spec.base_pp = base.parallel.pp;
   spec.base_cp = base.parallel.cp;
   spec.points = point_count(spec.axes);
+  if (refused && !any_point_loads(spec)) throw *refused;
   spec.sweep_id = sweep_fingerprint(spec, base);
   for (const auto& axis : spec.axes) {
     auto sets = spec.sets;
@@ -238,9 +291,10 @@ std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std
   sets.insert(sets.end(), spec.sets.begin(), spec.sets.end());
   for (std::size_t i = 0; i < spec.axes.size(); ++i) sets.push_back(spec.axes[i].key + "=" + values[i]);
   if (spec.gpus == 0) return sets;
-  const auto tp = assigned_degree(sets, "tp").value_or(spec.base_tp);
-  const auto pp = assigned_degree(sets, "pp").value_or(spec.base_pp);
-  const auto cp = assigned_degree(sets, "cp").value_or(spec.base_cp);
+  const std::optional<ParallelSpec> given = given_degrees(spec, sets);
+  const auto tp = degree_of(sets, "tp", given ? given->tp : 0, spec.base_tp);
+  const auto pp = degree_of(sets, "pp", given ? given->pp : 0, spec.base_pp);
+  const auto cp = degree_of(sets, "cp", given ? given->cp : 0, spec.base_cp);
   const long long model = tp * pp * cp;  // each at most the scenario limits, no overflow in practice
   if (model <= 0 || spec.gpus % model != 0) {
     problem = fmt::format("tp·pp·cp = {}·{}·{} = {} does not divide --gpus {}", tp, pp, cp, model, spec.gpus);

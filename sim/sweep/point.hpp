@@ -56,16 +56,19 @@ struct PointResult {
 // FNV-1a, 64 bits: the point_id of a resolved scenario, stable across runs and machines.
 std::uint64_t fnv1a64(const std::string& text);
 
-// Loads the base scenario once: checks --set and --gpus against it, fills the base degrees,
-// the point count and the sweep_id (a hash of stepsim's version, the resolved scenario, the
+// Loads the base scenario once (the scenario with --set alone; where it does not validate, its
+// keys read unvalidated, refused only if no point loads either): checks --set and --gpus against
+// it, fills the base degrees, the point count and the sweep_id (a hash of stepsim's version, the
+// resolved scenario (its text where it does not resolve), the
 // contents of every calibration file a point may read, --set's and --vary's alike, --set, the
 // axes, --gpus and --keep-oom), and checks each axis key on its first value so that a misspelt
 // key fails up front (exit 2) rather than once per point. The calibration files are noted as
 // inputs of the run (no output may replace one).
 void prepare(SweepSpec& spec);
 
-// The assignments of point `index` (base sets, varied keys, derived dp). `dp` receives the
-// derived degree, or stays empty with `problem` set when the degrees do not divide --gpus.
+// The assignments of point `index` (base sets, varied keys, derived dp: --gpus over the tp, pp
+// and cp the point's keys give, a varied example preset's included). `dp` receives the derived
+// degree, or stays empty with `problem` set when the degrees do not divide --gpus.
 std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std::string>& values, std::string& dp,
                                     std::string& problem);
 

@@ -55,6 +55,17 @@ TEST_CASE("an arithmetic range includes its upper bound despite rounding") {
         std::vector<std::string>{"0.1", "0.2", "0.30000000000000004", "0.4", "0.5"});
 }
 
+// The last value is at most hi: a step below hi's rounding tolerance (a billionth of hi) does not
+// let one more step in: 1e6 + 2 x 0.001 = 1000000.002 > 1000000.001, 1 + 101 x 1e-9 > 1 + 1e-7, and
+// 0.5 x 1.0000000001^11 > 0.5000000005 (0.5 x 1.0000000001^10 is it, to rounding).
+TEST_CASE("a range whose step is tiny beside its values stops at its upper bound") {
+  CHECK(parse_axis("x=1000000:1000000.001:+0.001").values == std::vector<std::string>{"1000000", "1000000.001"});
+  const auto values = parse_axis("x=1:1.0000001:+1e-9").values;
+  CHECK(values.size() == 101);
+  CHECK(std::stod(values.back()) <= 1.0000001 + 1e-15);
+  CHECK(parse_axis("x=0.5:0.5000000005:x1.0000000001").values.size() == 11);
+}
+
 TEST_CASE("axes that make no sense are refused with a message naming --vary") {
   CHECK(message_of("parallel.tp=") == "--vary: parallel.tp: no values given (expected e.g. parallel.tp=1,2,4)");
   CHECK(message_of("parallel.tp") == "--vary: parallel.tp: expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S");

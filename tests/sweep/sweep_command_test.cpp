@@ -337,6 +337,50 @@ TEST_CASE("a sweep with --gpus derives dp from a varied parallel object's degree
                 "--vary: parallel: {\"tp\":4,\"dp\":16} sets dp, which cannot be combined with --gpus") == "");
 }
 
+// A varied example preset brings its own parallel section: dp is --gpus over its degrees, not over
+// the base scenario's (the embedded default's tp 8). ddp-1.3b-64xa100 runs tp 1, pp 1: 64 / 1 = 64;
+// gpt-530b-selene tp 8, pp 35: 280 GPUs a replica, which 64 does not hold.
+TEST_CASE("a sweep with --gpus derives dp from a varied example preset's own degrees") {
+  const Scratch dir("sweep");
+  const Run run = dir.run("sweep --vary preset=ddp-1.3b-64xa100,gpt-530b-selene --gpus 64");
+  REQUIRE(run.status == 0);
+  INFO(run.out);
+  CHECK(run.out.find(",ddp-1.3b-64xa100,64,ok,,") != std::string::npos);
+  CHECK(run.out.find(",gpt-530b-selene,,invalid,tp·pp·cp = 8·35·1 = 280 does not divide --gpus 64,") !=
+        std::string::npos);
+}
+
+// The scenario with --set alone is no point of a sweep that varies keys or derives dp: a --set
+// that the points' values make valid runs. A global batch of 36 sequences of micro-batches of 1
+// splits over dp 36 / 1 = 36 and 36 / 2 = 18, not over the embedded default's own dp 8; micro-batches
+// of 3 over dp 8 split 24 = 3 x 8 and 48 = 3 x 8 x 2, not the default's 128. Where no point loads,
+// the --set is refused as before.
+TEST_CASE("a sweep runs whose --set only its points' values and --gpus make valid") {
+  const Scratch dir("sweep");
+  const std::string gpus =
+      "sweep --set model=gpt-1.3b --set training.global_batch=36 --set training.micro_batch=1 --vary parallel.tp=1,2 "
+      "--gpus 36 -o g.csv";
+  const Run run = dir.run(gpus);
+  REQUIRE(run.status == 0);
+  const std::string rows = slurp(dir.work() / "g.csv");
+  INFO(rows);
+  CHECK(rows.find(",1,36,ok,,") != std::string::npos);
+  CHECK(rows.find(",2,18,ok,,") != std::string::npos);
+  // One sweep, run again: its sweep_id is the same, so --resume keeps its rows.
+  const Run resumed = dir.run(gpus + " --resume");
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.err.find("2 already written") != std::string::npos);
+  const Run batches = dir.run(
+      "sweep --set model=gpt-1.3b --set training.micro_batch=3 --set parallel.dp=8 --vary training.global_batch=24,48");
+  REQUIRE(batches.status == 0);
+  INFO(batches.out);
+  CHECK(batches.out.find(",24,ok,,") != std::string::npos);
+  CHECK(batches.out.find(",48,ok,,") != std::string::npos);
+  CHECK(stepsim::testing::refusal(
+            dir.run("sweep --set model=gpt-1.3b --set parallel.tp=3 --vary training.micro_batch=1,2 --gpus 48"),
+            "--set: model.heads: model.heads (16) is not divisible by tp (3)") == "");
+}
+
 // The points apply their values as assignments; a value of the wrong type is the --vary's.
 TEST_CASE("a varied value that is not its key's type is an invalid point naming --vary") {
   const Scratch dir("sweep");
