@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cluster_comparison.hpp"
@@ -86,6 +87,41 @@ TEST_CASE("A cluster comparison keeps its columns apart when a cell is wider tha
     ++rows;
   }
   CHECK(rows == 9);
+}
+
+namespace {
+
+// A column's report with what its cost block holds: board power, tokens/s of 64 GPUs, price.
+stepsim::Report priced(double watts, double tokens_per_s, double price) {
+  stepsim::Report r;
+  r.cost.gpu_power_w = watts;
+  r.cost.energy_per_mtoken_kwh = watts * 64 / tokens_per_s * 1e6 / 3.6e6;
+  r.cost.gpu_hour_price = price;
+  r.cost.cost_per_mtoken = price * 64 / 3600 / tokens_per_s * 1e6;
+  return r;
+}
+
+}  // namespace
+
+// GPT 1.3B under DDP on 64 GPUs: 878,137 tokens/s on A100 (400 W), 1,870,958 on H100 (700 W),
+// 3,181,920 on B200 (1000 W) give 400·64/878137 J a token, 0.00810 kWh per million tokens, and
+// 0.00665 and 0.00559; at 0.25, 0.45 and 0.75 a GPU-hour 0.005061, 0.004276 and 0.004190 per
+// million. To two decimals the three energies were all "0.01 kWh", to three the costs 0.005,
+// 0.004 and 0.004: the table gives them as the report's own table does (3 and 4 significant digits).
+TEST_CASE("A cluster comparison keeps the digits that tell small energies and costs apart") {
+  const std::vector<stepsim::cli::ClusterColumn> columns{{"dgx-a100-80g-hdr", priced(400, 878137, 0.25)},
+                                                         {"dgx-h100-ndr", priced(700, 1870958, 0.45)},
+                                                         {"dgx-b200", priced(1000, 3181920, 0.75)}};
+  std::ostringstream out;
+  stepsim::cli::write_cluster_comparison(columns, "TP 1, PP 1, CP 1, DP 64", out);
+  const auto cells = [&](const std::string& label) {
+    const auto at = out.str().find("  " + label + "  ");
+    REQUIRE(at != std::string::npos);
+    const auto found = cells_of(out.str().substr(at, out.str().find('\n', at) - at));
+    return std::vector<std::string>(found.begin() + 1, found.end());
+  };
+  CHECK(cells("energy per M tokens") == std::vector<std::string>{"0.0081 kWh", "0.00665 kWh", "0.00559 kWh"});
+  CHECK(cells("cost per M tokens") == std::vector<std::string>{"0.005061", "0.004276", "0.00419"});
 }
 
 TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
