@@ -1,6 +1,7 @@
 // `simulate --compare-cluster`: the same job on other clusters, side by side, with cost and
 // energy per million tokens from each cluster's price and board power.
 #include <fmt/format.h>
+#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -122,6 +123,46 @@ TEST_CASE("A cluster comparison keeps the digits that tell small energies and co
   };
   CHECK(cells("energy per M tokens") == std::vector<std::string>{"0.0081 kWh", "0.00665 kWh", "0.00559 kWh"});
   CHECK(cells("cost per M tokens") == std::vector<std::string>{"0.005061", "0.004276", "0.00419"});
+}
+
+// The comparison was written to the table alone: `--json` (and so a script or the Python module
+// reading it) had the report of the scenario's own cluster and no trace of the other columns.
+// Each column is the job run on that cluster with its price, as `simulate --set cluster=NAME
+// --set cluster.gpu_hour_price=PRICE` runs it on its own.
+TEST_CASE("simulate --json holds the cluster comparison, each column the job as run on that cluster alone") {
+  Scratch scratch("compare-cluster-json");
+  const auto run = scratch.run(
+      "simulate ddp-1.3b-64xa100 --set cluster.gpu_hour_price=0.5 --compare-cluster dgx-b200@1.5 --json report.json");
+  const auto alone =
+      scratch.run("simulate ddp-1.3b-64xa100 --set cluster=dgx-b200 --set cluster.gpu_hour_price=1.5 --json b200.json");
+  INFO(run.err << alone.err);
+  REQUIRE(run.status == 0);
+  REQUIRE(alone.status == 0);
+  const auto json = [&](const char* name) {
+    return boost::json::parse(stepsim::testing::slurp(scratch.file(name))).as_object();
+  };
+  const auto report = json("report.json");
+  const auto b200 = json("b200.json");
+  const auto& columns = report.at("compare_clusters").as_array();
+  REQUIRE(columns.size() == 2);
+  const auto& own = columns.at(0).as_object();
+  const auto& other = columns.at(1).as_object();
+  CHECK(own.at("cluster").as_string() == "dgx-a100-80g-hdr");
+  CHECK(other.at("cluster").as_string() == "dgx-b200");
+  for (const auto& [column, whole] : {std::pair{&own, &report}, std::pair{&other, &b200}}) {
+    CHECK(column->at("step_time_s") == whole->at("step_time_s"));
+    CHECK(column->at("throughput") == whole->at("throughput"));
+    CHECK(column->at("cost") == whole->at("cost"));
+    CHECK(column->at("memory_bytes") == whole->at("memory_bytes"));
+    CHECK(column->at("exposed_fraction_of_step") == whole->at("overlap").at("exposed_fraction_of_step"));
+  }
+  // 1000 W and 1.5 a GPU-hour on 64 GPUs for the B200 column's step.
+  const double step = other.at("step_time_s").to_number<double>();
+  CHECK(other.at("cost").at("energy_per_step_j").to_number<double>() == Approx(1000.0 * 64 * step));
+  CHECK(other.at("cost").at("cost_per_step").to_number<double>() == Approx(1.5 * 64 * step / 3600));
+  const auto plain = scratch.run("simulate ddp-1.3b-64xa100 --json plain.json");
+  REQUIRE(plain.status == 0);
+  CHECK(!json("plain.json").contains("compare_clusters"));
 }
 
 TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {
