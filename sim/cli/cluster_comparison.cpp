@@ -104,13 +104,15 @@ void write_cluster_comparison(const std::vector<ClusterColumn>& columns, const s
          return fmt::format("{:.1f} GiB{}", r.memory_bytes.device / 1073741824.0,
                             r.memory_bytes.fits ? "" : " (too large)");
        }},
+      // Significant digits, as the report's own table writes them: fixed decimals made 0.0081,
+      // 0.0067 and 0.0056 kWh (A100, H100, B200) all "0.01 kWh", the difference the table is for.
       {"energy per M tokens",
        [](const Report& r) {
-         return or_dash(r.cost.gpu_power_w > 0, fmt::format("{:.2f} kWh", r.cost.energy_per_mtoken_kwh));
+         return or_dash(r.cost.gpu_power_w > 0, fmt::format("{:.3g} kWh", r.cost.energy_per_mtoken_kwh));
        }},
       {"cost per M tokens",
        [](const Report& r) {
-         return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:.3f}", r.cost.cost_per_mtoken));
+         return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:.4g}", r.cost.cost_per_mtoken));
        }},
       {"GPU-hour price",
        [](const Report& r) { return or_dash(r.cost.gpu_hour_price > 0, fmt::format("{:g}", r.cost.gpu_hour_price)); }},

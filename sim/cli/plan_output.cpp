@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <ostream>
 
@@ -37,6 +38,14 @@ std::string layout_text(const PlanRow& r) {
 }
 
 std::string money(double x) { return fmt::format("{:.0f}", x); }
+
+// `x` to `decimals` decimals, or to three significant digits where those decimals would show
+// fewer than two: a budget of 1e9 tokens of GPT 1.3B on 8 H100 is 0.0238 days and 0.00319 MWh,
+// which one decimal printed as "0.0 days" and "0.0 MWh".
+std::string figure(double x, int decimals) {
+  if (x == 0 || std::abs(x) >= std::pow(10.0, 1 - decimals)) return fmt::format("{:.{}f}", x, decimals);
+  return fmt::format("{:.3g}", x);
+}
 
 std::string band_of(double value, double mape, const std::function<std::string(double)>& text) {
   return fmt::format("{} ({} to {})", text(value), text(value * (1 - mape)), text(value * (1 + mape)));
@@ -88,10 +97,10 @@ void write_cluster(const sweep::PlanSpec& spec, const PlanRow& r, std::ostream& 
                                       (rep.memory_bytes.capacity - rep.memory_bytes.device) / GiB,
                                       rep.memory_bytes.capacity / GiB, rep.memory_bytes.device / GiB));
   if (spec.tokens > 0) {
-    line("time to train", band_of(r.train_days, mape, [](double d) { return fmt::format("{:.1f} days", d); }) +
+    line("time to train", band_of(r.train_days, mape, [](double d) { return figure(d, 1) + " days"; }) +
                               fmt::format(" for {:g} tokens", spec.tokens));
     line("energy", rep.cost.gpu_power_w > 0
-                       ? band_of(r.energy_kwh / 1000, mape, [](double e) { return fmt::format("{:.1f} MWh", e); }) +
+                       ? band_of(r.energy_kwh / 1000, mape, [](double e) { return figure(e, 1) + " MWh"; }) +
                              " (GPU boards at their rated power)"
                        : "- (the GPU preset has no board power)");
     line("cost", r.cluster.gpu_hour_price > 0 ? band_of(r.cost, mape, money) : "- (no price: --cluster NAME@PRICE)");
@@ -120,11 +129,11 @@ void write_pareto(const sweep::PlanSpec& spec, const std::vector<PlanRow>& rows,
                      budget ? "cost (band)" : "cost per M tokens");
   for (const PlanRow* r : found) {
     const double mape = r->band.mape;
-    const std::string time = budget ? band_of(r->train_days, mape, [](double d) { return fmt::format("{:.1f}", d); })
+    const std::string time = budget ? band_of(r->train_days, mape, [](double d) { return figure(d, 1); })
                                     : fmt::format("{:.3g}", r->deadline_tokens.value_or(0));
     const std::string cost = r->cluster.gpu_hour_price <= 0 ? "-"
                              : budget                       ? band_of(r->cost, mape, money)
-                                                            : fmt::format("{:.3f}", r->report->cost.cost_per_mtoken);
+                                                            : figure(r->report->cost.cost_per_mtoken, 3);
     out << fmt::format("  {}  {:<20} {:>6}  {:<9} {:>28}  {:>32}\n", r->pareto ? "*" : " ", r->cluster.name, r->gpus,
                        sweep::layout_value(*r, "training.precision"), time, cost);
   }

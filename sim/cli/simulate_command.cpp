@@ -79,7 +79,8 @@ int run_simulate(const Args& args) {
       "at 16,384 GPUs)")(
       "compare-cluster", po::value(&clusters)->value_name("NAME[@PRICE]")->composing(),
       "also simulate the job, with its layout held fixed, on cluster preset NAME (with PRICE per GPU-hour) and "
-      "print step time, tokens/s, MFU, energy and cost per million tokens side by side (repeatable, or a "
+      "print step time, tokens/s, MFU, energy and cost per million tokens side by side (with --json, also in "
+      "the report's compare_clusters; repeatable, or a "
       "comma-separated list NAME[@PRICE],NAME[@PRICE],... as plan's --cluster; the scenario's own cluster keys, of "
       "its file and of --set, carry to each as plan carries them, but the price: the scenario's is its own "
       "cluster's, and a cluster without @PRICE has none; 'stepsim plan' finds each cluster's own fastest layout)")(
@@ -148,7 +149,11 @@ int run_simulate(const Args& args) {
         report::write_table(result.report, os);
         if (!columns.empty()) write_cluster_comparison(columns, layout_of(scenario.parallel), os);
       },
-      [&](std::ostream& os) { report::write_json(result.report, os); },
+      [&](std::ostream& os) {
+        std::vector<report::ComparedCluster> compared;
+        for (const ClusterColumn& c : columns) compared.push_back({c.cluster, &c.report});
+        report::write_json(result.report, compared, os);
+      },
       [&](std::ostream& os) {
         if (format == "kineto")
           report::write_kineto_trace(result.timeline, -1, scenario.cluster.gpu.name, os,

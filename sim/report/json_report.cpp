@@ -149,9 +149,23 @@ boost::json::object ranks_json(const RanksReport& r) {
             {"cause", r.straggler.cause}}}};
 }
 
+boost::json::array compared_json(const std::vector<ComparedCluster>& compared) {
+  boost::json::array a;
+  for (const ComparedCluster& c : compared)
+    a.push_back(boost::json::object{{"cluster", c.cluster},
+                                    {"step_time_s", c.report->step_time_s},
+                                    {"throughput", throughput_json(c.report->throughput)},
+                                    {"exposed_fraction_of_step", c.report->overlap.exposed_fraction_of_step},
+                                    {"memory_bytes", memory_json(c.report->memory_bytes)},
+                                    {"cost", cost_json(c.report->cost)}});
+  return a;
+}
+
 }  // namespace
 
-void write_json(const Report& r, std::ostream& out) {
+void write_json(const Report& r, std::ostream& out) { write_json(r, {}, out); }
+
+void write_json(const Report& r, const std::vector<ComparedCluster>& compared, std::ostream& out) {
   boost::json::object o;
   o["stepsim_version"] = r.stepsim_version;
   o["gpus"] = r.gpus;
@@ -180,6 +194,7 @@ void write_json(const Report& r, std::ostream& out) {
                  {"gpu_wait_s", r.host.gpu_wait_s},
                  {"gpu_wait_fraction_of_step", r.host.gpu_wait_fraction_of_step},
                  {"breakdown_gpu_wait_s", r.host.breakdown_gpu_wait_s}};
+  if (!compared.empty()) o["compare_clusters"] = compared_json(compared);
   write_pretty_json(o, out);
 }
 

@@ -139,6 +139,15 @@ std::string bubble_note(const Report& report, const PipelineFacts& pipeline);
 
 void write_table(const Report& report, std::ostream& out);
 void write_json(const Report& report, std::ostream& out);
+// A cluster of `simulate --compare-cluster`: the same job simulated on it (its layout held fixed).
+struct ComparedCluster {
+  std::string cluster;
+  const Report* report = nullptr;
+};
+// The report with the comparison's columns, the scenario's own cluster first, as
+// `compare_clusters` (each column's step time, throughput, exposed share, memory and cost, the
+// figures of the table).
+void write_json(const Report& report, const std::vector<ComparedCluster>& compared, std::ostream& out);
 // `world_size` (the job's GPUs; 0: unknown, left out) goes into a distributedInfo as PyTorch's
 // profiler writes it, with the rank when the trace holds one, so that `stepsim analyze` reads
 // the trace back as the job it is and not as a job of its simulated ranks. `gpu` (the GPU

@@ -137,9 +137,20 @@ void check_whole_nodes(const ClusterSpec& cluster, int gpus) {
                   per_node, cluster.name, per_node, gpus, gpus));
 }
 
+// The cluster --cluster names, an unknown name blamed on the flag (the scenario reader names
+// the scenario key "cluster", which this command line does not take).
+ClusterSpec load_flag_cluster(const std::string& name, int gpus) {
+  try {
+    return io::load_cluster(name, gpus);
+  } catch (const InputError& e) {
+    if (e.file() != "<command line>" || e.where() != "cluster") throw;
+    throw InputError("<command line>", "--cluster", e.message());
+  }
+}
+
 // The cluster that holds the communicator: N/K nodes when K ranks sit on each.
 ClusterSpec load_cluster_for(const CollectiveQuery& q) {
-  const ClusterSpec first = io::load_cluster(q.cluster, q.gpus);
+  const ClusterSpec first = load_flag_cluster(q.cluster, q.gpus);
   if (!q.ranks_per_node) {
     check_whole_nodes(first, q.gpus);
     return first;
@@ -156,7 +167,7 @@ ClusterSpec load_cluster_for(const CollectiveQuery& q) {
   if (nodes * first.gpus_per_node > kMaxGpus)
     throw InputError("<command line>", "--ranks-per-node",
                      fmt::format("{} nodes of {} GPUs is more than {} GPUs", nodes, first.gpus_per_node, kMaxGpus));
-  return io::load_cluster(q.cluster, static_cast<int>(nodes) * first.gpus_per_node);
+  return load_flag_cluster(q.cluster, static_cast<int>(nodes) * first.gpus_per_node);
 }
 
 CollectivesSpec forced_choice(const CollectiveQuery& q) {

@@ -1,12 +1,14 @@
 // `simulate --compare-cluster`: the same job on other clusters, side by side, with cost and
 // energy per million tokens from each cluster's price and board power.
 #include <fmt/format.h>
+#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cluster_comparison.hpp"
@@ -86,6 +88,81 @@ TEST_CASE("A cluster comparison keeps its columns apart when a cell is wider tha
     ++rows;
   }
   CHECK(rows == 9);
+}
+
+namespace {
+
+// A column's report with what its cost block holds: board power, tokens/s of 64 GPUs, price.
+stepsim::Report priced(double watts, double tokens_per_s, double price) {
+  stepsim::Report r;
+  r.cost.gpu_power_w = watts;
+  r.cost.energy_per_mtoken_kwh = watts * 64 / tokens_per_s * 1e6 / 3.6e6;
+  r.cost.gpu_hour_price = price;
+  r.cost.cost_per_mtoken = price * 64 / 3600 / tokens_per_s * 1e6;
+  return r;
+}
+
+}  // namespace
+
+// GPT 1.3B under DDP on 64 GPUs: 878,137 tokens/s on A100 (400 W), 1,870,958 on H100 (700 W),
+// 3,181,920 on B200 (1000 W) give 400·64/878137 J a token, 0.00810 kWh per million tokens, and
+// 0.00665 and 0.00559; at 0.25, 0.45 and 0.75 a GPU-hour 0.005061, 0.004276 and 0.004190 per
+// million. To two decimals the three energies were all "0.01 kWh", to three the costs 0.005,
+// 0.004 and 0.004: the table gives them as the report's own table does (3 and 4 significant digits).
+TEST_CASE("A cluster comparison keeps the digits that tell small energies and costs apart") {
+  const std::vector<stepsim::cli::ClusterColumn> columns{{"dgx-a100-80g-hdr", priced(400, 878137, 0.25)},
+                                                         {"dgx-h100-ndr", priced(700, 1870958, 0.45)},
+                                                         {"dgx-b200", priced(1000, 3181920, 0.75)}};
+  std::ostringstream out;
+  stepsim::cli::write_cluster_comparison(columns, "TP 1, PP 1, CP 1, DP 64", out);
+  const auto cells = [&](const std::string& label) {
+    const auto at = out.str().find("  " + label + "  ");
+    REQUIRE(at != std::string::npos);
+    const auto found = cells_of(out.str().substr(at, out.str().find('\n', at) - at));
+    return std::vector<std::string>(found.begin() + 1, found.end());
+  };
+  CHECK(cells("energy per M tokens") == std::vector<std::string>{"0.0081 kWh", "0.00665 kWh", "0.00559 kWh"});
+  CHECK(cells("cost per M tokens") == std::vector<std::string>{"0.005061", "0.004276", "0.00419"});
+}
+
+// The comparison was written to the table alone: `--json` (and so a script or the Python module
+// reading it) had the report of the scenario's own cluster and no trace of the other columns.
+// Each column is the job run on that cluster with its price, as `simulate --set cluster=NAME
+// --set cluster.gpu_hour_price=PRICE` runs it on its own.
+TEST_CASE("simulate --json holds the cluster comparison, each column the job as run on that cluster alone") {
+  Scratch scratch("compare-cluster-json");
+  const auto run = scratch.run(
+      "simulate ddp-1.3b-64xa100 --set cluster.gpu_hour_price=0.5 --compare-cluster dgx-b200@1.5 --json report.json");
+  const auto alone =
+      scratch.run("simulate ddp-1.3b-64xa100 --set cluster=dgx-b200 --set cluster.gpu_hour_price=1.5 --json b200.json");
+  INFO(run.err << alone.err);
+  REQUIRE(run.status == 0);
+  REQUIRE(alone.status == 0);
+  const auto json = [&](const char* name) {
+    return boost::json::parse(stepsim::testing::slurp(scratch.file(name))).as_object();
+  };
+  const auto report = json("report.json");
+  const auto b200 = json("b200.json");
+  const auto& columns = report.at("compare_clusters").as_array();
+  REQUIRE(columns.size() == 2);
+  const auto& own = columns.at(0).as_object();
+  const auto& other = columns.at(1).as_object();
+  CHECK(own.at("cluster").as_string() == "dgx-a100-80g-hdr");
+  CHECK(other.at("cluster").as_string() == "dgx-b200");
+  for (const auto& [column, whole] : {std::pair{&own, &report}, std::pair{&other, &b200}}) {
+    CHECK(column->at("step_time_s") == whole->at("step_time_s"));
+    CHECK(column->at("throughput") == whole->at("throughput"));
+    CHECK(column->at("cost") == whole->at("cost"));
+    CHECK(column->at("memory_bytes") == whole->at("memory_bytes"));
+    CHECK(column->at("exposed_fraction_of_step") == whole->at("overlap").at("exposed_fraction_of_step"));
+  }
+  // 1000 W and 1.5 a GPU-hour on 64 GPUs for the B200 column's step.
+  const double step = other.at("step_time_s").to_number<double>();
+  CHECK(other.at("cost").at("energy_per_step_j").to_number<double>() == Approx(1000.0 * 64 * step));
+  CHECK(other.at("cost").at("cost_per_step").to_number<double>() == Approx(1.5 * 64 * step / 3600));
+  const auto plain = scratch.run("simulate ddp-1.3b-64xa100 --json plain.json");
+  REQUIRE(plain.status == 0);
+  CHECK(!json("plain.json").contains("compare_clusters"));
 }
 
 TEST_CASE("A cluster comparison naming no cluster is refused naming the flag") {

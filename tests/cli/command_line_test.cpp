@@ -268,6 +268,21 @@ TEST_CASE("stepsim collective refuses a --ranks-per-node that does not divide th
         "stepsim: error: <command line>: --ranks-per-node: expected 1 to the cluster's GPUs per node, got 0\n");
 }
 
+// Every other flag of `stepsim collective` is named as the flag; an unknown cluster was named
+// "cluster", a scenario key this command line does not take.
+TEST_CASE("stepsim collective blames an unknown cluster on --cluster") {
+  const Scratch dir("collective-cluster-bad");
+  const Run empty = dir.run("collective allreduce --size 1MiB --cluster ''");
+  CHECK(empty.status == 2);
+  CHECK(
+      empty.err.starts_with("stepsim: error: <command line>: --cluster: unknown cluster preset '' (expected one of "));
+  const Run typo = dir.run("collective allreduce --size 1MiB --cluster dgx-h100 --ranks-per-node 4 --gpus 8");
+  CHECK(typo.status == 2);
+  CHECK(
+      typo.err ==
+      "stepsim: error: <command line>: --cluster: unknown cluster preset 'dgx-h100' (did you mean 'dgx-h100-ndr'?)\n");
+}
+
 TEST_CASE("a block-scaled precision on a GPU without block-scaled tensor cores fails with exit status 2") {
   const Scratch dir("precision-gpu");
   const Run run = dir.run("simulate --set cluster=dgx-h100-ndr --set training.precision=nvfp4");

@@ -129,6 +129,36 @@ TEST_CASE("plan prints a table per cluster and the Pareto table, with progress o
   CHECK(line.ends_with(" MWh) (GPU boards at their rated power)"));
 }
 
+// 1e9 tokens of GPT 1.3B (262,144 tokens a step) take ceil(1e9 / 262144) = 3,815 steps: on 8
+// H100 at about 0.54 s a step that is 0.0238 days and 8 × 700 W × 3,815 steps = 0.00319 MWh, which
+// one decimal printed as "0.0 days" and "0.0 MWh"; a million tokens at 0.05 a GPU-hour cost
+// 0.05 × 8 / 3600 × step / 262144 × 1e6 = 0.000228, printed "0.000". Small figures keep three digits.
+TEST_CASE("plan's tables give a small budget's days, energy and cost per million tokens in significant digits") {
+  const Scratch dir("plan-small-figures");
+  const auto field = [&](const std::string& file, const char* key) {
+    return number(boost::json::parse(testing::slurp(dir.file(file))).as_array().at(0).as_object(), key);
+  };
+  const std::string plan = "plan --model gpt-1.3b --gpus 8 --max-layouts 4 ";
+  const Run budget = dir.run(plan + "--cluster dgx-h100-ndr@2 --tokens 1e9 -o budget.json");
+  INFO(budget.err);
+  REQUIRE(budget.status == 0);
+  const double m = field("budget.json", "band_mape");
+  const double days = 3815 * field("budget.json", "step_time_s") / 86400;
+  const double mwh = 8 * 700 * days * 86400 / 3.6e9;
+  CHECK(budget.out.find(fmt::format("time to train          {:.3g} days ({:.3g} days to {:.3g} days) for 1e+09", days,
+                                    days * (1 - m), days * (1 + m))) != std::string::npos);
+  CHECK(budget.out.find(fmt::format("energy                 {:.3g} MWh ({:.3g} MWh to {:.3g} MWh)", mwh, mwh * (1 - m),
+                                    mwh * (1 + m))) != std::string::npos);
+  CHECK(budget.out.find(fmt::format("{:.3g} ({:.3g} to {:.3g})", days, days * (1 - m), days * (1 + m))) !=
+        std::string::npos);
+  const Run deadline = dir.run(plan + "--cluster dgx-h100-ndr@0.05 --deadline 0.5 -o deadline.json");
+  INFO(deadline.err);
+  REQUIRE(deadline.status == 0);
+  const double per_mtoken = 0.05 * 8 / 3600 * field("deadline.json", "step_time_s") / 262144 * 1e6;
+  CHECK(deadline.out.find(fmt::format(" {:.3g}\n", per_mtoken)) != std::string::npos);
+  CHECK(deadline.out.find(" 0.000\n") == std::string::npos);
+}
+
 // The default scenario is TP 8 without sequence parallelism, which a mixture of experts
 // refuses; plan searches the layout, so Mixtral plans from it, with its EP degree. A ZeRO-1
 // layout states its bucket size in parameters as Megatron-Core sizes it (the search tries its

@@ -236,6 +236,34 @@ def plan():
     print(f"plan: {len(want)} rows equal")
 
 
+def frame_integers():
+    """A plan row without a layout and a sweep point refused before it has a dp leave a null in an
+    integer column: the DataFrame keeps the rows' integers and None (pandas made the column
+    float64: tp 1.0 and NaN, where docs/python.md says tp is an integer and None without a layout)."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.json")
+        cli("plan", "--model", "gpt-1.3b", "--tokens", "1B", "--gpus", "100,8", "--cluster", "dgx-h100-ndr@2",
+            "--max-layouts", "4", "-o", rows)
+        with open(rows) as f:
+            want = json.load(f)
+    got = stepsim.plan(model="gpt-1.3b", tokens="1B", gpus=[100, 8], cluster="dgx-h100-ndr@2", max_layouts=4)
+    assert [w["status"] for w in want] == ["no layout", "ok"], [w["status"] for w in want]
+    for key in ("tp", "pp", "cp", "dp", "micro_batch", "virtual_stages", "ep", "etp"):
+        cells = list(got[key])
+        assert cells == [w[key] for w in want], (key, cells)
+        assert cells[0] is None and type(cells[1]) is int, (key, [type(c).__name__ for c in cells])
+    with tempfile.TemporaryDirectory() as folder:
+        rows = os.path.join(folder, "rows.jsonl")
+        cli("sweep", "--set", "model=gpt-1.3b", "--vary", "parallel.tp=1,3,8", "--gpus", "64", "--jobs", "1", "-o", rows)
+        with open(rows) as f:
+            want = [json.loads(line) for line in f]
+    frame = stepsim.sweep(vary={"parallel.tp": [1, 3, 8]}, sets={"model": "gpt-1.3b"}, gpus=64, jobs=1)
+    dp = list(frame["parallel.dp"])
+    assert dp == [w["parallel.dp"] for w in want] == [64, None, 8], dp
+    assert all(type(v) is int for v in dp if v is not None), [type(v).__name__ for v in dp]
+    print("frame_integers: integer columns keep their integers and None")
+
+
 def plan_own_cluster():
     """Without a cluster, the scenario's own cluster section (its price and network) is planned, as
     `stepsim plan SCENARIO.json` without --cluster plans it; with neither, the embedded default's
@@ -761,7 +789,7 @@ def non_utf8_input():
 
 
 CASES = {f.__name__: f for f in [plan_empty_flags, list_items, default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
-                                 sweep_into_frame, plan, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
+                                 sweep_into_frame, plan, frame_integers, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,
                                  vendored_package, unholdable_values, nul_in_scenario_paths,

@@ -312,12 +312,20 @@ def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
 
 
 def _frame(rows):
-    """Rows as a pandas DataFrame when pandas imports, else the list of dicts itself."""
+    """Rows as a pandas DataFrame when pandas imports, else the list of dicts itself. A column of
+    integers with a null among them (a plan row without a layout, a sweep point refused before it
+    has a dp) keeps its integers and None, as the rows hold them: pandas would make it float64,
+    tp 8.0 and NaN."""
     try:
         import pandas
     except ImportError:
         return rows
-    return pandas.DataFrame.from_records(rows, columns=list(rows[0]) if rows else None)
+    frame = pandas.DataFrame.from_records(rows, columns=list(rows[0]) if rows else None)
+    for name in frame.columns:
+        values = [row.get(name) for row in rows]
+        if None in values and all(v is None or (type(v) is int) for v in values) and any(v is not None for v in values):
+            frame[name] = pandas.Series(values, index=frame.index, dtype=object)
+    return frame
 
 
 def _flag(name):
