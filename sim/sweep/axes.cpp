@@ -153,14 +153,25 @@ std::vector<std::string> expand_range(const std::string& key, const std::string&
   return values;
 }
 
+constexpr const char* kBlanks = " \t\r";
+
+std::string trimmed(const std::string& text) {
+  const std::size_t first = text.find_first_not_of(kBlanks);
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(kBlanks) - first + 1);
+}
+
 }  // namespace
 
+// "KEY = V1, V2" is KEY=V1,V2: the key and each value without the blanks around them, as a spec
+// file's line (read_spec_file), so that the two give one sweep and one sweep_id.
 Axis parse_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InputError("--vary", text, "expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S");
-  Axis axis{text.substr(0, eq), {}};
-  const std::string values = text.substr(eq + 1);
+  Axis axis{trimmed(text.substr(0, eq)), {}};
+  if (axis.key.empty()) throw InputError("--vary", text, "expected KEY=V1,V2,... or KEY=LO:HI:xF or KEY=LO:HI:+S");
+  const std::string values = trimmed(text.substr(eq + 1));
   if (values.empty()) throw InputError("--vary", axis.key, "no values given (expected e.g. parallel.tp=1,2,4)");
   // A range is numbers and colons; a JSON string, list or object is a value of its own.
   if (values.find(':') != std::string::npos && values.find(',') == std::string::npos &&
@@ -169,6 +180,7 @@ Axis parse_axis(const std::string& text) {
     return axis;
   }
   for (auto& value : split_values(axis.key, values)) {
+    value = trimmed(value);
     if (value.empty()) throw InputError("--vary", axis.key, fmt::format("empty value in '{}'", values));
     axis.values.push_back(std::move(value));
   }
@@ -178,14 +190,6 @@ Axis parse_axis(const std::string& text) {
 }
 
 namespace {
-
-constexpr const char* kBlanks = " \t\r";
-
-std::string trimmed(const std::string& text) {
-  const std::size_t first = text.find_first_not_of(kBlanks);
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(kBlanks) - first + 1);
-}
 
 // A spec line without its comment: from a '#' that starts the line or follows a space or tab,
 // outside a JSON string ("a #b" keeps its '#').

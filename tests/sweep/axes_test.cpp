@@ -121,3 +121,15 @@ TEST_CASE("a range of integers whose doubles are equal still needs its upper bou
   CHECK(message_of("x=9007199254740993:9007199254740992:+1") ==
         "--vary: x: the range's upper bound 9007199254740992 is below its lower bound 9007199254740993");
 }
+
+// --vary 'KEY = V1, V2' is the spec file's line: the key and each value without the blanks
+// around them, so that both give one sweep and one sweep_id (a value " 1" wrote " 1").
+TEST_CASE("a --vary axis drops the blanks around its key and values, as a spec line does") {
+  const Axis spaced = parse_axis("training.micro_batch = 1, 2 ");
+  CHECK(spaced.key == "training.micro_batch");
+  CHECK(spaced.values == std::vector<std::string>{"1", "2"});
+  CHECK(parse_axis("data_parallel.bucket_cap_mb= 1:4:x2").values == std::vector<std::string>{"1", "2", "4"});
+  // Blanks inside a JSON string are the value's own.
+  CHECK(parse_axis(R"(model.name= "a b" , c)").values == std::vector<std::string>{R"("a b")", "c"});
+  CHECK_THROWS_AS(parse_axis(" =1,2"), InputError);
+}
