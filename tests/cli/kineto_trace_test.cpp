@@ -47,6 +47,18 @@ void trace_round_trip(const Scratch& scratch, const std::string& job, bool expos
   }
 }
 
+// Simulates `job` into a Kineto trace (and sim.json), compares the trace with the job, and
+// returns compare's JSON report.
+boost::json::value compared_with_own_trace(const Scratch& scratch, const std::string& job) {
+  const auto sim = scratch.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  const auto compared = scratch.run("compare step.json " + job + " --json compare.json");
+  INFO(compared.err);
+  REQUIRE(compared.status == 0);
+  return boost::json::parse(slurp(scratch.file("compare.json")));
+}
+
 }  // namespace
 
 TEST_CASE("A simulated step read back from its Kineto trace gives the same exposed communication and overlap",
@@ -226,13 +238,7 @@ TEST_CASE("A Kineto trace under jitter holds each collective's wait for its slow
   const std::string job =
       "ddp-1.3b-64xa100 --set simulation.ranks=all --set simulation.variation.jitter.distribution=normal "
       "--set simulation.variation.jitter.sigma=0.05";
-  const auto sim = dir.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
-  INFO(sim.err);
-  REQUIRE(sim.status == 0);
-  const auto compared = dir.run("compare step.json " + job + " --json compare.json");
-  INFO(compared.err);
-  REQUIRE(compared.status == 0);
-  const auto c = boost::json::parse(slurp(dir.file("compare.json")));
+  const auto c = compared_with_own_trace(dir, job);
   const double waited = c.at("predicted").at("wait_s").to_number<double>();
   CHECK(waited > 0.01);  // the case this checks: a wait of more than 10 ms on the rank
   CHECK(c.at("measured_rank") == c.at("predicted_rank"));
@@ -477,13 +483,7 @@ TEST_CASE("compare of a Kineto trace with expert tensor parallelism against its 
   const std::string job =
       "mixtral-8x7b-ep8-64xh100 --set model.layers=2 --set parallel.tp=2 --set parallel.dp=4 --set parallel.ep=2 "
       "--set parallel.etp=2 --set parallel.sequence_parallel=true --set training.global_batch=8";
-  const auto sim = dir.run("simulate " + job + " --trace-format kineto --trace step.json --json sim.json");
-  INFO(sim.err);
-  REQUIRE(sim.status == 0);
-  const auto compared = dir.run("compare step.json " + job + " --json compare.json");
-  INFO(compared.err);
-  REQUIRE(compared.status == 0);
-  const auto c = boost::json::parse(slurp(dir.file("compare.json")));
+  const auto c = compared_with_own_trace(dir, job);
   const auto& measured = c.at("measured");
   const auto& predicted = c.at("predicted");
   const auto& report = boost::json::parse(slurp(dir.file("sim.json")));
