@@ -337,8 +337,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--cross-entropy-loss-fusion` (absent: `unfused`; with `--cross-entropy-fusion-impl te`: `te`); "
      "torchtitan's loss: `eager` before 2025, `compiled` with `--training.compile` since"},
     {"training.memory_headroom", "bytes",
-     "memory `fits` leaves free beyond the modelled peak in use (allocator reserve, CUDA context and NCCL buffers "
-     "included); `sweep`, `--best` and the advice drop what does not fit with it",
+     "memory `fits` leaves free beyond the live tensors, the CUDA context and NCCL's buffers at the peak (the "
+     "allocator's reserve takes what is left, up to its estimate); `sweep`, `--best` and the advice drop what "
+     "does not fit with it",
      ""},
     {"training.expandable_segments", "",
      "PyTorch's caching allocator maps its memory in pages it gives back before an allocation fails: the reserve "

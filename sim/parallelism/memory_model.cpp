@@ -40,7 +40,9 @@
 //   split and cached, rounding): kAllocatorReserve of the activations at that peak, what is
 //   allocated and freed in many sizes within the step, fitted to a published reserved peak
 //   (docs/validation.md); under expandable_segments the pages they leave partly used
-//   (allocator_reserve, from the allocator's source).
+//   (allocator_reserve, from the allocator's source). Short of memory it frees cached blocks
+//   and retries before it fails, so the reserve is cut to what the capacity leaves
+//   (press_reserve) and a layout fits when its live tensors do.
 // - Outside the allocator: the CUDA context and NCCL's buffers, estimated per communicator.
 #include "parallelism/memory_model.hpp"
 
@@ -330,7 +332,8 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   const KeptActivations kept = kept_activations(s, w, stage);
   m.activations = kept.bytes;
   m.micro_batches_in_flight = kept.chunks;
-  m.reserve = allocator_reserve(s, m.activations);
+  m.reserve_ample = allocator_reserve(s, m.activations);
+  m.reserve = m.reserve_ample;
   m.runtime = runtime_memory(s, stage);
   return m;
 }
@@ -342,6 +345,11 @@ int compute_bytes(const Scenario& s) { return mixed_precision(s) ? 2 : 4; }
 Bytes allocator_reserve(const Scenario& s, Bytes activations) {
   if (s.training.expandable_segments) return Bytes(kExpandableLargePage + kExpandableSmallPage);
   return Bytes(std::llround(activations.as_double() * kAllocatorReserve));
+}
+
+void press_reserve(StageMemory& m, Bytes capacity, Bytes headroom) {
+  const Bytes room = capacity - headroom - m.runtime - m.peak();
+  m.reserve = std::clamp(room, Bytes(0), m.reserve_ample);
 }
 
 bool deepspeed_ipg_buffers(const Scenario& s) {
@@ -391,8 +399,9 @@ Sharding state_sharding(const Scenario& s) {
 
 const StageMemory& MemoryEstimate::peak_stage() const {
   STEPSIM_CHECK(!stages.empty(), "a memory estimate without stages");
-  return *std::max_element(stages.begin(), stages.end(),
-                           [](const StageMemory& a, const StageMemory& b) { return a.device() < b.device(); });
+  return *std::max_element(stages.begin(), stages.end(), [](const StageMemory& a, const StageMemory& b) {
+    return std::pair(a.device(), a.peak()) < std::pair(b.device(), b.peak());
+  });
 }
 
 MemoryEstimate estimate_memory(const Scenario& s, const workload::ModelWork& w) {
@@ -401,6 +410,7 @@ MemoryEstimate estimate_memory(const Scenario& s, const workload::ModelWork& w) 
   e.headroom = s.training.memory_headroom;
   for (int stage = 0; stage < std::max(s.parallel.pp, 1); ++stage) {
     e.stages.push_back(stage_memory(s, w, stage));
+    press_reserve(e.stages.back(), e.capacity, e.headroom);
   }
   return e;
 }
@@ -423,25 +433,29 @@ MemoryReport memory_report(const MemoryEstimate& e) {
   return r;
 }
 
+namespace {
+constexpr double kGiB = 1073741824.0;
+}  // namespace
+
 std::string does_not_fit(const MemoryReport& m, int stage) {
-  constexpr double kGiB = 1073741824.0;
   std::string text =
       fmt::format("does not fit: {:.1f} GiB in use at the peak + {:.1f} GiB headroom > capacity {:.1f} GiB",
                   m.device / kGiB, m.headroom / kGiB, m.capacity / kGiB);
   if (stage >= 0) text += fmt::format(" (stage {})", stage);
-  const double reserve = m.reserved - m.peak;
-  if (reserve > 0 && m.device - reserve + m.headroom <= m.capacity) {
-    text += fmt::format(
-        "; {:.1f} GiB of it is the caching allocator's estimated reserve beyond the live tensors, without which it "
-        "would fit: a close call that fragmentation decides",
-        reserve / kGiB);
-  }
   return text;
 }
 
 std::string memory_note(const MemoryEstimate& e) {
-  if (e.fits()) return {};
-  return does_not_fit(memory_report(e), e.peak_stage().stage);
+  if (!e.fits()) return does_not_fit(memory_report(e), e.peak_stage().stage);
+  const StageMemory& m = e.peak_stage();
+  if (m.reserve >= m.reserve_ample) return {};
+  return fmt::format(
+      "memory: a close call that fragmentation decides: the caching allocator would hold {:.1f} GiB beyond the "
+      "live tensors with memory to spare, and has {:.1f} GiB left{}; it frees its cached blocks and retries an "
+      "allocation before failing (num_alloc_retries in torch.cuda.memory_stats), synchronising the GPU each time, "
+      "which the step time does not count, and fails if blocks split between live tensors leave no room",
+      m.reserve_ample.as_double() / kGiB, m.reserve.as_double() / kGiB,
+      e.stages.size() > 1 ? fmt::format(" on stage {}", m.stage) : std::string());
 }
 
 }  // namespace stepsim::parallelism

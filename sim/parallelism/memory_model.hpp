@@ -53,7 +53,8 @@ struct StageMemory {
   Bytes params{0}, grads{0}, optimizer{0}, buffers{0};
   Bytes activations{0};                   // kept activations at the peak, with one layer's recompute
   long long micro_batches_in_flight = 0;  // model chunks' forwards kept at the peak
-  Bytes reserve{0};                       // what PyTorch's caching allocator holds beyond the live tensors at the peak
+  Bytes reserve{0};  // what PyTorch's caching allocator holds beyond the live tensors at the peak, within capacity
+  Bytes reserve_ample{0};                 // what it would hold there with memory to spare (allocator_reserve)
   Bytes runtime{0};                       // outside the allocator: the CUDA context and NCCL's buffers
   Bytes states() const { return params + grads + optimizer + buffers; }
   Bytes peak() const { return states() + activations; }  // live tensors (max_memory_allocated)
@@ -65,7 +66,7 @@ struct MemoryEstimate {
   std::vector<StageMemory> stages;  // one per pipeline stage
   Bytes capacity{0};
   Bytes headroom{0};                      // training.memory_headroom
-  const StageMemory& peak_stage() const;  // the first stage with the largest device total
+  const StageMemory& peak_stage() const;  // the first stage with the largest device total, then live tensors
   Bytes peak() const { return peak_stage().peak(); }
   bool fits() const { return peak_stage().device() + headroom <= capacity; }
 };
@@ -94,8 +95,17 @@ inline constexpr long long kExpandableLargePage = 20LL << 20;
 inline constexpr long long kExpandableSmallPage = 2LL << 20;
 
 // What the caching allocator holds beyond the live tensors at a peak with `activations` bytes of
-// activations among them.
+// activations among them, with memory to spare.
 Bytes allocator_reserve(const Scenario& scenario, Bytes activations);
+
+// Short of memory the allocator holds less: before an allocation fails, CUDACachingAllocator's
+// malloc frees the cached blocks that would serve it (release_available_cached_blocks), then
+// every cached block not split (release_cached_blocks), and retries. So a stage's reserve is
+// what the capacity leaves beyond the headroom, the CUDA context and NCCL's buffers and the live
+// tensors, at most `reserve_ample`; a layout fits when its live tensors do. What the allocator
+// cannot free, blocks split between live tensors, is left out: where the reserve is cut, the
+// report says that fragmentation decides.
+void press_reserve(StageMemory& stage, Bytes capacity, Bytes headroom);
 
 // The analytic model of `scenario` whose per-micro-batch work is `work`.
 MemoryEstimate estimate_memory(const Scenario& scenario, const workload::ModelWork& work);
@@ -103,14 +113,14 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const workload::ModelWo
 // The report's memory_bytes: the breakdown of the stage with the peak.
 MemoryReport memory_report(const MemoryEstimate& estimate);
 
-// "does not fit: 81.2 GiB in use at the peak + 4.0 GiB headroom > capacity 79.6 GiB", and when
-// the live tensors (with the CUDA context and NCCL's buffers) and the headroom would fit
-// without the caching allocator's estimated reserve, that it is that estimate which decides.
+// "does not fit: 81.2 GiB in use at the peak + 4.0 GiB headroom > capacity 79.6 GiB" (the live
+// tensors, the CUDA context and NCCL's buffers: the allocator has freed its reserve by then).
 // For a report whose memory does not fit; the one wording of the simulate note, its warning,
 // sweeps' out-of-memory rows and the advice. A stage of 0 or more is named after the capacity.
 std::string does_not_fit(const MemoryReport& memory, int stage = -1);
 
-// does_not_fit of the stage with the peak, naming the stage, or empty when it fits.
+// does_not_fit of the stage with the peak, naming the stage; when it fits only with the
+// allocator's reserve cut short (press_reserve), that close call; else empty.
 std::string memory_note(const MemoryEstimate& estimate);
 
 // Activations layer `layer` re-materialises before its backward (full: all but its input;

@@ -694,8 +694,10 @@ TEST_CASE("The advice to fit offers activation offload where Megatron-Core runs 
   const auto r = advised("", sets, true).report;
   REQUIRE_FALSE(r.memory_bytes.fits);
   CHECK(offload(r) == "training.activation_offload_layers=16");
-  for (const auto& extra : std::vector<std::vector<std::string>>{
-           {"training.recompute=selective"}, {"training.framework=pytorch"}, {"parallel.pp=2", "parallel.dp=16"}}) {
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"training.recompute=selective"},
+                                             {"training.framework=pytorch"},
+                                             {"parallel.pp=2", "parallel.dp=16", "training.micro_batch=4"}}) {
     auto more = sets;
     more.insert(more.end(), extra.begin(), extra.end());
     const auto other = advised("", more, true).report;

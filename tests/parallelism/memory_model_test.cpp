@@ -389,23 +389,37 @@ TEST_CASE("a model larger than the GPU does not fit and says by how much") {
         std::string::npos);
 }
 
-// 70 GiB of live tensors, a 4 GiB allocator reserve on top and 1 GiB outside the allocator: 75 GiB
-// in use, with 2 GiB of headroom 77 GiB. On 76 GiB it does not fit, yet 71 + 2 would: the
-// estimate of the reserve decides, and the message says so; on 72 GiB nothing but the GPU does.
+// 70 GiB of live tensors, 1 GiB outside the allocator and 2 GiB of headroom; with memory to
+// spare the allocator would hold 4 GiB beyond the tensors. On 80 GiB it does; on 76 GiB it has
+// 76 - 2 - 1 - 70 = 3 GiB left, frees cached blocks to stay within it, and the layout fits as a
+// close call; on 72 GiB the tensors alone do not fit: 71 GiB in use with no reserve.
 TEST_CASE("a job that fits but for the allocator's estimated reserve is called a close call") {
-  constexpr double kGiB = 1073741824.0;
-  stepsim::MemoryReport m;
-  m.peak = 70 * kGiB;
-  m.reserved = 74 * kGiB;
-  m.device = 75 * kGiB;
-  m.headroom = 2 * kGiB;
-  m.capacity = 76 * kGiB;
-  CHECK(sp::does_not_fit(m, 3) ==
-        "does not fit: 75.0 GiB in use at the peak + 2.0 GiB headroom > capacity 76.0 GiB (stage 3); 4.0 GiB of it is "
-        "the caching allocator's estimated reserve beyond the live tensors, without which it would fit: a close call "
-        "that fragmentation decides");
-  m.capacity = 72 * kGiB;
-  CHECK(sp::does_not_fit(m) == "does not fit: 75.0 GiB in use at the peak + 2.0 GiB headroom > capacity 72.0 GiB");
+  constexpr long long kGiB = 1LL << 30;
+  sp::StageMemory m;
+  m.activations = Bytes(70 * kGiB);
+  m.runtime = Bytes(kGiB);
+  m.reserve_ample = Bytes(4 * kGiB);
+  sp::MemoryEstimate e;
+  e.headroom = Bytes(2 * kGiB);
+  const auto at = [&](long long capacity_gib) {
+    e.capacity = Bytes(capacity_gib * kGiB);
+    e.stages = {m};
+    sp::press_reserve(e.stages.front(), e.capacity, e.headroom);
+    return e.stages.front().reserve.count();
+  };
+  CHECK(at(80) == 4 * kGiB);
+  CHECK(e.fits());
+  CHECK(sp::memory_note(e).empty());
+  CHECK(at(76) == 3 * kGiB);
+  CHECK(e.fits());
+  CHECK(sp::memory_report(e).device + 2.0 * kGiB == 76.0 * kGiB);
+  CHECK(sp::memory_note(e).rfind("memory: a close call that fragmentation decides: the caching allocator would hold "
+                                 "4.0 GiB beyond the live tensors with memory to spare, and has 3.0 GiB left; ",
+                                 0) == 0);
+  CHECK(at(72) == 0);
+  CHECK_FALSE(e.fits());
+  CHECK(sp::memory_note(e) ==
+        "does not fit: 71.0 GiB in use at the peak + 2.0 GiB headroom > capacity 72.0 GiB (stage 0)");
 }
 
 // The memory model and the program take the shard group from one place: TP 2 on 8-GPU
@@ -976,6 +990,7 @@ TEST_CASE("under expandable segments the allocator holds a page of each pool bey
   CHECK(fitted.peak().count() == 85'500'000);
   CHECK(fitted.reserve.count() == 0);
   CHECK(sp::allocator_reserve(s, Bytes(1'000'000'000)).count() == 133'000'000);
+  s.cluster.gpu.memory = Bytes::gib(80);
   s.training.expandable_segments = true;
   const sp::StageMemory paged = sp::estimate_memory(s, states_work()).stages.front();
   CHECK(paged.peak().count() == 85'500'000);
