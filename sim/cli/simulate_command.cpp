@@ -116,10 +116,7 @@ int run_simulate(const Args& args) {
   const io::ScenarioInput input = io::read_scenario_input(scenario_path);
   const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
   const Scenario scenario = io::load_scenario(input, all_sets);
-  if (!clusters.empty() && !scenario.calibration.empty())
-    throw InputError("<command line>", "--compare-cluster",
-                     "cannot be combined with calibration files: they were measured on this scenario's GPUs "
-                     "and do not describe the other clusters");
+  sweep::check_comparable(scenario, clusters);
   const RankSelection traced =
       trace_ranks.empty() ? RankSelection() : RankSelection(trace_ranks.front(), scenario.parallel.gpus());
   spdlog::debug("simulating {} ({} GPUs)", scenario.source, scenario.parallel.gpus());
@@ -138,9 +135,9 @@ int run_simulate(const Args& args) {
                      "names none of the simulated ranks (representative mode simulates one rank per pipeline "
                      "stage; simulation.ranks \"all\" simulates every GPU)");
   advise({input, all_sets, vm.count("advise") > 0, {}}, scenario, result);
-  const std::vector<ClusterColumn> columns = clusters.empty()
-                                                 ? std::vector<ClusterColumn>{}
-                                                 : compare_clusters(input, sets, scenario, result.report, clusters);
+  const std::vector<ClusterColumn> columns =
+      clusters.empty() ? std::vector<ClusterColumn>{}
+                       : sweep::compare_clusters(input, sets, scenario, result.report, clusters);
   if (!result.report.memory_bytes.fits) spdlog::warn("{}", parallelism::does_not_fit(result.report.memory_bytes));
 
   emit(

@@ -28,6 +28,7 @@
 #include "simulation/collective_prediction.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/report.hpp"
+#include "sweep/cluster_comparison.hpp"
 #include "sweep/plan.hpp"
 #include "sweep/plan_rows.hpp"
 #include "sweep/point.hpp"
@@ -49,19 +50,25 @@ io::ScenarioInput scenario_input(const std::string& path, const std::optional<st
 // As `stepsim simulate --json -` (with --advise when `asked`): the advice is part of the report.
 std::string simulate_json(const std::string& path, const std::optional<std::string>& text,
                           const std::vector<std::string>& sets, const std::vector<std::string>& calibrations,
-                          bool asked) {
+                          bool asked, const std::vector<std::string>& clusters) {
   const py::gil_scoped_release unlocked;
   // Read once for the scenario, its calibration and every change the advice simulates.
   const io::ScenarioInput input = scenario_input(path, text);
   const std::vector<std::string> all_sets = io::sets_with_calibration(input, sets, calibrations);
   const Scenario scenario = io::load_scenario(input, all_sets);
+  sweep::check_comparable(scenario, clusters);
   SimulationResult result = simulate(scenario, SimulateOptions::report_only());
   advise({input, all_sets, asked, {}}, scenario, result);
+  const std::vector<sweep::ClusterColumn> columns =
+      clusters.empty() ? std::vector<sweep::ClusterColumn>{}
+                       : sweep::compare_clusters(input, sets, scenario, result.report, clusters);
   // A bug met in one of the advice's simulations is its row's status; here it is also said on
   // stderr, as the command line says it (which then exits with status 1), the report standing.
   for (const std::string& bug : advice_bugs(result.report)) spdlog::error("{}", bug);
+  std::vector<report::ComparedCluster> compared;
+  for (const sweep::ClusterColumn& c : columns) compared.push_back({c.cluster, &c.report});
   std::ostringstream out;
-  report::write_json(result.report, out);
+  report::write_json(result.report, compared, out);
   return out.str();
 }
 
@@ -229,7 +236,7 @@ void quiet_logging() {
 
 void define_functions(py::module_& m) {
   m.def("simulate_json", &simulate_json, py::arg("path"), py::arg("text"), py::arg("sets"), py::arg("calibrations"),
-        py::arg("advise"));
+        py::arg("advise"), py::arg("clusters"));
   m.def("sweep_rows", &sweep_rows, py::arg("path"), py::arg("text"), py::arg("axes"), py::arg("sets"), py::arg("gpus"),
         py::arg("keep_oom"), py::arg("jobs"));
   m.def("axis_values", &axis_values, py::arg("key"), py::arg("values"));

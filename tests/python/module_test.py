@@ -94,7 +94,7 @@ def fields(report):
 
 def default_scenario():
     want = cli("simulate", "--json", "-")
-    assert stepsim._core.simulate_json("", None, [], [], False) == want, "the report's bytes differ"
+    assert stepsim._core.simulate_json("", None, [], [], False, []) == want, "the report's bytes differ"
     got = stepsim.simulate()
     same(got, json.loads(want))
     print(f"default scenario: {fields(got)} fields equal")
@@ -788,12 +788,42 @@ def non_utf8_input():
     print("input that is not UTF-8 raises ScenarioError saying where")
 
 
+def compare_cluster():
+    """simulate(compare_cluster=...) is `simulate --compare-cluster`: the same report with the same
+    compare_clusters, the scenario's own cluster first, whichever way the clusters are given; and
+    what the flag refuses it refuses in the flag's words."""
+    want = json.loads(cli("simulate", "ddp-1.3b-64xa100", "--compare-cluster", "dgx-h100-ndr@3.5,dgx-b200",
+                          "--json", "-"))
+    assert [c["cluster"] for c in want["compare_clusters"]] == ["dgx-a100-80g-hdr", "dgx-h100-ndr", "dgx-b200"], want
+    assert want["compare_clusters"][1]["cost"]["gpu_hour_price"] == 3.5
+    for clusters in ("dgx-h100-ndr@3.5,dgx-b200", ["dgx-h100-ndr@3.5", "dgx-b200"],
+                     {"dgx-h100-ndr": 3.5, "dgx-b200": None}):
+        same(stepsim.simulate("ddp-1.3b-64xa100", compare_cluster=clusters), want)
+    assert "compare_clusters" not in stepsim.simulate("ddp-1.3b-64xa100")
+    for bad in ("no-such-cluster", "dgx-b200@0"):
+        error = cli_error("simulate", "ddp-1.3b-64xa100", "--compare-cluster", bad, "--json", "-")
+        e = raised(lambda: stepsim.simulate("ddp-1.3b-64xa100", compare_cluster=bad), stepsim.ScenarioError)
+        assert str(e) == error, f"{e} != {error}"
+    log = os.path.join(SOURCE, "tests/data/nccl-tests/a100-80g-8gpu-allreduce-a.txt")
+    with tempfile.TemporaryDirectory() as folder:
+        calib = os.path.join(folder, "a100.calib.json")
+        cli("calibrate", "import-nccl-tests", log, "-o", calib)
+        error = cli_error("simulate", "ddp-1.3b-64xa100", "--calibration", calib, "--compare-cluster", "dgx-b200")
+        assert "cannot be combined with calibration files" in error, error
+        e = raised(lambda: stepsim.simulate("ddp-1.3b-64xa100", calibration=calib, compare_cluster="dgx-b200"),
+                   stepsim.ScenarioError)
+        assert str(e) == error, f"{e} != {error}"
+    e = raised(lambda: stepsim.simulate(compare_cluster=3), TypeError)
+    assert str(e).startswith("compare_cluster: expected"), str(e)
+    print("compare_cluster: the command line's comparison and refusals")
+
+
 CASES = {f.__name__: f for f in [plan_empty_flags, list_items, default_scenario, embedded_example, scenario_as_dict, calibration, bad_scenario,
                                  sweep_into_frame, plan, frame_integers, plan_own_cluster, collective, analyze, presets, threads, nul_characters,
                                  vary_keys, json_values, integer_ranges, numpy_values, wrong_types,
                                  dict_scenario_values, collective_factor, scenario_read_once, empty_names,
                                  vendored_package, unholdable_values, nul_in_scenario_paths,
-                                 collective_empty_sweep, plan_fp8_scaling_set, non_utf8_input]}
+                                 collective_empty_sweep, plan_fp8_scaling_set, non_utf8_input, compare_cluster]}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

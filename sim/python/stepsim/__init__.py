@@ -276,7 +276,7 @@ def _jobs(jobs):
     return jobs
 
 
-def simulate(scenario=None, sets=None, calibration=None, advise=False):
+def simulate(scenario=None, sets=None, calibration=None, advise=False, compare_cluster=None):
     """The report of one training step as a dict, the fields of `stepsim simulate --json`.
 
     scenario: a dict (a scenario file's contents), a file path, an example preset's name
@@ -285,10 +285,15 @@ def simulate(scenario=None, sets=None, calibration=None, advise=False):
     (one path or a list) applied after the scenario's own, as `--calibration`. advise: simulate
     the fixes for exposed communication whatever the scenario's size, as `--advise` (without it,
     as without the flag: when communication is exposed, and simulated when the scenario is small).
+    compare_cluster: other cluster presets to simulate the same job on with its layout held
+    fixed, as `--compare-cluster`: "name[@price]" (price per GPU-hour), a list of them or a dict
+    {name: price or None}; the report then has `compare_clusters`, the scenario's own cluster
+    first. Its errors are in the words of --compare-cluster.
     """
     path, text = _scenario(scenario, "simulate")
     calibrations = _files(calibration, "calibration", "stepsim.simulate")
-    return json.loads(_core.simulate_json(path, text, _sets(sets), calibrations, _bool(advise, "advise")))
+    clusters = _clusters(compare_cluster, "compare_cluster", "--compare-cluster")
+    return json.loads(_core.simulate_json(path, text, _sets(sets), calibrations, _bool(advise, "advise"), clusters))
 
 
 def sweep(scenario=None, vary=None, sets=None, gpus=0, keep_oom=False, jobs=0):
@@ -371,22 +376,22 @@ def _list_text(values, name, item):
     return _native(",".join(str(v) for v in items), "<command line>", _flag(name))
 
 
-def _clusters(cluster):
-    """--cluster values from "name[@price]", a list of them, or a dict {name: price or None};
-    None gives none (the scenario's own cluster is planned)."""
+def _clusters(cluster, name="cluster", flag="--cluster"):
+    """Values of `flag` from "name[@price]", a list of them, or a dict {name: price or None};
+    None gives none."""
     cluster = _plain(cluster)
     if cluster is None:
         return []
     if isinstance(cluster, str):
         names = [cluster]
-    elif isinstance(cluster, dict) and all(isinstance(name, str) for name in cluster):
-        names = [name if price is None else f"{name}@{_text(price, 'cluster')}" for name, price in cluster.items()]
+    elif isinstance(cluster, dict) and all(isinstance(key, str) for key in cluster):
+        names = [key if price is None else f"{key}@{_text(price, name)}" for key, price in cluster.items()]
     elif isinstance(cluster, (list, tuple)) and all(isinstance(c, str) for c in cluster):
         names = list(cluster)
     else:
-        raise TypeError('cluster: expected "name[@price]", a list of them or a dict {name: price}, '
+        raise TypeError(f'{name}: expected "name[@price]", a list of them or a dict {{name: price}}, '
                         f"got {type(cluster).__name__}")
-    return [_native(name, "<command line>", "--cluster") for name in names]
+    return [_native(text, "<command line>", flag) for text in names]
 
 
 def plan(scenario=None, *, gpus, cluster=None, tokens=None, deadline=None, model=None, precision=None, sets=None,
