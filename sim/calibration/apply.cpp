@@ -236,9 +236,14 @@ CalibratedTime calibrate_compute(const MeasuredTables& tables, const hardware::G
   const Precision precision = gpu.dtype(op);
   std::optional<double> us;
   switch (op.cls) {
-    case workload::OpClass::gemm:
-      us = tables.gemm_us(op.m, op.n, op.k, op.flops, precision);
+    case workload::OpClass::gemm: {
+      // A grouped GEMM (the local experts') is `groups` GEMMs of equal shares of the tokens, each
+      // as long as one GEMM of its own shape, as the model times them.
+      const double groups = static_cast<double>(std::max(op.groups, 1LL));
+      const workload::GemmShape g = workload::one_gemm(op);
+      if (const auto one = tables.gemm_us(g.m, g.n, g.k, op.flops / groups, precision)) us = *one * groups;
       break;
+    }
     case workload::OpClass::attention:
       us = tables.attention_us(op.flops, op.pass != workload::Pass::forward, precision);
       break;

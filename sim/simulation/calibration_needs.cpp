@@ -21,7 +21,10 @@ class NeedsRecorder final : public parallelism::Costs {
  public:
   NeedsRecorder(const Scenario& scenario, const hardware::GpuModel& gpu) : gpu_(gpu), model_(scenario, gpu) {}
   Time compute(const workload::OpCost& op) const override {
-    if (op.cls == workload::OpClass::gemm) gemms_.insert({op.m, op.n, op.k, gpu_.dtype(op)});
+    if (op.cls == workload::OpClass::gemm) {
+      const workload::GemmShape g = workload::one_gemm(op);  // a grouped GEMM's: one expert's
+      gemms_.insert({g.m, g.n, g.k, gpu_.dtype(op)});
+    }
     return model_.compute(op);
   }
   parallelism::CollectiveCost collective(const collectives::Request& r) const override {

@@ -500,6 +500,12 @@ OpCost gradient_norm(long long params, const TrainingSpec& t) {
   return elementwise("gradient norm", Role::optimizer, OpClass::optimizer, params, element_bytes(t.main_grad), 2.0);
 }
 
+GemmShape one_gemm(const OpCost& op) {
+  const long long groups = std::max(op.groups, 1LL);
+  if (op.pass == Pass::backward_weight) return {op.m, op.n, op.k / groups};
+  return {op.m / groups, op.n, op.k};
+}
+
 long long model_parameters(const ModelSpec& m) {
   LayerShape s = weight_shape(m, 1);
   s.seq = m.seq_len;  // a learned position table has a row per position

@@ -153,6 +153,14 @@ struct ModelWork {
   }
 };
 
+// The shape of one GEMM of a GEMM op: of a grouped GEMM one group's, whose tokens are a
+// `groups` share of M in the forward and the data gradient and of K in the weight gradient
+// (what a measured table times, and what `calibrate plan` names); else the op's own.
+struct GemmShape {
+  long long m = 0, n = 0, k = 0;
+};
+GemmShape one_gemm(const OpCost& op);
+
 // The work of one micro-batch of `scenario` on one GPU. SwiGLU models follow Llama (RMSNorm,
 // no biases or dropout, rotary positions), GeLU models GPT (LayerNorm, biases, dropout,
 // learned positions). MoE layers route each token to top_k of the experts (router, permute,

@@ -661,6 +661,39 @@ TEST_CASE("a measured GEMM shape times one GEMM of it, not a batch of them") {
   CHECK(*t.gemm_us(2048, 2048, 96, 32 * one, stepsim::Precision::bf16) == Approx(128.85).epsilon(1e-3));
 }
 
+// A grouped GEMM of 8 local experts over 4,096 routed tokens (hidden 7,168, 2,048 outputs an
+// expert) is 8 GEMMs of 512 tokens. With the expert's shape measured at 100 TFLOPS and the whole
+// layer's at 500, the forward takes 8 × 2·512·2048·7168 / 100e12 = 8 × 150.32 us = 1202.6 us,
+// not the 240.5 us of one GEMM of 4,096 rows; the weight gradient, whose K is the tokens, 8 times
+// its 7168 × 2048 × 512 GEMM's time. Ungrouped, the op is the one GEMM of its shape.
+TEST_CASE("a calibrated grouped GEMM is its experts' GEMMs, each timed at its own shape") {
+  Calibration c = parse_calibration(kMinimal, "c.json");
+  const auto at = [](long long m, long long n, long long k, double tflops) {
+    return GemmPoint{m, n, k, Precision::bf16, 2.0 * m * n * k / (tflops * 1e12) * 1e6};
+  };
+  c.compute.gemm = {at(512, 2048, 7168, 100), at(4096, 2048, 7168, 500), at(7168, 2048, 512, 80),
+                    at(7168, 2048, 4096, 500)};
+  const MeasuredTables t({c});
+  const hardware::GpuModel gpu(io::load_cluster("dgx-h100-ndr", 8).gpu, Precision::bf16);
+  workload::OpCost fwd;
+  fwd.cls = workload::OpClass::gemm;
+  fwd.m = 4096;
+  fwd.n = 2048;
+  fwd.k = 7168;
+  fwd.flops = 2.0 * 4096 * 2048 * 7168;
+  fwd.groups = 8;
+  const CalibratedTime grouped = calibrate_compute(t, gpu, fwd);
+  CHECK(grouped.measured);
+  CHECK(grouped.time.us() == Approx(8 * 150.324).epsilon(1e-4));
+  workload::OpCost wgrad = fwd;
+  wgrad.pass = workload::Pass::backward_weight;
+  wgrad.m = 7168;
+  wgrad.k = 4096;
+  CHECK(calibrate_compute(t, gpu, wgrad).time.us() == Approx(8 * 2.0 * 7168 * 2048 * 512 / 80e12 * 1e6).epsilon(1e-4));
+  fwd.groups = 1;
+  CHECK(calibrate_compute(t, gpu, fwd).time.us() == Approx(240.518).epsilon(1e-4));
+}
+
 // CUDA names the H200's PCIe card "NVIDIA H200 NVL" (600 W, NVLink bridges of 2 or 4 cards, no
 // NVSwitch); the preset "h200" is the H200 SXM (configs/gpus/h200.json: "NVIDIA H200 SXM 141
 // GB", 700 W, in DGX/HGX H200 on NVSwitch). Its name says no form factor, so the family alone

@@ -854,6 +854,22 @@ TEST_CASE("calibrate plan lists the nccl-tests and GEMM runs a small scenario ne
         std::string::npos);
 }
 
+// DeepSeek-V3 at EP 64 (deepseek-v3-ep64-512xh100): each GPU's 4,096 tokens go to 8 of 256
+// experts, balanced, so each of a GPU's 4 experts gets 64 · 4096 · 8 / 256 = 8,192 rows; its
+// fc1 is 8192 x 2·2048 x 7168 and its fc2 8192 x 7168 x 2048, the GEMMs the grouped kernel runs
+// and the calibrated step times one by one. The 4 experts' 32,768 rows as one GEMM are no
+// shape the step runs.
+TEST_CASE("calibrate plan names one expert's GEMM of a grouped GEMM") {
+  Scratch s("calib-plan-experts");
+  const auto run = s.run("calibrate plan deepseek-v3-ep64-512xh100");
+  REQUIRE(run.status == 0);
+  for (const char* shape : {" --gemm 8192x4096x7168:bf16", " --gemm 8192x7168x2048:bf16", " --gemm 7168x4096x8192:bf16",
+                            " --gemm 2048x7168x8192:bf16"})
+    CHECK(run.out.find(shape) != std::string::npos);
+  for (const char* shape : {" --gemm 32768x4096x7168:", " --gemm 32768x7168x2048:", " --gemm 7168x4096x32768:"})
+    CHECK(run.out.find(shape) == std::string::npos);
+}
+
 TEST_CASE(
     "an nccl-tests log or a calibration file on standard input is read as the file, and folders and missing files "
     "say so") {
