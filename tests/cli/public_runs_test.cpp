@@ -175,12 +175,12 @@ TEST_CASE("the Megatron-FSDP run on GB200, which ran, fits as a close call that 
   const std::filesystem::path run = std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "blackwell" /
                                     "mb260401-gb200-llama3-70b-fp8cs-fsdp.json";
   const ::stepsim::Report report = test::run(run.string()).report;
-  constexpr double GiB = 1073741824.0;
+  constexpr double gib = 1073741824.0;
   const ::stepsim::MemoryReport& m = report.memory_bytes;
   CHECK(m.fits);
-  CHECK(m.peak / GiB == Approx(175.65).margin(0.01));
-  CHECK(m.activations / GiB == Approx(149.57).margin(0.01));
-  CHECK((m.reserved - m.peak) / GiB == Approx(185.03 - 2 - 0.75 - 175.65).margin(0.02));
+  CHECK(m.peak / gib == Approx(175.65).margin(0.01));
+  CHECK(m.activations / gib == Approx(149.57).margin(0.01));
+  CHECK((m.reserved - m.peak) / gib == Approx(185.03 - 2 - 0.75 - 175.65).margin(0.02));
   const std::string expected = fmt::format(
       "would hold {:.1f} GiB beyond the live tensors with memory to spare, and "
       "has 6.6 GiB left",
