@@ -487,3 +487,56 @@ TEST_CASE("A calibrated per-operator dispatch is charged in place of the framewo
   CHECK(calibrated.out.find("the CPU issues each operator in 35 us (5 us launch, 30 us dispatch)") !=
         std::string::npos);
 }
+
+namespace {
+
+// A 125M-parameter Llama-style model (SwiGLU, RMSNorm, rotary positions) sharded by FSDP on one
+// 8-GPU H100 node, one sequence of 512 tokens per micro-batch.
+const std::string kSmallLlama = R"({
+  "model": {"name": "llama-125m", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 12, "ffn_hidden": 2048,
+            "vocab": 32000, "seq_len": 512, "mlp": "swiglu"},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 1, "pp": 1, "dp": 8},
+  "training": {"framework": "torchtitan", "global_batch": 8, "micro_batch": 1},
+  "data_parallel": {"kind": "fsdp"}
+})";
+
+// What the host spent on each cpu_op of the Kineto trace of `scenario` under `sets`, by name.
+std::map<std::string, double> cpu_op_us(const std::string& scenario, const std::string& sets) {
+  stepsim::testing::Scratch scratch("host-operators");
+  scratch.write("s.json", scenario);
+  const auto run = scratch.run("simulate s.json " + sets + " --trace-format kineto --trace t.json");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  std::map<std::string, double> out;
+  for (const KinetoEvent& e : kineto_events(stepsim::testing::slurp(scratch.file("t.json"))))
+    if (e.cat == "cpu_op") out[e.name] = e.dur;
+  return out;
+}
+
+}  // namespace
+
+// Oracle: torchtitan's Llama (torchtitan/models/llama3/model/model.py): Attention.forward runs
+// self.wq(x), self.wk(x), self.wv(x) and FeedForward.forward self.w2(F.silu(self.w1(x)) *
+// self.w3(x)), each a Linear of its own, which stepsim runs as one QKV and one fc1 GEMM. Each is a
+// PyTorch operator at eager PyTorch's 5 + 12 us: forward 3 and 2; backward each Linear's input
+// gradient, and the sum of the input gradients of x's 3 and 2 consumers (2 and 1 adds), and each
+// one's weight gradient. Megatron-Core fuses them (linear_qkv, linear_fc1): one operator each.
+TEST_CASE("torchtitan's Llama issues wq, wk, wv and w1, w3 as Linear layers of their own") {
+  for (const char* framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    const auto us = cpu_op_us(kSmallLlama, std::string("--set training.framework=") + framework);
+    CHECK(us.at("L0 qkv fwd") == Approx(3 * 17.0));
+    CHECK(us.at("L0 qkv dgrad") == Approx((3 + 2) * 17.0));
+    CHECK(us.at("L0 qkv wgrad") == Approx(3 * 17.0));
+    CHECK(us.at("L0 fc1 fwd") == Approx(2 * 17.0));
+    CHECK(us.at("L0 fc1 dgrad") == Approx((2 + 1) * 17.0));
+    CHECK(us.at("L0 fc1 wgrad") == Approx(2 * 17.0));
+    CHECK(us.at("L0 fc2 fwd") == Approx(17.0));
+  }
+  const auto megatron = cpu_op_us(kSmallLlama, "--set training.framework=megatron --set data_parallel.kind=ddp");
+  for (const char* op : {"L0 qkv fwd", "L0 qkv dgrad", "L0 qkv wgrad", "L0 fc1 fwd", "L0 fc1 dgrad", "L0 fc1 wgrad"}) {
+    INFO(op);
+    CHECK(megatron.at(op) == Approx(17.0));
+  }
+}
