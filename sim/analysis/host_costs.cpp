@@ -37,10 +37,12 @@ struct Pooled {
   std::vector<Time> operators;
   std::vector<Time> launches;
   std::size_t cpu_ops = 0;
+  std::size_t cpu_ops_left_out = 0;
 };
 
 void add(const KinetoTrace& trace, Pooled& out) {
   out.cpu_ops += trace.cpu_ops.size();
+  out.cpu_ops_left_out += trace.cpu_ops_left_out;
   const auto ops = operators_by_thread(trace.cpu_ops);
   std::map<std::int64_t, std::vector<CpuEvent>> launches;
   for (const CpuEvent& l : trace.kernel_launches) {
@@ -69,7 +71,8 @@ void add(const KinetoTrace& trace, Pooled& out) {
 }
 
 HostCosts summarise(const Pooled& p) {
-  return {p.operators.size(), p.launches.size(), p.cpu_ops, median(p.operators), median(p.launches)};
+  return {p.operators.size(), p.launches.size(),   p.cpu_ops,
+          p.cpu_ops_left_out, median(p.operators), median(p.launches)};
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ struct HostCosts {
   std::size_t operators = 0;  // CPU operators that launched at least one kernel
   std::size_t launches = 0;   // kernel launches with a duration
   std::size_t cpu_ops = 0;    // CPU operators, whether or not they launched a kernel
+  std::size_t cpu_ops_left_out = 0;  // cpu_op events the reader left out (KinetoTrace)
   Time operator_median;       // the operators' median duration: dispatch and launch
   Time launch_median;         // the launches' median duration
 };

@@ -792,9 +792,13 @@ class Handler {
   bool note_cpu_op() {
     const Micros& ts = event_.ts;
     const Micros& dur = event_.dur;
-    if (event_.ph != "X" || !event_.has_ts || !event_.has_dur) return true;
-    if (!ts.in_range || ts.whole - origin_.us > kMaxSpanUs || origin_.us - ts.whole > kMaxSpanUs) return true;
-    if (!dur.in_range || dur.whole < 0 || dur.whole >= kMaxSpanUs) return true;
+    const bool timed = event_.ph == "X" && event_.has_ts && event_.has_dur && ts.in_range &&
+                       ts.whole - origin_.us <= kMaxSpanUs && origin_.us - ts.whole <= kMaxSpanUs && dur.in_range &&
+                       dur.whole >= 0 && dur.whole < kMaxSpanUs;
+    if (!timed) {
+      ++trace_.cpu_ops_left_out;
+      return true;
+    }
     const Time start = relative(ts);
     trace_.cpu_ops.push_back({event_.tid, start, start + Time::from_ps(dur.whole * 1000000 + dur.frac_ps)});
     return true;

@@ -121,6 +121,9 @@ struct KinetoTrace {
   std::vector<CpuSpan> gpu_steps;
   std::vector<Launch> launches;           // in file order
   std::vector<CpuEvent> cpu_ops;          // the CPU operators (cat cpu_op or Operator), in file order
+  // CPU operators left out of cpu_ops: not a complete event with ts and dur, or their times out
+  // of range (a negative dur, a ts or dur beyond what the reader takes).
+  std::size_t cpu_ops_left_out = 0;
   std::vector<CpuEvent> kernel_launches;  // the cudaLaunchKernel calls with their durations
   std::vector<CpuSpan> windows;           // stepsim traces: the step windows (category "step")
   bool stepsim_format = false;            // written by stepsim: one rank per pid

@@ -69,12 +69,24 @@ calibration::ClassTotals simulated_totals(const Scenario& s, const calibration::
 
 // The CPU's cost per operator, what training.framework's dispatch is measured from, and the
 // kernel launch's, each as the calibration file holds it; or what the trace lacks for them.
+// What a trace without a CPU operator the fit can use holds instead: none, or only events left
+// out for their times.
+std::string no_cpu_ops(const analysis::HostCosts& h) {
+  if (h.cpu_ops_left_out == 0) return "no cpu_op events";
+  return fmt::format(
+      "no cpu_op events it could use (its {} left out: not complete events with ts and dur, or a negative dur, a ts "
+      "or dur out of range)",
+      h.cpu_ops_left_out);
+}
+
 void print_host(const std::string& trace, const analysis::HostCosts& h, std::ostream& log) {
   const analysis::HostFit fit = analysis::fit_host(h);
   if (!fit.launch_us) {
     log << fmt::format("# host: no kernel launch cost in {}: {}\n", trace,
-                       h.launches > 0   ? fmt::format("its {} cudaLaunchKernel events last no time", h.launches)
-                       : h.cpu_ops == 0 ? std::string("no cpu_op and no cudaLaunchKernel events")
+                       h.launches > 0 ? fmt::format("its {} cudaLaunchKernel events last no time", h.launches)
+                       : h.cpu_ops == 0 && h.cpu_ops_left_out == 0
+                           ? std::string("no cpu_op and no cudaLaunchKernel events")
+                       : h.cpu_ops == 0 ? no_cpu_ops(h) + " and no cudaLaunchKernel events"
                                         : fmt::format("{} cpu_op events but no cudaLaunchKernel event", h.cpu_ops));
     return;
   }
@@ -82,7 +94,7 @@ void print_host(const std::string& trace, const analysis::HostCosts& h, std::ost
     log << fmt::format("# host: kernel launch {:.1f} us (median of {} launches); no per-operator cost: {}\n",
                        *fit.launch_us, h.launches,
                        h.cpu_ops == 0
-                           ? std::string("no cpu_op events")
+                           ? no_cpu_ops(h)
                            : fmt::format("none of its {} cpu_op events encloses a launch on its thread", h.cpu_ops));
     return;
   }

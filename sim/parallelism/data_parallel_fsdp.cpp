@@ -267,6 +267,12 @@ void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpInde
   const OpIndex op = b.collective(CommKind::fsdp, CollOp::allgather, unit_info.params,
                                   fmt::format("{} {}", unit_info.label, pass), waits);
   b.rank().ops()[op].host_blocks = host_blocks;
+  // FSDP2's foreach_all_gather copies the unit's shards into the AllGather's input first
+  // (torch.ops.fsdp.all_gather_copy_in: a _foreach_copy_), and under mixed precision
+  // _get_param_all_gather_inputs casts them into a buffer of the param dtype before that
+  // (another _foreach_copy_): operators the host issues before the collective's own. Their
+  // kernels, on the all-gather copy-in stream, move 1/shard of the unit and are left out.
+  if (fsdp2()) b.issued_with(op, 1 + (unit_info.params < Bytes(unit_info.elements * 4) ? 2 : 1));
   pending_[u] = op;
 }
 

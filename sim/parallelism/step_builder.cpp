@@ -371,6 +371,12 @@ void StepBuilder::launched_from_cpp(OpIndex index) {
   op.host = state_.host_class(state_.costs().kernel_launch());
 }
 
+void StepBuilder::issued_with(OpIndex index, int operators) {
+  engine::Op& op = rank().ops()[index];
+  if (op.host == BuildState::kReplayed) return;
+  op.host = state_.host_class(state_.program().kernel_launch * operators);
+}
+
 void StepBuilder::set_host_streams(engine::StreamIndex to_host, engine::StreamIndex from_host, Bandwidth share,
                                    std::int32_t to_host_group, std::int32_t from_host_group) {
   to_host_ = to_host;

@@ -159,6 +159,10 @@ class StepBuilder {
   // so): the CPU pays the kernel's launch for it, not the framework's dispatch too. A replayed
   // op stays free.
   void launched_from_cpp(OpIndex op);
+  // The host issues `operators` PyTorch operators for `op`, each at the framework's cost, the
+  // op's own launch among them (FSDP2's copy into an AllGather's input before the collective).
+  // A replayed op stays free.
+  void issued_with(OpIndex op, int operators);
   // The rank's copy-engine streams to and from host memory (activation offload), and what it
   // gets of its host link per direction. With groups (one rank each, one per direction) the
   // copies cross the GPU's PCIe link (RankPorts::pcie_tx, pcie_rx), which they share with the

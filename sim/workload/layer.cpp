@@ -261,6 +261,7 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   // sequence parallelism (parallelism/tensor_parallel.cpp).
   const long long t = s.tokens();
   ops.push_back(gemm("shared expert fc1", Role::shared_fc1, Pass::forward, t, s.shared_fc1_out, s.hidden, s));
+  if (s.separate_linears) ops.back().operators = 2;  // w1, w3
   ops.push_back(activation(s, "shared expert ", Role::shared_activation, t * s.shared_ffn));
   ops.push_back(gemm("shared expert fc2", Role::shared_fc2, Pass::forward, t, s.hidden, s.shared_ffn, s));
 }
@@ -466,6 +467,7 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const L
       share.n = k.n;
       share.flops = k.flops;
       share.bytes = k.bytes;
+      share.operators = 1;  // wk alone
       out.push_back(std::move(share));
     } else if (op.role == Role::attn_proj && !s.sequence_parallel) {
       out.push_back(op);
@@ -477,6 +479,7 @@ std::vector<OpCost> per_op_recompute(const std::vector<OpCost>& forward, const L
       half.name = op.name + " (up half)";
       half.flops = op.flops / 2;
       half.bytes = op.bytes / 2;
+      half.operators = 1;  // w3 alone
       out.push_back(std::move(half));
     }
   }
@@ -600,6 +603,7 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
     append_latent_projections(s, ops);
   } else {
     ops.push_back(gemm("qkv", Role::qkv, Pass::forward, t, s.qkv_width(), s.hidden, s));
+    if (s.separate_linears) ops.back().operators = 3;  // wq, wk, wv
     if (s.qk_norm) append_qk_norms(s, ops);
     if (s.llama_style) ops.push_back(rotary(s, s.q_width() + s.kv_width()));
   }
@@ -612,6 +616,7 @@ std::vector<OpCost> layer_forward(const LayerShape& s) {
     append_moe(s, ops);
   } else {
     ops.push_back(gemm("fc1", Role::fc1, Pass::forward, t, s.fc1_out, s.hidden, s));
+    if (s.separate_linears) ops.back().operators = 2;  // w1, w3
     ops.push_back(activation(s, "", Role::activation, t * s.ffn));
     ops.push_back(gemm("fc2", Role::fc2, Pass::forward, t, s.hidden, s.ffn, s));
   }

@@ -80,6 +80,18 @@ OpCost loss_op(const std::string& name, long long logits, const LayerShape& s) {
     op.operators = 3;
     op.backward_operators = 5;
   }
+  // Megatron-Core's unfused vocab-parallel cross entropy (tensor_parallel/cross_entropy.py,
+  // _VocabParallelCrossEntropy) is PyTorch operators too. Forward: the fp32 copy and the max
+  // (calculate_logits_max); the subtraction, the target mask's <, >= and |, the target's clone
+  // and shift, its masked fill, arange, the predicted logits' gather, clone and masked fill, exp
+  // and sum (calculate_predicted_logits); log, the subtraction and the division
+  // (calculate_cross_entropy_loss): 18, beside the three TP AllReduces. Backward: arange, the
+  // mask's float and 1 - it, the gathered gradient's index, subtraction and index_put, the product
+  // with the loss gradient (calculate_gradients), and the fp32 copy's cast back: 8.
+  if (s.loss == CrossEntropy::unfused) {
+    op.operators = 18;
+    op.backward_operators = 8;
+  }
   return op;
 }
 

@@ -108,10 +108,15 @@ void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCos
   if (has_weight(f)) {
     // dX[m×k] = dY[m×n]·Wᵀ, then dW[k×n] = Xᵀ·dY: each the FLOPs of the forward.
     // A grouped GEMM's backward is grouped the same way.
+    // A GEMM standing for several Linear layers of one input (LayerShape::separate_linears):
+    // autograd runs each one's input and weight gradient, and sums the input gradients (an add
+    // for each Linear after the first, the autograd engine's InputBuffer::accumulate).
     out.push_back(gemm(f.name + " dgrad", f.role, Pass::backward_data, f.m, f.k, f.n, shape));
     out.back().groups = f.groups;
+    out.back().operators = 2 * f.operators - 1;
     out.push_back(gemm(f.name + " wgrad", f.role, Pass::backward_weight, f.k, f.n, f.m, shape));
     out.back().groups = f.groups;
+    out.back().operators = f.operators;
     return;
   }
   OpCost b = f;

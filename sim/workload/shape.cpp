@@ -125,6 +125,8 @@ LayerShape layer_shape(const Scenario& sc) {
   s.clamps_swiglu = m.swiglu_limit > 0;
   s.unfused_rope = m.yarn_factor > 1;
   s.autocast = runs_autocast(sc);
+  s.separate_linears = s.llama_style && !s.mla() && sc.training.framework != Framework::unspecified &&
+                       !traits_of(sc.training.framework).megatron_core;
   s.cached_weights = traits_of(sc.training.framework).megatron_core;
   s.weighs_in_experts = traits_of(sc.training.framework).megatron_core;
   s.repeats_kv = traits_of(sc.training.framework).torchtitan_attention && !s.mla();

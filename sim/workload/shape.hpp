@@ -30,6 +30,12 @@ struct LayerShape {
   // SwiGLU models follow Llama (RMSNorm, no biases, no dropout, rotary positions);
   // GeLU models follow GPT (LayerNorm, biases, dropout 0.1, learned positions).
   bool llama_style = false;
+  // The model code runs Llama's attention and MLP projections as Linear layers of their own
+  // (wq, wk and wv; w1 and w3: torchtitan's Llama, Hugging Face's under DeepSpeed, Llama's
+  // reference code under eager PyTorch), which stepsim runs as one QKV and one fc1 GEMM: the host
+  // issues each (OpCost::operators). Megatron-Core fuses them (linear_qkv, linear_fc1), as does the
+  // unspecified framework's Transformer Engine layout; MLA's projections are stepsim's own GEMMs.
+  bool separate_linears = false;
   AttentionKind attention = AttentionKind::flash;
   bool eager = false;  // element-wise work as PyTorch eager runs it (training.fusion)
   // gpt-oss's layer as Megatron-Core runs it: the experts' SwiGLU inputs clamped

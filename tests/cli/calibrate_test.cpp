@@ -352,6 +352,29 @@ TEST_CASE("from-trace says which host events a trace lacks for the CPU's cost pe
         std::string::npos);
 }
 
+// A cpu_op the reader cannot time (a negative dur; a ts 10^300 us away from the trace's others)
+// is left out of the fit, and the message says the trace had it, not that it had none.
+TEST_CASE("from-trace says how many cpu_op events it left out when none was left to fit") {
+  Scratch s("calib-host-left-out");
+  const std::string launch =
+      R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 4,
+          "args": {"correlation": 1}}, {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20,
+          "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 1}})";
+  s.write("negative.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1,
+      "ts": 0, "dur": -10}, )" +
+                               launch + "]}");
+  s.write("far.json", R"({"traceEvents": [)" + launch + R"(, {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1,
+      "tid": 1, "ts": 1e300, "dur": 10}]})");
+  for (const char* file : {"negative.json", "far.json"}) {
+    const auto run = s.run(std::string("calibrate from-trace ") + file);
+    INFO(file << ": " << run.out << run.err);
+    CHECK(run.status == 0);
+    CHECK(run.out.find("kernel launch 4.0 us (median of 1 launches); no per-operator cost: no cpu_op events it "
+                       "could use (its 1 left out: not complete events with ts and dur, or a negative dur, a ts or "
+                       "dur out of range)") != std::string::npos);
+  }
+}
+
 namespace {
 
 // The row of `size` in the section of `check`'s output that starts at `heading`: size,

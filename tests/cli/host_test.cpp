@@ -424,10 +424,15 @@ TEST_CASE("The framework note gives the CPU's cost per operator as plain microse
 }
 
 TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host") {
-  // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 39 % of the step.
-  const stepsim::SimulationResult plain = stepsim::simulate(small({"training.framework=megatron"}));
-  const stepsim::SimulationResult offload =
-      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=1"}));
+  // Megatron-Core's eager GPT-3 Small is host-bound: the GPU waits for the CPU 43 % of the step.
+  // Its hosts' links to their memory carry 48 GB/s, not the preset's 64, so that the 11 layers'
+  // copies below take longer than the CPU, which issues 26 operators a micro-batch for the loss.
+  const auto megatron = [](const std::string& offload_layers) {
+    return stepsim::simulate(small({"training.framework=megatron", "cluster.host_link.bandwidth=\"48 GB/s\"",
+                                    "training.activation_offload_layers=" + offload_layers}));
+  };
+  const stepsim::SimulationResult plain = megatron("0");
+  const stepsim::SimulationResult offload = megatron("1");
   REQUIRE(plain.report.host.gpu_wait_s > 0.3 * plain.report.step_time_s);
   // By hand: offloading one layer adds two copies a micro-batch for the CPU to issue (to the
   // host after its forward, back before its backward), 32 x 2 x 17 us, and leaves every kernel
@@ -441,8 +446,7 @@ TEST_CASE("Activation offload's copies do not hide the GPU's wait for the host")
   // The copies of 11 layers lengthen the step by more than the CPU's 32 x 22 x 17 us of extra
   // issue: the GPU now waits for its copies, the CPU gets ahead, and the GPU waits for the host
   // less than without them.
-  const stepsim::SimulationResult more =
-      stepsim::simulate(small({"training.framework=megatron", "training.activation_offload_layers=11"}));
+  const stepsim::SimulationResult more = megatron("11");
   CHECK(more.report.step_time_s > plain.report.step_time_s + 32 * 22 * 17e-6);
   CHECK(more.report.host.gpu_wait_s < plain.report.host.gpu_wait_s);
 }
@@ -486,4 +490,103 @@ TEST_CASE("A calibrated per-operator dispatch is charged in place of the framewo
   CHECK(in_force);
   CHECK(calibrated.out.find("the CPU issues each operator in 35 us (5 us launch, 30 us dispatch)") !=
         std::string::npos);
+}
+
+namespace {
+
+// A 125M-parameter Llama-style model (SwiGLU, RMSNorm, rotary positions) sharded by FSDP on one
+// 8-GPU H100 node, one sequence of 512 tokens per micro-batch.
+const std::string kSmallLlama = R"({
+  "model": {"name": "llama-125m", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 12, "ffn_hidden": 2048,
+            "vocab": 32000, "seq_len": 512, "mlp": "swiglu"},
+  "cluster": "dgx-h100-ndr",
+  "parallel": {"tp": 1, "pp": 1, "dp": 8},
+  "training": {"framework": "torchtitan", "global_batch": 8, "micro_batch": 1},
+  "data_parallel": {"kind": "fsdp"}
+})";
+
+// What the host spent on each cpu_op of the Kineto trace of `scenario` under `sets`, by name.
+std::map<std::string, double> cpu_op_us(const std::string& scenario, const std::string& sets) {
+  stepsim::testing::Scratch scratch("host-operators");
+  scratch.write("s.json", scenario);
+  const auto run = scratch.run("simulate s.json " + sets + " --trace-format kineto --trace t.json");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  std::map<std::string, double> out;
+  for (const KinetoEvent& e : kineto_events(stepsim::testing::slurp(scratch.file("t.json"))))
+    if (e.cat == "cpu_op") out[e.name] = e.dur;
+  return out;
+}
+
+}  // namespace
+
+// Oracle: torchtitan's Llama (torchtitan/models/llama3/model/model.py): Attention.forward runs
+// self.wq(x), self.wk(x), self.wv(x) and FeedForward.forward self.w2(F.silu(self.w1(x)) *
+// self.w3(x)), each a Linear of its own, which stepsim runs as one QKV and one fc1 GEMM. Each is a
+// PyTorch operator at eager PyTorch's 5 + 12 us: forward 3 and 2; backward each Linear's input
+// gradient, and the sum of the input gradients of x's 3 and 2 consumers (2 and 1 adds), and each
+// one's weight gradient. Megatron-Core fuses them (linear_qkv, linear_fc1): one operator each.
+TEST_CASE("torchtitan's Llama issues wq, wk, wv and w1, w3 as Linear layers of their own") {
+  for (const char* framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    const auto us = cpu_op_us(kSmallLlama, std::string("--set training.framework=") + framework);
+    CHECK(us.at("L0 qkv fwd") == Approx(3 * 17.0));
+    CHECK(us.at("L0 qkv dgrad") == Approx((3 + 2) * 17.0));
+    CHECK(us.at("L0 qkv wgrad") == Approx(3 * 17.0));
+    CHECK(us.at("L0 fc1 fwd") == Approx(2 * 17.0));
+    CHECK(us.at("L0 fc1 dgrad") == Approx((2 + 1) * 17.0));
+    CHECK(us.at("L0 fc1 wgrad") == Approx(2 * 17.0));
+    CHECK(us.at("L0 fc2 fwd") == Approx(17.0));
+  }
+  const auto megatron = cpu_op_us(kSmallLlama, "--set training.framework=megatron --set data_parallel.kind=ddp");
+  for (const char* op : {"L0 qkv fwd", "L0 qkv dgrad", "L0 qkv wgrad", "L0 fc1 fwd", "L0 fc1 dgrad", "L0 fc1 wgrad"}) {
+    INFO(op);
+    CHECK(megatron.at(op) == Approx(17.0));
+  }
+}
+
+// Oracle: Megatron-Core's tensor_parallel/cross_entropy.py. _VocabParallelCrossEntropy.forward
+// runs 18 PyTorch operators: .float() and max (calculate_logits_max); -=, <, >=, |, clone, -,
+// the masked fill of the target, arange, the gather of the predicted logits, clone, their masked
+// fill, exp and sum (calculate_predicted_logits); log, - and div_ (calculate_cross_entropy_loss).
+// Its backward 8: arange, .float(), 1.0 - (prepare_gradient_calculation_operands), the index, -=
+// and index_put of the target's gradient and mul_ (calculate_gradients), and .float()'s cast back.
+// Each at Megatron's 5 + 12 us; the fused loss is one kernel.
+TEST_CASE("Megatron's unfused vocab-parallel cross entropy costs the host each of its PyTorch operators") {
+  const auto unfused = cpu_op_us(kSmall, "--set training.framework=megatron");
+  CHECK(unfused.at("cross entropy fwd") == Approx(18 * 17.0));
+  CHECK(unfused.at("cross entropy backward") == Approx(8 * 17.0));
+  const auto fused = cpu_op_us(kSmall, "--set training.framework=megatron --set training.cross_entropy=fused");
+  CHECK(fused.at("cross entropy fwd") == Approx(17.0));
+  CHECK(fused.at("cross entropy backward") == Approx(17.0));
+}
+
+namespace {
+
+// What the host spent on the first cpu_op of the Kineto trace whose name starts with `prefix`.
+double first_cpu_op_us(const std::map<std::string, double>& ops, const std::string& prefix) {
+  const auto it = ops.lower_bound(prefix);
+  REQUIRE(it != ops.end());
+  REQUIRE(it->first.rfind(prefix, 0) == 0);
+  return it->second;
+}
+
+}  // namespace
+
+// Oracle: PyTorch's FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+// foreach_all_gather copies the unit's shards into the AllGather's input
+// (torch.ops.fsdp.all_gather_copy_in: torch._foreach_copy_), and with a param_dtype (torchtitan's
+// bf16 over fp32 shards) _get_param_all_gather_inputs first casts them into one flat buffer of
+// that dtype (another torch._foreach_copy_); then all_gather_into_tensor. So the host issues 3
+// operators at 5 + 12 us for each AllGather under BF16, 2 for an fp32 model. FSDP1's flat
+// parameter is gathered in place (its mixed-precision shard copy is not modelled): 1.
+TEST_CASE("FSDP2 copies the shards into the AllGather's input on the host before each AllGather") {
+  const auto bf16 = cpu_op_us(kSmallLlama, "");
+  CHECK(first_cpu_op_us(bf16, "AllGather fsdp L0 forward") == Approx(3 * 17.0));
+  CHECK(first_cpu_op_us(bf16, "AllGather fsdp L0 backward") == Approx(3 * 17.0));
+  CHECK(first_cpu_op_us(bf16, "AllGather fsdp root forward") == Approx(3 * 17.0));
+  const auto fp32 = cpu_op_us(kSmallLlama, "--set training.precision=fp32");
+  CHECK(first_cpu_op_us(fp32, "AllGather fsdp L0 forward") == Approx(2 * 17.0));
+  const auto fsdp1 = cpu_op_us(kSmallLlama, "--set training.framework=pytorch --set data_parallel.fsdp_version=1");
+  CHECK(first_cpu_op_us(fsdp1, "AllGather fsdp L0 forward") == Approx(17.0));
 }
