@@ -412,6 +412,7 @@ struct TrainingSpec {
   // --set) gave itself: training.framework's defaults apply to the others only, whatever the
   // order of the layers.
   bool fusion_given = false, attention_given = false, cross_entropy_given = false, grad_clip_given = false;
+  bool fp8_scaling_given = false;  // the framework's FP8 library decides where it is not given
   // micro-batches per step on one pipeline replica
   long long micro_batches(int dp) const { return global_batch / (micro_batch * dp); }
 };

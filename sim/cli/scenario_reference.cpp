@@ -270,7 +270,9 @@ constexpr KeyDoc kDocs[] = {
      "Megatron `--bf16`, `--fp16`, `--fp8-format`, `--fp8-recipe mxfp8`, `--fp4-recipe nvfp4`"},
     {"training.fp8_scaling", "",
      "per-tensor FP8's scales: `delayed` (from the amax history, taken inside the cast) or `current` (each tensor's "
-     "own amax, a pass of its own before the cast); only with precision fp8",
+     "own amax, a pass of its own before the cast); only with precision fp8; not given, `current` under "
+     "`torchtitan` and `torchtitan-compile` (torchao's tensorwise recipe; torchao has had no delayed scaling "
+     "since 0.10, so `delayed` is refused there) and `delayed` elsewhere",
      "Megatron `--fp8-recipe delayed` or `tensorwise`"},
     {"training.recompute", "",
      "`none`, `selective` (attention core), `full` (whole layer: every layer keeps only its input and recomputes its "

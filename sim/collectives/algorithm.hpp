@@ -38,6 +38,9 @@ struct Context {
   int ranks() const { return shape.ranks; }
   int nodes() const { return shape.nodes; }
   int ppn() const { return shape.ranks_per_node; }
+  // What the request's nodes are to NCCL: NVLink domains where one joins several nodes (an
+  // NVL72 rack), as messages name them.
+  const char* node_name() const { return cluster.domain_gpus() > cluster.gpus_per_node ? "NVLink domain" : "node"; }
   double nbytes() const;  // NCCL's nBytes: the whole buffer for AllGather/ReduceScatter
 };
 

@@ -133,9 +133,10 @@ void check_forced_algorithm(const Context& c, Algorithm a) {
   if (a == Algorithm::automatic) return;
   const auto why = algorithm_row(a).unsupported(c);
   if (!why) return;
-  throw InputError("", "/collectives/algorithm",
-                   fmt::format("'{}' does not apply to {} on {} GPUs over {} node(s): {} (choices: auto, {})",
-                               to_string(a), nccl_name(c.op), c.ranks(), c.nodes(), *why, applicable_names(c)));
+  throw InputError(
+      "", "/collectives/algorithm",
+      fmt::format("'{}' does not apply to {} on {} GPUs over {} {}(s): {} (choices: auto, {})", to_string(a),
+                  nccl_name(c.op), c.ranks(), c.nodes(), c.node_name(), *why, applicable_names(c)));
 }
 
 void add_pairs(const Context& c, const AlgorithmRow& row, const CollectivesSpec& forced, const Extra& x,

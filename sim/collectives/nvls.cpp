@@ -12,11 +12,12 @@ std::optional<std::string> unsupported(const Context& c) {
   if (auto why = only_ops(c, {CollOp::allreduce, CollOp::allgather, CollOp::reducescatter})) return why;
   if (c.arch.nvls_efficiency <= 0 || !c.cluster.intra_node.nvls)
     return "the cluster has no NVLink SHARP (intra_node.nvls is false or the GPU predates Hopper)";
-  if (c.nodes() > 1) return "NVLS spans one node; across nodes it needs CollNet, which is off";
+  if (c.nodes() > 1)
+    return fmt::format("NVLS spans one {0}; across {0}s it needs CollNet, which is off", c.node_name());
   // enqueue.cc skips NVLS for all but AllReduce beyond NCCL_MAX_NVLS_ARITY local ranks.
   if (c.op != CollOp::allreduce && c.ppn() > kMaxNvlsArity)
     return fmt::format("beyond {} GPUs of one NVLink domain NCCL runs NVLS for AllReduce only", kMaxNvlsArity);
-  if (c.ppn() < 2) return "NVLS needs at least two GPUs in the node";
+  if (c.ppn() < 2) return fmt::format("NVLS needs at least two GPUs in the {}", c.node_name());
   if (c.nvls.channels < 2) return "NCCL's NVLS search finds no two channels that fit on the GPUs' NVSwitch links";
   return std::nullopt;
 }

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "collectives/algorithm.hpp"
 
 namespace stepsim::collectives::nvls_tree {
@@ -10,8 +12,8 @@ std::optional<std::string> unsupported(const Context& c) {
   if (auto why = only_ops(c, {CollOp::allreduce})) return why;
   if (c.arch.nvls_efficiency <= 0 || !c.cluster.intra_node.nvls)
     return "the cluster has no NVLink SHARP (intra_node.nvls is false or the GPU predates Hopper)";
-  if (c.nodes() == 1) return "NVLS-Tree needs more than one node";
-  if (c.ppn() < 2) return "NVLS-Tree needs at least two GPUs per node";
+  if (c.nodes() == 1) return fmt::format("NVLS-Tree needs more than one {}", c.node_name());
+  if (c.ppn() < 2) return fmt::format("NVLS-Tree needs at least two GPUs per {}", c.node_name());
   // One channel per head, a GPU next to a NIC; tuning.cc wants two.
   if (c.nvls.channels < 2) return "NVLS-Tree needs two NVLS channels, one per GPU with a NIC of its own";
   return std::nullopt;

@@ -2,13 +2,15 @@
 // a logarithmic number of network steps.
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "collectives/algorithm.hpp"
 
 namespace stepsim::collectives::pat {
 
 std::optional<std::string> unsupported(const Context& c) {
   if (auto why = only_ops(c, {CollOp::allgather, CollOp::reducescatter})) return why;
-  if (c.ppn() != 1 || c.nodes() < 2) return "PAT needs one GPU per node on two or more nodes";
+  if (c.ppn() != 1 || c.nodes() < 2) return fmt::format("PAT needs one GPU per {0} on two or more {0}s", c.node_name());
   return std::nullopt;
 }
 

@@ -133,13 +133,18 @@ Context make_context(const ClusterSpec& cluster, const Request& request) {
     c.nvls = nvls_one_node(arch.intra_speeds, c.intra_total, ppn);
     return c;
   }
-  // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel. On a
-  // PCIe fabric every channel also crosses each GPU's one PCIe link, behind which are both its
-  // peers and its NIC: the search takes each channel's speed off that link, so the channels
-  // share it (evenly here, rather than as the search's listed speeds would split it, so that a
-  // faster NIC or link never makes a collective slower).
+  // Across nodes every channel leaves through a NIC: the NIC speed bounds each channel. A
+  // channel also runs through every member of a node, and the search takes its speed off each
+  // link on its path (search.cc, ncclTopoSearchTryGpu): on NVLink a GPU's port carries every
+  // channel but those leaving through its own NIC, on a PCIe fabric its one link carries them
+  // all, its peers and its NIC being behind it. The channels share that link (evenly here,
+  // rather than as the search's listed speeds would split it, so that a faster NIC or link
+  // never makes a collective slower): 8 H100 a node keep 8 × 48 (7 on a port, 336 ≤ 370.8), the
+  // 72 GPUs of an NVL72 rack take 16 × 45.1 behind 400 and 800 Gb/s NICs alike (the search's
+  // listed speed; 721.8 / 16 here).
+  const int carried = pcie ? nics : nics - nics / ppn;
   double ring_speed = nic;
-  if (pcie && nics * nic > c.intra_total) ring_speed = c.intra_total / nics;
+  if (carried * nic > c.intra_total) ring_speed = c.intra_total / carried;
   c.ring = dup_channels({nics, ring_speed, ring_speed}, arch);
   // An NVLS channel leaves through one NIC, whatever other NICs its GPU has.
   const double nvls_limit = std::min(

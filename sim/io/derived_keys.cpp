@@ -46,6 +46,7 @@ constexpr Derivable kDerivable[] = {
     {"training.fusion", [](const Scenario& s, const ZeroKeys&) { return s.training.fusion_given; }},
     {"training.cross_entropy", [](const Scenario& s, const ZeroKeys&) { return s.training.cross_entropy_given; }},
     {"training.grad_clip", [](const Scenario& s, const ZeroKeys&) { return s.training.grad_clip_given; }},
+    {"training.fp8_scaling", [](const Scenario& s, const ZeroKeys&) { return s.training.fp8_scaling_given; }},
     {"data_parallel.bucket_cap_mb",
      [](const Scenario& s, const ZeroKeys&) { return s.data_parallel.bucket_cap_mb_given; }},
     {"data_parallel.first_bucket_mb",

@@ -407,6 +407,7 @@ void read_value(TrainingSpec& out, const json::value& v, const Reader& r) {
     if (object->contains("attention")) out.attention_given = true;
     if (object->contains("cross_entropy")) out.cross_entropy_given = true;
     if (object->contains("grad_clip")) out.grad_clip_given = true;
+    if (object->contains("fp8_scaling")) out.fp8_scaling_given = true;
     if (const json::value* framework = object->if_contains("framework"); framework != nullptr) {
       read_value(out.framework, *framework, r.at("framework"));
       const FrameworkTraits& traits = traits_of(out.framework);

@@ -577,6 +577,23 @@ void resolve_torchtitan_sequence_parallel(Scenario& s, const Checker& c) {
             traits_of(s.training.framework).name, p.tp);
 }
 
+// torchtitan's float8 is torchao's Float8Linear, whose recipes (tensorwise, rowwise) scale each
+// tensor by its own amax: torchao deleted delayed scaling in 0.10 (pytorch/ao pull request 1753,
+// "delete delayed scaling from torchao.float8"). So under torchtitan with precision fp8
+// fp8_scaling follows (current) where the scenario does not give it, and delayed is refused.
+void resolve_torchtitan_fp8_scaling(Scenario& s, const Checker& c) {
+  TrainingSpec& t = s.training;
+  if (!torchtitan(t.framework) || t.precision != Precision::fp8) return;
+  if (!t.fp8_scaling_given) t.fp8_scaling = Fp8Scaling::current;
+  c.require(
+      t.fp8_scaling == Fp8Scaling::current,
+      set_among(c, {"/training/fp8_scaling", "/training/framework", "/training/precision"}, "/training/fp8_scaling"),
+      "torchtitan's float8 (torchao's Float8Linear) scales each tensor by its own amax: torchao deleted "
+      "delayed scaling in 0.10, so training.fp8_scaling delayed has no run under training.framework {}: "
+      "leave it out or current",
+      traits_of(t.framework).name);
+}
+
 // torchtitan's apply_fsdp under its default reshard_after_forward_policy reshards each block
 // after its forward only without a pipeline (reshard_after_forward = not pp_enabled: "For PP, by
 // default do not reshard after forward to avoid per-microbatch all-gathers"). So under
@@ -1461,7 +1478,9 @@ std::string precision_refusal(const Scenario& s, Precision p) {
   // check_a2a_overlap and check_training.
   if (s.model.moe.a2a_overlap && element_bytes(p) == 4)
     return "model.moe.a2a_overlap runs with a bf16 or fp16 model only (Megatron-Core)";
-  if (s.training.fp8_scaling != Fp8Scaling::delayed && p != Precision::fp8)
+  // A scaling the scenario gives is refused beside another precision; one the framework chose
+  // for fp8 (torchtitan's current) follows the precision.
+  if (s.training.fp8_scaling_given && s.training.fp8_scaling != Fp8Scaling::delayed && p != Precision::fp8)
     return "training.fp8_scaling current is a recipe of fp8";
   if (s.training.main_grad != Precision::fp32 && element_bytes(p) == 4)
     return "bf16 main gradients (training.main_grad) need mixed precision";
@@ -1633,6 +1652,7 @@ void complete_and_validate(Scenario& s) {
   check_cluster(s.cluster, c);
   resolve_torchtitan_sequence_parallel(s, c);
   resolve_torchtitan_reshard(s);
+  resolve_torchtitan_fp8_scaling(s, c);
   check_degrees(s.parallel, c);
   derive_expert_tp(s);
   check_split(s.model, s.parallel, c);

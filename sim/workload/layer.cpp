@@ -376,6 +376,7 @@ OpCost flash_attention(const LayerShape& s) {
 // columnwise copy the other backward GEMM reads are both written, with their scales):
 // - fp8, delayed scaling: the fused cast-transpose takes the amax as it casts: a + 1 + 1.
 //   Current scaling reads the tensor once more for its amax before the cast: 2a + 2.
+//   On Blackwell Transformer Engine writes no transpose (fp8_transpose): a + 1 and 2a + 1.
 //   Eager (torchao without torch.compile) runs amax, cast and transpose apart: 2a + 3.
 // - mxfp8: each 32-element block's E8M0 scale is its own amax, so there is no amax pass;
 //   rowwise and columnwise blocks run along different axes, so both copies are quantized from
@@ -398,7 +399,8 @@ double quantize_bytes(const LayerShape& s, bool weight) {
       return weight ? 2.0 * a + 2.0 * (0.5 + 1.0 / 256.0) : 3.0 * a + 2.0 * operand_bytes(Precision::nvfp4);
     default:
       if (s.eager) return 2.0 * a + 3.0;
-      return s.fp8_scaling == Fp8Scaling::current ? 2.0 * a + 2.0 : a + 2.0;
+      const double written = s.fp8_transpose ? 2.0 : 1.0;
+      return s.fp8_scaling == Fp8Scaling::current ? 2.0 * a + written : a + written;
   }
 }
 

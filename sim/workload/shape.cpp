@@ -134,6 +134,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
   s.precision = sc.training.precision;
   s.fp8_scaling = sc.training.fp8_scaling;
+  s.fp8_transpose = sc.cluster.gpu.arch != GpuArch::blackwell || torchtitan(sc.training.framework);
   s.act_bytes = low_precision(s.precision) ? 2 : element_bytes(s.precision);
   s.saved_input_bytes = s.act_bytes;
   if (traits_of(sc.training.framework).megatron_core && low_precision(s.precision)) {

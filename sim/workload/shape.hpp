@@ -94,6 +94,10 @@ struct LayerShape {
   // each input quantized by a kernel whose traffic depends on the recipe (fp8_scaling).
   Precision precision = Precision::bf16;
   Fp8Scaling fp8_scaling = Fp8Scaling::delayed;
+  // Whether a per-tensor FP8 cast also writes the transposed copy the other GEMMs read:
+  // Transformer Engine does before compute capability 10.0 only (its FP8 GEMMs take the TN
+  // layout alone there, nvte_is_non_tn_fp8_gemm_supported); torchao (torchtitan) always does.
+  bool fp8_transpose = true;
   int main_grad_bytes = 4;  // one main-gradient element, which weight-gradient GEMMs accumulate into
   // Megatron-Core's DDP (training.framework megatron, nemo) adds each gradient that autograd
   // returns (the embedding's, where no GEMM accumulates into the main gradient) into it.

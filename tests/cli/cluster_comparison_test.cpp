@@ -295,7 +295,9 @@ TEST_CASE("A job compared against its own cluster gives exactly its own step tim
 // while gb300 carried the H100's FP8 GEMM fraction, 0.525, which MXFP8 runs at). Since
 // Transformer Engine's loss backward is costed as it runs: 14.995 s, and 14.908 s on GB300; since
 // NCCL's NVLS graphs and channel doubling are search.cc's, 14.996 s and 14.909 s; since the copy
-// of the main weights into the model weights reads them too, 14.997 s and 14.910 s.
+// of the main weights into the model weights reads them too, 14.997 s and 14.910 s; since
+// Blackwell's FP8 fractions are fitted to casts that write no transpose (MXFP8 runs at them),
+// 15.105 s and 15.017 s.
 TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on the GB300 preset", "[slow]") {
   Scratch scratch("compare-cluster-dsv3");
   const std::string dsv3 =
@@ -305,9 +307,9 @@ TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on 
   REQUIRE(run.status == 0);
   const std::vector<std::string> steps = comparison_row(run.out, "step time");
   REQUIRE(steps.size() == 3);
-  CHECK(steps[0] == "14.997 s");
-  CHECK(steps[1] == "14.997 s");
-  CHECK(steps[2] == "14.910 s");
+  CHECK(steps[0] == "15.105 s");
+  CHECK(steps[1] == "15.105 s");
+  CHECK(steps[2] == "15.017 s");
   const auto swapped = scratch.run("simulate " + dsv3 + " --set cluster=gb300-nvl72 --set cluster.nvlink_domain=64");
   REQUIRE(swapped.status == 0);
   CHECK(own_step(swapped.out) == steps[2]);

@@ -82,6 +82,27 @@ TEST_CASE("forcing PAT for AllReduce is an input error") {
         "AllReduce (choices: auto, tree, ring, nvls)");
 }
 
+// On NVL72 racks NCCL's node is the rack (multi-node NVLink), and the collective's header counts
+// its trays and racks apart: a refusal names racks as NVLink domains, not as nodes.
+TEST_CASE("forcing an algorithm on NVL72 racks names NVLink domains, not nodes") {
+  const ClusterSpec racks = test::gb200_nvl72(2);
+  const auto error = [&](Algorithm a, collectives::GroupShape shape) {
+    try {
+      choose(racks, CollOp::allreduce, Bytes::gib(1), shape, {a, Protocol::automatic});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error(Algorithm::nvls, {144, 2, 72}) ==
+        "/collectives/algorithm: 'nvls' does not apply to AllReduce on 144 GPUs over 2 NVLink domain(s): NVLS spans "
+        "one NVLink domain; across NVLink domains it needs CollNet, which is off (choices: auto, tree, ring, "
+        "nvls-tree)");
+  CHECK(error(Algorithm::nvls_tree, {72, 1, 72}) ==
+        "/collectives/algorithm: 'nvls-tree' does not apply to AllReduce on 72 GPUs over 1 NVLink domain(s): "
+        "NVLS-Tree needs more than one NVLink domain (choices: auto, tree, ring, nvls)");
+}
+
 TEST_CASE("forcing LL on NVLS is an input error on the protocol") {
   const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 1);
   CHECK_THROWS_AS(choose(h100, CollOp::allreduce, Bytes::mib(64), {8, 1, 8}, {Algorithm::nvls, Protocol::ll}),

@@ -131,3 +131,29 @@ TEST_CASE("a one-rank-per-node AllReduce on H100 runs Tree LL128 at 4 MiB as NCC
   CHECK(c.channels == 2);
   CHECK(c.nccl_time.us() == Approx(380.0).epsilon(1e-3));
 }
+
+// A ring channel across nodes runs over the NVLink of every member of a node but the one its
+// NIC leads out from, and NCCL's search takes its speed off each (search.cc): on NVLink domains
+// of 72 GPUs (18 × 40.1 = 721.8 GB/s a GPU) 16 channels need 16 · s ≤ 721.8. Pass 1 from the
+// NIC's speed: 96 (800 Gb/s) fits 7 channels (672), 48 fits 15 (720), 45.1 fits 16 (721.6),
+// nothing lower beats it and 22 / 45.1 ≤ 0.49 ends the walk; 45.1 < 50 with 16 channels is not
+// doubled. The graph is the same behind 400 and 800 Gb/s NICs, so NCCL's model rates the ring
+// at 16 · 45.1 = 721.6 GB/s of bus bandwidth and runs NVLS-Tree for 4 GiB on two racks: ring
+// 1427.8 us of latency + 4 GiB / (721.6 · 144 / 286 GB/s) = 13249 us against NVLS-Tree's 9363.
+// Eight ranks a node keep 8 × 48 on H100 (7 channels on a link, 336 ≤ 370.8) and on B200.
+TEST_CASE("ring channels across NVLink domains fit each GPU's NVLink as NCCL's search fits them") {
+  const ClusterSpec racks = test::gb200_nvl72(2);
+  ClusterSpec cx8 = racks;
+  cx8.inter_node.nic_bandwidth = Bandwidth::gbits_per_s(800);
+  for (const ClusterSpec& c : {racks, cx8}) {
+    const collectives::Graph g = ring_graph(c, {144, 2, 72});
+    CHECK(g.channels == 16);
+    CHECK(g.bw_intra == Approx(45.1).epsilon(1e-3));
+    CHECK(g.bw_inter == Approx(45.1).epsilon(1e-3));
+    const collectives::Choice choice = collectives::predict(c, {}, {CollOp::allreduce, Bytes::gib(4), {144, 2, 72}});
+    CHECK(choice.algorithm == Algorithm::nvls_tree);
+    CHECK(choice.nccl_time.us() == Approx(9363.1).epsilon(1e-4));
+  }
+  check_graph(ring_graph(test::dgx_hopper("dgx-h100-ndr", 16), {128, 16, 8}), 8, 48, 48);
+  check_graph(ring_graph(test::dgx_b200(16), {128, 16, 8}), 8, 48, 48);
+}

@@ -123,3 +123,26 @@ TEST_CASE("torchtitan trains TP or PP without FSDP in fp32 alone") {
   // PyTorch's own autocast beside DDP and TP is the user's script's, which stepsim takes as given.
   CHECK(test::load_error(titan_job("pytorch", kTp8, "ddp"), {"training.precision=bf16"}) == "no error");
 }
+
+// torchtitan's float8 is torchao's Float8Linear, whose tensorwise and rowwise recipes scale each
+// tensor by its own amax; torchao deleted delayed scaling in 0.10 (pytorch/ao pull request 1753).
+// Under torchtitan with precision fp8 the scaling is current unless given, and delayed is
+// refused, naming the key that set it; elsewhere the key keeps its default, delayed.
+TEST_CASE("torchtitan's float8 scales each tensor by its own amax, and delayed scaling is refused") {
+  for (const char* framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    const Scenario titan = load_job(titan_job(framework, kTp8, "fsdp"), {"training.precision=fp8"});
+    CHECK(titan.training.fp8_scaling == Fp8Scaling::current);
+    CHECK(lists_derived(titan, "training.fp8_scaling"));
+    const std::string why =
+        ": torchtitan's float8 (torchao's Float8Linear) scales each tensor by its own amax: torchao deleted delayed "
+        "scaling in 0.10, so training.fp8_scaling delayed has no run under training.framework " +
+        std::string(framework) + ": leave it out or current";
+    CHECK(test::load_error(titan_job(framework, kTp8, "fsdp"),
+                           {"training.precision=fp8", "training.fp8_scaling=delayed"}) ==
+          "--set: training.fp8_scaling" + why);
+    CHECK(load_job(titan_job(framework, kTp8, "fsdp")).training.fp8_scaling == Fp8Scaling::delayed);
+  }
+  CHECK(load_job(titan_job("megatron", kTp8, "zero1"), {"training.precision=fp8"}).training.fp8_scaling ==
+        Fp8Scaling::delayed);
+}

@@ -80,6 +80,32 @@ TEST_CASE("FP8 current scaling reads each quantized tensor once more than delaye
         find_op(delayed.layer.forward, Role::fc1, Pass::forward).bytes);
 }
 
+// Transformer Engine's FP8 GEMMs take operands in any layout from compute capability 10.0
+// (nvte_is_non_tn_fp8_gemm_supported), so on Blackwell Float8Quantizer and
+// Float8CurrentScalingQuantizer write the row-wise copy alone (transformer_engine/pytorch/csrc/
+// quantizer.cpp: with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()):
+// fc1's forward cast reads its BF16 activation and weight (2 bytes, once more for current
+// scaling's amax) and writes 1 byte of each, against Hopper's 2 (cast and transpose).
+// torchao (torchtitan) transposes on every GPU.
+TEST_CASE("On Blackwell Transformer Engine's per-tensor FP8 casts write no transposed copy") {
+  const double forward = kTokens * kHidden + kHidden * kFc1;
+  for (Fp8Scaling scaling : {Fp8Scaling::delayed, Fp8Scaling::current}) {
+    const double read = scaling == Fp8Scaling::current ? 4.0 : 2.0;
+    stepsim::Scenario sc = st::scenario(st::llama3_8b(), 1, 1);
+    sc.training.precision = Precision::fp8;
+    sc.training.fp8_scaling = scaling;
+    const auto hopper = stepsim::workload::build_work(sc);
+    sc.cluster.gpu.arch = GpuArch::blackwell;
+    const auto blackwell = stepsim::workload::build_work(sc);
+    sc.training.framework = stepsim::Framework::torchtitan_compile;
+    const auto torchao = stepsim::workload::build_work(sc);
+    CHECK(cast(hopper, Role::fc1, Pass::forward).bytes.as_double() == Approx(forward * (read + 2.0)));
+    CHECK(cast(blackwell, Role::fc1, Pass::forward).bytes.as_double() == Approx(forward * (read + 1.0)));
+    CHECK(cast(blackwell, Role::fc1, Pass::backward_data).bytes.as_double() == Approx(kTokens * kFc1 * (read + 1.0)));
+    CHECK(cast(torchao, Role::fc1, Pass::forward).bytes.as_double() == Approx(forward * (read + 2.0)));
+  }
+}
+
 // MXFP8 operands: FP8 values plus one E8M0 scale byte per 32; the cast needs no amax pass and
 // writes both the rowwise and the columnwise copy with their scales.
 TEST_CASE("MXFP8 GEMMs read a scale byte per 32 elements and their cast writes two scaled copies") {
