@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "io/json_document.hpp"
@@ -64,10 +65,26 @@ std::vector<std::string> carried_cluster_sets(const ScenarioInput& scenario, con
   return out;
 }
 
+std::vector<std::string> carried_to(const std::string& name, const std::vector<std::string>& carried) {
+  constexpr std::string_view kDomain = "cluster.nvlink_domain=";
+  if (std::ranges::none_of(carried, [&](const std::string& set) { return set.starts_with(kDomain); })) return carried;
+  try {
+    const ClusterSpec cluster = load_cluster(name, 1);
+    if (cluster.nvlink_domain > cluster.gpus_per_node) return carried;
+  } catch (const InputError&) {
+    return carried;
+  }
+  std::vector<std::string> out;
+  std::ranges::copy_if(carried, std::back_inserter(out),
+                       [&](const std::string& set) { return !set.starts_with(kDomain); });
+  return out;
+}
+
 std::vector<std::string> sets_on_cluster(const std::string& name, const std::vector<std::string>& carried,
                                          const std::vector<std::string>& sets) {
   std::vector<std::string> out{"cluster=" + name};
-  out.insert(out.end(), carried.begin(), carried.end());
+  const std::vector<std::string> kept = carried_to(name, carried);
+  out.insert(out.end(), kept.begin(), kept.end());
   for (const std::string& set : sets) {
     if (set.starts_with("cluster.nodes=")) continue;
     if (!replaces_section(set)) {

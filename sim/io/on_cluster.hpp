@@ -25,8 +25,15 @@ std::string scenario_name(const ScenarioInput& scenario);
 std::vector<std::string> carried_cluster_sets(const ScenarioInput& scenario, const std::vector<std::string>& sets,
                                               const std::string& flag, const std::string& alone);
 
+// `carried` as it applies on cluster preset (or file) `name`: the scenario's nvlink_domain says
+// how many GPUs of its own rack's multi-node NVLink domain the job takes (64 of an NVL72's 72),
+// and stays behind on a cluster whose NVLink domain is its node (a DGX), where it would join
+// nodes by NVLink they do not have. A name that does not load keeps them all (loading the
+// scenario on it refuses it).
+std::vector<std::string> carried_to(const std::string& name, const std::vector<std::string>& carried);
+
 // The assignments that put the scenario, with the user's `sets`, on the cluster preset `name`:
-// "cluster=NAME", then `carried` (carried_cluster_sets), then `sets` (which win) but those that
+// "cluster=NAME", then `carried` (carried_cluster_sets, as carried_to `name`), then `sets` (which win) but those that
 // name the scenario's own preset or node count ("cluster=", "cluster.nodes="; of a
 // "cluster={...}" object, its other keys are kept as cluster.KEY), then "cluster.nodes=0"
 // (derived from the layout again).

@@ -10,9 +10,11 @@
 #include <fstream>
 #include <functional>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
+#include "io/json_document.hpp"
 #include "io/on_cluster.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/memory_model.hpp"
@@ -283,11 +285,28 @@ void prepare(SweepSpec& spec) {
   }
 }
 
+namespace {
+
+// The cluster preset (or file) a point's "cluster=VALUE" names: VALUE as --set takes text, a
+// bare name or a JSON string; none for a cluster given as an object.
+std::optional<std::string> cluster_name(const std::string& value) {
+  boost::json::value v;
+  if (!io::try_parse_json(value, v)) return value;
+  if (v.is_string()) return std::string(v.as_string());
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<std::string> point_sets(const SweepSpec& spec, const std::vector<std::string>& values, std::string& dp,
                                     std::string& problem) {
   // The carried cluster keys first, so that --set wins; a varied preset ("cluster=NAME") applies
   // before them whatever the order (io::ordered_sets).
   std::vector<std::string> sets = spec.cluster_sets;
+  for (std::size_t i = 0; i < spec.axes.size(); ++i)
+    if (spec.axes[i].key == "cluster")
+      if (const std::optional<std::string> name = cluster_name(values[i]))
+        sets = io::carried_to(*name, spec.cluster_sets);
   sets.insert(sets.end(), spec.sets.begin(), spec.sets.end());
   for (std::size_t i = 0; i < spec.axes.size(); ++i) sets.push_back(spec.axes[i].key + "=" + values[i]);
   if (spec.gpus == 0) return sets;

@@ -315,24 +315,65 @@ TEST_CASE("The DeepSeek-V3 GB200 run keeps its 64-GPU domains on its own and on 
   CHECK(own_step(swapped.out) == steps[2]);
 }
 
-// A key the scenario's cluster section writes that another preset cannot take (a domain of 12
-// GPUs is three GB200 trays of 4, no whole number of DGX B200's nodes of 8) is refused naming
-// the key and the file it came from, as plan refuses it.
+// A key the scenario's cluster section writes that another preset cannot take (NVLink SHARP on
+// an A100, whose NVSwitch has none) is refused naming the key and the file it came from, as plan
+// refuses it.
 TEST_CASE("A cluster key that the compared cluster cannot take is refused as plan refuses it") {
   Scratch scratch("compare-cluster-refused");
-  scratch.write("d12.json", R"({"model": "llama3-8b", "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 12},
+  scratch.write("nvls.json",
+                R"({"model": "llama3-8b", "cluster": {"preset": "dgx-h100-ndr", "intra_node": {"nvls": true}},
     "parallel": {"tp": 4, "pp": 1, "dp": 6},
     "training": {"framework": "megatron", "global_batch": 24, "micro_batch": 1, "precision": "bf16"}})");
-  const auto run = scratch.run("simulate d12.json --compare-cluster dgx-b200");
+  const auto run = scratch.run("simulate nvls.json --compare-cluster dgx-a100-80g-hdr");
   CHECK(run.status == 2);
   CHECK(run.err ==
-        "stepsim: error: <command line>: --compare-cluster: dgx-b200: d12.json: cluster.nvlink_domain: must be a whole "
-        "number of nodes of 8 GPUs, got 12\n");
+        "stepsim: error: <command line>: --compare-cluster: dgx-a100-80g-hdr: nvls.json: cluster.intra_node.nvls: "
+        "NVLink SHARP needs a Hopper or later GPU (a100-sxm4-80gb is ampere)\n");
   CHECK(run.out.empty());
-  const auto plan = scratch.run("plan d12.json --tokens 1B --gpus 24 --cluster dgx-b200");
+  const auto plan = scratch.run("plan nvls.json --tokens 1B --gpus 24 --cluster dgx-a100-80g-hdr");
   CHECK(plan.status == 2);
-  CHECK(plan.err.find("d12.json: cluster.nvlink_domain: must be a whole number of nodes of 8 GPUs, got 12") !=
+  CHECK(plan.err.find("nvls.json: cluster.intra_node.nvls: NVLink SHARP needs a Hopper or later GPU") !=
         std::string::npos);
+}
+
+// How many GPUs of an NVL72 rack's NVLink domain the job takes (cluster.nvlink_domain 16: four
+// trays) is the rack's: on a DGX B200, whose NVLink domain is its node of 8, it would join two
+// DGX nodes by an NVLink they do not have. Compared, swept or planned there, the job runs as
+// --set cluster=dgx-b200 runs it alone, its TP 16 across the two nodes' NICs (0.140 s, where
+// an NVLink domain of 16 would give 0.097 s); on a GB300 NVL72 rack the 16 carry.
+TEST_CASE("A rack's NVLink domain does not carry to a cluster whose NVLink domain is its node") {
+  Scratch scratch("compare-cluster-domain");
+  scratch.write("d16.json", R"({"model": "gpt-1.3b", "cluster": {"preset": "gb200-nvl72", "nvlink_domain": 16},
+    "parallel": {"tp": 16, "pp": 1, "dp": 1},
+    "training": {"framework": "megatron", "global_batch": 8, "micro_batch": 1, "precision": "bf16"}})");
+  const auto run = scratch.run("simulate d16.json --compare-cluster dgx-b200,gb300-nvl72");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const std::vector<std::string> steps = comparison_row(run.out, "step time");
+  REQUIRE(steps.size() == 3);
+  const auto alone = [&](const std::string& sets) {
+    const auto r = scratch.run("simulate d16.json " + sets);
+    REQUIRE(r.status == 0);
+    return own_step(r.out);
+  };
+  CHECK(steps[1] == alone("--set cluster=dgx-b200"));
+  CHECK(steps[1] != alone("--set cluster=dgx-b200 --set cluster.nvlink_domain=16"));
+  CHECK(steps[2] == alone("--set cluster=gb300-nvl72 --set cluster.nvlink_domain=16"));
+  const auto sweep = scratch.run("sweep d16.json --vary cluster=dgx-b200 -o rows.jsonl");
+  REQUIRE(sweep.status == 0);
+  const auto row = boost::json::parse(stepsim::testing::slurp(scratch.file("rows.jsonl"))).as_object();
+  CHECK(fmt::format("{:.3f} s", row.at("step_time_s").to_number<double>()) == steps[1]);
+  // plan at TP 16 on DGX B200: the step of two nodes joined by their NICs, slower than with the
+  // rack's NVLink domain asked for outright.
+  const auto planned = [&](const std::string& sets) {
+    const auto r = scratch.run("plan d16.json --tokens 1B --gpus 16 --cluster dgx-b200 --set parallel.tp=16 " + sets +
+                               " -o plan.json");
+    REQUIRE(r.status == 0);
+    const auto rows = boost::json::parse(stepsim::testing::slurp(scratch.file("plan.json"))).as_array();
+    REQUIRE(rows.size() == 1);
+    return rows.at(0).at("step_time_s").to_number<double>();
+  };
+  CHECK(planned("") > 1.2 * planned("--set cluster.nvlink_domain=16"));
 }
 
 // The --set cluster keys are the scenario's own cluster's too: carried to each compared preset
