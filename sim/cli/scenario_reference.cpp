@@ -374,7 +374,11 @@ constexpr KeyDoc kDocs[] = {
      "(the ones below marked with their kinds) set away from its default is refused, as it would do nothing; so is "
      "a kind the framework lacks: `pytorch` and `torchtitan` have `ddp`, `fsdp` and `hsdp`, `deepspeed` all but "
      "`hsdp`, and its `fsdp` is ZeRO-3, which takes none of PyTorch FSDP's keys (`fsdp_version`, "
-     "`reshard_after_forward`, the prefetch keys, `max_inflight_all_gathers`)",
+     "`reshard_after_forward`, the prefetch keys, `max_inflight_all_gathers`). Of a mixture of experts, `zero1`, "
+     "`zero2` and `fsdp` shard the routed experts' states over the expert-dp group (tp·cp·dp / (ep·etp) ranks), "
+     "`fsdp` gathering and reducing them with their layer over that group (torchtitan's experts unit on its "
+     "`dp_shard_mod_ep` mesh); `hsdp` of one is refused as not simulated yet, and `fsdp` under `deepspeed` as "
+     "DeepSpeed refuses it (ZeRO-3 does not train a mixture of experts)",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; DeepSpeed `zero_optimization.stage` 2; FSDP "
      "FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",

@@ -945,6 +945,10 @@ void check_a2a_overlap(const Scenario& s, const Checker& c) {
             "{} with model.moe.a2a_overlap is not simulated: Megatron-Core's EP overlap runs the layers outside the "
             "transformer block whose CPU offload context offloads them",
             s.training.activation_offload_layers);
+  // The merged passes interleave two micro-batches' layers, whose FSDP units would be gathered
+  // and freed across each other: not modelled.
+  c.require(s.data_parallel.kind != DpKind::fsdp, "/data_parallel/kind",
+            "fsdp with model.moe.a2a_overlap is not simulated yet (use zero1)");
   const Framework f = s.training.framework;
   c.require(runs_megatron_options(f), "/training/framework",
             "model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not {}'s", traits_of(f).name);
@@ -1374,10 +1378,18 @@ void check_simulated(const Scenario& s, const Checker& c) {
               "latent attention (model.mla) with selective_op recompute is not simulated yet");
   }
   const Framework f = s.training.framework;
-  if (s.model.moe.experts > 0)
-    c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "FSDP and HSDP of mixture-of-experts models are not simulated yet (use {})",
+  if (s.model.moe.experts > 0) {
+    // FSDP shards a mixture of experts' routed experts over the expert-dp group
+    // (data_parallel_fsdp.cpp); HSDP's replication of both groups is not modelled.
+    c.require(s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
+              "HSDP of mixture-of-experts models is not simulated yet (use {})",
+              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp}));
+    // DeepSpeed's engine asserts "MoE not supported with Stage 3" (runtime/engine.py).
+    c.require(f != Framework::deepspeed || s.data_parallel.kind != DpKind::fsdp, "/data_parallel/kind",
+              "DeepSpeed's ZeRO-3 does not train mixture-of-experts models (its engine refuses them at stage 3; use "
+              "{})",
               kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2}));
+  }
   if (s.parallel.schedule == Schedule::zb_h1 || s.parallel.schedule == Schedule::zb_h2)
     c.require(s.data_parallel.kind != DpKind::fsdp && s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
               "FSDP and HSDP under the zero-bubble schedules are not simulated yet (use {})",

@@ -25,11 +25,20 @@ namespace stepsim::parallelism {
 
 namespace {
 
+// One unit's parameters sharded over one group: the FSDP group, or, for a mixture of experts'
+// routed experts, the expert-data-parallel group.
+struct Part {
+  Bytes params{0};  // the gathered buffer (unit_gathered_bytes)
+  Bytes grads{0};   // the reduced buffer in grad_reduce_dtype
+  long long elements = 0;
+};
+
 struct Unit {
   std::string label;  // "root", "L3"
-  Bytes params{0};    // the gathered buffer (unit_gathered_bytes)
-  Bytes grads{0};     // the reduced buffer in grad_reduce_dtype
-  long long elements = 0;
+  Part dense;         // everything but the routed experts, over the FSDP group
+  Part experts;       // this GPU's routed experts, over the expert-dp group
+  Bytes params() const { return dense.params + experts.params; }
+  long long elements() const { return dense.elements + experts.elements; }
 };
 
 // Bytes one parameter of `t` takes in its unit's AllGather: FSDP1's FlatParameter is gathered
@@ -40,21 +49,25 @@ int unit_gathered_bytes(const Scenario& s, const GradTensor& t) {
   return s.data_parallel.flat_parameter() ? compute_bytes(s) : gathered_bytes(t, s.training.precision);
 }
 
-// Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u).
+// Unit 0 is the root; unit u >= 1 is transformer layer u - 1 (block u). A mixture-of-experts
+// layer's routed experts are a unit of their own nested in the layer's, sharded over the
+// expert-data-parallel group (tp·cp·dp / (ep·etp) ranks), as torchtitan's apply_fsdp wraps
+// transformer_block.moe.experts with fully_shard on its dp_shard_mod_ep mesh before the block,
+// and Megatron-FSDP keeps the experts' buffers in their own group: they are gathered and
+// reduced with their layer, over that group.
 std::vector<Unit> fsdp_units(const Scenario& s) {
-  std::vector<long long> elements(static_cast<std::size_t>(s.model.layers) + 1, 0);
-  std::vector<Bytes> gathered(elements.size(), Bytes(0));
+  std::vector<Unit> units(static_cast<std::size_t>(s.model.layers) + 1);
+  const int reduce_bytes = element_bytes(s.data_parallel.grad_reduce_dtype);
   for (const GradTensor& t : gradient_tensors(s.model, s.parallel)) {
     const bool root = t.block == 0 || t.block == s.model.layers + 1;
-    const auto u = root ? 0 : static_cast<std::size_t>(t.block);
-    elements[u] += t.elements;
-    gathered[u] += Bytes(t.elements * unit_gathered_bytes(s, t));
+    Unit& unit = units[root ? 0 : static_cast<std::size_t>(t.block)];
+    Part& part = t.expert ? unit.experts : unit.dense;
+    part.elements += t.elements;
+    part.params += Bytes(t.elements * unit_gathered_bytes(s, t));
+    part.grads += Bytes(t.elements * reduce_bytes);
   }
-  std::vector<Unit> units;
-  for (std::size_t u = 0; u < elements.size(); ++u) {
-    units.push_back({u == 0 ? std::string("root") : fmt::format("L{}", u - 1), gathered[u],
-                     Bytes(elements[u] * element_bytes(s.data_parallel.grad_reduce_dtype)), elements[u]});
-  }
+  for (std::size_t u = 0; u < units.size(); ++u)
+    units[u].label = u == 0 ? std::string("root") : fmt::format("L{}", u - 1);
   return units;
 }
 
@@ -101,9 +114,7 @@ class Fsdp final : public DataParallel {
   std::vector<OpIndex> optimizer_waits() const override;
   void before_block(StepBuilder& b, const BlockSite& site) override;
   void after_block(StepBuilder& b, const BlockSite& site) override;
-  workload::OpCost optimizer_op(const workload::OpCost& whole) const override {
-    return sharded_optimizer(whole, shard_ranks_);
-  }
+  workload::OpCost optimizer_op(const workload::OpCost& whole) const override;
 
  private:
   int unit_of(int block) const { return block == 0 || block == layers_ + 1 ? 0 : block; }
@@ -120,11 +131,15 @@ class Fsdp final : public DataParallel {
   void wait_for(StepBuilder& b, int unit, Phase phase);
   void free(int unit, OpIndex last);
   void reduce(StepBuilder& b, int unit, OpIndex last);
+  OpIndex reduce_scatter(StepBuilder& b, const Unit& u, const Part& part, bool experts, OpIndex last);
   void reduce_chunk(StepBuilder& b);
 
   std::vector<Unit> units_;
   int layers_;
   int shard_ranks_;
+  int expert_ranks_;             // the expert-dp group's ranks, over which the routed experts are sharded
+  long long dense_params_ = 0;   // this stage's parameters outside the routed experts
+  long long expert_params_ = 0;  // and inside them
   bool replicate_;  // HSDP: all-reduce gradient shards across shard groups
   int grad_bytes_;  // an unsharded gradient's element: the compute precision's
   bool pipelined_;  // gradient sync and resharding only at a chunk's last backward
@@ -135,7 +150,12 @@ class Fsdp final : public DataParallel {
   bool forward_prefetch_;
   bool reshard_after_forward_;
   std::size_t max_inflight_;
-  std::vector<std::optional<OpIndex>> pending_;  // per unit: AllGather not yet waited for
+  // Per unit: the AllGathers not yet waited for, of the layer's own parameters and of its experts.
+  struct Pending {
+    std::optional<OpIndex> dense;
+    std::optional<OpIndex> experts;
+  };
+  std::vector<Pending> pending_;
   std::vector<bool> unsharded_;
   std::vector<bool> in_backward_;  // per unit: its backward (or recompute) has started
   std::vector<int> to_reduce_;     // pipelined: units whose last backward is done
@@ -152,6 +172,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
     : units_(fsdp_units(s)),
       layers_(s.model.layers),
       shard_ranks_(shard_ranks),
+      expert_ranks_(expert_dp_size(s)),
       replicate_(shard_ranks < s.parallel.dp),
       grad_bytes_(compute_bytes(s)),
       pipelined_(s.parallel.pp > 1),
@@ -164,7 +185,24 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       max_inflight_(static_cast<std::size_t>(s.data_parallel.max_inflight_all_gathers)),
       pending_(units_.size()),
       unsharded_(units_.size(), false),
-      in_backward_(units_.size(), false) {}
+      in_backward_(units_.size(), false) {
+  for (const Unit& u : units_) {
+    dense_params_ += u.dense.elements;
+    expert_params_ += u.experts.elements;
+  }
+}
+
+// Adam over 1/shard of the dense parameters and 1/edp of the routed experts.
+workload::OpCost Fsdp::optimizer_op(const workload::OpCost& whole) const {
+  if (expert_params_ == 0) return sharded_optimizer(whole, shard_ranks_);
+  const double all = static_cast<double>(dense_params_ + expert_params_);
+  const double share =
+      (static_cast<double>(dense_params_) / shard_ranks_ + static_cast<double>(expert_params_) / expert_ranks_) / all;
+  workload::OpCost op = whole;
+  op.flops = whole.flops * share;
+  op.bytes = Bytes(std::llround(whole.bytes.as_double() * share));
+  return op;
+}
 
 std::vector<OpIndex> Fsdp::optimizer_waits() const {
   std::vector<OpIndex> waits;
@@ -253,8 +291,11 @@ void Fsdp::reduce_chunk(StepBuilder& b) {
 
 void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpIndex> waits) {
   const auto u = static_cast<std::size_t>(unit);
+  const Unit& unit_info = units_[u];
   // Units of other pipeline stages hold nothing here; a shard group of one holds them whole.
-  if (unsharded_[u] || units_[u].params.count() == 0 || shard_ranks_ == 1) return;
+  const bool dense = unit_info.dense.params.count() > 0 && shard_ranks_ > 1;
+  const bool experts = unit_info.experts.params.count() > 0 && expert_ranks_ > 1;
+  if (unsharded_[u] || (!dense && !experts)) return;
   unsharded_[u] = true;
   bool host_blocks = false;
   if (fsdp2() && last_free_) waits.push_back(*last_free_);
@@ -263,30 +304,48 @@ void Fsdp::gather(StepBuilder& b, int unit, const char* pass, std::vector<OpInde
     frees_.pop_front();
     host_blocks = true;
   }
-  const Unit& unit_info = units_[u];
-  const OpIndex op = b.collective(CommKind::fsdp, CollOp::allgather, unit_info.params,
-                                  fmt::format("{} {}", unit_info.label, pass), waits);
-  b.rank().ops()[op].host_blocks = host_blocks;
+  const std::string label = fmt::format("{} {}", unit_info.label, pass);
   // FSDP2's foreach_all_gather copies the unit's shards into the AllGather's input first
   // (torch.ops.fsdp.all_gather_copy_in: a _foreach_copy_), and under mixed precision
   // _get_param_all_gather_inputs casts them into a buffer of the param dtype before that
   // (another _foreach_copy_): operators the host issues before the collective's own. Their
   // kernels, on the all-gather copy-in stream, move 1/shard of the unit and are left out.
-  if (fsdp2()) b.issued_with(op, 1 + (unit_info.params < Bytes(unit_info.elements * 4) ? 2 : 1));
-  pending_[u] = op;
+  auto copy_in_operators = [](const Part& part) { return 1 + (part.params < Bytes(part.elements * 4) ? 2 : 1); };
+  if (dense) {
+    const OpIndex op = b.collective(CommKind::fsdp, CollOp::allgather, unit_info.dense.params, label, waits);
+    b.rank().ops()[op].host_blocks = host_blocks;
+    if (fsdp2()) b.issued_with(op, copy_in_operators(unit_info.dense));
+    pending_[u].dense = op;
+    // The experts' AllGather follows on the same all-gather stream (one for every FSDP state
+    // of the model), so it starts after the layer's own.
+    waits.push_back(op);
+    host_blocks = false;
+  }
+  if (experts) {
+    const OpIndex op =
+        b.expert_dp_collective(CollOp::allgather, unit_info.experts.params, label, waits, CommKind::fsdp);
+    b.rank().ops()[op].host_blocks = host_blocks;
+    if (fsdp2()) b.issued_with(op, copy_in_operators(unit_info.experts));
+    pending_[u].experts = op;
+  }
 }
 
+// The compute stream waits for each gathered state before the unit runs; under FSDP2 each state
+// then copies its parameters out of its own buffer (wait_for_unshard, one per FSDP state).
 void Fsdp::wait_for(StepBuilder& b, int unit, Phase phase) {
-  auto& pending = pending_[static_cast<std::size_t>(unit)];
-  if (!pending) return;
-  b.defer_wait(*pending, WaitRule::next_op, workload::Role::embedding);
-  pending.reset();
-  if (!fsdp2()) return;
+  Pending& pending = pending_[static_cast<std::size_t>(unit)];
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  const workload::OpCost copy = workload::copy_kernels(
-      "FSDP all-gather copy-out", phase == Phase::forward ? workload::Pass::forward : workload::Pass::backward,
-      u.params * 2);
-  b.compute(copy, phase, fmt::format("FSDP {} all-gather copy-out", u.label));
+  const workload::Pass pass = phase == Phase::forward ? workload::Pass::forward : workload::Pass::backward;
+  for (const bool experts : {false, true}) {
+    std::optional<OpIndex>& gather = experts ? pending.experts : pending.dense;
+    if (!gather) continue;
+    b.defer_wait(*gather, WaitRule::next_op, workload::Role::embedding);
+    gather.reset();
+    if (!fsdp2()) continue;
+    const Part& part = experts ? u.experts : u.dense;
+    const workload::OpCost copy = workload::copy_kernels("FSDP all-gather copy-out", pass, part.params * 2);
+    b.compute(copy, phase, fmt::format("FSDP {}{} all-gather copy-out", u.label, experts ? " experts" : ""));
+  }
 }
 
 void Fsdp::free(int unit, OpIndex last) {
@@ -296,25 +355,33 @@ void Fsdp::free(int unit, OpIndex last) {
 }
 
 // HSDP all-reduces the shard across the replicas; a shard group of one has no
-// ReduceScatter and all-reduces the whole gradient.
+// ReduceScatter and all-reduces the whole gradient. A mixture-of-experts layer's routed experts
+// are reduce-scattered over the expert-dp group first (their backward ends before the rest of
+// their layer's; both are issued at the layer's end here), then the rest over the FSDP group.
 void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  if (shard_ranks_ > 1) {
-    if (fsdp2() && last_reduce_scatter_) {
-      b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
-    }
-    if (fsdp2() && u.elements > 0) {  // none for a unit this stage does not hold
-      // The copy-in reads each gradient and writes it in the reduction's precision.
-      const workload::OpCost copy = workload::copy_kernels("FSDP reduce-scatter copy-in", workload::Pass::backward,
-                                                           Bytes(u.elements * grad_bytes_) + u.grads);
-      last = b.compute(copy, Phase::backward, fmt::format("FSDP {} reduce-scatter copy-in", u.label));
-    }
-    last_reduce_scatter_ = b.collective(CommKind::fsdp, CollOp::reducescatter, u.grads, u.label, {last});
-    last = *last_reduce_scatter_;
-  }
+  if (expert_ranks_ > 1 && u.experts.elements > 0) last = reduce_scatter(b, u, u.experts, true, last);
+  if (shard_ranks_ > 1) last = reduce_scatter(b, u, u.dense, false, last);
   if (!replicate_) return;
-  last_all_reduce_ =
-      b.collective(CommKind::dp, CollOp::allreduce, u.grads / shard_ranks_, fmt::format("{} shard", u.label), {last});
+  last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.dense.grads / shard_ranks_,
+                                  fmt::format("{} shard", u.label), {last});
+}
+
+OpIndex Fsdp::reduce_scatter(StepBuilder& b, const Unit& u, const Part& part, bool experts, OpIndex last) {
+  if (fsdp2() && last_reduce_scatter_) {
+    b.defer_wait(*last_reduce_scatter_, WaitRule::next_op, workload::Role::embedding);
+  }
+  const std::string label = experts ? u.label + " experts" : u.label;
+  if (fsdp2() && part.elements > 0) {  // none for a unit this stage does not hold
+    // The copy-in reads each gradient and writes it in the reduction's precision.
+    const workload::OpCost copy = workload::copy_kernels("FSDP reduce-scatter copy-in", workload::Pass::backward,
+                                                         Bytes(part.elements * grad_bytes_) + part.grads);
+    last = b.compute(copy, Phase::backward, fmt::format("FSDP {} reduce-scatter copy-in", label));
+  }
+  last_reduce_scatter_ =
+      experts ? b.expert_dp_collective(CollOp::reducescatter, part.grads, u.label, {last}, CommKind::fsdp)
+              : b.collective(CommKind::fsdp, CollOp::reducescatter, part.grads, u.label, {last});
+  return *last_reduce_scatter_;
 }
 
 }  // namespace
@@ -325,7 +392,7 @@ std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int sh
 
 std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
   const std::vector<Unit> units = fsdp_units(s);
-  const Bytes layer = units.size() > 1 ? units[1].params : Bytes(0);
+  const Bytes layer = units.size() > 1 ? units[1].params() : Bytes(0);
   const DataParallelSpec& d = s.data_parallel;
   const std::string knobs =
       d.fsdp_version == 2 ? std::string("implicit one-unit prefetch both ways")
@@ -340,15 +407,36 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
         "(a shard group of one DP rank: no AllGather or ReduceScatter)",
         d.fsdp_version, units.size());
   }
+  // A mixture of experts: the largest layer's experts, and the group they are sharded over.
+  Bytes experts{0};
+  long long expert_elements = 0;
+  for (const Unit& u : units) {
+    experts = std::max(experts, u.experts.params);
+    expert_elements += u.experts.elements;
+  }
+  const int expert_ranks = expert_dp_size(s);
+  const std::string expert_note =
+      expert_elements == 0 ? std::string()
+      : expert_ranks > 1   ? fmt::format(
+                                 " (of which the routed experts' {} over the {} ranks of the expert-dp group, as a unit "
+                                   "nested in the layer's)",
+                                 format_size(experts), expert_ranks)
+                         : std::string(" (the routed experts held whole: an expert-dp group of one)");
+  const std::string adam = expert_elements == 0
+                               ? fmt::format("Adam on 1/{} of the parameters", shard_ranks)
+                               : fmt::format(
+                                     "Adam on 1/{} of the parameters outside the routed experts and 1/{} "
+                                     "of theirs",
+                                     shard_ranks, expert_ranks);
   return fmt::format(
       "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
-      "{} gathered per layer over {} DP ranks, {}, {}; {}; Adam on 1/{} of the parameters",
-      d.fsdp_version, units.size(), format_size(layer), shard_ranks, knobs,
+      "{} gathered per layer over {} DP ranks{}, {}, {}; {}; {}",
+      d.fsdp_version, units.size(), format_size(layer), shard_ranks, expert_note, knobs,
       d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward",
       s.parallel.pp > 1 ? "per pipeline chunk, units kept gathered after each backward but the last, "
                           "ReduceScatter once after the last"
                         : "AllGather and ReduceScatter every micro-batch",
-      shard_ranks);
+      adam);
 }
 
 std::string fsdp_notes(const Scenario& scenario) {

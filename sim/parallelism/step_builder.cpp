@@ -282,10 +282,9 @@ bool StepBuilder::replay(StepBuilder& model) {
 }
 
 OpIndex StepBuilder::expert_dp_collective(CollOp op, Bytes size, const std::string& what,
-                                          const std::vector<OpIndex>& waits) {
+                                          const std::vector<OpIndex>& waits, CommKind kind) {
   STEPSIM_CHECK(has_expert_dp(), "no expert-dp communicator on this rank");
-  return collective_on(kExpertDpSlot, CommKind::dp, op, size,
-                       collective_name(CommKind::dp, op, size, "experts " + what), waits);
+  return collective_on(kExpertDpSlot, kind, op, size, collective_name(kind, op, size, "experts " + what), waits);
 }
 
 OpIndex StepBuilder::expert_tp_collective(CollOp op, Bytes size, std::uint32_t name,

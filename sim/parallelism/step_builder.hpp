@@ -114,7 +114,10 @@ class StepBuilder {
   // The expert-data-parallel communicator (kind dp) that reduces expert gradients.
   void add_expert_dp(const Communicator& comm) { slots_[kExpertDpSlot] = comm; }
   bool has_expert_dp() const { return slots_[kExpertDpSlot].group >= 0; }
-  OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits);
+  // `kind`: what the report counts it as (dp for the distributed optimizer's buckets, fsdp for
+  // FSDP's expert units).
+  OpIndex expert_dp_collective(CollOp op, Bytes size, const std::string& what, const std::vector<OpIndex>& waits,
+                               CommKind kind = CommKind::dp);
   // The expert-tensor-parallel communicator (kind ep) that gathers an ETP group's tokens.
   void add_expert_tp(const Communicator& comm) { slots_[kExpertTpSlot] = comm; }
   OpIndex expert_tp_collective(CollOp op, Bytes size, std::uint32_t name, const std::vector<OpIndex>& waits);

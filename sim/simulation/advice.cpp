@@ -120,13 +120,13 @@ std::string fsdp_cause(const Scenario& s) {
         "Megatron-FSDP's parameter AllGathers and gradient ReduceScatters are exposed: its double buffer holds two "
         "layers, so it gathers one layer ahead and no further, {}",
         bandwidth);
+  // HSDP of a mixture of experts is not simulated (io/validate.cpp): not offered there.
   if (d.fsdp_version == 2)
     return fmt::format(
         "FSDP2's parameter AllGathers and gradient ReduceScatters are exposed: fully_shard gathers one unit ahead "
         "in each pass by itself, with no key to gather further ahead, {}; keeping the gathered parameters from the "
-        "forward to the backward (reshard_after_forward false) or sharding inside an NVLink domain (kind hsdp) is what "
-        "hides or shrinks it",
-        bandwidth);
+        "forward to the backward (reshard_after_forward false){} is what hides or shrinks it",
+        bandwidth, s.model.moe.experts == 0 ? " or sharding inside an NVLink domain (kind hsdp)" : "");
   return fmt::format(
       "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth (backward_prefetch, "
       "forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the compute, {}",
@@ -256,7 +256,7 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     }
     if (d.reshard_after_forward && !megatron_fsdp && !zero3)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
-    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
+    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus() && s.model.moe.experts == 0)
       add_kind_switch(out, s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains");
   }
   if (d.grad_reduce_dtype == Precision::fp32) {
@@ -435,8 +435,9 @@ std::vector<Candidate> memory_fixes(const Scenario& s) {
   if (p.dp > 1 && (d.kind == DpKind::ddp || d.kind == DpKind::zero1))
     add_kind_switch(out, s, d.kind == DpKind::ddp ? DpKind::zero1 : DpKind::zero2,
                     "fit: shard the optimizer states (and with zero2 the gradients) over data parallelism");
-  // FSDP of mixture-of-experts models is not simulated.
-  if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1 && s.model.moe.experts == 0)
+  // DeepSpeed's ZeRO-3 refuses a mixture of experts.
+  if (p.dp > 1 && d.kind != DpKind::fsdp && d.kind != DpKind::hsdp && p.pp == 1 &&
+      (s.model.moe.experts == 0 || s.training.framework != Framework::deepspeed))
     add_kind_switch(out, s, DpKind::fsdp, "fit: shard parameters, gradients and optimizer states (FSDP)");
   if (s.training.recompute == Recompute::none)
     out.push_back({{set("training.recompute", "selective")}, "fit: recompute the attention core in the backward"});

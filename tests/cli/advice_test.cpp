@@ -520,8 +520,9 @@ TEST_CASE("For a mixture of experts the advice keeps the sequence parallelism Me
   for (const auto& a : fit.advice) {
     INFO(a.change);
     CHECK(a.status.find("need sequence parallelism") == std::string::npos);
-    CHECK(a.change.find("data_parallel.kind=fsdp") == std::string::npos);  // FSDP of MoE is not simulated
   }
+  // FSDP shards the experts over their expert-dp group: simulated, and offered as a fit.
+  CHECK(has(changes, "data_parallel.kind=fsdp data_parallel.overlap_param_gather=false"));
   const auto tp =
       advised("mixtral-8x7b-ep8-64xh100",
               {"parallel.tp=2", "parallel.dp=32", "parallel.sequence_parallel=true", "model.layers=16"}, true)

@@ -209,3 +209,44 @@ TEST_CASE("the distributed optimizer's note shards the experts over their expert
   CHECK_THAT(split, Catch::Contains(" M parameters and 1/4 of the experts' 1409 M"));
   CHECK_THAT(split, !Catch::Contains("expert gradients reduced over"));
 }
+
+// Mixtral 8x7B under torchtitan's FSDP2 at EP 8 over 64 H100 (TP 1): each GPU holds one expert
+// of each of the 32 layers, sharded over the expert-dp group of 64 / 8 = 8 ranks, and the rest
+// over the 64 FSDP ranks. By hand (h 4096, 32 query and 8 KV heads of 128, expert FFN 14336,
+// vocabulary 32000, untied):
+//   an expert: 3 · 4096 · 14336 = 176,160,768; a layer's rest: qkv 4096 · 6144, projection
+//   4096², router 8 · 4096, two RMSNorms = 41,984,000; embedding and head 131,072,000 each,
+//   final norm 4096. Rest 32 · 41,984,000 + 262,148,096 = 1,605,636,096; experts
+//   32 · 176,160,768 = 5,637,144,576.
+//   Sharded fp32 parameters: 1,605,636,096 / 64 + 5,637,144,576 / 8 = 729,731,136 elements,
+//   2,918,924,544 bytes; gathered BF16: the root (262,148,096) and two layer units
+//   (2 · 218,144,768) = 1,396,875,264 bytes; 4,315,799,808 in all.
+//   Adam's two fp32 moments of the shards: 729,731,136 · 8 = 5,837,849,088.
+//   Gradients: the fp32 shards 2,918,924,544, two layers' unsharded gradients awaiting their
+//   fp32 ReduceScatter 2 · 218,144,768 · 4 = 1,745,158,144 and the head's BF16 gradient
+//   131,076,096 · 2 = 262,152,192: 4,926,234,880.
+TEST_CASE("FSDP of a mixture of experts shards the experts' states over the expert-dp group") {
+  const auto r = stepsim::test::run(
+      "default", {"model=mixtral-8x7b", "parallel.tp=1", "parallel.dp=64", "parallel.ep=8",
+                  "training.framework=torchtitan", "data_parallel.kind=fsdp", "data_parallel.grad_reduce_dtype=fp32"});
+  CHECK(r.report.memory_bytes.params == 4'315'799'808.0);
+  CHECK(r.report.memory_bytes.optimizer == 5'837'849'088.0);
+  CHECK(r.report.memory_bytes.grads == 4'926'234'880.0);
+  CHECK_THAT(r.report.notes.front(),
+             Catch::Contains("(of which the routed experts' 336.0 MiB over the 8 ranks of the expert-dp group") &&
+                 Catch::Contains("Adam on 1/64 of the parameters outside the routed experts and 1/8 of theirs"));
+  // The experts' FSDP traffic: a 336 MiB AllGather before each layer's forward and backward and
+  // a 672 MiB ReduceScatter after its backward, per micro-batch, over the expert-dp group.
+  int expert_gathers = 0;
+  int layer_gathers = 0;
+  int expert_reductions = 0;
+  for (const auto& iv : r.timeline.ranks.front().intervals) {
+    const std::string& name = r.timeline.names[iv.name];
+    if (name.find("AllGather fsdp experts L0 forward, 336.0 MiB") != std::string::npos) ++expert_gathers;
+    if (name.find("AllGather fsdp L0 forward, 80.1 MiB") != std::string::npos) ++layer_gathers;
+    if (name.find("ReduceScatter fsdp experts L0, 672.0 MiB") != std::string::npos) ++expert_reductions;
+  }
+  CHECK(expert_gathers > 0);
+  CHECK(expert_gathers == layer_gathers);
+  CHECK(expert_reductions == layer_gathers);
+}

@@ -127,18 +127,25 @@ TEST_CASE("DeepSpeed's ZeRO-3 takes none of PyTorch FSDP's keys") {
 }
 
 // A refusal's hint offers only kinds the framework has: torchtitan has no ZeRO-1 or ZeRO-2, so
-// an FSDP mixture of experts is told to use ddp alone there, and ddp, zero1 or zero2 under
-// Megatron-Core.
-TEST_CASE("the hint of an FSDP refusal names only the kinds the framework has") {
-  const std::vector<std::string> moe = {"model=mixtral-8x7b", "parallel.ep=8", "data_parallel.kind=fsdp"};
-  auto with = [&](const char* framework) {
+// an HSDP mixture of experts is told to use ddp or fsdp there, and ddp, zero1, zero2 or fsdp
+// under Megatron-Core. FSDP of a mixture of experts runs, but under DeepSpeed, whose engine
+// asserts "MoE not supported with Stage 3" (deepspeed/runtime/engine.py).
+TEST_CASE("the hint of an HSDP refusal names only the kinds the framework has") {
+  const std::vector<std::string> moe = {"model=mixtral-8x7b", "parallel.ep=8"};
+  auto with = [&](const char* framework, const char* kind) {
     std::vector<std::string> sets = moe;
     sets.push_back(std::string("training.framework=") + framework);
+    sets.push_back(std::string("data_parallel.kind=") + kind);
     return sharding_error(sets);
   };
-  CHECK(with("torchtitan") ==
-        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated yet (use ddp)");
-  CHECK(with("megatron") ==
-        "--set: data_parallel.kind: FSDP and HSDP of mixture-of-experts models are not simulated "
-        "yet (use ddp, zero1 or zero2)");
+  CHECK(with("torchtitan", "hsdp") ==
+        "--set: data_parallel.kind: HSDP of mixture-of-experts models is not simulated yet (use ddp or fsdp)");
+  CHECK(with("megatron", "hsdp") ==
+        "--set: data_parallel.kind: HSDP of mixture-of-experts models is not simulated yet (use ddp, zero1, zero2 "
+        "or fsdp)");
+  CHECK(with("torchtitan", "fsdp") == "no error");
+  CHECK(with("megatron", "fsdp") == "no error");
+  CHECK(with("deepspeed", "fsdp") ==
+        "--set: data_parallel.kind: DeepSpeed's ZeRO-3 does not train mixture-of-experts models (its engine refuses "
+        "them at stage 3; use ddp, zero1 or zero2)");
 }

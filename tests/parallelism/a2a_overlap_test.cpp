@@ -239,6 +239,9 @@ TEST_CASE("the all-to-all overlap is refused where Megatron-Core refuses it") {
         "multi-token-prediction layer");
   CHECK(error_of({"training.framework=torchtitan"}) ==
         "--set: training.framework: model.moe.a2a_overlap is Megatron-Core's (megatron or nemo), not torchtitan's");
+  // FSDP of a mixture of experts runs, but not through the merged passes.
+  CHECK(error_of({"data_parallel.kind=fsdp"}) ==
+        "--set: data_parallel.kind: fsdp with model.moe.a2a_overlap is not simulated yet (use zero1)");
 }
 
 namespace {

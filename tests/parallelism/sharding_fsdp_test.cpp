@@ -11,6 +11,7 @@
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/program_builder.hpp"
 #include "support.hpp"
+#include "workload/work.hpp"
 
 namespace sp = stepsim::parallelism;
 namespace spt = stepsim::parallelism::test;
@@ -347,6 +348,68 @@ TEST_CASE("FSDP2 copies a unit's gradients into its ReduceScatter's buffer on th
   const auto names = spt::op_names(build(fsdp()));
   CHECK(std::none_of(names.begin(), names.end(),
                      [](const std::string& n) { return n.find("reduce-scatter copy-in") != std::string::npos; }));
+}
+
+// A mixture of experts under FSDP2, as torchtitan wraps it (apply_fsdp: fully_shard on each
+// block's moe.experts over the dp_shard_mod_ep mesh, then on the block): two MoE layers of 8
+// experts (top 2, expert FFN 4096, GELU, h = 1024) at EP 4 over DP 8, so each GPU holds 2
+// experts, sharded over an expert-dp group of 8 / 4 = 2 ranks, and the rest of the layer over
+// the 8 FSDP ranks.
+//   experts: 2 · (1024·4096 + 4096·1024) = 16,777,216 parameters (no expert biases);
+//   the rest: qkv 3h² + 3h, projection h² + h, two LayerNorms 4h, router 8h = 4,210,688.
+TEST_CASE("FSDP of a mixture of experts gathers and reduces the routed experts over the expert-dp group") {
+  Scenario s = spt::small_scenario(1, 8, 1);
+  s.model.moe = {8, 2, 4096};
+  s.parallel.ep = 4;
+  s.data_parallel.kind = DpKind::fsdp;
+  s.data_parallel.fsdp_version = 2;
+  s.data_parallel.grad_reduce_dtype = Precision::fp32;
+  const spt::FixedCosts costs;
+  const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+  constexpr long long experts = 16'777'216;
+  constexpr long long rest = 4'210'688;
+  const long dense = starting(p, "AllGather fsdp L0 forward");
+  const long expert = starting(p, "AllGather fsdp experts L0 forward");
+  CHECK(call(p, dense).size == Bytes(rest * 2));
+  CHECK(call(p, expert).size == Bytes(experts * 2));
+  CHECK(p.groups[static_cast<std::size_t>(call(p, dense).group)].size == 8);
+  CHECK(p.groups[static_cast<std::size_t>(call(p, expert).group)].size == 2);
+  // One all-gather stream for every FSDP state: the experts' AllGather follows the layer's.
+  CHECK(waits_on(p, expert, dense));
+  // Each state copies its parameters out of its own buffer before the layer runs.
+  const long copy = at(p, "FSDP L0 experts all-gather copy-out");
+  CHECK(waits_on(p, copy, expert));
+  CHECK(p.work.at(op(p, copy).name).bytes == Bytes(2 * experts * 2));
+  CHECK(copy < starting(p, "L0 "));
+  // Reduced in fp32, the experts first, over their group.
+  const long expert_rs = starting(p, "ReduceScatter fsdp experts L0,");
+  const long dense_rs = starting(p, "ReduceScatter fsdp L0,");
+  CHECK(call(p, expert_rs).size == Bytes(experts * 4));
+  CHECK(call(p, dense_rs).size == Bytes(rest * 4));
+  CHECK(p.groups[static_cast<std::size_t>(call(p, expert_rs).group)].size == 2);
+  CHECK(expert_rs < dense_rs);
+  CHECK(waits_on(p, at(p, "FSDP L0 reduce-scatter copy-in"), expert_rs));
+  // Reported as FSDP traffic, none as the distributed optimizer's.
+  CHECK(spt::collectives_of(p, CommKind::dp).empty());
+}
+
+// Adam runs on 1/8 of the parameters outside the routed experts and 1/2 of theirs. The
+// optimizer op stands for the whole model; its shard is the parameter-weighted mean.
+TEST_CASE("FSDP's optimizer step of a mixture of experts covers 1/dp of the rest and 1/edp of the experts") {
+  Scenario s = spt::small_scenario(1, 8, 1);
+  s.model.moe = {8, 2, 4096};
+  s.parallel.ep = 4;
+  s.data_parallel.kind = DpKind::fsdp;
+  const spt::FixedCosts costs;
+  const auto work = stepsim::workload::build_work(s);
+  const Program p = sp::build_program(s, work, costs);
+  // Two layers as above; word embedding 32000·1024 and the learned position table 2048·1024,
+  // final LayerNorm 2h, head 32000·1024: 109,611,008 parameters in all.
+  const double experts = 2.0 * 16'777'216;
+  const double rest = 2.0 * 4'210'688 + 2.0 * 32'768'000 + 2048 * 1024 + 2048;
+  REQUIRE(work.optimizer_params == 109'611'008);
+  const double share = (rest / 8 + experts / 2) / (rest + experts);
+  CHECK(p.work.at(op(p, at(p, "optimizer step")).name).flops == Approx(work.optimizer.flops * share));
 }
 
 TEST_CASE("under DeepSpeed the FSDP notes say that ZeRO-3 is simulated with FSDP's layer units") {

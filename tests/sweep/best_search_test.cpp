@@ -173,9 +173,10 @@ TEST_CASE("the ranking shows each result once and lists the configurations that 
   }
 }
 
-// gradient_as_bucket_view false is PyTorch DDP's option alone, and FSDP refuses mixture-of-
-// experts models: a scenario fixing either leaves the search the kinds it admits, in both
-// stages, instead of layouts that are all refused.
+// gradient_as_bucket_view false is PyTorch DDP's option alone, and DeepSpeed's ZeRO-3 refuses
+// mixture-of-experts models: a scenario fixing either leaves the search the kinds it admits, in
+// both stages, instead of layouts that are all refused. Elsewhere FSDP of a mixture of experts
+// is searched.
 TEST_CASE("the search keeps to the data-parallel kinds the scenario admits") {
   BestResult result;
   const SweepSpec ddp =
@@ -186,12 +187,17 @@ TEST_CASE("the search keeps to the data-parallel kinds the scenario admits") {
   CHECK(values(stepsim::sweep::refinements(ddp, layouts.front()), "data_parallel.kind") ==
         std::set<std::string>{"ddp"});
   BestResult moe_result;
-  SweepSpec moe = spec_of({}, 64);
+  SweepSpec moe = spec_of({"training.framework=deepspeed", "data_parallel.overlap_param_gather=false"}, 64);
   moe.scenario.path = "mixtral-8x7b-ep8-64xh100";
   CHECK(values(enumerate_layouts(moe, {}, moe_result), "data_parallel.kind") ==
         std::set<std::string>{"zero1", "zero2"});
   CHECK(values(stepsim::sweep::refinements(moe, enumerate_layouts(moe, {}, moe_result).front()),
                "data_parallel.kind") == std::set<std::string>{"ddp", "zero1", "zero2"});
+  BestResult megatron_moe_result;
+  SweepSpec megatron_moe = spec_of({}, 64);
+  megatron_moe.scenario.path = "mixtral-8x7b-ep8-64xh100";
+  CHECK(values(enumerate_layouts(megatron_moe, {}, megatron_moe_result), "data_parallel.kind") ==
+        std::set<std::string>{"zero1", "zero2", "fsdp"});
   // Without such a key, every first-stage kind.
   BestResult dense_result;
   CHECK(values(enumerate_layouts(spec_of({"model=gpt-1.3b"}, 8), {}, dense_result), "data_parallel.kind") ==
