@@ -18,8 +18,8 @@ namespace {
 
 constexpr const char* kCollectiveUsage =
     "usage: stepsim collective OP [--size S | --sweep MIN:MAX [--factor F]] [--gpus N]\n"
-    "                             [--ranks-per-node K] [--cluster C] [--algorithm A] [--protocol P]\n"
-    "                             [--json FILE|-] [-v] [--calibration FILE]...\n\n"
+    "                             [--ranks-per-node K] [--cluster C] [--set cluster.KEY=VALUE]...\n"
+    "                             [--algorithm A] [--protocol P] [--json FILE|-] [-v] [--calibration FILE]...\n\n"
     "Predicts the time, algorithm bandwidth and bus bandwidth of one NCCL collective, as\n"
     "nccl-tests would print them, and the (algorithm, protocol) pair NCCL would choose.\n"
     "OP: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv.\n"
@@ -31,6 +31,8 @@ constexpr const char* kCollectiveUsage =
     "The N ranks fill whole nodes (N at most a node or a multiple of it) unless\n"
     "--ranks-per-node K places K on each of N/K nodes:\n"
     "a data-parallel or FSDP communicator beside TP 8 has one rank per node.\n"
+    "--set changes the cluster's keys as simulate's --set does (cluster.nvlink_domain,\n"
+    "cluster.inter_node.nic_bandwidth, ...; stepsim presets --keys lists them).\n"
     "With --calibration, measured tables replace the model inside their measured sizes (and\n"
     "scale it outside them); the model's time and, at measured sizes, both errors are shown.\n"
     "The rows are of float elements: a shape's float table where one was measured, else its\n"
@@ -43,6 +45,8 @@ constexpr const char* kCollectiveExamples =
     "  stepsim collective allreduce --size 64MiB --algorithm ring --protocol ll128 -v\n"
     "  stepsim collective allreduce --cluster dgx-h100-ndr --gpus 16 --ranks-per-node 8 --size 1GiB\n"
     "  stepsim collective reducescatter --gpus 64 --ranks-per-node 1 --sweep 1MiB:1GiB\n"
+    "  stepsim collective allreduce --cluster gb200-nvl72 --gpus 144 --ranks-per-node 4 --set "
+    "cluster.nvlink_domain=36\n"
     "  stepsim collective allreduce --cluster dgx-a100-80g-hdr --sweep 8B:4GiB --calibration a100.calib.json\n";
 
 // The table as nccl-tests prints it, with the calibrated rows' model beside them and, with -v,
@@ -122,7 +126,9 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
       "GPUs in the communicator (default 8)")(
       "ranks-per-node", number_value(o.ranks_per_node, "--ranks-per-node", ranks_per_node_error)->value_name("K"),
       "communicator ranks on each node, spanning N/K nodes (default: fill whole nodes)")(
-      "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset (default dgx-h100-ndr)")(
+      "cluster", po::value(&o.cluster)->value_name("C"), "cluster preset or cluster file (default dgx-h100-ndr)")(
+      "set", po::value(&o.cluster_sets)->value_name("cluster.KEY=VALUE")->composing(),
+      "override one of the cluster's keys, e.g. cluster.nvlink_domain=36 (repeatable)")(
       "algorithm", po::value(&o.algorithm)->value_name("A"),
       "force ring, tree, nvls, nvls-tree, pat (the collectives), direct (AllToAll, SendRecv) (default auto), as "
       "NCCL_ALGO")(

@@ -7,6 +7,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -242,17 +243,40 @@ std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::
   return sets;
 }
 
-ClusterSpec load_cluster(const std::string& name, int gpus) {
-  ClusterSpec cluster;
+ClusterSpec load_cluster(const std::string& name, int gpus, const std::vector<std::string>& sets) {
+  Scenario s;
   bool found = false;
   const std::string text = name.ends_with(".json") ? read_file(name, found) : std::string();
   if (found) {
-    read_cluster(cluster, parse_json(text, name), Reader(name, false));
+    read_cluster(s.cluster, parse_json(text, name), Reader(name, false));
   } else {
-    read_cluster(cluster, json::value(json::string(name)), Reader("<command line>", true).at("cluster"));
+    read_cluster(s.cluster, json::value(json::string(name)), Reader("<command line>", true).at("cluster"));
   }
-  complete_and_validate(cluster, gpus, found ? name : "<command line>");
-  return cluster;
+  // Only the cluster's own keys: the cluster itself is the flag's, and nothing else is simulated.
+  std::vector<std::string> pointers;
+  for (const auto& assignment : ordered_sets(sets)) {
+    const std::string_view key = assigned_key(assignment);
+    if (key == "cluster")
+      throw InputError("--set", std::string(key),
+                       "the cluster is the --cluster flag's; --set takes its keys, cluster.KEY=VALUE");
+    if (!key.starts_with("cluster."))
+      throw InputError("--set", std::string(key),
+                       "only the cluster's keys (cluster.KEY=VALUE, e.g. cluster.nvlink_domain=36) apply to one "
+                       "collective");
+    pointers.push_back(apply_set(s, assignment));
+  }
+  const std::string source = found ? name : "<command line>";
+  try {
+    complete_and_validate(s.cluster, gpus, source);
+  } catch (const InputError& e) {
+    // A value an assignment gave is the assignment's.
+    const std::string pointer = "/cluster" + e.where();
+    if (e.file() != source || std::find(pointers.begin(), pointers.end(), pointer) == pointers.end()) throw;
+    std::string key = pointer.substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    throw InputError("--set", key, e.message());
+  }
+  return s.cluster;
 }
 
 }  // namespace stepsim::io

@@ -63,8 +63,10 @@ ScenarioInput read_scenario_input(const std::string& path);
 std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
                                                const std::vector<std::string>& files);
 
-// A cluster preset by name with `gpus` GPUs (nodes = ceil(gpus / gpus_per_node)).
-ClusterSpec load_cluster(const std::string& name, int gpus);
+// A cluster preset by name (or a cluster file) with `gpus` GPUs (nodes = ceil(gpus /
+// gpus_per_node)), with `sets`, "cluster.KEY=VALUE" assignments as --set gives them (any other
+// key is refused, naming --set).
+ClusterSpec load_cluster(const std::string& name, int gpus, const std::vector<std::string>& sets = {});
 
 struct PresetInfo {
   std::string kind;  // "gpu", "cluster", "model", "example"

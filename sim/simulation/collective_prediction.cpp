@@ -139,9 +139,9 @@ void check_whole_nodes(const ClusterSpec& cluster, int gpus) {
 
 // The cluster --cluster names, an unknown name blamed on the flag (the scenario reader names
 // the scenario key "cluster", which this command line does not take).
-ClusterSpec load_flag_cluster(const std::string& name, int gpus) {
+ClusterSpec load_flag_cluster(const std::string& name, int gpus, const std::vector<std::string>& sets) {
   try {
-    return io::load_cluster(name, gpus);
+    return io::load_cluster(name, gpus, sets);
   } catch (const InputError& e) {
     if (e.file() != "<command line>" || e.where() != "cluster") throw;
     throw InputError("<command line>", "--cluster", e.message());
@@ -150,7 +150,7 @@ ClusterSpec load_flag_cluster(const std::string& name, int gpus) {
 
 // The cluster that holds the communicator: N/K nodes when K ranks sit on each.
 ClusterSpec load_cluster_for(const CollectiveQuery& q) {
-  const ClusterSpec first = load_flag_cluster(q.cluster, q.gpus);
+  const ClusterSpec first = load_flag_cluster(q.cluster, q.gpus, q.cluster_sets);
   if (!q.ranks_per_node) {
     check_whole_nodes(first, q.gpus);
     return first;
@@ -167,7 +167,7 @@ ClusterSpec load_cluster_for(const CollectiveQuery& q) {
   if (nodes * first.gpus_per_node > kMaxGpus)
     throw InputError("<command line>", "--ranks-per-node",
                      fmt::format("{} nodes of {} GPUs is more than {} GPUs", nodes, first.gpus_per_node, kMaxGpus));
-  return load_flag_cluster(q.cluster, static_cast<int>(nodes) * first.gpus_per_node);
+  return load_flag_cluster(q.cluster, static_cast<int>(nodes) * first.gpus_per_node, q.cluster_sets);
 }
 
 CollectivesSpec forced_choice(const CollectiveQuery& q) {

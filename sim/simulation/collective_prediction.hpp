@@ -29,6 +29,7 @@ struct CollectiveQuery {
   std::string protocol = "auto";   // force one (ll, ll128, simple)
   bool candidates = false;         // keep every candidate pair of each size (stepsim collective -v)
   std::vector<std::string> calibrations;
+  std::vector<std::string> cluster_sets;  // "cluster.KEY=VALUE" (collective --set)
 };
 
 struct CollectiveRow {

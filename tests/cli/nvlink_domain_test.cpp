@@ -146,3 +146,26 @@ TEST_CASE("the advice proposes HSDP for FSDP only across NVLink domains, not acr
 }
 
 }  // namespace stepsim
+
+// collective --set changes the cluster's keys as a cluster file does: NVL36 racks (36 GPUs a
+// domain) from the NVL72 preset, by --set and by a file that sets the same key, print the same
+// rows; keys outside the cluster, and the cluster itself, are refused naming --set.
+TEST_CASE("stepsim collective --set changes the cluster's keys as a cluster file does") {
+  const stepsim::testing::Scratch dir("collective-set");
+  const std::string flags = " --gpus 144 --ranks-per-node 4 --sweep 64MiB:1GiB --factor 4";
+  const stepsim::testing::Run by_set =
+      dir.run("collective allreduce --cluster gb200-nvl72 --set cluster.nvlink_domain=36" + flags);
+  const auto file = dir.write("nvl36.json", R"({"preset": "gb200-nvl72", "nvlink_domain": 36})");
+  const stepsim::testing::Run by_file = dir.run("collective allreduce --cluster " + file.string() + flags);
+  REQUIRE(by_set.status == 0);
+  REQUIRE(by_file.status == 0);
+  CHECK(by_set.out == by_file.out);
+  CHECK(by_set.out.find("(36 node(s) in 4 NVLink domain(s) of 36 GPUs, 36 ranks per domain)") != std::string::npos);
+  CHECK(by_set.out != dir.run("collective allreduce --cluster gb200-nvl72" + flags).out);
+  CHECK(stepsim::testing::refusal(dir.run("collective allreduce --set model.layers=2"),
+                         "--set: model.layers: only the cluster's keys (cluster.KEY=VALUE") == "");
+  CHECK(stepsim::testing::refusal(dir.run("collective allreduce --set cluster=dgx-b200"),
+                         "--set: cluster: the cluster is the --cluster flag's") == "");
+  CHECK(stepsim::testing::refusal(dir.run("collective allreduce --cluster gb200-nvl72 --set cluster.nvlink_domain=7"),
+                         "--set: cluster.nvlink_domain: must be a whole number of nodes of 4 GPUs, got 7") == "");
+}
