@@ -639,7 +639,7 @@ namespace {
 
 // docs/report.md as one line, each run of blanks and line breaks one space, as its paragraphs read.
 std::string report_doc_one_line() {
-  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / "docs" / "report.md");
+  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / "docs/report.md");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string out;
   for (char c : text) {
