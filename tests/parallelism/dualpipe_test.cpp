@@ -1,12 +1,17 @@
 // DualPipe: each stage's pass order against the reference implementation's eight steps, the
 // bubble against the DeepSeek-V3 report's formula, the two copies of each stage in memory,
-// and a DeepSeek-V3-like layer's all-to-alls hidden behind the paired pass's compute.
+// and a DeepSeek-V3-like layer's all-to-alls hidden behind the paired pass's compute; the
+// figures the README and the user guide quote for DualPipe on the DeepSeek-V3 example.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "engine/engine.hpp"
@@ -189,6 +194,75 @@ TEST_CASE("DualPipe hides most of a DeepSeek-V3 layer's all-to-all behind the pa
   CHECK(exposed(dualpipe, CommKind::ep) < 0.3 * exposed(one_f_one_b, CommKind::ep));
   // Two copies of every stage.
   CHECK(dualpipe.memory_bytes.params > 1.5 * one_f_one_b.memory_bytes.params);
+}
+
+namespace {
+
+// A document of the source tree as one line, each run of blanks and line breaks one space, as
+// its paragraphs read.
+std::string one_line_doc(const char* doc) {
+  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / doc);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') c = ' ';
+    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
+  }
+  return out;
+}
+
+double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+double exposed_dp_and_pp(const stepsim::Report& r) { return exposed(r, CommKind::dp) + exposed(r, CommKind::pp); }
+
+}  // namespace
+
+// The README (Scenario files, DualPipe) and the user guide quote the DeepSeek-V3 example under
+// 1F1B and DualPipe, as shipped and with EP 8: each figure they state is the program's, so that a
+// change that moves one fails here rather than leaving the page behind (as the memory figures
+// were, 149, 225 and 357 GiB, once a layout that does not fit stopped counting the allocator's
+// reserve: 141, 213 and 338 GiB).
+TEST_CASE("the README and the user guide quote the DualPipe figures the program gives") {
+  const stepsim::Report f = run({});
+  const stepsim::Report d = run({"parallel.schedule=dualpipe"});
+  const std::vector<std::string> variant{"parallel.ep=8", "training.global_batch=4096", "training.recompute=selective"};
+  const stepsim::Report vf = run(variant);
+  const stepsim::Report vd = run(with(variant, {"parallel.schedule=dualpipe"}));
+  const auto ep_busy = [](const stepsim::Report& r) { return r.comm_s[static_cast<std::size_t>(CommKind::ep)]; };
+  // Stage 1 holds MoE layers alone (stage 0 the three dense ones).
+  REQUIRE(f.stages.size() == 8);
+  const stepsim::StageReport& moe_stage = f.stages[1];
+  // One step time for the variant under both schedules, as the README says it stays.
+  REQUIRE(fmt::format("{:.1f}", vf.step_time_s) == fmt::format("{:.1f}", vd.step_time_s));
+
+  const std::string readme = one_line_doc("README.md");
+  for (const std::string& figure : {
+           fmt::format("({:.1f} s against {:.1f} s a step on a stage of MoE layers alone, under 1F1B)",
+                       moe_stage.comm_s[static_cast<std::size_t>(CommKind::ep)], moe_stage.breakdown_s.compute),
+           fmt::format("Rank 0 exposes {:.2f} s of its {:.2f} s of all-to-all, against {:.2f} s under 1F1B; "
+                       "the step goes from {:.2f} to {:.2f} s",
+                       exposed(d, CommKind::ep), ep_busy(d), exposed(f, CommKind::ep), f.step_time_s, d.step_time_s),
+           fmt::format("the two copies of each stage need {:.0f} GiB per GPU", gib(d.memory_bytes.device)),
+           fmt::format("the exposed `ep` goes from {:.2f} s to {:.2f} s; the step stays at {:.1f} s",
+                       exposed(vf, CommKind::ep), exposed(vd, CommKind::ep), vd.step_time_s),
+           fmt::format("grow by {:.1f} s", exposed_dp_and_pp(vd) - exposed_dp_and_pp(vf)),
+           fmt::format("neither run fits in memory ({:.0f} and {:.0f} GiB)", gib(vf.memory_bytes.device),
+                       gib(vd.memory_bytes.device)),
+       }) {
+    INFO(figure);
+    CHECK(readme.find(figure) != std::string::npos);
+  }
+  const std::string guide = one_line_doc("docs/user-guide.md");
+  for (const std::string& figure : {
+           fmt::format("the `ep` line grows, {:.2f} → {:.2f} s of {:.2f} s busy", exposed(f, CommKind::ep),
+                       exposed(d, CommKind::ep), ep_busy(d)),
+           fmt::format("the step shortens from {:.2f} to {:.2f} s", f.step_time_s, d.step_time_s),
+           fmt::format("the job no longer fits ({:.0f} GiB per GPU)", gib(d.memory_bytes.device)),
+           fmt::format("exposed `ep` {:.2f} → {:.2f} s", exposed(vf, CommKind::ep), exposed(vd, CommKind::ep)),
+       }) {
+    INFO(figure);
+    CHECK(guide.find(figure) != std::string::npos);
+  }
 }
 
 TEST_CASE("DualPipe refuses an odd pipeline and too few micro-batches") {
