@@ -176,14 +176,20 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.gpu.board_power_w", "W", "board power (TDP) for energy per step; 0: unknown", ""},
     {"cluster.gpu.provenance.fitted", "", "whether the efficiencies are fitted to measurements", ""},
     {"cluster.gpu.provenance.source", "", "what they are fitted to, or which datasheet and assumptions", ""},
-    {"cluster.intra_node.fabric", "", "`nvswitch`, `nvlink-mesh` or `pcie`", ""},
+    {"cluster.intra_node.fabric", "",
+     "`nvswitch` or `pcie`; `nvlink-mesh` (NVLink point to point, as on DGX-1 and HGX A100 4-GPU boards) is refused as "
+     "not simulated yet",
+     ""},
     {"cluster.intra_node.bandwidth", "B/s",
      "NVLink bandwidth per GPU per direction; on a `pcie` fabric the line rate of each GPU's PCIe link, at most its "
      "x16 rate (Gen4 32, Gen5 64, Gen6 128 GB/s)",
      ""},
     {"cluster.intra_node.latency", "time", "per-hop latency inside a node", "NCCL's hwLat (src/graph/tuning.cc)"},
     {"cluster.intra_node.nvls", "", "NVLink SHARP (reductions in the NVSwitch)", "`NCCL_NVLS_ENABLE`"},
-    {"cluster.inter_node.fabric", "", "`infiniband`, `roce` or `ethernet`", ""},
+    {"cluster.inter_node.fabric", "",
+     "`infiniband` or `roce` (modelled as InfiniBand: NCCL drives both with its IB verbs transport); `ethernet` "
+     "(NCCL's socket transport) is refused as not simulated yet",
+     ""},
     {"cluster.inter_node.nics_per_node", "", "network adapters per node", ""},
     {"cluster.inter_node.nic_bandwidth", "b/s", "bandwidth of one NIC per direction", ""},
     {"cluster.inter_node.latency", "time", "per-hop network latency", "NCCL's hwLat (src/graph/tuning.cc)"},
