@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "parallelism/mesh.hpp"
 #include "stepsim/error.hpp"
@@ -76,6 +77,18 @@ workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards) {
   workload::OpCost op = whole;
   op.flops /= shards;
   op.bytes = whole.bytes / shards;
+  return op;
+}
+
+workload::OpCost sharded_optimizer(const workload::OpCost& whole, long long dense, int shards, long long experts,
+                                   int expert_shards) {
+  if (experts == 0) return sharded_optimizer(whole, shards);
+  STEPSIM_CHECK(shards >= 1 && expert_shards >= 1, "an optimizer shard count below one");
+  const double all = static_cast<double>(dense + experts);
+  const double share = (static_cast<double>(dense) / shards + static_cast<double>(experts) / expert_shards) / all;
+  workload::OpCost op = whole;
+  op.flops = whole.flops * share;
+  op.bytes = Bytes(std::llround(whole.bytes.as_double() * share));
   return op;
 }
 

@@ -106,5 +106,10 @@ int hsdp_shard_ranks(const Scenario& scenario);
 
 // Divides an optimizer step's work by `shards` (each rank updates 1/shards of it).
 workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards);
+// The step over 1/`shards` of `dense` parameters and 1/`expert_shards` of the routed experts'
+// `experts` (a mixture of experts' states sharded over its expert-dp group): `whole` scaled by
+// the parameter-weighted share.
+workload::OpCost sharded_optimizer(const workload::OpCost& whole, long long dense, int shards, long long experts,
+                                   int expert_shards);
 
 }  // namespace stepsim::parallelism

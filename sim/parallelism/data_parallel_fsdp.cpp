@@ -194,14 +194,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
 
 // Adam over 1/shard of the dense parameters and 1/edp of the routed experts.
 workload::OpCost Fsdp::optimizer_op(const workload::OpCost& whole) const {
-  if (expert_params_ == 0) return sharded_optimizer(whole, shard_ranks_);
-  const double all = static_cast<double>(dense_params_ + expert_params_);
-  const double share =
-      (static_cast<double>(dense_params_) / shard_ranks_ + static_cast<double>(expert_params_) / expert_ranks_) / all;
-  workload::OpCost op = whole;
-  op.flops = whole.flops * share;
-  op.bytes = Bytes(std::llround(whole.bytes.as_double() * share));
-  return op;
+  return sharded_optimizer(whole, dense_params_, shard_ranks_, expert_params_, expert_ranks_);
 }
 
 std::vector<OpIndex> Fsdp::optimizer_waits() const {

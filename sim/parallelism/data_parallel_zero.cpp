@@ -177,14 +177,7 @@ void Zero::retire(int micro_batch) {
 
 // Adam over 1/dp of the dense parameters and 1/edp of the experts.
 workload::OpCost Zero::optimizer_op(const workload::OpCost& whole) const {
-  if (expert_params_ == 0) return sharded_optimizer(whole, dp_);
-  const double all = static_cast<double>(dense_params_ + expert_params_);
-  const double share =
-      (static_cast<double>(dense_params_) / dp_ + static_cast<double>(expert_params_) / expert_dp_) / all;
-  workload::OpCost op = whole;
-  op.flops = whole.flops * share;
-  op.bytes = Bytes(std::llround(whole.bytes.as_double() * share));
-  return op;
+  return sharded_optimizer(whole, dense_params_, dp_, expert_params_, expert_dp_);
 }
 
 void Zero::before_block(StepBuilder& b, const BlockSite& site) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/simulate_support.hpp"
+#include "doc_text.hpp"
 #include "report/report_io.hpp"
 
 using stepsim::test::run;
@@ -26,18 +27,6 @@ bool has_note(const stepsim::Report& r, const std::string& part) {
   for (const auto& n : r.notes)
     if (n.find(part) != std::string::npos) return true;
   return false;
-}
-
-// A document of the source tree as one line, each run of blanks and line breaks one space.
-std::string doc_as_one_line(const char* doc) {
-  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / doc);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  for (char c : text) {
-    if (c == '\n') c = ' ';
-    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -54,7 +43,7 @@ TEST_CASE("Overlap's saving in exposed communication is the step time saved plus
   const std::string stated = fmt::format("(on `ddp-1.3b-64xa100`: {:.1f} ms = {:.1f} ms + {:.1f} ms, each rounded)",
                                          1e3 * exposed_saved, 1e3 * step_saved, 1e3 * on.compute_slowdown_s);
   INFO(stated);
-  CHECK(doc_as_one_line("docs/report.md").find(stated) != std::string::npos);
+  CHECK(stepsim::test::doc_one_line("docs/report.md").find(stated) != std::string::npos);
 }
 
 TEST_CASE("Every pipeline stage of GPT-3 175B on Selene has its breakdown and memory") {

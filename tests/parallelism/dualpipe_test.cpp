@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include "doc_text.hpp"
 #include "engine/engine.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/memory_model.hpp"
@@ -198,19 +199,6 @@ TEST_CASE("DualPipe hides most of a DeepSeek-V3 layer's all-to-all behind the pa
 
 namespace {
 
-// A document of the source tree as one line, each run of blanks and line breaks one space, as
-// its paragraphs read.
-std::string one_line_doc(const char* doc) {
-  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / doc);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  for (char c : text) {
-    if (c == '\n') c = ' ';
-    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
-  }
-  return out;
-}
-
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 double exposed_dp_and_pp(const stepsim::Report& r) { return exposed(r, CommKind::dp) + exposed(r, CommKind::pp); }
@@ -235,7 +223,7 @@ TEST_CASE("the README and the user guide quote the DualPipe figures the program 
   // One step time for the variant under both schedules, as the README says it stays.
   REQUIRE(fmt::format("{:.1f}", vf.step_time_s) == fmt::format("{:.1f}", vd.step_time_s));
 
-  const std::string readme = one_line_doc("README.md");
+  const std::string readme = stepsim::test::doc_one_line("README.md");
   for (const std::string& figure : {
            fmt::format("({:.1f} s against {:.1f} s a step on a stage of MoE layers alone, under 1F1B)",
                        moe_stage.comm_s[static_cast<std::size_t>(CommKind::ep)], moe_stage.breakdown_s.compute),
@@ -252,7 +240,7 @@ TEST_CASE("the README and the user guide quote the DualPipe figures the program 
     INFO(figure);
     CHECK(readme.find(figure) != std::string::npos);
   }
-  const std::string guide = one_line_doc("docs/user-guide.md");
+  const std::string guide = stepsim::test::doc_one_line("docs/user-guide.md");
   for (const std::string& figure : {
            fmt::format("the `ep` line grows, {:.2f} → {:.2f} s of {:.2f} s busy", exposed(f, CommKind::ep),
                        exposed(d, CommKind::ep), ep_busy(d)),

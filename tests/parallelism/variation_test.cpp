@@ -18,6 +18,7 @@
 #include <boost/math/distributions/normal.hpp>
 #include <sstream>
 
+#include "doc_text.hpp"
 #include "io/scenario_loader.hpp"
 #include "parallelism/variation.hpp"
 #include "report/report_io.hpp"
@@ -637,18 +638,6 @@ TEST_CASE("representative mode's jitter on an FSDP job lets the ranks drift wher
 
 namespace {
 
-// docs/report.md as one line, each run of blanks and line breaks one space, as its paragraphs read.
-std::string report_doc_one_line() {
-  std::ifstream in(std::filesystem::path(STEPSIM_SOURCE_DIR) / "docs/report.md");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  for (char c : text) {
-    if (c == '\n') c = ' ';
-    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
-  }
-  return out;
-}
-
 std::vector<std::string> normal_jitter(double sigma) {
   return {"simulation.variation.jitter.distribution=normal",
           fmt::format("simulation.variation.jitter.sigma={}", sigma)};
@@ -665,7 +654,7 @@ double ms(double s) { return 1e3 * s; }
 // against 16.1).
 TEST_CASE("docs/report.md states the jitter costs the program gives on the examples", "[slow]") {
   const auto example = [](const char* name) { return fmt::format(R"({{"preset": "{}"}})", name); };
-  const std::string doc = report_doc_one_line();
+  const std::string doc = stepsim::test::doc_one_line("docs/report.md");
   const auto stated = [&doc](const std::string& figure) {
     INFO(figure);
     CHECK(doc.find(figure) != std::string::npos);
