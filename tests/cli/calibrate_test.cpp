@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "cli/run_stepsim.hpp"
 
@@ -236,6 +238,36 @@ TEST_CASE("from-trace refuses stepsim's own chrome trace of another GPU, as it r
     const auto same = s.run("calibrate from-trace " + trace + " default -o same.json");
     INFO(same.err);
     CHECK(same.status == 0);
+  }
+}
+
+// The trace is of the default job at TP 8 (its NCCL kernels state "Group size" 8 in process
+// group "tp"), fitted to the same model at TP 4 and at half its sequence length (half the
+// compute per step, as the model's FLOPs count it): the kernels of another job divided by the
+// scenario's FLOPs would give another GPU (gemm_half_k 70 -> 151.8 at TP 4). No efficiency is
+// written and the run says why, as compare does; the host's costs, which do not depend on the
+// job, still are (the trace's 5 us launches).
+TEST_CASE("from-trace fits no efficiency to a trace of another job, and says how the jobs differ") {
+  Scratch s("calib-other-job");
+  REQUIRE(s.run("simulate --trace k.json --trace-format kineto").status == 0);
+  const auto same = s.run("calibrate from-trace k.json default -o same.json");
+  REQUIRE(same.status == 0);
+  CHECK(same.out.find("# differs:") == std::string::npos);
+  CHECK(json_of(testing::slurp(s.file("same.json"))).at("compute").as_object().contains("efficiency"));
+  const std::pair<std::string, std::string> cases[] = {
+      {"--set parallel.tp=4 --set parallel.dp=16", "tp process groups: the trace's have 8 ranks, the scenario's 4"},
+      {"--set model.seq_len=4096", "model: the scenario computes 0.5x the trace's compute per step"}};
+  for (const auto& [sets, says] : cases) {
+    INFO(sets);
+    const auto run = s.run("calibrate from-trace k.json default " + sets + " -o other.json");
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    CHECK(run.err.find("warning: calibrate from-trace: " + says) != std::string::npos);
+    CHECK(run.out.find("# differs: " + says) != std::string::npos);
+    CHECK(run.out.find("not fitted: the trace is of another job than the scenario") != std::string::npos);
+    const auto compute = json_of(testing::slurp(s.file("other.json"))).at("compute");
+    CHECK_FALSE(compute.as_object().contains("efficiency"));
+    CHECK(number(compute, "launch_overhead_us") == 5.0);
   }
 }
 
