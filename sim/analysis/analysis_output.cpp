@@ -13,6 +13,7 @@
 #include <ostream>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "analysis/idle_output.hpp"
 #include "analysis/like_for_like.hpp"
@@ -432,8 +433,13 @@ std::string rank_note(const LikeForLike& lf) {
 }  // namespace
 
 Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step) {
+  return analyze_loaded(load_trace(path), path, rank, step);
+}
+
+Analysis analyze_loaded(LoadedTrace trace, const std::string& path, std::optional<int> rank,
+                        const std::optional<std::string>& step) {
   Analysis a;
-  a.trace = load_trace(path);
+  a.trace = std::move(trace);
   const std::size_t rank_index = rank_index_of(a.trace, path, rank);
   // The rank is measured over its own steps, as a folder's ranks each are without --rank.
   a.trace.timeline.steps = a.trace.rank_steps[rank_index];

@@ -22,6 +22,9 @@ struct Analysis {
 // else the file's place among the files, or a stepsim trace's process); none: the lowest.
 // InputError naming --rank and the ranks the trace holds when it holds no such rank.
 Analysis analyze_trace(const std::string& path, std::optional<int> rank, const std::optional<std::string>& step);
+// The same of a trace already loaded from `path` (to_timeline of read_traces: a pipe is read once).
+Analysis analyze_loaded(LoadedTrace trace, const std::string& path, std::optional<int> rank,
+                        const std::optional<std::string>& step);
 
 void write_analysis_table(const Analysis& a, std::ostream& out);
 void write_analysis_json(const Analysis& a, std::ostream& out);

@@ -7,6 +7,8 @@
 #include <array>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/step_analysis.hpp"
@@ -147,6 +149,31 @@ std::vector<std::string> group_size_differences(const Analysis& measured, const 
                               scenario.empty() ? fmt::format("the scenario has no {} communicator", kind)
                                                : fmt::format("the scenario's {}", sizes_text(scenario))));
   }
+  return out;
+}
+
+std::vector<std::string> job_differences(const Analysis& measured, const Scenario& scenario,
+                                         const SimulationResult& predicted) {
+  std::vector<std::string> out;
+  // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
+  // representative mode); its distributedInfo gives the job's world size, and one written
+  // before it did gives none (0): there the compute check below decides.
+  const ParallelSpec& p = scenario.parallel;
+  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
+  if (world > 0 && world != p.gpus())
+    out.push_back(
+        fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
+                    "x cp {}); they are different jobs",
+                    world, p.gpus(), p.tp, p.pp, p.dp, p.cp));
+  for (std::string& d : group_size_differences(measured, predicted, p.pp)) out.push_back(std::move(d));
+  const double m = measured.mean.breakdown_s.compute + measured.mean.breakdown_s.optimizer;
+  const double s = predicted.report.breakdown_s.compute + predicted.report.breakdown_s.optimizer;
+  if (m > 0 && s > 0 && (s / m > 2.0 || m / s > 2.0))
+    out.push_back(
+        fmt::format("model: the scenario computes {:.1f}x the trace's compute per step ({:.3f} s against "
+                    "{:.3f} s), more than hardware differences explain: check the model ({}), batch and "
+                    "sequence length",
+                    s / m, s, m, scenario.model.name));
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "analysis/analysis_output.hpp"
 #include "stepsim/report.hpp"
+#include "stepsim/scenario.hpp"
 #include "stepsim/timeline.hpp"
 
 namespace stepsim::analysis {
@@ -66,5 +67,12 @@ std::optional<double> measured_host_wait(const HtaMetrics& h, const std::string&
 // neighbouring stages). Groups of kind other and of one rank say nothing.
 std::vector<std::string> group_size_differences(const Analysis& measured, const SimulationResult& predicted,
                                                 int pipeline_stages);
+
+// What tells that the trace and `scenario` (simulated as `predicted`) are different jobs, one
+// line each: the world size its distributedInfo gives, the size of each kind's process groups
+// (group_size_differences), and compute per step more than 2x apart, more than hardware
+// differences explain. compare prints them; calibrate from-trace fits no efficiency past them.
+std::vector<std::string> job_differences(const Analysis& measured, const Scenario& scenario,
+                                         const SimulationResult& predicted);
 
 }  // namespace stepsim::analysis

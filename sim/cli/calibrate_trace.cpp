@@ -4,11 +4,18 @@
 #include "cli/calibrate_trace.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "analysis/analysis_output.hpp"
 #include "analysis/host_costs.hpp"
+#include "analysis/like_for_like.hpp"
 #include "analysis/trace_timeline.hpp"
 #include "calibration/apply.hpp"
 #include "calibration/calibration.hpp"
@@ -53,8 +60,7 @@ RankKernels read_kernels(const analysis::LoadedTrace& t) {
 }
 
 // The same classes in the model's own step of the scenario.
-calibration::ClassTotals simulated_totals(const Scenario& s, const calibration::OpNames& names) {
-  const SimulationResult r = simulate(s);
+calibration::ClassTotals simulated_totals(const SimulationResult& r, const calibration::OpNames& names) {
   calibration::ClassTotals t;
   if (r.timeline.ranks.empty()) return t;
   const StepWindow& w = r.timeline.steps.front();
@@ -134,6 +140,27 @@ void check_trace_gpu(const std::vector<analysis::KinetoTrace>& traces, const Sce
   }
 }
 
+// What tells that the trace is of another job than the scenario (analysis::job_differences,
+// as compare says it), measured on the rank whose kernels are fitted.
+std::vector<std::string> trace_job_differences(analysis::LoadedTrace loaded, const std::string& trace,
+                                               const Scenario& scenario, const SimulationResult& simulated) {
+  if (loaded.timeline.ranks.empty()) return {};
+  const int rank = loaded.timeline.ranks.front().rank;
+  const analysis::Analysis measured = analysis::analyze_loaded(std::move(loaded), trace, rank, std::nullopt);
+  return analysis::job_differences(measured, scenario, simulated);
+}
+
+// A trace of another job than the scenario's (another model, layout, batch or sequence) has
+// other kernels than the scenario's ops: an efficiency fitted to them is no efficiency of the
+// GPU, so none is written. The host's costs do not depend on the job and still are.
+void leave_out_fitted(calibration::TraceFit& fit) {
+  for (calibration::FittedValue& v : fit.values) {
+    if (!v.fitted) continue;
+    v.fitted.reset();
+    v.why_not = "the trace is of another job than the scenario (see differs: above)";
+  }
+}
+
 }  // namespace
 
 int run_from_trace(const Args& args) {
@@ -176,12 +203,17 @@ int run_from_trace(const Args& args) {
   std::vector<analysis::KinetoTrace> traces = analysis::read_traces(trace);
   check_trace_gpu(traces, scenario);
   const analysis::HostCosts host = analysis::host_costs(traces);
-  const RankKernels rk = read_kernels(analysis::to_timeline(std::move(traces)));
+  analysis::LoadedTrace loaded = analysis::to_timeline(std::move(traces));
+  const RankKernels rk = read_kernels(loaded);
   const calibration::Matched m = calibration::match_kernels(rk.kernels, names);
+  const SimulationResult simulated = simulate(scenario);
+  const std::vector<std::string> differences = trace_job_differences(std::move(loaded), trace, scenario, simulated);
+  for (const std::string& d : differences) spdlog::warn("calibrate from-trace: {}", d);
 
   const Precision precision = scenario.training.precision;
   calibration::TraceFit fit = calibration::fit_kernels(m.kernels, scenario.cluster.gpu, precision);
-  calibration::fit_by_totals(fit, m, simulated_totals(scenario, names), precision);
+  calibration::fit_by_totals(fit, m, simulated_totals(simulated, names), precision);
+  if (!differences.empty()) leave_out_fitted(fit);
 
   calibration::Calibration c;
   c.provenance.gpu = scenario.cluster.gpu.name;
@@ -205,6 +237,7 @@ int run_from_trace(const Args& args) {
                      m.totals.n_memory, m.totals.memory / 1e3);
   for (const auto& [op, n] : m.comm_by_op) log << fmt::format("; NCCL {} {}", op, n);
   log << "\n";
+  for (const std::string& d : differences) log << "# differs: " << d << "\n";
   log << fmt::format("# {:<16} {:>12} {:>12} {:>8} {:>10}  {}\n", "efficiency", "preset", "fitted", "kernels",
                      "residual", "");
   for (const auto& v : fit.values) {
@@ -218,7 +251,7 @@ int run_from_trace(const Args& args) {
   Scenario recalibrated = scenario;
   const calibration::MeasuredTables fitted({c});
   recalibrated.cluster.gpu = calibration::calibrated_gpu(fitted, scenario.cluster.gpu);
-  const double before = simulate(scenario).report.step_time_s, after = simulate(recalibrated).report.step_time_s;
+  const double before = simulated.report.step_time_s, after = simulate(recalibrated).report.step_time_s;
   const double measured = rk.step_us * 1e-6;
   log << fmt::format(
       "# step time: trace {:.4f} s; simulated {:.4f} s with the preset ({:+.1f}%), {:.4f} s with the "

@@ -51,31 +51,11 @@ constexpr const char* kCompareExamples =
     "  stepsim simulate ddp-1.3b-64xa100 --trace sim.json && stepsim compare sim.json ddp-1.3b-64xa100\n"
     "  stepsim compare traces/ my.json --set data_parallel.bucket_cap_mb=50 --json -\n";
 
-// What tells that the trace and the scenario are different jobs, one line each.
-std::vector<std::string> job_differences(const analysis::Analysis& measured, const Scenario& scenario,
-                                         const SimulationResult& result) {
-  const Report& predicted = result.report;
-  std::vector<std::string> out;
-  // A trace stepsim wrote holds the ranks it simulated (one per pipeline stage in
-  // representative mode); its distributedInfo gives the job's world size, and one written
-  // before it did gives none (0): there the compute check below decides.
-  const int world = measured.trace.dist[measured.metrics.rank_index].world_size;
-  if (world > 0 && world != scenario.parallel.gpus())
-    out.push_back(
-        fmt::format("world size: the trace is of {} ranks, the scenario of {} GPUs (tp {} x pp {} x dp {} "
-                    "x cp {}); they are different jobs",
-                    world, scenario.parallel.gpus(), scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.dp,
-                    scenario.parallel.cp));
-  for (std::string& d : analysis::group_size_differences(measured, result, scenario.parallel.pp))
-    out.push_back(std::move(d));
-  const double m = measured.mean.breakdown_s.compute + measured.mean.breakdown_s.optimizer;
-  const double p = predicted.breakdown_s.compute + predicted.breakdown_s.optimizer;
-  if (m > 0 && p > 0 && (p / m > 2.0 || m / p > 2.0))
-    out.push_back(
-        fmt::format("model: the scenario computes {:.1f}x the trace's compute per step ({:.3f} s against "
-                    "{:.3f} s), more than hardware differences explain: check the model ({}), batch and "
-                    "sequence length",
-                    p / m, p, m, scenario.model.name));
+// What tells that the trace and the scenario are different jobs (analysis::job_differences),
+// and that the measured figures are a mean of several steps, one line each.
+std::vector<std::string> differences_of(const analysis::Analysis& measured, const Scenario& scenario,
+                                        const SimulationResult& result) {
+  std::vector<std::string> out = analysis::job_differences(measured, scenario, result);
   const std::size_t steps = measured.metrics.steps.size();
   if (steps != 1)
     out.push_back(
@@ -115,7 +95,7 @@ int run_compare(const Args& args) {
   SimulateOptions options;
   options.host_issues = true;
   const SimulationResult predicted = simulate(scenario, options);
-  const std::vector<std::string> differences = job_differences(measured, scenario, predicted);
+  const std::vector<std::string> differences = differences_of(measured, scenario, predicted);
   // The table says it too, but a pipe or a file may take the table (or the JSON) unread.
   for (const std::string& d : differences) spdlog::warn("compare: {}", d);
   emit(

@@ -168,6 +168,11 @@ int run_presets(const Args& args) {
     throw InputError("<command line>", "--resolved", "applies to an example NAME (stepsim presets NAME --resolved)");
   if (!kind.empty() && vm.count("keys"))
     throw InputError("<command line>", "--kind", "applies to the list of presets, not to --keys");
+  if (!name.empty() && vm.count("keys"))
+    throw InputError("<command line>", "--keys",
+                     fmt::format("lists every key with the default scenario's value, not {}'s: leave NAME out "
+                                 "(an example's values: stepsim presets NAME --resolved)",
+                                 name));
   if (!kind.empty() && !known_kind(kind)) throw InputError("<command line>", "--kind", unknown_kind_message(kind));
   if (vm.count("markdown") && !vm.count("keys"))
     throw InputError("<command line>", "--markdown", "applies to --keys (stepsim presets --keys --markdown)");

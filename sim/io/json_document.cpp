@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/json/basic_parser_impl.hpp>
@@ -142,6 +144,39 @@ void check_strict(std::string_view text, const std::string& source) {
   if (ec && !parser.handler().problem.empty()) throw InputError(source, position(text, used), parser.handler().problem);
 }
 
+// Where a text the parser wants more of stops, outside strings: inside a /* comment, after a
+// '/' that starts none, or neither (a '{', '[' or '"' left open). Boost.JSON says "incomplete".
+enum class TextEnd { code, string, escape, slash, line_comment, block_comment, block_star };
+
+TextEnd after_char(TextEnd at, char c) {
+  switch (at) {
+    case TextEnd::code:
+      return c == '"' ? TextEnd::string : c == '/' ? TextEnd::slash : TextEnd::code;
+    case TextEnd::string:
+      return c == '\\' ? TextEnd::escape : c == '"' ? TextEnd::code : TextEnd::string;
+    case TextEnd::escape:
+      return TextEnd::string;
+    case TextEnd::slash:
+      return c == '/' ? TextEnd::line_comment : c == '*' ? TextEnd::block_comment : TextEnd::code;
+    case TextEnd::line_comment:
+      return c == '\n' ? TextEnd::code : TextEnd::line_comment;
+    case TextEnd::block_comment:
+      return c == '*' ? TextEnd::block_star : TextEnd::block_comment;
+    case TextEnd::block_star:
+      return c == '/' ? TextEnd::code : c == '*' ? TextEnd::block_star : TextEnd::block_comment;
+  }
+  return at;
+}
+
+std::string incomplete_message(std::string_view text) {
+  TextEnd at = TextEnd::code;
+  for (const char c : text) at = after_char(at, c);
+  if (at == TextEnd::block_comment || at == TextEnd::block_star)
+    return "invalid JSON: the document ends inside a /* comment (expected its closing */)";
+  if (at == TextEnd::slash) return "invalid JSON: the document ends with a '/' that starts no comment (// or /*)";
+  return "invalid JSON: the document ends before every '{', '[' and '\"' is closed";
+}
+
 }  // namespace
 
 bool try_parse_json(std::string_view text, json::value& out) {
@@ -175,9 +210,7 @@ json::value parse_json(std::string_view text, const std::string& source) {
     throw InputError(source, position(text, used),
                      fmt::format("invalid JSON: unexpected {} after the end of the document", excerpt(text, used)));
   parser.finish(ec);
-  if (ec)
-    throw InputError(source, position(text, used),
-                     "invalid JSON: the document ends before every '{', '[' and '\"' is closed");
+  if (ec) throw InputError(source, position(text, used), incomplete_message(text));
   return parser.release();
 }
 

@@ -236,11 +236,31 @@ std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::
                        "a scenario's calibration file cannot be standard input: it is read for every simulation of "
                        "the scenario; give its file name");
   }
+  for (const auto& f : files)
+    if (const auto missing = missing_calibration(f)) throw InputError("--calibration", f, *missing);
+  // The scenario's own files are named in it: refused there, not as entries of the list below.
+  const Scenario loaded = load_scenario(input, sets);
+  require_calibration_files(loaded);
   json::array list;
-  for (const auto& f : load_scenario(input, sets).calibration) list.emplace_back(f);
+  for (const auto& f : loaded.calibration) list.emplace_back(f);
   for (const auto& f : files) list.emplace_back(f);
   sets.push_back("calibration=" + json::serialize(list));
   return sets;
+}
+
+std::optional<std::string> missing_calibration(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || path == "-" || std::filesystem::exists(path, ec)) return std::nullopt;
+  return fmt::format(
+      "cannot open the calibration file '{}': no such file in the current directory, {} (a relative path is the "
+      "current directory's, not the scenario file's)",
+      path, std::filesystem::current_path(ec).string());
+}
+
+void require_calibration_files(const Scenario& s) {
+  for (std::size_t i = 0; i < s.calibration.size(); ++i)
+    if (const auto missing = missing_calibration(s.calibration[i]))
+      throw scenario_error(s, fmt::format("/calibration/{}", i), *missing);
 }
 
 ClusterSpec load_cluster(const std::string& name, int gpus, const std::vector<std::string>& sets) {

@@ -63,6 +63,15 @@ ScenarioInput read_scenario_input(const std::string& path);
 std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
                                                const std::vector<std::string>& files);
 
+// Why calibration file `path` cannot be read, when it is not there: a relative path is the
+// current directory's (named in the words), not the scenario file's folder, the usual slip.
+// Nothing for a file that is there ("-" and "" are refused where they are named).
+std::optional<std::string> missing_calibration(const std::string& path);
+
+// The first calibration file of `s` that is not there, refused at the key that names it
+// (the scenario's file and /calibration/N, or --set calibration[N]).
+void require_calibration_files(const Scenario& s);
+
 // A cluster preset by name (or a cluster file) with `gpus` GPUs (nodes = ceil(gpus /
 // gpus_per_node)), with `sets`, "cluster.KEY=VALUE" assignments as --set gives them (any other
 // key is refused, naming --set).

@@ -9,6 +9,7 @@
 
 #include "calibration/link_bound.hpp"
 #include "calibration/plan.hpp"
+#include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
 
@@ -194,6 +195,7 @@ void CalibratedCosts::summarise(const Timeline& timeline, Report& report, std::v
 }
 
 calibration::MeasuredTables load_calibration(const Scenario& scenario) {
+  io::require_calibration_files(scenario);
   std::vector<calibration::Calibration> files;
   for (std::size_t i = 0; i < scenario.calibration.size(); ++i) {
     const std::string& path = scenario.calibration[i];

@@ -7,8 +7,13 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <type_traits>
 
 #include "io/on_cluster.hpp"
 #include "io/presets.hpp"
@@ -24,16 +29,17 @@ namespace {
 
 constexpr double kSecondsPerDay = 86400;
 
-// A whole-string number, or nothing.
-std::optional<double> number_of(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used != text.size() || !std::isfinite(v)) return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+// A finite decimal number as a whole, as the other commands' numeric flags take one ("14",
+// "5.5", "1.5e12"), or nothing (std::stod also reads hexadecimal, "0x10" as 16, after blanks).
+template <typename T>
+std::optional<T> number_of(const std::string& text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 bool sized_in_parameters(const Scenario& s) {
@@ -209,23 +215,17 @@ std::vector<int> gpu_counts(const std::string& text) {
   }
   std::vector<int> out;
   for (const std::string& v : values) {
-    std::size_t used = 0;
-    long long n = 0;
-    try {
-      n = std::stoll(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || n < 1 || n > kMaxGpus)
+    const std::optional<long long> n = number_of<long long>(v);
+    if (!n || *n < 1 || *n > kMaxGpus)
       throw InputError("--gpus", text,
                        fmt::format("expected GPU counts from 1 to {}, e.g. 256, 128,256 or 64:1024:x2", kMaxGpus));
-    out.push_back(static_cast<int>(n));
+    out.push_back(static_cast<int>(*n));
   }
   return out;
 }
 
 double days_of(const std::string& text) {
-  const auto days = number_of(text);
+  const auto days = number_of<double>(text);
   if (!days || !(*days > 0) || *days > 36500)
     throw InputError("--deadline", text, "expected a number of days above 0 (at most 36500)");
   return *days;
@@ -247,7 +247,7 @@ PlanCluster parse_cluster_spec(const std::string& text, const std::string& flag)
   PlanCluster c{text.substr(0, at), 0};
   if (c.name.empty()) throw InputError(flag, text, "expected NAME or NAME@PRICE, e.g. dgx-b200@5.5");
   if (at == std::string::npos) return c;
-  const auto price = number_of(text.substr(at + 1));
+  const auto price = number_of<double>(text.substr(at + 1));
   if (!price || *price <= 0)
     throw InputError(flag, text, "expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5");
   if (*price > ClusterSpec::kMaxGpuHourPrice)
@@ -273,7 +273,7 @@ double parse_tokens(const std::string& text, const std::string& flag) {
       digits.pop_back();
       break;
     }
-  const auto v = number_of(digits);
+  const auto v = number_of<double>(digits);
   if (!v || *v * scale < 1 || *v * scale > 1e18 || std::floor(*v * scale) != *v * scale)
     throw InputError(flag, text,
                      "expected a whole number of tokens, at least 1, such as 1T, 300B or 1.5e12 (at most 1e18)");

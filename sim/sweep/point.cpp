@@ -183,7 +183,9 @@ Scenario base_scenario(const SweepSpec& spec, std::optional<InputError>& refused
 // reason says so.
 Scenario load_point(const SweepSpec& spec, const std::vector<std::string>& sets) {
   try {
-    return io::load_scenario(spec.scenario, sets);
+    Scenario s = io::load_scenario(spec.scenario, sets);
+    io::require_calibration_files(s);  // here, where a varied list is named --vary
+    return s;
   } catch (const InputError& error) {
     // A key the scenario's cluster section carried to a varied cluster is the scenario's.
     const InputError e = io::carried_key_error(error, spec.scenario, spec.cluster_sets, spec.sets);

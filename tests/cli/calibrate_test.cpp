@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "cli/run_stepsim.hpp"
 
@@ -236,6 +238,75 @@ TEST_CASE("from-trace refuses stepsim's own chrome trace of another GPU, as it r
     const auto same = s.run("calibrate from-trace " + trace + " default -o same.json");
     INFO(same.err);
     CHECK(same.status == 0);
+  }
+}
+
+// A relative calibration path is the current directory's, not the scenario file's folder (the
+// README's rule), so a file beside the scenario named as if from there is not found: the
+// refusal names the key that named it (the scenario's /calibration/N, --set calibration[N],
+// --calibration) and says whose folder paths are read from; it named only the missing file.
+TEST_CASE("a calibration file that is not there is refused at the key that names it") {
+  Scratch s("calib-missing");
+  REQUIRE(s.shell("mkdir sub").status == 0);
+  REQUIRE(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o sub/cal.json")
+              .status == 0);
+  s.write("sub/s.json", R"({"preset": "ddp-1.3b-64xa100", "calibration": ["sub/cal.json", "cal.json"]})");
+  const std::string why = "(a relative path is the current directory's, not the scenario file's)\n";
+  const auto file = s.run("simulate sub/s.json");
+  CHECK(file.status == 2);
+  CHECK(
+      file.err.starts_with("stepsim: error: sub/s.json: /calibration/1: cannot open the calibration file "
+                           "'cal.json': no such file in the current directory, "));
+  CHECK(file.err.ends_with(why));
+  // Beside a --calibration flag the scenario's own files are still the scenario's.
+  const auto beside = s.run("simulate sub/s.json --calibration sub/cal.json");
+  CHECK(beside.status == 2);
+  CHECK(beside.err.starts_with("stepsim: error: sub/s.json: /calibration/1: cannot open the calibration file "));
+  const auto flag = s.run("simulate ddp-1.3b-64xa100 --calibration cal.json");
+  CHECK(flag.status == 2);
+  CHECK(flag.err.starts_with("stepsim: error: --calibration: cal.json: cannot open the calibration file 'cal.json'"));
+  CHECK(flag.err.ends_with(why));
+  const auto set = s.run("simulate ddp-1.3b-64xa100 --set 'calibration=[\"sub/cal.json\", \"cal.json\"]'");
+  CHECK(set.status == 2);
+  CHECK(set.err.starts_with("stepsim: error: --set: calibration[1]: cannot open the calibration file 'cal.json'"));
+  REQUIRE(s.run("simulate ddp-1.3b-64xa100 --calibration sub/cal.json").status == 0);
+  // A sweep's point that varies the list: its row is refused, named by --vary.
+  const auto sweep = s.run("sweep ddp-1.3b-64xa100 --vary 'calibration=[\"cal.json\"],[\"sub/cal.json\"]' -o rows.csv");
+  INFO(sweep.err);
+  REQUIRE(sweep.status == 0);
+  const std::string rows = testing::slurp(s.file("rows.csv"));
+  CHECK(rows.find(",invalid,\"--vary: calibration[0]: cannot open the calibration file 'cal.json'") !=
+        std::string::npos);
+  CHECK(rows.find(",ok,") != std::string::npos);
+}
+
+// The trace is of the default job at TP 8 (its NCCL kernels state "Group size" 8 in process
+// group "tp"), fitted to the same model at TP 4 and at half its sequence length (half the
+// compute per step, as the model's FLOPs count it): the kernels of another job divided by the
+// scenario's FLOPs would give another GPU (gemm_half_k 70 -> 151.8 at TP 4). No efficiency is
+// written and the run says why, as compare does; the host's costs, which do not depend on the
+// job, still are (the trace's 5 us launches).
+TEST_CASE("from-trace fits no efficiency to a trace of another job, and says how the jobs differ") {
+  Scratch s("calib-other-job");
+  REQUIRE(s.run("simulate --trace k.json --trace-format kineto").status == 0);
+  const auto same = s.run("calibrate from-trace k.json default -o same.json");
+  REQUIRE(same.status == 0);
+  CHECK(same.out.find("# differs:") == std::string::npos);
+  CHECK(json_of(testing::slurp(s.file("same.json"))).at("compute").as_object().contains("efficiency"));
+  const std::pair<std::string, std::string> cases[] = {
+      {"--set parallel.tp=4 --set parallel.dp=16", "tp process groups: the trace's have 8 ranks, the scenario's 4"},
+      {"--set model.seq_len=4096", "model: the scenario computes 0.5x the trace's compute per step"}};
+  for (const auto& [sets, says] : cases) {
+    INFO(sets);
+    const auto run = s.run("calibrate from-trace k.json default " + sets + " -o other.json");
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    CHECK(run.err.find("warning: calibrate from-trace: " + says) != std::string::npos);
+    CHECK(run.out.find("# differs: " + says) != std::string::npos);
+    CHECK(run.out.find("not fitted: the trace is of another job than the scenario") != std::string::npos);
+    const auto compute = json_of(testing::slurp(s.file("other.json"))).at("compute");
+    CHECK_FALSE(compute.as_object().contains("efficiency"));
+    CHECK(number(compute, "launch_overhead_us") == 5.0);
   }
 }
 

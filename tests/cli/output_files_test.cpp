@@ -277,6 +277,12 @@ TEST_CASE("flags that would do nothing are refused: collective, calibrate from-t
   CHECK(refusal(dir.run("presets --json a.json --json b.json"), "--json: given more than once") == "");
   CHECK(refusal(dir.run("presets --resolved"), "--resolved: applies to an example NAME") == "");
   CHECK(refusal(dir.run("presets --kind gpu --keys"), "--kind: applies to the list of presets") == "");
+  // --keys lists the default scenario's keys: a NAME beside it was left out, and bloom-176b's
+  // keys were printed with Llama 3 8B's values (model.name "llama3-8b", 32 layers).
+  CHECK(refusal(dir.run("presets example/bloom-176b --keys"),
+                "<command line>: --keys: lists every key with the default scenario's value, not "
+                "example/bloom-176b's: leave NAME out (an example's values: stepsim presets NAME --resolved)") == "");
+  CHECK(refusal(dir.run("presets nosuch --keys --markdown"), "--keys: lists every key with the default") == "");
   CHECK(dir.entries().empty());
 }
 

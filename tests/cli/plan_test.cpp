@@ -370,6 +370,43 @@ TEST_CASE("plan refuses what it cannot plan, naming the flag") {
   CHECK(dir.entries().empty());
 }
 
+// plan's numbers are decimal, as every other numeric flag and the scenario's keys take them
+// (--set cluster.gpu_hour_price=0x10 is "expected a number"): read with std::stod and
+// std::stoll, "0x10" was 16 days or 16 per GPU-hour, "0x1p40" 2^40 tokens and " 8" or "+8" 8 GPUs.
+TEST_CASE("plan's deadline, token budget, price and GPU counts are decimal numbers") {
+  const Scratch dir("plan-decimal");
+  const auto err = [&](const std::string& args) {
+    const Run run = dir.run("plan --model gpt-1.3b --cluster dgx-h100-ndr --max-layouts 1 " + args);
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    return run.err;
+  };
+  const std::string days = ": expected a number of days above 0 (at most 36500)\n";
+  CHECK(err("--deadline 0x10 --gpus 8") == "stepsim: error: --deadline: 0x10" + days);
+  CHECK(err("--deadline ' 5' --gpus 8") == "stepsim: error: --deadline:  5" + days);
+  CHECK(err("--deadline +5 --gpus 8") == "stepsim: error: --deadline: +5" + days);
+  const std::string whole =
+      ": expected a whole number of tokens, at least 1, such as 1T, 300B or 1.5e12 (at most 1e18)\n";
+  CHECK(err("--tokens 0x1p40 --gpus 8") == "stepsim: error: --tokens: 0x1p40" + whole);
+  CHECK(err("--tokens +1T --gpus 8") == "stepsim: error: --tokens: +1T" + whole);
+  const std::string counts = ": expected GPU counts from 1 to 1048576, e.g. 256, 128,256 or 64:1024:x2\n";
+  CHECK(err("--tokens 1T --gpus +8") == "stepsim: error: --gpus: +8" + counts);
+  CHECK(err("--tokens 1T --gpus 0x8") == "stepsim: error: --gpus: 0x8" + counts);
+  const std::string price = ": expected a price per GPU-hour above 0 after '@', e.g. dgx-b200@5.5\n";
+  const Run hex = dir.run("plan --model gpt-1.3b --tokens 1T --gpus 8 --cluster dgx-h100-ndr@0x10");
+  CHECK(hex.status == 2);
+  CHECK(hex.err == "stepsim: error: --cluster: dgx-h100-ndr@0x10" + price);
+  const Run blank = dir.run("simulate --compare-cluster 'dgx-b200@ 5.5'");
+  CHECK(blank.status == 2);
+  CHECK(blank.err == "stepsim: error: --compare-cluster: dgx-b200@ 5.5" + price);
+  // What they still take: decimals with an exponent, and a price with a decimal point.
+  const Run fine = dir.run(
+      "plan --model gpt-1.3b --tokens 1.5e12 --deadline 14.5 --gpus 8 --max-layouts 1 "
+      "--cluster dgx-h100-ndr@2.5 -o rows.json");
+  INFO(fine.err);
+  CHECK(fine.status == 0);
+}
+
 // --set cluster.KEY changes every cluster: an H200 in place of the preset's H100 is planned
 // as the H200 (its 141 GB), as 'sweep --best' plans it.
 TEST_CASE("plan applies --set cluster keys to each cluster preset") {

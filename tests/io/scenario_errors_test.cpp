@@ -83,6 +83,19 @@ TEST_CASE("malformed JSON is reported with its line and column") {
         "scenario.json: line 2, column 1: invalid JSON: the document ends before every '{', '[' and '\"' is closed");
   CHECK(error_in("{} x") ==
         "scenario.json: line 1, column 4: invalid JSON: unexpected 'x' after the end of the document");
+  // Every bracket closed, and a comment not (comments are allowed): the comment is what is open.
+  CHECK(error_in("{} /* the default") ==
+        "scenario.json: line 1, column 18: invalid JSON: the document ends inside a /* comment (expected its "
+        "closing */)");
+  CHECK(error_in("{ \"model\": \"llama3-8b\", /* a */ /* b *") ==
+        "scenario.json: line 1, column 39: invalid JSON: the document ends inside a /* comment (expected its "
+        "closing */)");
+  CHECK(error_in("{} /") ==
+        "scenario.json: line 1, column 5: invalid JSON: the document ends with a '/' that starts no comment (// "
+        "or /*)");
+  // A '/*' inside a string starts no comment.
+  CHECK(error_in("{ \"model\": \"a/*b\"") ==
+        "scenario.json: line 1, column 18: invalid JSON: the document ends before every '{', '[' and '\"' is closed");
   // Nothing at all is said as such, not as an unclosed '{'.
   CHECK(error_in("") == "scenario.json: is empty: expected a JSON document");
   CHECK(error_in(" \r\n\t\n") == "scenario.json: is empty: expected a JSON document");
