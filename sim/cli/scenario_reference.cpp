@@ -240,8 +240,12 @@ constexpr KeyDoc kDocs[] = {
      "`context_parallel` under `torchtitan`, `torchtitan-compile` and `pytorch`; refused under `deepspeed` "
      "(DeepSpeed's long-sequence parallelism is Ulysses, not simulated)",
      "Megatron `--context-parallel-size`; torchtitan `context_parallel_degree`"},
-    {"parallel.ep", "", "expert-parallel size: the experts of an MoE layer split over ep ranks",
-     "Megatron `--expert-model-parallel-size`"},
+    {"parallel.ep", "",
+     "expert-parallel size: the experts of an MoE layer split over ep ranks, folded out of the ranks of one "
+     "pipeline stage (ep·etp divides tp·cp·dp); under `torchtitan` and `torchtitan-compile` as its ParallelDims "
+     "allows: with etp = tp a multiple of cp dividing cp·dp under `fsdp`, with etp = 1 a multiple of cp·tp dividing "
+     "cp·tp·dp, and under `ddp` (whose DDP shards nothing) exactly cp with etp = tp or cp·tp with etp = 1",
+     "Megatron `--expert-model-parallel-size`; torchtitan `--parallelism.expert_parallel_degree`"},
     {"parallel.sequence_parallel", "",
      "shard LayerNorm and dropout activations over TP (AllGather/ReduceScatter "
      "instead of AllReduce); needs tp > 1; under `torchtitan` and `torchtitan-compile` with tp > 1 true unless "
@@ -258,7 +262,7 @@ constexpr KeyDoc kDocs[] = {
      "their tokens (AllGather) before the experts and reduce-scatter after (the `alltoall` dispatcher); ep·etp "
      "divides tp·cp·dp and etp divides `model.moe.expert_ffn_hidden`. Not given: `parallel.tp` for a mixture of "
      "experts under `training.framework` megatron or nemo (Megatron-Core's default), 1 elsewhere (torchtitan's "
-     "default)",
+     "default); torchtitan refuses any but tp and 1",
      "Megatron `--expert-tensor-parallel-size`"},
     {"parallel.stage_layers", "",
      "layers per model chunk, first to last in the model's order: pp entries (one a stage; under DualPipe stage s "

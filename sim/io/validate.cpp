@@ -1591,6 +1591,37 @@ void resolve_fsdp_version(Scenario& s, const Checker& c) {
             traits_of(f).name);
 }
 
+// torchtitan folds expert parallelism out of ranks that hold different tokens, as its
+// ParallelDims._validate asserts: expert TP equal to tp or 1; with etp = tp, EP borrows all of
+// cp and part of the FSDP shard dimension (ep % cp == 0, dp_shard·cp % ep == 0); with etp = 1,
+// all of cp and tp too (ep % (cp·tp) == 0, dp_shard·cp·tp % ep == 0). Its DDP replicates over
+// dp_replicate, so dp_shard is 1 there. (HSDP of a mixture of experts is refused apart.)
+void check_torchtitan_ep(const Scenario& s, const Checker& c) {
+  const Framework f = s.training.framework;
+  const ParallelSpec& p = s.parallel;
+  if ((f != Framework::torchtitan && f != Framework::torchtitan_compile) || p.ep <= 1) return;
+  if (s.data_parallel.kind != DpKind::ddp && s.data_parallel.kind != DpKind::fsdp) return;
+  const std::string_view name = traits_of(f).name;
+  c.require(p.etp == p.tp || p.etp == 1, "/parallel/etp",
+            "{} under training.framework {}: torchtitan's expert tensor parallelism is tp ({}) or 1", p.etp, name,
+            p.tp);
+  const bool fsdp = s.data_parallel.kind == DpKind::fsdp;
+  const long long borrowed = p.etp == 1 ? static_cast<long long>(p.cp) * p.tp : p.cp;  // the ranks EP takes whole
+  const long long pool = borrowed * (fsdp ? p.dp : 1);
+  if (p.ep % borrowed == 0 && pool % p.ep == 0) return;
+  const std::string whole = p.etp == 1 && p.tp > 1 ? fmt::format("cp·tp ({})", borrowed) : fmt::format("cp ({})", p.cp);
+  if (!fsdp)
+    c.fail("/parallel/ep",
+           fmt::format("{} under training.framework {} with data_parallel.kind ddp: torchtitan takes EP's ranks "
+                       "from {} and the FSDP shard ranks, of which its DDP (dp_replicate) has none (ParallelDims); "
+                       "use data_parallel.kind fsdp",
+                       p.ep, name, whole));
+  c.fail("/parallel/ep",
+         fmt::format("{} under training.framework {}: torchtitan takes EP's ranks from all of {} and part of the FSDP "
+                     "shard ranks, dp ({}): ep must be a multiple of {} that divides {} (ParallelDims)",
+                     p.ep, name, whole, p.dp, borrowed, pool));
+}
+
 // A data-parallel kind the framework does not have (has_dp_kind) is refused, at the key the
 // scenario set last.
 void check_framework_kind(const Scenario& s, const Checker& c) {
@@ -1688,6 +1719,8 @@ void complete_and_validate(Scenario& s) {
   check_a2a_overlap(s, c);
   check_dispatcher(s, c);
   check_simulated(s, c);
+  // After the refusals of Megatron-Core's features under torchtitan, which say more.
+  check_torchtitan_ep(s, c);
   check_torchtitan_amp(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);

@@ -389,11 +389,11 @@ TEST_CASE("With the EP all-to-alls exposed the advice tries the EP overlap, the 
     if (a.change == "model.moe.dispatcher=flex") CHECK(a.exposed_fraction_of_step < r.overlap.exposed_fraction_of_step);
   }
   // Where Megatron-Core would refuse the overlap (full recompute, or not its framework: torchtitan,
-  // with its own DDP, having no distributed optimizer), and inside one node, fewer candidates:
+  // with its FSDP, having no distributed optimizer), and inside one node, fewer candidates:
   // none refused when simulated.
   for (const auto& extra : std::vector<std::vector<std::string>>{
            {"training.recompute=full"},
-           {"training.framework=torchtitan", "data_parallel.kind=ddp", "data_parallel.overlap_param_gather=false"}}) {
+           {"training.framework=torchtitan", "data_parallel.kind=fsdp", "data_parallel.overlap_param_gather=false"}}) {
     auto more = sets;
     more.insert(more.end(), extra.begin(), extra.end());
     const auto refused = advised("mixtral-8x7b-ep8-64xh100", more, true).report;

@@ -134,16 +134,15 @@ TEST_CASE("derived lists derivable keys only and is no key to set") {
 
 namespace {
 
-// Mixtral 8x7B on 16 H100 at TP 2 and EP 4 under `framework`, giving no parallel.etp.
+// Mixtral 8x7B on 16 H100 at TP 2 and EP 4 under `framework`, giving no parallel.etp: DDP, but
+// under torchtitan FSDP, whose shard ranks its EP is taken from (ParallelDims).
 std::string moe_job(const std::string& framework) {
   return fmt::format(R"({{
   "model": "mixtral-8x7b", "cluster": "dgx-h100-ndr",
   "parallel": {{ "tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true }},
-  "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1{} }},
-  "data_parallel": {{ "kind": "ddp" }} }})",
-                     framework,
-                     // torchtitan's DDP beside TP trains in fp32 (maybe_enable_amp).
-                     framework == "torchtitan" ? R"(, "precision": "fp32")" : "");
+  "training": {{ "framework": "{}", "global_batch": 64, "micro_batch": 1 }},
+  "data_parallel": {{ "kind": "{}" }} }})",
+                     framework, framework == "torchtitan" ? "fsdp" : "ddp");
 }
 
 bool lists(const std::string& resolved, const char* key) {

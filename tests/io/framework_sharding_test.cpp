@@ -149,3 +149,33 @@ TEST_CASE("the hint of an HSDP refusal names only the kinds the framework has") 
         "--set: data_parallel.kind: DeepSpeed's ZeRO-3 does not train mixture-of-experts models (its engine refuses "
         "them at stage 3; use ddp, zero1 or zero2)");
 }
+
+// torchtitan's ParallelDims._validate: expert TP is tp or 1; with etp = tp, EP takes all of cp and
+// part of dp_shard (ep % cp == 0, dp_shard·cp % ep == 0); with etp = 1, all of cp and tp too
+// (ep % (cp·tp) == 0, dp_shard·cp·tp % ep == 0); its DDP has dp_shard 1. Qwen3-30B-A3B on 16
+// GPUs.
+TEST_CASE("torchtitan's expert parallelism is refused where its ParallelDims refuses it") {
+  const std::string job =
+      R"({ "model": "qwen3-30b-a3b", "cluster": "dgx-h100-ndr", "parallel": { "tp": 1, "dp": 16, "ep": 8 },
+  "training": { "framework": "torchtitan", "global_batch": 64, "micro_batch": 1 }, "data_parallel": { "kind": "fsdp" } })";
+  const std::vector<std::string> tp4{"parallel.tp=4", "parallel.sequence_parallel=true", "parallel.dp=4"};
+  auto with = [&](std::vector<std::string> sets, const std::vector<std::string>& more) {
+    sets.insert(sets.end(), more.begin(), more.end());
+    return test::load_error(job, sets);
+  };
+  CHECK(test::load_error(job, {}) == "no error");
+  CHECK(test::load_error(job, {"data_parallel.kind=ddp"}) ==
+        "s.json: /parallel/ep: 8 under training.framework torchtitan with data_parallel.kind ddp: torchtitan takes "
+        "EP's ranks from cp (1) and the FSDP shard ranks, of which its DDP (dp_replicate) has none (ParallelDims); "
+        "use data_parallel.kind fsdp");
+  CHECK(with(tp4, {"parallel.ep=4", "parallel.etp=2"}) ==
+        "--set: parallel.etp: 2 under training.framework torchtitan: torchtitan's expert tensor parallelism is tp "
+        "(4) or 1");
+  CHECK(with(tp4, {"parallel.ep=2", "parallel.etp=1"}) ==
+        "--set: parallel.ep: 2 under training.framework torchtitan: torchtitan takes EP's ranks from all of cp·tp "
+        "(4) and part of the FSDP shard ranks, dp (4): ep must be a multiple of 4 that divides 16 (ParallelDims)");
+  CHECK(with(tp4, {"parallel.ep=8", "parallel.etp=1"}) == "no error");
+  CHECK(with(tp4, {"parallel.ep=4", "parallel.etp=4"}) == "no error");
+  // Megatron-Core folds EP out of tp·cp·dp whatever the kind: the same DDP layout runs there.
+  CHECK(test::load_error(job, {"data_parallel.kind=ddp", "training.framework=megatron"}) == "no error");
+}
