@@ -83,7 +83,7 @@ constexpr const char* kSweepUsage =
     "a quarter and four times it), overlap and recompute (of the kinds DDP, ZeRO-1, ZeRO-2 and FSDP, those the "
     "scenario "
     "admits:\n"
-    "gradient_as_bucket_view=false keeps it to DDP, a mixture-of-experts model away from FSDP).\n"
+    "gradient_as_bucket_view=false keeps it to DDP, model.moe.a2a_overlap away from FSDP).\n"
     "It drops what does not fit, and prints the K fastest distinct results (configurations with\n"
     "identical results share a row) with their breakdown and what limits the first; when none\n"
     "fits, the first refusal's reason and the configuration nearest to fitting with its memory\n"

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "parallelism/grad_buckets.hpp"
 #include "parallelism/mesh.hpp"
 #include "stepsim/error.hpp"
 
@@ -57,8 +58,12 @@ Scenario gradient_scenario(const Scenario& scenario) {
   return out;
 }
 
+// A mixture of experts whose expert-dp group is larger than one (tp·cp·dp / (ep·etp): tp > 1
+// with etp < tp) reduces its experts' gradients over that group even at dp·cp = 1, as
+// Megatron-Core's DDP reduces its expert buffers over expert_data_parallel_group: the kind
+// then runs with no dense group (dense_layout).
 std::unique_ptr<DataParallel> make_data_parallel(const Scenario& scenario) {
-  if (scenario.parallel.dp <= 1) return std::make_unique<NoDataParallel>();
+  if (scenario.parallel.dp <= 1 && expert_dp_size(scenario) <= 1) return std::make_unique<NoDataParallel>();
   return row(scenario.data_parallel.kind).make(scenario);
 }
 

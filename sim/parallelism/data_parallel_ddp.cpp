@@ -17,7 +17,8 @@ namespace {
 class Ddp final : public DataParallel {
  public:
   explicit Ddp(const Scenario& scenario)
-      : sync_(bucket_layout(scenario), scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce) {
+      : sync_(dense_layout(scenario, bucket_layout(scenario)), scenario.data_parallel.overlap_grad_reduce,
+              CollOp::allreduce) {
     if (expert_dp_size(scenario) > 1)
       sync_.add_experts(expert_bucket_layout(scenario, megatron_buckets(DpKind::ddp, scenario.training.framework)),
                         scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce);

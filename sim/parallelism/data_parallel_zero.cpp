@@ -87,7 +87,7 @@ class Zero final : public DataParallel {
 
 Zero::Zero(const Scenario& s)
     : reduction_(bucket_reduction(s)),
-      sync_(deepspeed_pipeline_engine(s) ? deepspeed_engine_layout(s) : megatron_bucket_layout(s),
+      sync_(dense_layout(s, deepspeed_pipeline_engine(s) ? deepspeed_engine_layout(s) : megatron_bucket_layout(s)),
             s.data_parallel.overlap_grad_reduce, reduction_),
       every_micro_batch_(s.data_parallel.kind == DpKind::zero2),
       overlap_(s.data_parallel.overlap_grad_reduce),

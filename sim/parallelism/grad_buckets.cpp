@@ -292,6 +292,11 @@ int expert_dp_size(const Scenario& s) {
   return s.parallel.tp * s.parallel.cp * s.parallel.dp / (std::max(s.parallel.ep, 1) * std::max(s.parallel.etp, 1));
 }
 
+BucketLayout dense_layout(const Scenario& scenario, BucketLayout layout) {
+  if (scenario.parallel.dp <= 1) return {};
+  return layout;
+}
+
 BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron) {
   const DataParallelSpec& dp = scenario.data_parallel;
   if (megatron) return chunked_layout(scenario, megatron_bucket_elements(scenario), true);

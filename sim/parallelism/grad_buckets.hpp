@@ -84,6 +84,9 @@ BucketLayout expert_bucket_layout(const Scenario& scenario, bool megatron);
 
 // Ranks of the expert-data-parallel group: tp·cp·dp / ep (1 for a dense model).
 int expert_dp_size(const Scenario& scenario);
+// `layout`, or none at dp = 1, where only a mixture of experts' expert gradients are reduced
+// (over their expert-dp group) and the dense ones have no group to be reduced over.
+BucketLayout dense_layout(const Scenario& scenario, BucketLayout layout);
 
 // Parameters (elements) of bucket `bucket`.
 long long bucket_elements(const BucketLayout& layout, const Bucket& bucket);

@@ -106,7 +106,8 @@ struct StageShape {
   long long layer_params = 0;   // of the transformer layers on this stage
   long long expert_params = 0;  // of those, the routed experts'
   long long linear_params = 0;  // of those, the Linear layers' weights
-  long long root_params = 0;    // embedding and head parameters on this stage
+  long long layer_linear_params = 0;  // of the layers alone, without the root's
+  long long root_params = 0;          // embedding and head parameters on this stage
   long long pre_params = 0;     // of those, the embedding's
 };
 
@@ -120,6 +121,7 @@ StageShape stage_shape(const Scenario& s, const workload::ModelWork& w, int stag
       out.layer_params += w.block(l).param_count;
       out.expert_params += w.block(l).expert_param_count;
       out.linear_params += w.block(l).linear_param_count;
+      out.layer_linear_params += w.block(l).linear_param_count;
     }
     if (c.pre) out.root_params += w.pre.param_count;
     if (c.pre) out.pre_params += w.pre.param_count;
@@ -161,20 +163,24 @@ Bytes root_grads_at_peak(const Scenario& s, const StageShape& shape) {
 }
 
 // FSDP's gathered parameters and unsharded gradients on top of the sharded states.
+// SHARD_GRAD_OP keeps every layer of the stage gathered; under a pipeline schedule every
+// backward but the last leaves its units gathered too, and their gradients unreduced until
+// the last. Those are the stage's own layers, each with its own size (DeepSeek-V3's dense
+// first layers beside its MoE layers). Otherwise the peak, at the backward's start, holds the
+// few units the prefetch gathers there: the stage's last layers, a mixture of experts' MoE
+// layers (`layer`).
 void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
   const DataParallelSpec& d = s.data_parallel;
-  long long units = gathered_units(d);
-  // SHARD_GRAD_OP keeps them gathered; under a pipeline schedule every backward but the
-  // last leaves its units gathered too, and their gradients unreduced until the last.
   const bool pipelined = s.parallel.pp > 1;
-  if (!d.reshard_after_forward || pipelined) units = shape.layers;
-  units = std::min(units, shape.layers);
-  const long long gathered = shape.root_params + units * w.layer.param_count;
-  m.params += Bytes(gathered * compute_bytes(s));
+  const bool every_layer = !d.reshard_after_forward || pipelined;
+  const long long units = std::min(gathered_units(d), shape.layers);
+  const long long layers = every_layer ? shape.layer_params : units * w.layer.param_count;
+  m.params += Bytes((shape.root_params + layers) * compute_bytes(s));
   // FSDP1's gathered FlatParameter is in the compute precision (DataParallelSpec::flat_parameter).
-  if (!d.flat_parameter()) m.params += linear_weight_change(s, units * w.layer.linear_param_count);
-  const long long waiting = pipelined ? shape.layers : std::min(2LL, shape.layers);
-  m.grads += Bytes(waiting * w.layer.param_count * element_bytes(d.grad_reduce_dtype)) + root_grads_at_peak(s, shape);
+  const long long linear = every_layer ? shape.layer_linear_params : units * w.layer.linear_param_count;
+  if (!d.flat_parameter()) m.params += linear_weight_change(s, linear);
+  const long long waiting = pipelined ? shape.layer_params : std::min(2LL, shape.layers) * w.layer.param_count;
+  m.grads += Bytes(waiting * element_bytes(d.grad_reduce_dtype)) + root_grads_at_peak(s, shape);
 }
 
 // Megatron-FSDP, as Megatron-Core runs it for Megatron-Bridge's use_megatron_fsdp (Megatron-LM

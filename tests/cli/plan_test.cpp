@@ -1006,3 +1006,18 @@ TEST_CASE("plan without a scenario or --cluster plans the embedded default's own
 }
 
 }  // namespace stepsim
+
+// The search admits the kinds a scenario loads with (sweep --best, plan): FSDP of a mixture of
+// experts simulates, and only its all-to-all overlap refuses FSDP, so the help says that.
+TEST_CASE("sweep's help names what keeps the search from FSDP: the all-to-all overlap, not a mixture of experts") {
+  const stepsim::testing::Scratch dir("sweep-moe-fsdp");
+  const stepsim::testing::Run help = dir.run("sweep --help");
+  CHECK(help.out.find("a mixture-of-experts model away from FSDP") == std::string::npos);
+  CHECK(help.out.find("model.moe.a2a_overlap away from FSDP") != std::string::npos);
+  const std::string moe_fsdp =
+      "simulate mixtral-8x7b-ep8-64xh100 --set data_parallel.kind=fsdp --set data_parallel.overlap_param_gather=false";
+  CHECK(dir.run(moe_fsdp).status == 0);
+  CHECK(dir.run(moe_fsdp + " --set training.framework=megatron --set training.recompute=selective"
+                           " --set model.moe.a2a_overlap=true")
+            .status == 2);
+}

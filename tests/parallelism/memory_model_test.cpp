@@ -462,6 +462,29 @@ TEST_CASE("FSDP under a pipeline holds the stage's units gathered and their grad
   CHECK(m.grads.count() == 4 * stage / 8 + 2 * stage);
 }
 
+// A stack that mixes dense and MoE layers (DeepSeek-V3's first_dense_layers): the first layer
+// here is a dense one of 3M parameters, the others MoE layers of 1M. Stage 0 of two holds the
+// dense layer, one MoE layer and the 0.5M embedding: 4.5M parameters, every one of them
+// gathered in bf16 and its gradient held unsharded, as the pipelined FSDP above.
+TEST_CASE("FSDP gathers each layer of a stage at its own size where dense and MoE layers mix") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  s.parallel.pp = 2;
+  s.cluster.nodes = 2;
+  stepsim::workload::ModelWork w = states_work();
+  w.dense_layer.param_count = 3'000'000;
+  w.dense = {true, false, false, false};
+  const auto m = sp::estimate_memory(s, w).stages.front();
+  const long long stage = 3'000'000 + 1'000'000 + 500'000;
+  CHECK(m.params.count() == 4 * stage / 8 + 2 * stage);
+  CHECK(m.grads.count() == 4 * stage / 8 + 2 * stage);
+  // Without resharding after the forward every layer stays gathered too: 6.75M in bf16.
+  s.parallel.pp = 1;
+  s.cluster.nodes = 1;
+  s.data_parallel.reshard_after_forward = false;
+  const long long all = 3'000'000 + 3 * 1'000'000 + 750'000;
+  CHECK(sp::estimate_memory(s, w).stages.front().params.count() == 4 * all / 8 + 2 * all);
+}
+
 // Megatron-FSDP (Megatron-LM 4415119414, megatron/core/distributed/fsdp/), by hand from its
 // rules for the small model above on 8 GPUs in per-tensor FP8 on Blackwell, each layer's 1M
 // parameters 800k Linear weights (FP8 with fp8_param_gather) and 200k others (BF16), the 0.5M

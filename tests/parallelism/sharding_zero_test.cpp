@@ -448,3 +448,35 @@ TEST_CASE("under Megatron the step zeroes the rank's whole main-gradient buffer"
   const long long params = 2 * (12 * h * h + 13 * h) + 2 * 32000 * h + 2048 * h + 2 * h;
   CHECK(optimizer_ps(stepsim::Framework::megatron) - optimizer_ps(stepsim::Framework::torchtitan) == params * 4);
 }
+
+// TP 2 with expert tensor parallelism 1 and no EP on 2 GPUs: dp 1, but each TP rank runs the
+// whole experts over its own half of the sequence, so the expert-dp group is tp·dp / (ep·etp)
+// = 2 ranks, over which Megatron-Core's DDP and distributed optimizer reduce their expert
+// buffers (expert_data_parallel_group), whatever dp is. The dense gradients, the same on both
+// TP ranks' shards, are reduced over no one. Two layers of 8 experts (GELU, h 1024, expert FFN
+// 4096, no biases): 2 · 8 · (1024·4096 + 4096·1024) = 134,217,728 expert parameters.
+TEST_CASE("at dp 1 a mixture of experts still reduces its experts over the expert-dp group") {
+  Scenario s = spt::small_scenario(2, 1, 1);
+  s.parallel.sequence_parallel = true;
+  s.parallel.ep = 1;
+  s.parallel.etp = 1;
+  s.model.moe = {8, 2, 4096};
+  s.data_parallel.grad_reduce_dtype = stepsim::Precision::fp32;
+  constexpr long long experts = 134'217'728;
+  for (const DpKind kind : {DpKind::ddp, DpKind::zero1, DpKind::zero2}) {
+    INFO(stepsim::to_string(kind));
+    s.data_parallel.kind = kind;
+    const spt::FixedCosts costs;
+    const Program p = sp::build_program(s, stepsim::workload::build_work(s), costs);
+    long long reduced = 0;
+    long long gathered = 0;
+    for (const OpIndex i : spt::collectives_of(p, CommKind::dp)) {
+      const auto& call = p.ranks[0].calls[static_cast<std::size_t>(p.ranks[0].ops()[i].call)];
+      CHECK(p.groups[static_cast<std::size_t>(call.group)].size == 2);
+      (call.op == CollOp::allgather ? gathered : reduced) += call.size.count();
+    }
+    // Once a step, but zero2's in each of its micro-batches (one here).
+    CHECK(reduced == experts * 4);
+    CHECK(gathered == (kind == DpKind::ddp ? 0 : experts * 2));
+  }
+}
