@@ -109,7 +109,9 @@ std::vector<Unit> fsdp_units(const Scenario& s) {
 class Fsdp final : public DataParallel {
  public:
   Fsdp(const Scenario& s, int shard_ranks);
-  void after_backward_op(StepBuilder&, const OpSite&, OpIndex) override {}
+  void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override;
+  // Without a pipeline every micro-batch's backward reduces (the experts' state mid-layer).
+  bool reduces_every_micro_batch() const override { return !pipelined_; }
   void end_backward(StepBuilder& b) override { reduce_chunk(b); }
   std::vector<OpIndex> optimizer_waits() const override;
   void before_block(StepBuilder& b, const BlockSite& site) override;
@@ -164,6 +166,11 @@ class Fsdp final : public DataParallel {
   Pass pass_{-1, 0, true};
   std::deque<OpIndex> frees_;  // FSDP1: free events the rate limiter has not consumed
   std::optional<OpIndex> last_free_;
+  // A mixture of experts' layer whose experts' backward has issued its last op (`experts_done_`)
+  // and whose experts are not reduced yet; per unit, reduced in this backward.
+  int experts_unit_ = -1;
+  OpIndex experts_done_ = 0;
+  std::vector<bool> experts_reduced_;
   std::optional<OpIndex> last_reduce_scatter_;
   std::optional<OpIndex> last_all_reduce_;
 };
@@ -185,7 +192,8 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       max_inflight_(static_cast<std::size_t>(s.data_parallel.max_inflight_all_gathers)),
       pending_(units_.size()),
       unsharded_(units_.size(), false),
-      in_backward_(units_.size(), false) {
+      in_backward_(units_.size(), false),
+      experts_reduced_(units_.size(), false) {
   for (const Unit& u : units_) {
     dense_params_ += u.dense.elements;
     expert_params_ += u.experts.elements;
@@ -245,6 +253,7 @@ void Fsdp::forward_start(StepBuilder& b, const BlockSite& site) {
 void Fsdp::backward_start(StepBuilder& b, int unit, Phase phase) {
   const auto u = static_cast<std::size_t>(unit);
   in_backward_[u] = true;
+  experts_reduced_[u] = false;
   gather(b, unit, "backward");
   wait_for(b, unit, phase);
   const int next = unit == 0 ? layers_ : unit - 1;
@@ -347,13 +356,46 @@ void Fsdp::free(int unit, OpIndex last) {
   last_free_ = last;
 }
 
+// A mixture of experts' routed experts are an FSDP state of their own (torchtitan's fully_shard on
+// moe.experts), whose post-backward hook reduce-scatters them as soon as their backward has
+// produced every expert gradient, while the rest of the layer's backward (the permutation's,
+// the router's, the attention's) still runs. So without a pipeline the experts' ReduceScatter
+// is issued after the experts' last backward op (fc1's weight gradient and its casts), at the
+// first backward op of another role, and the rest of the layer's at its end.
+void Fsdp::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+  if (pipelined_ || expert_ranks_ <= 1) return;
+  const int unit = unit_of(site.block);
+  if (unit == 0 || units_[static_cast<std::size_t>(unit)].experts.elements == 0) return;
+  const workload::Role role = site.cost->role == workload::Role::fp8_cast ? site.cost->cast_of : site.cost->role;
+  // The experts' own ops, between which the hook cannot fire; the fc2 bias's gradient
+  // (expert_bias) comes before them all, so their last op is fc1's weight gradient.
+  const bool expert = role == workload::Role::expert_fc1 || role == workload::Role::expert_fc2 ||
+                      role == workload::Role::expert_activation;
+  if (expert) {
+    experts_unit_ = unit;
+    experts_done_ = op;
+    return;
+  }
+  if (experts_unit_ != unit) return;
+  experts_unit_ = -1;
+  const Unit& u = units_[static_cast<std::size_t>(unit)];
+  reduce_scatter(b, u, u.experts, true, experts_done_);
+  experts_reduced_[static_cast<std::size_t>(unit)] = true;
+}
+
 // HSDP all-reduces the shard across the replicas; a shard group of one has no
 // ReduceScatter and all-reduces the whole gradient. A mixture-of-experts layer's routed experts
-// are reduce-scattered over the expert-dp group first (their backward ends before the rest of
-// their layer's; both are issued at the layer's end here), then the rest over the FSDP group.
+// are reduce-scattered over the expert-dp group first: mid-layer where after_backward_op has
+// done it, else here (under a pipeline schedule, or where the experts' ops end the layer).
 void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  if (expert_ranks_ > 1 && u.experts.elements > 0) last = reduce_scatter(b, u, u.experts, true, last);
+  if (experts_unit_ == unit) {  // the layer's backward ended with its experts'
+    experts_unit_ = -1;
+    last = reduce_scatter(b, u, u.experts, true, experts_done_);
+    experts_reduced_[static_cast<std::size_t>(unit)] = true;
+  }
+  if (expert_ranks_ > 1 && u.experts.elements > 0 && !experts_reduced_[static_cast<std::size_t>(unit)])
+    last = reduce_scatter(b, u, u.experts, true, last);
   if (shard_ranks_ > 1) last = reduce_scatter(b, u, u.dense, false, last);
   if (!replicate_) return;
   last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.dense.grads / shard_ranks_,

@@ -381,13 +381,22 @@ TEST_CASE("FSDP of a mixture of experts gathers and reduces the routed experts o
   CHECK(waits_on(p, copy, expert));
   CHECK(p.work.at(op(p, copy).name).bytes == Bytes(2 * experts * 2));
   CHECK(copy < starting(p, "L0 "));
-  // Reduced in fp32, the experts first, over their group.
+  // Reduced in fp32 over their groups.
   const long expert_rs = starting(p, "ReduceScatter fsdp experts L0,");
   const long dense_rs = starting(p, "ReduceScatter fsdp L0,");
   CHECK(call(p, expert_rs).size == Bytes(experts * 4));
   CHECK(call(p, dense_rs).size == Bytes(rest * 4));
   CHECK(p.groups[static_cast<std::size_t>(call(p, expert_rs).group)].size == 2);
-  CHECK(expert_rs < dense_rs);
+  // The experts' state reduces as soon as their backward has every gradient (after fc1's
+  // weight gradient), while the router's and attention's backward still run; the rest of the
+  // layer after its last op, once the experts' ReduceScatter is done (FSDP2's one
+  // reduce-scatter stream).
+  const long expert_copy = at(p, "FSDP L0 experts reduce-scatter copy-in");
+  CHECK(waits_on(p, expert_rs, expert_copy));
+  CHECK(expert_copy > at(p, "L0 expert fc1 wgrad"));
+  CHECK(expert_rs < at(p, "L0 router dgrad"));
+  CHECK(expert_rs < at(p, "L0 qkv dgrad"));
+  CHECK(dense_rs > at(p, "L0 input layernorm backward"));
   CHECK(waits_on(p, at(p, "FSDP L0 reduce-scatter copy-in"), expert_rs));
   // Reported as FSDP traffic, none as the distributed optimizer's.
   CHECK(spt::collectives_of(p, CommKind::dp).empty());
