@@ -427,7 +427,15 @@ std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int sh
 
 std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
   const std::vector<Unit> units = fsdp_units(s);
-  const Bytes layer = units.size() > 1 ? units[1].params() : Bytes(0);
+  // The largest layer unit, with its experts (a stack of dense and MoE layers gathers each at
+  // its own size).
+  const Unit* largest = nullptr;
+  bool uneven = false;
+  for (std::size_t u = 1; u < units.size(); ++u) {
+    if (largest != nullptr && units[u].params() != largest->params()) uneven = true;
+    if (largest == nullptr || units[u].params() > largest->params()) largest = &units[u];
+  }
+  const Bytes layer = largest != nullptr ? largest->params() : Bytes(0);
   const DataParallelSpec& d = s.data_parallel;
   const std::string knobs =
       d.fsdp_version == 2 ? std::string("implicit one-unit prefetch both ways")
@@ -443,12 +451,9 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
         d.fsdp_version, units.size());
   }
   // A mixture of experts: the largest layer's experts, and the group they are sharded over.
-  Bytes experts{0};
+  const Bytes experts = largest != nullptr ? largest->experts.params : Bytes(0);
   long long expert_elements = 0;
-  for (const Unit& u : units) {
-    experts = std::max(experts, u.experts.params);
-    expert_elements += u.experts.elements;
-  }
+  for (const Unit& u : units) expert_elements += u.experts.elements;
   const int expert_ranks = expert_dp_size(s);
   const std::string expert_note =
       expert_elements == 0 ? std::string()
@@ -465,8 +470,8 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
                                      shard_ranks, expert_ranks);
   return fmt::format(
       "FSDP{}: {} units (root: embedding, final norm, LM head; one per layer), "
-      "{} gathered per layer over {} DP ranks{}, {}, {}; {}; {}",
-      d.fsdp_version, units.size(), format_size(layer), shard_ranks, expert_note, knobs,
+      "{}{} gathered per layer over {} DP ranks{}, {}, {}; {}; {}",
+      d.fsdp_version, units.size(), uneven ? "up to " : "", format_size(layer), shard_ranks, expert_note, knobs,
       d.reshard_after_forward ? "resharded after forward" : "kept from forward to backward",
       s.parallel.pp > 1 ? "per pipeline chunk, units kept gathered after each backward but the last, "
                           "ReduceScatter once after the last"

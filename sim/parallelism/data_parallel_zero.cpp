@@ -284,13 +284,20 @@ std::string zero_notes(const Scenario& s) {
                                                                     : "each later stage and model chunk one bucket")
                                                 : fmt::format("{} gradient buckets of {} {}", layout.buckets.size(),
                                                               deepspeed ? "at most" : "at least", size);
+  // The experts' own buckets, reduce-scattered over their group beside these.
+  const int edp = expert_dp_size(s);
+  const std::string expert_buckets =
+      expert_elements > 0 && edp > 1
+          ? fmt::format(" (and {} of the experts' over their expert-dp group of {})",
+                        expert_bucket_layout(s.parallel.pp > 1 ? first : s, true).buckets.size(), edp)
+          : "";
   const std::string experts = expert_elements > 0
                                   ? fmt::format(" and 1/{} of the experts' {} M (their expert-dp group)",
                                                 expert_dp_size(s), expert_elements / 1'000'000)
                                   : "";
   return fmt::format(
       "{} ({}): {}{} {} {}, Adam on 1/{} of {}{} M parameters{}, parameters all-gathered {}",
-      deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets,
+      deepspeed ? "DeepSpeed's ZeRO" : "distributed optimizer", zero2 ? "zero2" : "zero1", buckets + expert_buckets,
       deepspeed && s.data_parallel.bucket_parameters == 0 ? " (reduce_bucket_size's default)" : "",
       deepspeed ? "all-reduced (each rank keeps its partition's slices)" : "reduce-scattered",
       zero2 ? fmt::format("in every micro-batch's backward ({} a step: gradients sharded, as DeepSpeed's ZeRO-2{})",

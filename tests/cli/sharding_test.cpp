@@ -250,3 +250,23 @@ TEST_CASE("FSDP of a mixture of experts shards the experts' states over the expe
   CHECK(expert_gathers == layer_gathers);
   CHECK(expert_reductions == layer_gathers);
 }
+
+// The notes name a mixture of experts' buckets and gathers as the step runs them. Mixtral's
+// example (EP 8 over 64 H100, the distributed optimizer): Megatron-Core's buckets of at least
+// max(4e7, 1e6 · 64) = 64 M parameters, in reverse registration order, take a layer's expert
+// fc2 (14336 · 4096 = 58.7 M, below 64 M) and then its fc1 (117.4 M): one expert bucket a layer,
+// 32, over the expert-dp group of 8. Under torchtitan's FSDP with the first layer dense, the
+// dense layer (4096 · 6144 + 4096² + 3 · 4096 · 14336 + 2 · 4096 = 218,112,000 parameters) is a
+// router (8 · 4096) smaller than an MoE layer (41,984,000 + 176,160,768 = 218,144,768): up to
+// 436,289,536 bytes, 416.1 MiB, gathered per layer, of which the expert's 336.0 MiB.
+TEST_CASE("the notes count a mixture of experts' own buckets and its largest layer's gathers") {
+  const std::string zero = stepsim::test::run("mixtral-8x7b-ep8-64xh100").report.notes.front();
+  CHECK_THAT(zero, Catch::Contains("18 gradient buckets of at least 64 M parameters (and 32 of the experts' over "
+                                   "their expert-dp group of 8) reduce-scattered"));
+  const std::string fsdp = stepsim::test::run("default", {"model=mixtral-8x7b", "model.moe.first_dense_layers=1",
+                                                          "parallel.tp=1", "parallel.dp=64", "parallel.ep=8",
+                                                          "training.framework=torchtitan", "data_parallel.kind=fsdp"})
+                               .report.notes.front();
+  CHECK_THAT(fsdp, Catch::Contains("up to 416.1 MiB gathered per layer over 64 DP ranks (of which the routed experts' "
+                                   "336.0 MiB over the 8 ranks"));
+}
