@@ -2,9 +2,14 @@
 // checked, control characters and bytes that are not UTF-8 escaped, a byte order mark skipped.
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <type_traits>
 
 namespace stepsim {
 
@@ -26,5 +31,19 @@ inline constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 // UTF-8 at byte N (0xFF)", N counting from 1 at the file's first byte (`offset` bytes before
 // `text`, a byte order mark that was skipped).
 void check_utf8(std::string_view text, const std::string& file, std::size_t offset = 0);
+
+// A number as the whole of `text`, in decimal as every numeric flag takes one ("12", "-3", "5.5",
+// "1.5e12" for a floating-point T): nullopt for anything else (blanks, a '+', hexadecimal, "inf"
+// or "nan"), or for a value T cannot hold.
+template <typename T>
+std::optional<T> number_of(std::string_view text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
 
 }  // namespace stepsim

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "stepsim/text.hpp"
+
 #include "cli/commands.hpp"
 #include "report/report_io.hpp"
 #include "stepsim/error.hpp"
@@ -50,16 +52,7 @@ std::function<void(const std::vector<std::string>&)> given_once(const std::strin
 // flag's type cannot hold alike ("--gpus: 2147483648: expected a GPU count of 1 to ...").
 using Refusal = std::function<InputError(const std::string& text)>;
 
-// A number as a whole: "12", "-3", "1.5" (a floating-point T); nullopt for anything else, or
-// for a value T cannot hold.
-template <typename T>
-std::optional<T> number_of(const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
+// number_of (stepsim/text.hpp): a number as the whole of a flag's text.
 
 template <typename T>
 struct NumberOf {

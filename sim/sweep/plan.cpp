@@ -22,25 +22,13 @@
 #include "parallelism/grad_buckets.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
+#include "stepsim/text.hpp"
 #include "sweep/axes.hpp"
 
 namespace stepsim::sweep {
 namespace {
 
 constexpr double kSecondsPerDay = 86400;
-
-// A finite decimal number as a whole, as the other commands' numeric flags take one ("14",
-// "5.5", "1.5e12"), or nothing (std::stod also reads hexadecimal, "0x10" as 16, after blanks).
-template <typename T>
-std::optional<T> number_of(const std::string& text) {
-  T v{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  if constexpr (std::is_floating_point_v<T>)
-    if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
 
 bool sized_in_parameters(const Scenario& s) {
   return buckets_in_parameters(s.data_parallel.kind, s.training.framework, s.parallel.pp);
