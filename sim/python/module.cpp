@@ -199,14 +199,15 @@ void define_collective(py::module_& m) {
       "collective_json",
       [](std::string op, std::optional<std::string> size, std::optional<std::string> sweep, double factor, int gpus,
          std::optional<int> ranks_per_node, std::string cluster, std::string algorithm, std::string protocol,
-         std::vector<std::string> calibration) {
+         std::vector<std::string> calibration, std::vector<std::string> sets) {
         return collective_json({std::move(op), std::move(size), std::move(sweep), factor, gpus, ranks_per_node,
                                 std::move(cluster), std::move(algorithm), std::move(protocol), false,
-                                std::move(calibration)});
+                                std::move(calibration), std::move(sets)});
       },
       py::arg("op"), py::kw_only(), py::arg("size") = d.size, py::arg("sweep") = d.sweep, py::arg("factor") = d.factor,
       py::arg("gpus") = d.gpus, py::arg("ranks_per_node") = d.ranks_per_node, py::arg("cluster") = d.cluster,
-      py::arg("algorithm") = d.algorithm, py::arg("protocol") = d.protocol, py::arg("calibration") = d.calibrations);
+      py::arg("algorithm") = d.algorithm, py::arg("protocol") = d.protocol, py::arg("calibration") = d.calibrations,
+      py::arg("sets") = d.cluster_sets);
 }
 
 py::list presets() {

@@ -166,6 +166,7 @@ def bad_scenario():
         (lambda: stepsim.sweep(vary={"parallel.tp": [1]}, jobs=5000), ("--jobs", "5000")),
         (lambda: stepsim.sweep(vary={"parallel.tp": "8:1:x2"}), ("--vary", "parallel.tp")),
         (lambda: stepsim.collective("allreduce", gpus=1), ("<command line>", "--gpus")),
+        (lambda: stepsim.collective("allreduce", sets={"model.layers": 2}), ("--set", "model.layers")),
         (lambda: stepsim.analyze("no-such-trace.json"), ("no-such-trace.json", "")),
     ]:
         try:
@@ -303,7 +304,15 @@ def collective():
                           "--factor", "4", "--json", "-"))
     same(stepsim.collective("allgather", gpus=16, ranks_per_node=8, sweep="1MiB:1GiB", factor=4), want)
     same(stepsim.collective("allreduce"), json.loads(cli("collective", "allreduce", "--json", "-")))
-    print(f"collective: {len(want)} rows equal")
+    # The cluster's keys as --set takes them, a dict or a list: NVL36 racks of the NVL72 preset.
+    racks = json.loads(cli("collective", "allreduce", "--cluster", "gb200-nvl72", "--gpus", "144", "--ranks-per-node",
+                           "4", "--size", "1GiB", "--set", "cluster.nvlink_domain=36", "--json", "-"))
+    for sets in ({"cluster.nvlink_domain": 36}, ["cluster.nvlink_domain=36"]):
+        same(stepsim.collective("allreduce", cluster="gb200-nvl72", gpus=144, ranks_per_node=4, size="1GiB",
+                                sets=sets), racks)
+    assert racks != json.loads(cli("collective", "allreduce", "--cluster", "gb200-nvl72", "--gpus", "144",
+                                   "--ranks-per-node", "4", "--size", "1GiB", "--json", "-"))
+    print(f"collective: {len(want)} rows equal, and with the cluster's keys set")
 
 
 def analyze():

@@ -460,13 +460,14 @@ def _step(step):
 
 
 def collective(op, *, size=None, sweep=None, factor=None, gpus=None, ranks_per_node=None, cluster=None,
-               algorithm=None, protocol=None, calibration=None):
+               algorithm=None, protocol=None, calibration=None, sets=None):
     """The rows of `stepsim collective OP --json`: time, algbw and busbw per size, with the
     (algorithm, protocol) pair NCCL would choose.
 
     Keyword arguments, as the command line's flags: size ("256MiB"), sweep ("8B:4GiB"), factor
     (with sweep only), gpus, ranks_per_node, cluster, algorithm, protocol, calibration (one file
-    or a list). None, or an argument left out, is the flag left out.
+    or a list), sets (the cluster's keys as `--set` takes them, a dict {"cluster.nvlink_domain":
+    36} or a list of "cluster.key=value"). None, or an argument left out, is the flag left out.
     """
     if not isinstance(op, str):
         raise TypeError(f"op: expected the collective's name such as \"allreduce\", got {type(op).__name__}")
@@ -486,6 +487,8 @@ def collective(op, *, size=None, sweep=None, factor=None, gpus=None, ranks_per_n
                                                     "expected 1 to the cluster's GPUs per node")
     if calibration is not None:
         options["calibration"] = _files(calibration, "calibration", "<command line>", "--calibration")
+    if sets is not None:
+        options["sets"] = _sets(sets)
     return json.loads(_core.collective_json(_native(op, "<command line>", "stepsim collective"), **options))
 
 
