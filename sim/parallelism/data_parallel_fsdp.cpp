@@ -38,7 +38,6 @@ struct Unit {
   Part dense;         // everything but the routed experts, over the FSDP group
   Part experts;       // this GPU's routed experts, over the expert-dp group
   Bytes params() const { return dense.params + experts.params; }
-  long long elements() const { return dense.elements + experts.elements; }
 };
 
 // Bytes one parameter of `t` takes in its unit's AllGather: FSDP1's FlatParameter is gathered
@@ -389,11 +388,7 @@ void Fsdp::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
 // done it, else here (under a pipeline schedule, or where the experts' ops end the layer).
 void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   const Unit& u = units_[static_cast<std::size_t>(unit)];
-  if (experts_unit_ == unit) {  // the layer's backward ended with its experts'
-    experts_unit_ = -1;
-    last = reduce_scatter(b, u, u.experts, true, experts_done_);
-    experts_reduced_[static_cast<std::size_t>(unit)] = true;
-  }
+  if (experts_unit_ == unit) experts_unit_ = -1;  // the layer's backward ended with its experts'
   if (expert_ranks_ > 1 && u.experts.elements > 0 && !experts_reduced_[static_cast<std::size_t>(unit)])
     last = reduce_scatter(b, u, u.experts, true, last);
   if (shard_ranks_ > 1) last = reduce_scatter(b, u, u.dense, false, last);
