@@ -283,6 +283,16 @@ ClusterSpec load_cluster(const std::string& name, int gpus, const std::vector<st
       throw InputError("--set", std::string(key),
                        "only the cluster's keys (cluster.KEY=VALUE, e.g. cluster.nvlink_domain=36) apply to one "
                        "collective");
+    // Keys a collective's cost never reads: accepted, they would do nothing. (nodes follows --gpus.)
+    static constexpr std::string_view kIdle[] = {
+        "cluster.name",           "cluster.nodes",      "cluster.gpu_hour_price", "cluster.provenance",
+        "cluster.gpu.flops",      "cluster.gpu.memory", "cluster.gpu.efficiency", "cluster.gpu.board_power_w",
+        "cluster.gpu.provenance", "cluster.gpu.name"};
+    for (const std::string_view idle : kIdle)
+      if (key == idle || (key.starts_with(idle) && key.substr(idle.size()).starts_with(".")))
+        throw InputError("--set", std::string(key),
+                         "changes nothing in one collective, whose cost reads the links, the NVLink domain, the "
+                         "GPU's architecture and NCCL's tuning (simulate takes it)");
     pointers.push_back(apply_set(s, assignment));
   }
   const std::string source = found ? name : "<command line>";

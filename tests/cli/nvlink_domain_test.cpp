@@ -164,6 +164,13 @@ TEST_CASE("stepsim collective --set changes the cluster's keys as a cluster file
   CHECK(by_set.out != dir.run("collective allreduce --cluster gb200-nvl72" + flags).out);
   CHECK(stepsim::testing::refusal(dir.run("collective allreduce --set model.layers=2"),
                          "--set: model.layers: only the cluster's keys (cluster.KEY=VALUE") == "");
+  // Keys the collective's cost never reads would do nothing: refused too.
+  for (const char* idle : {"cluster.gpu_hour_price=2", "cluster.nodes=4", "cluster.gpu.flops.bf16=\"1 TFLOPS\"",
+                           "cluster.gpu.efficiency.gemm_max=0.5"}) {
+    INFO(idle);
+    CHECK(stepsim::testing::refusal(dir.run(std::string("collective allreduce --set '") + idle + "'"),
+                                    "changes nothing in one collective") == "");
+  }
   CHECK(stepsim::testing::refusal(dir.run("collective allreduce --set cluster=dgx-b200"),
                          "--set: cluster: the cluster is the --cluster flag's") == "");
   CHECK(stepsim::testing::refusal(dir.run("collective allreduce --cluster gb200-nvl72 --set cluster.nvlink_domain=7"),
