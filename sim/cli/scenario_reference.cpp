@@ -438,9 +438,12 @@ constexpr KeyDoc kDocs[] = {
      "pp > 1 false unless given (its default policy)",
      "FSDP `reshard_after_forward` / FULL_SHARD vs SHARD_GRAD_OP; torchtitan `fsdp_reshard_after_forward`"},
     {"data_parallel.forward_prefetch", "",
-     "fsdp, hsdp (FSDP 1; FSDP 2 always does): gather the next unit's parameters during the forward",
+     "fsdp, hsdp (PyTorch FSDP 1; FSDP 2 and Megatron-FSDP always do, refused there): gather the next unit's "
+     "parameters during the forward",
      "FSDP `forward_prefetch`"},
-    {"data_parallel.backward_prefetch", "", "fsdp, hsdp (FSDP 1; FSDP 2 always gathers ahead): `pre`, `post` or `none`",
+    {"data_parallel.backward_prefetch", "",
+     "fsdp, hsdp (PyTorch FSDP 1; FSDP 2 and Megatron-FSDP always gather ahead, refused there): `pre`, `post` or "
+     "`none`",
      "FSDP `backward_prefetch`"},
     {"data_parallel.max_inflight_all_gathers", "",
      "fsdp, hsdp (FSDP 1; FSDP 2 has no limit): AllGathers in flight before waiting; with prefetch, the layers "

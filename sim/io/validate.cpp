@@ -1304,8 +1304,18 @@ void check_megatron_fsdp(const Scenario& s, const Checker& c) {
   c.require(d.reshard_after_forward, "/data_parallel/reshard_after_forward",
             "false is not Megatron-FSDP's optim_grads_params, which frees each TransformerLayer's gathered weights "
             "after its forward (its optim_grads strategy, which keeps them whole, is not simulated)");
-  c.require(d.max_inflight_all_gathers == DataParallelSpec{}.max_inflight_all_gathers,
-            "/data_parallel/max_inflight_all_gathers",
+  // Its hooks gather the next TransformerLayer with the current one in both passes
+  // (megatron_fsdp.py: prefetch in forward-pass order before the forward, in backward-pass
+  // order before the backward); no setting changes either.
+  const DataParallelSpec defaults;
+  for (const auto& [changed, where] :
+       {std::pair{d.forward_prefetch != defaults.forward_prefetch, "/data_parallel/forward_prefetch"},
+        std::pair{d.backward_prefetch != defaults.backward_prefetch, "/data_parallel/backward_prefetch"}}) {
+    c.require(!changed, where,
+              "is PyTorch FSDP1's: Megatron-FSDP (fsdp_impl megatron) gathers the next TransformerLayer ahead in "
+              "the forward and the backward by itself, with no setting to change it (leave it at its default)");
+  }
+  c.require(d.max_inflight_all_gathers == defaults.max_inflight_all_gathers, "/data_parallel/max_inflight_all_gathers",
             "{}: Megatron-FSDP gathers into a double buffer of two TransformerLayers (fsdp_double_buffer), so two "
             "at most are gathered at once; leave it at 2",
             d.max_inflight_all_gathers);

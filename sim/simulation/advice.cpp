@@ -239,20 +239,19 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     out.push_back({{set("data_parallel.overlap_param_gather", "true")}, "gather parameters during the next forward"});
   if (d.kind == DpKind::fsdp || d.kind == DpKind::hsdp) {
     // FSDP2 prefetches one unit ahead each way by itself, with no limit to raise; Megatron-FSDP
-    // gathers into a double buffer of two units and frees each unit after its forward; DeepSpeed's
-    // ZeRO-3 takes none of PyTorch FSDP's keys.
+    // gathers one unit ahead each way into a double buffer of two units and frees each unit after
+    // its forward; DeepSpeed's ZeRO-3 takes none of PyTorch FSDP's keys.
     const bool megatron_fsdp = d.fsdp_impl == FsdpImpl::megatron;
     const bool zero3 = s.training.framework == Framework::deepspeed;
-    if (d.fsdp_version == 1 && !zero3) {
+    if (d.fsdp_version == 1 && !zero3 && !megatron_fsdp) {
       if (d.backward_prefetch != BackwardPrefetch::pre)
         out.push_back(
             {{set("data_parallel.backward_prefetch", "pre")}, "prefetch: gather before the current gradient"});
       if (!d.forward_prefetch)
         out.push_back(
             {{set("data_parallel.forward_prefetch", "true")}, "prefetch: gather the next unit in the forward"});
-      if (!megatron_fsdp)
-        out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
-                       "prefetch depth: more AllGathers in flight"});
+      out.push_back({{set("data_parallel.max_inflight_all_gathers", d.max_inflight_all_gathers * 2)},
+                     "prefetch depth: more AllGathers in flight"});
     }
     if (d.reshard_after_forward && !megatron_fsdp && !zero3)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});

@@ -258,6 +258,15 @@ TEST_CASE("Under FSDP2 the advice offers none of FSDP1's prefetch keys") {
   bool offered = false;
   for (const auto& a : v1.advice) offered = offered || a.change == "data_parallel.forward_prefetch=true";
   CHECK(offered);
+  // Megatron-FSDP gathers one layer ahead each way by itself too, and refuses those keys.
+  const auto mf =
+      advised("fsdp-llama3-70b", {"training.framework=nemo", "data_parallel.fsdp_impl=megatron"}, true).report;
+  REQUIRE_FALSE(mf.advice.empty());
+  for (const auto& a : mf.advice) {
+    INFO(a.change);
+    CHECK(a.change.find("prefetch") == std::string::npos);
+    CHECK(a.change.find("max_inflight_all_gathers") == std::string::npos);
+  }
 }
 
 // Under HSDP the data-parallel traffic is one replica AllReduce of each unit's gradient shard

@@ -354,6 +354,10 @@ TEST_CASE("Megatron-FSDP is refused outside Megatron-Core and with settings it d
   CHECK(refused("data_parallel.fsdp_version=2", "data_parallel.fsdp_version"));
   CHECK(refused("data_parallel.reshard_after_forward=false", "data_parallel.reshard_after_forward"));
   CHECK(refused("data_parallel.max_inflight_all_gathers=4", "data_parallel.max_inflight_all_gathers"));
+  // Its hooks gather one layer ahead in both passes, with no setting for either.
+  CHECK(refused("data_parallel.forward_prefetch=true", "data_parallel.forward_prefetch"));
+  CHECK(refused("data_parallel.backward_prefetch=post", "data_parallel.backward_prefetch"));
+  CHECK(refused("data_parallel.backward_prefetch=none", "data_parallel.backward_prefetch"));
   CHECK(refused("training.precision=mxfp8", "training.precision"));
   CHECK(refused("training.precision=nvfp4", "training.precision"));
   CHECK(error_in(text, {"data_parallel.kind=fsdp", "training.framework=nemo", megatron, "training.precision=fp8"}) ==

@@ -212,6 +212,17 @@ TEST_CASE("forward_prefetch issues the next unit's AllGather before the current 
   CHECK(waits_on(p, at(p, "L1 input norm fwd"), starting(p, "AllGather fsdp L1 forward")));
 }
 
+// Megatron-FSDP's pre-forward hook gathers the next layer with the current one
+// (megatron_fsdp.py, prefetch in forward-pass order), without forward_prefetch.
+TEST_CASE("Megatron-FSDP gathers the next layer ahead in the forward") {
+  Scenario s = fsdp();
+  s.training.framework = stepsim::Framework::nemo;
+  s.data_parallel.fsdp_impl = stepsim::FsdpImpl::megatron;
+  const Program p = build(s);
+  CHECK(starting(p, "AllGather fsdp L1 forward") < at(p, "L0 input norm fwd"));
+  CHECK(waits_on(p, at(p, "L1 input norm fwd"), starting(p, "AllGather fsdp L1 forward")));
+}
+
 TEST_CASE("the AllGather limit blocks the host on the oldest unit still gathered") {
   Scenario s = fsdp();
   s.data_parallel.max_inflight_all_gathers = 1;
