@@ -147,10 +147,16 @@ struct GpuEfficiency {
   bool derived_comm_slowdown = false;
 };
 
+// Whether a hardware preset's constants are fitted to measurements: all of them (true), some
+// (in JSON "partly": the others from datasheets or carried over from another GPU), or none
+// (false: datasheet figures with assumed efficiencies).
+enum class Fitted : std::uint8_t { no, partly, yes };
+
 // Where a hardware preset's figures come from: fitted to measurements (and to which), or
-// datasheet figures with assumed efficiencies. The report warns when an unfitted one is used.
+// datasheet figures with assumed efficiencies. The report warns when a preset not wholly fitted
+// is used.
 struct Provenance {
-  bool fitted = false;
+  Fitted fitted = Fitted::no;
   std::string source;  // "fitted to ...", "datasheet only: ..."
 };
 

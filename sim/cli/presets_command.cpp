@@ -26,10 +26,11 @@ constexpr const char* kPresetsUsage =
     "\"cluster\": \"dgx-h100-ndr\", \"cluster\": { \"preset\": \"dgx-h100-ndr\", \"gpu\": \"h200\" }.\n"
     "With NAME (or KIND/NAME when a name is both a model and an example), prints that preset's\n"
     "JSON file; example presets can also be simulated by name: 'stepsim simulate bloom-176b'.\n"
-    "GPU and cluster summaries say whether the preset is fitted to measurements or carries\n"
-    "datasheet figures only; cluster summaries give the host link activation offload copies\n"
-    "over, or say there is none. --keys --markdown writes docs/scenario-reference.md: every key\n"
-    "with its unit, the default scenario's value, its meaning and the framework option.";
+    "GPU and cluster summaries say whether the preset is fitted to measurements, partly fitted\n"
+    "(some constants) or carries datasheet figures only; cluster summaries give the host link\n"
+    "activation offload copies over, or say there is none. --keys --markdown writes\n"
+    "docs/scenario-reference.md: every key with its unit, the default scenario's value, its\n"
+    "meaning and the framework option.";
 
 constexpr const char* kPresetsExamples =
     "  stepsim presets\n"

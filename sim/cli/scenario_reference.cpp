@@ -174,7 +174,10 @@ constexpr KeyDoc kDocs[] = {
      "memory-bound one by the HBM bandwidth their bytes take (docs/model.md)",
      "one thread block per NCCL channel"},
     {"cluster.gpu.board_power_w", "W", "board power (TDP) for energy per step; 0: unknown", ""},
-    {"cluster.gpu.provenance.fitted", "", "whether the efficiencies are fitted to measurements", ""},
+    {"cluster.gpu.provenance.fitted", "",
+     "whether the efficiencies are fitted to measurements: `true`, `false` or `\"partly\"` (some of them); the "
+     "report's notes warn unless `true`",
+     ""},
     {"cluster.gpu.provenance.source", "", "what they are fitted to, or which datasheet and assumptions", ""},
     {"cluster.intra_node.fabric", "",
      "`nvswitch` or `pcie`; `nvlink-mesh` (NVLink point to point, as on DGX-1 and HGX A100 4-GPU boards) is refused as "
@@ -228,7 +231,10 @@ constexpr KeyDoc kDocs[] = {
     {"cluster.collective_tuning.latency_floor", "time", "no collective is faster (nccl-tests floor)", ""},
     {"cluster.gpu_hour_price", "currency/GPU-hour",
      "price of one GPU-hour for cost per step and per million tokens; 0: not given (no default)", ""},
-    {"cluster.provenance.fitted", "", "whether collective_tuning is fitted to measurements", ""},
+    {"cluster.provenance.fitted", "",
+     "whether collective_tuning is fitted to measurements: `true`, `false` or `\"partly\"`; the report's notes "
+     "warn unless `true`",
+     ""},
     {"cluster.provenance.source", "", "what it is fitted to, or which datasheet and assumptions", ""},
     {"parallel.tp", "", "tensor-parallel size (Megatron's column/row split of each layer)",
      "Megatron `--tensor-model-parallel-size`"},

@@ -29,7 +29,17 @@ const char* arch_name(GpuArch a) {
   return "?";
 }
 
-const char* fitted_text(const Provenance& p) { return p.fitted ? "fitted" : "datasheet only"; }
+const char* fitted_text(const Provenance& p) {
+  switch (p.fitted) {
+    case Fitted::yes:
+      return "fitted";
+    case Fitted::partly:
+      return "partly fitted";
+    case Fitted::no:
+      return "datasheet only";
+  }
+  return "?";
+}
 
 std::string gpu_summary(const GpuSpec& g) {
   std::string fp8 = g.flops.fp8.positive() ? fmt::format(", {} fp8", format_flop_rate(g.flops.fp8)) : "";

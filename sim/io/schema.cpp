@@ -79,6 +79,15 @@ void read_value(bool& out, const json::value& v, const Reader& r) {
   out = v.get_bool();
 }
 
+void read_value(Fitted& out, const json::value& v, const Reader& r) {
+  if (v.is_bool()) {
+    out = v.get_bool() ? Fitted::yes : Fitted::no;
+    return;
+  }
+  if (!v.is_string() || !same_name(v.get_string(), "partly")) fail_type("true, false or \"partly\"", v, r);
+  out = Fitted::partly;
+}
+
 void read_value(std::string& out, const json::value& v, const Reader& r) {
   if (!v.is_string()) fail_type("a string", v, r);
   out = v.get_string();
@@ -122,6 +131,9 @@ json::value write_value(const std::optional<int>& v, UnitStyle style) {
 json::value write_value(long long v, UnitStyle) { return json::value(static_cast<std::int64_t>(v)); }
 json::value write_value(double v, UnitStyle) { return json::value(v); }
 json::value write_value(bool v, UnitStyle) { return json::value(v); }
+json::value write_value(Fitted v, UnitStyle) {
+  return v == Fitted::partly ? json::value(json::string("partly")) : json::value(v == Fitted::yes);
+}
 json::value write_value(const std::string& v, UnitStyle) { return json::value(json::string(v)); }
 json::value write_value(Time v, UnitStyle) { return json::value(json::string(format_time(v))); }
 json::value write_value(Bytes v, UnitStyle) { return json::value(json::string(format_bytes(v))); }

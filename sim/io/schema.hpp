@@ -52,6 +52,8 @@ void read_value(int& out, const json::value& v, const Reader& r);
 void read_value(long long& out, const json::value& v, const Reader& r);
 void read_value(double& out, const json::value& v, const Reader& r);
 void read_value(bool& out, const json::value& v, const Reader& r);
+// true, false or "partly".
+void read_value(Fitted& out, const json::value& v, const Reader& r);
 void read_value(std::string& out, const json::value& v, const Reader& r);
 void read_value(Time& out, const json::value& v, const Reader& r);
 void read_value(Bytes& out, const json::value& v, const Reader& r);
@@ -67,6 +69,7 @@ json::value write_value(int v, UnitStyle);
 json::value write_value(long long v, UnitStyle);
 json::value write_value(double v, UnitStyle);
 json::value write_value(bool v, UnitStyle);
+json::value write_value(Fitted v, UnitStyle);
 json::value write_value(const std::string& v, UnitStyle);
 json::value write_value(Time v, UnitStyle);
 json::value write_value(Bytes v, UnitStyle);

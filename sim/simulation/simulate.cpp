@@ -100,11 +100,10 @@ void add_provenance(const Scenario& s, report::ReportInputs& inputs) {
   auto describe = [&](const char* what, const std::string& name, const Provenance& p) {
     if (p.source.empty()) return;
     inputs.provenance.push_back(fmt::format("{} {}: {}", what, name, p.source));
-    if (!p.fitted)
-      inputs.notes.push_back(
-          fmt::format("{} {} is not fitted to measurements ({}); treat its times as estimates "
-                      "until calibrated",
-                      what, name, p.source));
+    if (p.fitted != Fitted::yes)
+      inputs.notes.push_back(fmt::format(
+          "{} {} is {} ({}); treat its times as estimates until calibrated", what, name,
+          p.fitted == Fitted::partly ? "fitted to measurements only in part" : "not fitted to measurements", p.source));
   };
   describe("GPU", s.cluster.gpu.name, s.cluster.gpu.provenance);
   describe("cluster", s.cluster.name, s.cluster.provenance);

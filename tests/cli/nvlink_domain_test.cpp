@@ -108,7 +108,7 @@ TEST_CASE(
   CHECK(notes_say(racks,
                   "ep group of rank 0: 128 ranks on 32 node(s), 4 per node in 2 NVLink domains, 56 to 72 per "
                   "domain (NVLink inside a domain, NICs between domains)"));
-  CHECK(notes_say(rack, "gb200 is not fitted to measurements"));
+  CHECK(notes_say(rack, "gb200 is fitted to measurements only in part"));
   CHECK(notes_say(rack, "gb200-nvl72 is not fitted to measurements"));
 }
 

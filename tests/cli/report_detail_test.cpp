@@ -158,8 +158,14 @@ TEST_CASE("Energy comes from the preset's board power and cost only from a given
 }
 
 TEST_CASE("A scenario on an unfitted hardware preset says so and the fitted A100 and H100 do not") {
+  // B200's FP8 GEMM fraction is fitted, the rest of it is not (its preset file).
   const auto b200 = run("default", {set("cluster.gpu", "b200")}).report;
-  CHECK(has_note(b200, "GPU b200 is not fitted to measurements"));
+  CHECK(has_note(b200, "GPU b200 is fitted to measurements only in part (one constant fitted"));
+  CHECK(has_note(run("default", {set("cluster.gpu", "b300")}).report, "GPU b300 is not fitted to measurements"));
+  const auto unfitted = run("default", {set("cluster.gpu.provenance.fitted", "false")}).report;
+  CHECK(has_note(unfitted, "GPU h100-sxm5-80gb is not fitted to measurements"));
+  const auto partly = run("default", {set("cluster.gpu.provenance.fitted", "partly")}).report;
+  CHECK(has_note(partly, "GPU h100-sxm5-80gb is fitted to measurements only in part"));
   CHECK_FALSE(has_note(run("default").report, "GPU h100-sxm5-80gb is not fitted"));
   const auto a100 = run("ddp-1.3b-64xa100").report;
   CHECK_FALSE(has_note(a100, "is not fitted"));

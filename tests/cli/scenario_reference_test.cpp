@@ -65,7 +65,8 @@ TEST_CASE("Example summaries end at the end of a sentence and hardware summaries
             "a100-sxm4-80gb per node, NVLink 300 GB/s, 8 x 200 Gb/s NICs, host link 32 GB/s per GPU; fitted\n") !=
         std::string::npos);
   CHECK(run.out.find("132 SMs, 700 W; fitted\n") != std::string::npos);
-  CHECK(run.out.find("148 SMs, 1000 W; datasheet only\n") != std::string::npos);
+  CHECK(run.out.find("148 SMs, 1000 W; partly fitted\n") != std::string::npos);   // b200
+  CHECK(run.out.find("160 SMs, 1100 W; datasheet only\n") != std::string::npos);  // b300
   CHECK(run.out.find("4 x gb200 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 400 Gb/s NICs, "
                      "host link 450 GB/s shared by 2 GPUs; datasheet only\n") != std::string::npos);
   CHECK(run.out.find("4 x gb300 per node, 72 per NVLink domain, NVLink 900 GB/s + NVLS, 4 x 800 Gb/s NICs, "

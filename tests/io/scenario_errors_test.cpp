@@ -74,6 +74,10 @@ TEST_CASE("a value of the wrong type names the expected type") {
         "scenario.json: /parallel: expected an object, got a list");
   CHECK(error_in(scenario(kModel, kCluster, R"({ "tp": 8, "dp": 8, "sequence_parallel": 1 })")) ==
         "scenario.json: /parallel/sequence_parallel: expected true or false, got a number (1)");
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "provenance": { "fitted": "maybe" } })", kParallel)) ==
+        R"(scenario.json: /cluster/provenance/fitted: expected true, false or "partly", got a string ("maybe"))");
+  CHECK(error_in(scenario(kModel, R"({ "preset": "dgx-h100-ndr", "provenance": { "fitted": "Partly" } })",
+                          kParallel)) == "no error");
 }
 
 TEST_CASE("malformed JSON is reported with its line and column") {
