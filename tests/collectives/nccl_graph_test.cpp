@@ -157,3 +157,31 @@ TEST_CASE("ring channels across NVLink domains fit each GPU's NVLink as NCCL's s
   check_graph(ring_graph(test::dgx_hopper("dgx-h100-ndr", 16), {128, 16, 8}), 8, 48, 48);
   check_graph(ring_graph(test::dgx_b200(16), {128, 16, 8}), 8, 48, 48);
 }
+
+// Inside one node NCCL's search (search.cc, ncclTopoCompute) does not stop at the first listed
+// speed whose channels fit: unless they fill the link it tries each slower speed while it is
+// above 0.49 of the best graph's, keeping the graph of the larger channels x speed
+// (ncclTopoCompareGraphs), and then duplicates it (ncclTopoDupChannels). By hand, on the
+// Hopper list 60, 50, 40, 30, 24, 20, 15: 8 NVLinks of 20.6 GB/s (164.8) give 2 x 60 = 120,
+// 3 x 50 = 150, 4 x 40 = 160, then 5 x 30, 6 x 24 and 8 x 20 are no larger and 15 is below
+// 0.49 x 40: 4 x 40, doubled (4 channels) to 8 x 20. A Gen5 PCIe link (48) gives 1 x 40, 1 x 30,
+// then 2 x 24 = 48 fills it (24 < 25: not doubled); an A100's Gen4 link (24), on the Ampere list
+// 40, 30, 20, 18, 15, 12: 1 x 20, then 2 x 12 = 24. The presets' links are filled best by their
+// first speed: 18 H100 NVLinks 6 x 60 (12 x 30 doubled), 18 B200 NVLinks 8 x 90, 12 A100 6 x 40.
+TEST_CASE("a node's ring graph has the most channels x speed NCCL's search finds, not its first fit") {
+  ClusterSpec h800 = test::dgx_hopper("h100-8-nvlinks", 1);
+  h800.intra_node.bandwidth = Bandwidth::gbytes_per_s(200);
+  check_graph(ring_graph(h800, {8, 1, 8}), 8, 20, 20);
+  ClusterSpec pcie = test::dgx_hopper("h100-pcie", 1);
+  pcie.intra_node.fabric = IntraFabric::pcie;
+  pcie.intra_node.nvls = false;
+  pcie.intra_node.bandwidth = Bandwidth::gbytes_per_s(64);
+  check_graph(ring_graph(pcie, {8, 1, 8}), 2, 24, 24);
+  ClusterSpec a100_pcie = test::dgx_a100_80g_hdr(1);
+  a100_pcie.intra_node.fabric = IntraFabric::pcie;
+  a100_pcie.intra_node.bandwidth = Bandwidth::gbytes_per_s(32);
+  check_graph(ring_graph(a100_pcie, {8, 1, 8}), 2, 12, 12);
+  check_graph(ring_graph(test::dgx_hopper("dgx-h100-ndr", 1), {8, 1, 8}), 12, 30, 30);
+  check_graph(ring_graph(test::dgx_b200(1), {8, 1, 8}), 16, 45, 45);
+  check_graph(ring_graph(test::dgx_a100_80g_hdr(1), {8, 1, 8}), 12, 20, 20);
+}
