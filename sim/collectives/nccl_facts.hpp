@@ -31,7 +31,7 @@ struct ArchFacts {
   std::array<double, 3> tree_per_channel;
   std::array<double, 3> nvls_tree_per_channel;
   double nvls_efficiency;     // 0: no NVLink SHARP on this architecture
-  bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE)
+  bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE; any GPU at one per node)
 };
 
 const ArchFacts& arch_facts(GpuArch arch);

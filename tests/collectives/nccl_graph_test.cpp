@@ -185,3 +185,15 @@ TEST_CASE("a node's ring graph has the most channels x speed NCCL's search finds
   check_graph(ring_graph(test::dgx_b200(1), {8, 1, 8}), 16, 45, 45);
   check_graph(ring_graph(test::dgx_a100_80g_hdr(1), {8, 1, 8}), 12, 20, 20);
 }
+
+// With one GPU of the communicator per node NCCL's search makes the tree's pattern TREE on any
+// GPU (search.cc: "if (ngpus == 1) if (graph->pattern != NCCL_TOPO_PATTERN_RING) graph->pattern
+// = NCCL_TOPO_PATTERN_TREE"), and tuning.cc takes 15 % off a TREE-pattern tree whatever the
+// architecture. 8 A100 nodes, one GPU each: one 24 GB/s channel, Tree Simple bus bandwidth
+// min(0.92 x 24, 17.8) x 0.85 = 15.13, algorithm bandwidth half of it (1 GiB: no size
+// correction). Eight A100 per node keep NCCL's balanced tree: min(0.92 x 8 x 24, 8 x 23.6) / 2.
+TEST_CASE("a tree with one GPU per node is NCCL's TREE pattern on Ampere too") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(16);
+  CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {8, 8, 1}) == Approx(17.8 * 0.85 / 2));
+  CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {16, 2, 8}) == Approx(0.92 * 8 * 24 / 2));
+}
