@@ -197,3 +197,19 @@ TEST_CASE("a tree with one GPU per node is NCCL's TREE pattern on Ampere too") {
   CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {8, 8, 1}) == Approx(17.8 * 0.85 / 2));
   CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {16, 2, 8}) == Approx(0.92 * 8 * 24 / 2));
 }
+
+// NCCL's ring plateau (tuning.cc, ncclTopoGetAlgoTime: Simple AllReduce latency x 1.4 across
+// nodes) starts where nBytes / (comm->nChannels * nRanks) reaches 64, comm->nChannels being
+// the graph's channels doubled by ncclTopoPostset (connect.cc): 16 on two DGX H100 (8 x 48).
+// Ring Simple there: 8.4 + 28 x 3.4 + 2 x 14 = 131.6 us of latency and 8 x 48 x 16 / 30 GB/s,
+// so 8 KiB (8192 / 256 = 32) costs 131.64 us and 16 KiB (64) 1.4 x 131.6 + 0.08 = 184.32 us.
+TEST_CASE("the ring plateau starts where NCCL's doubled channel count puts it") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 2);
+  const auto ring_simple = [&](Bytes size) {
+    return collectives::predict(h100, {Algorithm::ring, Protocol::simple}, Request{CollOp::allreduce, size, {16, 2, 8}})
+        .nccl_time.us();
+  };
+  CHECK(ring_simple(Bytes::kib(8)) == Approx(131.6 + 8192 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+  CHECK(ring_simple(Bytes::kib(12)) == Approx(131.6 + 12288 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+  CHECK(ring_simple(Bytes::kib(16)) == Approx(1.4 * 131.6 + 16384 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+}
