@@ -213,3 +213,15 @@ TEST_CASE("the ring plateau starts where NCCL's doubled channel count puts it") 
   CHECK(ring_simple(Bytes::kib(12)) == Approx(131.6 + 12288 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
   CHECK(ring_simple(Bytes::kib(16)) == Approx(1.4 * 131.6 + 16384 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
 }
+
+// NCCL's Tree correction (tuning.cc, ncclTopoGetAlgoTime) indexes its table by
+// log2i(nBytes >> 6) and applies it only for an index from 0 to 22: below 64 B the index is
+// log2Down(0) = -1 (bitops.h), so no factor, where the Simple row's first entry is 0.9; from
+// 64 B the table's 0.9 applies, and from 512 MiB (index 23) none again.
+TEST_CASE("NCCL's Tree correction leaves buffers below 64 bytes alone") {
+  CHECK(collectives::tree_correction(Protocol::simple, 32) == 1.0);
+  CHECK(collectives::tree_correction(Protocol::simple, 63) == 1.0);
+  CHECK(collectives::tree_correction(Protocol::simple, 64) == Approx(0.9));
+  CHECK(collectives::tree_correction(Protocol::ll, 1 << 20) == Approx(0.5));
+  CHECK(collectives::tree_correction(Protocol::simple, 536870912.0) == 1.0);
+}
