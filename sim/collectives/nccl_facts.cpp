@@ -145,7 +145,8 @@ double hop_latency_us(Hw hw, Algorithm a, Protocol p) {
 
 double tree_correction(Protocol p, double bytes) {
   const double chunks = std::floor(bytes / 64.0);
-  if (chunks < 1) return kTreeCorrection[static_cast<std::size_t>(protocol_index(p))][0];
+  // Below 64 B NCCL's index is log2Down(0) = -1, and it applies no factor.
+  if (chunks < 1) return 1.0;
   const int index = static_cast<int>(std::floor(std::log2(chunks)));
   if (index >= 23) return 1.0;
   return kTreeCorrection[static_cast<std::size_t>(protocol_index(p))][static_cast<std::size_t>(index)];

@@ -31,7 +31,7 @@ struct ArchFacts {
   std::array<double, 3> tree_per_channel;
   std::array<double, 3> nvls_tree_per_channel;
   double nvls_efficiency;     // 0: no NVLink SHARP on this architecture
-  bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE)
+  bool tree_pattern_penalty;  // Hopper+ multi-node trees lose 15 % (pattern TREE; any GPU at one per node)
 };
 
 const ArchFacts& arch_facts(GpuArch arch);
@@ -58,7 +58,8 @@ double ll_max_bw_gbps(const ArchFacts& arch, HostCpu cpu, int nodes);
 // x86 hosts with AMD CPUs, 1 µs on any other.
 double net_overhead_us(HostCpu cpu);
 
-// NCCL's Tree correction factor for AllReduce, indexed by log2(bytes / 64), 64 B to 256 MiB.
+// NCCL's Tree correction factor for AllReduce, indexed by log2(bytes / 64), 64 B to 256 MiB
+// (1 outside them).
 double tree_correction(Protocol p, double bytes);
 // The sizes (bytes) at which that factor may change, smallest first: 128 B to 512 MiB.
 std::span<const double> tree_correction_steps();

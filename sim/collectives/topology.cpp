@@ -22,15 +22,21 @@ Graph dup_channels(const Graph& g, const ArchFacts& arch) {
   return {g.channels * 2, g.bw_intra / 2, g.bw_inter / 2};
 }
 
-// The search tries speeds from the top and keeps the first one at which channels fit.
+// The search (ncclTopoCompute's first pass) starts at the fastest listed speed the link carries
+// and, unless its channels fill the link, tries each slower listed speed while it is above 0.49
+// of the best graph's, keeping a graph only if its channels x speed is larger
+// (ncclTopoCompareGraphs): on 8 H100 whose 8 NVLinks carry 164.8 GB/s, 2 x 60, 3 x 50, then
+// 4 x 40 = 160; over a 48 GB/s PCIe link 1 x 40, then 2 x 24 = 48.
 Graph search(std::span<const double> speeds, double limit, const ArchFacts& arch) {
-  Graph best{1, limit, limit};
+  Graph best{};
   for (double s : speeds) {
+    if (s > limit + 1e-9) continue;
+    if (best.channels > 0 && s / best.bw_intra <= 0.49) break;
     const int channels = std::min(kMaxSearchChannels, static_cast<int>(std::floor(limit / s + 1e-9)));
-    if (channels < 1) continue;
-    best = {channels, s, s};
-    break;
+    if (channels * s > best.total() + 1e-9) best = {channels, s, s};
+    if (best.channels == kMaxSearchChannels || best.total() >= limit - 1e-9) break;
   }
+  if (best.channels == 0) best = {1, limit, limit};
   return dup_channels(best, arch);
 }
 

@@ -17,8 +17,10 @@ double bus_bw(const Context& c, Protocol p) {
     if (!c.ll128) return 0.0;
     bus = std::min(bus * (c.nodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0), ch * c.arch.tree_ll128_per_channel[idx]);
   }
-  // Hopper and later fall back to the plain TREE pattern across nodes.
-  if (c.arch.tree_pattern_penalty && c.nodes() > 1) bus *= 0.85;
+  // NCCL takes 15 % off a tree of pattern TREE (tuning.cc). Hopper and later fall back to it
+  // across nodes; with one GPU per node the search sets it on every GPU (search.cc:
+  // "if (ngpus == 1) ... pattern = NCCL_TOPO_PATTERN_TREE").
+  if (c.nodes() > 1 && (c.arch.tree_pattern_penalty || c.ppn() == 1)) bus *= 0.85;
   return bus;
 }
 

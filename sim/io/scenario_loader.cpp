@@ -283,11 +283,23 @@ ClusterSpec load_cluster(const std::string& name, int gpus, const std::vector<st
       throw InputError("--set", std::string(key),
                        "only the cluster's keys (cluster.KEY=VALUE, e.g. cluster.nvlink_domain=36) apply to one "
                        "collective");
-    // Keys a collective's cost never reads: accepted, they would do nothing. (nodes follows --gpus.)
-    static constexpr std::string_view kIdle[] = {
-        "cluster.name",           "cluster.nodes",      "cluster.gpu_hour_price", "cluster.provenance",
-        "cluster.gpu.flops",      "cluster.gpu.memory", "cluster.gpu.efficiency", "cluster.gpu.board_power_w",
-        "cluster.gpu.provenance", "cluster.gpu.name"};
+    // Keys a collective's cost never reads: accepted, they would do nothing. (nodes follows --gpus;
+    // the SMs, HBM bandwidth and launch cost are simulate's, for compute beside a collective and
+    // the host; the host link carries activation offload, not NCCL.)
+    static constexpr std::string_view kIdle[] = {"cluster.name",
+                                                 "cluster.nodes",
+                                                 "cluster.gpu_hour_price",
+                                                 "cluster.provenance",
+                                                 "cluster.gpu.flops",
+                                                 "cluster.gpu.memory",
+                                                 "cluster.gpu.efficiency",
+                                                 "cluster.gpu.board_power_w",
+                                                 "cluster.gpu.provenance",
+                                                 "cluster.gpu.name",
+                                                 "cluster.gpu.sms",
+                                                 "cluster.gpu.memory_bandwidth",
+                                                 "cluster.gpu.kernel_launch",
+                                                 "cluster.host_link"};
     for (const std::string_view idle : kIdle)
       if (key == idle || (key.starts_with(idle) && key.substr(idle.size()).starts_with(".")))
         throw InputError("--set", std::string(key),

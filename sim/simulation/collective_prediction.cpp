@@ -334,6 +334,10 @@ boost::json::value collective_json(const CollectivePrediction& p) {
     o["op"] = to_string(p.op);
     o["cluster"] = p.cluster.name;
     o["gpus"] = p.gpus;
+    // Where the ranks sit, as the table's header says: --gpus 8 fills one node of 8, --gpus 8
+    // --ranks-per-node 1 spans 8 nodes, and the rows differ tenfold.
+    o["nodes"] = p.cluster.nodes;
+    o["ranks_per_node"] = p.gpus / std::max(1, p.cluster.nodes);
     o["size_bytes"] = r.size.count();
     o["count"] = r.count;
     o["time_us"] = t;

@@ -427,3 +427,22 @@ TEST_CASE("an option's prefix is not taken for the option") {
   CHECK(scenario.err.find("unrecognised option '--sc'") != std::string::npos);
   CHECK(dir.run("simulate --scenario korthikanti-22b").status == 0);
 }
+
+// The JSON rows say where the communicator's ranks sit, as the table's header does: 8 GPUs fill
+// one node of a DGX (8 per node), or with --ranks-per-node 1 span 8 nodes; 4 GPUs sit on one
+// node. Without it a DP group across nodes and a TP group inside one gave rows of the same keys.
+TEST_CASE("stepsim collective's JSON rows say how many nodes the ranks span") {
+  const Scratch dir("collective-json-shape");
+  const auto shape = [&](const std::string& args) {
+    const Run r = dir.run("collective allreduce " + args + " --json -");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const boost::json::value rows = boost::json::parse(r.out);
+    const auto& o = rows.as_array().at(0).as_object();
+    return std::pair{o.at("nodes").to_number<long long>(), o.at("ranks_per_node").to_number<long long>()};
+  };
+  CHECK(shape("--gpus 8") == std::pair{1LL, 8LL});
+  CHECK(shape("--gpus 8 --ranks-per-node 1") == std::pair{8LL, 1LL});
+  CHECK(shape("--gpus 4") == std::pair{1LL, 4LL});
+  CHECK(shape("--gpus 64 --ranks-per-node 4") == std::pair{16LL, 4LL});
+}

@@ -176,3 +176,18 @@ TEST_CASE("stepsim collective --set changes the cluster's keys as a cluster file
   CHECK(stepsim::testing::refusal(dir.run("collective allreduce --cluster gb200-nvl72 --set cluster.nvlink_domain=7"),
                          "--set: cluster.nvlink_domain: must be a whole number of nodes of 4 GPUs, got 7") == "");
 }
+
+// The GPU's SM count, HBM bandwidth and launch cost feed simulate (compute beside a collective,
+// the host), the host link carries activation offload: NCCL's model of one collective reads
+// none of them (sim/collectives), so the rows are the same with or without them, and --set
+// refuses them as it refuses the GPU's memory or FLOP rates.
+TEST_CASE("stepsim collective --set refuses the GPU's SMs, HBM bandwidth, launch cost and host link") {
+  const stepsim::testing::Scratch dir("collective-set-idle");
+  for (const char* idle :
+       {"cluster.gpu.sms=10", "cluster.gpu.memory_bandwidth=\"1 TB/s\"", "cluster.gpu.kernel_launch=\"50 us\"",
+        "cluster.host_link.bandwidth=\"1 GB/s\"", "cluster.host_link.gpus_per_link=2"}) {
+    INFO(idle);
+    CHECK(stepsim::testing::refusal(dir.run(std::string("collective allreduce --gpus 16 --set '") + idle + "'"),
+                                    "changes nothing in one collective") == "");
+  }
+}

@@ -157,3 +157,71 @@ TEST_CASE("ring channels across NVLink domains fit each GPU's NVLink as NCCL's s
   check_graph(ring_graph(test::dgx_hopper("dgx-h100-ndr", 16), {128, 16, 8}), 8, 48, 48);
   check_graph(ring_graph(test::dgx_b200(16), {128, 16, 8}), 8, 48, 48);
 }
+
+// Inside one node NCCL's search (search.cc, ncclTopoCompute) does not stop at the first listed
+// speed whose channels fit: unless they fill the link it tries each slower speed while it is
+// above 0.49 of the best graph's, keeping the graph of the larger channels x speed
+// (ncclTopoCompareGraphs), and then duplicates it (ncclTopoDupChannels). By hand, on the
+// Hopper list 60, 50, 40, 30, 24, 20, 15: 8 NVLinks of 20.6 GB/s (164.8) give 2 x 60 = 120,
+// 3 x 50 = 150, 4 x 40 = 160, then 5 x 30, 6 x 24 and 8 x 20 are no larger and 15 is below
+// 0.49 x 40: 4 x 40, doubled (4 channels) to 8 x 20. A Gen5 PCIe link (48) gives 1 x 40, 1 x 30,
+// then 2 x 24 = 48 fills it (24 < 25: not doubled); an A100's Gen4 link (24), on the Ampere list
+// 40, 30, 20, 18, 15, 12: 1 x 20, then 2 x 12 = 24. The presets' links are filled best by their
+// first speed: 18 H100 NVLinks 6 x 60 (12 x 30 doubled), 18 B200 NVLinks 8 x 90, 12 A100 6 x 40.
+TEST_CASE("a node's ring graph has the most channels x speed NCCL's search finds, not its first fit") {
+  ClusterSpec h800 = test::dgx_hopper("h100-8-nvlinks", 1);
+  h800.intra_node.bandwidth = Bandwidth::gbytes_per_s(200);
+  check_graph(ring_graph(h800, {8, 1, 8}), 8, 20, 20);
+  ClusterSpec pcie = test::dgx_hopper("h100-pcie", 1);
+  pcie.intra_node.fabric = IntraFabric::pcie;
+  pcie.intra_node.nvls = false;
+  pcie.intra_node.bandwidth = Bandwidth::gbytes_per_s(64);
+  check_graph(ring_graph(pcie, {8, 1, 8}), 2, 24, 24);
+  ClusterSpec a100_pcie = test::dgx_a100_80g_hdr(1);
+  a100_pcie.intra_node.fabric = IntraFabric::pcie;
+  a100_pcie.intra_node.bandwidth = Bandwidth::gbytes_per_s(32);
+  check_graph(ring_graph(a100_pcie, {8, 1, 8}), 2, 12, 12);
+  check_graph(ring_graph(test::dgx_hopper("dgx-h100-ndr", 1), {8, 1, 8}), 12, 30, 30);
+  check_graph(ring_graph(test::dgx_b200(1), {8, 1, 8}), 16, 45, 45);
+  check_graph(ring_graph(test::dgx_a100_80g_hdr(1), {8, 1, 8}), 12, 20, 20);
+}
+
+// With one GPU of the communicator per node NCCL's search makes the tree's pattern TREE on any
+// GPU (search.cc: "if (ngpus == 1) if (graph->pattern != NCCL_TOPO_PATTERN_RING) graph->pattern
+// = NCCL_TOPO_PATTERN_TREE"), and tuning.cc takes 15 % off a TREE-pattern tree whatever the
+// architecture. 8 A100 nodes, one GPU each: one 24 GB/s channel, Tree Simple bus bandwidth
+// min(0.92 x 24, 17.8) x 0.85 = 15.13, algorithm bandwidth half of it (1 GiB: no size
+// correction). Eight A100 per node keep NCCL's balanced tree: min(0.92 x 8 x 24, 8 x 23.6) / 2.
+TEST_CASE("a tree with one GPU per node is NCCL's TREE pattern on Ampere too") {
+  const ClusterSpec a100 = test::dgx_a100_80g_hdr(16);
+  CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {8, 8, 1}) == Approx(17.8 * 0.85 / 2));
+  CHECK(estimate_algbw(a100, Algorithm::tree, CollOp::allreduce, {16, 2, 8}) == Approx(0.92 * 8 * 24 / 2));
+}
+
+// NCCL's ring plateau (tuning.cc, ncclTopoGetAlgoTime: Simple AllReduce latency x 1.4 across
+// nodes) starts where nBytes / (comm->nChannels * nRanks) reaches 64, comm->nChannels being
+// the graph's channels doubled by ncclTopoPostset (connect.cc): 16 on two DGX H100 (8 x 48).
+// Ring Simple there: 8.4 + 28 x 3.4 + 2 x 14 = 131.6 us of latency and 8 x 48 x 16 / 30 GB/s,
+// so 8 KiB (8192 / 256 = 32) costs 131.64 us and 16 KiB (64) 1.4 x 131.6 + 0.08 = 184.32 us.
+TEST_CASE("the ring plateau starts where NCCL's doubled channel count puts it") {
+  const ClusterSpec h100 = test::dgx_hopper("dgx-h100-ndr", 2);
+  const auto ring_simple = [&](Bytes size) {
+    return collectives::predict(h100, {Algorithm::ring, Protocol::simple}, Request{CollOp::allreduce, size, {16, 2, 8}})
+        .nccl_time.us();
+  };
+  CHECK(ring_simple(Bytes::kib(8)) == Approx(131.6 + 8192 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+  CHECK(ring_simple(Bytes::kib(12)) == Approx(131.6 + 12288 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+  CHECK(ring_simple(Bytes::kib(16)) == Approx(1.4 * 131.6 + 16384 / (8 * 48 * 16 / 30.0 * 1e3)).epsilon(1e-5));
+}
+
+// NCCL's Tree correction (tuning.cc, ncclTopoGetAlgoTime) indexes its table by
+// log2i(nBytes >> 6) and applies it only for an index from 0 to 22: below 64 B the index is
+// log2Down(0) = -1 (bitops.h), so no factor, where the Simple row's first entry is 0.9; from
+// 64 B the table's 0.9 applies, and from 512 MiB (index 23) none again.
+TEST_CASE("NCCL's Tree correction leaves buffers below 64 bytes alone") {
+  CHECK(collectives::tree_correction(Protocol::simple, 32) == 1.0);
+  CHECK(collectives::tree_correction(Protocol::simple, 63) == 1.0);
+  CHECK(collectives::tree_correction(Protocol::simple, 64) == Approx(0.9));
+  CHECK(collectives::tree_correction(Protocol::ll, 1 << 20) == Approx(0.5));
+  CHECK(collectives::tree_correction(Protocol::simple, 536870912.0) == 1.0);
+}
