@@ -133,6 +133,31 @@ TEST_CASE("Llama activations follow the GQA and SwiGLU widths") {
   CHECK(w.layer.activations.count() == replicated + split + 4 * tokens * 4);
 }
 
+// Eager PyTorch runs `w2(F.silu(w1(x)) * w3(x))` (torchtitan's FeedForward and GroupedExperts):
+// silu saves its input and the product both its operands, so silu's output is kept too, one
+// ffn-wide tensor more than a fused SwiGLU keeps. Llama 3 8B at TP 8 with SP, 8,192 tokens:
+// 8,192 · 14,336/8 · 2 bytes. With 8 experts of 14,336, 2 routed a token and one shared expert
+// of the same width at TP 1 and EP 1: 8,192 · 2 routed copies and 8,192 shared rows of 14,336.
+TEST_CASE("an eager SwiGLU keeps silu's output beside the gate and the up projection") {
+  auto sc = st::scenario(st::llama3_8b(), 8, 1);
+  sc.parallel.sequence_parallel = true;
+  const auto layer = [&sc](stepsim::Fusion f, Recompute r = Recompute::none) {
+    sc.training.fusion = f;
+    sc.training.recompute = r;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  constexpr std::int64_t tokens = 8192;
+  CHECK(layer(stepsim::Fusion::eager) - layer(stepsim::Fusion::fused) == tokens * 1792 * 2);
+  // Full recompute keeps the layer's input alone either way.
+  CHECK(layer(stepsim::Fusion::eager, Recompute::full) == layer(stepsim::Fusion::fused, Recompute::full));
+  sc = st::scenario(st::llama3_8b(), 1, 1);
+  sc.model.moe.experts = 8;
+  sc.model.moe.top_k = 2;
+  sc.model.moe.expert_ffn_hidden = 14336;
+  sc.model.moe.shared_experts = 1;
+  CHECK(layer(stepsim::Fusion::eager) - layer(stepsim::Fusion::fused) == (tokens * 2 + tokens) * 14336 * 2);
+}
+
 TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quantized") {
   // The 22B layer at TP 8 with SP and flash attention keeps 34·s·b·h/t bytes in bf16. Transformer
   // Engine's Linear layers keep the inputs they quantized for the weight gradient: the QKV and
