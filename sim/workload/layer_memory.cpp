@@ -97,12 +97,14 @@ double weighted_output(const LayerShape& s) {
 // the probabilities (which keeps that output and the probabilities); the unpermutation then
 // sums the expert outputs unweighted (moe_utils.unpermute without probs: only its index map
 // is saved). Elsewhere the expert outputs are weighted in the combine, which keeps them, top_k
-// copies of each token's hidden state.
+// copies of each token's hidden state, in fp32 under eager torchtitan (weighs_in_fp32).
 double routing_weights(const LayerShape& s) {
   constexpr double fp32 = 4.0;
   const double routed = static_cast<double>(s.routed_tokens() * s.etp);
-  if (!s.weighs_in_experts)
-    return static_cast<double>(s.norm_tokens() * s.top_k * s.hidden) * static_cast<double>(s.act_bytes);
+  if (!s.weighs_in_experts) {
+    const double bytes = s.weighs_in_fp32 ? fp32 : static_cast<double>(s.act_bytes);
+    return static_cast<double>(s.norm_tokens() * s.top_k * s.hidden) * bytes;
+  }
   return routed * fp32 + weighted_output(s);
 }
 

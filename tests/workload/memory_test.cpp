@@ -158,6 +158,31 @@ TEST_CASE("an eager SwiGLU keeps silu's output beside the gate and the up projec
   CHECK(layer(stepsim::Fusion::eager) - layer(stepsim::Fusion::fused) == (tokens * 2 + tokens) * 14336 * 2);
 }
 
+// torchtitan's MoE.forward weighs the routed copies as
+// `(routed_output.to(torch.float32) * top_scores_experts_sorted.reshape(-1, 1)).to(x.dtype)`,
+// and the product saves its fp32 operand for the scores' gradient: top_k copies of each token's
+// hidden state at 4 bytes, where another framework's combine keeps them at 2. A multi-head
+// model (no repeated K/V) under FSDP (no autocast) at TP 1, 8,192 tokens, top 2 of 8 experts:
+// 8,192 · 2 · 4,096 · (4 − 2) bytes more than the same eager layer elsewhere; compiled, the
+// partitioner keeps the bf16 copy.
+TEST_CASE("eager torchtitan keeps the expert outputs it weighs in fp32") {
+  stepsim::ModelSpec m = st::llama3_8b();
+  m.kv_heads = m.heads;
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 14336;
+  auto sc = st::scenario(m, 1, 1);
+  sc.data_parallel.kind = stepsim::DpKind::fsdp;
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto layer = [&sc](stepsim::Framework f) {
+    sc.training.framework = f;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  CHECK(layer(stepsim::Framework::torchtitan) - layer(stepsim::Framework::unspecified) == 8192LL * 2 * 4096 * 2);
+  sc.training.fusion = stepsim::Fusion::fused;
+  CHECK(layer(stepsim::Framework::torchtitan_compile) == layer(stepsim::Framework::unspecified));
+}
+
 TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quantized") {
   // The 22B layer at TP 8 with SP and flash attention keeps 34·s·b·h/t bytes in bf16. Transformer
   // Engine's Linear layers keep the inputs they quantized for the weight gradient: the QKV and
