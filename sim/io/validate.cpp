@@ -627,6 +627,26 @@ void check_torchtitan_amp(const Scenario& s, const Checker& c) {
                      to_string(s.training.precision), traits_of(s.training.framework).name, p.tp, p.pp));
 }
 
+// FSDP2 (fully_shard) keeps each sharded gradient in its sharded parameter's dtype: foreach_reduce
+// casts the ReduceScatter's output back to it (`_to_dtype_if_needed(reduce_output, orig_dtype)`)
+// before it assigns or accumulates `.grad`, and MixedPrecisionPolicy has no setting to keep it
+// lower. PyTorch's FSDP shards are fp32 (the master copy), so their gradients are too; bf16 main
+// gradients are FSDP1's MixedPrecision(keep_low_precision_grads=True) or Megatron-FSDP's
+// (megatron_fsdp_main_grads_dtype).
+void check_fsdp2_main_grad(const Scenario& s, const Checker& c) {
+  const DataParallelSpec& d = s.data_parallel;
+  const bool sharded = d.kind == DpKind::fsdp || d.kind == DpKind::hsdp;
+  if (!sharded || d.fsdp_impl != FsdpImpl::pytorch || d.fsdp_version != 2) return;
+  if (s.training.main_grad == Precision::fp32) return;
+  c.fail(
+      set_among(c, {"/training/main_grad", "/data_parallel/kind", "/data_parallel/fsdp_version", "/training/framework"},
+                "/training/main_grad"),
+      fmt::format("training.main_grad {} under FSDP2 (data_parallel.fsdp_version 2): fully_shard casts each reduced "
+                  "gradient back to its sharded parameter's dtype, fp32 (foreach_reduce), and keeps no lower one; use "
+                  "fp32, or fsdp_version 1 (MixedPrecision's keep_low_precision_grads)",
+                  to_string(s.training.main_grad)));
+}
+
 // The micro-batches per replica a pipeline schedule needs: Megatron's interleaved schedule a
 // multiple of pp (its rounds run pp micro-batches through every chunk), PyTorch's
 // ScheduleInterleaved1F1B a multiple of its max(1, m // pp) rounds, DualPipe an even number,
@@ -1732,6 +1752,7 @@ void complete_and_validate(Scenario& s) {
   // After the refusals of Megatron-Core's features under torchtitan, which say more.
   check_torchtitan_ep(s, c);
   check_torchtitan_amp(s, c);
+  check_fsdp2_main_grad(s, c);
   size_cluster(s.cluster, s.parallel.gpus(), c);
   check_products(s);
   check_variation(s);

@@ -162,24 +162,43 @@ Bytes root_grads_at_peak(const Scenario& s, const StageShape& shape) {
   return Bytes(head * compute_bytes(s));
 }
 
+// Parameters, and of them the Linear layers' weights, of the model's last `count` layers, each
+// at its own size: a stack that mixes dense and MoE layers (Llama 4's alternating ones, a
+// layer_pattern) holds a dense unit beside a MoE one where both are among the last.
+struct LastLayers {
+  long long params = 0;
+  long long linear = 0;
+};
+
+LastLayers last_layers(const workload::ModelWork& w, int layers, long long count) {
+  LastLayers out;
+  for (long long l = std::max(layers - count, 0LL); l < layers; ++l) {
+    out.params += w.block(static_cast<int>(l)).param_count;
+    out.linear += w.block(static_cast<int>(l)).linear_param_count;
+  }
+  return out;
+}
+
 // FSDP's gathered parameters and unsharded gradients on top of the sharded states.
 // SHARD_GRAD_OP keeps every layer of the stage gathered; under a pipeline schedule every
 // backward but the last leaves its units gathered too, and their gradients unreduced until
 // the last. Those are the stage's own layers, each with its own size (DeepSeek-V3's dense
-// first layers beside its MoE layers). Otherwise the peak, at the backward's start, holds the
-// few units the prefetch gathers there: the stage's last layers, a mixture of experts' MoE
-// layers (`layer`).
+// first layers beside its MoE layers). Otherwise (one stage: the whole model) the peak, at the
+// backward's start, holds the few units the prefetch gathers there and the two whose gradients
+// wait for their ReduceScatter: the model's last layers, each at its own size, as the program
+// gathers and reduces them (data_parallel_fsdp.cpp).
 void add_fsdp_units(const Scenario& s, const workload::ModelWork& w, const StageShape& shape, StageMemory& m) {
   const DataParallelSpec& d = s.data_parallel;
   const bool pipelined = s.parallel.pp > 1;
   const bool every_layer = !d.reshard_after_forward || pipelined;
-  const long long units = std::min(gathered_units(d), shape.layers);
-  const long long layers = every_layer ? shape.layer_params : units * w.layer.param_count;
+  const LastLayers gathered = last_layers(w, s.model.layers, std::min(gathered_units(d), shape.layers));
+  const long long layers = every_layer ? shape.layer_params : gathered.params;
   m.params += Bytes((shape.root_params + layers) * compute_bytes(s));
   // FSDP1's gathered FlatParameter is in the compute precision (DataParallelSpec::flat_parameter).
-  const long long linear = every_layer ? shape.layer_linear_params : units * w.layer.linear_param_count;
+  const long long linear = every_layer ? shape.layer_linear_params : gathered.linear;
   if (!d.flat_parameter()) m.params += linear_weight_change(s, linear);
-  const long long waiting = pipelined ? shape.layer_params : std::min(2LL, shape.layers) * w.layer.param_count;
+  const long long waiting =
+      pipelined ? shape.layer_params : last_layers(w, s.model.layers, std::min(2LL, shape.layers)).params;
   m.grads += Bytes(waiting * element_bytes(d.grad_reduce_dtype)) + root_grads_at_peak(s, shape);
 }
 

@@ -62,6 +62,17 @@ long long layer_param_count(const LayerShape& s) {
 
 namespace {
 
+// Eager PyTorch's SwiGLU, silu(gate) * up (torchtitan's FeedForward, `w2(F.silu(w1(x)) * w3(x))`,
+// and its GroupedExperts; Llama's reference code; Megatron's unfused glu): silu saves its input,
+// the gate, and the product saves both its operands, so silu's output is kept beside the gate
+// and the up projection, `rows` of `width` elements. A fused SwiGLU (Transformer Engine's,
+// Megatron's bias_swiglu, torch.compile's) keeps the gate and the up projection alone and
+// recomputes silu in its backward.
+double eager_silu_output(const LayerShape& s, double rows, long long width) {
+  if (!s.eager || !s.llama_style) return 0.0;
+  return rows * static_cast<double>(width) * s.act_bytes;
+}
+
 // The clamped copy of the routed experts' fc1 output (model.swiglu_limit), which the fused
 // activation saves beside the fc1 output the clamps save (fused_bias_geglu.py).
 double clamped_fc1(const LayerShape& s) {
@@ -86,12 +97,14 @@ double weighted_output(const LayerShape& s) {
 // the probabilities (which keeps that output and the probabilities); the unpermutation then
 // sums the expert outputs unweighted (moe_utils.unpermute without probs: only its index map
 // is saved). Elsewhere the expert outputs are weighted in the combine, which keeps them, top_k
-// copies of each token's hidden state.
+// copies of each token's hidden state, in fp32 under eager torchtitan (weighs_in_fp32).
 double routing_weights(const LayerShape& s) {
   constexpr double fp32 = 4.0;
   const double routed = static_cast<double>(s.routed_tokens() * s.etp);
-  if (!s.weighs_in_experts)
-    return static_cast<double>(s.norm_tokens() * s.top_k * s.hidden) * static_cast<double>(s.act_bytes);
+  if (!s.weighs_in_experts) {
+    const double bytes = s.weighs_in_fp32 ? fp32 : static_cast<double>(s.act_bytes);
+    return static_cast<double>(s.norm_tokens() * s.top_k * s.hidden) * bytes;
+  }
   return routed * fp32 + weighted_output(s);
 }
 
@@ -107,10 +120,12 @@ double moe_activations(const LayerShape& s) {
   const double h = static_cast<double>(s.hidden);
   const double experts =
       routed * (h * in + static_cast<double>(s.expert_fc1_out) * ab + static_cast<double>(s.expert_ffn) * in) +
-      clamped_fc1(s);
+      clamped_fc1(s) + eager_silu_output(s, routed, s.expert_ffn);
   const double combine = routing_weights(s);
-  const double shared = static_cast<double>(s.tokens() * s.shared_experts) *
-                        (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in);
+  const double shared_rows = static_cast<double>(s.tokens() * s.shared_experts);
+  const double shared =
+      shared_rows * (static_cast<double>(s.shared_fc1_out) * ab + static_cast<double>(s.shared_ffn) * in) +
+      eager_silu_output(s, shared_rows, s.shared_ffn);
   return n * static_cast<double>(s.experts) * 4.0 + experts + combine + shared;
 }
 
@@ -138,9 +153,13 @@ double selective_savings(const LayerShape& s) {
     saved += tokens * static_cast<double>(s.q_heads * (2 * s.head_dim + s.v_dim)) * ab;
   }
   if (s.recomputes(RecomputeModule::mlp) && !s.moe())
-    saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
-  if (s.recomputes(RecomputeModule::moe_act) && s.moe())
-    saved += static_cast<double>(s.routed_tokens() * s.etp * s.expert_ffn) * in + clamped_fc1(s) + weighted_output(s);
+    saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in) +
+             eager_silu_output(s, tokens, s.ffn);
+  if (s.recomputes(RecomputeModule::moe_act) && s.moe()) {
+    const double routed = static_cast<double>(s.routed_tokens() * s.etp);
+    saved += routed * static_cast<double>(s.expert_ffn) * in + clamped_fc1(s) + weighted_output(s) +
+             eager_silu_output(s, routed, s.expert_ffn);
+  }
   return saved;
 }
 
@@ -196,8 +215,9 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   // The attention keeps its output for its backward; a quantizing projection keeps its own
   // quantized copy besides.
   const double projection_copy = in < ab ? tokens * static_cast<double>(s.q_heads * s.value_dim()) * in : 0.0;
-  const double mlp =
-      s.moe() ? moe_activations(s) : tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in);
+  const double mlp = s.moe() ? moe_activations(s)
+                             : tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in) +
+                                   eager_silu_output(s, tokens, s.ffn);
   // model.qk_norm: Megatron-Core's q_layernorm and k_layernorm (Transformer Engine's RMSNorm,
   // which saves its input made contiguous and the fp32 inverse RMS of each row for its
   // backward): each head's query and key before the norm, copies of their own rather than

@@ -130,6 +130,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.cached_weights = traits_of(sc.training.framework).megatron_core;
   s.weighs_in_experts = traits_of(sc.training.framework).megatron_core;
   s.repeats_kv = traits_of(sc.training.framework).torchtitan_attention && !s.mla();
+  s.weighs_in_fp32 = torchtitan(sc.training.framework) && s.eager;
   s.unfused_loss = sc.training.cross_entropy == CrossEntropy::unfused;
   s.loss = s.eager && !s.unfused_loss ? CrossEntropy::eager : sc.training.cross_entropy;
   s.precision = sc.training.precision;

@@ -60,6 +60,12 @@ struct LayerShape {
   // permutation": TEGroupedMLP's weighted activation) and sums the expert outputs unweighted,
   // so the combine keeps no expert output for the probabilities' gradient.
   bool weighs_in_experts = false;
+  // torchtitan's MoE weighs the routed copies by their scores in fp32,
+  // `(routed_output.to(torch.float32) * top_scores_experts_sorted.reshape(-1, 1)).to(x.dtype)`
+  // (routed_input alike with score_before_experts), and eager autograd's product keeps its fp32
+  // operand: 4 bytes a weighted element. Compiled, the partitioner keeps the bf16 tensor and
+  // recomputes the cast.
+  bool weighs_in_fp32 = false;
   bool unfused_loss = false;  // Megatron's unfused vocab-parallel cross entropy (training.cross_entropy)
   // How the loss runs: training.cross_entropy, eager whenever the element-wise work is.
   CrossEntropy loss = CrossEntropy::fused;

@@ -56,11 +56,28 @@ TEST_CASE("outside Megatron-Core the main gradients and the reduction keep their
   const Scenario s = load(framework_scenario("deepspeed"));
   CHECK(s.training.main_grad == Precision::fp32);
   CHECK(s.data_parallel.grad_reduce_dtype == Precision::bf16);
+  // FSDP1 keeps bf16 gradient shards with MixedPrecision(keep_low_precision_grads=True).
   const Scenario mixed =
-      load(framework_scenario("torchtitan", R"(, "grad_reduce_dtype": "fp32")", R"(, "main_grad": "bf16")"),
+      load(framework_scenario("pytorch", R"(, "grad_reduce_dtype": "fp32")", R"(, "main_grad": "bf16")"),
            {"data_parallel.kind=fsdp"});
   CHECK(mixed.training.main_grad == Precision::bf16);
   CHECK(mixed.data_parallel.grad_reduce_dtype == Precision::fp32);
+}
+
+// FSDP2's foreach_reduce casts each reduced gradient back to its sharded parameter's dtype
+// (`_to_dtype_if_needed(reduce_output, orig_dtype)`) before it assigns `.grad`, and
+// MixedPrecisionPolicy has no setting to keep it lower: the fp32 shard's gradient is fp32.
+TEST_CASE("FSDP2 refuses bf16 main gradients, which fully_shard never keeps") {
+  const std::string fsdp2 = framework_scenario("torchtitan", "", R"(, "main_grad": "bf16")");
+  CHECK(load_error(fsdp2, {"data_parallel.kind=fsdp"}) ==
+        "--set: data_parallel.kind: training.main_grad bf16 under FSDP2 (data_parallel.fsdp_version 2): fully_shard "
+        "casts each reduced gradient back to its sharded parameter's dtype, fp32 (foreach_reduce), and keeps no lower "
+        "one; use fp32, or fsdp_version 1 (MixedPrecision's keep_low_precision_grads)");
+  CHECK(load_error(framework_scenario("torchtitan"), {"data_parallel.kind=fsdp", "training.main_grad=bf16"})
+            .rfind("--set: training.main_grad: training.main_grad bf16 under FSDP2", 0) == 0);
+  CHECK(load_error(framework_scenario("pytorch", "", R"(, "main_grad": "bf16")"),
+                   {"data_parallel.kind=fsdp", "data_parallel.fsdp_version=2"})
+            .rfind("--set: data_parallel.kind: training.main_grad bf16 under FSDP2", 0) == 0);
 }
 
 TEST_CASE("under Megatron-FSDP the main gradients and the reduction keep their own precisions") {

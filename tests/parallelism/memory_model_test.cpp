@@ -485,6 +485,30 @@ TEST_CASE("FSDP gathers each layer of a stage at its own size where dense and Mo
   CHECK(sp::estimate_memory(s, w).stages.front().params.count() == 4 * all / 8 + 2 * all);
 }
 
+// On one stage the activations peak at the backward's start, where FSDP holds gathered the last
+// units the prefetch has issued and the gradients of the last two, each unit at its own size
+// (the program gathers and reduces them so). Dense layers of 0.4M beside MoE layers of 1M, the
+// 0.75M root, 8 ranks, bf16 gathers and gradients:
+// - the last two layers dense: 2 x 0.4M gathered and waiting, not 2 x 1M;
+// - alternating (Llama 4's dense, MoE, dense, MoE): the last two one of each, 1.4M; FSDP1 at an
+//   AllGather limit of 3 holds layers 1 to 3 gathered, 2.4M, and still two gradients, 1.4M.
+TEST_CASE("FSDP holds its last units gathered at their own sizes where dense and MoE layers mix") {
+  auto s = states_scenario(DpKind::fsdp, 8);
+  stepsim::workload::ModelWork w = states_work();
+  w.dense_layer.param_count = 400'000;
+  const auto check = [&](std::vector<bool> dense, long long gathered, long long waiting) {
+    w.dense = std::move(dense);
+    const long long all = 2 * 1'000'000 + 2 * 400'000 + 750'000;
+    const auto m = sp::estimate_memory(s, w).stages.front();
+    CHECK(m.params.count() == 4 * all / 8 + 2 * (750'000 + gathered));
+    CHECK(m.grads.count() == 4 * all / 8 + 2 * waiting + 2 * 250'000);
+  };
+  check({false, false, true, true}, 2 * 400'000, 2 * 400'000);
+  check({true, false, true, false}, 1'400'000, 1'400'000);
+  s.data_parallel.max_inflight_all_gathers = 3;
+  check({true, false, true, false}, 2'400'000, 1'400'000);
+}
+
 // Megatron-FSDP (Megatron-LM 4415119414, megatron/core/distributed/fsdp/), by hand from its
 // rules for the small model above on 8 GPUs in per-tensor FP8 on Blackwell, each layer's 1M
 // parameters 800k Linear weights (FP8 with fp8_param_gather) and 200k others (BF16), the 0.5M

@@ -133,6 +133,56 @@ TEST_CASE("Llama activations follow the GQA and SwiGLU widths") {
   CHECK(w.layer.activations.count() == replicated + split + 4 * tokens * 4);
 }
 
+// Eager PyTorch runs `w2(F.silu(w1(x)) * w3(x))` (torchtitan's FeedForward and GroupedExperts):
+// silu saves its input and the product both its operands, so silu's output is kept too, one
+// ffn-wide tensor more than a fused SwiGLU keeps. Llama 3 8B at TP 8 with SP, 8,192 tokens:
+// 8,192 · 14,336/8 · 2 bytes. With 8 experts of 14,336, 2 routed a token and one shared expert
+// of the same width at TP 1 and EP 1: 8,192 · 2 routed copies and 8,192 shared rows of 14,336.
+TEST_CASE("an eager SwiGLU keeps silu's output beside the gate and the up projection") {
+  auto sc = st::scenario(st::llama3_8b(), 8, 1);
+  sc.parallel.sequence_parallel = true;
+  const auto layer = [&sc](stepsim::Fusion f, Recompute r = Recompute::none) {
+    sc.training.fusion = f;
+    sc.training.recompute = r;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  constexpr std::int64_t tokens = 8192;
+  CHECK(layer(stepsim::Fusion::eager) - layer(stepsim::Fusion::fused) == tokens * 1792 * 2);
+  // Full recompute keeps the layer's input alone either way.
+  CHECK(layer(stepsim::Fusion::eager, Recompute::full) == layer(stepsim::Fusion::fused, Recompute::full));
+  sc = st::scenario(st::llama3_8b(), 1, 1);
+  sc.model.moe.experts = 8;
+  sc.model.moe.top_k = 2;
+  sc.model.moe.expert_ffn_hidden = 14336;
+  sc.model.moe.shared_experts = 1;
+  CHECK(layer(stepsim::Fusion::eager) - layer(stepsim::Fusion::fused) == (tokens * 2 + tokens) * 14336 * 2);
+}
+
+// torchtitan's MoE.forward weighs the routed copies as
+// `(routed_output.to(torch.float32) * top_scores_experts_sorted.reshape(-1, 1)).to(x.dtype)`,
+// and the product saves its fp32 operand for the scores' gradient: top_k copies of each token's
+// hidden state at 4 bytes, where another framework's combine keeps them at 2. A multi-head
+// model (no repeated K/V) under FSDP (no autocast) at TP 1, 8,192 tokens, top 2 of 8 experts:
+// 8,192 · 2 · 4,096 · (4 − 2) bytes more than the same eager layer elsewhere; compiled, the
+// partitioner keeps the bf16 copy.
+TEST_CASE("eager torchtitan keeps the expert outputs it weighs in fp32") {
+  stepsim::ModelSpec m = st::llama3_8b();
+  m.kv_heads = m.heads;
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 14336;
+  auto sc = st::scenario(m, 1, 1);
+  sc.data_parallel.kind = stepsim::DpKind::fsdp;
+  sc.training.fusion = stepsim::Fusion::eager;
+  const auto layer = [&sc](stepsim::Framework f) {
+    sc.training.framework = f;
+    return stepsim::workload::build_work(sc).layer.activations.count();
+  };
+  CHECK(layer(stepsim::Framework::torchtitan) - layer(stepsim::Framework::unspecified) == 8192LL * 2 * 4096 * 2);
+  sc.training.fusion = stepsim::Fusion::fused;
+  CHECK(layer(stepsim::Framework::torchtitan_compile) == layer(stepsim::Framework::unspecified));
+}
+
 TEST_CASE("under Megatron-Core in FP8 the Linear layers keep their inputs quantized") {
   // The 22B layer at TP 8 with SP and flash attention keeps 34·s·b·h/t bytes in bf16. Transformer
   // Engine's Linear layers keep the inputs they quantized for the weight gradient: the QKV and
