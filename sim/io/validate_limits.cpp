@@ -240,7 +240,13 @@ void training_ranges(const Scenario& s, const Limits& l) {
                        t.micro_batch, s.parallel.dp, 8 * t.micro_batch * s.parallel.dp));
   l.integer(t.global_batch, 1, 1LL << 40, "/training/global_batch");
   l.integer(t.activation_offload_layers, 0, 2048, "/training/activation_offload_layers");
-  // Up to the GPU's own memory: more would leave no layout that fits.
+  // Up to the GPU's own memory: more would leave no layout that fits. Said of both keys, since
+  // either may be the one the user set (a small cluster.gpu.memory under the default headroom).
+  if (t.memory_headroom.as_double() > s.cluster.gpu.memory.as_double() && s.cluster.gpu.memory.as_double() > 0)
+    l.fail("/training/memory_headroom",
+           fmt::format("{} is more than the GPU's whole memory (cluster.gpu.memory, {}): lower "
+                       "training.memory_headroom or give the GPU more memory",
+                       format_bytes(t.memory_headroom), format_bytes(s.cluster.gpu.memory)));
   l.quantity(t.memory_headroom.as_double(), 0, s.cluster.gpu.memory.as_double(), Quantity::size, false,
              "/training/memory_headroom");
   if (static_cast<double>(t.micro_batch) * s.parallel.dp > static_cast<double>(t.global_batch))

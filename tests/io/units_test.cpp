@@ -82,6 +82,17 @@ TEST_CASE("a bare number where a unit is needed lists the accepted units") {
         R"(s.json: /cluster/gpu/memory: '80' has no unit (expected e.g. "80 GiB" or "25 MB"))");
 }
 
+// A GPU given less memory than the default 2 GiB headroom: the message names the key the user
+// set as well as the default it collides with.
+TEST_CASE("a GPU smaller than the memory headroom names both keys") {
+  CHECK(error_from([] { io::load_scenario("", {"cluster.gpu.memory=1 GiB"}); }) ==
+        "<default>: /training/memory_headroom: 2 GiB is more than the GPU's whole memory (cluster.gpu.memory, "
+        "1 GiB): lower training.memory_headroom or give the GPU more memory");
+  CHECK(error_from([] {
+          io::load_scenario("", {"training.memory_headroom=81 GiB"});
+        }).find("81 GiB is more than the GPU's whole memory (cluster.gpu.memory, 81559 MiB)") != std::string::npos);
+}
+
 TEST_CASE("a --set number without its unit is shown as it was typed") {
   // JSON reads 2e9 as a number; the message shows the text given, not 2000000000.
   CHECK(error_from([] { io::load_scenario("", {"training.memory_headroom=2e9"}); }) ==
