@@ -187,7 +187,10 @@ constexpr KeyDoc kDocs[] = {
      "NVLink bandwidth per GPU per direction; on a `pcie` fabric the line rate of each GPU's PCIe link, at most its "
      "x16 rate (Gen4 32, Gen5 64, Gen6 128 GB/s)",
      ""},
-    {"cluster.intra_node.latency", "time", "per-hop latency inside a node", "NCCL's hwLat (src/graph/tuning.cc)"},
+    {"cluster.intra_node.latency", "time",
+     "per-hop latency inside a node; on a `pcie` fabric NCCL's PCI hop latency (1 us for LL) scaled by it / 1 us, "
+     "and refused under 1 us",
+     "NCCL's hwLat (src/graph/tuning.cc)"},
     {"cluster.intra_node.nvls", "", "NVLink SHARP (reductions in the NVSwitch)", "`NCCL_NVLS_ENABLE`"},
     {"cluster.inter_node.fabric", "",
      "`infiniband` or `roce` (modelled as InfiniBand: NCCL drives both with its IB verbs transport); `ethernet` "

@@ -383,12 +383,34 @@ void check_pcie_fabric(const ClusterSpec& cl, const Checker& c) {
                      gbps));
 }
 
+// On a "pcie" fabric intra_node.latency scales NCCL's per-hop latencies for PCI (tuning.cc's
+// hwLat row: 1 us LL, 1.9 LL128, 5.7 Simple) by latency / 1 us; an NVLink preset's 0.6 us left
+// in place (a --set of the fabric alone) would cost each PCIe hop at 0.6 of NCCL's. A PCIe hop
+// below NCCL's own figure is refused, naming the fabric's assignment where it came last.
+void check_pcie_latency(const ClusterSpec& cl, const Checker& c) {
+  if (cl.intra_node.fabric != IntraFabric::pcie) return;
+  const double us = cl.intra_node.latency.us();
+  if (us >= 1.0 - 1e-9) return;
+  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
+  const std::string latency_set = c.assignment_of("/cluster/intra_node/latency");
+  const bool fabric_last = fabric_set.size() > latency_set.size() && fabric_set.starts_with(latency_set);
+  const char* limit =
+      "NCCL costs a hop over PCIe at 1 us or more (its PCI hardware latency: 1 us LL, 1.9 LL128, 5.7 Simple), and "
+      "cluster.intra_node.latency scales those on a \"pcie\" fabric";
+  if (fabric_last)
+    c.fail(fabric_set, fmt::format("{}, where cluster.intra_node.latency is {:g} us (an NVLink figure): also set "
+                                   "cluster.intra_node.latency to 1us, or more",
+                                   limit, us));
+  c.fail("/cluster/intra_node/latency", fmt::format("{}, got {:g} us: give 1us, or more", limit, us));
+}
+
 void check_cluster(const ClusterSpec& cl, const Checker& c) {
   // A fabric not simulated is refused first: what it would need of the rest says nothing.
   check_fabrics(cl, c);
   check_nvls(cl, c);
   check_domain(cl, c);
   check_pcie_fabric(cl, c);
+  check_pcie_latency(cl, c);
   // A host link joins GPUs of one node to their CPU (a GB200 tray's two superchips: 2 and 2).
   c.require(cl.gpus_per_node % cl.host_link.gpus_per_link == 0, "/cluster/host_link/gpus_per_link",
             "{} GPUs per link do not divide the node's {} GPUs", cl.host_link.gpus_per_link, cl.gpus_per_node);

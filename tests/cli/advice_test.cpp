@@ -949,7 +949,7 @@ TEST_CASE("The advice's JSON gives null for the step of a change that was not si
 // propose it, where on the default scenario's NVSwitch it does.
 TEST_CASE("The advice does not propose TP communication overlap on a PCIe fabric") {
   const std::vector<std::string> pcie{"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false",
-                                      "cluster.intra_node.bandwidth=32GB/s"};
+                                      "cluster.intra_node.bandwidth=32GB/s", "cluster.intra_node.latency=1us"};
   const auto proposes_overlap = [](const stepsim::Report& r) {
     return std::any_of(r.advice.begin(), r.advice.end(), [](const stepsim::Advice& a) {
       return a.change.find("tensor_parallel.comm_overlap=true") != std::string::npos;

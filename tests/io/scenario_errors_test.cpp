@@ -617,7 +617,8 @@ TEST_CASE("overlap_param_gather without overlap_grad_reduce is refused on loadin
 // the collectives' intra-node tier, has none, and the overlap is refused there.
 TEST_CASE("TP communication overlap is refused on a PCIe fabric, naming the fabric") {
   const std::vector<std::string> pcie{"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false",
-                                      "cluster.intra_node.bandwidth=64GB/s", "parallel.sequence_parallel=true"};
+                                      "cluster.intra_node.bandwidth=64GB/s", "cluster.intra_node.latency=1us",
+                                      "parallel.sequence_parallel=true"};
   CHECK(error_in(scenario(kModel, kCluster, kParallel), pcie) == "no error");
   auto overlap = pcie;
   overlap.push_back("tensor_parallel.comm_overlap=true");

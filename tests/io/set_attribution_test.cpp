@@ -142,7 +142,7 @@ TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's
       "(cluster.intra_node.nvls), whose reductions run in the switch: also set cluster.intra_node.nvls=false";
   CHECK(attributed_error({"cluster.intra_node.fabric=pcie"}) == "--set: " + way_out);
   CHECK(attributed_error({"cluster.intra_node.fabric=pcie", "cluster.intra_node.nvls=false",
-                          "cluster.intra_node.bandwidth=64GB/s"}) == "no error");
+                          "cluster.intra_node.bandwidth=64GB/s", "cluster.intra_node.latency=1us"}) == "no error");
   // The embedded default scenario (Llama-3-8B on dgx-h100-ndr), as `stepsim simulate --set` runs it.
   std::string on_default = "no error";
   try {
@@ -152,7 +152,7 @@ TEST_CASE("a PCIe fabric set into a cluster with NVLink SHARP names the fabric's
   }
   CHECK(on_default == "--set: " + way_out);
   const std::string file = R"({ "model": "gpt-1.3b", "cluster": { "preset": "dgx-h100-ndr",
-    "intra_node": { "fabric": "pcie", "bandwidth": "32 GB/s" } }, "parallel": { "dp": 16 },
+    "intra_node": { "fabric": "pcie", "bandwidth": "32 GB/s", "latency": "1 us" } }, "parallel": { "dp": 16 },
     "training": { "global_batch": 64, "micro_batch": 4 } })";
   CHECK(attributed_error({}, file) ==
         "s.json: /cluster/intra_node/fabric: \"pcie\" has no NVSwitch, and the cluster (dgx-h100-ndr) runs NVLink "
@@ -183,6 +183,7 @@ TEST_CASE("a PCIe fabric faster than the GPU's PCIe x16 link is refused, naming 
         "GB/s: give the link's rate, or the peer-to-peer bandwidth measured on it");
   auto link = pcie;
   link.push_back("cluster.intra_node.bandwidth=64GB/s");
+  link.push_back("cluster.intra_node.latency=1us");
   CHECK(attributed_error(link) == "no error");
   // Ampere's PCIe Gen4 x16 carries half as much; Blackwell's Gen6 twice.
   const std::string a100 = R"({ "model": "gpt-1.3b", "cluster": { "preset": "dgx-a100-80g-hdr",
@@ -193,7 +194,27 @@ TEST_CASE("a PCIe fabric faster than the GPU's PCIe x16 link is refused, naming 
         "links, and the PCIe Gen4 x16 link of each a100-sxm4-80gb GPU carries at most 32 GB/s each way, got 48 "
         "GB/s: give the link's rate, or the peer-to-peer bandwidth measured on it");
   CHECK(attributed_error({"cluster=dgx-b200", "cluster.intra_node.nvls=false", "cluster.intra_node.fabric=pcie",
-                          "cluster.intra_node.bandwidth=128GB/s"}) == "no error");
+                          "cluster.intra_node.bandwidth=128GB/s", "cluster.intra_node.latency=1us"}) == "no error");
+}
+
+// On a PCIe fabric the intra-node latency scales NCCL's PCI hop latencies (tuning.cc's hwLat
+// row, 1 us for LL): the preset's NVLink 0.6 us left in place would cost each PCIe hop at 0.6
+// of NCCL's. The fabric set after it is named, with the way out; a latency given below 1 us is
+// the latency's.
+TEST_CASE("a PCIe fabric with NVLink's hop latency is refused, naming the key that made it so") {
+  const std::vector<std::string> pcie{"cluster.intra_node.nvls=false", "cluster.intra_node.bandwidth=64GB/s",
+                                      "cluster.intra_node.fabric=pcie"};
+  CHECK(attributed_error(pcie) ==
+        "--set: cluster.intra_node.fabric: NCCL costs a hop over PCIe at 1 us or more (its PCI hardware latency: "
+        "1 us LL, 1.9 LL128, 5.7 Simple), and cluster.intra_node.latency scales those on a \"pcie\" fabric, where "
+        "cluster.intra_node.latency is 0.6 us (an NVLink figure): also set cluster.intra_node.latency to 1us, or "
+        "more");
+  auto low = pcie;
+  low.push_back("cluster.intra_node.latency=800ns");
+  CHECK(attributed_error(low).starts_with("--set: cluster.intra_node.latency: NCCL costs a hop over PCIe at 1 us"));
+  auto measured = pcie;
+  measured.push_back("cluster.intra_node.latency=1.5us");
+  CHECK(attributed_error(measured) == "no error");
 }
 
 // The node size a --set gives against the NVLink domain the cluster preset brought: the file

@@ -376,8 +376,12 @@ TEST_CASE("configurations with identical results share one row wherever they ran
 // A PCIe node has no NVLink for Transformer Engine's overlap to copy over: the search does not
 // try it there, and every layout it enumerates loads (validation refuses the overlap on PCIe).
 TEST_CASE("the search does not try TP communication overlap on a PCIe fabric") {
-  const std::vector<std::string> pcie{"model=llama3-70b", "parallel.tp=8", "cluster.intra_node.fabric=pcie",
-                                      "cluster.intra_node.nvls=false", "cluster.intra_node.bandwidth=32GB/s"};
+  const std::vector<std::string> pcie{"model=llama3-70b",
+                                      "parallel.tp=8",
+                                      "cluster.intra_node.fabric=pcie",
+                                      "cluster.intra_node.nvls=false",
+                                      "cluster.intra_node.bandwidth=32GB/s",
+                                      "cluster.intra_node.latency=1us"};
   BestResult result;
   const SweepSpec spec = spec_of(pcie, 64);
   const auto layouts = enumerate_layouts(spec, {}, result);
