@@ -24,6 +24,14 @@ constexpr const char* kScenario = R"({
   "training": { "global_batch": 32 },
 })";
 
+// The first row `stepsim collective ARGS --json -` prints.
+boost::json::object first_collective_row(const Scratch& dir, const std::string& args) {
+  const Run r = dir.run("collective " + args + " --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return boost::json::parse(r.out).as_array().at(0).as_object();
+}
+
 }  // namespace
 
 TEST_CASE("stepsim simulate with no arguments prints the default scenario's report") {
@@ -220,11 +228,7 @@ TEST_CASE("stepsim collective --sweep lists each whole size once") {
 TEST_CASE("stepsim collective runs and prints the sizes and counts nccl-tests runs") {
   const Scratch dir("collective-nccl-tests-sizes");
   const auto row = [&](const std::string& args) {
-    const Run r = dir.run("collective " + args + " --json -");
-    INFO(r.err);
-    REQUIRE(r.status == 0);
-    const boost::json::value rows = boost::json::parse(r.out);
-    const auto& o = rows.as_array().at(0).as_object();
+    const boost::json::object o = first_collective_row(dir, args);
     return std::pair{o.at("size_bytes").to_number<long long>(), o.at("count").to_number<long long>()};
   };
   CHECK(row("allgather --gpus 8 --size 1000B") == std::pair{896LL, 28LL});
@@ -434,11 +438,7 @@ TEST_CASE("an option's prefix is not taken for the option") {
 TEST_CASE("stepsim collective's JSON rows say how many nodes the ranks span") {
   const Scratch dir("collective-json-shape");
   const auto shape = [&](const std::string& args) {
-    const Run r = dir.run("collective allreduce " + args + " --json -");
-    INFO(r.err);
-    REQUIRE(r.status == 0);
-    const boost::json::value rows = boost::json::parse(r.out);
-    const auto& o = rows.as_array().at(0).as_object();
+    const boost::json::object o = first_collective_row(dir, "allreduce " + args);
     return std::pair{o.at("nodes").to_number<long long>(), o.at("ranks_per_node").to_number<long long>()};
   };
   CHECK(shape("--gpus 8") == std::pair{1LL, 8LL});
