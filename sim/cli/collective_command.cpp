@@ -104,11 +104,15 @@ void print_table(const CollectivePrediction& p, std::ostream& out) {
                            100 * relative_error(r.model->time().us(), *r.measured_us));
       out << fmt::format("\n");
     }
+    // NCCL models the collectives it tunes (tuning.cc); its AllToAll and SendRecv are
+    // point-to-point sends it does not model, whose estimate is stepsim's own.
     for (const auto& c : r.all)
       out << fmt::format(
-          "  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} (NCCL's model {:.2f} us; latency {:.1f} us, "
+          "  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} ({} {:.2f} us; latency {:.1f} us, "
           "{} channels)\n",
           "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm), collectives::to_string(c.protocol),
+          c.algorithm == Algorithm::direct ? "stepsim's point-to-point estimate, which NCCL does not model,"
+                                           : "NCCL's model",
           c.nccl_time.us(), c.latency.us(), c.channels);
   }
 }
@@ -136,7 +140,8 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
       "force ll, ll128, simple (default auto), as NCCL_PROTO: not for AllToAll and SendRecv, which NCCL runs point "
       "to point")("json", po::value(&json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
       "verbose,v", po::bool_switch(&o.candidates),
-      "list every candidate pair with its time and NCCL's own estimate, in the order NCCL ranks them")(
+      "list every candidate pair with its time and NCCL's own estimate (stepsim's for AllToAll and SendRecv, "
+      "which NCCL does not model), in the order NCCL ranks them")(
       "calibration", po::value(&o.calibrations)->value_name("FILE")->composing(),
       "measured tables to apply (stepsim calibrate; repeatable)");
   return desc;

@@ -446,3 +446,20 @@ TEST_CASE("stepsim collective's JSON rows say how many nodes the ranks span") {
   CHECK(shape("--gpus 4") == std::pair{1LL, 4LL});
   CHECK(shape("--gpus 64 --ranks-per-node 4") == std::pair{16LL, 4LL});
 }
+
+// NCCL's tuning model covers the collectives it tunes (tuning.cc); its AllToAll and SendRecv
+// are grouped point-to-point sends it has no model for, so -v does not call their estimate
+// NCCL's.
+TEST_CASE("stepsim collective -v names NCCL's model only where NCCL has one") {
+  const Scratch dir("collective-verbose-model");
+  for (const char* op : {"alltoall", "sendrecv"}) {
+    const Run r = dir.run(std::string("collective ") + op + " --size 64MiB -v");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("(stepsim's point-to-point estimate, which NCCL does not model, ") != std::string::npos);
+    CHECK(r.out.find("NCCL's model") == std::string::npos);
+  }
+  const Run all_reduce = dir.run("collective allreduce --size 64MiB -v");
+  REQUIRE(all_reduce.status == 0);
+  CHECK(all_reduce.out.find("candidate ring/simple (NCCL's model ") != std::string::npos);
+}
