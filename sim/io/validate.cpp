@@ -357,6 +357,14 @@ void check_domain(const ClusterSpec& cl, const Checker& c) {
             cl.nvlink_domain, cl.gpus_per_node);
 }
 
+// The --set of the intra-node fabric where it came after what gave `other` (an NVLink cluster
+// preset, most often), so that the fabric is what changed; "" otherwise.
+std::string fabric_set_after(const Checker& c, const char* other) {
+  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
+  const std::string other_set = c.assignment_of(other);
+  return fabric_set.size() > other_set.size() && fabric_set.starts_with(other_set) ? fabric_set : std::string();
+}
+
 // On a "pcie" fabric the intra-node bandwidth is each GPU's PCIe link, which carries no more
 // than the line rate of an x16 link of the GPU's generation. A --set of the fabric given after
 // what gave the bandwidth (an NVLink cluster preset's, most often) is named, with what to set
@@ -366,14 +374,12 @@ void check_pcie_fabric(const ClusterSpec& cl, const Checker& c) {
   const PcieLink link = gpu_pcie_link(cl.gpu.arch);
   const double gbps = cl.intra_node.bandwidth.gbytes_per_s();
   if (gbps <= link.line_gbps * (1 + 1e-9)) return;
-  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
-  const std::string bandwidth_set = c.assignment_of("/cluster/intra_node/bandwidth");
-  const bool fabric_last = fabric_set.size() > bandwidth_set.size() && fabric_set.starts_with(bandwidth_set);
+  const std::string fabric_set = fabric_set_after(c, "/cluster/intra_node/bandwidth");
   const std::string limit = fmt::format(
       "the GPUs of a \"pcie\" fabric reach each other over their PCIe links, and the PCIe Gen{} x16 "
       "link of each {} GPU carries at most {:g} GB/s each way",
       link.generation, cl.gpu.name, link.line_gbps);
-  if (fabric_last)
+  if (!fabric_set.empty())
     c.fail(fabric_set, fmt::format("{}, where cluster.intra_node.bandwidth is {:g} GB/s (an NVLink figure): also set "
                                    "cluster.intra_node.bandwidth to the link's rate, or the peer-to-peer bandwidth "
                                    "measured on it",
@@ -391,13 +397,11 @@ void check_pcie_latency(const ClusterSpec& cl, const Checker& c) {
   if (cl.intra_node.fabric != IntraFabric::pcie) return;
   const double us = cl.intra_node.latency.us();
   if (us >= 1.0 - 1e-9) return;
-  const std::string fabric_set = c.assignment_of("/cluster/intra_node/fabric");
-  const std::string latency_set = c.assignment_of("/cluster/intra_node/latency");
-  const bool fabric_last = fabric_set.size() > latency_set.size() && fabric_set.starts_with(latency_set);
+  const std::string fabric_set = fabric_set_after(c, "/cluster/intra_node/latency");
   const char* limit =
       "NCCL costs a hop over PCIe at 1 us or more (its PCI hardware latency: 1 us LL, 1.9 LL128, 5.7 Simple), and "
       "cluster.intra_node.latency scales those on a \"pcie\" fabric";
-  if (fabric_last)
+  if (!fabric_set.empty())
     c.fail(fabric_set, fmt::format("{}, where cluster.intra_node.latency is {:g} us (an NVLink figure): also set "
                                    "cluster.intra_node.latency to 1us, or more",
                                    limit, us));

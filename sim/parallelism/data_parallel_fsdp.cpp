@@ -51,8 +51,8 @@ int unit_gathered_bytes(const Scenario& s, const GradTensor& t) {
 // Megatron-FSDP (Megatron-Core's megatron_fsdp.py) gathers a unit's buckets and the next
 // unit's in one call, in the forward (its pre-forward hook, prefetch in forward-pass order,
 // cancelled only for the recompute forward) and in the backward (its pre-backward hook, in
-// backward-pass order): FSDP1's forward_prefetch and backward_prefetch pre, which it has no key
-// to change (io refuses the FSDP1 keys). Its prefetch stops at half the communication unit
+// backward-pass order): FSDP1's forward_prefetch and backward_prefetch pre (the default; io
+// refuses the FSDP1 keys with it). Its prefetch stops at half the communication unit
 // (at least 500 M elements) or, with fsdp_double_buffer, at the second unit: one unit ahead.
 bool megatron_fsdp(const Scenario& s) { return s.data_parallel.fsdp_impl == FsdpImpl::megatron; }
 
@@ -193,7 +193,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
       holds_embedding_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, 0)),
       holds_head_(s.parallel.stage < 0 || stage_holds_block(s.parallel, layers_, s.parallel.stage, layers_ + 1)),
       version_(s.data_parallel.fsdp_version),
-      backward_prefetch_(megatron_fsdp(s) ? BackwardPrefetch::pre : s.data_parallel.backward_prefetch),
+      backward_prefetch_(s.data_parallel.backward_prefetch),
       forward_prefetch_(megatron_fsdp(s) || s.data_parallel.forward_prefetch),
       reshard_after_forward_(s.data_parallel.reshard_after_forward),
       max_inflight_(static_cast<std::size_t>(s.data_parallel.max_inflight_all_gathers)),

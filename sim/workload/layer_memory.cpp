@@ -73,6 +73,14 @@ double eager_silu_output(const LayerShape& s, double rows, long long width) {
   return rows * static_cast<double>(width) * s.act_bytes;
 }
 
+// What a dense layer's MLP keeps past its input: fc1's output, fc2's input as fc2 keeps it, and
+// under eager PyTorch silu's output. Megatron's `mlp` recompute drops it with the input.
+double dense_mlp_activations(const LayerShape& s) {
+  const double tokens = static_cast<double>(s.tokens());
+  return tokens * (static_cast<double>(s.fc1_out) * s.act_bytes + static_cast<double>(s.ffn) * s.saved_input_bytes) +
+         eager_silu_output(s, tokens, s.ffn);
+}
+
 // The clamped copy of the routed experts' fc1 output (model.swiglu_limit), which the fused
 // activation saves beside the fc1 output the clamps save (fused_bias_geglu.py).
 double clamped_fc1(const LayerShape& s) {
@@ -152,9 +160,7 @@ double selective_savings(const LayerShape& s) {
     saved += rows * static_cast<double>(s.q_lora + s.kv_lora) * in;
     saved += tokens * static_cast<double>(s.q_heads * (2 * s.head_dim + s.v_dim)) * ab;
   }
-  if (s.recomputes(RecomputeModule::mlp) && !s.moe())
-    saved += rows * h * in + tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in) +
-             eager_silu_output(s, tokens, s.ffn);
+  if (s.recomputes(RecomputeModule::mlp) && !s.moe()) saved += rows * h * in + dense_mlp_activations(s);
   if (s.recomputes(RecomputeModule::moe_act) && s.moe()) {
     const double routed = static_cast<double>(s.routed_tokens() * s.etp);
     saved += routed * static_cast<double>(s.expert_ffn) * in + clamped_fc1(s) + weighted_output(s) +
@@ -215,9 +221,7 @@ Bytes layer_activations(const LayerShape& s, Recompute recompute) {
   // The attention keeps its output for its backward; a quantizing projection keeps its own
   // quantized copy besides.
   const double projection_copy = in < ab ? tokens * static_cast<double>(s.q_heads * s.value_dim()) * in : 0.0;
-  const double mlp = s.moe() ? moe_activations(s)
-                             : tokens * (static_cast<double>(s.fc1_out) * ab + static_cast<double>(s.ffn) * in) +
-                                   eager_silu_output(s, tokens, s.ffn);
+  const double mlp = s.moe() ? moe_activations(s) : dense_mlp_activations(s);
   // model.qk_norm: Megatron-Core's q_layernorm and k_layernorm (Transformer Engine's RMSNorm,
   // which saves its input made contiguous and the fp32 inverse RMS of each row for its
   // backward): each head's query and key before the norm, copies of their own rather than
