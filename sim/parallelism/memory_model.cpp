@@ -471,7 +471,7 @@ std::string does_not_fit(const MemoryReport& m, int stage) {
 }
 
 std::string memory_note(const MemoryEstimate& e) {
-  if (!e.fits()) return does_not_fit(memory_report(e), e.peak_stage().stage);
+  if (!e.fits()) return does_not_fit(memory_report(e), e.stages.size() > 1 ? e.peak_stage().stage : -1);
   const StageMemory& m = e.peak_stage();
   if (m.reserve >= m.reserve_ample) return {};
   return fmt::format(

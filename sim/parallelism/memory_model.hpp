@@ -119,7 +119,7 @@ MemoryReport memory_report(const MemoryEstimate& estimate);
 // sweeps' out-of-memory rows and the advice. A stage of 0 or more is named after the capacity.
 std::string does_not_fit(const MemoryReport& memory, int stage = -1);
 
-// does_not_fit of the stage with the peak, naming the stage; when it fits only with the
+// does_not_fit of the stage with the peak, naming the stage where there are several; when it fits only with the
 // allocator's reserve cut short (press_reserve), that close call; else empty.
 std::string memory_note(const MemoryEstimate& estimate);
 
