@@ -27,10 +27,11 @@ OpMemory::OpMemory(const Scenario& s, const workload::ModelWork& w) : layers_(s.
     if (split) add_weight_pass(l + 1, block, weight_pass_inputs(s, block));  // embedding, head: whole in B
   }
   add_block(0, w.pre, w.pre.activations, Bytes(0));
-  // Multi-token prediction's depths run inside the head's block, whose activations count them:
-  // their ops take no change of their own.
+  // Multi-token prediction's depths run inside the head's block, whose activations count what
+  // they keep; what a depth's recompute makes again is its own change.
   add_block(layers_ + 1, w.post, w.post.activations, Bytes(0));
   add_loss_working(w.post);
+  add_mtp_recompute_working(w.post);
   add_pipeline_chunks(s, w);
 }
 
@@ -89,6 +90,23 @@ void OpMemory::add_weight_pass(int block, const workload::LayerWork& work, Bytes
 
 // The loss's backward buffers: allocated by the head's first backward op, freed once the next
 // op of its backward has consumed the gradient.
+// Each multi-token-prediction depth's recompute (workload::add_mtp): what it makes again from its
+// last recomputed op until the depth's backward ends with its embedding lookup's.
+void OpMemory::add_mtp_recompute_working(const workload::LayerWork& post) {
+  if (post.mtp_recompute_working == Bytes(0)) return;
+  bool held = false;
+  for (std::size_t i = 0; i < post.backward.size(); ++i) {
+    const workload::OpCost& op = post.backward[i];
+    if (op.recomputed && (i + 1 == post.backward.size() || !post.backward[i + 1].recomputed)) {
+      add(layers_ + 1, op, Phase::backward, post.mtp_recompute_working);
+      held = true;
+    } else if (held && op.role == workload::Role::embedding) {
+      add(layers_ + 1, op, Phase::backward, Bytes(0) - post.mtp_recompute_working);
+      held = false;
+    }
+  }
+}
+
 void OpMemory::add_loss_working(const workload::LayerWork& post) {
   if (post.backward.size() < 2 || post.backward_working == Bytes(0)) return;
   add(layers_ + 1, post.backward[0], Phase::backward, post.backward_working);

@@ -188,6 +188,7 @@ class OpMemory {
   void add_attention_buffers(int block, const workload::LayerWork& work, Bytes buffers);
   void add_weight_pass(int block, const workload::LayerWork& work, Bytes kept);
   void add_loss_working(const workload::LayerWork& post);
+  void add_mtp_recompute_working(const workload::LayerWork& post);
   void add_pipeline_chunks(const Scenario& scenario, const workload::ModelWork& work);
 
   int layers_ = 0;

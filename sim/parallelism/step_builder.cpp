@@ -37,7 +37,7 @@ std::string site_label(const OpSite& site, int layers) {
 
 std::string op_name(const OpSite& site, int layers) {
   std::string label = site_label(site, layers);
-  if (site.phase == Phase::recompute) return label + " recompute";
+  if (site.phase == Phase::recompute || site.cost->recomputed) return label + " recompute";
   if (site.cost->pass == workload::Pass::forward) return label + " fwd";
   return label;
 }

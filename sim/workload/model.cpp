@@ -201,37 +201,58 @@ LayerWork build_post(const LayerShape& s, bool holds_output_weight) {
 // in an MoE model), a final norm, and the shared output head and loss. The backward runs the
 // depths last first, before the main head's. The last stage holds the embedding for the lookup
 // unless it also holds the first stage (pp 1).
-void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int depths, bool copies_embedding) {
+//
+// The depth's layer is a TransformerLayer of the model's config, so it recomputes as the model's
+// layers do. Selective recompute re-runs the same modules before the layer's backward. Full
+// recompute checkpoints the projection, the layer and the final norm together
+// (MultiTokenPredictionLayer._checkpointed_forward under recompute_granularity full with the
+// uniform method, one layer a chunk): the head's and the loss's backward run first, then those
+// three forward again, then their backward.
+void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, Recompute recompute, int depths,
+             bool copies_embedding) {
   const long long t = s.tokens();
   const long long rows = s.norm_tokens();
   const long long logits = t * s.vocab;
   const char* norm_name = s.llama_style ? "final rmsnorm" : "final layernorm";
+  const bool full = recompute == Recompute::full;
+  const auto named = [](const std::string& p, OpCost op, bool recomputed) {
+    op.name = p + op.name;
+    op.recomputed = recomputed;
+    return op;
+  };
   std::vector<OpCost> backward;
   for (int d = 0; d < depths; ++d) {
     const std::string p = "mtp" + std::to_string(d) + " ";
-    std::vector<OpCost> head;  // the ops before and after the layer, each with its own backward
+    std::vector<OpCost> head;  // the ops before the layer, each with its own backward
     head.push_back(
         elementwise(p + "embedding", Role::embedding, OpClass::embedding, t * s.hidden, 2.0 * s.act_bytes, 1.0));
     head.push_back(with_norm_operators(
         elementwise(p + "norms", Role::mtp, OpClass::norm, 2 * rows * s.hidden, norm_bytes(s), 8.0), s, 2));
-    head.push_back(gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden / s.tp, 2 * s.hidden, s));
-    std::vector<OpCost> tail;
-    tail.push_back(with_norm_operators(
-        elementwise(p + norm_name, Role::mtp, OpClass::norm, rows * s.hidden, norm_bytes(s), 8.0), s));
+    const OpCost projection =
+        gemm(p + "projection", Role::mtp_projection, Pass::forward, t, s.hidden / s.tp, 2 * s.hidden, s);
+    const OpCost final_norm = with_norm_operators(
+        elementwise(p + norm_name, Role::mtp, OpClass::norm, rows * s.hidden, norm_bytes(s), 8.0), s);
+    std::vector<OpCost> tail;  // the ops after the final norm
     tail.push_back(gemm(p + "lm head", Role::lm_head, Pass::forward, t, s.vocab, s.hidden, s));
     tail.push_back(loss_op(p + "cross entropy", logits, s));
     std::vector<OpCost> depth_backward;
     for (auto it = tail.rbegin(); it != tail.rend(); ++it) append_backward(*it, s, depth_backward);
-    for (OpCost op : layer.backward) {
-      op.name = p + op.name;
-      depth_backward.push_back(std::move(op));
+    if (full) {  // the layer's recompute is its whole forward
+      depth_backward.push_back(named("", projection, true));
+      for (const OpCost& op : layer.recompute) depth_backward.push_back(named(p, op, true));
+      depth_backward.push_back(named("", final_norm, true));
     }
+    append_backward(final_norm, s, depth_backward);
+    if (!full) {
+      for (const OpCost& op : layer.recompute) depth_backward.push_back(named(p, op, true));
+    }
+    for (const OpCost& op : layer.backward) depth_backward.push_back(named(p, op, false));
+    append_backward(projection, s, depth_backward);
     for (auto it = head.rbegin(); it != head.rend(); ++it) append_backward(*it, s, depth_backward);
     for (OpCost& op : head) post.forward.push_back(std::move(op));
-    for (OpCost op : layer.forward) {
-      op.name = p + op.name;
-      post.forward.push_back(std::move(op));
-    }
+    post.forward.push_back(projection);
+    for (const OpCost& op : layer.forward) post.forward.push_back(named(p, op, false));
+    post.forward.push_back(final_norm);
     for (OpCost& op : tail) post.forward.push_back(std::move(op));
     backward.insert(backward.begin(), depth_backward.begin(), depth_backward.end());
   }
@@ -246,16 +267,28 @@ void add_mtp(LayerWork& post, const LayerShape& s, const LayerWork& layer, int d
   post.params = Bytes(post.param_count * s.act_bytes);
   post.expert_param_count += depths * layer.expert_param_count;
   post.linear_param_count += depths * layer.linear_param_count;  // eh_proj runs in BF16 (fp8_linear)
-  // Per depth: the layer's activations, the two norms' inputs and the projection's input
-  // (2h, kept on the rank's rows and gathered again for the weight gradient), the final norm's
-  // input, the shared head's input (the final norm's output, kept as the main head keeps
-  // its own) and what the loss keeps (the fp32 softmax). The depth's layer is not recomputed
-  // (its ops above are the layer's forward and backward, with no recompute pass), so it keeps
-  // what a layer without recompute keeps, whatever the scenario's recompute mode.
   const long long head_input = s.keeps_gathered_inputs() ? t : rows;
-  const double kept = static_cast<double>((5 * rows + head_input) * s.hidden * s.act_bytes) +
-                      static_cast<double>(logits) * loss_memory(s).kept;
-  post.activations += (layer_activations(s, Recompute::none) + Bytes(std::llround(kept))) * depths;
+  const double loss_kept = static_cast<double>(logits) * loss_memory(s).kept;
+  const double element = static_cast<double>(s.hidden * s.act_bytes);
+  // Per depth, kept until its backward: the two norms' inputs, the shared head's input (the final
+  // norm's output, kept as the main head keeps its own) and what the loss keeps (the fp32
+  // softmax); without full recompute also the projection's input (2h, kept on the rank's rows and
+  // gathered again for the weight gradient), the layer's activations as its recompute mode keeps
+  // them and the final norm's input; under full recompute instead the checkpoint's inputs, the two
+  // norms' outputs (2h). What a depth's recompute makes again is held only during its backward
+  // (mtp_recompute_working): under full recompute all the layer keeps without recompute (its
+  // input, the projection's output, among it), the projection's input and the final norm's
+  // input; under selective recompute what the layer keeps without recompute but not with it.
+  const double kept = full ? static_cast<double>(4 * rows + head_input) * element + loss_kept
+                           : static_cast<double>(5 * rows + head_input) * element + loss_kept +
+                                 static_cast<double>(layer.activations.count());
+  post.activations += Bytes(std::llround(kept)) * depths;
+  const Bytes without_recompute = layer_activations(s, Recompute::none);
+  if (full) {
+    post.mtp_recompute_working = without_recompute + Bytes(std::llround(3.0 * static_cast<double>(rows) * element));
+  } else if (!layer.recompute.empty()) {
+    post.mtp_recompute_working = std::max(without_recompute - layer.activations, Bytes(0));
+  }
 }
 
 // Layers of a mixed stack that are dense (none when every layer is alike).
@@ -416,6 +449,13 @@ double recompute_flops(const Scenario& sc, const LayerShape& s, const ModelWork&
     // Per sequence 2·(query-key pairs)·(heads·(qk + v)): s²/2 pairs causal, s·w − w²/2 in a window.
     attention += batch * qk_v * (m.windowed_layer(l) ? 2.0 * seq * window - window * window : seq * seq);
   }
+  // Multi-token prediction's depths recompute in the head's block (add_mtp) what the model's
+  // layer does, their attention over the whole sequence, and under full recompute the projection.
+  for (const OpCost& op : w.post.backward) {
+    if (op.recomputed && op.cls == OpClass::gemm && op.role != Role::attention_core)
+      layer_gemms += routed_expert(op.role) ? op.flops * expert_share : op.flops;
+  }
+  if (recomputes_attention_core(w.layer)) attention += batch * qk_v * seq * seq * m.mtp_layers;
   const double passes = batch / static_cast<double>(sc.training.micro_batch);
   return layer_gemms * sc.parallel.tp * sc.parallel.cp * passes + attention;
 }
@@ -538,7 +578,7 @@ ModelWork build_work(const Scenario& sc) {
   w.pre = build_pre(s);
   // The last stage holds the output weight unless it shares the first stage's embedding.
   w.post = build_post(s, !sc.model.tied_embeddings || pp > 1);
-  if (sc.model.mtp_layers > 0) add_mtp(w.post, s, w.layer, sc.model.mtp_layers, pp > 1);
+  if (sc.model.mtp_layers > 0) add_mtp(w.post, s, w.layer, sc.training.recompute, sc.model.mtp_layers, pp > 1);
   // The most loaded stage: ⌈l/p⌉ layers plus the embedding (and the head when p = 1).
   const long long stage_layers = (sc.model.layers + pp - 1) / pp;
   const long long stage_params =

@@ -104,6 +104,9 @@ struct OpCost {
   // (torchtitan's per-op selective checkpointing keeps reduce_scatter_tensor's output): its
   // ReduceScatter is not issued again.
   bool reduced_output_saved = false;
+  // A forward op re-run inside its block's backward list, before the backward that needs what it
+  // makes (a multi-token-prediction depth's recomputed layer, which runs in the head's block).
+  bool recomputed = false;
 };
 
 struct LayerWork {
@@ -118,6 +121,9 @@ struct LayerWork {
   long long param_count = 0;         // parameters per GPU
   Bytes activations{0};              // activation memory kept per micro-batch (Korthikanti)
   Bytes backward_working{0};         // allocated beside `activations` while its backward runs (the loss's)
+  // The head's block: what each multi-token-prediction depth's recompute makes again, held from its
+  // last recomputed op to its last backward op.
+  Bytes mtp_recompute_working{0};
   Bytes tp_message{0};               // b·s·h elements of the precision: one TP collective's S
   Bytes rope_message{0};             // latent attention's shared rotary key of b·s tokens: its SP AllGather's S
   Bytes kv_block{0};                 // K and V of this rank's b·s/cp tokens: one CP ring step's message

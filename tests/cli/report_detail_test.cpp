@@ -147,6 +147,23 @@ TEST_CASE("HFU counts the recompute as model FLOPs are counted, whatever the att
   }
 }
 
+// The same with one multi-token prediction depth, whose layer recomputes as the others do and
+// whose projection (2h to h, 4h² a token forward) is recomputed with it under full recompute
+// (Megatron-Core's MultiTokenPredictionLayer): model FLOPs add the depth's layer, its projection
+// and the head again, 6·(12h² + 2h² + h·V) + 6·s·h; selective adds the depth's attention core,
+// 2·s·h, full its layer's and projection's forward, 24h² + 2·s·h + 4h².
+TEST_CASE("HFU counts a multi-token prediction depth's recompute as a layer's") {
+  const double h = 6144, l = 48, s = 2048, v = 51200;
+  const double model = 6 * (12 * h * h * (l + 1) + 2 * h * h + 2 * h * v) + 6 * s * h * (l + 1);
+  const auto ratio = [&](const char* recompute) {
+    const auto r = run("korthikanti-22b", {set("model.mtp_layers", "1"), set("training.recompute", recompute)}).report;
+    return r.throughput.hfu / r.throughput.mfu;
+  };
+  CHECK(ratio("selective") == Approx((model + 2 * s * h * (l + 1)) / model).epsilon(1e-9));  // 1.008739
+  CHECK(ratio("full") ==
+        Approx((model + (24 * h * h + 2 * s * h) * (l + 1) + 4 * h * h) / model).epsilon(1e-9));  // 1.324416
+}
+
 TEST_CASE("Energy comes from the preset's board power and cost only from a given price") {
   const auto r = run("default").report;
   CHECK(r.cost.gpu_power_w == 700);

@@ -949,6 +949,14 @@ TEST_CASE("the memory counter frees the head with multi-token prediction once") 
   check_counter_is_model(latent);
   latent.model.moe.a2a_overlap = true;
   check_counter_is_model(latent);
+  // The depth's recompute holds what it makes again from its last recomputed op to the end of
+  // its backward.
+  latent.model.moe.a2a_overlap = false;
+  latent.training.recompute = Recompute::full;
+  check_counter_is_model(latent);
+  latent.training.recompute = Recompute::selective;
+  latent.training.recompute_modules = {stepsim::RecomputeModule::mla_up_proj};
+  check_counter_is_model(latent);
 }
 
 // A zero-bubble B pass leaves the W pass's inputs for each layer as it goes, so the last layer's
@@ -974,6 +982,24 @@ TEST_CASE("a multi-token prediction depth keeps the shared head's input as the m
   CHECK(6 * 2 * sbh / 8 == 18'874'368);
   CHECK(with.post.activations.count() - without.post.activations.count() ==
         with.layer.activations.count() + 18'874'368 + 52'428'800);
+}
+
+// Under full recompute Megatron-Core checkpoints the depth's projection, layer and final norm
+// (MultiTokenPredictionLayer._checkpointed_forward): the depth keeps its two norms' inputs, the
+// checkpoint's two inputs (the norms' outputs), the head's input and the logits: 5 · 2·sbh/8 =
+// 15,728,640 bytes and the same 52,428,800. While its backward runs it holds again what the
+// layer keeps without recompute, the projection's 2h-wide input and the final norm's input:
+// 34·sbh/8 + 4·8·2048 (flash attention's log-sum-exp) + 3 · 2·sbh/8 = 62,980,096 bytes.
+TEST_CASE("a multi-token prediction depth under full recompute keeps the checkpoint's inputs") {
+  stepsim::Scenario s = gpt(2, 1, Schedule::one_f_one_b, 1, 1, Recompute::full);
+  const auto without = stepsim::workload::build_work(s);
+  s.model.mtp_layers = 1;
+  const auto with = stepsim::workload::build_work(s);
+  CHECK(5 * 2 * sbh / 8 == 15'728'640);
+  CHECK(with.post.activations.count() - without.post.activations.count() == 15'728'640 + 52'428'800);
+  CHECK(34 * sbh / 8 + 4 * 8 * 2048 + 3 * 2 * sbh / 8 == 62'980'096);
+  CHECK(with.post.mtp_recompute_working.count() == 62'980'096);
+  check_counter_is_model(s);
 }
 
 namespace {
