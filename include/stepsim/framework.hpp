@@ -96,6 +96,11 @@ bool optimizer_on_parameters(const Scenario& scenario);
 // (docs/model.md, "Autocast").
 bool runs_autocast(const Scenario& scenario);
 
+// HSDP's ranks of the scenario's DP group per shard group (base/framework.cpp says how the
+// default is chosen): of the gradient scenario's (cp folded into dp), the shard group's DP ranks
+// times the cp folded in. Shared by the validation of a scenario and its simulation.
+int hsdp_shard_ranks(const Scenario& scenario);
+
 // Every framework, unspecified first.
 std::span<const FrameworkTraits> frameworks();
 const FrameworkTraits& traits_of(Framework f);

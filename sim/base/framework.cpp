@@ -1,7 +1,9 @@
 // The frameworks' table: each row is how that framework runs a transformer step (docs/model.md).
 #include "stepsim/framework.hpp"
 
+#include <algorithm>
 #include <array>
+#include <numeric>
 
 namespace stepsim {
 namespace {
@@ -130,6 +132,26 @@ bool optimizer_on_parameters(const Scenario& s) {
 bool runs_autocast(const Scenario& s) {
   return optimizer_on_parameters(s) && element_bytes(s.training.precision) < 4 &&
          element_bytes(s.training.main_grad) == 4;
+}
+
+// DP ranks per shard group: data_parallel.shard_group, or the DP ranks of one NVLink domain
+// (the node, or the rack cluster.nvlink_domain joins: FSDP's gathers then stay on NVLink).
+// Ranks are placed TP and CP innermost, so a domain holds domain_gpus / (tp·cp) consecutive DP
+// ranks (at least one: a TP group wider than a domain spreads over several); when that does
+// not divide dp, the largest group inside a domain that does (their greatest common divisor),
+// as the (replicas, shard) device mesh must tile the DP ranks. A group of one shards
+// nothing: each unit's gradient is then all-reduced whole across the replicas.
+//
+// CP ranks hold the same weights, so FSDP shards over them too, over DP × CP, as torchtitan's
+// HSDP does on its flattened dp_shard_cp mesh (replicating over dp_replicate): a shard group of
+// the gradient scenario, whose DP group is the job's DP × CP with each DP rank's CP group
+// consecutive in it, is that many DP ranks' whole CP groups.
+int hsdp_shard_ranks(const Scenario& s) {
+  const int folded = std::max(s.parallel.folded_cp, 1);
+  if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group * folded;
+  const int inner = s.parallel.tp * s.parallel.cp * folded;
+  const int per_domain = std::max(s.cluster.domain_gpus() / inner, 1);
+  return std::gcd(per_domain, std::max(s.parallel.dp / folded, 1)) * folded;
 }
 
 }  // namespace stepsim

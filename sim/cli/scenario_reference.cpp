@@ -396,8 +396,10 @@ constexpr KeyDoc kDocs[] = {
      "`reshard_after_forward`, the prefetch keys, `max_inflight_all_gathers`). Of a mixture of experts, `zero1`, "
      "`zero2` and `fsdp` shard the routed experts' states over the expert-dp group (tp·cp·dp / (ep·etp) ranks), "
      "`fsdp` gathering and reducing them with their layer over that group (torchtitan's experts unit on its "
-     "`dp_shard_mod_ep` mesh); `hsdp` of one is refused as not simulated yet, and `fsdp` under `deepspeed` as "
-     "DeepSpeed refuses it (ZeRO-3 does not train a mixture of experts)",
+     "`dp_shard_mod_ep` mesh), `hsdp` over the expert-dp ranks inside a shard group, their shard all-reduced across "
+     "the shard groups (torchtitan's experts unit on (dp_replicate, dp_shard_mod_ep); ep·etp must divide "
+     "tp·cp·shard_group; refused under Megatron-Core's frameworks as not simulated yet), and `fsdp` under "
+     "`deepspeed` is refused as DeepSpeed refuses it (ZeRO-3 does not train a mixture of experts)",
      "PyTorch DDP; Megatron `--use-distributed-optimizer`; DeepSpeed `zero_optimization.stage` 2; FSDP "
      "FULL_SHARD / HYBRID_SHARD"},
     {"data_parallel.bucket_cap_mb", "MiB",

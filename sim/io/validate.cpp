@@ -1435,11 +1435,28 @@ void check_simulated(const Scenario& s, const Checker& c) {
   }
   const Framework f = s.training.framework;
   if (s.model.moe.experts > 0) {
-    // FSDP shards a mixture of experts' routed experts over the expert-dp group
-    // (data_parallel_fsdp.cpp); HSDP's replication of both groups is not modelled.
-    c.require(s.data_parallel.kind != DpKind::hsdp, "/data_parallel/kind",
-              "HSDP of mixture-of-experts models is not simulated yet (use {})",
-              kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp}));
+    // HSDP shards the routed experts over the expert-dp ranks inside a shard group
+    // (data_parallel_hsdp.cpp), as torchtitan borrows EP from dp_shard·cp (and TP): an expert
+    // block of ep·etp consecutive ranks must lie inside one shard group of tp·cp·shard ranks.
+    if (s.data_parallel.kind == DpKind::hsdp) {
+      // Megatron-Core's hybrid sharding of expert states (its partial expert-dp groups) is its own.
+      c.require(!traits_of(f).megatron_core, "/data_parallel/kind",
+                "HSDP of a mixture of experts under training.framework {} is not simulated yet (torchtitan's and "
+                "PyTorch's are; use {})",
+                traits_of(f).name, kinds_of(f, {DpKind::ddp, DpKind::zero1, DpKind::zero2, DpKind::fsdp}));
+      const long long block = static_cast<long long>(s.parallel.ep) * s.parallel.etp;
+      const int shard = hsdp_shard_ranks(s);
+      const long long span = static_cast<long long>(s.parallel.tp) * s.parallel.cp * shard;
+      c.require(span % block == 0,
+                set_among(c, {"/data_parallel/shard_group", "/data_parallel/kind", "/parallel/ep", "/parallel/etp"},
+                          "/data_parallel/kind"),
+                "HSDP of a mixture of experts needs each expert group inside a shard group: ep·etp ({}) does not "
+                "divide tp·cp·shard_group ({}·{}·{} = {}){}",
+                block, s.parallel.tp, s.parallel.cp, shard, span,
+                s.data_parallel.shard_group > 0 ? ""
+                                                : " (the default shard group: the DP ranks of one NVLink domain; set "
+                                                  "data_parallel.shard_group)");
+    }
     // DeepSpeed's engine asserts "MoE not supported with Stage 3" (runtime/engine.py).
     c.require(f != Framework::deepspeed || s.data_parallel.kind != DpKind::fsdp, "/data_parallel/kind",
               "DeepSpeed's ZeRO-3 does not train mixture-of-experts models (its engine refuses them at stage 3; use "
@@ -1651,19 +1668,21 @@ void resolve_fsdp_version(Scenario& s, const Checker& c) {
 // ParallelDims._validate asserts: expert TP equal to tp or 1; with etp = tp, EP borrows all of
 // cp and part of the FSDP shard dimension (ep % cp == 0, dp_shard·cp % ep == 0); with etp = 1,
 // all of cp and tp too (ep % (cp·tp) == 0, dp_shard·cp·tp % ep == 0). Its DDP replicates over
-// dp_replicate, so dp_shard is 1 there. (HSDP of a mixture of experts is refused apart.)
+// dp_replicate, so dp_shard is 1 there; its HSDP shards over the shard group's DP ranks.
 void check_torchtitan_ep(const Scenario& s, const Checker& c) {
   const Framework f = s.training.framework;
   const ParallelSpec& p = s.parallel;
   if ((f != Framework::torchtitan && f != Framework::torchtitan_compile) || p.ep <= 1) return;
-  if (s.data_parallel.kind != DpKind::ddp && s.data_parallel.kind != DpKind::fsdp) return;
+  const DpKind kind = s.data_parallel.kind;
+  if (kind != DpKind::ddp && kind != DpKind::fsdp && kind != DpKind::hsdp) return;
   const std::string_view name = traits_of(f).name;
   c.require(p.etp == p.tp || p.etp == 1, "/parallel/etp",
             "{} under training.framework {}: torchtitan's expert tensor parallelism is tp ({}) or 1", p.etp, name,
             p.tp);
-  const bool fsdp = s.data_parallel.kind == DpKind::fsdp;
+  const bool fsdp = kind != DpKind::ddp;
+  const int dp_shard = kind == DpKind::hsdp ? hsdp_shard_ranks(s) : kind == DpKind::fsdp ? p.dp : 1;
   const long long borrowed = p.etp == 1 ? static_cast<long long>(p.cp) * p.tp : p.cp;  // the ranks EP takes whole
-  const long long pool = borrowed * (fsdp ? p.dp : 1);
+  const long long pool = borrowed * dp_shard;
   if (p.ep % borrowed == 0 && pool % p.ep == 0) return;
   const std::string whole = p.etp == 1 && p.tp > 1 ? fmt::format("cp·tp ({})", borrowed) : fmt::format("cp ({})", p.cp);
   if (!fsdp)
@@ -1674,8 +1693,9 @@ void check_torchtitan_ep(const Scenario& s, const Checker& c) {
                        p.ep, name, whole));
   c.fail("/parallel/ep",
          fmt::format("{} under training.framework {}: torchtitan takes EP's ranks from all of {} and part of the FSDP "
-                     "shard ranks, dp ({}): ep must be a multiple of {} that divides {} (ParallelDims)",
-                     p.ep, name, whole, p.dp, borrowed, pool));
+                     "shard ranks, {} ({}): ep must be a multiple of {} that divides {} (ParallelDims)",
+                     p.ep, name, whole, kind == DpKind::hsdp ? "the HSDP shard group's DP ranks" : "dp", dp_shard,
+                     borrowed, pool));
 }
 
 // A data-parallel kind the framework does not have (has_dp_kind) is refused, at the key the

@@ -19,8 +19,10 @@ std::vector<RankCommunicator> rank_communicators(const Scenario& s, int rank) {
   if (p.ep > 1) out.push_back({CommKind::ep, "ep", dispatch_group(s, rank)});
   if (p.etp > 1 && !dispatches_over_block(s))
     out.push_back({CommKind::ep, "etp", expert_tp_group(p, rank), RankCommunicator::Use::expert_tp});
-  if (expert_dp_size(s) > 1)
-    out.push_back({CommKind::dp, "dp experts", expert_data_group(p, rank), RankCommunicator::Use::expert_dp});
+  // Under HSDP the routed experts' own group is their shard group; their replicas all-reduce
+  // over the dense replica group.
+  if (expert_shard_ranks(s) > 1)
+    out.push_back({CommKind::dp, "dp experts", expert_shard_group(s, rank), RankCommunicator::Use::expert_dp});
   return out;
 }
 

@@ -100,9 +100,11 @@ std::string hsdp_notes(const Scenario& scenario);
 std::unique_ptr<DataParallel> make_sharded_fsdp(const Scenario& scenario, int shard_ranks);
 std::string sharded_fsdp_notes(const Scenario& scenario, int shard_ranks);
 
-// HSDP's ranks of the scenario's DP group per shard group (data_parallel_hsdp.cpp says how the
-// default is chosen): of gradient_scenario's, the shard group's DP ranks times the cp folded in.
-int hsdp_shard_ranks(const Scenario& scenario);
+// The ranks over which the routed experts' states are sharded: the expert-dp group, or under
+// HSDP its ranks inside the rank's shard group (the expert-dp group spans the replicas too),
+// and the rank's group of them.
+int expert_shard_ranks(const Scenario& scenario);
+RankGroup expert_shard_group(const Scenario& scenario, int rank);
 
 // Divides an optimizer step's work by `shards` (each rank updates 1/shards of it).
 workload::OpCost sharded_optimizer(const workload::OpCost& whole, int shards);

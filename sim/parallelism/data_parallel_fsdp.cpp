@@ -141,12 +141,13 @@ class Fsdp final : public DataParallel {
   void free(int unit, OpIndex last);
   void reduce(StepBuilder& b, int unit, OpIndex last);
   OpIndex reduce_scatter(StepBuilder& b, const Unit& u, const Part& part, bool experts, OpIndex last);
+  OpIndex reduce_experts(StepBuilder& b, const Unit& u, OpIndex last);
   void reduce_chunk(StepBuilder& b);
 
   std::vector<Unit> units_;
   int layers_;
   int shard_ranks_;
-  int expert_ranks_;             // the expert-dp group's ranks, over which the routed experts are sharded
+  int expert_ranks_;             // the routed experts' shard group's ranks (expert_shard_ranks)
   long long dense_params_ = 0;   // this stage's parameters outside the routed experts
   long long expert_params_ = 0;  // and inside them
   bool replicate_;  // HSDP: all-reduce gradient shards across shard groups
@@ -186,7 +187,7 @@ Fsdp::Fsdp(const Scenario& s, int shard_ranks)
     : units_(fsdp_units(s)),
       layers_(s.model.layers),
       shard_ranks_(shard_ranks),
-      expert_ranks_(expert_dp_size(s)),
+      expert_ranks_(expert_shard_ranks(s)),
       replicate_(shard_ranks < s.parallel.dp),
       grad_bytes_(compute_bytes(s)),
       pipelined_(s.parallel.pp > 1),
@@ -368,9 +369,10 @@ void Fsdp::free(int unit, OpIndex last) {
 // produced every expert gradient, while the rest of the layer's backward (the permutation's,
 // the router's, the attention's) still runs. So without a pipeline the experts' ReduceScatter
 // is issued after the experts' last backward op (fc1's weight gradient and its casts), at the
-// first backward op of another role, and the rest of the layer's at its end.
+// first backward op of another role, and the rest of the layer's at its end. Under HSDP the
+// same hook all-reduces the experts' shard across the replicas.
 void Fsdp::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
-  if (pipelined_ || expert_ranks_ <= 1) return;
+  if (pipelined_ || (expert_ranks_ <= 1 && !replicate_)) return;
   const int unit = unit_of(site.block);
   if (unit == 0 || units_[static_cast<std::size_t>(unit)].experts.elements == 0) return;
   const workload::Role role = site.cost->role == workload::Role::fp8_cast ? site.cost->cast_of : site.cost->role;
@@ -385,24 +387,33 @@ void Fsdp::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   }
   if (experts_unit_ != unit) return;
   experts_unit_ = -1;
-  const Unit& u = units_[static_cast<std::size_t>(unit)];
-  reduce_scatter(b, u, u.experts, true, experts_done_);
+  reduce_experts(b, units_[static_cast<std::size_t>(unit)], experts_done_);
   experts_reduced_[static_cast<std::size_t>(unit)] = true;
 }
 
 // HSDP all-reduces the shard across the replicas; a shard group of one has no
 // ReduceScatter and all-reduces the whole gradient. A mixture-of-experts layer's routed experts
-// are reduce-scattered over the expert-dp group first: mid-layer where after_backward_op has
-// done it, else here (under a pipeline schedule, or where the experts' ops end the layer).
+// are reduced first: mid-layer where after_backward_op has done it, else here (under a pipeline
+// schedule, or where the experts' ops end the layer).
 void Fsdp::reduce(StepBuilder& b, int unit, OpIndex last) {
   const Unit& u = units_[static_cast<std::size_t>(unit)];
   if (experts_unit_ == unit) experts_unit_ = -1;  // the layer's backward ended with its experts'
-  if (expert_ranks_ > 1 && u.experts.elements > 0 && !experts_reduced_[static_cast<std::size_t>(unit)])
-    last = reduce_scatter(b, u, u.experts, true, last);
+  if (u.experts.elements > 0 && !experts_reduced_[static_cast<std::size_t>(unit)]) last = reduce_experts(b, u, last);
   if (shard_ranks_ > 1) last = reduce_scatter(b, u, u.dense, false, last);
   if (!replicate_) return;
   last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.dense.grads / shard_ranks_,
                                   fmt::format("{} shard", u.label), {last});
+}
+
+// The routed experts' gradients: reduce-scattered over their shard group, and under HSDP their
+// shard all-reduced across the replicas (the dense replica group: the ranks at one place of
+// every shard group hold the same experts).
+OpIndex Fsdp::reduce_experts(StepBuilder& b, const Unit& u, OpIndex last) {
+  if (expert_ranks_ > 1) last = reduce_scatter(b, u, u.experts, true, last);
+  if (!replicate_) return last;
+  last_all_reduce_ = b.collective(CommKind::dp, CollOp::allreduce, u.experts.grads / expert_ranks_,
+                                  fmt::format("{} experts shard", u.label), {last});
+  return *last_all_reduce_;
 }
 
 OpIndex Fsdp::reduce_scatter(StepBuilder& b, const Unit& u, const Part& part, bool experts, OpIndex last) {
@@ -457,14 +468,17 @@ std::string sharded_fsdp_notes(const Scenario& s, int shard_ranks) {
   const Bytes experts = largest != nullptr ? largest->experts.params : Bytes(0);
   long long expert_elements = 0;
   for (const Unit& u : units) expert_elements += u.experts.elements;
-  const int expert_ranks = expert_dp_size(s);
+  const int expert_ranks = expert_shard_ranks(s);
+  const bool hybrid = s.data_parallel.kind == DpKind::hsdp;
   const std::string expert_note =
       expert_elements == 0 ? std::string()
-      : expert_ranks > 1   ? fmt::format(
-                                 " (of which the routed experts' {} over the {} ranks of the expert-dp group, as a unit "
-                                   "nested in the layer's)",
-                                 format_size(experts), expert_ranks)
-                         : std::string(" (the routed experts held whole: an expert-dp group of one)");
+      : expert_ranks > 1
+          ? fmt::format(
+                " (of which the routed experts' {} over the {} ranks of the expert-dp group{}, as a unit "
+                "nested in the layer's)",
+                format_size(experts), expert_ranks, hybrid ? " inside the shard group" : "")
+          : fmt::format(" (the routed experts held whole: {})",
+                        hybrid ? "one expert-dp rank in the shard group" : "an expert-dp group of one");
   const std::string adam = expert_elements == 0
                                ? fmt::format("Adam on 1/{} of the parameters", shard_ranks)
                                : fmt::format(

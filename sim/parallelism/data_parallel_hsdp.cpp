@@ -9,28 +9,33 @@
 #include <fmt/format.h>
 
 #include "parallelism/data_parallel.hpp"
+#include "parallelism/grad_buckets.hpp"
 #include "parallelism/mesh.hpp"
 
 namespace stepsim::parallelism {
 
-// DP ranks per shard group: data_parallel.shard_group, or the DP ranks of one NVLink domain
-// (the node, or the rack cluster.nvlink_domain joins: FSDP's gathers then stay on NVLink).
-// Ranks are placed TP and CP innermost, so a domain holds domain_gpus / (tp·cp) consecutive DP
-// ranks (at least one: a TP group wider than a domain spreads over several); when that does
-// not divide dp, the largest group inside a domain that does (their greatest common divisor),
-// as the (replicas, shard) device mesh must tile the DP ranks. A group of one shards
-// nothing: each unit's gradient is then all-reduced whole across the replicas.
-//
-// CP ranks hold the same weights, so FSDP shards over them too, over DP × CP, as torchtitan's
-// HSDP does on its flattened dp_shard_cp mesh (replicating over dp_replicate): a shard group of
-// the gradient scenario, whose DP group is the job's DP × CP with each DP rank's CP group
-// consecutive in it, is that many DP ranks' whole CP groups.
-int hsdp_shard_ranks(const Scenario& s) {
-  const int folded = std::max(s.parallel.folded_cp, 1);
-  if (s.data_parallel.shard_group > 0) return s.data_parallel.shard_group * folded;
-  const int inner = s.parallel.tp * s.parallel.cp * folded;
-  const int per_domain = std::max(s.cluster.domain_gpus() / inner, 1);
-  return std::gcd(per_domain, std::max(s.parallel.dp / folded, 1)) * folded;
+// A mixture of experts under HSDP (torchtitan's fully_shard of moe.experts on its
+// (dp_replicate, dp_shard_mod_ep) mesh): EP borrows ranks inside a shard group, so the routed
+// experts are sharded over the expert-dp ranks of the shard group and replicated across the
+// shard groups, whose ranks at one place hold the same experts: the replica group is the dense
+// one. io/validate.cpp refuses an expert block (ep·etp ranks) that does not tile a shard group.
+int expert_shard_ranks(const Scenario& s) {
+  const int edp = expert_dp_size(s);
+  if (s.data_parallel.kind != DpKind::hsdp || s.model.moe.experts == 0) return edp;
+  return std::max(edp / std::max(s.parallel.dp / hsdp_shard_ranks(s), 1), 1);
+}
+
+// The expert-dp group cut to the rank's shard group: a shard group is tp·cp·(its DP ranks)
+// consecutive ranks of the stage, which whole blocks of ep·etp ranks tile.
+RankGroup expert_shard_group(const Scenario& s, int rank) {
+  const RankGroup all = expert_data_group(s.parallel, rank);
+  if (s.data_parallel.kind != DpKind::hsdp || s.model.moe.experts == 0) return all;
+  const int span = expert_shard_ranks(s) * std::max(s.parallel.ep, 1) * std::max(s.parallel.etp, 1);
+  const int block = s.parallel.ep * s.parallel.etp;
+  const int stage = s.parallel.tp * s.parallel.cp * s.parallel.dp;
+  const int base = rank - rank % stage;
+  const int shard_base = base + (rank % stage) / span * span;
+  return {shard_base + (rank - shard_base) % block, block, span / block};
 }
 
 std::unique_ptr<DataParallel> make_hsdp(const Scenario& scenario) {

@@ -300,13 +300,17 @@ Bytes zero2_buckets(const Scenario& s, int stage, int grad_bytes) {
   return Bytes(held * grad_bytes);
 }
 
-// The scenario as the routed experts' states see it: data parallelism over the expert-dp
-// group (tp·cp·dp / ep ranks).
-Scenario expert_scenario(const Scenario& s) {
+// How the routed experts' states are sharded: as the kind shards data parallelism over the
+// expert-dp group (tp·cp·dp / (ep·etp) ranks), under HSDP over its ranks inside a shard group.
+Sharding expert_sharding(const Scenario& s) {
+  if (s.data_parallel.kind == DpKind::hsdp) {
+    const int shard = expert_shard_ranks(s);
+    return {shard, shard, shard};
+  }
   Scenario out = gradient_scenario(s);
   out.parallel.dp = expert_dp_size(s);
   out.parallel.tp = 1;
-  return out;
+  return state_sharding(out);
 }
 
 // The CUDA context (about 0.5 GiB with CUDA's lazy module loading) and, per NCCL communicator
@@ -331,7 +335,7 @@ StageMemory stage_memory(const Scenario& s, const workload::ModelWork& w, int st
   // Routed experts' states are sharded over their own expert-dp group.
   const long long experts = shape.expert_params;
   const long long dense = m.param_count - experts;
-  const Sharding expert_shards = state_sharding(expert_scenario(s));
+  const Sharding expert_shards = expert_sharding(s);
   m.params = sharded(dense, bytes.params, shards.params) + sharded(experts, bytes.params, expert_shards.params);
   m.grads = sharded(dense, bytes.grads, shards.grads) + sharded(experts, bytes.grads, expert_shards.grads);
   m.optimizer =

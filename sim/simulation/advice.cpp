@@ -120,13 +120,13 @@ std::string fsdp_cause(const Scenario& s) {
         "Megatron-FSDP's parameter AllGathers and gradient ReduceScatters are exposed: its double buffer holds two "
         "layers, so it gathers one layer ahead and no further, {}",
         bandwidth);
-  // HSDP of a mixture of experts is not simulated (io/validate.cpp): not offered there.
   if (d.fsdp_version == 2)
     return fmt::format(
         "FSDP2's parameter AllGathers and gradient ReduceScatters are exposed: fully_shard gathers one unit ahead "
         "in each pass by itself, with no key to gather further ahead, {}; keeping the gathered parameters from the "
-        "forward to the backward (reshard_after_forward false){} is what hides or shrinks it",
-        bandwidth, s.model.moe.experts == 0 ? " or sharding inside an NVLink domain (kind hsdp)" : "");
+        "forward to the backward (reshard_after_forward false) or sharding inside an NVLink domain (kind hsdp) is "
+        "what hides or shrinks it",
+        bandwidth);
   return fmt::format(
       "FSDP's parameter AllGathers and gradient ReduceScatters are exposed: the prefetch depth (backward_prefetch, "
       "forward_prefetch, in-flight AllGathers) does not gather far enough ahead of the compute, {}",
@@ -137,7 +137,7 @@ std::string fsdp_cause(const Scenario& s) {
 // the replicas after its ReduceScatter, the root's (embedding, LM head) last, after the whole
 // backward.
 std::string hsdp_cause(const Scenario& s) {
-  const int shard = parallelism::hsdp_shard_ranks(s);
+  const int shard = stepsim::hsdp_shard_ranks(s);
   return fmt::format(
       "data-parallel gradient reduction is exposed: under HSDP each FSDP unit's gradient shard is all-reduced "
       "across the {} replicas of the shard group after its ReduceScatter, and the last, the root's (embedding, "
@@ -255,7 +255,7 @@ void add_data_parallel(const Scenario& s, std::vector<Candidate>& out) {
     }
     if (d.reshard_after_forward && !megatron_fsdp && !zero3)
       out.push_back({{set("data_parallel.reshard_after_forward", "false")}, "keep gathered parameters (more memory)"});
-    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus() && s.model.moe.experts == 0)
+    if (d.kind == DpKind::fsdp && s.parallel.dp > s.cluster.domain_gpus())
       add_kind_switch(out, s, DpKind::hsdp, "shard inside an NVLink domain, all-reduce across domains");
   }
   if (d.grad_reduce_dtype == Precision::fp32) {

@@ -126,10 +126,10 @@ TEST_CASE("DeepSpeed's ZeRO-3 takes none of PyTorch FSDP's keys") {
                         "data_parallel.bucket_parameters=100000000"}) == "no error");
 }
 
-// A refusal's hint offers only kinds the framework has: torchtitan has no ZeRO-1 or ZeRO-2, so
-// an HSDP mixture of experts is told to use ddp or fsdp there, and ddp, zero1, zero2 or fsdp
-// under Megatron-Core. FSDP of a mixture of experts runs, but under DeepSpeed, whose engine
-// asserts "MoE not supported with Stage 3" (deepspeed/runtime/engine.py).
+// A refusal's hint offers only kinds the framework has: an HSDP mixture of experts under
+// Megatron-Core is told to use ddp, zero1, zero2 or fsdp. FSDP of a mixture of experts runs, but
+// under DeepSpeed, whose engine asserts "MoE not supported with Stage 3"
+// (deepspeed/runtime/engine.py).
 TEST_CASE("the hint of an HSDP refusal names only the kinds the framework has") {
   const std::vector<std::string> moe = {"model=mixtral-8x7b", "parallel.ep=8"};
   auto with = [&](const char* framework, const char* kind) {
@@ -138,13 +138,23 @@ TEST_CASE("the hint of an HSDP refusal names only the kinds the framework has") 
     sets.push_back(std::string("data_parallel.kind=") + kind);
     return sharding_error(sets);
   };
-  CHECK(with("torchtitan", "hsdp") ==
-        "--set: data_parallel.kind: HSDP of mixture-of-experts models is not simulated yet (use ddp or fsdp)");
+  // torchtitan's HSDP shards the routed experts inside its shard groups; Megatron-Core's is not
+  // simulated.
+  CHECK(with("torchtitan", "hsdp") == "no error");
   CHECK(with("megatron", "hsdp") ==
-        "--set: data_parallel.kind: HSDP of mixture-of-experts models is not simulated yet (use ddp, zero1, zero2 "
-        "or fsdp)");
+        "--set: data_parallel.kind: HSDP of a mixture of experts under training.framework megatron is not simulated "
+        "yet (torchtitan's and PyTorch's are; use ddp, zero1, zero2 or fsdp)");
   CHECK(with("torchtitan", "fsdp") == "no error");
   CHECK(with("megatron", "fsdp") == "no error");
+  // 64 DP ranks at tp 1: the default shard group is a node's 8 DP ranks, which an EP group of 8
+  // fills; one of 4 ranks cannot hold it, nor can an EP group of 16 be borrowed from 8.
+  std::vector<std::string> four = moe;
+  four.insert(four.end(), {"training.framework=torchtitan", "data_parallel.kind=hsdp", "data_parallel.shard_group=4"});
+  CHECK(sharding_error(four) ==
+        "--set: data_parallel.shard_group: HSDP of a mixture of experts needs each expert group inside a shard "
+        "group: ep·etp (8) does not divide tp·cp·shard_group (1·1·4 = 4)");
+  four.back() = "data_parallel.shard_group=8";
+  CHECK(sharding_error(four) == "no error");
   CHECK(with("deepspeed", "fsdp") ==
         "--set: data_parallel.kind: DeepSpeed's ZeRO-3 does not train mixture-of-experts models (its engine refuses "
         "them at stage 3; use ddp, zero1 or zero2)");

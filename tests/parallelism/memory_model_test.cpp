@@ -9,6 +9,7 @@
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
+#include "stepsim/framework.hpp"
 #include "support.hpp"
 #include "workload/work.hpp"
 
@@ -429,9 +430,9 @@ TEST_CASE("HSDP's default shard group divides dp and the memory model shards ove
   auto tp2 = s;
   tp2.parallel.tp = 2;
   tp2.cluster.nodes = 2;
-  CHECK(sp::hsdp_shard_ranks(tp2) == 2);
+  CHECK(stepsim::hsdp_shard_ranks(tp2) == 2);
   CHECK(sp::state_sharding(tp2).optimizer == 2);
-  CHECK(sp::hsdp_shard_ranks(states_scenario(DpKind::hsdp, 32)) == 8);
+  CHECK(stepsim::hsdp_shard_ranks(states_scenario(DpKind::hsdp, 32)) == 8);
 }
 
 // ZeRO-2's buckets are Megatron's: with dp 64 of 6.4e7 parameters. Of the small GPT with 8

@@ -9,7 +9,9 @@
 
 #include "engine/engine.hpp"
 #include "parallelism/data_parallel.hpp"
+#include "parallelism/memory_model.hpp"
 #include "parallelism/program_builder.hpp"
+#include "stepsim/framework.hpp"
 #include "support.hpp"
 #include "workload/work.hpp"
 
@@ -309,7 +311,7 @@ TEST_CASE("HSDP with one DP rank per node all-reduces whole units and gathers no
   s.parallel.tp = 8;
   s.cluster.nodes = 2;
   s.data_parallel.kind = DpKind::hsdp;
-  CHECK(sp::hsdp_shard_ranks(s) == 1);
+  CHECK(stepsim::hsdp_shard_ranks(s) == 1);
   const Program p = build(s);
   CHECK(spt::collectives_of(p, CommKind::fsdp).empty());
   REQUIRE(std::count_if(p.groups.begin(), p.groups.end(), [](const auto& g) { return g.kind == CommKind::dp; }) == 1);
@@ -430,6 +432,55 @@ TEST_CASE("FSDP's optimizer step of a mixture of experts covers 1/dp of the rest
   REQUIRE(work.optimizer_params == 109'611'008);
   const double share = (rest / 8 + experts / 2) / (rest + experts);
   CHECK(p.work.at(op(p, at(p, "optimizer step")).name).flops == Approx(work.optimizer.flops * share));
+}
+
+// torchtitan's HSDP of a mixture of experts: 16 DP ranks on two 8-GPU nodes, shard groups of
+// one node's 8, EP 4. The routed experts are sharded over the expert-dp ranks inside a shard
+// group, 16 / 4 / 2 replicas = 2 of them (rank 0 and rank 4, which hold the same experts), and
+// their gradient shard is all-reduced across the replicas with the rest's: ranks 0 and 8. Each
+// rank holds 2 experts of 2 · 1,024 · 4,096 weights a layer, 16,777,216 parameters, and
+// 4,210,688 others (as above): the experts' shard reduced in fp32 is 16,777,216 · 4 / 2 =
+// 33,554,432 bytes, the rest's 4,210,688 · 4 / 8 = 2,105,344.
+TEST_CASE("HSDP of a mixture of experts shards the experts inside a shard group and all-reduces them across") {
+  Scenario s = spt::small_scenario(1, 16, 1);
+  s.model.moe = {8, 2, 4096};
+  s.parallel.ep = 4;
+  s.training.framework = stepsim::Framework::torchtitan;
+  s.data_parallel.kind = DpKind::hsdp;
+  s.data_parallel.fsdp_version = 2;
+  s.data_parallel.grad_reduce_dtype = Precision::fp32;
+  REQUIRE(stepsim::hsdp_shard_ranks(s) == 8);
+  CHECK(sp::expert_shard_ranks(s) == 2);
+  CHECK(sp::expert_shard_group(s, 13) == sp::RankGroup{9, 4, 2});  // [9, 13] in the second node
+  const spt::FixedCosts costs;
+  const auto work = stepsim::workload::build_work(s);
+  const Program p = sp::build_program(s, work, costs);
+  constexpr long long experts = 16'777'216;
+  constexpr long long rest = 4'210'688;
+  const auto group = [&](long i) { return p.groups[static_cast<std::size_t>(call(p, i).group)]; };
+  const long gather = starting(p, "AllGather fsdp experts L0 forward");
+  CHECK(call(p, gather).size == Bytes(experts * 2));
+  CHECK(group(gather).ranks == "[0, 4]");
+  CHECK(group(starting(p, "AllGather fsdp L0 forward")).ranks == "[0, 1, 2, 3, 4, 5, 6, 7]");
+  const long expert_rs = starting(p, "ReduceScatter fsdp experts L0,");
+  const long expert_ar = starting(p, "AllReduce dp L0 experts shard");
+  CHECK(call(p, expert_rs).size == Bytes(experts * 4));
+  CHECK(call(p, expert_ar).size == Bytes(33'554'432));
+  CHECK(group(expert_ar).ranks == "[0, 8]");
+  CHECK(waits_on(p, expert_ar, expert_rs));
+  // Both from the experts' own post-backward hook, while the router's backward still runs.
+  CHECK(expert_ar < at(p, "L0 router dgrad"));
+  const long dense_ar = starting(p, "AllReduce dp L0 shard");
+  CHECK(call(p, dense_ar).size == Bytes(2'105'344));
+  CHECK(group(dense_ar).ranks == "[0, 8]");
+  // Adam over 1/8 of the rest and 1/2 of the experts (the model of the test above).
+  const double all_experts = 2.0 * experts;
+  const double all_rest = 2.0 * rest + 2.0 * 32'768'000 + 2048 * 1024 + 2048;
+  const double share = (all_rest / 8 + all_experts / 2) / (all_rest + all_experts);
+  CHECK(p.work.at(op(p, at(p, "optimizer step")).name).flops == Approx(work.optimizer.flops * share));
+  // The memory model shards the experts' states as the program does: Adam's two fp32 moments.
+  const auto memory = sp::estimate_memory(s, work).stages.front();
+  CHECK(memory.optimizer == Bytes(static_cast<long long>(8 * (all_rest / 8 + all_experts / 2))));
 }
 
 TEST_CASE("under DeepSpeed the FSDP notes say that ZeRO-3 is simulated with FSDP's layer units") {
