@@ -136,23 +136,31 @@ std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
   return nodes;
 }
 
-SpineShare Fabric::spine_share(std::span<const int> nodes) const {
+std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int> nodes) const {
   const auto n = static_cast<double>(nodes.size());
   if (nodes.size() < 2) return {};
-  int changes = 0;  // around the ring: the last node sends to the first
+  // Per leaf: the group's nodes behind it, and the ring's edges from them to another leaf
+  // (around the ring: the last node sends to the first).
+  std::map<int, std::pair<int, int>> per_leaf;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (leaf_of(nodes[i]) != leaf_of(nodes[(i + 1) % nodes.size()])) ++changes;
+    auto& [behind, out] = per_leaf[leaf_of(nodes[i])];
+    ++behind;
+    if (leaf_of(nodes[i]) != leaf_of(nodes[(i + 1) % nodes.size()])) ++out;
   }
-  // Nodes in rank order: those of one leaf are consecutive, so count them per leaf.
-  double outside = 0;
-  for (std::size_t i = 0; i < nodes.size();) {
-    std::size_t j = i;
-    while (j < nodes.size() && leaf_of(nodes[j]) == leaf_of(nodes[i])) ++j;
-    const double same = static_cast<double>(j - i);
-    outside += same * (n - same) / (n - 1);
-    i = j;
+  if (per_leaf.size() < 2) return {};
+  std::vector<std::pair<int, SpineShare>> shares;
+  for (const auto& [leaf, count] : per_leaf) {
+    const auto [behind, out] = count;
+    shares.push_back({leaf, {static_cast<double>(out) / behind, (n - behind) / (n - 1)}});
   }
-  return {changes / n, outside / n};
+  return shares;
+}
+
+SpineShare Fabric::spine_share(std::span<const int> nodes, int leaf) const {
+  for (const auto& [l, share] : spine_shares(nodes)) {
+    if (l == leaf) return share;
+  }
+  return {};
 }
 
 std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
@@ -183,15 +191,15 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
 }
 
 SpineShare Fabric::first_nodes_spine_share(int nodes) const {
-  if (nodes < 2) return {};
+  if (nodes <= nodes_per_leaf_) return {};
+  // The first leaf holds nodes_per_leaf of the group's nodes and the ring leaves it once; of
+  // an AllToAll member's peers, those beyond it. No other leaf's members load their uplinks
+  // more: each leaf has one ring edge out, and a leaf of k nodes sends k(n − k)/(n − 1) of a
+  // node's all-to-all traffic out, largest for the first (k ≤ n/2 but for two leaves, where
+  // both send alike).
   const double n = nodes;
-  const int full = nodes / nodes_per_leaf_;
-  const int rest = nodes % nodes_per_leaf_;
-  const int leaves = full + (rest > 0 ? 1 : 0);
-  const double per_leaf = nodes_per_leaf_;
-  double outside = full * (per_leaf * (n - per_leaf) / (n - 1));
-  if (rest > 0) outside += rest * (n - rest) / (n - 1);
-  return {leaves > 1 ? leaves / n : 0.0, outside / n};
+  const double behind = nodes_per_leaf_;
+  return {1.0 / behind, (n - behind) / (n - 1)};
 }
 
 namespace {
@@ -206,11 +214,12 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
   for (int domain = 0; domain < shape.nodes; ++domain) {
     for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
   }
-  const SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
-  const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
+  const std::vector<int> nodes = fabric.nodes_of(ranks);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {
+    const SpineShare share = fabric.spine_share(nodes, fabric.leaf_of(fabric.node_of(r)));
+    const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
     for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
   }
   network::MaxMinSolver solver(resources);

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "collectives/collective.hpp"
@@ -44,9 +45,12 @@ struct RankPorts {
   bool operator==(const RankPorts&) const = default;
 };
 
-// Fraction of a group member's cross-node traffic that leaves its leaf: NCCL's rings (and its
-// trees, approximately) visit the group's nodes in rank order, so the traffic crosses the
-// spine once per change of leaf; an AllToAll spreads it over every other node.
+// Fraction of a group member's cross-node traffic that leaves its leaf. NCCL's rings (and its
+// trees, approximately) visit the group's nodes in rank order, every channel alike, so a ring
+// edge that leaves a leaf carries what one node of the ring sends: the leaf's uplinks carry its
+// edges to other leaves, shared among the group's members behind it (with k of the group's
+// nodes there and one edge out, 1/k each, whatever the other leaves hold). An AllToAll spreads
+// a member's traffic over every other node: the share is its node's peers outside its leaf.
 struct SpineShare {
   double ring = 0;
   double spread = 0;
@@ -80,9 +84,14 @@ class Fabric {
   // The uplinks of leaf `leaf` (of rail `rail` on a rail-optimized fabric, −1 on a fat tree);
   // only with an oversubscribed spine.
   LeafLoad leaf_ports(int leaf, int rail);
-  // `nodes`: the group's nodes in rank order, each once.
-  SpineShare spine_share(std::span<const int> nodes) const;
-  // The same for a group on nodes 0 to `nodes` − 1, without listing them.
+  // `nodes`: the group's nodes in rank order, each once. The share of each leaf the group
+  // crosses the spine from, for its members behind that leaf, by leaf; none when it stays
+  // under one leaf.
+  std::vector<std::pair<int, SpineShare>> spine_shares(std::span<const int> nodes) const;
+  // The share of the group's members behind `leaf` (none where the group has no node there).
+  SpineShare spine_share(std::span<const int> nodes, int leaf) const;
+  // The same for the members behind the first leaf of a group on nodes 0 to `nodes` − 1,
+  // without listing them: the leaf whose uplinks such a group loads most.
   SpineShare first_nodes_spine_share(int nodes) const;
   // The nodes of a group given by its ranks in rank order.
   std::vector<int> nodes_of(std::span<const int> ranks) const;

@@ -439,20 +439,26 @@ class Layout {
   }
 
  private:
-  // The spine share of a group, computed once per group (its members are the same for all).
-  SpineShare spine_from(std::int32_t group, const auto& share_of) {
+  // The spine share of a group's members behind simulated rank `index`'s leaf; the group's
+  // shares by leaf computed once per group (its members are the same for all).
+  SpineShare spine_from(std::int32_t group, std::size_t index, const auto& nodes_of_group) {
+    if (!fabric_.oversubscribed()) return {};
     if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
-    auto& share = spine_[static_cast<std::size_t>(group)];
-    if (!share) share = fabric_.oversubscribed() ? share_of() : SpineShare{};
-    return *share;
+    auto& shares = spine_[static_cast<std::size_t>(group)];
+    if (!shares) shares = fabric_.spine_shares(nodes_of_group());
+    const int leaf = fabric_.leaf_of(fabric_.node_of(ranks_[index].rank));
+    for (const auto& [l, share] : *shares) {
+      if (l == leaf) return share;
+    }
+    return {};
   }
 
-  SpineShare spine_of(std::int32_t group, const RankGroup& members) {
-    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members.ranks())); });
+  SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index) {
+    return spine_from(group, index, [&] { return fabric_.nodes_of(members.ranks()); });
   }
 
-  SpineShare spine_of(std::int32_t group, const std::vector<int>& members) {
-    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members)); });
+  SpineShare spine_of(std::int32_t group, const std::vector<int>& members, std::size_t index) {
+    return spine_from(group, index, [&] { return fabric_.nodes_of(members); });
   }
 
   // A simulated rank of representative mode stands for every rank of its stage, whose groups
@@ -476,13 +482,16 @@ class Layout {
     std::map<int, SpineShare> load;  // per leaf
     for (long long k = 0; k < count; ++k) {
       const std::vector<int> ranks = translate(k);
-      const SpineShare share = fabric_.spine_share(fabric_.nodes_of(ranks));
-      if (share == SpineShare{}) continue;
+      const std::vector<std::pair<int, SpineShare>> shares = fabric_.spine_shares(fabric_.nodes_of(ranks));
+      if (shares.empty()) continue;
       for (const int r : ranks) {
         if (r / stage_ranks != stage || fabric_.rail_of(r) != rail) continue;
-        SpineShare& leaf = load[fabric_.leaf_of(fabric_.node_of(r))];
-        leaf.ring += share.ring;
-        leaf.spread += share.spread;
+        const int at = fabric_.leaf_of(fabric_.node_of(r));
+        const auto share = std::ranges::find(shares, at, &std::pair<int, SpineShare>::first);
+        if (share == shares.end()) continue;
+        SpineShare& leaf = load[at];
+        leaf.ring += share->second.ring;
+        leaf.spread += share->second.spread;
       }
     }
     for (const auto& [leaf, share] : load) {
@@ -548,7 +557,7 @@ class Layout {
                       shares_of(it->second, like),
                       leaves_of(it->second, c.members, index)};
     note_shape(it->second, comm.shape);
-    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members);
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members, index);
     switch (c.use) {
       case RankCommunicator::Use::expert_dp:
         b.add_expert_dp(comm);
@@ -725,7 +734,7 @@ class Layout {
                       shares_of(it->second, like),
                       leaves_of(it->second, members, index)};
     note_shape(it->second, comm.shape);
-    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like);
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like, index);
     b.add_pp_link(link, comm);
   }
 
@@ -761,7 +770,7 @@ class Layout {
   std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
-  std::vector<std::optional<SpineShare>> spine_;   // per group, once known
+  std::vector<std::optional<std::vector<std::pair<int, SpineShare>>>> spine_;     // per group, by leaf, once known
   std::map<std::pair<std::int32_t, std::size_t>, std::vector<LeafLoad>> leaves_;  // per group and rank, once known
   std::vector<std::optional<LinkShares>> shares_;  // per group, once known
 };

@@ -114,9 +114,9 @@ std::string cluster_file(const std::string& inter_node) {
     "ramp_half_bytes": "10 MiB", "ramp_exponent": 0.65 } })";
 }
 
-// The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.
-double collective_us(const testing::Scratch& dir, const std::string& cluster) {
-  const testing::Run run = dir.run("collective allreduce --gpus 16 --size 1GiB --algorithm ring --cluster " + cluster);
+// The time in µs of the one row `stepsim collective ARGS` prints.
+double row_us(const testing::Scratch& dir, const std::string& args) {
+  const testing::Run run = dir.run("collective " + args);
   REQUIRE(run.status == 0);
   // The table's one row: size, count, type, time, algbw, busbw, algorithm, protocol.
   std::istringstream rows(run.out);
@@ -131,6 +131,11 @@ double collective_us(const testing::Scratch& dir, const std::string& cluster) {
   }
   FAIL("no row in: " << run.out);
   return 0;
+}
+
+// The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.
+double collective_us(const testing::Scratch& dir, const std::string& cluster) {
+  return row_us(dir, "allreduce --gpus 16 --size 1GiB --algorithm ring --cluster " + cluster);
 }
 
 // NCCL's own prediction for the same collective on `cluster`.
@@ -170,6 +175,32 @@ TEST_CASE("stepsim collective sees the shared NICs and the oversubscribed spine"
   CHECK(spine.algbw.gbytes_per_s() ==
         eight.algbw.gbytes_per_s());  // NCCL sees the NICs' line rate: the spine is counted once
   CHECK(collective_us(dir, "spine.json") == Approx(spine.latency.us() + gib / (200e9 / 1.875) * 1e6).epsilon(1e-4));
+}
+
+// Five nodes, one GPU each, under rail-optimized leaves of four nodes at 8:1: leaf 0 holds nodes
+// 0 to 3, leaf 1 node 4. NCCL's ring 0→1→2→3→4→0 leaves leaf 0 once (3→4) and enters it once
+// (4→0), each edge carrying what one node's NIC sends: 2 · 4/5 = 1.6 bytes per algorithm byte.
+// Rail 0's uplinks of leaf 0 carry 4 · 50 GB/s / 8 = 25 GB/s: 25 / 1.6 = 15.625 GB/s, below
+// NCCL's own 2 channels of 24 GB/s (48 / 1.6 = 30 GB/s). With eight nodes (two full leaves)
+// the bound is the same. Averaging the two changes of leaf over the five nodes put 2/5 of each
+// member's traffic on the uplinks, 1.6 members' worth on leaf 0: 9.77 GB/s, 60 % slower.
+TEST_CASE("a ring over a full and a partial leaf is bounded by the one edge leaving each") {
+  const testing::Scratch dir("fabric-leaves");
+  dir.write("rails.json", cluster_file(R"("nics_per_node": 8, "topology": "rail-optimized", "oversubscription": 8,)"
+                                       R"( "nodes_per_leaf": 4)"));
+  CollectivesSpec ring;
+  ring.algorithm = Algorithm::ring;
+  const double gib = Bytes::gib(1).as_double();
+  for (const int nodes : {5, 8}) {
+    INFO(nodes << " nodes");
+    const collectives::Choice nccl = collectives::predict(io::load_cluster(dir.file("rails.json").string(), nodes),
+                                                          ring, {CollOp::allreduce, Bytes::gib(1), {nodes, nodes, 1}});
+    const double per_byte = 2.0 * (nodes - 1) / nodes;
+    REQUIRE(nccl.algbw.gbytes_per_s() > 25 / per_byte);
+    CHECK(row_us(dir, fmt::format("allreduce --gpus {} --ranks-per-node 1 --size 1GiB --algorithm ring --cluster "
+                                  "rails.json",
+                                  nodes)) == Approx(nccl.latency.us() + gib / (25e9 / per_byte) * 1e6).epsilon(1e-4));
+  }
 }
 
 // Homogeneous jobs: every GPU the same, so the ranks a simulated rank stands for load the

@@ -83,12 +83,15 @@ TEST_CASE("a ring crosses the spine once per change of leaf and an all-to-all to
   std::vector<stepsim::network::Resource> resources;
   sp::Fabric fabric(cluster(8, 2, 4), resources);
   const std::vector<int> eight{0, 1, 2, 3, 4, 5, 6, 7};
-  const sp::SpineShare s = fabric.spine_share(eight);
-  CHECK(s.ring == Approx(2.0 / 8));    // hops 3→4 and 7→0 of 8
-  CHECK(s.spread == Approx(4.0 / 7));  // 4 of each node's 7 peers sit in the other leaf
+  for (const int leaf : {0, 1}) {
+    const sp::SpineShare s = fabric.spine_share(eight, leaf);
+    CHECK(s.ring == Approx(1.0 / 4));    // hop 3→4 (7→0) out of the leaf's 4 nodes
+    CHECK(s.spread == Approx(4.0 / 7));  // 4 of each node's 7 peers sit in the other leaf
+  }
+  CHECK(fabric.spine_share(eight, 2) == sp::SpineShare{});  // no node of the group there
   const std::vector<int> same_leaf{0, 1, 2, 3};
-  CHECK(fabric.spine_share(same_leaf).ring == 0);
-  CHECK(fabric.spine_share(same_leaf).spread == 0);
+  CHECK(fabric.spine_shares(same_leaf).empty());
+  CHECK(fabric.spine_share(same_leaf, 0) == sp::SpineShare{});
   const std::vector<int> ranks{0, 1, 8, 9, 33};
   CHECK(fabric.nodes_of(ranks) == std::vector<int>{0, 1, 4});
 }
@@ -110,7 +113,32 @@ TEST_CASE("a SendRecv loads its sender's transmit side and its receiver's receiv
         std::vector<std::string>{"node 0 gpu 0 nvlink tx 1.500000", "node 0 gpu 0 nvlink rx 1.500000"});
 }
 
-TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give") {
+// Five nodes under leaves of four: leaf 0 holds nodes 0 to 3, leaf 1 node 4. NCCL's ring
+// 0→1→2→3→4→0 leaves leaf 0 once (3→4) and enters it once (4→0), each edge carrying what one
+// ring node sends, so leaf 0's uplinks carry one node's ring traffic, shared by its 4 nodes
+// (1/4 each), and leaf 1's the same from its one node (1). Averaged over the group, 2 changes
+// of leaf over 5 nodes, each member would put 2/5 on its uplinks and leaf 0 1.6 nodes' worth.
+// An all-to-all member of leaf 0 sends to 1 of its 4 peer nodes across the spine, the member
+// of leaf 1 to all 4.
+TEST_CASE("each leaf's uplinks carry the ring edges that leave it, whatever the other leaves hold") {
+  std::vector<stepsim::network::Resource> resources;
+  const sp::Fabric fabric(cluster(8, 8, 4), resources);
+  const std::vector<int> five{0, 1, 2, 3, 4};
+  CHECK(fabric.spine_share(five, 0).ring == Approx(1.0 / 4));
+  CHECK(fabric.spine_share(five, 1).ring == Approx(1.0));
+  CHECK(fabric.spine_share(five, 0).spread == Approx(1.0 / 4));
+  CHECK(fabric.spine_share(five, 1).spread == Approx(1.0));
+  // Three leaves of three nodes each hold two of the DP group 0, 16, 32, 48 of TP 16 x DP 4
+  // (nodes 0, 2, 4, 6 under leaves 0, 0, 1, 2): one edge leaves each of them.
+  const std::vector<int> spaced{0, 2, 4, 6};
+  std::vector<stepsim::network::Resource> three;
+  const sp::Fabric by_three(cluster(8, 4, 3), three);
+  CHECK(by_three.spine_share(spaced, 0).ring == Approx(1.0 / 2));
+  CHECK(by_three.spine_share(spaced, 1).ring == Approx(1.0));
+  CHECK(by_three.spine_share(spaced, 2).ring == Approx(1.0));
+}
+
+TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give on the first leaf") {
   for (int per_leaf : {1, 2, 3, 4, 7}) {
     std::vector<stepsim::network::Resource> resources;
     const sp::Fabric fabric(cluster(8, 2, per_leaf), resources);
@@ -118,8 +146,8 @@ TEST_CASE("the spine share of a group on the first nodes is the one its listed n
     for (int n = 1; n <= 20; ++n) {
       nodes.push_back(n - 1);
       INFO("nodes " << n << ", " << per_leaf << " per leaf");
-      CHECK(fabric.first_nodes_spine_share(n).ring == Approx(fabric.spine_share(nodes).ring));
-      CHECK(fabric.first_nodes_spine_share(n).spread == Approx(fabric.spine_share(nodes).spread));
+      CHECK(fabric.first_nodes_spine_share(n).ring == Approx(fabric.spine_share(nodes, 0).ring));
+      CHECK(fabric.first_nodes_spine_share(n).spread == Approx(fabric.spine_share(nodes, 0).spread));
     }
   }
 }
@@ -136,11 +164,12 @@ double every_member_bandwidth(const ClusterSpec& c, const stepsim::collectives::
   for (int node = 0; node < request.shape.nodes; ++node) {
     for (int g = 0; g < request.shape.ranks_per_node; ++g) ranks.push_back(node * c.gpus_per_node + g);
   }
-  const sp::SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
-  const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
+  const std::vector<int> nodes = fabric.nodes_of(ranks);
   const auto load = stepsim::collectives::link_load(request, choice);
   std::vector<stepsim::network::ResourceUse> uses;
   for (int r : ranks) {
+    const sp::SpineShare share = fabric.spine_share(nodes, fabric.leaf_of(fabric.node_of(r)));
+    const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
     for (const auto& u : sp::link_uses(fabric.ports(r, r, 1), load, sp::Side::both, spine)) uses.push_back(u);
   }
   stepsim::network::MaxMinSolver solver(resources);
