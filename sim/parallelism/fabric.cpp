@@ -16,6 +16,7 @@ namespace stepsim::parallelism {
 Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies)
     : resources_(resources),
       gpus_per_node_(std::max(1, cluster.gpus_per_node)),
+      domain_gpus_(std::max(gpus_per_node_, cluster.domain_gpus())),
       nics_per_node_(std::max(1, cluster.inter_node.nics_per_node)),
       nodes_per_leaf_(std::max(1, cluster.inter_node.nodes_per_leaf)),
       oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
@@ -136,28 +137,58 @@ std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
   return nodes;
 }
 
-std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int> nodes) const {
-  const auto n = static_cast<double>(nodes.size());
-  if (nodes.size() < 2) return {};
-  // Per leaf: the group's nodes behind it, and the ring's edges from them to another leaf
-  // (around the ring: the last node sends to the first).
-  std::map<int, std::pair<int, int>> per_leaf;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    auto& [behind, out] = per_leaf[leaf_of(nodes[i])];
-    ++behind;
-    if (leaf_of(nodes[i]) != leaf_of(nodes[(i + 1) % nodes.size()])) ++out;
+std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int> ranks) const {
+  // The group's members by NVLink domain, in rank order (each domain's members are consecutive).
+  std::vector<std::vector<int>> domains;
+  for (const int r : ranks) {
+    if (domains.empty() || domains.back().front() / domain_gpus_ != r / domain_gpus_) domains.emplace_back();
+    domains.back().push_back(r);
   }
-  if (per_leaf.size() < 2) return {};
+  if (domains.size() < 2) return {};
+  const auto leaf = [&](int rank) { return leaf_of(node_of(rank)); };
+  std::map<int, int> in_leaf;                     // the group's members behind each leaf
+  std::map<std::pair<int, std::size_t>, int> in;  // ... and in each domain there
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    for (const int r : domains[d]) {
+      ++in_leaf[leaf(r)];
+      ++in[{leaf(r), d}];
+    }
+  }
+  struct Sum {
+    int members = 0;
+    double ring = 0;
+    double spread = 0;
+  };
+  std::map<int, Sum> sums;
+  bool crosses = false;
+  const auto n = static_cast<double>(ranks.size());
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    const std::vector<int>& next = domains[(d + 1) % domains.size()];
+    const std::vector<int>& prev = domains[(d + domains.size() - 1) % domains.size()];
+    for (std::size_t p = 0; p < domains[d].size(); ++p) {
+      const int l = leaf(domains[d][p]);
+      // A ring member sends to the member at its place in the next domain and receives from
+      // the one in the previous (the place taken modulo a domain holding fewer).
+      const double out = leaf(next[p % next.size()]) != l ? 1.0 : 0.0;
+      const double back = leaf(prev[p % prev.size()]) != l ? 1.0 : 0.0;
+      // An all-to-all member's peers in other domains, those behind other leaves.
+      const double peers = n - static_cast<double>(domains[d].size());
+      const double beyond = peers - (in_leaf[l] - in[{l, d}]);
+      Sum& sum = sums[l];
+      ++sum.members;
+      sum.ring += (out + back) / 2;
+      sum.spread += beyond / peers;
+      crosses = crosses || out > 0 || back > 0 || beyond > 0;
+    }
+  }
+  if (!crosses) return {};
   std::vector<std::pair<int, SpineShare>> shares;
-  for (const auto& [leaf, count] : per_leaf) {
-    const auto [behind, out] = count;
-    shares.push_back({leaf, {static_cast<double>(out) / behind, (n - behind) / (n - 1)}});
-  }
+  for (const auto& [l, sum] : sums) shares.push_back({l, {sum.ring / sum.members, sum.spread / sum.members}});
   return shares;
 }
 
-SpineShare Fabric::spine_share(std::span<const int> nodes, int leaf) const {
-  for (const auto& [l, share] : spine_shares(nodes)) {
+SpineShare Fabric::spine_share(std::span<const int> ranks, int leaf) const {
+  for (const auto& [l, share] : spine_shares(ranks)) {
     if (l == leaf) return share;
   }
   return {};
@@ -214,11 +245,14 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
   for (int domain = 0; domain < shape.nodes; ++domain) {
     for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
   }
-  const std::vector<int> nodes = fabric.nodes_of(ranks);
+  const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {
-    const SpineShare share = fabric.spine_share(nodes, fabric.leaf_of(fabric.node_of(r)));
+    SpineShare share;
+    for (const auto& [leaf, s] : shares) {
+      if (leaf == fabric.leaf_of(fabric.node_of(r))) share = s;
+    }
     const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
     for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
   }

@@ -46,11 +46,15 @@ struct RankPorts {
 };
 
 // Fraction of a group member's cross-node traffic that leaves its leaf. NCCL's rings (and its
-// trees, approximately) visit the group's nodes in rank order, every channel alike, so a ring
-// edge that leaves a leaf carries what one node of the ring sends: the leaf's uplinks carry its
-// edges to other leaves, shared among the group's members behind it (with k of the group's
-// nodes there and one edge out, 1/k each, whatever the other leaves hold). An AllToAll spreads
-// a member's traffic over every other node: the share is its node's peers outside its leaf.
+// trees, approximately) visit the group's nodes in rank order, every channel alike and through
+// the same NIC on every node, so a member's NIC traffic goes to (and comes from) the member at
+// the same place in the next (previous) node, and leaves the leaf where that member sits behind
+// another: a leaf's uplinks carry its ring edges to other leaves, whatever the other leaves
+// hold (a ring over five nodes under leaves of four: one node's traffic out of each). An
+// AllToAll spreads a member's traffic over the members of every other node: the share is the
+// part of them behind other leaves. A "node" here is an NVLink domain: inside a GB200 NVL72
+// rack the ring runs over NVLink, and all the NIC traffic goes from rack to rack. Per leaf,
+// the mean over the group's members behind it.
 struct SpineShare {
   double ring = 0;
   double spread = 0;
@@ -84,12 +88,11 @@ class Fabric {
   // The uplinks of leaf `leaf` (of rail `rail` on a rail-optimized fabric, −1 on a fat tree);
   // only with an oversubscribed spine.
   LeafLoad leaf_ports(int leaf, int rail);
-  // `nodes`: the group's nodes in rank order, each once. The share of each leaf the group
-  // crosses the spine from, for its members behind that leaf, by leaf; none when it stays
-  // under one leaf.
-  std::vector<std::pair<int, SpineShare>> spine_shares(std::span<const int> nodes) const;
-  // The share of the group's members behind `leaf` (none where the group has no node there).
-  SpineShare spine_share(std::span<const int> nodes, int leaf) const;
+  // `ranks`: the group's ranks in rank order. The share of the group's members behind each
+  // leaf, by leaf; none when no traffic of the group leaves its leaf.
+  std::vector<std::pair<int, SpineShare>> spine_shares(std::span<const int> ranks) const;
+  // The share of the group's members behind `leaf` (none where the group has no member there).
+  SpineShare spine_share(std::span<const int> ranks, int leaf) const;
   // The same for the members behind the first leaf of a group on nodes 0 to `nodes` − 1,
   // without listing them: the leaf whose uplinks such a group loads most.
   SpineShare first_nodes_spine_share(int nodes) const;
@@ -113,6 +116,7 @@ class Fabric {
   std::vector<network::Resource>& resources_;
   std::map<Key, network::ResourceId> ids_;
   int gpus_per_node_;
+  int domain_gpus_;  // GPUs of one NVLink domain: a node, or a rack of trays
   int nics_per_node_;
   int nodes_per_leaf_;
   double oversubscription_;

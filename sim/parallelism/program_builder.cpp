@@ -441,11 +441,11 @@ class Layout {
  private:
   // The spine share of a group's members behind simulated rank `index`'s leaf; the group's
   // shares by leaf computed once per group (its members are the same for all).
-  SpineShare spine_from(std::int32_t group, std::size_t index, const auto& nodes_of_group) {
+  SpineShare spine_from(std::int32_t group, std::size_t index, const auto& ranks_of_group) {
     if (!fabric_.oversubscribed()) return {};
     if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
     auto& shares = spine_[static_cast<std::size_t>(group)];
-    if (!shares) shares = fabric_.spine_shares(nodes_of_group());
+    if (!shares) shares = fabric_.spine_shares(ranks_of_group());
     const int leaf = fabric_.leaf_of(fabric_.node_of(ranks_[index].rank));
     for (const auto& [l, share] : *shares) {
       if (l == leaf) return share;
@@ -454,11 +454,11 @@ class Layout {
   }
 
   SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index) {
-    return spine_from(group, index, [&] { return fabric_.nodes_of(members.ranks()); });
+    return spine_from(group, index, [&] { return members.ranks(); });
   }
 
   SpineShare spine_of(std::int32_t group, const std::vector<int>& members, std::size_t index) {
-    return spine_from(group, index, [&] { return fabric_.nodes_of(members); });
+    return spine_from(group, index, [&] { return members; });
   }
 
   // A simulated rank of representative mode stands for every rank of its stage, whose groups
@@ -482,7 +482,7 @@ class Layout {
     std::map<int, SpineShare> load;  // per leaf
     for (long long k = 0; k < count; ++k) {
       const std::vector<int> ranks = translate(k);
-      const std::vector<std::pair<int, SpineShare>> shares = fabric_.spine_shares(fabric_.nodes_of(ranks));
+      const std::vector<std::pair<int, SpineShare>> shares = fabric_.spine_shares(ranks);
       if (shares.empty()) continue;
       for (const int r : ranks) {
         if (r / stage_ranks != stage || fabric_.rail_of(r) != rail) continue;

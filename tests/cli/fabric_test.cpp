@@ -203,6 +203,29 @@ TEST_CASE("a ring over a full and a partial leaf is bounded by the one edge leav
   }
 }
 
+// Two GB200 NVL72 racks, 72 GPUs each, under one fat-tree leaf per rack (18 trays) at 16:1:
+// NCCL's multi-node NVLink makes each rack one node, so a ring AllReduce over the 144 GPUs
+// runs over NVLink inside a rack and sends all its NIC traffic to the other rack: one ring
+// edge out of each rack, 2 · 143/144 bytes per algorithm byte, through the leaf's uplinks of
+// 18 trays · 4 NICs · 50 GB/s / 16 = 225 GB/s: 225 / 1.986 = 113.3 GB/s, below NCCL's own.
+// Counting the trays as ring hops put 1/18 of it on the uplinks, and the spine limited nothing.
+TEST_CASE("a ring over two NVL72 racks sends all its NIC traffic through the racks' leaf uplinks") {
+  const testing::Scratch dir("fabric-racks");
+  const std::vector<std::string> spine = {"cluster.inter_node.topology=fat-tree",
+                                          "cluster.inter_node.nodes_per_leaf=18",
+                                          "cluster.inter_node.oversubscription=16"};
+  CollectivesSpec ring;
+  ring.algorithm = Algorithm::ring;
+  const collectives::Choice nccl = collectives::predict(io::load_cluster("gb200-nvl72", 144, spine), ring,
+                                                        {CollOp::allreduce, Bytes::gib(1), {144, 2, 72}});
+  const double per_byte = 2.0 * 143 / 144;
+  REQUIRE(nccl.algbw.gbytes_per_s() > 225 / per_byte);
+  std::string args = "allreduce --cluster gb200-nvl72 --gpus 144 --size 1GiB --algorithm ring";
+  for (const std::string& s : spine) args += " --set " + s;
+  CHECK(row_us(dir, args) ==
+        Approx(nccl.latency.us() + Bytes::gib(1).as_double() / (225e9 / per_byte) * 1e6).epsilon(1e-4));
+}
+
 // Homogeneous jobs: every GPU the same, so the ranks a simulated rank stands for load the
 // shared NICs and uplinks exactly as the real ones do.
 double step(const std::string& scenario, std::vector<std::string> sets, bool all) {
