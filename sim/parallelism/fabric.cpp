@@ -239,11 +239,13 @@ namespace {
 // the spine share from the nodes the members sit on.
 Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
                                   const collectives::Choice& choice, Fabric& fabric,
-                                  std::vector<network::Resource>& resources) {
+                                  std::vector<network::Resource>& resources, std::span<const int> gpus) {
   const collectives::GroupShape& shape = request.shape;
-  std::vector<int> ranks;
-  for (int domain = 0; domain < shape.nodes; ++domain) {
-    for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
+  std::vector<int> ranks(gpus.begin(), gpus.end());
+  if (ranks.empty()) {
+    for (int domain = 0; domain < shape.nodes; ++domain) {
+      for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
+    }
   }
   const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
@@ -269,13 +271,13 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
 // on the first leaf's other nodes, meet every bound a lone flow of the whole group meets.
 // NVLink domains of several nodes are costed member by member instead.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
-                           const collectives::Choice& choice) {
+                           const collectives::Choice& choice, std::span<const int> gpus) {
   const collectives::GroupShape& shape = request.shape;
   if (shape.ranks <= 1 || !choice.algbw.positive()) return choice.algbw;
   std::vector<network::Resource> resources;
   Fabric fabric(cluster, resources);
   if (cluster.domain_gpus() > cluster.gpus_per_node)
-    return domain_fabric_bandwidth(cluster, request, choice, fabric, resources);
+    return domain_fabric_bandwidth(cluster, request, choice, fabric, resources, gpus);
   const SpineShare share = fabric.first_nodes_spine_share(shape.nodes);
   const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
   const collectives::LinkLoad load = collectives::link_load(request, choice);

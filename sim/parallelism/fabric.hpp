@@ -136,9 +136,11 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
                                             double spine_share);
 
 // The algorithm bandwidth one collective alone gets on the fabric (its members laid on the
-// first ranks of consecutive NVLink domains, as `stepsim collective` assumes): its cost model's
-// bandwidth, or less where a shared NIC or an oversubscribed uplink limits it.
+// first ranks of consecutive NVLink domains, as `stepsim collective` assumes, or on `gpus`
+// where given: the GPU of each member in rank order, as `--ranks-per-node` places them over a
+// domain's trays): its cost model's bandwidth, or less where a shared NIC or an
+// oversubscribed uplink limits it.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
-                           const collectives::Choice& choice);
+                           const collectives::Choice& choice, std::span<const int> gpus = {});
 
 }  // namespace stepsim::parallelism

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -209,21 +210,32 @@ TEST_CASE("a ring over a full and a partial leaf is bounded by the one edge leav
 // edge out of each rack, 2 · 143/144 bytes per algorithm byte, through the leaf's uplinks of
 // 18 trays · 4 NICs · 50 GB/s / 16 = 225 GB/s: 225 / 1.986 = 113.3 GB/s, below NCCL's own.
 // Counting the trays as ring hops put 1/18 of it on the uplinks, and the spine limited nothing.
+// With one GPU per tray (--ranks-per-node 1: 36 GPUs, 18 a rack) under leaves of four trays,
+// each leaf holds 4 members, each sending 1/18 of its rack's 2 · 35/36 bytes per algorithm
+// byte to the other rack: 4/18 · 1.944 on 4 · 4 · 50 / 16 = 50 GB/s, 115.7 GB/s. Laid on the
+// first 18 GPUs of each rack (trays 0 to 4), the command put 16 of them behind leaf 0.
 TEST_CASE("a ring over two NVL72 racks sends all its NIC traffic through the racks' leaf uplinks") {
   const testing::Scratch dir("fabric-racks");
-  const std::vector<std::string> spine = {"cluster.inter_node.topology=fat-tree",
-                                          "cluster.inter_node.nodes_per_leaf=18",
-                                          "cluster.inter_node.oversubscription=16"};
   CollectivesSpec ring;
   ring.algorithm = Algorithm::ring;
-  const collectives::Choice nccl = collectives::predict(io::load_cluster("gb200-nvl72", 144, spine), ring,
-                                                        {CollOp::allreduce, Bytes::gib(1), {144, 2, 72}});
-  const double per_byte = 2.0 * 143 / 144;
-  REQUIRE(nccl.algbw.gbytes_per_s() > 225 / per_byte);
-  std::string args = "allreduce --cluster gb200-nvl72 --gpus 144 --size 1GiB --algorithm ring";
-  for (const std::string& s : spine) args += " --set " + s;
-  CHECK(row_us(dir, args) ==
-        Approx(nccl.latency.us() + Bytes::gib(1).as_double() / (225e9 / per_byte) * 1e6).epsilon(1e-4));
+  for (const auto& [gpus, per_tray, per_leaf, bound] :
+       {std::tuple{144, 4, 18, 225.0}, std::tuple{36, 1, 4, 50.0 * 18 / 4}}) {
+    INFO(gpus << " GPUs, " << per_leaf << " trays per leaf");
+    const std::vector<std::string> spine = {"cluster.inter_node.topology=fat-tree",
+                                            fmt::format("cluster.inter_node.nodes_per_leaf={}", per_leaf),
+                                            "cluster.inter_node.oversubscription=16"};
+    const collectives::Choice nccl = collectives::predict(io::load_cluster("gb200-nvl72", gpus, spine), ring,
+                                                          {CollOp::allreduce, Bytes::gib(1), {gpus, 2, gpus / 2}});
+    const double per_byte = 2.0 * (gpus - 1) / gpus;
+    REQUIRE(nccl.algbw.gbytes_per_s() > bound / per_byte);
+    std::string args = fmt::format(
+        "allreduce --cluster gb200-nvl72 --gpus {} --ranks-per-node {} --size 1GiB "
+        "--algorithm ring",
+        gpus, per_tray);
+    for (const std::string& s : spine) args += " --set " + s;
+    CHECK(row_us(dir, args) ==
+          Approx(nccl.latency.us() + Bytes::gib(1).as_double() / (bound * 1e9 / per_byte) * 1e6).epsilon(1e-4));
+  }
 }
 
 // Homogeneous jobs: every GPU the same, so the ranks a simulated rank stands for load the
