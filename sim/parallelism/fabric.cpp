@@ -137,7 +137,8 @@ std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
   return nodes;
 }
 
-std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int> ranks) const {
+std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(
+    std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed) const {
   // The group's members by NVLink domain, in rank order (each domain's members are consecutive).
   std::vector<std::vector<int>> domains;
   for (const int r : ranks) {
@@ -172,12 +173,18 @@ std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int
       const double out = leaf(next[p % next.size()]) != l ? 1.0 : 0.0;
       const double back = leaf(prev[p % prev.size()]) != l ? 1.0 : 0.0;
       // An all-to-all member's peers in other domains, those behind other leaves.
-      const double peers = n - static_cast<double>(domains[d].size());
-      const double beyond = peers - (in_leaf[l] - in[{l, d}]);
+      const auto here = static_cast<double>(domains[d].size());
+      const double beyond = n - here - (in_leaf[l] - in[{l, d}]);
+      // The domain's ring traffic is spread over its members (costed: over the costed shape's
+      // members per domain); an all-to-all member sends 1/n of its buffer to each peer (costed:
+      // the costed shape's cross-domain share of it).
+      const double per_domain = costed ? costed->ranks_per_node : here;
+      const double costed_ranks = costed ? costed->ranks : n;
+      const double costed_inter = (costed_ranks - per_domain) / costed_ranks;
       Sum& sum = sums[l];
       ++sum.members;
-      sum.ring += (out + back) / 2;
-      sum.spread += beyond / peers;
+      sum.ring += (out + back) / 2 * per_domain / here;
+      sum.spread += costed_inter > 0 ? beyond / n / costed_inter : 0.0;
       crosses = crosses || out > 0 || back > 0 || beyond > 0;
     }
   }
@@ -187,8 +194,9 @@ std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(std::span<const int
   return shares;
 }
 
-SpineShare Fabric::spine_share(std::span<const int> ranks, int leaf) const {
-  for (const auto& [l, share] : spine_shares(ranks)) {
+SpineShare Fabric::spine_share(std::span<const int> ranks, int leaf,
+                               const std::optional<collectives::GroupShape>& costed) const {
+  for (const auto& [l, share] : spine_shares(ranks, costed)) {
     if (l == leaf) return share;
   }
   return {};
@@ -247,7 +255,7 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
       for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
     }
   }
-  const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks);
+  const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks, shape);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {

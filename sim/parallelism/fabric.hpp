@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -89,10 +90,16 @@ class Fabric {
   // only with an oversubscribed spine.
   LeafLoad leaf_ports(int leaf, int rail);
   // `ranks`: the group's ranks in rank order. The share of the group's members behind each
-  // leaf, by leaf; none when no traffic of the group leaves its leaf.
-  std::vector<std::pair<int, SpineShare>> spine_shares(std::span<const int> ranks) const;
+  // leaf, by leaf; none when no traffic of the group leaves its leaf. A share multiplies the
+  // cross-node load of `costed`, the shape the group's collectives are costed on (an uneven
+  // group as an even one of its emptiest domain's size, whose load every member then takes):
+  // scaled so that the product is what the member really sends across the spine. Without it,
+  // the group's own (even) shape.
+  std::vector<std::pair<int, SpineShare>> spine_shares(
+      std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
   // The share of the group's members behind `leaf` (none where the group has no member there).
-  SpineShare spine_share(std::span<const int> ranks, int leaf) const;
+  SpineShare spine_share(std::span<const int> ranks, int leaf,
+                         const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
   // The same for the members behind the first leaf of a group on nodes 0 to `nodes` − 1,
   // without listing them: the leaf whose uplinks such a group loads most.
   SpineShare first_nodes_spine_share(int nodes) const;

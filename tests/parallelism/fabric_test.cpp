@@ -172,6 +172,29 @@ TEST_CASE("a group over NVLink domains sends its NIC traffic from domain to doma
   }
 }
 
+// An uneven group is costed as an even one of its emptiest domain's size, whose cross-domain
+// load every member then takes: EP 64 over ranks 64 to 127 of two NVL72 racks has 8 members in
+// rack 0 and 56 in rack 1, costed as 8 domains of 8, so each member's NIC load is 7/8 of its
+// all-to-all buffer (56 of its 64 peers outside its domain). A rack-0 member really sends 56/64
+// of it to rack 1, behind the other leaf (one leaf per rack): share 1. A rack-1 member sends
+// only 8/64 across, 1/7 of what it is costed: share 1/7, so that rack 1's uplinks carry
+// 56 · 8/64 = 7 buffers, as rack 0's do (8 · 56/64), not 49. A ring's traffic out of a rack is
+// one edge's, over the rack's members: 8 members share it in rack 0 as costed, 56 in rack 1.
+TEST_CASE("a group costed as an even one shares the spine by what its members really send") {
+  ClusterSpec c = cluster(4, 4, 18);
+  c.gpus_per_node = 4;
+  c.nvlink_domain = 72;
+  std::vector<stepsim::network::Resource> resources;
+  const sp::Fabric fabric(c, resources);
+  std::vector<int> ep;
+  for (int r = 64; r < 128; ++r) ep.push_back(r);
+  const stepsim::collectives::GroupShape costed{64, 8, 8};
+  CHECK(fabric.spine_share(ep, 0, costed).spread == Approx(1.0));
+  CHECK(fabric.spine_share(ep, 1, costed).spread == Approx(1.0 / 7));
+  CHECK(fabric.spine_share(ep, 0, costed).ring == Approx(1.0));
+  CHECK(fabric.spine_share(ep, 1, costed).ring == Approx(1.0 / 7));
+}
+
 TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give on the first leaf") {
   for (int per_leaf : {1, 2, 3, 4, 7}) {
     std::vector<stepsim::network::Resource> resources;
