@@ -317,12 +317,19 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
     auto all = candidates_for_command_line(out.cluster, forced, request);
     // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
     // loads then limit the chosen algorithm (and every other candidate).
-    for (collectives::Choice& c : all) c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c, gpus);
+    std::vector<Bandwidth> alone;
+    for (collectives::Choice& c : all) {
+      alone.push_back(c.algbw);
+      c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c, gpus);
+    }
     CollectiveRow row;
     row.size = s;
     row.count = shape.count;
     row.choice = all.front();
-    if (q.candidates) row.all = all;
+    if (q.candidates) {
+      row.all = all;
+      row.alone = std::move(alone);
+    }
     out.rows.push_back(std::move(row));
     if (!tables.empty()) calibrate(out.rows.back(), tables, out.cluster, forced, request);
   }

@@ -202,6 +202,15 @@ TEST_CASE("a ring over a full and a partial leaf is bounded by the one edge leav
                                   "rails.json",
                                   nodes)) == Approx(nccl.latency.us() + gib / (25e9 / per_byte) * 1e6).epsilon(1e-4));
   }
+  // -v says what holds the forced pair below NCCL's own figure: 25 / 1.6 = 15.625 GB/s.
+  const testing::Run v = dir.run(
+      "collective allreduce --gpus 5 --ranks-per-node 1 --size 1GiB --algorithm ring "
+      "--protocol simple --cluster rails.json -v");
+  REQUIRE(v.status == 0);
+  CHECK(v.out.find("the network's shared links hold its bandwidth to 15.6") != std::string::npos);
+  const testing::Run open = dir.run("collective allreduce --gpus 5 --ranks-per-node 1 --size 1GiB -v");
+  REQUIRE(open.status == 0);
+  CHECK(open.out.find("shared links") == std::string::npos);
 }
 
 // Two GB200 NVL72 racks, 72 GPUs each, under one fat-tree leaf per rack (18 trays) at 16:1:
