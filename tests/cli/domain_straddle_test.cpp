@@ -191,6 +191,19 @@ TEST_CASE("groups placed alike leave representative mode as it was") {
   CHECK(m.representative.step_time_s == Approx(m.all.step_time_s).epsilon(0.005));
 }
 
+// TP 8 in a GB200 NVL72 rack stays on NVLink whatever leaves its two trays sit under: with
+// three trays per leaf, 6 of the 18 TP groups have trays under two leaves, and the note said
+// they cross the oversubscribed spine differently, beside "all over NVLink".
+TEST_CASE("groups inside one NVLink domain are not said to cross the spine") {
+  const Report r = test::run("", small(144, 4,
+                                       {kNvl72, test::set("parallel.tp", "8"), test::set("parallel.dp", "18"),
+                                        test::set("cluster.inter_node.nodes_per_leaf", "3"),
+                                        test::set("cluster.inter_node.oversubscription", "4")}))
+                       .report;
+  CHECK(notes_say(r, "tp group of rank 0: 8 ranks on 2 node(s), 4 per node in one NVLink domain (all over NVLink)"));
+  CHECK(!notes_say(r, "tp groups cross the oversubscribed spine"));
+}
+
 // The same for leaf switches under an oversubscribed spine: with three DGX H100 nodes per
 // leaf, the TP 16 group of nodes 2 and 3 (and the EP 16 group of ranks 16 to 31) crosses the
 // spine while the others stay under one leaf. Representative mode loaded rank 0's leaf as if
