@@ -106,14 +106,22 @@ void print_table(const CollectivePrediction& p, std::ostream& out) {
     }
     // NCCL models the collectives it tunes (tuning.cc); its AllToAll and SendRecv are
     // point-to-point sends it does not model, whose estimate is stepsim's own.
-    for (const auto& c : r.all)
+    for (std::size_t i = 0; i < r.all.size(); ++i) {
+      const collectives::Choice& c = r.all[i];
+      // The shared links (NICs shared by GPUs, leaf uplinks, a PCIe link slower than the NIC)
+      // that hold a pair below its own bandwidth, which NCCL's choice does not see.
+      std::string held;
+      if (i < r.alone.size() && c.algbw.bytes_per_s() < r.alone[i].bytes_per_s() * (1 - 1e-9))
+        held = fmt::format("; the network's shared links hold its bandwidth to {:.2f} GB/s ({:.2f} alone)",
+                           c.algbw.gbytes_per_s(), r.alone[i].gbytes_per_s());
       out << fmt::format(
           "  {:>12} {:>12} {:>6} {:>10.2f} {:>8} {:>8}    candidate {}/{} ({} {:.2f} us; latency {:.1f} us, "
-          "{} channels)\n",
+          "{} channels{})\n",
           "", "", "", c.time().us(), "", "", collectives::to_string(c.algorithm), collectives::to_string(c.protocol),
           c.algorithm == Algorithm::direct ? "stepsim's point-to-point estimate, which NCCL does not model,"
                                            : "NCCL's model",
-          c.nccl_time.us(), c.latency.us(), c.channels);
+          c.nccl_time.us(), c.latency.us(), c.channels, held);
+    }
   }
 }
 
@@ -141,7 +149,8 @@ po::options_description describe(CollectiveQuery& o, std::string& json) {
       "to point")("json", po::value(&json)->value_name("FILE"), "write the rows as JSON to FILE ('-' for stdout)")(
       "verbose,v", po::bool_switch(&o.candidates),
       "list every candidate pair with its time and NCCL's own estimate (stepsim's for AllToAll and SendRecv, "
-      "which NCCL does not model), in the order NCCL ranks them")(
+      "which NCCL does not model), in the order NCCL ranks them, and the bandwidth to which NICs shared by "
+      "the GPUs, an oversubscribed spine or a slower PCIe link hold it, which NCCL's choice does not see")(
       "calibration", po::value(&o.calibrations)->value_name("FILE")->composing(),
       "measured tables to apply (stepsim calibrate; repeatable)");
   return desc;

@@ -16,6 +16,7 @@ namespace stepsim::parallelism {
 Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies)
     : resources_(resources),
       gpus_per_node_(std::max(1, cluster.gpus_per_node)),
+      domain_gpus_(std::max(gpus_per_node_, cluster.domain_gpus())),
       nics_per_node_(std::max(1, cluster.inter_node.nics_per_node)),
       nodes_per_leaf_(std::max(1, cluster.inter_node.nodes_per_leaf)),
       oversubscription_(std::max(1.0, cluster.inter_node.oversubscription)),
@@ -136,23 +137,69 @@ std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
   return nodes;
 }
 
-SpineShare Fabric::spine_share(std::span<const int> nodes) const {
-  const auto n = static_cast<double>(nodes.size());
-  if (nodes.size() < 2) return {};
-  int changes = 0;  // around the ring: the last node sends to the first
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (leaf_of(nodes[i]) != leaf_of(nodes[(i + 1) % nodes.size()])) ++changes;
+std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(
+    std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed) const {
+  // The group's members by NVLink domain, in rank order (each domain's members are consecutive).
+  std::vector<std::vector<int>> domains;
+  for (const int r : ranks) {
+    if (domains.empty() || domains.back().front() / domain_gpus_ != r / domain_gpus_) domains.emplace_back();
+    domains.back().push_back(r);
   }
-  // Nodes in rank order: those of one leaf are consecutive, so count them per leaf.
-  double outside = 0;
-  for (std::size_t i = 0; i < nodes.size();) {
-    std::size_t j = i;
-    while (j < nodes.size() && leaf_of(nodes[j]) == leaf_of(nodes[i])) ++j;
-    const double same = static_cast<double>(j - i);
-    outside += same * (n - same) / (n - 1);
-    i = j;
+  if (domains.size() < 2) return {};
+  const auto leaf = [&](int rank) { return leaf_of(node_of(rank)); };
+  std::map<int, int> in_leaf;                     // the group's members behind each leaf
+  std::map<std::pair<int, std::size_t>, int> in;  // ... and in each domain there
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    for (const int r : domains[d]) {
+      ++in_leaf[leaf(r)];
+      ++in[{leaf(r), d}];
+    }
   }
-  return {changes / n, outside / n};
+  struct Sum {
+    int members = 0;
+    double ring = 0;
+    double spread = 0;
+  };
+  std::map<int, Sum> sums;
+  bool crosses = false;
+  const auto n = static_cast<double>(ranks.size());
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    const std::vector<int>& next = domains[(d + 1) % domains.size()];
+    const std::vector<int>& prev = domains[(d + domains.size() - 1) % domains.size()];
+    for (std::size_t p = 0; p < domains[d].size(); ++p) {
+      const int l = leaf(domains[d][p]);
+      // A ring member sends to the member at its place in the next domain and receives from
+      // the one in the previous (the place taken modulo a domain holding fewer).
+      const double out = leaf(next[p % next.size()]) != l ? 1.0 : 0.0;
+      const double back = leaf(prev[p % prev.size()]) != l ? 1.0 : 0.0;
+      // An all-to-all member's peers in other domains, those behind other leaves.
+      const auto here = static_cast<double>(domains[d].size());
+      const double beyond = n - here - (in_leaf[l] - in[{l, d}]);
+      // The domain's ring traffic is spread over its members (costed: over the costed shape's
+      // members per domain); an all-to-all member sends 1/n of its buffer to each peer (costed:
+      // the costed shape's cross-domain share of it).
+      const double per_domain = costed ? costed->ranks_per_node : here;
+      const double costed_ranks = costed ? costed->ranks : n;
+      const double costed_inter = (costed_ranks - per_domain) / costed_ranks;
+      Sum& sum = sums[l];
+      ++sum.members;
+      sum.ring += (out + back) / 2 * per_domain / here;
+      sum.spread += costed_inter > 0 ? beyond / n / costed_inter : 0.0;
+      crosses = crosses || out > 0 || back > 0 || beyond > 0;
+    }
+  }
+  if (!crosses) return {};
+  std::vector<std::pair<int, SpineShare>> shares;
+  for (const auto& [l, sum] : sums) shares.push_back({l, {sum.ring / sum.members, sum.spread / sum.members}});
+  return shares;
+}
+
+SpineShare Fabric::spine_share(std::span<const int> ranks, int leaf,
+                               const std::optional<collectives::GroupShape>& costed) const {
+  for (const auto& [l, share] : spine_shares(ranks, costed)) {
+    if (l == leaf) return share;
+  }
+  return {};
 }
 
 std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
@@ -183,15 +230,15 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
 }
 
 SpineShare Fabric::first_nodes_spine_share(int nodes) const {
-  if (nodes < 2) return {};
+  if (nodes <= nodes_per_leaf_) return {};
+  // The first leaf holds nodes_per_leaf of the group's nodes and the ring leaves it once; of
+  // an AllToAll member's peers, those beyond it. No other leaf's members load their uplinks
+  // more: each leaf has one ring edge out, and a leaf of k nodes sends k(n − k)/(n − 1) of a
+  // node's all-to-all traffic out, largest for the first (k ≤ n/2 but for two leaves, where
+  // both send alike).
   const double n = nodes;
-  const int full = nodes / nodes_per_leaf_;
-  const int rest = nodes % nodes_per_leaf_;
-  const int leaves = full + (rest > 0 ? 1 : 0);
-  const double per_leaf = nodes_per_leaf_;
-  double outside = full * (per_leaf * (n - per_leaf) / (n - 1));
-  if (rest > 0) outside += rest * (n - rest) / (n - 1);
-  return {leaves > 1 ? leaves / n : 0.0, outside / n};
+  const double behind = nodes_per_leaf_;
+  return {1.0 / behind, (n - behind) / (n - 1)};
 }
 
 namespace {
@@ -200,17 +247,23 @@ namespace {
 // the spine share from the nodes the members sit on.
 Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
                                   const collectives::Choice& choice, Fabric& fabric,
-                                  std::vector<network::Resource>& resources) {
+                                  std::vector<network::Resource>& resources, std::span<const int> gpus) {
   const collectives::GroupShape& shape = request.shape;
-  std::vector<int> ranks;
-  for (int domain = 0; domain < shape.nodes; ++domain) {
-    for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
+  std::vector<int> ranks(gpus.begin(), gpus.end());
+  if (ranks.empty()) {
+    for (int domain = 0; domain < shape.nodes; ++domain) {
+      for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
+    }
   }
-  const SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
-  const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
+  const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks, shape);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {
+    SpineShare share;
+    for (const auto& [leaf, s] : shares) {
+      if (leaf == fabric.leaf_of(fabric.node_of(r))) share = s;
+    }
+    const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
     for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
   }
   network::MaxMinSolver solver(resources);
@@ -226,13 +279,13 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
 // on the first leaf's other nodes, meet every bound a lone flow of the whole group meets.
 // NVLink domains of several nodes are costed member by member instead.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
-                           const collectives::Choice& choice) {
+                           const collectives::Choice& choice, std::span<const int> gpus) {
   const collectives::GroupShape& shape = request.shape;
   if (shape.ranks <= 1 || !choice.algbw.positive()) return choice.algbw;
   std::vector<network::Resource> resources;
   Fabric fabric(cluster, resources);
   if (cluster.domain_gpus() > cluster.gpus_per_node)
-    return domain_fabric_bandwidth(cluster, request, choice, fabric, resources);
+    return domain_fabric_bandwidth(cluster, request, choice, fabric, resources, gpus);
   const SpineShare share = fabric.first_nodes_spine_share(shape.nodes);
   const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
   const collectives::LinkLoad load = collectives::link_load(request, choice);

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "collectives/collective.hpp"
@@ -44,9 +46,16 @@ struct RankPorts {
   bool operator==(const RankPorts&) const = default;
 };
 
-// Fraction of a group member's cross-node traffic that leaves its leaf: NCCL's rings (and its
-// trees, approximately) visit the group's nodes in rank order, so the traffic crosses the
-// spine once per change of leaf; an AllToAll spreads it over every other node.
+// Fraction of a group member's cross-node traffic that leaves its leaf. NCCL's rings (and its
+// trees, approximately) visit the group's nodes in rank order, every channel alike and through
+// the same NIC on every node, so a member's NIC traffic goes to (and comes from) the member at
+// the same place in the next (previous) node, and leaves the leaf where that member sits behind
+// another: a leaf's uplinks carry its ring edges to other leaves, whatever the other leaves
+// hold (a ring over five nodes under leaves of four: one node's traffic out of each). An
+// AllToAll spreads a member's traffic over the members of every other node: the share is the
+// part of them behind other leaves. A "node" here is an NVLink domain: inside a GB200 NVL72
+// rack the ring runs over NVLink, and all the NIC traffic goes from rack to rack. Per leaf,
+// the mean over the group's members behind it.
 struct SpineShare {
   double ring = 0;
   double spread = 0;
@@ -80,9 +89,19 @@ class Fabric {
   // The uplinks of leaf `leaf` (of rail `rail` on a rail-optimized fabric, −1 on a fat tree);
   // only with an oversubscribed spine.
   LeafLoad leaf_ports(int leaf, int rail);
-  // `nodes`: the group's nodes in rank order, each once.
-  SpineShare spine_share(std::span<const int> nodes) const;
-  // The same for a group on nodes 0 to `nodes` − 1, without listing them.
+  // `ranks`: the group's ranks in rank order. The share of the group's members behind each
+  // leaf, by leaf; none when no traffic of the group leaves its leaf. A share multiplies the
+  // cross-node load of `costed`, the shape the group's collectives are costed on (an uneven
+  // group as an even one of its emptiest domain's size, whose load every member then takes):
+  // scaled so that the product is what the member really sends across the spine. Without it,
+  // the group's own (even) shape.
+  std::vector<std::pair<int, SpineShare>> spine_shares(
+      std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
+  // The share of the group's members behind `leaf` (none where the group has no member there).
+  SpineShare spine_share(std::span<const int> ranks, int leaf,
+                         const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
+  // The same for the members behind the first leaf of a group on nodes 0 to `nodes` − 1,
+  // without listing them: the leaf whose uplinks such a group loads most.
   SpineShare first_nodes_spine_share(int nodes) const;
   // The nodes of a group given by its ranks in rank order.
   std::vector<int> nodes_of(std::span<const int> ranks) const;
@@ -104,6 +123,7 @@ class Fabric {
   std::vector<network::Resource>& resources_;
   std::map<Key, network::ResourceId> ids_;
   int gpus_per_node_;
+  int domain_gpus_;  // GPUs of one NVLink domain: a node, or a rack of trays
   int nics_per_node_;
   int nodes_per_leaf_;
   double oversubscription_;
@@ -123,9 +143,11 @@ std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collec
                                             double spine_share);
 
 // The algorithm bandwidth one collective alone gets on the fabric (its members laid on the
-// first ranks of consecutive NVLink domains, as `stepsim collective` assumes): its cost model's
-// bandwidth, or less where a shared NIC or an oversubscribed uplink limits it.
+// first ranks of consecutive NVLink domains, as `stepsim collective` assumes, or on `gpus`
+// where given: the GPU of each member in rank order, as `--ranks-per-node` places them over a
+// domain's trays): its cost model's bandwidth, or less where a shared NIC or an
+// oversubscribed uplink limits it.
 Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Request& request,
-                           const collectives::Choice& choice);
+                           const collectives::Choice& choice, std::span<const int> gpus = {});
 
 }  // namespace stepsim::parallelism

@@ -381,6 +381,10 @@ std::string leaf_difference_text(const char* what, const RankGroup& group, std::
                                  const Scenario& scenario) {
   const ClusterSpec& cluster = scenario.cluster;
   if (cluster.inter_node.oversubscription <= 1) return "";
+  // Groups that all stay inside one NVLink domain (TP 8 in a GB200 NVL72 rack) run over NVLink
+  // and never reach the NICs, whichever leaves their trays sit under.
+  const RankGroup widest = translated(group, placements(group, ranges, cluster.domain_gpus()).slowest);
+  if (spread_of(widest, cluster.domain_gpus()).nodes <= 1) return "";
   const int leaf_gpus = cluster.gpus_per_node * std::max(1, cluster.inter_node.nodes_per_leaf);
   const Placements pl = placements(group, ranges, leaf_gpus);
   if (pl.alike) return "";

@@ -439,20 +439,29 @@ class Layout {
   }
 
  private:
-  // The spine share of a group, computed once per group (its members are the same for all).
-  SpineShare spine_from(std::int32_t group, const auto& share_of) {
+  // The spine share of a group's members behind simulated rank `index`'s leaf; the group's
+  // shares by leaf computed once per group (its members are the same for all).
+  SpineShare spine_from(std::int32_t group, std::size_t index, const collectives::GroupShape& shape,
+                        const auto& ranks_of_group) {
+    if (!fabric_.oversubscribed()) return {};
     if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
-    auto& share = spine_[static_cast<std::size_t>(group)];
-    if (!share) share = fabric_.oversubscribed() ? share_of() : SpineShare{};
-    return *share;
+    auto& shares = spine_[static_cast<std::size_t>(group)];
+    if (!shares) shares = fabric_.spine_shares(ranks_of_group(), shape);
+    const int leaf = fabric_.leaf_of(fabric_.node_of(ranks_[index].rank));
+    for (const auto& [l, share] : *shares) {
+      if (l == leaf) return share;
+    }
+    return {};
   }
 
-  SpineShare spine_of(std::int32_t group, const RankGroup& members) {
-    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members.ranks())); });
+  SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index,
+                      const collectives::GroupShape& shape) {
+    return spine_from(group, index, shape, [&] { return members.ranks(); });
   }
 
-  SpineShare spine_of(std::int32_t group, const std::vector<int>& members) {
-    return spine_from(group, [&] { return fabric_.spine_share(fabric_.nodes_of(members)); });
+  SpineShare spine_of(std::int32_t group, const std::vector<int>& members, std::size_t index,
+                      const collectives::GroupShape& shape) {
+    return spine_from(group, index, shape, [&] { return members; });
   }
 
   // A simulated rank of representative mode stands for every rank of its stage, whose groups
@@ -466,7 +475,8 @@ class Layout {
   // The rank's collectives then run at the pace of the busiest leaf, shared with every stage's
   // traffic crossing there, as in all-ranks mode. `translate(k)` is the k-th of `count` groups
   // of the kind in the stage.
-  std::vector<LeafLoad> leaves_of(std::int32_t group, std::size_t index, long long count, const auto& translate) {
+  std::vector<LeafLoad> leaves_of(std::int32_t group, std::size_t index, const collectives::GroupShape& shape,
+                                  long long count, const auto& translate) {
     if (s_.simulation.ranks != RankMode::representative || !fabric_.oversubscribed()) return {};
     const auto [it, inserted] = leaves_.try_emplace({group, index});
     if (!inserted) return it->second;
@@ -476,13 +486,16 @@ class Layout {
     std::map<int, SpineShare> load;  // per leaf
     for (long long k = 0; k < count; ++k) {
       const std::vector<int> ranks = translate(k);
-      const SpineShare share = fabric_.spine_share(fabric_.nodes_of(ranks));
-      if (share == SpineShare{}) continue;
+      const std::vector<std::pair<int, SpineShare>> shares = fabric_.spine_shares(ranks, shape);
+      if (shares.empty()) continue;
       for (const int r : ranks) {
         if (r / stage_ranks != stage || fabric_.rail_of(r) != rail) continue;
-        SpineShare& leaf = load[fabric_.leaf_of(fabric_.node_of(r))];
-        leaf.ring += share.ring;
-        leaf.spread += share.spread;
+        const int at = fabric_.leaf_of(fabric_.node_of(r));
+        const auto share = std::ranges::find(shares, at, &std::pair<int, SpineShare>::first);
+        if (share == shares.end()) continue;
+        SpineShare& leaf = load[at];
+        leaf.ring += share->second.ring;
+        leaf.spread += share->second.spread;
       }
     }
     for (const auto& [leaf, share] : load) {
@@ -494,18 +507,20 @@ class Layout {
   }
 
   // The same for a communicator: its group's translates over the stage.
-  std::vector<LeafLoad> leaves_of(std::int32_t group, const RankGroup& members, std::size_t index) {
+  std::vector<LeafLoad> leaves_of(std::int32_t group, const RankGroup& members, std::size_t index,
+                                  const collectives::GroupShape& shape) {
     const Translates t = stage_translates(members, s_.parallel.gpus() / s_.parallel.pp);
-    return leaves_of(group, index, t.across * t.repeats,
+    return leaves_of(group, index, shape, t.across * t.repeats,
                      [&](long long k) { return translated(members, k % t.across + k / t.across * t.step).ranks(); });
   }
 
   // And for a pipeline link: the same link between the same stages at every place in them
   // (the rank's side of it: its sends load its leaves' uplinks, its receives their downlinks).
-  std::vector<LeafLoad> leaves_of(std::int32_t group, const std::vector<int>& members, std::size_t index) {
+  std::vector<LeafLoad> leaves_of(std::int32_t group, const std::vector<int>& members, std::size_t index,
+                                  const collectives::GroupShape& shape) {
     if (members.size() != 2 || members[0] == members[1]) return {};
     // The rank is its stage's first, and the link's other end the same place in its stage.
-    return leaves_of(group, index, s_.parallel.gpus() / s_.parallel.pp, [&](long long k) {
+    return leaves_of(group, index, shape, s_.parallel.gpus() / s_.parallel.pp, [&](long long k) {
       const auto by = static_cast<int>(k);
       return std::vector<int>{members[0] + by, members[1] + by};
     });
@@ -541,14 +556,11 @@ class Layout {
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const RankGroup like = costed(c.members);
-    Communicator comm{it->second,
-                      stream,
-                      shape_of(like, s_.cluster.domain_gpus()),
-                      {},
-                      shares_of(it->second, like),
-                      leaves_of(it->second, c.members, index)};
+    const collectives::GroupShape shape = shape_of(like, s_.cluster.domain_gpus());
+    Communicator comm{
+        it->second, stream, shape, {}, shares_of(it->second, like), leaves_of(it->second, c.members, index, shape)};
     note_shape(it->second, comm.shape);
-    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members);
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, c.members, index, shape);
     switch (c.use) {
       case RankCommunicator::Use::expert_dp:
         b.add_expert_dp(comm);
@@ -718,14 +730,11 @@ class Layout {
     }
     program_.groups[static_cast<std::size_t>(it->second)].members.push_back(static_cast<int>(index));
     const std::vector<int> like = costed(members);
-    Communicator comm{it->second,
-                      stream,
-                      shape_of(like, s_.cluster.domain_gpus()),
-                      {},
-                      shares_of(it->second, like),
-                      leaves_of(it->second, members, index)};
+    const collectives::GroupShape shape = shape_of(like, s_.cluster.domain_gpus());
+    Communicator comm{
+        it->second, stream, shape, {}, shares_of(it->second, like), leaves_of(it->second, members, index, shape)};
     note_shape(it->second, comm.shape);
-    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like);
+    if (s_.simulation.ranks == RankMode::all) comm.spine = spine_of(it->second, like, index, shape);
     b.add_pp_link(link, comm);
   }
 
@@ -761,7 +770,7 @@ class Layout {
   std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
-  std::vector<std::optional<SpineShare>> spine_;   // per group, once known
+  std::vector<std::optional<std::vector<std::pair<int, SpineShare>>>> spine_;     // per group, by leaf, once known
   std::map<std::pair<std::int32_t, std::size_t>, std::vector<LeafLoad>> leaves_;  // per group and rank, once known
   std::vector<std::optional<LinkShares>> shares_;  // per group, once known
 };

@@ -308,18 +308,28 @@ CollectivePrediction predict_collective(const CollectiveQuery& q) {
                                         : std::string("4-byte float element"),
                                  least));
   }
+  // The members' GPUs: K on each tray of an NVLink domain with --ranks-per-node K, whose
+  // NICs and leaves they load.
+  const std::vector<int> gpus = communicator_gpus(out.cluster, q.gpus, q.ranks_per_node);
   for (const TestShape& shape : shapes) {
     const Bytes s = shape.size;
     const collectives::Request request{out.op, s, out.shape};
     auto all = candidates_for_command_line(out.cluster, forced, request);
     // NCCL chooses without knowing the spine; the shared NICs and uplinks the simulation
     // loads then limit the chosen algorithm (and every other candidate).
-    for (collectives::Choice& c : all) c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c);
+    std::vector<Bandwidth> alone;
+    for (collectives::Choice& c : all) {
+      alone.push_back(c.algbw);
+      c.algbw = parallelism::fabric_bandwidth(out.cluster, request, c, gpus);
+    }
     CollectiveRow row;
     row.size = s;
     row.count = shape.count;
     row.choice = all.front();
-    if (q.candidates) row.all = all;
+    if (q.candidates) {
+      row.all = all;
+      row.alone = std::move(alone);
+    }
     out.rows.push_back(std::move(row));
     if (!tables.empty()) calibrate(out.rows.back(), tables, out.cluster, forced, request);
   }

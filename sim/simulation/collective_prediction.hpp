@@ -37,6 +37,9 @@ struct CollectiveRow {
   std::int64_t count = 0;  // nccl-tests' count column: float elements per rank (per peer for AllToAll)
   collectives::Choice choice;
   std::vector<collectives::Choice> all;  // with CollectiveQuery::candidates, in the order NCCL ranks them
+  // The same pairs' algorithm bandwidths for the group alone on its links, before NICs shared
+  // by its GPUs, an oversubscribed spine or a slower PCIe link held them down.
+  std::vector<Bandwidth> alone;
   // With calibration files: the uncalibrated model, where the time came from, the measurement.
   std::optional<collectives::Choice> model;
   calibration::Source source = calibration::Source::model;

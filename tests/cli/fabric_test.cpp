@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -114,9 +115,9 @@ std::string cluster_file(const std::string& inter_node) {
     "ramp_half_bytes": "10 MiB", "ramp_exponent": 0.65 } })";
 }
 
-// The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.
-double collective_us(const testing::Scratch& dir, const std::string& cluster) {
-  const testing::Run run = dir.run("collective allreduce --gpus 16 --size 1GiB --algorithm ring --cluster " + cluster);
+// The time in µs of the one row `stepsim collective ARGS` prints.
+double row_us(const testing::Scratch& dir, const std::string& args) {
+  const testing::Run run = dir.run("collective " + args);
   REQUIRE(run.status == 0);
   // The table's one row: size, count, type, time, algbw, busbw, algorithm, protocol.
   std::istringstream rows(run.out);
@@ -131,6 +132,11 @@ double collective_us(const testing::Scratch& dir, const std::string& cluster) {
   }
   FAIL("no row in: " << run.out);
   return 0;
+}
+
+// The time in µs that `stepsim collective` gives a 1 GiB ring AllReduce over 16 GPUs.
+double collective_us(const testing::Scratch& dir, const std::string& cluster) {
+  return row_us(dir, "allreduce --gpus 16 --size 1GiB --algorithm ring --cluster " + cluster);
 }
 
 // NCCL's own prediction for the same collective on `cluster`.
@@ -170,6 +176,75 @@ TEST_CASE("stepsim collective sees the shared NICs and the oversubscribed spine"
   CHECK(spine.algbw.gbytes_per_s() ==
         eight.algbw.gbytes_per_s());  // NCCL sees the NICs' line rate: the spine is counted once
   CHECK(collective_us(dir, "spine.json") == Approx(spine.latency.us() + gib / (200e9 / 1.875) * 1e6).epsilon(1e-4));
+}
+
+// Five nodes, one GPU each, under rail-optimized leaves of four nodes at 8:1: leaf 0 holds nodes
+// 0 to 3, leaf 1 node 4. NCCL's ring 0→1→2→3→4→0 leaves leaf 0 once (3→4) and enters it once
+// (4→0), each edge carrying what one node's NIC sends: 2 · 4/5 = 1.6 bytes per algorithm byte.
+// Rail 0's uplinks of leaf 0 carry 4 · 50 GB/s / 8 = 25 GB/s: 25 / 1.6 = 15.625 GB/s, below
+// NCCL's own 2 channels of 24 GB/s (48 / 1.6 = 30 GB/s). With eight nodes (two full leaves)
+// the bound is the same. Averaging the two changes of leaf over the five nodes put 2/5 of each
+// member's traffic on the uplinks, 1.6 members' worth on leaf 0: 9.77 GB/s, 60 % slower.
+TEST_CASE("a ring over a full and a partial leaf is bounded by the one edge leaving each") {
+  const testing::Scratch dir("fabric-leaves");
+  dir.write("rails.json", cluster_file(R"("nics_per_node": 8, "topology": "rail-optimized", "oversubscription": 8,)"
+                                       R"( "nodes_per_leaf": 4)"));
+  CollectivesSpec ring;
+  ring.algorithm = Algorithm::ring;
+  const double gib = Bytes::gib(1).as_double();
+  for (const int nodes : {5, 8}) {
+    INFO(nodes << " nodes");
+    const collectives::Choice nccl = collectives::predict(io::load_cluster(dir.file("rails.json").string(), nodes),
+                                                          ring, {CollOp::allreduce, Bytes::gib(1), {nodes, nodes, 1}});
+    const double per_byte = 2.0 * (nodes - 1) / nodes;
+    REQUIRE(nccl.algbw.gbytes_per_s() > 25 / per_byte);
+    CHECK(row_us(dir, fmt::format("allreduce --gpus {} --ranks-per-node 1 --size 1GiB --algorithm ring --cluster "
+                                  "rails.json",
+                                  nodes)) == Approx(nccl.latency.us() + gib / (25e9 / per_byte) * 1e6).epsilon(1e-4));
+  }
+  // -v says what holds the forced pair below NCCL's own figure: 25 / 1.6 = 15.625 GB/s.
+  const testing::Run v = dir.run(
+      "collective allreduce --gpus 5 --ranks-per-node 1 --size 1GiB --algorithm ring "
+      "--protocol simple --cluster rails.json -v");
+  REQUIRE(v.status == 0);
+  CHECK(v.out.find("the network's shared links hold its bandwidth to 15.6") != std::string::npos);
+  const testing::Run open = dir.run("collective allreduce --gpus 5 --ranks-per-node 1 --size 1GiB -v");
+  REQUIRE(open.status == 0);
+  CHECK(open.out.find("shared links") == std::string::npos);
+}
+
+// Two GB200 NVL72 racks, 72 GPUs each, under one fat-tree leaf per rack (18 trays) at 16:1:
+// NCCL's multi-node NVLink makes each rack one node, so a ring AllReduce over the 144 GPUs
+// runs over NVLink inside a rack and sends all its NIC traffic to the other rack: one ring
+// edge out of each rack, 2 · 143/144 bytes per algorithm byte, through the leaf's uplinks of
+// 18 trays · 4 NICs · 50 GB/s / 16 = 225 GB/s: 225 / 1.986 = 113.3 GB/s, below NCCL's own.
+// Counting the trays as ring hops put 1/18 of it on the uplinks, and the spine limited nothing.
+// With one GPU per tray (--ranks-per-node 1: 36 GPUs, 18 a rack) under leaves of four trays,
+// each leaf holds 4 members, each sending 1/18 of its rack's 2 · 35/36 bytes per algorithm
+// byte to the other rack: 4/18 · 1.944 on 4 · 4 · 50 / 16 = 50 GB/s, 115.7 GB/s. Laid on the
+// first 18 GPUs of each rack (trays 0 to 4), the command put 16 of them behind leaf 0.
+TEST_CASE("a ring over two NVL72 racks sends all its NIC traffic through the racks' leaf uplinks") {
+  const testing::Scratch dir("fabric-racks");
+  CollectivesSpec ring;
+  ring.algorithm = Algorithm::ring;
+  for (const auto& [gpus, per_tray, per_leaf, bound] :
+       {std::tuple{144, 4, 18, 225.0}, std::tuple{36, 1, 4, 50.0 * 18 / 4}}) {
+    INFO(gpus << " GPUs, " << per_leaf << " trays per leaf");
+    const std::vector<std::string> spine = {"cluster.inter_node.topology=fat-tree",
+                                            fmt::format("cluster.inter_node.nodes_per_leaf={}", per_leaf),
+                                            "cluster.inter_node.oversubscription=16"};
+    const collectives::Choice nccl = collectives::predict(io::load_cluster("gb200-nvl72", gpus, spine), ring,
+                                                          {CollOp::allreduce, Bytes::gib(1), {gpus, 2, gpus / 2}});
+    const double per_byte = 2.0 * (gpus - 1) / gpus;
+    REQUIRE(nccl.algbw.gbytes_per_s() > bound / per_byte);
+    std::string args = fmt::format(
+        "allreduce --cluster gb200-nvl72 --gpus {} --ranks-per-node {} --size 1GiB "
+        "--algorithm ring",
+        gpus, per_tray);
+    for (const std::string& s : spine) args += " --set " + s;
+    CHECK(row_us(dir, args) ==
+          Approx(nccl.latency.us() + Bytes::gib(1).as_double() / (bound * 1e9 / per_byte) * 1e6).epsilon(1e-4));
+  }
 }
 
 // Homogeneous jobs: every GPU the same, so the ranks a simulated rank stands for load the

@@ -30,6 +30,13 @@ ClusterSpec cluster(int nics, double oversubscription = 1, int nodes_per_leaf = 
   return c;
 }
 
+// GPU 0 of each of `nodes`: a group of one rank per node of 8 GPUs.
+std::vector<int> first_gpus(std::initializer_list<int> nodes) {
+  std::vector<int> ranks;
+  for (const int n : nodes) ranks.push_back(n * 8);
+  return ranks;
+}
+
 }  // namespace
 
 TEST_CASE("a GPU's traffic leaves through the NIC NCCL maps it to, and two GPUs share it with 4 NICs") {
@@ -82,13 +89,16 @@ TEST_CASE("a fat tree's leaf pools its uplinks and a rail-optimized fabric gives
 TEST_CASE("a ring crosses the spine once per change of leaf and an all-to-all to every other leaf's nodes") {
   std::vector<stepsim::network::Resource> resources;
   sp::Fabric fabric(cluster(8, 2, 4), resources);
-  const std::vector<int> eight{0, 1, 2, 3, 4, 5, 6, 7};
-  const sp::SpineShare s = fabric.spine_share(eight);
-  CHECK(s.ring == Approx(2.0 / 8));    // hops 3→4 and 7→0 of 8
-  CHECK(s.spread == Approx(4.0 / 7));  // 4 of each node's 7 peers sit in the other leaf
-  const std::vector<int> same_leaf{0, 1, 2, 3};
-  CHECK(fabric.spine_share(same_leaf).ring == 0);
-  CHECK(fabric.spine_share(same_leaf).spread == 0);
+  const std::vector<int> eight = first_gpus({0, 1, 2, 3, 4, 5, 6, 7});
+  for (const int leaf : {0, 1}) {
+    const sp::SpineShare s = fabric.spine_share(eight, leaf);
+    CHECK(s.ring == Approx(1.0 / 4));    // hop 3→4 (7→0) out of the leaf's 4 nodes
+    CHECK(s.spread == Approx(4.0 / 7));  // 4 of each node's 7 peers sit in the other leaf
+  }
+  CHECK(fabric.spine_share(eight, 2) == sp::SpineShare{});  // no node of the group there
+  const std::vector<int> same_leaf = first_gpus({0, 1, 2, 3});
+  CHECK(fabric.spine_shares(same_leaf).empty());
+  CHECK(fabric.spine_share(same_leaf, 0) == sp::SpineShare{});
   const std::vector<int> ranks{0, 1, 8, 9, 33};
   CHECK(fabric.nodes_of(ranks) == std::vector<int>{0, 1, 4});
 }
@@ -110,16 +120,91 @@ TEST_CASE("a SendRecv loads its sender's transmit side and its receiver's receiv
         std::vector<std::string>{"node 0 gpu 0 nvlink tx 1.500000", "node 0 gpu 0 nvlink rx 1.500000"});
 }
 
-TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give") {
+// Five nodes under leaves of four: leaf 0 holds nodes 0 to 3, leaf 1 node 4. NCCL's ring
+// 0→1→2→3→4→0 leaves leaf 0 once (3→4) and enters it once (4→0), each edge carrying what one
+// ring node sends, so leaf 0's uplinks carry one node's ring traffic, shared by its 4 nodes
+// (1/4 each), and leaf 1's the same from its one node (1). Averaged over the group, 2 changes
+// of leaf over 5 nodes, each member would put 2/5 on its uplinks and leaf 0 1.6 nodes' worth.
+// An all-to-all member of leaf 0 sends to 1 of its 4 peer nodes across the spine, the member
+// of leaf 1 to all 4.
+TEST_CASE("each leaf's uplinks carry the ring edges that leave it, whatever the other leaves hold") {
+  std::vector<stepsim::network::Resource> resources;
+  const sp::Fabric fabric(cluster(8, 8, 4), resources);
+  const std::vector<int> five = first_gpus({0, 1, 2, 3, 4});
+  CHECK(fabric.spine_share(five, 0).ring == Approx(1.0 / 4));
+  CHECK(fabric.spine_share(five, 1).ring == Approx(1.0));
+  CHECK(fabric.spine_share(five, 0).spread == Approx(1.0 / 4));
+  CHECK(fabric.spine_share(five, 1).spread == Approx(1.0));
+  // Three leaves of three nodes each hold two of the DP group 0, 16, 32, 48 of TP 16 x DP 4
+  // (nodes 0, 2, 4, 6 under leaves 0, 0, 1, 2): one edge leaves each of them.
+  const std::vector<int> spaced = first_gpus({0, 2, 4, 6});
+  std::vector<stepsim::network::Resource> three;
+  const sp::Fabric by_three(cluster(8, 4, 3), three);
+  CHECK(by_three.spine_share(spaced, 0).ring == Approx(1.0 / 2));
+  CHECK(by_three.spine_share(spaced, 1).ring == Approx(1.0));
+  CHECK(by_three.spine_share(spaced, 2).ring == Approx(1.0));
+}
+
+// A GB200 NVL72 rack is 18 trays of 4 GPUs joined by NVLink: NCCL treats it as one node, so a
+// group over two racks rings over NVLink inside each and sends all its NIC traffic from rack
+// to rack, the member at each place to the member at the same place in the other rack. Under
+// leaves of 18 trays (one per rack) all of it crosses the spine, under leaves of 4 trays too;
+// under leaves of 36 trays (both racks) none. Counting the trays as the ring's hops had put
+// 1/18 (2 changes of leaf over 36 trays) and 1/4 on the uplinks. An all-to-all member sends
+// to the other rack's 18 members: all behind another leaf but where its leaf holds trays of
+// both racks (leaf 4 of four-tray leaves: trays 16 and 17 of rack 0, 18 and 19 of rack 1),
+// 16 of 18 there.
+TEST_CASE("a group over NVLink domains sends its NIC traffic from domain to domain") {
+  for (const auto& [per_leaf, share] : {std::pair{18, 1.0}, std::pair{4, 1.0}, std::pair{36, 0.0}}) {
+    ClusterSpec c = cluster(4, 8, per_leaf);
+    c.gpus_per_node = 4;
+    c.nvlink_domain = 72;
+    std::vector<stepsim::network::Resource> resources;
+    const sp::Fabric fabric(c, resources);
+    std::vector<int> one_per_tray;  // TP 4 x DP 36: GPU 0 of each of the 36 trays
+    for (int tray = 0; tray < 36; ++tray) one_per_tray.push_back(tray * 4);
+    INFO(per_leaf << " trays per leaf");
+    for (const int tray : {0, 5, 17, 18, 35}) {
+      const sp::SpineShare s = fabric.spine_share(one_per_tray, fabric.leaf_of(tray));
+      CHECK(s.ring == Approx(share));
+      CHECK(s.spread == Approx(tray == 17 || tray == 18 ? (per_leaf == 4 ? 16.0 / 18 : share) : share));
+    }
+  }
+}
+
+// An uneven group is costed as an even one of its emptiest domain's size, whose cross-domain
+// load every member then takes: EP 64 over ranks 64 to 127 of two NVL72 racks has 8 members in
+// rack 0 and 56 in rack 1, costed as 8 domains of 8, so each member's NIC load is 7/8 of its
+// all-to-all buffer (56 of its 64 peers outside its domain). A rack-0 member really sends 56/64
+// of it to rack 1, behind the other leaf (one leaf per rack): share 1. A rack-1 member sends
+// only 8/64 across, 1/7 of what it is costed: share 1/7, so that rack 1's uplinks carry
+// 56 · 8/64 = 7 buffers, as rack 0's do (8 · 56/64), not 49. A ring's traffic out of a rack is
+// one edge's, over the rack's members: 8 members share it in rack 0 as costed, 56 in rack 1.
+TEST_CASE("a group costed as an even one shares the spine by what its members really send") {
+  ClusterSpec c = cluster(4, 4, 18);
+  c.gpus_per_node = 4;
+  c.nvlink_domain = 72;
+  std::vector<stepsim::network::Resource> resources;
+  const sp::Fabric fabric(c, resources);
+  std::vector<int> ep;
+  for (int r = 64; r < 128; ++r) ep.push_back(r);
+  const stepsim::collectives::GroupShape costed{64, 8, 8};
+  CHECK(fabric.spine_share(ep, 0, costed).spread == Approx(1.0));
+  CHECK(fabric.spine_share(ep, 1, costed).spread == Approx(1.0 / 7));
+  CHECK(fabric.spine_share(ep, 0, costed).ring == Approx(1.0));
+  CHECK(fabric.spine_share(ep, 1, costed).ring == Approx(1.0 / 7));
+}
+
+TEST_CASE("the spine share of a group on the first nodes is the one its listed nodes give on the first leaf") {
   for (int per_leaf : {1, 2, 3, 4, 7}) {
     std::vector<stepsim::network::Resource> resources;
     const sp::Fabric fabric(cluster(8, 2, per_leaf), resources);
-    std::vector<int> nodes;
+    std::vector<int> ranks;
     for (int n = 1; n <= 20; ++n) {
-      nodes.push_back(n - 1);
+      ranks.push_back((n - 1) * 8);
       INFO("nodes " << n << ", " << per_leaf << " per leaf");
-      CHECK(fabric.first_nodes_spine_share(n).ring == Approx(fabric.spine_share(nodes).ring));
-      CHECK(fabric.first_nodes_spine_share(n).spread == Approx(fabric.spine_share(nodes).spread));
+      CHECK(fabric.first_nodes_spine_share(n).ring == Approx(fabric.spine_share(ranks, 0).ring));
+      CHECK(fabric.first_nodes_spine_share(n).spread == Approx(fabric.spine_share(ranks, 0).spread));
     }
   }
 }
@@ -136,11 +221,11 @@ double every_member_bandwidth(const ClusterSpec& c, const stepsim::collectives::
   for (int node = 0; node < request.shape.nodes; ++node) {
     for (int g = 0; g < request.shape.ranks_per_node; ++g) ranks.push_back(node * c.gpus_per_node + g);
   }
-  const sp::SpineShare share = fabric.spine_share(fabric.nodes_of(ranks));
-  const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
   const auto load = stepsim::collectives::link_load(request, choice);
   std::vector<stepsim::network::ResourceUse> uses;
   for (int r : ranks) {
+    const sp::SpineShare share = fabric.spine_share(ranks, fabric.leaf_of(fabric.node_of(r)));
+    const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
     for (const auto& u : sp::link_uses(fabric.ports(r, r, 1), load, sp::Side::both, spine)) uses.push_back(u);
   }
   stepsim::network::MaxMinSolver solver(resources);
