@@ -131,6 +131,35 @@ struct Measurement {
   bool nodes_said;  // by the header or --nodes; else taken as one
 };
 
+// nccl-tests prints a row's size as the larger of its send and receive buffers and its count as
+// the count the collective is called with (common.cu, after each test's GetCollByteCount): one
+// rank's part for AllGather and ReduceScatter, so that the size is count x ranks x the element's
+// bytes; the whole buffer for AllReduce, Broadcast, Reduce and SendRecv; the part for each peer
+// for AlltoAll (the whole buffer in its first versions). A row that keeps none of these is of
+// another test, rank count or element type than it is read as, and its times would cost
+// another collective.
+void check_count(const NcclTestsLog& log, const NcclTestsRow& row, CollOp op, int ranks) {
+  // In doubles: a count of 2^40 elements of 8 B over 2^24 ranks overflows 64 bits, and any
+  // product beyond 2^53 is far above every size a row may have.
+  const int element = nccl_type_bytes(row.type);
+  const double whole = static_cast<double>(row.count) * element, parts = whole * ranks;
+  const double size = row.size.as_double();
+  const bool per_rank = op == CollOp::allgather || op == CollOp::reducescatter;
+  if (per_rank ? size == parts : size == whole || (op == CollOp::alltoall && size == parts)) return;
+  const std::string rule =
+      per_rank ? fmt::format("count x {} ranks x {} B = {:.0f} B", ranks, element, parts)
+      : op == CollOp::alltoall
+          ? fmt::format("count x {} ranks x {} B = {:.0f} B (count x {} B = {:.0f} B in its first versions)", ranks,
+                        element, parts, element, whole)
+          : fmt::format("count x {} B = {:.0f} B", element, whole);
+  throw InputError(
+      log.source, row_place(row),
+      fmt::format("size {} B contradicts count {} of {}: {} prints its size as {}; a row that does not "
+                  "keep it is of another test, rank count or element type than {} of {} rank(s) (check "
+                  "--op, --ranks and the log)",
+                  row.size.count(), row.count, row.type, nccl_test_program(op), rule, nccl_test_program(op), ranks));
+}
+
 }  // namespace
 
 namespace {
@@ -291,6 +320,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                          fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
       if (!o.dtype.empty() && row.type != o.dtype) continue;
       const CollOp op = op_of_test(test, log.source);
+      check_count(log, row, op, ranks);
       std::string algorithm = run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at);
       std::string protocol = run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at);
       // Sends and receives run as NCCL chooses whatever NCCL_ALGO and NCCL_PROTO say.

@@ -306,6 +306,44 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
 }
 
+// nccl-tests prints a row's count as the count the collective is called with and its size as
+// the larger buffer (common.cu, after GetCollByteCount): an 8-rank all_gather_perf of floats
+// prints 1048576 B as 32768 elements per rank (32768 x 8 x 4 B), an all_reduce_perf 262144
+// (262144 x 4 B). The all-gather's rows read as an all-reduce's would cost an all-reduce the
+// all-gather's 30 us; a row of 262144 halves is 524288 B, not 1048576.
+TEST_CASE("a row whose count contradicts its size, test and ranks is refused") {
+  const auto rows = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "r.txt");
+  };
+  const std::string gather = "1048576 32768 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n";
+  ImportOverrides o;
+  o.ranks = 8;
+  o.gpu = "NVIDIA A100-SXM4-80GB";
+  o.op = "allgather";
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.at(0).points.at(0).bytes == 1048576);
+  o.op = "reducescatter";  // one rank's part of the result: the same count for the same size
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.size() == 1);
+  o.op = "alltoall";  // the part for each peer, or (its first versions) the whole count
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.size() == 1);
+  CHECK(import_nccl_tests({rows("1048576 262144 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n")}, o)
+            .collectives.size() == 1);
+  o.op = "allreduce";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(gather)}, o),
+                    "r.txt: line 1: size 1048576 B contradicts count 32768 of float: all_reduce_perf prints its size "
+                    "as count x 4 B = 131072 B; a row that does not keep it is of another test, rank count or element "
+                    "type than all_reduce_perf of 8 rank(s) (check --op, --ranks and the log)");
+  o.op = "allgather";
+  o.ranks = 4;
+  CHECK_THROWS_WITH(import_nccl_tests({rows(gather)}, o),
+                    Catch::Contains("all_gather_perf prints its size as count x 4 ranks x 4 B = 524288 B"));
+  o.ranks = 8;
+  o.op = "allreduce";
+  CHECK_THROWS_WITH(import_nccl_tests({rows("1048576 262144 half sum -1 52.6 19.93 34.88 0 53.0 19.77 34.60 0\n")}, o),
+                    Catch::Contains("size 1048576 B contradicts count 262144 of half: all_reduce_perf prints its "
+                                    "size as count x 2 B = 524288 B"));
+}
+
 // A file of several rows-only logs, one after another, is each test with its own header: the
 // same tables as the logs imported as files of their own, and two GPUs refused as two files are.
 TEST_CASE("a file of several tests imports as the tests imported one by one") {
@@ -315,8 +353,8 @@ TEST_CASE("a file of several tests imports as the tests imported one by one") {
       "4096 1024 float sum -1 48.1 0.09 0.15 0 48.1 0.09 0.15 0\n";
   const std::string all_gather =
       "# all_gather_perf -b 1K -e 4K -f 4 -g 4 on one node with 4x NVIDIA A100-SXM4-80GB\n"
-      "1024 32 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
-      "4096 128 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
+      "1024 64 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
+      "4096 256 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
   const auto parse = [](const std::string& text, const char* name) {
     std::istringstream in(text);
     return parse_nccl_tests(in, name);

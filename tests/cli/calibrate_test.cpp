@@ -1231,9 +1231,9 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
 TEST_CASE("the measured share of communication counts the communicators of the measured shape only") {
   Scratch s("calib-sendrecv-shape");
   const std::string rows =
-      "33554432 8388608 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
-      "67108864 16777216 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
-      "134217728 33554432 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
+      "33554432 16777216 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
+      "67108864 33554432 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
+      "134217728 67108864 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
   s.write("in.txt", "# sendrecv_perf -b 32M -e 128M -g 2 on one node with 2x NVIDIA H100 80GB HBM3\n" + rows);
   s.write("across.txt",
           "# sendrecv_perf -b 32M -e 128M with 2x NVIDIA H100 80GB HBM3, one GPU on each of 2 hosts\n" + rows);
@@ -1287,8 +1287,10 @@ TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation u
     const auto rows = json_of(model.out);
     for (const auto& row : rows.as_array()) {
       const double us = number(row, "time_us");
-      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", number(row, "size_bytes"),
-                         number(row, "count"), dtype, us, us);
+      // An all-reduce row's count is its size in elements of the run's type.
+      const double size = number(row, "size_bytes");
+      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", size, size / (dtype == "float" ? 4 : 2),
+                         dtype, us, us);
     }
     s.write(fmt::format("run-{}.txt", i), log);
     logs += fmt::format(" run-{}.txt", i++);
@@ -1404,7 +1406,8 @@ TEST_CASE("the import summary names each table's element type") {
   std::string log = "# all_reduce_perf -g 8 on one node with 8x NVIDIA H100 80GB HBM3\n";
   for (long long size = 1 << 20; size <= (1 << 22); size *= 2)
     for (const char* type : {"float", "bfloat16"})
-      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 4, type,
+      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size,
+                         size / (std::string_view(type) == "float" ? 4 : 2), type,
                          20 + static_cast<double>(size) / 200e3, 20 + static_cast<double>(size) / 200e3);
   s.write("mixed.txt", log);
   const auto import = s.run("calibrate import-nccl-tests mixed.txt -o m.json");
