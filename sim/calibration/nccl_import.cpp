@@ -160,6 +160,47 @@ void check_count(const NcclTestsLog& log, const NcclTestsRow& row, CollOp op, in
                   row.size.count(), row.count, row.type, nccl_test_program(op), rule, nccl_test_program(op), ranks));
 }
 
+// What forced the table's algorithm and protocol: the flags, or NCCL's lines in the log.
+std::string forced_by(const NcclTestsRow& row, const ImportOverrides& o, const ShapeKey& key) {
+  std::string out;
+  const auto add = [&](const std::string& table, const std::string& flag, const char* flag_name, const char* variable,
+                       const std::string& said, const std::string& at) {
+    if (table.empty()) return;
+    if (!out.empty()) out += " and ";
+    out += !flag.empty() ? fmt::format("{} {}", flag_name, flag) : fmt::format("{}={} ({})", variable, said, at);
+  };
+  add(key.algorithm, o.algorithm, "--algorithm", "NCCL_ALGO", row.nccl_algo, row.nccl_algo_at);
+  add(key.protocol, o.protocol, "--protocol", "NCCL_PROTO", row.nccl_proto, row.nccl_proto_at);
+  return out;
+}
+
+// A forced algorithm or protocol the collective model cannot run for the test on this GPU and
+// shape (NVLS before Hopper, Tree for an AllGather, PAT with several ranks on a node, NVLS with
+// LL; CollNet, which it does not model): every simulation would refuse the table. Where NCCL
+// has no such algorithm either it refuses the run (enqueue.cc: "no algorithm/protocol
+// available", ncclInvalidUsage), so such a label is a wrong flag or a misread log. The model's
+// own rules say which, on the fastest cluster with the GPU.
+void check_runnable(const ClusterSpec& fastest, const Measurement& m, const ImportOverrides& o,
+                    const std::string& gpu) {
+  if (m.key.algorithm.empty() && m.key.protocol.empty()) return;
+  ClusterSpec cluster = fastest;
+  cluster.nodes = m.key.nodes;
+  CollectiveTable as_run;
+  as_run.algorithm = m.key.algorithm;
+  as_run.protocol = m.key.protocol;
+  const collectives::Request r{m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)),
+                               domain_shape(cluster, m.key.ranks, m.key.nodes)};
+  try {
+    collectives::predict(cluster, measured_as(as_run), r);
+  } catch (const InputError& e) {
+    throw InputError(m.log->source, row_place(*m.row),
+                     fmt::format("{}: on {} ({}), {}; a table so forced would serve no simulation, and NCCL "
+                                 "itself refuses a forced algorithm or protocol it cannot run (\"no "
+                                 "algorithm/protocol available\")",
+                                 forced_by(*m.row, o, m.key), gpu, cluster.name, e.message()));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -361,8 +402,10 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                        fmt::format("{} ranks ran the test, more than a host of {} holds ({} GPUs), and the log does "
                                    "not say on how many hosts: give --nodes",
                                    m.key.ranks, c.provenance.gpu, host_gpus));
-    if (cluster)
+    if (cluster) {
+      check_runnable(*cluster, m, o, c.provenance.gpu);
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
+    }
     tables[m.key][m.bytes].push_back(m.us);
   }
   for (const auto& [key, sizes] : tables) {

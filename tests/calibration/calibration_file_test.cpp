@@ -344,6 +344,50 @@ TEST_CASE("a row whose count contradicts its size, test and ranks is refused") {
                                     "size as count x 2 B = 524288 B"));
 }
 
+// NCCL refuses a forced algorithm or protocol it cannot run for the collective ("no
+// algorithm/protocol available", enqueue.cc): NVLS needs Hopper's NVSwitch, so an A100 run was
+// never NVLS; Tree implements AllReduce alone; NVLS is Simple only. Such a table would be
+// refused by every simulation, so the import refuses it, naming the log and what forced it.
+TEST_CASE("a forced algorithm or protocol NCCL cannot run is refused at import") {
+  const auto rows = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "f.txt");
+  };
+  const std::string a100_reduce =
+      "# all_reduce_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  ImportOverrides nvls;
+  nvls.algorithm = "nvls";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_reduce)}, nvls),
+                    Catch::StartsWith("f.txt: line 2: --algorithm nvls: on NVIDIA A100-SXM4-80GB "
+                                      "(dgx-a100-80g-hdr), 'nvls' does not apply to AllReduce on 8 "
+                                      "GPUs over 1 node(s)"));
+  CHECK_THROWS_WITH(
+      import_nccl_tests({rows("host:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\n" + a100_reduce)}, {}),
+      Catch::StartsWith("f.txt: line 3: NCCL_ALGO=NVLS (line 1): on NVIDIA A100-SXM4-80GB"));
+  ImportOverrides tree;
+  tree.algorithm = "tree";
+  CHECK(import_nccl_tests({rows(a100_reduce)}, tree).collectives.at(0).algorithm == "tree");
+  const std::string a100_gather =
+      "# all_gather_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1048576 32768 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_gather)}, tree),
+                    Catch::Contains("'tree' does not apply to AllGather on 8 GPUs over 1 node(s): it does not "
+                                    "implement AllGather"));
+  ImportOverrides pat;
+  pat.algorithm = "pat";  // one rank per node only
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_gather)}, pat), Catch::Contains("'pat' does not apply"));
+  const std::string h200_reduce =
+      "# all_reduce_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA H200\n"
+      "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  CHECK(import_nccl_tests({rows(h200_reduce)}, nvls).collectives.at(0).algorithm == "nvls");
+  ImportOverrides nvls_ll = nvls;
+  nvls_ll.protocol = "ll";
+  CHECK_THROWS_WITH(
+      import_nccl_tests({rows(h200_reduce)}, nvls_ll),
+      Catch::StartsWith("f.txt: line 2: --algorithm nvls and --protocol ll: on NVIDIA H200 (dgx-h200-ndr)"));
+}
+
 // A file of several rows-only logs, one after another, is each test with its own header: the
 // same tables as the logs imported as files of their own, and two GPUs refused as two files are.
 TEST_CASE("a file of several tests imports as the tests imported one by one") {
