@@ -388,6 +388,25 @@ TEST_CASE("a forced algorithm or protocol NCCL cannot run is refused at import")
       Catch::StartsWith("f.txt: line 2: --algorithm nvls and --protocol ll: on NVIDIA H200 (dgx-h200-ndr)"));
 }
 
+// An all_gather_perf log from before mid-2022 has no operation column (11 columns): 32 B on 8
+// ranks is 1 float from each (1 x 8 x 4 B), and 128 MiB 4194304 of them.
+TEST_CASE("a legacy all_gather_perf log without an operation column imports as an all-gather table") {
+  std::istringstream in(
+      "# all_gather_perf -b 32 -e 128M -f 64 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error\n"
+      "          32             1   float    29.42    0.00    0.00  0e+00    29.38    0.00    0.00  0e+00\n"
+      "   134217728       4194304   float   800.00  167.77  146.80  0e+00   800.00  167.77  146.80  0e+00\n");
+  const Calibration c = import_nccl_tests({parse_nccl_tests(in, "old.txt")}, {});
+  REQUIRE(c.collectives.size() == 1);
+  const CollectiveTable& t = c.collectives[0];
+  CHECK(t.op == CollOp::allgather);
+  CHECK(t.ranks == 8);
+  REQUIRE(t.points.size() == 2);
+  CHECK(t.points[0].bytes == 32);
+  CHECK(t.points[0].time_us == Approx(29.42));
+  CHECK(t.points[1].time_us == Approx(800.0));
+}
+
 // A file of several rows-only logs, one after another, is each test with its own header: the
 // same tables as the logs imported as files of their own, and two GPUs refused as two files are.
 TEST_CASE("a file of several tests imports as the tests imported one by one") {
