@@ -373,7 +373,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                           &row,
                           {op, ranks, nodes, row.type, std::move(algorithm), std::move(protocol)},
                           row.size.as_double(),
-                          r.time.us(),
+                          // The printed microseconds to the last digit: ps x 1e-6 is an ulp off
+                          // (39.06 would be written 39.059999999999995), ps / 1e6 is not.
+                          static_cast<double>(r.time.ps()) / 1e6,
                           o.nodes > 0 || row.nodes > 0});
       ++usable;
     }

@@ -263,6 +263,17 @@ TEST_CASE("importing logs groups rows by test and communicator shape") {
   CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
 }
 
+// The file keeps each time as the log prints it: 39.06 us, not the 39.059999999999995 a round
+// trip through picoseconds times 1e-6 gives.
+TEST_CASE("imported times are the log's microseconds to the last digit") {
+  const Calibration c = import_nccl_tests(
+      {stepsim::calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt")}, {});
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].points.at(2).bytes == 32);
+  CHECK(c.collectives[0].points.at(2).time_us == 39.06);
+  CHECK(calibration_json(c).find("39.059999") == std::string::npos);
+}
+
 // One calibration file is one GPU's: logs of two GPUs are refused, naming both; ranks spread
 // unevenly over the hosts are no communicator shape stepsim has; a negative size no measurement.
 TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes") {
