@@ -160,6 +160,34 @@ void check_count(const NcclTestsLog& log, const NcclTestsRow& row, CollOp op, in
                   row.size.count(), row.count, row.type, nccl_test_program(op), rule, nccl_test_program(op), ranks));
 }
 
+// What the run's environment switched off that a table cannot say, where it mattered to the
+// table's collectives: peer-to-peer copies between the GPUs of a node (NCCL_P2P_DISABLE: their
+// data goes through host memory, not NVLink), InfiniBand and RoCE between nodes
+// (NCCL_IB_DISABLE: TCP sockets), NVLS where the GPU has it and NCCL chose the algorithm
+// (NCCL_NVLS_ENABLE=0: its choice among the others). Every simulation would take such a table
+// for the collectives NCCL runs without them.
+void check_environment(const Measurement& m, const std::optional<ClusterSpec>& cluster) {
+  const int per_node = m.key.ranks / m.key.nodes;
+  const bool nvls_op =
+      m.key.op == CollOp::allreduce || m.key.op == CollOp::allgather || m.key.op == CollOp::reducescatter;
+  for (const NcclTestsRow::EnvSaid& e : m.row->nccl_env) {
+    std::string what;
+    if (e.variable == "NCCL_P2P_DISABLE" && e.value > 0 && per_node > 1)
+      what =
+          fmt::format("the {} ranks on each node exchanged their data through host memory, not over NVLink", per_node);
+    if (e.variable == "NCCL_IB_DISABLE" && e.value != 0 && m.key.nodes > 1)
+      what = fmt::format("the {} nodes exchanged their data over TCP sockets, not InfiniBand or RoCE", m.key.nodes);
+    if (e.variable == "NCCL_NVLS_ENABLE" && e.value == 0 && nvls_op && m.key.algorithm.empty() && cluster &&
+        cluster->intra_node.nvls)
+      what = "NCCL chose among its algorithms without NVLS, which it runs on this GPU's NVSwitch";
+    if (what.empty()) continue;
+    throw InputError(m.log->source, row_place(*m.row),
+                     fmt::format("{}={} ({}): {}; a table of this run would stand for {} run as NCCL runs it "
+                                 "without that setting: measure without it",
+                                 e.variable, e.value, e.at, what, to_string(m.key.op)));
+  }
+}
+
 // What forced the table's algorithm and protocol: the flags, or NCCL's lines in the log.
 std::string forced_by(const NcclTestsRow& row, const ImportOverrides& o, const ShapeKey& key) {
   std::string out;
@@ -404,6 +432,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                        fmt::format("{} ranks ran the test, more than a host of {} holds ({} GPUs), and the log does "
                                    "not say on how many hosts: give --nodes",
                                    m.key.ranks, c.provenance.gpu, host_gpus));
+    check_environment(m, cluster);
     if (cluster) {
       check_runnable(*cluster, m, o, c.provenance.gpu);
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -172,6 +173,7 @@ struct Section {
   std::string one_node_at;
   std::string gpu, gpu_at;                                         // the device name the header gives, and where
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;  // NCCL_ALGO, NCCL_PROTO as NCCL said them
+  std::vector<NcclTestsRow::EnvSaid> nccl_env;                     // the first of each variable NCCL said
   bool has_rows = false;                                           // a row has come since the header began
   std::string cputime_at;  // where the table header names its time column "cputime" (-C 1)
 
@@ -217,6 +219,7 @@ void said_in(const Section& s, NcclTestsRow& row) {
   row.nccl_algo_at = s.nccl_algo_at;
   row.nccl_proto = s.nccl_proto;
   row.nccl_proto_at = s.nccl_proto_at;
+  row.nccl_env = s.nccl_env;
 }
 
 // The GPU a section's header names: the section's, and the file's where it is the first named.
@@ -435,6 +438,16 @@ bool nccl_own_line(const std::string& text, int line, std::string& version, Sect
     const bool algo = m[1] == "NCCL_ALGO";
     (algo ? section.nccl_algo : section.nccl_proto) = m[2];
     (algo ? section.nccl_algo_at : section.nccl_proto_at) = fmt::format("line {}", line);
+  }
+  // NCCL_PARAM's own line, "NCCL_IB_DISABLE set by environment to 1." (its value as strtoll
+  // read it); each rank's process prints it, the first is kept.
+  static const std::regex switched(
+      R"(NCCL INFO (NCCL_NVLS_ENABLE|NCCL_IB_DISABLE|NCCL_P2P_DISABLE) set by environment to (-?\d{1,18})\b)");
+  if (std::regex_search(rest, m, switched)) {
+    const std::string variable = m[1];
+    const bool known = std::any_of(section.nccl_env.begin(), section.nccl_env.end(),
+                                   [&](const NcclTestsRow::EnvSaid& e) { return e.variable == variable; });
+    if (!known) section.nccl_env.push_back({variable, std::stoll(m[2]), fmt::format("line {}", line)});
   }
   return true;
 }

@@ -1,5 +1,6 @@
 // Calibration files: the strict reader, the GPU check, interpolation in measured tables, the
 // alpha-beta fit, nccl-tests import and the trace fit.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -416,6 +417,46 @@ TEST_CASE("a legacy all_gather_perf log without an operation column imports as a
   CHECK(t.points[0].bytes == 32);
   CHECK(t.points[0].time_us == Approx(29.42));
   CHECK(t.points[1].time_us == Approx(800.0));
+}
+
+// NCCL_DEBUG=INFO prints each NCCL_PARAM set by the environment ("NCCL_P2P_DISABLE set by
+// environment to 1."). Peer-to-peer switched off sends a node's data through host memory, not
+// NVLink; InfiniBand switched off, the network's over TCP; NVLS switched off, NCCL's own choice
+// without it. None of them is what a table of NCCL's collectives stands for, where it mattered:
+// P2P with several ranks on a node, IB across nodes, NVLS on Hopper for NCCL's own choice.
+TEST_CASE("a log whose environment switched off NVLink P2P, InfiniBand or NVLS where they matter is refused") {
+  const auto rows = [](const std::string& env, const std::string& device, int hosts) {
+    // NCCL initialises after nccl-tests has listed the devices, and says its environment then.
+    std::string text = "# Collective test starting: all_reduce_perf\n";
+    for (int r = 0; r < 8; ++r)
+      text += fmt::format("#  Rank {} Group  0 Pid {} on node{} device {} [0x07] {}\n", r, 100 + r, r * hosts / 8, r,
+                          device);
+    if (!env.empty())
+      text += "node0:100:100 [0] NCCL INFO " + env + " set by environment to " +
+              (env == "NCCL_NVLS_ENABLE" ? "0" : "1") + ".\n";
+    text += "1048576 262144 float sum -1 500.0 2.10 3.67 0 500.0 2.10 3.67 0\n";
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "e.txt");
+  };
+  const std::string a100 = "NVIDIA A100-SXM4-80GB", h100 = "NVIDIA H100 80GB HBM3";
+  CHECK(import_nccl_tests({rows("", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_P2P_DISABLE", a100, 1)}, {}),
+                    "e.txt: line 11: NCCL_P2P_DISABLE=1 (line 10): the 8 ranks on each node exchanged their data "
+                    "through host memory, not over NVLink; a table of this run would stand for allreduce run as NCCL "
+                    "runs it without that setting: measure without it");
+  // InfiniBand off on one node changes nothing; across two it does.
+  CHECK(import_nccl_tests({rows("NCCL_IB_DISABLE", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_IB_DISABLE", a100, 2)}, {}),
+                    Catch::StartsWith("e.txt: line 11: NCCL_IB_DISABLE=1 (line 10): the 2 nodes exchanged their data "
+                                      "over TCP sockets"));
+  // NVLS off on an A100 (it has none) changes nothing; on an H100 NCCL's choice is another.
+  CHECK(import_nccl_tests({rows("NCCL_NVLS_ENABLE", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_NVLS_ENABLE", h100, 1)}, {}),
+                    Catch::StartsWith("e.txt: line 11: NCCL_NVLS_ENABLE=0 (line 10): NCCL chose among its algorithms "
+                                      "without NVLS"));
+  ImportOverrides ring;
+  ring.algorithm = "ring";
+  CHECK(import_nccl_tests({rows("NCCL_NVLS_ENABLE", h100, 1)}, ring).collectives.at(0).algorithm == "ring");
 }
 
 // A file of several rows-only logs, one after another, is each test with its own header: the
