@@ -91,6 +91,41 @@ TEST_CASE("sizes outside the measured range fall back to the model scaled by the
 // 200 Gb/s = 25 GB/s, so the busbw can be no more than 25 GB/s, as the simulation's flows keep
 // it (0.0476 s for this size's 674.5 MB bucket: 1.75 x 674.5 MB / 25 GB/s = 47.2 ms plus
 // latency); before the limit the row said 28.96 GB/s.
+// On two DGX A100 nodes NCCL runs its tree, whose busbw passes the 8 HDR NICs' 200 GB/s (230
+// here); the model's ring would move 2(n-1)/n / 8 of the size over each GPU's 25 GB/s NIC and
+// cannot, and the simulation held the measured all-reduce to the ring's links: 49.66 ms for
+// the one 5026.5 MiB bucket (5270667264 B) where the table says 35000 us x 5270667264 /
+// 4294967296 = 42951 us (log-log between 4 GiB and 8 GiB, whose times are proportional to the
+// size). The measurement now runs as a candidate whose links carry it (the tree).
+TEST_CASE("a measured collective faster than the model's algorithm carries runs as one that carries it") {
+  Scratch s("calib-carried");
+  std::string log =
+      "# mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 8G -g 1 on two DGX A100 nodes, 8x NVIDIA A100-SXM4-80GB "
+      "each\n";
+  for (const auto& [size, us] : {std::pair<long long, double>{8, 60.0},
+                                 {134217728, 1100.0},
+                                 {1073741824, 8750.0},
+                                 {4294967296, 35000.0},
+                                 {8589934592, 70000.0}})
+    log += fmt::format("{} {} float sum -1 {} 0 0 0 {} 0 0 0\n", size, size / 4, us, us);
+  s.write("two.txt", log);
+  REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
+  const auto run = s.run(
+      "simulate ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=32 --set "
+      "data_parallel.bucket_cap_mb=100000 --set data_parallel.first_bucket_mb=100000 --set "
+      "data_parallel.overlap_grad_reduce=false --calibration two.json --json -");
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  CHECK(number(report.at("comm_s"), "dp") == Approx(0.042951).epsilon(1e-4));
+  const auto row = json_of(s.run("collective allreduce --cluster dgx-a100-80g-hdr --gpus 16 --size 1GiB "
+                                 "--calibration two.json --json -")
+                               .out)
+                       .as_array()
+                       .at(0);
+  CHECK(number(row, "time_us") == Approx(8750.0));
+  CHECK(row.at("algorithm").as_string() == "tree");
+}
+
 TEST_CASE("a calibrated collective is no faster than the fabric carries its bytes") {
   Scratch s("calib-fabric-limit");
   s.write("two.txt",
