@@ -227,17 +227,10 @@ void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, co
   // measured, else one of another type, matched by bytes.
   const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request, kRowType);
   row.model = row.choice;
-  row.choice = c.choice;
-  // A correction carried from another shape (a two-node table where NCCL's tree beats the
-  // model, applied to a ring of one rank per node) can ask more of a NIC than it carries: the
-  // fabric limits it as it limits the model's bandwidth and the simulation's flows. On the
-  // measured shape itself the measurement stands.
-  const auto& s = request.shape;
-  if (c.source == calibration::Source::scaled &&
-      (c.table->ranks != s.ranks || c.table->nodes != s.nodes || c.table->ranks_per_node != s.ranks_per_node))
-    row.choice.algbw = parallelism::fabric_bandwidth(cluster, request, row.choice);
+  row.choice = on_fabric(c, cluster, request);
   row.source = c.source;
   if (c.table != nullptr) row.table_dtype = c.table->dtype;
+  const auto& s = request.shape;
   if (const auto* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, kRowType)) {
     for (const auto& p : t->points)
       if (p.bytes == request.size.as_double()) row.measured_us = p.time_us;
@@ -247,6 +240,17 @@ void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, co
 }  // namespace
 
 double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
+
+collectives::Choice on_fabric(const calibration::CalibratedChoice& c, const ClusterSpec& cluster,
+                              const collectives::Request& request) {
+  collectives::Choice out = c.choice;
+  const auto& s = request.shape;
+  const bool other_shape = c.table != nullptr && (c.table->ranks != s.ranks || c.table->nodes != s.nodes ||
+                                                  c.table->ranks_per_node != s.ranks_per_node);
+  if (c.source == calibration::Source::scaled && other_shape)
+    out.algbw = parallelism::fabric_bandwidth(cluster, request, out);
+  return out;
+}
 
 double busbw_gbps(const CollectiveRow& r, CollOp op, int gpus) {
   const double t = r.choice.time().seconds();

@@ -1530,3 +1530,27 @@ TEST_CASE("logs of two hosts of 8 GPUs import as 16 ranks on 2 nodes, old text a
 }
 
 }  // namespace stepsim
+
+// calibrate check predicts a held-out point as `stepsim collective` does: 8 ranks one per DGX
+// A100 node move 2(n-1)/n = 1.75 of 1 GiB each over a 25 GB/s HDR NIC, at least 1.75 x
+// 1073741824 B / 25 GB/s = 75161.9 us, however fast the two-node table (230 GB/s busbw, NCCL's
+// tree) scales the model; before the limit the check's prediction was 63686.80 us.
+TEST_CASE("calibrate check holds a prediction scaled from another shape to what the fabric carries") {
+  Scratch s("calib-check-fabric");
+  s.write("two.txt",
+          "# mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 1G -f 8 -g 1 on two DGX A100 nodes, 8x NVIDIA "
+          "A100-SXM4-80GB each\n"
+          "8 2 float sum -1 60.0 0.00 0.00 0 60.0 0.00 0.00 0\n"
+          "134217728 33554432 float sum -1 1100.0 122.02 228.8 0 1100.0 122.02 228.8 0\n"
+          "1073741824 268435456 float sum -1 8750.0 122.71 230.1 0 8750.0 122.71 230.1 0\n");
+  s.write("eight.txt",
+          "# mpirun -np 8 -N 1 all_reduce_perf -b 1G -e 1G -g 1 on 8 DGX A100 nodes, one NVIDIA A100-SXM4-80GB each\n"
+          "1073741824 268435456 float sum -1 80000.0 13.42 23.49 0 80000.0 13.42 23.49 0\n");
+  REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
+  const auto run = s.run("calibrate check two.json --cluster dgx-a100-80g-hdr --held-out eight.txt");
+  REQUIRE(run.status == 0);
+  const auto row = stepsim::check_row(run.out, "# held-out eight.txt", "1073741824");
+  REQUIRE(row.size() == 7);
+  CHECK(row.back() == "scaled");
+  CHECK(std::stod(row[2]) >= 75161.9);
+}
