@@ -1531,6 +1531,8 @@ TEST_CASE("logs of two hosts of 8 GPUs import as 16 ranks on 2 nodes, old text a
 
 }  // namespace stepsim
 
+namespace stepsim {
+
 // calibrate check predicts a held-out point as `stepsim collective` does: 8 ranks one per DGX
 // A100 node move 2(n-1)/n = 1.75 of 1 GiB each over a 25 GB/s HDR NIC, at least 1.75 x
 // 1073741824 B / 25 GB/s = 75161.9 us, however fast the two-node table (230 GB/s busbw, NCCL's
@@ -1549,8 +1551,44 @@ TEST_CASE("calibrate check holds a prediction scaled from another shape to what 
   REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
   const auto run = s.run("calibrate check two.json --cluster dgx-a100-80g-hdr --held-out eight.txt");
   REQUIRE(run.status == 0);
-  const auto row = stepsim::check_row(run.out, "# held-out eight.txt", "1073741824");
+  const auto row = check_row(run.out, "# held-out eight.txt", "1073741824");
   REQUIRE(row.size() == 7);
   CHECK(row.back() == "scaled");
   CHECK(std::stod(row[2]) >= 75161.9);
 }
+
+// sweep --calibration applies the files to every point as simulate --calibration does: each row's
+// step time is the one simulate gives the point with the same file, and a scenario that needs
+// its points' values to validate takes the flag too.
+TEST_CASE("sweep --calibration calibrates every point as simulate --calibration does") {
+  Scratch s("calib-sweep");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  const auto sweep = s.run("sweep korthikanti-22b --vary training.micro_batch=1,2 --calibration a.json -o rows.jsonl");
+  INFO(sweep.err);
+  REQUIRE(sweep.status == 0);
+  std::istringstream rows(testing::slurp(s.file("rows.jsonl")));
+  int seen = 0;
+  for (std::string line; std::getline(rows, line); ++seen) {
+    const auto row = json_of(line);
+    const int mb = static_cast<int>(number(row, "training.micro_batch"));
+    const auto alone =
+        s.run(fmt::format("simulate korthikanti-22b --set training.micro_batch={} --calibration a.json --json -", mb));
+    REQUIRE(alone.status == 0);
+    CHECK(number(row, "step_time_s") == number(json_of(alone.out), "step_time_s"));
+  }
+  CHECK(seen == 2);
+  // The calibration moves the step: the rows are not the model's.
+  const auto plain = s.run("simulate korthikanti-22b --set training.micro_batch=1 --json -");
+  const auto calibrated = s.run("simulate korthikanti-22b --set training.micro_batch=1 --calibration a.json --json -");
+  CHECK(number(json_of(plain.out), "step_time_s") != number(json_of(calibrated.out), "step_time_s"));
+  // pp 64 does not divide the 48 layers; the points' pp does.
+  CHECK(
+      s.run("sweep korthikanti-22b --set parallel.pp=64 --vary parallel.pp=1,2 --calibration a.json -o g.csv").status ==
+      0);
+  CHECK(testing::refusal(s.run("sweep --merge all.csv g.csv --calibration a.json"),
+                         "--calibration: cannot be combined with --merge") == "");
+}
+
+}  // namespace stepsim
