@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "stepsim/error.hpp"
@@ -109,6 +110,39 @@ void set_time(collectives::Choice& c, double us) {
   c.latency = max(Time::zero(), Time::from_us(us) - transfer);
 }
 
+// The fastest algorithm bandwidth (GB/s) a member's own links carry `choice`'s bytes at, loaded
+// as the simulation's flows load them (collectives::link_load): its NVLink port over the
+// intra-node load, its share of its node's NICs over the cross-node load.
+double links_algbw_gbps(const ClusterSpec& cluster, const collectives::Request& request,
+                        const collectives::Choice& choice) {
+  const collectives::LinkLoad load = collectives::link_load(request, choice);
+  double limit = std::numeric_limits<double>::infinity();
+  if (load.intra > 0) limit = std::min(limit, cluster.intra_node.bandwidth.gbytes_per_s() / load.intra);
+  const double nic = cluster.inter_node.nic_bandwidth.gbytes_per_s() * cluster.inter_node.nics_per_node /
+                     std::max(1, cluster.gpus_per_node);
+  if (load.inter > 0 && nic > 0) limit = std::min(limit, nic / load.inter);
+  return limit;
+}
+
+// The choice that takes `us`: the model's, its latency and bandwidth scaled to it, where its
+// links carry that bandwidth. A time they cannot carry was not run as the model runs it (on two
+// nodes NCCL's tree moves half of what the model's ring moves across them, and its busbw passes
+// the NICs' line rate), and the simulation's flows would hold it to its links, slower than
+// measured: the first other candidate whose links carry it, scaled alike, runs in its place.
+// Where none does, the model's stays.
+collectives::Choice carried(const ClusterSpec& cluster, const CollectivesSpec& forced,
+                            const collectives::Request& request, collectives::Choice c, double us) {
+  set_time(c, us);
+  constexpr double kMargin = 1 + 1e-9;  // the rounding of the time to picoseconds
+  if (!c.algbw.positive() || c.algbw.gbytes_per_s() <= links_algbw_gbps(cluster, request, c) * kMargin) return c;
+  for (collectives::Choice other : collectives::candidates(cluster, forced, request)) {
+    if (!(other.time() > Time::zero()) || !other.algbw.positive()) continue;
+    set_time(other, us);
+    if (other.algbw.gbytes_per_s() <= links_algbw_gbps(cluster, request, other) * kMargin) return other;
+  }
+  return c;
+}
+
 // Whether shape a is table b's shape grown (as many or more ranks, nodes and ranks on each
 // node) or shrunk: a collective of one size takes longer, or less long, on it.
 int growth(const collectives::GroupShape& a, const CollectiveTable& b) {
@@ -198,7 +232,7 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
   if (const CollectiveTable* t = tables.exact(request.op, s.ranks, s.nodes, s.ranks_per_node, dtype)) {
     if (const auto us = measured_us(*t, request.size.as_double())) {
       if (c.time() > Time::zero()) {
-        set_time(c, *us);
+        c = carried(cluster, forced, request, c, *us);
         out.source = Source::measured;
         out.table = t;
         return out;
@@ -225,7 +259,7 @@ CalibratedChoice calibrate_collective(const MeasuredTables& tables, const Cluste
   // both alike to give that time.
   c.latency = c.latency.scaled(k.latency);
   if (c.algbw.positive()) c.algbw = c.algbw.scaled(1.0 / k.transfer);
-  if (c.time() > Time::zero()) set_time(c, us);
+  if (c.time() > Time::zero()) c = carried(cluster, forced, request, c, us);
   out.source = Source::scaled;
   out.table = ref;
   return out;

@@ -250,14 +250,26 @@ void check_fit(const CollectiveTable& t, const Place& p) {
   p.fail(fmt::format("expected the fit its points give ({}), got {}", fit_text(want), fit_text(got)));
 }
 
-// nccl-tests' type names (-d), as its logs and the writers name a table's data type.
-constexpr const char* kNcclTypes[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
-                                      "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+// nccl-tests' type names (-d), as its logs and the writers name a table's data type, and the
+// bytes of one element (nccl-tests' wordSize).
+struct NcclType {
+  const char* name;
+  int bytes;
+};
+constexpr NcclType kNcclTypes[] = {{"int8", 1},   {"uint8", 1},    {"int32", 4},  {"uint32", 4},
+                                   {"int64", 8},  {"uint64", 8},   {"half", 2},   {"float", 4},
+                                   {"double", 8}, {"bfloat16", 2}, {"f8e4m3", 1}, {"f8e5m2", 1}};
+
+std::string nccl_type_names() {
+  std::string out;
+  for (const NcclType& t : kNcclTypes) out += fmt::format("{}{}", out.empty() ? "" : ", ", t.name);
+  return out;
+}
 
 std::string nccl_type(const json::value& v, const Place& p) {
   const std::string t = text(v, p);
   if (is_nccl_type(t)) return t;
-  p.fail(fmt::format("unknown value '{}' (expected one of {})", t, fmt::join(kNcclTypes, ", ")));
+  p.fail(fmt::format("unknown value '{}' (expected one of {})", t, nccl_type_names()));
 }
 
 CollectivePoint read_point(const json::value& v, const Place& p) {
@@ -376,8 +388,12 @@ std::string lower_alnum(const std::string& s) {
 
 }  // namespace
 
-bool is_nccl_type(const std::string& name) {
-  return std::find(std::begin(kNcclTypes), std::end(kNcclTypes), name) != std::end(kNcclTypes);
+bool is_nccl_type(const std::string& name) { return nccl_type_bytes(name) > 0; }
+
+int nccl_type_bytes(const std::string& name) {
+  for (const NcclType& t : kNcclTypes)
+    if (name == t.name) return t.bytes;
+  return 0;
 }
 
 Calibration parse_calibration(const std::string& text_in, const std::string& source) {

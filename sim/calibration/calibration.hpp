@@ -16,6 +16,9 @@ namespace stepsim::calibration {
 // Whether `name` is one of nccl-tests' data type names ("float", "bfloat16", ...), the only
 // dtypes a collective table has.
 bool is_nccl_type(const std::string& name);
+// The bytes of one element of nccl-tests' type `name` (its wordSize: "bfloat16" 2, "float" 4);
+// 0 for a name that is none of its types.
+int nccl_type_bytes(const std::string& name);
 
 // The format version this stepsim reads and writes ("stepsim_calibration": 1).
 inline constexpr int kFormatVersion = 1;

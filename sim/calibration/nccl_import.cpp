@@ -131,6 +131,104 @@ struct Measurement {
   bool nodes_said;  // by the header or --nodes; else taken as one
 };
 
+// nccl-tests prints a row's size as the larger of its send and receive buffers and its count as
+// the count the collective is called with (common.cu, after each test's GetCollByteCount): one
+// rank's part for AllGather and ReduceScatter, so that the size is count x ranks x the element's
+// bytes; the whole buffer for AllReduce, Broadcast, Reduce and SendRecv; the part for each peer
+// for AlltoAll (the whole buffer in its first versions). A row that keeps none of these is of
+// another test, rank count or element type than it is read as, and its times would cost
+// another collective.
+void check_count(const NcclTestsLog& log, const NcclTestsRow& row, CollOp op, int ranks) {
+  // In doubles: a count of 2^40 elements of 8 B over 2^24 ranks overflows 64 bits, and any
+  // product beyond 2^53 is far above every size a row may have.
+  const int element = nccl_type_bytes(row.type);
+  const double whole = static_cast<double>(row.count) * element, parts = whole * ranks;
+  const double size = row.size.as_double();
+  const bool per_rank = op == CollOp::allgather || op == CollOp::reducescatter;
+  if (per_rank ? size == parts : size == whole || (op == CollOp::alltoall && size == parts)) return;
+  const std::string rule =
+      per_rank ? fmt::format("count x {} ranks x {} B = {:.0f} B", ranks, element, parts)
+      : op == CollOp::alltoall
+          ? fmt::format("count x {} ranks x {} B = {:.0f} B (count x {} B = {:.0f} B in its first versions)", ranks,
+                        element, parts, element, whole)
+          : fmt::format("count x {} B = {:.0f} B", element, whole);
+  throw InputError(
+      log.source, row_place(row),
+      fmt::format("size {} B contradicts count {} of {}: {} prints its size as {}; a row that does not "
+                  "keep it is of another test, rank count or element type than {} of {} rank(s) (check "
+                  "--op, --ranks and the log)",
+                  row.size.count(), row.count, row.type, nccl_test_program(op), rule, nccl_test_program(op), ranks));
+}
+
+// What the run's environment switched off that a table cannot say, where it mattered to the
+// table's collectives: peer-to-peer copies between the GPUs of a node (NCCL_P2P_DISABLE: their
+// data goes through host memory, not NVLink), InfiniBand and RoCE between nodes
+// (NCCL_IB_DISABLE: TCP sockets), NVLS where the GPU has it and NCCL chose the algorithm
+// (NCCL_NVLS_ENABLE=0: its choice among the others). Every simulation would take such a table
+// for the collectives NCCL runs without them.
+void check_environment(const Measurement& m, const std::optional<ClusterSpec>& cluster) {
+  const int per_node = m.key.ranks / m.key.nodes;
+  const bool nvls_op =
+      m.key.op == CollOp::allreduce || m.key.op == CollOp::allgather || m.key.op == CollOp::reducescatter;
+  for (const NcclTestsRow::EnvSaid& e : m.row->nccl_env) {
+    std::string what;
+    if (e.variable == "NCCL_P2P_DISABLE" && e.value > 0 && per_node > 1)
+      what =
+          fmt::format("the {} ranks on each node exchanged their data through host memory, not over NVLink", per_node);
+    if (e.variable == "NCCL_IB_DISABLE" && e.value != 0 && m.key.nodes > 1)
+      what = fmt::format("the {} nodes exchanged their data over TCP sockets, not InfiniBand or RoCE", m.key.nodes);
+    if (e.variable == "NCCL_NVLS_ENABLE" && e.value == 0 && nvls_op && m.key.algorithm.empty() && cluster &&
+        cluster->intra_node.nvls)
+      what = "NCCL chose among its algorithms without NVLS, which it runs on this GPU's NVSwitch";
+    if (what.empty()) continue;
+    throw InputError(m.log->source, row_place(*m.row),
+                     fmt::format("{}={} ({}): {}; a table of this run would stand for {} run as NCCL runs it "
+                                 "without that setting: measure without it",
+                                 e.variable, e.value, e.at, what, to_string(m.key.op)));
+  }
+}
+
+// What forced the table's algorithm and protocol: the flags, or NCCL's lines in the log.
+std::string forced_by(const NcclTestsRow& row, const ImportOverrides& o, const ShapeKey& key) {
+  std::string out;
+  const auto add = [&](const std::string& table, const std::string& flag, const char* flag_name, const char* variable,
+                       const std::string& said, const std::string& at) {
+    if (table.empty()) return;
+    if (!out.empty()) out += " and ";
+    out += !flag.empty() ? fmt::format("{} {}", flag_name, flag) : fmt::format("{}={} ({})", variable, said, at);
+  };
+  add(key.algorithm, o.algorithm, "--algorithm", "NCCL_ALGO", row.nccl_algo, row.nccl_algo_at);
+  add(key.protocol, o.protocol, "--protocol", "NCCL_PROTO", row.nccl_proto, row.nccl_proto_at);
+  return out;
+}
+
+// A forced algorithm or protocol the collective model cannot run for the test on this GPU and
+// shape (NVLS before Hopper, Tree for an AllGather, PAT with several ranks on a node, NVLS with
+// LL; CollNet, which it does not model): every simulation would refuse the table. Where NCCL
+// has no such algorithm either it refuses the run (enqueue.cc: "no algorithm/protocol
+// available", ncclInvalidUsage), so such a label is a wrong flag or a misread log. The model's
+// own rules say which, on the fastest cluster with the GPU.
+void check_runnable(const ClusterSpec& fastest, const Measurement& m, const ImportOverrides& o,
+                    const std::string& gpu) {
+  if (m.key.algorithm.empty() && m.key.protocol.empty()) return;
+  ClusterSpec cluster = fastest;
+  cluster.nodes = m.key.nodes;
+  CollectiveTable as_run;
+  as_run.algorithm = m.key.algorithm;
+  as_run.protocol = m.key.protocol;
+  const collectives::Request r{m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)),
+                               domain_shape(cluster, m.key.ranks, m.key.nodes)};
+  try {
+    collectives::predict(cluster, measured_as(as_run), r);
+  } catch (const InputError& e) {
+    throw InputError(m.log->source, row_place(*m.row),
+                     fmt::format("{}: on {} ({}), {}; a table so forced would serve no simulation, and NCCL "
+                                 "itself refuses a forced algorithm or protocol it cannot run (\"no "
+                                 "algorithm/protocol available\")",
+                                 forced_by(*m.row, o, m.key), gpu, cluster.name, e.message()));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -291,6 +389,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                          fmt::format("data type '{}' is none of nccl-tests' (float, bfloat16, half, ...)", row.type));
       if (!o.dtype.empty() && row.type != o.dtype) continue;
       const CollOp op = op_of_test(test, log.source);
+      check_count(log, row, op, ranks);
       std::string algorithm = run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at);
       std::string protocol = run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at);
       // Sends and receives run as NCCL chooses whatever NCCL_ALGO and NCCL_PROTO say.
@@ -302,7 +401,9 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                           &row,
                           {op, ranks, nodes, row.type, std::move(algorithm), std::move(protocol)},
                           row.size.as_double(),
-                          r.time.us(),
+                          // The printed microseconds to the last digit: ps x 1e-6 is an ulp off
+                          // (39.06 would be written 39.059999999999995), ps / 1e6 is not.
+                          static_cast<double>(r.time.ps()) / 1e6,
                           o.nodes > 0 || row.nodes > 0});
       ++usable;
     }
@@ -331,8 +432,11 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
                        fmt::format("{} ranks ran the test, more than a host of {} holds ({} GPUs), and the log does "
                                    "not say on how many hosts: give --nodes",
                                    m.key.ranks, c.provenance.gpu, host_gpus));
-    if (cluster)
+    check_environment(m, cluster);
+    if (cluster) {
+      check_runnable(*cluster, m, o, c.provenance.gpu);
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
+    }
     tables[m.key][m.bytes].push_back(m.us);
   }
   for (const auto& [key, sizes] : tables) {

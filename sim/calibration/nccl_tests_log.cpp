@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -104,16 +105,27 @@ void drop_timestamp(std::vector<std::string>& tokens) {
   if (n >= 2 && std::regex_match(tokens[n - 2], date) && std::regex_match(tokens[n - 1], clock)) tokens.resize(n - 2);
 }
 
+bool is_number(const std::string& t) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  return ec == std::errc() && end == t.data() + t.size();
+}
+
 NcclTestsRow parse_row(const LineReader& r) {
   const std::size_t n = r.tokens.size();
   // 13 current, 12 legacy, 21 current with per-iteration statistics (4 more per half), 9 a
-  // replay row without its out-of-place half.
-  if (n != 9 && n != 12 && n != 13 && n != 21)
+  // replay row without its out-of-place half; 11 legacy without an operation, as the tests
+  // that reduce nothing (all_gather_perf, alltoall_perf, sendrecv_perf) printed their rows
+  // before mid-2022, an empty operation and root leaving no column. An 11-column row with text
+  // in its fourth column (an operation) is a longer row cut short.
+  const bool no_redop = n == 11 && is_number(r.tokens[3]);
+  if (n != 9 && !no_redop && n != 12 && n != 13 && n != 21)
     r.fail(
-        fmt::format("expected an nccl-tests row of 12 or 13 columns ({}), or 9 (in-place only) or 21 (with "
-                    "per-iteration statistics), got {} column(s)",
+        fmt::format("expected an nccl-tests row of 12 or 13 columns ({}), or 11 (legacy, no redop), 9 (in-place "
+                    "only) or 21 (with per-iteration statistics), got {} column(s)",
                     kLayout, n));
-  const bool root = n != 12;
+  const bool root = !no_redop && n != 12;
+  const bool redop = !no_redop;
   NcclTestsRow row;
   row.legacy = !root;
   // As the JSON log's bounds: a size or count below zero is no measurement, and beyond a TiB no
@@ -126,9 +138,9 @@ NcclTestsRow parse_row(const LineReader& r) {
   if (row.count < 0 || row.count > kMaxBytes)
     r.fail(fmt::format("expected an element count from 0 to {}, got {}", kMaxBytes, row.count));
   row.type = r.tokens[2];
-  row.redop = r.tokens[3];
+  if (redop) row.redop = r.tokens[3];
   if (root) row.root = r.number<int>(4, "root");
-  const std::size_t first = root ? 5 : 4;
+  const std::size_t first = root ? 5 : redop ? 4 : 3;
   const std::size_t half = n == 21 ? 8 : 4;
   if (n == 9) {
     row.in_place = r.result(first, size);
@@ -161,6 +173,7 @@ struct Section {
   std::string one_node_at;
   std::string gpu, gpu_at;                                         // the device name the header gives, and where
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;  // NCCL_ALGO, NCCL_PROTO as NCCL said them
+  std::vector<NcclTestsRow::EnvSaid> nccl_env;                     // the first of each variable NCCL said
   bool has_rows = false;                                           // a row has come since the header began
   std::string cputime_at;  // where the table header names its time column "cputime" (-C 1)
 
@@ -206,6 +219,7 @@ void said_in(const Section& s, NcclTestsRow& row) {
   row.nccl_algo_at = s.nccl_algo_at;
   row.nccl_proto = s.nccl_proto;
   row.nccl_proto_at = s.nccl_proto_at;
+  row.nccl_env = s.nccl_env;
 }
 
 // The GPU a section's header names: the section's, and the file's where it is the first named.
@@ -424,6 +438,16 @@ bool nccl_own_line(const std::string& text, int line, std::string& version, Sect
     const bool algo = m[1] == "NCCL_ALGO";
     (algo ? section.nccl_algo : section.nccl_proto) = m[2];
     (algo ? section.nccl_algo_at : section.nccl_proto_at) = fmt::format("line {}", line);
+  }
+  // NCCL_PARAM's own line, "NCCL_IB_DISABLE set by environment to 1." (its value as strtoll
+  // read it); each rank's process prints it, the first is kept.
+  static const std::regex switched(
+      R"(NCCL INFO (NCCL_NVLS_ENABLE|NCCL_IB_DISABLE|NCCL_P2P_DISABLE) set by environment to (-?\d{1,18})\b)");
+  if (std::regex_search(rest, m, switched)) {
+    const std::string variable = m[1];
+    const bool known = std::any_of(section.nccl_env.begin(), section.nccl_env.end(),
+                                   [&](const NcclTestsRow::EnvSaid& e) { return e.variable == variable; });
+    if (!known) section.nccl_env.push_back({variable, std::stoll(m[2]), fmt::format("line {}", line)});
   }
   return true;
 }

@@ -49,6 +49,15 @@ struct NcclTestsRow {
   // What NCCL said its run was forced to ("NCCL INFO NCCL_ALGO set by environment to Ring",
   // NCCL_PROTO likewise), as NCCL spells it, and where: "" where it did not say.
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;
+  // What NCCL said its environment switched off or on that changes how its collectives run
+  // beyond the algorithm and protocol ("NCCL INFO NCCL_P2P_DISABLE set by environment to 1."):
+  // NCCL_NVLS_ENABLE, NCCL_IB_DISABLE and NCCL_P2P_DISABLE, each with its value and where.
+  struct EnvSaid {
+    std::string variable;
+    long long value = 0;
+    std::string at;
+  };
+  std::vector<EnvSaid> nccl_env;
   int line = 0;         // where the row is in its file (JSON: 0)
   int result = -1;      // JSON: its index in /results
   bool legacy = false;  // the layout before mid-2022: `wrong` is a numerical error, not a count

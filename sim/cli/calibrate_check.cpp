@@ -19,6 +19,7 @@
 #include "cli/options.hpp"
 #include "io/presets.hpp"
 #include "io/scenario_loader.hpp"
+#include "simulation/collective_prediction.hpp"
 #include "stepsim/error.hpp"
 
 namespace stepsim::cli {
@@ -111,11 +112,12 @@ void check_point(const cal::CollectiveTable& t, const ClusterSpec& cluster, cons
                                cal::domain_shape(cluster, t.ranks, t.nodes)};
   const double model = collectives::predict(cluster, forced, r).time().us();
   const auto cal = cal::calibrate_collective(tables, cluster, forced, r, t.dtype);
-  const double with = error_of(cal.choice.time().us(), p.time_us), without = error_of(model, p.time_us);
+  const double predicted = on_fabric(cal, cluster, r).time().us();
+  const double with = error_of(predicted, p.time_us), without = error_of(model, p.time_us);
   stats.add(with, without);
   if (cal.source == cal::Source::model) ++stats.model_only;
-  fmt::print(out, "  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us,
-             cal.choice.time().us(), 100 * with, model, 100 * without, cal::to_string(cal.source));
+  fmt::print(out, "  {:>14} {:>12.2f} {:>13.2f} {:>+8.1f}% {:>12.2f} {:>+8.1f}%  {}\n", p.bytes, p.time_us, predicted,
+             100 * with, model, 100 * without, cal::to_string(cal.source));
 }
 
 ClusterSpec spanning(ClusterSpec cluster, const cal::CollectiveTable& t) {

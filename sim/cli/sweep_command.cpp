@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "cli/options.hpp"
+#include "io/scenario_loader.hpp"
 #include "stepsim/error.hpp"
 #include "sweep/best.hpp"
 #include "sweep/merge.hpp"
@@ -26,9 +27,10 @@ namespace {
 
 constexpr const char* kSweepUsage =
     "usage: stepsim sweep [SCENARIO.json] --vary KEY=VALUES [--vary ...] [--set KEY=VALUE]...\n"
-    "                     [--spec FILE] [--gpus N] [-o FILE] [--jobs J] [--keep-oom] [--resume]\n"
-    "                     [--shard K/N]\n"
-    "       stepsim sweep [SCENARIO.json] --best K --gpus N [--set KEY=VALUE]... [--jobs J]\n"
+    "                     [--calibration FILE]... [--spec FILE] [--gpus N] [-o FILE] [--jobs J]\n"
+    "                     [--keep-oom] [--resume] [--shard K/N]\n"
+    "       stepsim sweep [SCENARIO.json] --best K --gpus N [--set KEY=VALUE]... [--calibration FILE]...\n"
+    "                     [--jobs J]\n"
     "       stepsim sweep --merge OUT FILE...\n\n"
     "Simulates every point of the cartesian product of the --vary keys (the first key varies\n"
     "slowest) on all cores and writes one row per point, in point order, to FILE (.csv or\n"
@@ -96,6 +98,7 @@ constexpr const char* kSweepExamples =
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1,5,10,25,50,100,200 --vary parallel.tp=1,2,4,8 \\\n"
     "      --set model=llama3-8b --gpus 64 -o out.csv\n"
     "  stepsim sweep --vary data_parallel.bucket_cap_mb=1:256:x2 -o buckets.jsonl\n"
+    "  stepsim sweep --vary data_parallel.bucket_cap_mb=25,100 --calibration node.calib.json -o calibrated.csv\n"
     "  printf 'parallel.tp=1:8:x2\\nparallel.pp=1,2,4\\n' > axes.txt && stepsim sweep --spec axes.txt --gpus 64\n"
     "  stepsim sweep --vary parallel.tp=1:8:x2 --vary parallel.pp=1,2,4 --gpus 64 -o out.csv --resume\n"
     "  stepsim sweep --vary training.micro_batch=1:4:+1 --shard 0/4 -o out.csv   # writes out.shard-0-of-4.csv\n"
@@ -103,7 +106,7 @@ constexpr const char* kSweepExamples =
     "  stepsim sweep --set model=gpt3-175b --set cluster=dgx-a100-80g-hdr --gpus 1024 --best 5\n";
 
 struct SweepFlags {
-  std::vector<std::string> positional, vary, sets, precisions;
+  std::vector<std::string> positional, vary, sets, precisions, calibrations;
   std::string output = "-", shard, merge, jobs, spec;
   int gpus = 0, best = 0;
   bool keep_oom = false, resume = false;
@@ -126,9 +129,11 @@ po::options_description describe(SweepFlags& f) {
       "the keys to vary from FILE, one KEY=VALUES a line as --vary takes them (blank lines, lines starting "
       "with '#' and comments from ' #' skipped); with --vary, the file's keys come first")(
       "set", po::value(&f.sets)->value_name("KEY=VALUE")->composing(), "override a scenario key for every point")(
-      "gpus", number_value(f.gpus, "--gpus", gpus_refusal)->value_name("N"),
-      "GPU count: parallel.dp = N / (tp·pp·cp) per point")("output,o", po::value(&f.output)->value_name("FILE"),
-                                                           "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
+      "calibration", po::value(&f.calibrations)->value_name("FILE")->composing(),
+      "apply a calibration file (stepsim calibrate) to every point, after the scenario's own (repeatable; a "
+      "--vary of calibration replaces both)")("gpus", number_value(f.gpus, "--gpus", gpus_refusal)->value_name("N"),
+                                              "GPU count: parallel.dp = N / (tp·pp·cp) per point")(
+      "output,o", po::value(&f.output)->value_name("FILE"), "rows to FILE.csv or FILE.jsonl ('-': CSV on stdout)")(
       "jobs,j", po::value(&f.jobs)->value_name("J"),
       "simulations at once, 1 to 4096 and at most the points (default: every core this process may use); a point "
       "running out of memory beside others stops the sweep (exit status 2)")(
@@ -161,8 +166,9 @@ std::string plural_points(const std::vector<std::size_t>& points) {
 }
 
 int run_merge(const SweepFlags& f, const po::variables_map& vm) {
-  refuse_flags(vm, {"vary", "spec", "set", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"}, "--merge",
-               "which only joins files");
+  refuse_flags(vm,
+               {"vary", "spec", "set", "calibration", "gpus", "best", "resume", "shard", "keep-oom", "output", "jobs"},
+               "--merge", "which only joins files");
   const auto summary = sweep::merge_files(f.merge, f.positional);
   if (!summary.torn.empty()) spdlog::warn("left out the torn last line of {}", fmt::join(summary.torn, ", "));
   std::cerr << fmt::format("stepsim: sweep: merged {} rows from {} files into {} ({} duplicates dropped{})\n",
@@ -200,7 +206,7 @@ sweep::SweepSpec spec_of(const SweepFlags& f, const po::variables_map& vm) {
   sweep::SweepSpec spec;
   // Read once for every point (a pipe or standard input can only be read once).
   spec.scenario = io::read_scenario_input(f.positional.empty() ? "" : f.positional.front());
-  spec.sets = f.sets;
+  spec.sets = io::sets_with_calibration(spec.scenario, f.sets, f.calibrations);
   spec.gpus = f.gpus;
   spec.keep_oom = f.keep_oom;
   // The spec file's axes, then --vary's: the first varies slowest.

@@ -239,7 +239,9 @@ std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::
   for (const auto& f : files)
     if (const auto missing = missing_calibration(f)) throw InputError("--calibration", f, *missing);
   // The scenario's own files are named in it: refused there, not as entries of the list below.
-  const Scenario loaded = load_scenario(input, sets);
+  // Read, not validated: a sweep's scenario may be valid only with its points' values, and
+  // simulate validates what it loads with these sets.
+  const Scenario loaded = read_scenario_keys(input, sets);
   require_calibration_files(loaded);
   json::array list;
   for (const auto& f : loaded.calibration) list.emplace_back(f);

@@ -59,7 +59,7 @@ ScenarioInput read_scenario_input(const std::string& path);
 
 // `sets` plus, when `files` is not empty, one `calibration=[...]` that extends the scenario's
 // own list by them (so that the resolved scenario in the report names them too, and every
-// variant simulated from these sets is calibrated alike): simulate's --calibration.
+// variant simulated from these sets is calibrated alike): simulate's and sweep's --calibration.
 std::vector<std::string> sets_with_calibration(const ScenarioInput& input, std::vector<std::string> sets,
                                                const std::vector<std::string>& files);
 

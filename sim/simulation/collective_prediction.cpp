@@ -227,7 +227,7 @@ void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, co
   // measured, else one of another type, matched by bytes.
   const calibration::CalibratedChoice c = calibration::calibrate_collective(tables, cluster, forced, request, kRowType);
   row.model = row.choice;
-  row.choice = c.choice;
+  row.choice = on_fabric(c, cluster, request);
   row.source = c.source;
   if (c.table != nullptr) row.table_dtype = c.table->dtype;
   const auto& s = request.shape;
@@ -240,6 +240,17 @@ void calibrate(CollectiveRow& row, const calibration::MeasuredTables& tables, co
 }  // namespace
 
 double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
+
+collectives::Choice on_fabric(const calibration::CalibratedChoice& c, const ClusterSpec& cluster,
+                              const collectives::Request& request) {
+  collectives::Choice out = c.choice;
+  const auto& s = request.shape;
+  const bool other_shape = c.table != nullptr && (c.table->ranks != s.ranks || c.table->nodes != s.nodes ||
+                                                  c.table->ranks_per_node != s.ranks_per_node);
+  if (c.source == calibration::Source::scaled && other_shape)
+    out.algbw = parallelism::fabric_bandwidth(cluster, request, out);
+  return out;
+}
 
 double busbw_gbps(const CollectiveRow& r, CollOp op, int gpus) {
   const double t = r.choice.time().seconds();

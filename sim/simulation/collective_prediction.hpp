@@ -84,6 +84,14 @@ InputError factor_error(const std::string& text);
 CollectivePrediction predict_collective(const CollectiveQuery& query);
 
 // nccl-tests' bus bandwidth of a row in GB/s: algbw times the op's bus factor.
+// A calibrated choice as one collective alone runs it on the fabric: a time scaled from another
+// shape's table can ask more of a NIC than it carries (a two-node table where NCCL's tree beats
+// the model, applied to a ring of one rank per node), and the fabric limits it as it limits the
+// model's bandwidth and the simulation's flows; on the measured shape itself the measurement
+// stands. `stepsim collective` and `calibrate check` predict alike.
+collectives::Choice on_fabric(const calibration::CalibratedChoice& c, const ClusterSpec& cluster,
+                              const collectives::Request& request);
+
 double busbw_gbps(const CollectiveRow& row, CollOp op, int gpus);
 double relative_error(double predicted, double measured);
 

@@ -1,5 +1,6 @@
 // Calibration files: the strict reader, the GPU check, interpolation in measured tables, the
 // alpha-beta fit, nccl-tests import and the trace fit.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -263,6 +264,17 @@ TEST_CASE("importing logs groups rows by test and communicator shape") {
   CHECK_THROWS_WITH(op_of_test("hypercube_perf", "h.txt"), Catch::StartsWith("h.txt: test 'hypercube_perf' is not"));
 }
 
+// The file keeps each time as the log prints it: 39.06 us, not the 39.059999999999995 a round
+// trip through picoseconds times 1e-6 gives.
+TEST_CASE("imported times are the log's microseconds to the last digit") {
+  const Calibration c = import_nccl_tests(
+      {stepsim::calibration::read_nccl_tests(STEPSIM_TEST_DATA "/nccl-tests/a100-80g-8gpu-allreduce-a.txt")}, {});
+  REQUIRE(c.collectives.size() == 1);
+  CHECK(c.collectives[0].points.at(2).bytes == 32);
+  CHECK(c.collectives[0].points.at(2).time_us == 39.06);
+  CHECK(calibration_json(c).find("39.059999") == std::string::npos);
+}
+
 // One calibration file is one GPU's: logs of two GPUs are refused, naming both; ranks spread
 // unevenly over the hosts are no communicator shape stepsim has; a negative size no measurement.
 TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes") {
@@ -306,6 +318,147 @@ TEST_CASE("importing refuses logs of two GPUs, uneven hosts and negative sizes")
                     "n.txt: line 6: expected a size from 0 to 1099511627776 bytes, got -8");
 }
 
+// nccl-tests prints a row's count as the count the collective is called with and its size as
+// the larger buffer (common.cu, after GetCollByteCount): an 8-rank all_gather_perf of floats
+// prints 1048576 B as 32768 elements per rank (32768 x 8 x 4 B), an all_reduce_perf 262144
+// (262144 x 4 B). The all-gather's rows read as an all-reduce's would cost an all-reduce the
+// all-gather's 30 us; a row of 262144 halves is 524288 B, not 1048576.
+TEST_CASE("a row whose count contradicts its size, test and ranks is refused") {
+  const auto rows = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "r.txt");
+  };
+  const std::string gather = "1048576 32768 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n";
+  ImportOverrides o;
+  o.ranks = 8;
+  o.gpu = "NVIDIA A100-SXM4-80GB";
+  o.op = "allgather";
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.at(0).points.at(0).bytes == 1048576);
+  o.op = "reducescatter";  // one rank's part of the result: the same count for the same size
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.size() == 1);
+  o.op = "alltoall";  // the part for each peer, or (its first versions) the whole count
+  CHECK(import_nccl_tests({rows(gather)}, o).collectives.size() == 1);
+  CHECK(import_nccl_tests({rows("1048576 262144 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n")}, o)
+            .collectives.size() == 1);
+  o.op = "allreduce";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(gather)}, o),
+                    "r.txt: line 1: size 1048576 B contradicts count 32768 of float: all_reduce_perf prints its size "
+                    "as count x 4 B = 131072 B; a row that does not keep it is of another test, rank count or element "
+                    "type than all_reduce_perf of 8 rank(s) (check --op, --ranks and the log)");
+  o.op = "allgather";
+  o.ranks = 4;
+  CHECK_THROWS_WITH(import_nccl_tests({rows(gather)}, o),
+                    Catch::Contains("all_gather_perf prints its size as count x 4 ranks x 4 B = 524288 B"));
+  o.ranks = 8;
+  o.op = "allreduce";
+  CHECK_THROWS_WITH(import_nccl_tests({rows("1048576 262144 half sum -1 52.6 19.93 34.88 0 53.0 19.77 34.60 0\n")}, o),
+                    Catch::Contains("size 1048576 B contradicts count 262144 of half: all_reduce_perf prints its "
+                                    "size as count x 2 B = 524288 B"));
+}
+
+// NCCL refuses a forced algorithm or protocol it cannot run for the collective ("no
+// algorithm/protocol available", enqueue.cc): NVLS needs Hopper's NVSwitch, so an A100 run was
+// never NVLS; Tree implements AllReduce alone; NVLS is Simple only. Such a table would be
+// refused by every simulation, so the import refuses it, naming the log and what forced it.
+TEST_CASE("a forced algorithm or protocol NCCL cannot run is refused at import") {
+  const auto rows = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "f.txt");
+  };
+  const std::string a100_reduce =
+      "# all_reduce_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  ImportOverrides nvls;
+  nvls.algorithm = "nvls";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_reduce)}, nvls),
+                    Catch::StartsWith("f.txt: line 2: --algorithm nvls: on NVIDIA A100-SXM4-80GB "
+                                      "(dgx-a100-80g-hdr), 'nvls' does not apply to AllReduce on 8 "
+                                      "GPUs over 1 node(s)"));
+  CHECK_THROWS_WITH(
+      import_nccl_tests({rows("host:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\n" + a100_reduce)}, {}),
+      Catch::StartsWith("f.txt: line 3: NCCL_ALGO=NVLS (line 1): on NVIDIA A100-SXM4-80GB"));
+  ImportOverrides tree;
+  tree.algorithm = "tree";
+  CHECK(import_nccl_tests({rows(a100_reduce)}, tree).collectives.at(0).algorithm == "tree");
+  const std::string a100_gather =
+      "# all_gather_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "1048576 32768 float none -1 30.0 34.95 30.58 0 30.0 34.95 30.58 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_gather)}, tree),
+                    Catch::Contains("'tree' does not apply to AllGather on 8 GPUs over 1 node(s): it does not "
+                                    "implement AllGather"));
+  ImportOverrides pat;
+  pat.algorithm = "pat";  // one rank per node only
+  CHECK_THROWS_WITH(import_nccl_tests({rows(a100_gather)}, pat), Catch::Contains("'pat' does not apply"));
+  const std::string h200_reduce =
+      "# all_reduce_perf -b 1M -e 1M -g 8 on one node with 8x NVIDIA H200\n"
+      "1048576 262144 float sum -1 52.61 19.93 34.88 0 53.03 19.77 34.60 0\n";
+  CHECK(import_nccl_tests({rows(h200_reduce)}, nvls).collectives.at(0).algorithm == "nvls");
+  ImportOverrides nvls_ll = nvls;
+  nvls_ll.protocol = "ll";
+  CHECK_THROWS_WITH(
+      import_nccl_tests({rows(h200_reduce)}, nvls_ll),
+      Catch::StartsWith("f.txt: line 2: --algorithm nvls and --protocol ll: on NVIDIA H200 (dgx-h200-ndr)"));
+}
+
+// An all_gather_perf log from before mid-2022 has no operation column (11 columns): 32 B on 8
+// ranks is 1 float from each (1 x 8 x 4 B), and 128 MiB 4194304 of them.
+TEST_CASE("a legacy all_gather_perf log without an operation column imports as an all-gather table") {
+  std::istringstream in(
+      "# all_gather_perf -b 32 -e 128M -f 64 -g 8 on one node with 8x NVIDIA A100-SXM4-80GB\n"
+      "#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error\n"
+      "          32             1   float    29.42    0.00    0.00  0e+00    29.38    0.00    0.00  0e+00\n"
+      "   134217728       4194304   float   800.00  167.77  146.80  0e+00   800.00  167.77  146.80  0e+00\n");
+  const Calibration c = import_nccl_tests({parse_nccl_tests(in, "old.txt")}, {});
+  REQUIRE(c.collectives.size() == 1);
+  const CollectiveTable& t = c.collectives[0];
+  CHECK(t.op == CollOp::allgather);
+  CHECK(t.ranks == 8);
+  REQUIRE(t.points.size() == 2);
+  CHECK(t.points[0].bytes == 32);
+  CHECK(t.points[0].time_us == Approx(29.42));
+  CHECK(t.points[1].time_us == Approx(800.0));
+}
+
+// NCCL_DEBUG=INFO prints each NCCL_PARAM set by the environment ("NCCL_P2P_DISABLE set by
+// environment to 1."). Peer-to-peer switched off sends a node's data through host memory, not
+// NVLink; InfiniBand switched off, the network's over TCP; NVLS switched off, NCCL's own choice
+// without it. None of them is what a table of NCCL's collectives stands for, where it mattered:
+// P2P with several ranks on a node, IB across nodes, NVLS on Hopper for NCCL's own choice.
+TEST_CASE("a log whose environment switched off NVLink P2P, InfiniBand or NVLS where they matter is refused") {
+  const auto rows = [](const std::string& env, const std::string& device, int hosts) {
+    // NCCL initialises after nccl-tests has listed the devices, and says its environment then.
+    std::string text = "# Collective test starting: all_reduce_perf\n";
+    for (int r = 0; r < 8; ++r)
+      text += fmt::format("#  Rank {} Group  0 Pid {} on node{} device {} [0x07] {}\n", r, 100 + r, r * hosts / 8, r,
+                          device);
+    if (!env.empty())
+      text += "node0:100:100 [0] NCCL INFO " + env + " set by environment to " +
+              (env == "NCCL_NVLS_ENABLE" ? "0" : "1") + ".\n";
+    text += "1048576 262144 float sum -1 500.0 2.10 3.67 0 500.0 2.10 3.67 0\n";
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "e.txt");
+  };
+  const std::string a100 = "NVIDIA A100-SXM4-80GB", h100 = "NVIDIA H100 80GB HBM3";
+  CHECK(import_nccl_tests({rows("", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_P2P_DISABLE", a100, 1)}, {}),
+                    "e.txt: line 11: NCCL_P2P_DISABLE=1 (line 10): the 8 ranks on each node exchanged their data "
+                    "through host memory, not over NVLink; a table of this run would stand for allreduce run as NCCL "
+                    "runs it without that setting: measure without it");
+  // InfiniBand off on one node changes nothing; across two it does.
+  CHECK(import_nccl_tests({rows("NCCL_IB_DISABLE", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_IB_DISABLE", a100, 2)}, {}),
+                    Catch::StartsWith("e.txt: line 11: NCCL_IB_DISABLE=1 (line 10): the 2 nodes exchanged their data "
+                                      "over TCP sockets"));
+  // NVLS off on an A100 (it has none) changes nothing; on an H100 NCCL's choice is another.
+  CHECK(import_nccl_tests({rows("NCCL_NVLS_ENABLE", a100, 1)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_NVLS_ENABLE", h100, 1)}, {}),
+                    Catch::StartsWith("e.txt: line 11: NCCL_NVLS_ENABLE=0 (line 10): NCCL chose among its algorithms "
+                                      "without NVLS"));
+  ImportOverrides ring;
+  ring.algorithm = "ring";
+  CHECK(import_nccl_tests({rows("NCCL_NVLS_ENABLE", h100, 1)}, ring).collectives.at(0).algorithm == "ring");
+}
+
 // A file of several rows-only logs, one after another, is each test with its own header: the
 // same tables as the logs imported as files of their own, and two GPUs refused as two files are.
 TEST_CASE("a file of several tests imports as the tests imported one by one") {
@@ -315,8 +468,8 @@ TEST_CASE("a file of several tests imports as the tests imported one by one") {
       "4096 1024 float sum -1 48.1 0.09 0.15 0 48.1 0.09 0.15 0\n";
   const std::string all_gather =
       "# all_gather_perf -b 1K -e 4K -f 4 -g 4 on one node with 4x NVIDIA A100-SXM4-80GB\n"
-      "1024 32 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
-      "4096 128 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
+      "1024 64 float none -1 108.0 0.01 0.01 0 108.0 0.01 0.01 0\n"
+      "4096 256 float none -1 109.0 0.04 0.03 0 109.0 0.04 0.03 0\n";
   const auto parse = [](const std::string& text, const char* name) {
     std::istringstream in(text);
     return parse_nccl_tests(in, name);

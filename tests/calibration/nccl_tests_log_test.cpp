@@ -10,6 +10,7 @@
 
 using stepsim::Bytes;
 using stepsim::InputError;
+using stepsim::Time;
 using stepsim::calibration::parse_nccl_tests;
 
 namespace {
@@ -48,6 +49,27 @@ TEST_CASE("a legacy row has no root column and a float error column") {
   CHECK(*log.rows[0].in_place.wrong == Approx(5e-7));
 }
 
+// Before mid-2022 the tests that reduce nothing printed no operation: all_gather_perf's
+// print_line_header wrote "%12li  %12li  %6s" (size, count, type), later common.cu an empty
+// operation and an empty root for -1, so its rows have 11 columns. 32 B of an 8-rank all-gather
+// of floats is 1 element per rank (1 x 8 x 4 B).
+TEST_CASE("a legacy row of a test without an operation has 11 columns") {
+  const auto log = parse(
+      "          32             1   float    29.42    0.00    0.00  0e+00    29.38    0.00    0.00  "
+      "0e+00\n");
+  REQUIRE(log.rows.size() == 1);
+  const auto& row = log.rows[0];
+  CHECK(row.size == Bytes(32));
+  CHECK(row.count == 1);
+  CHECK(row.type == "float");
+  CHECK(row.redop.empty());
+  CHECK(row.root == -1);
+  CHECK(row.legacy);
+  CHECK(row.out_of_place.time == Time::from_us(29.42));
+  CHECK(row.in_place.time == Time::from_us(29.38));
+  CHECK(*row.in_place.wrong == 0.0);
+}
+
 TEST_CASE("N/A in the wrong column leaves the count empty") {
   const auto log = parse("8 2 float none 0 10.0 0.00 0.00 N/A 9.0 0.00 0.00 N/A\n");
   REQUIRE(log.rows.size() == 1);
@@ -79,8 +101,8 @@ TEST_CASE("a bad line names the file, the line and what was expected") {
   } catch (const InputError& e) {
     CHECK(std::string(e.what()) ==
           "log.txt: line 1: expected an nccl-tests row of 12 or 13 columns (size count type redop [root] "
-          "time algbw busbw #wrong time algbw busbw #wrong), or 9 (in-place only) or 21 (with per-iteration "
-          "statistics), got 2 column(s)");
+          "time algbw busbw #wrong time algbw busbw #wrong), or 11 (legacy, no redop), 9 (in-place only) or 21 "
+          "(with per-iteration statistics), got 2 column(s)");
   }
 }
 

@@ -85,6 +85,67 @@ TEST_CASE("sizes outside the measured range fall back to the model scaled by the
   CHECK(number(rows[0], "time_us") < number(rows[0], "model_time_us"));
 }
 
+// A two-node DGX A100 table where NCCL beats the model (230 GB/s busbw at 1 GiB, above the 8
+// HDR NICs' 200: on two nodes NCCL's tree does) scales the model of every cross-node shape. On
+// 8 nodes with one rank each, that rank's ring moves 2(n-1)/n of the size over its own HDR NIC,
+// 200 Gb/s = 25 GB/s, so the busbw can be no more than 25 GB/s, as the simulation's flows keep
+// it (0.0476 s for this size's 674.5 MB bucket: 1.75 x 674.5 MB / 25 GB/s = 47.2 ms plus
+// latency); before the limit the row said 28.96 GB/s.
+// On two DGX A100 nodes NCCL runs its tree, whose busbw passes the 8 HDR NICs' 200 GB/s (230
+// here); the model's ring would move 2(n-1)/n / 8 of the size over each GPU's 25 GB/s NIC and
+// cannot, and the simulation held the measured all-reduce to the ring's links: 49.66 ms for
+// the one 5026.5 MiB bucket (5270667264 B) where the table says 35000 us x 5270667264 /
+// 4294967296 = 42951 us (log-log between 4 GiB and 8 GiB, whose times are proportional to the
+// size). The measurement now runs as a candidate whose links carry it (the tree).
+TEST_CASE("a measured collective faster than the model's algorithm carries runs as one that carries it") {
+  Scratch s("calib-carried");
+  std::string log =
+      "# mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 8G -g 1 on two DGX A100 nodes, 8x NVIDIA A100-SXM4-80GB "
+      "each\n";
+  for (const auto& [size, us] : {std::pair<long long, double>{8, 60.0},
+                                 {134217728, 1100.0},
+                                 {1073741824, 8750.0},
+                                 {4294967296, 35000.0},
+                                 {8589934592, 70000.0}})
+    log += fmt::format("{} {} float sum -1 {} 0 0 0 {} 0 0 0\n", size, size / 4, us, us);
+  s.write("two.txt", log);
+  REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
+  const auto run = s.run(
+      "simulate ddp-1.3b-64xa100 --set parallel.dp=16 --set training.global_batch=32 --set "
+      "data_parallel.bucket_cap_mb=100000 --set data_parallel.first_bucket_mb=100000 --set "
+      "data_parallel.overlap_grad_reduce=false --calibration two.json --json -");
+  REQUIRE(run.status == 0);
+  const auto report = json_of(run.out);
+  CHECK(number(report.at("comm_s"), "dp") == Approx(0.042951).epsilon(1e-4));
+  const auto row = json_of(s.run("collective allreduce --cluster dgx-a100-80g-hdr --gpus 16 --size 1GiB "
+                                 "--calibration two.json --json -")
+                               .out)
+                       .as_array()
+                       .at(0);
+  CHECK(number(row, "time_us") == Approx(8750.0));
+  CHECK(row.at("algorithm").as_string() == "tree");
+}
+
+TEST_CASE("a calibrated collective is no faster than the fabric carries its bytes") {
+  Scratch s("calib-fabric-limit");
+  s.write("two.txt",
+          "# mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 1G -f 8 -g 1 on two DGX A100 nodes, 8x NVIDIA "
+          "A100-SXM4-80GB each\n"
+          "8 2 float sum -1 60.0 0.00 0.00 0 60.0 0.00 0.00 0\n"
+          "134217728 33554432 float sum -1 1100.0 122.02 228.8 0 1100.0 122.02 228.8 0\n"
+          "1073741824 268435456 float sum -1 8750.0 122.71 230.1 0 8750.0 122.71 230.1 0\n");
+  REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
+  const auto run = s.run(
+      "collective allreduce --cluster dgx-a100-80g-hdr --gpus 8 --ranks-per-node 1 --size 1GiB --calibration "
+      "two.json --json -");
+  REQUIRE(run.status == 0);
+  const auto row = json_of(run.out).as_array().at(0);
+  CHECK(row.at("source").as_string() == "scaled");
+  CHECK(number(row, "busbw_gbps") <= 25.0);
+  // Still the calibration's, not the model's: faster than the model alone.
+  CHECK(number(row, "time_us") < number(row, "model_time_us"));
+}
+
 TEST_CASE("a calibrated simulation says which costs were measured and moves the step") {
   Scratch s("calib-simulate");
   REQUIRE(s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/h200-8gpu-allreduce-8GiB.txt -o h.json").status ==
@@ -1231,9 +1292,9 @@ TEST_CASE("import-nccl-tests refuses --ranks 0 and --nodes 0 as it refuses a neg
 TEST_CASE("the measured share of communication counts the communicators of the measured shape only") {
   Scratch s("calib-sendrecv-shape");
   const std::string rows =
-      "33554432 8388608 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
-      "67108864 16777216 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
-      "134217728 33554432 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
+      "33554432 16777216 bfloat16 none -1 332.0 101.07 101.07 0 332.0 101.07 101.07 0\n"
+      "67108864 33554432 bfloat16 none -1 541.3 123.98 123.98 0 541.3 123.98 123.98 0\n"
+      "134217728 67108864 bfloat16 none -1 934.7 143.59 143.59 0 934.7 143.59 143.59 0\n";
   s.write("in.txt", "# sendrecv_perf -b 32M -e 128M -g 2 on one node with 2x NVIDIA H100 80GB HBM3\n" + rows);
   s.write("across.txt",
           "# sendrecv_perf -b 32M -e 128M with 2x NVIDIA H100 80GB HBM3, one GPU on each of 2 hosts\n" + rows);
@@ -1287,8 +1348,10 @@ TEST_CASE("the plan's nccl-tests runs measure the communicators the simulation u
     const auto rows = json_of(model.out);
     for (const auto& row : rows.as_array()) {
       const double us = number(row, "time_us");
-      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", number(row, "size_bytes"),
-                         number(row, "count"), dtype, us, us);
+      // An all-reduce row's count is its size in elements of the run's type.
+      const double size = number(row, "size_bytes");
+      log += fmt::format("{:.0f} {:.0f} {} sum -1 {:.6f} 1 1 0 {:.6f} 1 1 0\n", size, size / (dtype == "float" ? 4 : 2),
+                         dtype, us, us);
     }
     s.write(fmt::format("run-{}.txt", i), log);
     logs += fmt::format(" run-{}.txt", i++);
@@ -1404,7 +1467,8 @@ TEST_CASE("the import summary names each table's element type") {
   std::string log = "# all_reduce_perf -g 8 on one node with 8x NVIDIA H100 80GB HBM3\n";
   for (long long size = 1 << 20; size <= (1 << 22); size *= 2)
     for (const char* type : {"float", "bfloat16"})
-      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size, size / 4, type,
+      log += fmt::format("{} {} {} sum -1 {:.2f} 0 0 0 {:.2f} 0 0 0\n", size,
+                         size / (std::string_view(type) == "float" ? 4 : 2), type,
                          20 + static_cast<double>(size) / 200e3, 20 + static_cast<double>(size) / 200e3);
   s.write("mixed.txt", log);
   const auto import = s.run("calibrate import-nccl-tests mixed.txt -o m.json");
@@ -1463,6 +1527,68 @@ TEST_CASE("logs of two hosts of 8 GPUs import as 16 ranks on 2 nodes, old text a
   INFO(json.err);
   REQUIRE(json.status == 0);
   CHECK(json.out.find("allreduce      16 rank(s), 2 node(s) x 8") != std::string::npos);
+}
+
+}  // namespace stepsim
+
+namespace stepsim {
+
+// calibrate check predicts a held-out point as `stepsim collective` does: 8 ranks one per DGX
+// A100 node move 2(n-1)/n = 1.75 of 1 GiB each over a 25 GB/s HDR NIC, at least 1.75 x
+// 1073741824 B / 25 GB/s = 75161.9 us, however fast the two-node table (230 GB/s busbw, NCCL's
+// tree) scales the model; before the limit the check's prediction was 63686.80 us.
+TEST_CASE("calibrate check holds a prediction scaled from another shape to what the fabric carries") {
+  Scratch s("calib-check-fabric");
+  s.write("two.txt",
+          "# mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 1G -f 8 -g 1 on two DGX A100 nodes, 8x NVIDIA "
+          "A100-SXM4-80GB each\n"
+          "8 2 float sum -1 60.0 0.00 0.00 0 60.0 0.00 0.00 0\n"
+          "134217728 33554432 float sum -1 1100.0 122.02 228.8 0 1100.0 122.02 228.8 0\n"
+          "1073741824 268435456 float sum -1 8750.0 122.71 230.1 0 8750.0 122.71 230.1 0\n");
+  s.write("eight.txt",
+          "# mpirun -np 8 -N 1 all_reduce_perf -b 1G -e 1G -g 1 on 8 DGX A100 nodes, one NVIDIA A100-SXM4-80GB each\n"
+          "1073741824 268435456 float sum -1 80000.0 13.42 23.49 0 80000.0 13.42 23.49 0\n");
+  REQUIRE(s.run("calibrate import-nccl-tests two.txt -o two.json").status == 0);
+  const auto run = s.run("calibrate check two.json --cluster dgx-a100-80g-hdr --held-out eight.txt");
+  REQUIRE(run.status == 0);
+  const auto row = check_row(run.out, "# held-out eight.txt", "1073741824");
+  REQUIRE(row.size() == 7);
+  CHECK(row.back() == "scaled");
+  CHECK(std::stod(row[2]) >= 75161.9);
+}
+
+// sweep --calibration applies the files to every point as simulate --calibration does: each row's
+// step time is the one simulate gives the point with the same file, and a scenario that needs
+// its points' values to validate takes the flag too.
+TEST_CASE("sweep --calibration calibrates every point as simulate --calibration does") {
+  Scratch s("calib-sweep");
+  REQUIRE(
+      s.run("calibrate import-nccl-tests " + kData + "/nccl-tests/a100-80g-8gpu-allreduce-a.txt -o a.json").status ==
+      0);
+  const auto sweep = s.run("sweep korthikanti-22b --vary training.micro_batch=1,2 --calibration a.json -o rows.jsonl");
+  INFO(sweep.err);
+  REQUIRE(sweep.status == 0);
+  std::istringstream rows(testing::slurp(s.file("rows.jsonl")));
+  int seen = 0;
+  for (std::string line; std::getline(rows, line); ++seen) {
+    const auto row = json_of(line);
+    const int mb = static_cast<int>(number(row, "training.micro_batch"));
+    const auto alone =
+        s.run(fmt::format("simulate korthikanti-22b --set training.micro_batch={} --calibration a.json --json -", mb));
+    REQUIRE(alone.status == 0);
+    CHECK(number(row, "step_time_s") == number(json_of(alone.out), "step_time_s"));
+  }
+  CHECK(seen == 2);
+  // The calibration moves the step: the rows are not the model's.
+  const auto plain = s.run("simulate korthikanti-22b --set training.micro_batch=1 --json -");
+  const auto calibrated = s.run("simulate korthikanti-22b --set training.micro_batch=1 --calibration a.json --json -");
+  CHECK(number(json_of(plain.out), "step_time_s") != number(json_of(calibrated.out), "step_time_s"));
+  // pp 64 does not divide the 48 layers; the points' pp does.
+  CHECK(
+      s.run("sweep korthikanti-22b --set parallel.pp=64 --vary parallel.pp=1,2 --calibration a.json -o g.csv").status ==
+      0);
+  CHECK(testing::refusal(s.run("sweep --merge all.csv g.csv --calibration a.json"),
+                         "--calibration: cannot be combined with --merge") == "");
 }
 
 }  // namespace stepsim
