@@ -100,13 +100,38 @@ constexpr Setting kAlgorithm{"algorithm", "--algorithm", "NCCL_ALGO", "Ring, Tre
                              true};
 constexpr Setting kProtocol{"protocol", "--protocol", "NCCL_PROTO", "LL, LL128, Simple", false};
 
-// What the run forced: the flag where given, else what NCCL's own lines said; a flag that says
-// otherwise than NCCL is refused, as a flag that contradicts the header.
-std::string run_setting(const NcclTestsLog& log, const Setting& s, const std::string& flag_value,
+// What NCCL_ALGO or NCCL_PROTO says of the test's collective. Since NCCL 2.24 the value may
+// hold a list for every function and lists for named ones, separated by semicolons
+// ("ring;allreduce:tree;allgather:ring", the names case-insensitive): the list naming the
+// collective, else the unnamed one, else none (empty: NCCL's own choice for it).
+std::string setting_for(const std::string& said, CollOp op) {
+  if (said.find_first_of(":;") == std::string::npos) return said;
+  std::string unnamed;
+  std::size_t start = 0;
+  while (start <= said.size()) {
+    const std::size_t end = std::min(said.find(';', start), said.size());
+    const std::string entry = said.substr(start, end - start);
+    start = end + 1;
+    const std::size_t colon = entry.find(':');
+    if (colon == std::string::npos) {
+      unnamed = entry;
+      continue;
+    }
+    std::string name = entry.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (name == to_string(op)) return entry.substr(colon + 1);
+  }
+  return unnamed;
+}
+
+// What the run forced: the flag where given, else what NCCL's own lines said of the test's
+// collective; a flag that says otherwise than NCCL is refused, as a flag that contradicts the
+// header.
+std::string run_setting(const NcclTestsLog& log, const Setting& s, CollOp op, const std::string& flag_value,
                         const std::string& said, const std::string& said_at) {
   std::optional<std::string> from_log;
-  if (!said.empty()) {
-    from_log = s.table_name(said);
+  if (const std::string value = setting_for(said, op); !value.empty()) {
+    from_log = s.table_name(value);
     if (!from_log)
       throw InputError(log.source, said_at,
                        fmt::format("{} '{}' is not one {} stepsim models ({}): a table stands for one forced {} or "
@@ -390,8 +415,8 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
       if (!o.dtype.empty() && row.type != o.dtype) continue;
       const CollOp op = op_of_test(test, log.source);
       check_count(log, row, op, ranks);
-      std::string algorithm = run_setting(log, kAlgorithm, o.algorithm, row.nccl_algo, row.nccl_algo_at);
-      std::string protocol = run_setting(log, kProtocol, o.protocol, row.nccl_proto, row.nccl_proto_at);
+      std::string algorithm = run_setting(log, kAlgorithm, op, o.algorithm, row.nccl_algo, row.nccl_algo_at);
+      std::string protocol = run_setting(log, kProtocol, op, o.protocol, row.nccl_proto, row.nccl_proto_at);
       // Sends and receives run as NCCL chooses whatever NCCL_ALGO and NCCL_PROTO say.
       if (point_to_point(op)) {
         algorithm.clear();

@@ -1432,6 +1432,29 @@ TEST_CASE("a log of a run with the algorithm and protocol forced imports as a ta
   CHECK(testing::refusal(s.run("calibrate check said.json auto.json"), why) == "");
 }
 
+// NCCL 2.24's per-function form of NCCL_ALGO: the list naming the test's collective counts
+// ("allgather:ring;allreduce:tree" forces Tree on an AllReduce run), else the unnamed one
+// ("ring;allgather:tree": Ring), else none: "allgather:ring" leaves the AllReduce to NCCL, as an
+// unlabelled table. A list of several for the collective is still not one algorithm.
+TEST_CASE("a per-function NCCL_ALGO forces what it says of the test's collective") {
+  Scratch s("calib-per-function");
+  const auto algorithm_of = [&](const std::string& value) -> std::string {
+    s.write("log.txt", ring_log("node0:1000:1000 [0] NCCL INFO NCCL_ALGO set by environment to " + value + "\n"));
+    const auto run = s.run("calibrate import-nccl-tests log.txt -o out.json");
+    if (run.status != 0) return run.err;
+    const boost::json::value file = json_of(testing::slurp(s.file("out.json")));
+    const boost::json::object& table = file.at("collectives").at(0).as_object();
+    return table.contains("algorithm") ? std::string(table.at("algorithm").as_string()) : "NCCL's choice";
+  };
+  CHECK(algorithm_of("allgather:ring;allreduce:tree") == "tree");
+  CHECK(algorithm_of("AllReduce:Tree") == "tree");
+  CHECK(algorithm_of("ring;allgather:tree") == "ring");
+  CHECK(algorithm_of("allgather:ring") == "NCCL's choice");
+  CHECK(algorithm_of("allreduce:tree,ring")
+            .find("log.txt: line 2: NCCL_ALGO 'allreduce:tree,ring' is not one algorithm stepsim models") !=
+        std::string::npos);
+}
+
 // A SendRecv log from a run with NCCL_ALGO=Ring set is a measurement of NCCL's own transfers: it
 // imports as an unlabelled table, serves scenarios forced or not, and a file that labels a
 // point-to-point table with an algorithm is refused at that table.
