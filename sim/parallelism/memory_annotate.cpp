@@ -88,8 +88,6 @@ void OpMemory::add_weight_pass(int block, const workload::LayerWork& work, Bytes
   add(block, *last, Phase::backward, Bytes(0) - kept);
 }
 
-// The loss's backward buffers: allocated by the head's first backward op, freed once the next
-// op of its backward has consumed the gradient.
 // Each multi-token-prediction depth's recompute (workload::add_mtp): what it makes again from its
 // last recomputed op until the depth's backward ends with its embedding lookup's.
 void OpMemory::add_mtp_recompute_working(const workload::LayerWork& post) {
@@ -107,6 +105,8 @@ void OpMemory::add_mtp_recompute_working(const workload::LayerWork& post) {
   }
 }
 
+// The loss's backward buffers: allocated by the head's first backward op, freed once the next
+// op of its backward has consumed the gradient.
 void OpMemory::add_loss_working(const workload::LayerWork& post) {
   if (post.backward.size() < 2 || post.backward_working == Bytes(0)) return;
   add(layers_ + 1, post.backward[0], Phase::backward, post.backward_working);
