@@ -129,16 +129,13 @@ LeafLoad Fabric::leaf_ports(int leaf, int rail) {
   return out;
 }
 
-std::vector<int> Fabric::nodes_of(std::span<const int> ranks) const {
-  std::vector<int> nodes;
-  for (int r : ranks) {
-    if (nodes.empty() || nodes.back() != node_of(r)) nodes.push_back(node_of(r));
-  }
-  return nodes;
+SpineShare share_at(const LeafShares& shares, int leaf) {
+  const auto it = std::ranges::find(shares, leaf, &LeafShares::value_type::first);
+  return it == shares.end() ? SpineShare{} : it->second;
 }
 
-std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(
-    std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed) const {
+LeafShares Fabric::spine_shares(std::span<const int> ranks,
+                                const std::optional<collectives::GroupShape>& costed) const {
   // The group's members by NVLink domain, in rank order (each domain's members are consecutive).
   std::vector<std::vector<int>> domains;
   for (const int r : ranks) {
@@ -189,17 +186,9 @@ std::vector<std::pair<int, SpineShare>> Fabric::spine_shares(
     }
   }
   if (!crosses) return {};
-  std::vector<std::pair<int, SpineShare>> shares;
+  LeafShares shares;
   for (const auto& [l, sum] : sums) shares.push_back({l, {sum.ring / sum.members, sum.spread / sum.members}});
   return shares;
-}
-
-SpineShare Fabric::spine_share(std::span<const int> ranks, int leaf,
-                               const std::optional<collectives::GroupShape>& costed) const {
-  for (const auto& [l, share] : spine_shares(ranks, costed)) {
-    if (l == leaf) return share;
-  }
-  return {};
 }
 
 std::vector<network::ResourceUse> link_uses(const RankPorts& ports, const collectives::LinkLoad& load, Side side,
@@ -255,14 +244,11 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
       for (int g = 0; g < shape.ranks_per_node; ++g) ranks.push_back(domain * cluster.domain_gpus() + g);
     }
   }
-  const std::vector<std::pair<int, SpineShare>> shares = fabric.spine_shares(ranks, shape);
+  const LeafShares shares = fabric.spine_shares(ranks, shape);
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {
-    SpineShare share;
-    for (const auto& [leaf, s] : shares) {
-      if (leaf == fabric.leaf_of(fabric.node_of(r))) share = s;
-    }
+    const SpineShare share = share_at(shares, fabric.leaf_of(fabric.node_of(r)));
     const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
     for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
   }

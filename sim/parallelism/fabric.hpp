@@ -63,6 +63,11 @@ struct SpineShare {
   bool operator==(const SpineShare&) const = default;
 };
 
+// The shares of a group's members by leaf (Fabric::spine_shares), and the one behind `leaf`
+// (none where the group has no member there).
+using LeafShares = std::vector<std::pair<int, SpineShare>>;
+SpineShare share_at(const LeafShares& shares, int leaf);
+
 // Representative mode: the load that a simulated rank's communicator puts on one leaf's
 // uplinks, per byte of its cross-node load: the spine share of each of its stage's groups of
 // the kind, summed over their members behind the leaf (on the rank's rail).
@@ -95,16 +100,16 @@ class Fabric {
   // group as an even one of its emptiest domain's size, whose load every member then takes):
   // scaled so that the product is what the member really sends across the spine. Without it,
   // the group's own (even) shape.
-  std::vector<std::pair<int, SpineShare>> spine_shares(
-      std::span<const int> ranks, const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
+  LeafShares spine_shares(std::span<const int> ranks,
+                          const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
   // The share of the group's members behind `leaf` (none where the group has no member there).
   SpineShare spine_share(std::span<const int> ranks, int leaf,
-                         const std::optional<collectives::GroupShape>& costed = std::nullopt) const;
+                         const std::optional<collectives::GroupShape>& costed = std::nullopt) const {
+    return share_at(spine_shares(ranks, costed), leaf);
+  }
   // The same for the members behind the first leaf of a group on nodes 0 to `nodes` − 1,
   // without listing them: the leaf whose uplinks such a group loads most.
   SpineShare first_nodes_spine_share(int nodes) const;
-  // The nodes of a group given by its ranks in rank order.
-  std::vector<int> nodes_of(std::span<const int> ranks) const;
 
   int node_of(int rank) const { return rank / gpus_per_node_; }
   int nic_of(int local_gpu) const;  // the NIC a GPU uses, as NCCL maps them: g · nics / gpus

@@ -447,11 +447,7 @@ class Layout {
     if (static_cast<std::size_t>(group) >= spine_.size()) spine_.resize(static_cast<std::size_t>(group) + 1);
     auto& shares = spine_[static_cast<std::size_t>(group)];
     if (!shares) shares = fabric_.spine_shares(ranks_of_group(), shape);
-    const int leaf = fabric_.leaf_of(fabric_.node_of(ranks_[index].rank));
-    for (const auto& [l, share] : *shares) {
-      if (l == leaf) return share;
-    }
-    return {};
+    return share_at(*shares, fabric_.leaf_of(fabric_.node_of(ranks_[index].rank)));
   }
 
   SpineShare spine_of(std::int32_t group, const RankGroup& members, std::size_t index,
@@ -486,16 +482,15 @@ class Layout {
     std::map<int, SpineShare> load;  // per leaf
     for (long long k = 0; k < count; ++k) {
       const std::vector<int> ranks = translate(k);
-      const std::vector<std::pair<int, SpineShare>> shares = fabric_.spine_shares(ranks, shape);
+      const LeafShares shares = fabric_.spine_shares(ranks, shape);
       if (shares.empty()) continue;
       for (const int r : ranks) {
         if (r / stage_ranks != stage || fabric_.rail_of(r) != rail) continue;
         const int at = fabric_.leaf_of(fabric_.node_of(r));
-        const auto share = std::ranges::find(shares, at, &std::pair<int, SpineShare>::first);
-        if (share == shares.end()) continue;
+        const SpineShare share = share_at(shares, at);
         SpineShare& leaf = load[at];
-        leaf.ring += share->second.ring;
-        leaf.spread += share->second.spread;
+        leaf.ring += share.ring;
+        leaf.spread += share.spread;
       }
     }
     for (const auto& [leaf, share] : load) {
@@ -770,7 +765,7 @@ class Layout {
   std::map<std::pair<std::string, int>, std::int32_t> groups_;
   std::map<std::pair<std::string, std::vector<int>>, std::int32_t> pp_groups_;
   Fabric fabric_;
-  std::vector<std::optional<std::vector<std::pair<int, SpineShare>>>> spine_;     // per group, by leaf, once known
+  std::vector<std::optional<LeafShares>> spine_;                                  // per group, by leaf, once known
   std::map<std::pair<std::int32_t, std::size_t>, std::vector<LeafLoad>> leaves_;  // per group and rank, once known
   std::vector<std::optional<LinkShares>> shares_;  // per group, once known
 };
