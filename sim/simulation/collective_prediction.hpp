@@ -83,7 +83,6 @@ InputError factor_error(const std::string& text);
 // Checks the query (InputError naming the flag) and predicts each size.
 CollectivePrediction predict_collective(const CollectiveQuery& query);
 
-// nccl-tests' bus bandwidth of a row in GB/s: algbw times the op's bus factor.
 // A calibrated choice as one collective alone runs it on the fabric: a time scaled from another
 // shape's table can ask more of a NIC than it carries (a two-node table where NCCL's tree beats
 // the model, applied to a ring of one rank per node), and the fabric limits it as it limits the
@@ -92,6 +91,7 @@ CollectivePrediction predict_collective(const CollectiveQuery& query);
 collectives::Choice on_fabric(const calibration::CalibratedChoice& c, const ClusterSpec& cluster,
                               const collectives::Request& request);
 
+// nccl-tests' bus bandwidth of a row in GB/s: algbw times the op's bus factor.
 double busbw_gbps(const CollectiveRow& row, CollOp op, int gpus);
 double relative_error(double predicted, double measured);
 
