@@ -254,6 +254,72 @@ void check_runnable(const ClusterSpec& fastest, const Measurement& m, const Impo
   }
 }
 
+// The channels the run's environment held NCCL to, where they are not those NCCL runs the
+// table's algorithm on by default: a table so measured stands for collectives on fewer (or
+// more) SMs and channels than any simulation runs. NCCL takes the communicator's channels
+// (rings, trees, PAT, sends) to at most NCCL_MAX_NCHANNELS (or the older NCCL_MAX_NRINGS) and
+// NCCL_MAX_CTAS, then to at least NCCL_MIN_NCHANNELS (NCCL_MIN_NRINGS) and NCCL_MIN_CTAS
+// (init.cc, ncclMaxNchannels, ncclMinNchannels and the config's CTAs; connect.cc,
+// ncclTopoPostset); NVLS's own channels to NCCL_NVLS_NCHANNELS where set, then between the two
+// CTA bounds (nvls.cc, ncclNvlsInit). A bound that leaves the default count as it is changes
+// nothing and is let through.
+void check_channels(const ClusterSpec& fastest, const Measurement& m) {
+  std::map<std::string, const NcclTestsRow::EnvSaid*> said;
+  for (const NcclTestsRow::EnvSaid& e : m.row->nccl_env) said[e.variable] = &e;
+  if (std::none_of(said.begin(), said.end(), [](const auto& kv) {
+        return kv.first.find("CHANNELS") != std::string::npos || kv.first.find("RINGS") != std::string::npos ||
+               kv.first.find("CTAS") != std::string::npos;
+      }))
+    return;
+  ClusterSpec cluster = fastest;
+  cluster.nodes = m.key.nodes;
+  CollectiveTable as_run;
+  as_run.algorithm = m.key.algorithm;
+  as_run.protocol = m.key.protocol;
+  const collectives::Request r{m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)),
+                               domain_shape(cluster, m.key.ranks, m.key.nodes)};
+  const collectives::Choice choice = collectives::predict(cluster, measured_as(as_run), r);
+  const bool nvls = choice.algorithm == Algorithm::nvls || choice.algorithm == Algorithm::nvls_tree;
+  const int by_default = collectives::nccl_channels(cluster, r, choice.algorithm);
+  const auto get = [&](const char* name) { return said.count(name) ? said[name] : nullptr; };
+  // The variable that holds the bound, the newer name over the older.
+  const auto pick = [&](const char* newer, const char* older) { return get(newer) ? get(newer) : get(older); };
+  int channels = by_default;
+  std::vector<const NcclTestsRow::EnvSaid*> binding;
+  const auto cap = [&](const NcclTestsRow::EnvSaid* e) {
+    if (e && e->value >= 1 && e->value < channels) {
+      channels = static_cast<int>(e->value);
+      binding.push_back(e);
+    }
+  };
+  const auto raise = [&](const NcclTestsRow::EnvSaid* e) {
+    if (e && e->value > channels) {
+      channels = static_cast<int>(e->value);
+      binding.push_back(e);
+    }
+  };
+  if (nvls) {
+    if (const auto* e = get("NCCL_NVLS_NCHANNELS"); e && e->value >= 1 && e->value != channels) {
+      channels = static_cast<int>(e->value);
+      binding.push_back(e);
+    }
+  } else {
+    cap(pick("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS"));
+  }
+  cap(get("NCCL_MAX_CTAS"));
+  if (!nvls) raise(pick("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"));
+  raise(get("NCCL_MIN_CTAS"));
+  if (channels == by_default || binding.empty()) return;
+  std::string settings;
+  for (const NcclTestsRow::EnvSaid* e : binding)
+    settings += fmt::format("{}{}={} ({})", settings.empty() ? "" : ", ", e->variable, e->value, e->at);
+  throw InputError(m.log->source, row_place(*m.row),
+                   fmt::format("{}: NCCL ran {} of {} ranks on {} host(s) ({}) on {} channel(s), where it runs {} "
+                               "by default; a table of this run would stand for collectives on other channels, and "
+                               "SMs, than any simulation runs: measure without that setting",
+                               settings, to_string(m.key.op), m.key.ranks, m.key.nodes,
+                               collectives::to_string(choice.algorithm), channels, by_default));
+}
 }  // namespace
 
 namespace {
@@ -460,6 +526,7 @@ Calibration import_nccl_tests(const std::vector<NcclTestsLog>& logs, const Impor
     check_environment(m, cluster);
     if (cluster) {
       check_runnable(*cluster, m, o, c.provenance.gpu);
+      check_channels(*cluster, m);
       check_within_links(*cluster, m.key.op, m.key.ranks, m.key.nodes, m.bytes, m.us, m.log->source, row_place(*m.row));
     }
     tables[m.key][m.bytes].push_back(m.us);

@@ -440,9 +440,12 @@ bool nccl_own_line(const std::string& text, int line, std::string& version, Sect
     (algo ? section.nccl_algo_at : section.nccl_proto_at) = fmt::format("line {}", line);
   }
   // NCCL_PARAM's own line, "NCCL_IB_DISABLE set by environment to 1." (its value as strtoll
-  // read it); each rank's process prints it, the first is kept.
+  // read it); each rank's process prints it, the first is kept. The transports switched off,
+  // and the bounds on the channels NCCL runs (NCCL_MIN/MAX_NCHANNELS, their older names
+  // NCCL_MIN/MAX_NRINGS, NCCL_MIN/MAX_CTAS, NCCL_NVLS_NCHANNELS).
   static const std::regex switched(
-      R"(NCCL INFO (NCCL_NVLS_ENABLE|NCCL_IB_DISABLE|NCCL_P2P_DISABLE) set by environment to (-?\d{1,18})\b)");
+      R"(NCCL INFO (NCCL_NVLS_ENABLE|NCCL_IB_DISABLE|NCCL_P2P_DISABLE|NCCL_(?:MIN|MAX)_(?:NCHANNELS|NRINGS|CTAS))"
+      R"(|NCCL_NVLS_NCHANNELS) set by environment to (-?\d{1,18})\b)");
   if (std::regex_search(rest, m, switched)) {
     const std::string variable = m[1];
     const bool known = std::any_of(section.nccl_env.begin(), section.nccl_env.end(),

@@ -51,7 +51,9 @@ struct NcclTestsRow {
   std::string nccl_algo, nccl_algo_at, nccl_proto, nccl_proto_at;
   // What NCCL said its environment switched off or on that changes how its collectives run
   // beyond the algorithm and protocol ("NCCL INFO NCCL_P2P_DISABLE set by environment to 1."):
-  // NCCL_NVLS_ENABLE, NCCL_IB_DISABLE and NCCL_P2P_DISABLE, each with its value and where.
+  // NCCL_NVLS_ENABLE, NCCL_IB_DISABLE, NCCL_P2P_DISABLE and the bounds on its channels
+  // (NCCL_MIN/MAX_NCHANNELS, NCCL_MIN/MAX_NRINGS, NCCL_MIN/MAX_CTAS, NCCL_NVLS_NCHANNELS), each
+  // with its value and where.
   struct EnvSaid {
     std::string variable;
     long long value = 0;

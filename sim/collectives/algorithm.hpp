@@ -74,6 +74,9 @@ double ll_cap(const Context& c);
 // each tree's N − 1 edges carry the half of the buffer it holds up and down, 2(N−1)/N of the
 // buffer per node (1 on two nodes, where each node is a leaf of one tree), over ppn GPUs.
 double tree_inter_load(const Context& c);
+// NCCL's comm->nChannels, on which its rings, trees, PAT and sends run and which its plateau
+// test reads (tuning.cc, ncclTopoGetAlgoTime).
+int comm_channels(const Context& c);
 std::optional<std::string> only_ops(const Context& c, std::initializer_list<CollOp> ops);
 
 // The three functions of each algorithm file; registry.cpp lists them in one table.

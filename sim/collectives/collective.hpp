@@ -51,6 +51,10 @@ const char* to_string(Protocol p);
 // The fastest enabled (algorithm, protocol) pair, or the one `forced` names.
 Choice predict(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
 
+// How many channels (CTAs) NCCL runs algorithm `a` on for the request by default: the
+// communicator's ring channels for every algorithm but NVLS and NVLS-Tree, which have their own.
+int nccl_channels(const ClusterSpec& cluster, const Request& request, Algorithm a);
+
 // Every enabled pair with its prediction, fastest first (for `stepsim collective -v`).
 std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
 

@@ -225,6 +225,29 @@ Choice predict(const ClusterSpec& cluster, const CollectivesSpec& forced, const 
   return candidates(cluster, forced, request).front();
 }
 
+// ncclTopoPostset doubles the graph's channels up to MAXCHANNELS (connect.cc), and across nodes
+// on Hopper and later doubles them again while a ring channel is faster than 45 GB/s and they
+// are fewer than 16.
+int comm_channels(const Context& c) {
+  constexpr int kMaxChannels = 64;
+  int channels = std::min(kMaxChannels, 2 * c.ring.channels);
+  if (c.cluster.gpu.arch != GpuArch::ampere && c.nodes() > 1 && c.ring.bw_intra > 45.0 && channels < 16)
+    channels = std::min(kMaxChannels, 2 * channels);
+  return channels;
+}
+
+// NVLS runs on comm->nvlsChannels, set apart from the rings' (nvls.cc, ncclNvlsInit): 16 on
+// Hopper (NVLS_NCHANNELS_SM90); on Blackwell 24 where the ranks share one host
+// (NVLS_NCHANNELS_SM100_NVL) and 32 where they span several (NVLS_NCHANNELS_SM100), as the
+// trays of an NVL72 rack are.
+int nccl_channels(const ClusterSpec& cluster, const Request& request, Algorithm a) {
+  if (a == Algorithm::nvls || a == Algorithm::nvls_tree) {
+    if (cluster.gpu.arch == GpuArch::hopper) return 16;
+    return request.shape.ranks > std::max(1, cluster.gpus_per_node) ? 32 : 24;
+  }
+  return comm_channels(make_context(cluster, request));
+}
+
 LinkLoad link_load(const Request& request, const Choice& choice) {
   if (request.shape.ranks <= 1) return {};
   // The loads depend on the group shape only, not on the cluster's figures.

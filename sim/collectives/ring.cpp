@@ -23,18 +23,6 @@ double bus_bw(const Context& c, Protocol p) {
   }
 }
 
-// NCCL's comm->nChannels, which its plateau test reads (tuning.cc, ncclTopoGetAlgoTime):
-// ncclTopoPostset doubles the graph's channels up to MAXCHANNELS (connect.cc), and across nodes
-// on Hopper and later doubles them again while a ring channel is faster than 45 GB/s and they
-// are fewer than 16.
-int comm_channels(const Context& c) {
-  constexpr int kMaxChannels = 64;
-  int channels = std::min(kMaxChannels, 2 * c.ring.channels);
-  if (c.cluster.gpu.arch != GpuArch::ampere && c.nodes() > 1 && c.ring.bw_intra > 45.0 && channels < 16)
-    channels = std::min(kMaxChannels, 2 * channels);
-  return channels;
-}
-
 double latency_us(const Context& c, Protocol p) {
   const double base = base_latency_us(Algorithm::ring, p);
   if (c.op == CollOp::broadcast || c.op == CollOp::reduce) {

@@ -459,6 +459,47 @@ TEST_CASE("a log whose environment switched off NVLink P2P, InfiniBand or NVLS w
   CHECK(import_nccl_tests({rows("NCCL_NVLS_ENABLE", h100, 1)}, ring).collectives.at(0).algorithm == "ring");
 }
 
+// NCCL_MAX_NCHANNELS, NCCL_MIN_NCHANNELS and NCCL_MAX_CTAS bound the channels of the
+// communicator's rings (init.cc, connect.cc), NCCL_NVLS_NCHANNELS and the CTA bounds NVLS's own
+// (nvls.cc). A DGX A100 runs its rings on 24 channels: NCCL's search finds 12 rings of 20 GB/s on
+// the twelve 25 GB/s NVLink 3 links of each GPU, and ncclTopoPostset doubles them ("24 coll
+// channels" in NCCL_DEBUG=INFO's output); an H100's NVLS runs on 16 (NVLS_NCHANNELS_SM90). A
+// table measured on other counts is refused; a bound that leaves the count alone is not.
+TEST_CASE("a log whose environment bounded NCCL's channels below or above their default is refused") {
+  const auto rows = [](const std::string& env, long long value, const std::string& device, const std::string& row) {
+    std::string text = "# Collective test starting: all_reduce_perf\n";
+    for (int r = 0; r < 8; ++r)
+      text += fmt::format("#  Rank {} Group  0 Pid {} on node0 device {} [0x07] {}\n", r, 100 + r, r, device);
+    text += fmt::format("node0:100:100 [0] NCCL INFO {} set by environment to {}.\n", env, value);
+    text += row;
+    std::istringstream in(text);
+    return parse_nccl_tests(in, "c.txt");
+  };
+  const std::string a100 = "NVIDIA A100-SXM4-80GB", h100 = "NVIDIA H100 80GB HBM3";
+  const std::string mib = "1048576 262144 float sum -1 500.0 2.10 3.67 0 500.0 2.10 3.67 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", 4, a100, mib)}, {}),
+                    "c.txt: line 11: NCCL_MAX_NCHANNELS=4 (line 10): NCCL ran allreduce of 8 ranks on 1 host(s) (ring) "
+                    "on 4 channel(s), where it runs 24 by default; a table of this run would stand for collectives on "
+                    "other channels, and SMs, than any simulation runs: measure without that setting");
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MIN_NCHANNELS", 32, a100, mib)}, {}),
+                    Catch::Contains("NCCL_MIN_NCHANNELS=32 (line 10): NCCL ran allreduce of 8 ranks on 1 host(s) "
+                                    "(ring) on 32 channel(s), where it runs 24 by default"));
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MAX_CTAS", 8, a100, mib)}, {}),
+                    Catch::Contains("on 8 channel(s), where it runs 24 by default"));
+  // At or beyond the default, the bounds change nothing; NVLS's count is not the A100's rings'.
+  CHECK(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", 24, a100, mib)}, {}).collectives.size() == 1);
+  CHECK(import_nccl_tests({rows("NCCL_MIN_NCHANNELS", 8, a100, mib)}, {}).collectives.size() == 1);
+  CHECK(import_nccl_tests({rows("NCCL_NVLS_NCHANNELS", 8, a100, mib)}, {}).collectives.size() == 1);
+  // 1 GiB on eight H100s runs on NVLS, which NCCL_NVLS_NCHANNELS sets and the rings' bound does not.
+  const std::string gib = "1073741824 268435456 float sum -1 5000.0 214.75 375.80 0 5000.0 214.75 375.80 0\n";
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_NVLS_NCHANNELS", 8, h100, gib)}, {}),
+                    Catch::Contains("NCCL_NVLS_NCHANNELS=8 (line 10): NCCL ran allreduce of 8 ranks on 1 host(s) "
+                                    "(nvls) on 8 channel(s), where it runs 16 by default"));
+  CHECK(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", 4, h100, gib)}, {}).collectives.size() == 1);
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MAX_CTAS", 4, h100, gib)}, {}),
+                    Catch::Contains("on 4 channel(s), where it runs 16 by default"));
+}
+
 // A file of several rows-only logs, one after another, is each test with its own header: the
 // same tables as the logs imported as files of their own, and two GPUs refused as two files are.
 TEST_CASE("a file of several tests imports as the tests imported one by one") {
