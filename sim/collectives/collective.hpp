@@ -52,8 +52,10 @@ const char* to_string(Protocol p);
 Choice predict(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);
 
 // How many channels (CTAs) NCCL runs algorithm `a` on for the request by default: the
-// communicator's ring channels for every algorithm but NVLS and NVLS-Tree, which have their own.
+// communicator's ring channels for every algorithm but NVLS and NVLS-Tree, which have their own
+// (nvls_channels, over `nodes` NVLink domains).
 int nccl_channels(const ClusterSpec& cluster, const Request& request, Algorithm a);
+int nvls_channels(GpuArch arch, int nodes);
 
 // Every enabled pair with its prediction, fastest first (for `stepsim collective -v`).
 std::vector<Choice> candidates(const ClusterSpec& cluster, const CollectivesSpec& forced, const Request& request);

@@ -236,15 +236,16 @@ int comm_channels(const Context& c) {
   return channels;
 }
 
-// NVLS runs on comm->nvlsChannels, set apart from the rings' (nvls.cc, ncclNvlsInit): 16 on
-// Hopper (NVLS_NCHANNELS_SM90); on Blackwell 24 where the ranks share one host
-// (NVLS_NCHANNELS_SM100_NVL) and 32 where they span several (NVLS_NCHANNELS_SM100), as the
-// trays of an NVL72 rack are.
+// NVLS runs on comm->nvlsChannels, set apart from the rings' (nvls.cc, ncclNvlsTuning): 16 on
+// Hopper (NVLS_NCHANNELS_SM90); on Blackwell 24 inside one node (NVLS_NCHANNELS_SM100_NVL) and
+// 32 across several (NVLS_NCHANNELS_SM100), a node being an NVLink domain to multi-node NVLink.
+int nvls_channels(GpuArch arch, int nodes) {
+  if (arch != GpuArch::blackwell) return 16;
+  return nodes > 1 ? 32 : 24;
+}
+
 int nccl_channels(const ClusterSpec& cluster, const Request& request, Algorithm a) {
-  if (a == Algorithm::nvls || a == Algorithm::nvls_tree) {
-    if (cluster.gpu.arch == GpuArch::hopper) return 16;
-    return request.shape.ranks > std::max(1, cluster.gpus_per_node) ? 32 : 24;
-  }
+  if (a == Algorithm::nvls || a == Algorithm::nvls_tree) return nvls_channels(cluster.gpu.arch, request.shape.nodes);
   return comm_channels(make_context(cluster, request));
 }
 

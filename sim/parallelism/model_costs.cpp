@@ -17,9 +17,8 @@ ClusterSpec with_shares(const ClusterSpec& cluster, const LinkShares& shares) {
 namespace {
 
 // The thread blocks NCCL launches for `choice`, one per channel: the NVLS channels its init
-// sets (nvls.cc: NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 across nodes and 24 inside
-// one), or for the other algorithms the channels of the graph its tuning model costs, which
-// ncclTopoPostset doubles (connect.cc: comm->nChannels = min(MAXCHANNELS, nChannels * 2)).
+// sets (collectives::nvls_channels), or for the other algorithms the channels of the graph its tuning model costs,
+// which ncclTopoPostset doubles (connect.cc: comm->nChannels = min(MAXCHANNELS, nChannels * 2)).
 int thread_blocks(const collectives::Choice& choice, GpuArch arch, const collectives::Request& request) {
   constexpr int kMaxChannels = 64;  // MAXCHANNELS since NCCL 2.19
   if (choice.channels == 0) return 0;
@@ -28,10 +27,8 @@ int thread_blocks(const collectives::Choice& choice, GpuArch arch, const collect
   // (ncclTopoComputeP2pChannels: p2pnChannelsPerPeer), each channel one thread block that
   // serves the send and the receive.
   if (request.op == CollOp::sendrecv && request.shape.nodes > 1) return 2;
-  if (choice.algorithm == Algorithm::nvls || choice.algorithm == Algorithm::nvls_tree) {
-    if (arch == GpuArch::blackwell) return request.shape.nodes > 1 ? 32 : 24;
-    return 16;
-  }
+  if (choice.algorithm == Algorithm::nvls || choice.algorithm == Algorithm::nvls_tree)
+    return collectives::nvls_channels(arch, request.shape.nodes);
   return std::min(kMaxChannels, 2 * choice.channels);
 }
 
