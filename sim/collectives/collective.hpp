@@ -69,6 +69,9 @@ namespace stepsim::collectives {
 struct LinkLoad {
   double intra = 0;
   double inter = 0;
+  // The cross-node traffic runs on NCCL's double binary tree over the nodes (Tree, NVLS-Tree),
+  // not on its rings: other node pairs, so other bytes over a leaf's uplinks.
+  bool tree = false;
 };
 
 LinkLoad link_load(const Request& request, const Choice& choice);

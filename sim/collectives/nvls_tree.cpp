@@ -34,6 +34,6 @@ Estimate estimate(const Context& c, Protocol p) {
   return {lat, algbw, ch};
 }
 
-LinkLoad load(const Context& c) { return {1.0, tree_inter_load(c)}; }
+LinkLoad load(const Context& c) { return {1.0, tree_inter_load(c), true}; }
 
 }  // namespace stepsim::collectives::nvls_tree

@@ -41,7 +41,7 @@ Estimate estimate(const Context& c, Protocol p) {
 LinkLoad load(const Context& c) {
   // Each GPU of the chain sends the buffer up (reduce) and down (broadcast).
   const double intra = 2.0 * (c.ppn() - 1) / c.ppn();
-  return {intra, tree_inter_load(c)};
+  return {intra, tree_inter_load(c), true};
 }
 
 }  // namespace stepsim::collectives::tree

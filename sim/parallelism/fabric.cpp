@@ -13,6 +13,52 @@
 
 namespace stepsim::parallelism {
 
+namespace {
+
+// The parent of `rank` in NCCL's binary tree over `n` ranks (trees.cc, ncclGetBtree): the rank
+// with its lowest set bit cleared and the next bit set, or cleared alone where that is beyond
+// the ranks; −1 for the root, rank 0.
+int btree_parent(int n, int rank) {
+  if (rank == 0) return -1;
+  int bit = 1;
+  while (bit < n && (bit & rank) == 0) bit <<= 1;
+  const int up = (rank ^ bit) | (bit << 1);
+  return up < n ? up : rank ^ bit;
+}
+
+// Each node's neighbours in NCCL's double binary tree over `n` nodes (ncclGetDtree): the
+// binary tree, and its mirror (an even count) or its shift by one (an odd count); a pair
+// joined in both trees is listed twice, each tree carrying half of the buffer.
+std::vector<std::vector<int>> dtree_neighbours(int n) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
+  const auto join = [&](int a, int b) {
+    if (b < 0) return;
+    out[static_cast<std::size_t>(a)].push_back(b);
+    out[static_cast<std::size_t>(b)].push_back(a);
+  };
+  for (int r = 0; r < n; ++r) {
+    join(r, btree_parent(n, r));
+    if (n % 2 == 0) {
+      const int up = btree_parent(n, n - 1 - r);
+      join(r, up < 0 ? -1 : n - 1 - up);
+    } else {
+      const int up = btree_parent(n, (r - 1 + n) % n);
+      join(r, up < 0 ? -1 : (up + 1) % n);
+    }
+  }
+  return out;
+}
+
+// Of a member's tree traffic across domains, what leaves its leaf, per algorithm byte over the
+// Tree's load (2(n − 1)/n of the buffer per domain): each tree edge carries half the buffer
+// each way, spread over the domain's members.
+double tree_share(int crossing_edges, int domains) {
+  const double n = domains;
+  return 0.5 * crossing_edges / (2.0 * (n - 1) / n);
+}
+
+}  // namespace
+
 Fabric::Fabric(const ClusterSpec& cluster, std::vector<network::Resource>& resources, bool host_copies)
     : resources_(resources),
       gpus_per_node_(std::max(1, cluster.gpus_per_node)),
@@ -156,7 +202,9 @@ LeafShares Fabric::spine_shares(std::span<const int> ranks,
     int members = 0;
     double ring = 0;
     double spread = 0;
+    double tree = 0;
   };
+  const std::vector<std::vector<int>> tree = dtree_neighbours(static_cast<int>(domains.size()));
   std::map<int, Sum> sums;
   bool crosses = false;
   const auto n = static_cast<double>(ranks.size());
@@ -178,16 +226,24 @@ LeafShares Fabric::spine_shares(std::span<const int> ranks,
       const double per_domain = costed ? costed->ranks_per_node : here;
       const double costed_ranks = costed ? costed->ranks : n;
       const double costed_inter = (costed_ranks - per_domain) / costed_ranks;
+      // A tree member's partners: those at its place in the domains its domain's edges join.
+      int crossing = 0;
+      for (const int e : tree[d]) {
+        const std::vector<int>& other = domains[static_cast<std::size_t>(e)];
+        if (leaf(other[p % other.size()]) != l) ++crossing;
+      }
       Sum& sum = sums[l];
       ++sum.members;
       sum.ring += (out + back) / 2 * per_domain / here;
       sum.spread += costed_inter > 0 ? beyond / n / costed_inter : 0.0;
-      crosses = crosses || out > 0 || back > 0 || beyond > 0;
+      sum.tree += tree_share(crossing, static_cast<int>(domains.size())) * per_domain / here;
+      crosses = crosses || out > 0 || back > 0 || beyond > 0 || crossing > 0;
     }
   }
   if (!crosses) return {};
   LeafShares shares;
-  for (const auto& [l, sum] : sums) shares.push_back({l, {sum.ring / sum.members, sum.spread / sum.members}});
+  for (const auto& [l, sum] : sums)
+    shares.push_back({l, {sum.ring / sum.members, sum.spread / sum.members, sum.tree / sum.members}});
   return shares;
 }
 
@@ -227,7 +283,18 @@ SpineShare Fabric::first_nodes_spine_share(int nodes) const {
   // both send alike).
   const double n = nodes;
   const double behind = nodes_per_leaf_;
-  return {1.0 / behind, (n - behind) / (n - 1)};
+  // A double binary tree's edges out of a leaf depend on where the leaf falls in it: the most
+  // any leaf has, over the first leaf's nodes, whose members stand for them.
+  const std::vector<std::vector<int>> tree = dtree_neighbours(nodes);
+  int most = 0;
+  for (int first = 0; first < nodes; first += nodes_per_leaf_) {
+    int crossing = 0;
+    for (int a = first; a < std::min(nodes, first + nodes_per_leaf_); ++a) {
+      for (const int b : tree[static_cast<std::size_t>(a)]) crossing += leaf_of(b) != leaf_of(a) ? 1 : 0;
+    }
+    most = std::max(most, crossing);
+  }
+  return {1.0 / behind, (n - behind) / (n - 1), tree_share(most, nodes) / behind};
 }
 
 namespace {
@@ -248,8 +315,7 @@ Bandwidth domain_fabric_bandwidth(const ClusterSpec& cluster, const collectives:
   const collectives::LinkLoad load = collectives::link_load(request, choice);
   std::vector<network::ResourceUse> uses;
   for (int r : ranks) {
-    const SpineShare share = share_at(shares, fabric.leaf_of(fabric.node_of(r)));
-    const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
+    const double spine = share_at(shares, fabric.leaf_of(fabric.node_of(r))).of(request.op, load);
     for (const network::ResourceUse& u : link_uses(fabric.ports(r, r, 1), load, Side::both, spine)) uses.push_back(u);
   }
   network::MaxMinSolver solver(resources);
@@ -272,9 +338,8 @@ Bandwidth fabric_bandwidth(const ClusterSpec& cluster, const collectives::Reques
   Fabric fabric(cluster, resources);
   if (cluster.domain_gpus() > cluster.gpus_per_node)
     return domain_fabric_bandwidth(cluster, request, choice, fabric, resources, gpus);
-  const SpineShare share = fabric.first_nodes_spine_share(shape.nodes);
-  const double spine = request.op == CollOp::alltoall ? share.spread : share.ring;
   const collectives::LinkLoad load = collectives::link_load(request, choice);
+  const double spine = fabric.first_nodes_spine_share(shape.nodes).of(request.op, load);
   const int first_leaf_nodes = std::min(shape.nodes, std::max(1, cluster.inter_node.nodes_per_leaf));
   std::vector<network::ResourceUse> uses;
   for (int g = 0; g < shape.ranks_per_node; ++g) {

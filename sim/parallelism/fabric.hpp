@@ -56,9 +56,18 @@ struct RankPorts {
 // part of them behind other leaves. A "node" here is an NVLink domain: inside a GB200 NVL72
 // rack the ring runs over NVLink, and all the NIC traffic goes from rack to rack. Per leaf,
 // the mean over the group's members behind it.
+// A double binary tree (Tree, NVLS-Tree) joins other node pairs than the ring: each member's
+// share of its domain's tree edges that end behind another leaf.
 struct SpineShare {
   double ring = 0;
   double spread = 0;
+  double tree = 0;
+
+  // The share that `op`'s traffic of `load` takes: spread for an AllToAll, tree on a tree.
+  double of(CollOp op, const collectives::LinkLoad& load) const {
+    if (op == CollOp::alltoall) return spread;
+    return load.tree ? tree : ring;
+  }
 
   bool operator==(const SpineShare&) const = default;
 };

@@ -491,6 +491,7 @@ class Layout {
         SpineShare& leaf = load[at];
         leaf.ring += share.ring;
         leaf.spread += share.spread;
+        leaf.tree += share.tree;
       }
     }
     for (const auto& [leaf, share] : load) {

@@ -187,14 +187,13 @@ OpIndex StepBuilder::small_all_reduce(const collectives::GroupShape& shape, Byte
 
 std::vector<network::ResourceUse> StepBuilder::uses(const Communicator& comm, CollOp op,
                                                     const collectives::LinkLoad& load, Side side) const {
-  const bool spread = op == CollOp::alltoall;
-  std::vector<network::ResourceUse> out = link_uses(ports_, load, side, spread ? comm.spine.spread : comm.spine.ring);
+  std::vector<network::ResourceUse> out = link_uses(ports_, load, side, comm.spine.of(op, load));
   for (const RankPorts& other : comm.others) {
     for (const network::ResourceUse& u : link_uses(other, load, side, 0.0)) out.push_back(u);
   }
   if (load.inter <= 0) return out;
   for (const LeafLoad& leaf : comm.leaves) {
-    const double share = load.inter * (spread ? leaf.share.spread : leaf.share.ring);
+    const double share = load.inter * leaf.share.of(op, load);
     if (share <= 0) continue;
     if (side != Side::rx) out.push_back({leaf.up, share});
     if (side != Side::tx) out.push_back({leaf.down, share});

@@ -101,6 +101,35 @@ TEST_CASE("a ring crosses the spine once per change of leaf and an all-to-all to
   CHECK(fabric.spine_share(same_leaf, 0) == sp::SpineShare{});
 }
 
+// NCCL's double binary tree over 8 nodes (trees.cc): the binary tree 0-4, 4-2, 4-6, 2-1, 2-3,
+// 6-5, 6-7 and its mirror 7-3, 3-5, 3-1, 5-6, 5-4, 1-2, 1-0. Of them 0-4, 2-4, 3-7 and 3-5
+// join the leaves {0..3} and {4..7}: each edge carries half the buffer each way, so 2 buffers
+// leave each leaf per algorithm byte, where the Tree's load is 2·7/8 = 1.75 buffers a node:
+// a share of 2 / (4 · 1.75) = 2/7 a member, above the ring's 1/4 (one edge of 1.75 out of four
+// nodes). Over 5 nodes under leaves of 4 the tree 4-0, 2-4, 1-2, 3-2 and its shift by one 0-1,
+// 2-3, 3-0, 4-3 join node 4 to the first leaf by 3 edges: 1.5 buffers each way against the
+// lone node's 2·4/5 = 1.6 (share 0.9375), and the first leaf's three members with one each
+// (3 · 0.5 / 1.6 / 4 = 0.234375 a member).
+TEST_CASE("a double binary tree crosses the spine on its own edges, not the ring's") {
+  std::vector<stepsim::network::Resource> resources;
+  sp::Fabric fabric(cluster(8, 4, 4), resources);
+  const std::vector<int> eight = first_gpus({0, 1, 2, 3, 4, 5, 6, 7});
+  for (const int leaf : {0, 1}) CHECK(fabric.spine_share(eight, leaf).tree == Approx(2.0 / 7));
+  CHECK(fabric.first_nodes_spine_share(8).tree == Approx(2.0 / 7));
+  const std::vector<int> five = first_gpus({0, 1, 2, 3, 4});
+  CHECK(fabric.spine_share(five, 0).tree == Approx(0.234375));
+  CHECK(fabric.spine_share(five, 1).tree == Approx(0.9375));
+  CHECK(fabric.first_nodes_spine_share(5).tree == Approx(0.234375));  // the busiest leaf's 1.5 over 4 nodes
+  // A Tree AllReduce over all 64 GPUs of the 8 nodes: each GPU's NIC (50 GB/s) carries 1.75/8
+  // of the algorithm bandwidth (228.57 GB/s at most), each leaf's uplinks (4 nodes · 8 NICs ·
+  // 50 GB/s / 4 = 400 GB/s) 2 of it: 200 GB/s, where the ring's share would let 228.57 through.
+  const stepsim::collectives::Request request{stepsim::CollOp::allreduce, stepsim::Bytes::mib(64), {64, 8, 8}};
+  stepsim::collectives::Choice choice;
+  choice.algorithm = stepsim::Algorithm::tree;
+  choice.algbw = Bandwidth::gbytes_per_s(400);
+  CHECK(sp::fabric_bandwidth(cluster(8, 4, 4), request, choice).gbytes_per_s() == Approx(200));
+}
+
 TEST_CASE("a SendRecv loads its sender's transmit side and its receiver's receive side") {
   std::vector<stepsim::network::Resource> resources;
   sp::Fabric fabric(cluster(8, 2), resources);
@@ -222,8 +251,7 @@ double every_member_bandwidth(const ClusterSpec& c, const stepsim::collectives::
   const auto load = stepsim::collectives::link_load(request, choice);
   std::vector<stepsim::network::ResourceUse> uses;
   for (int r : ranks) {
-    const sp::SpineShare share = fabric.spine_share(ranks, fabric.leaf_of(fabric.node_of(r)));
-    const double spine = request.op == stepsim::CollOp::alltoall ? share.spread : share.ring;
+    const double spine = fabric.spine_share(ranks, fabric.leaf_of(fabric.node_of(r))).of(request.op, load);
     for (const auto& u : sp::link_uses(fabric.ports(r, r, 1), load, sp::Side::both, spine)) uses.push_back(u);
   }
   stepsim::network::MaxMinSolver solver(resources);
