@@ -233,18 +233,31 @@ std::string forced_by(const NcclTestsRow& row, const ImportOverrides& o, const S
 // has no such algorithm either it refuses the run (enqueue.cc: "no algorithm/protocol
 // available", ncclInvalidUsage), so such a label is a wrong flag or a misread log. The model's
 // own rules say which, on the fastest cluster with the GPU.
+// The row's collective as the test ran it, on the fastest cluster with its GPU over its hosts.
+struct AsRun {
+  ClusterSpec cluster;
+  collectives::Request request;
+  CollectivesSpec forced;
+};
+
+AsRun as_run(const ClusterSpec& fastest, const Measurement& m) {
+  AsRun a{fastest, {}, {}};
+  a.cluster.nodes = m.key.nodes;
+  CollectiveTable table;
+  table.algorithm = m.key.algorithm;
+  table.protocol = m.key.protocol;
+  a.forced = measured_as(table);
+  a.request = {m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)), domain_shape(a.cluster, m.key.ranks, m.key.nodes)};
+  return a;
+}
+
 void check_runnable(const ClusterSpec& fastest, const Measurement& m, const ImportOverrides& o,
                     const std::string& gpu) {
   if (m.key.algorithm.empty() && m.key.protocol.empty()) return;
-  ClusterSpec cluster = fastest;
-  cluster.nodes = m.key.nodes;
-  CollectiveTable as_run;
-  as_run.algorithm = m.key.algorithm;
-  as_run.protocol = m.key.protocol;
-  const collectives::Request r{m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)),
-                               domain_shape(cluster, m.key.ranks, m.key.nodes)};
+  const AsRun run = as_run(fastest, m);
+  const ClusterSpec& cluster = run.cluster;
   try {
-    collectives::predict(cluster, measured_as(as_run), r);
+    collectives::predict(cluster, run.forced, run.request);
   } catch (const InputError& e) {
     throw InputError(m.log->source, row_place(*m.row),
                      fmt::format("{}: on {} ({}), {}; a table so forced would serve no simulation, and NCCL "
@@ -271,16 +284,10 @@ void check_channels(const ClusterSpec& fastest, const Measurement& m) {
                kv.first.find("CTAS") != std::string::npos;
       }))
     return;
-  ClusterSpec cluster = fastest;
-  cluster.nodes = m.key.nodes;
-  CollectiveTable as_run;
-  as_run.algorithm = m.key.algorithm;
-  as_run.protocol = m.key.protocol;
-  const collectives::Request r{m.key.op, Bytes(static_cast<std::int64_t>(m.bytes)),
-                               domain_shape(cluster, m.key.ranks, m.key.nodes)};
-  const collectives::Choice choice = collectives::predict(cluster, measured_as(as_run), r);
+  const AsRun run = as_run(fastest, m);
+  const collectives::Choice choice = collectives::predict(run.cluster, run.forced, run.request);
   const bool nvls = choice.algorithm == Algorithm::nvls || choice.algorithm == Algorithm::nvls_tree;
-  const int by_default = collectives::nccl_channels(cluster, r, choice.algorithm);
+  const int by_default = collectives::nccl_channels(run.cluster, run.request, choice.algorithm);
   const auto get = [&](const char* name) { return said.count(name) ? said[name] : nullptr; };
   // The variable that holds the bound, the newer name over the older.
   const auto pick = [&](const char* newer, const char* older) { return get(newer) ? get(newer) : get(older); };
