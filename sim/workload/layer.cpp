@@ -222,6 +222,32 @@ OpCost router_routing(const LayerShape& s, long long tokens) {
   return op;
 }
 
+// The permutation of the routed copies by expert before the dispatch (moe_permute) and its
+// inverse after the combine (moe_unpermute), per element of the copies (a bytes each). Under
+// Megatron-Core's all-to-all dispatcher (moe_permute_fusion, which every Megatron-Bridge MoE
+// recipe sets) Transformer Engine's mask-map kernels run them over the rank's own tokens
+// (transformer_engine/common/triton/permutation.py): the permute kernel loads each token's row
+// once and stores it to each of its k destinations, the unpermute kernel loads each copy and
+// stores one fp32-accumulated row per token, so each reads or writes a token's row once and its
+// k copies once, (1 + 1/k)·a; the permutation carries the copy's router probability along (a few
+// bytes a copy, left out). Their backward is the other kernel over the gradients, the same
+// traffic: Megatron-Core weighs the copies inside the experts and unpermutes without merging
+// probabilities (moe_utils.unpermute from MoEAlltoAllTokenDispatcher.combine_postprocess).
+// Otherwise 2a and 3a forward, twice that backward.
+OpCost permutation(const char* name, Role role, const LayerShape& s) {
+  const long long copies = s.norm_tokens() * s.top_k;
+  const double a = s.act_bytes;
+  const bool permute = role == Role::moe_permute;
+  if (!s.fused_permutation) {
+    return elementwise(name, role, OpClass::elementwise, copies * s.hidden, (permute ? 2.0 : 3.0) * a,
+                       permute ? 0.0 : 2.0);
+  }
+  const double fused = (1.0 + 1.0 / static_cast<double>(s.top_k)) * a;
+  OpCost op = elementwise(name, role, OpClass::elementwise, copies * s.hidden, fused, permute ? 0.0 : 1.0);
+  op.backward_bytes = op.bytes;
+  return op;
+}
+
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
@@ -229,14 +255,12 @@ OpCost router_routing(const LayerShape& s, long long tokens) {
 // weighted by the router. Shared experts see every token.
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
-  const long long copies = n * s.top_k;
   // With expert tensor parallelism the ETP group's tokens are gathered: each rank runs its
   // 1/etp of every local expert over etp times the tokens the all-to-all brought it.
   const long long routed = s.routed_tokens() * s.etp;
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
   ops.push_back(router_routing(s, n));
-  ops.push_back(
-      elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
+  ops.push_back(permutation("moe permute", Role::moe_permute, s));
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
   ops.back().groups = s.local_experts;
@@ -249,8 +273,7 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
   ops.back().groups = s.local_experts;
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe unsort chunks", Role::moe_unsort, routed, s));
-  ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
-                            3.0 * s.act_bytes, 2.0));
+  ops.push_back(permutation("moe unpermute", Role::moe_unpermute, s));
   // Megatron-Core adds the fc2 bias before the EP combine; issued here, after the combine and
   // the unpermutation that wait for it (parallelism/expert_parallel places the combine right
   // after the fc2 GEMM), it takes the same time on the compute stream and leaves the host the

@@ -153,6 +153,8 @@ LayerShape layer_shape(const Scenario& sc) {
   s.kept_load = kept_load(moe, sc.parallel.ep);
   s.sorts_chunks = s.moe() && s.local_experts > 1 && moe.dispatcher == MoeDispatcher::alltoall &&
                    traits_of(sc.training.framework).megatron_core;
+  s.fused_permutation =
+      s.moe() && moe.dispatcher == MoeDispatcher::alltoall && traits_of(sc.training.framework).megatron_core;
   s.balancing = moe.load_balancing;
   s.router_counts_bias = moe.expert_bias;
   s.random_router = moe.force_balance;

@@ -83,6 +83,10 @@ struct LayerShape {
   // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
   // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).
   bool sorts_chunks = false;
+  // Megatron-Core's all-to-all dispatcher permutes the rank's own tokens into their routed copies
+  // before the dispatch, and back after the combine, with Transformer Engine's fused mask-map
+  // kernels (moe_permute_fusion).
+  bool fused_permutation = false;
   // The router beside its GEMM (model.moe.load_balancing, expert_bias, force_balance).
   MoeBalancingLoss balancing = MoeBalancingLoss::none;
   bool router_counts_bias = false;

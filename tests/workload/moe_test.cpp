@@ -228,6 +228,34 @@ TEST_CASE("Megatron-Core's all-to-all dispatcher sorts the received tokens by lo
   CHECK(backward == 2);
 }
 
+// Transformer Engine's fused mask-map permutation (transformer_engine/common/triton/
+// permutation.py, which Megatron-Core runs with moe_permute_fusion): _permute_kernel loads each
+// token's row once and stores it to each of its routed destinations, _unpermute_kernel loads
+// each routed copy and stores one row per token; the backward of each is the other kernel.
+// Mixtral 8x7B, 4096 tokens of 4096 in BF16, top 2: a token's row read once (4096 · 4096 · 2 =
+// 33,554,432 bytes) and its 2 copies written once (67,108,864): 100,663,296 bytes each way, in
+// each of the four kernels; at top 8 (DeepSeek-V3's routing, hidden 7168) 4096 · 7168 · 2 · 9 =
+// 528,482,304 bytes.
+TEST_CASE("the fused permutation moves each token's row once and each routed copy once, each way") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);
+  s.training.framework = stepsim::Framework::megatron;
+  const auto bytes_of = [](const std::vector<OpCost>& ops, const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.name == name; });
+    REQUIRE(it != ops.end());
+    return it->bytes.count();
+  };
+  const auto w = stepsim::workload::build_work(s);
+  CHECK(bytes_of(w.layer.forward, "moe permute") == 100663296);
+  CHECK(bytes_of(w.layer.forward, "moe unpermute") == 100663296);
+  CHECK(bytes_of(w.layer.backward, "moe permute backward") == 100663296);
+  CHECK(bytes_of(w.layer.backward, "moe unpermute backward") == 100663296);
+  stepsim::Scenario d = moe(deepseek_v3(), 8, 64);
+  d.training.framework = stepsim::Framework::nemo;
+  const auto dw = stepsim::workload::build_work(d);
+  CHECK(bytes_of(dw.layer.forward, "moe permute") == 528482304);
+  CHECK(bytes_of(dw.layer.backward, "moe unpermute backward") == 528482304);
+}
+
 TEST_CASE("no chunk sort with one expert per rank, the flex dispatcher or outside Megatron-Core") {
   const auto sorts = [](const stepsim::Scenario& s) {
     const auto w = stepsim::workload::build_work(s);
