@@ -248,6 +248,23 @@ OpCost permutation(const char* name, Role role, const LayerShape& s) {
   return op;
 }
 
+// Megatron-Core's all-to-all dispatcher's preprocessing before the permutation, dropless at
+// ep > 1 (token_dispatcher.py, MoEAlltoAllTokenDispatcher.preprocess): the tokens per expert
+// (routing_map.sum over the tokens: the t·E routing map read, a byte a score), the input splits
+// (their sum per EP rank), then, after the EP group's AllGather of the counts
+// (parallelism/expert_parallel), the local experts' slice made contiguous and three sums of it
+// (the tokens from each rank, the output splits over TP, the tokens per local expert): six
+// kernels; and _maybe_dtoh_and_synchronize("before_permutation_1") copies the tokens per local
+// expert and the three split sizes to the host on a side stream (four non-blocking copies,
+// each an operator, and no shorter on the GPU than a kernel), which the host waits for before
+// the dispatch. Ten operators; no gradient.
+OpCost token_counts(const LayerShape& s) {
+  OpCost op = elementwise("moe tokens per expert", Role::moe_counts, OpClass::elementwise, s.norm_tokens() * s.experts,
+                          1.0, 1.0);
+  op.operators = 6 + 4;
+  return op;
+}
+
 // A mixture-of-experts MLP on this GPU's tokens (its sequence-parallel share): the router
 // scores every expert, the permutation groups the top_k copies of each token by expert,
 // the grouped GEMMs of the local experts run over the tokens the EP all-to-all brought
@@ -260,6 +277,7 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long routed = s.routed_tokens() * s.etp;
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
   ops.push_back(router_routing(s, n));
+  if (s.counts_tokens) ops.push_back(token_counts(s));
   ops.push_back(permutation("moe permute", Role::moe_permute, s));
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));

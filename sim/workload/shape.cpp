@@ -155,6 +155,7 @@ LayerShape layer_shape(const Scenario& sc) {
                    traits_of(sc.training.framework).megatron_core;
   s.fused_permutation =
       s.moe() && moe.dispatcher == MoeDispatcher::alltoall && traits_of(sc.training.framework).megatron_core;
+  s.counts_tokens = s.fused_permutation && sc.parallel.ep > 1;
   s.balancing = moe.load_balancing;
   s.router_counts_bias = moe.expert_bias;
   s.random_router = moe.force_balance;

@@ -87,6 +87,9 @@ struct LayerShape {
   // before the dispatch, and back after the combine, with Transformer Engine's fused mask-map
   // kernels (moe_permute_fusion).
   bool fused_permutation = false;
+  // Its preprocessing counts the tokens per expert and the EP group gathers the counts before
+  // the dispatch (ep > 1): MoEAlltoAllTokenDispatcher.preprocess.
+  bool counts_tokens = false;
   // The router beside its GEMM (model.moe.load_balancing, expert_bias, force_balance).
   MoeBalancingLoss balancing = MoeBalancingLoss::none;
   bool router_counts_bias = false;
