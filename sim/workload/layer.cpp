@@ -142,13 +142,19 @@ OpCost rotary(const LayerShape& s, long long width) {
 // Megatron-Core's all-to-all dispatcher receives the routed tokens grouped by source rank and
 // sorts them into runs by local expert before the experts (dispatch_postprocess), and the
 // experts' output back by source rank before the combine (combine_preprocess), both by
-// sort_chunks_by_idxs: with moe_permute_fusion one Transformer Engine kernel
-// (moe_sort_chunks_by_index, sort_chunks_by_map) reading and writing each routed token, the
-// dispatch's sort with its router probability. After an ETP gather it sorts the group's tokens.
+// sort_chunks_by_idxs: with moe_permute_fusion Transformer Engine's moe_sort_chunks_by_index,
+// whose sort_chunks_by_map kernel reads and writes each routed token, the dispatch's sort with
+// its router probability. After an ETP gather it sorts the group's tokens. Forward, a Triton
+// kernel maps the chunks to their rows first (make_chunk_sort_map, a few bytes a token): two
+// kernels, each launched from Python at the framework's cost per operator; backward the sort
+// alone, over the saved map.
 OpCost chunk_sort(const char* name, Role role, long long routed, const LayerShape& s) {
   const double a = s.act_bytes;
   const double probs = role == Role::moe_sort ? 2.0 * a / static_cast<double>(s.hidden) : 0.0;
-  return elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
+  OpCost op = elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
+  op.operators = 2;
+  op.backward_operators = 1;
+  return op;
 }
 
 // Qwen3's per-head norms of the queries and keys (Megatron-Core's qk_layernorm:
@@ -233,6 +239,11 @@ OpCost router_routing(const LayerShape& s, long long tokens) {
 // bytes a copy, left out). Their backward is the other kernel over the gradients, the same
 // traffic: Megatron-Core weighs the copies inside the experts and unpermutes without merging
 // probabilities (moe_utils.unpermute from MoEAlltoAllTokenDispatcher.combine_postprocess).
+// Before the permute kernel make_row_id_map's three Triton kernels turn the t·E routing map into
+// each token's destination rows (a block cumsum per expert reading the map, a byte a score, and
+// writing int32 row ids; their global offsets, reading and writing them; each token's rows
+// sorted, reading them: 17 bytes a score), four kernels forward, each launched from Python at
+// the framework's cost per operator; the backward and the unpermute reuse the map, a kernel each.
 // Otherwise 2a and 3a forward, twice that backward.
 OpCost permutation(const char* name, Role role, const LayerShape& s) {
   const long long copies = s.norm_tokens() * s.top_k;
@@ -245,6 +256,11 @@ OpCost permutation(const char* name, Role role, const LayerShape& s) {
   const double fused = (1.0 + 1.0 / static_cast<double>(s.top_k)) * a;
   OpCost op = elementwise(name, role, OpClass::elementwise, copies * s.hidden, fused, permute ? 0.0 : 1.0);
   op.backward_bytes = op.bytes;
+  if (permute) {
+    op.bytes += Bytes(17 * s.norm_tokens() * s.experts);
+    op.operators = 4;
+    op.backward_operators = 1;
+  }
   return op;
 }
 
