@@ -118,6 +118,7 @@ ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& wor
           Bytes(std::llround(work.layer.dispatch_message.as_double() * (dispatches_over_block(s) ? s.parallel.etp : 1) *
                              flex_share(s, stage_ep_group(s, stage))))),
       etp_message_(work.layer.expert_tp_message),
+      etp_probs_message_(etp_ && sends_probs(s) ? work.layer.expert_tp_message / s.model.hidden : Bytes(0)),
       probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)),
       counts_message_(
           enabled_ && std::ranges::any_of(work.layer.forward,
@@ -142,12 +143,13 @@ void ExpertParallel::gather_counts(StepBuilder& b, const OpSite& site, OpIndex c
 }
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,
-                                  const std::vector<OpIndex>& waits) {
+                                  const std::vector<OpIndex>& waits, bool probs) {
+  const Bytes size = probs ? etp_probs_message_ : etp_message_;
   const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("{} {}", it->first.first, what));
+    it->second = b.collective_name(CommKind::ep, op, size, fmt::format("{} {}", it->first.first, what));
   }
-  const OpIndex c = b.expert_tp_collective(op, etp_message_, it->second, waits);
+  const OpIndex c = b.expert_tp_collective(op, size, it->second, waits);
   b.defer_wait(c, WaitRule::next_op, site.cost->role);
   return c;
 }
@@ -226,6 +228,10 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
   }
   // The backward of the forward's ReduceScatter after the experts is this AllGather.
   if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp scatter backward", waits);
+  // MoEAlltoAllTokenDispatcher.dispatch_postprocess gathers the copies' probabilities over the
+  // ETP group after their tokens (a second gather_from_sequence_parallel_region): the experts'
+  // activation weighs by them.
+  if (forward && etp_probs_message_.count() > 0) expert_tp(b, site, CollOp::allgather, "etp probs gather", waits, true);
 }
 
 void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
@@ -234,6 +240,9 @@ void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
   if (!out_of_experts(site)) return;
   const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits{op};
+  // The probabilities' gather's backward reduce-scatters their gradient over the ETP group.
+  if (!forward && etp_probs_message_.count() > 0)
+    expert_tp(b, site, CollOp::reducescatter, "etp probs gather backward", waits, true);
   if (etp_) waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp gather backward", waits)};
   if (!enabled_) return;
   all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);

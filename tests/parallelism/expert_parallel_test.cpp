@@ -459,6 +459,31 @@ TEST_CASE("with etp 2 each expert is split over two ranks that gather their toke
   CHECK(calls[7].second.find("L0 dispatch backward,") != std::string::npos);
 }
 
+// MoEAlltoAllTokenDispatcher.dispatch_postprocess gathers over the ETP group the tokens the
+// all-to-all brought and then their probabilities (gather_from_sequence_parallel_region of
+// each): 2048 tokens · top 2 copies · 2 bytes from each of the 2 ETP ranks, 16 KiB; the
+// probabilities' gradient goes back by the gather's backward, a ReduceScatter of as much.
+TEST_CASE("with etp 2 Megatron-Core's all-to-all dispatcher gathers the probabilities over the ETP group too") {
+  stepsim::Scenario s = moe_scenario();
+  s.parallel.etp = 2;
+  s.training.framework = stepsim::Framework::megatron;
+  const auto gathers = ep_calls(s, "L0 etp probs gather");
+  REQUIRE(gathers.size() == 2);
+  CHECK(gathers[0].name.find("AllGather ep L0 etp probs gather,") != std::string::npos);
+  CHECK(gathers[0].op == CollOp::allgather);
+  CHECK(gathers[0].size.count() == 2048LL * 2 * 2 * 2);
+  CHECK(gathers[1].name.find("ReduceScatter ep L0 etp probs gather backward,") != std::string::npos);
+  CHECK(gathers[1].op == CollOp::reducescatter);
+  CHECK(gathers[1].size == gathers[0].size);
+  // The flex dispatcher carries them with the tokens, outside Megatron-Core none are sent.
+  stepsim::Scenario flex = s;
+  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  CHECK(ep_calls(flex, "probs gather").empty());
+  stepsim::Scenario plain = s;
+  plain.training.framework = stepsim::Framework::unspecified;
+  CHECK(ep_calls(plain, "probs gather").empty());
+}
+
 // EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the
 // all-to-all sends a token's copies for the other node's experts, 2 · 1/2 = 1 copy on average;
 // the flex dispatcher sends one copy whenever any of the 2 distinct experts is there, with
