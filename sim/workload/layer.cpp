@@ -216,15 +216,24 @@ OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
 // (force_balance) their clone and normal_ (2, 12 bytes a score). Backward: the top-k's (8 bytes
 // a score) and with a loss the auto-scaler's ones_like and product, the loss's and the scores'
 // backward and the sum of the logits' two gradients (5 more, 20 bytes a score; one more per
-// sequence).
+// sequence). With a capacity factor Megatron-Core's router then drops what exceeds each expert's
+// capacity (moe_utils.apply_router_token_dropping, drop policy "probs"): torch.topk of the
+// probabilities over the tokens (dim 0, k the capacity; the t·E scores read in fp32), a zeroed
+// mask (written), the top indices scattered into it, its cast to bool (read, a byte written),
+// the routing map's and (two bytes read, one written) and the probabilities' product by it (4 + 1
+// read, 4 written): 6 operators, 25 bytes a score; backward the product's, the gradient times
+// the mask (4 + 1 read, 4 written).
 OpCost router_routing(const LayerShape& s, long long tokens) {
   const bool loss = s.balancing != MoeBalancingLoss::none;
   const int per_sequence = s.balancing == MoeBalancingLoss::seq_aux_loss ? 1 : 0;
-  const double bytes = 9.0 + (loss ? 9.0 : 0.0) + (s.router_counts_bias ? 1.0 : 0.0) + (s.random_router ? 12.0 : 0.0);
+  const double bytes = 9.0 + (loss ? 9.0 : 0.0) + (s.router_counts_bias ? 1.0 : 0.0) + (s.random_router ? 12.0 : 0.0) +
+                       (s.drops_tokens ? 25.0 : 0.0);
   OpCost op = elementwise("router top-k", Role::router, OpClass::elementwise, tokens * s.experts, bytes, 4.0);
-  op.backward_bytes = Bytes(std::llround(static_cast<double>(tokens * s.experts) * (loss ? 28.0 : 8.0)));
-  op.operators = 1 + (loss ? 5 + per_sequence : 0) + (s.router_counts_bias ? 2 : 0) + (s.random_router ? 2 : 0);
-  op.backward_operators = 1 + (loss ? 5 + per_sequence : 0);
+  op.backward_bytes = Bytes(
+      std::llround(static_cast<double>(tokens * s.experts) * ((loss ? 28.0 : 8.0) + (s.drops_tokens ? 9.0 : 0.0))));
+  op.operators = 1 + (loss ? 5 + per_sequence : 0) + (s.router_counts_bias ? 2 : 0) + (s.random_router ? 2 : 0) +
+                 (s.drops_tokens ? 6 : 0);
+  op.backward_operators = 1 + (loss ? 5 + per_sequence : 0) + (s.drops_tokens ? 1 : 0);
   return op;
 }
 
@@ -278,6 +287,9 @@ OpCost token_counts(const LayerShape& s) {
   OpCost op = elementwise("moe tokens per expert", Role::moe_counts, OpClass::elementwise, s.norm_tokens() * s.experts,
                           1.0, 1.0);
   op.operators = 6 + 4;
+  // With a capacity factor the permutation's size is the kept copies' count, summed on the GPU
+  // and copied to the host too (num_out_tokens).
+  if (s.drops_tokens) op.operators += 2;
   return op;
 }
 

@@ -159,6 +159,7 @@ LayerShape layer_shape(const Scenario& sc) {
   s.balancing = moe.load_balancing;
   s.router_counts_bias = moe.expert_bias;
   s.random_router = moe.force_balance;
+  s.drops_tokens = s.moe() && moe.capacity_factor > 0 && traits_of(sc.training.framework).megatron_core;
   if (!sc.training.recompute_modules.empty()) {
     s.recompute_modules = 0;
     for (RecomputeModule r : sc.training.recompute_modules) s.recompute_modules |= 1U << static_cast<unsigned>(r);

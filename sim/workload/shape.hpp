@@ -94,6 +94,9 @@ struct LayerShape {
   MoeBalancingLoss balancing = MoeBalancingLoss::none;
   bool router_counts_bias = false;
   bool random_router = false;
+  // Megatron-Core's router drops what exceeds each expert's capacity (model.moe.capacity_factor:
+  // moe_utils.apply_router_token_dropping).
+  bool drops_tokens = false;
   double routed_load = 1.0;  // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;    // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;         // one activation element (fp8 training keeps activations in bf16)

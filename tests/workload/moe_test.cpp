@@ -273,6 +273,34 @@ TEST_CASE("the fused permutation moves each token's row once and each routed cop
   CHECK(bytes_of(dw.layer.backward, "moe unpermute backward") == 528482304);
 }
 
+// Megatron-Core's router with a capacity factor (moe_utils.apply_router_token_dropping, drop
+// policy "probs"): torch.topk over the tokens, zeros_like, scatter, the cast to bool, the
+// routing map's and, the probabilities' product by the mask, 6 operators and 25 bytes a score
+// beside the fused top-k's 9; backward the product's (9 bytes a score) beside the top-k's 8.
+// Mixtral 8x7B's 4096 tokens · 8 experts: 4096 · 8 · 34 = 1,114,112 bytes forward, 4096 · 8 ·
+// 17 = 557,056 backward. The dispatcher also sums the kept copies and copies the count to the
+// host (num_out_tokens): 12 operators in its preprocessing.
+TEST_CASE("a capacity factor adds Megatron-Core's token dropping to the router and the kept count to the dispatcher") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);
+  s.training.framework = stepsim::Framework::megatron;
+  s.model.moe.capacity_factor = 1.25;
+  const auto w = stepsim::workload::build_work(s);
+  const auto find = [](const std::vector<OpCost>& ops, const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.name == name; });
+    REQUIRE(it != ops.end());
+    return *it;
+  };
+  const OpCost routing = find(w.layer.forward, "router top-k");
+  CHECK(routing.operators == 7);
+  CHECK(routing.bytes.count() == 1114112);
+  const OpCost back = find(w.layer.backward, "router top-k backward");
+  CHECK(back.operators == 2);
+  CHECK(back.bytes.count() == 557056);
+  CHECK(find(w.layer.forward, "moe tokens per expert").operators == 12);
+  s.model.moe.capacity_factor = 0;
+  CHECK(find(stepsim::workload::build_work(s).layer.forward, "router top-k").operators == 1);
+}
+
 TEST_CASE("no chunk sort with one expert per rank, the flex dispatcher or outside Megatron-Core") {
   const auto sorts = [](const stepsim::Scenario& s) {
     const auto w = stepsim::workload::build_work(s);
