@@ -327,8 +327,10 @@ constexpr KeyDoc kDocs[] = {
     {"training.cuda_graph_scope", "",
      "with `cuda_graphs`, only these parts of each layer are replayed, as Megatron-Core's Transformer Engine graphs "
      "capture them: `attn` (the attention block with its TP and CP communication), `mlp` (a dense layer's MLP "
-     "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the permutation before the "
-     "dispatch, with `moe_router` only, and not for the `alltoall` dispatcher with a capacity factor); the rest, the "
+     "block), `moe_router` (a MoE layer's pre-MLP norm and router), `moe_preprocess` (the token dispatcher's "
+     "preprocessing: the `alltoall` dispatcher's count of the tokens per expert and its AllGather over the EP "
+     "group, and the permutation before the dispatch; with `moe_router` only, and not for the `alltoall` dispatcher "
+     "with a capacity factor); the rest, the "
      "experts and the EP all-to-alls included, is issued by the "
      "CPU. Empty: the whole layer (refused for a mixture of experts, whose token counts vary). `moe` is refused as "
      "not simulated yet",

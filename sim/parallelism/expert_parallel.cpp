@@ -118,15 +118,38 @@ ExpertParallel::ExpertParallel(const Scenario& s, const workload::ModelWork& wor
           Bytes(std::llround(work.layer.dispatch_message.as_double() * (dispatches_over_block(s) ? s.parallel.etp : 1) *
                              flex_share(s, stage_ep_group(s, stage))))),
       etp_message_(work.layer.expert_tp_message),
-      probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)) {}
+      etp_probs_message_(etp_ && sends_probs(s) ? work.layer.expert_tp_message / s.model.hidden : Bytes(0)),
+      probs_message_(sends_probs(s) ? work.layer.dispatch_message / s.model.hidden : Bytes(0)),
+      counts_message_(
+          enabled_ && std::ranges::any_of(work.layer.forward,
+                                          [](const workload::OpCost& op) { return op.role == Role::moe_counts; })
+              ? Bytes(8LL * s.model.moe.experts * s.parallel.ep)
+              : Bytes(0)) {}
+
+// Megatron-Core's all-to-all dispatcher gathers every EP rank's tokens per expert to size the
+// dispatch (MoEAlltoAllTokenDispatcher.preprocess: gather_from_sequence_parallel_region of E
+// int64 over its tp_ep group, the EP group here), on the compute stream's process group, which
+// the compute stream then waits for: the permutation after it does. A graph that captures the
+// preprocessing (cuda_graph_scope moe_preprocess) replays it.
+void ExpertParallel::gather_counts(StepBuilder& b, const OpSite& site, OpIndex counted) {
+  const auto [it, inserted] = names_.try_emplace({layer_label(site), "tokens per expert"}, 0);
+  if (inserted) {
+    it->second = b.collective_name(CommKind::ep, CollOp::allgather, counts_message_,
+                                   fmt::format("{} tokens per expert", it->first.first));
+  }
+  const OpIndex gather = b.collective(CommKind::ep, CollOp::allgather, counts_message_, it->second, {counted});
+  if (b.rank().ops()[counted].host == BuildState::kReplayed) b.rank().ops()[gather].host = BuildState::kReplayed;
+  b.defer_wait(gather, WaitRule::next_op, site.cost->role);
+}
 
 OpIndex ExpertParallel::expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what,
-                                  const std::vector<OpIndex>& waits) {
+                                  const std::vector<OpIndex>& waits, bool probs) {
+  const Bytes size = probs ? etp_probs_message_ : etp_message_;
   const auto [it, inserted] = names_.try_emplace({layer_label(site), what}, 0);
   if (inserted) {
-    it->second = b.collective_name(CommKind::ep, op, etp_message_, fmt::format("{} {}", it->first.first, what));
+    it->second = b.collective_name(CommKind::ep, op, size, fmt::format("{} {}", it->first.first, what));
   }
-  const OpIndex c = b.expert_tp_collective(op, etp_message_, it->second, waits);
+  const OpIndex c = b.expert_tp_collective(op, size, it->second, waits);
   b.defer_wait(c, WaitRule::next_op, site.cost->role);
   return c;
 }
@@ -205,13 +228,21 @@ void ExpertParallel::before_op(StepBuilder& b, const OpSite& site) {
   }
   // The backward of the forward's ReduceScatter after the experts is this AllGather.
   if (etp_) expert_tp(b, site, CollOp::allgather, forward ? "etp gather" : "etp scatter backward", waits);
+  // MoEAlltoAllTokenDispatcher.dispatch_postprocess gathers the copies' probabilities over the
+  // ETP group after their tokens (a second gather_from_sequence_parallel_region): the experts'
+  // activation weighs by them.
+  if (forward && etp_probs_message_.count() > 0) expert_tp(b, site, CollOp::allgather, "etp probs gather", waits, true);
 }
 
 void ExpertParallel::after_op(StepBuilder& b, const OpSite& site, OpIndex op) {
+  if (counts_message_.count() > 0 && site.cost->role == Role::moe_counts) gather_counts(b, site, op);
   if (!enabled_ && !etp_) return;
   if (!out_of_experts(site)) return;
   const bool forward = site.cost->pass == Pass::forward;
   std::vector<OpIndex> waits{op};
+  // The probabilities' gather's backward reduce-scatters their gradient over the ETP group.
+  if (!forward && etp_probs_message_.count() > 0)
+    expert_tp(b, site, CollOp::reducescatter, "etp probs gather backward", waits, true);
   if (etp_) waits = {expert_tp(b, site, CollOp::reducescatter, forward ? "etp scatter" : "etp gather backward", waits)};
   if (!enabled_) return;
   all_to_all(b, site, forward ? "combine" : "dispatch backward", waits);

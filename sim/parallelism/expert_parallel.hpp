@@ -49,8 +49,12 @@ class ExpertParallel {
   // The host waits for the forward dispatch's waits before issuing it: the CPU reads the
   // tokens per expert there.
   static void wait_for_counts(StepBuilder& b, OpIndex dispatch);
+  // The EP group's AllGather of the tokens per expert after the dispatcher counts them (op
+  // `counted`), which the permutation after it waits for.
+  void gather_counts(StepBuilder& b, const OpSite& site, OpIndex counted);
   // Expert tensor parallelism's AllGather or ReduceScatter of the ETP group's tokens.
-  OpIndex expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what, const std::vector<OpIndex>& waits);
+  OpIndex expert_tp(StepBuilder& b, const OpSite& site, CollOp op, const char* what, const std::vector<OpIndex>& waits,
+                    bool probs = false);
 
   bool enabled_;
   bool etp_;  // etp > 1: the ETP group gathers the tokens before the experts and scatters after
@@ -62,7 +66,11 @@ class ExpertParallel {
   bool sorts_;
   Bytes message_;
   Bytes etp_message_;
+  Bytes etp_probs_message_;  // the ETP group's probabilities gathered; zero where none are
   Bytes probs_message_;  // the probabilities' all-to-all's S; zero where none is sent
+  // The tokens-per-expert AllGather's S, E int64 from each EP rank; zero where the dispatcher
+  // does not gather them (workload::Role::moe_counts).
+  Bytes counts_message_;
   long long all_to_alls_ = 0;
   std::map<std::pair<std::string, std::string>, std::uint32_t> names_;  // by layer label and what
 };

@@ -97,7 +97,7 @@ bool in_scope(CudaGraphScope scope, workload::Role role) {
     case CudaGraphScope::moe_router:
       return role == Role::post_norm || role == Role::router;
     case CudaGraphScope::moe_preprocess:
-      return role == Role::moe_permute;
+      return role == Role::moe_counts || role == Role::moe_permute;
     case CudaGraphScope::moe:
       return false;  // refused by validation
   }

@@ -142,13 +142,19 @@ OpCost rotary(const LayerShape& s, long long width) {
 // Megatron-Core's all-to-all dispatcher receives the routed tokens grouped by source rank and
 // sorts them into runs by local expert before the experts (dispatch_postprocess), and the
 // experts' output back by source rank before the combine (combine_preprocess), both by
-// sort_chunks_by_idxs: with moe_permute_fusion one Transformer Engine kernel
-// (moe_sort_chunks_by_index, sort_chunks_by_map) reading and writing each routed token, the
-// dispatch's sort with its router probability. After an ETP gather it sorts the group's tokens.
+// sort_chunks_by_idxs: with moe_permute_fusion Transformer Engine's moe_sort_chunks_by_index,
+// whose sort_chunks_by_map kernel reads and writes each routed token, the dispatch's sort with
+// its router probability. After an ETP gather it sorts the group's tokens. Forward, a Triton
+// kernel maps the chunks to their rows first (make_chunk_sort_map, a few bytes a token): two
+// kernels, each launched from Python at the framework's cost per operator; backward the sort
+// alone, over the saved map.
 OpCost chunk_sort(const char* name, Role role, long long routed, const LayerShape& s) {
   const double a = s.act_bytes;
   const double probs = role == Role::moe_sort ? 2.0 * a / static_cast<double>(s.hidden) : 0.0;
-  return elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
+  OpCost op = elementwise(name, role, OpClass::elementwise, routed * s.hidden, 2.0 * a + probs, 0.0);
+  op.operators = 2;
+  op.backward_operators = 1;
+  return op;
 }
 
 // Qwen3's per-head norms of the queries and keys (Megatron-Core's qk_layernorm:
@@ -210,15 +216,80 @@ OpCost expert_fc2_bias(const LayerShape& s, long long elements) {
 // (force_balance) their clone and normal_ (2, 12 bytes a score). Backward: the top-k's (8 bytes
 // a score) and with a loss the auto-scaler's ones_like and product, the loss's and the scores'
 // backward and the sum of the logits' two gradients (5 more, 20 bytes a score; one more per
-// sequence).
+// sequence). With a capacity factor Megatron-Core's router then drops what exceeds each expert's
+// capacity (moe_utils.apply_router_token_dropping, drop policy "probs"): torch.topk of the
+// probabilities over the tokens (dim 0, k the capacity; the t·E scores read in fp32), a zeroed
+// mask (written), the top indices scattered into it, its cast to bool (read, a byte written),
+// the routing map's and (two bytes read, one written) and the probabilities' product by it (4 + 1
+// read, 4 written): 6 operators, 25 bytes a score; backward the product's, the gradient times
+// the mask (4 + 1 read, 4 written).
 OpCost router_routing(const LayerShape& s, long long tokens) {
   const bool loss = s.balancing != MoeBalancingLoss::none;
   const int per_sequence = s.balancing == MoeBalancingLoss::seq_aux_loss ? 1 : 0;
-  const double bytes = 9.0 + (loss ? 9.0 : 0.0) + (s.router_counts_bias ? 1.0 : 0.0) + (s.random_router ? 12.0 : 0.0);
+  const double bytes = 9.0 + (loss ? 9.0 : 0.0) + (s.router_counts_bias ? 1.0 : 0.0) + (s.random_router ? 12.0 : 0.0) +
+                       (s.drops_tokens ? 25.0 : 0.0);
   OpCost op = elementwise("router top-k", Role::router, OpClass::elementwise, tokens * s.experts, bytes, 4.0);
-  op.backward_bytes = Bytes(std::llround(static_cast<double>(tokens * s.experts) * (loss ? 28.0 : 8.0)));
-  op.operators = 1 + (loss ? 5 + per_sequence : 0) + (s.router_counts_bias ? 2 : 0) + (s.random_router ? 2 : 0);
-  op.backward_operators = 1 + (loss ? 5 + per_sequence : 0);
+  op.backward_bytes = Bytes(
+      std::llround(static_cast<double>(tokens * s.experts) * ((loss ? 28.0 : 8.0) + (s.drops_tokens ? 9.0 : 0.0))));
+  op.operators = 1 + (loss ? 5 + per_sequence : 0) + (s.router_counts_bias ? 2 : 0) + (s.random_router ? 2 : 0) +
+                 (s.drops_tokens ? 6 : 0);
+  op.backward_operators = 1 + (loss ? 5 + per_sequence : 0) + (s.drops_tokens ? 1 : 0);
+  return op;
+}
+
+// The permutation of the routed copies by expert before the dispatch (moe_permute) and its
+// inverse after the combine (moe_unpermute), per element of the copies (a bytes each). Under
+// Megatron-Core's all-to-all dispatcher (moe_permute_fusion, which every Megatron-Bridge MoE
+// recipe sets) Transformer Engine's mask-map kernels run them over the rank's own tokens
+// (transformer_engine/common/triton/permutation.py): the permute kernel loads each token's row
+// once and stores it to each of its k destinations, the unpermute kernel loads each copy and
+// stores one fp32-accumulated row per token, so each reads or writes a token's row once and its
+// k copies once, (1 + 1/k)·a; the permutation carries the copy's router probability along (a few
+// bytes a copy, left out). Their backward is the other kernel over the gradients, the same
+// traffic: Megatron-Core weighs the copies inside the experts and unpermutes without merging
+// probabilities (moe_utils.unpermute from MoEAlltoAllTokenDispatcher.combine_postprocess).
+// Before the permute kernel make_row_id_map's three Triton kernels turn the t·E routing map into
+// each token's destination rows (a block cumsum per expert reading the map, a byte a score, and
+// writing int32 row ids; their global offsets, reading and writing them; each token's rows
+// sorted, reading them: 17 bytes a score), four kernels forward, each launched from Python at
+// the framework's cost per operator; the backward and the unpermute reuse the map, a kernel each.
+// Otherwise 2a and 3a forward, twice that backward.
+OpCost permutation(const char* name, Role role, const LayerShape& s) {
+  const long long copies = s.norm_tokens() * s.top_k;
+  const double a = s.act_bytes;
+  const bool permute = role == Role::moe_permute;
+  if (!s.fused_permutation) {
+    return elementwise(name, role, OpClass::elementwise, copies * s.hidden, (permute ? 2.0 : 3.0) * a,
+                       permute ? 0.0 : 2.0);
+  }
+  const double fused = (1.0 + 1.0 / static_cast<double>(s.top_k)) * a;
+  OpCost op = elementwise(name, role, OpClass::elementwise, copies * s.hidden, fused, permute ? 0.0 : 1.0);
+  op.backward_bytes = op.bytes;
+  if (permute) {
+    op.bytes += Bytes(17 * s.norm_tokens() * s.experts);
+    op.operators = 4;
+    op.backward_operators = 1;
+  }
+  return op;
+}
+
+// Megatron-Core's all-to-all dispatcher's preprocessing before the permutation, dropless at
+// ep > 1 (token_dispatcher.py, MoEAlltoAllTokenDispatcher.preprocess): the tokens per expert
+// (routing_map.sum over the tokens: the t·E routing map read, a byte a score), the input splits
+// (their sum per EP rank), then, after the EP group's AllGather of the counts
+// (parallelism/expert_parallel), the local experts' slice made contiguous and three sums of it
+// (the tokens from each rank, the output splits over TP, the tokens per local expert): six
+// kernels; and _maybe_dtoh_and_synchronize("before_permutation_1") copies the tokens per local
+// expert and the three split sizes to the host on a side stream (four non-blocking copies,
+// each an operator, and no shorter on the GPU than a kernel), which the host waits for before
+// the dispatch. Ten operators; no gradient.
+OpCost token_counts(const LayerShape& s) {
+  OpCost op = elementwise("moe tokens per expert", Role::moe_counts, OpClass::elementwise, s.norm_tokens() * s.experts,
+                          1.0, 1.0);
+  op.operators = 6 + 4;
+  // With a capacity factor the permutation's size is the kept copies' count, summed on the GPU
+  // and copied to the host too (num_out_tokens).
+  if (s.drops_tokens) op.operators += 2;
   return op;
 }
 
@@ -229,14 +300,13 @@ OpCost router_routing(const LayerShape& s, long long tokens) {
 // weighted by the router. Shared experts see every token.
 void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   const long long n = s.norm_tokens();
-  const long long copies = n * s.top_k;
   // With expert tensor parallelism the ETP group's tokens are gathered: each rank runs its
   // 1/etp of every local expert over etp times the tokens the all-to-all brought it.
   const long long routed = s.routed_tokens() * s.etp;
   ops.push_back(gemm("router", Role::router, Pass::forward, n, s.experts, s.hidden, s));
   ops.push_back(router_routing(s, n));
-  ops.push_back(
-      elementwise("moe permute", Role::moe_permute, OpClass::elementwise, copies * s.hidden, 2.0 * s.act_bytes, 0.0));
+  if (s.counts_tokens) ops.push_back(token_counts(s));
+  ops.push_back(permutation("moe permute", Role::moe_permute, s));
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe sort chunks", Role::moe_sort, routed, s));
   ops.push_back(gemm("expert fc1", Role::expert_fc1, Pass::forward, routed, s.expert_fc1_out, s.hidden, s));
   ops.back().groups = s.local_experts;
@@ -249,8 +319,7 @@ void append_moe(const LayerShape& s, std::vector<OpCost>& ops) {
   ops.push_back(gemm("expert fc2", Role::expert_fc2, Pass::forward, routed, s.hidden, s.expert_ffn, s));
   ops.back().groups = s.local_experts;
   if (s.sorts_chunks) ops.push_back(chunk_sort("moe unsort chunks", Role::moe_unsort, routed, s));
-  ops.push_back(elementwise("moe unpermute", Role::moe_unpermute, OpClass::elementwise, copies * s.hidden,
-                            3.0 * s.act_bytes, 2.0));
+  ops.push_back(permutation("moe unpermute", Role::moe_unpermute, s));
   // Megatron-Core adds the fc2 bias before the EP combine; issued here, after the combine and
   // the unpermutation that wait for it (parallelism/expert_parallel places the combine right
   // after the fc2 GEMM), it takes the same time on the compute stream and leaves the host the

@@ -119,6 +119,8 @@ void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCos
     out.back().operators = f.operators;
     return;
   }
+  // The dispatcher's token counts are integers: no gradient flows back through them.
+  if (f.role == Role::moe_counts) return;
   OpCost b = f;
   b.name = f.name + " backward";
   b.pass = Pass::backward;

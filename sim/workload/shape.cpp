@@ -153,9 +153,13 @@ LayerShape layer_shape(const Scenario& sc) {
   s.kept_load = kept_load(moe, sc.parallel.ep);
   s.sorts_chunks = s.moe() && s.local_experts > 1 && moe.dispatcher == MoeDispatcher::alltoall &&
                    traits_of(sc.training.framework).megatron_core;
+  s.fused_permutation =
+      s.moe() && moe.dispatcher == MoeDispatcher::alltoall && traits_of(sc.training.framework).megatron_core;
+  s.counts_tokens = s.fused_permutation && sc.parallel.ep > 1;
   s.balancing = moe.load_balancing;
   s.router_counts_bias = moe.expert_bias;
   s.random_router = moe.force_balance;
+  s.drops_tokens = s.moe() && moe.capacity_factor > 0 && traits_of(sc.training.framework).megatron_core;
   if (!sc.training.recompute_modules.empty()) {
     s.recompute_modules = 0;
     for (RecomputeModule r : sc.training.recompute_modules) s.recompute_modules |= 1U << static_cast<unsigned>(r);

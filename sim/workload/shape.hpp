@@ -83,10 +83,20 @@ struct LayerShape {
   // Megatron-Core's all-to-all dispatcher sorts the tokens the dispatch brought by local expert,
   // and back before the combine, when a rank holds several experts (sort_chunks_by_idxs).
   bool sorts_chunks = false;
+  // Megatron-Core's all-to-all dispatcher permutes the rank's own tokens into their routed copies
+  // before the dispatch, and back after the combine, with Transformer Engine's fused mask-map
+  // kernels (moe_permute_fusion).
+  bool fused_permutation = false;
+  // Its preprocessing counts the tokens per expert and the EP group gathers the counts before
+  // the dispatch (ep > 1): MoEAlltoAllTokenDispatcher.preprocess.
+  bool counts_tokens = false;
   // The router beside its GEMM (model.moe.load_balancing, expert_bias, force_balance).
   MoeBalancingLoss balancing = MoeBalancingLoss::none;
   bool router_counts_bias = false;
   bool random_router = false;
+  // Megatron-Core's router drops what exceeds each expert's capacity (model.moe.capacity_factor:
+  // moe_utils.apply_router_token_dropping).
+  bool drops_tokens = false;
   double routed_load = 1.0;  // tokens this GPU's experts take per routed token (imbalance, capacity)
   double kept_load = 1.0;    // routed copies the experts keep, per routed copy, over all EP ranks (capacity)
   int act_bytes = 2;         // one activation element (fp8 training keeps activations in bf16)

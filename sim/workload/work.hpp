@@ -33,6 +33,9 @@ enum class Role : std::uint8_t {
   optimizer,
   // Mixture-of-experts layers, in place of fc1, activation and fc2.
   router,
+  // Megatron-Core's all-to-all dispatcher's count of the tokens per expert before the
+  // permutation, whose split sizes the EP group gathers and the host reads: forward only.
+  moe_counts,
   moe_permute,
   // Megatron-Core's all-to-all dispatcher's sort of the received tokens into runs by local
   // expert (moe_sort) and of the experts' output back by source rank (moe_unsort).

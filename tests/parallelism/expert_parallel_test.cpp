@@ -118,6 +118,7 @@ TEST_CASE("Megatron-Core's all-to-all dispatcher sends the routing probabilities
     s.model.moe.dispatcher = dispatcher;
     std::vector<std::string> names;
     for (const EpCall& c : ep_calls(s, "L0 ")) {
+      if (c.name.find("tokens per expert") != std::string::npos) continue;  // the counts' gather
       names.push_back(c.name);
       // 2048 tokens · top 2 probabilities of 2 bytes.
       if (c.name.find("probs") != std::string::npos) CHECK(c.size.count() == 2048LL * 2 * 2);
@@ -162,6 +163,47 @@ TEST_CASE("the host waits for the routing before each forward dispatch and not i
     // One per MoE layer and micro-batch.
     CHECK(blocking == s.model.layers * 1);
   }
+}
+
+// MoEAlltoAllTokenDispatcher.preprocess (Megatron-Core, dropless, ep > 1): the tokens per
+// expert summed from the routing map, the EP group's AllGather of them
+// (gather_from_sequence_parallel_region over the tp_ep group, E int64 from each rank: 8 experts
+// · 8 bytes · 4 ranks = 256 bytes), the sums of the gathered counts and the four copies of the
+// split sizes to the host: ten operators before the permutation, which waits for the gather.
+// Forward only; not under the flex dispatcher nor outside Megatron-Core.
+TEST_CASE("the all-to-all dispatcher gathers the tokens per expert over the EP group before the permutation") {
+  stepsim::Scenario s = moe_scenario();
+  s.training.framework = stepsim::Framework::megatron;
+  const auto work = stepsim::workload::build_work(s);
+  const auto counts = std::find_if(work.layer.forward.begin(), work.layer.forward.end(),
+                                   [](const auto& op) { return op.name == "moe tokens per expert"; });
+  REQUIRE(counts != work.layer.forward.end());
+  CHECK(counts->operators == 10);
+  CHECK(std::none_of(work.layer.backward.begin(), work.layer.backward.end(),
+                     [](const auto& op) { return op.name.find("tokens per expert") != std::string::npos; }));
+  const auto gathers = ep_calls(s, "tokens per expert");
+  REQUIRE(gathers.size() == static_cast<std::size_t>(s.model.layers));  // one a layer, forward only
+  CHECK(gathers[0].op == CollOp::allgather);
+  CHECK(gathers[0].size.count() == 256);
+  const spt::FixedCosts costs;
+  const auto p = sp::build_program(s, work, costs);
+  const auto& rank = p.ranks[0];
+  for (OpIndex i = 0; i < rank.ops().size(); ++i) {
+    // Ten operators at Megatron's 12 us dispatch and 5 us launch.
+    if (p.names[rank.ops()[i].name].find("tokens per expert fwd") != std::string::npos)
+      CHECK(p.host_cost(rank.ops()[i]) == stepsim::Time::from_us(10 * (12 + 5)));
+    if (p.names[rank.ops()[i].name].find("moe permute fwd") == std::string::npos) continue;
+    const auto waits = rank.waits_of(i);
+    CHECK(std::any_of(waits.begin(), waits.end(), [&](OpIndex w) {
+      return p.names[rank.ops()[w].name].find("tokens per expert") != std::string::npos;
+    }));
+  }
+  stepsim::Scenario flex = s;
+  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  CHECK(ep_calls(flex, "tokens per expert").empty());
+  stepsim::Scenario titan = s;
+  titan.training.framework = stepsim::Framework::torchtitan;
+  CHECK(ep_calls(titan, "tokens per expert").empty());
 }
 
 TEST_CASE("the all-to-all dispatcher sorts the tokens by expert after the dispatch and back before the combine") {
@@ -221,9 +263,16 @@ TEST_CASE("a grouped expert GEMM costs the host one GEMM launch and GroupedLinea
     const std::string& name = p.names[op.name];
     INFO(name);
     const bool expert_gemm = name.find("expert fc") != std::string::npos && name.find("shared") == std::string::npos;
+    // The dispatcher's token counts are ten operators (their own test); Transformer Engine's
+    // permute forward four Triton kernels, its chunk sorts forward two, each an operator.
+    if (name.find("tokens per expert") != std::string::npos) continue;
+    const bool fwd = name.ends_with(" fwd");
+    const int operators = fwd && name.find("moe permute") != std::string::npos   ? 4
+                          : fwd && name.find("sort chunks") != std::string::npos ? 2
+                                                                                 : 1;
     // Megatron's 12 us dispatch and one 5 us launch; an expert GEMM launches twice, and the
     // second expert costs GroupedLinear 73.4 us more.
-    CHECK(p.host_cost(op) == stepsim::Time::from_us(expert_gemm ? 12 + 2 * 5 + 73.4 : 12 + 5));
+    CHECK(p.host_cost(op) == stepsim::Time::from_us(expert_gemm ? 12 + 2 * 5 + 73.4 : operators * (12 + 5)));
     grouped += expert_gemm ? 1 : 0;
   }
   // fc1 and fc2 forward, input and weight gradients: 6 per layer, 2 layers.
@@ -408,6 +457,31 @@ TEST_CASE("with etp 2 each expert is split over two ranks that gather their toke
   CHECK(calls[5].second.find("AllGather ep L0 etp scatter backward,") != std::string::npos);
   CHECK(calls[6].second.find("ReduceScatter ep L0 etp gather backward,") != std::string::npos);
   CHECK(calls[7].second.find("L0 dispatch backward,") != std::string::npos);
+}
+
+// MoEAlltoAllTokenDispatcher.dispatch_postprocess gathers over the ETP group the tokens the
+// all-to-all brought and then their probabilities (gather_from_sequence_parallel_region of
+// each): 2048 tokens · top 2 copies · 2 bytes from each of the 2 ETP ranks, 16 KiB; the
+// probabilities' gradient goes back by the gather's backward, a ReduceScatter of as much.
+TEST_CASE("with etp 2 Megatron-Core's all-to-all dispatcher gathers the probabilities over the ETP group too") {
+  stepsim::Scenario s = moe_scenario();
+  s.parallel.etp = 2;
+  s.training.framework = stepsim::Framework::megatron;
+  const auto gathers = ep_calls(s, "L0 etp probs gather");
+  REQUIRE(gathers.size() == 2);
+  CHECK(gathers[0].name.find("AllGather ep L0 etp probs gather,") != std::string::npos);
+  CHECK(gathers[0].op == CollOp::allgather);
+  CHECK(gathers[0].size.count() == 2048LL * 2 * 2 * 2);
+  CHECK(gathers[1].name.find("ReduceScatter ep L0 etp probs gather backward,") != std::string::npos);
+  CHECK(gathers[1].op == CollOp::reducescatter);
+  CHECK(gathers[1].size == gathers[0].size);
+  // The flex dispatcher carries them with the tokens, outside Megatron-Core none are sent.
+  stepsim::Scenario flex = s;
+  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  CHECK(ep_calls(flex, "probs gather").empty());
+  stepsim::Scenario plain = s;
+  plain.training.framework = stepsim::Framework::unspecified;
+  CHECK(ep_calls(plain, "probs gather").empty());
 }
 
 // EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the

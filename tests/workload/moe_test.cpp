@@ -219,13 +219,86 @@ TEST_CASE("Megatron-Core's all-to-all dispatcher sorts the received tokens by lo
   const OpCost& unsort = w.layer.forward[static_cast<std::size_t>(at("moe unsort chunks"))];
   CHECK(sort.bytes.count() == copies * (2 * 4096 * 2 + 2 * 2));
   CHECK(unsort.bytes.count() == copies * 2 * 4096 * 2);
+  // Forward, make_chunk_sort_map's kernel, then the sort; backward the sort over the saved map.
+  CHECK(sort.operators == 2);
+  CHECK(unsort.operators == 2);
   int backward = 0;
   for (const OpCost& op : w.layer.backward) {
     if (op.name == "moe sort chunks backward") CHECK(op.bytes == sort.bytes);
     if (op.name == "moe unsort chunks backward") CHECK(op.bytes == unsort.bytes);
+    if (op.name.find("sort chunks backward") != std::string::npos) CHECK(op.operators == 1);
     backward += op.name.find("sort chunks backward") != std::string::npos ? 1 : 0;
   }
   CHECK(backward == 2);
+}
+
+// Transformer Engine's fused mask-map permutation (transformer_engine/common/triton/
+// permutation.py, which Megatron-Core runs with moe_permute_fusion): _permute_kernel loads each
+// token's row once and stores it to each of its routed destinations, _unpermute_kernel loads
+// each routed copy and stores one row per token; the backward of each is the other kernel.
+// Mixtral 8x7B, 4096 tokens of 4096 in BF16, top 2: a token's row read once (4096 · 4096 · 2 =
+// 33,554,432 bytes) and its 2 copies written once (67,108,864): 100,663,296 bytes each way, in
+// each of the four kernels; at top 8 (DeepSeek-V3's routing, hidden 7168) 4096 · 7168 · 2 · 9 =
+// 528,482,304 bytes. The permute forward first builds its row map (make_row_id_map: three
+// Triton kernels over the 4096 × E routing map, a byte a score read and 16 bytes of int32 row
+// ids written and read back, 17 bytes a score): 4096 · 8 · 17 = 557,056 bytes more for
+// Mixtral's 8 experts, 4096 · 256 · 17 = 17,825,792 for DeepSeek-V3's 256; four kernels, each
+// an operator, where the backward and the unpermute reuse the map (one kernel each).
+TEST_CASE("the fused permutation moves each token's row once and each routed copy once, each way") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);
+  s.training.framework = stepsim::Framework::megatron;
+  const auto bytes_of = [](const std::vector<OpCost>& ops, const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.name == name; });
+    REQUIRE(it != ops.end());
+    return it->bytes.count();
+  };
+  const auto w = stepsim::workload::build_work(s);
+  CHECK(bytes_of(w.layer.forward, "moe permute") == 100663296 + 557056);
+  CHECK(bytes_of(w.layer.forward, "moe unpermute") == 100663296);
+  CHECK(bytes_of(w.layer.backward, "moe permute backward") == 100663296);
+  CHECK(bytes_of(w.layer.backward, "moe unpermute backward") == 100663296);
+  stepsim::Scenario d = moe(deepseek_v3(), 8, 64);
+  d.training.framework = stepsim::Framework::nemo;
+  const auto dw = stepsim::workload::build_work(d);
+  CHECK(bytes_of(dw.layer.forward, "moe permute") == 528482304 + 17825792);
+  const auto operators_of = [](const std::vector<OpCost>& ops, const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.name == name; });
+    REQUIRE(it != ops.end());
+    return it->operators;
+  };
+  CHECK(operators_of(dw.layer.forward, "moe permute") == 4);
+  CHECK(operators_of(dw.layer.backward, "moe permute backward") == 1);
+  CHECK(operators_of(dw.layer.forward, "moe unpermute") == 1);
+  CHECK(operators_of(dw.layer.backward, "moe unpermute backward") == 1);
+  CHECK(bytes_of(dw.layer.backward, "moe unpermute backward") == 528482304);
+}
+
+// Megatron-Core's router with a capacity factor (moe_utils.apply_router_token_dropping, drop
+// policy "probs"): torch.topk over the tokens, zeros_like, scatter, the cast to bool, the
+// routing map's and, the probabilities' product by the mask, 6 operators and 25 bytes a score
+// beside the fused top-k's 9; backward the product's (9 bytes a score) beside the top-k's 8.
+// Mixtral 8x7B's 4096 tokens · 8 experts: 4096 · 8 · 34 = 1,114,112 bytes forward, 4096 · 8 ·
+// 17 = 557,056 backward. The dispatcher also sums the kept copies and copies the count to the
+// host (num_out_tokens): 12 operators in its preprocessing.
+TEST_CASE("a capacity factor adds Megatron-Core's token dropping to the router and the kept count to the dispatcher") {
+  stepsim::Scenario s = moe(mixtral_8x7b(), 4, 64);
+  s.training.framework = stepsim::Framework::megatron;
+  s.model.moe.capacity_factor = 1.25;
+  const auto w = stepsim::workload::build_work(s);
+  const auto find = [](const std::vector<OpCost>& ops, const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpCost& op) { return op.name == name; });
+    REQUIRE(it != ops.end());
+    return *it;
+  };
+  const OpCost routing = find(w.layer.forward, "router top-k");
+  CHECK(routing.operators == 7);
+  CHECK(routing.bytes.count() == 1114112);
+  const OpCost back = find(w.layer.backward, "router top-k backward");
+  CHECK(back.operators == 2);
+  CHECK(back.bytes.count() == 557056);
+  CHECK(find(w.layer.forward, "moe tokens per expert").operators == 12);
+  s.model.moe.capacity_factor = 0;
+  CHECK(find(stepsim::workload::build_work(s).layer.forward, "router top-k").operators == 1);
 }
 
 TEST_CASE("no chunk sort with one expert per rank, the flex dispatcher or outside Megatron-Core") {
