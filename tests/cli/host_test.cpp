@@ -66,10 +66,12 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   // (torch.optim's foreach Adam: 7 operators). PyTorch's DDP reducer, without gradient_as_bucket_view, copies each of
   // the 149 gradients (word and position embeddings, 12 a layer: two layernorms, qkv, projection, fc1 and fc2, each a
   // weight and a bias; the final layernorm's two; the LM head) into its bucket in the last micro-batch and back after
-  // its AllReduce: an operator each way. Each operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's
-  // 12 us dispatch.
-  const double ops = (423.0 + 146 + 50 + 24) * 32 + 14 + 7 + 2 * 149;
-  const double issue_s = ops * 17e-6;  // 355.2 ms
+  // its AllReduce: an operator each way. Under no_sync() the micro-batches accumulate into each parameter's .grad
+  // through autograd's AccumulateGrad, which takes the first micro-batch's gradient as it is and adds each later one
+  // in place (accumulate_grad.h: `variable_grad += new_grad`, an aten::add_ per tensor): 149 x 31. Each operator costs
+  // the CPU the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
+  const double ops = (423.0 + 146 + 50 + 24) * 32 + 149 * 31 + 14 + 7 + 2 * 149;
+  const double issue_s = ops * 17e-6;  // 25,514 operators: 433.7 ms
   // The optimizer's kernels, issued last, run after the last issue.
   CHECK(r.report.step_time_s - r.report.breakdown_s.optimizer == Approx(issue_s).epsilon(0.02));
   CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
@@ -77,6 +79,34 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   CHECK(r.report.host.framework == "pytorch");
   CHECK(r.report.host.cpu_issue_s == Approx(issue_s).epsilon(0.001));
   CHECK(r.report.host.gpu_wait_s == Approx(r.report.step_time_s - kernel_sum_s(r.timeline)).epsilon(0.05));
+}
+
+TEST_CASE("Eager PyTorch adds each gradient into .grad in every micro-batch after the first") {
+  // By hand: one micro-batch (global batch 8 on 8 replicas) issues 643 operators, then DDP's 14 AllReduces, the 7 of
+  // the optimizer and the reducer's 2 x 149 copies: 962, 16.354 ms at 17 us. A second micro-batch adds its 643 and,
+  // since the first left each parameter's .grad defined, AccumulateGrad's in-place add for each of the 149 gradient
+  // tensors (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad: `variable_grad += new_grad`, one
+  // aten::add_ each): 1,754, 29.818 ms.
+  const auto cpu_s = [](const std::vector<std::string>& sets) {
+    return stepsim::simulate(small(sets)).report.host.cpu_issue_s;
+  };
+  CHECK(cpu_s({"training.global_batch=8"}) == Approx(962 * 17e-6).epsilon(1e-6));
+  CHECK(cpu_s({"training.global_batch=16"}) == Approx(1754 * 17e-6).epsilon(1e-6));
+  // Megatron-Core accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion), and FSDP reduce-scatters
+  // and frees each micro-batch's unsharded gradients: a second micro-batch costs them its own operators alone.
+  for (const std::string kind : {"training.framework=megatron", "data_parallel.kind=fsdp"}) {
+    INFO(kind);
+    const double one = cpu_s({kind, "training.global_batch=8"});
+    const double two = cpu_s({kind, "training.global_batch=16"});
+    const double three = cpu_s({kind, "training.global_batch=24"});
+    CHECK(three - two == Approx(two - one).epsilon(1e-9));
+  }
+  // The adds are ops of their own, named by the gradients they accumulate, none in the first micro-batch.
+  const stepsim::SimulationResult r = stepsim::simulate(small({"training.global_batch=16"}));
+  int adds = 0;
+  for (const stepsim::Interval& i : r.timeline.ranks.front().intervals)
+    if (i.activity == stepsim::Activity::compute && r.timeline.names[i.name].starts_with("AccumulateGrad ")) ++adds;
+  CHECK(adds > 0);
 }
 
 TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
@@ -183,8 +213,9 @@ TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
   // reducer's 75 copies into
   // buckets (one after each of the last micro-batch's 75 backward ops that make gradients: 6 a
   // layer, the embedding, the final layernorm and the LM head) and its 14 copies back, one a
-  // bucket.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 14312 ops")x") != std::string::npos);
+  // bucket: 14,312; and autograd's accumulation into .grad, an add after each of those 75 ops in
+  // each of the 31 micro-batches after the first: 16,637.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 16637 ops")x") != std::string::npos);
 }
 
 TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are refused") {
@@ -286,7 +317,7 @@ stepsim::Scenario small_tp2(const std::vector<std::string>& more = {}) {
 
 }  // namespace
 
-// By hand (the launch-bound test above): 20,895 operators, each costing the CPU 8 us of launch
+// By hand (the launch-bound test above): 25,514 operators, each costing the CPU 8 us of launch
 // (set) and eager PyTorch's 12 us of dispatch. A kernel starts no earlier than its launch ends.
 TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op ending in its launch") {
   Scratch s("host-kineto");
@@ -315,7 +346,7 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
       kernels.push_back(&e);
     }
   }
-  CHECK(host_us == Approx(20895 * 20.0).epsilon(0.001));
+  CHECK(host_us == Approx(25514 * 20.0).epsilon(0.001));
   CHECK(launches > 9000);
   // Each operator ends with its launch, which it encloses.
   for (const KinetoEvent* op : ops) {
@@ -360,10 +391,11 @@ TEST_CASE("Under CUDA graphs the Kineto trace launches the replayed kernels by a
     }
   }
   // A graph for each layer's forward and each one's backward in every micro-batch: 12 layers,
-  // 32 micro-batches. In the last one DDP's reducer copies each gradient into its bucket as the
-  // backward makes it, which the host issues between the replayed kernels: a layer's 6
-  // gradient-making ops, the last of them ending its backward, cut it in 6, 5 more graphs a layer.
-  CHECK(graphs == 2 * 12 * 32 + 12 * 5);
+  // 32 micro-batches. In each but the first autograd adds each gradient into its parameter's
+  // .grad as the backward makes it (and in the last DDP's reducer then copies it into its
+  // bucket), which the host issues between the replayed kernels: a layer's 6 gradient-making ops,
+  // the last of them ending its backward, cut it in 6, 5 more graphs a layer and micro-batch.
+  CHECK(graphs == 2 * 12 * 32 + 12 * 5 * 31);
   int replayed = 0;
   for (const auto& [id, n] : kernels_of) {
     REQUIRE(call.count(id) == 1);
@@ -411,9 +443,10 @@ TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA grap
   // loss, LM head (dgrad, wgrad), final layernorm and embedding backward and autocast's casts for
   // the LM head, forward (its weight and input) and backward (its weight's and input's gradients)
   // (12 x 32), DDP's 14 bucket AllReduces, the optimizer step, the reducer's 75 copies into
-  // buckets and 14 back.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 488 ops")x") != std::string::npos);
-  CHECK(trace.find("issue 14312 ops") == std::string::npos);
+  // buckets and 14 back: 488; and autograd's adds into .grad after the 75 gradient-making ops
+  // in each of the 31 micro-batches after the first: 2,813.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 2813 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 16637 ops") == std::string::npos);
 }
 
 TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {
