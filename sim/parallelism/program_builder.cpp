@@ -788,6 +788,9 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   program.comm_slowdown = costs.comm_slowdown();
   program.derived_slowdown = costs.derived_slowdown();
   BuildState state(program, costs);
+  // torchtitan's GroupedExperts runs each expert GEMM as one torch._grouped_mm
+  // (torchtitan/models/moe/moe.py, _run_experts_grouped_mm, use_grouped_mm on by default).
+  if (torchtitan(scenario.training.framework)) state.launch_grouped_gemm_once();
   if (scenario.training.cuda_graphs) {
     program.host_costs = {Time::zero()};
     if (scenario.training.cuda_graph_scope.empty()) {

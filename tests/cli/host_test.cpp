@@ -265,6 +265,25 @@ TEST_CASE("Megatron-Core's dropless dispatcher reads the tokens per expert on th
   CHECK(r.report.host.gpu_wait_s >= 8 * 17e-6);
 }
 
+TEST_CASE("torchtitan's grouped expert GEMM is one launch, Transformer Engine's one per local expert") {
+  // The same MoE under FSDP with 8 experts (one a GPU at EP 8) and 64 (eight a GPU). Each MoE layer runs six grouped
+  // GEMMs a micro-batch (fc1 and fc2: forward, input gradient, weight gradient): 4 layers x 6 x 2 micro-batches = 48.
+  const auto cpu_s = [](const std::string& framework, int experts) {
+    const stepsim::Scenario s = stepsim::io::load_scenario_text(
+        kMoe, "moe.json",
+        {"training.framework=" + framework, "data_parallel.kind=fsdp", "model.moe.experts=" + std::to_string(experts)});
+    return stepsim::simulate(s).report.host.cpu_issue_s;
+  };
+  // Transformer Engine's GroupedLinear launches a cuBLAS GEMM per local expert: 7 more launches of 5 us each.
+  CHECK(cpu_s("unspecified", 64) - cpu_s("unspecified", 8) == Approx(48 * 7 * 5e-6).epsilon(1e-6));
+  // torchtitan's GroupedExperts calls torch._grouped_mm (torchtitan/models/moe/moe.py, _run_experts_grouped_mm):
+  // one kernel whatever the experts.
+  for (const std::string framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    CHECK(cpu_s(framework, 64) == Approx(cpu_s(framework, 8)).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("More CPU time per launch never shortens a step whose compute does not slow beside communication", "[slow]") {
   // DeepSeek-V3 BF16 on 256 GB200 (a Megatron-Bridge run): a kernel cannot start before the
   // CPU has issued it, so a slower launch can only delay what follows. With the GPU's fitted
