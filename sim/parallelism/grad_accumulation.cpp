@@ -9,7 +9,10 @@
 namespace stepsim::parallelism {
 
 bool accumulates_in_grad(const Scenario& s) {
-  return traits_of(s.training.framework).pytorch_ddp && s.data_parallel.kind == DpKind::ddp;
+  if (!traits_of(s.training.framework).pytorch_ddp) return false;
+  if (s.data_parallel.kind == DpKind::ddp) return true;
+  const bool fsdp = s.data_parallel.kind == DpKind::fsdp || s.data_parallel.kind == DpKind::hsdp;
+  return fsdp && s.data_parallel.fsdp_version == 2 && s.parallel.pp > 1;
 }
 
 GradAccumulation::GradAccumulation(const Scenario& stage)

@@ -1,6 +1,6 @@
 // Gradient accumulation across micro-batches where autograd itself accumulates into each
-// parameter's .grad: eager PyTorch's AccumulateGrad, under PyTorch's DDP or without data
-// parallelism.
+// parameter's .grad: eager PyTorch's AccumulateGrad, under PyTorch's DDP and under FSDP2 with a
+// pipeline schedule.
 #pragma once
 
 #include <map>
@@ -18,10 +18,12 @@ namespace stepsim::parallelism {
 // parameter's first gradient of the step (no kernel: zero_grad left .grad None) and adds every
 // later one in place (`variable_grad += new_grad`: an aten::add_, one operator and one kernel per
 // parameter tensor). Under DDP's no_sync() the micro-batches before the last one accumulate
-// this way, and the last adds too before the reducer's hook takes the gradient. Megatron-Core
-// accumulates into its main-gradient buffer inside the weight-gradient GEMM
-// (gradient_accumulation_fusion), and FSDP and ZeRO reduce or copy each micro-batch's
-// gradients away, so none of them runs it.
+// this way, and the last adds too before the reducer's hook takes the gradient. FSDP2 under a
+// pipeline schedule runs every backward but a chunk's last without gradient sync or resharding
+// (PipelineStage.backward_maybe_with_nosync), so its unsharded gradients accumulate alike.
+// Megatron-Core accumulates into its main-gradient buffer inside the weight-gradient GEMM
+// (gradient_accumulation_fusion), FSDP without a pipeline and ZeRO reduce or copy each
+// micro-batch's gradients away, and FSDP1's flat parameter (one leaf a unit) is left out.
 class GradAccumulation {
  public:
   // `stage`: the stage's scenario as its data-parallel strategy sees it (its tensors only).

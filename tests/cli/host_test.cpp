@@ -109,6 +109,27 @@ TEST_CASE("Eager PyTorch adds each gradient into .grad in every micro-batch afte
   CHECK(adds > 0);
 }
 
+TEST_CASE("FSDP2 under a pipeline schedule accumulates unsharded gradients in .grad, as DDP does") {
+  // torchtitan, FSDP2 on 2 stages x 4 replicas, global batch 16: 4 micro-batches a replica. PyTorch's pipelining runs
+  // every backward but the last without gradient sync or resharding, so AccumulateGrad adds each later micro-batch's
+  // gradients into the unsharded .grad. Stage 0 (the embedding and 6 layers) completes gradients in 37 ops a
+  // backward: the embedding's (word and position tables) and each layer's 6 gradient-making ops (its two
+  // layernorms, qkv, projection, fc1, fc2): 37 x 3 adds.
+  const auto adds = [](const std::vector<std::string>& sets) {
+    std::vector<std::string> all{"training.framework=torchtitan", "data_parallel.kind=fsdp",
+                                 "training.global_batch=16"};
+    all.insert(all.end(), sets.begin(), sets.end());
+    const stepsim::SimulationResult r = stepsim::simulate(small(all));
+    int n = 0;
+    for (const stepsim::Interval& i : r.timeline.ranks.front().intervals)
+      if (i.activity == stepsim::Activity::compute && r.timeline.names[i.name].starts_with("AccumulateGrad ")) ++n;
+    return n;
+  };
+  CHECK(adds({"parallel.pp=2", "parallel.dp=4"}) == 37 * 3);
+  // Without a pipeline FSDP reduce-scatters and frees each micro-batch's unsharded gradients: nothing accumulates.
+  CHECK(adds({}) == 0);
+}
+
 TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
   const stepsim::SimulationResult r = stepsim::simulate(small({"training.cuda_graphs=true"}));
   // What the graphs do not capture (embedding, head, loss, buckets, optimizer: 9 ops a
