@@ -5,6 +5,7 @@
 
 #include "stepsim/framework.hpp"
 #include "workload/op_builder.hpp"
+#include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
@@ -19,9 +20,11 @@ GradAccumulation::GradAccumulation(const Scenario& stage)
     : active_(accumulates_in_grad(stage)), grad_bytes_(element_bytes(stage.training.main_grad)) {
   if (!active_) return;
   const std::vector<GradTensor> tensors = gradient_tensors(stage.model, stage.parallel);
+  const bool separate = workload::layer_shape(stage).separate_linears;
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     Adds& adds = at_[{tensors[t].block, tensors[t].role}];
     adds.tensors.push_back(static_cast<int>(t));
+    adds.parameters += parameters_of(tensors[t], separate);
     adds.elements += tensors[t].elements;
     if (adds.tensors.size() == 1) {
       adds.name = fmt::format("AccumulateGrad {}", tensors[t].name);
@@ -50,9 +53,8 @@ void GradAccumulation::after_backward_op(StepBuilder& b, const OpSite& site) {
   if (last == site.micro_batch) return;
   last = site.micro_batch;
   const Adds& adds = it->second;
-  const workload::OpCost add =
-      workload::copy_kernels("AccumulateGrad add", workload::Pass::backward, Bytes(adds.elements * grad_bytes_),
-                             static_cast<int>(adds.tensors.size()));
+  const workload::OpCost add = workload::copy_kernels("AccumulateGrad add", workload::Pass::backward,
+                                                      Bytes(adds.elements * grad_bytes_), adds.parameters);
   b.compute(add, Phase::backward, adds.name);
 }
 

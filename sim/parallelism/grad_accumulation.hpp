@@ -38,6 +38,7 @@ class GradAccumulation {
  private:
   struct Adds {
     std::vector<int> tensors;
+    int parameters = 0;  // the model code's parameters they are (parameters_of): an add each
     long long elements = 0;
     std::string name;
   };
