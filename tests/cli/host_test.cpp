@@ -130,6 +130,20 @@ TEST_CASE("FSDP2 under a pipeline schedule accumulates unsharded gradients in .g
   CHECK(adds({}) == 0);
 }
 
+TEST_CASE("PyTorch's clip_grad_norm_ costs the host its operators") {
+  // torch.nn.utils.clip_grad_norm_ on its foreach path: _foreach_norm, stack, linalg.vector_norm, the add of 1e-6,
+  // max_norm divided by it (Tensor.__rtruediv__: reciprocal, mul), clamp and _foreach_mul_: 8 operators of 17 us.
+  for (const std::string framework : {"pytorch", "torchtitan"}) {
+    INFO(framework);
+    const auto cpu_s = [&](bool clip) {
+      return stepsim::simulate(small({"training.framework=" + framework, "training.global_batch=8",
+                                      std::string("training.grad_clip=") + (clip ? "true" : "false")}))
+          .report.host.cpu_issue_s;
+    };
+    CHECK(cpu_s(true) - cpu_s(false) == Approx(8 * 17e-6).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
   const stepsim::SimulationResult r = stepsim::simulate(small({"training.cuda_graphs=true"}));
   // What the graphs do not capture (embedding, head, loss, buckets, optimizer: 9 ops a
