@@ -35,6 +35,7 @@ std::map<std::int64_t, std::vector<CpuEvent>> operators_by_thread(const std::vec
 
 struct Pooled {
   std::vector<Time> operators;
+  std::vector<Time> dispatches;  // per operator, its duration less its own launches'
   std::vector<Time> launches;
   std::size_t cpu_ops = 0;
   std::size_t cpu_ops_left_out = 0;
@@ -55,7 +56,9 @@ void add(const KinetoTrace& trace, Pooled& out) {
     const std::vector<CpuEvent>& thread_ops = it->second;
     std::ranges::sort(list, {}, &CpuEvent::start);
     std::vector<std::size_t> open;  // operators open at the sweep's time, innermost last
-    std::vector<bool> counted(thread_ops.size(), false);
+    std::vector<Time> launched(thread_ops.size(), Time::zero());  // per operator, its own launches' time
+    std::vector<std::size_t> counted;                             // operators around a launch, in order
+    std::vector<bool> seen(thread_ops.size(), false);
     std::size_t next = 0;
     for (const CpuEvent& launch : list) {
       for (; next < thread_ops.size() && thread_ops[next].start <= launch.start; ++next) {
@@ -63,16 +66,24 @@ void add(const KinetoTrace& trace, Pooled& out) {
         open.push_back(next);
       }
       while (!open.empty() && thread_ops[open.back()].end < launch.end) open.pop_back();
-      if (open.empty() || counted[open.back()]) continue;
-      counted[open.back()] = true;
-      out.operators.push_back(thread_ops[open.back()].end - thread_ops[open.back()].start);
+      if (open.empty()) continue;
+      const std::size_t op = open.back();
+      launched[op] = launched[op] + (launch.end - launch.start);
+      if (seen[op]) continue;
+      seen[op] = true;
+      counted.push_back(op);
+    }
+    for (const std::size_t op : counted) {
+      const Time duration = thread_ops[op].end - thread_ops[op].start;
+      out.operators.push_back(duration);
+      out.dispatches.push_back(duration - launched[op]);
     }
   }
 }
 
 HostCosts summarise(const Pooled& p) {
-  return {p.operators.size(), p.launches.size(),   p.cpu_ops,
-          p.cpu_ops_left_out, median(p.operators), median(p.launches)};
+  return {p.operators.size(),  p.launches.size(),  p.cpu_ops,           p.cpu_ops_left_out,
+          median(p.operators), median(p.launches), median(p.dispatches)};
 }
 
 }  // namespace
@@ -82,8 +93,7 @@ HostFit fit_host(const HostCosts& h) {
   HostFit out;
   if (h.launches > 0 && h.launch_median > Time::zero()) out.launch_us = us(h.launch_median);
   if (h.operators > 0) out.operator_us = us(h.operator_median);
-  if (out.operator_us && out.launch_us)
-    out.dispatch_us = std::max(0.0, std::round((*out.operator_us - *out.launch_us) * 10) / 10);
+  if (out.operator_us && out.launch_us) out.dispatch_us = std::max(0.0, us(h.dispatch_median));
   return out;
 }
 

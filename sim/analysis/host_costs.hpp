@@ -19,13 +19,17 @@ struct HostCosts {
   std::size_t cpu_ops_left_out = 0;  // cpu_op events the reader left out (KinetoTrace)
   Time operator_median;       // the operators' median duration: dispatch and launch
   Time launch_median;         // the launches' median duration
+  // The operators' median time beyond their own launches (an operator's duration less the
+  // durations of the launches it encloses as their innermost operator): its dispatch, as the
+  // host model charges an op the dispatch once and the launch once per kernel.
+  Time dispatch_median;
 };
 
 // What the host costs say of the host model (calibrate from-trace), in microseconds rounded to
 // a tenth, as printed and as the calibration file holds them: the kernel launch (cluster.gpu.kernel_launch) is the
 // launches' median, where there are launches of some duration; the dispatch (the framework's
-// cost per operator beyond its launch) the operators' median beyond it, where some operator
-// encloses a launch and the launch is known, and not below zero.
+// cost per operator beyond its launches) the operators' median time beyond their own launches,
+// where some operator encloses a launch and the launch is known, and not below zero.
 struct HostFit {
   std::optional<double> launch_us;
   std::optional<double> dispatch_us;

@@ -8,8 +8,9 @@
 namespace stepsim {
 namespace {
 
-// CPU per operator beyond the launch: the median innermost CPU operator around a kernel launch
-// (18 us) less the median cudaLaunchKernel (6 us), over the 14,113 operators of the three
+// CPU per operator beyond its launches: the median, over the innermost CPU operators around a
+// kernel launch, of each one's duration less the launches it encloses (the operators' median
+// 18 us, the cudaLaunchKernel's 6 us), over the 14,113 operators of the three
 // PyTorch profiler traces in tests/data/traces (`stepsim calibrate from-trace --host`).
 constexpr Time kEagerDispatch = Time::from_ps(12'000'000);
 

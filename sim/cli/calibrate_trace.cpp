@@ -106,7 +106,7 @@ void print_host(const std::string& trace, const analysis::HostCosts& h, std::ost
   }
   log << fmt::format(
       "# host: per-operator CPU cost {:.1f} us (median of {} CPU operators that launched kernels), kernel launch "
-      "{:.1f} us (median of {} launches): {:.1f} us of dispatch beyond the launch\n",
+      "{:.1f} us (median of {} launches): {:.1f} us of dispatch beyond its launches (the operators' median)\n",
       *fit.operator_us, h.operators, *fit.launch_us, h.launches, *fit.dispatch_us);
 }
 

@@ -34,13 +34,14 @@ void BucketSync::produced(int tensor, OpIndex op) {
   producer_[k] = std::max(producer_[k], op);
 }
 
-void BucketSync::run_reducer(int grad_bytes, bool copy_back) {
+void BucketSync::run_reducer(int grad_bytes, bool copy_back, bool separate_linears) {
   reducer_bytes_ = grad_bytes;
   copy_back_ = copy_back;
+  separate_linears_ = separate_linears;
 }
 
-void BucketSync::copy_into_buckets(int grad_bytes) {
-  run_reducer(grad_bytes, false);
+void BucketSync::copy_into_buckets(int grad_bytes, bool separate_linears) {
+  run_reducer(grad_bytes, false, separate_linears);
   zero_copies_ = true;
 }
 
@@ -70,16 +71,20 @@ void BucketSync::after_backward_op(StepBuilder& b, const OpSite& site, OpIndex o
 // bucket (or div_ of the bucket's view), a kernel and an operator per parameter.
 OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
   long long elements = 0;
-  for (int t : tensors) elements += layout_.tensors[static_cast<std::size_t>(t)].elements;
+  int parameters = 0;
+  for (int t : tensors) {
+    elements += layout_.tensors[static_cast<std::size_t>(t)].elements;
+    parameters += parameters_of(layout_.tensors[static_cast<std::size_t>(t)], separate_linears_);
+  }
   const GradTensor& first = layout_.tensors[static_cast<std::size_t>(tensors.front())];
   const std::string what =
       tensors.size() == 1 ? first.name : fmt::format("{} and {} more", first.name, tensors.size() - 1);
   const int bucket = bucket_of_[static_cast<std::size_t>(tensors.front())];
   const char* owner = zero_copies_ ? "ZeRO" : "DDP";
   const bool scaled = !copy_back_ && !zero_copies_;
-  const workload::OpCost cost = workload::copy_kernels(
-      fmt::format("{} gradient {}", owner, scaled ? "scaled in its bucket" : "into bucket"), workload::Pass::backward,
-      Bytes(2 * elements * reducer_bytes_), static_cast<int>(tensors.size()));
+  const workload::OpCost cost =
+      workload::copy_kernels(fmt::format("{} gradient {}", owner, scaled ? "scaled in its bucket" : "into bucket"),
+                             workload::Pass::backward, Bytes(2 * elements * reducer_bytes_), parameters);
   const std::string name = fmt::format("{} {} {} {}", owner, what, scaled ? "scaled in bucket" : "into bucket", bucket);
   return b.compute(cost, Phase::backward, name);
 }
@@ -88,9 +93,11 @@ OpIndex BucketSync::copy_in(StepBuilder& b, const std::vector<int>& tensors) {
 // its gradients back from it.
 void BucketSync::copy_back(StepBuilder& b, std::size_t bucket) {
   const Bucket& k = layout_.buckets[bucket];
-  const workload::OpCost cost = workload::copy_kernels("DDP bucket back to gradients", workload::Pass::backward,
-                                                       Bytes(2 * bucket_elements(layout_, k) * reducer_bytes_),
-                                                       static_cast<int>(k.tensors.size()));
+  int parameters = 0;
+  for (int t : k.tensors) parameters += parameters_of(layout_.tensors[static_cast<std::size_t>(t)], separate_linears_);
+  const workload::OpCost cost =
+      workload::copy_kernels("DDP bucket back to gradients", workload::Pass::backward,
+                             Bytes(2 * bucket_elements(layout_, k) * reducer_bytes_), parameters);
   b.compute(cost, Phase::backward, fmt::format("DDP bucket {} back to gradients", bucket), {launched_[bucket]});
 }
 

@@ -26,12 +26,13 @@ class BucketSync {
   // precision, which their buckets share (mul_out; div_ in place under
   // gradient_as_bucket_view), and the bucket waits for those kernels. With
   // `copy_back`, each bucket's gradients are copied back once its collective has ended
-  // (finalize_backward's copy_bucket_to_grad), issued after the backward.
-  void run_reducer(int grad_bytes, bool copy_back);
+  // (finalize_backward's copy_bucket_to_grad), issued after the backward. `separate_linears`:
+  // a gradient tensor may stand for several parameters, each its own operator (parameters_of).
+  void run_reducer(int grad_bytes, bool copy_back, bool separate_linears);
   // DeepSpeed's ZeRO-1/2 hooks copy every gradient, once produced, into the bucket's
   // contiguous buffer (stage_1_and_2.py, reduce_independent_p_g_buckets_and_remove_grads under
   // contiguous_gradients): the reducer's kernels, named as ZeRO's copies, never copied back.
-  void copy_into_buckets(int grad_bytes);
+  void copy_into_buckets(int grad_bytes, bool separate_linears);
 
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op);
   // Launches every bucket not launched yet (gradients no op was seen to produce), then, under
@@ -61,6 +62,7 @@ class BucketSync {
   std::vector<OpIndex> launched_;
   int reducer_bytes_ = 0;  // run_reducer's bytes per gradient element; 0: no reducer kernels
   bool copy_back_ = false;
+  bool separate_linears_ = false;  // run_reducer's: parameters_of each tensor
   bool zero_copies_ = false;  // copy_into_buckets: DeepSpeed's copies rather than DDP's reducer
 };
 
@@ -83,13 +85,13 @@ class GradientSync {
   }
   // BucketSync::run_reducer and copy_into_buckets for the dense and the expert buckets (after
   // add_experts).
-  void run_reducer(int grad_bytes, bool copy_back) {
-    dense_.run_reducer(grad_bytes, copy_back);
-    if (experts_) experts_->run_reducer(grad_bytes, copy_back);
+  void run_reducer(int grad_bytes, bool copy_back, bool separate_linears) {
+    dense_.run_reducer(grad_bytes, copy_back, separate_linears);
+    if (experts_) experts_->run_reducer(grad_bytes, copy_back, separate_linears);
   }
-  void copy_into_buckets(int grad_bytes) {
-    dense_.copy_into_buckets(grad_bytes);
-    if (experts_) experts_->copy_into_buckets(grad_bytes);
+  void copy_into_buckets(int grad_bytes, bool separate_linears) {
+    dense_.copy_into_buckets(grad_bytes, separate_linears);
+    if (experts_) experts_->copy_into_buckets(grad_bytes, separate_linears);
   }
   std::vector<OpIndex> launched() const {
     std::vector<OpIndex> all = dense_.launched();

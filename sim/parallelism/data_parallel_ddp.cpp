@@ -8,6 +8,7 @@
 #include "parallelism/bucket_sync.hpp"
 #include "parallelism/data_parallel.hpp"
 #include "stepsim/framework.hpp"
+#include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
@@ -24,7 +25,8 @@ class Ddp final : public DataParallel {
                         scenario.data_parallel.overlap_grad_reduce, CollOp::allreduce);
     const DataParallelSpec& dp = scenario.data_parallel;
     if (traits_of(scenario.training.framework).pytorch_ddp || !dp.gradient_as_bucket_view)
-      sync_.run_reducer(element_bytes(scenario.training.main_grad), !dp.gradient_as_bucket_view);
+      sync_.run_reducer(element_bytes(scenario.training.main_grad), !dp.gradient_as_bucket_view,
+                        workload::layer_shape(scenario).separate_linears);
   }
   void after_backward_op(StepBuilder& b, const OpSite& site, OpIndex op) override {
     sync_.after_backward_op(b, site, op);

@@ -26,6 +26,7 @@
 #include "parallelism/memory_model.hpp"
 #include "stepsim/error.hpp"
 #include "stepsim/framework.hpp"
+#include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
 
@@ -65,6 +66,7 @@ class Zero final : public DataParallel {
 
   CollOp reduction_;
   int copy_bytes_ = 0;  // DeepSpeed's copies of each gradient into its bucket, bytes an element
+  bool separate_linears_ = false;  // and whether a tensor stands for several parameters (parameters_of)
   GradientSync sync_;  // zero1's, and the bucket layouts zero2 copies for each micro-batch
   bool every_micro_batch_;
   bool overlap_;
@@ -116,7 +118,8 @@ Zero::Zero(const Scenario& s)
   }
   if (deepspeed_ipg_buffers(s)) {
     copy_bytes_ = compute_bytes(s);
-    sync_.copy_into_buckets(copy_bytes_);
+    separate_linears_ = workload::layer_shape(s).separate_linears;
+    sync_.copy_into_buckets(copy_bytes_, separate_linears_);
   }
 }
 
@@ -163,7 +166,7 @@ GradientSync& Zero::micro_batch_sync(int micro_batch) {
   if (it != in_flight_.end()) return it->second;
   GradientSync sync(sync_.layout(), true, reduction_);
   if (const BucketLayout* experts = sync_.expert_layout()) sync.add_experts(*experts, true, reduction_);
-  if (copy_bytes_ > 0) sync.copy_into_buckets(copy_bytes_);
+  if (copy_bytes_ > 0) sync.copy_into_buckets(copy_bytes_, separate_linears_);
   return in_flight_.emplace(micro_batch, std::move(sync)).first->second;
 }
 

@@ -160,6 +160,20 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
   return out;
 }
 
+int parameters_of(const GradTensor& tensor, bool separate_linears) {
+  if (!separate_linears) return 1;
+  switch (tensor.role) {
+    case Role::qkv:
+      return 3;
+    case Role::fc1:
+    case Role::expert_fc1:
+    case Role::shared_fc1:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,
                                    int element_bytes, Bytes first_cap, Bytes cap, bool at_most) {
   std::vector<Bucket> buckets;

@@ -34,6 +34,12 @@ struct Bucket {
 // embedding). With parallel.stage set, only the tensors of that pipeline stage.
 std::vector<GradTensor> gradient_tensors(const ModelSpec& model, const ParallelSpec& parallel);
 
+// The model code's parameters one gradient tensor stands for, each an autograd leaf of its own:
+// where the model code keeps Llama's projections apart (workload::LayerShape::separate_linears:
+// wq, wk and wv; w1 and w3, the routed and shared experts' too) 3 for a QKV tensor and 2 for an
+// fc1; else 1.
+int parameters_of(const GradTensor& tensor, bool separate_linears);
+
 // Buckets over `tensors` taken in `order`: the first capped at `first_cap`, the others at
 // `cap`; a bucket closes once it reaches its cap, so it exceeds it by at most its last tensor.
 // `at_most` (DeepSpeed's ZeRO): a bucket closes before a tensor would take it past its cap, and

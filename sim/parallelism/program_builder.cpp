@@ -25,6 +25,7 @@
 #include "parallelism/data_parallel.hpp"
 #include "parallelism/expert_parallel.hpp"
 #include "parallelism/fabric.hpp"
+#include "parallelism/grad_accumulation.hpp"
 #include "parallelism/grad_buckets.hpp"
 #include "parallelism/loss_scaling.hpp"
 #include "parallelism/memory_model.hpp"
@@ -137,6 +138,7 @@ class StepWriter {
         pp_(s, work, stage),
         offload_(s, work),
         dp_(make_data_parallel(stage_s_)),
+        accumulation_(stage_s_),
         optimizer_(shared.optimizer(stage_s_, stage, work)),
         names_(shared.names) {}
 
@@ -372,6 +374,7 @@ class StepWriter {
 
   void after(const OpSite& site, OpIndex op) {
     ep_.after_op(b_, site, op);
+    if (site.phase == Phase::backward) accumulation_.after_backward_op(b_, site);
     if (site.phase == Phase::backward && (site.last_micro_batch || dp_->reduces_every_micro_batch()))
       dp_->after_backward_op(b_, site, op);
   }
@@ -396,6 +399,7 @@ class StepWriter {
   PipelineComm pp_;
   ActivationOffload offload_;
   std::unique_ptr<DataParallel> dp_;
+  GradAccumulation accumulation_;  // eager PyTorch's AccumulateGrad adds after the first micro-batch
   StageOptimizer optimizer_;
   OpNames& names_;
   bool split_ = splits_backward(s_.parallel.schedule);
@@ -785,6 +789,9 @@ engine::Program build_program(const Scenario& scenario, const workload::ModelWor
   program.comm_slowdown = costs.comm_slowdown();
   program.derived_slowdown = costs.derived_slowdown();
   BuildState state(program, costs);
+  // torchtitan's GroupedExperts runs each expert GEMM as one torch._grouped_mm
+  // (torchtitan/models/moe/moe.py, _run_experts_grouped_mm, use_grouped_mm on by default).
+  if (torchtitan(scenario.training.framework)) state.launch_grouped_gemm_once();
   if (scenario.training.cuda_graphs) {
     program.host_costs = {Time::zero()};
     if (scenario.training.cuda_graph_scope.empty()) {

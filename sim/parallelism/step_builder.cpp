@@ -145,12 +145,14 @@ OpIndex StepBuilder::compute(const workload::OpCost& cost, Phase phase, std::uin
   const workload::Role role = cost.role == workload::Role::fp8_cast ? cost.cast_of : cost.role;
   if (state_.captures(role)) {
     op.host = BuildState::kReplayed;
-  } else if (const long long launches = std::max(cost.groups, cost.launches); launches > 1) {
+  } else if (const long long launches =
+                 std::max(state_.launches_grouped_gemm_once() ? 1LL : cost.groups, cost.launches);
+             launches > 1) {
     // Transformer Engine's grouped GEMM launches one cuBLAS GEMM per group from C++
     // (nvte_multi_tensor_gemm's multi_stream_cublas_gemm; CUTLASS's single grouped kernel only
     // for BF16 on Hopper, behind NVTE_USE_CUTLASS_GROUPED_GEMM), and its casts a quantize
     // kernel per expert under most recipes (OpCost::launches): the framework's dispatch once,
-    // the launch once per kernel.
+    // the launch once per kernel. torchtitan's torch._grouped_mm is one kernel.
     // GroupedLinear's own host work per further expert comes on top of its GEMMs' launches.
     const Time launch = state_.costs().kernel_launch();
     const Time experts = state_.program().expert_gemm_host * (cost.groups - 1);

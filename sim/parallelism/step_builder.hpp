@@ -90,6 +90,10 @@ class BuildState {
   // Whether a graph replays the ops of `role` (a cast's: its GEMM's).
   bool captures(workload::Role role) const;
   static constexpr std::uint8_t kReplayed = 1;
+  // A grouped GEMM is one kernel, one launch whatever its groups (torch._grouped_mm, torchtitan's
+  // experts), rather than Transformer Engine's GEMM per group.
+  void launch_grouped_gemm_once() { grouped_gemm_once_ = true; }
+  bool launches_grouped_gemm_once() const { return grouped_gemm_once_; }
   // The host cost class (Op::host) of an op that costs the CPU `cost`, added on first use.
   std::uint8_t host_class(Time cost);
 
@@ -99,6 +103,7 @@ class BuildState {
   const Costs& costs_;
   std::map<Key, CollectiveCost> collectives_;
   bool capture_layers_ = false;
+  bool grouped_gemm_once_ = false;
   std::vector<CudaGraphScope> scopes_;
 };
 

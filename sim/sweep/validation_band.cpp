@@ -30,14 +30,14 @@ struct GpuErrors {
 constexpr std::array<GpuErrors, 6> kErrors = {{
     {"a100-sxm4-80gb", 0.0230, 2},       // torchtitan on A100
     {"h100-sxm5-80gb", 0.0954, 16},      // Megatron-LM README weak scaling, NeMo 24.07, Megatron-Bridge
-    {"h100-sxm5-96gb-500w", 0.0540, 9},  // torchtitan on H100
+    {"h100-sxm5-96gb-500w", 0.0533, 9},  // torchtitan on H100
     {"h200", 0.0360, 1},                 // torchtitan on H200
     {"b200", 0.1166, 7},                 // Megatron-Bridge on DGX B200 (dense and MoE)
     {"gb200", 0.0762, 9},                // Megatron-Bridge on GB200 NVL72 (dense and MoE)
 }};
 
 // Every row above together.
-constexpr GpuErrors kAll = {"", 0.0817, 44};
+constexpr GpuErrors kAll = {"", 0.0815, 44};
 
 // The GPU keys no step time reads: its name and provenance only name it, the board power gives
 // the energy, and the memory capacity decides which layouts fit, not how long one takes.

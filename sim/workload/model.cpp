@@ -526,6 +526,10 @@ OpCost optimizer_step(long long params, const TrainingSpec& t) {
   OpCost op = elementwise(sgd ? "sgd" : "adam", Role::optimizer, OpClass::optimizer, params,
                           passes.bytes + model_copy + clip, adam_flops);
   op.operators = passes.operators;
+  // PyTorch's clip_grad_norm_ (eager PyTorch's and torchtitan's clipping, on its foreach path)
+  // issues 8 operators: _foreach_norm, stack, vector_norm of the norms, total_norm + 1e-6,
+  // max_norm / it (reciprocal, mul), clamp to 1, _foreach_mul_ of the gradients.
+  if (t.grad_clip && (t.framework == Framework::pytorch || torchtitan(t.framework))) op.operators += 8;
   return op;
 }
 

@@ -516,6 +516,8 @@ TEST_CASE("old Kineto's Operator category: ProfilerStep#N are the steps, the oth
   CHECK(h.operator_median == Time::from_us(11));
   CHECK(h.launches == 4);
   CHECK(h.launch_median == Time::from_us(3));
+  // Each operator less its own launch: 7 and 9 us, median 8.
+  CHECK(h.dispatch_median == Time::from_us(8));
 }
 
 TEST_CASE("the median CPU cost of an even count is the mean of the two middle values") {
@@ -543,6 +545,13 @@ TEST_CASE("the median CPU cost of an even count is the mean of the two middle va
   CHECK(h.operator_median == Time::from_us(30));
   CHECK(h.launches == 6);
   CHECK(h.launch_median == Time::from_ps(3'500'000));
+  // Each operator less the launches it encloses as their innermost operator: 30 - 5 = 25,
+  // 40 - 4 - 3 = 33, 10 - 2 = 8 and 30 - 4 = 26; median (25 + 26) / 2 = 25.5 us, where the
+  // operators' median less the launches' would say 30 - 3.5 = 26.5.
+  CHECK(h.dispatch_median == Time::from_ps(25'500'000));
+  const analysis::HostFit fit = analysis::fit_host(h);
+  REQUIRE(fit.dispatch_us);
+  CHECK(*fit.dispatch_us == 25.5);
 }
 
 TEST_CASE("a metadata event's ts, 0 before epoch timestamps, neither sets the origin nor is refused") {

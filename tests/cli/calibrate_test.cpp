@@ -377,24 +377,33 @@ TEST_CASE("from-trace fits no efficiency to a trace of another job, and says how
 
 // Oracle: the same figures computed apart from stepsim, by a short script over the traces'
 // JSON (for each cudaLaunchKernel, the shortest cpu_op on its thread that encloses it; medians
-// of those operators' and of the launches' durations).
+// of those operators' and of the launches' durations, and of each operator's duration less the
+// launches it encloses: an operator that launches several kernels, cuDNN's convolution backward
+// or the recommendation model's mm, is charged its launches by the host model and not as
+// dispatch).
 TEST_CASE("from-trace on the real traces prints the CPU's cost per operator and how many operators it came from") {
   Scratch s("calib-host");
   const auto first = s.run("calibrate from-trace " + kData + "/traces/recsys-a100-rank0of16.json.gz");
   REQUIRE(first.status == 0);
   CHECK(first.out.find("per-operator CPU cost 10.0 us (median of 4900 CPU operators that launched kernels), "
                        "kernel launch 4.0 us") != std::string::npos);
+  CHECK(first.out.find("launches): 5.0 us of dispatch beyond its launches") != std::string::npos);
   const auto second = s.run("calibrate from-trace " + kData + "/traces/recsys-a100-rank3of8.json.gz");
   CHECK(second.out.find("per-operator CPU cost 18.0 us (median of 7452 CPU operators that launched kernels), "
                         "kernel launch 6.0 us") != std::string::npos);
+  // 798 of its operators launch two kernels (mm, addmm, layer norm's backward): the median less
+  // 6 us would say 12.
+  CHECK(second.out.find("launches): 11.0 us of dispatch beyond its launches") != std::string::npos);
   // All three pooled: what training.framework's 12 us of dispatch is.
   const auto all = s.run("calibrate from-trace " + kData + "/traces/");
   CHECK(all.out.find("per-operator CPU cost 18.0 us (median of 14113 CPU operators") != std::string::npos);
-  CHECK(all.out.find("12.0 us of dispatch beyond the launch") != std::string::npos);
+  CHECK(all.out.find("12.0 us of dispatch beyond its launches") != std::string::npos);
   // With a scenario, beside the efficiencies.
   const auto with = s.run("calibrate from-trace " + kData +
                           "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" -o f.json --set cluster=dgx-a100-80g-hdr");
   CHECK(with.out.find("# host: per-operator CPU cost") != std::string::npos);
+  // cuDNN's convolutions launch 3 to 5 kernels each: 40.5 us of dispatch, not 51.8 - 9.7 = 42.1.
+  CHECK(with.out.find("launches): 40.5 us of dispatch beyond its launches") != std::string::npos);
 }
 
 namespace {
@@ -411,7 +420,7 @@ double printed(const std::string& out, const std::string& label, const std::stri
 }  // namespace
 
 // The figures the test above checks (computed apart from stepsim) are the file's, as printed:
-// the recommendation model's 6.0 us launch and 12.0 us of dispatch, the ResNet's 9.7 us launch.
+// the recommendation model's 6.0 us launch and 11.0 us of dispatch, the ResNet's 9.7 us launch.
 TEST_CASE("from-trace writes the host costs it prints for a real trace into the calibration file") {
   Scratch s("calib-host-file");
   const auto recsys = s.run("calibrate from-trace " + kData +
@@ -420,9 +429,9 @@ TEST_CASE("from-trace writes the host costs it prints for a real trace into the 
   REQUIRE(recsys.status == 0);
   const auto r = json_of(testing::slurp(s.file("r.json")));
   CHECK(number(r.at("compute"), "launch_overhead_us") == 6.0);
-  CHECK(number(r.at("compute"), "dispatch_us") == 12.0);
+  CHECK(number(r.at("compute"), "dispatch_us") == 11.0);
   CHECK(printed(recsys.out, "kernel launch ", " us") == 6.0);
-  CHECK(printed(recsys.out, "launches): ", " us of dispatch") == 12.0);
+  CHECK(printed(recsys.out, "launches): ", " us of dispatch") == 11.0);
   const auto resnet = s.run("calibrate from-trace " + kData +
                             "/traces/resnet50-ddp-a100-rank0of2.json.gz \"\" --set cluster=dgx-a100-80g-hdr -o n.json");
   INFO(resnet.out << resnet.err);
@@ -447,13 +456,13 @@ TEST_CASE("from-trace writes the host costs it prints for a real trace into the 
     }
     if (v.at("key").as_string() == "dispatch_us") {
       dispatch = true;
-      CHECK(number(v, "value") == 12.0);
+      CHECK(number(v, "value") == 11.0);
       CHECK(number(v, "preset") == 0.0);
       CHECK(v.at("source").as_string() == source);
     }
   }
   for (const auto& note : report.at("notes").as_array())
-    if (std::string(note.as_string()).find("the CPU issues each operator in 18 us (6 us launch, 12 us dispatch)") !=
+    if (std::string(note.as_string()).find("the CPU issues each operator in 17 us (6 us launch, 11 us dispatch)") !=
         std::string::npos)
       framework_note = true;
   CHECK(launch);

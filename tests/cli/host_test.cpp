@@ -66,10 +66,12 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   // (torch.optim's foreach Adam: 7 operators). PyTorch's DDP reducer, without gradient_as_bucket_view, copies each of
   // the 149 gradients (word and position embeddings, 12 a layer: two layernorms, qkv, projection, fc1 and fc2, each a
   // weight and a bias; the final layernorm's two; the LM head) into its bucket in the last micro-batch and back after
-  // its AllReduce: an operator each way. Each operator costs the CPU the H100 preset's 5 us launch and eager PyTorch's
-  // 12 us dispatch.
-  const double ops = (423.0 + 146 + 50 + 24) * 32 + 14 + 7 + 2 * 149;
-  const double issue_s = ops * 17e-6;  // 355.2 ms
+  // its AllReduce: an operator each way. Under no_sync() the micro-batches accumulate into each parameter's .grad
+  // through autograd's AccumulateGrad, which takes the first micro-batch's gradient as it is and adds each later one
+  // in place (accumulate_grad.h: `variable_grad += new_grad`, an aten::add_ per tensor): 149 x 31. Each operator costs
+  // the CPU the H100 preset's 5 us launch and eager PyTorch's 12 us dispatch.
+  const double ops = (423.0 + 146 + 50 + 24) * 32 + 149 * 31 + 14 + 7 + 2 * 149;
+  const double issue_s = ops * 17e-6;  // 25,514 operators: 433.7 ms
   // The optimizer's kernels, issued last, run after the last issue.
   CHECK(r.report.step_time_s - r.report.breakdown_s.optimizer == Approx(issue_s).epsilon(0.02));
   CHECK(kernel_sum_s(r.timeline) < 0.9 * r.report.step_time_s);
@@ -77,6 +79,69 @@ TEST_CASE("A launch-bound eager step lasts as long as its CPU takes to issue it,
   CHECK(r.report.host.framework == "pytorch");
   CHECK(r.report.host.cpu_issue_s == Approx(issue_s).epsilon(0.001));
   CHECK(r.report.host.gpu_wait_s == Approx(r.report.step_time_s - kernel_sum_s(r.timeline)).epsilon(0.05));
+}
+
+TEST_CASE("Eager PyTorch adds each gradient into .grad in every micro-batch after the first") {
+  // By hand: one micro-batch (global batch 8 on 8 replicas) issues 643 operators, then DDP's 14 AllReduces, the 7 of
+  // the optimizer and the reducer's 2 x 149 copies: 962, 16.354 ms at 17 us. A second micro-batch adds its 643 and,
+  // since the first left each parameter's .grad defined, AccumulateGrad's in-place add for each of the 149 gradient
+  // tensors (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad: `variable_grad += new_grad`, one
+  // aten::add_ each): 1,754, 29.818 ms.
+  const auto cpu_s = [](const std::vector<std::string>& sets) {
+    return stepsim::simulate(small(sets)).report.host.cpu_issue_s;
+  };
+  CHECK(cpu_s({"training.global_batch=8"}) == Approx(962 * 17e-6).epsilon(1e-6));
+  CHECK(cpu_s({"training.global_batch=16"}) == Approx(1754 * 17e-6).epsilon(1e-6));
+  // Megatron-Core accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion), and FSDP reduce-scatters
+  // and frees each micro-batch's unsharded gradients: a second micro-batch costs them its own operators alone.
+  for (const std::string kind : {"training.framework=megatron", "data_parallel.kind=fsdp"}) {
+    INFO(kind);
+    const double one = cpu_s({kind, "training.global_batch=8"});
+    const double two = cpu_s({kind, "training.global_batch=16"});
+    const double three = cpu_s({kind, "training.global_batch=24"});
+    CHECK(three - two == Approx(two - one).epsilon(1e-9));
+  }
+  // The adds are ops of their own, named by the gradients they accumulate, none in the first micro-batch.
+  const stepsim::SimulationResult r = stepsim::simulate(small({"training.global_batch=16"}));
+  int adds = 0;
+  for (const stepsim::Interval& i : r.timeline.ranks.front().intervals)
+    if (i.activity == stepsim::Activity::compute && r.timeline.names[i.name].starts_with("AccumulateGrad ")) ++adds;
+  CHECK(adds > 0);
+}
+
+TEST_CASE("FSDP2 under a pipeline schedule accumulates unsharded gradients in .grad, as DDP does") {
+  // torchtitan, FSDP2 on 2 stages x 4 replicas, global batch 16: 4 micro-batches a replica. PyTorch's pipelining runs
+  // every backward but the last without gradient sync or resharding, so AccumulateGrad adds each later micro-batch's
+  // gradients into the unsharded .grad. Stage 0 (the embedding and 6 layers) completes gradients in 37 ops a
+  // backward: the embedding's (word and position tables) and each layer's 6 gradient-making ops (its two
+  // layernorms, qkv, projection, fc1, fc2): 37 x 3 adds.
+  const auto adds = [](const std::vector<std::string>& sets) {
+    std::vector<std::string> all{"training.framework=torchtitan", "data_parallel.kind=fsdp",
+                                 "training.global_batch=16"};
+    all.insert(all.end(), sets.begin(), sets.end());
+    const stepsim::SimulationResult r = stepsim::simulate(small(all));
+    int n = 0;
+    for (const stepsim::Interval& i : r.timeline.ranks.front().intervals)
+      if (i.activity == stepsim::Activity::compute && r.timeline.names[i.name].starts_with("AccumulateGrad ")) ++n;
+    return n;
+  };
+  CHECK(adds({"parallel.pp=2", "parallel.dp=4"}) == 37 * 3);
+  // Without a pipeline FSDP reduce-scatters and frees each micro-batch's unsharded gradients: nothing accumulates.
+  CHECK(adds({}) == 0);
+}
+
+TEST_CASE("PyTorch's clip_grad_norm_ costs the host its operators") {
+  // torch.nn.utils.clip_grad_norm_ on its foreach path: _foreach_norm, stack, linalg.vector_norm, the add of 1e-6,
+  // max_norm divided by it (Tensor.__rtruediv__: reciprocal, mul), clamp and _foreach_mul_: 8 operators of 17 us.
+  for (const std::string framework : {"pytorch", "torchtitan"}) {
+    INFO(framework);
+    const auto cpu_s = [&](bool clip) {
+      return stepsim::simulate(small({"training.framework=" + framework, "training.global_batch=8",
+                                      std::string("training.grad_clip=") + (clip ? "true" : "false")}))
+          .report.host.cpu_issue_s;
+    };
+    CHECK(cpu_s(true) - cpu_s(false) == Approx(8 * 17e-6).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("With CUDA graphs the same step is the sum of its kernels") {
@@ -183,8 +248,9 @@ TEST_CASE("The trace has a CPU lane with the host's runs of launches") {
   // reducer's 75 copies into
   // buckets (one after each of the last micro-batch's 75 backward ops that make gradients: 6 a
   // layer, the embedding, the final layernorm and the LM head) and its 14 copies back, one a
-  // bucket.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 14312 ops")x") != std::string::npos);
+  // bucket: 14,312; and autograd's accumulation into .grad, an add after each of those 75 ops in
+  // each of the 31 micro-batches after the first: 16,637.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 16637 ops")x") != std::string::npos);
 }
 
 TEST_CASE("CUDA graphs where the framework or FSDP cannot capture the layers are refused") {
@@ -232,6 +298,25 @@ TEST_CASE("Megatron-Core's dropless dispatcher reads the tokens per expert on th
     CHECK(after_permute);
   }
   CHECK(r.report.host.gpu_wait_s >= 8 * 17e-6);
+}
+
+TEST_CASE("torchtitan's grouped expert GEMM is one launch, Transformer Engine's one per local expert") {
+  // The same MoE under FSDP with 8 experts (one a GPU at EP 8) and 64 (eight a GPU). Each MoE layer runs six grouped
+  // GEMMs a micro-batch (fc1 and fc2: forward, input gradient, weight gradient): 4 layers x 6 x 2 micro-batches = 48.
+  const auto cpu_s = [](const std::string& framework, int experts) {
+    const stepsim::Scenario s = stepsim::io::load_scenario_text(
+        kMoe, "moe.json",
+        {"training.framework=" + framework, "data_parallel.kind=fsdp", "model.moe.experts=" + std::to_string(experts)});
+    return stepsim::simulate(s).report.host.cpu_issue_s;
+  };
+  // Transformer Engine's GroupedLinear launches a cuBLAS GEMM per local expert: 7 more launches of 5 us each.
+  CHECK(cpu_s("unspecified", 64) - cpu_s("unspecified", 8) == Approx(48 * 7 * 5e-6).epsilon(1e-6));
+  // torchtitan's GroupedExperts calls torch._grouped_mm (torchtitan/models/moe/moe.py, _run_experts_grouped_mm):
+  // one kernel whatever the experts.
+  for (const std::string framework : {"torchtitan", "torchtitan-compile"}) {
+    INFO(framework);
+    CHECK(cpu_s(framework, 64) == Approx(cpu_s(framework, 8)).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("More CPU time per launch never shortens a step whose compute does not slow beside communication", "[slow]") {
@@ -286,7 +371,7 @@ stepsim::Scenario small_tp2(const std::vector<std::string>& more = {}) {
 
 }  // namespace
 
-// By hand (the launch-bound test above): 20,895 operators, each costing the CPU 8 us of launch
+// By hand (the launch-bound test above): 25,514 operators, each costing the CPU 8 us of launch
 // (set) and eager PyTorch's 12 us of dispatch. A kernel starts no earlier than its launch ends.
 TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op ending in its launch") {
   Scratch s("host-kineto");
@@ -315,7 +400,7 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
       kernels.push_back(&e);
     }
   }
-  CHECK(host_us == Approx(20895 * 20.0).epsilon(0.001));
+  CHECK(host_us == Approx(25514 * 20.0).epsilon(0.001));
   CHECK(launches > 9000);
   // Each operator ends with its launch, which it encloses.
   for (const KinetoEvent* op : ops) {
@@ -338,6 +423,36 @@ TEST_CASE("The Kineto trace shows each operator the host issued as a cpu_op endi
 
 // Replayed kernels are launched by their graph: one cudaGraphLaunch for each run of them, whose
 // correlation id they share, and no cpu_op or cudaLaunchKernel of their own.
+// torchtitan's Llama (torchtitan/models/llama3/model/model.py) has, per layer, attention_norm, wq, wk, wv, wo,
+// ffn_norm, w1, w2 and w3, and tok_embeddings, norm and output besides: 9 x 4 + 3 = 39 parameters in 4 layers, each
+// an autograd leaf with its own AccumulateGrad and its own DDP hook.
+TEST_CASE("DDP's hooks and autograd's adds count each parameter the model code holds, wq, wk and wv apart") {
+  Scratch s("host-llama-parameters");
+  s.write("llama.json", R"({
+    "model": {"name": "llama-tiny", "layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "vocab": 32000,
+              "seq_len": 512, "ffn_hidden": 2816, "mlp": "swiglu"},
+    "cluster": "dgx-h100-ndr",
+    "parallel": {"tp": 1, "pp": 1, "dp": 8},
+    "training": {"framework": "torchtitan", "global_batch": 16, "micro_batch": 1},
+    "data_parallel": {"kind": "ddp"}})");
+  const auto sim = s.run("simulate llama.json --trace-format kineto --trace step.json");
+  INFO(sim.err);
+  REQUIRE(sim.status == 0);
+  // Two micro-batches: the second adds each of the 39 gradients into .grad, then the reducer copies each into its
+  // bucket and, after the AllReduces, back: 39 operators of 17 us each way.
+  double adds_us = 0, into_us = 0, back_us = 0;
+  for (const KinetoEvent& e : kineto_events(stepsim::testing::slurp(s.file("step.json")))) {
+    if (e.cat != "cpu_op") continue;
+    if (e.name.starts_with("AccumulateGrad ")) adds_us += e.dur;
+    if (e.name.find(" scaled in bucket ") != std::string::npos || e.name.find(" into bucket ") != std::string::npos)
+      into_us += e.dur;
+    if (e.name.find(" back to gradients") != std::string::npos) back_us += e.dur;
+  }
+  CHECK(adds_us == Approx(39 * 17.0).epsilon(1e-6));
+  CHECK(into_us == Approx(39 * 17.0).epsilon(1e-6));
+  CHECK(back_us == Approx(39 * 17.0).epsilon(1e-6));
+}
+
 TEST_CASE("Under CUDA graphs the Kineto trace launches the replayed kernels by a cudaGraphLaunch each graph") {
   Scratch s("host-kineto-graphs");
   s.write("small.json", kSmall);
@@ -360,10 +475,11 @@ TEST_CASE("Under CUDA graphs the Kineto trace launches the replayed kernels by a
     }
   }
   // A graph for each layer's forward and each one's backward in every micro-batch: 12 layers,
-  // 32 micro-batches. In the last one DDP's reducer copies each gradient into its bucket as the
-  // backward makes it, which the host issues between the replayed kernels: a layer's 6
-  // gradient-making ops, the last of them ending its backward, cut it in 6, 5 more graphs a layer.
-  CHECK(graphs == 2 * 12 * 32 + 12 * 5);
+  // 32 micro-batches. In each but the first autograd adds each gradient into its parameter's
+  // .grad as the backward makes it (and in the last DDP's reducer then copies it into its
+  // bucket), which the host issues between the replayed kernels: a layer's 6 gradient-making ops,
+  // the last of them ending its backward, cut it in 6, 5 more graphs a layer and micro-batch.
+  CHECK(graphs == 2 * 12 * 32 + 12 * 5 * 31);
   int replayed = 0;
   for (const auto& [id, n] : kernels_of) {
     REQUIRE(call.count(id) == 1);
@@ -411,9 +527,10 @@ TEST_CASE("The CPU lane counts the ops the CPU issued, not the kernels CUDA grap
   // loss, LM head (dgrad, wgrad), final layernorm and embedding backward and autocast's casts for
   // the LM head, forward (its weight and input) and backward (its weight's and input's gradients)
   // (12 x 32), DDP's 14 bucket AllReduces, the optimizer step, the reducer's 75 copies into
-  // buckets and 14 back.
-  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 488 ops")x") != std::string::npos);
-  CHECK(trace.find("issue 14312 ops") == std::string::npos);
+  // buckets and 14 back: 488; and autograd's adds into .grad after the 75 gradient-making ops
+  // in each of the 31 micro-batches after the first: 2,813.
+  CHECK(trace.find(R"x("cat":"cpu_op","name":"issue 2813 ops")x") != std::string::npos);
+  CHECK(trace.find("issue 16637 ops") == std::string::npos);
 }
 
 TEST_CASE("The framework note gives the CPU's cost per operator as plain microseconds") {
