@@ -37,7 +37,7 @@ constexpr std::array<GpuErrors, 6> kErrors = {{
 }};
 
 // Every row above together.
-constexpr GpuErrors kAll = {"", 0.0815, 44};
+constexpr GpuErrors kAll = {"", 0.0816, 44};
 
 // The GPU keys no step time reads: its name and provenance only name it, the board power gives
 // the energy, and the memory capacity decides which layouts fit, not how long one takes.
