@@ -12,6 +12,7 @@
 
 #include "parallelism/stage_layout.hpp"
 #include "stepsim/framework.hpp"
+#include "workload/op_builder.hpp"
 #include "workload/shape.hpp"
 
 namespace stepsim::parallelism {
@@ -161,17 +162,7 @@ std::vector<GradTensor> gradient_tensors(const ModelSpec& m, const ParallelSpec&
 }
 
 int parameters_of(const GradTensor& tensor, bool separate_linears) {
-  if (!separate_linears) return 1;
-  switch (tensor.role) {
-    case Role::qkv:
-      return 3;
-    case Role::fc1:
-    case Role::expert_fc1:
-    case Role::shared_fc1:
-      return 2;
-    default:
-      return 1;
-  }
+  return separate_linears ? workload::weight_parameters(tensor.role, false) : 1;
 }
 
 std::vector<Bucket> assign_buckets(const std::vector<GradTensor>& tensors, const std::vector<int>& order,

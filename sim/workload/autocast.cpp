@@ -35,17 +35,7 @@ bool casts_weights(const OpCost& op) { return has_weight(op) && !op.fp8; }
 // attention and MLP (its reference code, torchtitan's) have wq, wk and wv and w1 and w3 apart,
 // here one QKV and one fc1 GEMM (torchtitan's experts likewise their w1 and w3); one elsewhere.
 long long weight_tensors(Role role, const LayerShape& s) {
-  if (!s.llama_style) return 1;
-  switch (role) {
-    case Role::qkv:
-      return s.mla() ? 1 : 3;
-    case Role::fc1:
-    case Role::expert_fc1:
-    case Role::shared_fc1:
-      return 2;
-    default:
-      return 1;
-  }
+  return s.llama_style ? weight_parameters(role, s.mla()) : 1;
 }
 
 // A GPT layer's QKV and fc1 add their bias in the GEMM (F.linear's bias), which autocast casts

@@ -83,6 +83,19 @@ OpCost copy_kernels(std::string name, Pass pass, Bytes bytes, int operators) {
   return op;
 }
 
+int weight_parameters(Role role, bool mla) {
+  switch (role) {
+    case Role::qkv:
+      return mla ? 1 : 3;
+    case Role::fc1:
+    case Role::expert_fc1:
+    case Role::shared_fc1:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 bool has_weight(const OpCost& op) {
   switch (op.role) {
     case Role::qkv:

@@ -32,4 +32,10 @@ void append_backward(const OpCost& f, const LayerShape& shape, std::vector<OpCos
 // Whether `op` is a GEMM against a weight matrix (it has a weight gradient).
 bool has_weight(const OpCost& op);
 
+// The model code's weight parameters that the weight of one of stepsim's GEMMs of `role` stands
+// for where the code keeps Llama's linear layers apart: wq, wk and wv for the QKV GEMM (MLA's
+// projections are GEMMs of their own: one), w1 and w3 for fc1 (a routed or shared expert's too);
+// one otherwise.
+int weight_parameters(Role role, bool mla);
+
 }  // namespace stepsim::workload
