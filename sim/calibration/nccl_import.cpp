@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "calibration/apply.hpp"
@@ -290,24 +291,34 @@ void check_channels(const ClusterSpec& fastest, const Measurement& m) {
   const int by_default = collectives::nccl_channels(run.cluster, run.request, choice.algorithm);
   const auto get = [&](const char* name) { return said.count(name) ? said[name] : nullptr; };
   // The variable that holds the bound, the newer name over the older.
-  const auto pick = [&](const char* newer, const char* older) { return get(newer) ? get(newer) : get(older); };
+  const auto pick = [&](const char* newer, const char* older) {
+    const NcclTestsRow::EnvSaid* e = get(newer);
+    return e != nullptr && e->value != -2 ? e : get(older);
+  };
   int channels = by_default;
   std::vector<const NcclTestsRow::EnvSaid*> binding;
+  // NCCL holds what it reads to its MAXCHANNELS (64), a maximum below 1 to 1 (ncclMaxNchannels:
+  // "User asked for a maximum of ... channels"), and takes -2, its parameters' default, as unset.
+  constexpr long long kMaxChannels = 64;
+  const auto held = [&](const NcclTestsRow::EnvSaid* e) -> std::optional<int> {
+    if (e == nullptr || e->value == -2) return std::nullopt;
+    return static_cast<int>(std::clamp(e->value, 1LL, kMaxChannels));
+  };
   const auto cap = [&](const NcclTestsRow::EnvSaid* e) {
-    if (e && e->value >= 1 && e->value < channels) {
-      channels = static_cast<int>(e->value);
+    if (const auto v = held(e); v && *v < channels) {
+      channels = *v;
       binding.push_back(e);
     }
   };
   const auto raise = [&](const NcclTestsRow::EnvSaid* e) {
-    if (e && e->value > channels) {
-      channels = static_cast<int>(e->value);
+    if (const auto v = held(e); v && e->value >= 1 && *v > channels) {
+      channels = *v;
       binding.push_back(e);
     }
   };
   if (nvls) {
-    if (const auto* e = get("NCCL_NVLS_NCHANNELS"); e && e->value >= 1 && e->value != channels) {
-      channels = static_cast<int>(e->value);
+    if (const auto* e = get("NCCL_NVLS_NCHANNELS"); held(e) && e->value >= 1 && *held(e) != channels) {
+      channels = *held(e);
       binding.push_back(e);
     }
   } else {

@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -445,12 +446,16 @@ bool nccl_own_line(const std::string& text, int line, std::string& version, Sect
   // NCCL_MIN/MAX_NRINGS, NCCL_MIN/MAX_CTAS, NCCL_NVLS_NCHANNELS).
   static const std::regex switched(
       R"(NCCL INFO (NCCL_NVLS_ENABLE|NCCL_IB_DISABLE|NCCL_P2P_DISABLE|NCCL_(?:MIN|MAX)_(?:NCHANNELS|NRINGS|CTAS))"
-      R"(|NCCL_NVLS_NCHANNELS) set by environment to (-?\d{1,18})\b)");
+      R"(|NCCL_NVLS_NCHANNELS) set by environment to (-?\d{1,19})\b)");
   if (std::regex_search(rest, m, switched)) {
     const std::string variable = m[1];
     const bool known = std::any_of(section.nccl_env.begin(), section.nccl_env.end(),
                                    [&](const NcclTestsRow::EnvSaid& e) { return e.variable == variable; });
-    if (!known) section.nccl_env.push_back({variable, std::stoll(m[2]), fmt::format("line {}", line)});
+    // NCCL prints the value as a long long (%lld): 19 digits at most, which strtoll reads back
+    // whole (a longer one saturates, as NCCL's own strtoll would have).
+    const std::string digits = m[2];
+    if (!known)
+      section.nccl_env.push_back({variable, std::strtoll(digits.c_str(), nullptr, 10), fmt::format("line {}", line)});
   }
   return true;
 }

@@ -486,6 +486,12 @@ TEST_CASE("a log whose environment bounded NCCL's channels below or above their 
                                     "(ring) on 32 channel(s), where it runs 24 by default"));
   CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MAX_CTAS", 8, a100, mib)}, {}),
                     Catch::Contains("on 8 channel(s), where it runs 24 by default"));
+  // NCCL holds a bound to its 64 channels, a maximum below 1 to 1, and takes -2 for unset.
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MIN_NCHANNELS", 1000000000000000000LL, a100, mib)}, {}),
+                    Catch::Contains("on 64 channel(s), where it runs 24 by default"));
+  CHECK_THROWS_WITH(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", 0, a100, mib)}, {}),
+                    Catch::Contains("on 1 channel(s), where it runs 24 by default"));
+  CHECK(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", -2, a100, mib)}, {}).collectives.size() == 1);
   // At or beyond the default, the bounds change nothing; NVLS's count is not the A100's rings'.
   CHECK(import_nccl_tests({rows("NCCL_MAX_NCHANNELS", 24, a100, mib)}, {}).collectives.size() == 1);
   CHECK(import_nccl_tests({rows("NCCL_MIN_NCHANNELS", 8, a100, mib)}, {}).collectives.size() == 1);
