@@ -52,6 +52,17 @@ std::vector<EpCall> ep_calls(const stepsim::Scenario& s, const std::string& what
   return out;
 }
 
+// Whether `s` issues no EP collective named `what` under the flex dispatcher, nor under
+// `framework` with its own dispatcher: calls of Megatron-Core's all-to-all dispatcher alone.
+bool none_beyond_alltoall_dispatcher(const stepsim::Scenario& s, const std::string& what,
+                                     stepsim::Framework framework) {
+  stepsim::Scenario flex = s;
+  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
+  stepsim::Scenario other = s;
+  other.training.framework = framework;
+  return ep_calls(flex, what).empty() && ep_calls(other, what).empty();
+}
+
 }  // namespace
 
 // Megatron-Core's TopKRouter with the fused router kernels, operator by operator (router.py,
@@ -198,12 +209,7 @@ TEST_CASE("the all-to-all dispatcher gathers the tokens per expert over the EP g
       return p.names[rank.ops()[w].name].find("tokens per expert") != std::string::npos;
     }));
   }
-  stepsim::Scenario flex = s;
-  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
-  CHECK(ep_calls(flex, "tokens per expert").empty());
-  stepsim::Scenario titan = s;
-  titan.training.framework = stepsim::Framework::torchtitan;
-  CHECK(ep_calls(titan, "tokens per expert").empty());
+  CHECK(none_beyond_alltoall_dispatcher(s, "tokens per expert", stepsim::Framework::torchtitan));
 }
 
 TEST_CASE("the all-to-all dispatcher sorts the tokens by expert after the dispatch and back before the combine") {
@@ -476,12 +482,7 @@ TEST_CASE("with etp 2 Megatron-Core's all-to-all dispatcher gathers the probabil
   CHECK(gathers[1].op == CollOp::reducescatter);
   CHECK(gathers[1].size == gathers[0].size);
   // The flex dispatcher carries them with the tokens, outside Megatron-Core none are sent.
-  stepsim::Scenario flex = s;
-  flex.model.moe.dispatcher = stepsim::MoeDispatcher::flex;
-  CHECK(ep_calls(flex, "probs gather").empty());
-  stepsim::Scenario plain = s;
-  plain.training.framework = stepsim::Framework::unspecified;
-  CHECK(ep_calls(plain, "probs gather").empty());
+  CHECK(none_beyond_alltoall_dispatcher(s, "probs gather", stepsim::Framework::unspecified));
 }
 
 // EP 16 over two nodes of 8, 8 experts (4 per node), top 2, tokens spread evenly: the
